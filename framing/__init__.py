@@ -1,0 +1,35 @@
+"""chunkwire's sans-IO core: the wire format, buffers, scanner and codec.
+
+Nothing here imports C{twisted.internet}: it is pure bytes in, objects out,
+and tested with plain bytes.  See C{docs/wire-format.md} for the format.
+"""
+
+from .blocks import BlockBuffer
+from .chain import ChunkChain
+from .decoder import Decoder, Ping, Pong, loads
+from .encoder import Encoder, dumps
+from .errors import ChunkwireError, EncodingError, ProtocolError, Violation
+from .limits import Limits
+from .scanner import TokenScanner
+from .slicing.interfaces import ISlicer, IUnslicer
+from .slicing.registry import Registry
+
+__all__ = [
+    "BlockBuffer",
+    "ChunkChain",
+    "ChunkwireError",
+    "Decoder",
+    "Encoder",
+    "EncodingError",
+    "ISlicer",
+    "IUnslicer",
+    "Limits",
+    "Ping",
+    "Pong",
+    "ProtocolError",
+    "Registry",
+    "TokenScanner",
+    "Violation",
+    "dumps",
+    "loads",
+]

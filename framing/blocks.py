@@ -1,0 +1,98 @@
+"""BlockBuffer: the send buffer.
+
+Contract: output is kept as a list of blocks.  Small pieces are appended to
+the current block (an C{io.BytesIO}, so one append is one C-level copy);
+a block is sealed without copying (C{BytesIO.getvalue()} hands over its
+buffer once nothing else shares it) when it reaches its cap, and caps grow
+geometrically from L{FIRST_BLOCK} to L{MAX_BLOCK}, as in CPython's
+C{_BlocksOutputBuffer}, so no single reallocation is ever larger than one
+block.  An immutable piece of at least L{LARGE_PIECE} bytes becomes a block of
+its own by reference: a large body is never copied into the buffer.  Peak
+memory is the output plus less than one block of slack.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+
+FIRST_BLOCK = 16 * 1024
+MAX_BLOCK = 4 * 1024 * 1024
+LARGE_PIECE = 32 * 1024
+
+
+class BlockBuffer:
+    """
+    An append-only output buffer that hands out what was written with
+    L{take} (one C{bytes}) or L{take_blocks} (a list for C{writeSequence}).
+
+    @ivar write: append a small piece to the current block.  This is the
+        current block's own C{write}, so the hot path is one C call; it is
+        rebound whenever a block is sealed, so callers look it up on the
+        buffer each time rather than keeping it across L{seal_if_full},
+        L{write_piece} or L{take}.
+    """
+
+    __slots__ = ("write", "_current", "_blocks", "_sealed", "_cap")
+
+    write: Callable[[bytes], int]
+
+    def __init__(self) -> None:
+        self._blocks: list[bytes] = []
+        self._sealed = 0
+        self._cap = FIRST_BLOCK
+        self._current = io.BytesIO()
+        self.write = self._current.write
+
+    def __len__(self) -> int:
+        return self._sealed + self._current.tell()
+
+    def write_piece(self, data: bytes) -> None:
+        """
+        Append C{data}; a large immutable piece is kept by reference as a
+        block of its own instead of being copied.
+        """
+        if type(data) is bytes and len(data) >= LARGE_PIECE:
+            self._seal()
+            self._blocks.append(data)
+            self._sealed += len(data)
+        else:
+            self._current.write(data)
+            if self._current.tell() >= self._cap:
+                self._seal()
+
+    def seal_if_full(self) -> None:
+        """Start a new block if the current one has reached its cap."""
+        if self._current.tell() >= self._cap:
+            self._seal()
+
+    def take(self) -> bytes:
+        """Return everything written as one C{bytes} and empty the buffer."""
+        blocks = self.take_blocks()
+        if len(blocks) == 1:
+            return blocks[0]
+        return b"".join(blocks)
+
+    def take_blocks(self) -> list[bytes]:
+        """Return everything written as a list of blocks and empty the buffer."""
+        self._seal()
+        blocks = self._blocks
+        self._blocks = []
+        self._sealed = 0
+        self._cap = FIRST_BLOCK
+        return blocks
+
+    def _seal(self) -> None:
+        size = self._current.tell()
+        if not size:
+            return
+        # getvalue() gives up the BytesIO's own buffer (shrunk in place) when
+        # nothing else shares it, so sealing copies nothing.
+        self._blocks.append(self._current.getvalue())
+        self._sealed += size
+        self._current = io.BytesIO()
+        self.write = self._current.write
+        self._cap = min(self._cap * 2, MAX_BLOCK)
+
+    def __repr__(self) -> str:
+        return f"<BlockBuffer {len(self)} bytes in {len(self._blocks)} sealed blocks>"

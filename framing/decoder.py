@@ -1,0 +1,334 @@
+"""Decoder: tokens to objects, one top-level object at a time.
+
+Contract: C{feed(data)} returns, in order, every top-level object that
+C{data} completed; a refused object appears in that list as its
+L{Violation} (returned, never raised), so one bad object never hides its
+neighbours.  After a refusal the rest of the object's tokens are skipped
+(their bodies are dropped as they arrive, never buffered) up to its CLOSE.
+A L{ProtocolError} is raised, and the decoder then refuses all input.
+Per-token cost is O(1): one handler call, one unslicer call.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import (
+    Aborted,
+    ChunkwireError,
+    InvalidValue,
+    PeerError,
+    ProtocolError,
+    TooDeep,
+    TruncatedStream,
+    UnexpectedToken,
+    UnknownType,
+    Violation,
+)
+from .limits import DEFAULT_LIMITS, Limits
+from .scanner import BODY_SKIP, BODY_WHOLE, TokenScanner
+from .slicing.registry import DEFAULT_REGISTRY, Registry
+from .wire import (
+    ABORT,
+    BIGINT,
+    BIGNEG,
+    BYTES,
+    CLOSE,
+    ERROR,
+    FLOAT,
+    INT,
+    NEG,
+    OPEN,
+    PING,
+    PONG,
+    SIMPLE,
+    STRING,
+)
+
+_SIMPLE_VALUES = (None, False, True)
+_UNPACK_FLOAT = struct.Struct(">d").unpack
+_BIG = 1 << 64
+
+
+@dataclass(frozen=True)
+class Ping:
+    """The peer sent PING C{id}; answer it with a PONG of the same id."""
+
+    id: int
+
+
+@dataclass(frozen=True)
+class Pong:
+    """The peer answered our PING C{id}."""
+
+    id: int
+
+
+class Decoder:
+    """
+    Turns a chunkwire byte stream into Python objects.
+
+    @ivar limits: the L{Limits} in force.
+    @ivar registry: where open-type names are looked up.
+    @ivar control_events: L{Ping} and L{Pong} events received, in order,
+        for the connection layer to act on and clear.
+    @ivar handlers: per token kind, what the scanner calls; swapped between
+        the building table and the discarding table (the decoder's two
+        states).
+    """
+
+    def __init__(self, limits: Limits | None = None, registry: Registry | None = None, preamble: bool = True) -> None:
+        self.limits = limits or DEFAULT_LIMITS
+        self.registry = registry or DEFAULT_REGISTRY
+        self.control_events: list[Ping | Pong] = []
+        self._results: list[Any] = []
+        self._stack: list[Any] = []
+        self._receive: Callable[[Any], None] = self._results.append
+        self._violation: Violation | None = None
+        self._discard_depth = 0
+        self._building = self._building_handlers()
+        self._discarding = self._discarding_handlers()
+        self.handlers = list(self._building)
+        self._scanner = TokenScanner(self, self.limits, preamble)
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for tokens not yet complete (the receive chain plus a partial body)."""
+        return self._scanner.buffered
+
+    @property
+    def at_boundary(self) -> bool:
+        """True when everything fed so far formed whole top-level objects."""
+        return self._scanner.at_boundary and not self._stack and self._violation is None
+
+    def feed(self, data: bytes) -> list[Any]:
+        """
+        Decode C{data}; return the top-level objects (or L{Violation}s) it completed.
+
+        @raise ProtocolError: the stream is broken; drop the connection.
+        """
+        self._scanner.feed(data)
+        results = self._results.copy()
+        self._results.clear()
+        return results
+
+    def close(self) -> None:
+        """
+        Declare the end of input.
+
+        @raise TruncatedStream: if the input ended inside a token or object.
+        """
+        self._scanner.close()
+        if not self.at_boundary:
+            raise TruncatedStream("input ended inside an unfinished object")
+
+    # -- the scanner's sink interface ------------------------------------
+
+    def accept_body(self, kind: int, length: int) -> int:
+        """Decide, at its header, whether a body is kept or skipped."""
+        if self._violation is not None:
+            if kind == OPEN:
+                self._discard_depth += 1
+            return BODY_WHOLE if kind == ERROR else BODY_SKIP
+        stack = self._stack
+        try:
+            if stack:
+                stack[-1].check_token(kind, length)
+            if kind == OPEN and len(stack) >= self.limits.max_depth:
+                raise TooDeep(f"containers nested deeper than {self.limits.max_depth}")
+        except Violation as violation:
+            self._refuse(violation, opened=kind == OPEN)
+            return BODY_SKIP
+        return BODY_WHOLE
+
+    def refused(self, kind: int, length: int, violation: Violation) -> None:
+        """The scanner refused a body at its header (over a size limit)."""
+        if self._violation is not None:
+            if kind == OPEN:
+                self._discard_depth += 1
+            return
+        self._refuse(violation, opened=kind == OPEN)
+
+    def body_chunk(self, kind: int, data: bytes) -> None:
+        raise ProtocolError("streamed bodies are not accepted by this decoder")
+
+    def body_end(self, kind: int) -> None:
+        raise ProtocolError("streamed bodies are not accepted by this decoder")
+
+    # -- building --------------------------------------------------------
+
+    def _building_handlers(self) -> list[Callable[[Any], None]]:
+        table: list[Callable[[Any], None]] = [self._unexpected] * 16
+        table[INT] = self._deliver
+        table[NEG] = self._on_neg
+        table[BYTES] = self._deliver
+        table[STRING] = self._on_string
+        table[BIGINT] = self._on_bigint
+        table[BIGNEG] = self._on_bigneg
+        table[FLOAT] = self._on_float
+        table[SIMPLE] = self._on_simple
+        table[OPEN] = self._on_open
+        table[CLOSE] = self._on_close
+        table[ABORT] = self._on_abort
+        table[ERROR] = self._on_error
+        table[PING] = self._on_ping
+        table[PONG] = self._on_pong
+        return table
+
+    def _deliver(self, obj: Any) -> None:
+        try:
+            self._receive(obj)
+        except ProtocolError:
+            raise
+        except Violation as violation:
+            self._refuse(violation)
+        except Exception as error:  # a user unslicer's bug refuses the object, not the stream
+            self._refuse(InvalidValue(f"unslicer failed: {type(error).__name__}: {error}"))
+
+    def _on_neg(self, value: int) -> None:
+        self._deliver(-1 - value)
+
+    def _on_string(self, body: bytes) -> None:
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as error:
+            self._refuse(InvalidValue(f"STRING body is not valid UTF-8: {error.reason} at byte {error.start}"))
+            return
+        self._deliver(text)
+
+    def _on_bigint(self, body: bytes) -> None:
+        magnitude = int.from_bytes(body, "big")
+        if magnitude < _BIG or body[0] == 0:
+            self._refuse(InvalidValue("non-canonical BIGINT: use INT below 2**64, no leading zero bytes"))
+            return
+        self._deliver(magnitude)
+
+    def _on_bigneg(self, body: bytes) -> None:
+        magnitude = int.from_bytes(body, "big")
+        if magnitude <= _BIG or body[0] == 0:
+            self._refuse(InvalidValue("non-canonical BIGNEG: use NEG above -(2**64) - 1, no leading zero bytes"))
+            return
+        self._deliver(-magnitude)
+
+    def _on_float(self, body: bytes) -> None:
+        self._deliver(_UNPACK_FLOAT(body)[0])
+
+    def _on_simple(self, value: int) -> None:
+        if value >= len(_SIMPLE_VALUES):
+            self._refuse(InvalidValue(f"unknown SIMPLE value {value}"))
+            return
+        self._deliver(_SIMPLE_VALUES[value])
+
+    def _on_open(self, body: bytes) -> None:
+        name = body.decode("ascii", "backslashreplace")
+        factory = self.registry.unslicer_for(name)
+        if factory is None:
+            self._refuse(UnknownType(f"no unslicer is registered for open-type {name!r}"), opened=True)
+            return
+        unslicer = factory(self.limits)
+        self._stack.append(unslicer)
+        self._receive = unslicer.receive_child
+
+    def _on_close(self, value: int) -> None:
+        stack = self._stack
+        if value or not stack:
+            raise UnexpectedToken("CLOSE with no open container" if not stack else f"CLOSE with value {value}")
+        unslicer = stack.pop()
+        self._receive = stack[-1].receive_child if stack else self._results.append
+        try:
+            obj = unslicer.finish()
+        except Violation as violation:
+            self._refuse(violation)
+            return
+        self._deliver(obj)
+
+    def _on_abort(self, value: int) -> None:
+        if value:
+            raise UnexpectedToken(f"ABORT with value {value}")
+        if self._stack:
+            self._refuse(Aborted("the sender abandoned this object"))
+
+    def _on_error(self, body: bytes) -> None:
+        raise PeerError("the peer reported: " + body.decode("utf-8", "replace"))
+
+    def _on_ping(self, value: int) -> None:
+        self.control_events.append(Ping(value))
+
+    def _on_pong(self, value: int) -> None:
+        self.control_events.append(Pong(value))
+
+    def _unexpected(self, value: Any) -> None:
+        raise UnexpectedToken(f"unexpected token with value {value!r:.40}")
+
+    # -- discarding ------------------------------------------------------
+
+    def _refuse(self, violation: Violation, opened: bool = False) -> None:
+        """Drop the top-level object being built; skip its tokens up to its CLOSE."""
+        violation.where = self._where() + violation.where
+        depth = len(self._stack) + opened
+        self._stack.clear()
+        self._receive = self._results.append
+        if not depth:
+            self._results.append(violation)
+            return
+        self._violation = violation
+        self._discard_depth = depth
+        self.handlers[:] = self._discarding
+
+    def _where(self) -> str:
+        return "".join(unslicer.child_where() for unslicer in self._stack)
+
+    def _discarding_handlers(self) -> list[Callable[[Any], None]]:
+        table: list[Callable[[Any], None]] = [self._ignore] * 16
+        table[CLOSE] = self._discard_close
+        table[ABORT] = self._discard_abort
+        table[ERROR] = self._on_error
+        table[PING] = self._on_ping
+        table[PONG] = self._on_pong
+        table[14] = table[15] = self._unexpected
+        return table
+
+    def _ignore(self, value: Any) -> None:
+        pass
+
+    def _discard_close(self, value: int) -> None:
+        if value:
+            raise UnexpectedToken(f"CLOSE with value {value}")
+        self._discard_depth -= 1
+        if not self._discard_depth:
+            self._end_discard()
+
+    def _discard_abort(self, value: int) -> None:
+        if value:
+            raise UnexpectedToken(f"ABORT with value {value}")
+        self._end_discard()
+
+    def _end_discard(self) -> None:
+        violation = self._violation
+        assert violation is not None
+        self._violation = None
+        self._discard_depth = 0
+        self._results.append(violation)
+        self.handlers[:] = self._building
+
+
+def loads(data: bytes, limits: Limits | None = None, registry: Registry | None = None) -> Any:
+    """
+    Decode exactly one object from a complete stream (preamble included).
+
+    @raise Violation: the object was refused.
+    @raise ProtocolError: the bytes are not a valid stream, are truncated, or
+        hold anything after the object.
+    """
+    decoder = Decoder(limits, registry)
+    results = decoder.feed(data)
+    decoder.close()
+    if len(results) != 1:
+        raise ProtocolError(f"expected exactly one object, found {len(results)}")
+    result = results[0]
+    if isinstance(result, ChunkwireError):
+        raise result
+    return result

@@ -1,0 +1,219 @@
+"""Encoder: objects to tokens, written into a BlockBuffer.
+
+Contract: encoding is one pass over the object; every header is written
+once into the current block and every body of at least
+C{blocks.LARGE_PIECE} bytes is kept by reference, so a large C{bytes}
+value is never copied while encoding.  Cycles and nesting deeper than
+C{Limits.max_depth} are refused with L{EncodingError} (shared references
+that are not cycles are sent as separate copies).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from .blocks import BlockBuffer
+from .errors import EncodingError
+from .limits import DEFAULT_LIMITS, Limits
+from .slicing.registry import DEFAULT_REGISTRY, Registry
+from .wire import (
+    BIGINT,
+    BIGNEG,
+    BYTES,
+    CLOSE,
+    FLOAT,
+    INT,
+    MAX_HEADER_VALUE,
+    NEG,
+    OPEN,
+    PREAMBLE,
+    SIMPLE,
+    STRING,
+    encode_header,
+)
+
+_INT_HEADERS = tuple(encode_header(INT, v) for v in range(256))
+_NEG_HEADERS = tuple(encode_header(NEG, v) for v in range(256))
+_SIMPLE_TOKENS = {None: encode_header(SIMPLE, 0), False: encode_header(SIMPLE, 1), True: encode_header(SIMPLE, 2)}
+_CLOSE = encode_header(CLOSE, 0)
+_FLOAT_HEADER = encode_header(FLOAT, 8)
+_PACK_FLOAT = struct.Struct(">d").pack
+
+
+def open_token(name: str) -> bytes:
+    """Return the OPEN token (header and body) for open-type C{name}."""
+    body = name.encode("ascii")
+    return encode_header(OPEN, len(body)) + body
+
+
+_OPEN_LIST = open_token("list")
+_OPEN_TUPLE = open_token("tuple")
+_OPEN_DICT = open_token("dict")
+_OPEN_SET = open_token("set")
+_OPEN_FROZENSET = open_token("frozenset")
+
+
+class Encoder:
+    """
+    Turns Python objects into chunkwire tokens.
+
+    @ivar limits: the L{Limits} the encoder keeps to (nesting depth), so
+        that what it sends a default decoder would accept.
+    @ivar registry: where slicers for non-built-in types are looked up.
+    """
+
+    def __init__(self, registry: Registry | None = None, limits: Limits | None = None) -> None:
+        self.registry = registry or DEFAULT_REGISTRY
+        self.limits = limits or DEFAULT_LIMITS
+        self._buf = BlockBuffer()
+        self._open_ids: set[int] = set()
+        self._writers: dict[type, Callable[[Any, int], None]] = {
+            int: self._write_int,
+            bool: self._write_simple,
+            type(None): self._write_simple,
+            float: self._write_float,
+            bytes: self._write_bytes,
+            str: self._write_str,
+            list: self._write_list,
+            tuple: self._write_tuple,
+            dict: self._write_dict,
+            set: self._write_set,
+            frozenset: self._write_frozenset,
+        }
+
+    @staticmethod
+    def preamble() -> bytes:
+        """The bytes every stream starts with: magic and version."""
+        return PREAMBLE
+
+    def encode(self, obj: Any) -> bytes:
+        """Return the tokens of one top-level object as one C{bytes}."""
+        buf = BlockBuffer()
+        self.encode_into(obj, buf)
+        return buf.take()
+
+    def encode_into(self, obj: Any, buf: BlockBuffer) -> None:
+        """
+        Append the tokens of one top-level object to C{buf}.
+
+        @raise EncodingError: C{obj} holds something that cannot be sent;
+            C{buf} may then hold a partial object and should be discarded.
+        """
+        self._buf = buf
+        try:
+            self.write_object(obj, 0)
+        finally:
+            self._open_ids.clear()
+
+    def write_object(self, obj: Any, depth: int) -> None:
+        """Write C{obj}, found at nesting C{depth}; for slicers writing their parts."""
+        writer = self._writers.get(type(obj))
+        if writer is None:
+            writer = self._writer_for(type(obj))
+        writer(obj, depth)
+
+    def _writer_for(self, cls: type) -> Callable[[Any, int], None]:
+        for base in cls.__mro__[1:]:
+            if base in self._writers and base is not object:
+                return self._writers[base]
+        raise EncodingError(f"no slicer is registered for {cls.__module__}.{cls.__qualname__}")
+
+    def _write_int(self, value: int, depth: int) -> None:
+        buf = self._buf
+        if value >= 0:
+            if value < 256:
+                buf.write(_INT_HEADERS[value])
+            elif value <= MAX_HEADER_VALUE:
+                buf.write(encode_header(INT, value))
+            else:
+                self._write_body(BIGINT, value.to_bytes((value.bit_length() + 7) // 8, "big"))
+        else:
+            magnitude = -1 - value
+            if magnitude < 256:
+                buf.write(_NEG_HEADERS[magnitude])
+            elif magnitude <= MAX_HEADER_VALUE:
+                buf.write(encode_header(NEG, magnitude))
+            else:
+                self._write_body(BIGNEG, (-value).to_bytes(((-value).bit_length() + 7) // 8, "big"))
+
+    def _write_simple(self, value: bool | None, depth: int) -> None:
+        self._buf.write(_SIMPLE_TOKENS[value])
+
+    def _write_float(self, value: float, depth: int) -> None:
+        self._buf.write(_FLOAT_HEADER + _PACK_FLOAT(value))
+
+    def _write_bytes(self, value: bytes, depth: int) -> None:
+        self._write_body(BYTES, value)
+
+    def _write_str(self, value: str, depth: int) -> None:
+        try:
+            body = value.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise EncodingError(f"string is not encodable as UTF-8: {error.reason}") from None
+        self._write_body(STRING, body)
+
+    def _write_body(self, kind: int, body: bytes) -> None:
+        buf = self._buf
+        buf.write(encode_header(kind, len(body)))
+        buf.write_piece(body)
+
+    def _write_list(self, value: list[Any], depth: int) -> None:
+        self._write_sequence(_OPEN_LIST, value, depth)
+
+    def _write_tuple(self, value: tuple[Any, ...], depth: int) -> None:
+        self._write_sequence(_OPEN_TUPLE, value, depth)
+
+    def _write_set(self, value: set[Any], depth: int) -> None:
+        self._write_sequence(_OPEN_SET, value, depth)
+
+    def _write_frozenset(self, value: frozenset[Any], depth: int) -> None:
+        self._write_sequence(_OPEN_FROZENSET, value, depth)
+
+    def _write_sequence(self, opening: bytes, items: Any, depth: int) -> None:
+        depth = self._enter(items, depth)
+        buf = self._buf
+        buf.write(opening)
+        writers = self._writers
+        for item in items:
+            writer = writers.get(type(item))
+            if writer is None:
+                self.write_object(item, depth)
+            else:
+                writer(item, depth)
+        buf.write(_CLOSE)
+        buf.seal_if_full()
+        self._open_ids.discard(id(items))
+
+    def _write_dict(self, value: dict[Any, Any], depth: int) -> None:
+        depth = self._enter(value, depth)
+        buf = self._buf
+        buf.write(_OPEN_DICT)
+        write = self.write_object
+        for key, item in value.items():
+            write(key, depth)
+            write(item, depth)
+        buf.write(_CLOSE)
+        buf.seal_if_full()
+        self._open_ids.discard(id(value))
+
+    def _enter(self, container: Any, depth: int) -> int:
+        """Check a container before writing it; return the depth of its items."""
+        depth += 1
+        if depth > self.limits.max_depth:
+            raise EncodingError(f"containers nested deeper than {self.limits.max_depth}")
+        key = id(container)
+        if key in self._open_ids:
+            raise EncodingError(f"cycle: a {type(container).__name__} contains itself")
+        self._open_ids.add(key)
+        return depth
+
+
+def dumps(obj: Any, registry: Registry | None = None, limits: Limits | None = None) -> bytes:
+    """Return a complete stream holding C{obj}: the preamble, then its tokens."""
+    encoder = Encoder(registry, limits)
+    buf = BlockBuffer()
+    buf.write(PREAMBLE)
+    encoder.encode_into(obj, buf)
+    return buf.take()

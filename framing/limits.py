@@ -1,0 +1,76 @@
+"""Per-decoder resource limits.
+
+Contract: a L{Limits} value is immutable and is consulted when a header
+announces a size, before any body byte is kept, so the memory one stream can
+pin is bounded by these numbers and never by what a peer claims.  The wire
+format itself fixes none of them (AMP's 64 KiB and PB's 640 KiB hard caps are
+the limits their users complain about most): every one is a constructor
+argument.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KiB = 1024
+MiB = 1024 * KiB
+
+
+@dataclass(frozen=True)
+class Limits:
+    """
+    How much one decoder accepts.  The defaults suit an RPC or bulk service on
+    a trusted-but-buggy network; tighten them for services exposed to the
+    internet.
+
+    @ivar max_header_length: longest header accepted, in bytes (1..9).  The
+        format never needs more than 9; lowering it forbids the wide length
+        encodings, e.g. 5 caps every announced size at 2**32 - 1.
+    @ivar max_bytes_length: longest byte-string body (and array body).
+        256 MiB: large enough for bulk values sent whole; anything larger
+        should be streamed.
+    @ivar max_string_length: longest UTF-8 text body.  16 MiB: text is decoded
+        whole into a C{str} of up to 4x that size.
+    @ivar max_bigint_length: longest big-integer magnitude, in bytes.  1 KiB
+        (about 2466 decimal digits): arithmetic on huge ints is a CPU hazard.
+    @ivar max_open_name_length: longest open-type name.  64 bytes: names are
+        identifiers, not data.
+    @ivar max_error_length: longest ERROR message body.  4 KiB.
+    @ivar max_buffered_bytes: most unprocessed bytes held in the receive chain
+        once a C{feed} returns.  Headers are at most 9 bytes and bodies go to
+        their own buffer, so an unpaused decoder holds a few bytes; this
+        bounds what a paused one may keep.  1 MiB.
+    @ivar max_depth: deepest nesting of containers.  64: deep enough for any
+        real schema, shallow enough that recursion stays cheap.
+    @ivar max_items: most items in one container (a dict counts keys).
+        1 Mi items: a list of that many small ints is about 1-2 MiB.
+    """
+
+    max_header_length: int = 9
+    max_bytes_length: int = 256 * MiB
+    max_string_length: int = 16 * MiB
+    max_bigint_length: int = 1 * KiB
+    max_open_name_length: int = 64
+    max_error_length: int = 4 * KiB
+    max_buffered_bytes: int = 1 * MiB
+    max_depth: int = 64
+    max_items: int = 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_header_length <= 9:
+            raise ValueError("max_header_length must be between 1 and 9")
+        for name in (
+            "max_bytes_length",
+            "max_string_length",
+            "max_bigint_length",
+            "max_open_name_length",
+            "max_error_length",
+            "max_buffered_bytes",
+            "max_depth",
+            "max_items",
+        ):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative")
+
+
+DEFAULT_LIMITS = Limits()

@@ -1,0 +1,356 @@
+"""TokenScanner: bytes in, tokens out, as a two-state machine.
+
+Contract: in WANT_HEADER the scanner reads headers in place from the chain's
+first chunk (no copy) or, for a header split across chunks, from a peek of at
+most 9 bytes; nothing is consumed until a header is complete, checked against
+the limits and accepted by the sink, so an exception never leaves the stream
+out of sync.  In WANT_BODY each arriving chunk goes straight to the body's
+reader (copied once into a whole body, passed on as-is for a streamed one,
+dropped for a skipped one) and is released; a body never waits in the chain,
+and the memory a body holds grows with the bytes that arrived, never with the
+length its header announced.  Per-token cost does not depend on how much is
+buffered or on the stream's age.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Protocol
+
+from .chain import ChunkChain
+from .errors import (
+    BodyTooLarge,
+    BufferLimitExceeded,
+    InvalidValue,
+    ProtocolError,
+    TruncatedStream,
+    Violation,
+)
+from .limits import DEFAULT_LIMITS, Limits
+from .wire import (
+    BIGINT,
+    BIGNEG,
+    BODY_KINDS,
+    BYTES,
+    ERROR,
+    FLOAT,
+    INLINE_LIMIT,
+    KIND_NAMES,
+    OPEN,
+    PREAMBLE,
+    STRING,
+    check_preamble,
+    decode_header,
+)
+
+WANT_PREAMBLE = "WANT_PREAMBLE"
+WANT_HEADER = "WANT_HEADER"
+WANT_BODY = "WANT_BODY"
+
+BODY_WHOLE = 0
+"""Deliver the body as one C{bytes} through C{handlers[kind]}."""
+BODY_STREAM = 1
+"""Deliver the body piece by piece through C{body_chunk}, then C{body_end}."""
+BODY_SKIP = 2
+"""Discard the body as it arrives; the sink has already recorded why."""
+
+class TokenSink(Protocol):
+    """
+    What a L{TokenScanner} delivers tokens to.
+
+    C{handlers} is a list indexed by token kind; the scanner calls
+    C{handlers[kind](value)} with the header value for value kinds and with
+    the body (C{bytes}) for body kinds delivered whole.  The sink may swap
+    entries in place to change how it reacts (for example, while discarding
+    a refused object).
+    """
+
+    handlers: list  # type: ignore[type-arg]
+
+    def accept_body(self, kind: int, length: int) -> int:
+        """Return L{BODY_WHOLE}, L{BODY_STREAM} or L{BODY_SKIP} for a body about to arrive."""
+
+    def refused(self, kind: int, length: int, violation: Violation) -> None:
+        """The scanner refused a body at its header; it will be skipped."""
+
+    def body_chunk(self, kind: int, data: bytes) -> None:
+        """The next piece of a streamed body."""
+
+    def body_end(self, kind: int) -> None:
+        """A streamed body is complete."""
+
+
+# For each possible first header byte: True when it is a whole token on its
+# own (a value kind with an inline value), the commonest case by far.
+_ONE_BYTE_TOKEN = tuple(
+    (b >> 4) in KIND_NAMES and (b >> 4) not in BODY_KINDS and (b & 0x0F) < INLINE_LIMIT for b in range(256)
+)
+_IS_BODY_KIND = tuple(k in BODY_KINDS for k in range(16))
+
+
+class _WholeBody:
+    """Collects a body to hand out as one C{bytes}, copying each byte once."""
+
+    __slots__ = ("_buffer",)
+
+    def __init__(self) -> None:
+        # BytesIO grows with what arrives; getvalue() of an exactly-full
+        # BytesIO returns its buffer without a second copy.
+        self._buffer = io.BytesIO()
+
+    def write(self, data: bytes | memoryview) -> None:
+        self._buffer.write(data)
+
+    def held(self) -> int:
+        return self._buffer.tell()
+
+    def value(self) -> bytes:
+        value = self._buffer.getvalue()
+        self._buffer = io.BytesIO()
+        return value
+
+
+class _StreamedBody:
+    """Passes each piece of a body to the sink as it arrives."""
+
+    __slots__ = ("_kind", "_chunk")
+
+    def __init__(self, kind: int, sink: TokenSink) -> None:
+        self._kind = kind
+        self._chunk = sink.body_chunk
+
+    def write(self, data: bytes | memoryview) -> None:
+        self._chunk(self._kind, bytes(data) if type(data) is not bytes else data)
+
+    def held(self) -> int:
+        return 0
+
+
+class _SkippedBody:
+    """Drops a refused body's bytes as they arrive."""
+
+    __slots__ = ()
+
+    def write(self, data: bytes | memoryview) -> None:
+        pass
+
+    def held(self) -> int:
+        return 0
+
+
+_SKIPPED = _SkippedBody()
+
+
+class TokenScanner:
+    """
+    Turns a byte stream into tokens delivered to a L{TokenSink}.
+
+    @ivar state: L{WANT_PREAMBLE}, L{WANT_HEADER} or L{WANT_BODY}.
+    @ivar limits: the L{Limits} in force.
+    """
+
+    def __init__(self, sink: TokenSink, limits: Limits | None = None, preamble: bool = True) -> None:
+        self.limits = limits or DEFAULT_LIMITS
+        self.state = WANT_PREAMBLE if preamble else WANT_HEADER
+        self._sink = sink
+        self._chain = ChunkChain()
+        self._error: ProtocolError | None = None
+        self._body_kind = 0
+        self._remaining = 0
+        self._body: _WholeBody | _StreamedBody | _SkippedBody = _SKIPPED
+        self._body_limits = _body_limits(self.limits)
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for tokens not yet delivered: the chain plus a partial whole body."""
+        return len(self._chain) + self._body.held()
+
+    @property
+    def at_boundary(self) -> bool:
+        """True when the bytes fed so far end exactly between two tokens."""
+        return self.state == WANT_HEADER and not self._chain
+
+    def feed(self, data: bytes) -> None:
+        """
+        Scan C{data}, delivering every token it completes.
+
+        @raise ProtocolError: the stream is broken; this scanner then refuses
+            all further input with the same error.
+        """
+        if self._error is not None:
+            raise self._error
+        try:
+            if self.state == WANT_BODY and not self._chain:
+                used = self._body_from(data, 0)
+                if used == len(data):
+                    return
+                self._chain.append(data)
+                self._chain.skip(used)
+            else:
+                self._chain.append(data)
+            self._scan()
+        except ProtocolError as error:
+            self._error = error
+            raise
+
+    def close(self) -> None:
+        """
+        Declare the end of input.
+
+        @raise TruncatedStream: if it ends inside the preamble, a header or a body.
+        """
+        if self._error is None and not self.at_boundary:
+            where = "the preamble" if self.state == WANT_PREAMBLE else "a token"
+            self._error = TruncatedStream(f"input ended inside {where}")
+        if self._error is not None:
+            raise self._error
+
+    def _scan(self) -> None:
+        chain = self._chain
+        while chain:
+            if self.state == WANT_HEADER:
+                buf, start = chain.head()
+                stopped = self._scan_chunk(buf, start)
+                if self.state == WANT_HEADER and stopped < len(buf) and not self._split_header():
+                    break
+            elif self.state == WANT_BODY:
+                self._body_from_chain()
+            elif not self._preamble():
+                break
+        if len(chain) > self.limits.max_buffered_bytes:
+            raise BufferLimitExceeded(
+                f"{len(chain)} unprocessed bytes held, more than the limit of {self.limits.max_buffered_bytes}"
+            )
+
+    def _scan_chunk(self, buf: bytes, pos: int) -> int:
+        """
+        Deliver every token lying whole in C{buf} from C{pos}; commit what
+        was delivered and return where scanning stopped.
+        """
+        start = pos
+        end = len(buf)
+        handlers = self._sink.handlers
+        one_byte = _ONE_BYTE_TOKEN
+        try:
+            while pos < end:
+                first = buf[pos]
+                if one_byte[first]:
+                    handlers[first >> 4](first & 0x0F)
+                    pos += 1
+                    continue
+                header = decode_header(buf, pos, end, self.limits.max_header_length)
+                if header is None:
+                    break
+                kind, value, size = header
+                if not _IS_BODY_KIND[kind]:
+                    handlers[kind](value)
+                    pos += size
+                    continue
+                body_start = pos + size
+                mode = self._accept(kind, value)
+                if mode == BODY_WHOLE and body_start + value <= end:
+                    handlers[kind](buf[body_start : body_start + value])
+                    pos = body_start + value
+                    continue
+                pos = body_start
+                self._start_body(kind, value, mode)
+                break
+        finally:
+            self._chain.skip(pos - start)
+        return pos
+
+    def _split_header(self) -> bool:
+        """Handle a header that spans chunks; return False if it is still incomplete."""
+        peeked = self._chain.peek(self.limits.max_header_length)
+        header = decode_header(peeked, 0, len(peeked), self.limits.max_header_length)
+        if header is None:
+            return False
+        kind, value, size = header
+        if _IS_BODY_KIND[kind]:
+            mode = self._accept(kind, value)
+            self._chain.skip(size)
+            self._start_body(kind, value, mode)
+        else:
+            self._sink.handlers[kind](value)
+            self._chain.skip(size)
+        return True
+
+    def _preamble(self) -> bool:
+        peeked = self._chain.peek(len(PREAMBLE))
+        if not check_preamble(peeked):
+            return False
+        self._chain.skip(len(PREAMBLE))
+        self.state = WANT_HEADER
+        return True
+
+    def _accept(self, kind: int, length: int) -> int:
+        """Check a body's announced length against the limits, then ask the sink."""
+        limit = self._body_limits[kind]
+        if length > limit:
+            violation: Violation = BodyTooLarge(
+                f"{KIND_NAMES[kind]} body of {length} bytes exceeds the limit of {limit} bytes"
+            )
+        elif kind == FLOAT and length != 8:
+            violation = InvalidValue(f"FLOAT body must be 8 bytes, not {length}")
+        else:
+            return self._sink.accept_body(kind, length)
+        self._sink.refused(kind, length, violation)
+        return BODY_SKIP
+
+    def _start_body(self, kind: int, length: int, mode: int) -> None:
+        """Enter WANT_BODY for a body whose header was just committed."""
+        if mode == BODY_WHOLE:
+            self._body = _WholeBody()
+        elif mode == BODY_STREAM:
+            self._body = _StreamedBody(kind, self._sink)
+        else:
+            self._body = _SKIPPED
+        self._body_kind = kind
+        self._remaining = length
+        self.state = WANT_BODY
+        if not length:
+            self._finish_body()
+
+    def _body_from(self, data: bytes, offset: int) -> int:
+        """Feed the body from C{data[offset:]}; return the offset where the body's bytes end."""
+        available = len(data) - offset
+        if available <= self._remaining:
+            self._body.write(data if not offset else memoryview(data)[offset:])
+            used = available
+        else:
+            used = self._remaining
+            self._body.write(memoryview(data)[offset : offset + used])
+        self._remaining -= used
+        if not self._remaining:
+            self._finish_body()
+        return offset + used
+
+    def _body_from_chain(self) -> None:
+        chain = self._chain
+        while chain and self.state == WANT_BODY:
+            buf, start = chain.head()
+            chain.skip(self._body_from(buf, start) - start)
+
+    def _finish_body(self) -> None:
+        # Back to WANT_HEADER before delivering, so a raising sink leaves the
+        # scanner at a clean token boundary.
+        body, kind = self._body, self._body_kind
+        self._body = _SKIPPED
+        self.state = WANT_HEADER
+        if isinstance(body, _WholeBody):
+            self._sink.handlers[kind](body.value())
+        elif isinstance(body, _StreamedBody):
+            self._sink.body_end(kind)
+
+
+def _body_limits(limits: Limits) -> tuple[int, ...]:
+    by_kind = {
+        BYTES: limits.max_bytes_length,
+        STRING: limits.max_string_length,
+        BIGINT: limits.max_bigint_length,
+        BIGNEG: limits.max_bigint_length,
+        FLOAT: 8,
+        OPEN: limits.max_open_name_length,
+        ERROR: limits.max_error_length,
+    }
+    return tuple(by_kind.get(kind, 0) for kind in range(16))

@@ -1,0 +1,1 @@
+"""The pluggable slicer/unslicer layer: objects to tokens and back."""

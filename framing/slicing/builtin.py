@@ -1,0 +1,164 @@
+"""Unslicers for the built-in containers.
+
+Contract: each container unslicer holds at most C{Limits.max_items} items and
+refuses the item past that at its arrival; dict keys and set members must be
+hashable and unique.  Item cost is O(1).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from zope.interface import implementer
+
+from ..errors import InvalidValue, TooManyItems
+from ..limits import Limits
+from .interfaces import IUnslicer
+
+
+@implementer(IUnslicer)
+class Unslicer:
+    """
+    A base for unslicers: accepts every token kind and builds nothing.
+
+    @ivar limits: the decoder's L{Limits}.
+    """
+
+    open_type: ClassVar[str] = ""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+
+    def check_token(self, kind: int, size: int) -> None:
+        """Accept every token; subclasses refuse by raising L{framing.Violation}."""
+
+    def receive_child(self, obj: Any) -> None:
+        raise NotImplementedError
+
+    def finish(self) -> Any:
+        raise NotImplementedError
+
+    def child_where(self) -> str:
+        return ""
+
+
+class ListUnslicer(Unslicer):
+    """Builds a C{list}."""
+
+    open_type = "list"
+
+    def __init__(self, limits: Limits) -> None:
+        super().__init__(limits)
+        self.items: list[Any] = []
+        self._max = limits.max_items
+
+    def receive_child(self, obj: Any) -> None:
+        items = self.items
+        if len(items) >= self._max:
+            raise TooManyItems(f"{self.open_type} has more than {self._max} items")
+        items.append(obj)
+
+    def finish(self) -> Any:
+        return self.items
+
+    def child_where(self) -> str:
+        return f"[{len(self.items)}]"
+
+
+class TupleUnslicer(ListUnslicer):
+    """Builds a C{tuple}."""
+
+    open_type = "tuple"
+
+    def finish(self) -> Any:
+        return tuple(self.items)
+
+
+class SetUnslicer(Unslicer):
+    """Builds a C{set}; members must be hashable and distinct."""
+
+    open_type = "set"
+    _build: ClassVar[type] = set
+
+    def __init__(self, limits: Limits) -> None:
+        super().__init__(limits)
+        self.items: set[Any] = set()
+        self._max = limits.max_items
+
+    def receive_child(self, obj: Any) -> None:
+        items = self.items
+        if len(items) >= self._max:
+            raise TooManyItems(f"{self.open_type} has more than {self._max} items")
+        try:
+            size = len(items)
+            items.add(obj)
+        except TypeError:
+            raise InvalidValue(f"unhashable {type(obj).__name__} in a {self.open_type}") from None
+        if len(items) == size:
+            raise InvalidValue(f"duplicate member in a {self.open_type}")
+
+    def finish(self) -> Any:
+        return self._build(self.items)
+
+    def child_where(self) -> str:
+        return f"<member {len(self.items)}>"
+
+
+class FrozenSetUnslicer(SetUnslicer):
+    """Builds a C{frozenset}."""
+
+    open_type = "frozenset"
+    _build = frozenset
+
+
+_NO_KEY = object()
+
+
+class DictUnslicer(Unslicer):
+    """Builds a C{dict} from alternating keys and values; keys are hashable and distinct."""
+
+    open_type = "dict"
+
+    def __init__(self, limits: Limits) -> None:
+        super().__init__(limits)
+        self.items: dict[Any, Any] = {}
+        self._key: Any = _NO_KEY
+        self._max = limits.max_items
+
+    def receive_child(self, obj: Any) -> None:
+        key = self._key
+        if key is _NO_KEY:
+            self._check_key(obj)
+            self._key = obj
+        else:
+            self.items[key] = obj
+            self._key = _NO_KEY
+
+    def _check_key(self, key: Any) -> None:
+        try:
+            present = key in self.items
+        except TypeError:
+            raise InvalidValue(f"unhashable dict key of type {type(key).__name__}") from None
+        if present:
+            raise InvalidValue(f"duplicate dict key {key!r:.60}")
+        if len(self.items) >= self._max:
+            raise TooManyItems(f"dict has more than {self._max} keys")
+
+    def finish(self) -> Any:
+        if self._key is not _NO_KEY:
+            raise InvalidValue(f"dict closed after key {self._key!r:.60} with no value")
+        return self.items
+
+    def child_where(self) -> str:
+        if self._key is _NO_KEY:
+            return f"<key {len(self.items)}>"
+        return f"[{self._key!r:.60}]"
+
+
+BUILTIN_UNSLICERS: tuple[type[Unslicer], ...] = (
+    ListUnslicer,
+    TupleUnslicer,
+    SetUnslicer,
+    FrozenSetUnslicer,
+    DictUnslicer,
+)

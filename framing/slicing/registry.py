@@ -1,0 +1,83 @@
+"""The registry: which types may be sent and which open-type names may be built.
+
+Contract: a decoder builds an object only through an unslicer registered
+under the OPEN's name; nothing is imported or constructed by name otherwise.
+Lookups are one dict access (a type's MRO is walked once, then cached).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..limits import Limits
+from .builtin import BUILTIN_UNSLICERS
+from .interfaces import ISlicer, IUnslicer
+
+UnslicerFactory = Callable[[Limits], Any]
+
+
+class Registry:
+    """
+    Maps open-type names to unslicer factories and Python types to slicers.
+
+    A registry made with a C{parent} sees the parent's entries and may add or
+    override its own without changing the parent.
+    """
+
+    def __init__(self, parent: Registry | None = None) -> None:
+        self._parent = parent
+        self._unslicers: dict[str, UnslicerFactory] = {}
+        self._slicers: dict[type, Any] = {}
+        self._slicer_cache: dict[type, Any] = {}
+
+    def add_unslicer(self, name: str, factory: UnslicerFactory) -> None:
+        """
+        Build objects opened as C{name} with C{factory(limits)}, which must
+        return an L{IUnslicer} provider.
+        """
+        if not name or not name.isascii() or len(name) > 64:
+            raise ValueError(f"open-type name must be 1-64 ASCII characters: {name!r}")
+        self._unslicers[name] = factory
+
+    def add_slicer(self, cls: type, slicer: Any) -> None:
+        """Send instances of C{cls} (and of its subclasses) through C{slicer}, an L{ISlicer} provider."""
+        if not ISlicer.providedBy(slicer):
+            raise TypeError(f"{slicer!r} does not provide ISlicer")
+        self._slicers[cls] = slicer
+        self._slicer_cache.clear()
+
+    def unslicer_for(self, name: str) -> UnslicerFactory | None:
+        """Return the factory registered for C{name}, or C{None}."""
+        factory = self._unslicers.get(name)
+        if factory is None and self._parent is not None:
+            return self._parent.unslicer_for(name)
+        return factory
+
+    def slicer_for(self, cls: type) -> Any:
+        """Return the slicer for C{cls} or its nearest registered base, or C{None}."""
+        try:
+            return self._slicer_cache[cls]
+        except KeyError:
+            pass
+        found = None
+        for base in cls.__mro__:
+            found = self._slicers.get(base)
+            if found is not None:
+                break
+        if found is None and self._parent is not None:
+            found = self._parent.slicer_for(cls)
+        self._slicer_cache[cls] = found
+        return found
+
+
+def _builtin_registry() -> Registry:
+    registry = Registry()
+    for unslicer in BUILTIN_UNSLICERS:
+        assert IUnslicer.implementedBy(unslicer)
+        registry.add_unslicer(unslicer.open_type, unslicer)
+    return registry
+
+
+DEFAULT_REGISTRY = _builtin_registry()
+"""The registry a L{framing.Decoder} or L{framing.Encoder} uses when given none."""

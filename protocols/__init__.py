@@ -1,0 +1,1 @@
+"""chunkwire's Twisted layer: protocols, transports and services on top of L{framing}."""
