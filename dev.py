@@ -31,7 +31,7 @@ def ensure_venv() -> None:
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + EXTRAS.encode()).hexdigest()
     if stamp.exists() and stamp.read_text() == digest and PYTHON.exists():
         return
-    if sys.version_info < (3, 10):
+    if sys.version_info < (3, 10):  # noqa: UP036 - dev.py runs on whatever python3 the user has
         sys.exit("chunkwire needs Python 3.10 or newer")
     print(f"setting up {VENV} ...", flush=True)
     if not PYTHON.exists():

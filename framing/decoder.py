@@ -30,6 +30,7 @@ from .errors import (
 )
 from .limits import DEFAULT_LIMITS, Limits
 from .scanner import BODY_SKIP, BODY_WHOLE, TokenScanner
+from .slicing.constraints import Constraint
 from .slicing.registry import DEFAULT_REGISTRY, Registry
 from .wire import (
     ABORT,
@@ -73,6 +74,8 @@ class Decoder:
 
     @ivar limits: the L{Limits} in force.
     @ivar registry: where open-type names are looked up.
+    @ivar constraint: what each top-level object must satisfy, or C{None}
+        for anything the limits allow (see L{framing.slicing.constraints}).
     @ivar control_events: L{Ping} and L{Pong} events received, in order,
         for the connection layer to act on and clear.
     @ivar handlers: per token kind, what the scanner calls; swapped between
@@ -80,9 +83,22 @@ class Decoder:
         states).
     """
 
-    def __init__(self, limits: Limits | None = None, registry: Registry | None = None, preamble: bool = True) -> None:
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        registry: Registry | None = None,
+        preamble: bool = True,
+        constraint: Constraint | None = None,
+    ) -> None:
         self.limits = limits or DEFAULT_LIMITS
         self.registry = registry or DEFAULT_REGISTRY
+        self.constraint = constraint
+        self._constraints: list[Constraint] = []
+        self._opening: Constraint | None = None
+        if constraint is not None:
+            # Constrained decoding checks each value; unconstrained keeps the
+            # one-call fast path.
+            self._deliver = self._deliver_checked  # type: ignore[method-assign]
         self.control_events: list[Ping | Pong] = []
         self._results: list[Any] = []
         self._stack: list[Any] = []
@@ -137,6 +153,8 @@ class Decoder:
         try:
             if stack:
                 stack[-1].check_token(kind, length)
+            if self.constraint is not None:
+                self._check_header(kind, length)
             if kind == OPEN and len(stack) >= self.limits.max_depth:
                 raise TooDeep(f"containers nested deeper than {self.limits.max_depth}")
         except Violation as violation:
@@ -177,6 +195,26 @@ class Decoder:
         table[PING] = self._on_ping
         table[PONG] = self._on_pong
         return table
+
+    def _next_constraint(self) -> Constraint:
+        if not self._stack:
+            assert self.constraint is not None
+            return self.constraint
+        return self._constraints[-1].child(self._stack[-1])
+
+    def _check_header(self, kind: int, length: int) -> None:
+        constraint = self._next_constraint()
+        constraint.check_header(kind, length)
+        if kind == OPEN:
+            self._opening = constraint
+
+    def _deliver_checked(self, obj: Any) -> None:
+        try:
+            self._next_constraint().check_value(obj)
+        except Violation as violation:
+            self._refuse(violation)
+            return
+        Decoder._deliver(self, obj)
 
     def _deliver(self, obj: Any) -> None:
         try:
@@ -228,6 +266,14 @@ class Decoder:
         if factory is None:
             self._refuse(UnknownType(f"no unslicer is registered for open-type {name!r}"), opened=True)
             return
+        if self._opening is not None:
+            try:
+                self._opening.check_open(name)
+            except Violation as violation:
+                self._refuse(violation, opened=True)
+                return
+            self._constraints.append(self._opening)
+            self._opening = None
         unslicer = factory(self.limits)
         self._stack.append(unslicer)
         self._receive = unslicer.receive_child
@@ -237,6 +283,8 @@ class Decoder:
         if value or not stack:
             raise UnexpectedToken("CLOSE with no open container" if not stack else f"CLOSE with value {value}")
         unslicer = stack.pop()
+        if self._constraints:
+            self._constraints.pop()
         self._receive = stack[-1].receive_child if stack else self._results.append
         try:
             obj = unslicer.finish()
@@ -270,6 +318,8 @@ class Decoder:
         violation.where = self._where() + violation.where
         depth = len(self._stack) + opened
         self._stack.clear()
+        self._constraints.clear()
+        self._opening = None
         self._receive = self._results.append
         if not depth:
             self._results.append(violation)

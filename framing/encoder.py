@@ -17,6 +17,7 @@ from typing import Any
 from .blocks import BlockBuffer
 from .errors import EncodingError
 from .limits import DEFAULT_LIMITS, Limits
+from .slicing.arrays import BytesLikeSlicer, NdarraySlicer, is_ndarray
 from .slicing.registry import DEFAULT_REGISTRY, Registry
 from .wire import (
     BIGINT,
@@ -53,6 +54,8 @@ _OPEN_TUPLE = open_token("tuple")
 _OPEN_DICT = open_token("dict")
 _OPEN_SET = open_token("set")
 _OPEN_FROZENSET = open_token("frozenset")
+_NDARRAY = NdarraySlicer()
+_BUFFER = BytesLikeSlicer("memoryview")
 
 
 class Encoder:
@@ -69,6 +72,7 @@ class Encoder:
         self.limits = limits or DEFAULT_LIMITS
         self._buf = BlockBuffer()
         self._open_ids: set[int] = set()
+        self._depth = 0
         self._writers: dict[type, Callable[[Any, int], None]] = {
             int: self._write_int,
             bool: self._write_simple,
@@ -114,11 +118,41 @@ class Encoder:
             writer = self._writer_for(type(obj))
         writer(obj, depth)
 
+    def write_container(self, name: str, container: Any, parts: Any) -> None:
+        """
+        For slicers: write OPEN C{name}, each of C{parts} as an object, then
+        CLOSE, as a container nested inside whatever is being written.
+        C{container} is the object being sliced (for cycle detection).
+        """
+        depth = self._enter(container, self._depth)
+        buf = self._buf
+        buf.write(open_token(name))
+        for part in parts:
+            self.write_object(part, depth)
+        buf.write(_CLOSE)
+        buf.seal_if_full()
+        self._open_ids.discard(id(container))
+
     def _writer_for(self, cls: type) -> Callable[[Any, int], None]:
+        """Find how to write a type with no built-in writer: registry, subclass, buffer."""
+        slicer = self.registry.slicer_for(cls)
+        if slicer is None and is_ndarray(cls):
+            slicer = _NDARRAY
+        if slicer is not None:
+            return self._slicer_writer(slicer)
         for base in cls.__mro__[1:]:
             if base in self._writers and base is not object:
                 return self._writers[base]
+        if hasattr(cls, "__buffer__") or _has_buffer(cls):
+            return self._slicer_writer(_BUFFER)
         raise EncodingError(f"no slicer is registered for {cls.__module__}.{cls.__qualname__}")
+
+    def _slicer_writer(self, slicer: Any) -> Callable[[Any, int], None]:
+        def write(obj: Any, depth: int) -> None:
+            self._depth = depth
+            slicer.slice(obj, self)
+
+        return write
 
     def _write_int(self, value: int, depth: int) -> None:
         buf = self._buf
@@ -208,6 +242,15 @@ class Encoder:
             raise EncodingError(f"cycle: a {type(container).__name__} contains itself")
         self._open_ids.add(key)
         return depth
+
+
+def _has_buffer(cls: type) -> bool:
+    # Before Python 3.12 only C types can export buffers; ask an instance.
+    try:
+        memoryview(cls.__new__(cls))  # type: ignore[call-overload]
+    except Exception:
+        return False
+    return True
 
 
 def dumps(obj: Any, registry: Registry | None = None, limits: Limits | None = None) -> bytes:

@@ -54,6 +54,7 @@ BODY_STREAM = 1
 BODY_SKIP = 2
 """Discard the body as it arrives; the sink has already recorded why."""
 
+
 class TokenSink(Protocol):
     """
     What a L{TokenScanner} delivers tokens to.
@@ -180,14 +181,10 @@ class TokenScanner:
         if self._error is not None:
             raise self._error
         try:
-            if self.state == WANT_BODY and not self._chain:
-                used = self._body_from(data, 0)
-                if used == len(data):
-                    return
-                self._chain.append(data)
-                self._chain.skip(used)
-            else:
-                self._chain.append(data)
+            # Even a chunk that is all body goes through the chain: appending
+            # copies nothing, and it keeps bytes that a raising sink has not
+            # yet taken, so the stream stays in sync.
+            self._chain.append(data)
             self._scan()
         except ProtocolError as error:
             self._error = error
@@ -312,7 +309,7 @@ class TokenScanner:
             self._finish_body()
 
     def _body_from(self, data: bytes, offset: int) -> int:
-        """Feed the body from C{data[offset:]}; return the offset where the body's bytes end."""
+        """Pass the body's share of C{data[offset:]} to its reader; return how many bytes that was."""
         available = len(data) - offset
         if available <= self._remaining:
             self._body.write(data if not offset else memoryview(data)[offset:])
@@ -321,15 +318,17 @@ class TokenScanner:
             used = self._remaining
             self._body.write(memoryview(data)[offset : offset + used])
         self._remaining -= used
-        if not self._remaining:
-            self._finish_body()
-        return offset + used
+        return used
 
     def _body_from_chain(self) -> None:
         chain = self._chain
         while chain and self.state == WANT_BODY:
             buf, start = chain.head()
-            chain.skip(self._body_from(buf, start) - start)
+            # Commit the body's bytes before the body is delivered: if the
+            # sink raises on it, what follows is still in the chain, unread.
+            chain.skip(self._body_from(buf, start))
+            if not self._remaining:
+                self._finish_body()
 
     def _finish_body(self) -> None:
         # Back to WANT_HEADER before delivering, so a raising sink leaves the

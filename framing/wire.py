@@ -127,11 +127,24 @@ def decode_header(data: bytes, pos: int, end: int, max_length: int = MAX_HEADER_
     if 1 + width > max_length:
         raise MalformedHeader(f"{1 + width}-byte {KIND_NAMES[kind]} header exceeds the limit of {max_length} bytes")
     if pos + 1 + width > end:
+        _check_partial(data, pos, end, kind, width)
         return None
     value = int.from_bytes(data[pos + 1 : pos + 1 + width], "big")
     if value < _MIN_FOR_WIDTH[width]:
         raise MalformedHeader(f"non-canonical {KIND_NAMES[kind]} header: value {value} written in {width} bytes")
     return kind, value, 1 + width
+
+
+def _check_partial(data: bytes, pos: int, end: int, kind: int, width: int) -> None:
+    """
+    Refuse an incomplete wide header whose bytes present already prove it
+    non-canonical, rather than wait for bytes a broken peer may never send.
+    """
+    # A 2-, 4- or 8-byte value is canonical only if it needs more than half
+    # its width: zero high bytes over that half prove it too small.
+    half = width // 2
+    if half and pos + 1 + half <= end and not any(data[pos + 1 : pos + 1 + half]):
+        raise MalformedHeader(f"non-canonical {KIND_NAMES[kind]} header: {half} leading zero bytes in {width}")
 
 
 def check_preamble(data: bytes) -> bool:

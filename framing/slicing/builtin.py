@@ -134,6 +134,10 @@ class DictUnslicer(Unslicer):
             self.items[key] = obj
             self._key = _NO_KEY
 
+    def expecting_key(self) -> bool:
+        """True when the next child is a key (constraints pick key or value rules by this)."""
+        return self._key is _NO_KEY
+
     def _check_key(self, key: Any) -> None:
         try:
             present = key in self.items

@@ -35,8 +35,8 @@ class IUnslicer(Interface):  # type: ignore[misc]
     def receive_child(obj):  # type: ignore[no-untyped-def]
         """Accept one finished child object; raise L{framing.Violation} to refuse it."""
 
-    def finish():  # type: ignore[no-untyped-def]
+    def finish():  # type: ignore[misc, no-untyped-def]
         """Return the finished object once its CLOSE arrives."""
 
-    def child_where():  # type: ignore[no-untyped-def]
+    def child_where():  # type: ignore[misc, no-untyped-def]
         """Describe where the next child goes, e.g. C{"[3]"} or C{"['name']"}."""

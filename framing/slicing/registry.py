@@ -7,12 +7,16 @@ Lookups are one dict access (a type's MRO is walked once, then cached).
 
 from __future__ import annotations
 
+import array
 from collections.abc import Callable
 from typing import Any
 
 from ..limits import Limits
-from .builtin import BUILTIN_UNSLICERS
+from .arrays import ARRAY_UNSLICERS, ArraySlicer, BytesLikeSlicer
+from .builtin import BUILTIN_UNSLICERS, Unslicer
+from .custom import FunctionSlicer, dataclass_functions, function_unslicer
 from .interfaces import ISlicer, IUnslicer
+from .stream import StreamUnslicer
 
 UnslicerFactory = Callable[[Limits], Any]
 
@@ -47,6 +51,38 @@ class Registry:
         self._slicers[cls] = slicer
         self._slicer_cache.clear()
 
+    def register(
+        self,
+        cls: type,
+        name: str,
+        to_wire: Callable[[Any], Any] | None = None,
+        from_wire: Callable[[Any], Any] | None = None,
+        *,
+        slicer: Any = None,
+        unslicer: UnslicerFactory | None = None,
+    ) -> None:
+        """
+        Make C{cls} sendable as open-type C{name}.
+
+        Give either a pair of functions (C{to_wire(obj)} returns a state the
+        encoder can send, C{from_wire(state)} rebuilds the object), or a
+        C{slicer}/C{unslicer} pair, or neither for a dataclass (its init
+        fields travel as a dict).  Only the type's own name is ever built on
+        receipt: nothing is imported or constructed by name.
+        """
+        if slicer is not None or unslicer is not None:
+            if slicer is None or unslicer is None:
+                raise TypeError("give both a slicer and an unslicer")
+        else:
+            if to_wire is None and from_wire is None:
+                to_wire, from_wire = dataclass_functions(cls)
+            if to_wire is None or from_wire is None:
+                raise TypeError("give both to_wire and from_wire")
+            slicer = FunctionSlicer(name, to_wire)
+            unslicer = function_unslicer(name, from_wire)
+        self.add_unslicer(name, unslicer)
+        self.add_slicer(cls, slicer)
+
     def unslicer_for(self, name: str) -> UnslicerFactory | None:
         """Return the factory registered for C{name}, or C{None}."""
         factory = self._unslicers.get(name)
@@ -73,11 +109,17 @@ class Registry:
 
 def _builtin_registry() -> Registry:
     registry = Registry()
-    for unslicer in BUILTIN_UNSLICERS:
+    unslicers: tuple[type[Unslicer], ...] = (*BUILTIN_UNSLICERS, *ARRAY_UNSLICERS, StreamUnslicer)
+    for unslicer in unslicers:
         assert IUnslicer.implementedBy(unslicer)
         registry.add_unslicer(unslicer.open_type, unslicer)
+    registry.add_slicer(bytearray, BytesLikeSlicer("bytearray"))
+    registry.add_slicer(memoryview, BytesLikeSlicer("memoryview"))
+    registry.add_slicer(array.array, ArraySlicer())
     return registry
 
 
 DEFAULT_REGISTRY = _builtin_registry()
 """The registry a L{framing.Decoder} or L{framing.Encoder} uses when given none."""
+
+register = DEFAULT_REGISTRY.register

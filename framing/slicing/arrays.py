@@ -1,0 +1,156 @@
+"""Bulk values as ONE body token: bytes-likes, C{array.array}, numpy arrays.
+
+Contract: an array's elements travel as one BYTES body (never a token per
+element), with what a reader needs to rebuild it exactly on any machine:
+the typecode (or dtype), the item size and the writer's byte order.
+Decoding copies the body once into the array; a body whose length is not a
+whole number of items, an unknown typecode or a non-numeric dtype refuses
+the object.  numpy is used only if it is installed and only when an
+C{ndarray} is sent or received.
+"""
+
+from __future__ import annotations
+
+import array
+import re
+import sys
+from typing import Any
+
+from zope.interface import implementer
+
+from ..errors import InvalidValue, UnknownType
+from ..wire import BYTES, OPEN, STRING
+from .custom import PartsUnslicer
+from .interfaces import ISlicer
+
+_BODY = frozenset({BYTES})
+_TEXT = frozenset({STRING})
+
+# Local typecodes by (class of element, item size), so a reader maps a
+# writer's 'l' (8 bytes on Linux, 4 on Windows) to whatever local code has
+# that size.
+_SIGNED = "bhilq"
+_UNSIGNED = "BHILQ"
+_FLOATS = "fd"
+_CHARS = "uw"
+
+
+def _local_typecode(typecode: str, itemsize: int) -> str:
+    for family in (_SIGNED, _UNSIGNED, _FLOATS, _CHARS):
+        if typecode in family:
+            for code in family:
+                if code in array.typecodes and array.array(code).itemsize == itemsize:
+                    return code
+            break
+    raise InvalidValue(f"no local array typecode for {typecode!r} with {itemsize}-byte items")
+
+
+@implementer(ISlicer)
+class BytesLikeSlicer:
+    """Sends a bytes-like object as OPEN name, BYTES, CLOSE."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def slice(self, obj: Any, encoder: Any) -> None:
+        encoder.write_container(self.name, obj, (_as_bytes(obj),))
+
+
+def _as_bytes(obj: Any) -> bytes:
+    # One copy: the value may be mutable and is sent after this returns.
+    return memoryview(obj).tobytes()
+
+
+class BytearrayUnslicer(PartsUnslicer):
+    """Builds a C{bytearray}."""
+
+    open_type = "bytearray"
+    part_kinds = (_BODY,)
+
+    def build(self, data: bytes) -> bytearray:
+        return bytearray(data)
+
+
+class MemoryviewUnslicer(PartsUnslicer):
+    """Builds a read-only byte C{memoryview} (any buffer-protocol object arrives as one)."""
+
+    open_type = "memoryview"
+    part_kinds = (_BODY,)
+
+    def build(self, data: bytes) -> memoryview:
+        return memoryview(data)
+
+
+@implementer(ISlicer)
+class ArraySlicer:
+    """Sends an C{array.array} as OPEN "array", typecode, item size, byte order, BYTES, CLOSE."""
+
+    def slice(self, obj: array.array[Any], encoder: Any) -> None:
+        parts = (obj.typecode, obj.itemsize, sys.byteorder, obj.tobytes())
+        encoder.write_container("array", obj, parts)
+
+
+class ArrayUnslicer(PartsUnslicer):
+    """Builds an C{array.array}, swapping bytes if the writer's order differs."""
+
+    open_type = "array"
+    part_kinds = (_TEXT, None, _TEXT, _BODY)
+
+    def build(self, typecode: Any, itemsize: Any, byteorder: Any, data: bytes) -> array.array[Any]:
+        if not isinstance(typecode, str) or type(itemsize) is not int or byteorder not in ("little", "big"):
+            raise InvalidValue("array needs a typecode, an item size and 'little' or 'big'")
+        local = _local_typecode(typecode, itemsize)
+        if len(data) % itemsize:
+            raise InvalidValue(f"array body of {len(data)} bytes is not a whole number of {itemsize}-byte items")
+        result = array.array(local)
+        result.frombytes(data)
+        if byteorder != sys.byteorder and itemsize > 1:
+            result.byteswap()
+        return result
+
+
+# Only plain numeric dtypes: never object arrays, which would need pickle.
+_DTYPE = re.compile(r"^[<>|=][biuf?][0-9]{1,2}$|^[<>|=]c(8|16|32)$")
+
+
+@implementer(ISlicer)
+class NdarraySlicer:
+    """Sends a numeric numpy array as OPEN "ndarray", dtype, shape, BYTES, CLOSE."""
+
+    def slice(self, obj: Any, encoder: Any) -> None:
+        dtype = obj.dtype.str
+        if not _DTYPE.match(dtype):
+            raise InvalidValue(f"only numeric numpy arrays can be sent, not dtype {dtype}")
+        encoder.write_container("ndarray", obj, (dtype, list(obj.shape), obj.tobytes()))
+
+
+class NdarrayUnslicer(PartsUnslicer):
+    """Builds a read-only numpy array over the received body (numpy must be installed)."""
+
+    open_type = "ndarray"
+    part_kinds = (_TEXT, frozenset({OPEN}), _BODY)
+
+    def build(self, dtype: Any, shape: Any, data: bytes) -> Any:
+        try:
+            import numpy
+        except ImportError:
+            raise UnknownType("an ndarray arrived but numpy is not installed") from None
+        if not isinstance(dtype, str) or not _DTYPE.match(dtype):
+            raise InvalidValue(f"ndarray dtype {dtype!r} is not a plain numeric type")
+        if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
+            raise InvalidValue("ndarray shape must be a list of non-negative ints")
+        parsed = numpy.dtype(dtype)
+        count = 1
+        for n in shape:
+            count *= n
+        if count * parsed.itemsize != len(data):
+            raise InvalidValue(f"ndarray body of {len(data)} bytes does not match shape {shape} of {dtype}")
+        return numpy.frombuffer(data, dtype=parsed).reshape(shape)
+
+
+def is_ndarray(cls: type) -> bool:
+    """True for numpy's ndarray, recognised without importing numpy."""
+    return cls.__name__ == "ndarray" and cls.__module__ == "numpy"
+
+
+ARRAY_UNSLICERS = (BytearrayUnslicer, MemoryviewUnslicer, ArrayUnslicer, NdarrayUnslicer)
