@@ -127,6 +127,8 @@ class Decoder:
         @raise ProtocolError: the stream is broken; drop the connection.
         """
         self._scanner.feed(data)
+        if not self._results:
+            return []
         results = self._results.copy()
         self._results.clear()
         return results
@@ -145,22 +147,33 @@ class Decoder:
 
     def accept_body(self, kind: int, length: int) -> int:
         """Decide, at its header, whether a body is kept or skipped."""
+        if kind == ERROR:
+            # The peer's last words are read whatever object is in progress.
+            return BODY_WHOLE
         if self._violation is not None:
             if kind == OPEN:
                 self._discard_depth += 1
-            return BODY_WHOLE if kind == ERROR else BODY_SKIP
-        stack = self._stack
+            return BODY_SKIP
         try:
-            if stack:
-                stack[-1].check_token(kind, length)
-            if self.constraint is not None:
-                self._check_header(kind, length)
-            if kind == OPEN and len(stack) >= self.limits.max_depth:
-                raise TooDeep(f"containers nested deeper than {self.limits.max_depth}")
+            self._check_body(kind, length)
+        except ProtocolError:
+            raise
         except Violation as violation:
             self._refuse(violation, opened=kind == OPEN)
             return BODY_SKIP
+        except Exception as error:  # a user unslicer's bug refuses the object, not the stream
+            self._refuse(_unslicer_failed(error), opened=kind == OPEN)
+            return BODY_SKIP
         return BODY_WHOLE
+
+    def _check_body(self, kind: int, length: int) -> None:
+        stack = self._stack
+        if stack:
+            stack[-1].check_token(kind, length)
+        if self.constraint is not None:
+            self._check_header(kind, length)
+        if kind == OPEN and len(stack) >= self.limits.max_depth:
+            raise TooDeep(f"containers nested deeper than {self.limits.max_depth}")
 
     def refused(self, kind: int, length: int, violation: Violation) -> None:
         """The scanner refused a body at its header (over a size limit)."""
@@ -224,7 +237,7 @@ class Decoder:
         except Violation as violation:
             self._refuse(violation)
         except Exception as error:  # a user unslicer's bug refuses the object, not the stream
-            self._refuse(InvalidValue(f"unslicer failed: {type(error).__name__}: {error}"))
+            self._refuse(_unslicer_failed(error))
 
     def _on_neg(self, value: int) -> None:
         self._deliver(-1 - value)
@@ -274,7 +287,11 @@ class Decoder:
                 return
             self._constraints.append(self._opening)
             self._opening = None
-        unslicer = factory(self.limits)
+        try:
+            unslicer = factory(self.limits)
+        except Exception as error:
+            self._refuse(_unslicer_failed(error), opened=True)
+            return
         self._stack.append(unslicer)
         self._receive = unslicer.receive_child
 
@@ -288,8 +305,13 @@ class Decoder:
         self._receive = stack[-1].receive_child if stack else self._results.append
         try:
             obj = unslicer.finish()
+        except ProtocolError:
+            raise
         except Violation as violation:
             self._refuse(violation)
+            return
+        except Exception as error:  # a user unslicer's bug refuses the object, not the stream
+            self._refuse(_unslicer_failed(error))
             return
         self._deliver(obj)
 
@@ -363,6 +385,10 @@ class Decoder:
         self._discard_depth = 0
         self._results.append(violation)
         self.handlers[:] = self._building
+
+
+def _unslicer_failed(error: Exception) -> Violation:
+    return InvalidValue(f"unslicer failed: {type(error).__name__}: {error}")
 
 
 def loads(data: bytes, limits: Limits | None = None, registry: Registry | None = None) -> Any:

@@ -66,6 +66,7 @@ class BytearrayUnslicer(PartsUnslicer):
 
     open_type = "bytearray"
     part_kinds = (_BODY,)
+    part_types = (bytes,)
 
     def build(self, data: bytes) -> bytearray:
         return bytearray(data)
@@ -76,6 +77,7 @@ class MemoryviewUnslicer(PartsUnslicer):
 
     open_type = "memoryview"
     part_kinds = (_BODY,)
+    part_types = (bytes,)
 
     def build(self, data: bytes) -> memoryview:
         return memoryview(data)
@@ -95,10 +97,11 @@ class ArrayUnslicer(PartsUnslicer):
 
     open_type = "array"
     part_kinds = (_TEXT, None, _TEXT, _BODY)
+    part_types = (str, int, str, bytes)
 
-    def build(self, typecode: Any, itemsize: Any, byteorder: Any, data: bytes) -> array.array[Any]:
-        if not isinstance(typecode, str) or type(itemsize) is not int or byteorder not in ("little", "big"):
-            raise InvalidValue("array needs a typecode, an item size and 'little' or 'big'")
+    def build(self, typecode: str, itemsize: int, byteorder: str, data: bytes) -> array.array[Any]:
+        if type(itemsize) is not int or itemsize <= 0 or byteorder not in ("little", "big"):
+            raise InvalidValue("array needs a typecode, a positive item size and 'little' or 'big'")
         local = _local_typecode(typecode, itemsize)
         if len(data) % itemsize:
             raise InvalidValue(f"array body of {len(data)} bytes is not a whole number of {itemsize}-byte items")
@@ -129,6 +132,7 @@ class NdarrayUnslicer(PartsUnslicer):
 
     open_type = "ndarray"
     part_kinds = (_TEXT, frozenset({OPEN}), _BODY)
+    part_types = (str, list, bytes)
 
     def build(self, dtype: Any, shape: Any, data: bytes) -> Any:
         try:

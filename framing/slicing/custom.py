@@ -27,11 +27,14 @@ class PartsUnslicer(Unslicer):
     builds the object from them in L{build}.
 
     @cvar part_kinds: for each part, the body kinds accepted at its header
-        (C{None}: any).  Value kinds (ints, None, bools) are checked by
-        L{build}, since their headers carry no body.
+        (C{None}: any).
+    @cvar part_types: for each part, the Python types accepted once it is
+        decoded (C{None} or a missing entry: any), which catches value kinds
+        (ints, None, bools) whose headers carry no body to refuse early.
     """
 
     part_kinds: Sequence[frozenset[int] | None] = ()
+    part_types: Sequence[type | tuple[type, ...] | None] = ()
 
     def __init__(self, limits: Limits) -> None:
         super().__init__(limits)
@@ -46,8 +49,12 @@ class PartsUnslicer(Unslicer):
             raise KindRefused(f"part {index} of {self.open_type} cannot be {KIND_NAMES.get(kind, kind)}")
 
     def receive_child(self, obj: Any) -> None:
-        if len(self.parts) >= len(self.part_kinds):
+        index = len(self.parts)
+        if index >= len(self.part_kinds):
             raise TooManyItems(f"{self.open_type} takes {len(self.part_kinds)} parts")
+        wanted = self.part_types[index] if index < len(self.part_types) else None
+        if wanted is not None and not isinstance(obj, wanted):
+            raise KindRefused(f"part {index} of {self.open_type} cannot be a {type(obj).__name__}")
         self.parts.append(obj)
 
     def finish(self) -> Any:
