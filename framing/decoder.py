@@ -319,7 +319,13 @@ class Decoder:
         if value:
             raise UnexpectedToken(f"ABORT with value {value}")
         if self._stack:
-            self._refuse(Aborted("the sender abandoned this object"))
+            # Nothing more of an abandoned object follows: report it now.
+            violation = Aborted("the sender abandoned this object", self._where())
+            self._stack.clear()
+            self._constraints.clear()
+            self._opening = None
+            self._receive = self._results.append
+            self._results.append(violation)
 
     def _on_error(self, body: bytes) -> None:
         raise PeerError("the peer reported: " + body.decode("utf-8", "replace"))

@@ -22,6 +22,7 @@ from .errors import (
     BodyTooLarge,
     BufferLimitExceeded,
     InvalidValue,
+    PeerError,
     ProtocolError,
     TruncatedStream,
     Violation,
@@ -283,12 +284,13 @@ class TokenScanner:
     def _accept(self, kind: int, length: int) -> int:
         """Check a body's announced length against the limits, then ask the sink."""
         limit = self._body_limits[kind]
-        if length > limit:
-            violation: Violation = BodyTooLarge(
-                f"{KIND_NAMES[kind]} body of {length} bytes exceeds the limit of {limit} bytes"
-            )
-        elif kind == FLOAT and length != 8:
-            violation = InvalidValue(f"FLOAT body must be 8 bytes, not {length}")
+        if kind == FLOAT and length != 8:
+            violation: Violation = InvalidValue(f"FLOAT body must be 8 bytes, not {length}")
+        elif length > limit:
+            if kind == ERROR:
+                # An ERROR is fatal whatever its size; just do not read it.
+                raise PeerError(f"the peer reported an error ({length} bytes, too long to read)")
+            violation = BodyTooLarge(f"{KIND_NAMES[kind]} body of {length} bytes exceeds the limit of {limit} bytes")
         else:
             return self._sink.accept_body(kind, length)
         self._sink.refused(kind, length, violation)

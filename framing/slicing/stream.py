@@ -41,6 +41,9 @@ class StreamUnslicer(Unslicer):
             raise BodyTooLarge(f"stream longer than the limit of {self.limits.max_bytes_length} bytes")
 
     def receive_child(self, obj: Any) -> None:
+        if type(obj) is not bytes:
+            # Value tokens carry no body, so check_token never saw them.
+            raise KindRefused(f"a stream holds only BYTES chunks, not {type(obj).__name__}")
         self._buffer.write(obj)
         self._chunks += 1
 

@@ -1,0 +1,95 @@
+"""Sphinx configuration for the chunkwire documentation.
+
+Build with ``python -m sphinx -W -b html docs <outdir>`` from the repository
+root.  The docstrings use epydoc markup (``@param``, ``@ivar``, ``C{...}``,
+``L{...}``), as Twisted's do; ``epydoc_to_rest`` below rewrites it to reST
+fields and roles before autodoc renders it, so no extension beyond
+``sphinx.ext.autodoc`` is needed.  autodoc skips zope.interface
+interfaces (they are not classes), so the ``zope-interface`` directive below
+documents them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import sys
+from pathlib import Path
+
+from sphinx.util.docutils import SphinxDirective
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+project = "chunkwire"
+author = "the chunkwire developers"
+copyright = "the chunkwire developers"
+release = "0.1.0.dev0"
+
+extensions = ["sphinx.ext.autodoc"]
+exclude_patterns = ["_build"]
+root_doc = "index"
+html_theme = "alabaster"
+
+autodoc_member_order = "bysource"
+autodoc_default_options = {"members": True, "show-inheritance": True}
+
+# Epydoc fields: "@param x:" -> ":param x:", "@raise E:" -> ":raises E:".
+_FIELD = re.compile(r"^(\s*)@(\w+)((?:\s+[^:\s]+)?)\s*:", re.MULTILINE)
+_FIELD_NAMES = {"raise": "raises", "return": "returns", "type": "type", "kwarg": "keyword"}
+# Epydoc inline markup: C{code}, L{link}, I{italic}, B{bold}, U{url}.
+_INLINE = re.compile(r"([CLIBU])\{([^{}]*)\}")
+_INLINE_FORMS = {"C": "``{}``", "L": ":py:obj:`{}`", "I": "*{}*", "B": "**{}**", "U": "{}"}
+
+
+def _inline(match: re.Match[str]) -> str:
+    text = match.group(2)
+    if match.group(1) == "L":
+        text = text.strip("()")
+    rendered = _INLINE_FORMS[match.group(1)].format(text)
+    # reST inline markup must not touch a letter or digit: escape the join.
+    source, start, end = match.string, match.start(), match.end()
+    if start and source[start - 1].isalnum():
+        rendered = "\\ " + rendered
+    if end < len(source) and source[end].isalnum():
+        rendered += "\\ "
+    return rendered
+
+
+def epydoc_to_rest(text: str) -> str:
+    """Rewrite epydoc fields and inline markup in C{text} as reST."""
+    text = _FIELD.sub(lambda m: f"{m.group(1)}:{_FIELD_NAMES.get(m.group(2), m.group(2))}{m.group(3)}:", text)
+    return _INLINE.sub(_inline, text)
+
+
+class ZopeInterfaceDirective(SphinxDirective):
+    """``.. zope-interface:: module.IName``: document an interface and its methods and attributes."""
+
+    required_arguments = 1
+
+    def run(self):  # type: ignore[no-untyped-def]
+        module_name, _, name = self.arguments[0].rpartition(".")
+        interface = getattr(importlib.import_module(module_name), name)
+        lines = [f".. py:class:: {name}", f"   :module: {module_name}", ""]
+        lines += _indented(interface.__doc__, "   ")
+        for member, description in interface.namesAndDescriptions():
+            if hasattr(description, "getSignatureString"):
+                lines += [f"   .. py:method:: {member}{description.getSignatureString()}", ""]
+            else:
+                lines += [f"   .. py:attribute:: {member}", ""]
+            lines += _indented(description.__doc__, "      ")
+        return self.parse_text_to_nodes("\n".join(lines))
+
+
+def _indented(doc: str | None, prefix: str) -> list[str]:
+    text = epydoc_to_rest(inspect.cleandoc(doc or ""))
+    return [prefix + line if line else "" for line in text.splitlines()] + [""]
+
+
+def _process_docstring(app, what, name, obj, options, lines):  # type: ignore[no-untyped-def]
+    lines[:] = epydoc_to_rest("\n".join(lines)).split("\n")
+
+
+def setup(app):  # type: ignore[no-untyped-def]
+    app.connect("autodoc-process-docstring", _process_docstring)
+    app.add_directive("zope-interface", ZopeInterfaceDirective)
