@@ -12,7 +12,7 @@ from .errors import ChunkwireError, EncodingError, ProtocolError, Violation
 from .limits import Limits
 from .scanner import TokenScanner
 from .slicing.interfaces import ISlicer, IUnslicer
-from .slicing.registry import Registry
+from .slicing.registry import Registry, register
 
 __all__ = [
     "BlockBuffer",
@@ -32,4 +32,5 @@ __all__ = [
     "Violation",
     "dumps",
     "loads",
+    "register",
 ]

@@ -27,6 +27,7 @@ from .errors import (
     UnexpectedToken,
     UnknownType,
     Violation,
+    short_repr,
 )
 from .limits import DEFAULT_LIMITS, Limits
 from .scanner import BODY_SKIP, BODY_WHOLE, TokenScanner
@@ -108,6 +109,7 @@ class Decoder:
         self._building = self._building_handlers()
         self._discarding = self._discarding_handlers()
         self.handlers = list(self._building)
+        self.accepts_all = constraint is None
         self._scanner = TokenScanner(self, self.limits, preamble)
 
     @property
@@ -124,9 +126,17 @@ class Decoder:
         """
         Decode C{data}; return the top-level objects (or L{Violation}s) it completed.
 
-        @raise ProtocolError: the stream is broken; drop the connection.
+        @raise ProtocolError: the stream is broken; drop the connection.  The
+            objects this C{data} completed before the break are on the
+            error's C{results}.
         """
-        self._scanner.feed(data)
+        try:
+            self._scanner.feed(data)
+        except ProtocolError as error:
+            if self._results:
+                error.results = self._results.copy()
+                self._results.clear()
+            raise
         if not self._results:
             return []
         results = self._results.copy()
@@ -141,7 +151,7 @@ class Decoder:
         """
         self._scanner.close()
         if not self.at_boundary:
-            raise TruncatedStream("input ended inside an unfinished object")
+            self._scanner.fail(TruncatedStream("input ended inside an unfinished object"))
 
     # -- the scanner's sink interface ------------------------------------
 
@@ -182,6 +192,25 @@ class Decoder:
                 self._discard_depth += 1
             return
         self._refuse(violation, opened=kind == OPEN)
+
+    def body_in_place(self, kind: int, chunk: bytes, start: int, stop: int) -> None:
+        """
+        A large body lying whole in one received chunk: an unslicer with a
+        C{receive_buffer} method gets a view of it (copied once, by the
+        unslicer); anything else gets C{bytes} as usual.
+        """
+        take = getattr(self._stack[-1], "receive_buffer", None) if self._stack and kind == BYTES else None
+        if take is None or self.constraint is not None:
+            self.handlers[kind](chunk[start:stop])
+            return
+        try:
+            take(memoryview(chunk)[start:stop])
+        except ProtocolError:
+            raise
+        except Violation as violation:
+            self._refuse(violation)
+        except Exception as error:  # a user unslicer's bug refuses the object, not the stream
+            self._refuse(_unslicer_failed(error))
 
     def body_chunk(self, kind: int, data: bytes) -> None:
         raise ProtocolError("streamed bodies are not accepted by this decoder")
@@ -224,8 +253,13 @@ class Decoder:
     def _deliver_checked(self, obj: Any) -> None:
         try:
             self._next_constraint().check_value(obj)
+        except ProtocolError:
+            raise
         except Violation as violation:
             self._refuse(violation)
+            return
+        except Exception as error:  # a user constraint's bug refuses the object, not the stream
+            self._refuse(InvalidValue(f"constraint failed: {type(error).__name__}: {error}"))
             return
         Decoder._deliver(self, obj)
 
@@ -294,6 +328,7 @@ class Decoder:
             return
         self._stack.append(unslicer)
         self._receive = unslicer.receive_child
+        self._update_accepts_all()
 
     def _on_close(self, value: int) -> None:
         stack = self._stack
@@ -303,6 +338,7 @@ class Decoder:
         if self._constraints:
             self._constraints.pop()
         self._receive = stack[-1].receive_child if stack else self._results.append
+        self._update_accepts_all()
         try:
             obj = unslicer.finish()
         except ProtocolError:
@@ -321,10 +357,7 @@ class Decoder:
         if self._stack:
             # Nothing more of an abandoned object follows: report it now.
             violation = Aborted("the sender abandoned this object", self._where())
-            self._stack.clear()
-            self._constraints.clear()
-            self._opening = None
-            self._receive = self._results.append
+            self._drop_object()
             self._results.append(violation)
 
     def _on_error(self, body: bytes) -> None:
@@ -337,7 +370,7 @@ class Decoder:
         self.control_events.append(Pong(value))
 
     def _unexpected(self, value: Any) -> None:
-        raise UnexpectedToken(f"unexpected token with value {value!r:.40}")
+        raise UnexpectedToken(f"unexpected token with value {short_repr(value, 40)}")
 
     # -- discarding ------------------------------------------------------
 
@@ -345,16 +378,30 @@ class Decoder:
         """Drop the top-level object being built; skip its tokens up to its CLOSE."""
         violation.where = self._where() + violation.where
         depth = len(self._stack) + opened
-        self._stack.clear()
-        self._constraints.clear()
-        self._opening = None
-        self._receive = self._results.append
+        self._drop_object()
         if not depth:
             self._results.append(violation)
             return
         self._violation = violation
         self._discard_depth = depth
         self.handlers[:] = self._discarding
+        self.accepts_all = False
+
+    def _drop_object(self) -> None:
+        """Forget the top-level object being built."""
+        self._stack.clear()
+        self._constraints.clear()
+        self._opening = None
+        self._receive = self._results.append
+        self._update_accepts_all()
+
+    def _update_accepts_all(self) -> None:
+        stack = self._stack
+        self.accepts_all = (
+            self._violation is None
+            and self.constraint is None
+            and (not stack or not getattr(stack[-1], "checks_tokens", True))
+        )
 
     def _where(self) -> str:
         return "".join(unslicer.child_where() for unslicer in self._stack)
@@ -391,6 +438,7 @@ class Decoder:
         self._discard_depth = 0
         self._results.append(violation)
         self.handlers[:] = self._building
+        self._update_accepts_all()
 
 
 def _unslicer_failed(error: Exception) -> Violation:

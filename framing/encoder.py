@@ -115,7 +115,7 @@ class Encoder:
         """Write C{obj}, found at nesting C{depth}; for slicers writing their parts."""
         writer = self._writers.get(type(obj))
         if writer is None:
-            writer = self._writer_for(type(obj))
+            writer = self._writer_for(obj)
         writer(obj, depth)
 
     def write_container(self, name: str, container: Any, parts: Any) -> None:
@@ -133,8 +133,9 @@ class Encoder:
         buf.seal_if_full()
         self._open_ids.discard(id(container))
 
-    def _writer_for(self, cls: type) -> Callable[[Any, int], None]:
-        """Find how to write a type with no built-in writer: registry, subclass, buffer."""
+    def _writer_for(self, obj: Any) -> Callable[[Any, int], None]:
+        """Find how to write an object with no built-in writer: registry, subclass, buffer."""
+        cls = type(obj)
         slicer = self.registry.slicer_for(cls)
         if slicer is None and is_ndarray(cls):
             slicer = _NDARRAY
@@ -143,7 +144,7 @@ class Encoder:
         for base in cls.__mro__[1:]:
             if base in self._writers and base is not object:
                 return self._writers[base]
-        if hasattr(cls, "__buffer__") or _has_buffer(cls):
+        if _has_buffer(obj):
             return self._slicer_writer(_BUFFER)
         raise EncodingError(f"no slicer is registered for {cls.__module__}.{cls.__qualname__}")
 
@@ -244,11 +245,12 @@ class Encoder:
         return depth
 
 
-def _has_buffer(cls: type) -> bool:
-    # Before Python 3.12 only C types can export buffers; ask an instance.
+def _has_buffer(obj: Any) -> bool:
+    """True if C{obj} exports the buffer protocol (asked of the instance: before
+    Python 3.12 a type cannot say so itself)."""
     try:
-        memoryview(cls.__new__(cls))  # type: ignore[call-overload]
-    except Exception:
+        memoryview(obj).release()
+    except TypeError:
         return False
     return True
 

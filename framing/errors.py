@@ -11,6 +11,18 @@ at which it happened (C{"[3]['name']"}; empty at the top level).
 from __future__ import annotations
 
 
+def short_repr(value: object, limit: int = 60) -> str:
+    """
+    A repr of a value from the wire for an error message: cut to C{limit}
+    characters, and never raising (a huge int has no decimal repr).
+    """
+    try:
+        text = repr(value)
+    except ValueError:
+        text = f"<{type(value).__name__} of {getattr(value, 'bit_length', lambda: '?')()} bits>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class ChunkwireError(Exception):
     """
     Base class of every error the framing layer raises for wire input.
@@ -54,6 +66,10 @@ class ProtocolError(ChunkwireError):
     """
 
     code = "protocol-error"
+
+    results: list[object] | tuple[()] = ()
+    """Objects (and Violations) completed by the same C{feed} before the
+    error: they were whole and valid, so a caller may still deliver them."""
 
 
 class BadPreamble(ProtocolError):

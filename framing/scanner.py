@@ -55,6 +55,11 @@ BODY_STREAM = 1
 BODY_SKIP = 2
 """Discard the body as it arrives; the sink has already recorded why."""
 
+IN_PLACE_BODY = 64 * 1024
+"""A body at least this long that lies whole in one received chunk is offered
+to the sink in place (C{body_in_place}), so that a consumer such as an array
+can copy it once, straight from the chunk."""
+
 
 class TokenSink(Protocol):
     """
@@ -68,12 +73,18 @@ class TokenSink(Protocol):
     """
 
     handlers: list  # type: ignore[type-arg]
+    accepts_all: bool
+    """True while the sink would answer L{BODY_WHOLE} to every body but an
+    OPEN's, so the scanner may skip asking (the per-token fast path)."""
 
     def accept_body(self, kind: int, length: int) -> int:
         """Return L{BODY_WHOLE}, L{BODY_STREAM} or L{BODY_SKIP} for a body about to arrive."""
 
     def refused(self, kind: int, length: int, violation: Violation) -> None:
         """The scanner refused a body at its header; it will be skipped."""
+
+    def body_in_place(self, kind: int, chunk: bytes, start: int, stop: int) -> None:
+        """A large body delivered whole, as C{chunk[start:stop]}, not yet copied."""
 
     def body_chunk(self, kind: int, data: bytes) -> None:
         """The next piece of a streamed body."""
@@ -88,6 +99,8 @@ _ONE_BYTE_TOKEN = tuple(
     (b >> 4) in KIND_NAMES and (b >> 4) not in BODY_KINDS and (b & 0x0F) < INLINE_LIMIT for b in range(256)
 )
 _IS_BODY_KIND = tuple(k in BODY_KINDS for k in range(16))
+# ...and True when it is the whole header of a short body (length in the byte).
+_SHORT_BODY = tuple((b >> 4) in BODY_KINDS and (b & 0x0F) < INLINE_LIMIT for b in range(256))
 
 
 class _WholeBody:
@@ -191,6 +204,11 @@ class TokenScanner:
             self._error = error
             raise
 
+    def fail(self, error: ProtocolError) -> None:
+        """Refuse all further input with C{error}, and raise it."""
+        self._error = error
+        raise error
+
     def close(self) -> None:
         """
         Declare the end of input.
@@ -227,7 +245,9 @@ class TokenScanner:
         """
         start = pos
         end = len(buf)
-        handlers = self._sink.handlers
+        sink = self._sink
+        handlers = sink.handlers
+        limits = self._body_limits
         one_byte = _ONE_BYTE_TOKEN
         try:
             while pos < end:
@@ -236,18 +256,29 @@ class TokenScanner:
                     handlers[first >> 4](first & 0x0F)
                     pos += 1
                     continue
-                header = decode_header(buf, pos, end, self.limits.max_header_length)
-                if header is None:
-                    break
-                kind, value, size = header
-                if not _IS_BODY_KIND[kind]:
-                    handlers[kind](value)
-                    pos += size
-                    continue
+                if _SHORT_BODY[first]:
+                    kind, value, size = first >> 4, first & 0x0F, 1
+                else:
+                    header = decode_header(buf, pos, end, self.limits.max_header_length)
+                    if header is None:
+                        break
+                    kind, value, size = header
+                    if not _IS_BODY_KIND[kind]:
+                        handlers[kind](value)
+                        pos += size
+                        continue
                 body_start = pos + size
-                mode = self._accept(kind, value)
+                if value > limits[kind] or (kind == FLOAT and value != 8):
+                    mode = self._accept(kind, value)
+                elif kind != OPEN and sink.accepts_all:
+                    mode = BODY_WHOLE
+                else:
+                    mode = sink.accept_body(kind, value)
                 if mode == BODY_WHOLE and body_start + value <= end:
-                    handlers[kind](buf[body_start : body_start + value])
+                    if value < IN_PLACE_BODY:
+                        handlers[kind](buf[body_start : body_start + value])
+                    else:
+                        self._sink.body_in_place(kind, buf, body_start, body_start + value)
                     pos = body_start + value
                     continue
                 pos = body_start

@@ -18,7 +18,7 @@ from typing import Any
 
 from zope.interface import implementer
 
-from ..errors import InvalidValue, UnknownType
+from ..errors import EncodingError, InvalidValue, UnknownType, short_repr
 from ..wire import BYTES, OPEN, STRING
 from .custom import PartsUnslicer
 from .interfaces import ISlicer
@@ -36,13 +36,15 @@ _CHARS = "uw"
 
 
 def _local_typecode(typecode: str, itemsize: int) -> str:
+    if len(typecode) != 1:
+        raise InvalidValue(f"array typecode must be one character, not {short_repr(typecode, 20)}")
     for family in (_SIGNED, _UNSIGNED, _FLOATS, _CHARS):
         if typecode in family:
             for code in family:
                 if code in array.typecodes and array.array(code).itemsize == itemsize:
                     return code
             break
-    raise InvalidValue(f"no local array typecode for {typecode!r} with {itemsize}-byte items")
+    raise InvalidValue(f"no local array typecode for {short_repr(typecode, 20)} with {itemsize}-byte items")
 
 
 @implementer(ISlicer)
@@ -97,7 +99,11 @@ class ArrayUnslicer(PartsUnslicer):
 
     open_type = "array"
     part_kinds = (_TEXT, None, _TEXT, _BODY)
-    part_types = (str, int, str, bytes)
+    part_types = (str, int, str, (bytes, memoryview))
+
+    def receive_buffer(self, data: memoryview) -> None:
+        """Keep a large body as a view of the received chunk: C{build} copies it once."""
+        self.receive_child(data)
 
     def build(self, typecode: str, itemsize: int, byteorder: str, data: bytes) -> array.array[Any]:
         if type(itemsize) is not int or itemsize <= 0 or byteorder not in ("little", "big"):
@@ -123,7 +129,7 @@ class NdarraySlicer:
     def slice(self, obj: Any, encoder: Any) -> None:
         dtype = obj.dtype.str
         if not _DTYPE.match(dtype):
-            raise InvalidValue(f"only numeric numpy arrays can be sent, not dtype {dtype}")
+            raise EncodingError(f"only numeric numpy arrays can be sent, not dtype {dtype}")
         encoder.write_container("ndarray", obj, (dtype, list(obj.shape), obj.tobytes()))
 
 
@@ -140,7 +146,7 @@ class NdarrayUnslicer(PartsUnslicer):
         except ImportError:
             raise UnknownType("an ndarray arrived but numpy is not installed") from None
         if not isinstance(dtype, str) or not _DTYPE.match(dtype):
-            raise InvalidValue(f"ndarray dtype {dtype!r} is not a plain numeric type")
+            raise InvalidValue(f"ndarray dtype {short_repr(dtype, 20)} is not a plain numeric type")
         if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
             raise InvalidValue("ndarray shape must be a list of non-negative ints")
         parsed = numpy.dtype(dtype)

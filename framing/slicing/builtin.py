@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from zope.interface import implementer
 
-from ..errors import InvalidValue, TooManyItems
+from ..errors import InvalidValue, TooManyItems, short_repr
 from ..limits import Limits
 from .interfaces import IUnslicer
 
@@ -25,6 +25,13 @@ class Unslicer:
     """
 
     open_type: ClassVar[str] = ""
+    checks_tokens: ClassVar[bool] = False
+    """Set for subclasses that override L{check_token}, so the decoder can
+    skip the call for the many that do not."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.checks_tokens = cls.check_token is not Unslicer.check_token
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
@@ -127,36 +134,33 @@ class DictUnslicer(Unslicer):
 
     def receive_child(self, obj: Any) -> None:
         key = self._key
-        if key is _NO_KEY:
-            self._check_key(obj)
-            self._key = obj
-        else:
+        if key is not _NO_KEY:
             self.items[key] = obj
             self._key = _NO_KEY
+            return
+        try:
+            present = obj in self.items
+        except TypeError:
+            raise InvalidValue(f"unhashable dict key of type {type(obj).__name__}") from None
+        if present:
+            raise InvalidValue(f"duplicate dict key {short_repr(obj)}")
+        if len(self.items) >= self._max:
+            raise TooManyItems(f"dict has more than {self._max} keys")
+        self._key = obj
 
     def expecting_key(self) -> bool:
         """True when the next child is a key (constraints pick key or value rules by this)."""
         return self._key is _NO_KEY
 
-    def _check_key(self, key: Any) -> None:
-        try:
-            present = key in self.items
-        except TypeError:
-            raise InvalidValue(f"unhashable dict key of type {type(key).__name__}") from None
-        if present:
-            raise InvalidValue(f"duplicate dict key {key!r:.60}")
-        if len(self.items) >= self._max:
-            raise TooManyItems(f"dict has more than {self._max} keys")
-
     def finish(self) -> Any:
         if self._key is not _NO_KEY:
-            raise InvalidValue(f"dict closed after key {self._key!r:.60} with no value")
+            raise InvalidValue(f"dict closed after key {short_repr(self._key)} with no value")
         return self.items
 
     def child_where(self) -> str:
         if self._key is _NO_KEY:
             return f"<key {len(self.items)}>"
-        return f"[{self._key!r:.60}]"
+        return f"[{short_repr(self._key)}]"
 
 
 BUILTIN_UNSLICERS: tuple[type[Unslicer], ...] = (

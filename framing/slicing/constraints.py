@@ -141,6 +141,7 @@ class Optional(Constraint):
 
 class _Container(Constraint):
     open_types: tuple[str, ...] = ()
+    python_types: tuple[type, ...] = ()
 
     def __init__(self, max_items: int) -> None:
         self.max_items = max_items
@@ -153,6 +154,11 @@ class _Container(Constraint):
         if name not in self.open_types:
             raise KindRefused(f"expected {' or '.join(self.open_types)}, got {name!r}")
 
+    def check_value(self, obj: Any) -> None:
+        # Value tokens (ints, None, bools) have no header to refuse early.
+        if type(obj) not in self.python_types:
+            raise KindRefused(f"expected {' or '.join(self.open_types)}, got {type(obj).__name__}")
+
     def _check_count(self, count: int) -> None:
         if count >= self.max_items:
             raise TooManyItems(f"more than {self.max_items} items here")
@@ -162,6 +168,7 @@ class ListOf(_Container):
     """A C{list} of at most C{max_items} items, each accepted by C{item}."""
 
     open_types: tuple[str, ...] = ("list",)
+    python_types: tuple[type, ...] = (list,)
 
     def __init__(self, item: Constraint, max_items: int = 1024) -> None:
         super().__init__(max_items)
@@ -176,12 +183,14 @@ class SetOf(ListOf):
     """A C{set} or C{frozenset} of at most C{max_items} members, each accepted by C{item}."""
 
     open_types = ("set", "frozenset")
+    python_types = (set, frozenset)
 
 
 class TupleOf(_Container):
     """A C{tuple} with exactly one item per given constraint."""
 
     open_types = ("tuple",)
+    python_types = (tuple,)
 
     def __init__(self, *items: Constraint) -> None:
         super().__init__(len(items))
@@ -193,6 +202,7 @@ class TupleOf(_Container):
         return self.items[index]
 
     def check_value(self, obj: Any) -> None:
+        super().check_value(obj)
         if len(obj) != len(self.items):
             raise InvalidValue(f"expected a tuple of {len(self.items)} items, got {len(obj)}")
 
@@ -201,6 +211,7 @@ class DictOf(_Container):
     """A C{dict} of at most C{max_items} keys; keys accepted by C{key}, values by C{value}."""
 
     open_types = ("dict",)
+    python_types = (dict,)
 
     def __init__(self, key: Constraint, value: Constraint, max_items: int = 1024) -> None:
         super().__init__(max_items)

@@ -16,8 +16,9 @@ class ISlicer(Interface):  # type: ignore[misc]
 
     def slice(obj, encoder):  # type: ignore[no-untyped-def]
         """
-        Write C{obj} through C{encoder}: typically C{encoder.open(name)},
-        C{encoder.write_object(child)} for each part, C{encoder.close()}.
+        Write C{obj} through C{encoder}, normally with one call to
+        C{encoder.write_container(name, obj, parts)}: OPEN C{name}, each of
+        C{parts} written as an object (anything the encoder can send), CLOSE.
         """
 
 

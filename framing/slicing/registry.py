@@ -102,7 +102,8 @@ class Registry:
             if found is not None:
                 break
         if found is None and self._parent is not None:
-            found = self._parent.slicer_for(cls)
+            # Not cached: the parent may gain a registration later.
+            return self._parent.slicer_for(cls)
         self._slicer_cache[cls] = found
         return found
 
