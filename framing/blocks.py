@@ -21,6 +21,19 @@ MAX_BLOCK = 4 * 1024 * 1024
 LARGE_PIECE = 32 * 1024
 
 
+def _preallocated(size: int) -> io.BytesIO:
+    """
+    A BytesIO whose buffer already holds C{size} bytes: a block that fills it
+    is never reallocated (growing by 1/8 steps from empty would copy the block
+    several times over once it is past the allocator's in-place range).
+    """
+    block = io.BytesIO()
+    block.seek(size - 1)
+    block.write(b"\0")
+    block.seek(0)
+    return block
+
+
 class BlockBuffer:
     """
     An append-only output buffer that hands out what was written with
@@ -41,8 +54,7 @@ class BlockBuffer:
         self._blocks: list[bytes] = []
         self._sealed = 0
         self._cap = FIRST_BLOCK
-        self._current = io.BytesIO()
-        self.write = self._current.write
+        self._start_block(io.BytesIO())
 
     def __len__(self) -> int:
         return self._sealed + self._current.tell()
@@ -80,19 +92,27 @@ class BlockBuffer:
         self._blocks = []
         self._sealed = 0
         self._cap = FIRST_BLOCK
+        self._start_block(io.BytesIO())
         return blocks
 
     def _seal(self) -> None:
         size = self._current.tell()
         if not size:
             return
-        # getvalue() gives up the BytesIO's own buffer (shrunk in place) when
-        # nothing else shares it, so sealing copies nothing.
+        # truncate() drops a preallocated tail; getvalue() then gives up the
+        # BytesIO's own buffer (shrunk in place) since nothing else shares
+        # it, so sealing copies nothing.
+        self._current.truncate(size)
         self._blocks.append(self._current.getvalue())
         self._sealed += size
-        self._current = io.BytesIO()
-        self.write = self._current.write
         self._cap = min(self._cap * 2, MAX_BLOCK)
+        # A block sealed full means a large output: give the next one its
+        # whole capacity up front.
+        self._start_block(_preallocated(self._cap))
+
+    def _start_block(self, block: io.BytesIO) -> None:
+        self._current = block
+        self.write = block.write
 
     def __repr__(self) -> str:
         return f"<BlockBuffer {len(self)} bytes in {len(self._blocks)} sealed blocks>"
