@@ -70,7 +70,7 @@ def main(argv: list[str]) -> int:
 def lint() -> int:
     status = run("-m", "ruff", "check", ".")
     status |= run("-m", "ruff", "format", "--check", ".")
-    status |= run("-m", "mypy", "framing")
+    status |= run("-m", "mypy", "framing", "protocols")
     return status
 
 

@@ -1,0 +1,66 @@
+"""Run chunkwire's echo service on one or more Twisted endpoints.
+
+    python examples/echo_server.py --listen tcp:8750
+    python examples/echo_server.py --make-cert /tmp/chunkwire-cert
+    python examples/echo_server.py --listen tcp:8750 \\
+        --listen ssl:8751:privateKey=/tmp/chunkwire-cert/server.pem \\
+        --listen unix:/tmp/chunkwire-echo.sock
+
+Every object a client sends comes back unchanged; a peer that does not speak
+chunkwire is dropped, and the log says what it looked like.  Stop with Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.task import react
+from twisted.logger import globalLogBeginner, textFileLogObserver
+
+from framing import Limits
+from protocols import echo
+from protocols.testing import SelfSignedCertificate
+
+
+def makeCertificate(directory: str) -> None:
+    """Write a self-signed certificate for localhost and say how to use it."""
+    certificate = SelfSignedCertificate.generate("localhost").writeTo(directory)
+    print(f"wrote {certificate.serverPEMPath} (key and certificate) and {certificate.caDirectory}/ca.pem")
+    print("serve with:   --listen", certificate.serverEndpoint(8751))
+    print("connect with: --connect", certificate.clientEndpoint(8751))
+
+
+async def serve(reactor: Any, descriptions: list[str], limits: Limits) -> None:
+    for description in descriptions:
+        port: Any = await echo.serve(reactor, description, limits)
+        print(f"echo server listening on {description} ({port.getHost()})", flush=True)
+    await Deferred()  # serve until interrupted
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--listen",
+        action="append",
+        metavar="ENDPOINT",
+        help="a Twisted server endpoint description (repeatable; default tcp:8750)",
+    )
+    parser.add_argument("--make-cert", metavar="DIR", help="write a self-signed TLS certificate into DIR and exit")
+    parser.add_argument("--max-bytes", type=int, default=Limits().max_bytes_length, help="largest byte string accepted")
+    parser.add_argument("--quiet", action="store_true", help="do not log to stdout")
+    args = parser.parse_args(argv)
+    if args.make_cert:
+        makeCertificate(args.make_cert)
+        return
+    if not args.quiet:
+        observer: Any = textFileLogObserver(sys.stdout)
+        globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
+    limits = Limits(max_bytes_length=args.max_bytes)
+    react(lambda reactor: Deferred.fromCoroutine(serve(reactor, args.listen or ["tcp:8750"], limits)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,323 @@
+"""TokenProtocol: a framing.Decoder and Encoder on a Twisted connection.
+
+Contract: every received byte goes once through the connection's L{Decoder};
+each completed object reaches L{TokenProtocol.objectReceived} and each refused
+one L{TokenProtocol.objectRefused}, in stream order, and a refusal leaves the
+connection up.  A L{ProtocolError} drops the connection: the reason is logged,
+sent to the peer in an ERROR token, and passed to C{connectionLost}.  Every
+L{TokenProtocol.sendObject} is one write on the transport; a streamed body is
+one write per chunk plus one for its end.  While the application has paused
+reading, received bytes are held undecoded, never more than
+C{Limits.max_buffered_bytes} of them.  Per-object cost is O(1).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.protocol import Protocol, connectionDone
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from framing import BlockBuffer, Decoder, Encoder, Limits, Ping, ProtocolError, Registry, Violation
+from framing.errors import BufferLimitExceeded, PeerError
+from framing.slicing.stream import stream_tokens
+from framing.wire import ABORT, ERROR, PING, PONG, PREAMBLE, encode_header
+
+from .coalescing import CoalescingTransport
+
+_ABORT = encode_header(ABORT, 0)
+# ERROR bodies stay well under the default Limits.max_error_length (4 KiB),
+# so the peer can read why it is being dropped.
+_MAX_ERROR_MESSAGE = 1024
+
+
+def _abortOnError(units: Iterator[list[bytes]]) -> Iterator[list[bytes]]:
+    """
+    Pass a stream's units on; if producing the next one fails after the OPEN
+    was written, write an ABORT first so that the peer drops the half-sent
+    object (an L{framing.errors.Aborted} refusal) and stays in sync.
+    """
+    started = False
+    try:
+        for unit in units:
+            started = True
+            yield unit
+    except Exception:
+        if started:
+            yield [_ABORT]
+        raise
+
+
+class TokenProtocol(Protocol):
+    """
+    A protocol that exchanges chunkwire objects.
+
+    Subclasses override L{objectReceived} and, if they care, L{objectRefused}
+    and L{pongReceived}; they send with L{sendObject} and L{sendStream}.  The
+    transport they see (C{self.transport}) is a L{CoalescingTransport}
+    wrapping the real one: its C{pauseProducing} pauses delivery of objects
+    as well as reading.
+
+    @cvar log: where dropped connections and refusals are reported.
+    @ivar limits: the L{Limits} for received data (the class attribute, or
+        the constructor's argument); C{None} means the defaults.
+    @ivar registry: the L{Registry} used to decode and encode; C{None} means
+        the built-in types.
+    @ivar decoder: this connection's L{Decoder}, made when the connection is.
+    @ivar encoder: this connection's L{Encoder}.
+    @ivar failure: the L{Failure} wrapping the L{ProtocolError} that dropped
+        the connection, or C{None}.
+    """
+
+    log = Logger()
+    limits: Limits | None = None
+    registry: Registry | None = None
+    transport: Any
+
+    def __init__(self, limits: Limits | None = None, registry: Registry | None = None) -> None:
+        if limits is not None:
+            self.limits = limits
+        if registry is not None:
+            self.registry = registry
+        self.failure: Failure | None = None
+        self._paused = False
+        self._inDataReceived = False
+        self._held: deque[bytes] = deque()
+        self._heldBytes = 0
+        self._backlog: deque[Any] = deque()
+
+    # -- connection setup --------------------------------------------------
+
+    def makeConnection(self, transport: Any) -> None:
+        """
+        Wrap C{transport} in a L{CoalescingTransport}, make the decoder and
+        encoder, queue the preamble, then call C{connectionMade}.  The
+        preamble is flushed right after C{connectionMade}, in the same write
+        as anything C{connectionMade} sent.
+        """
+        if not isinstance(transport, CoalescingTransport):
+            transport = CoalescingTransport(transport)
+        transport.readingObserver = self._readingChanged
+        self.decoder = Decoder(self.limits, self.registry)
+        self.encoder = Encoder(self.registry)
+        transport.write(PREAMBLE)
+        Protocol.makeConnection(self, transport)  # type: ignore[no-untyped-call]
+        transport.flush()
+
+    # -- hooks ---------------------------------------------------------------
+
+    def objectReceived(self, obj: Any) -> None:
+        """Called with each object the peer sent, in order.  Override this."""
+
+    def objectRefused(self, violation: Violation) -> None:
+        """
+        Called, in stream order, for each object the decoder refused (too
+        big, unknown type, ...).  The connection stays up.  By default the
+        refusal is logged.
+        """
+        self.log.info(
+            "Refused an object from {peer}: {code}: {violation}",
+            peer=self._peer(),
+            code=violation.code,
+            violation=str(violation),
+        )
+
+    def pongReceived(self, pingId: int) -> None:
+        """Called when the peer answers L{sendPing} C{pingId}.  Override this."""
+
+    # -- sending -------------------------------------------------------------
+
+    def sendObject(self, obj: Any) -> None:
+        """
+        Encode C{obj} and write it with one write on the transport.
+
+        This never waits: an application that sends many objects should
+        register itself as a producer with C{self.transport}
+        (C{registerProducer}) and stop sending while it is paused, so that a
+        slow peer does not make the transport buffer without bound.
+
+        @raise framing.EncodingError: C{obj} cannot be sent; nothing of it
+            was written.
+        """
+        transport = self.transport
+        buf = transport.buffer
+        if len(buf):
+            # Something (the preamble, a raw write) is waiting: encode aside so
+            # that a failed encode cannot throw it away.
+            self._sendAside(obj)
+            return
+        try:
+            self.encoder.encode_into(obj, buf)
+        except BaseException:
+            transport.discard()
+            raise
+        transport.flush()
+
+    def _sendAside(self, obj: Any) -> None:
+        scratch = BlockBuffer()
+        self.encoder.encode_into(obj, scratch)
+        self.transport.writeSequence(scratch.take_blocks())
+        self.transport.flush()
+
+    def sendStream(self, chunks: Iterable[bytes]) -> Deferred[None]:
+        """
+        Send the concatenation of C{chunks} as one streamed byte string: one
+        write per chunk (the first with the stream's OPEN) and one for its
+        end.  Chunks are pulled from C{chunks} only while the transport is
+        not paused, so a lazy iterable is read no faster than the peer
+        reads.  Objects sent meanwhile go out after the stream.  The peer's
+        decoder delivers the joined C{bytes} as one object.
+
+        @return: a L{Deferred} that fires when the stream's end was written,
+            or fails with the exception C{chunks} raised (the peer then sees
+            the object refused as aborted) or the reason the connection was
+            lost.
+        """
+        done: Deferred[None] = self.transport.writeStream(_abortOnError(iter(stream_tokens(chunks))))
+        return done
+
+    def sendPing(self, pingId: int) -> None:
+        """Send PING C{pingId}; the peer answers and L{pongReceived} is called."""
+        self.transport.write(encode_header(PING, pingId))
+        self.transport.flush()
+
+    # -- receiving -------------------------------------------------------------
+
+    def dataReceived(self, data: bytes) -> None:
+        """Decode C{data} and deliver what it completes, unless reading is paused."""
+        if self.failure is not None:
+            return
+        if self._paused or self._held or self._backlog:
+            self._hold(data)
+            return
+        self._inDataReceived = True
+        try:
+            self._decode(data)
+        finally:
+            self._inDataReceived = False
+
+    def _decode(self, data: bytes) -> None:
+        decoder = self.decoder
+        try:
+            results = decoder.feed(data)
+        except ProtocolError as error:
+            # What the same bytes completed before the break was whole and
+            # valid: deliver it, then drop the connection.
+            self._dispatch(getattr(error, "results", ()))
+            self._protocolFailed(error)
+            return
+        if decoder.control_events:
+            self._controlEvents()
+        for index, obj in enumerate(results):
+            if self._paused:
+                self._backlog.extend(results[index:])
+                return
+            if isinstance(obj, Violation):
+                self.objectRefused(obj)
+            else:
+                self.objectReceived(obj)
+
+    def _dispatch(self, results: Iterable[Any]) -> None:
+        for obj in results:
+            if isinstance(obj, Violation):
+                self.objectRefused(obj)
+            else:
+                self.objectReceived(obj)
+
+    def _controlEvents(self) -> None:
+        events = self.decoder.control_events
+        pongs = [encode_header(PONG, event.id) for event in events if isinstance(event, Ping)]
+        answered = [event.id for event in events if not isinstance(event, Ping)]
+        events.clear()
+        if pongs:
+            self.transport.writeSequence(pongs)
+            self.transport.flush()
+        for pong in answered:
+            self.pongReceived(pong)
+
+    # -- receive flow control ----------------------------------------------------
+
+    @property
+    def bufferedBytes(self) -> int:
+        """Received bytes held for this connection: undecoded while paused, plus the decoder's."""
+        return self._heldBytes + self.decoder.buffered
+
+    def _hold(self, data: bytes) -> None:
+        self._held.append(data)
+        self._heldBytes += len(data)
+        limit = self.decoder.limits.max_buffered_bytes
+        if self.bufferedBytes > limit:
+            self._protocolFailed(
+                BufferLimitExceeded(
+                    f"{self.bufferedBytes} received bytes held while reading is paused, more than the limit of {limit}"
+                )
+            )
+
+    def _readingChanged(self, paused: bool) -> None:
+        self._paused = paused
+        if not paused and not self._inDataReceived:
+            self._catchUp()
+
+    def _catchUp(self) -> None:
+        """Deliver what was held back while paused, until paused again."""
+        self._inDataReceived = True
+        try:
+            while not self._paused and self.failure is None:
+                if self._backlog:
+                    self._dispatch((self._backlog.popleft(),))
+                elif self._held:
+                    data = self._held.popleft()
+                    self._heldBytes -= len(data)
+                    self._decode(data)
+                else:
+                    break
+        finally:
+            self._inDataReceived = False
+
+    # -- failure and loss --------------------------------------------------------
+
+    def _protocolFailed(self, error: ProtocolError) -> None:
+        """Log C{error}, tell the peer, drop the connection, and report C{error} to connectionLost."""
+        failure = Failure(error)  # type: ignore[no-untyped-call]
+        self.failure = failure
+        self._paused = True
+        self._held.clear()
+        self._heldBytes = 0
+        self._backlog.clear()
+        self.log.warn(
+            "Dropping connection from {peer}: {code}: {error}",
+            peer=self._peer(),
+            code=error.code,
+            error=str(error),
+        )
+        # connectionLost is called by the wrapped transport, with its own
+        # reason; so that any override sees this error instead, shadow it on
+        # this instance (as BufferingTLSTransport shadows its write).
+        original = self.connectionLost
+        self.connectionLost = lambda reason=failure: original(failure)  # type: ignore[method-assign]
+        transport = self.transport
+        transport.abandonStreams(failure)
+        if not isinstance(error, PeerError):
+            body = str(error).encode("utf-8")[:_MAX_ERROR_MESSAGE]
+            transport.write(encode_header(ERROR, len(body)) + body)
+        transport.loseConnection()
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        """
+        Fail queued streams with C{reason}.  Subclasses that override this
+        should call it; C{reason} wraps the L{ProtocolError} if one dropped
+        the connection.
+        """
+        transport = self.transport
+        if isinstance(transport, CoalescingTransport):
+            transport.connectionClosed(reason)
+
+    def _peer(self) -> str:
+        try:
+            return str(self.transport.getPeer())
+        except Exception:
+            return "an unknown peer"

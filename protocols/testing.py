@@ -1,0 +1,645 @@
+"""Helpers for testing chunkwire protocols under trial and pytest.
+
+Contract: nothing here starts or needs a reactor except L{loopbackTCP}.
+L{connectedPair} joins two protocols in memory, delivers only when pumped,
+keeps every write boundary, and honours pausing and producers the way
+Twisted's TCP transport does, so flow control can be tested without sockets.
+L{RecordingTransport} and L{recordWrites} count writes: the number tests pin
+("one write per message, one per body chunk").
+
+A trial test (no reactor: C{SynchronousTestCase}, which pytest collects too)::
+
+    from twisted.trial.unittest import SynchronousTestCase
+    from protocols.echo import EchoClient, EchoServer
+    from protocols.testing import connectedPair
+
+    class EchoTests(SynchronousTestCase):
+        def test_echo(self) -> None:
+            \"\"\"The echo server answers a request with the same object.\"\"\"
+            pair = connectedPair(EchoServer(), EchoClient())
+            answer = pair.client.echo({"id": 7, "tags": ("a", "b")})
+            pair.flush()
+            self.assertEqual(self.successResultOf(answer), {"id": 7, "tags": ("a", "b")})
+            self.assertEqual(len(pair.clientTransport.writes), 2)  # preamble, request
+
+A pytest-twisted test over real loopback TCP::
+
+    import pytest_twisted
+    from twisted.internet import reactor
+    from protocols.echo import EchoClient, EchoServer
+    from protocols.testing import loopbackTCP
+
+    @pytest_twisted.ensureDeferred
+    async def test_echo_over_tcp() -> None:
+        \"\"\"The echo server answers over a real TCP connection.\"\"\"
+        pair = await loopbackTCP(reactor, EchoServer(), EchoClient())
+        try:
+            assert await pair.client.echo([1, 2.5, b"x"]) == [1, 2.5, b"x"]
+        finally:
+            await pair.close()
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from collections import deque
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, cast
+
+from twisted.internet.address import IPv4Address
+from twisted.internet.defer import Deferred, DeferredList, gatherResults
+from twisted.internet.endpoints import (
+    TCP4ClientEndpoint,
+    TCP4ServerEndpoint,
+    TCP6ClientEndpoint,
+    TCP6ServerEndpoint,
+)
+from twisted.internet.error import ConnectionAborted, ConnectionDone, ConnectionLost
+from twisted.internet.interfaces import IConsumer, IListeningPort, IPushProducer, ITCPTransport
+from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.testing import StringTransport
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+__all__ = [
+    "LoopbackPair",
+    "MemoryPair",
+    "MemoryTransport",
+    "RecordingTransport",
+    "SelfSignedCertificate",
+    "TrackingFactory",
+    "connectedPair",
+    "loopbackTCP",
+    "recordWrites",
+    "tlsRecords",
+    "whenLost",
+]
+
+
+class RecordingTransport(StringTransport):
+    """
+    A L{StringTransport} that also records each C{write} and
+    C{writeSequence} call.
+
+    @ivar writes: one C{bytes} per call, in order (a C{writeSequence} call is
+        recorded joined, as one entry).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+        super().write(data)  # type: ignore[no-untyped-call]
+
+    def writeSequence(self, data: Iterable[bytes]) -> None:
+        joined = b"".join(data)
+        self.writes.append(joined)
+        super().write(joined)  # type: ignore[no-untyped-call]
+
+
+def recordWrites(transport: Any) -> list[bytes]:
+    """
+    Record every C{write} and C{writeSequence} call made on C{transport} from
+    now on (a real TCP or TLS transport included) by wrapping the two methods
+    on the instance.
+
+    @return: the list the calls are appended to, one C{bytes} per call.
+    """
+    writes: list[bytes] = []
+    original_write, original_write_sequence = transport.write, transport.writeSequence
+
+    def recordingWrite(data: bytes) -> None:
+        writes.append(data)
+        original_write(data)
+
+    def recordingWriteSequence(data: Iterable[bytes]) -> None:
+        data = list(data)
+        writes.append(b"".join(data))
+        original_write_sequence(data)
+
+    transport.write = recordingWrite
+    transport.writeSequence = recordingWriteSequence
+    return writes
+
+
+def tlsRecords(data: bytes) -> list[tuple[int, int]]:
+    """
+    Split raw TLS bytes into records.
+
+    @return: C{(content_type, length)} per whole record (23 is
+        application data, 22 handshake, 21 alert).
+    """
+    records = []
+    offset = 0
+    while offset + 5 <= len(data):
+        kind, length = data[offset], int.from_bytes(data[offset + 3 : offset + 5], "big")
+        records.append((kind, length))
+        offset += 5 + length
+    return records
+
+
+def _failure(error: BaseException) -> Failure:
+    return Failure(error)  # type: ignore[no-untyped-call]
+
+
+async def _stopListening(port: Any) -> None:
+    stopped = port.stopListening()
+    if stopped is not None:
+        await stopped
+
+
+def _quote(value: str) -> str:
+    """Escape a value for an endpoint description (as endpoints.quoteStringArgument does)."""
+    return value.replace("\\", "\\\\").replace(":", "\\:")
+
+
+# -- in memory -----------------------------------------------------------------
+
+
+@implementer(ITCPTransport, IConsumer, IPushProducer)
+class MemoryTransport:
+    """
+    One end of an in-memory connection made by L{connectedPair}.
+
+    It behaves like Twisted's TCP transport where protocols can tell: writes
+    are queued until the pair is pumped; a streaming producer is paused when
+    more than C{bufferSize} bytes wait and resumed when they have all been
+    delivered; a pull producer is asked for more after each delivery;
+    L{pauseProducing} stops delivery I{to} this end; C{loseConnection} waits
+    for queued bytes and for the producer to be unregistered.
+
+    @ivar protocol: the protocol on this end.
+    @ivar writes: one C{bytes} per C{write} or C{writeSequence} call.
+    @ivar bufferSize: bytes queued before a streaming producer is paused.
+    @ivar readPaused: whether delivery to this end is paused.
+    @ivar noDelay: the last value given to C{setTcpNoDelay}.
+    """
+
+    def __init__(self, protocol: Any, host: Any, peer: Any, bufferSize: int = 64 * 1024) -> None:
+        self.protocol = protocol
+        self.host, self.peer = host, peer
+        self.bufferSize = bufferSize
+        self.writes: list[bytes] = []
+        self.outgoing: deque[bytes] = deque()
+        self.outgoingBytes = 0
+        self.readPaused = False
+        self.connected = True
+        self.disconnecting = False
+        self.disconnected = False
+        self.aborted = False
+        self.producer: Any = None
+        self.streamingProducer = False
+        self.producerPaused = False
+        self.noDelay = False
+        self.keepAlive = False
+
+    def __repr__(self) -> str:
+        return f"<MemoryTransport for {type(self.protocol).__name__}, {self.outgoingBytes} bytes queued>"
+
+    # ITransport
+    def write(self, data: bytes) -> None:
+        if not isinstance(data, bytes):
+            raise TypeError(f"Data must be bytes, not {type(data).__name__}")
+        if self.disconnected or self.aborted:
+            return
+        self.writes.append(data)
+        if data:
+            self.outgoing.append(data)
+            self.outgoingBytes += len(data)
+            self._maybePauseProducer()
+
+    def writeSequence(self, data: Iterable[bytes]) -> None:
+        pieces = list(data)
+        if not all(isinstance(piece, bytes) for piece in pieces):
+            raise TypeError("Data must be bytes")
+        if self.disconnected or self.aborted:
+            return
+        joined = b"".join(pieces)
+        self.writes.append(joined)
+        if joined:
+            self.outgoing.append(joined)
+            self.outgoingBytes += len(joined)
+            self._maybePauseProducer()
+
+    def loseConnection(self) -> None:
+        self.disconnecting = True
+
+    def abortConnection(self) -> None:
+        self.disconnecting = True
+        self.aborted = True
+        self.outgoing.clear()
+        self.outgoingBytes = 0
+
+    def getPeer(self) -> Any:
+        return self.peer
+
+    def getHost(self) -> Any:
+        return self.host
+
+    def logPrefix(self) -> str:
+        return "memory"
+
+    # ITCPTransport
+    def setTcpNoDelay(self, enabled: bool) -> None:
+        self.noDelay = bool(enabled)
+
+    def getTcpNoDelay(self) -> bool:
+        return self.noDelay
+
+    def setTcpKeepAlive(self, enabled: bool) -> None:
+        self.keepAlive = bool(enabled)
+
+    def getTcpKeepAlive(self) -> bool:
+        return self.keepAlive
+
+    def loseWriteConnection(self) -> None:
+        self.loseConnection()
+
+    # IConsumer
+    def registerProducer(self, producer: Any, streaming: bool) -> None:
+        if self.producer is not None:
+            raise RuntimeError(f"Cannot register producer {producer!r}: {self.producer!r} was never unregistered")
+        if self.disconnected:
+            producer.stopProducing()
+            return
+        self.producer, self.streamingProducer, self.producerPaused = producer, bool(streaming), False
+        if not streaming:
+            producer.resumeProducing()
+
+    def unregisterProducer(self) -> None:
+        self.producer = None
+
+    def _maybePauseProducer(self) -> None:
+        producer = self.producer
+        if producer is not None and self.streamingProducer and self.outgoingBytes > self.bufferSize:
+            self.producerPaused = True
+            producer.pauseProducing()
+
+    def _drained(self) -> None:
+        """Everything queued was delivered: ask the producer for more, as a TCP transport does."""
+        producer = self.producer
+        if producer is not None and (not self.streamingProducer or self.producerPaused):
+            self.producerPaused = False
+            producer.resumeProducing()
+
+    # IPushProducer (reading)
+    def pauseProducing(self) -> None:
+        self.readPaused = True
+
+    def resumeProducing(self) -> None:
+        self.readPaused = False
+
+    def stopProducing(self) -> None:
+        self.loseConnection()
+
+    def _lost(self, reason: Failure) -> None:
+        self.disconnected, self.connected = True, False
+        producer, self.producer = self.producer, None
+        if producer is not None:
+            producer.stopProducing()
+        self.protocol.connectionLost(reason)
+
+
+class MemoryPair:
+    """
+    Two protocols joined in memory; nothing moves until L{pump} or L{flush}.
+
+    @ivar server: the accepting side's protocol.
+    @ivar client: the connecting side's protocol.
+    @ivar serverTransport: the server's L{MemoryTransport}.
+    @ivar clientTransport: the client's L{MemoryTransport}.
+    @ivar maxChunk: if set, deliveries are split into pieces of at most this
+        many bytes, to exercise reassembly.
+    """
+
+    def __init__(self, server: Any, client: Any, bufferSize: int = 64 * 1024, maxChunk: int | None = None) -> None:
+        server_address = IPv4Address("TCP", "127.0.0.1", 8750)
+        client_address = IPv4Address("TCP", "127.0.0.1", 50000)
+        self.server, self.client = server, client
+        self.serverTransport = MemoryTransport(server, server_address, client_address, bufferSize)
+        self.clientTransport = MemoryTransport(client, client_address, server_address, bufferSize)
+        self.maxChunk = maxChunk
+
+    def pump(self) -> bool:
+        """Deliver what each side has written so far; return whether anything moved."""
+        moved = self._deliver(self.clientTransport, self.serverTransport)
+        moved = self._deliver(self.serverTransport, self.clientTransport) or moved
+        return self._closeIfDone() or moved
+
+    def flush(self, rounds: int = 10_000) -> bool:
+        """
+        Pump until nothing moves; return whether anything did.
+
+        @raise RuntimeError: if it is still moving after C{rounds} rounds.
+        """
+        moved = False
+        for _ in range(rounds):
+            if not self.pump():
+                return moved
+            moved = True
+        raise RuntimeError(f"still pumping after {rounds} rounds")
+
+    def _deliver(self, sender: MemoryTransport, receiver: MemoryTransport) -> bool:
+        moved = False
+        while sender.outgoing and not receiver.readPaused and not receiver.disconnected:
+            data = sender.outgoing.popleft()
+            sender.outgoingBytes -= len(data)
+            moved = True
+            self._hand(receiver, data)
+        if moved and not sender.outgoing:
+            sender._drained()
+        return moved
+
+    def _hand(self, receiver: MemoryTransport, data: bytes) -> None:
+        step = self.maxChunk or len(data)
+        for offset in range(0, len(data), step):
+            if receiver.disconnected:
+                return
+            receiver.protocol.dataReceived(data[offset : offset + step])
+
+    def _closeIfDone(self) -> bool:
+        for closing, other in (
+            (self.clientTransport, self.serverTransport),
+            (self.serverTransport, self.clientTransport),
+        ):
+            if closing.disconnected or not closing.disconnecting:
+                continue
+            if closing.aborted:
+                self._close(closing, _failure(ConnectionAborted()), other, _failure(ConnectionLost()))
+                return True
+            if not closing.outgoing and closing.producer is None:
+                self._close(closing, _failure(ConnectionDone()), other, _failure(ConnectionDone()))
+                return True
+        return False
+
+    def _close(
+        self, first: MemoryTransport, firstReason: Failure, second: MemoryTransport, secondReason: Failure
+    ) -> None:
+        second.outgoing.clear()
+        second.outgoingBytes = 0
+        first._lost(firstReason)
+        if not second.disconnected:
+            second._lost(secondReason)
+
+
+def connectedPair(server: Any, client: Any, bufferSize: int = 64 * 1024, maxChunk: int | None = None) -> MemoryPair:
+    """
+    Connect C{server} and C{client} in memory: both get C{makeConnection}
+    (server first, as a listening port would), then everything they wrote
+    meanwhile is delivered with one L{MemoryPair.flush}.
+
+    @param bufferSize: bytes a transport queues before pausing its
+        streaming producer (Twisted's TCP transport uses 64 KiB).
+    @param maxChunk: split each delivery into pieces of at most this size.
+    """
+    pair = MemoryPair(server, client, bufferSize, maxChunk)
+    server.makeConnection(pair.serverTransport)
+    client.makeConnection(pair.clientTransport)
+    pair.flush()
+    return pair
+
+
+# -- real loopback TCP -----------------------------------------------------------
+
+
+class LoopbackPair:
+    """
+    Two protocols connected over a real TCP connection on the loopback
+    interface, made by L{loopbackTCP}.
+
+    @ivar server: the accepting side's protocol.
+    @ivar client: the connecting side's protocol.
+    @ivar port: the listening port (already listening for nobody else).
+    @ivar serverLost: fires with the exception that ended the server's connection.
+    @ivar clientLost: fires with the exception that ended the client's connection.
+    """
+
+    def __init__(
+        self,
+        server: Any,
+        client: Any,
+        port: IListeningPort,
+        serverLost: Deferred[BaseException],
+        clientLost: Deferred[BaseException],
+    ) -> None:
+        self.server, self.client, self.port = server, client, port
+        self.serverLost, self.clientLost = serverLost, clientLost
+
+    def close(self) -> Deferred[None]:
+        """Close both ends and stop listening; fires once both have seen C{connectionLost}."""
+        for protocol in (self.client, self.server):
+            if protocol.transport is not None and not getattr(protocol.transport, "disconnecting", False):
+                protocol.transport.loseConnection()
+        waits: list[Deferred[Any]] = [
+            self.serverLost,
+            self.clientLost,
+            Deferred.fromCoroutine(_stopListening(self.port)),
+        ]
+        return DeferredList(waits).addCallback(lambda _: None)
+
+
+def whenLost(protocol: Any) -> Deferred[BaseException]:
+    """
+    Return a L{Deferred} that fires, right after C{protocol}'s
+    C{connectionLost} ran, with the exception that ended the connection
+    (C{reason.value}: C{ConnectionDone} for a clean close).  It succeeds
+    whatever the reason, so waiting for it never logs an unhandled error.
+    It works by wrapping C{connectionLost} on the instance.
+    """
+    lost: Deferred[BaseException] = Deferred()
+    original = protocol.connectionLost
+
+    def notifyLost(reason: Failure) -> None:
+        try:
+            original(reason)
+        finally:
+            lost.callback(cast(BaseException, reason.value))
+
+    protocol.connectionLost = notifyLost
+    return lost
+
+
+def _whenMade(protocol: Any) -> Deferred[Any]:
+    made: Deferred[Any] = Deferred()
+    original = protocol.connectionMade
+
+    def notifyMade() -> None:
+        original()
+        made.callback(protocol)
+
+    protocol.connectionMade = notifyMade
+    return made
+
+
+class TrackingFactory(Factory):
+    """
+    Wraps a server factory and remembers every protocol it builds, so that a
+    test can close all server-side connections and wait for them (trial
+    fails a test that leaves a connection open in the reactor).
+
+    @ivar wrapped: the factory that builds the protocols.
+    @ivar protocols: every protocol built, oldest first.
+    """
+
+    def __init__(self, wrapped: Any) -> None:
+        self.wrapped = wrapped
+        self.protocols: list[Any] = []
+        self._lost: list[Deferred[BaseException]] = []
+
+    def startFactory(self) -> None:
+        self.wrapped.doStart()
+
+    def stopFactory(self) -> None:
+        self.wrapped.doStop()
+
+    def buildProtocol(self, addr: Any) -> Any:
+        protocol = self.wrapped.buildProtocol(addr)
+        if protocol is not None:
+            self.protocols.append(protocol)
+            self._lost.append(whenLost(protocol))
+        return protocol
+
+    def closeAll(self) -> Deferred[None]:
+        """Close every connection still open; fires once all of them have seen C{connectionLost}."""
+        for protocol, lost in zip(self.protocols, self._lost, strict=True):
+            if not lost.called and protocol.transport is not None:
+                protocol.transport.loseConnection()
+        return DeferredList(self._lost).addCallback(lambda _: None)
+
+
+class _OneProtocolFactory(Factory):
+    """Hands out one given protocol instance, once."""
+
+    def __init__(self, protocol: Protocol) -> None:
+        self._protocol: Protocol | None = protocol
+
+    def buildProtocol(self, addr: Any) -> Protocol | None:
+        protocol, self._protocol = self._protocol, None
+        if protocol is not None:
+            protocol.factory = self
+        return protocol
+
+
+async def loopbackTCP(
+    reactor: Any, server: Any, client: Any, interface: str = "127.0.0.1", timeout: float = 10
+) -> LoopbackPair:
+    """
+    Connect C{client} to C{server} over a real TCP connection on the loopback
+    interface C{interface} (C{"127.0.0.1"} or C{"::1"}), on a port the system
+    picks.  Returns once both sides' C{connectionMade} has run.  Call
+    L{LoopbackPair.close} when done.  (A coroutine: await it, or wrap it in
+    C{Deferred.fromCoroutine} under trial.)
+
+    @raise twisted.internet.defer.TimeoutError: not connected within C{timeout} seconds.
+    """
+    server_made, server_lost = _whenMade(server), whenLost(server)
+    client_made, client_lost = _whenMade(client), whenLost(client)
+    ipv6 = ":" in interface
+    listening = (TCP6ServerEndpoint if ipv6 else TCP4ServerEndpoint)(reactor, 0, interface=interface)
+    port = await listening.listen(_OneProtocolFactory(server))  # type: ignore[no-untyped-call]
+    connecting = (TCP6ClientEndpoint if ipv6 else TCP4ClientEndpoint)(reactor, interface, port.getHost().port)
+    try:
+        connected = connecting.connect(_OneProtocolFactory(client))  # type: ignore[arg-type]
+        both = gatherResults([server_made, client_made, connected])
+        await both.addTimeout(timeout, reactor)
+    except BaseException:
+        await _stopListening(port)
+        raise
+    return LoopbackPair(server, client, port, server_lost, client_lost)
+
+
+# -- TLS ---------------------------------------------------------------------------
+
+
+class SelfSignedCertificate:
+    """
+    A private key and a self-signed certificate for C{hostname} (and for
+    127.0.0.1 and ::1), made at test time so no private key is ever committed.
+
+    @ivar keyPEM: the private key, PEM.
+    @ivar certPEM: the certificate, PEM.
+    @ivar serverPEMPath: after L{writeTo}, the file holding key and
+        certificate (for C{ssl:...:privateKey=}).
+    @ivar caDirectory: after L{writeTo}, a directory holding only the
+        certificate (for C{ssl:...:caCertsDir=}).
+    """
+
+    def __init__(self, keyPEM: bytes, certPEM: bytes, hostname: str) -> None:
+        self.keyPEM, self.certPEM, self.hostname = keyPEM, certPEM, hostname
+        self.serverPEMPath: Path | None = None
+        self.caDirectory: Path | None = None
+
+    @classmethod
+    def generate(cls, hostname: str = "localhost") -> SelfSignedCertificate:
+        """Make a new P-256 key and a certificate valid for a day."""
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+
+        key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hostname)])
+        now = datetime.datetime.now(datetime.timezone.utc)
+        alternatives: list[x509.GeneralName] = [
+            x509.DNSName(hostname),
+            x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+            x509.IPAddress(ipaddress.ip_address("::1")),
+        ]
+        certificate = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(alternatives), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256())
+        )
+        key_pem = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+        return cls(key_pem, certificate.public_bytes(serialization.Encoding.PEM), hostname)
+
+    def serverOptions(self) -> Any:
+        """TLS options for a server using this certificate (for C{TLSMemoryBIOFactory} or C{listenSSL})."""
+        from twisted.internet.ssl import PrivateCertificate
+
+        return PrivateCertificate.loadPEM(self.keyPEM + self.certPEM).options()  # type: ignore[no-untyped-call]
+
+    def clientOptions(self) -> Any:
+        """TLS options for a client that trusts only this certificate and checks C{hostname}."""
+        from twisted.internet.ssl import Certificate, optionsForClientTLS
+
+        trusted = Certificate.loadPEM(self.certPEM)
+        return optionsForClientTLS(self.hostname, trustRoot=trusted)
+
+    def writeTo(self, directory: str | Path) -> SelfSignedCertificate:
+        """Write C{server.pem} (key and certificate) and C{ca/ca.pem} (certificate) under C{directory}."""
+        directory = Path(directory)
+        self.caDirectory = directory / "ca"
+        self.caDirectory.mkdir(parents=True, exist_ok=True)
+        (self.caDirectory / "ca.pem").write_bytes(self.certPEM)
+        self.serverPEMPath = directory / "server.pem"
+        self.serverPEMPath.write_bytes(self.keyPEM + self.certPEM)
+        self.serverPEMPath.chmod(0o600)
+        return self
+
+    def serverEndpoint(self, port: int = 0, interface: str = "127.0.0.1") -> str:
+        """An C{ssl:} server endpoint description using the files from L{writeTo}."""
+        if self.serverPEMPath is None:
+            raise RuntimeError("call writeTo() first")
+        return f"ssl:{port}:privateKey={_quote(str(self.serverPEMPath))}:interface={_quote(interface)}"
+
+    def clientEndpoint(self, port: int, host: str = "127.0.0.1") -> str:
+        """An C{ssl:} client endpoint description trusting this certificate, from L{writeTo}'s files."""
+        if self.caDirectory is None:
+            raise RuntimeError("call writeTo() first")
+        return (
+            f"ssl:host={_quote(host)}:port={port}:caCertsDir={_quote(str(self.caDirectory))}:hostname={self.hostname}"
+        )

@@ -1,0 +1,443 @@
+"""Tests for protocols.base.TokenProtocol: delivery, refusal, write counts, failure and flow control."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionDone
+from twisted.internet.interfaces import IPushProducer
+from twisted.internet.protocol import connectionDone
+from twisted.logger import Logger, formatEvent
+from twisted.python.failure import Failure
+from twisted.trial.unittest import SynchronousTestCase
+from zope.interface import implementer
+
+from framing import Decoder, EncodingError, Limits, ProtocolError, Violation, dumps
+from framing.errors import Aborted, BodyTooLarge, BufferLimitExceeded, MalformedHeader, PeerError
+from framing.wire import ERROR, OPEN, PING, PONG, PREAMBLE, encode_header
+from protocols import CoalescingTransport, TokenProtocol
+from protocols.testing import MemoryPair, RecordingTransport, connectedPair
+
+from .helpers import tokenBytes
+
+RESERVED = b"\xe0"
+"""A header byte of reserved kind 0xE: a ProtocolError wherever it appears."""
+
+
+class Recorder(TokenProtocol):
+    """A TokenProtocol that records what it is given, and logs into a list."""
+
+    def __init__(self, limits: Limits | None = None, send: list[Any] | None = None) -> None:
+        super().__init__(limits)
+        self.received: list[Any] = []
+        self.refused: list[Violation] = []
+        self.pongs: list[int] = []
+        self.lost: list[Failure] = []
+        self.events: list[dict[str, Any]] = []
+        self.log = Logger(observer=self.events.append)
+        self.sendOnConnect = send or []
+        self.pauseAfter: int | None = None
+
+    def connectionMade(self) -> None:
+        for obj in self.sendOnConnect:
+            self.sendObject(obj)
+
+    def objectReceived(self, obj: Any) -> None:
+        self.received.append(obj)
+        if self.pauseAfter is not None and len(self.received) >= self.pauseAfter:
+            self.transport.pauseProducing()
+
+    def objectRefused(self, violation: Violation) -> None:
+        self.refused.append(violation)
+
+    def pongReceived(self, pingId: int) -> None:
+        self.pongs.append(pingId)
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        super().connectionLost(reason)
+        self.lost.append(reason)
+
+
+class Overrider(TokenProtocol):
+    """Overrides connectionLost without calling up, as user code often does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log = Logger(observer=lambda event: None)
+        self.lost: list[Failure] = []
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        self.lost.append(reason)
+
+
+def connected(protocol: TokenProtocol) -> RecordingTransport:
+    """Connect C{protocol} to a recording transport and feed it the peer's preamble."""
+    wrapped = RecordingTransport()
+    protocol.makeConnection(wrapped)
+    protocol.dataReceived(PREAMBLE)
+    return wrapped
+
+
+class ConnectionSetupTests(SynchronousTestCase):
+    """The preamble goes out when the connection is made."""
+
+    def test_preambleIsOneWrite(self) -> None:
+        """A protocol that sends nothing on connect writes just the preamble, once."""
+        wrapped = RecordingTransport()
+        Recorder().makeConnection(wrapped)
+        self.assertEqual(wrapped.writes, [PREAMBLE])
+
+    def test_preambleJoinsFirstMessage(self) -> None:
+        """What connectionMade sends leaves in the same write as the preamble."""
+        wrapped = RecordingTransport()
+        Recorder(send=[{"hello": 1}]).makeConnection(wrapped)
+        self.assertEqual(wrapped.writes, [dumps({"hello": 1})])
+
+    def test_transportIsCoalescing(self) -> None:
+        """The protocol's transport is a CoalescingTransport wrapping the real one."""
+        wrapped = RecordingTransport()
+        protocol = Recorder()
+        protocol.makeConnection(wrapped)
+        self.assertIsInstance(protocol.transport, CoalescingTransport)
+        self.assertIs(protocol.transport.transport, wrapped)
+
+
+class WriteCountTests(SynchronousTestCase):
+    """One write per message, one per body chunk: the counts the bzr HPSS fix pinned."""
+
+    def setUp(self) -> None:
+        self.protocol = Recorder()
+        self.wrapped = connected(self.protocol)
+        self.wrapped.writes.clear()
+
+    def test_smallMessageIsOneWrite(self) -> None:
+        """A small message is one transport write."""
+        self.protocol.sendObject(("call", 7, {"arg": [1, 2.5, None]}))
+        self.assertEqual(self.wrapped.writes, [tokenBytes(dumps(("call", 7, {"arg": [1, 2.5, None]})))])
+
+    def test_messageWithBodyIsOneWrite(self) -> None:
+        """A message carrying a 1 MiB body is one transport write."""
+        message = {"id": 1, "body": b"\x01" * (1 << 20), "more": [b"y" * 100_000, "z" * 50_000]}
+        self.protocol.sendObject(message)
+        self.assertEqual(len(self.wrapped.writes), 1)
+        self.assertEqual(self.wrapped.writes[0], tokenBytes(dumps(message)))
+
+    def test_streamIsOneWritePerChunkPlusEnd(self) -> None:
+        """A streamed body of N chunks is N writes plus one for its end."""
+        chunks = [b"a" * 10, b"b" * 100_000, b"c", b"d" * 70_000]
+        done = self.protocol.sendStream(chunks)
+        self.successResultOf(done)
+        self.assertEqual(len(self.wrapped.writes), len(chunks) + 1)
+        decoder = Decoder(preamble=False)
+        self.assertEqual(decoder.feed(b"".join(self.wrapped.writes)), [b"".join(chunks)])
+
+    def test_emptyStream(self) -> None:
+        """A stream with no chunks is one write (OPEN and CLOSE) and decodes to empty bytes."""
+        self.successResultOf(self.protocol.sendStream([]))
+        self.assertEqual(len(self.wrapped.writes), 1)
+        self.assertEqual(Decoder(preamble=False).feed(self.wrapped.writes[0]), [b""])
+
+    def test_encodingErrorWritesNothing(self) -> None:
+        """An object that cannot be encoded raises and writes nothing; the next one goes out whole."""
+        self.assertRaises(EncodingError, self.protocol.sendObject, [1, 2, object()])
+        self.assertEqual(self.wrapped.writes, [])
+        self.protocol.sendObject([3])
+        self.assertEqual(self.wrapped.writes, [tokenBytes(dumps([3]))])
+
+    def test_encodingErrorKeepsPreamble(self) -> None:
+        """A failed encode in connectionMade does not lose the preamble waiting to be sent."""
+        wrapped = RecordingTransport()
+
+        class Clumsy(Recorder):
+            def connectionMade(self) -> None:
+                try:
+                    self.sendObject(object())
+                except EncodingError:
+                    pass
+
+        Clumsy().makeConnection(wrapped)
+        self.assertEqual(wrapped.writes, [PREAMBLE])
+
+    def test_pingIsAnsweredInOneWrite(self) -> None:
+        """PINGs arriving together are answered with PONGs in one write."""
+        self.protocol.dataReceived(encode_header(PING, 1) + encode_header(PING, 300))
+        self.assertEqual(self.wrapped.writes, [encode_header(PONG, 1) + encode_header(PONG, 300)])
+
+    def test_pongIsReported(self) -> None:
+        """A PONG from the peer reaches pongReceived with its id."""
+        self.protocol.sendPing(5)
+        self.assertEqual(self.wrapped.writes, [encode_header(PING, 5)])
+        self.protocol.dataReceived(encode_header(PONG, 5))
+        self.assertEqual(self.protocol.pongs, [5])
+
+
+class ReceiveTests(SynchronousTestCase):
+    """Objects and refusals reach their hooks in order; the connection stays up after a refusal."""
+
+    def test_objectsInOrder(self) -> None:
+        """Objects arrive in order, whatever the chunking."""
+        protocol = Recorder()
+        connected(protocol)
+        data = b"".join(tokenBytes(dumps(obj)) for obj in (1, "two", [3], {4: b"5"}))
+        for i in range(len(data)):
+            protocol.dataReceived(data[i : i + 1])
+        self.assertEqual(protocol.received, [1, "two", [3], {4: b"5"}])
+
+    def test_refusedObjectKeepsConnection(self) -> None:
+        """A refused object reaches objectRefused in its place and the next object still arrives."""
+        protocol = Recorder(Limits(max_bytes_length=10))
+        wrapped = connected(protocol)
+        protocol.dataReceived(tokenBytes(dumps(1)) + tokenBytes(dumps([b"x" * 11])) + tokenBytes(dumps(2)))
+        self.assertEqual(protocol.received, [1, 2])
+        self.assertEqual([type(v) for v in protocol.refused], [BodyTooLarge])
+        self.assertEqual(protocol.refused[0].where, "[0]")
+        self.assertFalse(wrapped.disconnecting)
+
+    def test_refusalIsLoggedByDefault(self) -> None:
+        """The default objectRefused logs the refusal with its code."""
+        events: list[dict[str, Any]] = []
+        protocol = TokenProtocol(Limits(max_string_length=1))
+        protocol.log = Logger(observer=events.append)
+        connected(protocol)
+        protocol.dataReceived(tokenBytes(dumps("long")))
+        self.assertEqual(len(events), 1)
+        self.assertIn("body-too-large", formatEvent(events[0]))
+
+
+class ProtocolErrorTests(SynchronousTestCase):
+    """A broken stream drops the connection: logged, told to the peer, passed to connectionLost."""
+
+    def test_garbageDropsConnection(self) -> None:
+        """Bytes that are not chunkwire drop the connection, with the reason logged and sent."""
+        protocol = Recorder()
+        wrapped = RecordingTransport()
+        protocol.makeConnection(wrapped)
+        protocol.dataReceived(b"GET / HTTP/1.1\r\n\r\n")
+        self.assertTrue(wrapped.disconnecting)
+        self.assertEqual(len(protocol.events), 1)
+        message = formatEvent(protocol.events[0])
+        self.assertIn("bad-preamble", message)
+        self.assertIn("an HTTP request", message)
+        peer = Decoder()
+        with self.assertRaises(PeerError) as raised:
+            peer.feed(b"".join(wrapped.writes))
+        self.assertIn("an HTTP request", str(raised.exception))
+
+    def test_reasonReachesConnectionLost(self) -> None:
+        """connectionLost receives the ProtocolError, not the transport's clean-close reason."""
+        protocol = Recorder()
+        pair = connectedPair(protocol, Recorder())
+        protocol.dataReceived(RESERVED)
+        pair.flush()
+        self.assertEqual(len(protocol.lost), 1)
+        protocol.lost[0].trap(MalformedHeader)
+        self.assertIsInstance(protocol.failure.value, ProtocolError)  # type: ignore[union-attr]
+
+    def test_reasonReachesOverridingConnectionLost(self) -> None:
+        """A subclass that overrides connectionLost without calling up also gets the ProtocolError."""
+        protocol = Overrider()
+        pair = connectedPair(protocol, Recorder())
+        protocol.dataReceived(RESERVED)
+        pair.flush()
+        self.assertEqual(len(protocol.lost), 1)
+        self.assertIsInstance(protocol.lost[0].value, ProtocolError)
+
+    def test_objectsBeforeBreakDelivered(self) -> None:
+        """Objects completed by the same chunk before the break are delivered before the connection drops."""
+        protocol = Recorder()
+        wrapped = connected(protocol)
+        protocol.dataReceived(tokenBytes(dumps(1)) + tokenBytes(dumps([2])) + RESERVED + tokenBytes(dumps(3)))
+        self.assertEqual(protocol.received, [1, [2]])
+        self.assertTrue(wrapped.disconnecting)
+
+    def test_peerErrorIsNotAnswered(self) -> None:
+        """An ERROR from the peer drops the connection without sending an ERROR back."""
+        protocol = Recorder()
+        wrapped = connected(protocol)
+        wrapped.writes.clear()
+        protocol.dataReceived(encode_header(ERROR, 3) + b"bye")
+        self.assertEqual(wrapped.writes, [])
+        self.assertTrue(wrapped.disconnecting)
+        self.assertIn("the peer reported: bye", formatEvent(protocol.events[0]))
+
+    def test_nothingDeliveredAfterError(self) -> None:
+        """After a ProtocolError, later data is ignored and nothing more is logged."""
+        protocol = Recorder()
+        connected(protocol)
+        protocol.dataReceived(RESERVED + tokenBytes(dumps(1)))
+        protocol.dataReceived(tokenBytes(dumps(2)))
+        self.assertEqual(protocol.received, [])
+        self.assertEqual(len(protocol.events), 1)
+
+    def test_peerSeesErrorEndToEnd(self) -> None:
+        """Over a pair, the peer of a dropped connection learns the reason as a PeerError."""
+        server, client = Recorder(), Recorder()
+        pair = connectedPair(server, client)
+        client.transport.write(encode_header(OPEN, 200) + b"x" * 200)  # an over-long OPEN name is refused, no more
+        client.transport.write(RESERVED)  # a reserved token kind breaks the stream
+        client.transport.flush()
+        pair.flush()
+        client.lost[0].trap(PeerError)
+        server.lost[0].trap(ProtocolError)
+
+
+class FlowControlTests(SynchronousTestCase):
+    """Pausing the transport holds received objects back, within the buffering limit."""
+
+    def test_pauseStopsDelivery(self) -> None:
+        """Objects that arrive after the application paused wait until it resumes, in order."""
+        protocol = Recorder()
+        connected(protocol)
+        protocol.pauseAfter = 2
+        data = b"".join(tokenBytes(dumps(i)) for i in range(5))
+        protocol.dataReceived(data)
+        self.assertEqual(protocol.received, [0, 1])
+        protocol.dataReceived(tokenBytes(dumps(5)))
+        self.assertEqual(protocol.received, [0, 1])
+        self.assertEqual(protocol.bufferedBytes, 1)
+        protocol.pauseAfter = None
+        protocol.transport.resumeProducing()
+        self.assertEqual(protocol.received, [0, 1, 2, 3, 4, 5])
+        self.assertEqual(protocol.bufferedBytes, 0)
+
+    def test_heldBytesAreBounded(self) -> None:
+        """A transport that keeps delivering while paused gets the connection dropped past max_buffered_bytes."""
+        protocol = Recorder(Limits(max_buffered_bytes=100))
+        wrapped = connected(protocol)
+        protocol.transport.pauseProducing()
+        protocol.dataReceived(b"\x00" * 100)
+        self.assertFalse(wrapped.disconnecting)
+        protocol.dataReceived(b"\x00")
+        self.assertTrue(wrapped.disconnecting)
+        self.assertIsInstance(protocol.failure.value, BufferLimitExceeded)  # type: ignore[union-attr]
+        self.assertEqual(protocol.bufferedBytes, 0)
+
+    def test_resumeInsideObjectReceived(self) -> None:
+        """Pausing and resuming inside objectReceived delivers the rest without reordering."""
+        order: list[Any] = []
+
+        class Bouncy(Recorder):
+            def objectReceived(self, obj: Any) -> None:
+                order.append(obj)
+                self.transport.pauseProducing()
+                self.transport.resumeProducing()
+
+        protocol = Bouncy()
+        connected(protocol)
+        protocol.dataReceived(b"".join(tokenBytes(dumps(i)) for i in range(4)))
+        self.assertEqual(order, [0, 1, 2, 3])
+
+    def test_backPressureReachesSender(self) -> None:
+        """A receiver that pauses stops the sender pulling stream chunks; resuming completes the stream."""
+        receiver = Recorder()
+        sender = Recorder()
+        pair = connectedPair(receiver, sender, bufferSize=64 * 1024)
+        receiver.transport.pauseProducing()
+        pulled: list[int] = []
+
+        def chunks() -> Any:
+            for i in range(100):
+                pulled.append(i)
+                yield bytes([i]) * 16 * 1024
+
+        done = sender.sendStream(chunks())
+        pair.flush()
+        self.assertLess(len(pulled), 10)
+        self.assertLessEqual(receiver.bufferedBytes, receiver.decoder.limits.max_buffered_bytes)
+        self.assertNoResult(done)
+        receiver.transport.resumeProducing()
+        pair.flush()
+        self.successResultOf(done)
+        self.assertEqual(receiver.received, [b"".join(bytes([i]) * 16 * 1024 for i in range(100))])
+
+
+class SendFlowControlTests(SynchronousTestCase):
+    """An application that sends many objects is paused through the transport when the peer reads slowly."""
+
+    def test_applicationProducerPaused(self) -> None:
+        """A producer registered with the protocol's transport is paused by a slow peer and resumed after."""
+        receiver, sender = Recorder(), Recorder()
+        pair = connectedPair(receiver, sender, bufferSize=1024)
+        receiver.transport.pauseProducing()
+
+        @implementer(IPushProducer)
+        class Sender:
+            paused = False
+            sent = 0
+
+            def pauseProducing(self) -> None:
+                self.paused = True
+
+            def resumeProducing(self) -> None:
+                self.paused = False
+                self.pump()
+
+            def stopProducing(self) -> None:
+                pass
+
+            def pump(self) -> None:
+                while not self.paused and self.sent < 100:
+                    self.sent += 1
+                    sender.sendObject(b"x" * 100)
+
+        producer = Sender()
+        sender.transport.registerProducer(producer, True)
+        producer.pump()
+        pair.flush()
+        self.assertTrue(producer.paused)
+        self.assertLess(producer.sent, 20)
+        receiver.transport.resumeProducing()
+        pair.flush()
+        self.assertEqual(producer.sent, 100)
+        self.assertEqual(len(receiver.received), 100)
+
+
+class StreamTests(SynchronousTestCase):
+    """Streams end cleanly, abort cleanly, and never interleave with other messages."""
+
+    def test_objectsSentDuringStreamFollowIt(self) -> None:
+        """An object sent while a stream is unfinished reaches the peer after the stream."""
+        receiver, sender = Recorder(), Recorder()
+        pair = connectedPair(receiver, sender, bufferSize=1)
+        sender.sendStream([b"a", b"b", b"c"])
+        sender.sendObject("after")
+        pair.flush()
+        self.assertEqual(receiver.received, [b"abc", "after"])
+
+    def test_failingSourceAborts(self) -> None:
+        """A chunk source that raises fails sendStream, and the peer refuses the half-sent object as aborted."""
+        receiver, sender = Recorder(), Recorder()
+        pair = connectedPair(receiver, sender)
+
+        def chunks() -> Any:
+            yield b"first"
+            raise OSError("disk gone")
+
+        done = sender.sendStream(chunks())
+        self.failureResultOf(done, OSError)
+        sender.sendObject("next")
+        pair.flush()
+        self.assertEqual([type(v) for v in receiver.refused], [Aborted])
+        self.assertEqual(receiver.received, ["next"])
+
+    def test_lostConnectionFailsStream(self) -> None:
+        """A stream still waiting for the peer fails when the connection is lost."""
+        receiver, sender = Recorder(), Recorder()
+        pair = connectedPair(receiver, sender, bufferSize=1)
+        receiver.transport.pauseProducing()
+        done: Deferred[None] = sender.sendStream(iter([b"x"] * 10))
+        pair.flush()
+        pair.serverTransport.abortConnection()
+        pair.flush()
+        self.failureResultOf(done)
+
+    def test_loseConnectionAfterStream(self) -> None:
+        """loseConnection right after sendStream still delivers the whole stream first."""
+        receiver, sender = Recorder(), Recorder()
+        pair: MemoryPair = connectedPair(receiver, sender, bufferSize=1)
+        sender.sendStream([b"1", b"2", b"3"])
+        sender.transport.loseConnection()
+        pair.flush()
+        self.assertEqual(receiver.received, [b"123"])
+        receiver.lost[0].trap(ConnectionDone)
