@@ -11,9 +11,10 @@ can be shared between decoders.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
-from ..errors import BodyTooLarge, InvalidValue, KindRefused, TooManyItems
+from ..errors import BodyTooLarge, InvalidValue, KindRefused, TooManyItems, Violation, short_repr
 from ..wire import BIGINT, BIGNEG, BYTES, FLOAT, KIND_NAMES, OPEN, STRING
 
 
@@ -32,6 +33,14 @@ class Constraint:
 
     def check_value(self, obj: Any) -> None:
         """Refuse a finished value at this position."""
+
+    def validate(self, obj: Any) -> None:
+        """
+        Check an object already in memory (an RPC argument, a result about
+        to be sent) against this constraint, raising the L{framing.Violation}
+        a decoder would have raised, with C{where} set.
+        """
+        self.check_value(obj)
 
 
 ANY = Constraint()
@@ -56,6 +65,8 @@ class ByteString(Constraint):
     def check_value(self, obj: Any) -> None:
         if type(obj) is not bytes:
             raise KindRefused(f"expected bytes, got {type(obj).__name__}")
+        if len(obj) > self.max_length:
+            raise BodyTooLarge(f"bytes of {len(obj)} bytes, the limit here is {self.max_length}")
 
 
 class Text(Constraint):
@@ -73,6 +84,8 @@ class Text(Constraint):
     def check_value(self, obj: Any) -> None:
         if type(obj) is not str:
             raise KindRefused(f"expected a string, got {type(obj).__name__}")
+        if len(obj) > self.max_length and len(obj.encode("utf-8", "surrogatepass")) > self.max_length:
+            raise BodyTooLarge(f"string of more than {self.max_length} bytes")
 
 
 class Integer(Constraint):
@@ -138,6 +151,10 @@ class Optional(Constraint):
         if obj is not None:
             self.inner.check_value(obj)
 
+    def validate(self, obj: Any) -> None:
+        if obj is not None:
+            self.inner.validate(obj)
+
 
 class _Container(Constraint):
     open_types: tuple[str, ...] = ()
@@ -159,6 +176,20 @@ class _Container(Constraint):
         if type(obj) not in self.python_types:
             raise KindRefused(f"expected {' or '.join(self.open_types)}, got {type(obj).__name__}")
 
+    def validate(self, obj: Any) -> None:
+        self.check_value(obj)
+        if len(obj) > self.max_items:
+            raise TooManyItems(f"more than {self.max_items} items here")
+        for where, child, item in self._children(obj):
+            try:
+                child.validate(item)
+            except Violation as violation:
+                violation.where = where + violation.where
+                raise
+
+    def _children(self, obj: Any) -> Iterator[tuple[str, Constraint, Any]]:
+        raise NotImplementedError
+
     def _check_count(self, count: int) -> None:
         if count >= self.max_items:
             raise TooManyItems(f"more than {self.max_items} items here")
@@ -177,6 +208,10 @@ class ListOf(_Container):
     def child(self, unslicer: Any) -> Constraint:
         self._check_count(len(unslicer.items))
         return self.item
+
+    def _children(self, obj: Any) -> Iterator[tuple[str, Constraint, Any]]:
+        for index, item in enumerate(obj):
+            yield f"[{index}]", self.item, item
 
 
 class SetOf(ListOf):
@@ -201,6 +236,10 @@ class TupleOf(_Container):
         self._check_count(index)
         return self.items[index]
 
+    def _children(self, obj: Any) -> Iterator[tuple[str, Constraint, Any]]:
+        for index, (constraint, item) in enumerate(zip(self.items, obj, strict=True)):
+            yield f"[{index}]", constraint, item
+
     def check_value(self, obj: Any) -> None:
         super().check_value(obj)
         if len(obj) != len(self.items):
@@ -223,3 +262,8 @@ class DictOf(_Container):
             self._check_count(len(unslicer.items))
             return self.key
         return self.value
+
+    def _children(self, obj: Any) -> Iterator[tuple[str, Constraint, Any]]:
+        for key, item in obj.items():
+            yield f"<key {short_repr(key)}>", self.key, key
+            yield f"[{short_repr(key)}]", self.value, item
