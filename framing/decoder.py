@@ -32,7 +32,7 @@ from .errors import (
 from .limits import DEFAULT_LIMITS, Limits
 from .scanner import BODY_SKIP, BODY_WHOLE, TokenScanner
 from .slicing.constraints import Constraint
-from .slicing.registry import DEFAULT_REGISTRY, Registry
+from .slicing.registry import DEFAULT_REGISTRY, Registry, UnslicerFactory
 from .wire import (
     ABORT,
     BIGINT,
@@ -96,6 +96,7 @@ class Decoder:
         self.constraint = constraint
         self._constraints: list[Constraint] = []
         self._opening: Constraint | None = None
+        self._factories: dict[bytes, UnslicerFactory] = {}
         if constraint is not None:
             # Constrained decoding checks each value; unconstrained keeps the
             # one-call fast path.
@@ -164,6 +165,8 @@ class Decoder:
             if kind == OPEN:
                 self._discard_depth += 1
             return BODY_SKIP
+        if self.accepts_all and len(self._stack) < self.limits.max_depth:
+            return BODY_WHOLE  # an OPEN where nothing else needs checking
         try:
             self._check_body(kind, length)
         except ProtocolError:
@@ -308,14 +311,14 @@ class Decoder:
         self._deliver(_SIMPLE_VALUES[value])
 
     def _on_open(self, body: bytes) -> None:
-        name = body.decode("ascii", "backslashreplace")
-        factory = self.registry.unslicer_for(name)
+        factory = self._factories.get(body)
         if factory is None:
-            self._refuse(UnknownType(f"no unslicer is registered for open-type {name!r}"), opened=True)
-            return
+            factory = self._lookup(body)
+            if factory is None:
+                return
         if self._opening is not None:
             try:
-                self._opening.check_open(name)
+                self._opening.check_open(body.decode("ascii", "backslashreplace"))
             except Violation as violation:
                 self._refuse(violation, opened=True)
                 return
@@ -328,7 +331,18 @@ class Decoder:
             return
         self._stack.append(unslicer)
         self._receive = unslicer.receive_child
-        self._update_accepts_all()
+        self.accepts_all = self.constraint is None and not getattr(unslicer, "checks_tokens", True)
+
+    def _lookup(self, body: bytes) -> UnslicerFactory | None:
+        """Find the unslicer for an OPEN's name; refuse the object if there is none."""
+        name = body.decode("ascii", "backslashreplace")
+        factory = self.registry.unslicer_for(name)
+        if factory is None:
+            self._refuse(UnknownType(f"no unslicer is registered for open-type {name!r}"), opened=True)
+            return None
+        # Remember hits only: a name unknown now may be registered later.
+        self._factories[body] = factory
+        return factory
 
     def _on_close(self, value: int) -> None:
         stack = self._stack
@@ -456,8 +470,10 @@ def loads(data: bytes, limits: Limits | None = None, registry: Registry | None =
     decoder = Decoder(limits, registry)
     results = decoder.feed(data)
     decoder.close()
-    if len(results) != 1:
-        raise ProtocolError(f"expected exactly one object, found {len(results)}")
+    if len(results) != 1 or decoder.control_events:
+        raise ProtocolError(
+            f"expected exactly one object, found {len(results)} and {len(decoder.control_events)} control tokens"
+        )
     result = results[0]
     if isinstance(result, ChunkwireError):
         raise result

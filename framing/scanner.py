@@ -195,10 +195,16 @@ class TokenScanner:
         if self._error is not None:
             raise self._error
         try:
-            # Even a chunk that is all body goes through the chain: appending
-            # copies nothing, and it keeps bytes that a raising sink has not
-            # yet taken, so the stream stays in sync.
-            self._chain.append(data)
+            if self.state == WANT_HEADER and not self._chain:
+                # The common case: read tokens in place from the new chunk;
+                # only what they leave (a partial token, a body's start)
+                # goes into the chain.
+                self._scan_chunk(data, 0, direct=True)
+            else:
+                # Even a chunk that is all body goes through the chain:
+                # appending copies nothing, and it keeps bytes that a raising
+                # sink has not yet taken, so the stream stays in sync.
+                self._chain.append(data)
             self._scan()
         except ProtocolError as error:
             self._error = error
@@ -238,10 +244,12 @@ class TokenScanner:
                 f"{len(chain)} unprocessed bytes held, more than the limit of {self.limits.max_buffered_bytes}"
             )
 
-    def _scan_chunk(self, buf: bytes, pos: int) -> int:
+    def _scan_chunk(self, buf: bytes, pos: int, direct: bool = False) -> int:
         """
         Deliver every token lying whole in C{buf} from C{pos}; commit what
-        was delivered and return where scanning stopped.
+        was delivered and return where scanning stopped.  C{buf} is the
+        chain's head, or (C{direct}) a new chunk of which only the part not
+        delivered is then added to the chain.
         """
         start = pos
         end = len(buf)
@@ -285,7 +293,11 @@ class TokenScanner:
                 self._start_body(kind, value, mode)
                 break
         finally:
-            self._chain.skip(pos - start)
+            if not direct:
+                self._chain.skip(pos - start)
+            elif pos < end:
+                self._chain.append(buf)
+                self._chain.skip(pos)
         return pos
 
     def _split_header(self) -> bool:
