@@ -10,6 +10,7 @@ that are not cycles are sent as separate copies).
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -43,6 +44,7 @@ _FLOAT_HEADER = encode_header(FLOAT, 8)
 _PACK_FLOAT = struct.Struct(">d").pack
 
 
+@functools.lru_cache(maxsize=1024)
 def open_token(name: str) -> bytes:
     """Return the OPEN token (header and body) for open-type C{name}."""
     body = name.encode("ascii")
@@ -115,7 +117,9 @@ class Encoder:
         """Write C{obj}, found at nesting C{depth}; for slicers writing their parts."""
         writer = self._writers.get(type(obj))
         if writer is None:
-            writer = self._writer_for(obj)
+            # Resolved once per type and kept: registrations made after this
+            # encoder first wrote a type do not change how it writes that type.
+            writer = self._writers[type(obj)] = self._writer_for(obj)
         writer(obj, depth)
 
     def write_container(self, name: str, container: Any, parts: Any) -> None:

@@ -106,7 +106,16 @@ class TokenProtocol(Protocol):
         self.encoder = Encoder(self.registry)
         transport.write(PREAMBLE)
         Protocol.makeConnection(self, transport)  # type: ignore[no-untyped-call]
-        transport.flush()
+        self.flushAfterConnect()
+
+    def flushAfterConnect(self) -> None:
+        """
+        Write what the connection start queued: the preamble and anything
+        C{connectionMade} sent.  Override to hold it back so that the first
+        message shares the preamble's write (the RPC broker does, to save a
+        packet on a latent link); whatever is held must be flushed soon.
+        """
+        self.transport.flush()
 
     # -- hooks ---------------------------------------------------------------
 

@@ -1,0 +1,119 @@
+"""Command-line client of the key-value example (examples/kv_server.py).
+
+    python examples/kv_client.py --connect tcp:host=127.0.0.1:port=8760 put greeting hello
+    python examples/kv_client.py --connect tcp:host=127.0.0.1:port=8760 get greeting
+    python examples/kv_client.py --connect tcp:host=127.0.0.1:port=8760 delete greeting
+    python examples/kv_client.py --connect tcp:host=127.0.0.1:port=8760 list [PREFIX]
+    python examples/kv_client.py --connect tcp:host=127.0.0.1:port=8760 watch greeting [--count N]
+
+C{get} and C{delete} of a missing key exit with status 1.  C{watch} prints
+every change of the key until interrupted (or after N changes); it
+reconnects with backoff if the server goes away, and watches again on each
+new connection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+# The script's directory is on sys.path: importing the server module registers
+# KeyNotFound on this side too, so it arrives as itself.
+from kv_server import KeyNotFound
+from twisted.application.internet import backoffPolicy
+from twisted.internet.defer import Deferred
+from twisted.internet.task import react
+
+from protocols import rpc
+
+
+class Watcher(rpc.Referenceable):
+    """
+    Passed to the server's C{watch}: the server calls L{changed} on every change.
+
+    @ivar done: fires after C{count} changes (never if C{count} is 0).
+    """
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.seen = 0
+        self.done: Deferred[None] = Deferred()
+
+    @rpc.remote
+    def changed(self, key: str, value: str | None) -> None:
+        print(f"{key} deleted" if value is None else f"{key} = {value}", flush=True)
+        self.seen += 1
+        if self.count and self.seen == self.count:
+            self.done.callback(None)
+
+
+async def watch(reactor: Any, description: str, key: str, count: int) -> None:
+    watcher = Watcher(count)
+
+    async def subscribe(root: rpc.RemoteReference) -> None:
+        current = await root.callRemote("watch", key, watcher)
+        print(f"watching {key} (now {'unset' if current is None else repr(current)})", flush=True)
+
+    client = rpc.reconnecting(
+        reactor,
+        description,
+        retryPolicy=backoffPolicy(initialDelay=0.5, maxDelay=10),
+        prepareConnection=lambda root: Deferred.fromCoroutine(subscribe(root)),
+    )
+    try:
+        await client.whenConnected()
+        await watcher.done
+    finally:
+        await client.stopService()
+
+
+async def once(reactor: Any, description: str, command: str, arguments: list[str]) -> None:
+    """Run one command on a fresh connection; raise SystemExit(1) for a missing key."""
+    root = await rpc.connect(reactor, description)
+    try:
+        if command == "put":
+            key, value = arguments
+            await root.callRemote("put", key, value)
+            print(f"put {key}")
+        elif command == "get":
+            (key,) = arguments
+            try:
+                print(await root.callRemote("get", key))
+            except KeyNotFound as missing:
+                print(f"not found: {missing.key}", file=sys.stderr)
+                raise SystemExit(1) from None
+        elif command == "delete":
+            (key,) = arguments
+            if not await root.callRemote("delete", key):
+                print(f"not found: {key}", file=sys.stderr)
+                raise SystemExit(1)
+            print(f"deleted {key}")
+        else:
+            for key in await root.callRemote("list", *arguments):
+                print(key)
+    finally:
+        await root.broker.disconnect()
+
+
+ARITY = {"put": 2, "get": 1, "delete": 1, "list": (0, 1), "watch": 1}
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--connect", default="tcp:host=127.0.0.1:port=8760", metavar="ENDPOINT")
+    parser.add_argument("--count", type=int, default=0, help="watch: stop after this many changes")
+    parser.add_argument("command", choices=sorted(ARITY))
+    parser.add_argument("arguments", nargs="*")
+    args = parser.parse_args(argv)
+    arity = ARITY[args.command]
+    if len(args.arguments) not in (arity if isinstance(arity, tuple) else (arity,)):
+        parser.error(f"{args.command} takes {arity} argument(s)")
+    if args.command == "watch":
+        react(lambda reactor: Deferred.fromCoroutine(watch(reactor, args.connect, args.arguments[0], args.count)))
+    else:
+        react(lambda reactor: Deferred.fromCoroutine(once(reactor, args.connect, args.command, args.arguments)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,64 @@
+"""Remote calls over chunkwire.
+
+A server exposes a L{Referenceable} whose L{remote} methods clients may
+call::
+
+    from protocols import rpc
+    from framing.slicing.constraints import Text
+
+    class Greeter(rpc.Referenceable):
+        @rpc.remote(args={"name": Text(100)})
+        def greet(self, name):
+            return f"hello {name}"
+
+        @rpc.remote
+        async def slow(self, seconds):
+            await deferLater(reactor, seconds)
+            return "done"
+
+    await rpc.serve(reactor, "tcp:8760:interface=127.0.0.1", Greeter())
+
+    root = await rpc.connect(reactor, "tcp:host=127.0.0.1:port=8760")
+    assert await root.callRemote("greet", "ada") == "hello ada"
+
+Contract: each call and each answer is one message in one transport write;
+per-call cost is O(1) in the calls in flight and the connection's age.  A
+call either gets its answer or fails (L{RemoteError} and its subclasses, a
+registered exception type, L{DeadReferenceError}, C{CancelledError}, the
+reason the connection was lost).  The wire shapes are in L{protocols.rpc.wire},
+the reference-counting protocol in L{protocols.rpc.broker}, the exposure rule
+in L{protocols.rpc.referenceable}.
+"""
+
+from .broker import Broker, BrokerFactory
+from .endpoints import ReconnectingClient, connect, reconnecting, serve, serverFactory
+from .errors import (
+    DeadReferenceError,
+    NoSuchMethod,
+    NoSuchObject,
+    RemoteError,
+    RemoteViolation,
+    register_error,
+)
+from .referenceable import Referenceable, RemoteMethod, remote
+from .refs import RemoteReference
+
+__all__ = [
+    "Broker",
+    "BrokerFactory",
+    "DeadReferenceError",
+    "NoSuchMethod",
+    "NoSuchObject",
+    "ReconnectingClient",
+    "Referenceable",
+    "RemoteError",
+    "RemoteMethod",
+    "RemoteReference",
+    "RemoteViolation",
+    "connect",
+    "reconnecting",
+    "register_error",
+    "remote",
+    "serve",
+    "serverFactory",
+]

@@ -1,0 +1,642 @@
+"""The Broker: one end of an RPC connection, calling and being called.
+
+Contract: both ends are the same class.  Each call is one CALL message in one
+transport write; each answer one ANSWER or FAIL in one write.  Calls in
+flight live in a dict keyed by request id, so sending, answering, failing and
+cancelling a call are O(1) whatever is in flight and however old the
+connection is, and answers may come in any order.  A call either gets its
+answer or errbacks: when the connection is lost every pending call errbacks
+at once with the reason; an answer to an id that is not pending (cancelled,
+or a confused peer) is ignored and logged at debug level.  Calls from the
+peer still running here when the connection is lost are left to finish (they
+may have side effects half done); their answers are dropped.
+
+References: an exported object lives in C{exports} (id to C{[object,
+count]}), counting how many times its id was sent.  The receiving side
+counts how many times it received the id for its live L{RemoteReference};
+when that reference dies it sends RELEASE(id, count) and the exporter
+subtracts, forgetting the object at zero.  A reference sent again while a
+RELEASE is in flight is therefore never forgotten too early, and ids are
+never reused.  RELEASEs are queued by the weakref callback (which may run in
+the middle of an encode, so it must not write) and sent together, in one
+write, on the next reactor turn.
+
+The preamble is held back until the end of the reactor turn in which the
+connection is made, so a call made in that turn (from C{connect}'s callback,
+C{ClientService.whenConnected} or C{connectionMade}) leaves in the same write
+as the preamble.  Nothing waits for the peer's preamble.
+"""
+
+from __future__ import annotations
+
+import itertools
+import traceback
+from collections.abc import Callable
+from types import CoroutineType
+from typing import Any
+
+from twisted.internet.defer import Deferred, fail, gatherResults, succeed
+from twisted.internet.protocol import Factory, connectionDone
+from twisted.python.failure import Failure
+
+from framing import Limits, Registry, Violation
+from framing.errors import InvalidValue, short_repr
+from framing.slicing.registry import DEFAULT_REGISTRY
+
+from ..base import TokenProtocol
+from .errors import DeadReferenceError, clipTraceback, describe, noSuchMethod, noSuchObject, rebuild
+from .referenceable import Referenceable, RemoteMethod
+from .refs import (
+    REF_OPEN_TYPE,
+    YOURREF_OPEN_TYPE,
+    ImportRecord,
+    ReferenceableSlicer,
+    ReferenceUnslicer,
+    RemoteReference,
+    RemoteReferenceSlicer,
+    YourReferenceUnslicer,
+)
+from .wire import (
+    ANSWER,
+    CALL,
+    CANCEL,
+    FAIL,
+    OPEN_TYPE,
+    RELEASE,
+    ROOT_ID,
+    Message,
+    MessageSlicer,
+    MessageUnslicer,
+    parseWhere,
+)
+
+_MESSAGE_SLICER = MessageSlicer()
+
+
+class _Call(Deferred[Any]):
+    """The caller's L{Deferred} for one call; it knows its request id so that cancelling it is O(1)."""
+
+    __slots__ = ("requestId",)
+
+    def __init__(self, canceller: Callable[[Deferred[Any]], None], requestId: int) -> None:
+        super().__init__(canceller)
+        self.requestId = requestId
+
+
+class Broker(TokenProtocol):
+    """
+    One end of an RPC connection.
+
+    It exposes C{root} (if given) to the peer under export id 0, and every
+    L{Referenceable} sent in an argument or a result under a fresh id; it
+    turns what the peer exports into L{RemoteReference}s.
+
+    @ivar root: the L{Referenceable} the peer reaches with L{rootReference}
+        on its side, or C{None}.
+    @ivar clock: the reactor (an C{IReactorTime}) that end-of-turn work is
+        scheduled on: the held preamble and queued RELEASEs.
+    @ivar tracebacks: whether FAIL messages carry the local traceback.
+    @ivar factory: the L{BrokerFactory} that built this broker, if any.
+    """
+
+    def __init__(
+        self,
+        root: Referenceable | None = None,
+        *,
+        clock: Any = None,
+        tracebacks: bool = False,
+        limits: Limits | None = None,
+        registry: Registry | None = None,
+    ) -> None:
+        """
+        @param root: what the peer may call through its root reference.
+        @param clock: an C{IReactorTime}; the global reactor if C{None}.
+        @param tracebacks: send tracebacks of failed calls to the peer.
+        @param limits: the L{Limits} for what this side receives.
+        @param registry: the L{Registry} of the types the application sends
+            (its parent is used; this broker adds its own entries to a child).
+        @raise TypeError: C{root} is not a L{Referenceable}.
+        """
+        if root is not None and not isinstance(root, Referenceable):
+            raise TypeError(f"the root must be a Referenceable, not {type(root).__name__}")
+        TokenProtocol.__init__(self, limits, self._connectionRegistry(registry))
+        self.root = root
+        self.clock = clock
+        self.tracebacks = tracebacks
+        self._up = False
+        self._lost: Failure | None = None
+        self._requestIds = itertools.count(1)
+        self._exportCounter = itertools.count(ROOT_ID + 1)
+        self._pending: dict[int, _Call] = {}
+        self._running: dict[int, Deferred[Any]] = {}
+        self._exports: dict[int, list[Any]] = {}
+        self._exportIds: dict[int, int] = {}
+        self._imports: dict[int, ImportRecord] = {}
+        self._newExports: list[int] = []
+        self._releases: list[Message] = []
+        self._releaseCall: Any = None  # an IDelayedCall
+        self._flushCall: Any = None  # an IDelayedCall
+        self._disconnectWaiters: list[Deferred[BaseException]] = []
+        self._cancelCall = self._cancel  # bound once: one canceller for every call
+        self._handlers = (
+            self._callReceived,
+            self._answerReceived,
+            self._failReceived,
+            self._cancelReceived,
+            self._releaseReceived,
+        )
+        if root is not None:
+            self._exports[ROOT_ID] = [root, 0]
+            self._exportIds[id(root)] = ROOT_ID
+
+    def _connectionRegistry(self, registry: Registry | None) -> Registry:
+        """A registry for this connection only: references are sliced against this broker's tables."""
+        connection = Registry(registry if registry is not None else DEFAULT_REGISTRY)
+        connection.add_slicer(Message, _MESSAGE_SLICER)
+        connection.add_unslicer(OPEN_TYPE, MessageUnslicer)
+        connection.add_slicer(Referenceable, ReferenceableSlicer(self))
+        connection.add_slicer(RemoteReference, RemoteReferenceSlicer(self))
+        connection.add_unslicer(REF_OPEN_TYPE, lambda limits: ReferenceUnslicer(limits, self))
+        connection.add_unslicer(YOURREF_OPEN_TYPE, lambda limits: YourReferenceUnslicer(limits, self))
+        return connection
+
+    def _reactor(self) -> Any:
+        if self.clock is None:
+            from twisted.internet import reactor
+
+            self.clock = reactor
+        return self.clock
+
+    # -- connection --------------------------------------------------------------
+
+    def makeConnection(self, transport: Any) -> None:
+        """
+        Connect as L{TokenProtocol} does, but hold the preamble back until
+        something is sent or the reactor turn ends, so that the first call
+        shares its write.
+        """
+        TokenProtocol.makeConnection(self, transport)
+        self._up = True
+        if isinstance(self.factory, BrokerFactory):
+            self.factory.brokerConnected(self)
+
+    def flushAfterConnect(self) -> None:
+        """Hold the preamble until the first message or the end of this reactor turn."""
+        if len(self.transport.buffer):
+            self._flushCall = self._reactor().callLater(0, self._flushHeld)
+
+    def _flushHeld(self) -> None:
+        self._flushCall = None
+        if self._lost is None:
+            self.transport.flush()
+
+    def isConnected(self) -> bool:
+        """Whether calls can be sent: connected, and not lost or closing."""
+        return self._up and not self.transport.disconnecting
+
+    def whenDisconnected(self) -> Deferred[BaseException]:
+        """
+        A L{Deferred} firing with the exception that ended the connection
+        (C{ConnectionDone} for a clean close) once it is lost, or at once if
+        it was.  It never fails, so waiting on it never logs an error.
+        """
+        if self._lost is not None:
+            return succeed(self._lostReason())
+        waiter: Deferred[BaseException] = Deferred()
+        self._disconnectWaiters.append(waiter)
+        return waiter
+
+    def disconnect(self) -> Deferred[BaseException]:
+        """Close the connection; the result fires as L{whenDisconnected}'s does."""
+        lost = self.whenDisconnected()
+        if self._lost is None and self.transport is not None:
+            self.transport.loseConnection()
+        return lost
+
+    def _lostReason(self) -> BaseException:
+        assert self._lost is not None
+        reason = self._lost.value
+        assert reason is not None
+        return reason
+
+    def rootReference(self) -> RemoteReference:
+        """The L{RemoteReference} to the peer's root object (export id 0)."""
+        record = self._imports.get(ROOT_ID)
+        ref = record() if record is not None else None
+        if ref is None:
+            # Not counted: nobody sent it, and the root is never released.
+            ref = self._newImport(ROOT_ID, 0)
+        return ref
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        """
+        Fail every pending call with C{reason}, forget every export and
+        import, drop the answers of calls still running here, and fire
+        L{whenDisconnected}.
+        """
+        TokenProtocol.connectionLost(self, reason)
+        self._up = False
+        self._lost = reason
+        self._cancelDelayed()
+        pending, self._pending = self._pending, {}
+        self._running.clear()
+        self._exports.clear()
+        self._exportIds.clear()
+        self._imports.clear()
+        self._releases.clear()
+        for call in pending.values():
+            call.errback(reason)
+        waiters, self._disconnectWaiters = self._disconnectWaiters, []
+        for waiter in waiters:
+            waiter.callback(self._lostReason())
+        if isinstance(self.factory, BrokerFactory):
+            self.factory.brokerDisconnected(self)
+
+    def _cancelDelayed(self) -> None:
+        flush, release = self._flushCall, self._releaseCall
+        self._flushCall = self._releaseCall = None
+        if flush is not None and flush.active():
+            flush.cancel()
+        if release is not None and release.active():
+            release.cancel()
+
+    # -- introspection (tests, monitoring) ----------------------------------------------
+
+    @property
+    def exportCount(self) -> int:
+        """How many objects this side exports (the root included)."""
+        return len(self._exports)
+
+    @property
+    def importCount(self) -> int:
+        """How many ids this side holds a live or not yet released L{RemoteReference} for."""
+        return len(self._imports)
+
+    @property
+    def pendingCount(self) -> int:
+        """How many calls this side made that are not answered yet."""
+        return len(self._pending)
+
+    @property
+    def runningCount(self) -> int:
+        """How many calls from the peer are running here (their methods returned a Deferred)."""
+        return len(self._running)
+
+    # -- calling -------------------------------------------------------------------------
+
+    def callRemote(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Deferred[Any]:
+        """
+        Call method C{name} of the peer's export C{target}; see
+        L{RemoteReference.callRemote}, which is how applications call.
+        """
+        if not self._up or self.transport.disconnecting:
+            return fail(DeadReferenceError(f"cannot call {name!r}: the connection is not up"))
+        if type(name) is not str:
+            return fail(TypeError(f"a method name is a str, not {type(name).__name__}"))
+        request_id = next(self._requestIds)
+        call = _Call(self._cancelCall, request_id)
+        # Pending before sending: a synchronous transport may answer at once.
+        self._pending[request_id] = call
+        try:
+            self._send(Message((CALL, request_id, target, name, args, kwargs)))
+        except Exception:
+            del self._pending[request_id]
+            return fail()
+        return call
+
+    def _cancel(self, call: Deferred[Any]) -> None:
+        """The canceller of every call: forget it and tell the peer; the Deferred then fails with CancelledError."""
+        request_id = call.requestId  # type: ignore[attr-defined]
+        if self._pending.pop(request_id, None) is not None and self._up:
+            self._send(Message((CANCEL, request_id)))
+
+    def _send(self, message: Message) -> None:
+        """
+        Send one message in one write.  If it cannot be encoded, the exports
+        its encoding counted are taken back, since the peer never saw them.
+        """
+        try:
+            self.sendObject(message)
+        except BaseException:
+            self._takeBackExports()
+            raise
+        if self._newExports:
+            self._newExports.clear()
+
+    # -- receiving -----------------------------------------------------------------------
+
+    def objectReceived(self, obj: Any) -> None:
+        """Dispatch one message by its tag."""
+        if type(obj) is not Message:
+            self.log.warn(
+                "{peer} sent {obj} instead of an rpc message; dropping the connection",
+                peer=self._peer(),
+                obj=short_repr(obj),
+            )
+            self.transport.loseConnection()
+            return
+        self._handlers[obj[0]](obj)
+
+    def objectRefused(self, violation: Violation) -> None:
+        """
+        A message was refused: fail the call it belongs to, found by the id
+        in C{violation.where} (see L{protocols.rpc.wire}).  A refused call is
+        answered with a FAIL; a refused answer fails the local call with the
+        violation itself.  The connection stays up.
+        """
+        parsed = parseWhere(violation.where)
+        if parsed is None:
+            TokenProtocol.objectRefused(self, violation)
+            return
+        tag, ident, where = parsed
+        violation.where = where
+        if tag == CALL:
+            self._callRefused(ident, violation)
+        elif tag in (ANSWER, FAIL):
+            call = self._pending.pop(ident, None)
+            if call is None:
+                self.log.debug("Refused an answer to request {id}, which is not pending", id=ident)
+            else:
+                call.errback(violation)
+        else:
+            TokenProtocol.objectRefused(self, violation)
+
+    def _callRefused(self, request_id: int, violation: Violation) -> None:
+        self.log.info(
+            "Refused call {id} from {peer}: {code}: {violation}",
+            id=request_id,
+            peer=self._peer(),
+            code=violation.code,
+            violation=str(violation),
+        )
+        self._sendFailure(request_id, violation)
+
+    def _answerReceived(self, message: Message) -> None:
+        _, request_id, result = message
+        call = self._pending.pop(request_id, None)
+        if call is None:
+            self.log.debug("Ignoring the answer to request {id}, which is not pending", id=request_id)
+            return
+        call.callback(result)
+
+    def _failReceived(self, message: Message) -> None:
+        _, request_id, type_name, text, remote_traceback, details = message
+        call = self._pending.pop(request_id, None)
+        if call is None:
+            self.log.debug("Ignoring the failure of request {id}, which is not pending", id=request_id)
+            return
+        call.errback(rebuild(type_name, text, remote_traceback, details))
+
+    def _cancelReceived(self, message: Message) -> None:
+        running = self._running.pop(message[1], None)
+        if running is None:
+            self.log.debug("Ignoring the cancel of request {id}, which is not running", id=message[1])
+            return
+        try:
+            running.cancel()
+        except Exception:
+            # A canceller's bug must not reach dataReceived and drop the connection.
+            self.log.failure("Cancelling request {id} failed", id=message[1])
+
+    def _releaseReceived(self, message: Message) -> None:
+        _, export_id, count = message
+        if export_id != ROOT_ID and not self._release(export_id, count):
+            self.log.debug("Ignoring the release of {id}, which is not exported", id=export_id)
+
+    # -- being called --------------------------------------------------------------------
+
+    def _callReceived(self, message: Message) -> None:
+        _, request_id, target, name, args, kwargs = message
+        entry = self._exports.get(target)
+        if entry is None:
+            self._sendFailure(request_id, noSuchObject(target))
+            return
+        obj = entry[0]
+        method = obj.remoteMethods.get(name)
+        if method is None:
+            self._sendFailure(request_id, noSuchMethod(name))
+            return
+        check = method.checkArguments
+        if check is not None:
+            try:
+                check(args, kwargs)
+            except Violation as violation:
+                self._callRefused(request_id, violation)
+                return
+        try:
+            result = method.function(obj, *args, **kwargs)
+        except Exception as error:
+            self._methodFailed(method, error)
+            self._sendFailure(request_id, error, self._tracebackText())
+            return
+        if isinstance(result, Deferred):
+            self._answerLater(request_id, result, method)
+        elif type(result) is CoroutineType:
+            self._answerLater(request_id, Deferred.fromCoroutine(result), method)
+        else:
+            self._sendAnswer(request_id, result, method)
+
+    def _answerLater(self, request_id: int, running: Deferred[Any], method: RemoteMethod) -> None:
+        # Registered before the callbacks are added: an already-fired
+        # Deferred answers (and unregisters) at once.
+        self._running[request_id] = running
+        running.addCallbacks(
+            self._deferredAnswered,
+            self._deferredFailed,
+            callbackArgs=(request_id, method),
+            errbackArgs=(request_id, method),
+        )
+
+    def _deferredAnswered(self, result: Any, request_id: int, method: RemoteMethod) -> None:
+        if self._running.pop(request_id, None) is not None:
+            self._sendAnswer(request_id, result, method)
+
+    def _deferredFailed(self, failure: Failure, request_id: int, method: RemoteMethod) -> None:
+        # Popped already: cancelled by the peer, or the connection is gone.
+        # Either way nobody waits for this failure; it is consumed here.
+        if self._running.pop(request_id, None) is None:
+            return
+        error = failure.value
+        assert error is not None
+        self._methodFailed(method, error)
+        remote_traceback = failure.getTraceback() if self.tracebacks else None
+        self._sendFailure(request_id, error, remote_traceback)
+
+    def _sendAnswer(self, request_id: int, result: Any, method: RemoteMethod) -> None:
+        if self._lost is not None:
+            return
+        if method.result is not None:
+            try:
+                method.result.validate(result)
+            except Violation as violation:
+                violation.where = "result" + violation.where
+                self._callRefused(request_id, violation)
+                return
+        try:
+            self._send(Message((ANSWER, request_id, result)))
+        except Exception as error:
+            if isinstance(error, Violation):
+                error.where = "result" + error.where
+            self._sendFailure(request_id, error, self._tracebackText())
+
+    def _sendFailure(self, request_id: int, error: BaseException, remote_traceback: str | None = None) -> None:
+        if self._lost is not None:
+            return
+        type_name, text, details = describe(error)
+        remote_traceback = clipTraceback(remote_traceback) if self.tracebacks else None
+        try:
+            self._send(Message((FAIL, request_id, type_name, text, remote_traceback, details)))
+        except Exception:
+            # A registered exception whose args cannot be sent: send the rest.
+            self._send(Message((FAIL, request_id, type_name, text, remote_traceback, None)))
+
+    def _tracebackText(self) -> str | None:
+        return traceback.format_exc() if self.tracebacks else None
+
+    def _methodFailed(self, method: RemoteMethod, error: BaseException) -> None:
+        """Log a remote method's exception (the caller gets it too), without a traceback."""
+        self.log.info(
+            "Remote method {name} raised {error}",
+            name=method.name,
+            error=f"{type(error).__name__}: {short_repr(error, 200)}",
+        )
+
+    # -- exports ------------------------------------------------------------------------------
+
+    def exportFor(self, obj: Any) -> int:
+        """
+        The export id under which C{obj} is being sent (a new id the first
+        time), counting one more sending of it.  Called while encoding.
+        """
+        key = id(obj)
+        export_id = self._exportIds.get(key)
+        if export_id is None:
+            export_id = next(self._exportCounter)
+            self._exportIds[key] = export_id
+            self._exports[export_id] = [obj, 1]
+        else:
+            self._exports[export_id][1] += 1
+        self._newExports.append(export_id)
+        return export_id
+
+    def localObject(self, export_id: int) -> Any:
+        """
+        The object this side exports as C{export_id} (a reference coming home).
+
+        @raise InvalidValue: nothing is exported under C{export_id}.
+        """
+        entry = self._exports.get(export_id)
+        if entry is None:
+            raise InvalidValue(f"no object is exported as {export_id} on this connection")
+        return entry[0]
+
+    def _release(self, export_id: int, count: int) -> bool:
+        """Count C{count} sendings of C{export_id} as released; forget it at zero.  False if unknown."""
+        entry = self._exports.get(export_id)
+        if entry is None:
+            return False
+        entry[1] -= count
+        if entry[1] <= 0 and export_id != ROOT_ID:
+            del self._exports[export_id]
+            del self._exportIds[id(entry[0])]
+        return True
+
+    def _takeBackExports(self) -> None:
+        new_exports, self._newExports = self._newExports, []
+        for export_id in new_exports:
+            self._release(export_id, 1)
+
+    # -- imports --------------------------------------------------------------------------------
+
+    def importReference(self, export_id: int) -> RemoteReference:
+        """The L{RemoteReference} for the peer's C{export_id}, just received once more.  Called while decoding."""
+        record = self._imports.get(export_id)
+        if record is not None:
+            ref = record()
+            if ref is not None:
+                record.count += 1
+                return ref
+        return self._newImport(export_id, 1)
+
+    def _newImport(self, export_id: int, count: int) -> RemoteReference:
+        ref = RemoteReference(self, export_id)
+        # A dead record still waiting for its callback is replaced; the
+        # callback still releases what that record counted.
+        self._imports[export_id] = ImportRecord(ref, self._referenceDied, export_id, count)
+        return ref
+
+    def _referenceDied(self, record: ImportRecord) -> None:
+        """Weakref callback: queue the RELEASE (it may run inside an encode, so it must not write)."""
+        export_id = record.exportId
+        if self._imports.get(export_id) is record:
+            del self._imports[export_id]
+        if not record.count or export_id == ROOT_ID or not self._up:
+            return
+        self._releases.append(Message((RELEASE, export_id, record.count)))
+        if self._releaseCall is None:
+            self._releaseCall = self._reactor().callLater(0, self._sendReleases)
+
+    def _sendReleases(self) -> None:
+        """Send every queued RELEASE in one write."""
+        self._releaseCall = None
+        releases, self._releases = self._releases, []
+        if not releases or not self._up:
+            return
+        transport = self.transport
+        encode, buffer = self.encoder.encode_into, transport.buffer
+        for message in releases:
+            encode(message, buffer)
+        transport.flush()
+
+
+class BrokerFactory(Factory):
+    """
+    Builds one L{Broker} per connection, all exposing the same root, and
+    keeps track of the connected ones.
+
+    @ivar brokers: the brokers whose connection is up.
+    """
+
+    def __init__(
+        self,
+        root: Referenceable | None = None,
+        *,
+        clock: Any = None,
+        tracebacks: bool = False,
+        limits: Limits | None = None,
+        registry: Registry | None = None,
+    ) -> None:
+        if root is not None and not isinstance(root, Referenceable):
+            raise TypeError(f"the root must be a Referenceable, not {type(root).__name__}")
+        self.root = root
+        self.clock = clock
+        self.tracebacks = tracebacks
+        self.limits = limits
+        self.registry = registry
+        self.brokers: set[Broker] = set()
+
+    def buildProtocol(self, addr: Any) -> Broker:
+        broker = Broker(
+            self.root, clock=self.clock, tracebacks=self.tracebacks, limits=self.limits, registry=self.registry
+        )
+        broker.factory = self
+        return broker
+
+    def brokerConnected(self, broker: Broker) -> None:
+        """Called by each broker once its connection is made."""
+        self.brokers.add(broker)
+
+    def brokerDisconnected(self, broker: Broker) -> None:
+        """Called by each broker once its connection is lost."""
+        self.brokers.discard(broker)
+
+    def disconnectAll(self) -> Deferred[None]:
+        """Close every connection; the result fires once all of them are lost."""
+        brokers = list(self.brokers)
+        lost = [broker.disconnect() for broker in brokers]
+        done: Deferred[None] = gatherResults(lost).addCallback(_nothing)
+        return done
+
+
+def _nothing(_: object) -> None:
+    return None

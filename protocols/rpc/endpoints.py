@@ -1,0 +1,229 @@
+"""Serving and connecting on Twisted endpoint strings, and a reconnecting client.
+
+Contract: L{serve} listens on any server endpoint description
+(C{"tcp:8760"}, C{"ssl:..."}, C{"unix:..."}); L{connect} connects once to a
+client endpoint description and gives the server's root as a
+L{RemoteReference}; L{reconnecting} keeps a connection up with Twisted's
+C{ClientService} and its backoff policy.  Calls made through a reconnecting
+client while it is between connections fail at once with
+L{DeadReferenceError}: nothing is queued, so nothing is sent twice or late.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from twisted.application.internet import ClientService, backoffPolicy
+from twisted.internet.defer import Deferred, fail
+from twisted.internet.endpoints import clientFromString, serverFromString
+from twisted.internet.interfaces import IListeningPort
+from twisted.internet.task import deferLater
+
+from framing import Limits, Registry
+
+from .broker import Broker, BrokerFactory
+from .errors import DeadReferenceError
+from .referenceable import Referenceable
+from .refs import RemoteReference
+
+
+def serverFactory(
+    root: Referenceable,
+    *,
+    clock: Any = None,
+    tracebacks: bool = False,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+) -> BrokerFactory:
+    """
+    A factory of brokers exposing C{root}, to listen with any endpoint
+    (C{serverFromString(reactor, description).listen(factory)}); its
+    C{disconnectAll()} closes every connection, for a clean shutdown.
+    Arguments as for L{serve}.
+    """
+    return BrokerFactory(root, clock=clock, tracebacks=tracebacks, limits=limits, registry=registry)
+
+
+def serve(
+    reactor: Any,
+    description: str,
+    root: Referenceable,
+    *,
+    tracebacks: bool = False,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+) -> Deferred[IListeningPort]:
+    """
+    Expose C{root} on the server endpoint C{description}.
+
+    @param root: a L{Referenceable}; its L{remote} methods are what clients
+        may call, and each connection gets the same object.
+    @param tracebacks: send the traceback of a failed call to the caller
+        (C{RemoteError.remoteTraceback}).  Off by default: tracebacks show
+        source paths and code to whoever connects.
+    @param limits: the L{Limits} for what each connection receives.
+    @param registry: the L{Registry} of application types both sides send.
+    @return: a L{Deferred} firing with the listening port.
+    """
+    factory = serverFactory(root, clock=reactor, tracebacks=tracebacks, limits=limits, registry=registry)
+    endpoint = serverFromString(reactor, description)  # type: ignore[no-untyped-call]
+    port: Deferred[IListeningPort] = endpoint.listen(factory)
+    return port
+
+
+def connect(
+    reactor: Any,
+    description: str,
+    *,
+    root: Referenceable | None = None,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+) -> Deferred[RemoteReference]:
+    """
+    Connect to the server at the client endpoint C{description}.
+
+    A call made as soon as this fires (in the same reactor turn) shares its
+    write with the stream preamble.  Close the connection with
+    C{ref.broker.disconnect()}.
+
+    @param root: an object the server may call back through its own root
+        reference (C{broker.rootReference()} on the server side); usually
+        callbacks are passed as arguments instead.
+    @return: a L{Deferred} firing with the L{RemoteReference} to the
+        server's root.
+    """
+    factory = BrokerFactory(root, clock=reactor, limits=limits, registry=registry)
+    endpoint = clientFromString(reactor, description)  # type: ignore[no-untyped-call]
+    connected: Deferred[Broker] = endpoint.connect(factory)
+    return connected.addCallback(_root)
+
+
+def _root(broker: Any) -> RemoteReference:
+    reference: RemoteReference = broker.rootReference()
+    return reference
+
+
+class ReconnectingClient:
+    """
+    A connection to an RPC server that is made again whenever it is lost,
+    with Twisted's C{ClientService} and a backoff policy.
+
+    References obtained through one connection die with it (their calls fail
+    with L{DeadReferenceError}); get the new root from L{whenConnected}, and
+    redo per-connection set-up (subscriptions, callbacks) in
+    C{prepareConnection}.
+
+    @ivar service: the C{ClientService} doing the work.
+    """
+
+    def __init__(
+        self,
+        reactor: Any,
+        description: str,
+        *,
+        root: Referenceable | None = None,
+        limits: Limits | None = None,
+        registry: Registry | None = None,
+        retryPolicy: Callable[[int], float] | None = None,
+        prepareConnection: Callable[[RemoteReference], object] | None = None,
+    ) -> None:
+        """
+        @param retryPolicy: seconds to wait after the Nth failed attempt in a
+            row; C{backoffPolicy()} (1 s growing to 60 s, with jitter) if
+            C{None}.
+        @param prepareConnection: called with the new root reference on every
+            connection, before L{whenConnected} waiters see it; it may return
+            a L{Deferred}, and if it fails the connection is dropped and
+            retried.
+        """
+        self._prepare = prepareConnection
+        self._reactor = reactor
+        self._broker: Any = None
+        factory = BrokerFactory(root, clock=reactor, limits=limits, registry=registry)
+        endpoint = clientFromString(reactor, description)  # type: ignore[no-untyped-call]
+        self.service = ClientService(
+            endpoint,
+            factory,  # type: ignore[arg-type]
+            retryPolicy=retryPolicy if retryPolicy is not None else backoffPolicy(),
+            clock=reactor,
+            prepareConnection=self._prepareConnection,
+        )
+
+    def _prepareConnection(self, broker: Any) -> object:
+        self._broker = broker
+        if self._prepare is not None:
+            return self._prepare(broker.rootReference())
+        return None
+
+    def startService(self) -> None:
+        """Start connecting (L{reconnecting} has already done it)."""
+        self.service.startService()
+
+    def stopService(self) -> Deferred[None]:
+        """Stop reconnecting and close the connection; fires once it is closed."""
+        return self.service.stopService()
+
+    def whenConnected(self, failAfterFailures: int | None = None) -> Deferred[RemoteReference]:
+        """
+        The root of the current connection, or of the next one.
+
+        @param failAfterFailures: fail after that many failed attempts in a
+            row instead of waiting on (C{None}: wait until stopped).
+        """
+        return Deferred.fromCoroutine(self._connectedRoot(failAfterFailures))
+
+    async def _connectedRoot(self, failAfterFailures: int | None) -> RemoteReference:
+        while True:
+            broker: Any = await self.service.whenConnected(failAfterFailures)
+            if broker.isConnected():
+                return _root(broker)
+            # The service hears that a connection was lost just after the
+            # broker does; code woken by the broker may ask before that.
+            # By the next reactor turn the service knows.
+            await deferLater(self._reactor, 0)
+
+    def isConnected(self) -> bool:
+        """Whether a connection is up now."""
+        return self._broker is not None and self._broker.isConnected()
+
+    def callRemote(self, _name: str, /, *args: Any, **kwargs: Any) -> Deferred[Any]:
+        """
+        Call C{_name} on the current connection's root.
+
+        @return: as L{RemoteReference.callRemote}; fails at once with
+            L{DeadReferenceError} while there is no connection.
+        """
+        broker = self._broker
+        if broker is None or not broker.isConnected():
+            return fail(DeadReferenceError(f"cannot call {_name!r}: not connected (reconnecting)"))
+        reference: RemoteReference = broker.rootReference()
+        return reference.callRemote(_name, *args, **kwargs)
+
+
+def reconnecting(
+    reactor: Any,
+    description: str,
+    *,
+    root: Referenceable | None = None,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+    retryPolicy: Callable[[int], float] | None = None,
+    prepareConnection: Callable[[RemoteReference], object] | None = None,
+) -> ReconnectingClient:
+    """
+    A started L{ReconnectingClient} for the client endpoint C{description}.
+    Wait for L{ReconnectingClient.whenConnected}; stop with
+    L{ReconnectingClient.stopService}.
+    """
+    client = ReconnectingClient(
+        reactor,
+        description,
+        root=root,
+        limits=limits,
+        registry=registry,
+        retryPolicy=retryPolicy,
+        prepareConnection=prepareConnection,
+    )
+    client.startService()
+    return client

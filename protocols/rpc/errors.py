@@ -1,0 +1,235 @@
+"""How a remote call fails: the error classes, and the exception types that travel as themselves.
+
+Contract: every failure of a call made with C{callRemote} is one of these: a
+L{RemoteError} (the other side raised, or refused the call), an exception
+type registered on both sides with L{register_error} (it arrives as itself),
+L{DeadReferenceError} (the connection was gone before the call was sent), a
+local L{framing.Violation} (this side refused the answer), the reason the
+connection was lost, or C{CancelledError} / C{TimeoutError} after
+C{cancel()} / C{addTimeout}.  An exception's description for the wire
+(L{describe}) and its rebuilding (L{rebuild}) cost one dict lookup plus a
+walk of the raised type's MRO; they run only on the failure path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from framing import Violation
+from framing.errors import short_repr
+
+VIOLATION = "Violation"
+"""The wire type name of a refused call: a L{RemoteViolation}."""
+NO_SUCH_METHOD = "NoSuchMethod"
+"""The wire type name of a call to a method that is not marked L{remote}."""
+NO_SUCH_OBJECT = "NoSuchObject"
+"""The wire type name of a call to an object the other side does not export."""
+
+_MAX_MESSAGE = 16 * 1024
+_MAX_TRACEBACK = 256 * 1024
+
+
+class RemoteError(Exception):
+    """
+    The other side of the connection raised an exception while running the
+    call, or refused it.  Exception types that both sides registered with
+    L{register_error} arrive as themselves instead.
+
+    @ivar remoteType: the name of the type raised remotely: C{"KeyError"} for
+        a built-in exception, C{"package.module.Class"} otherwise, or one of
+        C{"NoSuchMethod"}, C{"NoSuchObject"}, C{"Violation"} (see the
+        subclasses).
+    @ivar message: C{str()} of the remote exception.
+    @ivar remoteTraceback: the remote traceback as text, only if the other
+        side opted in (C{serve(..., tracebacks=True)}); otherwise C{None}.
+    """
+
+    def __init__(self, remoteType: str, message: str, remoteTraceback: str | None = None) -> None:
+        super().__init__(remoteType, message)
+        self.remoteType = remoteType
+        self.message = message
+        self.remoteTraceback = remoteTraceback
+
+    def __str__(self) -> str:
+        return f"{self.remoteType}: {self.message}"
+
+
+class NoSuchMethod(RemoteError):
+    """The target object has no method of that name marked with L{remote}."""
+
+    def __init__(self, message: str, remoteTraceback: str | None = None) -> None:
+        super().__init__(NO_SUCH_METHOD, message, remoteTraceback)
+
+
+class NoSuchObject(RemoteError):
+    """The target is not (or no longer) exported by the other side."""
+
+    def __init__(self, message: str, remoteTraceback: str | None = None) -> None:
+        super().__init__(NO_SUCH_OBJECT, message, remoteTraceback)
+
+
+class RemoteViolation(RemoteError):
+    """
+    The other side refused the call: an argument broke the method's
+    constraint, went over the other side's L{framing.Limits}, named a type it
+    does not register, or the result could not be sent.  The connection stays
+    up.
+
+    @ivar code: the L{framing.Violation} code, e.g. C{"body-too-large"}.
+    @ivar where: where in the call, e.g. C{"args[1]['name']"},
+        C{"kwargs['key']"}, C{"result[3]"}.
+    """
+
+    def __init__(self, message: str, code: str, where: str, remoteTraceback: str | None = None) -> None:
+        super().__init__(VIOLATION, message, remoteTraceback)
+        self.code = code
+        self.where = where
+
+    def __str__(self) -> str:
+        where = f" (at {self.where})" if self.where else ""
+        return f"{VIOLATION}: {self.code}: {self.message}{where}"
+
+
+class DeadReferenceError(Exception):
+    """
+    The call was not sent: the connection of this reference is not up (it was
+    lost, or a reconnecting client is between connections).
+    """
+
+
+class ErrorRegistry:
+    """
+    Exception types that travel as themselves: a registered exception is
+    sent as its name and its C{args}, and rebuilt as C{cls(*args)} on a side
+    that registered the same name.  A side that did not sees a
+    L{RemoteError} with that name as C{remoteType}.
+    """
+
+    _reserved = frozenset({VIOLATION, NO_SUCH_METHOD, NO_SUCH_OBJECT})
+
+    def __init__(self) -> None:
+        self._byName: dict[str, type[BaseException]] = {}
+        self._byType: dict[type[BaseException], str] = {}
+
+    def register(self, cls: type[BaseException], name: str) -> None:
+        """
+        Send instances of C{cls} (and of its subclasses that are not
+        registered themselves) as C{name}, and rebuild C{name} as C{cls}.
+        Their C{args} must be values chunkwire can send.
+
+        @raise ValueError: C{name} is reserved, or registered for another type.
+        @raise TypeError: C{cls} is not an exception type.
+        """
+        if not (isinstance(cls, type) and issubclass(cls, Exception)):
+            raise TypeError(f"{cls!r} is not an Exception subclass")
+        if name in self._reserved or not name:
+            raise ValueError(f"{name!r} cannot be registered as an error name")
+        known = self._byName.get(name)
+        if known is not None and known is not cls:
+            raise ValueError(f"{name!r} is already registered for {known!r}")
+        self._byName[name] = cls
+        self._byType[cls] = name
+
+    def nameFor(self, cls: type[BaseException]) -> str | None:
+        """The registered name of C{cls} or of its nearest registered base, or C{None}."""
+        by_type = self._byType
+        for base in cls.__mro__:
+            name = by_type.get(base)
+            if name is not None:
+                return name
+        return None
+
+    def typeFor(self, name: str) -> type[BaseException] | None:
+        """The type registered as C{name}, or C{None}."""
+        return self._byName.get(name)
+
+
+ERRORS = ErrorRegistry()
+"""The process-wide table used by every connection."""
+
+register_error = ERRORS.register
+"""Register an exception type to travel as itself: C{register_error(cls, name)} on both sides."""
+
+
+def qualifiedName(cls: type) -> str:
+    """C{"KeyError"} for built-in types, C{"package.module.Class"} for the rest."""
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _text(error: BaseException) -> str:
+    try:
+        text = str(error)
+    except Exception:
+        text = f"<unprintable {type(error).__name__}>"
+    return text[:_MAX_MESSAGE]
+
+
+def describe(error: BaseException) -> tuple[str, str, tuple[Any, ...] | None]:
+    """
+    Describe C{error} for a FAIL message: C{(type name, message, details)}.
+
+    C{details} is C{(code, where)} for a violation, the C{args} of a
+    registered exception, and C{None} otherwise.  A L{RemoteError} passing
+    through (a method that forwards a call) keeps its remote type.
+    """
+    if isinstance(error, RemoteViolation):
+        return VIOLATION, error.message, (error.code, error.where)
+    if isinstance(error, RemoteError):
+        return error.remoteType, error.message, None
+    if isinstance(error, Violation):
+        return VIOLATION, error.message[:_MAX_MESSAGE], (error.code, error.where)
+    name = ERRORS.nameFor(type(error))
+    if name is not None:
+        return name, _text(error), tuple(error.args)
+    return qualifiedName(type(error)), _text(error), None
+
+
+def clipTraceback(text: str | None) -> str | None:
+    """Keep a traceback's last part if it is very long: the innermost frames matter most."""
+    if text is None or len(text) <= _MAX_TRACEBACK:
+        return text
+    return "...\n" + text[-_MAX_TRACEBACK:]
+
+
+def rebuild(typeName: str, message: str, traceback: str | None, details: Any) -> BaseException:
+    """
+    The exception a caller sees for a FAIL message: the registered type
+    rebuilt from its C{args}, or a L{RemoteError} (or one of its subclasses).
+    """
+    if typeName == VIOLATION:
+        code, where = details if _isPair(details) else ("violation", "")
+        return RemoteViolation(message, code, where, traceback)
+    if typeName == NO_SUCH_METHOD:
+        return NoSuchMethod(message, traceback)
+    if typeName == NO_SUCH_OBJECT:
+        return NoSuchObject(message, traceback)
+    cls = ERRORS.typeFor(typeName)
+    if cls is not None and details is not None:
+        try:
+            error = cls(*details)
+        except Exception:
+            # A registered type whose constructor does not take its own args
+            # back: still report the failure, as a RemoteError.
+            return RemoteError(typeName, message, traceback)
+        try:
+            error.remoteTraceback = traceback  # type: ignore[attr-defined]
+        except AttributeError:
+            pass
+        return error
+    return RemoteError(typeName, message, traceback)
+
+
+def _isPair(details: Any) -> bool:
+    return type(details) is tuple and len(details) == 2 and type(details[0]) is str and type(details[1]) is str
+
+
+def noSuchMethod(name: str) -> NoSuchMethod:
+    """The error for a call to C{name}, which is not a remote method of its target."""
+    return NoSuchMethod(f"{short_repr(name)} is not a remote method of this object")
+
+
+def noSuchObject(target: int) -> NoSuchObject:
+    """The error for a call to an export id the callee does not know."""
+    return NoSuchObject(f"no object is exported as {target} on this connection")

@@ -1,0 +1,209 @@
+"""What may be called remotely: L{Referenceable} objects and their L{remote} methods.
+
+Contract (the exposure rule): a peer can reach only instances of
+L{Referenceable} subclasses (the root given to C{serve}, and objects sent by
+reference in arguments and results), and on those only the methods marked
+with L{remote}.  Any other name, including inherited Python machinery like
+C{__init__} or C{__class__}, is a C{NoSuchMethod} error; nothing is looked up
+with C{getattr}.  A subclass that overrides a remote method without marking
+it again makes it not remote.  Each class's table of remote methods is built
+once, when the class is created, so finding a method is one dict lookup.
+
+Constraints given to L{remote} are checked, with
+L{framing.slicing.constraints.Constraint.validate}, on the side that runs the
+method: the arguments before it runs, the result before it is sent.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, TypeVar, overload
+
+from framing import Violation
+from framing.errors import KindRefused
+from framing.slicing.constraints import Constraint
+
+_MARK = "__chunkwire_remote__"
+
+F = TypeVar("F", bound=Callable[..., Any])
+ArgumentCheck = Callable[[tuple[Any, ...], dict[str, Any]], None]
+
+
+class RemoteMethod:
+    """
+    What L{remote} records about one method.
+
+    @ivar name: the method's name, as callers give it to C{callRemote}.
+    @ivar function: the plain function, called as C{function(obj, *args, **kwargs)}.
+    @ivar checkArguments: C{checkArguments(args, kwargs)} raises a
+        L{framing.Violation} for arguments the method refuses; or C{None}.
+    @ivar result: the constraint the result must satisfy, or C{None}.
+    """
+
+    __slots__ = ("name", "function", "checkArguments", "result")
+
+    def __init__(
+        self,
+        name: str,
+        function: Callable[..., Any],
+        checkArguments: ArgumentCheck | None,
+        result: Constraint | None,
+    ) -> None:
+        self.name = name
+        self.function = function
+        self.checkArguments = checkArguments
+        self.result = result
+
+    def __repr__(self) -> str:
+        return f"<RemoteMethod {self.name}>"
+
+
+@overload
+def remote(function: F, /) -> F: ...
+
+
+@overload
+def remote(
+    *, args: Constraint | Mapping[str, Constraint] | None = None, result: Constraint | None = None
+) -> Callable[[F], F]: ...
+
+
+def remote(
+    function: Any = None,
+    /,
+    *,
+    args: Constraint | Mapping[str, Constraint] | None = None,
+    result: Constraint | None = None,
+) -> Any:
+    """
+    Mark a method of a L{Referenceable} subclass as callable by the peer.
+
+    Use it bare (C{@remote}) or with constraints::
+
+        @remote(args={"key": Text(1024), "value": ByteString(1 << 20)}, result=Boolean())
+        def put(self, key, value): ...
+
+        @remote(args=TupleOf(Integer(0), Integer(0)))
+        def add(self, a, b): ...
+
+    @param args: either a mapping from parameter names to constraints, which
+        apply whether the argument is passed by position or by keyword
+        (parameters not named are not checked), or one constraint for the
+        tuple of positional arguments (typically a C{TupleOf}); a method
+        constrained that way accepts no keyword arguments.
+    @param result: a constraint the method's result must satisfy; a result
+        that does not fails the call with a C{RemoteViolation} at
+        C{"result..."} instead of being sent.
+    @raise TypeError: C{args} names a parameter the method does not have.
+    """
+
+    def mark(f: F) -> F:
+        spec = RemoteMethod(f.__name__, f, _argumentCheck(f, args), result)
+        f.__dict__[_MARK] = spec
+        return f
+
+    if function is not None:
+        return mark(function)
+    return mark
+
+
+def remoteMethodOf(value: Any) -> RemoteMethod | None:
+    """The L{RemoteMethod} recorded on C{value} by L{remote}, or C{None}."""
+    spec = getattr(value, _MARK, None)
+    return spec if isinstance(spec, RemoteMethod) else None
+
+
+class Referenceable:
+    """
+    Base class of objects the peer may call, and that are sent by reference:
+    an instance in an argument or a result reaches the other side as a
+    C{RemoteReference} to it (and comes back home as itself).  Mark the
+    methods to expose with L{remote}.
+
+    @cvar remoteMethods: name to L{RemoteMethod}, for this class and its bases.
+    """
+
+    remoteMethods: ClassVar[Mapping[str, RemoteMethod]] = {}  # noqa: N815 (Twisted-style name, like the ivars)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        table: dict[str, RemoteMethod] = {}
+        for klass in reversed(cls.__mro__):
+            for name, value in vars(klass).items():
+                spec = remoteMethodOf(value)
+                if spec is not None:
+                    table[name] = spec
+                else:
+                    # An override that is not marked is not remote.
+                    table.pop(name, None)
+        cls.remoteMethods = table
+
+
+# -- argument checks ------------------------------------------------------------
+
+
+def _argumentCheck(
+    function: Callable[..., Any], args: Constraint | Mapping[str, Constraint] | None
+) -> ArgumentCheck | None:
+    if args is None:
+        return None
+    if isinstance(args, Constraint):
+        return _tupleCheck(args)
+    return _mappingCheck(function, args)
+
+
+def _tupleCheck(constraint: Constraint) -> ArgumentCheck:
+    def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if kwargs:
+            raise KindRefused("this method takes positional arguments only", "kwargs")
+        try:
+            constraint.validate(args)
+        except Violation as violation:
+            violation.where = "args" + violation.where
+            raise
+
+    return check
+
+
+def _mappingCheck(function: Callable[..., Any], constraints: Mapping[str, Constraint]) -> ArgumentCheck:
+    parameters = list(inspect.signature(function).parameters.values())[1:]  # without self
+    named = {p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    unknown = set(constraints) - named
+    if unknown:
+        raise TypeError(f"{function.__qualname__} has no parameter named {', '.join(sorted(unknown))}")
+    for name, constraint in constraints.items():
+        if not isinstance(constraint, Constraint):
+            raise TypeError(f"the constraint for {name!r} is not a Constraint: {constraint!r}")
+    positional = tuple(
+        constraints.get(p.name) for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    )
+    by_name = {
+        name: constraint
+        for name, constraint in constraints.items()
+        if any(p.name == name and p.kind is not p.POSITIONAL_ONLY for p in parameters)
+    }
+    count = len(positional)
+
+    def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        for index, value in enumerate(args):
+            if index == count:
+                break  # extra positional arguments: the call itself will say
+            constraint = positional[index]
+            if constraint is not None:
+                _validate(constraint, value, f"args[{index}]")
+        if kwargs:
+            for name, value in kwargs.items():
+                constraint = by_name.get(name)
+                if constraint is not None:
+                    _validate(constraint, value, f"kwargs[{name!r}]")
+
+    return check
+
+
+def _validate(constraint: Constraint, value: Any, where: str) -> None:
+    try:
+        constraint.validate(value)
+    except Violation as violation:
+        violation.where = where + violation.where
+        raise

@@ -1,0 +1,175 @@
+"""References across one connection: L{RemoteReference}, and how references travel.
+
+Contract: a L{Referenceable} in an argument or a result is sent as OPEN
+C{"rpc.ref"}, the sender's export id, CLOSE; the receiver turns it into the
+one L{RemoteReference} it holds for that id on that connection (a new one if
+none is alive).  A L{RemoteReference} sent back over its own connection is
+sent as OPEN C{"rpc.yourref"}, the id, CLOSE, and arrives as the original
+object.  Sending a L{RemoteReference} over any other connection is an
+L{framing.EncodingError}: only the side that exports an object can hand it
+on.  How long exports live is the broker's business (see
+L{protocols.rpc.broker}); everything here is O(1) per reference.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet.defer import Deferred
+from zope.interface import implementer
+
+from framing import EncodingError, Limits
+from framing.errors import InvalidValue
+from framing.slicing.custom import PartsUnslicer
+from framing.slicing.interfaces import ISlicer
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+REF_OPEN_TYPE = "rpc.ref"
+"""An object exported by the sender: its export id follows."""
+YOURREF_OPEN_TYPE = "rpc.yourref"
+"""An object exported by the receiver, coming home: its export id follows."""
+
+
+class RemoteReference:
+    """
+    A callable handle on an object the other side of one connection exports.
+
+    There is at most one live L{RemoteReference} per object per connection,
+    so references compare (and hash) by identity, and the same remote object
+    received twice is the same L{RemoteReference}.  When the last one is
+    dropped, the exporting side is told, and forgets the object once no
+    other reference to it is in flight.
+
+    @ivar broker: the connection it belongs to.
+    @ivar exportId: the id the other side exports the object under.
+    """
+
+    __slots__ = ("broker", "exportId", "__weakref__")
+
+    def __init__(self, broker: Broker, export_id: int) -> None:
+        self.broker = broker
+        self.exportId = export_id
+
+    def callRemote(self, _name: str, /, *args: Any, **kwargs: Any) -> Deferred[Any]:
+        """
+        Call the remote method C{_name} with C{args} and C{kwargs}.
+
+        The call is one message in one write.  The returned L{Deferred} can be
+        awaited in a coroutine run by C{Deferred.fromCoroutine} or
+        C{ensureDeferred}, cancelled (the other side is told, and cancels the
+        method's own Deferred or coroutine), and bounded with
+        C{addTimeout(seconds, reactor)}.
+
+        @return: a L{Deferred} firing with the method's result, or failing
+            with a L{protocols.rpc.RemoteError} (or a registered exception
+            type), L{protocols.rpc.DeadReferenceError} if the connection is not
+            up, an L{framing.EncodingError} if an argument cannot be sent, a
+            L{framing.Violation} if this side refused the answer, the reason
+            the connection was lost, or C{CancelledError}.
+        """
+        return self.broker.callRemote(self.exportId, _name, args, kwargs)
+
+    def isConnected(self) -> bool:
+        """Whether calls through this reference can still be sent."""
+        return self.broker.isConnected()
+
+    def whenDisconnected(self) -> Deferred[BaseException]:
+        """A L{Deferred} firing with the exception that ended this reference's connection, once it ends."""
+        return self.broker.whenDisconnected()
+
+    def __repr__(self) -> str:
+        return f"<RemoteReference {self.exportId} on {self.broker!r}>"
+
+
+class ImportRecord(weakref.ref[RemoteReference]):
+    """
+    The receiver's record of one imported id: a weak reference to its
+    L{RemoteReference}, and how many times the id was received, which is the
+    count sent back in the RELEASE once the reference dies.
+
+    @ivar exportId: the id the other side exports the object under.
+    @ivar count: how many times that id was received for this reference.
+    """
+
+    __slots__ = ("exportId", "count")
+
+    def __new__(
+        cls, ref: RemoteReference, callback: Callable[[ImportRecord], None], export_id: int, count: int
+    ) -> ImportRecord:
+        return super().__new__(cls, ref, callback)
+
+    def __init__(
+        self, ref: RemoteReference, callback: Callable[[ImportRecord], None], export_id: int, count: int
+    ) -> None:
+        super().__init__(ref, callback)  # type: ignore[call-arg]
+        self.exportId = export_id
+        self.count = count
+
+
+# -- slicing ----------------------------------------------------------------------
+
+
+@implementer(ISlicer)
+class ReferenceableSlicer:
+    """Sends a L{Referenceable} as C{"rpc.ref"}, exporting it on the broker."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def slice(self, obj: Any, encoder: Any) -> None:
+        encoder.write_container(REF_OPEN_TYPE, obj, (self.broker.exportFor(obj),))
+
+
+@implementer(ISlicer)
+class RemoteReferenceSlicer:
+    """Sends a L{RemoteReference} home as C{"rpc.yourref"}; refuses any other connection."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def slice(self, obj: Any, encoder: Any) -> None:
+        if obj.broker is not self.broker:
+            raise EncodingError("a RemoteReference can only be sent over the connection it came from")
+        encoder.write_container(YOURREF_OPEN_TYPE, obj, (obj.exportId,))
+
+
+class _IdUnslicer(PartsUnslicer):
+    """One part: an export id, which is an INT token (no body kind is accepted)."""
+
+    part_kinds = (frozenset(),)
+    part_types = (int,)
+
+    def __init__(self, limits: Limits, broker: Broker) -> None:
+        super().__init__(limits)
+        self.broker = broker
+
+    def build(self, *parts: Any) -> Any:
+        (export_id,) = parts
+        if type(export_id) is not int or export_id < 0:
+            raise InvalidValue(f"{self.open_type} needs a non-negative export id")
+        return self.resolve(export_id)
+
+    def resolve(self, export_id: int) -> Any:
+        raise NotImplementedError
+
+
+class ReferenceUnslicer(_IdUnslicer):
+    """Builds the L{RemoteReference} for an id the sender exports."""
+
+    open_type = REF_OPEN_TYPE
+
+    def resolve(self, export_id: int) -> Any:
+        return self.broker.importReference(export_id)
+
+
+class YourReferenceUnslicer(_IdUnslicer):
+    """Builds the local object for an id this side exports."""
+
+    open_type = YOURREF_OPEN_TYPE
+
+    def resolve(self, export_id: int) -> Any:
+        return self.broker.localObject(export_id)

@@ -1,0 +1,224 @@
+"""The RPC messages on the wire: five small tagged tuples under one open-type.
+
+Contract: every RPC message is one top-level chunkwire object, OPEN C{"rpc"},
+an INT tag, the fields of that kind, CLOSE::
+
+    (CALL,    request_id, target_id, name, args_tuple, kwargs_dict)
+    (ANSWER,  request_id, result)
+    (FAIL,    request_id, type_name, message, traceback_or_None, details_or_None)
+    (CANCEL,  request_id)
+    (RELEASE, export_id, count)
+
+L{MessageUnslicer} checks each field as it arrives (the kind of a body at its
+header, the value once decoded), so a malformed message is refused without
+building the rest of it, and it is what makes a refusal traceable to its call:
+once it has the tag and the id it names every position below it
+C{"<call 17>.args"}, C{"<answer 9>.result"} and so on, so the C{where} of any
+L{framing.Violation} raised inside a message starts with that prefix
+(L{parseWhere} reads it back).  A refused call can then be failed by id even
+though the decoder dropped the whole message.  Cost per field: one table
+lookup and one check.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from zope.interface import implementer
+
+from framing import Limits
+from framing.errors import InvalidValue, KindRefused, TooManyItems, short_repr
+from framing.slicing.builtin import Unslicer
+from framing.slicing.interfaces import ISlicer
+from framing.wire import KIND_NAMES, OPEN, STRING
+
+OPEN_TYPE = "rpc"
+"""The open-type name of every RPC message."""
+
+CALL, ANSWER, FAIL, CANCEL, RELEASE = range(5)
+KINDS = ("call", "answer", "fail", "cancel", "release")
+FIELDS: tuple[tuple[str, ...], ...] = (
+    ("tag", "id", "target", "name", "args", "kwargs"),
+    ("tag", "id", "result"),
+    ("tag", "id", "type", "message", "traceback", "details"),
+    ("tag", "id"),
+    ("tag", "id", "count"),
+)
+"""The field names of each kind of message, in wire order (used in C{where})."""
+
+MAX_NAME = 256
+"""Longest method or error type name accepted, in characters."""
+
+ROOT_ID = 0
+"""The export id of the object a server exposes; never released."""
+
+
+class Message(tuple):  # type: ignore[type-arg]
+    """
+    One RPC message, as sent and as received.  A tuple subclass so that its
+    slicer is found by type and a received message cannot be confused with a
+    plain tuple a peer sent at the top level.
+    """
+
+    __slots__ = ()
+
+
+@implementer(ISlicer)
+class MessageSlicer:
+    """Writes a L{Message} as OPEN C{"rpc"}, its fields, CLOSE."""
+
+    def slice(self, obj: Any, encoder: Any) -> None:
+        encoder.write_container(OPEN_TYPE, obj, obj)
+
+
+# -- field checks ---------------------------------------------------------------
+
+
+def _identifier(value: Any) -> None:
+    if type(value) is not int or value < 0:
+        raise InvalidValue(f"expected a non-negative integer, got {short_repr(value)}")
+
+
+def _count(value: Any) -> None:
+    if type(value) is not int or value < 1:
+        raise InvalidValue(f"expected a positive integer, got {short_repr(value)}")
+
+
+def _name(value: Any) -> None:
+    if type(value) is not str or not value or len(value) > MAX_NAME:
+        raise InvalidValue(f"expected a name of 1 to {MAX_NAME} characters, got {short_repr(value)}")
+
+
+def _text(value: Any) -> None:
+    if type(value) is not str:
+        raise KindRefused(f"expected a string, got {type(value).__name__}")
+
+
+def _optionalText(value: Any) -> None:
+    if value is not None and type(value) is not str:
+        raise KindRefused(f"expected a string or None, got {type(value).__name__}")
+
+
+def _args(value: Any) -> None:
+    if type(value) is not tuple:
+        raise KindRefused(f"expected a tuple of arguments, got {type(value).__name__}")
+
+
+def _kwargs(value: Any) -> None:
+    if type(value) is not dict:
+        raise KindRefused(f"expected a dict of keyword arguments, got {type(value).__name__}")
+    for key in value:
+        if type(key) is not str:
+            raise InvalidValue(f"keyword argument names must be strings, not {short_repr(key)}")
+
+
+def _optionalTuple(value: Any) -> None:
+    if value is not None and type(value) is not tuple:
+        raise KindRefused(f"expected a tuple or None, got {type(value).__name__}")
+
+
+Check = Callable[[Any], None] | None
+_NO_BODY: frozenset[int] = frozenset()
+_STRING = frozenset({STRING})
+_OPEN = frozenset({OPEN})
+
+# Per kind, per field: the check of the decoded value, and the body kinds
+# accepted at the field's header (None: any).  Field 0, the tag, is checked
+# by the unslicer itself.
+_CHECKS: tuple[tuple[Check, ...], ...] = (
+    (None, _identifier, _identifier, _name, _args, _kwargs),
+    (None, _identifier, None),
+    (None, _identifier, _name, _text, _optionalText, _optionalTuple),
+    (None, _identifier),
+    (None, _identifier, _count),
+)
+_BODIES: tuple[tuple[frozenset[int] | None, ...], ...] = (
+    (_NO_BODY, _NO_BODY, _NO_BODY, _STRING, _OPEN, _OPEN),
+    (_NO_BODY, _NO_BODY, None),
+    (_NO_BODY, _NO_BODY, _STRING, _STRING, _STRING, _OPEN),
+    (_NO_BODY, _NO_BODY),
+    (_NO_BODY, _NO_BODY, _NO_BODY),
+)
+
+
+class MessageUnslicer(Unslicer):
+    """
+    Builds a L{Message}, checking each field as it arrives.
+
+    @ivar items: the fields received so far.
+    """
+
+    open_type = OPEN_TYPE
+
+    def __init__(self, limits: Limits) -> None:
+        super().__init__(limits)
+        self.items: list[Any] = []
+        self._checks: tuple[Check, ...] = (None,)
+        self._bodies: tuple[frozenset[int] | None, ...] = (_NO_BODY,)
+
+    def check_token(self, kind: int, size: int) -> None:
+        index = len(self.items)
+        bodies = self._bodies
+        if index >= len(bodies):
+            raise TooManyItems(f"an rpc {self._kind()} message has {len(bodies)} fields")
+        allowed = bodies[index]
+        if allowed is not None and kind not in allowed:
+            raise KindRefused(f"an rpc message field cannot be {KIND_NAMES.get(kind, kind)}")
+
+    def receive_child(self, obj: Any) -> None:
+        items = self.items
+        index = len(items)
+        if index == 0:
+            self._setKind(obj)
+        else:
+            checks = self._checks
+            if index >= len(checks):
+                raise TooManyItems(f"an rpc {self._kind()} message has {len(checks)} fields")
+            check = checks[index]
+            if check is not None:
+                check(obj)
+        items.append(obj)
+
+    def _setKind(self, tag: Any) -> None:
+        if type(tag) is not int or not 0 <= tag < len(_CHECKS):
+            raise InvalidValue(f"unknown rpc message tag {short_repr(tag)}")
+        self._checks = _CHECKS[tag]
+        self._bodies = _BODIES[tag]
+
+    def _kind(self) -> str:
+        return KINDS[self.items[0]] if self.items else "?"
+
+    def finish(self) -> Message:
+        if len(self.items) != len(self._checks):
+            raise InvalidValue(f"an rpc {self._kind()} message needs {len(self._checks)} fields, got {len(self.items)}")
+        return Message(self.items)
+
+    def child_where(self) -> str:
+        items = self.items
+        index = len(items)
+        if index < 2:
+            return "<rpc>"
+        tag = items[0]
+        fields = FIELDS[tag]
+        field = fields[index] if index < len(fields) else "?"
+        return f"<{KINDS[tag]} {items[1]}>.{field}"
+
+
+_WHERE = re.compile(r"<(call|answer|fail|cancel|release) (\d+)>\.?(.*)\Z", re.DOTALL)
+
+
+def parseWhere(where: str) -> tuple[int, int, str] | None:
+    """
+    Read back the prefix L{MessageUnslicer} put on a refusal's C{where}.
+
+    @return: C{(tag, id, rest)}, e.g. C{(CALL, 17, "args[2]")}, or C{None}
+        if the refusal cannot be traced to a message id (it happened before
+        the id arrived, or outside any RPC message).
+    """
+    match = _WHERE.match(where)
+    if match is None:
+        return None
+    kind, ident, rest = match.groups()
+    return KINDS.index(kind), int(ident), rest

@@ -1,0 +1,92 @@
+"""The key-value example runs as its docstrings say: a server process and client processes on endpoint strings."""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from twisted.trial.unittest import SynchronousTestCase
+
+ROOT = Path(__file__).resolve().parents[3]
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+
+
+def readUntil(process: subprocess.Popen[bytes], pattern: bytes, timeout: float = 20) -> re.Match[bytes]:
+    """Read a process's output until C{pattern} matches it; fail if it takes too long or the process ends."""
+    assert process.stdout is not None
+    fd = process.stdout.fileno()
+    output = b""
+    deadline = time.monotonic() + timeout
+    while True:
+        match = re.search(pattern, output)
+        if match:
+            return match
+        remaining = deadline - time.monotonic()
+        # Raw reads after select: a buffered readline could hold back a line select would not report.
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            raise AssertionError(f"{pattern!r} not seen in time: {output!r}")
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            raise AssertionError(f"the process ended before {pattern!r}: {output!r}")
+        output += chunk
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+    process.wait(timeout=10)
+    if process.stdout is not None:
+        process.stdout.close()
+
+
+class KeyValueExampleTests(SynchronousTestCase):
+    """examples/kv_server.py and examples/kv_client.py work together over TCP."""
+
+    def client(self, address: str, *arguments: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "examples/kv_client.py", "--connect", address, *arguments],
+            cwd=ROOT,
+            env=ENV,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+
+    def test_putGetListWatchDelete(self) -> None:
+        """The client CLI puts, gets, lists and deletes keys, and a watcher sees every change."""
+        server = subprocess.Popen(
+            [sys.executable, "examples/kv_server.py", "--listen", "tcp:0:interface=127.0.0.1"],
+            cwd=ROOT,
+            env=ENV,
+            stdout=subprocess.PIPE,
+        )
+        self.addCleanup(stop, server)
+        port = int(readUntil(server, rb"kv server listening on .* port=(\d+)\)").group(1))
+        address = f"tcp:host=127.0.0.1:port={port}"
+        put = self.client(address, "put", "colour", "blue")
+        self.assertEqual((put.returncode, put.stdout), (0, "put colour\n"), put.stderr)
+        self.assertEqual(self.client(address, "get", "colour").stdout, "blue\n")
+        self.client(address, "put", "count", "1")
+        self.assertEqual(self.client(address, "list").stdout, "colour\ncount\n")
+        self.assertEqual(self.client(address, "list", "co").stdout, "colour\ncount\n")
+        watcher = subprocess.Popen(
+            [sys.executable, "examples/kv_client.py", "--connect", address, "watch", "colour", "--count", "2"],
+            cwd=ROOT,
+            env=ENV,
+            stdout=subprocess.PIPE,
+        )
+        self.addCleanup(stop, watcher)
+        readUntil(watcher, rb"watching colour \(now 'blue'\)\n")
+        self.client(address, "put", "colour", "green")
+        deleted = self.client(address, "delete", "colour")
+        self.assertEqual((deleted.returncode, deleted.stdout), (0, "deleted colour\n"), deleted.stderr)
+        readUntil(watcher, rb"colour = green\ncolour deleted\n")
+        self.assertEqual(watcher.wait(timeout=20), 0)
+        missing = self.client(address, "get", "colour")
+        self.assertEqual((missing.returncode, missing.stderr), (1, "not found: colour\n"))
+        self.assertEqual(self.client(address, "delete", "colour").returncode, 1)
