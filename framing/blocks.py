@@ -7,8 +7,10 @@ buffer once nothing else shares it) when it reaches its cap, and caps grow
 geometrically from L{FIRST_BLOCK} to L{MAX_BLOCK}, as in CPython's
 C{_BlocksOutputBuffer}, so no single reallocation is ever larger than one
 block.  An immutable piece of at least L{LARGE_PIECE} bytes becomes a block of
-its own by reference: a large body is never copied into the buffer.  Peak
-memory is the output plus less than one block of slack.
+its own by reference: a large body is never copied into the buffer.  Once a
+full block of the largest size is sealed (a large output is under way), the
+next block is allocated whole up front, so filling it never reallocates.
+Peak memory is the output plus at most one block of slack.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import io
 from collections.abc import Callable
 
 FIRST_BLOCK = 16 * 1024
-MAX_BLOCK = 4 * 1024 * 1024
+MAX_BLOCK = 1024 * 1024
 LARGE_PIECE = 32 * 1024
 
 
@@ -87,7 +89,7 @@ class BlockBuffer:
 
     def take_blocks(self) -> list[bytes]:
         """Return everything written as a list of blocks and empty the buffer."""
-        self._seal()
+        self._seal(more=False)
         blocks = self._blocks
         self._blocks = []
         self._sealed = 0
@@ -95,7 +97,8 @@ class BlockBuffer:
         self._start_block(io.BytesIO())
         return blocks
 
-    def _seal(self) -> None:
+    def _seal(self, more: bool = True) -> None:
+        """Seal the current block; C{more}: output goes on after it."""
         size = self._current.tell()
         if not size:
             return
@@ -106,9 +109,8 @@ class BlockBuffer:
         self._blocks.append(self._current.getvalue())
         self._sealed += size
         self._cap = min(self._cap * 2, MAX_BLOCK)
-        # A block sealed full means a large output: give the next one its
-        # whole capacity up front.
-        self._start_block(_preallocated(self._cap))
+        large = more and size >= MAX_BLOCK
+        self._start_block(_preallocated(MAX_BLOCK) if large else io.BytesIO())
 
     def _start_block(self, block: io.BytesIO) -> None:
         self._current = block
