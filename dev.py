@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / "python"
-EXTRAS = "test,lint,bench"
+EXTRAS = "test,lint,bench,docs"
 
 
 def ensure_venv() -> None:
@@ -38,7 +38,9 @@ def ensure_venv() -> None:
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
     pip = [str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     subprocess.run([*pip, "--upgrade", "pip"], check=True)
-    subprocess.run([*pip, "-e", f".[{EXTRAS}]"], check=True, cwd=ROOT)
+    # compat mode: twist finds the plugins in twisted/plugins only this way.
+    editable = ["--config-settings", "editable_mode=compat"]
+    subprocess.run([*pip, *editable, "-e", f".[{EXTRAS}]"], check=True, cwd=ROOT)
     stamp.write_text(digest)
 
 

@@ -27,7 +27,7 @@ copyright = "the chunkwire developers"
 release = "0.1.0.dev0"
 
 extensions = ["sphinx.ext.autodoc"]
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "_generated", "snippets"]
 root_doc = "index"
 html_theme = "alabaster"
 
@@ -88,6 +88,34 @@ def _indented(doc: str | None, prefix: str) -> list[str]:
 
 def _process_docstring(app, what, name, obj, options, lines):  # type: ignore[no-untyped-def]
     lines[:] = epydoc_to_rest("\n".join(lines)).split("\n")
+
+
+def _generate_includes() -> None:
+    """
+    Write the page bodies that depend on files other helpers or commands
+    produce, so the site builds whether or not they exist yet:
+    C{_generated/benchmarks.rst} (drawn by C{make_plots.py}; a note until
+    then) and C{_generated/reliability.rst} (C{reliability.md} when present).
+    """
+    docs = Path(__file__).resolve().parent
+    generated = docs / "_generated"
+    generated.mkdir(exist_ok=True)
+    bench = generated / "benchmarks.rst"
+    if not bench.exists():
+        bench.write_text(
+            "The figures have not been drawn: run ``tox -e bench`` and then ``tox -e docs``\n"
+            "(or ``python docs/make_plots.py`` before building).\n",
+            "utf-8",
+        )
+    if (docs / "reliability.md").exists():
+        body = "The report is kept as ``docs/reliability.md``; it is reproduced here as written.\n\n"
+        body += ".. literalinclude:: ../reliability.md\n   :language: markdown\n"
+    else:
+        body = "The reliability report (``docs/reliability.md``) has not been written yet.\n"
+    (generated / "reliability.rst").write_text(body, "utf-8")
+
+
+_generate_includes()
 
 
 def setup(app):  # type: ignore[no-untyped-def]

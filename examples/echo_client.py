@@ -17,8 +17,9 @@ from typing import Any
 
 from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.task import react
+from twisted.logger import globalLogBeginner, textFileLogObserver
 
-from protocols import echo
+from protocols import TokenProtocol, echo
 
 SAMPLE: list[Any] = [
     None,
@@ -92,7 +93,11 @@ def main(argv: list[str]) -> None:
     )
     parser.add_argument("--count", type=int, default=2000, help="round trips to time (default 2000)")
     parser.add_argument("--window", type=int, default=100, help="requests in flight for the second run (default 100)")
+    parser.add_argument("--trace", action="store_true", help="log every token sent and received, readably")
     args = parser.parse_args(argv)
+    if args.trace:  # the tokens go to stderr, so that stdout stays the command's answer
+        TokenProtocol.trace = True
+        globalLogBeginner.beginLoggingTo([textFileLogObserver(sys.stderr)], redirectStandardIO=False)
     react(lambda reactor: Deferred.fromCoroutine(run(reactor, args.connect, args.count, args.window)))
 
 

@@ -17,11 +17,13 @@ import sys
 from typing import Any
 
 from twisted.internet.defer import Deferred
+from twisted.internet.endpoints import serverFromString
 from twisted.internet.task import react
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
 from framing import Limits
-from protocols import echo
+from protocols import TokenProtocol, echo
+from protocols.guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
 from protocols.testing import SelfSignedCertificate
 
 
@@ -33,9 +35,10 @@ def makeCertificate(directory: str) -> None:
     print("connect with: --connect", certificate.clientEndpoint(8751))
 
 
-async def serve(reactor: Any, descriptions: list[str], limits: Limits) -> None:
+async def serve(reactor: Any, descriptions: list[str], limits: Limits, policy: GuardPolicy | None = None) -> None:
+    factory = GuardedFactory(echo.serverFactory(limits), policy, reactor)
     for description in descriptions:
-        port: Any = await echo.serve(reactor, description, limits)
+        port: Any = await serverFromString(reactor, description).listen(factory)
         print(f"echo server listening on {description} ({port.getHost()})", flush=True)
     await Deferred()  # serve until interrupted
 
@@ -51,7 +54,10 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--make-cert", metavar="DIR", help="write a self-signed TLS certificate into DIR and exit")
     parser.add_argument("--max-bytes", type=int, default=Limits().max_bytes_length, help="largest byte string accepted")
     parser.add_argument("--quiet", action="store_true", help="do not log to stdout")
+    addGuardArguments(parser)
+    parser.add_argument("--trace", action="store_true", help="log every token sent and received, readably")
     args = parser.parse_args(argv)
+    TokenProtocol.trace = args.trace
     if args.make_cert:
         makeCertificate(args.make_cert)
         return
@@ -59,7 +65,8 @@ def main(argv: list[str]) -> None:
         observer: Any = textFileLogObserver(sys.stdout)
         globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
     limits = Limits(max_bytes_length=args.max_bytes)
-    react(lambda reactor: Deferred.fromCoroutine(serve(reactor, args.listen or ["tcp:8750"], limits)))
+    policy = policyFromArguments(args)
+    react(lambda reactor: Deferred.fromCoroutine(serve(reactor, args.listen or ["tcp:8750"], limits, policy)))
 
 
 if __name__ == "__main__":

@@ -24,8 +24,9 @@ from kv_server import KeyNotFound
 from twisted.application.internet import backoffPolicy
 from twisted.internet.defer import Deferred
 from twisted.internet.task import react
+from twisted.logger import globalLogBeginner, textFileLogObserver
 
-from protocols import rpc
+from protocols import TokenProtocol, rpc
 
 
 class Watcher(rpc.Referenceable):
@@ -105,7 +106,11 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--count", type=int, default=0, help="watch: stop after this many changes")
     parser.add_argument("command", choices=sorted(ARITY))
     parser.add_argument("arguments", nargs="*")
+    parser.add_argument("--trace", action="store_true", help="log every token sent and received, readably")
     args = parser.parse_args(argv)
+    if args.trace:  # the tokens go to stderr, so that stdout stays the command's answer
+        TokenProtocol.trace = True
+        globalLogBeginner.beginLoggingTo([textFileLogObserver(sys.stderr)], redirectStandardIO=False)
     arity = ARITY[args.command]
     if len(args.arguments) not in (arity if isinstance(arity, tuple) else (arity,)):
         parser.error(f"{args.command} takes {arity} argument(s)")

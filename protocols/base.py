@@ -21,10 +21,12 @@ from twisted.internet.defer import Deferred
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from zope.interface import directlyProvides, providedBy
 
 from framing import BlockBuffer, Decoder, Encoder, Limits, Ping, ProtocolError, Registry, Violation
 from framing.errors import BufferLimitExceeded, PeerError
 from framing.slicing.stream import stream_tokens
+from framing.trace import TokenTracer
 from framing.wire import ABORT, ERROR, PING, PONG, PREAMBLE, encode_header
 
 from .coalescing import CoalescingTransport
@@ -71,18 +73,30 @@ class TokenProtocol(Protocol):
     @ivar encoder: this connection's L{Encoder}.
     @ivar failure: the L{Failure} wrapping the L{ProtocolError} that dropped
         the connection, or C{None}.
+    @ivar trace: log every token sent and received, one readable line each
+        (see L{framing.trace}), through C{log} with the fields C{direction}
+        (C{"sent"} or C{"received"}), C{peer}, C{token}, C{kind} and
+        C{value}.  Off by default and free when off; set it with the
+        constructor's C{trace} argument, on a subclass, or on
+        C{TokenProtocol} itself to trace every connection in the process
+        (what the examples' C{--trace} does).  Read when the connection is made.
     """
 
     log = Logger()
     limits: Limits | None = None
     registry: Registry | None = None
+    trace: bool = False
     transport: Any
 
-    def __init__(self, limits: Limits | None = None, registry: Registry | None = None) -> None:
+    def __init__(
+        self, limits: Limits | None = None, registry: Registry | None = None, trace: bool | None = None
+    ) -> None:
         if limits is not None:
             self.limits = limits
         if registry is not None:
             self.registry = registry
+        if trace is not None:
+            self.trace = trace
         self.failure: Failure | None = None
         self._paused = False
         self._inDataReceived = False
@@ -104,6 +118,8 @@ class TokenProtocol(Protocol):
         transport.readingObserver = self._readingChanged
         self.decoder = Decoder(self.limits, self.registry)
         self.encoder = Encoder(self.registry)
+        if self.trace:
+            self._startTracing(transport)
         transport.write(PREAMBLE)
         Protocol.makeConnection(self, transport)  # type: ignore[no-untyped-call]
         self.flushAfterConnect()
@@ -116,6 +132,24 @@ class TokenProtocol(Protocol):
         packet on a latent link); whatever is held must be flushed soon.
         """
         self.transport.flush()
+
+    def _startTracing(self, transport: CoalescingTransport) -> None:
+        """Log each token both ways: tap the wrapped transport's writes and shadow C{dataReceived}."""
+        try:
+            address = transport.getPeer()
+        except Exception:
+            address = "an unknown peer"
+        host, port = getattr(address, "host", None), getattr(address, "port", None)
+        peer = f"{host}:{port}" if host is not None and port is not None else str(address)
+        transport.transport = _TracingWriter(transport.transport, self.log, peer)
+        received = TokenTracer()
+        untraced = type(self).dataReceived
+
+        def dataReceived(data: bytes) -> None:
+            _logTokens(self.log, "received", peer, received.feed(data))
+            untraced(self, data)
+
+        self.dataReceived = dataReceived  # type: ignore[method-assign]
 
     # -- hooks ---------------------------------------------------------------
 
@@ -330,3 +364,41 @@ class TokenProtocol(Protocol):
             return str(self.transport.getPeer())
         except Exception:
             return "an unknown peer"
+
+
+def _logTokens(log: Logger, direction: str, peer: str, events: Iterable[Any]) -> None:
+    arrow = "->" if direction == "sent" else "<-"
+    for event in events:
+        log.info(
+            "{peer} {arrow} {token}",
+            direction=direction,
+            arrow=arrow,
+            peer=peer,
+            token=event.text,
+            kind=event.kind,
+            value=event.value,
+        )
+
+
+class _TracingWriter:
+    """A transport proxy that logs the tokens of everything written through it (see L{TokenProtocol.trace})."""
+
+    def __init__(self, transport: Any, log: Logger, peer: str) -> None:
+        directlyProvides(self, providedBy(transport))
+        self._transport = transport
+        self._log = log
+        self._peer = peer
+        self._tracer = TokenTracer()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+    def write(self, data: bytes) -> None:
+        _logTokens(self._log, "sent", self._peer, self._tracer.feed(data))
+        self._transport.write(data)
+
+    def writeSequence(self, data: Iterable[bytes]) -> None:
+        data = list(data)
+        for piece in data:
+            _logTokens(self._log, "sent", self._peer, self._tracer.feed(piece))
+        self._transport.writeSequence(data)

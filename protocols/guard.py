@@ -1,0 +1,387 @@
+"""Guarding a server's connections against slow, silent, dead and too many peers.
+
+Contract: a connection of a guarded protocol is dropped, with a logged reason
+sent to the peer in an ERROR token and passed to C{connectionLost} as a
+L{GuardError}, when
+
+  - its preamble has not arrived C{preamble_timeout} seconds after connecting;
+  - an object has been in progress longer than C{stall_timeout} plus one
+    second per C{min_rate} bytes received for it (one byte a second, a
+    header that never ends and a body that never comes all fail this);
+  - one object grows past C{max_object_bytes} received bytes;
+  - nothing at all has arrived for C{keepalive_interval} seconds, a PING was
+    sent, and nothing has arrived C{keepalive_timeout} seconds after it (any
+    byte, the PONG included, shows that the peer is alive);
+  - no object has completed for C{idle_timeout} seconds;
+  - C{max_connections} connections of its factory, or C{max_per_peer} from
+    the same IP address, are already up (the new one is dropped at once).
+
+Cost: each received chunk stores a time stamp and adds a length; each
+connection has at most one pending timer, rescheduled only when it fires, so
+the per-byte and per-message cost does not depend on the timeouts.  A dropped
+connection that does not read its ERROR is aborted after C{abort_after}
+seconds, so an attacker cannot keep it open by not reading.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from twisted.internet.protocol import connectionDone
+from twisted.python.failure import Failure
+
+from framing import ProtocolError, Violation
+from framing.wire import PREAMBLE
+
+from .base import TokenProtocol
+
+
+class GuardError(ProtocolError):
+    """A guard dropped the connection; C{code} says which rule."""
+
+    code = "guard"
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class GuardPolicy:
+    """
+    The timeouts and caps of a guarded server; C{None} turns a rule off.
+
+    @ivar preamble_timeout: seconds for the peer's preamble to arrive.  10 s.
+    @ivar stall_timeout: seconds an object may be in progress, plus one
+        second per C{min_rate} bytes of it that arrived.  30 s.
+    @ivar min_rate: bytes per second a peer must keep up while sending an
+        object, after C{stall_timeout}.  1 KiB/s.
+    @ivar max_object_bytes: most bytes one object may take on the wire;
+        C{None} leaves it to L{framing.Limits}.
+    @ivar keepalive_interval: seconds of silence before a PING.  30 s.
+    @ivar keepalive_timeout: seconds after that PING for any byte to arrive.
+        10 s.
+    @ivar idle_timeout: seconds without a completed object.  15 min.
+    @ivar max_connections: most connections up at once per factory.  1000.
+    @ivar max_per_peer: most connections up at once from one IP address, so
+        that one host flooding the server leaves room for the others.  100.
+    @ivar abort_after: seconds a dropped connection may take to read its
+        ERROR before it is aborted.  2 s.
+    """
+
+    preamble_timeout: float | None = 10.0
+    stall_timeout: float | None = 30.0
+    min_rate: float = 1024.0
+    max_object_bytes: int | None = None
+    keepalive_interval: float | None = 30.0
+    keepalive_timeout: float | None = 10.0
+    idle_timeout: float | None = 900.0
+    max_connections: int | None = 1000
+    max_per_peer: int | None = 100
+    abort_after: float = 2.0
+
+
+class ConnectionCounter:
+    """
+    The connections up for one factory; shared by its guarded protocols.
+
+    @ivar active: how many are up now.
+    @ivar refused: how many were dropped for being over a limit.
+    @ivar perPeer: connections up now per peer host.
+    """
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.refused = 0
+        self.perPeer: dict[str, int] = {}
+
+    def admit(self, host: str, policy: GuardPolicy) -> str | None:
+        """Count a new connection from C{host}, or say why it is over a limit."""
+        total, mine = policy.max_connections, policy.max_per_peer
+        if total is not None and self.active >= total:
+            self.refused += 1
+            return f"{self.active} connections are up, the limit is {total}"
+        if mine is not None and self.perPeer.get(host, 0) >= mine:
+            self.refused += 1
+            return f"{self.perPeer[host]} connections from {host} are up, the limit per peer is {mine}"
+        self.active += 1
+        self.perPeer[host] = self.perPeer.get(host, 0) + 1
+        return None
+
+    def release(self, host: str) -> None:
+        """Uncount a connection from C{host}."""
+        self.active -= 1
+        left = self.perPeer.pop(host, 1) - 1
+        if left:
+            self.perPeer[host] = left
+
+
+class Guarded(TokenProtocol):
+    """
+    Mix this in before a L{TokenProtocol} subclass (see L{guarded}) to apply
+    a L{GuardPolicy} to each of its connections.
+
+    @ivar guardPolicy: the rules; the defaults unless set on the class or
+        instance.
+    @ivar guardClock: an C{IReactorTime}; the global reactor if C{None}.
+    @ivar guardCounter: the L{ConnectionCounter} shared with the other
+        connections of the same factory, or C{None} for no connection cap.
+    """
+
+    guardPolicy: GuardPolicy = GuardPolicy()  # noqa: N815 (Twisted's camelCase)
+    guardClock: Any = None  # noqa: N815
+    guardCounter: ConnectionCounter | None = None  # noqa: N815
+
+    _guardTimer: Any = None  # noqa: N815
+    _guardAbort: Any = None  # noqa: N815
+    _guardCounted = False  # noqa: N815
+
+    def makeConnection(self, transport: Any) -> None:
+        """Start the clocks, count the connection, and refuse it if too many are up."""
+        clock = self.guardClock
+        if clock is None:
+            from twisted.internet import reactor
+
+            clock = self.guardClock = reactor
+        now = clock.seconds()
+        self._guardConnected = self._guardLastByte = self._guardLastObject = now
+        self._guardReceived = 0
+        self._guardObjectStart: float | None = None
+        self._guardObjectBytes = 0
+        self._guardPingAt: float | None = None
+        self._guardPingId = 0
+        super().makeConnection(transport)
+        counter = self.guardCounter
+        if counter is not None and self.failure is None:
+            self._guardHost = _host(transport)
+            refusal = counter.admit(self._guardHost, self.guardPolicy)
+            if refusal is not None:
+                self.transport.flush()  # a held preamble first, so that the peer can read the ERROR
+                self._guardDrop("too-many-connections", refusal)
+                return
+            self._guardCounted = True
+        if self.failure is None:
+            self._guardSchedule()
+
+    # -- what the peer does ----------------------------------------------------
+
+    def dataReceived(self, data: bytes) -> None:
+        """Note the time and the progress of the object in progress, then decode."""
+        now = self._guardLastByte = self.guardClock.seconds()
+        self._guardReceived += len(data)
+        self._guardObjectBytes += len(data)
+        super().dataReceived(data)
+        if self.failure is not None:
+            return
+        if (self.decoder.at_boundary and not self._held) or self._guardReceived <= len(PREAMBLE):
+            # (A partial preamble is the preamble rule's business.)
+            self._guardObjectStart = None
+            self._guardObjectBytes = 0
+            return
+        if self._guardObjectStart is None:
+            self._guardObjectStart = now
+            self._guardStallStarted()
+        limit = self.guardPolicy.max_object_bytes
+        if limit is not None and self._guardObjectBytes > limit and not self._paused:
+            self._guardDrop("object-too-large", f"an object took more than {limit} bytes on the wire")
+
+    def _guardStallStarted(self) -> None:
+        """An object is now in progress: make sure the timer fires by its stall deadline."""
+        stall, timer = self.guardPolicy.stall_timeout, self._guardTimer
+        if stall is None or timer is None or not timer.active():
+            return
+        if timer.getTime() > self.guardClock.seconds() + stall:
+            timer.cancel()
+            self._guardSchedule()
+
+    def objectReceived(self, obj: Any) -> None:
+        self._guardLastObject = self.guardClock.seconds()
+        super().objectReceived(obj)
+
+    def objectRefused(self, violation: Violation) -> None:
+        self._guardLastObject = self.guardClock.seconds()
+        super().objectRefused(violation)
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        """Stop the timer and uncount the connection."""
+        for timer in (self._guardTimer, self._guardAbort):
+            if timer is not None and timer.active():
+                timer.cancel()
+        self._guardTimer = self._guardAbort = None
+        if self._guardCounted and self.guardCounter is not None:
+            self._guardCounted = False
+            self.guardCounter.release(self._guardHost)
+        super().connectionLost(reason)
+
+    # -- the timer -------------------------------------------------------------
+
+    def _guardDeadlines(self) -> list[tuple[float, str]]:
+        """Each active rule's next deadline with its name."""
+        policy = self.guardPolicy
+        deadlines = []
+        if policy.preamble_timeout is not None and self._guardReceived < len(PREAMBLE):
+            deadlines.append((self._guardConnected + policy.preamble_timeout, "preamble"))
+        start = self._guardObjectStart
+        if policy.stall_timeout is not None and start is not None and not self._paused:
+            allowed = policy.stall_timeout + self._guardObjectBytes / policy.min_rate
+            deadlines.append((start + allowed, "stall"))
+        if policy.keepalive_interval is not None:
+            if self._guardPingAt is None or self._guardLastByte > self._guardPingAt:
+                deadlines.append((self._guardLastByte + policy.keepalive_interval, "ping"))
+            elif policy.keepalive_timeout is not None:
+                deadlines.append((self._guardPingAt + policy.keepalive_timeout, "keepalive"))
+        if policy.idle_timeout is not None:
+            deadlines.append((self._guardLastObject + policy.idle_timeout, "idle"))
+        return deadlines
+
+    def _guardSchedule(self) -> None:
+        deadlines = self._guardDeadlines()
+        if deadlines:
+            when = min(deadline for deadline, _ in deadlines)
+            delay = max(0.0, when - self.guardClock.seconds())
+            self._guardTimer = self.guardClock.callLater(delay, self._guardCheck)
+
+    def _guardCheck(self) -> None:
+        self._guardTimer = None
+        if self.failure is not None or self.transport is None:
+            return
+        now = self.guardClock.seconds()
+        for deadline, rule in sorted(self._guardDeadlines()):
+            if deadline > now:
+                break
+            if rule == "ping":
+                self._guardPingAt = now
+                self._guardPingId += 1
+                self.sendPing(self._guardPingId)
+                continue
+            self._guardDrop(*self._guardReason(rule, now))
+            return
+        self._guardSchedule()
+
+    def _guardReason(self, rule: str, now: float) -> tuple[str, str]:
+        policy = self.guardPolicy
+        if rule == "preamble":
+            return "preamble-timeout", f"no preamble within {policy.preamble_timeout} s ({self._guardReceived} bytes)"
+        if rule == "stall":
+            return (
+                "stalled",
+                f"an object was in progress for {now - (self._guardObjectStart or now):.1f} s with only "
+                f"{self._guardObjectBytes} bytes received (at least {policy.min_rate:g} bytes/s "
+                f"after {policy.stall_timeout} s)",
+            )
+        if rule == "keepalive":
+            return "keepalive-timeout", f"nothing received within {policy.keepalive_timeout} s of a PING"
+        return "idle-timeout", f"no object received for {policy.idle_timeout} s"
+
+    def _guardDrop(self, code: str, message: str) -> None:
+        """Drop the connection as for a ProtocolError, and abort it if it lingers."""
+        if self.failure is not None:
+            return
+        self._protocolFailed(GuardError(code, message))
+        transport = self.transport
+        self._guardAbort = self.guardClock.callLater(self.guardPolicy.abort_after, _abortIfOpen, transport)
+
+
+def _host(transport: Any) -> str:
+    try:
+        return str(getattr(transport.getPeer(), "host", "?"))
+    except Exception:
+        return "?"
+
+
+def _abortIfOpen(transport: Any) -> None:
+    inner = getattr(transport, "transport", transport)
+    if getattr(inner, "connected", False):
+        transport.abortConnection()
+
+
+_GUARDED: dict[type, type] = {}
+
+
+def guarded(protocolClass: type[TokenProtocol]) -> type[Guarded]:
+    """A subclass of C{protocolClass} with L{Guarded} mixed in (made once per class)."""
+    made = _GUARDED.get(protocolClass)
+    if made is None:
+        made = _GUARDED[protocolClass] = type(f"Guarded{protocolClass.__name__}", (Guarded, protocolClass), {})
+    return made
+
+
+def guard(protocol: TokenProtocol, policy: GuardPolicy, counter: ConnectionCounter | None, clock: Any = None) -> Any:
+    """
+    Turn C{protocol}, just built and not yet connected, into its L{guarded}
+    class with C{policy}, C{counter} and C{clock}; returns it.
+    """
+    protocol.__class__ = guarded(type(protocol))
+    made: Any = protocol
+    made.guardPolicy = policy
+    made.guardCounter = counter
+    made.guardClock = clock
+    return made
+
+
+class GuardedFactory:
+    """
+    Wraps a factory of L{TokenProtocol}s so that each protocol it builds is
+    L{guard}ed, all sharing one L{ConnectionCounter}.  Other attributes are
+    the wrapped factory's.
+
+    @ivar counter: the connections up now and refused so far.
+    """
+
+    def __init__(self, factory: Any, policy: GuardPolicy | None = None, clock: Any = None) -> None:
+        self.wrappedFactory = factory
+        self.policy = policy or GuardPolicy()
+        self.clock = clock
+        self.counter = ConnectionCounter()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.wrappedFactory, name)
+
+    def buildProtocol(self, addr: Any) -> Any:
+        protocol = self.wrappedFactory.buildProtocol(addr)
+        if protocol is None:
+            return None
+        return guard(protocol, self.policy, self.counter, self.clock)
+
+
+def addGuardArguments(parser: Any, policy: GuardPolicy | None = None) -> None:
+    """Add the command-line options of a L{GuardPolicy} to an C{argparse} parser."""
+    policy = policy or GuardPolicy()
+
+    def seconds(text: str) -> float | None:
+        value = float(text)
+        return None if value <= 0 else value
+
+    for name, help in [
+        ("preamble_timeout", "seconds for a client's preamble to arrive"),
+        ("stall_timeout", "seconds an object may take, plus one per --min-rate bytes"),
+        ("keepalive_interval", "seconds of silence before a PING"),
+        ("keepalive_timeout", "seconds after a PING for the client to answer"),
+        ("idle_timeout", "seconds without a complete object"),
+    ]:
+        option = "--" + name.replace("_", "-")
+        parser.add_argument(option, type=seconds, default=getattr(policy, name), metavar="S", help=f"{help} (0: never)")
+    parser.add_argument("--min-rate", type=float, default=policy.min_rate, help="bytes/s while sending an object")
+    parser.add_argument("--max-object-bytes", type=int, default=policy.max_object_bytes, help="wire bytes per object")
+    parser.add_argument(
+        "--max-connections", type=int, default=policy.max_connections, help="connections up at once (0: no limit)"
+    )
+    parser.add_argument(
+        "--max-per-peer", type=int, default=policy.max_per_peer, help="connections up at once per IP (0: no limit)"
+    )
+
+
+def policyFromArguments(args: Any) -> GuardPolicy:
+    """The L{GuardPolicy} that the options of L{addGuardArguments} describe."""
+    return GuardPolicy(
+        preamble_timeout=args.preamble_timeout,
+        stall_timeout=args.stall_timeout,
+        min_rate=args.min_rate,
+        max_object_bytes=args.max_object_bytes or None,
+        keepalive_interval=args.keepalive_interval,
+        keepalive_timeout=args.keepalive_timeout,
+        idle_timeout=args.idle_timeout,
+        max_connections=args.max_connections or None,
+        max_per_peer=args.max_per_peer or None,
+    )

@@ -1,0 +1,244 @@
+"""protocols.guard: preamble, stall, keepalive and idle timeouts and the connection cap, on a fake clock."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.internet.threads import deferToThread
+from twisted.trial.unittest import SynchronousTestCase, TestCase
+
+from framing import dumps
+from framing.wire import BYTES, PING, PONG, PREAMBLE, encode_header
+from protocols import rpc
+from protocols.echo import EchoServer
+from protocols.guard import ConnectionCounter, GuardedFactory, GuardError, GuardPolicy, guard
+
+from .helpers import pytestTest, tokenBytes, trialTest
+
+POLICY = GuardPolicy(
+    preamble_timeout=5.0,
+    stall_timeout=3.0,
+    min_rate=100.0,
+    keepalive_interval=10.0,
+    keepalive_timeout=4.0,
+    idle_timeout=60.0,
+    max_connections=2,
+    abort_after=1.0,
+)
+
+
+class _Connection:
+    """One guarded echo server on a StringTransport."""
+
+    def __init__(self, clock: Clock, policy: GuardPolicy = POLICY, counter: ConnectionCounter | None = None) -> None:
+        self.protocol: Any = guard(EchoServer(), policy, counter, clock)
+        self.transport = StringTransport()
+        self.protocol.makeConnection(self.transport)
+        self.lost: list[Any] = []
+        original = self.protocol.connectionLost
+
+        def lost(reason: Any) -> None:
+            self.lost.append(reason)
+            original(reason)
+
+        self.protocol.connectionLost = lost
+
+    def dropped(self) -> str | None:
+        """The guard's code if it dropped the connection."""
+        failure = self.protocol.failure
+        if failure is None:
+            return None
+        assert isinstance(failure.value, GuardError), failure
+        return str(failure.value.code)
+
+    def close(self) -> None:
+        self.protocol.connectionLost(self.protocol.failure or Exception("closed"))
+
+
+class GuardTests(SynchronousTestCase):
+    """Each guard rule drops exactly the connections it should, at the right time."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+
+    def test_preambleTimeout(self) -> None:
+        """A connection that never sends its preamble is dropped after preamble_timeout, with an ERROR."""
+        connection = _Connection(self.clock)
+        self.clock.advance(4.9)
+        self.assertIsNone(connection.dropped())
+        self.clock.advance(0.2)
+        self.assertEqual(connection.dropped(), "preamble-timeout")
+        self.assertTrue(connection.transport.disconnecting)
+        self.assertIn(b"no preamble", connection.transport.value())
+
+    def test_preambleInTime(self) -> None:
+        """A preamble that arrives in time, byte by byte, is not dropped by the preamble rule."""
+        connection = _Connection(self.clock)
+        for byte in PREAMBLE:
+            connection.protocol.dataReceived(bytes([byte]))
+            self.clock.advance(0.5)
+        self.clock.advance(5)
+        self.assertIsNone(connection.dropped())
+
+    def test_slowHeader(self) -> None:
+        """One byte a second of an object is dropped as stalled after about stall_timeout."""
+        connection = _Connection(self.clock)
+        connection.protocol.dataReceived(PREAMBLE)
+        header = encode_header(BYTES, 100_000)
+        for byte in header:
+            connection.protocol.dataReceived(bytes([byte]))
+            self.clock.advance(1)
+            if connection.dropped():
+                break
+        self.assertEqual(connection.dropped(), "stalled")
+        self.assertLessEqual(self.clock.seconds(), 4)
+
+    def test_bodyNeverComes(self) -> None:
+        """A header whose body never comes is dropped as stalled."""
+        connection = _Connection(self.clock)
+        connection.protocol.dataReceived(PREAMBLE + encode_header(BYTES, 1000) + b"x" * 10)
+        self.clock.advance(3.5)
+        self.assertEqual(connection.dropped(), "stalled")
+
+    def test_steadyObject(self) -> None:
+        """An object arriving at min_rate or faster is not dropped, however long it takes."""
+        connection = _Connection(self.clock)
+        body = b"y" * 3000
+        connection.protocol.dataReceived(PREAMBLE + encode_header(BYTES, len(body)))
+        for start in range(0, len(body), 150):
+            connection.protocol.dataReceived(body[start : start + 150])
+            self.clock.advance(1)
+        self.assertIsNone(connection.dropped())
+        self.assertTrue(connection.transport.value().endswith(tokenBytes(dumps(body))))
+
+    def test_keepalivePingAnswered(self) -> None:
+        """After keepalive_interval of silence a PING goes out; a PONG keeps the connection."""
+        connection = _Connection(self.clock)
+        connection.protocol.dataReceived(PREAMBLE)
+        connection.transport.clear()
+        self.clock.advance(10.1)
+        self.assertEqual(connection.transport.value(), encode_header(PING, 1))
+        self.clock.advance(1)
+        connection.protocol.dataReceived(encode_header(PONG, 1))
+        self.clock.advance(5)
+        self.assertIsNone(connection.dropped())
+
+    def test_keepaliveTimeout(self) -> None:
+        """A peer that answers nothing after a PING is dropped keepalive_timeout later."""
+        connection = _Connection(self.clock)
+        connection.protocol.dataReceived(PREAMBLE)
+        self.clock.advance(10.1)
+        self.assertIsNone(connection.dropped())
+        self.clock.advance(4)
+        self.assertEqual(connection.dropped(), "keepalive-timeout")
+
+    def test_idleTimeout(self) -> None:
+        """A peer that answers PINGs but sends no object is dropped after idle_timeout."""
+        connection = _Connection(self.clock)
+        connection.protocol.dataReceived(PREAMBLE)
+        for _ in range(20):
+            self.clock.advance(5)
+            connection.protocol.dataReceived(encode_header(PONG, 1))
+            if connection.dropped():
+                break
+        self.assertEqual(connection.dropped(), "idle-timeout")
+        self.assertAlmostEqual(self.clock.seconds(), 60, delta=5)
+
+    def test_objectsKeepItOpen(self) -> None:
+        """A peer sending an object now and then is never dropped."""
+        connection = _Connection(self.clock)
+        connection.protocol.dataReceived(PREAMBLE)
+        for _ in range(30):
+            self.clock.advance(9)
+            connection.protocol.dataReceived(tokenBytes(dumps([1, "two"])))
+        self.assertIsNone(connection.dropped())
+
+    def test_maxConnections(self) -> None:
+        """Past max_connections a new connection is dropped at once; closing one makes room."""
+        counter = ConnectionCounter()
+        first, second = _Connection(self.clock, counter=counter), _Connection(self.clock, counter=counter)
+        third = _Connection(self.clock, counter=counter)
+        self.assertEqual((first.dropped(), second.dropped()), (None, None))
+        self.assertEqual(third.dropped(), "too-many-connections")
+        self.assertEqual((counter.active, counter.refused, counter.perPeer), (2, 1, {"192.168.1.1": 2}))
+        first.close()
+        third.close()
+        self.assertEqual(counter.active, 1)
+        self.assertIsNone(_Connection(self.clock, counter=counter).dropped())
+
+    def test_maxPerPeer(self) -> None:
+        """Past max_per_peer connections from one host a new one from it is dropped at once."""
+        policy = GuardPolicy(max_connections=10, max_per_peer=1)
+        counter = ConnectionCounter()
+        first = _Connection(self.clock, policy, counter)
+        second = _Connection(self.clock, policy, counter)
+        self.assertIsNone(first.dropped())
+        self.assertEqual(second.dropped(), "too-many-connections")
+        self.assertIn(b"limit per peer is 1", second.transport.value())
+
+    def test_maxObjectBytes(self) -> None:
+        """An object larger on the wire than max_object_bytes drops the connection."""
+        policy = GuardPolicy(max_object_bytes=1000, max_connections=None)
+        connection = _Connection(self.clock, policy)
+        connection.protocol.dataReceived(PREAMBLE + encode_header(BYTES, 5000) + b"z" * 1200)
+        self.assertEqual(connection.dropped(), "object-too-large")
+
+    def test_timerCancelledOnLoss(self) -> None:
+        """A lost connection leaves no timer behind."""
+        connection = _Connection(self.clock)
+        connection.protocol.dataReceived(PREAMBLE)
+        connection.close()
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_abortsIfPeerDoesNotRead(self) -> None:
+        """A dropped connection still open abort_after seconds later is aborted."""
+        connection = _Connection(self.clock)
+        connection.transport.connected = True
+        self.clock.advance(5.1)
+        self.clock.advance(1.1)
+        self.assertTrue(connection.transport.disconnected)
+
+
+async def guardedRpc(reactor: Any) -> None:
+    """A guarded RPC server over loopback TCP answers calls and drops a silent connection after its preamble timeout."""
+    from tests.protocols.rpc.services import Service
+
+    factory = GuardedFactory(rpc.serverFactory(Service(), clock=reactor), GuardPolicy(preamble_timeout=0.3), reactor)
+    port = await _listen(reactor, factory)
+    try:
+        ref = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={port.getHost().port}")
+        assert await ref.callRemote("add", 2, 3) == 5
+        data = await deferToThread(_readUntilClosed, port.getHost().port)
+        assert b"no preamble" in data, data
+        assert await ref.callRemote("add", 1, 1) == 2
+        await ref.broker.disconnect()
+    finally:
+        await factory.disconnectAll()
+        await port.stopListening()
+
+
+def _readUntilClosed(port: int) -> bytes:
+    """Connect, send nothing, and read until the server closes (in a thread: it blocks)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as silent:
+        data = b""
+        while chunk := silent.recv(4096):
+            data += chunk
+        return data
+
+
+async def _listen(reactor: Any, factory: Any) -> Any:
+    from twisted.internet.endpoints import serverFromString
+
+    return await serverFromString(reactor, "tcp:0:interface=127.0.0.1").listen(factory)
+
+
+class GuardReactorTests(TestCase):
+    """The guard on a real server under trial."""
+
+    test_guarded_rpc = trialTest(guardedRpc)
+
+
+test_guarded_rpc = pytestTest(guardedRpc)

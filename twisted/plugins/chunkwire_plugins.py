@@ -1,0 +1,133 @@
+"""twist plugins for chunkwire's services: C{twist chunkwire-echo} and C{twist chunkwire-kv}.
+
+    twist chunkwire-echo --listen tcp:8750
+    twist chunkwire-kv --listen tcp:8760 --listen unix:/tmp/kv.sock
+    twist chunkwire-echo --help
+
+This file lives in C{twisted/plugins/} (a directory without C{__init__.py})
+so that Twisted's plugin system finds it; it only names the services, the
+code is in L{protocols}.  Keep it cheap to import: C{twist} imports every
+plugin file to list them.
+"""
+
+# Twisted spells its option tables and plugin objects in mixedCase.
+# ruff: noqa: N815, N816
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.application.service import IServiceMaker
+from twisted.plugin import IPlugin
+from twisted.python import usage
+from zope.interface import implementer
+
+
+class _Options(usage.Options):
+    """Options every chunkwire service shares: where to listen, limits, tracing."""
+
+    defaultListen = "tcp:8750"
+    optFlags = [["trace", None, "Log every token sent and received, in readable form (slow; for debugging)."]]
+    optParameters = [["max-bytes", None, None, "Largest byte string accepted, in bytes (default 256 MiB).", int]]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self["listen"] = []
+
+    def opt_listen(self, description: str) -> None:
+        # Twisted shows this docstring as the option's help text, joined as is.
+        """Listen on this Twisted endpoint (repeatable): tcp:8750, ssl:8751:privateKey=k.pem, unix:/tmp/c.sock."""
+        self["listen"].append(description)
+
+    opt_l = opt_listen
+
+    def postOptions(self) -> None:
+        if not self["listen"]:
+            self["listen"] = [self.defaultListen]
+
+    def limits(self) -> Any:
+        from framing import Limits
+
+        if self["max-bytes"] is None:
+            return None
+        return Limits(max_bytes_length=self["max-bytes"])
+
+
+class EchoOptions(_Options):
+    """C{twist chunkwire-echo} options."""
+
+    synopsis = "[--listen ENDPOINT ...] [--trace]"
+    longdesc = "Run chunkwire's echo service: every object a client sends comes back unchanged."
+
+
+class KeyValueOptions(_Options):
+    """C{twist chunkwire-kv} options."""
+
+    defaultListen = "tcp:8760"
+    synopsis = "[--listen ENDPOINT ...] [--tracebacks] [--trace]"
+    longdesc = (
+        "Run chunkwire's key-value RPC service (get, put, delete, list, watch; see protocols.kv). "
+        "The store lives in memory, shared by every connection."
+    )
+    optFlags = _Options.optFlags + [["tracebacks", None, "Send the traceback of a failed call to the caller."]]
+
+
+def _listening(options: _Options, factory: Any) -> Any:
+    """A MultiService with one endpoint service per C{--listen}."""
+    from twisted.application.internet import StreamServerEndpointService
+    from twisted.application.service import MultiService
+    from twisted.internet import reactor
+    from twisted.internet.endpoints import serverFromString
+
+    parent = MultiService()
+    for description in options["listen"]:
+        endpoint = serverFromString(reactor, description)
+        StreamServerEndpointService(endpoint, factory).setServiceParent(parent)
+    return parent
+
+
+def _tracing(options: _Options) -> None:
+    if options["trace"]:
+        from protocols import TokenProtocol
+
+        TokenProtocol.trace = True
+
+
+@implementer(IServiceMaker, IPlugin)
+class EchoServiceMaker:
+    """Makes the C{chunkwire-echo} service."""
+
+    tapname = "chunkwire-echo"
+    description = "chunkwire's echo service: sends back every object it receives."
+    options = EchoOptions
+
+    def makeService(self, options: EchoOptions) -> Any:
+        from protocols import echo
+
+        _tracing(options)
+        return _listening(options, echo.serverFactory(options.limits()))
+
+
+@implementer(IServiceMaker, IPlugin)
+class KeyValueServiceMaker:
+    """Makes the C{chunkwire-kv} service."""
+
+    tapname = "chunkwire-kv"
+    description = "chunkwire's key-value store over RPC (get, put, delete, list, watch)."
+    options = KeyValueOptions
+
+    def makeService(self, options: KeyValueOptions) -> Any:
+        from twisted.internet import reactor
+
+        from protocols import rpc
+        from protocols.kv import KeyValueStore
+
+        _tracing(options)
+        factory = rpc.serverFactory(
+            KeyValueStore(), clock=reactor, tracebacks=options["tracebacks"], limits=options.limits()
+        )
+        return _listening(options, factory)
+
+
+echoServiceMaker = EchoServiceMaker()
+keyValueServiceMaker = KeyValueServiceMaker()
