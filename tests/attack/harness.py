@@ -1,0 +1,272 @@
+"""Run the example servers as subprocesses, attack them while honest clients call them, and measure.
+
+Contract: L{ExampleServer} starts C{examples/echo_server.py} or
+C{examples/kv_server.py} on a loopback port with L{SERVER_OPTIONS}, logs to
+a file, and reads its RSS from C{/proc}.  L{runCase} measures the honest
+clients' p99 alone and then with one attack running, in the same run, and
+returns one row of figures; L{runCampaign} does it for every attack.  Every
+wait is bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .attacks import ATTACKS
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+
+PREAMBLE_TIMEOUT = 2.0
+STALL_TIMEOUT = 2.0
+MIN_RATE = 1024.0
+MAX_CONNECTIONS = 400
+MAX_PER_PEER = 200
+MAX_OBJECT_BYTES = 4 * 1024 * 1024
+SERVER_OPTIONS = [
+    f"--preamble-timeout={PREAMBLE_TIMEOUT}",
+    f"--stall-timeout={STALL_TIMEOUT}",
+    f"--min-rate={MIN_RATE}",
+    "--keepalive-interval=5",
+    "--keepalive-timeout=3",
+    "--idle-timeout=60",
+    f"--max-connections={MAX_CONNECTIONS}",
+    f"--max-per-peer={MAX_PER_PEER}",
+    f"--max-object-bytes={MAX_OBJECT_BYTES}",
+]
+"""Guard settings tightened so that each attack is decided in seconds."""
+
+RSS_BOUND = 96 * 1024 * 1024
+"""Most the server's peak RSS may grow during one attack: its limits allow a
+1 MiB body per connection and 4 MiB on the wire per object."""
+
+P99_RATIO = 5.0
+P99_FLOOR = 0.002
+"""p99s under 2 ms are compared as 2 ms: below that, loopback scheduling noise
+on a 2-core machine is larger than anything an attack does."""
+
+
+class ExampleServer:
+    """One example server process on a loopback port."""
+
+    def __init__(self, kind: str, logPath: Path) -> None:
+        self.kind = kind
+        script = "examples/echo_server.py" if kind == "echo" else "examples/kv_server.py"
+        options = ["--max-bytes=1048576"] if kind == "echo" else ["--log"]
+        self.logPath = logPath
+        self._log = open(logPath, "wb")  # noqa: SIM115 (closed in stop)
+        self.process = subprocess.Popen(
+            [sys.executable, script, "--listen", "tcp:0:interface=127.0.0.1:backlog=1024", *options, *SERVER_OPTIONS],
+            cwd=ROOT,
+            env=ENV,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        self.port = self._readPort()
+
+    def _readPort(self, timeout: float = 20) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            match = re.search(rb"server listening on .* port=(\d+)\)", self.logPath.read_bytes())
+            if match:
+                return int(match.group(1))
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError(f"the {self.kind} server did not start: {self.logPath.read_text(errors='replace')}")
+
+    def memory(self) -> dict[str, int]:
+        """VmRSS and VmHWM (peak), in bytes."""
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        return {key: int(re.search(rf"{key}:\s+(\d+)", status).group(1)) * 1024 for key in ("VmRSS", "VmHWM")}  # type: ignore[union-attr]
+
+    def logSize(self) -> int:
+        return self.logPath.stat().st_size
+
+    def logSince(self, offset: int) -> str:
+        with open(self.logPath, "rb") as log:
+            log.seek(offset)
+            return log.read().decode("utf-8", "replace")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+        self._log.close()
+
+
+def honest(kind: str, port: int, duration: float, clients: int = 2) -> subprocess.Popen[str]:
+    """Start the honest clients; L{honestResult} collects their figures."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.attack.honest",
+            f"--kind={kind}",
+            f"--port={port}",
+            f"--duration={duration}",
+            f"--clients={clients}",
+        ],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def honestResult(process: subprocess.Popen[str], timeout: float = 60) -> dict[str, Any]:
+    out, err = process.communicate(timeout=timeout)
+    if process.returncode != 0 or not out.strip():
+        return {"calls": 0, "errors": [f"honest clients failed: {err[-2000:]}"], "p50": 0, "p99": 0, "max": 0}
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def baseline(server: ExampleServer, duration: float) -> dict[str, Any]:
+    """The honest clients' figures with no attack."""
+    return honestResult(honest(server.kind, server.port, duration))
+
+
+def allowedSeconds(name: str, seen: dict[str, Any]) -> float:
+    """How long the server may take to drop this attack's connection, from the configured limits."""
+    slack = 1.5
+    if name in ("no-preamble", "flood-1000"):
+        return PREAMBLE_TIMEOUT + slack
+    if name == "slow-headers":
+        return STALL_TIMEOUT + (len("preamble") + seen.get("trickled_bytes", 0)) / MIN_RATE + 1 + slack
+    if name in ("endless-header", "body-never-comes", "open-never-closed"):
+        return STALL_TIMEOUT + 1 + slack
+    if name == "huge-length":
+        return 30.0  # 4 MiB at loopback speed: the bound is bytes, not time
+    return 5.0
+
+
+def runCase(server: ExampleServer, names: list[str], base: dict[str, Any], duration: float) -> list[dict[str, Any]]:
+    """
+    Run the attacks C{names} at the same time while honest clients call;
+    return one row of figures and verdicts per attack (the honest figures
+    are shared).
+    """
+    offset = server.logSize()
+    before = server.memory()
+    clients = honest(server.kind, server.port, duration)
+    time.sleep(1.2)  # the honest clients are connected and calling
+    seen: dict[str, dict[str, Any]] = {name: {} for name in names}
+    threads = [
+        threading.Thread(
+            target=lambda name=name: seen[name].update(ATTACKS[name][0](server.port, duration)), daemon=True
+        )
+        for name in names
+    ]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(max(0.1, started + duration + 40 - time.monotonic()))
+    attack_seconds = time.monotonic() - started
+    result = honestResult(clients)
+    time.sleep(0.3)  # the server's log lines are written
+    after = server.memory()
+    log = server.logSince(offset)
+    return [_row(server, name, seen[name], log, base, result, before, after, attack_seconds) for name in names]
+
+
+def _row(
+    server: ExampleServer,
+    name: str,
+    seen: dict[str, Any],
+    log: str,
+    base: dict[str, Any],
+    result: dict[str, Any],
+    before: dict[str, int],
+    after: dict[str, int],
+    attack_seconds: float,
+) -> dict[str, Any]:
+    code = ATTACKS[name][1]
+    ratio = max(result["p99"], P99_FLOOR) / max(base["p99"], P99_FLOOR)
+    limit = allowedSeconds(name, seen)
+    row = {
+        "server": server.kind,
+        "attack": name,
+        "code": code,
+        "logged": f": {code}:" in log,
+        "closed_after": seen.get("closed_after"),
+        "allowed": limit,
+        "server_said": (seen.get("error") or "")[:120],
+        "attack_seconds": round(attack_seconds, 2),
+        "rss_before": before["VmRSS"],
+        "rss_after": after["VmRSS"],
+        "peak_growth": after["VmHWM"] - before["VmHWM"],
+        "honest_calls": result["calls"],
+        "honest_errors": result["errors"],
+        "p99_base": base["p99"],
+        "p99_attack": result["p99"],
+        "p99_ratio": round(ratio, 2),
+        "max_attack": result["max"],
+        "extra": {k: v for k, v in seen.items() if k not in ("error", "closed_after")},
+    }
+    failures = []
+    if not row["logged"]:
+        failures.append(f"no '{code}' in the server log")
+    kept = name in ("deep-nesting", "tiny-tokens")  # refused objects: the stream stays in sync
+    if not kept and (row["closed_after"] is None or row["closed_after"] > limit):
+        failures.append(f"attacker not dropped within {limit:.1f} s ({row['closed_after']})")
+    if kept and server.kind == "echo" and not seen.get("in_sync"):
+        failures.append("the echo server did not answer the valid object after the refused one")
+    if result["errors"] or result["calls"] == 0:
+        failures.append(f"honest calls failed: {result['errors']}")
+    if ratio > P99_RATIO:
+        failures.append(f"p99 ratio {ratio:.2f} > {P99_RATIO}")
+    if row["peak_growth"] > RSS_BOUND:
+        failures.append(f"peak RSS grew {row['peak_growth']} bytes")
+    row["failures"] = failures
+    return row
+
+
+def runCampaign(
+    kinds: list[str], names: list[str], duration: float, logDir: Path, together: bool = False
+) -> list[dict[str, Any]]:
+    """
+    Every attack in C{names} against each server kind (a fresh server per
+    kind), one at a time, or all at once if C{together}.
+    """
+    rows = []
+    for kind in kinds:
+        server = ExampleServer(kind, logDir / f"{kind}-server.log")
+        try:
+            base = baseline(server, duration)
+            for group in [names] if together else [[name] for name in names]:
+                rows.extend(runCase(server, group, base, duration))
+        finally:
+            server.stop()
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The rows as a Markdown table."""
+    lines = [
+        "| server | attack | logged code | dropped after (s) | allowed (s) | peak RSS growth (MiB) | RSS after (MiB) "
+        "| honest calls | p99 base (ms) | p99 attack (ms) | ratio | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        closed = "-" if row["closed_after"] is None else f"{row['closed_after']:.2f}"
+        lines.append(
+            f"| {row['server']} | {row['attack']} | {row['code'] if row['logged'] else 'MISSING'} | {closed} "
+            f"| {row['allowed']:.1f} | {row['peak_growth'] / 2**20:.1f} | {row['rss_after'] / 2**20:.1f} "
+            f"| {row['honest_calls']} | {row['p99_base'] * 1e3:.2f} | {row['p99_attack'] * 1e3:.2f} "
+            f"| {row['p99_ratio']:.2f} | {'pass' if not row['failures'] else '; '.join(row['failures'])} |"
+        )
+    return "\n".join(lines)

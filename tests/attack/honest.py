@@ -1,0 +1,100 @@
+"""Honest clients for the attack suite: sequential calls for a while, then their latencies as JSON.
+
+    PYTHONPATH=. python -m tests.attack.honest --kind kv --port 8760 --duration 3 --clients 2
+
+Each client makes one call at a time (kv: a put then a get; echo: a small
+list) on its own connection and times each one; every call must succeed.
+Prints C{{"calls": n, "errors": [...], "p50": s, "p99": s, "max": s}}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.task import react
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """The C{fraction} quantile of C{values} (nearest rank); 0 for none."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+async def kvClient(reactor: Any, port: int, until: float, index: int, latencies: list[float]) -> None:
+    from protocols import rpc
+
+    ref = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={port}")
+    value, count = "v" * 64, 0
+    while time.monotonic() < until and count < 200_000:
+        key = f"honest-{index}-{count % 100}"
+        start = time.perf_counter()
+        await ref.callRemote("put", key, value)
+        got = await ref.callRemote("get", key)
+        latencies.append((time.perf_counter() - start) / 2)
+        if got != value:
+            raise AssertionError(f"get({key!r}) gave {got!r}")
+        count += 1
+    await ref.broker.disconnect()
+
+
+async def echoClient(reactor: Any, port: int, until: float, index: int, latencies: list[float]) -> None:
+    from protocols import echo
+
+    client = await echo.connect(reactor, f"tcp:host=127.0.0.1:port={port}")
+    sample, count = [index, "honest", b"x" * 64], 0
+    while time.monotonic() < until and count < 400_000:
+        start = time.perf_counter()
+        got = await client.echo(sample)
+        latencies.append(time.perf_counter() - start)
+        if got != sample:
+            raise AssertionError(f"echo gave {got!r}")
+        count += 1
+    client.transport.loseConnection()
+
+
+async def run(reactor: Any, kind: str, port: int, duration: float, clients: int) -> dict[str, Any]:
+    client = kvClient if kind == "kv" else echoClient
+    latencies: list[float] = []
+    errors: list[str] = []
+    until = time.monotonic() + duration
+
+    async def one(index: int) -> None:
+        try:
+            await client(reactor, port, until, index, latencies)
+        except Exception as error:
+            errors.append(f"client {index}: {type(error).__name__}: {error}")
+
+    await gatherResults([Deferred.fromCoroutine(one(index)) for index in range(clients)])
+    return {
+        "calls": len(latencies),
+        "errors": errors,
+        "p50": percentile(latencies, 0.50),
+        "p99": percentile(latencies, 0.99),
+        "max": max(latencies, default=0.0),
+    }
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--kind", choices=["kv", "echo"], default="kv")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--duration", type=float, default=3.0)
+    parser.add_argument("--clients", type=int, default=2)
+    args = parser.parse_args(argv)
+
+    async def body(reactor: Any) -> None:
+        result = await run(reactor, args.kind, args.port, args.duration, args.clients)
+        print(json.dumps(result), flush=True)
+
+    react(lambda reactor: Deferred.fromCoroutine(body(reactor)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

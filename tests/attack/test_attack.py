@@ -1,0 +1,32 @@
+"""The attack suite's short version: every attack at once against each example server, honest clients beside it."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from .attacks import ATTACKS
+from .harness import runCampaign, table
+
+DURATION = 4.0
+"""Seconds of honest calls in each phase; long enough for every timeout in harness.SERVER_OPTIONS to fire."""
+
+
+class AttackTests(SynchronousTestCase):
+    """Hostile peers are dropped with a logged reason, in time, while honest calls keep succeeding."""
+
+    def attackAll(self, kind: str) -> None:
+        with tempfile.TemporaryDirectory() as logs:
+            rows = runCampaign([kind], list(ATTACKS), DURATION, Path(logs), together=True)
+        failed = [row for row in rows if row["failures"]]
+        self.assertEqual(failed, [], "\\n" + table(rows))
+
+    def test_kvServer(self) -> None:
+        """Every attack at once against the kv server: attackers dropped in time, honest calls succeed, p99 <= 5x."""
+        self.attackAll("kv")
+
+    def test_echoServer(self) -> None:
+        """Every attack at once against the echo server: attackers dropped in time, honest echoes succeed, p99 <= 5x."""
+        self.attackAll("echo")
