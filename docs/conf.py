@@ -109,7 +109,7 @@ def _generate_includes() -> None:
         )
     if (docs / "reliability.md").exists():
         body = "The report is kept as ``docs/reliability.md``; it is reproduced here as written.\n\n"
-        body += ".. literalinclude:: ../reliability.md\n   :language: markdown\n"
+        body += ".. literalinclude:: /reliability.md\n   :language: markdown\n"
     else:
         body = "The reliability report (``docs/reliability.md``) has not been written yet.\n"
     (generated / "reliability.rst").write_text(body, "utf-8")
