@@ -22,6 +22,9 @@ BENCHMARKS = {
     "ring": "bench_ring",
     "mixed": "bench_mixed",
     "echo": "bench_echo",
+    "rpc": "bench_rpc",
+    "flatness": "bench_flatness",
+    "latency": "bench_latency",
 }
 
 

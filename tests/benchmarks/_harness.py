@@ -392,6 +392,7 @@ def ratio(a: float | None, b: float | None) -> float | None:
 def machine_info() -> dict[str, Any]:
     """The machine, the versions and the chunkwire commit, as found at the first call (the run's start)."""
     import msgpack  # type: ignore[import-untyped]
+
     import twisted
 
     try:

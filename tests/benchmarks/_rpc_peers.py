@@ -1,0 +1,884 @@
+"""The RPC peers the RPC benchmarks compare, their server and client processes, and the load engine.
+
+Five peers answer the same C{echo(value)} call over loopback TCP:
+
+  - C{chunkwire}: C{protocols.rpc.serve} / C{connect}, a L{Referenceable} root;
+  - C{amp}: C{twisted.protocols.amp}, one command per payload type
+    (C{Integer}, C{String});
+  - C{pb}: C{twisted.spread.pb}, C{remote_echo} on the root object;
+  - C{foolscap}: foolscap 24.9, C{remote_echo} on a registered
+    C{Referenceable} (a Tub always speaks TLS);
+  - C{handrolled}: C{Int32StringReceiver} + msgpack, C{[id, name, args]}
+    answered by C{[id, result]}: the floor a library is measured against.
+
+The set-ups follow C{research/anchors-rpc.md}: no peer is tuned beyond
+raising a size limit where one would get in the way.
+
+Processes (run by the benchmarks, never by tests)::
+
+    python -m tests.benchmarks._rpc_peers serve PEER
+        prints one JSON line {"address": ..., "pid": ...}, then serves until killed
+    python -m tests.benchmarks._rpc_peers client PEER ADDRESS SERVER_PID
+        connects, prints {"ready": ...}, then runs one JSON command per stdin
+        line and answers each with one JSON line on stdout (see L{Commands})
+
+Contract: the client process writes to stdout only between measurements, so a
+tracer counting its socket sends (any fd but 0-2) sees only the RPC traffic.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import itertools
+import json
+import os
+import select
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from array import array
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint, connectProtocol
+from twisted.internet.protocol import Factory, Protocol
+from twisted.protocols import amp
+from twisted.protocols.basic import Int32StringReceiver, LineReceiver
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PEERS = ("chunkwire", "amp", "pb", "foolscap", "handrolled")
+LABELS = {
+    "chunkwire": "chunkwire",
+    "amp": "twisted AMP",
+    "pb": "twisted PB",
+    "foolscap": "foolscap 24.9 (TLS)",
+    "handrolled": "hand-rolled Int32+msgpack",
+}
+RAW = "raw"
+"""Not an RPC peer: bare bytes echoed by a plain Protocol, to measure the link itself."""
+LABELS[RAW] = "raw TCP echo (the link itself)"
+PAYLOADS: dict[str, Any] = {"int": 42, "kib": bytes(range(256)) * 4}
+"""The echoed values: a small int, and 1 KiB of bytes."""
+
+Call = Callable[[Any], Deferred[Any]]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (foolscap wants its port up front)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def rss_kib(pid: int | str = "self") -> int | None:
+    """The resident set size of process C{pid} in KiB, from /proc."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def malloc_trim() -> None:
+    """Hand free heap pages back to the OS (glibc), as a long-running server's allocator eventually does."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+# -- AMP ---------------------------------------------------------------------------------
+
+
+class EchoInt(amp.Command):
+    arguments = [(b"value", amp.Integer())]
+    response = [(b"value", amp.Integer())]
+
+
+class EchoBytes(amp.Command):
+    arguments = [(b"value", amp.String())]
+    response = [(b"value", amp.String())]
+
+
+class AMPEcho(amp.AMP):
+    @EchoInt.responder
+    def echoInt(self, value: int) -> dict[str, int]:
+        return {"value": value}
+
+    @EchoBytes.responder
+    def echoBytes(self, value: bytes) -> dict[str, bytes]:
+        return {"value": value}
+
+
+def _value(box: dict[str, Any]) -> Any:
+    return box["value"]
+
+
+# -- hand-rolled Int32StringReceiver + msgpack ------------------------------------------------
+
+
+class HandrolledServer(Int32StringReceiver):
+    """C{[id, name, args]} in, C{[id, result]} out; methods looked up in a dict."""
+
+    MAX_LENGTH = 16 * 1024 * 1024
+
+    def __init__(self) -> None:
+        import msgpack  # type: ignore[import-untyped]
+
+        self._pack, self._unpack = msgpack.packb, msgpack.unpackb
+        self._methods: dict[str, Callable[..., Any]] = {"echo": lambda value: value}
+
+    def stringReceived(self, string: bytes) -> None:
+        request_id, name, args = self._unpack(string)
+        self.sendString(self._pack([request_id, self._methods[name](*args)]))
+
+
+class HandrolledClient(Int32StringReceiver):
+    """Sends C{[id, name, args]}; a dict of pending Deferreds by id."""
+
+    MAX_LENGTH = 16 * 1024 * 1024
+
+    def __init__(self) -> None:
+        import msgpack
+
+        self._pack, self._unpack = msgpack.packb, msgpack.unpackb
+        self._ids = itertools.count(1)
+        self._pending: dict[int, Deferred[Any]] = {}
+
+    def callRemote(self, name: str, *args: Any) -> Deferred[Any]:
+        request_id = next(self._ids)
+        d: Deferred[Any] = Deferred()
+        self._pending[request_id] = d
+        self.sendString(self._pack([request_id, name, args]))
+        return d
+
+    def stringReceived(self, string: bytes) -> None:
+        request_id, result = self._unpack(string)
+        self._pending.pop(request_id).callback(result)
+
+
+# -- the raw link: 8 bytes echoed, no framing beyond a fixed size ----------------------------
+
+
+class RawEcho(Protocol):
+    def dataReceived(self, data: bytes) -> None:
+        self.transport.write(data)
+
+
+class RawClient(Protocol):
+    """Sends each int as 8 bytes; the echo of each 8 bytes answers the oldest call."""
+
+    def __init__(self) -> None:
+        self._pending: deque[Deferred[Any]] = deque()
+        self._buffer = b""
+
+    def call(self, value: int) -> Deferred[Any]:
+        d: Deferred[Any] = Deferred()
+        self._pending.append(d)
+        self.transport.write(value.to_bytes(8, "big"))
+        return d
+
+    def dataReceived(self, data: bytes) -> None:
+        self._buffer += data
+        while len(self._buffer) >= 8:
+            value, self._buffer = int.from_bytes(self._buffer[:8], "big"), self._buffer[8:]
+            self._pending.popleft().callback(value)
+
+
+# -- servers ---------------------------------------------------------------------------------
+
+
+async def listen(reactor: Any, peer: str) -> str:
+    """
+    Start C{peer}'s echo server on 127.0.0.1 in this process.
+
+    @return: its address: a port number, or foolscap's FURL.
+    """
+    if peer == "chunkwire":
+        from protocols import rpc
+
+        class EchoRoot(rpc.Referenceable):
+            @rpc.remote
+            def echo(self, value: Any) -> Any:
+                return value
+
+        port = await rpc.serve(reactor, "tcp:0:interface=127.0.0.1", EchoRoot())
+        return str(port.getHost().port)
+    if peer == "foolscap":
+        return _listenFoolscap()
+    factory = _twistedFactory(peer)
+    port = await TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(factory)
+    return str(port.getHost().port)
+
+
+def _twistedFactory(peer: str) -> Factory:
+    if peer == "amp":
+        return Factory.forProtocol(AMPEcho)
+    if peer == "handrolled":
+        return Factory.forProtocol(HandrolledServer)
+    if peer == RAW:
+        return Factory.forProtocol(RawEcho)
+    if peer == "pb":
+        from twisted.spread import pb
+
+        class PBEcho(pb.Root):
+            def remote_echo(self, value: Any) -> Any:
+                return value
+
+        return pb.PBServerFactory(PBEcho())
+    raise ValueError(f"unknown peer {peer!r}")
+
+
+_KEEP: list[Any] = []  # Tubs must outlive the function that made them.
+
+
+def _listenFoolscap() -> str:
+    from foolscap.api import Referenceable, Tub  # type: ignore[import-untyped]
+
+    class FoolscapEcho(Referenceable):  # type: ignore[misc]
+        def remote_echo(self, value: Any) -> Any:
+            return value
+
+    port = free_port()
+    tub = Tub()
+    tub.listenOn(f"tcp:{port}:interface=127.0.0.1")
+    tub.setLocation(f"127.0.0.1:{port}")
+    tub.startService()
+    _KEEP.append(tub)
+    furl: str = tub.registerReference(FoolscapEcho(), "echo")
+    return furl
+
+
+# -- clients ------------------------------------------------------------------------------------
+
+
+class Client:
+    """
+    A connection to one peer's echo server.
+
+    @ivar calls: payload kind (C{"int"}, C{"kib"}) to a one-argument call.
+    @ivar close: closes the connection; may return a Deferred.
+    """
+
+    def __init__(self, calls: dict[str, Call], close: Callable[[], Any]) -> None:
+        self.calls = calls
+        self.close = close
+
+
+async def connect(reactor: Any, peer: str, address: str) -> Client:
+    """Connect to C{peer}'s server at C{address} (a port, or a FURL) on 127.0.0.1."""
+    if peer == "chunkwire":
+        from protocols import rpc
+
+        root = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={address}")
+
+        def chunkwire(value: Any) -> Deferred[Any]:
+            return root.callRemote("echo", value)
+
+        return Client({"int": chunkwire, "kib": chunkwire}, root.broker.disconnect)
+    if peer == "foolscap":
+        return await _connectFoolscap(address)
+    endpoint = TCP4ClientEndpoint(reactor, "127.0.0.1", int(address))
+    if peer == "amp":
+        proto = await connectProtocol(endpoint, amp.AMP())
+        calls = {
+            "int": lambda value: proto.callRemote(EchoInt, value=value).addCallback(_value),
+            "kib": lambda value: proto.callRemote(EchoBytes, value=value).addCallback(_value),
+        }
+        return Client(calls, proto.transport.loseConnection)
+    if peer == "handrolled":
+        handrolled = await connectProtocol(endpoint, HandrolledClient())
+
+        def echo(value: Any) -> Deferred[Any]:
+            return handrolled.callRemote("echo", value)
+
+        return Client({"int": echo, "kib": echo}, handrolled.transport.loseConnection)
+    if peer == "pb":
+        return await _connectPB(reactor, address)
+    if peer == RAW:
+        raw = await connectProtocol(endpoint, RawClient())
+        return Client({"int": raw.call}, raw.transport.loseConnection)
+    raise ValueError(f"unknown peer {peer!r}")
+
+
+async def _connectPB(reactor: Any, address: str) -> Client:
+    from twisted.spread import pb
+
+    factory = pb.PBClientFactory()
+    reactor.connectTCP("127.0.0.1", int(address), factory)
+    root = await factory.getRootObject()
+
+    def echo(value: Any) -> Deferred[Any]:
+        return root.callRemote("echo", value)
+
+    return Client({"int": echo, "kib": echo}, factory.disconnect)
+
+
+async def _connectFoolscap(furl: str) -> Client:
+    from foolscap.api import Tub
+
+    tub = Tub()
+    tub.startService()
+    _KEEP.append(tub)
+    ref = await tub.getReference(furl)
+
+    def echo(value: Any) -> Deferred[Any]:
+        return ref.callRemote("echo", value)  # type: ignore[no-any-return]
+
+    return Client({"int": echo, "kib": echo}, tub.stopService)
+
+
+# -- the load engine ------------------------------------------------------------------------------
+
+
+class Load:
+    """
+    Keep C{window} calls of C{call(value)} in flight until C{total} calls
+    were sent or the clock passes C{deadline}, then let the window drain.
+
+    What it records during a run goes into arrays sized in advance, so that
+    the run leaves no objects of its own scattered over the heap (they would
+    pin allocator arenas and show up as RSS growth).
+
+    @ivar rtts: each answered call's round trip in seconds (if C{keepRtts}).
+    @ivar marks: C{perf_counter()} at every C{markEvery}-th answer.
+    @ivar samples: C{sample()}'s floats at the start and at every mark, flat.
+    @ivar errors: calls that failed or were answered with another value.
+    @ivar done: a Deferred firing with this object once every sent call is answered.
+    """
+
+    def __init__(
+        self,
+        call: Call,
+        value: Any,
+        window: int,
+        *,
+        total: int | None = None,
+        deadline: float | None = None,
+        keepRtts: bool = True,
+        markEvery: int = 0,
+        sample: Callable[[], tuple[float, ...]] | None = None,
+    ) -> None:
+        self.call, self.value, self.window = call, value, window
+        self.total, self.deadline = total, deadline
+        self.rtts: array[float] | None = array("d") if keepRtts else None
+        self.markEvery = markEvery
+        slots = total // markEvery if markEvery and total else 0
+        self.marks = array("d", bytes(8 * slots))
+        self.sample = sample
+        width = len(sample()) if sample is not None else 0
+        self.samples = array("d", bytes(8 * width * (slots + 1)))
+        self._marked = 0
+        self.sent = self.answered = self.errors = 0
+        self.started = self.last = 0.0
+        self.done: Deferred[Load] = Deferred()
+
+    def start(self) -> Deferred[Load]:
+        self._sample(0)
+        self.started = self.last = time.perf_counter()
+        for _ in range(self.window):
+            if not self._more():
+                break
+            self._send()
+        return self.done
+
+    def _sample(self, index: int) -> None:
+        if self.sample is not None:
+            values = self.sample()
+            width = len(values)
+            self.samples[index * width : (index + 1) * width] = array("d", values)
+
+    def sampleRows(self) -> list[tuple[float, ...]]:
+        """The samples taken, one tuple per mark (the start first)."""
+        if self.sample is None:
+            return []
+        width = len(self.samples) // (len(self.marks) + 1)
+        rows = [tuple(self.samples[i : i + width]) for i in range(0, len(self.samples), width)]
+        return rows[: self._marked + 1]
+
+    def _more(self) -> bool:
+        if self.total is not None and self.sent >= self.total:
+            return False
+        return self.deadline is None or time.perf_counter() < self.deadline
+
+    def _send(self) -> None:
+        self.sent += 1
+        self.call(self.value).addCallbacks(self._answer, self._failed, callbackArgs=(time.perf_counter(),))
+
+    def _answer(self, answer: Any, sentAt: float) -> None:
+        now = time.perf_counter()
+        if answer != self.value:
+            self.errors += 1
+        self._finished(now, sentAt)
+
+    def _failed(self, failure: Any) -> None:
+        self.errors += 1
+        self._finished(time.perf_counter(), None)
+
+    def _finished(self, now: float, sentAt: float | None) -> None:
+        self.answered += 1
+        self.last = now
+        if self.rtts is not None and sentAt is not None:
+            self.rtts.append(now - sentAt)
+        if self.markEvery and self.answered % self.markEvery == 0 and self._marked < len(self.marks):
+            self.marks[self._marked] = now
+            self._marked += 1
+            self._sample(self._marked)
+        if self._more():
+            self._send()
+        elif self.answered == self.sent and not self.done.called:
+            self.done.callback(self)
+
+    @property
+    def callsPerSecond(self) -> float:
+        elapsed = self.last - self.started
+        return self.answered / elapsed if elapsed > 0 else 0.0
+
+
+def summary(load: Load) -> dict[str, Any]:
+    """Calls/s and round-trip figures of a finished L{Load}."""
+    result: dict[str, Any] = {
+        "calls_per_s": load.callsPerSecond,
+        "completed": load.answered,
+        "errors": load.errors,
+        "seconds": load.last - load.started,
+    }
+    if load.rtts:
+        ordered = sorted(load.rtts)
+        count = len(ordered)
+        result.update(
+            rtt_mean_us=sum(ordered) / count * 1e6,
+            rtt_p50_us=ordered[count // 2] * 1e6,
+            rtt_p99_us=ordered[min(count - 1, int(count * 0.99))] * 1e6,
+        )
+    return result
+
+
+async def warmUp(call: Call, value: Any, count: int) -> None:
+    """C{count} sequential calls, untimed."""
+    for _ in range(count):
+        await call(value)
+
+
+# -- the client process's commands ------------------------------------------------------------------
+
+
+class Commands:
+    """
+    What the client process does for each JSON command line:
+
+      - C{{"op": "measure", "payload", "window", "duration", "warmup"}}:
+        calls/s and RTTs over C{duration} seconds after C{warmup} sequential calls;
+      - C{{"op": "count", "payload", "window", "calls"}}: exactly C{calls}
+        calls, for a tracer attached meanwhile; answers only when they are done;
+      - C{{"op": "flat", "payload", "window", "calls", "warmup", "settle"}}:
+        the flatness run (per-tenth times, RSS of both processes before and after);
+      - C{{"op": "rss"}}: both processes' RSS now.
+    """
+
+    def __init__(self, reactor: Any, client: Client, serverPid: int) -> None:
+        self.reactor, self.client, self.serverPid = reactor, client, serverPid
+
+    async def run(self, command: dict[str, Any]) -> dict[str, Any]:
+        op = command["op"]
+        handler = getattr(self, f"op_{op}", None)
+        if handler is None:
+            raise ValueError(f"unknown op {op!r}")
+        result: dict[str, Any] = await handler(command)
+        return result
+
+    def _call(self, command: dict[str, Any]) -> tuple[Call, Any]:
+        kind = command.get("payload", "int")
+        return self.client.calls[kind], PAYLOADS[kind]
+
+    async def op_measure(self, command: dict[str, Any]) -> dict[str, Any]:
+        call, value = self._call(command)
+        await warmUp(call, value, command.get("warmup", 300))
+        cpu = (_processCpu(os.getpid()), _processCpu(self.serverPid))
+        deadline = time.perf_counter() + command["duration"]
+        load = await Load(call, value, command["window"], deadline=deadline).start()
+        result = summary(load)
+        if load.answered:
+            result["client_cpu_us"] = (_processCpu(os.getpid()) - cpu[0]) / load.answered * 1e6
+            result["server_cpu_us"] = (_processCpu(self.serverPid) - cpu[1]) / load.answered * 1e6
+        return result
+
+    async def op_count(self, command: dict[str, Any]) -> dict[str, Any]:
+        call, value = self._call(command)
+        load = await Load(call, value, command["window"], total=command["calls"], keepRtts=False).start()
+        return summary(load)
+
+    async def op_rss(self, command: dict[str, Any]) -> dict[str, Any]:
+        """Both processes' RSS, and this process's allocated blocks (C{sys.getallocatedblocks})."""
+        return {
+            "client_rss_kib": rss_kib(),
+            "server_rss_kib": rss_kib(self.serverPid),
+            "client_blocks": sys.getallocatedblocks(),
+        }
+
+    async def op_flat(self, command: dict[str, Any]) -> dict[str, Any]:
+        """
+        The flatness run: RSS and allocated blocks when idle (after
+        C{warmup} sequential calls), at the start (after a warm-up of
+        C{max(2 * window, 1000)} calls with C{window} in flight, so that
+        holding the window has been paid for once), and after C{calls} calls,
+        once they are all answered; the calls/s and the CPU time per call
+        (client + server) of each tenth, with the CPU the rest of the machine
+        used meanwhile.  With C{"again": true} the same calls are made once
+        more, untimed, and the RSS after that is reported too, to tell a
+        one-time high-water mark from growth with age.
+        """
+        call, value = self._call(command)
+        window, calls = command["window"], command["calls"]
+        settle = command.get("settle", 0.5)
+        await warmUp(call, value, command.get("warmup", 500))
+        idle = await self._settledRss(settle)
+        await Load(call, value, window, total=max(2 * window, 1000), keepRtts=False).start()
+        before = await self._settledRss(settle)
+        load = Load(call, value, window, total=calls, keepRtts=False, markEvery=calls // 10, sample=self._cpuSample)
+        await load.start()
+        after = await self._settledRss(settle)
+        result: dict[str, Any] = {}
+        if command.get("again"):
+            await Load(call, value, window, total=calls, keepRtts=False).start()
+            result["after_again"] = await self._settledRss(settle)
+        malloc_trim()
+        trimmed = await self.op_rss({})
+        edges = [load.started, *load.marks]
+        tenth = calls // 10
+        samples = load.sampleRows()
+        return {
+            **summary(load),
+            "tenths_calls_per_s": [tenth / (b - a) for a, b in itertools.pairwise(edges)],
+            "tenths_cpu_us_per_call": [(b[2] - a[2]) / tenth * 1e6 for a, b in itertools.pairwise(samples)],
+            "tenths_others_cpu": [_othersBetween(a, b) for a, b in itertools.pairwise(samples)],
+            "tenths_client_rss_kib": [row[3] for row in samples[1:]],
+            "idle": idle,
+            "before": before,
+            "after": after,
+            "after_trim": trimmed,
+            **result,
+        }
+
+    def _cpuSample(self) -> tuple[float, float, float, float]:
+        own = _processCpu(os.getpid()) + _processCpu(self.serverPid)
+        return (time.monotonic(), _machineBusy(), own, float(rss_kib() or 0))
+
+    async def _settledRss(self, settle: float) -> dict[str, Any]:
+        from twisted.internet.task import deferLater
+
+        gc.collect()
+        await deferLater(self.reactor, settle)
+        return await self.op_rss({})
+
+
+class _CommandLines(LineReceiver):
+    delimiter = b"\n"
+    MAX_LENGTH = 1 << 20
+
+    def __init__(self, commands: Commands, finished: Deferred[None]) -> None:
+        self.commands, self.finished = commands, finished
+        self.queue: Deferred[None] | None = None
+
+    def lineReceived(self, line: bytes) -> None:
+        command = json.loads(line)
+        if command.get("op") == "quit":
+            self.finished.callback(None)
+            return
+        Deferred.fromCoroutine(self._answer(command))
+
+    async def _answer(self, command: dict[str, Any]) -> None:
+        try:
+            result = await self.commands.run(command)
+        except Exception as error:
+            result = {"error": f"{type(error).__name__}: {error}"}
+        self.transport.write(json.dumps(result).encode() + b"\n")
+
+    def connectionLost(self, reason: Any = None) -> None:
+        if not self.finished.called:
+            self.finished.callback(None)
+
+
+# -- driving the processes from a benchmark (no reactor) -------------------------------------------------
+
+
+def _processCpu(pid: int) -> float:
+    """
+    CPU seconds process C{pid} has run so far (0 if it is gone): the
+    scheduler's nanosecond count (C{se.sum_exec_runtime} in
+    /proc/PID/sched, in ms) where the kernel has it, else user + system
+    ticks (10 ms steps) from /proc/PID/stat.
+    """
+    try:
+        with open(f"/proc/{pid}/sched") as sched:
+            for line in sched:
+                if line.startswith("se.sum_exec_runtime"):
+                    return float(line.split(":", 1)[1]) / 1000
+    except (OSError, ValueError):
+        pass
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _machineBusy() -> float:
+    """Busy CPU seconds of the whole machine so far, steal included."""
+    with open("/proc/stat") as stat:
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in stat.readline().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _othersBetween(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    """CPUs busy with other work between two C{(monotonic, machine busy, our processes' CPU)} samples."""
+    elapsed = b[0] - a[0]
+    return max((b[1] - a[1]) - (b[2] - a[2]), 0.0) / elapsed if elapsed > 0 else 0.0
+
+
+class OthersCpu:
+    """
+    How many CPUs, on average while it ran, were busy with anything but the
+    processes C{pids} (other programs, the hypervisor's steal): a figure
+    above about 0.5 on a 2-CPU machine means the measurement shared it.
+    """
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.start = (time.monotonic(), _machineBusy(), sum(_processCpu(pid) for pid in pids))
+
+    def stop(self) -> float:
+        wall, busy, ours = (time.monotonic(), _machineBusy(), sum(_processCpu(pid) for pid in self.pids))
+        elapsed = wall - self.start[0]
+        if elapsed <= 0:
+            return 0.0
+        return max(busy - self.start[1] - (ours - self.start[2]), 0.0) / elapsed
+
+
+class PeerFailed(Exception):
+    """A peer process exited, answered with an error, or missed its deadline."""
+
+
+class _Lines:
+    """Reads JSON lines from a child's stdout with a deadline (select on the raw pipe)."""
+
+    def __init__(self, process: subprocess.Popen[bytes], what: str) -> None:
+        assert process.stdout is not None
+        self.process, self.what = process, what
+        self.fd = process.stdout.fileno()
+        self.pending = b""
+
+    def read(self, timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise PeerFailed(f"{self.what}: no answer within {timeout:.0f} s")
+            ready, _, _ = select.select([self.fd], [], [], remaining)
+            if ready:
+                chunk = os.read(self.fd, 65536)
+                if not chunk:
+                    raise PeerFailed(f"{self.what} exited (status {self.process.poll()})")
+                self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        obj: dict[str, Any] = json.loads(line)
+        if "error" in obj:
+            raise PeerFailed(f"{self.what}: {obj['error']}")
+        return obj
+
+
+def _childEnv() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env.setdefault("PYTHONHASHSEED", "0")
+    return env
+
+
+class PeerPair:
+    """
+    One fresh server process and one fresh client process for C{peer},
+    connected; L{command} runs one measurement in the client.  Both
+    processes are ended by their ids in L{close}.
+
+    @ivar server: the server's C{Popen}; C{client} likewise.
+    @ivar address: the server's port or FURL.
+    """
+
+    def __init__(self, peer: str, timeout: float = 30.0) -> None:
+        self.peer = peer
+        self.server: subprocess.Popen[bytes] | None = None
+        self.client: subprocess.Popen[bytes] | None = None
+        self._logs = [tempfile.TemporaryFile(), tempfile.TemporaryFile()]
+        try:
+            self.server = self._spawn(["serve", peer], self._logs[0], stdin=False)
+            started = _Lines(self.server, f"{peer} server").read(timeout)
+            self.address = started["address"]
+            self.client = self._spawn(["client", peer, self.address, str(self.server.pid)], self._logs[1], stdin=True)
+            self._answers = _Lines(self.client, f"{peer} client")
+            self._answers.read(timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    @staticmethod
+    def _spawn(args: list[str], log: Any, stdin: bool) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.benchmarks._rpc_peers", *args],
+            cwd=REPO_ROOT,
+            env=_childEnv(),
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log,
+        )
+
+    @property
+    def pids(self) -> list[int]:
+        """The server's and the client's process ids."""
+        return [p.pid for p in (self.server, self.client) if p is not None]
+
+    def command(self, command: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """
+        Run C{command} in the client process: its JSON answer, plus
+        C{others_cpu} (L{OthersCpu} over the command), or L{PeerFailed}.
+        """
+        assert self.client is not None and self.client.stdin is not None
+        watch = OthersCpu(self.pids)
+        try:
+            self.client.stdin.write(json.dumps(command).encode() + b"\n")
+            self.client.stdin.flush()
+            answer = self._answers.read(timeout)
+        except (OSError, PeerFailed) as error:
+            raise PeerFailed(f"{error}{self._stderrTail()}") from None
+        answer["others_cpu"] = watch.stop()
+        return answer
+
+    def _stderrTail(self) -> str:
+        tails = []
+        for log in self._logs:
+            log.seek(0)
+            lines = log.read().decode(errors="replace").strip().splitlines()[-3:]
+            if lines:
+                tails.append(" | ".join(lines))
+        return ("; stderr: " + " || ".join(tails)) if tails else ""
+
+    def close(self) -> None:
+        """End the client (politely, then by force) and the server, by their process ids."""
+        client, server = self.client, self.server
+        self.client = self.server = None
+        if client is not None:
+            try:
+                assert client.stdin is not None
+                client.stdin.write(b'{"op": "quit"}\n')
+                client.stdin.close()
+                client.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                client.kill()
+                client.wait()
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+        for log in self._logs:
+            log.close()
+
+    def __enter__(self) -> PeerPair:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ServerProcess:
+    """
+    Only a fresh server process for C{peer} (the client lives elsewhere,
+    e.g. in a benchmark's own reactor); ended by its id in L{close}.
+
+    @ivar address: the server's port or FURL.
+    """
+
+    def __init__(self, peer: str, timeout: float = 30.0) -> None:
+        self._log = tempfile.TemporaryFile()
+        self.process: subprocess.Popen[bytes] | None = PeerPair._spawn(["serve", peer], self._log, stdin=False)
+        try:
+            self.address: str = _Lines(self.process, f"{peer} server").read(timeout)["address"]
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid if self.process is not None else 0
+
+    def close(self) -> None:
+        process, self.process = self.process, None
+        if process is not None:
+            process.terminate()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self._log.close()
+
+
+# -- process entry points ------------------------------------------------------------------------------
+
+
+def _emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def serveMain(peer: str) -> None:
+    from twisted.internet.task import react
+
+    async def main(reactor: Any) -> None:
+        address = await listen(reactor, peer)
+        _emit({"address": address, "pid": os.getpid()})
+        await Deferred()  # until terminated
+
+    react(lambda reactor: Deferred.fromCoroutine(main(reactor)))
+
+
+def clientMain(peer: str, address: str, serverPid: int) -> None:
+    from twisted.internet import stdio
+    from twisted.internet.task import react
+
+    async def main(reactor: Any) -> None:
+        client = await connect(reactor, peer, address)
+        _emit({"ready": True, "pid": os.getpid()})
+        finished: Deferred[None] = Deferred()
+        stdio.StandardIO(_CommandLines(Commands(reactor, client, serverPid), finished), reactor=reactor)
+        await finished
+        closing = client.close()
+        if isinstance(closing, Deferred):
+            await closing
+
+    react(lambda reactor: Deferred.fromCoroutine(main(reactor)))
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["serve"] and len(argv) == 2:
+        serveMain(argv[1])
+    elif argv[:1] == ["client"] and len(argv) == 4:
+        clientMain(argv[1], argv[2], int(argv[3]))
+    else:
+        raise SystemExit("usage: _rpc_peers serve PEER | client PEER ADDRESS SERVER_PID")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,548 @@
+"""Bulk transfer over loopback TCP: chunkwire beside a raw Twisted producer, Int32StringReceiver and Foolscap.
+
+    python -m tests.benchmarks.bench_bulk [--quick] [--size 1G|4G] [--runs 3]
+
+Every case moves C{--size} bytes (1 GiB by default) from a client process to
+a server process on 127.0.0.1, each process fresh, and is timed in the
+client from the first byte written until the server acknowledges the last
+one.  The cases of one run go side by side (round-robin), and the ratios to
+the raw Twisted producer are taken within each run, then the median of the
+runs, so load drifting between runs cancels out.  Peak RSS is each process's
+VmHWM, against its VmRSS once connected and idle.
+
+  - C{raw}: a Twisted C{Protocol} with an C{IPushProducer} writing one 64 KiB
+    buffer over and over; the server discards in C{dataReceived}.  The ceiling.
+  - C{raw-tuned}: the same, with the socket settings chunkwire's bulk
+    connections use (256 KiB reads, 1 MiB per send): what the tuning alone buys.
+  - C{chunkwire}: C{callRemote("sink", Stream(source))} on a bulk connection;
+    the server receives into a discarding callback and verifies the SHA-256
+    the client computed while sending (the default).
+  - C{chunkwire-nodigest}: the same with C{digest=None}.
+  - C{int32}: C{Int32StringReceiver}, 1 MiB messages from a push producer.
+  - C{foolscap}: foolscap 24.9 (TLS, as a Tub always is), C{callRemote("sink",
+    data)} with 1 MiB byte strings, 4 calls outstanding.
+
+Then each chunkwire case runs again with small calls (C{ping()}) made one
+after another on the same connection during the transfer; their p99 round
+trip is set against the p99 of the same calls on the same connection, idle,
+just before.  Results go to C{bench-results/bulk.json}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+
+CASES = ("raw", "raw-tuned", "chunkwire", "chunkwire-nodigest", "int32", "foolscap")
+PING_CASES = ("chunkwire", "chunkwire-nodigest")
+LABELS = {
+    "raw": "raw Twisted producer, 64 KiB writes (ceiling)",
+    "raw-tuned": "raw Twisted producer, chunkwire's socket settings",
+    "chunkwire": "chunkwire Stream, SHA-256 checked (default)",
+    "chunkwire-nodigest": "chunkwire Stream, digest=None",
+    "int32": "Int32StringReceiver, 1 MiB messages",
+    "foolscap": "Foolscap 24.9 (TLS), 1 MiB strings, 4 outstanding",
+}
+RAW_WRITE = 64 * KiB
+MESSAGE = 1 * MiB
+FOOLSCAP_WINDOW = 4
+IDLE_PINGS = 2000
+
+
+def parseSize(text: str) -> int:
+    """C{"1G"} -> 1 GiB, C{"256M"} -> 256 MiB, or a plain number of bytes."""
+    units = {"K": KiB, "M": MiB, "G": GiB}
+    if text[-1:].upper() in units:
+        return int(float(text[:-1]) * units[text[-1].upper()])
+    return int(text)
+
+
+def memoryKiB(pid: int | str = "self") -> tuple[int, int]:
+    """C{(VmRSS, VmHWM)} of process C{pid}, in KiB."""
+    values = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                values[line.split(":")[0]] = int(line.split()[1])
+    return values["VmRSS"], values["VmHWM"]
+
+
+def p99(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] if ordered else 0.0
+
+
+# -- servers (run in their own process) ------------------------------------------------------------
+
+
+def serve(case: str, size: int) -> None:
+    """Listen on an ephemeral loopback port, print one JSON line, serve until killed."""
+    from twisted.internet import reactor
+
+    if case == "foolscap":
+        address = _serveFoolscap()
+    elif case.startswith("chunkwire"):
+        address = _serveChunkwire(reactor)
+    else:
+        address = _serveTwisted(reactor, case, size)
+    print(json.dumps({"address": address, "pid": os.getpid()}), flush=True)
+    reactor.run()
+
+
+def _serveTwisted(reactor: Any, case: str, size: int) -> str:
+    from twisted.internet.protocol import Factory, Protocol
+    from twisted.protocols.basic import Int32StringReceiver
+
+    class Discard(Protocol):
+        def connectionMade(self) -> None:
+            self.count = 0
+            if case == "raw-tuned":
+                self.transport.bufferSize = 256 * KiB
+
+        def dataReceived(self, data: bytes) -> None:
+            self.count += len(data)
+            if self.count >= size:
+                self.transport.write(b"k")
+
+    class Messages(Int32StringReceiver):
+        MAX_LENGTH = 2 * MESSAGE
+
+        def connectionMade(self) -> None:
+            self.count = 0
+
+        def stringReceived(self, string: bytes) -> None:
+            self.count += len(string)
+            if self.count >= size:
+                self.sendString(b"k")
+
+    factory = Factory.forProtocol(Messages if case == "int32" else Discard)
+    port = reactor.listenTCP(0, factory, interface="127.0.0.1")
+    return str(port.getHost().port)
+
+
+def _serveChunkwire(reactor: Any) -> str:
+    from protocols import bulk, rpc
+
+    class Root(rpc.Referenceable):
+        @rpc.remote
+        async def sink(self, stream: bulk.IncomingStream) -> str:
+            result = await stream.receive(_discard)
+            return result.hexdigest
+
+        @rpc.remote
+        def ping(self) -> int:
+            return 1
+
+    factory = bulk.BulkBrokerFactory(Root(), clock=reactor)
+    port = reactor.listenTCP(0, factory, interface="127.0.0.1")
+    return str(port.getHost().port)
+
+
+def _discard(data: bytes) -> None:
+    pass
+
+
+_KEEP: list[Any] = []
+
+
+def _serveFoolscap() -> str:
+    import socket
+
+    from foolscap.api import Referenceable, Tub  # type: ignore[import-untyped]
+
+    class Sink(Referenceable):  # type: ignore[misc]
+        def remote_sink(self, data: bytes) -> int:
+            return len(data)
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    tub = Tub()
+    tub.listenOn(f"tcp:{port}:interface=127.0.0.1")
+    tub.setLocation(f"127.0.0.1:{port}")
+    tub.startService()
+    _KEEP.append(tub)
+    furl: str = tub.registerReference(Sink(), "sink")
+    return furl
+
+
+# -- clients (run in their own process) --------------------------------------------------------------
+
+
+def client(case: str, address: str, size: int, pings: bool) -> None:
+    """Connect, move C{size} bytes, print one JSON line of results."""
+    from twisted.internet.defer import Deferred
+    from twisted.internet.task import react
+
+    async def main(reactor: Any) -> None:
+        if case == "foolscap":
+            result = await _foolscap(address, size)
+        elif case.startswith("chunkwire"):
+            result = await _chunkwire(reactor, case, int(address), size, pings)
+        else:
+            result = await _twistedClient(reactor, case, int(address), size)
+        rss, hwm = memoryKiB()
+        result.update(client_hwm_kib=hwm, client_end_rss_kib=rss)
+        print(json.dumps(result), flush=True)
+
+    react(lambda reactor: Deferred.fromCoroutine(main(reactor)))
+
+
+async def _twistedClient(reactor: Any, case: str, port: int, size: int) -> dict[str, Any]:
+    from twisted.internet.defer import Deferred
+    from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
+    from twisted.internet.interfaces import IPushProducer
+    from twisted.internet.protocol import Protocol
+    from twisted.protocols.basic import Int32StringReceiver
+    from zope.interface import implementer
+
+    done: Deferred[float] = Deferred()
+    piece = os.urandom(MESSAGE if case == "int32" else RAW_WRITE)
+
+    @implementer(IPushProducer)
+    class Pusher:
+        def __init__(self, protocol: Any, write: Any) -> None:
+            self.protocol, self.write, self.left, self.paused = protocol, write, size, False
+
+        def pauseProducing(self) -> None:
+            self.paused = True
+
+        def resumeProducing(self) -> None:
+            self.paused = False
+            while not self.paused and self.left > 0:
+                self.write(piece)
+                self.left -= len(piece)
+            if self.left <= 0:
+                self.protocol.transport.unregisterProducer()
+
+        def stopProducing(self) -> None:
+            self.left = 0
+
+    class Raw(Protocol):
+        def start(self) -> None:
+            if case == "raw-tuned":
+                self.transport.bufferSize, self.transport.SEND_LIMIT = 256 * KiB, 1 * MiB
+            self.started = time.perf_counter()
+            producer = Pusher(self, self.transport.write)
+            self.transport.registerProducer(producer, True)
+            producer.resumeProducing()
+
+        def dataReceived(self, data: bytes) -> None:
+            done.callback(time.perf_counter() - self.started)
+
+    class Messages(Int32StringReceiver):
+        MAX_LENGTH = 2 * MESSAGE
+
+        def start(self) -> None:
+            self.started = time.perf_counter()
+            producer = Pusher(self, self.sendString)
+            self.transport.registerProducer(producer, True)
+            producer.resumeProducing()
+
+        def stringReceived(self, string: bytes) -> None:
+            done.callback(time.perf_counter() - self.started)
+
+    protocol: Any = await connectProtocol(
+        TCP4ClientEndpoint(reactor, "127.0.0.1", port), Messages() if case == "int32" else Raw()
+    )
+    idle, _ = memoryKiB()
+    protocol.start()
+    seconds = await done
+    protocol.transport.loseConnection()
+    return {"seconds": seconds, "client_idle_rss_kib": idle}
+
+
+async def _chunkwire(reactor: Any, case: str, port: int, size: int, pings: bool) -> dict[str, Any]:
+    from protocols import bulk
+
+    class Pattern(bulk.SeekableSource):
+        """C{size} bytes made of one random megabyte repeated (as the raw case repeats its buffer)."""
+
+        def __init__(self) -> None:
+            self.size = size
+            self.block = os.urandom(MiB)
+
+        def read(self, offset: int, length: int) -> bytes:
+            return self.block if length == len(self.block) else self.block[:length]
+
+    root = await bulk.connect(reactor, f"tcp:host=127.0.0.1:port={port}")
+    idleRtts = [await _rtt(root) for _ in range(IDLE_PINGS if pings else 50)][200 if pings else 0 :]
+    idle, _ = memoryKiB()
+    stream = bulk.Stream(Pattern(), digest=None if case == "chunkwire-nodigest" else bulk.DEFAULT_DIGEST)
+    started = time.perf_counter()
+    answer = root.callRemote("sink", stream)
+    busy = []
+    while pings and not answer.called:
+        busy.append(await _rtt(root))
+    digest = await answer
+    seconds = time.perf_counter() - started
+    await root.broker.disconnect()
+    result: dict[str, Any] = {"seconds": seconds, "client_idle_rss_kib": idle, "digest": digest}
+    if pings:
+        result.update(idle_p99_us=p99(idleRtts) * 1e6, busy_p99_us=p99(busy) * 1e6, busy_calls=len(busy))
+    return result
+
+
+async def _rtt(root: Any) -> float:
+    started = time.perf_counter()
+    await root.callRemote("ping")
+    return time.perf_counter() - started
+
+
+async def _foolscap(furl: str, size: int) -> dict[str, Any]:
+    from foolscap.api import Tub
+    from twisted.internet.defer import Deferred
+
+    tub = Tub()
+    tub.startService()
+    reference = await tub.getReference(furl)
+    idle, _ = memoryKiB()
+    piece = os.urandom(MESSAGE)
+    done: Deferred[float] = Deferred()
+    state = {"sent": 0, "answered": 0, "total": -(-size // MESSAGE)}
+    started = time.perf_counter()
+
+    def send() -> None:
+        state["sent"] += 1
+        reference.callRemote("sink", piece).addCallbacks(answered, done.errback)
+
+    def answered(_: object) -> None:
+        state["answered"] += 1
+        if state["answered"] == state["total"]:
+            done.callback(time.perf_counter() - started)
+        elif state["sent"] < state["total"]:
+            send()
+
+    for _ in range(min(FOOLSCAP_WINDOW, state["total"])):
+        send()
+    seconds = await done
+    await tub.stopService()
+    return {"seconds": seconds, "client_idle_rss_kib": idle}
+
+
+# -- the orchestrator --------------------------------------------------------------------------------
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+
+
+def runCase(case: str, size: int, pings: bool, timeout: float) -> dict[str, Any]:
+    """One transfer: a fresh server process, a fresh client process; their results and memory."""
+    module = [sys.executable, "-m", "tests.benchmarks.bench_bulk"]
+    server = subprocess.Popen(
+        module + ["--serve", case, "--size", str(size)], cwd=ROOT, env=_env(), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        ready = json.loads(server.stdout.readline())
+        time.sleep(0.2)
+        serverIdle, _ = memoryKiB(server.pid)
+        command = module + ["--client", case, "--address", ready["address"], "--size", str(size)]
+        done = subprocess.run(
+            command + (["--pings"] if pings else []),
+            cwd=ROOT,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{case} client failed: {done.stderr.strip()[-500:]}")
+        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        _, serverPeak = memoryKiB(server.pid)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    result.update(case=case, size=size, mb_s=size / result["seconds"] / 1e6)
+    result.update(server_idle_rss_kib=serverIdle, server_hwm_kib=serverPeak)
+    return result
+
+
+def runAll(args: argparse.Namespace) -> dict[str, Any]:
+    size = parseSize(args.size)
+    timeout = 60 + size / (50 * MiB)
+    raw: dict[str, list[dict[str, Any]]] = {case: [] for case in CASES}
+    pinged: dict[str, list[dict[str, Any]]] = {case: [] for case in PING_CASES}
+    for run in range(args.runs):
+        for case in CASES:
+            raw[case].append(runCase(case, size, False, timeout))
+            print(f"run {run + 1}: {case} {raw[case][-1]['mb_s']:.0f} MB/s", file=sys.stderr, flush=True)
+    for run in range(args.runs):
+        for case in PING_CASES:
+            pinged[case].append(runCase(case, size, True, timeout))
+            last = pinged[case][-1]
+            print(
+                f"run {run + 1}: {case} with calls: p99 {last['idle_p99_us']:.0f} us idle,"
+                f" {last['busy_p99_us']:.0f} us busy",
+                file=sys.stderr,
+                flush=True,
+            )
+    return summarise(raw, pinged, size, args)
+
+
+def summarise(
+    raw: dict[str, list[dict[str, Any]]], pinged: dict[str, list[dict[str, Any]]], size: int, args: argparse.Namespace
+) -> dict[str, Any]:
+    cases: dict[str, Any] = {}
+    ceiling = raw["raw"]
+    for case, runs in raw.items():
+        rates = [r["mb_s"] for r in runs]
+        cases[case] = {
+            "label": LABELS[case],
+            "mb_s": statistics.median(rates),
+            "mb_s_min": min(rates),
+            "mb_s_max": max(rates),
+            # Each run's ratio to the raw producer of the same run, then the median.
+            "vs_raw": statistics.median(r["mb_s"] / c["mb_s"] for r, c in zip(runs, ceiling, strict=True)),
+            "server_peak_mib": max(r["server_hwm_kib"] for r in runs) / KiB,
+            "client_peak_mib": max(r["client_hwm_kib"] for r in runs) / KiB,
+            "server_above_idle_mib": max(r["server_hwm_kib"] - r["server_idle_rss_kib"] for r in runs) / KiB,
+            "client_above_idle_mib": max(r["client_hwm_kib"] - r["client_idle_rss_kib"] for r in runs) / KiB,
+        }
+    calls: dict[str, Any] = {}
+    for case, runs in pinged.items():
+        calls[case] = {
+            "idle_p99_us": statistics.median(r["idle_p99_us"] for r in runs),
+            "busy_p99_us": statistics.median(r["busy_p99_us"] for r in runs),
+            "ratio": statistics.median(r["busy_p99_us"] / r["idle_p99_us"] for r in runs),
+            "calls_during": statistics.median(r["busy_calls"] for r in runs),
+            "mb_s": statistics.median(r["mb_s"] for r in runs),
+        }
+    return {
+        "benchmark": "bulk transfer over loopback TCP",
+        "config": {
+            "size": size,
+            "runs": args.runs,
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "load_average": os.getloadavg(),
+        },
+        "cases": cases,
+        "calls": calls,
+        "runs": {"transfer": raw, "with_calls": pinged},
+    }
+
+
+def criteria(summary: dict[str, Any]) -> list[tuple[str, float, str, float]]:
+    """The acceptance checks: (label, value, op, threshold)."""
+    cases, calls = summary["cases"], summary["calls"]
+    size = summary["config"]["size"]
+    tag = f"{size / GiB:g} GiB" if size >= GiB else f"{size / MiB:g} MiB"
+    checks = [
+        ("bulk: chunkwire (SHA-256) MB/s / raw Twisted producer", cases["chunkwire"]["vs_raw"], ">=", 0.85),
+        (
+            "bulk: chunkwire (digest=None) MB/s / raw Twisted producer",
+            cases["chunkwire-nodigest"]["vs_raw"],
+            ">=",
+            0.85,
+        ),
+    ]
+    for case in ("chunkwire", "chunkwire-nodigest"):
+        for side in ("server", "client"):
+            value = cases[case][f"{side}_above_idle_mib"]
+            checks.append((f"bulk: {case} {side} peak RSS above idle, MiB ({tag})", value, "<=", 64.0))
+    for case in PING_CASES:
+        checks.append((f"bulk: {case} small-call p99 during transfer / idle p99", calls[case]["ratio"], "<=", 10.0))
+    return checks
+
+
+def table(summary: dict[str, Any]) -> str:
+    """The results as Markdown tables, with the acceptance verdicts under them."""
+    config = summary["config"]
+    lines = [
+        f"Bulk transfer of {config['size']:,} bytes over loopback TCP, client and server in separate fresh"
+        f" processes; median of {config['runs']} runs (ratio: median of each run's ratio to the raw producer);"
+        f" load average at the end {config['load_average'][0]:.1f} on {config['cpus']} CPUs.  MB = 10^6 bytes.",
+        "",
+        "| case | MB/s median [min–max] | vs raw | server peak MiB (above idle) | client peak MiB (above idle) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for case, row in summary["cases"].items():
+        lines.append(
+            f"| {row['label']} | {row['mb_s']:,.0f} [{row['mb_s_min']:,.0f}–{row['mb_s_max']:,.0f}]"
+            f" | {row['vs_raw']:.2f}x | {row['server_peak_mib']:.1f} ({row['server_above_idle_mib']:+.1f})"
+            f" | {row['client_peak_mib']:.1f} ({row['client_above_idle_mib']:+.1f}) |"
+        )
+    lines += [
+        "",
+        "Small calls (`ping()`, one at a time) on the same connection: idle, then during a transfer.",
+        "",
+        "| case | idle p99 µs | during transfer p99 µs | ratio | calls during | MB/s with calls |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for case, row in summary["calls"].items():
+        lines.append(
+            f"| {LABELS[case]} | {row['idle_p99_us']:,.0f} | {row['busy_p99_us']:,.0f} | {row['ratio']:.1f}x"
+            f" | {row['calls_during']:,.0f} | {row['mb_s']:,.0f} |"
+        )
+    lines.append("")
+    for label, value, op, threshold in criteria(summary):
+        passed = value >= threshold if op == ">=" else value <= threshold
+        lines.append(f"{'PASS' if passed else 'FAIL'}  {label}: {value:.3f} (target {op} {threshold})")
+    return "\n".join(lines)
+
+
+def run(opts: Any) -> Any:
+    """
+    The entry point for C{python -m tests.benchmarks}: run this benchmark in a
+    fresh process and hand back its report and criteria.
+
+    @param opts: the harness's C{Options} (C{quick}: 256 MiB, one run).
+    @return: the harness's C{BenchResult}.
+    """
+    from ._harness import BenchResult, Criterion
+
+    path = Path(opts.out_dir) / "bulk.json"
+    command = [sys.executable, "-m", "tests.benchmarks.bench_bulk", "--json", str(path)]
+    if opts.quick:
+        command.append("--quick")
+    subprocess.run(command, cwd=ROOT, env=_env(), check=True, stdout=subprocess.DEVNULL, timeout=3600)
+    summary = json.loads(path.read_text())
+    checks = [Criterion(label, value, op, threshold) for label, value, op, threshold in criteria(summary)]
+    return BenchResult("bulk", table(summary), checks, path)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", default=None, help="bytes per transfer: 1G (default), 4G, 256M, ...")
+    parser.add_argument("--runs", type=int, default=None, help="runs, cases round-robin within each (default 3)")
+    parser.add_argument("--quick", action="store_true", help="256 MiB and one run: a sanity check")
+    parser.add_argument("--json", default=str(ROOT / "bench-results" / "bulk.json"), help="where to write results")
+    parser.add_argument("--serve", choices=CASES, help=argparse.SUPPRESS)
+    parser.add_argument("--client", choices=CASES, help=argparse.SUPPRESS)
+    parser.add_argument("--address", help=argparse.SUPPRESS)
+    parser.add_argument("--pings", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.size = args.size or ("256M" if args.quick else "1G")
+    args.runs = args.runs or (1 if args.quick else 3)
+    if args.serve:
+        serve(args.serve, parseSize(args.size))
+        return
+    if args.client:
+        client(args.client, args.address, parseSize(args.size), args.pings)
+        return
+    summary = runAll(args)
+    print(table(summary))
+    path = Path(args.json)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
