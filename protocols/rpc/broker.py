@@ -298,7 +298,7 @@ class Broker(TokenProtocol):
         # Pending before sending: a synchronous transport may answer at once.
         self._pending[request_id] = call
         try:
-            self._send(Message((CALL, request_id, target, name, args, kwargs)))
+            self._send(Message((CALL, request_id, target, name, kwargs or None, *args)))
         except Exception:
             del self._pending[request_id]
             return fail()

@@ -3,11 +3,16 @@
 Contract: every RPC message is one top-level chunkwire object, OPEN C{"rpc"},
 an INT tag, the fields of that kind, CLOSE::
 
-    (CALL,    request_id, target_id, name, args_tuple, kwargs_dict)
+    (CALL,    request_id, target_id, name, kwargs_dict_or_None, *args)
     (ANSWER,  request_id, result)
     (FAIL,    request_id, type_name, message, traceback_or_None, details_or_None)
     (CANCEL,  request_id)
     (RELEASE, export_id, count)
+
+A CALL carries its arguments as trailing fields and C{None} for no keyword
+arguments, so the commonest call holds no nested container (two fewer
+containers to build per call); L{MessageUnslicer} hands it on in the regular
+shape C{(CALL, id, target, name, args_tuple, kwargs_dict)}.
 
 L{MessageUnslicer} checks each field as it arrives (the kind of a body at its
 header, the value once decoded), so a malformed message is refused without
@@ -47,6 +52,10 @@ FIELDS: tuple[tuple[str, ...], ...] = (
     ("tag", "id", "count"),
 )
 """The field names of each kind of message, in wire order (used in C{where})."""
+
+_KWARGS = 4
+_ARGS = 5
+"""Where a CALL's keyword arguments (or None) and its first argument stand."""
 
 MAX_NAME = 256
 """Longest method or error type name accepted, in characters."""
@@ -114,6 +123,11 @@ def _kwargs(value: Any) -> None:
             raise InvalidValue(f"keyword argument names must be strings, not {short_repr(key)}")
 
 
+def _optionalKwargs(value: Any) -> None:
+    if value is not None:
+        _kwargs(value)
+
+
 def _optionalTuple(value: Any) -> None:
     if value is not None and type(value) is not tuple:
         raise KindRefused(f"expected a tuple or None, got {type(value).__name__}")
@@ -126,16 +140,16 @@ _OPEN = frozenset({OPEN})
 
 # Per kind, per field: the check of the decoded value, and the body kinds
 # accepted at the field's header (None: any).  Field 0, the tag, is checked
-# by the unslicer itself.
+# by the unslicer itself; a CALL's fields past these are its arguments.
 _CHECKS: tuple[tuple[Check, ...], ...] = (
-    (None, _identifier, _identifier, _name, _args, _kwargs),
+    (None, _identifier, _identifier, _name, _optionalKwargs),
     (None, _identifier, None),
     (None, _identifier, _name, _text, _optionalText, _optionalTuple),
     (None, _identifier),
     (None, _identifier, _count),
 )
 _BODIES: tuple[tuple[frozenset[int] | None, ...], ...] = (
-    (_NO_BODY, _NO_BODY, _NO_BODY, _STRING, _OPEN, _OPEN),
+    (_NO_BODY, _NO_BODY, _NO_BODY, _STRING, _OPEN),
     (_NO_BODY, _NO_BODY, None),
     (_NO_BODY, _NO_BODY, _STRING, _STRING, _STRING, _OPEN),
     (_NO_BODY, _NO_BODY),
@@ -162,6 +176,9 @@ class MessageUnslicer(Unslicer):
         index = len(self.items)
         bodies = self._bodies
         if index >= len(bodies):
+            if self._isCall():
+                self._checkArgumentCount(index)
+                return
             raise TooManyItems(f"an rpc {self._kind()} message has {len(bodies)} fields")
         allowed = bodies[index]
         if allowed is not None and kind not in allowed:
@@ -174,12 +191,22 @@ class MessageUnslicer(Unslicer):
             self._setKind(obj)
         else:
             checks = self._checks
-            if index >= len(checks):
+            if index < len(checks):
+                check = checks[index]
+                if check is not None:
+                    check(obj)
+            elif self._isCall():
+                self._checkArgumentCount(index)
+            else:
                 raise TooManyItems(f"an rpc {self._kind()} message has {len(checks)} fields")
-            check = checks[index]
-            if check is not None:
-                check(obj)
         items.append(obj)
+
+    def _isCall(self) -> bool:
+        return bool(self.items) and self.items[0] == CALL
+
+    def _checkArgumentCount(self, index: int) -> None:
+        if index - _ARGS >= self.limits.max_items:
+            raise TooManyItems(f"a call has more than {self.limits.max_items} arguments")
 
     def _setKind(self, tag: Any) -> None:
         if type(tag) is not int or not 0 <= tag < len(_CHECKS):
@@ -191,9 +218,12 @@ class MessageUnslicer(Unslicer):
         return KINDS[self.items[0]] if self.items else "?"
 
     def finish(self) -> Message:
-        if len(self.items) != len(self._checks):
-            raise InvalidValue(f"an rpc {self._kind()} message needs {len(self._checks)} fields, got {len(self.items)}")
-        return Message(self.items)
+        items = self.items
+        if self._isCall() and len(items) >= _ARGS:
+            return Message((*items[:_KWARGS], tuple(items[_ARGS:]), items[_KWARGS] or {}))
+        if len(items) != len(self._checks):
+            raise InvalidValue(f"an rpc {self._kind()} message needs {len(self._checks)} fields, got {len(items)}")
+        return Message(items)
 
     def child_where(self) -> str:
         items = self.items
@@ -201,8 +231,11 @@ class MessageUnslicer(Unslicer):
         if index < 2:
             return "<rpc>"
         tag = items[0]
-        fields = FIELDS[tag]
-        field = fields[index] if index < len(fields) else "?"
+        if tag == CALL and index >= _KWARGS:
+            field = "kwargs" if index == _KWARGS else f"args[{index - _ARGS}]"
+        else:
+            fields = FIELDS[tag]
+            field = fields[index] if index < len(fields) else "?"
         return f"<{KINDS[tag]} {items[1]}>.{field}"
 
 

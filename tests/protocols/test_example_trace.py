@@ -36,7 +36,7 @@ class ExampleTraceTests(SynchronousTestCase):
         self.assertEqual((put.returncode, put.stdout), (0, "put colour\n"), put.stderr)
         self.assertIn("-> STRING 'put'", put.stderr)
         self.assertIn("<- SIMPLE None", put.stderr)
-        readUntil(server, rb"<- STRING 'put'.*\n.*<- OPEN 'tuple'.*\n.*<- STRING 'colour'")
+        readUntil(server, rb"<- STRING 'put'.*\n.*<- SIMPLE None.*\n.*<- STRING 'colour'")
 
     def test_echoTrace(self) -> None:
         """echo_server --trace logs what it echoes; echo_client --trace logs what it sends."""

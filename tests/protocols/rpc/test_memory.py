@@ -383,16 +383,17 @@ class ViolationTests(SynchronousTestCase):
         """A call whose fields are malformed is refused and answered with a FAIL for its id."""
         pair = RpcPair(Service())
         events = quiet(pair.server)
-        pair.client.sendObject(Message((CALL, 77, 0, 12, (), {})))
-        pair.client.sendObject(Message((CALL, 78, 0, "echo", [1], {})))
-        pair.client.sendObject(Message((CALL, 79, 0, "echo", (), {1: 2})))
+        # The wire shape of a CALL: (CALL, id, target, name, kwargs or None, *args).
+        pair.client.sendObject(Message((CALL, 77, 0, 12, None)))
+        pair.client.sendObject(Message((CALL, 78, 0, "echo", [1])))
+        pair.client.sendObject(Message((CALL, 79, 0, "echo", {1: 2})))
         pair.flush()
         fails = [m for m in messagesIn(b"".join(pair.serverWrites)) if m[0] == FAIL]
         self.assertEqual(
             [(m[1], m[2], m[5]) for m in fails],
             [
                 (77, "Violation", ("invalid-value", "name")),
-                (78, "Violation", ("kind-refused", "args")),
+                (78, "Violation", ("kind-refused", "kwargs")),
                 (79, "Violation", ("invalid-value", "kwargs")),
             ],
         )
