@@ -1,0 +1,58 @@
+"""Serve a directory over chunkwire's bulk-transfer service.
+
+    python examples/bulk_server.py --listen tcp:8770 --dir /tmp/chunkwire-files
+    python examples/bulk_client.py --connect tcp:host=127.0.0.1:port=8770 send big.iso
+    python examples/bulk_client.py --connect tcp:host=127.0.0.1:port=8770 fetch big.iso
+
+Clients upload and download files of any size, striped over several
+connections if they like; a transfer cut by a dropped connection resumes
+from the bytes the receiver already holds.  Every file is checked end to end
+with SHA-256, and an upload appears in the directory (under its own name)
+only once its digest has been verified: until then its bytes live in a
+hidden C{.NAME.part} file with a C{.NAME.part.json} record of the ranges
+held.  Stop with Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.task import react
+from twisted.logger import globalLogBeginner, textFileLogObserver
+
+from protocols import bulk
+from protocols.bulk.files import BulkService
+
+
+async def serve(reactor: Any, descriptions: list[str], directory: str, options: bulk.BulkOptions) -> None:
+    service = BulkService(directory, reactor=reactor)
+    for description in descriptions:
+        port: Any = await bulk.serve(reactor, description, service, options=options)
+        print(f"bulk server listening on {description} ({port.getHost()}), serving {directory}", flush=True)
+    await Deferred()  # serve until interrupted
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--listen",
+        action="append",
+        metavar="ENDPOINT",
+        help="a Twisted server endpoint description (repeatable; default tcp:8770)",
+    )
+    parser.add_argument("--dir", required=True, help="the directory to serve (created if missing)")
+    parser.add_argument("--hashing", choices=("thread", "inline"), default="inline", help="where digests are computed")
+    parser.add_argument("--log", action="store_true", help="log to stdout")
+    args = parser.parse_args(argv)
+    if args.log:
+        observer: Any = textFileLogObserver(sys.stdout)
+        globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
+    options = bulk.BulkOptions(hashing=args.hashing)
+    react(lambda reactor: Deferred.fromCoroutine(serve(reactor, args.listen or ["tcp:8770"], args.dir, options)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,784 @@
+"""Resumable, striped file transfer: assemblies, the bulk-transfer service and its client side.
+
+Contract: an L{Assembly} is a file being put together from byte ranges that
+arrive in any order, repeated or overlapping, over any number of streams,
+connections and restarts.  It keeps the bytes in a partial file beside the
+destination (C{.NAME.part}) and what it holds in a small sidecar
+(C{.NAME.part.json}: size, version, digest algorithm, ranges held), written
+after the data it describes, so a crash never records bytes that were not
+written.  The destination appears, by one rename, only after the whole
+file's digest has been verified; until then nothing is presented as
+complete.  Each byte is written once (C{os.pwrite} of the received buffer)
+and hashed once: in order, from that buffer, when it arrives at the hashed
+position, otherwise read back from the partial file once the bytes before
+it are there (see L{OrderedHasher}).
+
+L{BulkService} serves a directory: uploads and downloads through calls
+(C{put}, C{get}), and the resumable protocol the client helpers use
+(C{openUpload} / C{upload} / C{finishUpload}, C{stat} / C{download}).
+L{sendFile} and L{fetchFile} move one file over N connections (stripes of
+the missing ranges) and, when a connection drops, reconnect and ask which
+ranges are still missing, so nothing the receiver holds is sent again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.error import ConnectError, ConnectionDone, ConnectionLost
+from twisted.internet.interfaces import IReactorThreads
+from twisted.internet.task import deferLater
+
+from framing.slicing.constraints import ByteString, Integer, ListOf, Text
+
+from .. import rpc
+from .errors import IntegrityError
+from .integrity import DEFAULT_DIGEST, OrderedHasher, checkAlgorithm
+from .ranges import RangeSet
+from .sinks import Release, Sink, writeAt
+from .sources import FileSource
+from .streams import IncomingStream, Stream, TransferResult, _Outcome
+
+SIDECAR_VERSION = 1
+SAVE_EVERY = 64 * 1024 * 1024
+"""Bytes of new data between two sidecar writes during a transfer (it is
+also written when a stream ends, fails or its connection drops)."""
+
+MAX_NAME = 255
+
+
+class FileChanged(Exception):
+    """The file changed on the server since the transfer started (its version differs)."""
+
+
+class BadName(Exception):
+    """A file name the service refuses (a path, a hidden name, empty or too long)."""
+
+
+rpc.register_error(FileChanged, "chunkwire.bulk.FileChanged")
+rpc.register_error(BadName, "chunkwire.bulk.BadName")
+
+
+def checkName(name: str) -> str:
+    """
+    Return C{name} if it names a plain file in the served directory.
+
+    @raise BadName: it holds a path separator or NUL, starts with a dot, or
+        is empty or too long.
+    """
+    if not name or len(name) > MAX_NAME or name.startswith(".") or any(c in name for c in "/\\\0"):
+        raise BadName(f"not a plain file name: {name!r}")
+    return name
+
+
+def fileVersion(path: str | os.PathLike[str]) -> str:
+    """A token that changes whenever the file is replaced or modified (size and modification time)."""
+    st = os.stat(path)
+    return f"{st.st_size}-{st.st_mtime_ns}"
+
+
+# -- assemblies ------------------------------------------------------------------------------
+
+
+class Assembly:
+    """
+    A file assembled from ranges; see the module docstring.
+
+    @ivar path: the destination.
+    @ivar size: the file's size.
+    @ivar version: the source's version token the held ranges belong to.
+    @ivar held: the L{RangeSet} of bytes written to the partial file.
+    @ivar received: payload bytes written by this process (repeats included).
+    @ivar duplicates: of those, bytes that were already held.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        size: int,
+        version: str,
+        algorithm: str = DEFAULT_DIGEST,
+        reactor: Any = None,
+    ) -> None:
+        """
+        Open the assembly of C{path}: resume from its sidecar if that
+        records the same size, version and algorithm, else start afresh.
+
+        @param reactor: hash in a worker thread reporting to it (see
+            L{OrderedHasher}); C{None} hashes inline.
+        """
+        self.path = Path(path)
+        self.size = size
+        self.version = version
+        self.algorithm = checkAlgorithm(algorithm) or DEFAULT_DIGEST
+        self.partPath = self.path.with_name(f".{self.path.name}.part")
+        self.sidecarPath = self.path.with_name(f".{self.path.name}.part.json")
+        self.held = self._load()
+        self.received = 0
+        self.duplicates = 0
+        self._unsaved = 0
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0)
+        self._fd: int | None = os.open(self.partPath, flags, 0o644)
+        if not self.held:
+            os.ftruncate(self._fd, 0)
+        threads = reactor if reactor is not None and IReactorThreads.providedBy(reactor) else None
+        self.hasher = OrderedHasher(self.algorithm, self._readBack, threads)
+        self._verifying: _Outcome | None = None
+        if self.held:
+            # Resumed: what is already held from offset 0 is hashed from the file.
+            self.hasher.allowReadBack(self.held.contiguousEnd(0))
+
+    def _load(self) -> RangeSet:
+        try:
+            record = json.loads(self.sidecarPath.read_text())
+            same = (record["v"], record["size"], record["version"], record["algorithm"]) == (
+                SIDECAR_VERSION,
+                self.size,
+                self.version,
+                self.algorithm,
+            )
+            held = RangeSet.fromList(record["ranges"]) if same and self.partPath.exists() else RangeSet()
+        except (OSError, ValueError, KeyError, TypeError):
+            return RangeSet()
+        return held if all(end <= self.size for _, end in held) else RangeSet()
+
+    def __repr__(self) -> str:
+        return f"<Assembly {self.path.name} {self.held.total}/{self.size} bytes>"
+
+    @property
+    def complete(self) -> bool:
+        """Whether every byte is held."""
+        return self.held.covers(0, self.size)
+
+    def missing(self) -> list[tuple[int, int]]:
+        """The ranges still to receive, in order."""
+        return self.held.missing(0, self.size)
+
+    def write(self, offset: int, data: bytes, release: Release | None = None) -> None:
+        """
+        Write C{data} at C{offset} and record it; C{release(len(data))} once
+        the hasher is done with it.
+
+        @raise ValueError: the range is outside the file.
+        """
+        end = offset + len(data)
+        if end > self.size or self._fd is None:
+            raise ValueError(f"[{offset}, {end}) is outside the {self.size}-byte file, or the assembly is closed")
+        writeAt(self._fd, data, offset)
+        frontier = self.held.contiguousEnd(0)
+        added = self.held.add(offset, end)
+        self.received += len(data)
+        self.duplicates += len(data) - added
+        self.hasher.offer(offset, data, release)
+        reach = self.held.contiguousEnd(0)
+        if reach > frontier and reach > end:
+            # This piece joined ranges written earlier out of order: they can
+            # now be read back and hashed.
+            self.hasher.allowReadBack(reach)
+        self._unsaved += added
+        if self._unsaved >= SAVE_EVERY:
+            self.save()
+
+    def _readBack(self, offset: int, length: int) -> bytes:
+        fd = self._fd
+        if fd is None:
+            raise IntegrityError("the assembly was closed")
+        return os.pread(fd, length, offset)
+
+    def save(self) -> None:
+        """Write the sidecar (atomically: a temporary file, then a rename)."""
+        if self._fd is None:
+            return
+        self._unsaved = 0
+        record = {
+            "v": SIDECAR_VERSION,
+            "size": self.size,
+            "version": self.version,
+            "algorithm": self.algorithm,
+            "ranges": self.held.toList(),
+        }
+        temporary = self.sidecarPath.with_name(self.sidecarPath.name + ".tmp")
+        temporary.write_text(json.dumps(record))
+        os.replace(temporary, self.sidecarPath)
+
+    def verify(self, expected: bytes | None = None) -> Deferred[bytes]:
+        """
+        Hash what is not hashed yet and fire with the file's digest; fail
+        with L{IntegrityError} if bytes are missing or the digest is not
+        C{expected}.  Callable more than once (the digest is computed once).
+        """
+        if not self.complete:
+            return _failed(IntegrityError(f"{self.size - self.held.total} bytes of {self.path.name} are missing"))
+        if self._verifying is None:
+            outcome = self._verifying = _Outcome()
+            self.hasher.finish(self.size).addCallbacks(outcome.succeed, outcome.fail)
+        result: Deferred[bytes] = self._verifying.wait()
+        return result.addCallback(self._check, expected)
+
+    def _check(self, actual: bytes, expected: bytes | None) -> bytes:
+        if expected is not None and actual != expected:
+            raise IntegrityError(
+                f"{self.algorithm} of {self.path.name} is {actual.hex()}, the sender's is {expected.hex()}",
+                expected.hex(),
+                actual.hex(),
+            )
+        return actual
+
+    def commit(self) -> None:
+        """Move the verified file into place and forget the sidecar."""
+        self._close()
+        os.replace(self.partPath, self.path)
+        _unlink(self.sidecarPath)
+
+    def discard(self) -> None:
+        """Drop the partial file and its sidecar (bad data: it must not be resumed)."""
+        self._close()
+        self.hasher.abort()
+        _unlink(self.partPath)
+        _unlink(self.sidecarPath)
+
+    def suspend(self) -> None:
+        """Keep what is held for a later resume: save the sidecar and close the file."""
+        self.save()
+        self._close()
+        self.hasher.abort()
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _failed(error: BaseException) -> Deferred[Any]:
+    failed: Deferred[Any] = Deferred()
+    failed.errback(error)
+    return failed
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+class AssemblySink(Sink):
+    """Receives a stream's pieces into an L{Assembly} (any ranges, any order); the assembly verifies."""
+
+    sequential = False
+    verifies = True
+
+    def __init__(self, assembly: Assembly) -> None:
+        self.assembly = assembly
+
+    def write(self, offset: int, data: bytes, release: Release) -> None:
+        self.assembly.write(offset, data, release)
+
+    def complete(self) -> None:
+        self.assembly.save()
+
+    def fail(self, reason: BaseException) -> None:
+        # Whatever arrived is kept for a resume.
+        self.assembly.save()
+
+
+# -- the service ---------------------------------------------------------------------------------
+
+_NAME = Text(MAX_NAME)
+_VERSION = Text(100)
+_RANGES = ListOf(ListOf(Integer(0), 2), 1 << 20)
+
+
+class BulkService(rpc.Referenceable):
+    """
+    Serves the files of one directory: upload, download, list.
+
+    Remote methods: C{put(name, stream)} and C{get(name)} move a whole file
+    through one call (a stream argument, a stream result); C{openUpload},
+    C{upload}, C{finishUpload}, C{stat} and C{download} are the resumable,
+    stripable protocol of L{sendFile} and L{fetchFile}; C{list()} names the
+    files.
+
+    @ivar directory: the served directory.
+    @ivar uploads: the assemblies of uploads in progress, by name.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], *, reactor: Any = None, algorithm: str = DEFAULT_DIGEST):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.reactor = reactor
+        self.algorithm = checkAlgorithm(algorithm) or DEFAULT_DIGEST
+        self.uploads: dict[str, Assembly] = {}
+
+    def _path(self, name: str) -> Path:
+        return self.directory / checkName(name)
+
+    # -- whole files through one call --------------------------------------------------------
+
+    @rpc.remote(args={"name": _NAME})
+    async def put(self, name: str, stream: IncomingStream) -> str:
+        """Receive C{stream} as file C{name}; return its verified digest (hex)."""
+        path = self._path(name)
+        if not isinstance(stream, IncomingStream):
+            raise TypeError("put takes a stream")
+        result: TransferResult = await stream.receive(path)
+        self._remember(path, result.digest)
+        return result.hexdigest
+
+    @rpc.remote(args={"name": _NAME})
+    def get(self, name: str) -> Stream:
+        """Send file C{name} as a stream (the caller receives it and checks its digest)."""
+        return Stream(self._path(name), digest=self.algorithm)
+
+    # -- resumable uploads -----------------------------------------------------------------------
+
+    @rpc.remote(args={"name": _NAME, "size": Integer(0, 1 << 62), "version": _VERSION})
+    def openUpload(self, name: str, size: int, version: str) -> dict[str, Any]:
+        """
+        Start or resume uploading C{name}: C{version} identifies the source
+        (a different one, or a different size, starts afresh).
+
+        @return: C{{"held": ranges already held, "algorithm": name}}.
+        """
+        path = self._path(name)
+        if name not in self.uploads and self._stored(path, size, version) is not None:
+            # Already received whole (the answer to finishUpload was lost).
+            return {"held": [[0, size]] if size else [], "algorithm": self.algorithm}
+        assembly = self.uploads.get(name)
+        if assembly is None or (assembly.size, assembly.version) != (size, version):
+            if assembly is not None:
+                assembly.discard()
+            assembly = self.uploads[name] = Assembly(path, size, version, self.algorithm, self.reactor)
+        return {"held": assembly.held.toList(), "algorithm": assembly.algorithm}
+
+    @rpc.remote(args={"name": _NAME})
+    async def upload(self, name: str, stream: IncomingStream) -> dict[str, Any]:
+        """Receive some ranges of upload C{name}; return how much is held."""
+        assembly = self._upload(name)
+        if not isinstance(stream, IncomingStream):
+            raise TypeError("upload takes a stream")
+        if stream.size != assembly.size:
+            stream.cancel("the stream's size is not the upload's")
+            raise ValueError(f"the stream's size {stream.size} is not the upload's {assembly.size}")
+        await stream.receive(self.uploadSink(assembly, stream))
+        return {"held": assembly.held.total}
+
+    def uploadSink(self, assembly: Assembly, stream: IncomingStream) -> Sink:
+        """Where an upload's stream is received: override to watch or shape uploads."""
+        return AssemblySink(assembly)
+
+    @rpc.remote(args={"name": _NAME, "digest": ByteString(64)})
+    async def finishUpload(self, name: str, digest: bytes) -> dict[str, Any]:
+        """
+        Verify the complete upload against the sender's C{digest} and move
+        it into place.  A mismatch drops the partial file and fails with
+        L{IntegrityError}.
+        """
+        if name not in self.uploads:
+            stored = self._remembered(self._path(name), None)
+            if stored is not None and stored == digest:
+                # A repeat: the first answer was lost with its connection.
+                return {"size": self._path(name).stat().st_size, "digest": stored.hex(), "duplicates": 0}
+        assembly = self._upload(name)
+        try:
+            actual = await assembly.verify(digest)
+        except IntegrityError:
+            if assembly.complete:
+                self.uploads.pop(name, None)
+                assembly.discard()
+            raise
+        self.uploads.pop(name, None)
+        assembly.commit()
+        self._remember(assembly.path, actual, source=assembly.version)
+        return {"size": assembly.size, "digest": actual.hex(), "duplicates": assembly.duplicates}
+
+    def _upload(self, name: str) -> Assembly:
+        assembly = self.uploads.get(checkName(name))
+        if assembly is None:
+            raise KeyError(f"no upload of {name!r} is open")
+        return assembly
+
+    # -- resumable downloads ------------------------------------------------------------------
+
+    @rpc.remote(args={"name": _NAME})
+    async def stat(self, name: str) -> dict[str, Any]:
+        """C{{"size", "version", "digest" (hex), "algorithm"}} of file C{name} (its digest computed once, then kept)."""
+        path = self._path(name)
+        version = fileVersion(path)
+        digest = self._remembered(path, version)
+        if digest is None:
+            source = FileSource(path)
+            try:
+                hasher = OrderedHasher(self.algorithm, source.read, _threads(self.reactor))
+                hasher.allowReadBack(source.size)
+                digest = await hasher.finish(source.size)
+            finally:
+                source.close()
+            self._remember(path, digest, version)
+        return {"size": path.stat().st_size, "version": version, "digest": digest.hex(), "algorithm": self.algorithm}
+
+    @rpc.remote(args={"name": _NAME, "version": _VERSION, "ranges": _RANGES})
+    def download(self, name: str, version: str, ranges: list[list[int]]) -> Stream:
+        """
+        Send C{ranges} of file C{name} (the client verifies the whole file
+        against C{stat}'s digest).
+
+        @raise FileChanged: the file's version is no longer C{version}.
+        """
+        path = self._path(name)
+        if fileVersion(path) != version:
+            raise FileChanged(f"{name} changed since the transfer started")
+        return Stream(path, ranges=[(start, end) for start, end in ranges], digest=None)
+
+    # -- digests of stored files --------------------------------------------------------------
+
+    def _digestPath(self, path: Path) -> Path:
+        return path.with_name(f".{path.name}.{self.algorithm}.json")
+
+    def _remember(self, path: Path, digest: bytes | None, version: str | None = None, source: str = "") -> None:
+        """Record a stored file's digest, valid while its version stays C{version}."""
+        if digest is None:
+            return
+        record = {"version": version or fileVersion(path), "digest": digest.hex(), "source": source}
+        self._digestPath(path).write_text(json.dumps(record))
+
+    def _record(self, path: Path) -> dict[str, Any] | None:
+        """The digest record of a stored file, if it still describes the file as it is."""
+        try:
+            record: dict[str, Any] = json.loads(self._digestPath(path).read_text())
+            return record if record["version"] == fileVersion(path) else None
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _remembered(self, path: Path, version: str | None) -> bytes | None:
+        record = self._record(path)
+        if record is None or (version is not None and record["version"] != version):
+            return None
+        return bytes.fromhex(record["digest"])
+
+    def _stored(self, path: Path, size: int, source: str) -> bytes | None:
+        """The digest of a stored file uploaded whole from the source version C{source}, if it is that file."""
+        record = self._record(path)
+        if record is None or record.get("source") != source or path.stat().st_size != size:
+            return None
+        return bytes.fromhex(record["digest"])
+
+    # Last: inside the class body, "list" names this method from here on.
+    @rpc.remote
+    def list(self) -> list[list[Any]]:
+        """C{[name, size]} of every file served, by name."""
+        return [
+            [entry.name, entry.stat().st_size]
+            for entry in sorted(self.directory.iterdir())
+            if entry.is_file() and not entry.name.startswith(".")
+        ]
+
+
+def _threads(reactor: Any) -> Any:
+    return reactor if reactor is not None and IReactorThreads.providedBy(reactor) else None
+
+
+# -- the client side -----------------------------------------------------------------------------
+
+Connect = Callable[[], Deferred[rpc.RemoteReference]]
+"""Makes a new connection to the service and gives its root."""
+
+RETRYABLE = (ConnectionLost, ConnectionDone, ConnectError, rpc.DeadReferenceError)
+"""Failures after which a transfer reconnects and resumes."""
+
+
+@dataclass
+class TransferProgress:
+    """
+    How far a file transfer has got, for a progress display.
+
+    @ivar total: the file's size.
+    @ivar held: bytes the receiver held when the current attempt started.
+    @ivar started: when the transfer started (C{time.monotonic()}).
+    @ivar attempts: connections (or sets of striped connections) used so far.
+    @ivar current: the streams of the current attempt (L{Stream}s sending
+        or L{IncomingStream}s receiving).
+    """
+
+    total: int = 0
+    held: int = 0
+    started: float = field(default_factory=time.monotonic)
+    attempts: int = 0
+    current: list[Any] = field(default_factory=list, repr=False)
+
+    @property
+    def done(self) -> int:
+        """Bytes the receiver has, or is about to have."""
+        moved = sum(getattr(s, "sentBytes", 0) or getattr(s, "receivedBytes", 0) for s in self.current)
+        return min(self.total, self.held + moved)
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """
+    What a completed L{sendFile} or L{fetchFile} reports.
+
+    @ivar name: the file's name on the service.
+    @ivar size: its size in bytes.
+    @ivar digest: its verified digest, hex.
+    @ivar algorithm: the digest's algorithm.
+    @ivar seconds: how long it took.
+    @ivar payload: data bytes sent over all attempts (at least C{size}
+        minus what was already held; more when a connection was cut with
+        data in flight).
+    @ivar cuts: how many attempts failed (a connection dropped, or could
+        not be made) before the transfer resumed and completed.
+    """
+
+    name: str
+    size: int
+    digest: str
+    algorithm: str
+    seconds: float
+    payload: int
+    cuts: int
+
+
+def stripes(ranges: Iterable[tuple[int, int]], count: int) -> list[list[tuple[int, int]]]:
+    """
+    Split C{ranges} into C{count} lists covering about the same number of
+    bytes, each in order (a range is cut where a stripe boundary falls).
+    Empty stripes are left out.
+    """
+    ranges = list(ranges)
+    total = sum(end - start for start, end in ranges)
+    if count <= 1 or not total:
+        return [ranges] if total else []
+    share = -(-total // count)
+    result: list[list[tuple[int, int]]] = [[]]
+    room = share
+    for start, end in ranges:
+        while start < end:
+            if not room:
+                result.append([])
+                room = share
+            take = min(room, end - start)
+            result[-1].append((start, start + take))
+            start += take
+            room -= take
+    return result
+
+
+async def _retrying(
+    clock: Any, retries: int, delay: float, attempt: Callable[[], Any], on_cut: Callable[[], None]
+) -> Any:
+    """Run C{attempt()} until it succeeds; after a retryable failure wait C{delay} and go again, C{retries} times."""
+    failures = 0
+    while True:
+        try:
+            return await attempt()
+        except RETRYABLE:
+            failures += 1
+            if failures > retries:
+                raise
+            on_cut()
+            await deferLater(clock, delay, lambda: None)
+
+
+async def _connectAll(connect: Connect, count: int) -> list[rpc.RemoteReference]:
+    roots = []
+    try:
+        for _ in range(count):
+            roots.append(await connect())
+    except BaseException:
+        _disconnect(roots)
+        raise
+    return roots
+
+
+def _disconnect(roots: list[rpc.RemoteReference]) -> None:
+    for root in roots:
+        if root.broker.isConnected():
+            root.broker.transport.loseConnection()
+
+
+async def sendFile(
+    connect: Connect,
+    path: str | os.PathLike[str],
+    name: str | None = None,
+    *,
+    streams: int = 1,
+    retries: int = 10,
+    retryDelay: float = 0.2,
+    clock: Any = None,
+    progress: TransferProgress | None = None,
+) -> FileResult:
+    """
+    Upload the file at C{path} to a L{BulkService} as C{name} (its base
+    name by default), over C{streams} connections at once, resuming after
+    dropped connections.
+
+    @param connect: makes a new connection and gives the service's root.
+    @param clock: an C{IReactorTime} for the waits between attempts (and a
+        reactor with threads for hashing off the reactor thread).
+    @raise IntegrityError: the service's digest of what it received is not
+        the file's digest.
+    """
+    clock = _clock(clock)
+    name = checkName(name or os.path.basename(os.fspath(path)))
+    source = FileSource(path)
+    progress = progress or TransferProgress()
+    progress.total = size = source.size
+    version = fileVersion(path)
+    hasher = OrderedHasher(DEFAULT_DIGEST, source.read, _threads(clock))
+    state = _Sent(hasher, streams > 1, size)
+    started = time.monotonic()
+
+    async def attempt() -> dict[str, Any]:
+        roots = await _connectAll(connect, streams)
+        progress.attempts += 1
+        try:
+            info = await roots[0].callRemote("openUpload", name, size, version)
+            held = RangeSet.fromList(info["held"])
+            progress.held = held.total
+            parts = stripes(held.missing(0, size), streams)
+            sending = [Stream(FileSource(path), ranges=part, hasher=hasher) for part in parts]
+            progress.current = sending
+            calls = [root.callRemote("upload", name, stream) for root, stream in zip(roots, sending, strict=False)]
+            try:
+                await gatherResults(calls, consumeErrors=True).addErrback(_firstError)
+            finally:
+                state.payload += sum(stream.sentBytes for stream in sending)
+                progress.held, progress.current = progress.held + sum(s.sentBytes for s in sending), []
+            digest = await state.digest()
+            answer: dict[str, Any] = await roots[0].callRemote("finishUpload", name, digest)
+            return answer
+        finally:
+            _disconnect(roots)
+
+    try:
+        answer = await _retrying(clock, retries, retryDelay, attempt, state.cut)
+    finally:
+        source.close()
+        hasher.abort()
+    return FileResult(
+        name, size, answer["digest"], DEFAULT_DIGEST, time.monotonic() - started, state.payload, state.cuts
+    )
+
+
+class _Sent:
+    """What L{sendFile} keeps across attempts: the file's hasher, payload sent, cuts."""
+
+    def __init__(self, hasher: OrderedHasher, striped: bool, size: int) -> None:
+        self.hasher = hasher
+        self.size = size
+        self.payload = 0
+        self.cuts = 0
+        self._digest: bytes | None = None
+        if striped:
+            # Stripes send out of order: hash the file from disk meanwhile.
+            hasher.allowReadBack(size)
+
+    def cut(self) -> None:
+        self.cuts += 1
+
+    async def digest(self) -> bytes:
+        if self._digest is None:
+            self._digest = await self.hasher.finish(self.size)
+        return self._digest
+
+
+async def fetchFile(
+    connect: Connect,
+    name: str,
+    path: str | os.PathLike[str],
+    *,
+    streams: int = 1,
+    retries: int = 10,
+    retryDelay: float = 0.2,
+    clock: Any = None,
+    progress: TransferProgress | None = None,
+) -> FileResult:
+    """
+    Download file C{name} from a L{BulkService} to C{path}, over C{streams}
+    connections at once, resuming (from a partial file left by an earlier
+    run, too) after dropped connections.  C{path} appears only once the
+    file's digest has been verified against the service's.
+
+    @raise IntegrityError: what arrived does not have the service's digest
+        (the partial file is then removed).
+    @raise FileChanged: the file changed on the service meanwhile.
+    """
+    clock = _clock(clock)
+    checkName(name)
+    progress = progress or TransferProgress()
+    started = time.monotonic()
+    counts = {"payload": 0, "cuts": 0}
+    assemblies: list[Assembly] = []
+
+    async def attempt() -> bytes:
+        roots = await _connectAll(connect, streams)
+        progress.attempts += 1
+        try:
+            info = await roots[0].callRemote("stat", name)
+            if not assemblies:
+                assemblies.append(Assembly(path, info["size"], info["version"], info["algorithm"], clock))
+            assembly = assemblies[0]
+            if info["version"] != assembly.version:
+                raise FileChanged(f"{name} changed on the service since the transfer started")
+            progress.total, progress.held = assembly.size, assembly.held.total
+            incoming = [
+                await root.callRemote("download", name, assembly.version, [list(r) for r in part])
+                for root, part in zip(roots, stripes(assembly.missing(), streams), strict=False)
+            ]
+            progress.current = incoming
+            try:
+                receiving = [stream.receive(AssemblySink(assembly)) for stream in incoming]
+                await gatherResults(receiving, consumeErrors=True).addErrback(_firstError)
+            finally:
+                counts["payload"] += sum(stream.receivedBytes for stream in incoming)
+                progress.held, progress.current = assembly.held.total, []
+            return await assembly.verify(bytes.fromhex(info["digest"]))
+        finally:
+            _disconnect(roots)
+
+    def cut() -> None:
+        counts["cuts"] += 1
+
+    try:
+        digest = await _retrying(clock, retries, retryDelay, attempt, cut)
+    except IntegrityError:
+        if assemblies and assemblies[0].complete:
+            assemblies[0].discard()
+        raise
+    except BaseException:
+        if assemblies:
+            assemblies[0].suspend()
+        raise
+    assembly = assemblies[0]
+    assembly.commit()
+    return FileResult(
+        name,
+        assembly.size,
+        digest.hex(),
+        assembly.algorithm,
+        time.monotonic() - started,
+        counts["payload"],
+        counts["cuts"],
+    )
+
+
+def _firstError(failure: Any) -> Any:
+    """gatherResults wraps the first failure in FirstError: unwrap it, so retries see the real reason."""
+    inner = getattr(failure.value, "subFailure", None)
+    return inner if inner is not None else failure
+
+
+def _clock(clock: Any) -> Any:
+    if clock is None:
+        from twisted.internet import reactor
+
+        return reactor
+    return clock

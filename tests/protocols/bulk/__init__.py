@@ -1,0 +1,1 @@
+"""Tests for protocols.bulk: streamed bulk transfer."""

@@ -1,0 +1,107 @@
+"""The bulk examples run as their docstrings say: a server process, and client processes that send, fetch and list."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from ..rpc.test_kv_example import readUntil, stop
+from .support import payload, writeFile
+
+ROOT = Path(__file__).resolve().parents[3]
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+FINAL = re.compile(
+    r"^(sent|fetched) (\S+): (\d+) bytes \(.*\) in [\d.]+ s, [\d.]+ MB/s, sha256 ([0-9a-f]{64}) verified"
+)
+
+
+class BulkExampleTests(SynchronousTestCase):
+    """examples/bulk_server.py and examples/bulk_client.py work together."""
+
+    def client(self, port: int, *args: str, cwd: str | None = None) -> str:
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "examples" / "bulk_client.py"), "--connect", f"tcp:host=127.0.0.1:port={port}"]
+            + list(args),
+            cwd=cwd or ROOT,
+            env=ENV,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return done.stdout
+
+    def test_sendFetchList(self) -> None:
+        """A file sent, striped and not, is listed, fetched back and verified with the same SHA-256."""
+        work = Path(self.mktemp()).resolve()
+        served = work / "served"
+        data = payload(3_000_000, seed=1)
+        work.mkdir(parents=True)
+        source = writeFile(work / "source.bin", data)
+        digest = hashlib.sha256(data).hexdigest()
+        server = subprocess.Popen(
+            [sys.executable, "examples/bulk_server.py", "--listen", "tcp:0:interface=127.0.0.1", "--dir", str(served)],
+            cwd=ROOT,
+            env=ENV,
+            stdout=subprocess.PIPE,
+        )
+        try:
+            port = int(readUntil(server, rb"bulk server listening on .* port=(\d+)\)").group(1))
+            lines = self.client(port, "send", source).splitlines()
+            self.assertEqual(FINAL.match(lines[-1]).groups(), ("sent", "source.bin", str(len(data)), digest))
+            lines = self.client(port, "--streams", "3", "send", source, "--name", "copy.bin").splitlines()
+            self.assertEqual(FINAL.match(lines[-1]).group(4), digest)
+            listing = self.client(port, "list")
+            self.assertIn("copy.bin", listing)
+            self.assertIn(str(len(data)), listing)
+            lines = self.client(port, "--streams", "2", "fetch", "copy.bin", "--output", "back.bin", cwd=str(work))
+            self.assertEqual(FINAL.match(lines.splitlines()[-1]).groups()[0::3], ("fetched", digest))
+            self.assertEqual((work / "back.bin").read_bytes(), data)
+            stored = sorted(p.name for p in served.iterdir() if not p.name.startswith("."))
+            self.assertEqual(stored, ["copy.bin", "source.bin"])
+        finally:
+            stop(server)
+
+    def test_progressLines(self) -> None:
+        """Not on a terminal, progress is plain lines with percent, bytes, MB/s and ETA."""
+        sys.path.insert(0, str(ROOT / "examples"))
+        try:
+            import io
+
+            from bulk_client import ProgressDisplay, humanBytes
+
+            from protocols.bulk.files import TransferProgress
+        finally:
+            sys.path.pop(0)
+        progress = TransferProgress(total=4 * 1024**3, held=1024**3)
+        out = io.StringIO()
+        ProgressDisplay(progress, "send big.iso", out, None).draw()
+        line = out.getvalue()
+        self.assertRegex(line, r"^send big.iso:  25%  1.0 GiB / 4.0 GiB  [\d.]+ MB/s  ETA \d+:\d\d\n$")
+        self.assertEqual(humanBytes(1536), "1.5 KiB")
+
+    def test_progressBar(self) -> None:
+        """On a terminal, progress is a bar redrawn in place."""
+        sys.path.insert(0, str(ROOT / "examples"))
+        try:
+            import io
+
+            from bulk_client import ProgressDisplay
+
+            from protocols.bulk.files import TransferProgress
+        finally:
+            sys.path.pop(0)
+
+        class Terminal(io.StringIO):
+            def isatty(self) -> bool:
+                return True
+
+        out = Terminal()
+        ProgressDisplay(TransferProgress(total=100, held=50), "fetch x", out, None).draw()
+        self.assertRegex(out.getvalue(), r"^\rfetch x \[#{15}\.{15}\]  50%  50 B / 100 B")

@@ -1,0 +1,179 @@
+"""Tests for protocols.bulk.wire: data frames streamed through the decoder, control messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from framing import BlockBuffer, Decoder, Encoder, ProtocolError, Registry, Violation
+from framing.encoder import open_token
+from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.wire import BYTES, CLOSE, INT, NEG, PREAMBLE, encode_header
+from protocols.bulk.wire import (
+    CONTROL_OPEN_TYPE,
+    DATA_FRAME_RECEIVED,
+    DATA_OPEN_TYPE,
+    END,
+    GRANT,
+    Control,
+    ControlSlicer,
+    ControlUnslicer,
+    DataUnslicer,
+    StreamingDecoder,
+    dataFramePieces,
+)
+
+from .support import payload
+
+
+class Target:
+    """Where a test's data frames go: records each piece and each frame's start."""
+
+    def __init__(self, refuse: bool = False, fail: BaseException | None = None) -> None:
+        self.pieces: list[tuple[int, bytes]] = []
+        self.starts: list[tuple[int, int, int]] = []
+        self.refuse = refuse
+        self.fail = fail
+
+    def starting(self, streamId: int, offset: int, length: int) -> Any:
+        if self.fail is not None:
+            raise self.fail
+        self.starts.append((streamId, offset, length))
+        return None if self.refuse else self.piece
+
+    def piece(self, offset: int, data: bytes) -> None:
+        self.pieces.append((offset, data))
+
+
+def registry(target: Target) -> Registry:
+    result = Registry(DEFAULT_REGISTRY)
+    result.add_unslicer(DATA_OPEN_TYPE, lambda limits: DataUnslicer(limits, target.starting))
+    result.add_unslicer(CONTROL_OPEN_TYPE, ControlUnslicer)
+    result.add_slicer(Control, ControlSlicer())
+    return result
+
+
+def frame(streamId: int, offset: int, body: bytes) -> bytes:
+    return b"".join(dataFramePieces(streamId, offset, body))
+
+
+def feedInPieces(decoder: Decoder, data: bytes, size: int) -> list[Any]:
+    results: list[Any] = []
+    for start in range(0, len(data), size):
+        results += decoder.feed(data[start : start + size])
+    return results
+
+
+class DataFrameTests(SynchronousTestCase):
+    """A data frame's body goes to its stream as it arrives, never collected whole."""
+
+    def test_bodyStreamedInPieces(self) -> None:
+        """Fed 1000 bytes at a time, a 100 kB body reaches its target in pieces, with offsets, holding nothing."""
+        target = Target()
+        decoder = StreamingDecoder(registry=registry(target))
+        body = payload(100_000)
+        wire = PREAMBLE + frame(7, 5_000, body) + Encoder(registry(target)).encode([1, 2])
+        results: list[Any] = []
+        for start in range(0, len(wire), 1000):
+            results += decoder.feed(wire[start : start + 1000])
+            self.assertLessEqual(decoder.buffered, 1000)
+        self.assertEqual(results, [DATA_FRAME_RECEIVED, [1, 2]])
+        self.assertEqual(target.starts, [(7, 5_000, 100_000)])
+        self.assertGreater(len(target.pieces), 90)
+        self.assertEqual(b"".join(piece for _, piece in target.pieces), body)
+        offsets = [offset for offset, _ in target.pieces]
+        self.assertEqual(offsets[0], 5_000)
+        self.assertEqual(offsets, sorted(offsets))
+
+    def test_wholeReadIsNotCopied(self) -> None:
+        """A read that lies wholly inside a body is handed on as the same bytes object."""
+        target = Target()
+        decoder = StreamingDecoder(registry=registry(target))
+        body = payload(300_000)
+        wire = frame(1, 0, body)
+        head = len(wire) - len(body) - 1
+        decoder.feed(PREAMBLE + wire[:head])
+        middle = body[:100_000]
+        decoder.feed(middle)
+        self.assertIs(target.pieces[-1][1], middle)
+
+    def test_droppedBody(self) -> None:
+        """A frame whose stream is gone is skipped and the next object still decodes."""
+        target = Target(refuse=True)
+        decoder = StreamingDecoder(registry=registry(target))
+        wire = PREAMBLE + frame(3, 0, payload(5000)) + Encoder().encode("after")
+        self.assertEqual(feedInPieces(decoder, wire, 333), [DATA_FRAME_RECEIVED, "after"])
+        self.assertEqual(target.pieces, [])
+
+    def test_badFrameRefused(self) -> None:
+        """A frame with a negative offset is refused as a Violation; the stream stays in sync."""
+        target = Target()
+        wire = (
+            PREAMBLE
+            + open_token(DATA_OPEN_TYPE)
+            + encode_header(INT, 1)
+            + encode_header(NEG, 4)
+            + encode_header(BYTES, 3)
+            + b"abc"
+            + encode_header(CLOSE, 0)
+            + Encoder().encode("next")
+        )
+        results = StreamingDecoder(registry=registry(target)).feed(wire)
+        self.assertIsInstance(results[0], Violation)
+        self.assertEqual(results[1], "next")
+        self.assertEqual(target.pieces, [])
+
+    def test_protocolErrorFromTarget(self) -> None:
+        """A target that finds the frame breaks flow control drops the stream with its ProtocolError."""
+        target = Target(fail=ProtocolError("too much"))
+        decoder = StreamingDecoder(registry=registry(target))
+        self.assertRaises(ProtocolError, decoder.feed, PREAMBLE + frame(1, 0, b"x" * 100))
+
+    def test_targetBugRefusesFrame(self) -> None:
+        """A target that raises anything else refuses only that frame."""
+        target = Target(fail=RuntimeError("bug"))
+        decoder = StreamingDecoder(registry=registry(target))
+        results = decoder.feed(PREAMBLE + frame(1, 0, b"x" * 100) + Encoder().encode(5))
+        self.assertIsInstance(results[0], Violation)
+        self.assertEqual(results[1], 5)
+
+    def test_plainDecoderStillDelivers(self) -> None:
+        """A decoder without streamed bodies delivers the body whole to the same target."""
+        target = Target()
+        decoder = Decoder(registry=registry(target))
+        body = payload(2000)
+        self.assertEqual(decoder.feed(PREAMBLE + frame(2, 10, body)), [DATA_FRAME_RECEIVED])
+        self.assertEqual(target.pieces, [(10, body)])
+
+
+class ControlTests(SynchronousTestCase):
+    """Control messages: small, checked, round-tripped."""
+
+    def roundTrip(self, control: Control) -> Any:
+        target = Target()
+        buffer = BlockBuffer()
+        buffer.write(PREAMBLE)
+        Encoder(registry(target)).encode_into(control, buffer)
+        return Decoder(registry=registry(target)).feed(buffer.take())
+
+    def test_roundTrip(self) -> None:
+        """A grant and an end message arrive as equal Control tuples."""
+        grant = Control((GRANT, 3, 65536))
+        end = Control((END, 3, 1000, b"\x01" * 32))
+        self.assertEqual(self.roundTrip(grant), [grant])
+        result = self.roundTrip(end)
+        self.assertEqual(result, [end])
+        self.assertIs(type(result[0]), Control)
+
+    def test_refused(self) -> None:
+        """Unknown ops, missing or extra values and oversized bodies are refused."""
+        for bad in (
+            Control((9, 1, 2)),
+            Control((GRANT, 1)),
+            Control((GRANT, 1, 2, 3)),
+            Control((END, 1, 10, b"x" * 100)),
+            Control((GRANT, -1, 5)),
+        ):
+            (result,) = self.roundTrip(bad)
+            self.assertIsInstance(result, Violation, repr(bad))
