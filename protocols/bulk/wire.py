@@ -233,9 +233,10 @@ class StreamingDecoder(Decoder):
     returning true, C{body_piece(data)} and C{end_body()}).  Everything else
     decodes as in L{Decoder}.
 
-    It relies on three of L{Decoder}'s internals (C{_stack}, C{_refuse},
-    C{_violation}); see the package docstring for the hook that would make
-    this a public part of L{framing}.
+    It relies on two of L{Decoder}'s internals (C{_stack}, the unslicers
+    open, and C{_refuse}, which drops the object being built); if
+    L{framing.Decoder} offered these three unslicer hooks itself, this class
+    would not be needed.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

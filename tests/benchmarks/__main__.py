@@ -25,6 +25,7 @@ BENCHMARKS = {
     "rpc": "bench_rpc",
     "flatness": "bench_flatness",
     "latency": "bench_latency",
+    "bulk": "bench_bulk",
 }
 
 
