@@ -177,6 +177,36 @@ def measure_series(series: Series, opts: Options, progress: str = "") -> list[di
     return cells
 
 
+def measure_grid(
+    module: str, axis: str, values: Sequence[int], impls: dict[str, Any], sizes: list[int], opts: Options, name: str
+) -> dict[int, dict[str, list[dict[str, Any]]]]:
+    """
+    Measure every implementation in C{impls} (objects with an C{exponent})
+    at every size, once per value of the parameter C{axis} (a chunk or piece
+    size): C{cells[value][impl]} is that series' list of cells.
+    """
+    cells: dict[int, dict[str, list[dict[str, Any]]]] = {}
+    for value in values:
+        cells[value] = {}
+        for key, impl in impls.items():
+            series = Series(module.rsplit(".", 1)[1], {"impl": key, axis: value}, sizes, exponent=impl.exponent)
+            cells[value][key] = measure_series(series, opts, progress=f"[{name}]")
+    return cells
+
+
+def ns_per_byte(cell: dict[str, Any]) -> float | None:
+    """The median time of a measured cell per byte of its size, in ns (C{None} if not measured)."""
+    if cell.get("status") != "ok":
+        return None
+    return float(cell["median_s"] * 1e9 / cell["size"])
+
+
+def peak_ratio(cell: dict[str, Any]) -> float | None:
+    """A cell's tracemalloc peak over its size (C{None} if not measured)."""
+    peak = cell.get("peak_bytes")
+    return None if peak is None else float(peak / cell["size"])
+
+
 def _probe(series: Series, params: dict[str, Any], size: int, opts: Options, cell: dict[str, Any]) -> tuple[int, float]:
     """Time a quadratic implementation once at 1/16 of its first size, to predict that size."""
     small = max(size // 16, KiB)

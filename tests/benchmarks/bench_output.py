@@ -23,12 +23,13 @@ from ._harness import (
     KiB,
     MiB,
     Options,
-    Series,
     any_contended,
     contention_note,
     human_size,
     markdown_table,
-    measure_series,
+    measure_grid,
+    ns_per_byte,
+    peak_ratio,
     per_byte_cell,
     ratio,
     write_results,
@@ -159,12 +160,7 @@ def prepare(params: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[Any], 
 
 def run(opts: Options) -> BenchResult:
     sizes = QUICK_SIZES if opts.quick else SIZES
-    cells: dict[int, dict[str, list[dict[str, Any]]]] = {}
-    for piece in PIECES:
-        cells[piece] = {}
-        for key, impl in IMPLS.items():
-            series = Series(__name__.rsplit(".", 1)[1], {"impl": key, "piece": piece}, sizes, exponent=impl.exponent)
-            cells[piece][key] = measure_series(series, opts, progress=f"[{NAME}]")
+    cells = measure_grid(__name__, "piece", PIECES, IMPLS, sizes, opts, NAME)
     criteria = _criteria(cells, sizes)
     report = _report(cells, sizes, criteria)
     path = write_results(
@@ -181,17 +177,6 @@ def run(opts: Options) -> BenchResult:
     return BenchResult(NAME, report, criteria, path)
 
 
-def _ns_per_byte(cell: dict[str, Any]) -> float | None:
-    if cell.get("status") != "ok":
-        return None
-    return float(cell["median_s"] * 1e9 / cell["size"])
-
-
-def _peak_ratio(cell: dict[str, Any]) -> float | None:
-    peak = cell.get("peak_bytes")
-    return None if peak is None else float(peak / cell["size"])
-
-
 def _criteria(cells: dict[int, dict[str, list[dict[str, Any]]]], sizes: list[int]) -> list[Criterion]:
     out: list[Criterion] = []
     for piece, by_impl in cells.items():
@@ -201,13 +186,13 @@ def _criteria(cells: dict[int, dict[str, list[dict[str, Any]]]], sizes: list[int
             out.append(
                 Criterion(
                     f"output {where}: BlockBuffer / bytearray ns/B",
-                    ratio(_ns_per_byte(bb), _ns_per_byte(ba)),
+                    ratio(ns_per_byte(bb), ns_per_byte(ba)),
                     "<=",
                     1.2,
                     contention_note(bb, ba),
                 )
             )
-            out.append(Criterion(f"output {where}: BlockBuffer peak / output", _peak_ratio(bb), "<=", 1.1))
+            out.append(Criterion(f"output {where}: BlockBuffer peak / output", peak_ratio(bb), "<=", 1.1))
     return out
 
 

@@ -24,12 +24,13 @@ from ._harness import (
     KiB,
     MiB,
     Options,
-    Series,
     any_contended,
     contention_note,
     human_size,
     markdown_table,
-    measure_series,
+    measure_grid,
+    ns_per_byte,
+    peak_ratio,
     per_byte_cell,
     ratio,
     write_results,
@@ -173,12 +174,7 @@ def prepare(params: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[Any], 
 
 def run(opts: Options) -> BenchResult:
     sizes = QUICK_SIZES if opts.quick else SIZES
-    cells: dict[int, dict[str, list[dict[str, Any]]]] = {}
-    for chunk in CHUNKS:
-        cells[chunk] = {}
-        for key, impl in IMPLS.items():
-            series = Series(__name__.rsplit(".", 1)[1], {"impl": key, "chunk": chunk}, sizes, exponent=impl.exponent)
-            cells[chunk][key] = measure_series(series, opts, progress=f"[{NAME}]")
+    cells = measure_grid(__name__, "chunk", CHUNKS, IMPLS, sizes, opts, NAME)
     criteria = _criteria(cells, sizes)
     report = _report(cells, sizes, criteria)
     path = write_results(
@@ -195,17 +191,6 @@ def run(opts: Options) -> BenchResult:
     return BenchResult(NAME, report, criteria, path)
 
 
-def _ns_per_byte(cell: dict[str, Any]) -> float | None:
-    if cell.get("status") != "ok":
-        return None
-    return float(cell["median_s"] * 1e9 / cell["size"])
-
-
-def _peak_ratio(cell: dict[str, Any]) -> float | None:
-    peak = cell.get("peak_bytes")
-    return None if peak is None else float(peak / cell["size"])
-
-
 def _criteria(cells: dict[int, dict[str, list[dict[str, Any]]]], sizes: list[int]) -> list[Criterion]:
     top = len(sizes) - 1
     mid = sizes.index(1 * MiB)
@@ -217,7 +202,7 @@ def _criteria(cells: dict[int, dict[str, list[dict[str, Any]]]], sizes: list[int
         out.append(
             Criterion(
                 f"receive {c} chunks: chunkwire / prealloc ns/B at {at}",
-                ratio(_ns_per_byte(cw[top]), _ns_per_byte(pre[top])),
+                ratio(ns_per_byte(cw[top]), ns_per_byte(pre[top])),
                 "<=",
                 1.5,
                 contention_note(cw[top], pre[top]),
@@ -226,13 +211,13 @@ def _criteria(cells: dict[int, dict[str, list[dict[str, Any]]]], sizes: list[int
         out.append(
             Criterion(
                 f"receive {c} chunks: chunkwire ns/B at {at} / at 1MiB",
-                ratio(_ns_per_byte(cw[top]), _ns_per_byte(cw[mid])),
+                ratio(ns_per_byte(cw[top]), ns_per_byte(cw[mid])),
                 "<=",
                 1.25,
                 contention_note(cw[top], cw[mid]),
             )
         )
-        out.append(Criterion(f"receive {c} chunks: chunkwire peak / payload at {at}", _peak_ratio(cw[top]), "<=", 1.15))
+        out.append(Criterion(f"receive {c} chunks: chunkwire peak / payload at {at}", peak_ratio(cw[top]), "<=", 1.15))
     return out
 
 
