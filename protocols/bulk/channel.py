@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred
-from twisted.internet.endpoints import clientFromString, serverFromString
 from twisted.internet.interfaces import IListeningPort, IPushProducer, IReactorThreads
 from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
@@ -33,6 +32,7 @@ from framing import Limits, Registry
 from framing.slicing.interfaces import ISlicer
 
 from ..rpc import Broker, BrokerFactory, Referenceable, RemoteReference
+from ..rpc.endpoints import connectWith, listenWith
 from .errors import FlowControlError
 from .streams import IncomingStream, Stream, _Receiving
 from .wire import (
@@ -523,9 +523,7 @@ def serve(
     factory = BulkBrokerFactory(
         root, clock=reactor, tracebacks=tracebacks, limits=limits, registry=registry, options=options
     )
-    endpoint = serverFromString(reactor, description)  # type: ignore[no-untyped-call]
-    port: Deferred[IListeningPort] = endpoint.listen(factory)
-    return port
+    return listenWith(reactor, description, factory)
 
 
 def connect(
@@ -539,6 +537,4 @@ def connect(
 ) -> Deferred[RemoteReference]:
     """As L{protocols.rpc.connect}, with a connection that carries streams; close it with C{ref.broker.disconnect()}."""
     factory = BulkBrokerFactory(root, clock=reactor, limits=limits, registry=registry, options=options)
-    endpoint = clientFromString(reactor, description)  # type: ignore[no-untyped-call]
-    connected: Deferred[Any] = endpoint.connect(factory)
-    return connected.addCallback(lambda broker: broker.rootReference())
+    return connectWith(reactor, description, factory)

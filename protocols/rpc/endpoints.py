@@ -66,10 +66,25 @@ def serve(
     @param registry: the L{Registry} of application types both sides send.
     @return: a L{Deferred} firing with the listening port.
     """
-    factory = serverFactory(root, clock=reactor, tracebacks=tracebacks, limits=limits, registry=registry)
+    return listenWith(
+        reactor,
+        description,
+        serverFactory(root, clock=reactor, tracebacks=tracebacks, limits=limits, registry=registry),
+    )
+
+
+def listenWith(reactor: Any, description: str, factory: BrokerFactory) -> Deferred[IListeningPort]:
+    """Listen on the server endpoint C{description} with a factory of brokers (of any L{Broker} subclass)."""
     endpoint = serverFromString(reactor, description)  # type: ignore[no-untyped-call]
     port: Deferred[IListeningPort] = endpoint.listen(factory)
     return port
+
+
+def connectWith(reactor: Any, description: str, factory: BrokerFactory) -> Deferred[RemoteReference]:
+    """Connect to the client endpoint C{description} with a factory of brokers; fire with the peer's root."""
+    endpoint = clientFromString(reactor, description)  # type: ignore[no-untyped-call]
+    connected: Deferred[Broker] = endpoint.connect(factory)
+    return connected.addCallback(_root)
 
 
 def connect(
@@ -93,10 +108,7 @@ def connect(
     @return: a L{Deferred} firing with the L{RemoteReference} to the
         server's root.
     """
-    factory = BrokerFactory(root, clock=reactor, limits=limits, registry=registry)
-    endpoint = clientFromString(reactor, description)  # type: ignore[no-untyped-call]
-    connected: Deferred[Broker] = endpoint.connect(factory)
-    return connected.addCallback(_root)
+    return connectWith(reactor, description, BrokerFactory(root, clock=reactor, limits=limits, registry=registry))
 
 
 def _root(broker: Any) -> RemoteReference:
