@@ -80,6 +80,32 @@ class BlockBuffer:
         if self._current.tell() >= self._cap:
             self._seal()
 
+    def mark(self) -> tuple[int, int, int, int]:
+        """
+        Remember the current end of the buffer, for L{rollback}: an encoder
+        that fails halfway through an object drops what it wrote of it
+        without touching what was buffered before.
+        """
+        return (len(self._blocks), self._current.tell(), self._sealed, self._cap)
+
+    def rollback(self, mark: tuple[int, int, int, int]) -> None:
+        """Drop everything written since L{mark} returned C{mark}."""
+        count, size, sealed, cap = mark
+        if len(self._blocks) == count:
+            # Still in the same block: stepping back is enough, since sealing
+            # truncates a block at its position.
+            self._current.seek(size)
+            return
+        # The block that was current at the mark was sealed as blocks[count]
+        # (if it held anything); start again from a copy of its marked part.
+        head = self._blocks[count][:size] if size else b""
+        del self._blocks[count:]
+        self._sealed = sealed
+        self._cap = cap
+        block = io.BytesIO()
+        block.write(head)
+        self._start_block(block)
+
     def take(self) -> bytes:
         """Return everything written as one C{bytes} and empty the buffer."""
         blocks = self.take_blocks()

@@ -74,6 +74,7 @@ class Encoder:
         self.limits = limits or DEFAULT_LIMITS
         self._buf = BlockBuffer()
         self._open_ids: set[int] = set()
+        self._openings: dict[str, bytes] = {}
         self._depth = 0
         self._writers: dict[type, Callable[[Any, int], None]] = {
             int: self._write_int,
@@ -128,14 +129,11 @@ class Encoder:
         CLOSE, as a container nested inside whatever is being written.
         C{container} is the object being sliced (for cycle detection).
         """
-        depth = self._enter(container, self._depth)
-        buf = self._buf
-        buf.write(open_token(name))
-        for part in parts:
-            self.write_object(part, depth)
-        buf.write(_CLOSE)
-        buf.seal_if_full()
-        self._open_ids.discard(id(container))
+        opening = self._openings.get(name)
+        if opening is None:
+            # Names come from slicers (program code), so this stays small.
+            opening = self._openings[name] = open_token(name)
+        self._write_sequence(opening, parts, self._depth, container)
 
     def _writer_for(self, obj: Any) -> Callable[[Any, int], None]:
         """Find how to write an object with no built-in writer: registry, subclass, buffer."""
@@ -210,8 +208,10 @@ class Encoder:
     def _write_frozenset(self, value: frozenset[Any], depth: int) -> None:
         self._write_sequence(_OPEN_FROZENSET, value, depth)
 
-    def _write_sequence(self, opening: bytes, items: Any, depth: int) -> None:
-        depth = self._enter(items, depth)
+    def _write_sequence(self, opening: bytes, items: Any, depth: int, container: Any = None) -> None:
+        if container is None:
+            container = items
+        depth = self._enter(container, depth)
         buf = self._buf
         buf.write(opening)
         writers = self._writers
@@ -223,7 +223,7 @@ class Encoder:
                 writer(item, depth)
         buf.write(_CLOSE)
         buf.seal_if_full()
-        self._open_ids.discard(id(items))
+        self._open_ids.discard(id(container))
 
     def _write_dict(self, value: dict[Any, Any], depth: int) -> None:
         depth = self._enter(value, depth)

@@ -147,6 +147,11 @@ class TokenTracer:
         events, self._events = self._events, []
         return events
 
+    @property
+    def at_boundary(self) -> bool:
+        """True when the bytes fed so far end exactly between two tokens."""
+        return self._scanner.at_boundary
+
     # -- the scanner's sink interface ------------------------------------
 
     def _make_value_handler(self, kind: int) -> Any:

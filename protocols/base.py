@@ -5,8 +5,9 @@ each completed object reaches L{TokenProtocol.objectReceived} and each refused
 one L{TokenProtocol.objectRefused}, in stream order, and a refusal leaves the
 connection up.  A L{ProtocolError} drops the connection: the reason is logged,
 sent to the peer in an ERROR token, and passed to C{connectionLost}.  Every
-L{TokenProtocol.sendObject} is one write on the transport; a streamed body is
-one write per chunk plus one for its end.  While the application has paused
+L{TokenProtocol.sendObject} is one write on the transport, except that the
+objects sent while one read is being handled share one write (each whole);
+a streamed body is one write per chunk plus one for its end.  While the application has paused
 reading, received bytes are held undecoded, never more than
 C{Limits.max_buffered_bytes} of them.  Per-object cost is O(1).
 """
@@ -23,7 +24,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import directlyProvides, providedBy
 
-from framing import BlockBuffer, Decoder, Encoder, Limits, Ping, ProtocolError, Registry, Violation
+from framing import Decoder, Encoder, Limits, Ping, ProtocolError, Registry, Violation
 from framing.errors import BufferLimitExceeded, PeerError
 from framing.slicing.stream import stream_tokens
 from framing.trace import TokenTracer
@@ -176,7 +177,10 @@ class TokenProtocol(Protocol):
 
     def sendObject(self, obj: Any) -> None:
         """
-        Encode C{obj} and write it with one write on the transport.
+        Encode C{obj} and write it with one write on the transport; while a
+        read is being handled (from L{objectReceived} or a callback it
+        fires), the write is shared with every other object sent before the
+        read is done.
 
         This never waits: an application that sends many objects should
         register itself as a producer with C{self.transport}
@@ -188,23 +192,14 @@ class TokenProtocol(Protocol):
         """
         transport = self.transport
         buf = transport.buffer
-        if len(buf):
-            # Something (the preamble, a raw write) is waiting: encode aside so
-            # that a failed encode cannot throw it away.
-            self._sendAside(obj)
-            return
+        mark = buf.mark()
         try:
             self.encoder.encode_into(obj, buf)
         except BaseException:
-            transport.discard()
+            # Whatever was buffered before (the preamble, held answers) stays.
+            buf.rollback(mark)
             raise
         transport.flush()
-
-    def _sendAside(self, obj: Any) -> None:
-        scratch = BlockBuffer()
-        self.encoder.encode_into(obj, scratch)
-        self.transport.writeSequence(scratch.take_blocks())
-        self.transport.flush()
 
     def sendStream(self, chunks: Iterable[bytes]) -> Deferred[None]:
         """
@@ -238,10 +233,14 @@ class TokenProtocol(Protocol):
             self._hold(data)
             return
         self._inDataReceived = True
+        # Everything sent while this read is handled shares one write.
+        transport = self.transport
+        transport.hold()
         try:
             self._decode(data)
         finally:
             self._inDataReceived = False
+            transport.release()
 
     def _decode(self, data: bytes) -> None:
         decoder = self.decoder
@@ -308,6 +307,8 @@ class TokenProtocol(Protocol):
     def _catchUp(self) -> None:
         """Deliver what was held back while paused, until paused again."""
         self._inDataReceived = True
+        transport = self.transport
+        transport.hold()
         try:
             while not self._paused and self.failure is None:
                 if self._backlog:
@@ -320,6 +321,7 @@ class TokenProtocol(Protocol):
                     break
         finally:
             self._inDataReceived = False
+            transport.release()
 
     # -- failure and loss --------------------------------------------------------
 

@@ -3,12 +3,20 @@
 Contract: C{write} and C{writeSequence} only append to a L{framing.BlockBuffer}
 (no system call; a large piece is kept by reference, never copied); C{flush}
 hands everything buffered to the wrapped transport in exactly one C{write}
-(one block) or one C{writeSequence} (several blocks).  A stream queued with
-L{CoalescingTransport.writeStream} is written one unit per write (the OPEN
-with the first chunk, each further chunk, the CLOSE), and its units are
-pulled from their iterator only while the wrapped transport accepts more: a
-peer that reads slowly pauses the pulling, so nothing piles up beyond the
-wrapped transport's own buffer.  Per-write cost is O(1) whatever is buffered.
+(one block) or one C{writeSequence} (several blocks), so a message is never
+split over writes.  Between L{CoalescingTransport.hold} and C{release} (the
+protocol holds while it handles one read) flushes wait, and the messages
+sent meanwhile share the one write C{release} makes: never more writes than
+messages, and a batch of requests that arrived together is answered with
+one system call.  On Twisted's own TCP and UNIX connections, a write finds
+the socket directly when nothing is waiting in Twisted's buffer (one send,
+no C{epoll_ctl}); the rest goes through the wrapped transport as usual.
+A stream queued with L{CoalescingTransport.writeStream} is written one unit
+per write (the OPEN with the first chunk, each further chunk, the CLOSE),
+and its units are pulled from their iterator only while the wrapped
+transport accepts more: a peer that reads slowly pauses the pulling, so
+nothing piles up beyond the wrapped transport's own buffer.  Per-write cost
+is O(1) whatever is buffered.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from twisted.internet import tcp
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionDone
@@ -25,6 +34,21 @@ from twisted.python.failure import Failure
 from zope.interface import directlyProvides, implementer, providedBy
 
 from framing import BlockBuffer
+
+
+def _loadSocketConnections() -> list[type]:
+    classes: list[type] = [tcp.Server, tcp.Client]
+    try:
+        from twisted.internet import unix
+    except ImportError:  # no AF_UNIX on this platform
+        return classes
+    return [*classes, unix.Server, unix.Client]
+
+
+# Connections whose sockets _sendNow may write to directly (see _canSendNow).
+_SOCKET_CONNECTIONS: frozenset[type] = frozenset(_loadSocketConnections())
+
+_MAX_IOV = 64
 
 # How the gate is registered with the wrapped transport (None: not at all).
 _PUSH = "push"
@@ -53,6 +77,58 @@ def setNoDelay(transport: Any) -> bool:
         # A socket already closed, or a wrapper that claims TCP without a socket.
         return False
     return True
+
+
+def _canSendNow(transport: Any) -> bool:
+    """
+    Whether C{transport} is a plain socket connection of Twisted's own with
+    nothing waiting to be sent, so that bytes can go to the socket at once.
+
+    Twisted's own C{write} always waits for the reactor to report the socket
+    writable, which costs two C{epoll_ctl} calls and a reactor turn per
+    message even when the socket could take the bytes now; on a
+    request/response connection that is most of the cost of a small call.
+    Only the exact classes are trusted (their buffer attributes are known),
+    never once TLS has started on them, and never when something replaced
+    C{write} on the instance (a recorder in a test, say): that write is
+    then the one to call.
+    """
+    return (
+        type(transport) in _SOCKET_CONNECTIONS
+        and "write" not in transport.__dict__
+        and transport.connected
+        and not transport.disconnecting
+        and not transport._writeDisconnected
+        and not transport.TLS
+        and not transport._tempDataLen
+        and transport.offset == len(transport.dataBuffer)
+    )
+
+
+def _sendNow(transport: Any, blocks: list[bytes]) -> list[bytes]:
+    """
+    Send C{blocks} on C{transport}'s socket without blocking.
+
+    @return: what the socket did not take, to be written the usual way (an
+        error is left for Twisted to find on its next attempt, so the
+        connection is closed as for any other write).
+    """
+    try:
+        if len(blocks) == 1:
+            sent = transport.socket.send(blocks[0])
+        else:
+            # Within every system's IOV_MAX; the rest, if any, is written later.
+            sent = transport.socket.sendmsg(blocks[:_MAX_IOV])
+    except OSError:
+        return blocks
+    for index, block in enumerate(blocks):
+        if sent < len(block):
+            rest = blocks[index:]
+            if sent:
+                rest[0] = block[sent:]
+            return rest
+        sent -= len(block)
+    return []
 
 
 class _Stream:
@@ -134,6 +210,7 @@ class CoalescingTransport:
         self._pumping = False
         self._closed = False
         self._closeSent = False
+        self._holds = 0
         directlyProvides(self, providedBy(transport))
         self.noDelay = setNoDelay(transport)
 
@@ -166,20 +243,45 @@ class CoalescingTransport:
         Hand everything buffered to the wrapped transport in one C{write} or
         one C{writeSequence}; do nothing if nothing is buffered.  While a
         stream is being written, what is flushed waits behind it, so that it
-        never lands between a stream's OPEN and its CLOSE.
+        never lands between a stream's OPEN and its CLOSE.  Between L{hold}
+        and L{release} nothing is written: the messages wait for the write
+        that L{release} makes.
+        """
+        if self._holds:
+            return
+        self.flushNow()
+
+    def flushNow(self) -> None:
+        """
+        As L{flush}, even during a L{hold}: for a stream's body chunk, which
+        leaves in a write of its own (see L{protocols.bulk}).
         """
         blocks = self.buffer.take_blocks()
         if not blocks:
             return
         if self._queue:
             self._queue.append(blocks)
-        elif len(blocks) == 1:
-            self.transport.write(blocks[0])
         else:
-            self.transport.writeSequence(blocks)
+            self._emit(blocks)
+
+    def hold(self) -> None:
+        """
+        Hold flushes back until the matching L{release}, so that every
+        message sent meanwhile shares one write.  The protocol holds while
+        it handles one read: the answers to a batch of requests that arrived
+        together then leave together, each still whole and in order.
+        Holds nest.
+        """
+        self._holds += 1
+
+    def release(self) -> None:
+        """End one L{hold}; the last one flushes what was held."""
+        self._holds -= 1
+        if not self._holds:
+            self.flushNow()
 
     def discard(self) -> None:
-        """Drop everything buffered since the last L{flush} (e.g. a half-encoded object)."""
+        """Drop everything buffered and not yet flushed."""
         self.buffer.take_blocks()
 
     def writeStream(self, units: Iterable[list[bytes]]) -> Deferred[None]:
@@ -197,17 +299,22 @@ class CoalescingTransport:
         if self._closed or self.disconnecting:
             done.errback(ConnectionDone("the connection is closing; the stream was not sent"))
             return done
-        self.flush()
+        self.flushNow()
         self._queue.append(_Stream(iter(units), done))
         self._updateGate()
         self._pump()
         return done
 
     def _emit(self, blocks: list[bytes]) -> None:
+        transport = self.transport
+        if _canSendNow(transport):
+            blocks = _sendNow(transport, blocks)
+            if not blocks:
+                return
         if len(blocks) == 1:
-            self.transport.write(blocks[0])
+            transport.write(blocks[0])
         else:
-            self.transport.writeSequence(blocks)
+            transport.writeSequence(blocks)
 
     def _emitUnit(self, unit: list[bytes]) -> None:
         buf = self._unitBuffer
@@ -368,7 +475,7 @@ class CoalescingTransport:
         if self.disconnecting:
             return
         self.disconnecting = True
-        self.flush()
+        self.flushNow()
         if not self._queue:
             self._queueDrained()
 

@@ -63,6 +63,8 @@ from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from framing.trace import TokenTracer
+
 __all__ = [
     "LoopbackPair",
     "MemoryPair",
@@ -72,6 +74,8 @@ __all__ = [
     "TrackingFactory",
     "connectedPair",
     "loopbackTCP",
+    "messagesPerWrite",
+    "recordSends",
     "recordWrites",
     "tlsRecords",
     "whenLost",
@@ -124,6 +128,79 @@ def recordWrites(transport: Any) -> list[bytes]:
     transport.write = recordingWrite
     transport.writeSequence = recordingWriteSequence
     return writes
+
+
+class _RecordingSocket:
+    """A socket stand-in that records what each send system call took, and passes everything on."""
+
+    def __init__(self, sock: Any, sends: list[bytes]) -> None:
+        self._socket = sock
+        self._sends = sends
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._socket, name)
+
+    def send(self, data: Any, *flags: int) -> int:
+        sent: int = self._socket.send(data, *flags)
+        self._sends.append(bytes(data[:sent]))
+        return sent
+
+    def sendmsg(self, buffers: Iterable[Any], *args: Any) -> int:
+        buffers = list(buffers)
+        sent: int = self._socket.sendmsg(buffers, *args)
+        self._sends.append(b"".join(bytes(buffer) for buffer in buffers)[:sent])
+        return sent
+
+
+def recordSends(transport: Any) -> list[bytes]:
+    """
+    Record every send system call made on the socket of C{transport}, a
+    real TCP or UNIX connection of Twisted's, from now on: Twisted's own
+    sends and the ones L{protocols.coalescing.CoalescingTransport} makes
+    directly.  Unlike L{recordWrites}, this leaves C{write} alone, so
+    direct sends stay on.
+
+    @return: the list the calls are appended to: the bytes each call sent.
+    """
+    sends: list[bytes] = []
+    transport.socket = _RecordingSocket(transport.socket, sends)
+    return sends
+
+
+def messagesPerWrite(writes: Iterable[bytes], preamble: bool = True) -> list[int]:
+    """
+    Check that C{writes}, the writes of one direction of a connection in
+    order, never split a message, and count the messages in each.
+
+    A message is one top-level object (an OPEN to its matching CLOSE, or a
+    single token) or a control token (PING, PONG, ERROR); the preamble is
+    not counted.
+
+    @return: the number of messages each write ends, one count per write.
+    @raise AssertionError: a write ends in the middle of a token or of an
+        object.
+    """
+    tracer = TokenTracer(preamble)
+    depth = 0
+    counts = []
+    for index, data in enumerate(writes):
+        ended = 0
+        for event in tracer.feed(data):
+            if event.kind == "PREAMBLE":
+                continue
+            if event.kind == "OPEN":
+                depth += 1
+                continue
+            if event.kind in ("CLOSE", "ABORT"):
+                depth -= 1
+            if depth == 0:
+                ended += 1
+        if tracer.broken is not None:
+            raise AssertionError(f"write {index} is not a valid chunkwire stream: {tracer.broken}")
+        if depth or not tracer.at_boundary:
+            raise AssertionError(f"write {index} of {len(data)} bytes ends inside a message")
+        counts.append(ended)
+    return counts
 
 
 def tlsRecords(data: bytes) -> list[tuple[int, int]]:

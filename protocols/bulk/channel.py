@@ -260,10 +260,16 @@ class BulkChannel:
             self.protocol.sendObject(Control((op, streamId, *values)))
 
     def sendData(self, stream: Stream, offset: int, data: bytes) -> None:
-        """Write one data frame of C{stream} with one write on the transport."""
+        """
+        Write one data frame of C{stream} with one write on the transport,
+        even while the protocol holds writes for a read: a frame carries up
+        to a whole chunk, which should neither wait nor be copied into a
+        bigger write.  Messages held before it leave first, in their own write.
+        """
         transport = self.protocol.transport
+        transport.flushNow()
         transport.writeSequence(dataFramePieces(stream.streamId or 0, offset, data))
-        transport.flush()
+        transport.flushNow()
         self.framesSent += 1
 
     def wake(self, stream: Stream) -> None:

@@ -187,3 +187,44 @@ class BlockBufferMemoryTests(SynchronousTestCase):
         self.assertEqual(sum(map(len, blocks)), total)
         self.assertEqual(blocks[0][:32], pieces[0] + pieces[1])
         self.assertLess(peak, 1.1 * total + MAX_BLOCK)
+
+
+class RollbackTests(SynchronousTestCase):
+    """mark() and rollback() drop exactly what was written after the mark."""
+
+    @settings(max_examples=150, deadline=None)
+    @given(
+        before=st.lists(piece_sizes, max_size=8),
+        after=st.lists(piece_sizes, max_size=8),
+        then=st.lists(piece_sizes, max_size=4),
+    )
+    def test_rollback_keeps_what_came_before(self, before: list[int], after: list[int], then: list[int]) -> None:
+        """Pieces before the mark and after the rollback survive; pieces in between are gone."""
+        buf = BlockBuffer()
+        kept = [make_piece(size, seed) for seed, size in enumerate(before)]
+        for piece in kept:
+            buf.write_piece(piece)
+        mark = buf.mark()
+        for seed, size in enumerate(after):
+            buf.write_piece(make_piece(size, 100 + seed))
+        buf.rollback(mark)
+        self.assertEqual(len(buf), sum(before))
+        tail = [make_piece(size, 200 + seed) for seed, size in enumerate(then)]
+        for piece in tail:
+            buf.write_piece(piece)
+        self.assertEqual(len(buf), sum(before) + sum(then))
+        self.assertEqual(buf.take(), b"".join(kept + tail))
+
+    def test_rollback_after_a_large_block(self) -> None:
+        """A rollback past a sealed preallocated block restores the marked block's bytes only."""
+        buf = BlockBuffer()
+        buf.write(b"x" * (MAX_BLOCK + 10))
+        buf.seal_if_full()
+        buf.write(b"head")
+        mark = buf.mark()
+        buf.write(bytes(MAX_BLOCK))
+        buf.seal_if_full()
+        buf.write_piece(bytes(LARGE_PIECE))
+        buf.rollback(mark)
+        buf.write(b"tail")
+        self.assertEqual(buf.take(), b"x" * (MAX_BLOCK + 10) + b"headtail")

@@ -13,10 +13,11 @@ import tempfile
 from typing import Any
 from unittest import SkipTest
 
+from OpenSSL import SSL
 from twisted.internet.defer import Deferred, gatherResults
-from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol, serverFromString, wrapClientTLS
+from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol, serverFromString
 from twisted.internet.protocol import Factory, Protocol
-from twisted.internet.ssl import optionsForClientTLS
+from twisted.internet.task import deferLater
 from twisted.logger import Logger, formatEvent
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
@@ -29,6 +30,8 @@ from protocols.testing import (
     TrackingFactory,
     connectedPair,
     loopbackTCP,
+    messagesPerWrite,
+    recordSends,
     recordWrites,
     tlsRecords,
     whenLost,
@@ -90,6 +93,36 @@ async def writeCountsOverTCP(reactor: Any) -> None:
         chunks = [b"c" * 50_000] * 5
         assert await pair.client.echoStream(chunks) == b"".join(chunks)
         assert (len(client), len(server)) == (2 + 6, 3), (len(client), len(server))
+    finally:
+        await pair.close()
+
+
+async def sendsOverTCP(reactor: Any) -> None:
+    """
+    On real TCP a small message is one send system call each way; a batch
+    of requests that arrive in one read is answered in fewer sends, each
+    carrying whole messages.
+    """
+    pair = await loopbackTCP(reactor, EchoServer(), EchoClient())
+    try:
+        assert await pair.client.echo("warm") == "warm"
+        client = recordSends(pair.client.transport.transport)
+        server = recordSends(pair.server.transport.transport)
+        for i in range(10):
+            assert await pair.client.echo(("small", i)) == ("small", i)
+        assert messagesPerWrite(client, preamble=False) == [1] * 10
+        assert messagesPerWrite(server, preamble=False) == [1] * 10
+        # Sent from the callback of an answer, so inside one read: one send.
+        del client[:], server[:]
+        assert await gatherResults([pair.client.echo(i) for i in range(100)]) == list(range(100))
+        assert messagesPerWrite(client, preamble=False) == [100]
+        # Sent from a timer, outside any read: one send each.
+        await deferLater(reactor, 0, lambda: None)
+        del client[:], server[:]
+        assert await gatherResults([pair.client.echo(i) for i in range(100)]) == list(range(100))
+        assert messagesPerWrite(client, preamble=False) == [1] * 100
+        answered = messagesPerWrite(server, preamble=False)
+        assert sum(answered) == 100 and 0 not in answered, answered
     finally:
         await pair.close()
 
@@ -162,6 +195,22 @@ class Raw(Protocol):
         self.received += data
 
 
+def tlsClientHello() -> bytes:
+    """
+    The first flight of a real TLS client, made in memory: sent raw, it
+    arrives whole before the client could react to the server's preamble
+    (a live TLS client may see the preamble first and give up unsent).
+    """
+    connection = SSL.Connection(SSL.Context(SSL.TLS_CLIENT_METHOD), None)
+    connection.set_connect_state()
+    try:
+        connection.do_handshake()
+    except SSL.WantReadError:
+        pass
+    hello: bytes = connection.bio_read(65536)
+    return hello
+
+
 async def foreignPeersDropped(reactor: Any) -> None:
     """Garbage, an HTTP request and a TLS hello on a plain port are dropped with a logged reason; others go on."""
     events: list[dict[str, Any]] = []
@@ -176,15 +225,15 @@ async def foreignPeersDropped(reactor: Any) -> None:
     good_lost = whenLost(good)
     try:
         assert await good.echo("before") == "before"
-        intruders = [Raw(b"\x00\x07garbage\xff\xfe"), Raw(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")]
+        intruders = [
+            Raw(b"\x00\x07garbage\xff\xfe"),
+            Raw(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+            Raw(tlsClientHello()),
+        ]
         for intruder in intruders:
             lost = whenLost(intruder)
             await connectProtocol(endpoint, intruder)
             await lost
-        tls_client = Raw(b"")
-        tls_lost = whenLost(tls_client)
-        await connectProtocol(wrapClientTLS(optionsForClientTLS("localhost"), endpoint), tls_client)
-        await tls_lost
         messages = [formatEvent(event) for event in events]
         assert len(messages) == 3, messages
         for message, expected in zip(
@@ -221,6 +270,7 @@ class EchoOverSocketsTests(TestCase):
     test_every_type_over_tcp = trialTest(everyTypeOverTCP)
     test_every_type_over_ipv6 = trialTest(everyTypeOverIPv6)
     test_write_counts_over_tcp = trialTest(writeCountsOverTCP)
+    test_sends_over_tcp = trialTest(sendsOverTCP)
     test_pipelined = trialTest(pipelined)
     test_over_tls = trialTest(overTLS)
     test_over_unix = trialTest(overUNIX)
@@ -232,6 +282,7 @@ class EchoOverSocketsTests(TestCase):
 test_every_type_over_tcp = pytestTest(everyTypeOverTCP)
 test_every_type_over_ipv6 = pytestTest(everyTypeOverIPv6)
 test_write_counts_over_tcp = pytestTest(writeCountsOverTCP)
+test_sends_over_tcp = pytestTest(sendsOverTCP)
 test_pipelined = pytestTest(pipelined)
 test_over_tls = pytestTest(overTLS)
 test_over_unix = pytestTest(overUNIX)

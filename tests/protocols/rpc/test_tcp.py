@@ -35,7 +35,7 @@ from protocols.rpc import (
     serve,
     serverFactory,
 )
-from protocols.testing import SelfSignedCertificate, recordWrites
+from protocols.testing import SelfSignedCertificate, messagesPerWrite, recordSends, recordWrites
 
 from ..helpers import pytestTest, trialTest
 from .services import Child, NotFound, Service
@@ -138,7 +138,11 @@ class RecordingFactory(BrokerFactory):
 
 
 async def writeCounts(reactor: Any) -> None:
-    """Over TCP the first call shares the preamble's write, and every later call and answer is one write."""
+    """
+    Over TCP the first call shares the preamble's write, every sequential
+    call and answer is one write, and calls or answers made while one read
+    is handled share a write, each still whole.
+    """
     factory = RecordingFactory(Service(), clock=reactor)
     port = await serverFromString(reactor, LISTEN).listen(factory)
     server = Server(factory, port)
@@ -154,12 +158,35 @@ async def writeCounts(reactor: Any) -> None:
         root = client.rootReference()
         for i in range(20):
             assert await root.callRemote("echo", i) == i
+        assert messagesPerWrite(client.recorded) == [1] * 21
+        # The server's preamble may leave alone (a write of no message) before the first call comes.
+        answered = messagesPerWrite(serving.recorded)
+        assert [count for count in answered if count] == [1] * 21, answered
+        # Made from the callback of the 20th answer, so inside one read: one write.
         assert await gatherResults([root.callRemote("echo", i) for i in range(100)]) == list(range(100))
-        assert len(client.recorded) == 1 + 20 + 100
-        answers = [write for write in serving.recorded if write != PREAMBLE]
-        assert len(answers) == 1 + 20 + 100, len(answers)
+        assert messagesPerWrite(client.recorded)[21:] == [100]
+        answers = messagesPerWrite(serving.recorded)[len(answered) :]
+        assert sum(answers) == 100 and 0 not in answers, answers
     finally:
         await client.disconnect()
+        await server.stop()
+
+
+async def oneSendPerCall(reactor: Any) -> None:
+    """Each sequential call and each answer is one send system call on its socket."""
+    server = await listen(reactor, Service())
+    root = await connect(reactor, server.address)
+    try:
+        assert await root.callRemote("echo", "warm") == "warm"
+        (serving,) = server.factory.brokers
+        sent = recordSends(root.broker.transport.transport)
+        answered = recordSends(serving.transport.transport)
+        for i in range(50):
+            assert await root.callRemote("echo", i) == i
+        assert messagesPerWrite(sent, preamble=False) == [1] * 50
+        assert messagesPerWrite(answered, preamble=False) == [1] * 50
+    finally:
+        await root.broker.disconnect()
         await server.stop()
 
 
@@ -332,6 +359,7 @@ class RpcOverTCPTests(TestCase):
     timeout = 30
     test_serve_and_connect = trialTest(serveAndConnect)
     test_write_counts = trialTest(writeCounts)
+    test_one_send_per_call = trialTest(oneSendPerCall)
     test_out_of_order = trialTest(outOfOrder)
     test_cancel_and_timeout = trialTest(cancelAndTimeout)
     test_connection_lost = trialTest(connectionLost)
@@ -346,6 +374,7 @@ class RpcOverTCPTests(TestCase):
 
 test_serve_and_connect = pytestTest(serveAndConnect)
 test_write_counts = pytestTest(writeCounts)
+test_one_send_per_call = pytestTest(oneSendPerCall)
 test_out_of_order = pytestTest(outOfOrder)
 test_cancel_and_timeout = pytestTest(cancelAndTimeout)
 test_connection_lost = pytestTest(connectionLost)
