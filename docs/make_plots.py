@@ -24,11 +24,32 @@ No benchmark results were found when this site was built.  Produce them with
 """
 
 
+EXPECTED = {
+    "rpc.json": "the RPC calls/s bars (``python -m tests.benchmarks.bench_rpc``)",
+    "bulk.json": "the bulk MB/s bars (``python -m tests.benchmarks.bench_bulk``)",
+}
+"""Result files the page always speaks of: when one is missing, the page says so."""
+
+RPC_LABELS = {
+    "chunkwire": "chunkwire",
+    "amp": "Twisted AMP",
+    "pb": "Twisted PB",
+    "foolscap": "Foolscap (TLS)",
+    "handrolled": "Int32StringReceiver + msgpack",
+}
+
+
 def machine_line(data: dict[str, Any]) -> str:
     """One line naming the machine and versions that measured C{data}."""
     m = data.get("machine") or data.get("config") or {}
-    parts = [m.get("cpu"), f"{m['nproc']} CPUs" if m.get("nproc") else None, m.get("python")]
+    cpus = m.get("nproc") or m.get("cpus")
+    python = m.get("python")
+    if python and not str(python).startswith(("CPython", "PyPy")):
+        python = f"Python {python}"
+    parts = [m.get("cpu"), f"{cpus} CPUs" if cpus else None, python]
     parts += [f"{name} {m[name]}" for name in ("twisted", "foolscap", "msgpack") if m.get(name)]
+    if not m.get("twisted"):
+        parts.append("Twisted and peer versions not recorded")
     parts += [m.get("platform"), m.get("date")]
     commit = m.get("chunkwire_commit")
     if commit:
@@ -90,11 +111,94 @@ def plot_calls(plt: Any, data: dict[str, Any], name: str, out: Path) -> list[tup
     return [(filename, f"{data.get('benchmark', name)}: calls per second")]
 
 
+def plot_rpc(plt: Any, data: dict[str, Any], name: str, out: Path) -> list[tuple[str, str]]:
+    """
+    Grouped bars of RPC calls per second (bench_rpc.py): one group per column
+    (one call in flight or 100, an int or 1 KiB echoed), one bar per peer,
+    the median over runs with the lowest and highest run as whiskers.
+    """
+    cells = data["summary"]["cells"]
+    columns = data["columns"]  # [key, payload, window, label]
+    peers = [peer for peer in data.get("peers", list(cells)) if peer in cells]
+    fig, ax = plt.subplots(figsize=(7.5, 4.4))
+    width = 0.8 / max(len(peers), 1)
+    for index, peer in enumerate(peers):
+        rates, low, high = [], [], []
+        for key, *_ in columns:
+            cell = cells[peer].get(key) or {}
+            rate = cell.get("calls_per_s") or 0.0
+            rates.append(rate)
+            low.append(rate - cell.get("min", rate))
+            high.append(cell.get("max", rate) - rate)
+        positions = [column + (index - (len(peers) - 1) / 2) * width for column in range(len(columns))]
+        hatch = None if peer == "chunkwire" else "//"
+        ax.bar(positions, rates, width, yerr=[low, high], capsize=2, label=RPC_LABELS.get(peer, peer), hatch=hatch)
+    ax.set_xticks(range(len(columns)))
+    ax.set_xticklabels([column[3] for column in columns], fontsize=8)
+    ax.set_ylabel("calls per second (higher is better)")
+    ax.set_title("RPC: echo(value) calls per second, client and server in two processes")
+    ax.legend(fontsize=7)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    filename = f"{name}-calls.png"
+    fig.savefig(out / filename, dpi=110)
+    plt.close(fig)
+    config = data.get("config", {})
+    runs = f"median of {config['runs']} runs of {config['duration']} s" if "runs" in config else "median of runs"
+    quick = ", a --quick run" if data.get("options", {}).get("quick") else ""
+    return [(filename, f"RPC calls per second over loopback TCP ({runs}{quick}; whiskers: lowest and highest run)")]
+
+
+def plot_bulk(plt: Any, data: dict[str, Any], name: str, out: Path) -> list[tuple[str, str]]:
+    """
+    Horizontal bars of bulk MB/s (bench_bulk.py) per case, the median over
+    runs with the lowest and highest as whiskers, against the ceiling: the
+    raw Twisted producer, drawn as a dashed line.
+    """
+    cases = data["cases"]
+    names = list(cases)
+    rates = [cases[case]["mb_s"] for case in names]
+    low = [cases[case]["mb_s"] - cases[case].get("mb_s_min", cases[case]["mb_s"]) for case in names]
+    high = [cases[case].get("mb_s_max", cases[case]["mb_s"]) - cases[case]["mb_s"] for case in names]
+    fig, ax = plt.subplots(figsize=(7.5, 0.5 * len(names) + 1.6))
+    colours = ["tab:blue" if case.startswith("chunkwire") else "tab:gray" for case in names]
+    ax.barh(names, rates, xerr=[low, high], capsize=2, color=colours)
+    for row, case in enumerate(names):
+        ratio = cases[case].get("vs_raw")
+        note = f"  {rates[row]:.0f} MB/s" + (f" ({ratio:.2f}x raw)" if ratio is not None else "")
+        ax.text(rates[row] + high[row], row, note, va="center", fontsize=7)
+    if "raw" in cases:
+        ax.axvline(
+            cases["raw"]["mb_s"], linestyle="--", color="black", linewidth=1, label="ceiling: raw Twisted producer"
+        )
+        ax.legend(fontsize=7, loc="lower right")
+    ax.set_yticks(range(len(names)))
+    ax.set_yticklabels([cases[case].get("label", case) for case in names], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(rates + [1.0]) * 1.35)
+    ax.set_xlabel("MB/s, 10^6 bytes per second (higher is better)")
+    size = data.get("config", {}).get("size")
+    ax.set_title(f"Bulk transfer over loopback TCP{f', {size / 2**30:g} GiB' if size else ''}")
+    fig.tight_layout()
+    filename = f"{name}-mbs.png"
+    fig.savefig(out / filename, dpi=110)
+    plt.close(fig)
+    runs = data.get("config", {}).get("runs")
+    caption = (
+        f"Bulk MB/s against the ceiling ({f'median of {runs} runs; ' if runs else ''}whiskers: lowest and highest)"
+    )
+    return [(filename, caption)]
+
+
 def figures_for(plt: Any, path: Path, out: Path) -> tuple[list[tuple[str, str]], str]:
     data = json.loads(path.read_text("utf-8"))
     name = path.stem
     if "sizes" in data and isinstance(data.get("cells"), dict):
         figures = plot_ns_per_byte(plt, data, name, out)
+    elif "columns" in data and isinstance(data.get("summary", {}).get("cells"), dict):
+        figures = plot_rpc(plt, data, name, out)
+    elif isinstance(data.get("cases"), dict) and all("mb_s" in case for case in data["cases"].values()):
+        figures = plot_bulk(plt, data, name, out)
     elif "results" in data:
         figures = plot_calls(plt, data, name, out)
     else:
@@ -102,8 +206,22 @@ def figures_for(plt: Any, path: Path, out: Path) -> tuple[list[tuple[str, str]],
     return figures, machine_line(data)
 
 
+TITLES = {
+    "rpc.json": "RPC calls per second",
+    "bulk.json": "Bulk transfer against the ceiling",
+    "receive.json": "Receiving: cost per byte",
+    "output.json": "Sending: cost per byte",
+    "echo.json": "Echo round trips",
+}
+"""Section titles, in the page's order; other result files follow under their own names."""
+
+
+def section(title: str, text: str) -> str:
+    return f"{title}\n{'-' * len(title)}\n\n{text}"
+
+
 def render(results: Path, docs: Path) -> str:
-    """Draw every figure the results allow; return the page body."""
+    """Draw every figure the results allow; return the page body, a section per result file."""
     files = sorted(results.glob("*.json")) if results.is_dir() else []
     if not files:
         return NO_RESULTS
@@ -116,18 +234,39 @@ def render(results: Path, docs: Path) -> str:
         return "matplotlib is not installed (the ``docs`` extra has it): no figures were drawn.\n"
     out = docs / "_static" / "bench"
     out.mkdir(parents=True, exist_ok=True)
-    body = []
+    order = {name: index for index, name in enumerate(TITLES)}
+    files.sort(key=lambda path: (order.get(path.name, len(order)), path.name))
+    body, unplotted = [], []
+    for name, what in EXPECTED.items():
+        if not (results / name).is_file():
+            body.append(
+                section(
+                    TITLES[name],
+                    f"``bench-results/{name}`` was not found when this site was built,"
+                    f" so {what} are not shown; ``tox -e bench`` writes it.\n",
+                )
+            )
     for path in files:
         try:
             figures, machine = figures_for(plt, path, out)
-        except (ValueError, KeyError, TypeError) as error:
-            body.append(f"``{path.name}`` could not be plotted ({type(error).__name__}: {error}).\n")
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as error:
+            # A result file of another shape (an older benchmark, a hand edit) must not fail the docs build.
+            plt.close("all")
+            text = f"``{path.name}`` could not be plotted ({type(error).__name__}: {error}).\n"
+            body.append(section(TITLES.get(path.name, path.stem), text))
             continue
-        for filename, caption in figures:
-            figure = f".. figure:: /_static/bench/{filename}\n   :width: 90%\n\n"
-            body.append(figure + f"   {caption}.\n   Measured on: {machine}.\n")
-    body.append(".. TODO (issue 6): bulk MB/s against the ceiling, once the bulk benchmark writes its JSON.\n")
-    return "\n".join(body) if len(body) > 1 else NO_RESULTS
+        if not figures:
+            unplotted.append(f"``{path.name}``")
+            continue
+        blocks = [
+            f".. figure:: /_static/bench/{filename}\n   :width: 90%\n\n   {caption}.\n   Measured on: {machine}.\n"
+            for filename, caption in figures
+        ]
+        body.append(section(TITLES.get(path.name, path.stem), "\n".join(blocks)))
+    if unplotted:
+        text = f"{', '.join(unplotted)}: tables only (the benchmark prints them); see the JSON for every run.\n"
+        body.append(section("Other results", text))
+    return "\n".join(body)
 
 
 def main() -> None:
@@ -136,7 +275,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "docs")
     args = parser.parse_args()
     generated = args.out / "_generated"
-    generated.mkdir(exist_ok=True)
+    generated.mkdir(parents=True, exist_ok=True)
     (generated / "benchmarks.rst").write_text(render(args.results, args.out), "utf-8")
     print(f"wrote {generated / 'benchmarks.rst'}")
 

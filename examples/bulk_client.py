@@ -18,93 +18,19 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
-from typing import Any, TextIO
+from typing import Any
 
+# The script's directory is on sys.path: the progress display is shared with demo.py.
+# humanBytes is imported for modules that take the display from here (tests/protocols/bulk/test_examples.py).
+from _progress import ProgressDisplay, humanBytes, transferSummary
 from twisted.internet.defer import Deferred
-from twisted.internet.task import LoopingCall, react
+from twisted.internet.task import react
+from twisted.logger import globalLogBeginner, textFileLogObserver
 
-from protocols import bulk
-from protocols.bulk.files import FileResult, TransferProgress, fetchFile, sendFile
+from protocols import TokenProtocol, bulk
+from protocols.bulk.files import TransferProgress, fetchFile, sendFile
 
-
-def humanBytes(count: float) -> str:
-    """C{1536} -> C{"1.5 KiB"}: binary units, as file sizes usually are."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if count < 1024 or unit == "TiB":
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-    raise AssertionError("unreachable")
-
-
-def clockTime(seconds: float) -> str:
-    """C{75} -> C{"1:15"}."""
-    seconds = int(seconds + 0.5)
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
-
-
-class ProgressDisplay:
-    """
-    Shows a L{TransferProgress}: a bar redrawn in place on a terminal, a
-    plain line every second otherwise.
-    """
-
-    WIDTH = 30
-
-    def __init__(self, progress: TransferProgress, label: str, out: TextIO, clock: Any) -> None:
-        self.progress = progress
-        self.label = label
-        self.out = out
-        self.tty = out.isatty()
-        self._loop = LoopingCall(self.draw)
-        self._loop.clock = clock
-        self._drawn = False
-
-    def start(self) -> None:
-        self._loop.start(0.1 if self.tty else 1.0, now=False)
-
-    def stop(self) -> None:
-        if self._loop.running:
-            self._loop.stop()
-        if self.tty and self._drawn:
-            self.out.write("\n")
-            self.out.flush()
-
-    def line(self) -> str:
-        """The current state as one line: percentage, bytes, rate, ETA."""
-        done, total = self.progress.done, self.progress.total
-        elapsed = max(time.monotonic() - self.progress.started, 1e-6)
-        rate = done / elapsed
-        eta = clockTime((total - done) / rate) if rate > 0 and total else "?"
-        percent = 100 * done / total if total else 100.0
-        figures = f"{percent:3.0f}%  {humanBytes(done)} / {humanBytes(total)}  {rate / 1e6:.1f} MB/s  ETA {eta}"
-        if not self.tty:
-            return f"{self.label}: {figures}"
-        filled = int(self.WIDTH * done / total) if total else self.WIDTH
-        return f"{self.label} [{'#' * filled}{'.' * (self.WIDTH - filled)}] {figures}"
-
-    def draw(self) -> None:
-        if not self.progress.total:
-            return
-        self._drawn = True
-        if self.tty:
-            self.out.write("\r" + self.line().ljust(100))
-        else:
-            self.out.write(self.line() + "\n")
-        self.out.flush()
-
-
-def summary(verb: str, result: FileResult) -> str:
-    """The final line: size, time, MB/s and the verified digest."""
-    rate = result.size / result.seconds / 1e6 if result.seconds > 0 else 0.0
-    line = (
-        f"{verb} {result.name}: {result.size} bytes ({humanBytes(result.size)}) in {result.seconds:.2f} s,"
-        f" {rate:.1f} MB/s, {result.algorithm} {result.digest} verified"
-    )
-    if result.cuts:
-        line += f" (resumed after {result.cuts} interrupted attempts)"
-    return line
+__all__ = ["ProgressDisplay", "humanBytes", "main", "transfer"]
 
 
 async def transfer(reactor: Any, args: argparse.Namespace) -> None:
@@ -130,7 +56,7 @@ async def transfer(reactor: Any, args: argparse.Namespace) -> None:
             )
         finally:
             display.stop()
-        print(summary("sent", result), flush=True)
+        print(transferSummary("sent", result), flush=True)
     else:
         output = args.output or args.name
         display = ProgressDisplay(progress, f"fetch {args.name}", sys.stdout, reactor)
@@ -139,7 +65,7 @@ async def transfer(reactor: Any, args: argparse.Namespace) -> None:
             result = await fetchFile(connect, args.name, output, streams=args.streams, clock=reactor, progress=progress)
         finally:
             display.stop()
-        print(summary("fetched", result), flush=True)
+        print(transferSummary("fetched", result), flush=True)
 
 
 def main(argv: list[str]) -> None:
@@ -154,7 +80,11 @@ def main(argv: list[str]) -> None:
     fetch.add_argument("name")
     fetch.add_argument("--output", help="where to write it (default: NAME in the current directory)")
     commands.add_parser("list", help="list the served files")
+    parser.add_argument("--trace", action="store_true", help="log every token sent and received, readably, to stderr")
     args = parser.parse_args(argv)
+    if args.trace:  # to stderr, so that stdout keeps the progress and the result
+        TokenProtocol.trace = True
+        globalLogBeginner.beginLoggingTo([textFileLogObserver(sys.stderr)], redirectStandardIO=False)
     if args.streams < 1:
         parser.error("--streams must be at least 1")
 

@@ -23,7 +23,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import react
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
-from protocols import bulk
+from protocols import TokenProtocol, bulk
 from protocols.bulk.files import BulkService
 
 
@@ -46,8 +46,12 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--dir", required=True, help="the directory to serve (created if missing)")
     parser.add_argument("--hashing", choices=("thread", "inline"), default="inline", help="where digests are computed")
     parser.add_argument("--log", action="store_true", help="log to stdout")
+    parser.add_argument(
+        "--trace", action="store_true", help="log every token sent and received, readably (implies --log; noisy)"
+    )
     args = parser.parse_args(argv)
-    if args.log:
+    TokenProtocol.trace = args.trace
+    if args.log or args.trace:
         observer: Any = textFileLogObserver(sys.stdout)
         globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
     options = bulk.BulkOptions(hashing=args.hashing)

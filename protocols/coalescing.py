@@ -192,6 +192,10 @@ class CoalescingTransport:
         C{None}.
     @ivar streamingProducer: whether L{producer} is a push producer.
     @ivar noDelay: whether C{TCP_NODELAY} was turned on at construction.
+    @ivar writeCount: writes handed to the connection so far: each one
+        C{write} or C{writeSequence} on the wrapped transport, or one direct
+        send (plus, rarely, the write of what the socket did not take).
+    @ivar bytesWritten: the bytes in those writes.
     """
 
     def __init__(self, transport: Any, readingObserver: Callable[[bool], None] | None = None) -> None:
@@ -211,6 +215,8 @@ class CoalescingTransport:
         self._closed = False
         self._closeSent = False
         self._holds = 0
+        self.writeCount = 0
+        self.bytesWritten = 0
         directlyProvides(self, providedBy(transport))
         self.noDelay = setNoDelay(transport)
 
@@ -306,6 +312,8 @@ class CoalescingTransport:
         return done
 
     def _emit(self, blocks: list[bytes]) -> None:
+        self.writeCount += 1
+        self.bytesWritten += len(blocks[0]) if len(blocks) == 1 else sum(map(len, blocks))
         transport = self.transport
         if _canSendNow(transport):
             blocks = _sendNow(transport, blocks)

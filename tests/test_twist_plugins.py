@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 from twisted.application.service import IServiceMaker
 from twisted.plugin import IPlugin, getPlugins
+from twisted.python import usage
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder
@@ -26,10 +29,11 @@ class OptionsTests(SynchronousTestCase):
     """The plugins' options parse as their help text says."""
 
     def test_pluginsFound(self) -> None:
-        """Twisted's plugin system finds both service makers by their tap names."""
+        """Twisted's plugin system finds the three service makers by their tap names."""
         names = {maker.tapname for maker in getPlugins(IServiceMaker)}
-        self.assertTrue({"chunkwire-echo", "chunkwire-kv"} <= names, names)
+        self.assertTrue({"chunkwire-echo", "chunkwire-kv", "chunkwire-bulk"} <= names, names)
         self.assertTrue(IPlugin.providedBy(chunkwire_plugins.echoServiceMaker))
+        self.assertTrue(IPlugin.providedBy(chunkwire_plugins.bulkServiceMaker))
 
     def test_listenRepeatable(self) -> None:
         """--listen may be given several times and every description is kept, in order."""
@@ -50,6 +54,31 @@ class OptionsTests(SynchronousTestCase):
         options.parseOptions(["--max-bytes", "1000"])
         self.assertEqual(options.limits().max_bytes_length, 1000)
 
+    def test_bulkOptions(self) -> None:
+        """chunkwire-bulk listens on tcp:8770 by default, hashes inline, and takes --dir and --hashing."""
+        options = chunkwire_plugins.BulkServiceOptions()
+        options.parseOptions(["--dir", "/tmp/served"])
+        self.assertEqual(
+            (options["listen"], options["dir"], options["hashing"]), (["tcp:8770"], "/tmp/served", "inline")
+        )
+        options = chunkwire_plugins.BulkServiceOptions()
+        options.parseOptions(["-d", "/tmp/x", "--hashing", "thread", "-l", "tcp:1"])
+        self.assertEqual((options["listen"], options["dir"], options["hashing"]), (["tcp:1"], "/tmp/x", "thread"))
+
+    def test_bulkRefusesBadOptions(self) -> None:
+        """chunkwire-bulk without --dir, or with an unknown --hashing, is a usage error."""
+        self.assertRaises(usage.UsageError, chunkwire_plugins.BulkServiceOptions().parseOptions, [])
+        bad = ["--dir", "/tmp/x", "--hashing", "gpu"]
+        self.assertRaises(usage.UsageError, chunkwire_plugins.BulkServiceOptions().parseOptions, bad)
+
+    def test_makeBulkService(self) -> None:
+        """The bulk service maker creates the served directory and one endpoint service per --listen."""
+        directory = Path(self.mktemp()) / "served"
+        options = chunkwire_plugins.BulkServiceOptions()
+        options.parseOptions(["--dir", str(directory), "--listen", "tcp:0"])
+        service = chunkwire_plugins.bulkServiceMaker.makeService(options)
+        self.assertEqual((len(list(service)), service.running, directory.is_dir()), (1, 0, True))
+
     def test_makeService(self) -> None:
         """makeService builds one endpoint service per --listen, not yet started."""
         options = chunkwire_plugins.KeyValueOptions()
@@ -62,18 +91,37 @@ class TwistTests(SynchronousTestCase):
     """C{twist chunkwire-echo} and C{twist chunkwire-kv} run as real processes."""
 
     def test_help(self) -> None:
-        """twist chunkwire-echo --help describes --listen and --trace and exits cleanly."""
+        """twist PLUGIN --help exits cleanly and shows each plugin's options and description."""
+        expected = {
+            "chunkwire-echo": ["--listen", "--trace", "--max-bytes", "Run chunkwire's echo service"],
+            "chunkwire-kv": ["--listen", "--trace", "--tracebacks", "Run chunkwire's key-value RPC service"],
+            "chunkwire-bulk": ["--listen", "--trace", "--dir", "--hashing", "Run chunkwire's bulk-transfer service"],
+        }
+        for plugin, texts in expected.items():
+            result = subprocess.run(
+                [sys.executable, "-m", "twisted", plugin, "--help"],
+                cwd=ROOT,
+                env=ENV,
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            self.assertEqual(result.returncode, 0, result.stderr)
+            for text in texts:
+                self.assertIn(text, result.stdout, plugin)
+
+    def test_bulkWithoutDirectory(self) -> None:
+        """twist chunkwire-bulk without --dir exits with a usage error that names --dir."""
         result = subprocess.run(
-            [sys.executable, "-m", "twisted", "chunkwire-echo", "--help"],
+            [sys.executable, "-m", "twisted", "chunkwire-bulk"],
             cwd=ROOT,
             env=ENV,
             capture_output=True,
             text=True,
             timeout=30,
         )
-        self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertIn("--listen", result.stdout)
-        self.assertIn("--trace", result.stdout)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("--dir is required", result.stdout + result.stderr)
 
     def test_echoOneObject(self) -> None:
         """A chunkwire-echo process sends back an object written to it over a plain socket."""
@@ -106,3 +154,26 @@ class TwistTests(SynchronousTestCase):
 
         self.assertEqual(client("put", "colour", "blue"), "put colour\n")
         self.assertEqual(client("get", "colour"), "blue\n")
+
+    def test_bulk(self) -> None:
+        """A chunkwire-bulk process stores a file the example client sends, verified, and lists it."""
+        work = Path(self.mktemp()).resolve()
+        work.mkdir(parents=True)
+        source = work / "source.bin"
+        data = bytes(range(256)) * 5000
+        source.write_bytes(data)
+        served = work / "served"
+        server = twist("chunkwire-bulk", "--listen", "tcp:0:interface=127.0.0.1", "--dir", str(served))
+        self.addCleanup(stop, server)
+        port = int(readUntil(server, rb"starting on (\d+)").group(1))
+        address = f"tcp:host=127.0.0.1:port={port}"
+
+        def client(*arguments: str) -> str:
+            command = [sys.executable, "examples/bulk_client.py", "--connect", address, *arguments]
+            result = subprocess.run(command, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=30)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            return result.stdout
+
+        self.assertIn(f"sha256 {hashlib.sha256(data).hexdigest()} verified", client("send", str(source)))
+        self.assertEqual((served / "source.bin").read_bytes(), data)
+        self.assertEqual(client("list").split(), [str(len(data)), "source.bin"])

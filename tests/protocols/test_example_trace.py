@@ -48,3 +48,17 @@ class ExampleTraceTests(SynchronousTestCase):
         self.assertEqual(client.returncode, 0, client.stderr)
         self.assertIn("-> STRING 'text ✓'", client.stderr)
         readUntil(server, "(?s)<- STRING 'text ✓'.*-> STRING 'text ✓'".encode())
+
+    def test_bulkTrace(self) -> None:
+        """bulk_server --trace logs what it receives; bulk_client --trace logs to stderr and still lists the files."""
+        directory = self.mktemp()
+        server = start(
+            "examples/bulk_server.py", "--trace", "--dir", directory, "--listen", "tcp:0:interface=127.0.0.1"
+        )
+        self.addCleanup(stop, server)
+        port = int(readUntil(server, rb"bulk server listening on .* port=(\d+)\)").group(1))
+        address = f"tcp:host=127.0.0.1:port={port}"
+        listing = run("examples/bulk_client.py", "--trace", "--connect", address, "list")
+        self.assertEqual((listing.returncode, listing.stdout), (0, ""), listing.stderr)
+        self.assertIn("-> STRING 'list'", listing.stderr)
+        readUntil(server, rb"<- STRING 'list'")

@@ -37,6 +37,19 @@ class HoldTests(SynchronousTestCase):
         self.transport.release()
         self.assertEqual(self.wrapped.writes, [b"onetwothree"])
 
+    def test_countsWrites(self) -> None:
+        """writeCount and bytesWritten count what reached the wrapped transport, not what was flushed."""
+        self.transport.write(b"alone")
+        self.transport.flush()
+        self.transport.hold()
+        for piece in (b"one", b"two"):
+            self.transport.write(piece)
+            self.transport.flush()
+        self.assertEqual((self.transport.writeCount, self.transport.bytesWritten), (1, 5))
+        self.transport.release()
+        self.assertEqual((self.transport.writeCount, self.transport.bytesWritten), (2, 11))
+        self.assertEqual(len(self.wrapped.writes), self.transport.writeCount)
+
     def test_holdsNest(self) -> None:
         """Only the outermost release writes."""
         self.transport.hold()

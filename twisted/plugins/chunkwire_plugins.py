@@ -1,7 +1,8 @@
-"""twist plugins for chunkwire's services: C{twist chunkwire-echo} and C{twist chunkwire-kv}.
+"""twist plugins for chunkwire's services: C{chunkwire-echo}, C{chunkwire-kv} and C{chunkwire-bulk}.
 
     twist chunkwire-echo --listen tcp:8750
     twist chunkwire-kv --listen tcp:8760 --listen unix:/tmp/kv.sock
+    twist chunkwire-bulk --listen tcp:8770 --dir /tmp/chunkwire-files
     twist chunkwire-echo --help
 
 This file lives in C{twisted/plugins/} (a directory without C{__init__.py})
@@ -72,6 +73,30 @@ class KeyValueOptions(_Options):
     optFlags = _Options.optFlags + [["tracebacks", None, "Send the traceback of a failed call to the caller."]]
 
 
+class BulkServiceOptions(_Options):
+    """C{twist chunkwire-bulk} options."""
+
+    defaultListen = "tcp:8770"
+    synopsis = "--dir DIRECTORY [--listen ENDPOINT ...] [--hashing thread|inline] [--trace]"
+    longdesc = (
+        "Run chunkwire's bulk-transfer service (protocols.bulk.files.BulkService): clients upload, download "
+        "and list the files of one directory, resumably and striped over several connections if they like "
+        "(examples/bulk_client.py is such a client).  Every file is checked end to end with SHA-256, and an "
+        "upload appears under its name only once its digest has been verified."
+    )
+    optParameters = _Options.optParameters + [
+        ["dir", "d", None, "The directory to serve (created if missing).  Required."],
+        ["hashing", None, "inline", "Where digests are computed: inline (in the reactor thread) or thread."],
+    ]
+
+    def postOptions(self) -> None:
+        super().postOptions()
+        if not self["dir"]:
+            raise usage.UsageError("--dir is required: the directory to serve")
+        if self["hashing"] not in ("inline", "thread"):
+            raise usage.UsageError(f"--hashing is inline or thread, not {self['hashing']!r}")
+
+
 def _listening(options: _Options, factory: Any) -> Any:
     """A MultiService with one endpoint service per C{--listen}."""
     from twisted.application.internet import StreamServerEndpointService
@@ -129,5 +154,30 @@ class KeyValueServiceMaker:
         return _listening(options, factory)
 
 
+@implementer(IServiceMaker, IPlugin)
+class BulkServiceMaker:
+    """Makes the C{chunkwire-bulk} service."""
+
+    tapname = "chunkwire-bulk"
+    description = "chunkwire's bulk-transfer service: upload, download and list the files of a directory."
+    options = BulkServiceOptions
+
+    def makeService(self, options: BulkServiceOptions) -> Any:
+        from twisted.internet import reactor
+
+        from protocols import bulk
+        from protocols.bulk.files import BulkService
+
+        _tracing(options)
+        factory = bulk.BulkBrokerFactory(
+            BulkService(options["dir"], reactor=reactor),
+            clock=reactor,
+            limits=options.limits(),
+            options=bulk.BulkOptions(hashing=options["hashing"]),
+        )
+        return _listening(options, factory)
+
+
 echoServiceMaker = EchoServiceMaker()
 keyValueServiceMaker = KeyValueServiceMaker()
+bulkServiceMaker = BulkServiceMaker()

@@ -1,0 +1,35 @@
+"""Your own RPC server, as a process: serve a Referenceable until interrupted (Ctrl-C).
+
+.venv/bin/python docs/snippets/greeter_server.py [ENDPOINT]     # default tcp:8760
+"""
+
+import sys
+
+from twisted.internet.defer import Deferred
+from twisted.internet.task import react
+
+from framing.slicing.constraints import Text
+from protocols import rpc
+
+
+class Greeter(rpc.Referenceable):
+    """What clients may call: only the @remote methods."""
+
+    def __init__(self):
+        self.greeted = 0
+
+    @rpc.remote(args={"name": Text(100)})
+    def greet(self, name):
+        self.greeted += 1
+        return f"hello {name}, you are visitor {self.greeted}"
+
+
+async def main(reactor, description):
+    port = await rpc.serve(reactor, description, Greeter())
+    print(f"serving Greeter on port {port.getHost().port}", flush=True)
+    await Deferred()  # never fires: serve until the process is interrupted
+
+
+if __name__ == "__main__":
+    description = sys.argv[1] if len(sys.argv) > 1 else "tcp:8760"
+    react(lambda reactor: Deferred.fromCoroutine(main(reactor, description)))

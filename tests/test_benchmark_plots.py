@@ -1,0 +1,150 @@
+"""docs/make_plots.py draws the benchmark page from bench-results/*.json, and says what is missing."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from unittest import SkipTest
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from tests.protocols.rpc.test_kv_example import ENV, ROOT
+
+MACHINE = {
+    "cpu": "Test CPU",
+    "nproc": 2,
+    "python": "CPython 3.11.7",
+    "twisted": "26.10.0",
+    "foolscap": "24.9.0",
+    "msgpack": "1.2.4",
+    "platform": "Linux-test",
+    "date": "2026-11-22T00:00:00+00:00",
+}
+
+RPC: dict[str, Any] = {
+    "benchmark": "rpc",
+    "machine": MACHINE,
+    "options": {"quick": True},
+    "config": {"runs": 3, "duration": 0.5},
+    "peers": ["chunkwire", "amp", "pb", "foolscap", "handrolled"],
+    "columns": [["seq_int", "int", 1, "sequential int"], ["w100_int", "int", 100, "100 in flight int"]],
+    "summary": {
+        "cells": {
+            peer: {
+                "seq_int": {"calls_per_s": rate, "min": rate * 0.9, "max": rate * 1.1},
+                "w100_int": {"calls_per_s": rate * 4, "min": rate * 3.5, "max": rate * 4.2},
+            }
+            for peer, rate in [
+                ("chunkwire", 9000),
+                ("amp", 7000),
+                ("pb", 6000),
+                ("foolscap", 3000),
+                ("handrolled", 1e4),
+            ]
+        }
+    },
+}
+
+BULK: dict[str, Any] = {
+    "benchmark": "bulk transfer over loopback TCP",
+    "config": {"size": 2**30, "runs": 3, "python": "3.11.7", "platform": "Linux-test", "cpus": 2},
+    "cases": {
+        "raw": {
+            "label": "raw Twisted producer (ceiling)",
+            "mb_s": 1900.0,
+            "mb_s_min": 1800,
+            "mb_s_max": 2000,
+            "vs_raw": 1,
+        },
+        "chunkwire": {"label": "chunkwire Stream", "mb_s": 870.0, "mb_s_min": 860, "mb_s_max": 890, "vs_raw": 0.46},
+        "foolscap": {"label": "Foolscap", "mb_s": 660.0, "mb_s_min": 630, "mb_s_max": 700, "vs_raw": 0.35},
+    },
+}
+
+
+def requireModules(*names: str) -> None:
+    """Skip the test unless every module in C{names} is installed (the docs and bench extras have them)."""
+    missing = [name for name in names if importlib.util.find_spec(name) is None]
+    if missing:
+        raise SkipTest(f"not installed: {', '.join(missing)}")
+
+
+def loadMakePlots() -> ModuleType:
+    """Import docs/make_plots.py (docs/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("make_plots", ROOT / "docs" / "make_plots.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class BenchmarkPageTests(SynchronousTestCase):
+    """The page body make_plots.render writes, and the figures it draws."""
+
+    def setUp(self) -> None:
+        requireModules("matplotlib")
+        self.makePlots = loadMakePlots()
+        self.work = Path(self.mktemp()).resolve()
+        self.results = self.work / "bench-results"
+        self.results.mkdir(parents=True)
+
+    def write(self, name: str, data: dict[str, Any]) -> None:
+        (self.results / name).write_text(json.dumps(data))
+
+    def test_rpcAndBulk(self) -> None:
+        """RPC calls/s bars and bulk MB/s bars are drawn as PNGs, each captioned with the machine and versions."""
+        self.write("rpc.json", RPC)
+        self.write("bulk.json", BULK)
+        page = self.makePlots.render(self.results, self.work)
+        for png in ("rpc-calls.png", "bulk-mbs.png"):
+            self.assertTrue((self.work / "_static" / "bench" / png).read_bytes().startswith(b"\x89PNG"), png)
+            self.assertIn(f".. figure:: /_static/bench/{png}", page)
+        self.assertIn("Measured on: Test CPU, 2 CPUs, CPython 3.11.7, twisted 26.10.0, foolscap 24.9.0", page)
+        self.assertIn("Measured on: 2 CPUs, Python 3.11.7, Twisted and peer versions not recorded", page)
+        self.assertIn("a --quick run", page)
+        self.assertNotIn("was not found", page)
+        self.assertLess(page.index("RPC calls per second\n---"), page.index("Bulk transfer against the ceiling\n---"))
+
+    def test_oneMissing(self) -> None:
+        """Without bulk.json the page says so in the bulk section and still shows the RPC bars."""
+        self.write("rpc.json", RPC)
+        page = self.makePlots.render(self.results, self.work)
+        self.assertIn("rpc-calls.png", page)
+        self.assertIn("``bench-results/bulk.json`` was not found when this site was built", page)
+        self.assertNotIn("``bench-results/rpc.json`` was not found", page)
+
+    def test_noResults(self) -> None:
+        """Without any results the page says how to produce them."""
+        self.assertEqual(self.makePlots.render(self.results, self.work), self.makePlots.NO_RESULTS)
+
+    def test_unreadable(self) -> None:
+        """A result file of an unexpected shape is named on the page instead of failing the build."""
+        self.write("rpc.json", {"columns": [["seq_int"]], "summary": {"cells": {"chunkwire": {"seq_int": {}}}}})
+        page = self.makePlots.render(self.results, self.work)
+        self.assertIn("``rpc.json`` could not be plotted", page)
+
+
+class BenchToPageTests(SynchronousTestCase):
+    """What C{tox -e bench} writes is what C{tox -e docs} draws from."""
+
+    def test_quickEchoBenchmark(self) -> None:
+        """A quick echo benchmark writes echo.json, and make_plots.py turns it into a figure on the page."""
+        requireModules("matplotlib", "msgpack")
+        work = Path(self.mktemp()).resolve()
+        results, docs = work / "bench-results", work / "docs"
+        # The exit status reports the benchmark's acceptance ratios, which a busy machine may miss: not checked.
+        bench = [sys.executable, "-m", "tests.benchmarks", "--quick", "--out", str(results), "echo"]
+        subprocess.run(bench, cwd=ROOT, env=ENV, capture_output=True, timeout=120)
+        self.assertTrue((results / "echo.json").is_file(), "the benchmark wrote no echo.json")
+        plots = [sys.executable, "docs/make_plots.py", "--results", str(results), "--out", str(docs)]
+        done = subprocess.run(plots, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        page = (docs / "_generated" / "benchmarks.rst").read_text()
+        self.assertIn(".. figure:: /_static/bench/echo-calls.png", page)
+        self.assertTrue((docs / "_static" / "bench" / "echo-calls.png").is_file())
+        self.assertIn("``bench-results/rpc.json`` was not found", page)
