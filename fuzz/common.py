@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from framing import Decoder, Limits, ProtocolError, Violation
+from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import MAX_HEADER_LENGTH
 
 LIMITS = Limits(
@@ -66,8 +67,15 @@ def split(body: bytes, cuts: list[int]) -> list[bytes]:
     return pieces
 
 
-def feed_split(decoder: Decoder, pieces: list[bytes]) -> list[Any]:
-    """Feed C{pieces}; check every outcome and bound; return what was decoded."""
+def feed_split(decoder: Decoder, pieces: list[bytes], registry: Any = None) -> list[Any]:
+    """
+    Feed C{pieces}; check every outcome and bound; return what was decoded.
+
+    An exception instance among the results must be a L{Violation} or of a
+    type C{registry} builds from the wire (C{echo.refused} decodes to an
+    C{EchoRefused}, which is an exception by design).
+    """
+    registry = registry if registry is not None else DEFAULT_REGISTRY
     results: list[Any] = []
     for piece in pieces:
         try:
@@ -75,8 +83,12 @@ def feed_split(decoder: Decoder, pieces: list[bytes]) -> list[Any]:
         except ProtocolError:
             return results
         for obj in got:
-            if isinstance(obj, BaseException) and not isinstance(obj, Violation):
-                raise Finding(f"feed returned an exception that is not a Violation: {obj!r}")
+            if (
+                isinstance(obj, BaseException)
+                and not isinstance(obj, Violation)
+                and registry.slicer_for(type(obj)) is None
+            ):
+                raise Finding(f"feed returned an exception that is neither a Violation nor a registered type: {obj!r}")
         results.extend(got)
         if decoder.buffered > BUFFER_BOUND:
             raise Finding(f"decoder holds {decoder.buffered} bytes, more than {BUFFER_BOUND}")
@@ -92,7 +104,7 @@ def check(data: bytes, prefix: bytes = b"", registry: Any = None) -> list[Any]:
     cuts, body = cuts_and_body(data)
     stream = prefix + body
     pieces = split(stream, [cut + len(prefix) for cut in cuts]) if prefix else split(stream, cuts)
-    return feed_split(Decoder(LIMITS, registry), pieces)
+    return feed_split(Decoder(LIMITS, registry), pieces, registry)
 
 
 def vector_streams() -> list[tuple[str, bytes]]:

@@ -16,15 +16,11 @@ import atheris
 
 with atheris.instrument_imports():
     import framing  # noqa: F401
-    from fuzz.common import check
-    from fuzz.unslicers import OPEN_NAMES, prefix_for, registry
+    from fuzz.unslicers import check_unslicer_input
 
 
 def TestOneInput(data: bytes) -> None:
-    if not data:
-        return
-    name = OPEN_NAMES[data[0] % len(OPEN_NAMES)]
-    check(data[1:], prefix_for(name), registry())
+    check_unslicer_input(data)
 
 
 def main() -> None:

@@ -28,3 +28,13 @@ def registry() -> Any:
     from protocols.rpc.broker import Broker
 
     return Broker(None, clock=Clock(), registry=ECHO_REGISTRY).registry
+
+
+def check_unslicer_input(data: bytes) -> list[Any]:
+    """The unslicer target's check: byte 0 picks the open-type, the rest is fed after its OPEN."""
+    from fuzz.common import check
+
+    if not data:
+        return []
+    name = OPEN_NAMES[data[0] % len(OPEN_NAMES)]
+    return check(data[1:], prefix_for(name), registry())

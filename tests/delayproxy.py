@@ -13,6 +13,15 @@ absolute (arrival time + delay), so time spent elsewhere in the reactor does
 not add up; each forward is late by at most the reactor's timer granularity
 (about 1 ms with epoll).
 
+With C{rate} (bytes per second) each direction is also a link of that
+bandwidth, as C{netem rate} makes one: a chunk starts to cross once the
+chunks before it have crossed, takes C{len / rate} seconds to do so, and is
+delivered C{delay} after it has crossed.  So a byte never arrives sooner
+than C{delay} after it was sent, and a direction never delivers more than
+C{rate} bytes a second on average.  The proxy itself reads without limit
+(the queue is unbounded, like a netem queue with a large C{limit}): the
+sender's own flow control decides how much waits in it.
+
 L{DelayedPair} joins two protocols in memory on a L{Clock}, delivering each
 write C{delay} seconds of simulated time after it was made: exact figures,
 no sockets, no reactor.
@@ -43,16 +52,30 @@ DOWN = "down"
 class _Queue:
     """One direction of one link: chunks waiting for their due time, forwarded in order."""
 
-    def __init__(self, clock: Any, delay: float, forward: Callable[[bytes], None], close: Callable[[], None]) -> None:
-        self.clock, self.delay = clock, delay
+    def __init__(
+        self,
+        clock: Any,
+        delay: float,
+        forward: Callable[[bytes], None],
+        close: Callable[[], None],
+        rate: float | None = None,
+    ) -> None:
+        self.clock, self.delay, self.rate = clock, delay, rate
         self.forward, self.close = forward, close
         self.waiting: deque[tuple[float, bytes | None]] = deque()
         self.timer: Any = None
         self.ready = False  # whether the far side is connected and can be written to
+        self.linkFree = 0.0  # with a rate: when the link has finished carrying what is queued
 
     def push(self, data: bytes | None) -> None:
-        """Queue C{data} (C{None}: close) to leave C{delay} seconds from now."""
-        self.waiting.append((self.clock.seconds() + self.delay, data))
+        """Queue C{data} (C{None}: close) to leave C{delay} seconds from now (after crossing the link, with a rate)."""
+        now = self.clock.seconds()
+        crossed = now
+        if self.rate is not None:
+            # A serial link: this chunk starts once the link is free, then takes len/rate to cross.
+            crossed = max(now, self.linkFree) + (len(data) if data else 0) / self.rate
+            self.linkFree = crossed
+        self.waiting.append((crossed + self.delay, data))
         self._schedule()
 
     def open(self) -> None:
@@ -101,8 +124,8 @@ class Link:
         self.acceptedAt = proxy.clock.seconds()
         self.client: _ClientSide | None = None
         self.server: _ServerSide | None = None
-        self.up = _Queue(proxy.clock, proxy.delay, self._toServer, self._closeServer)
-        self.down = _Queue(proxy.clock, proxy.delay, self._toClient, self._closeClient)
+        self.up = _Queue(proxy.clock, proxy.delay, self._toServer, self._closeServer, proxy.rate)
+        self.down = _Queue(proxy.clock, proxy.delay, self._toClient, self._closeClient, proxy.rate)
         self.closed: Deferred[None] = Deferred()
         self._ends = 2
 
@@ -142,6 +165,18 @@ class Link:
             self.closed.callback(None)
 
 
+def _noDelay(transport: Any) -> None:
+    """
+    Turn Nagle off on one of the proxy's sockets: the link is the proxy's
+    queues, and Nagle would hold a forwarded chunk until the previous one is
+    acknowledged, which with delayed ACKs on loopback adds up to 40 ms now
+    and then.
+    """
+    setTcpNoDelay = getattr(transport, "setTcpNoDelay", None)
+    if setTcpNoDelay is not None:
+        setTcpNoDelay(True)
+
+
 class _ClientSide(Protocol):
     """The accepted connection from the client."""
 
@@ -150,6 +185,7 @@ class _ClientSide(Protocol):
         link.client = self
 
     def connectionMade(self) -> None:
+        _noDelay(self.transport)
         self.link.down.open()
         self.link.proxy._connectUpstream(self.link)
 
@@ -169,6 +205,7 @@ class _ServerSide(Protocol):
         link.server = self
 
     def connectionMade(self) -> None:
+        _noDelay(self.transport)
         self.link.up.open()
 
     def dataReceived(self, data: bytes) -> None:
@@ -191,7 +228,8 @@ class _ProxyFactory(Factory):
 
 class DelayProxy:
     """
-    A TCP proxy on 127.0.0.1 adding C{delay} seconds each way.
+    A TCP proxy on 127.0.0.1 adding C{delay} seconds each way, and
+    limiting each direction to C{rate} bytes per second if C{rate} is given.
 
     Use::
 
@@ -203,14 +241,24 @@ class DelayProxy:
     @ivar links: every connection accepted, in order.
     @ivar record: whether each L{Link} keeps the chunks it saw (for tests).
     @ivar port: the listening port, once started.
+    @ivar rate: the bandwidth of each direction in bytes per second, or C{None} (unlimited).
     """
 
     def __init__(
-        self, reactor: Any, targetPort: int, delay: float = 0.05, targetHost: str = "127.0.0.1", record: bool = True
+        self,
+        reactor: Any,
+        targetPort: int,
+        delay: float = 0.05,
+        targetHost: str = "127.0.0.1",
+        record: bool = True,
+        rate: float | None = None,
     ) -> None:
+        if rate is not None and rate <= 0:
+            raise ValueError(f"rate must be positive, not {rate}")
         self.reactor = self.clock = reactor
         self.targetHost, self.targetPort = targetHost, targetPort
         self.delay = delay
+        self.rate = rate
         self.record = record
         self.links: list[Link] = []
         self.port: Any = None
@@ -344,8 +392,9 @@ class DelayedPair:
 
 def main(argv: list[str]) -> None:
     """
-    C{python -m tests.delayproxy TARGET_PORT [DELAY_S]}: proxy 127.0.0.1:TARGET_PORT
-    on an ephemeral port, print that port as one JSON line, run until killed.
+    C{python -m tests.delayproxy TARGET_PORT [DELAY_S [RATE_BYTES_PER_S]]}:
+    proxy 127.0.0.1:TARGET_PORT on an ephemeral port, print that port as one
+    JSON line, run until killed.
 
     It runs on Twisted's select() reactor: select takes its timeout in
     microseconds where epoll rounds up to whole milliseconds, so each
@@ -362,9 +411,10 @@ def main(argv: list[str]) -> None:
     reactor: Any = installed
     target = int(argv[0])
     delay = float(argv[1]) if len(argv) > 1 else 0.05
+    rate = float(argv[2]) if len(argv) > 2 else None
 
     async def start() -> None:
-        port = await DelayProxy(reactor, target, delay, record=False).start()
+        port = await DelayProxy(reactor, target, delay, record=False, rate=rate).start()
         sys.stdout.write(json.dumps({"port": port}) + "\n")
         sys.stdout.flush()
 

@@ -88,3 +88,50 @@ class DelayedPairTests(SynchronousTestCase):
         self.assertEqual(clock.seconds(), 0.1)
         self.assertEqual([(d, t) for d, t, _ in pair.chunks], [(UP, 0.0), (DOWN, 0.05)])
         self.assertEqual(client.received[0][1], b"ping")
+
+
+class RateLimitTests(SynchronousTestCase):
+    """The proxy's rate limit makes each direction a serial link of that bandwidth, on a simulated clock."""
+
+    def test_chunksCrossOneAfterAnother(self) -> None:
+        """Chunks sent together leave len/rate apart, each delay after it has crossed the link."""
+        from .delayproxy import _Queue
+
+        clock = Clock()
+        forwarded: list[tuple[float, bytes]] = []
+        queue = _Queue(clock, 0.5, lambda data: forwarded.append((clock.seconds(), data)), lambda: None, rate=1000.0)
+        queue.open()
+        for piece in (b"a" * 1000, b"b" * 500, b"c" * 1000):
+            queue.push(piece)
+
+        def runTo(end: float) -> None:
+            # From one due call to the next, so each forward is recorded at its due time.
+            while clock.getDelayedCalls():
+                due = min(call.getTime() for call in clock.getDelayedCalls())
+                if due > end:
+                    break
+                clock.advance(due - clock.seconds())
+            clock.advance(end - clock.seconds())
+
+        runTo(2.75)
+        queue.push(b"d" * 100)  # the link has been idle since 2.5: this one crosses at once, in 0.1 s
+        runTo(10)
+        times = [(round(t, 6), data[:1]) for t, data in forwarded]
+        self.assertEqual(times, [(1.5, b"a"), (2.0, b"b"), (3.0, b"c"), (3.35, b"d")])
+
+    def test_noRateMeansDelayOnly(self) -> None:
+        """Without a rate, every chunk leaves exactly the delay after it arrived."""
+        from .delayproxy import _Queue
+
+        clock = Clock()
+        forwarded: list[float] = []
+        queue = _Queue(clock, 0.5, lambda data: forwarded.append(clock.seconds()), lambda: None)
+        queue.open()
+        queue.push(b"x" * 10_000)
+        queue.push(b"y" * 10_000)
+        clock.advance(0.5)
+        self.assertEqual(forwarded, [0.5, 0.5])
+
+    def test_badRate(self) -> None:
+        """A rate that is not positive is refused."""
+        self.assertRaises(ValueError, DelayProxy, None, 1, 0.05, rate=0)

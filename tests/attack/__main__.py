@@ -1,4 +1,9 @@
-"""Run the full attack campaign, print a table and write JSON (see tests/attack/__init__.py)."""
+"""Run the full attack campaign and the fault and latent-link cases; print tables, write JSON, refresh the report.
+
+    PYTHONPATH=. python -m tests.attack --duration 4 --json attack-results.json --report docs/reliability.md
+
+(see tests/attack/__init__.py and tests/attack/extras.py)
+"""
 
 from __future__ import annotations
 
@@ -6,26 +11,45 @@ import argparse
 import json
 import sys
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 
 from .attacks import ATTACKS
+from .extras import refreshReport, runExtras, sections
 from .harness import runCampaign, table
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--servers", default="kv,echo", help="comma-separated: kv, echo")
     parser.add_argument("--attacks", default=",".join(ATTACKS), help="comma-separated attack names")
     parser.add_argument("--duration", type=float, default=4.0, help="seconds of honest calls per case")
     parser.add_argument("--together", action="store_true", help="run the attacks all at once")
     parser.add_argument("--json", default="attack-results.json", help="where to write the rows")
+    parser.add_argument("--report", type=Path, help="refresh the generated sections of this report (reliability.md)")
+    parser.add_argument("--no-extras", action="store_true", help="only the attacks: no faults, latency or segments")
+    parser.add_argument("--only-extras", action="store_true", help="only the faults, latency and segment cases")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as logs:
-        rows = runCampaign(args.servers.split(","), args.attacks.split(","), args.duration, Path(logs), args.together)
-    print(table(rows))
-    Path(args.json).write_text(json.dumps(rows, indent=1))
-    failed = [row for row in rows if row["failures"]]
-    print(f"{len(rows) - len(failed)}/{len(rows)} cases passed; rows in {args.json}")
+    rows: list[dict] = []  # type: ignore[type-arg]
+    generated: dict[str, str] = {}
+    if not args.only_extras:
+        with tempfile.TemporaryDirectory() as logs:
+            rows = runCampaign(
+                args.servers.split(","), args.attacks.split(","), args.duration, Path(logs), args.together
+            )
+        print(table(rows))
+        passed = sum(1 for row in rows if not row["failures"])
+        generated["attack"] = f"{table(rows)}\n\n{passed}/{len(rows)} cases passed."
+    cases = [] if args.no_extras else runExtras()
+    for case in cases:
+        print(f"\n## {case.name}: {'pass' if case.ok else 'FAIL'}\n{case.text}\nReproduce: {case.command}", flush=True)
+    generated.update(sections(cases))
+    Path(args.json).write_text(json.dumps({"attacks": rows, "cases": [asdict(case) for case in cases]}, indent=1))
+    if args.report is not None:
+        written = refreshReport(args.report, generated)
+        print(f"\nrefreshed {args.report}: {', '.join(written) or 'no marked sections'}")
+    failed = [row for row in rows if row["failures"]] + [case for case in cases if not case.ok]
+    print(f"{len(rows) + len(cases) - len(failed)}/{len(rows) + len(cases)} cases passed; rows in {args.json}")
     return 1 if failed else 0
 
 

@@ -1,0 +1,1 @@
+"""Fault injection against real servers over real sockets: failing disks, cut connections, restarts."""

@@ -1,0 +1,1 @@
+"""Replays of the atheris corpus and of every fuzzer finding, without atheris."""
