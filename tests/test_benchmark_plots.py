@@ -13,7 +13,7 @@ from unittest import SkipTest
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.protocols.rpc.test_kv_example import ENV, ROOT
+from tests.processes import ENV, ROOT
 
 MACHINE = {
     "cpu": "Test CPU",

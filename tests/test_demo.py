@@ -10,7 +10,7 @@ from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.protocols.rpc.test_kv_example import ENV, ROOT
+from tests.processes import ENV, ROOT
 
 NUMBER = r"[\d,]+(?:\.\d+)?"
 HEX = r"[0-9a-f]{64}"

@@ -8,7 +8,7 @@ import sys
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.protocols.rpc.test_kv_example import ENV, ROOT, readUntil, stop
+from tests.processes import ENV, ROOT, readUntil, stop
 
 SNIPPETS = ROOT / "docs" / "snippets"
 

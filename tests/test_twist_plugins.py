@@ -15,7 +15,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder
 from framing.wire import PREAMBLE
-from tests.protocols.rpc.test_kv_example import ENV, ROOT, readUntil, stop
+from tests.processes import ENV, ROOT, readUntil, runPython, stop
 from twisted.plugins import chunkwire_plugins
 
 
@@ -98,14 +98,7 @@ class TwistTests(SynchronousTestCase):
             "chunkwire-bulk": ["--listen", "--trace", "--dir", "--hashing", "Run chunkwire's bulk-transfer service"],
         }
         for plugin, texts in expected.items():
-            result = subprocess.run(
-                [sys.executable, "-m", "twisted", plugin, "--help"],
-                cwd=ROOT,
-                env=ENV,
-                capture_output=True,
-                text=True,
-                timeout=30,
-            )
+            result = runPython("-m", "twisted", plugin, "--help", timeout=30)
             self.assertEqual(result.returncode, 0, result.stderr)
             for text in texts:
                 self.assertIn(text, result.stdout, plugin)

@@ -7,7 +7,7 @@ from types import ModuleType
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.protocols.rpc.test_kv_example import ROOT
+from tests.processes import ROOT
 
 
 def loadDev() -> ModuleType:

@@ -12,8 +12,7 @@ from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-ROOT = Path(__file__).resolve().parents[2]
-ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+from tests.processes import ENV, ROOT, runPython
 
 
 def readPorts(server: subprocess.Popen[bytes], count: int, timeout: float = 20) -> list[int]:
@@ -41,13 +40,8 @@ class ExampleTests(SynchronousTestCase):
     """examples/echo_server.py and examples/echo_client.py work together."""
 
     def runClient(self, description: str) -> str:
-        client = subprocess.run(
-            [sys.executable, "examples/echo_client.py", "--connect", description, "--count", "200", "--window", "20"],
-            cwd=ROOT,
-            env=ENV,
-            capture_output=True,
-            text=True,
-            timeout=30,
+        client = runPython(
+            "examples/echo_client.py", "--connect", description, "--count", "200", "--window", "20", timeout=30
         )
         self.assertEqual(client.returncode, 0, client.stderr)
         return client.stdout

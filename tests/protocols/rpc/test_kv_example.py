@@ -2,60 +2,19 @@
 
 from __future__ import annotations
 
-import os
-import re
-import select
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-ROOT = Path(__file__).resolve().parents[3]
-ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-
-
-def readUntil(process: subprocess.Popen[bytes], pattern: bytes, timeout: float = 20) -> re.Match[bytes]:
-    """Read a process's output until C{pattern} matches it; fail if it takes too long or the process ends."""
-    assert process.stdout is not None
-    fd = process.stdout.fileno()
-    output = b""
-    deadline = time.monotonic() + timeout
-    while True:
-        match = re.search(pattern, output)
-        if match:
-            return match
-        remaining = deadline - time.monotonic()
-        # Raw reads after select: a buffered readline could hold back a line select would not report.
-        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
-            raise AssertionError(f"{pattern!r} not seen in time: {output!r}")
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            raise AssertionError(f"the process ended before {pattern!r}: {output!r}")
-        output += chunk
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-    process.wait(timeout=10)
-    if process.stdout is not None:
-        process.stdout.close()
+from tests.processes import ENV, ROOT, readUntil, runPython, stop
 
 
 class KeyValueExampleTests(SynchronousTestCase):
     """examples/kv_server.py and examples/kv_client.py work together over TCP."""
 
     def client(self, address: str, *arguments: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "examples/kv_client.py", "--connect", address, *arguments],
-            cwd=ROOT,
-            env=ENV,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        return runPython("examples/kv_client.py", "--connect", address, *arguments, timeout=30)
 
     def test_putGetListWatchDelete(self) -> None:
         """The client CLI puts, gets, lists and deletes keys, and a watcher sees every change."""

@@ -1,0 +1,57 @@
+"""Running the project's scripts as processes, as the README shows them: for the tests of examples, plugins and docs."""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+
+
+def runPython(*arguments: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run C{python ARGUMENTS} from the project's root to its end; its output is captured as text."""
+    return subprocess.run(
+        [sys.executable, *arguments], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def startPython(*arguments: str) -> subprocess.Popen[bytes]:
+    """Start C{python ARGUMENTS} from the project's root (a server); its stdout and stderr on one pipe."""
+    return subprocess.Popen(
+        [sys.executable, *arguments], cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+
+
+def readUntil(process: subprocess.Popen[bytes], pattern: bytes, timeout: float = 20) -> re.Match[bytes]:
+    """Read a process's output until C{pattern} matches it; fail if it takes too long or the process ends."""
+    assert process.stdout is not None
+    fd = process.stdout.fileno()
+    output = b""
+    deadline = time.monotonic() + timeout
+    while True:
+        match = re.search(pattern, output)
+        if match:
+            return match
+        remaining = deadline - time.monotonic()
+        # Raw reads after select: a buffered readline could hold back a line select would not report.
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            raise AssertionError(f"{pattern!r} not seen in time: {output!r}")
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            raise AssertionError(f"the process ended before {pattern!r}: {output!r}")
+        output += chunk
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Terminate a started process (if it still runs) and wait for it."""
+    if process.poll() is None:
+        process.terminate()
+    process.wait(timeout=10)
+    if process.stdout is not None:
+        process.stdout.close()
