@@ -160,7 +160,7 @@ def plot_bulk(plt: Any, data: dict[str, Any], name: str, out: Path) -> list[tupl
     rates = [cases[case]["mb_s"] for case in names]
     low = [cases[case]["mb_s"] - cases[case].get("mb_s_min", cases[case]["mb_s"]) for case in names]
     high = [cases[case].get("mb_s_max", cases[case]["mb_s"]) - cases[case]["mb_s"] for case in names]
-    fig, ax = plt.subplots(figsize=(7.5, 0.5 * len(names) + 1.6))
+    fig, ax = plt.subplots(figsize=(8.5, 0.5 * len(names) + 1.6))
     colours = ["tab:blue" if case.startswith("chunkwire") else "tab:gray" for case in names]
     ax.barh(names, rates, xerr=[low, high], capsize=2, color=colours)
     for row, case in enumerate(names):
@@ -175,7 +175,7 @@ def plot_bulk(plt: Any, data: dict[str, Any], name: str, out: Path) -> list[tupl
     ax.set_yticks(range(len(names)))
     ax.set_yticklabels([cases[case].get("label", case) for case in names], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlim(0, max(rates + [1.0]) * 1.35)
+    ax.set_xlim(0, max(rates + [1.0]) * 1.5)
     ax.set_xlabel("MB/s, 10^6 bytes per second (higher is better)")
     size = data.get("config", {}).get("size")
     ax.set_title(f"Bulk transfer over loopback TCP{f', {size / 2**30:g} GiB' if size else ''}")
