@@ -15,7 +15,15 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from framing import EncodingError
 from protocols import CoalescingTransport, TokenProtocol
-from protocols.testing import RecordingTransport, connectedPair, loopbackTCP, messagesPerWrite
+from protocols.testing import (
+    RecordingTransport,
+    SelfSignedCertificate,
+    connectedPair,
+    loopbackTCP,
+    messagesPerWrite,
+    recordSends,
+    tlsRecords,
+)
 
 from .helpers import pytestTest, trialTest
 
@@ -219,9 +227,43 @@ async def partialSendsLoseNothing(reactor: Any) -> None:
         await pair.close()
 
 
+async def noDirectSendsAfterStartTLS(reactor: Any) -> None:
+    """Once TLS is started on a plain TCP connection, messages go through TLS, never straight to the socket."""
+    certificate = SelfSignedCertificate.generate()
+    pair = await loopbackTCP(reactor, Answering(), Collecting())
+    try:
+        client = pair.client
+        assert isinstance(client, Collecting)
+        # One plain exchange first: both preambles have then arrived, so no
+        # plain byte can reach a TLS layer.
+        pair.client.sendObject("plain")
+        for _ in range(400):
+            if client.received:
+                break
+            await deferLater(reactor, 0.005, lambda: None)
+        assert client.received == ["plain"]
+        del client.received[:]
+        pair.server.transport.startTLS(certificate.serverOptions())
+        pair.client.transport.startTLS(certificate.clientOptions())
+        raw = pair.client.transport.transport
+        sends = recordSends(raw)
+        pair.client.sendObject({"over": "tls"})
+        for _ in range(400):
+            if client.received:
+                break
+            await deferLater(reactor, 0.005, lambda: None)
+        assert client.received == [{"over": "tls"}]
+        # Everything that left the client's socket is TLS records, not chunkwire bytes.
+        assert sends and all(b"over" not in sent for sent in sends), sends
+        assert {kind for kind, _ in tlsRecords(b"".join(sends))} <= {20, 21, 22, 23}
+    finally:
+        await pair.close()
+
+
 class DirectSendTests(TestCase):
     test_sendsStraightAway = trialTest(sendsStraightAway)
     test_partialSendsLoseNothing = trialTest(partialSendsLoseNothing)
+    test_noDirectSendsAfterStartTLS = trialTest(noDirectSendsAfterStartTLS)
 
 
 class NotDirectTests(SynchronousTestCase):
@@ -246,3 +288,4 @@ class NotDirectTests(SynchronousTestCase):
 
 test_sends_straight_away = pytestTest(sendsStraightAway)
 test_partial_sends_lose_nothing = pytestTest(partialSendsLoseNothing)
+test_no_direct_sends_after_start_tls = pytestTest(noDirectSendsAfterStartTLS)
