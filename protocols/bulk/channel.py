@@ -16,8 +16,8 @@ A receiver's window starts at L{BulkOptions.window} and, with autotuning
 on (L{BulkOptions.maxWindow}), grows towards twice what the path holds in
 one base round trip while the window is what limits the stream (see
 L{protocols.bulk.tuning}): a probe (PING) when the connection is made and
-one per measuring interval while streams arrive; a stream never moves more
-than its window per round trip, and never less than the configured window.
+one per measuring interval while streams arrive on a path of 5 ms or more.
+A window never shrinks below the configured one.
 """
 
 from __future__ import annotations
@@ -96,10 +96,11 @@ class BulkOptions:
         trips; while the window is what holds the stream back (the sender
         keeps running out of credit), it raises the window to twice the
         bytes delivered per base round trip, up to this.  32 MiB: a 100 ms
-        path at over 100 MiB/s.  On loopback the target is far below
-        C{window}, so nothing changes there.  0 (or anything up to
-        C{window}) turns autotuning off, and its probes with it.  A window
-        given to L{IncomingStream.receive} is kept as it is.
+        path at up to 160 MiB/s.  Paths with a base RTT under 5 ms (loopback,
+        a LAN; see L{protocols.bulk.tuning.MIN_TUNED_RTT}) keep C{window},
+        so nothing changes there.  0 (or anything up to C{window}) turns
+        autotuning off, and its probes with it.  A window given to
+        L{IncomingStream.receive} is kept as it is.
     @ivar grantStep: credit goes back to the sender in steps of at least
         this many bytes (and of a quarter of the window, if that is less),
         so grants cost a small message per step, not per socket read; a

@@ -660,6 +660,7 @@ class _Receiving:
         self.sinkReleased = 0
         self.hashReleased = 0
         self.granted = 0
+        self.startedAt = 0.0  # when the first grant was sent
         self.ended: tuple[int | None, bytes | None] | None = None
         self.finishing = False
         self.outcome = _Outcome()
@@ -675,6 +676,7 @@ class _Receiving:
             self.abandon(error, "sink-failed")
             return done
         self.channel.receiving(self)
+        self.startedAt = self.channel.clock.seconds()
         self._grant(self.window)
         return done
 
@@ -700,9 +702,13 @@ class _Receiving:
         if size is not None and offset + length > size:
             self.abandon(StreamReset("size", f"data past the announced size of {size} bytes"), "size")
             return False
-        self.announced += length
         tuner = self.tuner
-        if tuner is not None and tuner.frameArrived(self.channel.clock.seconds(), self.announced, self.received):
+        now = self.channel.clock.seconds()
+        if tuner is not None and self.announced == 0:
+            # The sender sent nothing before the first grant: a round trip.
+            self.channel.roundTrips.sample(now - self.startedAt)
+        self.announced += length
+        if tuner is not None and tuner.frameArrived(now, self.announced, self.received):
             # Grant the difference now: the sender is waiting for it.
             self.window = tuner.window
             self._released()

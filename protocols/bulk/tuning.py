@@ -2,16 +2,20 @@
 
 Contract: L{RoundTrips} estimates a connection's base round-trip time from
 PING/PONG with ids of L{protocols.base.RESERVED_PING_IDS} and up (never an
-application's or the guard's), one probe in flight at a time, keeping the
-minimum sample: queueing only ever adds to a sample, so the smallest is the
-closest to the path itself.  A L{WindowTuner} watches one incoming stream
+application's or the guard's), one probe in flight at a time, and from the
+time between each stream's first grant and its first frame, keeping the
+minimum sample: queueing and a busy peer only ever add to a sample, so the
+smallest is the closest to the path itself.  (A PONG sent while data flows
+waits behind that data, and a PING answered during a long reactor turn waits
+for it: the grant-to-first-frame sample is usually the cleaner one.)  A L{WindowTuner} watches one incoming stream
 and raises its window to C{2 * rate * baseRTT} (at most C{maxWindow}) when,
 over an interval of at least L{INTERVAL_RTTS} base round trips, the sender
 ran out of credit: the window, not the link or the source, was what held the
-stream back.  It never lowers the window.  On loopback the base RTT is tens
-of microseconds, so the target stays under the configured window and
-nothing changes.  Per frame the cost is O(1) amortized; a tuner keeps one
-C{(time, granted)} pair per grant sent within the last base RTT.
+stream back.  It never lowers the window, and leaves it alone on paths with
+a base RTT under L{MIN_TUNED_RTT}: on loopback and a LAN nothing changes.
+Per frame the cost is O(1) amortized; a tuner keeps one C{(time, granted)}
+pair per grant sent within the last base RTT, and one C{(time, received)}
+pair per frame arrived within the last measuring interval.
 """
 
 from __future__ import annotations
@@ -29,6 +33,13 @@ bursts of a window-limited stream (a window per round trip) average out."""
 MIN_INTERVAL = 0.01
 """Nor over less than this many seconds: on loopback a base RTT is tens of
 microseconds, and one probe per interval must stay cheap."""
+
+MIN_TUNED_RTT = 0.005
+"""No window grows on a path whose base RTT is under this (5 ms): there a
+round trip measured by the peers is mostly their own work (a reactor turn,
+a chunk copied), not the path, so C{2 * rate * RTT} would grow windows on
+loopback for nothing; and the configured window already covers such a path
+(1.875 MiB per 5 ms is 375 MiB/s per stream)."""
 
 
 class RoundTrips:
@@ -63,8 +74,15 @@ class RoundTrips:
         if inFlight is None or inFlight[0] != pingId:
             return
         self._inFlight = None
-        sample = max(0.0, self._clock.seconds() - inFlight[1])
-        self.base = sample if self.base is None else min(self.base, sample)
+        self.sample(self._clock.seconds() - inFlight[1])
+
+    def sample(self, seconds: float) -> None:
+        """
+        Take a round trip measured otherwise: the time from a stream's
+        first grant to its first frame (the sender sends nothing before).
+        """
+        seconds = max(0.0, seconds)
+        self.base = seconds if self.base is None else min(self.base, seconds)
         self.samples += 1
 
 
@@ -101,6 +119,7 @@ class WindowTuner:
     def granted(self, now: float, total: int) -> None:
         """The receiver has now granted C{total} bytes in all."""
         self._grants.append((now, total))
+        _newestBefore(self._grants, now - (self._roundTrips.base or 0.0))
 
     def frameArrived(self, now: float, announced: int, received: int) -> bool:
         """
@@ -108,7 +127,10 @@ class WindowTuner:
         C{announced}; C{received} bytes came before it.  Returns whether
         the window grew (the receiver should grant the difference).
         """
-        base = self._roundTrips.base or 0.0
+        base = self._roundTrips.base
+        if base is None or base < MIN_TUNED_RTT:
+            # Nothing to tune yet, or ever: the minimum only goes down.
+            return False
         if _newestBefore(self._grants, now - base) - announced < self._slack:
             self._lastLimited = now
         span = max(INTERVAL_RTTS * base, MIN_INTERVAL)
@@ -116,7 +138,7 @@ class WindowTuner:
         arrivals.append((now, received))
         _newestBefore(arrivals, now - span)
         since, before = arrivals[0]
-        if self._roundTrips.base is None or now - since < span:
+        if now - since < span:
             return False
         if now >= self._nextProbe:
             # A fresh sample now and then: one taken while the path was

@@ -10,7 +10,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from protocols.base import RESERVED_PING_IDS
 from protocols.bulk import BulkBroker, BulkOptions, Stream
 from protocols.bulk.streams import _Receiving
-from protocols.bulk.tuning import RoundTrips, WindowTuner
+from protocols.bulk.tuning import MIN_TUNED_RTT, RoundTrips, WindowTuner
 from protocols.guard import GuardPolicy, guard
 
 from ...delayproxy import DOWN, UP, DelayedPair
@@ -130,9 +130,9 @@ class RoundTripTests(SynchronousTestCase):
 class TunerTests(SynchronousTestCase):
     """A tuner grows the window only when the sender ran out of credit."""
 
-    def tuner(self) -> WindowTuner:
+    def tuner(self, base: float = 0.1) -> WindowTuner:
         roundTrips = RoundTrips(Clock(), lambda pingId: None)
-        roundTrips.base = 0.1
+        roundTrips.sample(base)
         return WindowTuner(100_000, 10_000_000, 10_000, roundTrips)
 
     def feed(self, tuner: WindowTuner, ahead: int) -> bool:
@@ -149,6 +149,12 @@ class TunerTests(SynchronousTestCase):
         tuner = self.tuner()
         self.assertTrue(self.feed(tuner, 100_000))
         self.assertEqual(tuner.window, 200_000)
+
+    def test_staysOnShortPaths(self) -> None:
+        """Under MIN_TUNED_RTT (a LAN, loopback), a credit-limited sender does not grow the window."""
+        tuner = self.tuner(base=MIN_TUNED_RTT * 0.9)
+        self.assertFalse(self.feed(tuner, 100_000))
+        self.assertEqual(tuner.window, 100_000)
 
     def test_staysWhenCreditToSpare(self) -> None:
         """The same rate with credit to spare (the source or the link is the limit) does not grow the window."""
@@ -168,6 +174,16 @@ class AutotuneTests(SynchronousTestCase):
         self.assertLessEqual(receiving.window, 2.5 * inFlight)
         # 8 MiB at 8 MiB/s, plus the call, the first grant and the ramp.
         self.assertLess(seconds, 1.5)
+
+    def test_firstFrameIsASample(self) -> None:
+        """The time from a stream's first grant to its first frame is a round-trip sample: about the path's RTT."""
+        latent = Latent()
+        roundTrips = latent.server.bulk.roundTrips
+        roundTrips.base, roundTrips.samples = None, 0  # forget the probe at connection time
+        latent.upload(64 * KiB)
+        self.assertEqual(roundTrips.samples, 1)
+        # The RTT, plus the first piece of the frame crossing the 8 MiB/s link (2 ms).
+        self.assertTrue(2 * DELAY <= (roundTrips.base or 0) < 2 * DELAY + 0.005, roundTrips.base)
 
     def test_fixedWindowIsSlower(self) -> None:
         """Without autotuning the same upload is capped at about a window per RTT (2.5 MiB/s): over 3 s."""
