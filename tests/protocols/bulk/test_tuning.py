@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+from twisted.internet.endpoints import TCP4ServerEndpoint
 from twisted.internet.task import Clock
-from twisted.trial.unittest import SynchronousTestCase
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 
+from protocols import bulk
 from protocols.base import RESERVED_PING_IDS
 from protocols.bulk import BulkBroker, BulkOptions, Stream
 from protocols.bulk.streams import _Receiving
@@ -14,6 +17,7 @@ from protocols.bulk.tuning import MIN_TUNED_RTT, RoundTrips, WindowTuner
 from protocols.guard import GuardPolicy, guard
 
 from ...delayproxy import DOWN, UP, DelayedPair
+from ..helpers import pytestTest, trialTest
 from .support import Store, payload
 
 KiB = 1024
@@ -264,3 +268,37 @@ class ProbeIsolationTests(SynchronousTestCase):
         self.assertIsNone(server.failure)
         self.assertEqual(server.bulk.roundTrips.samples, samples)
         self.assertGreater(receiving.window, OPTIONS.window)
+
+
+async def loopbackKeepsWindow(reactor: Any) -> None:
+    """Over loopback TCP with the default options, a stream keeps the configured window, even after a busy start."""
+    store = Store()
+    factory = bulk.BulkBrokerFactory(store, clock=reactor)
+    port = await TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(factory)
+    try:
+        root = await bulk.connect(reactor, f"tcp:host=127.0.0.1:port={port.getHost().port}")
+        try:
+            # A busy reactor: the probes sent when the connection was made are answered 0.1 s late.
+            time.sleep(0.1)
+            await root.callRemote("keep", Stream(payload(32 * MiB), digest=None))
+            incoming = store.streams[-1]
+            result = await incoming.receive(lambda piece: None)
+            assert result.size == 32 * MiB
+            receiving = incoming._receiving
+            assert receiving is not None and receiving.tuner is not None
+            assert receiving.window == BulkOptions().window, receiving.window
+            assert (incoming.broker.bulk.roundTrips.base or 0) < MIN_TUNED_RTT, incoming.broker.bulk.roundTrips.base
+        finally:
+            await root.broker.disconnect()
+    finally:
+        await factory.disconnectAll()
+        await port.stopListening()
+
+
+class LoopbackTests(TestCase):
+    """Autotuning over real loopback TCP (trial runs this; pytest runs the twin below)."""
+
+    test_loopback_keeps_window = trialTest(loopbackKeepsWindow)
+
+
+test_loopback_keeps_window = pytestTest(loopbackKeepsWindow)
