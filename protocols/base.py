@@ -33,15 +33,15 @@ from framing.wire import ABORT, ERROR, PING, PONG, PREAMBLE, encode_header
 from .coalescing import CoalescingTransport
 
 _ABORT = encode_header(ABORT, 0)
+# ERROR bodies stay well under the default Limits.max_error_length (4 KiB),
+# so the peer can read why it is being dropped.
+_MAX_ERROR_MESSAGE = 1024
 
 RESERVED_PING_IDS = 1 << 63
 """PING ids from this one up are chunkwire's own (the bulk channel's round-trip
 probes): their PONGs go to L{TokenProtocol._reservedPongReceived}, never to
 L{TokenProtocol.pongReceived}, so an application's or the guard's pings (which
 count up from small numbers) never see them."""
-# ERROR bodies stay well under the default Limits.max_error_length (4 KiB),
-# so the peer can read why it is being dropped.
-_MAX_ERROR_MESSAGE = 1024
 
 
 def _abortOnError(units: Iterator[list[bytes]]) -> Iterator[list[bytes]]:

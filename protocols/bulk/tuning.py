@@ -7,8 +7,9 @@ time between each stream's first grant and its first frame, keeping the
 minimum sample: queueing and a busy peer only ever add to a sample, so the
 smallest is the closest to the path itself.  (A PONG sent while data flows
 waits behind that data, and a PING answered during a long reactor turn waits
-for it: the grant-to-first-frame sample is usually the cleaner one.)  A L{WindowTuner} watches one incoming stream
-and raises its window to C{2 * rate * baseRTT} (at most C{maxWindow}) when,
+for it: the grant-to-first-frame sample is often the cleaner one.)
+
+A L{WindowTuner} watches one incoming stream and raises its window to C{2 * rate * baseRTT} (at most C{maxWindow}) when,
 over an interval of at least L{INTERVAL_RTTS} base round trips, the sender
 ran out of credit: the window, not the link or the source, was what held the
 stream back.  It never lowers the window, and leaves it alone on paths with
@@ -28,11 +29,8 @@ from ..base import RESERVED_PING_IDS
 
 INTERVAL_RTTS = 2
 """A rate is measured over at least this many base RTTs: enough that the
-bursts of a window-limited stream (a window per round trip) average out."""
-
-MIN_INTERVAL = 0.01
-"""Nor over less than this many seconds: on loopback a base RTT is tens of
-microseconds, and one probe per interval must stay cheap."""
+bursts of a window-limited stream (a window per round trip) average out.
+A probe goes out at most once per such interval."""
 
 MIN_TUNED_RTT = 0.005
 """No window grows on a path whose base RTT is under this (5 ms): there a
@@ -44,11 +42,12 @@ loopback for nothing; and the configured window already covers such a path
 
 class RoundTrips:
     """
-    A connection's base round-trip time, from its own PING/PONG probes.
+    A connection's base round-trip time, from its own PING/PONG probes and
+    the samples its streams take (L{sample}).
 
     @ivar base: the smallest round trip measured so far, in seconds, or
-        C{None} before the first answer.
-    @ivar samples: answers received so far.
+        C{None} before the first sample.
+    @ivar samples: samples taken so far.
     """
 
     def __init__(self, clock: Any, sendPing: Callable[[int], None]) -> None:
@@ -95,8 +94,7 @@ class WindowTuner:
     sender ran out of credit when it leaves less than C{slack} bytes of the
     credit granted at least one base RTT earlier (what the sender could
     have had when it sent the frame).  The delivery rate is measured over
-    the last L{INTERVAL_RTTS} base RTTs (at least L{MIN_INTERVAL}), a span
-    that slides with each frame, so a grown window is used as soon as it
+    the last L{INTERVAL_RTTS} base RTTs, a span that slides with each frame, so a grown window is used as soon as it
     shows in what arrives.
 
     @ivar window: the window now (never below the one it started with).
@@ -133,7 +131,7 @@ class WindowTuner:
             return False
         if _newestBefore(self._grants, now - base) - announced < self._slack:
             self._lastLimited = now
-        span = max(INTERVAL_RTTS * base, MIN_INTERVAL)
+        span = INTERVAL_RTTS * base
         arrivals = self._arrivals
         arrivals.append((now, received))
         _newestBefore(arrivals, now - span)
