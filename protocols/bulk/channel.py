@@ -15,9 +15,10 @@ more than the bytes already in flight.
 A receiver's window starts at L{BulkOptions.window} and, with autotuning
 on (L{BulkOptions.maxWindow}), grows towards twice what the path holds in
 one base round trip while the window is what limits the stream (see
-L{protocols.bulk.tuning}): a probe (PING) when the connection is made and
-one per measuring interval while streams arrive on a path of 5 ms or more.
-A window never shrinks below the configured one.
+L{protocols.bulk.tuning}): the base round trip is the smallest of each
+stream's first-grant-to-first-frame times and, on a path of 25 ms or more,
+of PING probes, one per measuring interval while streams arrive.  A window
+never shrinks below the configured one.
 """
 
 from __future__ import annotations
@@ -92,13 +93,13 @@ class BulkOptions:
         see C{maxWindow}.
     @ivar maxWindow: how far a stream's window may grow on its own
         (autotuning).  The receiver measures the path's base round-trip
-        time with PINGs and each stream's delivery rate over a few round
-        trips; while the window is what holds the stream back (the sender
+        time (each stream's first grant to its first frame, and PINGs) and
+        each stream's delivery rate over a few round trips; while the window is what holds the stream back (the sender
         keeps running out of credit), it raises the window to twice the
         bytes delivered per base round trip, up to this.  32 MiB: a 100 ms
-        path at up to 160 MiB/s.  Paths with a base RTT under 5 ms (loopback,
-        a LAN; see L{protocols.bulk.tuning.MIN_TUNED_RTT}) keep C{window},
-        so nothing changes there.  0 (or anything up to C{window}) turns
+        path at up to 160 MiB/s.  Paths with a base RTT under 25 ms
+        (loopback, a LAN; see L{protocols.bulk.tuning.MIN_TUNED_RTT}) keep
+        C{window}, so nothing changes there.  0 (or anything up to C{window}) turns
         autotuning off, and its probes with it.  A window given to
         L{IncomingStream.receive} is kept as it is.
     @ivar grantStep: credit goes back to the sender in steps of at least
@@ -158,8 +159,8 @@ class BulkChannel:
     @ivar hashReactor: the reactor hashing threads report to, or C{None}
         (hash inline).
     @ivar framesSent: data frames written on this connection.
-    @ivar roundTrips: the connection's base round-trip time, measured with
-        its own PINGs while autotuning is on (L{BulkOptions.maxWindow}).
+    @ivar roundTrips: the connection's base round-trip time, measured while
+        autotuning is on (L{BulkOptions.maxWindow}).
     """
 
     log = Logger()
@@ -212,10 +213,6 @@ class BulkChannel:
             # turn (128 KiB); a frame then waits in user space for several
             # turns, and a small call written after it waits with it.
             wrapped.SEND_LIMIT = sendLimit
-        if self.autotuning:
-            # The first sample, taken while the connection is idle, is
-            # usually the base RTT itself.
-            self.roundTrips.probe()
 
     def connectionLost(self, reason: Failure) -> None:
         self._up = False

@@ -1,22 +1,25 @@
 """Receive-window autotuning: the path's base round trip and each stream's delivery rate.
 
 Contract: L{RoundTrips} estimates a connection's base round-trip time from
-PING/PONG with ids of L{protocols.base.RESERVED_PING_IDS} and up (never an
-application's or the guard's), one probe in flight at a time, and from the
-time between each stream's first grant and its first frame, keeping the
-minimum sample: queueing and a busy peer only ever add to a sample, so the
-smallest is the closest to the path itself.  (A PONG sent while data flows
-waits behind that data, and a PING answered during a long reactor turn waits
-for it: the grant-to-first-frame sample is often the cleaner one.)
+the time between each stream's first grant and its first frame (the sender
+sends nothing before), and, on a path that may need tuning, from PING/PONG
+probes (no window grows before one confirmed the path) with ids of
+L{protocols.base.RESERVED_PING_IDS} and up (never an application's or the
+guard's), one in flight at a time, at most one per measuring interval.  It
+keeps the minimum sample: queueing and a busy peer only ever add to a
+sample, so the smallest is the closest to the path itself.  A connection
+on loopback or a LAN sends no probe at all: its first stream's sample is
+already under L{MIN_TUNED_RTT}, so nothing on the wire changes there.
 
-A L{WindowTuner} watches one incoming stream and raises its window to C{2 * rate * baseRTT} (at most C{maxWindow}) when,
-over an interval of at least L{INTERVAL_RTTS} base round trips, the sender
-ran out of credit: the window, not the link or the source, was what held the
-stream back.  It never lowers the window, and leaves it alone on paths with
-a base RTT under L{MIN_TUNED_RTT}: on loopback and a LAN nothing changes.
-Per frame the cost is O(1) amortized; a tuner keeps one C{(time, granted)}
-pair per grant sent within the last base RTT, and one C{(time, received)}
-pair per frame arrived within the last measuring interval.
+A L{WindowTuner} watches one incoming stream and raises its window to
+C{2 * rate * baseRTT} (at most C{maxWindow}) when, over an interval of at
+least L{INTERVAL_RTTS} base round trips, the sender ran out of credit: the
+window, not the link or the source, was what held the stream back.  It
+never lowers the window, and leaves it alone on paths with a base RTT under
+L{MIN_TUNED_RTT}: on loopback and a LAN nothing changes.  Per frame the
+cost is O(1) amortized; a tuner keeps one C{(time, granted)} pair per grant
+sent within the last base RTT, and one C{(time, received)} pair per frame
+arrived within the last measuring interval.
 """
 
 from __future__ import annotations
@@ -32,12 +35,15 @@ INTERVAL_RTTS = 2
 bursts of a window-limited stream (a window per round trip) average out.
 A probe goes out at most once per such interval."""
 
-MIN_TUNED_RTT = 0.005
-"""No window grows on a path whose base RTT is under this (5 ms): there a
-round trip measured by the peers is mostly their own work (a reactor turn,
-a chunk copied), not the path, so C{2 * rate * RTT} would grow windows on
-loopback for nothing; and the configured window already covers such a path
-(1.875 MiB per 5 ms is 375 MiB/s per stream)."""
+MIN_TUNED_RTT = 0.025
+"""No window grows on a path whose base RTT is under this (25 ms): there a
+round trip measured by the peers may be mostly their own work, not the
+path (on a busy loopback a PONG waits behind data for 5 ms and more, a
+first frame for a chunk to be read and copied), and C{2 * rate * RTT} would
+grow windows for nothing, making cuts resend more and calls wait longer;
+and the configured window already serves such a path at 75 MiB/s per
+stream (1.875 MiB per 25 ms).  The in-memory test networks, whose clocks
+step by 10 ms, stay under it too."""
 
 
 class RoundTrips:
@@ -48,11 +54,13 @@ class RoundTrips:
     @ivar base: the smallest round trip measured so far, in seconds, or
         C{None} before the first sample.
     @ivar samples: samples taken so far.
+    @ivar probed: samples taken so far from probes.
     """
 
     def __init__(self, clock: Any, sendPing: Callable[[int], None]) -> None:
         self.base: float | None = None
         self.samples = 0
+        self.probed = 0
         self._clock = clock
         self._sendPing = sendPing
         self._nextId = RESERVED_PING_IDS
@@ -73,6 +81,7 @@ class RoundTrips:
         if inFlight is None or inFlight[0] != pingId:
             return
         self._inFlight = None
+        self.probed += 1
         self.sample(self._clock.seconds() - inFlight[1])
 
     def sample(self, seconds: float) -> None:
@@ -125,7 +134,8 @@ class WindowTuner:
         C{announced}; C{received} bytes came before it.  Returns whether
         the window grew (the receiver should grant the difference).
         """
-        base = self._roundTrips.base
+        roundTrips = self._roundTrips
+        base = roundTrips.base
         if base is None or base < MIN_TUNED_RTT:
             # Nothing to tune yet, or ever: the minimum only goes down.
             return False
@@ -135,14 +145,16 @@ class WindowTuner:
         arrivals = self._arrivals
         arrivals.append((now, received))
         _newestBefore(arrivals, now - span)
-        since, before = arrivals[0]
-        if now - since < span:
-            return False
         if now >= self._nextProbe:
             # A fresh sample now and then: one taken while the path was
             # busy may have been inflated, and only the minimum is kept.
             self._nextProbe = now + span
-            self._roundTrips.probe()
+            roundTrips.probe()
+        since, before = arrivals[0]
+        if now - since < span or not roundTrips.probed:
+            # A first frame may have been late for reasons of the sender's
+            # own (a source slow to start): a probe must confirm the path.
+            return False
         target = min(int(2 * (received - before) / (now - since) * base), self.maxWindow)
         if self._lastLimited >= since and target > self.window:
             self.window = target

@@ -78,7 +78,7 @@ class Latent:
         self.client = BulkBroker(clock=self.clock, options=options)
         self.pair = LatentPair(self.server, self.client, self.clock, delay, rate)
         self.root = self.client.rootReference()
-        self.pair.runUntil(lambda: False, 1.0)  # the connection settles: preambles, probes
+        self.pair.runUntil(lambda: False, 1.0)  # the connection settles
 
     def upload(self, size: int, window: int | None = None) -> tuple[_Receiving, float]:
         """Send C{size} bytes (no digest) and receive them; return the receiving side and the seconds taken."""
@@ -134,9 +134,17 @@ class RoundTripTests(SynchronousTestCase):
 class TunerTests(SynchronousTestCase):
     """A tuner grows the window only when the sender ran out of credit."""
 
-    def tuner(self, base: float = 0.1) -> WindowTuner:
-        roundTrips = RoundTrips(Clock(), lambda pingId: None)
-        roundTrips.sample(base)
+    def tuner(self, base: float = 0.1, probed: bool = True) -> WindowTuner:
+        """A tuner on a path of C{base} seconds, measured by a probe (if C{probed}) or else by a first frame."""
+        clock = Clock()
+        self.pings: list[int] = []
+        roundTrips = RoundTrips(clock, self.pings.append)
+        if probed:
+            roundTrips.probe()
+            clock.advance(base)
+            roundTrips.pongReceived(self.pings[-1])
+        else:
+            roundTrips.sample(base)
         return WindowTuner(100_000, 10_000_000, 10_000, roundTrips)
 
     def feed(self, tuner: WindowTuner, ahead: int) -> bool:
@@ -153,6 +161,12 @@ class TunerTests(SynchronousTestCase):
         tuner = self.tuner()
         self.assertTrue(self.feed(tuner, 100_000))
         self.assertEqual(tuner.window, 200_000)
+
+    def test_probeConfirmsFirst(self) -> None:
+        """A first frame's sample alone grows nothing (the source may have been slow to start); a probe goes out."""
+        tuner = self.tuner(probed=False)
+        self.assertFalse(self.feed(tuner, 100_000))
+        self.assertEqual((tuner.window, len(self.pings)), (100_000, 1))
 
     def test_staysOnShortPaths(self) -> None:
         """Under MIN_TUNED_RTT (a LAN, loopback), a credit-limited sender does not grow the window."""
@@ -183,9 +197,15 @@ class AutotuneTests(SynchronousTestCase):
         """The time from a stream's first grant to its first frame is a round-trip sample: about the path's RTT."""
         latent = Latent()
         roundTrips = latent.server.bulk.roundTrips
-        roundTrips.base, roundTrips.samples = None, 0  # forget the probe at connection time
-        latent.upload(64 * KiB)
-        self.assertEqual(roundTrips.samples, 1)
+        self.assertEqual(roundTrips.samples, 0)
+        latent.root.callRemote("keep", Stream(payload(64 * KiB), digest=None))
+        latent.pair.runUntil(lambda: bool(latent.store.streams), 10.0)
+        incoming = latent.store.streams[0]
+        incoming.receive(latent.store.pieces.append)
+        receiving = incoming._receiving
+        assert receiving is not None
+        latent.pair.runUntil(lambda: receiving.announced > 0, 10.0)
+        self.assertEqual((roundTrips.samples, roundTrips.probed), (1, 0))
         # The RTT, plus the first piece of the frame crossing the 8 MiB/s link (2 ms).
         self.assertTrue(2 * DELAY <= (roundTrips.base or 0) < 2 * DELAY + 0.005, roundTrips.base)
 
@@ -203,10 +223,12 @@ class AutotuneTests(SynchronousTestCase):
         self.assertEqual(receiving.window, 256 * KiB)
 
     def test_noGrowthWithoutDelay(self) -> None:
-        """On a link with no delay (a base RTT of zero) the window stays as configured, however fast the data comes."""
+        """On a link with no delay the window stays as configured, and no probe is sent: one sample per stream."""
         latent = Latent(delay=0.0)
         receiving, _ = latent.upload(8 * MiB)
-        self.assertLess(latent.server.bulk.roundTrips.base or 0, 1e-4)
+        self.assertEqual(latent.server.bulk.roundTrips.samples, 1)
+        # The first frame's first piece crossing the 8 MiB/s link: 2 ms, no more.
+        self.assertLess(latent.server.bulk.roundTrips.base or 0, MIN_TUNED_RTT)
         self.assertEqual(receiving.window, 128 * KiB)
 
     def test_disabled(self) -> None:
