@@ -300,7 +300,7 @@ async def loopbackKeepsWindow(reactor: Any) -> None:
     try:
         root = await bulk.connect(reactor, f"tcp:host=127.0.0.1:port={port.getHost().port}")
         try:
-            # A busy reactor: the probes sent when the connection was made are answered 0.1 s late.
+            # A busy reactor right after connecting, as a client building its payload would be.
             time.sleep(0.1)
             await root.callRemote("keep", Stream(payload(32 * MiB), digest=None))
             incoming = store.streams[-1]
