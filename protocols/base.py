@@ -37,6 +37,12 @@ _ABORT = encode_header(ABORT, 0)
 # so the peer can read why it is being dropped.
 _MAX_ERROR_MESSAGE = 1024
 
+RESERVED_PING_IDS = 1 << 63
+"""PING ids from this one up are chunkwire's own (the bulk channel's round-trip
+probes): their PONGs go to L{TokenProtocol._reservedPongReceived}, never to
+L{TokenProtocol.pongReceived}, so an application's or the guard's pings (which
+count up from small numbers) never see them."""
+
 
 def _abortOnError(units: Iterator[list[bytes]]) -> Iterator[list[bytes]]:
     """
@@ -171,7 +177,13 @@ class TokenProtocol(Protocol):
         )
 
     def pongReceived(self, pingId: int) -> None:
-        """Called when the peer answers L{sendPing} C{pingId}.  Override this."""
+        """
+        Called when the peer answers L{sendPing} C{pingId} (an id below
+        L{RESERVED_PING_IDS}).  Override this.
+        """
+
+    def _reservedPongReceived(self, pingId: int) -> None:
+        """Called when the peer answers a PING with an id of L{RESERVED_PING_IDS} or more: chunkwire's own."""
 
     # -- sending -------------------------------------------------------------
 
@@ -219,7 +231,11 @@ class TokenProtocol(Protocol):
         return done
 
     def sendPing(self, pingId: int) -> None:
-        """Send PING C{pingId}; the peer answers and L{pongReceived} is called."""
+        """
+        Send PING C{pingId}; the peer answers and L{pongReceived} is called.
+        Ids of L{RESERVED_PING_IDS} and more are chunkwire's own: their
+        answers go to L{_reservedPongReceived} instead.
+        """
         self.transport.write(encode_header(PING, pingId))
         self.transport.flush()
 
@@ -279,7 +295,10 @@ class TokenProtocol(Protocol):
             self.transport.writeSequence(pongs)
             self.transport.flush()
         for pong in answered:
-            self.pongReceived(pong)
+            if pong >= RESERVED_PING_IDS:
+                self._reservedPongReceived(pong)
+            else:
+                self.pongReceived(pong)
 
     # -- receive flow control ----------------------------------------------------
 

@@ -11,6 +11,14 @@ transport's push producer while it has streams) and the stream has credit:
 a stream waiting for credit costs nothing and holds up nobody, and an RPC
 message is written at once, between two frames, so it never waits behind
 more than the bytes already in flight.
+
+A receiver's window starts at L{BulkOptions.window} and, with autotuning
+on (L{BulkOptions.maxWindow}), grows towards twice what the path holds in
+one base round trip while the window is what limits the stream (see
+L{protocols.bulk.tuning}): the base round trip is the smallest of each
+stream's first-grant-to-first-frame times and, on a path of 25 ms or more,
+of PING probes, one per measuring interval while streams arrive.  A window
+never shrinks below the configured one.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from ..rpc import Broker, BrokerFactory, Referenceable, RemoteReference
 from ..rpc.endpoints import connectWith, listenWith
 from .errors import FlowControlError
 from .streams import IncomingStream, Stream, _Receiving
+from .tuning import RoundTrips
 from .wire import (
     ABORT,
     CANCEL,
@@ -72,13 +81,27 @@ class BulkOptions:
         write.  1 MiB: per-frame costs (a reactor turn, four headers) vanish
         against the copy, and a frame is still small next to the window.
     @ivar window: the most bytes a receiver keeps in its care per stream
-        (received but not yet written and hashed); the sender never has more
-        than this in flight.  1.875 MiB: less than two chunks, so a
-        connection cut mid-stream loses (and a resume resends) less than two
-        chunks, and enough that a reactor turn's delay on either side does
-        not starve the pipe.  A receiver that hashes in the reactor thread
-        takes half (it takes bytes in about half as fast, and a small call
-        waits behind what is in flight: the same time, not the same bytes).
+        (received but not yet written and hashed) to begin with, and always
+        at least; the sender never has more than the window in flight.
+        1.875 MiB: less than two chunks, so a connection cut mid-stream on a
+        LAN loses (and a resume resends) less than two chunks, and enough
+        that a reactor turn's delay on either side does not starve the
+        pipe.  A receiver that hashes in the reactor thread starts from half
+        (it takes bytes in about half as fast, and a small call waits behind
+        what is in flight: the same time, not the same bytes).  Over a
+        latent link a fixed window caps a stream at about C{window / RTT};
+        see C{maxWindow}.
+    @ivar maxWindow: how far a stream's window may grow on its own
+        (autotuning).  The receiver measures the path's base round-trip
+        time (each stream's first grant to its first frame, and PINGs) and
+        each stream's delivery rate over a few round trips; while the window is what holds the stream back (the sender
+        keeps running out of credit), it raises the window to twice the
+        bytes delivered per base round trip, up to this.  32 MiB: a 100 ms
+        path at up to 160 MiB/s.  Paths with a base RTT under 25 ms
+        (loopback, a LAN; see L{protocols.bulk.tuning.MIN_TUNED_RTT}) keep
+        C{window}, so nothing changes there.  0 (or anything up to C{window}) turns
+        autotuning off, and its probes with it.  A window given to
+        L{IncomingStream.receive} is kept as it is.
     @ivar grantStep: credit goes back to the sender in steps of at least
         this many bytes (and of a quarter of the window, if that is less),
         so grants cost a small message per step, not per socket read; a
@@ -107,6 +130,7 @@ class BulkOptions:
 
     chunkSize: int = 1 * MiB
     window: int = 1920 * KiB
+    maxWindow: int = 32 * MiB
     grantStep: int = 512 * KiB
     hashing: str = "inline"
     hashBudget: int = 8 * MiB
@@ -116,6 +140,8 @@ class BulkOptions:
     def __post_init__(self) -> None:
         if self.chunkSize <= 0 or self.window <= 0 or self.grantStep <= 0:
             raise ValueError("chunkSize, window and grantStep must be positive")
+        if self.maxWindow < 0:
+            raise ValueError("maxWindow must be 0 (no autotuning) or more")
         if self.hashing not in ("thread", "inline"):
             raise ValueError("hashing is 'thread' or 'inline'")
 
@@ -133,6 +159,8 @@ class BulkChannel:
     @ivar hashReactor: the reactor hashing threads report to, or C{None}
         (hash inline).
     @ivar framesSent: data frames written on this connection.
+    @ivar roundTrips: the connection's base round-trip time, measured while
+        autotuning is on (L{BulkOptions.maxWindow}).
     """
 
     log = Logger()
@@ -155,6 +183,12 @@ class BulkChannel:
         self._writePaused = False
         self._registered = False
         self._up = False
+        self.roundTrips = RoundTrips(clock, protocol.sendPing)
+
+    @property
+    def autotuning(self) -> bool:
+        """Whether incoming streams' windows may grow past L{BulkOptions.window}."""
+        return self.options.maxWindow > self.options.window
 
     def install(self, registry: Registry) -> None:
         """Teach the connection's registry the bulk open-types."""
@@ -428,13 +462,14 @@ class BulkBroker(Broker):
     ) -> None:
         """
         Arguments as for L{Broker}, and the connection's L{BulkOptions}.
-        Without C{limits}, the defaults hold up to four windows of received
-        bytes while the application pauses reading (a stream's window may
-        be in flight when it does).
+        Without C{limits}, the defaults hold up to four of the largest
+        windows of received bytes while the application pauses reading (a
+        stream's window may be in flight when it does).
         """
         options = options or BulkOptions()
         if limits is None:
-            limits = Limits(max_buffered_bytes=max(Limits().max_buffered_bytes, 4 * options.window))
+            largest = max(options.window, options.maxWindow)
+            limits = Limits(max_buffered_bytes=max(Limits().max_buffered_bytes, 4 * largest))
         Broker.__init__(self, root, clock=clock, tracebacks=tracebacks, limits=limits, registry=registry)
         self.bulk = BulkChannel(self, options, self._reactor())
         assert self.registry is not None
@@ -456,6 +491,10 @@ class BulkBroker(Broker):
             self.bulk.controlReceived(obj)
             return
         Broker.objectReceived(self, obj)
+
+    def _reservedPongReceived(self, pingId: int) -> None:
+        """The answer to one of the channel's round-trip probes."""
+        self.bulk.roundTrips.pongReceived(pingId)
 
     def sendObject(self, obj: Any) -> None:
         """Send as L{Broker} does; streams announced in a message that failed to encode are taken back."""

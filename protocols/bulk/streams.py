@@ -11,7 +11,8 @@ confirmed the data verified.
 Contract, receiving: an L{IncomingStream} hands each piece to its sink as
 it arrives and returns credit only for pieces the sink and the hasher have
 released, in steps of at least C{grantStep} bytes, keeping at most
-C{window} bytes in its care; it verifies the digest before the sink is told
+C{window} bytes in its care (a window that a L{WindowTuner} may grow, never
+shrink, when autotuning is on); it verifies the digest before the sink is told
 the data is complete, and a mismatch fails the transfer with
 L{IntegrityError} and tells the sink to drop what it holds.  Per piece the
 cost is O(1).
@@ -35,6 +36,7 @@ from .errors import IntegrityError, StreamReset
 from .integrity import DEFAULT_DIGEST, OrderedHasher, checkAlgorithm
 from .sinks import Sink, makeSink
 from .sources import SeekableSource, seekableSource
+from .tuning import WindowTuner
 from .wire import ABORT, CANCEL, DONE, END, GRANT
 
 if TYPE_CHECKING:
@@ -596,8 +598,10 @@ class IncomingStream:
         or be async), or a L{Sink}.
 
         @param verify: check the sender's digest (when it sends one).
-        @param window: the most bytes in this side's care at once (default:
-            the connection's L{BulkOptions.window}).
+        @param window: the most bytes in this side's care at once, kept as
+            given (default: the connection's L{BulkOptions.window}, grown up
+            to L{BulkOptions.maxWindow} while the window is what holds the
+            stream back on a latent path).
         @return: a L{Deferred} firing with the L{TransferResult} once all of
             it arrived, verified, and the sink completed (a file renamed into
             place); failing with L{IntegrityError}, L{StreamReset}, the sink's
@@ -632,6 +636,9 @@ class _Receiving:
         self.sink = sink
         algorithm = handle.digestName if verify and not sink.verifies else None
         self.hasher = OrderedHasher(algorithm, None, channel.hashReactor) if algorithm is not None else None
+        self.tuner: WindowTuner | None = None
+        # A window asked for by name is kept; the connection's may grow.
+        tunable = window is None and channel.autotuning
         if window is None:
             window = channel.options.window
             if self.hasher is not None and channel.hashReactor is None:
@@ -640,12 +647,20 @@ class _Receiving:
                 # so keep that to the same time, not the same bytes.
                 window //= 2
         self.window = window
+        # Steps stay those of the starting window: a grown window only
+        # means more steps in flight.
         self.grantStep = min(channel.options.grantStep, max(self.window // 4, 1))
+        if tunable:
+            # A sender sends no frame smaller than its credit step (a
+            # quarter of the first grant, at most grantStep): less than a
+            # step left means it ran out of credit.
+            self.tuner = WindowTuner(window, channel.options.maxWindow, self.grantStep, channel.roundTrips)
         self.announced = 0  # body bytes announced by frame headers
         self.received = 0
         self.sinkReleased = 0
         self.hashReleased = 0
         self.granted = 0
+        self.startedAt = 0.0  # when the first grant was sent
         self.ended: tuple[int | None, bytes | None] | None = None
         self.finishing = False
         self.outcome = _Outcome()
@@ -661,9 +676,15 @@ class _Receiving:
             self.abandon(error, "sink-failed")
             return done
         self.channel.receiving(self)
-        self.granted = self.window
-        self.channel.sendControl(GRANT, self.streamId, self.window)
+        self.startedAt = self.channel.clock.seconds()
+        self._grant(self.window)
         return done
+
+    def _grant(self, count: int) -> None:
+        self.granted += count
+        if self.tuner is not None:
+            self.tuner.granted(self.channel.clock.seconds(), self.granted)
+        self.channel.sendControl(GRANT, self.streamId, count)
 
     # -- data ----------------------------------------------------------------------
 
@@ -681,7 +702,16 @@ class _Receiving:
         if size is not None and offset + length > size:
             self.abandon(StreamReset("size", f"data past the announced size of {size} bytes"), "size")
             return False
+        tuner = self.tuner
+        now = self.channel.clock.seconds()
+        if tuner is not None and self.announced == 0:
+            # The sender sent nothing before the first grant: a round trip.
+            self.channel.roundTrips.sample(now - self.startedAt)
         self.announced += length
+        if tuner is not None and tuner.frameArrived(now, self.announced, self.received):
+            # Grant the difference now: the sender is waiting for it.
+            self.window = tuner.window
+            self._released()
         return True
 
     def piece(self, offset: int, data: bytes) -> None:
@@ -716,8 +746,7 @@ class _Receiving:
         if self.ended is None:
             more = released + self.window - self.granted
             if more >= self.grantStep:
-                self.granted += more
-                self.channel.sendControl(GRANT, self.streamId, more)
+                self._grant(more)
         elif released == self.received:
             self._finish()
 

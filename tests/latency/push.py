@@ -1,6 +1,6 @@
 """A bulk push through a delay proxy that also limits the rate: how close it comes to size/rate + 1 RTT.
 
-    PYTHONPATH=. python -m tests.latency.push [--size-mib 64] [--delay 0.05] [--rate-mib 32] [--window-mib 16]
+    PYTHONPATH=. python -m tests.latency.push [--size-mib 64] [--delay 0.05] [--rate-mib 32] [--window-mib 13]
 
 The receiver (a L{PushTarget} behind a L{bulk.BulkBrokerFactory}) and the
 proxy (C{python -m tests.delayproxy}) each run in their own process, the
@@ -11,8 +11,11 @@ last byte crosses the link C{size / rate} after the first and arrives
 C{delay} later, and the answer takes C{delay} back.  A bulk stream adds one
 more RTT before any data moves (the sender sends nothing until the
 receiver's first credit grant arrives), and the link is only kept full if
-the receiver's window covers what is in flight over an RTT: C{rate * RTT}
-(see L{windowNeeded}).
+the receiver's window covers what is in flight over an RTT: C{rate * RTT}.
+The receiver runs with the default L{BulkOptions}: its window starts small
+and grows by itself (autotuning, L{BulkOptions.maxWindow}), so the ramp
+costs a few RTTs.  C{--window-mib} fixes the window instead (autotuning off;
+L{windowNeeded} is what a fixed window must be).
 
 Contract: every process started is ended by its id; every wait is bounded.
 """
@@ -52,9 +55,9 @@ class PushTarget(rpc.Referenceable):
         return [result.size, result.hexdigest]
 
 
-def options(window: int) -> BulkOptions:
-    """Default options with a receive window of C{window} bytes."""
-    return BulkOptions(window=window)
+def options(window: int | None) -> BulkOptions:
+    """The default options, or with C{window}: a fixed receive window of that many bytes (no autotuning)."""
+    return BulkOptions() if window is None else BulkOptions(window=window, maxWindow=0)
 
 
 def windowNeeded(rate: float, rtt: float) -> int:
@@ -84,9 +87,9 @@ class _Child:
         stop(self.process)
 
 
-def receiverProcess(window: int) -> _Child:
-    """C{python -m tests.latency.push serve WINDOW}: a push target on an ephemeral loopback port."""
-    return _Child([sys.executable, "-m", "tests.latency.push", "serve", str(window)])
+def receiverProcess(window: int | None) -> _Child:
+    """C{python -m tests.latency.push serve WINDOW|default}: a push target on an ephemeral loopback port."""
+    return _Child([sys.executable, "-m", "tests.latency.push", "serve", "default" if window is None else str(window)])
 
 
 def proxyProcess(target: int, delay: float, rate: float | None) -> _Child:
@@ -103,8 +106,12 @@ def payload(size: int) -> bytes:
     return (block * (size // len(block) + 1))[:size]
 
 
-async def measurePush(reactor: Any, size: int, delay: float, rate: float, window: int) -> dict[str, Any]:
-    """One push of C{size} bytes through a fresh receiver and proxy; return the figures."""
+async def measurePush(reactor: Any, size: int, delay: float, rate: float, window: int | None = None) -> dict[str, Any]:
+    """
+    One push of C{size} bytes through a fresh receiver and proxy; return the
+    figures.  C{window}: a fixed receive window, or C{None} for the default
+    options (autotuned).
+    """
     data = payload(size)
     expected = hashlib.sha256(data).hexdigest()
     receiver = receiverProcess(window)
@@ -142,15 +149,16 @@ async def measurePush(reactor: Any, size: int, delay: float, rate: float, window
 
 def line(result: dict[str, Any]) -> str:
     """One result as a sentence with its figures."""
+    window = "default (autotuned)" if result["window"] is None else f"fixed {result['window'] / MiB:.2f} MiB"
     return (
         f"push {result['size'] / MiB:.0f} MiB, {result['rtt_s'] * 1e3:.0f} ms RTT, {result['rate'] / MiB:.0f} MiB/s,"
-        f" window {result['window'] / MiB:.2f} MiB: {result['seconds']:.3f} s; ideal size/rate + RTT"
+        f" window {window}: {result['seconds']:.3f} s; ideal size/rate + RTT"
         f" {result['ideal_s']:.3f} s; ratio {result['ratio']:.3f}"
         f" ({result['rtts_over_ideal']:+.2f} RTT); {result['throughput'] / MiB:.1f} MiB/s"
     )
 
 
-def serve(window: int) -> None:
+def serve(window: int | None) -> None:
     """The receiver process: print the port as JSON, serve until killed."""
 
     async def body(reactor: Any) -> None:
@@ -166,20 +174,22 @@ def serve(window: int) -> None:
 
 def main(argv: list[str]) -> None:
     if argv[:1] == ["serve"]:
-        serve(int(argv[1]))
+        serve(None if argv[1] == "default" else int(argv[1]))
         return
     parser = argparse.ArgumentParser(prog="python -m tests.latency.push", description=__doc__)
     parser.add_argument("--size-mib", type=float, default=64)
     parser.add_argument("--delay", type=float, default=0.05, help="seconds each way")
     parser.add_argument("--rate-mib", type=float, default=32, help="MiB/s each way")
-    parser.add_argument("--window-mib", type=float, help="the receiver's window (default: enough for the link)")
+    parser.add_argument(
+        "--window-mib", type=float, help="a fixed receive window (default: the default options, autotuned)"
+    )
     parser.add_argument("--json", help="write the result here")
     parser.add_argument(
         "--bound", type=float, default=1.1, help="exit 1 if seconds / (size/rate + RTT) exceeds this (0: report only)"
     )
     args = parser.parse_args(argv)
     rate = args.rate_mib * MiB
-    window = int(args.window_mib * MiB) if args.window_mib else windowNeeded(rate, 2 * args.delay)
+    window = int(args.window_mib * MiB) if args.window_mib else None
 
     async def body(reactor: Any) -> None:
         result = await measurePush(reactor, int(args.size_mib * MiB), args.delay, rate, window)

@@ -17,6 +17,7 @@ from framing import Decoder, EncodingError, Limits, ProtocolError, Violation, du
 from framing.errors import Aborted, BodyTooLarge, BufferLimitExceeded, MalformedHeader, PeerError
 from framing.wire import ERROR, OPEN, PING, PONG, PREAMBLE, encode_header
 from protocols import CoalescingTransport, TokenProtocol
+from protocols.base import RESERVED_PING_IDS
 from protocols.testing import MemoryPair, RecordingTransport, connectedPair
 
 from .helpers import tokenBytes
@@ -170,6 +171,13 @@ class WriteCountTests(SynchronousTestCase):
         self.assertEqual(self.wrapped.writes, [encode_header(PING, 5)])
         self.protocol.dataReceived(encode_header(PONG, 5))
         self.assertEqual(self.protocol.pongs, [5])
+
+    def test_reservedPongIsNotReported(self) -> None:
+        """A PONG with a reserved id (chunkwire's own probes) goes to _reservedPongReceived, not pongReceived."""
+        reserved: list[int] = []
+        self.protocol._reservedPongReceived = reserved.append  # type: ignore[method-assign]
+        self.protocol.dataReceived(encode_header(PONG, RESERVED_PING_IDS + 3) + encode_header(PONG, 6))
+        self.assertEqual((self.protocol.pongs, reserved), ([6], [RESERVED_PING_IDS + 3]))
 
 
 class ReceiveTests(SynchronousTestCase):
