@@ -19,6 +19,7 @@ import argparse
 import sys
 from typing import Any
 
+from _serving import addListenArgument, serveForever
 from twisted.internet.defer import Deferred
 from twisted.internet.task import react
 from twisted.logger import globalLogBeginner, textFileLogObserver
@@ -28,21 +29,13 @@ from protocols.bulk.files import BulkService
 
 
 async def serve(reactor: Any, descriptions: list[str], directory: str, options: bulk.BulkOptions) -> None:
-    service = BulkService(directory, reactor=reactor)
-    for description in descriptions:
-        port: Any = await bulk.serve(reactor, description, service, options=options)
-        print(f"bulk server listening on {description} ({port.getHost()}), serving {directory}", flush=True)
-    await Deferred()  # serve until interrupted
+    factory = bulk.BulkBrokerFactory(BulkService(directory, reactor=reactor), clock=reactor, options=options)
+    await serveForever(reactor, descriptions, factory, "bulk server", f", serving {directory}")
 
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--listen",
-        action="append",
-        metavar="ENDPOINT",
-        help="a Twisted server endpoint description (repeatable; default tcp:8770)",
-    )
+    addListenArgument(parser, "tcp:8770")
     parser.add_argument("--dir", required=True, help="the directory to serve (created if missing)")
     parser.add_argument("--hashing", choices=("thread", "inline"), default="inline", help="where digests are computed")
     parser.add_argument("--log", action="store_true", help="log to stdout")

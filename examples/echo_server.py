@@ -16,8 +16,8 @@ import argparse
 import sys
 from typing import Any
 
+from _serving import addListenArgument, serveForever
 from twisted.internet.defer import Deferred
-from twisted.internet.endpoints import serverFromString
 from twisted.internet.task import react
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
@@ -37,20 +37,12 @@ def makeCertificate(directory: str) -> None:
 
 async def serve(reactor: Any, descriptions: list[str], limits: Limits, policy: GuardPolicy | None = None) -> None:
     factory = GuardedFactory(echo.serverFactory(limits), policy, reactor)
-    for description in descriptions:
-        port: Any = await serverFromString(reactor, description).listen(factory)
-        print(f"echo server listening on {description} ({port.getHost()})", flush=True)
-    await Deferred()  # serve until interrupted
+    await serveForever(reactor, descriptions, factory, "echo server")
 
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--listen",
-        action="append",
-        metavar="ENDPOINT",
-        help="a Twisted server endpoint description (repeatable; default tcp:8750)",
-    )
+    addListenArgument(parser, "tcp:8750")
     parser.add_argument("--make-cert", metavar="DIR", help="write a self-signed TLS certificate into DIR and exit")
     parser.add_argument("--max-bytes", type=int, default=Limits().max_bytes_length, help="largest byte string accepted")
     parser.add_argument("--quiet", action="store_true", help="do not log to stdout")

@@ -19,8 +19,8 @@ import argparse
 import sys
 from typing import Any
 
+from _serving import addListenArgument, serveForever
 from twisted.internet.defer import Deferred
-from twisted.internet.endpoints import serverFromString
 from twisted.internet.task import react
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
@@ -35,20 +35,12 @@ __all__ = ["KEY", "VALUE", "KeyNotFound", "KeyValueStore"]
 async def serve(reactor: Any, descriptions: list[str], tracebacks: bool, policy: GuardPolicy | None = None) -> None:
     store = KeyValueStore()
     factory = GuardedFactory(rpc.serverFactory(store, clock=reactor, tracebacks=tracebacks), policy, reactor)
-    for description in descriptions:
-        port: Any = await serverFromString(reactor, description).listen(factory)
-        print(f"kv server listening on {description} ({port.getHost()})", flush=True)
-    await Deferred()  # serve until interrupted
+    await serveForever(reactor, descriptions, factory, "kv server")
 
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--listen",
-        action="append",
-        metavar="ENDPOINT",
-        help="a Twisted server endpoint description (repeatable; default tcp:8760)",
-    )
+    addListenArgument(parser, "tcp:8760")
     parser.add_argument("--tracebacks", action="store_true", help="send tracebacks of failed calls to clients")
     parser.add_argument("--log", action="store_true", help="log to stdout")
     addGuardArguments(parser)

@@ -10,7 +10,6 @@ one direction; later connections pass untouched.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,10 +18,7 @@ from typing import Any
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint, connectProtocol
 from twisted.internet.protocol import Factory, Protocol
 
-from ..protocols.rpc.test_kv_example import readUntil, stop
-
-ROOT = Path(__file__).resolve().parents[2]
-ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+from tests.processes import ENV, ROOT, readUntil, stop
 
 # Run the example server with RLIMIT_FSIZE set and SIGXFSZ ignored: a write
 # past the limit then fails with EFBIG instead of killing the process.
@@ -32,6 +28,8 @@ _LIMITED = (
     "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
     "resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))\n"
     "sys.argv[0] = 'examples/bulk_server.py'\n"
+    # As when the script is run directly: its own folder first on the path.
+    "sys.path.insert(0, 'examples')\n"
     "runpy.run_path('examples/bulk_server.py', run_name='__main__')\n"
 )
 

@@ -22,8 +22,9 @@ import sys
 import time
 from typing import Any
 
+from tests.processes import readUntil, stop
+
 from ..faults.support import ENV, ROOT
-from ..protocols.rpc.test_kv_example import readUntil, stop
 
 SERVER_ADDRESS = "10.231.77.2"
 CLIENT_ADDRESS = "10.231.77.1"

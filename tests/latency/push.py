@@ -34,9 +34,9 @@ from twisted.internet.task import react
 
 from protocols import bulk, rpc
 from protocols.bulk import BulkOptions, IncomingStream, Stream
+from tests.processes import readUntil, stop
 
 from ..faults.support import ENV, ROOT
-from ..protocols.rpc.test_kv_example import readUntil, stop
 
 MiB = 1024 * 1024
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from ..rpc.test_kv_example import readUntil, stop
+from tests.processes import readUntil, stop
+
 from .support import payload, writeFile
 
 ROOT = Path(__file__).resolve().parents[3]
