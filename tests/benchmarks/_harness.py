@@ -502,4 +502,15 @@ class BenchResult:
     path: Path
 
 
+def print_result(result: BenchResult) -> int:
+    """Print a benchmark run on its own: machine, report, acceptance lines; return the exit status (1 if one failed)."""
+    print(machine_line(machine_info()))
+    print(result.report)
+    print("\n## Acceptance\n")
+    for criterion in result.criteria:
+        print(criterion.line())
+    print(f"\nResults in {result.path}")
+    return 1 if any(c.passed is False for c in result.criteria) else 0
+
+
 Runner = Callable[[Options], BenchResult]

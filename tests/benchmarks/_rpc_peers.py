@@ -786,12 +786,7 @@ class PeerPair:
                 client.kill()
                 client.wait()
         if server is not None:
-            server.terminate()
-            try:
-                server.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            endProcess(server)
         for log in self._logs:
             log.close()
 
@@ -800,6 +795,16 @@ class PeerPair:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def endProcess(process: subprocess.Popen[bytes]) -> None:
+    """End C{process} by its id: politely, then by force after 5 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 class ServerProcess:
@@ -826,12 +831,7 @@ class ServerProcess:
     def close(self) -> None:
         process, self.process = self.process, None
         if process is not None:
-            process.terminate()
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            endProcess(process)
         self._log.close()
 
 

@@ -34,9 +34,8 @@ from ._harness import (
     BenchResult,
     Criterion,
     Options,
-    machine_info,
-    machine_line,
     markdown_table,
+    print_result,
     write_results,
 )
 from ._rpc_peers import LABELS, PeerFailed, PeerPair
@@ -266,14 +265,7 @@ def main(argv: list[str]) -> int:
         config["calls"] = args.calls
     if args.windows:
         config["windows"] = tuple(args.windows)
-    print(machine_line(machine_info()))
-    result = run(opts, config, tuple(args.peers))
-    print(result.report)
-    print("\n## Acceptance\n")
-    for criterion in result.criteria:
-        print(criterion.line())
-    print(f"\nResults in {result.path}")
-    return 1 if any(c.passed is False for c in result.criteria) else 0
+    return print_result(run(opts, config, tuple(args.peers)))
 
 
 if __name__ == "__main__":

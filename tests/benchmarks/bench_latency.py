@@ -34,7 +34,19 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import react
 
 from ..delayproxy import DelayProxy
-from ._rpc_peers import LABELS, PAYLOADS, PEERS, RAW, Load, OthersCpu, ServerProcess, _childEnv, _Lines, connect
+from ._rpc_peers import (
+    LABELS,
+    PAYLOADS,
+    PEERS,
+    RAW,
+    Load,
+    OthersCpu,
+    ServerProcess,
+    _childEnv,
+    _Lines,
+    connect,
+    endProcess,
+)
 
 NAME = "latency"
 DELAY = 0.05
@@ -75,12 +87,7 @@ class ProxyProcess:
     def close(self) -> None:
         process, self.process = self.process, None
         if process is not None:
-            process.terminate()
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            endProcess(process)
 
 
 async def measurePeer(reactor: Any, peer: str, config: dict[str, Any]) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ._harness import BenchResult, Criterion, Options, machine_info, machine_line, markdown_table, ratio, write_results
+from ._harness import BenchResult, Criterion, Options, markdown_table, print_result, ratio, write_results
 from .bench_ring import time_per_call
 
 NAME = "mixed"
@@ -194,14 +194,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.bench_mixed", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer runs")
     opts = Options(quick=parser.parse_args(argv).quick)
-    print(machine_line(machine_info()))
-    result = run(opts)
-    print(result.report)
-    print("\n## Acceptance\n")
-    for criterion in result.criteria:
-        print(criterion.line())
-    print(f"\nResults in {result.path}")
-    return 1 if any(c.passed is False for c in result.criteria) else 0
+    return print_result(run(opts))
 
 
 if __name__ == "__main__":

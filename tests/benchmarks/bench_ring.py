@@ -40,9 +40,8 @@ from ._harness import (
     BenchResult,
     Criterion,
     Options,
-    machine_info,
-    machine_line,
     markdown_table,
+    print_result,
     ratio,
     write_results,
 )
@@ -408,14 +407,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--skip-over", type=float, default=60.0, help="skip a call predicted to take longer (60 s)")
     args = parser.parse_args(argv)
     opts = Options(quick=args.quick, skip_over=args.skip_over)
-    print(machine_line(machine_info()))
-    result = run(opts)
-    print(result.report)
-    print("\n## Acceptance\n")
-    for criterion in result.criteria:
-        print(criterion.line())
-    print(f"\nResults in {result.path}")
-    return 1 if any(c.passed is False for c in result.criteria) else 0
+    return print_result(run(opts))
 
 
 if __name__ == "__main__":

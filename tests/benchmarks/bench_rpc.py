@@ -45,9 +45,8 @@ from ._harness import (
     BenchResult,
     Criterion,
     Options,
-    machine_info,
-    machine_line,
     markdown_table,
+    print_result,
     write_results,
 )
 from ._rpc_peers import LABELS, PEERS, PeerFailed, PeerPair
@@ -430,14 +429,7 @@ def main(argv: list[str]) -> int:
         config["runs"] = args.runs
     if args.duration:
         config["duration"] = args.duration
-    print(machine_line(machine_info()))
-    result = run(opts, config, tuple(args.peers))
-    print(result.report)
-    print("\n## Acceptance\n")
-    for criterion in result.criteria:
-        print(criterion.line())
-    print(f"\nResults in {result.path}")
-    return 1 if any(c.passed is False for c in result.criteria) else 0
+    return print_result(run(opts, config, tuple(args.peers)))
 
 
 if __name__ == "__main__":
