@@ -9,7 +9,10 @@ L{TokenProtocol.sendObject} is one write on the transport, except that the
 objects sent while one read is being handled share one write (each whole);
 a streamed body is one write per chunk plus one for its end.  While the application has paused
 reading, received bytes are held undecoded, never more than
-C{Limits.max_buffered_bytes} of them.  Per-object cost is O(1).
+C{Limits.max_buffered_bytes} of them.  Reading also stops while more than
+C{Limits.send_high_water} bytes wait to be sent to a peer that does not read
+them (L{TokenProtocol.sendBackPressure}), so what a server holds for one
+peer is bounded by what that peer reads.  Per-object cost is O(1).
 """
 
 from __future__ import annotations
@@ -87,12 +90,21 @@ class TokenProtocol(Protocol):
         constructor's C{trace} argument, on a subclass, or on
         C{TokenProtocol} itself to trace every connection in the process
         (what the examples' C{--trace} does).  Read when the connection is made.
+    @cvar sendBackPressure: whether this connection stops reading while more
+        than C{Limits.send_high_water} bytes wait to be sent to its peer,
+        and starts again at C{Limits.send_low_water}.  On by default: what a
+        server sends is caused by what it reads.  The client helpers
+        (C{rpc.connect}, C{bulk.connect}, L{protocols.echo.EchoClient}) turn
+        it off: what a client sends comes from its own application, which
+        reading less would not slow, and two ends that both stop reading
+        while their sends wait could wait for each other for ever.
     """
 
     log = Logger()
     limits: Limits | None = None
     registry: Registry | None = None
     trace: bool = False
+    sendBackPressure: bool = True
     transport: Any
 
     def __init__(
@@ -106,6 +118,7 @@ class TokenProtocol(Protocol):
             self.trace = trace
         self.failure: Failure | None = None
         self._paused = False
+        self._sendBacklogged = False
         self._inDataReceived = False
         self._held: deque[bytes] = deque()
         self._heldBytes = 0
@@ -124,6 +137,9 @@ class TokenProtocol(Protocol):
             transport = CoalescingTransport(transport)
         transport.readingObserver = self._readingChanged
         self.decoder = Decoder(self.limits, self.registry)
+        if self.sendBackPressure:
+            limits = self.decoder.limits
+            transport.setSendLimits(limits.send_high_water, limits.send_low_water)
         self.encoder = Encoder(self.registry)
         if self.trace:
             self._startTracing(transport)
@@ -181,6 +197,20 @@ class TokenProtocol(Protocol):
         Called when the peer answers L{sendPing} C{pingId} (an id below
         L{RESERVED_PING_IDS}).  Override this.
         """
+
+    def sendBacklogChanged(self, backlogged: bool) -> None:
+        """
+        Called when reading stops because more than C{Limits.send_high_water}
+        bytes wait to be sent to the peer (C{backlogged} true), and when it
+        starts again at C{Limits.send_low_water}.  By default this is logged
+        at debug level.  Override it to watch for peers that do not read.
+        """
+        self.log.debug(
+            "{what} reading from {peer}: {pending} bytes wait to be sent",
+            what="Stopped" if backlogged else "Resumed",
+            peer=self._peer(),
+            pending=self.transport.pendingBytes,
+        )
 
     def _reservedPongReceived(self, pingId: int) -> None:
         """Called when the peer answers a PING with an id of L{RESERVED_PING_IDS} or more: chunkwire's own."""
@@ -320,6 +350,10 @@ class TokenProtocol(Protocol):
 
     def _readingChanged(self, paused: bool) -> None:
         self._paused = paused
+        backlogged = self.transport.sendBacklogged
+        if backlogged != self._sendBacklogged:
+            self._sendBacklogged = backlogged
+            self.sendBacklogChanged(backlogged)
         if not paused and not self._inDataReceived:
             self._catchUp()
 

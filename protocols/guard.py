@@ -13,6 +13,9 @@ L{GuardError}, when
     sent, and nothing has arrived C{keepalive_timeout} seconds after it (any
     byte, the PONG included, shows that the peer is alive);
   - no object has completed for C{idle_timeout} seconds;
+  - bytes have been waiting to be sent to it for C{send_stall_timeout}
+    seconds and the peer took none of them (a slow reader that takes some
+    is not stalled; a bulk stream waiting for credit has nothing waiting);
   - C{max_connections} connections of its factory, or C{max_per_peer} from
     the same IP address, are already up (the new one is dropped at once).
 
@@ -68,6 +71,10 @@ class GuardPolicy:
         that one host flooding the server leaves room for the others.  100.
     @ivar abort_after: seconds a dropped connection may take to read its
         ERROR before it is aborted.  2 s.
+    @ivar send_stall_timeout: seconds that bytes may wait to be sent to the
+        peer without the peer taking any of them.  60 s, as nginx's
+        C{send_timeout}: back-pressure (C{Limits.send_high_water}) already
+        bounds what is held for such a peer; this frees even that.
     """
 
     preamble_timeout: float | None = 10.0
@@ -80,6 +87,7 @@ class GuardPolicy:
     max_connections: int | None = 1000
     max_per_peer: int | None = 100
     abort_after: float = 2.0
+    send_stall_timeout: float | None = 60.0
 
 
 class ConnectionCounter:
@@ -151,6 +159,8 @@ class Guarded(TokenProtocol):
         self._guardObjectBytes = 0
         self._guardPingAt: float | None = None
         self._guardPingId = 0
+        self._guardSent = 0
+        self._guardSendWaitingSince: float | None = None
         super().makeConnection(transport)
         counter = self.guardCounter
         if counter is not None and self.failure is None:
@@ -195,6 +205,30 @@ class Guarded(TokenProtocol):
             timer.cancel()
             self._guardSchedule()
 
+    def sendBacklogChanged(self, backlogged: bool) -> None:
+        """Reading stopped for a peer that does not read: see that the send-stall rule watches it."""
+        super().sendBacklogChanged(backlogged)
+        if backlogged and self.failure is None:
+            self._guardWatchSends(self.guardClock.seconds())
+            timer = self._guardTimer
+            if timer is not None and timer.active():
+                timer.cancel()
+            self._guardSchedule()
+
+    def _guardWatchSends(self, now: float) -> None:
+        """
+        Note whether bytes wait to be sent and whether the peer took any
+        since the last look: the send-stall clock runs from the last time it
+        took some.
+        """
+        transport = self.transport
+        sent = transport.bytesSent
+        if not transport.pendingBytes:
+            self._guardSendWaitingSince = None
+        elif sent != self._guardSent or self._guardSendWaitingSince is None:
+            self._guardSendWaitingSince = now
+        self._guardSent = sent
+
     def objectReceived(self, obj: Any) -> None:
         self._guardLastObject = self.guardClock.seconds()
         super().objectReceived(obj)
@@ -233,6 +267,11 @@ class Guarded(TokenProtocol):
                 deadlines.append((self._guardPingAt + policy.keepalive_timeout, "keepalive"))
         if policy.idle_timeout is not None:
             deadlines.append((self._guardLastObject + policy.idle_timeout, "idle"))
+        waiting = self._guardSendWaitingSince
+        if policy.send_stall_timeout is not None and waiting is not None:
+            # Look again a few times per timeout, to see whether it moved.
+            deadlines.append((waiting + policy.send_stall_timeout, "send-stall"))
+            deadlines.append((self.guardClock.seconds() + policy.send_stall_timeout / 4, "send-check"))
         return deadlines
 
     def _guardSchedule(self) -> None:
@@ -247,6 +286,8 @@ class Guarded(TokenProtocol):
         if self.failure is not None or self.transport is None:
             return
         now = self.guardClock.seconds()
+        if self.guardPolicy.send_stall_timeout is not None:
+            self._guardWatchSends(now)
         for deadline, rule in sorted(self._guardDeadlines()):
             if deadline > now:
                 break
@@ -254,6 +295,8 @@ class Guarded(TokenProtocol):
                 self._guardPingAt = now
                 self._guardPingId += 1
                 self.sendPing(self._guardPingId)
+                continue
+            if rule == "send-check":
                 continue
             self._guardDrop(*self._guardReason(rule, now))
             return
@@ -269,6 +312,12 @@ class Guarded(TokenProtocol):
                 f"an object was in progress for {now - (self._guardObjectStart or now):.1f} s with only "
                 f"{self._guardObjectBytes} bytes received (at least {policy.min_rate:g} bytes/s "
                 f"after {policy.stall_timeout} s)",
+            )
+        if rule == "send-stall":
+            return (
+                "send-stalled",
+                f"the peer took none of the {self.transport.pendingBytes} bytes waiting for it "
+                f"in {policy.send_stall_timeout} s",
             )
         if rule == "keepalive":
             return "keepalive-timeout", f"nothing received within {policy.keepalive_timeout} s of a PING"

@@ -38,6 +38,7 @@ from .errors import (
     NoSuchObject,
     RemoteError,
     RemoteViolation,
+    UnexpectedAnswer,
     register_error,
 )
 from .referenceable import Referenceable, RemoteMethod, remote
@@ -47,6 +48,7 @@ __all__ = [
     "Broker",
     "BrokerFactory",
     "DeadReferenceError",
+    "UnexpectedAnswer",
     "NoSuchMethod",
     "NoSuchObject",
     "ReconnectingClient",

@@ -6,8 +6,11 @@ flight live in a dict keyed by request id, so sending, answering, failing and
 cancelling a call are O(1) whatever is in flight and however old the
 connection is, and answers may come in any order.  A call either gets its
 answer or errbacks: when the connection is lost every pending call errbacks
-at once with the reason; an answer to an id that is not pending (cancelled,
-or a confused peer) is ignored and logged at debug level.  Calls from the
+at once with the reason.  An answer to a call this side gave up on
+(cancelled) is ignored and logged at debug level; one answer per such call
+is expected, and any other answer to an id that is not pending (a call never
+made, or answered twice) drops the connection with L{UnexpectedAnswer}, so a
+peer cannot flood this side with answers it never asked for.  Calls from the
 peer still running here when the connection is lost are left to finish (they
 may have side effects half done); their answers are dropped.
 
@@ -44,7 +47,7 @@ from framing.errors import InvalidValue, short_repr
 from framing.slicing.registry import DEFAULT_REGISTRY
 
 from ..base import TokenProtocol
-from .errors import DeadReferenceError, clipTraceback, describe, noSuchMethod, noSuchObject, rebuild
+from .errors import DeadReferenceError, UnexpectedAnswer, clipTraceback, describe, noSuchMethod, noSuchObject, rebuild
 from .referenceable import Referenceable, RemoteMethod
 from .refs import (
     REF_OPEN_TYPE,
@@ -126,6 +129,9 @@ class Broker(TokenProtocol):
         self._up = False
         self._lost: Failure | None = None
         self._requestIds = itertools.count(1)
+        self._lastRequestId = 0
+        # Answers still expected for calls given up on: one per cancelled call.
+        self._lateAnswers = 0
         self._exportCounter = itertools.count(ROOT_ID + 1)
         self._pending: dict[int, _Call] = {}
         self._running: dict[int, Deferred[Any]] = {}
@@ -293,7 +299,7 @@ class Broker(TokenProtocol):
             return fail(DeadReferenceError(f"cannot call {name!r}: the connection is not up"))
         if type(name) is not str:
             return fail(TypeError(f"a method name is a str, not {type(name).__name__}"))
-        request_id = next(self._requestIds)
+        request_id = self._lastRequestId = next(self._requestIds)
         call = _Call(self._cancelCall, request_id)
         # Pending before sending: a synchronous transport may answer at once.
         self._pending[request_id] = call
@@ -308,6 +314,7 @@ class Broker(TokenProtocol):
         """The canceller of every call: forget it and tell the peer; the Deferred then fails with CancelledError."""
         request_id = call.requestId  # type: ignore[attr-defined]
         if self._pending.pop(request_id, None) is not None and self._up:
+            self._lateAnswers += 1
             self._send(Message((CANCEL, request_id)))
 
     def _send(self, message: Message) -> None:
@@ -355,7 +362,7 @@ class Broker(TokenProtocol):
         elif tag in (ANSWER, FAIL):
             call = self._pending.pop(ident, None)
             if call is None:
-                self.log.debug("Refused an answer to request {id}, which is not pending", id=ident)
+                self._notPending(ident, "a refused answer")
             else:
                 call.errback(violation)
         else:
@@ -375,7 +382,7 @@ class Broker(TokenProtocol):
         _, request_id, result = message
         call = self._pending.pop(request_id, None)
         if call is None:
-            self.log.debug("Ignoring the answer to request {id}, which is not pending", id=request_id)
+            self._notPending(request_id, "an answer")
             return
         call.callback(result)
 
@@ -383,9 +390,23 @@ class Broker(TokenProtocol):
         _, request_id, type_name, text, remote_traceback, details = message
         call = self._pending.pop(request_id, None)
         if call is None:
-            self.log.debug("Ignoring the failure of request {id}, which is not pending", id=request_id)
+            self._notPending(request_id, "a failure")
             return
         call.errback(rebuild(type_name, text, remote_traceback, details))
+
+    def _notPending(self, request_id: int, what: str) -> None:
+        """
+        The peer answered C{request_id}, which is not pending: expected once
+        per cancelled call; otherwise a call never made or answered twice.
+        """
+        if self._lateAnswers and 0 < request_id <= self._lastRequestId:
+            self._lateAnswers -= 1
+            self.log.debug(
+                "Ignoring {what} to request {id}, which is not pending: it was cancelled", what=what, id=request_id
+            )
+            return
+        made = "was answered already" if 0 < request_id <= self._lastRequestId else "was never made"
+        self._protocolFailed(UnexpectedAnswer(f"{what} to request {request_id}, which {made}"))
 
     def _cancelReceived(self, message: Message) -> None:
         running = self._running.pop(message[1], None)
@@ -595,7 +616,12 @@ class BrokerFactory(Factory):
     keeps track of the connected ones.
 
     @ivar brokers: the brokers whose connection is up.
+    @ivar sendBackPressure: passed to each broker (see
+        L{TokenProtocol.sendBackPressure}): on for servers, off for the
+        client helpers, which set it.
     """
+
+    sendBackPressure = True
 
     def __init__(
         self,
@@ -620,6 +646,7 @@ class BrokerFactory(Factory):
             self.root, clock=self.clock, tracebacks=self.tracebacks, limits=self.limits, registry=self.registry
         )
         broker.factory = self
+        broker.sendBackPressure = self.sendBackPressure
         return broker
 
     def brokerConnected(self, broker: Broker) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from framing import Violation
+from framing import ProtocolError, Violation
 from framing.errors import short_repr
 
 VIOLATION = "Violation"
@@ -88,6 +88,16 @@ class RemoteViolation(RemoteError):
     def __str__(self) -> str:
         where = f" (at {self.where})" if self.where else ""
         return f"{VIOLATION}: {self.code}: {self.message}{where}"
+
+
+class UnexpectedAnswer(ProtocolError):
+    """
+    The peer answered a call this side never made, or answered one call
+    twice: a confused or hostile peer, whose answers cannot be matched to
+    calls any more, so the connection is dropped.
+    """
+
+    code = "unexpected-answer"
 
 
 class DeadReferenceError(Exception):
