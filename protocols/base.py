@@ -83,6 +83,8 @@ class TokenProtocol(Protocol):
     @ivar encoder: this connection's L{Encoder}.
     @ivar failure: the L{Failure} wrapping the L{ProtocolError} that dropped
         the connection, or C{None}.
+    @ivar objectsDecoded: top-level objects (and refusals) the decoder has
+        completed so far, delivered or not.
     @ivar trace: log every token sent and received, one readable line each
         (see L{framing.trace}), through C{log} with the fields C{direction}
         (C{"sent"} or C{"received"}), C{peer}, C{token}, C{kind} and
@@ -117,6 +119,7 @@ class TokenProtocol(Protocol):
         if trace is not None:
             self.trace = trace
         self.failure: Failure | None = None
+        self.objectsDecoded = 0
         self._paused = False
         self._sendBacklogged = False
         self._inDataReceived = False
@@ -298,6 +301,7 @@ class TokenProtocol(Protocol):
             self._dispatch(getattr(error, "results", ()))
             self._protocolFailed(error)
             return
+        self.objectsDecoded += len(results)
         if decoder.control_events:
             self._controlEvents()
         for index, obj in enumerate(results):

@@ -161,6 +161,7 @@ class Guarded(TokenProtocol):
         self._guardPingId = 0
         self._guardSent = 0
         self._guardSendWaitingSince: float | None = None
+        self._guardBackloggedAt: float | None = None
         super().makeConnection(transport)
         counter = self.guardCounter
         if counter is not None and self.failure is None:
@@ -177,23 +178,38 @@ class Guarded(TokenProtocol):
     # -- what the peer does ----------------------------------------------------
 
     def dataReceived(self, data: bytes) -> None:
-        """Note the time and the progress of the object in progress, then decode."""
-        now = self._guardLastByte = self.guardClock.seconds()
+        """Note the time, then decode (or hold, while reading is paused)."""
+        self._guardLastByte = self.guardClock.seconds()
         self._guardReceived += len(data)
-        self._guardObjectBytes += len(data)
         super().dataReceived(data)
+
+    def _decode(self, data: bytes) -> None:
+        """
+        Decode, and note the progress of the object in progress.  This is
+        counted where bytes are decoded, not where they arrive: bytes held
+        while reading is paused belong to no object yet.
+        """
+        completed = self.objectsDecoded
+        super()._decode(data)
         if self.failure is not None:
             return
-        if (self.decoder.at_boundary and not self._held) or self._guardReceived <= len(PREAMBLE):
+        if self.decoder.at_boundary or self._guardReceived <= len(PREAMBLE):
             # (A partial preamble is the preamble rule's business.)
             self._guardObjectStart = None
             self._guardObjectBytes = 0
             return
+        if self.objectsDecoded != completed:
+            # Objects ended in this read: the one in progress began after
+            # them, in at most this read's bytes.
+            self._guardObjectStart = None
+            self._guardObjectBytes = len(data)
+        else:
+            self._guardObjectBytes += len(data)
         if self._guardObjectStart is None:
-            self._guardObjectStart = now
+            self._guardObjectStart = self.guardClock.seconds()
             self._guardStallStarted()
         limit = self.guardPolicy.max_object_bytes
-        if limit is not None and self._guardObjectBytes > limit and not self._paused:
+        if limit is not None and self._guardObjectBytes > limit:
             self._guardDrop("object-too-large", f"an object took more than {limit} bytes on the wire")
 
     def _guardStallStarted(self) -> None:
@@ -206,10 +222,22 @@ class Guarded(TokenProtocol):
             self._guardSchedule()
 
     def sendBacklogChanged(self, backlogged: bool) -> None:
-        """Reading stopped for a peer that does not read: see that the send-stall rule watches it."""
+        """
+        Reading stopped for a peer that does not read: see that the
+        send-stall rule watches it.  When reading starts again, the object
+        in progress is given back the time it was not read, so that the
+        stall rule does not count our own pause against the peer.
+        """
         super().sendBacklogChanged(backlogged)
-        if backlogged and self.failure is None:
-            self._guardWatchSends(self.guardClock.seconds())
+        now = self.guardClock.seconds()
+        if not backlogged:
+            if self._guardObjectStart is not None and self._guardBackloggedAt is not None:
+                self._guardObjectStart += now - self._guardBackloggedAt
+            self._guardBackloggedAt = None
+            return
+        self._guardBackloggedAt = now
+        if self.failure is None:
+            self._guardWatchSends(now)
             timer = self._guardTimer
             if timer is not None and timer.active():
                 timer.cancel()
@@ -408,6 +436,7 @@ def addGuardArguments(parser: Any, policy: GuardPolicy | None = None) -> None:
         ("keepalive_interval", "seconds of silence before a PING"),
         ("keepalive_timeout", "seconds after a PING for the client to answer"),
         ("idle_timeout", "seconds without a complete object"),
+        ("send_stall_timeout", "seconds a client may take none of the bytes waiting for it"),
     ]:
         option = "--" + name.replace("_", "-")
         parser.add_argument(option, type=seconds, default=getattr(policy, name), metavar="S", help=f"{help} (0: never)")
@@ -431,6 +460,7 @@ def policyFromArguments(args: Any) -> GuardPolicy:
         keepalive_interval=args.keepalive_interval,
         keepalive_timeout=args.keepalive_timeout,
         idle_timeout=args.idle_timeout,
+        send_stall_timeout=args.send_stall_timeout,
         max_connections=args.max_connections or None,
         max_per_peer=args.max_per_peer or None,
     )
