@@ -42,15 +42,9 @@ def _rpc(tree: Path, out: Path, duration: float) -> dict[str, float]:
 def _bulk(tree: Path, out: Path, duration: float) -> dict[str, float]:
     path = out / "bulk.json"
     _run(tree, ["-m", "tests.benchmarks.bench_bulk", "--quick", "--json", str(path)])
-    data = json.loads(path.read_text())
-    figures: dict[str, float] = {}
-    for case, summary in data.get("summary", {}).items():
-        rate = summary.get("mb_per_s") if isinstance(summary, dict) else None
-        if isinstance(rate, (int, float)):
-            figures[f"bulk {case} MB/s"] = float(rate)
-    if not figures:
-        raise RuntimeError(f"no MB/s figures in {path}: keys {sorted(data)}")
-    return figures
+    cases = json.loads(path.read_text())["cases"]
+    # The raw Twisted producer is the same code in both trees: its rate shows the machine's drift.
+    return {f"bulk {case} MB/s": float(summary["mb_s"]) for case, summary in cases.items()}
 
 
 BENCHMARKS: dict[str, Callable[[Path, Path, float], dict[str, float]]] = {"rpc": _rpc, "bulk": _bulk}
