@@ -29,6 +29,7 @@ EXPECTED: dict[str, list[str]] = {
     "streaming.py": ["16777216 bytes back, digest ok: True"],
     "tls_echo.py": ["over TLS: {'secret': b'\\x00\\x01'}"],
     "shared_port.py": ["answers: [0, 1, 2, 3]"],
+    "trace_tutorial.py": ["back: {'name': 'ada', 'n': 5}"],
     "bulk_tutorial.py": [
         "uploaded; digest matches: True",
         "downloaded 10240000 bytes; same bytes: True",
@@ -66,6 +67,18 @@ class SnippetTests(SynchronousTestCase):
             output = result.stdout.splitlines()
             for line in lines:
                 self.assertIn(line, output, f"{name} printed {result.stdout!r}")
+
+    def test_traceShown(self) -> None:
+        """The tutorial's trace snippet prints each token both ways, as the tutorial shows them."""
+        result = run(str(SNIPPETS / "trace_tutorial.py"))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        tutorial = (ROOT / "docs" / "tutorial.rst").read_text("utf-8")
+        port = re.compile(r"127\.0\.0\.1:\d+")
+        shown = [port.sub("PORT", line.strip()) for line in tutorial.splitlines() if "EchoClient#info] 127" in line]
+        printed = [port.sub("PORT", line) for line in result.stdout.splitlines()]
+        self.assertGreaterEqual(len(shown), 8)
+        for line in shown:
+            self.assertIn(line, printed)
 
     def test_testingSnippetUnderTrial(self) -> None:
         """The testing how-to's module passes under trial."""
