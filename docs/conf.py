@@ -33,7 +33,7 @@ extensions = ["sphinx.ext.autodoc", "myst_parser"]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 # Headings get anchors so that the pages' own "#section" links resolve.
 myst_heading_anchors = 3
-exclude_patterns = ["_build", "_generated", "snippets"]
+exclude_patterns = ["_build", "_generated", "snippets", "bench-reference"]
 root_doc = "index"
 html_theme = "alabaster"
 # alabaster's default body is 800 px wide inside a 940 px page, which clips
