@@ -98,6 +98,7 @@ def clipped_code(browser: str, built: Path, width: int = 1280) -> list[str]:
 
 def screenshots(browser: str, built: Path, out: Path, width: int = 1280) -> list[Path]:
     """Write a PNG of the top of every page, C{width} pixels wide, into C{out}; return their paths."""
+    built, out = built.resolve(), out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for page in pages(built):
@@ -114,6 +115,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--screenshots", type=Path, help="write a PNG of each page here")
     parser.add_argument("--width", type=int, default=1280)
     args = parser.parse_args(argv)
+    args.built = args.built.resolve()  # Chromium is given file: URIs
     problems = literal_markdown(args.built)
     browser = find_browser()
     if browser is None:

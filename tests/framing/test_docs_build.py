@@ -96,3 +96,20 @@ class DocsBuildTests(SynchronousTestCase):
         status, output, html = build()
         self.assertEqual(status, 0, output)
         self.assertEqual(checkPages.clipped_code(browser, html), [])
+
+    def test_screenshots(self) -> None:
+        """check_pages.py writes a 1280-pixel-wide PNG of every page, given relative paths as dev.py docs does."""
+        requireSphinx()
+        checkPages = loadCheckPages()
+        browser = checkPages.find_browser()
+        if browser is None:
+            raise SkipTest("no Chromium on PATH (apt-get install chromium): no screenshots to check")
+        status, output, html = build()
+        self.assertEqual(status, 0, output)
+        out = Path(self.mktemp())
+        relative = Path(os.path.relpath(html))
+        written = checkPages.screenshots(browser, relative, out)
+        self.assertEqual(len(written), len(checkPages.pages(html)))
+        for png in written:
+            header = png.read_bytes()[:24]
+            self.assertEqual((header[:8], int.from_bytes(header[16:20], "big")), (b"\x89PNG\r\n\x1a\n", 1280), png)
