@@ -91,6 +91,28 @@ class SetupTests(SynchronousTestCase):
         self.assertEqual((self.purelib / self.dev.PLUGINS_PTH).read_text(), f"{self.dev.ROOT}\n")
 
 
+class AtherisTests(SynchronousTestCase):
+    """dev.py fuzz installs atheris only when .venv lacks it, quietly."""
+
+    def setUp(self) -> None:
+        self.dev = loadDev()
+        self.output = io.StringIO()
+        self.patch(sys, "stdout", self.output)
+
+    def test_installedWhenMissing(self) -> None:
+        """A failed import of atheris leads to one line and a quiet pip install of atheris."""
+        runner = FakeRunner(Path("unused"), failOn="import atheris")
+        self.dev.ensure_atheris(runner)
+        self.assertEqual(runner.commands[1][-1], "atheris")
+        self.assertEqual(self.output.getvalue(), "installing atheris into .venv for the fuzz targets ...\n")
+
+    def test_presentLeftAlone(self) -> None:
+        """With atheris importable nothing is installed and nothing printed."""
+        runner = FakeRunner(Path("unused"))
+        self.dev.ensure_atheris(runner)
+        self.assertEqual((len(runner.commands), self.output.getvalue()), (1, ""))
+
+
 class TwistFromVenvTests(SynchronousTestCase):
     """The installed project's twist plugins are found from any directory."""
 
