@@ -34,6 +34,7 @@ from framing.trace import TokenTracer
 from framing.wire import ABORT, ERROR, PING, PONG, PREAMBLE, encode_header
 
 from .coalescing import CoalescingTransport
+from .mismatch import diagnoseLoss
 
 _ABORT = encode_header(ABORT, 0)
 # ERROR bodies stay well under the default Limits.max_error_length (4 KiB),
@@ -147,6 +148,9 @@ class TokenProtocol(Protocol):
         if self.trace:
             self._startTracing(transport)
         transport.write(PREAMBLE)
+        # A loss before the peer's first byte is diagnosed (a TLS/plain mismatch: protocols.mismatch).
+        undiagnosed = self.connectionLost
+        self.connectionLost = lambda reason=connectionDone: undiagnosed(diagnoseLoss(self.decoder, reason))  # type: ignore[method-assign]
         Protocol.makeConnection(self, transport)  # type: ignore[no-untyped-call]
         self.flushAfterConnect()
 

@@ -435,7 +435,7 @@ class Broker(TokenProtocol):
         obj = entry[0]
         method = obj.remoteMethods.get(name)
         if method is None:
-            self._sendFailure(request_id, noSuchMethod(name))
+            self._sendFailure(request_id, noSuchMethod(name, obj.remoteMethods))
             return
         check = method.checkArguments
         if check is not None:

@@ -13,6 +13,8 @@ walk of the raised type's MRO; they run only on the failure path.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import Any
 
 from framing import ProtocolError, Violation
@@ -59,6 +61,16 @@ class NoSuchMethod(RemoteError):
 
     def __init__(self, message: str, remoteTraceback: str | None = None) -> None:
         super().__init__(NO_SUCH_METHOD, message, remoteTraceback)
+
+
+class WrongArguments(Violation):
+    """
+    A call gave a remote method arguments its signature cannot take: too
+    many or too few, or a keyword it does not have.  Refused before the
+    method runs; the caller sees a L{RemoteViolation} naming the method.
+    """
+
+    code = "wrong-arguments"
 
 
 class NoSuchObject(RemoteError):
@@ -235,9 +247,21 @@ def _isPair(details: Any) -> bool:
     return type(details) is tuple and len(details) == 2 and type(details[0]) is str and type(details[1]) is str
 
 
-def noSuchMethod(name: str) -> NoSuchMethod:
-    """The error for a call to C{name}, which is not a remote method of its target."""
-    return NoSuchMethod(f"{short_repr(name)} is not a remote method of this object")
+def noSuchMethod(name: object, methods: Iterable[str] = ()) -> NoSuchMethod:
+    """
+    The error for a call to C{name}, which is not a remote method of its
+    target: it suggests the closest of C{methods} (the target's remote
+    method names), or lists them when none is close.
+    """
+    message = f"{short_repr(name)} is not a remote method of this object"
+    names = sorted(methods)
+    close = difflib.get_close_matches(name, names, n=1) if isinstance(name, str) else []
+    if close:
+        message += f"; did you mean {close[0]!r}?"
+    elif names:
+        shown = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
+        message += f"; its remote methods are: {shown}"
+    return NoSuchMethod(message)
 
 
 def noSuchObject(target: int) -> NoSuchObject:

@@ -275,13 +275,15 @@ class ErrorTests(SynchronousTestCase):
         self.assertRaises(TypeError, register_error, int, "tests.int")
         register_error(NotFound, "tests.NotFound")  # the same registration again is fine
 
-    def test_wrongArgumentsAreTypeError(self) -> None:
-        """Calling with the wrong arguments fails with a RemoteError of type TypeError."""
+    def test_wrongArgumentsAreRefused(self) -> None:
+        """Calling with the wrong arguments is refused at dispatch as a RemoteViolation naming the method."""
         pair = RpcPair(Service())
         quiet(pair.server)
         answer = pair.root.callRemote("echo", 1, 2, 3)
         pair.flush()
-        self.assertEqual(self.failureResultOf(answer, RemoteError).value.remoteType, "TypeError")
+        error = self.failureResultOf(answer, RemoteViolation).value
+        self.assertEqual((error.code, error.where), ("wrong-arguments", "args"))
+        self.assertIn("echo(", error.message)
 
     def test_nonStringNameFailsAtOnce(self) -> None:
         """A method name that is not a str fails the call at once."""
