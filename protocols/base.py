@@ -86,6 +86,8 @@ class TokenProtocol(Protocol):
         the connection, or C{None}.
     @ivar objectsDecoded: top-level objects (and refusals) the decoder has
         completed so far, delivered or not.
+    @ivar controlBytesReceived: bytes of PING and PONG tokens received so
+        far: traffic that keeps a connection alive but is no progress.
     @ivar trace: log every token sent and received, one readable line each
         (see L{framing.trace}), through C{log} with the fields C{direction}
         (C{"sent"} or C{"received"}), C{peer}, C{token}, C{kind} and
@@ -121,6 +123,7 @@ class TokenProtocol(Protocol):
             self.trace = trace
         self.failure: Failure | None = None
         self.objectsDecoded = 0
+        self.controlBytesReceived = 0
         self._paused = False
         self._sendBacklogged = False
         self._inDataReceived = False
@@ -329,6 +332,8 @@ class TokenProtocol(Protocol):
         pongs = [encode_header(PONG, event.id) for event in events if isinstance(event, Ping)]
         answered = [event.id for event in events if not isinstance(event, Ping)]
         events.clear()
+        # A PING and its PONG have headers of the same length.
+        self.controlBytesReceived += sum(map(len, pongs)) + sum(len(encode_header(PONG, i)) for i in answered)
         if pongs:
             self.transport.writeSequence(pongs)
             self.transport.flush()

@@ -189,8 +189,11 @@ class Guarded(TokenProtocol):
         counted where bytes are decoded, not where they arrive: bytes held
         while reading is paused belong to no object yet.
         """
-        completed = self.objectsDecoded
+        completed, control = self.objectsDecoded, self.controlBytesReceived
         super()._decode(data)
+        # PINGs and PONGs between an object's tokens keep the connection
+        # alive; they are not progress of the object.
+        progress = len(data) - (self.controlBytesReceived - control)
         if self.failure is not None:
             return
         if self.decoder.at_boundary or self._guardReceived <= len(PREAMBLE):
@@ -202,9 +205,9 @@ class Guarded(TokenProtocol):
             # Objects ended in this read: the one in progress began after
             # them, in at most this read's bytes.
             self._guardObjectStart = None
-            self._guardObjectBytes = len(data)
+            self._guardObjectBytes = progress
         else:
-            self._guardObjectBytes += len(data)
+            self._guardObjectBytes += progress
         if self._guardObjectStart is None:
             self._guardObjectStart = self.guardClock.seconds()
             self._guardStallStarted()
