@@ -64,7 +64,8 @@ def compare(base: str, name: str, rounds: int, duration: float) -> list[dict[str
     measure = BENCHMARKS[name]
     with tempfile.TemporaryDirectory() as scratch:
         old = Path(scratch) / "base"
-        subprocess.run(["git", "worktree", "add", "--detach", str(old), base], cwd=ROOT, check=True, capture_output=True)
+        add = ["git", "worktree", "add", "--detach", str(old), base]
+        subprocess.run(add, cwd=ROOT, check=True, capture_output=True)
         try:
             runs: dict[str, list[dict[str, float]]] = {"base": [], "new": []}
             for index in range(rounds):
