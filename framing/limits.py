@@ -53,7 +53,9 @@ class Limits:
     @ivar send_low_water: reading resumes once the bytes waiting to be sent
         fall to this many.  1 MiB: far enough below the high-water mark that
         a connection near it does not flap between reading and not reading
-        on every message.
+        on every message.  (A connection raises either mark to its
+        transport's own buffer size, 64 KiB on Twisted's TCP, if it is below:
+        the transport reports a drain only past that size.)
     """
 
     max_header_length: int = 9

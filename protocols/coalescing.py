@@ -289,6 +289,8 @@ class CoalescingTransport:
         # Bytes handed to a transport that cannot count its queue, since it
         # last paused us (what it has not confirmed sending).
         self._unconfirmed = 0
+        # What the wrapped transport held when last asked (see flush).
+        self._lastQueued = 0
         directlyProvides(self, providedBy(transport))
         self.noDelay = setNoDelay(transport)
 
@@ -327,8 +329,11 @@ class CoalescingTransport:
         """
         if self._holds:
             high = self.sendHighWater
-            if high is not None and len(self.buffer) > high and not self.sendBacklogged:
-                self._checkBacklog()
+            if high is not None and not self.sendBacklogged:
+                # The wrapped transport's queue only shrinks during a hold,
+                # so its size at the last look bounds it: no need to ask.
+                if len(self.buffer) + self._queuedBytes + self._lastQueued > high:
+                    self._checkBacklog()
             return
         self.flushNow()
 
@@ -397,6 +402,7 @@ class CoalescingTransport:
         if _canSendNow(transport):
             blocks = _sendNow(transport, blocks)
             if not blocks:
+                self._lastQueued = 0
                 if self.sendBacklogged:
                     self._checkBacklog()
                 return
@@ -521,16 +527,16 @@ class CoalescingTransport:
     def setSendLimits(self, high: int | None, low: int = 0) -> None:
         """
         Stop reading while more than C{high} bytes wait to be sent, and start
-        again at C{low} (raised to the wrapped transport's own buffer size
-        if it is below it: see L{_ownBufferSize}); C{high} of C{None} turns
-        back-pressure off.
+        again at C{low}; C{high} of C{None} turns back-pressure off.  Both
+        marks are raised to the wrapped transport's own buffer size if they
+        are below it (see L{_ownBufferSize}).
 
         @raise ValueError: C{low} is above C{high}.
         """
         if high is not None and low > high:
             raise ValueError(f"the low-water mark {low} is above the high-water mark {high}")
-        self.sendHighWater = high
-        self.sendLowWater = max(low, min(_ownBufferSize(self.transport), high or 0))
+        self.sendLowWater = max(low, _ownBufferSize(self.transport))
+        self.sendHighWater = None if high is None else max(high, self.sendLowWater)
         self._updateGate()
         self._checkBacklog()
 
@@ -545,6 +551,7 @@ class CoalescingTransport:
         queued = _queuedIn(self.transport)
         if queued is None:
             queued = self._unconfirmed
+        self._lastQueued = queued
         return len(self.buffer) + self._queuedBytes + queued
 
     @property

@@ -6,11 +6,13 @@ from typing import Any
 
 from twisted.internet.abstract import FileDescriptor
 from twisted.internet.address import IPv4Address
+from twisted.internet.defer import gatherResults
+from twisted.internet.task import deferLater
 from twisted.internet.protocol import Protocol
 from twisted.internet.task import Clock
 from twisted.internet.testing import MemoryReactor
 from twisted.logger import Logger
-from twisted.trial.unittest import SynchronousTestCase
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from framing import Limits, dumps
 from framing.wire import PREAMBLE
@@ -21,9 +23,10 @@ from protocols.coalescing import _queuedIn
 from protocols.echo import EchoClient, EchoServer
 from protocols.guard import GuardPolicy, guard
 from protocols.rpc.endpoints import connectWith
-from protocols.testing import MemoryTransport, connectedPair
+from protocols.testing import MemoryTransport, connectedPair, loopbackTCP
 
 from .bulk.support import SlowConsumer, Store, payload
+from .helpers import TLSPair, pytestTest, trialTest
 
 KiB = 1024
 SMALL_MARKS = Limits(send_high_water=10 * KiB, send_low_water=4 * KiB)
@@ -170,11 +173,13 @@ class TransportMarkTests(SynchronousTestCase):
         self.assertIsNone(self.wrapped.producer)
         self.assertTrue(self.wrapped.disconnecting)
 
-    def test_lowWaterNotBelowTransportBuffer(self) -> None:
-        """The low-water mark is raised to the wrapped transport's buffer size, whose drain it reports."""
+    def test_marksNotBelowTransportBuffer(self) -> None:
+        """Both marks are raised to the wrapped transport's buffer size: it reports a drain only past it."""
         transport = CoalescingTransport(memoryTransport(bufferSize=64 * KiB))
         transport.setSendLimits(1024 * KiB, 16 * KiB)
-        self.assertEqual(transport.sendLowWater, 64 * KiB)
+        self.assertEqual((transport.sendHighWater, transport.sendLowWater), (1024 * KiB, 64 * KiB))
+        transport.setSendLimits(32 * KiB, 16 * KiB)
+        self.assertEqual((transport.sendHighWater, transport.sendLowWater), (64 * KiB, 64 * KiB))
 
     def test_marksChecked(self) -> None:
         """A low-water mark above the high-water mark is an error, in Limits and on the transport."""
@@ -406,3 +411,58 @@ class BulkTests(SynchronousTestCase):
         pair.flush()
         self.assertIsInstance(client.failure.value, FlowControlError)  # type: ignore[union-attr]
         self.failureResultOf(receiving, FlowControlError)
+
+
+class TLSTests(SynchronousTestCase):
+    """Over TLS the bytes the TLS layer passed on to the connection under it count as waiting."""
+
+    def test_tlsServerStopsReading(self) -> None:
+        """A TLS server stops reading for a peer that does not read, and every answer arrives once it does."""
+        server, client = Echo(SMALL_MARKS), Collector()
+        tls = TLSPair(server, client, buffering=False)
+        client.transport.pauseProducing()
+        for i in range(400):
+            client.sendObject([i, b"v" * 1000])
+        tls.flush()
+        # Marks below the 64 KiB the connection under TLS buffers are raised to it.
+        self.assertLess(server.answered, 100)
+        self.assertEqual(server.backlogs, [True])
+        client.transport.resumeProducing()
+        tls.flush()
+        self.assertEqual([item[0] for item in client.received], list(range(400)))
+
+
+async def overTCP(reactor: Any) -> None:
+    """Over loopback TCP a server stops reading for a client that does not read, then answers everything in order."""
+    high = 256 * KiB
+    server = Echo(Limits(send_high_water=high, send_low_water=64 * KiB))
+    client = EchoClient()
+    pair = await loopbackTCP(reactor, server, client)
+    try:
+        client.transport.pauseProducing()
+        answers = gatherResults([client.echo([i, b"x" * 8192]) for i in range(2000)])
+        for _ in range(100):
+            if server.transport.sendBacklogged:
+                break
+            await deferLater(reactor, 0.05)
+        await deferLater(reactor, 0.3)
+        assert server.transport.sendBacklogged
+        assert server.answered < 2000, server.answered
+        assert server.transport.pendingBytes <= high + 9000, server.transport.pendingBytes
+        client.transport.resumeProducing()
+        got = await answers
+        assert [item[0] for item in got] == list(range(2000))
+        assert server.answered == 2000
+        assert not server.transport.sendBacklogged
+    finally:
+        await pair.close()
+
+
+class SocketTests(TestCase):
+    """Back-pressure over real sockets (trial runs these; pytest runs the twins below)."""
+
+    timeout = 30
+    test_over_tcp = trialTest(overTCP)
+
+
+test_over_tcp = pytestTest(overTCP)
