@@ -7,9 +7,8 @@ from typing import Any
 from twisted.internet.abstract import FileDescriptor
 from twisted.internet.address import IPv4Address
 from twisted.internet.defer import gatherResults
-from twisted.internet.task import deferLater
 from twisted.internet.protocol import Protocol
-from twisted.internet.task import Clock
+from twisted.internet.task import Clock, deferLater
 from twisted.internet.testing import MemoryReactor
 from twisted.logger import Logger
 from twisted.trial.unittest import SynchronousTestCase, TestCase
