@@ -373,6 +373,10 @@ class TokenProtocol(Protocol):
 
     def _protocolFailed(self, error: ProtocolError) -> None:
         """Log C{error}, tell the peer, drop the connection, and report C{error} to connectionLost."""
+        # The traceback's frames would hold this protocol (and what it
+        # decoded) in a cycle; where in our code a peer's bytes broke the
+        # stream says nothing the code and message do not.
+        error.__traceback__ = None
         failure = Failure(error)  # type: ignore[no-untyped-call]
         self.failure = failure
         self._paused = True

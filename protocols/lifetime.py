@@ -19,9 +19,9 @@ def breakCycles(protocol: Any) -> None:
     the instance-level shadows of C{connectionLost} (set by
     C{_protocolFailed}) and C{dataReceived} (set by tracing), which are
     closures over the protocol; the transport's reading observer (a bound
-    method of the protocol); and the decoder's and encoder's state, whose
-    parts refer to each other (the scanner's sink is its decoder, and each
-    keeps tables of its own bound methods).
+    method of the protocol); and the decoder's and encoder's state, whose parts refer to each other (the
+    scanner's sink is its decoder, and each keeps tables of its own bound
+    methods).
     """
     shadows = vars(protocol)
     shadows.pop("connectionLost", None)
