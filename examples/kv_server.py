@@ -62,9 +62,10 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--trace", action="store_true", help="log every token sent and received, readably")
     args = parser.parse_args(argv)
     TokenProtocol.trace = args.trace
-    if args.log or args.trace:
-        observer: Any = textFileLogObserver(sys.stdout)
-        globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
+    # Without --log, logging still begins (to nothing): until it does, Twisted
+    # keeps the last 65,536 events, and each holds the connection it names.
+    observers: list[Any] = [textFileLogObserver(sys.stdout)] if args.log or args.trace else []
+    globalLogBeginner.beginLoggingTo(observers, redirectStandardIO=False)
     policy = policyFromArguments(args)
     callLimits = replace(rpc.SERVER_CALL_LIMITS, call_timeout=args.call_timeout)
     react(

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any
 
 from twisted.internet.defer import Deferred
+from twisted.internet.endpoints import serverFromString
+from twisted.internet.task import deferLater
 from twisted.logger import Logger, formatEvent
-from twisted.trial.unittest import SynchronousTestCase
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 from zope.interface import implementer
 
 from framing import Registry
 from framing.slicing.interfaces import ISlicer
 from framing.slicing.registry import DEFAULT_REGISTRY
+from protocols.guard import GuardedFactory, GuardPolicy
 from protocols.kv import KeyValueStore, WatchLimits
-from protocols.rpc import SERVER_CALL_LIMITS, Referenceable, RemoteViolation, remote
+from protocols.rpc import SERVER_CALL_LIMITS, Referenceable, RemoteViolation, connect, remote, serverFactory
 from protocols.rpc.refs import REF_OPEN_TYPE
 
+from ..helpers import pytestTest, trialTest
 from .services import RpcPair
 
 
@@ -181,3 +187,54 @@ class StoreTests(SynchronousTestCase):
         self.assertEqual(self.store.watchers, {})
         self.assertEqual(pair.server.pendingCount, 0)
         self.assertTrue(pair.server.isConnected())
+
+
+# -- over loopback TCP: one body, run by trial and by pytest-twisted ------------------------
+
+
+async def floodThenLeave(reactor: Any) -> None:
+    """
+    A client that watches 50 keys and then floods ill-typed calls is dropped
+    with too-many-refusals; its watches are forgotten, and the server's
+    broker, transport and decoder for it are freed without a garbage
+    collection.
+    """
+    store = KeyValueStore()
+    factory = GuardedFactory(serverFactory(store, clock=reactor), GuardPolicy(), reactor)
+    port = await serverFromString(reactor, "tcp:0:interface=127.0.0.1").listen(factory)
+    gc.collect()
+    gc.disable()
+    try:
+        root = await connect(reactor, f"tcp:host=127.0.0.1:port={port.getHost().port}")
+        watcher = Watcher()
+        for n in range(50):
+            await root.callRemote("watch", f"key-{n}", watcher)
+        (server,) = factory.brokers
+        # Not the global log: until logging begins, Twisted keeps the last
+        # 65,536 events, each naming its source, which would keep the broker.
+        server.log = Logger(observer=lambda event: None)
+        lost = server.whenDisconnected()
+        refs = [weakref.ref(server), weakref.ref(server.transport), weakref.ref(server.decoder)]
+        del server
+        flood = [root.callRemote("get", 1) for _ in range(1100)]
+        reason = await lost
+        assert "more than 1000 refusals" in str(reason), reason
+        for call in flood:
+            call.addErrback(lambda failure: None)
+        await root.broker.whenDisconnected()
+        await deferLater(reactor, 0.05)  # the reactor's own references to the closed socket go
+        assert store.watchers == {} and store._watching == {}
+        assert [ref() for ref in refs] == [None, None, None], [ref() for ref in refs]
+    finally:
+        gc.enable()
+        await port.stopListening()
+
+
+class KeyValueOverTCPTests(TestCase):
+    """The kv store over loopback TCP (trial runs these; pytest runs the twin below)."""
+
+    timeout = 30
+    test_flood_then_leave = trialTest(floodThenLeave)
+
+
+test_flood_then_leave = pytestTest(floodThenLeave)
