@@ -9,7 +9,10 @@ L{TokenProtocol.sendObject} is one write on the transport, except that the
 objects sent while one read is being handled share one write (each whole);
 a streamed body is one write per chunk plus one for its end.  While the application has paused
 reading, received bytes are held undecoded, never more than
-C{Limits.max_buffered_bytes} of them.  Per-object cost is O(1).
+C{Limits.max_buffered_bytes} of them.  Reading also stops while more than
+C{Limits.send_high_water} bytes wait to be sent to a peer that does not read
+them (L{TokenProtocol.sendBackPressure}), so what a server holds for one
+peer is bounded by what that peer reads.  Per-object cost is O(1).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from framing.wire import ABORT, ERROR, PING, PONG, PREAMBLE, encode_header
 from .coalescing import CoalescingTransport
 from .lifetime import breakCycles
 from .logs import LogPolicy, RefusalLog, TooManyRefusals, escape
+from .mismatch import diagnoseLoss
 
 _ABORT = encode_header(ABORT, 0)
 # ERROR bodies stay well under the default Limits.max_error_length (4 KiB),
@@ -84,6 +88,10 @@ class TokenProtocol(Protocol):
         the connection, or C{None}.
     @cvar logPolicy: the L{LogPolicy}: how many refusals and failures of one
         connection are logged in full, and how many refusals drop it.
+    @ivar objectsDecoded: top-level objects (and refusals) the decoder has
+        completed so far, delivered or not.
+    @ivar controlBytesReceived: bytes of PING and PONG tokens received so
+        far: traffic that keeps a connection alive but is no progress.
     @ivar trace: log every token sent and received, one readable line each
         (see L{framing.trace}), through C{log} with the fields C{direction}
         (C{"sent"} or C{"received"}), C{peer}, C{token}, C{kind} and
@@ -91,6 +99,14 @@ class TokenProtocol(Protocol):
         constructor's C{trace} argument, on a subclass, or on
         C{TokenProtocol} itself to trace every connection in the process
         (what the examples' C{--trace} does).  Read when the connection is made.
+    @cvar sendBackPressure: whether this connection stops reading while more
+        than C{Limits.send_high_water} bytes wait to be sent to its peer,
+        and starts again at C{Limits.send_low_water}.  On by default: what a
+        server sends is caused by what it reads.  The client helpers
+        (C{rpc.connect}, C{bulk.connect}, L{protocols.echo.EchoClient}) turn
+        it off: what a client sends comes from its own application, which
+        reading less would not slow, and two ends that both stop reading
+        while their sends wait could wait for each other for ever.
     """
 
     log = Logger()
@@ -98,6 +114,7 @@ class TokenProtocol(Protocol):
     limits: Limits | None = None
     registry: Registry | None = None
     trace: bool = False
+    sendBackPressure: bool = True
     transport: Any
 
     def __init__(
@@ -110,7 +127,10 @@ class TokenProtocol(Protocol):
         if trace is not None:
             self.trace = trace
         self.failure: Failure | None = None
+        self.objectsDecoded = 0
+        self.controlBytesReceived = 0
         self._paused = False
+        self._sendBacklogged = False
         self._inDataReceived = False
         self._held: deque[bytes] = deque()
         self._heldBytes = 0
@@ -130,10 +150,16 @@ class TokenProtocol(Protocol):
             transport = CoalescingTransport(transport)
         transport.readingObserver = self._readingChanged
         self.decoder = Decoder(self.limits, self.registry)
+        if self.sendBackPressure:
+            limits = self.decoder.limits
+            transport.setSendLimits(limits.send_high_water, limits.send_low_water)
         self.encoder = Encoder(self.registry)
         if self.trace:
             self._startTracing(transport)
         transport.write(PREAMBLE)
+        # A loss before the peer's first byte is diagnosed (a TLS/plain mismatch: protocols.mismatch).
+        undiagnosed = self.connectionLost
+        self.connectionLost = lambda reason=connectionDone: undiagnosed(diagnoseLoss(self.decoder, reason))  # type: ignore[method-assign]
         Protocol.makeConnection(self, transport)  # type: ignore[no-untyped-call]
         self.flushAfterConnect()
 
@@ -208,6 +234,20 @@ class TokenProtocol(Protocol):
         Called when the peer answers L{sendPing} C{pingId} (an id below
         L{RESERVED_PING_IDS}).  Override this.
         """
+
+    def sendBacklogChanged(self, backlogged: bool) -> None:
+        """
+        Called when reading stops because more than C{Limits.send_high_water}
+        bytes wait to be sent to the peer (C{backlogged} true), and when it
+        starts again at C{Limits.send_low_water}.  By default this is logged
+        at debug level.  Override it to watch for peers that do not read.
+        """
+        self.log.debug(
+            "{what} reading from {peer}: {pending} bytes wait to be sent",
+            what="Stopped" if backlogged else "Resumed",
+            peer=self._peer(),
+            pending=self.transport.pendingBytes,
+        )
 
     def _reservedPongReceived(self, pingId: int) -> None:
         """Called when the peer answers a PING with an id of L{RESERVED_PING_IDS} or more: chunkwire's own."""
@@ -295,6 +335,7 @@ class TokenProtocol(Protocol):
             self._dispatch(getattr(error, "results", ()))
             self._protocolFailed(error)
             return
+        self.objectsDecoded += len(results)
         if decoder.control_events:
             self._controlEvents()
         for index, obj in enumerate(results):
@@ -318,6 +359,8 @@ class TokenProtocol(Protocol):
         pongs = [encode_header(PONG, event.id) for event in events if isinstance(event, Ping)]
         answered = [event.id for event in events if not isinstance(event, Ping)]
         events.clear()
+        # A PING and its PONG have headers of the same length.
+        self.controlBytesReceived += sum(map(len, pongs)) + sum(len(encode_header(PONG, i)) for i in answered)
         if pongs:
             self.transport.writeSequence(pongs)
             self.transport.flush()
@@ -347,6 +390,10 @@ class TokenProtocol(Protocol):
 
     def _readingChanged(self, paused: bool) -> None:
         self._paused = paused
+        backlogged = self.transport.sendBacklogged
+        if backlogged != self._sendBacklogged:
+            self._sendBacklogged = backlogged
+            self.sendBacklogChanged(backlogged)
         if not paused and not self._inDataReceived:
             self._catchUp()
 

@@ -551,6 +551,7 @@ class BulkBrokerFactory(BrokerFactory):
             options=self.options,
         )
         broker.factory = self
+        broker.sendBackPressure = self.sendBackPressure
         return broker
 
 

@@ -43,6 +43,7 @@ from .errors import (
     RemoteViolation,
     TooManyPendingCalls,
     TooManyReferences,
+    UnexpectedAnswer,
     register_error,
 )
 from .limits import CLIENT_CALL_LIMITS, SERVER_CALL_LIMITS, CallLimits
@@ -57,6 +58,7 @@ __all__ = [
     "CallLimits",
     "CallTimedOut",
     "DeadReferenceError",
+    "UnexpectedAnswer",
     "NoSuchMethod",
     "NoSuchObject",
     "ReconnectingClient",

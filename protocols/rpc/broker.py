@@ -6,8 +6,11 @@ flight live in a dict keyed by request id, so sending, answering, failing and
 cancelling a call are O(1) whatever is in flight and however old the
 connection is, and answers may come in any order.  A call either gets its
 answer or errbacks: when the connection is lost every pending call errbacks
-at once with the reason; an answer to an id that is not pending (cancelled,
-or a confused peer) is ignored and logged at debug level.  Calls from the
+at once with the reason.  An answer to a call this side gave up on
+(cancelled) is ignored and logged at debug level; one answer per such call
+is expected, and any other answer to an id that is not pending (a call never
+made, or answered twice) drops the connection with L{UnexpectedAnswer}, so a
+peer cannot flood this side with answers it never asked for.  Calls from the
 peer still running here when the connection is lost are left to finish (they
 may have side effects half done); their answers are dropped.
 
@@ -51,6 +54,7 @@ from .errors import (
     DeadReferenceError,
     TooManyPendingCalls,
     TooManyReferences,
+    UnexpectedAnswer,
     clipTraceback,
     describe,
     noSuchMethod,
@@ -159,6 +163,9 @@ class Broker(TokenProtocol):
         self._up = False
         self._lost: Failure | None = None
         self._requestIds = itertools.count(1)
+        self._lastRequestId = 0
+        # Answers still expected for calls given up on: one per cancelled call.
+        self._lateAnswers = 0
         self._exportCounter = itertools.count(ROOT_ID + 1)
         self._pending: dict[int, _Call] = {}
         self._running: dict[int, Deferred[Any]] = {}
@@ -340,7 +347,7 @@ class Broker(TokenProtocol):
         if limits.max_pending is not None and len(self._pending) >= limits.max_pending:
             waiting = len(self._pending)
             return fail(TooManyPendingCalls(f"cannot call {name!r}: {waiting} calls already wait for answers"))
-        request_id = next(self._requestIds)
+        request_id = self._lastRequestId = next(self._requestIds)
         call = _Call(self._cancelCall, request_id)
         # Pending before sending: a synchronous transport may answer at once.
         self._pending[request_id] = call
@@ -361,6 +368,7 @@ class Broker(TokenProtocol):
         call.timer = None
         seconds = self.callLimits.call_timeout or 0.0
         if self._up and self.failure is None:
+            self._lateAnswers += 1  # given up on, as if cancelled: its answer may still come, once
             self._send(Message((CANCEL, request_id)))
         call.errback(CallTimedOut(name, seconds))
 
@@ -371,6 +379,7 @@ class Broker(TokenProtocol):
             if call.timer is not None:  # type: ignore[attr-defined]
                 call.timer.cancel()  # type: ignore[attr-defined]
                 call.timer = None  # type: ignore[attr-defined]
+            self._lateAnswers += 1
             self._send(Message((CANCEL, request_id)))
 
     def _send(self, message: Message) -> None:
@@ -445,18 +454,30 @@ class Broker(TokenProtocol):
     def _answered(self, request_id: int, what: str) -> _Call | None:
         """
         The pending call C{request_id}, now answered (forgotten, its timer
-        stopped); C{None}, logged within the rate, if it is not pending
-        (cancelled, timed out, or a confused peer): a late answer is ignored.
+        stopped); C{None} if it is not pending (see L{_notPending}).
         """
         call = self._pending.pop(request_id, None)
         if call is None:
-            template = "{peer}: ignoring {what} to call {id}, not pending"
-            self.logFailure("not-pending", template, LogLevel.debug, what=what, id=request_id)
+            self._notPending(request_id, what)
             return None
         if call.timer is not None:
             call.timer.cancel()
             call.timer = None
         return call
+
+    def _notPending(self, request_id: int, what: str) -> None:
+        """
+        The peer answered C{request_id}, which is not pending: expected once
+        per cancelled or timed-out call (ignored, logged at debug level within
+        the log rate); otherwise a call never made or answered twice.
+        """
+        if self._lateAnswers and 0 < request_id <= self._lastRequestId:
+            self._lateAnswers -= 1
+            template = "{peer}: ignoring {what} to request {id}, which is not pending: it was cancelled or timed out"
+            self.logFailure("not-pending", template, LogLevel.debug, what=what, id=request_id)
+            return
+        made = "was answered already" if 0 < request_id <= self._lastRequestId else "was never made"
+        self._protocolFailed(UnexpectedAnswer(f"{what} to request {request_id}, which {made}"))
 
     def _cancelReceived(self, message: Message) -> None:
         running = self._running.pop(message[1], None)
@@ -487,7 +508,7 @@ class Broker(TokenProtocol):
         obj = entry[0]
         method = obj.remoteMethods.get(name)
         if method is None:
-            self._refuseCall(request_id, noSuchMethod(name), "no-such-method")
+            self._refuseCall(request_id, noSuchMethod(name, obj.remoteMethods), "no-such-method")
             return
         check = method.checkArguments
         if check is not None:
@@ -679,7 +700,12 @@ class BrokerFactory(Factory):
     keeps track of the connected ones.
 
     @ivar brokers: the brokers whose connection is up.
+    @ivar sendBackPressure: passed to each broker (see
+        L{TokenProtocol.sendBackPressure}): on for servers, off for the
+        client helpers, which set it.
     """
+
+    sendBackPressure = True
 
     def __init__(
         self,
@@ -711,6 +737,7 @@ class BrokerFactory(Factory):
             callLimits=self.callLimits,
         )
         broker.factory = self
+        broker.sendBackPressure = self.sendBackPressure
         return broker
 
     def brokerConnected(self, broker: Broker) -> None:

@@ -96,7 +96,12 @@ def listenWith(reactor: Any, description: str, factory: BrokerFactory) -> Deferr
 
 
 def connectWith(reactor: Any, description: str, factory: BrokerFactory) -> Deferred[RemoteReference]:
-    """Connect to the client endpoint C{description} with a factory of brokers; fire with the peer's root."""
+    """
+    Connect to the client endpoint C{description} with a factory of brokers;
+    fire with the peer's root.  The client's brokers keep reading however
+    much waits to be sent (see L{Broker.sendBackPressure}).
+    """
+    factory.sendBackPressure = False
     endpoint = clientFromString(reactor, description)  # type: ignore[no-untyped-call]
     connected: Deferred[Broker] = endpoint.connect(factory)
     return connected.addCallback(_root)
@@ -173,6 +178,7 @@ class ReconnectingClient:
         self._reactor = reactor
         self._broker: Any = None
         factory = BrokerFactory(root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits)
+        factory.sendBackPressure = False  # a client: see connectWith
         endpoint = clientFromString(reactor, description)  # type: ignore[no-untyped-call]
         self.service = ClientService(
             endpoint,

@@ -14,9 +14,11 @@ walk of the raised type's MRO; they run only on the failure path.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import Any
 
-from framing import Violation
+from framing import ProtocolError, Violation
 from framing.errors import short_repr
 
 VIOLATION = "Violation"
@@ -62,6 +64,16 @@ class NoSuchMethod(RemoteError):
         super().__init__(NO_SUCH_METHOD, message, remoteTraceback)
 
 
+class WrongArguments(Violation):
+    """
+    A call gave a remote method arguments its signature cannot take: too
+    many or too few, or a keyword it does not have.  Refused before the
+    method runs; the caller sees a L{RemoteViolation} naming the method.
+    """
+
+    code = "wrong-arguments"
+
+
 class NoSuchObject(RemoteError):
     """The target is not (or no longer) exported by the other side."""
 
@@ -89,6 +101,16 @@ class RemoteViolation(RemoteError):
     def __str__(self) -> str:
         where = f" (at {self.where})" if self.where else ""
         return f"{VIOLATION}: {self.code}: {self.message}{where}"
+
+
+class UnexpectedAnswer(ProtocolError):
+    """
+    The peer answered a call this side never made, or answered one call
+    twice: a confused or hostile peer, whose answers cannot be matched to
+    calls any more, so the connection is dropped.
+    """
+
+    code = "unexpected-answer"
 
 
 class DeadReferenceError(Exception):
@@ -255,9 +277,21 @@ def _isPair(details: Any) -> bool:
     return type(details) is tuple and len(details) == 2 and type(details[0]) is str and type(details[1]) is str
 
 
-def noSuchMethod(name: str) -> NoSuchMethod:
-    """The error for a call to C{name}, which is not a remote method of its target."""
-    return NoSuchMethod(f"{short_repr(name)} is not a remote method of this object")
+def noSuchMethod(name: object, methods: Iterable[str] = ()) -> NoSuchMethod:
+    """
+    The error for a call to C{name}, which is not a remote method of its
+    target: it suggests the closest of C{methods} (the target's remote
+    method names), or lists them when none is close.
+    """
+    message = f"{short_repr(name)} is not a remote method of this object"
+    names = sorted(methods)
+    close = difflib.get_close_matches(name, names, n=1) if isinstance(name, str) else []
+    if close:
+        message += f"; did you mean {close[0]!r}?"
+    elif names:
+        shown = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
+        message += f"; its remote methods are: {shown}"
+    return NoSuchMethod(message)
 
 
 def noSuchObject(target: int) -> NoSuchObject:

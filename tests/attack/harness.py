@@ -41,6 +41,7 @@ MIN_RATE = 1024.0
 MAX_CONNECTIONS = 400
 MAX_PER_PEER = 200
 MAX_OBJECT_BYTES = 4 * 1024 * 1024
+SEND_STALL_TIMEOUT = 4.0
 SERVER_OPTIONS = [
     f"--preamble-timeout={PREAMBLE_TIMEOUT}",
     f"--stall-timeout={STALL_TIMEOUT}",
@@ -51,6 +52,7 @@ SERVER_OPTIONS = [
     f"--max-connections={MAX_CONNECTIONS}",
     f"--max-per-peer={MAX_PER_PEER}",
     f"--max-object-bytes={MAX_OBJECT_BYTES}",
+    f"--send-stall-timeout={SEND_STALL_TIMEOUT}",
 ]
 """Guard settings tightened so that each attack is decided in seconds."""
 
