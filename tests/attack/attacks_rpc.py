@@ -23,11 +23,11 @@ from zope.interface import implementer
 from framing import Decoder, Encoder, ProtocolError, Registry
 from framing.slicing.interfaces import ISlicer
 from framing.slicing.registry import DEFAULT_REGISTRY
-from framing.wire import ERROR, PREAMBLE, SIMPLE, encode_header
+from framing.wire import CLOSE, ERROR, OPEN, PREAMBLE, SIMPLE, encode_header
 from protocols.rpc.refs import REF_OPEN_TYPE
 from protocols.rpc.wire import CALL, FAIL, OPEN_TYPE, Message, MessageSlicer, MessageUnslicer
 
-from .attacks import _connect, _readUntilClosed
+from .attacks import _blast, _connect, _readUntilClosed
 
 ROOT = 0
 WATCH_BURST = 2_000
@@ -197,6 +197,17 @@ def errorInjection(port: int, budget: float) -> dict[str, Any]:
     return result
 
 
+def heldUntilCollected(port: int, budget: float) -> dict[str, Any]:
+    """
+    One open list of 700,000 empty lists (4.2 MB on the wire, about 45 MB
+    once built), past the harness's 4 MiB per object: the connection is
+    dropped, and the half-built object must be freed at once, not when a
+    garbage collection happens to run (the issue's 1,045 MiB held).
+    """
+    opener = encode_header(OPEN, 4) + b"list"
+    return _blast(port, budget, PREAMBLE + opener + (opener + encode_header(CLOSE, 0)) * 700_000)
+
+
 RPC_ATTACKS: dict[str, tuple[Callable[[int, float], dict[str, Any]], str, tuple[str, ...]]] = {
     "forged-watchers": (forgedWatchers, "too-many-refusals", ("kv",)),
     "silent-watchers": (silentWatchers, "call-timeout", ("kv",)),
@@ -204,5 +215,6 @@ RPC_ATTACKS: dict[str, tuple[Callable[[int, float], dict[str, Any]], str, tuple[
     "log-flood-kv": (illTypedGets, "too-many-refusals", ("kv",)),
     "log-flood-echo": (reservedSimple, "too-many-refusals", ("echo",)),
     "error-injection": (errorInjection, "peer-error", ("kv", "echo")),
+    "held-until-collected": (heldUntilCollected, "object-too-large", ("kv", "echo")),
 }
 """Each attack, the code the server must log, and the servers it is run against."""
