@@ -14,8 +14,14 @@ dropped in time with the logged code, honest calls all succeed, p99 within
 L{P99_RATIO} of idle, peak RSS growth within L{RSS_BOUND}.  Every other case
 (issue 13's) must in addition keep peak RSS within L{ISSUE13_RSS_BOUND} of
 idle, and once the attacker has left bring fds and threads back to their
-idle counts and RSS back within L{RSS_AFTER_MARGIN} of idle.  An attack
-entry is C{(function, code)} or C{(function, code, server kinds)}.
+idle counts and RSS back within L{RSS_AFTER_MARGIN} of idle.  The RSS
+rule after the attack is judged only when a case runs alone: when several
+run at once their allocations interleave, and CPython's allocator cannot
+give back an arena that holds objects of two cases (with all of them at
+once, RSS stayed 15 to 24 MiB above idle although every connection and its
+objects were gone: fds and threads were back, and each case alone comes
+back within the margin).  An attack entry is C{(function, code)} or
+C{(function, code, server kinds)}.
 """
 
 from __future__ import annotations
@@ -289,7 +295,10 @@ def runCase(server: ExampleServer, names: list[str], base: dict[str, Any], durat
     left = settled(server, idle)
     log = server.logSince(offset)
     usage = {"idle": idle, "peak": peak, "left": left}
-    return [_row(server, name, seen[name], log, base, result, before, after, attack_seconds, usage) for name in names]
+    alone = len(names) == 1
+    return [
+        _row(server, name, seen[name], log, base, result, before, after, attack_seconds, usage, alone) for name in names
+    ]
 
 
 def _row(
@@ -303,6 +312,7 @@ def _row(
     after: dict[str, int],
     attack_seconds: float,
     usage: dict[str, dict[str, float]],
+    alone: bool,
 ) -> dict[str, Any]:
     code = ATTACKS[name][1]
     ratio = max(result["p99"], P99_FLOOR) / max(base["p99"], P99_FLOOR)
@@ -334,7 +344,7 @@ def _row(
     }
     failures = _verdicts(name, row, seen, server.kind, limit, ratio, result)
     if name not in ORIGINAL_CASES:
-        failures.extend(_issue13Verdicts(row, seen, log, after, before))
+        failures.extend(_issue13Verdicts(row, seen, log, after, before, alone))
     row["failures"] = failures
     return row
 
@@ -368,7 +378,7 @@ def _verdicts(
 
 
 def _issue13Verdicts(
-    row: dict[str, Any], seen: dict[str, Any], log: str, after: dict[str, int], before: dict[str, int]
+    row: dict[str, Any], seen: dict[str, Any], log: str, after: dict[str, int], before: dict[str, int], alone: bool
 ) -> list[str]:
     """Issue 13's extra rules: peak RSS within 64 MiB of idle; fds, threads and RSS back once the attacker left."""
     failures = []
@@ -377,7 +387,7 @@ def _issue13Verdicts(
         peak_rss = max(peak_rss, after["VmHWM"])
     if peak_rss - idle_rss > ISSUE13_RSS_BOUND:
         failures.append(f"RSS rose {(peak_rss - idle_rss) / 2**20:.0f} MiB above idle")
-    if left_rss - idle_rss > RSS_AFTER_MARGIN:
+    if alone and left_rss - idle_rss > RSS_AFTER_MARGIN:
         failures.append(f"RSS stayed {(left_rss - idle_rss) / 2**20:.0f} MiB above idle after the attack")
     if row["fds"][2] > row["fds"][0]:
         failures.append(f"fds {row['fds'][0]} idle, {row['fds'][2]} after")
