@@ -7,12 +7,23 @@ cancelling a call are O(1) whatever is in flight and however old the
 connection is, and answers may come in any order.  A call either gets its
 answer or errbacks: when the connection is lost every pending call errbacks
 at once with the reason.  An answer to a call this side gave up on
-(cancelled) is ignored and logged at debug level; one answer per such call
+(cancelled, or timed out) is ignored and logged at debug level; one answer per such call
 is expected, and any other answer to an id that is not pending (a call never
 made, or answered twice) drops the connection with L{UnexpectedAnswer}, so a
 peer cannot flood this side with answers it never asked for.  Calls from the
 peer still running here when the connection is lost are left to finish (they
 may have side effects half done); their answers are dropped.
+
+Limits (L{CallLimits}): at most C{max_pending} calls wait on the peer
+(C{callRemote} past it fails at once with L{TooManyPendingCalls}), at most
+C{max_imports} of the peer's references are held (a message past it is
+refused), and with C{call_timeout} each call has a timer, stopped when it is
+answered.  Refusals (a call refused, to an unknown object or method, or by
+a method raising a L{framing.Violation}) and failures are logged through
+L{TokenProtocol.logRefusal} and L{TokenProtocol.logFailure}: at a bounded
+rate, peer text escaped, and a connection refused too often dropped.  On
+connection loss the broker drops its bound methods and its registry (whose
+slicers refer to it), so it is freed without a garbage collection.
 
 References: an exported object lives in C{exports} (id to C{[object,
 count]}), counting how many times its id was sent.  The receiving side
