@@ -23,7 +23,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.protocol import Protocol, connectionDone
-from twisted.logger import Logger
+from twisted.logger import Logger, LogLevel
 from twisted.python.failure import Failure
 from zope.interface import directlyProvides, providedBy
 
@@ -34,6 +34,8 @@ from framing.trace import TokenTracer
 from framing.wire import ABORT, ERROR, PING, PONG, PREAMBLE, encode_header
 
 from .coalescing import CoalescingTransport
+from .lifetime import breakCycles
+from .logs import LogPolicy, RefusalLog, TooManyRefusals, escape
 from .mismatch import diagnoseLoss
 
 _ABORT = encode_header(ABORT, 0)
@@ -84,6 +86,8 @@ class TokenProtocol(Protocol):
     @ivar encoder: this connection's L{Encoder}.
     @ivar failure: the L{Failure} wrapping the L{ProtocolError} that dropped
         the connection, or C{None}.
+    @cvar logPolicy: the L{LogPolicy}: how many refusals and failures of one
+        connection are logged in full, and how many refusals drop it.
     @ivar objectsDecoded: top-level objects (and refusals) the decoder has
         completed so far, delivered or not.
     @ivar controlBytesReceived: bytes of PING and PONG tokens received so
@@ -106,6 +110,7 @@ class TokenProtocol(Protocol):
     """
 
     log = Logger()
+    logPolicy: LogPolicy = LogPolicy()
     limits: Limits | None = None
     registry: Registry | None = None
     trace: bool = False
@@ -130,6 +135,7 @@ class TokenProtocol(Protocol):
         self._held: deque[bytes] = deque()
         self._heldBytes = 0
         self._backlog: deque[Any] = deque()
+        self._refusals: RefusalLog | None = None
 
     # -- connection setup --------------------------------------------------
 
@@ -193,14 +199,35 @@ class TokenProtocol(Protocol):
         """
         Called, in stream order, for each object the decoder refused (too
         big, unknown type, ...).  The connection stays up.  By default the
-        refusal is logged.
+        refusal is passed to L{logRefusal}.
         """
-        self.log.info(
-            "Refused an object from {peer}: {code}: {violation}",
-            peer=self._peer(),
-            code=violation.code,
-            violation=str(violation),
-        )
+        self.logRefusal(violation.code, str(violation))
+
+    def logRefusal(self, code: str, text: str, template: str | None = None, **fields: Any) -> None:
+        """
+        Log that something the peer sent was refused (C{text} is escaped),
+        within L{logPolicy}'s rate; drop the connection with
+        C{too-many-refusals} once the peer passes the policy's refusals per
+        interval.  C{template} and C{fields} replace the default line.
+        """
+        if self.failure is not None:
+            return
+        refusals = self._refusalLog()
+        if refusals.refusal(self.log, self._peer(), code, text, template, **fields):
+            policy = refusals.policy
+            self._protocolFailed(
+                TooManyRefusals(f"more than {policy.max_refusals} refusals within {policy.interval:g} s")
+            )
+
+    def logFailure(self, kind: str, template: str, level: LogLevel = LogLevel.info, **fields: Any) -> None:
+        """Log a failure on this connection (fields escaped by the caller) within L{logPolicy}'s rate."""
+        self._refusalLog().failure(self.log, self._peer(), kind, template, level, **fields)
+
+    def _refusalLog(self) -> RefusalLog:
+        refusals = self._refusals
+        if refusals is None:
+            refusals = self._refusals = RefusalLog(self.logPolicy)
+        return refusals
 
     def pongReceived(self, pingId: int) -> None:
         """
@@ -393,6 +420,10 @@ class TokenProtocol(Protocol):
 
     def _protocolFailed(self, error: ProtocolError) -> None:
         """Log C{error}, tell the peer, drop the connection, and report C{error} to connectionLost."""
+        # The traceback's frames would hold this protocol (and what it
+        # decoded) in a cycle; where in our code a peer's bytes broke the
+        # stream says nothing the code and message do not.
+        error.__traceback__ = None
         failure = Failure(error)  # type: ignore[no-untyped-call]
         self.failure = failure
         self._paused = True
@@ -403,7 +434,7 @@ class TokenProtocol(Protocol):
             "Dropping connection from {peer}: {code}: {error}",
             peer=self._peer(),
             code=error.code,
-            error=str(error),
+            error=escape(error),
         )
         # connectionLost is called by the wrapped transport, with its own
         # reason; so that any override sees this error instead, shadow it on
@@ -426,6 +457,9 @@ class TokenProtocol(Protocol):
         transport = self.transport
         if isinstance(transport, CoalescingTransport):
             transport.connectionClosed(reason)
+        if self._refusals is not None:
+            self._refusals.close(self.log, self._peer())
+        breakCycles(self)
 
     def _peer(self) -> str:
         try:

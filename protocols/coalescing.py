@@ -30,6 +30,7 @@ attribute reads, and only for writes the socket did not take at once.
 
 from __future__ import annotations
 
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -210,16 +211,24 @@ class _Gate:
     """
 
     def __init__(self, owner: CoalescingTransport) -> None:
-        self._owner = owner
+        # Weak: the owner holds its gate, and a strong reference back would
+        # make every connection a cycle that only the garbage collector frees.
+        self._owner = weakref.ref(owner)
 
     def pauseProducing(self) -> None:
-        self._owner._writingPaused()
+        owner = self._owner()
+        if owner is not None:
+            owner._writingPaused()
 
     def resumeProducing(self) -> None:
-        self._owner._writingResumed()
+        owner = self._owner()
+        if owner is not None:
+            owner._writingResumed()
 
     def stopProducing(self) -> None:
-        self._owner._writingStopped()
+        owner = self._owner()
+        if owner is not None:
+            owner._writingStopped()
 
 
 @implementer(ITransport, IConsumer, IPushProducer)

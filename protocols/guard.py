@@ -17,7 +17,8 @@ L{GuardError}, when
     seconds and the peer took none of them (a slow reader that takes some
     is not stalled; a bulk stream waiting for credit has nothing waiting);
   - C{max_connections} connections of its factory, or C{max_per_peer} from
-    the same IP address, are already up (the new one is dropped at once).
+    the same IP address, are already up (the new one is dropped at once);
+    see L{GuardPolicy} for the defaults and their trade-off.
 
 Cost: each received chunk stores a time stamp and adds a length; each
 connection has at most one pending timer, rescheduled only when it fires, so
@@ -66,9 +67,21 @@ class GuardPolicy:
     @ivar keepalive_timeout: seconds after that PING for any byte to arrive.
         10 s.
     @ivar idle_timeout: seconds without a completed object.  15 min.
-    @ivar max_connections: most connections up at once per factory.  1000.
-    @ivar max_per_peer: most connections up at once from one IP address, so
-        that one host flooding the server leaves room for the others.  100.
+    @ivar max_connections: most connections up at once per factory.  1000:
+        below the usual limit of 1,024 file descriptors per process, so the
+        guard refuses with a logged reason before C{accept} fails for want
+        of a descriptor.
+    @ivar max_per_peer: most connections up at once from one IP address.
+        20, so that filling C{max_connections} takes 50 addresses, not the
+        10 it took with 100 per address (1,000 connections from 10 loopback
+        addresses left no room for anyone else).  The trade-off: many
+        honest clients behind one address (a NAT, a proxy, a busy worker
+        host) share those 20, so raise it for such deployments, and raise
+        C{max_connections} with it (and the process's descriptor limit) to
+        keep the ratio.  Per-address caps slow a flood from many addresses
+        but do not stop one: an attacker with an IPv6 prefix has addresses
+        to spare; the idle and keepalive timeouts are what reclaim their
+        slots.
     @ivar abort_after: seconds a dropped connection may take to read its
         ERROR before it is aborted.  2 s.
     @ivar send_stall_timeout: seconds that bytes may wait to be sent to the
@@ -85,7 +98,7 @@ class GuardPolicy:
     keepalive_timeout: float | None = 10.0
     idle_timeout: float | None = 900.0
     max_connections: int | None = 1000
-    max_per_peer: int | None = 100
+    max_per_peer: int | None = 20
     abort_after: float = 2.0
     send_stall_timeout: float | None = 60.0
 
@@ -93,6 +106,9 @@ class GuardPolicy:
 class ConnectionCounter:
     """
     The connections up for one factory; shared by its guarded protocols.
+    The per-peer cap is checked first, so a flooding host is told about its
+    own cap rather than the global one; C{perPeer} holds only hosts with
+    connections up, so its size is bounded by C{active}.
 
     @ivar active: how many are up now.
     @ivar refused: how many were dropped for being over a limit.
@@ -107,12 +123,12 @@ class ConnectionCounter:
     def admit(self, host: str, policy: GuardPolicy) -> str | None:
         """Count a new connection from C{host}, or say why it is over a limit."""
         total, mine = policy.max_connections, policy.max_per_peer
-        if total is not None and self.active >= total:
-            self.refused += 1
-            return f"{self.active} connections are up, the limit is {total}"
         if mine is not None and self.perPeer.get(host, 0) >= mine:
             self.refused += 1
             return f"{self.perPeer[host]} connections from {host} are up, the limit per peer is {mine}"
+        if total is not None and self.active >= total:
+            self.refused += 1
+            return f"{self.active} connections are up, the limit is {total}"
         self.active += 1
         self.perPeer[host] = self.perPeer.get(host, 0) + 1
         return None

@@ -3,7 +3,8 @@
 Contract: every failure of a call made with C{callRemote} is one of these: a
 L{RemoteError} (the other side raised, or refused the call), an exception
 type registered on both sides with L{register_error} (it arrives as itself),
-L{DeadReferenceError} (the connection was gone before the call was sent), a
+L{DeadReferenceError} (the connection was gone before the call was sent),
+L{TooManyPendingCalls} or L{CallTimedOut} (see L{protocols.rpc.limits}), a
 local L{framing.Violation} (this side refused the answer), the reason the
 connection was lost, or C{CancelledError} / C{TimeoutError} after
 C{cancel()} / C{addTimeout}.  An exception's description for the wire
@@ -117,6 +118,35 @@ class DeadReferenceError(Exception):
     The call was not sent: the connection of this reference is not up (it was
     lost, or a reconnecting client is between connections).
     """
+
+
+class TooManyPendingCalls(Exception):
+    """
+    The call was not sent: this side already has C{CallLimits.max_pending}
+    calls waiting for the peer's answers on this connection.
+    """
+
+
+class CallTimedOut(TimeoutError):
+    """
+    The peer did not answer within C{CallLimits.call_timeout} seconds: the
+    call was cancelled (the peer was told), its request id forgotten, and a
+    late answer is ignored.
+
+    @ivar name: the method called.
+    @ivar seconds: the timeout that passed.
+    """
+
+    def __init__(self, name: str, seconds: float) -> None:
+        super().__init__(f"no answer to {short_repr(name)} within {seconds:g} s")
+        self.name = name
+        self.seconds = seconds
+
+
+class TooManyReferences(Violation):
+    """A message would make this side hold more of the peer's references than C{CallLimits.max_imports}."""
+
+    code = "too-many-references"
 
 
 class ErrorRegistry:
