@@ -34,8 +34,8 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections import deque
-from contextvars import ContextVar
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -267,16 +267,17 @@ class BulkChannel:
         self._registered = False
         self._announcing = []
         self._live.clear()
-        outgoing, self._outgoing = self._outgoing, {}
-        incoming, self._incoming = self._incoming, {}
-        held, self._held = self._held, {}
-        for stream in outgoing.values():
-            stream._connectionLost(reason)
-        for receiving in incoming.values():
-            receiving.connectionLost(reason)
-        for release in held.values():
+        # Emptied one by one, and nothing left in a local: a failure raised
+        # meanwhile keeps this frame (through its traceback's frames) until
+        # a garbage collection, and must not keep the streams with it.
+        outgoing, incoming, held = self._outgoing, self._incoming, self._held
+        while outgoing:
+            outgoing.popitem()[1]._connectionLost(reason)
+        while incoming:
+            incoming.popitem()[1].connectionLost(reason)
+        while held:
             try:
-                release()
+                held.popitem()[1]()
             except Exception:
                 self.log.failure("Releasing what a lost bulk connection held failed")
         # The probes' sendPing is the protocol's bound method: let the
@@ -305,7 +306,7 @@ class BulkChannel:
         return key in self._held
 
     def noteOnce(self, code: str, message: str, **fields: Any) -> None:
-        """Log C{message} (with C{code}) the first time C{code} happens on this connection; later ones are not logged."""
+        """Log C{message} (with C{code}) the first time C{code} happens on this connection, not later."""
         if code not in self.noted:
             self.noted.add(code)
             self.log.warn("Bulk connection from {peer}: {code}: " + message, peer=self._peer(), code=code, **fields)

@@ -347,6 +347,7 @@ class Assembly:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        self.hasher.abort()
 
 
 def _rangeLine(line: bytes) -> tuple[int, int]:
@@ -469,13 +470,19 @@ class BulkService(rpc.Referenceable):
 
     # -- whole files through one call --------------------------------------------------------
 
+    # put and upload chain Deferreds rather than await: a coroutine's frame,
+    # kept by the traceback of a transfer cut by its connection, would keep
+    # the stream and the upload until a garbage collection.
+
     @rpc.remote(args={"name": _NAME})
-    async def put(self, name: str, stream: IncomingStream) -> str:
+    def put(self, name: str, stream: IncomingStream) -> Deferred[str]:
         """Receive C{stream} as file C{name}; return its verified digest (hex)."""
         path = self._path(name)
         if not isinstance(stream, IncomingStream):
             raise TypeError("put takes a stream")
-        result: TransferResult = await stream.receive(path)
+        return stream.receive(path).addCallback(self._put, path)
+
+    def _put(self, result: TransferResult, path: Path) -> str:
         self._remember(path, result.digest)
         return result.hexdigest
 
@@ -519,7 +526,7 @@ class BulkService(rpc.Referenceable):
         return {"held": assembly.held.toList(), "algorithm": assembly.algorithm}
 
     @rpc.remote(args={"name": _NAME})
-    async def upload(self, name: str, stream: IncomingStream) -> dict[str, Any]:
+    def upload(self, name: str, stream: IncomingStream) -> Deferred[dict[str, Any]]:
         """Receive some ranges of upload C{name}; return how much is held."""
         if not isinstance(stream, IncomingStream):
             raise TypeError("upload takes a stream")
@@ -531,8 +538,8 @@ class BulkService(rpc.Referenceable):
         except Exception as error:
             stream.cancel(str(error)[:200])
             raise
-        await stream.receive(self.uploadSink(assembly, stream))
-        return {"held": assembly.held.total}
+        received = stream.receive(self.uploadSink(assembly, stream))
+        return received.addCallback(_heldBy, assembly)
 
     def uploadSink(self, assembly: Assembly, stream: IncomingStream) -> Sink:
         """Where an upload's stream is received: override to watch or shape uploads."""
@@ -668,7 +675,7 @@ class BulkService(rpc.Referenceable):
         self._lastSweep = now
         open_ = {assembly.partPath.name for assembly in self.uploads.values()}
         open_ |= {name + ".json" for name in open_}
-        removed = []
+        removed: list[str] = []
         try:
             entries = list(os.scandir(self.directory))
         except OSError:
@@ -711,7 +718,9 @@ class BulkService(rpc.Referenceable):
         if outcome is None:
             outcome = self._hashing[key] = _Outcome()
             computing = Deferred.fromCoroutine(self._hashFile(path))
-            computing.addCallbacks(self._hashed, self._hashFailed, (key, path, version), None, (key,))
+            computing.addCallbacks(
+                self._hashed, self._hashFailed, callbackArgs=(key, path, version), errbackArgs=(key,)
+            )
         waiting: Deferred[bytes] = outcome.wait()
         return waiting
 
@@ -798,6 +807,10 @@ class BulkService(rpc.Referenceable):
             for entry in sorted(self.directory.iterdir())
             if entry.is_file() and not entry.name.startswith(".")
         ]
+
+
+def _heldBy(_: object, assembly: Assembly) -> dict[str, Any]:
+    return {"held": assembly.held.total}
 
 
 def _threads(reactor: Any) -> Any:

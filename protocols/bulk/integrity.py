@@ -247,6 +247,11 @@ class OrderedHasher:
         """
         if self._pool is not None:
             self._submit(_STOP)
+        else:
+            self._finished = True
+            # The owner's readBack is usually its bound method: let the
+            # owner go without a garbage collection.
+            self._readBack = None
 
     def _submit(self, item: Any) -> None:
         if self._finished:
@@ -358,6 +363,7 @@ class OrderedHasher:
                 self._queued = self._finished
                 if self._finished:
                     inbox.clear()
+                    self._readBack = None  # see abort
                 return
         assert self._pool is not None
         self._pool.submit(self._run)

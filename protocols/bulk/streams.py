@@ -538,7 +538,7 @@ class Stream:
         """The call carrying this stream failed: if the stream never started, nobody will receive it."""
         if self._state == _ANNOUNCED:
             self._fail(StreamReset("cancelled", f"the call carrying the stream failed: {failure.getErrorMessage()}"))
-        elif failure.check(CancelledError) and self._state < _FINISHED:
+        elif isinstance(failure.value, CancelledError) and self._state < _FINISHED:
             # The caller gave up on the call: the receiver is told to drop
             # what it holds, and this side closes its source.
             self._fail(StreamReset("cancelled", "the call carrying the stream was cancelled"), tell="cancelled")
@@ -858,6 +858,7 @@ class _Receiving:
         try:
             sink.fail(error)
         finally:
+            del sink  # this frame may outlive the call (see BulkChannel.connectionLost)
             self.outcome.fail(error)
 
 

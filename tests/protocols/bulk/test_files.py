@@ -63,7 +63,8 @@ class AssemblyTests(SynchronousTestCase):
         with open(first.sidecarPath) as file:
             header, *lines = file.read().splitlines()
         self.assertEqual(json.loads(header)["size"], first.size)
-        self.assertEqual(RangeSet(tuple(map(int, line.split())) for line in lines).ranges(), [(0, 30_000), (60_000, 70_000)])
+        held = RangeSet(tuple(map(int, line.split())) for line in lines)
+        self.assertEqual(held.ranges(), [(0, 30_000), (60_000, 70_000)])
         second = Assembly(self.path, len(self.data), "v1")
         self.assertEqual(second.missing(), [(30_000, 60_000), (70_000, 100_000)])
         for start, end in second.missing():
