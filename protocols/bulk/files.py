@@ -4,9 +4,13 @@ Contract: an L{Assembly} is a file being put together from byte ranges that
 arrive in any order, repeated or overlapping, over any number of streams,
 connections and restarts.  It keeps the bytes in a partial file beside the
 destination (C{.NAME.part}) and what it holds in a small sidecar
-(C{.NAME.part.json}: size, version, digest algorithm, ranges held), written
-after the data it describes, so a crash never records bytes that were not
-written.  The destination appears, by one rename, only after the whole
+(C{.NAME.part.json}: a JSON line with size, version and digest algorithm,
+then one C{"start end"} line per range held), written after the data it
+describes, so a crash never records bytes that were not written.  A save
+appends the ranges added since the last one, so its cost is what changed;
+the sidecar is rewritten only when its lines outnumber twice the ranges
+held.  An upload holds at most C{maxFragments} disjoint ranges
+(L{MAX_FRAGMENTS}; L{TooFragmented} past it).  The destination appears, by one rename, only after the whole
 file's digest has been verified; until then nothing is presented as
 complete.  Each byte is written once (C{os.pwrite} of the received buffer)
 and hashed once: in order, from that buffer, when it arrives at the hashed
@@ -15,7 +19,12 @@ it are there (see L{OrderedHasher}).
 
 L{BulkService} serves a directory: uploads and downloads through calls
 (C{put}, C{get}), and the resumable protocol the client helpers use
-(C{openUpload} / C{upload} / C{finishUpload}, C{stat} / C{download}).
+(C{openUpload} / C{upload} / C{finishUpload}, C{stat} / C{download}).  An
+unfinished upload belongs to the connections that use it: when the last
+one goes, its file descriptor is closed and its hashing stops at once, and
+its partial files are removed at once if they hold nothing, or after
+C{abandonAfter} idle seconds (a day by default) otherwise; see
+L{BulkService} for the caps per connection.
 L{sendFile} and L{fetchFile} move one file over N connections (stripes of
 the missing ranges) and, when a connection drops, reconnect and ask which
 ranges are still missing, so nothing the receiver holds is sent again.
