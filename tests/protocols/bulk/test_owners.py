@@ -14,7 +14,7 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.bulk import BulkOptions, Stream, StreamIdReused, TooManyStreams
+from protocols.bulk import BulkOptions, Stream, StreamIdReused, StreamReset, TooManyStreams
 from protocols.bulk.files import (
     Assembly,
     BulkService,
@@ -23,6 +23,7 @@ from protocols.bulk.files import (
     UploadBusy,
 )
 from protocols.bulk.integrity import HashPool, OrderedHasher
+from protocols.rpc.wire import CANCEL, Message
 
 from .support import BulkPair, MemoryNetwork, Store, payload, writeFile
 from .test_streams import quiet
@@ -165,18 +166,22 @@ class UploadOwnerTests(SynchronousTestCase):
         self.assertNotIn("j", self.service.uploads)
 
     def test_cancelledPutFreesItsFile(self) -> None:
-        """A put whose call is cancelled closes and removes its temporary file on the server."""
+        """A put cancelled by the caller (its CANCEL message) closes and removes its temporary file on the server."""
         root, pair = self.connect()
         stream = Stream()  # sends nothing until written to
         call = root.callRemote("put", "k", stream)
         for _ in range(50):
             self.network.step()
         self.assertEqual(len(partFiles(self.directory)), 1)
-        call.cancel()
+        # The peer's CANCEL alone (the client's own stream keeps waiting).
+        client = root.broker
+        client._send(Message((CANCEL, call.requestId)))
         for _ in range(50):
             self.network.step()
-        self.failureResultOf(call)
         self.assertEqual(partFiles(self.directory), [])
+        self.assertEqual(pair.server.bulk.liveIncoming, 0)
+        call.cancel()
+        self.failureResultOf(call)
 
     def test_disconnectLeavesNoCycles(self) -> None:
         """After a disconnect the bulk objects of the connection go without a garbage collection."""
@@ -308,3 +313,23 @@ class HashPoolTests(SynchronousTestCase):
         while pool.threads and time.monotonic() < deadline:
             time.sleep(0.05)
         self.assertEqual(pool.threads, 0)
+
+
+class CancelledCallTests(SynchronousTestCase):
+    """A cancelled call carrying a stream aborts the stream on both sides."""
+
+    def test_senderStops(self) -> None:
+        """Cancelling a put while its stream sends fails the stream at once with StreamReset and closes its source."""
+        directory = os.path.abspath(self.mktemp())
+        pair = BulkPair(BulkService(os.path.join(directory, "served")))
+        source = writeFile(os.path.join(directory, "source.bin"), payload(500_000))
+        stream = Stream(source)
+        call = pair.root.callRemote("put", "n", stream)
+        pair.pump(5)
+        self.assertGreater(stream.sentBytes, 0)
+        call.cancel()
+        self.assertTrue(stream._outcome.fired)  # at once, not when the receiver answers
+        pair.flush()
+        self.failureResultOf(call)
+        self.assertIsInstance(stream._outcome.failure.value, StreamReset)  # type: ignore[union-attr]
+        self.assertEqual(partFiles(os.path.join(directory, "served")), [])
