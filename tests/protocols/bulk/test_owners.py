@@ -154,6 +154,20 @@ class UploadOwnerTests(SynchronousTestCase):
         self.network.cut(secondPair)
         self.assertIn("i", self.service.uploads)  # the first connection still holds it
 
+    def test_cleanupIsWhatTheConnectionHeld(self) -> None:
+        """A lost connection releases its own uploads, one call each, and looks at nobody else's."""
+        busy, _ = self.connect()
+        for index in range(3):
+            self.successResultOf(self.call(busy, "openUpload", f"o{index}", 10, "v"))
+        released: list[str] = []
+        original = self.service._ownerLost
+        self.service._ownerLost = lambda channel, name: (released.append(name), original(channel, name))  # type: ignore[method-assign]
+        root, pair = self.connect()
+        self.successResultOf(self.call(root, "openUpload", "mine", 10, "v"))
+        self.network.cut(pair)
+        self.assertEqual(released, ["mine"])
+        self.assertEqual(sorted(self.service.uploads), ["o0", "o1", "o2"])
+
     def test_lastOwnerDecides(self) -> None:
         """An upload used by two connections stays open until both are gone."""
         first, firstPair = self.connect()
