@@ -36,7 +36,7 @@ from protocols.bulk.wire import STREAM_OPEN_TYPE
 from protocols.rpc.wire import CALL, OPEN_TYPE, ROOT_ID
 
 from .attacks import _connect, _readUntilClosed
-from .harness import ENV, ROOT, ExampleServer
+from .harness import ENV, P99_FLOOR, P99_RATIO, ROOT, ExampleServer, baseline, honest, honestResult
 
 RSS_BOUND = 64 * 1024 * 1024
 """Most the server's peak RSS may grow over its idle figure during one attack."""
@@ -44,6 +44,8 @@ RSS_BOUND = 64 * 1024 * 1024
 SETTLE_SECONDS = 10.0
 """How long the figures may take to come back after the attacker leaves
 (the hash pool's idle threads end after 2 s)."""
+HONEST_SECONDS = 4.0
+"""Seconds of honest list() calls beside each attack, and for the idle baseline."""
 
 
 class _Call(tuple):  # type: ignore[type-arg]
@@ -187,15 +189,20 @@ def _settled(server: BulkServer, idle: dict[str, int], deadline: float) -> dict[
         time.sleep(0.1)
 
 
-def runBulkCase(server: BulkServer, name: str, budget: float = 10.0) -> dict[str, Any]:
-    """Run attack C{name} against C{server}; return its row of figures and failures."""
+def runBulkCase(server: BulkServer, name: str, base: dict[str, Any], budget: float = 10.0) -> dict[str, Any]:
+    """Run attack C{name} against C{server} while honest clients call; return its row of figures and failures."""
     attack, code, dropped = BULK_ATTACKS[name]
     offset = server.logSize()
     idle = server.figures()
+    cpu = server.resources()["cpu"]
+    clients = honest("bulk", server.port, HONEST_SECONDS)
+    time.sleep(1.0)  # the honest clients are connected and calling
     seen = attack(server.port, budget)
     during = server.figures()
+    result = honestResult(clients)
     after = _settled(server, idle, time.monotonic() + SETTLE_SECONDS)
     log = server.logSince(offset)
+    ratio = max(result["p99"], P99_FLOOR) / max(base["p99"], P99_FLOOR)
     row = {
         "server": "bulk",
         "attack": name,
@@ -206,6 +213,11 @@ def runBulkCase(server: BulkServer, name: str, budget: float = 10.0) -> dict[str
         "during": during,
         "after": after,
         "peak_growth": after["peak"] - idle["rss"],
+        "cpu_seconds": round(server.resources()["cpu"] - cpu, 2),
+        "honest_calls": result["calls"],
+        "p99_base": base["p99"],
+        "p99_attack": result["p99"],
+        "p99_ratio": round(ratio, 2),
         "extra": {k: v for k, v in seen.items() if k != "closed_after"},
     }
     failures = []
@@ -215,6 +227,10 @@ def runBulkCase(server: BulkServer, name: str, budget: float = 10.0) -> dict[str
         failures.append("the attacker was not dropped")
     if row["peak_growth"] > RSS_BOUND:
         failures.append(f"peak RSS grew {row['peak_growth']} bytes")
+    if result["errors"] or not result["calls"]:
+        failures.append(f"honest calls failed: {result['errors']}")
+    if ratio > P99_RATIO:
+        failures.append(f"honest p99 ratio {ratio:.2f} > {P99_RATIO}")
     for key in ("fds", "threads", "parts"):
         if after[key] > idle[key]:
             failures.append(f"{key}: {idle[key]} idle, {after[key]} after the attacker left")
@@ -228,8 +244,9 @@ def runBulkCampaign(names: list[str] | None = None) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as scratch:
         server = BulkServer(Path(scratch) / "bulk-server.log", Path(scratch) / "served")
         try:
+            base = baseline(server, HONEST_SECONDS)
             for name in names or list(BULK_ATTACKS):
-                rows.append(runBulkCase(server, name))
+                rows.append(runBulkCase(server, name, base))
         finally:
             server.stop()
     return rows
@@ -238,16 +255,17 @@ def runBulkCampaign(names: list[str] | None = None) -> list[dict[str, Any]]:
 def table(rows: list[dict[str, Any]]) -> str:
     """The rows as a Markdown table."""
     lines = [
-        "| attack | logged code | dropped after (s) | peak RSS growth (MiB) | fds idle/during/after "
-        "| threads idle/during/after | .part files idle/during/after | verdict |",
-        "|---|---|---|---|---|---|---|---|",
+        "| attack | logged code | dropped after (s) | peak RSS growth (MiB) | CPU (s) | fds idle/during/after "
+        "| threads idle/during/after | .part files idle/during/after | honest p99 idle / attack (ms) | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         closed = "-" if row["closed_after"] is None else f"{row['closed_after']:.2f}"
         trio = {key: "/".join(str(row[phase][key]) for phase in ("idle", "during", "after")) for key in row["idle"]}
         lines.append(
             f"| {row['attack']} | {row['code'] if row['logged'] else 'MISSING'} | {closed} "
-            f"| {row['peak_growth'] / 2**20:.1f} | {trio['fds']} | {trio['threads']} | {trio['parts']} "
+            f"| {row['peak_growth'] / 2**20:.1f} | {row['cpu_seconds']:.2f} | {trio['fds']} | {trio['threads']} "
+            f"| {trio['parts']} | {row['p99_base'] * 1000:.2f} / {row['p99_attack'] * 1000:.2f} "
             f"| {'pass' if not row['failures'] else '; '.join(row['failures'])} |"
         )
     return "\n".join(lines)
