@@ -418,8 +418,12 @@ class TokenProtocol(Protocol):
 
     # -- failure and loss --------------------------------------------------------
 
-    def _protocolFailed(self, error: ProtocolError) -> None:
-        """Log C{error}, tell the peer, drop the connection, and report C{error} to connectionLost."""
+    def _protocolFailed(self, error: ProtocolError, logged: bool = True) -> None:
+        """
+        Log C{error} (unless C{logged} is false: the caller logged it),
+        tell the peer, drop the connection, and report C{error} to
+        connectionLost.
+        """
         # The traceback's frames would hold this protocol (and what it
         # decoded) in a cycle; where in our code a peer's bytes broke the
         # stream says nothing the code and message do not.
@@ -430,12 +434,13 @@ class TokenProtocol(Protocol):
         self._held.clear()
         self._heldBytes = 0
         self._backlog.clear()
-        self.log.warn(
-            "Dropping connection from {peer}: {code}: {error}",
-            peer=self._peer(),
-            code=error.code,
-            error=escape(error),
-        )
+        if logged:
+            self.log.warn(
+                "Dropping connection from {peer}: {code}: {error}",
+                peer=self._peer(),
+                code=error.code,
+                error=escape(error),
+            )
         # connectionLost is called by the wrapped transport, with its own
         # reason; so that any override sees this error instead, shadow it on
         # this instance (as BufferingTLSTransport shadows its write).

@@ -33,12 +33,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet.protocol import connectionDone
+from twisted.logger import LogLevel
 from twisted.python.failure import Failure
 
 from framing import ProtocolError, Violation
 from framing.wire import PREAMBLE
 
 from .base import TokenProtocol
+from .logs import LogPolicy, RefusalLog
 
 
 class GuardError(ProtocolError):
@@ -113,12 +115,16 @@ class ConnectionCounter:
     @ivar active: how many are up now.
     @ivar refused: how many were dropped for being over a limit.
     @ivar perPeer: connections up now per peer host.
+    @ivar refusals: the rate-limited log of refused connections, shared by
+        the factory's connections: a flood of connections writes a few lines
+        and a count, not a line each.
     """
 
     def __init__(self) -> None:
         self.active = 0
         self.refused = 0
         self.perPeer: dict[str, int] = {}
+        self.refusals = RefusalLog(LogPolicy(max_refusals=None))
 
     def admit(self, host: str, policy: GuardPolicy) -> str | None:
         """Count a new connection from C{host}, or say why it is over a limit."""
@@ -185,7 +191,17 @@ class Guarded(TokenProtocol):
             refusal = counter.admit(self._guardHost, self.guardPolicy)
             if refusal is not None:
                 self.transport.flush()  # a held preamble first, so that the peer can read the ERROR
-                self._guardDrop("too-many-connections", refusal)
+                counter.refusals.failure(
+                    self.log,
+                    "refused connections",
+                    "too-many-connections",
+                    "Dropping connection from {address}: {code}: {error}",
+                    LogLevel.warn,
+                    address=self._peer(),
+                    code="too-many-connections",
+                    error=refusal,
+                )
+                self._guardDrop("too-many-connections", refusal, logged=False)
                 return
             self._guardCounted = True
         if self.failure is None:
@@ -370,11 +386,11 @@ class Guarded(TokenProtocol):
             return "keepalive-timeout", f"nothing received within {policy.keepalive_timeout} s of a PING"
         return "idle-timeout", f"no object received for {policy.idle_timeout} s"
 
-    def _guardDrop(self, code: str, message: str) -> None:
+    def _guardDrop(self, code: str, message: str, logged: bool = True) -> None:
         """Drop the connection as for a ProtocolError, and abort it if it lingers."""
         if self.failure is not None:
             return
-        self._protocolFailed(GuardError(code, message))
+        self._protocolFailed(GuardError(code, message), logged)
         transport = self.transport
         self._guardAbort = self.guardClock.callLater(self.guardPolicy.abort_after, _abortIfOpen, transport)
 

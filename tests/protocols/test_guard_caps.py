@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.logger import Logger, formatEvent
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.guard import ConnectionCounter, GuardPolicy
+from protocols.echo import EchoServer
+from protocols.guard import ConnectionCounter, GuardPolicy, guard
 
 
 class DefaultCapTests(SynchronousTestCase):
@@ -40,3 +46,27 @@ class DefaultCapTests(SynchronousTestCase):
         counter.admit("a", policy)
         counter.release("a")
         self.assertEqual((counter.active, counter.perPeer), (0, {}))
+
+
+class RefusalLogTests(SynchronousTestCase):
+    """Refused connections are logged at a bounded rate, shared by the factory's connections."""
+
+    def test_floodOfConnectionsWritesAFewLines(self) -> None:
+        """A thousand refused connections write the first ten in full and one summary line, not a line each."""
+        events: list[dict[str, Any]] = []
+        clock = Clock()
+        policy = GuardPolicy(max_connections=1, max_per_peer=None)
+        counter = ConnectionCounter()
+        protocols = []
+        for _ in range(1001):
+            protocol: Any = guard(EchoServer(), policy, counter, clock)
+            protocol.log = Logger(observer=events.append)
+            protocol.makeConnection(StringTransport())
+            protocols.append(protocol)
+        self.assertEqual(counter.refused, 1000)
+        self.assertEqual([p.failure.value.code for p in protocols[1:]], ["too-many-connections"] * 1000)
+        dropped = [e for e in events if e.get("code") == "too-many-connections"]
+        self.assertEqual(len(dropped), 10)
+        counter.refusals.close(protocols[0].log, "refused connections")
+        summary = formatEvent(events[-1])
+        self.assertIn("990 more events not logged", summary)
