@@ -62,8 +62,25 @@ class BadName(Exception):
     """A file name the service refuses (a path, a hidden name, empty or too long)."""
 
 
+class NoSuchFile(Exception):
+    """
+    The service has no file of that name.  It says only the name, never
+    where the service keeps its files.
+
+    @ivar name: the name asked for.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+    def __str__(self) -> str:
+        return f"no such file: {self.name}"
+
+
 rpc.register_error(FileChanged, "chunkwire.bulk.FileChanged")
 rpc.register_error(BadName, "chunkwire.bulk.BadName")
+rpc.register_error(NoSuchFile, "chunkwire.bulk.NoSuchFile")
 
 
 def checkName(name: str) -> str:
@@ -320,6 +337,13 @@ class BulkService(rpc.Referenceable):
     def _path(self, name: str) -> Path:
         return self.directory / checkName(name)
 
+    def _existing(self, name: str) -> Path:
+        """The path of served file C{name}; L{NoSuchFile} (not the OS error, which holds the path) if absent."""
+        path = self._path(name)
+        if not path.is_file():
+            raise NoSuchFile(name)
+        return path
+
     # -- whole files through one call --------------------------------------------------------
 
     @rpc.remote(args={"name": _NAME})
@@ -335,7 +359,7 @@ class BulkService(rpc.Referenceable):
     @rpc.remote(args={"name": _NAME})
     def get(self, name: str) -> Stream:
         """Send file C{name} as a stream (the caller receives it and checks its digest)."""
-        return Stream(self._path(name), digest=self.algorithm)
+        return Stream(self._existing(name), digest=self.algorithm)
 
     # -- resumable uploads -----------------------------------------------------------------------
 
@@ -410,7 +434,7 @@ class BulkService(rpc.Referenceable):
     @rpc.remote(args={"name": _NAME})
     async def stat(self, name: str) -> dict[str, Any]:
         """C{{"size", "version", "digest" (hex), "algorithm"}} of file C{name} (its digest computed once, then kept)."""
-        path = self._path(name)
+        path = self._existing(name)
         version = fileVersion(path)
         digest = self._remembered(path, version)
         if digest is None:
@@ -432,7 +456,7 @@ class BulkService(rpc.Referenceable):
 
         @raise FileChanged: the file's version is no longer C{version}.
         """
-        path = self._path(name)
+        path = self._existing(name)
         if fileVersion(path) != version:
             raise FileChanged(f"{name} changed since the transfer started")
         return Stream(path, ranges=[(start, end) for start, end in ranges], digest=None)
@@ -527,7 +551,8 @@ class FileResult:
 
     @ivar name: the file's name on the service.
     @ivar size: its size in bytes.
-    @ivar digest: its verified digest, hex.
+    @ivar digest: its verified digest, bytes (as L{TransferResult.digest}
+        and C{hashlib}'s C{digest()}); L{hexdigest} gives it in hex.
     @ivar algorithm: the digest's algorithm.
     @ivar seconds: how long it took.
     @ivar payload: data bytes sent over all attempts (at least C{size}
@@ -539,11 +564,16 @@ class FileResult:
 
     name: str
     size: int
-    digest: str
+    digest: bytes
     algorithm: str
     seconds: float
     payload: int
     cuts: int
+
+    @property
+    def hexdigest(self) -> str:
+        """The digest in hex."""
+        return self.digest.hex()
 
 
 def stripes(ranges: Iterable[tuple[int, int]], count: int) -> list[list[tuple[int, int]]]:
@@ -664,7 +694,7 @@ async def sendFile(
         source.close()
         hasher.abort()
     return FileResult(
-        name, size, answer["digest"], DEFAULT_DIGEST, time.monotonic() - started, state.payload, state.cuts
+        name, size, bytes.fromhex(answer["digest"]), DEFAULT_DIGEST, time.monotonic() - started, state.payload, state.cuts
     )
 
 
@@ -762,7 +792,7 @@ async def fetchFile(
     return FileResult(
         name,
         assembly.size,
-        digest.hex(),
+        digest,
         assembly.algorithm,
         time.monotonic() - started,
         counts["payload"],

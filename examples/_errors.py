@@ -1,0 +1,110 @@
+"""One line, not a traceback, for the errors a user of the example programs meets.
+
+Contract: L{run} runs an example's coroutine under Twisted's C{react}; any
+error it ends with is printed to stderr as one line that names the endpoint
+and, for the usual mistakes (a refused connection, an endpoint written as
+C{HOST:PORT}, a port in use, a peer that does not speak chunkwire), says
+what to do; the exit status is then 1.  C{--debug} (L{addDebugArgument})
+adds the traceback.  Every example client and server uses it, so they all
+say the same thing the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import traceback
+from collections.abc import Callable, Coroutine
+from typing import Any, NoReturn
+
+from twisted.internet import error as netError
+from twisted.internet.defer import Deferred
+from twisted.internet.task import react
+
+from framing.errors import ProtocolError
+from protocols.rpc.errors import ERRORS
+
+# "127.0.0.1:8750", "localhost:8750", "[::1]:8750" or "8750": what people type for an address.
+_HOST_PORT = re.compile(r"^(?:(?P<host>\[[0-9a-fA-F:]+\]|[\w.\-]+):)?(?P<port>\d{1,5})$")
+
+
+class EndpointFailed(Exception):
+    """Listening on, or connecting to, the endpoint C{description} failed with C{reason}."""
+
+    def __init__(self, description: str, reason: BaseException, listening: bool = False) -> None:
+        super().__init__(f"{description}: {reason}")
+        self.description = description
+        self.reason = reason
+        self.listening = listening
+
+
+def addDebugArgument(parser: argparse.ArgumentParser) -> None:
+    """Add C{--debug}: show the traceback of an error, not only its one-line explanation."""
+    parser.add_argument("--debug", action="store_true", help="on an error, show its traceback too")
+
+
+def endpointHint(description: str, listening: bool) -> str:
+    """How to write C{description} as a Twisted endpoint, if it looks like a plain address; else C{""}."""
+    match = _HOST_PORT.match(description.strip())
+    if match is None:
+        return ""
+    host, port = match.group("host"), match.group("port")
+    if listening:
+        return f"use tcp:{port}" + (f":interface={host.strip('[]')}" if host else "")
+    host = (host or "127.0.0.1").strip("[]").replace(":", "\\:")
+    return f"use tcp:host={host}:port={port}"
+
+
+def explain(failure: BaseException, description: str | None, listening: bool = False) -> str:
+    """One line saying what went wrong with C{description} and, where known, what to do."""
+    if isinstance(failure, EndpointFailed):
+        failure, description, listening = failure.reason, failure.description, failure.listening
+    where = f"{'listen on' if listening else 'connect to'} {description}" if description else "run"
+    if isinstance(failure, netError.ConnectionRefusedError):
+        return f"cannot {where}: connection refused (is the server running, on that address and port?)"
+    if isinstance(failure, netError.CannotListenError):
+        reason = getattr(failure.socketError, "strerror", None) or failure.socketError
+        return f"cannot {where}: {reason} (is another server on that port? pick another one, e.g. tcp:0)"
+    if isinstance(failure, ValueError) and "endpoint" in str(failure).lower() and description:
+        hint = endpointHint(description, listening)
+        advice = hint or ("e.g. tcp:8750" if listening else "e.g. tcp:host=127.0.0.1:port=8750")
+        return f"cannot {where}: not a Twisted endpoint description ({failure}); {advice}"
+    if isinstance(failure, ProtocolError) and getattr(failure, "code", "") == "bad-preamble":
+        return f"cannot {where}: {failure} (is it a chunkwire server, and is the port right?)"
+    if isinstance(failure, (netError.ConnectionDone, netError.ConnectionLost)) and description:
+        return f"lost the connection to {description}: {failure} (is it a chunkwire server? TLS on one side only?)"
+    if isinstance(failure, (netError.DNSLookupError, netError.ConnectError, OSError)):
+        return f"cannot {where}: {failure}"
+    text = str(failure)
+    return text if _isRegistered(failure) and text else f"{type(failure).__name__}: {text}"
+
+
+def _isRegistered(failure: BaseException) -> bool:
+    """Whether C{failure}'s class is registered with C{rpc.register_error}: a service's own error, written for users."""
+    return ERRORS.nameFor(type(failure)) is not None
+
+
+def fail(failure: BaseException, description: str | None, debug: bool, listening: bool = False) -> NoReturn:
+    """Print L{explain}'s line (and with C{debug} the traceback) to stderr, then exit with status 1."""
+    if debug:
+        traceback.print_exception(failure, file=sys.stderr)
+    print(explain(failure, description, listening), file=sys.stderr, flush=True)
+    raise SystemExit(1)
+
+
+def run(
+    main: Callable[[Any], Coroutine[Any, Any, Any]], description: str | None, debug: bool, listening: bool = False
+) -> NoReturn:
+    """Run C{main(reactor)} under C{react}; end with status 1 and one line (L{fail}) if it raises."""
+
+    async def guarded(reactor: Any) -> None:
+        try:
+            await main(reactor)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as failure:
+            fail(failure, description, debug, listening)
+
+    react(lambda reactor: Deferred.fromCoroutine(guarded(reactor)))
+    raise AssertionError("react returns by exiting")
