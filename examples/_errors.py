@@ -1,6 +1,6 @@
 """One line, not a traceback, for the errors a user of the example programs meets.
 
-Contract: L{run} runs an example's coroutine under Twisted's C{react}; any
+Contract: L{runCommand} runs an example's coroutine under Twisted's C{react}; any
 error it ends with is printed to stderr as one line that names the endpoint
 and, for the usual mistakes (a refused connection, an endpoint written as
 C{HOST:PORT}, a port in use, a peer that does not speak chunkwire), says
@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn
 
-from twisted.internet import error as netError
+from twisted.internet import error
 from twisted.internet.defer import Deferred
 from twisted.internet.task import react
 
@@ -51,9 +51,13 @@ def endpointHint(description: str, listening: bool) -> str:
         return ""
     host, port = match.group("host"), match.group("port")
     if listening:
-        return f"use tcp:{port}" + (f":interface={host.strip('[]')}" if host else "")
-    host = (host or "127.0.0.1").strip("[]").replace(":", "\\:")
-    return f"use tcp:host={host}:port={port}"
+        return f"use tcp:{port}" + (f":interface={_escaped(host)}" if host else "")
+    return f"use tcp:host={_escaped(host or '127.0.0.1')}:port={port}"
+
+
+def _escaped(host: str) -> str:
+    """A host as an endpoint description writes it: no brackets, colons escaped."""
+    return host.strip("[]").replace(":", "\\:")
 
 
 def explain(failure: BaseException, description: str | None, listening: bool = False) -> str:
@@ -61,9 +65,9 @@ def explain(failure: BaseException, description: str | None, listening: bool = F
     if isinstance(failure, EndpointFailed):
         failure, description, listening = failure.reason, failure.description, failure.listening
     where = f"{'listen on' if listening else 'connect to'} {description}" if description else "run"
-    if isinstance(failure, netError.ConnectionRefusedError):
+    if isinstance(failure, error.ConnectionRefusedError):
         return f"cannot {where}: connection refused (is the server running, on that address and port?)"
-    if isinstance(failure, netError.CannotListenError):
+    if isinstance(failure, error.CannotListenError):
         reason = getattr(failure.socketError, "strerror", None) or failure.socketError
         return f"cannot {where}: {reason} (is another server on that port? pick another one, e.g. tcp:0)"
     if isinstance(failure, ValueError) and "endpoint" in str(failure).lower() and description:
@@ -72,9 +76,9 @@ def explain(failure: BaseException, description: str | None, listening: bool = F
         return f"cannot {where}: not a Twisted endpoint description ({failure}); {advice}"
     if isinstance(failure, ProtocolError) and getattr(failure, "code", "") == "bad-preamble":
         return f"cannot {where}: {failure} (is it a chunkwire server, and is the port right?)"
-    if isinstance(failure, (netError.ConnectionDone, netError.ConnectionLost)) and description:
+    if isinstance(failure, (error.ConnectionDone, error.ConnectionLost)) and description:
         return f"lost the connection to {description}: {failure} (is it a chunkwire server? TLS on one side only?)"
-    if isinstance(failure, (netError.DNSLookupError, netError.ConnectError, OSError)):
+    if isinstance(failure, (error.DNSLookupError, error.ConnectError, OSError)):
         return f"cannot {where}: {failure}"
     text = str(failure)
     return text if _isRegistered(failure) and text else f"{type(failure).__name__}: {text}"
@@ -93,7 +97,7 @@ def fail(failure: BaseException, description: str | None, debug: bool, listening
     raise SystemExit(1)
 
 
-def run(
+def runCommand(
     main: Callable[[Any], Coroutine[Any, Any, Any]], description: str | None, debug: bool, listening: bool = False
 ) -> NoReturn:
     """Run C{main(reactor)} under C{react}; end with status 1 and one line (L{fail}) if it raises."""

@@ -144,22 +144,25 @@ class ProgressDisplay:
 
     def line(self, width: int | None = None) -> str:
         """
-        The current state as one line; on a terminal, a bar that makes the
-        line C{width} columns (the bar, then the label, are left out rather
-        than going over; the line is cut as a last resort).
+        The current state as one line; on a terminal, no wider than
+        C{width} columns: the figures first, then a bar of at least
+        L{MIN_BAR}, then the label (shortened if need be); the bar widens to
+        fill the rest.
         """
         figures = self.figures()
         if not self.tty:
             return f"{self.label}: {figures}"
         width = width or self.width or terminalWidth()
-        done, total = self.progress.done, self.progress.total
-        room = width - len(self.label) - len(figures) - 4  # " [" ... "] "
+        label = self.label
+        labelRoom = width - len(figures) - 4 - MIN_BAR  # " [" + bar + "] "
+        if len(label) > labelRoom >= 12:
+            label = label[: labelRoom - 3] + "..."
+        room = width - len(label) - len(figures) - 4
         if room >= MIN_BAR:
+            done, total = self.progress.done, self.progress.total
             filled = int(room * done / total) if total else room
-            return f"{self.label} [{'#' * filled}{'.' * (room - filled)}] {figures}"
-        if len(self.label) + len(figures) + 1 <= width:
-            return f"{self.label} {figures}"
-        return figures[:width]
+            return f"{label} [{'#' * filled}{'.' * (room - filled)}] {figures}"
+        return f"{label} {figures}" if len(label) + len(figures) + 1 <= width else figures[:width]
 
     def draw(self) -> None:
         if not self.progress.total:

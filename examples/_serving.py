@@ -1,7 +1,7 @@
 """What the example servers share: the repeatable --listen option, and listening on every endpoint until interrupted.
 
 A failure to listen (a port in use, a description that is not an endpoint)
-is raised as an L{EndpointFailed} naming the description, which L{_errors.run}
+is raised as an L{EndpointFailed} naming the description, which L{_errors.runCommand}
 prints as one line.
 """
 

@@ -25,10 +25,8 @@ import signal
 import sys
 from typing import Any
 
-# The script's directory is on sys.path: the progress display is shared with demo.py.
-# humanBytes is imported for modules that take the display from here (tests/protocols/bulk/test_examples.py).
-from _errors import addDebugArgument
-from _errors import run as runReporting
+# The script's directory is on sys.path: the error report and the progress display are shared with the other examples.
+from _errors import addDebugArgument, runCommand
 from _progress import ProgressDisplay, RunProgress, humanBytes, transferSummary
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import globalLogBeginner, textFileLogObserver
@@ -36,7 +34,7 @@ from twisted.logger import globalLogBeginner, textFileLogObserver
 from protocols import TokenProtocol, bulk
 from protocols.bulk.files import fetchFile, sendFile
 
-__all__ = ["Interrupted", "ProgressDisplay", "humanBytes", "main", "transfer"]
+__all__ = ["Interrupted", "main", "transfer"]
 
 INTERRUPTED = 128 + signal.SIGINT
 """The exit status after Ctrl-C, as a shell reports a process that SIGINT ended."""
@@ -167,7 +165,7 @@ def main(argv: list[str]) -> None:
             print(stopped, file=sys.stderr, flush=True)
             raise SystemExit(INTERRUPTED) from None
 
-    runReporting(run, args.connect, args.debug)
+    runCommand(run, args.connect, args.debug)
 
 
 if __name__ == "__main__":

@@ -43,14 +43,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 # The script's directory is on sys.path: the progress display is shared with bulk_client.py.
-from _progress import ProgressDisplay, humanBytes, transferSummary
+from _progress import ProgressDisplay, RunProgress, humanBytes, transferSummary
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import serverFromString
 from twisted.internet.task import react
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
 from protocols import CoalescingTransport, TokenProtocol, bulk, echo, rpc
-from protocols.bulk.files import BulkService, FileResult, TransferProgress, sendFile
+from protocols.bulk.files import BulkService, FileResult, sendFile
 from protocols.kv import KeyValueStore
 
 MiB = 1024 * 1024
@@ -316,7 +316,7 @@ async def bulkTransfer(reactor: Any, address: str, work: Path, size: int, out: T
 
         return bulk.connect(reactor, address).addCallback(counted)
 
-    progress = TransferProgress()
+    progress = RunProgress()
     display = ProgressDisplay(progress, f"send {source.name}", out, reactor)
     display.start()
     try:

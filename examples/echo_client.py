@@ -15,8 +15,7 @@ import sys
 import time
 from typing import Any
 
-from _errors import addDebugArgument
-from _errors import run as runReporting
+from _errors import addDebugArgument, runCommand
 from twisted.internet.defer import Deferred, gatherResults
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
@@ -100,7 +99,7 @@ def main(argv: list[str]) -> None:
     if args.trace:  # the tokens go to stderr, so that stdout stays the command's answer
         TokenProtocol.trace = True
         globalLogBeginner.beginLoggingTo([textFileLogObserver(sys.stderr)], redirectStandardIO=False)
-    runReporting(lambda reactor: run(reactor, args.connect, args.count, args.window), args.connect, args.debug)
+    runCommand(lambda reactor: run(reactor, args.connect, args.count, args.window), args.connect, args.debug)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,7 @@ import argparse
 import sys
 from typing import Any
 
-from _errors import addDebugArgument
-from _errors import run as runReporting
+from _errors import addDebugArgument, runCommand
 from _serving import addListenArgument, serveForever
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
@@ -59,7 +58,7 @@ def main(argv: list[str]) -> None:
         globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
     limits = Limits(max_bytes_length=args.max_bytes)
     policy = policyFromArguments(args)
-    runReporting(lambda reactor: serve(reactor, args.listen or ["tcp:8750"], limits, policy), None, args.debug, True)
+    runCommand(lambda reactor: serve(reactor, args.listen or ["tcp:8750"], limits, policy), None, args.debug, True)
 
 
 if __name__ == "__main__":

@@ -20,8 +20,7 @@ from typing import Any
 
 # The script's directory is on sys.path: importing the server module registers
 # KeyNotFound on this side too, so it arrives as itself.
-from _errors import addDebugArgument
-from _errors import run as runReporting
+from _errors import addDebugArgument, runCommand
 from kv_server import KeyNotFound
 from twisted.application.internet import backoffPolicy
 from twisted.internet.defer import Deferred
@@ -117,9 +116,11 @@ def main(argv: list[str]) -> None:
     if len(args.arguments) not in (arity if isinstance(arity, tuple) else (arity,)):
         parser.error(f"{args.command} takes {arity} argument(s)")
     if args.command == "watch":
-        runReporting(lambda reactor: watch(reactor, args.connect, args.arguments[0], args.count), args.connect, args.debug)
+        runCommand(
+            lambda reactor: watch(reactor, args.connect, args.arguments[0], args.count), args.connect, args.debug
+        )
     else:
-        runReporting(lambda reactor: once(reactor, args.connect, args.command, args.arguments), args.connect, args.debug)
+        runCommand(lambda reactor: once(reactor, args.connect, args.command, args.arguments), args.connect, args.debug)
 
 
 if __name__ == "__main__":

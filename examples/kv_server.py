@@ -19,8 +19,7 @@ import argparse
 import sys
 from typing import Any
 
-from _errors import addDebugArgument
-from _errors import run as runReporting
+from _errors import addDebugArgument, runCommand
 from _serving import addListenArgument, serveForever
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
@@ -53,7 +52,7 @@ def main(argv: list[str]) -> None:
         globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
     policy = policyFromArguments(args)
     listen = args.listen or ["tcp:8760"]
-    runReporting(lambda reactor: serve(reactor, listen, args.tracebacks, policy), None, args.debug, True)
+    runCommand(lambda reactor: serve(reactor, listen, args.tracebacks, policy), None, args.debug, True)
 
 
 if __name__ == "__main__":
