@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import re
 import signal
+import socket
+import time
 from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.processes import readUntil
+from tests.processes import readUntil, startPython, stop
 
 from .cli import address, bulkServer, clientRun, clientStart, slowLink
 
@@ -118,3 +120,20 @@ class BulkClientTests(SynchronousTestCase):
         status, out, err = self.client("fetch", "nosuch.bin")
         self.assertEqual((status, out, err), (1, "", "no such file: nosuch.bin\n"))
         self.assertEqual(list(self.local.iterdir()), [])
+
+
+class BulkServerGuardTests(SynchronousTestCase):
+    """examples/bulk_server.py takes the guard options the other example servers take."""
+
+    def test_preambleTimeout(self) -> None:
+        """Started with --preamble-timeout 0.5, the bulk server drops a client that sends nothing, in seconds."""
+        directory = str(Path(self.mktemp()).resolve())
+        arguments = ["--listen", "tcp:0:interface=127.0.0.1", "--dir", directory, "--preamble-timeout", "0.5"]
+        server = startPython("examples/bulk_server.py", *arguments)
+        self.addCleanup(stop, server)
+        port = int(readUntil(server, rb"bulk server listening on .* port=(\d+)\)").group(1))
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as connection:
+            started = time.monotonic()
+            while connection.recv(65536):  # the ERROR token that says why, then the close
+                pass
+            self.assertLess(time.monotonic() - started, 10)
