@@ -12,6 +12,7 @@ say the same thing the same way.
 from __future__ import annotations
 
 import argparse
+import errno
 import re
 import sys
 import traceback
@@ -27,6 +28,13 @@ from protocols.rpc.errors import ERRORS
 
 # "127.0.0.1:8750", "localhost:8750", "[::1]:8750" or "8750": what people type for an address.
 _HOST_PORT = re.compile(r"^(?:(?P<host>\[[0-9a-fA-F:]+\]|[\w.\-]+):)?(?P<port>\d{1,5})$")
+
+
+_LISTEN_ADVICE = {
+    errno.EADDRINUSE: "is another server on that port? pick another one, e.g. tcp:0",
+    errno.EACCES: "ports below 1024 need privileges: pick a port above 1023",
+    errno.EADDRNOTAVAIL: "that interface is not an address of this machine",
+}
 
 
 class EndpointFailed(Exception):
@@ -68,8 +76,9 @@ def explain(failure: BaseException, description: str | None, listening: bool = F
     if isinstance(failure, error.ConnectionRefusedError):
         return f"cannot {where}: connection refused (is the server running, on that address and port?)"
     if isinstance(failure, error.CannotListenError):
+        number = getattr(failure.socketError, "errno", None)
         reason = getattr(failure.socketError, "strerror", None) or failure.socketError
-        return f"cannot {where}: {reason} (is another server on that port? pick another one, e.g. tcp:0)"
+        return f"cannot {where}: {reason} ({_LISTEN_ADVICE.get(number, 'check the address and the port')})"
     if isinstance(failure, ValueError) and "endpoint" in str(failure).lower() and description:
         hint = endpointHint(description, listening)
         advice = hint or ("e.g. tcp:8750" if listening else "e.g. tcp:host=127.0.0.1:port=8750")

@@ -10,6 +10,11 @@ in this run, never what the receiver held before it (L{RunProgress}).
 Drawing runs on the reactor's clock and costs one line of output per tick,
 whatever the transfer's size.
 
+No progress library (tqdm, rich) is used, not even as an option: the bar is
+forty lines, it must run on the reactor's clock rather than a thread of its
+own, the plain one-line-a-second form for pipes and logs would still be
+needed, and two renderers would be two things to keep honest and test.
+
 The examples import this module by name: Python puts a script's own
 directory on C{sys.path}, so C{python examples/bulk_client.py} finds it.
 """
