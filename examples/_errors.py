@@ -47,9 +47,12 @@ class EndpointFailed(Exception):
         self.listening = listening
 
 
-def addDebugArgument(parser: argparse.ArgumentParser) -> None:
-    """Add C{--debug}: show the traceback of an error, not only its one-line explanation."""
+def addDebugArgument(parser: argparse.ArgumentParser, *subcommands: argparse.ArgumentParser) -> None:
+    """Add C{--debug}: show the traceback of an error, not only its one-line explanation (after a subcommand too)."""
     parser.add_argument("--debug", action="store_true", help="on an error, show its traceback too")
+    for subcommand in subcommands:
+        # SUPPRESS: a subcommand that was not given --debug leaves the main parser's value alone.
+        subcommand.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 
 def endpointHint(description: str, listening: bool) -> str:

@@ -148,9 +148,9 @@ def main(argv: list[str]) -> None:
     fetch.add_argument("name")
     fetch.add_argument("--output", help="where to write it (default: NAME in the current directory)")
     fetch.add_argument("--force", action="store_true", help="replace the output file if it exists")
-    commands.add_parser("list", help="list the served files")
+    listing = commands.add_parser("list", help="list the served files")
     parser.add_argument("--trace", action="store_true", help="log every token sent and received, readably, to stderr")
-    addDebugArgument(parser)
+    addDebugArgument(parser, send, fetch, listing)
     args = parser.parse_args(argv)
     if args.trace:  # to stderr, so that stdout keeps the progress and the result
         TokenProtocol.trace = True

@@ -54,12 +54,14 @@ class ClientErrorTests(SynchronousTestCase):
         self.check(["--connect", address(port)], "not a chunkwire stream: the peer sent an HTTP response")
 
     def test_debug(self) -> None:
-        """--debug adds the traceback before the same one-line explanation."""
+        """--debug (after bulk_client's subcommand too) adds the traceback before the same one-line explanation."""
         for script, rest in CLIENTS.items():
             done = clientRun(script, "--connect", address(closedPort()), "--debug", *rest, timeout=30)
             self.assertNotEqual(done.returncode, 0, script)
             self.assertIn("Traceback", done.stderr, script)
             self.assertIn("connection refused", done.stderr.splitlines()[-1], script)
+        done = clientRun("bulk_client.py", "--connect", address(closedPort()), "list", "--debug", timeout=30)
+        self.assertIn("Traceback", done.stderr, "--debug after the subcommand")
 
 
 class ServerErrorTests(SynchronousTestCase):
