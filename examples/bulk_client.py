@@ -48,7 +48,7 @@ class Interrupt:
     """
     Turns the first Ctrl-C (or SIGTERM) into a cancel of the running
     transfer, so that it stops cleanly (a fetch saves what it holds) and
-    the client can say where it stopped; a second one stops the reactor.
+    the client can say where it stopped; a second one ends the process at once.
 
     @ivar received: the signal received, or C{None}.
     """
@@ -68,7 +68,9 @@ class Interrupt:
             self.received = number
             self.reactor.callFromThread(self.work.cancel)
         else:
-            self.reactor.callFromThread(self.reactor.stop)
+            # The transfer did not stop in time; what the receiver wrote is already on disk.
+            os.write(2, b"interrupted again: stopping at once\n")
+            os._exit(INTERRUPTED)
 
 
 async def interruptible(reactor: Any, work: Deferred[Any], progress: RunProgress) -> Any:
