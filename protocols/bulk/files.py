@@ -694,7 +694,13 @@ async def sendFile(
         source.close()
         hasher.abort()
     return FileResult(
-        name, size, bytes.fromhex(answer["digest"]), DEFAULT_DIGEST, time.monotonic() - started, state.payload, state.cuts
+        name,
+        size,
+        bytes.fromhex(answer["digest"]),
+        DEFAULT_DIGEST,
+        time.monotonic() - started,
+        state.payload,
+        state.cuts,
     )
 
 
