@@ -1,13 +1,28 @@
 #!/usr/bin/env python3
-"""Set up a virtualenv on demand and run chunkwire's demo, tests or benchmarks.
+"""Set up a virtualenv on demand and run chunkwire's demo, tests, docs or benchmarks.
 
-    python3 dev.py demo     # the main demo
-    python3 dev.py test     # the whole suite: pytest, trial, ruff, mypy
-    python3 dev.py bench    # the benchmarks (slow; also `tox -e bench`)
+    python3 dev.py demo [--size 16]   # the main demo
+    python3 dev.py test               # the whole suite: pytest, trial, ruff, mypy (what CI runs)
+
+One command per tox environment, for when tox is not installed:
+
+    python3 dev.py pytest [ARGS]      # tox -e pytest
+    python3 dev.py trial [ARGS]       # tox -e trial
+    python3 dev.py lint               # ruff check, ruff format --check, mypy (tox -e lint,type)
+    python3 dev.py type               # tox -e type: mypy --strict on framing and protocols
+    python3 dev.py bench [ARGS]       # tox -e bench: the benchmarks (slow)
+    python3 dev.py docs [--screenshots]
+                                      # tox -e docs: the figures, then the site with -W,
+                                      # then a check of the built pages (and PNGs of them
+                                      # at 1280 px in docs/_build/screenshots with headless Chromium)
+    python3 dev.py fuzz               # tox -e fuzz: bounded atheris runs (installs atheris)
+    python3 dev.py attack [ARGS]      # tox -e attack: refreshes docs/reliability.md
+    python3 dev.py soak               # tox -e soak: the long runs
 
 Only python3 (3.10+) and git are needed: the first run makes .venv and
-installs the project with its extras there; later runs reuse it until
-pyproject.toml changes.
+installs the project with its extras there (one line is printed; pip's
+output is shown only if it fails); later runs reuse it until pyproject.toml
+changes.
 """
 
 from __future__ import annotations
@@ -16,31 +31,72 @@ import hashlib
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / "python"
 EXTRAS = "test,lint,bench,docs"
+PLUGINS_PTH = "chunkwire-plugins.pth"
+
+# The commands of the tox environments without their own function below, as
+# python argument lists (each run with .venv's python from the repository root).
+FUZZ_RUNS = os.environ.get("FUZZ_RUNS", "1000000")
+FUZZ_UNSLICER_RUNS = os.environ.get("FUZZ_UNSLICER_RUNS", "1000000")
+FUZZ_FLAGS = ["-rss_limit_mb=1024", "-timeout=10", "-print_final_stats=1"]
+TOX_COMMANDS: dict[str, list[list[str]]] = {
+    "fuzz": [
+        ["fuzz/fuzz_decoder.py", "fuzz/corpus/decoder", f"-runs={FUZZ_RUNS}", *FUZZ_FLAGS],
+        ["fuzz/fuzz_unslicers.py", "fuzz/corpus/unslicers", f"-runs={FUZZ_UNSLICER_RUNS}", *FUZZ_FLAGS],
+        ["-m", "pytest", "-q", "tests/fuzz"],
+    ],
+    "attack": [
+        ["-m", "tests.attack", "--duration", "4", "--json", "attack-results.json", "--report", "docs/reliability.md"]
+    ],
+    "soak": [
+        ["-m", "tests.attack", "--duration", "60", "--together", "--no-extras", "--json", "soak-results.json"],
+        ["-m", "tests.attack", "--duration", "20", "--json", "soak-each.json"],
+        ["-m", "tests.latency.push", "--size-mib", "256", "--delay", "0.05", "--rate-mib", "32"],
+    ],
+}
+COMMANDS = ("demo", "test", "pytest", "trial", "lint", "type", "bench", "docs", *TOX_COMMANDS)
 
 
-def ensure_venv() -> None:
-    """Create .venv and install the project unless it is already up to date."""
+def quietly(command: list[str], runner: Callable[..., Any] = subprocess.run) -> None:
+    """
+    Run one setup step with its output captured; on failure show the command
+    and its output, then exit with its status.
+    """
+    result = runner(command, cwd=ROOT, capture_output=True, text=True)
+    if result.returncode != 0:
+        print(f"failed: {' '.join(command)}", flush=True)
+        sys.stdout.write(result.stdout + result.stderr)
+        raise SystemExit(result.returncode)
+
+
+def ensure_venv(runner: Callable[..., Any] = subprocess.run) -> None:
+    """Create .venv and install the project unless it is already up to date; print one line if work is done."""
     stamp = VENV / ".chunkwire-installed"
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + EXTRAS.encode()).hexdigest()
     if stamp.exists() and stamp.read_text() == digest and PYTHON.exists():
         return
     if sys.version_info < (3, 10):  # noqa: UP036 - dev.py runs on whatever python3 the user has
         sys.exit("chunkwire needs Python 3.10 or newer")
-    print(f"setting up {VENV} ...", flush=True)
+    print(f"setting up {VENV} (Twisted and the test, lint, bench and docs extras; a few minutes) ...", flush=True)
     if not PYTHON.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        quietly([sys.executable, "-m", "venv", str(VENV)], runner)
     pip = [str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, "--upgrade", "pip"], check=True)
-    # compat mode: twist finds the plugins in twisted/plugins only this way.
-    editable = ["--config-settings", "editable_mode=compat"]
-    subprocess.run([*pip, *editable, "-e", f".[{EXTRAS}]"], check=True, cwd=ROOT)
+    quietly([*pip, "--upgrade", "pip"], runner)
+    quietly([*pip, "-e", f".[{EXTRAS}]"], runner)
+    # An editable install imports framing and protocols from here, but Twisted
+    # finds plugins by looking for twisted/plugins/ under each sys.path entry:
+    # putting the repository on sys.path is what lets twist see ours.
+    find = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    purelib = runner([str(PYTHON), "-c", find], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    (Path(purelib) / PLUGINS_PTH).write_text(f"{ROOT}\n")
     stamp.write_text(digest)
 
 
@@ -52,7 +108,7 @@ def run(*args: str) -> int:
 def main(argv: list[str]) -> int:
     command = argv[0] if argv else "help"
     rest = argv[1:]
-    if command not in ("demo", "test", "bench", "lint"):
+    if command not in COMMANDS:
         print(__doc__)
         return 0 if command == "help" else 2
     ensure_venv()
@@ -62,6 +118,16 @@ def main(argv: list[str]) -> int:
         return run("-m", "tests.benchmarks", *rest)
     if command == "lint":
         return lint()
+    if command == "pytest":
+        return run("-m", "pytest", "-q", *rest)
+    if command == "trial":
+        return run("-m", "twisted.trial", *(rest or ["tests"]))
+    if command == "type":
+        return run("-m", "mypy", "framing", "protocols")
+    if command == "docs":
+        return docs(screenshots="--screenshots" in rest)
+    if command in TOX_COMMANDS:
+        return toxCommands(command, rest)
     failed = run("-m", "pytest", "-q", *rest) != 0
     failed |= run("-m", "twisted.trial", "--reporter=text", "tests") != 0
     failed |= lint() != 0
@@ -74,6 +140,41 @@ def lint() -> int:
     status |= run("-m", "ruff", "format", "--check", ".")
     status |= run("-m", "mypy", "framing", "protocols")
     return status
+
+
+def docs(screenshots: bool = False) -> int:
+    """The benchmark figures, the site with warnings as errors, then a check of the built pages."""
+    html = "docs/_build/html"
+    status = run("docs/make_plots.py")
+    status = status or run("-m", "sphinx", "-W", "-q", "-b", "html", "docs", html)
+    check = ["docs/check_pages.py", html] + (["--screenshots", "docs/_build/screenshots"] if screenshots else [])
+    status = status or run(*check)
+    if status == 0:
+        print(f"dev.py docs: open {ROOT / html / 'index.html'}", flush=True)
+    return status
+
+
+def toxCommands(name: str, rest: list[str]) -> int:
+    """Run a tox environment's commands in order, with tox's PYTHONPATH and PYTHONHASHSEED; stop at a failure."""
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    if name == "fuzz":
+        ensure_atheris()
+    commands = TOX_COMMANDS[name]
+    for index, args in enumerate(commands):
+        # Extra arguments go to the first command, as tox's {posargs} do.
+        status = run(*args, *(rest if index == 0 else []))
+        if status != 0:
+            return status
+    return 0
+
+
+def ensure_atheris(runner: Callable[..., Any] = subprocess.run) -> None:
+    """Install atheris (the fuzz environment's one extra package) into .venv if it is missing."""
+    found = runner([str(PYTHON), "-c", "import atheris"], cwd=ROOT, capture_output=True, text=True)
+    if found.returncode != 0:
+        print("installing atheris into .venv for the fuzz targets ...", flush=True)
+        quietly([str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "atheris"], runner)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,10 @@ Build with ``python -m sphinx -W -b html docs <outdir>`` from the repository
 root.  The docstrings use epydoc markup (``@param``, ``@ivar``, ``C{...}``,
 ``L{...}``), as Twisted's do; ``epydoc_to_rest`` below rewrites it to reST
 fields and roles before autodoc renders it, so no extension beyond
-``sphinx.ext.autodoc`` is needed.  autodoc skips zope.interface
+``sphinx.ext.autodoc`` is needed.  The two Markdown pages
+(``reliability.md``, ``wire-format.md``) are rendered by MyST
+(``myst_parser``, in the ``docs`` extra) as pages of their own, tables and
+all.  autodoc skips zope.interface
 interfaces (they are not classes), so the ``zope-interface`` directive below
 documents them.
 """
@@ -26,10 +29,18 @@ author = "the chunkwire developers"
 copyright = "the chunkwire developers"
 release = "0.1.0.dev0"
 
-extensions = ["sphinx.ext.autodoc"]
-exclude_patterns = ["_build", "_generated", "snippets"]
+extensions = ["sphinx.ext.autodoc", "myst_parser"]
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+# Headings get anchors so that the pages' own "#section" links resolve.
+myst_heading_anchors = 3
+exclude_patterns = ["_build", "_generated", "snippets", "bench-reference"]
 root_doc = "index"
 html_theme = "alabaster"
+# alabaster's default body is 800 px wide inside a 940 px page, which clips
+# 120-column code and the reliability tables; use the window instead.
+html_theme_options = {"page_width": "96%", "body_max_width": "none", "sidebar_width": "230px"}
+html_static_path = ["_static"]
+html_css_files = ["chunkwire.css"]
 
 autodoc_member_order = "bysource"
 autodoc_default_options = {"members": True, "show-inheritance": True}
@@ -92,10 +103,9 @@ def _process_docstring(app, what, name, obj, options, lines):  # type: ignore[no
 
 def _generate_includes() -> None:
     """
-    Write the page bodies that depend on files other helpers or commands
-    produce, so the site builds whether or not they exist yet:
-    C{_generated/benchmarks.rst} (drawn by C{make_plots.py}; a note until
-    then) and C{_generated/reliability.rst} (C{reliability.md} when present).
+    Write the page body that depends on files other commands produce, so the
+    site builds whether or not they exist yet: C{_generated/benchmarks.rst}
+    (drawn by C{make_plots.py}; a note until then).
     """
     docs = Path(__file__).resolve().parent
     generated = docs / "_generated"
@@ -103,16 +113,10 @@ def _generate_includes() -> None:
     bench = generated / "benchmarks.rst"
     if not bench.exists():
         bench.write_text(
-            "The figures have not been drawn: run ``tox -e bench`` and then ``tox -e docs``\n"
+            "The figures have not been drawn: run ``python3 dev.py bench`` and then ``python3 dev.py docs``\n"
             "(or ``python docs/make_plots.py`` before building).\n",
             "utf-8",
         )
-    if (docs / "reliability.md").exists():
-        body = "The report is kept as ``docs/reliability.md``; it is reproduced here as written.\n\n"
-        body += ".. literalinclude:: /reliability.md\n   :language: markdown\n"
-    else:
-        body = "The reliability report (``docs/reliability.md``) has not been written yet.\n"
-    (generated / "reliability.rst").write_text(body, "utf-8")
 
 
 _generate_includes()

@@ -1,11 +1,15 @@
 """Draw the benchmark figures for docs/benchmarks.rst from bench-results/*.json.
 
-    python docs/make_plots.py [--results bench-results] [--out docs]
+    python docs/make_plots.py [--results bench-results] [--reference docs/bench-reference] [--out docs]
 
 Writes PNGs into docs/_static/bench/ and the page body docs/_generated/benchmarks.rst
-(figures with the machine and versions under each).  Without results, or
-without matplotlib, the page body says how to produce them; the docs build
-either way.
+(figures with the machine, versions and date under each).  Without results
+of this machine's own, the reference run shipped in docs/bench-reference/ is
+drawn, and the page says so.  Without matplotlib the page body says how to
+produce the figures; the docs build either way.
+
+An axis is logarithmic where the values on it differ by 10x or more, so the
+small bars stay readable.
 """
 
 from __future__ import annotations
@@ -19,14 +23,24 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 NO_RESULTS = """\
 No benchmark results were found when this site was built.  Produce them with
-``tox -e bench`` (or ``python3 dev.py bench``), then rebuild with
-``tox -e docs``.
+``python3 dev.py bench`` (or ``tox -e bench``), then rebuild with
+``python3 dev.py docs``.
 """
+REFERENCE_NOTE = """\
+These figures are from the reference run shipped in ``docs/bench-reference/``
+(the machine and date are under each figure; a ``--quick`` run, so fewer sizes
+and repeats).  To draw this machine's, run ``python3 dev.py bench`` and then
+``python3 dev.py docs``: results in ``bench-results/`` take their place.
+
+"""
+SPREAD = 10.0
+"""Values that differ by this factor or more are drawn on a log axis."""
+RAW_LABEL = "raw Twisted producer, 64 KiB writes: a reference point, not a ceiling"
 
 
 EXPECTED = {
-    "rpc.json": "the RPC calls/s bars (``python -m tests.benchmarks.bench_rpc``)",
-    "bulk.json": "the bulk MB/s bars (``python -m tests.benchmarks.bench_bulk``)",
+    "rpc.json": "the RPC calls/s bars (``python3 dev.py bench rpc``)",
+    "bulk.json": "the bulk MB/s bars (``python3 dev.py bench bulk``)",
 }
 """Result files the page always speaks of: when one is missing, the page says so."""
 
@@ -50,11 +64,17 @@ def machine_line(data: dict[str, Any]) -> str:
     parts += [f"{name} {m[name]}" for name in ("twisted", "foolscap", "msgpack") if m.get(name)]
     if not m.get("twisted"):
         parts.append("Twisted and peer versions not recorded")
-    parts += [m.get("platform"), m.get("date")]
+    parts += [m.get("platform"), m.get("date") or "date not recorded"]
     commit = m.get("chunkwire_commit")
     if commit:
         parts.append(f"chunkwire {commit[:10]}")
     return ", ".join(str(p) for p in parts if p) or "machine not recorded"
+
+
+def spread(values: list[float]) -> bool:
+    """True when the positive C{values} differ by L{SPREAD}x or more: draw them on a log axis."""
+    positive = [v for v in values if v and v > 0]
+    return bool(positive) and max(positive) >= SPREAD * min(positive)
 
 
 def median_seconds(entry: dict[str, Any]) -> float | None:
@@ -102,6 +122,9 @@ def plot_calls(plt: Any, data: dict[str, Any], name: str, out: Path) -> list[tup
     fig, ax = plt.subplots(figsize=(7, 0.4 * len(rows) + 1.2))
     ax.barh([f"{impl} ({mode})" for impl, mode, _ in rows], [rate for _, _, rate in rows])
     ax.set_xlabel("objects per second (higher is better)")
+    if spread([rate for _, _, rate in rows]):
+        ax.set_xscale("log")
+        ax.set_xlabel("objects per second, log scale (higher is better)")
     ax.set_title(str(data.get("benchmark", name)))
     ax.invert_yaxis()
     fig.tight_layout()
@@ -136,6 +159,10 @@ def plot_rpc(plt: Any, data: dict[str, Any], name: str, out: Path) -> list[tuple
     ax.set_xticks(range(len(columns)))
     ax.set_xticklabels([column[3] for column in columns], fontsize=8)
     ax.set_ylabel("calls per second (higher is better)")
+    rates = [(cells[peer].get(key) or {}).get("calls_per_s") or 0.0 for peer in peers for key, *_ in columns]
+    if spread(rates):
+        ax.set_yscale("log")
+        ax.set_ylabel("calls per second, log scale (higher is better)")
     ax.set_title("RPC: echo(value) calls per second, client and server in two processes")
     ax.legend(fontsize=7)
     ax.grid(True, axis="y", alpha=0.3)
@@ -145,15 +172,16 @@ def plot_rpc(plt: Any, data: dict[str, Any], name: str, out: Path) -> list[tuple
     plt.close(fig)
     config = data.get("config", {})
     runs = f"median of {config['runs']} runs of {config['duration']} s" if "runs" in config else "median of runs"
-    quick = ", a --quick run" if data.get("options", {}).get("quick") else ""
+    quick = ", a ``--quick`` run" if data.get("options", {}).get("quick") else ""
     return [(filename, f"RPC calls per second over loopback TCP ({runs}{quick}; whiskers: lowest and highest run)")]
 
 
 def plot_bulk(plt: Any, data: dict[str, Any], name: str, out: Path) -> list[tuple[str, str]]:
     """
     Horizontal bars of bulk MB/s (bench_bulk.py) per case, the median over
-    runs with the lowest and highest as whiskers, against the ceiling: the
-    raw Twisted producer, drawn as a dashed line.
+    runs with the lowest and highest as whiskers, beside the raw Twisted
+    producer drawn as a dashed line: a reference point, not a ceiling
+    (chunkwire with C{digest=None} can pass it).
     """
     cases = data["cases"]
     names = list(cases)
@@ -168,15 +196,18 @@ def plot_bulk(plt: Any, data: dict[str, Any], name: str, out: Path) -> list[tupl
         note = f"  {rates[row]:.0f} MB/s" + (f" ({ratio:.2f}x raw)" if ratio is not None else "")
         ax.text(rates[row] + high[row], row, note, va="center", fontsize=7)
     if "raw" in cases:
-        ax.axvline(
-            cases["raw"]["mb_s"], linestyle="--", color="black", linewidth=1, label="ceiling: raw Twisted producer"
-        )
+        ax.axvline(cases["raw"]["mb_s"], linestyle="--", color="black", linewidth=1, label=RAW_LABEL)
         ax.legend(fontsize=7, loc="lower right")
     ax.set_yticks(range(len(names)))
-    ax.set_yticklabels([cases[case].get("label", case) for case in names], fontsize=7)
+    ax.set_yticklabels([bulk_label(case, cases[case]) for case in names], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlim(0, max(rates + [1.0]) * 1.5)
     ax.set_xlabel("MB/s, 10^6 bytes per second (higher is better)")
+    if spread(rates):
+        ax.set_xscale("log")
+        ax.set_xlim(min(r for r in rates if r > 0) / 2, max(rates) * 6)
+        ax.set_xlabel("MB/s, 10^6 bytes per second, log scale (higher is better)")
+    else:
+        ax.set_xlim(0, max(rates + [1.0]) * 1.5)
     size = data.get("config", {}).get("size")
     ax.set_title(f"Bulk transfer over loopback TCP{f', {size / 2**30:g} GiB' if size else ''}")
     fig.tight_layout()
@@ -185,9 +216,16 @@ def plot_bulk(plt: Any, data: dict[str, Any], name: str, out: Path) -> list[tupl
     plt.close(fig)
     runs = data.get("config", {}).get("runs")
     caption = (
-        f"Bulk MB/s against the ceiling ({f'median of {runs} runs; ' if runs else ''}whiskers: lowest and highest)"
+        f"Bulk MB/s beside a raw Twisted producer, a reference point and not a ceiling"
+        f" ({f'median of {runs} runs; ' if runs else ''}whiskers: lowest and highest)"
     )
     return [(filename, caption)]
+
+
+def bulk_label(case: str, entry: dict[str, Any]) -> str:
+    """A bulk case's label; the raw producers' without the word "ceiling" older results carry."""
+    label = str(entry.get("label", case))
+    return label.replace(" (ceiling)", " (reference)")
 
 
 def figures_for(plt: Any, path: Path, out: Path) -> tuple[list[tuple[str, str]], str]:
@@ -208,7 +246,7 @@ def figures_for(plt: Any, path: Path, out: Path) -> tuple[list[tuple[str, str]],
 
 TITLES = {
     "rpc.json": "RPC calls per second",
-    "bulk.json": "Bulk transfer against the ceiling",
+    "bulk.json": "Bulk transfer",
     "receive.json": "Receiving: cost per byte",
     "output.json": "Sending: cost per byte",
     "echo.json": "Echo round trips",
@@ -220,9 +258,15 @@ def section(title: str, text: str) -> str:
     return f"{title}\n{'-' * len(title)}\n\n{text}"
 
 
-def render(results: Path, docs: Path) -> str:
-    """Draw every figure the results allow; return the page body, a section per result file."""
+def render(results: Path, docs: Path, reference: Path | None = None) -> str:
+    """
+    Draw every figure the results allow; return the page body, a section per
+    result file.  Without results in C{results}, those in C{reference} (the
+    shipped reference run) are drawn, under a note saying so.
+    """
     files = sorted(results.glob("*.json")) if results.is_dir() else []
+    if not files and reference is not None and reference.is_dir() and any(reference.glob("*.json")):
+        return REFERENCE_NOTE + render(reference, docs)
     if not files:
         return NO_RESULTS
     try:
@@ -242,8 +286,8 @@ def render(results: Path, docs: Path) -> str:
             body.append(
                 section(
                     TITLES[name],
-                    f"``bench-results/{name}`` was not found when this site was built,"
-                    f" so {what} are not shown; ``tox -e bench`` writes it.\n",
+                    f"``{results.name}/{name}`` was not found when this site was built,"
+                    f" so {what} are not shown; ``python3 dev.py bench`` writes it.\n",
                 )
             )
     for path in files:
@@ -272,11 +316,12 @@ def render(results: Path, docs: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", type=Path, default=ROOT / "bench-results")
+    parser.add_argument("--reference", type=Path, default=ROOT / "docs" / "bench-reference")
     parser.add_argument("--out", type=Path, default=ROOT / "docs")
     args = parser.parse_args()
     generated = args.out / "_generated"
     generated.mkdir(parents=True, exist_ok=True)
-    (generated / "benchmarks.rst").write_text(render(args.results, args.out), "utf-8")
+    (generated / "benchmarks.rst").write_text(render(args.results, args.out, args.reference), "utf-8")
     print(f"wrote {generated / 'benchmarks.rst'}")
 
 

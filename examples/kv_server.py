@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from typing import Any
 
 from _errors import addDebugArgument, runCommand
@@ -31,9 +32,16 @@ from protocols.kv import KEY, VALUE, KeyNotFound, KeyValueStore
 __all__ = ["KEY", "VALUE", "KeyNotFound", "KeyValueStore"]
 
 
-async def serve(reactor: Any, descriptions: list[str], tracebacks: bool, policy: GuardPolicy | None = None) -> None:
+async def serve(
+    reactor: Any,
+    descriptions: list[str],
+    tracebacks: bool,
+    policy: GuardPolicy | None = None,
+    callLimits: rpc.CallLimits | None = None,
+) -> None:
     store = KeyValueStore()
-    factory = GuardedFactory(rpc.serverFactory(store, clock=reactor, tracebacks=tracebacks), policy, reactor)
+    brokers = rpc.serverFactory(store, clock=reactor, tracebacks=tracebacks, callLimits=callLimits)
+    factory = GuardedFactory(brokers, policy, reactor)
     await serveForever(reactor, descriptions, factory, "kv server")
 
 
@@ -42,17 +50,26 @@ def main(argv: list[str]) -> None:
     addListenArgument(parser, "tcp:8760")
     parser.add_argument("--tracebacks", action="store_true", help="send tracebacks of failed calls to clients")
     parser.add_argument("--log", action="store_true", help="log to stdout")
+    parser.add_argument(
+        "--call-timeout",
+        type=float,
+        default=rpc.SERVER_CALL_LIMITS.call_timeout,
+        metavar="S",
+        help="seconds a watcher has to answer a change before it is dropped",
+    )
     addGuardArguments(parser)
     parser.add_argument("--trace", action="store_true", help="log every token sent and received, readably")
     addDebugArgument(parser)
     args = parser.parse_args(argv)
     TokenProtocol.trace = args.trace
-    if args.log or args.trace:
-        observer: Any = textFileLogObserver(sys.stdout)
-        globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
+    # Without --log, logging still begins (to nothing): until it does, Twisted
+    # keeps the last 65,536 events, and each holds the connection it names.
+    observers: list[Any] = [textFileLogObserver(sys.stdout)] if args.log or args.trace else []
+    globalLogBeginner.beginLoggingTo(observers, redirectStandardIO=False)
     policy = policyFromArguments(args)
+    callLimits = replace(rpc.SERVER_CALL_LIMITS, call_timeout=args.call_timeout)
     listen = args.listen or ["tcp:8760"]
-    runCommand(lambda reactor: serve(reactor, listen, args.tracebacks, policy), None, args.debug, True)
+    runCommand(lambda reactor: serve(reactor, listen, args.tracebacks, policy, callLimits), None, args.debug, True)
 
 
 if __name__ == "__main__":

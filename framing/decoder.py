@@ -30,7 +30,7 @@ from .errors import (
     short_repr,
 )
 from .limits import DEFAULT_LIMITS, Limits
-from .scanner import BODY_SKIP, BODY_WHOLE, TokenScanner
+from .scanner import BODY_SKIP, BODY_WHOLE, WANT_PREAMBLE, TokenScanner
 from .slicing.constraints import Constraint
 from .slicing.registry import DEFAULT_REGISTRY, Registry, UnslicerFactory
 from .wire import (
@@ -117,6 +117,11 @@ class Decoder:
     def buffered(self) -> int:
         """Bytes held for tokens not yet complete (the receive chain plus a partial body)."""
         return self._scanner.buffered
+
+    @property
+    def nothing_received(self) -> bool:
+        """True until the first byte of the preamble is fed (always False for a decoder made without one)."""
+        return self._scanner.state == WANT_PREAMBLE and not self._scanner.buffered
 
     @property
     def at_boundary(self) -> bool:

@@ -148,7 +148,11 @@ class Encoder:
                 return self._writers[base]
         if _has_buffer(obj):
             return self._slicer_writer(_BUFFER)
-        raise EncodingError(f"no slicer is registered for {cls.__module__}.{cls.__qualname__}")
+        raise EncodingError(
+            f"no slicer is registered for {cls.__module__}.{cls.__qualname__}; register it on both sides with"
+            f" framing.register({cls.__qualname__}, 'myapp.{cls.__qualname__}') (plus to_wire and from_wire"
+            " functions unless it is a dataclass)"
+        )
 
     def _slicer_writer(self, slicer: Any) -> Callable[[Any, int], None]:
         def write(obj: Any, depth: int) -> None:

@@ -44,6 +44,18 @@ class Limits:
         real schema, shallow enough that recursion stays cheap.
     @ivar max_items: most items in one container (a dict counts keys).
         1 Mi items: a list of that many small ints is about 1-2 MiB.
+    @ivar send_high_water: the most bytes that may wait to be sent to the
+        peer (encoded but not yet taken by the socket) before the connection
+        stops reading from it; C{None} turns the rule off.  4 MiB: a server's
+        answers are caused by what it reads, so once this much waits for a
+        peer that does not read, reading more would only make the server
+        hold more for it; a few MiB keep any RPC connection busy.
+    @ivar send_low_water: reading resumes once the bytes waiting to be sent
+        fall to this many.  1 MiB: far enough below the high-water mark that
+        a connection near it does not flap between reading and not reading
+        on every message.  (A connection raises either mark to its
+        transport's own buffer size, 64 KiB on Twisted's TCP, if it is below:
+        the transport reports a drain only past that size.)
     """
 
     max_header_length: int = 9
@@ -55,6 +67,8 @@ class Limits:
     max_buffered_bytes: int = 1 * MiB
     max_depth: int = 64
     max_items: int = 1024 * 1024
+    send_high_water: int | None = 4 * MiB
+    send_low_water: int = 1 * MiB
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_header_length <= 9:
@@ -68,9 +82,12 @@ class Limits:
             "max_buffered_bytes",
             "max_depth",
             "max_items",
+            "send_low_water",
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
+        if self.send_high_water is not None and self.send_high_water < self.send_low_water:
+            raise ValueError("send_high_water must not be below send_low_water")
 
 
 DEFAULT_LIMITS = Limits()

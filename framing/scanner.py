@@ -333,7 +333,7 @@ class TokenScanner:
             if kind == ERROR:
                 # An ERROR is fatal whatever its size; just do not read it.
                 raise PeerError(f"the peer reported an error ({length} bytes, too long to read)")
-            violation = BodyTooLarge(f"{KIND_NAMES[kind]} body of {length} bytes exceeds the limit of {limit} bytes")
+            violation = BodyTooLarge(_too_large(kind, length, limit))
         else:
             return self._sink.accept_body(kind, length)
         self._sink.refused(kind, length, violation)
@@ -385,6 +385,24 @@ class TokenScanner:
             self._sink.handlers[kind](body.value())
         elif isinstance(body, _StreamedBody):
             self._sink.body_end(kind)
+
+
+_LIMIT_FIELDS = {
+    BYTES: "max_bytes_length",
+    STRING: "max_string_length",
+    BIGINT: "max_bigint_length",
+    BIGNEG: "max_bigint_length",
+    OPEN: "max_open_name_length",
+}
+
+
+def _too_large(kind: int, length: int, limit: int) -> str:
+    """A body-too-large message that says what to do: raise the receiver's limit, or stream."""
+    field = _LIMIT_FIELDS.get(kind)
+    advice = f"; the receiving side may raise it with Limits({field}=...)" if field else ""
+    if kind == BYTES:
+        advice += ", or send large data as a protocols.bulk.Stream"
+    return f"{KIND_NAMES[kind]} body of {length} bytes exceeds the limit of {limit} bytes{advice}"
 
 
 def _body_limits(limits: Limits) -> tuple[int, ...]:

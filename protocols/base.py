@@ -9,7 +9,10 @@ L{TokenProtocol.sendObject} is one write on the transport, except that the
 objects sent while one read is being handled share one write (each whole);
 a streamed body is one write per chunk plus one for its end.  While the application has paused
 reading, received bytes are held undecoded, never more than
-C{Limits.max_buffered_bytes} of them.  Per-object cost is O(1).
+C{Limits.max_buffered_bytes} of them.  Reading also stops while more than
+C{Limits.send_high_water} bytes wait to be sent to a peer that does not read
+them (L{TokenProtocol.sendBackPressure}), so what a server holds for one
+peer is bounded by what that peer reads.  Per-object cost is O(1).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.protocol import Protocol, connectionDone
-from twisted.logger import Logger
+from twisted.logger import Logger, LogLevel
 from twisted.python.failure import Failure
 from zope.interface import directlyProvides, providedBy
 
@@ -31,6 +34,9 @@ from framing.trace import TokenTracer
 from framing.wire import ABORT, ERROR, PING, PONG, PREAMBLE, encode_header
 
 from .coalescing import CoalescingTransport
+from .lifetime import breakCycles
+from .logs import LogPolicy, RefusalLog, TooManyRefusals, escape
+from .mismatch import diagnoseLoss
 
 _ABORT = encode_header(ABORT, 0)
 # ERROR bodies stay well under the default Limits.max_error_length (4 KiB),
@@ -80,6 +86,12 @@ class TokenProtocol(Protocol):
     @ivar encoder: this connection's L{Encoder}.
     @ivar failure: the L{Failure} wrapping the L{ProtocolError} that dropped
         the connection, or C{None}.
+    @cvar logPolicy: the L{LogPolicy}: how many refusals and failures of one
+        connection are logged in full, and how many refusals drop it.
+    @ivar objectsDecoded: top-level objects (and refusals) the decoder has
+        completed so far, delivered or not.
+    @ivar controlBytesReceived: bytes of PING and PONG tokens received so
+        far: traffic that keeps a connection alive but is no progress.
     @ivar trace: log every token sent and received, one readable line each
         (see L{framing.trace}), through C{log} with the fields C{direction}
         (C{"sent"} or C{"received"}), C{peer}, C{token}, C{kind} and
@@ -87,12 +99,22 @@ class TokenProtocol(Protocol):
         constructor's C{trace} argument, on a subclass, or on
         C{TokenProtocol} itself to trace every connection in the process
         (what the examples' C{--trace} does).  Read when the connection is made.
+    @cvar sendBackPressure: whether this connection stops reading while more
+        than C{Limits.send_high_water} bytes wait to be sent to its peer,
+        and starts again at C{Limits.send_low_water}.  On by default: what a
+        server sends is caused by what it reads.  The client helpers
+        (C{rpc.connect}, C{bulk.connect}, L{protocols.echo.EchoClient}) turn
+        it off: what a client sends comes from its own application, which
+        reading less would not slow, and two ends that both stop reading
+        while their sends wait could wait for each other for ever.
     """
 
     log = Logger()
+    logPolicy: LogPolicy = LogPolicy()
     limits: Limits | None = None
     registry: Registry | None = None
     trace: bool = False
+    sendBackPressure: bool = True
     transport: Any
 
     def __init__(
@@ -105,11 +127,15 @@ class TokenProtocol(Protocol):
         if trace is not None:
             self.trace = trace
         self.failure: Failure | None = None
+        self.objectsDecoded = 0
+        self.controlBytesReceived = 0
         self._paused = False
+        self._sendBacklogged = False
         self._inDataReceived = False
         self._held: deque[bytes] = deque()
         self._heldBytes = 0
         self._backlog: deque[Any] = deque()
+        self._refusals: RefusalLog | None = None
 
     # -- connection setup --------------------------------------------------
 
@@ -124,10 +150,16 @@ class TokenProtocol(Protocol):
             transport = CoalescingTransport(transport)
         transport.readingObserver = self._readingChanged
         self.decoder = Decoder(self.limits, self.registry)
+        if self.sendBackPressure:
+            limits = self.decoder.limits
+            transport.setSendLimits(limits.send_high_water, limits.send_low_water)
         self.encoder = Encoder(self.registry)
         if self.trace:
             self._startTracing(transport)
         transport.write(PREAMBLE)
+        # A loss before the peer's first byte is diagnosed (a TLS/plain mismatch: protocols.mismatch).
+        undiagnosed = self.connectionLost
+        self.connectionLost = lambda reason=connectionDone: undiagnosed(diagnoseLoss(self.decoder, reason))  # type: ignore[method-assign]
         Protocol.makeConnection(self, transport)  # type: ignore[no-untyped-call]
         self.flushAfterConnect()
 
@@ -167,20 +199,55 @@ class TokenProtocol(Protocol):
         """
         Called, in stream order, for each object the decoder refused (too
         big, unknown type, ...).  The connection stays up.  By default the
-        refusal is logged.
+        refusal is passed to L{logRefusal}.
         """
-        self.log.info(
-            "Refused an object from {peer}: {code}: {violation}",
-            peer=self._peer(),
-            code=violation.code,
-            violation=str(violation),
-        )
+        self.logRefusal(violation.code, str(violation))
+
+    def logRefusal(self, code: str, text: str, template: str | None = None, **fields: Any) -> None:
+        """
+        Log that something the peer sent was refused (C{text} is escaped),
+        within L{logPolicy}'s rate; drop the connection with
+        C{too-many-refusals} once the peer passes the policy's refusals per
+        interval.  C{template} and C{fields} replace the default line.
+        """
+        if self.failure is not None:
+            return
+        refusals = self._refusalLog()
+        if refusals.refusal(self.log, self._peer(), code, text, template, **fields):
+            policy = refusals.policy
+            self._protocolFailed(
+                TooManyRefusals(f"more than {policy.max_refusals} refusals within {policy.interval:g} s")
+            )
+
+    def logFailure(self, kind: str, template: str, level: LogLevel = LogLevel.info, **fields: Any) -> None:
+        """Log a failure on this connection (fields escaped by the caller) within L{logPolicy}'s rate."""
+        self._refusalLog().failure(self.log, self._peer(), kind, template, level, **fields)
+
+    def _refusalLog(self) -> RefusalLog:
+        refusals = self._refusals
+        if refusals is None:
+            refusals = self._refusals = RefusalLog(self.logPolicy)
+        return refusals
 
     def pongReceived(self, pingId: int) -> None:
         """
         Called when the peer answers L{sendPing} C{pingId} (an id below
         L{RESERVED_PING_IDS}).  Override this.
         """
+
+    def sendBacklogChanged(self, backlogged: bool) -> None:
+        """
+        Called when reading stops because more than C{Limits.send_high_water}
+        bytes wait to be sent to the peer (C{backlogged} true), and when it
+        starts again at C{Limits.send_low_water}.  By default this is logged
+        at debug level.  Override it to watch for peers that do not read.
+        """
+        self.log.debug(
+            "{what} reading from {peer}: {pending} bytes wait to be sent",
+            what="Stopped" if backlogged else "Resumed",
+            peer=self._peer(),
+            pending=self.transport.pendingBytes,
+        )
 
     def _reservedPongReceived(self, pingId: int) -> None:
         """Called when the peer answers a PING with an id of L{RESERVED_PING_IDS} or more: chunkwire's own."""
@@ -268,6 +335,7 @@ class TokenProtocol(Protocol):
             self._dispatch(getattr(error, "results", ()))
             self._protocolFailed(error)
             return
+        self.objectsDecoded += len(results)
         if decoder.control_events:
             self._controlEvents()
         for index, obj in enumerate(results):
@@ -291,6 +359,8 @@ class TokenProtocol(Protocol):
         pongs = [encode_header(PONG, event.id) for event in events if isinstance(event, Ping)]
         answered = [event.id for event in events if not isinstance(event, Ping)]
         events.clear()
+        # A PING and its PONG have headers of the same length.
+        self.controlBytesReceived += sum(map(len, pongs)) + sum(len(encode_header(PONG, i)) for i in answered)
         if pongs:
             self.transport.writeSequence(pongs)
             self.transport.flush()
@@ -320,6 +390,10 @@ class TokenProtocol(Protocol):
 
     def _readingChanged(self, paused: bool) -> None:
         self._paused = paused
+        backlogged = self.transport.sendBacklogged
+        if backlogged != self._sendBacklogged:
+            self._sendBacklogged = backlogged
+            self.sendBacklogChanged(backlogged)
         if not paused and not self._inDataReceived:
             self._catchUp()
 
@@ -346,6 +420,10 @@ class TokenProtocol(Protocol):
 
     def _protocolFailed(self, error: ProtocolError) -> None:
         """Log C{error}, tell the peer, drop the connection, and report C{error} to connectionLost."""
+        # The traceback's frames would hold this protocol (and what it
+        # decoded) in a cycle; where in our code a peer's bytes broke the
+        # stream says nothing the code and message do not.
+        error.__traceback__ = None
         failure = Failure(error)  # type: ignore[no-untyped-call]
         self.failure = failure
         self._paused = True
@@ -356,7 +434,7 @@ class TokenProtocol(Protocol):
             "Dropping connection from {peer}: {code}: {error}",
             peer=self._peer(),
             code=error.code,
-            error=str(error),
+            error=escape(error),
         )
         # connectionLost is called by the wrapped transport, with its own
         # reason; so that any override sees this error instead, shadow it on
@@ -379,6 +457,9 @@ class TokenProtocol(Protocol):
         transport = self.transport
         if isinstance(transport, CoalescingTransport):
             transport.connectionClosed(reason)
+        if self._refusals is not None:
+            self._refusals.close(self.log, self._peer())
+        breakCycles(self)
 
     def _peer(self) -> str:
         try:

@@ -17,10 +17,20 @@ and its units are pulled from their iterator only while the wrapped
 transport accepts more: a peer that reads slowly pauses the pulling, so
 nothing piles up beyond the wrapped transport's own buffer.  Per-write cost
 is O(1) whatever is buffered.
+
+Back-pressure (L{CoalescingTransport.setSendLimits}): once more than the
+high-water mark waits to be sent (buffered here, queued behind a stream, or
+in the wrapped transport's own buffer), reading stops, as if
+C{pauseProducing} had been called, and it starts again when what waits falls
+to the low-water mark.  A server's answers are caused by what it reads, so
+a peer that does not read its answers is no longer read from, and the
+memory held for it stays near the mark.  Counting what waits costs a few
+attribute reads, and only for writes the socket did not take at once.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -49,6 +59,55 @@ def _loadSocketConnections() -> list[type]:
 _SOCKET_CONNECTIONS: frozenset[type] = frozenset(_loadSocketConnections())
 
 _MAX_IOV = 64
+
+
+def _queuedIn(transport: Any) -> int | None:
+    """
+    The bytes C{transport} holds that its socket has not taken yet, or
+    C{None} if it cannot say.
+
+    Twisted's socket connections (every C{FileDescriptor}) keep them in
+    C{dataBuffer} past C{offset}, plus C{_tempDataLen}; its TLS wrapper keeps
+    what was written before the handshake in C{_appSendBuffer} and the rest
+    in the connection under it; chunkwire's in-memory transports count them
+    in C{outgoingBytes}.
+    """
+    queued = 0
+    for _ in range(4):  # a TLS wrapper over a TCP connection is two levels
+        data = getattr(transport, "dataBuffer", None)
+        if data is not None:
+            held: int = len(data) - transport.offset + transport._tempDataLen
+            return queued + held
+        outgoing = getattr(transport, "outgoingBytes", None)
+        if isinstance(outgoing, int):
+            return queued + outgoing
+        waiting = getattr(transport, "_appSendBuffer", None)
+        if waiting is not None:
+            queued += sum(map(len, waiting))
+        transport = getattr(transport, "transport", None)
+        if transport is None:
+            break
+    return None
+
+
+def _ownBufferSize(transport: Any) -> int:
+    """
+    How much C{transport} buffers before it pauses its producer (Twisted's
+    C{bufferSize}, 64 KiB on TCP), or 0 if it does not say.
+
+    A transport reports that its buffer drained only to a producer it paused,
+    which it does only past this size; so a low-water mark below it could
+    wait for a report that never comes.
+    """
+    for _ in range(4):
+        size = getattr(transport, "bufferSize", None)
+        if isinstance(size, int):
+            return size
+        transport = getattr(transport, "transport", None)
+        if transport is None:
+            break
+    return 0
+
 
 # How the gate is registered with the wrapped transport (None: not at all).
 _PUSH = "push"
@@ -152,16 +211,24 @@ class _Gate:
     """
 
     def __init__(self, owner: CoalescingTransport) -> None:
-        self._owner = owner
+        # Weak: the owner holds its gate, and a strong reference back would
+        # make every connection a cycle that only the garbage collector frees.
+        self._owner = weakref.ref(owner)
 
     def pauseProducing(self) -> None:
-        self._owner._writingPaused()
+        owner = self._owner()
+        if owner is not None:
+            owner._writingPaused()
 
     def resumeProducing(self) -> None:
-        self._owner._writingResumed()
+        owner = self._owner()
+        if owner is not None:
+            owner._writingResumed()
 
     def stopProducing(self) -> None:
-        self._owner._writingStopped()
+        owner = self._owner()
+        if owner is not None:
+            owner._writingStopped()
 
 
 @implementer(ITransport, IConsumer, IPushProducer)
@@ -196,6 +263,11 @@ class CoalescingTransport:
         C{write} or C{writeSequence} on the wrapped transport, or one direct
         send (plus, rarely, the write of what the socket did not take).
     @ivar bytesWritten: the bytes in those writes.
+    @ivar sendHighWater: with back-pressure on (L{setSendLimits}), the
+        L{pendingBytes} above which reading stops; C{None} when off.
+    @ivar sendLowWater: the L{pendingBytes} at which reading starts again.
+    @ivar sendBacklogged: C{True} while reading is stopped because too much
+        waits to be sent.
     """
 
     def __init__(self, transport: Any, readingObserver: Callable[[bool], None] | None = None) -> None:
@@ -217,6 +289,17 @@ class CoalescingTransport:
         self._holds = 0
         self.writeCount = 0
         self.bytesWritten = 0
+        self.sendHighWater: int | None = None
+        self.sendLowWater = 0
+        self.sendBacklogged = False
+        self._readingStopped = False
+        # Bytes of flushed messages queued behind a stream.
+        self._queuedBytes = 0
+        # Bytes handed to a transport that cannot count its queue, since it
+        # last paused us (what it has not confirmed sending).
+        self._unconfirmed = 0
+        # What the wrapped transport held when last asked (see flush).
+        self._lastQueued = 0
         directlyProvides(self, providedBy(transport))
         self.noDelay = setNoDelay(transport)
 
@@ -254,6 +337,12 @@ class CoalescingTransport:
         that L{release} makes.
         """
         if self._holds:
+            high = self.sendHighWater
+            if high is not None and not self.sendBacklogged:
+                # The wrapped transport's queue only shrinks during a hold,
+                # so its size at the last look bounds it: no need to ask.
+                if len(self.buffer) + self._queuedBytes + self._lastQueued > high:
+                    self._checkBacklog()
             return
         self.flushNow()
 
@@ -267,6 +356,9 @@ class CoalescingTransport:
             return
         if self._queue:
             self._queue.append(blocks)
+            self._queuedBytes += sum(map(len, blocks))
+            if self.sendHighWater is not None:
+                self._checkBacklog()
         else:
             self._emit(blocks)
 
@@ -313,16 +405,24 @@ class CoalescingTransport:
 
     def _emit(self, blocks: list[bytes]) -> None:
         self.writeCount += 1
-        self.bytesWritten += len(blocks[0]) if len(blocks) == 1 else sum(map(len, blocks))
+        size = len(blocks[0]) if len(blocks) == 1 else sum(map(len, blocks))
+        self.bytesWritten += size
         transport = self.transport
         if _canSendNow(transport):
             blocks = _sendNow(transport, blocks)
             if not blocks:
+                self._lastQueued = 0
+                if self.sendBacklogged:
+                    self._checkBacklog()
                 return
+        if self.writePaused:
+            self._unconfirmed += size
         if len(blocks) == 1:
             transport.write(blocks[0])
         else:
             transport.writeSequence(blocks)
+        if self.sendHighWater is not None:
+            self._checkBacklog()
 
     def _emitUnit(self, unit: list[bytes]) -> None:
         buf = self._unitBuffer
@@ -353,6 +453,7 @@ class CoalescingTransport:
             head = queue[0]
             if isinstance(head, list):
                 queue.popleft()
+                self._queuedBytes -= sum(map(len, head))
                 self._emit(head)
                 continue
             try:
@@ -380,7 +481,11 @@ class CoalescingTransport:
         wanted: str | None = None
         if self.producer is not None:
             wanted = _PUSH if self.streamingProducer else _PULL
-        elif self._queue and not self._closed:
+        elif self._closed:
+            pass
+        elif self._queue or (self.sendHighWater is not None and not self.disconnecting):
+            # Back-pressure needs the wrapped transport's word that its
+            # buffer drained, which it gives only to a producer it paused.
             wanted = _PUSH
         if wanted == self._gateMode:
             return
@@ -399,11 +504,14 @@ class CoalescingTransport:
 
     def _writingResumed(self) -> None:
         self.writePaused = False
+        self._unconfirmed = 0
         if self.producer is not None:
             self.producer.resumeProducing()
             if not self.streamingProducer:
                 self.flush()
         self._pump()
+        if self.sendBacklogged:
+            self._checkBacklog()
 
     def _writingStopped(self) -> None:
         # The wrapped transport is gone and has already forgotten the gate.
@@ -418,9 +526,74 @@ class CoalescingTransport:
             producer.stopProducing()
         self.buffer.take_blocks()
         queue, self._queue = self._queue, deque()
+        self._queuedBytes = 0
         for item in queue:
             if isinstance(item, _Stream):
                 item.done.errback(reason)
+
+    # -- back-pressure: what waits to be sent stops reading -----------------
+
+    def setSendLimits(self, high: int | None, low: int = 0) -> None:
+        """
+        Stop reading while more than C{high} bytes wait to be sent, and start
+        again at C{low}; C{high} of C{None} turns back-pressure off.  Both
+        marks are raised to the wrapped transport's own buffer size if they
+        are below it (see L{_ownBufferSize}).
+
+        @raise ValueError: C{low} is above C{high}.
+        """
+        if high is not None and low > high:
+            raise ValueError(f"the low-water mark {low} is above the high-water mark {high}")
+        self.sendLowWater = max(low, _ownBufferSize(self.transport))
+        self.sendHighWater = None if high is None else max(high, self.sendLowWater)
+        self._updateGate()
+        self._checkBacklog()
+
+    @property
+    def pendingBytes(self) -> int:
+        """
+        The bytes written to this transport that the socket has not taken:
+        buffered here, queued behind a stream, and held by the wrapped
+        transport (or, for one that cannot count them, what was handed to it
+        since it last asked us to pause).
+        """
+        queued = _queuedIn(self.transport)
+        if queued is None:
+            queued = self._unconfirmed
+        self._lastQueued = queued
+        return len(self.buffer) + self._queuedBytes + queued
+
+    @property
+    def bytesSent(self) -> int:
+        """Bytes the connection has taken from this transport so far: L{bytesWritten} less what it still holds."""
+        queued = _queuedIn(self.transport)
+        return self.bytesWritten - (self._unconfirmed if queued is None else queued)
+
+    def _checkBacklog(self) -> None:
+        """Stop reading above the high-water mark; start again at the low-water mark."""
+        high = self.sendHighWater
+        if high is None or self._closed:
+            backlogged = False
+        elif self.sendBacklogged:
+            backlogged = self.pendingBytes > self.sendLowWater
+        else:
+            backlogged = self.pendingBytes > high
+        if backlogged != self.sendBacklogged:
+            self.sendBacklogged = backlogged
+            self._applyReading()
+
+    def _applyReading(self) -> None:
+        """Pause or resume the wrapped transport's reading to match L{readPaused} and L{sendBacklogged}."""
+        stop = self.readPaused or self.sendBacklogged
+        if stop == self._readingStopped:
+            return
+        self._readingStopped = stop
+        if stop:
+            self.transport.pauseProducing()
+        elif not self._closed:
+            self.transport.resumeProducing()
+        if self.readingObserver is not None:
+            self.readingObserver(stop)
 
     # -- IConsumer -------------------------------------------------------
 
@@ -452,22 +625,18 @@ class CoalescingTransport:
 
     def pauseProducing(self) -> None:
         """Stop reading from the connection until L{resumeProducing}."""
-        if self.readPaused:
-            return
-        self.readPaused = True
-        self.transport.pauseProducing()
-        if self.readingObserver is not None:
-            self.readingObserver(True)
+        if not self.readPaused:
+            self.readPaused = True
+            self._applyReading()
 
     def resumeProducing(self) -> None:
-        """Start reading from the connection again."""
-        if not self.readPaused:
-            return
-        self.readPaused = False
-        if not self._closed:
-            self.transport.resumeProducing()
-        if self.readingObserver is not None:
-            self.readingObserver(False)
+        """
+        Start reading from the connection again (once what waits to be
+        sent is below the low-water mark, if back-pressure stopped it too).
+        """
+        if self.readPaused:
+            self.readPaused = False
+            self._applyReading()
 
     def stopProducing(self) -> None:
         """Stop for good: the wrapped transport drops the connection."""
@@ -501,6 +670,7 @@ class CoalescingTransport:
         about to report a fatal error to its peer.
         """
         queue, self._queue = self._queue, deque()
+        self._queuedBytes = 0
         self.buffer.take_blocks()
         for item in queue:
             if isinstance(item, _Stream):

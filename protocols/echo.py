@@ -83,6 +83,8 @@ class EchoClient(TokenProtocol):
     """
 
     registry = ECHO_REGISTRY
+    # A client keeps reading whatever waits to be sent: see TokenProtocol.sendBackPressure.
+    sendBackPressure = False
 
     def __init__(self, limits: Limits | None = None, registry: Registry | None = None) -> None:
         TokenProtocol.__init__(self, limits, registry)

@@ -13,8 +13,12 @@ L{GuardError}, when
     sent, and nothing has arrived C{keepalive_timeout} seconds after it (any
     byte, the PONG included, shows that the peer is alive);
   - no object has completed for C{idle_timeout} seconds;
+  - bytes have been waiting to be sent to it for C{send_stall_timeout}
+    seconds and the peer took none of them (a slow reader that takes some
+    is not stalled; a bulk stream waiting for credit has nothing waiting);
   - C{max_connections} connections of its factory, or C{max_per_peer} from
-    the same IP address, are already up (the new one is dropped at once).
+    the same IP address, are already up (the new one is dropped at once);
+    see L{GuardPolicy} for the defaults and their trade-off.
 
 Cost: each received chunk stores a time stamp and adds a length; each
 connection has at most one pending timer, rescheduled only when it fires, so
@@ -63,11 +67,27 @@ class GuardPolicy:
     @ivar keepalive_timeout: seconds after that PING for any byte to arrive.
         10 s.
     @ivar idle_timeout: seconds without a completed object.  15 min.
-    @ivar max_connections: most connections up at once per factory.  1000.
-    @ivar max_per_peer: most connections up at once from one IP address, so
-        that one host flooding the server leaves room for the others.  100.
+    @ivar max_connections: most connections up at once per factory.  1000:
+        below the usual limit of 1,024 file descriptors per process, so the
+        guard refuses with a logged reason before C{accept} fails for want
+        of a descriptor.
+    @ivar max_per_peer: most connections up at once from one IP address.
+        20, so that filling C{max_connections} takes 50 addresses, not the
+        10 it took with 100 per address (1,000 connections from 10 loopback
+        addresses left no room for anyone else).  The trade-off: many
+        honest clients behind one address (a NAT, a proxy, a busy worker
+        host) share those 20, so raise it for such deployments, and raise
+        C{max_connections} with it (and the process's descriptor limit) to
+        keep the ratio.  Per-address caps slow a flood from many addresses
+        but do not stop one: an attacker with an IPv6 prefix has addresses
+        to spare; the idle and keepalive timeouts are what reclaim their
+        slots.
     @ivar abort_after: seconds a dropped connection may take to read its
         ERROR before it is aborted.  2 s.
+    @ivar send_stall_timeout: seconds that bytes may wait to be sent to the
+        peer without the peer taking any of them.  60 s, as nginx's
+        C{send_timeout}: back-pressure (C{Limits.send_high_water}) already
+        bounds what is held for such a peer; this frees even that.
     """
 
     preamble_timeout: float | None = 10.0
@@ -78,13 +98,17 @@ class GuardPolicy:
     keepalive_timeout: float | None = 10.0
     idle_timeout: float | None = 900.0
     max_connections: int | None = 1000
-    max_per_peer: int | None = 100
+    max_per_peer: int | None = 20
     abort_after: float = 2.0
+    send_stall_timeout: float | None = 60.0
 
 
 class ConnectionCounter:
     """
     The connections up for one factory; shared by its guarded protocols.
+    The per-peer cap is checked first, so a flooding host is told about its
+    own cap rather than the global one; C{perPeer} holds only hosts with
+    connections up, so its size is bounded by C{active}.
 
     @ivar active: how many are up now.
     @ivar refused: how many were dropped for being over a limit.
@@ -99,12 +123,12 @@ class ConnectionCounter:
     def admit(self, host: str, policy: GuardPolicy) -> str | None:
         """Count a new connection from C{host}, or say why it is over a limit."""
         total, mine = policy.max_connections, policy.max_per_peer
-        if total is not None and self.active >= total:
-            self.refused += 1
-            return f"{self.active} connections are up, the limit is {total}"
         if mine is not None and self.perPeer.get(host, 0) >= mine:
             self.refused += 1
             return f"{self.perPeer[host]} connections from {host} are up, the limit per peer is {mine}"
+        if total is not None and self.active >= total:
+            self.refused += 1
+            return f"{self.active} connections are up, the limit is {total}"
         self.active += 1
         self.perPeer[host] = self.perPeer.get(host, 0) + 1
         return None
@@ -151,6 +175,9 @@ class Guarded(TokenProtocol):
         self._guardObjectBytes = 0
         self._guardPingAt: float | None = None
         self._guardPingId = 0
+        self._guardSent = 0
+        self._guardSendWaitingSince: float | None = None
+        self._guardBackloggedAt: float | None = None
         super().makeConnection(transport)
         counter = self.guardCounter
         if counter is not None and self.failure is None:
@@ -167,23 +194,41 @@ class Guarded(TokenProtocol):
     # -- what the peer does ----------------------------------------------------
 
     def dataReceived(self, data: bytes) -> None:
-        """Note the time and the progress of the object in progress, then decode."""
-        now = self._guardLastByte = self.guardClock.seconds()
+        """Note the time, then decode (or hold, while reading is paused)."""
+        self._guardLastByte = self.guardClock.seconds()
         self._guardReceived += len(data)
-        self._guardObjectBytes += len(data)
         super().dataReceived(data)
+
+    def _decode(self, data: bytes) -> None:
+        """
+        Decode, and note the progress of the object in progress.  This is
+        counted where bytes are decoded, not where they arrive: bytes held
+        while reading is paused belong to no object yet.
+        """
+        completed, control = self.objectsDecoded, self.controlBytesReceived
+        super()._decode(data)
+        # PINGs and PONGs between an object's tokens keep the connection
+        # alive; they are not progress of the object.
+        progress = len(data) - (self.controlBytesReceived - control)
         if self.failure is not None:
             return
-        if (self.decoder.at_boundary and not self._held) or self._guardReceived <= len(PREAMBLE):
+        if self.decoder.at_boundary or self._guardReceived <= len(PREAMBLE):
             # (A partial preamble is the preamble rule's business.)
             self._guardObjectStart = None
             self._guardObjectBytes = 0
             return
+        if self.objectsDecoded != completed:
+            # Objects ended in this read: the one in progress began after
+            # them, in at most this read's bytes.
+            self._guardObjectStart = None
+            self._guardObjectBytes = progress
+        else:
+            self._guardObjectBytes += progress
         if self._guardObjectStart is None:
-            self._guardObjectStart = now
+            self._guardObjectStart = self.guardClock.seconds()
             self._guardStallStarted()
         limit = self.guardPolicy.max_object_bytes
-        if limit is not None and self._guardObjectBytes > limit and not self._paused:
+        if limit is not None and self._guardObjectBytes > limit:
             self._guardDrop("object-too-large", f"an object took more than {limit} bytes on the wire")
 
     def _guardStallStarted(self) -> None:
@@ -194,6 +239,42 @@ class Guarded(TokenProtocol):
         if timer.getTime() > self.guardClock.seconds() + stall:
             timer.cancel()
             self._guardSchedule()
+
+    def sendBacklogChanged(self, backlogged: bool) -> None:
+        """
+        Reading stopped for a peer that does not read: see that the
+        send-stall rule watches it.  When reading starts again, the object
+        in progress is given back the time it was not read, so that the
+        stall rule does not count our own pause against the peer.
+        """
+        super().sendBacklogChanged(backlogged)
+        now = self.guardClock.seconds()
+        if not backlogged:
+            if self._guardObjectStart is not None and self._guardBackloggedAt is not None:
+                self._guardObjectStart += now - self._guardBackloggedAt
+            self._guardBackloggedAt = None
+            return
+        self._guardBackloggedAt = now
+        if self.failure is None:
+            self._guardWatchSends(now)
+            timer = self._guardTimer
+            if timer is not None and timer.active():
+                timer.cancel()
+            self._guardSchedule()
+
+    def _guardWatchSends(self, now: float) -> None:
+        """
+        Note whether bytes wait to be sent and whether the peer took any
+        since the last look: the send-stall clock runs from the last time it
+        took some.
+        """
+        transport = self.transport
+        sent = transport.bytesSent
+        if not transport.pendingBytes:
+            self._guardSendWaitingSince = None
+        elif sent != self._guardSent or self._guardSendWaitingSince is None:
+            self._guardSendWaitingSince = now
+        self._guardSent = sent
 
     def objectReceived(self, obj: Any) -> None:
         self._guardLastObject = self.guardClock.seconds()
@@ -233,6 +314,11 @@ class Guarded(TokenProtocol):
                 deadlines.append((self._guardPingAt + policy.keepalive_timeout, "keepalive"))
         if policy.idle_timeout is not None:
             deadlines.append((self._guardLastObject + policy.idle_timeout, "idle"))
+        waiting = self._guardSendWaitingSince
+        if policy.send_stall_timeout is not None and waiting is not None:
+            # Look again a few times per timeout, to see whether it moved.
+            deadlines.append((waiting + policy.send_stall_timeout, "send-stall"))
+            deadlines.append((self.guardClock.seconds() + policy.send_stall_timeout / 4, "send-check"))
         return deadlines
 
     def _guardSchedule(self) -> None:
@@ -247,6 +333,8 @@ class Guarded(TokenProtocol):
         if self.failure is not None or self.transport is None:
             return
         now = self.guardClock.seconds()
+        if self.guardPolicy.send_stall_timeout is not None:
+            self._guardWatchSends(now)
         for deadline, rule in sorted(self._guardDeadlines()):
             if deadline > now:
                 break
@@ -254,6 +342,8 @@ class Guarded(TokenProtocol):
                 self._guardPingAt = now
                 self._guardPingId += 1
                 self.sendPing(self._guardPingId)
+                continue
+            if rule == "send-check":
                 continue
             self._guardDrop(*self._guardReason(rule, now))
             return
@@ -269,6 +359,12 @@ class Guarded(TokenProtocol):
                 f"an object was in progress for {now - (self._guardObjectStart or now):.1f} s with only "
                 f"{self._guardObjectBytes} bytes received (at least {policy.min_rate:g} bytes/s "
                 f"after {policy.stall_timeout} s)",
+            )
+        if rule == "send-stall":
+            return (
+                "send-stalled",
+                f"the peer took none of the {self.transport.pendingBytes} bytes waiting for it "
+                f"in {policy.send_stall_timeout} s",
             )
         if rule == "keepalive":
             return "keepalive-timeout", f"nothing received within {policy.keepalive_timeout} s of a PING"
@@ -359,6 +455,7 @@ def addGuardArguments(parser: Any, policy: GuardPolicy | None = None) -> None:
         ("keepalive_interval", "seconds of silence before a PING"),
         ("keepalive_timeout", "seconds after a PING for the client to answer"),
         ("idle_timeout", "seconds without a complete object"),
+        ("send_stall_timeout", "seconds a client may take none of the bytes waiting for it"),
     ]:
         option = "--" + name.replace("_", "-")
         parser.add_argument(option, type=seconds, default=getattr(policy, name), metavar="S", help=f"{help} (0: never)")
@@ -382,6 +479,7 @@ def policyFromArguments(args: Any) -> GuardPolicy:
         keepalive_interval=args.keepalive_interval,
         keepalive_timeout=args.keepalive_timeout,
         idle_timeout=args.idle_timeout,
+        send_stall_timeout=args.send_stall_timeout,
         max_connections=args.max_connections or None,
         max_per_peer=args.max_per_peer or None,
     )

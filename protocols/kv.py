@@ -10,18 +10,30 @@ registered as C{"kv.KeyNotFound"}, so a client that imports this module sees
 it arrive as itself.
 
 Contract: every operation is O(1) in the store's size except C{list}
-(O(n log n) in the keys); a watcher whose connection is lost is forgotten.
+(O(n log n) in the keys); a put or delete costs O(watchers of that key).
+Watches are capped per connection and per key (L{WatchLimits}); past a cap,
+C{watch} is refused with a L{WatchRefused} (a C{RemoteViolation} to the
+client, coded C{too-many-watches} or C{too-many-watchers}), which the server
+counts as a refusal of that connection.  A watcher whose C{changed()} call
+fails or times out (the server's calls to clients time out, see
+L{protocols.rpc.SERVER_CALL_LIMITS}) is dropped, once, with one log line; a
+watcher whose connection is lost is forgotten silently.  Forgetting a
+connection's watchers costs O(what that connection watched), and a key with
+no watchers left has no entry.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from twisted.logger import Logger
 
+from framing import Violation
 from framing.slicing.constraints import Boolean, Text
 
 from . import rpc
+from .logs import escape
 
 KEY = Text(1024)
 VALUE = Text(1 << 20)
@@ -38,20 +50,67 @@ class KeyNotFound(Exception):
 rpc.register_error(KeyNotFound, "kv.KeyNotFound")
 
 
+class WatchRefused(Violation):
+    """A C{watch} past a cap of L{WatchLimits}; C{code} says which."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class WatchLimits:
+    """
+    The caps on watching; C{None} turns one off.
+
+    @ivar per_connection: most (key, watcher) pairs one connection may hold.
+        1,000: a client watching more keys than that should watch a prefix
+        of its own design, and each watch costs the server a reference and
+        a call per change.
+    @ivar per_key: most watchers of one key, over every connection.  1,000:
+        each put of the key costs one C{changed()} call per watcher, each
+        carrying the value (up to 1 MiB), so this bounds what one put can
+        make the server send.
+    @ivar per_connection_key: most watchers one connection may have on one
+        key.  10: an honest client needs one (the same watcher object comes
+        back as the same reference, and watching twice is a no-op), while
+        invented reference ids would otherwise let one connection make each
+        put of a 1 MiB value cost the server a gigabyte of calls to it.
+    """
+
+    per_connection: int | None = 1000
+    per_key: int | None = 1000
+    per_connection_key: int | None = 10
+
+
+class _Watches:
+    """One connection's watches: key to its watchers there, and how many in all."""
+
+    __slots__ = ("byKey", "count")
+
+    def __init__(self) -> None:
+        self.byKey: dict[str, set[rpc.RemoteReference]] = {}
+        self.count = 0
+
+
 class KeyValueStore(rpc.Referenceable):
     """
     The store: a dict of strings, and the watchers of each key.
 
     @ivar data: key to value.
-    @ivar watchers: key to the references of the clients' watchers.
+    @ivar watchers: key to the references of the clients' watchers (a key
+        with none has no entry).
+    @ivar watchLimits: the L{WatchLimits}.
     """
 
     log = Logger()
 
-    def __init__(self) -> None:
+    def __init__(self, watchLimits: WatchLimits | None = None) -> None:
         self.data: dict[str, str] = {}
         self.watchers: dict[str, set[rpc.RemoteReference]] = {}
-        self._connections: set[Any] = set()
+        self.watchLimits = watchLimits or WatchLimits()
+        # Per connection, what it watches: what to forget when it goes.
+        self._watching: dict[Any, _Watches] = {}
 
     @rpc.remote(args={"key": KEY})
     def get(self, key: str) -> str:
@@ -78,39 +137,88 @@ class KeyValueStore(rpc.Referenceable):
 
     @rpc.remote(args={"key": KEY})
     def watch(self, key: str, watcher: rpc.RemoteReference) -> str | None:
-        """Call C{watcher.changed(key, value)} on every change; return the current value."""
+        """
+        Call C{watcher.changed(key, value)} on every change; return the current value.
+
+        @raise WatchRefused: the connection or the key has as many watches as
+            L{WatchLimits} allows.
+        """
         if not isinstance(watcher, rpc.RemoteReference):
             raise TypeError("the watcher must be a Referenceable of the caller")
-        self.watchers.setdefault(key, set()).add(watcher)
-        self._forgetOnDisconnect(watcher.broker)
+        watching = self._watching.get(watcher.broker)
+        if watching is None:
+            watching = self._connectionWatches(watcher.broker)
+        mine = watching.byKey.get(key)
+        if mine is None or watcher not in mine:
+            self._checkCaps(key, watching, mine)
+            if mine is None:
+                mine = watching.byKey[key] = set()
+            mine.add(watcher)
+            watching.count += 1
+            self.watchers.setdefault(key, set()).add(watcher)
         return self.data.get(key)
 
     @rpc.remote(args={"key": KEY})
     def unwatch(self, key: str, watcher: rpc.RemoteReference) -> bool:
         # The same client object arrives as the same RemoteReference, so set
         # membership finds it.
-        watching = self.watchers.get(key, set())
-        found = watcher in watching
-        watching.discard(watcher)
-        return found
+        return self._forget(key, watcher)
+
+    def _checkCaps(self, key: str, watching: _Watches, mine: set[rpc.RemoteReference] | None) -> None:
+        limits = self.watchLimits
+        if limits.per_connection is not None and watching.count >= limits.per_connection:
+            raise WatchRefused("too-many-watches", f"this connection already has {watching.count} watches, the limit")
+        if limits.per_connection_key is not None and mine is not None and len(mine) >= limits.per_connection_key:
+            raise WatchRefused("too-many-watches", f"this connection already has {len(mine)} watchers of this key")
+        watchers = self.watchers.get(key)
+        if limits.per_key is not None and watchers is not None and len(watchers) >= limits.per_key:
+            raise WatchRefused("too-many-watchers", f"this key already has {len(watchers)} watchers, the limit")
+
+    def _connectionWatches(self, broker: Any) -> _Watches:
+        watching = _Watches()
+        self._watching[broker] = watching
+        broker.whenDisconnected().addCallback(self._connectionLost, broker)
+        return watching
+
+    def _forget(self, key: str, watcher: rpc.RemoteReference) -> bool:
+        """Stop calling C{watcher} for C{key}; False if it was not watching."""
+        watching = self._watching.get(watcher.broker)
+        mine = watching.byKey.get(key) if watching is not None else None
+        if watching is None or mine is None or watcher not in mine:
+            return False
+        mine.discard(watcher)
+        if not mine:
+            del watching.byKey[key]
+        watching.count -= 1
+        self._unlink(key, watcher)
+        return True
+
+    def _unlink(self, key: str, watcher: rpc.RemoteReference) -> None:
+        watchers = self.watchers.get(key)
+        if watchers is not None:
+            watchers.discard(watcher)
+            if not watchers:
+                del self.watchers[key]
 
     def _notify(self, key: str, value: str | None) -> None:
         for watcher in list(self.watchers.get(key, ())):
             watcher.callRemote("changed", key, value).addErrback(self._watcherFailed, key, watcher)
 
     def _watcherFailed(self, failure: Any, key: str, watcher: rpc.RemoteReference) -> None:
-        self.log.info("Dropping a watcher of {key!r}: {reason}", key=key, reason=failure.getErrorMessage())
-        self.watchers.get(key, set()).discard(watcher)
+        """A C{changed()} call failed or timed out: drop the watcher, logged once (not if its connection is gone)."""
+        if self._forget(key, watcher) and watcher.isConnected():
+            watcher.broker.logFailure(
+                "watcher-dropped",
+                "{peer}: dropping a watcher of {key}: {code}: {reason}",
+                key=escape(key),
+                code="call-timeout" if failure.check(rpc.CallTimedOut) else "watcher-failed",
+                reason=escape(failure.getErrorMessage()),
+            )
 
-    def _forgetOnDisconnect(self, broker: Any) -> None:
-        if broker in self._connections:
-            return
-        self._connections.add(broker)
-
-        def forget(_: object) -> None:
-            self._connections.discard(broker)
-            for watching in self.watchers.values():
-                for watcher in [w for w in watching if w.broker is broker]:
-                    watching.discard(watcher)
-
-        broker.whenDisconnected().addCallback(forget)
+    def _connectionLost(self, _: object, broker: Any) -> None:
+        """Forget every watch of C{broker}'s connection: O(what it watched)."""
+        watching = self._watching.pop(broker, None)
+        if watching is not None:
+            for key, watchers in watching.byKey.items():
+                for watcher in watchers:
+                    self._unlink(key, watcher)

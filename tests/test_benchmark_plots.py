@@ -106,9 +106,9 @@ class BenchmarkPageTests(SynchronousTestCase):
             self.assertIn(f".. figure:: /_static/bench/{png}", page)
         self.assertIn("Measured on: Test CPU, 2 CPUs, CPython 3.11.7, twisted 26.10.0, foolscap 24.9.0", page)
         self.assertIn("Measured on: 2 CPUs, Python 3.11.7, Twisted and peer versions not recorded", page)
-        self.assertIn("a --quick run", page)
+        self.assertIn("a ``--quick`` run", page)
         self.assertNotIn("was not found", page)
-        self.assertLess(page.index("RPC calls per second\n---"), page.index("Bulk transfer against the ceiling\n---"))
+        self.assertLess(page.index("RPC calls per second\n---"), page.index("Bulk transfer\n---"))
 
     def test_oneMissing(self) -> None:
         """Without bulk.json the page says so in the bulk section and still shows the RPC bars."""
@@ -148,3 +148,85 @@ class BenchToPageTests(SynchronousTestCase):
         self.assertIn(".. figure:: /_static/bench/echo-calls.png", page)
         self.assertTrue((docs / "_static" / "bench" / "echo-calls.png").is_file())
         self.assertIn("``bench-results/rpc.json`` was not found", page)
+
+
+class RecordingPyplot:
+    """matplotlib.pyplot, except that closed figures are kept for the test to look at."""
+
+    def __init__(self) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot
+
+        self.pyplot = matplotlib.pyplot
+        self.closed: list[Any] = []
+
+    def subplots(self, *args: Any, **kwargs: Any) -> Any:
+        return self.pyplot.subplots(*args, **kwargs)
+
+    def close(self, fig: Any) -> None:
+        self.closed.append(fig)
+
+
+class FigureContentTests(SynchronousTestCase):
+    """What the figures show: log axes where values differ by 10x, honest labels, the shipped reference run."""
+
+    def setUp(self) -> None:
+        requireModules("matplotlib")
+        self.makePlots = loadMakePlots()
+        self.plt = RecordingPyplot()
+        self.addCleanup(lambda: [self.plt.pyplot.close(fig) for fig in self.plt.closed])
+        self.out = Path(self.mktemp()).resolve()
+        self.out.mkdir()
+
+    def test_logAxisWhereSpread(self) -> None:
+        """The RPC bars (10x apart here) get a log axis; bulk bars within 10x of each other keep a linear one."""
+        self.makePlots.plot_rpc(self.plt, RPC, "rpc", self.out)
+        self.makePlots.plot_bulk(self.plt, BULK, "bulk", self.out)
+        rpc, bulk = (fig.axes[0] for fig in self.plt.closed)
+        self.assertEqual((rpc.get_yscale(), bulk.get_xscale()), ("log", "linear"))
+        self.assertTrue(self.makePlots.spread([100.0, 1000.0]))
+        self.assertFalse(self.makePlots.spread([100.0, 999.0, 0.0]))
+
+    def test_rawIsNotCalledCeiling(self) -> None:
+        """The raw producer's bar and line are labelled a reference point, never a ceiling."""
+        self.makePlots.plot_bulk(self.plt, BULK, "bulk", self.out)
+        ax = self.plt.closed[0].axes[0]
+        labels = [tick.get_text() for tick in ax.get_yticklabels()]
+        self.assertIn("raw Twisted producer (reference)", labels)
+        self.assertEqual([text.get_text() for text in ax.get_legend().get_texts()], [self.makePlots.RAW_LABEL])
+        self.assertFalse(
+            any("ceiling" in label and "not a ceiling" not in label for label in labels + [self.makePlots.RAW_LABEL])
+        )
+
+    def test_referenceFallback(self) -> None:
+        """Without results of this machine's own, the reference run is drawn under a note saying so."""
+        reference = self.out / "reference"
+        reference.mkdir()
+        (reference / "rpc.json").write_text(json.dumps(RPC))
+        page = self.makePlots.render(self.out / "bench-results", self.out, reference)
+        self.assertTrue(page.startswith(self.makePlots.REFERENCE_NOTE), page[:200])
+        self.assertIn(".. figure:: /_static/bench/rpc-calls.png", page)
+
+    def test_shippedReference(self) -> None:
+        """The shipped reference run draws RPC, bulk and both log-log cost-per-byte figures, each with a date."""
+        page = self.makePlots.render(self.out / "none", self.out, ROOT / "docs" / "bench-reference")
+        for png in ("rpc-calls.png", "bulk-mbs.png", "receive-4096.png", "output-16.png"):
+            self.assertIn(f".. figure:: /_static/bench/{png}", page)
+        self.assertNotIn("date not recorded", page)
+        self.assertNotIn("could not be plotted", page)
+        measured = [line for line in page.splitlines() if "Measured on:" in line]
+        self.assertTrue(measured)
+        for line in measured:
+            self.assertRegex(line, r"20\d\d-\d\d-\d\dT")
+
+    def test_costPerByteLogLog(self) -> None:
+        """The promised cost-per-byte figures are drawn from the shipped receive results, on log-log axes."""
+        data = json.loads((ROOT / "docs" / "bench-reference" / "receive.json").read_text())
+        figures = self.makePlots.plot_ns_per_byte(self.plt, data, "receive", self.out)
+        self.assertTrue(figures)
+        for fig in self.plt.closed:
+            ax = fig.axes[0]
+            self.assertEqual((ax.get_xscale(), ax.get_yscale()), ("log", "log"))
+            self.assertGreaterEqual(len(ax.get_lines()), 2)

@@ -1,10 +1,12 @@
-"""Every code snippet the docs include from docs/snippets/ runs and prints what the docs say it prints."""
+"""Every snippet the docs include from docs/snippets/, and every README snippet, runs and prints what the docs say."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -27,6 +29,7 @@ EXPECTED: dict[str, list[str]] = {
     "streaming.py": ["16777216 bytes back, digest ok: True"],
     "tls_echo.py": ["over TLS: {'secret': b'\\x00\\x01'}"],
     "shared_port.py": ["answers: [0, 1, 2, 3]"],
+    "trace_tutorial.py": ["back: {'name': 'ada', 'n': 5}"],
     "bulk_tutorial.py": [
         "uploaded; digest matches: True",
         "downloaded 10240000 bytes; same bytes: True",
@@ -65,6 +68,18 @@ class SnippetTests(SynchronousTestCase):
             for line in lines:
                 self.assertIn(line, output, f"{name} printed {result.stdout!r}")
 
+    def test_traceShown(self) -> None:
+        """The tutorial's trace snippet prints each token both ways, as the tutorial shows them."""
+        result = run(str(SNIPPETS / "trace_tutorial.py"))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        tutorial = (ROOT / "docs" / "tutorial.rst").read_text("utf-8")
+        port = re.compile(r"127\.0\.0\.1:\d+")
+        shown = [port.sub("PORT", line.strip()) for line in tutorial.splitlines() if "EchoClient#info] 127" in line]
+        printed = [port.sub("PORT", line) for line in result.stdout.splitlines()]
+        self.assertGreaterEqual(len(shown), 8)
+        for line in shown:
+            self.assertIn(line, printed)
+
     def test_testingSnippetUnderTrial(self) -> None:
         """The testing how-to's module passes under trial."""
         for name in TEST_MODULES:
@@ -90,3 +105,44 @@ class SnippetTests(SynchronousTestCase):
             result = run(str(SNIPPETS / CLIENT), name, address)
             self.assertEqual(result.returncode, 0, result.stderr)
             self.assertEqual(result.stdout, f"hello {name}, you are visitor {visitor}\n")
+
+
+README = ROOT / "README.md"
+PLUGIN_CACHE_COMMAND = re.compile(r'^python -c "(from twisted\.plugin import .*)"$', re.MULTILINE)
+
+
+def readmeSnippets() -> list[str]:
+    """The README's python code blocks, in order."""
+    return re.findall(r"```python\n(.*?)```", README.read_text("utf-8"), re.DOTALL)
+
+
+class ReadmeTests(SynchronousTestCase):
+    """Every README python snippet runs as pasted, and its documented commands work."""
+
+    def test_snippetsRun(self) -> None:
+        """Each README python snippet runs in a fresh interpreter and prints what its '# comments' say."""
+        snippets = readmeSnippets()
+        self.assertGreaterEqual(len(snippets), 2)
+        for snippet in snippets:
+            result = subprocess.run(
+                [sys.executable, "-c", snippet], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=60
+            )
+            self.assertEqual(result.returncode, 0, f"{snippet}\n{result.stderr}")
+            expected = re.findall(r"^\s*print\(.*\)  # (.+)$", snippet, re.MULTILINE)
+            self.assertTrue(expected, f"the snippet shows no output:\n{snippet}")
+            self.assertEqual(result.stdout.splitlines(), expected)
+
+    def test_pluginCacheCommand(self) -> None:
+        """The README's plugin-cache command writes dropin.cache beside an installed plugin and exits cleanly."""
+        found = PLUGIN_CACHE_COMMAND.search(README.read_text("utf-8"))
+        assert found is not None, "the README does not show the plugin cache command"
+        # An installation of the plugin module alone, as pip lays it out in site-packages.
+        site = Path(self.mktemp()).resolve()
+        plugins = site / "twisted" / "plugins"
+        plugins.mkdir(parents=True)
+        (plugins / "chunkwire_plugins.py").write_bytes((ROOT / "twisted/plugins/chunkwire_plugins.py").read_bytes())
+        env = dict(ENV, PYTHONPATH=os.pathsep.join([str(site), ENV["PYTHONPATH"]]))
+        command = [sys.executable, "-c", found.group(1)]
+        result = subprocess.run(command, cwd=site, env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual((result.returncode, result.stderr), (0, ""))
+        self.assertIn(b"chunkwire_plugins", (plugins / "dropin.cache").read_bytes())

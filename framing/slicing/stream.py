@@ -38,7 +38,10 @@ class StreamUnslicer(Unslicer):
             raise KindRefused(f"a stream holds only BYTES chunks, not {KIND_NAMES.get(kind, kind)}")
         self._announced += size
         if self._announced > self.limits.max_bytes_length:
-            raise BodyTooLarge(f"stream longer than the limit of {self.limits.max_bytes_length} bytes")
+            raise BodyTooLarge(
+                f"stream longer than the limit of {self.limits.max_bytes_length} bytes; the receiving side may"
+                " raise it with Limits(max_bytes_length=...), or send large data as a protocols.bulk.Stream"
+            )
 
     def receive_child(self, obj: Any) -> None:
         if type(obj) is not bytes:

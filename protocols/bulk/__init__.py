@@ -97,8 +97,8 @@ Both ends of a connection must be L{BulkBroker}s (made by L{serve},
 L{connect} or L{BulkBrokerFactory}).
 """
 
-from .channel import BulkBroker, BulkBrokerFactory, BulkChannel, BulkOptions, connect, serve
-from .errors import FlowControlError, IntegrityError, StreamReset
+from .channel import BulkBroker, BulkBrokerFactory, BulkChannel, BulkOptions, callingBroker, connect, serve
+from .errors import FlowControlError, IntegrityError, StreamIdReused, StreamReset, TooManyStreams
 from .integrity import DEFAULT_DIGEST, OrderedHasher
 from .ranges import RangeSet
 from .sinks import CallbackSink, ConsumerSink, FileSink, OpenFileSink, Sink
@@ -126,9 +126,12 @@ __all__ = [
     "SeekableSource",
     "Sink",
     "Stream",
+    "StreamIdReused",
     "StreamReset",
     "StreamingDecoder",
+    "TooManyStreams",
     "TransferResult",
+    "callingBroker",
     "connect",
     "serve",
 ]

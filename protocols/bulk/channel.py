@@ -19,13 +19,23 @@ L{protocols.bulk.tuning}): the base round trip is the smallest of each
 stream's first-grant-to-first-frame times and, on a path of 25 ms or more,
 of PING probes, one per measuring interval while streams arrive.  A window
 never shrinks below the configured one.
+
+What a connection holds in the bulk layer dies with it: a peer may have at
+most L{BulkOptions.maxStreams} incoming streams live at once, must announce
+stream ids in increasing order (a repeated id would orphan the stream it
+replaced: L{StreamIdReused}), and everything the application ties to the
+connection with L{BulkChannel.hold} (the file service's open uploads) is
+released when it is lost, at a cost proportional to what it held.  A remote
+method finds the connection calling it with L{callingBroker}.
 """
 
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections import deque
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +51,7 @@ from framing.slicing.interfaces import ISlicer
 
 from ..rpc import Broker, BrokerFactory, Referenceable, RemoteReference
 from ..rpc.endpoints import connectWith, listenWith
-from .errors import FlowControlError
+from .errors import FlowControlError, StreamIdReused, TooManyStreams
 from .streams import IncomingStream, Stream, _Receiving
 from .tuning import RoundTrips
 from .wire import (
@@ -126,6 +136,12 @@ class BulkOptions:
     @ivar sendLimit: most bytes handed to the socket per reactor turn on a
         TCP connection (Twisted's default is 128 KiB).  C{None} leaves the
         transport alone.
+    @ivar maxStreams: the most incoming streams the peer may have live on
+        the connection at once (announced and neither received to the end,
+        failed, cancelled nor dropped unread); one more is a
+        L{TooManyStreams} protocol error.  64: each may hold a window of
+        memory and an open file, and a client stripes a file over
+        connections, not over streams of one connection.
     """
 
     chunkSize: int = 1 * MiB
@@ -136,14 +152,27 @@ class BulkOptions:
     hashBudget: int = 8 * MiB
     readSize: int | None = 256 * KiB
     sendLimit: int | None = 1 * MiB
+    maxStreams: int = 64
 
     def __post_init__(self) -> None:
-        if self.chunkSize <= 0 or self.window <= 0 or self.grantStep <= 0:
-            raise ValueError("chunkSize, window and grantStep must be positive")
+        if self.chunkSize <= 0 or self.window <= 0 or self.grantStep <= 0 or self.maxStreams <= 0:
+            raise ValueError("chunkSize, window, grantStep and maxStreams must be positive")
         if self.maxWindow < 0:
             raise ValueError("maxWindow must be 0 (no autotuning) or more")
         if self.hashing not in ("thread", "inline"):
             raise ValueError("hashing is 'thread' or 'inline'")
+
+
+_calling: ContextVar[BulkBroker | None] = ContextVar("chunkwire-bulk-calling", default=None)
+
+
+def callingBroker() -> BulkBroker | None:
+    """
+    The L{BulkBroker} whose peer called the remote method now running (in
+    its synchronous part, or anywhere in a coroutine method, which keeps the
+    context it started in), or C{None} outside a remote call.
+    """
+    return _calling.get()
 
 
 @implementer(IPushProducer)
@@ -166,7 +195,9 @@ class BulkChannel:
     log = Logger()
 
     def __init__(self, protocol: BulkBroker, options: BulkOptions, clock: Any) -> None:
-        self.protocol = protocol
+        # Weak: the broker holds the channel, and a closed connection's pair
+        # must go without waiting for a garbage collection.
+        self._protocol = weakref.ref(protocol)
         self.options = options
         self.clock = clock
         threads = options.hashing == "thread" and IReactorThreads.providedBy(clock)
@@ -175,6 +206,10 @@ class BulkChannel:
         self._ids = itertools.count(1)
         self._outgoing: dict[int, Stream] = {}
         self._incoming: dict[int, _Receiving] = {}
+        self._live: set[int] = set()
+        self._lastAnnounced = 0
+        self._held: dict[object, Callable[[], None]] = {}
+        self.noted: set[str] = set()
         self._announcing: list[Stream] = []
         self._ready: deque[Stream] = deque()
         self._queued: set[int] = set()
@@ -184,6 +219,14 @@ class BulkChannel:
         self._registered = False
         self._up = False
         self.roundTrips = RoundTrips(clock, protocol.sendPing)
+
+    @property
+    def protocol(self) -> BulkBroker:
+        """The L{BulkBroker} the channel belongs to."""
+        protocol = self._protocol()
+        if protocol is None:
+            raise RuntimeError("the bulk channel's connection is gone")
+        return protocol
 
     @property
     def autotuning(self) -> bool:
@@ -222,12 +265,56 @@ class BulkChannel:
         self._ready.clear()
         self._queued.clear()
         self._registered = False
-        outgoing, self._outgoing = self._outgoing, {}
-        incoming, self._incoming = self._incoming, {}
-        for stream in outgoing.values():
-            stream._connectionLost(reason)
-        for receiving in incoming.values():
-            receiving.connectionLost(reason)
+        self._announcing = []
+        self._live.clear()
+        # Emptied one by one, and nothing left in a local: a failure raised
+        # meanwhile keeps this frame (through its traceback's frames) until
+        # a garbage collection, and must not keep the streams with it.
+        outgoing, incoming, held = self._outgoing, self._incoming, self._held
+        while outgoing:
+            outgoing.popitem()[1]._connectionLost(reason)
+        while incoming:
+            incoming.popitem()[1].connectionLost(reason)
+        while held:
+            try:
+                held.popitem()[1]()
+            except Exception:
+                self.log.failure("Releasing what a lost bulk connection held failed")
+        # The probes' sendPing is the protocol's bound method: let the
+        # protocol go (nothing more will be measured).
+        self.roundTrips = RoundTrips(self.clock, _noPing)
+
+    # -- what the application ties to the connection ------------------------------
+
+    def hold(self, key: object, release: Callable[[], None]) -> None:
+        """
+        Tie a resource to the connection: C{release()} is called once when
+        the connection is lost, unless L{letGo} was called for C{key} first.
+        On a connection already lost it is called at once.
+        """
+        if not self._up:
+            release()
+            return
+        self._held[key] = release
+
+    def letGo(self, key: object) -> None:
+        """The resource C{key} was released by its owner: forget it (a key not held is ignored)."""
+        self._held.pop(key, None)
+
+    def holds(self, key: object) -> bool:
+        """Whether the resource C{key} is tied to this connection."""
+        return key in self._held
+
+    def noteOnce(self, code: str, message: str, **fields: Any) -> None:
+        """Log C{message} (with C{code}) the first time C{code} happens on this connection, not later."""
+        if code not in self.noted:
+            self.noted.add(code)
+            self.log.warn("Bulk connection from {peer}: {code}: " + message, peer=self._peer(), code=code, **fields)
+
+    def _peer(self) -> str:
+        transport = getattr(self._protocol(), "transport", None)
+        getPeer = getattr(transport, "getPeer", None)
+        return str(getPeer()) if getPeer is not None else "?"
 
     @property
     def up(self) -> bool:
@@ -265,17 +352,42 @@ class BulkChannel:
             stream._unbind()
 
     def announcementReceived(self, announcement: StreamAnnouncement) -> IncomingStream:
+        """
+        The peer announced a stream: its id must be new, and the streams it
+        has live must stay within L{BulkOptions.maxStreams}.
+
+        @raise StreamIdReused: the id is not above every id announced before.
+        @raise TooManyStreams: one stream more than the cap.
+        """
         streamId, size, digestName = announcement
+        if type(streamId) is not int or streamId <= self._lastAnnounced:
+            raise StreamIdReused(f"stream id {streamId!r} announced after stream id {self._lastAnnounced}")
+        if len(self._live) >= self.options.maxStreams:
+            raise TooManyStreams(f"more than {self.options.maxStreams} incoming streams at once")
+        self._lastAnnounced = streamId
+        if self._up:
+            self._live.add(streamId)
         return IncomingStream(self, streamId, size, digestName)
+
+    @property
+    def liveIncoming(self) -> int:
+        """Incoming streams announced by the peer and not over yet."""
+        return len(self._live)
 
     def droppedUnread(self, streamId: int) -> None:
         """An incoming stream was dropped before being received: the sender may stop."""
+        self._live.discard(streamId)
         self.sendControl(CANCEL, streamId, "cancelled", "the receiver dropped the stream unread")
+
+    def cancelledUnread(self, streamId: int) -> None:
+        """An incoming stream was cancelled before being received."""
+        self._live.discard(streamId)
 
     def receiving(self, receiving: _Receiving) -> None:
         self._incoming[receiving.streamId] = receiving
 
     def forgetIncoming(self, receiving: _Receiving) -> None:
+        self._live.discard(receiving.streamId)
         if self._incoming.get(receiving.streamId) is receiving:
             del self._incoming[receiving.streamId]
 
@@ -492,6 +604,14 @@ class BulkBroker(Broker):
             return
         Broker.objectReceived(self, obj)
 
+    def _callReceived(self, message: Any) -> None:
+        """Dispatch a call as L{Broker} does, with L{callingBroker} naming this connection meanwhile."""
+        token = _calling.set(self)
+        try:
+            Broker._callReceived(self, message)
+        finally:
+            _calling.reset(token)
+
     def _reservedPongReceived(self, pingId: int) -> None:
         """The answer to one of the channel's round-trip probes."""
         self.bulk.roundTrips.pongReceived(pingId)
@@ -528,6 +648,10 @@ class BulkBroker(Broker):
         self.bulk.connectionLost(reason)
 
 
+def _noPing(pingId: int) -> None:
+    """The probe of a lost connection: nothing is sent."""
+
+
 def _callFailed(failure: Failure, streams: list[Stream]) -> Failure:
     for stream in streams:
         stream._callFailed(failure)
@@ -551,6 +675,7 @@ class BulkBrokerFactory(BrokerFactory):
             options=self.options,
         )
         broker.factory = self
+        broker.sendBackPressure = self.sendBackPressure
         return broker
 
 

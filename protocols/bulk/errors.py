@@ -5,7 +5,8 @@ Contract: a transfer either completes verified or fails with one of these
 L{StreamReset} are registered with L{protocols.rpc.register_error}, so a
 remote method that fails with one reaches its caller as the same type.
 A peer that breaks flow control breaks the connection: L{FlowControlError}
-is a L{framing.ProtocolError}.
+is a L{framing.ProtocolError}, and so are a stream id announced twice
+(L{StreamIdReused}) and streams past the connection's cap (L{TooManyStreams}).
 """
 
 from __future__ import annotations
@@ -43,7 +44,19 @@ class FlowControlError(ProtocolError):
     code = "flow-control"
 
 
+class StreamIdReused(ProtocolError):
+    """The peer announced a stream id it had already used on the connection (ids must increase)."""
+
+    code = "stream-id-reused"
+
+
+class TooManyStreams(ProtocolError):
+    """The peer has more incoming streams live than L{protocols.bulk.BulkOptions.maxStreams}."""
+
+    code = "too-many-streams"
+
+
 register_error(IntegrityError, "chunkwire.bulk.IntegrityError")
 register_error(StreamReset, "chunkwire.bulk.StreamReset")
 
-__all__ = ["FlowControlError", "IntegrityError", "StreamReset"]
+__all__ = ["FlowControlError", "IntegrityError", "StreamIdReused", "StreamReset", "TooManyStreams"]

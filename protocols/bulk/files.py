@@ -4,9 +4,13 @@ Contract: an L{Assembly} is a file being put together from byte ranges that
 arrive in any order, repeated or overlapping, over any number of streams,
 connections and restarts.  It keeps the bytes in a partial file beside the
 destination (C{.NAME.part}) and what it holds in a small sidecar
-(C{.NAME.part.json}: size, version, digest algorithm, ranges held), written
-after the data it describes, so a crash never records bytes that were not
-written.  The destination appears, by one rename, only after the whole
+(C{.NAME.part.json}: a JSON line with size, version and digest algorithm,
+then one C{"start end"} line per range held), written after the data it
+describes, so a crash never records bytes that were not written.  A save
+appends the ranges added since the last one, so its cost is what changed;
+the sidecar is rewritten only when its lines outnumber twice the ranges
+held.  An upload holds at most C{maxFragments} disjoint ranges
+(L{MAX_FRAGMENTS}; L{TooFragmented} past it).  The destination appears, by one rename, only after the whole
 file's digest has been verified; until then nothing is presented as
 complete.  Each byte is written once (C{os.pwrite} of the received buffer)
 and hashed once: in order, from that buffer, when it arrives at the hashed
@@ -15,7 +19,12 @@ it are there (see L{OrderedHasher}).
 
 L{BulkService} serves a directory: uploads and downloads through calls
 (C{put}, C{get}), and the resumable protocol the client helpers use
-(C{openUpload} / C{upload} / C{finishUpload}, C{stat} / C{download}).
+(C{openUpload} / C{upload} / C{finishUpload}, C{stat} / C{download}).  An
+unfinished upload belongs to the connections that use it: when the last
+one goes, its file descriptor is closed and its hashing stops at once, and
+its partial files are removed at once if they hold nothing, or after
+C{abandonAfter} idle seconds (a day by default) otherwise; see
+L{BulkService} for the caps per connection.
 L{sendFile} and L{fetchFile} move one file over N connections (stripes of
 the missing ranges) and, when a connection drops, reconnect and ask which
 ranges are still missing, so nothing the receiver holds is sent again.
@@ -26,10 +35,12 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.error import ConnectError, ConnectionDone, ConnectionLost
@@ -39,6 +50,7 @@ from twisted.internet.task import deferLater
 from framing.slicing.constraints import ByteString, Integer, ListOf, Text
 
 from .. import rpc
+from .channel import BulkChannel, callingBroker
 from .errors import IntegrityError
 from .integrity import DEFAULT_DIGEST, OrderedHasher, checkAlgorithm
 from .ranges import RangeSet
@@ -46,12 +58,26 @@ from .sinks import Release, Sink, writeAt
 from .sources import FileSource
 from .streams import IncomingStream, Stream, TransferResult, _Outcome
 
-SIDECAR_VERSION = 1
+SIDECAR_VERSION = 2
 SAVE_EVERY = 64 * 1024 * 1024
 """Bytes of new data between two sidecar writes during a transfer (it is
 also written when a stream ends, fails or its connection drops)."""
+SAVE_RANGES = 1024
+"""New ranges between two sidecar writes: what is kept in memory to append."""
+MAX_FRAGMENTS = 1024
+"""The most disjoint ranges an upload may hold (L{TooFragmented} past it):
+an honest transfer has one hole per stripe and per cut, and the held ranges
+travel in every C{openUpload} answer."""
 
 MAX_NAME = 255
+MAX_UPLOADS = 16
+"""The most unfinished uploads one connection may hold (L{BulkService.maxUploads}):
+a client uploads a file at a time, striped over connections, not thousands."""
+ABANDON_AFTER = 24 * 3600.0
+"""Seconds an abandoned upload's partial files are kept for a resume
+(L{BulkService.abandonAfter}): a day covers a night's outage."""
+DIGEST_CACHE = 1024
+"""Digests of stored files kept in memory, most recently used first."""
 
 
 class FileChanged(Exception):
@@ -78,8 +104,39 @@ class NoSuchFile(Exception):
         return f"no such file: {self.name}"
 
 
+class UploadRefused(Exception):
+    """
+    The base of the service's refusals of an upload; the connection stays up.
+
+    @cvar code: why, in a word (logged once per connection).
+    """
+
+    code = "upload-refused"
+
+
+class TooManyUploads(UploadRefused):
+    """The connection already holds L{BulkService.maxUploads} unfinished uploads."""
+
+    code = "too-many-uploads"
+
+
+class UploadBusy(UploadRefused):
+    """Another connection is uploading a different version of the same name."""
+
+    code = "upload-busy"
+
+
+class TooFragmented(UploadRefused):
+    """The upload would hold more disjoint ranges than its cap (L{MAX_FRAGMENTS} by default)."""
+
+    code = "too-fragmented"
+
+
 rpc.register_error(FileChanged, "chunkwire.bulk.FileChanged")
 rpc.register_error(BadName, "chunkwire.bulk.BadName")
+rpc.register_error(TooManyUploads, "chunkwire.bulk.TooManyUploads")
+rpc.register_error(UploadBusy, "chunkwire.bulk.UploadBusy")
+rpc.register_error(TooFragmented, "chunkwire.bulk.TooFragmented")
 rpc.register_error(NoSuchFile, "chunkwire.bulk.NoSuchFile")
 
 
@@ -123,6 +180,7 @@ class Assembly:
         version: str,
         algorithm: str = DEFAULT_DIGEST,
         reactor: Any = None,
+        maxFragments: int | None = None,
     ) -> None:
         """
         Open the assembly of C{path}: resume from its sidecar if that
@@ -130,7 +188,14 @@ class Assembly:
 
         @param reactor: hash in a worker thread reporting to it (see
             L{OrderedHasher}); C{None} hashes inline.
+        @param maxFragments: the most disjoint ranges held (C{None}: no cap).
         """
+        self.maxFragments = maxFragments
+        # Ranges added since the sidecar was written, and how many range
+        # lines the sidecar holds: a save appends, and rewrites only when
+        # the lines outnumber the ranges.
+        self._fresh: list[tuple[int, int]] = []
+        self._lines = 0
         self.path = Path(path)
         self.size = size
         self.version = version
@@ -154,17 +219,32 @@ class Assembly:
 
     def _load(self) -> RangeSet:
         try:
-            record = json.loads(self.sidecarPath.read_text())
+            lines = self.sidecarPath.read_bytes().split(b"\n")
+            record = json.loads(lines[0])
             same = (record["v"], record["size"], record["version"], record["algorithm"]) == (
                 SIDECAR_VERSION,
                 self.size,
                 self.version,
                 self.algorithm,
             )
-            held = RangeSet.fromList(record["ranges"]) if same and self.partPath.exists() else RangeSet()
-        except (OSError, ValueError, KeyError, TypeError):
+            if not same or not self.partPath.exists():
+                return RangeSet()
+            held = RangeSet()
+            last = len(lines) - 2
+            for index, line in enumerate(lines[1:]):
+                try:
+                    start, end = _rangeLine(line)
+                except ValueError:
+                    if index < last:
+                        raise
+                    break  # a line cut short by a crash: its bytes are hashed again
+                if end > self.size:
+                    return RangeSet()
+                held.add(start, end)
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
             return RangeSet()
-        return held if all(end <= self.size for _, end in held) else RangeSet()
+        self._lines = len(lines) - 1
+        return held
 
     def __repr__(self) -> str:
         return f"<Assembly {self.path.name} {self.held.total}/{self.size} bytes>"
@@ -191,6 +271,12 @@ class Assembly:
         writeAt(self._fd, data, offset)
         frontier = self.held.contiguousEnd(0)
         added = self.held.add(offset, end)
+        if added:
+            self._noteFresh(offset, end)
+        if self.maxFragments is not None and len(self.held) > self.maxFragments:
+            # Recorded (the bytes are written), but no more holes are taken.
+            self.save()
+            raise TooFragmented(f"{self.path.name} would hold more than {self.maxFragments} disjoint ranges")
         self.received += len(data)
         self.duplicates += len(data) - added
         self.hasher.offer(offset, data, release)
@@ -200,8 +286,16 @@ class Assembly:
             # now be read back and hashed.
             self.hasher.allowReadBack(reach)
         self._unsaved += added
-        if self._unsaved >= SAVE_EVERY:
+        if self._unsaved >= SAVE_EVERY or len(self._fresh) >= SAVE_RANGES:
             self.save()
+
+    def _noteFresh(self, start: int, end: int) -> None:
+        fresh = self._fresh
+        if fresh and fresh[-1][1] == start:
+            # In order: one line for the whole run.
+            fresh[-1] = (fresh[-1][0], end)
+        else:
+            fresh.append((start, end))
 
     def _readBack(self, offset: int, length: int) -> bytes:
         fd = self._fd
@@ -210,20 +304,28 @@ class Assembly:
         return os.pread(fd, length, offset)
 
     def save(self) -> None:
-        """Write the sidecar (atomically: a temporary file, then a rename)."""
+        """
+        Record what is held in the sidecar: append the ranges added since
+        the last save (one line each, O(what changed)), or, once the lines
+        would outnumber twice the ranges held, rewrite it atomically (a
+        temporary file, then a rename).
+        """
         if self._fd is None:
             return
         self._unsaved = 0
-        record = {
-            "v": SIDECAR_VERSION,
-            "size": self.size,
-            "version": self.version,
-            "algorithm": self.algorithm,
-            "ranges": self.held.toList(),
-        }
+        fresh, self._fresh = self._fresh, []
+        if self._lines and self._lines + len(fresh) <= 2 * len(self.held) + 64:
+            if fresh:
+                with open(self.sidecarPath, "ab") as sidecar:
+                    sidecar.write(b"".join(b"%d %d\n" % pair for pair in fresh))
+                self._lines += len(fresh)
+            return
+        header = {"v": SIDECAR_VERSION, "size": self.size, "version": self.version, "algorithm": self.algorithm}
+        body = b"".join(b"%d %d\n" % pair for pair in self.held)
         temporary = self.sidecarPath.with_name(self.sidecarPath.name + ".tmp")
-        temporary.write_text(json.dumps(record))
+        temporary.write_bytes(json.dumps(header).encode() + b"\n" + body)
         os.replace(temporary, self.sidecarPath)
+        self._lines = max(len(self.held), 1)
 
     def verify(self, expected: bytes | None = None) -> Deferred[bytes]:
         """
@@ -271,6 +373,18 @@ class Assembly:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        self.hasher.abort()
+
+
+def _rangeLine(line: bytes) -> tuple[int, int]:
+    """One sidecar line: C{b"start end"}; an empty line (the last) is an empty range."""
+    if not line:
+        return (0, 0)
+    start, end = line.split(b" ")
+    first, last = int(start), int(end)
+    if first < 0 or last < first:
+        raise ValueError(f"not a range: {line!r}")
+    return first, last
 
 
 def _failed(error: BaseException) -> Deferred[Any]:
@@ -323,16 +437,59 @@ class BulkService(rpc.Referenceable):
     stripable protocol of L{sendFile} and L{fetchFile}; C{list()} names the
     files.
 
+    An unfinished upload belongs to the connections that opened it or sent
+    it data (L{protocols.bulk.callingBroker}): while one of them is up it
+    stays open (its partial file, its hasher).  When the last one is lost,
+    the upload is closed at once (file descriptor, hashing) and leaves
+    C{uploads}: if it held no bytes its C{.NAME.part} files are removed,
+    otherwise they stay on disk for a resume (C{openUpload} of the same
+    size and version picks them up) until nobody has touched them for
+    C{abandonAfter} seconds; then a sweep removes them.  The sweep runs when
+    the service starts and on C{openUpload}, at most once per
+    C{min(abandonAfter, 600)} seconds.  A connection may hold
+    C{maxUploads} uploads at once (L{TooManyUploads} past it), and a name
+    being uploaded by one connection cannot be restarted with another size
+    or version by another connection (L{UploadBusy}); the same version
+    from several connections is one upload (striping).  Refusals are logged
+    once per connection and code.
+
+    Digests of stored files are computed once per file version (size,
+    modification time, inode) and kept, in memory and beside the file;
+    concurrent C{stat} calls on one file share one computation.
+
     @ivar directory: the served directory.
     @ivar uploads: the assemblies of uploads in progress, by name.
+    @ivar maxUploads: the most unfinished uploads one connection may hold.
+    @ivar abandonAfter: seconds after which an abandoned upload's partial
+        files are removed.
+    @ivar maxFragments: the most disjoint ranges one upload may hold.
     """
 
-    def __init__(self, directory: str | os.PathLike[str], *, reactor: Any = None, algorithm: str = DEFAULT_DIGEST):
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        reactor: Any = None,
+        algorithm: str = DEFAULT_DIGEST,
+        maxUploads: int = MAX_UPLOADS,
+        abandonAfter: float = ABANDON_AFTER,
+        maxFragments: int = MAX_FRAGMENTS,
+    ):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.reactor = reactor
         self.algorithm = checkAlgorithm(algorithm) or DEFAULT_DIGEST
+        self.maxUploads = maxUploads
+        self.abandonAfter = abandonAfter
+        self.maxFragments = maxFragments
         self.uploads: dict[str, Assembly] = {}
+        self._owners: dict[str, set[BulkChannel]] = {}
+        self._owned: dict[BulkChannel, set[str]] = {}
+        self._finishing: set[str] = set()
+        self._digests: OrderedDict[tuple[str, int, int, int], bytes] = OrderedDict()
+        self._hashing: dict[tuple[str, int, int, int], _Outcome] = {}
+        self._lastSweep = 0.0
+        self.sweep()
 
     def _path(self, name: str) -> Path:
         return self.directory / checkName(name)
@@ -346,13 +503,19 @@ class BulkService(rpc.Referenceable):
 
     # -- whole files through one call --------------------------------------------------------
 
+    # put and upload chain Deferreds rather than await: a coroutine's frame,
+    # kept by the traceback of a transfer cut by its connection, would keep
+    # the stream and the upload until a garbage collection.
+
     @rpc.remote(args={"name": _NAME})
-    async def put(self, name: str, stream: IncomingStream) -> str:
+    def put(self, name: str, stream: IncomingStream) -> Deferred[str]:
         """Receive C{stream} as file C{name}; return its verified digest (hex)."""
         path = self._path(name)
         if not isinstance(stream, IncomingStream):
             raise TypeError("put takes a stream")
-        result: TransferResult = await stream.receive(path)
+        return stream.receive(path).addCallback(self._put, path)
+
+    def _put(self, result: TransferResult, path: Path) -> str:
         self._remember(path, result.digest)
         return result.hexdigest
 
@@ -370,29 +533,46 @@ class BulkService(rpc.Referenceable):
         (a different one, or a different size, starts afresh).
 
         @return: C{{"held": ranges already held, "algorithm": name}}.
+        @raise TooManyUploads: the calling connection holds too many.
+        @raise UploadBusy: another connection uploads another version.
         """
         path = self._path(name)
+        self._sweepSoon()
         if name not in self.uploads and self._stored(path, size, version) is not None:
             # Already received whole (the answer to finishUpload was lost).
             return {"held": [[0, size]] if size else [], "algorithm": self.algorithm}
         assembly = self.uploads.get(name)
-        if assembly is None or (assembly.size, assembly.version) != (size, version):
-            if assembly is not None:
-                assembly.discard()
-            assembly = self.uploads[name] = Assembly(path, size, version, self.algorithm, self.reactor)
+        if assembly is not None and (assembly.size, assembly.version) != (size, version):
+            if self._heldElsewhere(name) or name in self._finishing:
+                self._refuse(UploadBusy(f"{name} is being uploaded by another connection"))
+            self._close(name)
+            assembly.discard()
+            assembly = None
+        self._own(name)
+        if assembly is None:
+            try:
+                assembly = Assembly(path, size, version, self.algorithm, self.reactor, self.maxFragments)
+            except BaseException:
+                self._disown(name)
+                raise
+            self.uploads[name] = assembly
         return {"held": assembly.held.toList(), "algorithm": assembly.algorithm}
 
     @rpc.remote(args={"name": _NAME})
-    async def upload(self, name: str, stream: IncomingStream) -> dict[str, Any]:
+    def upload(self, name: str, stream: IncomingStream) -> Deferred[dict[str, Any]]:
         """Receive some ranges of upload C{name}; return how much is held."""
-        assembly = self._upload(name)
         if not isinstance(stream, IncomingStream):
             raise TypeError("upload takes a stream")
-        if stream.size != assembly.size:
-            stream.cancel("the stream's size is not the upload's")
-            raise ValueError(f"the stream's size {stream.size} is not the upload's {assembly.size}")
-        await stream.receive(self.uploadSink(assembly, stream))
-        return {"held": assembly.held.total}
+        try:
+            assembly = self._upload(name)
+            if stream.size != assembly.size:
+                raise ValueError(f"the stream's size {stream.size} is not the upload's {assembly.size}")
+            self._own(name)
+        except Exception as error:
+            stream.cancel(str(error)[:200])
+            raise
+        received = stream.receive(self.uploadSink(assembly, stream))
+        return received.addCallback(_heldBy, assembly)
 
     def uploadSink(self, assembly: Assembly, stream: IncomingStream) -> Sink:
         """Where an upload's stream is received: override to watch or shape uploads."""
@@ -411,14 +591,22 @@ class BulkService(rpc.Referenceable):
                 # A repeat: the first answer was lost with its connection.
                 return {"size": self._path(name).stat().st_size, "digest": stored.hex(), "duplicates": 0}
         assembly = self._upload(name)
+        # While it verifies, the upload outlives its connections: the
+        # answer may be lost, the file is committed all the same.
+        self._finishing.add(name)
         try:
             actual = await assembly.verify(digest)
         except IntegrityError:
-            if assembly.complete:
-                self.uploads.pop(name, None)
+            if assembly.complete and self.uploads.get(name) is assembly:
+                self._close(name)
                 assembly.discard()
             raise
-        self.uploads.pop(name, None)
+        finally:
+            self._finishing.discard(name)
+            if self.uploads.get(name) is assembly and not self._owners.get(name):
+                self._abandon(name)  # its last connection went meanwhile
+        if self.uploads.get(name) is assembly:
+            self._close(name)
         assembly.commit()
         self._remember(assembly.path, actual, source=assembly.version)
         return {"size": assembly.size, "digest": actual.hex(), "duplicates": assembly.duplicates}
@@ -429,24 +617,173 @@ class BulkService(rpc.Referenceable):
             raise KeyError(f"no upload of {name!r} is open")
         return assembly
 
+    # -- who holds an upload -------------------------------------------------------------------
+
+    def _own(self, name: str) -> None:
+        """The calling connection holds upload C{name} (a direct call, outside RPC, holds nothing)."""
+        broker = callingBroker()
+        if broker is None:
+            return
+        channel = broker.bulk
+        names = self._owned.setdefault(channel, set())
+        if name in names:
+            return
+        if len(names) >= self.maxUploads:
+            if not names:
+                del self._owned[channel]
+            self._refuse(TooManyUploads(f"a connection may hold {self.maxUploads} unfinished uploads"), channel)
+        names.add(name)
+        self._owners.setdefault(name, set()).add(channel)
+        channel.hold((self, name), partial(self._ownerLost, channel, name))
+
+    def _refuse(self, error: UploadRefused, channel: BulkChannel | None = None) -> NoReturn:
+        if channel is None:
+            broker = callingBroker()
+            channel = broker.bulk if broker is not None else None
+        if channel is not None:
+            channel.noteOnce(error.code, "{error}", error=str(error))
+        raise error
+
+    def _heldElsewhere(self, name: str) -> bool:
+        broker = callingBroker()
+        mine = broker.bulk if broker is not None else None
+        return any(channel is not mine for channel in self._owners.get(name, ()))
+
+    def _disown(self, name: str) -> None:
+        broker = callingBroker()
+        if broker is not None:
+            broker.bulk.letGo((self, name))
+            self._ownerLost(broker.bulk, name)
+
+    def _ownerLost(self, channel: BulkChannel, name: str) -> None:
+        """A connection holding upload C{name} is lost (or let it go): the last one closes it."""
+        names = self._owned.get(channel)
+        if names is not None:
+            names.discard(name)
+            if not names:
+                del self._owned[channel]
+        owners = self._owners.get(name)
+        if owners is not None:
+            owners.discard(channel)
+            if owners:
+                return
+            del self._owners[name]
+        if name not in self._finishing:
+            self._abandon(name)
+
+    def _abandon(self, name: str) -> None:
+        """Nobody holds upload C{name} any more: close it, and keep its files only if they hold bytes."""
+        assembly = self.uploads.pop(name, None)
+        if assembly is None:
+            return
+        if assembly.held.total:
+            assembly.suspend()
+        else:
+            assembly.discard()
+
+    def _close(self, name: str) -> None:
+        """Upload C{name} is over (committed or discarded): its connections no longer hold it."""
+        self.uploads.pop(name, None)
+        for channel in self._owners.pop(name, ()):
+            channel.letGo((self, name))
+            names = self._owned.get(channel)
+            if names is not None:
+                names.discard(name)
+                if not names:
+                    del self._owned[channel]
+
+    # -- abandoned partial files ---------------------------------------------------------
+
+    def _sweepSoon(self) -> None:
+        if time.time() - self._lastSweep >= min(self.abandonAfter, 600.0):
+            self.sweep()
+
+    def sweep(self, now: float | None = None) -> list[str]:
+        """
+        Remove the partial files (C{.NAME.part}, C{.NAME.part.json}, and a
+        put's C{.NAME.*.part}) of uploads not open here and not touched for
+        C{abandonAfter} seconds.  Returns the names of the files removed.
+        """
+        now = time.time() if now is None else now
+        self._lastSweep = now
+        open_ = {assembly.partPath.name for assembly in self.uploads.values()}
+        open_ |= {name + ".json" for name in open_}
+        removed: list[str] = []
+        try:
+            entries = list(os.scandir(self.directory))
+        except OSError:
+            return removed
+        for entry in entries:
+            name = entry.name
+            if not name.startswith(".") or name in open_ or not name.endswith((".part", ".part.json", ".json.tmp")):
+                continue
+            try:
+                if now - entry.stat().st_mtime < self.abandonAfter:
+                    continue
+                os.unlink(entry.path)
+            except OSError:
+                continue
+            removed.append(name)
+        return removed
+
     # -- resumable downloads ------------------------------------------------------------------
 
     @rpc.remote(args={"name": _NAME})
     async def stat(self, name: str) -> dict[str, Any]:
         """C{{"size", "version", "digest" (hex), "algorithm"}} of file C{name} (its digest computed once, then kept)."""
         path = self._existing(name)
-        version = fileVersion(path)
-        digest = self._remembered(path, version)
+        info = os.stat(path)
+        version = f"{info.st_size}-{info.st_mtime_ns}"
+        key = (str(path), info.st_size, info.st_mtime_ns, info.st_ino)
+        digest = self._digests.get(key)
         if digest is None:
-            source = FileSource(path)
-            try:
-                hasher = OrderedHasher(self.algorithm, source.read, _threads(self.reactor))
-                hasher.allowReadBack(source.size)
-                digest = await hasher.finish(source.size)
-            finally:
-                source.close()
+            digest = self._remembered(path, version)
+            if digest is None:
+                digest = await self._digestOf(path, key, version)
+            self._keep(key, digest)
+        else:
+            self._digests.move_to_end(key)
+        return {"size": info.st_size, "version": version, "digest": digest.hex(), "algorithm": self.algorithm}
+
+    def _digestOf(self, path: Path, key: tuple[str, int, int, int], version: str) -> Deferred[bytes]:
+        """The digest of the file at C{path} as C{key} describes it: one computation, however many wait."""
+        outcome = self._hashing.get(key)
+        if outcome is None:
+            outcome = self._hashing[key] = _Outcome()
+            computing = Deferred.fromCoroutine(self._hashFile(path))
+            computing.addCallbacks(
+                self._hashed, self._hashFailed, callbackArgs=(key, path, version), errbackArgs=(key,)
+            )
+        waiting: Deferred[bytes] = outcome.wait()
+        return waiting
+
+    async def _hashFile(self, path: Path) -> bytes:
+        source = FileSource(path)
+        try:
+            hasher = OrderedHasher(self.algorithm, source.read, _threads(self.reactor))
+            hasher.allowReadBack(source.size)
+            digest: bytes = await hasher.finish(source.size)
+        finally:
+            source.close()
+        return digest
+
+    def _hashed(self, digest: bytes, key: tuple[str, int, int, int], path: Path, version: str) -> None:
+        self._keep(key, digest)
+        try:
             self._remember(path, digest, version)
-        return {"size": path.stat().st_size, "version": version, "digest": digest.hex(), "algorithm": self.algorithm}
+        except OSError:
+            pass  # kept in memory all the same
+        self._hashing.pop(key).succeed(digest)
+
+    def _hashFailed(self, failure: Any, key: tuple[str, int, int, int]) -> None:
+        self._hashing.pop(key).fail(failure)
+
+    def _keep(self, key: tuple[str, int, int, int], digest: bytes) -> None:
+        digests = self._digests
+        digests[key] = digest
+        digests.move_to_end(key)
+        while len(digests) > DIGEST_CACHE:
+            digests.popitem(last=False)
 
     @rpc.remote(args={"name": _NAME, "version": _VERSION, "ranges": _RANGES})
     def download(self, name: str, version: str, ranges: list[list[int]]) -> Stream:
@@ -503,6 +840,10 @@ class BulkService(rpc.Referenceable):
             for entry in sorted(self.directory.iterdir())
             if entry.is_file() and not entry.name.startswith(".")
         ]
+
+
+def _heldBy(_: object, assembly: Assembly) -> dict[str, Any]:
+    return {"held": assembly.held.total}
 
 
 def _threads(reactor: Any) -> Any:

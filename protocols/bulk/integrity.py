@@ -11,22 +11,34 @@ those bytes are there (L{OrderedHasher.allowReadBack}); a piece behind it
 needed (its C{release} callable), so memory held for hashing is bounded by
 what the caller lets in flight.
 
-With a C{reactor}, hashing runs in one worker thread per hasher, in order:
+With a C{reactor}, hashing runs in a L{HashPool}: a bounded set of worker
+threads (L{HASH_THREADS} at most, shared by every hasher of the process,
+started when there is work and ended after L{HashPool.idleTimeout} without
+any), never a thread per hasher.  A hasher with work is queued on the pool;
+a worker takes it, hashes what it was offered, in order, and at most one
+read-back step, then puts it back at the end of the queue if it has more,
+so a hasher catching up over a large file never starves the others.
 C{hashlib} releases the GIL on buffers over 2 KiB, so hashing overlaps the
 reactor's I/O; releases come back to the reactor thread in batches with
-C{callFromThread}.  Without one, everything runs at once in the caller's
+C{callFromThread}.  An aborted hasher drops what it was offered and is
+never queued again.  Without one, everything runs at once in the caller's
 thread (deterministic, for tests and for reactors without threads).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from twisted.internet.defer import Deferred
+from twisted.logger import Logger
+
+_log = Logger()
 
 DEFAULT_DIGEST = "sha256"
 """The digest every transfer is checked with unless told otherwise."""
@@ -42,6 +54,69 @@ it runs out of work, so credit flows back while it is busy."""
 
 Release = Callable[[int], None]
 ReadBack = Callable[[int, int], bytes]
+
+HASH_THREADS = max(2, min(8, os.cpu_count() or 2))
+"""The most hashing threads the shared L{HashPool} runs: hashing is CPU
+work, so more threads than cores only adds memory and switching; at least
+two, so a long read-back never holds up every other transfer."""
+
+
+class HashPool:
+    """
+    A bounded set of worker threads running hashers' work; see the module
+    docstring.
+
+    @ivar maxThreads: the most worker threads at once.
+    @ivar idleTimeout: seconds a worker waits for work before it ends.
+    @ivar threads: worker threads running now.
+    """
+
+    def __init__(self, maxThreads: int = HASH_THREADS, idleTimeout: float = 2.0) -> None:
+        if maxThreads < 1:
+            raise ValueError("a hash pool needs at least one thread")
+        self.maxThreads = maxThreads
+        self.idleTimeout = idleTimeout
+        self.threads = 0
+        self._idle = 0
+        self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Run C{job()} in a worker thread, after the jobs queued before it."""
+        self._jobs.put(job)
+        with self._lock:
+            if self._idle or self.threads >= self.maxThreads:
+                return
+            self.threads += 1
+        worker = threading.Thread(target=self._work, name="chunkwire-hash", daemon=True)
+        worker.start()
+
+    def _work(self) -> None:
+        jobs = self._jobs
+        while True:
+            with self._lock:
+                self._idle += 1
+            try:
+                job = jobs.get(timeout=self.idleTimeout)
+            except queue.Empty:
+                with self._lock:
+                    self._idle -= 1
+                    # A job queued just now found this worker idle and
+                    # started none: take it instead of ending.
+                    if jobs.empty():
+                        self.threads -= 1
+                        return
+                continue
+            with self._lock:
+                self._idle -= 1
+            try:
+                job()
+            except Exception:
+                _log.failure("A hashing job failed")
+
+
+POOL = HashPool()
+"""The pool every L{OrderedHasher} with a reactor hashes in."""
 
 
 class IntegrityError(Exception):
@@ -78,6 +153,8 @@ def checkAlgorithm(name: str | None) -> str | None:
 
 
 _STOP = object()
+_BATCH = 64
+"""Items a worker takes from one hasher before it goes to the back of the pool's queue."""
 
 
 class OrderedHasher:
@@ -89,14 +166,21 @@ class OrderedHasher:
         worker thread's side; exact once L{finish} has fired).
     """
 
-    def __init__(self, algorithm: str = DEFAULT_DIGEST, readBack: ReadBack | None = None, reactor: Any = None) -> None:
+    def __init__(
+        self,
+        algorithm: str = DEFAULT_DIGEST,
+        readBack: ReadBack | None = None,
+        reactor: Any = None,
+        pool: HashPool | None = None,
+    ) -> None:
         """
         @param readBack: C{readBack(offset, length)} returns those bytes of
             the object (from a file or a seekable source); without it, only
             pieces offered in order can be hashed.
-        @param reactor: hash in a worker thread and report back through this
-            reactor's C{callFromThread}; C{None} hashes at once in the
-            caller's thread.
+        @param reactor: hash in a worker thread of C{pool} and report back
+            through this reactor's C{callFromThread}; C{None} hashes at once
+            in the caller's thread.
+        @param pool: the L{HashPool} (default: the shared L{POOL}).
         """
         self.algorithm = algorithm
         self.position = 0
@@ -107,13 +191,14 @@ class OrderedHasher:
         self._finished = False
         self._error: BaseException | None = None
         self._reactor = reactor
-        self._queue: queue.SimpleQueue[Any] | None = None
+        self._pool = (pool or POOL) if reactor is not None else None
+        # Work offered from the reactor thread, taken by whichever worker
+        # runs this hasher; _queued says one is running or queued to.
+        self._inbox: deque[Any] = deque()
+        self._lock = threading.Lock()
+        self._queued = False
         self._pending: list[tuple[Release, int]] = []
         self._pendingBytes = 0
-        if reactor is not None:
-            self._queue = queue.SimpleQueue()
-            worker = threading.Thread(target=self._work, name=f"chunkwire-{algorithm}", daemon=True)
-            worker.start()
 
     # -- the owner's side (reactor thread) --------------------------------
 
@@ -122,8 +207,8 @@ class OrderedHasher:
         Offer the object's bytes at C{offset}; C{release(len(data))} is
         called (in the reactor thread) once C{data} is no longer needed.
         """
-        if self._queue is not None:
-            self._queue.put((offset, data, release))
+        if self._pool is not None:
+            self._submit((offset, data, release))
         else:
             self._consume(offset, data)
             if release is not None:
@@ -131,8 +216,8 @@ class OrderedHasher:
 
     def allowReadBack(self, upto: int) -> None:
         """Bytes up to C{upto} may now be read back with C{readBack} when they were not offered in order."""
-        if self._queue is not None:
-            self._queue.put(upto)
+        if self._pool is not None:
+            self._submit(upto)
         else:
             self._raiseReadable(upto)
             self._catchUp()
@@ -147,8 +232,8 @@ class OrderedHasher:
             error.
         """
         done: Deferred[bytes] = Deferred()
-        if self._queue is not None:
-            self._queue.put((size, done))
+        if self._pool is not None:
+            self._submit((size, done))
         else:
             self._startFinish(size, done)
             self._catchUp()
@@ -160,8 +245,24 @@ class OrderedHasher:
         Stop: nothing more will be offered and no digest is wanted.  (After
         L{finish} has fired, the worker has already stopped.)
         """
-        if self._queue is not None:
-            self._queue.put(_STOP)
+        if self._pool is not None:
+            self._submit(_STOP)
+        else:
+            self._finished = True
+            # The owner's readBack is usually its bound method: let the
+            # owner go without a garbage collection.
+            self._readBack = None
+
+    def _submit(self, item: Any) -> None:
+        if self._finished:
+            return  # stopped or finished: nothing more is hashed
+        self._inbox.append(item)
+        with self._lock:
+            if self._queued:
+                return
+            self._queued = True
+        assert self._pool is not None
+        self._pool.submit(self._run)
 
     # -- hashing (the worker thread, or the caller's without a reactor) ---
 
@@ -234,26 +335,38 @@ class OrderedHasher:
 
     # -- the worker thread ----------------------------------------------------
 
-    def _work(self) -> None:
-        work = self._queue
-        assert work is not None
-        while not self._finished:
-            idle = self.position >= self._readable or self._readBack is None or self._error is not None
-            try:
-                item = work.get(block=idle)
-            except queue.Empty:
-                # Nothing offered: catch up by reading back, one step at a
-                # time so that new offers are looked at in between.
+    def _run(self) -> None:
+        """Hash what was offered (a bounded batch) and one read-back step; queue again if more is left."""
+        inbox = self._inbox
+        for _ in range(_BATCH):
+            if self._finished or not inbox:
+                break
+            item = inbox.popleft()
+            if item is _STOP:
+                self._finished = True
+                inbox.clear()
+                break
+            self._handle(item)
+            if self._pendingBytes >= _RELEASE_BATCH:
                 self._flushReleases()
+        if not self._finished and self._readBack is not None and self._error is None:
+            if self.position < self._readable:
                 self._catchUp(steps=1)
                 self._checkFinished()
-                continue
-            if item is _STOP:
-                self._flushReleases()
+        self._flushReleases()
+        with self._lock:
+            more = not self._finished and (
+                bool(inbox) or (self._readBack is not None and self._error is None and self.position < self._readable)
+            )
+            if not more:
+                # Finished or stopped hashers stay marked queued: never run again.
+                self._queued = self._finished
+                if self._finished:
+                    inbox.clear()
+                    self._readBack = None  # see abort
                 return
-            self._handle(item)
-            if work.empty() or self._pendingBytes >= _RELEASE_BATCH:
-                self._flushReleases()
+        assert self._pool is not None
+        self._pool.submit(self._run)
 
     def _handle(self, item: Any) -> None:
         if type(item) is int:

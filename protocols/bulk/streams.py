@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import weakref
 from collections import deque
-from collections.abc import AsyncIterable, Iterable
+from collections.abc import AsyncIterable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.error import ConnectionDone
 from twisted.internet.interfaces import IConsumer, IReactorThreads
 from twisted.python.failure import Failure
@@ -75,8 +75,13 @@ class _Outcome:
         self.fired = False
         self._waiters: list[Deferred[Any]] = []
 
-    def wait(self) -> Deferred[Any]:
-        waiter: Deferred[Any] = Deferred()
+    def wait(self, onCancel: Callable[[], object] | None = None) -> Deferred[Any]:
+        """
+        A L{Deferred} of the result; cancelling it calls C{onCancel()} (if
+        given) after it stops waiting, and it fails with C{CancelledError}.
+        """
+        canceller = None if onCancel is None else (lambda waiter: self._cancelled(waiter, onCancel))
+        waiter: Deferred[Any] = Deferred(canceller)
         if not self.fired:
             self._waiters.append(waiter)
         elif self.failure is not None:
@@ -84,6 +89,11 @@ class _Outcome:
         else:
             waiter.callback(self.result)
         return waiter
+
+    def _cancelled(self, waiter: Deferred[Any], onCancel: Callable[[], object]) -> None:
+        if waiter in self._waiters:
+            self._waiters.remove(waiter)
+        onCancel()
 
     def succeed(self, result: Any) -> None:
         self._fire(result, None)
@@ -528,6 +538,10 @@ class Stream:
         """The call carrying this stream failed: if the stream never started, nobody will receive it."""
         if self._state == _ANNOUNCED:
             self._fail(StreamReset("cancelled", f"the call carrying the stream failed: {failure.getErrorMessage()}"))
+        elif isinstance(failure.value, CancelledError) and self._state < _FINISHED:
+            # The caller gave up on the call: the receiver is told to drop
+            # what it holds, and this side closes its source.
+            self._fail(StreamReset("cancelled", "the call carrying the stream was cancelled"), tell="cancelled")
 
     def _fail(self, reason: BaseException | Failure, tell: str | None = None) -> None:
         if self._outcome.fired:
@@ -621,6 +635,7 @@ class IncomingStream:
         if self._receiving is not None:
             self._receiving.abandon(StreamReset("cancelled", reason), "cancelled")
         else:
+            self._channel.cancelledUnread(self.streamId)
             self._channel.sendControl(CANCEL, self.streamId, "cancelled", reason)
 
 
@@ -631,8 +646,11 @@ class _Receiving:
         self, channel: BulkChannel, handle: IncomingStream, sink: Sink, verify: bool, window: int | None
     ) -> None:
         self.channel = channel
-        self.handle = handle
+        # The handle's fields, not the handle: it holds this object, and a
+        # finished pair must go without a garbage collection.
         self.streamId = handle.streamId
+        self.size = handle.size
+        self.digestName = handle.digestName
         self.sink = sink
         algorithm = handle.digestName if verify and not sink.verifies else None
         self.hasher = OrderedHasher(algorithm, None, channel.hashReactor) if algorithm is not None else None
@@ -666,12 +684,12 @@ class _Receiving:
         self.outcome = _Outcome()
 
     def start(self) -> Deferred[TransferResult]:
-        done: Deferred[TransferResult] = self.outcome.wait()
+        done: Deferred[TransferResult] = self.outcome.wait(self._receiveCancelled)
         if not self.channel.up:
             self.outcome.fail(ConnectionDone("the stream's connection is closed"))
             return done
         try:
-            self.sink.start(self.handle.size, self._sinkFailed)
+            self.sink.start(self.size, self._sinkFailed)
         except Exception as error:
             self.abandon(error, "sink-failed")
             return done
@@ -695,7 +713,7 @@ class _Receiving:
 
         @raise FlowControlError: (from the channel) if it exceeds the credit.
         """
-        size = self.handle.size
+        size = self.size
         if self.sink.sequential and offset != self.announced:
             self.abandon(StreamReset("out-of-order", f"data at {offset}, expected {self.announced}"), "out-of-order")
             return False
@@ -778,7 +796,7 @@ class _Receiving:
     def _hashed(self, actual: bytes, size: int, expected: bytes) -> None:
         if actual != expected:
             error = IntegrityError(
-                f"{self.handle.digestName} mismatch: sent {expected.hex()}, received {actual.hex()}",
+                f"{self.digestName} mismatch: sent {expected.hex()}, received {actual.hex()}",
                 expected.hex(),
                 actual.hex(),
             )
@@ -804,8 +822,12 @@ class _Receiving:
             return
         self.channel.sendControl(DONE, self.streamId, digest)
         self.channel.forgetIncoming(self)
-        algorithm = self.handle.digestName if digest is not None else None
+        algorithm = self.digestName if digest is not None else None
+        self.sink = _SPENT
         self.outcome.succeed(TransferResult(size, digest, algorithm, self.received))
+
+    def _receiveCancelled(self) -> None:
+        self.abandon(StreamReset("cancelled", "the receiver cancelled the transfer"), "cancelled")
 
     def _sinkFailed(self, error: BaseException) -> None:
         self.abandon(error, "sink-failed")
@@ -832,7 +854,15 @@ class _Receiving:
         self.channel.forgetIncoming(self)
         if self.hasher is not None:
             self.hasher.abort()
+        sink, self.sink = self.sink, _SPENT
         try:
-            self.sink.fail(error)
+            sink.fail(error)
         finally:
+            del sink  # this frame may outlive the call (see BulkChannel.connectionLost)
             self.outcome.fail(error)
+
+
+_SPENT = Sink()
+"""The sink of a transfer that is over: the real one may hold this transfer
+(its C{failed} callback), and is let go so that neither waits for a garbage
+collection."""

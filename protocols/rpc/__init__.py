@@ -24,8 +24,10 @@ call::
 Contract: each call and each answer is one message in one transport write;
 per-call cost is O(1) in the calls in flight and the connection's age.  A
 call either gets its answer or fails (L{RemoteError} and its subclasses, a
-registered exception type, L{DeadReferenceError}, C{CancelledError}, the
-reason the connection was lost).  The wire shapes are in L{protocols.rpc.wire},
+registered exception type, L{DeadReferenceError}, L{TooManyPendingCalls},
+L{CallTimedOut}, C{CancelledError}, the reason the connection was lost).
+Per-connection limits (references held, calls waiting, call timeout) are a
+L{CallLimits}, in L{protocols.rpc.limits}.  The wire shapes are in L{protocols.rpc.wire},
 the reference-counting protocol in L{protocols.rpc.broker}, the exposure rule
 in L{protocols.rpc.referenceable}.
 """
@@ -33,20 +35,30 @@ in L{protocols.rpc.referenceable}.
 from .broker import Broker, BrokerFactory
 from .endpoints import ReconnectingClient, connect, reconnecting, serve, serverFactory
 from .errors import (
+    CallTimedOut,
     DeadReferenceError,
     NoSuchMethod,
     NoSuchObject,
     RemoteError,
     RemoteViolation,
+    TooManyPendingCalls,
+    TooManyReferences,
+    UnexpectedAnswer,
     register_error,
 )
+from .limits import CLIENT_CALL_LIMITS, SERVER_CALL_LIMITS, CallLimits
 from .referenceable import Referenceable, RemoteMethod, remote
 from .refs import RemoteReference
 
 __all__ = [
+    "CLIENT_CALL_LIMITS",
+    "SERVER_CALL_LIMITS",
     "Broker",
     "BrokerFactory",
+    "CallLimits",
+    "CallTimedOut",
     "DeadReferenceError",
+    "UnexpectedAnswer",
     "NoSuchMethod",
     "NoSuchObject",
     "ReconnectingClient",
@@ -55,6 +67,8 @@ __all__ = [
     "RemoteMethod",
     "RemoteReference",
     "RemoteViolation",
+    "TooManyPendingCalls",
+    "TooManyReferences",
     "connect",
     "reconnecting",
     "register_error",

@@ -6,10 +6,24 @@ flight live in a dict keyed by request id, so sending, answering, failing and
 cancelling a call are O(1) whatever is in flight and however old the
 connection is, and answers may come in any order.  A call either gets its
 answer or errbacks: when the connection is lost every pending call errbacks
-at once with the reason; an answer to an id that is not pending (cancelled,
-or a confused peer) is ignored and logged at debug level.  Calls from the
+at once with the reason.  An answer to a call this side gave up on
+(cancelled, or timed out) is ignored and logged at debug level; one answer per such call
+is expected, and any other answer to an id that is not pending (a call never
+made, or answered twice) drops the connection with L{UnexpectedAnswer}, so a
+peer cannot flood this side with answers it never asked for.  Calls from the
 peer still running here when the connection is lost are left to finish (they
 may have side effects half done); their answers are dropped.
+
+Limits (L{CallLimits}): at most C{max_pending} calls wait on the peer
+(C{callRemote} past it fails at once with L{TooManyPendingCalls}), at most
+C{max_imports} of the peer's references are held (a message past it is
+refused), and with C{call_timeout} each call has a timer, stopped when it is
+answered.  Refusals (a call refused, to an unknown object or method, or by
+a method raising a L{framing.Violation}) and failures are logged through
+L{TokenProtocol.logRefusal} and L{TokenProtocol.logFailure}: at a bounded
+rate, peer text escaped, and a connection refused too often dropped.  On
+connection loss the broker drops its bound methods and its registry (whose
+slicers refer to it), so it is freed without a garbage collection.
 
 References: an exported object lives in C{exports} (id to C{[object,
 count]}), counting how many times its id was sent.  The receiving side
@@ -37,6 +51,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred, fail, gatherResults, succeed
 from twisted.internet.protocol import Factory, connectionDone
+from twisted.logger import LogLevel
 from twisted.python.failure import Failure
 
 from framing import Limits, Registry, Violation
@@ -44,7 +59,20 @@ from framing.errors import InvalidValue, short_repr
 from framing.slicing.registry import DEFAULT_REGISTRY
 
 from ..base import TokenProtocol
-from .errors import DeadReferenceError, clipTraceback, describe, noSuchMethod, noSuchObject, rebuild
+from ..logs import escape
+from .errors import (
+    CallTimedOut,
+    DeadReferenceError,
+    TooManyPendingCalls,
+    TooManyReferences,
+    UnexpectedAnswer,
+    clipTraceback,
+    describe,
+    noSuchMethod,
+    noSuchObject,
+    rebuild,
+)
+from .limits import CLIENT_CALL_LIMITS, CallLimits
 from .referenceable import Referenceable, RemoteMethod
 from .refs import (
     REF_OPEN_TYPE,
@@ -74,13 +102,28 @@ _MESSAGE_SLICER = MessageSlicer()
 
 
 class _Call(Deferred[Any]):
-    """The caller's L{Deferred} for one call; it knows its request id so that cancelling it is O(1)."""
+    """
+    The caller's L{Deferred} for one call; it knows its request id so that
+    cancelling it is O(1), and its timeout's delayed call, if it has one.
+    """
 
-    __slots__ = ("requestId",)
+    __slots__ = ("requestId", "timer")
 
     def __init__(self, canceller: Callable[[Deferred[Any]], None], requestId: int) -> None:
         super().__init__(canceller)
         self.requestId = requestId
+        self.timer: Any = None
+
+
+def _callsGone(call: Deferred[Any]) -> None:
+    """The canceller of calls made after the connection was lost: nothing is pending any more."""
+
+
+def _ignoreMessage(message: Message) -> None:
+    """The handler of every message a broker receives after its connection was lost."""
+
+
+_LOST_HANDLERS = (_ignoreMessage,) * 5
 
 
 class Broker(TokenProtocol):
@@ -96,6 +139,8 @@ class Broker(TokenProtocol):
     @ivar clock: the reactor (an C{IReactorTime}) that end-of-turn work is
         scheduled on: the held preamble and queued RELEASEs.
     @ivar tracebacks: whether FAIL messages carry the local traceback.
+    @ivar callLimits: the L{CallLimits}: references the peer may make this
+        side hold, calls waiting on the peer, and how long each may wait.
     @ivar factory: the L{BrokerFactory} that built this broker, if any.
     """
 
@@ -107,6 +152,7 @@ class Broker(TokenProtocol):
         tracebacks: bool = False,
         limits: Limits | None = None,
         registry: Registry | None = None,
+        callLimits: CallLimits | None = None,
     ) -> None:
         """
         @param root: what the peer may call through its root reference.
@@ -115,6 +161,7 @@ class Broker(TokenProtocol):
         @param limits: the L{Limits} for what this side receives.
         @param registry: the L{Registry} of the types the application sends
             (its parent is used; this broker adds its own entries to a child).
+        @param callLimits: the L{CallLimits}; L{CLIENT_CALL_LIMITS} if C{None}.
         @raise TypeError: C{root} is not a L{Referenceable}.
         """
         if root is not None and not isinstance(root, Referenceable):
@@ -123,9 +170,13 @@ class Broker(TokenProtocol):
         self.root = root
         self.clock = clock
         self.tracebacks = tracebacks
+        self.callLimits = callLimits or CLIENT_CALL_LIMITS
         self._up = False
         self._lost: Failure | None = None
         self._requestIds = itertools.count(1)
+        self._lastRequestId = 0
+        # Answers still expected for calls given up on: one per cancelled call.
+        self._lateAnswers = 0
         self._exportCounter = itertools.count(ROOT_ID + 1)
         self._pending: dict[int, _Call] = {}
         self._running: dict[int, Deferred[Any]] = {}
@@ -244,13 +295,23 @@ class Broker(TokenProtocol):
         self._exportIds.clear()
         self._imports.clear()
         self._releases.clear()
+        self._breakCycles()
         for call in pending.values():
+            if call.timer is not None:
+                call.timer.cancel()
+                call.timer = None
             call.errback(reason)
         waiters, self._disconnectWaiters = self._disconnectWaiters, []
         for waiter in waiters:
             waiter.callback(self._lostReason())
         if isinstance(self.factory, BrokerFactory):
             self.factory.brokerDisconnected(self)
+
+    def _breakCycles(self) -> None:
+        """Drop what refers back to this broker (bound methods, the registry's slicers): it is freed without a GC."""
+        self._handlers = _LOST_HANDLERS
+        self._cancelCall = _callsGone
+        vars(self).pop("registry", None)
 
     def _cancelDelayed(self) -> None:
         flush, release = self._flushCall, self._releaseCall
@@ -293,7 +354,11 @@ class Broker(TokenProtocol):
             return fail(DeadReferenceError(f"cannot call {name!r}: the connection is not up"))
         if type(name) is not str:
             return fail(TypeError(f"a method name is a str, not {type(name).__name__}"))
-        request_id = next(self._requestIds)
+        limits = self.callLimits
+        if limits.max_pending is not None and len(self._pending) >= limits.max_pending:
+            waiting = len(self._pending)
+            return fail(TooManyPendingCalls(f"cannot call {name!r}: {waiting} calls already wait for answers"))
+        request_id = self._lastRequestId = next(self._requestIds)
         call = _Call(self._cancelCall, request_id)
         # Pending before sending: a synchronous transport may answer at once.
         self._pending[request_id] = call
@@ -302,12 +367,30 @@ class Broker(TokenProtocol):
         except Exception:
             del self._pending[request_id]
             return fail()
+        if limits.call_timeout is not None and request_id in self._pending:
+            call.timer = self._reactor().callLater(limits.call_timeout, self._timedOut, request_id, name)
         return call
+
+    def _timedOut(self, request_id: int, name: str) -> None:
+        """A call's timeout passed: forget it, tell the peer, and fail it with L{CallTimedOut}."""
+        call = self._pending.pop(request_id, None)
+        if call is None:
+            return
+        call.timer = None
+        seconds = self.callLimits.call_timeout or 0.0
+        if self._up and self.failure is None:
+            self._lateAnswers += 1  # given up on, as if cancelled: its answer may still come, once
+            self._send(Message((CANCEL, request_id)))
+        call.errback(CallTimedOut(name, seconds))
 
     def _cancel(self, call: Deferred[Any]) -> None:
         """The canceller of every call: forget it and tell the peer; the Deferred then fails with CancelledError."""
         request_id = call.requestId  # type: ignore[attr-defined]
         if self._pending.pop(request_id, None) is not None and self._up:
+            if call.timer is not None:  # type: ignore[attr-defined]
+                call.timer.cancel()  # type: ignore[attr-defined]
+                call.timer = None  # type: ignore[attr-defined]
+            self._lateAnswers += 1
             self._send(Message((CANCEL, request_id)))
 
     def _send(self, message: Message) -> None:
@@ -331,7 +414,7 @@ class Broker(TokenProtocol):
             self.log.warn(
                 "{peer} sent {obj} instead of an rpc message; dropping the connection",
                 peer=self._peer(),
-                obj=short_repr(obj),
+                obj=escape(short_repr(obj)),
             )
             self.transport.loseConnection()
             return
@@ -353,55 +436,77 @@ class Broker(TokenProtocol):
         if tag == CALL:
             self._callRefused(ident, violation)
         elif tag in (ANSWER, FAIL):
-            call = self._pending.pop(ident, None)
-            if call is None:
-                self.log.debug("Refused an answer to request {id}, which is not pending", id=ident)
-            else:
+            call = self._answered(ident, "a refused answer")
+            if call is not None:
                 call.errback(violation)
         else:
             TokenProtocol.objectRefused(self, violation)
 
     def _callRefused(self, request_id: int, violation: Violation) -> None:
-        self.log.info(
-            "Refused call {id} from {peer}: {code}: {violation}",
-            id=request_id,
-            peer=self._peer(),
-            code=violation.code,
-            violation=str(violation),
-        )
-        self._sendFailure(request_id, violation)
+        self._refuseCall(request_id, violation, violation.code)
+
+    def _refuseCall(self, request_id: int, error: Exception, code: str) -> None:
+        """Answer a call this side refuses with a FAIL, and count it as a refusal (see L{TokenProtocol.logRefusal})."""
+        self.logRefusal(code, str(error), "Refused call {id} from {peer}: {code}: {violation}", id=request_id)
+        self._sendFailure(request_id, error)
 
     def _answerReceived(self, message: Message) -> None:
         _, request_id, result = message
-        call = self._pending.pop(request_id, None)
-        if call is None:
-            self.log.debug("Ignoring the answer to request {id}, which is not pending", id=request_id)
-            return
-        call.callback(result)
+        call = self._answered(request_id, "an answer")
+        if call is not None:
+            call.callback(result)
 
     def _failReceived(self, message: Message) -> None:
         _, request_id, type_name, text, remote_traceback, details = message
+        call = self._answered(request_id, "a failure")
+        if call is not None:
+            call.errback(rebuild(type_name, text, remote_traceback, details))
+
+    def _answered(self, request_id: int, what: str) -> _Call | None:
+        """
+        The pending call C{request_id}, now answered (forgotten, its timer
+        stopped); C{None} if it is not pending (see L{_notPending}).
+        """
         call = self._pending.pop(request_id, None)
         if call is None:
-            self.log.debug("Ignoring the failure of request {id}, which is not pending", id=request_id)
+            self._notPending(request_id, what)
+            return None
+        if call.timer is not None:
+            call.timer.cancel()
+            call.timer = None
+        return call
+
+    def _notPending(self, request_id: int, what: str) -> None:
+        """
+        The peer answered C{request_id}, which is not pending: expected once
+        per cancelled or timed-out call (ignored, logged at debug level within
+        the log rate); otherwise a call never made or answered twice.
+        """
+        if self._lateAnswers and 0 < request_id <= self._lastRequestId:
+            self._lateAnswers -= 1
+            template = "{peer}: ignoring {what} to request {id}, which is not pending: it was cancelled or timed out"
+            self.logFailure("not-pending", template, LogLevel.debug, what=what, id=request_id)
             return
-        call.errback(rebuild(type_name, text, remote_traceback, details))
+        made = "was answered already" if 0 < request_id <= self._lastRequestId else "was never made"
+        self._protocolFailed(UnexpectedAnswer(f"{what} to request {request_id}, which {made}"))
 
     def _cancelReceived(self, message: Message) -> None:
         running = self._running.pop(message[1], None)
         if running is None:
-            self.log.debug("Ignoring the cancel of request {id}, which is not running", id=message[1])
+            template = "{peer}: ignoring a cancel of call {id}, not running"
+            self.logFailure("not-running", template, LogLevel.debug, id=message[1])
             return
         try:
             running.cancel()
         except Exception:
             # A canceller's bug must not reach dataReceived and drop the connection.
-            self.log.failure("Cancelling request {id} failed", id=message[1])
+            self.log.failure("Cancelling request {id} failed", id=message[1])  # our bug, not the peer's: in full
 
     def _releaseReceived(self, message: Message) -> None:
         _, export_id, count = message
         if export_id != ROOT_ID and not self._release(export_id, count):
-            self.log.debug("Ignoring the release of {id}, which is not exported", id=export_id)
+            template = "{peer}: ignoring the release of {id}, which is not exported"
+            self.logFailure("not-exported", template, LogLevel.debug, id=export_id)
 
     # -- being called --------------------------------------------------------------------
 
@@ -409,12 +514,12 @@ class Broker(TokenProtocol):
         _, request_id, target, name, args, kwargs = message
         entry = self._exports.get(target)
         if entry is None:
-            self._sendFailure(request_id, noSuchObject(target))
+            self._refuseCall(request_id, noSuchObject(target), "no-such-object")
             return
         obj = entry[0]
         method = obj.remoteMethods.get(name)
         if method is None:
-            self._sendFailure(request_id, noSuchMethod(name))
+            self._refuseCall(request_id, noSuchMethod(name, obj.remoteMethods), "no-such-method")
             return
         check = method.checkArguments
         if check is not None:
@@ -425,6 +530,10 @@ class Broker(TokenProtocol):
                 return
         try:
             result = method.function(obj, *args, **kwargs)
+        except Violation as violation:
+            # The method refused the call (a cap it keeps, a value it checks).
+            self._callRefused(request_id, violation)
+            return
         except Exception as error:
             self._methodFailed(method, error)
             self._sendFailure(request_id, error, self._tracebackText())
@@ -458,12 +567,15 @@ class Broker(TokenProtocol):
             return
         error = failure.value
         assert error is not None
+        if isinstance(error, Violation):
+            self._callRefused(request_id, error)
+            return
         self._methodFailed(method, error)
         remote_traceback = failure.getTraceback() if self.tracebacks else None
         self._sendFailure(request_id, error, remote_traceback)
 
     def _sendAnswer(self, request_id: int, result: Any, method: RemoteMethod) -> None:
-        if self._lost is not None:
+        if self._lost is not None or self.failure is not None:
             return
         if method.result is not None:
             try:
@@ -480,7 +592,7 @@ class Broker(TokenProtocol):
             self._sendFailure(request_id, error, self._tracebackText())
 
     def _sendFailure(self, request_id: int, error: BaseException, remote_traceback: str | None = None) -> None:
-        if self._lost is not None:
+        if self._lost is not None or self.failure is not None:
             return
         type_name, text, details = describe(error)
         remote_traceback = clipTraceback(remote_traceback) if self.tracebacks else None
@@ -494,11 +606,12 @@ class Broker(TokenProtocol):
         return traceback.format_exc() if self.tracebacks else None
 
     def _methodFailed(self, method: RemoteMethod, error: BaseException) -> None:
-        """Log a remote method's exception (the caller gets it too), without a traceback."""
-        self.log.info(
-            "Remote method {name} raised {error}",
+        """Log a remote method's exception (the caller gets it too), without a traceback, within the log rate."""
+        self.logFailure(
+            "method-failed",
+            "{peer}: remote method {name} raised {error}",
             name=method.name,
-            error=f"{type(error).__name__}: {short_repr(error, 200)}",
+            error=escape(f"{type(error).__name__}: {short_repr(error, 200)}"),
         )
 
     # -- exports ------------------------------------------------------------------------------
@@ -556,6 +669,9 @@ class Broker(TokenProtocol):
             if ref is not None:
                 record.count += 1
                 return ref
+        limit = self.callLimits.max_imports
+        if limit is not None and len(self._imports) >= limit and record is None:
+            raise TooManyReferences(f"this side already holds {len(self._imports)} references of the peer, the limit")
         return self._newImport(export_id, 1)
 
     def _newImport(self, export_id: int, count: int) -> RemoteReference:
@@ -595,7 +711,12 @@ class BrokerFactory(Factory):
     keeps track of the connected ones.
 
     @ivar brokers: the brokers whose connection is up.
+    @ivar sendBackPressure: passed to each broker (see
+        L{TokenProtocol.sendBackPressure}): on for servers, off for the
+        client helpers, which set it.
     """
+
+    sendBackPressure = True
 
     def __init__(
         self,
@@ -605,6 +726,7 @@ class BrokerFactory(Factory):
         tracebacks: bool = False,
         limits: Limits | None = None,
         registry: Registry | None = None,
+        callLimits: CallLimits | None = None,
     ) -> None:
         if root is not None and not isinstance(root, Referenceable):
             raise TypeError(f"the root must be a Referenceable, not {type(root).__name__}")
@@ -613,13 +735,20 @@ class BrokerFactory(Factory):
         self.tracebacks = tracebacks
         self.limits = limits
         self.registry = registry
+        self.callLimits = callLimits
         self.brokers: set[Broker] = set()
 
     def buildProtocol(self, addr: Any) -> Broker:
         broker = Broker(
-            self.root, clock=self.clock, tracebacks=self.tracebacks, limits=self.limits, registry=self.registry
+            self.root,
+            clock=self.clock,
+            tracebacks=self.tracebacks,
+            limits=self.limits,
+            registry=self.registry,
+            callLimits=self.callLimits,
         )
         broker.factory = self
+        broker.sendBackPressure = self.sendBackPressure
         return broker
 
     def brokerConnected(self, broker: Broker) -> None:

@@ -24,6 +24,7 @@ from framing import Limits, Registry
 
 from .broker import Broker, BrokerFactory
 from .errors import DeadReferenceError
+from .limits import SERVER_CALL_LIMITS, CallLimits
 from .referenceable import Referenceable
 from .refs import RemoteReference
 
@@ -35,6 +36,7 @@ def serverFactory(
     tracebacks: bool = False,
     limits: Limits | None = None,
     registry: Registry | None = None,
+    callLimits: CallLimits | None = None,
 ) -> BrokerFactory:
     """
     A factory of brokers exposing C{root}, to listen with any endpoint
@@ -42,7 +44,14 @@ def serverFactory(
     C{disconnectAll()} closes every connection, for a clean shutdown.
     Arguments as for L{serve}.
     """
-    return BrokerFactory(root, clock=clock, tracebacks=tracebacks, limits=limits, registry=registry)
+    return BrokerFactory(
+        root,
+        clock=clock,
+        tracebacks=tracebacks,
+        limits=limits,
+        registry=registry,
+        callLimits=callLimits or SERVER_CALL_LIMITS,
+    )
 
 
 def serve(
@@ -53,6 +62,7 @@ def serve(
     tracebacks: bool = False,
     limits: Limits | None = None,
     registry: Registry | None = None,
+    callLimits: CallLimits | None = None,
 ) -> Deferred[IListeningPort]:
     """
     Expose C{root} on the server endpoint C{description}.
@@ -64,12 +74,17 @@ def serve(
         source paths and code to whoever connects.
     @param limits: the L{Limits} for what each connection receives.
     @param registry: the L{Registry} of application types both sides send.
+    @param callLimits: the L{CallLimits} of each connection: references a
+        client may make the server hold, the server's calls waiting on a
+        client, and their timeout; L{SERVER_CALL_LIMITS} (30 s) if C{None}.
     @return: a L{Deferred} firing with the listening port.
     """
     return listenWith(
         reactor,
         description,
-        serverFactory(root, clock=reactor, tracebacks=tracebacks, limits=limits, registry=registry),
+        serverFactory(
+            root, clock=reactor, tracebacks=tracebacks, limits=limits, registry=registry, callLimits=callLimits
+        ),
     )
 
 
@@ -81,7 +96,12 @@ def listenWith(reactor: Any, description: str, factory: BrokerFactory) -> Deferr
 
 
 def connectWith(reactor: Any, description: str, factory: BrokerFactory) -> Deferred[RemoteReference]:
-    """Connect to the client endpoint C{description} with a factory of brokers; fire with the peer's root."""
+    """
+    Connect to the client endpoint C{description} with a factory of brokers;
+    fire with the peer's root.  The client's brokers keep reading however
+    much waits to be sent (see L{Broker.sendBackPressure}).
+    """
+    factory.sendBackPressure = False
     endpoint = clientFromString(reactor, description)  # type: ignore[no-untyped-call]
     connected: Deferred[Broker] = endpoint.connect(factory)
     return connected.addCallback(_root)
@@ -94,6 +114,7 @@ def connect(
     root: Referenceable | None = None,
     limits: Limits | None = None,
     registry: Registry | None = None,
+    callLimits: CallLimits | None = None,
 ) -> Deferred[RemoteReference]:
     """
     Connect to the server at the client endpoint C{description}.
@@ -105,10 +126,13 @@ def connect(
     @param root: an object the server may call back through its own root
         reference (C{broker.rootReference()} on the server side); usually
         callbacks are passed as arguments instead.
+    @param callLimits: the L{CallLimits}; C{CLIENT_CALL_LIMITS} (no call
+        timeout) if C{None}.
     @return: a L{Deferred} firing with the L{RemoteReference} to the
         server's root.
     """
-    return connectWith(reactor, description, BrokerFactory(root, clock=reactor, limits=limits, registry=registry))
+    factory = BrokerFactory(root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits)
+    return connectWith(reactor, description, factory)
 
 
 def _root(broker: Any) -> RemoteReference:
@@ -139,6 +163,7 @@ class ReconnectingClient:
         registry: Registry | None = None,
         retryPolicy: Callable[[int], float] | None = None,
         prepareConnection: Callable[[RemoteReference], object] | None = None,
+        callLimits: CallLimits | None = None,
     ) -> None:
         """
         @param retryPolicy: seconds to wait after the Nth failed attempt in a
@@ -152,7 +177,8 @@ class ReconnectingClient:
         self._prepare = prepareConnection
         self._reactor = reactor
         self._broker: Any = None
-        factory = BrokerFactory(root, clock=reactor, limits=limits, registry=registry)
+        factory = BrokerFactory(root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits)
+        factory.sendBackPressure = False  # a client: see connectWith
         endpoint = clientFromString(reactor, description)  # type: ignore[no-untyped-call]
         self.service = ClientService(
             endpoint,
@@ -222,6 +248,7 @@ def reconnecting(
     registry: Registry | None = None,
     retryPolicy: Callable[[int], float] | None = None,
     prepareConnection: Callable[[RemoteReference], object] | None = None,
+    callLimits: CallLimits | None = None,
 ) -> ReconnectingClient:
     """
     A started L{ReconnectingClient} for the client endpoint C{description}.
@@ -236,6 +263,7 @@ def reconnecting(
         registry=registry,
         retryPolicy=retryPolicy,
         prepareConnection=prepareConnection,
+        callLimits=callLimits,
     )
     client.startService()
     return client

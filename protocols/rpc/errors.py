@@ -3,7 +3,8 @@
 Contract: every failure of a call made with C{callRemote} is one of these: a
 L{RemoteError} (the other side raised, or refused the call), an exception
 type registered on both sides with L{register_error} (it arrives as itself),
-L{DeadReferenceError} (the connection was gone before the call was sent), a
+L{DeadReferenceError} (the connection was gone before the call was sent),
+L{TooManyPendingCalls} or L{CallTimedOut} (see L{protocols.rpc.limits}), a
 local L{framing.Violation} (this side refused the answer), the reason the
 connection was lost, or C{CancelledError} / C{TimeoutError} after
 C{cancel()} / C{addTimeout}.  An exception's description for the wire
@@ -13,9 +14,11 @@ walk of the raised type's MRO; they run only on the failure path.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import Any
 
-from framing import Violation
+from framing import ProtocolError, Violation
 from framing.errors import short_repr
 
 VIOLATION = "Violation"
@@ -61,6 +64,16 @@ class NoSuchMethod(RemoteError):
         super().__init__(NO_SUCH_METHOD, message, remoteTraceback)
 
 
+class WrongArguments(Violation):
+    """
+    A call gave a remote method arguments its signature cannot take: too
+    many or too few, or a keyword it does not have.  Refused before the
+    method runs; the caller sees a L{RemoteViolation} naming the method.
+    """
+
+    code = "wrong-arguments"
+
+
 class NoSuchObject(RemoteError):
     """The target is not (or no longer) exported by the other side."""
 
@@ -90,11 +103,50 @@ class RemoteViolation(RemoteError):
         return f"{VIOLATION}: {self.code}: {self.message}{where}"
 
 
+class UnexpectedAnswer(ProtocolError):
+    """
+    The peer answered a call this side never made, or answered one call
+    twice: a confused or hostile peer, whose answers cannot be matched to
+    calls any more, so the connection is dropped.
+    """
+
+    code = "unexpected-answer"
+
+
 class DeadReferenceError(Exception):
     """
     The call was not sent: the connection of this reference is not up (it was
     lost, or a reconnecting client is between connections).
     """
+
+
+class TooManyPendingCalls(Exception):
+    """
+    The call was not sent: this side already has C{CallLimits.max_pending}
+    calls waiting for the peer's answers on this connection.
+    """
+
+
+class CallTimedOut(TimeoutError):
+    """
+    The peer did not answer within C{CallLimits.call_timeout} seconds: the
+    call was cancelled (the peer was told), its request id forgotten, and a
+    late answer is ignored.
+
+    @ivar name: the method called.
+    @ivar seconds: the timeout that passed.
+    """
+
+    def __init__(self, name: str, seconds: float) -> None:
+        super().__init__(f"no answer to {short_repr(name)} within {seconds:g} s")
+        self.name = name
+        self.seconds = seconds
+
+
+class TooManyReferences(Violation):
+    """A message would make this side hold more of the peer's references than C{CallLimits.max_imports}."""
+
+    code = "too-many-references"
 
 
 class ErrorRegistry:
@@ -225,9 +277,21 @@ def _isPair(details: Any) -> bool:
     return type(details) is tuple and len(details) == 2 and type(details[0]) is str and type(details[1]) is str
 
 
-def noSuchMethod(name: str) -> NoSuchMethod:
-    """The error for a call to C{name}, which is not a remote method of its target."""
-    return NoSuchMethod(f"{short_repr(name)} is not a remote method of this object")
+def noSuchMethod(name: object, methods: Iterable[str] = ()) -> NoSuchMethod:
+    """
+    The error for a call to C{name}, which is not a remote method of its
+    target: it suggests the closest of C{methods} (the target's remote
+    method names), or lists them when none is close.
+    """
+    message = f"{short_repr(name)} is not a remote method of this object"
+    names = sorted(methods)
+    close = difflib.get_close_matches(name, names, n=1) if isinstance(name, str) else []
+    if close:
+        message += f"; did you mean {close[0]!r}?"
+    elif names:
+        shown = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
+        message += f"; its remote methods are: {shown}"
+    return NoSuchMethod(message)
 
 
 def noSuchObject(target: int) -> NoSuchObject:

@@ -17,12 +17,15 @@ method: the arguments before it runs, the result before it is sent.
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar, overload
 
 from framing import Violation
 from framing.errors import KindRefused
 from framing.slicing.constraints import Constraint
+
+from .errors import WrongArguments
 
 _MARK = "__chunkwire_remote__"
 
@@ -99,7 +102,7 @@ def remote(
     """
 
     def mark(f: F) -> F:
-        spec = RemoteMethod(f.__name__, f, _argumentCheck(f, args), result)
+        spec = RemoteMethod(f.__name__, f, _signatureCheck(f, _argumentCheck(f, args)), result)
         f.__dict__[_MARK] = spec
         return f
 
@@ -141,6 +144,36 @@ class Referenceable:
 
 
 # -- argument checks ------------------------------------------------------------
+
+
+def _signatureCheck(function: Callable[..., Any], then: ArgumentCheck | None) -> ArgumentCheck:
+    """
+    Refuse arguments C{function}'s signature cannot take (a L{WrongArguments}
+    naming the method), then run C{then}.  The signature is read once, here;
+    a call by position within the parameter count skips C{bind}.
+    """
+    signature = inspect.signature(function)
+    parameters = list(signature.parameters.values())[1:]  # without self
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    low = sum(1 for p in positional if p.default is p.empty)
+    high = len(positional)
+    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        high = sys.maxsize
+    if any(p.kind is p.KEYWORD_ONLY and p.default is p.empty for p in parameters):
+        high = -1  # a required keyword: never the fast path
+    bare = [p.replace(annotation=p.empty) for p in parameters]
+    shown = f"{function.__name__}{signature.replace(parameters=bare, return_annotation=signature.empty)}"
+
+    def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if kwargs or not low <= len(args) <= high:
+            try:
+                signature.bind(None, *args, **kwargs)
+            except TypeError as error:
+                raise WrongArguments(f"{shown} cannot take these arguments: {error}", "args") from None
+        if then is not None:
+            then(args, kwargs)
+
+    return check
 
 
 def _argumentCheck(

@@ -14,6 +14,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+from . import attacks_bulk, slowreader
 from .attacks import ATTACKS
 from .extras import refreshReport, runExtras, sections
 from .harness import runCampaign, table
@@ -40,6 +41,23 @@ def main(argv: list[str]) -> int:
         print(table(rows))
         passed = sum(1 for row in rows if not row["failures"])
         generated["attack"] = f"{table(rows)}\n\n{passed}/{len(rows)} cases passed."
+        with tempfile.TemporaryDirectory() as logs:
+            slow = slowreader.runCampaign(args.servers.split(","), args.duration, Path(logs))
+        print(slowreader.table(slow))
+        passed = sum(1 for row in slow if not row["failures"])
+        generated["slowreader"] = (
+            f"{slowreader.table(slow)}\n\n{passed}/{len(slow)} cases passed.  "
+            f"Reproduce: `PYTHONPATH=. python -m tests.attack.slowreader --duration {args.duration:g}`"
+        )
+        rows += [dict(row, attack=f"slow reader, {row['case']}") for row in slow]
+        bulkRows = attacks_bulk.runBulkCampaign()
+        print(attacks_bulk.table(bulkRows))
+        passed = sum(1 for row in bulkRows if not row["failures"])
+        generated["bulk-attack"] = (
+            f"{attacks_bulk.table(bulkRows)}\n\n{passed}/{len(bulkRows)} cases passed.  "
+            "Reproduce: `PYTHONPATH=. python -m tests.attack.attacks_bulk`"
+        )
+        rows += bulkRows
     cases = [] if args.no_extras else runExtras()
     for case in cases:
         print(f"\n## {case.name}: {'pass' if case.ok else 'FAIL'}\n{case.text}\nReproduce: {case.command}", flush=True)

@@ -250,3 +250,7 @@ ATTACKS: dict[str, tuple[Callable[[int, float], dict[str, Any]], str]] = {
     "http-on-plain-port": (httpOnPlainPort, "bad-preamble"),
 }
 """Each attack and the code the server must log for it."""
+
+from .attacks_rpc import RPC_ATTACKS  # noqa: E402 (after ATTACKS: it imports helpers from here)
+
+ATTACKS.update(RPC_ATTACKS)  # type: ignore[arg-type]

@@ -59,8 +59,26 @@ async def echoClient(reactor: Any, port: int, until: float, index: int, latencie
     client.transport.loseConnection()
 
 
+async def bulkClient(reactor: Any, port: int, until: float, index: int, latencies: list[float]) -> None:
+    from protocols import bulk
+
+    ref = await bulk.connect(reactor, f"tcp:host=127.0.0.1:port={port}")
+    count = 0
+    while time.monotonic() < until and count < 200_000:
+        start = time.perf_counter()
+        listed = await ref.callRemote("list")
+        latencies.append(time.perf_counter() - start)
+        if not isinstance(listed, list):
+            raise AssertionError(f"list() gave {listed!r}")
+        count += 1
+    await ref.broker.disconnect()
+
+
+CLIENTS = {"kv": kvClient, "echo": echoClient, "bulk": bulkClient}
+
+
 async def run(reactor: Any, kind: str, port: int, duration: float, clients: int) -> dict[str, Any]:
-    client = kvClient if kind == "kv" else echoClient
+    client = CLIENTS[kind]
     latencies: list[float] = []
     errors: list[str] = []
     until = time.monotonic() + duration
@@ -83,7 +101,7 @@ async def run(reactor: Any, kind: str, port: int, duration: float, clients: int)
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--kind", choices=["kv", "echo"], default="kv")
+    parser.add_argument("--kind", choices=sorted(CLIENTS), default="kv")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--duration", type=float, default=3.0)
     parser.add_argument("--clients", type=int, default=2)

@@ -509,9 +509,10 @@ def table(summary: dict[str, Any]) -> str:
             f" | {row['calls_during']:,.0f} | {row['mb_s']:,.0f} |"
         )
     lines.append("")
+    from ._harness import targetLine
+
     for label, value, op, threshold in criteria(summary):
-        passed = value >= threshold if op == ">=" else value <= threshold
-        lines.append(f"{'PASS' if passed else 'FAIL'}  {label}: {value:.3f} (target {op} {threshold})")
+        lines.append(targetLine(label, value, op, threshold))
     return "\n".join(lines)
 
 

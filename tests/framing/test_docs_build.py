@@ -1,14 +1,18 @@
-"""The Sphinx documentation in C{docs/} builds cleanly and covers every framing module."""
+"""The Sphinx documentation in C{docs/} builds cleanly, covers every framing module, and reads as pages."""
 
 from __future__ import annotations
 
+import atexit
+import functools
 import importlib.util
 import os
 import pkgutil
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from unittest import SkipTest
 
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -16,6 +20,34 @@ import framing
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DOCS = ROOT / "docs"
+
+
+def loadCheckPages():  # type: ignore[no-untyped-def]
+    """Import docs/check_pages.py (docs/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("check_pages", DOCS / "check_pages.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@functools.cache
+def build() -> tuple[int, str, Path]:
+    """Build the site once per process with C{-W}: the exit status, the output, and the HTML directory."""
+    out = Path(tempfile.mkdtemp(prefix="chunkwire-docs-"))
+    atexit.register(shutil.rmtree, out, True)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    html = out / "html"
+    command = [sys.executable, "-m", "sphinx", "-W", "-q", "-E", "-b", "html", "-d", str(out / "doctrees"), str(DOCS)]
+    result = subprocess.run([*command, str(html)], env=env, capture_output=True, text=True, timeout=300)
+    return result.returncode, result.stderr + result.stdout, html
+
+
+def requireSphinx() -> None:
+    """Skip unless Sphinx and MyST (the docs extra) are installed."""
+    for name in ("sphinx", "myst_parser"):
+        if importlib.util.find_spec(name) is None:
+            raise SkipTest(f"{name} is not installed (the docs extra has it)")
 
 
 class DocsBuildTests(SynchronousTestCase):
@@ -30,10 +62,54 @@ class DocsBuildTests(SynchronousTestCase):
 
     def test_sphinx_build_without_warnings(self) -> None:
         """sphinx-build -W (warnings are errors) succeeds on docs/."""
-        if importlib.util.find_spec("sphinx") is None:
-            self.skipTest("Sphinx is not installed")
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
-        with tempfile.TemporaryDirectory() as out:
-            command = [sys.executable, "-m", "sphinx", "-W", "-q", "-E", "-b", "html", "-d", out, str(DOCS), out]
-            result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-        self.assertEqual(result.returncode, 0, result.stderr + result.stdout)
+        requireSphinx()
+        status, output, _ = build()
+        self.assertEqual(status, 0, output)
+
+    def test_markdown_rendered(self) -> None:
+        """No built page holds Markdown in a literal block: the .md pages are rendered, tables and headings."""
+        requireSphinx()
+        status, output, html = build()
+        self.assertEqual(status, 0, output)
+        self.assertEqual(loadCheckPages().literal_markdown(html), [])
+        reliability = (html / "reliability.html").read_text("utf-8")
+        self.assertIn("<table", reliability)
+        self.assertIn("<h2>Guards", reliability)
+
+    def test_literal_markdown_detected(self) -> None:
+        """The check finds a Markdown table or a block highlighted as Markdown inside a literal block."""
+        site = Path(self.mktemp())
+        site.mkdir()
+        (site / "a.html").write_text('<div class="highlight-markdown notranslate"><div class="highlight"><pre>x</pre>')
+        (site / "b.html").write_text("<pre>| a | b |\n|---|---|\n</pre>")
+        (site / "c.html").write_text("<pre># a Python comment\nx = 1</pre>")
+        problems = loadCheckPages().literal_markdown(site)
+        self.assertEqual([problem.split(":")[0] for problem in problems], ["a.html", "b.html"])
+
+    def test_code_not_clipped(self) -> None:
+        """In headless Chromium at 1280 px no code block on any page is wider than its box."""
+        requireSphinx()
+        checkPages = loadCheckPages()
+        browser = checkPages.find_browser()
+        if browser is None:
+            raise SkipTest("no Chromium on PATH (apt-get install chromium): the 1280 px layout is not checked")
+        status, output, html = build()
+        self.assertEqual(status, 0, output)
+        self.assertEqual(checkPages.clipped_code(browser, html), [])
+
+    def test_screenshots(self) -> None:
+        """check_pages.py writes a 1280-pixel-wide PNG of every page, given relative paths as dev.py docs does."""
+        requireSphinx()
+        checkPages = loadCheckPages()
+        browser = checkPages.find_browser()
+        if browser is None:
+            raise SkipTest("no Chromium on PATH (apt-get install chromium): no screenshots to check")
+        status, output, html = build()
+        self.assertEqual(status, 0, output)
+        out = Path(self.mktemp())
+        relative = Path(os.path.relpath(html))
+        written = checkPages.screenshots(browser, relative, out)
+        self.assertEqual(len(written), len(checkPages.pages(html)))
+        for png in written:
+            header = png.read_bytes()[:24]
+            self.assertEqual((header[:8], int.from_bytes(header[16:20], "big")), (b"\x89PNG\r\n\x1a\n", 1280), png)

@@ -11,12 +11,14 @@ from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from framing import dumps
-from framing.wire import BYTES, PING, PONG, PREAMBLE, encode_header
+from framing.wire import BYTES, OPEN, PING, PONG, PREAMBLE, encode_header
 from protocols import rpc
 from protocols.echo import EchoServer
 from protocols.guard import ConnectionCounter, GuardedFactory, GuardError, GuardPolicy, guard
 
 from .helpers import pytestTest, tokenBytes, trialTest
+
+OPEN_LIST = encode_header(OPEN, 4) + b"list"
 
 POLICY = GuardPolicy(
     preamble_timeout=5.0,
@@ -113,6 +115,19 @@ class GuardTests(SynchronousTestCase):
             self.clock.advance(1)
         self.assertIsNone(connection.dropped())
         self.assertTrue(connection.transport.value().endswith(tokenBytes(dumps(body))))
+
+    def test_pingsAreNotProgress(self) -> None:
+        """PINGs and PONGs between an object's tokens keep the connection alive but not the object: it stalls."""
+        connection = _Connection(self.clock)
+        connection.protocol.dataReceived(PREAMBLE + OPEN_LIST + tokenBytes(dumps(1)))
+        for tick in range(100):
+            # 20 PINGs and 20 PONGs a second: 360 bytes/s, more than min_rate (100) if they counted.
+            connection.protocol.dataReceived((encode_header(PING, tick) + encode_header(PONG, tick)) * 20)
+            self.clock.advance(0.1)
+            if connection.dropped():
+                break
+        self.assertEqual(connection.dropped(), "stalled")
+        self.assertLessEqual(self.clock.seconds(), 4)
 
     def test_keepalivePingAnswered(self) -> None:
         """After keepalive_interval of silence a PING goes out; a PONG keeps the connection."""

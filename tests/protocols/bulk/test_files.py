@@ -12,7 +12,7 @@ from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.bulk import IntegrityError, Stream
+from protocols.bulk import IntegrityError, RangeSet, Stream
 from protocols.bulk.files import (
     Assembly,
     BadName,
@@ -62,7 +62,10 @@ class AssemblyTests(SynchronousTestCase):
         first.write(60_000, self.data[60_000:70_000])
         first.suspend()
         with open(first.sidecarPath) as file:
-            self.assertEqual(json.load(file)["ranges"], [[0, 30_000], [60_000, 70_000]])
+            header, *lines = file.read().splitlines()
+        self.assertEqual(json.loads(header)["size"], first.size)
+        held = RangeSet(tuple(map(int, line.split())) for line in lines)
+        self.assertEqual(held.ranges(), [(0, 30_000), (60_000, 70_000)])
         second = Assembly(self.path, len(self.data), "v1")
         self.assertEqual(second.missing(), [(30_000, 60_000), (70_000, 100_000)])
         for start, end in second.missing():

@@ -430,9 +430,11 @@ class FlowControlTests(SynchronousTestCase):
         stream = Stream(payload(CHUNK))
         pair.root.callRemote("keep", stream)
         pair.flush()
-        incoming = pair.server.bulk.announcementReceived((stream.streamId, CHUNK, None))  # type: ignore[arg-type]
+        # A stream id of its own (ids must increase), with a tiny window.
+        streamId = (stream.streamId or 0) + 100
+        incoming = pair.server.bulk.announcementReceived((streamId, CHUNK, None))  # type: ignore[arg-type]
         receiving = incoming.receive(lambda data: None, window=100)
-        pair.client.transport.writeSequence(dataFramePieces(stream.streamId or 0, 0, b"x" * 5000))
+        pair.client.transport.writeSequence(dataFramePieces(streamId, 0, b"x" * 5000))
         pair.client.transport.flush()
         pair.flush()
         self.assertIsInstance(pair.server.failure.value, FlowControlError)

@@ -17,7 +17,7 @@ from twisted.internet.task import Clock
 
 from framing import Limits, Registry
 from framing.slicing.constraints import Integer, ListOf, Text, TupleOf
-from protocols.rpc import Broker, Referenceable, RemoteReference, register_error, remote
+from protocols.rpc import Broker, CallLimits, Referenceable, RemoteReference, register_error, remote
 from protocols.testing import MemoryPair, connectedPair
 
 
@@ -180,10 +180,16 @@ class RpcPair:
         clientLimits: Limits | None = None,
         clientRoot: Referenceable | None = None,
         clientRegistry: Registry | None = None,
+        serverCallLimits: CallLimits | None = None,
+        clientCallLimits: CallLimits | None = None,
     ) -> None:
         self.clock = Clock()
-        self.server = Broker(root, clock=self.clock, tracebacks=tracebacks, limits=serverLimits)
-        self.client = Broker(clientRoot, clock=self.clock, limits=clientLimits, registry=clientRegistry)
+        self.server = Broker(
+            root, clock=self.clock, tracebacks=tracebacks, limits=serverLimits, callLimits=serverCallLimits
+        )
+        self.client = Broker(
+            clientRoot, clock=self.clock, limits=clientLimits, registry=clientRegistry, callLimits=clientCallLimits
+        )
         self.memory: MemoryPair = connectedPair(self.server, self.client)
         self.root = self.client.rootReference()
 

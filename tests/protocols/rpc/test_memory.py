@@ -8,6 +8,7 @@ from typing import Any
 
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.error import ConnectionAborted, ConnectionDone, ConnectionLost
+from twisted.internet.task import Clock
 from twisted.logger import Logger, formatEvent
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -24,13 +25,26 @@ from protocols.rpc import (
     RemoteError,
     RemoteReference,
     RemoteViolation,
+    UnexpectedAnswer,
     register_error,
     remote,
 )
 from protocols.rpc.wire import ANSWER, CALL, FAIL, OPEN_TYPE, Message, MessageUnslicer
+from protocols.testing import connectedPair
 
 from ..helpers import EVERY_TYPE, same
 from .services import Child, NotFound, Overriding, RpcPair, Service
+
+
+class RawClient(Broker):
+    """A broker that keeps every message it receives instead of acting on it: a client forging its own ids."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        Broker.__init__(self, **kwargs)
+        self.received: list[Any] = []
+
+    def objectReceived(self, obj: Any) -> None:
+        self.received.append(obj)
 
 
 def quiet(*brokers: Broker) -> list[dict[str, Any]]:
@@ -261,13 +275,15 @@ class ErrorTests(SynchronousTestCase):
         self.assertRaises(TypeError, register_error, int, "tests.int")
         register_error(NotFound, "tests.NotFound")  # the same registration again is fine
 
-    def test_wrongArgumentsAreTypeError(self) -> None:
-        """Calling with the wrong arguments fails with a RemoteError of type TypeError."""
+    def test_wrongArgumentsAreRefused(self) -> None:
+        """Calling with the wrong arguments is refused at dispatch as a RemoteViolation naming the method."""
         pair = RpcPair(Service())
         quiet(pair.server)
         answer = pair.root.callRemote("echo", 1, 2, 3)
         pair.flush()
-        self.assertEqual(self.failureResultOf(answer, RemoteError).value.remoteType, "TypeError")
+        error = self.failureResultOf(answer, RemoteViolation).value
+        self.assertEqual((error.code, error.where), ("wrong-arguments", "args"))
+        self.assertIn("echo(", error.message)
 
     def test_nonStringNameFailsAtOnce(self) -> None:
         """A method name that is not a str fails the call at once."""
@@ -381,14 +397,16 @@ class ViolationTests(SynchronousTestCase):
 
     def test_malformedCallIsAnsweredByItsId(self) -> None:
         """A call whose fields are malformed is refused and answered with a FAIL for its id."""
-        pair = RpcPair(Service())
-        events = quiet(pair.server)
+        server = Broker(Service(), clock=Clock())
+        client = RawClient(clock=Clock())
+        memory = connectedPair(server, client)
+        events = quiet(server)
         # The wire shape of a CALL: (CALL, id, target, name, kwargs or None, *args).
-        pair.client.sendObject(Message((CALL, 77, 0, 12, None)))
-        pair.client.sendObject(Message((CALL, 78, 0, "echo", [1])))
-        pair.client.sendObject(Message((CALL, 79, 0, "echo", {1: 2})))
-        pair.flush()
-        fails = [m for m in messagesIn(b"".join(pair.serverWrites)) if m[0] == FAIL]
+        client.sendObject(Message((CALL, 77, 0, 12, None)))
+        client.sendObject(Message((CALL, 78, 0, "echo", [1])))
+        client.sendObject(Message((CALL, 79, 0, "echo", {1: 2})))
+        memory.flush()
+        fails = [m for m in client.received if m[0] == FAIL]
         self.assertEqual(
             [(m[1], m[2], m[5]) for m in fails],
             [
@@ -398,7 +416,7 @@ class ViolationTests(SynchronousTestCase):
             ],
         )
         self.assertEqual(len(events), 3)
-        self.assertFalse(pair.memory.serverTransport.disconnecting)
+        self.assertFalse(memory.serverTransport.disconnecting)
 
     def test_unknownReferenceComingHome(self) -> None:
         """A reference claiming to be one of the server's exports that does not exist is refused."""
@@ -471,15 +489,46 @@ class CancellationTests(SynchronousTestCase):
         pair.flush()
         self.assertEqual(self.successResultOf(echo), 1)
 
-    def test_unknownAnswerIgnored(self) -> None:
-        """Answers and failures for ids nobody asked for are ignored; the connection stays up."""
+    def test_unknownAnswerDropsConnection(self) -> None:
+        """An answer to a call never made drops the connection with UnexpectedAnswer; calls in flight fail."""
         pair = RpcPair(Service())
         events = quiet(pair.client)
-        pair.server.sendObject(Message((ANSWER, 12345, "stray")))
-        pair.server.sendObject(Message((FAIL, 12346, "X", "y", None, None)))
+        waiting = pair.root.callRemote("later", "w")
         pair.flush()
-        self.assertEqual(len(events), 2)
-        self.assertFalse(pair.memory.clientTransport.disconnecting)
+        pair.server.sendObject(Message((ANSWER, 12345, "stray")))
+        pair.flush()
+        self.assertIsInstance(pair.client.failure.value, UnexpectedAnswer)  # type: ignore[union-attr]
+        self.assertIn("never made", str(pair.client.failure.value))  # type: ignore[union-attr]
+        self.failureResultOf(waiting, UnexpectedAnswer)
+        self.assertTrue(any(event.get("code") == "unexpected-answer" for event in events))
+
+    def test_secondAnswerDropsConnection(self) -> None:
+        """A failure sent for a call that was answered already drops the connection: answers are not a flood channel."""
+        pair = RpcPair(Service())
+        quiet(pair.client)
+        echo = pair.root.callRemote("echo", 1)
+        pair.flush()
+        self.assertEqual(self.successResultOf(echo), 1)
+        pair.server.sendObject(Message((FAIL, 1, "X", "y", None, None)))
+        pair.flush()
+        self.assertIsInstance(pair.client.failure.value, UnexpectedAnswer)  # type: ignore[union-attr]
+        self.assertIn("answered already", str(pair.client.failure.value))  # type: ignore[union-attr]
+
+    def test_oneLateAnswerPerCancelledCall(self) -> None:
+        """Each cancelled call may still be answered once; a second answer to it drops the connection."""
+        service = Service()
+        pair = RpcPair(service)
+        quiet(pair.client, pair.server)
+        answer = pair.root.callRemote("stubborn", "s")
+        pair.memory.flush()
+        answer.cancel()
+        service.waiting["s"].callback("late")
+        pair.flush()
+        self.failureResultOf(answer, CancelledError)
+        self.assertIsNone(pair.client.failure)
+        pair.server.sendObject(Message((ANSWER, 1, "again")))
+        pair.flush()
+        self.assertIsInstance(pair.client.failure.value, UnexpectedAnswer)  # type: ignore[union-attr]
 
 
 class ConnectionLossTests(SynchronousTestCase):

@@ -1,0 +1,220 @@
+"""Issue 13's RPC and log attacks: forged watchers, watch floods, log floods and log injection.
+
+Contract: like L{tests.attack.attacks}, each attack takes the server's port
+and a time budget, runs in the calling thread on plain blocking sockets,
+never runs much longer than its budget, and returns what it saw
+(C{closed_after}, the server's ERROR text, counts).  RPC messages are built
+by hand from the wire shapes of L{protocols.rpc.wire}, references with ids
+the attacker invents.  An attack may return C{log_has} and C{log_lacks},
+strings the server's log must and must not contain (the harness checks
+them).  L{RPC_ATTACKS} maps each name to its function, the code the server
+must log, and the server kinds it applies to.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from zope.interface import implementer
+
+from framing import Decoder, Encoder, ProtocolError, Registry
+from framing.slicing.interfaces import ISlicer
+from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.wire import CLOSE, ERROR, OPEN, PREAMBLE, SIMPLE, encode_header
+from protocols.rpc.refs import REF_OPEN_TYPE
+from protocols.rpc.wire import CALL, FAIL, OPEN_TYPE, Message, MessageSlicer, MessageUnslicer
+
+from .attacks import _blast, _connect, _readUntilClosed
+
+ROOT = 0
+WATCH_BURST = 2_000
+DISTINCT_KEYS = 5_000
+"""Watches on distinct keys: the issue's probe made 300,000; the kv server's
+cap is 1,000 per connection and its refusal rate drops the connection after
+1,000 more, so 5,000 are enough to show both."""
+ILL_TYPED_GETS = 200_000
+RESERVED_SIMPLE_BYTES = 1_000_000
+INJECTED = "bye\x85forged line\u2028another\x1b[31mred\x1b[0m"
+INJECTED_ESCAPED = r"bye\x85forged line\u2028another\x1b[31mred\x1b[0m"
+
+
+class ForgedRef:
+    """A reference the attacker claims to export, under an id it made up."""
+
+    def __init__(self, exportId: int) -> None:
+        self.exportId = exportId
+
+
+@implementer(ISlicer)
+class _ForgedRefSlicer:
+    def slice(self, obj: Any, encoder: Any) -> None:
+        encoder.write_container(REF_OPEN_TYPE, obj, (obj.exportId,))
+
+
+def _registry() -> Registry:
+    registry = Registry(DEFAULT_REGISTRY)
+    registry.add_slicer(Message, MessageSlicer())
+    registry.add_slicer(ForgedRef, _ForgedRefSlicer())
+    registry.add_unslicer(OPEN_TYPE, MessageUnslicer)
+    return registry
+
+
+def calls(first: int, count: int, name: str, arguments: Callable[[int], tuple[Any, ...]]) -> bytes:
+    """C{count} CALL messages to the root, request ids from C{first}, each with C{arguments(n)}."""
+    encoder = Encoder(_registry())
+    return b"".join(encoder.encode(Message((CALL, first + n, ROOT, name, None, *arguments(n)))) for n in range(count))
+
+
+def _readMessages(sock: socket.socket, started: float, budget: float) -> dict[str, Any]:
+    """Read and decode what the server sends until it closes or the budget ends; count FAILs by code."""
+    decoder = Decoder(registry=_registry())
+    seen: dict[str, Any] = {"closed_after": None, "error": "", "fail_codes": {}, "calls_from_server": 0}
+    while time.monotonic() - started < budget:
+        sock.settimeout(max(0.05, budget - (time.monotonic() - started)))
+        try:
+            chunk = sock.recv(1 << 16)
+        except TimeoutError:
+            break
+        except OSError:
+            chunk = b""
+        if not chunk:
+            seen["closed_after"] = time.monotonic() - started
+            break
+        try:
+            _count(decoder.feed(chunk), seen)
+        except ProtocolError as error:  # the server's ERROR token: it is dropping us
+            _count(error.results, seen)
+            seen["error"] = str(error)[:200]
+            seen["closed_after"] = _readUntilClosed(sock, started, budget)["closed_after"]
+            break
+    return seen
+
+
+def _count(messages: Any, seen: dict[str, Any]) -> None:
+    for message in messages:
+        if not isinstance(message, tuple) or not message:
+            continue
+        if message[0] == FAIL:
+            details = message[5]
+            code = details[0] if isinstance(details, tuple) and details else message[2]
+            seen["fail_codes"][code] = seen["fail_codes"].get(code, 0) + 1
+        elif message[0] == CALL:
+            seen["calls_from_server"] += 1
+
+
+def _burst(port: int, budget: float, data: bytes) -> dict[str, Any]:
+    """Send C{data} after the preamble, reading answers meanwhile, until dropped or out of time."""
+    with _connect(port) as sock:
+        started = time.monotonic()
+        sock.settimeout(budget)
+        try:
+            sock.sendall(PREAMBLE + data)
+        except OSError as error:
+            return {**_readMessages(sock, started, 1.0), "send_error": type(error).__name__}
+        return _readMessages(sock, started, budget)
+
+
+def forgedWatchers(port: int, budget: float) -> dict[str, Any]:
+    """
+    2,000 watch() calls on one key, each with an rpc.ref carrying an
+    invented id, while a second connection puts that key 20 times with a
+    64 KiB value.  The server takes 10 (its cap per connection and key),
+    refuses the rest, drops the attacker for too many refusals, and its
+    fan-out per put is at most 10 calls.
+    """
+    payload = calls(1, WATCH_BURST, "watch", lambda n: ("forged-key", ForgedRef(1_000 + n)))
+    with _connect(port) as putter:
+        putter.sendall(PREAMBLE)
+        result = _burst(port, budget, payload)
+        puts = calls(1, 20, "put", lambda n: ("forged-key", "v" * 65536))
+        putter.sendall(puts)
+        putter.settimeout(2)
+        try:
+            putter.recv(1 << 16)
+        except OSError:
+            pass
+    return result
+
+
+def silentWatchers(port: int, budget: float) -> dict[str, Any]:
+    """
+    Ten watchers with invented ids (within every cap) whose changed() calls
+    are never answered, then 30 puts of that key from another connection:
+    each call times out (the server runs with a short call timeout), the
+    watchers are dropped with a logged call-timeout, and the attacker's
+    connection stays up (nothing it sent was refused).
+    """
+    with _connect(port) as attacker, _connect(port) as putter:
+        started = time.monotonic()
+        attacker.sendall(PREAMBLE + calls(1, 10, "watch", lambda n: ("silent-key", ForgedRef(5_000 + n))))
+        time.sleep(0.3)
+        putter.sendall(PREAMBLE + calls(1, 30, "put", lambda n: ("silent-key", f"value {n}")))
+        seen = _readMessages(attacker, started, budget)
+    seen["kept"] = True  # the server drops its watchers, not its connection
+    return seen
+
+
+def distinctKeys(port: int, budget: float) -> dict[str, Any]:
+    """
+    Watches on 5,000 distinct keys (the issue's 300,000, scaled down): the
+    first 1,000 are taken, the rest refused with too-many-watches until the
+    refusal rate drops the connection.
+    """
+    payload = calls(1, DISTINCT_KEYS, "watch", lambda n: (f"key-{n}", ForgedRef(10_000 + n)))
+    return _burst(port, budget, payload)
+
+
+def illTypedGets(port: int, budget: float) -> dict[str, Any]:
+    """200,000 get(1) calls, each refused by the key's Text constraint: dropped, and the log stays short."""
+    payload = calls(1, ILL_TYPED_GETS, "get", lambda n: (1,))
+    return _burst(port, budget, payload)
+
+
+def reservedSimple(port: int, budget: float) -> dict[str, Any]:
+    """1,000,000 bytes of a reserved SIMPLE value: one refused object per byte, until the connection is dropped."""
+    with _connect(port) as sock:
+        started = time.monotonic()
+        sock.settimeout(budget)
+        try:
+            sock.sendall(PREAMBLE + encode_header(SIMPLE, 3) * RESERVED_SIMPLE_BYTES)
+        except OSError as error:
+            return {**_readUntilClosed(sock, started, 1.0), "send_error": type(error).__name__}
+        return _readUntilClosed(sock, started, budget)
+
+
+def errorInjection(port: int, budget: float) -> dict[str, Any]:
+    """An ERROR whose text holds NEL, U+2028 and terminal escape codes: the log line must show them escaped."""
+    text = INJECTED.encode()
+    with _connect(port) as sock:
+        started = time.monotonic()
+        sock.sendall(PREAMBLE + encode_header(ERROR, len(text)) + text)
+        result = _readUntilClosed(sock, started, budget)
+    result["log_has"] = [INJECTED_ESCAPED]
+    result["log_lacks"] = ["\x85", "\u2028", "\x1b"]
+    return result
+
+
+def heldUntilCollected(port: int, budget: float) -> dict[str, Any]:
+    """
+    One open list of 700,000 empty lists (4.2 MB on the wire, about 45 MB
+    once built), past the harness's 4 MiB per object: the connection is
+    dropped, and the half-built object must be freed at once, not when a
+    garbage collection happens to run (the issue's 1,045 MiB held).
+    """
+    opener = encode_header(OPEN, 4) + b"list"
+    return _blast(port, budget, PREAMBLE + opener + (opener + encode_header(CLOSE, 0)) * 700_000)
+
+
+RPC_ATTACKS: dict[str, tuple[Callable[[int, float], dict[str, Any]], str, tuple[str, ...]]] = {
+    "forged-watchers": (forgedWatchers, "too-many-refusals", ("kv",)),
+    "silent-watchers": (silentWatchers, "call-timeout", ("kv",)),
+    "distinct-key-watches": (distinctKeys, "too-many-refusals", ("kv",)),
+    "log-flood-kv": (illTypedGets, "too-many-refusals", ("kv",)),
+    "log-flood-echo": (reservedSimple, "too-many-refusals", ("echo",)),
+    "error-injection": (errorInjection, "peer-error", ("kv", "echo")),
+    "held-until-collected": (heldUntilCollected, "object-too-large", ("kv", "echo")),
+}
+"""Each attack, the code the server must log, and the servers it is run against."""
