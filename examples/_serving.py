@@ -1,10 +1,16 @@
-"""What the example servers share: the repeatable --listen option, and listening on every endpoint until interrupted."""
+"""What the example servers share: the repeatable --listen option, and listening on every endpoint until interrupted.
+
+A failure to listen (a port in use, a description that is not an endpoint)
+is raised as an L{EndpointFailed} naming the description, which L{_errors.runCommand}
+prints as one line.
+"""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from _errors import EndpointFailed
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import serverFromString
 
@@ -26,6 +32,9 @@ async def serveForever(reactor: Any, descriptions: list[str], factory: Any, bann
     the process is interrupted.
     """
     for description in descriptions:
-        port: Any = await serverFromString(reactor, description).listen(factory)  # type: ignore[no-untyped-call]
+        try:
+            port: Any = await serverFromString(reactor, description).listen(factory)  # type: ignore[no-untyped-call]
+        except Exception as failure:
+            raise EndpointFailed(description, failure, listening=True) from failure
         print(f"{banner} listening on {description} ({port.getHost()}){suffix}", flush=True)
     await Deferred()  # serve until interrupted

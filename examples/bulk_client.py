@@ -1,43 +1,108 @@
 """Command-line client of the bulk-transfer service (examples/bulk_server.py).
 
     python examples/bulk_client.py --connect tcp:host=127.0.0.1:port=8770 send FILE [--name NAME]
-    python examples/bulk_client.py --connect tcp:host=127.0.0.1:port=8770 fetch NAME [--output PATH]
+    python examples/bulk_client.py --connect tcp:host=127.0.0.1:port=8770 fetch NAME [--output PATH] [--force]
     python examples/bulk_client.py --connect tcp:host=127.0.0.1:port=8770 list
 
-C{--streams N} stripes the transfer over N connections.  A dropped connection
-is made again and the transfer resumes from what the receiver holds (a fetch
-interrupted for good resumes from its C{.NAME.part} file when run again).
-On a terminal a progress bar shows bytes, rate and ETA; otherwise a plain
-line is printed every second.  The last line gives the size, the time, the
-rate in MB/s (10^6 bytes) and the SHA-256 digest both sides verified.  The
-exit status is 1 if the transfer failed.
+--streams N stripes the transfer over N connections.  A dropped connection
+is made again and the transfer resumes from what the receiver holds.  A
+transfer stopped with Ctrl-C says how far it got and exits with status 130;
+run the same command again and it resumes (a fetch from its .NAME.part
+file, a send from what the server kept), saying where from.  fetch never
+replaces an existing file unless --force is given.  On a terminal a
+progress bar shows bytes, rate and ETA; otherwise a plain line is printed
+every second.  Rates count only the bytes that moved in this run.  The last
+line gives the size, the time, the rate, the SHA-256 digest both sides
+verified, and what was resumed or skipped.  The exit status is 1 if the
+transfer failed.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from typing import Any
 
-# The script's directory is on sys.path: the progress display is shared with demo.py.
-# humanBytes is imported for modules that take the display from here (tests/protocols/bulk/test_examples.py).
-from _progress import ProgressDisplay, humanBytes, transferSummary
-from twisted.internet.defer import Deferred
-from twisted.internet.task import react
+# The script's directory is on sys.path: the error report and the progress display are shared with the other examples.
+from _errors import addDebugArgument, runCommand
+from _progress import ProgressDisplay, RunProgress, humanBytes, transferSummary
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
 from protocols import TokenProtocol, bulk
-from protocols.bulk.files import TransferProgress, fetchFile, sendFile
+from protocols.bulk.files import fetchFile, sendFile
 
-__all__ = ["ProgressDisplay", "humanBytes", "main", "transfer"]
+__all__ = ["Interrupted", "main", "transfer"]
+
+INTERRUPTED = 128 + signal.SIGINT
+"""The exit status after Ctrl-C, as a shell reports a process that SIGINT ended."""
+
+
+class Interrupted(Exception):
+    """The user stopped the transfer (Ctrl-C or SIGTERM); it can be resumed."""
+
+
+class Interrupt:
+    """
+    Turns the first Ctrl-C (or SIGTERM) into a cancel of the running
+    transfer, so that it stops cleanly (a fetch saves what it holds) and
+    the client can say where it stopped; a second one ends the process at once.
+
+    @ivar received: the signal received, or C{None}.
+    """
+
+    def __init__(self, reactor: Any, work: Deferred[Any]) -> None:
+        self.reactor = reactor
+        self.work = work
+        self.received: int | None = None
+
+    def install(self) -> None:
+        """Take over SIGINT and SIGTERM from Twisted's handlers (which would just stop the reactor)."""
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, self._signalled)
+
+    def _signalled(self, number: int, frame: Any) -> None:
+        if self.received is None:
+            self.received = number
+            self.reactor.callFromThread(self.work.cancel)
+        else:
+            # The transfer did not stop in time; what the receiver wrote is already on disk.
+            os.write(2, b"interrupted again: stopping at once\n")
+            os._exit(INTERRUPTED)
+
+
+async def interruptible(reactor: Any, work: Deferred[Any], progress: RunProgress) -> Any:
+    """Wait for C{work}; on Ctrl-C raise L{Interrupted} saying how far it got."""
+    interrupt = Interrupt(reactor, work)
+    reactor.callWhenRunning(interrupt.install)
+    try:
+        return await work
+    except CancelledError:
+        if interrupt.received is None:
+            raise
+        raise Interrupted(
+            f"interrupted at {humanBytes(progress.done)} of {humanBytes(progress.total)};"
+            " run the same command again to resume"
+        ) from None
+
+
+def refuseOverwrite(output: str, force: bool) -> None:
+    """Stop before a fetch would replace an existing file, unless C{force}."""
+    if os.path.lexists(output) and not force:
+        print(
+            f"not fetching: {output} exists and would be replaced; use --force to replace it, or --output PATH",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise SystemExit(1)
 
 
 async def transfer(reactor: Any, args: argparse.Namespace) -> None:
     def connect() -> Deferred[Any]:
         return bulk.connect(reactor, args.connect)
 
-    progress = TransferProgress()
     if args.command == "list":
         root = await connect()
         try:
@@ -47,25 +112,30 @@ async def transfer(reactor: Any, args: argparse.Namespace) -> None:
             await root.broker.disconnect()
         return
     if args.command == "send":
-        label = args.name or os.path.basename(args.file)
-        display = ProgressDisplay(progress, f"send {label}", sys.stdout, reactor)
-        display.start()
-        try:
-            result = await sendFile(
-                connect, args.file, args.name, streams=args.streams, clock=reactor, progress=progress
-            )
-        finally:
-            display.stop()
-        print(transferSummary("sent", result), flush=True)
+        label, verb = args.name or os.path.basename(args.file), "sent"
     else:
+        label, verb = args.name, "fetched"
         output = args.output or args.name
-        display = ProgressDisplay(progress, f"fetch {args.name}", sys.stdout, reactor)
-        display.start()
-        try:
-            result = await fetchFile(connect, args.name, output, streams=args.streams, clock=reactor, progress=progress)
-        finally:
-            display.stop()
-        print(transferSummary("fetched", result), flush=True)
+        refuseOverwrite(output, args.force)
+    display: ProgressDisplay
+
+    def resuming(held: int) -> None:
+        if 0 < held < progress.total:  # all of it held: the last line says it was skipped
+            display.note(f"resuming {label} from {humanBytes(held)} of {humanBytes(progress.total)}")
+
+    progress = RunProgress(onResume=resuming)
+    display = ProgressDisplay(progress, f"{args.command} {label}", sys.stdout, reactor)
+    options = {"streams": args.streams, "clock": reactor, "progress": progress}
+    if args.command == "send":
+        work = Deferred.fromCoroutine(sendFile(connect, args.file, args.name, **options))
+    else:
+        work = Deferred.fromCoroutine(fetchFile(connect, args.name, output, **options))
+    display.start()
+    try:
+        result = await interruptible(reactor, work, progress)
+    finally:
+        display.stop()
+    print(transferSummary(verb, result, progress.resumed), flush=True)
 
 
 def main(argv: list[str]) -> None:
@@ -79,8 +149,10 @@ def main(argv: list[str]) -> None:
     fetch = commands.add_parser("fetch", help="download a file")
     fetch.add_argument("name")
     fetch.add_argument("--output", help="where to write it (default: NAME in the current directory)")
-    commands.add_parser("list", help="list the served files")
+    fetch.add_argument("--force", action="store_true", help="replace the output file if it exists")
+    listing = commands.add_parser("list", help="list the served files")
     parser.add_argument("--trace", action="store_true", help="log every token sent and received, readably, to stderr")
+    addDebugArgument(parser, send, fetch, listing)
     args = parser.parse_args(argv)
     if args.trace:  # to stderr, so that stdout keeps the progress and the result
         TokenProtocol.trace = True
@@ -91,11 +163,11 @@ def main(argv: list[str]) -> None:
     async def run(reactor: Any) -> None:
         try:
             await transfer(reactor, args)
-        except Exception as error:
-            print(f"failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
-            raise SystemExit(1) from None
+        except Interrupted as stopped:
+            print(stopped, file=sys.stderr, flush=True)
+            raise SystemExit(INTERRUPTED) from None
 
-    react(lambda reactor: Deferred.fromCoroutine(run(reactor)))
+    runCommand(run, args.connect, args.debug)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ connections if they like; a transfer cut by a dropped connection resumes
 from the bytes the receiver already holds.  Every file is checked end to end
 with SHA-256, and an upload appears in the directory (under its own name)
 only once its digest has been verified: until then its bytes live in a
-hidden C{.NAME.part} file with a C{.NAME.part.json} record of the ranges
+hidden .NAME.part file with a .NAME.part.json record of the ranges
 held.  Stop with Ctrl-C.
 """
 
@@ -19,17 +19,20 @@ import argparse
 import sys
 from typing import Any
 
+from _errors import addDebugArgument, runCommand
 from _serving import addListenArgument, serveForever
-from twisted.internet.defer import Deferred
-from twisted.internet.task import react
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
 from protocols import TokenProtocol, bulk
 from protocols.bulk.files import BulkService
+from protocols.guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
 
 
-async def serve(reactor: Any, descriptions: list[str], directory: str, options: bulk.BulkOptions) -> None:
-    factory = bulk.BulkBrokerFactory(BulkService(directory, reactor=reactor), clock=reactor, options=options)
+async def serve(
+    reactor: Any, descriptions: list[str], directory: str, options: bulk.BulkOptions, policy: GuardPolicy | None = None
+) -> None:
+    service = BulkService(directory, reactor=reactor)
+    factory = GuardedFactory(bulk.BulkBrokerFactory(service, clock=reactor, options=options), policy, reactor)
     await serveForever(reactor, descriptions, factory, "bulk server", f", serving {directory}")
 
 
@@ -42,13 +45,17 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "--trace", action="store_true", help="log every token sent and received, readably (implies --log; noisy)"
     )
+    addGuardArguments(parser)
+    addDebugArgument(parser)
     args = parser.parse_args(argv)
     TokenProtocol.trace = args.trace
     if args.log or args.trace:
         observer: Any = textFileLogObserver(sys.stdout)
         globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
     options = bulk.BulkOptions(hashing=args.hashing)
-    react(lambda reactor: Deferred.fromCoroutine(serve(reactor, args.listen or ["tcp:8770"], args.dir, options)))
+    policy = policyFromArguments(args)
+    listen = args.listen or ["tcp:8770"]
+    runCommand(lambda reactor: serve(reactor, listen, args.dir, options, policy), None, args.debug, True)
 
 
 if __name__ == "__main__":

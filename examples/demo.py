@@ -43,14 +43,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 # The script's directory is on sys.path: the progress display is shared with bulk_client.py.
-from _progress import ProgressDisplay, humanBytes, transferSummary
+from _progress import ProgressDisplay, RunProgress, humanBytes, transferSummary
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import serverFromString
 from twisted.internet.task import react
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
 from protocols import CoalescingTransport, TokenProtocol, bulk, echo, rpc
-from protocols.bulk.files import BulkService, FileResult, TransferProgress, sendFile
+from protocols.bulk.files import BulkService, FileResult, sendFile
 from protocols.kv import KeyValueStore
 
 MiB = 1024 * 1024
@@ -316,7 +316,7 @@ async def bulkTransfer(reactor: Any, address: str, work: Path, size: int, out: T
 
         return bulk.connect(reactor, address).addCallback(counted)
 
-    progress = TransferProgress()
+    progress = RunProgress()
     display = ProgressDisplay(progress, f"send {source.name}", out, reactor)
     display.start()
     try:
@@ -325,8 +325,8 @@ async def bulkTransfer(reactor: Any, address: str, work: Path, size: int, out: T
         display.stop()
     print(transferSummary("sent", result), file=out, flush=True)
     stored = fileDigest(work / "served" / source.name)
-    if not (sourceDigest == result.digest == stored):
-        raise DemoFailed(f"digests differ: source {sourceDigest}, bulk layer {result.digest}, stored {stored}")
+    if not (sourceDigest == result.hexdigest == stored):
+        raise DemoFailed(f"digests differ: source {sourceDigest}, bulk layer {result.hexdigest}, stored {stored}")
     print(f"stored copy: sha256 {stored}, the same as the source's", file=out, flush=True)
     return BulkFigures(result, WireFigures.between((0, 0, 0), counter.snapshot()))
 
@@ -345,7 +345,7 @@ def printSummary(calls: CallFigures, sent: BulkFigures, out: TextIO) -> None:
         "  " + calls.sequentialWire.line("RPC client, one at a time"),
         "  " + calls.windowedWire.line(f"RPC client, {calls.window} in flight"),
         "  " + sent.wire.line("bulk client"),
-        f"  digest: {result.algorithm} {result.digest}: source, bulk layer and stored copy agree",
+        f"  digest: {result.algorithm} {result.hexdigest}: source, bulk layer and stored copy agree",
     ]
     print("\n".join(lines), file=out, flush=True)
 

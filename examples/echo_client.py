@@ -15,8 +15,8 @@ import sys
 import time
 from typing import Any
 
+from _errors import addDebugArgument, runCommand
 from twisted.internet.defer import Deferred, gatherResults
-from twisted.internet.task import react
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
 from protocols import TokenProtocol, echo
@@ -94,11 +94,12 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--count", type=int, default=2000, help="round trips to time (default 2000)")
     parser.add_argument("--window", type=int, default=100, help="requests in flight for the second run (default 100)")
     parser.add_argument("--trace", action="store_true", help="log every token sent and received, readably")
+    addDebugArgument(parser)
     args = parser.parse_args(argv)
     if args.trace:  # the tokens go to stderr, so that stdout stays the command's answer
         TokenProtocol.trace = True
         globalLogBeginner.beginLoggingTo([textFileLogObserver(sys.stderr)], redirectStandardIO=False)
-    react(lambda reactor: Deferred.fromCoroutine(run(reactor, args.connect, args.count, args.window)))
+    runCommand(lambda reactor: run(reactor, args.connect, args.count, args.window), args.connect, args.debug)
 
 
 if __name__ == "__main__":

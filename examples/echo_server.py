@@ -16,9 +16,8 @@ import argparse
 import sys
 from typing import Any
 
+from _errors import addDebugArgument, runCommand
 from _serving import addListenArgument, serveForever
-from twisted.internet.defer import Deferred
-from twisted.internet.task import react
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
 from framing import Limits
@@ -48,6 +47,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--quiet", action="store_true", help="do not log to stdout")
     addGuardArguments(parser)
     parser.add_argument("--trace", action="store_true", help="log every token sent and received, readably")
+    addDebugArgument(parser)
     args = parser.parse_args(argv)
     TokenProtocol.trace = args.trace
     if args.make_cert:
@@ -58,7 +58,7 @@ def main(argv: list[str]) -> None:
         globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
     limits = Limits(max_bytes_length=args.max_bytes)
     policy = policyFromArguments(args)
-    react(lambda reactor: Deferred.fromCoroutine(serve(reactor, args.listen or ["tcp:8750"], limits, policy)))
+    runCommand(lambda reactor: serve(reactor, args.listen or ["tcp:8750"], limits, policy), None, args.debug, True)
 
 
 if __name__ == "__main__":

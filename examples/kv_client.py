@@ -6,7 +6,7 @@
     python examples/kv_client.py --connect tcp:host=127.0.0.1:port=8760 list [PREFIX]
     python examples/kv_client.py --connect tcp:host=127.0.0.1:port=8760 watch greeting [--count N]
 
-C{get} and C{delete} of a missing key exit with status 1.  C{watch} prints
+get and delete of a missing key exit with status 1.  watch prints
 every change of the key until interrupted (or after N changes); it
 reconnects with backoff if the server goes away, and watches again on each
 new connection.
@@ -20,10 +20,10 @@ from typing import Any
 
 # The script's directory is on sys.path: importing the server module registers
 # KeyNotFound on this side too, so it arrives as itself.
+from _errors import addDebugArgument, runCommand
 from kv_server import KeyNotFound
 from twisted.application.internet import backoffPolicy
 from twisted.internet.defer import Deferred
-from twisted.internet.task import react
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
 from protocols import TokenProtocol, rpc
@@ -107,6 +107,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("command", choices=sorted(ARITY))
     parser.add_argument("arguments", nargs="*")
     parser.add_argument("--trace", action="store_true", help="log every token sent and received, readably")
+    addDebugArgument(parser)
     args = parser.parse_args(argv)
     if args.trace:  # the tokens go to stderr, so that stdout stays the command's answer
         TokenProtocol.trace = True
@@ -115,9 +116,11 @@ def main(argv: list[str]) -> None:
     if len(args.arguments) not in (arity if isinstance(arity, tuple) else (arity,)):
         parser.error(f"{args.command} takes {arity} argument(s)")
     if args.command == "watch":
-        react(lambda reactor: Deferred.fromCoroutine(watch(reactor, args.connect, args.arguments[0], args.count)))
+        runCommand(
+            lambda reactor: watch(reactor, args.connect, args.arguments[0], args.count), args.connect, args.debug
+        )
     else:
-        react(lambda reactor: Deferred.fromCoroutine(once(reactor, args.connect, args.command, args.arguments)))
+        runCommand(lambda reactor: once(reactor, args.connect, args.command, args.arguments), args.connect, args.debug)
 
 
 if __name__ == "__main__":

@@ -4,13 +4,13 @@
     python examples/kv_client.py --connect tcp:host=127.0.0.1:port=8760 put greeting hello
     python examples/kv_client.py --connect tcp:host=127.0.0.1:port=8760 watch greeting
 
-Remote methods of the root (see L{KeyValueStore}): C{get(key)},
-C{put(key, value)}, C{delete(key)}, C{list(prefix="")}, and
-C{watch(key, watcher)} / C{unwatch(key, watcher)}: the server calls
-C{watcher.changed(key, value)} on every change of C{key} (C{value} is
-C{None} once deleted), where C{watcher} is a C{Referenceable} the client
-passed.  Keys and values are strings; a missing key is a C{KeyNotFound},
-which both sides register, so it arrives as itself.  Stop with Ctrl-C.
+Remote methods of the root (see KeyValueStore in protocols/kv.py): get(key),
+put(key, value), delete(key), list(prefix=""), and watch(key, watcher) /
+unwatch(key, watcher): the server calls watcher.changed(key, value) on every
+change of key (value is None once deleted), where watcher is a
+Referenceable the client passed.  Keys and values are strings; a missing
+key is a KeyNotFound, which both sides register, so it arrives as itself.
+Stop with Ctrl-C.
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ import sys
 from dataclasses import replace
 from typing import Any
 
+from _errors import addDebugArgument, runCommand
 from _serving import addListenArgument, serveForever
-from twisted.internet.defer import Deferred
-from twisted.internet.task import react
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
 from protocols import TokenProtocol, rpc
@@ -60,6 +59,7 @@ def main(argv: list[str]) -> None:
     )
     addGuardArguments(parser)
     parser.add_argument("--trace", action="store_true", help="log every token sent and received, readably")
+    addDebugArgument(parser)
     args = parser.parse_args(argv)
     TokenProtocol.trace = args.trace
     # Without --log, logging still begins (to nothing): until it does, Twisted
@@ -68,11 +68,8 @@ def main(argv: list[str]) -> None:
     globalLogBeginner.beginLoggingTo(observers, redirectStandardIO=False)
     policy = policyFromArguments(args)
     callLimits = replace(rpc.SERVER_CALL_LIMITS, call_timeout=args.call_timeout)
-    react(
-        lambda reactor: Deferred.fromCoroutine(
-            serve(reactor, args.listen or ["tcp:8760"], args.tracebacks, policy, callLimits)
-        )
-    )
+    listen = args.listen or ["tcp:8760"]
+    runCommand(lambda reactor: serve(reactor, listen, args.tracebacks, policy, callLimits), None, args.debug, True)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import hashlib
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from twisted.application.service import IServiceMaker
@@ -15,6 +16,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder
 from framing.wire import PREAMBLE
+from protocols.guard import GuardedFactory, GuardPolicy
 from tests.processes import ENV, ROOT, readUntil, runPython, stop
 from twisted.plugins import chunkwire_plugins
 
@@ -79,6 +81,36 @@ class OptionsTests(SynchronousTestCase):
         service = chunkwire_plugins.bulkServiceMaker.makeService(options)
         self.assertEqual((len(list(service)), service.running, directory.is_dir()), (1, 0, True))
 
+    def test_guardOptions(self) -> None:
+        """Each plugin takes the example servers' guard options, defaulting to GuardPolicy's; 0 turns a rule off."""
+        for options in (
+            chunkwire_plugins.EchoOptions(),
+            chunkwire_plugins.KeyValueOptions(),
+            chunkwire_plugins.BulkServiceOptions(),
+        ):
+            options.parseOptions(
+                ["--dir", "/tmp/x"] if isinstance(options, chunkwire_plugins.BulkServiceOptions) else []
+            )
+            self.assertEqual(options.policy(), GuardPolicy())
+        options = chunkwire_plugins.KeyValueOptions()
+        options.parseOptions(["--stall-timeout", "5", "--idle-timeout", "0", "--max-per-peer", "3", "--min-rate", "10"])
+        expected = GuardPolicy(stall_timeout=5.0, idle_timeout=None, max_per_peer=3, min_rate=10.0)
+        self.assertEqual(options.policy(), expected)
+
+    def test_servicesAreGuarded(self) -> None:
+        """Every plugin's listening services build guarded connections with the options' policy."""
+        makers = [
+            (chunkwire_plugins.echoServiceMaker, []),
+            (chunkwire_plugins.keyValueServiceMaker, []),
+            (chunkwire_plugins.bulkServiceMaker, ["--dir", str(Path(self.mktemp()).resolve())]),
+        ]
+        for maker, extra in makers:
+            options = maker.options()
+            options.parseOptions(["--listen", "tcp:0", "--preamble-timeout", "2", *extra])
+            (child,) = list(maker.makeService(options))
+            self.assertIsInstance(child.factory, GuardedFactory, maker.tapname)
+            self.assertEqual(child.factory.policy.preamble_timeout, 2.0, maker.tapname)
+
     def test_makeService(self) -> None:
         """makeService builds one endpoint service per --listen, not yet started."""
         options = chunkwire_plugins.KeyValueOptions()
@@ -97,11 +129,24 @@ class TwistTests(SynchronousTestCase):
             "chunkwire-kv": ["--listen", "--trace", "--tracebacks", "Run chunkwire's key-value RPC service"],
             "chunkwire-bulk": ["--listen", "--trace", "--dir", "--hashing", "Run chunkwire's bulk-transfer service"],
         }
+        guard = ["--preamble-timeout", "--stall-timeout", "--idle-timeout", "--max-connections", "--max-per-peer"]
         for plugin, texts in expected.items():
             result = runPython("-m", "twisted", plugin, "--help", timeout=30)
             self.assertEqual(result.returncode, 0, result.stderr)
-            for text in texts:
+            for text in texts + guard:
                 self.assertIn(text, result.stdout, plugin)
+            self.assertNotRegex(result.stdout, r"[CLIB]\{|@ivar|@param", f"{plugin}: epytext markup in --help")
+
+    def test_guardInEffect(self) -> None:
+        """A chunkwire-echo process started with --preamble-timeout 0.5 drops a client that sends nothing."""
+        server = twist("chunkwire-echo", "--listen", "tcp:0:interface=127.0.0.1", "--preamble-timeout", "0.5")
+        self.addCleanup(stop, server)
+        port = int(readUntil(server, rb"starting on (\d+)").group(1))
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as connection:
+            started = time.monotonic()
+            while connection.recv(65536):  # the ERROR token that says why, then the close
+                pass
+            self.assertLess(time.monotonic() - started, 10)
 
     def test_bulkWithoutDirectory(self) -> None:
         """twist chunkwire-bulk without --dir exits with a usage error that names --dir."""

@@ -64,7 +64,7 @@ async def main(reactor):
         sent = await sendFile(connect, source, "copy.bin", streams=2)  # 2 connections at once
         print(f"sendFile: {sent.size} bytes over 2 connections, {sent.algorithm} verified")
         fetched = await fetchFile(connect, "copy.bin", Path(directory) / "back.bin")
-        print("fetchFile: same digest:", fetched.digest == sent.digest == hashlib.sha256(data).hexdigest())
+        print("fetchFile: same digest:", fetched.digest == sent.digest == hashlib.sha256(data).digest())
         await port.stopListening()
 
 

@@ -88,6 +88,22 @@ class BadName(Exception):
     """A file name the service refuses (a path, a hidden name, empty or too long)."""
 
 
+class NoSuchFile(Exception):
+    """
+    The service has no file of that name.  It says only the name, never
+    where the service keeps its files.
+
+    @ivar name: the name asked for.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+    def __str__(self) -> str:
+        return f"no such file: {self.name}"
+
+
 class UploadRefused(Exception):
     """
     The base of the service's refusals of an upload; the connection stays up.
@@ -121,6 +137,7 @@ rpc.register_error(BadName, "chunkwire.bulk.BadName")
 rpc.register_error(TooManyUploads, "chunkwire.bulk.TooManyUploads")
 rpc.register_error(UploadBusy, "chunkwire.bulk.UploadBusy")
 rpc.register_error(TooFragmented, "chunkwire.bulk.TooFragmented")
+rpc.register_error(NoSuchFile, "chunkwire.bulk.NoSuchFile")
 
 
 def checkName(name: str) -> str:
@@ -477,6 +494,13 @@ class BulkService(rpc.Referenceable):
     def _path(self, name: str) -> Path:
         return self.directory / checkName(name)
 
+    def _existing(self, name: str) -> Path:
+        """The path of served file C{name}; L{NoSuchFile} (not the OS error, which holds the path) if absent."""
+        path = self._path(name)
+        if not path.is_file():
+            raise NoSuchFile(name)
+        return path
+
     # -- whole files through one call --------------------------------------------------------
 
     # put and upload chain Deferreds rather than await: a coroutine's frame,
@@ -498,7 +522,7 @@ class BulkService(rpc.Referenceable):
     @rpc.remote(args={"name": _NAME})
     def get(self, name: str) -> Stream:
         """Send file C{name} as a stream (the caller receives it and checks its digest)."""
-        return Stream(self._path(name), digest=self.algorithm)
+        return Stream(self._existing(name), digest=self.algorithm)
 
     # -- resumable uploads -----------------------------------------------------------------------
 
@@ -707,7 +731,7 @@ class BulkService(rpc.Referenceable):
     @rpc.remote(args={"name": _NAME})
     async def stat(self, name: str) -> dict[str, Any]:
         """C{{"size", "version", "digest" (hex), "algorithm"}} of file C{name} (its digest computed once, then kept)."""
-        path = self._path(name)
+        path = self._existing(name)
         info = os.stat(path)
         version = f"{info.st_size}-{info.st_mtime_ns}"
         key = (str(path), info.st_size, info.st_mtime_ns, info.st_ino)
@@ -769,7 +793,7 @@ class BulkService(rpc.Referenceable):
 
         @raise FileChanged: the file's version is no longer C{version}.
         """
-        path = self._path(name)
+        path = self._existing(name)
         if fileVersion(path) != version:
             raise FileChanged(f"{name} changed since the transfer started")
         return Stream(path, ranges=[(start, end) for start, end in ranges], digest=None)
@@ -868,7 +892,8 @@ class FileResult:
 
     @ivar name: the file's name on the service.
     @ivar size: its size in bytes.
-    @ivar digest: its verified digest, hex.
+    @ivar digest: its verified digest, bytes (as L{TransferResult.digest}
+        and C{hashlib}'s C{digest()}); L{hexdigest} gives it in hex.
     @ivar algorithm: the digest's algorithm.
     @ivar seconds: how long it took.
     @ivar payload: data bytes sent over all attempts (at least C{size}
@@ -880,11 +905,16 @@ class FileResult:
 
     name: str
     size: int
-    digest: str
+    digest: bytes
     algorithm: str
     seconds: float
     payload: int
     cuts: int
+
+    @property
+    def hexdigest(self) -> str:
+        """The digest in hex."""
+        return self.digest.hex()
 
 
 def stripes(ranges: Iterable[tuple[int, int]], count: int) -> list[list[tuple[int, int]]]:
@@ -1005,7 +1035,13 @@ async def sendFile(
         source.close()
         hasher.abort()
     return FileResult(
-        name, size, answer["digest"], DEFAULT_DIGEST, time.monotonic() - started, state.payload, state.cuts
+        name,
+        size,
+        bytes.fromhex(answer["digest"]),
+        DEFAULT_DIGEST,
+        time.monotonic() - started,
+        state.payload,
+        state.cuts,
     )
 
 
@@ -1103,7 +1139,7 @@ async def fetchFile(
     return FileResult(
         name,
         assembly.size,
-        digest.hex(),
+        digest,
         assembly.algorithm,
         time.monotonic() - started,
         counts["payload"],

@@ -107,7 +107,7 @@ async def uploadDiskFull(reactor: Any) -> None:
             assert 0 < held <= FAIL_AT, held
             service.full = False
             result = await sendFile(connect, source, "f.bin", clock=reactor)
-            assert result.digest == hashlib.sha256(data).hexdigest()
+            assert result.digest == hashlib.sha256(data).digest()
             assert result.payload <= SIZE - held + 2 * 1024 * 1024, (result.payload, held)
             assert (served / "f.bin").read_bytes() == data and _visible(served) == ["f.bin"]
             print(f"\nupload, server disk full: failed with {error!r}; held {held}; resumed sending {result.payload}")
@@ -148,7 +148,7 @@ async def downloadDiskFull(reactor: Any) -> None:
             assert isinstance(error, OSError) and error.errno == errno.ENOSPC, repr(error)
             assert not target.exists() and _visible(Path(work)) == ["served"]
             result = await fetchFile(connect, "g.bin", target, clock=reactor)
-            assert result.digest == hashlib.sha256(data).hexdigest()
+            assert result.digest == hashlib.sha256(data).digest()
             assert result.payload <= SIZE - written[0] + 2 * 1024 * 1024, (result.payload, written[0])
             assert target.read_bytes() == data
             print(f"\ndownload, client disk full: failed with {error!r}; resumed fetching {result.payload}")
@@ -184,7 +184,7 @@ async def exampleServerFileSizeLimit(reactor: Any) -> None:
             server.stop()
             server = BulkServerProcess(served)
             result = await sendFile(connect, source, "h.bin", clock=reactor)
-            assert result.digest == hashlib.sha256(data).hexdigest()
+            assert result.digest == hashlib.sha256(data).digest()
             assert result.payload <= SIZE - FAIL_AT + 3 * 1024 * 1024, result
             assert (served / "h.bin").read_bytes() == data and _visible(served) == ["h.bin"]
             print(f"\nexample server, EFBIG: failed with {error!r}; after restart sent {result.payload}")
@@ -205,7 +205,7 @@ async def exampleServerCuts(reactor: Any) -> None:
             sent = await sendFile(lambda: bulk.connect(reactor, up.description), source, "c.bin", clock=reactor)
             await up.stop()
             assert (sent.cuts, up.cutsMade) == (4, 4), (sent, up.cutsMade)
-            assert sent.digest == hashlib.sha256(data).hexdigest()
+            assert sent.digest == hashlib.sha256(data).digest()
             assert (served / "c.bin").read_bytes() == data
             down = await CuttingProxy(reactor, server.port, cuts, "down").start()
             target = Path(work, "back.bin")

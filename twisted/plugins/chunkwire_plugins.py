@@ -24,8 +24,47 @@ from twisted.python import usage
 from zope.interface import implementer
 
 
-class _Options(usage.Options):
-    """Options every chunkwire service shares: where to listen, limits, tracing."""
+class _ArgumentTable:
+    """
+    Takes the C{add_argument} calls of L{protocols.guard.addGuardArguments}
+    (written for argparse) as C{usage.Options} parameter rows, so that the
+    plugins and the example servers offer the same guard options.
+    """
+
+    def __init__(self) -> None:
+        self.rows: list[list[Any]] = []
+
+    def add_argument(self, option: str, *, type: Any, default: Any, help: str, metavar: str | None = None) -> None:
+        self.rows.append([option.lstrip("-"), None, default, help[:1].upper() + help[1:] + ".", type])
+
+
+class _GuardOptions(usage.Options):
+    """The guard's timeouts and caps (see protocols.guard.GuardPolicy), as every chunkwire service takes them."""
+
+    # Filled on first use: importing protocols.guard here would slow down every twist command's plugin scan.
+    optParameters: list[list[Any]] = []
+
+    def __init__(self) -> None:
+        if not _GuardOptions.optParameters:
+            from protocols.guard import addGuardArguments
+
+            table = _ArgumentTable()
+            addGuardArguments(table)
+            _GuardOptions.optParameters = table.rows
+        super().__init__()
+
+    def policy(self) -> Any:
+        """The L{protocols.guard.GuardPolicy} these options describe."""
+        from types import SimpleNamespace
+
+        from protocols.guard import policyFromArguments
+
+        names = [row[0] for row in _GuardOptions.optParameters]
+        return policyFromArguments(SimpleNamespace(**{name.replace("-", "_"): self[name] for name in names}))
+
+
+class _Options(_GuardOptions):
+    """Options every chunkwire service shares: where to listen, limits, tracing, the guard."""
 
     defaultListen = "tcp:8750"
     optFlags = [["trace", None, "Log every token sent and received, in readable form (slow; for debugging)."]]
@@ -57,7 +96,7 @@ class _Options(usage.Options):
 class EchoOptions(_Options):
     """C{twist chunkwire-echo} options."""
 
-    synopsis = "[--listen ENDPOINT ...] [--trace]"
+    synopsis = "[--listen ENDPOINT ...] [--trace] [guard options]"
     longdesc = "Run chunkwire's echo service: every object a client sends comes back unchanged."
 
 
@@ -65,7 +104,7 @@ class KeyValueOptions(_Options):
     """C{twist chunkwire-kv} options."""
 
     defaultListen = "tcp:8760"
-    synopsis = "[--listen ENDPOINT ...] [--tracebacks] [--trace]"
+    synopsis = "[--listen ENDPOINT ...] [--tracebacks] [--trace] [guard options]"
     longdesc = (
         "Run chunkwire's key-value RPC service (get, put, delete, list, watch; see protocols.kv). "
         "The store lives in memory, shared by every connection."
@@ -77,7 +116,7 @@ class BulkServiceOptions(_Options):
     """C{twist chunkwire-bulk} options."""
 
     defaultListen = "tcp:8770"
-    synopsis = "--dir DIRECTORY [--listen ENDPOINT ...] [--hashing thread|inline] [--trace]"
+    synopsis = "--dir DIRECTORY [--listen ENDPOINT ...] [--hashing thread|inline] [--trace] [guard options]"
     longdesc = (
         "Run chunkwire's bulk-transfer service (protocols.bulk.files.BulkService): clients upload, download "
         "and list the files of one directory, resumably and striped over several connections if they like "
@@ -98,12 +137,15 @@ class BulkServiceOptions(_Options):
 
 
 def _listening(options: _Options, factory: Any) -> Any:
-    """A MultiService with one endpoint service per C{--listen}."""
+    """A MultiService with one endpoint service per C{--listen}, each connection guarded by the options' policy."""
     from twisted.application.internet import StreamServerEndpointService
     from twisted.application.service import MultiService
     from twisted.internet import reactor
     from twisted.internet.endpoints import serverFromString
 
+    from protocols.guard import GuardedFactory
+
+    factory = GuardedFactory(factory, options.policy(), reactor)
     parent = MultiService()
     for description in options["listen"]:
         endpoint = serverFromString(reactor, description)

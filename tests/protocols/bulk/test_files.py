@@ -19,6 +19,7 @@ from protocols.bulk.files import (
     BulkService,
     FileChanged,
     FileResult,
+    NoSuchFile,
     TransferProgress,
     fetchFile,
     sendFile,
@@ -134,6 +135,13 @@ class ServiceTests(SynchronousTestCase):
         self.assertEqual(b"".join(pieces), data)
         self.assertEqual(self.successResultOf(self.call("list")), [["a.bin", 80_000]])
 
+    def test_noSuchFile(self) -> None:
+        """get, stat and download of a missing file fail with NoSuchFile, which says the name and not the path."""
+        for call in [("get", "gone.bin"), ("stat", "gone.bin"), ("download", "gone.bin", "1-1", [[0, 1]])]:
+            failure = self.failureResultOf(self.call(*call), NoSuchFile)
+            self.assertEqual(str(failure.value), "no such file: gone.bin")
+            self.assertNotIn(self.directory, repr(failure.value.args))
+
     def test_badNames(self) -> None:
         """Paths, hidden names and empty names are refused with BadName, which arrives as itself."""
         for name in ("../x", "a/b", ".hidden", ""):
@@ -206,7 +214,9 @@ class TransferTests(SynchronousTestCase):
     def test_send(self) -> None:
         """A file is sent whole, verified, with no byte sent twice."""
         result = self.send("plain.bin")
-        self.assertEqual(result.digest, hashlib.sha256(self.data).hexdigest())
+        # bytes with a hex form, as TransferResult and hashlib give them
+        expected = hashlib.sha256(self.data)
+        self.assertEqual((result.digest, result.hexdigest), (expected.digest(), expected.hexdigest()))
         self.assertEqual(result.payload, len(self.data))
         self.assertEqual(self.served("plain.bin"), self.data)
 
@@ -217,7 +227,7 @@ class TransferTests(SynchronousTestCase):
             cuts = [rng.randint(2, 12) for _ in range(5)]
             result = self.send(f"cut{seed}.bin", cuts)
             self.assertEqual(result.cuts, 5, f"seed {seed}")
-            self.assertEqual(result.digest, hashlib.sha256(self.data).hexdigest())
+            self.assertEqual(result.digest, hashlib.sha256(self.data).digest())
             self.assertEqual(self.served(f"cut{seed}.bin"), self.data)
             resent = result.payload - len(self.data)
             self.assertLess(resent / result.cuts, 2 * CHUNK, f"seed {seed}: {resent} bytes resent")
@@ -269,7 +279,7 @@ class TransferTests(SynchronousTestCase):
         self.send("h.bin")
         target = os.path.join(self.directory, "h-copy.bin")
         result = self.fetch("h.bin", target, streams=2)
-        self.assertEqual(result.digest, hashlib.sha256(self.data).hexdigest())
+        self.assertEqual(result.digest, hashlib.sha256(self.data).digest())
 
     def test_fetchCorrupted(self) -> None:
         """A served file corrupted after its digest was recorded fails the download; nothing appears."""

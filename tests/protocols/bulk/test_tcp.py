@@ -177,7 +177,7 @@ async def resumeAfterCuts(reactor: Any) -> None:
             source = writeFile(os.path.join(directory, "source.bin"), payload(size, seed=2))
             result = await sendFile(served.connect, source, "cut.bin", clock=reactor, retryDelay=0.01)
             assert result.cuts == 5, result
-            assert result.digest == hashlib.sha256(payload(size, seed=2)).hexdigest()
+            assert result.digest == hashlib.sha256(payload(size, seed=2)).digest()
             assert (result.payload - size) / result.cuts < 2 * OPTIONS.chunkSize, result
         finally:
             await served.close()
@@ -195,7 +195,7 @@ async def stripedBothWays(reactor: Any) -> None:
             assert len(served.roots) == 3
             target = os.path.join(directory, "back.bin")
             fetched = await fetchFile(served.connect, "s.bin", target, streams=3, clock=reactor)
-            assert sent.digest == fetched.digest == hashlib.sha256(data).hexdigest()
+            assert sent.digest == fetched.digest == hashlib.sha256(data).digest()
             with open(target, "rb") as file:
                 assert file.read() == data
         finally:

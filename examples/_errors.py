@@ -1,0 +1,126 @@
+"""One line, not a traceback, for the errors a user of the example programs meets.
+
+Contract: L{runCommand} runs an example's coroutine under Twisted's C{react}; any
+error it ends with is printed to stderr as one line that names the endpoint
+and, for the usual mistakes (a refused connection, an endpoint written as
+C{HOST:PORT}, a port in use, a peer that does not speak chunkwire), says
+what to do; the exit status is then 1.  C{--debug} (L{addDebugArgument})
+adds the traceback.  Every example client and server uses it, so they all
+say the same thing the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import re
+import sys
+import traceback
+from collections.abc import Callable, Coroutine
+from typing import Any, NoReturn
+
+from twisted.internet import error
+from twisted.internet.defer import Deferred
+from twisted.internet.task import react
+
+from framing.errors import ProtocolError
+from protocols.rpc.errors import ERRORS
+
+# "127.0.0.1:8750", "localhost:8750", "[::1]:8750" or "8750": what people type for an address.
+_HOST_PORT = re.compile(r"^(?:(?P<host>\[[0-9a-fA-F:]+\]|[\w.\-]+):)?(?P<port>\d{1,5})$")
+
+
+_LISTEN_ADVICE = {
+    errno.EADDRINUSE: "is another server on that port? pick another one, e.g. tcp:0",
+    errno.EACCES: "ports below 1024 need privileges: pick a port above 1023",
+    errno.EADDRNOTAVAIL: "that interface is not an address of this machine",
+}
+
+
+class EndpointFailed(Exception):
+    """Listening on, or connecting to, the endpoint C{description} failed with C{reason}."""
+
+    def __init__(self, description: str, reason: BaseException, listening: bool = False) -> None:
+        super().__init__(f"{description}: {reason}")
+        self.description = description
+        self.reason = reason
+        self.listening = listening
+
+
+def addDebugArgument(parser: argparse.ArgumentParser, *subcommands: argparse.ArgumentParser) -> None:
+    """Add C{--debug}: show the traceback of an error, not only its one-line explanation (after a subcommand too)."""
+    parser.add_argument("--debug", action="store_true", help="on an error, show its traceback too")
+    for subcommand in subcommands:
+        # SUPPRESS: a subcommand that was not given --debug leaves the main parser's value alone.
+        subcommand.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
+def endpointHint(description: str, listening: bool) -> str:
+    """How to write C{description} as a Twisted endpoint, if it looks like a plain address; else C{""}."""
+    match = _HOST_PORT.match(description.strip())
+    if match is None:
+        return ""
+    host, port = match.group("host"), match.group("port")
+    if listening:
+        return f"use tcp:{port}" + (f":interface={_escaped(host)}" if host else "")
+    return f"use tcp:host={_escaped(host or '127.0.0.1')}:port={port}"
+
+
+def _escaped(host: str) -> str:
+    """A host as an endpoint description writes it: no brackets, colons escaped."""
+    return host.strip("[]").replace(":", "\\:")
+
+
+def explain(failure: BaseException, description: str | None, listening: bool = False) -> str:
+    """One line saying what went wrong with C{description} and, where known, what to do."""
+    if isinstance(failure, EndpointFailed):
+        failure, description, listening = failure.reason, failure.description, failure.listening
+    where = f"{'listen on' if listening else 'connect to'} {description}" if description else "run"
+    if isinstance(failure, error.ConnectionRefusedError):
+        return f"cannot {where}: connection refused (is the server running, on that address and port?)"
+    if isinstance(failure, error.CannotListenError):
+        number = getattr(failure.socketError, "errno", None)
+        reason = getattr(failure.socketError, "strerror", None) or failure.socketError
+        return f"cannot {where}: {reason} ({_LISTEN_ADVICE.get(number, 'check the address and the port')})"
+    if isinstance(failure, ValueError) and "endpoint" in str(failure).lower() and description:
+        hint = endpointHint(description, listening)
+        advice = hint or ("e.g. tcp:8750" if listening else "e.g. tcp:host=127.0.0.1:port=8750")
+        return f"cannot {where}: not a Twisted endpoint description ({failure}); {advice}"
+    if isinstance(failure, ProtocolError) and getattr(failure, "code", "") == "bad-preamble":
+        return f"cannot {where}: {failure} (is it a chunkwire server, and is the port right?)"
+    if isinstance(failure, (error.ConnectionDone, error.ConnectionLost)) and description:
+        return f"lost the connection to {description}: {failure} (is it a chunkwire server? TLS on one side only?)"
+    if isinstance(failure, (error.DNSLookupError, error.ConnectError, OSError)):
+        return f"cannot {where}: {failure}"
+    text = str(failure)
+    return text if _isRegistered(failure) and text else f"{type(failure).__name__}: {text}"
+
+
+def _isRegistered(failure: BaseException) -> bool:
+    """Whether C{failure}'s class is registered with C{rpc.register_error}: a service's own error, written for users."""
+    return ERRORS.nameFor(type(failure)) is not None
+
+
+def fail(failure: BaseException, description: str | None, debug: bool, listening: bool = False) -> NoReturn:
+    """Print L{explain}'s line (and with C{debug} the traceback) to stderr, then exit with status 1."""
+    if debug:
+        traceback.print_exception(failure, file=sys.stderr)
+    print(explain(failure, description, listening), file=sys.stderr, flush=True)
+    raise SystemExit(1)
+
+
+def runCommand(
+    main: Callable[[Any], Coroutine[Any, Any, Any]], description: str | None, debug: bool, listening: bool = False
+) -> NoReturn:
+    """Run C{main(reactor)} under C{react}; end with status 1 and one line (L{fail}) if it raises."""
+
+    async def guarded(reactor: Any) -> None:
+        try:
+            await main(reactor)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as failure:
+            fail(failure, description, debug, listening)
+
+    react(lambda reactor: Deferred.fromCoroutine(guarded(reactor)))
+    raise AssertionError("react returns by exiting")
