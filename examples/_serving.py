@@ -8,11 +8,24 @@ prints as one line.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from _errors import EndpointFailed
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import serverFromString
+from twisted.logger import globalLogBeginner, textFileLogObserver
+
+
+def beginLogging(toStdout: bool) -> None:
+    """
+    Begin Twisted's logging, to stdout or to nothing.  Logging always
+    begins: until it does, Twisted keeps the last 65,536 events, and each
+    holds the connection it names, so a server that never began logging
+    would keep closed connections alive.
+    """
+    observers: list[Any] = [textFileLogObserver(sys.stdout)] if toStdout else []
+    globalLogBeginner.beginLoggingTo(observers, redirectStandardIO=False)
 
 
 def addListenArgument(parser: argparse.ArgumentParser, default: str) -> None:

@@ -20,8 +20,7 @@ import sys
 from typing import Any
 
 from _errors import addDebugArgument, runCommand
-from _serving import addListenArgument, serveForever
-from twisted.logger import globalLogBeginner, textFileLogObserver
+from _serving import addListenArgument, beginLogging, serveForever
 
 from protocols import TokenProtocol, bulk
 from protocols.bulk.files import BulkService
@@ -49,9 +48,7 @@ def main(argv: list[str]) -> None:
     addDebugArgument(parser)
     args = parser.parse_args(argv)
     TokenProtocol.trace = args.trace
-    if args.log or args.trace:
-        observer: Any = textFileLogObserver(sys.stdout)
-        globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
+    beginLogging(args.log or args.trace)
     options = bulk.BulkOptions(hashing=args.hashing)
     policy = policyFromArguments(args)
     listen = args.listen or ["tcp:8770"]

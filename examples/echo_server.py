@@ -17,8 +17,7 @@ import sys
 from typing import Any
 
 from _errors import addDebugArgument, runCommand
-from _serving import addListenArgument, serveForever
-from twisted.logger import globalLogBeginner, textFileLogObserver
+from _serving import addListenArgument, beginLogging, serveForever
 
 from framing import Limits
 from protocols import TokenProtocol, echo
@@ -53,9 +52,7 @@ def main(argv: list[str]) -> None:
     if args.make_cert:
         makeCertificate(args.make_cert)
         return
-    if not args.quiet:
-        observer: Any = textFileLogObserver(sys.stdout)
-        globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
+    beginLogging(not args.quiet)
     limits = Limits(max_bytes_length=args.max_bytes)
     policy = policyFromArguments(args)
     runCommand(lambda reactor: serve(reactor, args.listen or ["tcp:8750"], limits, policy), None, args.debug, True)

@@ -21,8 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from _errors import addDebugArgument, runCommand
-from _serving import addListenArgument, serveForever
-from twisted.logger import globalLogBeginner, textFileLogObserver
+from _serving import addListenArgument, beginLogging, serveForever
 
 from protocols import TokenProtocol, rpc
 from protocols.guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
@@ -62,10 +61,7 @@ def main(argv: list[str]) -> None:
     addDebugArgument(parser)
     args = parser.parse_args(argv)
     TokenProtocol.trace = args.trace
-    # Without --log, logging still begins (to nothing): until it does, Twisted
-    # keeps the last 65,536 events, and each holds the connection it names.
-    observers: list[Any] = [textFileLogObserver(sys.stdout)] if args.log or args.trace else []
-    globalLogBeginner.beginLoggingTo(observers, redirectStandardIO=False)
+    beginLogging(args.log or args.trace)
     policy = policyFromArguments(args)
     callLimits = replace(rpc.SERVER_CALL_LIMITS, call_timeout=args.call_timeout)
     listen = args.listen or ["tcp:8760"]
