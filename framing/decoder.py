@@ -7,11 +7,23 @@ neighbours.  After a refusal the rest of the object's tokens are skipped
 (their bodies are dropped as they arrive, never buffered) up to its CLOSE.
 A L{ProtocolError} is raised, and the decoder then refuses all input.
 Per-token cost is O(1): one handler call, one unslicer call.
+
+Cost budget: every value delivered into a container is counted, and the
+memory the object being built will hold beyond its wire bytes is estimated
+(each container's own size at its OPEN, a slot per item in its container, a
+small allowance per value, what an unslicer reports beyond that); the object
+is refused with L{TooManyItems} past C{Limits.max_object_items} and with
+L{ObjectTooCostly} past C{Limits.max_object_memory}, as the value that
+crosses the line arrives.  The hot path pays one increment, one addition
+and one comparison per value; the rare slow path tells a finished top-level
+value (whose count starts afresh) from a refusal.  Worst-case costs per
+wire byte, per type, are in C{docs/costs.md}.
 """
 
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,9 +32,11 @@ from .errors import (
     Aborted,
     ChunkwireError,
     InvalidValue,
+    ObjectTooCostly,
     PeerError,
     ProtocolError,
     TooDeep,
+    TooManyItems,
     TruncatedStream,
     UnexpectedToken,
     UnknownType,
@@ -54,6 +68,17 @@ _SIMPLE_VALUES = (None, False, True)
 _UNPACK_FLOAT = struct.Struct(">d").unpack
 _BIG = 1 << 64
 
+VALUE_ALLOWANCE = 40
+"""Bytes charged for a value's own object beyond its wire bytes (an int
+above 255 takes 28-36, a float 24, a bytes 33 plus its body, an ASCII str 49
+plus its body less its header).  Ints below 256 are shared and charged
+nothing but their slot."""
+DEFAULT_OPEN_COST = 64
+"""Bytes charged at the OPEN of an unslicer that declares no C{open_cost}."""
+DEFAULT_SLOT_COST = 16
+"""Bytes charged per item of an unslicer that declares no C{slot_cost}."""
+_getsizeof = sys.getsizeof
+
 
 @dataclass(frozen=True)
 class Ping:
@@ -84,6 +109,15 @@ class Decoder:
         states).
     """
 
+    _items = 0
+    """Values delivered into containers of the top-level object being built."""
+    _cost = 0
+    """Estimated bytes it holds beyond its wire bytes."""
+    _slot_cost = 0
+    """What one more item costs the innermost open container (0 at the top level)."""
+    _item_cost = 0
+    """The same plus L{VALUE_ALLOWANCE}: what a value other than a small int costs."""
+
     def __init__(
         self,
         limits: Limits | None = None,
@@ -110,6 +144,8 @@ class Decoder:
         self._building = self._building_handlers()
         self._discarding = self._discarding_handlers()
         self.handlers = list(self._building)
+        self._max_object_items = self.limits.max_object_items
+        self._max_object_memory = self.limits.max_object_memory
         self.accepts_all = constraint is None
         self._scanner = TokenScanner(self, self.limits, preamble)
 
@@ -117,6 +153,15 @@ class Decoder:
     def buffered(self) -> int:
         """Bytes held for tokens not yet complete (the receive chain plus a partial body)."""
         return self._scanner.buffered
+
+    @property
+    def held_cost(self) -> int:
+        """
+        Estimated bytes held by the top-level object being built, beyond the
+        bytes its bodies carried (0 between objects); a connection may add it
+        to what it holds undelivered.
+        """
+        return self._cost if self._stack else 0
 
     @property
     def at_boundary(self) -> bool:
@@ -225,7 +270,7 @@ class Decoder:
 
     def _building_handlers(self) -> list[Callable[[Any], None]]:
         table: list[Callable[[Any], None]] = [self._unexpected] * 16
-        table[INT] = self._deliver
+        table[INT] = self._deliver if self.constraint is not None else self._deliver_int
         table[NEG] = self._on_neg
         table[BYTES] = self._deliver
         table[STRING] = self._on_string
@@ -267,14 +312,58 @@ class Decoder:
         Decoder._deliver(self, obj)
 
     def _deliver(self, obj: Any) -> None:
+        self._items += 1
+        self._cost += self._item_cost
+        if self._items > self._max_object_items or self._cost > self._max_object_memory:
+            if self._over_budget():
+                return
         try:
-            self._receive(obj)
+            extra = self._receive(obj)
+            if extra:
+                self._cost += extra
         except ProtocolError:
             raise
         except Violation as violation:
             self._refuse(violation)
         except Exception as error:  # a user unslicer's bug refuses the object, not the stream
             self._refuse(_unslicer_failed(error))
+
+    def _deliver_int(self, value: int) -> None:
+        # _deliver written out for INT, the commonest token: ints below 256
+        # are shared objects and cost their slot only.
+        self._items += 1
+        self._cost += self._slot_cost if value < 256 else self._item_cost
+        if self._items > self._max_object_items or self._cost > self._max_object_memory:
+            if self._over_budget():
+                return
+        try:
+            extra = self._receive(value)
+            if extra:
+                self._cost += extra
+        except ProtocolError:
+            raise
+        except Violation as violation:
+            self._refuse(violation)
+        except Exception as error:  # a user unslicer's bug refuses the object, not the stream
+            self._refuse(_unslicer_failed(error))
+
+    def _over_budget(self) -> bool:
+        """
+        The counts passed a limit: refuse the object being built and return
+        True, or, for a value delivered at the top level (a whole object of
+        its own), start the counts afresh and return False.
+        """
+        if not self._stack:
+            self._items = self._cost = 0
+            return False
+        if self._items > self._max_object_items:
+            violation: Violation = TooManyItems(f"object has more than {self._max_object_items} items in all")
+        else:
+            violation = ObjectTooCostly(
+                f"object would hold more than {self._max_object_memory} bytes beyond its wire bytes (estimated)"
+            )
+        self._refuse(violation)
+        return True
 
     def _on_neg(self, value: int) -> None:
         self._deliver(-1 - value)
@@ -285,6 +374,9 @@ class Decoder:
         except UnicodeDecodeError as error:
             self._refuse(InvalidValue(f"STRING body is not valid UTF-8: {error.reason} at byte {error.start}"))
             return
+        if len(text) != len(body):
+            # Not ASCII: one wide character can widen every other one to 2 or 4 bytes.
+            self._cost += _getsizeof(text) - len(body)
         self._deliver(text)
 
     def _on_bigint(self, body: bytes) -> None:
@@ -329,9 +421,19 @@ class Decoder:
         except Exception as error:
             self._refuse(_unslicer_failed(error), opened=True)
             return
+        if not self._stack:
+            self._items = self._cost = 0
+        self._cost += getattr(unslicer, "open_cost", DEFAULT_OPEN_COST)
         self._stack.append(unslicer)
+        self._charge_items_to(unslicer)
         self._receive = unslicer.receive_child
         self.accepts_all = self.constraint is None and not getattr(unslicer, "checks_tokens", True)
+
+    def _charge_items_to(self, unslicer: Any) -> None:
+        """Price the next items as items of C{unslicer} (or of nothing: C{None})."""
+        slot = 0 if unslicer is None else getattr(unslicer, "slot_cost", DEFAULT_SLOT_COST)
+        self._slot_cost = slot
+        self._item_cost = slot + VALUE_ALLOWANCE if unslicer is not None else 0
 
     def _lookup(self, body: bytes) -> UnslicerFactory | None:
         """Find the unslicer for an OPEN's name; refuse the object if there is none."""
@@ -352,6 +454,7 @@ class Decoder:
         if self._constraints:
             self._constraints.pop()
         self._receive = stack[-1].receive_child if stack else self._results.append
+        self._charge_items_to(stack[-1] if stack else None)
         self._update_accepts_all()
         try:
             obj = unslicer.finish()
@@ -407,6 +510,8 @@ class Decoder:
         self._constraints.clear()
         self._opening = None
         self._receive = self._results.append
+        self._items = self._cost = 0
+        self._charge_items_to(None)
         self._update_accepts_all()
 
     def _update_accepts_all(self) -> None:

@@ -43,7 +43,30 @@ class Limits:
     @ivar max_depth: deepest nesting of containers.  64: deep enough for any
         real schema, shallow enough that recursion stays cheap.
     @ivar max_items: most items in one container (a dict counts keys).
-        1 Mi items: a list of that many small ints is about 1-2 MiB.
+        1 Mi items: a list of that many small ints is about 8 MiB.
+    @ivar max_object_items: most values in one top-level object, counted
+        across all its containers as it is built (a dict entry is two: its
+        key and its value).  1 Mi, the same as one full container: decoding
+        costs a bounded number of operations per value (see
+        C{docs/costs.md}), so this bounds the CPU one object can take, about
+        a quarter of a second in pure Python, whatever its shape.
+    @ivar max_object_memory: most memory, in bytes, that one top-level object
+        may take beyond the bytes its bodies carried on the wire, as the
+        decoder estimates it while building (each container's own size, a
+        slot per item, a small allowance per value, the widening of non-ASCII
+        text, the hash-collision tracker of sets and dict keys).  Body bytes
+        are held one for one with the wire and are bounded by the body
+        limits and by the connection's cap on wire bytes per object, so an
+        object holds at most its wire bytes plus this.  32 MiB: about a
+        million small values; a peer that sends 5-byte empty sets (224 bytes
+        held each) is refused after about 140,000 of them, 0.7 MB of input.
+    @ivar max_hash_collisions: most equality probes one set, frozenset or
+        dict may need for members or keys whose hashes collide (the count
+        of earlier members with the same full hash, summed over members).
+        128: honest data almost never collides, and the probes are capped at
+        about sqrt(128 / 2) = 8 comparisons per wire byte, where an
+        attacker's set of ints sharing one hash would otherwise cost time
+        quadratic in its size.
     """
 
     max_header_length: int = 9
@@ -55,6 +78,9 @@ class Limits:
     max_buffered_bytes: int = 1 * MiB
     max_depth: int = 64
     max_items: int = 1024 * 1024
+    max_object_items: int = 1024 * 1024
+    max_object_memory: int = 32 * MiB
+    max_hash_collisions: int = 128
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_header_length <= 9:
@@ -68,6 +94,9 @@ class Limits:
             "max_buffered_bytes",
             "max_depth",
             "max_items",
+            "max_object_items",
+            "max_object_memory",
+            "max_hash_collisions",
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")

@@ -2,18 +2,46 @@
 
 Contract: each container unslicer holds at most C{Limits.max_items} items and
 refuses the item past that at its arrival; dict keys and set members must be
-hashable and unique.  Item cost is O(1).
+hashable and unique.  Item cost is O(1), and building a set or dict costs
+O(n) for n wire bytes, never O(n**2), because hash collisions are counted:
+
+  - str and bytes keys have randomized hashes (SipHash with a per-process
+    secret) and ints between -(2**61 - 1) and 2**61 - 1 hash to distinct
+    values (except -1 and -2), so a peer cannot make them collide: they
+    cost one C{type} check and nothing else;
+  - every other member or key (floats, big ints, tuples, frozensets, user
+    types: all hashed the same way in every process, so an attacker can
+    compute values that share a hash) is hashed once more and its hash
+    counted in a per-container tracker; each one that shares its full hash
+    with k earlier ones adds k to a count of equality probes (what CPython
+    will spend comparing it), and the container is refused with
+    L{HashCollisions} once that count passes C{Limits.max_hash_collisions}.
+
+Only keys with equal full hashes cost an equality call inside CPython's
+table (a probe compares the stored hash first), so the probes counted bound
+the comparisons made; those that differ only in their low bits cost a
+bounded number of extra probe steps each, because the probe sequence mixes
+in all the hash bits.  The tracker's memory (about 112 bytes per tracked key)
+is reported to the decoder's per-object memory estimate.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any, ClassVar
 
 from zope.interface import implementer
 
-from ..errors import InvalidValue, TooManyItems, short_repr
+from ..errors import HashCollisions, InvalidValue, TooManyItems, short_repr
 from ..limits import Limits
 from .interfaces import IUnslicer
+
+_MODULUS = sys.hash_info.modulus
+TRACKED_KEY_COST = 112
+"""Bytes the hash tracker holds per tracked key (an int and a dict entry)."""
+_UNTRACKED = (str, bytes) if sys.flags.hash_randomization else ()
+"""Types whose hashes a peer cannot predict: only when hash randomization is
+on (it is, unless PYTHONHASHSEED=0)."""
 
 
 @implementer(IUnslicer)
@@ -22,12 +50,17 @@ class Unslicer:
     A base for unslicers: accepts every token kind and builds nothing.
 
     @ivar limits: the decoder's L{Limits}.
+    @cvar open_cost: bytes the decoder charges the object when this
+        container opens (the built container's own size).
+    @cvar slot_cost: bytes it charges per item (the container's slot for it).
     """
 
     open_type: ClassVar[str] = ""
     checks_tokens: ClassVar[bool] = False
     """Set for subclasses that override L{check_token}, so the decoder can
     skip the call for the many that do not."""
+    open_cost: ClassVar[int] = 64
+    slot_cost: ClassVar[int] = 16
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -39,7 +72,7 @@ class Unslicer:
     def check_token(self, kind: int, size: int) -> None:
         """Accept every token; subclasses refuse by raising L{framing.Violation}."""
 
-    def receive_child(self, obj: Any) -> None:
+    def receive_child(self, obj: Any) -> int | None:
         raise NotImplementedError
 
     def finish(self) -> Any:
@@ -53,6 +86,8 @@ class ListUnslicer(Unslicer):
     """Builds a C{list}."""
 
     open_type = "list"
+    open_cost = 56
+    slot_cost = 10  # 8 bytes a pointer, plus the list's over-allocation
 
     def __init__(self, limits: Limits) -> None:
         super().__init__(limits)
@@ -76,9 +111,46 @@ class TupleUnslicer(ListUnslicer):
     """Builds a C{tuple}."""
 
     open_type = "tuple"
+    open_cost = 96  # the list it is built in, then the tuple
+    slot_cost = 18
 
     def finish(self) -> Any:
         return tuple(self.items)
+
+
+class _HashCounter:
+    """
+    Counts the equality probes that members with colliding hashes will cost
+    a set or dict, and refuses past the limit.
+
+    @ivar probes: earlier members sharing a full hash with each new one, summed.
+    """
+
+    __slots__ = ("_hashes", "_max", "_what", "probes")
+
+    def __init__(self, limit: int, what: str) -> None:
+        self._hashes: dict[int, int] = {}
+        self._max = limit
+        self._what = what
+        self.probes = 0
+
+    def count(self, obj: Any) -> int | None:
+        """Note C{obj}'s hash; return the bytes the tracker now holds for it."""
+        try:
+            value = hash(obj)
+        except TypeError:
+            return None  # the container refuses it in its own words
+        hashes = self._hashes
+        earlier = hashes.get(value, 0)
+        hashes[value] = earlier + 1
+        if earlier:
+            self.probes += earlier
+            if self.probes > self._max:
+                raise HashCollisions(
+                    f"{self._what}s share hashes: more than {self._max} equality probes"
+                    f" (the last shares its hash with {earlier} others)"
+                )
+        return TRACKED_KEY_COST
 
 
 class SetUnslicer(Unslicer):
@@ -86,16 +158,25 @@ class SetUnslicer(Unslicer):
 
     open_type = "set"
     _build: ClassVar[type] = set
+    open_cost = 216
+    slot_cost = 56  # a 16-byte table entry, tables kept under 60% full and grown 4x
 
     def __init__(self, limits: Limits) -> None:
         super().__init__(limits)
         self.items: set[Any] = set()
         self._max = limits.max_items
+        self._counter: _HashCounter | None = None
 
-    def receive_child(self, obj: Any) -> None:
+    def receive_child(self, obj: Any) -> int | None:
         items = self.items
         if len(items) >= self._max:
             raise TooManyItems(f"{self.open_type} has more than {self._max} items")
+        kind = type(obj)
+        extra = None
+        if not (kind is int and -_MODULUS < obj < _MODULUS or kind in _UNTRACKED):
+            if self._counter is None:
+                self._counter = _HashCounter(self.limits.max_hash_collisions, f"{self.open_type} member")
+            extra = self._counter.count(obj)
         try:
             size = len(items)
             items.add(obj)
@@ -103,6 +184,7 @@ class SetUnslicer(Unslicer):
             raise InvalidValue(f"unhashable {type(obj).__name__} in a {self.open_type}") from None
         if len(items) == size:
             raise InvalidValue(f"duplicate member in a {self.open_type}")
+        return extra
 
     def finish(self) -> Any:
         return self._build(self.items)
@@ -116,6 +198,8 @@ class FrozenSetUnslicer(SetUnslicer):
 
     open_type = "frozenset"
     _build = frozenset
+    open_cost = 432  # the set it is built in, then the frozenset
+    slot_cost = 112
 
 
 _NO_KEY = object()
@@ -125,19 +209,28 @@ class DictUnslicer(Unslicer):
     """Builds a C{dict} from alternating keys and values; keys are hashable and distinct."""
 
     open_type = "dict"
+    open_cost = 224  # with its first table
+    slot_cost = 32  # per key and per value: a 24-byte entry and its index, tables grown 3x
 
     def __init__(self, limits: Limits) -> None:
         super().__init__(limits)
         self.items: dict[Any, Any] = {}
         self._key: Any = _NO_KEY
         self._max = limits.max_items
+        self._counter: _HashCounter | None = None
 
-    def receive_child(self, obj: Any) -> None:
+    def receive_child(self, obj: Any) -> int | None:
         key = self._key
         if key is not _NO_KEY:
             self.items[key] = obj
             self._key = _NO_KEY
-            return
+            return None
+        kind = type(obj)
+        extra = None
+        if not (kind is int and -_MODULUS < obj < _MODULUS or kind in _UNTRACKED):
+            if self._counter is None:
+                self._counter = _HashCounter(self.limits.max_hash_collisions, "dict key")
+            extra = self._counter.count(obj)
         try:
             present = obj in self.items
         except TypeError:
@@ -147,6 +240,7 @@ class DictUnslicer(Unslicer):
         if len(self.items) >= self._max:
             raise TooManyItems(f"dict has more than {self._max} keys")
         self._key = obj
+        return extra
 
     def expecting_key(self) -> bool:
         """True when the next child is a key (constraints pick key or value rules by this)."""
