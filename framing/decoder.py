@@ -8,16 +8,17 @@ neighbours.  After a refusal the rest of the object's tokens are skipped
 A L{ProtocolError} is raised, and the decoder then refuses all input.
 Per-token cost is O(1): one handler call, one unslicer call.
 
-Cost budget: every value delivered into a container is counted, and the
-memory the object being built will hold beyond its wire bytes is estimated
-(each container's own size at its OPEN, a slot per item in its container, a
-small allowance per value, what an unslicer reports beyond that); the object
-is refused with L{TooManyItems} past C{Limits.max_object_items} and with
-L{ObjectTooCostly} past C{Limits.max_object_memory}, as the value that
-crosses the line arrives.  The hot path pays one increment, one addition
-and one comparison per value; the rare slow path tells a finished top-level
-value (whose count starts afresh) from a refusal.  Worst-case costs per
-wire byte, per type, are in C{docs/costs.md}.
+Cost budget: the values in a top-level object, and the memory it will hold
+beyond its wire bytes, are counted as it is built (each container's own size
+from its OPEN, then per item a slot and a small allowance for the item's
+object, plus a set's or dict's hash tracker), and the object is refused with
+L{TooManyItems} past C{Limits.max_object_items} or L{ObjectTooCostly} past
+C{Limits.max_object_memory}.  The count costs nothing per item: it is
+settled at checkpoints (each OPEN and CLOSE, and when a built-in container
+reaches the cap on its length that the last checkpoint gave it from what
+was left of the budget), so a scalar still costs one handler call and one
+unslicer call.  Children of other unslicers are counted when they are
+containers.  Worst-case costs per wire byte, per type: C{docs/costs.md}.
 """
 
 from __future__ import annotations
@@ -67,17 +68,12 @@ from .wire import (
 _SIMPLE_VALUES = (None, False, True)
 _UNPACK_FLOAT = struct.Struct(">d").unpack
 _BIG = 1 << 64
+_getsizeof = sys.getsizeof
 
-VALUE_ALLOWANCE = 40
-"""Bytes charged for a value's own object beyond its wire bytes (an int
-above 255 takes 28-36, a float 24, a bytes 33 plus its body, an ASCII str 49
-plus its body less its header).  Ints below 256 are shared and charged
-nothing but their slot."""
 DEFAULT_OPEN_COST = 64
 """Bytes charged at the OPEN of an unslicer that declares no C{open_cost}."""
-DEFAULT_SLOT_COST = 16
-"""Bytes charged per item of an unslicer that declares no C{slot_cost}."""
-_getsizeof = sys.getsizeof
+DEFAULT_ITEM_COST = 56
+"""Bytes charged per child container of an unslicer outside the budget."""
 
 
 @dataclass(frozen=True)
@@ -110,13 +106,9 @@ class Decoder:
     """
 
     _items = 0
-    """Values delivered into containers of the top-level object being built."""
+    """Items of the top-level object being built, as of the last checkpoint."""
     _cost = 0
-    """Estimated bytes it holds beyond its wire bytes."""
-    _slot_cost = 0
-    """What one more item costs the innermost open container (0 at the top level)."""
-    _item_cost = 0
-    """The same plus L{VALUE_ALLOWANCE}: what a value other than a small int costs."""
+    """Its estimated bytes beyond its wire bytes, as of the last checkpoint."""
 
     def __init__(
         self,
@@ -146,6 +138,7 @@ class Decoder:
         self.handlers = list(self._building)
         self._max_object_items = self.limits.max_object_items
         self._max_object_memory = self.limits.max_object_memory
+        self._refill = self._checkpoint  # one bound method, given to every container
         self.accepts_all = constraint is None
         self._scanner = TokenScanner(self, self.limits, preamble)
 
@@ -157,9 +150,8 @@ class Decoder:
     @property
     def held_cost(self) -> int:
         """
-        Estimated bytes held by the top-level object being built, beyond the
-        bytes its bodies carried (0 between objects); a connection may add it
-        to what it holds undelivered.
+        Estimated bytes held by the top-level object being built beyond its
+        wire bytes, as of the last checkpoint (0 between objects).
         """
         return self._cost if self._stack else 0
 
@@ -270,7 +262,7 @@ class Decoder:
 
     def _building_handlers(self) -> list[Callable[[Any], None]]:
         table: list[Callable[[Any], None]] = [self._unexpected] * 16
-        table[INT] = self._deliver if self.constraint is not None else self._deliver_int
+        table[INT] = self._deliver
         table[NEG] = self._on_neg
         table[BYTES] = self._deliver
         table[STRING] = self._on_string
@@ -312,58 +304,14 @@ class Decoder:
         Decoder._deliver(self, obj)
 
     def _deliver(self, obj: Any) -> None:
-        self._items += 1
-        self._cost += self._item_cost
-        if self._items > self._max_object_items or self._cost > self._max_object_memory:
-            if self._over_budget():
-                return
         try:
-            extra = self._receive(obj)
-            if extra:
-                self._cost += extra
+            self._receive(obj)
         except ProtocolError:
             raise
         except Violation as violation:
             self._refuse(violation)
         except Exception as error:  # a user unslicer's bug refuses the object, not the stream
             self._refuse(_unslicer_failed(error))
-
-    def _deliver_int(self, value: int) -> None:
-        # _deliver written out for INT, the commonest token: ints below 256
-        # are shared objects and cost their slot only.
-        self._items += 1
-        self._cost += self._slot_cost if value < 256 else self._item_cost
-        if self._items > self._max_object_items or self._cost > self._max_object_memory:
-            if self._over_budget():
-                return
-        try:
-            extra = self._receive(value)
-            if extra:
-                self._cost += extra
-        except ProtocolError:
-            raise
-        except Violation as violation:
-            self._refuse(violation)
-        except Exception as error:  # a user unslicer's bug refuses the object, not the stream
-            self._refuse(_unslicer_failed(error))
-
-    def _over_budget(self) -> bool:
-        """
-        The counts passed a limit: refuse the object being built and return
-        True, or, for a value delivered at the top level (a whole object of
-        its own), start the counts afresh and return False.
-        """
-        if not self._stack:
-            self._items = self._cost = 0
-            return False
-        if self._items > self._max_object_items:
-            violation: Violation = TooManyItems(f"object has more than {self._max_object_items} items in all")
-        else:
-            violation = ObjectTooCostly(
-                f"object would hold more than {self._max_object_memory} bytes beyond its wire bytes (estimated)"
-            )
-        self._refuse(violation)
-        return True
 
     def _on_neg(self, value: int) -> None:
         self._deliver(-1 - value)
@@ -374,9 +322,12 @@ class Decoder:
         except UnicodeDecodeError as error:
             self._refuse(InvalidValue(f"STRING body is not valid UTF-8: {error.reason} at byte {error.start}"))
             return
-        if len(text) != len(body):
-            # Not ASCII: one wide character can widen every other one to 2 or 4 bytes.
+        if len(text) != len(body) and self._stack:
+            # Not ASCII: one wide character widens every other to 2 or 4 bytes.
             self._cost += _getsizeof(text) - len(body)
+            if self._cost > self._max_object_memory:
+                self._refuse(self._over_budget())
+                return
         self._deliver(text)
 
     def _on_bigint(self, body: bytes) -> None:
@@ -421,19 +372,75 @@ class Decoder:
         except Exception as error:
             self._refuse(_unslicer_failed(error), opened=True)
             return
-        if not self._stack:
-            self._items = self._cost = 0
-        self._cost += getattr(unslicer, "open_cost", DEFAULT_OPEN_COST)
+        over = self._open_budget(unslicer)
         self._stack.append(unslicer)
-        self._charge_items_to(unslicer)
         self._receive = unslicer.receive_child
         self.accepts_all = self.constraint is None and not getattr(unslicer, "checks_tokens", True)
+        if over:
+            self._refuse(self._over_budget())
 
-    def _charge_items_to(self, unslicer: Any) -> None:
-        """Price the next items as items of C{unslicer} (or of nothing: C{None})."""
-        slot = 0 if unslicer is None else getattr(unslicer, "slot_cost", DEFAULT_SLOT_COST)
-        self._slot_cost = slot
-        self._item_cost = slot + VALUE_ALLOWANCE if unslicer is not None else 0
+    # -- the per-object budget --------------------------------------------
+
+    def _open_budget(self, unslicer: Any) -> bool:
+        """
+        Checkpoint at an OPEN: settle the parent (it stops growing while
+        this child is open), charge the child's own size and give it a cap;
+        return True if the object is now over budget.
+        """
+        if self._stack:
+            parent = self._stack[-1]
+            if getattr(parent, "budgeted", False):
+                self._settle(parent)
+            items, cost = self._items, self._cost
+        else:
+            items = cost = 0
+        if getattr(unslicer, "budgeted", False):
+            cost += unslicer.open_cost
+            unslicer.refill = self._refill
+            more = (self._max_object_memory - cost) // unslicer.worst_item_cost
+            left = self._max_object_items - items
+            more = left if left < more else more
+            if more < unslicer.cap:
+                unslicer.cap = more if more > 0 else 0
+        else:
+            cost += getattr(unslicer, "open_cost", DEFAULT_OPEN_COST)
+        self._items, self._cost = items, cost
+        return items > self._max_object_items or cost > self._max_object_memory
+
+    def _settle(self, unslicer: Any) -> None:
+        """Charge what a built-in container gained since its last checkpoint."""
+        length = len(unslicer.items)
+        gained = length - unslicer.settled
+        if gained:
+            unslicer.settled = length
+            self._items += gained
+            self._cost += gained * unslicer.item_cost
+        if unslicer.extra:
+            self._cost += unslicer.extra
+            unslicer.extra = 0
+
+    def _checkpoint(self) -> None:
+        """
+        Settle the innermost container, refuse the object if it is over its
+        budget, else give the container a cap from what is left.
+
+        @raise Violation: the object is over budget (raised, so that a
+            container calling this at its cap stops there).
+        """
+        top = self._stack[-1]
+        self._settle(top)
+        items_left = self._max_object_items - self._items
+        memory_left = self._max_object_memory - self._cost
+        if items_left < 0 or memory_left < 0:
+            raise self._over_budget()
+        top.allow(items_left, memory_left)
+
+    def _over_budget(self) -> Violation:
+        if self._items > self._max_object_items:
+            return TooManyItems(f"object has more than {self._max_object_items} items in all")
+        return ObjectTooCostly(
+            f"object would hold more than {self._max_object_memory} bytes beyond its wire bytes (estimated)"
+        )
 
     def _lookup(self, body: bytes) -> UnslicerFactory | None:
         """Find the unslicer for an OPEN's name; refuse the object if there is none."""
@@ -454,8 +461,9 @@ class Decoder:
         if self._constraints:
             self._constraints.pop()
         self._receive = stack[-1].receive_child if stack else self._results.append
-        self._charge_items_to(stack[-1] if stack else None)
         self._update_accepts_all()
+        if stack and self._closed_over_budget(unslicer, stack[-1]):
+            return
         try:
             obj = unslicer.finish()
         except ProtocolError:
@@ -467,6 +475,24 @@ class Decoder:
             self._refuse(_unslicer_failed(error))
             return
         self._deliver(obj)
+
+    def _closed_over_budget(self, unslicer: Any, parent: Any) -> bool:
+        """
+        Checkpoint at the CLOSE of a child container: settle it, recap its
+        parent (the child spent budget the parent's cap assumed); refuse the
+        object and return True if it is over budget.
+        """
+        if getattr(unslicer, "budgeted", False):
+            self._settle(unslicer)
+        if getattr(parent, "budgeted", False):
+            parent.allow(self._max_object_items - self._items, self._max_object_memory - self._cost)
+        else:
+            self._items += 1
+            self._cost += DEFAULT_ITEM_COST
+        if self._items > self._max_object_items or self._cost > self._max_object_memory:
+            self._refuse(self._over_budget())
+            return True
+        return False
 
     def _on_abort(self, value: int) -> None:
         if value:
@@ -511,7 +537,6 @@ class Decoder:
         self._opening = None
         self._receive = self._results.append
         self._items = self._cost = 0
-        self._charge_items_to(None)
         self._update_accepts_all()
 
     def _update_accepts_all(self) -> None:

@@ -23,6 +23,14 @@ the comparisons made; those that differ only in their low bits cost a
 bounded number of extra probe steps each, because the probe sequence mixes
 in all the hash bits.  The tracker's memory (about 112 bytes per tracked key)
 is reported to the decoder's per-object memory estimate.
+
+Budget: these containers take part in the decoder's per-object budget
+without any per-item work.  Each has a C{cap} on its length that the
+decoder sets from what is left of the object's item and memory budget; the
+length check every container already makes compares against it, and only
+when the cap is reached does the container call C{refill} (the decoder's
+checkpoint, which settles the estimate, refuses the object if it is over,
+or sets a new cap).
 """
 
 from __future__ import annotations
@@ -39,9 +47,21 @@ from .interfaces import IUnslicer
 _MODULUS = sys.hash_info.modulus
 TRACKED_KEY_COST = 112
 """Bytes the hash tracker holds per tracked key (an int and a dict entry)."""
-_UNTRACKED = (str, bytes) if sys.flags.hash_randomization else ()
-"""Types whose hashes a peer cannot predict: only when hash randomization is
-on (it is, unless PYTHONHASHSEED=0)."""
+_RANDOMIZED = bool(sys.flags.hash_randomization)
+"""str and bytes hashes are unpredictable to a peer only when hash
+randomization is on (it is, unless PYTHONHASHSEED=0)."""
+
+
+class _Never:
+    """Stands for str and bytes when their hashes are not randomized: no value has this type."""
+
+
+_STR: type = str if _RANDOMIZED else _Never
+_BYTES: type = bytes if _RANDOMIZED else _Never
+VALUE_ALLOWANCE = 40
+"""Bytes charged for an item's own object beyond its wire bytes (an int
+above 255 takes 28-36, a float 24, a bytes 33 plus its body, an ASCII str 49
+plus its body less its header)."""
 
 
 @implementer(IUnslicer)
@@ -61,6 +81,11 @@ class Unslicer:
     skip the call for the many that do not."""
     open_cost: ClassVar[int] = 64
     slot_cost: ClassVar[int] = 16
+    budgeted: ClassVar[bool] = False
+    """True for unslicers that keep C{items}, C{cap}, C{settled}, C{extra}
+    and call C{refill} at their cap (the built-in containers); the decoder
+    counts the children of any other unslicer only when they are
+    containers."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -72,7 +97,7 @@ class Unslicer:
     def check_token(self, kind: int, size: int) -> None:
         """Accept every token; subclasses refuse by raising L{framing.Violation}."""
 
-    def receive_child(self, obj: Any) -> int | None:
+    def receive_child(self, obj: Any) -> None:
         raise NotImplementedError
 
     def finish(self) -> Any:
@@ -82,7 +107,58 @@ class Unslicer:
         return ""
 
 
-class ListUnslicer(Unslicer):
+class _Container(Unslicer):
+    """
+    The budget bookkeeping shared by the built-in containers.
+
+    @ivar cap: the length at which the next item calls L{refill}.
+    @ivar settled: the length the decoder has already charged for.
+    @ivar extra: bytes held beyond the per-item estimate, not yet charged.
+    @cvar item_cost: estimated bytes per item: its slot and L{VALUE_ALLOWANCE}.
+    @cvar worst_item_cost: the most one item may cost (with a hash tracker's share).
+    """
+
+    budgeted = True
+    item_cost: ClassVar[int] = 16 + VALUE_ALLOWANCE
+    worst_item_cost: ClassVar[int] = 16 + VALUE_ALLOWANCE
+    items: Any
+    settled = 0
+    extra = 0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.item_cost = cls.slot_cost + VALUE_ALLOWANCE
+        cls.worst_item_cost = max(cls.worst_item_cost, cls.item_cost)
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.max_length = self.cap = limits.max_items
+
+    def refill(self) -> None:
+        """Called at the cap; the decoder replaces this with its checkpoint."""
+        self.cap = self.max_length
+
+    def allow(self, items: int, memory: int) -> None:
+        """Let at most C{items} more items, estimated at C{memory} bytes, arrive before L{refill}."""
+        more = min(items, memory // self.worst_item_cost)
+        self.cap = min(self.max_length, len(self.items) + max(more, 0))
+
+    _counter: _HashCounter | None = None
+
+    def _track(self, obj: Any, what: str) -> None:
+        """Count the equality probes C{obj}'s hash will cost (for a member whose hash a peer can choose)."""
+        if self._counter is None:
+            self._counter = _HashCounter(self.limits.max_hash_collisions, what)
+        self.extra += self._counter.count(obj)
+
+    def full(self) -> None:
+        """The length reached the cap: refuse past C{max_items}, else ask for more."""
+        if len(self.items) >= self.max_length:
+            raise TooManyItems(f"{self.open_type} has more than {self.max_length} items")
+        self.refill()
+
+
+class ListUnslicer(_Container):
     """Builds a C{list}."""
 
     open_type = "list"
@@ -90,14 +166,13 @@ class ListUnslicer(Unslicer):
     slot_cost = 10  # 8 bytes a pointer, plus the list's over-allocation
 
     def __init__(self, limits: Limits) -> None:
-        super().__init__(limits)
         self.items: list[Any] = []
-        self._max = limits.max_items
+        super().__init__(limits)
 
     def receive_child(self, obj: Any) -> None:
         items = self.items
-        if len(items) >= self._max:
-            raise TooManyItems(f"{self.open_type} has more than {self._max} items")
+        if len(items) >= self.cap:
+            self.full()
         items.append(obj)
 
     def finish(self) -> Any:
@@ -134,12 +209,12 @@ class _HashCounter:
         self._what = what
         self.probes = 0
 
-    def count(self, obj: Any) -> int | None:
+    def count(self, obj: Any) -> int:
         """Note C{obj}'s hash; return the bytes the tracker now holds for it."""
         try:
             value = hash(obj)
         except TypeError:
-            return None  # the container refuses it in its own words
+            return 0  # the container refuses it in its own words
         hashes = self._hashes
         earlier = hashes.get(value, 0)
         hashes[value] = earlier + 1
@@ -153,30 +228,29 @@ class _HashCounter:
         return TRACKED_KEY_COST
 
 
-class SetUnslicer(Unslicer):
+class SetUnslicer(_Container):
     """Builds a C{set}; members must be hashable and distinct."""
 
     open_type = "set"
     _build: ClassVar[type] = set
     open_cost = 216
     slot_cost = 56  # a 16-byte table entry, tables kept under 60% full and grown 4x
+    worst_item_cost = 56 + VALUE_ALLOWANCE + TRACKED_KEY_COST
 
     def __init__(self, limits: Limits) -> None:
-        super().__init__(limits)
         self.items: set[Any] = set()
-        self._max = limits.max_items
-        self._counter: _HashCounter | None = None
+        super().__init__(limits)
 
-    def receive_child(self, obj: Any) -> int | None:
+    def receive_child(self, obj: Any) -> None:
         items = self.items
-        if len(items) >= self._max:
-            raise TooManyItems(f"{self.open_type} has more than {self._max} items")
+        if len(items) >= self.cap:
+            self.full()
         kind = type(obj)
-        extra = None
-        if not (kind is int and -_MODULUS < obj < _MODULUS or kind in _UNTRACKED):
-            if self._counter is None:
-                self._counter = _HashCounter(self.limits.max_hash_collisions, f"{self.open_type} member")
-            extra = self._counter.count(obj)
+        if kind is int:
+            if not -_MODULUS < obj < _MODULUS:
+                self._track(obj, f"{self.open_type} member")
+        elif kind is not _STR and kind is not _BYTES:
+            self._track(obj, f"{self.open_type} member")
         try:
             size = len(items)
             items.add(obj)
@@ -184,7 +258,6 @@ class SetUnslicer(Unslicer):
             raise InvalidValue(f"unhashable {type(obj).__name__} in a {self.open_type}") from None
         if len(items) == size:
             raise InvalidValue(f"duplicate member in a {self.open_type}")
-        return extra
 
     def finish(self) -> Any:
         return self._build(self.items)
@@ -200,47 +273,53 @@ class FrozenSetUnslicer(SetUnslicer):
     _build = frozenset
     open_cost = 432  # the set it is built in, then the frozenset
     slot_cost = 112
+    worst_item_cost = 112 + VALUE_ALLOWANCE + TRACKED_KEY_COST
 
 
 _NO_KEY = object()
 
 
-class DictUnslicer(Unslicer):
+class DictUnslicer(_Container):
     """Builds a C{dict} from alternating keys and values; keys are hashable and distinct."""
 
     open_type = "dict"
     open_cost = 224  # with its first table
-    slot_cost = 32  # per key and per value: a 24-byte entry and its index, tables grown 3x
+    # per entry: a 24-byte entry and its index in tables grown 3x, and a
+    # second value's allowance
+    slot_cost = 64 + VALUE_ALLOWANCE
+    worst_item_cost = 64 + 2 * VALUE_ALLOWANCE + TRACKED_KEY_COST
+    _key: Any = _NO_KEY
 
     def __init__(self, limits: Limits) -> None:
-        super().__init__(limits)
         self.items: dict[Any, Any] = {}
-        self._key: Any = _NO_KEY
-        self._max = limits.max_items
-        self._counter: _HashCounter | None = None
+        super().__init__(limits)
 
-    def receive_child(self, obj: Any) -> int | None:
+    def full(self) -> None:
+        if len(self.items) >= self.max_length:
+            raise TooManyItems(f"dict has more than {self.max_length} keys")
+        self.refill()
+
+    def receive_child(self, obj: Any) -> None:
         key = self._key
         if key is not _NO_KEY:
             self.items[key] = obj
             self._key = _NO_KEY
-            return None
+            return
         kind = type(obj)
-        extra = None
-        if not (kind is int and -_MODULUS < obj < _MODULUS or kind in _UNTRACKED):
-            if self._counter is None:
-                self._counter = _HashCounter(self.limits.max_hash_collisions, "dict key")
-            extra = self._counter.count(obj)
+        if kind is int:
+            if not -_MODULUS < obj < _MODULUS:
+                self._track(obj, "dict key")
+        elif kind is not _STR and kind is not _BYTES:
+            self._track(obj, "dict key")
         try:
             present = obj in self.items
         except TypeError:
             raise InvalidValue(f"unhashable dict key of type {type(obj).__name__}") from None
         if present:
             raise InvalidValue(f"duplicate dict key {short_repr(obj)}")
-        if len(self.items) >= self._max:
-            raise TooManyItems(f"dict has more than {self._max} keys")
+        if len(self.items) >= self.cap:
+            self.full()
         self._key = obj
-        return extra
 
     def expecting_key(self) -> bool:
         """True when the next child is a key (constraints pick key or value rules by this)."""
