@@ -57,9 +57,11 @@ class Limits:
         text, the hash-collision tracker of sets and dict keys).  Body bytes
         are held one for one with the wire and are bounded by the body
         limits and by the connection's cap on wire bytes per object, so an
-        object holds at most its wire bytes plus this.  32 MiB: about a
-        million small values; a peer that sends 5-byte empty sets (224 bytes
-        held each) is refused after about 140,000 of them, 0.7 MB of input.
+        object holds at most its wire bytes plus this.  32 MiB: about
+        670,000 values in lists (estimated at 50 bytes each), 230,000 dict
+        entries; a peer that sends 5-byte empty sets (224 bytes held each) is
+        refused after about 125,000 of them, 0.6 MB of input.  Raise it
+        with C{max_items} for services that take larger objects.
     @ivar max_hash_collisions: most equality probes one set, frozenset or
         dict may need for members or keys whose hashes collide (the count
         of earlier members with the same full hash, summed over members).

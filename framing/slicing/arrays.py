@@ -9,8 +9,9 @@ the object.  Sizes from the wire are checked one by one against small
 bounds before any arithmetic is done with them (an ndarray's shape has at
 most L{MAX_NDIM} dimensions, each below 2**63, checked before their product
 is formed; an array's item size is matched against the few local ones), so
-a shape of huge ints costs a comparison each, never a bignum product.  numpy is used only if it is installed and only when an
-C{ndarray} is sent or received.
+a shape of huge ints costs a comparison each, never a bignum product.
+numpy is used only if it is installed and only when an C{ndarray} is sent
+or received.
 """
 
 from __future__ import annotations
