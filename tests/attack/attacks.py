@@ -250,3 +250,7 @@ ATTACKS: dict[str, tuple[Callable[[int, float], dict[str, Any]], str]] = {
     "http-on-plain-port": (httpOnPlainPort, "bad-preamble"),
 }
 """Each attack and the code the server must log for it."""
+
+from .attacks_cost import ATTACKS as _COST_ATTACKS  # noqa: E402
+
+ATTACKS.update(_COST_ATTACKS)
