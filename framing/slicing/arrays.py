@@ -152,13 +152,14 @@ class NdarrayUnslicer(PartsUnslicer):
     part_types = (str, list, bytes)
 
     def build(self, dtype: Any, shape: Any, data: bytes) -> Any:
+        if not isinstance(dtype, str) or not _DTYPE.match(dtype):
+            raise InvalidValue(f"ndarray dtype {short_repr(dtype, 20)} is not a plain numeric type")
+        # Checked before numpy is imported: a malformed array costs no import.
+        count = _element_count(shape)
         try:
             import numpy
         except ImportError:
             raise UnknownType("an ndarray arrived but numpy is not installed") from None
-        if not isinstance(dtype, str) or not _DTYPE.match(dtype):
-            raise InvalidValue(f"ndarray dtype {short_repr(dtype, 20)} is not a plain numeric type")
-        count = _element_count(shape)
         parsed = numpy.dtype(dtype)
         if count * parsed.itemsize != len(data):
             raise InvalidValue(f"ndarray body of {len(data)} bytes does not match shape {shape} of {dtype}")

@@ -20,6 +20,7 @@ object, so that the echo server's answer to it shows the stream is in sync.
 
 from __future__ import annotations
 
+import itertools
 import sys
 import time
 from collections.abc import Callable
@@ -57,7 +58,11 @@ def _call(kind: str, argument: bytes) -> bytes:
     """C{argument} as the top-level object (echo) or as the argument of a kv C{get} call (CALL to the root, id 1)."""
     if kind == "echo":
         return argument
-    return _open("rpc") + _int(0) + _int(1) + _int(0) + _text("get") + NONE_TOKEN + argument + CLOSE_TOKEN
+    call = _open("rpc") + _int(0) + _int(next(_REQUEST_IDS)) + _int(0) + _text("get") + NONE_TOKEN
+    return call + argument + CLOSE_TOKEN
+
+
+_REQUEST_IDS = itertools.count(1)
 
 
 def amplification(port: int, budget: float, sets: int = 1 << 20) -> dict[str, Any]:
@@ -79,8 +84,9 @@ def amplification(port: int, budget: float, sets: int = 1 << 20) -> dict[str, An
         return result
 
 
-def _refused(port: int, budget: float, data: bytes) -> dict[str, Any]:
-    result = _blast(port, budget, PREAMBLE + data + VALID)
+def _refused(port: int, budget: float, data: bytes, follow: bytes = VALID) -> dict[str, Any]:
+    """Send C{data}, which the server refuses, then C{follow}, which it must answer."""
+    result = _blast(port, budget, PREAMBLE + data + follow)
     result["refused_object"] = True
     return result
 
@@ -99,8 +105,10 @@ def _collidingDict(count: int) -> bytes:
 
 
 def _against(kind: str, build: Callable[[], bytes]) -> Callable[[int, float], dict[str, Any]]:
+    follow = VALID if kind == "echo" else _call(kind, _text("sync"))
+
     def attack(port: int, budget: float) -> dict[str, Any]:
-        return _refused(port, budget, _call(kind, build()))
+        return _refused(port, budget, _call(kind, build()), follow)
 
     attack.__doc__ = f"{build.__doc__} ({kind} server)"
     return attack

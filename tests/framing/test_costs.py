@@ -7,7 +7,9 @@ tracemalloc bound, never as timings.
 
 from __future__ import annotations
 
+import os
 import struct
+import subprocess
 import sys
 import tracemalloc
 from collections.abc import Callable
@@ -21,6 +23,8 @@ from framing.slicing.registry import DEFAULT_REGISTRY, Registry
 from framing.wire import BIGINT, CLOSE, FLOAT, INT, OPEN, PREAMBLE, STRING, encode_header
 
 MODULUS = sys.hash_info.modulus
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_ENV = dict(os.environ, PYTHONPATH=_ROOT)
 MiB = 1024 * 1024
 
 
@@ -243,6 +247,20 @@ class ArraySizeTests(SynchronousTestCase):
             data = PREAMBLE + opened("ndarray") + dumps("<f8")[9:] + dumps(shape)[9:] + dumps(b"")[9:] + CLOSE_TOKEN
             (result,) = Decoder().feed(data)
             self.assertIsInstance(result, InvalidValue, shape)
+
+    def test_malformed_ndarray_imports_no_numpy(self) -> None:
+        """A refused ndarray shape is refused before numpy is imported (an attacker cannot make us load it)."""
+        script = (
+            "import sys\n"
+            "from framing import Decoder, dumps\n"
+            "from framing.wire import PREAMBLE\n"
+            "from tests.framing.test_costs import CLOSE_TOKEN, opened\n"
+            "data = PREAMBLE + opened('ndarray') + dumps('<f8')[9:] + dumps([2**70])[9:] + dumps(b'')[9:] + CLOSE_TOKEN\n"
+            "(result,) = Decoder().feed(data)\n"
+            "print(result.code, 'numpy' in sys.modules)\n"
+        )
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=_ENV)
+        self.assertEqual(out.stdout.split(), ["invalid-value", "False"])
 
     def test_array_item_size_checked_first(self) -> None:
         """An array.array whose item size is a huge int is refused before any arithmetic with it."""
