@@ -255,7 +255,8 @@ class ArraySizeTests(SynchronousTestCase):
             "from framing import Decoder, dumps\n"
             "from framing.wire import PREAMBLE\n"
             "from tests.framing.test_costs import CLOSE_TOKEN, opened\n"
-            "data = PREAMBLE + opened('ndarray') + dumps('<f8')[9:] + dumps([2**70])[9:] + dumps(b'')[9:] + CLOSE_TOKEN\n"
+            "parts = dumps('<f8')[9:] + dumps([2**70])[9:] + dumps(b'')[9:]\n"
+            "data = PREAMBLE + opened('ndarray') + parts + CLOSE_TOKEN\n"
             "(result,) = Decoder().feed(data)\n"
             "print(result.code, 'numpy' in sys.modules)\n"
         )
