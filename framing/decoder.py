@@ -13,12 +13,13 @@ beyond its wire bytes, are counted as it is built (each container's own size
 from its OPEN, then per item a slot and a small allowance for the item's
 object, plus a set's or dict's hash tracker), and the object is refused with
 L{TooManyItems} past C{Limits.max_object_items} or L{ObjectTooCostly} past
-C{Limits.max_object_memory}.  The count costs nothing per item: it is
-settled at checkpoints (each OPEN and CLOSE, and when a built-in container
-reaches the cap on its length that the last checkpoint gave it from what
-was left of the budget), so a scalar still costs one handler call and one
-unslicer call.  Children of other unslicers are counted when they are
-containers.  Worst-case costs per wire byte, per type: C{docs/costs.md}.
+C{Limits.max_object_memory}.  For the built-in containers the count costs
+nothing per item: it is settled at checkpoints (each OPEN and CLOSE, and
+when a container reaches the cap on its length that the last checkpoint gave
+it from what was left of the budget), so a scalar still costs one handler
+call and one unslicer call.  The children of other unslicers (user types,
+RPC messages) are counted one by one on their way in, at one more call
+each.  Worst-case costs per wire byte, per type: C{docs/costs.md}.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ _getsizeof = sys.getsizeof
 DEFAULT_OPEN_COST = 64
 """Bytes charged at the OPEN of an unslicer that declares no C{open_cost}."""
 DEFAULT_ITEM_COST = 56
-"""Bytes charged per child container of an unslicer outside the budget."""
+"""Bytes charged per child of an unslicer outside the budget."""
 
 
 @dataclass(frozen=True)
@@ -374,7 +375,7 @@ class Decoder:
             return
         over = self._open_budget(unslicer)
         self._stack.append(unslicer)
-        self._receive = unslicer.receive_child
+        self._receive = unslicer.receive_child if getattr(unslicer, "budgeted", False) else self._receive_counted
         self.accepts_all = self.constraint is None and not getattr(unslicer, "checks_tokens", True)
         if over:
             self._refuse(self._over_budget())
@@ -435,6 +436,17 @@ class Decoder:
             raise self._over_budget()
         top.allow(items_left, memory_left)
 
+    def _receive_counted(self, obj: Any) -> None:
+        """
+        Deliver a child to an unslicer outside the budget (a user type, an
+        RPC message), counting it on the way: such unslicers keep no cap.
+        """
+        self._items += 1
+        self._cost += DEFAULT_ITEM_COST
+        if self._items > self._max_object_items or self._cost > self._max_object_memory:
+            raise self._over_budget()
+        self._stack[-1].receive_child(obj)
+
     def _over_budget(self) -> Violation:
         if self._items > self._max_object_items:
             return TooManyItems(f"object has more than {self._max_object_items} items in all")
@@ -460,7 +472,12 @@ class Decoder:
         unslicer = stack.pop()
         if self._constraints:
             self._constraints.pop()
-        self._receive = stack[-1].receive_child if stack else self._results.append
+        if not stack:
+            self._receive = self._results.append
+        elif getattr(stack[-1], "budgeted", False):
+            self._receive = stack[-1].receive_child
+        else:
+            self._receive = self._receive_counted
         self._update_accepts_all()
         if stack and self._closed_over_budget(unslicer, stack[-1]):
             return
@@ -486,9 +503,6 @@ class Decoder:
             self._settle(unslicer)
         if getattr(parent, "budgeted", False):
             parent.allow(self._max_object_items - self._items, self._max_object_memory - self._cost)
-        else:
-            self._items += 1
-            self._cost += DEFAULT_ITEM_COST
         if self._items > self._max_object_items or self._cost > self._max_object_memory:
             self._refuse(self._over_budget())
             return True

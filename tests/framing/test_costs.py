@@ -19,6 +19,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Limits, dumps, loads
 from framing.errors import HashCollisions, InvalidValue, ObjectTooCostly, TooManyItems
+from framing.slicing.builtin import Unslicer
 from framing.slicing.registry import DEFAULT_REGISTRY, Registry
 from framing.wire import BIGINT, CLOSE, FLOAT, INT, OPEN, PREAMBLE, STRING, encode_header
 
@@ -131,6 +132,26 @@ class ObjectBudgetTests(SynchronousTestCase):
             loads(dumps([text]), limits=limits)
         self.assertEqual(loads(dumps(["a" * 40_000]), limits=limits), ["a" * 40_000])
 
+    def test_children_of_other_unslicers_are_counted(self) -> None:
+        """Scalars inside unslicers that keep no cap (nested, never closed) are counted one by one and refused."""
+        registry = Registry(DEFAULT_REGISTRY)
+        registry.add_unslicer("bag", BagUnslicer)
+        limits = Limits(max_object_memory=1_000_000)
+        data = PREAMBLE + (opened("bag") + integer(1000) * 10_000) * 5
+        decoder = Decoder(limits, registry)
+        tracemalloc.start()
+        try:
+            self.assertEqual(decoder.feed(data), [])  # refused, skipping to the CLOSEs
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        self.assertLess(peak, 2_000_000)
+        (result,) = decoder.feed(CLOSE_TOKEN * 5)
+        self.assertIsInstance(result, ObjectTooCostly)
+        self.assertEqual(result.where, "<bag><bag>")  # 10,000 children of 56 bytes a bag: the second passes
+        small = PREAMBLE + opened("bag") + integer(1000) * 100 + CLOSE_TOKEN
+        self.assertEqual(Decoder(limits, registry).feed(small), [[1000] * 100])
+
     def test_held_cost_grows_while_building(self) -> None:
         """held_cost reports the estimate of the object being built, and 0 between objects."""
         decoder = Decoder()
@@ -139,6 +160,25 @@ class ObjectBudgetTests(SynchronousTestCase):
         self.assertGreaterEqual(decoder.held_cost, 10 * 216)
         decoder.feed(CLOSE_TOKEN * 2)
         self.assertEqual(decoder.held_cost, 0)
+
+
+class BagUnslicer(Unslicer):
+    """A user unslicer that keeps whatever it is given, with no cap of its own."""
+
+    open_type = "bag"
+
+    def __init__(self, limits: Limits) -> None:
+        super().__init__(limits)
+        self.held: list[Any] = []
+
+    def receive_child(self, obj: Any) -> None:
+        self.held.append(obj)
+
+    def finish(self) -> Any:
+        return self.held
+
+    def child_where(self) -> str:
+        return "<bag>"
 
 
 class Key:
