@@ -25,7 +25,6 @@ each.  Worst-case costs per wire byte, per type: C{docs/costs.md}.
 from __future__ import annotations
 
 import struct
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -69,7 +68,6 @@ from .wire import (
 _SIMPLE_VALUES = (None, False, True)
 _UNPACK_FLOAT = struct.Struct(">d").unpack
 _BIG = 1 << 64
-_getsizeof = sys.getsizeof
 
 DEFAULT_OPEN_COST = 64
 """Bytes charged at the OPEN of an unslicer that declares no C{open_cost}."""
@@ -323,12 +321,6 @@ class Decoder:
         except UnicodeDecodeError as error:
             self._refuse(InvalidValue(f"STRING body is not valid UTF-8: {error.reason} at byte {error.start}"))
             return
-        if len(text) != len(body) and self._stack:
-            # Not ASCII: one wide character widens every other to 2 or 4 bytes.
-            self._cost += _getsizeof(text) - len(body)
-            if self._cost > self._max_object_memory:
-                self._refuse(self._over_budget())
-                return
         self._deliver(text)
 
     def _on_bigint(self, body: bytes) -> None:
@@ -373,29 +365,38 @@ class Decoder:
         except Exception as error:
             self._refuse(_unslicer_failed(error), opened=True)
             return
-        over = self._open_budget(unslicer)
+        budgeted = getattr(unslicer, "budgeted", False)
+        over = self._open_budget(unslicer, budgeted)
         self._stack.append(unslicer)
-        self._receive = unslicer.receive_child if getattr(unslicer, "budgeted", False) else self._receive_counted
+        self._receive = unslicer.receive_child if budgeted else self._receive_counted
         self.accepts_all = self.constraint is None and not getattr(unslicer, "checks_tokens", True)
         if over:
             self._refuse(self._over_budget())
 
     # -- the per-object budget --------------------------------------------
 
-    def _open_budget(self, unslicer: Any) -> bool:
+    def _open_budget(self, unslicer: Any, budgeted: bool) -> bool:
         """
         Checkpoint at an OPEN: settle the parent (it stops growing while
         this child is open), charge the child's own size and give it a cap;
-        return True if the object is now over budget.
+        return True if the object is now over budget.  (L{_settle} and
+        C{allow} written out: this runs for every container.)
         """
         if self._stack:
+            items, cost = self._items, self._cost
             parent = self._stack[-1]
             if getattr(parent, "budgeted", False):
-                self._settle(parent)
-            items, cost = self._items, self._cost
+                length = len(parent.items)
+                if length != parent.settled:
+                    items += length - parent.settled
+                    cost += (length - parent.settled) * parent.item_cost
+                    parent.settled = length
+                if parent.extra:
+                    cost += parent.extra
+                    parent.extra = 0
         else:
             items = cost = 0
-        if getattr(unslicer, "budgeted", False):
+        if budgeted:
             cost += unslicer.open_cost
             unslicer.refill = self._refill
             more = (self._max_object_memory - cost) // unslicer.worst_item_cost
@@ -497,15 +498,23 @@ class Decoder:
         """
         Checkpoint at the CLOSE of a child container: settle it, recap its
         parent (the child spent budget the parent's cap assumed); refuse the
-        object and return True if it is over budget.
+        object and return True if it is over budget.  (L{_settle} and
+        C{allow} written out: this runs for every container.)
         """
+        items, cost = self._items, self._cost
         if getattr(unslicer, "budgeted", False):
-            self._settle(unslicer)
-        if getattr(parent, "budgeted", False):
-            parent.allow(self._max_object_items - self._items, self._max_object_memory - self._cost)
-        if self._items > self._max_object_items or self._cost > self._max_object_memory:
+            length = len(unslicer.items)
+            items += length - unslicer.settled
+            cost += (length - unslicer.settled) * unslicer.item_cost + unslicer.extra
+            self._items, self._cost = items, cost
+        if items > self._max_object_items or cost > self._max_object_memory:
             self._refuse(self._over_budget())
             return True
+        if getattr(parent, "budgeted", False):
+            more = (self._max_object_memory - cost) // parent.worst_item_cost
+            left = self._max_object_items - items
+            more = len(parent.items) + (left if left < more else more)
+            parent.cap = more if more < parent.max_length else parent.max_length
         return False
 
     def _on_abort(self, value: int) -> None:

@@ -53,11 +53,12 @@ class Limits:
     @ivar max_object_memory: most memory, in bytes, that one top-level object
         may take beyond the bytes its bodies carried on the wire, as the
         decoder estimates it while building (each container's own size, a
-        slot per item, a small allowance per value, the widening of non-ASCII
-        text, the hash-collision tracker of sets and dict keys).  Body bytes
-        are held one for one with the wire and are bounded by the body
-        limits and by the connection's cap on wire bytes per object, so an
-        object holds at most its wire bytes plus this.  32 MiB: about
+        slot per item, a small allowance per value, the hash-collision
+        tracker of sets and dict keys).  Body bytes are held one for one
+        with the wire (text up to four for one, as for C{max_string_length})
+        and are bounded by the body limits and by the connection's cap on
+        wire bytes per object, so an object holds at most four times its
+        wire bytes plus this.  32 MiB: about
         670,000 values in lists (estimated at 50 bytes each), 230,000 dict
         entries; a peer that sends 5-byte empty sets (224 bytes held each) is
         refused after about 125,000 of them, 0.6 MB of input.  Raise it
