@@ -46,6 +46,7 @@ from .errors import (
 )
 from .limits import DEFAULT_LIMITS, Limits
 from .scanner import BODY_SKIP, BODY_WHOLE, TokenScanner
+from .slicing.builtin import CapReached
 from .slicing.constraints import Constraint
 from .slicing.registry import DEFAULT_REGISTRY, Registry, UnslicerFactory
 from .wire import (
@@ -137,7 +138,6 @@ class Decoder:
         self.handlers = list(self._building)
         self._max_object_items = self.limits.max_object_items
         self._max_object_memory = self.limits.max_object_memory
-        self._refill = self._checkpoint  # one bound method, given to every container
         self.accepts_all = constraint is None
         self._scanner = TokenScanner(self, self.limits, preamble)
 
@@ -309,8 +309,22 @@ class Decoder:
             raise
         except Violation as violation:
             self._refuse(violation)
+        except CapReached:
+            self._cap_reached(obj)
         except Exception as error:  # a user unslicer's bug refuses the object, not the stream
             self._refuse(_unslicer_failed(error))
+
+    def _cap_reached(self, obj: Any) -> None:
+        """The innermost container reached its cap: checkpoint, then deliver C{obj} again or refuse."""
+        try:
+            self._checkpoint()
+        except Violation as violation:
+            self._refuse(violation)
+            return
+        top = self._stack[-1]
+        if top.cap <= len(top.items):
+            top.cap = len(top.items) + 1  # at the budget's edge: this one, then the next checkpoint
+        Decoder._deliver(self, obj)
 
     def _on_neg(self, value: int) -> None:
         self._deliver(-1 - value)
@@ -398,7 +412,6 @@ class Decoder:
             items = cost = 0
         if budgeted:
             cost += unslicer.open_cost
-            unslicer.refill = self._refill
             more = (self._max_object_memory - cost) // unslicer.worst_item_cost
             left = self._max_object_items - items
             more = left if left < more else more
@@ -423,11 +436,10 @@ class Decoder:
 
     def _checkpoint(self) -> None:
         """
-        Settle the innermost container, refuse the object if it is over its
-        budget, else give the container a cap from what is left.
+        Settle the innermost container; give it a cap from what is left of
+        the budget.
 
-        @raise Violation: the object is over budget (raised, so that a
-            container calling this at its cap stops there).
+        @raise Violation: the object is over budget.
         """
         top = self._stack[-1]
         self._settle(top)

@@ -28,9 +28,9 @@ Budget: these containers take part in the decoder's per-object budget
 without any per-item work.  Each has a C{cap} on its length that the
 decoder sets from what is left of the object's item and memory budget; the
 length check every container already makes compares against it, and only
-when the cap is reached does the container call C{refill} (the decoder's
-checkpoint, which settles the estimate, refuses the object if it is over,
-or sets a new cap).
+when the cap is reached does the container raise L{CapReached}, on which the
+decoder settles the estimate, refuses the object if it is over, or sets a
+new cap and delivers the item again.
 """
 
 from __future__ import annotations
@@ -64,6 +64,13 @@ above 255 takes 28-36, a float 24, a bytes 33 plus its body, an ASCII str 49
 plus its body less its header)."""
 
 
+class CapReached(Exception):
+    """
+    A built-in container reached the cap the decoder gave it: the decoder
+    settles its budget and delivers the item again (never seen outside).
+    """
+
+
 @implementer(IUnslicer)
 class Unslicer:
     """
@@ -83,9 +90,9 @@ class Unslicer:
     slot_cost: ClassVar[int] = 16
     budgeted: ClassVar[bool] = False
     """True for unslicers that keep C{items}, C{cap}, C{settled}, C{extra}
-    and call C{refill} at their cap (the built-in containers); the decoder
-    counts the children of any other unslicer only when they are
-    containers."""
+    and raise L{CapReached} at their cap (the built-in containers; a subclass
+    that overrides C{receive_child} must keep the cap check); the decoder
+    counts the children of any other unslicer one by one on their way in."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -111,7 +118,7 @@ class _Container(Unslicer):
     """
     The budget bookkeeping shared by the built-in containers.
 
-    @ivar cap: the length at which the next item calls L{refill}.
+    @ivar cap: the length at which the next item raises L{CapReached}.
     @ivar settled: the length the decoder has already charged for.
     @ivar extra: bytes held beyond the per-item estimate, not yet charged.
     @cvar item_cost: estimated bytes per item: its slot and L{VALUE_ALLOWANCE}.
@@ -122,8 +129,6 @@ class _Container(Unslicer):
     item_cost: ClassVar[int] = 16 + VALUE_ALLOWANCE
     worst_item_cost: ClassVar[int] = 16 + VALUE_ALLOWANCE
     items: Any
-    settled = 0
-    extra = 0
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -131,19 +136,17 @@ class _Container(Unslicer):
         cls.worst_item_cost = max(cls.worst_item_cost, cls.item_cost)
 
     def __init__(self, limits: Limits) -> None:
+        # Every attribute set here, in one order, so that all instances
+        # share one key layout (CPython's fast attribute access).
         self.limits = limits
         self.max_length = self.cap = limits.max_items
-
-    def refill(self) -> None:
-        """Called at the cap; the decoder replaces this with its checkpoint."""
-        self.cap = self.max_length
+        self.settled = self.extra = 0
+        self._counter: _HashCounter | None = None
 
     def allow(self, items: int, memory: int) -> None:
-        """Let at most C{items} more items, estimated at C{memory} bytes, arrive before L{refill}."""
+        """Let at most C{items} more items, estimated at C{memory} bytes, arrive before L{CapReached}."""
         more = min(items, memory // self.worst_item_cost)
         self.cap = min(self.max_length, len(self.items) + max(more, 0))
-
-    _counter: _HashCounter | None = None
 
     def _track(self, obj: Any, what: str) -> None:
         """Count the equality probes C{obj}'s hash will cost (for a member whose hash a peer can choose)."""
@@ -155,7 +158,7 @@ class _Container(Unslicer):
         """The length reached the cap: refuse past C{max_items}, else ask for more."""
         if len(self.items) >= self.max_length:
             raise TooManyItems(f"{self.open_type} has more than {self.max_length} items")
-        self.refill()
+        raise CapReached()
 
 
 class ListUnslicer(_Container):
@@ -288,16 +291,16 @@ class DictUnslicer(_Container):
     # second value's allowance
     slot_cost = 64 + VALUE_ALLOWANCE
     worst_item_cost = 64 + 2 * VALUE_ALLOWANCE + TRACKED_KEY_COST
-    _key: Any = _NO_KEY
 
     def __init__(self, limits: Limits) -> None:
         self.items: dict[Any, Any] = {}
         super().__init__(limits)
+        self._key: Any = _NO_KEY
 
     def full(self) -> None:
         if len(self.items) >= self.max_length:
             raise TooManyItems(f"dict has more than {self.max_length} keys")
-        self.refill()
+        raise CapReached()
 
     def receive_child(self, obj: Any) -> None:
         key = self._key
