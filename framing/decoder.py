@@ -109,6 +109,8 @@ class Decoder:
     """Items of the top-level object being built, as of the last checkpoint."""
     _cost = 0
     """Its estimated bytes beyond its wire bytes, as of the last checkpoint."""
+    _top_budgeted = False
+    """Whether the innermost open container keeps the budget itself (a built-in one)."""
 
     def __init__(
         self,
@@ -379,9 +381,13 @@ class Decoder:
         except Exception as error:
             self._refuse(_unslicer_failed(error), opened=True)
             return
-        budgeted = getattr(unslicer, "budgeted", False)
+        try:  # (getattr with a default costs a call: this runs for every container)
+            budgeted = unslicer.budgeted
+        except AttributeError:
+            budgeted = False
         over = self._open_budget(unslicer, budgeted)
         self._stack.append(unslicer)
+        self._top_budgeted = budgeted
         self._receive = unslicer.receive_child if budgeted else self._receive_counted
         self.accepts_all = self.constraint is None and not getattr(unslicer, "checks_tokens", True)
         if over:
@@ -399,7 +405,7 @@ class Decoder:
         if self._stack:
             items, cost = self._items, self._cost
             parent = self._stack[-1]
-            if getattr(parent, "budgeted", False):
+            if self._top_budgeted:
                 length = len(parent.items)
                 if length != parent.settled:
                     items += length - parent.settled
@@ -487,13 +493,19 @@ class Decoder:
             self._constraints.pop()
         if not stack:
             self._receive = self._results.append
-        elif getattr(stack[-1], "budgeted", False):
-            self._receive = stack[-1].receive_child
+            self._top_budgeted = False
+            self._update_accepts_all()
         else:
-            self._receive = self._receive_counted
-        self._update_accepts_all()
-        if stack and self._closed_over_budget(unslicer, stack[-1]):
-            return
+            parent = stack[-1]
+            try:  # (getattr with a default costs a call: this runs for every container)
+                budgeted = parent.budgeted
+            except AttributeError:
+                budgeted = False
+            self._receive = parent.receive_child if budgeted else self._receive_counted
+            self._top_budgeted = budgeted
+            self._update_accepts_all()
+            if self._closed_over_budget(unslicer, parent, budgeted):
+                return
         try:
             obj = unslicer.finish()
         except ProtocolError:
@@ -506,7 +518,7 @@ class Decoder:
             return
         self._deliver(obj)
 
-    def _closed_over_budget(self, unslicer: Any, parent: Any) -> bool:
+    def _closed_over_budget(self, unslicer: Any, parent: Any, parent_budgeted: bool) -> bool:
         """
         Checkpoint at the CLOSE of a child container: settle it, recap its
         parent (the child spent budget the parent's cap assumed); refuse the
@@ -514,7 +526,11 @@ class Decoder:
         C{allow} written out: this runs for every container.)
         """
         items, cost = self._items, self._cost
-        if getattr(unslicer, "budgeted", False):
+        try:
+            budgeted = unslicer.budgeted
+        except AttributeError:
+            budgeted = False
+        if budgeted:
             length = len(unslicer.items)
             items += length - unslicer.settled
             cost += (length - unslicer.settled) * unslicer.item_cost + unslicer.extra
@@ -522,7 +538,7 @@ class Decoder:
         if items > self._max_object_items or cost > self._max_object_memory:
             self._refuse(self._over_budget())
             return True
-        if getattr(parent, "budgeted", False):
+        if parent_budgeted:
             more = (self._max_object_memory - cost) // parent.worst_item_cost
             left = self._max_object_items - items
             more = len(parent.items) + (left if left < more else more)
@@ -572,6 +588,7 @@ class Decoder:
         self._opening = None
         self._receive = self._results.append
         self._items = self._cost = 0
+        self._top_budgeted = False
         self._update_accepts_all()
 
     def _update_accepts_all(self) -> None:

@@ -249,10 +249,7 @@ class SetUnslicer(_Container):
         if len(items) >= self.cap:
             self.full()
         kind = type(obj)
-        if kind is int:
-            if not -_MODULUS < obj < _MODULUS:
-                self._track(obj, f"{self.open_type} member")
-        elif kind is not _STR and kind is not _BYTES:
+        if kind is not _STR and kind is not _BYTES and (kind is not int or not -_MODULUS < obj < _MODULUS):
             self._track(obj, f"{self.open_type} member")
         try:
             size = len(items)
@@ -309,10 +306,7 @@ class DictUnslicer(_Container):
             self._key = _NO_KEY
             return
         kind = type(obj)
-        if kind is int:
-            if not -_MODULUS < obj < _MODULUS:
-                self._track(obj, "dict key")
-        elif kind is not _STR and kind is not _BYTES:
+        if kind is not _STR and kind is not _BYTES and (kind is not int or not -_MODULUS < obj < _MODULUS):
             self._track(obj, "dict key")
         try:
             present = obj in self.items
