@@ -93,6 +93,15 @@ class ObjectBudgetTests(SynchronousTestCase):
         self.assertEqual(results[0].code, "object-too-costly")
         self.assertEqual(results[1], 5)
 
+    def test_each_object_starts_with_a_fresh_budget(self) -> None:
+        """After a refused object, and after one that used most of the budget, the next object gets the whole budget."""
+        limits = Limits(max_object_memory=100_000)
+        nearly = dumps([set() for _ in range(300)])[9:]  # about 80,000 estimated
+        refused = opened("list") + (opened("set") + CLOSE_TOKEN) * 2000 + CLOSE_TOKEN
+        results = Decoder(limits).feed(PREAMBLE + refused + nearly + nearly + refused + nearly)
+        kinds = [type(r).__name__ for r in results]
+        self.assertEqual(kinds, ["ObjectTooCostly", "list", "list", "ObjectTooCostly", "list"])
+
     def test_items_counted_across_containers(self) -> None:
         """max_object_items counts items across all the containers of one object, not per container."""
         limits = Limits(max_object_items=1000, max_items=600)
