@@ -15,6 +15,8 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Limits, dumps, loads
@@ -22,6 +24,8 @@ from framing.errors import HashCollisions, InvalidValue, ObjectTooCostly, TooMan
 from framing.slicing.builtin import Unslicer
 from framing.slicing.registry import DEFAULT_REGISTRY, Registry
 from framing.wire import BIGINT, CLOSE, FLOAT, INT, OPEN, PREAMBLE, STRING, encode_header
+
+from .test_codec import same
 
 MODULUS = sys.hash_info.modulus
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -359,3 +363,54 @@ class CostPerWireByteTests(SynchronousTestCase):
         decoder = Decoder(Limits(max_object_memory=10_000))
         calls = count_calls(lambda: decoder.feed(PREAMBLE + body))
         self.assertLess(calls / len(body), 6)
+
+
+_scalars = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False),
+    st.text(max_size=8),
+    st.binary(max_size=8),
+    st.none(),
+    st.booleans(),
+)
+_hashables = st.recursive(
+    _scalars, lambda inner: st.tuples(inner, inner) | st.frozensets(inner, max_size=4), max_leaves=6
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=12)
+        | st.tuples(inner, inner)
+        | st.sets(_hashables, max_size=12)
+        | st.frozensets(_hashables, max_size=6)
+        | st.dictionaries(_hashables, inner, max_size=8)
+    ),
+    max_leaves=60,
+)
+
+
+class BudgetPropertyTests(SynchronousTestCase):
+    @settings(max_examples=200, deadline=None)
+    @given(
+        value=_values,
+        memory=st.integers(min_value=0, max_value=20_000),
+        items=st.integers(min_value=0, max_value=200),
+        split=st.integers(min_value=0),
+    )
+    def test_budget_decisions(self, value: Any, memory: int, items: int, split: int) -> None:
+        """Under any budget an object decodes to itself or is refused by the budget, the same however it is split."""
+        limits = Limits(max_object_memory=memory, max_object_items=items)
+        blob = dumps(value)
+        whole = Decoder(limits).feed(blob)
+        cut = split % (len(blob) + 1)
+        decoder = Decoder(limits)
+        pieces = decoder.feed(blob[:cut]) + decoder.feed(blob[cut:])
+        self.assertEqual(len(whole), 1)
+        self.assertEqual(type(whole[0]), type(pieces[0]))
+        if isinstance(whole[0], (ObjectTooCostly, TooManyItems)):
+            self.assertEqual(whole, pieces)
+            big = Decoder(Limits(max_object_memory=memory * 100 + 10**6, max_object_items=10**6)).feed(blob)
+            self.assertTrue(same(big[0], value))  # refused by the budget alone
+        else:
+            self.assertTrue(same(whole[0], value), whole)
+            self.assertTrue(same(pieces[0], value))
