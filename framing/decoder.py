@@ -7,6 +7,19 @@ neighbours.  After a refusal the rest of the object's tokens are skipped
 (their bodies are dropped as they arrive, never buffered) up to its CLOSE.
 A L{ProtocolError} is raised, and the decoder then refuses all input.
 Per-token cost is O(1): one handler call, one unslicer call.
+
+Cost budget: the values in a top-level object, and the memory it will hold
+beyond its wire bytes, are counted as it is built (each container's own size
+from its OPEN, then per item a slot and a small allowance for the item's
+object, plus a set's or dict's hash tracker), and the object is refused with
+L{TooManyItems} past C{Limits.max_object_items} or L{ObjectTooCostly} past
+C{Limits.max_object_memory}.  For the built-in containers the count costs
+nothing per item: it is settled at checkpoints (each OPEN and CLOSE, and
+when a container reaches the cap on its length that the last checkpoint gave
+it from what was left of the budget), so a scalar still costs one handler
+call and one unslicer call.  The children of other unslicers (user types,
+RPC messages) are counted one by one on their way in, at one more call
+each.  Worst-case costs per wire byte, per type: C{docs/costs.md}.
 """
 
 from __future__ import annotations
@@ -20,9 +33,11 @@ from .errors import (
     Aborted,
     ChunkwireError,
     InvalidValue,
+    ObjectTooCostly,
     PeerError,
     ProtocolError,
     TooDeep,
+    TooManyItems,
     TruncatedStream,
     UnexpectedToken,
     UnknownType,
@@ -31,6 +46,7 @@ from .errors import (
 )
 from .limits import DEFAULT_LIMITS, Limits
 from .scanner import BODY_SKIP, BODY_WHOLE, WANT_PREAMBLE, TokenScanner
+from .slicing.builtin import CapReached
 from .slicing.constraints import Constraint
 from .slicing.registry import DEFAULT_REGISTRY, Registry, UnslicerFactory
 from .wire import (
@@ -53,6 +69,11 @@ from .wire import (
 _SIMPLE_VALUES = (None, False, True)
 _UNPACK_FLOAT = struct.Struct(">d").unpack
 _BIG = 1 << 64
+
+DEFAULT_OPEN_COST = 64
+"""Bytes charged at the OPEN of an unslicer that declares no C{open_cost}."""
+DEFAULT_ITEM_COST = 56
+"""Bytes charged per child of an unslicer outside the budget."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +105,13 @@ class Decoder:
         states).
     """
 
+    _items = 0
+    """Items of the top-level object being built, as of the last checkpoint."""
+    _cost = 0
+    """Its estimated bytes beyond its wire bytes, as of the last checkpoint."""
+    _top_budgeted = False
+    """Whether the innermost open container keeps the budget itself (a built-in one)."""
+
     def __init__(
         self,
         limits: Limits | None = None,
@@ -110,6 +138,8 @@ class Decoder:
         self._building = self._building_handlers()
         self._discarding = self._discarding_handlers()
         self.handlers = list(self._building)
+        self._max_object_items = self.limits.max_object_items
+        self._max_object_memory = self.limits.max_object_memory
         self.accepts_all = constraint is None
         self._scanner = TokenScanner(self, self.limits, preamble)
 
@@ -122,6 +152,14 @@ class Decoder:
     def nothing_received(self) -> bool:
         """True until the first byte of the preamble is fed (always False for a decoder made without one)."""
         return self._scanner.state == WANT_PREAMBLE and not self._scanner.buffered
+
+    @property
+    def held_cost(self) -> int:
+        """
+        Estimated bytes held by the top-level object being built beyond its
+        wire bytes, as of the last checkpoint (0 between objects).
+        """
+        return self._cost if self._stack else 0
 
     @property
     def at_boundary(self) -> bool:
@@ -278,8 +316,22 @@ class Decoder:
             raise
         except Violation as violation:
             self._refuse(violation)
+        except CapReached:
+            self._cap_reached(obj)
         except Exception as error:  # a user unslicer's bug refuses the object, not the stream
             self._refuse(_unslicer_failed(error))
+
+    def _cap_reached(self, obj: Any) -> None:
+        """The innermost container reached its cap: checkpoint, then deliver C{obj} again or refuse."""
+        try:
+            self._checkpoint()
+        except Violation as violation:
+            self._refuse(violation)
+            return
+        top = self._stack[-1]
+        if top.cap <= len(top.items):
+            top.cap = len(top.items) + 1  # at the budget's edge: this one, then the next checkpoint
+        Decoder._deliver(self, obj)
 
     def _on_neg(self, value: int) -> None:
         self._deliver(-1 - value)
@@ -334,9 +386,97 @@ class Decoder:
         except Exception as error:
             self._refuse(_unslicer_failed(error), opened=True)
             return
+        try:  # (getattr with a default costs a call: this runs for every container)
+            budgeted = unslicer.budgeted
+        except AttributeError:
+            budgeted = False
+        over = self._open_budget(unslicer, budgeted)
         self._stack.append(unslicer)
-        self._receive = unslicer.receive_child
+        self._top_budgeted = budgeted
+        self._receive = unslicer.receive_child if budgeted else self._receive_counted
         self.accepts_all = self.constraint is None and not getattr(unslicer, "checks_tokens", True)
+        if over:
+            self._refuse(self._over_budget())
+
+    # -- the per-object budget --------------------------------------------
+
+    def _open_budget(self, unslicer: Any, budgeted: bool) -> bool:
+        """
+        Checkpoint at an OPEN: settle the parent (it stops growing while
+        this child is open), charge the child's own size and give it a cap;
+        return True if the object is now over budget.  (L{_settle} and
+        C{allow} written out: this runs for every container.)
+        """
+        if self._stack:
+            items, cost = self._items, self._cost
+            parent = self._stack[-1]
+            if self._top_budgeted:
+                length = len(parent.items)
+                if length != parent.settled:
+                    items += length - parent.settled
+                    cost += (length - parent.settled) * parent.item_cost
+                    parent.settled = length
+                if parent.extra:
+                    cost += parent.extra
+                    parent.extra = 0
+        else:
+            items = cost = 0
+        if budgeted:
+            cost += unslicer.open_cost
+            more = (self._max_object_memory - cost) // unslicer.worst_item_cost
+            left = self._max_object_items - items
+            more = left if left < more else more
+            if more < unslicer.cap:
+                unslicer.cap = more if more > 0 else 0
+        else:
+            cost += getattr(unslicer, "open_cost", DEFAULT_OPEN_COST)
+        self._items, self._cost = items, cost
+        return items > self._max_object_items or cost > self._max_object_memory
+
+    def _settle(self, unslicer: Any) -> None:
+        """Charge what a built-in container gained since its last checkpoint."""
+        length = len(unslicer.items)
+        gained = length - unslicer.settled
+        if gained:
+            unslicer.settled = length
+            self._items += gained
+            self._cost += gained * unslicer.item_cost
+        if unslicer.extra:
+            self._cost += unslicer.extra
+            unslicer.extra = 0
+
+    def _checkpoint(self) -> None:
+        """
+        Settle the innermost container; give it a cap from what is left of
+        the budget.
+
+        @raise Violation: the object is over budget.
+        """
+        top = self._stack[-1]
+        self._settle(top)
+        items_left = self._max_object_items - self._items
+        memory_left = self._max_object_memory - self._cost
+        if items_left < 0 or memory_left < 0:
+            raise self._over_budget()
+        top.allow(items_left, memory_left)
+
+    def _receive_counted(self, obj: Any) -> None:
+        """
+        Deliver a child to an unslicer outside the budget (a user type, an
+        RPC message), counting it on the way: such unslicers keep no cap.
+        """
+        self._items += 1
+        self._cost += DEFAULT_ITEM_COST
+        if self._items > self._max_object_items or self._cost > self._max_object_memory:
+            raise self._over_budget()
+        self._stack[-1].receive_child(obj)
+
+    def _over_budget(self) -> Violation:
+        if self._items > self._max_object_items:
+            return TooManyItems(f"object has more than {self._max_object_items} items in all")
+        return ObjectTooCostly(
+            f"object would hold more than {self._max_object_memory} bytes beyond its wire bytes (estimated)"
+        )
 
     def _lookup(self, body: bytes) -> UnslicerFactory | None:
         """Find the unslicer for an OPEN's name; refuse the object if there is none."""
@@ -356,8 +496,21 @@ class Decoder:
         unslicer = stack.pop()
         if self._constraints:
             self._constraints.pop()
-        self._receive = stack[-1].receive_child if stack else self._results.append
-        self._update_accepts_all()
+        if not stack:
+            self._receive = self._results.append
+            self._top_budgeted = False
+            self._update_accepts_all()
+        else:
+            parent = stack[-1]
+            try:  # (getattr with a default costs a call: this runs for every container)
+                budgeted = parent.budgeted
+            except AttributeError:
+                budgeted = False
+            self._receive = parent.receive_child if budgeted else self._receive_counted
+            self._top_budgeted = budgeted
+            self._update_accepts_all()
+            if self._closed_over_budget(unslicer, parent, budgeted):
+                return
         try:
             obj = unslicer.finish()
         except ProtocolError:
@@ -369,6 +522,33 @@ class Decoder:
             self._refuse(_unslicer_failed(error))
             return
         self._deliver(obj)
+
+    def _closed_over_budget(self, unslicer: Any, parent: Any, parent_budgeted: bool) -> bool:
+        """
+        Checkpoint at the CLOSE of a child container: settle it, recap its
+        parent (the child spent budget the parent's cap assumed); refuse the
+        object and return True if it is over budget.  (L{_settle} and
+        C{allow} written out: this runs for every container.)
+        """
+        items, cost = self._items, self._cost
+        try:
+            budgeted = unslicer.budgeted
+        except AttributeError:
+            budgeted = False
+        if budgeted:
+            length = len(unslicer.items)
+            items += length - unslicer.settled
+            cost += (length - unslicer.settled) * unslicer.item_cost + unslicer.extra
+            self._items, self._cost = items, cost
+        if items > self._max_object_items or cost > self._max_object_memory:
+            self._refuse(self._over_budget())
+            return True
+        if parent_budgeted:
+            more = (self._max_object_memory - cost) // parent.worst_item_cost
+            left = self._max_object_items - items
+            more = len(parent.items) + (left if left < more else more)
+            parent.cap = more if more < parent.max_length else parent.max_length
+        return False
 
     def _on_abort(self, value: int) -> None:
         if value:
@@ -412,6 +592,8 @@ class Decoder:
         self._constraints.clear()
         self._opening = None
         self._receive = self._results.append
+        self._items = self._cost = 0
+        self._top_budgeted = False
         self._update_accepts_all()
 
     def _update_accepts_all(self) -> None:

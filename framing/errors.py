@@ -136,9 +136,30 @@ class TooDeep(Violation):
 
 
 class TooManyItems(Violation):
-    """A container held more items than its limit."""
+    """A container, or a whole top-level object, held more items than its limit."""
 
     code = "too-many-items"
+
+
+class ObjectTooCostly(Violation):
+    """
+    One top-level object would take more memory than
+    L{Limits.max_object_memory} beyond its wire bytes, by the decoder's
+    estimate as it is built (many small containers in few bytes).
+    """
+
+    code = "object-too-costly"
+
+
+class HashCollisions(Violation):
+    """
+    The members of a set or the keys of a dict share hashes so often that
+    building it would cost more than L{Limits.max_hash_collisions} equality
+    probes (values chosen to collide, e.g. ints that are multiples of
+    C{2**61 - 1}).
+    """
+
+    code = "hash-collisions"
 
 
 class KindRefused(Violation):

@@ -43,7 +43,33 @@ class Limits:
     @ivar max_depth: deepest nesting of containers.  64: deep enough for any
         real schema, shallow enough that recursion stays cheap.
     @ivar max_items: most items in one container (a dict counts keys).
-        1 Mi items: a list of that many small ints is about 1-2 MiB.
+        1 Mi items: a list of that many small ints is about 8 MiB.
+    @ivar max_object_items: most values in one top-level object, counted
+        across all its containers as it is built (a dict entry is two: its
+        key and its value).  1 Mi, the same as one full container: decoding
+        costs a bounded number of operations per value (see
+        C{docs/costs.md}), so this bounds the CPU one object can take, about
+        a quarter of a second in pure Python, whatever its shape.
+    @ivar max_object_memory: most memory, in bytes, that one top-level object
+        may take beyond the bytes its bodies carried on the wire, as the
+        decoder estimates it while building (each container's own size, a
+        slot per item, a small allowance per value, the hash-collision
+        tracker of sets and dict keys).  Body bytes are held one for one
+        with the wire (text up to four for one, as for C{max_string_length})
+        and are bounded by the body limits and by the connection's cap on
+        wire bytes per object, so an object holds at most four times its
+        wire bytes plus this.  32 MiB: about
+        670,000 values in lists (estimated at 50 bytes each), 230,000 dict
+        entries; a peer that sends 5-byte empty sets (224 bytes held each) is
+        refused after about 125,000 of them, 0.6 MB of input.  Raise it
+        with C{max_items} for services that take larger objects.
+    @ivar max_hash_collisions: most equality probes one set, frozenset or
+        dict may need for members or keys whose hashes collide (the count
+        of earlier members with the same full hash, summed over members).
+        128: honest data almost never collides, and the probes are capped at
+        about sqrt(128 / 2) = 8 comparisons per wire byte, where an
+        attacker's set of ints sharing one hash would otherwise cost time
+        quadratic in its size.
     @ivar send_high_water: the most bytes that may wait to be sent to the
         peer (encoded but not yet taken by the socket) before the connection
         stops reading from it; C{None} turns the rule off.  4 MiB: a server's
@@ -67,6 +93,9 @@ class Limits:
     max_buffered_bytes: int = 1 * MiB
     max_depth: int = 64
     max_items: int = 1024 * 1024
+    max_object_items: int = 1024 * 1024
+    max_object_memory: int = 32 * MiB
+    max_hash_collisions: int = 128
     send_high_water: int | None = 4 * MiB
     send_low_water: int = 1 * MiB
 
@@ -82,6 +111,9 @@ class Limits:
             "max_buffered_bytes",
             "max_depth",
             "max_items",
+            "max_object_items",
+            "max_object_memory",
+            "max_hash_collisions",
             "send_low_water",
         ):
             if getattr(self, name) < 0:

@@ -5,8 +5,13 @@ element), with what a reader needs to rebuild it exactly on any machine:
 the typecode (or dtype), the item size and the writer's byte order.
 Decoding copies the body once into the array; a body whose length is not a
 whole number of items, an unknown typecode or a non-numeric dtype refuses
-the object.  numpy is used only if it is installed and only when an
-C{ndarray} is sent or received.
+the object.  Sizes from the wire are checked one by one against small
+bounds before any arithmetic is done with them (an ndarray's shape has at
+most L{MAX_NDIM} dimensions, each below 2**63, checked before their product
+is formed; an array's item size is matched against the few local ones), so
+a shape of huge ints costs a comparison each, never a bignum product.
+numpy is used only if it is installed and only when an C{ndarray} is sent
+or received.
 """
 
 from __future__ import annotations
@@ -106,8 +111,9 @@ class ArrayUnslicer(PartsUnslicer):
         self.receive_child(data)
 
     def build(self, typecode: str, itemsize: int, byteorder: str, data: bytes) -> array.array[Any]:
-        if type(itemsize) is not int or itemsize <= 0 or byteorder not in ("little", "big"):
-            raise InvalidValue("array needs a typecode, a positive item size and 'little' or 'big'")
+        if type(itemsize) is not int or not 0 < itemsize <= 16 or byteorder not in ("little", "big"):
+            # No local typecode is wider than 8 bytes: a bignum size goes no further.
+            raise InvalidValue("array needs a typecode, an item size of 1 to 16 bytes and 'little' or 'big'")
         local = _local_typecode(typecode, itemsize)
         if len(data) % itemsize:
             raise InvalidValue(f"array body of {len(data)} bytes is not a whole number of {itemsize}-byte items")
@@ -117,6 +123,11 @@ class ArrayUnslicer(PartsUnslicer):
             result.byteswap()
         return result
 
+
+MAX_NDIM = 64
+"""Most dimensions an ndarray may have (numpy 2's own limit; numpy 1's is 32)."""
+MAX_DIMENSION = 2**63 - 1
+"""Largest length of one dimension (numpy's index type is a signed 64-bit int)."""
 
 # Only plain numeric dtypes: never object arrays, which would need pickle.
 _DTYPE = re.compile(r"^[<>|=][biuf?][0-9]{1,2}$|^[<>|=]c(8|16|32)$")
@@ -141,21 +152,35 @@ class NdarrayUnslicer(PartsUnslicer):
     part_types = (str, list, bytes)
 
     def build(self, dtype: Any, shape: Any, data: bytes) -> Any:
+        if not isinstance(dtype, str) or not _DTYPE.match(dtype):
+            raise InvalidValue(f"ndarray dtype {short_repr(dtype, 20)} is not a plain numeric type")
+        # Checked before numpy is imported: a malformed array costs no import.
+        count = _element_count(shape)
         try:
             import numpy
         except ImportError:
             raise UnknownType("an ndarray arrived but numpy is not installed") from None
-        if not isinstance(dtype, str) or not _DTYPE.match(dtype):
-            raise InvalidValue(f"ndarray dtype {short_repr(dtype, 20)} is not a plain numeric type")
-        if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
-            raise InvalidValue("ndarray shape must be a list of non-negative ints")
         parsed = numpy.dtype(dtype)
-        count = 1
-        for n in shape:
-            count *= n
         if count * parsed.itemsize != len(data):
             raise InvalidValue(f"ndarray body of {len(data)} bytes does not match shape {shape} of {dtype}")
         return numpy.frombuffer(data, dtype=parsed).reshape(shape)
+
+
+def _element_count(shape: Any) -> int:
+    """
+    The product of C{shape}, after checking each dimension against
+    L{MAX_DIMENSION} (and their number against L{MAX_NDIM}) before any
+    multiplication: the product of at most 64 factors below 2**63 is cheap.
+    """
+    if not isinstance(shape, list) or len(shape) > MAX_NDIM:
+        raise InvalidValue(f"ndarray shape must be a list of at most {MAX_NDIM} non-negative ints")
+    for index, n in enumerate(shape):
+        if type(n) is not int or not 0 <= n <= MAX_DIMENSION:
+            raise InvalidValue(f"ndarray dimension {index} is not an int between 0 and 2**63 - 1")
+    count = 1
+    for n in shape:
+        count *= n
+    return count
 
 
 def is_ndarray(cls: type) -> bool:

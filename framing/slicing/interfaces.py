@@ -23,7 +23,14 @@ class ISlicer(Interface):  # type: ignore[misc]
 
 
 class IUnslicer(Interface):  # type: ignore[misc]
-    """Builds one object from the tokens inside an OPEN ... CLOSE."""
+    """
+    Builds one object from the tokens inside an OPEN ... CLOSE.
+
+    The decoder charges the object it builds to its per-object budget: an
+    optional C{open_cost} attribute (bytes; 64 if absent) at its OPEN, and
+    56 bytes and one item for each child on its way in (the built-in
+    containers keep that count themselves, at no cost per item).
+    """
 
     open_type = Attribute("The open-type name this unslicer builds, e.g. 'list'.")
 

@@ -251,6 +251,8 @@ ATTACKS: dict[str, tuple[Callable[[int, float], dict[str, Any]], str]] = {
 }
 """Each attack and the code the server must log for it."""
 
-from .attacks_rpc import RPC_ATTACKS  # noqa: E402 (after ATTACKS: it imports helpers from here)
+from .attacks_cost import ATTACKS as _COST_ATTACKS  # noqa: E402 (after ATTACKS: they import helpers from here)
+from .attacks_rpc import RPC_ATTACKS  # noqa: E402
 
+ATTACKS.update(_COST_ATTACKS)
 ATTACKS.update(RPC_ATTACKS)  # type: ignore[arg-type]

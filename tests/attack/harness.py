@@ -363,7 +363,8 @@ def _verdicts(
     failures = []
     if not row["logged"]:
         failures.append(f"no '{code}' in the server log")
-    kept = name in KEPT_CASES or seen.get("kept", False)  # refused objects: the stream stays in sync
+    # refused objects: the stream stays in sync
+    kept = name in KEPT_CASES or bool(seen.get("kept") or seen.get("refused_object"))
     if not kept and (row["closed_after"] is None or row["closed_after"] > limit):
         failures.append(f"attacker not dropped within {limit:.1f} s ({row['closed_after']})")
     if name in KEPT_CASES and kind == "echo" and not seen.get("in_sync"):
