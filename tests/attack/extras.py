@@ -193,12 +193,13 @@ def refreshReport(path: Path, generated: dict[str, str]) -> list[str]:
     text = path.read_text()
     written = []
     for name, body in generated.items():
+        # (A section may still be empty: nothing between its two markers.)
         pattern = re.compile(
-            rf"(<!-- BEGIN generated: {re.escape(name)} -->\n).*?(\n<!-- END generated: {re.escape(name)} -->)",
+            rf"(<!-- BEGIN generated: {re.escape(name)} -->\n)(?:.*?\n)?(<!-- END generated: {re.escape(name)} -->)",
             re.DOTALL,
         )
         if pattern.search(text):
-            text = pattern.sub(lambda match, body=body: match.group(1) + body + match.group(2), text)
+            text = pattern.sub(lambda match, body=body: match.group(1) + body + "\n" + match.group(2), text)
             written.append(name)
     path.write_text(text)
     return written

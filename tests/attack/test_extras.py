@@ -23,6 +23,15 @@ class RefreshReportTests(SynchronousTestCase):
             "intro\n<!-- BEGIN generated: push -->\nnew figures\n<!-- END generated: push -->\noutro\n",
         )
 
+    def test_fillsEmptySection(self) -> None:
+        """A section with nothing between its markers yet is filled too."""
+        path = Path(self.mktemp())
+        path.write_text("<!-- BEGIN generated: slowreader -->\n<!-- END generated: slowreader -->\n")
+        self.assertEqual(refreshReport(path, {"slowreader": "rows"}), ["slowreader"])
+        self.assertEqual(
+            path.read_text(), "<!-- BEGIN generated: slowreader -->\nrows\n<!-- END generated: slowreader -->\n"
+        )
+
     def test_failedCaseShowsFail(self) -> None:
         """A case that failed is shown as FAIL in its section."""
         body = sections([Case("segments", False, "table", "cmd")])["segments"]
