@@ -407,9 +407,20 @@ class Decoder:
         return True if the object is now over budget.  (L{_settle} and
         C{allow} written out: this runs for every container.)
         """
-        if self._stack:
+        stack = self._stack
+        if not stack and budgeted:
+            # A top-level container (every RPC message): nothing to settle.
+            cost: int = unslicer.open_cost
+            more = (self._max_object_memory - cost) // unslicer.worst_item_cost
+            if more > self._max_object_items:
+                more = self._max_object_items
+            if more < unslicer.cap:
+                unslicer.cap = more if more > 0 else 0
+            self._items, self._cost = 0, cost
+            return cost > self._max_object_memory
+        if stack:
             items, cost = self._items, self._cost
-            parent = self._stack[-1]
+            parent = stack[-1]
             if self._top_budgeted:
                 length = len(parent.items)
                 if length != parent.settled:

@@ -298,8 +298,11 @@ class CoalescingTransport:
         # Bytes handed to a transport that cannot count its queue, since it
         # last paused us (what it has not confirmed sending).
         self._unconfirmed = 0
-        # What the wrapped transport held when last asked (see flush).
-        self._lastQueued = 0
+        # A bound on what the wrapped transport holds: what it held when last
+        # asked, plus what was written to it since.  Asking costs a few
+        # attribute lookups, so it is done only when this bound passes the
+        # high-water mark: once per high-water mark of bytes written at most.
+        self._mayHold = 0
         directlyProvides(self, providedBy(transport))
         self.noDelay = setNoDelay(transport)
 
@@ -339,9 +342,7 @@ class CoalescingTransport:
         if self._holds:
             high = self.sendHighWater
             if high is not None and not self.sendBacklogged:
-                # The wrapped transport's queue only shrinks during a hold,
-                # so its size at the last look bounds it: no need to ask.
-                if len(self.buffer) + self._queuedBytes + self._lastQueued > high:
+                if len(self.buffer) + self._queuedBytes + self._mayHold > high:
                     self._checkBacklog()
             return
         self.flushNow()
@@ -357,7 +358,8 @@ class CoalescingTransport:
         if self._queue:
             self._queue.append(blocks)
             self._queuedBytes += sum(map(len, blocks))
-            if self.sendHighWater is not None:
+            high = self.sendHighWater
+            if high is not None and self._queuedBytes + self._mayHold > high:
                 self._checkBacklog()
         else:
             self._emit(blocks)
@@ -411,7 +413,8 @@ class CoalescingTransport:
         if _canSendNow(transport):
             blocks = _sendNow(transport, blocks)
             if not blocks:
-                self._lastQueued = 0
+                # The socket took everything, and nothing was queued before.
+                self._mayHold = 0
                 if self.sendBacklogged:
                     self._checkBacklog()
                 return
@@ -421,8 +424,11 @@ class CoalescingTransport:
             transport.write(blocks[0])
         else:
             transport.writeSequence(blocks)
-        if self.sendHighWater is not None:
-            self._checkBacklog()
+        high = self.sendHighWater
+        if high is not None:
+            self._mayHold += size
+            if self.sendBacklogged or self._mayHold + self._queuedBytes > high:
+                self._checkBacklog()
 
     def _emitUnit(self, unit: list[bytes]) -> None:
         buf = self._unitBuffer
@@ -560,7 +566,7 @@ class CoalescingTransport:
         queued = _queuedIn(self.transport)
         if queued is None:
             queued = self._unconfirmed
-        self._lastQueued = queued
+        self._mayHold = queued
         return len(self.buffer) + self._queuedBytes + queued
 
     @property

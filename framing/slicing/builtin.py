@@ -114,9 +114,12 @@ class Unslicer:
         return ""
 
 
-class _Container(Unslicer):
+class BudgetedUnslicer(Unslicer):
     """
-    The budget bookkeeping shared by the built-in containers.
+    The budget bookkeeping shared by the built-in containers, and by any
+    container-like unslicer that keeps its children in C{items} and calls
+    L{full} when C{len(items)} reaches C{cap} (the RPC message does):
+    its children then cost the decoder nothing one by one.
 
     @ivar cap: the length at which the next item raises L{CapReached}.
     @ivar settled: the length the decoder has already charged for.
@@ -161,7 +164,7 @@ class _Container(Unslicer):
         raise CapReached()
 
 
-class ListUnslicer(_Container):
+class ListUnslicer(BudgetedUnslicer):
     """Builds a C{list}."""
 
     open_type = "list"
@@ -231,7 +234,7 @@ class _HashCounter:
         return TRACKED_KEY_COST
 
 
-class SetUnslicer(_Container):
+class SetUnslicer(BudgetedUnslicer):
     """Builds a C{set}; members must be hashable and distinct."""
 
     open_type = "set"
@@ -279,7 +282,7 @@ class FrozenSetUnslicer(SetUnslicer):
 _NO_KEY = object()
 
 
-class DictUnslicer(_Container):
+class DictUnslicer(BudgetedUnslicer):
     """Builds a C{dict} from alternating keys and values; keys are hashable and distinct."""
 
     open_type = "dict"

@@ -35,7 +35,7 @@ from zope.interface import implementer
 
 from framing import Limits
 from framing.errors import InvalidValue, KindRefused, TooManyItems, short_repr
-from framing.slicing.builtin import Unslicer
+from framing.slicing.builtin import BudgetedUnslicer
 from framing.slicing.interfaces import ISlicer
 from framing.wire import KIND_NAMES, OPEN, STRING
 
@@ -157,9 +157,10 @@ _BODIES: tuple[tuple[frozenset[int] | None, ...], ...] = (
 )
 
 
-class MessageUnslicer(Unslicer):
+class MessageUnslicer(BudgetedUnslicer):
     """
-    Builds a L{Message}, checking each field as it arrives.
+    Builds a L{Message}, checking each field as it arrives.  Its fields
+    count towards the decoder's per-object budget like a list's items.
 
     @ivar items: the fields received so far.
     """
@@ -167,7 +168,12 @@ class MessageUnslicer(Unslicer):
     open_type = OPEN_TYPE
 
     def __init__(self, limits: Limits) -> None:
-        super().__init__(limits)
+        # BudgetedUnslicer's attributes, set here once (one per message):
+        # the fixed fields, then up to max_items arguments.
+        self.limits = limits
+        self.max_length = self.cap = limits.max_items + _ARGS
+        self.settled = self.extra = 0
+        self._counter = None
         self.items: list[Any] = []
         self._checks: tuple[Check, ...] = (None,)
         self._bodies: tuple[frozenset[int] | None, ...] = (_NO_BODY,)
@@ -187,6 +193,8 @@ class MessageUnslicer(Unslicer):
     def receive_child(self, obj: Any) -> None:
         items = self.items
         index = len(items)
+        if index >= self.cap:
+            self.full()
         if index == 0:
             self._setKind(obj)
         else:
