@@ -125,6 +125,7 @@ class Decoder:
         self._constraints: list[Constraint] = []
         self._opening: Constraint | None = None
         self._factories: dict[bytes, UnslicerFactory] = {}
+        self._kinds: dict[type, tuple[bool, bool, int, int]] = {}
         if constraint is not None:
             # Constrained decoding checks each value; unconstrained keeps the
             # one-call fast path.
@@ -386,17 +387,41 @@ class Decoder:
         except Exception as error:
             self._refuse(_unslicer_failed(error), opened=True)
             return
-        try:  # (getattr with a default costs a call: this runs for every container)
-            budgeted = unslicer.budgeted
-        except AttributeError:
-            budgeted = False
-        over = self._open_budget(unslicer, budgeted)
-        self._stack.append(unslicer)
+        kind = type(unslicer)
+        known = self._kinds.get(kind)
+        if known is None:
+            known = self._kinds[kind] = self._describe(unslicer)
+        budgeted, checks_tokens, top_cost, top_cap = known
+        stack = self._stack
+        if stack:
+            over = self._open_budget(unslicer, budgeted)
+        else:
+            # A top-level container (every RPC message): its cap and cost
+            # are its class's, worked out once.
+            if budgeted and top_cap < unslicer.cap:
+                unslicer.cap = top_cap
+            self._items, self._cost = 0, top_cost
+            over = top_cost > self._max_object_memory
+        stack.append(unslicer)
         self._top_budgeted = budgeted
         self._receive = unslicer.receive_child if budgeted else self._receive_counted
-        self.accepts_all = self.constraint is None and not getattr(unslicer, "checks_tokens", True)
+        self.accepts_all = self.constraint is None and not checks_tokens
         if over:
             self._refuse(self._over_budget())
+
+    def _describe(self, unslicer: Any) -> tuple[bool, bool, int, int]:
+        """
+        What the budget needs of an unslicer's class (class attributes, so
+        the same for all its instances): whether it is budgeted, whether it
+        checks tokens, and its cost and cap when it opens a top-level object.
+        """
+        budgeted = bool(getattr(unslicer, "budgeted", False))
+        checks_tokens = bool(getattr(unslicer, "checks_tokens", True))
+        if not budgeted:
+            return budgeted, checks_tokens, getattr(unslicer, "open_cost", DEFAULT_OPEN_COST), 0
+        cost: int = unslicer.open_cost
+        cap = min(self._max_object_items, (self._max_object_memory - cost) // unslicer.worst_item_cost)
+        return budgeted, checks_tokens, cost, max(cap, 0)
 
     # -- the per-object budget --------------------------------------------
 
@@ -407,20 +432,9 @@ class Decoder:
         return True if the object is now over budget.  (L{_settle} and
         C{allow} written out: this runs for every container.)
         """
-        stack = self._stack
-        if not stack and budgeted:
-            # A top-level container (every RPC message): nothing to settle.
-            cost: int = unslicer.open_cost
-            more = (self._max_object_memory - cost) // unslicer.worst_item_cost
-            if more > self._max_object_items:
-                more = self._max_object_items
-            if more < unslicer.cap:
-                unslicer.cap = more if more > 0 else 0
-            self._items, self._cost = 0, cost
-            return cost > self._max_object_memory
-        if stack:
+        if self._stack:
             items, cost = self._items, self._cost
-            parent = stack[-1]
+            parent = self._stack[-1]
             if self._top_budgeted:
                 length = len(parent.items)
                 if length != parent.settled:

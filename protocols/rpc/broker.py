@@ -452,9 +452,15 @@ class Broker(TokenProtocol):
 
     def _answerReceived(self, message: Message) -> None:
         _, request_id, result = message
-        call = self._answered(request_id, "an answer")
-        if call is not None:
-            call.callback(result)
+        # (L{_answered} written out: this runs for every call.)
+        call = self._pending.pop(request_id, None)
+        if call is None:
+            self._notPending(request_id, "an answer")
+            return
+        if call.timer is not None:
+            call.timer.cancel()
+            call.timer = None
+        call.callback(result)
 
     def _failReceived(self, message: Message) -> None:
         _, request_id, type_name, text, remote_traceback, details = message
