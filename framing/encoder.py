@@ -18,6 +18,7 @@ from typing import Any
 from .blocks import BlockBuffer
 from .errors import EncodingError
 from .limits import DEFAULT_LIMITS, Limits
+from .outgoing import Outgoing
 from .slicing.arrays import BytesLikeSlicer, NdarraySlicer, is_ndarray
 from .slicing.registry import DEFAULT_REGISTRY, Registry
 from .wire import (
@@ -74,6 +75,8 @@ class Encoder:
         self.limits = limits or DEFAULT_LIMITS
         self._buf = BlockBuffer()
         self._open_ids: set[int] = set()
+        self.outgoing: Outgoing | None = None
+        """The message being encoded's L{Outgoing} (for slicers), or C{None}."""
         self._openings: dict[str, bytes] = {}
         self._depth = 0
         self._writers: dict[type, Callable[[Any, int], None]] = {
@@ -101,17 +104,22 @@ class Encoder:
         self.encode_into(obj, buf)
         return buf.take()
 
-    def encode_into(self, obj: Any, buf: BlockBuffer) -> None:
+    def encode_into(self, obj: Any, buf: BlockBuffer, outgoing: Outgoing | None = None) -> None:
         """
-        Append the tokens of one top-level object to C{buf}.
+        Append the tokens of one top-level object to C{buf}.  While it is
+        encoded, slicers find C{outgoing} (the message's
+        L{framing.outgoing.Outgoing}, or C{None}) as C{encoder.outgoing};
+        the caller commits or rolls it back afterwards.
 
         @raise EncodingError: C{obj} holds something that cannot be sent;
             C{buf} may then hold a partial object and should be discarded.
         """
         self._buf = buf
+        self.outgoing = outgoing
         try:
             self.write_object(obj, 0)
         finally:
+            self.outgoing = None
             self._open_ids.clear()
 
     def write_object(self, obj: Any, depth: int) -> None:

@@ -1,0 +1,73 @@
+"""The seams of the Twisted layer, as zope interfaces.
+
+Contract: a L{protocols.TokenProtocol} owns the connection (framing, the
+transport, hold and release around each read, pings) and hands what it
+decodes to one L{IObjectReceiver}; it sends for whoever holds it, as an
+L{IObjectSender}.  The RPC broker is such a receiver, and loads
+L{IBrokerExtension}s (bulk streams) instead of being subclassed.  Nothing
+here costs anything per object beyond one method call.
+"""
+
+from __future__ import annotations
+
+from zope.interface import Attribute, Interface
+
+
+class IObjectSender(Interface):  # type: ignore[misc]
+    """What a receiver may do with its connection (a L{protocols.TokenProtocol})."""
+
+    transport = Attribute("The connection's L{protocols.CoalescingTransport}.")
+    failure = Attribute("The Failure that dropped the connection for a protocol error, or None.")
+
+    def sendObject(obj):  # type: ignore[no-untyped-def]
+        """Encode C{obj} and queue it whole, in one write (shared while a read is handled)."""
+
+    def sendStream(chunks):  # type: ignore[no-untyped-def]
+        """Send the concatenation of C{chunks} as one streamed byte string; returns a Deferred."""
+
+    def sendPing():  # type: ignore[misc, no-untyped-def]
+        """Send a PING; returns a Deferred that fires with the round-trip time in seconds."""
+
+
+class IObjectReceiver(Interface):  # type: ignore[misc]
+    """
+    Takes the objects a connection decodes.  The connection calls
+    L{startReceiving} once, then L{objectReceived} and L{objectRefused} in
+    stream order, then L{stopReceiving} once.
+    """
+
+    def startReceiving(sender):  # type: ignore[no-untyped-def]
+        """The connection is up: C{sender} (an L{IObjectSender}) sends on it."""
+
+    def objectReceived(obj):  # type: ignore[no-untyped-def]
+        """The peer sent C{obj}."""
+
+    def objectRefused(violation):  # type: ignore[no-untyped-def]
+        """The decoder refused one object (a L{framing.Violation}); the connection stays up."""
+
+    def stopReceiving(reason):  # type: ignore[no-untyped-def]
+        """The connection is gone, for C{reason} (a Failure)."""
+
+
+class IBrokerExtension(Interface):  # type: ignore[misc]
+    """
+    Something an RPC broker loads for one connection (the bulk channel):
+    it adds types to the connection's registry, takes the received objects
+    of its own types, and hears of the connection's start and end.
+    """
+
+    controlTypes = Attribute(
+        "The exact types of received objects that go to L{controlReceived} instead of RPC dispatch."
+    )
+
+    def install(broker, registry):  # type: ignore[no-untyped-def]
+        """Called once, before the connection starts: register slicers and unslicers in C{registry}."""
+
+    def connectionMade():  # type: ignore[misc, no-untyped-def]
+        """The broker's connection is up."""
+
+    def controlReceived(obj):  # type: ignore[no-untyped-def]
+        """A received object of one of L{controlTypes}."""
+
+    def connectionLost(reason):  # type: ignore[no-untyped-def]
+        """The broker's connection is gone (after the broker failed its pending calls)."""
