@@ -119,7 +119,7 @@ class EchoClient(TokenProtocol):
 
     def objectReceived(self, obj: Any) -> None:
         if not self.pending:
-            self.log.warn("Unexpected answer from the echo server at {peer}; dropping it", peer=self._peer())
+            self.log.warn("Unexpected answer from the echo server at {peer}; dropping it", peer=self.peerName())
             self.transport.loseConnection()
             return
         d = self.pending.popleft()

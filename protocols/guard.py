@@ -1,6 +1,7 @@
 """Guarding a server's connections against slow, silent, dead and too many peers.
 
-Contract: a connection of a guarded protocol is dropped, with a logged reason
+Contract: a guarded connection (one watched by a L{ConnectionGuard}, which
+observes it from outside: no subclass, no class swap) is dropped, with a logged reason
 sent to the peer in an ERROR token and passed to C{connectionLost} as a
 L{GuardError}, when
 
@@ -29,17 +30,19 @@ seconds, so an attacker cannot keep it open by not reading.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from twisted.internet.protocol import connectionDone
 from twisted.logger import LogLevel
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
-from framing import ProtocolError, Violation
+from framing import ProtocolError
 from framing.wire import PREAMBLE
 
 from .base import TokenProtocol
+from .interfaces import IConnectionObserver
 from .logs import LogPolicy, RefusalLog
 
 
@@ -147,114 +150,114 @@ class ConnectionCounter:
             self.perPeer[host] = left
 
 
-class Guarded(TokenProtocol):
+@implementer(IConnectionObserver)
+class ConnectionGuard:
     """
-    Mix this in before a L{TokenProtocol} subclass (see L{guarded}) to apply
-    a L{GuardPolicy} to each of its connections.
+    Applies a L{GuardPolicy} to one connection, watching it from outside
+    (an L{IConnectionObserver}) through its public state only.
 
-    @ivar guardPolicy: the rules; the defaults unless set on the class or
-        instance.
-    @ivar guardClock: an C{IReactorTime}; the global reactor if C{None}.
-    @ivar guardCounter: the L{ConnectionCounter} shared with the other
+    @ivar protocol: the L{TokenProtocol} guarded.
+    @ivar policy: the rules.
+    @ivar clock: an C{IReactorTime}.
+    @ivar counter: the L{ConnectionCounter} shared with the other
         connections of the same factory, or C{None} for no connection cap.
+    @ivar pingsSent: keepalive PINGs sent so far.
     """
 
-    guardPolicy: GuardPolicy = GuardPolicy()  # noqa: N815 (Twisted's camelCase)
-    guardClock: Any = None  # noqa: N815
-    guardCounter: ConnectionCounter | None = None  # noqa: N815
+    def __init__(
+        self, protocol: TokenProtocol, policy: GuardPolicy, counter: ConnectionCounter | None, clock: Any
+    ) -> None:
+        # A proxy: the protocol holds its guard, which must not keep it alive.
+        self.protocol: Any = weakref.proxy(protocol)
+        self.policy = policy
+        self.counter = counter
+        self.clock = clock
+        self.pingsSent = 0
+        self._timer: Any = None
+        self._abort: Any = None
+        self._host: str | None = None
+        self._received = 0
+        self._objectStart: float | None = None
+        self._objectBytes = 0
+        self._pingAt: float | None = None
+        self._sent = 0
+        self._sendWaitingSince: float | None = None
+        self._backloggedAt: float | None = None
+        self._connected = self._lastByte = self._lastObject = clock.seconds()
 
-    _guardTimer: Any = None  # noqa: N815
-    _guardAbort: Any = None  # noqa: N815
-    _guardCounted = False  # noqa: N815
-
-    def makeConnection(self, transport: Any) -> None:
+    def connectionStarted(self, protocol: Any) -> None:
         """Start the clocks, count the connection, and refuse it if too many are up."""
-        clock = self.guardClock
-        if clock is None:
-            from twisted.internet import reactor
-
-            clock = self.guardClock = reactor
-        now = clock.seconds()
-        self._guardConnected = self._guardLastByte = self._guardLastObject = now
-        self._guardReceived = 0
-        self._guardObjectStart: float | None = None
-        self._guardObjectBytes = 0
-        self._guardPingAt: float | None = None
-        self._guardPingId = 0
-        self._guardSent = 0
-        self._guardSendWaitingSince: float | None = None
-        self._guardBackloggedAt: float | None = None
-        super().makeConnection(transport)
-        counter = self.guardCounter
-        if counter is not None and self.failure is None:
-            self._guardHost = _host(transport)
-            refusal = counter.admit(self._guardHost, self.guardPolicy)
+        now = self.clock.seconds()
+        self._connected = self._lastByte = self._lastObject = now
+        counter, protocol = self.counter, self.protocol
+        if counter is not None and protocol.failure is None:
+            host = _host(protocol.transport)
+            refusal = counter.admit(host, self.policy)
             if refusal is not None:
-                self.transport.flush()  # a held preamble first, so that the peer can read the ERROR
+                protocol.transport.flush()  # a held preamble first, so that the peer can read the ERROR
                 counter.refusals.failure(
-                    self.log,
+                    protocol.log,
                     "refused connections",
                     "too-many-connections",
                     "Dropping connection from {address}: {code}: {error}",
                     LogLevel.warn,
-                    address=self._peer(),
+                    address=protocol.peerName(),
                     code="too-many-connections",
                     error=refusal,
                 )
-                self._guardDrop("too-many-connections", refusal, logged=False)
+                self._drop("too-many-connections", refusal, logged=False)
                 return
-            self._guardCounted = True
-        if self.failure is None:
-            self._guardSchedule()
+            self._host = host
+        if protocol.failure is None:
+            self._schedule()
 
     # -- what the peer does ----------------------------------------------------
 
-    def dataReceived(self, data: bytes) -> None:
-        """Note the time, then decode (or hold, while reading is paused)."""
-        self._guardLastByte = self.guardClock.seconds()
-        self._guardReceived += len(data)
-        super().dataReceived(data)
+    def dataArrived(self, length: int) -> None:
+        """Note the time and the count."""
+        self._lastByte = self.clock.seconds()
+        self._received += length
 
-    def _decode(self, data: bytes) -> None:
+    def dataDecoded(self, length: int, completed: int, controlBytes: int) -> None:
         """
-        Decode, and note the progress of the object in progress.  This is
-        counted where bytes are decoded, not where they arrive: bytes held
-        while reading is paused belong to no object yet.
+        Note the progress of the object in progress.  This is counted where
+        bytes are decoded, not where they arrive: bytes held while reading is
+        paused belong to no object yet.  PINGs and PONGs between an object's
+        tokens keep the connection alive; they are not progress of it.
         """
-        completed, control = self.objectsDecoded, self.controlBytesReceived
-        super()._decode(data)
-        # PINGs and PONGs between an object's tokens keep the connection
-        # alive; they are not progress of the object.
-        progress = len(data) - (self.controlBytesReceived - control)
-        if self.failure is not None:
+        protocol = self.protocol
+        if protocol.failure is not None:
             return
-        if self.decoder.at_boundary or self._guardReceived <= len(PREAMBLE):
+        progress = length - controlBytes
+        if completed:
+            self._lastObject = self.clock.seconds()
+        if protocol.decoder.at_boundary or self._received <= len(PREAMBLE):
             # (A partial preamble is the preamble rule's business.)
-            self._guardObjectStart = None
-            self._guardObjectBytes = 0
+            self._objectStart = None
+            self._objectBytes = 0
             return
-        if self.objectsDecoded != completed:
+        if completed:
             # Objects ended in this read: the one in progress began after
             # them, in at most this read's bytes.
-            self._guardObjectStart = None
-            self._guardObjectBytes = progress
+            self._objectStart = None
+            self._objectBytes = progress
         else:
-            self._guardObjectBytes += progress
-        if self._guardObjectStart is None:
-            self._guardObjectStart = self.guardClock.seconds()
-            self._guardStallStarted()
-        limit = self.guardPolicy.max_object_bytes
-        if limit is not None and self._guardObjectBytes > limit:
-            self._guardDrop("object-too-large", f"an object took more than {limit} bytes on the wire")
+            self._objectBytes += progress
+        if self._objectStart is None:
+            self._objectStart = self.clock.seconds()
+            self._stallStarted()
+        limit = self.policy.max_object_bytes
+        if limit is not None and self._objectBytes > limit:
+            self._drop("object-too-large", f"an object took more than {limit} bytes on the wire")
 
-    def _guardStallStarted(self) -> None:
+    def _stallStarted(self) -> None:
         """An object is now in progress: make sure the timer fires by its stall deadline."""
-        stall, timer = self.guardPolicy.stall_timeout, self._guardTimer
+        stall, timer = self.policy.stall_timeout, self._timer
         if stall is None or timer is None or not timer.active():
             return
-        if timer.getTime() > self.guardClock.seconds() + stall:
+        if timer.getTime() > self.clock.seconds() + stall:
             timer.cancel()
-            self._guardSchedule()
+            self._schedule()
 
     def sendBacklogChanged(self, backlogged: bool) -> None:
         """
@@ -263,136 +266,133 @@ class Guarded(TokenProtocol):
         in progress is given back the time it was not read, so that the
         stall rule does not count our own pause against the peer.
         """
-        super().sendBacklogChanged(backlogged)
-        now = self.guardClock.seconds()
+        now = self.clock.seconds()
         if not backlogged:
-            if self._guardObjectStart is not None and self._guardBackloggedAt is not None:
-                self._guardObjectStart += now - self._guardBackloggedAt
-            self._guardBackloggedAt = None
+            if self._objectStart is not None and self._backloggedAt is not None:
+                self._objectStart += now - self._backloggedAt
+            self._backloggedAt = None
             return
-        self._guardBackloggedAt = now
-        if self.failure is None:
-            self._guardWatchSends(now)
-            timer = self._guardTimer
+        self._backloggedAt = now
+        if self.protocol.failure is None:
+            self._watchSends(now)
+            timer = self._timer
             if timer is not None and timer.active():
                 timer.cancel()
-            self._guardSchedule()
+            self._schedule()
 
-    def _guardWatchSends(self, now: float) -> None:
+    def _watchSends(self, now: float) -> None:
         """
         Note whether bytes wait to be sent and whether the peer took any
         since the last look: the send-stall clock runs from the last time it
         took some.
         """
-        transport = self.transport
+        transport = self.protocol.transport
         sent = transport.bytesSent
         if not transport.pendingBytes:
-            self._guardSendWaitingSince = None
-        elif sent != self._guardSent or self._guardSendWaitingSince is None:
-            self._guardSendWaitingSince = now
-        self._guardSent = sent
+            self._sendWaitingSince = None
+        elif sent != self._sent or self._sendWaitingSince is None:
+            self._sendWaitingSince = now
+        self._sent = sent
 
-    def objectReceived(self, obj: Any) -> None:
-        self._guardLastObject = self.guardClock.seconds()
-        super().objectReceived(obj)
-
-    def objectRefused(self, violation: Violation) -> None:
-        self._guardLastObject = self.guardClock.seconds()
-        super().objectRefused(violation)
-
-    def connectionLost(self, reason: Failure = connectionDone) -> None:
+    def connectionEnded(self, reason: Failure) -> None:
         """Stop the timer and uncount the connection."""
-        for timer in (self._guardTimer, self._guardAbort):
+        for timer in (self._timer, self._abort):
             if timer is not None and timer.active():
                 timer.cancel()
-        self._guardTimer = self._guardAbort = None
-        if self._guardCounted and self.guardCounter is not None:
-            self._guardCounted = False
-            self.guardCounter.release(self._guardHost)
-        super().connectionLost(reason)
+        self._timer = self._abort = None
+        host, self._host = self._host, None
+        if host is not None and self.counter is not None:
+            self.counter.release(host)
 
     # -- the timer -------------------------------------------------------------
 
-    def _guardDeadlines(self) -> list[tuple[float, str]]:
+    def _deadlines(self) -> list[tuple[float, str]]:
         """Each active rule's next deadline with its name."""
-        policy = self.guardPolicy
+        policy = self.policy
         deadlines = []
-        if policy.preamble_timeout is not None and self._guardReceived < len(PREAMBLE):
-            deadlines.append((self._guardConnected + policy.preamble_timeout, "preamble"))
-        start = self._guardObjectStart
-        if policy.stall_timeout is not None and start is not None and not self._paused:
-            allowed = policy.stall_timeout + self._guardObjectBytes / policy.min_rate
+        if policy.preamble_timeout is not None and self._received < len(PREAMBLE):
+            deadlines.append((self._connected + policy.preamble_timeout, "preamble"))
+        start = self._objectStart
+        if policy.stall_timeout is not None and start is not None and not self.protocol.readingPaused:
+            allowed = policy.stall_timeout + self._objectBytes / policy.min_rate
             deadlines.append((start + allowed, "stall"))
         if policy.keepalive_interval is not None:
-            if self._guardPingAt is None or self._guardLastByte > self._guardPingAt:
-                deadlines.append((self._guardLastByte + policy.keepalive_interval, "ping"))
+            if self._pingAt is None or self._lastByte > self._pingAt:
+                deadlines.append((self._lastByte + policy.keepalive_interval, "ping"))
             elif policy.keepalive_timeout is not None:
-                deadlines.append((self._guardPingAt + policy.keepalive_timeout, "keepalive"))
+                deadlines.append((self._pingAt + policy.keepalive_timeout, "keepalive"))
         if policy.idle_timeout is not None:
-            deadlines.append((self._guardLastObject + policy.idle_timeout, "idle"))
-        waiting = self._guardSendWaitingSince
+            deadlines.append((self._lastObject + policy.idle_timeout, "idle"))
+        waiting = self._sendWaitingSince
         if policy.send_stall_timeout is not None and waiting is not None:
             # Look again a few times per timeout, to see whether it moved.
             deadlines.append((waiting + policy.send_stall_timeout, "send-stall"))
-            deadlines.append((self.guardClock.seconds() + policy.send_stall_timeout / 4, "send-check"))
+            deadlines.append((self.clock.seconds() + policy.send_stall_timeout / 4, "send-check"))
         return deadlines
 
-    def _guardSchedule(self) -> None:
-        deadlines = self._guardDeadlines()
+    def _schedule(self) -> None:
+        deadlines = self._deadlines()
         if deadlines:
             when = min(deadline for deadline, _ in deadlines)
-            delay = max(0.0, when - self.guardClock.seconds())
-            self._guardTimer = self.guardClock.callLater(delay, self._guardCheck)
+            delay = max(0.0, when - self.clock.seconds())
+            self._timer = self.clock.callLater(delay, self._check)
 
-    def _guardCheck(self) -> None:
-        self._guardTimer = None
-        if self.failure is not None or self.transport is None:
+    def _check(self) -> None:
+        self._timer = None
+        protocol = self.protocol
+        if protocol.failure is not None or protocol.transport is None:
             return
-        now = self.guardClock.seconds()
-        if self.guardPolicy.send_stall_timeout is not None:
-            self._guardWatchSends(now)
-        for deadline, rule in sorted(self._guardDeadlines()):
+        now = self.clock.seconds()
+        if self.policy.send_stall_timeout is not None:
+            self._watchSends(now)
+        for deadline, rule in sorted(self._deadlines()):
             if deadline > now:
                 break
             if rule == "ping":
-                self._guardPingAt = now
-                self._guardPingId += 1
-                self.sendPing(self._guardPingId)
+                self._pingAt = now
+                self.pingsSent += 1
+                # Any byte back counts (the timer's keepalive rule): the answer itself is not waited on.
+                protocol.sendPing().addErrback(_ignore)
                 continue
             if rule == "send-check":
                 continue
-            self._guardDrop(*self._guardReason(rule, now))
+            self._drop(*self._reason(rule, now))
             return
-        self._guardSchedule()
+        self._schedule()
 
-    def _guardReason(self, rule: str, now: float) -> tuple[str, str]:
-        policy = self.guardPolicy
+    def _reason(self, rule: str, now: float) -> tuple[str, str]:
+        policy = self.policy
         if rule == "preamble":
-            return "preamble-timeout", f"no preamble within {policy.preamble_timeout} s ({self._guardReceived} bytes)"
+            return "preamble-timeout", f"no preamble within {policy.preamble_timeout} s ({self._received} bytes)"
         if rule == "stall":
             return (
                 "stalled",
-                f"an object was in progress for {now - (self._guardObjectStart or now):.1f} s with only "
-                f"{self._guardObjectBytes} bytes received (at least {policy.min_rate:g} bytes/s "
+                f"an object was in progress for {now - (self._objectStart or now):.1f} s with only "
+                f"{self._objectBytes} bytes received (at least {policy.min_rate:g} bytes/s "
                 f"after {policy.stall_timeout} s)",
             )
         if rule == "send-stall":
             return (
                 "send-stalled",
-                f"the peer took none of the {self.transport.pendingBytes} bytes waiting for it "
+                f"the peer took none of the {self.protocol.transport.pendingBytes} bytes waiting for it "
                 f"in {policy.send_stall_timeout} s",
             )
         if rule == "keepalive":
             return "keepalive-timeout", f"nothing received within {policy.keepalive_timeout} s of a PING"
         return "idle-timeout", f"no object received for {policy.idle_timeout} s"
 
-    def _guardDrop(self, code: str, message: str, logged: bool = True) -> None:
+    def _drop(self, code: str, message: str, logged: bool = True) -> None:
         """Drop the connection as for a ProtocolError, and abort it if it lingers."""
-        if self.failure is not None:
+        protocol = self.protocol
+        if protocol.failure is not None:
             return
-        self._protocolFailed(GuardError(code, message), logged)
-        transport = self.transport
-        self._guardAbort = self.guardClock.callLater(self.guardPolicy.abort_after, _abortIfOpen, transport)
+        transport = protocol.transport
+        protocol.failConnection(GuardError(code, message), logged)
+        self._abort = self.clock.callLater(self.policy.abort_after, _abortIfOpen, transport)
+
+
+def _ignore(_: object) -> None:
+    return None
 
 
 def _host(transport: Any) -> str:
@@ -408,28 +408,35 @@ def _abortIfOpen(transport: Any) -> None:
         transport.abortConnection()
 
 
-_GUARDED: dict[type, type] = {}
-
-
-def guarded(protocolClass: type[TokenProtocol]) -> type[Guarded]:
-    """A subclass of C{protocolClass} with L{Guarded} mixed in (made once per class)."""
-    made = _GUARDED.get(protocolClass)
-    if made is None:
-        made = _GUARDED[protocolClass] = type(f"Guarded{protocolClass.__name__}", (Guarded, protocolClass), {})
-    return made
-
-
-def guard(protocol: TokenProtocol, policy: GuardPolicy, counter: ConnectionCounter | None, clock: Any = None) -> Any:
+def connectionOf(protocolOrReceiver: Any) -> TokenProtocol:
     """
-    Turn C{protocol}, just built and not yet connected, into its L{guarded}
-    class with C{policy}, C{counter} and C{clock}; returns it.
+    The L{TokenProtocol} of C{protocolOrReceiver}: itself, or the
+    C{connection} of a receiver (an RPC broker) that made its own.
     """
-    protocol.__class__ = guarded(type(protocol))
-    made: Any = protocol
-    made.guardPolicy = policy
-    made.guardCounter = counter
-    made.guardClock = clock
-    return made
+    if isinstance(protocolOrReceiver, TokenProtocol):
+        return protocolOrReceiver
+    connection = getattr(protocolOrReceiver, "connection", None)
+    if not isinstance(connection, TokenProtocol):
+        raise TypeError(f"{protocolOrReceiver!r} is neither a TokenProtocol nor a receiver with one")
+    return connection
+
+
+def guard(protocol: Any, policy: GuardPolicy, counter: ConnectionCounter | None, clock: Any = None) -> Any:
+    """
+    Guard C{protocol} (a L{TokenProtocol}, or a receiver with its
+    C{connection}), just built and not yet connected, with C{policy},
+    C{counter} and C{clock} (the global reactor if C{None}); returns
+    C{protocol}.  Its L{ConnectionGuard} is its C{guard} attribute.
+    """
+    if clock is None:
+        from twisted.internet import reactor
+
+        clock = reactor
+    connection = connectionOf(protocol)
+    watcher = ConnectionGuard(connection, policy, counter, clock)
+    connection.addObserver(watcher)
+    connection.guard = watcher
+    return protocol
 
 
 class GuardedFactory:

@@ -71,3 +71,31 @@ class IBrokerExtension(Interface):  # type: ignore[misc]
 
     def connectionLost(reason):  # type: ignore[no-untyped-def]
         """The broker's connection is gone (after the broker failed its pending calls)."""
+
+
+class IConnectionObserver(Interface):  # type: ignore[misc]
+    """
+    Watches one connection from outside, through public state only (the
+    guard's timeouts and caps).  Added with
+    L{protocols.TokenProtocol.addObserver}; each call is made once per read
+    or per change, never per object.
+    """
+
+    def connectionStarted(protocol):  # type: ignore[no-untyped-def]
+        """The connection is up (its preamble is queued, the receiver started)."""
+
+    def dataArrived(length):  # type: ignore[no-untyped-def]
+        """C{length} bytes were read from the peer (held or decoded)."""
+
+    def dataDecoded(length, completed, controlBytes):  # type: ignore[no-untyped-def]
+        """
+        C{length} bytes went through the decoder, completing C{completed}
+        top-level objects (refusals included); C{controlBytes} of them were
+        PINGs and PONGs.
+        """
+
+    def sendBacklogChanged(backlogged):  # type: ignore[no-untyped-def]
+        """Reading stopped (C{True}) or started again (C{False}) because of bytes waiting for the peer."""
+
+    def connectionEnded(reason):  # type: ignore[no-untyped-def]
+        """The connection is gone."""

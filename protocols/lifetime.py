@@ -17,8 +17,8 @@ def breakCycles(protocol: Any) -> None:
     """
     Drop the references that make a closed connection's objects a cycle:
     the instance-level shadows of C{connectionLost} (set by
-    C{_protocolFailed}) and C{dataReceived} (set by tracing), which are
-    closures over the protocol; the transport's reading observer (a bound
+    C{failConnection}) and C{dataReceived}, which are closures over the
+    protocol; its config (whose registry's slicers may refer to the receiver); the transport's reading observer (a bound
     method of the protocol); and the decoder's and encoder's state, whose parts refer to each other (the
     scanner's sink is its decoder, and each keeps tables of its own bound
     methods).
@@ -26,6 +26,8 @@ def breakCycles(protocol: Any) -> None:
     shadows = vars(protocol)
     shadows.pop("connectionLost", None)
     shadows.pop("dataReceived", None)
+    # The config may hold a registry whose slicers refer back to the connection's receiver.
+    shadows.pop("config", None)
     transport = getattr(protocol, "transport", None)
     if transport is not None and getattr(transport, "readingObserver", None) is not None:
         transport.readingObserver = None

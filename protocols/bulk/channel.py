@@ -612,14 +612,10 @@ class BulkBroker(Broker):
         finally:
             _calling.reset(token)
 
-    def _reservedPongReceived(self, pingId: int) -> None:
-        """The answer to one of the channel's round-trip probes."""
-        self.bulk.roundTrips.pongReceived(pingId)
-
-    def sendObject(self, obj: Any) -> None:
+    def sendObject(self, obj: Any, outgoing: Any = None) -> None:
         """Send as L{Broker} does; streams announced in a message that failed to encode are taken back."""
         try:
-            Broker.sendObject(self, obj)
+            Broker.sendObject(self, obj, outgoing)
         except BaseException:
             self.bulk.announceFailed()
             raise
@@ -648,8 +644,9 @@ class BulkBroker(Broker):
         self.bulk.connectionLost(reason)
 
 
-def _noPing(pingId: int) -> None:
-    """The probe of a lost connection: nothing is sent."""
+def _noPing() -> Deferred[float]:
+    """The probe of a lost connection: nothing is sent, and no answer comes."""
+    return Deferred()
 
 
 def _callFailed(failure: Failure, streams: list[Stream]) -> Failure:

@@ -3,9 +3,10 @@
 Contract: L{RoundTrips} estimates a connection's base round-trip time from
 the time between each stream's first grant and its first frame (the sender
 sends nothing before), and, on a path that may need tuning, from PING/PONG
-probes (no window grows before one confirmed the path) with ids of
-L{protocols.base.RESERVED_PING_IDS} and up (never an application's or the
-guard's), one in flight at a time, at most one per measuring interval.  It
+probes (no window grows before one confirmed the path), sent with the
+connection's C{sendPing} (each PING has its own id, so an application's or
+the guard's pings never answer a probe), one in flight at a time, at most
+one per measuring interval.  It
 keeps the minimum sample: queueing and a busy peer only ever add to a
 sample, so the smallest is the closest to the path itself.  A connection
 on loopback or a LAN sends no probe at all: its first stream's sample is
@@ -28,7 +29,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ..base import RESERVED_PING_IDS
+from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
 
 INTERVAL_RTTS = 2
 """A rate is measured over at least this many base RTTs: enough that the
@@ -57,32 +59,34 @@ class RoundTrips:
     @ivar probed: samples taken so far from probes.
     """
 
-    def __init__(self, clock: Any, sendPing: Callable[[int], None]) -> None:
+    def __init__(self, clock: Any, sendPing: Callable[[], Deferred[float]]) -> None:
+        """
+        @param clock: the C{IReactorTime} that times probes.
+        @param sendPing: sends a PING; its result fires when the PONG came back.
+        """
         self.base: float | None = None
         self.samples = 0
         self.probed = 0
         self._clock = clock
         self._sendPing = sendPing
-        self._nextId = RESERVED_PING_IDS
-        self._inFlight: tuple[int, float] | None = None
+        self._inFlight = False
 
     def probe(self) -> None:
         """Send a probe, unless one is already waiting for its answer."""
-        if self._inFlight is not None:
+        if self._inFlight:
             return
-        pingId = self._nextId
-        self._nextId += 1
-        self._inFlight = (pingId, self._clock.seconds())
-        self._sendPing(pingId)
+        self._inFlight = True
+        sentAt = self._clock.seconds()
+        self._sendPing().addCallbacks(self._answered, self._lost, callbackArgs=(sentAt,))
 
-    def pongReceived(self, pingId: int) -> None:
-        """The peer answered C{pingId}: take a sample if it is the probe in flight."""
-        inFlight = self._inFlight
-        if inFlight is None or inFlight[0] != pingId:
-            return
-        self._inFlight = None
+    def _answered(self, _: float, sentAt: float) -> None:
+        self._inFlight = False
         self.probed += 1
-        self.sample(self._clock.seconds() - inFlight[1])
+        self.sample(self._clock.seconds() - sentAt)
+
+    def _lost(self, reason: Failure) -> None:
+        """The connection went before the probe's answer: nothing to measure (and no error to log)."""
+        self._inFlight = False
 
     def sample(self, seconds: float) -> None:
         """

@@ -59,6 +59,7 @@ from framing.errors import InvalidValue, short_repr
 from framing.slicing.registry import DEFAULT_REGISTRY
 
 from ..base import TokenProtocol
+from ..config import ConnectionConfig
 from ..logs import escape
 from .errors import (
     CallTimedOut,
@@ -166,7 +167,12 @@ class Broker(TokenProtocol):
         """
         if root is not None and not isinstance(root, Referenceable):
             raise TypeError(f"the root must be a Referenceable, not {type(root).__name__}")
-        TokenProtocol.__init__(self, limits, self._connectionRegistry(registry))
+        TokenProtocol.__init__(
+            self,
+            limits,
+            self._connectionRegistry(registry),
+            config=ConnectionConfig(holdPreamble=True, clock=clock),
+        )
         self.root = root
         self.clock = clock
         self.tracebacks = tracebacks
@@ -186,7 +192,6 @@ class Broker(TokenProtocol):
         self._newExports: list[int] = []
         self._releases: list[Message] = []
         self._releaseCall: Any = None  # an IDelayedCall
-        self._flushCall: Any = None  # an IDelayedCall
         self._disconnectWaiters: list[Deferred[BaseException]] = []
         self._cancelCall = self._cancel  # bound once: one canceller for every call
         self._handlers = (
@@ -230,16 +235,6 @@ class Broker(TokenProtocol):
         self._up = True
         if isinstance(self.factory, BrokerFactory):
             self.factory.brokerConnected(self)
-
-    def flushAfterConnect(self) -> None:
-        """Hold the preamble until the first message or the end of this reactor turn."""
-        if len(self.transport.buffer):
-            self._flushCall = self._reactor().callLater(0, self._flushHeld)
-
-    def _flushHeld(self) -> None:
-        self._flushCall = None
-        if self._lost is None:
-            self.transport.flush()
 
     def isConnected(self) -> bool:
         """Whether calls can be sent: connected, and not lost or closing."""
@@ -314,10 +309,8 @@ class Broker(TokenProtocol):
         vars(self).pop("registry", None)
 
     def _cancelDelayed(self) -> None:
-        flush, release = self._flushCall, self._releaseCall
-        self._flushCall = self._releaseCall = None
-        if flush is not None and flush.active():
-            flush.cancel()
+        release = self._releaseCall
+        self._releaseCall = None
         if release is not None and release.active():
             release.cancel()
 

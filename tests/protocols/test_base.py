@@ -17,7 +17,6 @@ from framing import Decoder, EncodingError, Limits, ProtocolError, Violation, du
 from framing.errors import Aborted, BodyTooLarge, BufferLimitExceeded, MalformedHeader, PeerError
 from framing.wire import ERROR, OPEN, PING, PONG, PREAMBLE, encode_header
 from protocols import CoalescingTransport, TokenProtocol
-from protocols.base import RESERVED_PING_IDS
 from protocols.testing import MemoryPair, RecordingTransport, connectedPair
 
 from .helpers import tokenBytes
@@ -33,7 +32,6 @@ class Recorder(TokenProtocol):
         super().__init__(limits)
         self.received: list[Any] = []
         self.refused: list[Violation] = []
-        self.pongs: list[int] = []
         self.lost: list[Failure] = []
         self.events: list[dict[str, Any]] = []
         self.log = Logger(observer=self.events.append)
@@ -51,9 +49,6 @@ class Recorder(TokenProtocol):
 
     def objectRefused(self, violation: Violation) -> None:
         self.refused.append(violation)
-
-    def pongReceived(self, pingId: int) -> None:
-        self.pongs.append(pingId)
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         super().connectionLost(reason)
@@ -165,19 +160,22 @@ class WriteCountTests(SynchronousTestCase):
         self.protocol.dataReceived(encode_header(PING, 1) + encode_header(PING, 300))
         self.assertEqual(self.wrapped.writes, [encode_header(PONG, 1) + encode_header(PONG, 300)])
 
-    def test_pongIsReported(self) -> None:
-        """A PONG from the peer reaches pongReceived with its id."""
-        self.protocol.sendPing(5)
-        self.assertEqual(self.wrapped.writes, [encode_header(PING, 5)])
-        self.protocol.dataReceived(encode_header(PONG, 5))
-        self.assertEqual(self.protocol.pongs, [5])
+    def test_pingFiresOnItsPong(self) -> None:
+        """sendPing writes a PING with a fresh id; the PONG of that id fires its Deferred with the round trip."""
+        answers: list[float] = []
+        self.protocol.sendPing().addCallback(answers.append)
+        self.assertEqual(self.wrapped.writes, [encode_header(PING, 1)])
+        self.protocol.dataReceived(encode_header(PONG, 6))
+        self.assertEqual(answers, [])
+        self.protocol.dataReceived(encode_header(PONG, 1))
+        self.assertEqual(len(answers), 1)
+        self.assertGreaterEqual(answers[0], 0.0)
 
-    def test_reservedPongIsNotReported(self) -> None:
-        """A PONG with a reserved id (chunkwire's own probes) goes to _reservedPongReceived, not pongReceived."""
-        reserved: list[int] = []
-        self.protocol._reservedPongReceived = reserved.append  # type: ignore[method-assign]
-        self.protocol.dataReceived(encode_header(PONG, RESERVED_PING_IDS + 3) + encode_header(PONG, 6))
-        self.assertEqual((self.protocol.pongs, reserved), ([6], [RESERVED_PING_IDS + 3]))
+    def test_pingFailsWhenLost(self) -> None:
+        """A ping still unanswered when the connection is lost fails with the reason."""
+        ping = self.protocol.sendPing()
+        self.protocol.connectionLost(Failure(ConnectionDone()))
+        self.failureResultOf(ping, ConnectionDone)
 
 
 class ReceiveTests(SynchronousTestCase):

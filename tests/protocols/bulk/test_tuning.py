@@ -5,12 +5,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import TCP4ServerEndpoint
+from twisted.internet.error import ConnectionDone
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from protocols import bulk
-from protocols.base import RESERVED_PING_IDS
 from protocols.bulk import BulkBroker, BulkOptions, Stream
 from protocols.bulk.streams import _Receiving
 from protocols.bulk.tuning import MIN_TUNED_RTT, RoundTrips, WindowTuner
@@ -96,39 +97,55 @@ class Latent:
         return receiving, self.clock.seconds() - started
 
 
+class FakePings:
+    """A sendPing whose PONGs the test delivers: C{answer()} fires the oldest ping in flight."""
+
+    def __init__(self) -> None:
+        self.sent: list[Deferred[float]] = []
+
+    def __call__(self) -> Deferred[float]:
+        ping: Deferred[float] = Deferred()
+        self.sent.append(ping)
+        return ping
+
+    def answer(self) -> None:
+        self.sent[-1].callback(0.0)
+
+
 class RoundTripTests(SynchronousTestCase):
     """The base RTT is the smallest sample of the channel's own probes."""
 
     def setUp(self) -> None:
         self.clock = Clock()
-        self.sent: list[int] = []
-        self.roundTrips = RoundTrips(self.clock, self.sent.append)
+        self.pings = FakePings()
+        self.roundTrips = RoundTrips(self.clock, self.pings)
 
     def test_oneProbeInFlight(self) -> None:
-        """A probe is not sent while another waits for its answer; ids are reserved ones."""
+        """A probe is not sent while another waits for its answer."""
         self.roundTrips.probe()
         self.roundTrips.probe()
-        self.assertEqual(self.sent, [RESERVED_PING_IDS])
-        self.roundTrips.pongReceived(RESERVED_PING_IDS)
+        self.assertEqual(len(self.pings.sent), 1)
+        self.pings.answer()
         self.roundTrips.probe()
-        self.assertEqual(self.sent, [RESERVED_PING_IDS, RESERVED_PING_IDS + 1])
+        self.assertEqual(len(self.pings.sent), 2)
 
     def test_minimumKept(self) -> None:
         """Each answer is a sample; the base is the smallest, and an inflated later sample does not raise it."""
         for seconds in (0.3, 0.1, 0.2):
             self.roundTrips.probe()
             self.clock.advance(seconds)
-            self.roundTrips.pongReceived(self.sent[-1])
+            self.pings.answer()
         self.assertAlmostEqual(self.roundTrips.base or 0, 0.1)
         self.assertEqual(self.roundTrips.samples, 3)
 
-    def test_otherIdsIgnored(self) -> None:
-        """An answer to a ping that is not the probe in flight is no sample."""
+    def test_lostProbeIsNoSample(self) -> None:
+        """A probe whose connection is lost is no sample, logs no error, and lets the next probe go."""
         self.roundTrips.probe()
         self.clock.advance(0.5)
-        self.roundTrips.pongReceived(1)
-        self.roundTrips.pongReceived(RESERVED_PING_IDS + 7)
+        self.pings.sent[-1].errback(ConnectionDone())
         self.assertEqual((self.roundTrips.base, self.roundTrips.samples), (None, 0))
+        self.roundTrips.probe()
+        self.assertEqual(len(self.pings.sent), 2)
 
 
 class TunerTests(SynchronousTestCase):
@@ -137,12 +154,12 @@ class TunerTests(SynchronousTestCase):
     def tuner(self, base: float = 0.1, probed: bool = True) -> WindowTuner:
         """A tuner on a path of C{base} seconds, measured by a probe (if C{probed}) or else by a first frame."""
         clock = Clock()
-        self.pings: list[int] = []
-        roundTrips = RoundTrips(clock, self.pings.append)
+        pings = self.pings = FakePings()
+        roundTrips = RoundTrips(clock, pings)
         if probed:
             roundTrips.probe()
             clock.advance(base)
-            roundTrips.pongReceived(self.pings[-1])
+            pings.answer()
         else:
             roundTrips.sample(base)
         return WindowTuner(100_000, 10_000_000, 10_000, roundTrips)
@@ -166,7 +183,7 @@ class TunerTests(SynchronousTestCase):
         """A first frame's sample alone grows nothing (the source may have been slow to start); a probe goes out."""
         tuner = self.tuner(probed=False)
         self.assertFalse(self.feed(tuner, 100_000))
-        self.assertEqual((tuner.window, len(self.pings)), (100_000, 1))
+        self.assertEqual((tuner.window, len(self.pings.sent)), (100_000, 1))
 
     def test_staysOnShortPaths(self) -> None:
         """Under MIN_TUNED_RTT (a LAN, loopback), a credit-limited sender does not grow the window."""
@@ -251,30 +268,19 @@ class AutotuneTests(SynchronousTestCase):
         self.assertRaises(ValueError, BulkOptions, maxWindow=-1)
 
 
-class PongRecorder(BulkBroker):
-    """A bulk broker that records the PONGs it is told of."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.pongs: list[int] = []
-
-    def pongReceived(self, pingId: int) -> None:
-        self.pongs.append(pingId)
-
-
 class ProbeIsolationTests(SynchronousTestCase):
     """The channel's probes and the application's or the guard's pings do not see each other's answers."""
 
     def test_userPongs(self) -> None:
-        """An application's pings during a tuned upload reach pongReceived alone; the probes were answered too."""
-        latent = Latent(serverClass=PongRecorder)
-        server = latent.server
-        assert isinstance(server, PongRecorder)
-        server.sendPing(7)
+        """An application's pings during a tuned upload get their own answers; the probes were answered too."""
+        latent = Latent()
+        server: Any = latent.server
+        answers: list[float] = []
+        server.sendPing().addCallback(answers.append)
         receiving, _ = latent.upload(4 * MiB)
-        server.sendPing(8)
+        server.sendPing().addCallback(answers.append)
         latent.pair.runUntil(lambda: False, 1.0)
-        self.assertEqual(server.pongs, [7, 8])
+        self.assertEqual(len(answers), 2)
         self.assertGreater(receiving.window, OPTIONS.window)
         self.assertGreaterEqual(server.bulk.roundTrips.samples, 2)
 
@@ -286,7 +292,7 @@ class ProbeIsolationTests(SynchronousTestCase):
         receiving, _ = latent.upload(4 * MiB)
         samples = server.bulk.roundTrips.samples
         latent.pair.runUntil(lambda: False, 10.0)
-        self.assertGreaterEqual(server._guardPingId, 3)
+        self.assertGreaterEqual(server.guard.pingsSent, 3)
         self.assertIsNone(server.failure)
         self.assertEqual(server.bulk.roundTrips.samples, samples)
         self.assertGreater(receiving.window, OPTIONS.window)

@@ -1,0 +1,58 @@
+"""ConnectionConfig: how one chunkwire connection is set up, in one frozen value.
+
+Contract: every setting a L{protocols.TokenProtocol} reads when its
+connection is made lives here, with its default and the reason for it, so
+factories and helpers pass one value instead of repeating keyword lists.
+A field left at C{None} means "the protocol class's own default", so a
+subclass (or C{TokenProtocol.trace = True} for a whole process) still sets
+defaults the usual Twisted way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from framing import Decoder, Limits, Registry
+
+
+@dataclass(frozen=True)
+class ConnectionConfig:
+    """
+    The settings of one connection.
+
+    @ivar limits: the L{Limits} for what is received; C{None} for the defaults.
+    @ivar registry: the L{Registry} to encode and decode with; C{None} for
+        the built-in types.
+    @ivar trace: log every token both ways (see L{protocols.tracing}); C{None}
+        for the protocol class's C{trace}.
+    @ivar sendBackPressure: stop reading while more than
+        C{Limits.send_high_water} bytes wait for the peer; C{None} for the
+        protocol class's C{sendBackPressure} (on: a server's sends are caused
+        by what it reads; client helpers turn it off, since what a client
+        sends comes from its own application).
+    @ivar holdPreamble: keep the preamble until the first message or the end
+        of the reactor turn, so the first message shares its write (the RPC
+        broker does: one packet less on a latent link).
+    @ivar clock: the C{IReactorTime} for ping round trips and the held
+        preamble; C{None} for the global reactor, looked up when first needed.
+    @ivar decoderFactory: makes the connection's decoder from C{(limits,
+        registry)}; C{None} for L{framing.Decoder}.  The one place where
+        another decoder (a compiled core, a test double) is chosen.
+    """
+
+    limits: Limits | None = None
+    registry: Registry | None = None
+    trace: bool | None = None
+    sendBackPressure: bool | None = None
+    holdPreamble: bool = False
+    clock: Any = None
+    decoderFactory: Callable[[Limits | None, Registry | None], Decoder] | None = None
+
+    def replace(self, **changes: Any) -> ConnectionConfig:
+        """A copy with C{changes} made."""
+        return replace(self, **changes)
+
+
+DEFAULT_CONFIG = ConnectionConfig()

@@ -1,0 +1,216 @@
+"""TokenProtocol composed with an IObjectReceiver, its config, its observers and its send transaction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet.task import Clock
+from twisted.python.failure import Failure
+from twisted.trial.unittest import SynchronousTestCase
+from zope.interface import implementer
+from zope.interface.verify import verifyObject
+
+from framing import Decoder, EncodingError, Limits, Registry, Violation, dumps
+from framing.outgoing import Outgoing
+from framing.slicing.interfaces import ISlicer
+from framing.wire import PREAMBLE
+from protocols import TokenProtocol
+from protocols.config import ConnectionConfig
+from protocols.interfaces import IConnectionObserver, IObjectReceiver, IObjectSender
+from protocols.testing import RecordingTransport, connectedPair
+
+from .helpers import tokenBytes
+
+
+@implementer(IObjectReceiver)
+class Receiver:
+    """Records what its connection hands it."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any]] = []
+        self.sender: Any = None
+
+    def startReceiving(self, sender: Any) -> None:
+        self.sender = sender
+        self.events.append(("start", sender))
+
+    def objectReceived(self, obj: Any) -> None:
+        self.events.append(("object", obj))
+
+    def objectRefused(self, violation: Violation) -> None:
+        self.events.append(("refused", violation.code))
+
+    def stopReceiving(self, reason: Failure) -> None:
+        self.events.append(("stop", reason.type))
+
+
+@implementer(IConnectionObserver)
+class Observer:
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def connectionStarted(self, protocol: Any) -> None:
+        self.calls.append(("started",))
+
+    def dataArrived(self, length: int) -> None:
+        self.calls.append(("arrived", length))
+
+    def dataDecoded(self, length: int, completed: int, controlBytes: int) -> None:
+        self.calls.append(("decoded", length, completed, controlBytes))
+
+    def sendBacklogChanged(self, backlogged: bool) -> None:
+        self.calls.append(("backlog", backlogged))
+
+    def connectionEnded(self, reason: Failure) -> None:
+        self.calls.append(("ended",))
+
+
+class ReceiverTests(SynchronousTestCase):
+    def test_receiverGetsObjectsInOrder(self) -> None:
+        """A protocol given a receiver starts it, hands it objects and refusals in stream order, then stops it."""
+        receiver = Receiver()
+        protocol = TokenProtocol(receiver=receiver, limits=Limits(max_string_length=4))
+        protocol.makeConnection(RecordingTransport())
+        self.assertIs(receiver.sender, protocol)
+        protocol.dataReceived(PREAMBLE + tokenBytes(dumps(1)) + tokenBytes(dumps("too long")) + tokenBytes(dumps([2])))
+        protocol.connectionLost(Failure(ConnectionError()))
+        self.assertEqual(
+            receiver.events,
+            [
+                ("start", protocol),
+                ("object", 1),
+                ("refused", "body-too-large"),
+                ("object", [2]),
+                ("stop", ConnectionError),
+            ],
+        )
+
+    def test_protocolIsItsOwnReceiver(self) -> None:
+        """Without a receiver the protocol's own hooks receive (subclassing), and it provides both interfaces."""
+        protocol = TokenProtocol()
+        self.assertIs(protocol.receiver, protocol)
+        verifyObject(IObjectReceiver, protocol)
+        verifyObject(IObjectSender, protocol)
+
+    def test_receiverLetGoAfterLoss(self) -> None:
+        """Once the connection is lost, the protocol lets its receiver go (no reference cycle through it)."""
+        receiver = Receiver()
+        protocol = TokenProtocol(receiver=receiver)
+        protocol.makeConnection(RecordingTransport())
+        protocol.connectionLost(Failure(ConnectionError()))
+        self.assertIsNot(protocol.receiver, receiver)
+        verifyObject(IObjectReceiver, protocol.receiver)
+
+    def test_receiversTalkOverAPair(self) -> None:
+        """Two receivers on connected protocols exchange objects through their senders."""
+        server, client = Receiver(), Receiver()
+        pair = connectedPair(TokenProtocol(receiver=server), TokenProtocol(receiver=client))
+        client.sender.sendObject({"hello": 1})
+        pair.flush()
+        self.assertIn(("object", {"hello": 1}), server.events)
+
+
+class ConfigTests(SynchronousTestCase):
+    def test_configSetsTheConnection(self) -> None:
+        """The config's limits and registry are the connection's; keyword arguments override the config."""
+        registry = Registry()
+        config = ConnectionConfig(limits=Limits(max_string_length=9), registry=registry)
+        protocol = TokenProtocol(config=config)
+        self.assertEqual((protocol.limits, protocol.registry), (config.limits, registry))
+        other = Limits(max_string_length=3)
+        self.assertIs(TokenProtocol(other, config=config).limits, other)
+
+    def test_decoderFactory(self) -> None:
+        """The config's decoderFactory makes the connection's decoder from its limits and registry."""
+        made: list[Any] = []
+
+        def factory(limits: Any, registry: Any) -> Any:
+            made.append((limits, registry))
+            return Decoder(limits, registry)
+
+        limits = Limits(max_string_length=5)
+        protocol = TokenProtocol(config=ConnectionConfig(limits=limits, decoderFactory=factory))
+        protocol.makeConnection(RecordingTransport())
+        self.assertEqual(made, [(limits, None)])
+
+    def test_heldPreambleLeavesWithTheFirstMessage(self) -> None:
+        """With holdPreamble, the preamble waits for the first message (one write for both) or the turn's end."""
+        clock = Clock()
+        transport = RecordingTransport()
+        protocol = TokenProtocol(config=ConnectionConfig(holdPreamble=True, clock=clock))
+        protocol.makeConnection(transport)
+        self.assertEqual(transport.writes, [])
+        protocol.sendObject(1)
+        self.assertEqual(transport.writes, [dumps(1)])
+        quiet = RecordingTransport()
+        TokenProtocol(config=ConnectionConfig(holdPreamble=True, clock=clock)).makeConnection(quiet)
+        clock.advance(0)
+        self.assertEqual(quiet.writes, [PREAMBLE])
+
+
+class ObserverTests(SynchronousTestCase):
+    def test_observerSeesReadsNotObjects(self) -> None:
+        """An observer hears of the start, each read and what it completed, and the end: per read, not per object."""
+        observer = Observer()
+        protocol = TokenProtocol()
+        protocol.addObserver(observer)
+        protocol.makeConnection(RecordingTransport())
+        data = dumps(1) + tokenBytes(dumps(2))
+        protocol.dataReceived(data)
+        protocol.connectionLost(Failure(ConnectionError()))
+        self.assertEqual(
+            observer.calls,
+            [("started",), ("arrived", len(data)), ("decoded", len(data), 2, 0), ("ended",)],
+        )
+
+
+class Tracked:
+    pass
+
+
+@implementer(ISlicer)
+class TrackingSlicer:
+    """Registers a commit and a rollback on each message it is part of; refuses when told to."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+        self.refuse = False
+
+    def slice(self, obj: Any, encoder: Any) -> None:
+        outgoing: Outgoing = encoder.outgoing
+        outgoing.on_commit(lambda: self.log.append("commit"))
+        outgoing.on_rollback(lambda: self.log.append("rollback"))
+        if self.refuse:
+            raise EncodingError("refused")
+        encoder.write_container("tracked", obj, ())
+
+
+class SendTransactionTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.slicer = TrackingSlicer()
+        registry = Registry()
+        registry.add_slicer(Tracked, self.slicer)
+        self.transport = RecordingTransport()
+        self.protocol = TokenProtocol(registry=registry)
+        self.protocol.makeConnection(self.transport)
+
+    def test_sentMessageCommits(self) -> None:
+        """A message that encodes is written and its slicers' commit actions run, not their rollbacks."""
+        self.protocol.sendObject([Tracked()])
+        self.assertEqual(self.slicer.log, ["commit"])
+        self.assertEqual(len(self.transport.writes), 2)
+
+    def test_failedMessageRollsBack(self) -> None:
+        """A message that fails to encode writes nothing and runs its rollbacks, not its commits."""
+        self.slicer.refuse = True
+        self.assertRaises(EncodingError, self.protocol.sendObject, [1, Tracked()])
+        self.assertEqual(self.slicer.log, ["rollback"])
+        self.assertEqual(self.transport.writes, [PREAMBLE])
+
+    def test_callerOutgoingIsTheTransaction(self) -> None:
+        """A caller's own Outgoing is the one the slicers see; the caller's actions run with theirs."""
+        outgoing = Outgoing()
+        outgoing.on_commit(lambda: self.slicer.log.append("caller"))
+        self.protocol.sendObject(Tracked(), outgoing)
+        self.assertEqual(self.slicer.log, ["caller", "commit"])
+        self.assertFalse(outgoing.open)
