@@ -30,205 +30,23 @@ attribute reads, and only for writes the socket did not take at once.
 
 from __future__ import annotations
 
-import weakref
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from twisted.internet import tcp
-from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionDone
-from twisted.internet.interfaces import IConsumer, IPushProducer, ITCPTransport, ITransport
+from twisted.internet.interfaces import IConsumer, IPushProducer, ITransport
 from twisted.python.failure import Failure
 from zope.interface import directlyProvides, implementer, providedBy
 
 from framing import BlockBuffer
 
+from .sockets import canSendNow, ownBufferSize, queuedIn, sendNow, setNoDelay
+from .readgate import ReadGate
+from .streamqueue import StreamQueue
+from .writegate import PULL, PUSH, WriteGate
 
-def _loadSocketConnections() -> list[type]:
-    classes: list[type] = [tcp.Server, tcp.Client]
-    try:
-        from twisted.internet import unix
-    except ImportError:  # no AF_UNIX on this platform
-        return classes
-    return [*classes, unix.Server, unix.Client]
-
-
-# Connections whose sockets _sendNow may write to directly (see _canSendNow).
-_SOCKET_CONNECTIONS: frozenset[type] = frozenset(_loadSocketConnections())
-
-_MAX_IOV = 64
-
-
-def _queuedIn(transport: Any) -> int | None:
-    """
-    The bytes C{transport} holds that its socket has not taken yet, or
-    C{None} if it cannot say.
-
-    Twisted's socket connections (every C{FileDescriptor}) keep them in
-    C{dataBuffer} past C{offset}, plus C{_tempDataLen}; its TLS wrapper keeps
-    what was written before the handshake in C{_appSendBuffer} and the rest
-    in the connection under it; chunkwire's in-memory transports count them
-    in C{outgoingBytes}.
-    """
-    queued = 0
-    for _ in range(4):  # a TLS wrapper over a TCP connection is two levels
-        data = getattr(transport, "dataBuffer", None)
-        if data is not None:
-            held: int = len(data) - transport.offset + transport._tempDataLen
-            return queued + held
-        outgoing = getattr(transport, "outgoingBytes", None)
-        if isinstance(outgoing, int):
-            return queued + outgoing
-        waiting = getattr(transport, "_appSendBuffer", None)
-        if waiting is not None:
-            queued += sum(map(len, waiting))
-        transport = getattr(transport, "transport", None)
-        if transport is None:
-            break
-    return None
-
-
-def _ownBufferSize(transport: Any) -> int:
-    """
-    How much C{transport} buffers before it pauses its producer (Twisted's
-    C{bufferSize}, 64 KiB on TCP), or 0 if it does not say.
-
-    A transport reports that its buffer drained only to a producer it paused,
-    which it does only past this size; so a low-water mark below it could
-    wait for a report that never comes.
-    """
-    for _ in range(4):
-        size = getattr(transport, "bufferSize", None)
-        if isinstance(size, int):
-            return size
-        transport = getattr(transport, "transport", None)
-        if transport is None:
-            break
-    return 0
-
-
-# How the gate is registered with the wrapped transport (None: not at all).
-_PUSH = "push"
-_PULL = "pull"
-
-
-def setNoDelay(transport: Any) -> bool:
-    """
-    Turn on C{TCP_NODELAY} if C{transport} is (or wraps) a TCP connection.
-
-    Each message leaves in one write, so Nagle's algorithm can only delay it:
-    with it on, a small message written after an unacknowledged one waits
-    for that ACK (a whole round trip, see the bzr HPSS thread).
-
-    @return: whether the option was set.
-    """
-    if not ITCPTransport.providedBy(transport):
-        return False
-    try:
-        # UNIX-socket transports claim ITCPTransport too (they share the TCP
-        # code); only an IP address means there is a TCP socket underneath.
-        if not isinstance(transport.getHost(), (IPv4Address, IPv6Address)):
-            return False
-        transport.setTcpNoDelay(True)
-    except (OSError, AttributeError):
-        # A socket already closed, or a wrapper that claims TCP without a socket.
-        return False
-    return True
-
-
-def _canSendNow(transport: Any) -> bool:
-    """
-    Whether C{transport} is a plain socket connection of Twisted's own with
-    nothing waiting to be sent, so that bytes can go to the socket at once.
-
-    Twisted's own C{write} always waits for the reactor to report the socket
-    writable, which costs two C{epoll_ctl} calls and a reactor turn per
-    message even when the socket could take the bytes now; on a
-    request/response connection that is most of the cost of a small call.
-    Only the exact classes are trusted (their buffer attributes are known),
-    never once TLS has started on them, and never when something replaced
-    C{write} on the instance (a recorder in a test, say): that write is
-    then the one to call.
-    """
-    return (
-        type(transport) in _SOCKET_CONNECTIONS
-        and "write" not in transport.__dict__
-        and transport.connected
-        and not transport.disconnecting
-        and not transport._writeDisconnected
-        and not transport.TLS
-        and not transport._tempDataLen
-        and transport.offset == len(transport.dataBuffer)
-    )
-
-
-def _sendNow(transport: Any, blocks: list[bytes]) -> list[bytes]:
-    """
-    Send C{blocks} on C{transport}'s socket without blocking.
-
-    @return: what the socket did not take, to be written the usual way (an
-        error is left for Twisted to find on its next attempt, so the
-        connection is closed as for any other write).
-    """
-    try:
-        if len(blocks) == 1:
-            sent = transport.socket.send(blocks[0])
-        else:
-            # Within every system's IOV_MAX; the rest, if any, is written later.
-            sent = transport.socket.sendmsg(blocks[:_MAX_IOV])
-    except OSError:
-        return blocks
-    for index, block in enumerate(blocks):
-        if sent < len(block):
-            rest = blocks[index:]
-            if sent:
-                rest[0] = block[sent:]
-            return rest
-        sent -= len(block)
-    return []
-
-
-class _Stream:
-    """One queued stream: its units still to write and who waits for the end."""
-
-    __slots__ = ("units", "done")
-
-    def __init__(self, units: Iterator[list[bytes]], done: Deferred[None]) -> None:
-        self.units = units
-        self.done = done
-
-
-@implementer(IPushProducer)
-class _Gate:
-    """
-    What the coalescing transport registers with the wrapped transport as
-    I{its} producer: the wrapped transport's pause and resume arrive here and
-    are fanned out to the application's producer and to queued streams.  It
-    is a separate object because the coalescing transport's own
-    C{pauseProducing} means "stop reading", as on every Twisted transport.
-    """
-
-    def __init__(self, owner: CoalescingTransport) -> None:
-        # Weak: the owner holds its gate, and a strong reference back would
-        # make every connection a cycle that only the garbage collector frees.
-        self._owner = weakref.ref(owner)
-
-    def pauseProducing(self) -> None:
-        owner = self._owner()
-        if owner is not None:
-            owner._writingPaused()
-
-    def resumeProducing(self) -> None:
-        owner = self._owner()
-        if owner is not None:
-            owner._writingResumed()
-
-    def stopProducing(self) -> None:
-        owner = self._owner()
-        if owner is not None:
-            owner._writingStopped()
+__all__ = ["CoalescingTransport", "setNoDelay"]
 
 
 @implementer(ITransport, IConsumer, IPushProducer)
@@ -247,13 +65,6 @@ class CoalescingTransport:
     @ivar transport: the wrapped transport.
     @ivar buffer: the L{BlockBuffer} that writes wait in; an encoder may
         write into it directly, then call L{flush}.
-    @ivar writePaused: C{True} while the wrapped transport has asked its
-        producer to pause (its send buffer is full).  Queued streams are not
-        advanced meanwhile.
-    @ivar readPaused: C{True} between L{pauseProducing} and L{resumeProducing}.
-    @ivar readingObserver: called with C{True} or C{False} whenever reading is
-        paused or resumed through this transport, so that the protocol can
-        hold back what it already received; or C{None}.
     @ivar disconnecting: C{True} once L{loseConnection} was called.
     @ivar producer: the producer registered through L{registerProducer}, or
         C{None}.
@@ -263,38 +74,22 @@ class CoalescingTransport:
         C{write} or C{writeSequence} on the wrapped transport, or one direct
         send (plus, rarely, the write of what the socket did not take).
     @ivar bytesWritten: the bytes in those writes.
-    @ivar sendHighWater: with back-pressure on (L{setSendLimits}), the
-        L{pendingBytes} above which reading stops; C{None} when off.
-    @ivar sendLowWater: the L{pendingBytes} at which reading starts again.
-    @ivar sendBacklogged: C{True} while reading is stopped because too much
-        waits to be sent.
     """
 
     def __init__(self, transport: Any, readingObserver: Callable[[bool], None] | None = None) -> None:
         self.transport = transport
         self.buffer = BlockBuffer()
-        self.readingObserver = readingObserver
-        self.writePaused = False
-        self.readPaused = False
         self.disconnecting = False
         self.producer: Any = None
         self.streamingProducer = False
-        self._gate = _Gate(self)
-        self._gateMode: str | None = None
-        self._unitBuffer = BlockBuffer()
-        self._queue: deque[_Stream | list[bytes]] = deque()
-        self._pumping = False
+        self._gate = WriteGate(self._writingPaused, self._writingResumed, self._writingStopped)
+        self._streams = StreamQueue(self._gate)
+        self._reading = ReadGate(readingObserver)
         self._closed = False
         self._closeSent = False
         self._holds = 0
         self.writeCount = 0
         self.bytesWritten = 0
-        self.sendHighWater: int | None = None
-        self.sendLowWater = 0
-        self.sendBacklogged = False
-        self._readingStopped = False
-        # Bytes of flushed messages queued behind a stream.
-        self._queuedBytes = 0
         # Bytes handed to a transport that cannot count its queue, since it
         # last paused us (what it has not confirmed sending).
         self._unconfirmed = 0
@@ -315,8 +110,46 @@ class CoalescingTransport:
 
     def __repr__(self) -> str:
         return (
-            f"<CoalescingTransport {len(self.buffer)} bytes buffered, {len(self._queue)} queued, on {self.transport!r}>"
+            f"<CoalescingTransport {len(self.buffer)} bytes buffered, {len(self._streams.items)} queued, on {self.transport!r}>"
         )
+
+    @property
+    def writePaused(self) -> bool:
+        """C{True} while the wrapped transport has asked its producer to pause (its send buffer is full): queued streams wait."""
+        return self._gate.paused
+
+    @property
+    def readPaused(self) -> bool:
+        """C{True} between L{pauseProducing} and L{resumeProducing}."""
+        return self._reading.paused
+
+    @property
+    def readingObserver(self) -> Callable[[bool], None] | None:
+        """
+        Called with C{True} or C{False} whenever reading is paused or resumed
+        through this transport, so that the protocol can hold back what it
+        already received; or C{None}.  Settable.
+        """
+        return self._reading.observer
+
+    @readingObserver.setter
+    def readingObserver(self, observer: Callable[[bool], None] | None) -> None:
+        self._reading.observer = observer
+
+    @property
+    def sendHighWater(self) -> int | None:
+        """With back-pressure on (L{setSendLimits}), the L{pendingBytes} above which reading stops; C{None} when off."""
+        return self._reading.high
+
+    @property
+    def sendLowWater(self) -> int:
+        """The L{pendingBytes} at which reading starts again."""
+        return self._reading.low
+
+    @property
+    def sendBacklogged(self) -> bool:
+        """C{True} while reading is stopped because too much waits to be sent."""
+        return self._reading.backlogged
 
     # -- writing ---------------------------------------------------------
 
@@ -340,9 +173,10 @@ class CoalescingTransport:
         that L{release} makes.
         """
         if self._holds:
-            high = self.sendHighWater
-            if high is not None and not self.sendBacklogged:
-                if len(self.buffer) + self._queuedBytes + self._mayHold > high:
+            reading = self._reading
+            high = reading.high
+            if high is not None and not reading.backlogged:
+                if len(self.buffer) + self._streams.queuedBytes + self._mayHold > high:
                     self._checkBacklog()
             return
         self.flushNow()
@@ -355,11 +189,11 @@ class CoalescingTransport:
         blocks = self.buffer.take_blocks()
         if not blocks:
             return
-        if self._queue:
-            self._queue.append(blocks)
-            self._queuedBytes += sum(map(len, blocks))
-            high = self.sendHighWater
-            if high is not None and self._queuedBytes + self._mayHold > high:
+        streams = self._streams
+        if streams.items:
+            streams.addMessage(blocks)
+            high = self._reading.high
+            if high is not None and streams.queuedBytes + self._mayHold > high:
                 self._checkBacklog()
         else:
             self._emit(blocks)
@@ -395,12 +229,12 @@ class CoalescingTransport:
             handed to the wrapped transport, or fails with the iterator's
             exception or the reason the connection was lost.
         """
-        done: Deferred[None] = Deferred()
         if self._closed or self.disconnecting:
-            done.errback(ConnectionDone("the connection is closing; the stream was not sent"))
-            return done
+            refused: Deferred[None] = Deferred()
+            refused.errback(ConnectionDone("the connection is closing; the stream was not sent"))
+            return refused
         self.flushNow()
-        self._queue.append(_Stream(iter(units), done))
+        done = self._streams.addStream(units)
         self._updateGate()
         self._pump()
         return done
@@ -409,70 +243,31 @@ class CoalescingTransport:
         self.writeCount += 1
         size = len(blocks[0]) if len(blocks) == 1 else sum(map(len, blocks))
         self.bytesWritten += size
-        transport = self.transport
-        if _canSendNow(transport):
-            blocks = _sendNow(transport, blocks)
+        transport, reading = self.transport, self._reading
+        if canSendNow(transport):
+            blocks = sendNow(transport, blocks)
             if not blocks:
                 # The socket took everything, and nothing was queued before.
                 self._mayHold = 0
-                if self.sendBacklogged:
+                if reading.backlogged:
                     self._checkBacklog()
                 return
-        if self.writePaused:
+        if self._gate.paused:
             self._unconfirmed += size
         if len(blocks) == 1:
             transport.write(blocks[0])
         else:
             transport.writeSequence(blocks)
-        high = self.sendHighWater
+        high = reading.high
         if high is not None:
             self._mayHold += size
-            if self.sendBacklogged or self._mayHold + self._queuedBytes > high:
+            if reading.backlogged or self._mayHold + self._streams.queuedBytes > high:
                 self._checkBacklog()
 
-    def _emitUnit(self, unit: list[bytes]) -> None:
-        buf = self._unitBuffer
-        for piece in unit:
-            buf.write_piece(piece)
-        if len(buf):
-            self._emit(buf.take_blocks())
-        if self._gateMode == _PULL:
-            # A pull consumer asks for each next piece by calling resumeProducing.
-            self.writePaused = True
-
     def _pump(self) -> None:
-        """Write queued units until the queue is empty or writing is paused."""
-        if self._pumping:
-            # Re-entered from a write or a Deferred callback: the outer loop goes on.
-            return
-        self._pumping = True
-        try:
-            self._pumpQueue()
-        finally:
-            self._pumping = False
-        if not self._queue:
+        """Write queued messages and stream units until none waits or writing is paused."""
+        if self._streams.pump(self._emit):
             self._queueDrained()
-
-    def _pumpQueue(self) -> None:
-        queue = self._queue
-        while queue and not self.writePaused and not self._closed:
-            head = queue[0]
-            if isinstance(head, list):
-                queue.popleft()
-                self._queuedBytes -= sum(map(len, head))
-                self._emit(head)
-                continue
-            try:
-                unit = next(head.units)
-            except StopIteration:
-                queue.popleft()
-                head.done.callback(None)
-                continue
-            except Exception:
-                queue.popleft()
-                head.done.errback()
-                continue
-            self._emitUnit(unit)
 
     def _queueDrained(self) -> None:
         self._updateGate()
@@ -486,42 +281,31 @@ class CoalescingTransport:
         """Register the gate while someone needs the wrapped transport's pauses; unregister it after."""
         wanted: str | None = None
         if self.producer is not None:
-            wanted = _PUSH if self.streamingProducer else _PULL
+            wanted = PUSH if self.streamingProducer else PULL
         elif self._closed:
             pass
-        elif self._queue or (self.sendHighWater is not None and not self.disconnecting):
+        elif self._streams.items or (self._reading.high is not None and not self.disconnecting):
             # Back-pressure needs the wrapped transport's word that its
             # buffer drained, which it gives only to a producer it paused.
-            wanted = _PUSH
-        if wanted == self._gateMode:
-            return
-        if self._gateMode is not None:
-            self._gateMode = None
-            self.transport.unregisterProducer()
-        self.writePaused = False
-        if wanted is not None:
-            self._gateMode = wanted
-            self.transport.registerProducer(self._gate, wanted == _PUSH)
+            wanted = PUSH
+        self._gate.switch(self.transport, wanted)
 
     def _writingPaused(self) -> None:
-        self.writePaused = True
         if self.producer is not None and self.streamingProducer:
             self.producer.pauseProducing()
 
     def _writingResumed(self) -> None:
-        self.writePaused = False
         self._unconfirmed = 0
         if self.producer is not None:
             self.producer.resumeProducing()
             if not self.streamingProducer:
                 self.flush()
         self._pump()
-        if self.sendBacklogged:
+        if self._reading.backlogged:
             self._checkBacklog()
 
     def _writingStopped(self) -> None:
         # The wrapped transport is gone and has already forgotten the gate.
-        self._gateMode = None
         self._fail(ConnectionDone("the connection was closed before the stream ended"))
 
     def _fail(self, reason: BaseException | Failure) -> None:
@@ -531,11 +315,7 @@ class CoalescingTransport:
         if producer is not None:
             producer.stopProducing()
         self.buffer.take_blocks()
-        queue, self._queue = self._queue, deque()
-        self._queuedBytes = 0
-        for item in queue:
-            if isinstance(item, _Stream):
-                item.done.errback(reason)
+        self._streams.abandon(reason)
 
     # -- back-pressure: what waits to be sent stops reading -----------------
 
@@ -544,14 +324,11 @@ class CoalescingTransport:
         Stop reading while more than C{high} bytes wait to be sent, and start
         again at C{low}; C{high} of C{None} turns back-pressure off.  Both
         marks are raised to the wrapped transport's own buffer size if they
-        are below it (see L{_ownBufferSize}).
+        are below it (see L{protocols.sockets.ownBufferSize}).
 
         @raise ValueError: C{low} is above C{high}.
         """
-        if high is not None and low > high:
-            raise ValueError(f"the low-water mark {low} is above the high-water mark {high}")
-        self.sendLowWater = max(low, _ownBufferSize(self.transport))
-        self.sendHighWater = None if high is None else max(high, self.sendLowWater)
+        self._reading.setLimits(high, low, ownBufferSize(self.transport))
         self._updateGate()
         self._checkBacklog()
 
@@ -563,43 +340,21 @@ class CoalescingTransport:
         transport (or, for one that cannot count them, what was handed to it
         since it last asked us to pause).
         """
-        queued = _queuedIn(self.transport)
+        queued = queuedIn(self.transport)
         if queued is None:
             queued = self._unconfirmed
         self._mayHold = queued
-        return len(self.buffer) + self._queuedBytes + queued
+        return len(self.buffer) + self._streams.queuedBytes + queued
 
     @property
     def bytesSent(self) -> int:
         """Bytes the connection has taken from this transport so far: L{bytesWritten} less what it still holds."""
-        queued = _queuedIn(self.transport)
+        queued = queuedIn(self.transport)
         return self.bytesWritten - (self._unconfirmed if queued is None else queued)
 
     def _checkBacklog(self) -> None:
         """Stop reading above the high-water mark; start again at the low-water mark."""
-        high = self.sendHighWater
-        if high is None or self._closed:
-            backlogged = False
-        elif self.sendBacklogged:
-            backlogged = self.pendingBytes > self.sendLowWater
-        else:
-            backlogged = self.pendingBytes > high
-        if backlogged != self.sendBacklogged:
-            self.sendBacklogged = backlogged
-            self._applyReading()
-
-    def _applyReading(self) -> None:
-        """Pause or resume the wrapped transport's reading to match L{readPaused} and L{sendBacklogged}."""
-        stop = self.readPaused or self.sendBacklogged
-        if stop == self._readingStopped:
-            return
-        self._readingStopped = stop
-        if stop:
-            self.transport.pauseProducing()
-        elif not self._closed:
-            self.transport.resumeProducing()
-        if self.readingObserver is not None:
-            self.readingObserver(stop)
+        self._reading.checkBacklog(self.pendingBytes, self.transport, self._closed)
 
     # -- IConsumer -------------------------------------------------------
 
@@ -631,18 +386,14 @@ class CoalescingTransport:
 
     def pauseProducing(self) -> None:
         """Stop reading from the connection until L{resumeProducing}."""
-        if not self.readPaused:
-            self.readPaused = True
-            self._applyReading()
+        self._reading.pause(self.transport, self._closed)
 
     def resumeProducing(self) -> None:
         """
         Start reading from the connection again (once what waits to be
         sent is below the low-water mark, if back-pressure stopped it too).
         """
-        if self.readPaused:
-            self.readPaused = False
-            self._applyReading()
+        self._reading.resume(self.transport, self._closed)
 
     def stopProducing(self) -> None:
         """Stop for good: the wrapped transport drops the connection."""
@@ -659,7 +410,7 @@ class CoalescingTransport:
             return
         self.disconnecting = True
         self.flushNow()
-        if not self._queue:
+        if not self._streams.items:
             self._queueDrained()
 
     def abortConnection(self) -> None:
@@ -675,12 +426,8 @@ class CoalescingTransport:
         it; buffered and queued messages are dropped too.  For a protocol
         about to report a fatal error to its peer.
         """
-        queue, self._queue = self._queue, deque()
-        self._queuedBytes = 0
         self.buffer.take_blocks()
-        for item in queue:
-            if isinstance(item, _Stream):
-                item.done.errback(reason)
+        self._streams.abandon(reason)
         self._updateGate()
 
     def connectionClosed(self, reason: Failure) -> None:
@@ -693,4 +440,4 @@ class CoalescingTransport:
         if self._closed:
             return
         self._fail(reason)
-        self._gateMode = None
+        self._gate.forget()

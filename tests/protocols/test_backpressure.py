@@ -18,7 +18,7 @@ from framing.wire import PREAMBLE
 from protocols import CoalescingTransport, TokenProtocol, rpc
 from protocols.bulk import BulkBroker, BulkOptions, FlowControlError
 from protocols.bulk.wire import dataFramePieces
-from protocols.coalescing import _queuedIn
+from protocols.sockets import queuedIn
 from protocols.echo import EchoClient, EchoServer
 from protocols.guard import GuardPolicy, guard
 from protocols.rpc.endpoints import connectWith
@@ -195,7 +195,7 @@ class QueuedBytesTests(SynchronousTestCase):
         connection.dataBuffer = b"x" * 100
         connection.offset = 30
         connection._tempDataLen = 5
-        self.assertEqual(_queuedIn(connection), 75)
+        self.assertEqual(queuedIn(connection), 75)
 
     def test_tlsOverConnection(self) -> None:
         """A TLS wrapper adds what waits for its handshake to what the connection under it holds."""
@@ -206,11 +206,11 @@ class QueuedBytesTests(SynchronousTestCase):
             transport = connection
             _appSendBuffer = [b"ab", b"cde"]
 
-        self.assertEqual(_queuedIn(Wrapper()), 15)
+        self.assertEqual(queuedIn(Wrapper()), 15)
 
     def test_unknownTransport(self) -> None:
         """A transport that cannot say is counted from what was written since it last paused us."""
-        self.assertIsNone(_queuedIn(object()))
+        self.assertIsNone(queuedIn(object()))
 
 
 class ProtocolTests(SynchronousTestCase):
