@@ -41,8 +41,9 @@ from zope.interface import directlyProvides, implementer, providedBy
 
 from framing import BlockBuffer
 
-from .sockets import canSendNow, ownBufferSize, queuedIn, sendNow, setNoDelay
+from .outlet import Outlet
 from .readgate import ReadGate
+from .sockets import ownBufferSize, setNoDelay
 from .streamqueue import StreamQueue
 from .writegate import PULL, PUSH, WriteGate
 
@@ -62,7 +63,6 @@ class CoalescingTransport:
     L{pauseProducing} stops the wrapped transport from delivering data, as on
     any Twisted transport.
 
-    @ivar transport: the wrapped transport.
     @ivar buffer: the L{BlockBuffer} that writes wait in; an encoder may
         write into it directly, then call L{flush}.
     @ivar disconnecting: C{True} once L{loseConnection} was called.
@@ -70,14 +70,9 @@ class CoalescingTransport:
         C{None}.
     @ivar streamingProducer: whether L{producer} is a push producer.
     @ivar noDelay: whether C{TCP_NODELAY} was turned on at construction.
-    @ivar writeCount: writes handed to the connection so far: each one
-        C{write} or C{writeSequence} on the wrapped transport, or one direct
-        send (plus, rarely, the write of what the socket did not take).
-    @ivar bytesWritten: the bytes in those writes.
     """
 
     def __init__(self, transport: Any, readingObserver: Callable[[bool], None] | None = None) -> None:
-        self.transport = transport
         self.buffer = BlockBuffer()
         self.disconnecting = False
         self.producer: Any = None
@@ -85,37 +80,50 @@ class CoalescingTransport:
         self._gate = WriteGate(self._writingPaused, self._writingResumed, self._writingStopped)
         self._streams = StreamQueue(self._gate)
         self._reading = ReadGate(readingObserver)
+        self._outlet = Outlet(transport, self._gate, self._reading, self._streams)
         self._closed = False
         self._closeSent = False
         self._holds = 0
-        self.writeCount = 0
-        self.bytesWritten = 0
-        # Bytes handed to a transport that cannot count its queue, since it
-        # last paused us (what it has not confirmed sending).
-        self._unconfirmed = 0
-        # A bound on what the wrapped transport holds: what it held when last
-        # asked, plus what was written to it since.  Asking costs a few
-        # attribute lookups, so it is done only when this bound passes the
-        # high-water mark: once per high-water mark of bytes written at most.
-        self._mayHold = 0
         directlyProvides(self, providedBy(transport))
         self.noDelay = setNoDelay(transport)
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names this class does not define: pass them on, as
         # twisted.protocols.policies.ProtocolWrapper does.
-        if name == "transport":
+        if name == "_outlet":  # not made yet: there is nothing to pass to
             raise AttributeError(name)
         return getattr(self.transport, name)
 
     def __repr__(self) -> str:
-        return (
-            f"<CoalescingTransport {len(self.buffer)} bytes buffered, {len(self._streams.items)} queued, on {self.transport!r}>"
-        )
+        queued = len(self._streams.items)
+        return f"<CoalescingTransport {len(self.buffer)} bytes buffered, {queued} queued, on {self.transport!r}>"
+
+    @property
+    def transport(self) -> Any:
+        """The wrapped transport (replaceable: tracing wraps it)."""
+        return self._outlet.transport
+
+    @transport.setter
+    def transport(self, transport: Any) -> None:
+        self._outlet.transport = transport
+
+    @property
+    def writeCount(self) -> int:
+        """
+        Writes handed to the connection so far: each one C{write} or
+        C{writeSequence} on the wrapped transport, or one direct send (plus,
+        rarely, the write of what the socket did not take).
+        """
+        return self._outlet.writeCount
+
+    @property
+    def bytesWritten(self) -> int:
+        """The bytes in those writes."""
+        return self._outlet.bytesWritten
 
     @property
     def writePaused(self) -> bool:
-        """C{True} while the wrapped transport has asked its producer to pause (its send buffer is full): queued streams wait."""
+        """C{True} while the wrapped transport has asked us to pause (its buffer is full): queued streams wait."""
         return self._gate.paused
 
     @property
@@ -176,7 +184,7 @@ class CoalescingTransport:
             reading = self._reading
             high = reading.high
             if high is not None and not reading.backlogged:
-                if len(self.buffer) + self._streams.queuedBytes + self._mayHold > high:
+                if len(self.buffer) + self._streams.queuedBytes + self._outlet.mayHold > high:
                     self._checkBacklog()
             return
         self.flushNow()
@@ -193,10 +201,10 @@ class CoalescingTransport:
         if streams.items:
             streams.addMessage(blocks)
             high = self._reading.high
-            if high is not None and streams.queuedBytes + self._mayHold > high:
+            if high is not None and streams.queuedBytes + self._outlet.mayHold > high:
                 self._checkBacklog()
-        else:
-            self._emit(blocks)
+        elif self._outlet.write(blocks):
+            self._checkBacklog()
 
     def hold(self) -> None:
         """
@@ -239,34 +247,13 @@ class CoalescingTransport:
         self._pump()
         return done
 
-    def _emit(self, blocks: list[bytes]) -> None:
-        self.writeCount += 1
-        size = len(blocks[0]) if len(blocks) == 1 else sum(map(len, blocks))
-        self.bytesWritten += size
-        transport, reading = self.transport, self._reading
-        if canSendNow(transport):
-            blocks = sendNow(transport, blocks)
-            if not blocks:
-                # The socket took everything, and nothing was queued before.
-                self._mayHold = 0
-                if reading.backlogged:
-                    self._checkBacklog()
-                return
-        if self._gate.paused:
-            self._unconfirmed += size
-        if len(blocks) == 1:
-            transport.write(blocks[0])
-        else:
-            transport.writeSequence(blocks)
-        high = reading.high
-        if high is not None:
-            self._mayHold += size
-            if reading.backlogged or self._mayHold + self._streams.queuedBytes > high:
-                self._checkBacklog()
+    def _write(self, blocks: list[bytes]) -> None:
+        if self._outlet.write(blocks):
+            self._checkBacklog()
 
     def _pump(self) -> None:
         """Write queued messages and stream units until none waits or writing is paused."""
-        if self._streams.pump(self._emit):
+        if self._streams.pump(self._write):
             self._queueDrained()
 
     def _queueDrained(self) -> None:
@@ -295,7 +282,7 @@ class CoalescingTransport:
             self.producer.pauseProducing()
 
     def _writingResumed(self) -> None:
-        self._unconfirmed = 0
+        self._outlet.drained()
         if self.producer is not None:
             self.producer.resumeProducing()
             if not self.streamingProducer:
@@ -340,17 +327,12 @@ class CoalescingTransport:
         transport (or, for one that cannot count them, what was handed to it
         since it last asked us to pause).
         """
-        queued = queuedIn(self.transport)
-        if queued is None:
-            queued = self._unconfirmed
-        self._mayHold = queued
-        return len(self.buffer) + self._streams.queuedBytes + queued
+        return len(self.buffer) + self._streams.queuedBytes + self._outlet.held()
 
     @property
     def bytesSent(self) -> int:
         """Bytes the connection has taken from this transport so far: L{bytesWritten} less what it still holds."""
-        queued = queuedIn(self.transport)
-        return self.bytesWritten - (self._unconfirmed if queued is None else queued)
+        return self._outlet.bytesSent
 
     def _checkBacklog(self) -> None:
         """Stop reading above the high-water mark; start again at the low-water mark."""

@@ -15,8 +15,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from zope.interface import implementer
 from twisted.internet.interfaces import IPushProducer
+from zope.interface import implementer
 
 # How the gate is registered with the wrapped transport (None: not at all).
 PUSH = "push"
@@ -39,9 +39,7 @@ class WriteGate:
         producer, until it asks for more after a L{unitWritten}.
     """
 
-    def __init__(
-        self, paused: Callable[[], None], resumed: Callable[[], None], stopped: Callable[[], None]
-    ) -> None:
+    def __init__(self, paused: Callable[[], None], resumed: Callable[[], None], stopped: Callable[[], None]) -> None:
         """
         @param paused: called when the wrapped transport pauses the gate.
         @param resumed: called when it resumes the gate (or, for a pull

@@ -18,10 +18,10 @@ from framing.wire import PREAMBLE
 from protocols import CoalescingTransport, TokenProtocol, rpc
 from protocols.bulk import BulkBroker, BulkOptions, FlowControlError
 from protocols.bulk.wire import dataFramePieces
-from protocols.sockets import queuedIn
 from protocols.echo import EchoClient, EchoServer
 from protocols.guard import GuardPolicy, guard
 from protocols.rpc.endpoints import connectWith
+from protocols.sockets import queuedIn
 from protocols.testing import MemoryTransport, connectedPair, loopbackTCP
 
 from .bulk.support import SlowConsumer, Store, payload
