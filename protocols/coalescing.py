@@ -26,6 +26,14 @@ to the low-water mark.  A server's answers are caused by what it reads, so
 a peer that does not read its answers is no longer read from, and the
 memory held for it stays near the mark.  Counting what waits costs a few
 attribute reads, and only for writes the socket did not take at once.
+
+The transport is a hub for small parts, each with one job: an L{Outlet}
+hands flushed blocks to the connection; a L{StreamQueue} keeps streams and
+the messages flushed behind them; a L{WriteGate} hears the wrapped
+transport's pauses; a L{ReadGate} decides when the wrapped transport reads;
+L{protocols.sockets} knows Twisted's own socket connections.  None of them
+refers back to the transport, so a closed connection is freed by reference
+counting alone.
 """
 
 from __future__ import annotations
@@ -41,11 +49,12 @@ from zope.interface import directlyProvides, implementer, providedBy
 
 from framing import BlockBuffer
 
+from .forwarding import Forwarded
 from .outlet import Outlet
 from .readgate import ReadGate
 from .sockets import ownBufferSize, setNoDelay
 from .streamqueue import StreamQueue
-from .writegate import PULL, PUSH, WriteGate
+from .writegate import WriteGate
 
 __all__ = ["CoalescingTransport", "setNoDelay"]
 
@@ -63,24 +72,34 @@ class CoalescingTransport:
     L{pauseProducing} stops the wrapped transport from delivering data, as on
     any Twisted transport.
 
+    @ivar transport: the wrapped transport.
     @ivar buffer: the L{BlockBuffer} that writes wait in; an encoder may
         write into it directly, then call L{flush}.
     @ivar disconnecting: C{True} once L{loseConnection} was called.
-    @ivar producer: the producer registered through L{registerProducer}, or
-        C{None}.
-    @ivar streamingProducer: whether L{producer} is a push producer.
     @ivar noDelay: whether C{TCP_NODELAY} was turned on at construction.
     """
 
+    writeCount: Forwarded[int] = Forwarded("_outlet", "writeCount", "Writes handed to the connection (L{Outlet}).")
+    bytesWritten: Forwarded[int] = Forwarded("_outlet", "bytesWritten", "The bytes in those writes.")
+    producer: Forwarded[Any] = Forwarded("_gate", "producer", "The producer given to L{registerProducer}, or C{None}.")
+    streamingProducer: Forwarded[bool] = Forwarded("_gate", "streaming", "Whether L{producer} is a push producer.")
+    writePaused: Forwarded[bool] = Forwarded("_gate", "paused", "Whether the wrapped transport paused our writing.")
+    readPaused: Forwarded[bool] = Forwarded("_reading", "paused", "Whether L{pauseProducing} stopped reading.")
+    readingObserver: Forwarded[Callable[[bool], None] | None] = Forwarded(
+        "_reading", "observer", "Told C{True}/C{False} when reading stops/starts (L{ReadGate.observer}).", settable=True
+    )
+    sendHighWater: Forwarded[int | None] = Forwarded("_reading", "high", "Reading stops above it (L{setSendLimits}).")
+    sendLowWater: Forwarded[int] = Forwarded("_reading", "low", "Reading starts again at it (L{setSendLimits}).")
+    sendBacklogged: Forwarded[bool] = Forwarded("_reading", "backlogged", "Whether too much waits to be sent.")
+
     def __init__(self, transport: Any, readingObserver: Callable[[bool], None] | None = None) -> None:
+        self.transport = transport
         self.buffer = BlockBuffer()
         self.disconnecting = False
-        self.producer: Any = None
-        self.streamingProducer = False
-        self._gate = WriteGate(self._writingPaused, self._writingResumed, self._writingStopped)
+        self._gate = WriteGate(self._writingResumed, self._writingStopped)
         self._streams = StreamQueue(self._gate)
         self._reading = ReadGate(readingObserver)
-        self._outlet = Outlet(transport, self._gate, self._reading, self._streams)
+        self._outlet = Outlet(self._gate, self._reading, self._streams)
         self._closed = False
         self._closeSent = False
         self._holds = 0
@@ -90,74 +109,13 @@ class CoalescingTransport:
     def __getattr__(self, name: str) -> Any:
         # Only reached for names this class does not define: pass them on, as
         # twisted.protocols.policies.ProtocolWrapper does.
-        if name == "_outlet":  # not made yet: there is nothing to pass to
+        if name == "transport":
             raise AttributeError(name)
         return getattr(self.transport, name)
 
     def __repr__(self) -> str:
         queued = len(self._streams.items)
         return f"<CoalescingTransport {len(self.buffer)} bytes buffered, {queued} queued, on {self.transport!r}>"
-
-    @property
-    def transport(self) -> Any:
-        """The wrapped transport (replaceable: tracing wraps it)."""
-        return self._outlet.transport
-
-    @transport.setter
-    def transport(self, transport: Any) -> None:
-        self._outlet.transport = transport
-
-    @property
-    def writeCount(self) -> int:
-        """
-        Writes handed to the connection so far: each one C{write} or
-        C{writeSequence} on the wrapped transport, or one direct send (plus,
-        rarely, the write of what the socket did not take).
-        """
-        return self._outlet.writeCount
-
-    @property
-    def bytesWritten(self) -> int:
-        """The bytes in those writes."""
-        return self._outlet.bytesWritten
-
-    @property
-    def writePaused(self) -> bool:
-        """C{True} while the wrapped transport has asked us to pause (its buffer is full): queued streams wait."""
-        return self._gate.paused
-
-    @property
-    def readPaused(self) -> bool:
-        """C{True} between L{pauseProducing} and L{resumeProducing}."""
-        return self._reading.paused
-
-    @property
-    def readingObserver(self) -> Callable[[bool], None] | None:
-        """
-        Called with C{True} or C{False} whenever reading is paused or resumed
-        through this transport, so that the protocol can hold back what it
-        already received; or C{None}.  Settable.
-        """
-        return self._reading.observer
-
-    @readingObserver.setter
-    def readingObserver(self, observer: Callable[[bool], None] | None) -> None:
-        self._reading.observer = observer
-
-    @property
-    def sendHighWater(self) -> int | None:
-        """With back-pressure on (L{setSendLimits}), the L{pendingBytes} above which reading stops; C{None} when off."""
-        return self._reading.high
-
-    @property
-    def sendLowWater(self) -> int:
-        """The L{pendingBytes} at which reading starts again."""
-        return self._reading.low
-
-    @property
-    def sendBacklogged(self) -> bool:
-        """C{True} while reading is stopped because too much waits to be sent."""
-        return self._reading.backlogged
 
     # -- writing ---------------------------------------------------------
 
@@ -173,12 +131,10 @@ class CoalescingTransport:
 
     def flush(self) -> None:
         """
-        Hand everything buffered to the wrapped transport in one C{write} or
-        one C{writeSequence}; do nothing if nothing is buffered.  While a
-        stream is being written, what is flushed waits behind it, so that it
-        never lands between a stream's OPEN and its CLOSE.  Between L{hold}
-        and L{release} nothing is written: the messages wait for the write
-        that L{release} makes.
+        Hand everything buffered to the wrapped transport in one write, if
+        anything is.  It waits behind a queued stream (never between its OPEN
+        and CLOSE), and between L{hold} and L{release} for the write
+        L{release} makes.
         """
         if self._holds:
             reading = self._reading
@@ -190,10 +146,7 @@ class CoalescingTransport:
         self.flushNow()
 
     def flushNow(self) -> None:
-        """
-        As L{flush}, even during a L{hold}: for a stream's body chunk, which
-        leaves in a write of its own (see L{protocols.bulk}).
-        """
+        """As L{flush}, even during a L{hold}: for a stream's body chunk, which leaves in a write of its own."""
         blocks = self.buffer.take_blocks()
         if not blocks:
             return
@@ -203,17 +156,11 @@ class CoalescingTransport:
             high = self._reading.high
             if high is not None and streams.queuedBytes + self._outlet.mayHold > high:
                 self._checkBacklog()
-        elif self._outlet.write(blocks):
+        elif self._outlet.write(self.transport, blocks):
             self._checkBacklog()
 
     def hold(self) -> None:
-        """
-        Hold flushes back until the matching L{release}, so that every
-        message sent meanwhile shares one write.  The protocol holds while
-        it handles one read: the answers to a batch of requests that arrived
-        together then leave together, each still whole and in order.
-        Holds nest.
-        """
+        """Hold flushes back until the matching L{release} (holds nest): what is sent meanwhile shares one write."""
         self._holds += 1
 
     def release(self) -> None:
@@ -228,10 +175,9 @@ class CoalescingTransport:
 
     def writeStream(self, units: Iterable[list[bytes]]) -> Deferred[None]:
         """
-        Queue a stream: each item of C{units} (a list of byte pieces) is
-        written with one write, and the next item is pulled only when the
-        wrapped transport is not paused.  Streams and flushes are written in
-        the order they were queued.
+        Queue a stream, after what was flushed before: each item of C{units}
+        (a list of byte pieces) is one write, pulled only while the wrapped
+        transport is not paused.
 
         @return: a L{Deferred} that fires with C{None} once the last unit was
             handed to the wrapped transport, or fails with the iterator's
@@ -248,11 +194,10 @@ class CoalescingTransport:
         return done
 
     def _write(self, blocks: list[bytes]) -> None:
-        if self._outlet.write(blocks):
+        if self._outlet.write(self.transport, blocks):
             self._checkBacklog()
 
     def _pump(self) -> None:
-        """Write queued messages and stream units until none waits or writing is paused."""
         if self._streams.pump(self._write):
             self._queueDrained()
 
@@ -266,27 +211,15 @@ class CoalescingTransport:
 
     def _updateGate(self) -> None:
         """Register the gate while someone needs the wrapped transport's pauses; unregister it after."""
-        wanted: str | None = None
-        if self.producer is not None:
-            wanted = PUSH if self.streamingProducer else PULL
-        elif self._closed:
-            pass
-        elif self._streams.items or (self._reading.high is not None and not self.disconnecting):
-            # Back-pressure needs the wrapped transport's word that its
-            # buffer drained, which it gives only to a producer it paused.
-            wanted = PUSH
-        self._gate.switch(self.transport, wanted)
-
-    def _writingPaused(self) -> None:
-        if self.producer is not None and self.streamingProducer:
-            self.producer.pauseProducing()
+        # Back-pressure needs the wrapped transport's word that its buffer
+        # drained, which it gives only to a producer it paused.
+        backPressure = self._reading.high is not None and not self.disconnecting
+        self._gate.switch(self.transport, not self._closed and bool(self._streams.items or backPressure))
 
     def _writingResumed(self) -> None:
         self._outlet.drained()
-        if self.producer is not None:
-            self.producer.resumeProducing()
-            if not self.streamingProducer:
-                self.flush()
+        if self._gate.resumeProducer():
+            self.flush()
         self._pump()
         if self._reading.backlogged:
             self._checkBacklog()
@@ -298,7 +231,7 @@ class CoalescingTransport:
     def _fail(self, reason: BaseException | Failure) -> None:
         """The connection is gone: stop the producer, fail every queued stream."""
         self._closed = True
-        producer, self.producer = self.producer, None
+        producer = self._gate.detach()
         if producer is not None:
             producer.stopProducing()
         self.buffer.take_blocks()
@@ -310,8 +243,7 @@ class CoalescingTransport:
         """
         Stop reading while more than C{high} bytes wait to be sent, and start
         again at C{low}; C{high} of C{None} turns back-pressure off.  Both
-        marks are raised to the wrapped transport's own buffer size if they
-        are below it (see L{protocols.sockets.ownBufferSize}).
+        marks are raised to the wrapped transport's own buffer size.
 
         @raise ValueError: C{low} is above C{high}.
         """
@@ -321,21 +253,15 @@ class CoalescingTransport:
 
     @property
     def pendingBytes(self) -> int:
-        """
-        The bytes written to this transport that the socket has not taken:
-        buffered here, queued behind a stream, and held by the wrapped
-        transport (or, for one that cannot count them, what was handed to it
-        since it last asked us to pause).
-        """
-        return len(self.buffer) + self._streams.queuedBytes + self._outlet.held()
+        """The bytes written here that the socket has not taken: buffered, queued, or in the wrapped transport."""
+        return len(self.buffer) + self._streams.queuedBytes + self._outlet.held(self.transport)
 
     @property
     def bytesSent(self) -> int:
         """Bytes the connection has taken from this transport so far: L{bytesWritten} less what it still holds."""
-        return self._outlet.bytesSent
+        return self._outlet.bytesSent(self.transport)
 
     def _checkBacklog(self) -> None:
-        """Stop reading above the high-water mark; start again at the low-water mark."""
         self._reading.checkBacklog(self.pendingBytes, self.transport, self._closed)
 
     # -- IConsumer -------------------------------------------------------
@@ -349,19 +275,15 @@ class CoalescingTransport:
 
         @raise RuntimeError: if a producer is already registered.
         """
-        if self.producer is not None:
-            raise RuntimeError(f"Cannot register producer {producer!r}: {self.producer!r} was never unregistered")
-        if self._closed:
+        if self._closed:  # no producer is left registered once closed
             producer.stopProducing()
             return
-        self.producer = producer
-        self.streamingProducer = bool(streaming)
+        self._gate.attach(producer, streaming)
         self._updateGate()
 
     def unregisterProducer(self) -> None:
         """Forget the registered producer (a no-op if there is none)."""
-        self.producer = None
-        self.streamingProducer = False
+        self._gate.detach()
         self._updateGate()
 
     # -- IPushProducer: reading --------------------------------------------
@@ -371,10 +293,7 @@ class CoalescingTransport:
         self._reading.pause(self.transport, self._closed)
 
     def resumeProducing(self) -> None:
-        """
-        Start reading from the connection again (once what waits to be
-        sent is below the low-water mark, if back-pressure stopped it too).
-        """
+        """Start reading again (once at most the low-water mark waits to be sent, if back-pressure stopped it)."""
         self._reading.resume(self.transport, self._closed)
 
     def stopProducing(self) -> None:
@@ -384,10 +303,7 @@ class CoalescingTransport:
     # -- ending ------------------------------------------------------------
 
     def loseConnection(self) -> None:
-        """
-        Flush, then close the connection once every queued stream has been
-        written (as Twisted transports wait for a registered producer).
-        """
+        """Flush, then close the connection once every queued stream is written (as Twisted waits for a producer)."""
         if self.disconnecting:
             return
         self.disconnecting = True
@@ -405,8 +321,8 @@ class CoalescingTransport:
     def abandonStreams(self, reason: BaseException | Failure) -> None:
         """
         Fail every queued stream with C{reason} without writing the rest of
-        it; buffered and queued messages are dropped too.  For a protocol
-        about to report a fatal error to its peer.
+        it, and drop buffered and queued messages: for a protocol about to
+        report a fatal error to its peer.
         """
         self.buffer.take_blocks()
         self._streams.abandon(reason)
@@ -414,10 +330,9 @@ class CoalescingTransport:
 
     def connectionClosed(self, reason: Failure) -> None:
         """
-        Tell this transport that the wrapped connection is gone (the protocol
-        calls this from C{connectionLost}): queued streams fail with
-        C{reason}, the registered producer is stopped, buffered bytes are
-        dropped.
+        The wrapped connection is gone (the protocol calls this from
+        C{connectionLost}): queued streams fail with C{reason}, the producer
+        is stopped, buffered bytes are dropped.
         """
         if self._closed:
             return

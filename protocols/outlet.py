@@ -9,7 +9,8 @@ their bytes, and keeps a cheap upper bound on what the wrapped transport
 still holds, so that back-pressure asks the transport (a few attribute
 reads, L{protocols.sockets.queuedIn}) only when the bound passes the
 high-water mark.  Per write: O(number of blocks), no system call beyond the
-one that sends.
+one that sends.  The wrapped transport is passed to each call, never kept
+(tracing replaces it under a running connection).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ class Outlet:
     """
     The connection end of a coalescing transport.
 
-    @ivar transport: the wrapped transport (replaceable: tracing wraps it).
     @ivar writeCount: writes handed to the connection so far.
     @ivar bytesWritten: the bytes in those writes.
     @ivar mayHold: an upper bound on what the wrapped transport holds: what
@@ -35,14 +35,13 @@ class Outlet:
         queue since it last paused us (what it has not confirmed sending).
     """
 
-    def __init__(self, transport: Any, gate: WriteGate, reading: ReadGate, streams: StreamQueue) -> None:
+    def __init__(self, gate: WriteGate, reading: ReadGate, streams: StreamQueue) -> None:
         """
         @param gate: tells whether the wrapped transport has paused us.
         @param reading: holds the high-water mark and whether reading is
             stopped for back-pressure.
         @param streams: counts the bytes queued behind a stream.
         """
-        self.transport = transport
         self.writeCount = 0
         self.bytesWritten = 0
         self.mayHold = 0
@@ -52,11 +51,11 @@ class Outlet:
         self._streams = streams
 
     def __repr__(self) -> str:
-        return f"<Outlet {self.writeCount} writes, {self.bytesWritten} bytes, on {self.transport!r}>"
+        return f"<Outlet {self.writeCount} writes, {self.bytesWritten} bytes>"
 
-    def write(self, blocks: list[bytes]) -> bool:
+    def write(self, transport: Any, blocks: list[bytes]) -> bool:
         """
-        Hand C{blocks} to the connection in one write.
+        Hand C{blocks} to the connection (C{transport}, the wrapped one) in one write.
 
         @return: whether back-pressure must decide again: the bound on what
             waits passed the high-water mark, or reading is stopped for
@@ -65,7 +64,7 @@ class Outlet:
         self.writeCount += 1
         size = len(blocks[0]) if len(blocks) == 1 else sum(map(len, blocks))
         self.bytesWritten += size
-        transport, reading = self.transport, self._reading
+        reading = self._reading
         if canSendNow(transport):
             blocks = sendNow(transport, blocks)
             if not blocks:
@@ -84,18 +83,17 @@ class Outlet:
         self.mayHold += size
         return reading.backlogged or self.mayHold + self._streams.queuedBytes > high
 
-    def held(self) -> int:
+    def held(self, transport: Any) -> int:
         """What the wrapped transport holds (or, if it cannot say, L{unconfirmed}); L{mayHold} restarts from it."""
-        queued = queuedIn(self.transport)
+        queued = queuedIn(transport)
         if queued is None:
             queued = self.unconfirmed
         self.mayHold = queued
         return queued
 
-    @property
-    def bytesSent(self) -> int:
-        """Bytes the connection has taken so far: L{bytesWritten} less what it still holds."""
-        queued = queuedIn(self.transport)
+    def bytesSent(self, transport: Any) -> int:
+        """Bytes C{transport} has taken so far: L{bytesWritten} less what it still holds."""
+        queued = queuedIn(transport)
         return self.bytesWritten - (self.unconfirmed if queued is None else queued)
 
     def drained(self) -> None:

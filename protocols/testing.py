@@ -356,7 +356,7 @@ class MemoryTransport:
             self.producerPaused = True
             producer.pauseProducing()
 
-    def _drained(self) -> None:
+    def drained(self) -> None:
         """Everything queued was delivered: ask the producer for more, as a TCP transport does."""
         producer = self.producer
         if producer is not None and (not self.streamingProducer or self.producerPaused):
@@ -373,7 +373,8 @@ class MemoryTransport:
     def stopProducing(self) -> None:
         self.loseConnection()
 
-    def _lost(self, reason: Failure) -> None:
+    def lost(self, reason: Failure) -> None:
+        """The connection is gone: stop the producer and tell the protocol, as a TCP transport does."""
         self.disconnected, self.connected = True, False
         producer, self.producer = self.producer, None
         if producer is not None:
@@ -428,7 +429,7 @@ class MemoryPair:
             moved = True
             self._hand(receiver, data)
         if moved and not sender.outgoing:
-            sender._drained()
+            sender.drained()
         return moved
 
     def _hand(self, receiver: MemoryTransport, data: bytes) -> None:
@@ -458,9 +459,9 @@ class MemoryPair:
     ) -> None:
         second.outgoing.clear()
         second.outgoingBytes = 0
-        first._lost(firstReason)
+        first.lost(firstReason)
         if not second.disconnected:
-            second._lost(secondReason)
+            second.lost(secondReason)
 
 
 def connectedPair(server: Any, client: Any, bufferSize: int = 64 * 1024, maxChunk: int | None = None) -> MemoryPair:

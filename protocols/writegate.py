@@ -1,12 +1,13 @@
-"""WriteGate: the wrapped transport's word on when to write, for a coalescing transport.
+"""WriteGate: the wrapped transport's word on when to write, passed on to the application's producer.
 
 Contract: a L{WriteGate} is the producer a L{protocols.CoalescingTransport}
 registers with the transport it wraps, only while someone needs that
-transport's pauses (a producer of the application's, a queued stream, or
-back-pressure).  It records whether writing is paused and passes each
-pause, resume and stop to its owner's callbacks.  It holds its owner only
-weakly, so a connection never becomes a cycle that only the garbage
-collector frees.  Each pause or resume costs one call to the owner.
+transport's pauses (the application's producer, a queued stream, or
+back-pressure).  It records whether writing is paused, pauses the
+application's push producer with it, and tells its owner when writing may
+go on and when the connection is gone.  It holds its owner only weakly, so
+a connection never becomes a cycle that only the garbage collector frees.
+Each pause or resume costs one call to the producer and one to the owner.
 """
 
 from __future__ import annotations
@@ -37,31 +38,66 @@ class WriteGate:
     @ivar paused: C{True} while the wrapped transport has asked its producer
         to pause (its send buffer is full), or, registered as a pull
         producer, until it asks for more after a L{unitWritten}.
+    @ivar producer: the application's producer (see L{attach}), or C{None}.
+    @ivar streaming: whether L{producer} is a push producer.
     """
 
-    def __init__(self, paused: Callable[[], None], resumed: Callable[[], None], stopped: Callable[[], None]) -> None:
+    def __init__(self, resumed: Callable[[], None], stopped: Callable[[], None]) -> None:
         """
-        @param paused: called when the wrapped transport pauses the gate.
-        @param resumed: called when it resumes the gate (or, for a pull
-            producer, asks for more).
+        @param resumed: called when the wrapped transport resumes the gate
+            (or, for a pull producer, asks for more).
         @param stopped: called when it stops the gate: the connection is gone.
         """
         # Weak: the owner holds its gate, and the callbacks are its bound methods.
-        self._onPause = weakref.WeakMethod(paused)
         self._onResume = weakref.WeakMethod(resumed)
         self._onStop = weakref.WeakMethod(stopped)
         self.mode: str | None = None
         self.paused = False
+        self.producer: Any = None
+        self.streaming = False
 
     def __repr__(self) -> str:
-        return f"<WriteGate mode={self.mode} paused={self.paused}>"
+        return f"<WriteGate mode={self.mode} paused={self.paused} producer={self.producer!r}>"
 
-    def switch(self, transport: Any, mode: str | None) -> None:
+    def attach(self, producer: Any, streaming: bool) -> None:
         """
-        Register with C{transport} as a producer of C{mode} (L{PUSH} or
-        L{PULL}), or unregister for C{None}; nothing is done if the gate is
-        already registered that way.  A change leaves the gate unpaused.
+        Pass the wrapped transport's pauses on to C{producer}: a push
+        producer (C{streaming} true) is paused with the gate; either kind is
+        asked for more through L{resumeProducer}.
+
+        @raise RuntimeError: if a producer is attached already.
         """
+        if self.producer is not None:
+            raise RuntimeError(f"Cannot register producer {producer!r}: {self.producer!r} was never unregistered")
+        self.producer, self.streaming = producer, bool(streaming)
+
+    def detach(self) -> Any:
+        """Forget the application's producer; return it (or C{None})."""
+        producer, self.producer, self.streaming = self.producer, None, False
+        return producer
+
+    def resumeProducer(self) -> bool:
+        """
+        Ask the application's producer, if any, for more.
+
+        @return: whether it is a pull producer, whose writes the caller then flushes.
+        """
+        if self.producer is None:
+            return False
+        self.producer.resumeProducing()
+        return not self.streaming
+
+    def switch(self, transport: Any, needed: bool) -> None:
+        """
+        Be registered with C{transport} as the application's producer needs
+        (push or pull), else as a push producer if C{needed} (by a queued
+        stream or back-pressure), else not at all.  A change leaves the gate
+        unpaused.
+        """
+        if self.producer is not None:
+            mode: str | None = PUSH if self.streaming else PULL
+        else:
+            mode = PUSH if needed else None
         if mode == self.mode:
             return
         if self.mode is not None:
@@ -78,9 +114,10 @@ class WriteGate:
             self.paused = True
 
     def pauseProducing(self) -> None:
-        """The wrapped transport's buffer is full: stop writing."""
+        """The wrapped transport's buffer is full: stop writing, and pause a push producer."""
         self.paused = True
-        _call(self._onPause)
+        if self.producer is not None and self.streaming:
+            self.producer.pauseProducing()
 
     def resumeProducing(self) -> None:
         """The wrapped transport wants more."""

@@ -59,7 +59,7 @@ def drain(transport: MemoryTransport) -> None:
     """Pretend the peer read everything queued: the transport asks its producer for more."""
     transport.outgoing.clear()
     transport.outgoingBytes = 0
-    transport._drained()
+    transport.drained()
 
 
 class WriteTests(SynchronousTestCase):
