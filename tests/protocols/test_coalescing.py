@@ -205,7 +205,7 @@ class ProducerTests(SynchronousTestCase):
         transport = CoalescingTransport(wrapped)
         producer = Producer()
         transport.registerProducer(producer, True)
-        wrapped._lost(Failure(ConnectionDone()))
+        wrapped.lost(Failure(ConnectionDone()))
         self.assertEqual(producer.calls, ["stop"])
 
     def test_pauseProducingPausesReading(self) -> None:
