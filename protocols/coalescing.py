@@ -194,10 +194,12 @@ class CoalescingTransport:
         return done
 
     def _write(self, blocks: list[bytes]) -> None:
+        """Hand one queued message or stream unit to the connection (the stream queue's write)."""
         if self._outlet.write(self.transport, blocks):
             self._checkBacklog()
 
     def _pump(self) -> None:
+        """Write what the stream queue holds while the gate is open; once it is empty, close if asked to."""
         if self._streams.pump(self._write):
             self._queueDrained()
 
@@ -262,6 +264,7 @@ class CoalescingTransport:
         return self._outlet.bytesSent(self.transport)
 
     def _checkBacklog(self) -> None:
+        """Let the read gate decide again, with what waits to be sent now."""
         self._reading.checkBacklog(self.pendingBytes, self.transport, self._closed)
 
     # -- IConsumer -------------------------------------------------------
