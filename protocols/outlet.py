@@ -27,7 +27,9 @@ class Outlet:
     """
     The connection end of a coalescing transport.
 
-    @ivar writeCount: writes handed to the connection so far.
+    @ivar writeCount: writes handed to the connection so far: each one
+        C{write} or C{writeSequence} on the wrapped transport, or one direct
+        send (plus, rarely, the write of what the socket did not take).
     @ivar bytesWritten: the bytes in those writes.
     @ivar mayHold: an upper bound on what the wrapped transport holds: what
         it held when last asked (L{held}), plus what was written since.
