@@ -97,13 +97,17 @@ Both ends of a connection must be L{BulkBroker}s (made by L{serve},
 L{connect} or L{BulkBrokerFactory}).
 """
 
-from .channel import BulkBroker, BulkBrokerFactory, BulkChannel, BulkOptions, callingBroker, connect, serve
-from .errors import FlowControlError, IntegrityError, StreamIdReused, StreamReset, TooManyStreams
+from .channel import BulkBroker, BulkBrokerFactory, BulkChannel, callingBroker, connect, serve
+from .errors import FlowControlError, IllegalTransition, IntegrityError, StreamIdReused, StreamReset, TooManyStreams
 from .integrity import DEFAULT_DIGEST, OrderedHasher
+from .interfaces import IReceivingStream, ISendingStream, IStreamHost
+from .options import BulkOptions
+from .outcome import TransferResult
 from .ranges import RangeSet
+from .receiving import IncomingStream, Receiver
+from .sending import Stream
 from .sinks import CallbackSink, ConsumerSink, FileSink, OpenFileSink, Sink
-from .sources import BytesSource, FileSource, SeekableSource
-from .streams import IncomingStream, Stream, TransferResult
+from .sources import BytesSource, FileSource, SeekableSource, StreamSource
 from .wire import StreamingDecoder
 
 __all__ = [
@@ -118,16 +122,22 @@ __all__ = [
     "FileSink",
     "FileSource",
     "FlowControlError",
+    "IReceivingStream",
+    "ISendingStream",
+    "IStreamHost",
+    "IllegalTransition",
     "IncomingStream",
     "IntegrityError",
     "OpenFileSink",
     "OrderedHasher",
     "RangeSet",
+    "Receiver",
     "SeekableSource",
     "Sink",
     "Stream",
     "StreamIdReused",
     "StreamReset",
+    "StreamSource",
     "StreamingDecoder",
     "TooManyStreams",
     "TransferResult",

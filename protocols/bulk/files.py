@@ -53,10 +53,12 @@ from .. import rpc
 from .channel import BulkChannel, callingBroker
 from .errors import IntegrityError
 from .integrity import DEFAULT_DIGEST, OrderedHasher, checkAlgorithm
+from .outcome import Outcome, TransferResult
 from .ranges import RangeSet
+from .receiving import IncomingStream
+from .sending import Stream
 from .sinks import Release, Sink, writeAt
 from .sources import FileSource
-from .streams import IncomingStream, Stream, TransferResult, _Outcome
 
 SIDECAR_VERSION = 2
 SAVE_EVERY = 64 * 1024 * 1024
@@ -212,7 +214,7 @@ class Assembly:
             os.ftruncate(self._fd, 0)
         threads = reactor if reactor is not None and IReactorThreads.providedBy(reactor) else None
         self.hasher = OrderedHasher(self.algorithm, self._readBack, threads)
-        self._verifying: _Outcome | None = None
+        self._verifying: Outcome | None = None
         if self.held:
             # Resumed: what is already held from offset 0 is hashed from the file.
             self.hasher.allowReadBack(self.held.contiguousEnd(0))
@@ -336,7 +338,7 @@ class Assembly:
         if not self.complete:
             return _failed(IntegrityError(f"{self.size - self.held.total} bytes of {self.path.name} are missing"))
         if self._verifying is None:
-            outcome = self._verifying = _Outcome()
+            outcome = self._verifying = Outcome()
             self.hasher.finish(self.size).addCallbacks(outcome.succeed, outcome.fail)
         result: Deferred[bytes] = self._verifying.wait()
         return result.addCallback(self._check, expected)
@@ -487,7 +489,7 @@ class BulkService(rpc.Referenceable):
         self._owned: dict[BulkChannel, set[str]] = {}
         self._finishing: set[str] = set()
         self._digests: OrderedDict[tuple[str, int, int, int], bytes] = OrderedDict()
-        self._hashing: dict[tuple[str, int, int, int], _Outcome] = {}
+        self._hashing: dict[tuple[str, int, int, int], Outcome] = {}
         self._lastSweep = 0.0
         self.sweep()
 
@@ -749,7 +751,7 @@ class BulkService(rpc.Referenceable):
         """The digest of the file at C{path} as C{key} describes it: one computation, however many wait."""
         outcome = self._hashing.get(key)
         if outcome is None:
-            outcome = self._hashing[key] = _Outcome()
+            outcome = self._hashing[key] = Outcome()
             computing = Deferred.fromCoroutine(self._hashFile(path))
             computing.addCallbacks(
                 self._hashed, self._hashFailed, callbackArgs=(key, path, version), errbackArgs=(key,)

@@ -41,7 +41,7 @@ class StreamIdTests(SynchronousTestCase):
         """A stream id announced twice on one connection drops it with stream-id-reused, and releases the first."""
         pair = BulkPair(Store())
         quiet(pair)
-        pair.client.bulk._ids = itertools.repeat(7)  # a client that reuses its id
+        pair.client.bulk.streamIds = itertools.repeat(7)  # a client that reuses its id
         first = pair.root.callRemote("keep", Stream(payload(1000)))
         pair.flush()
         self.successResultOf(first)
@@ -207,8 +207,8 @@ class UploadOwnerTests(SynchronousTestCase):
             self.network.step()
         channel = pair.server.bulk
         watched = [weakref.ref(self.service.uploads["l"])]
-        watched += [weakref.ref(receiving) for receiving in channel._incoming.values()]
-        watched += [weakref.ref(receiving.sink) for receiving in channel._incoming.values()]
+        watched += [weakref.ref(receiving) for receiving in channel.receivers()]
+        watched += [weakref.ref(receiving.sink) for receiving in channel.receivers()]
         self.assertEqual(len(watched), 5)
         del root
         gc.disable()
@@ -344,8 +344,8 @@ class CancelledCallTests(SynchronousTestCase):
         pair.pump(5)
         self.assertGreater(stream.sentBytes, 0)
         call.cancel()
-        self.assertTrue(stream._outcome.fired)  # at once, not when the receiver answers
+        self.assertTrue(stream.done)  # at once, not when the receiver answers
         pair.flush()
         self.failureResultOf(call)
-        self.assertIsInstance(stream._outcome.failure.value, StreamReset)  # type: ignore[union-attr]
+        self.assertIsInstance(stream.failure.value, StreamReset)  # type: ignore[union-attr]
         self.assertEqual(partFiles(os.path.join(directory, "served")), [])

@@ -326,7 +326,7 @@ class FlowControlTests(SynchronousTestCase):
         pair.root.callRemote("uploadSlow", "a", stream)
         pair.flush()
         consumer = store.sinks["a"]
-        receiving = pair.server.bulk._incoming[stream.streamId]
+        receiving = pair.server.bulk.receiverFor(stream.streamId)
         self.assertEqual(receiving.sinkReleased, len(consumer.data))
         self.assertLessEqual(stream.sentBytes - len(consumer.data), receiving.window)
         self.assertGreater(stream.sentBytes - len(consumer.data), receiving.window // 2)
@@ -340,7 +340,7 @@ class FlowControlTests(SynchronousTestCase):
         pair.root.callRemote("uploadSlow", "checked", checked)
         pair.root.callRemote("uploadSlow", "unchecked", unchecked)
         pair.flush()
-        windows = {s: pair.server.bulk._incoming[s.streamId].window for s in (checked, unchecked)}
+        windows = {s: pair.server.bulk.receiverFor(s.streamId).window for s in (checked, unchecked)}
         self.assertEqual(windows, {checked: SMALL.window // 2, unchecked: SMALL.window})
 
     def test_slowConsumerDrains(self) -> None:
@@ -408,7 +408,7 @@ class FlowControlTests(SynchronousTestCase):
         pair.root.callRemote("upload", stream)
         for _ in range(200):
             pair.pump()
-            receiving = pair.server.bulk._incoming.get(stream.streamId)
+            receiving = pair.server.bulk.receiverFor(stream.streamId)
             if receiving is not None:
                 self.assertLessEqual(stream.sentBytes - receiving.sinkReleased, SMALL.window)
         pair.flush()
@@ -551,7 +551,7 @@ class CancelTests(SynchronousTestCase):
         pair.flush()
         self.failureResultOf(done, StreamReset)
         stream.write(b"x" * 100_000)
-        self.assertEqual(stream._buffered, 0)
+        self.assertEqual(stream.buffered, 0)
 
     def test_receiveOnClosedConnection(self) -> None:
         """Receiving a stream whose connection is already gone fails at once."""

@@ -12,8 +12,7 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from protocols import bulk
-from protocols.bulk import BulkBroker, BulkOptions, Stream
-from protocols.bulk.streams import _Receiving
+from protocols.bulk import BulkBroker, BulkOptions, Receiver, Stream
 from protocols.bulk.tuning import MIN_TUNED_RTT, RoundTrips, WindowTuner
 from protocols.guard import GuardPolicy, guard
 
@@ -81,7 +80,7 @@ class Latent:
         self.root = self.client.rootReference()
         self.pair.runUntil(lambda: False, 1.0)  # the connection settles
 
-    def upload(self, size: int, window: int | None = None) -> tuple[_Receiving, float]:
+    def upload(self, size: int, window: int | None = None) -> tuple[Receiver, float]:
         """Send C{size} bytes (no digest) and receive them; return the receiving side and the seconds taken."""
         started = self.clock.seconds()
         self.root.callRemote("keep", Stream(payload(size), digest=None))
@@ -92,7 +91,7 @@ class Latent:
         self.pair.runUntil(lambda: bool(done), 120.0)
         self.pair.runUntil(lambda: False, 1.0)  # DONE reaches the sender
         assert done and done[0].size == size, done
-        receiving = incoming._receiving
+        receiving = incoming.receiver
         assert receiving is not None
         return receiving, self.clock.seconds() - started
 
@@ -219,7 +218,7 @@ class AutotuneTests(SynchronousTestCase):
         latent.pair.runUntil(lambda: bool(latent.store.streams), 10.0)
         incoming = latent.store.streams[0]
         incoming.receive(latent.store.pieces.append)
-        receiving = incoming._receiving
+        receiving = incoming.receiver
         assert receiving is not None
         latent.pair.runUntil(lambda: receiving.announced > 0, 10.0)
         self.assertEqual((roundTrips.samples, roundTrips.probed), (1, 0))
@@ -312,7 +311,7 @@ async def loopbackKeepsWindow(reactor: Any) -> None:
             incoming = store.streams[-1]
             result = await incoming.receive(lambda piece: None)
             assert result.size == 32 * MiB
-            receiving = incoming._receiving
+            receiving = incoming.receiver
             assert receiving is not None and receiving.tuner is not None
             assert receiving.window == BulkOptions().window, receiving.window
             assert (incoming.broker.bulk.roundTrips.base or 0) < MIN_TUNED_RTT, incoming.broker.bulk.roundTrips.base
