@@ -166,17 +166,7 @@ class BulkChannel:
         """The connection is up: streams may start; a TCP socket is tuned for bulk (L{BulkOptions.readSize})."""
         self._up = True
         self.scheduler.start()
-        readSize = self.options.readSize
-        wrapped: Any = getattr(self.protocol.transport, "transport", None)
-        if readSize is not None and hasattr(wrapped, "bufferSize") and hasattr(wrapped, "socket"):
-            # Twisted's TCP transport reads bufferSize bytes per reactor turn.
-            wrapped.bufferSize = readSize
-        sendLimit = self.options.sendLimit
-        if sendLimit is not None and hasattr(wrapped, "SEND_LIMIT") and hasattr(wrapped, "socket"):
-            # Twisted hands the socket at most SEND_LIMIT bytes per reactor
-            # turn (128 KiB); a frame then waits in user space for several
-            # turns, and a small call written after it waits with it.
-            wrapped.SEND_LIMIT = sendLimit
+        _tuneSocket(getattr(self.protocol.transport, "transport", None), self.options)
 
     def connectionLost(self, reason: Failure) -> None:
         """Every stream in flight fails with C{reason}; what was held is released."""
@@ -401,6 +391,20 @@ class BulkChannel:
                 stream.cancelReceived(control[2], control[3])
         except Exception:
             self.log.failure("Handling bulk control message {control} failed", control=control)
+
+
+def _tuneSocket(wrapped: Any, options: BulkOptions) -> None:
+    """Set a Twisted TCP transport's read size and send limit for bulk (L{BulkOptions.readSize})."""
+    readSize = options.readSize
+    if readSize is not None and hasattr(wrapped, "bufferSize") and hasattr(wrapped, "socket"):
+        # Twisted's TCP transport reads bufferSize bytes per reactor turn.
+        wrapped.bufferSize = readSize
+    sendLimit = options.sendLimit
+    if sendLimit is not None and hasattr(wrapped, "SEND_LIMIT") and hasattr(wrapped, "socket"):
+        # Twisted hands the socket at most SEND_LIMIT bytes per reactor
+        # turn (128 KiB); a frame then waits in user space for several
+        # turns, and a small call written after it waits with it.
+        wrapped.SEND_LIMIT = sendLimit
 
 
 class Resources:

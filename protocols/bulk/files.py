@@ -252,6 +252,11 @@ class Assembly:
         return f"<Assembly {self.path.name} {self.held.total}/{self.size} bytes>"
 
     @property
+    def closed(self) -> bool:
+        """Whether the partial file is closed (committed, discarded or suspended)."""
+        return self._fd is None
+
+    @property
     def complete(self) -> bool:
         """Whether every byte is held."""
         return self.held.covers(0, self.size)
@@ -465,6 +470,8 @@ class BulkService(rpc.Referenceable):
     @ivar abandonAfter: seconds after which an abandoned upload's partial
         files are removed.
     @ivar maxFragments: the most disjoint ranges one upload may hold.
+    @ivar owners: which connections hold which uploads (L{UploadOwners}).
+    @ivar digests: the digests of stored files (L{DigestCache}).
     """
 
     def __init__(
@@ -481,17 +488,18 @@ class BulkService(rpc.Referenceable):
         self.directory.mkdir(parents=True, exist_ok=True)
         self.reactor = reactor
         self.algorithm = checkAlgorithm(algorithm) or DEFAULT_DIGEST
-        self.maxUploads = maxUploads
         self.abandonAfter = abandonAfter
         self.maxFragments = maxFragments
         self.uploads: dict[str, Assembly] = {}
-        self._owners: dict[str, set[BulkChannel]] = {}
-        self._owned: dict[BulkChannel, set[str]] = {}
-        self._finishing: set[str] = set()
-        self._digests: OrderedDict[tuple[str, int, int, int], bytes] = OrderedDict()
-        self._hashing: dict[tuple[str, int, int, int], Outcome] = {}
+        self.owners = UploadOwners(self, maxUploads, self._abandon)
+        self.digests = DigestCache(self.algorithm, reactor)
         self._lastSweep = 0.0
         self.sweep()
+
+    @property
+    def maxUploads(self) -> int:
+        """The most unfinished uploads one connection may hold."""
+        return self.owners.maxUploads
 
     def _path(self, name: str) -> Path:
         return self.directory / checkName(name)
@@ -518,7 +526,7 @@ class BulkService(rpc.Referenceable):
         return stream.receive(path).addCallback(self._put, path)
 
     def _put(self, result: TransferResult, path: Path) -> str:
-        self._remember(path, result.digest)
+        self.digests.remember(path, result.digest)
         return result.hexdigest
 
     @rpc.remote(args={"name": _NAME})
@@ -540,22 +548,22 @@ class BulkService(rpc.Referenceable):
         """
         path = self._path(name)
         self._sweepSoon()
-        if name not in self.uploads and self._stored(path, size, version) is not None:
+        if name not in self.uploads and self.digests.stored(path, size, version) is not None:
             # Already received whole (the answer to finishUpload was lost).
             return {"held": [[0, size]] if size else [], "algorithm": self.algorithm}
         assembly = self.uploads.get(name)
         if assembly is not None and (assembly.size, assembly.version) != (size, version):
-            if self._heldElsewhere(name) or name in self._finishing:
-                self._refuse(UploadBusy(f"{name} is being uploaded by another connection"))
+            if self.owners.heldElsewhere(name) or name in self.owners.finishing:
+                self.owners.refuse(UploadBusy(f"{name} is being uploaded by another connection"))
             self._close(name)
             assembly.discard()
             assembly = None
-        self._own(name)
+        self.owners.own(name)
         if assembly is None:
             try:
                 assembly = Assembly(path, size, version, self.algorithm, self.reactor, self.maxFragments)
             except BaseException:
-                self._disown(name)
+                self.owners.disown(name)
                 raise
             self.uploads[name] = assembly
         return {"held": assembly.held.toList(), "algorithm": assembly.algorithm}
@@ -569,7 +577,7 @@ class BulkService(rpc.Referenceable):
             assembly = self._upload(name)
             if stream.size != assembly.size:
                 raise ValueError(f"the stream's size {stream.size} is not the upload's {assembly.size}")
-            self._own(name)
+            self.owners.own(name)
         except Exception as error:
             stream.cancel(str(error)[:200])
             raise
@@ -588,14 +596,14 @@ class BulkService(rpc.Referenceable):
         L{IntegrityError}.
         """
         if name not in self.uploads:
-            stored = self._remembered(self._path(name), None)
+            stored = self.digests.remembered(self._path(name), None)
             if stored is not None and stored == digest:
                 # A repeat: the first answer was lost with its connection.
                 return {"size": self._path(name).stat().st_size, "digest": stored.hex(), "duplicates": 0}
         assembly = self._upload(name)
         # While it verifies, the upload outlives its connections: the
         # answer may be lost, the file is committed all the same.
-        self._finishing.add(name)
+        self.owners.finishing.add(name)
         try:
             actual = await assembly.verify(digest)
         except IntegrityError:
@@ -604,13 +612,13 @@ class BulkService(rpc.Referenceable):
                 assembly.discard()
             raise
         finally:
-            self._finishing.discard(name)
-            if self.uploads.get(name) is assembly and not self._owners.get(name):
+            self.owners.finishing.discard(name)
+            if self.uploads.get(name) is assembly and not self.owners.holds(name):
                 self._abandon(name)  # its last connection went meanwhile
         if self.uploads.get(name) is assembly:
             self._close(name)
         assembly.commit()
-        self._remember(assembly.path, actual, source=assembly.version)
+        self.digests.remember(assembly.path, actual, source=assembly.version)
         return {"size": assembly.size, "digest": actual.hex(), "duplicates": assembly.duplicates}
 
     def _upload(self, name: str) -> Assembly:
@@ -619,59 +627,7 @@ class BulkService(rpc.Referenceable):
             raise KeyError(f"no upload of {name!r} is open")
         return assembly
 
-    # -- who holds an upload -------------------------------------------------------------------
-
-    def _own(self, name: str) -> None:
-        """The calling connection holds upload C{name} (a direct call, outside RPC, holds nothing)."""
-        broker = callingBroker()
-        if broker is None:
-            return
-        channel = broker.bulk
-        names = self._owned.setdefault(channel, set())
-        if name in names:
-            return
-        if len(names) >= self.maxUploads:
-            if not names:
-                del self._owned[channel]
-            self._refuse(TooManyUploads(f"a connection may hold {self.maxUploads} unfinished uploads"), channel)
-        names.add(name)
-        self._owners.setdefault(name, set()).add(channel)
-        channel.hold((self, name), partial(self._ownerLost, channel, name))
-
-    def _refuse(self, error: UploadRefused, channel: BulkChannel | None = None) -> NoReturn:
-        if channel is None:
-            broker = callingBroker()
-            channel = broker.bulk if broker is not None else None
-        if channel is not None:
-            channel.noteOnce(error.code, "{error}", error=str(error))
-        raise error
-
-    def _heldElsewhere(self, name: str) -> bool:
-        broker = callingBroker()
-        mine = broker.bulk if broker is not None else None
-        return any(channel is not mine for channel in self._owners.get(name, ()))
-
-    def _disown(self, name: str) -> None:
-        broker = callingBroker()
-        if broker is not None:
-            broker.bulk.letGo((self, name))
-            self._ownerLost(broker.bulk, name)
-
-    def _ownerLost(self, channel: BulkChannel, name: str) -> None:
-        """A connection holding upload C{name} is lost (or let it go): the last one closes it."""
-        names = self._owned.get(channel)
-        if names is not None:
-            names.discard(name)
-            if not names:
-                del self._owned[channel]
-        owners = self._owners.get(name)
-        if owners is not None:
-            owners.discard(channel)
-            if owners:
-                return
-            del self._owners[name]
-        if name not in self._finishing:
-            self._abandon(name)
+    # -- who holds an upload (see UploadOwners) -------------------------------------------
 
     def _abandon(self, name: str) -> None:
         """Nobody holds upload C{name} any more: close it, and keep its files only if they hold bytes."""
@@ -686,13 +642,7 @@ class BulkService(rpc.Referenceable):
     def _close(self, name: str) -> None:
         """Upload C{name} is over (committed or discarded): its connections no longer hold it."""
         self.uploads.pop(name, None)
-        for channel in self._owners.pop(name, ()):
-            channel.letGo((self, name))
-            names = self._owned.get(channel)
-            if names is not None:
-                names.discard(name)
-                if not names:
-                    del self._owned[channel]
+        self.owners.release(name)
 
     # -- abandoned partial files ---------------------------------------------------------
 
@@ -734,58 +684,8 @@ class BulkService(rpc.Referenceable):
     async def stat(self, name: str) -> dict[str, Any]:
         """C{{"size", "version", "digest" (hex), "algorithm"}} of file C{name} (its digest computed once, then kept)."""
         path = self._existing(name)
-        info = os.stat(path)
-        version = f"{info.st_size}-{info.st_mtime_ns}"
-        key = (str(path), info.st_size, info.st_mtime_ns, info.st_ino)
-        digest = self._digests.get(key)
-        if digest is None:
-            digest = self._remembered(path, version)
-            if digest is None:
-                digest = await self._digestOf(path, key, version)
-            self._keep(key, digest)
-        else:
-            self._digests.move_to_end(key)
-        return {"size": info.st_size, "version": version, "digest": digest.hex(), "algorithm": self.algorithm}
-
-    def _digestOf(self, path: Path, key: tuple[str, int, int, int], version: str) -> Deferred[bytes]:
-        """The digest of the file at C{path} as C{key} describes it: one computation, however many wait."""
-        outcome = self._hashing.get(key)
-        if outcome is None:
-            outcome = self._hashing[key] = Outcome()
-            computing = Deferred.fromCoroutine(self._hashFile(path))
-            computing.addCallbacks(
-                self._hashed, self._hashFailed, callbackArgs=(key, path, version), errbackArgs=(key,)
-            )
-        waiting: Deferred[bytes] = outcome.wait()
-        return waiting
-
-    async def _hashFile(self, path: Path) -> bytes:
-        source = FileSource(path)
-        try:
-            hasher = OrderedHasher(self.algorithm, source.read, _threads(self.reactor))
-            hasher.allowReadBack(source.size)
-            digest: bytes = await hasher.finish(source.size)
-        finally:
-            source.close()
-        return digest
-
-    def _hashed(self, digest: bytes, key: tuple[str, int, int, int], path: Path, version: str) -> None:
-        self._keep(key, digest)
-        try:
-            self._remember(path, digest, version)
-        except OSError:
-            pass  # kept in memory all the same
-        self._hashing.pop(key).succeed(digest)
-
-    def _hashFailed(self, failure: Any, key: tuple[str, int, int, int]) -> None:
-        self._hashing.pop(key).fail(failure)
-
-    def _keep(self, key: tuple[str, int, int, int], digest: bytes) -> None:
-        digests = self._digests
-        digests[key] = digest
-        digests.move_to_end(key)
-        while len(digests) > DIGEST_CACHE:
-            digests.popitem(last=False)
+        size, version, digest = await self.digests.digestOf(path)
+        return {"size": size, "version": version, "digest": digest.hex(), "algorithm": self.algorithm}
 
     @rpc.remote(args={"name": _NAME, "version": _VERSION, "ranges": _RANGES})
     def download(self, name: str, version: str, ranges: list[list[int]]) -> Stream:
@@ -800,12 +700,187 @@ class BulkService(rpc.Referenceable):
             raise FileChanged(f"{name} changed since the transfer started")
         return Stream(path, ranges=[(start, end) for start, end in ranges], digest=None)
 
-    # -- digests of stored files --------------------------------------------------------------
+    # Last: inside the class body, "list" names this method from here on.
+    @rpc.remote
+    def list(self) -> list[list[Any]]:
+        """C{[name, size]} of every file served, by name."""
+        return [
+            [entry.name, entry.stat().st_size]
+            for entry in sorted(self.directory.iterdir())
+            if entry.is_file() and not entry.name.startswith(".")
+        ]
+
+
+class UploadOwners:
+    """
+    Which connections hold which unfinished uploads of a L{BulkService}
+    (see its docstring): a connection holds an upload it opened or sent
+    data to, until the upload is over or the connection is lost; the last
+    holder lost abandons the upload (unless it is being finished).
+
+    @ivar maxUploads: the most uploads one connection may hold.
+    @ivar owned: the names each connection holds.
+    @ivar finishing: names being verified (they outlive their connections).
+    """
+
+    def __init__(self, service: object, maxUploads: int, abandon: Callable[[str], None]) -> None:
+        """
+        @param service: the service (the key its holds are tied to connections under).
+        @param abandon: called with a name whose last holder is gone.
+        """
+        self._service = service
+        self.maxUploads = maxUploads
+        self._abandon = abandon
+        self._holders: dict[str, set[BulkChannel]] = {}
+        self.owned: dict[BulkChannel, set[str]] = {}
+        self.finishing: set[str] = set()
+
+    def holds(self, name: str) -> bool:
+        """Whether some connection holds upload C{name}."""
+        return bool(self._holders.get(name))
+
+    def own(self, name: str) -> None:
+        """The calling connection holds upload C{name} (a direct call, outside RPC, holds nothing)."""
+        broker = callingBroker()
+        if broker is None:
+            return
+        channel = broker.bulk
+        names = self.owned.setdefault(channel, set())
+        if name in names:
+            return
+        if len(names) >= self.maxUploads:
+            if not names:
+                del self.owned[channel]
+            self.refuse(TooManyUploads(f"a connection may hold {self.maxUploads} unfinished uploads"), channel)
+        names.add(name)
+        self._holders.setdefault(name, set()).add(channel)
+        channel.hold((self._service, name), partial(self.ownerLost, channel, name))
+
+    def refuse(self, error: UploadRefused, channel: BulkChannel | None = None) -> NoReturn:
+        """Raise C{error}, logged once per connection and code."""
+        if channel is None:
+            broker = callingBroker()
+            channel = broker.bulk if broker is not None else None
+        if channel is not None:
+            channel.noteOnce(error.code, "{error}", error=str(error))
+        raise error
+
+    def heldElsewhere(self, name: str) -> bool:
+        """Whether a connection other than the calling one holds upload C{name}."""
+        broker = callingBroker()
+        mine = broker.bulk if broker is not None else None
+        return any(channel is not mine for channel in self._holders.get(name, ()))
+
+    def disown(self, name: str) -> None:
+        """The calling connection no longer holds upload C{name}."""
+        broker = callingBroker()
+        if broker is not None:
+            broker.bulk.letGo((self._service, name))
+            self.ownerLost(broker.bulk, name)
+
+    def ownerLost(self, channel: BulkChannel, name: str) -> None:
+        """A connection holding upload C{name} is lost (or let it go): the last one abandons it."""
+        self._forget(channel, name)
+        holders = self._holders.get(name)
+        if holders is not None:
+            holders.discard(channel)
+            if holders:
+                return
+            del self._holders[name]
+        if name not in self.finishing:
+            self._abandon(name)
+
+    def release(self, name: str) -> None:
+        """Upload C{name} is over: no connection holds it any more."""
+        for channel in self._holders.pop(name, ()):
+            channel.letGo((self._service, name))
+            self._forget(channel, name)
+
+    def _forget(self, channel: BulkChannel, name: str) -> None:
+        names = self.owned.get(channel)
+        if names is not None:
+            names.discard(name)
+            if not names:
+                del self.owned[channel]
+
+
+class DigestCache:
+    """
+    The digests of a service's stored files: computed once per file version
+    (size, modification time, inode), kept in memory (the most recently used
+    L{DIGEST_CACHE}) and beside the file (C{.NAME.ALGORITHM.json}), so a
+    restart does not hash again; concurrent requests for one file share one
+    computation.
+
+    @ivar algorithm: the digest's C{hashlib} name.
+    """
+
+    def __init__(self, algorithm: str, reactor: Any) -> None:
+        self.algorithm = algorithm
+        self._reactor = reactor
+        self._digests: OrderedDict[tuple[str, int, int, int], bytes] = OrderedDict()
+        self._hashing: dict[tuple[str, int, int, int], Outcome] = {}
+
+    async def digestOf(self, path: Path) -> tuple[int, str, bytes]:
+        """The size, version token and digest of the file at C{path}."""
+        info = os.stat(path)
+        version = f"{info.st_size}-{info.st_mtime_ns}"
+        key = (str(path), info.st_size, info.st_mtime_ns, info.st_ino)
+        digest = self._digests.get(key)
+        if digest is None:
+            digest = self.remembered(path, version)
+            if digest is None:
+                digest = await self._computed(path, key, version)
+            self._keep(key, digest)
+        else:
+            self._digests.move_to_end(key)
+        return info.st_size, version, digest
+
+    def _computed(self, path: Path, key: tuple[str, int, int, int], version: str) -> Deferred[bytes]:
+        """The digest of the file at C{path} as C{key} describes it: one computation, however many wait."""
+        outcome = self._hashing.get(key)
+        if outcome is None:
+            outcome = self._hashing[key] = Outcome()
+            computing = Deferred.fromCoroutine(self.hashFile(path))
+            computing.addCallbacks(
+                self._hashed, self._hashFailed, callbackArgs=(key, path, version), errbackArgs=(key,)
+            )
+        waiting: Deferred[bytes] = outcome.wait()
+        return waiting
+
+    async def hashFile(self, path: Path) -> bytes:
+        """Hash the file at C{path} (off the reactor thread when the reactor has threads)."""
+        source = FileSource(path)
+        try:
+            hasher = OrderedHasher(self.algorithm, source.read, _threads(self._reactor))
+            hasher.allowReadBack(source.size)
+            digest: bytes = await hasher.finish(source.size)
+        finally:
+            source.close()
+        return digest
+
+    def _hashed(self, digest: bytes, key: tuple[str, int, int, int], path: Path, version: str) -> None:
+        self._keep(key, digest)
+        try:
+            self.remember(path, digest, version)
+        except OSError:
+            pass  # kept in memory all the same
+        self._hashing.pop(key).succeed(digest)
+
+    def _hashFailed(self, failure: Any, key: tuple[str, int, int, int]) -> None:
+        self._hashing.pop(key).fail(failure)
+
+    def _keep(self, key: tuple[str, int, int, int], digest: bytes) -> None:
+        digests = self._digests
+        digests[key] = digest
+        digests.move_to_end(key)
+        while len(digests) > DIGEST_CACHE:
+            digests.popitem(last=False)
 
     def _digestPath(self, path: Path) -> Path:
         return path.with_name(f".{path.name}.{self.algorithm}.json")
 
-    def _remember(self, path: Path, digest: bytes | None, version: str | None = None, source: str = "") -> None:
+    def remember(self, path: Path, digest: bytes | None, version: str | None = None, source: str = "") -> None:
         """Record a stored file's digest, valid while its version stays C{version}."""
         if digest is None:
             return
@@ -820,28 +895,19 @@ class BulkService(rpc.Referenceable):
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def _remembered(self, path: Path, version: str | None) -> bytes | None:
+    def remembered(self, path: Path, version: str | None) -> bytes | None:
+        """The recorded digest of a stored file, if the record holds for C{version} (any, if C{None})."""
         record = self._record(path)
         if record is None or (version is not None and record["version"] != version):
             return None
         return bytes.fromhex(record["digest"])
 
-    def _stored(self, path: Path, size: int, source: str) -> bytes | None:
+    def stored(self, path: Path, size: int, source: str) -> bytes | None:
         """The digest of a stored file uploaded whole from the source version C{source}, if it is that file."""
         record = self._record(path)
         if record is None or record.get("source") != source or path.stat().st_size != size:
             return None
         return bytes.fromhex(record["digest"])
-
-    # Last: inside the class body, "list" names this method from here on.
-    @rpc.remote
-    def list(self) -> list[list[Any]]:
-        """C{[name, size]} of every file served, by name."""
-        return [
-            [entry.name, entry.stat().st_size]
-            for entry in sorted(self.directory.iterdir())
-            if entry.is_file() and not entry.name.startswith(".")
-        ]
 
 
 def _heldBy(_: object, assembly: Assembly) -> dict[str, Any]:

@@ -109,8 +109,8 @@ class UploadOwnerTests(SynchronousTestCase):
         self.network.cut(pair)
         self.assertEqual(self.service.uploads, {})
         self.assertEqual(partFiles(self.directory), [])
-        self.assertTrue(all(assembly._fd is None for assembly in assemblies))
-        self.assertEqual(self.service._owned, {})
+        self.assertTrue(all(assembly.closed for assembly in assemblies))
+        self.assertEqual(self.service.owners.owned, {})
 
     def test_heldBytesKeptThenSwept(self) -> None:
         """An abandoned upload that holds bytes is closed, kept for a resume, and swept after abandonAfter."""
@@ -160,8 +160,8 @@ class UploadOwnerTests(SynchronousTestCase):
         for index in range(3):
             self.successResultOf(self.call(busy, "openUpload", f"o{index}", 10, "v"))
         released: list[str] = []
-        original = self.service._ownerLost
-        self.service._ownerLost = lambda channel, name: (released.append(name), original(channel, name))  # type: ignore[method-assign]
+        original = self.service.owners.ownerLost
+        self.service.owners.ownerLost = lambda channel, name: (released.append(name), original(channel, name))  # type: ignore[method-assign]
         root, pair = self.connect()
         self.successResultOf(self.call(root, "openUpload", "mine", 10, "v"))
         self.network.cut(pair)
@@ -266,14 +266,14 @@ class DigestCacheTests(SynchronousTestCase):
         writeFile(os.path.join(directory, "big"), data)
         gate: Deferred[None] = Deferred()
         computed = []
-        original = service._hashFile
+        original = service.digests.hashFile
 
         async def slowHash(path: Any) -> bytes:
             computed.append(path)
             await gate
             return await original(path)
 
-        service._hashFile = slowHash  # type: ignore[method-assign]
+        service.digests.hashFile = slowHash  # type: ignore[method-assign]
         answers = [Deferred.fromCoroutine(service.stat("big")) for _ in range(64)]
         self.assertEqual(len(computed), 1)
         gate.callback(None)
