@@ -1010,22 +1010,6 @@ def stripes(ranges: Iterable[tuple[int, int]], count: int) -> list[list[tuple[in
     return result
 
 
-async def _retrying(
-    clock: Any, retries: int, delay: float, attempt: Callable[[], Any], on_cut: Callable[[], None]
-) -> Any:
-    """Run C{attempt()} until it succeeds; after a retryable failure wait C{delay} and go again, C{retries} times."""
-    failures = 0
-    while True:
-        try:
-            return await attempt()
-        except RETRYABLE:
-            failures += 1
-            if failures > retries:
-                raise
-            on_cut()
-            await deferLater(clock, delay, lambda: None)
-
-
 async def _connectAll(connect: Connect, count: int) -> list[rpc.RemoteReference]:
     roots = []
     try:
@@ -1062,83 +1046,18 @@ async def sendFile(
     @param connect: makes a new connection and gives the service's root.
     @param clock: an C{IReactorTime} for the waits between attempts (and a
         reactor with threads for hashing off the reactor thread).
+    @param progress: a L{TransferProgress} kept up to date for a display.
     @raise IntegrityError: the service's digest of what it received is not
         the file's digest.
     """
-    clock = _clock(clock)
     name = checkName(name or os.path.basename(os.fspath(path)))
-    source = FileSource(path)
-    progress = progress or TransferProgress()
-    progress.total = size = source.size
-    version = fileVersion(path)
-    hasher = OrderedHasher(DEFAULT_DIGEST, source.read, _threads(clock))
-    state = _Sent(hasher, streams > 1, size)
-    started = time.monotonic()
-
-    async def attempt() -> dict[str, Any]:
-        roots = await _connectAll(connect, streams)
-        progress.attempts += 1
-        try:
-            info = await roots[0].callRemote("openUpload", name, size, version)
-            held = RangeSet.fromList(info["held"])
-            progress.held = held.total
-            parts = stripes(held.missing(0, size), streams)
-            sending = [Stream(FileSource(path), ranges=part, hasher=hasher) for part in parts]
-            progress.current = sending
-            calls = [root.callRemote("upload", name, stream) for root, stream in zip(roots, sending, strict=False)]
-            try:
-                await gatherResults(calls, consumeErrors=True).addErrback(_firstError)
-            finally:
-                state.payload += sum(stream.sentBytes for stream in sending)
-                progress.held, progress.current = progress.held + sum(s.sentBytes for s in sending), []
-            digest = await state.digest()
-            answer: dict[str, Any] = await roots[0].callRemote("finishUpload", name, digest)
-            return answer
-        finally:
-            _disconnect(roots)
-
-    try:
-        answer = await _retrying(clock, retries, retryDelay, attempt, state.cut)
-    finally:
-        source.close()
-        hasher.abort()
-    return FileResult(
-        name,
-        size,
-        bytes.fromhex(answer["digest"]),
-        DEFAULT_DIGEST,
-        time.monotonic() - started,
-        state.payload,
-        state.cuts,
-    )
-
-
-class _Sent:
-    """What L{sendFile} keeps across attempts: the file's hasher, payload sent, cuts."""
-
-    def __init__(self, hasher: OrderedHasher, striped: bool, size: int) -> None:
-        self.hasher = hasher
-        self.size = size
-        self.payload = 0
-        self.cuts = 0
-        self._digest: bytes | None = None
-        if striped:
-            # Stripes send out of order: hash the file from disk meanwhile.
-            hasher.allowReadBack(size)
-
-    def cut(self) -> None:
-        self.cuts += 1
-
-    async def digest(self) -> bytes:
-        if self._digest is None:
-            self._digest = await self.hasher.finish(self.size)
-        return self._digest
+    return await _transfer(_Upload(path, name, streams, _clock(clock)), connect, retries, retryDelay, progress)
 
 
 async def fetchFile(
     connect: Connect,
     name: str,
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | None = None,
     *,
     streams: int = 1,
     retries: int = 10,
@@ -1147,72 +1066,172 @@ async def fetchFile(
     progress: TransferProgress | None = None,
 ) -> FileResult:
     """
-    Download file C{name} from a L{BulkService} to C{path}, over C{streams}
-    connections at once, resuming (from a partial file left by an earlier
-    run, too) after dropped connections.  C{path} appears only once the
-    file's digest has been verified against the service's.
+    Download file C{name} from a L{BulkService} to C{path} (C{name} in the
+    current directory by default), over C{streams} connections at once,
+    resuming (from a partial file left by an earlier run, too) after
+    dropped connections.  C{path} appears only once the file's digest has
+    been verified against the service's.
+
+    Arguments as for L{sendFile}: the service's C{name} and the local
+    C{path}, with the same keywords and the same L{FileResult}.
 
     @raise IntegrityError: what arrived does not have the service's digest
         (the partial file is then removed).
     @raise FileChanged: the file changed on the service meanwhile.
     """
-    clock = _clock(clock)
-    checkName(name)
+    name = checkName(name)
+    target = path if path is not None else name
+    return await _transfer(_Download(target, name, streams, _clock(clock)), connect, retries, retryDelay, progress)
+
+
+async def _transfer(
+    job: _Upload | _Download, connect: Connect, retries: int, retryDelay: float, progress: TransferProgress | None
+) -> FileResult:
+    """
+    Run C{job}'s attempts over fresh connections until one succeeds; after a
+    retryable failure wait C{retryDelay} and go again, C{retries} times.
+    """
     progress = progress or TransferProgress()
+    job.begin(progress)
     started = time.monotonic()
-    counts = {"payload": 0, "cuts": 0}
-    assemblies: list[Assembly] = []
-
-    async def attempt() -> bytes:
-        roots = await _connectAll(connect, streams)
-        progress.attempts += 1
-        try:
-            info = await roots[0].callRemote("stat", name)
-            if not assemblies:
-                assemblies.append(Assembly(path, info["size"], info["version"], info["algorithm"], clock))
-            assembly = assemblies[0]
-            if info["version"] != assembly.version:
-                raise FileChanged(f"{name} changed on the service since the transfer started")
-            progress.total, progress.held = assembly.size, assembly.held.total
-            incoming = [
-                await root.callRemote("download", name, assembly.version, [list(r) for r in part])
-                for root, part in zip(roots, stripes(assembly.missing(), streams), strict=False)
-            ]
-            progress.current = incoming
-            try:
-                receiving = [stream.receive(AssemblySink(assembly)) for stream in incoming]
-                await gatherResults(receiving, consumeErrors=True).addErrback(_firstError)
-            finally:
-                counts["payload"] += sum(stream.receivedBytes for stream in incoming)
-                progress.held, progress.current = assembly.held.total, []
-            return await assembly.verify(bytes.fromhex(info["digest"]))
-        finally:
-            _disconnect(roots)
-
-    def cut() -> None:
-        counts["cuts"] += 1
-
+    failures = 0
     try:
-        digest = await _retrying(clock, retries, retryDelay, attempt, cut)
-    except IntegrityError:
-        if assemblies and assemblies[0].complete:
-            assemblies[0].discard()
+        while True:
+            roots: list[rpc.RemoteReference] = []
+            try:
+                roots = await _connectAll(connect, job.streams)
+                progress.attempts += 1
+                digest = await job.attempt(roots, progress)
+                break
+            except RETRYABLE:
+                failures += 1
+                if failures > retries:
+                    raise
+            finally:
+                _disconnect(roots)
+            await deferLater(job.clock, retryDelay, lambda: None)
+    except BaseException as error:
+        job.failed(error)
         raise
-    except BaseException:
-        if assemblies:
-            assemblies[0].suspend()
-        raise
-    assembly = assemblies[0]
-    assembly.commit()
-    return FileResult(
-        name,
-        assembly.size,
-        digest,
-        assembly.algorithm,
-        time.monotonic() - started,
-        counts["payload"],
-        counts["cuts"],
-    )
+    size, algorithm = job.succeeded()
+    return FileResult(job.name, size, digest, algorithm, time.monotonic() - started, job.payload, failures)
+
+
+class _Upload:
+    """
+    What L{sendFile} keeps across attempts: the file, its hasher (one pass
+    over the file whatever the attempts), payload sent.
+
+    @ivar payload: data bytes sent over all attempts.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], name: str, streams: int, clock: Any) -> None:
+        self.path, self.name, self.streams, self.clock = path, name, streams, clock
+        self.source = FileSource(path)
+        self.size = self.source.size
+        self.version = fileVersion(path)
+        self.hasher = OrderedHasher(DEFAULT_DIGEST, self.source.read, _threads(clock))
+        self.payload = 0
+        self._digest: bytes | None = None
+        if streams > 1:
+            # Stripes send out of order: hash the file from disk meanwhile.
+            self.hasher.allowReadBack(self.size)
+
+    def begin(self, progress: TransferProgress) -> None:
+        """The transfer starts: the file's size is known at once."""
+        progress.total = self.size
+
+    async def attempt(self, roots: list[rpc.RemoteReference], progress: TransferProgress) -> bytes:
+        """Ask what the service holds, send the rest in stripes, then have it verify; returns the digest."""
+        info = await roots[0].callRemote("openUpload", self.name, self.size, self.version)
+        held = RangeSet.fromList(info["held"])
+        progress.held = held.total
+        parts = stripes(held.missing(0, self.size), self.streams)
+        sending = [Stream(FileSource(self.path), ranges=part, hasher=self.hasher) for part in parts]
+        progress.current = sending
+        calls = [root.callRemote("upload", self.name, stream) for root, stream in zip(roots, sending, strict=False)]
+        try:
+            await gatherResults(calls, consumeErrors=True).addErrback(_firstError)
+        finally:
+            self.payload += sum(stream.sentBytes for stream in sending)
+            progress.held, progress.current = progress.held + sum(s.sentBytes for s in sending), []
+        if self._digest is None:
+            self._digest = await self.hasher.finish(self.size)
+        answer = await roots[0].callRemote("finishUpload", self.name, self._digest)
+        return bytes.fromhex(answer["digest"])
+
+    def succeeded(self) -> tuple[int, str]:
+        """The transfer completed: release the file; its size and digest algorithm."""
+        self._close()
+        return self.size, DEFAULT_DIGEST
+
+    def failed(self, error: BaseException) -> None:
+        """The transfer failed for good: release the file."""
+        self._close()
+
+    def _close(self) -> None:
+        self.source.close()
+        self.hasher.abort()
+
+
+class _Download:
+    """
+    What L{fetchFile} keeps across attempts: the assembly of the file
+    (opened by the first attempt, from a partial file of an earlier run if
+    it matches), payload received.
+
+    @ivar payload: data bytes received over all attempts.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], name: str, streams: int, clock: Any) -> None:
+        self.path, self.name, self.streams, self.clock = path, name, streams, clock
+        self.assembly: Assembly | None = None
+        self.payload = 0
+
+    def begin(self, progress: TransferProgress) -> None:
+        """The transfer starts: the size is known once the service answered C{stat}."""
+
+    async def attempt(self, roots: list[rpc.RemoteReference], progress: TransferProgress) -> bytes:
+        """Ask for the file's digest and version, fetch the missing ranges in stripes, verify; returns the digest."""
+        info = await roots[0].callRemote("stat", self.name)
+        if self.assembly is None:
+            self.assembly = Assembly(self.path, info["size"], info["version"], info["algorithm"], self.clock)
+        assembly = self.assembly
+        if info["version"] != assembly.version:
+            raise FileChanged(f"{self.name} changed on the service since the transfer started")
+        progress.total, progress.held = assembly.size, assembly.held.total
+        incoming = [
+            await root.callRemote("download", self.name, assembly.version, [list(r) for r in part])
+            for root, part in zip(roots, stripes(assembly.missing(), self.streams), strict=False)
+        ]
+        progress.current = incoming
+        try:
+            receiving = [stream.receive(AssemblySink(assembly)) for stream in incoming]
+            await gatherResults(receiving, consumeErrors=True).addErrback(_firstError)
+        finally:
+            self.payload += sum(stream.receivedBytes for stream in incoming)
+            progress.held, progress.current = assembly.held.total, []
+        return await assembly.verify(bytes.fromhex(info["digest"]))
+
+    def succeeded(self) -> tuple[int, str]:
+        """The file verified: move it into place; its size and digest algorithm."""
+        assert self.assembly is not None
+        self.assembly.commit()
+        return self.assembly.size, self.assembly.algorithm
+
+    def failed(self, error: BaseException) -> None:
+        """
+        The transfer failed for good: a complete file with the wrong digest
+        is removed, anything else kept for a later resume.
+        """
+        assembly = self.assembly
+        if assembly is None:
+            return
+        if isinstance(error, IntegrityError):
+            if assembly.complete:
+                assembly.discard()
+        else:
+            assembly.suspend()
 
 
 def _firstError(failure: Any) -> Any:
