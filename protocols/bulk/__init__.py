@@ -49,7 +49,7 @@ read, copied only where a read also holds the next frame's header), and a
 file sink writes it with one C{os.pwrite}.  A receiver holds no more than
 its window per stream, whatever the frame and stream sizes.
 
-B{Flow control} (L{protocols.bulk.streams}), per stream, as HTTP/2 does it:
+B{Flow control} (L{protocols.bulk.sending}, L{protocols.bulk.receiving}), per stream, as HTTP/2 does it:
 the receiver grants credit (C{window} bytes when it starts receiving, then
 more in steps of at least C{grantStep} as its sink releases pieces); the
 sender never has more than its credit in flight and sends nothing until the
@@ -92,6 +92,15 @@ received: O(1).  Memory per stream: its window on the receiving side, one
 chunk plus what is in flight on the sending side.  See
 C{tests/benchmarks/bench_bulk.py} for throughput, memory and call latency
 beside a raw Twisted producer, Int32StringReceiver and Foolscap.
+
+B{Modules, one job each}.  C{sources.py}: what a L{Stream} reads from,
+behind one L{StreamSource} interface.  C{sending.py}: L{Stream} and its
+transition table; C{receiving.py}: L{IncomingStream}, L{Receiver} and its
+transition table.  C{interfaces.py}: L{IStreamHost}, the only thing a
+stream may ask of its connection, and what the channel may ask of a
+stream.  C{channel.py}: L{BulkChannel} (the streams of one connection, by
+id) and L{BulkBroker}; C{scheduling.py}: which stream sends the next frame.
+C{files.py}: the file service and its client helpers.
 
 Both ends of a connection must be L{BulkBroker}s (made by L{serve},
 L{connect} or L{BulkBrokerFactory}).

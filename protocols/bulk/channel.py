@@ -6,8 +6,9 @@ message and arrives as an L{IncomingStream}.  Its L{BulkChannel} keeps the
 streams of the connection in two dicts by id (one per direction), so routing
 a frame or a control message is O(1) whatever is in flight.  Outgoing
 streams are served round-robin, one data frame (one transport write) per
-turn, and only while the transport is not paused (the channel is the
-transport's push producer while it has streams) and the stream has credit:
+turn, and only while the transport is not paused (the channel's
+L{FrameScheduler} is the transport's push producer while it has streams)
+and the stream has credit:
 a stream waiting for credit costs nothing and holds up nobody, and an RPC
 message is written at once, between two frames, so it never waits behind
 more than the bytes already in flight.
