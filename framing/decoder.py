@@ -48,6 +48,7 @@ from .limits import DEFAULT_LIMITS, Limits
 from .scanner import BODY_SKIP, BODY_WHOLE, WANT_PREAMBLE, TokenScanner
 from .slicing.builtin import CapReached
 from .slicing.constraints import Constraint
+from .slicing.interfaces import NOTHING
 from .slicing.registry import DEFAULT_REGISTRY, Registry, UnslicerFactory
 from .wire import (
     ABORT,
@@ -126,6 +127,7 @@ class Decoder:
         self._opening: Constraint | None = None
         self._factories: dict[bytes, UnslicerFactory] = {}
         self._kinds: dict[type, tuple[bool, bool, int, int]] = {}
+        self._reporters: dict[type, Callable[[Any, Violation], Violation] | None] = {}
         if constraint is not None:
             # Constrained decoding checks each value; unconstrained keeps the
             # one-call fast path.
@@ -546,7 +548,8 @@ class Decoder:
         except Exception as error:  # a user unslicer's bug refuses the object, not the stream
             self._refuse(_unslicer_failed(error))
             return
-        self._deliver(obj)
+        if obj is not NOTHING:
+            self._deliver(obj)
 
     def _closed_over_budget(self, unslicer: Any, parent: Any, parent_budgeted: bool) -> bool:
         """
@@ -580,7 +583,7 @@ class Decoder:
             raise UnexpectedToken(f"ABORT with value {value}")
         if self._stack:
             # Nothing more of an abandoned object follows: report it now.
-            violation = Aborted("the sender abandoned this object", self._where())
+            violation = self._reported(Aborted("the sender abandoned this object", self._where()))
             self._drop_object()
             self._results.append(violation)
 
@@ -601,6 +604,8 @@ class Decoder:
     def _refuse(self, violation: Violation, opened: bool = False) -> None:
         """Drop the top-level object being built; skip its tokens up to its CLOSE."""
         violation.where = self._where() + violation.where
+        if self._stack:
+            violation = self._reported(violation)
         depth = len(self._stack) + opened
         self._drop_object()
         if not depth:
@@ -610,6 +615,28 @@ class Decoder:
         self._discard_depth = depth
         self.handlers[:] = self._discarding
         self.accepts_all = False
+
+    def _reported(self, violation: Violation) -> Violation:
+        """
+        What the top-level unslicer makes of its object's refusal (its
+        C{report_violation}, looked up once per class): C{violation} itself
+        if it has no such method or the method fails.
+        """
+        top = self._stack[0]
+        kind = type(top)
+        try:
+            report = self._reporters[kind]
+        except KeyError:
+            report = self._reporters[kind] = getattr(kind, "report_violation", None)
+        if report is None:
+            return violation
+        try:
+            reported = report(top, violation)
+        except ProtocolError:
+            raise
+        except Exception:  # a buggy hook must not hide the refusal it was told of
+            return violation
+        return reported if isinstance(reported, Violation) else violation
 
     def _drop_object(self) -> None:
         """Forget the top-level object being built."""

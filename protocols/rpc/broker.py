@@ -214,7 +214,6 @@ class Broker:
         self._exports: dict[int, list[Any]] = {}
         self._exportIds: dict[int, int] = {}
         self._imports: dict[int, ImportRecord] = {}
-        self._newExports: list[int] = []
         self._releases: list[Message] = []
         self._releaseCall: Any = None  # an IDelayedCall
         self._disconnectWaiters: list[Deferred[BaseException]] = []
@@ -478,16 +477,12 @@ class Broker:
 
     def _send(self, message: Message, outgoing: Outgoing | None = None) -> None:
         """
-        Send one message in one write.  If it cannot be encoded, the exports
-        its encoding counted are taken back, since the peer never saw them.
+        Send one message in one send transaction (L{TokenProtocol.sendObject}):
+        if it cannot be encoded, the exports its encoding counted are taken
+        back by the rollback their slicer registered, since the peer never
+        saw them.
         """
-        try:
-            self.connection.sendObject(message, outgoing)
-        except BaseException:
-            self._takeBackExports()
-            raise
-        if self._newExports:
-            self._newExports.clear()
+        self.connection.sendObject(message, outgoing)
 
     # -- receiving -----------------------------------------------------------------------
 
@@ -601,7 +596,7 @@ class Broker:
 
     def _releaseReceived(self, message: Message) -> None:
         _, export_id, count = message
-        if export_id != ROOT_ID and not self._release(export_id, count):
+        if export_id != ROOT_ID and not self.releaseExport(export_id, count):
             template = "{peer}: ignoring the release of {id}, which is not exported"
             self.connection.logFailure("not-exported", template, LogLevel.debug, id=export_id)
 
@@ -735,7 +730,6 @@ class Broker:
             self._exports[export_id] = [obj, 1]
         else:
             self._exports[export_id][1] += 1
-        self._newExports.append(export_id)
         return export_id
 
     def localObject(self, export_id: int) -> Any:
@@ -749,7 +743,7 @@ class Broker:
             raise InvalidValue(f"no object is exported as {export_id} on this connection")
         return entry[0]
 
-    def _release(self, export_id: int, count: int) -> bool:
+    def releaseExport(self, export_id: int, count: int) -> bool:
         """Count C{count} sendings of C{export_id} as released; forget it at zero.  False if unknown."""
         entry = self._exports.get(export_id)
         if entry is None:
@@ -759,11 +753,6 @@ class Broker:
             del self._exports[export_id]
             del self._exportIds[id(entry[0])]
         return True
-
-    def _takeBackExports(self) -> None:
-        new_exports, self._newExports = self._newExports, []
-        for export_id in new_exports:
-            self._release(export_id, 1)
 
     # -- imports --------------------------------------------------------------------------------
 
@@ -799,16 +788,18 @@ class Broker:
             self._releaseCall = self._reactor().callLater(0, self._sendReleases)
 
     def _sendReleases(self) -> None:
-        """Send every queued RELEASE in one write."""
+        """Send every queued RELEASE, each its own send transaction, all in one write."""
         self._releaseCall = None
         releases, self._releases = self._releases, []
         if not releases or not self._up:
             return
-        transport = self.connection.transport
-        encode, buffer = self.connection.encoder.encode_into, transport.buffer
-        for message in releases:
-            encode(message, buffer)
-        transport.flush()
+        transport, send = self.connection.transport, self.connection.sendObject
+        transport.hold()
+        try:
+            for message in releases:
+                send(message)
+        finally:
+            transport.release()
 
 
 class BrokerFactory(Factory):
