@@ -106,7 +106,7 @@ Both ends of a connection must be L{BulkBroker}s (made by L{serve},
 L{connect} or L{BulkBrokerFactory}).
 """
 
-from .channel import BulkBroker, BulkBrokerFactory, BulkChannel, callingBroker, connect, serve
+from .channel import BulkBroker, BulkBrokerFactory, BulkChannel, bulkOf, callingBroker, callingChannel, connect, serve
 from .errors import FlowControlError, IllegalTransition, IntegrityError, StreamIdReused, StreamReset, TooManyStreams
 from .integrity import DEFAULT_DIGEST, OrderedHasher
 from .interfaces import IReceivingStream, ISendingStream, IStreamHost
@@ -150,7 +150,9 @@ __all__ = [
     "StreamingDecoder",
     "TooManyStreams",
     "TransferResult",
+    "bulkOf",
     "callingBroker",
+    "callingChannel",
     "connect",
     "serve",
 ]

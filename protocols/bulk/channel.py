@@ -1,15 +1,17 @@
-"""The bulk channel of one connection, and the RPC broker that carries it.
+"""The bulk channel of one connection: an extension an RPC broker loads.
 
-Contract: L{BulkBroker} is an RPC L{Broker} whose connection also carries
-streams: a L{Stream} in a call's arguments or result is announced in that
-message and arrives as an L{IncomingStream}.  Its L{BulkChannel} keeps the
-streams of the connection in two dicts by id (one per direction), so routing
-a frame or a control message is O(1) whatever is in flight.  Outgoing
-streams are served round-robin, one data frame (one transport write) per
-turn, and only while the transport is not paused (the channel's
-L{FrameScheduler} is the transport's push producer while it has streams)
-and the stream has credit:
-a stream waiting for credit costs nothing and holds up nobody, and an RPC
+Contract: L{BulkChannel} is an L{IBrokerExtension}: L{BulkBroker} (and
+L{BulkBrokerFactory}, L{serve}, L{connect}) build a plain RPC L{Broker}
+with one loaded, so its connection also carries streams: a L{Stream} in a
+call's arguments or result is announced in that message (registered on the
+message's send transaction) and arrives as an L{IncomingStream}.  The
+channel keeps the streams of the connection in two dicts by id (one per
+direction), so routing a frame or a control message is O(1) whatever is in
+flight.  Outgoing streams are served round-robin, one data frame (one
+transport write) per turn, and only while the transport is not paused (the
+channel's L{FrameScheduler} is the transport's push producer while it has
+streams) and the stream has credit: a stream waiting for credit costs
+nothing and holds up nobody, and an RPC
 message is written at once, between two frames, so it never waits behind
 more than the bytes already in flight.
 
@@ -27,7 +29,8 @@ stream ids in increasing order (a repeated id would orphan the stream it
 replaced: L{StreamIdReused}), and everything the application ties to the
 connection with L{BulkChannel.hold} (the file service's open uploads) is
 released when it is lost, at a cost proportional to what it held.  A remote
-method finds the connection calling it with L{callingBroker}.
+method finds the channel of the connection calling it with
+L{callingChannel}.
 """
 
 from __future__ import annotations
@@ -35,13 +38,11 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections.abc import Callable, Iterator
-from contextvars import ContextVar
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IListeningPort, IReactorThreads
-from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
@@ -50,7 +51,8 @@ from framing import EncodingError, Limits, Registry
 from framing.outgoing import Outgoing
 from framing.slicing.interfaces import ISlicer
 
-from ..rpc import Broker, BrokerFactory, Referenceable, RemoteReference
+from ..interfaces import IBrokerExtension
+from ..rpc import Broker, BrokerFactory, CallLimits, Referenceable, RemoteReference, currentBroker
 from ..rpc.endpoints import connectWith, listenWith
 from .errors import StreamIdReused, TooManyStreams
 from .interfaces import IReceivingStream, ISendingStream
@@ -82,18 +84,18 @@ from .wire import (
 if TYPE_CHECKING:
     from framing import Encoder
 
-_calling: ContextVar[BulkBroker | None] = ContextVar("chunkwire-bulk-calling", default=None)
 
-
-def callingBroker() -> BulkBroker | None:
+def callingBroker() -> Broker | None:
     """
-    The L{BulkBroker} whose peer called the remote method now running (in
-    its synchronous part, or anywhere in a coroutine method, which keeps the
-    context it started in), or C{None} outside a remote call.
+    The broker whose peer called the remote method now running (in its
+    synchronous part, or anywhere in a coroutine method, which keeps the
+    context it started in), or C{None} outside a remote call: the RPC
+    layer's L{currentBroker}.
     """
-    return _calling.get()
+    return currentBroker()
 
 
+@implementer(IBrokerExtension)
 class BulkChannel:
     """
     The streams of one connection: it implements L{IStreamHost} for them.
@@ -116,11 +118,17 @@ class BulkChannel:
     """
 
     log = Logger()
+    controlTypes = (Control, type(DATA_FRAME_RECEIVED))
+    """Control messages come to L{controlReceived}; so does the marker of a
+    data frame already delivered, to be dropped there."""
 
-    def __init__(self, protocol: BulkBroker, options: BulkOptions, clock: Any) -> None:
-        # Weak: the broker holds the channel, and a closed connection's pair
-        # must go without waiting for a garbage collection.
-        self._protocol = weakref.ref(protocol)
+    def __init__(self, options: BulkOptions, clock: Any) -> None:
+        """
+        @param options: the connection's L{BulkOptions}.
+        @param clock: its C{IReactorTime} (a reactor with threads hashes off
+            the reactor thread when C{options.hashing} says so).
+        """
+        self._protocol: Callable[[], Broker | None] = _noBroker
         self.options = options
         self.clock = clock
         threads = options.hashing == "thread" and IReactorThreads.providedBy(clock)
@@ -133,17 +141,22 @@ class BulkChannel:
         self._lastAnnounced = 0
         self.resources = Resources(self.log, self._peer)
         self.scheduler = FrameScheduler(self._transport, clock)
-        self._collecting: list[ISendingStream] | None = None
+        self._sending: tuple[Outgoing, Deferred[Any]] | None = None
         self._up = False
-        self.roundTrips = RoundTrips(clock, protocol.sendPing)
+        self.roundTrips = RoundTrips(clock, _noPing)
 
     @property
-    def protocol(self) -> BulkBroker:
-        """The L{BulkBroker} the channel belongs to."""
-        protocol = self._protocol()
-        if protocol is None:
+    def protocol(self) -> Broker:
+        """The broker the channel is loaded by."""
+        broker = self._protocol()
+        if broker is None:
             raise RuntimeError("the bulk channel's connection is gone")
-        return protocol
+        return broker
+
+    def _sendPing(self) -> Deferred[float]:
+        """A round-trip probe on the broker's connection (made after the broker installed this channel)."""
+        answered: Deferred[float] = self.protocol.connection.sendPing()
+        return answered
 
     def _transport(self) -> Any:
         return self.protocol.transport
@@ -153,8 +166,12 @@ class BulkChannel:
         """Whether incoming streams' windows may grow past L{BulkOptions.window}."""
         return self.options.maxWindow > self.options.window
 
-    def install(self, registry: Registry) -> None:
-        """Teach the connection's registry the bulk open-types."""
+    def install(self, broker: Broker, registry: Registry) -> None:
+        """Loaded by C{broker}: teach its connection's registry the bulk open-types."""
+        # Weak: the broker holds the channel, and a closed connection's pair
+        # must go without waiting for a garbage collection.
+        self._protocol = weakref.ref(broker)
+        self.roundTrips = RoundTrips(self.clock, self._sendPing)
         registry.add_slicer(Stream, _StreamSlicer(self))
         registry.add_slicer(Control, ControlSlicer())
         registry.add_unslicer(CONTROL_OPEN_TYPE, ControlUnslicer)
@@ -167,11 +184,16 @@ class BulkChannel:
         """The connection is up: streams may start; a TCP socket is tuned for bulk (L{BulkOptions.readSize})."""
         self._up = True
         self.scheduler.start()
-        _tuneSocket(getattr(self.protocol.transport, "transport", None), self.options)
+        connection = self.protocol.connection
+        # Nothing has been received yet: the decoder can still be swapped
+        # for one that streams data frames' bodies.
+        connection.decoder = StreamingDecoder(connection.limits, connection.registry)
+        _tuneSocket(getattr(connection.transport, "transport", None), self.options)
 
     def connectionLost(self, reason: Failure) -> None:
         """Every stream in flight fails with C{reason}; what was held is released."""
         self._up = False
+        self._sending = None
         self.scheduler.stop()
         self._live.clear()
         # Emptied one by one, and nothing left in a local: a failure raised
@@ -183,8 +205,7 @@ class BulkChannel:
         while incoming:
             incoming.popitem()[1].connectionLost(reason)
         self.resources.releaseAll()
-        # The probes' sendPing is the protocol's bound method: let the
-        # protocol go (nothing more will be measured).
+        # Nothing more will be measured on a lost connection.
         self.roundTrips = RoundTrips(self.clock, _noPing)
 
     # -- what the application ties to the connection ------------------------------
@@ -245,36 +266,41 @@ class BulkChannel:
     def reserve(self, stream: Stream, outgoing: Outgoing) -> int:
         """
         Give C{stream} an id as the message C{outgoing} is encoded: kept if
-        the message is sent, taken back if it is not.
+        the message is sent, taken back if it is not.  A stream sent in a
+        call's arguments also fails with the call if it never started.
 
         @raise IllegalTransition: the stream was sent before.
         """
         streamId = next(self.streamIds)
         stream.announce(self, streamId)
         self._outgoing[streamId] = stream
-        outgoing.on_commit(partial(self._announced, stream))
+        sending = self._sending
+        call = sending[1] if sending is not None and sending[0] is outgoing else None
+        outgoing.on_commit(partial(self._announced, stream, call))
         outgoing.on_rollback(partial(self._takeBack, stream, streamId))
         return streamId
 
-    def _announced(self, stream: ISendingStream) -> None:
+    def _announced(self, stream: ISendingStream, call: Deferred[Any] | None) -> None:
         self.scheduler.register()
-        if self._collecting is not None:
-            self._collecting.append(stream)
+        if call is not None:
+            # The peer may refuse the call before it even sees the stream.
+            call.addErrback(_callFailed, stream)
 
     def _takeBack(self, stream: ISendingStream, streamId: int) -> None:
         if self._outgoing.get(streamId) is stream:
             del self._outgoing[streamId]
         stream.takeBack()
 
-    def collectAnnounced(self) -> list[ISendingStream]:
-        """From now until L{stopCollecting}, note the streams announced by messages sent (one call's)."""
-        collected: list[ISendingStream] = []
-        self._collecting = collected
-        return collected
+    def callSent(self, call: Deferred[Any], outgoing: Outgoing) -> None:
+        """A call is being sent: streams among its arguments fail with it if they never start."""
+        self._sending = (outgoing, call)
+        # Registered before the slicers' actions: the call is forgotten
+        # first on commit, last on rollback, and never kept past its send.
+        outgoing.on_commit(self._callSendOver)
+        outgoing.on_rollback(self._callSendOver)
 
-    def stopCollecting(self) -> None:
-        """Stop noting announced streams."""
-        self._collecting = None
+    def _callSendOver(self) -> None:
+        self._sending = None
 
     def announcementReceived(self, announcement: StreamAnnouncement) -> IncomingStream:
         """
@@ -368,8 +394,10 @@ class BulkChannel:
             return None
         return receiver.frameStarting(offset, length)
 
-    def controlReceived(self, control: Control) -> None:
+    def controlReceived(self, control: Any) -> None:
         """Act on one control message; an unknown stream id is ignored (it already ended)."""
+        if control is DATA_FRAME_RECEIVED:
+            return  # its body has already gone to its stream
         op, streamId = control[0], control[1]
         try:
             if op == END or op == ABORT:
@@ -470,82 +498,68 @@ class _StreamSlicer:
         encoder.write_container(STREAM_OPEN_TYPE, obj, (streamId, obj.size, obj.digestName))
 
 
-class BulkBroker(Broker):
+def BulkBroker(
+    root: Referenceable | None = None,
+    *,
+    clock: Any = None,
+    tracebacks: bool = False,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+    options: BulkOptions | None = None,
+    callLimits: CallLimits | None = None,
+    sendBackPressure: bool | None = None,
+) -> Broker:
     """
     An RPC L{Broker} whose connection also carries streams (see the module
-    docstring).  Both ends of a connection must be bulk brokers.
+    docstring): a plain broker with a L{BulkChannel} loaded as its
+    extension, named by its C{bulk} attribute too (and by L{bulkOf}).  Both
+    ends of a connection must carry bulk.
 
-    @ivar bulk: the connection's L{BulkChannel}.
+    Arguments as for L{Broker}, and the connection's L{BulkOptions}.
+    Without C{limits}, the defaults hold up to four of the largest windows
+    of received bytes while the application pauses reading (a stream's
+    window may be in flight when it does).
     """
+    options = options or BulkOptions()
+    if limits is None:
+        largest = max(options.window, options.maxWindow)
+        limits = Limits(max_buffered_bytes=max(Limits().max_buffered_bytes, 4 * largest))
+    if clock is None:
+        from twisted.internet import reactor
 
-    def __init__(
-        self,
-        root: Referenceable | None = None,
-        *,
-        clock: Any = None,
-        tracebacks: bool = False,
-        limits: Limits | None = None,
-        registry: Registry | None = None,
-        options: BulkOptions | None = None,
-    ) -> None:
-        """
-        Arguments as for L{Broker}, and the connection's L{BulkOptions}.
-        Without C{limits}, the defaults hold up to four of the largest
-        windows of received bytes while the application pauses reading (a
-        stream's window may be in flight when it does).
-        """
-        options = options or BulkOptions()
-        if limits is None:
-            largest = max(options.window, options.maxWindow)
-            limits = Limits(max_buffered_bytes=max(Limits().max_buffered_bytes, 4 * largest))
-        Broker.__init__(self, root, clock=clock, tracebacks=tracebacks, limits=limits, registry=registry)
-        self.bulk = BulkChannel(self, options, self._reactor())
-        assert self.registry is not None
-        self.bulk.install(self.registry)
+        clock = reactor
+    channel = BulkChannel(options, clock)
+    broker = Broker(
+        root,
+        clock=clock,
+        tracebacks=tracebacks,
+        limits=limits,
+        registry=registry,
+        callLimits=callLimits,
+        extensions=[channel],
+        sendBackPressure=sendBackPressure,
+    )
+    # The name applications and tests have always used for the channel.
+    broker.bulk = channel  # type: ignore[attr-defined]
+    return broker
 
-    def makeConnection(self, transport: Any) -> None:
-        """Connect as L{Broker} does, with a decoder that streams data frames' bodies."""
-        Broker.makeConnection(self, transport)
-        # Nothing has been received yet: the decoder can still be swapped.
-        self.decoder = StreamingDecoder(self.limits, self.registry)
-        self.bulk.connectionMade()
 
-    def objectReceived(self, obj: Any) -> None:
-        """Data frames are already delivered; control messages go to the channel; the rest is RPC."""
-        if obj is DATA_FRAME_RECEIVED:
-            return
-        if type(obj) is Control:
-            self.bulk.controlReceived(obj)
-            return
-        Broker.objectReceived(self, obj)
+def bulkOf(broker: Any) -> BulkChannel | None:
+    """The L{BulkChannel} loaded by C{broker}, or C{None} (a broker without bulk, or C{None})."""
+    for extension in getattr(broker, "extensions", ()):
+        if isinstance(extension, BulkChannel):
+            return extension
+    return None
 
-    def _callReceived(self, message: Any) -> None:
-        """Dispatch a call as L{Broker} does, with L{callingBroker} naming this connection meanwhile."""
-        token = _calling.set(self)
-        try:
-            Broker._callReceived(self, message)
-        finally:
-            _calling.reset(token)
 
-    def callRemote(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Deferred[Any]:
-        """
-        Call as L{Broker} does.  If the call fails, the streams among its
-        arguments that were never started fail with it: the peer may have
-        refused the call before it even saw them.
-        """
-        streams = self.bulk.collectAnnounced()
-        try:
-            call = Broker.callRemote(self, target, name, args, kwargs)
-        finally:
-            self.bulk.stopCollecting()
-        if streams:
-            call.addErrback(_callFailed, streams)
-        return call
+def callingChannel() -> BulkChannel | None:
+    """The L{BulkChannel} of the connection whose peer called the remote method now running, or C{None}."""
+    return bulkOf(currentBroker())
 
-    def connectionLost(self, reason: Failure = connectionDone) -> None:
-        """Fail pending calls (as L{Broker} does) and every stream in flight."""
-        Broker.connectionLost(self, reason)
-        self.bulk.connectionLost(reason)
+
+def _noBroker() -> Broker | None:
+    """The broker of a channel not loaded yet."""
+    return None
 
 
 def _noPing() -> Deferred[float]:
@@ -553,31 +567,30 @@ def _noPing() -> Deferred[float]:
     return Deferred()
 
 
-def _callFailed(failure: Failure, streams: list[ISendingStream]) -> Failure:
-    for stream in streams:
-        stream.callFailed(failure)
+def _callFailed(failure: Failure, stream: ISendingStream) -> Failure:
+    stream.callFailed(failure)
     return failure
 
 
 class BulkBrokerFactory(BrokerFactory):
-    """A L{BrokerFactory} building L{BulkBroker}s with the same L{BulkOptions}."""
+    """A L{BrokerFactory} building bulk brokers (L{BulkBroker}) with the same L{BulkOptions}."""
 
     def __init__(self, root: Referenceable | None = None, *, options: BulkOptions | None = None, **kwargs: Any) -> None:
         BrokerFactory.__init__(self, root, **kwargs)
         self.options = options
 
-    def buildProtocol(self, addr: Any) -> BulkBroker:
-        broker = BulkBroker(
+    def buildBroker(self) -> Broker:
+        """A bulk broker with this factory's settings."""
+        return BulkBroker(
             self.root,
             clock=self.clock,
             tracebacks=self.tracebacks,
             limits=self.limits,
             registry=self.registry,
             options=self.options,
+            callLimits=self.callLimits,
+            sendBackPressure=self.sendBackPressure,
         )
-        broker.factory = self
-        broker.sendBackPressure = self.sendBackPressure
-        return broker
 
 
 def serve(

@@ -50,7 +50,7 @@ from twisted.internet.task import deferLater
 from framing.slicing.constraints import ByteString, Integer, ListOf, Text
 
 from .. import rpc
-from .channel import BulkChannel, callingBroker
+from .channel import BulkChannel, callingChannel
 from .errors import IntegrityError
 from .integrity import DEFAULT_DIGEST, OrderedHasher, checkAlgorithm
 from .outcome import Outcome, TransferResult
@@ -445,7 +445,7 @@ class BulkService(rpc.Referenceable):
     files.
 
     An unfinished upload belongs to the connections that opened it or sent
-    it data (L{protocols.bulk.callingBroker}): while one of them is up it
+    it data (L{protocols.bulk.callingChannel}): while one of them is up it
     stays open (its partial file, its hasher).  When the last one is lost,
     the upload is closed at once (file descriptor, hashing) and leaves
     C{uploads}: if it held no bytes its C{.NAME.part} files are removed,
@@ -741,10 +741,9 @@ class UploadOwners:
 
     def own(self, name: str) -> None:
         """The calling connection holds upload C{name} (a direct call, outside RPC, holds nothing)."""
-        broker = callingBroker()
-        if broker is None:
+        channel = callingChannel()
+        if channel is None:
             return
-        channel = broker.bulk
         names = self.owned.setdefault(channel, set())
         if name in names:
             return
@@ -759,24 +758,22 @@ class UploadOwners:
     def refuse(self, error: UploadRefused, channel: BulkChannel | None = None) -> NoReturn:
         """Raise C{error}, logged once per connection and code."""
         if channel is None:
-            broker = callingBroker()
-            channel = broker.bulk if broker is not None else None
+            channel = callingChannel()
         if channel is not None:
             channel.noteOnce(error.code, "{error}", error=str(error))
         raise error
 
     def heldElsewhere(self, name: str) -> bool:
         """Whether a connection other than the calling one holds upload C{name}."""
-        broker = callingBroker()
-        mine = broker.bulk if broker is not None else None
+        mine = callingChannel()
         return any(channel is not mine for channel in self._holders.get(name, ()))
 
     def disown(self, name: str) -> None:
         """The calling connection no longer holds upload C{name}."""
-        broker = callingBroker()
-        if broker is not None:
-            broker.bulk.letGo((self._service, name))
-            self.ownerLost(broker.bulk, name)
+        channel = callingChannel()
+        if channel is not None:
+            channel.letGo((self._service, name))
+            self.ownerLost(channel, name)
 
     def ownerLost(self, channel: BulkChannel, name: str) -> None:
         """A connection holding upload C{name} is lost (or let it go): the last one abandons it."""

@@ -8,22 +8,30 @@ from twisted.internet.defer import CancelledError
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
+from zope.interface.verify import verifyObject
 
 from framing import EncodingError
 from protocols.bulk import (
+    BulkBroker,
+    BulkBrokerFactory,
+    BulkChannel,
+    BulkOptions,
     FlowControlError,
     IllegalTransition,
     IncomingStream,
     Receiver,
     Stream,
     StreamReset,
+    bulkOf,
+    callingChannel,
 )
-from protocols.bulk.options import BulkOptions
 from protocols.bulk.receiving import RECEIVING_TRANSITIONS, ReceiveEvent, ReceiveState
 from protocols.bulk.sending import SENDING_TRANSITIONS, SendEvent, SendState
 from protocols.bulk.sinks import CallbackSink
 from protocols.bulk.tuning import RoundTrips
 from protocols.bulk.wire import ABORT, CANCEL, DONE, END, GRANT
+from protocols.interfaces import IBrokerExtension
+from protocols.rpc import Broker, remote
 
 from .support import SMALL, BulkPair, Store, payload
 
@@ -295,7 +303,7 @@ class SendTransactionTests(SynchronousTestCase):
         """Encoding a Stream outside a send (no encoder.outgoing) is refused with EncodingError."""
         pair = BulkPair(Store())
         with self.assertRaises(EncodingError):
-            pair.client.encoder.encode(Stream(b"abc"))
+            pair.client.connection.encoder.encode(Stream(b"abc"))
 
     def test_rolledBackStreamIsNew(self) -> None:
         """A message that fails to encode leaves its stream NEW, with no id and nothing in the channel."""
@@ -308,3 +316,43 @@ class SendTransactionTests(SynchronousTestCase):
     def test_controlOpsRouted(self) -> None:
         """The ops a sender receives (GRANT, DONE, CANCEL) and a receiver receives (END, ABORT) are the wire's."""
         self.assertEqual(sorted((GRANT, END, DONE, CANCEL, ABORT)), [0, 1, 2, 3, 4])
+
+
+class ExtensionTests(SynchronousTestCase):
+    """The bulk channel is an extension a plain RPC broker loads."""
+
+    def test_plainBroker(self) -> None:
+        """BulkBroker builds a plain Broker (no subclass) that loaded one BulkChannel, named by .bulk and bulkOf."""
+        broker = BulkBroker(clock=Clock(), options=SMALL)
+        self.assertIs(type(broker), Broker)
+        channel = bulkOf(broker)
+        self.assertIsInstance(channel, BulkChannel)
+        self.assertEqual(broker.extensions, (channel,))
+        self.assertIs(broker.bulk, channel)  # type: ignore[attr-defined]
+        self.assertTrue(verifyObject(IBrokerExtension, channel))
+        self.assertIsNone(bulkOf(Broker()))
+
+    def test_factoryBuildsBulkBrokers(self) -> None:
+        """BulkBrokerFactory's connections are those of plain brokers carrying bulk, with the factory's options."""
+        options = BulkOptions(window=64 * 1024)
+        factory = BulkBrokerFactory(Store(), clock=Clock(), options=options)
+        connection = factory.buildProtocol(None)
+        channel = bulkOf(connection.receiver)
+        assert channel is not None
+        self.assertIs(channel.options, options)
+        self.assertIs(connection.receiver.factory, factory)
+
+    def test_callingChannel(self) -> None:
+        """Inside a remote method, callingChannel names the channel of the connection that called it."""
+        seen: list[Any] = []
+
+        class Root(Store):
+            @remote
+            def where(self) -> None:
+                seen.append(callingChannel())
+
+        pair = BulkPair(Root())
+        pair.root.callRemote("where")
+        pair.flush()
+        self.assertEqual(seen, [pair.server.bulk])  # type: ignore[attr-defined]
+        self.assertIsNone(callingChannel())

@@ -48,7 +48,7 @@ CHUNK = SMALL.chunkSize
 def quiet(pair: BulkPair) -> list[dict[str, Any]]:
     """Send both brokers' log events to a list."""
     events: list[dict[str, Any]] = []
-    pair.server.log = pair.client.log = Logger(observer=events.append)
+    pair.server.connection.log = pair.client.connection.log = Logger(observer=events.append)
     return events
 
 

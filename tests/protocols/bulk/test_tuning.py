@@ -76,7 +76,7 @@ class Latent:
         if guardPolicy is not None:
             self.server = guard(self.server, guardPolicy, None, self.clock)
         self.client = BulkBroker(clock=self.clock, options=options)
-        self.pair = LatentPair(self.server, self.client, self.clock, delay, rate)
+        self.pair = LatentPair(self.server.connection, self.client.connection, self.clock, delay, rate)
         self.root = self.client.rootReference()
         self.pair.runUntil(lambda: False, 1.0)  # the connection settles
 
@@ -275,9 +275,9 @@ class ProbeIsolationTests(SynchronousTestCase):
         latent = Latent()
         server: Any = latent.server
         answers: list[float] = []
-        server.sendPing().addCallback(answers.append)
+        server.connection.sendPing().addCallback(answers.append)
         receiving, _ = latent.upload(4 * MiB)
-        server.sendPing().addCallback(answers.append)
+        server.connection.sendPing().addCallback(answers.append)
         latent.pair.runUntil(lambda: False, 1.0)
         self.assertEqual(len(answers), 2)
         self.assertGreater(receiving.window, OPTIONS.window)
@@ -291,7 +291,7 @@ class ProbeIsolationTests(SynchronousTestCase):
         receiving, _ = latent.upload(4 * MiB)
         samples = server.bulk.roundTrips.samples
         latent.pair.runUntil(lambda: False, 10.0)
-        self.assertGreaterEqual(server.guard.pingsSent, 3)
+        self.assertGreaterEqual(server.connection.guard.pingsSent, 3)
         self.assertIsNone(server.failure)
         self.assertEqual(server.bulk.roundTrips.samples, samples)
         self.assertGreater(receiving.window, OPTIONS.window)
