@@ -27,7 +27,7 @@ What a connection holds in the bulk layer dies with it: a peer may have at
 most L{BulkOptions.maxStreams} incoming streams live at once, must announce
 stream ids in increasing order (a repeated id would orphan the stream it
 replaced: L{StreamIdReused}), and everything the application ties to the
-connection with L{BulkChannel.hold} (the file service's open uploads) is
+connection with L{Resources.hold} (the file service's open uploads) is
 released when it is lost, at a cost proportional to what it held.  A remote
 method finds the channel of the connection calling it with
 L{callingChannel}.
@@ -183,6 +183,7 @@ class BulkChannel:
     def connectionMade(self) -> None:
         """The connection is up: streams may start; a TCP socket is tuned for bulk (L{BulkOptions.readSize})."""
         self._up = True
+        self.resources.open = True
         self.scheduler.start()
         connection = self.protocol.connection
         # Nothing has been received yet: the decoder can still be swapped
@@ -207,36 +208,6 @@ class BulkChannel:
         self.resources.releaseAll()
         # Nothing more will be measured on a lost connection.
         self.roundTrips = RoundTrips(self.clock, _noPing)
-
-    # -- what the application ties to the connection ------------------------------
-
-    def hold(self, key: object, release: Callable[[], None]) -> None:
-        """
-        Tie a resource to the connection: C{release()} is called once when
-        the connection is lost, unless L{letGo} was called for C{key} first.
-        On a connection already lost it is called at once.
-        """
-        if not self._up:
-            release()
-            return
-        self.resources.hold(key, release)
-
-    def letGo(self, key: object) -> None:
-        """The resource C{key} was released by its owner: forget it (a key not held is ignored)."""
-        self.resources.letGo(key)
-
-    def holds(self, key: object) -> bool:
-        """Whether the resource C{key} is tied to this connection."""
-        return self.resources.holds(key)
-
-    def noteOnce(self, code: str, message: str, **fields: Any) -> None:
-        """Log C{message} (with C{code}) the first time C{code} happens on this connection, not later."""
-        self.resources.noteOnce(code, message, **fields)
-
-    @property
-    def noted(self) -> set[str]:
-        """The codes L{noteOnce} logged on this connection."""
-        return self.resources.noted
 
     def _peer(self) -> str:
         transport = getattr(self._protocol(), "transport", None)
@@ -438,32 +409,44 @@ def _tuneSocket(wrapped: Any, options: BulkOptions) -> None:
 
 class Resources:
     """
-    What an application tied to one connection (released when it is lost),
-    and the refusals already logged on it.
+    What the application ties to one connection (the file service's open
+    uploads), released once when it is lost, and the refusals already
+    logged on it.
 
-    @ivar noted: the codes logged once.
+    @ivar open: whether the connection is up (a resource held on a
+        connection not up is released at once).
+    @ivar noted: the codes L{noteOnce} logged.
     """
 
     def __init__(self, log: Logger, peer: Callable[[], str]) -> None:
         self._log = log
         self._peer = peer
         self._held: dict[object, Callable[[], None]] = {}
+        self.open = False
         self.noted: set[str] = set()
 
     def hold(self, key: object, release: Callable[[], None]) -> None:
-        """Call C{release()} when the connection is lost, unless L{letGo} comes first."""
+        """
+        Tie a resource to the connection: C{release()} is called once when
+        the connection is lost, unless L{letGo} was called for C{key} first.
+        On a connection not up it is called at once.
+        """
+        if not self.open:
+            release()
+            return
         self._held[key] = release
 
     def letGo(self, key: object) -> None:
-        """Forget C{key} (a key not held is ignored)."""
+        """The resource C{key} was released by its owner: forget it (a key not held is ignored)."""
         self._held.pop(key, None)
 
     def holds(self, key: object) -> bool:
-        """Whether C{key} is held."""
+        """Whether the resource C{key} is tied to the connection."""
         return key in self._held
 
     def releaseAll(self) -> None:
-        """Release everything held, one by one (a release that raises is logged)."""
+        """The connection is lost: release everything held, one by one (a release that raises is logged)."""
+        self.open = False
         held = self._held
         while held:
             try:

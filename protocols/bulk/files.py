@@ -753,14 +753,14 @@ class UploadOwners:
             self.refuse(TooManyUploads(f"a connection may hold {self.maxUploads} unfinished uploads"), channel)
         names.add(name)
         self._holders.setdefault(name, set()).add(channel)
-        channel.hold((self._service, name), partial(self.ownerLost, channel, name))
+        channel.resources.hold((self._service, name), partial(self.ownerLost, channel, name))
 
     def refuse(self, error: UploadRefused, channel: BulkChannel | None = None) -> NoReturn:
         """Raise C{error}, logged once per connection and code."""
         if channel is None:
             channel = callingChannel()
         if channel is not None:
-            channel.noteOnce(error.code, "{error}", error=str(error))
+            channel.resources.noteOnce(error.code, "{error}", error=str(error))
         raise error
 
     def heldElsewhere(self, name: str) -> bool:
@@ -772,7 +772,7 @@ class UploadOwners:
         """The calling connection no longer holds upload C{name}."""
         channel = callingChannel()
         if channel is not None:
-            channel.letGo((self._service, name))
+            channel.resources.letGo((self._service, name))
             self.ownerLost(channel, name)
 
     def ownerLost(self, channel: BulkChannel, name: str) -> None:
@@ -790,7 +790,7 @@ class UploadOwners:
     def release(self, name: str) -> None:
         """Upload C{name} is over: no connection holds it any more."""
         for channel in self._holders.pop(name, ()):
-            channel.letGo((self._service, name))
+            channel.resources.letGo((self._service, name))
             self._forget(channel, name)
 
     def _forget(self, channel: BulkChannel, name: str) -> None:
