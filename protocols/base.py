@@ -22,7 +22,6 @@ cost is O(1).
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -32,25 +31,22 @@ from twisted.logger import Logger, LogLevel
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from framing import Decoder, Encoder, Limits, Ping, ProtocolError, Registry, Violation
-from framing.errors import BufferLimitExceeded, PeerError
+from framing import Decoder, Encoder, Limits, ProtocolError, Registry, Violation
 from framing.outgoing import Outgoing
 from framing.slicing.stream import stream_tokens
-from framing.wire import ABORT, ERROR, PONG, PREAMBLE, encode_header
+from framing.wire import ABORT, PREAMBLE, encode_header
 
 from .coalescing import CoalescingTransport
 from .config import DEFAULT_CONFIG, ConnectionConfig
+from .inbound import Inbound
 from .interfaces import IObjectReceiver, IObjectSender
-from .lifetime import breakCycles
-from .logs import LogPolicy, RefusalLog, TooManyRefusals, escape
+from .lifetime import breakCycles, dropConnection
+from .logs import LogPolicy, RefusalLog, escape
 from .mismatch import diagnoseLoss
 from .pings import Pings
 from .tracing import startTracing
 
 _ABORT = encode_header(ABORT, 0)
-# ERROR bodies stay well under the default Limits.max_error_length (4 KiB),
-# so the peer can read why it is being dropped.
-_MAX_ERROR_MESSAGE = 1024
 
 
 def _abortOnError(units: Iterator[list[bytes]]) -> Iterator[list[bytes]]:
@@ -95,26 +91,18 @@ class TokenProtocol(Protocol):
         the connection, or C{None}.
     @cvar logPolicy: the L{LogPolicy}: how many refusals and failures of one
         connection are logged in full, and how many refusals drop it.
-    @ivar objectsDecoded: top-level objects (and refusals) the decoder has
-        completed so far, delivered or not.
-    @ivar controlBytesReceived: bytes of PING and PONG tokens received so
-        far: traffic that keeps a connection alive but is no progress.
+    @ivar inbound: the L{Inbound} that takes reads to the receiver (and
+        counts the objects and control bytes received).
+    @ivar observers: the L{IConnectionObserver}s (see L{addObserver}).
     @ivar pings: the connection's L{Pings} (PINGs in flight).
-    @ivar trace: log every token sent and received, one readable line each
-        (see L{protocols.tracing}), through C{log} with the fields
-        C{direction}, C{peer}, C{token}, C{kind} and C{value}.  Off by
-        default and free when off; set it with the config, the constructor's
-        C{trace} argument, on a subclass, or on C{TokenProtocol} itself to
-        trace every connection in the process (what the examples' C{--trace}
-        does).  Read when the connection is made.
-    @cvar sendBackPressure: whether this connection stops reading while more
-        than C{Limits.send_high_water} bytes wait to be sent to its peer,
-        and starts again at C{Limits.send_low_water}.  On by default: what a
-        server sends is caused by what it reads.  The client helpers
-        (C{rpc.connect}, C{bulk.connect}, L{protocols.echo.EchoClient}) turn
-        it off: what a client sends comes from its own application, which
-        reading less would not slow, and two ends that both stop reading
-        while their sends wait could wait for each other for ever.
+    @ivar guard: the L{protocols.guard.ConnectionGuard} watching it, if any.
+    @cvar trace: log every token both ways (L{protocols.tracing}); off by
+        default and free when off.  Set it in the config, on a subclass, or
+        on C{TokenProtocol} itself for every connection in the process (what
+        the examples' C{--trace} does).
+    @cvar sendBackPressure: stop reading while more than
+        C{Limits.send_high_water} bytes wait for the peer (on by default;
+        the client helpers turn it off: see L{ConnectionConfig}).
     """
 
     log = Logger()
@@ -126,7 +114,6 @@ class TokenProtocol(Protocol):
     transport: Any
     guard: Any = None
     config: ConnectionConfig = DEFAULT_CONFIG
-    """The connection's L{protocols.guard.ConnectionGuard}, if it is guarded."""
 
     def __init__(
         self,
@@ -144,30 +131,16 @@ class TokenProtocol(Protocol):
         @param receiver: the L{IObjectReceiver}; this protocol if C{None}.
         @param config: the L{ConnectionConfig}; the keywords above override it.
         """
-        config = config or DEFAULT_CONFIG
-        if limits is not None or registry is not None or trace is not None:
-            config = config.replace(
-                limits=config.limits if limits is None else limits,
-                registry=config.registry if registry is None else registry,
-                trace=config.trace if trace is None else trace,
-            )
-        self.config = config
+        self.config = config = (config or DEFAULT_CONFIG).overriddenBy(limits, registry, trace)
         for name in ("limits", "registry", "trace", "sendBackPressure"):
             value = getattr(config, name)
             if value is not None:
                 setattr(self, name, value)
         self.receiver = self if receiver is None else receiver
         self.failure: Failure | None = None
-        self.objectsDecoded = 0
-        self.controlBytesReceived = 0
         self.pings = Pings(self._writePing, self._clock)
-        self._observers: list[Any] = []
-        self._paused = False
-        self._sendBacklogged = False
-        self._inDataReceived = False
-        self._held: deque[bytes] = deque()
-        self._heldBytes = 0
-        self._backlog: deque[Any] = deque()
+        self.observers: list[Any] = []
+        self.inbound = Inbound(self)
         self._refusals: RefusalLog | None = None
         self._traceReceived: Any = None
         self._flushCall: Any = None
@@ -184,7 +157,7 @@ class TokenProtocol(Protocol):
         """
         if not isinstance(transport, CoalescingTransport):
             transport = CoalescingTransport(transport)
-        transport.readingObserver = self._readingChanged
+        transport.readingObserver = self.inbound.readingChanged
         factory = self.config.decoderFactory or Decoder
         self.decoder = factory(self.limits, self.registry)
         if self.sendBackPressure:
@@ -204,7 +177,7 @@ class TokenProtocol(Protocol):
             self._flushCall = self._clock().callLater(0, self._flushHeld)
         else:
             transport.flush()
-        for observer in self._observers:
+        for observer in self.observers:
             observer.connectionStarted(self)
 
     def _flushHeld(self) -> None:
@@ -214,15 +187,10 @@ class TokenProtocol(Protocol):
 
     def addObserver(self, observer: Any) -> None:
         """Add an L{IConnectionObserver} (before the connection is made, to see it start)."""
-        self._observers.append(observer)
+        self.observers.append(observer)
 
     def _clock(self) -> Any:
-        clock = self.config.clock
-        if clock is None:
-            from twisted.internet import reactor
-
-            clock = reactor
-        return clock
+        return self.config.reactor()
 
     # -- hooks (the default receiver's, and the connection's) ----------------
 
@@ -250,24 +218,18 @@ class TokenProtocol(Protocol):
         C{too-many-refusals} once the peer passes the policy's refusals per
         interval.  C{template} and C{fields} replace the default line.
         """
-        if self.failure is not None:
-            return
         refusals = self._refusalLog()
-        if refusals.refusal(self.log, self.peerName(), code, text, template, **fields):
-            policy = refusals.policy
-            self.failConnection(
-                TooManyRefusals(f"more than {policy.max_refusals} refusals within {policy.interval:g} s")
-            )
+        if self.failure is None and refusals.refusal(self.log, self.peerName(), code, text, template, **fields):
+            self.failConnection(refusals.tooMany())
 
     def logFailure(self, kind: str, template: str, level: LogLevel = LogLevel.info, **fields: Any) -> None:
         """Log a failure on this connection (fields escaped by the caller) within L{logPolicy}'s rate."""
         self._refusalLog().failure(self.log, self.peerName(), kind, template, level, **fields)
 
     def _refusalLog(self) -> RefusalLog:
-        refusals = self._refusals
-        if refusals is None:
-            refusals = self._refusals = RefusalLog(self.logPolicy)
-        return refusals
+        if self._refusals is None:
+            self._refusals = RefusalLog(self.logPolicy)
+        return self._refusals
 
     def sendBacklogChanged(self, backlogged: bool) -> None:
         """
@@ -287,17 +249,12 @@ class TokenProtocol(Protocol):
 
     def sendObject(self, obj: Any, outgoing: Outgoing | None = None) -> None:
         """
-        Send C{obj} in one send transaction: encode it, with C{outgoing}
-        (a fresh L{Outgoing} if C{None}) handed to the slicers, then commit
-        C{outgoing} and queue the bytes, or, if encoding fails, roll both
-        back.  One write on the transport; while a read is being handled
-        (from L{objectReceived} or a callback it fires), the write is shared
-        with every other object sent before the read is done.
-
-        This never waits: an application that sends many objects should
-        register itself as a producer with C{self.transport}
-        (C{registerProducer}) and stop sending while it is paused, so that a
-        slow peer does not make the transport buffer without bound.
+        Send C{obj} in one send transaction: encode it with C{outgoing} (a
+        fresh L{Outgoing} if C{None}) handed to the slicers, then commit it
+        and queue the bytes, or, if encoding fails, roll both back.  One
+        write, shared with the other objects sent while a read is handled.
+        This never waits: an application sending much should be a producer
+        of C{self.transport} (C{registerProducer}) and stop while paused.
 
         @raise framing.EncodingError: C{obj} cannot be sent; nothing of it
             was written and C{outgoing} was rolled back.
@@ -319,17 +276,14 @@ class TokenProtocol(Protocol):
 
     def sendStream(self, chunks: Iterable[bytes]) -> Deferred[None]:
         """
-        Send the concatenation of C{chunks} as one streamed byte string: one
-        write per chunk (the first with the stream's OPEN) and one for its
-        end.  Chunks are pulled from C{chunks} only while the transport is
-        not paused, so a lazy iterable is read no faster than the peer
-        reads.  Objects sent meanwhile go out after the stream.  The peer's
-        decoder delivers the joined C{bytes} as one object.
+        Send the concatenation of C{chunks} as one streamed byte string (the
+        peer gets one C{bytes}): one write per chunk and one for its end.
+        Chunks are pulled only while the transport is not paused; objects
+        sent meanwhile go out after the stream.
 
-        @return: a L{Deferred} that fires when the stream's end was written,
-            or fails with the exception C{chunks} raised (the peer then sees
-            the object refused as aborted) or the reason the connection was
-            lost.
+        @return: a L{Deferred} that fires when the end was written, or fails
+            with what C{chunks} raised (the peer sees the object aborted) or
+            the reason the connection was lost.
         """
         done: Deferred[None] = self.transport.writeStream(_abortOnError(iter(stream_tokens(chunks))))
         return done
@@ -346,128 +300,23 @@ class TokenProtocol(Protocol):
         self.transport.write(header)
         self.transport.flush()
 
-    # -- receiving -------------------------------------------------------------
+    # -- receiving (the work is L{Inbound}'s) ----------------------------------
 
     def dataReceived(self, data: bytes) -> None:
         """Decode C{data} and deliver what it completes, unless reading is paused."""
         if self._traceReceived is not None:
             self._traceReceived(data)
-        for observer in self._observers:
-            observer.dataArrived(len(data))
-        if self.failure is not None:
-            return
-        if self._paused or self._held or self._backlog:
-            self._hold(data)
-            return
-        self._inDataReceived = True
-        # Everything sent while this read is handled shares one write.
-        transport = self.transport
-        transport.hold()
-        try:
-            self._decode(data)
-        finally:
-            self._inDataReceived = False
-            transport.release()
-
-    def _decode(self, data: bytes) -> None:
-        decoder = self.decoder
-        completed, control = self.objectsDecoded, self.controlBytesReceived
-        try:
-            results = decoder.feed(data)
-        except ProtocolError as error:
-            # What the same bytes completed before the break was whole and
-            # valid: deliver it, then drop the connection.
-            self._dispatch(getattr(error, "results", ()))
-            self.failConnection(error)
-            return
-        self.objectsDecoded += len(results)
-        if decoder.control_events:
-            self._controlEvents()
-        receiver = self.receiver
-        for index, obj in enumerate(results):
-            if self._paused:
-                self._backlog.extend(results[index:])
-                break
-            if isinstance(obj, Violation):
-                receiver.objectRefused(obj)
-            else:
-                receiver.objectReceived(obj)
-        for observer in self._observers:
-            observer.dataDecoded(len(data), self.objectsDecoded - completed, self.controlBytesReceived - control)
-
-    def _dispatch(self, results: Iterable[Any]) -> None:
-        receiver = self.receiver
-        for obj in results:
-            if isinstance(obj, Violation):
-                receiver.objectRefused(obj)
-            else:
-                receiver.objectReceived(obj)
-
-    def _controlEvents(self) -> None:
-        events = self.decoder.control_events
-        pongs = [encode_header(PONG, event.id) for event in events if isinstance(event, Ping)]
-        answered = [event.id for event in events if not isinstance(event, Ping)]
-        events.clear()
-        # A PING and its PONG have headers of the same length.
-        self.controlBytesReceived += sum(map(len, pongs)) + sum(len(encode_header(PONG, i)) for i in answered)
-        if pongs:
-            self.transport.writeSequence(pongs)
-            self.transport.flush()
-        for pong in answered:
-            self.pings.pongReceived(pong)
-
-    # -- receive flow control ----------------------------------------------------
+        self.inbound.dataReceived(data)
 
     @property
     def bufferedBytes(self) -> int:
         """Received bytes held for this connection: undecoded while paused, plus the decoder's."""
-        return self._heldBytes + self.decoder.buffered
+        return self.inbound.held.heldBytes + self.decoder.buffered
 
     @property
     def readingPaused(self) -> bool:
         """Whether delivery is paused (by the application, back-pressure, or a dropped connection)."""
-        return self._paused
-
-    def _hold(self, data: bytes) -> None:
-        self._held.append(data)
-        self._heldBytes += len(data)
-        limit = self.decoder.limits.max_buffered_bytes
-        if self.bufferedBytes > limit:
-            self.failConnection(
-                BufferLimitExceeded(
-                    f"{self.bufferedBytes} received bytes held while reading is paused, more than the limit of {limit}"
-                )
-            )
-
-    def _readingChanged(self, paused: bool) -> None:
-        self._paused = paused
-        backlogged = self.transport.sendBacklogged
-        if backlogged != self._sendBacklogged:
-            self._sendBacklogged = backlogged
-            self.sendBacklogChanged(backlogged)
-            for observer in self._observers:
-                observer.sendBacklogChanged(backlogged)
-        if not paused and not self._inDataReceived:
-            self._catchUp()
-
-    def _catchUp(self) -> None:
-        """Deliver what was held back while paused, until paused again."""
-        self._inDataReceived = True
-        transport = self.transport
-        transport.hold()
-        try:
-            while not self._paused and self.failure is None:
-                if self._backlog:
-                    self._dispatch((self._backlog.popleft(),))
-                elif self._held:
-                    data = self._held.popleft()
-                    self._heldBytes -= len(data)
-                    self._decode(data)
-                else:
-                    break
-        finally:
-            self._inDataReceived = False
-            transport.release()
+        return self.inbound.paused
 
     # -- failure and loss --------------------------------------------------------
 
@@ -475,18 +324,8 @@ class TokenProtocol(Protocol):
         """
         Log C{error} (unless C{logged} is false: the caller logged it),
         tell the peer, drop the connection, and report C{error} to
-        connectionLost.
+        connectionLost (see L{protocols.lifetime.dropConnection}).
         """
-        # The traceback's frames would hold this protocol (and what it
-        # decoded) in a cycle; where in our code a peer's bytes broke the
-        # stream says nothing the code and message do not.
-        error.__traceback__ = None
-        failure = Failure(error)  # type: ignore[no-untyped-call]
-        self.failure = failure
-        self._paused = True
-        self._held.clear()
-        self._heldBytes = 0
-        self._backlog.clear()
         if logged:
             self.log.warn(
                 "Dropping connection from {peer}: {code}: {error}",
@@ -494,17 +333,7 @@ class TokenProtocol(Protocol):
                 code=error.code,
                 error=escape(error),
             )
-        # connectionLost is called by the wrapped transport, with its own
-        # reason; so that any override sees this error instead, shadow it on
-        # this instance (as BufferingTLSTransport shadows its write).
-        original = self.connectionLost
-        self.connectionLost = lambda reason=failure: original(failure)  # type: ignore[method-assign]
-        transport = self.transport
-        transport.abandonStreams(failure)
-        if not isinstance(error, PeerError):
-            body = str(error).encode("utf-8")[:_MAX_ERROR_MESSAGE]
-            transport.write(encode_header(ERROR, len(body)) + body)
-        transport.loseConnection()
+        dropConnection(self, error)
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         """
@@ -521,11 +350,12 @@ class TokenProtocol(Protocol):
         if self._refusals is not None:
             self._refusals.close(self.log, self.peerName())
         self.pings.connectionLost(reason)
-        observers, self._observers = self._observers, []
+        observers, self.observers = self.observers, []
         for observer in observers:
             observer.connectionEnded(reason)
         self.receiver.stopReceiving(reason)
         self.receiver = _GONE
+        self.inbound.close()
         breakCycles(self)
 
     def peerName(self) -> str:

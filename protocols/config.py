@@ -54,5 +54,21 @@ class ConnectionConfig:
         """A copy with C{changes} made."""
         return replace(self, **changes)
 
+    def overriddenBy(
+        self, limits: Limits | None = None, registry: Registry | None = None, trace: bool | None = None
+    ) -> ConnectionConfig:
+        """This config with each of C{limits}, C{registry} and C{trace} that is not C{None} put in."""
+        changes: dict[str, Any] = {"limits": limits, "registry": registry, "trace": trace}
+        given = {name: value for name, value in changes.items() if value is not None}
+        return replace(self, **given) if given else self
+
+    def reactor(self) -> Any:
+        """The C{clock}, or the global reactor if it is C{None}."""
+        if self.clock is not None:
+            return self.clock
+        from twisted.internet import reactor
+
+        return reactor
+
 
 DEFAULT_CONFIG = ConnectionConfig()

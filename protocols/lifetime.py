@@ -1,4 +1,7 @@
-"""What a closed connection leaves behind: nothing that needs the garbage collector.
+"""How a connection ends: dropped for a protocol error, and freed without the garbage collector.
+
+L{dropConnection} is the one way a connection is dropped for a
+L{ProtocolError}: the peer is told why, and C{connectionLost} sees the error.
 
 Contract: after L{breakCycles}, a protocol, its transport wrapper, decoder
 and encoder are freed by reference counting as soon as the last outside
@@ -11,6 +14,43 @@ frees.  A spent decoder or encoder must not be used again.
 from __future__ import annotations
 
 from typing import Any
+
+from twisted.python.failure import Failure
+
+from framing import ProtocolError
+from framing.errors import PeerError
+from framing.wire import ERROR, encode_header
+
+# ERROR bodies stay well under the default Limits.max_error_length (4 KiB),
+# so the peer can read why it is being dropped.
+MAX_ERROR_MESSAGE = 1024
+
+
+def dropConnection(protocol: Any, error: ProtocolError) -> None:
+    """
+    Drop C{protocol}'s connection for C{error}: stop delivering, fail its
+    queued streams, tell the peer why in an ERROR token (unless the peer
+    sent the error), close, and make C{connectionLost} see C{error} as its
+    reason, whatever reason the transport gives.
+    """
+    # The traceback's frames would hold the protocol (and what it decoded)
+    # in a cycle; where in our code a peer's bytes broke the stream says
+    # nothing the code and message do not.
+    error.__traceback__ = None
+    failure = Failure(error)  # type: ignore[no-untyped-call]
+    protocol.failure = failure
+    protocol.inbound.stop()
+    # connectionLost is called by the wrapped transport, with its own
+    # reason; so that any override sees this error instead, shadow it on
+    # this instance (as BufferingTLSTransport shadows its write).
+    original = protocol.connectionLost
+    protocol.connectionLost = lambda reason=failure: original(failure)
+    transport = protocol.transport
+    transport.abandonStreams(failure)
+    if not isinstance(error, PeerError):
+        body = str(error).encode("utf-8")[:MAX_ERROR_MESSAGE]
+        transport.write(encode_header(ERROR, len(body)) + body)
+    transport.loseConnection()
 
 
 def breakCycles(protocol: Any) -> None:

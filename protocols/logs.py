@@ -134,6 +134,11 @@ class RefusalLog:
         limit = self.policy.max_refusals
         return limit is not None and self.refused > limit
 
+    def tooMany(self) -> TooManyRefusals:
+        """The error to drop a connection with once L{refusal} said it passed the rate."""
+        policy = self.policy
+        return TooManyRefusals(f"more than {policy.max_refusals} refusals within {policy.interval:g} s")
+
     def failure(
         self, log: Any, peer: str, kind: str, template: str, level: LogLevel = LogLevel.info, **fields: Any
     ) -> None:

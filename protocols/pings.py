@@ -1,6 +1,7 @@
 """Pings: PING out, the matching PONG back, as a Deferred round-trip time.
 
-Contract: L{Pings.send} gives each PING a fresh id and returns a Deferred
+Contract: PINGs from the peer are answered by PONGs of the same id, all
+those of one read in one write.  L{Pings.send} gives each PING a fresh id and returns a Deferred
 that fires with the seconds until the PONG with that id came back; a PONG
 nobody asked for is ignored; when the connection ends every unanswered
 ping fails with the reason.  One dict entry per ping in flight, O(1) each.
@@ -14,7 +15,8 @@ from typing import Any
 from twisted.internet.defer import Deferred, fail
 from twisted.python.failure import Failure
 
-from framing.wire import PING, encode_header
+from framing import Ping, Pong
+from framing.wire import PING, PONG, encode_header
 
 
 class Pings:
@@ -45,6 +47,21 @@ class Pings:
         self._waiting[pingId] = (answered, self._clock().seconds())
         self._write(encode_header(PING, pingId))
         return answered
+
+    def controlEvents(self, events: list[Ping | Pong]) -> tuple[list[bytes], int]:
+        """
+        Take the decoder's control events (and clear them): match each PONG
+        to its ping, and return the PONGs that answer the peer's PINGs (to
+        be written together) and the wire bytes of all those events.
+        """
+        pongs = [encode_header(PONG, event.id) for event in events if type(event) is Ping]
+        answered = [event.id for event in events if type(event) is Pong]
+        events.clear()
+        # A PING and its PONG have headers of the same length.
+        controlBytes = sum(map(len, pongs)) + sum(len(encode_header(PONG, i)) for i in answered)
+        for pingId in answered:
+            self.pongReceived(pingId)
+        return pongs, controlBytes
 
     def pongReceived(self, pingId: int) -> None:
         """The peer answered PING C{pingId}: fire its Deferred (nothing if nobody asked)."""

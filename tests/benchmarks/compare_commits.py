@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python -m tests.benchmarks.compare_commits --base 256bf17 --rounds 5 rpc
     PYTHONPATH=. python -m tests.benchmarks.compare_commits --base 256bf17 --rounds 3 bulk
+    PYTHONPATH=. python -m tests.benchmarks.compare_commits --base 256bf17 --rounds 3 flatness
 
 The base commit is checked out once into a temporary git worktree.  Each
 round runs the benchmark once in each tree (the order alternates from round
@@ -50,7 +51,21 @@ def _bulk(tree: Path, out: Path, duration: float) -> dict[str, float]:
     return figures
 
 
-BENCHMARKS: dict[str, Callable[[Path, Path, float], dict[str, float]]] = {"rpc": _rpc, "bulk": _bulk}
+def _flatness(tree: Path, out: Path, duration: float) -> dict[str, float]:
+    command = ["-m", "tests.benchmarks.bench_flatness", "--quick", "--runs", "1", "--peers", "chunkwire"]
+    _run(tree, [*command, "--out", str(out)])
+    windows = json.loads((out / "flatness.json").read_text())["summary"]["chunkwire"]
+    figures = {f"flatness w{window} calls/s": cell["calls_per_s"] for window, cell in windows.items()}
+    # Flatness itself: the ninth tenth of a long connection's calls against the second.
+    figures.update({f"flatness w{window} tenth 9 / tenth 2": cell["d9_over_d2"] for window, cell in windows.items()})
+    return figures
+
+
+BENCHMARKS: dict[str, Callable[[Path, Path, float], dict[str, float]]] = {
+    "rpc": _rpc,
+    "bulk": _bulk,
+    "flatness": _flatness,
+}
 
 
 def _run(tree: Path, command: list[str]) -> None:
