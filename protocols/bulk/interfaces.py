@@ -99,7 +99,7 @@ class IStreamHost(Protocol):
 
     @property
     def protocol(self) -> Any:
-        """The connection (a L{protocols.bulk.BulkBroker})."""
+        """The RPC broker of the connection (built by L{protocols.bulk.BulkBroker})."""
 
     def sendControl(self, op: int, streamId: Any, *values: Any) -> None:
         """Send one control message, if the connection is up."""

@@ -66,7 +66,7 @@ class IncomingStream:
 
     @property
     def broker(self) -> Any:
-        """The connection (a L{protocols.bulk.BulkBroker}) the stream arrives on."""
+        """The RPC broker (built by L{protocols.bulk.BulkBroker}) of the connection the stream arrives on."""
         return self._host.protocol
 
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -67,7 +68,7 @@ class Latent:
         options: BulkOptions = OPTIONS,
         delay: float = DELAY,
         rate: float = RATE,
-        serverClass: type[BulkBroker] = BulkBroker,
+        serverClass: Callable[..., Any] = BulkBroker,
         guardPolicy: GuardPolicy | None = None,
     ) -> None:
         self.clock = Clock()
