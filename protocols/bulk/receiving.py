@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from enum import Enum
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -33,7 +32,7 @@ from .integrity import OrderedHasher
 from .interfaces import IStreamHost
 from .outcome import Outcome, TransferResult
 from .sinks import Sink, makeSink
-from .states import Transitions
+from .states import Named, Transitions
 from .tuning import WindowTuner
 from .wire import CANCEL, GRANT
 from .wire import DONE as DONE_OP
@@ -108,7 +107,7 @@ class IncomingStream:
             self._host.sendControl(CANCEL, self.streamId, "cancelled", reason)
 
 
-class ReceiveState(Enum):
+class ReceiveState(Named):
     """Where a receiver is in its life (see the module docstring)."""
 
     IDLE = "idle"
@@ -119,7 +118,7 @@ class ReceiveState(Enum):
     FAILED = "failed"
 
 
-class ReceiveEvent(Enum):
+class ReceiveEvent(Named):
     """What moves a receiver from one state to the next."""
 
     START = "start"

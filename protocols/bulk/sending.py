@@ -23,7 +23,6 @@ connection only through an L{IStreamHost}.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from enum import Enum
 from typing import Any
 
 from twisted.internet.defer import CancelledError, Deferred
@@ -36,11 +35,11 @@ from .integrity import DEFAULT_DIGEST, OrderedHasher, checkAlgorithm
 from .interfaces import IStreamHost
 from .outcome import Outcome, TransferResult
 from .sources import StreamSource, openSource
-from .states import Transitions
+from .states import Named, Transitions
 from .wire import ABORT, END
 
 
-class SendState(Enum):
+class SendState(Named):
     """Where an outgoing stream is in its life (see the module docstring)."""
 
     NEW = "new"
@@ -51,7 +50,7 @@ class SendState(Enum):
     FINISHED = "finished"
 
 
-class SendEvent(Enum):
+class SendEvent(Named):
     """What moves an outgoing stream from one state to the next."""
 
     ANNOUNCE = "announce"

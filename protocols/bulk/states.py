@@ -18,6 +18,15 @@ S = TypeVar("S", bound=Enum)
 E = TypeVar("E", bound=Enum)
 
 
+class Named(Enum):
+    """
+    The base of states and events: members are singletons, so they hash by
+    identity (a table lookup calls no Python-level C{__hash__}).
+    """
+
+    __hash__ = object.__hash__
+
+
 class Transitions(Generic[S, E]):
     """
     One machine's table.
