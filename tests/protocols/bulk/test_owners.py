@@ -189,7 +189,7 @@ class UploadOwnerTests(SynchronousTestCase):
         self.assertEqual(len(partFiles(self.directory)), 1)
         # The peer's CANCEL alone (the client's own stream keeps waiting).
         client = root.broker
-        client._send(Message((CANCEL, call.requestId)))
+        client.sendObject(Message((CANCEL, call.requestId)))
         for _ in range(50):
             self.network.step()
         self.assertEqual(partFiles(self.directory), [])
