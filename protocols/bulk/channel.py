@@ -58,7 +58,6 @@ from .wire import (
     ABORT,
     CANCEL,
     CONTROL_OPEN_TYPE,
-    DATA_FRAME_RECEIVED,
     DATA_OPEN_TYPE,
     DONE,
     END,
@@ -70,7 +69,6 @@ from .wire import (
     ControlUnslicer,
     DataUnslicer,
     StreamAnnouncement,
-    StreamingDecoder,
     dataFramePieces,
 )
 
@@ -589,16 +587,12 @@ class BulkBroker(Broker):
         self._callStreams: list[Stream] | None = None
 
     def makeConnection(self, transport: Any) -> None:
-        """Connect as L{Broker} does, with a decoder that streams data frames' bodies."""
+        """Connect as L{Broker} does (its decoder streams data frames' bodies to their streams)."""
         Broker.makeConnection(self, transport)
-        # Nothing has been received yet: the decoder can still be swapped.
-        self.decoder = StreamingDecoder(self.limits, self.registry)
         self.bulk.connectionMade()
 
     def objectReceived(self, obj: Any) -> None:
-        """Data frames are already delivered; control messages go to the channel; the rest is RPC."""
-        if obj is DATA_FRAME_RECEIVED:
-            return
+        """Control messages go to the channel; the rest is RPC (data frames complete nothing)."""
         if type(obj) is Control:
             self.bulk.controlReceived(obj)
             return
