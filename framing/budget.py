@@ -130,6 +130,19 @@ class ObjectBudget:
             raise self.over_budget()
         top.allow(items_left, memory_left)
 
+    def recap(self) -> None:
+        """
+        The innermost container reached its cap: checkpoint, and let it take
+        at least one more item (at the budget's edge: that one, then the
+        next checkpoint).
+
+        @raise Violation: the object is over budget.
+        """
+        self.checkpoint()
+        top = self._stack[-1]
+        if top.cap <= len(top.items):
+            top.cap = len(top.items) + 1
+
     def closed_child(self, unslicer: Any, parent: Any, parent_budgeted: bool) -> bool:
         """
         Checkpoint at the CLOSE of a child container: settle it, recap its

@@ -124,10 +124,6 @@ class Decoder:
         self.registry = registry or DEFAULT_REGISTRY
         self.constraint = constraint
         self._path = ConstraintPath(constraint) if constraint is not None else None
-        self._factories: dict[bytes, UnslicerFactory] = {}
-        # Per unslicer class: (budgeted, asks about bodies, top-level cost, top-level cap).
-        self._kinds: dict[type, tuple[bool, bool, int, int]] = {}
-        self._reporters: dict[type, Callable[[Any, Violation], Violation] | None] = {}
         if constraint is not None:
             # Constrained decoding checks each value; unconstrained keeps the
             # one-call fast path.
@@ -137,6 +133,10 @@ class Decoder:
         self._results: list[Any] = []
         self._stack: list[Any] = []
         self._budget = ObjectBudget(self.limits, self._stack)
+        self._unslicers = _Unslicers(self.registry, self._budget)
+        # (The per-name and per-class caches, read on every OPEN and CLOSE.)
+        self._factories = self._unslicers.factories
+        self._kinds = self._unslicers.kinds
         self._receive: Callable[[Any], None] = self._results.append
         self._bodies = _BodyStreams(self._guarded)
         # The scanner's streamed-body calls go straight to the unslicer's hooks.
@@ -215,8 +215,7 @@ class Decoder:
             # The peer's last words are read whatever object is in progress.
             return BODY_WHOLE
         if self.state is DISCARDING:
-            if kind == OPEN:
-                self._discarding.depth += 1
+            self._discarding.skipped(kind)
             return BODY_SKIP
         stack = self._stack
         if self.accepts_all and len(stack) < self._max_depth:
@@ -238,24 +237,21 @@ class Decoder:
     def refused(self, kind: int, length: int, violation: Violation) -> None:
         """The scanner refused a body at its header (over a size limit)."""
         if self.state is DISCARDING:
-            if kind == OPEN:
-                self._discarding.depth += 1
+            self._discarding.skipped(kind)
             return
         self._refuse(violation, opened=kind == OPEN)
 
     # -- building --------------------------------------------------------
 
     def _building_handlers(self) -> list[Callable[[Any], None]]:
-        table: list[Callable[[Any], None]] = [self._unexpected] * 16
+        table: list[Callable[[Any], None]] = [_unexpected] * 16
         table[INT] = table[BYTES] = self._deliver
-        for kind, handler in _value_decoders(self._deliver, self._refuse).items():
+        decoders = _value_decoders(self._deliver, self._refuse) | _control_handlers(self.control_events)
+        for kind, handler in decoders.items():
             table[kind] = handler
         table[OPEN] = self._on_open
         table[CLOSE] = self._on_close
         table[ABORT] = self._on_abort
-        table[ERROR] = self._on_error
-        table[PING] = self._on_ping
-        table[PONG] = self._on_pong
         return table
 
     def _deliver_checked(self, obj: Any) -> None:
@@ -267,37 +263,27 @@ class Decoder:
         try:
             self._receive(obj)
         except CapReached:
-            self._cap_reached(obj)
+            # The innermost container reached its cap: checkpoint, then
+            # deliver again (or refuse, over budget).
+            if self._guarded(self._budget.recap) is not _REFUSED:
+                Decoder._deliver(self, obj)
         except Exception as error:
             self._refuse_for(error)
 
-    def _cap_reached(self, obj: Any) -> None:
-        """The innermost container reached its cap: checkpoint, then deliver C{obj} again or refuse."""
-        try:
-            self._budget.checkpoint()
-        except Violation as violation:
-            self._refuse(violation)
-            return
-        top = self._stack[-1]
-        if top.cap <= len(top.items):
-            top.cap = len(top.items) + 1  # at the budget's edge: this one, then the next checkpoint
-        Decoder._deliver(self, obj)
-
     def _on_open(self, body: bytes) -> None:
-        factory = self._factories.get(body) or self._lookup(body)
-        if factory is None:
+        factory = self._factories.get(body) or self._guarded(self._unslicers.lookup, body, opened=True)
+        if factory is _REFUSED:
             return
         if self._path is not None:
             name = body.decode("ascii", "backslashreplace")
             if self._guarded(self._path.opened, name, opened=True) is _REFUSED:
                 return
-        unslicer = self._guarded(factory, self.limits, opened=True)
-        if unslicer is _REFUSED:
+        try:
+            unslicer = factory(self.limits)
+        except Exception as error:
+            self._refuse_for(error, opened=True)
             return
-        kind = type(unslicer)
-        known = self._kinds.get(kind)
-        if known is None:
-            known = self._kinds[kind] = self._describe(unslicer)
+        known = self._kinds.get(type(unslicer)) or self._unslicers.describe(unslicer)
         budgeted, asks, top_cost, top_cap = known
         stack = self._stack
         if stack:
@@ -311,30 +297,6 @@ class Decoder:
         self.accepts_all = self.constraint is None and not asks
         if over:
             self._refuse(self._budget.over_budget())
-
-    def _describe(self, unslicer: Any) -> tuple[bool, bool, int, int]:
-        """
-        What the decoder needs of an unslicer's class (class attributes, so
-        the same for all its instances): whether it is budgeted, whether
-        accept_body must ask about its bodies (it checks tokens or streams
-        bodies), and its cost and cap when it opens a top-level object.
-        """
-        budgeted = bool(getattr(unslicer, "budgeted", False))
-        asks = bool(getattr(unslicer, "checks_tokens", True)) or hasattr(unslicer, "begin_body")
-        if not budgeted:
-            return budgeted, asks, getattr(unslicer, "open_cost", DEFAULT_OPEN_COST), 0
-        return (budgeted, asks, *self._budget.top_terms(unslicer))
-
-    def _lookup(self, body: bytes) -> UnslicerFactory | None:
-        """Find the unslicer for an OPEN's name; refuse the object if there is none."""
-        name = body.decode("ascii", "backslashreplace")
-        factory = self.registry.unslicer_for(name)
-        if factory is None:
-            self._refuse(UnknownType(f"no unslicer is registered for open-type {name!r}"), opened=True)
-            return None
-        # Remember hits only: a name unknown now may be registered later.
-        self._factories[body] = factory
-        return factory
 
     def _on_close(self, value: int) -> None:
         stack = self._stack
@@ -370,21 +332,11 @@ class Decoder:
             raise UnexpectedToken(f"ABORT with value {value}")
         if self._stack:
             # Nothing more of an abandoned object follows: report it now.
-            violation = self._reported(Aborted("the sender abandoned this object", self._where()))
+            violation = self._unslicers.reported(
+                self._stack[0], Aborted("the sender abandoned this object", self._where())
+            )
             self._drop_object()
             self._results.append(violation)
-
-    def _on_error(self, body: bytes) -> None:
-        raise PeerError("the peer reported: " + body.decode("utf-8", "replace"))
-
-    def _on_ping(self, value: int) -> None:
-        self.control_events.append(Ping(value))
-
-    def _on_pong(self, value: int) -> None:
-        self.control_events.append(Pong(value))
-
-    def _unexpected(self, value: Any) -> None:
-        raise UnexpectedToken(f"unexpected token with value {short_repr(value, 40)}")
 
     # -- refusing --------------------------------------------------------
 
@@ -415,7 +367,7 @@ class Decoder:
         """Drop the top-level object being built; skip its tokens up to its CLOSE."""
         violation.where = self._where() + violation.where
         if self._stack:
-            violation = self._reported(violation)
+            violation = self._unslicers.reported(self._stack[0], violation)
         depth = len(self._stack) + opened
         self._drop_object()
         if not depth:
@@ -424,28 +376,6 @@ class Decoder:
         self.state = DISCARDING
         self.handlers[:] = self._discarding.start(violation, depth)
         self.accepts_all = False
-
-    def _reported(self, violation: Violation) -> Violation:
-        """
-        What the top-level unslicer makes of its object's refusal (its
-        C{report_violation}, looked up once per class): C{violation} itself
-        if it has no such method or the method fails.
-        """
-        top = self._stack[0]
-        kind = type(top)
-        try:
-            report = self._reporters[kind]
-        except KeyError:
-            report = self._reporters[kind] = getattr(kind, "report_violation", None)
-        if report is None:
-            return violation
-        try:
-            reported = report(top, violation)
-        except ProtocolError:
-            raise
-        except Exception:  # a buggy hook must not hide the refusal it was told of
-            return violation
-        return reported if isinstance(reported, Violation) else violation
 
     def _drop_object(self) -> None:
         """Forget the top-level object being built."""
@@ -466,6 +396,74 @@ class Decoder:
         self.handlers[:] = self._building
         self.accepts_all = self.constraint is None
         self._results.append(violation)
+
+
+class _Unslicers:
+    """
+    What a decoder learns once and keeps: the unslicer factory of each
+    open-type name (hits only: a name unknown now may be registered later),
+    and per unslicer class what the budget and the scanner need of it and
+    its C{report_violation} hook (class attributes, the same for all its
+    instances).
+
+    @ivar factories: the OPEN's body (the name) to the factory.
+    @ivar kinds: unslicer class to C{(budgeted, asks, top-level cost,
+        top-level cap)}, where C{asks} means the decoder must be asked about
+        its bodies (it checks tokens or streams bodies).
+    """
+
+    def __init__(self, registry: Registry, budget: ObjectBudget) -> None:
+        self.factories: dict[bytes, UnslicerFactory] = {}
+        self.kinds: dict[type, tuple[bool, bool, int, int]] = {}
+        self._reporters: dict[type, Callable[[Any, Violation], Violation] | None] = {}
+        self._registry = registry
+        self._budget = budget
+
+    def lookup(self, body: bytes) -> UnslicerFactory:
+        """
+        The factory for an OPEN's name.
+
+        @raise UnknownType: no unslicer is registered for it.
+        """
+        name = body.decode("ascii", "backslashreplace")
+        factory = self._registry.unslicer_for(name)
+        if factory is None:
+            raise UnknownType(f"no unslicer is registered for open-type {name!r}")
+        self.factories[body] = factory
+        return factory
+
+    def describe(self, unslicer: Any) -> tuple[bool, bool, int, int]:
+        """Learn C{unslicer}'s class: its entry in L{kinds}."""
+        budgeted = bool(getattr(unslicer, "budgeted", False))
+        asks = bool(getattr(unslicer, "checks_tokens", True)) or hasattr(unslicer, "begin_body")
+        known: tuple[bool, bool, int, int]
+        if budgeted:
+            known = (budgeted, asks, *self._budget.top_terms(unslicer))
+        else:
+            known = (budgeted, asks, getattr(unslicer, "open_cost", DEFAULT_OPEN_COST), 0)
+        self.kinds[type(unslicer)] = known
+        return known
+
+    def reported(self, top: Any, violation: Violation) -> Violation:
+        """
+        What the top-level unslicer C{top} makes of its object's refusal
+        (its class's C{report_violation}): C{violation} itself if it has no
+        such method or the method fails.
+        """
+        kind = type(top)
+        try:
+            report = self._reporters[kind]
+        except KeyError:
+            report = self._reporters[kind] = getattr(kind, "report_violation", None)
+        if report is None:
+            return violation
+        try:
+            reported = report(top, violation)
+        except ProtocolError:
+            raise
+        except Exception:  # a buggy hook must not hide the refusal it was told of
+            return violation
+        return reported if isinstance(reported, Violation) else violation
 
 
 class _BodyStreams:
@@ -534,6 +532,11 @@ class _Discarding:
             table[kind] = building[kind]  # the peer's last words, control tokens, reserved kinds
         self.handlers = table
 
+    def skipped(self, kind: int) -> None:
+        """A body of the refused object is skipped at its header: an OPEN's adds a container to skip."""
+        if kind == OPEN:
+            self.depth += 1
+
     def start(self, violation: Violation, depth: int) -> list[Callable[[Any], None]]:
         """Skip the rest of the object refused with C{violation}, C{depth} containers deep; return the table."""
         self._violation = violation
@@ -561,6 +564,25 @@ class _Discarding:
         self._violation = None
         self.depth = 0
         self._end(violation)
+
+
+def _unexpected(value: Any) -> None:
+    raise UnexpectedToken(f"unexpected token with value {short_repr(value, 40)}")
+
+
+def _control_handlers(events: list[Ping | Pong]) -> dict[int, Callable[[Any], None]]:
+    """The handlers of the tokens that act whatever the state: the peer's ERROR, PING and PONG."""
+
+    def on_error(body: bytes) -> None:
+        raise PeerError("the peer reported: " + body.decode("utf-8", "replace"))
+
+    def on_ping(value: int) -> None:
+        events.append(Ping(value))
+
+    def on_pong(value: int) -> None:
+        events.append(Pong(value))
+
+    return {ERROR: on_error, PING: on_ping, PONG: on_pong}
 
 
 def _value_decoders(

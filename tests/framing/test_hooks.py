@@ -248,6 +248,15 @@ class NothingTests(SynchronousTestCase):
         self.assertEqual(decoder.held_cost, 0)
         decoder.close()
 
+    def test_counted_as_completed(self) -> None:
+        """objects_completed counts delivered, refused and NOTHING objects alike, split anywhere."""
+        data = PREAMBLE + container("test.empty") + encoded(1) + container("test.empty", encoded(13)) + encoded(2)
+        for step in (None, 1, 4):
+            decoder = Decoder(registry=self.registry())
+            results = feed_all(decoder, data, step)
+            self.assertEqual(len(results), 3)
+            self.assertEqual(decoder.objects_completed, 4)
+
     def test_not_given_to_parent(self) -> None:
         """A nested NOTHING is not passed to its parent's receive_child."""
         data = PREAMBLE + container("list", encoded(1), container("test.empty"), encoded(2))
