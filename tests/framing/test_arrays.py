@@ -384,7 +384,7 @@ class StreamedArrayTests(SynchronousTestCase):
             self.assertEqual(results, [source])
 
     def test_memory_one_copy(self) -> None:
-        """Decoding a 4 MiB array holds the array (and its growth room) and at most a chunk more: never a second copy."""
+        """Decoding a 4 MiB array holds the array (and its growth room) and at most a chunk more: no second copy."""
         source = self.large("d", 512 * 1024)
         data = dumps(source)
         for step in (len(data), 64 * 1024):
