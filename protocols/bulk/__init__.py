@@ -42,8 +42,8 @@ in flight.  Stream ids are chosen by the sender, so every control message
 travels one way only and names the sender's id.
 
 B{Receiving without collecting.}  The decoder streams a frame's body instead
-of collecting it: L{StreamingDecoder} switches the scanner to its
-C{BODY_STREAM} mode for bodies whose unslicer asks, so each socket read is
+of collecting it: the frame's unslicer takes it through the decoder's
+streamed-body hooks (C{begin_body}, C{body_piece}, C{end_body}), so each socket read is
 handed to the stream's sink as it comes (the very C{bytes} the transport
 read, copied only where a read also holds the next frame's header), and a
 file sink writes it with one C{os.pwrite}.  A receiver holds no more than
@@ -117,7 +117,6 @@ from .receiving import IncomingStream, Receiver
 from .sending import Stream
 from .sinks import CallbackSink, ConsumerSink, FileSink, OpenFileSink, Sink
 from .sources import BytesSource, FileSource, SeekableSource, StreamSource
-from .wire import StreamingDecoder
 
 __all__ = [
     "DEFAULT_DIGEST",
@@ -147,7 +146,6 @@ __all__ = [
     "StreamIdReused",
     "StreamReset",
     "StreamSource",
-    "StreamingDecoder",
     "TooManyStreams",
     "TransferResult",
     "bulkOf",

@@ -65,7 +65,6 @@ from .wire import (
     ABORT,
     CANCEL,
     CONTROL_OPEN_TYPE,
-    DATA_FRAME_RECEIVED,
     DATA_OPEN_TYPE,
     DONE,
     END,
@@ -77,7 +76,6 @@ from .wire import (
     ControlUnslicer,
     DataUnslicer,
     StreamAnnouncement,
-    StreamingDecoder,
     dataFramePieces,
 )
 
@@ -118,9 +116,8 @@ class BulkChannel:
     """
 
     log = Logger()
-    controlTypes = (Control, type(DATA_FRAME_RECEIVED))
-    """Control messages come to L{controlReceived}; so does the marker of a
-    data frame already delivered, to be dropped there."""
+    controlTypes = (Control,)
+    """Control messages come to L{controlReceived} (data frames complete nothing)."""
 
     def __init__(self, options: BulkOptions, clock: Any) -> None:
         """
@@ -185,11 +182,7 @@ class BulkChannel:
         self._up = True
         self.resources.open = True
         self.scheduler.start()
-        connection = self.protocol.connection
-        # Nothing has been received yet: the decoder can still be swapped
-        # for one that streams data frames' bodies.
-        connection.decoder = StreamingDecoder(connection.limits, connection.registry)
-        _tuneSocket(getattr(connection.transport, "transport", None), self.options)
+        _tuneSocket(getattr(self.protocol.transport, "transport", None), self.options)
 
     def connectionLost(self, reason: Failure) -> None:
         """Every stream in flight fails with C{reason}; what was held is released."""
@@ -365,10 +358,8 @@ class BulkChannel:
             return None
         return receiver.frameStarting(offset, length)
 
-    def controlReceived(self, control: Any) -> None:
+    def controlReceived(self, control: Control) -> None:
         """Act on one control message; an unknown stream id is ignored (it already ended)."""
-        if control is DATA_FRAME_RECEIVED:
-            return  # its body has already gone to its stream
         op, streamId = control[0], control[1]
         try:
             if op == END or op == ABORT:

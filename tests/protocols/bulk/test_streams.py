@@ -15,7 +15,7 @@ from twisted.logger import Logger
 from twisted.protocols.basic import FileSender
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing import EncodingError, Limits, Registry
+from framing import Decoder, EncodingError, Limits, Registry
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 from protocols.bulk import (
@@ -30,11 +30,9 @@ from protocols.bulk import (
     TransferResult,
 )
 from protocols.bulk.wire import (
-    DATA_FRAME_RECEIVED,
     DATA_OPEN_TYPE,
     Control,
     DataUnslicer,
-    StreamingDecoder,
     dataFramePieces,
 )
 from protocols.rpc import NoSuchMethod, RemoteViolation
@@ -172,9 +170,11 @@ class WriteCountTests(SynchronousTestCase):
         registry = Registry(DEFAULT_REGISTRY)
         target = lambda *_: lambda offset, piece: pieces.append(piece)  # noqa: E731
         registry.add_unslicer(DATA_OPEN_TYPE, lambda limits: DataUnslicer(limits, target))
-        decoder = StreamingDecoder(registry=registry, preamble=False)
-        for write in writes:
-            self.assertEqual(decoder.feed(write), [DATA_FRAME_RECEIVED])
+        decoder = Decoder(registry=registry, preamble=False)
+        for count, write in enumerate(writes, 1):
+            self.assertEqual(decoder.feed(write), [])
+            self.assertTrue(decoder.at_boundary)
+            self.assertEqual(decoder.objects_completed, count)
         self.assertEqual(b"".join(pieces), data)
 
     def test_frameLayout(self) -> None:
