@@ -68,6 +68,7 @@ from ..logs import escape
 from .errors import (
     CallTimedOut,
     DeadReferenceError,
+    MessageRefused,
     TooManyPendingCalls,
     TooManyReferences,
     UnexpectedAnswer,
@@ -100,7 +101,6 @@ from .wire import (
     Message,
     MessageSlicer,
     MessageUnslicer,
-    parseWhere,
 )
 
 _MESSAGE_SLICER = MessageSlicer()
@@ -504,23 +504,22 @@ class Broker:
 
     def objectRefused(self, violation: Violation) -> None:
         """
-        A message was refused: fail the call it belongs to, found by the id
-        in C{violation.where} (see L{protocols.rpc.wire}).  A refused call is
-        answered with a FAIL; a refused answer fails the local call with the
-        violation itself.  The connection stays up.
+        A message was refused: fail the call it belongs to, by the id its
+        unslicer reported (a L{MessageRefused}; see L{protocols.rpc.wire}).
+        A refused call is answered with a FAIL; a refused answer fails the
+        local call with the violation itself.  Anything else is logged as a
+        refusal.  The connection stays up.
         """
-        parsed = parseWhere(violation.where)
-        if parsed is None:
+        if type(violation) is not MessageRefused:
             self.connection.logRefusal(violation.code, str(violation))
             return
-        tag, ident, where = parsed
-        violation.where = where
+        tag, request_id, refusal = violation.tag, violation.requestId, violation.violation
         if tag == CALL:
-            self._callRefused(ident, violation)
+            self._callRefused(request_id, refusal)
         elif tag in (ANSWER, FAIL):
-            call = self._answered(ident, "a refused answer")
+            call = self._answered(request_id, "a refused answer")
             if call is not None:
-                call.errback(violation)
+                call.errback(refusal)
         else:
             self.connection.logRefusal(violation.code, str(violation))
 

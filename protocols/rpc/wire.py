@@ -17,27 +17,27 @@ shape C{(CALL, id, target, name, args_tuple, kwargs_dict)}.
 L{MessageUnslicer} checks each field as it arrives (the kind of a body at its
 header, the value once decoded), so a malformed message is refused without
 building the rest of it, and it is what makes a refusal traceable to its call:
-once it has the tag and the id it names every position below it
-C{"<call 17>.args"}, C{"<answer 9>.result"} and so on, so the C{where} of any
-L{framing.Violation} raised inside a message starts with that prefix
-(L{parseWhere} reads it back).  A refused call can then be failed by id even
-though the decoder dropped the whole message.  Cost per field: one table
-lookup and one check.
+it names each field in C{where} (C{"args[2]"}, C{"result"}), and once it has
+the tag and the id, the decoder's refusal of the message (anything inside it)
+is reported through its C{report_violation} as a L{MessageRefused} carrying
+both, so the broker fails or refuses that call by id although the decoder
+dropped the whole message.  Cost per field: one table lookup and one check.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
 from zope.interface import implementer
 
-from framing import Limits
+from framing import Limits, Violation
 from framing.errors import InvalidValue, KindRefused, TooManyItems, short_repr
 from framing.slicing.builtin import BudgetedUnslicer
 from framing.slicing.interfaces import ISlicer
 from framing.wire import KIND_NAMES, OPEN, STRING
+
+from .errors import MessageRefused
 
 OPEN_TYPE = "rpc"
 """The open-type name of every RPC message."""
@@ -237,29 +237,21 @@ class MessageUnslicer(BudgetedUnslicer):
         items = self.items
         index = len(items)
         if index < 2:
+            # Not traceable to a call yet: say where it happened instead.
             return "<rpc>"
         tag = items[0]
         if tag == CALL and index >= _KWARGS:
-            field = "kwargs" if index == _KWARGS else f"args[{index - _ARGS}]"
-        else:
-            fields = FIELDS[tag]
-            field = fields[index] if index < len(fields) else "?"
-        return f"<{KINDS[tag]} {items[1]}>.{field}"
+            return "kwargs" if index == _KWARGS else f"args[{index - _ARGS}]"
+        fields = FIELDS[tag]
+        return fields[index] if index < len(fields) else "?"
 
-
-_WHERE = re.compile(r"<(call|answer|fail|cancel|release) (\d+)>\.?(.*)\Z", re.DOTALL)
-
-
-def parseWhere(where: str) -> tuple[int, int, str] | None:
-    """
-    Read back the prefix L{MessageUnslicer} put on a refusal's C{where}.
-
-    @return: C{(tag, id, rest)}, e.g. C{(CALL, 17, "args[2]")}, or C{None}
-        if the refusal cannot be traced to a message id (it happened before
-        the id arrived, or outside any RPC message).
-    """
-    match = _WHERE.match(where)
-    if match is None:
-        return None
-    kind, ident, rest = match.groups()
-    return KINDS.index(kind), int(ident), rest
+    def report_violation(self, violation: Violation) -> Violation:
+        """
+        The decoder refused this message: once its tag and id are known, say
+        which message it was (a L{MessageRefused}); before, C{violation} as
+        it is.
+        """
+        items = self.items
+        if len(items) < 2:
+            return violation
+        return MessageRefused(violation, items[0], items[1])
