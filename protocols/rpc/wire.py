@@ -27,6 +27,7 @@ dropped the whole message.  Cost per field: one table lookup and one check.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from zope.interface import implementer
@@ -41,21 +42,6 @@ from .errors import MessageRefused
 
 OPEN_TYPE = "rpc"
 """The open-type name of every RPC message."""
-
-CALL, ANSWER, FAIL, CANCEL, RELEASE = range(5)
-KINDS = ("call", "answer", "fail", "cancel", "release")
-FIELDS: tuple[tuple[str, ...], ...] = (
-    ("tag", "id", "target", "name", "args", "kwargs"),
-    ("tag", "id", "result"),
-    ("tag", "id", "type", "message", "traceback", "details"),
-    ("tag", "id"),
-    ("tag", "id", "count"),
-)
-"""The field names of each kind of message, in wire order (used in C{where})."""
-
-_KWARGS = 4
-_ARGS = 5
-"""Where a CALL's keyword arguments (or None) and its first argument stand."""
 
 MAX_NAME = 256
 """Longest method or error type name accepted, in characters."""
@@ -110,22 +96,14 @@ def _optionalText(value: Any) -> None:
         raise KindRefused(f"expected a string or None, got {type(value).__name__}")
 
 
-def _args(value: Any) -> None:
-    if type(value) is not tuple:
-        raise KindRefused(f"expected a tuple of arguments, got {type(value).__name__}")
-
-
-def _kwargs(value: Any) -> None:
+def _optionalKwargs(value: Any) -> None:
+    if value is None:
+        return
     if type(value) is not dict:
         raise KindRefused(f"expected a dict of keyword arguments, got {type(value).__name__}")
     for key in value:
         if type(key) is not str:
             raise InvalidValue(f"keyword argument names must be strings, not {short_repr(key)}")
-
-
-def _optionalKwargs(value: Any) -> None:
-    if value is not None:
-        _kwargs(value)
 
 
 def _optionalTuple(value: Any) -> None:
@@ -138,23 +116,97 @@ _NO_BODY: frozenset[int] = frozenset()
 _STRING = frozenset({STRING})
 _OPEN = frozenset({OPEN})
 
-# Per kind, per field: the check of the decoded value, and the body kinds
-# accepted at the field's header (None: any).  Field 0, the tag, is checked
-# by the unslicer itself; a CALL's fields past these are its arguments.
-_CHECKS: tuple[tuple[Check, ...], ...] = (
-    (None, _identifier, _identifier, _name, _optionalKwargs),
-    (None, _identifier, None),
-    (None, _identifier, _name, _text, _optionalText, _optionalTuple),
-    (None, _identifier),
-    (None, _identifier, _count),
+
+@dataclass(frozen=True)
+class Field:
+    """
+    One field of a message kind.
+
+    @ivar name: its name in a refusal's C{where}.
+    @ivar check: called with the decoded value; raises a L{framing.Violation}
+        to refuse the message (C{None}: any value).
+    @ivar bodies: the body kinds accepted at the field's header
+        (C{frozenset()}: only a body-less token such as an INT; C{None}: any).
+    """
+
+    name: str
+    check: Check = None
+    bodies: frozenset[int] | None = None
+
+
+@dataclass(frozen=True)
+class Kind:
+    """
+    One row of L{MESSAGES}: a kind of RPC message and who handles it.
+
+    @ivar tag: the INT that opens it on the wire (its index in L{MESSAGES}).
+    @ivar name: its name in logs.
+    @ivar fields: its fields after the tag, in wire order.
+    @ivar handler: the broker attribute path (C{"incoming.callReceived"})
+        of the method called with each such message received.
+    @ivar refused: the broker attribute path of the method called with the
+        L{MessageRefused} of such a message refused after its id arrived;
+        C{None}: the refusal is only logged.
+    """
+
+    tag: int
+    name: str
+    fields: tuple[Field, ...]
+    handler: str
+    refused: str | None = None
+
+
+_ID = Field("id", _identifier, _NO_BODY)
+
+CALL, ANSWER, FAIL, CANCEL, RELEASE = range(5)
+"""The tags of the message kinds."""
+
+MESSAGES: tuple[Kind, ...] = (
+    # A CALL's arguments follow its fields, one field each (see the module docstring).
+    Kind(
+        CALL,
+        "call",
+        (
+            _ID,
+            Field("target", _identifier, _NO_BODY),
+            Field("name", _name, _STRING),
+            Field("kwargs", _optionalKwargs, _OPEN),
+        ),
+        handler="callReceived",
+        refused="callRefused",
+    ),
+    Kind(ANSWER, "answer", (_ID, Field("result")), handler="answerReceived", refused="answerRefused"),
+    Kind(
+        FAIL,
+        "fail",
+        (
+            _ID,
+            Field("type", _name, _STRING),
+            Field("message", _text, _STRING),
+            Field("traceback", _optionalText, _STRING),
+            Field("details", _optionalTuple, _OPEN),
+        ),
+        handler="failReceived",
+        refused="answerRefused",
+    ),
+    Kind(CANCEL, "cancel", (_ID,), handler="cancelReceived"),
+    Kind(RELEASE, "release", (_ID, Field("count", _count, _NO_BODY)), handler="releaseReceived"),
 )
-_BODIES: tuple[tuple[frozenset[int] | None, ...], ...] = (
-    (_NO_BODY, _NO_BODY, _NO_BODY, _STRING, _OPEN),
-    (_NO_BODY, _NO_BODY, None),
-    (_NO_BODY, _NO_BODY, _STRING, _STRING, _STRING, _OPEN),
-    (_NO_BODY, _NO_BODY),
-    (_NO_BODY, _NO_BODY, _NO_BODY),
-)
+"""Every kind of RPC message, one row each, indexed by tag (h11's table
+style): a new kind is one row here plus its handler."""
+
+assert all(kind.tag == index for index, kind in enumerate(MESSAGES))
+
+_KWARGS = 4
+_ARGS = 5
+"""Where a CALL's keyword arguments (or None) and its first argument stand."""
+
+# What the unslicer needs per tag, per position (the tag itself first):
+# the check of the decoded value, the body kinds accepted at the header, and
+# the field's name.
+_CHECKS = tuple((None, *(field.check for field in kind.fields)) for kind in MESSAGES)
+_BODIES = tuple((_NO_BODY, *(field.bodies for field in kind.fields)) for kind in MESSAGES)
+_NAMES = tuple(("tag", *(field.name for field in kind.fields)) for kind in MESSAGES)
 
 
 class MessageUnslicer(BudgetedUnslicer):
@@ -223,7 +275,7 @@ class MessageUnslicer(BudgetedUnslicer):
         self._bodies = _BODIES[tag]
 
     def _kind(self) -> str:
-        return KINDS[self.items[0]] if self.items else "?"
+        return MESSAGES[self.items[0]].name if self.items else "?"
 
     def finish(self) -> Message:
         items = self.items
@@ -242,8 +294,8 @@ class MessageUnslicer(BudgetedUnslicer):
         tag = items[0]
         if tag == CALL and index >= _KWARGS:
             return "kwargs" if index == _KWARGS else f"args[{index - _ARGS}]"
-        fields = FIELDS[tag]
-        return fields[index] if index < len(fields) else "?"
+        names = _NAMES[tag]
+        return names[index] if index < len(names) else "?"
 
     def report_violation(self, violation: Violation) -> Violation:
         """
