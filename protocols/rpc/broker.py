@@ -47,6 +47,7 @@ import itertools
 import traceback
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
+from operator import attrgetter
 from types import CoroutineType
 from typing import Any
 
@@ -68,6 +69,7 @@ from ..logs import escape
 from .errors import (
     CallTimedOut,
     DeadReferenceError,
+    MessageRefused,
     TooManyPendingCalls,
     TooManyReferences,
     UnexpectedAnswer,
@@ -94,13 +96,13 @@ from .wire import (
     CALL,
     CANCEL,
     FAIL,
+    MESSAGES,
     OPEN_TYPE,
     RELEASE,
     ROOT_ID,
     Message,
     MessageSlicer,
     MessageUnslicer,
-    parseWhere,
 )
 
 _MESSAGE_SLICER = MessageSlicer()
@@ -128,7 +130,7 @@ def _ignoreMessage(message: Message) -> None:
     """The handler of every message a broker receives after its connection was lost."""
 
 
-_LOST_HANDLERS = (_ignoreMessage,) * 5
+_LOST_HANDLERS = (_ignoreMessage,) * len(MESSAGES)
 
 _calling: ContextVar[Broker | None] = ContextVar("chunkwire.rpc.calling", default=None)
 
@@ -218,12 +220,10 @@ class Broker:
         self._releaseCall: Any = None  # an IDelayedCall
         self._disconnectWaiters: list[Deferred[BaseException]] = []
         self._cancelCall = self._cancel  # bound once: one canceller for every call
-        self._handlers = (
-            self._callReceived,
-            self._answerReceived,
-            self._failReceived,
-            self._cancelReceived,
-            self._releaseReceived,
+        # The message table's handlers, bound once: one index per message.
+        self._handlers = tuple(attrgetter(kind.handler)(self) for kind in MESSAGES)
+        self._refusedHandlers = tuple(
+            None if kind.refused is None else attrgetter(kind.refused)(self) for kind in MESSAGES
         )
         if root is not None:
             self._exports[ROOT_ID] = [root, 0]
@@ -389,6 +389,7 @@ class Broker:
     def _breakCycles(self) -> None:
         """Drop what refers back to this broker (bound methods): it is freed without a GC."""
         self._handlers = _LOST_HANDLERS
+        self._refusedHandlers = (None,) * len(MESSAGES)
         self._cancelCall = _callsGone
         self._controls = {}
         self._callSentHooks = ()
@@ -504,25 +505,26 @@ class Broker:
 
     def objectRefused(self, violation: Violation) -> None:
         """
-        A message was refused: fail the call it belongs to, found by the id
-        in C{violation.where} (see L{protocols.rpc.wire}).  A refused call is
-        answered with a FAIL; a refused answer fails the local call with the
-        violation itself.  The connection stays up.
+        A message was refused: hand the refusal to its kind's refusal
+        handler (L{MESSAGES}), which fails or refuses the call by the id the
+        unslicer reported (a L{MessageRefused}; see L{protocols.rpc.wire}).
+        Anything else is logged as a refusal.  The connection stays up.
         """
-        parsed = parseWhere(violation.where)
-        if parsed is None:
+        handler = self._refusedHandlers[violation.tag] if type(violation) is MessageRefused else None
+        if handler is None:
             self.connection.logRefusal(violation.code, str(violation))
             return
-        tag, ident, where = parsed
-        violation.where = where
-        if tag == CALL:
-            self._callRefused(ident, violation)
-        elif tag in (ANSWER, FAIL):
-            call = self._answered(ident, "a refused answer")
-            if call is not None:
-                call.errback(violation)
-        else:
-            self.connection.logRefusal(violation.code, str(violation))
+        handler(violation)
+
+    def callRefused(self, refused: MessageRefused) -> None:
+        """A CALL was refused: answer it with a FAIL (see L{MESSAGES})."""
+        self._callRefused(refused.requestId, refused.violation)
+
+    def answerRefused(self, refused: MessageRefused) -> None:
+        """An ANSWER or FAIL was refused: fail the local call with the violation (see L{MESSAGES})."""
+        call = self._answered(refused.requestId, "a refused answer")
+        if call is not None:
+            call.errback(refused.violation)
 
     def _callRefused(self, request_id: int, violation: Violation) -> None:
         self._refuseCall(request_id, violation, violation.code)
@@ -534,7 +536,7 @@ class Broker:
         )
         self._sendFailure(request_id, error)
 
-    def _answerReceived(self, message: Message) -> None:
+    def answerReceived(self, message: Message) -> None:
         _, request_id, result = message
         # (L{_answered} written out: this runs for every call.)
         call = self._pending.pop(request_id, None)
@@ -546,7 +548,7 @@ class Broker:
             call.timer = None
         call.callback(result)
 
-    def _failReceived(self, message: Message) -> None:
+    def failReceived(self, message: Message) -> None:
         _, request_id, type_name, text, remote_traceback, details = message
         call = self._answered(request_id, "a failure")
         if call is not None:
@@ -580,7 +582,7 @@ class Broker:
         made = "was answered already" if 0 < request_id <= self._lastRequestId else "was never made"
         self.connection.failConnection(UnexpectedAnswer(f"{what} to request {request_id}, which {made}"))
 
-    def _cancelReceived(self, message: Message) -> None:
+    def cancelReceived(self, message: Message) -> None:
         running = self._running.pop(message[1], None)
         if running is None:
             template = "{peer}: ignoring a cancel of call {id}, not running"
@@ -594,7 +596,7 @@ class Broker:
                 "Cancelling request {id} failed", id=message[1]
             )  # our bug, not the peer's: in full
 
-    def _releaseReceived(self, message: Message) -> None:
+    def releaseReceived(self, message: Message) -> None:
         _, export_id, count = message
         if export_id != ROOT_ID and not self.releaseExport(export_id, count):
             template = "{peer}: ignoring the release of {id}, which is not exported"
@@ -602,7 +604,7 @@ class Broker:
 
     # -- being called --------------------------------------------------------------------
 
-    def _callReceived(self, message: Message) -> None:
+    def callReceived(self, message: Message) -> None:
         # currentBroker() names this broker while the method runs (and in
         # its coroutine, which copies the context when it is started here).
         token = _calling.set(self)
