@@ -51,6 +51,7 @@ from twisted.logger import globalLogBeginner, textFileLogObserver
 
 from protocols import CoalescingTransport, TokenProtocol, bulk, echo, rpc
 from protocols.bulk.files import BulkService, FileResult, sendFile
+from protocols.guard import connectionOf
 from protocols.kv import KeyValueStore
 
 MiB = 1024 * 1024
@@ -95,17 +96,18 @@ class WireCounter:
         self._transports: list[tuple[CoalescingTransport, int, int]] = []
         self._channels: list[tuple[bulk.BulkChannel, int]] = []
 
-    def attach(self, protocol: TokenProtocol) -> None:
-        """Count from now on what C{protocol} (connected) sends."""
-        coalescing = protocol.transport
+    def attach(self, protocol: Any) -> None:
+        """Count from now on what C{protocol} (a connected L{TokenProtocol}, or a broker: its connection) sends."""
+        connection: TokenProtocol = connectionOf(protocol)
+        coalescing = connection.transport
         self._transports.append((coalescing, coalescing.writeCount, coalescing.bytesWritten))
-        sendObject = protocol.sendObject
+        sendObject = connection.sendObject
 
-        def countedSendObject(obj: Any) -> None:
+        def countedSendObject(obj: Any, outgoing: Any = None) -> None:
             self.objects += 1
-            sendObject(obj)
+            sendObject(obj, outgoing)
 
-        protocol.sendObject = countedSendObject  # type: ignore[method-assign]
+        connection.sendObject = countedSendObject  # type: ignore[method-assign]
         channel = getattr(protocol, "bulk", None)
         if channel is not None:
             self._channels.append((channel, channel.framesSent))

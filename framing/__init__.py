@@ -11,7 +11,7 @@ from .encoder import Encoder, dumps
 from .errors import ChunkwireError, EncodingError, ProtocolError, Violation
 from .limits import Limits
 from .scanner import TokenScanner
-from .slicing.interfaces import ISlicer, IUnslicer
+from .slicing.interfaces import NOTHING, ISlicer, IUnslicer
 from .slicing.registry import Registry, register
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "ISlicer",
     "IUnslicer",
     "Limits",
+    "NOTHING",
     "Ping",
     "Pong",
     "ProtocolError",

@@ -8,18 +8,21 @@ neighbours.  After a refusal the rest of the object's tokens are skipped
 A L{ProtocolError} is raised, and the decoder then refuses all input.
 Per-token cost is O(1): one handler call, one unslicer call.
 
-Cost budget: the values in a top-level object, and the memory it will hold
-beyond its wire bytes, are counted as it is built (each container's own size
-from its OPEN, then per item a slot and a small allowance for the item's
-object, plus a set's or dict's hash tracker), and the object is refused with
-L{TooManyItems} past C{Limits.max_object_items} or L{ObjectTooCostly} past
-C{Limits.max_object_memory}.  For the built-in containers the count costs
-nothing per item: it is settled at checkpoints (each OPEN and CLOSE, and
-when a container reaches the cap on its length that the last checkpoint gave
-it from what was left of the budget), so a scalar still costs one handler
-call and one unslicer call.  The children of other unslicers (user types,
-RPC messages) are counted one by one on their way in, at one more call
-each.  Worst-case costs per wire byte, per type: C{docs/costs.md}.
+The decoder is in one of two named states, each with its handler table:
+L{BUILDING} (tokens build objects through the unslicer stack) and
+L{DISCARDING} (the rest of a refused object is skipped, L{_Discarding}).
+What a top-level object may cost is counted by its L{ObjectBudget}
+(C{framing/budget.py}).
+
+Unslicers are called through one guard: a L{Violation} they raise refuses
+their top-level object, any other exception (a bug) refuses it as an
+L{InvalidValue}, and a L{ProtocolError} passes through.  The optional hooks
+(L{framing.slicing.interfaces}) are looked up once per unslicer class:
+C{report_violation} on the top-level unslicer of a refused object chooses
+the Violation delivered; C{begin_body} on the innermost unslicer takes a
+BYTES body piece by piece as it comes off the wire (the scanner's
+L{BODY_VIEWS} mode: nothing of it is collected or copied by the decoder);
+a C{finish} that returns L{NOTHING} completes an object delivered nowhere.
 """
 
 from __future__ import annotations
@@ -29,15 +32,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .budget import DEFAULT_OPEN_COST, ObjectBudget
 from .errors import (
     Aborted,
     ChunkwireError,
     InvalidValue,
-    ObjectTooCostly,
     PeerError,
     ProtocolError,
     TooDeep,
-    TooManyItems,
     TruncatedStream,
     UnexpectedToken,
     UnknownType,
@@ -45,9 +47,10 @@ from .errors import (
     short_repr,
 )
 from .limits import DEFAULT_LIMITS, Limits
-from .scanner import BODY_SKIP, BODY_WHOLE, WANT_PREAMBLE, TokenScanner
+from .scanner import BODY_SKIP, BODY_VIEWS, BODY_WHOLE, WANT_PREAMBLE, TokenScanner
 from .slicing.builtin import CapReached
-from .slicing.constraints import Constraint
+from .slicing.constraints import Constraint, ConstraintPath
+from .slicing.interfaces import NOTHING
 from .slicing.registry import DEFAULT_REGISTRY, Registry, UnslicerFactory
 from .wire import (
     ABORT,
@@ -66,14 +69,17 @@ from .wire import (
     STRING,
 )
 
+BUILDING = "BUILDING"
+"""Tokens build the object in progress (or start the next one)."""
+DISCARDING = "DISCARDING"
+"""The object in progress was refused: its tokens are skipped up to its CLOSE."""
+
 _SIMPLE_VALUES = (None, False, True)
 _UNPACK_FLOAT = struct.Struct(">d").unpack
 _BIG = 1 << 64
-
-DEFAULT_OPEN_COST = 64
-"""Bytes charged at the OPEN of an unslicer that declares no C{open_cost}."""
-DEFAULT_ITEM_COST = 56
-"""Bytes charged per child of an unslicer outside the budget."""
+_REFUSED: Any = object()
+"""What L{Decoder._guarded} returns when the call refused the object."""
+_UNSEEN: Any = object()
 
 
 @dataclass(frozen=True)
@@ -100,17 +106,12 @@ class Decoder:
         for anything the limits allow (see L{framing.slicing.constraints}).
     @ivar control_events: L{Ping} and L{Pong} events received, in order,
         for the connection layer to act on and clear.
-    @ivar handlers: per token kind, what the scanner calls; swapped between
-        the building table and the discarding table (the decoder's two
-        states).
+    @ivar objects_completed: top-level objects completed so far (delivered,
+        refused, or completing L{NOTHING}), counted by the end of each C{feed}.
+    @ivar state: L{BUILDING} or L{DISCARDING}.
+    @ivar handlers: per token kind, what the scanner calls: the table of
+        the current state.
     """
-
-    _items = 0
-    """Items of the top-level object being built, as of the last checkpoint."""
-    _cost = 0
-    """Its estimated bytes beyond its wire bytes, as of the last checkpoint."""
-    _top_budgeted = False
-    """Whether the innermost open container keeps the budget itself (a built-in one)."""
 
     def __init__(
         self,
@@ -122,25 +123,30 @@ class Decoder:
         self.limits = limits or DEFAULT_LIMITS
         self.registry = registry or DEFAULT_REGISTRY
         self.constraint = constraint
-        self._constraints: list[Constraint] = []
-        self._opening: Constraint | None = None
-        self._factories: dict[bytes, UnslicerFactory] = {}
-        self._kinds: dict[type, tuple[bool, bool, int, int]] = {}
+        self._path = ConstraintPath(constraint) if constraint is not None else None
         if constraint is not None:
             # Constrained decoding checks each value; unconstrained keeps the
             # one-call fast path.
             self._deliver = self._deliver_checked  # type: ignore[method-assign]
         self.control_events: list[Ping | Pong] = []
+        self.objects_completed = 0
         self._results: list[Any] = []
         self._stack: list[Any] = []
+        self._budget = ObjectBudget(self.limits, self._stack)
+        self._unslicers = _Unslicers(self.registry, self._budget)
+        # (The per-name and per-class caches, read on every OPEN and CLOSE.)
+        self._factories = self._unslicers.factories
+        self._kinds = self._unslicers.kinds
         self._receive: Callable[[Any], None] = self._results.append
-        self._violation: Violation | None = None
-        self._discard_depth = 0
+        self._bodies = _BodyStreams(self._guarded)
+        # The scanner's streamed-body calls go straight to the unslicer's hooks.
+        self.body_chunk = self._bodies.piece
+        self.body_end = self._bodies.end
+        self._max_depth = self.limits.max_depth
+        self.state = BUILDING
         self._building = self._building_handlers()
-        self._discarding = self._discarding_handlers()
+        self._discarding = _Discarding(self._building, self._end_discard)
         self.handlers = list(self._building)
-        self._max_object_items = self.limits.max_object_items
-        self._max_object_memory = self.limits.max_object_memory
         self.accepts_all = constraint is None
         self._scanner = TokenScanner(self, self.limits, preamble)
 
@@ -160,12 +166,12 @@ class Decoder:
         Estimated bytes held by the top-level object being built beyond its
         wire bytes, as of the last checkpoint (0 between objects).
         """
-        return self._cost if self._stack else 0
+        return self._budget.cost if self._stack else 0
 
     @property
     def at_boundary(self) -> bool:
         """True when everything fed so far formed whole top-level objects."""
-        return self._scanner.at_boundary and not self._stack and self._violation is None
+        return self._scanner.at_boundary and not self._stack and self.state is BUILDING
 
     def feed(self, data: bytes) -> list[Any]:
         """
@@ -179,6 +185,7 @@ class Decoder:
             self._scanner.feed(data)
         except ProtocolError as error:
             if self._results:
+                self.objects_completed += len(self._results)
                 error.results = self._results.copy()
                 self._results.clear()
             raise
@@ -186,6 +193,8 @@ class Decoder:
             return []
         results = self._results.copy()
         self._results.clear()
+        # Counted here, once per feed: the top-level path stays one append.
+        self.objects_completed += len(results)
         return results
 
     def close(self) -> None:
@@ -201,474 +210,421 @@ class Decoder:
     # -- the scanner's sink interface ------------------------------------
 
     def accept_body(self, kind: int, length: int) -> int:
-        """Decide, at its header, whether a body is kept or skipped."""
+        """Decide, at its header, whether a body is kept, streamed to its unslicer or skipped."""
         if kind == ERROR:
             # The peer's last words are read whatever object is in progress.
             return BODY_WHOLE
-        if self._violation is not None:
-            if kind == OPEN:
-                self._discard_depth += 1
+        if self.state is DISCARDING:
+            self._discarding.skipped(kind)
             return BODY_SKIP
-        if self.accepts_all and len(self._stack) < self.limits.max_depth:
+        stack = self._stack
+        if self.accepts_all and len(stack) < self._max_depth:
             return BODY_WHOLE  # an OPEN where nothing else needs checking
         try:
-            self._check_body(kind, length)
-        except ProtocolError:
-            raise
-        except Violation as violation:
-            self._refuse(violation, opened=kind == OPEN)
+            if stack:
+                stack[-1].check_token(kind, length)
+            if self._path is not None:
+                self._path.check_header(kind, length, stack)
+            if kind == OPEN and len(stack) >= self._max_depth:
+                raise TooDeep(f"containers nested deeper than {self._max_depth}")
+        except Exception as error:
+            self._refuse_for(error, opened=kind == OPEN)
             return BODY_SKIP
-        except Exception as error:  # a user unslicer's bug refuses the object, not the stream
-            self._refuse(_unslicer_failed(error), opened=kind == OPEN)
-            return BODY_SKIP
+        if kind == BYTES and stack and self._path is None:
+            return self._bodies.mode(stack[-1], length)
         return BODY_WHOLE
-
-    def _check_body(self, kind: int, length: int) -> None:
-        stack = self._stack
-        if stack:
-            stack[-1].check_token(kind, length)
-        if self.constraint is not None:
-            self._check_header(kind, length)
-        if kind == OPEN and len(stack) >= self.limits.max_depth:
-            raise TooDeep(f"containers nested deeper than {self.limits.max_depth}")
 
     def refused(self, kind: int, length: int, violation: Violation) -> None:
         """The scanner refused a body at its header (over a size limit)."""
-        if self._violation is not None:
-            if kind == OPEN:
-                self._discard_depth += 1
+        if self.state is DISCARDING:
+            self._discarding.skipped(kind)
             return
         self._refuse(violation, opened=kind == OPEN)
-
-    def body_in_place(self, kind: int, chunk: bytes, start: int, stop: int) -> None:
-        """
-        A large body lying whole in one received chunk: an unslicer with a
-        C{receive_buffer} method gets a view of it (copied once, by the
-        unslicer); anything else gets C{bytes} as usual.
-        """
-        take = getattr(self._stack[-1], "receive_buffer", None) if self._stack and kind == BYTES else None
-        if take is None or self.constraint is not None:
-            self.handlers[kind](chunk[start:stop])
-            return
-        try:
-            take(memoryview(chunk)[start:stop])
-        except ProtocolError:
-            raise
-        except Violation as violation:
-            self._refuse(violation)
-        except Exception as error:  # a user unslicer's bug refuses the object, not the stream
-            self._refuse(_unslicer_failed(error))
-
-    def body_chunk(self, kind: int, data: bytes) -> None:
-        raise ProtocolError("streamed bodies are not accepted by this decoder")
-
-    def body_end(self, kind: int) -> None:
-        raise ProtocolError("streamed bodies are not accepted by this decoder")
 
     # -- building --------------------------------------------------------
 
     def _building_handlers(self) -> list[Callable[[Any], None]]:
-        table: list[Callable[[Any], None]] = [self._unexpected] * 16
-        table[INT] = self._deliver
-        table[NEG] = self._on_neg
-        table[BYTES] = self._deliver
-        table[STRING] = self._on_string
-        table[BIGINT] = self._on_bigint
-        table[BIGNEG] = self._on_bigneg
-        table[FLOAT] = self._on_float
-        table[SIMPLE] = self._on_simple
+        table: list[Callable[[Any], None]] = [_unexpected] * 16
+        table[INT] = table[BYTES] = self._deliver
+        decoders = _value_decoders(self._deliver, self._refuse) | _control_handlers(self.control_events)
+        for kind, handler in decoders.items():
+            table[kind] = handler
         table[OPEN] = self._on_open
         table[CLOSE] = self._on_close
         table[ABORT] = self._on_abort
-        table[ERROR] = self._on_error
-        table[PING] = self._on_ping
-        table[PONG] = self._on_pong
         return table
 
-    def _next_constraint(self) -> Constraint:
-        if not self._stack:
-            assert self.constraint is not None
-            return self.constraint
-        return self._constraints[-1].child(self._stack[-1])
-
-    def _check_header(self, kind: int, length: int) -> None:
-        constraint = self._next_constraint()
-        constraint.check_header(kind, length)
-        if kind == OPEN:
-            self._opening = constraint
-
     def _deliver_checked(self, obj: Any) -> None:
-        try:
-            self._next_constraint().check_value(obj)
-        except ProtocolError:
-            raise
-        except Violation as violation:
-            self._refuse(violation)
-            return
-        except Exception as error:  # a user constraint's bug refuses the object, not the stream
-            self._refuse(InvalidValue(f"constraint failed: {type(error).__name__}: {error}"))
-            return
-        Decoder._deliver(self, obj)
+        assert self._path is not None
+        if self._guarded(self._path.check_value, obj, self._stack, failing="constraint") is not _REFUSED:
+            Decoder._deliver(self, obj)
 
     def _deliver(self, obj: Any) -> None:
         try:
             self._receive(obj)
-        except ProtocolError:
-            raise
-        except Violation as violation:
-            self._refuse(violation)
         except CapReached:
-            self._cap_reached(obj)
-        except Exception as error:  # a user unslicer's bug refuses the object, not the stream
-            self._refuse(_unslicer_failed(error))
-
-    def _cap_reached(self, obj: Any) -> None:
-        """The innermost container reached its cap: checkpoint, then deliver C{obj} again or refuse."""
-        try:
-            self._checkpoint()
-        except Violation as violation:
-            self._refuse(violation)
-            return
-        top = self._stack[-1]
-        if top.cap <= len(top.items):
-            top.cap = len(top.items) + 1  # at the budget's edge: this one, then the next checkpoint
-        Decoder._deliver(self, obj)
-
-    def _on_neg(self, value: int) -> None:
-        self._deliver(-1 - value)
-
-    def _on_string(self, body: bytes) -> None:
-        try:
-            text = body.decode("utf-8")
-        except UnicodeDecodeError as error:
-            self._refuse(InvalidValue(f"STRING body is not valid UTF-8: {error.reason} at byte {error.start}"))
-            return
-        self._deliver(text)
-
-    def _on_bigint(self, body: bytes) -> None:
-        magnitude = int.from_bytes(body, "big")
-        if magnitude < _BIG or body[0] == 0:
-            self._refuse(InvalidValue("non-canonical BIGINT: use INT below 2**64, no leading zero bytes"))
-            return
-        self._deliver(magnitude)
-
-    def _on_bigneg(self, body: bytes) -> None:
-        magnitude = int.from_bytes(body, "big")
-        if magnitude <= _BIG or body[0] == 0:
-            self._refuse(InvalidValue("non-canonical BIGNEG: use NEG above -(2**64) - 1, no leading zero bytes"))
-            return
-        self._deliver(-magnitude)
-
-    def _on_float(self, body: bytes) -> None:
-        self._deliver(_UNPACK_FLOAT(body)[0])
-
-    def _on_simple(self, value: int) -> None:
-        if value >= len(_SIMPLE_VALUES):
-            self._refuse(InvalidValue(f"unknown SIMPLE value {value}"))
-            return
-        self._deliver(_SIMPLE_VALUES[value])
+            # The innermost container reached its cap: checkpoint, then
+            # deliver again (or refuse, over budget).
+            if self._guarded(self._budget.recap) is not _REFUSED:
+                Decoder._deliver(self, obj)
+        except Exception as error:
+            self._refuse_for(error)
 
     def _on_open(self, body: bytes) -> None:
-        factory = self._factories.get(body)
-        if factory is None:
-            factory = self._lookup(body)
-            if factory is None:
+        factory = self._factories.get(body) or self._guarded(self._unslicers.lookup, body, opened=True)
+        if factory is _REFUSED:
+            return
+        if self._path is not None:
+            name = body.decode("ascii", "backslashreplace")
+            if self._guarded(self._path.opened, name, opened=True) is _REFUSED:
                 return
-        if self._opening is not None:
-            try:
-                self._opening.check_open(body.decode("ascii", "backslashreplace"))
-            except Violation as violation:
-                self._refuse(violation, opened=True)
-                return
-            self._constraints.append(self._opening)
-            self._opening = None
         try:
             unslicer = factory(self.limits)
         except Exception as error:
-            self._refuse(_unslicer_failed(error), opened=True)
+            self._refuse_for(error, opened=True)
             return
-        kind = type(unslicer)
-        known = self._kinds.get(kind)
-        if known is None:
-            known = self._kinds[kind] = self._describe(unslicer)
-        budgeted, checks_tokens, top_cost, top_cap = known
+        known = self._kinds.get(type(unslicer)) or self._unslicers.describe(unslicer)
+        budgeted, asks, top_cost, top_cap = known
         stack = self._stack
         if stack:
-            over = self._open_budget(unslicer, budgeted)
+            over = self._budget.open_nested(unslicer, budgeted)
         else:
             # A top-level container (every RPC message): its cap and cost
             # are its class's, worked out once.
-            if budgeted and top_cap < unslicer.cap:
-                unslicer.cap = top_cap
-            self._items, self._cost = 0, top_cost
-            over = top_cost > self._max_object_memory
+            over = self._budget.open_top(unslicer, budgeted, top_cost, top_cap)
         stack.append(unslicer)
-        self._top_budgeted = budgeted
-        self._receive = unslicer.receive_child if budgeted else self._receive_counted
-        self.accepts_all = self.constraint is None and not checks_tokens
+        self._receive = unslicer.receive_child if budgeted else self._budget.receive_counted
+        self.accepts_all = self.constraint is None and not asks
         if over:
-            self._refuse(self._over_budget())
-
-    def _describe(self, unslicer: Any) -> tuple[bool, bool, int, int]:
-        """
-        What the budget needs of an unslicer's class (class attributes, so
-        the same for all its instances): whether it is budgeted, whether it
-        checks tokens, and its cost and cap when it opens a top-level object.
-        """
-        budgeted = bool(getattr(unslicer, "budgeted", False))
-        checks_tokens = bool(getattr(unslicer, "checks_tokens", True))
-        if not budgeted:
-            return budgeted, checks_tokens, getattr(unslicer, "open_cost", DEFAULT_OPEN_COST), 0
-        cost: int = unslicer.open_cost
-        cap = min(self._max_object_items, (self._max_object_memory - cost) // unslicer.worst_item_cost)
-        return budgeted, checks_tokens, cost, max(cap, 0)
-
-    # -- the per-object budget --------------------------------------------
-
-    def _open_budget(self, unslicer: Any, budgeted: bool) -> bool:
-        """
-        Checkpoint at an OPEN: settle the parent (it stops growing while
-        this child is open), charge the child's own size and give it a cap;
-        return True if the object is now over budget.  (L{_settle} and
-        C{allow} written out: this runs for every container.)
-        """
-        if self._stack:
-            items, cost = self._items, self._cost
-            parent = self._stack[-1]
-            if self._top_budgeted:
-                length = len(parent.items)
-                if length != parent.settled:
-                    items += length - parent.settled
-                    cost += (length - parent.settled) * parent.item_cost
-                    parent.settled = length
-                if parent.extra:
-                    cost += parent.extra
-                    parent.extra = 0
-        else:
-            items = cost = 0
-        if budgeted:
-            cost += unslicer.open_cost
-            more = (self._max_object_memory - cost) // unslicer.worst_item_cost
-            left = self._max_object_items - items
-            more = left if left < more else more
-            if more < unslicer.cap:
-                unslicer.cap = more if more > 0 else 0
-        else:
-            cost += getattr(unslicer, "open_cost", DEFAULT_OPEN_COST)
-        self._items, self._cost = items, cost
-        return items > self._max_object_items or cost > self._max_object_memory
-
-    def _settle(self, unslicer: Any) -> None:
-        """Charge what a built-in container gained since its last checkpoint."""
-        length = len(unslicer.items)
-        gained = length - unslicer.settled
-        if gained:
-            unslicer.settled = length
-            self._items += gained
-            self._cost += gained * unslicer.item_cost
-        if unslicer.extra:
-            self._cost += unslicer.extra
-            unslicer.extra = 0
-
-    def _checkpoint(self) -> None:
-        """
-        Settle the innermost container; give it a cap from what is left of
-        the budget.
-
-        @raise Violation: the object is over budget.
-        """
-        top = self._stack[-1]
-        self._settle(top)
-        items_left = self._max_object_items - self._items
-        memory_left = self._max_object_memory - self._cost
-        if items_left < 0 or memory_left < 0:
-            raise self._over_budget()
-        top.allow(items_left, memory_left)
-
-    def _receive_counted(self, obj: Any) -> None:
-        """
-        Deliver a child to an unslicer outside the budget (a user type, an
-        RPC message), counting it on the way: such unslicers keep no cap.
-        """
-        self._items += 1
-        self._cost += DEFAULT_ITEM_COST
-        if self._items > self._max_object_items or self._cost > self._max_object_memory:
-            raise self._over_budget()
-        self._stack[-1].receive_child(obj)
-
-    def _over_budget(self) -> Violation:
-        if self._items > self._max_object_items:
-            return TooManyItems(f"object has more than {self._max_object_items} items in all")
-        return ObjectTooCostly(
-            f"object would hold more than {self._max_object_memory} bytes beyond its wire bytes (estimated)"
-        )
-
-    def _lookup(self, body: bytes) -> UnslicerFactory | None:
-        """Find the unslicer for an OPEN's name; refuse the object if there is none."""
-        name = body.decode("ascii", "backslashreplace")
-        factory = self.registry.unslicer_for(name)
-        if factory is None:
-            self._refuse(UnknownType(f"no unslicer is registered for open-type {name!r}"), opened=True)
-            return None
-        # Remember hits only: a name unknown now may be registered later.
-        self._factories[body] = factory
-        return factory
+            self._refuse(self._budget.over_budget())
 
     def _on_close(self, value: int) -> None:
         stack = self._stack
         if value or not stack:
             raise UnexpectedToken("CLOSE with no open container" if not stack else f"CLOSE with value {value}")
         unslicer = stack.pop()
-        if self._constraints:
-            self._constraints.pop()
+        if self._path is not None:
+            self._path.closed()
         if not stack:
             self._receive = self._results.append
-            self._top_budgeted = False
-            self._update_accepts_all()
+            self._budget.innermost_budgeted = False
+            self.accepts_all = self.constraint is None
         else:
             parent = stack[-1]
-            try:  # (getattr with a default costs a call: this runs for every container)
-                budgeted = parent.budgeted
-            except AttributeError:
-                budgeted = False
-            self._receive = parent.receive_child if budgeted else self._receive_counted
-            self._top_budgeted = budgeted
-            self._update_accepts_all()
-            if self._closed_over_budget(unslicer, parent, budgeted):
+            budgeted, asks, _, _ = self._kinds[type(parent)]
+            self._receive = parent.receive_child if budgeted else self._budget.receive_counted
+            self.accepts_all = self.constraint is None and not asks
+            if self._budget.closed_child(unslicer, parent, budgeted):
+                self._refuse(self._budget.over_budget())
                 return
         try:
             obj = unslicer.finish()
-        except ProtocolError:
-            raise
-        except Violation as violation:
-            self._refuse(violation)
+        except Exception as error:
+            self._refuse_for(error)
             return
-        except Exception as error:  # a user unslicer's bug refuses the object, not the stream
-            self._refuse(_unslicer_failed(error))
-            return
-        self._deliver(obj)
-
-    def _closed_over_budget(self, unslicer: Any, parent: Any, parent_budgeted: bool) -> bool:
-        """
-        Checkpoint at the CLOSE of a child container: settle it, recap its
-        parent (the child spent budget the parent's cap assumed); refuse the
-        object and return True if it is over budget.  (L{_settle} and
-        C{allow} written out: this runs for every container.)
-        """
-        items, cost = self._items, self._cost
-        try:
-            budgeted = unslicer.budgeted
-        except AttributeError:
-            budgeted = False
-        if budgeted:
-            length = len(unslicer.items)
-            items += length - unslicer.settled
-            cost += (length - unslicer.settled) * unslicer.item_cost + unslicer.extra
-            self._items, self._cost = items, cost
-        if items > self._max_object_items or cost > self._max_object_memory:
-            self._refuse(self._over_budget())
-            return True
-        if parent_budgeted:
-            more = (self._max_object_memory - cost) // parent.worst_item_cost
-            left = self._max_object_items - items
-            more = len(parent.items) + (left if left < more else more)
-            parent.cap = more if more < parent.max_length else parent.max_length
-        return False
+        if obj is not NOTHING:
+            self._deliver(obj)
+        elif not stack:
+            self.objects_completed += 1
 
     def _on_abort(self, value: int) -> None:
         if value:
             raise UnexpectedToken(f"ABORT with value {value}")
         if self._stack:
             # Nothing more of an abandoned object follows: report it now.
-            violation = Aborted("the sender abandoned this object", self._where())
+            violation = self._unslicers.reported(
+                self._stack[0], Aborted("the sender abandoned this object", self._where())
+            )
             self._drop_object()
             self._results.append(violation)
 
-    def _on_error(self, body: bytes) -> None:
-        raise PeerError("the peer reported: " + body.decode("utf-8", "replace"))
+    # -- refusing --------------------------------------------------------
 
-    def _on_ping(self, value: int) -> None:
-        self.control_events.append(Ping(value))
+    def _guarded(self, call: Callable[..., Any], *args: Any, opened: bool = False, failing: str = "unslicer") -> Any:
+        """
+        Call an unslicer's (or a constraint's) method and return its result,
+        or L{_REFUSED} if it refused the object (see L{_refuse_for}).
+        """
+        try:
+            return call(*args)
+        except Exception as error:
+            self._refuse_for(error, opened, failing)
+            return _REFUSED
 
-    def _on_pong(self, value: int) -> None:
-        self.control_events.append(Pong(value))
-
-    def _unexpected(self, value: Any) -> None:
-        raise UnexpectedToken(f"unexpected token with value {short_repr(value, 40)}")
-
-    # -- discarding ------------------------------------------------------
+    def _refuse_for(self, error: Exception, opened: bool = False, failing: str = "unslicer") -> None:
+        """
+        Refuse the object for what an unslicer (or constraint) raised: a
+        L{Violation} as it is, any other exception (a bug) as an
+        L{InvalidValue}; a L{ProtocolError} is raised again.
+        """
+        if isinstance(error, ProtocolError):
+            raise error
+        if not isinstance(error, Violation):
+            error = InvalidValue(f"{failing} failed: {type(error).__name__}: {error}")
+        self._refuse(error, opened)
 
     def _refuse(self, violation: Violation, opened: bool = False) -> None:
         """Drop the top-level object being built; skip its tokens up to its CLOSE."""
         violation.where = self._where() + violation.where
+        if self._stack:
+            violation = self._unslicers.reported(self._stack[0], violation)
         depth = len(self._stack) + opened
         self._drop_object()
         if not depth:
             self._results.append(violation)
             return
-        self._violation = violation
-        self._discard_depth = depth
-        self.handlers[:] = self._discarding
+        self.state = DISCARDING
+        self.handlers[:] = self._discarding.start(violation, depth)
         self.accepts_all = False
 
     def _drop_object(self) -> None:
         """Forget the top-level object being built."""
         self._stack.clear()
-        self._constraints.clear()
-        self._opening = None
+        if self._path is not None:
+            self._path.reset()
+        self._bodies.receiver = None
         self._receive = self._results.append
-        self._items = self._cost = 0
-        self._top_budgeted = False
-        self._update_accepts_all()
-
-    def _update_accepts_all(self) -> None:
-        stack = self._stack
-        self.accepts_all = (
-            self._violation is None
-            and self.constraint is None
-            and (not stack or not getattr(stack[-1], "checks_tokens", True))
-        )
+        self._budget.reset()
+        self.accepts_all = self.state is BUILDING and self.constraint is None
 
     def _where(self) -> str:
         return "".join(unslicer.child_where() for unslicer in self._stack)
 
-    def _discarding_handlers(self) -> list[Callable[[Any], None]]:
+    def _end_discard(self, violation: Violation) -> None:
+        """The refused object's CLOSE (or an ABORT) arrived: back to building."""
+        self.state = BUILDING
+        self.handlers[:] = self._building
+        self.accepts_all = self.constraint is None
+        self._results.append(violation)
+
+
+class _Unslicers:
+    """
+    What a decoder learns once and keeps: the unslicer factory of each
+    open-type name (hits only: a name unknown now may be registered later),
+    and per unslicer class what the budget and the scanner need of it and
+    its C{report_violation} hook (class attributes, the same for all its
+    instances).
+
+    @ivar factories: the OPEN's body (the name) to the factory.
+    @ivar kinds: unslicer class to C{(budgeted, asks, top-level cost,
+        top-level cap)}, where C{asks} means the decoder must be asked about
+        its bodies (it checks tokens or streams bodies).
+    """
+
+    def __init__(self, registry: Registry, budget: ObjectBudget) -> None:
+        self.factories: dict[bytes, UnslicerFactory] = {}
+        self.kinds: dict[type, tuple[bool, bool, int, int]] = {}
+        self._reporters: dict[type, Callable[[Any, Violation], Violation] | None] = {}
+        self._registry = registry
+        self._budget = budget
+
+    def lookup(self, body: bytes) -> UnslicerFactory:
+        """
+        The factory for an OPEN's name.
+
+        @raise UnknownType: no unslicer is registered for it.
+        """
+        name = body.decode("ascii", "backslashreplace")
+        factory = self._registry.unslicer_for(name)
+        if factory is None:
+            raise UnknownType(f"no unslicer is registered for open-type {name!r}")
+        self.factories[body] = factory
+        return factory
+
+    def describe(self, unslicer: Any) -> tuple[bool, bool, int, int]:
+        """Learn C{unslicer}'s class: its entry in L{kinds}."""
+        budgeted = bool(getattr(unslicer, "budgeted", False))
+        asks = bool(getattr(unslicer, "checks_tokens", True)) or hasattr(unslicer, "begin_body")
+        known: tuple[bool, bool, int, int]
+        if budgeted:
+            known = (budgeted, asks, *self._budget.top_terms(unslicer))
+        else:
+            known = (budgeted, asks, getattr(unslicer, "open_cost", DEFAULT_OPEN_COST), 0)
+        self.kinds[type(unslicer)] = known
+        return known
+
+    def reported(self, top: Any, violation: Violation) -> Violation:
+        """
+        What the top-level unslicer C{top} makes of its object's refusal
+        (its class's C{report_violation}): C{violation} itself if it has no
+        such method or the method fails.
+        """
+        kind = type(top)
+        try:
+            report = self._reporters[kind]
+        except KeyError:
+            report = self._reporters[kind] = getattr(kind, "report_violation", None)
+        if report is None:
+            return violation
+        try:
+            reported = report(top, violation)
+        except ProtocolError:
+            raise
+        except Exception:  # a buggy hook must not hide the refusal it was told of
+            return violation
+        return reported if isinstance(reported, Violation) else violation
+
+
+class _BodyStreams:
+    """
+    Streams a BYTES body to the innermost unslicer when it asks (its
+    C{begin_body}, looked up once per class, returns true): each piece goes
+    to its C{body_piece} as it comes off the wire, then C{end_body} is
+    called.  Every hook is called through the decoder's guard.
+
+    @ivar receiver: the unslicer receiving the body in progress, or C{None}
+        (none, or it was refused meanwhile: the rest of its body is dropped).
+    """
+
+    def __init__(self, guarded: Callable[..., Any]) -> None:
+        self.receiver: Any = None
+        self._guarded = guarded
+        self._starters: dict[type, Callable[[Any, int], Any] | None] = {}
+
+    def mode(self, top: Any, length: int) -> int:
+        """How a BYTES body for C{top} is read: streamed if C{top} asks, else whole (skipped if refused)."""
+        kind = type(top)
+        try:
+            begin = self._starters[kind]
+        except KeyError:
+            begin = self._starters[kind] = getattr(kind, "begin_body", None)
+        if begin is None:
+            return BODY_WHOLE
+        started = self._guarded(begin, top, length)
+        if started is _REFUSED:
+            return BODY_SKIP
+        if not started:
+            return BODY_WHOLE
+        self.receiver = top
+        return BODY_VIEWS
+
+    def piece(self, kind: int, data: bytes | memoryview) -> None:
+        """The next piece of the body (the scanner's C{body_chunk})."""
+        receiver = self.receiver
+        if receiver is not None:
+            self._guarded(receiver.body_piece, data)
+
+    def end(self, kind: int) -> None:
+        """The body is complete (the scanner's C{body_end})."""
+        receiver, self.receiver = self.receiver, None
+        if receiver is not None:
+            self._guarded(receiver.end_body)
+
+
+class _Discarding:
+    """
+    The L{DISCARDING} state's handler table: skips a refused object's
+    tokens (its bodies are skipped by the scanner as they arrive), keeping
+    only the count of its open containers, then hands its Violation back.
+
+    @ivar depth: containers of the refused object still open.
+    """
+
+    def __init__(self, building: list[Callable[[Any], None]], end: Callable[[Violation], None]) -> None:
+        self.depth = 0
+        self._violation: Violation | None = None
+        self._end = end
         table: list[Callable[[Any], None]] = [self._ignore] * 16
-        table[CLOSE] = self._discard_close
-        table[ABORT] = self._discard_abort
-        table[ERROR] = self._on_error
-        table[PING] = self._on_ping
-        table[PONG] = self._on_pong
-        table[14] = table[15] = self._unexpected
-        return table
+        table[CLOSE] = self._close
+        table[ABORT] = self._abort
+        for kind in (ERROR, PING, PONG, 14, 15):
+            table[kind] = building[kind]  # the peer's last words, control tokens, reserved kinds
+        self.handlers = table
+
+    def skipped(self, kind: int) -> None:
+        """A body of the refused object is skipped at its header: an OPEN's adds a container to skip."""
+        if kind == OPEN:
+            self.depth += 1
+
+    def start(self, violation: Violation, depth: int) -> list[Callable[[Any], None]]:
+        """Skip the rest of the object refused with C{violation}, C{depth} containers deep; return the table."""
+        self._violation = violation
+        self.depth = depth
+        return self.handlers
 
     def _ignore(self, value: Any) -> None:
         pass
 
-    def _discard_close(self, value: int) -> None:
+    def _close(self, value: int) -> None:
         if value:
             raise UnexpectedToken(f"CLOSE with value {value}")
-        self._discard_depth -= 1
-        if not self._discard_depth:
-            self._end_discard()
+        self.depth -= 1
+        if not self.depth:
+            self._finish()
 
-    def _discard_abort(self, value: int) -> None:
+    def _abort(self, value: int) -> None:
         if value:
             raise UnexpectedToken(f"ABORT with value {value}")
-        self._end_discard()
+        self._finish()
 
-    def _end_discard(self) -> None:
+    def _finish(self) -> None:
         violation = self._violation
         assert violation is not None
         self._violation = None
-        self._discard_depth = 0
-        self._results.append(violation)
-        self.handlers[:] = self._building
-        self._update_accepts_all()
+        self.depth = 0
+        self._end(violation)
 
 
-def _unslicer_failed(error: Exception) -> Violation:
-    return InvalidValue(f"unslicer failed: {type(error).__name__}: {error}")
+def _unexpected(value: Any) -> None:
+    raise UnexpectedToken(f"unexpected token with value {short_repr(value, 40)}")
+
+
+def _control_handlers(events: list[Ping | Pong]) -> dict[int, Callable[[Any], None]]:
+    """The handlers of the tokens that act whatever the state: the peer's ERROR, PING and PONG."""
+
+    def on_error(body: bytes) -> None:
+        raise PeerError("the peer reported: " + body.decode("utf-8", "replace"))
+
+    def on_ping(value: int) -> None:
+        events.append(Ping(value))
+
+    def on_pong(value: int) -> None:
+        events.append(Pong(value))
+
+    return {ERROR: on_error, PING: on_ping, PONG: on_pong}
+
+
+def _value_decoders(
+    deliver: Callable[[Any], None], refuse: Callable[[Violation], None]
+) -> dict[int, Callable[[Any], None]]:
+    """The building table's handlers for the kinds whose value needs decoding or checking."""
+
+    def on_neg(value: int) -> None:
+        deliver(-1 - value)
+
+    def on_string(body: bytes) -> None:
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as error:
+            refuse(InvalidValue(f"STRING body is not valid UTF-8: {error.reason} at byte {error.start}"))
+            return
+        deliver(text)
+
+    def on_bigint(body: bytes) -> None:
+        magnitude = int.from_bytes(body, "big")
+        if magnitude < _BIG or body[0] == 0:
+            refuse(InvalidValue("non-canonical BIGINT: use INT below 2**64, no leading zero bytes"))
+            return
+        deliver(magnitude)
+
+    def on_bigneg(body: bytes) -> None:
+        magnitude = int.from_bytes(body, "big")
+        if magnitude <= _BIG or body[0] == 0:
+            refuse(InvalidValue("non-canonical BIGNEG: use NEG above -(2**64) - 1, no leading zero bytes"))
+            return
+        deliver(-magnitude)
+
+    def on_float(body: bytes) -> None:
+        deliver(_UNPACK_FLOAT(body)[0])
+
+    def on_simple(value: int) -> None:
+        if value >= len(_SIMPLE_VALUES):
+            refuse(InvalidValue(f"unknown SIMPLE value {value}"))
+            return
+        deliver(_SIMPLE_VALUES[value])
+
+    return {NEG: on_neg, STRING: on_string, BIGINT: on_bigint, BIGNEG: on_bigneg, FLOAT: on_float, SIMPLE: on_simple}
 
 
 def loads(data: bytes, limits: Limits | None = None, registry: Registry | None = None) -> Any:

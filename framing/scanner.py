@@ -5,8 +5,10 @@ first chunk (no copy) or, for a header split across chunks, from a peek of at
 most 9 bytes; nothing is consumed until a header is complete, checked against
 the limits and accepted by the sink, so an exception never leaves the stream
 out of sync.  In WANT_BODY each arriving chunk goes straight to the body's
-reader (copied once into a whole body, passed on as-is for a streamed one,
-dropped for a skipped one) and is released; a body never waits in the chain,
+reader (copied once into a whole body; passed on piece by piece for a
+streamed one, as C{bytes} or, if the sink asks for views, as the very read or
+a C{memoryview} of it, uncopied; dropped for a skipped one) and is released;
+a body never waits in the chain,
 and the memory a body holds grows with the bytes that arrived, never with the
 length its header announced.  Per-token cost does not depend on how much is
 buffered or on the stream's age.
@@ -54,11 +56,10 @@ BODY_STREAM = 1
 """Deliver the body piece by piece through C{body_chunk}, then C{body_end}."""
 BODY_SKIP = 2
 """Discard the body as it arrives; the sink has already recorded why."""
-
-IN_PLACE_BODY = 64 * 1024
-"""A body at least this long that lies whole in one received chunk is offered
-to the sink in place (C{body_in_place}), so that a consumer such as an array
-can copy it once, straight from the chunk."""
+BODY_VIEWS = 3
+"""As L{BODY_STREAM}, but each piece is passed uncopied: the C{bytes} that
+was read when the piece is all of it, else a C{memoryview} into it, valid
+only during the call (the sink copies what it keeps, once)."""
 
 
 class TokenSink(Protocol):
@@ -78,16 +79,13 @@ class TokenSink(Protocol):
     OPEN's, so the scanner may skip asking (the per-token fast path)."""
 
     def accept_body(self, kind: int, length: int) -> int:
-        """Return L{BODY_WHOLE}, L{BODY_STREAM} or L{BODY_SKIP} for a body about to arrive."""
+        """Return L{BODY_WHOLE}, L{BODY_STREAM}, L{BODY_VIEWS} or L{BODY_SKIP} for a body about to arrive."""
 
     def refused(self, kind: int, length: int, violation: Violation) -> None:
         """The scanner refused a body at its header; it will be skipped."""
 
-    def body_in_place(self, kind: int, chunk: bytes, start: int, stop: int) -> None:
-        """A large body delivered whole, as C{chunk[start:stop]}, not yet copied."""
-
-    def body_chunk(self, kind: int, data: bytes) -> None:
-        """The next piece of a streamed body."""
+    def body_chunk(self, kind: int, data: bytes | memoryview) -> None:
+        """The next piece of a streamed body (never empty; a C{memoryview} only in L{BODY_VIEWS} mode)."""
 
     def body_end(self, kind: int) -> None:
         """A streamed body is complete."""
@@ -139,6 +137,15 @@ class _StreamedBody:
 
     def held(self) -> int:
         return 0
+
+
+class _ViewedBody(_StreamedBody):
+    """Passes each piece of a body to the sink as it arrives, uncopied."""
+
+    __slots__ = ()
+
+    def write(self, data: bytes | memoryview) -> None:
+        self._chunk(self._kind, data)
 
 
 class _SkippedBody:
@@ -283,10 +290,7 @@ class TokenScanner:
                 else:
                     mode = sink.accept_body(kind, value)
                 if mode == BODY_WHOLE and body_start + value <= end:
-                    if value < IN_PLACE_BODY:
-                        handlers[kind](buf[body_start : body_start + value])
-                    else:
-                        self._sink.body_in_place(kind, buf, body_start, body_start + value)
+                    handlers[kind](buf[body_start : body_start + value])
                     pos = body_start + value
                     continue
                 pos = body_start
@@ -345,6 +349,8 @@ class TokenScanner:
             self._body = _WholeBody()
         elif mode == BODY_STREAM:
             self._body = _StreamedBody(kind, self._sink)
+        elif mode == BODY_VIEWS:
+            self._body = _ViewedBody(kind, self._sink)
         else:
             self._body = _SKIPPED
         self._body_kind = kind

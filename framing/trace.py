@@ -4,7 +4,7 @@ Contract: L{TokenTracer} is sans-IO and independent of the L{Decoder}: it
 scans its own copy of the stream with its own L{TokenScanner}, so tracing
 costs nothing unless it is switched on, and a connection that traces reads
 its bytes twice.  It never holds a whole body: bodies are streamed through
-it and only the first L{TokenTracer.preview} bytes of each are kept, so its
+it uncopied and only the first L{TokenTracer.preview} bytes of each are kept, so its
 memory is bounded whatever the peer sends.  It refuses nothing (its limits
 are the widest the format allows); a stream the format itself rejects ends
 the trace with one C{PROTOCOL-ERROR} event.
@@ -27,7 +27,7 @@ from typing import Any
 
 from .errors import ProtocolError, Violation
 from .limits import Limits
-from .scanner import BODY_STREAM, WANT_PREAMBLE, TokenScanner
+from .scanner import BODY_VIEWS, WANT_PREAMBLE, TokenScanner
 from .wire import (
     BIGINT,
     BIGNEG,
@@ -165,19 +165,14 @@ class TokenTracer:
         """Stream every body through L{body_chunk}, keeping only its preview."""
         self._kept.clear()
         self._length = length
-        return BODY_STREAM
+        return BODY_VIEWS
 
     def refused(self, kind: int, length: int, violation: Violation) -> None:
         """Only a FLOAT of the wrong length is refused with these limits: show it."""
         name = KIND_NAMES.get(kind, "?")
         self._events.append(TokenEvent(name, length, b"", f"{name} {length} bytes (refused: {violation})"))
 
-    def body_in_place(self, kind: int, chunk: bytes, start: int, stop: int) -> None:
-        """Not used: every body is streamed."""
-        self.body_chunk(kind, chunk[start : start + self.preview])
-        self.body_end(kind)
-
-    def body_chunk(self, kind: int, data: bytes) -> None:
+    def body_chunk(self, kind: int, data: bytes | memoryview) -> None:
         """Keep the start of the body, up to the preview size."""
         room = self._preview_size(kind) - len(self._kept)
         if room > 0:

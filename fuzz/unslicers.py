@@ -27,7 +27,7 @@ def registry() -> Any:
     from protocols.echo import ECHO_REGISTRY
     from protocols.rpc.broker import Broker
 
-    return Broker(None, clock=Clock(), registry=ECHO_REGISTRY).registry
+    return Broker(None, clock=Clock(), registry=ECHO_REGISTRY).connection.registry
 
 
 def check_unslicer_input(data: bytes) -> list[Any]:

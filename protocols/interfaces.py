@@ -72,6 +72,18 @@ class IBrokerExtension(Interface):  # type: ignore[misc]
     def connectionLost(reason):  # type: ignore[no-untyped-def]
         """The broker's connection is gone (after the broker failed its pending calls)."""
 
+    # Optional: a broker calls it only on the extensions that define it.
+    def callSent(call, outgoing):  # type: ignore[no-untyped-def]
+        """
+        Optional.  A call is about to be encoded and sent: C{call} is its
+        L{Deferred} (it fails if the call fails, is cancelled or times out,
+        or the connection is lost), and C{outgoing} the
+        L{framing.outgoing.Outgoing} its message is encoded with, which the
+        slicers of its arguments register on; C{outgoing} is rolled back and
+        C{call} never fires if the message cannot be encoded.  The bulk
+        extension fails the streams sent as a call's arguments this way.
+        """
+
 
 class IConnectionObserver(Interface):  # type: ignore[misc]
     """

@@ -68,6 +68,7 @@ def breakCycles(protocol: Any) -> None:
     shadows.pop("dataReceived", None)
     # The config may hold a registry whose slicers refer back to the connection's receiver.
     shadows.pop("config", None)
+    shadows.pop("registry", None)
     transport = getattr(protocol, "transport", None)
     if transport is not None and getattr(transport, "readingObserver", None) is not None:
         transport.readingObserver = None

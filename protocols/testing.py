@@ -65,6 +65,8 @@ from zope.interface import implementer
 
 from framing.trace import TokenTracer
 
+from .guard import connectionOf
+
 __all__ = [
     "LoopbackPair",
     "MemoryPair",
@@ -398,8 +400,8 @@ class MemoryPair:
         server_address = IPv4Address("TCP", "127.0.0.1", 8750)
         client_address = IPv4Address("TCP", "127.0.0.1", 50000)
         self.server, self.client = server, client
-        self.serverTransport = MemoryTransport(server, server_address, client_address, bufferSize)
-        self.clientTransport = MemoryTransport(client, client_address, server_address, bufferSize)
+        self.serverTransport = MemoryTransport(_connection(server), server_address, client_address, bufferSize)
+        self.clientTransport = MemoryTransport(_connection(client), client_address, server_address, bufferSize)
         self.maxChunk = maxChunk
 
     def pump(self) -> bool:
@@ -468,15 +470,17 @@ def connectedPair(server: Any, client: Any, bufferSize: int = 64 * 1024, maxChun
     """
     Connect C{server} and C{client} in memory: both get C{makeConnection}
     (server first, as a listening port would), then everything they wrote
-    meanwhile is delivered with one L{MemoryPair.flush}.
+    meanwhile is delivered with one L{MemoryPair.flush}.  Each may be a
+    protocol or a receiver with its own C{connection} (an RPC C{Broker}):
+    the pair then keeps the receiver and connects its connection.
 
     @param bufferSize: bytes a transport queues before pausing its
         streaming producer (Twisted's TCP transport uses 64 KiB).
     @param maxChunk: split each delivery into pieces of at most this size.
     """
     pair = MemoryPair(server, client, bufferSize, maxChunk)
-    server.makeConnection(pair.serverTransport)
-    client.makeConnection(pair.clientTransport)
+    pair.serverTransport.protocol.makeConnection(pair.serverTransport)
+    pair.clientTransport.protocol.makeConnection(pair.clientTransport)
     pair.flush()
     return pair
 
@@ -509,7 +513,7 @@ class LoopbackPair:
 
     def close(self) -> Deferred[None]:
         """Close both ends and stop listening; fires once both have seen C{connectionLost}."""
-        for protocol in (self.client, self.server):
+        for protocol in (_connection(self.client), _connection(self.server)):
             if protocol.transport is not None and not getattr(protocol.transport, "disconnecting", False):
                 protocol.transport.loseConnection()
         waits: list[Deferred[Any]] = [
@@ -518,6 +522,16 @@ class LoopbackPair:
             Deferred.fromCoroutine(_stopListening(self.port)),
         ]
         return DeferredList(waits).addCallback(lambda _: None)
+
+
+def _connection(protocol: Any) -> Any:
+    """
+    The protocol a transport talks to: C{protocol} itself, or the
+    C{connection} of a receiver that made its own (an RPC broker).
+    """
+    if isinstance(protocol, Protocol) or getattr(protocol, "connection", None) is None:
+        return protocol
+    return connectionOf(protocol)
 
 
 def whenLost(protocol: Any) -> Deferred[BaseException]:
@@ -608,20 +622,22 @@ async def loopbackTCP(
     """
     Connect C{client} to C{server} over a real TCP connection on the loopback
     interface C{interface} (C{"127.0.0.1"} or C{"::1"}), on a port the system
-    picks.  Returns once both sides' C{connectionMade} has run.  Call
+    picks (each side a protocol, or a receiver with its C{connection}, as
+    for L{connectedPair}).  Returns once both sides' C{connectionMade} has run.  Call
     L{LoopbackPair.close} when done.  (A coroutine: await it, or wrap it in
     C{Deferred.fromCoroutine} under trial.)
 
     @raise twisted.internet.defer.TimeoutError: not connected within C{timeout} seconds.
     """
-    server_made, server_lost = _whenMade(server), whenLost(server)
-    client_made, client_lost = _whenMade(client), whenLost(client)
+    serverConnection, clientConnection = _connection(server), _connection(client)
+    server_made, server_lost = _whenMade(serverConnection), whenLost(serverConnection)
+    client_made, client_lost = _whenMade(clientConnection), whenLost(clientConnection)
     ipv6 = ":" in interface
     listening = (TCP6ServerEndpoint if ipv6 else TCP4ServerEndpoint)(reactor, 0, interface=interface)
-    port = await listening.listen(_OneProtocolFactory(server))  # type: ignore[no-untyped-call]
+    port = await listening.listen(_OneProtocolFactory(serverConnection))  # type: ignore[no-untyped-call]
     connecting = (TCP6ClientEndpoint if ipv6 else TCP4ClientEndpoint)(reactor, interface, port.getHost().port)
     try:
-        connected = connecting.connect(_OneProtocolFactory(client))  # type: ignore[arg-type]
+        connected = connecting.connect(_OneProtocolFactory(clientConnection))  # type: ignore[arg-type]
         both = gatherResults([server_made, client_made, connected])
         await both.addTimeout(timeout, reactor)
     except BaseException:

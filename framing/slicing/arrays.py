@@ -3,9 +3,12 @@
 Contract: an array's elements travel as one BYTES body (never a token per
 element), with what a reader needs to rebuild it exactly on any machine:
 the typecode (or dtype), the item size and the writer's byte order.
-Decoding copies the body once into the array; a body whose length is not a
-whole number of items, an unknown typecode or a non-numeric dtype refuses
-the object.  Sizes from the wire are checked one by one against small
+Decoding copies a large C{array.array} body once into the array: it is
+streamed to the unslicer (L{IStreamsBodies}) piece by piece as it comes off
+the wire, each piece copied straight from the received chunk; a body whose
+length is not a whole number of items, an unknown typecode or a non-numeric
+dtype refuses the object (an array's at its body's header, before any of it
+is kept).  Sizes from the wire are checked one by one against small
 bounds before any arithmetic is done with them (an ndarray's shape has at
 most L{MAX_NDIM} dimensions, each below 2**63, checked before their product
 is formed; an array's item size is matched against the few local ones), so
@@ -26,7 +29,7 @@ from zope.interface import implementer
 from ..errors import EncodingError, InvalidValue, UnknownType, short_repr
 from ..wire import BYTES, OPEN, STRING
 from .custom import PartsUnslicer
-from .interfaces import ISlicer
+from .interfaces import ISlicer, IStreamsBodies
 
 _BODY = frozenset({BYTES})
 _TEXT = frozenset({STRING})
@@ -99,29 +102,90 @@ class ArraySlicer:
         encoder.write_container("array", obj, parts)
 
 
+STREAMED_ARRAY = 64 * 1024
+"""An array body at least this long is streamed into the array as it arrives
+(one copy); a shorter one arrives whole, like any body."""
+
+
+@implementer(IStreamsBodies)
 class ArrayUnslicer(PartsUnslicer):
     """Builds an C{array.array}, swapping bytes if the writer's order differs."""
 
     open_type = "array"
     part_kinds = (_TEXT, None, _TEXT, _BODY)
-    part_types = (str, int, str, (bytes, memoryview))
+    part_types = (str, int, str, bytes)
 
-    def receive_buffer(self, data: memoryview) -> None:
-        """Keep a large body as a view of the received chunk: C{build} copies it once."""
-        self.receive_child(data)
+    def __init__(self, limits: Any) -> None:
+        super().__init__(limits)
+        self._body: _ArrayBody | None = None
 
-    def build(self, typecode: str, itemsize: int, byteorder: str, data: bytes) -> array.array[Any]:
+    def begin_body(self, length: int) -> bool:
+        """Stream a large body straight into the array (its layout checked first)."""
+        if length < STREAMED_ARRAY or len(self.parts) != 3:
+            return False
+        typecode, itemsize, byteorder = self.parts
+        local = self._local(typecode, itemsize, byteorder, length)
+        self._body = _ArrayBody(local, length)
+        return True
+
+    def body_piece(self, data: bytes | memoryview) -> None:
+        assert self._body is not None
+        self._body.write(data)
+
+    def end_body(self) -> None:
+        assert self._body is not None
+        self.parts.append(self._body.array)
+        self._body = None
+
+    def build(self, typecode: str, itemsize: int, byteorder: str, data: bytes | array.array[Any]) -> array.array[Any]:
+        if type(data) is array.array:
+            result = data  # streamed in, its layout already checked
+        else:
+            result = array.array(self._local(typecode, itemsize, byteorder, len(data)))
+            result.frombytes(data)
+        if byteorder != sys.byteorder and itemsize > 1:
+            result.byteswap()
+        return result
+
+    def _local(self, typecode: str, itemsize: int, byteorder: str, length: int) -> str:
+        """The local typecode for the writer's, after checking the layout and the body's length."""
         if type(itemsize) is not int or not 0 < itemsize <= 16 or byteorder not in ("little", "big"):
             # No local typecode is wider than 8 bytes: a bignum size goes no further.
             raise InvalidValue("array needs a typecode, an item size of 1 to 16 bytes and 'little' or 'big'")
         local = _local_typecode(typecode, itemsize)
-        if len(data) % itemsize:
-            raise InvalidValue(f"array body of {len(data)} bytes is not a whole number of {itemsize}-byte items")
-        result = array.array(local)
-        result.frombytes(data)
-        if byteorder != sys.byteorder and itemsize > 1:
-            result.byteswap()
-        return result
+        if length % itemsize:
+            raise InvalidValue(f"array body of {length} bytes is not a whole number of {itemsize}-byte items")
+        return local
+
+
+class _ArrayBody:
+    """
+    Copies a streamed array body into its array, each byte once: a body
+    that arrives in one piece with C{frombytes}; one in several pieces into
+    the array made at its full length.
+    """
+
+    __slots__ = ("_length", "_position", "_view", "array")
+
+    def __init__(self, typecode: str, length: int) -> None:
+        self.array = array.array(typecode)
+        self._length = length
+        self._position = 0
+        self._view: memoryview | None = None
+
+    def write(self, data: bytes | memoryview) -> None:
+        size = len(data)
+        if self._view is None:
+            if size == self._length:
+                self.array.frombytes(data)
+                return
+            itemsize = self.array.itemsize
+            self.array = array.array(self.array.typecode, bytes(itemsize)) * (self._length // itemsize)
+            self._view = memoryview(self.array).cast("B")
+        self._view[self._position : self._position + size] = data
+        self._position += size
+        if self._position == self._length:
+            self._view.release()
 
 
 MAX_NDIM = 64

@@ -40,9 +40,9 @@ from typing import Any, ClassVar
 
 from zope.interface import implementer
 
-from ..errors import HashCollisions, InvalidValue, TooManyItems, short_repr
+from ..errors import HashCollisions, InvalidValue, TooManyItems, Violation, short_repr
 from ..limits import Limits
-from .interfaces import IUnslicer
+from .interfaces import IReportsViolations, IUnslicer
 
 _MODULUS = sys.hash_info.modulus
 TRACKED_KEY_COST = 112
@@ -71,7 +71,7 @@ class CapReached(Exception):
     """
 
 
-@implementer(IUnslicer)
+@implementer(IUnslicer, IReportsViolations)
 class Unslicer:
     """
     A base for unslicers: accepts every token kind and builds nothing.
@@ -112,6 +112,10 @@ class Unslicer:
 
     def child_where(self) -> str:
         return ""
+
+    def report_violation(self, violation: Violation) -> Violation:
+        """The object this unslicer opened at the top level was refused: deliver C{violation} as it is."""
+        return violation
 
 
 class BudgetedUnslicer(Unslicer):

@@ -6,7 +6,8 @@ the wrong kind, a body longer than allowed, a container of the wrong type.
 What only the finished value can show (an int's range) is checked by
 C{check_value}.  Containers hand each child position its own constraint, so
 refusals say exactly where (C{"[3]['name']"}).  Constraints are immutable and
-can be shared between decoders.
+can be shared between decoders; a decoder keeps its position among them in a
+L{ConstraintPath} (O(1) per token).
 """
 
 from __future__ import annotations
@@ -267,3 +268,54 @@ class DictOf(_Container):
         for key, item in obj.items():
             yield f"<key {short_repr(key)}>", self.key, key
             yield f"[{short_repr(key)}]", self.value, item
+
+
+class ConstraintPath:
+    """
+    The constraints in force along the open containers of the object a
+    decoder is building: the root one for a top-level value, then each open
+    container's constraint, which hands its next child a constraint of its
+    own.  (Constraints are immutable; this is one decoder's position.)
+
+    @ivar root: what each top-level object must satisfy.
+    """
+
+    def __init__(self, root: Constraint) -> None:
+        self.root = root
+        self._open: list[Constraint] = []
+        self._opening: Constraint | None = None
+
+    def next(self, stack: list[Any]) -> Constraint:
+        """The constraint of the next child of C{stack}'s innermost unslicer (or of the next top-level object)."""
+        if not stack:
+            return self.root
+        return self._open[-1].child(stack[-1])
+
+    def check_header(self, kind: int, size: int, stack: list[Any]) -> None:
+        """Check a body or OPEN header at the next position; an OPEN's constraint waits for its name."""
+        constraint = self.next(stack)
+        constraint.check_header(kind, size)
+        if kind == OPEN:
+            self._opening = constraint
+
+    def check_value(self, obj: Any, stack: list[Any]) -> None:
+        """Check a finished value at the next position."""
+        self.next(stack).check_value(obj)
+
+    def opened(self, name: str) -> None:
+        """The OPEN whose header was checked names C{name}: check it, and make its constraint the innermost."""
+        opening = self._opening
+        if opening is not None:
+            opening.check_open(name)
+            self._open.append(opening)
+            self._opening = None
+
+    def closed(self) -> None:
+        """The innermost container closed."""
+        if self._open:
+            self._open.pop()
+
+    def reset(self) -> None:
+        """The object being built was dropped."""
+        self._open.clear()
+        self._opening = None

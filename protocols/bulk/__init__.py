@@ -42,14 +42,14 @@ in flight.  Stream ids are chosen by the sender, so every control message
 travels one way only and names the sender's id.
 
 B{Receiving without collecting.}  The decoder streams a frame's body instead
-of collecting it: L{StreamingDecoder} switches the scanner to its
-C{BODY_STREAM} mode for bodies whose unslicer asks, so each socket read is
+of collecting it: the frame's unslicer takes it through the decoder's
+streamed-body hooks (C{begin_body}, C{body_piece}, C{end_body}), so each socket read is
 handed to the stream's sink as it comes (the very C{bytes} the transport
 read, copied only where a read also holds the next frame's header), and a
 file sink writes it with one C{os.pwrite}.  A receiver holds no more than
 its window per stream, whatever the frame and stream sizes.
 
-B{Flow control} (L{protocols.bulk.streams}), per stream, as HTTP/2 does it:
+B{Flow control} (L{protocols.bulk.sending}, L{protocols.bulk.receiving}), per stream, as HTTP/2 does it:
 the receiver grants credit (C{window} bytes when it starts receiving, then
 more in steps of at least C{grantStep} as its sink releases pieces); the
 sender never has more than its credit in flight and sends nothing until the
@@ -93,18 +93,30 @@ chunk plus what is in flight on the sending side.  See
 C{tests/benchmarks/bench_bulk.py} for throughput, memory and call latency
 beside a raw Twisted producer, Int32StringReceiver and Foolscap.
 
+B{Modules, one job each}.  C{sources.py}: what a L{Stream} reads from,
+behind one L{StreamSource} interface.  C{sending.py}: L{Stream} and its
+transition table; C{receiving.py}: L{IncomingStream}, L{Receiver} and its
+transition table.  C{interfaces.py}: L{IStreamHost}, the only thing a
+stream may ask of its connection, and what the channel may ask of a
+stream.  C{channel.py}: L{BulkChannel} (the streams of one connection, by
+id) and L{BulkBroker}; C{scheduling.py}: which stream sends the next frame.
+C{files.py}: the file service and its client helpers.
+
 Both ends of a connection must be L{BulkBroker}s (made by L{serve},
 L{connect} or L{BulkBrokerFactory}).
 """
 
-from .channel import BulkBroker, BulkBrokerFactory, BulkChannel, BulkOptions, callingBroker, connect, serve
-from .errors import FlowControlError, IntegrityError, StreamIdReused, StreamReset, TooManyStreams
+from .channel import BulkBroker, BulkBrokerFactory, BulkChannel, bulkOf, callingBroker, callingChannel, connect, serve
+from .errors import FlowControlError, IllegalTransition, IntegrityError, StreamIdReused, StreamReset, TooManyStreams
 from .integrity import DEFAULT_DIGEST, OrderedHasher
+from .interfaces import IReceivingStream, ISendingStream, IStreamHost
+from .options import BulkOptions
+from .outcome import TransferResult
 from .ranges import RangeSet
+from .receiving import IncomingStream, Receiver
+from .sending import Stream
 from .sinks import CallbackSink, ConsumerSink, FileSink, OpenFileSink, Sink
-from .sources import BytesSource, FileSource, SeekableSource
-from .streams import IncomingStream, Stream, TransferResult
-from .wire import StreamingDecoder
+from .sources import BytesSource, FileSource, SeekableSource, StreamSource
 
 __all__ = [
     "DEFAULT_DIGEST",
@@ -118,20 +130,27 @@ __all__ = [
     "FileSink",
     "FileSource",
     "FlowControlError",
+    "IReceivingStream",
+    "ISendingStream",
+    "IStreamHost",
+    "IllegalTransition",
     "IncomingStream",
     "IntegrityError",
     "OpenFileSink",
     "OrderedHasher",
     "RangeSet",
+    "Receiver",
     "SeekableSource",
     "Sink",
     "Stream",
     "StreamIdReused",
     "StreamReset",
-    "StreamingDecoder",
+    "StreamSource",
     "TooManyStreams",
     "TransferResult",
+    "bulkOf",
     "callingBroker",
+    "callingChannel",
     "connect",
     "serve",
 ]

@@ -1,14 +1,17 @@
-"""The bulk channel of one connection, and the RPC broker that carries it.
+"""The bulk channel of one connection: an extension an RPC broker loads.
 
-Contract: L{BulkBroker} is an RPC L{Broker} whose connection also carries
-streams: a L{Stream} in a call's arguments or result is announced in that
-message and arrives as an L{IncomingStream}.  Its L{BulkChannel} keeps the
-streams of the connection in two dicts by id (one per direction), so routing
-a frame or a control message is O(1) whatever is in flight.  Outgoing
-streams are served round-robin, one data frame (one transport write) per
-turn, and only while the transport is not paused (the channel is the
-transport's push producer while it has streams) and the stream has credit:
-a stream waiting for credit costs nothing and holds up nobody, and an RPC
+Contract: L{BulkChannel} is an L{IBrokerExtension}: L{BulkBroker} (and
+L{BulkBrokerFactory}, L{serve}, L{connect}) build a plain RPC L{Broker}
+with one loaded, so its connection also carries streams: a L{Stream} in a
+call's arguments or result is announced in that message (registered on the
+message's send transaction) and arrives as an L{IncomingStream}.  The
+channel keeps the streams of the connection in two dicts by id (one per
+direction), so routing a frame or a control message is O(1) whatever is in
+flight.  Outgoing streams are served round-robin, one data frame (one
+transport write) per turn, and only while the transport is not paused (the
+channel's L{FrameScheduler} is the transport's push producer while it has
+streams) and the stream has credit: a stream waiting for credit costs
+nothing and holds up nobody, and an RPC
 message is written at once, between two frames, so it never waits behind
 more than the bytes already in flight.
 
@@ -24,41 +27,44 @@ What a connection holds in the bulk layer dies with it: a peer may have at
 most L{BulkOptions.maxStreams} incoming streams live at once, must announce
 stream ids in increasing order (a repeated id would orphan the stream it
 replaced: L{StreamIdReused}), and everything the application ties to the
-connection with L{BulkChannel.hold} (the file service's open uploads) is
+connection with L{Resources.hold} (the file service's open uploads) is
 released when it is lost, at a cost proportional to what it held.  A remote
-method finds the connection calling it with L{callingBroker}.
+method finds the channel of the connection calling it with
+L{callingChannel}.
 """
 
 from __future__ import annotations
 
 import itertools
 import weakref
-from collections import deque
-from collections.abc import Callable
-from contextvars import ContextVar
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred
-from twisted.internet.interfaces import IListeningPort, IPushProducer, IReactorThreads
-from twisted.internet.protocol import connectionDone
+from twisted.internet.interfaces import IListeningPort, IReactorThreads
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from framing import Limits, Registry
+from framing import EncodingError, Limits, Registry
+from framing.outgoing import Outgoing
 from framing.slicing.interfaces import ISlicer
 
-from ..rpc import Broker, BrokerFactory, Referenceable, RemoteReference
+from ..interfaces import IBrokerExtension
+from ..rpc import Broker, BrokerFactory, CallLimits, Referenceable, RemoteReference, currentBroker
 from ..rpc.endpoints import connectWith, listenWith
-from .errors import FlowControlError, StreamIdReused, TooManyStreams
-from .streams import IncomingStream, Stream, _Receiving
+from .errors import StreamIdReused, TooManyStreams
+from .interfaces import IReceivingStream, ISendingStream
+from .options import BulkOptions
+from .receiving import IncomingStream
+from .scheduling import FrameScheduler
+from .sending import Stream
 from .tuning import RoundTrips
 from .wire import (
     ABORT,
     CANCEL,
     CONTROL_OPEN_TYPE,
-    DATA_FRAME_RECEIVED,
     DATA_OPEN_TYPE,
     DONE,
     END,
@@ -70,171 +76,99 @@ from .wire import (
     ControlUnslicer,
     DataUnslicer,
     StreamAnnouncement,
-    StreamingDecoder,
     dataFramePieces,
 )
 
 if TYPE_CHECKING:
     from framing import Encoder
 
-KiB = 1024
-MiB = 1024 * KiB
 
-
-@dataclass(frozen=True)
-class BulkOptions:
+def callingBroker() -> Broker | None:
     """
-    How a connection moves streams.  The defaults were measured on loopback
-    TCP (see C{tests/benchmarks/bench_bulk.py}).
-
-    @ivar chunkSize: payload bytes per data frame, hence per transport
-        write.  1 MiB: per-frame costs (a reactor turn, four headers) vanish
-        against the copy, and a frame is still small next to the window.
-    @ivar window: the most bytes a receiver keeps in its care per stream
-        (received but not yet written and hashed) to begin with, and always
-        at least; the sender never has more than the window in flight.
-        1.875 MiB: less than two chunks, so a connection cut mid-stream on a
-        LAN loses (and a resume resends) less than two chunks, and enough
-        that a reactor turn's delay on either side does not starve the
-        pipe.  A receiver that hashes in the reactor thread starts from half
-        (it takes bytes in about half as fast, and a small call waits behind
-        what is in flight: the same time, not the same bytes).  Over a
-        latent link a fixed window caps a stream at about C{window / RTT};
-        see C{maxWindow}.
-    @ivar maxWindow: how far a stream's window may grow on its own
-        (autotuning).  The receiver measures the path's base round-trip
-        time (each stream's first grant to its first frame, and PINGs) and
-        each stream's delivery rate over a few round trips; while the window is what holds the stream back (the sender
-        keeps running out of credit), it raises the window to twice the
-        bytes delivered per base round trip, up to this.  32 MiB: a 100 ms
-        path at up to 160 MiB/s.  Paths with a base RTT under 25 ms
-        (loopback, a LAN; see L{protocols.bulk.tuning.MIN_TUNED_RTT}) keep
-        C{window}, so nothing changes there.  0 (or anything up to C{window}) turns
-        autotuning off, and its probes with it.  A window given to
-        L{IncomingStream.receive} is kept as it is.
-    @ivar grantStep: credit goes back to the sender in steps of at least
-        this many bytes (and of a quarter of the window, if that is less),
-        so grants cost a small message per step, not per socket read; a
-        sender waits for as much credit before a frame smaller than a chunk.
-    @ivar hashing: where the digest of data in flight is computed.
-        C{"inline"} (the default): in the reactor thread, piece by piece as
-        it is sent or received; on two cores shared by both ends this
-        measured faster than handing pieces to a thread, and calls stay
-        prompt since a piece is at most one socket read or one chunk.
-        C{"thread"}: in a worker thread per stream (C{hashlib} releases the
-        GIL), for machines with cores to spare.  Hashing that must read
-        bytes back (a stream sent in part, an assembly) always uses a
-        thread when the reactor has them; a test clock never does.
-    @ivar hashBudget: how far hashing may lag behind the data, in bytes,
-        on either side, before the stream waits for it.  The bytes it holds
-        have already arrived (a cut loses none of them), so this is memory,
-        not window: 8 MiB lets the hashing thread smooth over the moments
-        the reactor thread and the peer keep the CPU busy.
-    @ivar readSize: bytes asked of the socket per read on a TCP connection
-        (Twisted's default is 64 KiB); larger reads mean fewer reactor turns
-        per megabyte.  C{None} leaves the transport alone.
-    @ivar sendLimit: most bytes handed to the socket per reactor turn on a
-        TCP connection (Twisted's default is 128 KiB).  C{None} leaves the
-        transport alone.
-    @ivar maxStreams: the most incoming streams the peer may have live on
-        the connection at once (announced and neither received to the end,
-        failed, cancelled nor dropped unread); one more is a
-        L{TooManyStreams} protocol error.  64: each may hold a window of
-        memory and an open file, and a client stripes a file over
-        connections, not over streams of one connection.
+    The broker whose peer called the remote method now running (in its
+    synchronous part, or anywhere in a coroutine method, which keeps the
+    context it started in), or C{None} outside a remote call: the RPC
+    layer's L{currentBroker}.
     """
-
-    chunkSize: int = 1 * MiB
-    window: int = 1920 * KiB
-    maxWindow: int = 32 * MiB
-    grantStep: int = 512 * KiB
-    hashing: str = "inline"
-    hashBudget: int = 8 * MiB
-    readSize: int | None = 256 * KiB
-    sendLimit: int | None = 1 * MiB
-    maxStreams: int = 64
-
-    def __post_init__(self) -> None:
-        if self.chunkSize <= 0 or self.window <= 0 or self.grantStep <= 0 or self.maxStreams <= 0:
-            raise ValueError("chunkSize, window, grantStep and maxStreams must be positive")
-        if self.maxWindow < 0:
-            raise ValueError("maxWindow must be 0 (no autotuning) or more")
-        if self.hashing not in ("thread", "inline"):
-            raise ValueError("hashing is 'thread' or 'inline'")
+    return currentBroker()
 
 
-_calling: ContextVar[BulkBroker | None] = ContextVar("chunkwire-bulk-calling", default=None)
-
-
-def callingBroker() -> BulkBroker | None:
-    """
-    The L{BulkBroker} whose peer called the remote method now running (in
-    its synchronous part, or anywhere in a coroutine method, which keeps the
-    context it started in), or C{None} outside a remote call.
-    """
-    return _calling.get()
-
-
-@implementer(IPushProducer)
+@implementer(IBrokerExtension)
 class BulkChannel:
     """
-    The streams of one connection.  While it has outgoing streams it is the
-    transport's push producer, so frames wait for the socket; an application
-    should not register a producer of its own on a bulk connection (if one
-    is registered, streams are paced by their credit alone).
+    The streams of one connection: it implements L{IStreamHost} for them.
+    While it has outgoing streams its L{FrameScheduler} is the transport's
+    push producer, so frames wait for the socket; an application should not
+    register a producer of its own on a bulk connection (if one is
+    registered, streams are paced by their credit alone).
 
     @ivar protocol: the L{BulkBroker} it belongs to.
     @ivar options: its L{BulkOptions}.
+    @ivar clock: its C{IReactorTime}.
     @ivar hashReactor: the reactor hashing threads report to, or C{None}
         (hash inline).
     @ivar framesSent: data frames written on this connection.
     @ivar roundTrips: the connection's base round-trip time, measured while
         autotuning is on (L{BulkOptions.maxWindow}).
+    @ivar streamIds: the ids given to the streams it sends, in order.
+    @ivar scheduler: its L{FrameScheduler}.
+    @ivar resources: what the application tied to the connection (L{Resources}).
     """
 
     log = Logger()
+    controlTypes = (Control,)
+    """Control messages come to L{controlReceived} (data frames complete nothing)."""
 
-    def __init__(self, protocol: BulkBroker, options: BulkOptions, clock: Any) -> None:
-        # Weak: the broker holds the channel, and a closed connection's pair
-        # must go without waiting for a garbage collection.
-        self._protocol = weakref.ref(protocol)
+    def __init__(self, options: BulkOptions, clock: Any) -> None:
+        """
+        @param options: the connection's L{BulkOptions}.
+        @param clock: its C{IReactorTime} (a reactor with threads hashes off
+            the reactor thread when C{options.hashing} says so).
+        """
+        self._protocol: Callable[[], Broker | None] = _noBroker
         self.options = options
         self.clock = clock
         threads = options.hashing == "thread" and IReactorThreads.providedBy(clock)
         self.hashReactor: Any = clock if threads else None
         self.framesSent = 0
-        self._ids = itertools.count(1)
-        self._outgoing: dict[int, Stream] = {}
-        self._incoming: dict[int, _Receiving] = {}
+        self.streamIds: Iterator[int] = itertools.count(1)
+        self._outgoing: dict[int, ISendingStream] = {}
+        self._incoming: dict[int, IReceivingStream] = {}
         self._live: set[int] = set()
         self._lastAnnounced = 0
-        self._held: dict[object, Callable[[], None]] = {}
-        self.noted: set[str] = set()
-        self._announcing: list[Stream] = []
-        self._ready: deque[Stream] = deque()
-        self._queued: set[int] = set()
-        self._pumping = False
-        self._pumpCall: Any = None
-        self._writePaused = False
-        self._registered = False
+        self.resources = Resources(self.log, self._peer)
+        self.scheduler = FrameScheduler(self._transport, clock)
+        self._sending: tuple[Outgoing, Deferred[Any]] | None = None
         self._up = False
-        self.roundTrips = RoundTrips(clock, protocol.sendPing)
+        self.roundTrips = RoundTrips(clock, _noPing)
 
     @property
-    def protocol(self) -> BulkBroker:
-        """The L{BulkBroker} the channel belongs to."""
-        protocol = self._protocol()
-        if protocol is None:
+    def protocol(self) -> Broker:
+        """The broker the channel is loaded by."""
+        broker = self._protocol()
+        if broker is None:
             raise RuntimeError("the bulk channel's connection is gone")
-        return protocol
+        return broker
+
+    def _sendPing(self) -> Deferred[float]:
+        """A round-trip probe on the broker's connection (made after the broker installed this channel)."""
+        answered: Deferred[float] = self.protocol.connection.sendPing()
+        return answered
+
+    def _transport(self) -> Any:
+        return self.protocol.transport
 
     @property
     def autotuning(self) -> bool:
         """Whether incoming streams' windows may grow past L{BulkOptions.window}."""
         return self.options.maxWindow > self.options.window
 
-    def install(self, registry: Registry) -> None:
-        """Teach the connection's registry the bulk open-types."""
+    def install(self, broker: Broker, registry: Registry) -> None:
+        """Loaded by C{broker}: teach its connection's registry the bulk open-types."""
+        # Weak: the broker holds the channel, and a closed connection's pair
+        # must go without waiting for a garbage collection.
+        self._protocol = weakref.ref(broker)
+        self.roundTrips = RoundTrips(self.clock, self._sendPing)
         registry.add_slicer(Stream, _StreamSlicer(self))
         registry.add_slicer(Control, ControlSlicer())
         registry.add_unslicer(CONTROL_OPEN_TYPE, ControlUnslicer)
@@ -244,72 +178,29 @@ class BulkChannel:
     # -- lifecycle ---------------------------------------------------------------
 
     def connectionMade(self) -> None:
+        """The connection is up: streams may start; a TCP socket is tuned for bulk (L{BulkOptions.readSize})."""
         self._up = True
-        readSize = self.options.readSize
-        wrapped: Any = getattr(self.protocol.transport, "transport", None)
-        if readSize is not None and hasattr(wrapped, "bufferSize") and hasattr(wrapped, "socket"):
-            # Twisted's TCP transport reads bufferSize bytes per reactor turn.
-            wrapped.bufferSize = readSize
-        sendLimit = self.options.sendLimit
-        if sendLimit is not None and hasattr(wrapped, "SEND_LIMIT") and hasattr(wrapped, "socket"):
-            # Twisted hands the socket at most SEND_LIMIT bytes per reactor
-            # turn (128 KiB); a frame then waits in user space for several
-            # turns, and a small call written after it waits with it.
-            wrapped.SEND_LIMIT = sendLimit
+        self.resources.open = True
+        self.scheduler.start()
+        _tuneSocket(getattr(self.protocol.transport, "transport", None), self.options)
 
     def connectionLost(self, reason: Failure) -> None:
+        """Every stream in flight fails with C{reason}; what was held is released."""
         self._up = False
-        if self._pumpCall is not None and self._pumpCall.active():
-            self._pumpCall.cancel()
-        self._pumpCall = None
-        self._ready.clear()
-        self._queued.clear()
-        self._registered = False
-        self._announcing = []
+        self._sending = None
+        self.scheduler.stop()
         self._live.clear()
         # Emptied one by one, and nothing left in a local: a failure raised
         # meanwhile keeps this frame (through its traceback's frames) until
         # a garbage collection, and must not keep the streams with it.
-        outgoing, incoming, held = self._outgoing, self._incoming, self._held
+        outgoing, incoming = self._outgoing, self._incoming
         while outgoing:
-            outgoing.popitem()[1]._connectionLost(reason)
+            outgoing.popitem()[1].connectionLost(reason)
         while incoming:
             incoming.popitem()[1].connectionLost(reason)
-        while held:
-            try:
-                held.popitem()[1]()
-            except Exception:
-                self.log.failure("Releasing what a lost bulk connection held failed")
-        # The probes' sendPing is the protocol's bound method: let the
-        # protocol go (nothing more will be measured).
+        self.resources.releaseAll()
+        # Nothing more will be measured on a lost connection.
         self.roundTrips = RoundTrips(self.clock, _noPing)
-
-    # -- what the application ties to the connection ------------------------------
-
-    def hold(self, key: object, release: Callable[[], None]) -> None:
-        """
-        Tie a resource to the connection: C{release()} is called once when
-        the connection is lost, unless L{letGo} was called for C{key} first.
-        On a connection already lost it is called at once.
-        """
-        if not self._up:
-            release()
-            return
-        self._held[key] = release
-
-    def letGo(self, key: object) -> None:
-        """The resource C{key} was released by its owner: forget it (a key not held is ignored)."""
-        self._held.pop(key, None)
-
-    def holds(self, key: object) -> bool:
-        """Whether the resource C{key} is tied to this connection."""
-        return key in self._held
-
-    def noteOnce(self, code: str, message: str, **fields: Any) -> None:
-        """Log C{message} (with C{code}) the first time C{code} happens on this connection, not later."""
-        if code not in self.noted:
-            self.noted.add(code)
-            self.log.warn("Bulk connection from {peer}: {code}: " + message, peer=self._peer(), code=code, **fields)
 
     def _peer(self) -> str:
         transport = getattr(self._protocol(), "transport", None)
@@ -326,30 +217,54 @@ class BulkChannel:
         """Streams in flight on this connection, both ways."""
         return len(self._outgoing) + len(self._incoming)
 
-    # -- announcing --------------------------------------------------------------
+    def receiverFor(self, streamId: int) -> IReceivingStream | None:
+        """The receiver of incoming stream C{streamId}, while it receives."""
+        return self._incoming.get(streamId)
 
-    def announce(self, stream: Stream) -> int:
-        """Give C{stream} an id on this connection (it is being encoded into a message)."""
-        streamId = next(self._ids)
-        stream._bind(self, streamId)
+    def receivers(self) -> list[IReceivingStream]:
+        """The incoming streams being received."""
+        return list(self._incoming.values())
+
+    # -- announcing: one send transaction per message ---------------------------------
+
+    def reserve(self, stream: Stream, outgoing: Outgoing) -> int:
+        """
+        Give C{stream} an id as the message C{outgoing} is encoded: kept if
+        the message is sent, taken back if it is not.  A stream sent in a
+        call's arguments also fails with the call if it never started.
+
+        @raise IllegalTransition: the stream was sent before.
+        """
+        streamId = next(self.streamIds)
+        stream.announce(self, streamId)
         self._outgoing[streamId] = stream
-        self._announcing.append(stream)
+        sending = self._sending
+        call = sending[1] if sending is not None and sending[0] is outgoing else None
+        outgoing.on_commit(partial(self._announced, stream, call))
+        outgoing.on_rollback(partial(self._takeBack, stream, streamId))
         return streamId
 
-    def announceSent(self) -> list[Stream]:
-        """The message being encoded was sent: its streams now wait for credit.  Returns them."""
-        announced, self._announcing = self._announcing, []
-        if announced:
-            self._register()
-        return announced
+    def _announced(self, stream: ISendingStream, call: Deferred[Any] | None) -> None:
+        self.scheduler.register()
+        if call is not None:
+            # The peer may refuse the call before it even sees the stream.
+            call.addErrback(_callFailed, stream)
 
-    def announceFailed(self) -> None:
-        """The message being encoded failed: its streams were never announced."""
-        announcing, self._announcing = self._announcing, []
-        for stream in announcing:
-            if stream.streamId is not None:
-                self._outgoing.pop(stream.streamId, None)
-            stream._unbind()
+    def _takeBack(self, stream: ISendingStream, streamId: int) -> None:
+        if self._outgoing.get(streamId) is stream:
+            del self._outgoing[streamId]
+        stream.takeBack()
+
+    def callSent(self, call: Deferred[Any], outgoing: Outgoing) -> None:
+        """A call is being sent: streams among its arguments fail with it if they never start."""
+        self._sending = (outgoing, call)
+        # Registered before the slicers' actions: the call is forgotten
+        # first on commit, last on rollback, and never kept past its send.
+        outgoing.on_commit(self._callSendOver)
+        outgoing.on_rollback(self._callSendOver)
+
+    def _callSendOver(self) -> None:
+        self._sending = None
 
     def announcementReceived(self, announcement: StreamAnnouncement) -> IncomingStream:
         """
@@ -374,6 +289,8 @@ class BulkChannel:
         """Incoming streams announced by the peer and not over yet."""
         return len(self._live)
 
+    # -- IStreamHost: what streams ask ------------------------------------------------
+
     def droppedUnread(self, streamId: int) -> None:
         """An incoming stream was dropped before being received: the sender may stop."""
         self._live.discard(streamId)
@@ -383,115 +300,49 @@ class BulkChannel:
         """An incoming stream was cancelled before being received."""
         self._live.discard(streamId)
 
-    def receiving(self, receiving: _Receiving) -> None:
-        self._incoming[receiving.streamId] = receiving
+    def receiverStarted(self, receiver: IReceivingStream) -> None:
+        """Route incoming stream C{receiver.streamId}'s frames and controls to C{receiver}."""
+        self._incoming[receiver.streamId] = receiver
 
-    def forgetIncoming(self, receiving: _Receiving) -> None:
-        self._live.discard(receiving.streamId)
-        if self._incoming.get(receiving.streamId) is receiving:
-            del self._incoming[receiving.streamId]
+    def receiverOver(self, receiver: IReceivingStream) -> None:
+        """An incoming stream is over: forget it."""
+        self._live.discard(receiver.streamId)
+        if self._incoming.get(receiver.streamId) is receiver:
+            del self._incoming[receiver.streamId]
 
-    def forget(self, stream: Stream) -> None:
+    def streamOver(self, stream: ISendingStream) -> None:
         """An outgoing stream is over (done or failed)."""
         if stream.streamId is not None and self._outgoing.get(stream.streamId) is stream:
             del self._outgoing[stream.streamId]
         if not self._outgoing:
-            self._unregister()
-
-    # -- sending -------------------------------------------------------------------
+            self.scheduler.unregister()
 
     def sendControl(self, op: int, streamId: Any, *values: Any) -> None:
         """Send one control message (one write), if the connection is up."""
         if self._up and not self.protocol.transport.disconnecting:
             self.protocol.sendObject(Control((op, streamId, *values)))
 
-    def sendData(self, stream: Stream, offset: int, data: bytes) -> None:
+    def sendData(self, streamId: int, offset: int, data: bytes) -> None:
         """
-        Write one data frame of C{stream} with one write on the transport,
-        even while the protocol holds writes for a read: a frame carries up
-        to a whole chunk, which should neither wait nor be copied into a
-        bigger write.  Messages held before it leave first, in their own write.
+        Write one data frame of stream C{streamId} with one write on the
+        transport, even while the protocol holds writes for a read: a frame
+        carries up to a whole chunk, which should neither wait nor be copied
+        into a bigger write.  Messages held before it leave first, in their
+        own write.
         """
         transport = self.protocol.transport
         transport.flushNow()
-        transport.writeSequence(dataFramePieces(stream.streamId or 0, offset, data))
+        transport.writeSequence(dataFramePieces(streamId, offset, data))
         transport.flushNow()
         self.framesSent += 1
 
-    def wake(self, stream: Stream) -> None:
+    def wake(self, stream: ISendingStream) -> None:
         """C{stream} may be able to send: queue it and send what can be sent now."""
-        self._enqueue(stream)
-        self.pump()
+        self.scheduler.wake(stream)
 
-    def wakeSoon(self, stream: Stream) -> None:
+    def wakeSoon(self, stream: ISendingStream) -> None:
         """As L{wake}, but at the end of this reactor turn, so that writes made in this turn share frames."""
-        self._enqueue(stream)
-        if self._pumpCall is None and self._up:
-            self._pumpCall = self.clock.callLater(0, self._pumpLater)
-
-    def _enqueue(self, stream: Stream) -> None:
-        key = id(stream)
-        if key not in self._queued:
-            self._queued.add(key)
-            self._ready.append(stream)
-
-    def _pumpLater(self) -> None:
-        self._pumpCall = None
-        self.pump()
-
-    def pump(self) -> None:
-        """Send frames round-robin, one per ready stream per round, while the transport takes them."""
-        if self._pumping or not self._up:
-            return
-        self._pumping = True
-        try:
-            self._pumpFrames()
-        finally:
-            self._pumping = False
-
-    def _pumpFrames(self) -> None:
-        ready, queued = self._ready, self._queued
-        while ready and not self._writePaused:
-            if self.protocol.transport.disconnecting:
-                self._unregister()
-                return
-            stream = ready.popleft()
-            if stream._sendOne():
-                ready.append(stream)
-            else:
-                queued.discard(id(stream))
-
-    # -- IPushProducer: the transport's flow control --------------------------------
-
-    def _register(self) -> None:
-        transport = self.protocol.transport
-        if self._registered or not self._up or transport.disconnecting or transport.producer is not None:
-            return
-        self._registered = True
-        self._writePaused = False
-        transport.registerProducer(self, True)
-
-    def _unregister(self) -> None:
-        if self._registered:
-            self._registered = False
-            self._writePaused = False
-            if self.protocol.transport.producer is self:
-                self.protocol.transport.unregisterProducer()
-
-    def pauseProducing(self) -> None:
-        self._writePaused = True
-
-    def resumeProducing(self) -> None:
-        self._writePaused = False
-        if self.protocol.transport.disconnecting:
-            # A registered producer keeps a closing TCP transport open.
-            self._unregister()
-            return
-        self.pump()
-
-    def stopProducing(self) -> None:
-        self._registered = False
-        self._writePaused = True
+        self.scheduler.wakeSoon(stream)
 
     # -- receiving ------------------------------------------------------------------
 
@@ -502,146 +353,187 @@ class BulkChannel:
 
         @raise FlowControlError: the frame goes past the stream's credit.
         """
-        receiving = self._incoming.get(streamId)
-        if receiving is None:
+        receiver = self._incoming.get(streamId)
+        if receiver is None:
             return None
-        if receiving.announced + length > receiving.granted:
-            raise FlowControlError(
-                f"stream {streamId}: {receiving.announced + length} bytes sent, {receiving.granted} granted"
-            )
-        if not receiving.frameStarting(offset, length):
-            return None
-        return receiving.piece
+        return receiver.frameStarting(offset, length)
 
     def controlReceived(self, control: Control) -> None:
         """Act on one control message; an unknown stream id is ignored (it already ended)."""
         op, streamId = control[0], control[1]
         try:
-            if op == END:
-                receiving = self._incoming.get(streamId)
-                if receiving is not None:
-                    receiving.endReceived(control[2], control[3])
-            elif op == ABORT:
-                receiving = self._incoming.get(streamId)
-                if receiving is not None:
-                    receiving.abortReceived(control[2], control[3])
-            else:
-                self._toSender(op, streamId, control)
+            if op == END or op == ABORT:
+                receiver = self._incoming.get(streamId)
+                if receiver is None:
+                    return
+                if op == END:
+                    receiver.endReceived(control[2], control[3])
+                else:
+                    receiver.abortReceived(control[2], control[3])
+                return
+            stream = self._outgoing.get(streamId)
+            if stream is None:
+                return
+            if op == GRANT:
+                stream.grantReceived(control[2])
+            elif op == DONE:
+                stream.doneReceived(control[2])
+            elif op == CANCEL:
+                stream.cancelReceived(control[2], control[3])
         except Exception:
             self.log.failure("Handling bulk control message {control} failed", control=control)
 
-    def _toSender(self, op: int, streamId: int, control: Control) -> None:
-        stream = self._outgoing.get(streamId)
-        if stream is None:
+
+def _tuneSocket(wrapped: Any, options: BulkOptions) -> None:
+    """Set a Twisted TCP transport's read size and send limit for bulk (L{BulkOptions.readSize})."""
+    readSize = options.readSize
+    if readSize is not None and hasattr(wrapped, "bufferSize") and hasattr(wrapped, "socket"):
+        # Twisted's TCP transport reads bufferSize bytes per reactor turn.
+        wrapped.bufferSize = readSize
+    sendLimit = options.sendLimit
+    if sendLimit is not None and hasattr(wrapped, "SEND_LIMIT") and hasattr(wrapped, "socket"):
+        # Twisted hands the socket at most SEND_LIMIT bytes per reactor
+        # turn (128 KiB); a frame then waits in user space for several
+        # turns, and a small call written after it waits with it.
+        wrapped.SEND_LIMIT = sendLimit
+
+
+class Resources:
+    """
+    What the application ties to one connection (the file service's open
+    uploads), released once when it is lost, and the refusals already
+    logged on it.
+
+    @ivar open: whether the connection is up (a resource held on a
+        connection not up is released at once).
+    @ivar noted: the codes L{noteOnce} logged.
+    """
+
+    def __init__(self, log: Logger, peer: Callable[[], str]) -> None:
+        self._log = log
+        self._peer = peer
+        self._held: dict[object, Callable[[], None]] = {}
+        self.open = False
+        self.noted: set[str] = set()
+
+    def hold(self, key: object, release: Callable[[], None]) -> None:
+        """
+        Tie a resource to the connection: C{release()} is called once when
+        the connection is lost, unless L{letGo} was called for C{key} first.
+        On a connection not up it is called at once.
+        """
+        if not self.open:
+            release()
             return
-        if op == GRANT:
-            stream._granted(control[2])
-        elif op == DONE:
-            stream._doneReceived(control[2])
-        elif op == CANCEL:
-            stream._cancelReceived(control[2], control[3])
+        self._held[key] = release
+
+    def letGo(self, key: object) -> None:
+        """The resource C{key} was released by its owner: forget it (a key not held is ignored)."""
+        self._held.pop(key, None)
+
+    def holds(self, key: object) -> bool:
+        """Whether the resource C{key} is tied to the connection."""
+        return key in self._held
+
+    def releaseAll(self) -> None:
+        """The connection is lost: release everything held, one by one (a release that raises is logged)."""
+        self.open = False
+        held = self._held
+        while held:
+            try:
+                held.popitem()[1]()
+            except Exception:
+                self._log.failure("Releasing what a lost bulk connection held failed")
+
+    def noteOnce(self, code: str, message: str, **fields: Any) -> None:
+        """Log C{message} (with C{code}) the first time C{code} happens on this connection, not later."""
+        if code not in self.noted:
+            self.noted.add(code)
+            self._log.warn("Bulk connection from {peer}: {code}: " + message, peer=self._peer(), code=code, **fields)
 
 
 @implementer(ISlicer)
 class _StreamSlicer:
-    """Announces a L{Stream} in the message being encoded: OPEN "bulk.stream", id, size, digest name, CLOSE."""
+    """
+    Announces a L{Stream} in the message being encoded: OPEN "bulk.stream",
+    id, size, digest name, CLOSE.  The stream registers on the message's
+    send transaction (C{encoder.outgoing}): it starts if the message is
+    sent, and its id is taken back if it is not.
+    """
 
     def __init__(self, channel: BulkChannel) -> None:
         self.channel = channel
 
     def slice(self, obj: Stream, encoder: Encoder) -> None:
-        streamId = self.channel.announce(obj)
+        outgoing = encoder.outgoing
+        if outgoing is None:
+            raise EncodingError("a Stream can only be sent in a message (sendObject), not encoded alone")
+        streamId = self.channel.reserve(obj, outgoing)
         encoder.write_container(STREAM_OPEN_TYPE, obj, (streamId, obj.size, obj.digestName))
 
 
-class BulkBroker(Broker):
+def BulkBroker(
+    root: Referenceable | None = None,
+    *,
+    clock: Any = None,
+    tracebacks: bool = False,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+    options: BulkOptions | None = None,
+    callLimits: CallLimits | None = None,
+    sendBackPressure: bool | None = None,
+) -> Broker:
     """
     An RPC L{Broker} whose connection also carries streams (see the module
-    docstring).  Both ends of a connection must be bulk brokers.
+    docstring): a plain broker with a L{BulkChannel} loaded as its
+    extension, named by its C{bulk} attribute too (and by L{bulkOf}).  Both
+    ends of a connection must carry bulk.
 
-    @ivar bulk: the connection's L{BulkChannel}.
+    Arguments as for L{Broker}, and the connection's L{BulkOptions}.
+    Without C{limits}, the defaults hold up to four of the largest windows
+    of received bytes while the application pauses reading (a stream's
+    window may be in flight when it does).
     """
+    options = options or BulkOptions()
+    if limits is None:
+        largest = max(options.window, options.maxWindow)
+        limits = Limits(max_buffered_bytes=max(Limits().max_buffered_bytes, 4 * largest))
+    if clock is None:
+        from twisted.internet import reactor
 
-    def __init__(
-        self,
-        root: Referenceable | None = None,
-        *,
-        clock: Any = None,
-        tracebacks: bool = False,
-        limits: Limits | None = None,
-        registry: Registry | None = None,
-        options: BulkOptions | None = None,
-    ) -> None:
-        """
-        Arguments as for L{Broker}, and the connection's L{BulkOptions}.
-        Without C{limits}, the defaults hold up to four of the largest
-        windows of received bytes while the application pauses reading (a
-        stream's window may be in flight when it does).
-        """
-        options = options or BulkOptions()
-        if limits is None:
-            largest = max(options.window, options.maxWindow)
-            limits = Limits(max_buffered_bytes=max(Limits().max_buffered_bytes, 4 * largest))
-        Broker.__init__(self, root, clock=clock, tracebacks=tracebacks, limits=limits, registry=registry)
-        self.bulk = BulkChannel(self, options, self._reactor())
-        assert self.registry is not None
-        self.bulk.install(self.registry)
-        self._callStreams: list[Stream] | None = None
+        clock = reactor
+    channel = BulkChannel(options, clock)
+    broker = Broker(
+        root,
+        clock=clock,
+        tracebacks=tracebacks,
+        limits=limits,
+        registry=registry,
+        callLimits=callLimits,
+        extensions=[channel],
+        sendBackPressure=sendBackPressure,
+    )
+    # The name applications and tests have always used for the channel.
+    broker.bulk = channel  # type: ignore[attr-defined]
+    return broker
 
-    def makeConnection(self, transport: Any) -> None:
-        """Connect as L{Broker} does, with a decoder that streams data frames' bodies."""
-        Broker.makeConnection(self, transport)
-        # Nothing has been received yet: the decoder can still be swapped.
-        self.decoder = StreamingDecoder(self.limits, self.registry)
-        self.bulk.connectionMade()
 
-    def objectReceived(self, obj: Any) -> None:
-        """Data frames are already delivered; control messages go to the channel; the rest is RPC."""
-        if obj is DATA_FRAME_RECEIVED:
-            return
-        if type(obj) is Control:
-            self.bulk.controlReceived(obj)
-            return
-        Broker.objectReceived(self, obj)
+def bulkOf(broker: Any) -> BulkChannel | None:
+    """The L{BulkChannel} loaded by C{broker}, or C{None} (a broker without bulk, or C{None})."""
+    for extension in getattr(broker, "extensions", ()):
+        if isinstance(extension, BulkChannel):
+            return extension
+    return None
 
-    def _callReceived(self, message: Any) -> None:
-        """Dispatch a call as L{Broker} does, with L{callingBroker} naming this connection meanwhile."""
-        token = _calling.set(self)
-        try:
-            Broker._callReceived(self, message)
-        finally:
-            _calling.reset(token)
 
-    def sendObject(self, obj: Any, outgoing: Any = None) -> None:
-        """Send as L{Broker} does; streams announced in a message that failed to encode are taken back."""
-        try:
-            Broker.sendObject(self, obj, outgoing)
-        except BaseException:
-            self.bulk.announceFailed()
-            raise
-        announced = self.bulk.announceSent()
-        if announced and self._callStreams is not None:
-            self._callStreams += announced
+def callingChannel() -> BulkChannel | None:
+    """The L{BulkChannel} of the connection whose peer called the remote method now running, or C{None}."""
+    return bulkOf(currentBroker())
 
-    def callRemote(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Deferred[Any]:
-        """
-        Call as L{Broker} does.  If the call fails, the streams among its
-        arguments that were never started fail with it: the peer may have
-        refused the call before it even saw them.
-        """
-        self._callStreams = []
-        try:
-            call = Broker.callRemote(self, target, name, args, kwargs)
-        finally:
-            streams, self._callStreams = self._callStreams, None
-        if streams:
-            call.addErrback(_callFailed, streams)
-        return call
 
-    def connectionLost(self, reason: Failure = connectionDone) -> None:
-        """Fail pending calls (as L{Broker} does) and every stream in flight."""
-        Broker.connectionLost(self, reason)
-        self.bulk.connectionLost(reason)
+def _noBroker() -> Broker | None:
+    """The broker of a channel not loaded yet."""
+    return None
 
 
 def _noPing() -> Deferred[float]:
@@ -649,31 +541,30 @@ def _noPing() -> Deferred[float]:
     return Deferred()
 
 
-def _callFailed(failure: Failure, streams: list[Stream]) -> Failure:
-    for stream in streams:
-        stream._callFailed(failure)
+def _callFailed(failure: Failure, stream: ISendingStream) -> Failure:
+    stream.callFailed(failure)
     return failure
 
 
 class BulkBrokerFactory(BrokerFactory):
-    """A L{BrokerFactory} building L{BulkBroker}s with the same L{BulkOptions}."""
+    """A L{BrokerFactory} building bulk brokers (L{BulkBroker}) with the same L{BulkOptions}."""
 
     def __init__(self, root: Referenceable | None = None, *, options: BulkOptions | None = None, **kwargs: Any) -> None:
         BrokerFactory.__init__(self, root, **kwargs)
         self.options = options
 
-    def buildProtocol(self, addr: Any) -> BulkBroker:
-        broker = BulkBroker(
+    def buildBroker(self) -> Broker:
+        """A bulk broker with this factory's settings."""
+        return BulkBroker(
             self.root,
             clock=self.clock,
             tracebacks=self.tracebacks,
             limits=self.limits,
             registry=self.registry,
             options=self.options,
+            callLimits=self.callLimits,
+            sendBackPressure=self.sendBackPressure,
         )
-        broker.factory = self
-        broker.sendBackPressure = self.sendBackPressure
-        return broker
 
 
 def serve(

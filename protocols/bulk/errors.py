@@ -1,12 +1,32 @@
-"""How a bulk transfer fails.
+"""How a bulk transfer fails: which error is raised where, and what each side sees.
 
-Contract: a transfer either completes verified or fails with one of these
-(or with the reason its connection was lost).  L{IntegrityError} and
-L{StreamReset} are registered with L{protocols.rpc.register_error}, so a
-remote method that fails with one reaches its caller as the same type.
-A peer that breaks flow control breaks the connection: L{FlowControlError}
-is a L{framing.ProtocolError}, and so are a stream id announced twice
-(L{StreamIdReused}) and streams past the connection's cap (L{TooManyStreams}).
+Strategy:
+
+  - B{The peer broke the bulk protocol} (more data than its credit, a
+    stream id announced twice, too many streams): a L{framing.ProtocolError}
+    subclass (L{FlowControlError}, L{StreamIdReused}, L{TooManyStreams}),
+    raised while the frame or announcement is decoded.  The connection is
+    dropped with the error logged; every stream and call on it fails with
+    the reason the connection was lost.  Other connections are unharmed.
+  - B{One stream is abandoned} by either side (a cancel, a sink or source
+    that raised, data out of order or past the announced size): that
+    stream alone fails with L{StreamReset} (its C{code} says why), at both
+    ends: the side that gave up sends CANCEL (receiver) or ABORT (sender)
+    with the code, and the other side's L{Stream.whenDone} or
+    L{IncomingStream.receive} fails with a L{StreamReset} of the same code.
+    The connection and its other streams go on.
+  - B{The bytes do not match the digest}: L{IntegrityError}, at both ends
+    the same way (code C{"integrity"}); the receiver's sink drops what it
+    holds.
+  - B{A remote method fails} with L{StreamReset} or L{IntegrityError}: both
+    are registered with L{protocols.rpc.register_error}, so the caller gets
+    the same type.
+  - B{A bug on this side} (a stream event its state does not allow, e.g.
+    sending one L{Stream} twice): L{IllegalTransition}, raised to the code
+    that caused it; nothing is sent to the peer.
+
+A transfer either completes verified or fails with one of these (or with
+the reason its connection was lost).
 """
 
 from __future__ import annotations
@@ -38,6 +58,24 @@ class StreamReset(Exception):
         return f"{self.code}: {self.message}"
 
 
+class IllegalTransition(RuntimeError):
+    """
+    A stream was asked to do what its state does not allow: a bug in the
+    caller (sending a L{protocols.bulk.Stream} twice is one), never the
+    peer's doing.
+
+    @ivar machine: which side (C{"sending"}, C{"receiving"}).
+    @ivar state: the state's name.
+    @ivar event: the event's name.
+    """
+
+    def __init__(self, machine: str, state: str, event: str) -> None:
+        super().__init__(f"{machine} stream: {event} is not allowed in state {state}")
+        self.machine = machine
+        self.state = state
+        self.event = event
+
+
 class FlowControlError(ProtocolError):
     """The peer sent more stream data than it was granted credit for."""
 
@@ -59,4 +97,4 @@ class TooManyStreams(ProtocolError):
 register_error(IntegrityError, "chunkwire.bulk.IntegrityError")
 register_error(StreamReset, "chunkwire.bulk.StreamReset")
 
-__all__ = ["FlowControlError", "IntegrityError", "StreamIdReused", "StreamReset", "TooManyStreams"]
+__all__ = ["FlowControlError", "IllegalTransition", "IntegrityError", "StreamIdReused", "StreamReset", "TooManyStreams"]

@@ -50,13 +50,15 @@ from twisted.internet.task import deferLater
 from framing.slicing.constraints import ByteString, Integer, ListOf, Text
 
 from .. import rpc
-from .channel import BulkChannel, callingBroker
+from .channel import BulkChannel, callingChannel
 from .errors import IntegrityError
 from .integrity import DEFAULT_DIGEST, OrderedHasher, checkAlgorithm
+from .outcome import Outcome, TransferResult
 from .ranges import RangeSet
+from .receiving import IncomingStream
+from .sending import Stream
 from .sinks import Release, Sink, writeAt
 from .sources import FileSource
-from .streams import IncomingStream, Stream, TransferResult, _Outcome
 
 SIDECAR_VERSION = 2
 SAVE_EVERY = 64 * 1024 * 1024
@@ -212,7 +214,7 @@ class Assembly:
             os.ftruncate(self._fd, 0)
         threads = reactor if reactor is not None and IReactorThreads.providedBy(reactor) else None
         self.hasher = OrderedHasher(self.algorithm, self._readBack, threads)
-        self._verifying: _Outcome | None = None
+        self._verifying: Outcome | None = None
         if self.held:
             # Resumed: what is already held from offset 0 is hashed from the file.
             self.hasher.allowReadBack(self.held.contiguousEnd(0))
@@ -248,6 +250,11 @@ class Assembly:
 
     def __repr__(self) -> str:
         return f"<Assembly {self.path.name} {self.held.total}/{self.size} bytes>"
+
+    @property
+    def closed(self) -> bool:
+        """Whether the partial file is closed (committed, discarded or suspended)."""
+        return self._fd is None
 
     @property
     def complete(self) -> bool:
@@ -336,7 +343,7 @@ class Assembly:
         if not self.complete:
             return _failed(IntegrityError(f"{self.size - self.held.total} bytes of {self.path.name} are missing"))
         if self._verifying is None:
-            outcome = self._verifying = _Outcome()
+            outcome = self._verifying = Outcome()
             self.hasher.finish(self.size).addCallbacks(outcome.succeed, outcome.fail)
         result: Deferred[bytes] = self._verifying.wait()
         return result.addCallback(self._check, expected)
@@ -438,7 +445,7 @@ class BulkService(rpc.Referenceable):
     files.
 
     An unfinished upload belongs to the connections that opened it or sent
-    it data (L{protocols.bulk.callingBroker}): while one of them is up it
+    it data (L{protocols.bulk.callingChannel}): while one of them is up it
     stays open (its partial file, its hasher).  When the last one is lost,
     the upload is closed at once (file descriptor, hashing) and leaves
     C{uploads}: if it held no bytes its C{.NAME.part} files are removed,
@@ -463,6 +470,8 @@ class BulkService(rpc.Referenceable):
     @ivar abandonAfter: seconds after which an abandoned upload's partial
         files are removed.
     @ivar maxFragments: the most disjoint ranges one upload may hold.
+    @ivar owners: which connections hold which uploads (L{UploadOwners}).
+    @ivar digests: the digests of stored files (L{DigestCache}).
     """
 
     def __init__(
@@ -479,17 +488,18 @@ class BulkService(rpc.Referenceable):
         self.directory.mkdir(parents=True, exist_ok=True)
         self.reactor = reactor
         self.algorithm = checkAlgorithm(algorithm) or DEFAULT_DIGEST
-        self.maxUploads = maxUploads
         self.abandonAfter = abandonAfter
         self.maxFragments = maxFragments
         self.uploads: dict[str, Assembly] = {}
-        self._owners: dict[str, set[BulkChannel]] = {}
-        self._owned: dict[BulkChannel, set[str]] = {}
-        self._finishing: set[str] = set()
-        self._digests: OrderedDict[tuple[str, int, int, int], bytes] = OrderedDict()
-        self._hashing: dict[tuple[str, int, int, int], _Outcome] = {}
+        self.owners = UploadOwners(self, maxUploads, self._abandon)
+        self.digests = DigestCache(self.algorithm, reactor)
         self._lastSweep = 0.0
         self.sweep()
+
+    @property
+    def maxUploads(self) -> int:
+        """The most unfinished uploads one connection may hold."""
+        return self.owners.maxUploads
 
     def _path(self, name: str) -> Path:
         return self.directory / checkName(name)
@@ -516,7 +526,7 @@ class BulkService(rpc.Referenceable):
         return stream.receive(path).addCallback(self._put, path)
 
     def _put(self, result: TransferResult, path: Path) -> str:
-        self._remember(path, result.digest)
+        self.digests.remember(path, result.digest)
         return result.hexdigest
 
     @rpc.remote(args={"name": _NAME})
@@ -538,22 +548,22 @@ class BulkService(rpc.Referenceable):
         """
         path = self._path(name)
         self._sweepSoon()
-        if name not in self.uploads and self._stored(path, size, version) is not None:
+        if name not in self.uploads and self.digests.stored(path, size, version) is not None:
             # Already received whole (the answer to finishUpload was lost).
             return {"held": [[0, size]] if size else [], "algorithm": self.algorithm}
         assembly = self.uploads.get(name)
         if assembly is not None and (assembly.size, assembly.version) != (size, version):
-            if self._heldElsewhere(name) or name in self._finishing:
-                self._refuse(UploadBusy(f"{name} is being uploaded by another connection"))
+            if self.owners.heldElsewhere(name) or name in self.owners.finishing:
+                self.owners.refuse(UploadBusy(f"{name} is being uploaded by another connection"))
             self._close(name)
             assembly.discard()
             assembly = None
-        self._own(name)
+        self.owners.own(name)
         if assembly is None:
             try:
                 assembly = Assembly(path, size, version, self.algorithm, self.reactor, self.maxFragments)
             except BaseException:
-                self._disown(name)
+                self.owners.disown(name)
                 raise
             self.uploads[name] = assembly
         return {"held": assembly.held.toList(), "algorithm": assembly.algorithm}
@@ -567,7 +577,7 @@ class BulkService(rpc.Referenceable):
             assembly = self._upload(name)
             if stream.size != assembly.size:
                 raise ValueError(f"the stream's size {stream.size} is not the upload's {assembly.size}")
-            self._own(name)
+            self.owners.own(name)
         except Exception as error:
             stream.cancel(str(error)[:200])
             raise
@@ -586,14 +596,14 @@ class BulkService(rpc.Referenceable):
         L{IntegrityError}.
         """
         if name not in self.uploads:
-            stored = self._remembered(self._path(name), None)
+            stored = self.digests.remembered(self._path(name), None)
             if stored is not None and stored == digest:
                 # A repeat: the first answer was lost with its connection.
                 return {"size": self._path(name).stat().st_size, "digest": stored.hex(), "duplicates": 0}
         assembly = self._upload(name)
         # While it verifies, the upload outlives its connections: the
         # answer may be lost, the file is committed all the same.
-        self._finishing.add(name)
+        self.owners.finishing.add(name)
         try:
             actual = await assembly.verify(digest)
         except IntegrityError:
@@ -602,13 +612,13 @@ class BulkService(rpc.Referenceable):
                 assembly.discard()
             raise
         finally:
-            self._finishing.discard(name)
-            if self.uploads.get(name) is assembly and not self._owners.get(name):
+            self.owners.finishing.discard(name)
+            if self.uploads.get(name) is assembly and not self.owners.holds(name):
                 self._abandon(name)  # its last connection went meanwhile
         if self.uploads.get(name) is assembly:
             self._close(name)
         assembly.commit()
-        self._remember(assembly.path, actual, source=assembly.version)
+        self.digests.remember(assembly.path, actual, source=assembly.version)
         return {"size": assembly.size, "digest": actual.hex(), "duplicates": assembly.duplicates}
 
     def _upload(self, name: str) -> Assembly:
@@ -617,59 +627,7 @@ class BulkService(rpc.Referenceable):
             raise KeyError(f"no upload of {name!r} is open")
         return assembly
 
-    # -- who holds an upload -------------------------------------------------------------------
-
-    def _own(self, name: str) -> None:
-        """The calling connection holds upload C{name} (a direct call, outside RPC, holds nothing)."""
-        broker = callingBroker()
-        if broker is None:
-            return
-        channel = broker.bulk
-        names = self._owned.setdefault(channel, set())
-        if name in names:
-            return
-        if len(names) >= self.maxUploads:
-            if not names:
-                del self._owned[channel]
-            self._refuse(TooManyUploads(f"a connection may hold {self.maxUploads} unfinished uploads"), channel)
-        names.add(name)
-        self._owners.setdefault(name, set()).add(channel)
-        channel.hold((self, name), partial(self._ownerLost, channel, name))
-
-    def _refuse(self, error: UploadRefused, channel: BulkChannel | None = None) -> NoReturn:
-        if channel is None:
-            broker = callingBroker()
-            channel = broker.bulk if broker is not None else None
-        if channel is not None:
-            channel.noteOnce(error.code, "{error}", error=str(error))
-        raise error
-
-    def _heldElsewhere(self, name: str) -> bool:
-        broker = callingBroker()
-        mine = broker.bulk if broker is not None else None
-        return any(channel is not mine for channel in self._owners.get(name, ()))
-
-    def _disown(self, name: str) -> None:
-        broker = callingBroker()
-        if broker is not None:
-            broker.bulk.letGo((self, name))
-            self._ownerLost(broker.bulk, name)
-
-    def _ownerLost(self, channel: BulkChannel, name: str) -> None:
-        """A connection holding upload C{name} is lost (or let it go): the last one closes it."""
-        names = self._owned.get(channel)
-        if names is not None:
-            names.discard(name)
-            if not names:
-                del self._owned[channel]
-        owners = self._owners.get(name)
-        if owners is not None:
-            owners.discard(channel)
-            if owners:
-                return
-            del self._owners[name]
-        if name not in self._finishing:
-            self._abandon(name)
+    # -- who holds an upload (see UploadOwners) -------------------------------------------
 
     def _abandon(self, name: str) -> None:
         """Nobody holds upload C{name} any more: close it, and keep its files only if they hold bytes."""
@@ -684,13 +642,7 @@ class BulkService(rpc.Referenceable):
     def _close(self, name: str) -> None:
         """Upload C{name} is over (committed or discarded): its connections no longer hold it."""
         self.uploads.pop(name, None)
-        for channel in self._owners.pop(name, ()):
-            channel.letGo((self, name))
-            names = self._owned.get(channel)
-            if names is not None:
-                names.discard(name)
-                if not names:
-                    del self._owned[channel]
+        self.owners.release(name)
 
     # -- abandoned partial files ---------------------------------------------------------
 
@@ -732,58 +684,8 @@ class BulkService(rpc.Referenceable):
     async def stat(self, name: str) -> dict[str, Any]:
         """C{{"size", "version", "digest" (hex), "algorithm"}} of file C{name} (its digest computed once, then kept)."""
         path = self._existing(name)
-        info = os.stat(path)
-        version = f"{info.st_size}-{info.st_mtime_ns}"
-        key = (str(path), info.st_size, info.st_mtime_ns, info.st_ino)
-        digest = self._digests.get(key)
-        if digest is None:
-            digest = self._remembered(path, version)
-            if digest is None:
-                digest = await self._digestOf(path, key, version)
-            self._keep(key, digest)
-        else:
-            self._digests.move_to_end(key)
-        return {"size": info.st_size, "version": version, "digest": digest.hex(), "algorithm": self.algorithm}
-
-    def _digestOf(self, path: Path, key: tuple[str, int, int, int], version: str) -> Deferred[bytes]:
-        """The digest of the file at C{path} as C{key} describes it: one computation, however many wait."""
-        outcome = self._hashing.get(key)
-        if outcome is None:
-            outcome = self._hashing[key] = _Outcome()
-            computing = Deferred.fromCoroutine(self._hashFile(path))
-            computing.addCallbacks(
-                self._hashed, self._hashFailed, callbackArgs=(key, path, version), errbackArgs=(key,)
-            )
-        waiting: Deferred[bytes] = outcome.wait()
-        return waiting
-
-    async def _hashFile(self, path: Path) -> bytes:
-        source = FileSource(path)
-        try:
-            hasher = OrderedHasher(self.algorithm, source.read, _threads(self.reactor))
-            hasher.allowReadBack(source.size)
-            digest: bytes = await hasher.finish(source.size)
-        finally:
-            source.close()
-        return digest
-
-    def _hashed(self, digest: bytes, key: tuple[str, int, int, int], path: Path, version: str) -> None:
-        self._keep(key, digest)
-        try:
-            self._remember(path, digest, version)
-        except OSError:
-            pass  # kept in memory all the same
-        self._hashing.pop(key).succeed(digest)
-
-    def _hashFailed(self, failure: Any, key: tuple[str, int, int, int]) -> None:
-        self._hashing.pop(key).fail(failure)
-
-    def _keep(self, key: tuple[str, int, int, int], digest: bytes) -> None:
-        digests = self._digests
-        digests[key] = digest
-        digests.move_to_end(key)
-        while len(digests) > DIGEST_CACHE:
-            digests.popitem(last=False)
+        size, version, digest = await self.digests.digestOf(path)
+        return {"size": size, "version": version, "digest": digest.hex(), "algorithm": self.algorithm}
 
     @rpc.remote(args={"name": _NAME, "version": _VERSION, "ranges": _RANGES})
     def download(self, name: str, version: str, ranges: list[list[int]]) -> Stream:
@@ -798,12 +700,184 @@ class BulkService(rpc.Referenceable):
             raise FileChanged(f"{name} changed since the transfer started")
         return Stream(path, ranges=[(start, end) for start, end in ranges], digest=None)
 
-    # -- digests of stored files --------------------------------------------------------------
+    # Last: inside the class body, "list" names this method from here on.
+    @rpc.remote
+    def list(self) -> list[list[Any]]:
+        """C{[name, size]} of every file served, by name."""
+        return [
+            [entry.name, entry.stat().st_size]
+            for entry in sorted(self.directory.iterdir())
+            if entry.is_file() and not entry.name.startswith(".")
+        ]
+
+
+class UploadOwners:
+    """
+    Which connections hold which unfinished uploads of a L{BulkService}
+    (see its docstring): a connection holds an upload it opened or sent
+    data to, until the upload is over or the connection is lost; the last
+    holder lost abandons the upload (unless it is being finished).
+
+    @ivar maxUploads: the most uploads one connection may hold.
+    @ivar owned: the names each connection holds.
+    @ivar finishing: names being verified (they outlive their connections).
+    """
+
+    def __init__(self, service: object, maxUploads: int, abandon: Callable[[str], None]) -> None:
+        """
+        @param service: the service (the key its holds are tied to connections under).
+        @param abandon: called with a name whose last holder is gone.
+        """
+        self._service = service
+        self.maxUploads = maxUploads
+        self._abandon = abandon
+        self._holders: dict[str, set[BulkChannel]] = {}
+        self.owned: dict[BulkChannel, set[str]] = {}
+        self.finishing: set[str] = set()
+
+    def holds(self, name: str) -> bool:
+        """Whether some connection holds upload C{name}."""
+        return bool(self._holders.get(name))
+
+    def own(self, name: str) -> None:
+        """The calling connection holds upload C{name} (a direct call, outside RPC, holds nothing)."""
+        channel = callingChannel()
+        if channel is None:
+            return
+        names = self.owned.setdefault(channel, set())
+        if name in names:
+            return
+        if len(names) >= self.maxUploads:
+            if not names:
+                del self.owned[channel]
+            self.refuse(TooManyUploads(f"a connection may hold {self.maxUploads} unfinished uploads"), channel)
+        names.add(name)
+        self._holders.setdefault(name, set()).add(channel)
+        channel.resources.hold((self._service, name), partial(self.ownerLost, channel, name))
+
+    def refuse(self, error: UploadRefused, channel: BulkChannel | None = None) -> NoReturn:
+        """Raise C{error}, logged once per connection and code."""
+        if channel is None:
+            channel = callingChannel()
+        if channel is not None:
+            channel.resources.noteOnce(error.code, "{error}", error=str(error))
+        raise error
+
+    def heldElsewhere(self, name: str) -> bool:
+        """Whether a connection other than the calling one holds upload C{name}."""
+        mine = callingChannel()
+        return any(channel is not mine for channel in self._holders.get(name, ()))
+
+    def disown(self, name: str) -> None:
+        """The calling connection no longer holds upload C{name}."""
+        channel = callingChannel()
+        if channel is not None:
+            channel.resources.letGo((self._service, name))
+            self.ownerLost(channel, name)
+
+    def ownerLost(self, channel: BulkChannel, name: str) -> None:
+        """A connection holding upload C{name} is lost (or let it go): the last one abandons it."""
+        self._forget(channel, name)
+        holders = self._holders.get(name)
+        if holders is not None:
+            holders.discard(channel)
+            if holders:
+                return
+            del self._holders[name]
+        if name not in self.finishing:
+            self._abandon(name)
+
+    def release(self, name: str) -> None:
+        """Upload C{name} is over: no connection holds it any more."""
+        for channel in self._holders.pop(name, ()):
+            channel.resources.letGo((self._service, name))
+            self._forget(channel, name)
+
+    def _forget(self, channel: BulkChannel, name: str) -> None:
+        names = self.owned.get(channel)
+        if names is not None:
+            names.discard(name)
+            if not names:
+                del self.owned[channel]
+
+
+class DigestCache:
+    """
+    The digests of a service's stored files: computed once per file version
+    (size, modification time, inode), kept in memory (the most recently used
+    L{DIGEST_CACHE}) and beside the file (C{.NAME.ALGORITHM.json}), so a
+    restart does not hash again; concurrent requests for one file share one
+    computation.
+
+    @ivar algorithm: the digest's C{hashlib} name.
+    """
+
+    def __init__(self, algorithm: str, reactor: Any) -> None:
+        self.algorithm = algorithm
+        self._reactor = reactor
+        self._digests: OrderedDict[tuple[str, int, int, int], bytes] = OrderedDict()
+        self._hashing: dict[tuple[str, int, int, int], Outcome] = {}
+
+    async def digestOf(self, path: Path) -> tuple[int, str, bytes]:
+        """The size, version token and digest of the file at C{path}."""
+        info = os.stat(path)
+        version = f"{info.st_size}-{info.st_mtime_ns}"
+        key = (str(path), info.st_size, info.st_mtime_ns, info.st_ino)
+        digest = self._digests.get(key)
+        if digest is None:
+            digest = self.remembered(path, version)
+            if digest is None:
+                digest = await self._computed(path, key, version)
+            self._keep(key, digest)
+        else:
+            self._digests.move_to_end(key)
+        return info.st_size, version, digest
+
+    def _computed(self, path: Path, key: tuple[str, int, int, int], version: str) -> Deferred[bytes]:
+        """The digest of the file at C{path} as C{key} describes it: one computation, however many wait."""
+        outcome = self._hashing.get(key)
+        if outcome is None:
+            outcome = self._hashing[key] = Outcome()
+            computing = Deferred.fromCoroutine(self.hashFile(path))
+            computing.addCallbacks(
+                self._hashed, self._hashFailed, callbackArgs=(key, path, version), errbackArgs=(key,)
+            )
+        waiting: Deferred[bytes] = outcome.wait()
+        return waiting
+
+    async def hashFile(self, path: Path) -> bytes:
+        """Hash the file at C{path} (off the reactor thread when the reactor has threads)."""
+        source = FileSource(path)
+        try:
+            hasher = OrderedHasher(self.algorithm, source.read, _threads(self._reactor))
+            hasher.allowReadBack(source.size)
+            digest: bytes = await hasher.finish(source.size)
+        finally:
+            source.close()
+        return digest
+
+    def _hashed(self, digest: bytes, key: tuple[str, int, int, int], path: Path, version: str) -> None:
+        self._keep(key, digest)
+        try:
+            self.remember(path, digest, version)
+        except OSError:
+            pass  # kept in memory all the same
+        self._hashing.pop(key).succeed(digest)
+
+    def _hashFailed(self, failure: Any, key: tuple[str, int, int, int]) -> None:
+        self._hashing.pop(key).fail(failure)
+
+    def _keep(self, key: tuple[str, int, int, int], digest: bytes) -> None:
+        digests = self._digests
+        digests[key] = digest
+        digests.move_to_end(key)
+        while len(digests) > DIGEST_CACHE:
+            digests.popitem(last=False)
 
     def _digestPath(self, path: Path) -> Path:
         return path.with_name(f".{path.name}.{self.algorithm}.json")
 
-    def _remember(self, path: Path, digest: bytes | None, version: str | None = None, source: str = "") -> None:
+    def remember(self, path: Path, digest: bytes | None, version: str | None = None, source: str = "") -> None:
         """Record a stored file's digest, valid while its version stays C{version}."""
         if digest is None:
             return
@@ -818,28 +892,19 @@ class BulkService(rpc.Referenceable):
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def _remembered(self, path: Path, version: str | None) -> bytes | None:
+    def remembered(self, path: Path, version: str | None) -> bytes | None:
+        """The recorded digest of a stored file, if the record holds for C{version} (any, if C{None})."""
         record = self._record(path)
         if record is None or (version is not None and record["version"] != version):
             return None
         return bytes.fromhex(record["digest"])
 
-    def _stored(self, path: Path, size: int, source: str) -> bytes | None:
+    def stored(self, path: Path, size: int, source: str) -> bytes | None:
         """The digest of a stored file uploaded whole from the source version C{source}, if it is that file."""
         record = self._record(path)
         if record is None or record.get("source") != source or path.stat().st_size != size:
             return None
         return bytes.fromhex(record["digest"])
-
-    # Last: inside the class body, "list" names this method from here on.
-    @rpc.remote
-    def list(self) -> list[list[Any]]:
-        """C{[name, size]} of every file served, by name."""
-        return [
-            [entry.name, entry.stat().st_size]
-            for entry in sorted(self.directory.iterdir())
-            if entry.is_file() and not entry.name.startswith(".")
-        ]
 
 
 def _heldBy(_: object, assembly: Assembly) -> dict[str, Any]:
@@ -942,22 +1007,6 @@ def stripes(ranges: Iterable[tuple[int, int]], count: int) -> list[list[tuple[in
     return result
 
 
-async def _retrying(
-    clock: Any, retries: int, delay: float, attempt: Callable[[], Any], on_cut: Callable[[], None]
-) -> Any:
-    """Run C{attempt()} until it succeeds; after a retryable failure wait C{delay} and go again, C{retries} times."""
-    failures = 0
-    while True:
-        try:
-            return await attempt()
-        except RETRYABLE:
-            failures += 1
-            if failures > retries:
-                raise
-            on_cut()
-            await deferLater(clock, delay, lambda: None)
-
-
 async def _connectAll(connect: Connect, count: int) -> list[rpc.RemoteReference]:
     roots = []
     try:
@@ -994,83 +1043,18 @@ async def sendFile(
     @param connect: makes a new connection and gives the service's root.
     @param clock: an C{IReactorTime} for the waits between attempts (and a
         reactor with threads for hashing off the reactor thread).
+    @param progress: a L{TransferProgress} kept up to date for a display.
     @raise IntegrityError: the service's digest of what it received is not
         the file's digest.
     """
-    clock = _clock(clock)
     name = checkName(name or os.path.basename(os.fspath(path)))
-    source = FileSource(path)
-    progress = progress or TransferProgress()
-    progress.total = size = source.size
-    version = fileVersion(path)
-    hasher = OrderedHasher(DEFAULT_DIGEST, source.read, _threads(clock))
-    state = _Sent(hasher, streams > 1, size)
-    started = time.monotonic()
-
-    async def attempt() -> dict[str, Any]:
-        roots = await _connectAll(connect, streams)
-        progress.attempts += 1
-        try:
-            info = await roots[0].callRemote("openUpload", name, size, version)
-            held = RangeSet.fromList(info["held"])
-            progress.held = held.total
-            parts = stripes(held.missing(0, size), streams)
-            sending = [Stream(FileSource(path), ranges=part, hasher=hasher) for part in parts]
-            progress.current = sending
-            calls = [root.callRemote("upload", name, stream) for root, stream in zip(roots, sending, strict=False)]
-            try:
-                await gatherResults(calls, consumeErrors=True).addErrback(_firstError)
-            finally:
-                state.payload += sum(stream.sentBytes for stream in sending)
-                progress.held, progress.current = progress.held + sum(s.sentBytes for s in sending), []
-            digest = await state.digest()
-            answer: dict[str, Any] = await roots[0].callRemote("finishUpload", name, digest)
-            return answer
-        finally:
-            _disconnect(roots)
-
-    try:
-        answer = await _retrying(clock, retries, retryDelay, attempt, state.cut)
-    finally:
-        source.close()
-        hasher.abort()
-    return FileResult(
-        name,
-        size,
-        bytes.fromhex(answer["digest"]),
-        DEFAULT_DIGEST,
-        time.monotonic() - started,
-        state.payload,
-        state.cuts,
-    )
-
-
-class _Sent:
-    """What L{sendFile} keeps across attempts: the file's hasher, payload sent, cuts."""
-
-    def __init__(self, hasher: OrderedHasher, striped: bool, size: int) -> None:
-        self.hasher = hasher
-        self.size = size
-        self.payload = 0
-        self.cuts = 0
-        self._digest: bytes | None = None
-        if striped:
-            # Stripes send out of order: hash the file from disk meanwhile.
-            hasher.allowReadBack(size)
-
-    def cut(self) -> None:
-        self.cuts += 1
-
-    async def digest(self) -> bytes:
-        if self._digest is None:
-            self._digest = await self.hasher.finish(self.size)
-        return self._digest
+    return await _transfer(_Upload(path, name, streams, _clock(clock)), connect, retries, retryDelay, progress)
 
 
 async def fetchFile(
     connect: Connect,
     name: str,
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | None = None,
     *,
     streams: int = 1,
     retries: int = 10,
@@ -1079,72 +1063,172 @@ async def fetchFile(
     progress: TransferProgress | None = None,
 ) -> FileResult:
     """
-    Download file C{name} from a L{BulkService} to C{path}, over C{streams}
-    connections at once, resuming (from a partial file left by an earlier
-    run, too) after dropped connections.  C{path} appears only once the
-    file's digest has been verified against the service's.
+    Download file C{name} from a L{BulkService} to C{path} (C{name} in the
+    current directory by default), over C{streams} connections at once,
+    resuming (from a partial file left by an earlier run, too) after
+    dropped connections.  C{path} appears only once the file's digest has
+    been verified against the service's.
+
+    Arguments as for L{sendFile}: the service's C{name} and the local
+    C{path}, with the same keywords and the same L{FileResult}.
 
     @raise IntegrityError: what arrived does not have the service's digest
         (the partial file is then removed).
     @raise FileChanged: the file changed on the service meanwhile.
     """
-    clock = _clock(clock)
-    checkName(name)
+    name = checkName(name)
+    target = path if path is not None else name
+    return await _transfer(_Download(target, name, streams, _clock(clock)), connect, retries, retryDelay, progress)
+
+
+async def _transfer(
+    job: _Upload | _Download, connect: Connect, retries: int, retryDelay: float, progress: TransferProgress | None
+) -> FileResult:
+    """
+    Run C{job}'s attempts over fresh connections until one succeeds; after a
+    retryable failure wait C{retryDelay} and go again, C{retries} times.
+    """
     progress = progress or TransferProgress()
+    job.begin(progress)
     started = time.monotonic()
-    counts = {"payload": 0, "cuts": 0}
-    assemblies: list[Assembly] = []
-
-    async def attempt() -> bytes:
-        roots = await _connectAll(connect, streams)
-        progress.attempts += 1
-        try:
-            info = await roots[0].callRemote("stat", name)
-            if not assemblies:
-                assemblies.append(Assembly(path, info["size"], info["version"], info["algorithm"], clock))
-            assembly = assemblies[0]
-            if info["version"] != assembly.version:
-                raise FileChanged(f"{name} changed on the service since the transfer started")
-            progress.total, progress.held = assembly.size, assembly.held.total
-            incoming = [
-                await root.callRemote("download", name, assembly.version, [list(r) for r in part])
-                for root, part in zip(roots, stripes(assembly.missing(), streams), strict=False)
-            ]
-            progress.current = incoming
-            try:
-                receiving = [stream.receive(AssemblySink(assembly)) for stream in incoming]
-                await gatherResults(receiving, consumeErrors=True).addErrback(_firstError)
-            finally:
-                counts["payload"] += sum(stream.receivedBytes for stream in incoming)
-                progress.held, progress.current = assembly.held.total, []
-            return await assembly.verify(bytes.fromhex(info["digest"]))
-        finally:
-            _disconnect(roots)
-
-    def cut() -> None:
-        counts["cuts"] += 1
-
+    failures = 0
     try:
-        digest = await _retrying(clock, retries, retryDelay, attempt, cut)
-    except IntegrityError:
-        if assemblies and assemblies[0].complete:
-            assemblies[0].discard()
+        while True:
+            roots: list[rpc.RemoteReference] = []
+            try:
+                roots = await _connectAll(connect, job.streams)
+                progress.attempts += 1
+                digest = await job.attempt(roots, progress)
+                break
+            except RETRYABLE:
+                failures += 1
+                if failures > retries:
+                    raise
+            finally:
+                _disconnect(roots)
+            await deferLater(job.clock, retryDelay, lambda: None)
+    except BaseException as error:
+        job.failed(error)
         raise
-    except BaseException:
-        if assemblies:
-            assemblies[0].suspend()
-        raise
-    assembly = assemblies[0]
-    assembly.commit()
-    return FileResult(
-        name,
-        assembly.size,
-        digest,
-        assembly.algorithm,
-        time.monotonic() - started,
-        counts["payload"],
-        counts["cuts"],
-    )
+    size, algorithm = job.succeeded()
+    return FileResult(job.name, size, digest, algorithm, time.monotonic() - started, job.payload, failures)
+
+
+class _Upload:
+    """
+    What L{sendFile} keeps across attempts: the file, its hasher (one pass
+    over the file whatever the attempts), payload sent.
+
+    @ivar payload: data bytes sent over all attempts.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], name: str, streams: int, clock: Any) -> None:
+        self.path, self.name, self.streams, self.clock = path, name, streams, clock
+        self.source = FileSource(path)
+        self.size = self.source.size
+        self.version = fileVersion(path)
+        self.hasher = OrderedHasher(DEFAULT_DIGEST, self.source.read, _threads(clock))
+        self.payload = 0
+        self._digest: bytes | None = None
+        if streams > 1:
+            # Stripes send out of order: hash the file from disk meanwhile.
+            self.hasher.allowReadBack(self.size)
+
+    def begin(self, progress: TransferProgress) -> None:
+        """The transfer starts: the file's size is known at once."""
+        progress.total = self.size
+
+    async def attempt(self, roots: list[rpc.RemoteReference], progress: TransferProgress) -> bytes:
+        """Ask what the service holds, send the rest in stripes, then have it verify; returns the digest."""
+        info = await roots[0].callRemote("openUpload", self.name, self.size, self.version)
+        held = RangeSet.fromList(info["held"])
+        progress.held = held.total
+        parts = stripes(held.missing(0, self.size), self.streams)
+        sending = [Stream(FileSource(self.path), ranges=part, hasher=self.hasher) for part in parts]
+        progress.current = sending
+        calls = [root.callRemote("upload", self.name, stream) for root, stream in zip(roots, sending, strict=False)]
+        try:
+            await gatherResults(calls, consumeErrors=True).addErrback(_firstError)
+        finally:
+            self.payload += sum(stream.sentBytes for stream in sending)
+            progress.held, progress.current = progress.held + sum(s.sentBytes for s in sending), []
+        if self._digest is None:
+            self._digest = await self.hasher.finish(self.size)
+        answer = await roots[0].callRemote("finishUpload", self.name, self._digest)
+        return bytes.fromhex(answer["digest"])
+
+    def succeeded(self) -> tuple[int, str]:
+        """The transfer completed: release the file; its size and digest algorithm."""
+        self._close()
+        return self.size, DEFAULT_DIGEST
+
+    def failed(self, error: BaseException) -> None:
+        """The transfer failed for good: release the file."""
+        self._close()
+
+    def _close(self) -> None:
+        self.source.close()
+        self.hasher.abort()
+
+
+class _Download:
+    """
+    What L{fetchFile} keeps across attempts: the assembly of the file
+    (opened by the first attempt, from a partial file of an earlier run if
+    it matches), payload received.
+
+    @ivar payload: data bytes received over all attempts.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], name: str, streams: int, clock: Any) -> None:
+        self.path, self.name, self.streams, self.clock = path, name, streams, clock
+        self.assembly: Assembly | None = None
+        self.payload = 0
+
+    def begin(self, progress: TransferProgress) -> None:
+        """The transfer starts: the size is known once the service answered C{stat}."""
+
+    async def attempt(self, roots: list[rpc.RemoteReference], progress: TransferProgress) -> bytes:
+        """Ask for the file's digest and version, fetch the missing ranges in stripes, verify; returns the digest."""
+        info = await roots[0].callRemote("stat", self.name)
+        if self.assembly is None:
+            self.assembly = Assembly(self.path, info["size"], info["version"], info["algorithm"], self.clock)
+        assembly = self.assembly
+        if info["version"] != assembly.version:
+            raise FileChanged(f"{self.name} changed on the service since the transfer started")
+        progress.total, progress.held = assembly.size, assembly.held.total
+        incoming = [
+            await root.callRemote("download", self.name, assembly.version, [list(r) for r in part])
+            for root, part in zip(roots, stripes(assembly.missing(), self.streams), strict=False)
+        ]
+        progress.current = incoming
+        try:
+            receiving = [stream.receive(AssemblySink(assembly)) for stream in incoming]
+            await gatherResults(receiving, consumeErrors=True).addErrback(_firstError)
+        finally:
+            self.payload += sum(stream.receivedBytes for stream in incoming)
+            progress.held, progress.current = assembly.held.total, []
+        return await assembly.verify(bytes.fromhex(info["digest"]))
+
+    def succeeded(self) -> tuple[int, str]:
+        """The file verified: move it into place; its size and digest algorithm."""
+        assert self.assembly is not None
+        self.assembly.commit()
+        return self.assembly.size, self.assembly.algorithm
+
+    def failed(self, error: BaseException) -> None:
+        """
+        The transfer failed for good: a complete file with the wrong digest
+        is removed, anything else kept for a later resume.
+        """
+        assembly = self.assembly
+        if assembly is None:
+            return
+        if isinstance(error, IntegrityError):
+            if assembly.complete:
+                assembly.discard()
+        else:
+            assembly.suspend()
 
 
 def _firstError(failure: Any) -> Any:

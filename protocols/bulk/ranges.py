@@ -101,12 +101,12 @@ class RangeSet:
             ends.insert(first, end)
             self.total += end - start
             return end - start
-        merged_start = min(start, starts[first])
-        merged_end = max(end, ends[last - 1])
+        mergedStart = min(start, starts[first])
+        mergedEnd = max(end, ends[last - 1])
         held = sum(ends[i] - starts[i] for i in range(first, last))
-        starts[first:last] = [merged_start]
-        ends[first:last] = [merged_end]
-        added = (merged_end - merged_start) - held
+        starts[first:last] = [mergedStart]
+        ends[first:last] = [mergedEnd]
+        added = (mergedEnd - mergedStart) - held
         self.total += added
         return added
 

@@ -10,13 +10,14 @@ sync.  Three open-types::
     OPEN "bulk.stream" INT stream_id, size (INT or None), digest name (STRING or None), CLOSE
 
 A data frame is written with one transport write.  On receipt its body is not
-collected: L{StreamingDecoder} switches the scanner to its streamed-body mode
-(the C{BODY_STREAM} mode of L{framing.scanner}) for any body whose unslicer
-asks for it, so each piece of the body is handed on as it comes off the
-socket, in the C{bytes} the transport read (sliced, and so copied, only where
-the read also holds a neighbouring token).  Receiving a data frame therefore
-keeps no more than one socket read of it, whatever its length.  Per frame
-cost: four headers and one lookup of the stream by id.
+collected: L{DataUnslicer} takes it through the decoder's streamed-body hooks
+(L{framing.slicing.interfaces.IStreamsBodies}), so each piece of the body is
+handed on as it comes off the socket, in the C{bytes} the transport read
+(sliced, and so copied, only where the read also holds a neighbouring token),
+and the finished frame completes L{framing.NOTHING}: nothing goes up the
+stack.  Receiving a data frame therefore keeps no more than one socket read
+of it, whatever its length.  Per frame cost: four headers and one lookup of
+the stream by id.
 
 Control messages (L{Control}) are small: credit grants, the end of a stream
 with its size and digest, the receiver's verdict, and either side giving up.
@@ -28,13 +29,12 @@ from typing import TYPE_CHECKING, Any
 
 from zope.interface import implementer
 
-from framing import Decoder, ProtocolError, Violation
+from framing import NOTHING
 from framing.encoder import open_token
 from framing.errors import InvalidValue, KindRefused, TooManyItems, short_repr
-from framing.scanner import BODY_SKIP, BODY_STREAM, BODY_WHOLE
 from framing.slicing.builtin import Unslicer
 from framing.slicing.custom import PartsUnslicer
-from framing.slicing.interfaces import ISlicer
+from framing.slicing.interfaces import ISlicer, IStreamsBodies
 from framing.wire import BYTES, CLOSE, INT, KIND_NAMES, STRING, encode_header
 
 if TYPE_CHECKING:
@@ -81,11 +81,6 @@ def dataFramePieces(streamId: int, offset: int, body: bytes) -> tuple[bytes, byt
     stream = _INT_HEADERS[streamId] if streamId < 256 else encode_header(INT, streamId)
     prefix = _DATA_OPEN + stream + encode_header(INT, offset) + encode_header(BYTES, len(body))
     return prefix, body, _CLOSE
-
-
-DATA_FRAME_RECEIVED = object()
-"""What the decoder yields for each complete data frame (its body has already
-gone to its stream): the connection ignores it."""
 
 
 class Control(tuple):  # type: ignore[type-arg]
@@ -162,10 +157,12 @@ class AnnouncementUnslicer(PartsUnslicer):
         return self._resolve(StreamAnnouncement((streamId, size, digest)))
 
 
+@implementer(IStreamsBodies)
 class DataUnslicer(Unslicer):
     """
     Reads a data frame's stream id and offset, then asks the connection where
     its body goes (L{begin_body}) and passes each piece on as it arrives.
+    The frame completes L{framing.NOTHING}.
 
     The connection's C{dataStarting(stream_id, offset, length)} returns a
     callable taking C{(offset, piece)}, or C{None} to drop the body (a
@@ -193,7 +190,7 @@ class DataUnslicer(Unslicer):
                 raise InvalidValue(f"a bulk data frame needs non-negative ints, not {short_repr(obj)}")
             self._values.append(obj)
         elif type(obj) is bytes and not self._bodyDone:
-            # A body delivered whole (a decoder without streamed bodies).
+            # A body delivered whole (a decoder under a constraint streams none).
             self.begin_body(len(obj))
             self.body_piece(obj)
             self.end_body()
@@ -207,11 +204,11 @@ class DataUnslicer(Unslicer):
         self._position = offset
         return True
 
-    def body_piece(self, data: bytes) -> None:
-        """The next piece of the body."""
+    def body_piece(self, data: bytes | memoryview) -> None:
+        """The next piece of the body: handed on as C{bytes} (a view into a read is copied, as the target keeps it)."""
         target = self._target
         if target is not None:
-            target(self._position, data)
+            target(self._position, data if type(data) is bytes else bytes(data))
         self._position += len(data)
 
     def end_body(self) -> None:
@@ -220,67 +217,7 @@ class DataUnslicer(Unslicer):
     def finish(self) -> Any:
         if not self._bodyDone:
             raise InvalidValue("a bulk data frame ended without its body")
-        return DATA_FRAME_RECEIVED
+        return NOTHING
 
     def child_where(self) -> str:
         return "<bulk.data>"
-
-
-class StreamingDecoder(Decoder):
-    """
-    A L{Decoder} that streams a BYTES body to its unslicer instead of
-    collecting it, when the unslicer asks (it has C{begin_body(length)}
-    returning true, C{body_piece(data)} and C{end_body()}).  Everything else
-    decodes as in L{Decoder}.
-
-    It relies on two of L{Decoder}'s internals (C{_stack}, the unslicers
-    open, and C{_refuse}, which drops the object being built); if
-    L{framing.Decoder} offered these three unslicer hooks itself, this class
-    would not be needed.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._streaming: Any = None
-
-    def accept_body(self, kind: int, length: int) -> int:
-        mode = Decoder.accept_body(self, kind, length)
-        if mode != BODY_WHOLE or kind != BYTES or not self._stack:
-            return mode
-        top = self._stack[-1]
-        begin = getattr(top, "begin_body", None)
-        if begin is None:
-            return mode
-        if not self._guard(begin, length):
-            return BODY_SKIP
-        self._streaming = top
-        return BODY_STREAM
-
-    def body_chunk(self, kind: int, data: bytes) -> None:
-        top = self._streaming
-        if top is not None:
-            self._guard(top.body_piece, data)
-
-    def body_end(self, kind: int) -> None:
-        top, self._streaming = self._streaming, None
-        if top is not None:
-            self._guard(top.end_body)
-
-    def _guard(self, call: Any, *args: Any) -> bool:
-        """
-        Call an unslicer hook and return its result's truth (C{True} for a
-        hook returning C{None}); a Violation (or a bug) refuses the object and
-        returns C{False}, a ProtocolError drops the stream.
-        """
-        try:
-            result = call(*args)
-            return True if result is None else bool(result)
-        except ProtocolError:
-            raise
-        except Violation as violation:
-            self._streaming = None
-            self._refuse(violation)
-        except Exception as error:
-            self._streaming = None
-            self._refuse(InvalidValue(f"unslicer failed: {type(error).__name__}: {error}"))
-        return False

@@ -32,7 +32,7 @@ the reference-counting protocol in L{protocols.rpc.broker}, the exposure rule
 in L{protocols.rpc.referenceable}.
 """
 
-from .broker import Broker, BrokerFactory
+from .broker import Broker, BrokerFactory, currentBroker
 from .endpoints import ReconnectingClient, connect, reconnecting, serve, serverFactory
 from .errors import (
     CallTimedOut,
@@ -70,6 +70,7 @@ __all__ = [
     "TooManyPendingCalls",
     "TooManyReferences",
     "connect",
+    "currentBroker",
     "reconnecting",
     "register_error",
     "remote",

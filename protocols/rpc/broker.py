@@ -45,7 +45,9 @@ from __future__ import annotations
 
 import itertools
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from contextvars import ContextVar
+from operator import attrgetter
 from types import CoroutineType
 from typing import Any
 
@@ -53,17 +55,21 @@ from twisted.internet.defer import Deferred, fail, gatherResults, succeed
 from twisted.internet.protocol import Factory, connectionDone
 from twisted.logger import LogLevel
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 from framing import Limits, Registry, Violation
 from framing.errors import InvalidValue, short_repr
+from framing.outgoing import Outgoing
 from framing.slicing.registry import DEFAULT_REGISTRY
 
 from ..base import TokenProtocol
 from ..config import ConnectionConfig
+from ..interfaces import IObjectReceiver
 from ..logs import escape
 from .errors import (
     CallTimedOut,
     DeadReferenceError,
+    MessageRefused,
     TooManyPendingCalls,
     TooManyReferences,
     UnexpectedAnswer,
@@ -90,13 +96,13 @@ from .wire import (
     CALL,
     CANCEL,
     FAIL,
+    MESSAGES,
     OPEN_TYPE,
     RELEASE,
     ROOT_ID,
     Message,
     MessageSlicer,
     MessageUnslicer,
-    parseWhere,
 )
 
 _MESSAGE_SLICER = MessageSlicer()
@@ -124,17 +130,35 @@ def _ignoreMessage(message: Message) -> None:
     """The handler of every message a broker receives after its connection was lost."""
 
 
-_LOST_HANDLERS = (_ignoreMessage,) * 5
+_LOST_HANDLERS = (_ignoreMessage,) * len(MESSAGES)
+
+_calling: ContextVar[Broker | None] = ContextVar("chunkwire.rpc.calling", default=None)
 
 
-class Broker(TokenProtocol):
+def currentBroker() -> Broker | None:
     """
-    One end of an RPC connection.
+    The L{Broker} whose peer called the remote method now running (in its
+    synchronous part, or anywhere in a coroutine method, which keeps the
+    context it started in), or C{None} outside a remote call.  Extensions
+    use it to find the connection a call arrived on.
+    """
+    return _calling.get()
+
+
+@implementer(IObjectReceiver)
+class Broker:
+    """
+    One end of an RPC connection: the L{IObjectReceiver} of its own
+    L{TokenProtocol}, C{connection}.
 
     It exposes C{root} (if given) to the peer under export id 0, and every
     L{Referenceable} sent in an argument or a result under a fresh id; it
-    turns what the peer exports into L{RemoteReference}s.
+    turns what the peer exports into L{RemoteReference}s.  A factory's
+    C{buildProtocol} returns C{broker.connection}; tests join two brokers
+    with L{protocols.testing.connectedPair}.
 
+    @ivar connection: the L{TokenProtocol} this broker receives from and
+        sends on (made by the broker, with a registry of its own).
     @ivar root: the L{Referenceable} the peer reaches with L{rootReference}
         on its side, or C{None}.
     @ivar clock: the reactor (an C{IReactorTime}) that end-of-turn work is
@@ -142,8 +166,11 @@ class Broker(TokenProtocol):
     @ivar tracebacks: whether FAIL messages carry the local traceback.
     @ivar callLimits: the L{CallLimits}: references the peer may make this
         side hold, calls waiting on the peer, and how long each may wait.
+    @ivar extensions: the L{IBrokerExtension}s loaded, in order.
     @ivar factory: the L{BrokerFactory} that built this broker, if any.
     """
+
+    factory: Any = None
 
     def __init__(
         self,
@@ -154,6 +181,8 @@ class Broker(TokenProtocol):
         limits: Limits | None = None,
         registry: Registry | None = None,
         callLimits: CallLimits | None = None,
+        extensions: Iterable[Any] = (),
+        sendBackPressure: bool | None = None,
     ) -> None:
         """
         @param root: what the peer may call through its root reference.
@@ -163,16 +192,14 @@ class Broker(TokenProtocol):
         @param registry: the L{Registry} of the types the application sends
             (its parent is used; this broker adds its own entries to a child).
         @param callLimits: the L{CallLimits}; L{CLIENT_CALL_LIMITS} if C{None}.
+        @param extensions: L{IBrokerExtension}s to load: each is installed
+            (C{install(broker, registry)}) here, in order.
+        @param sendBackPressure: the connection's
+            L{TokenProtocol.sendBackPressure}; C{None} for its default (on).
         @raise TypeError: C{root} is not a L{Referenceable}.
         """
         if root is not None and not isinstance(root, Referenceable):
             raise TypeError(f"the root must be a Referenceable, not {type(root).__name__}")
-        TokenProtocol.__init__(
-            self,
-            limits,
-            self._connectionRegistry(registry),
-            config=ConnectionConfig(holdPreamble=True, clock=clock),
-        )
         self.root = root
         self.clock = clock
         self.tracebacks = tracebacks
@@ -189,21 +216,36 @@ class Broker(TokenProtocol):
         self._exports: dict[int, list[Any]] = {}
         self._exportIds: dict[int, int] = {}
         self._imports: dict[int, ImportRecord] = {}
-        self._newExports: list[int] = []
         self._releases: list[Message] = []
         self._releaseCall: Any = None  # an IDelayedCall
         self._disconnectWaiters: list[Deferred[BaseException]] = []
         self._cancelCall = self._cancel  # bound once: one canceller for every call
-        self._handlers = (
-            self._callReceived,
-            self._answerReceived,
-            self._failReceived,
-            self._cancelReceived,
-            self._releaseReceived,
+        # The message table's handlers, bound once: one index per message.
+        self._handlers = tuple(attrgetter(kind.handler)(self) for kind in MESSAGES)
+        self._refusedHandlers = tuple(
+            None if kind.refused is None else attrgetter(kind.refused)(self) for kind in MESSAGES
         )
         if root is not None:
             self._exports[ROOT_ID] = [root, 0]
             self._exportIds[id(root)] = ROOT_ID
+        connectionRegistry = self._connectionRegistry(registry)
+        self.extensions = tuple(extensions)
+        self._controls: dict[type, Any] = {}
+        for extension in self.extensions:
+            extension.install(self, connectionRegistry)
+            for controlType in extension.controlTypes:
+                self._controls[controlType] = extension
+        self._callSentHooks = tuple(
+            extension.callSent for extension in self.extensions if getattr(extension, "callSent", None) is not None
+        )
+        config = ConnectionConfig(
+            limits=limits,
+            registry=connectionRegistry,
+            holdPreamble=True,
+            clock=clock,
+            sendBackPressure=sendBackPressure,
+        )
+        self.connection = TokenProtocol(config=config, receiver=self)
 
     def _connectionRegistry(self, registry: Registry | None) -> Registry:
         """A registry for this connection only: references are sliced against this broker's tables."""
@@ -223,22 +265,62 @@ class Broker(TokenProtocol):
             self.clock = reactor
         return self.clock
 
+    # -- the connection's state, for applications and tests ---------------------
+
+    @property
+    def transport(self) -> Any:
+        """The connection's L{protocols.CoalescingTransport} (C{None} before it is made)."""
+        return self.connection.transport
+
+    @property
+    def failure(self) -> Failure | None:
+        """The L{Failure} of the L{framing.ProtocolError} that dropped the connection, or C{None}."""
+        return self.connection.failure
+
+    @property
+    def log(self) -> Any:
+        """The connection's C{Logger}: refusals, failures and drops are logged there."""
+        return self.connection.log
+
+    @property
+    def decoder(self) -> Any:
+        """The connection's L{framing.Decoder} (made when the connection is)."""
+        return self.connection.decoder
+
+    @property
+    def bufferedBytes(self) -> int:
+        """Received bytes the connection holds (see L{TokenProtocol.bufferedBytes})."""
+        return self.connection.bufferedBytes
+
+    def logRefusal(self, code: str, text: str, template: str | None = None, **fields: Any) -> None:
+        """Log a refusal on the connection (see L{TokenProtocol.logRefusal})."""
+        self.connection.logRefusal(code, text, template, **fields)
+
+    def logFailure(self, kind: str, template: str, level: LogLevel = LogLevel.info, **fields: Any) -> None:
+        """Log a failure on the connection (see L{TokenProtocol.logFailure})."""
+        self.connection.logFailure(kind, template, level, **fields)
+
+    def sendObject(self, obj: Any, outgoing: Outgoing | None = None) -> None:
+        """Send C{obj} on the connection in one send transaction (see L{TokenProtocol.sendObject})."""
+        self.connection.sendObject(obj, outgoing)
+
     # -- connection --------------------------------------------------------------
 
-    def makeConnection(self, transport: Any) -> None:
+    def startReceiving(self, sender: Any) -> None:
         """
-        Connect as L{TokenProtocol} does, but hold the preamble back until
-        something is sent or the reactor turn ends, so that the first call
-        shares its write.
+        The connection is up (its preamble is held back until something is
+        sent or the reactor turn ends, so the first call shares its write):
+        start the extensions, then tell the factory.
         """
-        TokenProtocol.makeConnection(self, transport)
         self._up = True
+        for extension in self.extensions:
+            extension.connectionMade()
         if isinstance(self.factory, BrokerFactory):
             self.factory.brokerConnected(self)
 
     def isConnected(self) -> bool:
         """Whether calls can be sent: connected, and not lost or closing."""
-        return self._up and not self.transport.disconnecting
+        return self._up and not self.connection.transport.disconnecting
 
     def whenDisconnected(self) -> Deferred[BaseException]:
         """
@@ -255,8 +337,9 @@ class Broker(TokenProtocol):
     def disconnect(self) -> Deferred[BaseException]:
         """Close the connection; the result fires as L{whenDisconnected}'s does."""
         lost = self.whenDisconnected()
-        if self._lost is None and self.transport is not None:
-            self.transport.loseConnection()
+        transport = self.connection.transport
+        if self._lost is None and transport is not None:
+            transport.loseConnection()
         return lost
 
     def _lostReason(self) -> BaseException:
@@ -274,13 +357,12 @@ class Broker(TokenProtocol):
             ref = self._newImport(ROOT_ID, 0)
         return ref
 
-    def connectionLost(self, reason: Failure = connectionDone) -> None:
+    def stopReceiving(self, reason: Failure = connectionDone) -> None:
         """
-        Fail every pending call with C{reason}, forget every export and
-        import, drop the answers of calls still running here, and fire
-        L{whenDisconnected}.
+        The connection is lost: fail every pending call with C{reason},
+        forget every export and import, drop the answers of calls still
+        running here, tell the extensions, and fire L{whenDisconnected}.
         """
-        TokenProtocol.connectionLost(self, reason)
         self._up = False
         self._lost = reason
         self._cancelDelayed()
@@ -296,6 +378,8 @@ class Broker(TokenProtocol):
                 call.timer.cancel()
                 call.timer = None
             call.errback(reason)
+        for extension in self.extensions:
+            extension.connectionLost(reason)
         waiters, self._disconnectWaiters = self._disconnectWaiters, []
         for waiter in waiters:
             waiter.callback(self._lostReason())
@@ -303,10 +387,12 @@ class Broker(TokenProtocol):
             self.factory.brokerDisconnected(self)
 
     def _breakCycles(self) -> None:
-        """Drop what refers back to this broker (bound methods, the registry's slicers): it is freed without a GC."""
+        """Drop what refers back to this broker (bound methods): it is freed without a GC."""
         self._handlers = _LOST_HANDLERS
+        self._refusedHandlers = (None,) * len(MESSAGES)
         self._cancelCall = _callsGone
-        vars(self).pop("registry", None)
+        self._controls = {}
+        self._callSentHooks = ()
 
     def _cancelDelayed(self) -> None:
         release = self._releaseCall
@@ -343,7 +429,7 @@ class Broker(TokenProtocol):
         Call method C{name} of the peer's export C{target}; see
         L{RemoteReference.callRemote}, which is how applications call.
         """
-        if not self._up or self.transport.disconnecting:
+        if not self._up or self.connection.transport.disconnecting:
             return fail(DeadReferenceError(f"cannot call {name!r}: the connection is not up"))
         if type(name) is not str:
             return fail(TypeError(f"a method name is a str, not {type(name).__name__}"))
@@ -355,8 +441,12 @@ class Broker(TokenProtocol):
         call = _Call(self._cancelCall, request_id)
         # Pending before sending: a synchronous transport may answer at once.
         self._pending[request_id] = call
+        outgoing = Outgoing()
+        if self._callSentHooks:
+            for hook in self._callSentHooks:
+                hook(call, outgoing)
         try:
-            self._send(Message((CALL, request_id, target, name, kwargs or None, *args)))
+            self._send(Message((CALL, request_id, target, name, kwargs or None, *args)), outgoing)
         except Exception:
             del self._pending[request_id]
             return fail()
@@ -371,7 +461,7 @@ class Broker(TokenProtocol):
             return
         call.timer = None
         seconds = self.callLimits.call_timeout or 0.0
-        if self._up and self.failure is None:
+        if self._up and self.connection.failure is None:
             self._lateAnswers += 1  # given up on, as if cancelled: its answer may still come, once
             self._send(Message((CANCEL, request_id)))
         call.errback(CallTimedOut(name, seconds))
@@ -386,64 +476,67 @@ class Broker(TokenProtocol):
             self._lateAnswers += 1
             self._send(Message((CANCEL, request_id)))
 
-    def _send(self, message: Message) -> None:
+    def _send(self, message: Message, outgoing: Outgoing | None = None) -> None:
         """
-        Send one message in one write.  If it cannot be encoded, the exports
-        its encoding counted are taken back, since the peer never saw them.
+        Send one message in one send transaction (L{TokenProtocol.sendObject}):
+        if it cannot be encoded, the exports its encoding counted are taken
+        back by the rollback their slicer registered, since the peer never
+        saw them.
         """
-        try:
-            self.sendObject(message)
-        except BaseException:
-            self._takeBackExports()
-            raise
-        if self._newExports:
-            self._newExports.clear()
+        self.connection.sendObject(message, outgoing)
 
     # -- receiving -----------------------------------------------------------------------
 
     def objectReceived(self, obj: Any) -> None:
-        """Dispatch one message by its tag."""
+        """Dispatch one message by its tag; an extension's control object to that extension."""
         if type(obj) is not Message:
-            self.log.warn(
+            extension = self._controls.get(type(obj))
+            if extension is not None:
+                extension.controlReceived(obj)
+                return
+            self.connection.log.warn(
                 "{peer} sent {obj} instead of an rpc message; dropping the connection",
-                peer=self._peer(),
+                peer=self.connection.peerName(),
                 obj=escape(short_repr(obj)),
             )
-            self.transport.loseConnection()
+            self.connection.transport.loseConnection()
             return
         self._handlers[obj[0]](obj)
 
     def objectRefused(self, violation: Violation) -> None:
         """
-        A message was refused: fail the call it belongs to, found by the id
-        in C{violation.where} (see L{protocols.rpc.wire}).  A refused call is
-        answered with a FAIL; a refused answer fails the local call with the
-        violation itself.  The connection stays up.
+        A message was refused: hand the refusal to its kind's refusal
+        handler (L{MESSAGES}), which fails or refuses the call by the id the
+        unslicer reported (a L{MessageRefused}; see L{protocols.rpc.wire}).
+        Anything else is logged as a refusal.  The connection stays up.
         """
-        parsed = parseWhere(violation.where)
-        if parsed is None:
-            TokenProtocol.objectRefused(self, violation)
+        handler = self._refusedHandlers[violation.tag] if type(violation) is MessageRefused else None
+        if handler is None:
+            self.connection.logRefusal(violation.code, str(violation))
             return
-        tag, ident, where = parsed
-        violation.where = where
-        if tag == CALL:
-            self._callRefused(ident, violation)
-        elif tag in (ANSWER, FAIL):
-            call = self._answered(ident, "a refused answer")
-            if call is not None:
-                call.errback(violation)
-        else:
-            TokenProtocol.objectRefused(self, violation)
+        handler(violation)
+
+    def callRefused(self, refused: MessageRefused) -> None:
+        """A CALL was refused: answer it with a FAIL (see L{MESSAGES})."""
+        self._callRefused(refused.requestId, refused.violation)
+
+    def answerRefused(self, refused: MessageRefused) -> None:
+        """An ANSWER or FAIL was refused: fail the local call with the violation (see L{MESSAGES})."""
+        call = self._answered(refused.requestId, "a refused answer")
+        if call is not None:
+            call.errback(refused.violation)
 
     def _callRefused(self, request_id: int, violation: Violation) -> None:
         self._refuseCall(request_id, violation, violation.code)
 
     def _refuseCall(self, request_id: int, error: Exception, code: str) -> None:
         """Answer a call this side refuses with a FAIL, and count it as a refusal (see L{TokenProtocol.logRefusal})."""
-        self.logRefusal(code, str(error), "Refused call {id} from {peer}: {code}: {violation}", id=request_id)
+        self.connection.logRefusal(
+            code, str(error), "Refused call {id} from {peer}: {code}: {violation}", id=request_id
+        )
         self._sendFailure(request_id, error)
 
-    def _answerReceived(self, message: Message) -> None:
+    def answerReceived(self, message: Message) -> None:
         _, request_id, result = message
         # (L{_answered} written out: this runs for every call.)
         call = self._pending.pop(request_id, None)
@@ -455,7 +548,7 @@ class Broker(TokenProtocol):
             call.timer = None
         call.callback(result)
 
-    def _failReceived(self, message: Message) -> None:
+    def failReceived(self, message: Message) -> None:
         _, request_id, type_name, text, remote_traceback, details = message
         call = self._answered(request_id, "a failure")
         if call is not None:
@@ -484,32 +577,43 @@ class Broker(TokenProtocol):
         if self._lateAnswers and 0 < request_id <= self._lastRequestId:
             self._lateAnswers -= 1
             template = "{peer}: ignoring {what} to request {id}, which is not pending: it was cancelled or timed out"
-            self.logFailure("not-pending", template, LogLevel.debug, what=what, id=request_id)
+            self.connection.logFailure("not-pending", template, LogLevel.debug, what=what, id=request_id)
             return
         made = "was answered already" if 0 < request_id <= self._lastRequestId else "was never made"
-        self._protocolFailed(UnexpectedAnswer(f"{what} to request {request_id}, which {made}"))
+        self.connection.failConnection(UnexpectedAnswer(f"{what} to request {request_id}, which {made}"))
 
-    def _cancelReceived(self, message: Message) -> None:
+    def cancelReceived(self, message: Message) -> None:
         running = self._running.pop(message[1], None)
         if running is None:
             template = "{peer}: ignoring a cancel of call {id}, not running"
-            self.logFailure("not-running", template, LogLevel.debug, id=message[1])
+            self.connection.logFailure("not-running", template, LogLevel.debug, id=message[1])
             return
         try:
             running.cancel()
         except Exception:
             # A canceller's bug must not reach dataReceived and drop the connection.
-            self.log.failure("Cancelling request {id} failed", id=message[1])  # our bug, not the peer's: in full
+            self.connection.log.failure(
+                "Cancelling request {id} failed", id=message[1]
+            )  # our bug, not the peer's: in full
 
-    def _releaseReceived(self, message: Message) -> None:
+    def releaseReceived(self, message: Message) -> None:
         _, export_id, count = message
-        if export_id != ROOT_ID and not self._release(export_id, count):
+        if export_id != ROOT_ID and not self.releaseExport(export_id, count):
             template = "{peer}: ignoring the release of {id}, which is not exported"
-            self.logFailure("not-exported", template, LogLevel.debug, id=export_id)
+            self.connection.logFailure("not-exported", template, LogLevel.debug, id=export_id)
 
     # -- being called --------------------------------------------------------------------
 
-    def _callReceived(self, message: Message) -> None:
+    def callReceived(self, message: Message) -> None:
+        # currentBroker() names this broker while the method runs (and in
+        # its coroutine, which copies the context when it is started here).
+        token = _calling.set(self)
+        try:
+            self._dispatchCall(message)
+        finally:
+            _calling.reset(token)
+
+    def _dispatchCall(self, message: Message) -> None:
         _, request_id, target, name, args, kwargs = message
         entry = self._exports.get(target)
         if entry is None:
@@ -574,7 +678,7 @@ class Broker(TokenProtocol):
         self._sendFailure(request_id, error, remote_traceback)
 
     def _sendAnswer(self, request_id: int, result: Any, method: RemoteMethod) -> None:
-        if self._lost is not None or self.failure is not None:
+        if self._lost is not None or self.connection.failure is not None:
             return
         if method.result is not None:
             try:
@@ -591,7 +695,7 @@ class Broker(TokenProtocol):
             self._sendFailure(request_id, error, self._tracebackText())
 
     def _sendFailure(self, request_id: int, error: BaseException, remote_traceback: str | None = None) -> None:
-        if self._lost is not None or self.failure is not None:
+        if self._lost is not None or self.connection.failure is not None:
             return
         type_name, text, details = describe(error)
         remote_traceback = clipTraceback(remote_traceback) if self.tracebacks else None
@@ -606,7 +710,7 @@ class Broker(TokenProtocol):
 
     def _methodFailed(self, method: RemoteMethod, error: BaseException) -> None:
         """Log a remote method's exception (the caller gets it too), without a traceback, within the log rate."""
-        self.logFailure(
+        self.connection.logFailure(
             "method-failed",
             "{peer}: remote method {name} raised {error}",
             name=method.name,
@@ -628,7 +732,6 @@ class Broker(TokenProtocol):
             self._exports[export_id] = [obj, 1]
         else:
             self._exports[export_id][1] += 1
-        self._newExports.append(export_id)
         return export_id
 
     def localObject(self, export_id: int) -> Any:
@@ -642,7 +745,7 @@ class Broker(TokenProtocol):
             raise InvalidValue(f"no object is exported as {export_id} on this connection")
         return entry[0]
 
-    def _release(self, export_id: int, count: int) -> bool:
+    def releaseExport(self, export_id: int, count: int) -> bool:
         """Count C{count} sendings of C{export_id} as released; forget it at zero.  False if unknown."""
         entry = self._exports.get(export_id)
         if entry is None:
@@ -652,11 +755,6 @@ class Broker(TokenProtocol):
             del self._exports[export_id]
             del self._exportIds[id(entry[0])]
         return True
-
-    def _takeBackExports(self) -> None:
-        new_exports, self._newExports = self._newExports, []
-        for export_id in new_exports:
-            self._release(export_id, 1)
 
     # -- imports --------------------------------------------------------------------------------
 
@@ -692,16 +790,18 @@ class Broker(TokenProtocol):
             self._releaseCall = self._reactor().callLater(0, self._sendReleases)
 
     def _sendReleases(self) -> None:
-        """Send every queued RELEASE in one write."""
+        """Send every queued RELEASE, each its own send transaction, all in one write."""
         self._releaseCall = None
         releases, self._releases = self._releases, []
         if not releases or not self._up:
             return
-        transport = self.transport
-        encode, buffer = self.encoder.encode_into, transport.buffer
-        for message in releases:
-            encode(message, buffer)
-        transport.flush()
+        transport, send = self.connection.transport, self.connection.sendObject
+        transport.hold()
+        try:
+            for message in releases:
+                send(message)
+        finally:
+            transport.release()
 
 
 class BrokerFactory(Factory):
@@ -737,18 +837,26 @@ class BrokerFactory(Factory):
         self.callLimits = callLimits
         self.brokers: set[Broker] = set()
 
-    def buildProtocol(self, addr: Any) -> Broker:
-        broker = Broker(
+    def buildBroker(self) -> Broker:
+        """
+        Make the L{Broker} of one new connection.  Override this to make a
+        subclass, or one with extensions, with this factory's settings.
+        """
+        return Broker(
             self.root,
             clock=self.clock,
             tracebacks=self.tracebacks,
             limits=self.limits,
             registry=self.registry,
             callLimits=self.callLimits,
+            sendBackPressure=self.sendBackPressure,
         )
-        broker.factory = self
-        broker.sendBackPressure = self.sendBackPressure
-        return broker
+
+    def buildProtocol(self, addr: Any) -> TokenProtocol:
+        """A new broker's connection (L{buildBroker}); the broker is its C{receiver}."""
+        broker = self.buildBroker()
+        broker.factory = broker.connection.factory = self
+        return broker.connection
 
     def brokerConnected(self, broker: Broker) -> None:
         """Called by each broker once its connection is made."""

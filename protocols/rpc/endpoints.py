@@ -99,12 +99,12 @@ def connectWith(reactor: Any, description: str, factory: BrokerFactory) -> Defer
     """
     Connect to the client endpoint C{description} with a factory of brokers;
     fire with the peer's root.  The client's brokers keep reading however
-    much waits to be sent (see L{Broker.sendBackPressure}).
+    much waits to be sent (see L{protocols.TokenProtocol.sendBackPressure}).
     """
     factory.sendBackPressure = False
     endpoint = clientFromString(reactor, description)  # type: ignore[no-untyped-call]
-    connected: Deferred[Broker] = endpoint.connect(factory)
-    return connected.addCallback(_root)
+    connected: Deferred[Any] = endpoint.connect(factory)
+    return connected.addCallback(_connectedRoot)
 
 
 def connect(
@@ -135,9 +135,16 @@ def connect(
     return connectWith(reactor, description, factory)
 
 
-def _root(broker: Any) -> RemoteReference:
-    reference: RemoteReference = broker.rootReference()
-    return reference
+def _connectedRoot(connection: Any) -> RemoteReference:
+    """The peer's root, on the broker receiving from C{connection} (just made)."""
+    return _brokerOf(connection).rootReference()
+
+
+def _brokerOf(connection: Any) -> Broker:
+    broker = connection.receiver
+    if not isinstance(broker, Broker):
+        raise TypeError(f"{connection!r} delivers to {broker!r}, not a Broker")
+    return broker
 
 
 class ReconnectingClient:
@@ -188,8 +195,8 @@ class ReconnectingClient:
             prepareConnection=self._prepareConnection,
         )
 
-    def _prepareConnection(self, broker: Any) -> object:
-        self._broker = broker
+    def _prepareConnection(self, connection: Any) -> object:
+        broker = self._broker = _brokerOf(connection)
         if self._prepare is not None:
             return self._prepare(broker.rootReference())
         return None
@@ -213,9 +220,11 @@ class ReconnectingClient:
 
     async def _connectedRoot(self, failAfterFailures: int | None) -> RemoteReference:
         while True:
-            broker: Any = await self.service.whenConnected(failAfterFailures)
-            if broker.isConnected():
-                return _root(broker)
+            connection: Any = await self.service.whenConnected(failAfterFailures)
+            # A lost connection's receiver is no broker any more.
+            broker = connection.receiver
+            if isinstance(broker, Broker) and broker.isConnected():
+                return broker.rootReference()
             # The service hears that a connection was lost just after the
             # broker does; code woken by the broker may ask before that.
             # By the next reactor turn the service knows.

@@ -149,6 +149,30 @@ class TooManyReferences(Violation):
     code = "too-many-references"
 
 
+class MessageRefused(Violation):
+    """
+    The decoder refused an RPC message whose kind and request id had
+    already arrived: what L{protocols.rpc.wire.MessageUnslicer} reports in
+    its place, so that the broker fails or refuses that very call by id.
+    It never reaches the application: the caller (a refused answer) or the
+    peer (a refused call) is given L{violation} itself.
+
+    @ivar violation: the refusal, as the decoder made it (its C{code} and
+        C{where}, e.g. C{"args[2]"}, are this one's too).
+    @ivar tag: the message kind (C{CALL}, C{ANSWER}, ... of
+        L{protocols.rpc.wire}).
+    @ivar requestId: the request id of the refused message (the export id
+        of a RELEASE).
+    """
+
+    def __init__(self, violation: Violation, tag: int, requestId: int) -> None:
+        super().__init__(str(violation), violation.where)
+        self.code = violation.code
+        self.violation = violation
+        self.tag = tag
+        self.requestId = requestId
+
+
 class ErrorRegistry:
     """
     Exception types that travel as themselves: a registered exception is

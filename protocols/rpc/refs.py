@@ -115,13 +115,23 @@ class ImportRecord(weakref.ref[RemoteReference]):
 
 @implementer(ISlicer)
 class ReferenceableSlicer:
-    """Sends a L{Referenceable} as C{"rpc.ref"}, exporting it on the broker."""
+    """
+    Sends a L{Referenceable} as C{"rpc.ref"}, exporting it on the broker
+    (one more sending of its id); the message's L{framing.outgoing.Outgoing}
+    takes that sending back if the message is rolled back.
+    """
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
     def slice(self, obj: Any, encoder: Any) -> None:
-        encoder.write_container(REF_OPEN_TYPE, obj, (self.broker.exportFor(obj),))
+        broker = self.broker
+        export_id = broker.exportFor(obj)
+        outgoing = encoder.outgoing
+        if outgoing is not None:
+            # Not sent after all: the peer never saw this sending of the id.
+            outgoing.on_rollback(lambda: broker.releaseExport(export_id, 1))
+        encoder.write_container(REF_OPEN_TYPE, obj, (export_id,))
 
 
 @implementer(ISlicer)

@@ -17,45 +17,31 @@ shape C{(CALL, id, target, name, args_tuple, kwargs_dict)}.
 L{MessageUnslicer} checks each field as it arrives (the kind of a body at its
 header, the value once decoded), so a malformed message is refused without
 building the rest of it, and it is what makes a refusal traceable to its call:
-once it has the tag and the id it names every position below it
-C{"<call 17>.args"}, C{"<answer 9>.result"} and so on, so the C{where} of any
-L{framing.Violation} raised inside a message starts with that prefix
-(L{parseWhere} reads it back).  A refused call can then be failed by id even
-though the decoder dropped the whole message.  Cost per field: one table
-lookup and one check.
+it names each field in C{where} (C{"args[2]"}, C{"result"}), and once it has
+the tag and the id, the decoder's refusal of the message (anything inside it)
+is reported through its C{report_violation} as a L{MessageRefused} carrying
+both, so the broker fails or refuses that call by id although the decoder
+dropped the whole message.  Cost per field: one table lookup and one check.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from zope.interface import implementer
 
-from framing import Limits
+from framing import Limits, Violation
 from framing.errors import InvalidValue, KindRefused, TooManyItems, short_repr
 from framing.slicing.builtin import BudgetedUnslicer
 from framing.slicing.interfaces import ISlicer
 from framing.wire import KIND_NAMES, OPEN, STRING
 
+from .errors import MessageRefused
+
 OPEN_TYPE = "rpc"
 """The open-type name of every RPC message."""
-
-CALL, ANSWER, FAIL, CANCEL, RELEASE = range(5)
-KINDS = ("call", "answer", "fail", "cancel", "release")
-FIELDS: tuple[tuple[str, ...], ...] = (
-    ("tag", "id", "target", "name", "args", "kwargs"),
-    ("tag", "id", "result"),
-    ("tag", "id", "type", "message", "traceback", "details"),
-    ("tag", "id"),
-    ("tag", "id", "count"),
-)
-"""The field names of each kind of message, in wire order (used in C{where})."""
-
-_KWARGS = 4
-_ARGS = 5
-"""Where a CALL's keyword arguments (or None) and its first argument stand."""
 
 MAX_NAME = 256
 """Longest method or error type name accepted, in characters."""
@@ -110,22 +96,14 @@ def _optionalText(value: Any) -> None:
         raise KindRefused(f"expected a string or None, got {type(value).__name__}")
 
 
-def _args(value: Any) -> None:
-    if type(value) is not tuple:
-        raise KindRefused(f"expected a tuple of arguments, got {type(value).__name__}")
-
-
-def _kwargs(value: Any) -> None:
+def _optionalKwargs(value: Any) -> None:
+    if value is None:
+        return
     if type(value) is not dict:
         raise KindRefused(f"expected a dict of keyword arguments, got {type(value).__name__}")
     for key in value:
         if type(key) is not str:
             raise InvalidValue(f"keyword argument names must be strings, not {short_repr(key)}")
-
-
-def _optionalKwargs(value: Any) -> None:
-    if value is not None:
-        _kwargs(value)
 
 
 def _optionalTuple(value: Any) -> None:
@@ -138,23 +116,97 @@ _NO_BODY: frozenset[int] = frozenset()
 _STRING = frozenset({STRING})
 _OPEN = frozenset({OPEN})
 
-# Per kind, per field: the check of the decoded value, and the body kinds
-# accepted at the field's header (None: any).  Field 0, the tag, is checked
-# by the unslicer itself; a CALL's fields past these are its arguments.
-_CHECKS: tuple[tuple[Check, ...], ...] = (
-    (None, _identifier, _identifier, _name, _optionalKwargs),
-    (None, _identifier, None),
-    (None, _identifier, _name, _text, _optionalText, _optionalTuple),
-    (None, _identifier),
-    (None, _identifier, _count),
+
+@dataclass(frozen=True)
+class Field:
+    """
+    One field of a message kind.
+
+    @ivar name: its name in a refusal's C{where}.
+    @ivar check: called with the decoded value; raises a L{framing.Violation}
+        to refuse the message (C{None}: any value).
+    @ivar bodies: the body kinds accepted at the field's header
+        (C{frozenset()}: only a body-less token such as an INT; C{None}: any).
+    """
+
+    name: str
+    check: Check = None
+    bodies: frozenset[int] | None = None
+
+
+@dataclass(frozen=True)
+class Kind:
+    """
+    One row of L{MESSAGES}: a kind of RPC message and who handles it.
+
+    @ivar tag: the INT that opens it on the wire (its index in L{MESSAGES}).
+    @ivar name: its name in logs.
+    @ivar fields: its fields after the tag, in wire order.
+    @ivar handler: the broker attribute path (C{"incoming.callReceived"})
+        of the method called with each such message received.
+    @ivar refused: the broker attribute path of the method called with the
+        L{MessageRefused} of such a message refused after its id arrived;
+        C{None}: the refusal is only logged.
+    """
+
+    tag: int
+    name: str
+    fields: tuple[Field, ...]
+    handler: str
+    refused: str | None = None
+
+
+_ID = Field("id", _identifier, _NO_BODY)
+
+CALL, ANSWER, FAIL, CANCEL, RELEASE = range(5)
+"""The tags of the message kinds."""
+
+MESSAGES: tuple[Kind, ...] = (
+    # A CALL's arguments follow its fields, one field each (see the module docstring).
+    Kind(
+        CALL,
+        "call",
+        (
+            _ID,
+            Field("target", _identifier, _NO_BODY),
+            Field("name", _name, _STRING),
+            Field("kwargs", _optionalKwargs, _OPEN),
+        ),
+        handler="callReceived",
+        refused="callRefused",
+    ),
+    Kind(ANSWER, "answer", (_ID, Field("result")), handler="answerReceived", refused="answerRefused"),
+    Kind(
+        FAIL,
+        "fail",
+        (
+            _ID,
+            Field("type", _name, _STRING),
+            Field("message", _text, _STRING),
+            Field("traceback", _optionalText, _STRING),
+            Field("details", _optionalTuple, _OPEN),
+        ),
+        handler="failReceived",
+        refused="answerRefused",
+    ),
+    Kind(CANCEL, "cancel", (_ID,), handler="cancelReceived"),
+    Kind(RELEASE, "release", (_ID, Field("count", _count, _NO_BODY)), handler="releaseReceived"),
 )
-_BODIES: tuple[tuple[frozenset[int] | None, ...], ...] = (
-    (_NO_BODY, _NO_BODY, _NO_BODY, _STRING, _OPEN),
-    (_NO_BODY, _NO_BODY, None),
-    (_NO_BODY, _NO_BODY, _STRING, _STRING, _STRING, _OPEN),
-    (_NO_BODY, _NO_BODY),
-    (_NO_BODY, _NO_BODY, _NO_BODY),
-)
+"""Every kind of RPC message, one row each, indexed by tag (h11's table
+style): a new kind is one row here plus its handler."""
+
+assert all(kind.tag == index for index, kind in enumerate(MESSAGES))
+
+_KWARGS = 4
+_ARGS = 5
+"""Where a CALL's keyword arguments (or None) and its first argument stand."""
+
+# What the unslicer needs per tag, per position (the tag itself first):
+# the check of the decoded value, the body kinds accepted at the header, and
+# the field's name.
+_CHECKS = tuple((None, *(field.check for field in kind.fields)) for kind in MESSAGES)
+_BODIES = tuple((_NO_BODY, *(field.bodies for field in kind.fields)) for kind in MESSAGES)
+_NAMES = tuple(("tag", *(field.name for field in kind.fields)) for kind in MESSAGES)
 
 
 class MessageUnslicer(BudgetedUnslicer):
@@ -223,7 +275,7 @@ class MessageUnslicer(BudgetedUnslicer):
         self._bodies = _BODIES[tag]
 
     def _kind(self) -> str:
-        return KINDS[self.items[0]] if self.items else "?"
+        return MESSAGES[self.items[0]].name if self.items else "?"
 
     def finish(self) -> Message:
         items = self.items
@@ -237,29 +289,21 @@ class MessageUnslicer(BudgetedUnslicer):
         items = self.items
         index = len(items)
         if index < 2:
+            # Not traceable to a call yet: say where it happened instead.
             return "<rpc>"
         tag = items[0]
         if tag == CALL and index >= _KWARGS:
-            field = "kwargs" if index == _KWARGS else f"args[{index - _ARGS}]"
-        else:
-            fields = FIELDS[tag]
-            field = fields[index] if index < len(fields) else "?"
-        return f"<{KINDS[tag]} {items[1]}>.{field}"
+            return "kwargs" if index == _KWARGS else f"args[{index - _ARGS}]"
+        names = _NAMES[tag]
+        return names[index] if index < len(names) else "?"
 
-
-_WHERE = re.compile(r"<(call|answer|fail|cancel|release) (\d+)>\.?(.*)\Z", re.DOTALL)
-
-
-def parseWhere(where: str) -> tuple[int, int, str] | None:
-    """
-    Read back the prefix L{MessageUnslicer} put on a refusal's C{where}.
-
-    @return: C{(tag, id, rest)}, e.g. C{(CALL, 17, "args[2]")}, or C{None}
-        if the refusal cannot be traced to a message id (it happened before
-        the id arrived, or outside any RPC message).
-    """
-    match = _WHERE.match(where)
-    if match is None:
-        return None
-    kind, ident, rest = match.groups()
-    return KINDS.index(kind), int(ident), rest
+    def report_violation(self, violation: Violation) -> Violation:
+        """
+        The decoder refused this message: once its tag and id are known, say
+        which message it was (a L{MessageRefused}); before, C{violation} as
+        it is.
+        """
+        items = self.items
+        if len(items) < 2:
+            return violation
+        return MessageRefused(violation, items[0], items[1])

@@ -12,6 +12,7 @@ import ctypes
 import mmap
 import struct
 import sys
+import tracemalloc
 from typing import Any
 
 from hypothesis import given, settings
@@ -21,6 +22,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from framing import Decoder, EncodingError, Violation, dumps, loads
 from framing.errors import BodyTooLarge, InvalidValue, KindRefused, UnknownType
 from framing.limits import Limits
+from framing.slicing.arrays import STREAMED_ARRAY
 from framing.wire import BYTES, INT, PREAMBLE
 
 from .test_slicing import container, encoded, text, token, tokens
@@ -346,3 +348,68 @@ class ConsistencyTests(SynchronousTestCase):
         self.assertEqual(
             swapped(array.array("H", [1])), struct.pack(">H", 1) if sys.byteorder == "little" else b"\x01\x00"
         )
+
+
+class StreamedArrayTests(SynchronousTestCase):
+    """A large array's body is streamed into the array as it arrives: each byte copied once, never collected."""
+
+    def large(self, typecode: str = "H", count: int = STREAMED_ARRAY) -> array.array[Any]:
+        return array.array(typecode, range(count)) if typecode in "HIL" else array.array(typecode, [0.5] * count)
+
+    def test_split_anywhere(self) -> None:
+        """A streamed array decodes exactly however its stream is cut, and byte by byte."""
+        source = self.large("H", STREAMED_ARRAY // 2)
+        data = dumps([source, 5])
+        body = data.index(source.tobytes())
+        cuts = sorted({*range(0, body + 12), *range(body + 12, len(data), 997), *range(len(data) - 12, len(data) + 1)})
+        for cut in cuts:
+            decoder = Decoder()
+            results = decoder.feed(data[:cut]) + decoder.feed(data[cut:])
+            self.assertEqual(results, [[source, 5]], str(cut))
+        decoder = Decoder()
+        results = []
+        for i in range(len(data)):
+            results += decoder.feed(data[i : i + 1])
+        self.assertEqual(results, [[source, 5]])
+
+    def test_other_byte_order(self) -> None:
+        """A streamed array from a writer of the other byte order is swapped on arrival."""
+        source = self.large("I", STREAMED_ARRAY)
+        data = array_stream("I", 4, OTHER_ORDER, swapped(source))
+        for step in (len(data), 1000):
+            decoder = Decoder()
+            results: list[Any] = []
+            for i in range(0, len(data), step):
+                results += decoder.feed(data[i : i + step])
+            self.assertEqual(results, [source])
+
+    def test_memory_one_copy(self) -> None:
+        """Decoding a 4 MiB array holds the array (and its growth room) and at most a chunk more: no second copy."""
+        source = self.large("d", 512 * 1024)
+        data = dumps(source)
+        for step in (len(data), 64 * 1024):
+            chunks = [data[i : i + step] for i in range(0, len(data), step)]
+            decoder = Decoder()
+            tracemalloc.start()
+            try:
+                results: list[Any] = []
+                for chunk in chunks:
+                    results += decoder.feed(chunk)
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            self.assertEqual(results, [source])
+            # (array.frombytes keeps 1/16 more room for growth)
+            self.assertLess(peak, len(source.tobytes()) * 17 // 16 + 64 * 1024, str(step))
+
+    def test_bad_layout_refused_at_the_header(self) -> None:
+        """A large array body whose length is no whole number of items is refused before any of it is kept."""
+        body = b"\x00" * (STREAMED_ARRAY + 1)
+        data = array_stream("H", 2, sys.byteorder, body) + encoded(1)
+        decoder = Decoder()
+        results: list[Any] = []
+        for i in range(0, len(data), 4096):
+            results += decoder.feed(data[i : i + 4096])
+            self.assertLess(decoder.buffered, 4096)
+        self.assertIsInstance(results[0], InvalidValue)
+        self.assertEqual(results[1], 1)

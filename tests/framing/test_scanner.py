@@ -26,8 +26,8 @@ from framing.errors import (
 from framing.scanner import (
     BODY_SKIP,
     BODY_STREAM,
+    BODY_VIEWS,
     BODY_WHOLE,
-    IN_PLACE_BODY,
     WANT_BODY,
     WANT_HEADER,
     WANT_PREAMBLE,
@@ -67,10 +67,8 @@ class RecordingSink:
     """
     A token sink that records everything the scanner delivers.
 
-    @ivar events: C{(kind, value)} for tokens (a body delivered in place is
-        recorded as its bytes), C{("refused", kind, length, violation)},
-        C{("chunk", kind, data)} and C{("end", kind)}.
-    @ivar in_place: C{(chunk, start, stop)} for each body delivered in place.
+    @ivar events: C{(kind, value)} for tokens, C{("refused", kind, length,
+        violation)}, C{("chunk", kind, data)} and C{("end", kind)}.
     @ivar mode: what L{accept_body} answers, or a callable of (kind, length).
     @ivar fail_at: delivery numbers (1-based, counting every sink call that
         receives a token or body piece) at which the sink raises L{Boom} once.
@@ -84,7 +82,6 @@ class RecordingSink:
         self.accepted: list[tuple[int, int]] = []
         self.handlers = [self._handler(kind) for kind in range(16)]
         self.accepts_all = False  # ask accept_body about every body (TokenSink)
-        self.in_place: list[tuple[bytes, int, int]] = []
 
     def _maybe_fail(self) -> None:
         self.calls += 1
@@ -106,12 +103,7 @@ class RecordingSink:
     def refused(self, kind: int, length: int, violation: Violation) -> None:
         self.events.append(("refused", kind, length, violation))
 
-    def body_in_place(self, kind: int, chunk: bytes, start: int, stop: int) -> None:
-        self._maybe_fail()
-        self.in_place.append((chunk, start, stop))
-        self.events.append((kind, chunk[start:stop]))
-
-    def body_chunk(self, kind: int, data: bytes) -> None:
+    def body_chunk(self, kind: int, data: bytes | memoryview) -> None:
         self._maybe_fail()
         self.events.append(("chunk", kind, data))
 
@@ -336,34 +328,53 @@ class TokenDeliveryTests(SynchronousTestCase):
         self.assertIs(type(sink.events[0][1]), bytes)
 
     def test_large_body_in_one_chunk_delivered_in_place(self) -> None:
-        """A body of at least IN_PLACE_BODY bytes lying whole in one chunk goes to body_in_place, uncopied."""
-        body = bytes(range(256)) * (IN_PLACE_BODY // 256)
+        """In BODY_VIEWS mode a body lying whole in one chunk arrives as one piece, a view of that chunk, uncopied."""
+        body = bytes(range(256)) * 256
         chunk = token(BYTES, body) + token(INT, 3)
-        sink = RecordingSink()
+        sink = RecordingSink(BODY_VIEWS)
         TokenScanner(sink, preamble=False).feed(chunk)
-        self.assertEqual(len(sink.in_place), 1)
-        given_chunk, start, stop = sink.in_place[0]
-        self.assertIs(given_chunk, chunk)
-        self.assertEqual(given_chunk[start:stop], body)
-        self.assertEqual(sink.events, [(BYTES, body), (INT, 3)])
+        (piece,) = [event[2] for event in sink.events if event[0] == "chunk"]
+        self.assertIsInstance(piece, memoryview)
+        self.assertIs(piece.obj, chunk)
+        self.assertEqual(piece, body)
+        self.assertEqual(sink.tokens(), [(BYTES, body), (INT, 3)])
 
-    def test_body_below_in_place_size_delivered_as_bytes(self) -> None:
-        """A body one byte shorter than IN_PLACE_BODY is handed to its handler as bytes."""
-        body = b"s" * (IN_PLACE_BODY - 1)
-        sink = RecordingSink()
-        TokenScanner(sink, preamble=False).feed(token(BYTES, body))
-        self.assertEqual(sink.in_place, [])
-        self.assertEqual(sink.events, [(BYTES, body)])
+    def test_whole_body_delivered_as_bytes(self) -> None:
+        """In BODY_WHOLE mode a body of any size lying whole in one chunk is handed to its handler as bytes."""
+        for size in (100, 64 * KiB - 1, 64 * KiB, 300 * KiB):
+            body = b"s" * size
+            sink = RecordingSink()
+            TokenScanner(sink, preamble=False).feed(token(BYTES, body))
+            self.assertEqual(sink.events, [(BYTES, body)])
+            self.assertIs(type(sink.events[0][1]), bytes)
 
     def test_in_place_body_redelivered_after_failure(self) -> None:
-        """If body_in_place raises, the body is not consumed and is offered again at the next feed."""
-        body = b"p" * IN_PLACE_BODY
-        sink = RecordingSink()
+        """If body_chunk raises on a body viewed in place, the body is not consumed and is offered again."""
+        body = b"p" * 64 * KiB
+        sink = RecordingSink(BODY_VIEWS)
         sink.fail_at = {1}
         scanner = TokenScanner(sink, preamble=False)
         self.assertRaises(Boom, scanner.feed, token(BYTES, body) + token(INT, 1))
         scanner.feed(b"")
-        self.assertEqual(sink.events, [(BYTES, body), (INT, 1)])
+        self.assertEqual(sink.tokens(), [(BYTES, body), (INT, 1)])
+
+    @settings(max_examples=100, deadline=None)
+    @given(body=st.binary(max_size=3000), cuts=st.lists(st.integers(0, 10**6), max_size=10))
+    def test_views_mode(self, body: bytes, cuts: list[int]) -> None:
+        """BODY_VIEWS delivers non-empty pieces, each the chunk itself or a view into it, that join to the body."""
+        data = token(BYTES, body) + token(INT, 9)
+        sink = RecordingSink(BODY_VIEWS)
+        scanner = TokenScanner(sink, preamble=False)
+        chunks = split(data, cuts)
+        for chunk in chunks:
+            scanner.feed(chunk)
+        pieces = [event[2] for event in sink.events if event[0] == "chunk"]
+        self.assertEqual(b"".join(pieces), body)
+        for piece in pieces:
+            self.assertTrue(piece)
+            self.assertTrue(any((piece.obj if type(piece) is memoryview else piece) is c for c in chunks))
+        self.assertEqual(sink.events[len(pieces) :], [("end", BYTES), (INT, 9)])
+        self.assertEqual(scanner.buffered, 0)
 
     def test_accepts_all_skips_asking(self) -> None:
         """A sink with accepts_all set is not asked about bodies, except an OPEN's, and gets them whole."""

@@ -399,7 +399,7 @@ class BulkTests(SynchronousTestCase):
         """A server that sends a client more stream data than it granted has the client drop the connection."""
         clock = Clock()
         server, client = BulkBroker(Store(), clock=clock), BulkBroker(clock=clock)
-        client.log = Logger(observer=lambda event: None)
+        client.connection.log = Logger(observer=lambda event: None)
         pair = connectedPair(server, client)
         pair.flush()
         incoming = client.bulk.announcementReceived((7, 64 * KiB, None))  # type: ignore[arg-type]

@@ -48,7 +48,7 @@ def delayedPair() -> tuple[DelayedPair, Broker, Broker, Clock]:
     clock = Clock()
     server = Broker(Service(), clock=clock)
     client = Broker(clock=clock)
-    return DelayedPair(server, client, clock, DELAY), server, client, clock
+    return DelayedPair(server.connection, client.connection, clock, DELAY), server, client, clock
 
 
 class LatentLinkInMemoryTests(SynchronousTestCase):
@@ -199,19 +199,23 @@ class CountingSocket:
         return getattr(self._sock, name)
 
 
-class CountingBroker(Broker):
-    """A broker whose TCP transport's socket counts its sends, from the very first."""
-
-    def makeConnection(self, transport: Any) -> None:
-        self.socket = transport.socket = CountingSocket(transport.socket)
-        super().makeConnection(transport)
-
-
 class CountingFactory(BrokerFactory):
-    def buildProtocol(self, addr: Any) -> Broker:
-        broker = CountingBroker(self.root, clock=self.clock)
-        broker.factory = self
-        return broker
+    """Makes brokers whose TCP transport's socket counts its sends from the very first, in C{sockets}."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sockets: dict[Broker, CountingSocket] = {}
+
+    def buildProtocol(self, addr: Any) -> Any:
+        connection = super().buildProtocol(addr)
+        broker, makeConnection = connection.receiver, connection.makeConnection
+
+        def countingMakeConnection(transport: Any) -> None:
+            self.sockets[broker] = transport.socket = CountingSocket(transport.socket)
+            makeConnection(transport)
+
+        connection.makeConnection = countingMakeConnection  # type: ignore[method-assign]
+        return connection
 
 
 async def oneSendPerMessage(reactor: Any) -> None:
@@ -219,19 +223,21 @@ async def oneSendPerMessage(reactor: Any) -> None:
     factory = CountingFactory(Service(), clock=reactor)
     port = await serverFromString(reactor, LISTEN).listen(factory)
     address = f"tcp:host=127.0.0.1:port={port.getHost().port}"
-    client = await clientFromString(reactor, address).connect(CountingFactory(clock=reactor))
+    clientFactory = CountingFactory(clock=reactor)
+    client = (await clientFromString(reactor, address).connect(clientFactory)).receiver
     try:
         root = client.rootReference()
         assert await root.callRemote("echo", -1) == -1
         (server,) = factory.brokers
-        assert client.socket.sends == 1, "the preamble and the first call leave in one send"
-        client.socket.sends = server.socket.sends = 0
+        clientSocket, serverSocket = clientFactory.sockets[client], factory.sockets[server]
+        assert clientSocket.sends == 1, "the preamble and the first call leave in one send"
+        clientSocket.sends = serverSocket.sends = 0
         for i in range(50):
             assert await root.callRemote("echo", i) == i
-        assert (client.socket.sends, server.socket.sends) == (50, 50)
-        client.socket.sends = server.socket.sends = 0
+        assert (clientSocket.sends, serverSocket.sends) == (50, 50)
+        clientSocket.sends = serverSocket.sends = 0
         assert await gatherResults([root.callRemote("echo", i) for i in range(100)]) == list(range(100))
-        assert 1 <= client.socket.sends <= 100 and 1 <= server.socket.sends <= 100
+        assert 1 <= clientSocket.sends <= 100 and 1 <= serverSocket.sends <= 100
     finally:
         await client.disconnect()
         await port.stopListening()

@@ -248,6 +248,39 @@ class TransferTests(SynchronousTestCase):
         self.assertEqual(result.cuts, 3)
         self.assertEqual(self.served("stripedcut.bin"), self.data)
 
+    def test_sameShape(self) -> None:
+        """fetchFile takes what sendFile takes (service name, local path, the same keywords) and reports alike."""
+        sendProgress, fetchProgress = TransferProgress(), TransferProgress()
+        options = {"streams": 2, "retries": 3, "retryDelay": 0.01, "clock": self.network.clock}
+        sent = self.network.run(
+            Deferred.fromCoroutine(
+                sendFile(self.network.connect, self.source, "shape.bin", progress=sendProgress, **options)
+            )
+        )
+        target = os.path.join(self.directory, "shape.bin")
+        fetched = self.network.run(
+            Deferred.fromCoroutine(
+                fetchFile(self.network.connect, "shape.bin", target, progress=fetchProgress, **options)
+            )
+        )
+        self.assertEqual((type(sent), type(fetched)), (FileResult, FileResult))
+        self.assertEqual((sent.name, sent.size, sent.digest), (fetched.name, fetched.size, fetched.digest))
+        self.assertEqual((sent.payload, fetched.payload), (len(self.data), len(self.data)))
+        self.assertEqual((sendProgress.attempts, fetchProgress.attempts), (1, 1))
+        self.assertEqual((sendProgress.total, fetchProgress.total), (len(self.data), len(self.data)))
+
+    def test_fetchPathDefaultsToName(self) -> None:
+        """Without a path, fetchFile writes the service's name in the current directory (as sendFile names by path)."""
+        self.send("here.bin")
+        self.addCleanup(os.chdir, os.getcwd())
+        os.chdir(self.directory)
+        result = self.network.run(
+            Deferred.fromCoroutine(fetchFile(self.network.connect, "here.bin", clock=self.network.clock))
+        )
+        self.assertIsInstance(result, FileResult)
+        with open(os.path.join(self.directory, "here.bin"), "rb") as file:
+            self.assertEqual(file.read(), self.data)
+
     def test_fetchAfterCuts(self) -> None:
         """A download cut five times resumes into the same partial file and verifies."""
         self.send("f.bin")

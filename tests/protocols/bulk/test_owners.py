@@ -41,7 +41,7 @@ class StreamIdTests(SynchronousTestCase):
         """A stream id announced twice on one connection drops it with stream-id-reused, and releases the first."""
         pair = BulkPair(Store())
         quiet(pair)
-        pair.client.bulk._ids = itertools.repeat(7)  # a client that reuses its id
+        pair.client.bulk.streamIds = itertools.repeat(7)  # a client that reuses its id
         first = pair.root.callRemote("keep", Stream(payload(1000)))
         pair.flush()
         self.successResultOf(first)
@@ -109,8 +109,8 @@ class UploadOwnerTests(SynchronousTestCase):
         self.network.cut(pair)
         self.assertEqual(self.service.uploads, {})
         self.assertEqual(partFiles(self.directory), [])
-        self.assertTrue(all(assembly._fd is None for assembly in assemblies))
-        self.assertEqual(self.service._owned, {})
+        self.assertTrue(all(assembly.closed for assembly in assemblies))
+        self.assertEqual(self.service.owners.owned, {})
 
     def test_heldBytesKeptThenSwept(self) -> None:
         """An abandoned upload that holds bytes is closed, kept for a resume, and swept after abandonAfter."""
@@ -160,8 +160,8 @@ class UploadOwnerTests(SynchronousTestCase):
         for index in range(3):
             self.successResultOf(self.call(busy, "openUpload", f"o{index}", 10, "v"))
         released: list[str] = []
-        original = self.service._ownerLost
-        self.service._ownerLost = lambda channel, name: (released.append(name), original(channel, name))  # type: ignore[method-assign]
+        original = self.service.owners.ownerLost
+        self.service.owners.ownerLost = lambda channel, name: (released.append(name), original(channel, name))  # type: ignore[method-assign]
         root, pair = self.connect()
         self.successResultOf(self.call(root, "openUpload", "mine", 10, "v"))
         self.network.cut(pair)
@@ -189,7 +189,7 @@ class UploadOwnerTests(SynchronousTestCase):
         self.assertEqual(len(partFiles(self.directory)), 1)
         # The peer's CANCEL alone (the client's own stream keeps waiting).
         client = root.broker
-        client._send(Message((CANCEL, call.requestId)))
+        client.sendObject(Message((CANCEL, call.requestId)))
         for _ in range(50):
             self.network.step()
         self.assertEqual(partFiles(self.directory), [])
@@ -207,8 +207,8 @@ class UploadOwnerTests(SynchronousTestCase):
             self.network.step()
         channel = pair.server.bulk
         watched = [weakref.ref(self.service.uploads["l"])]
-        watched += [weakref.ref(receiving) for receiving in channel._incoming.values()]
-        watched += [weakref.ref(receiving.sink) for receiving in channel._incoming.values()]
+        watched += [weakref.ref(receiving) for receiving in channel.receivers()]
+        watched += [weakref.ref(receiving.sink) for receiving in channel.receivers()]
         self.assertEqual(len(watched), 5)
         del root
         gc.disable()
@@ -266,14 +266,14 @@ class DigestCacheTests(SynchronousTestCase):
         writeFile(os.path.join(directory, "big"), data)
         gate: Deferred[None] = Deferred()
         computed = []
-        original = service._hashFile
+        original = service.digests.hashFile
 
         async def slowHash(path: Any) -> bytes:
             computed.append(path)
             await gate
             return await original(path)
 
-        service._hashFile = slowHash  # type: ignore[method-assign]
+        service.digests.hashFile = slowHash  # type: ignore[method-assign]
         answers = [Deferred.fromCoroutine(service.stat("big")) for _ in range(64)]
         self.assertEqual(len(computed), 1)
         gate.callback(None)
@@ -344,8 +344,8 @@ class CancelledCallTests(SynchronousTestCase):
         pair.pump(5)
         self.assertGreater(stream.sentBytes, 0)
         call.cancel()
-        self.assertTrue(stream._outcome.fired)  # at once, not when the receiver answers
+        self.assertTrue(stream.done)  # at once, not when the receiver answers
         pair.flush()
         self.failureResultOf(call)
-        self.assertIsInstance(stream._outcome.failure.value, StreamReset)  # type: ignore[union-attr]
+        self.assertIsInstance(stream.failure.value, StreamReset)  # type: ignore[union-attr]
         self.assertEqual(partFiles(os.path.join(directory, "served")), [])

@@ -15,7 +15,7 @@ from twisted.logger import Logger
 from twisted.protocols.basic import FileSender
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing import EncodingError, Limits, Registry
+from framing import Decoder, EncodingError, Limits, Registry
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 from protocols.bulk import (
@@ -30,11 +30,9 @@ from protocols.bulk import (
     TransferResult,
 )
 from protocols.bulk.wire import (
-    DATA_FRAME_RECEIVED,
     DATA_OPEN_TYPE,
     Control,
     DataUnslicer,
-    StreamingDecoder,
     dataFramePieces,
 )
 from protocols.rpc import NoSuchMethod, RemoteViolation
@@ -48,7 +46,7 @@ CHUNK = SMALL.chunkSize
 def quiet(pair: BulkPair) -> list[dict[str, Any]]:
     """Send both brokers' log events to a list."""
     events: list[dict[str, Any]] = []
-    pair.server.log = pair.client.log = Logger(observer=events.append)
+    pair.server.connection.log = pair.client.connection.log = Logger(observer=events.append)
     return events
 
 
@@ -172,9 +170,11 @@ class WriteCountTests(SynchronousTestCase):
         registry = Registry(DEFAULT_REGISTRY)
         target = lambda *_: lambda offset, piece: pieces.append(piece)  # noqa: E731
         registry.add_unslicer(DATA_OPEN_TYPE, lambda limits: DataUnslicer(limits, target))
-        decoder = StreamingDecoder(registry=registry, preamble=False)
-        for write in writes:
-            self.assertEqual(decoder.feed(write), [DATA_FRAME_RECEIVED])
+        decoder = Decoder(registry=registry, preamble=False)
+        for count, write in enumerate(writes, 1):
+            self.assertEqual(decoder.feed(write), [])
+            self.assertTrue(decoder.at_boundary)
+            self.assertEqual(decoder.objects_completed, count)
         self.assertEqual(b"".join(pieces), data)
 
     def test_frameLayout(self) -> None:
@@ -326,7 +326,7 @@ class FlowControlTests(SynchronousTestCase):
         pair.root.callRemote("uploadSlow", "a", stream)
         pair.flush()
         consumer = store.sinks["a"]
-        receiving = pair.server.bulk._incoming[stream.streamId]
+        receiving = pair.server.bulk.receiverFor(stream.streamId)
         self.assertEqual(receiving.sinkReleased, len(consumer.data))
         self.assertLessEqual(stream.sentBytes - len(consumer.data), receiving.window)
         self.assertGreater(stream.sentBytes - len(consumer.data), receiving.window // 2)
@@ -340,7 +340,7 @@ class FlowControlTests(SynchronousTestCase):
         pair.root.callRemote("uploadSlow", "checked", checked)
         pair.root.callRemote("uploadSlow", "unchecked", unchecked)
         pair.flush()
-        windows = {s: pair.server.bulk._incoming[s.streamId].window for s in (checked, unchecked)}
+        windows = {s: pair.server.bulk.receiverFor(s.streamId).window for s in (checked, unchecked)}
         self.assertEqual(windows, {checked: SMALL.window // 2, unchecked: SMALL.window})
 
     def test_slowConsumerDrains(self) -> None:
@@ -408,7 +408,7 @@ class FlowControlTests(SynchronousTestCase):
         pair.root.callRemote("upload", stream)
         for _ in range(200):
             pair.pump()
-            receiving = pair.server.bulk._incoming.get(stream.streamId)
+            receiving = pair.server.bulk.receiverFor(stream.streamId)
             if receiving is not None:
                 self.assertLessEqual(stream.sentBytes - receiving.sinkReleased, SMALL.window)
         pair.flush()
@@ -551,7 +551,7 @@ class CancelTests(SynchronousTestCase):
         pair.flush()
         self.failureResultOf(done, StreamReset)
         stream.write(b"x" * 100_000)
-        self.assertEqual(stream._buffered, 0)
+        self.assertEqual(stream.buffered, 0)
 
     def test_receiveOnClosedConnection(self) -> None:
         """Receiving a stream whose connection is already gone fails at once."""

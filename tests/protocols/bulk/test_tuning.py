@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -12,8 +13,7 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from protocols import bulk
-from protocols.bulk import BulkBroker, BulkOptions, Stream
-from protocols.bulk.streams import _Receiving
+from protocols.bulk import BulkBroker, BulkOptions, Receiver, Stream
 from protocols.bulk.tuning import MIN_TUNED_RTT, RoundTrips, WindowTuner
 from protocols.guard import GuardPolicy, guard
 
@@ -68,7 +68,7 @@ class Latent:
         options: BulkOptions = OPTIONS,
         delay: float = DELAY,
         rate: float = RATE,
-        serverClass: type[BulkBroker] = BulkBroker,
+        serverClass: Callable[..., Any] = BulkBroker,
         guardPolicy: GuardPolicy | None = None,
     ) -> None:
         self.clock = Clock()
@@ -77,11 +77,11 @@ class Latent:
         if guardPolicy is not None:
             self.server = guard(self.server, guardPolicy, None, self.clock)
         self.client = BulkBroker(clock=self.clock, options=options)
-        self.pair = LatentPair(self.server, self.client, self.clock, delay, rate)
+        self.pair = LatentPair(self.server.connection, self.client.connection, self.clock, delay, rate)
         self.root = self.client.rootReference()
         self.pair.runUntil(lambda: False, 1.0)  # the connection settles
 
-    def upload(self, size: int, window: int | None = None) -> tuple[_Receiving, float]:
+    def upload(self, size: int, window: int | None = None) -> tuple[Receiver, float]:
         """Send C{size} bytes (no digest) and receive them; return the receiving side and the seconds taken."""
         started = self.clock.seconds()
         self.root.callRemote("keep", Stream(payload(size), digest=None))
@@ -92,7 +92,7 @@ class Latent:
         self.pair.runUntil(lambda: bool(done), 120.0)
         self.pair.runUntil(lambda: False, 1.0)  # DONE reaches the sender
         assert done and done[0].size == size, done
-        receiving = incoming._receiving
+        receiving = incoming.receiver
         assert receiving is not None
         return receiving, self.clock.seconds() - started
 
@@ -219,7 +219,7 @@ class AutotuneTests(SynchronousTestCase):
         latent.pair.runUntil(lambda: bool(latent.store.streams), 10.0)
         incoming = latent.store.streams[0]
         incoming.receive(latent.store.pieces.append)
-        receiving = incoming._receiving
+        receiving = incoming.receiver
         assert receiving is not None
         latent.pair.runUntil(lambda: receiving.announced > 0, 10.0)
         self.assertEqual((roundTrips.samples, roundTrips.probed), (1, 0))
@@ -276,9 +276,9 @@ class ProbeIsolationTests(SynchronousTestCase):
         latent = Latent()
         server: Any = latent.server
         answers: list[float] = []
-        server.sendPing().addCallback(answers.append)
+        server.connection.sendPing().addCallback(answers.append)
         receiving, _ = latent.upload(4 * MiB)
-        server.sendPing().addCallback(answers.append)
+        server.connection.sendPing().addCallback(answers.append)
         latent.pair.runUntil(lambda: False, 1.0)
         self.assertEqual(len(answers), 2)
         self.assertGreater(receiving.window, OPTIONS.window)
@@ -292,7 +292,7 @@ class ProbeIsolationTests(SynchronousTestCase):
         receiving, _ = latent.upload(4 * MiB)
         samples = server.bulk.roundTrips.samples
         latent.pair.runUntil(lambda: False, 10.0)
-        self.assertGreaterEqual(server.guard.pingsSent, 3)
+        self.assertGreaterEqual(server.connection.guard.pingsSent, 3)
         self.assertIsNone(server.failure)
         self.assertEqual(server.bulk.roundTrips.samples, samples)
         self.assertGreater(receiving.window, OPTIONS.window)
@@ -312,7 +312,7 @@ async def loopbackKeepsWindow(reactor: Any) -> None:
             incoming = store.streams[-1]
             result = await incoming.receive(lambda piece: None)
             assert result.size == 32 * MiB
-            receiving = incoming._receiving
+            receiving = incoming.receiver
             assert receiving is not None and receiving.tuner is not None
             assert receiving.window == BulkOptions().window, receiving.window
             assert (incoming.broker.bulk.roundTrips.base or 0) < MIN_TUNED_RTT, incoming.broker.bulk.roundTrips.base

@@ -8,11 +8,11 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import BlockBuffer, Decoder, Encoder, ProtocolError, Registry, Violation
 from framing.encoder import open_token
+from framing.slicing.constraints import Constraint
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import BYTES, CLOSE, INT, NEG, PREAMBLE, encode_header
 from protocols.bulk.wire import (
     CONTROL_OPEN_TYPE,
-    DATA_FRAME_RECEIVED,
     DATA_OPEN_TYPE,
     END,
     GRANT,
@@ -20,7 +20,6 @@ from protocols.bulk.wire import (
     ControlSlicer,
     ControlUnslicer,
     DataUnslicer,
-    StreamingDecoder,
     dataFramePieces,
 )
 
@@ -71,14 +70,14 @@ class DataFrameTests(SynchronousTestCase):
     def test_bodyStreamedInPieces(self) -> None:
         """Fed 1000 bytes at a time, a 100 kB body reaches its target in pieces, with offsets, holding nothing."""
         target = Target()
-        decoder = StreamingDecoder(registry=registry(target))
+        decoder = Decoder(registry=registry(target))
         body = payload(100_000)
         wire = PREAMBLE + frame(7, 5_000, body) + Encoder(registry(target)).encode([1, 2])
         results: list[Any] = []
         for start in range(0, len(wire), 1000):
             results += decoder.feed(wire[start : start + 1000])
             self.assertLessEqual(decoder.buffered, 1000)
-        self.assertEqual(results, [DATA_FRAME_RECEIVED, [1, 2]])
+        self.assertEqual(results, [[1, 2]])
         self.assertEqual(target.starts, [(7, 5_000, 100_000)])
         self.assertGreater(len(target.pieces), 90)
         self.assertEqual(b"".join(piece for _, piece in target.pieces), body)
@@ -89,7 +88,7 @@ class DataFrameTests(SynchronousTestCase):
     def test_wholeReadIsNotCopied(self) -> None:
         """A read that lies wholly inside a body is handed on as the same bytes object."""
         target = Target()
-        decoder = StreamingDecoder(registry=registry(target))
+        decoder = Decoder(registry=registry(target))
         body = payload(300_000)
         wire = frame(1, 0, body)
         head = len(wire) - len(body) - 1
@@ -101,9 +100,9 @@ class DataFrameTests(SynchronousTestCase):
     def test_droppedBody(self) -> None:
         """A frame whose stream is gone is skipped and the next object still decodes."""
         target = Target(refuse=True)
-        decoder = StreamingDecoder(registry=registry(target))
+        decoder = Decoder(registry=registry(target))
         wire = PREAMBLE + frame(3, 0, payload(5000)) + Encoder().encode("after")
-        self.assertEqual(feedInPieces(decoder, wire, 333), [DATA_FRAME_RECEIVED, "after"])
+        self.assertEqual(feedInPieces(decoder, wire, 333), ["after"])
         self.assertEqual(target.pieces, [])
 
     def test_badFrameRefused(self) -> None:
@@ -119,7 +118,7 @@ class DataFrameTests(SynchronousTestCase):
             + encode_header(CLOSE, 0)
             + Encoder().encode("next")
         )
-        results = StreamingDecoder(registry=registry(target)).feed(wire)
+        results = Decoder(registry=registry(target)).feed(wire)
         self.assertIsInstance(results[0], Violation)
         self.assertEqual(results[1], "next")
         self.assertEqual(target.pieces, [])
@@ -127,24 +126,41 @@ class DataFrameTests(SynchronousTestCase):
     def test_protocolErrorFromTarget(self) -> None:
         """A target that finds the frame breaks flow control drops the stream with its ProtocolError."""
         target = Target(fail=ProtocolError("too much"))
-        decoder = StreamingDecoder(registry=registry(target))
+        decoder = Decoder(registry=registry(target))
         self.assertRaises(ProtocolError, decoder.feed, PREAMBLE + frame(1, 0, b"x" * 100))
 
     def test_targetBugRefusesFrame(self) -> None:
         """A target that raises anything else refuses only that frame."""
         target = Target(fail=RuntimeError("bug"))
-        decoder = StreamingDecoder(registry=registry(target))
+        decoder = Decoder(registry=registry(target))
         results = decoder.feed(PREAMBLE + frame(1, 0, b"x" * 100) + Encoder().encode(5))
         self.assertIsInstance(results[0], Violation)
         self.assertEqual(results[1], 5)
 
     def test_plainDecoderStillDelivers(self) -> None:
-        """A decoder without streamed bodies delivers the body whole to the same target."""
+        """A decoder that streams no body (one under a constraint) delivers the body whole to the same target."""
+        target = Target()
+        decoder = Decoder(registry=registry(target), constraint=Constraint())
+        body = payload(2000)
+        self.assertEqual(decoder.feed(PREAMBLE + frame(2, 10, body)), [])
+        self.assertEqual(target.pieces, [(10, body)])
+
+    def test_frameCompletesNothing(self) -> None:
+        """A data frame yields nothing from feed, yet counts as a completed object and leaves a boundary."""
         target = Target()
         decoder = Decoder(registry=registry(target))
-        body = payload(2000)
-        self.assertEqual(decoder.feed(PREAMBLE + frame(2, 10, body)), [DATA_FRAME_RECEIVED])
-        self.assertEqual(target.pieces, [(10, body)])
+        self.assertEqual(decoder.feed(PREAMBLE + frame(2, 10, payload(2000)) * 3), [])
+        self.assertTrue(decoder.at_boundary)
+        self.assertEqual(decoder.objects_completed, 3)
+
+    def test_piecesAreBytes(self) -> None:
+        """Every piece handed to a target is bytes, even where the decoder offered a view into a read."""
+        target = Target()
+        decoder = Decoder(registry=registry(target))
+        wire = PREAMBLE + frame(1, 0, payload(3000)) + frame(1, 3000, payload(3000))
+        feedInPieces(decoder, wire, 1000)
+        self.assertTrue(all(type(piece) is bytes for _, piece in target.pieces))
+        self.assertEqual(b"".join(piece for _, piece in target.pieces), payload(3000) * 2)
 
 
 class ControlTests(SynchronousTestCase):

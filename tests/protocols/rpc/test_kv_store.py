@@ -66,7 +66,7 @@ class StoreTests(SynchronousTestCase):
 
     def connect(self, **kwargs: Any) -> RpcPair:
         pair = RpcPair(self.store, serverCallLimits=SERVER_CALL_LIMITS, **kwargs)
-        pair.server.log = pair.client.log = Logger(observer=self.events.append)
+        pair.server.connection.log = pair.client.connection.log = Logger(observer=self.events.append)
         return pair
 
     def call(self, pair: RpcPair, name: str, *args: Any) -> Deferred[Any]:
@@ -212,7 +212,7 @@ async def floodThenLeave(reactor: Any) -> None:
         (server,) = factory.brokers
         # Not the global log: until logging begins, Twisted keeps the last
         # 65,536 events, each naming its source, which would keep the broker.
-        server.log = Logger(observer=lambda event: None)
+        server.connection.log = Logger(observer=lambda event: None)
         lost = server.whenDisconnected()
         refs = [weakref.ref(server), weakref.ref(server.transport), weakref.ref(server.decoder)]
         del server

@@ -171,7 +171,7 @@ class TimeoutTests(SynchronousTestCase):
     def test_serverDefault(self) -> None:
         """Servers' brokers time their calls out after 30 s by default; clients' do not."""
         factory = serverFactory(Service())
-        self.assertEqual(factory.buildProtocol(None).callLimits, SERVER_CALL_LIMITS)
+        self.assertEqual(factory.buildProtocol(None).receiver.callLimits, SERVER_CALL_LIMITS)
         self.assertEqual(SERVER_CALL_LIMITS.call_timeout, 30.0)
         self.assertIsNone(self.pair.server.callLimits.call_timeout)
 
@@ -193,7 +193,7 @@ class TimeoutTests(SynchronousTestCase):
 def silence(pair: RpcPair) -> None:
     """Drop both brokers' log events (a list of them would hold the brokers, as each event's source)."""
     for broker in (pair.server, pair.client):
-        broker.log = Logger(observer=lambda event: None)
+        broker.connection.log = Logger(observer=lambda event: None)
 
 
 def forgetProtocols(pair: RpcPair) -> None:

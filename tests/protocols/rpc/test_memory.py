@@ -51,7 +51,7 @@ def quiet(*brokers: Broker) -> list[dict[str, Any]]:
     """Send the brokers' log events to a list instead of the global log."""
     events: list[dict[str, Any]] = []
     for broker in brokers:
-        broker.log = Logger(observer=events.append)
+        broker.connection.log = Logger(observer=events.append)
     return events
 
 

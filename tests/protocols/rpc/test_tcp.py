@@ -122,19 +122,23 @@ async def serveAndConnect(reactor: Any) -> None:
         await port.factory.disconnectAll()  # type: ignore[attr-defined]
 
 
-class RecordingBroker(Broker):
-    """A broker that records every write on the raw TCP transport, from the very first."""
-
-    def makeConnection(self, transport: Any) -> None:
-        self.recorded = recordWrites(transport)
-        super().makeConnection(transport)
-
-
 class RecordingFactory(BrokerFactory):
-    def buildProtocol(self, addr: Any) -> Broker:
-        broker = RecordingBroker(self.root, clock=self.clock)
-        broker.factory = self
-        return broker
+    """Makes brokers whose raw TCP transport's writes are recorded from the very first, in C{recorded}."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.recorded: dict[Broker, list[bytes]] = {}
+
+    def buildProtocol(self, addr: Any) -> Any:
+        connection = super().buildProtocol(addr)
+        broker, makeConnection = connection.receiver, connection.makeConnection
+
+        def recordingMakeConnection(transport: Any) -> None:
+            self.recorded[broker] = recordWrites(transport)
+            makeConnection(transport)
+
+        connection.makeConnection = recordingMakeConnection  # type: ignore[method-assign]
+        return connection
 
 
 async def writeCounts(reactor: Any) -> None:
@@ -146,26 +150,30 @@ async def writeCounts(reactor: Any) -> None:
     factory = RecordingFactory(Service(), clock=reactor)
     port = await serverFromString(reactor, LISTEN).listen(factory)
     server = Server(factory, port)
-    connecting = clientFromString(reactor, server.address).connect(RecordingFactory(clock=reactor))
+    clientFactory = RecordingFactory(clock=reactor)
+    connecting = clientFromString(reactor, server.address).connect(clientFactory)
     # Called in the connection's own reactor turn, as connect()'s callbacks are.
-    first = connecting.addCallback(lambda broker: (broker, broker.rootReference().callRemote("echo", "first")))
+    first = connecting.addCallback(
+        lambda connection: (connection.receiver, connection.receiver.rootReference().callRemote("echo", "first"))
+    )
     client, answer = await first
+    recorded = clientFactory.recorded[client]
     try:
-        assert len(client.recorded) == 1 and client.recorded[0].startswith(PREAMBLE + b"\x73rpc"), client.recorded
+        assert len(recorded) == 1 and recorded[0].startswith(PREAMBLE + b"\x73rpc"), recorded
         assert await answer == "first"
         (serving,) = factory.brokers
-        assert isinstance(serving, RecordingBroker)
+        servingRecorded = factory.recorded[serving]
         root = client.rootReference()
         for i in range(20):
             assert await root.callRemote("echo", i) == i
-        assert messagesPerWrite(client.recorded) == [1] * 21
+        assert messagesPerWrite(recorded) == [1] * 21
         # The server's preamble may leave alone (a write of no message) before the first call comes.
-        answered = messagesPerWrite(serving.recorded)
+        answered = messagesPerWrite(servingRecorded)
         assert [count for count in answered if count] == [1] * 21, answered
         # Made from the callback of the 20th answer, so inside one read: one write.
         assert await gatherResults([root.callRemote("echo", i) for i in range(100)]) == list(range(100))
-        assert messagesPerWrite(client.recorded)[21:] == [100]
-        answers = messagesPerWrite(serving.recorded)[len(answered) :]
+        assert messagesPerWrite(recorded)[21:] == [100]
+        answers = messagesPerWrite(servingRecorded)[len(answered) :]
         assert sum(answers) == 100 and 0 not in answers, answers
     finally:
         await client.disconnect()

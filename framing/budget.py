@@ -1,0 +1,190 @@
+"""ObjectBudget: what one top-level object being decoded may cost.
+
+Contract: the values in a top-level object, and the memory it will hold
+beyond its wire bytes, are counted as it is built (each container's own size
+from its OPEN, then per item a slot and a small allowance for the item's
+object, plus a set's or dict's hash tracker), and the object is over budget
+past C{Limits.max_object_items} items or C{Limits.max_object_memory} bytes.
+For the built-in containers the count costs nothing per item: it is settled
+at checkpoints (each OPEN and CLOSE, and when a container reaches the cap on
+its length that the last checkpoint gave it from what was left of the
+budget), so a scalar still costs the decoder one handler call and one
+unslicer call.  The children of other unslicers (user types) are counted one
+by one on their way in (L{ObjectBudget.receive_counted}), at one more call
+each.  Each checkpoint is O(1).  Worst-case costs per wire byte, per type:
+C{docs/costs.md}.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import ObjectTooCostly, TooManyItems, Violation
+from .limits import Limits
+
+DEFAULT_OPEN_COST = 64
+"""Bytes charged at the OPEN of an unslicer that declares no C{open_cost}."""
+DEFAULT_ITEM_COST = 56
+"""Bytes charged per child of an unslicer outside the budget."""
+
+
+class ObjectBudget:
+    """
+    The running count of one decoder's top-level object.
+
+    @ivar items: items of the object being built, as of the last checkpoint.
+    @ivar cost: its estimated bytes beyond its wire bytes, as of the last
+        checkpoint.
+    @ivar innermost_budgeted: whether the innermost open container keeps the
+        count itself (a built-in one, with C{items}, C{cap}, C{settled} and
+        C{extra}).
+    """
+
+    __slots__ = ("_stack", "cost", "innermost_budgeted", "items", "max_items", "max_memory")
+
+    def __init__(self, limits: Limits, stack: list[Any]) -> None:
+        self.items = 0
+        self.cost = 0
+        self.innermost_budgeted = False
+        self.max_items = limits.max_object_items
+        self.max_memory = limits.max_object_memory
+        self._stack = stack
+
+    def reset(self) -> None:
+        """Nothing is being built any more."""
+        self.items = self.cost = 0
+        self.innermost_budgeted = False
+
+    def top_terms(self, unslicer: Any) -> tuple[int, int]:
+        """
+        The cost and the cap of a budgeted unslicer's class when it opens a
+        top-level object (class attributes: the same for all its instances).
+        """
+        cost: int = unslicer.open_cost
+        cap = min(self.max_items, (self.max_memory - cost) // unslicer.worst_item_cost)
+        return cost, max(cap, 0)
+
+    def open_top(self, unslicer: Any, budgeted: bool, cost: int, cap: int) -> bool:
+        """A top-level container opened with its class's terms; return True if that is over budget."""
+        if budgeted and cap < unslicer.cap:
+            unslicer.cap = cap
+        self.items, self.cost = 0, cost
+        self.innermost_budgeted = budgeted
+        return cost > self.max_memory
+
+    def open_nested(self, unslicer: Any, budgeted: bool) -> bool:
+        """
+        Checkpoint at a nested OPEN: settle the parent (it stops growing
+        while this child is open), charge the child's own size and give it a
+        cap; return True if the object is now over budget.  (L{settle} and
+        C{allow} written out: this runs for every container.)
+        """
+        items, cost = self.items, self.cost
+        if self.innermost_budgeted:
+            parent = self._stack[-1]
+            length = len(parent.items)
+            if length != parent.settled:
+                items += length - parent.settled
+                cost += (length - parent.settled) * parent.item_cost
+                parent.settled = length
+            if parent.extra:
+                cost += parent.extra
+                parent.extra = 0
+        if budgeted:
+            cost += unslicer.open_cost
+            more = (self.max_memory - cost) // unslicer.worst_item_cost
+            left = self.max_items - items
+            more = left if left < more else more
+            if more < unslicer.cap:
+                unslicer.cap = more if more > 0 else 0
+        else:
+            cost += getattr(unslicer, "open_cost", DEFAULT_OPEN_COST)
+        self.items, self.cost = items, cost
+        self.innermost_budgeted = budgeted
+        return items > self.max_items or cost > self.max_memory
+
+    def settle(self, unslicer: Any) -> None:
+        """Charge what a built-in container gained since its last checkpoint."""
+        length = len(unslicer.items)
+        gained = length - unslicer.settled
+        if gained:
+            unslicer.settled = length
+            self.items += gained
+            self.cost += gained * unslicer.item_cost
+        if unslicer.extra:
+            self.cost += unslicer.extra
+            unslicer.extra = 0
+
+    def checkpoint(self) -> None:
+        """
+        Settle the innermost container; give it a cap from what is left of
+        the budget.
+
+        @raise Violation: the object is over budget.
+        """
+        top = self._stack[-1]
+        self.settle(top)
+        items_left = self.max_items - self.items
+        memory_left = self.max_memory - self.cost
+        if items_left < 0 or memory_left < 0:
+            raise self.over_budget()
+        top.allow(items_left, memory_left)
+
+    def recap(self) -> None:
+        """
+        The innermost container reached its cap: checkpoint, and let it take
+        at least one more item (at the budget's edge: that one, then the
+        next checkpoint).
+
+        @raise Violation: the object is over budget.
+        """
+        self.checkpoint()
+        top = self._stack[-1]
+        if top.cap <= len(top.items):
+            top.cap = len(top.items) + 1
+
+    def closed_child(self, unslicer: Any, parent: Any, parent_budgeted: bool) -> bool:
+        """
+        Checkpoint at the CLOSE of a child container: settle it, recap its
+        parent (the child spent budget the parent's cap assumed); return
+        True if the object is over budget.  (L{settle} and C{allow} written
+        out: this runs for every container.)
+        """
+        items, cost = self.items, self.cost
+        try:  # (getattr with a default costs a call)
+            budgeted = unslicer.budgeted
+        except AttributeError:
+            budgeted = False
+        if budgeted:
+            length = len(unslicer.items)
+            items += length - unslicer.settled
+            cost += (length - unslicer.settled) * unslicer.item_cost + unslicer.extra
+            self.items, self.cost = items, cost
+        self.innermost_budgeted = parent_budgeted
+        if items > self.max_items or cost > self.max_memory:
+            return True
+        if parent_budgeted:
+            more = (self.max_memory - cost) // parent.worst_item_cost
+            left = self.max_items - items
+            more = len(parent.items) + (left if left < more else more)
+            parent.cap = more if more < parent.max_length else parent.max_length
+        return False
+
+    def receive_counted(self, obj: Any) -> None:
+        """
+        Deliver a child to an unslicer outside the budget (a user type),
+        counting it on the way: such unslicers keep no cap.
+
+        @raise Violation: the object is over budget.
+        """
+        self.items += 1
+        self.cost += DEFAULT_ITEM_COST
+        if self.items > self.max_items or self.cost > self.max_memory:
+            raise self.over_budget()
+        self._stack[-1].receive_child(obj)
+
+    def over_budget(self) -> Violation:
+        """The refusal of an object over budget."""
+        if self.items > self.max_items:
+            return TooManyItems(f"object has more than {self.max_items} items in all")
+        return ObjectTooCostly(f"object would hold more than {self.max_memory} bytes beyond its wire bytes (estimated)")

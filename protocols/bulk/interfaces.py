@@ -1,0 +1,129 @@
+"""The seams inside one bulk connection: what streams may ask of their channel, and back.
+
+Contract: a stream (a sending L{protocols.bulk.Stream} or a receiving
+L{protocols.bulk.Receiver}) talks to its connection only through an
+L{IStreamHost} (the L{protocols.bulk.BulkChannel} implements it), and the
+channel talks to a stream only through L{ISendingStream} or
+L{IReceivingStream}.  Neither side imports the other's module, and neither
+touches the other's private members, so a stream can be driven by a test
+host and the channel's scheduling changed without reading the streams.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from twisted.python.failure import Failure
+
+from .options import BulkOptions
+from .tuning import RoundTrips
+
+
+class ISendingStream(Protocol):
+    """What the channel asks of an outgoing stream."""
+
+    streamId: int | None
+
+    def announce(self, host: IStreamHost, streamId: int) -> None:
+        """The stream is being encoded into a message, as C{streamId} on C{host}."""
+
+    def takeBack(self) -> None:
+        """The message announcing it was never sent: it may be sent again."""
+
+    def sendOne(self) -> bool:
+        """Send one data frame if it can; return whether it may send more at once."""
+
+    def grantReceived(self, count: int) -> None:
+        """The receiver granted C{count} more bytes of credit."""
+
+    def doneReceived(self, digest: bytes | None) -> None:
+        """The receiver has everything (verified, with C{digest} if one was used)."""
+
+    def cancelReceived(self, code: str, message: str) -> None:
+        """The receiver does not want the stream (any more)."""
+
+    def callFailed(self, failure: Failure) -> None:
+        """The call whose message announced the stream failed."""
+
+    def connectionLost(self, reason: Failure) -> None:
+        """The connection is gone."""
+
+
+class IReceivingStream(Protocol):
+    """What the channel asks of an incoming stream being received."""
+
+    streamId: int
+
+    def frameStarting(self, offset: int, length: int) -> Callable[[int, bytes], None] | None:
+        """
+        A data frame's header arrived: where its body's pieces go, or
+        C{None} to drop them.
+
+        @raise protocols.bulk.FlowControlError: it goes past the credit granted.
+        """
+
+    def endReceived(self, size: int | None, digest: bytes | None) -> None:
+        """The sender sent everything: the object's size and digest."""
+
+    def abortReceived(self, code: str, message: str) -> None:
+        """The sender abandoned the stream."""
+
+    def connectionLost(self, reason: Failure) -> None:
+        """The connection is gone."""
+
+
+class IStreamHost(Protocol):
+    """
+    What a stream may ask of its connection's channel.
+
+    @ivar options: the connection's L{BulkOptions}.
+    @ivar clock: its C{IReactorTime}.
+    @ivar hashReactor: the reactor hashing threads report to, or C{None}
+        (hash inline).
+    @ivar roundTrips: the connection's base round-trip estimate.
+    """
+
+    options: BulkOptions
+    clock: Any
+    hashReactor: Any
+    roundTrips: RoundTrips
+
+    @property
+    def up(self) -> bool:
+        """Whether the connection is up, so streams can start."""
+
+    @property
+    def autotuning(self) -> bool:
+        """Whether a receiver's window may grow past L{BulkOptions.window}."""
+
+    @property
+    def protocol(self) -> Any:
+        """The RPC broker of the connection (built by L{protocols.bulk.BulkBroker})."""
+
+    def sendControl(self, op: int, streamId: Any, *values: Any) -> None:
+        """Send one control message, if the connection is up."""
+
+    def sendData(self, streamId: int, offset: int, data: bytes) -> None:
+        """Write one data frame with one transport write."""
+
+    def wake(self, stream: ISendingStream) -> None:
+        """C{stream} may be able to send: send what can be sent now."""
+
+    def wakeSoon(self, stream: ISendingStream) -> None:
+        """As L{wake}, at the end of this reactor turn."""
+
+    def streamOver(self, stream: ISendingStream) -> None:
+        """An outgoing stream is over (done or failed): forget it."""
+
+    def receiverStarted(self, receiver: IReceivingStream) -> None:
+        """An incoming stream started receiving: route its frames and controls to C{receiver}."""
+
+    def receiverOver(self, receiver: IReceivingStream) -> None:
+        """An incoming stream is over: forget it."""
+
+    def droppedUnread(self, streamId: int) -> None:
+        """An incoming stream was dropped before being received: tell the sender."""
+
+    def cancelledUnread(self, streamId: int) -> None:
+        """An incoming stream was cancelled before being received (the cancel was sent)."""

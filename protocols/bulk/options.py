@@ -1,0 +1,94 @@
+"""BulkOptions: how a connection moves streams, one frozen record.
+
+Contract: every field has a documented default and the reason for it; a
+bad value fails at construction (C{ValueError}), never later on the wire.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KiB = 1024
+MiB = 1024 * KiB
+
+
+@dataclass(frozen=True)
+class BulkOptions:
+    """
+    How a connection moves streams.  The defaults were measured on loopback
+    TCP (see C{tests/benchmarks/bench_bulk.py}).
+
+    @ivar chunkSize: payload bytes per data frame, hence per transport
+        write.  1 MiB: per-frame costs (a reactor turn, four headers) vanish
+        against the copy, and a frame is still small next to the window.
+    @ivar window: the most bytes a receiver keeps in its care per stream
+        (received but not yet written and hashed) to begin with, and always
+        at least; the sender never has more than the window in flight.
+        1.875 MiB: less than two chunks, so a connection cut mid-stream on a
+        LAN loses (and a resume resends) less than two chunks, and enough
+        that a reactor turn's delay on either side does not starve the
+        pipe.  A receiver that hashes in the reactor thread starts from half
+        (it takes bytes in about half as fast, and a small call waits behind
+        what is in flight: the same time, not the same bytes).  Over a
+        latent link a fixed window caps a stream at about C{window / RTT};
+        see C{maxWindow}.
+    @ivar maxWindow: how far a stream's window may grow on its own
+        (autotuning).  The receiver measures the path's base round-trip
+        time (each stream's first grant to its first frame, and PINGs) and
+        each stream's delivery rate over a few round trips; while the window is what holds the stream back (the sender
+        keeps running out of credit), it raises the window to twice the
+        bytes delivered per base round trip, up to this.  32 MiB: a 100 ms
+        path at up to 160 MiB/s.  Paths with a base RTT under 25 ms
+        (loopback, a LAN; see L{protocols.bulk.tuning.MIN_TUNED_RTT}) keep
+        C{window}, so nothing changes there.  0 (or anything up to C{window}) turns
+        autotuning off, and its probes with it.  A window given to
+        L{IncomingStream.receive} is kept as it is.
+    @ivar grantStep: credit goes back to the sender in steps of at least
+        this many bytes (and of a quarter of the window, if that is less),
+        so grants cost a small message per step, not per socket read; a
+        sender waits for as much credit before a frame smaller than a chunk.
+    @ivar hashing: where the digest of data in flight is computed.
+        C{"inline"} (the default): in the reactor thread, piece by piece as
+        it is sent or received; on two cores shared by both ends this
+        measured faster than handing pieces to a thread, and calls stay
+        prompt since a piece is at most one socket read or one chunk.
+        C{"thread"}: in a worker thread per stream (C{hashlib} releases the
+        GIL), for machines with cores to spare.  Hashing that must read
+        bytes back (a stream sent in part, an assembly) always uses a
+        thread when the reactor has them; a test clock never does.
+    @ivar hashBudget: how far hashing may lag behind the data, in bytes,
+        on either side, before the stream waits for it.  The bytes it holds
+        have already arrived (a cut loses none of them), so this is memory,
+        not window: 8 MiB lets the hashing thread smooth over the moments
+        the reactor thread and the peer keep the CPU busy.
+    @ivar readSize: bytes asked of the socket per read on a TCP connection
+        (Twisted's default is 64 KiB); larger reads mean fewer reactor turns
+        per megabyte.  C{None} leaves the transport alone.
+    @ivar sendLimit: most bytes handed to the socket per reactor turn on a
+        TCP connection (Twisted's default is 128 KiB).  C{None} leaves the
+        transport alone.
+    @ivar maxStreams: the most incoming streams the peer may have live on
+        the connection at once (announced and neither received to the end,
+        failed, cancelled nor dropped unread); one more is a
+        L{TooManyStreams} protocol error.  64: each may hold a window of
+        memory and an open file, and a client stripes a file over
+        connections, not over streams of one connection.
+    """
+
+    chunkSize: int = 1 * MiB
+    window: int = 1920 * KiB
+    maxWindow: int = 32 * MiB
+    grantStep: int = 512 * KiB
+    hashing: str = "inline"
+    hashBudget: int = 8 * MiB
+    readSize: int | None = 256 * KiB
+    sendLimit: int | None = 1 * MiB
+    maxStreams: int = 64
+
+    def __post_init__(self) -> None:
+        if self.chunkSize <= 0 or self.window <= 0 or self.grantStep <= 0 or self.maxStreams <= 0:
+            raise ValueError("chunkSize, window, grantStep and maxStreams must be positive")
+        if self.maxWindow < 0:
+            raise ValueError("maxWindow must be 0 (no autotuning) or more")
+        if self.hashing not in ("thread", "inline"):
+            raise ValueError("hashing is 'thread' or 'inline'")

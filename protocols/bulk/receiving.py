@@ -1,0 +1,414 @@
+"""Receiving: an L{IncomingStream}, what a receiver is handed, and the L{Receiver} that takes it in.
+
+Contract: a L{Receiver} hands each piece to its sink as it arrives and
+returns credit only for pieces the sink and the hasher have released, in
+steps of at least C{grantStep} bytes, keeping at most C{window} bytes in
+its care (a window that a L{WindowTuner} may grow, never shrink, when
+autotuning is on); it verifies the digest before the sink is told the data
+is complete, and a mismatch fails the transfer with L{IntegrityError} and
+tells the sink to drop what it holds.  Per piece the cost is O(1).
+
+Its life is the table L{RECEIVING_TRANSITIONS}::
+
+    IDLE --start (first grant sent)--> RECEIVING --END received--> ENDED
+    ENDED --all released--> VERIFYING --sink completed--> DONE
+    IDLE, RECEIVING, ENDED, VERIFYING --fail--> FAILED
+
+It talks to its connection only through an L{IStreamHost}.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionDone
+from twisted.python.failure import Failure
+
+from .errors import FlowControlError, IntegrityError, StreamReset
+from .integrity import OrderedHasher
+from .interfaces import IStreamHost
+from .outcome import Outcome, TransferResult
+from .sinks import Sink, makeSink
+from .states import Named, Transitions
+from .tuning import WindowTuner
+from .wire import CANCEL, GRANT
+from .wire import DONE as DONE_OP
+
+
+class IncomingStream:
+    """
+    A stream the peer is sending: what a remote method receives for a
+    L{Stream} argument, or a caller for a L{Stream} result.  Nothing is sent
+    until L{receive} names where the bytes go; dropping an incoming stream
+    unread (or L{cancel}) tells the sender it is not wanted.
+
+    @ivar size: the announced size, or C{None} if the sender does not know it.
+    @ivar digestName: the digest the sender will send, or C{None}.
+    @ivar streamId: the sender's id for it on this connection.
+    @ivar receiver: its L{Receiver} once L{receive} was called, else C{None}.
+    """
+
+    def __init__(self, host: IStreamHost, streamId: int, size: int | None, digestName: str | None) -> None:
+        self._host = host
+        self.streamId = streamId
+        self.size = size
+        self.digestName = digestName
+        self.receiver: Receiver | None = None
+        self._dropped = weakref.finalize(self, host.droppedUnread, streamId)
+        self._dropped.atexit = False
+
+    def __repr__(self) -> str:
+        return f"<IncomingStream {self.streamId} of {self.size} bytes>"
+
+    @property
+    def broker(self) -> Any:
+        """The RPC broker (built by L{protocols.bulk.BulkBroker}) of the connection the stream arrives on."""
+        return self._host.protocol
+
+    @property
+    def receivedBytes(self) -> int:
+        """Payload bytes received so far."""
+        return self.receiver.received if self.receiver is not None else 0
+
+    def receive(self, sink: Any, *, verify: bool = True, window: int | None = None) -> Deferred[TransferResult]:
+        """
+        Start the transfer into C{sink}: a path, a binary file object, an
+        C{IConsumer}, a callable taking each piece (it may return a Deferred
+        or be async), or a L{Sink}.
+
+        @param verify: check the sender's digest (when it sends one).
+        @param window: the most bytes in this side's care at once, kept as
+            given (default: the connection's L{BulkOptions.window}, grown up
+            to L{BulkOptions.maxWindow} while the window is what holds the
+            stream back on a latent path).
+        @return: a L{Deferred} firing with the L{TransferResult} once all of
+            it arrived, verified, and the sink completed (a file renamed into
+            place); failing with L{IntegrityError}, L{StreamReset}, the sink's
+            error, or the reason the connection was lost.
+        @raise RuntimeError: if called twice.
+        """
+        if self.receiver is not None:
+            raise RuntimeError("an incoming stream can be received only once")
+        self._dropped.detach()
+        receiver = Receiver(self._host, self.streamId, self.size, self.digestName, makeSink(sink), verify, window)
+        self.receiver = receiver
+        return receiver.start()
+
+    def cancel(self, reason: str = "the receiver cancelled the stream") -> None:
+        """Tell the sender the stream is not wanted (or no longer wanted)."""
+        self._dropped.detach()
+        if self.receiver is not None:
+            self.receiver.abandon(StreamReset("cancelled", reason), "cancelled")
+        else:
+            self._host.cancelledUnread(self.streamId)
+            self._host.sendControl(CANCEL, self.streamId, "cancelled", reason)
+
+
+class ReceiveState(Named):
+    """Where a receiver is in its life (see the module docstring)."""
+
+    IDLE = "idle"
+    RECEIVING = "receiving"
+    ENDED = "ended"
+    VERIFYING = "verifying"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class ReceiveEvent(Named):
+    """What moves a receiver from one state to the next."""
+
+    START = "start"
+    END = "end"
+    ALL_RELEASED = "all released"
+    COMPLETED = "completed"
+    FAIL = "fail"
+
+
+IDLE, RECEIVING, ENDED, VERIFYING, DONE, FAILED = ReceiveState
+_LIVE = frozenset((IDLE, RECEIVING, ENDED, VERIFYING))
+
+RECEIVING_TRANSITIONS: Transitions[ReceiveState, ReceiveEvent] = Transitions(
+    "receiving",
+    {
+        (IDLE, ReceiveEvent.START): RECEIVING,
+        (RECEIVING, ReceiveEvent.END): ENDED,
+        (ENDED, ReceiveEvent.ALL_RELEASED): VERIFYING,
+        (VERIFYING, ReceiveEvent.COMPLETED): DONE,
+        **{(state, ReceiveEvent.FAIL): FAILED for state in _LIVE},
+    },
+)
+
+
+class Receiver:
+    """
+    The receiving side of one stream: routing pieces to the sink, credit,
+    verification (see the module docstring).
+
+    @ivar state: its L{ReceiveState}.
+    @ivar window: the most bytes in its care at once (it may grow).
+    @ivar grantStep: the smallest grant it sends.
+    @ivar tuner: its L{WindowTuner}, or C{None} if the window is fixed.
+    @ivar announced: body bytes announced by frame headers so far.
+    @ivar received: body bytes received so far.
+    @ivar sinkReleased: bytes the sink is done with.
+    @ivar hashReleased: bytes the hasher is done with.
+    @ivar granted: credit granted so far.
+    """
+
+    def __init__(
+        self,
+        host: IStreamHost,
+        streamId: int,
+        size: int | None,
+        digestName: str | None,
+        sink: Sink,
+        verify: bool,
+        window: int | None,
+    ) -> None:
+        # The handle's fields, not the handle: it holds this object, and a
+        # finished pair must go without a garbage collection.
+        self.host = host
+        self.streamId = streamId
+        self.size = size
+        self.digestName = digestName
+        self.sink = sink
+        self.state = IDLE
+        algorithm = digestName if verify and not sink.verifies else None
+        self.hasher = OrderedHasher(algorithm, None, host.hashReactor) if algorithm is not None else None
+        self.window, self.grantStep, self.tuner = self._windowFor(window)
+        self.announced = 0
+        self.received = 0
+        self.sinkReleased = 0
+        self.hashReleased = 0
+        self.granted = 0
+        self.startedAt = 0.0  # when the first grant was sent
+        self.ended: tuple[int | None, bytes | None] | None = None
+        self.outcome = Outcome()
+
+    def _windowFor(self, window: int | None) -> tuple[int, int, WindowTuner | None]:
+        options = self.host.options
+        # A window asked for by name is kept; the connection's may grow.
+        tunable = window is None and self.host.autotuning
+        if window is None:
+            window = options.window
+            if self.hasher is not None and self.host.hashReactor is None:
+                # Hashing in the reactor thread about halves how fast this
+                # side takes bytes in; a call waits behind what is in flight,
+                # so keep that to the same time, not the same bytes.
+                window //= 2
+        # Steps stay those of the starting window: a grown window only
+        # means more steps in flight.
+        step = min(options.grantStep, max(window // 4, 1))
+        # A sender sends no frame smaller than its credit step (a quarter of
+        # the first grant, at most grantStep): less than a step left means
+        # it ran out of credit.
+        tuner = WindowTuner(window, options.maxWindow, step, self.host.roundTrips) if tunable else None
+        return window, step, tuner
+
+    def _advance(self, event: ReceiveEvent) -> None:
+        self.state = RECEIVING_TRANSITIONS.next(self.state, event)
+
+    def start(self) -> Deferred[TransferResult]:
+        """Start the sink and grant the first window; the result of L{IncomingStream.receive}."""
+        done: Deferred[TransferResult] = self.outcome.wait(self._receiveCancelled)
+        if not self.host.up:
+            self._advance(ReceiveEvent.FAIL)
+            self.outcome.fail(ConnectionDone("the stream's connection is closed"))
+            return done
+        try:
+            self.sink.start(self.size, self._sinkFailed)
+        except Exception as error:
+            self.abandon(error, "sink-failed")
+            return done
+        self._advance(ReceiveEvent.START)
+        self.host.receiverStarted(self)
+        self.startedAt = self.host.clock.seconds()
+        self._grant(self.window)
+        return done
+
+    def _grant(self, count: int) -> None:
+        self.granted += count
+        if self.tuner is not None:
+            self.tuner.granted(self.host.clock.seconds(), self.granted)
+        self.host.sendControl(GRANT, self.streamId, count)
+
+    # -- data ----------------------------------------------------------------------
+
+    def frameStarting(self, offset: int, length: int) -> Callable[[int, bytes], None] | None:
+        """
+        A frame's header arrived: check it against flow control and the
+        stream's shape.  Returns where its body's pieces go, or C{None} to
+        drop them.
+
+        @raise FlowControlError: it exceeds the credit.
+        """
+        if self.announced + length > self.granted:
+            raise FlowControlError(
+                f"stream {self.streamId}: {self.announced + length} bytes sent, {self.granted} granted"
+            )
+        size = self.size
+        if self.sink.sequential and offset != self.announced:
+            self.abandon(StreamReset("out-of-order", f"data at {offset}, expected {self.announced}"), "out-of-order")
+            return None
+        if size is not None and offset + length > size:
+            self.abandon(StreamReset("size", f"data past the announced size of {size} bytes"), "size")
+            return None
+        tuner = self.tuner
+        now = self.host.clock.seconds()
+        if tuner is not None and self.announced == 0:
+            # The sender sent nothing before the first grant: a round trip.
+            self.host.roundTrips.sample(now - self.startedAt)
+        self.announced += length
+        if tuner is not None and tuner.frameArrived(now, self.announced, self.received):
+            # Grant the difference now: the sender is waiting for it.
+            self.window = tuner.window
+            self._released()
+        return self.piece
+
+    def piece(self, offset: int, data: bytes) -> None:
+        """One piece of a frame's body, as it came off the socket."""
+        if self.state not in _LIVE:
+            return
+        self.received += len(data)
+        try:
+            self.sink.write(offset, data, self._sinkRelease)
+        except Exception as error:
+            self.abandon(error, "sink-failed")
+            return
+        if self.hasher is not None:
+            self.hasher.offer(offset, data, self._hashRelease)
+
+    def _sinkRelease(self, count: int) -> None:
+        self.sinkReleased += count
+        self._released()
+
+    def _hashRelease(self, count: int) -> None:
+        self.hashReleased += count
+        self._released()
+
+    def _released(self) -> None:
+        state = self.state
+        if state is RECEIVING:
+            more = self._releasedBytes() + self.window - self.granted
+            if more >= self.grantStep:
+                self._grant(more)
+        elif state is ENDED and self._releasedBytes() == self.received:
+            self._finish()
+
+    def _releasedBytes(self) -> int:
+        released = self.sinkReleased
+        if self.hasher is not None:
+            # Hashing may lag behind the sink by up to hashBudget bytes
+            # without holding up credit (those bytes have arrived: a cut
+            # would not lose them).
+            released = min(released, self.hashReleased + self.host.options.hashBudget)
+        return released
+
+    def endReceived(self, size: int | None, digest: bytes | None) -> None:
+        """The sender sent everything; a repeated END changes nothing."""
+        if self.state is not RECEIVING:
+            return
+        self._advance(ReceiveEvent.END)
+        self.ended = (size, digest)
+        self._released()
+
+    # -- the end -------------------------------------------------------------------------
+
+    def _finish(self) -> None:
+        self._advance(ReceiveEvent.ALL_RELEASED)
+        assert self.ended is not None
+        size, digest = self.ended
+        if size is None or (not self.sink.verifies and self.received != size):
+            self.abandon(StreamReset("size", f"received {self.received} bytes, the sender said {size}"), "size")
+            return
+        if self.hasher is None:
+            self._verified(None, size)
+            return
+        if digest is None:
+            self.abandon(IntegrityError("the sender sent no digest"), "integrity")
+            return
+        self.hasher.finish(size).addCallbacks(
+            self._hashed, lambda f: self.abandon(f.value, "integrity"), callbackArgs=(size, digest)
+        )
+
+    def _hashed(self, actual: bytes, size: int, expected: bytes) -> None:
+        if actual != expected:
+            error = IntegrityError(
+                f"{self.digestName} mismatch: sent {expected.hex()}, received {actual.hex()}",
+                expected.hex(),
+                actual.hex(),
+            )
+            self.abandon(error, "integrity")
+            return
+        self._verified(actual, size)
+
+    def _verified(self, digest: bytes | None, size: int) -> None:
+        try:
+            completed = self.sink.complete()
+        except Exception as error:
+            self.abandon(error, "sink-failed")
+            return
+        if completed is None:
+            self._completed(None, digest, size)
+        else:
+            completed.addCallbacks(
+                self._completed, lambda f: self.abandon(f.value, "sink-failed"), callbackArgs=(digest, size)
+            )
+
+    def _completed(self, _: object, digest: bytes | None, size: int) -> None:
+        if self.state is not VERIFYING:
+            return
+        self._advance(ReceiveEvent.COMPLETED)
+        self.host.sendControl(DONE_OP, self.streamId, digest)
+        self.host.receiverOver(self)
+        algorithm = self.digestName if digest is not None else None
+        self.sink = _SPENT
+        self.outcome.succeed(TransferResult(size, digest, algorithm, self.received))
+
+    def _receiveCancelled(self) -> None:
+        self.abandon(StreamReset("cancelled", "the receiver cancelled the transfer"), "cancelled")
+
+    def _sinkFailed(self, error: BaseException) -> None:
+        self.abandon(error, "sink-failed")
+
+    def abandon(self, error: BaseException, code: str | None) -> None:
+        """Fail the transfer; tell the sender (with C{code}) unless the connection is gone."""
+        if self.state not in _LIVE:
+            return
+        if code is not None:
+            self.host.sendControl(CANCEL, self.streamId, code, str(error)[:512])
+        self._drop(error)
+
+    def abortReceived(self, code: str, message: str) -> None:
+        """The sender abandoned the stream: the transfer fails with its reason."""
+        self._drop(IntegrityError(message) if code == "integrity" else StreamReset(code, message))
+
+    def connectionLost(self, reason: Failure) -> None:
+        """The connection is gone: the transfer fails with its reason."""
+        error = reason.value
+        assert error is not None
+        self._drop(error)
+
+    def _drop(self, error: BaseException) -> None:
+        if self.state not in _LIVE:
+            return
+        self._advance(ReceiveEvent.FAIL)
+        self.host.receiverOver(self)
+        if self.hasher is not None:
+            self.hasher.abort()
+        sink, self.sink = self.sink, _SPENT
+        try:
+            sink.fail(error)
+        finally:
+            del sink  # this frame may outlive the call (see BulkChannel.connectionLost)
+            self.outcome.fail(error)
+
+
+_SPENT = Sink()
+"""The sink of a transfer that is over: the real one may hold this transfer
+(its C{failed} callback), and is let go so that neither waits for a garbage
+collection."""

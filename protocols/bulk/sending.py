@@ -1,0 +1,374 @@
+"""Sending: a L{Stream}, what a sender sends, and its states.
+
+Contract: a L{Stream} sends nothing until the receiver grants credit, never
+more than it was granted, one data frame (one transport write) per chunk,
+and at most one chunk ahead of what it can send from a sequential source.
+It hashes what it sends (in order, off the reactor thread when the
+connection has a reactor with threads) and ends with the object's size and
+digest.  Its result fires only once the receiver has confirmed the data
+verified.
+
+Its life is the table L{SENDING_TRANSITIONS}::
+
+    NEW --announce--> ANNOUNCED --start (first grant)--> SENDING
+    ANNOUNCED --take back (its message was not sent)--> NEW
+    SENDING --all sent--> ENDING --END sent (once hashed)--> ENDED
+    ANNOUNCED, SENDING, ENDING, ENDED --done (the receiver verified)--> FINISHED
+    NEW, ANNOUNCED, SENDING, ENDING, ENDED --fail--> FINISHED
+
+It reads from one L{protocols.bulk.sources.StreamSource} and talks to its
+connection only through an L{IStreamHost}.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.interfaces import IConsumer
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from .errors import IntegrityError, StreamReset
+from .integrity import DEFAULT_DIGEST, OrderedHasher, checkAlgorithm
+from .interfaces import IStreamHost
+from .outcome import Outcome, TransferResult
+from .sources import StreamSource, openSource
+from .states import Named, Transitions
+from .wire import ABORT, END
+
+
+class SendState(Named):
+    """Where an outgoing stream is in its life (see the module docstring)."""
+
+    NEW = "new"
+    ANNOUNCED = "announced"
+    SENDING = "sending"
+    ENDING = "ending"
+    ENDED = "ended"
+    FINISHED = "finished"
+
+
+class SendEvent(Named):
+    """What moves an outgoing stream from one state to the next."""
+
+    ANNOUNCE = "announce"
+    TAKE_BACK = "take back"
+    START = "start"
+    ALL_SENT = "all sent"
+    END_SENT = "end sent"
+    DONE = "done"
+    FAIL = "fail"
+
+
+NEW, ANNOUNCED, SENDING, ENDING, ENDED, FINISHED = SendState
+_ON_WIRE = frozenset((ANNOUNCED, SENDING, ENDING, ENDED))
+"""States in which the receiver knows the stream (an ABORT means something to it)."""
+
+SENDING_TRANSITIONS: Transitions[SendState, SendEvent] = Transitions(
+    "sending",
+    {
+        (NEW, SendEvent.ANNOUNCE): ANNOUNCED,
+        (ANNOUNCED, SendEvent.TAKE_BACK): NEW,
+        (ANNOUNCED, SendEvent.START): SENDING,
+        (SENDING, SendEvent.ALL_SENT): ENDING,
+        (ENDING, SendEvent.END_SENT): ENDED,
+        **{(state, SendEvent.DONE): FINISHED for state in _ON_WIRE},
+        **{(state, SendEvent.FAIL): FINISHED for state in (NEW, *_ON_WIRE)},
+    },
+)
+
+
+@implementer(IConsumer)
+class Stream:
+    """
+    A byte stream to send: put it in the arguments of a remote call (an
+    upload) or return it from a remote method (a download).  Each instance
+    is sent once.
+
+    The source may be random-access (a path, a binary file that can seek, a
+    bytes-like, a L{SeekableSource}: sent from any offset, in part with
+    C{ranges}, so transfers can resume and be striped), or sequential: an
+    async iterable or an iterable of C{bytes}, an object with
+    C{startProducing(consumer)} (Twisted's C{IBodyProducer}: its Deferred
+    ends the stream), or nothing: the stream is then an L{IConsumer} that
+    any C{IPushProducer} or C{IPullProducer} registers with and writes to,
+    and L{finish} ends it.
+
+    @ivar size: the object's size if known.
+    @ivar digestName: the digest sent at the end (C{"sha256"} by default), or
+        C{None}.
+    @ivar sentBytes: payload bytes sent so far.
+    @ivar streamId: the id on the connection once sent, or C{None}.
+    @ivar state: its L{SendState}.
+    @ivar source: the L{StreamSource} it reads from.
+    """
+
+    def __init__(
+        self,
+        source: Any = None,
+        *,
+        size: int | None = None,
+        ranges: Iterable[tuple[int, int]] | None = None,
+        digest: str | None = DEFAULT_DIGEST,
+        hasher: OrderedHasher | None = None,
+    ) -> None:
+        """
+        @param size: the length of a sequential source, if known (checked).
+        @param ranges: for a random-access source, the byte ranges to send
+            (default: all of it); the digest still covers the whole object.
+        @param digest: the C{hashlib} algorithm of the end-to-end check, or
+            C{None} for none.
+        @param hasher: an L{OrderedHasher} shared with other streams of the
+            same object (stripes, resumed attempts): this stream offers what
+            it sends to it and sends no digest itself; its owner finishes it.
+        @raise ValueError: C{ranges} for a sequential source, or ranges
+            outside the object.
+        """
+        self.source: StreamSource = openSource(source, size, ranges)
+        self.size = self.source.size
+        self.digestName = None if hasher is not None else checkAlgorithm(digest)
+        self._sharedHasher = hasher
+        self._hasher: OrderedHasher | None = None
+        self._host: IStreamHost | None = None
+        self.streamId: int | None = None
+        self.state = NEW
+        self._credit = 0
+        self._minFrame = 1
+        self._hashBacklog = 0
+        self.sentBytes = 0
+        self._ownDigest: bytes | None = None
+        self._outcome = Outcome()
+
+    def __repr__(self) -> str:
+        return f"<Stream {self.streamId} {self.sentBytes}/{self.size} bytes sent>"
+
+    def _advance(self, event: SendEvent) -> None:
+        self.state = SENDING_TRANSITIONS.next(self.state, event)
+
+    # -- what the application sees --------------------------------------------
+
+    def whenDone(self) -> Deferred[TransferResult]:
+        """
+        A L{Deferred} firing with the L{TransferResult} once the receiver
+        confirmed it has everything (verified), or failing with
+        L{IntegrityError}, L{StreamReset}, the source's error, or the reason
+        the connection was lost.  Each call returns a new Deferred.
+        """
+        return self._outcome.wait()
+
+    @property
+    def done(self) -> bool:
+        """Whether the stream has completed or failed."""
+        return self._outcome.fired
+
+    @property
+    def failure(self) -> Failure | None:
+        """Why the stream failed, once it has; else C{None}."""
+        return self._outcome.failure
+
+    @property
+    def buffered(self) -> int:
+        """Bytes a sequential source produced that are not sent yet."""
+        return self.source.buffered
+
+    def abort(self, reason: str = "the sender abandoned the stream") -> None:
+        """Abandon the stream: the receiver is told, and L{whenDone} fails with L{StreamReset}."""
+        self._fail(StreamReset("cancelled", reason), tell="cancelled")
+
+    # -- IConsumer: sequential sources write here -------------------------------
+
+    def registerProducer(self, producer: Any, streaming: bool) -> None:
+        """Take data from C{producer} (push if C{streaming}), paced by the stream's credit."""
+        self.source.registerProducer(producer, streaming)
+
+    def unregisterProducer(self) -> None:
+        """Forget the producer (the stream goes on until L{finish})."""
+        self.source.unregisterProducer()
+
+    def write(self, data: bytes) -> None:
+        """
+        Queue C{data} to be sent.
+
+        @raise RuntimeError: the stream was finished, or is random-access.
+        """
+        self.source.write(data)
+
+    def finish(self) -> None:
+        """No more data: the stream ends once what was written is sent."""
+        self.source.finish()
+
+    # -- ISourceOwner: what the source tells -------------------------------------------
+
+    def sourceReady(self) -> None:
+        """The source has more (or ended): send it at the end of this turn."""
+        if self._host is not None and self.state is SENDING:
+            self._host.wakeSoon(self)
+
+    def sourceFailed(self, error: BaseException) -> None:
+        """The source failed: so does the stream, and the receiver is told."""
+        self._fail(error, tell="source-failed")
+
+    # -- ISendingStream: what the channel asks ----------------------------------------
+
+    def announce(self, host: IStreamHost, streamId: int) -> None:
+        """
+        Being encoded into a message as C{streamId} on C{host}.
+
+        @raise IllegalTransition: it was sent before.
+        """
+        self._advance(SendEvent.ANNOUNCE)
+        self._host, self.streamId = host, streamId
+        self.source.limit(host.options.chunkSize)
+
+    def takeBack(self) -> None:
+        """The message announcing the stream was never sent: it may be sent again."""
+        self._advance(SendEvent.TAKE_BACK)
+        self._host, self.streamId = None, None
+
+    def grantReceived(self, count: int) -> None:
+        """The receiver granted C{count} bytes; the first grant starts the stream."""
+        if self.state not in _GRANTABLE:
+            return
+        self._credit += count
+        host = self._host
+        assert host is not None
+        if self.state is ANNOUNCED:
+            # The first grant is the receiver's whole window: send as soon as
+            # a quarter of it is free (a receiver grants in such steps), so
+            # several frames are in flight whatever the window.
+            self._minFrame = max(1, min(host.options.grantStep, count // 4))
+            self._start(host)
+        host.wake(self)
+
+    def _start(self, host: IStreamHost) -> None:
+        self._advance(SendEvent.START)
+        if self._sharedHasher is not None:
+            self._hasher = self._sharedHasher
+        elif self.digestName is not None:
+            self._hasher = self.source.makeHasher(self.digestName, host.hashReactor, host.clock)
+        self.source.begin(self, self)
+
+    def sendOne(self) -> bool:
+        """Send one data frame if credit, data and the hasher allow; end the stream when all is sent."""
+        host = self._host
+        if self.state is not SENDING or host is None:
+            return False
+        source = self.source
+        if source.exhausted():
+            self._end()
+            return False
+        if self._hashBacklog >= host.options.hashBudget:
+            return False
+        try:
+            frame = self._nextFrame(host.options.chunkSize)
+        except Exception as error:
+            self._fail(error, tell="source-failed")
+            return False
+        if frame is None:
+            return False
+        offset, data = frame
+        host.sendData(self.streamId or 0, offset, data)
+        self.sentBytes += len(data)
+        self._credit -= len(data)
+        if self._hasher is not None:
+            self._hashBacklog += len(data)
+            self._hasher.offer(offset, data, self._hashReleased)
+        source.refill()
+        return True
+
+    def _nextFrame(self, chunkSize: int) -> tuple[int, bytes] | None:
+        available = self.source.available()
+        if not available:
+            return None
+        # A full chunk if the credit allows one, else as much as the credit
+        # allows once that is at least a credit step: waiting for a whole
+        # chunk of credit would let the pipe run dry between chunks.
+        wanted = min(chunkSize, available, self._credit)
+        if wanted < min(chunkSize, available, self._minFrame):
+            return None
+        return self.source.take(wanted)
+
+    def _hashReleased(self, count: int) -> None:
+        self._hashBacklog -= count
+        if self._host is not None and self.state is SENDING:
+            self._host.wake(self)
+
+    def _end(self) -> None:
+        """Everything was sent: send END with the size and, once hashed, the digest."""
+        self._advance(SendEvent.ALL_SENT)
+        try:
+            self.size = self.source.finalSize(self.size)
+        except StreamReset as error:
+            self._fail(error, tell=error.code)
+            return
+        if self._hasher is None or self._hasher is self._sharedHasher:
+            self._sendEnd(None)
+            return
+        self._hasher.finish(self.size).addCallbacks(self._sendEnd, self._hashFailed)
+
+    def _hashFailed(self, failure: Failure) -> None:
+        error = failure.value
+        assert error is not None
+        self._fail(error, tell="source-failed")
+
+    def _sendEnd(self, digest: bytes | None) -> None:
+        if self.state is not ENDING or self._host is None:
+            return
+        self._advance(SendEvent.END_SENT)
+        self._ownDigest = digest
+        self._host.sendControl(END, self.streamId, self.size, digest)
+
+    def doneReceived(self, digest: bytes | None) -> None:
+        """The receiver confirmed everything arrived (verified): the stream succeeds."""
+        if self._outcome.fired:
+            return
+        self._advance(SendEvent.DONE)
+        own = self._ownDigest
+        result = TransferResult(self.size or 0, own if own is not None else digest, self.digestName, self.sentBytes)
+        self._close()
+        self._outcome.succeed(result)
+
+    def cancelReceived(self, code: str, message: str) -> None:
+        """The receiver gave up on the stream: it fails with the receiver's reason."""
+        error: Exception = IntegrityError(message) if code == "integrity" else StreamReset(code, message)
+        self._fail(error)
+
+    def connectionLost(self, reason: Failure) -> None:
+        """The connection is gone: the stream fails with its reason."""
+        self._fail(reason)
+
+    def callFailed(self, failure: Failure) -> None:
+        """The call carrying this stream failed: if the stream never started, nobody will receive it."""
+        if self.state is ANNOUNCED:
+            self._fail(StreamReset("cancelled", f"the call carrying the stream failed: {failure.getErrorMessage()}"))
+        elif isinstance(failure.value, CancelledError) and self.state is not FINISHED:
+            # The caller gave up on the call: the receiver is told to drop
+            # what it holds, and this side closes its source.
+            self._fail(StreamReset("cancelled", "the call carrying the stream was cancelled"), tell="cancelled")
+
+    # -- the end -------------------------------------------------------------------------
+
+    def _fail(self, reason: BaseException | Failure, tell: str | None = None) -> None:
+        if self._outcome.fired:
+            return
+        host = self._host
+        if tell is not None and host is not None and self.state in _ON_WIRE:
+            text = reason.getErrorMessage() if isinstance(reason, Failure) else str(reason)
+            host.sendControl(ABORT, self.streamId, tell, text[:512])
+        self._advance(SendEvent.FAIL)
+        self.source.stop()
+        self._close()
+        self._outcome.fail(reason)
+
+    def _close(self) -> None:
+        if self._hasher is not None and self._hasher is not self._sharedHasher:
+            self._hasher.abort()
+        if self._host is not None:
+            self._host.streamOver(self)
+        self.source.close()
+
+
+_GRANTABLE = frozenset((ANNOUNCED, SENDING, ENDING))
+"""States in which a grant adds credit (after END, or at the end, it changes nothing)."""

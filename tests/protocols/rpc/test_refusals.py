@@ -1,0 +1,87 @@
+"""Structured refusals: the RPC message unslicer reports a refused message's kind and id as fields."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+
+from framing import Decoder, Limits, Registry, Violation, dumps
+from framing.errors import BodyTooLarge
+from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.wire import PREAMBLE
+from protocols.rpc import Broker
+from protocols.rpc.errors import MessageRefused
+from protocols.rpc.wire import ANSWER, CALL, OPEN_TYPE, RELEASE, Message, MessageSlicer, MessageUnslicer
+from protocols.testing import connectedPair
+
+from .services import Service
+from .test_memory import quiet
+
+
+def encoded(message: Message) -> bytes:
+    """The bytes of one RPC message, preamble excluded."""
+    registry = Registry(DEFAULT_REGISTRY)
+    registry.add_slicer(Message, MessageSlicer())
+    return dumps(message, registry=registry)[len(PREAMBLE) :]
+
+
+def decoded(data: bytes, limits: Limits | None = None) -> list[Any]:
+    registry = Registry(DEFAULT_REGISTRY)
+    registry.add_unslicer(OPEN_TYPE, MessageUnslicer)
+    return Decoder(limits, registry).feed(PREAMBLE + data)
+
+
+class ReportViolationTests(SynchronousTestCase):
+    """L{MessageUnslicer.report_violation} on its own, and as the decoder calls it."""
+
+    def test_reportsKindAndId(self) -> None:
+        """Once the tag and the id have arrived, a refusal is reported as a MessageRefused with both."""
+        unslicer = MessageUnslicer(Limits())
+        unslicer.receive_child(CALL)
+        unslicer.receive_child(17)
+        violation = BodyTooLarge("too big", "args[0]")
+        reported = unslicer.report_violation(violation)
+        assert isinstance(reported, MessageRefused)
+        self.assertEqual((reported.tag, reported.requestId), (CALL, 17))
+        self.assertIs(reported.violation, violation)
+        self.assertEqual((reported.code, reported.where), ("body-too-large", "args[0]"))
+
+    def test_beforeTheId(self) -> None:
+        """Before the id has arrived, the refusal is reported unchanged."""
+        unslicer = MessageUnslicer(Limits())
+        unslicer.receive_child(ANSWER)
+        violation = Violation("refused")
+        self.assertIs(unslicer.report_violation(violation), violation)
+
+    def test_decoderDeliversTheReport(self) -> None:
+        """A call refused deep inside is delivered as a MessageRefused naming its id and the field's path."""
+        data = encoded(Message((CALL, 5, 0, "echo", None, [b"x" * 100])))
+        (refused,) = decoded(data, Limits(max_bytes_length=10))
+        assert isinstance(refused, MessageRefused)
+        self.assertEqual((refused.tag, refused.requestId, refused.code), (CALL, 5, "body-too-large"))
+        self.assertEqual(refused.where, "args[0][0]")
+
+    def test_noIdNoReport(self) -> None:
+        """A message refused before its id is delivered as the plain violation, located in the rpc message."""
+        data = encoded(Message((CALL, "not an id")))
+        (refused,) = decoded(data)
+        self.assertNotIsInstance(refused, MessageRefused)
+        self.assertEqual(refused.where, "<rpc>")
+
+
+class BrokerRefusalTests(SynchronousTestCase):
+    """The broker acts on the reported id directly."""
+
+    def test_refusedReleaseIsLogged(self) -> None:
+        """A refused message that is neither a call nor an answer is logged as a refusal; the connection stays up."""
+        server = Broker(Service(), clock=Clock())
+        client = Broker(clock=Clock())
+        memory = connectedPair(server, client)
+        events = quiet(server)
+        client.sendObject(Message((RELEASE, 3, 0)))
+        memory.flush()
+        self.assertEqual(len(events), 1)
+        self.assertIsNone(server.failure)
+        self.assertFalse(memory.serverTransport.disconnecting)
