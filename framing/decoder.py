@@ -185,15 +185,14 @@ class Decoder:
             self._scanner.feed(data)
         except ProtocolError as error:
             if self._results:
-                self.objects_completed += len(self._results)
-                error.results = self._results.copy()
-                self._results.clear()
+                error.results = self._taken()
             raise
-        if not self._results:
-            return []
+        return self._taken() if self._results else []
+
+    def _taken(self) -> list[Any]:
+        """The results completed since the last feed, counted (once per feed: a result costs one append)."""
         results = self._results.copy()
         self._results.clear()
-        # Counted here, once per feed: the top-level path stays one append.
         self.objects_completed += len(results)
         return results
 
@@ -230,8 +229,8 @@ class Decoder:
         except Exception as error:
             self._refuse_for(error, opened=kind == OPEN)
             return BODY_SKIP
-        if kind == BYTES and stack and self._path is None:
-            return self._bodies.mode(stack[-1], length)
+        if kind == BYTES and stack and self._path is None and self._kinds[type(stack[-1])][4]:
+            return self._bodies.start(stack[-1], length)
         return BODY_WHOLE
 
     def refused(self, kind: int, length: int, violation: Violation) -> None:
@@ -245,13 +244,11 @@ class Decoder:
 
     def _building_handlers(self) -> list[Callable[[Any], None]]:
         table: list[Callable[[Any], None]] = [_unexpected] * 16
-        table[INT] = table[BYTES] = self._deliver
         decoders = _value_decoders(self._deliver, self._refuse) | _control_handlers(self.control_events)
         for kind, handler in decoders.items():
             table[kind] = handler
-        table[OPEN] = self._on_open
-        table[CLOSE] = self._on_close
-        table[ABORT] = self._on_abort
+        table[INT] = table[BYTES] = self._deliver
+        table[OPEN], table[CLOSE], table[ABORT] = self._on_open, self._on_close, self._on_abort
         return table
 
     def _deliver_checked(self, obj: Any) -> None:
@@ -284,14 +281,18 @@ class Decoder:
             self._refuse_for(error, opened=True)
             return
         known = self._kinds.get(type(unslicer)) or self._unslicers.describe(unslicer)
-        budgeted, asks, top_cost, top_cap = known
-        stack = self._stack
+        budgeted, asks, top_cost, top_cap, _ = known
+        stack, budget = self._stack, self._budget
         if stack:
-            over = self._budget.open_nested(unslicer, budgeted)
+            over = budget.open_nested(unslicer, budgeted)
         else:
             # A top-level container (every RPC message): its cap and cost
-            # are its class's, worked out once.
-            over = self._budget.open_top(unslicer, budgeted, top_cost, top_cap)
+            # are its class's, worked out once (L{ObjectBudget.open_top}
+            # written out: this runs for every message).
+            if budgeted and top_cap < unslicer.cap:
+                unslicer.cap = top_cap
+            budget.items, budget.cost, budget.innermost_budgeted = 0, top_cost, budgeted
+            over = top_cost > budget.max_memory
         stack.append(unslicer)
         self._receive = unslicer.receive_child if budgeted else self._budget.receive_counted
         self.accepts_all = self.constraint is None and not asks
@@ -311,7 +312,7 @@ class Decoder:
             self.accepts_all = self.constraint is None
         else:
             parent = stack[-1]
-            budgeted, asks, _, _ = self._kinds[type(parent)]
+            budgeted, asks, _, _, _ = self._kinds[type(parent)]
             self._receive = parent.receive_child if budgeted else self._budget.receive_counted
             self.accepts_all = self.constraint is None and not asks
             if self._budget.closed_child(unslicer, parent, budgeted):
@@ -332,11 +333,8 @@ class Decoder:
             raise UnexpectedToken(f"ABORT with value {value}")
         if self._stack:
             # Nothing more of an abandoned object follows: report it now.
-            violation = self._unslicers.reported(
-                self._stack[0], Aborted("the sender abandoned this object", self._where())
-            )
-            self._drop_object()
-            self._results.append(violation)
+            self._refuse(Aborted("the sender abandoned this object"))
+            self._discarding.end()
 
     # -- refusing --------------------------------------------------------
 
@@ -365,30 +363,23 @@ class Decoder:
 
     def _refuse(self, violation: Violation, opened: bool = False) -> None:
         """Drop the top-level object being built; skip its tokens up to its CLOSE."""
-        violation.where = self._where() + violation.where
-        if self._stack:
-            violation = self._unslicers.reported(self._stack[0], violation)
-        depth = len(self._stack) + opened
-        self._drop_object()
+        stack = self._stack
+        violation.where = "".join(unslicer.child_where() for unslicer in stack) + violation.where
+        if stack:
+            violation = self._unslicers.reported(stack[0], violation)
+        depth = len(stack) + opened
+        stack.clear()
+        if self._path is not None:
+            self._path.reset()
+        self._bodies.receiver = None
+        self._receive = self._results.append
+        self._budget.reset()
         if not depth:
             self._results.append(violation)
             return
         self.state = DISCARDING
         self.handlers[:] = self._discarding.start(violation, depth)
         self.accepts_all = False
-
-    def _drop_object(self) -> None:
-        """Forget the top-level object being built."""
-        self._stack.clear()
-        if self._path is not None:
-            self._path.reset()
-        self._bodies.receiver = None
-        self._receive = self._results.append
-        self._budget.reset()
-        self.accepts_all = self.state is BUILDING and self.constraint is None
-
-    def _where(self) -> str:
-        return "".join(unslicer.child_where() for unslicer in self._stack)
 
     def _end_discard(self, violation: Violation) -> None:
         """The refused object's CLOSE (or an ABORT) arrived: back to building."""
@@ -408,13 +399,14 @@ class _Unslicers:
 
     @ivar factories: the OPEN's body (the name) to the factory.
     @ivar kinds: unslicer class to C{(budgeted, asks, top-level cost,
-        top-level cap)}, where C{asks} means the decoder must be asked about
-        its bodies (it checks tokens or streams bodies).
+        top-level cap, streams)}, where C{streams} means it has
+        C{begin_body} and C{asks} that the decoder must be asked about its
+        bodies (it checks tokens or streams bodies).
     """
 
     def __init__(self, registry: Registry, budget: ObjectBudget) -> None:
         self.factories: dict[bytes, UnslicerFactory] = {}
-        self.kinds: dict[type, tuple[bool, bool, int, int]] = {}
+        self.kinds: dict[type, tuple[bool, bool, int, int, bool]] = {}
         self._reporters: dict[type, Callable[[Any, Violation], Violation] | None] = {}
         self._registry = registry
         self._budget = budget
@@ -432,15 +424,16 @@ class _Unslicers:
         self.factories[body] = factory
         return factory
 
-    def describe(self, unslicer: Any) -> tuple[bool, bool, int, int]:
+    def describe(self, unslicer: Any) -> tuple[bool, bool, int, int, bool]:
         """Learn C{unslicer}'s class: its entry in L{kinds}."""
         budgeted = bool(getattr(unslicer, "budgeted", False))
-        asks = bool(getattr(unslicer, "checks_tokens", True)) or hasattr(unslicer, "begin_body")
-        known: tuple[bool, bool, int, int]
+        streams = callable(getattr(unslicer, "begin_body", None))
+        asks = bool(getattr(unslicer, "checks_tokens", True)) or streams
+        known: tuple[bool, bool, int, int, bool]
         if budgeted:
-            known = (budgeted, asks, *self._budget.top_terms(unslicer))
+            known = (budgeted, asks, *self._budget.top_terms(unslicer), streams)
         else:
-            known = (budgeted, asks, getattr(unslicer, "open_cost", DEFAULT_OPEN_COST), 0)
+            known = (budgeted, asks, getattr(unslicer, "open_cost", DEFAULT_OPEN_COST), 0, streams)
         self.kinds[type(unslicer)] = known
         return known
 
@@ -468,8 +461,8 @@ class _Unslicers:
 
 class _BodyStreams:
     """
-    Streams a BYTES body to the innermost unslicer when it asks (its
-    C{begin_body}, looked up once per class, returns true): each piece goes
+    Streams a BYTES body to the innermost unslicer when it asks (it has a
+    C{begin_body}, known once per class, and that returns true): each piece goes
     to its C{body_piece} as it comes off the wire, then C{end_body} is
     called.  Every hook is called through the decoder's guard.
 
@@ -480,18 +473,10 @@ class _BodyStreams:
     def __init__(self, guarded: Callable[..., Any]) -> None:
         self.receiver: Any = None
         self._guarded = guarded
-        self._starters: dict[type, Callable[[Any, int], Any] | None] = {}
 
-    def mode(self, top: Any, length: int) -> int:
-        """How a BYTES body for C{top} is read: streamed if C{top} asks, else whole (skipped if refused)."""
-        kind = type(top)
-        try:
-            begin = self._starters[kind]
-        except KeyError:
-            begin = self._starters[kind] = getattr(kind, "begin_body", None)
-        if begin is None:
-            return BODY_WHOLE
-        started = self._guarded(begin, top, length)
+    def start(self, top: Any, length: int) -> int:
+        """How a BYTES body for C{top} is read: streamed if its C{begin_body} says so, else whole (or skipped)."""
+        started = self._guarded(top.begin_body, length)
         if started is _REFUSED:
             return BODY_SKIP
         if not started:
@@ -551,14 +536,15 @@ class _Discarding:
             raise UnexpectedToken(f"CLOSE with value {value}")
         self.depth -= 1
         if not self.depth:
-            self._finish()
+            self.end()
 
     def _abort(self, value: int) -> None:
         if value:
             raise UnexpectedToken(f"ABORT with value {value}")
-        self._finish()
+        self.end()
 
-    def _finish(self) -> None:
+    def end(self) -> None:
+        """The refused object is over (its CLOSE, or an ABORT): hand its Violation back."""
         violation = self._violation
         assert violation is not None
         self._violation = None
