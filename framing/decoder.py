@@ -185,15 +185,15 @@ class Decoder:
             self._scanner.feed(data)
         except ProtocolError as error:
             if self._results:
-                error.results = self._taken()
+                error.results = self._results.copy()
+                self._results.clear()
+                self.objects_completed += len(error.results)
             raise
-        return self._taken() if self._results else []
-
-    def _taken(self) -> list[Any]:
-        """The results completed since the last feed, counted (once per feed: a result costs one append)."""
+        if not self._results:
+            return []
         results = self._results.copy()
         self._results.clear()
-        self.objects_completed += len(results)
+        self.objects_completed += len(results)  # counted per feed: a result costs one append
         return results
 
     def close(self) -> None:
