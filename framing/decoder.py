@@ -145,7 +145,8 @@ class Decoder:
         self._max_depth = self.limits.max_depth
         self.state = BUILDING
         self._building = self._building_handlers()
-        self._discarding = _Discarding(self._building, self._end_discard)
+        self._discarding = _Discarding(self._end_discard)
+        self._discarding_table = self._discarding.table(self._building)
         self.handlers = list(self._building)
         self.accepts_all = constraint is None
         self._scanner = TokenScanner(self, self.limits, preamble)
@@ -378,7 +379,8 @@ class Decoder:
             self._results.append(violation)
             return
         self.state = DISCARDING
-        self.handlers[:] = self._discarding.start(violation, depth)
+        self._discarding.start(violation, depth)
+        self.handlers[:] = self._discarding_table
         self.accepts_all = False
 
     def _end_discard(self, violation: Violation) -> None:
@@ -506,27 +508,32 @@ class _Discarding:
     @ivar depth: containers of the refused object still open.
     """
 
-    def __init__(self, building: list[Callable[[Any], None]], end: Callable[[Violation], None]) -> None:
+    def __init__(self, end: Callable[[Violation], None]) -> None:
         self.depth = 0
         self._violation: Violation | None = None
         self._end = end
+
+    def table(self, building: list[Callable[[Any], None]]) -> list[Callable[[Any], None]]:
+        """
+        The state's handler table, for the decoder to keep (not kept here:
+        a table of this object's own methods would make it a cycle).
+        """
         table: list[Callable[[Any], None]] = [self._ignore] * 16
         table[CLOSE] = self._close
         table[ABORT] = self._abort
         for kind in (ERROR, PING, PONG, 14, 15):
             table[kind] = building[kind]  # the peer's last words, control tokens, reserved kinds
-        self.handlers = table
+        return table
 
     def skipped(self, kind: int) -> None:
         """A body of the refused object is skipped at its header: an OPEN's adds a container to skip."""
         if kind == OPEN:
             self.depth += 1
 
-    def start(self, violation: Violation, depth: int) -> list[Callable[[Any], None]]:
-        """Skip the rest of the object refused with C{violation}, C{depth} containers deep; return the table."""
+    def start(self, violation: Violation, depth: int) -> None:
+        """Skip the rest of the object refused with C{violation}, C{depth} containers deep."""
         self._violation = violation
         self.depth = depth
-        return self.handlers
 
     def _ignore(self, value: Any) -> None:
         pass
