@@ -77,6 +77,8 @@ DISCARDING = "DISCARDING"
 _SIMPLE_VALUES = (None, False, True)
 _UNPACK_FLOAT = struct.Struct(">d").unpack
 _BIG = 1 << 64
+_KINDS: dict[tuple[int, int], dict[type, tuple[bool, bool, int, int, bool]]] = {}
+"""L{_Unslicers.kinds}, per C{(max_object_items, max_object_memory)}."""
 _REFUSED: Any = object()
 """What L{Decoder._guarded} returns when the call refused the object."""
 _UNSEEN: Any = object()
@@ -138,7 +140,7 @@ class Decoder:
         self._factories = self._unslicers.factories
         self._kinds = self._unslicers.kinds
         self._receive: Callable[[Any], None] = self._results.append
-        self._bodies = _BodyStreams(self._guarded)
+        self._bodies = _BodyStreams(self._guarded, self._refuse_for)
         # The scanner's streamed-body calls go straight to the unslicer's hooks.
         self.body_chunk = self._bodies.piece
         self.body_end = self._bodies.end
@@ -146,7 +148,7 @@ class Decoder:
         self.state = BUILDING
         self._building = self._building_handlers()
         self._discarding = _Discarding(self._end_discard)
-        self._discarding_table = self._discarding.table(self._building)
+        self._discarding_table: list[Callable[[Any], None]] | None = None  # made at the first refusal
         self.handlers = list(self._building)
         self.accepts_all = constraint is None
         self._scanner = TokenScanner(self, self.limits, preamble)
@@ -245,9 +247,8 @@ class Decoder:
 
     def _building_handlers(self) -> list[Callable[[Any], None]]:
         table: list[Callable[[Any], None]] = [_unexpected] * 16
-        decoders = _value_decoders(self._deliver, self._refuse) | _control_handlers(self.control_events)
-        for kind, handler in decoders.items():
-            table[kind] = handler
+        _value_decoders(table, self._deliver, self._refuse)
+        _control_handlers(table, self.control_events)
         table[INT] = table[BYTES] = self._deliver
         table[OPEN], table[CLOSE], table[ABORT] = self._on_open, self._on_close, self._on_abort
         return table
@@ -380,6 +381,8 @@ class Decoder:
             return
         self.state = DISCARDING
         self._discarding.start(violation, depth)
+        if self._discarding_table is None:
+            self._discarding_table = self._discarding.table(self._building)
         self.handlers[:] = self._discarding_table
         self.accepts_all = False
 
@@ -408,7 +411,9 @@ class _Unslicers:
 
     def __init__(self, registry: Registry, budget: ObjectBudget) -> None:
         self.factories: dict[bytes, UnslicerFactory] = {}
-        self.kinds: dict[type, tuple[bool, bool, int, int, bool]] = {}
+        # What a class needs depends only on it and the budget's two limits:
+        # learnt once per process, not once per decoder (loads makes one per call).
+        self.kinds = _KINDS.setdefault((budget.max_items, budget.max_memory), {})
         self._reporters: dict[type, Callable[[Any, Violation], Violation] | None] = {}
         self._registry = registry
         self._budget = budget
@@ -429,7 +434,7 @@ class _Unslicers:
     def describe(self, unslicer: Any) -> tuple[bool, bool, int, int, bool]:
         """Learn C{unslicer}'s class: its entry in L{kinds}."""
         budgeted = bool(getattr(unslicer, "budgeted", False))
-        streams = callable(getattr(unslicer, "begin_body", None))
+        streams = getattr(unslicer, "begin_body", None) is not None
         asks = bool(getattr(unslicer, "checks_tokens", True)) or streams
         known: tuple[bool, bool, int, int, bool]
         if budgeted:
@@ -472,9 +477,10 @@ class _BodyStreams:
         (none, or it was refused meanwhile: the rest of its body is dropped).
     """
 
-    def __init__(self, guarded: Callable[..., Any]) -> None:
+    def __init__(self, guarded: Callable[..., Any], refuse_for: Callable[[Exception], None]) -> None:
         self.receiver: Any = None
         self._guarded = guarded
+        self._refuse_for = refuse_for
 
     def start(self, top: Any, length: int) -> int:
         """How a BYTES body for C{top} is read: streamed if its C{begin_body} says so, else whole (or skipped)."""
@@ -490,7 +496,10 @@ class _BodyStreams:
         """The next piece of the body (the scanner's C{body_chunk})."""
         receiver = self.receiver
         if receiver is not None:
-            self._guarded(receiver.body_piece, data)
+            try:  # (the guard written out: this runs for every piece)
+                receiver.body_piece(data)
+            except Exception as error:
+                self._refuse_for(error)
 
     def end(self, kind: int) -> None:
         """The body is complete (the scanner's C{body_end})."""
@@ -563,8 +572,8 @@ def _unexpected(value: Any) -> None:
     raise UnexpectedToken(f"unexpected token with value {short_repr(value, 40)}")
 
 
-def _control_handlers(events: list[Ping | Pong]) -> dict[int, Callable[[Any], None]]:
-    """The handlers of the tokens that act whatever the state: the peer's ERROR, PING and PONG."""
+def _control_handlers(table: list[Callable[[Any], None]], events: list[Ping | Pong]) -> None:
+    """Put in C{table} the handlers of the tokens that act whatever the state: the peer's ERROR, PING and PONG."""
 
     def on_error(body: bytes) -> None:
         raise PeerError("the peer reported: " + body.decode("utf-8", "replace"))
@@ -575,13 +584,13 @@ def _control_handlers(events: list[Ping | Pong]) -> dict[int, Callable[[Any], No
     def on_pong(value: int) -> None:
         events.append(Pong(value))
 
-    return {ERROR: on_error, PING: on_ping, PONG: on_pong}
+    table[ERROR], table[PING], table[PONG] = on_error, on_ping, on_pong
 
 
 def _value_decoders(
-    deliver: Callable[[Any], None], refuse: Callable[[Violation], None]
-) -> dict[int, Callable[[Any], None]]:
-    """The building table's handlers for the kinds whose value needs decoding or checking."""
+    table: list[Callable[[Any], None]], deliver: Callable[[Any], None], refuse: Callable[[Violation], None]
+) -> None:
+    """Put in C{table} the building handlers of the kinds whose value needs decoding or checking."""
 
     def on_neg(value: int) -> None:
         deliver(-1 - value)
@@ -617,7 +626,8 @@ def _value_decoders(
             return
         deliver(_SIMPLE_VALUES[value])
 
-    return {NEG: on_neg, STRING: on_string, BIGINT: on_bigint, BIGNEG: on_bigneg, FLOAT: on_float, SIMPLE: on_simple}
+    table[NEG], table[STRING], table[FLOAT], table[SIMPLE] = on_neg, on_string, on_float, on_simple
+    table[BIGINT], table[BIGNEG] = on_bigint, on_bigneg
 
 
 def loads(data: bytes, limits: Limits | None = None, registry: Registry | None = None) -> Any:

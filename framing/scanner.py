@@ -289,9 +289,14 @@ class TokenScanner:
                     mode = BODY_WHOLE
                 else:
                     mode = sink.accept_body(kind, value)
-                if mode == BODY_WHOLE and body_start + value <= end:
-                    handlers[kind](buf[body_start : body_start + value])
+                if body_start + value <= end and mode != BODY_SKIP:
+                    if mode == BODY_WHOLE:
+                        handlers[kind](buf[body_start : body_start + value])
+                    else:
+                        self._stream_in_place(kind, buf, body_start, body_start + value, mode)
                     pos = body_start + value
+                    if mode != BODY_WHOLE:
+                        sink.body_end(kind)  # (the body is committed: if this raises, it is dropped)
                     continue
                 pos = body_start
                 self._start_body(kind, value, mode)
@@ -303,6 +308,15 @@ class TokenScanner:
                 self._chain.append(buf)
                 self._chain.skip(pos)
         return pos
+
+    def _stream_in_place(self, kind: int, buf: bytes, start: int, stop: int, mode: int) -> None:
+        """
+        Stream a body lying whole in C{buf} as one piece, without a pass
+        through the chain (a view of C{buf} in L{BODY_VIEWS} mode); if the
+        sink raises, nothing is committed and the body is offered again.
+        """
+        if stop > start:
+            self._sink.body_chunk(kind, memoryview(buf)[start:stop] if mode == BODY_VIEWS else buf[start:stop])
 
     def _split_header(self) -> bool:
         """Handle a header that spans chunks; return False if it is still incomplete."""
