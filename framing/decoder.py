@@ -247,8 +247,7 @@ class Decoder:
 
     def _building_handlers(self) -> list[Callable[[Any], None]]:
         table: list[Callable[[Any], None]] = [_unexpected] * 16
-        _value_decoders(table, self._deliver, self._refuse)
-        _control_handlers(table, self.control_events)
+        _ValueTokens(self._deliver, self._refuse, self.control_events).fill(table)
         table[INT] = table[BYTES] = self._deliver
         table[OPEN], table[CLOSE], table[ABORT] = self._on_open, self._on_close, self._on_abort
         return table
@@ -409,6 +408,8 @@ class _Unslicers:
         bodies (it checks tokens or streams bodies).
     """
 
+    __slots__ = ("_budget", "_registry", "_reporters", "factories", "kinds")
+
     def __init__(self, registry: Registry, budget: ObjectBudget) -> None:
         self.factories: dict[bytes, UnslicerFactory] = {}
         # What a class needs depends only on it and the budget's two limits:
@@ -477,6 +478,8 @@ class _BodyStreams:
         (none, or it was refused meanwhile: the rest of its body is dropped).
     """
 
+    __slots__ = ("_guarded", "_refuse_for", "receiver")
+
     def __init__(self, guarded: Callable[..., Any], refuse_for: Callable[[Exception], None]) -> None:
         self.receiver: Any = None
         self._guarded = guarded
@@ -516,6 +519,8 @@ class _Discarding:
 
     @ivar depth: containers of the refused object still open.
     """
+
+    __slots__ = ("_end", "_violation", "depth")
 
     def __init__(self, end: Callable[[Violation], None]) -> None:
         self.depth = 0
@@ -572,62 +577,70 @@ def _unexpected(value: Any) -> None:
     raise UnexpectedToken(f"unexpected token with value {short_repr(value, 40)}")
 
 
-def _control_handlers(table: list[Callable[[Any], None]], events: list[Ping | Pong]) -> None:
-    """Put in C{table} the handlers of the tokens that act whatever the state: the peer's ERROR, PING and PONG."""
+class _ValueTokens:
+    """
+    The building state's handlers of the tokens whose value needs decoding
+    or checking, and of those that act whatever the state: the peer's
+    ERROR, PING and PONG.
+    """
 
-    def on_error(body: bytes) -> None:
-        raise PeerError("the peer reported: " + body.decode("utf-8", "replace"))
+    __slots__ = ("_deliver", "_events", "_refuse")
 
-    def on_ping(value: int) -> None:
-        events.append(Ping(value))
+    def __init__(
+        self, deliver: Callable[[Any], None], refuse: Callable[[Violation], None], events: list[Ping | Pong]
+    ) -> None:
+        self._deliver = deliver
+        self._refuse = refuse
+        self._events = events
 
-    def on_pong(value: int) -> None:
-        events.append(Pong(value))
+    def fill(self, table: list[Callable[[Any], None]]) -> None:
+        """Put the handlers in C{table}."""
+        table[NEG], table[STRING], table[FLOAT], table[SIMPLE] = self.neg, self.string, self.float, self.simple
+        table[BIGINT], table[BIGNEG] = self.bigint, self.bigneg
+        table[ERROR], table[PING], table[PONG] = self.error, self.ping, self.pong
 
-    table[ERROR], table[PING], table[PONG] = on_error, on_ping, on_pong
+    def neg(self, value: int) -> None:
+        self._deliver(-1 - value)
 
-
-def _value_decoders(
-    table: list[Callable[[Any], None]], deliver: Callable[[Any], None], refuse: Callable[[Violation], None]
-) -> None:
-    """Put in C{table} the building handlers of the kinds whose value needs decoding or checking."""
-
-    def on_neg(value: int) -> None:
-        deliver(-1 - value)
-
-    def on_string(body: bytes) -> None:
+    def string(self, body: bytes) -> None:
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError as error:
-            refuse(InvalidValue(f"STRING body is not valid UTF-8: {error.reason} at byte {error.start}"))
+            self._refuse(InvalidValue(f"STRING body is not valid UTF-8: {error.reason} at byte {error.start}"))
             return
-        deliver(text)
+        self._deliver(text)
 
-    def on_bigint(body: bytes) -> None:
+    def bigint(self, body: bytes) -> None:
         magnitude = int.from_bytes(body, "big")
         if magnitude < _BIG or body[0] == 0:
-            refuse(InvalidValue("non-canonical BIGINT: use INT below 2**64, no leading zero bytes"))
+            self._refuse(InvalidValue("non-canonical BIGINT: use INT below 2**64, no leading zero bytes"))
             return
-        deliver(magnitude)
+        self._deliver(magnitude)
 
-    def on_bigneg(body: bytes) -> None:
+    def bigneg(self, body: bytes) -> None:
         magnitude = int.from_bytes(body, "big")
         if magnitude <= _BIG or body[0] == 0:
-            refuse(InvalidValue("non-canonical BIGNEG: use NEG above -(2**64) - 1, no leading zero bytes"))
+            self._refuse(InvalidValue("non-canonical BIGNEG: use NEG above -(2**64) - 1, no leading zero bytes"))
             return
-        deliver(-magnitude)
+        self._deliver(-magnitude)
 
-    def on_float(body: bytes) -> None:
-        deliver(_UNPACK_FLOAT(body)[0])
+    def float(self, body: bytes) -> None:
+        self._deliver(_UNPACK_FLOAT(body)[0])
 
-    def on_simple(value: int) -> None:
+    def simple(self, value: int) -> None:
         if value >= len(_SIMPLE_VALUES):
-            refuse(InvalidValue(f"unknown SIMPLE value {value}"))
+            self._refuse(InvalidValue(f"unknown SIMPLE value {value}"))
             return
-        deliver(_SIMPLE_VALUES[value])
+        self._deliver(_SIMPLE_VALUES[value])
 
-    table[NEG], table[STRING], table[FLOAT], table[SIMPLE] = on_neg, on_string, on_float, on_simple
-    table[BIGINT], table[BIGNEG] = on_bigint, on_bigneg
+    def error(self, body: bytes) -> None:
+        raise PeerError("the peer reported: " + body.decode("utf-8", "replace"))
+
+    def ping(self, value: int) -> None:
+        self._events.append(Ping(value))
+
+    def pong(self, value: int) -> None:
+        self._events.append(Pong(value))
 
 
 def loads(data: bytes, limits: Limits | None = None, registry: Registry | None = None) -> Any:
