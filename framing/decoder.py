@@ -147,8 +147,8 @@ class Decoder:
         self._max_depth = self.limits.max_depth
         self.state = BUILDING
         self._building = self._building_handlers()
-        self._discarding = _Discarding(self._end_discard)
-        self._discarding_table: list[Callable[[Any], None]] | None = None  # made at the first refusal
+        self._discarding: _Discarding  # (and its table: made at the first refusal)
+        self._discarding_table: list[Callable[[Any], None]] | None = None
         self.handlers = list(self._building)
         self.accepts_all = constraint is None
         self._scanner = TokenScanner(self, self.limits, preamble)
@@ -379,9 +379,10 @@ class Decoder:
             self._results.append(violation)
             return
         self.state = DISCARDING
-        self._discarding.start(violation, depth)
         if self._discarding_table is None:
+            self._discarding = _Discarding(self._end_discard)
             self._discarding_table = self._discarding.table(self._building)
+        self._discarding.start(violation, depth)
         self.handlers[:] = self._discarding_table
         self.accepts_all = False
 
