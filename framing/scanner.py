@@ -289,15 +289,16 @@ class TokenScanner:
                     mode = BODY_WHOLE
                 else:
                     mode = sink.accept_body(kind, value)
-                if body_start + value <= end and mode != BODY_SKIP:
+                if body_start + value <= end:
                     if mode == BODY_WHOLE:
                         handlers[kind](buf[body_start : body_start + value])
-                    else:
+                        pos = body_start + value
+                        continue
+                    if mode != BODY_SKIP:
                         self._stream_in_place(kind, buf, body_start, body_start + value, mode)
-                    pos = body_start + value
-                    if mode != BODY_WHOLE:
+                        pos = body_start + value
                         sink.body_end(kind)  # (the body is committed: if this raises, it is dropped)
-                    continue
+                        continue
                 pos = body_start
                 self._start_body(kind, value, mode)
                 break
