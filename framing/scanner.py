@@ -8,10 +8,11 @@ out of sync.  In WANT_BODY each arriving chunk goes straight to the body's
 reader (copied once into a whole body; passed on piece by piece for a
 streamed one, as C{bytes} or, if the sink asks for views, as the very read or
 a C{memoryview} of it, uncopied; dropped for a skipped one) and is released;
-a body never waits in the chain,
-and the memory a body holds grows with the bytes that arrived, never with the
-length its header announced.  Per-token cost does not depend on how much is
-buffered or on the stream's age.
+a body never waits in the chain, and one lying whole in the chunk being
+scanned is delivered from it at once (a whole body as one slice, a streamed
+one as one piece).  The memory a body holds grows with the bytes that
+arrived, never with the length its header announced.  Per-token cost does
+not depend on how much is buffered or on the stream's age.
 """
 
 from __future__ import annotations
