@@ -58,19 +58,12 @@ class ObjectBudget:
     def top_terms(self, unslicer: Any) -> tuple[int, int]:
         """
         The cost and the cap of a budgeted unslicer's class when it opens a
-        top-level object (class attributes: the same for all its instances).
+        top-level object (class attributes: the same for all its instances;
+        the decoder charges them at each top-level OPEN).
         """
         cost: int = unslicer.open_cost
         cap = min(self.max_items, (self.max_memory - cost) // unslicer.worst_item_cost)
         return cost, max(cap, 0)
-
-    def open_top(self, unslicer: Any, budgeted: bool, cost: int, cap: int) -> bool:
-        """A top-level container opened with its class's terms; return True if that is over budget."""
-        if budgeted and cap < unslicer.cap:
-            unslicer.cap = cap
-        self.items, self.cost = 0, cost
-        self.innermost_budgeted = budgeted
-        return cost > self.max_memory
 
     def open_nested(self, unslicer: Any, budgeted: bool) -> bool:
         """

@@ -77,6 +77,8 @@ DISCARDING = "DISCARDING"
 _SIMPLE_VALUES = (None, False, True)
 _UNPACK_FLOAT = struct.Struct(">d").unpack
 _BIG = 1 << 64
+_KINDS: dict[tuple[int, int], dict[type, tuple[bool, bool, int, int, bool]]] = {}
+"""L{_Unslicers.kinds}, per C{(max_object_items, max_object_memory)}."""
 _REFUSED: Any = object()
 """What L{Decoder._guarded} returns when the call refused the object."""
 _UNSEEN: Any = object()
@@ -138,14 +140,15 @@ class Decoder:
         self._factories = self._unslicers.factories
         self._kinds = self._unslicers.kinds
         self._receive: Callable[[Any], None] = self._results.append
-        self._bodies = _BodyStreams(self._guarded)
+        self._bodies = _BodyStreams(self._guarded, self._refuse_for)
         # The scanner's streamed-body calls go straight to the unslicer's hooks.
         self.body_chunk = self._bodies.piece
         self.body_end = self._bodies.end
         self._max_depth = self.limits.max_depth
         self.state = BUILDING
         self._building = self._building_handlers()
-        self._discarding = _Discarding(self._building, self._end_discard)
+        self._discarding: _Discarding  # (and its table: made at the first refusal)
+        self._discarding_table: list[Callable[[Any], None]] | None = None
         self.handlers = list(self._building)
         self.accepts_all = constraint is None
         self._scanner = TokenScanner(self, self.limits, preamble)
@@ -185,16 +188,15 @@ class Decoder:
             self._scanner.feed(data)
         except ProtocolError as error:
             if self._results:
-                self.objects_completed += len(self._results)
                 error.results = self._results.copy()
                 self._results.clear()
+                self.objects_completed += len(error.results)
             raise
         if not self._results:
             return []
         results = self._results.copy()
         self._results.clear()
-        # Counted here, once per feed: the top-level path stays one append.
-        self.objects_completed += len(results)
+        self.objects_completed += len(results)  # counted per feed: a result costs one append
         return results
 
     def close(self) -> None:
@@ -230,8 +232,8 @@ class Decoder:
         except Exception as error:
             self._refuse_for(error, opened=kind == OPEN)
             return BODY_SKIP
-        if kind == BYTES and stack and self._path is None:
-            return self._bodies.mode(stack[-1], length)
+        if kind == BYTES and stack and self._path is None and self._kinds[type(stack[-1])][4]:
+            return self._bodies.start(stack[-1], length)
         return BODY_WHOLE
 
     def refused(self, kind: int, length: int, violation: Violation) -> None:
@@ -245,13 +247,9 @@ class Decoder:
 
     def _building_handlers(self) -> list[Callable[[Any], None]]:
         table: list[Callable[[Any], None]] = [_unexpected] * 16
+        _ValueTokens(self._deliver, self._refuse, self.control_events).fill(table)
         table[INT] = table[BYTES] = self._deliver
-        decoders = _value_decoders(self._deliver, self._refuse) | _control_handlers(self.control_events)
-        for kind, handler in decoders.items():
-            table[kind] = handler
-        table[OPEN] = self._on_open
-        table[CLOSE] = self._on_close
-        table[ABORT] = self._on_abort
+        table[OPEN], table[CLOSE], table[ABORT] = self._on_open, self._on_close, self._on_abort
         return table
 
     def _deliver_checked(self, obj: Any) -> None:
@@ -284,14 +282,18 @@ class Decoder:
             self._refuse_for(error, opened=True)
             return
         known = self._kinds.get(type(unslicer)) or self._unslicers.describe(unslicer)
-        budgeted, asks, top_cost, top_cap = known
-        stack = self._stack
+        budgeted, asks, top_cost, top_cap, _ = known
+        stack, budget = self._stack, self._budget
         if stack:
-            over = self._budget.open_nested(unslicer, budgeted)
+            over = budget.open_nested(unslicer, budgeted)
         else:
             # A top-level container (every RPC message): its cap and cost
-            # are its class's, worked out once.
-            over = self._budget.open_top(unslicer, budgeted, top_cost, top_cap)
+            # are its class's, worked out once (L{ObjectBudget.open_top}
+            # written out: this runs for every message).
+            if budgeted and top_cap < unslicer.cap:
+                unslicer.cap = top_cap
+            budget.items, budget.cost, budget.innermost_budgeted = 0, top_cost, budgeted
+            over = top_cost > budget.max_memory
         stack.append(unslicer)
         self._receive = unslicer.receive_child if budgeted else self._budget.receive_counted
         self.accepts_all = self.constraint is None and not asks
@@ -311,7 +313,7 @@ class Decoder:
             self.accepts_all = self.constraint is None
         else:
             parent = stack[-1]
-            budgeted, asks, _, _ = self._kinds[type(parent)]
+            budgeted, asks, _, _, _ = self._kinds[type(parent)]
             self._receive = parent.receive_child if budgeted else self._budget.receive_counted
             self.accepts_all = self.constraint is None and not asks
             if self._budget.closed_child(unslicer, parent, budgeted):
@@ -332,11 +334,8 @@ class Decoder:
             raise UnexpectedToken(f"ABORT with value {value}")
         if self._stack:
             # Nothing more of an abandoned object follows: report it now.
-            violation = self._unslicers.reported(
-                self._stack[0], Aborted("the sender abandoned this object", self._where())
-            )
-            self._drop_object()
-            self._results.append(violation)
+            self._refuse(Aborted("the sender abandoned this object"))
+            self._discarding.end()
 
     # -- refusing --------------------------------------------------------
 
@@ -365,30 +364,27 @@ class Decoder:
 
     def _refuse(self, violation: Violation, opened: bool = False) -> None:
         """Drop the top-level object being built; skip its tokens up to its CLOSE."""
-        violation.where = self._where() + violation.where
-        if self._stack:
-            violation = self._unslicers.reported(self._stack[0], violation)
-        depth = len(self._stack) + opened
-        self._drop_object()
-        if not depth:
-            self._results.append(violation)
-            return
-        self.state = DISCARDING
-        self.handlers[:] = self._discarding.start(violation, depth)
-        self.accepts_all = False
-
-    def _drop_object(self) -> None:
-        """Forget the top-level object being built."""
-        self._stack.clear()
+        stack = self._stack
+        violation.where = "".join(unslicer.child_where() for unslicer in stack) + violation.where
+        if stack:
+            violation = self._unslicers.reported(stack[0], violation)
+        depth = len(stack) + opened
+        stack.clear()
         if self._path is not None:
             self._path.reset()
         self._bodies.receiver = None
         self._receive = self._results.append
         self._budget.reset()
-        self.accepts_all = self.state is BUILDING and self.constraint is None
-
-    def _where(self) -> str:
-        return "".join(unslicer.child_where() for unslicer in self._stack)
+        if not depth:
+            self._results.append(violation)
+            return
+        self.state = DISCARDING
+        if self._discarding_table is None:
+            self._discarding = _Discarding(self._end_discard)
+            self._discarding_table = self._discarding.table(self._building)
+        self._discarding.start(violation, depth)
+        self.handlers[:] = self._discarding_table
+        self.accepts_all = False
 
     def _end_discard(self, violation: Violation) -> None:
         """The refused object's CLOSE (or an ABORT) arrived: back to building."""
@@ -408,13 +404,18 @@ class _Unslicers:
 
     @ivar factories: the OPEN's body (the name) to the factory.
     @ivar kinds: unslicer class to C{(budgeted, asks, top-level cost,
-        top-level cap)}, where C{asks} means the decoder must be asked about
-        its bodies (it checks tokens or streams bodies).
+        top-level cap, streams)}, where C{streams} means it has
+        C{begin_body} and C{asks} that the decoder must be asked about its
+        bodies (it checks tokens or streams bodies).
     """
+
+    __slots__ = ("_budget", "_registry", "_reporters", "factories", "kinds")
 
     def __init__(self, registry: Registry, budget: ObjectBudget) -> None:
         self.factories: dict[bytes, UnslicerFactory] = {}
-        self.kinds: dict[type, tuple[bool, bool, int, int]] = {}
+        # What a class needs depends only on it and the budget's two limits:
+        # learnt once per process, not once per decoder (loads makes one per call).
+        self.kinds = _KINDS.setdefault((budget.max_items, budget.max_memory), {})
         self._reporters: dict[type, Callable[[Any, Violation], Violation] | None] = {}
         self._registry = registry
         self._budget = budget
@@ -432,15 +433,16 @@ class _Unslicers:
         self.factories[body] = factory
         return factory
 
-    def describe(self, unslicer: Any) -> tuple[bool, bool, int, int]:
+    def describe(self, unslicer: Any) -> tuple[bool, bool, int, int, bool]:
         """Learn C{unslicer}'s class: its entry in L{kinds}."""
         budgeted = bool(getattr(unslicer, "budgeted", False))
-        asks = bool(getattr(unslicer, "checks_tokens", True)) or hasattr(unslicer, "begin_body")
-        known: tuple[bool, bool, int, int]
+        streams = getattr(unslicer, "begin_body", None) is not None
+        asks = bool(getattr(unslicer, "checks_tokens", True)) or streams
+        known: tuple[bool, bool, int, int, bool]
         if budgeted:
-            known = (budgeted, asks, *self._budget.top_terms(unslicer))
+            known = (budgeted, asks, *self._budget.top_terms(unslicer), streams)
         else:
-            known = (budgeted, asks, getattr(unslicer, "open_cost", DEFAULT_OPEN_COST), 0)
+            known = (budgeted, asks, getattr(unslicer, "open_cost", DEFAULT_OPEN_COST), 0, streams)
         self.kinds[type(unslicer)] = known
         return known
 
@@ -468,8 +470,8 @@ class _Unslicers:
 
 class _BodyStreams:
     """
-    Streams a BYTES body to the innermost unslicer when it asks (its
-    C{begin_body}, looked up once per class, returns true): each piece goes
+    Streams a BYTES body to the innermost unslicer when it asks (it has a
+    C{begin_body}, known once per class, and that returns true): each piece goes
     to its C{body_piece} as it comes off the wire, then C{end_body} is
     called.  Every hook is called through the decoder's guard.
 
@@ -477,21 +479,16 @@ class _BodyStreams:
         (none, or it was refused meanwhile: the rest of its body is dropped).
     """
 
-    def __init__(self, guarded: Callable[..., Any]) -> None:
+    __slots__ = ("_guarded", "_refuse_for", "receiver")
+
+    def __init__(self, guarded: Callable[..., Any], refuse_for: Callable[[Exception], None]) -> None:
         self.receiver: Any = None
         self._guarded = guarded
-        self._starters: dict[type, Callable[[Any, int], Any] | None] = {}
+        self._refuse_for = refuse_for
 
-    def mode(self, top: Any, length: int) -> int:
-        """How a BYTES body for C{top} is read: streamed if C{top} asks, else whole (skipped if refused)."""
-        kind = type(top)
-        try:
-            begin = self._starters[kind]
-        except KeyError:
-            begin = self._starters[kind] = getattr(kind, "begin_body", None)
-        if begin is None:
-            return BODY_WHOLE
-        started = self._guarded(begin, top, length)
+    def start(self, top: Any, length: int) -> int:
+        """How a BYTES body for C{top} is read: streamed if its C{begin_body} says so, else whole (or skipped)."""
+        started = self._guarded(top.begin_body, length)
         if started is _REFUSED:
             return BODY_SKIP
         if not started:
@@ -503,7 +500,10 @@ class _BodyStreams:
         """The next piece of the body (the scanner's C{body_chunk})."""
         receiver = self.receiver
         if receiver is not None:
-            self._guarded(receiver.body_piece, data)
+            try:  # (the guard written out: this runs for every piece)
+                receiver.body_piece(data)
+            except Exception as error:
+                self._refuse_for(error)
 
     def end(self, kind: int) -> None:
         """The body is complete (the scanner's C{body_end})."""
@@ -521,27 +521,34 @@ class _Discarding:
     @ivar depth: containers of the refused object still open.
     """
 
-    def __init__(self, building: list[Callable[[Any], None]], end: Callable[[Violation], None]) -> None:
+    __slots__ = ("_end", "_violation", "depth")
+
+    def __init__(self, end: Callable[[Violation], None]) -> None:
         self.depth = 0
         self._violation: Violation | None = None
         self._end = end
+
+    def table(self, building: list[Callable[[Any], None]]) -> list[Callable[[Any], None]]:
+        """
+        The state's handler table, for the decoder to keep (not kept here:
+        a table of this object's own methods would make it a cycle).
+        """
         table: list[Callable[[Any], None]] = [self._ignore] * 16
         table[CLOSE] = self._close
         table[ABORT] = self._abort
         for kind in (ERROR, PING, PONG, 14, 15):
             table[kind] = building[kind]  # the peer's last words, control tokens, reserved kinds
-        self.handlers = table
+        return table
 
     def skipped(self, kind: int) -> None:
         """A body of the refused object is skipped at its header: an OPEN's adds a container to skip."""
         if kind == OPEN:
             self.depth += 1
 
-    def start(self, violation: Violation, depth: int) -> list[Callable[[Any], None]]:
-        """Skip the rest of the object refused with C{violation}, C{depth} containers deep; return the table."""
+    def start(self, violation: Violation, depth: int) -> None:
+        """Skip the rest of the object refused with C{violation}, C{depth} containers deep."""
         self._violation = violation
         self.depth = depth
-        return self.handlers
 
     def _ignore(self, value: Any) -> None:
         pass
@@ -551,14 +558,15 @@ class _Discarding:
             raise UnexpectedToken(f"CLOSE with value {value}")
         self.depth -= 1
         if not self.depth:
-            self._finish()
+            self.end()
 
     def _abort(self, value: int) -> None:
         if value:
             raise UnexpectedToken(f"ABORT with value {value}")
-        self._finish()
+        self.end()
 
-    def _finish(self) -> None:
+    def end(self) -> None:
+        """The refused object is over (its CLOSE, or an ABORT): hand its Violation back."""
         violation = self._violation
         assert violation is not None
         self._violation = None
@@ -570,61 +578,70 @@ def _unexpected(value: Any) -> None:
     raise UnexpectedToken(f"unexpected token with value {short_repr(value, 40)}")
 
 
-def _control_handlers(events: list[Ping | Pong]) -> dict[int, Callable[[Any], None]]:
-    """The handlers of the tokens that act whatever the state: the peer's ERROR, PING and PONG."""
+class _ValueTokens:
+    """
+    The building state's handlers of the tokens whose value needs decoding
+    or checking, and of those that act whatever the state: the peer's
+    ERROR, PING and PONG.
+    """
 
-    def on_error(body: bytes) -> None:
-        raise PeerError("the peer reported: " + body.decode("utf-8", "replace"))
+    __slots__ = ("_deliver", "_events", "_refuse")
 
-    def on_ping(value: int) -> None:
-        events.append(Ping(value))
+    def __init__(
+        self, deliver: Callable[[Any], None], refuse: Callable[[Violation], None], events: list[Ping | Pong]
+    ) -> None:
+        self._deliver = deliver
+        self._refuse = refuse
+        self._events = events
 
-    def on_pong(value: int) -> None:
-        events.append(Pong(value))
+    def fill(self, table: list[Callable[[Any], None]]) -> None:
+        """Put the handlers in C{table}."""
+        table[NEG], table[STRING], table[FLOAT], table[SIMPLE] = self.neg, self.string, self.float, self.simple
+        table[BIGINT], table[BIGNEG] = self.bigint, self.bigneg
+        table[ERROR], table[PING], table[PONG] = self.error, self.ping, self.pong
 
-    return {ERROR: on_error, PING: on_ping, PONG: on_pong}
+    def neg(self, value: int) -> None:
+        self._deliver(-1 - value)
 
-
-def _value_decoders(
-    deliver: Callable[[Any], None], refuse: Callable[[Violation], None]
-) -> dict[int, Callable[[Any], None]]:
-    """The building table's handlers for the kinds whose value needs decoding or checking."""
-
-    def on_neg(value: int) -> None:
-        deliver(-1 - value)
-
-    def on_string(body: bytes) -> None:
+    def string(self, body: bytes) -> None:
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError as error:
-            refuse(InvalidValue(f"STRING body is not valid UTF-8: {error.reason} at byte {error.start}"))
+            self._refuse(InvalidValue(f"STRING body is not valid UTF-8: {error.reason} at byte {error.start}"))
             return
-        deliver(text)
+        self._deliver(text)
 
-    def on_bigint(body: bytes) -> None:
+    def bigint(self, body: bytes) -> None:
         magnitude = int.from_bytes(body, "big")
         if magnitude < _BIG or body[0] == 0:
-            refuse(InvalidValue("non-canonical BIGINT: use INT below 2**64, no leading zero bytes"))
+            self._refuse(InvalidValue("non-canonical BIGINT: use INT below 2**64, no leading zero bytes"))
             return
-        deliver(magnitude)
+        self._deliver(magnitude)
 
-    def on_bigneg(body: bytes) -> None:
+    def bigneg(self, body: bytes) -> None:
         magnitude = int.from_bytes(body, "big")
         if magnitude <= _BIG or body[0] == 0:
-            refuse(InvalidValue("non-canonical BIGNEG: use NEG above -(2**64) - 1, no leading zero bytes"))
+            self._refuse(InvalidValue("non-canonical BIGNEG: use NEG above -(2**64) - 1, no leading zero bytes"))
             return
-        deliver(-magnitude)
+        self._deliver(-magnitude)
 
-    def on_float(body: bytes) -> None:
-        deliver(_UNPACK_FLOAT(body)[0])
+    def float(self, body: bytes) -> None:
+        self._deliver(_UNPACK_FLOAT(body)[0])
 
-    def on_simple(value: int) -> None:
+    def simple(self, value: int) -> None:
         if value >= len(_SIMPLE_VALUES):
-            refuse(InvalidValue(f"unknown SIMPLE value {value}"))
+            self._refuse(InvalidValue(f"unknown SIMPLE value {value}"))
             return
-        deliver(_SIMPLE_VALUES[value])
+        self._deliver(_SIMPLE_VALUES[value])
 
-    return {NEG: on_neg, STRING: on_string, BIGINT: on_bigint, BIGNEG: on_bigneg, FLOAT: on_float, SIMPLE: on_simple}
+    def error(self, body: bytes) -> None:
+        raise PeerError("the peer reported: " + body.decode("utf-8", "replace"))
+
+    def ping(self, value: int) -> None:
+        self._events.append(Ping(value))
+
+    def pong(self, value: int) -> None:
+        self._events.append(Pong(value))
 
 
 def loads(data: bytes, limits: Limits | None = None, registry: Registry | None = None) -> Any:

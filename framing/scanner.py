@@ -8,10 +8,11 @@ out of sync.  In WANT_BODY each arriving chunk goes straight to the body's
 reader (copied once into a whole body; passed on piece by piece for a
 streamed one, as C{bytes} or, if the sink asks for views, as the very read or
 a C{memoryview} of it, uncopied; dropped for a skipped one) and is released;
-a body never waits in the chain,
-and the memory a body holds grows with the bytes that arrived, never with the
-length its header announced.  Per-token cost does not depend on how much is
-buffered or on the stream's age.
+a body never waits in the chain, and one lying whole in the chunk being
+scanned is delivered from it at once (a whole body as one slice, a streamed
+one as one piece).  The memory a body holds grows with the bytes that
+arrived, never with the length its header announced.  Per-token cost does
+not depend on how much is buffered or on the stream's age.
 """
 
 from __future__ import annotations
@@ -289,10 +290,16 @@ class TokenScanner:
                     mode = BODY_WHOLE
                 else:
                     mode = sink.accept_body(kind, value)
-                if mode == BODY_WHOLE and body_start + value <= end:
-                    handlers[kind](buf[body_start : body_start + value])
-                    pos = body_start + value
-                    continue
+                if body_start + value <= end:
+                    if mode == BODY_WHOLE:
+                        handlers[kind](buf[body_start : body_start + value])
+                        pos = body_start + value
+                        continue
+                    if mode != BODY_SKIP:
+                        self._stream_in_place(kind, buf, body_start, body_start + value, mode)
+                        pos = body_start + value
+                        sink.body_end(kind)  # (the body is committed: if this raises, it is dropped)
+                        continue
                 pos = body_start
                 self._start_body(kind, value, mode)
                 break
@@ -303,6 +310,15 @@ class TokenScanner:
                 self._chain.append(buf)
                 self._chain.skip(pos)
         return pos
+
+    def _stream_in_place(self, kind: int, buf: bytes, start: int, stop: int, mode: int) -> None:
+        """
+        Stream a body lying whole in C{buf} as one piece, without a pass
+        through the chain (a view of C{buf} in L{BODY_VIEWS} mode); if the
+        sink raises, nothing is committed and the body is offered again.
+        """
+        if stop > start:
+            self._sink.body_chunk(kind, memoryview(buf)[start:stop] if mode == BODY_VIEWS else buf[start:stop])
 
     def _split_header(self) -> bool:
         """Handle a header that spans chunks; return False if it is still incomplete."""

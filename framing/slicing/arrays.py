@@ -105,6 +105,7 @@ class ArraySlicer:
 STREAMED_ARRAY = 64 * 1024
 """An array body at least this long is streamed into the array as it arrives
 (one copy); a shorter one arrives whole, like any body."""
+_NO_ARRAY: array.array[Any] = array.array("b")
 
 
 @implementer(IStreamsBodies)
@@ -117,25 +118,42 @@ class ArrayUnslicer(PartsUnslicer):
 
     def __init__(self, limits: Any) -> None:
         super().__init__(limits)
-        self._body: _ArrayBody | None = None
+        self._array: array.array[Any] = _NO_ARRAY
+        self._length = self._position = 0
+        self._view: memoryview | None = None
 
     def begin_body(self, length: int) -> bool:
         """Stream a large body straight into the array (its layout checked first)."""
         if length < STREAMED_ARRAY or len(self.parts) != 3:
             return False
         typecode, itemsize, byteorder = self.parts
-        local = self._local(typecode, itemsize, byteorder, length)
-        self._body = _ArrayBody(local, length)
+        self._array = array.array(self._local(typecode, itemsize, byteorder, length))
+        self._length = length
         return True
 
     def body_piece(self, data: bytes | memoryview) -> None:
-        assert self._body is not None
-        self._body.write(data)
+        """
+        Copy a piece into the array, once: a body that comes in one piece
+        with C{frombytes}, one in several into the array made at its full
+        length.
+        """
+        view = self._view
+        if view is None:
+            if len(data) == self._length:
+                self._array.frombytes(data)
+                return
+            itemsize = self._array.itemsize
+            self._array = array.array(self._array.typecode, bytes(itemsize)) * (self._length // itemsize)
+            view = self._view = memoryview(self._array).cast("B")
+        position = self._position
+        self._position = position + len(data)
+        view[position : self._position] = data
 
     def end_body(self) -> None:
-        assert self._body is not None
-        self.parts.append(self._body.array)
-        self._body = None
+        if self._view is not None:
+            self._view.release()  # (an exported buffer would pin the array's size)
+            self._view = None
+        self.parts.append(self._array)
 
     def build(self, typecode: str, itemsize: int, byteorder: str, data: bytes | array.array[Any]) -> array.array[Any]:
         if type(data) is array.array:
@@ -156,36 +174,6 @@ class ArrayUnslicer(PartsUnslicer):
         if length % itemsize:
             raise InvalidValue(f"array body of {length} bytes is not a whole number of {itemsize}-byte items")
         return local
-
-
-class _ArrayBody:
-    """
-    Copies a streamed array body into its array, each byte once: a body
-    that arrives in one piece with C{frombytes}; one in several pieces into
-    the array made at its full length.
-    """
-
-    __slots__ = ("_length", "_position", "_view", "array")
-
-    def __init__(self, typecode: str, length: int) -> None:
-        self.array = array.array(typecode)
-        self._length = length
-        self._position = 0
-        self._view: memoryview | None = None
-
-    def write(self, data: bytes | memoryview) -> None:
-        size = len(data)
-        if self._view is None:
-            if size == self._length:
-                self.array.frombytes(data)
-                return
-            itemsize = self.array.itemsize
-            self.array = array.array(self.array.typecode, bytes(itemsize)) * (self._length // itemsize)
-            self._view = memoryview(self.array).cast("B")
-        self._view[self._position : self._position + size] = data
-        self._position += size
-        if self._position == self._length:
-            self._view.release()
 
 
 MAX_NDIM = 64

@@ -7,6 +7,8 @@ turned into typed Violations.
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any, ClassVar
 
 from twisted.trial.unittest import SynchronousTestCase
@@ -515,3 +517,26 @@ class GuardedCallTests(SynchronousTestCase):
         registry.add_unslicer("test.picky", Breaking)
         for data in (container("test.picky", encoded(1)), container("test.picky")):
             self.assertRaises(ProtocolError, Decoder(registry=registry).feed, PREAMBLE + data)
+
+
+class LifetimeTests(SynchronousTestCase):
+    """A decoder holds no cycle of its own parts beyond its attributes, so a closed connection frees it at once."""
+
+    def test_freed_by_reference_counting(self) -> None:
+        """Once its attributes are cleared (as a closed connection does), a decoder in any state is freed without gc."""
+        from framing.slicing.constraints import Constraint
+
+        streaming = PREAMBLE + pieces(b"x" * 100)[:-60]
+        discarding = PREAMBLE + reporting(encoded(13), token(BYTES, b"x" * 200), container("list"))[:-3]
+        building = PREAMBLE + container("list", container("test.picky", encoded(1)))[:-2]
+        gc.collect()
+        gc.disable()
+        self.addCleanup(gc.enable)
+        for data, constraint in ((streaming, None), (discarding, None), (building, None), (building, Constraint())):
+            decoder = Decoder(LIMITS, pieces_registry(), constraint=constraint)
+            decoder.feed(data)
+            self.assertFalse(decoder.at_boundary)
+            ref = weakref.ref(decoder)
+            vars(decoder).clear()
+            del decoder
+            self.assertIsNone(ref(), repr(data))
