@@ -172,10 +172,10 @@ MESSAGES: tuple[Kind, ...] = (
             Field("name", _name, _STRING),
             Field("kwargs", _optionalKwargs, _OPEN),
         ),
-        handler="callReceived",
-        refused="callRefused",
+        handler="incoming.callReceived",
+        refused="incoming.callRefused",
     ),
-    Kind(ANSWER, "answer", (_ID, Field("result")), handler="answerReceived", refused="answerRefused"),
+    Kind(ANSWER, "answer", (_ID, Field("result")), handler="calls.answerReceived", refused="calls.answerRefused"),
     Kind(
         FAIL,
         "fail",
@@ -186,11 +186,11 @@ MESSAGES: tuple[Kind, ...] = (
             Field("traceback", _optionalText, _STRING),
             Field("details", _optionalTuple, _OPEN),
         ),
-        handler="failReceived",
-        refused="answerRefused",
+        handler="calls.failReceived",
+        refused="calls.answerRefused",
     ),
-    Kind(CANCEL, "cancel", (_ID,), handler="cancelReceived"),
-    Kind(RELEASE, "release", (_ID, Field("count", _count, _NO_BODY)), handler="releaseReceived"),
+    Kind(CANCEL, "cancel", (_ID,), handler="incoming.cancelReceived"),
+    Kind(RELEASE, "release", (_ID, Field("count", _count, _NO_BODY)), handler="references.releaseReceived"),
 )
 """Every kind of RPC message, one row each, indexed by tag (h11's table
 style): a new kind is one row here plus its handler."""
