@@ -121,7 +121,7 @@ class OutgoingCalls:
         if type(name) is not str:
             return fail(TypeError(f"a method name is a str, not {type(name).__name__}"))
         limits = self.callLimits
-        if limits.max_pending is not None and len(self._pending) >= limits.max_pending:
+        if limits.maxPending is not None and len(self._pending) >= limits.maxPending:
             waiting = len(self._pending)
             return fail(TooManyPendingCalls(f"cannot call {name!r}: {waiting} calls already wait for answers"))
         requestId = self._lastRequestId = next(self._requestIds)
@@ -137,8 +137,8 @@ class OutgoingCalls:
         except Exception:
             del self._pending[requestId]
             return fail()
-        if limits.call_timeout is not None and requestId in self._pending:
-            call.timer = reactorOf(self._clock).callLater(limits.call_timeout, self._timedOut, requestId, name)
+        if limits.callTimeout is not None and requestId in self._pending:
+            call.timer = reactorOf(self._clock).callLater(limits.callTimeout, self._timedOut, requestId, name)
         return call
 
     def _timedOut(self, requestId: int, name: str) -> None:
@@ -147,7 +147,7 @@ class OutgoingCalls:
         if call is None:
             return
         call.timer = None
-        seconds = self.callLimits.call_timeout or 0.0
+        seconds = self.callLimits.callTimeout or 0.0
         if self._open and self._connection.failure is None:
             self._lateAnswers += 1  # given up on, as if cancelled: its answer may still come, once
             self._connection.sendObject(Message((CANCEL, requestId)))

@@ -9,7 +9,7 @@ forgetting the object at zero.  A reference sent again while a RELEASE is in
 flight is therefore never forgotten too early, and ids are never reused.
 RELEASEs are queued by the weakref callback (which may run in the middle of
 an encode, so it must not write) and sent together, in one write, on the
-next reactor turn.  At most C{CallLimits.max_imports} of the peer's
+next reactor turn.  At most C{CallLimits.maxImports} of the peer's
 references are held (a message past it is refused).  Every operation is
 O(1); the table refers to its broker weakly, so nothing here is a cycle.
 """
@@ -142,7 +142,7 @@ class ReferenceTable:
             if ref is not None:
                 record.count += 1
                 return ref
-        limit = self._callLimits.max_imports
+        limit = self._callLimits.maxImports
         if limit is not None and len(self._imports) >= limit and record is None:
             raise TooManyReferences(f"this side already holds {len(self._imports)} references of the peer, the limit")
         return self._newImport(exportId, 1)
