@@ -91,8 +91,9 @@ class IncomingCalls:
         # is started, below) sees this broker as currentBroker().
         token = _calling.set(self._broker)
         try:
-            if method.checkArguments is not None:
-                method.checkArguments(args, kwargs)
+            check = method.checkArguments
+            if check is not None:
+                check(args, kwargs)
             result = method.function(obj, *args, **kwargs)
             if type(result) is CoroutineType:
                 result = Deferred.fromCoroutine(result)
