@@ -52,7 +52,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "--call-timeout",
         type=float,
-        default=rpc.SERVER_CALL_LIMITS.call_timeout,
+        default=rpc.SERVER_CALL_LIMITS.callTimeout,
         metavar="S",
         help="seconds a watcher has to answer a change before it is dropped",
     )
@@ -63,7 +63,7 @@ def main(argv: list[str]) -> None:
     TokenProtocol.trace = args.trace
     beginLogging(args.log or args.trace)
     policy = policyFromArguments(args)
-    callLimits = replace(rpc.SERVER_CALL_LIMITS, call_timeout=args.call_timeout)
+    callLimits = replace(rpc.SERVER_CALL_LIMITS, callTimeout=args.call_timeout)
     listen = args.listen or ["tcp:8760"]
     runCommand(lambda reactor: serve(reactor, listen, args.tracebacks, policy, callLimits), None, args.debug, True)
 

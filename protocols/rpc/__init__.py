@@ -27,9 +27,13 @@ call either gets its answer or fails (L{RemoteError} and its subclasses, a
 registered exception type, L{DeadReferenceError}, L{TooManyPendingCalls},
 L{CallTimedOut}, C{CancelledError}, the reason the connection was lost).
 Per-connection limits (references held, calls waiting, call timeout) are a
-L{CallLimits}, in L{protocols.rpc.limits}.  The wire shapes are in L{protocols.rpc.wire},
-the reference-counting protocol in L{protocols.rpc.broker}, the exposure rule
-in L{protocols.rpc.referenceable}.
+L{CallLimits}, in L{protocols.rpc.limits}.  The message table is in
+L{protocols.rpc.wire}; a L{Broker} (L{protocols.rpc.broker}) is the receiver
+of one connection and hands each message to its job: the calls this side
+makes (L{protocols.rpc.calls}), the calls it answers
+(L{protocols.rpc.answering}), the reference tables and RELEASE
+(L{protocols.rpc.tables}).  The exposure rule is in
+L{protocols.rpc.referenceable}.
 """
 
 from .broker import Broker, BrokerFactory, currentBroker

@@ -1,15 +1,32 @@
 """How a remote call fails: the error classes, and the exception types that travel as themselves.
 
-Contract: every failure of a call made with C{callRemote} is one of these: a
-L{RemoteError} (the other side raised, or refused the call), an exception
-type registered on both sides with L{register_error} (it arrives as itself),
-L{DeadReferenceError} (the connection was gone before the call was sent),
-L{TooManyPendingCalls} or L{CallTimedOut} (see L{protocols.rpc.limits}), a
-local L{framing.Violation} (this side refused the answer), the reason the
-connection was lost, or C{CancelledError} / C{TimeoutError} after
-C{cancel()} / C{addTimeout}.  An exception's description for the wire
-(L{describe}) and its rebuilding (L{rebuild}) cost one dict lookup plus a
-walk of the raised type's MRO; they run only on the failure path.
+Strategy: each error says whose fault it is and who sees it.
+
+- Raised I{here} for the application, at once, nothing sent:
+  L{DeadReferenceError} (the connection is not up), L{TooManyPendingCalls}
+  (C{CallLimits.maxPending}), C{TypeError} (a method name that is no str),
+  an L{framing.EncodingError} (an argument cannot be sent).
+- Raised here later, on the caller's Deferred: L{CallTimedOut}
+  (C{CallLimits.callTimeout}; the peer is sent a CANCEL), a local
+  L{framing.Violation} (this side refused the answer, or a
+  L{TooManyReferences} in it), the reason the connection was lost, or
+  C{CancelledError}.
+- Made by the I{peer} and rebuilt here (L{rebuild}): L{RemoteError} (the
+  remote method raised), its subclasses L{NoSuchMethod}, L{NoSuchObject}
+  and L{RemoteViolation} (the peer refused the call: its constraints,
+  L{WrongArguments}, or a L{framing.Violation} it raised), or an exception
+  type registered on both sides with L{register_error}, which arrives as
+  itself.  The peer's side logs refusals and method failures at a bounded
+  rate; the application that made the call sees only the error.
+- The peer's fault, for the connection: L{UnexpectedAnswer} (an answer to
+  a call never made, or answered twice) is a L{framing.ProtocolError}: the
+  connection is dropped and every pending call fails with it.
+- Internal: L{MessageRefused} carries a refused message's kind and id from
+  its unslicer to the broker; neither the application nor the peer sees it.
+
+An exception's description for the wire (L{describe}) and its rebuilding
+(L{rebuild}) cost one dict lookup plus a walk of the raised type's MRO;
+they run only on the failure path.
 """
 
 from __future__ import annotations
@@ -122,14 +139,14 @@ class DeadReferenceError(Exception):
 
 class TooManyPendingCalls(Exception):
     """
-    The call was not sent: this side already has C{CallLimits.max_pending}
+    The call was not sent: this side already has C{CallLimits.maxPending}
     calls waiting for the peer's answers on this connection.
     """
 
 
 class CallTimedOut(TimeoutError):
     """
-    The peer did not answer within C{CallLimits.call_timeout} seconds: the
+    The peer did not answer within C{CallLimits.callTimeout} seconds: the
     call was cancelled (the peer was told), its request id forgotten, and a
     late answer is ignored.
 
@@ -144,7 +161,7 @@ class CallTimedOut(TimeoutError):
 
 
 class TooManyReferences(Violation):
-    """A message would make this side hold more of the peer's references than C{CallLimits.max_imports}."""
+    """A message would make this side hold more of the peer's references than C{CallLimits.maxImports}."""
 
     code = "too-many-references"
 
@@ -208,9 +225,9 @@ class ErrorRegistry:
 
     def nameFor(self, cls: type[BaseException]) -> str | None:
         """The registered name of C{cls} or of its nearest registered base, or C{None}."""
-        by_type = self._byType
+        byType = self._byType
         for base in cls.__mro__:
-            name = by_type.get(base)
+            name = byType.get(base)
             if name is not None:
                 return name
         return None

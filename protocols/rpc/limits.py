@@ -17,18 +17,18 @@ class CallLimits:
     """
     The per-connection limits of a broker; C{None} turns one off.
 
-    @ivar max_imports: most distinct references the peer may make this side
+    @ivar maxImports: most distinct references the peer may make this side
         hold at once (ids it sent in C{rpc.ref}; the root excepted).  A
         message that would go past it is refused with a
         C{too-many-references} L{framing.Violation}.  10,000: each costs a
         L{RemoteReference} and its record (about 200 bytes), and a peer can
         invent ids freely, so this is what bounds that memory.
-    @ivar max_pending: most calls this side may have waiting for the peer's
+    @ivar maxPending: most calls this side may have waiting for the peer's
         answer; C{callRemote} past it fails at once with
         L{protocols.rpc.TooManyPendingCalls}.  10,000: a peer that stops
         answering cannot make this side keep an unbounded table of Deferreds
         (nor, with a timeout, an unbounded set of timers).
-    @ivar call_timeout: seconds a call made with C{callRemote} waits for its
+    @ivar callTimeout: seconds a call made with C{callRemote} waits for its
         answer before it fails with L{protocols.rpc.CallTimedOut}; the
         request id is then forgotten and the peer is sent a CANCEL, and an
         answer arriving later is ignored (logged at debug level, within the
@@ -39,13 +39,13 @@ class CallLimits:
         kv example's C{changed()}) time out after 30 s.
     """
 
-    max_imports: int | None = 10_000
-    max_pending: int | None = 10_000
-    call_timeout: float | None = None
+    maxImports: int | None = 10_000
+    maxPending: int | None = 10_000
+    callTimeout: float | None = None
 
 
 CLIENT_CALL_LIMITS = CallLimits()
 """The defaults of C{connect}, C{reconnecting} and a bare C{Broker}: no call timeout."""
 
-SERVER_CALL_LIMITS = CallLimits(call_timeout=30.0)
+SERVER_CALL_LIMITS = CallLimits(callTimeout=30.0)
 """The defaults of C{serve} and C{serverFactory}: a server's calls to a client time out after 30 s."""

@@ -211,7 +211,7 @@ def _mappingCheck(function: Callable[..., Any], constraints: Mapping[str, Constr
     positional = tuple(
         constraints.get(p.name) for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     )
-    by_name = {
+    byName = {
         name: constraint
         for name, constraint in constraints.items()
         if any(p.name == name and p.kind is not p.POSITIONAL_ONLY for p in parameters)
@@ -227,7 +227,7 @@ def _mappingCheck(function: Callable[..., Any], constraints: Mapping[str, Constr
                 _validate(constraint, value, f"args[{index}]")
         if kwargs:
             for name, value in kwargs.items():
-                constraint = by_name.get(name)
+                constraint = byName.get(name)
                 if constraint is not None:
                     _validate(constraint, value, f"kwargs[{name!r}]")
 

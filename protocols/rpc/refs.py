@@ -7,15 +7,17 @@ none is alive).  A L{RemoteReference} sent back over its own connection is
 sent as OPEN C{"rpc.yourref"}, the id, CLOSE, and arrives as the original
 object.  Sending a L{RemoteReference} over any other connection is an
 L{framing.EncodingError}: only the side that exports an object can hand it
-on.  How long exports live is the broker's business (see
-L{protocols.rpc.broker}); everything here is O(1) per reference.
+on.  How long exports live is the connection's reference table's business
+(see L{protocols.rpc.tables}); everything here is O(1) per reference.
+Nothing here imports the broker: a reference needs only a L{Caller}, the
+slicers only L{References}.
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from twisted.internet.defer import Deferred
 from zope.interface import implementer
@@ -25,13 +27,42 @@ from framing.errors import InvalidValue
 from framing.slicing.custom import PartsUnslicer
 from framing.slicing.interfaces import ISlicer
 
-if TYPE_CHECKING:
-    from .broker import Broker
-
 REF_OPEN_TYPE = "rpc.ref"
 """An object exported by the sender: its export id follows."""
 YOURREF_OPEN_TYPE = "rpc.yourref"
 """An object exported by the receiver, coming home: its export id follows."""
+
+
+class Caller(Protocol):
+    """What a L{RemoteReference} needs of its connection (a L{protocols.rpc.Broker} is one)."""
+
+    def callRemote(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Deferred[Any]:
+        """Send a call to the peer's export C{target}."""
+
+    def isConnected(self) -> bool:
+        """Whether calls can be sent."""
+
+    def whenDisconnected(self) -> Deferred[BaseException]:
+        """Fires with the exception that ended the connection."""
+
+
+class References(Protocol):
+    """What the reference slicers and unslicers need of a connection's tables (L{protocols.rpc.tables})."""
+
+    def exportFor(self, obj: Any) -> int:
+        """The export id C{obj} is sent under, counting one more sending."""
+
+    def releaseExport(self, exportId: int, count: int) -> bool:
+        """Take back C{count} sendings of C{exportId}."""
+
+    def localObject(self, exportId: int) -> Any:
+        """The object exported as C{exportId}."""
+
+    def importReference(self, exportId: int) -> RemoteReference:
+        """The reference for the peer's C{exportId}, received once more."""
+
+    def owns(self, ref: RemoteReference) -> bool:
+        """Whether C{ref} belongs to this connection."""
 
 
 class RemoteReference:
@@ -44,15 +75,16 @@ class RemoteReference:
     dropped, the exporting side is told, and forgets the object once no
     other reference to it is in flight.
 
-    @ivar broker: the connection it belongs to.
+    @ivar broker: the connection it belongs to (a L{protocols.rpc.Broker}).
     @ivar exportId: the id the other side exports the object under.
     """
 
     __slots__ = ("broker", "exportId", "__weakref__")
 
-    def __init__(self, broker: Broker, export_id: int) -> None:
-        self.broker = broker
-        self.exportId = export_id
+    def __init__(self, broker: Caller, exportId: int) -> None:
+        # Any, not Caller: applications use the whole Broker (disconnect, logFailure).
+        self.broker: Any = broker
+        self.exportId = exportId
 
     def callRemote(self, _name: str, /, *args: Any, **kwargs: Any) -> Deferred[Any]:
         """
@@ -71,15 +103,18 @@ class RemoteReference:
             L{framing.Violation} if this side refused the answer, the reason
             the connection was lost, or C{CancelledError}.
         """
-        return self.broker.callRemote(self.exportId, _name, args, kwargs)
+        call: Deferred[Any] = self.broker.callRemote(self.exportId, _name, args, kwargs)
+        return call
 
     def isConnected(self) -> bool:
         """Whether calls through this reference can still be sent."""
-        return self.broker.isConnected()
+        connected: bool = self.broker.isConnected()
+        return connected
 
     def whenDisconnected(self) -> Deferred[BaseException]:
         """A L{Deferred} firing with the exception that ended this reference's connection, once it ends."""
-        return self.broker.whenDisconnected()
+        lost: Deferred[BaseException] = self.broker.whenDisconnected()
+        return lost
 
     def __repr__(self) -> str:
         return f"<RemoteReference {self.exportId} on {self.broker!r}>"
@@ -98,15 +133,15 @@ class ImportRecord(weakref.ref[RemoteReference]):
     __slots__ = ("exportId", "count")
 
     def __new__(
-        cls, ref: RemoteReference, callback: Callable[[ImportRecord], None], export_id: int, count: int
+        cls, ref: RemoteReference, callback: Callable[[ImportRecord], None], exportId: int, count: int
     ) -> ImportRecord:
         return super().__new__(cls, ref, callback)
 
     def __init__(
-        self, ref: RemoteReference, callback: Callable[[ImportRecord], None], export_id: int, count: int
+        self, ref: RemoteReference, callback: Callable[[ImportRecord], None], exportId: int, count: int
     ) -> None:
         super().__init__(ref, callback)  # type: ignore[call-arg]
-        self.exportId = export_id
+        self.exportId = exportId
         self.count = count
 
 
@@ -116,33 +151,33 @@ class ImportRecord(weakref.ref[RemoteReference]):
 @implementer(ISlicer)
 class ReferenceableSlicer:
     """
-    Sends a L{Referenceable} as C{"rpc.ref"}, exporting it on the broker
+    Sends a L{Referenceable} as C{"rpc.ref"}, exporting it in the tables
     (one more sending of its id); the message's L{framing.outgoing.Outgoing}
     takes that sending back if the message is rolled back.
     """
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, tables: References) -> None:
+        self.tables = tables
 
     def slice(self, obj: Any, encoder: Any) -> None:
-        broker = self.broker
-        export_id = broker.exportFor(obj)
+        tables = self.tables
+        exportId = tables.exportFor(obj)
         outgoing = encoder.outgoing
         if outgoing is not None:
             # Not sent after all: the peer never saw this sending of the id.
-            outgoing.on_rollback(lambda: broker.releaseExport(export_id, 1))
-        encoder.write_container(REF_OPEN_TYPE, obj, (export_id,))
+            outgoing.on_rollback(lambda: tables.releaseExport(exportId, 1))
+        encoder.write_container(REF_OPEN_TYPE, obj, (exportId,))
 
 
 @implementer(ISlicer)
 class RemoteReferenceSlicer:
     """Sends a L{RemoteReference} home as C{"rpc.yourref"}; refuses any other connection."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, tables: References) -> None:
+        self.tables = tables
 
     def slice(self, obj: Any, encoder: Any) -> None:
-        if obj.broker is not self.broker:
+        if not self.tables.owns(obj):
             raise EncodingError("a RemoteReference can only be sent over the connection it came from")
         encoder.write_container(YOURREF_OPEN_TYPE, obj, (obj.exportId,))
 
@@ -153,17 +188,17 @@ class _IdUnslicer(PartsUnslicer):
     part_kinds = (frozenset(),)
     part_types = (int,)
 
-    def __init__(self, limits: Limits, broker: Broker) -> None:
+    def __init__(self, limits: Limits, tables: References) -> None:
         super().__init__(limits)
-        self.broker = broker
+        self.tables = tables
 
     def build(self, *parts: Any) -> Any:
-        (export_id,) = parts
-        if type(export_id) is not int or export_id < 0:
+        (exportId,) = parts
+        if type(exportId) is not int or exportId < 0:
             raise InvalidValue(f"{self.open_type} needs a non-negative export id")
-        return self.resolve(export_id)
+        return self.resolve(exportId)
 
-    def resolve(self, export_id: int) -> Any:
+    def resolve(self, exportId: int) -> Any:
         raise NotImplementedError
 
 
@@ -172,8 +207,8 @@ class ReferenceUnslicer(_IdUnslicer):
 
     open_type = REF_OPEN_TYPE
 
-    def resolve(self, export_id: int) -> Any:
-        return self.broker.importReference(export_id)
+    def resolve(self, exportId: int) -> Any:
+        return self.tables.importReference(exportId)
 
 
 class YourReferenceUnslicer(_IdUnslicer):
@@ -181,5 +216,5 @@ class YourReferenceUnslicer(_IdUnslicer):
 
     open_type = YOURREF_OPEN_TYPE
 
-    def resolve(self, export_id: int) -> Any:
-        return self.broker.localObject(export_id)
+    def resolve(self, exportId: int) -> Any:
+        return self.tables.localObject(exportId)

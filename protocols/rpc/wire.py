@@ -3,11 +3,16 @@
 Contract: every RPC message is one top-level chunkwire object, OPEN C{"rpc"},
 an INT tag, the fields of that kind, CLOSE::
 
-    (CALL,    request_id, target_id, name, kwargs_dict_or_None, *args)
-    (ANSWER,  request_id, result)
-    (FAIL,    request_id, type_name, message, traceback_or_None, details_or_None)
-    (CANCEL,  request_id)
-    (RELEASE, export_id, count)
+    (CALL,    requestId, targetId, name, kwargsDictOrNone, *args)
+    (ANSWER,  requestId, result)
+    (FAIL,    requestId, typeName, message, tracebackOrNone, detailsOrNone)
+    (CANCEL,  requestId)
+    (RELEASE, exportId, count)
+
+L{MESSAGES} is the one table of these shapes: a row per kind with its
+fields (name, value check, accepted body kinds) and the broker methods that
+handle it and its refusal; the unslicer and the broker's dispatch are built
+from it, so a new kind is one row plus its handler.
 
 A CALL carries its arguments as trailing fields and C{None} for no keyword
 arguments, so the commonest call holds no nested container (two fewer
@@ -172,10 +177,10 @@ MESSAGES: tuple[Kind, ...] = (
             Field("name", _name, _STRING),
             Field("kwargs", _optionalKwargs, _OPEN),
         ),
-        handler="callReceived",
-        refused="callRefused",
+        handler="incoming.callReceived",
+        refused="incoming.callRefused",
     ),
-    Kind(ANSWER, "answer", (_ID, Field("result")), handler="answerReceived", refused="answerRefused"),
+    Kind(ANSWER, "answer", (_ID, Field("result")), handler="calls.answerReceived", refused="calls.answerRefused"),
     Kind(
         FAIL,
         "fail",
@@ -186,11 +191,11 @@ MESSAGES: tuple[Kind, ...] = (
             Field("traceback", _optionalText, _STRING),
             Field("details", _optionalTuple, _OPEN),
         ),
-        handler="failReceived",
-        refused="answerRefused",
+        handler="calls.failReceived",
+        refused="calls.answerRefused",
     ),
-    Kind(CANCEL, "cancel", (_ID,), handler="cancelReceived"),
-    Kind(RELEASE, "release", (_ID, Field("count", _count, _NO_BODY)), handler="releaseReceived"),
+    Kind(CANCEL, "cancel", (_ID,), handler="incoming.cancelReceived"),
+    Kind(RELEASE, "release", (_ID, Field("count", _count, _NO_BODY)), handler="references.releaseReceived"),
 )
 """Every kind of RPC message, one row each, indexed by tag (h11's table
 style): a new kind is one row here plus its handler."""

@@ -160,7 +160,7 @@ class StoreTests(SynchronousTestCase):
         self.successResultOf(self.call(pair, "watch", "k", silent))
         self.call(pair, "put", "k", "1")
         self.call(pair, "put", "k", "2")
-        pair.clock.advance(SERVER_CALL_LIMITS.call_timeout or 0)
+        pair.clock.advance(SERVER_CALL_LIMITS.callTimeout or 0)
         pair.flush()
         self.assertEqual(self.store.watchers, {})
         dropped = [line for line in self.lines() if "dropping a watcher" in line]

@@ -62,12 +62,12 @@ class Silent(Referenceable):
 
 
 class ImportLimitTests(SynchronousTestCase):
-    """CallLimits.max_imports bounds the references a peer can make this side hold."""
+    """CallLimits.maxImports bounds the references a peer can make this side hold."""
 
     def test_pastTheLimitIsRefused(self) -> None:
-        """A call carrying references past max_imports is refused with too-many-references; the connection stays up."""
+        """A call carrying references past maxImports is refused with too-many-references; the connection stays up."""
         keeper = Keeper()
-        pair = RpcPair(keeper, serverCallLimits=CallLimits(max_imports=3))
+        pair = RpcPair(keeper, serverCallLimits=CallLimits(maxImports=3))
         quiet(pair.server, pair.client)
         first = pair.root.callRemote("keep", Token(), Token(), Token())
         second = pair.root.callRemote("keep", Token())
@@ -81,7 +81,7 @@ class ImportLimitTests(SynchronousTestCase):
     def test_sameReferenceAgainIsFree(self) -> None:
         """A reference already held does not count again."""
         keeper = Keeper()
-        pair = RpcPair(keeper, serverCallLimits=CallLimits(max_imports=1))
+        pair = RpcPair(keeper, serverCallLimits=CallLimits(maxImports=1))
         token = Token()
         answers = [pair.root.callRemote("keep", token) for _ in range(3)]
         pair.flush()
@@ -90,12 +90,12 @@ class ImportLimitTests(SynchronousTestCase):
 
 
 class PendingLimitTests(SynchronousTestCase):
-    """CallLimits.max_pending bounds the calls waiting on the peer."""
+    """CallLimits.maxPending bounds the calls waiting on the peer."""
 
     def test_failsAtOnce(self) -> None:
-        """callRemote past max_pending fails at once with TooManyPendingCalls, and sends nothing."""
+        """callRemote past maxPending fails at once with TooManyPendingCalls, and sends nothing."""
         service = Service()
-        pair = RpcPair(service, clientCallLimits=CallLimits(max_pending=2))
+        pair = RpcPair(service, clientCallLimits=CallLimits(maxPending=2))
         waiting = [pair.root.callRemote("stubborn", n) for n in range(2)]
         pair.flush()
         writes = len(pair.clientWrites)
@@ -109,7 +109,7 @@ class PendingLimitTests(SynchronousTestCase):
     def test_roomAgainAfterAnswers(self) -> None:
         """Once answers come back, calls can be made again."""
         service = Service()
-        pair = RpcPair(service, clientCallLimits=CallLimits(max_pending=1))
+        pair = RpcPair(service, clientCallLimits=CallLimits(maxPending=1))
         first = pair.root.callRemote("echo", 1)
         pair.flush()
         self.assertEqual(self.successResultOf(first), 1)
@@ -119,15 +119,15 @@ class PendingLimitTests(SynchronousTestCase):
 
 
 class TimeoutTests(SynchronousTestCase):
-    """CallLimits.call_timeout fails calls the peer does not answer in time."""
+    """CallLimits.callTimeout fails calls the peer does not answer in time."""
 
     def setUp(self) -> None:
         self.service = Service()
-        self.pair = RpcPair(self.service, clientCallLimits=CallLimits(call_timeout=5.0))
+        self.pair = RpcPair(self.service, clientCallLimits=CallLimits(callTimeout=5.0))
         self.events = quiet(self.pair.client, self.pair.server)
 
     def test_timedOutCallFails(self) -> None:
-        """A call unanswered within call_timeout fails with CallTimedOut and is forgotten; the peer gets a CANCEL."""
+        """A call unanswered within callTimeout fails with CallTimedOut and is forgotten; the peer gets a CANCEL."""
         call = self.pair.root.callRemote("later", "k")
         self.pair.flush()
         self.pair.clock.advance(4.9)
@@ -172,8 +172,8 @@ class TimeoutTests(SynchronousTestCase):
         """Servers' brokers time their calls out after 30 s by default; clients' do not."""
         factory = serverFactory(Service())
         self.assertEqual(factory.buildProtocol(None).receiver.callLimits, SERVER_CALL_LIMITS)
-        self.assertEqual(SERVER_CALL_LIMITS.call_timeout, 30.0)
-        self.assertIsNone(self.pair.server.callLimits.call_timeout)
+        self.assertEqual(SERVER_CALL_LIMITS.callTimeout, 30.0)
+        self.assertIsNone(self.pair.server.callLimits.callTimeout)
 
     def test_serverCallbackTimesOut(self) -> None:
         """A server's call to a client callback that never answers fails with CallTimedOut and a CANCEL is sent."""
@@ -210,7 +210,7 @@ class CycleTests(SynchronousTestCase):
         gc.disable()
         self.addCleanup(gc.enable)
         keeper = Keeper()
-        pair = RpcPair(keeper, serverCallLimits=CallLimits(call_timeout=5.0))
+        pair = RpcPair(keeper, serverCallLimits=CallLimits(callTimeout=5.0))
         silence(pair)
         kept = pair.root.callRemote("keep", Token(), Token())
         missing = pair.root.callRemote("nothing")

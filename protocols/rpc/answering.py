@@ -1,0 +1,216 @@
+"""The calls the peer makes here: finding the method, running it, answering.
+
+Contract: each CALL is answered once, with one ANSWER or one FAIL, each one
+send transaction on the connection.  A call to an object this side does not
+export, to a method not marked L{remote}, or with arguments its constraints
+refuse is answered with a FAIL without running anything, and counted as a
+refusal (L{protocols.TokenProtocol.logRefusal}: a peer refused too often is
+dropped).  A method's exception is logged at a bounded rate and sent back;
+a method raising a L{framing.Violation} refuses the call.  A method that
+returns a L{Deferred} or a coroutine is answered when it finishes, and
+cancelled if the peer sends CANCEL.  Calls still running here when the
+connection is lost are left to finish (they may have side effects half
+done); their answers are dropped.  While a method runs, L{currentBroker}
+names the broker its call arrived on.  Cost per call: one dict lookup for
+the object, one for the method, and the method.
+"""
+
+from __future__ import annotations
+
+import traceback
+from contextvars import ContextVar
+from types import CoroutineType
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.logger import LogLevel
+from twisted.python.failure import Failure
+
+from framing import Violation
+from framing.errors import short_repr
+
+from ..logs import escape
+from .errors import MessageRefused, clipTraceback, describe, noSuchMethod, noSuchObject
+from .referenceable import RemoteMethod
+from .wire import ANSWER, FAIL, Message
+
+_calling: ContextVar[Any] = ContextVar("chunkwire.rpc.calling", default=None)
+
+
+def currentBroker() -> Any:
+    """
+    The L{protocols.rpc.Broker} whose peer called the remote method now
+    running (in its synchronous part, or anywhere in a coroutine method,
+    which keeps the context it started in), or C{None} outside a remote
+    call.  Extensions use it to find the connection a call arrived on.
+    """
+    return _calling.get()
+
+
+class IncomingCalls:
+    """
+    The peer's calls on one connection: dispatch, and the calls still running.
+
+    @ivar tracebacks: whether FAIL messages carry the local traceback.
+    """
+
+    def __init__(self, connection: Any, exports: dict[int, list[Any]], broker: Any, tracebacks: bool) -> None:
+        """
+        @param connection: the L{protocols.TokenProtocol} answers are sent on.
+        @param exports: the export table (id to C{[object, count]}; see
+            L{protocols.rpc.tables.ReferenceTable.exports}), only read here.
+        @param broker: what L{currentBroker} names while a method runs.
+        """
+        self._connection = connection
+        self._exports = exports
+        self._broker = broker
+        self.tracebacks = tracebacks
+        self._closed = False
+        self._running: dict[int, Deferred[Any]] = {}
+
+    @property
+    def runningCount(self) -> int:
+        """How many calls are running here (their methods returned a Deferred or a coroutine)."""
+        return len(self._running)
+
+    # -- handlers of the message table ---------------------------------------------------
+
+    def callReceived(self, message: Message) -> None:
+        """A CALL: run the method and answer, now or when it finishes."""
+        _, requestId, target, name, args, kwargs = message
+        entry = self._exports.get(target)
+        if entry is None:
+            self._refuse(requestId, noSuchObject(target), "no-such-object")
+            return
+        obj = entry[0]
+        method = obj.remoteMethods.get(name)
+        if method is None:
+            self._refuse(requestId, noSuchMethod(name, obj.remoteMethods), "no-such-method")
+            return
+        # The method (and its coroutine, which copies the context where it
+        # is started, below) sees this broker as currentBroker().
+        token = _calling.set(self._broker)
+        try:
+            check = method.checkArguments
+            if check is not None:
+                check(args, kwargs)
+            result = method.function(obj, *args, **kwargs)
+            if type(result) is CoroutineType:
+                result = Deferred.fromCoroutine(result)
+        except Violation as violation:
+            # Refused: by the argument constraints, or by the method (a cap it keeps, a value it checks).
+            self._refuse(requestId, violation, violation.code)
+            return
+        except Exception as error:
+            self._methodFailed(method, error)
+            self._sendFailure(requestId, error, self._tracebackText())
+            return
+        finally:
+            _calling.reset(token)
+        if isinstance(result, Deferred):
+            self._answerLater(requestId, result, method)
+        else:
+            self._sendAnswer(requestId, result, method)
+
+    def callRefused(self, refused: MessageRefused) -> None:
+        """A CALL this side refused while decoding it: answer it with a FAIL."""
+        violation = refused.violation
+        self._refuse(refused.requestId, violation, violation.code)
+
+    def cancelReceived(self, message: Message) -> None:
+        """A CANCEL: cancel the call's Deferred if it still runs."""
+        requestId = message[1]
+        running = self._running.pop(requestId, None)
+        if running is None:
+            template = "{peer}: ignoring a cancel of call {id}, not running"
+            self._connection.logFailure("not-running", template, LogLevel.debug, id=requestId)
+            return
+        try:
+            running.cancel()
+        except Exception:
+            # A canceller's bug must not reach dataReceived and drop the
+            # connection.  Our bug, not the peer's: logged in full.
+            self._connection.log.failure("Cancelling request {id} failed", id=requestId)
+
+    def connectionLost(self) -> None:
+        """Drop the answers of the calls still running, and what refers back to the broker."""
+        self._closed = True
+        self._running.clear()
+        self._broker = None
+
+    # -- answering -------------------------------------------------------------------------
+
+    def _answerLater(self, requestId: int, running: Deferred[Any], method: RemoteMethod) -> None:
+        # Registered before the callbacks are added: an already-fired
+        # Deferred answers (and unregisters) at once.
+        self._running[requestId] = running
+        running.addCallbacks(
+            self._deferredAnswered,
+            self._deferredFailed,
+            callbackArgs=(requestId, method),
+            errbackArgs=(requestId, method),
+        )
+
+    def _deferredAnswered(self, result: Any, requestId: int, method: RemoteMethod) -> None:
+        if self._running.pop(requestId, None) is not None:
+            self._sendAnswer(requestId, result, method)
+
+    def _deferredFailed(self, failure: Failure, requestId: int, method: RemoteMethod) -> None:
+        # Popped already: cancelled by the peer, or the connection is gone.
+        # Either way nobody waits for this failure; it is consumed here.
+        if self._running.pop(requestId, None) is None:
+            return
+        error = failure.value
+        assert error is not None
+        if isinstance(error, Violation):
+            self._refuse(requestId, error, error.code)
+            return
+        self._methodFailed(method, error)
+        self._sendFailure(requestId, error, failure.getTraceback() if self.tracebacks else None)
+
+    def _sendAnswer(self, requestId: int, result: Any, method: RemoteMethod) -> None:
+        if self._closed or self._connection.failure is not None:
+            return
+        if method.result is not None:
+            try:
+                method.result.validate(result)
+            except Violation as violation:
+                violation.where = "result" + violation.where
+                self._refuse(requestId, violation, violation.code)
+                return
+        try:
+            self._connection.sendObject(Message((ANSWER, requestId, result)))
+        except Exception as error:
+            if isinstance(error, Violation):
+                error.where = "result" + error.where
+            self._sendFailure(requestId, error, self._tracebackText())
+
+    def _refuse(self, requestId: int, error: Exception, code: str) -> None:
+        """Answer a call this side refuses with a FAIL, and count it as a refusal."""
+        template = "Refused call {id} from {peer}: {code}: {violation}"
+        self._connection.logRefusal(code, str(error), template, id=requestId)
+        self._sendFailure(requestId, error)
+
+    def _sendFailure(self, requestId: int, error: BaseException, remoteTraceback: str | None = None) -> None:
+        if self._closed or self._connection.failure is not None:
+            return
+        typeName, text, details = describe(error)
+        remoteTraceback = clipTraceback(remoteTraceback) if self.tracebacks else None
+        send = self._connection.sendObject
+        try:
+            send(Message((FAIL, requestId, typeName, text, remoteTraceback, details)))
+        except Exception:
+            # A registered exception whose args cannot be sent: send the rest.
+            send(Message((FAIL, requestId, typeName, text, remoteTraceback, None)))
+
+    def _tracebackText(self) -> str | None:
+        return traceback.format_exc() if self.tracebacks else None
+
+    def _methodFailed(self, method: RemoteMethod, error: BaseException) -> None:
+        """Log a remote method's exception (the caller gets it too), without a traceback, within the log rate."""
+        self._connection.logFailure(
+            "method-failed",
+            "{peer}: remote method {name} raised {error}",
+            name=method.name,
+            error=escape(f"{type(error).__name__}: {short_repr(error, 200)}"),
+        )

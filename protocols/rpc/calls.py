@@ -1,0 +1,233 @@
+"""The calls one side makes: request ids, the pending table, timeouts and cancelling.
+
+Contract: calls in flight live in a dict keyed by request id, so sending,
+answering, failing and cancelling a call are O(1) whatever is in flight and
+however old the connection is, and answers may come in any order.  Each call
+is one CALL message, one send transaction on the connection.  A call either
+gets its answer or errbacks: when the connection is lost every pending call
+errbacks at once with the reason.  An answer to a call this side gave up on
+(cancelled, or timed out) is ignored and logged at debug level; one answer
+per such call is expected, and any other answer to an id that is not pending
+(a call never made, or answered twice) drops the connection with
+L{UnexpectedAnswer}, so a peer cannot flood this side with answers it never
+asked for.  At most C{CallLimits.maxPending} calls wait (C{callRemote} past
+it fails at once with L{TooManyPendingCalls}); with C{CallLimits.callTimeout}
+each call has a timer, stopped when it is answered.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from twisted.internet.defer import Deferred, fail
+from twisted.logger import LogLevel
+from twisted.python.failure import Failure
+
+from framing.outgoing import Outgoing
+
+from .errors import (
+    CallTimedOut,
+    DeadReferenceError,
+    MessageRefused,
+    TooManyPendingCalls,
+    UnexpectedAnswer,
+    rebuild,
+)
+from .limits import CallLimits
+from .wire import CALL, CANCEL, Message
+
+CallSent = Callable[[Deferred[Any], Outgoing], object]
+"""An extension's C{callSent(call, outgoing)} (see L{protocols.interfaces.IBrokerExtension})."""
+
+
+def reactorOf(clock: Any) -> Any:
+    """C{clock}, or the global reactor if it is C{None} (imported only then)."""
+    if clock is None:
+        from twisted.internet import reactor
+
+        clock = reactor
+    return clock
+
+
+class _Call(Deferred[Any]):
+    """
+    The caller's L{Deferred} for one call; it knows its request id so that
+    cancelling it is O(1), and its timeout's delayed call, if it has one.
+    """
+
+    __slots__ = ("requestId", "timer")
+
+    def __init__(self, canceller: Callable[[Deferred[Any]], None], requestId: int) -> None:
+        super().__init__(canceller)
+        self.requestId = requestId
+        self.timer: Any = None
+
+
+def _callsGone(call: Deferred[Any]) -> None:
+    """The canceller of calls made after the connection was lost: nothing is pending any more."""
+
+
+class OutgoingCalls:
+    """
+    The calls this side made on one connection that wait for answers.
+
+    @ivar callLimits: the L{CallLimits} (pending calls and their timeout).
+    """
+
+    def __init__(
+        self, connection: Any, callLimits: CallLimits, clock: Any = None, callSent: Iterable[CallSent] = ()
+    ) -> None:
+        """
+        @param connection: the L{protocols.TokenProtocol} the calls are sent on.
+        @param clock: the C{IReactorTime} of timeouts; the global reactor if C{None}.
+        @param callSent: called with each call and its L{Outgoing} before
+            its message is encoded (the extensions' C{callSent}).
+        """
+        self._connection = connection
+        self.callLimits = callLimits
+        self._clock = clock
+        self._callSent = tuple(callSent)
+        self._open = False
+        self._requestIds = itertools.count(1)
+        self._lastRequestId = 0
+        # Answers still expected for calls given up on: one per cancelled call.
+        self._lateAnswers = 0
+        self._pending: dict[int, _Call] = {}
+        self._cancelCall = self._cancel  # bound once: one canceller for every call
+
+    @property
+    def open(self) -> bool:
+        """Whether calls may be sent: the connection is up and not lost (it may be closing)."""
+        return self._open
+
+    @property
+    def pendingCount(self) -> int:
+        """How many calls wait for their answer."""
+        return len(self._pending)
+
+    def start(self) -> None:
+        """The connection is up: calls may be sent."""
+        self._open = True
+
+    def callRemote(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Deferred[Any]:
+        """
+        Call method C{name} of the peer's export C{target}; see
+        L{protocols.rpc.RemoteReference.callRemote}, which is how applications call.
+        """
+        if not self._open or self._connection.transport.disconnecting:
+            return fail(DeadReferenceError(f"cannot call {name!r}: the connection is not up"))
+        if type(name) is not str:
+            return fail(TypeError(f"a method name is a str, not {type(name).__name__}"))
+        limits = self.callLimits
+        if limits.maxPending is not None and len(self._pending) >= limits.maxPending:
+            waiting = len(self._pending)
+            return fail(TooManyPendingCalls(f"cannot call {name!r}: {waiting} calls already wait for answers"))
+        requestId = self._lastRequestId = next(self._requestIds)
+        call = _Call(self._cancelCall, requestId)
+        # Pending before sending: a synchronous transport may answer at once.
+        self._pending[requestId] = call
+        outgoing = Outgoing()
+        if self._callSent:
+            for callSent in self._callSent:
+                callSent(call, outgoing)
+        try:
+            self._connection.sendObject(Message((CALL, requestId, target, name, kwargs or None, *args)), outgoing)
+        except Exception:
+            del self._pending[requestId]
+            return fail()
+        if limits.callTimeout is not None and requestId in self._pending:
+            call.timer = reactorOf(self._clock).callLater(limits.callTimeout, self._timedOut, requestId, name)
+        return call
+
+    def _timedOut(self, requestId: int, name: str) -> None:
+        """A call's timeout passed: forget it, tell the peer, and fail it with L{CallTimedOut}."""
+        call = self._pending.pop(requestId, None)
+        if call is None:
+            return
+        call.timer = None
+        seconds = self.callLimits.callTimeout or 0.0
+        if self._open and self._connection.failure is None:
+            self._lateAnswers += 1  # given up on, as if cancelled: its answer may still come, once
+            self._connection.sendObject(Message((CANCEL, requestId)))
+        call.errback(CallTimedOut(name, seconds))
+
+    def _cancel(self, call: Deferred[Any]) -> None:
+        """The canceller of every call: forget it and tell the peer; the Deferred then fails with CancelledError."""
+        assert isinstance(call, _Call)
+        requestId = call.requestId
+        if self._pending.pop(requestId, None) is not None and self._open:
+            if call.timer is not None:
+                call.timer.cancel()
+                call.timer = None
+            self._lateAnswers += 1
+            self._connection.sendObject(Message((CANCEL, requestId)))
+
+    # -- answers (handlers of the message table) ----------------------------------------
+
+    def answerReceived(self, message: Message) -> None:
+        """An ANSWER: the call's Deferred fires with the result."""
+        _, requestId, result = message
+        # (L{_answered} written out: this runs for every call.)
+        call = self._pending.pop(requestId, None)
+        if call is None:
+            self._notPending(requestId, "an answer")
+            return
+        if call.timer is not None:
+            call.timer.cancel()
+            call.timer = None
+        call.callback(result)
+
+    def failReceived(self, message: Message) -> None:
+        """A FAIL: the call's Deferred fails with the error it describes (L{rebuild})."""
+        _, requestId, typeName, text, remoteTraceback, details = message
+        call = self._answered(requestId, "a failure")
+        if call is not None:
+            call.errback(rebuild(typeName, text, remoteTraceback, details))
+
+    def answerRefused(self, refused: MessageRefused) -> None:
+        """An ANSWER or FAIL this side refused: the call fails with the violation itself."""
+        call = self._answered(refused.requestId, "a refused answer")
+        if call is not None:
+            call.errback(refused.violation)
+
+    def _answered(self, requestId: int, what: str) -> _Call | None:
+        """
+        The pending call C{requestId}, now answered (forgotten, its timer
+        stopped); C{None} if it is not pending (see L{_notPending}).
+        """
+        call = self._pending.pop(requestId, None)
+        if call is None:
+            self._notPending(requestId, what)
+            return None
+        if call.timer is not None:
+            call.timer.cancel()
+            call.timer = None
+        return call
+
+    def _notPending(self, requestId: int, what: str) -> None:
+        """
+        The peer answered C{requestId}, which is not pending: expected once
+        per cancelled or timed-out call (ignored, logged at debug level within
+        the log rate); otherwise a call never made or answered twice.
+        """
+        made = 0 < requestId <= self._lastRequestId
+        if self._lateAnswers and made:
+            self._lateAnswers -= 1
+            template = "{peer}: ignoring {what} to request {id}, which is not pending: it was cancelled or timed out"
+            self._connection.logFailure("not-pending", template, LogLevel.debug, what=what, id=requestId)
+            return
+        how = "was answered already" if made else "was never made"
+        self._connection.failConnection(UnexpectedAnswer(f"{what} to request {requestId}, which {how}"))
+
+    def connectionLost(self, reason: Failure) -> None:
+        """Fail every pending call with C{reason}; later calls fail at once."""
+        self._open = False
+        self._cancelCall = _callsGone
+        pending, self._pending = self._pending, {}
+        for call in pending.values():
+            if call.timer is not None:
+                call.timer.cancel()
+                call.timer = None
+            call.errback(reason)

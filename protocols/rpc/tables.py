@@ -1,0 +1,197 @@
+"""The export and import tables of one connection, and RELEASE.
+
+Contract: an exported object lives in L{ReferenceTable.exports} (id to
+C{[object, count]}), counting how many times its id was sent; a sending
+whose message is rolled back is taken back.  The receiving side counts how
+many times it received the id for its live L{RemoteReference}; when that
+reference dies it sends RELEASE(id, count) and the exporter subtracts,
+forgetting the object at zero.  A reference sent again while a RELEASE is in
+flight is therefore never forgotten too early, and ids are never reused.
+RELEASEs are queued by the weakref callback (which may run in the middle of
+an encode, so it must not write) and sent together, in one write, on the
+next reactor turn.  At most C{CallLimits.maxImports} of the peer's
+references are held (a message past it is refused).  Every operation is
+O(1); the table refers to its broker weakly, so nothing here is a cycle.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from typing import Any
+
+from twisted.logger import LogLevel
+
+from framing.errors import InvalidValue
+
+from .calls import reactorOf
+from .errors import TooManyReferences
+from .limits import CallLimits
+from .refs import ImportRecord, RemoteReference
+from .wire import RELEASE, ROOT_ID, Message
+
+
+class ReferenceTable:
+    """
+    What one connection exports and imports.
+
+    @ivar exports: export id to C{[object, count]}: the objects this side
+        exports and how many sendings of each id are not released yet (the
+        root, id 0, is never forgotten).  Read it; change it only through
+        L{exportFor} and L{releaseExport}.
+    """
+
+    def __init__(self, connection: Any, broker: Any, root: Any, callLimits: CallLimits, clock: Any = None) -> None:
+        """
+        @param connection: the L{protocols.TokenProtocol} RELEASEs are sent on.
+        @param broker: the L{protocols.rpc.Broker} that imported references
+            call through (held weakly).
+        @param root: the object exported as id 0, or C{None}.
+        """
+        self._connection = connection
+        self._broker = weakref.ref(broker)
+        self._callLimits = callLimits
+        self._clock = clock
+        self._open = False
+        self._exportCounter = itertools.count(ROOT_ID + 1)
+        self.exports: dict[int, list[Any]] = {}
+        self._exportIds: dict[int, int] = {}
+        self._imports: dict[int, ImportRecord] = {}
+        self._releases: list[Message] = []
+        self._releaseCall: Any = None  # an IDelayedCall
+        if root is not None:
+            self.exports[ROOT_ID] = [root, 0]
+            self._exportIds[id(root)] = ROOT_ID
+
+    @property
+    def exportCount(self) -> int:
+        """How many objects this side exports (the root included)."""
+        return len(self.exports)
+
+    @property
+    def importCount(self) -> int:
+        """How many ids this side holds a live or not yet released L{RemoteReference} for."""
+        return len(self._imports)
+
+    def start(self) -> None:
+        """The connection is up: dead references are released."""
+        self._open = True
+
+    # -- exports -------------------------------------------------------------------------
+
+    def exportFor(self, obj: Any) -> int:
+        """
+        The export id under which C{obj} is being sent (a new id the first
+        time), counting one more sending of it.  Called while encoding.
+        """
+        key = id(obj)
+        exportId = self._exportIds.get(key)
+        if exportId is None:
+            exportId = next(self._exportCounter)
+            self._exportIds[key] = exportId
+            self.exports[exportId] = [obj, 1]
+        else:
+            self.exports[exportId][1] += 1
+        return exportId
+
+    def releaseExport(self, exportId: int, count: int) -> bool:
+        """Count C{count} sendings of C{exportId} as released; forget it at zero.  False if unknown."""
+        entry = self.exports.get(exportId)
+        if entry is None:
+            return False
+        entry[1] -= count
+        if entry[1] <= 0 and exportId != ROOT_ID:
+            del self.exports[exportId]
+            del self._exportIds[id(entry[0])]
+        return True
+
+    def localObject(self, exportId: int) -> Any:
+        """
+        The object this side exports as C{exportId} (a reference coming home).
+
+        @raise InvalidValue: nothing is exported under C{exportId}.
+        """
+        entry = self.exports.get(exportId)
+        if entry is None:
+            raise InvalidValue(f"no object is exported as {exportId} on this connection")
+        return entry[0]
+
+    def releaseReceived(self, message: Message) -> None:
+        """A RELEASE (a handler of the message table): count the sendings released."""
+        _, exportId, count = message
+        if exportId != ROOT_ID and not self.releaseExport(exportId, count):
+            template = "{peer}: ignoring the release of {id}, which is not exported"
+            self._connection.logFailure("not-exported", template, LogLevel.debug, id=exportId)
+
+    # -- imports -------------------------------------------------------------------------
+
+    def rootReference(self) -> RemoteReference:
+        """The L{RemoteReference} to the peer's root object (export id 0)."""
+        record = self._imports.get(ROOT_ID)
+        ref = record() if record is not None else None
+        if ref is None:
+            # Not counted: nobody sent it, and the root is never released.
+            ref = self._newImport(ROOT_ID, 0)
+        return ref
+
+    def importReference(self, exportId: int) -> RemoteReference:
+        """The L{RemoteReference} for the peer's C{exportId}, just received once more.  Called while decoding."""
+        record = self._imports.get(exportId)
+        if record is not None:
+            ref = record()
+            if ref is not None:
+                record.count += 1
+                return ref
+        limit = self._callLimits.maxImports
+        if limit is not None and len(self._imports) >= limit and record is None:
+            raise TooManyReferences(f"this side already holds {len(self._imports)} references of the peer, the limit")
+        return self._newImport(exportId, 1)
+
+    def owns(self, ref: RemoteReference) -> bool:
+        """Whether C{ref} came over this connection (only those may be sent back; the peer checks the id)."""
+        return ref.broker is self._broker()
+
+    def _newImport(self, exportId: int, count: int) -> RemoteReference:
+        broker = self._broker()
+        assert broker is not None, "the broker is alive while its connection decodes"
+        ref = RemoteReference(broker, exportId)
+        # A dead record still waiting for its callback is replaced; the
+        # callback still releases what that record counted.
+        self._imports[exportId] = ImportRecord(ref, self._referenceDied, exportId, count)
+        return ref
+
+    def _referenceDied(self, record: ImportRecord) -> None:
+        """Weakref callback: queue the RELEASE (it may run inside an encode, so it must not write)."""
+        exportId = record.exportId
+        if self._imports.get(exportId) is record:
+            del self._imports[exportId]
+        if not record.count or exportId == ROOT_ID or not self._open:
+            return
+        self._releases.append(Message((RELEASE, exportId, record.count)))
+        if self._releaseCall is None:
+            self._releaseCall = reactorOf(self._clock).callLater(0, self._sendReleases)
+
+    def _sendReleases(self) -> None:
+        """Send every queued RELEASE, each its own send transaction, all in one write."""
+        self._releaseCall = None
+        releases, self._releases = self._releases, []
+        if not releases or not self._open:
+            return
+        transport, send = self._connection.transport, self._connection.sendObject
+        transport.hold()
+        try:
+            for message in releases:
+                send(message)
+        finally:
+            transport.release()
+
+    def connectionLost(self) -> None:
+        """Forget every export, import and queued RELEASE."""
+        self._open = False
+        release, self._releaseCall = self._releaseCall, None
+        if release is not None and release.active():
+            release.cancel()
+        self.exports.clear()
+        self._exportIds.clear()
+        self._imports.clear()
+        self._releases.clear()

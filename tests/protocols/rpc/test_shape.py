@@ -1,0 +1,70 @@
+"""The shape of L{protocols.rpc}: classes split by job, no import cycle, no reach into other objects."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from twisted.trial.unittest import SynchronousTestCase
+
+import protocols.rpc
+
+PACKAGE = Path(protocols.rpc.__file__).parent
+MAX_CLASS_LINES = 300
+
+
+def sources() -> dict[str, str]:
+    return {path.name: path.read_text() for path in sorted(PACKAGE.glob("*.py"))}
+
+
+def imports(text: str) -> set[str]:
+    """The sibling modules a module of protocols/rpc imports (C{from .x import ...}), type-checking ones included."""
+    return {
+        node.module
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
+    }
+
+
+class ShapeTests(SynchronousTestCase):
+    """The rules issue 15 set for the RPC package."""
+
+    def test_classesAreSmall(self) -> None:
+        """No class in protocols/rpc is longer than 300 lines."""
+        long = []
+        for name, text in sources().items():
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, ast.ClassDef):
+                    size = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if size > MAX_CLASS_LINES:
+                        long.append(f"{name}:{node.name} {size}")
+        self.assertEqual(long, [])
+
+    def test_noImportCycle(self) -> None:
+        """The modules of protocols/rpc import each other without a cycle (refs needs neither broker nor tables)."""
+        graph = {name[:-3]: imports(text) for name, text in sources().items() if name != "__init__.py"}
+        self.assertNotIn("broker", graph["refs"])
+        self.assertNotIn("tables", graph["refs"])
+        done: set[str] = set()
+
+        def visit(module: str, path: tuple[str, ...]) -> None:
+            self.assertNotIn(module, path, f"import cycle: {' -> '.join((*path, module))}")
+            if module in done:
+                return
+            for imported in graph.get(module, ()):
+                visit(imported, (*path, module))
+            done.add(module)
+
+        for module in graph:
+            visit(module, ())
+
+    def test_noCrossObjectPrivateAccess(self) -> None:
+        """Code in protocols/rpc touches only its own private attributes (self._x)."""
+        found = []
+        for name, text in sources().items():
+            for number, line in enumerate(text.splitlines(), 1):
+                for match in re.finditer(r"(\w+|[)\]])\._[a-zA-Z]", line):
+                    if match.group(1) not in ("self", "cls"):
+                        found.append(f"{name}:{number}: {line.strip()}")
+        self.assertEqual(found, [])
