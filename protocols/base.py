@@ -365,10 +365,6 @@ class TokenProtocol(Protocol):
         except Exception:
             return "an unknown peer"
 
-    # Old private names, for subclasses being moved to the receiver shape.
-    _peer = peerName
-    _protocolFailed = failConnection
-
 
 @implementer(IObjectReceiver)
 class _Gone:

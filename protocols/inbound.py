@@ -64,7 +64,7 @@ class Inbound:
     def _decode(self, data: bytes) -> None:
         protocol = self.protocol
         decoder = protocol.decoder
-        completed, control = self.objectsDecoded, self.controlBytesReceived
+        completed, control = decoder.objects_completed, self.controlBytesReceived
         try:
             results = decoder.feed(data)
         except ProtocolError as error:
@@ -86,7 +86,7 @@ class Inbound:
             else:
                 receiver.objectReceived(obj)
         for observer in protocol.observers:
-            observer.dataDecoded(len(data), self.objectsDecoded - completed, self.controlBytesReceived - control)
+            observer.dataDecoded(len(data), decoder.objects_completed - completed, self.controlBytesReceived - control)
 
     def dispatch(self, results: Iterable[Any]) -> None:
         """Hand C{results} (objects and refusals) to the receiver, in order."""

@@ -90,7 +90,8 @@ def callingBroker() -> Broker | None:
     context it started in), or C{None} outside a remote call: the RPC
     layer's L{currentBroker}.
     """
-    return currentBroker()
+    broker: Broker | None = currentBroker()
+    return broker
 
 
 @implementer(IBrokerExtension)

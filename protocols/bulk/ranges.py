@@ -49,7 +49,7 @@ class RangeSet:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RangeSet):
             return NotImplemented
-        return self._starts == other._starts and self._ends == other._ends
+        return list(self) == list(other)
 
     def __repr__(self) -> str:
         shown = ", ".join(f"[{s}, {e})" for s, e in list(self)[:8])

@@ -1,0 +1,161 @@
+"""The shape of the code, checked: class sizes, import cycles, private access and naming.
+
+Issue 15's rules, kept true by a test instead of a review: no class in
+C{framing/} or C{protocols/} over 300 lines; no import cycle among the
+modules of C{protocols/}; no object there reaching into another object's
+C{_private} members; and one naming rule per package (snake_case in
+C{framing}, camelCase in C{protocols}; ruff enforces the first, this test
+the second).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from twisted.trial.unittest import SynchronousTestCase
+
+ROOT = Path(__file__).resolve().parent.parent
+MAX_CLASS_LINES = 300
+_SNAKE = re.compile(r"^_*[a-z0-9]+(_[a-z0-9]+)+$")
+
+
+def modules(package: str) -> dict[str, ast.Module]:
+    """Each module of C{package} by dotted name, parsed."""
+    found = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    return found
+
+
+def bigClasses(package: str) -> list[str]:
+    """C{module.Class (lines)} for each class of C{package} over the limit."""
+    return [
+        f"{name}.{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for name, tree in modules(package).items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef) and (node.end_lineno or 0) - node.lineno + 1 > MAX_CLASS_LINES
+    ]
+
+
+def importGraph(package: str) -> dict[str, set[str]]:
+    """Which modules of C{package} each one imports (anywhere in it, type-checking imports included)."""
+    trees = modules(package)
+    graph: dict[str, set[str]] = {name: set() for name in trees}
+    for name, tree in trees.items():
+        isPackage = (ROOT / Path(*name.split("."))).is_dir()
+        base = name.split(".") if isPackage else name.split(".")[:-1]
+        for node in ast.walk(tree):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                anchor = base[: len(base) - node.level + 1] if node.level else []
+                module = ".".join([*anchor, *(node.module.split(".") if node.module else [])])
+                targets = [module] + [f"{module}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            graph[name].update(t for t in targets if t in trees and t != name)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+# Twisted's own socket internals, read for direct sends: the one module allowed to.
+TWISTED_INTERNALS = {"protocols.sockets"}
+# framing's unslicer interface, implemented in protocols: its names are framing's (snake_case).
+FRAMING_METHODS = {
+    "check_token",
+    "receive_child",
+    "child_where",
+    "report_violation",
+    "begin_body",
+    "body_piece",
+    "end_body",
+}
+
+
+def privateReaches(package: str) -> list[str]:
+    """C{module:line expression} for each C{x._name} where C{x} is not C{self}, C{cls} or C{super()}."""
+    found = []
+    for name, tree in modules(package).items():
+        if name in TWISTED_INTERNALS:
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
+                continue
+            owner = node.value
+            if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+                continue
+            if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super":
+                continue
+            found.append(f"{name}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def snakeNames(package: str) -> list[str]:
+    """C{module:line name} for each snake_case function or argument in C{package} (framing's unslicer methods aside)."""
+    found = []
+    for name, tree in modules(package).items():
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name not in FRAMING_METHODS:
+                names.append(node.name)
+                names += [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs]
+            found += [f"{name}:{node.lineno} {n}" for n in names if _SNAKE.match(n) and not n.endswith("__")]
+    return found
+
+
+class StructureTests(SynchronousTestCase):
+    def test_noBigClasses(self) -> None:
+        """No class in framing/ or protocols/ is over 300 lines."""
+        self.assertEqual(bigClasses("framing") + bigClasses("protocols"), [])
+
+    def test_noImportCyclesInProtocols(self) -> None:
+        """No two modules of protocols/ import each other, directly or through others."""
+        self.assertEqual(cycles(importGraph("protocols")), [])
+
+    def test_cycleFinderFindsCycles(self) -> None:
+        """The cycle finder reports a cycle of three and nothing for a chain."""
+        self.assertEqual(cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}), [["a", "b", "c"]])
+        self.assertEqual(cycles({"a": {"b"}, "b": set()}), [])
+
+    def test_noPrivateReachesInProtocols(self) -> None:
+        """No object in protocols/ touches another object's _private members."""
+        self.assertEqual(privateReaches("protocols"), [])
+
+    def test_protocolsNamesAreCamelCase(self) -> None:
+        """Functions and arguments in protocols/ are camelCase (Twisted's rule), none snake_case."""
+        self.assertEqual(snakeNames("protocols"), [])
