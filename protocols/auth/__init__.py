@@ -1,0 +1,17 @@
+"""Who may call what: logins, client certificates and self-authenticating object URLs.
+
+Contract: a server configured with a C{twisted.cred} portal (or a table of
+object names) gives a new connection nothing but the login exchange, under
+tiny limits and a timeout; once a login succeeds the connection's RPC root
+is the avatar the realm returned for it, and logging out or losing the
+connection calls the realm's logout.  No secret, and nothing replayable,
+crosses the wire or reaches a log.
+
+The mechanisms are small sans-IO modules, each one job:
+L{protocols.auth.scram} (SCRAM-SHA-256 password logins),
+L{protocols.auth.users} (the salted-verifier user file and its checker),
+L{protocols.auth.tokens} (bearer tokens), L{protocols.auth.certificates}
+(TLS client certificates to avatar ids), L{protocols.auth.identity} (a
+server's persistent TLS key), L{protocols.auth.urls} and
+L{protocols.auth.names} (self-authenticating object URLs).
+"""
