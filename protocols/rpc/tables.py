@@ -63,6 +63,18 @@ class ReferenceTable:
             self.exports[ROOT_ID] = [root, 0]
             self._exportIds[id(root)] = ROOT_ID
 
+    def exportRoot(self, root: Any) -> None:
+        """
+        Export C{root} as id 0 from now on: a login's avatar, on a
+        connection that had no root until its peer logged in.
+
+        @raise ValueError: this side already exports a root.
+        """
+        if ROOT_ID in self.exports:
+            raise ValueError("this connection already exports a root")
+        self.exports[ROOT_ID] = [root, 0]
+        self._exportIds[id(root)] = ROOT_ID
+
     @property
     def exportCount(self) -> int:
         """How many objects this side exports (the root included)."""
