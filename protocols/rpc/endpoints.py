@@ -307,8 +307,11 @@ class ReconnectingClient:
         retryPolicy: Callable[[int], float] | None = None,
         prepareConnection: Callable[[RemoteReference], object] | None = None,
         callLimits: CallLimits | None = None,
+        credentials: Any = None,
     ) -> None:
         """
+        @param credentials: log in with these on every connection (as
+            L{login}); the connection counts as made once the login succeeds.
         @param retryPolicy: seconds to wait after the Nth failed attempt in a
             row; C{backoffPolicy()} (1 s growing to 60 s, with jitter) if
             C{None}.
@@ -322,6 +325,9 @@ class ReconnectingClient:
         self._broker: Any = None
         factory = BrokerFactory(root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits)
         factory.sendBackPressure = False  # a client: see connectWith
+        if credentials is not None:
+            mechanismFor(credentials)  # (unsupported credentials fail here, not on every attempt)
+            factory.gate = lambda broker: ClientLogin(broker, mechanismFor(credentials))
         endpoint = clientFromString(reactor, description)  # type: ignore[no-untyped-call]
         self.service = ClientService(
             endpoint,
@@ -332,10 +338,16 @@ class ReconnectingClient:
         )
 
     def _prepareConnection(self, connection: Any) -> object:
+        # A ClientLogin stands in front of the broker until its login succeeds.
+        login = connection.receiver
+        if isinstance(login, ClientLogin):
+            return login.done.addCallback(self._loggedIn, login.broker)
         broker = self._broker = _brokerOf(connection)
-        if self._prepare is not None:
-            return self._prepare(broker.rootReference())
-        return None
+        return self._prepare(broker.rootReference()) if self._prepare is not None else None
+
+    def _loggedIn(self, root: RemoteReference, broker: Broker) -> object:
+        self._broker = broker
+        return self._prepare(root) if self._prepare is not None else None
 
     def startService(self) -> None:
         """Start connecting (L{reconnecting} has already done it)."""
@@ -394,9 +406,11 @@ def reconnecting(
     retryPolicy: Callable[[int], float] | None = None,
     prepareConnection: Callable[[RemoteReference], object] | None = None,
     callLimits: CallLimits | None = None,
+    credentials: Any = None,
 ) -> ReconnectingClient:
     """
-    A started L{ReconnectingClient} for the client endpoint C{description}.
+    A started L{ReconnectingClient} for the client endpoint C{description}
+    (logging in with C{credentials} on each connection, if given).
     Wait for L{ReconnectingClient.whenConnected}; stop with
     L{ReconnectingClient.stopService}.
     """
@@ -409,6 +423,7 @@ def reconnecting(
         retryPolicy=retryPolicy,
         prepareConnection=prepareConnection,
         callLimits=callLimits,
+        credentials=credentials,
     )
     client.startService()
     return client

@@ -219,7 +219,23 @@ async def eachLoginItsAvatar(reactor: Any) -> None:
     await stop(factory, port)
 
 
+async def reconnectingLogin(reactor: Any) -> None:
+    """A reconnecting client logs in again on every connection; calls before a login fail, after it reach the avatar."""
+    realm = Realm()
+    factory, port = await listen(reactor, Portal(realm, [AllowAnonymousAccess()]))
+    client = rpc.reconnecting(reactor, address(port), credentials=Anonymous(), retryPolicy=lambda attempt: 0.05)
+    root = await client.whenConnected()
+    assert await root.callRemote("whoami") == "()"
+    await factory.disconnectAll()
+    await eventually(reactor, lambda: len(realm.requested) == 2 and client.isConnected())
+    assert await client.callRemote("whoami") == "()"
+    assert len(realm.loggedOut) == 1
+    await client.stopService()
+    await stop(factory, port)
+
+
 class LoginOverTCPTests(TestCase):
+    test_reconnecting_login = trialTest(reconnectingLogin)
     test_anonymous_login = trialTest(anonymousLogin)
     test_anonymous_refused = trialTest(anonymousRefused)
     test_call_before_login = trialTest(callBeforeLogin)
@@ -228,6 +244,7 @@ class LoginOverTCPTests(TestCase):
     test_each_login_its_avatar = trialTest(eachLoginItsAvatar)
 
 
+test_reconnecting_login = pytestTest(reconnectingLogin)
 test_anonymous_login = pytestTest(anonymousLogin)
 test_anonymous_refused = pytestTest(anonymousRefused)
 test_call_before_login = pytestTest(callBeforeLogin)
