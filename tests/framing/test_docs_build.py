@@ -51,7 +51,7 @@ def requireSphinx() -> None:
 
 
 class DocsBuildTests(SynchronousTestCase):
-    """The docs build without warnings and document the whole framing package."""
+    """The docs build without warnings and document the whole framing and protocols packages."""
 
     def test_every_framing_module_documented(self) -> None:
         """docs/api.rst has an automodule directive for every module of the framing package."""
