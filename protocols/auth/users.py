@@ -21,6 +21,7 @@ import base64
 import binascii
 import hmac
 import os
+from collections import Counter
 from typing import Any
 
 from twisted.cred.checkers import ICredentialsChecker
@@ -156,6 +157,17 @@ class UserFile:
         """
         self._refresh()
         return self._users.get(username)
+
+    def decoyIterations(self) -> int:
+        """
+        The iteration count most users in the file have (L{DEFAULT_ITERATIONS} for an empty file).
+
+        Pass it to L{protocols.auth.scram.ScramServer} as C{decoyIterations},
+        so an unknown user is shown the count a real one would be.
+        """
+        self._refresh()
+        counts = Counter(verifier.iterations for verifier in self._users.values())
+        return counts.most_common(1)[0][0] if counts else DEFAULT_ITERATIONS
 
     def requestAvatarId(self, credentials: Any) -> Deferred[bytes]:
         """

@@ -12,7 +12,7 @@ from twisted.cred.error import UnauthorizedLogin
 from twisted.logger import globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.auth.scram import MIN_ITERATIONS, ScramClient, ScramServer, ScramVerifier
+from protocols.auth.scram import DEFAULT_ITERATIONS, MIN_ITERATIONS, ScramClient, ScramServer, ScramVerifier
 from protocols.auth.tokens import BearerToken
 from protocols.auth.users import REFUSAL, InvalidName, UserFile, UserFileError, addUser, removeUser
 
@@ -76,6 +76,16 @@ class UserFileTests(SynchronousTestCase):
         self.assertTrue(removeUser(self.path, "alice"))
         self.assertIsNone(users.verifier("alice"))
         self.failureResultOf(scramLogin(users, "alice", b"wonderland"), UnauthorizedLogin)
+
+    def test_decoyIterations(self) -> None:
+        """The decoy iteration count is the count most users have, or the default for an empty file."""
+        addUser(self.path, "bob", b"b", FAST + 1)
+        addUser(self.path, "carol", b"c", FAST + 1)
+        users = UserFile(self.path)
+        self.assertEqual(users.decoyIterations(), FAST + 1)
+        for name in ("alice", "bob", "carol"):
+            removeUser(self.path, name)
+        self.assertEqual(users.decoyIterations(), DEFAULT_ITERATIONS)
 
     def test_replaceKeepsOrderAndComments(self) -> None:
         """Replacing a user keeps their line's place, the comments and the other users."""
