@@ -33,6 +33,7 @@ import binascii
 import hashlib
 import hmac
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -60,6 +61,8 @@ _GS2_HEADERS = (b"n,,", b"y,,")
 _KEY_BYTES = 32
 _MAX_NONCE = 200
 _MAX_SALT = 256
+# Every '=' in a saslname starts one of the two escapes.
+_SASLNAME = re.compile(rb"(?:[^=]|=2C|=3D)*")
 
 
 class ScramError(Exception):
@@ -211,7 +214,7 @@ def unescapeName(saslname: bytes) -> str:
 
     @raise MalformedMessage: a bare C{=}, invalid UTF-8, or a name out of bounds.
     """
-    if saslname.replace(b"=2C", b"").replace(b"=3D", b"").count(b"="):
+    if not _SASLNAME.fullmatch(saslname):
         raise MalformedMessage("a user name has an '=' that is not '=2C' or '=3D'")
     name = saslname.replace(b"=2C", b",").replace(b"=3D", b"=")
     if not name or len(name) > MAX_NAME_BYTES:

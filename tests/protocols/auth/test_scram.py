@@ -263,9 +263,17 @@ class NameEscapingTests(SynchronousTestCase):
         self.assertTrue(response.checkProof(table[name].storedKey))
         self.assertEqual(unescapeName(escapeName(name)), name)
 
+    @settings(max_examples=200, deadline=None)
+    @given(name=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=60))
+    def test_escapeRoundTrip(self, name: str) -> None:
+        """Any name escapes to a saslname without a bare ',' and unescapes to itself."""
+        saslname = escapeName(name)
+        self.assertNotIn(b",", saslname)
+        self.assertEqual(unescapeName(saslname), name)
+
     def test_badEscapes(self) -> None:
         """A bare '=', an unknown escape, invalid UTF-8 or an empty name is refused."""
-        for saslname in (b"a=b", b"a=2c", b"a=", b"\xff", b""):
+        for saslname in (b"a=b", b"a=2c", b"a=", b"=3=2CD", b"\xff", b""):
             self.assertRaises(MalformedMessage, unescapeName, saslname)
 
     def test_badClientNames(self) -> None:
