@@ -70,11 +70,16 @@ def replaceEntry(path: StrPath, key: str, newLine: str | None) -> bool:
     @return: whether the file had an entry for C{key}.
     """
     try:
-        with open(path, encoding="utf-8") as f:
-            old = f.read().splitlines()
+        with open(path, encoding="utf-8", newline="") as f:
+            # Split as entries() does: on newlines only, not on every Unicode line break.
+            old = f.read().split("\n")
         mode: int | None = stat.S_IMODE(os.stat(path).st_mode)
     except FileNotFoundError:
-        old, mode = [], None
+        old, mode = [""], None
+    except UnicodeDecodeError:
+        raise SecretFileError(path, None, "not valid UTF-8") from None
+    if old[-1] == "":
+        old.pop()
     found = any(_keyOf(line) == key for line in old)
     if newLine is None and not found:
         return False

@@ -164,7 +164,9 @@ def removeToken(path: StrPath, avatarId: str) -> bool:
     Remove C{avatarId}'s token from the token file at C{path}.
 
     @return: whether it was there.
+    @raise TokenFileError: the file is malformed (it is left alone).
     """
     if not os.path.exists(path):
         return False
+    TokenChecker.fromFile(path)
     return replaceEntry(path, avatarId, None)

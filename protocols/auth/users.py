@@ -227,7 +227,9 @@ def removeUser(path: StrPath, username: str) -> bool:
     Remove C{username} from the user file at C{path}.
 
     @return: whether the user was there.
+    @raise UserFileError: the file is malformed (it is left alone).
     """
     if not os.path.exists(path):
         return False
+    loadUsers(path)
     return replaceEntry(path, username, None)

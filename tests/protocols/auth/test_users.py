@@ -108,6 +108,22 @@ class UserFileTests(SynchronousTestCase):
         with open(self.path, "rb") as f:
             self.assertEqual(f.read(), before)
 
+    def test_unicodeLineBreaksKept(self) -> None:
+        """A comment holding a Unicode line separator stays one line when the file is rewritten."""
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write("# see\u2028bob:below\n")
+        addUser(self.path, "bob", b"builder", FAST)
+        self.assertIsNotNone(UserFile(self.path).verifier("bob"))
+        with open(self.path, encoding="utf-8", newline="") as f:
+            self.assertEqual(f.read().split("\n")[1], "# see\u2028bob:below")
+
+    def test_removeFromMalformedFile(self) -> None:
+        """Removing a user from a malformed file raises UserFileError and leaves it alone."""
+        with open(self.path, "ab") as f:
+            f.write(b"\xff\n")
+        self.assertRaises(UserFileError, removeUser, self.path, "alice")
+        self.assertRaises(UserFileError, addUser, self.path, "alice", b"pw", FAST)
+
     def test_fileMode(self) -> None:
         """A new user file is mode 0600; a rewrite keeps an existing file's mode."""
         self.assertEqual(stat.S_IMODE(os.stat(self.path).st_mode), 0o600)
