@@ -23,7 +23,10 @@ from twisted.internet import error
 from twisted.internet.defer import Deferred
 from twisted.internet.task import react
 
-from framing.errors import ProtocolError
+from framing.errors import PeerError, ProtocolError
+from protocols.auth.errors import LoginFailed, LoginRefused
+from protocols.auth.realms import ClientCertificatesNeedTLS
+from protocols.auth.secretfiles import SecretFileError
 from protocols.rpc.errors import ERRORS
 
 # "127.0.0.1:8750", "localhost:8750", "[::1]:8750" or "8750": what people type for an address.
@@ -76,6 +79,9 @@ def explain(failure: BaseException, description: str | None, listening: bool = F
     if isinstance(failure, EndpointFailed):
         failure, description, listening = failure.reason, failure.description, failure.listening
     where = f"{'listen on' if listening else 'connect to'} {description}" if description else "run"
+    login = _explainLogin(failure, description, where)
+    if login:
+        return login
     if isinstance(failure, error.ConnectionRefusedError):
         return f"cannot {where}: connection refused (is the server running, on that address and port?)"
     if isinstance(failure, error.CannotListenError):
@@ -94,6 +100,27 @@ def explain(failure: BaseException, description: str | None, listening: bool = F
         return f"cannot {where}: {failure}"
     text = str(failure)
     return text if _isRegistered(failure) and text else f"{type(failure).__name__}: {text}"
+
+
+def needsLogin(failure: BaseException) -> bool:
+    """Whether C{failure} is a server with logins dropping a client that sent calls without logging in."""
+    return isinstance(failure, PeerError) and "before logging in" in str(failure)
+
+
+def _explainLogin(failure: BaseException, description: str | None, where: str) -> str:
+    """The line for a login's failure (or a server's login configuration), or C{""} for any other failure."""
+    if isinstance(failure, LoginRefused):
+        return (
+            f"cannot log in to {description}: the server refused the login"
+            " (a wrong user name or password, an unknown token, or a certificate it does not accept)"
+        )
+    if isinstance(failure, LoginFailed):
+        return f"cannot log in to {description}: {failure}"
+    if needsLogin(failure):
+        return f"cannot {where}: the server requires a login (give --user NAME, --token-file FILE or --certificate-login)"
+    if isinstance(failure, (SecretFileError, ClientCertificatesNeedTLS)):
+        return f"cannot {where}: {failure}"
+    return ""
 
 
 def _isRegistered(failure: BaseException) -> bool:

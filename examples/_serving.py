@@ -1,8 +1,10 @@
-"""What the example servers share: the repeatable --listen option, and listening on every endpoint until interrupted.
+"""What the example servers share: --listen, --users and --client-ca, and listening on every endpoint until interrupted.
 
 A failure to listen (a port in use, a description that is not an endpoint)
 is raised as an L{EndpointFailed} naming the description, which L{_errors.runCommand}
-prints as one line.
+prints as one line.  With neither --users nor --client-ca a server is open
+(as its owner configured nothing); with either, only clients that log in
+get anything, and L{loginNotice} says which.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from typing import Any
 
 from _errors import EndpointFailed
 from twisted.internet.defer import Deferred
-from twisted.internet.endpoints import serverFromString
 from twisted.logger import globalLogBeginner, textFileLogObserver
+
+from protocols.auth.realms import ClientCertificatesNeedTLS, listenEndpoints
 
 
 def beginLogging(toStdout: bool) -> None:
@@ -38,15 +41,49 @@ def addListenArgument(parser: argparse.ArgumentParser, default: str) -> None:
     )
 
 
-async def serveForever(reactor: Any, descriptions: list[str], factory: Any, banner: str, suffix: str = "") -> None:
+def addLoginArguments(parser: argparse.ArgumentParser) -> None:
+    """Add C{--users FILE} and C{--client-ca DIR}: either one makes the server require logins."""
+    parser.add_argument(
+        "--users",
+        metavar="FILE",
+        help="require logins: users and password verifiers from this file (made with chunkwire-adduser)",
+    )
+    parser.add_argument(
+        "--client-ca",
+        dest="clientCA",
+        metavar="DIR",
+        help="require TLS client certificates issued by a CA in DIR (*.pem); every --listen must be ssl:;"
+        " a certificate's common name is its user",
+    )
+
+
+def loginNotice(users: str | None, clientCA: str | None) -> str:
+    """The line a server prints at start saying whether (and how) clients must log in."""
+    if users is None and clientCA is None:
+        return "logins: not required, anyone who can connect is served (give --users or --client-ca to require them)"
+    ways = ([f"passwords of the users in {users}"] if users else []) + (
+        [f"client certificates from the CAs in {clientCA}"] if clientCA else []
+    )
+    return "logins: required (" + "; ".join(ways) + ")"
+
+
+async def serveForever(
+    reactor: Any, descriptions: list[str], factory: Any, banner: str, suffix: str = "", clientCA: str | None = None
+) -> None:
     """
-    Listen with C{factory} on each endpoint description and print, for each,
-    C{"BANNER listening on DESCRIPTION (ADDRESS)SUFFIX"}; then serve until
-    the process is interrupted.
+    Listen with C{factory} on each endpoint description (each requiring
+    client certificates from the CAs in C{clientCA}, if given) and print,
+    for each, C{"BANNER listening on DESCRIPTION (ADDRESS)SUFFIX"}; then
+    serve until the process is interrupted.
+
+    @raise ClientCertificatesNeedTLS: C{clientCA} with a description that is not C{ssl:}.
     """
     for description in descriptions:
         try:
-            port: Any = await serverFromString(reactor, description).listen(factory)  # type: ignore[no-untyped-call]
+            [(_, endpoint)] = listenEndpoints(reactor, [description], clientCA)
+            port: Any = await endpoint.listen(factory)
+        except ClientCertificatesNeedTLS:
+            raise
         except Exception as failure:
             raise EndpointFailed(description, failure, listening=True) from failure
         print(f"{banner} listening on {description} ({port.getHost()}){suffix}", flush=True)

@@ -15,6 +15,12 @@ every second.  Rates count only the bytes that moved in this run.  The last
 line gives the size, the time, the rate, the SHA-256 digest both sides
 verified, and what was resumed or skipped.  The exit status is 1 if the
 transfer failed.
+
+A server started with --users or --client-ca serves only clients that log
+in: --user NAME (the password from --password-file, $CHUNKWIRE_PASSWORD or
+the terminal), --token-file FILE, or --certificate-login (as the client
+certificate of an ssl: --connect); each user sees only their own files.  A
+refused login exits with status 1.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from typing import Any
 
 # The script's directory is on sys.path: the error report and the progress display are shared with the other examples.
 from _errors import addDebugArgument, runCommand
+from _login import addLoginArguments, credentialsFrom
 from _progress import ProgressDisplay, RunProgress, humanBytes, transferSummary
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import globalLogBeginner, textFileLogObserver
@@ -99,9 +106,9 @@ def refuseOverwrite(output: str, force: bool) -> None:
         raise SystemExit(1)
 
 
-async def transfer(reactor: Any, args: argparse.Namespace) -> None:
+async def transfer(reactor: Any, args: argparse.Namespace, credentials: Any = None) -> None:
     def connect() -> Deferred[Any]:
-        return bulk.connect(reactor, args.connect)
+        return bulk.connect(reactor, args.connect, credentials=credentials)
 
     if args.command == "list":
         root = await connect()
@@ -142,6 +149,7 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--connect", default="tcp:host=127.0.0.1:port=8770", metavar="ENDPOINT")
     parser.add_argument("--streams", type=int, default=1, metavar="N", help="connections to stripe over (default 1)")
+    addLoginArguments(parser)
     commands = parser.add_subparsers(dest="command", required=True)
     send = commands.add_parser("send", help="upload a file")
     send.add_argument("file")
@@ -159,10 +167,11 @@ def main(argv: list[str]) -> None:
         globalLogBeginner.beginLoggingTo([textFileLogObserver(sys.stderr)], redirectStandardIO=False)
     if args.streams < 1:
         parser.error("--streams must be at least 1")
+    credentials = credentialsFrom(parser, args)
 
     async def run(reactor: Any) -> None:
         try:
-            await transfer(reactor, args)
+            await transfer(reactor, args, credentials)
         except Interrupted as stopped:
             print(stopped, file=sys.stderr, flush=True)
             raise SystemExit(INTERRUPTED) from None

@@ -11,6 +11,10 @@ with SHA-256, and an upload appears in the directory (under its own name)
 only once its digest has been verified: until then its bytes live in a
 hidden .NAME.part file with a .NAME.part.json record of the ranges
 held.  Stop with Ctrl-C.
+
+With --users FILE (made with chunkwire-adduser) or --client-ca DIR, only
+clients that log in are served, and each user sees only their own
+directory, DIR/USER (made 0700 on their first login).
 """
 
 from __future__ import annotations
@@ -20,19 +24,39 @@ import sys
 from typing import Any
 
 from _errors import addDebugArgument, runCommand
-from _serving import addListenArgument, beginLogging, serveForever
+from _serving import addListenArgument, addLoginArguments, beginLogging, loginNotice, serveForever
 
 from protocols import TokenProtocol, bulk
+from protocols.auth.realms import DirectoryRealm, servicePortal
 from protocols.bulk.files import BulkService
 from protocols.guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
+from protocols.rpc.endpoints import loginGate
+
+
+def brokerFactory(
+    reactor: Any, directory: str, options: bulk.BulkOptions, users: str | None = None, clientCA: str | None = None
+) -> bulk.BulkBrokerFactory:
+    """Bulk brokers serving C{directory} to anyone, or, with logins, each user their own DIRECTORY/USER."""
+    if users is None and clientCA is None:
+        return bulk.BulkBrokerFactory(BulkService(directory, reactor=reactor), clock=reactor, options=options)
+    realm = DirectoryRealm(directory, lambda userDirectory: BulkService(userDirectory, reactor=reactor))
+    portal = servicePortal(realm, users, clientCA)
+    gate = loginGate(None, portal, None, reactor)
+    return bulk.BulkBrokerFactory(None, clock=reactor, options=options, gate=gate)
 
 
 async def serve(
-    reactor: Any, descriptions: list[str], directory: str, options: bulk.BulkOptions, policy: GuardPolicy | None = None
+    reactor: Any,
+    descriptions: list[str],
+    directory: str,
+    options: bulk.BulkOptions,
+    policy: GuardPolicy | None = None,
+    users: str | None = None,
+    clientCA: str | None = None,
 ) -> None:
-    service = BulkService(directory, reactor=reactor)
-    factory = GuardedFactory(bulk.BulkBrokerFactory(service, clock=reactor, options=options), policy, reactor)
-    await serveForever(reactor, descriptions, factory, "bulk server", f", serving {directory}")
+    factory = GuardedFactory(brokerFactory(reactor, directory, options, users, clientCA), policy, reactor)
+    print(loginNotice(users, clientCA), flush=True)
+    await serveForever(reactor, descriptions, factory, "bulk server", f", serving {directory}", clientCA)
 
 
 def main(argv: list[str]) -> None:
@@ -44,6 +68,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "--trace", action="store_true", help="log every token sent and received, readably (implies --log; noisy)"
     )
+    addLoginArguments(parser)
     addGuardArguments(parser)
     addDebugArgument(parser)
     args = parser.parse_args(argv)
@@ -52,7 +77,12 @@ def main(argv: list[str]) -> None:
     options = bulk.BulkOptions(hashing=args.hashing)
     policy = policyFromArguments(args)
     listen = args.listen or ["tcp:8770"]
-    runCommand(lambda reactor: serve(reactor, listen, args.dir, options, policy), None, args.debug, True)
+    runCommand(
+        lambda reactor: serve(reactor, listen, args.dir, options, policy, args.users, args.clientCA),
+        None,
+        args.debug,
+        True,
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,12 @@ get and delete of a missing key exit with status 1.  watch prints
 every change of the key until interrupted (or after N changes); it
 reconnects with backoff if the server goes away, and watches again on each
 new connection.
+
+A server started with --users or --client-ca serves only clients that log
+in: --user NAME (the password from --password-file, $CHUNKWIRE_PASSWORD or
+the terminal), --token-file FILE, or --certificate-login (as the client
+certificate of an ssl: --connect).  A refused login exits with status 1
+(watch logs in once before it starts, so a refusal is not retried).
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from typing import Any
 
 # The script's directory is on sys.path: importing the server module registers
 # KeyNotFound on this side too, so it arrives as itself.
-from _errors import addDebugArgument, runCommand
+from _errors import addDebugArgument, needsLogin, runCommand
+from _login import addLoginArguments, credentialsFrom
 from kv_server import KeyNotFound
 from twisted.application.internet import backoffPolicy
 from twisted.internet.defer import Deferred
@@ -41,6 +48,11 @@ class Watcher(rpc.Referenceable):
         self.seen = 0
         self.done: Deferred[None] = Deferred()
 
+    def stop(self, failure: BaseException) -> None:
+        """End the watch with C{failure} (once)."""
+        if not self.done.called:
+            self.done.errback(failure)
+
     @rpc.remote
     def changed(self, key: str, value: str | None) -> None:
         print(f"{key} deleted" if value is None else f"{key} = {value}", flush=True)
@@ -49,11 +61,23 @@ class Watcher(rpc.Referenceable):
             self.done.callback(None)
 
 
-async def watch(reactor: Any, description: str, key: str, count: int) -> None:
+async def watch(reactor: Any, description: str, key: str, count: int, credentials: Any = None) -> None:
     watcher = Watcher(count)
+    if credentials is not None:
+        # A refused login is final: find out once, before the reconnecting client would retry it forever.
+        first = await rpc.login(reactor, description, credentials)
+        await first.broker.disconnect()
 
     async def subscribe(root: rpc.RemoteReference) -> None:
-        current = await root.callRemote("watch", key, watcher)
+        try:
+            current = await root.callRemote("watch", key, watcher)
+        except Exception as failure:
+            if not needsLogin(failure):
+                raise
+            # Final, not worth a retry: end the watch once the connection is gone (the
+            # reconnecting client's state machine takes no stop while a connection is half made).
+            root.broker.whenDisconnected().addCallback(lambda _: reactor.callLater(0, watcher.stop, failure))
+            return
         print(f"watching {key} (now {'unset' if current is None else repr(current)})", flush=True)
 
     client = rpc.reconnecting(
@@ -61,17 +85,20 @@ async def watch(reactor: Any, description: str, key: str, count: int) -> None:
         description,
         retryPolicy=backoffPolicy(initialDelay=0.5, maxDelay=10),
         prepareConnection=lambda root: Deferred.fromCoroutine(subscribe(root)),
+        credentials=credentials,
     )
     try:
-        await client.whenConnected()
         await watcher.done
     finally:
         await client.stopService()
 
 
-async def once(reactor: Any, description: str, command: str, arguments: list[str]) -> None:
-    """Run one command on a fresh connection; raise SystemExit(1) for a missing key."""
-    root = await rpc.connect(reactor, description)
+async def once(reactor: Any, description: str, command: str, arguments: list[str], credentials: Any = None) -> None:
+    """Run one command on a fresh connection (logged in with C{credentials}, if given); SystemExit(1) for a missing key."""
+    if credentials is None:
+        root = await rpc.connect(reactor, description)
+    else:
+        root = await rpc.login(reactor, description, credentials)
     try:
         if command == "put":
             key, value = arguments
@@ -107,6 +134,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("command", choices=sorted(ARITY))
     parser.add_argument("arguments", nargs="*")
     parser.add_argument("--trace", action="store_true", help="log every token sent and received, readably")
+    addLoginArguments(parser)
     addDebugArgument(parser)
     args = parser.parse_args(argv)
     if args.trace:  # the tokens go to stderr, so that stdout stays the command's answer
@@ -115,12 +143,19 @@ def main(argv: list[str]) -> None:
     arity = ARITY[args.command]
     if len(args.arguments) not in (arity if isinstance(arity, tuple) else (arity,)):
         parser.error(f"{args.command} takes {arity} argument(s)")
+    credentials = credentialsFrom(parser, args)
     if args.command == "watch":
         runCommand(
-            lambda reactor: watch(reactor, args.connect, args.arguments[0], args.count), args.connect, args.debug
+            lambda reactor: watch(reactor, args.connect, args.arguments[0], args.count, credentials),
+            args.connect,
+            args.debug,
         )
     else:
-        runCommand(lambda reactor: once(reactor, args.connect, args.command, args.arguments), args.connect, args.debug)
+        runCommand(
+            lambda reactor: once(reactor, args.connect, args.command, args.arguments, credentials),
+            args.connect,
+            args.debug,
+        )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,10 @@
     python examples/kv_client.py --connect tcp:host=127.0.0.1:port=8760 put greeting hello
     python examples/kv_client.py --connect tcp:host=127.0.0.1:port=8760 watch greeting
 
+With --users FILE (made with chunkwire-adduser) or --client-ca DIR, only
+clients that log in are served (kv_client.py --user NAME, or
+--certificate-login); every user shares the one store.
+
 Remote methods of the root (see KeyValueStore in protocols/kv.py): get(key),
 put(key, value), delete(key), list(prefix=""), and watch(key, watcher) /
 unwatch(key, watcher): the server calls watcher.changed(key, value) on every
@@ -21,9 +25,10 @@ from dataclasses import replace
 from typing import Any
 
 from _errors import addDebugArgument, runCommand
-from _serving import addListenArgument, beginLogging, serveForever
+from _serving import addListenArgument, addLoginArguments, beginLogging, loginNotice, serveForever
 
 from protocols import TokenProtocol, rpc
+from protocols.auth.realms import SharedRootRealm, servicePortal
 from protocols.guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
 from protocols.kv import KEY, VALUE, KeyNotFound, KeyValueStore
 
@@ -37,11 +42,16 @@ async def serve(
     tracebacks: bool,
     policy: GuardPolicy | None = None,
     callLimits: rpc.CallLimits | None = None,
+    users: str | None = None,
+    clientCA: str | None = None,
 ) -> None:
     store = KeyValueStore()
-    brokers = rpc.serverFactory(store, clock=reactor, tracebacks=tracebacks, callLimits=callLimits)
+    portal = servicePortal(SharedRootRealm(store), users, clientCA)
+    root = store if portal is None else None
+    brokers = rpc.serverFactory(root, clock=reactor, tracebacks=tracebacks, callLimits=callLimits, portal=portal)
     factory = GuardedFactory(brokers, policy, reactor)
-    await serveForever(reactor, descriptions, factory, "kv server")
+    print(loginNotice(users, clientCA), flush=True)
+    await serveForever(reactor, descriptions, factory, "kv server", clientCA=clientCA)
 
 
 def main(argv: list[str]) -> None:
@@ -56,6 +66,7 @@ def main(argv: list[str]) -> None:
         metavar="S",
         help="seconds a watcher has to answer a change before it is dropped",
     )
+    addLoginArguments(parser)
     addGuardArguments(parser)
     parser.add_argument("--trace", action="store_true", help="log every token sent and received, readably")
     addDebugArgument(parser)
@@ -65,7 +76,12 @@ def main(argv: list[str]) -> None:
     policy = policyFromArguments(args)
     callLimits = replace(rpc.SERVER_CALL_LIMITS, callTimeout=args.call_timeout)
     listen = args.listen or ["tcp:8760"]
-    runCommand(lambda reactor: serve(reactor, listen, args.tracebacks, policy, callLimits), None, args.debug, True)
+    runCommand(
+        lambda reactor: serve(reactor, listen, args.tracebacks, policy, callLimits, args.users, args.clientCA),
+        None,
+        args.debug,
+        True,
+    )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,206 @@
+"""The realms of chunkwire's services, and the portal and endpoints their command lines configure.
+
+Contract: L{SharedRootRealm} gives every avatar the same root (the kv
+store, shared by all users).  L{DirectoryRealm} gives each avatar the root
+made for its own directory, C{base / avatarId}; an avatar id that is not
+one safe path component is refused (L{UnsafeAvatarId}) before any path is
+built, so no login reaches a parent, a sibling or the base itself.  One
+root is made per directory and kept for the realm's life (a user's several
+connections, e.g. a striped transfer, share it): memory grows with the
+number of distinct users who logged in, which the checkers bound.  Both
+realms answer only L{IRemoteRoot}.
+
+L{servicePortal} turns the services' C{--users} and C{--client-ca} into a
+portal, or C{None} (an open service) when neither is given;
+L{listenEndpoints} makes every C{--listen} description require client
+certificates when C{--client-ca} is given, and refuses a non-TLS one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from twisted.cred.error import UnauthorizedLogin
+from twisted.cred.portal import IRealm, Portal
+from zope.interface import implementer
+
+# protocols.rpc first: it imports the login modules in the order their cycle needs.
+from .. import rpc as _rpc  # noqa: F401
+from .interfaces import IRemoteRoot
+from .mechanisms import Refused
+
+__all__ = [
+    "ClientCertificatesNeedTLS",
+    "DirectoryRealm",
+    "SharedRootRealm",
+    "UnsafeAvatarId",
+    "listenEndpoints",
+    "pathComponent",
+    "servicePortal",
+]
+
+MAX_COMPONENT_BYTES = 255
+"""The longest file name most file systems allow, in bytes."""
+
+
+class UnsafeAvatarId(Refused, UnauthorizedLogin):
+    """
+    An avatar id that is not one safe path component: the login is refused.
+
+    A L{Refused} too, so that the login gate logs it as a refusal (with the
+    claimed id, escaped) rather than as a failure inside the server.
+    """
+
+
+class ClientCertificatesNeedTLS(ValueError):
+    """C{--client-ca} was given with an endpoint that is not TLS: client certificates exist only in TLS."""
+
+
+def _nothing() -> None:
+    return None
+
+
+def _refuseOthers(interfaces: Sequence[Any]) -> None:
+    if IRemoteRoot not in interfaces:
+        raise NotImplementedError(f"this realm only makes IRemoteRoot avatars, not {list(interfaces)!r}")
+
+
+@implementer(IRealm)
+class SharedRootRealm:
+    """
+    Every avatar gets the same root.
+
+    @ivar root: the L{protocols.rpc.Referenceable} every logged-in client sees.
+    """
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+
+    def requestAvatar(self, avatarId: Any, mind: Any, *interfaces: Any) -> tuple[Any, Any, Callable[[], None]]:
+        """C{(IRemoteRoot, root, logout)} for anyone the checkers let in."""
+        _refuseOthers(interfaces)
+        return IRemoteRoot, self.root, _nothing
+
+
+def pathComponent(avatarId: Any) -> str:
+    """
+    C{avatarId} as one path component: UTF-8 text of 1 to 255 bytes,
+    printable, not starting with C{.} (so neither C{.} nor C{..}, nor a
+    hidden name), without C{/}, C{\\} or NUL.
+
+    @raise UnsafeAvatarId: it is anything else (including an anonymous C{()}).
+    """
+    if isinstance(avatarId, str):
+        text, raw = avatarId, avatarId.encode("utf-8", "surrogatepass")
+    elif isinstance(avatarId, bytes):
+        raw = avatarId
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UnsafeAvatarId("the avatar id is not UTF-8", avatarId) from None
+    else:
+        raise UnsafeAvatarId(f"the avatar id is not a name ({type(avatarId).__name__})", avatarId)
+    if not 0 < len(raw) <= MAX_COMPONENT_BYTES:
+        raise UnsafeAvatarId(f"the avatar id is empty or longer than {MAX_COMPONENT_BYTES} bytes", avatarId)
+    if text.startswith(".") or any(c in text for c in "/\\\0") or not text.isprintable():
+        raise UnsafeAvatarId("the avatar id is not a safe directory name", avatarId)
+    return text
+
+
+@implementer(IRealm)
+class DirectoryRealm:
+    """
+    Each avatar gets the root made for its own directory under C{base}.
+
+    @ivar base: the directory holding one directory per user (made 0700 if missing).
+    @ivar makeRoot: makes the root of one user's directory, given its C{Path}.
+    @ivar roots: the roots made so far, by directory name.
+    """
+
+    def __init__(self, base: str | os.PathLike[str], makeRoot: Callable[[Path], Any]) -> None:
+        self.base = Path(base)
+        self.base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.makeRoot = makeRoot
+        self.roots: dict[str, Any] = {}
+
+    def requestAvatar(self, avatarId: Any, mind: Any, *interfaces: Any) -> tuple[Any, Any, Callable[[], None]]:
+        """
+        C{(IRemoteRoot, the root of base/avatarId, logout)}; the directory is made 0700 if missing.
+
+        @raise UnsafeAvatarId: the avatar id is not one safe path component (L{pathComponent}).
+        """
+        _refuseOthers(interfaces)
+        name = pathComponent(avatarId)
+        root = self.roots.get(name)
+        if root is None:
+            directory = self.base / name
+            directory.mkdir(mode=0o700, exist_ok=True)
+            root = self.roots[name] = self.makeRoot(directory)
+        return IRemoteRoot, root, _nothing
+
+
+def servicePortal(
+    realm: Any,
+    users: str | os.PathLike[str] | None = None,
+    clientCA: str | os.PathLike[str] | None = None,
+    tokens: str | os.PathLike[str] | None = None,
+) -> Portal | None:
+    """
+    The portal of a service's command line, or C{None} for an open service.
+
+    @param users: a user file (L{protocols.auth.users.UserFile}): SCRAM password logins.
+    @param clientCA: a directory of CA certificates: logins as the TLS
+        client certificate (L{protocols.auth.certificates.CertificateChecker},
+        the certificate's common name is the avatar id).
+    @param tokens: a token file (L{protocols.auth.tokens.TokenChecker}): bearer-token logins.
+    @return: C{None} when none is given (the owner configured no logins).
+    @raise protocols.auth.secretfiles.SecretFileError: a file is missing or malformed.
+    """
+    if users is None and clientCA is None and tokens is None:
+        return None
+    portal = Portal(realm)
+    if users is not None:
+        from twisted.cred.credentials import IUsernamePassword
+
+        from .scram import IScramResponse
+        from .users import UserFile
+
+        portal.registerChecker(UserFile(users), IScramResponse, IUsernamePassword)
+    if tokens is not None:
+        from .tokens import IBearerToken, TokenChecker
+
+        portal.registerChecker(TokenChecker.fromFile(tokens), IBearerToken)
+    if clientCA is not None:
+        from .certificates import CertificateChecker, IPeerCertificate
+
+        portal.registerChecker(CertificateChecker(), IPeerCertificate)
+    return portal
+
+
+def listenEndpoints(
+    reactor: Any, descriptions: Sequence[str], clientCA: str | os.PathLike[str] | None
+) -> list[tuple[str, Any]]:
+    """
+    Each server endpoint description with the endpoint to listen on: with
+    C{clientCA}, every one is an C{ssl:} endpoint that finishes a handshake
+    only with a client certificate issued by a CA in that directory.
+
+    @raise ClientCertificatesNeedTLS: C{clientCA} is given and a description is not C{ssl:}.
+    @raise ValueError: an C{ssl:} description uses an option client certificates do not support.
+    """
+    from twisted.internet.endpoints import serverFromString
+
+    if clientCA is None:
+        return [(description, serverFromString(reactor, description)) for description in descriptions]
+    from .certificates import requireClientCertificates, splitDescription
+
+    for description in descriptions:
+        if splitDescription(description)[0] != "ssl":
+            raise ClientCertificatesNeedTLS(
+                f"--client-ca needs TLS: {description} is not an ssl: endpoint"
+                " (client certificates exist only in TLS; listen on ssl:PORT:privateKey=server.pem)"
+            )
+    return [(description, requireClientCertificates(reactor, description, clientCA)) for description in descriptions]
