@@ -27,11 +27,15 @@ from framing.errors import PeerError, ProtocolError
 from protocols.auth.errors import LoginFailed, LoginRefused
 from protocols.auth.realms import ClientCertificatesNeedTLS
 from protocols.auth.secretfiles import SecretFileError
+from protocols.mismatch import NotTLS
 from protocols.rpc.errors import ERRORS
 
 # "127.0.0.1:8750", "localhost:8750", "[::1]:8750" or "8750": what people type for an address.
 _HOST_PORT = re.compile(r"^(?:(?P<host>\[[0-9a-fA-F:]+\]|[\w.\-]+):)?(?P<port>\d{1,5})$")
 
+
+# TLS alerts a server sends when the client's certificate is missing or not from a CA it trusts.
+_CERTIFICATE_ALERTS = ("certificate required", "unknown ca", "bad certificate", "certificate unknown")
 
 _LISTEN_ADVICE = {
     errno.EADDRINUSE: "is another server on that port? pick another one, e.g. tcp:0",
@@ -117,7 +121,13 @@ def _explainLogin(failure: BaseException, description: str | None, where: str) -
     if isinstance(failure, LoginFailed):
         return f"cannot log in to {description}: {failure}"
     if needsLogin(failure):
-        return f"cannot {where}: the server requires a login (give --user NAME, --token-file FILE or --certificate-login)"
+        advice = "give --user NAME, --token-file FILE or --certificate-login"
+        return f"cannot {where}: the server requires a login ({advice})"
+    if isinstance(failure, NotTLS) and any(alert in str(failure) for alert in _CERTIFICATE_ALERTS):
+        return (
+            f"cannot {where}: the server wants a TLS client certificate from a CA it trusts"
+            f" ({failure}; give certKey= and privateKey= in the ssl: endpoint)"
+        )
     if isinstance(failure, (SecretFileError, ClientCertificatesNeedTLS)):
         return f"cannot {where}: {failure}"
     return ""

@@ -17,7 +17,9 @@ from _errors import EndpointFailed
 from twisted.internet.defer import Deferred
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
-from protocols.auth.realms import ClientCertificatesNeedTLS, listenEndpoints
+from protocols.auth.realms import ClientCertificatesNeedTLS, listenEndpoints, loginNotice
+
+__all__ = ["addListenArgument", "addLoginArguments", "beginLogging", "loginNotice", "serveForever"]
 
 
 def beginLogging(toStdout: bool) -> None:
@@ -55,16 +57,6 @@ def addLoginArguments(parser: argparse.ArgumentParser) -> None:
         help="require TLS client certificates issued by a CA in DIR (*.pem); every --listen must be ssl:;"
         " a certificate's common name is its user",
     )
-
-
-def loginNotice(users: str | None, clientCA: str | None) -> str:
-    """The line a server prints at start saying whether (and how) clients must log in."""
-    if users is None and clientCA is None:
-        return "logins: not required, anyone who can connect is served (give --users or --client-ca to require them)"
-    ways = ([f"passwords of the users in {users}"] if users else []) + (
-        [f"client certificates from the CAs in {clientCA}"] if clientCA else []
-    )
-    return "logins: required (" + "; ".join(ways) + ")"
 
 
 async def serveForever(

@@ -71,9 +71,10 @@ async def watch(reactor: Any, description: str, key: str, count: int, credential
     async def subscribe(root: rpc.RemoteReference) -> None:
         try:
             current = await root.callRemote("watch", key, watcher)
-        except Exception as failure:
-            if not needsLogin(failure):
+        except Exception as error:
+            if not needsLogin(error):
                 raise
+            failure = error
             # Final, not worth a retry: end the watch once the connection is gone (the
             # reconnecting client's state machine takes no stop while a connection is half made).
             root.broker.whenDisconnected().addCallback(lambda _: reactor.callLater(0, watcher.stop, failure))
@@ -94,7 +95,7 @@ async def watch(reactor: Any, description: str, key: str, count: int, credential
 
 
 async def once(reactor: Any, description: str, command: str, arguments: list[str], credentials: Any = None) -> None:
-    """Run one command on a fresh connection (logged in with C{credentials}, if given); SystemExit(1) for a missing key."""
+    """Run one command on a fresh connection, logged in with C{credentials} if given; exit 1 for a missing key."""
     if credentials is None:
         root = await rpc.connect(reactor, description)
     else:

@@ -38,6 +38,7 @@ __all__ = [
     "SharedRootRealm",
     "UnsafeAvatarId",
     "listenEndpoints",
+    "loginNotice",
     "pathComponent",
     "servicePortal",
 ]
@@ -162,22 +163,34 @@ def servicePortal(
     if users is None and clientCA is None and tokens is None:
         return None
     portal = Portal(realm)
+    # (mypy cannot see zope's @implementer: the checkers provide ICredentialsChecker.)
+    register: Any = portal.registerChecker
     if users is not None:
         from twisted.cred.credentials import IUsernamePassword
 
         from .scram import IScramResponse
         from .users import UserFile
 
-        portal.registerChecker(UserFile(users), IScramResponse, IUsernamePassword)
+        register(UserFile(users), IScramResponse, IUsernamePassword)
     if tokens is not None:
         from .tokens import IBearerToken, TokenChecker
 
-        portal.registerChecker(TokenChecker.fromFile(tokens), IBearerToken)
+        register(TokenChecker.fromFile(tokens), IBearerToken)
     if clientCA is not None:
         from .certificates import CertificateChecker, IPeerCertificate
 
-        portal.registerChecker(CertificateChecker(), IPeerCertificate)
+        register(CertificateChecker(), IPeerCertificate)
     return portal
+
+
+def loginNotice(users: str | os.PathLike[str] | None, clientCA: str | os.PathLike[str] | None) -> str:
+    """The line a server prints at start saying whether (and how) clients must log in."""
+    if users is None and clientCA is None:
+        return "logins: not required, anyone who can connect is served (give --users or --client-ca to require them)"
+    ways = ([f"passwords of the users in {users}"] if users else []) + (
+        [f"client certificates from the CAs in {clientCA}"] if clientCA else []
+    )
+    return "logins: required (" + "; ".join(ways) + ")"
 
 
 def listenEndpoints(
@@ -194,7 +207,7 @@ def listenEndpoints(
     from twisted.internet.endpoints import serverFromString
 
     if clientCA is None:
-        return [(description, serverFromString(reactor, description)) for description in descriptions]
+        return [(d, serverFromString(reactor, d)) for d in descriptions]  # type: ignore[no-untyped-call]
     from .certificates import requireClientCertificates, splitDescription
 
     for description in descriptions:
@@ -203,4 +216,4 @@ def listenEndpoints(
                 f"--client-ca needs TLS: {description} is not an ssl: endpoint"
                 " (client certificates exist only in TLS; listen on ssl:PORT:privateKey=server.pem)"
             )
-    return [(description, requireClientCertificates(reactor, description, clientCA)) for description in descriptions]
+    return [(d, requireClientCertificates(reactor, d, Path(clientCA))) for d in descriptions]

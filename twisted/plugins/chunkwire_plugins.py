@@ -3,7 +3,12 @@
     twist chunkwire-echo --listen tcp:8750
     twist chunkwire-kv --listen tcp:8760 --listen unix:/tmp/kv.sock
     twist chunkwire-bulk --listen tcp:8770 --dir /tmp/chunkwire-files
+    twist chunkwire-kv --users /etc/chunkwire/users --listen ssl:8761:privateKey=server.pem
     twist chunkwire-echo --help
+
+chunkwire-kv and chunkwire-bulk take --users FILE and --client-ca DIR:
+with either, only clients that log in are served (the echo service stays
+open, a demo).
 
 This file lives in C{twisted/plugins/} (a directory without C{__init__.py})
 so that Twisted's plugin system finds it; it only names the services, the
@@ -100,6 +105,55 @@ class _Options(_GuardOptions):
         return Limits(max_bytes_length=self["max-bytes"])
 
 
+class _LoginOptions(_Options):
+    """The options of a service that can require logins: --users and --client-ca (with neither it is open)."""
+
+    optParameters = _Options.optParameters + [
+        [
+            "users",
+            None,
+            None,
+            "Require logins: users and password verifiers from this file (made with chunkwire-adduser).",
+        ],
+        [
+            "client-ca",
+            None,
+            None,
+            "Require TLS client certificates issued by a CA in this directory (*.pem); every --listen must be "
+            "ssl:, and a certificate's common name is its user.",
+        ],
+    ]
+
+    def postOptions(self) -> None:
+        super().postOptions()
+        if self["users"] is not None:
+            from protocols.auth.secretfiles import SecretFileError
+            from protocols.auth.users import loadUsers
+
+            try:
+                loadUsers(self["users"])
+            except SecretFileError as error:
+                raise usage.UsageError(f"--users: {error}") from None
+        if self["client-ca"] is not None:
+            from protocols.auth.certificates import splitDescription
+
+            for description in self["listen"]:
+                if splitDescription(description)[0] != "ssl":
+                    raise usage.UsageError(f"--client-ca needs TLS: {description} is not an ssl: endpoint")
+
+    def portal(self, realm: Any) -> Any:
+        """The portal these options describe for C{realm}, or C{None} (an open service)."""
+        from protocols.auth.realms import servicePortal
+
+        return servicePortal(realm, self["users"], self["client-ca"])
+
+    def loginNotice(self) -> str:
+        """The line logged at start saying whether clients must log in."""
+        from protocols.auth.realms import loginNotice
+
+        return loginNotice(self["users"], self["client-ca"])
+
+
 class EchoOptions(_Options):
     """C{twist chunkwire-echo} options."""
 
@@ -107,30 +161,34 @@ class EchoOptions(_Options):
     longdesc = "Run chunkwire's echo service: every object a client sends comes back unchanged."
 
 
-class KeyValueOptions(_Options):
+class KeyValueOptions(_LoginOptions):
     """C{twist chunkwire-kv} options."""
 
     defaultListen = "tcp:8760"
-    synopsis = "[--listen ENDPOINT ...] [--tracebacks] [--trace] [guard options]"
+    synopsis = "[--listen ENDPOINT ...] [--users FILE] [--client-ca DIR] [--tracebacks] [--trace] [guard options]"
     longdesc = (
         "Run chunkwire's key-value RPC service (get, put, delete, list, watch; see protocols.kv). "
-        "The store lives in memory, shared by every connection."
+        "The store lives in memory, shared by every connection (and every user, with --users or --client-ca)."
     )
     optFlags = _Options.optFlags + [["tracebacks", None, "Send the traceback of a failed call to the caller."]]
 
 
-class BulkServiceOptions(_Options):
+class BulkServiceOptions(_LoginOptions):
     """C{twist chunkwire-bulk} options."""
 
     defaultListen = "tcp:8770"
-    synopsis = "--dir DIRECTORY [--listen ENDPOINT ...] [--hashing thread|inline] [--trace] [guard options]"
+    synopsis = (
+        "--dir DIRECTORY [--listen ENDPOINT ...] [--users FILE] [--client-ca DIR] [--hashing thread|inline] "
+        "[--trace] [guard options]"
+    )
     longdesc = (
         "Run chunkwire's bulk-transfer service (protocols.bulk.files.BulkService): clients upload, download "
         "and list the files of one directory, resumably and striped over several connections if they like "
         "(examples/bulk_client.py is such a client).  Every file is checked end to end with SHA-256, and an "
-        "upload appears under its name only once its digest has been verified."
+        "upload appears under its name only once its digest has been verified.  With --users or --client-ca, "
+        "each user sees only their own directory, DIRECTORY/USER."
     )
-    optParameters = _Options.optParameters + [
+    optParameters = _LoginOptions.optParameters + [
         ["dir", "d", None, "The directory to serve (created if missing).  Required."],
         ["hashing", None, "inline", "Where digests are computed: inline (in the reactor thread) or thread."],
     ]
@@ -144,19 +202,25 @@ class BulkServiceOptions(_Options):
 
 
 def _listening(options: _Options, factory: Any) -> Any:
-    """A MultiService with one endpoint service per C{--listen}, each connection guarded by the options' policy."""
+    """
+    A MultiService with one endpoint service per C{--listen}, each connection
+    guarded by the options' policy (and requiring client certificates with C{--client-ca}).
+    """
     from twisted.application.internet import StreamServerEndpointService
     from twisted.application.service import MultiService
     from twisted.internet import reactor
-    from twisted.internet.endpoints import serverFromString
 
+    from protocols.auth.realms import listenEndpoints
     from protocols.guard import GuardedFactory
 
     factory = GuardedFactory(factory, options.policy(), reactor)
     parent = MultiService()
-    for description in options["listen"]:
-        endpoint = serverFromString(reactor, description)
+    for _, endpoint in listenEndpoints(reactor, options["listen"], options.get("client-ca")):
         StreamServerEndpointService(endpoint, factory).setServiceParent(parent)
+    if isinstance(options, _LoginOptions):
+        from twisted.logger import Logger
+
+        Logger(namespace="chunkwire").info(options.loginNotice())
     return parent
 
 
@@ -194,11 +258,18 @@ class KeyValueServiceMaker:
         from twisted.internet import reactor
 
         from protocols import rpc
+        from protocols.auth.realms import SharedRootRealm
         from protocols.kv import KeyValueStore
 
         _tracing(options)
+        store = KeyValueStore()
+        portal = options.portal(SharedRootRealm(store))
         factory = rpc.serverFactory(
-            KeyValueStore(), clock=reactor, tracebacks=options["tracebacks"], limits=options.limits()
+            store if portal is None else None,
+            clock=reactor,
+            tracebacks=options["tracebacks"],
+            limits=options.limits(),
+            portal=portal,
         )
         return _listening(options, factory)
 
@@ -215,16 +286,19 @@ class BulkServiceMaker:
         from twisted.internet import reactor
 
         from protocols import bulk
+        from protocols.auth.realms import DirectoryRealm
         from protocols.bulk.files import BulkService
+        from protocols.rpc.endpoints import loginGate
 
         _tracing(options)
-        factory = bulk.BulkBrokerFactory(
-            BulkService(options["dir"], reactor=reactor),
-            clock=reactor,
-            limits=options.limits(),
-            options=bulk.BulkOptions(hashing=options["hashing"]),
-        )
-        return _listening(options, factory)
+        directory = options["dir"]
+        hashing = bulk.BulkOptions(hashing=options["hashing"])
+        settings = {"clock": reactor, "limits": options.limits(), "options": hashing}
+        if options["users"] is None and options["client-ca"] is None:
+            return _listening(options, bulk.BulkBrokerFactory(BulkService(directory, reactor=reactor), **settings))
+        portal = options.portal(DirectoryRealm(directory, lambda user: BulkService(user, reactor=reactor)))
+        gate = loginGate(None, portal, None, reactor)
+        return _listening(options, bulk.BulkBrokerFactory(None, gate=gate, **settings))
 
 
 echoServiceMaker = EchoServiceMaker()
