@@ -212,7 +212,7 @@ class ServerLogin:
     def _check(self, step: Any, payload: bytes) -> None:
         self.state = CHECKING
         checked: Deferred[Any] = maybeDeferred(step, payload)
-        checked.addCallbacks(self._outcome, self._failed)
+        checked.addCallback(self._outcome).addErrback(self._failed)
 
     def _outcome(self, outcome: Any) -> None:
         if self.state is CLOSED:
@@ -238,12 +238,16 @@ class ServerLogin:
         self._refused(Refused("the checker or realm failed"))
 
     def _accepted(self, accepted: Accepted) -> None:
+        try:
+            self.broker.references.exportRoot(accepted.avatar)
+        except TypeError:
+            accepted.logout()
+            raise
         self._cancelTimeout()
         self.authenticator.throttle.succeeded(self.address)
         self.state = LOGGED_IN
         self.avatarId = accepted.avatarId
         self._logout = accepted.logout
-        self.broker.references.exportRoot(accepted.avatar)
         assert self._afterLogin is not None
         self.connection.decoder.reconfigure(*self._afterLogin)
         self.connection.receiver = self.broker
