@@ -147,7 +147,9 @@ def scramLogin(context: LoginContext, payload: bytes) -> Deferred[Any]:
     checker = None if portal is None else portal.checkers.get(IScramResponse)
     if checker is None:
         return fail(Refused("the server has no SCRAM user file"))
-    server = ScramServer(checker.verifier, context.secret)
+    # Unknown users are shown the iteration count real ones have, so the two look alike.
+    decoy = getattr(checker, "decoyIterations", None)
+    server = ScramServer(checker.verifier, context.secret, **({"decoyIterations": decoy()} if decoy else {}))
     try:
         serverFirst = server.first(payload)
     except ScramError as error:

@@ -95,12 +95,16 @@ class Authenticator:
         throttle: LoginThrottle | None = None,
         limits: Limits = PRE_LOGIN_LIMITS,
         mechanisms: Mapping[str, Mechanism] | None = None,
+        secret: bytes | None = None,
     ) -> None:
         """
         @param clock: an C{IReactorTime}; the global reactor if C{None}.
         @param mechanisms: the mechanisms offered; by default those of the
             portal (SCRAM-SHA-256, TOKEN, ANONYMOUS, CERTIFICATE) if one is
             given, and NAME if a name table is.
+        @param secret: what SCRAM's answers for unknown users derive from;
+            random if C{None}.  Give a stored one to keep those answers the
+            same across restarts (else an unknown name's salt changes then).
         @raise ValueError: neither a portal nor a name table was given.
         """
         if portal is None and names is None:
@@ -121,7 +125,7 @@ class Authenticator:
         if mechanisms is None and names is not None:
             self.mechanisms.update(NAME_MECHANISMS)
         # SCRAM's answers for unknown users derive from this; it never leaves the process.
-        self.secret = os.urandom(32)
+        self.secret = secret or os.urandom(32)
 
     def guard(self, broker: Any) -> ServerLogin:
         """Put a L{ServerLogin} in front of C{broker} (before its connection is made)."""
