@@ -12,7 +12,7 @@ succeeds the gate:
     reason;
   - drops the connection if no login succeeds within the timeout;
   - refuses at once, before any checker runs, a login from an address the
-    L{LoginThrottle} says must wait.
+    L{LoginThrottle} says must wait (every attempt counts until one succeeds).
 
 A refused login gets the same C{"refused"} answer whatever the reason, and
 the connection is closed.  Once a login succeeds, the avatar becomes export
@@ -202,8 +202,8 @@ class ServerLogin:
     def _start(self, message: LoginMessage) -> None:
         self.mechanism = message.mechanism
         mechanism = self.authenticator.mechanisms.get(message.mechanism)
-        if not self.authenticator.throttle.allows(self.address):
-            self._refused(Refused("too many failed logins from this address"), counted=False)
+        if not self.authenticator.throttle.admit(self.address):
+            self._refused(Refused("too many login attempts from this address"))
         elif mechanism is None:
             self._refused(Refused(f"unknown mechanism {escape(message.mechanism)}"))
         else:
@@ -278,9 +278,7 @@ class ServerLogin:
             avatarId=self.avatarId,
         )
 
-    def _refused(self, refusal: Refused, counted: bool = True) -> None:
-        if counted:
-            self.authenticator.throttle.failed(self.address)
+    def _refused(self, refusal: Refused) -> None:
         self.state = CLOSED
         self._cancelTimeout()
         self.authenticator.log.warn(

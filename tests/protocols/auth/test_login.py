@@ -274,34 +274,37 @@ class ServeArgumentsTests(SynchronousTestCase):
 
 class ThrottleTests(SynchronousTestCase):
     def test_burst_then_wait(self) -> None:
-        """An address may fail C{burst} times; then it waits until failures drain at C{rate} per second."""
+        """An address may make C{burst} attempts; then it waits until they drain at C{rate} per second."""
         clock = Clock()
         throttle = LoginThrottle(clock, burst=3, rate=1.0)
-        for _ in range(3):
-            self.assertTrue(throttle.allows("10.0.0.1"))
-            throttle.failed("10.0.0.1")
-        self.assertFalse(throttle.allows("10.0.0.1"))
-        self.assertTrue(throttle.allows("10.0.0.2"))
+        self.assertEqual([throttle.admit("10.0.0.1") for _ in range(4)], [True, True, True, False])
+        self.assertTrue(throttle.admit("10.0.0.2"))
         clock.advance(1.0)
-        self.assertTrue(throttle.allows("10.0.0.1"))
-        self.assertEqual(throttle.throttled, 1)
+        self.assertTrue(throttle.admit("10.0.0.1"))
+        self.assertFalse(throttle.admit("10.0.0.1"))
+        self.assertEqual(throttle.throttled, 2)
+
+    def test_attempts_in_progress_count(self) -> None:
+        """Attempts count when they start: many at once from one address get no more than C{burst} through."""
+        throttle = LoginThrottle(Clock(), burst=5)
+        self.assertEqual(sum(throttle.admit("a") for _ in range(50)), 5)
 
     def test_success_forgives(self) -> None:
-        """A successful login clears its address's failures."""
+        """A successful login clears its address's count."""
         throttle = LoginThrottle(Clock(), burst=1)
-        throttle.failed("a")
-        self.assertFalse(throttle.allows("a"))
+        self.assertTrue(throttle.admit("a"))
+        self.assertFalse(throttle.admit("a"))
         throttle.succeeded("a")
-        self.assertTrue(throttle.allows("a"))
+        self.assertTrue(throttle.admit("a"))
 
     def test_memory_bounded(self) -> None:
-        """Failures from many addresses keep at most maxAddresses entries, one per address, none per attempt."""
+        """Attempts from many addresses keep at most maxAddresses entries, one per address, none per attempt."""
         throttle = LoginThrottle(Clock(), burst=2, maxAddresses=100)
         for attempt in range(10_000):
-            throttle.failed(f"10.0.{attempt % 250}.{attempt % 7}")
+            throttle.admit(f"10.0.{attempt % 250}.{attempt % 7}")
         self.assertEqual(len(throttle), 100)
         for _ in range(10_000):
-            throttle.failed("one")
+            throttle.admit("one")
         self.assertEqual(len(throttle), 100)
 
     def test_address_is_the_host(self) -> None:
