@@ -108,7 +108,8 @@ def otherCAClient(setup: Setup) -> Any:
 def selfSignedClient(setup: Setup) -> Any:
     own = SelfSignedCertificate.generate("mallory")
     certificate = PrivateCertificate.loadPEM(own.keyPEM + own.certPEM)
-    return optionsForClientTLS("localhost", trustRoot=Certificate.loadPEM(setup.ca.certPEM), clientCertificate=certificate)
+    trusted = Certificate.loadPEM(setup.ca.certPEM)
+    return optionsForClientTLS("localhost", trustRoot=trusted, clientCertificate=certificate)
 
 
 def noCertificateClient(setup: Setup) -> Any:

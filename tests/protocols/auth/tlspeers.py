@@ -1,4 +1,4 @@
-"""Small protocols for the TLS tests of protocols.auth: a server that records what reaches it, and a client that says hello.
+"""Small protocols for the TLS tests of protocols.auth: a recording server, a client that says hello.
 
 Contract: L{Recorder} keeps every byte its application side receives and
 the peer certificate seen when the first byte arrived; L{Hello} sends one
