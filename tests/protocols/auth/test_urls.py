@@ -99,6 +99,14 @@ class VectorTests(SynchronousTestCase):
             )
             self.assertEqual(str(url), vector["url"])
 
+    def test_documented(self) -> None:
+        """docs/wire-format.md shows every vector: each key hash, valid URL and invalid vector's name."""
+        document = (VECTORS.parents[2] / "docs" / "wire-format.md").read_text("utf-8")
+        section = document[document.index("## 11. Object URLs") :]
+        shown = [v["keyHash"] for v in self.vectors["keyHashes"]] + [v["url"] for v in self.vectors["valid"]]
+        shown += [f"`{v['name']}`" for v in self.vectors["invalid"]]
+        self.assertEqual([text for text in shown if text not in section], [])
+
     def test_invalid(self) -> None:
         """Each invalid URL is refused with InvalidURL and the reason the vectors give."""
         self.assertTrue(self.vectors["invalid"])
