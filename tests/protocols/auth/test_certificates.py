@@ -240,3 +240,49 @@ class EndpointTests(SynchronousTestCase):
         ca = CertificateAuthority.generate()
         (loaded,) = loadCADirectory(ca.writeCADirectory(Path(self.mktemp())))
         self.assertEqual(loaded.dump(), Certificate.loadPEM(ca.certPEM).dump())
+
+
+class AuthorityTests(SynchronousTestCase):
+    """protocols.testing.CertificateAuthority issues the certificates the tests above use."""
+
+    def test_serverCertificate(self) -> None:
+        """A server certificate names its host names, 127.0.0.1 and ::1, is for serverAuth, and is signed by the CA."""
+        import ipaddress
+
+        from cryptography import x509
+        from cryptography.x509.oid import ExtendedKeyUsageOID
+
+        ca = CertificateAuthority.generate("Test CA")
+        issued = ca.issue("web", server=True, hostnames=("localhost", "example.test"))
+        certificate = _x509(issued.certPEM)
+        names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        self.assertEqual(names.get_values_for_type(x509.DNSName), ["localhost", "example.test"])
+        self.assertEqual(
+            names.get_values_for_type(x509.IPAddress),
+            [ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1")],
+        )
+        usage = certificate.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+        self.assertEqual(list(usage), [ExtendedKeyUsageOID.SERVER_AUTH])
+        certificate.verify_directly_issued_by(_x509(ca.certPEM))
+        self.assertEqual(issued.commonName, "web")
+
+    def test_clientCertificate(self) -> None:
+        """A client certificate is for clientAuth, names no host, and is not a CA."""
+        from cryptography import x509
+        from cryptography.x509.oid import ExtendedKeyUsageOID
+
+        certificate = _x509(CertificateAuthority.generate().issue("alice").certPEM)
+        usage = certificate.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+        self.assertEqual(list(usage), [ExtendedKeyUsageOID.CLIENT_AUTH])
+        self.assertRaises(
+            x509.ExtensionNotFound, certificate.extensions.get_extension_for_class, x509.SubjectAlternativeName
+        )
+        self.assertFalse(certificate.extensions.get_extension_for_class(x509.BasicConstraints).value.ca)
+
+    def test_writePEM(self) -> None:
+        """writePEM writes key and certificate to one file of mode 0600, for privateKey=."""
+        issued = CertificateAuthority.generate().issue("alice")
+        path = issued.writePEM(Path(self.mktemp()))
+        self.assertEqual(path.read_bytes(), issued.keyPEM + issued.certPEM)
+        self.assertEqual(path.stat().st_mode & 0o777, 0o600)
+        self.assertIn("certKey=", issued.clientEndpoint("/ca", 8751))

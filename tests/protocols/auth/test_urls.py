@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.protocol import Factory, Protocol
 from twisted.python.failure import Failure
-from twisted.trial.unittest import SynchronousTestCase, TestCase
+from twisted.trial.unittest import SkipTest, SynchronousTestCase, TestCase
 
 from protocols.auth.identity import ServerIdentity, keyHash, spkiHash
 from protocols.auth.urls import (
@@ -283,6 +284,29 @@ async def wrongKeyOverUNIX(reactor: Any) -> None:
         removeDirectory(directory)
 
 
+async def pinnedOverIPv6(reactor: Any) -> None:
+    """A URL with an [IPv6]:port hint reaches the server on ::1 with the pinned key."""
+    if not socket.has_ipv6:
+        raise SkipTest("no IPv6")
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        raise SkipTest("no IPv6 loopback interface") from None
+    directory = shortDirectory()
+    server = ServerIdentity.loadOrCreate(directory / "server.pem")
+    factory = RecorderFactory()
+    port = await server.serverEndpoint(reactor, r"tcp6:0:interface=\:\:1").listen(factory)
+    try:
+        url = ObjectURL.parse(f"chunkwire://{server.keyHash}@[::1]:{port.getHost().port}/{NAME}")
+        client = await hello(reactor, clientEndpoint(reactor, url))
+        assert await client.answered == ANSWER
+        await settle(client, *factory.built)
+    finally:
+        await port.stopListening()
+        removeDirectory(directory)
+
+
 class PinnedTests(TestCase):
     """Pinned TLS over real sockets (trial runs these; pytest runs the twins below)."""
 
@@ -291,12 +315,14 @@ class PinnedTests(TestCase):
     test_proxyWithAnotherKey = trialTest(proxyWithAnotherKey)
     test_proxyWithItsOwnKey = trialTest(proxyWithItsOwnKey)
     test_wrongKeyOverUNIX = trialTest(wrongKeyOverUNIX)
+    test_pinnedOverIPv6 = trialTest(pinnedOverIPv6)
 
 
 test_pinned_to_the_right_key = pytestTest(pinnedToTheRightKey)
 test_proxy_with_another_key = pytestTest(proxyWithAnotherKey)
 test_proxy_with_its_own_key = pytestTest(proxyWithItsOwnKey)
 test_wrong_key_over_unix = pytestTest(wrongKeyOverUNIX)
+test_pinned_over_ipv6 = pytestTest(pinnedOverIPv6)
 
 
 class EndpointTests(SynchronousTestCase):
