@@ -11,7 +11,8 @@ from typing import Any
 from twisted.internet.endpoints import serverFromString
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from protocols.auth.identity import InsecureKeyFile, ServerIdentity, keyHash, spkiHash, tlsServerEndpoint
+from protocols.auth.identity import InsecureKeyFile, ServerIdentity, keyHash, spkiHash
+from protocols.auth.tlsendpoints import tlsServerEndpoint
 from protocols.auth.urls import pinnedClientOptions
 from protocols.testing import CertificateAuthority, SelfSignedCertificate
 
@@ -109,14 +110,19 @@ class ServerIdentityTests(SynchronousTestCase):
         self.assertRaises(ValueError, ServerIdentity.loadOrCreate, path)
 
     def test_serverDescription(self) -> None:
-        """A tcp: description becomes the ssl: one with this key; unix: has no ssl: form."""
+        """A tcp: description becomes the ssl: one with this key, unix: a chunkwire-tls: one; TLS is refused."""
         path = Path(self.mktemp())
         identity = ServerIdentity.loadOrCreate(path)
+        key = str(path).replace(":", "\\:")
         self.assertEqual(
             identity.serverDescription("tcp:0:interface=127.0.0.1"),
-            f"ssl:0:interface=127.0.0.1:privateKey={path}",
+            f"ssl:0:interface=127.0.0.1:privateKey={key}",
         )
-        self.assertRaises(ValueError, identity.serverDescription, "unix:/tmp/x.sock")
+        self.assertEqual(
+            identity.serverDescription("unix:/tmp/x.sock:mode=600"),
+            f"chunkwire-tls:unix:/tmp/x.sock:mode=600:privateKey={key}",
+        )
+        self.assertRaises(ValueError, identity.serverDescription, "ssl:0")
 
     def test_wrapsOnlyPlainEndpoints(self) -> None:
         """Wrapping an ssl: description in TLS again is a ValueError."""
@@ -125,13 +131,14 @@ class ServerIdentityTests(SynchronousTestCase):
         self.assertRaises(ValueError, tlsServerEndpoint, reactor, "ssl:0", None)
 
 
-async def served(reactor: Any, unix: bool) -> None:
+async def served(reactor: Any, unix: bool, description: bool) -> None:
     directory = shortDirectory()
     identity = ServerIdentity.loadOrCreate(directory / "server.pem")
-    if unix:
-        endpoint = identity.serverEndpoint(reactor, f"unix:{directory / 's.sock'}")
+    listen = f"unix:{directory / 's.sock'}" if unix else "tcp:0:interface=127.0.0.1"
+    if description:
+        endpoint = serverFromString(reactor, identity.serverDescription(listen))
     else:
-        endpoint = serverFromString(reactor, identity.serverDescription("tcp:0:interface=127.0.0.1"))
+        endpoint = identity.serverEndpoint(reactor, listen)
     factory = RecorderFactory()
     port = await endpoint.listen(factory)
     try:
@@ -147,12 +154,22 @@ async def served(reactor: Any, unix: bool) -> None:
 
 async def servedOverTCP(reactor: Any) -> None:
     """The ssl: description of an identity serves its key over TCP."""
-    await served(reactor, unix=False)
+    await served(reactor, unix=False, description=True)
 
 
 async def servedOverUNIX(reactor: Any) -> None:
+    """The chunkwire-tls:unix: description of an identity serves its key over a UNIX socket."""
+    await served(reactor, unix=True, description=True)
+
+
+async def servedByEndpointOverTCP(reactor: Any) -> None:
+    """serverEndpoint serves an identity's key over TCP."""
+    await served(reactor, unix=False, description=False)
+
+
+async def servedByEndpointOverUNIX(reactor: Any) -> None:
     """serverEndpoint serves an identity's key over a UNIX socket."""
-    await served(reactor, unix=True)
+    await served(reactor, unix=True, description=False)
 
 
 class ServeTests(TestCase):
@@ -161,7 +178,11 @@ class ServeTests(TestCase):
     timeout = 30
     test_servedOverTCP = trialTest(servedOverTCP)
     test_servedOverUNIX = trialTest(servedOverUNIX)
+    test_servedByEndpointOverTCP = trialTest(servedByEndpointOverTCP)
+    test_servedByEndpointOverUNIX = trialTest(servedByEndpointOverUNIX)
 
 
 test_served_over_tcp = pytestTest(servedOverTCP)
 test_served_over_unix = pytestTest(servedOverUNIX)
+test_served_by_endpoint_over_tcp = pytestTest(servedByEndpointOverTCP)
+test_served_by_endpoint_over_unix = pytestTest(servedByEndpointOverUNIX)
