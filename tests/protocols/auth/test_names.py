@@ -96,3 +96,37 @@ class NameTableTests(SynchronousTestCase):
         self.assertEqual(self.table.url(identity.keyHash, ["localhost:1"], name).keyHash, identity.keyHash)
         self.table.revoke(name)
         self.assertRaises(KeyError, self.table.url, identity, ["localhost:1"], name)
+
+
+BLOCK_TLS = """
+import sys
+
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("OpenSSL", "cryptography", "service_identity"):
+            raise ImportError("blocked " + name)
+
+sys.meta_path.insert(0, Block())
+import protocols.auth.certificates, protocols.auth.identity, protocols.auth.tlsendpoints, protocols.testing
+from protocols.auth.names import NameTable
+from protocols.auth.urls import ObjectURL
+table = NameTable()
+name = table.register("thing", "label")
+assert table.lookup(name) == ("thing", "label")
+print(ObjectURL.parse("chunkwire://" + "a" * 52 + "@localhost:1/" + name).name == name)
+"""
+
+
+class WithoutTLSTests(SynchronousTestCase):
+    """The modules import, and names and URLs work, without the tls extra."""
+
+    def test_importsWithoutTLSExtra(self) -> None:
+        """With pyOpenSSL, cryptography and service_identity unimportable, the auth modules still import and work."""
+        import subprocess
+        import sys
+
+        root = Path(__file__).resolve().parents[3]
+        result = subprocess.run(
+            [sys.executable, "-c", BLOCK_TLS], cwd=root, capture_output=True, text=True, env={"PYTHONPATH": str(root)}
+        )
+        self.assertEqual((result.returncode, result.stdout.strip()), (0, "True"), result.stderr)
