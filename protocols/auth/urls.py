@@ -116,24 +116,24 @@ class ObjectURL:
         authority, slash, name = url[len(prefix) :].rpartition("/")
         if not slash:
             raise InvalidURL(url, "no /NAME")
-        hash, at, hints = authority.partition("@")
+        serverKey, at, hints = authority.partition("@")
         if not at:
             raise InvalidURL(url, "no KEYHASH@")
-        _checkKeyHash(url, hash)
+        _checkKeyHash(url, serverKey)
         _checkName(url, name)
         if not hints:
             raise InvalidURL(url, "no location hint")
-        return cls(hash, tuple(_decodeHint(url, hint) for hint in hints.split(",")), name)
+        return cls(serverKey, tuple(_decodeHint(url, hint) for hint in hints.split(",")), name)
 
     def __str__(self) -> str:
         return f"{SCHEME}://{self.keyHash}@{','.join(_encodeHint(hint) for hint in self.hints)}/{self.name}"
 
 
-def _checkKeyHash(url: str, hash: str) -> None:
-    if not KEY_HASH_CHARACTERS.fullmatch(hash):
+def _checkKeyHash(url: str, serverKey: str) -> None:
+    if not KEY_HASH_CHARACTERS.fullmatch(serverKey):
         raise InvalidURL(url, f"the key hash is not {KEY_HASH_LENGTH} characters of lowercase base32")
     # 256 bits leave 4 unused bits in the last character: they must be zero.
-    if base64.b32encode(base64.b32decode(hash.upper() + "====")).decode().rstrip("=").lower() != hash:
+    if base64.b32encode(base64.b32decode(serverKey.upper() + "====")).decode().rstrip("=").lower() != serverKey:
         raise InvalidURL(url, "the key hash is not canonical base32 (unused bits set)")
 
 

@@ -186,3 +186,18 @@ test_served_over_tcp = pytestTest(servedOverTCP)
 test_served_over_unix = pytestTest(servedOverUNIX)
 test_served_by_endpoint_over_tcp = pytestTest(servedByEndpointOverTCP)
 test_served_by_endpoint_over_unix = pytestTest(servedByEndpointOverUNIX)
+
+
+class CreationRaceTests(SynchronousTestCase):
+    """Two servers creating the same identity file at once end up with one key."""
+
+    def test_firstCreatorWins(self) -> None:
+        """A second creation of an existing file leaves the first one's content and no temporary file behind."""
+        from protocols.auth import identity
+
+        path = Path(self.mktemp())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        identity._createExclusively(path, b"first")
+        identity._createExclusively(path, b"second")
+        self.assertEqual(path.read_bytes(), b"first")
+        self.assertEqual([p.name for p in path.parent.iterdir()], [path.name])
