@@ -118,6 +118,8 @@ class CertificateChecker:
     """
 
     credentialInterfaces = (IPeerCertificate,)
+    credentialsInterfaces = credentialInterfaces
+    """The same, under the name the issue's brief used."""
 
     def __init__(self, avatarIdOf: Callable[[Any], bytes | None] = commonName) -> None:
         self.avatarIdOf = avatarIdOf

@@ -216,6 +216,7 @@ class CheckerTests(SynchronousTestCase):
     def test_declaresItsCredentials(self) -> None:
         """The checker takes IPeerCertificate credentials; the mechanism is named CERTIFICATE."""
         self.assertEqual(CertificateChecker.credentialInterfaces, (IPeerCertificate,))
+        self.assertEqual(CertificateChecker.credentialsInterfaces, (IPeerCertificate,))
         self.assertEqual(MECHANISM, "CERTIFICATE")
 
     def test_noTLSNoCertificate(self) -> None:
