@@ -111,8 +111,7 @@ class Decoder:
     @ivar objects_completed: top-level objects completed so far (delivered,
         refused, or completing L{NOTHING}), counted by the end of each C{feed}.
     @ivar state: L{BUILDING} or L{DISCARDING}.
-    @ivar handlers: per token kind, what the scanner calls: the table of
-        the current state.
+    @ivar handlers: per token kind, what the scanner calls (the state's table).
     """
 
     def __init__(
@@ -134,24 +133,38 @@ class Decoder:
         self.objects_completed = 0
         self._results: list[Any] = []
         self._stack: list[Any] = []
-        self._budget = ObjectBudget(self.limits, self._stack)
-        self._unslicers = _Unslicers(self.registry, self._budget)
-        # (The per-name and per-class caches, read on every OPEN and CLOSE.)
-        self._factories = self._unslicers.factories
-        self._kinds = self._unslicers.kinds
+        self._configure()
         self._receive: Callable[[Any], None] = self._results.append
         self._bodies = _BodyStreams(self._guarded, self._refuse_for)
         # The scanner's streamed-body calls go straight to the unslicer's hooks.
         self.body_chunk = self._bodies.piece
         self.body_end = self._bodies.end
-        self._max_depth = self.limits.max_depth
         self.state = BUILDING
-        self._building = self._building_handlers()
+        self._building = _building_table(self)
         self._discarding: _Discarding  # (and its table: made at the first refusal)
         self._discarding_table: list[Callable[[Any], None]] | None = None
         self.handlers = list(self._building)
         self.accepts_all = constraint is None
         self._scanner = TokenScanner(self, self.limits, preamble)
+
+    def reconfigure(self, limits: Limits | None = None, registry: Registry | None = None) -> None:
+        """
+        Decode later top-level objects under C{limits} and C{registry} (C{None}:
+        keep it), as after a login.  @raise ValueError: called mid-object.
+        """
+        if self._stack:
+            raise ValueError("the decoder can change its limits or registry only between top-level objects")
+        self.limits = limits or self.limits
+        self.registry = registry or self.registry
+        self._configure()
+        self._scanner.reconfigure(self.limits)
+
+    def _configure(self) -> None:
+        self._budget = ObjectBudget(self.limits, self._stack)
+        self._unslicers = _Unslicers(self.registry, self._budget)
+        self._factories = self._unslicers.factories  # (caches read on every OPEN and CLOSE)
+        self._kinds = self._unslicers.kinds
+        self._max_depth = self.limits.max_depth
 
     @property
     def buffered(self) -> int:
@@ -244,13 +257,6 @@ class Decoder:
         self._refuse(violation, opened=kind == OPEN)
 
     # -- building --------------------------------------------------------
-
-    def _building_handlers(self) -> list[Callable[[Any], None]]:
-        table: list[Callable[[Any], None]] = [_unexpected] * 16
-        _ValueTokens(self._deliver, self._refuse, self.control_events).fill(table)
-        table[INT] = table[BYTES] = self._deliver
-        table[OPEN], table[CLOSE], table[ABORT] = self._on_open, self._on_close, self._on_abort
-        return table
 
     def _deliver_checked(self, obj: Any) -> None:
         assert self._path is not None
@@ -392,6 +398,15 @@ class Decoder:
         self.handlers[:] = self._building
         self.accepts_all = self.constraint is None
         self._results.append(violation)
+
+
+def _building_table(decoder: Decoder) -> list[Callable[[Any], None]]:
+    """The handler of each token kind while a decoder builds objects."""
+    table: list[Callable[[Any], None]] = [_unexpected] * 16
+    _ValueTokens(decoder._deliver, decoder._refuse, decoder.control_events).fill(table)
+    table[INT] = table[BYTES] = decoder._deliver
+    table[OPEN], table[CLOSE], table[ABORT] = decoder._on_open, decoder._on_close, decoder._on_abort
+    return table
 
 
 class _Unslicers:

@@ -183,6 +183,11 @@ class TokenScanner:
         self._body: _WholeBody | _StreamedBody | _SkippedBody = _SKIPPED
         self._body_limits = _body_limits(self.limits)
 
+    def reconfigure(self, limits: Limits) -> None:
+        """Apply C{limits} from the next header on (a body already begun keeps the limit it was accepted under)."""
+        self.limits = limits
+        self._body_limits = _body_limits(limits)
+
     @property
     def buffered(self) -> int:
         """Bytes held for tokens not yet delivered: the chain plus a partial whole body."""

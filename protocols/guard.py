@@ -5,26 +5,26 @@ observes it from outside: no subclass, no class swap) is dropped, with a logged 
 sent to the peer in an ERROR token and passed to C{connectionLost} as a
 L{GuardError}, when
 
-  - its preamble has not arrived C{preamble_timeout} seconds after connecting;
-  - an object has been in progress longer than C{stall_timeout} plus one
-    second per C{min_rate} bytes received for it (one byte a second, a
+  - its preamble has not arrived C{preambleTimeout} seconds after connecting;
+  - an object has been in progress longer than C{stallTimeout} plus one
+    second per C{minRate} bytes received for it (one byte a second, a
     header that never ends and a body that never comes all fail this);
-  - one object grows past C{max_object_bytes} received bytes;
-  - nothing at all has arrived for C{keepalive_interval} seconds, a PING was
-    sent, and nothing has arrived C{keepalive_timeout} seconds after it (any
+  - one object grows past C{maxObjectBytes} received bytes;
+  - nothing at all has arrived for C{keepaliveInterval} seconds, a PING was
+    sent, and nothing has arrived C{keepaliveTimeout} seconds after it (any
     byte, the PONG included, shows that the peer is alive);
-  - no object has completed for C{idle_timeout} seconds;
-  - bytes have been waiting to be sent to it for C{send_stall_timeout}
+  - no object has completed for C{idleTimeout} seconds;
+  - bytes have been waiting to be sent to it for C{sendStallTimeout}
     seconds and the peer took none of them (a slow reader that takes some
     is not stalled; a bulk stream waiting for credit has nothing waiting);
-  - C{max_connections} connections of its factory, or C{max_per_peer} from
+  - C{maxConnections} connections of its factory, or C{maxPerPeer} from
     the same IP address, are already up (the new one is dropped at once);
     see L{GuardPolicy} for the defaults and their trade-off.
 
 Cost: each received chunk stores a time stamp and adds a length; each
 connection has at most one pending timer, rescheduled only when it fires, so
 the per-byte and per-message cost does not depend on the timeouts.  A dropped
-connection that does not read its ERROR is aborted after C{abort_after}
+connection that does not read its ERROR is aborted after C{abortAfter}
 seconds, so an attacker cannot keep it open by not reading.
 """
 
@@ -61,51 +61,51 @@ class GuardPolicy:
     """
     The timeouts and caps of a guarded server; C{None} turns a rule off.
 
-    @ivar preamble_timeout: seconds for the peer's preamble to arrive.  10 s.
-    @ivar stall_timeout: seconds an object may be in progress, plus one
-        second per C{min_rate} bytes of it that arrived.  30 s.
-    @ivar min_rate: bytes per second a peer must keep up while sending an
-        object, after C{stall_timeout}.  1 KiB/s.
-    @ivar max_object_bytes: most bytes one object may take on the wire;
+    @ivar preambleTimeout: seconds for the peer's preamble to arrive.  10 s.
+    @ivar stallTimeout: seconds an object may be in progress, plus one
+        second per C{minRate} bytes of it that arrived.  30 s.
+    @ivar minRate: bytes per second a peer must keep up while sending an
+        object, after C{stallTimeout}.  1 KiB/s.
+    @ivar maxObjectBytes: most bytes one object may take on the wire;
         C{None} leaves it to L{framing.Limits}.
-    @ivar keepalive_interval: seconds of silence before a PING.  30 s.
-    @ivar keepalive_timeout: seconds after that PING for any byte to arrive.
+    @ivar keepaliveInterval: seconds of silence before a PING.  30 s.
+    @ivar keepaliveTimeout: seconds after that PING for any byte to arrive.
         10 s.
-    @ivar idle_timeout: seconds without a completed object.  15 min.
-    @ivar max_connections: most connections up at once per factory.  1000:
+    @ivar idleTimeout: seconds without a completed object.  15 min.
+    @ivar maxConnections: most connections up at once per factory.  1000:
         below the usual limit of 1,024 file descriptors per process, so the
         guard refuses with a logged reason before C{accept} fails for want
         of a descriptor.
-    @ivar max_per_peer: most connections up at once from one IP address.
-        20, so that filling C{max_connections} takes 50 addresses, not the
+    @ivar maxPerPeer: most connections up at once from one IP address.
+        20, so that filling C{maxConnections} takes 50 addresses, not the
         10 it took with 100 per address (1,000 connections from 10 loopback
         addresses left no room for anyone else).  The trade-off: many
         honest clients behind one address (a NAT, a proxy, a busy worker
         host) share those 20, so raise it for such deployments, and raise
-        C{max_connections} with it (and the process's descriptor limit) to
+        C{maxConnections} with it (and the process's descriptor limit) to
         keep the ratio.  Per-address caps slow a flood from many addresses
         but do not stop one: an attacker with an IPv6 prefix has addresses
         to spare; the idle and keepalive timeouts are what reclaim their
         slots.
-    @ivar abort_after: seconds a dropped connection may take to read its
+    @ivar abortAfter: seconds a dropped connection may take to read its
         ERROR before it is aborted.  2 s.
-    @ivar send_stall_timeout: seconds that bytes may wait to be sent to the
+    @ivar sendStallTimeout: seconds that bytes may wait to be sent to the
         peer without the peer taking any of them.  60 s, as nginx's
         C{send_timeout}: back-pressure (C{Limits.send_high_water}) already
         bounds what is held for such a peer; this frees even that.
     """
 
-    preamble_timeout: float | None = 10.0
-    stall_timeout: float | None = 30.0
-    min_rate: float = 1024.0
-    max_object_bytes: int | None = None
-    keepalive_interval: float | None = 30.0
-    keepalive_timeout: float | None = 10.0
-    idle_timeout: float | None = 900.0
-    max_connections: int | None = 1000
-    max_per_peer: int | None = 20
-    abort_after: float = 2.0
-    send_stall_timeout: float | None = 60.0
+    preambleTimeout: float | None = 10.0
+    stallTimeout: float | None = 30.0
+    minRate: float = 1024.0
+    maxObjectBytes: int | None = None
+    keepaliveInterval: float | None = 30.0
+    keepaliveTimeout: float | None = 10.0
+    idleTimeout: float | None = 900.0
+    maxConnections: int | None = 1000
+    maxPerPeer: int | None = 20
+    abortAfter: float = 2.0
+    sendStallTimeout: float | None = 60.0
 
 
 class ConnectionCounter:
@@ -127,11 +127,11 @@ class ConnectionCounter:
         self.active = 0
         self.refused = 0
         self.perPeer: dict[str, int] = {}
-        self.refusals = RefusalLog(LogPolicy(max_refusals=None))
+        self.refusals = RefusalLog(LogPolicy(maxRefusals=None))
 
     def admit(self, host: str, policy: GuardPolicy) -> str | None:
         """Count a new connection from C{host}, or say why it is over a limit."""
-        total, mine = policy.max_connections, policy.max_per_peer
+        total, mine = policy.maxConnections, policy.maxPerPeer
         if mine is not None and self.perPeer.get(host, 0) >= mine:
             self.refused += 1
             return f"{self.perPeer[host]} connections from {host} are up, the limit per peer is {mine}"
@@ -246,13 +246,13 @@ class ConnectionGuard:
         if self._objectStart is None:
             self._objectStart = self.clock.seconds()
             self._stallStarted()
-        limit = self.policy.max_object_bytes
+        limit = self.policy.maxObjectBytes
         if limit is not None and self._objectBytes > limit:
             self._drop("object-too-large", f"an object took more than {limit} bytes on the wire")
 
     def _stallStarted(self) -> None:
         """An object is now in progress: make sure the timer fires by its stall deadline."""
-        stall, timer = self.policy.stall_timeout, self._timer
+        stall, timer = self.policy.stallTimeout, self._timer
         if stall is None or timer is None or not timer.active():
             return
         if timer.getTime() > self.clock.seconds() + stall:
@@ -310,24 +310,24 @@ class ConnectionGuard:
         """Each active rule's next deadline with its name."""
         policy = self.policy
         deadlines = []
-        if policy.preamble_timeout is not None and self._received < len(PREAMBLE):
-            deadlines.append((self._connected + policy.preamble_timeout, "preamble"))
+        if policy.preambleTimeout is not None and self._received < len(PREAMBLE):
+            deadlines.append((self._connected + policy.preambleTimeout, "preamble"))
         start = self._objectStart
-        if policy.stall_timeout is not None and start is not None and not self.protocol.readingPaused:
-            allowed = policy.stall_timeout + self._objectBytes / policy.min_rate
+        if policy.stallTimeout is not None and start is not None and not self.protocol.readingPaused:
+            allowed = policy.stallTimeout + self._objectBytes / policy.minRate
             deadlines.append((start + allowed, "stall"))
-        if policy.keepalive_interval is not None:
+        if policy.keepaliveInterval is not None:
             if self._pingAt is None or self._lastByte > self._pingAt:
-                deadlines.append((self._lastByte + policy.keepalive_interval, "ping"))
-            elif policy.keepalive_timeout is not None:
-                deadlines.append((self._pingAt + policy.keepalive_timeout, "keepalive"))
-        if policy.idle_timeout is not None:
-            deadlines.append((self._lastObject + policy.idle_timeout, "idle"))
+                deadlines.append((self._lastByte + policy.keepaliveInterval, "ping"))
+            elif policy.keepaliveTimeout is not None:
+                deadlines.append((self._pingAt + policy.keepaliveTimeout, "keepalive"))
+        if policy.idleTimeout is not None:
+            deadlines.append((self._lastObject + policy.idleTimeout, "idle"))
         waiting = self._sendWaitingSince
-        if policy.send_stall_timeout is not None and waiting is not None:
+        if policy.sendStallTimeout is not None and waiting is not None:
             # Look again a few times per timeout, to see whether it moved.
-            deadlines.append((waiting + policy.send_stall_timeout, "send-stall"))
-            deadlines.append((self.clock.seconds() + policy.send_stall_timeout / 4, "send-check"))
+            deadlines.append((waiting + policy.sendStallTimeout, "send-stall"))
+            deadlines.append((self.clock.seconds() + policy.sendStallTimeout / 4, "send-check"))
         return deadlines
 
     def _schedule(self) -> None:
@@ -343,7 +343,7 @@ class ConnectionGuard:
         if protocol.failure is not None or protocol.transport is None:
             return
         now = self.clock.seconds()
-        if self.policy.send_stall_timeout is not None:
+        if self.policy.sendStallTimeout is not None:
             self._watchSends(now)
         for deadline, rule in sorted(self._deadlines()):
             if deadline > now:
@@ -363,23 +363,23 @@ class ConnectionGuard:
     def _reason(self, rule: str, now: float) -> tuple[str, str]:
         policy = self.policy
         if rule == "preamble":
-            return "preamble-timeout", f"no preamble within {policy.preamble_timeout} s ({self._received} bytes)"
+            return "preamble-timeout", f"no preamble within {policy.preambleTimeout} s ({self._received} bytes)"
         if rule == "stall":
             return (
                 "stalled",
                 f"an object was in progress for {now - (self._objectStart or now):.1f} s with only "
-                f"{self._objectBytes} bytes received (at least {policy.min_rate:g} bytes/s "
-                f"after {policy.stall_timeout} s)",
+                f"{self._objectBytes} bytes received (at least {policy.minRate:g} bytes/s "
+                f"after {policy.stallTimeout} s)",
             )
         if rule == "send-stall":
             return (
                 "send-stalled",
                 f"the peer took none of the {self.protocol.transport.pendingBytes} bytes waiting for it "
-                f"in {policy.send_stall_timeout} s",
+                f"in {policy.sendStallTimeout} s",
             )
         if rule == "keepalive":
-            return "keepalive-timeout", f"nothing received within {policy.keepalive_timeout} s of a PING"
-        return "idle-timeout", f"no object received for {policy.idle_timeout} s"
+            return "keepalive-timeout", f"nothing received within {policy.keepaliveTimeout} s of a PING"
+        return "idle-timeout", f"no object received for {policy.idleTimeout} s"
 
     def _drop(self, code: str, message: str, logged: bool = True) -> None:
         """Drop the connection as for a ProtocolError, and abort it if it lingers."""
@@ -388,7 +388,7 @@ class ConnectionGuard:
             return
         transport = protocol.transport
         protocol.failConnection(GuardError(code, message), logged)
-        self._abort = self.clock.callLater(self.policy.abort_after, _abortIfOpen, transport)
+        self._abort = self.clock.callLater(self.policy.abortAfter, _abortIfOpen, transport)
 
 
 def _ignore(_: object) -> None:
@@ -465,44 +465,48 @@ class GuardedFactory:
 
 
 def addGuardArguments(parser: Any, policy: GuardPolicy | None = None) -> None:
-    """Add the command-line options of a L{GuardPolicy} to an C{argparse} parser."""
+    """
+    Add the command-line options of a L{GuardPolicy} to an C{argparse}
+    parser.  The flags are spelled the command-line way (C{--preamble-timeout});
+    each one's C{dest} is its L{GuardPolicy} field (C{preambleTimeout}).
+    """
     policy = policy or GuardPolicy()
 
     def seconds(text: str) -> float | None:
         value = float(text)
         return None if value <= 0 else value
 
-    for name, help in [
-        ("preamble_timeout", "seconds for a client's preamble to arrive"),
-        ("stall_timeout", "seconds an object may take, plus one per --min-rate bytes"),
-        ("keepalive_interval", "seconds of silence before a PING"),
-        ("keepalive_timeout", "seconds after a PING for the client to answer"),
-        ("idle_timeout", "seconds without a complete object"),
-        ("send_stall_timeout", "seconds a client may take none of the bytes waiting for it"),
+    for option, dest, help in [
+        ("--preamble-timeout", "preambleTimeout", "seconds for a client's preamble to arrive"),
+        ("--stall-timeout", "stallTimeout", "seconds an object may take, plus one per --min-rate bytes"),
+        ("--keepalive-interval", "keepaliveInterval", "seconds of silence before a PING"),
+        ("--keepalive-timeout", "keepaliveTimeout", "seconds after a PING for the client to answer"),
+        ("--idle-timeout", "idleTimeout", "seconds without a complete object"),
+        ("--send-stall-timeout", "sendStallTimeout", "seconds a client may take none of the bytes waiting for it"),
     ]:
-        option = "--" + name.replace("_", "-")
-        parser.add_argument(option, type=seconds, default=getattr(policy, name), metavar="S", help=f"{help} (0: never)")
-    parser.add_argument("--min-rate", type=float, default=policy.min_rate, help="bytes/s while sending an object")
-    parser.add_argument("--max-object-bytes", type=int, default=policy.max_object_bytes, help="wire bytes per object")
-    parser.add_argument(
-        "--max-connections", type=int, default=policy.max_connections, help="connections up at once (0: no limit)"
-    )
-    parser.add_argument(
-        "--max-per-peer", type=int, default=policy.max_per_peer, help="connections up at once per IP (0: no limit)"
-    )
+        parser.add_argument(
+            option, dest=dest, type=seconds, default=getattr(policy, dest), metavar="S", help=f"{help} (0: never)"
+        )
+    for option, dest, kind, help in [
+        ("--min-rate", "minRate", float, "bytes/s while sending an object"),
+        ("--max-object-bytes", "maxObjectBytes", int, "wire bytes per object"),
+        ("--max-connections", "maxConnections", int, "connections up at once (0: no limit)"),
+        ("--max-per-peer", "maxPerPeer", int, "connections up at once per IP (0: no limit)"),
+    ]:
+        parser.add_argument(option, dest=dest, type=kind, default=getattr(policy, dest), help=help)
 
 
 def policyFromArguments(args: Any) -> GuardPolicy:
     """The L{GuardPolicy} that the options of L{addGuardArguments} describe."""
     return GuardPolicy(
-        preamble_timeout=args.preamble_timeout,
-        stall_timeout=args.stall_timeout,
-        min_rate=args.min_rate,
-        max_object_bytes=args.max_object_bytes or None,
-        keepalive_interval=args.keepalive_interval,
-        keepalive_timeout=args.keepalive_timeout,
-        idle_timeout=args.idle_timeout,
-        send_stall_timeout=args.send_stall_timeout,
-        max_connections=args.max_connections or None,
-        max_per_peer=args.max_per_peer or None,
+        preambleTimeout=args.preambleTimeout,
+        stallTimeout=args.stallTimeout,
+        minRate=args.minRate,
+        maxObjectBytes=args.maxObjectBytes or None,
+        keepaliveInterval=args.keepaliveInterval,
+        keepaliveTimeout=args.keepaliveTimeout,
+        idleTimeout=args.idleTimeout,
+        sendStallTimeout=args.sendStallTimeout,
+        maxConnections=args.maxConnections or None,
+        maxPerPeer=args.maxPerPeer or None,
     )

@@ -63,24 +63,24 @@ class WatchLimits:
     """
     The caps on watching; C{None} turns one off.
 
-    @ivar per_connection: most (key, watcher) pairs one connection may hold.
+    @ivar perConnection: most (key, watcher) pairs one connection may hold.
         1,000: a client watching more keys than that should watch a prefix
         of its own design, and each watch costs the server a reference and
         a call per change.
-    @ivar per_key: most watchers of one key, over every connection.  1,000:
+    @ivar perKey: most watchers of one key, over every connection.  1,000:
         each put of the key costs one C{changed()} call per watcher, each
         carrying the value (up to 1 MiB), so this bounds what one put can
         make the server send.
-    @ivar per_connection_key: most watchers one connection may have on one
+    @ivar perConnectionKey: most watchers one connection may have on one
         key.  10: an honest client needs one (the same watcher object comes
         back as the same reference, and watching twice is a no-op), while
         invented reference ids would otherwise let one connection make each
         put of a 1 MiB value cost the server a gigabyte of calls to it.
     """
 
-    per_connection: int | None = 1000
-    per_key: int | None = 1000
-    per_connection_key: int | None = 10
+    perConnection: int | None = 1000
+    perKey: int | None = 1000
+    perConnectionKey: int | None = 10
 
 
 class _Watches:
@@ -166,12 +166,12 @@ class KeyValueStore(rpc.Referenceable):
 
     def _checkCaps(self, key: str, watching: _Watches, mine: set[rpc.RemoteReference] | None) -> None:
         limits = self.watchLimits
-        if limits.per_connection is not None and watching.count >= limits.per_connection:
+        if limits.perConnection is not None and watching.count >= limits.perConnection:
             raise WatchRefused("too-many-watches", f"this connection already has {watching.count} watches, the limit")
-        if limits.per_connection_key is not None and mine is not None and len(mine) >= limits.per_connection_key:
+        if limits.perConnectionKey is not None and mine is not None and len(mine) >= limits.perConnectionKey:
             raise WatchRefused("too-many-watches", f"this connection already has {len(mine)} watchers of this key")
         watchers = self.watchers.get(key)
-        if limits.per_key is not None and watchers is not None and len(watchers) >= limits.per_key:
+        if limits.perKey is not None and watchers is not None and len(watchers) >= limits.perKey:
             raise WatchRefused("too-many-watchers", f"this key already has {len(watchers)} watchers, the limit")
 
     def _connectionWatches(self, broker: Any) -> _Watches:

@@ -12,7 +12,7 @@ L{RefusalLog} is one connection's account of what it refused and what failed
 on it: within each L{LogPolicy.interval}, the first L{LogPolicy.full} events
 are logged in full and the rest only counted, then reported in one summary
 line when the next event arrives after the interval (or when the connection
-closes).  Refusals also count towards L{LogPolicy.max_refusals}; a connection
+closes).  Refusals also count towards L{LogPolicy.maxRefusals}; a connection
 past that many in one interval is to be dropped with a L{TooManyRefusals}
 (an honest client does not send thousands of objects the server refuses).
 Each event costs O(1) and at most one log line.
@@ -68,7 +68,7 @@ def _str(value: object) -> str:
 
 
 class TooManyRefusals(ProtocolError):
-    """A connection's refusals passed L{LogPolicy.max_refusals} in one interval: it is dropped."""
+    """A connection's refusals passed L{LogPolicy.maxRefusals} in one interval: it is dropped."""
 
     code = "too-many-refusals"
 
@@ -81,7 +81,7 @@ class LogPolicy:
     @ivar full: events (refusals and failures together) logged in full per
         interval; the rest are counted and summarised.  10.
     @ivar interval: seconds in one counting interval.  10 s.
-    @ivar max_refusals: refusals in one interval past which the connection
+    @ivar maxRefusals: refusals in one interval past which the connection
         is dropped with C{too-many-refusals}; C{None} never drops.  1,000 in
         10 s: an honest client gets a refusal for a bug, not a hundred a
         second, while one flooding bad objects is dropped within its first
@@ -90,7 +90,7 @@ class LogPolicy:
 
     full: int = 10
     interval: float = 10.0
-    max_refusals: int | None = 1000
+    maxRefusals: int | None = 1000
 
 
 class RefusalLog:
@@ -131,13 +131,13 @@ class RefusalLog:
                 violation=escape(text),
                 **fields,
             )
-        limit = self.policy.max_refusals
+        limit = self.policy.maxRefusals
         return limit is not None and self.refused > limit
 
     def tooMany(self) -> TooManyRefusals:
         """The error to drop a connection with once L{refusal} said it passed the rate."""
         policy = self.policy
-        return TooManyRefusals(f"more than {policy.max_refusals} refusals within {policy.interval:g} s")
+        return TooManyRefusals(f"more than {policy.maxRefusals} refusals within {policy.interval:g} s")
 
     def failure(
         self, log: Any, peer: str, kind: str, template: str, level: LogLevel = LogLevel.info, **fields: Any
@@ -145,7 +145,7 @@ class RefusalLog:
         """
         Log one failure of kind C{kind} at C{level} with C{template} and
         C{fields} (escaped by the caller), within the rate.  Failures do not
-        count towards L{LogPolicy.max_refusals}.
+        count towards L{LogPolicy.maxRefusals}.
         """
         self._roll(log, peer)
         if self._allow(kind):

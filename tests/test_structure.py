@@ -4,8 +4,8 @@ Issue 15's rules, kept true by a test instead of a review: no class in
 C{framing/} or C{protocols/} over 300 lines; no import cycle among the
 modules of C{protocols/}; no object there reaching into another object's
 C{_private} members; and one naming rule per package (snake_case in
-C{framing}, camelCase in C{protocols}; ruff enforces the first, this test
-the second).
+C{framing}, camelCase in C{protocols} for functions, arguments, class
+fields and attributes alike; ruff enforces the first, this test the second).
 """
 
 from __future__ import annotations
@@ -58,6 +58,12 @@ def importGraph(package: str) -> dict[str, set[str]]:
             elif isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             graph[name].update(t for t in targets if t in trees and t != name)
+    # Importing a.b.c runs a/__init__ and a/b/__init__ first: a cycle through
+    # a package's __init__ breaks at import time like any other.
+    for name, targets in graph.items():
+        ancestors = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+        parents = {".".join(t.split(".")[:i]) for t in targets for i in range(1, t.count(".") + 1)}
+        targets.update(p for p in parents - ancestors if p in trees and p != name)
     return graph
 
 
@@ -125,17 +131,69 @@ def privateReaches(package: str) -> list[str]:
     return found
 
 
-def snakeNames(package: str) -> list[str]:
-    """C{module:line name} for each snake_case function or argument in C{package} (framing's unslicer methods aside)."""
+# framing's unslicer attributes, set by unslicers in protocols: framing's names too.
+FRAMING_ATTRIBUTES = {
+    "open_type",
+    "part_kinds",
+    "part_types",
+    "max_length",
+    "checks_tokens",
+    "open_cost",
+    "slot_cost",
+    "item_cost",
+    "worst_item_cost",
+}
+
+
+def assignedTargets(node: ast.AST) -> list[ast.expr]:
+    """What C{node} assigns to, if it is an assignment."""
+    if isinstance(node, ast.Assign):
+        return node.targets
+    if isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        return [node.target]
+    return []
+
+
+def fieldNames(node: ast.AST) -> list[tuple[int, str]]:
+    """
+    C{(line, name)} for each attribute that C{node} defines: a class body's
+    fields (annotated or assigned, dataclass fields included) and the
+    C{self.name} targets of an assignment.
+    """
+    if isinstance(node, ast.ClassDef):
+        return [
+            (statement.lineno, target.id)
+            for statement in node.body
+            for target in assignedTargets(statement)
+            if isinstance(target, ast.Name)
+        ]
+    return [
+        (node.lineno, t.attr)
+        for target in assignedTargets(node)
+        for t in ast.walk(target)
+        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+    ]
+
+
+def snakeNamesIn(module: str, tree: ast.Module) -> list[str]:
+    """
+    C{module:line name} for each snake_case function, argument, class field
+    or C{self} attribute in C{tree} (framing's unslicer names aside).
+    """
     found = []
-    for name, tree in modules(package).items():
-        for node in ast.walk(tree):
-            names: list[str] = []
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name not in FRAMING_METHODS:
-                names.append(node.name)
-                names += [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs]
-            found += [f"{name}:{node.lineno} {n}" for n in names if _SNAKE.match(n) and not n.endswith("__")]
+    for node in ast.walk(tree):
+        names: list[tuple[int, str]] = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name not in FRAMING_METHODS:
+            arguments = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+            names += [(node.lineno, name) for name in [node.name, *(a.arg for a in arguments)]]
+        names += [(line, name) for line, name in fieldNames(node) if name not in FRAMING_ATTRIBUTES]
+        found += [f"{module}:{line} {n}" for line, n in names if _SNAKE.match(n) and not n.endswith("__")]
     return found
+
+
+def snakeNames(package: str) -> list[str]:
+    """C{module:line name} for each snake_case name that L{snakeNamesIn} finds in C{package}."""
+    return [found for name, tree in modules(package).items() for found in snakeNamesIn(name, tree)]
 
 
 class StructureTests(SynchronousTestCase):
@@ -157,5 +215,23 @@ class StructureTests(SynchronousTestCase):
         self.assertEqual(privateReaches("protocols"), [])
 
     def test_protocolsNamesAreCamelCase(self) -> None:
-        """Functions and arguments in protocols/ are camelCase (Twisted's rule), none snake_case."""
+        """Functions, arguments, class fields and attributes in protocols/ are camelCase (Twisted's rule)."""
         self.assertEqual(snakeNames("protocols"), [])
+
+    def test_snakeFieldsAreFound(self) -> None:
+        """A snake_case dataclass field, class attribute or self attribute is reported; camelCase ones are not."""
+        source = """
+@dataclass(frozen=True)
+class Policy:
+    idleTimeout: float = 1.0
+    max_refusals: int = 10
+    open_type = "policy"
+    per_key = 3
+
+    def __init__(self):
+        self.perConnection = 1
+        self.abort_after: float = 2.0
+        self._held_bytes = 0
+"""
+        found = snakeNamesIn("m", ast.parse(source))
+        self.assertEqual(found, ["m:5 max_refusals", "m:7 per_key", "m:11 abort_after", "m:12 _held_bytes"])

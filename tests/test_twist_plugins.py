@@ -94,7 +94,7 @@ class OptionsTests(SynchronousTestCase):
             self.assertEqual(options.policy(), GuardPolicy())
         options = chunkwire_plugins.KeyValueOptions()
         options.parseOptions(["--stall-timeout", "5", "--idle-timeout", "0", "--max-per-peer", "3", "--min-rate", "10"])
-        expected = GuardPolicy(stall_timeout=5.0, idle_timeout=None, max_per_peer=3, min_rate=10.0)
+        expected = GuardPolicy(stallTimeout=5.0, idleTimeout=None, maxPerPeer=3, minRate=10.0)
         self.assertEqual(options.policy(), expected)
 
     def test_servicesAreGuarded(self) -> None:
@@ -109,7 +109,7 @@ class OptionsTests(SynchronousTestCase):
             options.parseOptions(["--listen", "tcp:0", "--preamble-timeout", "2", *extra])
             (child,) = list(maker.makeService(options))
             self.assertIsInstance(child.factory, GuardedFactory, maker.tapname)
-            self.assertEqual(child.factory.policy.preamble_timeout, 2.0, maker.tapname)
+            self.assertEqual(child.factory.policy.preambleTimeout, 2.0, maker.tapname)
 
     def test_makeService(self) -> None:
         """makeService builds one endpoint service per --listen, not yet started."""

@@ -15,3 +15,28 @@ L{protocols.auth.tokens} (bearer tokens), L{protocols.auth.certificates}
 server's persistent TLS key), L{protocols.auth.urls} and
 L{protocols.auth.names} (self-authenticating object URLs).
 """
+
+from .client import ClientCertificate, ClientLogin, ObjectName
+from .errors import LoginFailed, LoginRefused, LoginTimedOut, NotLoggedIn, ServerNotVerified, UnsupportedCredentials
+from .interfaces import IRemoteRoot
+from .server import DEFAULT_LOGIN_TIMEOUT, Authenticator, ServerLogin
+from .throttle import LoginThrottle
+from .wire import PRE_LOGIN_LIMITS
+
+__all__ = [
+    "DEFAULT_LOGIN_TIMEOUT",
+    "PRE_LOGIN_LIMITS",
+    "Authenticator",
+    "ClientCertificate",
+    "ClientLogin",
+    "IRemoteRoot",
+    "LoginFailed",
+    "LoginRefused",
+    "LoginThrottle",
+    "LoginTimedOut",
+    "NotLoggedIn",
+    "ObjectName",
+    "ServerLogin",
+    "ServerNotVerified",
+    "UnsupportedCredentials",
+]

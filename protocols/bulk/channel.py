@@ -51,9 +51,10 @@ from framing import EncodingError, Limits, Registry
 from framing.outgoing import Outgoing
 from framing.slicing.interfaces import ISlicer
 
+from ..auth.server import DEFAULT_LOGIN_TIMEOUT
 from ..interfaces import IBrokerExtension
 from ..rpc import Broker, BrokerFactory, CallLimits, Referenceable, RemoteReference, currentBroker
-from ..rpc.endpoints import connectWith, listenWith
+from ..rpc.endpoints import connectWith, listenWith, loginGate, loginWith
 from .errors import StreamIdReused, TooManyStreams
 from .interfaces import IReceivingStream, ISendingStream
 from .options import BulkOptions
@@ -570,30 +571,46 @@ class BulkBrokerFactory(BrokerFactory):
 
 def serve(
     reactor: Any,
-    description: str,
-    root: Referenceable,
+    description: str | Any,
+    root: Referenceable | None = None,
     *,
     tracebacks: bool = False,
     limits: Limits | None = None,
     registry: Registry | None = None,
     options: BulkOptions | None = None,
+    portal: Any = None,
+    names: Any = None,
+    loginTimeout: float = DEFAULT_LOGIN_TIMEOUT,
 ) -> Deferred[IListeningPort]:
-    """As L{protocols.rpc.serve}, with connections that carry streams."""
+    """As L{protocols.rpc.serve} (a root, or logins through C{portal} or C{names}), with streams too."""
     factory = BulkBrokerFactory(
-        root, clock=reactor, tracebacks=tracebacks, limits=limits, registry=registry, options=options
+        root,
+        clock=reactor,
+        tracebacks=tracebacks,
+        limits=limits,
+        registry=registry,
+        options=options,
+        gate=loginGate(root, portal, names, reactor, loginTimeout),
     )
     return listenWith(reactor, description, factory)
 
 
 def connect(
     reactor: Any,
-    description: str,
+    description: str | Any,
     *,
     root: Referenceable | None = None,
     limits: Limits | None = None,
     registry: Registry | None = None,
     options: BulkOptions | None = None,
+    credentials: Any = None,
 ) -> Deferred[RemoteReference]:
-    """As L{protocols.rpc.connect}, with a connection that carries streams; close it with C{ref.broker.disconnect()}."""
+    """
+    As L{protocols.rpc.connect}, with a connection that carries streams;
+    close it with C{ref.broker.disconnect()}.  With C{credentials}, log in
+    first as L{protocols.rpc.login} does.
+    """
     factory = BulkBrokerFactory(root, clock=reactor, limits=limits, registry=registry, options=options)
+    if credentials is not None:
+        return loginWith(reactor, description, factory, credentials)
     return connectWith(reactor, description, factory)

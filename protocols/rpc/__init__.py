@@ -37,7 +37,7 @@ L{protocols.rpc.referenceable}.
 """
 
 from .broker import Broker, BrokerFactory, currentBroker
-from .endpoints import ReconnectingClient, connect, reconnecting, serve, serverFactory
+from .endpoints import ReconnectingClient, connect, connectURL, login, reconnecting, serve, serverFactory
 from .errors import (
     CallTimedOut,
     DeadReferenceError,
@@ -74,6 +74,8 @@ __all__ = [
     "TooManyPendingCalls",
     "TooManyReferences",
     "connect",
+    "connectURL",
+    "login",
     "currentBroker",
     "reconnecting",
     "register_error",

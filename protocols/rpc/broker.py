@@ -46,6 +46,7 @@ from framing.errors import short_repr
 from framing.outgoing import Outgoing
 from framing.slicing.registry import DEFAULT_REGISTRY
 
+from ..auth.wire import addLoginTypes
 from ..base import TokenProtocol
 from ..config import ConnectionConfig
 from ..interfaces import IObjectReceiver
@@ -176,6 +177,7 @@ class Broker:
         registry.add_slicer(RemoteReference, RemoteReferenceSlicer(tables))
         registry.add_unslicer(REF_OPEN_TYPE, lambda limits: ReferenceUnslicer(limits, tables))
         registry.add_unslicer(YOURREF_OPEN_TYPE, lambda limits: YourReferenceUnslicer(limits, tables))
+        addLoginTypes(registry)
 
     # -- the connection's state, for applications and tests ---------------------
 
@@ -346,6 +348,9 @@ class BrokerFactory(Factory):
     @ivar sendBackPressure: passed to each broker (see
         L{TokenProtocol.sendBackPressure}): on for servers, off for the
         client helpers, which set it.
+    @ivar gate: called with each new broker before its connection starts,
+        to put a receiver in front of it (a login: see
+        L{protocols.auth.server.Authenticator.guard}), or C{None}.
     """
 
     sendBackPressure = True
@@ -359,10 +364,12 @@ class BrokerFactory(Factory):
         limits: Limits | None = None,
         registry: Registry | None = None,
         callLimits: CallLimits | None = None,
+        gate: Callable[[Broker], Any] | None = None,
     ) -> None:
         if root is not None and not isinstance(root, Referenceable):
             raise TypeError(f"the root must be a Referenceable, not {type(root).__name__}")
         self.root = root
+        self.gate = gate
         self.clock = clock
         self.tracebacks = tracebacks
         self.limits = limits
@@ -389,6 +396,8 @@ class BrokerFactory(Factory):
         """A new broker's connection (L{buildBroker}); the broker is its C{receiver}."""
         broker = self.buildBroker()
         broker.factory = broker.connection.factory = self
+        if self.gate is not None:
+            self.gate(broker)
         return broker.connection
 
     def brokerConnected(self, broker: Broker) -> None:

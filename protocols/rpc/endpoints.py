@@ -22,6 +22,9 @@ from twisted.internet.task import deferLater
 
 from framing import Limits, Registry
 
+from ..auth.client import ClientLogin, ObjectName, mechanismFor
+from ..auth.errors import LoginFailed
+from ..auth.server import DEFAULT_LOGIN_TIMEOUT, Authenticator
 from .broker import Broker, BrokerFactory
 from .errors import DeadReferenceError
 from .limits import SERVER_CALL_LIMITS, CallLimits
@@ -30,19 +33,22 @@ from .refs import RemoteReference
 
 
 def serverFactory(
-    root: Referenceable,
+    root: Referenceable | None = None,
     *,
     clock: Any = None,
     tracebacks: bool = False,
     limits: Limits | None = None,
     registry: Registry | None = None,
     callLimits: CallLimits | None = None,
+    portal: Any = None,
+    names: Any = None,
+    loginTimeout: float = DEFAULT_LOGIN_TIMEOUT,
 ) -> BrokerFactory:
     """
-    A factory of brokers exposing C{root}, to listen with any endpoint
-    (C{serverFromString(reactor, description).listen(factory)}); its
-    C{disconnectAll()} closes every connection, for a clean shutdown.
-    Arguments as for L{serve}.
+    A factory of brokers exposing C{root} (or the avatar of each login), to
+    listen with any endpoint (C{serverFromString(reactor,
+    description).listen(factory)}); its C{disconnectAll()} closes every
+    connection, for a clean shutdown.  Arguments as for L{serve}.
     """
     return BrokerFactory(
         root,
@@ -51,46 +57,85 @@ def serverFactory(
         limits=limits,
         registry=registry,
         callLimits=callLimits or SERVER_CALL_LIMITS,
+        gate=loginGate(root, portal, names, clock, loginTimeout),
     )
+
+
+def loginGate(
+    root: Referenceable | None, portal: Any, names: Any, clock: Any, timeout: float = DEFAULT_LOGIN_TIMEOUT
+) -> Callable[[Broker], object] | None:
+    """
+    The gate of a server's brokers: C{None} for an open server (a C{root}),
+    else an L{Authenticator}'s guard over the portal and the name table.
+
+    @raise ValueError: both a root and a login were given, or neither.
+    """
+    if root is not None and (portal is not None or names is not None):
+        raise ValueError("give either a root (an open server) or a portal or names (a server with logins), not both")
+    if root is None and portal is None and names is None:
+        raise ValueError("a server needs a root, a portal, or a name table")
+    if root is not None:
+        return None
+    return Authenticator(portal, names, clock=clock, timeout=timeout).guard
 
 
 def serve(
     reactor: Any,
-    description: str,
-    root: Referenceable,
+    description: str | Any,
+    root: Referenceable | None = None,
     *,
     tracebacks: bool = False,
     limits: Limits | None = None,
     registry: Registry | None = None,
     callLimits: CallLimits | None = None,
+    portal: Any = None,
+    names: Any = None,
+    loginTimeout: float = DEFAULT_LOGIN_TIMEOUT,
 ) -> Deferred[IListeningPort]:
     """
-    Expose C{root} on the server endpoint C{description}.
+    Expose C{root} on the server endpoint C{description}, or let clients
+    log in through C{portal} or by an object's name in C{names}.
 
+    @param description: a server endpoint description, or an
+        C{IStreamServerEndpoint}.
     @param root: a L{Referenceable}; its L{remote} methods are what clients
-        may call, and each connection gets the same object.
+        may call, and each connection gets the same object.  Anyone who can
+        connect can call it: give a C{portal} instead to know who calls.
     @param tracebacks: send the traceback of a failed call to the caller
         (C{RemoteError.remoteTraceback}).  Off by default: tracebacks show
         source paths and code to whoever connects.
-    @param limits: the L{Limits} for what each connection receives.
+    @param limits: the L{Limits} for what each connection receives (once
+        logged in, with a portal).
     @param registry: the L{Registry} of application types both sides send.
     @param callLimits: the L{CallLimits} of each connection: references a
         client may make the server hold, the server's calls waiting on a
         client, and their timeout; L{SERVER_CALL_LIMITS} (30 s) if C{None}.
+    @param portal: a C{twisted.cred} portal whose realm returns, for
+        L{protocols.auth.IRemoteRoot}, the L{Referenceable} each logged-in
+        client sees as its root (see L{protocols.auth}).
+    @param names: a L{protocols.auth.names.NameTable}: a client that
+        presents a registered name (L{connectURL}) gets that object.
+    @param loginTimeout: seconds a connection has to log in.
     @return: a L{Deferred} firing with the listening port.
+    @raise ValueError: both a root and a login, or neither.
     """
-    return listenWith(
-        reactor,
-        description,
-        serverFactory(
-            root, clock=reactor, tracebacks=tracebacks, limits=limits, registry=registry, callLimits=callLimits
-        ),
+    factory = serverFactory(
+        root,
+        clock=reactor,
+        tracebacks=tracebacks,
+        limits=limits,
+        registry=registry,
+        callLimits=callLimits,
+        portal=portal,
+        names=names,
+        loginTimeout=loginTimeout,
     )
+    return listenWith(reactor, description, factory)
 
 
-def listenWith(reactor: Any, description: str, factory: BrokerFactory) -> Deferred[IListeningPort]:
-    """Listen on the server endpoint C{description} with a factory of brokers (of any L{Broker} subclass)."""
-    endpoint = serverFromString(reactor, description)  # type: ignore[no-untyped-call]
+def listenWith(reactor: Any, description: str | Any, factory: BrokerFactory) -> Deferred[IListeningPort]:
+    """Listen on the server endpoint C{description} (or endpoint object) with a factory of brokers."""
+    endpoint = serverFromString(reactor, description) if isinstance(description, str) else description  # type: ignore[no-untyped-call]
     port: Deferred[IListeningPort] = endpoint.listen(factory)
     return port
 
@@ -105,6 +150,97 @@ def connectWith(reactor: Any, description: str, factory: BrokerFactory) -> Defer
     endpoint = clientFromString(reactor, description)  # type: ignore[no-untyped-call]
     connected: Deferred[Any] = endpoint.connect(factory)
     return connected.addCallback(_connectedRoot)
+
+
+def loginWith(reactor: Any, description: str | Any, factory: BrokerFactory, credentials: Any) -> Deferred[Any]:
+    """
+    Connect to the client endpoint C{description} (or endpoint object) with
+    a factory of brokers, log in with C{credentials}, and fire with the
+    root the server gives this login.
+
+    @raise UnsupportedCredentials: no mechanism takes C{credentials}.
+    """
+    mechanism = mechanismFor(credentials)
+    logins: list[ClientLogin] = []
+    factory.gate = lambda broker: logins.append(ClientLogin(broker, mechanism))
+    factory.sendBackPressure = False
+    endpoint = clientFromString(reactor, description) if isinstance(description, str) else description  # type: ignore[no-untyped-call]
+    connected: Deferred[Any] = endpoint.connect(factory)
+    return connected.addCallback(lambda _: logins[-1].done)
+
+
+def login(
+    reactor: Any,
+    description: str | Any,
+    credentials: Any,
+    *,
+    root: Referenceable | None = None,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+    callLimits: CallLimits | None = None,
+) -> Deferred[RemoteReference]:
+    """
+    Connect to a server with logins and log in.
+
+    @param credentials: C{twisted.cred.credentials.UsernamePassword}
+        (SCRAM-SHA-256: the password never crosses the wire),
+        L{protocols.auth.BearerToken}, C{Anonymous()}, or
+        L{protocols.auth.ClientCertificate} (with an C{ssl:} endpoint
+        presenting one).
+    @return: a L{Deferred} firing with the L{RemoteReference} to this
+        login's root (the realm's avatar), or failing with
+        L{protocols.auth.LoginRefused} (the same for every reason),
+        L{protocols.auth.ServerNotVerified}, or the connection's error.
+        Other arguments as for L{connect}.
+    """
+    factory = BrokerFactory(root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits)
+    return loginWith(reactor, description, factory, credentials)
+
+
+def connectURL(
+    reactor: Any,
+    url: str,
+    *,
+    root: Referenceable | None = None,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+    callLimits: CallLimits | None = None,
+) -> Deferred[RemoteReference]:
+    """
+    Connect to the object a self-authenticating URL names
+    (C{chunkwire://KEYHASH@HINTS/NAME}, see L{protocols.auth.urls}).  The
+    server's TLS key must hash to the URL's C{KEYHASH}, checked in the TLS
+    handshake, before the name is sent; the location hints are tried in
+    order until one connects.
+
+    @return: a L{Deferred} firing with the L{RemoteReference} to exactly
+        that object, or failing with L{protocols.auth.urls.InvalidURL},
+        L{protocols.auth.LoginRefused} (an unknown or revoked name), or
+        the last hint's connection error (a key that does not match fails
+        the handshake).
+    """
+    return Deferred.fromCoroutine(_connectURL(reactor, url, root, limits, registry, callLimits))
+
+
+async def _connectURL(
+    reactor: Any, url: str, root: Any, limits: Any, registry: Any, callLimits: Any
+) -> RemoteReference:
+    from ..auth.urls import ObjectURL, clientEndpoint
+
+    parsed = ObjectURL.parse(url)
+    failure: Exception | None = None
+    for hint in parsed.hints:
+        factory = BrokerFactory(root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits)
+        endpoint = clientEndpoint(reactor, parsed, hint)
+        try:
+            reference: RemoteReference = await loginWith(reactor, endpoint, factory, ObjectName(parsed.name))
+            return reference
+        except LoginFailed:
+            raise
+        except Exception as error:
+            failure = error
+    assert failure is not None
+    raise failure
 
 
 def connect(
@@ -171,8 +307,11 @@ class ReconnectingClient:
         retryPolicy: Callable[[int], float] | None = None,
         prepareConnection: Callable[[RemoteReference], object] | None = None,
         callLimits: CallLimits | None = None,
+        credentials: Any = None,
     ) -> None:
         """
+        @param credentials: log in with these on every connection (as
+            L{login}); the connection counts as made once the login succeeds.
         @param retryPolicy: seconds to wait after the Nth failed attempt in a
             row; C{backoffPolicy()} (1 s growing to 60 s, with jitter) if
             C{None}.
@@ -186,6 +325,9 @@ class ReconnectingClient:
         self._broker: Any = None
         factory = BrokerFactory(root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits)
         factory.sendBackPressure = False  # a client: see connectWith
+        if credentials is not None:
+            mechanismFor(credentials)  # (unsupported credentials fail here, not on every attempt)
+            factory.gate = lambda broker: ClientLogin(broker, mechanismFor(credentials))
         endpoint = clientFromString(reactor, description)  # type: ignore[no-untyped-call]
         self.service = ClientService(
             endpoint,
@@ -196,10 +338,16 @@ class ReconnectingClient:
         )
 
     def _prepareConnection(self, connection: Any) -> object:
+        # A ClientLogin stands in front of the broker until its login succeeds.
+        login = connection.receiver
+        if isinstance(login, ClientLogin):
+            return login.done.addCallback(self._loggedIn, login.broker)
         broker = self._broker = _brokerOf(connection)
-        if self._prepare is not None:
-            return self._prepare(broker.rootReference())
-        return None
+        return self._prepare(broker.rootReference()) if self._prepare is not None else None
+
+    def _loggedIn(self, root: RemoteReference, broker: Broker) -> object:
+        self._broker = broker
+        return self._prepare(root) if self._prepare is not None else None
 
     def startService(self) -> None:
         """Start connecting (L{reconnecting} has already done it)."""
@@ -258,9 +406,11 @@ def reconnecting(
     retryPolicy: Callable[[int], float] | None = None,
     prepareConnection: Callable[[RemoteReference], object] | None = None,
     callLimits: CallLimits | None = None,
+    credentials: Any = None,
 ) -> ReconnectingClient:
     """
-    A started L{ReconnectingClient} for the client endpoint C{description}.
+    A started L{ReconnectingClient} for the client endpoint C{description}
+    (logging in with C{credentials} on each connection, if given).
     Wait for L{ReconnectingClient.whenConnected}; stop with
     L{ReconnectingClient.stopService}.
     """
@@ -273,6 +423,7 @@ def reconnecting(
         retryPolicy=retryPolicy,
         prepareConnection=prepareConnection,
         callLimits=callLimits,
+        credentials=credentials,
     )
     client.startService()
     return client

@@ -27,6 +27,7 @@ from framing.errors import InvalidValue
 from .calls import reactorOf
 from .errors import TooManyReferences
 from .limits import CallLimits
+from .referenceable import Referenceable
 from .refs import ImportRecord, RemoteReference
 from .wire import RELEASE, ROOT_ID, Message
 
@@ -62,6 +63,21 @@ class ReferenceTable:
         if root is not None:
             self.exports[ROOT_ID] = [root, 0]
             self._exportIds[id(root)] = ROOT_ID
+
+    def exportRoot(self, root: Any) -> None:
+        """
+        Export C{root} as id 0 from now on: a login's avatar, on a
+        connection that had no root until its peer logged in.
+
+        @raise ValueError: this side already exports a root.
+        @raise TypeError: C{root} is not a L{Referenceable}.
+        """
+        if not isinstance(root, Referenceable):
+            raise TypeError(f"the root must be a Referenceable, not {type(root).__name__}")
+        if ROOT_ID in self.exports:
+            raise ValueError("this connection already exports a root")
+        self.exports[ROOT_ID] = [root, 0]
+        self._exportIds[id(root)] = ROOT_ID
 
     @property
     def exportCount(self) -> int:

@@ -60,6 +60,12 @@ LABELS = {
     "foolscap": "foolscap 24.9 (TLS)",
     "handrolled": "hand-rolled Int32+msgpack",
 }
+LOGIN = "chunkwire-login"
+"""chunkwire with a SCRAM-SHA-256 login before the calls (issue 16: a logged-in call costs what an open one does).
+Not in L{PEERS}: measure it with C{--peers chunkwire chunkwire-login}."""
+LABELS[LOGIN] = "chunkwire, logged in"
+LOGIN_USER, LOGIN_PASSWORD = "bench", b"a bench password"
+ALL_PEERS = (*PEERS, LOGIN)
 RAW = "raw"
 """Not an RPC peer: bare bytes echoed by a plain Protocol, to measure the link itself."""
 LABELS[RAW] = "raw TCP echo (the link itself)"
@@ -214,10 +220,37 @@ async def listen(reactor: Any, peer: str) -> str:
 
         port = await rpc.serve(reactor, "tcp:0:interface=127.0.0.1", EchoRoot())
         return str(port.getHost().port)
+    if peer == LOGIN:
+        return await _listenLogin(reactor)
     if peer == "foolscap":
         return _listenFoolscap()
     factory = _twistedFactory(peer)
     port = await TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(factory)
+    return str(port.getHost().port)
+
+
+async def _listenLogin(reactor: Any) -> str:
+    """chunkwire's echo root behind a SCRAM-SHA-256 login (a user file in a temporary directory)."""
+    from twisted.cred.portal import IRealm, Portal
+    from zope.interface import implementer
+
+    from protocols import rpc
+    from protocols.auth.interfaces import IRemoteRoot
+    from protocols.auth.users import UserFile, addUser
+
+    class EchoRoot(rpc.Referenceable):
+        @rpc.remote
+        def echo(self, value: Any) -> Any:
+            return value
+
+    @implementer(IRealm)
+    class Realm:
+        def requestAvatar(self, avatarId: Any, mind: Any, *interfaces: Any) -> Any:
+            return IRemoteRoot, EchoRoot(), lambda: None
+
+    users = Path(tempfile.mkdtemp()) / "users"
+    addUser(users, LOGIN_USER, LOGIN_PASSWORD, iterations=4096)
+    port = await rpc.serve(reactor, "tcp:0:interface=127.0.0.1", portal=Portal(Realm(), [UserFile(users)]))
     return str(port.getHost().port)
 
 
@@ -286,6 +319,18 @@ async def connect(reactor: Any, peer: str, address: str) -> Client:
             return root.callRemote("echo", value)
 
         return Client({"int": chunkwire, "kib": chunkwire}, root.broker.disconnect)
+    if peer == LOGIN:
+        from twisted.cred.credentials import UsernamePassword
+
+        from protocols import rpc
+
+        credentials = UsernamePassword(LOGIN_USER.encode(), LOGIN_PASSWORD)
+        root = await rpc.login(reactor, f"tcp:host=127.0.0.1:port={address}", credentials)
+
+        def loggedIn(value: Any) -> Deferred[Any]:
+            return root.callRemote("echo", value)
+
+        return Client({"int": loggedIn, "kib": loggedIn}, root.broker.disconnect)
     if peer == "foolscap":
         return await _connectFoolscap(address)
     endpoint = TCP4ClientEndpoint(reactor, "127.0.0.1", int(address))

@@ -49,7 +49,7 @@ from ._harness import (
     print_result,
     write_results,
 )
-from ._rpc_peers import LABELS, PEERS, PeerFailed, PeerPair
+from ._rpc_peers import ALL_PEERS, LABELS, PEERS, PeerFailed, PeerPair
 
 NAME = "rpc"
 COLUMNS = (
@@ -417,7 +417,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--quick", action="store_true", help="3 runs of 0.5 s, fewer traced calls")
     parser.add_argument("--runs", type=int, help="runs (default 5; quick 3)")
     parser.add_argument("--duration", type=float, help="seconds per cell (default 1.5; quick 0.5)")
-    parser.add_argument("--peers", nargs="+", choices=PEERS, default=list(PEERS), help="peers to measure")
+    parser.add_argument("--peers", nargs="+", choices=ALL_PEERS, default=list(PEERS), help="peers to measure")
     parser.add_argument("--no-strace", action="store_true", help="skip the system-call counts")
     parser.add_argument("--out", type=Path, help="directory for rpc.json (default bench-results/)")
     args = parser.parse_args(argv)

@@ -1,4 +1,4 @@
-"""The Sphinx documentation in C{docs/} builds cleanly, covers every framing module, and reads as pages."""
+"""The Sphinx docs in C{docs/} build cleanly, cover every framing and protocols module, and read as pages."""
 
 from __future__ import annotations
 
@@ -51,12 +51,21 @@ def requireSphinx() -> None:
 
 
 class DocsBuildTests(SynchronousTestCase):
-    """The docs build without warnings and document the whole framing package."""
+    """The docs build without warnings and document the whole framing and protocols packages."""
 
     def test_every_framing_module_documented(self) -> None:
         """docs/api.rst has an automodule directive for every module of the framing package."""
         api = (DOCS / "api.rst").read_text("utf-8")
         modules = ["framing"] + [m.name for m in pkgutil.walk_packages(framing.__path__, "framing.")]
+        missing = [name for name in modules if f".. automodule:: {name}\n" not in api]
+        self.assertEqual(missing, [])
+
+    def test_every_protocols_module_documented(self) -> None:
+        """docs/api.rst has an automodule directive for every module of protocols/."""
+        import protocols
+
+        api = (DOCS / "api.rst").read_text("utf-8")
+        modules = ["protocols"] + [m.name for m in pkgutil.walk_packages(protocols.__path__, "protocols.")]
         missing = [name for name in modules if f".. automodule:: {name}\n" not in api]
         self.assertEqual(missing, [])
 

@@ -283,13 +283,13 @@ class ProtocolTests(SynchronousTestCase):
 
 
 POLICY = GuardPolicy(
-    preamble_timeout=5.0,
-    stall_timeout=None,
-    keepalive_interval=None,
-    idle_timeout=None,
-    max_connections=None,
-    max_per_peer=None,
-    send_stall_timeout=60.0,
+    preambleTimeout=5.0,
+    stallTimeout=None,
+    keepaliveInterval=None,
+    idleTimeout=None,
+    maxConnections=None,
+    maxPerPeer=None,
+    sendStallTimeout=60.0,
 )
 
 
@@ -304,7 +304,7 @@ class SendStallTests(SynchronousTestCase):
         self.server.dataReceived(PREAMBLE + b"".join(dumps(b"v" * 500)[len(PREAMBLE) :] for _ in range(8)))
 
     def test_peerThatReadsNothingIsDropped(self) -> None:
-        """Bytes waiting for send_stall_timeout with none taken drop the connection as send-stalled."""
+        """Bytes waiting for sendStallTimeout with none taken drop the connection as send-stalled."""
         self.assertGreater(self.server.transport.pendingBytes, 0)
         self.clock.advance(5)
         self.clock.advance(50)
@@ -339,7 +339,7 @@ class SendStallTests(SynchronousTestCase):
     def test_pausedTimeIsNotCountedAsAStall(self) -> None:
         """An object in progress while reading was stopped for a backlog is not dropped as stalled when it resumes."""
         clock = Clock()
-        policy = GuardPolicy(stall_timeout=3.0, min_rate=100.0, keepalive_interval=None, idle_timeout=None)
+        policy = GuardPolicy(stallTimeout=3.0, minRate=100.0, keepaliveInterval=None, idleTimeout=None)
         server: Any = guard(Echo(SMALL_MARKS), policy, None, clock)
         wrapped = memoryTransport()
         server.makeConnection(wrapped)

@@ -23,7 +23,7 @@ class Producer:
     """A push producer that records what it is told."""
 
     def __init__(self) -> None:
-        self.calls: list[str] = []
+        self.calls: list[Any] = []
 
     def pauseProducing(self) -> None:
         self.calls.append("pause")

@@ -22,27 +22,17 @@ from protocols.streamqueue import StreamQueue
 from protocols.testing import RecordingTransport
 from protocols.writegate import PULL, WriteGate
 
+from .test_coalescing import Producer
 
-class Calls:
-    """Records calls made on it by name: a wrapped transport, a producer, an observer."""
 
-    def __init__(self) -> None:
-        self.calls: list[Any] = []
+class Calls(Producer):
+    """A wrapped transport: a producer (for reading) that also records the producers registered with it."""
 
     def registerProducer(self, producer: Any, streaming: bool) -> None:
         self.calls.append(("register", streaming))
 
     def unregisterProducer(self) -> None:
         self.calls.append("unregister")
-
-    def pauseProducing(self) -> None:
-        self.calls.append("pause")
-
-    def resumeProducing(self) -> None:
-        self.calls.append("resume")
-
-    def stopProducing(self) -> None:
-        self.calls.append("stop")
 
 
 class Owner:
@@ -101,7 +91,7 @@ class StreamQueueTests(SynchronousTestCase):
     def test_pullModeWritesOneUnitPerRequest(self) -> None:
         """Registered as a pull producer, the gate closes after each unit until the consumer asks again."""
         gate = newGate()
-        gate.attach(Calls(), False)
+        gate.attach(Producer(), False)
         gate.switch(Calls(), False)
         self.assertEqual(gate.mode, PULL)
         queue = StreamQueue(gate)
@@ -180,14 +170,14 @@ class WriteGateTests(SynchronousTestCase):
     def test_producerDecidesMode(self) -> None:
         """With a pull producer attached the gate is registered as a pull producer, needed or not."""
         gate, wrapped = newGate(), Calls()
-        gate.attach(Calls(), False)
+        gate.attach(Producer(), False)
         gate.switch(wrapped, False)
         self.assertEqual((wrapped.calls, gate.mode), ([("register", False)], PULL))
 
     def test_pausePassesToPushProducerOnly(self) -> None:
         """A pause from the wrapped transport pauses a push producer; a pull producer is not told."""
         for streaming, expected in ((True, ["pause"]), (False, [])):
-            gate, producer = newGate(), Calls()
+            gate, producer = newGate(), Producer()
             gate.attach(producer, streaming)
             gate.pauseProducing()
             self.assertTrue(gate.paused)
@@ -195,7 +185,7 @@ class WriteGateTests(SynchronousTestCase):
 
     def test_resumeTellsOwner(self) -> None:
         """A resume opens the gate and tells the owner, which then asks the producer for more."""
-        owner, producer = Owner(), Calls()
+        owner, producer = Owner(), Producer()
         owner.gate.attach(producer, False)
         owner.gate.pauseProducing()
         owner.gate.resumeProducing()
@@ -213,9 +203,9 @@ class WriteGateTests(SynchronousTestCase):
 
     def test_secondProducerRefused(self) -> None:
         """Attaching a second producer raises RuntimeError; detach() returns the first."""
-        gate, first = newGate(), Calls()
+        gate, first = newGate(), Producer()
         gate.attach(first, True)
-        self.assertRaises(RuntimeError, gate.attach, Calls(), True)
+        self.assertRaises(RuntimeError, gate.attach, Producer(), True)
         self.assertIs(gate.detach(), first)
         self.assertIsNone(gate.producer)
 
@@ -236,7 +226,7 @@ class WriteGateTests(SynchronousTestCase):
         self.addCleanup(gc.enable)
         transport = CoalescingTransport(StringTransport())
         transport.setSendLimits(1024, 0)
-        transport.registerProducer(Calls(), True)
+        transport.registerProducer(Producer(), True)
         alive = weakref.ref(transport)
         del transport
         self.assertIsNone(alive())

@@ -21,14 +21,14 @@ from .helpers import pytestTest, tokenBytes, trialTest
 OPEN_LIST = encode_header(OPEN, 4) + b"list"
 
 POLICY = GuardPolicy(
-    preamble_timeout=5.0,
-    stall_timeout=3.0,
-    min_rate=100.0,
-    keepalive_interval=10.0,
-    keepalive_timeout=4.0,
-    idle_timeout=60.0,
-    max_connections=2,
-    abort_after=1.0,
+    preambleTimeout=5.0,
+    stallTimeout=3.0,
+    minRate=100.0,
+    keepaliveInterval=10.0,
+    keepaliveTimeout=4.0,
+    idleTimeout=60.0,
+    maxConnections=2,
+    abortAfter=1.0,
 )
 
 
@@ -67,7 +67,7 @@ class GuardTests(SynchronousTestCase):
         self.clock = Clock()
 
     def test_preambleTimeout(self) -> None:
-        """A connection that never sends its preamble is dropped after preamble_timeout, with an ERROR."""
+        """A connection that never sends its preamble is dropped after preambleTimeout, with an ERROR."""
         connection = _Connection(self.clock)
         self.clock.advance(4.9)
         self.assertIsNone(connection.dropped())
@@ -86,7 +86,7 @@ class GuardTests(SynchronousTestCase):
         self.assertIsNone(connection.dropped())
 
     def test_slowHeader(self) -> None:
-        """One byte a second of an object is dropped as stalled after about stall_timeout."""
+        """One byte a second of an object is dropped as stalled after about stallTimeout."""
         connection = _Connection(self.clock)
         connection.protocol.dataReceived(PREAMBLE)
         header = encode_header(BYTES, 100_000)
@@ -106,7 +106,7 @@ class GuardTests(SynchronousTestCase):
         self.assertEqual(connection.dropped(), "stalled")
 
     def test_steadyObject(self) -> None:
-        """An object arriving at min_rate or faster is not dropped, however long it takes."""
+        """An object arriving at minRate or faster is not dropped, however long it takes."""
         connection = _Connection(self.clock)
         body = b"y" * 3000
         connection.protocol.dataReceived(PREAMBLE + encode_header(BYTES, len(body)))
@@ -121,7 +121,7 @@ class GuardTests(SynchronousTestCase):
         connection = _Connection(self.clock)
         connection.protocol.dataReceived(PREAMBLE + OPEN_LIST + tokenBytes(dumps(1)))
         for tick in range(100):
-            # 20 PINGs and 20 PONGs a second: 360 bytes/s, more than min_rate (100) if they counted.
+            # 20 PINGs and 20 PONGs a second: 360 bytes/s, more than minRate (100) if they counted.
             connection.protocol.dataReceived((encode_header(PING, tick) + encode_header(PONG, tick)) * 20)
             self.clock.advance(0.1)
             if connection.dropped():
@@ -130,7 +130,7 @@ class GuardTests(SynchronousTestCase):
         self.assertLessEqual(self.clock.seconds(), 4)
 
     def test_keepalivePingAnswered(self) -> None:
-        """After keepalive_interval of silence a PING goes out; a PONG keeps the connection."""
+        """After keepaliveInterval of silence a PING goes out; a PONG keeps the connection."""
         connection = _Connection(self.clock)
         connection.protocol.dataReceived(PREAMBLE)
         connection.transport.clear()
@@ -142,7 +142,7 @@ class GuardTests(SynchronousTestCase):
         self.assertIsNone(connection.dropped())
 
     def test_keepaliveTimeout(self) -> None:
-        """A peer that answers nothing after a PING is dropped keepalive_timeout later."""
+        """A peer that answers nothing after a PING is dropped keepaliveTimeout later."""
         connection = _Connection(self.clock)
         connection.protocol.dataReceived(PREAMBLE)
         self.clock.advance(10.1)
@@ -151,7 +151,7 @@ class GuardTests(SynchronousTestCase):
         self.assertEqual(connection.dropped(), "keepalive-timeout")
 
     def test_idleTimeout(self) -> None:
-        """A peer that answers PINGs but sends no object is dropped after idle_timeout."""
+        """A peer that answers PINGs but sends no object is dropped after idleTimeout."""
         connection = _Connection(self.clock)
         connection.protocol.dataReceived(PREAMBLE)
         for _ in range(20):
@@ -172,7 +172,7 @@ class GuardTests(SynchronousTestCase):
         self.assertIsNone(connection.dropped())
 
     def test_maxConnections(self) -> None:
-        """Past max_connections a new connection is dropped at once; closing one makes room."""
+        """Past maxConnections a new connection is dropped at once; closing one makes room."""
         counter = ConnectionCounter()
         first, second = _Connection(self.clock, counter=counter), _Connection(self.clock, counter=counter)
         third = _Connection(self.clock, counter=counter)
@@ -185,8 +185,8 @@ class GuardTests(SynchronousTestCase):
         self.assertIsNone(_Connection(self.clock, counter=counter).dropped())
 
     def test_maxPerPeer(self) -> None:
-        """Past max_per_peer connections from one host a new one from it is dropped at once."""
-        policy = GuardPolicy(max_connections=10, max_per_peer=1)
+        """Past maxPerPeer connections from one host a new one from it is dropped at once."""
+        policy = GuardPolicy(maxConnections=10, maxPerPeer=1)
         counter = ConnectionCounter()
         first = _Connection(self.clock, policy, counter)
         second = _Connection(self.clock, policy, counter)
@@ -195,8 +195,8 @@ class GuardTests(SynchronousTestCase):
         self.assertIn(b"limit per peer is 1", second.transport.value())
 
     def test_maxObjectBytes(self) -> None:
-        """An object larger on the wire than max_object_bytes drops the connection."""
-        policy = GuardPolicy(max_object_bytes=1000, max_connections=None)
+        """An object larger on the wire than maxObjectBytes drops the connection."""
+        policy = GuardPolicy(maxObjectBytes=1000, maxConnections=None)
         connection = _Connection(self.clock, policy)
         connection.protocol.dataReceived(PREAMBLE + encode_header(BYTES, 5000) + b"z" * 1200)
         self.assertEqual(connection.dropped(), "object-too-large")
@@ -209,7 +209,7 @@ class GuardTests(SynchronousTestCase):
         self.assertEqual(self.clock.getDelayedCalls(), [])
 
     def test_abortsIfPeerDoesNotRead(self) -> None:
-        """A dropped connection still open abort_after seconds later is aborted."""
+        """A dropped connection still open abortAfter seconds later is aborted."""
         connection = _Connection(self.clock)
         connection.transport.connected = True
         self.clock.advance(5.1)
@@ -221,7 +221,7 @@ async def guardedRpc(reactor: Any) -> None:
     """A guarded RPC server over loopback TCP answers calls and drops a silent connection after its preamble timeout."""
     from tests.protocols.rpc.services import Service
 
-    factory = GuardedFactory(rpc.serverFactory(Service(), clock=reactor), GuardPolicy(preamble_timeout=0.3), reactor)
+    factory = GuardedFactory(rpc.serverFactory(Service(), clock=reactor), GuardPolicy(preambleTimeout=0.3), reactor)
     port = await _listen(reactor, factory)
     try:
         ref = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={port.getHost().port}")

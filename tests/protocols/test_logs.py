@@ -59,7 +59,7 @@ class RefusalLogTests(SynchronousTestCase):
 
     def test_firstFewInFullThenSummary(self) -> None:
         """Of 100 refusals in one interval, 3 are logged in full, the rest in one summary line at the next interval."""
-        refusals = RefusalLog(LogPolicy(full=3, interval=10, max_refusals=None), self.clock)
+        refusals = RefusalLog(LogPolicy(full=3, interval=10, maxRefusals=None), self.clock)
         for n in range(100):
             refusals.refusal(self.log, "peer", "bad-thing", f"number {n}")
         self.assertEqual(len(self.events), 3)
@@ -73,7 +73,7 @@ class RefusalLogTests(SynchronousTestCase):
 
     def test_summaryOnClose(self) -> None:
         """Closing writes the summary of what was not logged."""
-        refusals = RefusalLog(LogPolicy(full=1, interval=10, max_refusals=None), self.clock)
+        refusals = RefusalLog(LogPolicy(full=1, interval=10, maxRefusals=None), self.clock)
         refusals.refusal(self.log, "peer", "a", "x")
         refusals.failure(self.log, "peer", "b", "{peer}: failed")
         refusals.close(self.log, "peer")
@@ -81,21 +81,21 @@ class RefusalLogTests(SynchronousTestCase):
         self.assertIn("(b: 1)", self.lines()[1])
 
     def test_dropPastRate(self) -> None:
-        """refusal() says to drop once more than max_refusals came in one interval, and not before."""
-        refusals = RefusalLog(LogPolicy(full=1, interval=10, max_refusals=5), self.clock)
+        """refusal() says to drop once more than maxRefusals came in one interval, and not before."""
+        refusals = RefusalLog(LogPolicy(full=1, interval=10, maxRefusals=5), self.clock)
         verdicts = [refusals.refusal(self.log, "peer", "a", "x") for _ in range(6)]
         self.assertEqual(verdicts, [False] * 5 + [True])
 
     def test_rateIsPerInterval(self) -> None:
         """Refusals spread over intervals never reach the drop."""
-        refusals = RefusalLog(LogPolicy(full=1, interval=10, max_refusals=5), self.clock)
+        refusals = RefusalLog(LogPolicy(full=1, interval=10, maxRefusals=5), self.clock)
         for n in range(50):
             self.clock.now = n * 2.5
             self.assertFalse(refusals.refusal(self.log, "peer", "a", "x"))
 
     def test_failuresDoNotCount(self) -> None:
         """Failures are rate-limited in the log but never make a connection dropped."""
-        refusals = RefusalLog(LogPolicy(full=1, interval=10, max_refusals=1), self.clock)
+        refusals = RefusalLog(LogPolicy(full=1, interval=10, maxRefusals=1), self.clock)
         for _ in range(10):
             refusals.failure(self.log, "peer", "b", "{peer}: failed")
         self.assertFalse(refusals.refusal(self.log, "peer", "a", "x"))
@@ -121,7 +121,7 @@ class ProtocolLoggingTests(SynchronousTestCase):
 
     def test_refusalFloodDropped(self) -> None:
         """100,000 reserved SIMPLE bytes make at most `full` lines, a summary and one drop coded too-many-refusals."""
-        server, client, events = self.connect(LogPolicy(full=5, interval=10, max_refusals=1000))
+        server, client, events = self.connect(LogPolicy(full=5, interval=10, maxRefusals=1000))
         pair = connectedPair(server, client)
         pair.clientTransport.write(encode_header(SIMPLE, 31) * 100_000)
         pair.flush()

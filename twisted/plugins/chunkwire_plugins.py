@@ -33,9 +33,14 @@ class _ArgumentTable:
 
     def __init__(self) -> None:
         self.rows: list[list[Any]] = []
+        self.dests: dict[str, str] = {}
 
-    def add_argument(self, option: str, *, type: Any, default: Any, help: str, metavar: str | None = None) -> None:
-        self.rows.append([option.lstrip("-"), None, default, help[:1].upper() + help[1:] + ".", type])
+    def add_argument(
+        self, option: str, *, dest: str, type: Any, default: Any, help: str, metavar: str | None = None
+    ) -> None:
+        name = option.lstrip("-")
+        self.rows.append([name, None, default, help[:1].upper() + help[1:] + ".", type])
+        self.dests[name] = dest
 
 
 class _GuardOptions(usage.Options):
@@ -43,6 +48,8 @@ class _GuardOptions(usage.Options):
 
     # Filled on first use: importing protocols.guard here would slow down every twist command's plugin scan.
     optParameters: list[list[Any]] = []
+    # Each option's GuardPolicy field (its argparse dest): "preamble-timeout" -> "preambleTimeout".
+    _dests: dict[str, str] = {}
 
     def __init__(self) -> None:
         if not _GuardOptions.optParameters:
@@ -51,6 +58,7 @@ class _GuardOptions(usage.Options):
             table = _ArgumentTable()
             addGuardArguments(table)
             _GuardOptions.optParameters = table.rows
+            _GuardOptions._dests = table.dests
         super().__init__()
 
     def policy(self) -> Any:
@@ -59,8 +67,7 @@ class _GuardOptions(usage.Options):
 
         from protocols.guard import policyFromArguments
 
-        names = [row[0] for row in _GuardOptions.optParameters]
-        return policyFromArguments(SimpleNamespace(**{name.replace("-", "_"): self[name] for name in names}))
+        return policyFromArguments(SimpleNamespace(**{dest: self[name] for name, dest in self._dests.items()}))
 
 
 class _Options(_GuardOptions):

@@ -286,7 +286,7 @@ class ProbeIsolationTests(SynchronousTestCase):
 
     def test_guardKeepalive(self) -> None:
         """A guarded bulk server's keepalive pings are answered and keep it up; they are no RTT samples."""
-        policy = GuardPolicy(keepalive_interval=2.0, keepalive_timeout=1.0, idle_timeout=None, max_connections=None)
+        policy = GuardPolicy(keepaliveInterval=2.0, keepaliveTimeout=1.0, idleTimeout=None, maxConnections=None)
         latent = Latent(guardPolicy=policy)
         server: Any = latent.server
         receiving, _ = latent.upload(4 * MiB)

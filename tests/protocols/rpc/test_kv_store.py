@@ -62,7 +62,7 @@ class StoreTests(SynchronousTestCase):
 
     def setUp(self) -> None:
         self.events: list[dict[str, Any]] = []
-        self.store = KeyValueStore(WatchLimits(per_connection=5, per_key=8, per_connection_key=3))
+        self.store = KeyValueStore(WatchLimits(perConnection=5, perKey=8, perConnectionKey=3))
 
     def connect(self, **kwargs: Any) -> RpcPair:
         pair = RpcPair(self.store, serverCallLimits=SERVER_CALL_LIMITS, **kwargs)
@@ -78,7 +78,7 @@ class StoreTests(SynchronousTestCase):
         return [formatEvent(event) for event in self.events]
 
     def test_perConnectionCap(self) -> None:
-        """Past per_connection watches, watch() is refused with too-many-watches, logged with its code."""
+        """Past perConnection watches, watch() is refused with too-many-watches, logged with its code."""
         pair = self.connect()
         for n in range(5):
             self.successResultOf(self.call(pair, "watch", f"k{n}", Watcher()))
@@ -88,7 +88,7 @@ class StoreTests(SynchronousTestCase):
         self.assertNotIn("k5", self.store.watchers)
 
     def test_perConnectionKeyCap(self) -> None:
-        """One connection may put only per_connection_key watchers on one key."""
+        """One connection may put only perConnectionKey watchers on one key."""
         pair = self.connect()
         for _ in range(3):
             self.successResultOf(self.call(pair, "watch", "k", Watcher()))
@@ -96,7 +96,7 @@ class StoreTests(SynchronousTestCase):
         self.assertEqual(refused.code, "too-many-watches")
 
     def test_perKeyCap(self) -> None:
-        """Over all connections, a key takes only per_key watchers: too-many-watchers past that."""
+        """Over all connections, a key takes only perKey watchers: too-many-watchers past that."""
         pairs = [self.connect() for _ in range(3)]
         for pair in pairs[:2]:
             for _ in range(3):
@@ -139,7 +139,7 @@ class StoreTests(SynchronousTestCase):
 
     def test_disconnectCostIsWhatItHeld(self) -> None:
         """Forgetting a connection touches only its own watches, however many other connections watch."""
-        self.store.watchLimits = WatchLimits(per_connection=None, per_key=None, per_connection_key=None)
+        self.store.watchLimits = WatchLimits(perConnection=None, perKey=None, perConnectionKey=None)
         crowd = self.connect()
         for n in range(200):
             self.successResultOf(self.call(crowd, "watch", f"k{n}", Watcher()))

@@ -1,0 +1,315 @@
+"""The server's login gate: a receiver in front of the broker until the peer has logged in.
+
+Contract: an L{Authenticator} is a server's login configuration (a portal,
+a name table, the timeout, the throttle).  For each new connection it puts
+a L{ServerLogin} in front of the connection's broker.  Until a login
+succeeds the gate:
+
+  - decodes under L{PRE_LOGIN_LIMITS} with a registry that knows only the
+    login message (no references, no streams, no application types);
+  - accepts the login exchange and nothing else: anything else, anything
+    refused, or a message out of turn drops the connection with a logged
+    reason;
+  - drops the connection if no login succeeds within the timeout;
+  - refuses at once, before any checker runs, a login from an address the
+    L{LoginThrottle} says must wait.
+
+A refused login gets the same C{"refused"} answer whatever the reason, and
+the connection is closed.  Once a login succeeds, the avatar becomes export
+id 0 (the client's root), the decoder gets the broker's limits and
+registry back, and the broker becomes the connection's receiver: from then
+on the gate costs nothing per message.  Losing the connection calls the
+realm's logout.  Every login, refusal and logout is a C{twisted.logger}
+event in the C{chunkwire.auth} namespace with the peer's address and the
+avatar id; a payload (password proof, token, object name) is never logged.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from framing import Limits, Violation
+from framing.errors import short_repr
+
+from ..interfaces import IObjectReceiver
+from ..logs import escape
+from .errors import LoginTimedOut, NotLoggedIn
+from .mechanisms import (
+    NAME_MECHANISMS,
+    PORTAL_MECHANISMS,
+    Accepted,
+    Challenge,
+    LoginContext,
+    Mechanism,
+    Refused,
+    describeAvatar,
+)
+from .throttle import LoginThrottle, addressOf
+from .wire import ACCEPTED, CHALLENGE, CONTINUE, PRE_LOGIN_LIMITS, REFUSED, START, LoginMessage, loginRegistry
+
+DEFAULT_LOGIN_TIMEOUT = 10.0
+"""Seconds a new connection has to log in."""
+
+WANT_START, WANT_RESPONSE, CHECKING, LOGGED_IN, CLOSED = (
+    "WANT_START",
+    "WANT_RESPONSE",
+    "CHECKING",
+    "LOGGED_IN",
+    "CLOSED",
+)
+"""The gate's states: waiting for the client's first message, for its
+answer to a challenge, for a checker or realm, logged in (the broker
+receives), and refused or lost."""
+
+
+class Authenticator:
+    """
+    How a server lets connections in: through a C{twisted.cred} portal,
+    through a table of object names, or both.
+
+    @ivar portal: the portal (its realm is asked for L{IRemoteRoot}), or C{None}.
+    @ivar names: the L{protocols.auth.names.NameTable}, or C{None}.
+    @ivar timeout: seconds a connection has to log in.
+    @ivar throttle: the L{LoginThrottle} of failed logins per address.
+    @ivar limits: what a connection may send before it has logged in.
+    @ivar mechanisms: mechanism name to L{Mechanism}.
+    @ivar log: where logins, refusals and logouts are logged.
+    """
+
+    log = Logger(namespace="chunkwire.auth")
+
+    def __init__(
+        self,
+        portal: Any = None,
+        names: Any = None,
+        *,
+        clock: Any = None,
+        timeout: float = DEFAULT_LOGIN_TIMEOUT,
+        throttle: LoginThrottle | None = None,
+        limits: Limits = PRE_LOGIN_LIMITS,
+        mechanisms: Mapping[str, Mechanism] | None = None,
+        secret: bytes | None = None,
+    ) -> None:
+        """
+        @param clock: an C{IReactorTime}; the global reactor if C{None}.
+        @param mechanisms: the mechanisms offered; by default those of the
+            portal (SCRAM-SHA-256, TOKEN, ANONYMOUS, CERTIFICATE) if one is
+            given, and NAME if a name table is.
+        @param secret: what SCRAM's answers for unknown users derive from;
+            random if C{None}.  Give a stored one to keep those answers the
+            same across restarts (else an unknown name's salt changes then).
+        @raise ValueError: neither a portal nor a name table was given.
+        """
+        if portal is None and names is None:
+            raise ValueError("an Authenticator needs a portal, a name table, or both")
+        if clock is None:
+            from twisted.internet import reactor as clock
+        self.portal = portal
+        self.names = names
+        self.clock = clock
+        self.timeout = timeout
+        self.throttle = throttle or LoginThrottle(clock)
+        self.limits = limits
+        self.mechanisms: dict[str, Mechanism] = {}
+        if mechanisms is not None:
+            self.mechanisms.update(mechanisms)
+        if mechanisms is None and portal is not None:
+            self.mechanisms.update(PORTAL_MECHANISMS)
+        if mechanisms is None and names is not None:
+            self.mechanisms.update(NAME_MECHANISMS)
+        # SCRAM's answers for unknown users derive from this; it never leaves the process.
+        self.secret = secret or os.urandom(32)
+
+    def guard(self, broker: Any) -> ServerLogin:
+        """Put a L{ServerLogin} in front of C{broker} (before its connection is made)."""
+        return ServerLogin(broker, self)
+
+
+@implementer(IObjectReceiver)
+class ServerLogin:
+    """
+    The receiver of one connection until it has logged in (see the module
+    docstring), then nothing.
+
+    @ivar state: one of L{WANT_START}, L{WANT_RESPONSE}, L{CHECKING},
+        L{LOGGED_IN}, L{CLOSED}.
+    @ivar avatarId: who logged in (after L{LOGGED_IN}).
+    @ivar mechanism: the mechanism the client started, or C{None}.
+    """
+
+    def __init__(self, broker: Any, authenticator: Authenticator) -> None:
+        self.broker = broker
+        self.authenticator = authenticator
+        self.connection = connection = broker.connection
+        self.state = WANT_START
+        self.avatarId: Any = None
+        self.mechanism: str | None = None
+        self._respond: Any = None
+        self._timeout: Any = None
+        self._logout: Any = None
+        self._afterLogin: tuple[Limits, Any] | None = None
+        connection.receiver = self
+
+    # -- IObjectReceiver -------------------------------------------------------------
+
+    def startReceiving(self, sender: Any) -> None:
+        """The connection is up: shrink what it accepts, start the clock, start the broker (it sends nothing yet)."""
+        decoder = self.connection.decoder
+        self._afterLogin = (decoder.limits, decoder.registry)
+        decoder.reconfigure(self.authenticator.limits, loginRegistry())
+        self._timeout = self.authenticator.clock.callLater(self.authenticator.timeout, self._timedOut)
+        self.broker.startReceiving(sender)
+
+    def stopReceiving(self, reason: Failure) -> None:
+        """The connection ended before a login succeeded."""
+        self.state = CLOSED
+        self._cancelTimeout()
+        self.broker.stopReceiving(reason)
+
+    def objectReceived(self, obj: Any) -> None:
+        if self.state is LOGGED_IN:
+            # Decoded in the same read as the last login message.
+            self.broker.objectReceived(obj)
+        elif type(obj) is not LoginMessage:
+            self._violation(f"sent {short_repr(obj)} before logging in")
+        elif self.state is WANT_START and obj.verb == START:
+            self._start(obj)
+        elif self.state is WANT_RESPONSE and obj.verb == CONTINUE and obj.mechanism == self.mechanism:
+            self._check(self._respond, obj.payload)
+        else:
+            self._violation(f"sent a login {obj.verb!r} out of turn")
+
+    def objectRefused(self, violation: Violation) -> None:
+        if self.state is LOGGED_IN:
+            self.broker.objectRefused(violation)
+        else:
+            self._violation(f"sent something refused before logging in ({violation.code}: {violation})")
+
+    # -- the exchange ----------------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        """The peer's address, as the throttle counts it."""
+        return addressOf(self.connection.transport.getPeer())
+
+    def _start(self, message: LoginMessage) -> None:
+        self.mechanism = message.mechanism
+        mechanism = self.authenticator.mechanisms.get(message.mechanism)
+        if not self.authenticator.throttle.allows(self.address):
+            self._refused(Refused("too many failed logins from this address"), counted=False)
+        elif mechanism is None:
+            self._refused(Refused(f"unknown mechanism {escape(message.mechanism)}"))
+        else:
+            authenticator = self.authenticator
+            context = LoginContext(
+                authenticator.portal, authenticator.names, self.connection.transport, self.broker, authenticator.secret
+            )
+            self._check(lambda payload: mechanism(context, payload), message.payload)
+
+    def _check(self, step: Any, payload: bytes) -> None:
+        self.state = CHECKING
+        checked: Deferred[Any] = maybeDeferred(step, payload)
+        checked.addCallback(self._outcome).addErrback(self._failed)
+
+    def _outcome(self, outcome: Any) -> None:
+        if self.state is CLOSED:
+            if isinstance(outcome, Accepted):
+                outcome.logout()
+            return
+        if isinstance(outcome, Challenge):
+            self.state = WANT_RESPONSE
+            self._respond = outcome.respond
+            self._send(CHALLENGE, outcome.payload)
+        else:
+            self._accepted(outcome)
+
+    def _failed(self, failure: Failure) -> None:
+        if self.state is CLOSED:
+            return
+        if isinstance(failure.value, Refused):
+            self._refused(failure.value)
+            return
+        self.authenticator.log.failure(
+            "login from {peer} failed inside the server", failure, peer=self.connection.peerName()
+        )
+        self._refused(Refused("the checker or realm failed"))
+
+    def _accepted(self, accepted: Accepted) -> None:
+        try:
+            self.broker.references.exportRoot(accepted.avatar)
+        except TypeError:
+            accepted.logout()
+            raise
+        self._cancelTimeout()
+        self.authenticator.throttle.succeeded(self.address)
+        self.state = LOGGED_IN
+        self.avatarId = accepted.avatarId
+        self._logout = accepted.logout
+        assert self._afterLogin is not None
+        self.connection.decoder.reconfigure(*self._afterLogin)
+        self.connection.receiver = self.broker
+        self._send(ACCEPTED, accepted.payload)
+        self.authenticator.log.info(
+            "login: {avatar} from {peer} ({mechanism})",
+            avatar=escape(describeAvatar(accepted.avatarId)),
+            peer=self.connection.peerName(),
+            mechanism=self.mechanism,
+            authEvent="login",
+            avatarId=accepted.avatarId,
+        )
+        self.broker.whenDisconnected().addCallback(self._loggedOut)
+
+    def _loggedOut(self, reason: BaseException) -> None:
+        logout, self._logout = self._logout, None
+        if logout is not None:
+            logout()
+        self.authenticator.log.info(
+            "logout: {avatar} from {peer}",
+            avatar=escape(describeAvatar(self.avatarId)),
+            peer=self.connection.peerName(),
+            authEvent="logout",
+            avatarId=self.avatarId,
+        )
+
+    def _refused(self, refusal: Refused, counted: bool = True) -> None:
+        if counted:
+            self.authenticator.throttle.failed(self.address)
+        self.state = CLOSED
+        self._cancelTimeout()
+        self.authenticator.log.warn(
+            "login refused: {avatar} from {peer} ({mechanism}): {reason}",
+            avatar=escape(describeAvatar(refusal.avatarId)) if refusal.avatarId is not None else "?",
+            peer=self.connection.peerName(),
+            mechanism=escape(self.mechanism),
+            reason=refusal.reason,
+            authEvent="refused",
+            avatarId=refusal.avatarId,
+        )
+        self._send(REFUSED, b"")
+        self.connection.transport.loseConnection()
+
+    def _violation(self, text: str) -> None:
+        self.state = CLOSED
+        self._cancelTimeout()
+        self.connection.failConnection(NotLoggedIn(text))
+
+    def _timedOut(self) -> None:
+        self._timeout = None
+        if self.state is not LOGGED_IN and self.state is not CLOSED:
+            self.state = CLOSED
+            self.connection.failConnection(LoginTimedOut(f"no login within {self.authenticator.timeout:g} s"))
+
+    def _cancelTimeout(self) -> None:
+        timeout, self._timeout = self._timeout, None
+        if timeout is not None and timeout.active():
+            timeout.cancel()
+
+    def _send(self, verb: str, payload: bytes) -> None:
+        self.connection.sendObject(LoginMessage.of(verb, self.mechanism or "", payload))
