@@ -7,9 +7,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from twisted.internet.defer import Deferred
-from twisted.internet.protocol import Factory, Protocol
-from twisted.python.failure import Failure
+from twisted.internet.protocol import Factory
 from twisted.trial.unittest import SkipTest, SynchronousTestCase, TestCase
 
 from protocols.auth.identity import ServerIdentity, keyHash, spkiHash
@@ -23,7 +21,7 @@ from protocols.auth.urls import (
 )
 
 from ..helpers import pytestTest, trialTest
-from .tlspeers import ANSWER, GREETING, RecorderFactory, hello, removeDirectory, settle, shortDirectory
+from .tlspeers import ANSWER, GREETING, Proxy, RecorderFactory, hello, removeDirectory, settle, shortDirectory
 
 VECTORS = Path(__file__).resolve().parents[2] / "vectors" / "object_urls.json"
 HASH = "tuzhz6tqui3dw76ertkohgx2wsvdwcksphksa4bjyxjq4pcry6dq"
@@ -115,68 +113,6 @@ class VectorTests(SynchronousTestCase):
             with self.assertRaises(InvalidURL, msg=vector["name"]) as caught:
                 ObjectURL.parse(vector["url"])
             self.assertEqual(caught.exception.reason, vector["why"], vector["name"])
-
-
-class Relay(Protocol):
-    """One side of the proxy's upstream connection: passes what it receives to C{downstream}."""
-
-    def __init__(self, downstream: Proxy) -> None:
-        self.downstream = downstream
-        self.lost: Deferred[Any] = Deferred()
-
-    def dataReceived(self, data: bytes) -> None:
-        assert self.downstream.transport is not None
-        self.downstream.transport.write(data)
-
-    def connectionLost(self, reason: Failure = Failure(Exception())) -> None:  # noqa: B008
-        if self.downstream.transport is not None:
-            self.downstream.transport.loseConnection()
-        self.lost.callback(reason.value)
-
-
-class Proxy(Protocol):
-    """
-    The application side of a TLS-terminating proxy: it records what it
-    decrypted and forwards it to the real server (over TLS pinned to the
-    real server's key).
-
-    @ivar received: every byte the proxy's TLS layer handed up.
-    """
-
-    def __init__(self, upstream: Any) -> None:
-        self.upstreamEndpoint = upstream
-        self.received = b""
-        self.relay: Relay | None = None
-        self.waiting: list[bytes] = []
-        self.lost: Deferred[Any] = Deferred()
-        self.upstreamMade: Deferred[Any] = Deferred()
-
-    def connectionMade(self) -> None:
-        def made(relay: Relay) -> None:
-            self.relay = relay
-            assert relay.transport is not None
-            relay.transport.write(b"".join(self.waiting))
-            self.upstreamMade.callback(relay)
-
-        factory = Factory.forProtocol(lambda: Relay(self))
-        self.upstreamEndpoint.connect(factory).addCallback(made)
-
-    def dataReceived(self, data: bytes) -> None:
-        self.received += data
-        if self.relay is None:
-            self.waiting.append(data)
-        else:
-            assert self.relay.transport is not None
-            self.relay.transport.write(data)
-
-    def connectionLost(self, reason: Failure = Failure(Exception())) -> None:  # noqa: B008
-        def closeRelay(relay: Relay) -> Relay:
-            assert relay.transport is not None
-            relay.transport.loseConnection()
-            return relay
-
-        self.upstreamMade.addCallback(closeRelay)
-        self.lost.callback(reason.value)
 
 
 class Servers:
