@@ -3,13 +3,13 @@
 import tempfile
 from pathlib import Path
 
-from protocols.auth.identity import ServerIdentity
-from protocols.auth.names import NameTable
 from twisted.internet.defer import Deferred
 from twisted.internet.task import react
 
 from protocols import rpc
 from protocols.auth import LoginRefused
+from protocols.auth.identity import ServerIdentity
+from protocols.auth.names import NameTable
 
 
 class Counter(rpc.Referenceable):
