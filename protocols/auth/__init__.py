@@ -11,7 +11,9 @@ The mechanisms are small sans-IO modules, each one job:
 L{protocols.auth.scram} (SCRAM-SHA-256 password logins),
 L{protocols.auth.users} (the salted-verifier user file and its checker),
 L{protocols.auth.tokens} (bearer tokens), L{protocols.auth.certificates}
-(TLS client certificates to avatar ids), L{protocols.auth.identity} (a
+(TLS client certificates to avatar ids), L{protocols.auth.tlsendpoints}
+(the C{chunkwire-tls:} server endpoint, TLS over TCP or UNIX with client
+certificates), L{protocols.auth.identity} (a
 server's persistent TLS key), L{protocols.auth.urls} and
 L{protocols.auth.names} (self-authenticating object URLs).
 """

@@ -11,12 +11,12 @@ from twisted.trial.unittest import TestCase
 from zope.interface import implementer
 
 from protocols import rpc
-from protocols.auth import ClientCertificate, LoginFailed, LoginRefused
+from protocols.auth import ClientCertificate, LoginRefused
 from protocols.auth.certificates import CertificateChecker, requireClientCertificates
 from protocols.auth.identity import ServerIdentity
 from protocols.auth.interfaces import IRemoteRoot
 from protocols.auth.names import NameTable
-from protocols.auth.urls import ObjectURL, clientEndpoint
+from protocols.auth.urls import KeyMismatch, ObjectURL, clientEndpoint
 from protocols.testing import CertificateAuthority
 
 from ..helpers import pytestTest, trialTest
@@ -175,7 +175,7 @@ async def objectURLThroughProxy(reactor: Any) -> None:
     proxyHint = f"127.0.0.1:{proxyPort.getHost().port}"
     try:
         error = await expectFailure(rpc.connectURL(reactor, str(ObjectURL(real.keyHash, (proxyHint,), name))))
-        assert not isinstance(error, LoginFailed), error
+        assert isinstance(error, KeyMismatch), error
         await proxies[0].lost
         assert proxies[0].received == b"", proxies[0].received
         counter = await rpc.connectURL(reactor, str(ObjectURL(impostor.keyHash, (proxyHint,), name)))
