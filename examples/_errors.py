@@ -97,7 +97,7 @@ def explain(failure: BaseException, description: str | None, listening: bool = F
 
 
 def _isRegistered(failure: BaseException) -> bool:
-    """Whether C{failure}'s class is registered with C{rpc.register_error}: a service's own error, written for users."""
+    """Whether C{failure}'s class is registered with C{rpc.registerError}: a service's own error, written for users."""
     return ERRORS.nameFor(type(failure)) is not None
 
 
