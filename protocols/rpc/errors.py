@@ -240,6 +240,7 @@ class ErrorRegistry:
 ERRORS = ErrorRegistry()
 """The process-wide table used by every connection."""
 
+
 def registerError(cls: type[BaseException], name: str) -> None:
     """Register an exception type to travel as itself: C{registerError(cls, name)} on both sides."""
     ERRORS.register(cls, name)
