@@ -234,7 +234,43 @@ async def reconnectingLogin(reactor: Any) -> None:
     await stop(factory, port)
 
 
+async def passwordsOverUnixAndTLS(reactor: Any) -> None:
+    """A SCRAM login works over a UNIX socket and over TLS; a wrong password is refused on both."""
+    import tempfile
+    from pathlib import Path
+
+    from twisted.cred.credentials import UsernamePassword
+
+    from protocols.auth.users import UserFile, addUser
+    from protocols.testing import SelfSignedCertificate
+
+    with tempfile.TemporaryDirectory() as directory:
+        users = Path(directory) / "users"
+        addUser(users, "ada", b"pencil", iterations=4096)
+        certificate = SelfSignedCertificate.generate("localhost").writeTo(directory)
+        socket = f"{directory}/kv.sock"
+        for listen, connect in (
+            (f"unix:{socket}", f"unix:{socket}"),
+            (certificate.serverEndpoint(0), None),
+        ):
+            realm = Realm()
+            factory = rpc.serverFactory(clock=reactor, portal=Portal(realm, [UserFile(users)]))
+            port = await serverFromString(reactor, listen).listen(factory)
+            address = connect or certificate.clientEndpoint(port.getHost().port)
+            root = await rpc.login(reactor, address, UsernamePassword(b"ada", b"pencil"))
+            assert await root.callRemote("whoami") == "b'ada'"
+            try:
+                await rpc.login(reactor, address, UsernamePassword(b"ada", b"pencilx"))
+            except LoginRefused:
+                pass
+            else:
+                raise AssertionError(f"a wrong password got in over {listen}")
+            await root.broker.disconnect()
+            await stop(factory, port)
+
+
 class LoginOverTCPTests(TestCase):
+    test_passwords_over_unix_and_tls = trialTest(passwordsOverUnixAndTLS)
     test_reconnecting_login = trialTest(reconnectingLogin)
     test_anonymous_login = trialTest(anonymousLogin)
     test_anonymous_refused = trialTest(anonymousRefused)
@@ -245,6 +281,7 @@ class LoginOverTCPTests(TestCase):
 
 
 test_reconnecting_login = pytestTest(reconnectingLogin)
+test_passwords_over_unix_and_tls = pytestTest(passwordsOverUnixAndTLS)
 test_anonymous_login = pytestTest(anonymousLogin)
 test_anonymous_refused = pytestTest(anonymousRefused)
 test_call_before_login = pytestTest(callBeforeLogin)
