@@ -134,7 +134,7 @@ def _explainLogin(failure: BaseException, description: str | None, where: str) -
 
 
 def _isRegistered(failure: BaseException) -> bool:
-    """Whether C{failure}'s class is registered with C{rpc.register_error}: a service's own error, written for users."""
+    """Whether C{failure}'s class is registered with C{rpc.registerError}: a service's own error, written for users."""
     return ERRORS.nameFor(type(failure)) is not None
 
 

@@ -47,7 +47,7 @@ class KeyNotFound(Exception):
         self.key = key
 
 
-rpc.register_error(KeyNotFound, "kv.KeyNotFound")
+rpc.registerError(KeyNotFound, "kv.KeyNotFound")
 
 
 class WatchRefused(Violation):

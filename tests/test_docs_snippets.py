@@ -28,6 +28,14 @@ EXPECTED: dict[str, list[str]] = {
     "limits_constraints.py": ["BodyTooLarge body-too-large", "bytes b'ok'", "invalid-value ['qty'][2]"],
     "streaming.py": ["16777216 bytes back, digest ok: True"],
     "tls_echo.py": ["over TLS: {'secret': b'\\x00\\x01'}"],
+    "auth_logins.py": [
+        "ada has 1 note(s)",
+        "build-bot has 1 note(s)",
+        "refused: UsernamePassword",
+        "refused: Anonymous",
+        "logged out: ada",
+    ],
+    "auth_urls.py": ["URL scheme and parts: chunkwire 52 52", "increment: 1", "revoked: refused"],
     "shared_port.py": ["answers: [0, 1, 2, 3]"],
     "trace_tutorial.py": ["back: {'name': 'ada', 'n': 5}"],
     "bulk_tutorial.py": [

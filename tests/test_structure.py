@@ -58,6 +58,12 @@ def importGraph(package: str) -> dict[str, set[str]]:
             elif isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             graph[name].update(t for t in targets if t in trees and t != name)
+    # Importing a.b.c runs a/__init__ and a/b/__init__ first: a cycle through
+    # a package's __init__ breaks at import time like any other.
+    for name, targets in graph.items():
+        ancestors = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+        parents = {".".join(t.split(".")[:i]) for t in targets for i in range(1, t.count(".") + 1)}
+        targets.update(p for p in parents - ancestors if p in trees and p != name)
     return graph
 
 

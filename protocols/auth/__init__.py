@@ -11,7 +11,34 @@ The mechanisms are small sans-IO modules, each one job:
 L{protocols.auth.scram} (SCRAM-SHA-256 password logins),
 L{protocols.auth.users} (the salted-verifier user file and its checker),
 L{protocols.auth.tokens} (bearer tokens), L{protocols.auth.certificates}
-(TLS client certificates to avatar ids), L{protocols.auth.identity} (a
+(TLS client certificates to avatar ids), L{protocols.auth.tlsendpoints}
+(the C{chunkwire-tls:} server endpoint, TLS over TCP or UNIX with client
+certificates), L{protocols.auth.identity} (a
 server's persistent TLS key), L{protocols.auth.urls} and
 L{protocols.auth.names} (self-authenticating object URLs).
 """
+
+from .client import ClientCertificate, ClientLogin, ObjectName
+from .errors import LoginFailed, LoginRefused, LoginTimedOut, NotLoggedIn, ServerNotVerified, UnsupportedCredentials
+from .interfaces import IRemoteRoot
+from .server import DEFAULT_LOGIN_TIMEOUT, Authenticator, ServerLogin
+from .throttle import LoginThrottle
+from .wire import PRE_LOGIN_LIMITS
+
+__all__ = [
+    "DEFAULT_LOGIN_TIMEOUT",
+    "PRE_LOGIN_LIMITS",
+    "Authenticator",
+    "ClientCertificate",
+    "ClientLogin",
+    "IRemoteRoot",
+    "LoginFailed",
+    "LoginRefused",
+    "LoginThrottle",
+    "LoginTimedOut",
+    "NotLoggedIn",
+    "ObjectName",
+    "ServerLogin",
+    "ServerNotVerified",
+    "UnsupportedCredentials",
+]

@@ -12,8 +12,8 @@ serves password users and certificate users alike.
 
 Twisted's C{ssl:} server description has no option for client
 certificates (C{caCertsDir=} exists only on the C{ssl:} client), so
-L{requireClientCertificates} takes an C{ssl:} description and returns the
-endpoint, not a string.
+L{requireClientCertificates} turns an C{ssl:} description into a
+C{chunkwire-tls:} one (L{protocols.auth.tlsendpoints}) that has it.
 
 pyOpenSSL and cryptography (the C{tls} extra) are imported inside the
 functions that need them, so C{protocols} imports without them.
@@ -31,7 +31,7 @@ from twisted.cred.error import UnauthorizedLogin
 from twisted.internet.defer import Deferred, fail, succeed
 from zope.interface import Attribute, implementer
 
-from .identity import TLSServerEndpoint, tlsServerEndpoint
+from .tlsendpoints import PREFIX, joinDescription, loadCADirectory, serverTLSOptions, splitDescription
 
 __all__ = [
     "MECHANISM",
@@ -118,6 +118,8 @@ class CertificateChecker:
     """
 
     credentialInterfaces = (IPeerCertificate,)
+    credentialsInterfaces = credentialInterfaces
+    """The same, under the name the issue's brief used."""
 
     def __init__(self, avatarIdOf: Callable[[Any], bytes | None] = commonName) -> None:
         self.avatarIdOf = avatarIdOf
@@ -133,101 +135,38 @@ class CertificateChecker:
         return succeed(avatarId)
 
 
-def loadCADirectory(caDirectory: str | Path) -> list[Any]:
-    """
-    The CA certificates in the C{*.pem} files of C{caDirectory} (the files
-    Twisted's C{caCertsDir=} reads), as C{twisted.internet.ssl.Certificate}s.
-
-    @raise ValueError: the directory holds no certificate.
-    """
-    from twisted.internet.ssl import Certificate
-
-    certificates = [Certificate.loadPEM(path.read_bytes()) for path in _pemFiles(Path(caDirectory))]
-    if not certificates:
-        raise ValueError(f"no CA certificate (*.pem) in {caDirectory}")
-    return certificates
-
-
-def _pemFiles(directory: Path) -> list[Path]:
-    return sorted(path for path in directory.iterdir() if path.suffix.lower() == ".pem" and path.is_file())
-
-
 def clientCertificateOptions(privateKey: str | Path, caDirectory: str | Path, certKey: str | Path | None = None) -> Any:
     """
     Server TLS options that present the key and certificate in
     C{privateKey} (and C{certKey}, if the certificate is in its own file)
-    and require a client certificate issued by a CA in C{caDirectory}.
+    and require a client certificate issued by a CA in C{caDirectory}; for
+    L{protocols.auth.tlsendpoints.tlsServerEndpoint}.
     """
-    from twisted.internet.ssl import CertificateOptions, PrivateCertificate, trustRootFromCertificates
-
-    keyPEM = Path(privateKey).read_bytes()
-    certPEM = Path(certKey).read_bytes() if certKey is not None else keyPEM
-    server = PrivateCertificate.loadPEM(certPEM + b"\n" + keyPEM)  # type: ignore[no-untyped-call]
-    # A trust root makes CertificateOptions verify the peer and require its certificate.
-    return CertificateOptions(
-        privateKey=server.privateKey.original,
-        certificate=server.original,
-        trustRoot=trustRootFromCertificates(loadCADirectory(caDirectory)),  # type: ignore[no-untyped-call]
-    )
+    return serverTLSOptions(privateKey, certKey, caDirectory)
 
 
-def requireClientCertificates(reactor: Any, description: str, caDirectory: str | Path) -> TLSServerEndpoint:
+def requireClientCertificates(description: str, caDirectory: str | Path) -> str:
     """
-    The server endpoint C{description} (an C{ssl:} server description:
-    port, C{interface}, C{backlog}, C{privateKey}, C{certKey}), requiring
-    client certificates issued by a CA in C{caDirectory}.
+    The server description that listens where C{description} does, with
+    the same key, and requires client certificates issued by a CA in
+    C{caDirectory}: a C{chunkwire-tls:} description (see
+    L{protocols.auth.tlsendpoints}), since Twisted's C{ssl:} server takes
+    no C{caCertsDir=}.
 
-    @raise ValueError: C{description} is not C{ssl:}, or uses an option
-        this does not support.
+    @param description: an C{ssl:} server description (port, C{interface},
+        C{backlog}, C{privateKey}, C{certKey}) or a C{chunkwire-tls:} one.
+    @raise ValueError: any other description, or an C{ssl:} option this
+        does not carry over.
     """
-    kind, positional, options = splitDescription(description)
-    if kind != "ssl":
-        raise ValueError(f"{description!r} is not an ssl: server description")
-    unsupported = set(options) - {"port", "interface", "backlog", "privateKey", "certKey"}
+    kind, positional, keywords = splitDescription(description)
+    caDirectory = str(caDirectory)
+    if kind.lower() == PREFIX:
+        return joinDescription(PREFIX, positional, {**keywords, "caCertsDir": caDirectory})
+    if kind.lower() != "ssl":
+        raise ValueError(f"{description!r} is not an ssl: or {PREFIX}: server description")
+    unsupported = set(keywords) - {"port", "interface", "backlog", "privateKey", "certKey"}
     if unsupported or len(positional) > 1:
         raise ValueError(f"unsupported in {description!r}: {sorted(unsupported) or positional[1:]}")
-    port = positional[0] if positional else options.get("port", "0")
-    listen = "tcp:" + ":".join(
-        [_quote(port)] + [f"{k}={_quote(options[k])}" for k in ("interface", "backlog") if k in options]
-    )
-    tlsOptions = clientCertificateOptions(options.get("privateKey", "server.pem"), caDirectory, options.get("certKey"))
-    return tlsServerEndpoint(reactor, listen, tlsOptions)
-
-
-def splitDescription(description: str) -> tuple[str, list[str], dict[str, str]]:
-    """
-    Split a Twisted endpoint description into its kind, positional
-    arguments and keyword arguments (at each field's first unescaped
-    C{=}), undoing backslash escapes.
-    """
-    fields: list[list[tuple[str, bool]]] = [[]]
-    escaped = False
-    for character in description:
-        if escaped:
-            fields[-1].append((character, True))
-            escaped = False
-        elif character == "\\":
-            escaped = True
-        elif character == ":":
-            fields.append([])
-        else:
-            fields[-1].append((character, False))
-    positional: list[str] = []
-    keywords: dict[str, str] = {}
-    for field in fields[1:]:
-        cut = next(
-            (index for index, (character, wasEscaped) in enumerate(field) if character == "=" and not wasEscaped), None
-        )
-        if cut is None:
-            positional.append(_text(field))
-        else:
-            keywords[_text(field[:cut])] = _text(field[cut + 1 :])
-    return _text(fields[0]), positional, keywords
-
-
-def _text(field: list[tuple[str, bool]]) -> str:
-    return "".join(character for character, _ in field)
-
-
-def _quote(value: str) -> str:
-    return value.replace("\\", "\\\\").replace(":", "\\:").replace("=", "\\=")
+    port = positional[0] if positional else keywords.pop("port", "0")
+    keywords.setdefault("privateKey", "server.pem")
+    return joinDescription(PREFIX, ["tcp", port], {**keywords, "caCertsDir": caDirectory})

@@ -25,8 +25,19 @@ from framing.errors import short_repr
 
 from ..interfaces import IObjectReceiver
 from .errors import LoginFailed, LoginRefused, NotLoggedIn, ServerNotVerified, UnsupportedCredentials
-from .mechanisms import ANONYMOUS, CERTIFICATE, NAME, SCRAM, TOKEN
-from .wire import ACCEPTED, CHALLENGE, CONTINUE, REFUSED, START, LoginMessage
+from .wire import (
+    ACCEPTED,
+    ANONYMOUS,
+    CERTIFICATE,
+    CHALLENGE,
+    CONTINUE,
+    NAME,
+    REFUSED,
+    SCRAM,
+    START,
+    TOKEN,
+    LoginMessage,
+)
 
 WANT_ANSWER, LOGGED_IN, FAILED = "WANT_ANSWER", "LOGGED_IN", "FAILED"
 """The client's states: waiting for the server, logged in, failed or lost."""

@@ -7,9 +7,8 @@ the same hash.  L{ServerIdentity.loadOrCreate} keeps one PEM file (key and a
 self-signed certificate), created once with mode 0600 and never rewritten,
 so the hash a server publishes stays the same across restarts.  Nothing here
 checks names or dates: a client that knows the hash needs neither (see
-L{protocols.auth.urls.pinnedClientOptions}).  L{tlsServerEndpoint} puts TLS
-over any stream server endpoint, C{unix:} included (Twisted's C{ssl:} string
-form is TCP only).
+L{protocols.auth.urls.pinnedClientOptions}).  L{ServerIdentity} serves over
+C{tcp:} and C{unix:} alike, as a description or as an endpoint.
 
 pyOpenSSL and cryptography (the C{tls} extra) are imported inside the
 functions that need them, so C{protocols} imports without them.
@@ -24,12 +23,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from twisted.internet.defer import Deferred
-from twisted.internet.endpoints import serverFromString
-from twisted.internet.interfaces import IListeningPort, IStreamServerEndpoint
-from zope.interface import implementer
+from .tlsendpoints import PREFIX, TLSServerEndpoint, joinDescription, splitDescription, tlsServerEndpoint
 
-__all__ = ["InsecureKeyFile", "ServerIdentity", "TLSServerEndpoint", "keyHash", "tlsServerEndpoint"]
+__all__ = ["InsecureKeyFile", "ServerIdentity", "keyHash", "spkiHash"]
 
 KEY_HASH_LENGTH = 52
 """Characters in a key hash: 256 bits in base32, without the padding."""
@@ -189,56 +185,21 @@ class ServerIdentity:
 
     def serverDescription(self, listen: str) -> str:
         """
-        The C{ssl:} server endpoint description serving this identity where
-        the C{tcp:} description C{listen} would listen.
+        The server description serving TLS with this identity where the
+        plain description C{listen} would listen: C{ssl:} (Twisted's own)
+        for C{tcp:}, C{chunkwire-tls:} (L{protocols.auth.tlsendpoints}) for
+        anything else, such as C{unix:}.
 
-        @raise ValueError: C{listen} is not C{tcp:} (TLS over a UNIX socket
-            has no C{ssl:} form: use L{serverEndpoint}).
+        @raise ValueError: C{listen} is already TLS.
         """
-        if not listen.startswith("tcp:"):
-            raise ValueError(f"no ssl: description for {listen!r}; use serverEndpoint() for unix: and others")
-        return f"ssl:{listen[len('tcp:') :]}:privateKey={_quote(str(self.pemPath))}"
+        kind, positional, keywords = splitDescription(listen)
+        if kind.lower() in ("ssl", PREFIX):
+            raise ValueError(f"{listen!r} is TLS already; give the plain endpoint")
+        keywords = {**keywords, "privateKey": str(self.pemPath)}
+        if kind.lower() == "tcp":
+            return joinDescription("ssl", positional, keywords)
+        return joinDescription(PREFIX, [kind, *positional], keywords)
 
     def serverEndpoint(self, reactor: Any, listen: str) -> TLSServerEndpoint:
         """A server endpoint serving TLS with this identity over the endpoint C{listen} (C{tcp:}, C{unix:}, ...)."""
         return tlsServerEndpoint(reactor, listen, self.certificateOptions())
-
-
-def _quote(value: str) -> str:
-    """Escape C{value} for a Twisted endpoint description."""
-    return value.replace("\\", "\\\\").replace(":", "\\:").replace("=", "\\=")
-
-
-@implementer(IStreamServerEndpoint)
-class TLSServerEndpoint:
-    """
-    TLS (L{twisted.protocols.tls}) over another stream server endpoint.
-
-    @ivar wrapped: the endpoint carrying the TLS bytes.
-    @ivar options: the server's TLS options (an C{IOpenSSLServerConnectionCreator}).
-    """
-
-    def __init__(self, wrapped: Any, options: Any, reactor: Any = None) -> None:
-        self.wrapped, self.options, self.reactor = wrapped, options, reactor
-
-    def listen(self, protocolFactory: Any) -> Deferred[IListeningPort]:
-        """Listen on the wrapped endpoint; each connection speaks TLS to C{protocolFactory}'s protocols."""
-        from twisted.protocols.tls import TLSMemoryBIOFactory
-
-        tls = TLSMemoryBIOFactory(self.options, False, protocolFactory, self.reactor)
-        listening: Deferred[IListeningPort] = self.wrapped.listen(tls)
-        return listening
-
-
-def tlsServerEndpoint(reactor: Any, listen: str, options: Any) -> TLSServerEndpoint:
-    """
-    Serve TLS with C{options} over the server endpoint description C{listen}.
-
-    @param listen: any stream server endpoint description that is not
-        already TLS, e.g. C{tcp:0:interface=127.0.0.1} or C{unix:/run/s.sock}.
-    @param options: server TLS options, e.g. L{ServerIdentity.certificateOptions}.
-    @raise ValueError: C{listen} is an C{ssl:} description.
-    """
-    if listen.startswith("ssl:"):
-        raise ValueError(f"{listen!r} is TLS already; give the plain endpoint to wrap")
-    return TLSServerEndpoint(serverFromString(reactor, listen), options, reactor)  # type: ignore[no-untyped-call]

@@ -80,5 +80,5 @@ class NameTable:
         """
         if self.lookup(name) is None:
             raise KeyError("no object is published under that name")
-        hash = identity if isinstance(identity, str) else identity.keyHash
-        return ObjectURL(hash, tuple(hints), name)
+        serverKey = identity if isinstance(identity, str) else identity.keyHash
+        return ObjectURL(serverKey, tuple(hints), name)

@@ -193,6 +193,21 @@ def decoyVerifier(secret: bytes, username: str, iterations: int) -> ScramVerifie
     )
 
 
+def serverError(reason: str = "invalid-proof") -> bytes:
+    """
+    A server-final-message refusing the login, C{e=reason} (RFC 5802 section 7's C{server-error}).
+
+    The default, C{invalid-proof}, is the right answer for a wrong password
+    and an unknown user alike: C{unknown-user} would tell who exists.
+
+    @param reason: one of RFC 5802's server-error-values.
+    @raise ValueError: C{reason} is not a C{value-safe-char} string (it would break the message).
+    """
+    if not reason or any(not 0x21 <= ord(c) <= 0x7E or c in ",=" for c in reason):
+        raise ValueError(f"not a SCRAM server-error-value: {reason!r}")
+    return b"e=" + reason.encode("ascii")
+
+
 def escapeName(username: str) -> bytes:
     """
     The UTF-8 of C{username} as a SCRAM C{saslname}: C{=} as C{=3D}, C{,} as C{=2C}.

@@ -12,7 +12,7 @@ succeeds the gate:
     reason;
   - drops the connection if no login succeeds within the timeout;
   - refuses at once, before any checker runs, a login from an address the
-    L{LoginThrottle} says must wait.
+    L{LoginThrottle} says must wait (every attempt counts until one succeeds).
 
 A refused login gets the same C{"refused"} answer whatever the reason, and
 the connection is closed.  Once a login succeeds, the avatar becomes export
@@ -95,12 +95,16 @@ class Authenticator:
         throttle: LoginThrottle | None = None,
         limits: Limits = PRE_LOGIN_LIMITS,
         mechanisms: Mapping[str, Mechanism] | None = None,
+        secret: bytes | None = None,
     ) -> None:
         """
         @param clock: an C{IReactorTime}; the global reactor if C{None}.
         @param mechanisms: the mechanisms offered; by default those of the
             portal (SCRAM-SHA-256, TOKEN, ANONYMOUS, CERTIFICATE) if one is
             given, and NAME if a name table is.
+        @param secret: what SCRAM's answers for unknown users derive from;
+            random if C{None}.  Give a stored one to keep those answers the
+            same across restarts (else an unknown name's salt changes then).
         @raise ValueError: neither a portal nor a name table was given.
         """
         if portal is None and names is None:
@@ -121,7 +125,7 @@ class Authenticator:
         if mechanisms is None and names is not None:
             self.mechanisms.update(NAME_MECHANISMS)
         # SCRAM's answers for unknown users derive from this; it never leaves the process.
-        self.secret = os.urandom(32)
+        self.secret = secret or os.urandom(32)
 
     def guard(self, broker: Any) -> ServerLogin:
         """Put a L{ServerLogin} in front of C{broker} (before its connection is made)."""
@@ -198,8 +202,8 @@ class ServerLogin:
     def _start(self, message: LoginMessage) -> None:
         self.mechanism = message.mechanism
         mechanism = self.authenticator.mechanisms.get(message.mechanism)
-        if not self.authenticator.throttle.allows(self.address):
-            self._refused(Refused("too many failed logins from this address"), counted=False)
+        if not self.authenticator.throttle.admit(self.address):
+            self._refused(Refused("too many login attempts from this address"))
         elif mechanism is None:
             self._refused(Refused(f"unknown mechanism {escape(message.mechanism)}"))
         else:
@@ -212,7 +216,7 @@ class ServerLogin:
     def _check(self, step: Any, payload: bytes) -> None:
         self.state = CHECKING
         checked: Deferred[Any] = maybeDeferred(step, payload)
-        checked.addCallbacks(self._outcome, self._failed)
+        checked.addCallback(self._outcome).addErrback(self._failed)
 
     def _outcome(self, outcome: Any) -> None:
         if self.state is CLOSED:
@@ -238,12 +242,16 @@ class ServerLogin:
         self._refused(Refused("the checker or realm failed"))
 
     def _accepted(self, accepted: Accepted) -> None:
+        try:
+            self.broker.references.exportRoot(accepted.avatar)
+        except TypeError:
+            accepted.logout()
+            raise
         self._cancelTimeout()
         self.authenticator.throttle.succeeded(self.address)
         self.state = LOGGED_IN
         self.avatarId = accepted.avatarId
         self._logout = accepted.logout
-        self.broker.references.exportRoot(accepted.avatar)
         assert self._afterLogin is not None
         self.connection.decoder.reconfigure(*self._afterLogin)
         self.connection.receiver = self.broker
@@ -270,9 +278,7 @@ class ServerLogin:
             avatarId=self.avatarId,
         )
 
-    def _refused(self, refusal: Refused, counted: bool = True) -> None:
-        if counted:
-            self.authenticator.throttle.failed(self.address)
+    def _refused(self, refusal: Refused) -> None:
         self.state = CLOSED
         self._cancelTimeout()
         self.authenticator.log.warn(

@@ -80,10 +80,12 @@ class TokenChecker:
     """
     A C{twisted.cred} checker for L{IBearerToken}s against a fixed set of token digests.
 
-    @cvar credentialsInterfaces: L{IBearerToken}.
+    @cvar credentialsInterfaces: the same, by the name the issue's brief used.
+    @cvar credentialInterfaces: L{IBearerToken}.
     """
 
-    credentialsInterfaces = (IBearerToken,)
+    credentialInterfaces = (IBearerToken,)
+    credentialsInterfaces = credentialInterfaces
 
     def __init__(self, tokens: Mapping[bytes, str | bytes], *, digests: Mapping[bytes, bytes] | None = None) -> None:
         """

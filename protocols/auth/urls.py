@@ -2,8 +2,9 @@
 
 Contract: C{chunkwire://KEYHASH@HINT[,HINT...]/NAME} (grammar and vectors in
 docs/wire-format.md, "Object URLs").  L{ObjectURL.parse} accepts only the
-canonical form and says why it refused anything else, so one object has one
-URL text and C{str(ObjectURL.parse(text)) == text}.  A client connecting
+canonical form (lowercase base32, compressed IPv6, minimal percent-encoding)
+and says why it refused anything else, so C{str(ObjectURL.parse(text)) ==
+text} for every URL it accepts.  A client connecting
 with L{clientEndpoint} (or with L{pinnedClientOptions} under any TLS
 endpoint) needs no CA and checks no host name: its TLS handshake succeeds
 only if the server's certificate holds the key the URL names, and fails
@@ -115,24 +116,24 @@ class ObjectURL:
         authority, slash, name = url[len(prefix) :].rpartition("/")
         if not slash:
             raise InvalidURL(url, "no /NAME")
-        hash, at, hints = authority.partition("@")
+        serverKey, at, hints = authority.partition("@")
         if not at:
             raise InvalidURL(url, "no KEYHASH@")
-        _checkKeyHash(url, hash)
+        _checkKeyHash(url, serverKey)
         _checkName(url, name)
         if not hints:
             raise InvalidURL(url, "no location hint")
-        return cls(hash, tuple(_decodeHint(url, hint) for hint in hints.split(",")), name)
+        return cls(serverKey, tuple(_decodeHint(url, hint) for hint in hints.split(",")), name)
 
     def __str__(self) -> str:
         return f"{SCHEME}://{self.keyHash}@{','.join(_encodeHint(hint) for hint in self.hints)}/{self.name}"
 
 
-def _checkKeyHash(url: str, hash: str) -> None:
-    if not KEY_HASH_CHARACTERS.fullmatch(hash):
+def _checkKeyHash(url: str, serverKey: str) -> None:
+    if not KEY_HASH_CHARACTERS.fullmatch(serverKey):
         raise InvalidURL(url, f"the key hash is not {KEY_HASH_LENGTH} characters of lowercase base32")
     # 256 bits leave 4 unused bits in the last character: they must be zero.
-    if base64.b32encode(base64.b32decode(hash.upper() + "====")).decode().rstrip("=").lower() != hash:
+    if base64.b32encode(base64.b32decode(serverKey.upper() + "====")).decode().rstrip("=").lower() != serverKey:
         raise InvalidURL(url, "the key hash is not canonical base32 (unused bits set)")
 
 
@@ -147,6 +148,8 @@ def _checkHint(url: str, hint: str) -> None:
         if not path.startswith("/") or "\0" in path:
             raise InvalidURL(url, "a unix: hint's path must be absolute, without NUL")
         return
+    if not hint:
+        raise InvalidURL(url, "an empty hint")
     host, colon, port = hint.rpartition(":")
     if not colon or not PORT.fullmatch(port) or int(port) > 65535:
         raise InvalidURL(url, f"hint {hint[:80]!r}: the port is not 1 to 65535 without leading zeros")
@@ -154,6 +157,15 @@ def _checkHint(url: str, hint: str) -> None:
         _checkIPv6(url, host[1:-1])
     elif not HOST_NAME.fullmatch(host):
         raise InvalidURL(url, f"hint {hint[:80]!r}: the host is not a DNS name, an IPv4 address or [IPv6]")
+    elif re.fullmatch(r"[0-9.]+", host) and not _isDottedQuad(host):
+        raise InvalidURL(url, f"hint {hint[:80]!r}: the IPv4 address is not four decimal numbers 0 to 255")
+
+
+def _isDottedQuad(host: str) -> bool:
+    try:
+        return str(ipaddress.IPv4Address(host)) == host
+    except ValueError:
+        return False
 
 
 def _checkIPv6(url: str, address: str) -> None:

@@ -116,10 +116,12 @@ class UserFile:
     """
     A C{twisted.cred} checker for SCRAM proofs (and, for local use, plain passwords) against a user file.
 
-    @cvar credentialsInterfaces: L{IScramResponse} and C{IUsernamePassword}.
+    @cvar credentialsInterfaces: the same, by the name the issue's brief used.
+    @cvar credentialInterfaces: L{IScramResponse} and C{IUsernamePassword}.
     """
 
-    credentialsInterfaces = (IScramResponse, IUsernamePassword)
+    credentialInterfaces = (IScramResponse, IUsernamePassword)
+    credentialsInterfaces = credentialInterfaces
     _log = Logger()
 
     def __init__(self, path: StrPath) -> None:

@@ -38,6 +38,9 @@ START, CONTINUE = "start", "continue"
 CHALLENGE, ACCEPTED, REFUSED = "challenge", "accepted", "refused"
 """The verbs a server sends."""
 
+SCRAM, TOKEN, ANONYMOUS, CERTIFICATE, NAME = "SCRAM-SHA-256", "TOKEN", "ANONYMOUS", "CERTIFICATE", "NAME"
+"""The mechanism names."""
+
 VERBS = frozenset({START, CONTINUE, CHALLENGE, ACCEPTED, REFUSED})
 
 MAX_MECHANISM = 32

@@ -19,7 +19,7 @@ Strategy:
     the same way (code C{"integrity"}); the receiver's sink drops what it
     holds.
   - B{A remote method fails} with L{StreamReset} or L{IntegrityError}: both
-    are registered with L{protocols.rpc.register_error}, so the caller gets
+    are registered with L{protocols.rpc.registerError}, so the caller gets
     the same type.
   - B{A bug on this side} (a stream event its state does not allow, e.g.
     sending one L{Stream} twice): L{IllegalTransition}, raised to the code
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from framing import ProtocolError
 
-from ..rpc import register_error
+from ..rpc import registerError
 from .integrity import IntegrityError
 
 
@@ -94,7 +94,7 @@ class TooManyStreams(ProtocolError):
     code = "too-many-streams"
 
 
-register_error(IntegrityError, "chunkwire.bulk.IntegrityError")
-register_error(StreamReset, "chunkwire.bulk.StreamReset")
+registerError(IntegrityError, "chunkwire.bulk.IntegrityError")
+registerError(StreamReset, "chunkwire.bulk.StreamReset")
 
 __all__ = ["FlowControlError", "IllegalTransition", "IntegrityError", "StreamIdReused", "StreamReset", "TooManyStreams"]

@@ -134,12 +134,12 @@ class TooFragmented(UploadRefused):
     code = "too-fragmented"
 
 
-rpc.register_error(FileChanged, "chunkwire.bulk.FileChanged")
-rpc.register_error(BadName, "chunkwire.bulk.BadName")
-rpc.register_error(TooManyUploads, "chunkwire.bulk.TooManyUploads")
-rpc.register_error(UploadBusy, "chunkwire.bulk.UploadBusy")
-rpc.register_error(TooFragmented, "chunkwire.bulk.TooFragmented")
-rpc.register_error(NoSuchFile, "chunkwire.bulk.NoSuchFile")
+rpc.registerError(FileChanged, "chunkwire.bulk.FileChanged")
+rpc.registerError(BadName, "chunkwire.bulk.BadName")
+rpc.registerError(TooManyUploads, "chunkwire.bulk.TooManyUploads")
+rpc.registerError(UploadBusy, "chunkwire.bulk.UploadBusy")
+rpc.registerError(TooFragmented, "chunkwire.bulk.TooFragmented")
+rpc.registerError(NoSuchFile, "chunkwire.bulk.NoSuchFile")
 
 
 def checkName(name: str) -> str:

@@ -49,6 +49,7 @@ from .errors import (
     TooManyReferences,
     UnexpectedAnswer,
     register_error,
+    registerError,
 )
 from .limits import CLIENT_CALL_LIMITS, SERVER_CALL_LIMITS, CallLimits
 from .referenceable import Referenceable, RemoteMethod, remote
@@ -78,6 +79,7 @@ __all__ = [
     "login",
     "currentBroker",
     "reconnecting",
+    "registerError",
     "register_error",
     "remote",
     "serve",

@@ -215,9 +215,10 @@ def connectURL(
 
     @return: a L{Deferred} firing with the L{RemoteReference} to exactly
         that object, or failing with L{protocols.auth.urls.InvalidURL},
-        L{protocols.auth.LoginRefused} (an unknown or revoked name), or
-        the last hint's connection error (a key that does not match fails
-        the handshake).
+        L{protocols.auth.LoginRefused} (an unknown or revoked name),
+        L{protocols.auth.urls.KeyMismatch} (the server's key is not the
+        URL's: the handshake failed before the name was sent), or the last
+        hint's connection error.
     """
     return Deferred.fromCoroutine(_connectURL(reactor, url, root, limits, registry, callLimits))
 
@@ -225,20 +226,22 @@ def connectURL(
 async def _connectURL(
     reactor: Any, url: str, root: Any, limits: Any, registry: Any, callLimits: Any
 ) -> RemoteReference:
-    from ..auth.urls import ObjectURL, clientEndpoint
+    from ..auth.urls import ObjectURL, clientEndpoint, pinnedClientOptions
 
     parsed = ObjectURL.parse(url)
     failure: Exception | None = None
     for hint in parsed.hints:
         factory = BrokerFactory(root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits)
-        endpoint = clientEndpoint(reactor, parsed, hint)
+        options = pinnedClientOptions(parsed.keyHash)
+        endpoint = clientEndpoint(reactor, parsed, hint, options=options)
         try:
             reference: RemoteReference = await loginWith(reactor, endpoint, factory, ObjectName(parsed.name))
             return reference
         except LoginFailed:
             raise
         except Exception as error:
-            failure = error
+            # A server with another key fails the handshake: say so, not how TLS reported it.
+            failure = options.mismatches[-1] if options.mismatches else error
     assert failure is not None
     raise failure
 

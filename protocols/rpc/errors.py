@@ -15,7 +15,7 @@ Strategy: each error says whose fault it is and who sees it.
   remote method raised), its subclasses L{NoSuchMethod}, L{NoSuchObject}
   and L{RemoteViolation} (the peer refused the call: its constraints,
   L{WrongArguments}, or a L{framing.Violation} it raised), or an exception
-  type registered on both sides with L{register_error}, which arrives as
+  type registered on both sides with L{registerError}, which arrives as
   itself.  The peer's side logs refusals and method failures at a bounded
   rate; the application that made the call sees only the error.
 - The peer's fault, for the connection: L{UnexpectedAnswer} (an answer to
@@ -53,7 +53,7 @@ class RemoteError(Exception):
     """
     The other side of the connection raised an exception while running the
     call, or refused it.  Exception types that both sides registered with
-    L{register_error} arrive as themselves instead.
+    L{registerError} arrive as themselves instead.
 
     @ivar remoteType: the name of the type raised remotely: C{"KeyError"} for
         a built-in exception, C{"package.module.Class"} otherwise, or one of
@@ -240,8 +240,14 @@ class ErrorRegistry:
 ERRORS = ErrorRegistry()
 """The process-wide table used by every connection."""
 
-register_error = ERRORS.register
-"""Register an exception type to travel as itself: C{register_error(cls, name)} on both sides."""
+
+def registerError(cls: type[BaseException], name: str) -> None:
+    """Register an exception type to travel as itself: C{registerError(cls, name)} on both sides."""
+    ERRORS.register(cls, name)
+
+
+register_error = registerError
+"""L{registerError}'s name before protocols/ took one naming rule (camelCase), kept for code written for it."""
 
 
 def qualifiedName(cls: type) -> str:

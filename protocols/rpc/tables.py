@@ -27,6 +27,7 @@ from framing.errors import InvalidValue
 from .calls import reactorOf
 from .errors import TooManyReferences
 from .limits import CallLimits
+from .referenceable import Referenceable
 from .refs import ImportRecord, RemoteReference
 from .wire import RELEASE, ROOT_ID, Message
 
@@ -69,7 +70,10 @@ class ReferenceTable:
         connection that had no root until its peer logged in.
 
         @raise ValueError: this side already exports a root.
+        @raise TypeError: C{root} is not a L{Referenceable}.
         """
+        if not isinstance(root, Referenceable):
+            raise TypeError(f"the root must be a Referenceable, not {type(root).__name__}")
         if ROOT_ID in self.exports:
             raise ValueError("this connection already exports a root")
         self.exports[ROOT_ID] = [root, 0]

@@ -61,13 +61,12 @@ class DocsBuildTests(SynchronousTestCase):
         self.assertEqual(missing, [])
 
     def test_every_protocols_module_documented(self) -> None:
-        """docs/api.rst has an automodule directive for every module of protocols/ (issue 16's auth aside)."""
+        """docs/api.rst has an automodule directive for every module of protocols/."""
         import protocols
 
         api = (DOCS / "api.rst").read_text("utf-8")
         modules = ["protocols"] + [m.name for m in pkgutil.walk_packages(protocols.__path__, "protocols.")]
-        # protocols.auth is being written in issue 16, which adds its own entries.
-        missing = [n for n in modules if f".. automodule:: {n}\n" not in api and not n.startswith("protocols.auth")]
+        missing = [name for name in modules if f".. automodule:: {name}\n" not in api]
         self.assertEqual(missing, [])
 
     def test_sphinx_build_without_warnings(self) -> None:

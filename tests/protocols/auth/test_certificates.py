@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from twisted.cred.error import UnauthorizedLogin
-from twisted.internet.endpoints import clientFromString
+from twisted.internet.endpoints import clientFromString, serverFromString
 from twisted.internet.ssl import Certificate, PrivateCertificate, optionsForClientTLS
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase, TestCase
@@ -21,9 +21,8 @@ from protocols.auth.certificates import (
     loadCADirectory,
     peerCertificateOf,
     requireClientCertificates,
-    splitDescription,
 )
-from protocols.auth.identity import tlsServerEndpoint
+from protocols.auth.tlsendpoints import joinDescription, splitDescription, tlsServerEndpoint
 from protocols.testing import CertificateAuthority, SelfSignedCertificate
 
 from ..helpers import pytestTest, trialTest
@@ -45,19 +44,25 @@ class Setup:
         self.caDirectory = self.ca.writeCADirectory(self.directory / "ca")
         self.serverPEM = self.ca.issue("localhost", server=True).writePEM(self.directory / "server.pem")
 
-    def endpoint(self, reactor: Any, unix: bool) -> Any:
-        """A server endpoint requiring client certificates from the CA, over TCP (ssl: description) or UNIX."""
+    def endpoint(self, reactor: Any, unix: bool, description: bool = True) -> Any:
+        """
+        A server endpoint requiring client certificates from the CA, over TCP
+        or UNIX, from a description (requireClientCertificates' for TCP) or built.
+        """
+        if unix and description:
+            listen = f"chunkwire-tls:unix:{self.directory / 's.sock'}:privateKey={self.serverPEM}"
+            return serverFromString(reactor, requireClientCertificates(listen, self.caDirectory))
         if unix:
             options = clientCertificateOptions(self.serverPEM, self.caDirectory)
             return tlsServerEndpoint(reactor, f"unix:{self.directory / 's.sock'}", options)
-        description = f"ssl:0:interface=127.0.0.1:privateKey={self.serverPEM}"
-        return requireClientCertificates(reactor, description, self.caDirectory)
+        listen = f"ssl:0:interface=127.0.0.1:privateKey={self.serverPEM}"
+        return serverFromString(reactor, requireClientCertificates(listen, self.caDirectory))
 
 
-async def accepted(reactor: Any, unix: bool) -> None:
+async def accepted(reactor: Any, unix: bool, description: bool = True) -> None:
     setup = Setup()
     factory = RecorderFactory()
-    port = await setup.endpoint(reactor, unix).listen(factory)
+    port = await setup.endpoint(reactor, unix, description).listen(factory)
     try:
         alice = setup.ca.issue("alice")
         client = await hello(reactor, tlsTo(reactor, alice.clientOptions(setup.ca), port))
@@ -78,8 +83,13 @@ async def acceptedOverTCP(reactor: Any) -> None:
 
 
 async def acceptedOverUNIX(reactor: Any) -> None:
-    """A client certificate from the CA is accepted over a UNIX socket, and its common name is the avatar id."""
+    """A client certificate from the CA is accepted over a UNIX socket (chunkwire-tls:unix:...), CN as avatar id."""
     await accepted(reactor, unix=True)
+
+
+async def acceptedOverUNIXEndpoint(reactor: Any) -> None:
+    """The endpoint built from clientCertificateOptions over unix: accepts the CA's client certificate too."""
+    await accepted(reactor, unix=True, description=False)
 
 
 async def acceptedThroughDescription(reactor: Any) -> None:
@@ -108,7 +118,8 @@ def otherCAClient(setup: Setup) -> Any:
 def selfSignedClient(setup: Setup) -> Any:
     own = SelfSignedCertificate.generate("mallory")
     certificate = PrivateCertificate.loadPEM(own.keyPEM + own.certPEM)
-    return optionsForClientTLS("localhost", trustRoot=Certificate.loadPEM(setup.ca.certPEM), clientCertificate=certificate)
+    trusted = Certificate.loadPEM(setup.ca.certPEM)
+    return optionsForClientTLS("localhost", trustRoot=trusted, clientCertificate=certificate)
 
 
 def noCertificateClient(setup: Setup) -> Any:
@@ -159,6 +170,7 @@ class ClientCertificateTests(TestCase):
     timeout = 30
     test_acceptedOverTCP = trialTest(acceptedOverTCP)
     test_acceptedOverUNIX = trialTest(acceptedOverUNIX)
+    test_acceptedOverUNIXEndpoint = trialTest(acceptedOverUNIXEndpoint)
     test_acceptedThroughDescription = trialTest(acceptedThroughDescription)
     test_refusedWithoutCertificate = trialTest(refusedWithoutCertificate)
     test_refusedFromAnotherCA = trialTest(refusedFromAnotherCA)
@@ -168,6 +180,7 @@ class ClientCertificateTests(TestCase):
 
 test_accepted_over_tcp = pytestTest(acceptedOverTCP)
 test_accepted_over_unix = pytestTest(acceptedOverUNIX)
+test_accepted_over_unix_endpoint = pytestTest(acceptedOverUNIXEndpoint)
 test_accepted_through_description = pytestTest(acceptedThroughDescription)
 test_refused_without_certificate = pytestTest(refusedWithoutCertificate)
 test_refused_from_another_ca = pytestTest(refusedFromAnotherCA)
@@ -203,6 +216,7 @@ class CheckerTests(SynchronousTestCase):
     def test_declaresItsCredentials(self) -> None:
         """The checker takes IPeerCertificate credentials; the mechanism is named CERTIFICATE."""
         self.assertEqual(CertificateChecker.credentialInterfaces, (IPeerCertificate,))
+        self.assertEqual(CertificateChecker.credentialsInterfaces, (IPeerCertificate,))
         self.assertEqual(MECHANISM, "CERTIFICATE")
 
     def test_noTLSNoCertificate(self) -> None:
@@ -220,12 +234,43 @@ class EndpointTests(SynchronousTestCase):
             ("ssl", ["8443"], {"interface": "::1", "privateKey": "/a:b=c.pem"}),
         )
 
+    def test_joinsDescriptions(self) -> None:
+        """joinDescription escapes what splitDescription undoes."""
+        parts = ("unix", ["/run/a:b=c.sock"], {"privateKey": "/k\\ey.pem", "mode": "600"})
+        self.assertEqual(splitDescription(joinDescription(*parts)), parts)
+
+    def test_requireFromSSL(self) -> None:
+        """An ssl: description becomes chunkwire-tls:tcp: with the same port, options, key, and the CA directory."""
+        self.assertEqual(
+            requireClientCertificates(r"ssl:8443:interface=\:\:1:privateKey=/k.pem", "/etc/ca"),
+            r"chunkwire-tls:tcp:8443:interface=\:\:1:privateKey=/k.pem:caCertsDir=/etc/ca",
+        )
+        self.assertEqual(
+            requireClientCertificates("ssl:port=8443", "/ca"),
+            "chunkwire-tls:tcp:8443:privateKey=server.pem:caCertsDir=/ca",
+        )
+
+    def test_requireFromChunkwireTLS(self) -> None:
+        """A chunkwire-tls: description gets caCertsDir= added (or replaced)."""
+        self.assertEqual(
+            requireClientCertificates("chunkwire-tls:unix:/s.sock:privateKey=/k.pem:caCertsDir=/old", "/ca"),
+            "chunkwire-tls:unix:/s.sock:privateKey=/k.pem:caCertsDir=/ca",
+        )
+
     def test_refusesOtherKinds(self) -> None:
-        """Only ssl: descriptions are taken; tcp: or an unsupported option is a ValueError."""
+        """A tcp: or unix: description, or an ssl: option that would be lost, is a ValueError."""
+        self.assertRaises(ValueError, requireClientCertificates, "tcp:0", "/ca")
+        self.assertRaises(ValueError, requireClientCertificates, "unix:/s.sock", "/ca")
+        self.assertRaises(ValueError, requireClientCertificates, "ssl:0:sslmethod=TLS_METHOD", "/ca")
+        self.assertRaises(ValueError, requireClientCertificates, "ssl:0:extraCertChain=/chain.pem", "/ca")
+
+    def test_descriptionNeedsKeyAndEndpoint(self) -> None:
+        """A chunkwire-tls: description without a wrapped endpoint or without privateKey= is a ValueError."""
         from twisted.internet import reactor
 
-        self.assertRaises(ValueError, requireClientCertificates, reactor, "tcp:0", "/nonexistent")
-        self.assertRaises(ValueError, requireClientCertificates, reactor, "ssl:0:sslmethod=TLS_METHOD", "/x")
+        self.assertRaises(ValueError, serverFromString, reactor, "chunkwire-tls:tcp:0")
+        self.assertRaises(ValueError, serverFromString, reactor, "chunkwire-tls:privateKey=/k.pem")
+        self.assertRaises(ValueError, tlsServerEndpoint, reactor, "chunkwire-tls:tcp:0:privateKey=/k.pem", None)
 
     def test_emptyCADirectoryIsAnError(self) -> None:
         """A CA directory without a *.pem certificate is refused at once, not at the first client."""
@@ -239,3 +284,49 @@ class EndpointTests(SynchronousTestCase):
         ca = CertificateAuthority.generate()
         (loaded,) = loadCADirectory(ca.writeCADirectory(Path(self.mktemp())))
         self.assertEqual(loaded.dump(), Certificate.loadPEM(ca.certPEM).dump())
+
+
+class AuthorityTests(SynchronousTestCase):
+    """protocols.testing.CertificateAuthority issues the certificates the tests above use."""
+
+    def test_serverCertificate(self) -> None:
+        """A server certificate names its host names, 127.0.0.1 and ::1, is for serverAuth, and is signed by the CA."""
+        import ipaddress
+
+        from cryptography import x509
+        from cryptography.x509.oid import ExtendedKeyUsageOID
+
+        ca = CertificateAuthority.generate("Test CA")
+        issued = ca.issue("web", server=True, hostnames=("localhost", "example.test"))
+        certificate = _x509(issued.certPEM)
+        names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        self.assertEqual(names.get_values_for_type(x509.DNSName), ["localhost", "example.test"])
+        self.assertEqual(
+            names.get_values_for_type(x509.IPAddress),
+            [ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1")],
+        )
+        usage = certificate.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+        self.assertEqual(list(usage), [ExtendedKeyUsageOID.SERVER_AUTH])
+        certificate.verify_directly_issued_by(_x509(ca.certPEM))
+        self.assertEqual(issued.commonName, "web")
+
+    def test_clientCertificate(self) -> None:
+        """A client certificate is for clientAuth, names no host, and is not a CA."""
+        from cryptography import x509
+        from cryptography.x509.oid import ExtendedKeyUsageOID
+
+        certificate = _x509(CertificateAuthority.generate().issue("alice").certPEM)
+        usage = certificate.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+        self.assertEqual(list(usage), [ExtendedKeyUsageOID.CLIENT_AUTH])
+        self.assertRaises(
+            x509.ExtensionNotFound, certificate.extensions.get_extension_for_class, x509.SubjectAlternativeName
+        )
+        self.assertFalse(certificate.extensions.get_extension_for_class(x509.BasicConstraints).value.ca)
+
+    def test_writePEM(self) -> None:
+        """writePEM writes key and certificate to one file of mode 0600, for privateKey=."""
+        issued = CertificateAuthority.generate().issue("alice")
+        path = issued.writePEM(Path(self.mktemp()))
+        self.assertEqual(path.read_bytes(), issued.keyPEM + issued.certPEM)
+        self.assertEqual(path.stat().st_mode & 0o777, 0o600)
+        self.assertIn("certKey=", issued.clientEndpoint("/ca", 8751))

@@ -234,7 +234,43 @@ async def reconnectingLogin(reactor: Any) -> None:
     await stop(factory, port)
 
 
+async def passwordsOverUnixAndTLS(reactor: Any) -> None:
+    """A SCRAM login works over a UNIX socket and over TLS; a wrong password is refused on both."""
+    import tempfile
+    from pathlib import Path
+
+    from twisted.cred.credentials import UsernamePassword
+
+    from protocols.auth.users import UserFile, addUser
+    from protocols.testing import SelfSignedCertificate
+
+    with tempfile.TemporaryDirectory() as directory:
+        users = Path(directory) / "users"
+        addUser(users, "ada", b"pencil", iterations=4096)
+        certificate = SelfSignedCertificate.generate("localhost").writeTo(directory)
+        socket = f"{directory}/kv.sock"
+        for listen, connect in (
+            (f"unix:{socket}", f"unix:{socket}"),
+            (certificate.serverEndpoint(0), None),
+        ):
+            realm = Realm()
+            factory = rpc.serverFactory(clock=reactor, portal=Portal(realm, [UserFile(users)]))
+            port = await serverFromString(reactor, listen).listen(factory)
+            address = connect or certificate.clientEndpoint(port.getHost().port)
+            root = await rpc.login(reactor, address, UsernamePassword(b"ada", b"pencil"))
+            assert await root.callRemote("whoami") == "b'ada'"
+            try:
+                await rpc.login(reactor, address, UsernamePassword(b"ada", b"pencilx"))
+            except LoginRefused:
+                pass
+            else:
+                raise AssertionError(f"a wrong password got in over {listen}")
+            await root.broker.disconnect()
+            await stop(factory, port)
+
+
 class LoginOverTCPTests(TestCase):
+    test_passwords_over_unix_and_tls = trialTest(passwordsOverUnixAndTLS)
     test_reconnecting_login = trialTest(reconnectingLogin)
     test_anonymous_login = trialTest(anonymousLogin)
     test_anonymous_refused = trialTest(anonymousRefused)
@@ -245,6 +281,7 @@ class LoginOverTCPTests(TestCase):
 
 
 test_reconnecting_login = pytestTest(reconnectingLogin)
+test_passwords_over_unix_and_tls = pytestTest(passwordsOverUnixAndTLS)
 test_anonymous_login = pytestTest(anonymousLogin)
 test_anonymous_refused = pytestTest(anonymousRefused)
 test_call_before_login = pytestTest(callBeforeLogin)
@@ -274,34 +311,37 @@ class ServeArgumentsTests(SynchronousTestCase):
 
 class ThrottleTests(SynchronousTestCase):
     def test_burst_then_wait(self) -> None:
-        """An address may fail C{burst} times; then it waits until failures drain at C{rate} per second."""
+        """An address may make C{burst} attempts; then it waits until they drain at C{rate} per second."""
         clock = Clock()
         throttle = LoginThrottle(clock, burst=3, rate=1.0)
-        for _ in range(3):
-            self.assertTrue(throttle.allows("10.0.0.1"))
-            throttle.failed("10.0.0.1")
-        self.assertFalse(throttle.allows("10.0.0.1"))
-        self.assertTrue(throttle.allows("10.0.0.2"))
+        self.assertEqual([throttle.admit("10.0.0.1") for _ in range(4)], [True, True, True, False])
+        self.assertTrue(throttle.admit("10.0.0.2"))
         clock.advance(1.0)
-        self.assertTrue(throttle.allows("10.0.0.1"))
-        self.assertEqual(throttle.throttled, 1)
+        self.assertTrue(throttle.admit("10.0.0.1"))
+        self.assertFalse(throttle.admit("10.0.0.1"))
+        self.assertEqual(throttle.throttled, 2)
+
+    def test_attempts_in_progress_count(self) -> None:
+        """Attempts count when they start: many at once from one address get no more than C{burst} through."""
+        throttle = LoginThrottle(Clock(), burst=5)
+        self.assertEqual(sum(throttle.admit("a") for _ in range(50)), 5)
 
     def test_success_forgives(self) -> None:
-        """A successful login clears its address's failures."""
+        """A successful login clears its address's count."""
         throttle = LoginThrottle(Clock(), burst=1)
-        throttle.failed("a")
-        self.assertFalse(throttle.allows("a"))
+        self.assertTrue(throttle.admit("a"))
+        self.assertFalse(throttle.admit("a"))
         throttle.succeeded("a")
-        self.assertTrue(throttle.allows("a"))
+        self.assertTrue(throttle.admit("a"))
 
     def test_memory_bounded(self) -> None:
-        """Failures from many addresses keep at most maxAddresses entries, one per address, none per attempt."""
+        """Attempts from many addresses keep at most maxAddresses entries, one per address, none per attempt."""
         throttle = LoginThrottle(Clock(), burst=2, maxAddresses=100)
         for attempt in range(10_000):
-            throttle.failed(f"10.0.{attempt % 250}.{attempt % 7}")
+            throttle.admit(f"10.0.{attempt % 250}.{attempt % 7}")
         self.assertEqual(len(throttle), 100)
         for _ in range(10_000):
-            throttle.failed("one")
+            throttle.admit("one")
         self.assertEqual(len(throttle), 100)
 
     def test_address_is_the_host(self) -> None:

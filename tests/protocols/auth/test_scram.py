@@ -25,6 +25,7 @@ from protocols.auth.scram import (
     Unproven,
     decoyVerifier,
     escapeName,
+    serverError,
     unescapeName,
 )
 
@@ -234,6 +235,16 @@ class ClientChecksTests(SynchronousTestCase):
         client.final(RFC_SERVER_FIRST)
         error = self.assertRaises(ServerRefused, client.verify, b"e=invalid-proof")
         self.assertEqual(error.reason, "invalid-proof")
+
+    def test_serverErrorMessage(self) -> None:
+        """serverError makes the e= message the client reports as ServerRefused, and refuses unsafe values."""
+        self.assertEqual(serverError(), b"e=invalid-proof")
+        client = self.client()
+        client.final(RFC_SERVER_FIRST)
+        refused = self.assertRaises(ServerRefused, client.verify, serverError("other-error"))
+        self.assertEqual(refused.reason, "other-error")
+        for reason in ("", "a,b", "a=b", "two words", "ü"):
+            self.assertRaises(ValueError, serverError, reason)
 
     def test_outOfOrder(self) -> None:
         """verify before final, and final twice, are refused."""

@@ -8,9 +8,11 @@ import os
 import stat
 from typing import Any
 
+from twisted.cred.checkers import ICredentialsChecker
 from twisted.cred.credentials import ICredentials
 from twisted.cred.error import UnauthorizedLogin
 from twisted.trial.unittest import SynchronousTestCase
+from zope.interface.verify import verifyObject
 
 from protocols.auth import tokens
 from protocols.auth.tokens import (
@@ -53,6 +55,12 @@ class TokenCheckerTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.alice, self.bob = newToken(), newToken()
         self.checker = TokenChecker({b"alice": self.alice, b"bob": self.bob.encode()})
+
+    def test_providesChecker(self) -> None:
+        """TokenChecker is a twisted.cred checker for bearer tokens."""
+        self.assertTrue(verifyObject(ICredentialsChecker, self.checker))
+        self.assertEqual(self.checker.credentialInterfaces, (IBearerToken,))
+        self.assertEqual(self.checker.credentialsInterfaces, (IBearerToken,))
 
     def test_accepts(self) -> None:
         """Each avatar's token, given as text or bytes, gives that avatar's id."""

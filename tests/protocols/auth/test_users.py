@@ -7,12 +7,23 @@ import os
 import stat
 from typing import Any
 
-from twisted.cred.credentials import UsernamePassword
+from twisted.cred.checkers import ICredentialsChecker
+from twisted.cred.credentials import IUsernamePassword, UsernamePassword
 from twisted.cred.error import UnauthorizedLogin
+from twisted.cred.portal import IRealm, Portal
 from twisted.logger import globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase
+from zope.interface import Interface, implementer
+from zope.interface.verify import verifyObject
 
-from protocols.auth.scram import DEFAULT_ITERATIONS, MIN_ITERATIONS, ScramClient, ScramServer, ScramVerifier
+from protocols.auth.scram import (
+    DEFAULT_ITERATIONS,
+    MIN_ITERATIONS,
+    IScramResponse,
+    ScramClient,
+    ScramServer,
+    ScramVerifier,
+)
 from protocols.auth.tokens import BearerToken
 from protocols.auth.users import REFUSAL, InvalidName, UserFile, UserFileError, addUser, removeUser
 
@@ -34,6 +45,31 @@ class UserFileTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.path = self.mktemp()
         addUser(self.path, "alice", b"wonderland", FAST)
+
+    def test_providesChecker(self) -> None:
+        """UserFile is a twisted.cred checker for SCRAM responses and plain passwords."""
+        users = UserFile(self.path)
+        self.assertTrue(verifyObject(ICredentialsChecker, users))
+        self.assertEqual(users.credentialInterfaces, (IScramResponse, IUsernamePassword))
+        self.assertEqual(users.credentialsInterfaces, users.credentialInterfaces)
+
+    def test_portalLogin(self) -> None:
+        """A portal with the UserFile registered logs a SCRAM response in to the realm's avatar for the user."""
+        logins: list[bytes] = []
+
+        @implementer(IRealm)
+        class Realm:
+            def requestAvatar(self, avatarId: bytes, mind: object, *interfaces: Any) -> tuple[Any, object, Any]:
+                logins.append(avatarId)
+                return interfaces[0], f"avatar of {avatarId.decode()}", lambda: None
+
+        portal = Portal(Realm(), [UserFile(self.path)])
+        client = ScramClient("alice", b"wonderland")
+        server = ScramServer(UserFile(self.path).verifier, SECRET, decoyIterations=FAST)
+        response = server.response(client.final(server.first(client.first())))
+        _, avatar, _ = self.successResultOf(portal.login(response, None, Interface))
+        self.assertEqual((avatar, logins), ("avatar of alice", [b"alice"]))
+        client.verify(server.final())
 
     def test_roundTrip(self) -> None:
         """The stored verifier is the one derived from the password with the stored salt."""

@@ -1,11 +1,12 @@
-"""Small protocols for the TLS tests of protocols.auth: a server that records what reaches it, and a client that says hello.
+"""Small protocols for the TLS tests of protocols.auth: a recording server, a client that says hello.
 
 Contract: L{Recorder} keeps every byte its application side receives and
 the peer certificate seen when the first byte arrived; L{Hello} sends one
 greeting at C{connectionMade} (before the TLS handshake is done, so a
 refused handshake shows that buffered bytes never leave) and keeps the
-answer.  Every connection is closed and waited for, so trial finds a clean
-reactor.
+answer.  L{Proxy} is the application side of a TLS-terminating proxy: it
+records what it decrypted and relays it to the real server.  Every
+connection is closed and waited for, so trial finds a clean reactor.
 """
 
 from __future__ import annotations
@@ -133,3 +134,65 @@ async def settle(*protocols: Any) -> None:
             protocol.transport.loseConnection()
     for protocol in protocols:
         await protocol.lost
+
+
+class Relay(Protocol):
+    """One side of the proxy's upstream connection: passes what it receives to C{downstream}."""
+
+    def __init__(self, downstream: Proxy) -> None:
+        self.downstream = downstream
+        self.lost: Deferred[Any] = Deferred()
+
+    def dataReceived(self, data: bytes) -> None:
+        assert self.downstream.transport is not None
+        self.downstream.transport.write(data)
+
+    def connectionLost(self, reason: Failure = Failure(Exception())) -> None:  # noqa: B008
+        if self.downstream.transport is not None:
+            self.downstream.transport.loseConnection()
+        self.lost.callback(reason.value)
+
+
+class Proxy(Protocol):
+    """
+    The application side of a TLS-terminating proxy: it records what it
+    decrypted and forwards it to the real server (over TLS pinned to the
+    real server's key).
+
+    @ivar received: every byte the proxy's TLS layer handed up.
+    """
+
+    def __init__(self, upstream: Any) -> None:
+        self.upstreamEndpoint = upstream
+        self.received = b""
+        self.relay: Relay | None = None
+        self.waiting: list[bytes] = []
+        self.lost: Deferred[Any] = Deferred()
+        self.upstreamMade: Deferred[Any] = Deferred()
+
+    def connectionMade(self) -> None:
+        def made(relay: Relay) -> None:
+            self.relay = relay
+            assert relay.transport is not None
+            relay.transport.write(b"".join(self.waiting))
+            self.upstreamMade.callback(relay)
+
+        factory = Factory.forProtocol(lambda: Relay(self))
+        self.upstreamEndpoint.connect(factory).addCallback(made)
+
+    def dataReceived(self, data: bytes) -> None:
+        self.received += data
+        if self.relay is None:
+            self.waiting.append(data)
+        else:
+            assert self.relay.transport is not None
+            self.relay.transport.write(data)
+
+    def connectionLost(self, reason: Failure = Failure(Exception())) -> None:  # noqa: B008
+        def closeRelay(relay: Relay) -> Relay:
+            assert relay.transport is not None
+            relay.transport.loseConnection()
+            return relay
+
+        self.upstreamMade.addCallback(closeRelay)
+        self.lost.callback(reason.value)

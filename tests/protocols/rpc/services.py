@@ -17,7 +17,7 @@ from twisted.internet.task import Clock
 
 from framing import Limits, Registry
 from framing.slicing.constraints import Integer, ListOf, Text, TupleOf
-from protocols.rpc import Broker, CallLimits, Referenceable, RemoteReference, register_error, remote
+from protocols.rpc import Broker, CallLimits, Referenceable, RemoteReference, registerError, remote
 from protocols.testing import MemoryPair, connectedPair
 
 
@@ -30,7 +30,7 @@ class NotFound(Exception):
         self.detail = detail
 
 
-register_error(NotFound, "tests.NotFound")
+registerError(NotFound, "tests.NotFound")
 
 
 class Unregistered(Exception):

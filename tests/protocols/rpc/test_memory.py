@@ -26,7 +26,7 @@ from protocols.rpc import (
     RemoteReference,
     RemoteViolation,
     UnexpectedAnswer,
-    register_error,
+    registerError,
     remote,
 )
 from protocols.rpc.wire import ANSWER, CALL, FAIL, OPEN_TYPE, Message, MessageUnslicer
@@ -269,11 +269,11 @@ class ErrorTests(SynchronousTestCase):
         self.assertEqual(self.failureResultOf(answers[1], NotFound).value.key, "async")
 
     def test_registerErrorChecks(self) -> None:
-        """register_error refuses reserved names, a name taken by another type, and non-exceptions."""
-        self.assertRaises(ValueError, register_error, KeyError, "Violation")
-        self.assertRaises(ValueError, register_error, KeyError, "tests.NotFound")
-        self.assertRaises(TypeError, register_error, int, "tests.int")
-        register_error(NotFound, "tests.NotFound")  # the same registration again is fine
+        """registerError refuses reserved names, a name taken by another type, and non-exceptions."""
+        self.assertRaises(ValueError, registerError, KeyError, "Violation")
+        self.assertRaises(ValueError, registerError, KeyError, "tests.NotFound")
+        self.assertRaises(TypeError, registerError, int, "tests.int")
+        registerError(NotFound, "tests.NotFound")  # the same registration again is fine
 
     def test_wrongArgumentsAreRefused(self) -> None:
         """Calling with the wrong arguments is refused at dispatch as a RemoteViolation naming the method."""

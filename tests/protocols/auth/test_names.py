@@ -1,0 +1,132 @@
+"""NameTable: unguessable names for published objects, stored as digests, revocable."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from pathlib import Path
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from protocols.auth import names
+from protocols.auth.identity import ServerIdentity
+from protocols.auth.names import NAME_BYTES, NameTable
+from protocols.auth.urls import ObjectURL
+
+
+class NameTableTests(SynchronousTestCase):
+    """Registering, looking up and revoking names."""
+
+    def setUp(self) -> None:
+        self.table = NameTable()
+        self.thing = object()
+
+    def test_nameIs256RandomBits(self) -> None:
+        """A name is 52 lowercase base32 characters: the 32 bytes os.urandom gave."""
+        drawn: list[bytes] = []
+
+        def urandom(count: int) -> bytes:
+            drawn.append(bytes(range(count)))
+            return drawn[-1]
+
+        self.patch(names.os, "urandom", urandom)
+        name = self.table.register(self.thing, "a thing")
+        self.assertEqual(NAME_BYTES, 32)
+        self.assertEqual(drawn, [bytes(range(32))])
+        self.assertRegex(name, re.compile(r"\A[a-z2-7]{52}\Z"))
+        self.assertEqual(base64.b32decode(name.upper() + "===="), drawn[0])
+
+    def test_namesAreUnique(self) -> None:
+        """A thousand registrations give a thousand different names, of the same object or not."""
+        registered = {self.table.register(self.thing, f"n{i}") for i in range(1000)}
+        self.assertEqual(len(registered), 1000)
+        self.assertEqual(len(self.table), 1000)
+
+    def test_lookupRegistered(self) -> None:
+        """A registered name gives back its object and label."""
+        name = self.table.register(self.thing, "the thing")
+        self.assertEqual(self.table.lookup(name), (self.thing, "the thing"))
+
+    def test_unknownWrongAndRevokedAreAlike(self) -> None:
+        """An unknown name, a name one character off, a prefix and a revoked name all give None."""
+        name = self.table.register(self.thing, "the thing")
+        other = self.table.register(object(), "other")
+        wrong = name[:-1] + ("a" if name[-1] != "a" else "b")
+        self.assertTrue(self.table.revoke(other))
+        for presented in ("", "x" * 52, wrong, name[:26], name + "a", other):
+            self.assertIsNone(self.table.lookup(presented), presented)
+
+    def test_revoke(self) -> None:
+        """Revoking a name removes it and says so; revoking it again, or an unknown name, says False."""
+        name = self.table.register(self.thing, "the thing")
+        self.assertTrue(self.table.revoke(name))
+        self.assertIsNone(self.table.lookup(name))
+        self.assertFalse(self.table.revoke(name))
+        self.assertFalse(self.table.revoke("unknown"))
+        self.assertEqual(len(self.table), 0)
+
+    def test_storesDigestsNotNames(self) -> None:
+        """The table holds the SHA-256 of each name, never the name itself."""
+        name = self.table.register(self.thing, "the thing")
+        self.assertNotIn(name, repr(vars(self.table)))
+        self.assertIn(hashlib.sha256(name.encode()).digest(), vars(self.table)["_entries"])
+
+    def test_lookupHashesEveryName(self) -> None:
+        """Every lookup hashes the whole presented name once, known or not: the same work for each."""
+        calls: list[bytes] = []
+        real = hashlib.sha256
+
+        def countingSHA256(data: bytes) -> object:
+            calls.append(data)
+            return real(data)
+
+        name = self.table.register(self.thing, "the thing")
+        self.patch(names.hashlib, "sha256", countingSHA256)
+        for presented in (name, "unknown", name[:-1] + "q"):
+            self.table.lookup(presented)
+        self.assertEqual(calls, [name.encode(), b"unknown", (name[:-1] + "q").encode()])
+
+    def test_url(self) -> None:
+        """url() makes the object's URL from an identity or a key hash; an unpublished name is a KeyError."""
+        identity = ServerIdentity.loadOrCreate(Path(self.mktemp()))
+        name = self.table.register(self.thing, "the thing")
+        url = self.table.url(identity, ["127.0.0.1:8750", "unix:/run/cw.sock"], name)
+        self.assertEqual(url, ObjectURL(identity.keyHash, ("127.0.0.1:8750", "unix:/run/cw.sock"), name))
+        self.assertEqual(self.table.url(identity.keyHash, ["localhost:1"], name).keyHash, identity.keyHash)
+        self.table.revoke(name)
+        self.assertRaises(KeyError, self.table.url, identity, ["localhost:1"], name)
+
+
+BLOCK_TLS = """
+import sys
+
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("OpenSSL", "cryptography", "service_identity"):
+            raise ImportError("blocked " + name)
+
+sys.meta_path.insert(0, Block())
+import protocols.auth.certificates, protocols.auth.identity, protocols.auth.tlsendpoints, protocols.testing
+from protocols.auth.names import NameTable
+from protocols.auth.urls import ObjectURL
+table = NameTable()
+name = table.register("thing", "label")
+assert table.lookup(name) == ("thing", "label")
+print(ObjectURL.parse("chunkwire://" + "a" * 52 + "@localhost:1/" + name).name == name)
+"""
+
+
+class WithoutTLSTests(SynchronousTestCase):
+    """The modules import, and names and URLs work, without the tls extra."""
+
+    def test_importsWithoutTLSExtra(self) -> None:
+        """With pyOpenSSL, cryptography and service_identity unimportable, the auth modules still import and work."""
+        import subprocess
+        import sys
+
+        root = Path(__file__).resolve().parents[3]
+        result = subprocess.run(
+            [sys.executable, "-c", BLOCK_TLS], cwd=root, capture_output=True, text=True, env={"PYTHONPATH": str(root)}
+        )
+        self.assertEqual((result.returncode, result.stdout.strip()), (0, "True"), result.stderr)
