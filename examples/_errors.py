@@ -111,6 +111,13 @@ def needsLogin(failure: BaseException) -> bool:
     return isinstance(failure, PeerError) and "before logging in" in str(failure)
 
 
+def _certificateAlert(failure: BaseException) -> str:
+    """The TLS alert that refused this client's certificate (or its lack of one), or C{""}."""
+    if not isinstance(failure, NotTLS):
+        return ""
+    return next((alert for alert in _CERTIFICATE_ALERTS if alert in str(failure)), "")
+
+
 def _explainLogin(failure: BaseException, description: str | None, where: str) -> str:
     """The line for a login's failure (or a server's login configuration), or C{""} for any other failure."""
     if isinstance(failure, LoginRefused):
@@ -123,10 +130,11 @@ def _explainLogin(failure: BaseException, description: str | None, where: str) -
     if needsLogin(failure):
         advice = "give --user NAME, --token-file FILE or --certificate-login"
         return f"cannot {where}: the server requires a login ({advice})"
-    if isinstance(failure, NotTLS) and any(alert in str(failure) for alert in _CERTIFICATE_ALERTS):
+    alert = _certificateAlert(failure)
+    if alert:
         return (
             f"cannot {where}: the server wants a TLS client certificate from a CA it trusts"
-            f" ({failure}; give certKey= and privateKey= in the ssl: endpoint)"
+            f" (TLS alert: {alert}; give certKey= and privateKey= in the ssl: endpoint)"
         )
     if isinstance(failure, (SecretFileError, ClientCertificatesNeedTLS)):
         return f"cannot {where}: {failure}"

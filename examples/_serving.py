@@ -15,9 +15,10 @@ from typing import Any
 
 from _errors import EndpointFailed
 from twisted.internet.defer import Deferred
+from twisted.internet.endpoints import serverFromString
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
-from protocols.auth.realms import ClientCertificatesNeedTLS, listenEndpoints, loginNotice
+from protocols.auth.realms import listenDescriptions, loginNotice
 
 __all__ = ["addListenArgument", "addLoginArguments", "beginLogging", "loginNotice", "serveForever"]
 
@@ -70,12 +71,9 @@ async def serveForever(
 
     @raise ClientCertificatesNeedTLS: C{clientCA} with a description that is not C{ssl:}.
     """
-    for description in descriptions:
+    for description, listen in zip(descriptions, listenDescriptions(descriptions, clientCA), strict=True):
         try:
-            [(_, endpoint)] = listenEndpoints(reactor, [description], clientCA)
-            port: Any = await endpoint.listen(factory)
-        except ClientCertificatesNeedTLS:
-            raise
+            port: Any = await serverFromString(reactor, listen).listen(factory)  # type: ignore[no-untyped-call]
         except Exception as failure:
             raise EndpointFailed(description, failure, listening=True) from failure
         print(f"{banner} listening on {description} ({port.getHost()}){suffix}", flush=True)

@@ -12,7 +12,7 @@ realms answer only L{IRemoteRoot}.
 
 L{servicePortal} turns the services' C{--users} and C{--client-ca} into a
 portal, or C{None} (an open service) when neither is given;
-L{listenEndpoints} makes every C{--listen} description require client
+L{listenDescriptions} makes every C{--listen} description require client
 certificates when C{--client-ca} is given, and refuses a non-TLS one.
 """
 
@@ -27,8 +27,6 @@ from twisted.cred.error import UnauthorizedLogin
 from twisted.cred.portal import IRealm, Portal
 from zope.interface import implementer
 
-# protocols.rpc first: it imports the login modules in the order their cycle needs.
-from .. import rpc as _rpc  # noqa: F401
 from .interfaces import IRemoteRoot
 from .mechanisms import Refused
 
@@ -37,7 +35,7 @@ __all__ = [
     "DirectoryRealm",
     "SharedRootRealm",
     "UnsafeAvatarId",
-    "listenEndpoints",
+    "listenDescriptions",
     "loginNotice",
     "pathComponent",
     "servicePortal",
@@ -162,25 +160,20 @@ def servicePortal(
     """
     if users is None and clientCA is None and tokens is None:
         return None
-    portal = Portal(realm)
-    # (mypy cannot see zope's @implementer: the checkers provide ICredentialsChecker.)
-    register: Any = portal.registerChecker
+    checkers: list[Any] = []
     if users is not None:
-        from twisted.cred.credentials import IUsernamePassword
-
-        from .scram import IScramResponse
         from .users import UserFile
 
-        register(UserFile(users), IScramResponse, IUsernamePassword)
+        checkers.append(UserFile(users))
     if tokens is not None:
-        from .tokens import IBearerToken, TokenChecker
+        from .tokens import TokenChecker
 
-        register(TokenChecker.fromFile(tokens), IBearerToken)
+        checkers.append(TokenChecker.fromFile(tokens))
     if clientCA is not None:
-        from .certificates import CertificateChecker, IPeerCertificate
+        from .certificates import CertificateChecker
 
-        register(CertificateChecker(), IPeerCertificate)
-    return portal
+        checkers.append(CertificateChecker())
+    return Portal(realm, checkers)
 
 
 def loginNotice(users: str | os.PathLike[str] | None, clientCA: str | os.PathLike[str] | None) -> str:
@@ -193,27 +186,26 @@ def loginNotice(users: str | os.PathLike[str] | None, clientCA: str | os.PathLik
     return "logins: required (" + "; ".join(ways) + ")"
 
 
-def listenEndpoints(
-    reactor: Any, descriptions: Sequence[str], clientCA: str | os.PathLike[str] | None
-) -> list[tuple[str, Any]]:
+def listenDescriptions(descriptions: Sequence[str], clientCA: str | os.PathLike[str] | None) -> list[str]:
     """
-    Each server endpoint description with the endpoint to listen on: with
-    C{clientCA}, every one is an C{ssl:} endpoint that finishes a handshake
-    only with a client certificate issued by a CA in that directory.
+    The server endpoint descriptions to listen on: with C{clientCA}, each
+    C{ssl:} (or C{chunkwire-tls:}) description becomes one that finishes a
+    handshake only with a client certificate issued by a CA in that
+    directory (L{protocols.auth.certificates.requireClientCertificates});
+    without it, the descriptions as given.
 
-    @raise ClientCertificatesNeedTLS: C{clientCA} is given and a description is not C{ssl:}.
+    @raise ClientCertificatesNeedTLS: C{clientCA} is given and a description is not TLS.
     @raise ValueError: an C{ssl:} description uses an option client certificates do not support.
     """
-    from twisted.internet.endpoints import serverFromString
-
     if clientCA is None:
-        return [(d, serverFromString(reactor, d)) for d in descriptions]  # type: ignore[no-untyped-call]
-    from .certificates import requireClientCertificates, splitDescription
+        return list(descriptions)
+    from .certificates import requireClientCertificates
+    from .tlsendpoints import PREFIX, splitDescription
 
     for description in descriptions:
-        if splitDescription(description)[0] != "ssl":
+        if splitDescription(description)[0].lower() not in ("ssl", PREFIX):
             raise ClientCertificatesNeedTLS(
                 f"--client-ca needs TLS: {description} is not an ssl: endpoint"
                 " (client certificates exist only in TLS; listen on ssl:PORT:privateKey=server.pem)"
             )
-    return [(d, requireClientCertificates(reactor, d, Path(clientCA))) for d in descriptions]
+    return [requireClientCertificates(description, os.fspath(clientCA)) for description in descriptions]

@@ -135,11 +135,12 @@ class _LoginOptions(_Options):
             except SecretFileError as error:
                 raise usage.UsageError(f"--users: {error}") from None
         if self["client-ca"] is not None:
-            from protocols.auth.certificates import splitDescription
+            from protocols.auth.realms import listenDescriptions
 
-            for description in self["listen"]:
-                if splitDescription(description)[0] != "ssl":
-                    raise usage.UsageError(f"--client-ca needs TLS: {description} is not an ssl: endpoint")
+            try:
+                listenDescriptions(self["listen"], self["client-ca"])
+            except ValueError as error:
+                raise usage.UsageError(str(error)) from None
 
     def portal(self, realm: Any) -> Any:
         """The portal these options describe for C{realm}, or C{None} (an open service)."""
@@ -209,13 +210,15 @@ def _listening(options: _Options, factory: Any) -> Any:
     from twisted.application.internet import StreamServerEndpointService
     from twisted.application.service import MultiService
     from twisted.internet import reactor
+    from twisted.internet.endpoints import serverFromString
 
-    from protocols.auth.realms import listenEndpoints
+    from protocols.auth.realms import listenDescriptions
     from protocols.guard import GuardedFactory
 
     factory = GuardedFactory(factory, options.policy(), reactor)
     parent = MultiService()
-    for _, endpoint in listenEndpoints(reactor, options["listen"], options.get("client-ca")):
+    for description in listenDescriptions(options["listen"], options.get("client-ca")):
+        endpoint = serverFromString(reactor, description)
         StreamServerEndpointService(endpoint, factory).setServiceParent(parent)
     if isinstance(options, _LoginOptions):
         from twisted.logger import Logger
