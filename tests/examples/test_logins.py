@@ -1,0 +1,178 @@
+"""The example servers with --users and --client-ca, and their clients' login options, run as processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from protocols.auth.scram import MIN_ITERATIONS
+from protocols.auth.users import addUser
+from protocols.testing import CertificateAuthority
+from tests.processes import ENV, ROOT, readUntil, startPython, stop
+
+from .cli import address
+
+PASSWORD_VARIABLE = "CHUNKWIRE_PASSWORD"
+
+REFUSED = "the server refused the login"
+NEEDS_LOGIN = "the server requires a login"
+
+
+def client(
+    script: str, *arguments: str, password: str | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run C{examples/SCRIPT ARGUMENTS} to its end with C{password} in $CHUNKWIRE_PASSWORD (else none), no stdin."""
+    environment = {name: value for name, value in ENV.items() if name != PASSWORD_VARIABLE}
+    if password is not None:
+        environment[PASSWORD_VARIABLE] = password
+    command = [sys.executable, str(ROOT / "examples" / script), *arguments]
+    return subprocess.run(
+        command,
+        cwd=cwd or ROOT,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def server(test: SynchronousTestCase, script: str, *arguments: str) -> tuple[int, bytes]:
+    """Start C{examples/SCRIPT} on 127.0.0.1 for the test's length; give its port and its login notice."""
+    process = startPython(f"examples/{script}", *arguments)
+    test.addCleanup(stop, process)
+    notice = readUntil(process, rb"logins: [^\n]*").group(0)
+    return int(readUntil(process, rb"server listening on .* port=(\d+)\)").group(1)), notice
+
+
+def oneLine(test: SynchronousTestCase, stderr: str, text: str) -> None:
+    """C{stderr} is exactly one line, and it contains C{text}."""
+    test.assertEqual(len(stderr.splitlines()), 1, stderr)
+    test.assertIn(text, stderr)
+
+
+class PasswordLoginTests(SynchronousTestCase):
+    """kv_server.py and bulk_server.py with --users serve only clients that log in with a right password."""
+
+    def setUp(self) -> None:
+        self.work = Path(self.mktemp()).resolve()
+        self.work.mkdir(parents=True)
+        self.users = self.work / "users"
+        addUser(self.users, "alice", b"alice's secret", iterations=MIN_ITERATIONS)
+        addUser(self.users, "bob", b"bob's secret", iterations=MIN_ITERATIONS)
+        (self.work / "alice.password").write_text("alice's secret\n")
+
+    def client(
+        self, script: str, port: int, *arguments: str, password: str | None = None, cwd: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run C{examples/SCRIPT --connect PORT ARGUMENTS}, with C{password} in $CHUNKWIRE_PASSWORD if given."""
+        return client(script, "--connect", address(port), *arguments, password=password, cwd=cwd)
+
+    def test_keyValue(self) -> None:
+        """kv: the right password works (file or environment), a wrong one and no login are refused, in one line."""
+        port, notice = server(self, "kv_server.py", "--listen", "tcp:0:interface=127.0.0.1", "--users", str(self.users))
+        self.assertIn(b"logins: required", notice)
+        passwordFile = str(self.work / "alice.password")
+        put = self.client("kv_client.py", port, "--user", "alice", "--password-file", passwordFile, "put", "k", "v")
+        self.assertEqual((put.returncode, put.stdout), (0, "put k\n"), put.stderr)
+        got = self.client("kv_client.py", port, "--user", "bob", "get", "k", password="bob's secret")
+        self.assertEqual((got.returncode, got.stdout), (0, "v\n"), got.stderr)
+        wrong = self.client("kv_client.py", port, "--user", "alice", "get", "k", password="guess")
+        self.assertEqual((wrong.returncode, wrong.stdout), (1, ""))
+        oneLine(self, wrong.stderr, REFUSED)
+        unknown = self.client("kv_client.py", port, "--user", "mallory", "get", "k", password="guess")
+        self.assertEqual(unknown.returncode, 1)
+        self.assertEqual(unknown.stderr, wrong.stderr)
+        anonymous = self.client("kv_client.py", port, "get", "k")
+        self.assertEqual((anonymous.returncode, anonymous.stdout), (1, ""))
+        oneLine(self, anonymous.stderr, NEEDS_LOGIN)
+
+    def test_bulkConfinesEachUser(self) -> None:
+        """bulk: alice's upload lands in DIR/alice; bob can neither list nor fetch it; no login gets nothing."""
+        served = self.work / "served"
+        port, _ = server(
+            self,
+            "bulk_server.py",
+            "--listen",
+            "tcp:0:interface=127.0.0.1",
+            "--users",
+            str(self.users),
+            "--dir",
+            str(served),
+        )
+        local = self.work / "local"
+        local.mkdir()
+        (local / "diary.txt").write_bytes(b"dear diary " * 1000)
+        alice = ("--user", "alice", "--password-file", str(self.work / "alice.password"))
+        sent = self.client("bulk_client.py", port, *alice, "send", "diary.txt", cwd=local)
+        self.assertEqual(sent.returncode, 0, sent.stderr)
+        self.assertEqual((served / "alice" / "diary.txt").read_bytes(), b"dear diary " * 1000)
+        self.assertFalse((served / "diary.txt").exists())
+        listed = self.client("bulk_client.py", port, "--user", "alice", "list", password="alice's secret")
+        self.assertEqual(listed.stdout.split(), ["11000", "diary.txt"])
+        bobList = self.client("bulk_client.py", port, "--user", "bob", "list", password="bob's secret")
+        self.assertEqual((bobList.returncode, bobList.stdout), (0, ""), bobList.stderr)
+        for name in ("diary.txt", "../alice/diary.txt"):
+            fetch = self.client(
+                "bulk_client.py",
+                port,
+                "--user",
+                "bob",
+                "fetch",
+                name,
+                "--output",
+                "x",
+                password="bob's secret",
+                cwd=local,
+            )
+            self.assertEqual(fetch.returncode, 1, name)
+            self.assertFalse((local / "x").exists())
+        self.assertEqual(sorted(p.name for p in served.iterdir()), ["alice", "bob"])
+        anonymous = self.client("bulk_client.py", port, "list")
+        self.assertEqual((anonymous.returncode, anonymous.stdout), (1, ""))
+        oneLine(self, anonymous.stderr, NEEDS_LOGIN)
+
+
+class ClientCertificateTests(SynchronousTestCase):
+    """kv_server.py with --client-ca serves only clients whose TLS certificate that CA issued."""
+
+    def setUp(self) -> None:
+        self.work = Path(self.mktemp()).resolve()
+        self.work.mkdir(parents=True)
+        authority, other = CertificateAuthority.generate(), CertificateAuthority.generate("another CA")
+        self.caDirectory = authority.writeCADirectory(self.work / "ca")
+        authority.issue("localhost", server=True).writePEM(self.work / "server.pem")
+        self.carol = authority.issue("carol")
+        self.carol.writePEM(self.work / "carol.pem")
+        self.stranger = other.issue("carol")
+        self.stranger.writePEM(self.work / "stranger.pem")
+
+    def test_certificateLogin(self) -> None:
+        """A certificate from the CA logs in; no certificate, or one from another CA, cannot even connect."""
+        listen = f"ssl:0:interface=127.0.0.1:privateKey={self.work / 'server.pem'}"
+        port, notice = server(self, "kv_server.py", "--listen", listen, "--client-ca", str(self.caDirectory))
+        self.assertIn(b"client certificates", notice)
+        put = client(
+            "kv_client.py",
+            "--connect",
+            self.carol.clientEndpoint(self.caDirectory, port),
+            "--certificate-login",
+            "put",
+            "k",
+            "v",
+        )
+        self.assertEqual((put.returncode, put.stdout), (0, "put k\n"), put.stderr)
+        plain = f"ssl:host=127.0.0.1:port={port}:caCertsDir={self.caDirectory}:hostname=localhost"
+        for description in (plain, self.stranger.clientEndpoint(self.caDirectory, port)):
+            refused = client("kv_client.py", "--connect", description, "get", "k")
+            self.assertEqual((refused.returncode, refused.stdout), (1, ""), description)
+            oneLine(self, refused.stderr, "the server wants a TLS client certificate from a CA it trusts")
+
+    def test_needsTLS(self) -> None:
+        """--client-ca with a plain tcp: listener stops at once with one line saying that it needs ssl:."""
+        result = client("kv_server.py", "--listen", "tcp:0", "--client-ca", str(self.caDirectory))
+        self.assertEqual(result.returncode, 1)
+        oneLine(self, result.stderr, "--client-ca needs TLS: tcp:0 is not an ssl: endpoint")
