@@ -10,13 +10,18 @@ import time
 from pathlib import Path
 
 from twisted.application.service import IServiceMaker
+from twisted.internet import reactor
+from twisted.internet.endpoints import serverFromString
 from twisted.plugin import IPlugin, getPlugins
 from twisted.python import usage
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder
 from framing.wire import PREAMBLE
+from protocols.auth.scram import MIN_ITERATIONS
+from protocols.auth.users import addUser
 from protocols.guard import GuardedFactory, GuardPolicy
+from protocols.testing import CertificateAuthority
 from tests.processes import ENV, ROOT, readUntil, runPython, stop
 from twisted.plugins import chunkwire_plugins
 
@@ -215,3 +220,88 @@ class TwistTests(SynchronousTestCase):
         self.assertIn(f"sha256 {hashlib.sha256(data).hexdigest()} verified", client("send", str(source)))
         self.assertEqual((served / "source.bin").read_bytes(), data)
         self.assertEqual(client("list").split(), [str(len(data)), "source.bin"])
+
+
+class LoginOptionsTests(SynchronousTestCase):
+    """chunkwire-kv and chunkwire-bulk take --users and --client-ca; chunkwire-echo stays open."""
+
+    def setUp(self) -> None:
+        self.work = Path(self.mktemp()).resolve()
+        self.work.mkdir(parents=True)
+        self.users = self.work / "users"
+        addUser(self.users, "alice", b"secret", iterations=MIN_ITERATIONS)
+        authority = CertificateAuthority.generate()
+        self.ca = authority.writeCADirectory(self.work / "ca")
+        authority.issue("localhost", server=True).writePEM(self.work / "server.pem")
+
+    def test_parsed(self) -> None:
+        """Both options are kept as given, and are None (an open service) by default."""
+        for options, extra in (
+            (chunkwire_plugins.KeyValueOptions(), []),
+            (chunkwire_plugins.BulkServiceOptions(), ["--dir", str(self.work / "served")]),
+        ):
+            options.parseOptions(extra)
+            self.assertEqual((options["users"], options["client-ca"]), (None, None))
+            options = type(options)()
+            arguments = ["--users", str(self.users), "--client-ca", str(self.ca), "--listen", "ssl:0:privateKey=k"]
+            options.parseOptions([*arguments, *extra])
+            self.assertEqual((options["users"], options["client-ca"]), (str(self.users), str(self.ca)))
+
+    def test_refused(self) -> None:
+        """A missing user file, --client-ca with a plain listener, and --users for echo are usage errors."""
+        kv = chunkwire_plugins.KeyValueOptions
+        error = self.assertRaises(usage.UsageError, kv().parseOptions, ["--users", str(self.work / "nope")])
+        self.assertIn("--users", str(error))
+        error = self.assertRaises(usage.UsageError, kv().parseOptions, ["--client-ca", str(self.ca)])
+        self.assertIn("--client-ca needs TLS: tcp:8760", str(error))
+        echo = chunkwire_plugins.EchoOptions
+        self.assertRaises(usage.UsageError, echo().parseOptions, ["--users", str(self.users)])
+
+    def brokers(self, maker: object, *arguments: str) -> object:
+        options = maker.options()  # type: ignore[attr-defined]
+        options.parseOptions(list(arguments))
+        (child,) = list(maker.makeService(options))  # type: ignore[attr-defined]
+        self.assertIsInstance(child.factory, GuardedFactory)
+        return child.factory.wrappedFactory
+
+    def test_services(self) -> None:
+        """With --users the services' brokers have a login gate and no shared root; without, a root and no gate."""
+        kv, bulk = chunkwire_plugins.keyValueServiceMaker, chunkwire_plugins.bulkServiceMaker
+        served = str(self.work / "served")
+        cases = [
+            (kv, ["--listen", "tcp:0"], False),
+            (kv, ["--listen", "tcp:0", "--users", str(self.users)], True),
+            (bulk, ["--listen", "tcp:0", "--dir", served], False),
+            (bulk, ["--listen", "tcp:0", "--dir", served, "--users", str(self.users)], True),
+        ]
+        for maker, arguments, gated in cases:
+            brokers = self.brokers(maker, *arguments)
+            self.assertEqual((brokers.gate is not None, brokers.root is None), (gated, gated), arguments)  # type: ignore[attr-defined]
+
+    def test_clientCertificateEndpoint(self) -> None:
+        """With --client-ca the service listens on the TLS endpoint that requires client certificates."""
+        from protocols.auth.certificates import requireClientCertificates
+
+        listen = f"ssl:0:interface=127.0.0.1:privateKey={self.work / 'server.pem'}"
+        options = chunkwire_plugins.KeyValueOptions()
+        options.parseOptions(["--listen", listen, "--client-ca", str(self.ca)])
+        (child,) = list(chunkwire_plugins.keyValueServiceMaker.makeService(options))
+        expected = serverFromString(reactor, requireClientCertificates(listen, str(self.ca)))
+        self.assertEqual(type(child.endpoint), type(expected))
+        self.assertIsNotNone(child.factory.wrappedFactory.gate)
+
+    def test_keyValueProcess(self) -> None:
+        """A chunkwire-kv process with --users says logins are required, serves alice, refuses a client with none."""
+        server = twist("chunkwire-kv", "--listen", "tcp:0:interface=127.0.0.1", "--users", str(self.users))
+        self.addCleanup(stop, server)
+        # Both lines, in either order.
+        port = int(readUntil(server, rb"(?s)(?=.*logins: required).*starting on (\d+)").group(1))
+        address = f"tcp:host=127.0.0.1:port={port}"
+        command = [sys.executable, "examples/kv_client.py", "--connect", address]
+        environment = dict(ENV, CHUNKWIRE_PASSWORD="secret")
+        run = {"cwd": ROOT, "env": environment, "capture_output": True, "text": True, "timeout": 30}
+        put = subprocess.run([*command, "--user", "alice", "put", "k", "v"], **run)  # type: ignore[call-overload]
+        self.assertEqual((put.returncode, put.stdout), (0, "put k\n"), put.stderr)
+        anonymous = subprocess.run([*command, "get", "k"], **run)  # type: ignore[call-overload]
+        self.assertEqual(anonymous.returncode, 1)
+        self.assertIn("the server requires a login", anonymous.stderr)
