@@ -176,3 +176,58 @@ class ClientCertificateTests(SynchronousTestCase):
         result = client("kv_server.py", "--listen", "tcp:0", "--client-ca", str(self.caDirectory))
         self.assertEqual(result.returncode, 1)
         oneLine(self, result.stderr, "--client-ca needs TLS: tcp:0 is not an ssl: endpoint")
+
+
+class ExplainLoginTests(SynchronousTestCase):
+    """examples/_errors.explain says what went wrong with a login in one line, and what to do."""
+
+    def setUp(self) -> None:
+        sys.path.insert(0, str(ROOT / "examples"))
+        self.addCleanup(sys.path.pop, 0)
+        from _errors import explain
+
+        self.explain = explain
+
+    def test_refused(self) -> None:
+        """A refused login names the endpoint and the possible causes, without saying which it was."""
+        from protocols.auth.errors import LoginRefused
+
+        line = self.explain(LoginRefused("the server refused the login"), "tcp:host=h:port=1")
+        self.assertTrue(line.startswith("cannot log in to tcp:host=h:port=1: the server refused the login ("), line)
+
+    def test_otherLoginFailure(self) -> None:
+        """Any other failed login (the server did not prove it knows the password) is given as it is."""
+        from protocols.auth.errors import ServerNotVerified
+
+        line = self.explain(ServerNotVerified("the server did not prove it"), "tcp:host=h:port=1")
+        self.assertEqual(line, "cannot log in to tcp:host=h:port=1: the server did not prove it")
+
+    def test_needsLogin(self) -> None:
+        """A server that drops a client for calling before logging in: the line names the login options."""
+        from framing.errors import PeerError
+
+        error = PeerError("the peer reported: sent something refused before logging in (unknown-type: ...)")
+        line = self.explain(error, "tcp:host=h:port=1")
+        self.assertIn("cannot connect to tcp:host=h:port=1: the server requires a login (give --user NAME", line)
+
+    def test_certificateAlert(self) -> None:
+        """A TLS alert about the client's certificate is not called a TLS mismatch; each alert is named."""
+        from protocols.mismatch import NotTLS
+
+        for alert in ("certificate required", "unknown ca", "bad certificate", "certificate unknown"):
+            line = self.explain(NotTLS(Exception(f"tlsv13 alert {alert}")), "ssl:host=h:port=1")
+            self.assertIn("the server wants a TLS client certificate from a CA it trusts", line)
+            self.assertIn(f"TLS alert: {alert}", line)
+        self.assertNotIn("client certificate", self.explain(NotTLS(Exception("wrong version number")), "ssl:x"))
+
+    def test_serverConfiguration(self) -> None:
+        """A bad user file, or --client-ca without TLS, stops a server with the error's own words."""
+        from protocols.auth.realms import ClientCertificatesNeedTLS
+        from protocols.auth.secretfiles import SecretFileError
+
+        self.assertEqual(
+            self.explain(SecretFileError("users", 3, "bad line"), None), "cannot run: users, line 3: bad line"
+        )
+        self.assertEqual(
+            self.explain(ClientCertificatesNeedTLS("--client-ca needs TLS"), None), "cannot run: --client-ca needs TLS"
+        )
