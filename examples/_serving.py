@@ -1,10 +1,10 @@
-"""What the example servers share: --listen, --users and --client-ca, and listening on every endpoint until interrupted.
+"""What the example servers share: --listen, the login options, and listening on every endpoint until interrupted.
 
 A failure to listen (a port in use, a description that is not an endpoint)
 is raised as an L{EndpointFailed} naming the description, which L{_errors.runCommand}
-prints as one line.  With neither --users nor --client-ca a server is open
-(as its owner configured nothing); with either, only clients that log in
-get anything, and L{loginNotice} says which.
+prints as one line.  With none of --users, --client-ca and --tokens a
+server is open (as its owner configured nothing); with any, only clients
+that log in get anything, and the server says so at start.
 """
 
 from __future__ import annotations
@@ -18,9 +18,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import serverFromString
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
-from protocols.auth.realms import listenDescriptions, loginNotice
-
-__all__ = ["addListenArgument", "addLoginArguments", "beginLogging", "loginNotice", "serveForever"]
+from protocols.auth.realms import OPEN, ServiceLogins
 
 
 def beginLogging(toStdout: bool) -> None:
@@ -45,7 +43,7 @@ def addListenArgument(parser: argparse.ArgumentParser, default: str) -> None:
 
 
 def addLoginArguments(parser: argparse.ArgumentParser) -> None:
-    """Add C{--users FILE} and C{--client-ca DIR}: either one makes the server require logins."""
+    """Add C{--users FILE}, C{--client-ca DIR} and C{--tokens FILE}: any one makes the server require logins."""
     parser.add_argument(
         "--users",
         metavar="FILE",
@@ -58,20 +56,38 @@ def addLoginArguments(parser: argparse.ArgumentParser) -> None:
         help="require TLS client certificates issued by a CA in DIR (*.pem); every --listen must be ssl:;"
         " a certificate's common name is its user",
     )
+    parser.add_argument(
+        "--tokens",
+        metavar="FILE",
+        help="require logins: bearer tokens from this file (made with chunkwire-adduser --token)",
+    )
+
+
+def loginsFrom(args: argparse.Namespace) -> ServiceLogins:
+    """The login options given."""
+    return ServiceLogins(args.users, args.clientCA, args.tokens)
 
 
 async def serveForever(
-    reactor: Any, descriptions: list[str], factory: Any, banner: str, suffix: str = "", clientCA: str | None = None
+    reactor: Any,
+    descriptions: list[str],
+    factory: Any,
+    banner: str,
+    suffix: str = "",
+    logins: ServiceLogins = OPEN,
 ) -> None:
     """
-    Listen with C{factory} on each endpoint description (each requiring
-    client certificates from the CAs in C{clientCA}, if given) and print,
-    for each, C{"BANNER listening on DESCRIPTION (ADDRESS)SUFFIX"}; then
-    serve until the process is interrupted.
+    Print whether logins are required; listen with C{factory} on each
+    endpoint description (each requiring client certificates with
+    C{logins.clientCA}) and print, for each, C{"BANNER listening on
+    DESCRIPTION (ADDRESS)SUFFIX"}; then serve until the process is
+    interrupted.
 
-    @raise ClientCertificatesNeedTLS: C{clientCA} with a description that is not C{ssl:}.
+    @raise ClientCertificatesNeedTLS: C{--client-ca} with a description that is not C{ssl:}.
     """
-    for description, listen in zip(descriptions, listenDescriptions(descriptions, clientCA), strict=True):
+    listening = logins.listen(descriptions)
+    print(logins.notice(), flush=True)
+    for description, listen in zip(descriptions, listening, strict=True):
         try:
             port: Any = await serverFromString(reactor, listen).listen(factory)  # type: ignore[no-untyped-call]
         except Exception as failure:

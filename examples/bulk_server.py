@@ -12,8 +12,8 @@ only once its digest has been verified: until then its bytes live in a
 hidden .NAME.part file with a .NAME.part.json record of the ranges
 held.  Stop with Ctrl-C.
 
-With --users FILE (made with chunkwire-adduser) or --client-ca DIR, only
-clients that log in are served, and each user sees only their own
+With --users FILE (made with chunkwire-adduser), --client-ca DIR or
+--tokens FILE, only clients that log in are served, and each user sees only their own
 directory, DIR/USER (made 0700 on their first login).
 """
 
@@ -24,23 +24,23 @@ import sys
 from typing import Any
 
 from _errors import addDebugArgument, runCommand
-from _serving import addListenArgument, addLoginArguments, beginLogging, loginNotice, serveForever
+from _serving import addListenArgument, addLoginArguments, beginLogging, loginsFrom, serveForever
 
 from protocols import TokenProtocol, bulk
-from protocols.auth.realms import DirectoryRealm, servicePortal
+from protocols.auth.realms import OPEN, DirectoryRealm, ServiceLogins
 from protocols.bulk.files import BulkService
 from protocols.guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
 from protocols.rpc.endpoints import loginGate
 
 
 def brokerFactory(
-    reactor: Any, directory: str, options: bulk.BulkOptions, users: str | None = None, clientCA: str | None = None
+    reactor: Any, directory: str, options: bulk.BulkOptions, logins: ServiceLogins = OPEN
 ) -> bulk.BulkBrokerFactory:
     """Bulk brokers serving C{directory} to anyone, or, with logins, each user their own DIRECTORY/USER."""
-    if users is None and clientCA is None:
+    if not logins.required:
         return bulk.BulkBrokerFactory(BulkService(directory, reactor=reactor), clock=reactor, options=options)
     realm = DirectoryRealm(directory, lambda userDirectory: BulkService(userDirectory, reactor=reactor))
-    portal = servicePortal(realm, users, clientCA)
+    portal = logins.portal(realm)
     gate = loginGate(None, portal, None, reactor)
     return bulk.BulkBrokerFactory(None, clock=reactor, options=options, gate=gate)
 
@@ -51,12 +51,10 @@ async def serve(
     directory: str,
     options: bulk.BulkOptions,
     policy: GuardPolicy | None = None,
-    users: str | None = None,
-    clientCA: str | None = None,
+    logins: ServiceLogins = OPEN,
 ) -> None:
-    factory = GuardedFactory(brokerFactory(reactor, directory, options, users, clientCA), policy, reactor)
-    print(loginNotice(users, clientCA), flush=True)
-    await serveForever(reactor, descriptions, factory, "bulk server", f", serving {directory}", clientCA)
+    factory = GuardedFactory(brokerFactory(reactor, directory, options, logins), policy, reactor)
+    await serveForever(reactor, descriptions, factory, "bulk server", f", serving {directory}", logins)
 
 
 def main(argv: list[str]) -> None:
@@ -78,7 +76,7 @@ def main(argv: list[str]) -> None:
     policy = policyFromArguments(args)
     listen = args.listen or ["tcp:8770"]
     runCommand(
-        lambda reactor: serve(reactor, listen, args.dir, options, policy, args.users, args.clientCA),
+        lambda reactor: serve(reactor, listen, args.dir, options, policy, loginsFrom(args)),
         None,
         args.debug,
         True,

@@ -4,8 +4,8 @@
     python examples/kv_client.py --connect tcp:host=127.0.0.1:port=8760 put greeting hello
     python examples/kv_client.py --connect tcp:host=127.0.0.1:port=8760 watch greeting
 
-With --users FILE (made with chunkwire-adduser) or --client-ca DIR, only
-clients that log in are served (kv_client.py --user NAME, or
+With --users FILE (made with chunkwire-adduser), --client-ca DIR or
+--tokens FILE, only clients that log in are served (kv_client.py --user NAME, or
 --certificate-login); every user shares the one store.
 
 Remote methods of the root (see KeyValueStore in protocols/kv.py): get(key),
@@ -25,10 +25,10 @@ from dataclasses import replace
 from typing import Any
 
 from _errors import addDebugArgument, runCommand
-from _serving import addListenArgument, addLoginArguments, beginLogging, loginNotice, serveForever
+from _serving import addListenArgument, addLoginArguments, beginLogging, loginsFrom, serveForever
 
 from protocols import TokenProtocol, rpc
-from protocols.auth.realms import SharedRootRealm, servicePortal
+from protocols.auth.realms import OPEN, ServiceLogins, SharedRootRealm
 from protocols.guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
 from protocols.kv import KEY, VALUE, KeyNotFound, KeyValueStore
 
@@ -42,16 +42,14 @@ async def serve(
     tracebacks: bool,
     policy: GuardPolicy | None = None,
     callLimits: rpc.CallLimits | None = None,
-    users: str | None = None,
-    clientCA: str | None = None,
+    logins: ServiceLogins = OPEN,
 ) -> None:
     store = KeyValueStore()
-    portal = servicePortal(SharedRootRealm(store), users, clientCA)
+    portal = logins.portal(SharedRootRealm(store))
     root = store if portal is None else None
     brokers = rpc.serverFactory(root, clock=reactor, tracebacks=tracebacks, callLimits=callLimits, portal=portal)
     factory = GuardedFactory(brokers, policy, reactor)
-    print(loginNotice(users, clientCA), flush=True)
-    await serveForever(reactor, descriptions, factory, "kv server", clientCA=clientCA)
+    await serveForever(reactor, descriptions, factory, "kv server", logins=logins)
 
 
 def main(argv: list[str]) -> None:
@@ -77,7 +75,7 @@ def main(argv: list[str]) -> None:
     callLimits = replace(rpc.SERVER_CALL_LIMITS, callTimeout=args.call_timeout)
     listen = args.listen or ["tcp:8760"]
     runCommand(
-        lambda reactor: serve(reactor, listen, args.tracebacks, policy, callLimits, args.users, args.clientCA),
+        lambda reactor: serve(reactor, listen, args.tracebacks, policy, callLimits, loginsFrom(args)),
         None,
         args.debug,
         True,

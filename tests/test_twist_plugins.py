@@ -19,6 +19,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from framing import Decoder, Encoder
 from framing.wire import PREAMBLE
 from protocols.auth.scram import MIN_ITERATIONS
+from protocols.auth.tokens import addToken
 from protocols.auth.users import addUser
 from protocols.guard import GuardedFactory, GuardPolicy
 from protocols.testing import CertificateAuthority
@@ -235,23 +236,29 @@ class LoginOptionsTests(SynchronousTestCase):
         authority.issue("localhost", server=True).writePEM(self.work / "server.pem")
 
     def test_parsed(self) -> None:
-        """Both options are kept as given, and are None (an open service) by default."""
+        """--users, --client-ca and --tokens are kept as given, and are None (an open service) by default."""
         for options, extra in (
             (chunkwire_plugins.KeyValueOptions(), []),
             (chunkwire_plugins.BulkServiceOptions(), ["--dir", str(self.work / "served")]),
         ):
             options.parseOptions(extra)
-            self.assertEqual((options["users"], options["client-ca"]), (None, None))
+            self.assertEqual((options["users"], options["client-ca"], options["tokens"]), (None, None, None))
+            self.assertFalse(options.logins().required)
             options = type(options)()
-            arguments = ["--users", str(self.users), "--client-ca", str(self.ca), "--listen", "ssl:0:privateKey=k"]
-            options.parseOptions([*arguments, *extra])
-            self.assertEqual((options["users"], options["client-ca"]), (str(self.users), str(self.ca)))
+            tokens = self.work / "tokens"
+            addToken(tokens, "robot")
+            arguments = ["--users", str(self.users), "--client-ca", str(self.ca), "--tokens", str(tokens)]
+            options.parseOptions([*arguments, "--listen", "ssl:0:privateKey=k", *extra])
+            given = (options["users"], options["client-ca"], options["tokens"])
+            self.assertEqual(given, (str(self.users), str(self.ca), str(tokens)))
+            self.assertTrue(options.logins().required)
 
     def test_refused(self) -> None:
-        """A missing user file, --client-ca with a plain listener, and --users for echo are usage errors."""
+        """A missing user or token file, --client-ca with a plain listener, and --users for echo are usage errors."""
         kv = chunkwire_plugins.KeyValueOptions
         error = self.assertRaises(usage.UsageError, kv().parseOptions, ["--users", str(self.work / "nope")])
-        self.assertIn("--users", str(error))
+        self.assertIn(str(self.work / "nope"), str(error))
+        self.assertRaises(usage.UsageError, kv().parseOptions, ["--tokens", str(self.work / "nope")])
         error = self.assertRaises(usage.UsageError, kv().parseOptions, ["--client-ca", str(self.ca)])
         self.assertIn("--client-ca needs TLS: tcp:8760", str(error))
         echo = chunkwire_plugins.EchoOptions

@@ -10,16 +10,18 @@ connections, e.g. a striped transfer, share it): memory grows with the
 number of distinct users who logged in, which the checkers bound.  Both
 realms answer only L{IRemoteRoot}.
 
-L{servicePortal} turns the services' C{--users} and C{--client-ca} into a
-portal, or C{None} (an open service) when neither is given;
+L{servicePortal} turns the services' C{--users} and C{--client-ca} (and
+C{--tokens}) into a portal, or C{None} (an open service) when none is given;
 L{listenDescriptions} makes every C{--listen} description require client
-certificates when C{--client-ca} is given, and refuses a non-TLS one.
+certificates when C{--client-ca} is given, and refuses a non-TLS one;
+L{ServiceLogins} holds the three options and says which way is in use.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +38,8 @@ __all__ = [
     "SharedRootRealm",
     "UnsafeAvatarId",
     "listenDescriptions",
-    "loginNotice",
+    "OPEN",
+    "ServiceLogins",
     "pathComponent",
     "servicePortal",
 ]
@@ -176,14 +179,54 @@ def servicePortal(
     return Portal(realm, checkers)
 
 
-def loginNotice(users: str | os.PathLike[str] | None, clientCA: str | os.PathLike[str] | None) -> str:
-    """The line a server prints at start saying whether (and how) clients must log in."""
-    if users is None and clientCA is None:
-        return "logins: not required, anyone who can connect is served (give --users or --client-ca to require them)"
-    ways = ([f"passwords of the users in {users}"] if users else []) + (
-        [f"client certificates from the CAs in {clientCA}"] if clientCA else []
-    )
-    return "logins: required (" + "; ".join(ways) + ")"
+@dataclass(frozen=True)
+class ServiceLogins:
+    """
+    What a service's command line says about logins; all C{None} is an open
+    service (its owner configured no logins).
+
+    @ivar users: C{--users}, a user file.
+    @ivar clientCA: C{--client-ca}, a directory of CA certificates.
+    @ivar tokens: C{--tokens}, a token file.
+    """
+
+    users: str | None = None
+    clientCA: str | None = None
+    tokens: str | None = None
+
+    @property
+    def required(self) -> bool:
+        """Whether clients must log in."""
+        return self.users is not None or self.clientCA is not None or self.tokens is not None
+
+    def portal(self, realm: Any) -> Portal | None:
+        """L{servicePortal} for C{realm}."""
+        return servicePortal(realm, self.users, self.clientCA, self.tokens)
+
+    def listen(self, descriptions: Sequence[str]) -> list[str]:
+        """L{listenDescriptions} for C{descriptions}."""
+        return listenDescriptions(descriptions, self.clientCA)
+
+    def notice(self) -> str:
+        """The line a server prints at start saying whether (and how) clients must log in."""
+        if not self.required:
+            return (
+                "logins: not required, anyone who can connect is served (give --users or --client-ca to require them)"
+            )
+        ways = [
+            f"{what} {where}"
+            for what, where in (
+                ("passwords of the users in", self.users),
+                ("client certificates from the CAs in", self.clientCA),
+                ("bearer tokens in", self.tokens),
+            )
+            if where is not None
+        ]
+        return "logins: required (" + "; ".join(ways) + ")"
+
+
+OPEN = ServiceLogins()
+"""No login options: an open service."""
 
 
 def listenDescriptions(descriptions: Sequence[str], clientCA: str | os.PathLike[str] | None) -> list[str]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from twisted.trial.unittest import SynchronousTestCase
 
 from protocols.auth.scram import MIN_ITERATIONS
+from protocols.auth.tokens import addToken, newToken
 from protocols.auth.users import addUser
 from protocols.testing import CertificateAuthority
 from tests.processes import ENV, ROOT, readUntil, startPython, stop
@@ -16,6 +17,7 @@ from tests.processes import ENV, ROOT, readUntil, startPython, stop
 from .cli import address
 
 PASSWORD_VARIABLE = "CHUNKWIRE_PASSWORD"
+LOOPBACK = "tcp:0:interface=127.0.0.1"
 
 REFUSED = "the server refused the login"
 NEEDS_LOGIN = "the server requires a login"
@@ -44,8 +46,9 @@ def server(test: SynchronousTestCase, script: str, *arguments: str) -> tuple[int
     """Start C{examples/SCRIPT} on 127.0.0.1 for the test's length; give its port and its login notice."""
     process = startPython(f"examples/{script}", *arguments)
     test.addCleanup(stop, process)
-    notice = readUntil(process, rb"logins: [^\n]*").group(0)
-    return int(readUntil(process, rb"server listening on .* port=(\d+)\)").group(1)), notice
+    # One read for both lines: a second readUntil would not see what the first one read past.
+    found = readUntil(process, rb"(logins: [^\n]*)\n(?:.*\n)*?.* server listening on .* port=(\d+)\)")
+    return int(found.group(2)), found.group(1)
 
 
 def oneLine(test: SynchronousTestCase, stderr: str, text: str) -> None:
@@ -64,6 +67,9 @@ class PasswordLoginTests(SynchronousTestCase):
         addUser(self.users, "alice", b"alice's secret", iterations=MIN_ITERATIONS)
         addUser(self.users, "bob", b"bob's secret", iterations=MIN_ITERATIONS)
         (self.work / "alice.password").write_text("alice's secret\n")
+        self.tokens = self.work / "tokens"
+        (self.work / "robot.token").write_text(addToken(self.tokens, "robot") + "\n")
+        (self.work / "forged.token").write_text(newToken() + "\n")
 
     def client(
         self, script: str, port: int, *arguments: str, password: str | None = None, cwd: Path | None = None
@@ -73,8 +79,17 @@ class PasswordLoginTests(SynchronousTestCase):
 
     def test_keyValue(self) -> None:
         """kv: the right password works (file or environment), a wrong one and no login are refused, in one line."""
-        port, notice = server(self, "kv_server.py", "--listen", "tcp:0:interface=127.0.0.1", "--users", str(self.users))
-        self.assertIn(b"logins: required", notice)
+        port, notice = server(
+            self,
+            "kv_server.py",
+            "--listen",
+            "tcp:0:interface=127.0.0.1",
+            "--users",
+            str(self.users),
+            "--tokens",
+            str(self.tokens),
+        )
+        self.assertIn(b"logins: required (passwords of the users in", notice)
         passwordFile = str(self.work / "alice.password")
         put = self.client("kv_client.py", port, "--user", "alice", "--password-file", passwordFile, "put", "k", "v")
         self.assertEqual((put.returncode, put.stdout), (0, "put k\n"), put.stderr)
@@ -89,6 +104,21 @@ class PasswordLoginTests(SynchronousTestCase):
         anonymous = self.client("kv_client.py", port, "get", "k")
         self.assertEqual((anonymous.returncode, anonymous.stdout), (1, ""))
         oneLine(self, anonymous.stderr, NEEDS_LOGIN)
+
+    def test_keyValueTokens(self) -> None:
+        """kv with --tokens: the token from chunkwire-adduser --token logs in; a made-up one is refused in one line."""
+        port, notice = server(
+            self, "kv_server.py", "--listen", "tcp:0:interface=127.0.0.1", "--tokens", str(self.tokens)
+        )
+        self.assertIn(b"logins: required (bearer tokens in", notice)
+        put = self.client("kv_client.py", port, "--token-file", str(self.work / "robot.token"), "put", "k", "v")
+        self.assertEqual((put.returncode, put.stdout), (0, "put k\n"), put.stderr)
+        forged = self.client("kv_client.py", port, "--token-file", str(self.work / "forged.token"), "get", "k")
+        self.assertEqual((forged.returncode, forged.stdout), (1, ""))
+        oneLine(self, forged.stderr, REFUSED)
+        password = self.client("kv_client.py", port, "--user", "alice", "get", "k", password="alice's secret")
+        self.assertEqual(password.returncode, 1)
+        oneLine(self, password.stderr, REFUSED)
 
     def test_bulkConfinesEachUser(self) -> None:
         """bulk: alice's upload lands in DIR/alice; bob can neither list nor fetch it; no login gets nothing."""

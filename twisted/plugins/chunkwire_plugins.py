@@ -6,9 +6,9 @@
     twist chunkwire-kv --users /etc/chunkwire/users --listen ssl:8761:privateKey=server.pem
     twist chunkwire-echo --help
 
-chunkwire-kv and chunkwire-bulk take --users FILE and --client-ca DIR:
-with either, only clients that log in are served (the echo service stays
-open, a demo).
+chunkwire-kv and chunkwire-bulk take --users FILE, --client-ca DIR and
+--tokens FILE: with any, only clients that log in are served (the echo
+service stays open, a demo).
 
 This file lives in C{twisted/plugins/} (a directory without C{__init__.py})
 so that Twisted's plugin system finds it; it only names the services, the
@@ -106,7 +106,7 @@ class _Options(_GuardOptions):
 
 
 class _LoginOptions(_Options):
-    """The options of a service that can require logins: --users and --client-ca (with neither it is open)."""
+    """The options of a service that can require logins: --users, --client-ca, --tokens (with none it is open)."""
 
     optParameters = _Options.optParameters + [
         [
@@ -122,18 +122,17 @@ class _LoginOptions(_Options):
             "Require TLS client certificates issued by a CA in this directory (*.pem); every --listen must be "
             "ssl:, and a certificate's common name is its user.",
         ],
+        ["tokens", None, None, "Require logins: bearer tokens from this file (made with chunkwire-adduser --token)."],
     ]
 
     def postOptions(self) -> None:
         super().postOptions()
-        if self["users"] is not None:
-            from protocols.auth.secretfiles import SecretFileError
-            from protocols.auth.users import loadUsers
+        from protocols.auth.secretfiles import SecretFileError
 
-            try:
-                loadUsers(self["users"])
-            except SecretFileError as error:
-                raise usage.UsageError(f"--users: {error}") from None
+        try:
+            self.portal(None)
+        except SecretFileError as error:
+            raise usage.UsageError(str(error)) from None
         if self["client-ca"] is not None:
             from protocols.auth.realms import listenDescriptions
 
@@ -142,17 +141,15 @@ class _LoginOptions(_Options):
             except ValueError as error:
                 raise usage.UsageError(str(error)) from None
 
+    def logins(self) -> Any:
+        """The L{protocols.auth.realms.ServiceLogins} these options describe."""
+        from protocols.auth.realms import ServiceLogins
+
+        return ServiceLogins(self["users"], self["client-ca"], self["tokens"])
+
     def portal(self, realm: Any) -> Any:
         """The portal these options describe for C{realm}, or C{None} (an open service)."""
-        from protocols.auth.realms import servicePortal
-
-        return servicePortal(realm, self["users"], self["client-ca"])
-
-    def loginNotice(self) -> str:
-        """The line logged at start saying whether clients must log in."""
-        from protocols.auth.realms import loginNotice
-
-        return loginNotice(self["users"], self["client-ca"])
+        return self.logins().portal(realm)
 
 
 class EchoOptions(_Options):
@@ -166,10 +163,13 @@ class KeyValueOptions(_LoginOptions):
     """C{twist chunkwire-kv} options."""
 
     defaultListen = "tcp:8760"
-    synopsis = "[--listen ENDPOINT ...] [--users FILE] [--client-ca DIR] [--tracebacks] [--trace] [guard options]"
+    synopsis = (
+        "[--listen ENDPOINT ...] [--users FILE] [--client-ca DIR] [--tokens FILE] [--tracebacks] [--trace] "
+        "[guard options]"
+    )
     longdesc = (
         "Run chunkwire's key-value RPC service (get, put, delete, list, watch; see protocols.kv). "
-        "The store lives in memory, shared by every connection (and every user, with --users or --client-ca)."
+        "The store lives in memory, shared by every connection (and every user, with logins)."
     )
     optFlags = _Options.optFlags + [["tracebacks", None, "Send the traceback of a failed call to the caller."]]
 
@@ -179,15 +179,16 @@ class BulkServiceOptions(_LoginOptions):
 
     defaultListen = "tcp:8770"
     synopsis = (
-        "--dir DIRECTORY [--listen ENDPOINT ...] [--users FILE] [--client-ca DIR] [--hashing thread|inline] "
+        "--dir DIRECTORY [--listen ENDPOINT ...] [--users FILE] [--client-ca DIR] [--tokens FILE] "
+        "[--hashing thread|inline] "
         "[--trace] [guard options]"
     )
     longdesc = (
         "Run chunkwire's bulk-transfer service (protocols.bulk.files.BulkService): clients upload, download "
         "and list the files of one directory, resumably and striped over several connections if they like "
         "(examples/bulk_client.py is such a client).  Every file is checked end to end with SHA-256, and an "
-        "upload appears under its name only once its digest has been verified.  With --users or --client-ca, "
-        "each user sees only their own directory, DIRECTORY/USER."
+        "upload appears under its name only once its digest has been verified.  With logins (--users, "
+        "--client-ca, --tokens), each user sees only their own directory, DIRECTORY/USER."
     )
     optParameters = _LoginOptions.optParameters + [
         ["dir", "d", None, "The directory to serve (created if missing).  Required."],
@@ -223,7 +224,7 @@ def _listening(options: _Options, factory: Any) -> Any:
     if isinstance(options, _LoginOptions):
         from twisted.logger import Logger
 
-        Logger(namespace="chunkwire").info(options.loginNotice())
+        Logger(namespace="chunkwire").info(options.logins().notice())
     return parent
 
 
@@ -297,7 +298,7 @@ class BulkServiceMaker:
         directory = options["dir"]
         hashing = bulk.BulkOptions(hashing=options["hashing"])
         settings = {"clock": reactor, "limits": options.limits(), "options": hashing}
-        if options["users"] is None and options["client-ca"] is None:
+        if not options.logins().required:
             return _listening(options, bulk.BulkBrokerFactory(BulkService(directory, reactor=reactor), **settings))
         portal = options.portal(DirectoryRealm(directory, lambda user: BulkService(user, reactor=reactor)))
         gate = loginGate(None, portal, None, reactor)

@@ -18,12 +18,13 @@ from protocols.auth.certificates import CertificateChecker, IPeerCertificate, Pe
 from protocols.auth.interfaces import IRemoteRoot
 from protocols.auth.mechanisms import Refused
 from protocols.auth.realms import (
+    OPEN,
     ClientCertificatesNeedTLS,
     DirectoryRealm,
+    ServiceLogins,
     SharedRootRealm,
     UnsafeAvatarId,
     listenDescriptions,
-    loginNotice,
     pathComponent,
     servicePortal,
 )
@@ -192,11 +193,23 @@ class ServicePortalTests(SynchronousTestCase):
 
     def test_notice(self) -> None:
         """The start-up line says whether logins are required, and how."""
-        self.assertIn("not required", loginNotice(None, None))
+        self.assertFalse(OPEN.required)
+        self.assertIn("logins: not required", OPEN.notice())
+        both = ServiceLogins("u", "ca")
+        self.assertTrue(both.required)
         self.assertEqual(
-            loginNotice("u", "ca"),
-            "logins: required (passwords of the users in u; client certificates from the CAs in ca)",
+            both.notice(), "logins: required (passwords of the users in u; client certificates from the CAs in ca)"
         )
+        self.assertEqual(ServiceLogins(tokens="t").notice(), "logins: required (bearer tokens in t)")
+
+    def test_serviceLogins(self) -> None:
+        """ServiceLogins gives the same portal and descriptions as servicePortal and listenDescriptions."""
+        self.assertIsNone(OPEN.portal(self.realm))
+        portal = ServiceLogins(clientCA=str(self.directory)).portal(self.realm)
+        assert portal is not None
+        self.assertEqual(self.interfaces(portal), {IPeerCertificate})
+        self.assertEqual(OPEN.listen(["tcp:1"]), ["tcp:1"])
+        self.assertRaises(ClientCertificatesNeedTLS, ServiceLogins(clientCA="ca").listen, ["tcp:1"])
 
 
 class ListenDescriptionsTests(SynchronousTestCase):
