@@ -73,7 +73,7 @@ class ProtocolError(ChunkwireError):
 
 
 class BadPreamble(ProtocolError):
-    """The stream did not start with chunkwire's magic; C{looks_like} says what it resembles."""
+    """The stream did not start with chunkwire's magic; the message says what it resembles (see describe_foreign)."""
 
     code = "bad-preamble"
 
