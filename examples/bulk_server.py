@@ -13,8 +13,8 @@ hidden .NAME.part file with a .NAME.part.json record of the ranges
 held.  Stop with Ctrl-C.
 
 With --users FILE (made with chunkwire-adduser), --client-ca DIR or
---tokens FILE, only clients that log in are served, and each user sees only their own
-directory, DIR/USER (made 0700 on their first login).
+--tokens FILE, only clients that log in are served, and each user sees
+only their own directory, DIR/USER (made 0700 on their first login).
 """
 
 from __future__ import annotations

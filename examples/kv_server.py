@@ -5,8 +5,9 @@
     python examples/kv_client.py --connect tcp:host=127.0.0.1:port=8760 watch greeting
 
 With --users FILE (made with chunkwire-adduser), --client-ca DIR or
---tokens FILE, only clients that log in are served (kv_client.py --user NAME, or
---certificate-login); every user shares the one store.
+--tokens FILE, only clients that log in are served (kv_client.py --user
+NAME, --token-file FILE or --certificate-login); every user shares the
+one store.
 
 Remote methods of the root (see KeyValueStore in protocols/kv.py): get(key),
 put(key, value), delete(key), list(prefix=""), and watch(key, watcher) /
