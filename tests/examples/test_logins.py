@@ -121,7 +121,7 @@ class PasswordLoginTests(SynchronousTestCase):
         oneLine(self, password.stderr, REFUSED)
 
     def test_bulkConfinesEachUser(self) -> None:
-        """bulk: alice's upload lands in DIR/alice; bob can neither list nor fetch it; no login gets nothing."""
+        """bulk: alice's upload (striped) lands in DIR/alice; bob can neither list nor fetch it; no login: nothing."""
         served = self.work / "served"
         port, _ = server(
             self,
@@ -137,7 +137,7 @@ class PasswordLoginTests(SynchronousTestCase):
         local.mkdir()
         (local / "diary.txt").write_bytes(b"dear diary " * 1000)
         alice = ("--user", "alice", "--password-file", str(self.work / "alice.password"))
-        sent = self.client("bulk_client.py", port, *alice, "send", "diary.txt", cwd=local)
+        sent = self.client("bulk_client.py", port, *alice, "--streams", "2", "send", "diary.txt", cwd=local)
         self.assertEqual(sent.returncode, 0, sent.stderr)
         self.assertEqual((served / "alice" / "diary.txt").read_bytes(), b"dear diary " * 1000)
         self.assertFalse((served / "diary.txt").exists())
