@@ -19,6 +19,8 @@ from twisted.internet.defer import Deferred, fail
 from twisted.internet.endpoints import clientFromString, serverFromString
 from twisted.internet.interfaces import IListeningPort
 from twisted.internet.task import deferLater
+from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from framing import Limits, Registry
 
@@ -297,7 +299,12 @@ class ReconnectingClient:
     C{prepareConnection}.
 
     @ivar service: the C{ClientService} doing the work.
+    @ivar loginFailure: why the last login failed (with C{credentials}),
+        or C{None} once one succeeds; a refused login is tried again after
+        the backoff like a refused connection.
     """
+
+    _log = Logger()
 
     def __init__(
         self,
@@ -325,6 +332,7 @@ class ReconnectingClient:
         """
         self._prepare = prepareConnection
         self._reactor = reactor
+        self.loginFailure: BaseException | None = None
         self._broker: Any = None
         factory = BrokerFactory(root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits)
         factory.sendBackPressure = False  # a client: see connectWith
@@ -344,13 +352,25 @@ class ReconnectingClient:
         # A ClientLogin stands in front of the broker until its login succeeds.
         login = connection.receiver
         if isinstance(login, ClientLogin):
-            return login.done.addCallback(self._loggedIn, login.broker)
+            return login.done.addCallbacks(
+                self._loggedIn, self._loginFailed, callbackArgs=(login.broker,), errbackArgs=(login,)
+            )
         broker = self._broker = _brokerOf(connection)
         return self._prepare(broker.rootReference()) if self._prepare is not None else None
 
     def _loggedIn(self, root: RemoteReference, broker: Broker) -> object:
+        self.loginFailure = None
         self._broker = broker
         return self._prepare(root) if self._prepare is not None else None
+
+    def _loginFailed(self, failure: Failure, login: ClientLogin) -> None:
+        # Failing this step would leave ClientService waiting while it still
+        # holds the connection (it then meets the connection's loss in a
+        # state with no transition for it): succeed, close the connection,
+        # and let the service try again after its backoff.
+        self.loginFailure = failure.value
+        self._log.warn("login failed, trying again later: {error}", error=failure.value)
+        login.connection.transport.loseConnection()
 
     def startService(self) -> None:
         """Start connecting (L{reconnecting} has already done it)."""

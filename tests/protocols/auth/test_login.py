@@ -269,7 +269,22 @@ async def passwordsOverUnixAndTLS(reactor: Any) -> None:
             await stop(factory, port)
 
 
+async def reconnectingRefused(reactor: Any) -> None:
+    """A reconnecting client whose login is refused records why, closes, and tries again after its backoff, quietly."""
+    realm = Realm()
+    factory, port = await listen(reactor, Portal(realm, []))
+    with captured() as events:
+        client = rpc.reconnecting(reactor, address(port), credentials=Anonymous(), retryPolicy=lambda attempt: 0.05)
+        await eventually(reactor, lambda: isinstance(client.loginFailure, LoginRefused))
+        await eventually(reactor, lambda: authEvents(events).count("refused") >= 3)
+        assert not client.isConnected() and realm.requested == []
+        await client.stopService()
+    assert not [event for event in events if event.get("isError")], "an error was logged"
+    await stop(factory, port)
+
+
 class LoginOverTCPTests(TestCase):
+    test_reconnecting_refused = trialTest(reconnectingRefused)
     test_passwords_over_unix_and_tls = trialTest(passwordsOverUnixAndTLS)
     test_reconnecting_login = trialTest(reconnectingLogin)
     test_anonymous_login = trialTest(anonymousLogin)
@@ -281,6 +296,7 @@ class LoginOverTCPTests(TestCase):
 
 
 test_reconnecting_login = pytestTest(reconnectingLogin)
+test_reconnecting_refused = pytestTest(reconnectingRefused)
 test_passwords_over_unix_and_tls = pytestTest(passwordsOverUnixAndTLS)
 test_anonymous_login = pytestTest(anonymousLogin)
 test_anonymous_refused = pytestTest(anonymousRefused)
