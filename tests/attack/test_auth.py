@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import gc
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,6 @@ from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.endpoints import TCP4ClientEndpoint, serverFromString
 from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import deferLater
-from twisted.logger import globalLogPublisher
 from twisted.trial.unittest import TestCase
 from zope.interface import implementer
 
@@ -33,7 +30,7 @@ from protocols.auth.users import UserFile, addUser
 from protocols.auth.wire import CONTINUE, START, LoginMessage, addLoginTypes, loginRegistry
 from protocols.rpc import NoSuchObject
 
-from ..protocols.helpers import pytestTest, trialTest
+from ..protocols.helpers import capturedLogs, pytestTest, trialTest
 
 LISTEN = "tcp:0:interface=127.0.0.1"
 USER, PASSWORD = "ada", b"correct horse battery"
@@ -88,16 +85,6 @@ async def startServer(reactor: Any, directory: str, **options: Any) -> Server:
     factory = rpc.serverFactory(clock=reactor, portal=Portal(realm, [UserFile(users)]), **options)
     port = await serverFromString(reactor, LISTEN).listen(factory)
     return Server(realm, factory, port)
-
-
-@contextmanager
-def captured() -> Iterator[list[dict[str, Any]]]:
-    events: list[dict[str, Any]] = []
-    globalLogPublisher.addObserver(events.append)
-    try:
-        yield events
-    finally:
-        globalLogPublisher.removeObserver(events.append)
 
 
 class RawClient(Protocol):
@@ -205,7 +192,7 @@ async def passwordGuessing(reactor: Any) -> None:
     connection, and an honest login from another address gets in meanwhile.
     """
     attempts, concurrency = 10_000, 50
-    with tempfile.TemporaryDirectory() as directory, captured() as events:
+    with tempfile.TemporaryDirectory() as directory, capturedLogs() as events:
         server = await startServer(reactor, directory)
         throttle = server.authenticator.throttle
         gc.collect()
@@ -259,7 +246,7 @@ async def anythingBeforeLogin(reactor: Any) -> None:
     reference = _rawContainer(YOURREF_OPEN_TYPE, 0)
     stream = _rawContainer(STREAM_OPEN_TYPE, 1)
     plain = Encoder().encode([1, 2, 3])
-    with tempfile.TemporaryDirectory() as directory, captured() as events:
+    with tempfile.TemporaryDirectory() as directory, capturedLogs() as events:
         server = await startServer(reactor, directory)
         for data in (call, reference, stream, plain):
             client = await rawConnect(reactor, server)
@@ -306,7 +293,7 @@ async def guessedExportIds(reactor: Any) -> None:
 
 async def wrongPasswordRefused(reactor: Any) -> None:
     """rpc.login with a wrong password fails with LoginRefused, and the log names the user but holds no password."""
-    with tempfile.TemporaryDirectory() as directory, captured() as events:
+    with tempfile.TemporaryDirectory() as directory, capturedLogs() as events:
         server = await startServer(reactor, directory)
         try:
             await rpc.login(reactor, server.address, UsernamePassword(USER.encode(), b"not it"))

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.protocol import Factory
 from twisted.internet.task import Clock
+from twisted.logger import globalLogPublisher
 from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
 
 from framing.wire import PREAMBLE
@@ -175,3 +177,14 @@ def pytestTest(body: Body) -> Callable[[], Awaitable[None]]:
     test.__name__ = test.__qualname__ = f"test_{body.__name__}"
     marked: Callable[[], Awaitable[None]] = pytest_twisted.ensureDeferred(test)
     return marked
+
+
+@contextmanager
+def capturedLogs() -> Iterator[list[dict[str, Any]]]:
+    """Every log event emitted inside the block, in order."""
+    events: list[dict[str, Any]] = []
+    globalLogPublisher.addObserver(events.append)
+    try:
+        yield events
+    finally:
+        globalLogPublisher.removeObserver(events.append)

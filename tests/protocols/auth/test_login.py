@@ -6,8 +6,6 @@ Each reactor test is one C{async def} body run under trial and pytest-twisted
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from twisted.cred.checkers import AllowAnonymousAccess
@@ -18,7 +16,6 @@ from twisted.internet.endpoints import TCP4ClientEndpoint, serverFromString
 from twisted.internet.protocol import Factory as PlainFactory
 from twisted.internet.protocol import Protocol
 from twisted.internet.task import Clock, deferLater
-from twisted.logger import globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 from zope.interface import implementer
 
@@ -30,7 +27,7 @@ from protocols.auth.interfaces import IRemoteRoot
 from protocols.auth.throttle import LoginThrottle, addressOf
 from protocols.auth.wire import LoginMessage, addLoginTypes
 
-from ..helpers import pytestTest, trialTest
+from ..helpers import capturedLogs, pytestTest, trialTest
 
 LISTEN = "tcp:0:interface=127.0.0.1"
 
@@ -58,17 +55,6 @@ class Realm:
         assert IRemoteRoot in interfaces
         self.requested.append((avatarId, mind))
         return IRemoteRoot, Avatar(avatarId), lambda: self.loggedOut.append(avatarId)
-
-
-@contextmanager
-def captured() -> Iterator[list[dict[str, Any]]]:
-    """Every log event emitted inside the block."""
-    events: list[dict[str, Any]] = []
-    globalLogPublisher.addObserver(events.append)
-    try:
-        yield events
-    finally:
-        globalLogPublisher.removeObserver(events.append)
 
 
 def authEvents(events: list[dict[str, Any]]) -> list[str]:
@@ -138,7 +124,7 @@ async def anonymousLogin(reactor: Any) -> None:
     """A portal that accepts Anonymous lets a client in; its root is the realm's avatar; logout runs on disconnect."""
     realm = Realm()
     factory, port = await listen(reactor, Portal(realm, [AllowAnonymousAccess()]))
-    with captured() as events:
+    with capturedLogs() as events:
         root = await rpc.login(reactor, address(port), Anonymous())
         assert await root.callRemote("whoami") == "()"
         [(avatarId, mind)] = realm.requested
@@ -153,7 +139,7 @@ async def anonymousRefused(reactor: Any) -> None:
     """Without an Anonymous checker in the portal, an anonymous login is refused and the connection closed."""
     realm = Realm()
     factory, port = await listen(reactor, Portal(realm, []))
-    with captured() as events:
+    with capturedLogs() as events:
         try:
             await rpc.login(reactor, address(port), Anonymous())
         except LoginRefused:
@@ -170,7 +156,7 @@ async def callBeforeLogin(reactor: Any) -> None:
     """A call sent before logging in drops the connection with a logged not-logged-in reason; no avatar is made."""
     realm = Realm()
     factory, port = await listen(reactor, Portal(realm, [AllowAnonymousAccess()]))
-    with captured() as events:
+    with capturedLogs() as events:
         root = await rpc.connect(reactor, address(port))
         try:
             await root.callRemote("whoami")
@@ -198,7 +184,7 @@ async def loginTimeout(reactor: Any) -> None:
     """A connection that never logs in is dropped after the login timeout."""
     realm = Realm()
     factory, port = await listen(reactor, Portal(realm, [AllowAnonymousAccess()]), loginTimeout=0.2)
-    with captured() as events:
+    with capturedLogs() as events:
         raw = await rawConnect(reactor, port, PREAMBLE)
         await raw.lost
     assert any(event.get("code") == "login-timeout" for event in events)
@@ -273,7 +259,7 @@ async def reconnectingRefused(reactor: Any) -> None:
     """A reconnecting client whose login is refused records why, closes, and tries again after its backoff, quietly."""
     realm = Realm()
     factory, port = await listen(reactor, Portal(realm, []))
-    with captured() as events:
+    with capturedLogs() as events:
         client = rpc.reconnecting(reactor, address(port), credentials=Anonymous(), retryPolicy=lambda attempt: 0.05)
         await eventually(reactor, lambda: isinstance(client.loginFailure, LoginRefused))
         await eventually(reactor, lambda: authEvents(events).count("refused") >= 3)
