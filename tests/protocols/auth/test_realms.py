@@ -247,12 +247,13 @@ async def unsafeIdRefusedAtTheGate(reactor: Any) -> None:
 
     from protocols.auth.errors import LoginRefused
 
-    from .test_login import address, authEvents, captured, eventually, listen, stop
+    from ..helpers import capturedLogs
+    from .test_login import address, authEvents, eventually, listen, stop
 
     base = Path(tempfile.mkdtemp())
     realm = DirectoryRealm(base / "served", Root)
     factory, port = await listen(reactor, Portal(realm, [AllowAnonymousAccess()]))
-    with captured() as events:
+    with capturedLogs() as events:
         try:
             await rpc.login(reactor, address(port), Anonymous())
         except LoginRefused:
