@@ -12,7 +12,7 @@ holds 1,000 registered names, one of them revoked.  The client tries, in
 turn, a name never registered, a registered name with its last character
 changed, the revoked name, and (as a control) a registered name; each try
 is a whole C{rpc.connectURL}: TLS handshake, the name, the answer; the
-order of the kinds rotates from round to round.  Printed:
+order of the kinds is shuffled afresh each round.  Printed:
 each kind's error, and the median and 90th percentile of its wall time.
 The three refusals must raise the same error with medians within noise.
 """
@@ -20,6 +20,7 @@ The three refusals must raise the same error with medians within noise.
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import sys
 import tempfile
@@ -68,11 +69,13 @@ async def measure(reactor: Any, tries: int) -> dict[str, dict[str, Any]]:
         serverTimes: dict[str, list[float]] = {kind: [] for kind in kinds}
         errors: dict[str, set[str]] = {kind: set() for kind in kinds}
         order = list(kinds.items())
-        for attempt in range(tries):
-            # Each kind takes each place in the round in turn: what the try
-            # before left behind (a connection closing) falls on all alike.
-            shift = attempt % len(order)
-            for kind, name in order[shift:] + order[:shift]:
+        shuffler = random.Random(1)
+        for _ in range(tries):
+            # A fresh order each round (a rotation would keep who follows
+            # whom): what the try before left behind, such as a connection
+            # still closing, falls on every kind alike.
+            shuffler.shuffle(order)
+            for kind, name in order:
                 url = str(ObjectURL(identity.keyHash, tuple(hints), name))
                 seen = len(lookups)
                 started = time.perf_counter()
