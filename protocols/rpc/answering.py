@@ -11,8 +11,11 @@ returns a L{Deferred} or a coroutine is answered when it finishes, and
 cancelled if the peer sends CANCEL.  Calls still running here when the
 connection is lost are left to finish (they may have side effects half
 done); their answers are dropped.  While a method runs, L{currentBroker}
-names the broker its call arrived on.  Cost per call: one dict lookup for
-the object, one for the method, and the method.
+names the broker its call arrived on.  A call that asks for no answer
+(request id L{NO_ANSWER}) is run the same way and never answered: its result
+is dropped, and its failure or refusal is only logged, with the method's
+name and the peer.  Cost per call: one dict lookup for the object, one for
+the method, and the method.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from framing.errors import short_repr
 from ..logs import escape
 from .errors import MessageRefused, clipTraceback, describe, noSuchMethod, noSuchObject
 from .referenceable import RemoteMethod
-from .wire import ANSWER, FAIL, Message
+from .wire import ANSWER, FAIL, NO_ANSWER, Message
 
 _calling: ContextVar[Any] = ContextVar("chunkwire.rpc.calling", default=None)
 
@@ -80,12 +83,12 @@ class IncomingCalls:
         _, requestId, target, name, args, kwargs = message
         entry = self._exports.get(target)
         if entry is None:
-            self._refuse(requestId, noSuchObject(target), "no-such-object")
+            self._refuse(requestId, noSuchObject(target), "no-such-object", name)
             return
         obj = entry[0]
         method = obj.remoteMethods.get(name)
         if method is None:
-            self._refuse(requestId, noSuchMethod(name, obj.remoteMethods), "no-such-method")
+            self._refuse(requestId, noSuchMethod(name, obj.remoteMethods), "no-such-method", name)
             return
         # The method (and its coroutine, which copies the context where it
         # is started, below) sees this broker as currentBroker().
@@ -99,7 +102,7 @@ class IncomingCalls:
                 result = Deferred.fromCoroutine(result)
         except Violation as violation:
             # Refused: by the argument constraints, or by the method (a cap it keeps, a value it checks).
-            self._refuse(requestId, violation, violation.code)
+            self._refuse(requestId, violation, violation.code, name)
             return
         except Exception as error:
             self._methodFailed(method, error)
@@ -141,6 +144,10 @@ class IncomingCalls:
     # -- answering -------------------------------------------------------------------------
 
     def _answerLater(self, requestId: int, running: Deferred[Any], method: RemoteMethod) -> None:
+        if requestId == NO_ANSWER:
+            # Not kept in _running: with no id, the peer cannot cancel it.
+            running.addErrback(self._onlyFailed, method)
+            return
         # Registered before the callbacks are added: an already-fired
         # Deferred answers (and unregisters) at once.
         self._running[requestId] = running
@@ -168,8 +175,17 @@ class IncomingCalls:
         self._methodFailed(method, error)
         self._sendFailure(requestId, error, failure.getTraceback() if self.tracebacks else None)
 
+    def _onlyFailed(self, failure: Failure, method: RemoteMethod) -> None:
+        """A call for no answer failed later: log it (a refusal, or the method's failure); nothing is sent."""
+        error = failure.value
+        assert error is not None
+        if isinstance(error, Violation):
+            self._refuse(NO_ANSWER, error, error.code, method.name)
+        else:
+            self._methodFailed(method, error)
+
     def _sendAnswer(self, requestId: int, result: Any, method: RemoteMethod) -> None:
-        if self._closed or self._connection.failure is not None:
+        if requestId == NO_ANSWER or self._closed or self._connection.failure is not None:
             return
         if method.result is not None:
             try:
@@ -185,14 +201,18 @@ class IncomingCalls:
                 error.where = "result" + error.where
             self._sendFailure(requestId, error, self._tracebackText())
 
-    def _refuse(self, requestId: int, error: Exception, code: str) -> None:
-        """Answer a call this side refuses with a FAIL, and count it as a refusal."""
+    def _refuse(self, requestId: int, error: Exception, code: str, name: str = "?") -> None:
+        """Answer a call this side refuses with a FAIL (none if it asks for no answer), and count it as a refusal."""
+        if requestId == NO_ANSWER:
+            template = "Refused a call of {name} for no answer from {peer} (not answered): {code}: {violation}"
+            self._connection.logRefusal(code, str(error), template, name=escape(name))
+            return
         template = "Refused call {id} from {peer}: {code}: {violation}"
         self._connection.logRefusal(code, str(error), template, id=requestId)
         self._sendFailure(requestId, error)
 
     def _sendFailure(self, requestId: int, error: BaseException, remoteTraceback: str | None = None) -> None:
-        if self._closed or self._connection.failure is not None:
+        if requestId == NO_ANSWER or self._closed or self._connection.failure is not None:
             return
         typeName, text, details = describe(error)
         remoteTraceback = clipTraceback(remoteTraceback) if self.tracebacks else None

@@ -94,6 +94,8 @@ class Broker:
         L{OutgoingCalls.callRemote} of C{calls} (bound once, so a call costs
         no extra step); applications call through
         L{RemoteReference.callRemote}.
+    @ivar callRemoteOnly: C{callRemoteOnly(target, name, args, kwargs)},
+        the L{OutgoingCalls.callRemoteOnly} of C{calls}: a call for no answer.
     @ivar root: the L{Referenceable} the peer reaches with L{rootReference}
         on its side, or C{None}.
     @ivar clock: the reactor (an C{IReactorTime}) that end-of-turn work is
@@ -106,6 +108,7 @@ class Broker:
 
     factory: Any = None
     callRemote: Callable[[int, str, tuple[Any, ...], dict[str, Any]], Deferred[Any]]
+    callRemoteOnly: Callable[[int, str, tuple[Any, ...], dict[str, Any]], None]
 
     def __init__(
         self,
@@ -156,6 +159,7 @@ class Broker:
         callSent = [extension.callSent for extension in self.extensions if hasattr(extension, "callSent")]
         self.calls = OutgoingCalls(connection, callLimits, clock, callSent)
         self.callRemote = self.calls.callRemote
+        self.callRemoteOnly = self.calls.callRemoteOnly
         self._addTypes(connectionRegistry)
         self._controls: dict[type, Any] = {}
         for extension in self.extensions:

@@ -12,7 +12,9 @@ per such call is expected, and any other answer to an id that is not pending
 L{UnexpectedAnswer}, so a peer cannot flood this side with answers it never
 asked for.  At most C{CallLimits.maxPending} calls wait (C{callRemote} past
 it fails at once with L{TooManyPendingCalls}); with C{CallLimits.callTimeout}
-each call has a timer, stopped when it is answered.
+each call has a timer, stopped when it is answered.  A call that asks for no
+answer (L{OutgoingCalls.callRemoteOnly}) is sent and forgotten: nothing of
+it is kept, so it counts towards no limit here.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from .errors import (
     rebuild,
 )
 from .limits import CallLimits
-from .wire import CALL, CANCEL, Message
+from .wire import CALL, CANCEL, NO_ANSWER, Message
 
 CallSent = Callable[[Deferred[Any], Outgoing], object]
 """An extension's C{callSent(call, outgoing)} (see L{protocols.interfaces.IBrokerExtension})."""
@@ -140,6 +142,21 @@ class OutgoingCalls:
         if limits.callTimeout is not None and requestId in self._pending:
             call.timer = reactorOf(self._clock).callLater(limits.callTimeout, self._timedOut, requestId, name)
         return call
+
+    def callRemoteOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """
+        Call method C{name} of the peer's export C{target} for no answer; see
+        L{protocols.rpc.RemoteReference.callRemoteOnly}.
+
+        @raise DeadReferenceError: the connection is not up.
+        @raise framing.EncodingError: an argument cannot be sent (nothing is).
+        """
+        if not self._open or self._connection.transport.disconnecting:
+            raise DeadReferenceError(f"cannot call {name!r}: the connection is not up")
+        if type(name) is not str:
+            raise TypeError(f"a method name is a str, not {type(name).__name__}")
+        # Extensions' callSent are not told: there is no call to tie anything to.
+        self._connection.sendObject(Message((CALL, NO_ANSWER, target, name, kwargs or None, *args)))
 
     def _timedOut(self, requestId: int, name: str) -> None:
         """A call's timeout passed: forget it, tell the peer, and fail it with L{CallTimedOut}."""

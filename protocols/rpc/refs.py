@@ -39,6 +39,9 @@ class Caller(Protocol):
     def callRemote(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Deferred[Any]:
         """Send a call to the peer's export C{target}."""
 
+    def callRemoteOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Send a call for no answer to the peer's export C{target}."""
+
     def isConnected(self) -> bool:
         """Whether calls can be sent."""
 
@@ -105,6 +108,28 @@ class RemoteReference:
         """
         call: Deferred[Any] = self.broker.callRemote(self.exportId, _name, args, kwargs)
         return call
+
+    def callRemoteOnly(self, _name: str, /, *args: Any, **kwargs: Any) -> None:
+        """
+        Call the remote method C{_name} with C{args} and C{kwargs}, for no
+        answer: fire and forget.
+
+        The call is one message in one write, like L{callRemote}'s, and
+        nothing of it is kept here: no pending call, no timeout, no
+        L{Deferred}.  The other side runs the method and drops its result;
+        if the method fails, or the call is refused (no such method, an
+        argument its constraints refuse), that is logged there, with the
+        method's name and this side as the peer, and never sent back.  So
+        nothing tells this side whether the method ran: use L{callRemote}
+        when that matters.
+
+        @raise protocols.rpc.DeadReferenceError: the connection is not up
+            (raised at once rather than dropped silently: a caller that
+            cannot be told later is told now).
+        @raise framing.EncodingError: an argument cannot be sent; nothing
+            was sent.
+        """
+        self.broker.callRemoteOnly(self.exportId, _name, args, kwargs)
 
     def isConnected(self) -> bool:
         """Whether calls through this reference can still be sent."""

@@ -19,6 +19,13 @@ arguments, so the commonest call holds no nested container (two fewer
 containers to build per call); L{MessageUnslicer} hands it on in the regular
 shape C{(CALL, id, target, name, args_tuple, kwargs_dict)}.
 
+Request id L{NO_ANSWER} (0) is never given to a call that waits: a CALL
+with it asks for no answer (L{protocols.rpc.RemoteReference.callRemoteOnly}).
+The receiver runs the method and drops its result; a failure or a refusal
+is logged there and nothing is sent back.  A reserved id rather than a kind
+of its own: the message has the CALL's shape, checks and refusal tracing
+unchanged, and the receiver's only extra work is one test of the id.
+
 L{MessageUnslicer} checks each field as it arrives (the kind of a body at its
 header, the value once decoded), so a malformed message is refused without
 building the rest of it, and it is what makes a refusal traceable to its call:
@@ -53,6 +60,9 @@ MAX_NAME = 256
 
 ROOT_ID = 0
 """The export id of the object a server exposes; never released."""
+
+NO_ANSWER = 0
+"""The request id of a CALL that asks for no answer (calls that wait are numbered from 1)."""
 
 
 class Message(tuple):  # type: ignore[type-arg]
