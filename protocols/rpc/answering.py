@@ -170,7 +170,7 @@ class IncomingCalls:
         error = failure.value
         assert error is not None
         if isinstance(error, Violation):
-            self._refuse(requestId, error, error.code)
+            self._refuse(requestId, error, error.code, method.name)
             return
         self._methodFailed(method, error)
         self._sendFailure(requestId, error, failure.getTraceback() if self.tracebacks else None)
@@ -192,7 +192,7 @@ class IncomingCalls:
                 method.result.validate(result)
             except Violation as violation:
                 violation.where = "result" + violation.where
-                self._refuse(requestId, violation, violation.code)
+                self._refuse(requestId, violation, violation.code, method.name)
                 return
         try:
             self._connection.sendObject(Message((ANSWER, requestId, result)))
@@ -205,10 +205,9 @@ class IncomingCalls:
         """Answer a call this side refuses with a FAIL (none if it asks for no answer), and count it as a refusal."""
         if requestId == NO_ANSWER:
             template = "Refused a call of {name} for no answer from {peer} (not answered): {code}: {violation}"
-            self._connection.logRefusal(code, str(error), template, name=escape(name))
-            return
-        template = "Refused call {id} from {peer}: {code}: {violation}"
-        self._connection.logRefusal(code, str(error), template, id=requestId)
+        else:
+            template = "Refused call {id} of {name} from {peer}: {code}: {violation}"
+        self._connection.logRefusal(code, str(error), template, id=requestId, name=escape(name))
         self._sendFailure(requestId, error)
 
     def _sendFailure(self, requestId: int, error: BaseException, remoteTraceback: str | None = None) -> None:

@@ -143,7 +143,8 @@ class Broker:
         self.callLimits = callLimits = callLimits or CLIENT_CALL_LIMITS
         self.extensions = tuple(extensions)
         self._lost: Failure | None = None
-        self._disconnectWaiters: list[Deferred[BaseException]] = []
+        # A dict as an ordered set: a cancelled waiter is forgotten in O(1).
+        self._disconnectWaiters: dict[Deferred[BaseException], None] = {}
         # A registry for this connection only: references are sliced against its tables.
         connectionRegistry = Registry(registry if registry is not None else DEFAULT_REGISTRY)
         config = ConnectionConfig(
@@ -271,13 +272,18 @@ class Broker:
         """
         A L{Deferred} firing with the exception that ended the connection
         (C{ConnectionDone} for a clean close) once it is lost, or at once if
-        it was.  It never fails, so waiting on it never logs an error.
+        it was.  It never fails, so waiting on it never logs an error; it
+        may be cancelled (then it fails with C{CancelledError}), which
+        forgets it at once.
         """
         if self._lost is not None:
             return succeed(self._lostReason())
-        waiter: Deferred[BaseException] = Deferred()
-        self._disconnectWaiters.append(waiter)
+        waiter: Deferred[BaseException] = Deferred(self._forgetWaiter)
+        self._disconnectWaiters[waiter] = None
         return waiter
+
+    def _forgetWaiter(self, waiter: Deferred[BaseException]) -> None:
+        self._disconnectWaiters.pop(waiter, None)
 
     def disconnect(self) -> Deferred[BaseException]:
         """Close the connection; the result fires as L{whenDisconnected}'s does."""
@@ -305,7 +311,7 @@ class Broker:
         self.calls.connectionLost(reason)
         for extension in self.extensions:
             extension.connectionLost(reason)
-        waiters, self._disconnectWaiters = self._disconnectWaiters, []
+        waiters, self._disconnectWaiters = self._disconnectWaiters, {}
         for waiter in waiters:
             waiter.callback(self._lostReason())
         if isinstance(self.factory, BrokerFactory):

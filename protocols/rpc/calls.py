@@ -27,14 +27,17 @@ from twisted.internet.defer import Deferred, fail
 from twisted.logger import LogLevel
 from twisted.python.failure import Failure
 
+from framing.errors import short_repr
 from framing.outgoing import Outgoing
 
 from .errors import (
     CallTimedOut,
     DeadReferenceError,
     MessageRefused,
+    RemoteViolation,
     TooManyPendingCalls,
     UnexpectedAnswer,
+    callLost,
     rebuild,
 )
 from .limits import CallLimits
@@ -56,14 +59,16 @@ def reactorOf(clock: Any) -> Any:
 class _Call(Deferred[Any]):
     """
     The caller's L{Deferred} for one call; it knows its request id so that
-    cancelling it is O(1), and its timeout's delayed call, if it has one.
+    cancelling it is O(1), its method's name for its errors, and its
+    timeout's delayed call, if it has one.
     """
 
-    __slots__ = ("requestId", "timer")
+    __slots__ = ("requestId", "name", "timer")
 
-    def __init__(self, canceller: Callable[[Deferred[Any]], None], requestId: int) -> None:
+    def __init__(self, canceller: Callable[[Deferred[Any]], None], requestId: int, name: str) -> None:
         super().__init__(canceller)
         self.requestId = requestId
+        self.name = name
         self.timer: Any = None
 
 
@@ -127,7 +132,7 @@ class OutgoingCalls:
             waiting = len(self._pending)
             return fail(TooManyPendingCalls(f"cannot call {name!r}: {waiting} calls already wait for answers"))
         requestId = self._lastRequestId = next(self._requestIds)
-        call = _Call(self._cancelCall, requestId)
+        call = _Call(self._cancelCall, requestId, name)
         # Pending before sending: a synchronous transport may answer at once.
         self._pending[requestId] = call
         outgoing = Outgoing()
@@ -200,14 +205,21 @@ class OutgoingCalls:
         """A FAIL: the call's Deferred fails with the error it describes (L{rebuild})."""
         _, requestId, typeName, text, remoteTraceback, details = message
         call = self._answered(requestId, "a failure")
-        if call is not None:
-            call.errback(rebuild(typeName, text, remoteTraceback, details))
+        if call is None:
+            return
+        error = rebuild(typeName, text, remoteTraceback, details)
+        if isinstance(error, RemoteViolation) and error.where.startswith("result"):
+            # The peer refused its own result: say which call, and who.
+            error.message += f"; the result of {short_repr(call.name)} from {self._connection.peerName()}"
+        call.errback(error)
 
     def answerRefused(self, refused: MessageRefused) -> None:
-        """An ANSWER or FAIL this side refused: the call fails with the violation itself."""
+        """An ANSWER or FAIL this side refused: the call fails with the violation, which names the call and the peer."""
         call = self._answered(refused.requestId, "a refused answer")
         if call is not None:
-            call.errback(refused.violation)
+            violation = refused.violation
+            violation.message += f"; in the answer to {short_repr(call.name)} from {self._connection.peerName()}"
+            call.errback(violation)
 
     def _answered(self, requestId: int, what: str) -> _Call | None:
         """
@@ -239,12 +251,15 @@ class OutgoingCalls:
         self._connection.failConnection(UnexpectedAnswer(f"{what} to request {requestId}, which {how}"))
 
     def connectionLost(self, reason: Failure) -> None:
-        """Fail every pending call with C{reason}; later calls fail at once."""
+        """Fail every pending call with C{reason}, naming its method and the peer; later calls fail at once."""
         self._open = False
         self._cancelCall = _callsGone
         pending, self._pending = self._pending, {}
+        error = reason.value
+        assert error is not None
+        peer = self._connection.peerName() if pending else ""
         for call in pending.values():
             if call.timer is not None:
                 call.timer.cancel()
                 call.timer = None
-            call.errback(reason)
+            call.errback(callLost(error, call.name, peer))

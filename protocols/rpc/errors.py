@@ -9,7 +9,8 @@ Strategy: each error says whose fault it is and who sees it.
 - Raised here later, on the caller's Deferred: L{CallTimedOut}
   (C{CallLimits.callTimeout}; the peer is sent a CANCEL), a local
   L{framing.Violation} (this side refused the answer, or a
-  L{TooManyReferences} in it), the reason the connection was lost, or
+  L{TooManyReferences} in it), the reason the connection was lost (still
+  of its type, but naming the call and the peer: L{callLost}), or
   C{CancelledError}.
 - Made by the I{peer} and rebuilt here (L{rebuild}): L{RemoteError} (the
   remote method raised), its subclasses L{NoSuchMethod}, L{NoSuchObject}
@@ -158,6 +159,56 @@ class CallTimedOut(TimeoutError):
         super().__init__(f"no answer to {short_repr(name)} within {seconds:g} s")
         self.name = name
         self.seconds = seconds
+
+
+class CallLost:
+    """
+    Mixed into the type of the reason a connection was lost, for each call
+    that was then waiting for its answer (L{callLost}): the error is still
+    of that type (C{ConnectionDone}, a L{framing.ProtocolError}...), so code
+    that traps it is unchanged, and its message names the call and the peer
+    too.
+
+    @ivar reason: the exception that ended the connection.
+    @ivar method: the name of the method called.
+    @ivar peer: the peer it was called on.
+    """
+
+    reason: BaseException
+    method: str
+    peer: str
+
+    def __str__(self) -> str:
+        return f"{self.reason} (while calling {short_repr(self.method)} on {self.peer})"
+
+
+_CALL_LOST_TYPES: dict[type, Any] = {}
+"""One L{CallLost} type per type of reason, made when first needed (reasons
+come from this process, not the peer, so there are few)."""
+
+
+def callLost(reason: BaseException, method: str, peer: str) -> BaseException:
+    """
+    The error a call waiting for its answer fails with when the connection
+    is lost with C{reason}: a copy of C{reason} that also names C{method}
+    and C{peer} (a L{CallLost}), or C{reason} itself if its type cannot be
+    extended so.
+    """
+    base = type(reason)
+    try:
+        lost: Any = _CALL_LOST_TYPES.get(base)
+        if lost is None:
+            namespace = {"__module__": base.__module__, "__qualname__": base.__qualname__}
+            lost = _CALL_LOST_TYPES[base] = type(base.__name__, (CallLost, base), namespace)
+        error: Any = lost.__new__(lost)
+        error.__dict__.update(vars(reason))
+        error.args = reason.args
+    except Exception:
+        return reason
+    error.reason, error.method, error.peer = reason, method, peer
+    error.__cause__ = reason
+    made: BaseException = error
+    return made
 
 
 class TooManyReferences(Violation):
