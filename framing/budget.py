@@ -126,14 +126,17 @@ class ObjectBudget:
     def recap(self) -> None:
         """
         The innermost container reached its cap: checkpoint, and let it take
-        at least one more item (at the budget's edge: that one, then the
-        next checkpoint).
+        at least one more item (at the memory budget's edge: that one, then
+        the next checkpoint), unless the object has all its items already.
 
         @raise Violation: the object is over budget.
         """
         self.checkpoint()
         top = self._stack[-1]
         if top.cap <= len(top.items):
+            if self.items >= self.max_items:
+                # The item on its way would be one too many: the count is exact.
+                raise TooManyItems(f"object has more than {self.max_items} items in all")
             top.cap = len(top.items) + 1
 
     def closed_child(self, unslicer: Any, parent: Any, parent_budgeted: bool) -> bool:

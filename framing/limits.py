@@ -45,8 +45,8 @@ class Limits:
     @ivar max_items: most items in one container (a dict counts keys).
         1 Mi items: a list of that many small ints is about 8 MiB.
     @ivar max_object_items: most values in one top-level object, counted
-        across all its containers as it is built (a dict entry is two: its
-        key and its value).  1 Mi, the same as one full container: decoding
+        across all its containers as it is built, exactly (a dict entry
+        counts once, as for C{max_items}; see C{docs/costs.md}).  1 Mi, the same as one full container: decoding
         costs a bounded number of operations per value (see
         C{docs/costs.md}), so this bounds the CPU one object can take, about
         a quarter of a second in pure Python, whatever its shape.
