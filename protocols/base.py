@@ -40,8 +40,9 @@ from .coalescing import CoalescingTransport
 from .config import DEFAULT_CONFIG, ConnectionConfig
 from .inbound import Inbound
 from .interfaces import IObjectReceiver, IObjectSender
-from .lifetime import breakCycles, dropConnection
-from .logs import LogPolicy, RefusalLog, escape
+from .lifetime import breakCycles
+from .lifetime import dropConnection as dropNow
+from .logs import LogPolicy, RefusalLog
 from .mismatch import diagnoseLoss
 from .pings import Pings
 from .tracing import startTracing
@@ -320,20 +321,21 @@ class TokenProtocol(Protocol):
 
     # -- failure and loss --------------------------------------------------------
 
-    def failConnection(self, error: ProtocolError, logged: bool = True) -> None:
+    def dropConnection(self, error: ProtocolError, logged: bool = True) -> None:
         """
-        Log C{error} (unless C{logged} is false: the caller logged it),
-        tell the peer, drop the connection, and report C{error} to
-        connectionLost (see L{protocols.lifetime.dropConnection}).
+        Drop the connection for C{error}: the one way for the connection, a
+        guard or an application to end a peer that broke the rules.  Log
+        C{error} (unless C{logged} is false: the caller did), tell the peer
+        why in an ERROR token, close, and make C{connectionLost} and the
+        receiver see C{error} as the reason (L{failure}); nothing more is
+        delivered.  Once dropped, later calls do nothing (the first reason
+        stands).  A clean close is C{transport.loseConnection()} instead.
         """
-        if logged:
-            self.log.warn(
-                "Dropping connection from {peer}: {code}: {error}",
-                peer=self.peerName(),
-                code=error.code,
-                error=escape(error),
-            )
-        dropConnection(self, error)
+        if self.failure is None:
+            dropNow(self, error, logged)
+
+    failConnection = dropConnection
+    """L{dropConnection}'s older name, the same method."""
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         """

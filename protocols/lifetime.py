@@ -21,18 +21,29 @@ from framing import ProtocolError
 from framing.errors import PeerError
 from framing.wire import ERROR, encode_header
 
+from .logs import escape
+
 # ERROR bodies stay well under the default Limits.max_error_length (4 KiB),
 # so the peer can read why it is being dropped.
 MAX_ERROR_MESSAGE = 1024
 
 
-def dropConnection(protocol: Any, error: ProtocolError) -> None:
+def dropConnection(protocol: Any, error: ProtocolError, logged: bool = False) -> None:
     """
-    Drop C{protocol}'s connection for C{error}: stop delivering, fail its
-    queued streams, tell the peer why in an ERROR token (unless the peer
-    sent the error), close, and make C{connectionLost} see C{error} as its
-    reason, whatever reason the transport gives.
+    Drop C{protocol}'s connection for C{error}: log it if C{logged}, stop
+    delivering, fail its queued streams, tell the peer why in an ERROR
+    token (unless the peer sent the error), close, and make
+    C{connectionLost} see C{error} as its reason, whatever reason the
+    transport gives.  Applications call
+    L{protocols.TokenProtocol.dropConnection}, which does this once.
     """
+    if logged:
+        protocol.log.warn(
+            "Dropping connection from {peer}: {code}: {error}",
+            peer=protocol.peerName(),
+            code=error.code,
+            error=escape(error),
+        )
     # The traceback's frames would hold the protocol (and what it decoded)
     # in a cycle; where in our code a peer's bytes broke the stream says
     # nothing the code and message do not.
