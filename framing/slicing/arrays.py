@@ -36,23 +36,39 @@ _TEXT = frozenset({STRING})
 
 # Local typecodes by (class of element, item size), so a reader maps a
 # writer's 'l' (8 bytes on Linux, 4 on Windows) to whatever local code has
-# that size.
+# that size, keeping the writer's own code where it has that size here.
 _SIGNED = "bhilq"
 _UNSIGNED = "BHILQ"
 _FLOATS = "fd"
 _CHARS = "uw"
 
 
+def _local_codes() -> dict[tuple[str, int], str]:
+    """
+    The local typecode for each writer's (typecode, item size): the
+    writer's own where it has that size here (so a 'q' stays a 'q' where
+    'l' has its size too), else the first of its family that has.
+    """
+    table = {}
+    for family in (_SIGNED, _UNSIGNED, _FLOATS, _CHARS):
+        sizes = {code: array.array(code).itemsize for code in family if code in array.typecodes}
+        for typecode in family:
+            for size in set(sizes.values()):
+                same = [code for code in sizes if sizes[code] == size]
+                table[typecode, size] = typecode if typecode in same else same[0]
+    return table
+
+
+_LOCAL_CODES = _local_codes()
+
+
 def _local_typecode(typecode: str, itemsize: int) -> str:
     if len(typecode) != 1:
         raise InvalidValue(f"array typecode must be one character, not {short_repr(typecode, 20)}")
-    for family in (_SIGNED, _UNSIGNED, _FLOATS, _CHARS):
-        if typecode in family:
-            for code in family:
-                if code in array.typecodes and array.array(code).itemsize == itemsize:
-                    return code
-            break
-    raise InvalidValue(f"no local array typecode for {short_repr(typecode, 20)} with {itemsize}-byte items")
+    local = _LOCAL_CODES.get((typecode, itemsize))
+    if local is None:
+        raise InvalidValue(f"no local array typecode for {short_repr(typecode, 20)} with {itemsize}-byte items")
+    return local
 
 
 @implementer(ISlicer)

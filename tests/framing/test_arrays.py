@@ -82,6 +82,15 @@ class ArrayRoundTripTests(SynchronousTestCase):
             self.assertEqual(back.tobytes(), source.tobytes(), code)
             self.assertEqual(back.tolist(), source.tolist(), code)
 
+    def test_typecode_kept(self) -> None:
+        """Each typecode comes back as itself where this machine has it with the same item size ('q' stays 'q')."""
+        for code in array.typecodes:
+            self.assertEqual(loads(dumps(sample(code))).typecode, code)
+        back = loads(array_stream("q", 8, OTHER_ORDER, swapped(array.array("q", [-1, 2**62]))))
+        self.assertEqual((back.typecode, back.tolist()), ("q", [-1, 2**62]))
+        streamed = array.array("Q", range(STREAMED_ARRAY // 8 + 1))
+        self.assertEqual(loads(dumps(streamed)).typecode, "Q")
+
     def test_one_body_token(self) -> None:
         """An array is OPEN, typecode, item size, byte order, ONE BYTES token with its bytes, CLOSE."""
         for code in array.typecodes:
