@@ -126,8 +126,9 @@ class Encoder:
         """Write C{obj}, found at nesting C{depth}; for slicers writing their parts."""
         writer = self._writers.get(type(obj))
         if writer is None:
-            # Resolved once per type and kept: registrations made after this
-            # encoder first wrote a type do not change how it writes that type.
+            # Resolved once per type and kept; a writer found through the
+            # registry or a base class looks again once a slicer has been
+            # registered anywhere (L{_checked}): built-in types pay nothing.
             writer = self._writers[type(obj)] = self._writer_for(obj)
         writer(obj, depth)
 
@@ -153,7 +154,7 @@ class Encoder:
             return self._slicer_writer(slicer)
         for base in cls.__mro__[1:]:
             if base in self._writers and base is not object:
-                return self._writers[base]
+                return self._checked(self._writers[base])
         if _has_buffer(obj):
             return self._slicer_writer(_BUFFER)
         raise EncodingError(
@@ -162,8 +163,32 @@ class Encoder:
             " functions unless it is a dataclass)"
         )
 
-    def _slicer_writer(self, slicer: Any) -> Callable[[Any, int], None]:
+    def _checked(self, writer: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
+        """
+        C{writer}, found for a type as the registries stood: once a slicer
+        is registered anywhere (L{Registry.generation}), it forgets itself
+        and the type is looked up again.  One comparison per object.
+        """
+        generation = Registry.generation
+
         def write(obj: Any, depth: int) -> None:
+            if Registry.generation != generation:
+                del self._writers[type(obj)]
+                self.write_object(obj, depth)
+                return
+            writer(obj, depth)
+
+        return write
+
+    def _slicer_writer(self, slicer: Any) -> Callable[[Any, int], None]:
+        """A writer through C{slicer}, checked as L{_checked}'s are (written out: one call less per object)."""
+        generation = Registry.generation
+
+        def write(obj: Any, depth: int) -> None:
+            if Registry.generation != generation:
+                del self._writers[type(obj)]
+                self.write_object(obj, depth)
+                return
             self._depth = depth
             slicer.slice(obj, self)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import array
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from ..limits import Limits
 from .arrays import ARRAY_UNSLICERS, ArraySlicer, BytesLikeSlicer
@@ -27,7 +27,14 @@ class Registry:
 
     A registry made with a C{parent} sees the parent's entries and may add or
     override its own without changing the parent.
+
+    @cvar generation: bumped by each slicer registration in any registry (a
+        child sees its parents' registrations), so an encoder that cached
+        how to write a type knows, with one comparison per message, to look
+        again.
     """
+
+    generation: ClassVar[int] = 0
 
     def __init__(self, parent: Registry | None = None) -> None:
         self._parent = parent
@@ -50,6 +57,7 @@ class Registry:
             raise TypeError(f"{slicer!r} does not provide ISlicer")
         self._slicers[cls] = slicer
         self._slicer_cache.clear()
+        Registry.generation += 1
 
     def register(
         self,
