@@ -128,7 +128,8 @@ class Encoder:
         if writer is None:
             # Resolved once per type and kept; a writer found through the
             # registry or a base class looks again once a slicer has been
-            # registered anywhere (L{_checked}): built-in types pay nothing.
+            # registered in the registry or a parent (L{_checked}): built-in
+            # types pay nothing.
             writer = self._writers[type(obj)] = self._writer_for(obj)
         writer(obj, depth)
 
@@ -165,14 +166,15 @@ class Encoder:
 
     def _checked(self, writer: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
         """
-        C{writer}, found for a type as the registries stood: once a slicer
-        is registered anywhere (L{Registry.generation}), it forgets itself
-        and the type is looked up again.  One comparison per object.
+        C{writer}, found for a type as the registry stood: once a slicer
+        is registered in it or a parent (L{Registry.generation}), it forgets
+        itself and the type is looked up again.  One comparison per object.
         """
-        generation = Registry.generation
+        registry = self.registry
+        generation = registry.generation
 
         def write(obj: Any, depth: int) -> None:
-            if Registry.generation != generation:
+            if registry.generation != generation:
                 del self._writers[type(obj)]
                 self.write_object(obj, depth)
                 return
@@ -182,10 +184,11 @@ class Encoder:
 
     def _slicer_writer(self, slicer: Any) -> Callable[[Any, int], None]:
         """A writer through C{slicer}, checked as L{_checked}'s are (written out: one call less per object)."""
-        generation = Registry.generation
+        registry = self.registry
+        generation = registry.generation
 
         def write(obj: Any, depth: int) -> None:
-            if Registry.generation != generation:
+            if registry.generation != generation:
                 del self._writers[type(obj)]
                 self.write_object(obj, depth)
                 return

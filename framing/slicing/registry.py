@@ -8,8 +8,9 @@ Lookups are one dict access (a type's MRO is walked once, then cached).
 from __future__ import annotations
 
 import array
+import weakref
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 from ..limits import Limits
 from .arrays import ARRAY_UNSLICERS, ArraySlicer, BytesLikeSlicer
@@ -28,19 +29,24 @@ class Registry:
     A registry made with a C{parent} sees the parent's entries and may add or
     override its own without changing the parent.
 
-    @cvar generation: bumped by each slicer registration in any registry (a
-        child sees its parents' registrations), so an encoder that cached
-        how to write a type knows, with one comparison per message, to look
+    @ivar generation: bumped by each slicer registration in this registry
+        or one of its parents (which tell their children), so an encoder
+        that cached how to write a type knows, with one comparison, to look
         again.
     """
-
-    generation: ClassVar[int] = 0
 
     def __init__(self, parent: Registry | None = None) -> None:
         self._parent = parent
         self._unslicers: dict[str, UnslicerFactory] = {}
         self._slicers: dict[type, Any] = {}
         self._slicer_cache: dict[type, Any] = {}
+        self.generation = 0
+        # Made when a first child is: most registries (one per connection) have none.
+        self._children: weakref.WeakSet[Registry] | None = None
+        if parent is not None:
+            if parent._children is None:
+                parent._children = weakref.WeakSet()
+            parent._children.add(self)
 
     def add_unslicer(self, name: str, factory: UnslicerFactory) -> None:
         """
@@ -57,7 +63,14 @@ class Registry:
             raise TypeError(f"{slicer!r} does not provide ISlicer")
         self._slicers[cls] = slicer
         self._slicer_cache.clear()
-        Registry.generation += 1
+        self._slicers_changed()
+
+    def _slicers_changed(self) -> None:
+        """Tell the encoders of this registry and of its children to look their types up again."""
+        self.generation += 1
+        if self._children is not None:
+            for child in list(self._children):
+                child._slicers_changed()
 
     def register(
         self,

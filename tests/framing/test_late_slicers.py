@@ -41,7 +41,7 @@ def sent(encoder: Encoder, obj: Any) -> Any:
 class LateSlicerTests(SynchronousTestCase):
     """A registration made after a type was written changes how the next message writes it."""
 
-    def test_replacedSlicer(self) -> None:
+    def test_replaced_slicer(self) -> None:
         """A slicer registered again for a type is used from the next object on."""
         registry = Registry(DEFAULT_REGISTRY)
         registry.add_slicer(Point, Tagged("first"))
@@ -50,7 +50,7 @@ class LateSlicerTests(SynchronousTestCase):
         registry.add_slicer(Point, Tagged("second"))
         self.assertEqual(sent(encoder, [Point(2)]), [("second", 2)])
 
-    def test_parentRegistration(self) -> None:
+    def test_parent_registration(self) -> None:
         """A slicer registered in a parent registry reaches the encoder of a child."""
         parent = Registry(DEFAULT_REGISTRY)
         child = Registry(parent)
@@ -59,10 +59,24 @@ class LateSlicerTests(SynchronousTestCase):
         parent.add_slicer(Numbers, Tagged("numbers"))
         self.assertEqual(sent(encoder, [Numbers([1, 2])]), [("numbers", [1, 2])])
 
-    def test_subclassOfBuiltin(self) -> None:
+    def test_subclass_of_builtin(self) -> None:
         """A subclass first written as its built-in base is written by its own slicer once one is registered."""
         registry = Registry(DEFAULT_REGISTRY)
         encoder = Encoder(registry)
         self.assertEqual(sent(encoder, {"n": Numbers([3])}), {"n": [3]})
         registry.add_slicer(Numbers, Tagged("numbers"))
         self.assertEqual(sent(encoder, {"n": Numbers([3])}), {"n": ("numbers", [3])})
+
+    def test_others_registrations_cost_nothing(self) -> None:
+        """A registration in a child or an unrelated registry (a new connection's) makes the encoder look nothing up."""
+        registry = Registry(DEFAULT_REGISTRY)
+        registry.add_slicer(Point, Tagged("p"))
+        encoder = Encoder(registry)
+        lookups: list[type] = []
+        lookup = registry.slicer_for
+        self.patch(registry, "slicer_for", lambda cls: lookups.append(cls) or lookup(cls))
+        sent(encoder, Point(1))
+        Registry(registry).add_slicer(Numbers, Tagged("child"))
+        Registry(DEFAULT_REGISTRY).add_slicer(Numbers, Tagged("other"))
+        sent(encoder, Point(2))
+        self.assertEqual(lookups, [Point])

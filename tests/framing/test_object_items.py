@@ -25,7 +25,7 @@ class ObjectItemsTests(SynchronousTestCase):
         """A list of 10 items fits; 11 are refused, although the top-level CLOSE follows the last one."""
         self.assertLast([1] * 10, [1] * 11)
 
-    def test_emptyContainers(self) -> None:
+    def test_empty_containers(self) -> None:
         """Empty containers are items too: 10 of them fit, 11 are refused."""
         self.assertLast([[] for _ in range(10)], [[] for _ in range(11)])
 
