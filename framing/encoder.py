@@ -15,6 +15,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from . import _core
 from .blocks import BlockBuffer
 from .errors import EncodingError
 from .limits import DEFAULT_LIMITS, Limits
@@ -79,6 +80,7 @@ class Encoder:
         """The message being encoded's L{Outgoing} (for slicers), or C{None}."""
         self._openings: dict[str, bytes] = {}
         self._depth = 0
+        self._fast = _core.encoder()
         self._writers: dict[type, Callable[[Any, int], None]] = {
             int: self._write_int,
             bool: self._write_simple,
@@ -114,6 +116,11 @@ class Encoder:
         @raise EncodingError: C{obj} holds something that cannot be sent;
             C{buf} may then hold a partial object and should be discarded.
         """
+        if self._fast is not None:
+            tokens = self._fast(obj, self.limits.max_depth)
+            if tokens is not None:
+                buf.write_piece(tokens)
+                return
         self._buf = buf
         self.outgoing = outgoing
         try:
@@ -273,6 +280,11 @@ def _has_buffer(obj: Any) -> bool:
 
 def dumps(obj: Any, registry: Registry | None = None, limits: Limits | None = None) -> bytes:
     """Return a complete stream holding C{obj}: the preamble, then its tokens."""
+    fast = _core.encoder()
+    if fast is not None:
+        stream = fast(obj, (limits or DEFAULT_LIMITS).max_depth, PREAMBLE)
+        if stream is not None:
+            return stream
     encoder = Encoder(registry, limits)
     buf = BlockBuffer()
     buf.write(PREAMBLE)

@@ -1,0 +1,334 @@
+"""
+The two codec cores, compiled and pure-Python, behave as one: the same
+bytes out of the encoder, the same objects (types included) out of the
+decoder, and the same Violations and ProtocolErrors with the same C{where},
+for generated values and for mutated, truncated and random streams fed in
+random chunkings; the wire vectors pass on the pure core here (the rest of
+the suite runs on whichever core the process chose; C{CHUNKWIRE_PURE=1}
+runs it all on the pure core).
+
+C{CHUNKWIRE_CORES_EXAMPLES} sets the examples per differential test (a
+default run takes a few hundred; C{CHUNKWIRE_CORES_EXAMPLES=50000} gives the
+10^5 values and 10^5 streams of the full campaign).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import struct
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from unittest import skipIf
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from twisted.trial.unittest import SynchronousTestCase
+
+import framing
+from framing import Decoder, Encoder, Limits, Registry, _core, dumps, loads
+from framing.errors import ChunkwireError
+from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.wire import PREAMBLE
+
+from . import test_vectors
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPILED = _core.speedups
+"""The compiled module, or None when it was not built or CHUNKWIRE_PURE is set."""
+EXAMPLES = int(os.environ.get("CHUNKWIRE_CORES_EXAMPLES", "150"))
+needs_compiled = skipIf(COMPILED is None, "the compiled core is not built (or CHUNKWIRE_PURE is set)")
+
+
+@contextmanager
+def core(module: ModuleType | None) -> Iterator[None]:
+    """Make decoders and encoders (and dumps and loads) use C{module}'s fast path, or none."""
+    saved = _core.speedups
+    _core.speedups = module
+    try:
+        yield
+    finally:
+        _core.speedups = saved
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    x: Any
+    y: Any
+
+
+USER_TYPES = Registry(DEFAULT_REGISTRY)
+USER_TYPES.register(Point, "tests.Point")
+
+
+def canonical(value: Any) -> Any:
+    """C{value} as nested tuples that compare equal only for equal values of equal types (float bits, dict order)."""
+    kind = type(value)
+    if kind is float:
+        return ("float", struct.pack(">d", value))
+    if kind in (list, tuple):
+        return (kind.__name__, *map(canonical, value))
+    if kind is dict:
+        return ("dict", *((canonical(k), canonical(v)) for k, v in value.items()))
+    if kind in (set, frozenset):
+        return (kind.__name__, frozenset(map(canonical, value)))
+    if isinstance(value, ChunkwireError):
+        return (kind.__name__, value.message, value.where, canonical(list(getattr(value, "results", ()))))
+    if kind is Point:
+        return ("Point", canonical(value.x), canonical(value.y))
+    return (kind.__name__, repr(value))
+
+
+def outcome(action: Callable[[], Any]) -> Any:
+    """What C{action} returned, or what it raised (type, message, C{where}), comparably."""
+    try:
+        return ("returned", canonical(action()))
+    except Exception as error:
+        return ("raised", canonical(error) if isinstance(error, ChunkwireError) else (type(error).__name__, str(error)))
+
+
+def feed_all(module: ModuleType | None, chunks: list[bytes], limits: Limits | None, registry: Registry) -> list[Any]:
+    """Everything a decoder made under C{module}'s core says about C{chunks}, fed one by one, then closed."""
+    with core(module):
+        decoder = Decoder(limits, registry)
+    events: list[Any] = []
+    for chunk in chunks:
+        step = outcome(lambda chunk=chunk: decoder.feed(chunk))
+        events.append((step, [canonical(event) for event in decoder.control_events]))
+        if step[0] == "raised":
+            break
+    else:
+        events.append(outcome(decoder.close))
+    events.append((decoder.objects_completed, decoder.at_boundary, decoder.buffered, decoder.held_cost))
+    return events
+
+
+def cut(data: bytes, points: list[int]) -> list[bytes]:
+    """C{data} cut at C{points} (any order, repeats allowed: empty chunks are fed too)."""
+    edges = [0, *sorted(p % (len(data) + 1) for p in points), len(data)]
+    return [data[a:b] for a, b in zip(edges, edges[1:], strict=False)]
+
+
+def mutate(data: bytes, edits: list[tuple[int, int, int]]) -> bytes:
+    """Apply C{(how, where, what)} edits: overwrite a byte, delete a run, insert bytes, truncate."""
+    buf = bytearray(data)
+    for how, where, what in edits:
+        at = where % (len(buf) + 1)
+        if how == 0 and at < len(buf):
+            buf[at] = what & 0xFF
+        elif how == 1:
+            del buf[at : at + 1 + what % 9]
+        elif how == 2:
+            buf[at:at] = bytes([what & 0xFF]) * (1 + what % 3)
+        elif how == 3:
+            del buf[at:]
+    return bytes(buf)
+
+
+scalars = st.one_of(
+    st.integers(min_value=-(2**64) - 2, max_value=2**64 + 1),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.integers(min_value=-20, max_value=300),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=20),
+    st.binary(max_size=20),
+    st.none(),
+    st.booleans(),
+)
+hashables = st.recursive(
+    scalars, lambda inner: st.tuples(inner, inner) | st.frozensets(inner, max_size=3), max_leaves=5
+)
+values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=8)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.one_of(st.text(max_size=6), st.integers(-5, 2**62), hashables), inner, max_size=6)
+        | st.sets(hashables, max_size=4)
+        | st.builds(Point, inner, inner)
+    ),
+    max_leaves=30,
+)
+limits = st.one_of(
+    st.none(),
+    st.builds(
+        Limits,
+        max_header_length=st.integers(1, 9),
+        max_bytes_length=st.integers(0, 40),
+        max_string_length=st.integers(0, 40),
+        max_open_name_length=st.integers(0, 12),
+        max_depth=st.integers(0, 6),
+        max_items=st.integers(0, 10),
+        max_object_items=st.integers(0, 30),
+        max_object_memory=st.integers(0, 3000),
+    ),
+)
+differential = settings(
+    max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+
+
+class ImplementationTests(SynchronousTestCase):
+    def test_names_the_core(self) -> None:
+        """framing.implementation says "compiled" when the extension is in use and "pure" otherwise."""
+        self.assertEqual(framing.implementation, "pure" if COMPILED is None else "compiled")
+
+    def test_pure_forced(self) -> None:
+        """CHUNKWIRE_PURE=1 makes a process choose the pure-Python core."""
+        env = {**os.environ, "CHUNKWIRE_PURE": "1", "PYTHONPATH": str(ROOT)}
+        found = subprocess.run(
+            [sys.executable, "-c", "import framing; print(framing.implementation)"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        self.assertEqual(found.stdout.strip(), "pure")
+
+
+@needs_compiled
+class DifferentialTests(SynchronousTestCase):
+    """Both cores, side by side on the same inputs."""
+
+    @differential
+    @given(values)
+    def test_values(self, value: Any) -> None:
+        """Encoding gives the same bytes or the same error on both cores, and decoding those bytes the same object."""
+        encoded = {}
+        for module in (None, COMPILED):
+            with core(module):
+                encoded[module] = (
+                    outcome(lambda: dumps(value, USER_TYPES)),
+                    outcome(lambda: Encoder(USER_TYPES).encode(value)),
+                )
+        self.assertEqual(encoded[None], encoded[COMPILED])
+        if encoded[None][0][0] == "returned":
+            data = dumps(value, USER_TYPES)
+            decoded = [outcome(lambda m=m: _loads_with(m, data)) for m in (None, COMPILED)]
+            self.assertEqual(decoded[0], decoded[1])
+            self.assertEqual(decoded[0][0], "returned")
+
+    @differential
+    @given(
+        st.lists(values, min_size=1, max_size=3),
+        st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2**16), st.integers(0, 255)), max_size=4),
+        st.lists(st.integers(0, 2**16), max_size=6),
+        limits,
+        st.booleans(),
+    )
+    def test_streams(
+        self, objects: list[Any], edits: list[tuple[int, int, int]], points: list[int], limit: Limits | None, ping: bool
+    ) -> None:
+        """Mutated and truncated streams fed in random chunks give the same objects, Violations and errors."""
+        tokens = []
+        for obj in objects:
+            try:
+                tokens.append(Encoder(USER_TYPES).encode(obj))
+            except ChunkwireError:
+                continue
+            if ping:
+                tokens.append(bytes([0xC5]))
+        data = mutate(PREAMBLE + b"".join(tokens), edits)
+        chunks = cut(data, points)
+        self.assertEqual(feed_all(None, chunks, limit, USER_TYPES), feed_all(COMPILED, chunks, limit, USER_TYPES))
+
+    @differential
+    @given(st.binary(max_size=200), st.lists(st.integers(0, 2**16), max_size=4), limits)
+    def test_random_bytes(self, data: bytes, points: list[int], limit: Limits | None) -> None:
+        """Random bytes after a preamble get the same treatment from both cores."""
+        chunks = cut(PREAMBLE + data, points)
+        self.assertEqual(feed_all(None, chunks, limit, USER_TYPES), feed_all(COMPILED, chunks, limit, USER_TYPES))
+
+
+def _loads_with(module: ModuleType | None, data: bytes) -> Any:
+    with core(module):
+        return loads(data, registry=USER_TYPES)
+
+
+@needs_compiled
+class HandBackTests(SynchronousTestCase):
+    """The compiled reader hands back to the Python decoder at the right point, committing nothing."""
+
+    def test_object_split_across_feeds(self) -> None:
+        """An object cut anywhere decodes the same as whole, and the ones after it still go through the fast path."""
+        data = dumps([{"k": i, "v": [1.5, "x" * i]} for i in range(5)]) + dumps({"a": 1})[len(PREAMBLE) :]
+        expected = [loads(dumps([{"k": i, "v": [1.5, "x" * i]} for i in range(5)])), {"a": 1}]
+        for at in range(1, len(data)):
+            decoder = Decoder()
+            results = decoder.feed(data[:at]) + decoder.feed(data[at:])
+            self.assertEqual(results, expected, at)
+
+    def test_user_type_inside(self) -> None:
+        """An open type the reader does not build, deep in a list, is left to its unslicer with the list around it."""
+        value = [1, [2, Point(3, [4])], {"k": Point("a", None)}]
+        self.assertEqual(loads(dumps(value, USER_TYPES), registry=USER_TYPES), value)
+
+    def test_violation_where(self) -> None:
+        """A Violation inside an object the reader began carries the pure core's where."""
+        bad = dumps([1, {"a": [2, "x"]}]).replace(b"\x31x", b"\x31\xff")
+        results = [Decoder().feed(bad)]
+        with core(None):
+            results.append(Decoder().feed(bad))
+        self.assertEqual(results[0], results[1])
+        self.assertEqual(results[0][0].where, "[1]['a'][1]")
+
+    def test_registry_overrides_builtin(self) -> None:
+        """A registry that builds "list" with its own unslicer is obeyed: the reader leaves lists to it."""
+        registry = Registry(DEFAULT_REGISTRY)
+        registry.register(Point, "list", lambda p: {"x": p.x, "y": p.y}, lambda state: Point(**state))
+        self.assertEqual(loads(dumps([{"x": 1, "y": 2}]), registry=registry), Point(1, 2))
+
+    def test_constraint_keeps_python_path(self) -> None:
+        """A decoder with a constraint never uses the reader (every value is checked in Python)."""
+        from framing.slicing.constraints import Integer, ListOf
+
+        decoder = Decoder(constraint=ListOf(Integer()))
+        results = decoder.feed(dumps([1, 2]) + dumps([3, "x"])[len(PREAMBLE) :])
+        self.assertEqual(results[0], [1, 2])
+        self.assertEqual((type(results[1]).__name__, results[1].where), ("KindRefused", "[1]"))
+
+    def test_pure_forced_in_process(self) -> None:
+        """A decoder made while the pure core is chosen has no compiled reader."""
+        with core(None):
+            self.assertIsNone(Decoder().fast_objects)
+        self.assertIsNotNone(Decoder().fast_objects)
+
+
+class PureAtomVectorTests(test_vectors.AtomVectorTests):
+    """The atom vectors on the pure core."""
+
+    def setUp(self) -> None:
+        self.patch(_core, "speedups", None)
+
+
+class PureContainerVectorTests(test_vectors.ContainerVectorTests):
+    """The container vectors on the pure core."""
+
+    def setUp(self) -> None:
+        self.patch(_core, "speedups", None)
+
+
+class PureLargeVectorTests(test_vectors.LargeVectorTests):
+    """The large vectors on the pure core."""
+
+    def setUp(self) -> None:
+        self.patch(_core, "speedups", None)
+
+
+class PureErrorVectorTests(test_vectors.ErrorVectorTests):
+    """The error vectors on the pure core."""
+
+    def setUp(self) -> None:
+        self.patch(_core, "speedups", None)
+
+
+class PureStreamVectorTests(test_vectors.StreamVectorTests):
+    """The stream vectors on the pure core."""
+
+    def setUp(self) -> None:
+        self.patch(_core, "speedups", None)
