@@ -94,6 +94,9 @@ class Encoder:
             set: self._write_set,
             frozenset: self._write_frozenset,
         }
+        if self._fast is not None:
+            for kind in (list, tuple, dict):
+                self._writers[kind] = self._compiled_writer(self._writers[kind])
 
     @staticmethod
     def preamble() -> bytes:
@@ -116,11 +119,6 @@ class Encoder:
         @raise EncodingError: C{obj} holds something that cannot be sent;
             C{buf} may then hold a partial object and should be discarded.
         """
-        if self._fast is not None:
-            tokens = self._fast(obj, self.limits.max_depth)
-            if tokens is not None:
-                buf.write_piece(tokens)
-                return
         self._buf = buf
         self.outgoing = outgoing
         try:
@@ -175,6 +173,20 @@ class Encoder:
             slicer.slice(obj, self)
 
         return write
+
+    def _compiled_writer(self, write: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
+        """C{write}, tried first by the compiled core (whole containers of exact built-in types, else C{None})."""
+        fast = self._fast
+        assert fast is not None
+
+        def compiled(value: Any, depth: int) -> None:
+            tokens = fast(value, max(self.limits.max_depth - depth, 0))
+            if tokens is None:
+                write(value, depth)
+            else:
+                self._buf.write_piece(tokens)
+
+        return compiled
 
     def _write_int(self, value: int, depth: int) -> None:
         buf = self._buf

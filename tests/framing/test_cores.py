@@ -15,6 +15,7 @@ default run takes a few hundred; C{CHUNKWIRE_CORES_EXAMPLES=50000} gives the
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import struct
 import subprocess
@@ -297,6 +298,43 @@ class HandBackTests(SynchronousTestCase):
         with core(None):
             self.assertIsNone(Decoder().fast_objects)
         self.assertIsNotNone(Decoder().fast_objects)
+
+
+LEAK_ROUNDS = int(os.environ.get("CHUNKWIRE_CORES_LEAK_ROUNDS", "2000"))
+"""Rounds of L{LeakTests}; each decodes and encodes about 50 objects (20000: 10^6 objects)."""
+
+
+@needs_compiled
+class LeakTests(SynchronousTestCase):
+    """The compiled core keeps no reference it should not: memory returns to where it was."""
+
+    def test_allocated_blocks_return(self) -> None:
+        """Decoding and encoding many objects, handed-back and refused ones included, leaves the blocks as they were."""
+        value = {"id": 7, "xs": [1, -2, 2**63, -(2**63) - 1, 1.5, None, True], "s": "é" * 3, "b": b"x", "t": (1, [])}
+        streams = [
+            dumps(value),
+            dumps([1, "x"]).replace(b"\x31x", b"\x31\xff"),  # refused: invalid UTF-8
+            dumps([1, {"k": Point(1, 2)}], USER_TYPES),  # handed back at the user type
+            dumps({"a": 1, "b": [2, 3]})[:-3],  # handed back at the end of the buffer
+            dumps({(1, 2): 3}),  # handed back at a key whose hash is tracked
+        ]
+
+        def once() -> None:
+            dumps(value)
+            Encoder(USER_TYPES).encode([value, Point(1, [2])])
+            for stream in streams:
+                decoder = Decoder(registry=USER_TYPES)
+                decoder.feed(stream)
+            loads(streams[0])
+
+        for _ in range(100):
+            once()
+        gc.collect()
+        before = sys.getallocatedblocks()
+        for _ in range(LEAK_ROUNDS):
+            once()
+        gc.collect()
+        self.assertLess(sys.getallocatedblocks() - before, 100)
 
 
 class PureAtomVectorTests(test_vectors.AtomVectorTests):
