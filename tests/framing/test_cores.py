@@ -14,9 +14,11 @@ default run takes a few hundred; C{CHUNKWIRE_CORES_EXAMPLES=50000} gives the
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import gc
 import os
+import random
 import struct
 import subprocess
 import sys
@@ -80,6 +82,10 @@ def canonical(value: Any) -> Any:
         return (kind.__name__, frozenset(map(canonical, value)))
     if isinstance(value, ChunkwireError):
         return (kind.__name__, value.message, value.where, canonical(list(getattr(value, "results", ()))))
+    if kind in (bytearray, memoryview):
+        return (kind.__name__, bytes(value))
+    if kind is array.array:
+        return ("array", value.typecode, value.tobytes())
     if kind is Point:
         return ("Point", canonical(value.x), canonical(value.y))
     return (kind.__name__, repr(value))
@@ -298,6 +304,54 @@ class HandBackTests(SynchronousTestCase):
         with core(None):
             self.assertIsNone(Decoder().fast_objects)
         self.assertIsNotNone(Decoder().fast_objects)
+
+
+FUZZ_RUNS = int(os.environ.get("CHUNKWIRE_CORES_FUZZ_RUNS", "2000"))
+"""Executions of L{MutationFuzzTests} (10^6 for the campaign, under C{dev.py asan} too)."""
+
+
+def seed_streams() -> list[bytes]:
+    """Streams to mutate: every wire vector, the decoder fuzz corpus and the bodies of a few objects."""
+    seeds = [bytes.fromhex(v["hex"]) for name in test_vectors.ALL_FILES for v in test_vectors.load_vectors(name)]
+    corpus = ROOT / "fuzz" / "corpus" / "decoder"
+    if corpus.is_dir():
+        for path in sorted(corpus.iterdir())[:400]:
+            data = path.read_bytes()
+            seeds.append(data[1 + 2 * (data[0] % 8) :] if data else b"")
+    objects = [[1, 2.5, "é", b"x", None, True, (3, [])], {"id": 1, "m": "get", "a": [{"k": -(2**40)}]}, list(range(40))]
+    seeds += [dumps(obj) for obj in objects] + [dumps(Point(1, [2]), USER_TYPES)]
+    return [seed for seed in seeds if seed]
+
+
+@needs_compiled
+class MutationFuzzTests(SynchronousTestCase):
+    """Random mutations of real streams, in random chunks, against both cores."""
+
+    def test_mutations(self) -> None:
+        """Every mutated stream gives the same events on both cores (a seeded random campaign, FUZZ_RUNS long)."""
+        rng = random.Random(int(os.environ.get("CHUNKWIRE_CORES_SEED", "17")))
+        seeds = seed_streams()
+        small = Limits(max_items=6, max_object_items=20, max_object_memory=2000, max_depth=4, max_string_length=30)
+        for run in range(FUZZ_RUNS):
+            data = bytearray(rng.choice(seeds))
+            if rng.random() < 0.5:
+                data += rng.choice(seeds)[len(PREAMBLE) :]
+            for _ in range(rng.randrange(4)):
+                at = rng.randrange(len(data) + 1)
+                how = rng.randrange(4)
+                if how == 0 and at < len(data):
+                    data[at] = rng.randrange(256)
+                elif how == 1:
+                    del data[at : at + rng.randrange(1, 9)]
+                elif how == 2:
+                    data[at:at] = rng.randbytes(rng.randrange(1, 4))
+                elif how == 3 and rng.random() < 0.3:
+                    del data[at:]
+            chunks = cut(bytes(data), [rng.randrange(len(data) + 1) for _ in range(rng.randrange(5))])
+            limit = small if run % 3 == 0 else None
+            self.assertEqual(
+                feed_all(None, chunks, limit, USER_TYPES), feed_all(COMPILED, chunks, limit, USER_TYPES), bytes(data)
+            )
 
 
 LEAK_ROUNDS = int(os.environ.get("CHUNKWIRE_CORES_LEAK_ROUNDS", "2000"))
