@@ -7,6 +7,19 @@ value, decoders and encoders also use it for what it covers (whole objects
 made only of built-in kinds and types); it hands everything else back to
 the Python code, so both cores give the same objects, the same Violations
 with the same C{where}, and the same bytes.
+
+The extension is compiled by C{pip install} (and the editable install that
+C{dev.py} makes) when a C compiler is present; without one, the build says
+C{chunkwire: no C compiler; using the pure-Python core} and the install
+goes on.  The decoder's reader takes a top-level object only if it lies
+whole in one received chunk and holds nothing but INT, NEG, BYTES, STRING,
+FLOAT and SIMPLE tokens in lists, tuples and dicts (dict keys: str, bytes
+and ints below C{2**61 - 1} in magnitude, and str and bytes only while hash
+randomization is on, as C{PYTHONHASHSEED=0} makes their hashes tracked),
+within every limit; at anything else it hands the whole object back, from
+its first byte, having committed nothing.  The encoder writes each
+list, tuple and dict of exact built-in types (bytes under 32 KiB, which the
+Python encoder keeps by reference; ints within 64 bits).
 """
 
 from __future__ import annotations
