@@ -7,9 +7,16 @@ random chunkings; the wire vectors pass on the pure core here (the rest of
 the suite runs on whichever core the process chose; C{CHUNKWIRE_PURE=1}
 runs it all on the pure core).
 
-C{CHUNKWIRE_CORES_EXAMPLES} sets the examples per differential test (a
-default run takes a few hundred; C{CHUNKWIRE_CORES_EXAMPLES=50000} gives the
-10^5 values and 10^5 streams of the full campaign).
+The default run is short (about 5 s); the full campaign sets its length
+from the environment:
+
+    CHUNKWIRE_CORES_EXAMPLES=100000 pytest tests/framing/test_cores.py -k test_values
+    CHUNKWIRE_CORES_EXAMPLES=50000 pytest tests/framing/test_cores.py -k "test_streams or test_random_bytes"
+    CHUNKWIRE_CORES_FUZZ_RUNS=1000000 CHUNKWIRE_CORES_LEAK_ROUNDS=20000 python3 dev.py asan tests/framing/test_cores.py
+
+(hypothesis examples per differential test; mutated streams; rounds of the
+allocated-blocks check, which counts only without C{dev.py asan}'s
+C{PYTHONMALLOC=malloc}).
 """
 
 from __future__ import annotations
