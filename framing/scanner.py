@@ -92,8 +92,9 @@ class TokenSink(Protocol):
         """A streamed body is complete."""
 
     # Optional (the compiled core, framing._core): fast_objects(buf, pos) -> pos,
-    # or None.  Offered an OPEN while accepts_all, it decodes whole objects
-    # from there, delivers them itself and returns where it stopped.
+    # or None.  Offered a chunk's first token or an OPEN while accepts_all, it
+    # decodes whole objects from there, delivers them itself and returns
+    # where it stopped.
 
 
 # For each possible first header byte: True when it is a whole token on its
@@ -277,6 +278,8 @@ class TokenScanner:
         compiled: Any = sink if hasattr(sink, "fast_objects") else None
         resumed = -1  # where the compiled reader last handed back
         try:
+            if compiled and compiled.fast_objects and sink.accepts_all:
+                pos = resumed = compiled.fast_objects(buf, pos)
             while pos < end:
                 first = buf[pos]
                 if one_byte[first]:
