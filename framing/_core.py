@@ -19,7 +19,8 @@ randomization is on, as C{PYTHONHASHSEED=0} makes their hashes tracked),
 within every limit; at anything else it hands the whole object back, from
 its first byte, having committed nothing.  The encoder writes each
 list, tuple and dict of exact built-in types (bytes under 32 KiB, which the
-Python encoder keeps by reference; ints within 64 bits).
+Python encoder keeps by reference; ints within 64 bits), and each container
+a slicer writes whose parts are such values (an RPC message, say).
 """
 
 from __future__ import annotations
@@ -110,3 +111,8 @@ def loads_reader(limits: Limits | None, registry: Registry | None) -> Callable[[
 def encoder() -> Callable[..., bytes | None] | None:
     """The compiled encoder of built-in objects, C{encode(obj, max_depth, prefix=b"")}, or C{None}."""
     return None if speedups is None else speedups.encode
+
+
+def parts_encoder() -> Callable[[Any, int, bytes], bytes | None] | None:
+    """The compiled writer of a slicer's container, C{encode_parts(parts, max_depth, opening)}, or C{None}."""
+    return None if speedups is None else speedups.encode_parts

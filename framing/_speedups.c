@@ -859,10 +859,61 @@ speedups_encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
+PyDoc_STRVAR(encode_parts_doc,
+"encode_parts(parts, max_depth, opening) -> bytes or None\n\n"
+"opening (an OPEN token), the tokens of each of parts (an exact list or\n"
+"tuple), then CLOSE: a container written by a slicer, at the depth where\n"
+"max_depth is what is left; None if any part is not as encode() takes it.");
+
+static PyObject *
+speedups_encode_parts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    static const unsigned char close = K_CLOSE << 4;
+    Output out;
+    unsigned long long max_depth;
+    PyObject *parts, *result = NULL;
+    Py_ssize_t i;
+    int status = OK;
+
+    if (nargs != 3 || !PyBytes_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "encode_parts(parts, max_depth, opening)");
+        return NULL;
+    }
+    parts = args[0];
+    if (!PyList_CheckExact(parts) && !PyTuple_CheckExact(parts))
+        Py_RETURN_NONE;
+    max_depth = PyLong_AsUnsignedLongLong(args[1]);
+    if (max_depth == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (max_depth < 1)
+        Py_RETURN_NONE; /* the container itself is too deep: Python says so */
+    out.data = out.small;
+    out.length = 0;
+    out.capacity = sizeof out.small;
+    if (write_bytes(&out, PyBytes_AS_STRING(args[2]), (size_t)PyBytes_GET_SIZE(args[2])) < 0)
+        status = FAILED;
+    for (i = 0; status == OK && i < Py_SIZE(parts); i++) {
+        PyObject *item = PyList_CheckExact(parts) ? PyList_GET_ITEM(parts, i) : PyTuple_GET_ITEM(parts, i);
+        Py_INCREF(item);
+        status = write_value(&out, item, 1, max_depth);
+        Py_DECREF(item);
+    }
+    if (status == OK && write_bytes(&out, &close, 1) < 0)
+        status = FAILED;
+    if (status == OK)
+        result = PyBytes_FromStringAndSize((const char *)out.data, (Py_ssize_t)out.length);
+    else if (status == HAND_BACK)
+        result = Py_NewRef(Py_None);
+    if (out.data != out.small)
+        PyMem_Free(out.data);
+    return result;
+}
+
 /* ------------------------------------------------------------------------ */
 
 static PyMethodDef speedups_methods[] = {
     {"encode", (PyCFunction)(void (*)(void))speedups_encode, METH_FASTCALL, encode_doc},
+    {"encode_parts", (PyCFunction)(void (*)(void))speedups_encode_parts, METH_FASTCALL, encode_parts_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -81,6 +81,7 @@ class Encoder:
         self._openings: dict[str, bytes] = {}
         self._depth = 0
         self._fast = _core.encoder()
+        self._fast_parts = _core.parts_encoder()
         self._writers: dict[type, Callable[[Any, int], None]] = {
             int: self._write_int,
             bool: self._write_simple,
@@ -146,6 +147,11 @@ class Encoder:
         if opening is None:
             # Names come from slicers (program code), so this stays small.
             opening = self._openings[name] = open_token(name)
+        if self._fast_parts is not None and id(container) not in self._open_ids:
+            tokens = self._fast_parts(parts, max(self.limits.max_depth - self._depth, 0), opening)
+            if tokens is not None:
+                self._buf.write_piece(tokens)
+                return
         self._write_sequence(opening, parts, self._depth, container)
 
     def _writer_for(self, obj: Any) -> Callable[[Any, int], None]:

@@ -72,8 +72,14 @@ class Point:
     y: Any
 
 
+@dataclasses.dataclass
+class Box:
+    items: list[Any]
+
+
 USER_TYPES = Registry(DEFAULT_REGISTRY)
 USER_TYPES.register(Point, "tests.Point")
+USER_TYPES.register(Box, "tests.Box")
 
 
 def canonical(value: Any) -> Any:
@@ -290,6 +296,21 @@ class HandBackTests(SynchronousTestCase):
             results.append(Decoder().feed(bad))
         self.assertEqual(results[0], results[1])
         self.assertEqual(results[0][0].where, "[1]['a'][1]")
+
+    def test_slicer_parts(self) -> None:
+        """A slicer's container is written by the compiled core when its parts are built-ins, else by Python."""
+        box = Box([1, "x", (2.5, None)])
+        cyclic = Box([1])
+        cyclic.items.append([cyclic])
+        deep = Box([[[[1]]]])
+        for value, limits in ((box, None), (Box([box]), None), (cyclic, None), (deep, Limits(max_depth=4))):
+            found = []
+            for module in (None, COMPILED):
+                with core(module):
+                    found.append(outcome(lambda value=value, limits=limits: Encoder(USER_TYPES, limits).encode(value)))
+            self.assertEqual(found[0], found[1], value)
+        self.assertEqual(found[0][1][0], "EncodingError")
+        self.assertEqual(loads(dumps(Box([box]), USER_TYPES), registry=USER_TYPES), Box([box]))
 
     def test_registry_overrides_builtin(self) -> None:
         """A registry that builds "list" with its own unslicer is obeyed: the reader leaves lists to it."""
