@@ -861,8 +861,8 @@ speedups_encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 PyDoc_STRVAR(encode_parts_doc,
 "encode_parts(parts, max_depth, opening) -> bytes or None\n\n"
-"opening (an OPEN token), the tokens of each of parts (an exact list or\n"
-"tuple), then CLOSE: a container written by a slicer, at the depth where\n"
+"opening (an OPEN token), the tokens of each of parts (a list or tuple,\n"
+"iterated as one), then CLOSE: a container written by a slicer, at the depth where\n"
 "max_depth is what is left; None if any part is not as encode() takes it.");
 
 static PyObject *
@@ -880,7 +880,10 @@ speedups_encode_parts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     parts = args[0];
-    if (!PyList_CheckExact(parts) && !PyTuple_CheckExact(parts))
+    /* A subclass too (an RPC Message is a tuple), if iterating it is the
+       base type's iteration, which is all the Python encoder does with it. */
+    if (!(PyList_Check(parts) && Py_TYPE(parts)->tp_iter == PyList_Type.tp_iter) &&
+        !(PyTuple_Check(parts) && Py_TYPE(parts)->tp_iter == PyTuple_Type.tp_iter))
         Py_RETURN_NONE;
     max_depth = PyLong_AsUnsignedLongLong(args[1]);
     if (max_depth == (unsigned long long)-1 && PyErr_Occurred())
@@ -893,7 +896,7 @@ speedups_encode_parts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (write_bytes(&out, PyBytes_AS_STRING(args[2]), (size_t)PyBytes_GET_SIZE(args[2])) < 0)
         status = FAILED;
     for (i = 0; status == OK && i < Py_SIZE(parts); i++) {
-        PyObject *item = PyList_CheckExact(parts) ? PyList_GET_ITEM(parts, i) : PyTuple_GET_ITEM(parts, i);
+        PyObject *item = PyList_Check(parts) ? PyList_GET_ITEM(parts, i) : PyTuple_GET_ITEM(parts, i);
         Py_INCREF(item);
         status = write_value(&out, item, 1, max_depth);
         Py_DECREF(item);

@@ -39,9 +39,10 @@ from unittest import skipIf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
+from zope.interface import implementer
 
 import framing
-from framing import Decoder, Encoder, Limits, Registry, _core, dumps, loads
+from framing import Decoder, Encoder, ISlicer, Limits, Registry, _core, dumps, loads
 from framing.errors import ChunkwireError
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
@@ -77,9 +78,27 @@ class Box:
     items: list[Any]
 
 
+class Tagged(tuple):  # type: ignore[type-arg]
+    """A tuple subclass sent as its items (as an RPC message is)."""
+
+
+class Reversed(Tagged):
+    """...iterated backwards, which the encoder must honour."""
+
+    def __iter__(self) -> Iterator[Any]:
+        return reversed(tuple(super().__iter__()))
+
+
+@implementer(ISlicer)
+class TaggedSlicer:
+    def slice(self, obj: Any, encoder: Any) -> None:
+        encoder.write_container("tests.Tagged", obj, obj)
+
+
 USER_TYPES = Registry(DEFAULT_REGISTRY)
 USER_TYPES.register(Point, "tests.Point")
 USER_TYPES.register(Box, "tests.Box")
+USER_TYPES.add_slicer(Tagged, TaggedSlicer())
 
 
 def canonical(value: Any) -> Any:
@@ -303,7 +322,9 @@ class HandBackTests(SynchronousTestCase):
         cyclic = Box([1])
         cyclic.items.append([cyclic])
         deep = Box([[[[1]]]])
-        for value, limits in ((box, None), (Box([box]), None), (cyclic, None), (deep, Limits(max_depth=4))):
+        tagged = [Tagged((1, "a", [2])), Reversed((1, "a", [2])), Tagged((1, Point(2, 3)))]
+        cases = [(box, None), (Box([box]), None), *((t, None) for t in tagged), (cyclic, None)]
+        for value, limits in (*cases, (deep, Limits(max_depth=4))):
             found = []
             for module in (None, COMPILED):
                 with core(module):
