@@ -100,7 +100,13 @@ def loads_reader(limits: Limits | None, registry: Registry | None) -> Callable[[
     if limits is not None and limits is not DEFAULT_LIMITS:
         found = reader(limits, registry)
     else:
-        builds = tuple(registry.unslicer_for(cls.open_type) is cls for cls in _BUILT_INS)
+        # (written out: this runs for every loads)
+        unslicer_for = registry.unslicer_for
+        builds = (
+            unslicer_for("list") is ListUnslicer,
+            unslicer_for("tuple") is TupleUnslicer,
+            unslicer_for("dict") is DictUnslicer,
+        )
         found = _DEFAULT_READERS.get(builds)
         if found is None:
             found = _DEFAULT_READERS[builds] = reader(DEFAULT_LIMITS, registry)
