@@ -14,9 +14,9 @@ C{chunkwire: no C compiler; using the pure-Python core} and the install
 goes on.  The decoder's reader takes a top-level object only if it lies
 whole in one received chunk and holds nothing but INT, NEG, BYTES, STRING,
 FLOAT and SIMPLE tokens in lists, tuples and dicts (dict keys: str, bytes
-and ints below C{2**61 - 1} in magnitude, and str and bytes only while hash
-randomization is on, as C{PYTHONHASHSEED=0} makes their hashes tracked),
-within every limit; at anything else it hands the whole object back, from
+and ints below C{2**61 - 1} in magnitude; with C{PYTHONHASHSEED=0}, str and
+bytes keys are charged as the Python unslicer charges them, and a dict in
+which two share a full hash is handed back), within every limit; at anything else it hands the whole object back, from
 its first byte, having committed nothing.  The encoder writes each
 list, tuple and dict of exact built-in types (bytes under 32 KiB, which the
 Python encoder keeps by reference; ints within 64 bits), and each container
@@ -31,7 +31,7 @@ from types import ModuleType
 from typing import Any
 
 from .limits import DEFAULT_LIMITS, Limits
-from .slicing.builtin import _RANDOMIZED, DictUnslicer, ListUnslicer, TupleUnslicer
+from .slicing.builtin import _RANDOMIZED, TRACKED_KEY_COST, DictUnslicer, ListUnslicer, TupleUnslicer
 from .slicing.registry import DEFAULT_REGISTRY, Registry
 
 
@@ -74,7 +74,7 @@ def reader(limits: Limits, registry: Registry, results: list[Any] | None = None,
         limits.max_object_memory,
     )
     builds = tuple(registry.unslicer_for(cls.open_type) is cls for cls in _BUILT_INS)
-    costs = tuple(cost for cls in _BUILT_INS for cost in (cls.open_cost, cls.item_cost))
+    costs = (*(cost for cls in _BUILT_INS for cost in (cls.open_cost, cls.item_cost)), TRACKED_KEY_COST)
     return speedups.Reader(tuple(min(n, _MAX) for n in numbers), builds, costs, _RANDOMIZED, results, stack)
 
 

@@ -68,6 +68,7 @@ typedef struct {
     unsigned long long open_cost[C_COUNT];   /* the unslicer classes' open_cost */
     unsigned long long item_cost[C_COUNT];   /* ... and item_cost */
     int plain_keys;                          /* str and bytes keys are untracked (hash randomization on) */
+    unsigned long long tracked_key_cost;     /* bytes charged per tracked key (builtin.TRACKED_KEY_COST) */
 } Reader;
 
 typedef struct {
@@ -152,12 +153,12 @@ static int parse_value(Parse *ps, unsigned long long depth, PyObject **out);
    (its own size, then a slot and an allowance per item); HAND_BACK once the
    object is over either limit, so that Python refuses it in its own words. */
 static int
-charge(Parse *ps, int which, Py_ssize_t length)
+charge(Parse *ps, int which, Py_ssize_t length, unsigned long long extra)
 {
     Reader *r = ps->reader;
     unsigned long long n = (unsigned long long)length;
     ps->items += n;
-    ps->cost += r->open_cost[which] + n * r->item_cost[which];
+    ps->cost += r->open_cost[which] + n * r->item_cost[which] + extra;
     if (ps->items > r->max_object_items || ps->cost > r->max_object_memory)
         return HAND_BACK;
     return OK;
@@ -205,7 +206,7 @@ parse_sequence(Parse *ps, unsigned long long depth, int which, PyObject **out)
             break;
     }
     if (status == OK)
-        status = charge(ps, which, PyList_GET_SIZE(items));
+        status = charge(ps, which, PyList_GET_SIZE(items), 0);
     if (status == OK && which == C_TUPLE) {
         *out = PyList_AsTuple(items);
         Py_DECREF(items);
@@ -219,31 +220,58 @@ parse_sequence(Parse *ps, unsigned long long depth, int which, PyObject **out)
     return OK;
 }
 
-/* A key the Python DictUnslicer takes without tracking its hash: str and
-   bytes (when hashes are randomized), and ints strictly within the modulus. */
+/* Check a dict key as the Python DictUnslicer does, or hand back: it takes
+   str and bytes keys and ints strictly within the hash modulus without
+   counting their hashes while hash randomization is on.  With it off
+   (PYTHONHASHSEED=0) a peer can choose str and bytes hashes, so the
+   unslicer counts them (TRACKED_KEY_COST each, and the equality probes that
+   equal full hashes cost): they are taken here only while no two keys of
+   the dict share a full hash, and charged the same. */
 static int
-plain_key(Parse *ps, PyObject *key)
+check_key(Parse *ps, PyObject *key, PyObject **seen, unsigned long long *extra)
 {
-    if (PyUnicode_CheckExact(key) || PyBytes_CheckExact(key))
-        return ps->reader->plain_keys;
+    PyObject *hash_obj;
+    Py_hash_t hash;
+    int present;
+
     if (PyLong_CheckExact(key)) {
         int overflow = 0;
         long long value = PyLong_AsLongLongAndOverflow(key, &overflow);
         if (overflow || (value == -1 && PyErr_Occurred())) {
             PyErr_Clear();
-            return 0;
+            return HAND_BACK;
         }
         if (value < 0)
-            return (unsigned long long)(-(value + 1)) < HASH_MODULUS - 1;
-        return (unsigned long long)value < HASH_MODULUS;
+            return (unsigned long long)(-(value + 1)) < HASH_MODULUS - 1 ? OK : HAND_BACK;
+        return (unsigned long long)value < HASH_MODULUS ? OK : HAND_BACK;
     }
-    return 0;
+    if (!PyUnicode_CheckExact(key) && !PyBytes_CheckExact(key))
+        return HAND_BACK;
+    if (ps->reader->plain_keys)
+        return OK;
+    hash = PyObject_Hash(key);
+    if (hash == -1)
+        return FAILED;
+    if (*seen == NULL && (*seen = PySet_New(NULL)) == NULL)
+        return FAILED;
+    hash_obj = PyLong_FromSsize_t(hash);
+    if (hash_obj == NULL)
+        return FAILED;
+    present = PySet_Contains(*seen, hash_obj);
+    if (present == 0)
+        present = PySet_Add(*seen, hash_obj) < 0 ? -1 : 0;
+    Py_DECREF(hash_obj);
+    if (present != 0)
+        return present < 0 ? FAILED : HAND_BACK;
+    *extra += ps->reader->tracked_key_cost;
+    return OK;
 }
 
 static int
 parse_dict(Parse *ps, unsigned long long depth, PyObject **out)
 {
-    PyObject *items = PyDict_New(), *key = NULL, *value = NULL;
+    PyObject *items = PyDict_New(), *key = NULL, *value = NULL, *seen = NULL;
+    unsigned long long extra = 0;
     int status, closed;
 
     if (items == NULL)
@@ -255,7 +283,7 @@ parse_dict(Parse *ps, unsigned long long depth, PyObject **out)
         status = parse_value(ps, depth, &key);
         if (status != OK)
             break;
-        status = plain_key(ps, key) ? OK : HAND_BACK;
+        status = check_key(ps, key, &seen, &extra);
         if (status == OK) {
             int present = PyDict_Contains(items, key);
             status = present < 0 ? FAILED : present ? HAND_BACK : OK;
@@ -272,8 +300,9 @@ parse_dict(Parse *ps, unsigned long long depth, PyObject **out)
         if (status != OK)
             break;
     }
+    Py_XDECREF(seen);
     if (status == OK)
-        status = charge(ps, C_DICT, PyDict_GET_SIZE(items));
+        status = charge(ps, C_DICT, PyDict_GET_SIZE(items), extra);
     if (status != OK) {
         Py_DECREF(items);
         return status;
@@ -497,8 +526,8 @@ reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!p|OO", keywords, &PyTuple_Type, &limits, &PyTuple_Type,
                                      &builds, &PyTuple_Type, &costs, &plain_keys, &results, &stack))
         return NULL;
-    if (PyTuple_GET_SIZE(limits) != 8 || PyTuple_GET_SIZE(builds) != C_COUNT || PyTuple_GET_SIZE(costs) != 2 * C_COUNT) {
-        PyErr_SetString(PyExc_ValueError, "limits: 8 ints; builds: 3 bools; costs: 6 ints");
+    if (PyTuple_GET_SIZE(limits) != 8 || PyTuple_GET_SIZE(builds) != C_COUNT || PyTuple_GET_SIZE(costs) != 2 * C_COUNT + 1) {
+        PyErr_SetString(PyExc_ValueError, "limits: 8 ints; builds: 3 bools; costs: 7 ints");
         return NULL;
     }
     if ((results != Py_None && !PyList_CheckExact(results)) || (stack != Py_None && !PyList_CheckExact(stack))) {
@@ -531,6 +560,12 @@ reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
             PyErr_SetString(PyExc_ValueError, "implausible container cost");
             goto fail;
         }
+    }
+    if (limit_arg(costs, 2 * C_COUNT, &self->tracked_key_cost) < 0)
+        goto fail;
+    if (self->tracked_key_cost > (1ULL << 32)) {
+        PyErr_SetString(PyExc_ValueError, "implausible container cost");
+        goto fail;
     }
     self->plain_keys = plain_keys;
     if (results != Py_None) {

@@ -44,6 +44,7 @@ from zope.interface import implementer
 import framing
 from framing import Decoder, Encoder, ISlicer, Limits, Registry, _core, dumps, loads
 from framing.errors import ChunkwireError
+from framing.slicing import builtin
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 
@@ -401,6 +402,35 @@ class MutationFuzzTests(SynchronousTestCase):
             self.assertEqual(
                 feed_all(None, chunks, limit, USER_TYPES), feed_all(COMPILED, chunks, limit, USER_TYPES), bytes(data)
             )
+
+
+@needs_compiled
+class TrackedKeyTests(SynchronousTestCase):
+    """With hash randomization off, str and bytes dict keys are charged alike by both cores."""
+
+    def setUp(self) -> None:
+        # What PYTHONHASHSEED=0 makes of both cores (the hashes themselves stay randomized).
+        self.patch(builtin, "_STR", builtin._Never)
+        self.patch(builtin, "_BYTES", builtin._Never)
+        self.patch(_core, "_RANDOMIZED", False)
+
+    def test_budget_edge(self) -> None:
+        """Around max_object_memory, dicts of str and bytes keys are kept or refused alike, the kept ones in C."""
+        taken = 0
+        for keys in range(1, 12):
+            value = {**{f"k{i}": i for i in range(keys)}, b"b": [1.5]}
+            data = dumps(value)
+            for memory in range(200, 2600, 37):
+                limits = Limits(max_object_memory=memory)
+                found = [outcome(lambda m=m, d=data, lim=limits: _loads_limited(m, d, lim)) for m in (None, COMPILED)]
+                self.assertEqual(found[0], found[1], (keys, memory))
+                taken += _core.reader(limits, DEFAULT_REGISTRY).one(data, len(PREAMBLE)) is not None
+        self.assertGreater(taken, 0)
+
+
+def _loads_limited(module: ModuleType | None, data: bytes, limits: Limits) -> Any:
+    with core(module):
+        return loads(data, limits)
 
 
 LEAK_ROUNDS = int(os.environ.get("CHUNKWIRE_CORES_LEAK_ROUNDS", "2000"))
