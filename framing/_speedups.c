@@ -227,10 +227,56 @@ parse_sequence(Parse *ps, unsigned long long depth, int which, PyObject **out)
    unslicer counts them (TRACKED_KEY_COST each, and the equality probes that
    equal full hashes cost): they are taken here only while no two keys of
    the dict share a full hash, and charged the same. */
+/* The full hashes of a dict's tracked keys: the first few in place, then
+   all of them in a set. */
+#define FEW_KEYS 8
+typedef struct {
+    Py_hash_t few[FEW_KEYS];
+    Py_ssize_t count;
+    PyObject *set;
+} Hashes;
+
+/* Note `hash`; 1 if a key with the same full hash was seen, 0 if not, -1 on error. */
 static int
-check_key(Parse *ps, PyObject *key, PyObject **seen, unsigned long long *extra)
+seen_before(Hashes *hashes, Py_hash_t hash)
 {
     PyObject *hash_obj;
+    Py_ssize_t i;
+    int present;
+
+    if (hashes->set == NULL) {
+        for (i = 0; i < hashes->count; i++) {
+            if (hashes->few[i] == hash)
+                return 1;
+        }
+        if (hashes->count < FEW_KEYS) {
+            hashes->few[hashes->count++] = hash;
+            return 0;
+        }
+        if ((hashes->set = PySet_New(NULL)) == NULL)
+            return -1;
+        for (i = 0; i < hashes->count; i++) {
+            hash_obj = PyLong_FromSsize_t(hashes->few[i]);
+            if (hash_obj == NULL || PySet_Add(hashes->set, hash_obj) < 0) {
+                Py_XDECREF(hash_obj);
+                return -1;
+            }
+            Py_DECREF(hash_obj);
+        }
+    }
+    hash_obj = PyLong_FromSsize_t(hash);
+    if (hash_obj == NULL)
+        return -1;
+    present = PySet_Contains(hashes->set, hash_obj);
+    if (present == 0)
+        present = PySet_Add(hashes->set, hash_obj) < 0 ? -1 : 0;
+    Py_DECREF(hash_obj);
+    return present;
+}
+
+static int
+check_key(Parse *ps, PyObject *key, Hashes *hashes, unsigned long long *extra)
+{
     Py_hash_t hash;
     int present;
 
@@ -252,15 +298,7 @@ check_key(Parse *ps, PyObject *key, PyObject **seen, unsigned long long *extra)
     hash = PyObject_Hash(key);
     if (hash == -1)
         return FAILED;
-    if (*seen == NULL && (*seen = PySet_New(NULL)) == NULL)
-        return FAILED;
-    hash_obj = PyLong_FromSsize_t(hash);
-    if (hash_obj == NULL)
-        return FAILED;
-    present = PySet_Contains(*seen, hash_obj);
-    if (present == 0)
-        present = PySet_Add(*seen, hash_obj) < 0 ? -1 : 0;
-    Py_DECREF(hash_obj);
+    present = seen_before(hashes, hash);
     if (present != 0)
         return present < 0 ? FAILED : HAND_BACK;
     *extra += ps->reader->tracked_key_cost;
@@ -270,12 +308,15 @@ check_key(Parse *ps, PyObject *key, PyObject **seen, unsigned long long *extra)
 static int
 parse_dict(Parse *ps, unsigned long long depth, PyObject **out)
 {
-    PyObject *items = PyDict_New(), *key = NULL, *value = NULL, *seen = NULL;
+    PyObject *items = PyDict_New(), *key = NULL, *value = NULL;
+    Hashes hashes;
     unsigned long long extra = 0;
     int status, closed;
 
     if (items == NULL)
         return FAILED;
+    hashes.count = 0;
+    hashes.set = NULL;
     for (;;) {
         status = at_close(ps, &closed);
         if (status != OK || closed)
@@ -283,7 +324,7 @@ parse_dict(Parse *ps, unsigned long long depth, PyObject **out)
         status = parse_value(ps, depth, &key);
         if (status != OK)
             break;
-        status = check_key(ps, key, &seen, &extra);
+        status = check_key(ps, key, &hashes, &extra);
         if (status == OK) {
             int present = PyDict_Contains(items, key);
             status = present < 0 ? FAILED : present ? HAND_BACK : OK;
@@ -300,7 +341,7 @@ parse_dict(Parse *ps, unsigned long long depth, PyObject **out)
         if (status != OK)
             break;
     }
-    Py_XDECREF(seen);
+    Py_XDECREF(hashes.set);
     if (status == OK)
         status = charge(ps, C_DICT, PyDict_GET_SIZE(items), extra);
     if (status != OK) {
