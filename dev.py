@@ -18,6 +18,8 @@ One command per tox environment, for when tox is not installed:
     python3 dev.py fuzz               # tox -e fuzz: bounded atheris runs (installs atheris)
     python3 dev.py attack [ARGS]      # tox -e attack: refreshes docs/reliability.md
     python3 dev.py soak               # tox -e soak: the long runs
+    python3 dev.py asan [ARGS]        # the compiled core built with AddressSanitizer, under
+                                      # tests/framing/test_cores.py and test_vectors.py (needs gcc)
 
 Only python3 (3.10+) and git are needed: the first run makes .venv and
 installs the project with its extras there (one line is printed; pip's
@@ -62,7 +64,9 @@ TOX_COMMANDS: dict[str, list[list[str]]] = {
         ["-m", "tests.latency.push", "--size-mib", "256", "--delay", "0.05", "--rate-mib", "32"],
     ],
 }
-COMMANDS = ("demo", "test", "pytest", "trial", "lint", "type", "bench", "docs", *TOX_COMMANDS)
+COMMANDS = ("demo", "test", "pytest", "trial", "lint", "type", "bench", "docs", "asan", *TOX_COMMANDS)
+BUILD_INPUTS = ("pyproject.toml", "setup.py", "framing/_speedups.c")
+"""What the editable install is made from: a change to any of them reinstalls (and so recompiles)."""
 
 
 def quietly(command: list[str], runner: Callable[..., Any] = subprocess.run) -> None:
@@ -80,7 +84,8 @@ def quietly(command: list[str], runner: Callable[..., Any] = subprocess.run) -> 
 def ensure_venv(runner: Callable[..., Any] = subprocess.run) -> None:
     """Create .venv and install the project unless it is already up to date; print one line if work is done."""
     stamp = VENV / ".chunkwire-installed"
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + EXTRAS.encode()).hexdigest()
+    inputs = b"".join(hashlib.sha256((ROOT / name).read_bytes()).digest() for name in BUILD_INPUTS)
+    digest = hashlib.sha256(inputs + EXTRAS.encode()).hexdigest()
     if stamp.exists() and stamp.read_text() == digest and PYTHON.exists():
         return
     if sys.version_info < (3, 10):  # noqa: UP036 - dev.py runs on whatever python3 the user has
@@ -126,6 +131,8 @@ def main(argv: list[str]) -> int:
         return run("-m", "mypy", "framing", "protocols")
     if command == "docs":
         return docs(screenshots="--screenshots" in rest)
+    if command == "asan":
+        return asan(rest)
     if command in TOX_COMMANDS:
         return toxCommands(command, rest)
     failed = run("-m", "pytest", "-q", *rest) != 0
@@ -167,6 +174,47 @@ def toxCommands(name: str, rest: list[str]) -> int:
         if status != 0:
             return status
     return 0
+
+
+def asan(rest: list[str]) -> int:
+    """
+    Build framing._speedups with AddressSanitizer into a copy of framing/ and
+    tests/, and run the differential tests and the wire vectors there with
+    libasan preloaded and CPython's own allocator off (leak detection off:
+    CPython keeps memory at exit).
+    """
+    import shutil
+    import sysconfig
+    import tempfile
+
+    query = "import sysconfig; print(sysconfig.get_paths()['include']); print(sysconfig.get_config_var('EXT_SUFFIX'))"
+    found = subprocess.run([str(PYTHON), "-c", query], capture_output=True, text=True, check=True)
+    include, suffix = found.stdout.split()
+    cc = os.environ.get("CC") or sysconfig.get_config_var("CC").split()[0] or "gcc"
+    libasan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="chunkwire-asan-") as work:
+        for name in ("framing", "tests"):
+            shutil.copytree(ROOT / name, Path(work) / name, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+        flags = ["-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer", "-shared", "-fPIC"]
+        target = Path(work) / "framing" / f"_speedups{suffix}"
+        build = [cc, *flags, f"-I{include}", str(ROOT / "framing" / "_speedups.c"), "-o", str(target)]
+        print("$", " ".join(build), flush=True)
+        if subprocess.run(build).returncode != 0:
+            return 1
+        # PYTHONMALLOC=malloc: every object gets its own malloc block, so a read
+        # past the end of a bytes object is caught (not hidden in a pymalloc pool).
+        asan_env = {"LD_PRELOAD": libasan, "ASAN_OPTIONS": "detect_leaks=0", "PYTHONMALLOC": "malloc"}
+        env = {**os.environ, **asan_env, "PYTHONPATH": work}
+        tests = rest or ["tests/framing/test_cores.py", "tests/framing/test_vectors.py"]
+        check = "import framing; assert framing.implementation == 'compiled', framing.implementation"
+        status = subprocess.run([str(PYTHON), "-c", check], cwd=work, env=env).returncode
+        print(f"$ LD_PRELOAD={libasan} python -m pytest -q {' '.join(tests)}", flush=True)
+        return (
+            status
+            or subprocess.run(
+                [str(PYTHON), "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=work, env=env
+            ).returncode
+        )
 
 
 def ensure_atheris(runner: Callable[..., Any] = subprocess.run) -> None:

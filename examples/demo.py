@@ -21,7 +21,8 @@ service serves a temporary directory), then, as a client of each:
      control message or data frame; a write is one hand-over of bytes to
      the TCP connection).  Messages sent in one reactor turn while the
      client handles a read share a write, so with many calls in flight
-     there are fewer writes than messages.
+     there are fewer writes than messages.  Its last line names the codec
+     core in use (framing.implementation: compiled, or pure).
 
 Temporary files are removed at the end, whatever happens.  The exit status
 is 1 if a check failed.  The framing layer alone (no sockets) is shown by
@@ -49,6 +50,7 @@ from twisted.internet.endpoints import serverFromString
 from twisted.internet.task import react
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
+import framing
 from protocols import CoalescingTransport, TokenProtocol, bulk, echo, rpc
 from protocols.bulk.files import BulkService, FileResult, sendFile
 from protocols.guard import connectionOf
@@ -348,6 +350,7 @@ def printSummary(calls: CallFigures, sent: BulkFigures, out: TextIO) -> None:
         "  " + calls.windowedWire.line(f"RPC client, {calls.window} in flight"),
         "  " + sent.wire.line("bulk client"),
         f"  digest: {result.algorithm} {result.hexdigest}: source, bulk layer and stored copy agree",
+        f"  codec core: {framing.implementation}",
     ]
     print("\n".join(lines), file=out, flush=True)
 

@@ -4,6 +4,7 @@ Nothing here imports C{twisted.internet}: it is pure bytes in, objects out,
 and tested with plain bytes.  See C{docs/wire-format.md} for the format.
 """
 
+from ._core import implementation
 from .blocks import BlockBuffer
 from .chain import ChunkChain
 from .decoder import Decoder, Ping, Pong, loads
@@ -32,6 +33,7 @@ __all__ = [
     "TokenScanner",
     "Violation",
     "dumps",
+    "implementation",
     "loads",
     "register",
 ]

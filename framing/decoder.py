@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from . import _core
 from .budget import DEFAULT_OPEN_COST, ObjectBudget
 from .errors import (
     Aborted,
@@ -65,6 +66,7 @@ from .wire import (
     OPEN,
     PING,
     PONG,
+    PREAMBLE,
     SIMPLE,
     STRING,
 )
@@ -126,8 +128,7 @@ class Decoder:
         self.constraint = constraint
         self._path = ConstraintPath(constraint) if constraint is not None else None
         if constraint is not None:
-            # Constrained decoding checks each value; unconstrained keeps the
-            # one-call fast path.
+            # (constrained decoding checks each value; unconstrained keeps the one-call fast path)
             self._deliver = self._deliver_checked  # type: ignore[method-assign]
         self.control_events: list[Ping | Pong] = []
         self.objects_completed = 0
@@ -165,6 +166,7 @@ class Decoder:
         self._factories = self._unslicers.factories  # (caches read on every OPEN and CLOSE)
         self._kinds = self._unslicers.kinds
         self._max_depth = self.limits.max_depth
+        self.fast_objects = self._fast = _core.fast_objects(self.limits, self.registry, self._results, self._stack)
 
     @property
     def buffered(self) -> int:
@@ -178,10 +180,7 @@ class Decoder:
 
     @property
     def held_cost(self) -> int:
-        """
-        Estimated bytes held by the top-level object being built beyond its
-        wire bytes, as of the last checkpoint (0 between objects).
-        """
+        """Estimated bytes the object being built holds beyond its wire bytes, at the last checkpoint (0 between)."""
         return self._budget.cost if self._stack else 0
 
     @property
@@ -299,6 +298,7 @@ class Decoder:
             if budgeted and top_cap < unslicer.cap:
                 unslicer.cap = top_cap
             budget.items, budget.cost, budget.innermost_budgeted = 0, top_cost, budgeted
+            self.fast_objects = None  # (until the object is complete: see _end_object)
             over = top_cost > budget.max_memory
         stack.append(unslicer)
         self._receive = unslicer.receive_child if budgeted else self._budget.receive_counted
@@ -314,9 +314,7 @@ class Decoder:
         if self._path is not None:
             self._path.closed()
         if not stack:
-            self._receive = self._results.append
-            self._budget.innermost_budgeted = False
-            self.accepts_all = self.constraint is None
+            self._end_object()
         else:
             parent = stack[-1]
             budgeted, asks, _, _, _ = self._kinds[type(parent)]
@@ -386,18 +384,22 @@ class Decoder:
             return
         self.state = DISCARDING
         if self._discarding_table is None:
-            self._discarding = _Discarding(self._end_discard)
+            self._discarding = _Discarding(self._end_object)
             self._discarding_table = self._discarding.table(self._building)
         self._discarding.start(violation, depth)
         self.handlers[:] = self._discarding_table
         self.accepts_all = False
 
-    def _end_discard(self, violation: Violation) -> None:
-        """The refused object's CLOSE (or an ABORT) arrived: back to building."""
-        self.state = BUILDING
-        self.handlers[:] = self._building
+    def _end_object(self, refused: Violation | None = None) -> None:
+        """Between top-level objects again (after a refused one's CLOSE or ABORT: back to building)."""
+        if refused is not None:
+            self.state = BUILDING
+            self.handlers[:] = self._building
+            self._results.append(refused)
+        self._receive = self._results.append
+        self._budget.innermost_budgeted = False
         self.accepts_all = self.constraint is None
-        self._results.append(violation)
+        self.fast_objects = self._fast if self.accepts_all else None
 
 
 def _building_table(decoder: Decoder) -> list[Callable[[Any], None]]:
@@ -667,6 +669,11 @@ def loads(data: bytes, limits: Limits | None = None, registry: Registry | None =
     @raise ProtocolError: the bytes are not a valid stream, are truncated, or
         hold anything after the object.
     """
+    fast = _core.loads_reader(limits, registry)
+    if fast is not None and data[: len(PREAMBLE)] == PREAMBLE:
+        found = fast(data, len(PREAMBLE))
+        if found is not None and found[1] == len(data):
+            return found[0]
     decoder = Decoder(limits, registry)
     results = decoder.feed(data)
     decoder.close()

@@ -15,6 +15,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from . import _core
 from .blocks import BlockBuffer
 from .errors import EncodingError
 from .limits import DEFAULT_LIMITS, Limits
@@ -79,6 +80,8 @@ class Encoder:
         """The message being encoded's L{Outgoing} (for slicers), or C{None}."""
         self._openings: dict[str, bytes] = {}
         self._depth = 0
+        self._fast = _core.encoder()
+        self._fast_parts = _core.parts_encoder()
         self._writers: dict[type, Callable[[Any, int], None]] = {
             int: self._write_int,
             bool: self._write_simple,
@@ -92,6 +95,9 @@ class Encoder:
             set: self._write_set,
             frozenset: self._write_frozenset,
         }
+        if self._fast is not None:
+            for kind in (list, tuple, dict):
+                self._writers[kind] = self._compiled_writer(self._writers[kind])
 
     @staticmethod
     def preamble() -> bytes:
@@ -143,6 +149,11 @@ class Encoder:
         if opening is None:
             # Names come from slicers (program code), so this stays small.
             opening = self._openings[name] = open_token(name)
+        if self._fast_parts is not None and id(container) not in self._open_ids:
+            tokens = self._fast_parts(parts, max(self.limits.max_depth - self._depth, 0), opening)
+            if tokens is not None:
+                self._buf.write_piece(tokens)
+                return
         self._write_sequence(opening, parts, self._depth, container)
 
     def _writer_for(self, obj: Any) -> Callable[[Any, int], None]:
@@ -196,6 +207,20 @@ class Encoder:
             slicer.slice(obj, self)
 
         return write
+
+    def _compiled_writer(self, write: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
+        """C{write}, tried first by the compiled core (whole containers of exact built-in types, else C{None})."""
+        fast = self._fast
+        assert fast is not None
+
+        def compiled(value: Any, depth: int) -> None:
+            tokens = fast(value, max(self.limits.max_depth - depth, 0))
+            if tokens is None:
+                write(value, depth)
+            else:
+                self._buf.write_piece(tokens)
+
+        return compiled
 
     def _write_int(self, value: int, depth: int) -> None:
         buf = self._buf
@@ -301,6 +326,11 @@ def _has_buffer(obj: Any) -> bool:
 
 def dumps(obj: Any, registry: Registry | None = None, limits: Limits | None = None) -> bytes:
     """Return a complete stream holding C{obj}: the preamble, then its tokens."""
+    fast = _core.encoder()
+    if fast is not None:
+        stream = fast(obj, (limits or DEFAULT_LIMITS).max_depth, PREAMBLE)
+        if stream is not None:
+            return stream
     encoder = Encoder(registry, limits)
     buf = BlockBuffer()
     buf.write(PREAMBLE)

@@ -18,7 +18,7 @@ not depend on how much is buffered or on the stream's age.
 from __future__ import annotations
 
 import io
-from typing import Protocol
+from typing import Any, Protocol
 
 from .chain import ChunkChain
 from .errors import (
@@ -90,6 +90,11 @@ class TokenSink(Protocol):
 
     def body_end(self, kind: int) -> None:
         """A streamed body is complete."""
+
+    # Optional (the compiled core, framing._core): fast_objects(buf, pos) -> pos,
+    # or None.  Offered a chunk's first token or an OPEN while accepts_all, it
+    # decodes whole objects from there, delivers them itself and returns
+    # where it stopped.
 
 
 # For each possible first header byte: True when it is a whole token on its
@@ -270,13 +275,22 @@ class TokenScanner:
         handlers = sink.handlers
         limits = self._body_limits
         one_byte = _ONE_BYTE_TOKEN
+        compiled: Any = sink if hasattr(sink, "fast_objects") else None
+        resumed = -1  # where the compiled reader last handed back
         try:
+            if compiled and compiled.fast_objects and sink.accepts_all:
+                pos = resumed = compiled.fast_objects(buf, pos)
             while pos < end:
                 first = buf[pos]
                 if one_byte[first]:
                     handlers[first >> 4](first & 0x0F)
                     pos += 1
                     continue
+                if compiled and first >> 4 == OPEN and pos != resumed and compiled.fast_objects and sink.accepts_all:
+                    resumed = compiled.fast_objects(buf, pos)
+                    if resumed != pos:
+                        pos = resumed
+                        continue
                 if _SHORT_BODY[first]:
                     kind, value, size = first >> 4, first & 0x0F, 1
                 else:

@@ -26,6 +26,7 @@ SUMMARY = [
     rf"  RPC client, 100 in flight: {NUMBER} bytes per write, (?P<windowed>[\d.]+) writes per message \(.*\)",
     rf"  bulk client: (?P<perWrite>{NUMBER}) bytes per write, (?P<bulk>[\d.]+) writes per message \(.*\)",
     rf"  digest: sha256 (?P<digest>{HEX}): source, bulk layer and stored copy agree",
+    r"  codec core: (?:compiled|pure)",
 ]
 
 

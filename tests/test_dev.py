@@ -73,6 +73,21 @@ class SetupTests(SynchronousTestCase):
         self.dev.ensure_venv(runner)
         self.assertEqual((self.output.getvalue(), runner.commands), ("", []))
 
+    def test_compiledCoreChanged(self) -> None:
+        """A changed framing/_speedups.c (or setup.py) reinstalls, which recompiles the editable install's extension."""
+        root = Path(self.mktemp())
+        for name in self.dev.BUILD_INPUTS:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_bytes((self.dev.ROOT / name).read_bytes())
+        self.patch(self.dev, "ROOT", root)
+        self.dev.ensure_venv(FakeRunner(self.purelib))
+        self.dev.PYTHON.parent.mkdir(parents=True, exist_ok=True)
+        self.dev.PYTHON.touch()
+        (root / "framing" / "_speedups.c").write_bytes(b"/* changed */\n")
+        runner = FakeRunner(self.purelib)
+        self.dev.ensure_venv(runner)
+        self.assertEqual(len([command for command in runner.commands if "-e" in command]), 1)
+
     def test_failureShowsOutput(self) -> None:
         """A failing step shows its command and pip's output, exits with its status, and writes no stamp."""
         runner = FakeRunner(self.purelib, failOn="-e")

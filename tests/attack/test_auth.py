@@ -309,14 +309,15 @@ async def wrongPasswordRefused(reactor: Any) -> None:
 
 class LoginAttackTests(TestCase):
     test_replayed_login = trialTest(replayedLogin)
-    test_password_guessing = trialTest(passwordGuessing)
+    # Ten thousand connections: about 10 s here, more on a busy machine.
+    test_password_guessing = trialTest(passwordGuessing, timeout=120)
     test_anything_before_login = trialTest(anythingBeforeLogin)
     test_guessed_export_ids = trialTest(guessedExportIds)
     test_wrong_password_refused = trialTest(wrongPasswordRefused)
 
 
 test_replayed_login = pytestTest(replayedLogin)
-test_password_guessing = pytestTest(passwordGuessing)
+test_password_guessing = pytestTest(passwordGuessing, timeout=120)
 test_anything_before_login = pytestTest(anythingBeforeLogin)
 test_guessed_export_ids = pytestTest(guessedExportIds)
 test_wrong_password_refused = pytestTest(wrongPasswordRefused)

@@ -28,6 +28,7 @@ BENCHMARKS = {
     "flatness": "bench_flatness",
     "latency": "bench_latency",
     "bulk": "bench_bulk",
+    "cores": "bench_cores",
 }
 
 

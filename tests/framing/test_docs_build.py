@@ -57,7 +57,8 @@ class DocsBuildTests(SynchronousTestCase):
         """docs/api.rst has an automodule directive for every module of the framing package."""
         api = (DOCS / "api.rst").read_text("utf-8")
         modules = ["framing"] + [m.name for m in pkgutil.walk_packages(framing.__path__, "framing.")]
-        missing = [name for name in modules if f".. automodule:: {name}\n" not in api]
+        # The optional C extension is documented by framing._core, which chooses it.
+        missing = [name for name in modules if f".. automodule:: {name}\n" not in api and name != "framing._speedups"]
         self.assertEqual(missing, [])
 
     def test_every_protocols_module_documented(self) -> None:

@@ -148,28 +148,30 @@ def _reactor() -> Any:
     return reactor
 
 
-def _bounded(body: Body) -> Deferred[None]:
+def _bounded(body: Body, timeout: float = TIMEOUT) -> Deferred[None]:
     reactor = _reactor()
     d: Deferred[None] = Deferred.fromCoroutine(body(reactor))  # type: ignore[arg-type]
-    return d.addTimeout(TIMEOUT, reactor)
+    return d.addTimeout(timeout, reactor)
 
 
-def trialTest(body: Body) -> Callable[[Any], Deferred[None]]:
-    """A trial C{TestCase} method running C{body}; it takes C{body}'s docstring."""
+def trialTest(body: Body, timeout: float = TIMEOUT) -> Callable[[Any], Deferred[None]]:
+    """A trial C{TestCase} method running C{body} within C{timeout} seconds; it takes C{body}'s docstring."""
 
     def test(self: Any) -> Deferred[None]:
-        return _bounded(body)
+        return _bounded(body, timeout)
 
+    # trial's own per-test timeout (120 s) must not fire first.
+    test.timeout = timeout + 30  # type: ignore[attr-defined]
     test.__doc__ = body.__doc__
     return test
 
 
-def pytestTest(body: Body) -> Callable[[], Awaitable[None]]:
-    """A pytest-twisted test function running C{body}; it takes C{body}'s docstring."""
+def pytestTest(body: Body, timeout: float = TIMEOUT) -> Callable[[], Awaitable[None]]:
+    """A pytest-twisted test function running C{body} within C{timeout} seconds; it takes C{body}'s docstring."""
     import pytest_twisted
 
     async def test() -> None:
-        await _bounded(body)
+        await _bounded(body, timeout)
 
     # No functools.wraps: pytest would follow __wrapped__ and ask for a
     # "reactor" fixture.

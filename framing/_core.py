@@ -1,0 +1,124 @@
+"""Which codec core runs: the compiled fast path, or only the pure-Python one.
+
+Contract: the pure-Python core (the decoder, the encoder and the unslicers)
+is the reference and is always complete.  When the C extension
+C{framing._speedups} was built and C{CHUNKWIRE_PURE} is not set to a true
+value, decoders and encoders also use it for what it covers (whole objects
+made only of built-in kinds and types); it hands everything else back to
+the Python code, so both cores give the same objects, the same Violations
+with the same C{where}, and the same bytes.
+
+The extension is compiled by C{pip install} (and the editable install that
+C{dev.py} makes) when a C compiler is present; without one, the build says
+C{chunkwire: no C compiler; using the pure-Python core} and the install
+goes on.  The decoder's reader takes a top-level object only if it lies
+whole in one received chunk and holds nothing but INT, NEG, BYTES, STRING,
+FLOAT and SIMPLE tokens in lists, tuples and dicts (dict keys: str, bytes
+and ints below C{2**61 - 1} in magnitude; with C{PYTHONHASHSEED=0}, str and
+bytes keys are charged as the Python unslicer charges them, and a dict in
+which two share a full hash is handed back), within every limit; at anything else it hands the whole object back, from
+its first byte, having committed nothing.  The encoder writes each
+list, tuple and dict of exact built-in types (bytes under 32 KiB, which the
+Python encoder keeps by reference; ints within 64 bits), and each container
+a slicer writes whose parts are such values (an RPC message, say).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from .limits import DEFAULT_LIMITS, Limits
+from .slicing.builtin import _RANDOMIZED, TRACKED_KEY_COST, DictUnslicer, ListUnslicer, TupleUnslicer
+from .slicing.registry import DEFAULT_REGISTRY, Registry
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("CHUNKWIRE_PURE", "").strip() not in ("", "0"):
+        return None
+    try:
+        from . import _speedups
+    except ImportError:
+        return None
+    return _speedups
+
+
+speedups: ModuleType | None = _load()
+"""The compiled module in use, or C{None}; tests set it to compare the cores."""
+implementation = "compiled" if speedups is not None else "pure"
+"""C{"compiled"} or C{"pure"}: the core this process chose at import."""
+
+_MAX = 2**64 - 1
+_BUILT_INS = (ListUnslicer, TupleUnslicer, DictUnslicer)
+
+
+def reader(limits: Limits, registry: Registry, results: list[Any] | None = None, stack: list[Any] | None = None) -> Any:
+    """
+    A compiled reader of built-in objects under C{limits}, building
+    containers only where C{registry} builds them with the built-in
+    unslicers, appending to C{results} while C{stack} is empty; or C{None}
+    for the pure core.
+    """
+    if speedups is None:
+        return None
+    numbers = (
+        limits.max_header_length,
+        limits.max_bytes_length,
+        limits.max_string_length,
+        limits.max_open_name_length,
+        limits.max_depth,
+        limits.max_items,
+        limits.max_object_items,
+        limits.max_object_memory,
+    )
+    builds = tuple(registry.unslicer_for(cls.open_type) is cls for cls in _BUILT_INS)
+    costs = (*(cost for cls in _BUILT_INS for cost in (cls.open_cost, cls.item_cost)), TRACKED_KEY_COST)
+    return speedups.Reader(tuple(min(n, _MAX) for n in numbers), builds, costs, _RANDOMIZED, results, stack)
+
+
+def fast_objects(
+    limits: Limits, registry: Registry, results: list[Any], stack: list[Any]
+) -> Callable[[bytes, int], int] | None:
+    """A decoder's C{fast_objects} (see L{framing.scanner.TokenSink}), or C{None} for the pure core."""
+    found = reader(limits, registry, results, stack)
+    return None if found is None else found.read
+
+
+_DEFAULT_READERS: dict[tuple[bool, ...], Any] = {}
+
+
+def loads_reader(limits: Limits | None, registry: Registry | None) -> Callable[[bytes, int], Any] | None:
+    """
+    C{loads}' compiled reader, C{one(data, pos) -> (obj, end) | None}, or
+    C{None}; kept for the default limits (per what the registry builds).
+    """
+    if speedups is None:
+        return None
+    registry = registry or DEFAULT_REGISTRY
+    if limits is not None and limits is not DEFAULT_LIMITS:
+        found = reader(limits, registry)
+    else:
+        # (written out: this runs for every loads)
+        unslicer_for = registry.unslicer_for
+        builds = (
+            unslicer_for("list") is ListUnslicer,
+            unslicer_for("tuple") is TupleUnslicer,
+            unslicer_for("dict") is DictUnslicer,
+        )
+        found = _DEFAULT_READERS.get(builds)
+        if found is None:
+            found = _DEFAULT_READERS[builds] = reader(DEFAULT_LIMITS, registry)
+    one: Callable[[bytes, int], Any] = found.one
+    return one
+
+
+def encoder() -> Callable[..., bytes | None] | None:
+    """The compiled encoder of built-in objects, C{encode(obj, max_depth, prefix=b"")}, or C{None}."""
+    return None if speedups is None else speedups.encode
+
+
+def parts_encoder() -> Callable[[Any, int, bytes], bytes | None] | None:
+    """The compiled writer of a slicer's container, C{encode_parts(parts, max_depth, opening)}, or C{None}."""
+    return None if speedups is None else speedups.encode_parts

@@ -1,0 +1,1023 @@
+/*
+ * framing._speedups: the compiled fast path of chunkwire's codec core.
+ *
+ * Contract: this module only ever does work that the pure-Python core
+ * (framing/decoder.py, framing/encoder.py: the reference) would do with the
+ * same result, and hands back everything else.  The decoder's Reader builds
+ * a whole top-level object made only of the built-in kinds (INT, NEG, BYTES,
+ * STRING, FLOAT, SIMPLE, and list, tuple and dict of them) that lies whole
+ * in one buffer; the moment it meets anything else (an open type it does
+ * not build, a token the grammar or a limit would refuse, a value the
+ * Python core would check further, the end of the buffer) it drops what it
+ * built of that object and reports that it stopped at the object's first
+ * byte, where the Python decoder takes over.  Nothing is committed for an
+ * object until it is complete, so a hand-back never changes state.  The
+ * encoder likewise writes a whole object made of exact built-in types, or
+ * returns None and the Python encoder writes it.
+ *
+ * Memory safety: every read is checked against the end of the buffer before
+ * it is made, lengths are size_t or unsigned long long compared against
+ * what is left (never added to a position before the check), and output
+ * growth checks for overflow.  Recursion is bounded by MAX_RECURSION.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Token kinds (framing/wire.py). */
+enum {
+    K_INT = 0x0, K_NEG = 0x1, K_BYTES = 0x2, K_STRING = 0x3, K_BIGINT = 0x4,
+    K_BIGNEG = 0x5, K_FLOAT = 0x6, K_OPEN = 0x7, K_CLOSE = 0x8, K_ABORT = 0x9,
+    K_SIMPLE = 0xA, K_ERROR = 0xB, K_PING = 0xC, K_PONG = 0xD
+};
+
+#define INLINE_LIMIT 12
+#define MAX_RECURSION 512
+/* Bytes bodies at least this long are left to the Python encoder, which
+   keeps them by reference (framing/blocks.py LARGE_PIECE). */
+#define LARGE_PIECE (32 * 1024)
+
+/* What a parse step reports besides a Python error. */
+#define OK 1
+#define HAND_BACK 0
+#define FAILED (-1)
+
+/* Container kinds the reader builds, by index into its cost tables. */
+enum { C_LIST = 0, C_TUPLE = 1, C_DICT = 2, C_COUNT = 3 };
+
+static const unsigned long long HASH_MODULUS = (1ULL << 61) - 1;
+
+/* ------------------------------------------------------------------------ */
+/* The decoder's Reader                                                      */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *results; /* the decoder's result list, or NULL */
+    PyObject *stack;   /* the decoder's unslicer stack, or NULL */
+    unsigned long long max_header;
+    unsigned long long max_bytes;
+    unsigned long long max_string;
+    unsigned long long max_open_name;
+    unsigned long long max_depth;
+    unsigned long long max_items;
+    unsigned long long max_object_items;
+    unsigned long long max_object_memory;
+    int builds[C_COUNT];                     /* the registry maps the name to the built-in unslicer */
+    unsigned long long open_cost[C_COUNT];   /* the unslicer classes' open_cost */
+    unsigned long long item_cost[C_COUNT];   /* ... and item_cost */
+    int plain_keys;                          /* str and bytes keys are untracked (hash randomization on) */
+    unsigned long long tracked_key_cost;     /* bytes charged per tracked key (builtin.TRACKED_KEY_COST) */
+} Reader;
+
+typedef struct {
+    const unsigned char *data;
+    size_t pos;
+    size_t end;
+    Reader *reader;
+    unsigned long long items; /* the object's items so far (its budget) */
+    unsigned long long cost;  /* its estimated bytes beyond its wire bytes */
+} Parse;
+
+typedef struct {
+    int kind;
+    unsigned long long value;
+} Header;
+
+/* Read the header at ps->pos; HAND_BACK if it is incomplete or anything the
+   Python scanner would look at twice (reserved, too wide, non-canonical). */
+static int
+read_header(Parse *ps, Header *header)
+{
+    static const unsigned char widths[4] = {1, 2, 4, 8};
+    static const unsigned long long least[4] = {INLINE_LIMIT, 1ULL << 8, 1ULL << 16, 1ULL << 32};
+    unsigned char first;
+    unsigned int code, width, i;
+    unsigned long long value = 0;
+
+    if (ps->pos >= ps->end)
+        return HAND_BACK;
+    first = ps->data[ps->pos];
+    header->kind = first >> 4;
+    if (header->kind > K_PONG)
+        return HAND_BACK;
+    code = first & 0x0F;
+    if (code < INLINE_LIMIT) {
+        header->value = code;
+        ps->pos += 1;
+        return OK;
+    }
+    width = widths[code - INLINE_LIMIT];
+    if (1ULL + width > ps->reader->max_header)
+        return HAND_BACK;
+    if (ps->end - ps->pos < (size_t)width + 1)
+        return HAND_BACK;
+    for (i = 1; i <= width; i++)
+        value = (value << 8) | ps->data[ps->pos + i];
+    if (value < least[code - INLINE_LIMIT])
+        return HAND_BACK;
+    header->value = value;
+    ps->pos += (size_t)width + 1;
+    return OK;
+}
+
+/* Take a body of header->value bytes at ps->pos, at most `limit` long. */
+static int
+take_body(Parse *ps, const Header *header, unsigned long long limit, const unsigned char **body)
+{
+    if (header->value > limit)
+        return HAND_BACK;
+    if (header->value > (unsigned long long)(ps->end - ps->pos))
+        return HAND_BACK;
+    *body = ps->data + ps->pos;
+    ps->pos += (size_t)header->value;
+    return OK;
+}
+
+static double
+unpack_double(const unsigned char *p)
+{
+    uint64_t bits = 0;
+    double value;
+    int i;
+    for (i = 0; i < 8; i++)
+        bits = (bits << 8) | p[i];
+    memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+static int parse_value(Parse *ps, unsigned long long depth, PyObject **out);
+
+/* Charge a closed container to the object's budget as ObjectBudget does
+   (its own size, then a slot and an allowance per item); HAND_BACK once the
+   object is over either limit, so that Python refuses it in its own words. */
+static int
+charge(Parse *ps, int which, Py_ssize_t length, unsigned long long extra)
+{
+    Reader *r = ps->reader;
+    unsigned long long n = (unsigned long long)length;
+    ps->items += n;
+    ps->cost += r->open_cost[which] + n * r->item_cost[which] + extra;
+    if (ps->items > r->max_object_items || ps->cost > r->max_object_memory)
+        return HAND_BACK;
+    return OK;
+}
+
+/* Is the next token a CLOSE?  (Consumed if so; any other CLOSE hands back.) */
+static int
+at_close(Parse *ps, int *closed)
+{
+    unsigned char first;
+    if (ps->pos >= ps->end)
+        return HAND_BACK;
+    first = ps->data[ps->pos];
+    *closed = (first >> 4) == K_CLOSE;
+    if (*closed) {
+        if (first != (K_CLOSE << 4))
+            return HAND_BACK; /* CLOSE with a value, or a wide one */
+        ps->pos += 1;
+    }
+    return OK;
+}
+
+static int
+parse_sequence(Parse *ps, unsigned long long depth, int which, PyObject **out)
+{
+    PyObject *items = PyList_New(0), *item;
+    int status, closed;
+
+    if (items == NULL)
+        return FAILED;
+    for (;;) {
+        status = at_close(ps, &closed);
+        if (status != OK || closed)
+            break;
+        if ((unsigned long long)PyList_GET_SIZE(items) >= ps->reader->max_items) {
+            status = HAND_BACK;
+            break;
+        }
+        status = parse_value(ps, depth, &item);
+        if (status != OK)
+            break;
+        status = PyList_Append(items, item) < 0 ? FAILED : OK;
+        Py_DECREF(item);
+        if (status != OK)
+            break;
+    }
+    if (status == OK)
+        status = charge(ps, which, PyList_GET_SIZE(items), 0);
+    if (status == OK && which == C_TUPLE) {
+        *out = PyList_AsTuple(items);
+        Py_DECREF(items);
+        return *out == NULL ? FAILED : OK;
+    }
+    if (status != OK) {
+        Py_DECREF(items);
+        return status;
+    }
+    *out = items;
+    return OK;
+}
+
+/* Check a dict key as the Python DictUnslicer does, or hand back: it takes
+   str and bytes keys and ints strictly within the hash modulus without
+   counting their hashes while hash randomization is on.  With it off
+   (PYTHONHASHSEED=0) a peer can choose str and bytes hashes, so the
+   unslicer counts them (TRACKED_KEY_COST each, and the equality probes that
+   equal full hashes cost): they are taken here only while no two keys of
+   the dict share a full hash, and charged the same. */
+/* The full hashes of a dict's tracked keys: the first few in place, then
+   all of them in a set. */
+#define FEW_KEYS 8
+typedef struct {
+    Py_hash_t few[FEW_KEYS];
+    Py_ssize_t count;
+    PyObject *set;
+} Hashes;
+
+/* Note `hash`; 1 if a key with the same full hash was seen, 0 if not, -1 on error. */
+static int
+seen_before(Hashes *hashes, Py_hash_t hash)
+{
+    PyObject *hash_obj;
+    Py_ssize_t i;
+    int present;
+
+    if (hashes->set == NULL) {
+        for (i = 0; i < hashes->count; i++) {
+            if (hashes->few[i] == hash)
+                return 1;
+        }
+        if (hashes->count < FEW_KEYS) {
+            hashes->few[hashes->count++] = hash;
+            return 0;
+        }
+        if ((hashes->set = PySet_New(NULL)) == NULL)
+            return -1;
+        for (i = 0; i < hashes->count; i++) {
+            hash_obj = PyLong_FromSsize_t(hashes->few[i]);
+            if (hash_obj == NULL || PySet_Add(hashes->set, hash_obj) < 0) {
+                Py_XDECREF(hash_obj);
+                return -1;
+            }
+            Py_DECREF(hash_obj);
+        }
+    }
+    hash_obj = PyLong_FromSsize_t(hash);
+    if (hash_obj == NULL)
+        return -1;
+    present = PySet_Contains(hashes->set, hash_obj);
+    if (present == 0)
+        present = PySet_Add(hashes->set, hash_obj) < 0 ? -1 : 0;
+    Py_DECREF(hash_obj);
+    return present;
+}
+
+static int
+check_key(Parse *ps, PyObject *key, Hashes *hashes, unsigned long long *extra)
+{
+    Py_hash_t hash;
+    int present;
+
+    if (PyLong_CheckExact(key)) {
+        int overflow = 0;
+        long long value = PyLong_AsLongLongAndOverflow(key, &overflow);
+        if (overflow || (value == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return HAND_BACK;
+        }
+        if (value < 0)
+            return (unsigned long long)(-(value + 1)) < HASH_MODULUS - 1 ? OK : HAND_BACK;
+        return (unsigned long long)value < HASH_MODULUS ? OK : HAND_BACK;
+    }
+    if (!PyUnicode_CheckExact(key) && !PyBytes_CheckExact(key))
+        return HAND_BACK;
+    if (ps->reader->plain_keys)
+        return OK;
+    hash = PyObject_Hash(key);
+    if (hash == -1)
+        return FAILED;
+    present = seen_before(hashes, hash);
+    if (present != 0)
+        return present < 0 ? FAILED : HAND_BACK;
+    *extra += ps->reader->tracked_key_cost;
+    return OK;
+}
+
+static int
+parse_dict(Parse *ps, unsigned long long depth, PyObject **out)
+{
+    PyObject *items = PyDict_New(), *key = NULL, *value = NULL;
+    Hashes hashes;
+    unsigned long long extra = 0;
+    int status, closed;
+
+    if (items == NULL)
+        return FAILED;
+    hashes.count = 0;
+    hashes.set = NULL;
+    for (;;) {
+        status = at_close(ps, &closed);
+        if (status != OK || closed)
+            break;
+        status = parse_value(ps, depth, &key);
+        if (status != OK)
+            break;
+        status = check_key(ps, key, &hashes, &extra);
+        if (status == OK) {
+            int present = PyDict_Contains(items, key);
+            status = present < 0 ? FAILED : present ? HAND_BACK : OK;
+        }
+        if (status == OK && (unsigned long long)PyDict_GET_SIZE(items) >= ps->reader->max_items)
+            status = HAND_BACK;
+        if (status == OK)
+            status = parse_value(ps, depth, &value);
+        if (status == OK) {
+            status = PyDict_SetItem(items, key, value) < 0 ? FAILED : OK;
+            Py_DECREF(value);
+        }
+        Py_DECREF(key);
+        if (status != OK)
+            break;
+    }
+    Py_XDECREF(hashes.set);
+    if (status == OK)
+        status = charge(ps, C_DICT, PyDict_GET_SIZE(items), extra);
+    if (status != OK) {
+        Py_DECREF(items);
+        return status;
+    }
+    *out = items;
+    return OK;
+}
+
+static int
+parse_open(Parse *ps, const Header *header, unsigned long long depth, PyObject **out)
+{
+    static const struct { const char *name; size_t length; } names[C_COUNT] = {
+        {"list", 4}, {"tuple", 5}, {"dict", 4}};
+    const unsigned char *name;
+    int which;
+
+    if (take_body(ps, header, ps->reader->max_open_name, &name) != OK)
+        return HAND_BACK;
+    /* The Python decoder refuses an OPEN once max_depth containers are open. */
+    if (depth >= ps->reader->max_depth || depth >= MAX_RECURSION)
+        return HAND_BACK;
+    for (which = 0; which < C_COUNT; which++) {
+        if (header->value == names[which].length && memcmp(name, names[which].name, names[which].length) == 0)
+            break;
+    }
+    if (which == C_COUNT || !ps->reader->builds[which])
+        return HAND_BACK;
+    if (which == C_DICT)
+        return parse_dict(ps, depth + 1, out);
+    return parse_sequence(ps, depth + 1, which, out);
+}
+
+static int
+parse_string(Parse *ps, const Header *header, PyObject **out)
+{
+    const unsigned char *body;
+    if (take_body(ps, header, ps->reader->max_string, &body) != OK)
+        return HAND_BACK;
+    *out = PyUnicode_DecodeUTF8((const char *)body, (Py_ssize_t)header->value, NULL);
+    if (*out != NULL)
+        return OK;
+    if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+        PyErr_Clear(); /* the Python decoder refuses it, with the reason */
+        return HAND_BACK;
+    }
+    return FAILED;
+}
+
+/* Parse one value (a scalar, or a whole container) at ps->pos, `depth`
+   containers deep.  On OK *out is a new reference. */
+static int
+parse_value(Parse *ps, unsigned long long depth, PyObject **out)
+{
+    Header header;
+    const unsigned char *body;
+
+    if (read_header(ps, &header) != OK)
+        return HAND_BACK;
+    switch (header.kind) {
+    case K_INT:
+        *out = PyLong_FromUnsignedLongLong(header.value);
+        break;
+    case K_NEG:
+        if (header.value <= (unsigned long long)LLONG_MAX) {
+            *out = PyLong_FromLongLong(-1 - (long long)header.value);
+        } else {
+            PyObject *magnitude = PyLong_FromUnsignedLongLong(header.value);
+            if (magnitude == NULL)
+                return FAILED;
+            *out = PyNumber_Invert(magnitude); /* -1 - value */
+            Py_DECREF(magnitude);
+        }
+        break;
+    case K_BYTES:
+        if (take_body(ps, &header, ps->reader->max_bytes, &body) != OK)
+            return HAND_BACK;
+        *out = PyBytes_FromStringAndSize((const char *)body, (Py_ssize_t)header.value);
+        break;
+    case K_STRING:
+        return parse_string(ps, &header, out);
+    case K_FLOAT:
+        if (header.value != 8 || take_body(ps, &header, 8, &body) != OK)
+            return HAND_BACK;
+        *out = PyFloat_FromDouble(unpack_double(body));
+        break;
+    case K_SIMPLE:
+        if (header.value > 2)
+            return HAND_BACK;
+        *out = header.value == 0 ? Py_None : header.value == 1 ? Py_False : Py_True;
+        Py_INCREF(*out);
+        return OK;
+    case K_OPEN:
+        return parse_open(ps, &header, depth, out);
+    default:
+        return HAND_BACK; /* BIGINT, BIGNEG, CLOSE, ABORT, ERROR, PING, PONG */
+    }
+    return *out == NULL ? FAILED : OK;
+}
+
+/* Parse one top-level object at `pos` of `data`; OK with *out and *stop set. */
+static int
+parse_top(Reader *reader, const unsigned char *data, size_t pos, size_t end, PyObject **out, size_t *stop)
+{
+    Parse ps = {data, pos, end, reader, 0, 0};
+    int status = parse_value(&ps, 0, out);
+    if (status == OK)
+        *stop = ps.pos;
+    return status;
+}
+
+static int
+position_arg(PyObject *arg, Py_ssize_t length, size_t *pos)
+{
+    Py_ssize_t value = PyLong_AsSsize_t(arg);
+    if (value == -1 && PyErr_Occurred())
+        return -1;
+    if (value < 0 || value > length) {
+        PyErr_SetString(PyExc_IndexError, "position outside the buffer");
+        return -1;
+    }
+    *pos = (size_t)value;
+    return 0;
+}
+
+PyDoc_STRVAR(reader_read_doc,
+"read(buf, pos) -> int\n\n"
+"Decode every whole top-level object of built-in kinds lying in buf from pos\n"
+"on, appending each to the decoder's results, while the decoder is between\n"
+"objects; return where it stopped (pos itself if it decoded nothing).");
+
+static PyObject *
+reader_read(Reader *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    const unsigned char *data;
+    size_t pos, end, stop = 0;
+    PyObject *obj;
+    int status;
+
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "read(buf, pos)");
+        return NULL;
+    }
+    if (self->results == NULL || self->stack == NULL) {
+        PyErr_SetString(PyExc_TypeError, "this reader has no decoder to read for");
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(args[0]) || PyList_GET_SIZE(self->stack) != 0) {
+        /* Another buffer type slices into its own type: left to Python. */
+        Py_INCREF(args[1]);
+        return args[1];
+    }
+    data = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    end = (size_t)PyBytes_GET_SIZE(args[0]);
+    if (position_arg(args[1], PyBytes_GET_SIZE(args[0]), &pos) < 0)
+        return NULL;
+    while (pos < end) {
+        status = parse_top(self, data, pos, end, &obj, &stop);
+        if (status == FAILED)
+            return NULL;
+        if (status == HAND_BACK)
+            break;
+        status = PyList_Append(self->results, obj);
+        Py_DECREF(obj);
+        if (status < 0)
+            return NULL;
+        pos = stop;
+    }
+    return PyLong_FromSize_t(pos);
+}
+
+PyDoc_STRVAR(reader_one_doc,
+"one(buf, pos) -> (obj, end) or None\n\n"
+"Decode the one top-level object at buf[pos]; None if it is not made of\n"
+"built-in kinds lying whole in buf (the Python decoder then reads it).");
+
+static PyObject *
+reader_one(Reader *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    size_t pos, stop = 0;
+    PyObject *obj, *result;
+    int status;
+
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "one(buf, pos)");
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(args[0]))
+        Py_RETURN_NONE;
+    if (position_arg(args[1], PyBytes_GET_SIZE(args[0]), &pos) < 0)
+        return NULL;
+    status = parse_top(self, (const unsigned char *)PyBytes_AS_STRING(args[0]),
+                       pos, (size_t)PyBytes_GET_SIZE(args[0]), &obj, &stop);
+    if (status == FAILED)
+        return NULL;
+    if (status == HAND_BACK)
+        Py_RETURN_NONE;
+    result = Py_BuildValue("(Nn)", obj, (Py_ssize_t)stop);
+    return result;
+}
+
+static int
+limit_arg(PyObject *limits, Py_ssize_t index, unsigned long long *out)
+{
+    unsigned long long value = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(limits, index));
+    if (value == (unsigned long long)-1 && PyErr_Occurred())
+        return -1;
+    *out = value;
+    return 0;
+}
+
+static PyObject *
+reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"limits", "builds", "costs", "plain_keys", "results", "stack", NULL};
+    PyObject *limits, *builds, *costs, *results = Py_None, *stack = Py_None;
+    int plain_keys;
+    Reader *self;
+    unsigned long long *fields[8];
+    Py_ssize_t i;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!p|OO", keywords, &PyTuple_Type, &limits, &PyTuple_Type,
+                                     &builds, &PyTuple_Type, &costs, &plain_keys, &results, &stack))
+        return NULL;
+    if (PyTuple_GET_SIZE(limits) != 8 || PyTuple_GET_SIZE(builds) != C_COUNT || PyTuple_GET_SIZE(costs) != 2 * C_COUNT + 1) {
+        PyErr_SetString(PyExc_ValueError, "limits: 8 ints; builds: 3 bools; costs: 7 ints");
+        return NULL;
+    }
+    if ((results != Py_None && !PyList_CheckExact(results)) || (stack != Py_None && !PyList_CheckExact(stack))) {
+        PyErr_SetString(PyExc_TypeError, "results and stack must be lists");
+        return NULL;
+    }
+    self = (Reader *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    fields[0] = &self->max_header;
+    fields[1] = &self->max_bytes;
+    fields[2] = &self->max_string;
+    fields[3] = &self->max_open_name;
+    fields[4] = &self->max_depth;
+    fields[5] = &self->max_items;
+    fields[6] = &self->max_object_items;
+    fields[7] = &self->max_object_memory;
+    for (i = 0; i < 8; i++) {
+        if (limit_arg(limits, i, fields[i]) < 0)
+            goto fail;
+    }
+    for (i = 0; i < C_COUNT; i++) {
+        int truth = PyObject_IsTrue(PyTuple_GET_ITEM(builds, i));
+        if (truth < 0)
+            goto fail;
+        self->builds[i] = truth;
+        if (limit_arg(costs, 2 * i, &self->open_cost[i]) < 0 || limit_arg(costs, 2 * i + 1, &self->item_cost[i]) < 0)
+            goto fail;
+        if (self->open_cost[i] > (1ULL << 32) || self->item_cost[i] > (1ULL << 32)) {
+            PyErr_SetString(PyExc_ValueError, "implausible container cost");
+            goto fail;
+        }
+    }
+    if (limit_arg(costs, 2 * C_COUNT, &self->tracked_key_cost) < 0)
+        goto fail;
+    if (self->tracked_key_cost > (1ULL << 32)) {
+        PyErr_SetString(PyExc_ValueError, "implausible container cost");
+        goto fail;
+    }
+    self->plain_keys = plain_keys;
+    if (results != Py_None) {
+        Py_INCREF(results);
+        self->results = results;
+    }
+    if (stack != Py_None) {
+        Py_INCREF(stack);
+        self->stack = stack;
+    }
+    return (PyObject *)self;
+fail:
+    Py_DECREF(self);
+    return NULL;
+}
+
+static int
+reader_traverse(Reader *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->results);
+    Py_VISIT(self->stack);
+    return 0;
+}
+
+static int
+reader_clear(Reader *self)
+{
+    Py_CLEAR(self->results);
+    Py_CLEAR(self->stack);
+    return 0;
+}
+
+static void
+reader_dealloc(Reader *self)
+{
+    PyObject_GC_UnTrack(self);
+    reader_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef reader_methods[] = {
+    {"read", (PyCFunction)(void (*)(void))reader_read, METH_FASTCALL, reader_read_doc},
+    {"one", (PyCFunction)(void (*)(void))reader_one, METH_FASTCALL, reader_one_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+PyDoc_STRVAR(reader_doc,
+"Reader(limits, builds, costs, plain_keys, results=None, stack=None)\n\n"
+"Decodes top-level objects of built-in kinds for one decoder's limits and\n"
+"registry (see framing/_core.py for the arguments).");
+
+static PyTypeObject ReaderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "framing._speedups.Reader",
+    .tp_basicsize = sizeof(Reader),
+    .tp_dealloc = (destructor)reader_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = reader_doc,
+    .tp_traverse = (traverseproc)reader_traverse,
+    .tp_clear = (inquiry)reader_clear,
+    .tp_methods = reader_methods,
+    .tp_new = reader_new,
+};
+
+/* ------------------------------------------------------------------------ */
+/* The encoder                                                               */
+
+typedef struct {
+    unsigned char *data;
+    size_t length;
+    size_t capacity;
+    unsigned char small[512];
+} Output;
+
+static int
+reserve(Output *out, size_t more)
+{
+    size_t wanted, capacity;
+    unsigned char *grown;
+
+    if (more <= out->capacity - out->length)
+        return 0;
+    if (more > (size_t)PY_SSIZE_T_MAX - out->length) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    wanted = out->length + more;
+    capacity = out->capacity;
+    while (capacity < wanted)
+        capacity = capacity > (size_t)PY_SSIZE_T_MAX / 2 ? wanted : capacity * 2;
+    if (out->data == out->small) {
+        grown = PyMem_Malloc(capacity);
+        if (grown != NULL)
+            memcpy(grown, out->small, out->length);
+    } else {
+        grown = PyMem_Realloc(out->data, capacity);
+    }
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    out->data = grown;
+    out->capacity = capacity;
+    return 0;
+}
+
+static int
+write_bytes(Output *out, const void *data, size_t length)
+{
+    if (reserve(out, length) < 0)
+        return -1;
+    memcpy(out->data + out->length, data, length);
+    out->length += length;
+    return 0;
+}
+
+/* The canonical header (framing.wire.encode_header). */
+static int
+write_header(Output *out, int kind, unsigned long long value)
+{
+    unsigned char header[9];
+    size_t width, i;
+    unsigned char code;
+
+    if (value < INLINE_LIMIT) {
+        header[0] = (unsigned char)((kind << 4) | (int)value);
+        return write_bytes(out, header, 1);
+    }
+    if (value < (1ULL << 8)) {
+        width = 1, code = 12;
+    } else if (value < (1ULL << 16)) {
+        width = 2, code = 13;
+    } else if (value < (1ULL << 32)) {
+        width = 4, code = 14;
+    } else {
+        width = 8, code = 15;
+    }
+    header[0] = (unsigned char)((kind << 4) | code);
+    for (i = 0; i < width; i++)
+        header[width - i] = (unsigned char)(value >> (8 * i));
+    return write_bytes(out, header, width + 1);
+}
+
+static int write_value(Output *out, PyObject *obj, unsigned long long depth, unsigned long long max_depth);
+
+static int
+write_int(Output *out, PyObject *obj)
+{
+    int overflow = 0;
+    long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (value == -1 && PyErr_Occurred())
+        return FAILED;
+    if (overflow > 0) {
+        unsigned long long big = PyLong_AsUnsignedLongLong(obj);
+        if (big == (unsigned long long)-1 && PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+                return FAILED;
+            PyErr_Clear();
+            return HAND_BACK; /* a BIGINT */
+        }
+        return write_header(out, K_INT, big) < 0 ? FAILED : OK;
+    }
+    if (overflow < 0)
+        return HAND_BACK; /* below -(2**63): NEG or BIGNEG, left to Python */
+    if (value >= 0)
+        return write_header(out, K_INT, (unsigned long long)value) < 0 ? FAILED : OK;
+    return write_header(out, K_NEG, (unsigned long long)(-(value + 1))) < 0 ? FAILED : OK;
+}
+
+static int
+write_float(Output *out, PyObject *obj)
+{
+    double value = PyFloat_AS_DOUBLE(obj);
+    uint64_t bits;
+    unsigned char body[9];
+    int i;
+    memcpy(&bits, &value, sizeof bits);
+    body[0] = (unsigned char)((K_FLOAT << 4) | 8);
+    for (i = 0; i < 8; i++)
+        body[8 - i] = (unsigned char)(bits >> (8 * i));
+    return write_bytes(out, body, 9) < 0 ? FAILED : OK;
+}
+
+static int
+write_body(Output *out, int kind, const char *data, Py_ssize_t length)
+{
+    if (write_header(out, kind, (unsigned long long)length) < 0 || write_bytes(out, data, (size_t)length) < 0)
+        return FAILED;
+    return OK;
+}
+
+static int
+write_str(Output *out, PyObject *obj)
+{
+    PyObject *encoded;
+    int status;
+    if (PyUnicode_IS_COMPACT_ASCII(obj))
+        return write_body(out, K_STRING, (const char *)PyUnicode_DATA(obj), PyUnicode_GET_LENGTH(obj));
+    /* Not PyUnicode_AsUTF8AndSize: that keeps a UTF-8 copy in the str. */
+    encoded = PyUnicode_AsUTF8String(obj);
+    if (encoded == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
+            return FAILED;
+        PyErr_Clear(); /* a lone surrogate: Python says so */
+        return HAND_BACK;
+    }
+    status = write_body(out, K_STRING, PyBytes_AS_STRING(encoded), PyBytes_GET_SIZE(encoded));
+    Py_DECREF(encoded);
+    return status;
+}
+
+static int
+write_container(Output *out, PyObject *obj, unsigned long long depth, unsigned long long max_depth)
+{
+    static const unsigned char open_list[] = {0x74, 'l', 'i', 's', 't'};
+    static const unsigned char open_tuple[] = {0x75, 't', 'u', 'p', 'l', 'e'};
+    static const unsigned char open_dict[] = {0x74, 'd', 'i', 'c', 't'};
+    static const unsigned char close = K_CLOSE << 4;
+    Py_ssize_t i, position = 0;
+    PyObject *key, *value;
+    int status = OK;
+
+    depth += 1;
+    if (depth > max_depth || depth > MAX_RECURSION)
+        return HAND_BACK; /* too deep, or a cycle: Python says which */
+    if (PyDict_CheckExact(obj)) {
+        if (write_bytes(out, open_dict, sizeof open_dict) < 0)
+            return FAILED;
+        while (status == OK && PyDict_Next(obj, &position, &key, &value)) {
+            /* Borrowed references that writing may outlive (a str's encode
+               runs no Python code, but hold them anyway). */
+            Py_INCREF(key);
+            Py_INCREF(value);
+            status = write_value(out, key, depth, max_depth);
+            if (status == OK)
+                status = write_value(out, value, depth, max_depth);
+            Py_DECREF(key);
+            Py_DECREF(value);
+        }
+    } else if (PyList_CheckExact(obj)) {
+        if (write_bytes(out, open_list, sizeof open_list) < 0)
+            return FAILED;
+        /* The list is re-read at each step: its length may not change
+           (no Python code runs), but index defensively. */
+        for (i = 0; status == OK && i < PyList_GET_SIZE(obj); i++) {
+            PyObject *item = PyList_GET_ITEM(obj, i);
+            Py_INCREF(item);
+            status = write_value(out, item, depth, max_depth);
+            Py_DECREF(item);
+        }
+    } else {
+        if (write_bytes(out, open_tuple, sizeof open_tuple) < 0)
+            return FAILED;
+        for (i = 0; status == OK && i < PyTuple_GET_SIZE(obj); i++)
+            status = write_value(out, PyTuple_GET_ITEM(obj, i), depth, max_depth);
+    }
+    if (status != OK)
+        return status;
+    return write_bytes(out, &close, 1) < 0 ? FAILED : OK;
+}
+
+/* Write one value of an exact built-in type; HAND_BACK for anything else. */
+static int
+write_value(Output *out, PyObject *obj, unsigned long long depth, unsigned long long max_depth)
+{
+    static const unsigned char simple_none = (K_SIMPLE << 4) | 0;
+    static const unsigned char simple_false = (K_SIMPLE << 4) | 1;
+    static const unsigned char simple_true = (K_SIMPLE << 4) | 2;
+    PyTypeObject *type = Py_TYPE(obj);
+
+    if (type == &PyLong_Type)
+        return write_int(out, obj);
+    if (type == &PyUnicode_Type)
+        return write_str(out, obj);
+    if (type == &PyFloat_Type)
+        return write_float(out, obj);
+    if (type == &PyBytes_Type) {
+        if (PyBytes_GET_SIZE(obj) >= LARGE_PIECE)
+            return HAND_BACK; /* kept by reference by the Python encoder */
+        return write_body(out, K_BYTES, PyBytes_AS_STRING(obj), PyBytes_GET_SIZE(obj));
+    }
+    if (obj == Py_None || obj == Py_True || obj == Py_False) {
+        const unsigned char *token = obj == Py_None ? &simple_none : obj == Py_True ? &simple_true : &simple_false;
+        return write_bytes(out, token, 1) < 0 ? FAILED : OK;
+    }
+    if (type == &PyList_Type || type == &PyTuple_Type || type == &PyDict_Type)
+        return write_container(out, obj, depth, max_depth);
+    return HAND_BACK;
+}
+
+PyDoc_STRVAR(encode_doc,
+"encode(obj, max_depth, prefix=b'') -> bytes or None\n\n"
+"The tokens of obj after prefix, if obj is made only of exact built-in types\n"
+"(int within 64 bits, float, str, bytes under 32 KiB, bool, None, list,\n"
+"tuple, dict) nested at most max_depth deep; else None.");
+
+static PyObject *
+speedups_encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Output out;
+    unsigned long long max_depth;
+    PyObject *result = NULL;
+    int status;
+
+    if (nargs < 2 || nargs > 3 || (nargs == 3 && !PyBytes_CheckExact(args[2]))) {
+        PyErr_SetString(PyExc_TypeError, "encode(obj, max_depth, prefix=b'')");
+        return NULL;
+    }
+    max_depth = PyLong_AsUnsignedLongLong(args[1]);
+    if (max_depth == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    out.data = out.small;
+    out.length = 0;
+    out.capacity = sizeof out.small;
+    status = OK;
+    if (nargs == 3 && write_bytes(&out, PyBytes_AS_STRING(args[2]), (size_t)PyBytes_GET_SIZE(args[2])) < 0)
+        status = FAILED;
+    if (status == OK)
+        status = write_value(&out, args[0], 0, max_depth);
+    if (status == OK)
+        result = PyBytes_FromStringAndSize((const char *)out.data, (Py_ssize_t)out.length);
+    else if (status == HAND_BACK)
+        result = Py_NewRef(Py_None);
+    if (out.data != out.small)
+        PyMem_Free(out.data);
+    return result;
+}
+
+PyDoc_STRVAR(encode_parts_doc,
+"encode_parts(parts, max_depth, opening) -> bytes or None\n\n"
+"opening (an OPEN token), the tokens of each of parts (a list or tuple,\n"
+"iterated as one), then CLOSE: a container written by a slicer, at the depth where\n"
+"max_depth is what is left; None if any part is not as encode() takes it.");
+
+static PyObject *
+speedups_encode_parts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    static const unsigned char close = K_CLOSE << 4;
+    Output out;
+    unsigned long long max_depth;
+    PyObject *parts, *result = NULL;
+    Py_ssize_t i;
+    int status = OK;
+
+    if (nargs != 3 || !PyBytes_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "encode_parts(parts, max_depth, opening)");
+        return NULL;
+    }
+    parts = args[0];
+    /* A subclass too (an RPC Message is a tuple), if iterating it is the
+       base type's iteration, which is all the Python encoder does with it. */
+    if (!(PyList_Check(parts) && Py_TYPE(parts)->tp_iter == PyList_Type.tp_iter) &&
+        !(PyTuple_Check(parts) && Py_TYPE(parts)->tp_iter == PyTuple_Type.tp_iter))
+        Py_RETURN_NONE;
+    max_depth = PyLong_AsUnsignedLongLong(args[1]);
+    if (max_depth == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (max_depth < 1)
+        Py_RETURN_NONE; /* the container itself is too deep: Python says so */
+    out.data = out.small;
+    out.length = 0;
+    out.capacity = sizeof out.small;
+    if (write_bytes(&out, PyBytes_AS_STRING(args[2]), (size_t)PyBytes_GET_SIZE(args[2])) < 0)
+        status = FAILED;
+    for (i = 0; status == OK && i < Py_SIZE(parts); i++) {
+        PyObject *item = PyList_Check(parts) ? PyList_GET_ITEM(parts, i) : PyTuple_GET_ITEM(parts, i);
+        Py_INCREF(item);
+        status = write_value(&out, item, 1, max_depth);
+        Py_DECREF(item);
+    }
+    if (status == OK && write_bytes(&out, &close, 1) < 0)
+        status = FAILED;
+    if (status == OK)
+        result = PyBytes_FromStringAndSize((const char *)out.data, (Py_ssize_t)out.length);
+    else if (status == HAND_BACK)
+        result = Py_NewRef(Py_None);
+    if (out.data != out.small)
+        PyMem_Free(out.data);
+    return result;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static PyMethodDef speedups_methods[] = {
+    {"encode", (PyCFunction)(void (*)(void))speedups_encode, METH_FASTCALL, encode_doc},
+    {"encode_parts", (PyCFunction)(void (*)(void))speedups_encode_parts, METH_FASTCALL, encode_parts_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef speedups_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "framing._speedups",
+    .m_doc = "The compiled fast path of chunkwire's codec core (see framing/_core.py).",
+    .m_size = -1,
+    .m_methods = speedups_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    PyObject *module;
+    if (PyType_Ready(&ReaderType) < 0)
+        return NULL;
+    module = PyModule_Create(&speedups_module);
+    if (module == NULL)
+        return NULL;
+    Py_INCREF(&ReaderType);
+    if (PyModule_AddObject(module, "Reader", (PyObject *)&ReaderType) < 0) {
+        Py_DECREF(&ReaderType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

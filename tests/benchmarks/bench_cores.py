@@ -1,0 +1,141 @@
+"""The codec cores side by side: chunkwire's pure-Python and compiled cores and msgpack, in one process.
+
+C{loads} and C{dumps} of three payloads (issue 17's): a list of C{range(1024)},
+an RPC-like dict (id, method, key, a 100-byte value, 3 tags, a float, a
+nested dict) and 1000 records C{{"id", "name", "score", "ok"}}.  Each cell
+is the median of several timed batches, in microseconds per call; the
+ratios are to msgpack's time.  The pure core is the one a process gets with
+C{CHUNKWIRE_PURE=1}; both are timed here by switching L{framing._core}.
+
+    python -m tests.benchmarks cores [--quick]
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from framing import _core, dumps, loads
+
+from ._harness import BenchResult, Criterion, Options, markdown_table, print_result, write_results
+
+NAME = "cores"
+PAYLOADS: dict[str, Any] = {
+    "list of range(1024)": list(range(1024)),
+    "RPC-like dict": {
+        "id": 12345,
+        "method": "store",
+        "key": "user:42:profile",
+        "value": bytes(range(100)),
+        "tags": ["alpha", "beta", "gamma"],
+        "ratio": 0.75,
+        "meta": {"retries": 3, "ttl": 60, "origin": "eu-west"},
+    },
+    "1000 records": [{"id": i, "name": f"user{i}", "score": i * 1.5, "ok": i % 2 == 0} for i in range(1000)],
+}
+
+
+def per_call(action: Callable[[], Any], quick: bool) -> float:
+    """Median microseconds per call of C{action}, over batches of about 20 ms each."""
+    action()
+    count, elapsed = 1, 0.0
+    while elapsed < 0.02:
+        count *= 2
+        start = time.perf_counter()
+        for _ in range(count):
+            action()
+        elapsed = time.perf_counter() - start
+    batches = []
+    for _ in range(3 if quick else 7):
+        start = time.perf_counter()
+        for _ in range(count):
+            action()
+        batches.append((time.perf_counter() - start) / count)
+    return statistics.median(batches) * 1e6
+
+
+def measure(quick: bool) -> dict[str, dict[str, float | None]]:
+    """Per payload, microseconds per loads and dumps for each core and for msgpack (None: not available)."""
+    try:
+        import msgpack
+    except ImportError:
+        msgpack = None
+    compiled = _core.speedups
+    cells: dict[str, dict[str, float | None]] = {}
+    for label, value in PAYLOADS.items():
+        row: dict[str, float | None] = {}
+        for core, module in (("pure", None), ("compiled", compiled)):
+            if core == "compiled" and module is None:
+                row["compiled loads"] = row["compiled dumps"] = None
+                continue
+            saved, _core.speedups = _core.speedups, module
+            try:
+                stream = dumps(value)
+                assert loads(stream) == value
+                row[f"{core} loads"] = per_call(lambda stream=stream: loads(stream), quick)
+                row[f"{core} dumps"] = per_call(lambda value=value: dumps(value), quick)
+            finally:
+                _core.speedups = saved
+        if msgpack is not None:
+            packed = msgpack.packb(value)
+            row["msgpack loads"] = per_call(lambda packed=packed: msgpack.unpackb(packed), quick)
+            row["msgpack dumps"] = per_call(lambda value=value: msgpack.packb(value), quick)
+        else:
+            row["msgpack loads"] = row["msgpack dumps"] = None
+        cells[label] = row
+    return cells
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g} µs" if value < 1000 else f"{value / 1000:.3g} ms"
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or not b else a / b
+
+
+def _report(cells: dict[str, dict[str, float | None]]) -> str:
+    header = ["payload", "op", "pure", "compiled", "msgpack", "pure/compiled", "compiled/msgpack"]
+    rows = []
+    for label, row in cells.items():
+        for op in ("loads", "dumps"):
+            pure, compiled, packed = row[f"pure {op}"], row[f"compiled {op}"], row[f"msgpack {op}"]
+            speedup, versus = _ratio(pure, compiled), _ratio(compiled, packed)
+            rows.append(
+                [
+                    label,
+                    op,
+                    _fmt(pure),
+                    _fmt(compiled),
+                    _fmt(packed),
+                    "n/a" if speedup is None else f"{speedup:.1f}x",
+                    "n/a" if versus is None else f"{versus:.2f}x",
+                ]
+            )
+    return f"## Codec cores (compiled core: {'built' if _core.speedups else 'not built'})\n\n" + markdown_table(
+        header, rows
+    )
+
+
+def run(opts: Options) -> BenchResult:
+    cells = measure(opts.quick)
+    criteria = [
+        Criterion(
+            f"{label}: compiled {op} / msgpack {op}",
+            _ratio(cells[label][f"compiled {op}"], cells[label][f"msgpack {op}"]),
+            "<=",
+            2.0,
+            "issue 17's target",
+        )
+        for label in ("RPC-like dict", "1000 records")
+        for op in ("loads", "dumps")
+    ]
+    path = write_results(NAME, opts, {"cells": cells, "criteria": criteria})
+    return BenchResult(NAME, _report(cells), criteria, path)
+
+
+if __name__ == "__main__":
+    sys.exit(print_result(run(Options(quick="--quick" in sys.argv[1:]))))
