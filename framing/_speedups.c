@@ -681,6 +681,30 @@ typedef struct {
     unsigned char small[512];
 } Output;
 
+static void
+output_start(Output *out)
+{
+    out->data = out->small;
+    out->length = 0;
+    out->capacity = sizeof out->small;
+}
+
+/* What an encode call returns for its status (bytes, None to hand back, or
+   NULL with an exception set), freeing the output either way. */
+static PyObject *
+output_finish(Output *out, int status)
+{
+    PyObject *result = NULL;
+
+    if (status == OK)
+        result = PyBytes_FromStringAndSize((const char *)out->data, (Py_ssize_t)out->length);
+    else if (status == HAND_BACK)
+        result = Py_NewRef(Py_None);
+    if (out->data != out->small)
+        PyMem_Free(out->data);
+    return result;
+}
+
 static int
 reserve(Output *out, size_t more)
 {
@@ -908,7 +932,6 @@ speedups_encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     Output out;
     unsigned long long max_depth;
-    PyObject *result = NULL;
     int status;
 
     if (nargs < 2 || nargs > 3 || (nargs == 3 && !PyBytes_CheckExact(args[2]))) {
@@ -918,21 +941,13 @@ speedups_encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     max_depth = PyLong_AsUnsignedLongLong(args[1]);
     if (max_depth == (unsigned long long)-1 && PyErr_Occurred())
         return NULL;
-    out.data = out.small;
-    out.length = 0;
-    out.capacity = sizeof out.small;
+    output_start(&out);
     status = OK;
     if (nargs == 3 && write_bytes(&out, PyBytes_AS_STRING(args[2]), (size_t)PyBytes_GET_SIZE(args[2])) < 0)
         status = FAILED;
     if (status == OK)
         status = write_value(&out, args[0], 0, max_depth);
-    if (status == OK)
-        result = PyBytes_FromStringAndSize((const char *)out.data, (Py_ssize_t)out.length);
-    else if (status == HAND_BACK)
-        result = Py_NewRef(Py_None);
-    if (out.data != out.small)
-        PyMem_Free(out.data);
-    return result;
+    return output_finish(&out, status);
 }
 
 PyDoc_STRVAR(encode_parts_doc,
@@ -947,7 +962,7 @@ speedups_encode_parts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     static const unsigned char close = K_CLOSE << 4;
     Output out;
     unsigned long long max_depth;
-    PyObject *parts, *result = NULL;
+    PyObject *parts;
     Py_ssize_t i;
     int status = OK;
 
@@ -966,9 +981,7 @@ speedups_encode_parts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     if (max_depth < 1)
         Py_RETURN_NONE; /* the container itself is too deep: Python says so */
-    out.data = out.small;
-    out.length = 0;
-    out.capacity = sizeof out.small;
+    output_start(&out);
     if (write_bytes(&out, PyBytes_AS_STRING(args[2]), (size_t)PyBytes_GET_SIZE(args[2])) < 0)
         status = FAILED;
     for (i = 0; status == OK && i < Py_SIZE(parts); i++) {
@@ -979,13 +992,7 @@ speedups_encode_parts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     if (status == OK && write_bytes(&out, &close, 1) < 0)
         status = FAILED;
-    if (status == OK)
-        result = PyBytes_FromStringAndSize((const char *)out.data, (Py_ssize_t)out.length);
-    else if (status == HAND_BACK)
-        result = Py_NewRef(Py_None);
-    if (out.data != out.small)
-        PyMem_Free(out.data);
-    return result;
+    return output_finish(&out, status);
 }
 
 /* ------------------------------------------------------------------------ */
