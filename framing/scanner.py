@@ -20,6 +20,7 @@ from __future__ import annotations
 import io
 from typing import Any, Protocol
 
+from ._core import implementation
 from .chain import ChunkChain
 from .errors import (
     BodyTooLarge,
@@ -95,6 +96,10 @@ class TokenSink(Protocol):
     # or None.  Offered a chunk's first token or an OPEN while accepts_all, it
     # decodes whole objects from there, delivers them itself and returns
     # where it stopped.
+
+
+COMPILED = implementation == "compiled"
+"""Whether the compiled reader may be offered tokens (see L{framing._core})."""
 
 
 # For each possible first header byte: True when it is a whole token on its
@@ -275,7 +280,8 @@ class TokenScanner:
         handlers = sink.handlers
         limits = self._body_limits
         one_byte = _ONE_BYTE_TOKEN
-        compiled: Any = sink if hasattr(sink, "fast_objects") else None
+        # The pure core never offers tokens to a reader: no test per token then.
+        compiled: Any = sink if COMPILED and hasattr(sink, "fast_objects") else None
         resumed = -1  # where the compiled reader last handed back
         try:
             if compiled and compiled.fast_objects and sink.accepts_all:
