@@ -37,6 +37,7 @@ L{protocols.rpc.referenceable}.
 """
 
 from .broker import Broker, BrokerFactory, currentBroker
+from .drain import DrainDeadlineExceeded, GoingAway, drainBrokers, drainPort
 from .endpoints import ReconnectingClient, connect, connectURL, login, reconnecting, serve, serverFactory
 from .errors import (
     CallTimedOut,
@@ -63,6 +64,8 @@ __all__ = [
     "CallLimits",
     "CallTimedOut",
     "DeadReferenceError",
+    "DrainDeadlineExceeded",
+    "GoingAway",
     "UnexpectedAnswer",
     "NoSuchMethod",
     "NoSuchObject",
@@ -78,6 +81,8 @@ __all__ = [
     "connectURL",
     "login",
     "currentBroker",
+    "drainBrokers",
+    "drainPort",
     "reconnecting",
     "registerError",
     "register_error",

@@ -141,6 +141,20 @@ class IncomingCalls:
         self._running.clear()
         self._broker = None
 
+    def abandonRunning(self, error: BaseException) -> None:
+        """
+        Answer every call still running with a FAIL describing C{error}, then
+        cancel it (its own failure is then dropped): a drain's deadline
+        passed (L{protocols.rpc.drain}).
+        """
+        running, self._running = self._running, {}
+        for requestId, call in running.items():
+            self._sendFailure(requestId, error)
+            try:
+                call.cancel()
+            except Exception:
+                self._connection.log.failure("Cancelling request {id} failed", id=requestId)
+
     # -- answering -------------------------------------------------------------------------
 
     def _answerLater(self, requestId: int, running: Deferred[Any], method: RemoteMethod) -> None:

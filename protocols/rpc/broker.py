@@ -53,6 +53,7 @@ from ..interfaces import IObjectReceiver
 from ..logs import escape
 from .answering import IncomingCalls, currentBroker
 from .calls import OutgoingCalls
+from .drain import ConnectionDrain
 from .errors import MessageRefused
 from .limits import CLIENT_CALL_LIMITS, CallLimits
 from .referenceable import Referenceable
@@ -103,6 +104,8 @@ class Broker:
     @ivar callLimits: the L{CallLimits}: references the peer may make this
         side hold, calls waiting on the peer, and how long each may wait.
     @ivar extensions: the L{IBrokerExtension}s loaded, in order.
+    @ivar drain: the L{ConnectionDrain}: GOAWAY sent and received
+        (L{protocols.rpc.drain}).
     @ivar factory: the L{BrokerFactory} that built this broker, if any.
     """
 
@@ -161,6 +164,7 @@ class Broker:
         self.calls = OutgoingCalls(connection, callLimits, clock, callSent)
         self.callRemote = self.calls.callRemote
         self.callRemoteOnly = self.calls.callRemoteOnly
+        self.drain = ConnectionDrain(self)
         self._addTypes(connectionRegistry)
         self._controls: dict[type, Any] = {}
         for extension in self.extensions:
@@ -309,6 +313,7 @@ class Broker:
         self.incoming.connectionLost()
         self.references.connectionLost()
         self.calls.connectionLost(reason)
+        self.drain.connectionLost()
         for extension in self.extensions:
             extension.connectionLost(reason)
         waiters, self._disconnectWaiters = self._disconnectWaiters, {}

@@ -7,6 +7,10 @@ L{RemoteReference}; L{reconnecting} keeps a connection up with Twisted's
 C{ClientService} and its backoff policy.  Calls made through a reconnecting
 client while it is between connections fail at once with
 L{DeadReferenceError}: nothing is queued, so nothing is sent twice or late.
+The one exception is a server's GOAWAY (L{protocols.rpc.drain}): the client
+reconnects at once, and calls made until the next connection is up wait
+for it (at most C{moveTimeout} seconds) and are sent there; none of them
+was sent before, so none is sent twice.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from twisted.application.internet import ClientService, backoffPolicy
-from twisted.internet.defer import Deferred, fail
+from twisted.internet.defer import Deferred, fail, maybeDeferred, succeed
 from twisted.internet.endpoints import clientFromString, serverFromString
 from twisted.internet.interfaces import IListeningPort
 from twisted.internet.task import deferLater
@@ -28,6 +32,7 @@ from ..auth.client import ClientLogin, ObjectName, mechanismFor
 from ..auth.errors import LoginFailed
 from ..auth.server import DEFAULT_LOGIN_TIMEOUT, Authenticator
 from .broker import Broker, BrokerFactory
+from .drain import GoingAway
 from .errors import DeadReferenceError
 from .limits import SERVER_CALL_LIMITS, CallLimits
 from .referenceable import Referenceable
@@ -302,6 +307,8 @@ class ReconnectingClient:
     @ivar loginFailure: why the last login failed (with C{credentials}),
         or C{None} once one succeeds; a refused login is tried again after
         the backoff like a refused connection.
+    @ivar moveTimeout: seconds a call made after a GOAWAY waits for the
+        next connection before it fails with L{GoingAway}.
     """
 
     _log = Logger()
@@ -318,6 +325,7 @@ class ReconnectingClient:
         prepareConnection: Callable[[RemoteReference], object] | None = None,
         callLimits: CallLimits | None = None,
         credentials: Any = None,
+        moveTimeout: float = 30.0,
     ) -> None:
         """
         @param credentials: log in with these on every connection (as
@@ -334,6 +342,10 @@ class ReconnectingClient:
         self._reactor = reactor
         self.loginFailure: BaseException | None = None
         self._broker: Any = None
+        self.moveTimeout = moveTimeout
+        # Calls waiting for the connection after a GOAWAY; None: no GOAWAY to follow.
+        self._moving: list[Deferred[Broker]] | None = None
+        self._retryPolicy = retryPolicy if retryPolicy is not None else backoffPolicy()
         factory = BrokerFactory(root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits)
         factory.sendBackPressure = False  # a client: see connectWith
         if credentials is not None:
@@ -343,7 +355,7 @@ class ReconnectingClient:
         self.service = ClientService(
             endpoint,
             factory,  # type: ignore[arg-type]
-            retryPolicy=retryPolicy if retryPolicy is not None else backoffPolicy(),
+            retryPolicy=self._retryDelay,
             clock=reactor,
             prepareConnection=self._prepareConnection,
         )
@@ -355,13 +367,46 @@ class ReconnectingClient:
             return login.done.addCallbacks(
                 self._loggedIn, self._loginFailed, callbackArgs=(login.broker,), errbackArgs=(login,)
             )
-        broker = self._broker = _brokerOf(connection)
-        return self._prepare(broker.rootReference()) if self._prepare is not None else None
+        broker = _brokerOf(connection)
+        return self._connected(broker, broker.rootReference())
 
     def _loggedIn(self, root: RemoteReference, broker: Broker) -> object:
         self.loginFailure = None
+        return self._connected(broker, root)
+
+    def _connected(self, broker: Broker, root: RemoteReference) -> object:
+        """A new connection (logged in if need be): prepare it, then send the calls waiting since a GOAWAY."""
         self._broker = broker
-        return self._prepare(root) if self._prepare is not None else None
+        broker.drain.goneAway.append(self._goneAway)
+        prepared: Deferred[Any] = maybeDeferred(self._prepare, root) if self._prepare is not None else succeed(None)
+        return prepared.addCallback(self._moved, broker)
+
+    def _moved(self, result: object, broker: Broker) -> object:
+        waiting, self._moving = self._moving, None
+        for waiter in waiting or ():
+            if not waiter.called:
+                waiter.callback(broker)
+        return result
+
+    def _goneAway(self, broker: Broker) -> None:
+        """The server sent GOAWAY: reconnect as soon as this connection closes (it does once its calls are done)."""
+        if self._moving is None:
+            self._moving = []
+
+    def _retryDelay(self, attempt: int) -> float:
+        # The first attempt after a GOAWAY is made at once: the server asked to be left.
+        if self._moving is not None and attempt == 1:
+            return 0.0
+        return self._retryPolicy(attempt)
+
+    def _nextConnection(self, name: str) -> Deferred[Broker]:
+        assert self._moving is not None
+        waiter: Deferred[Broker] = Deferred()
+        self._moving.append(waiter)
+        timeout = GoingAway(f"cannot call {name!r}: no new connection within {self.moveTimeout:g} s of a GOAWAY")
+        timer = self._reactor.callLater(self.moveTimeout, _failIfWaiting, waiter, timeout)
+        waiter.addBoth(_stopTimer, timer)
+        return waiter
 
     def _loginFailed(self, failure: Failure, login: ClientLogin) -> None:
         # Failing this step would leave ClientService waiting while it still
@@ -377,7 +422,10 @@ class ReconnectingClient:
         self.service.startService()
 
     def stopService(self) -> Deferred[None]:
-        """Stop reconnecting and close the connection; fires once it is closed."""
+        """Stop reconnecting and close the connection; fires once it is closed.  Calls waiting for a connection fail."""
+        waiting, self._moving = self._moving, None
+        for waiter in waiting or ():
+            _failIfWaiting(waiter, GoingAway("the reconnecting client was stopped"))
         return self.service.stopService()
 
     def whenConnected(self, failAfterFailures: int | None = None) -> Deferred[RemoteReference]:
@@ -395,15 +443,20 @@ class ReconnectingClient:
             # A lost connection's receiver is no broker any more.
             broker = connection.receiver
             if isinstance(broker, Broker) and broker.isConnected():
-                return broker.rootReference()
+                if not broker.drain.draining:
+                    return broker.rootReference()
+                if self._moving is not None:
+                    broker = await self._nextConnection("whenConnected")
+                    return broker.rootReference()
             # The service hears that a connection was lost just after the
             # broker does; code woken by the broker may ask before that.
             # By the next reactor turn the service knows.
             await deferLater(self._reactor, 0)
 
     def isConnected(self) -> bool:
-        """Whether a connection is up now."""
-        return self._broker is not None and self._broker.isConnected()
+        """Whether a connection is up now, and not draining."""
+        broker = self._broker
+        return broker is not None and broker.isConnected() and not broker.drain.draining
 
     def callRemote(self, _name: str, /, *args: Any, **kwargs: Any) -> Deferred[Any]:
         """
@@ -413,10 +466,28 @@ class ReconnectingClient:
             L{DeadReferenceError} while there is no connection.
         """
         broker = self._broker
-        if broker is None or not broker.isConnected():
-            return fail(DeadReferenceError(f"cannot call {_name!r}: not connected (reconnecting)"))
-        reference: RemoteReference = broker.rootReference()
-        return reference.callRemote(_name, *args, **kwargs)
+        if broker is not None and broker.isConnected() and not broker.drain.draining:
+            reference: RemoteReference = broker.rootReference()
+            return reference.callRemote(_name, *args, **kwargs)
+        if self._moving is not None:
+            return self._nextConnection(_name).addCallback(_callRoot, _name, args, kwargs)
+        return fail(DeadReferenceError(f"cannot call {_name!r}: not connected (reconnecting)"))
+
+
+def _callRoot(broker: Broker, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Deferred[Any]:
+    reference: RemoteReference = broker.rootReference()
+    return reference.callRemote(name, *args, **kwargs)
+
+
+def _failIfWaiting(waiter: Deferred[Any], error: BaseException) -> None:
+    if not waiter.called:
+        waiter.errback(error)
+
+
+def _stopTimer(result: object, timer: Any) -> object:
+    if timer.active():
+        timer.cancel()
+    return result
 
 
 def reconnecting(
@@ -430,6 +501,7 @@ def reconnecting(
     prepareConnection: Callable[[RemoteReference], object] | None = None,
     callLimits: CallLimits | None = None,
     credentials: Any = None,
+    moveTimeout: float = 30.0,
 ) -> ReconnectingClient:
     """
     A started L{ReconnectingClient} for the client endpoint C{description}
@@ -447,6 +519,7 @@ def reconnecting(
         prepareConnection=prepareConnection,
         callLimits=callLimits,
         credentials=credentials,
+        moveTimeout=moveTimeout,
     )
     client.startService()
     return client

@@ -1,4 +1,4 @@
-"""The RPC messages on the wire: five small tagged tuples under one open-type.
+"""The RPC messages on the wire: six small tagged tuples under one open-type.
 
 Contract: every RPC message is one top-level chunkwire object, OPEN C{"rpc"},
 an INT tag, the fields of that kind, CLOSE::
@@ -8,6 +8,7 @@ an INT tag, the fields of that kind, CLOSE::
     (FAIL,    requestId, typeName, message, tracebackOrNone, detailsOrNone)
     (CANCEL,  requestId)
     (RELEASE, exportId, count)
+    (GOAWAY,  graceMilliseconds)
 
 L{MESSAGES} is the one table of these shapes: a row per kind with its
 fields (name, value check, accepted body kinds) and the broker methods that
@@ -173,8 +174,8 @@ class Kind:
 
 _ID = Field("id", _identifier, _NO_BODY)
 
-CALL, ANSWER, FAIL, CANCEL, RELEASE = range(5)
-"""The tags of the message kinds."""
+CALL, ANSWER, FAIL, CANCEL, RELEASE, GOAWAY = range(6)
+"""The tags of the message kinds (GOAWAY: see L{protocols.rpc.drain})."""
 
 MESSAGES: tuple[Kind, ...] = (
     # A CALL's arguments follow its fields, one field each (see the module docstring).
@@ -206,6 +207,7 @@ MESSAGES: tuple[Kind, ...] = (
     ),
     Kind(CANCEL, "cancel", (_ID,), handler="incoming.cancelReceived"),
     Kind(RELEASE, "release", (_ID, Field("count", _count, _NO_BODY)), handler="references.releaseReceived"),
+    Kind(GOAWAY, "goaway", (Field("grace", _identifier, _NO_BODY),), handler="drain.goAwayReceived"),
 )
 """Every kind of RPC message, one row each, indexed by tag (h11's table
 style): a new kind is one row here plus its handler."""

@@ -1,0 +1,228 @@
+"""Graceful drain: GOAWAY, then the calls in flight finish, then the connection closes.
+
+Contract: either end of an RPC connection may send GOAWAY (L{GOAWAY} in
+L{protocols.rpc.wire}), carrying the milliseconds it will still wait for
+the calls in flight.  From then on:
+
+  - neither end starts a new call on that connection: C{callRemote} fails
+    at once with L{GoingAway} (a L{DeadReferenceError}: the call was never
+    sent, so it is safe to send it elsewhere, which
+    L{protocols.rpc.ReconnectingClient} does by itself);
+  - the sender of GOAWAY answers every call it receives (some may have
+    crossed the GOAWAY on the wire) and keeps the connection open;
+  - the receiver of GOAWAY closes the connection as soon as no call waits
+    on either side, so no call is ever on the wire when the connection
+    closes;
+  - once the grace time passes, the sender fails each call still running
+    with L{DrainDeadlineExceeded} (a FAIL the caller sees as that type),
+    cancels it, and closes the connection.
+
+Nothing here runs on the per-call path: a connection that never drains pays
+nothing, and a draining one looks at its two call counts every
+L{IDLE_POLL} seconds (a call leaves them by an answer, a failure, a
+refusal, a cancel, a timeout or its method finishing: polling sees all of
+them without a hook on each).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from twisted.internet.defer import Deferred, fail, gatherResults, succeed
+from twisted.internet.error import ConnectionDone
+from twisted.internet.task import LoopingCall
+
+from .calls import reactorOf
+from .errors import DeadReferenceError, registerError
+from .wire import GOAWAY, Message
+
+IDLE_POLL = 0.01
+"""Seconds between two looks at a draining connection's call counts."""
+
+DEFAULT_GRACE = 30.0
+"""Seconds a draining server waits for the calls in flight, by default."""
+
+
+class GoingAway(DeadReferenceError):
+    """
+    A call was not sent: the connection is draining (one end sent GOAWAY).
+    Nothing of it reached the peer, so it may be sent on another connection.
+    """
+
+
+class DrainDeadlineExceeded(Exception):
+    """
+    The peer was draining and its grace time passed while this call still
+    ran there: it was cancelled, and it may or may not have taken effect.
+
+    @ivar grace: the grace time, in seconds.
+    """
+
+    def __init__(self, message: str, grace: float = 0.0) -> None:
+        super().__init__(message, grace)
+        self.grace = grace
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+registerError(DrainDeadlineExceeded, "chunkwire.DrainDeadlineExceeded")
+
+
+class _State:
+    """A connection's drain state: a name and whether new calls may start."""
+
+    def __init__(self, name: str, calling: bool) -> None:
+        self.name = name
+        self.calling = calling
+
+    def __repr__(self) -> str:
+        return f"<drain {self.name}>"
+
+
+OPEN = _State("open", True)
+SENT = _State("sent GOAWAY", False)
+RECEIVED = _State("received GOAWAY", False)
+
+
+class ConnectionDrain:
+    """
+    The drain of one broker's connection (its C{drain} attribute; the
+    handler of GOAWAY messages).
+
+    @ivar state: L{OPEN}, L{SENT} or L{RECEIVED}.
+    @ivar grace: the grace time announced, in seconds (either way), or C{None}.
+    @ivar goneAway: called with the broker when the peer sends GOAWAY
+        (L{protocols.rpc.ReconnectingClient} listens here).
+    """
+
+    def __init__(self, broker: Any) -> None:
+        self._broker = broker
+        self.state = OPEN
+        self.grace: float | None = None
+        self.goneAway: list[Callable[[Any], object]] = []
+        self._poll: LoopingCall | None = None
+        self._deadline: Any = None
+
+    @property
+    def draining(self) -> bool:
+        """Whether either end sent GOAWAY on this connection."""
+        return self.state is not OPEN
+
+    def goAway(self, grace: float = DEFAULT_GRACE) -> Deferred[BaseException]:
+        """
+        Send GOAWAY: start no new call, answer the peer's calls for up to
+        C{grace} seconds, then fail those still running with
+        L{DrainDeadlineExceeded} and close.
+
+        @return: the broker's L{whenDisconnected}.
+        """
+        broker = self._broker
+        if broker is None:
+            return succeed(ConnectionDone("closed before the drain"))
+        lost: Deferred[BaseException] = broker.whenDisconnected()
+        if self.state is not OPEN or not broker.isConnected():
+            return lost
+        self._stopCalling(SENT, grace)
+        broker.sendObject(Message((GOAWAY, max(0, round(grace * 1000)))))
+        self._deadline = self._clock().callLater(grace, self._deadlinePassed)
+        return lost
+
+    def goAwayReceived(self, message: Message) -> None:
+        """The peer sent GOAWAY: start no new call, and close once no call waits on either side."""
+        if self.state is not OPEN:
+            return
+        self._stopCalling(RECEIVED, message[1] / 1000)
+        for listener in self.goneAway:
+            listener(self._broker)
+        self._closeWhenIdle()
+
+    def connectionLost(self) -> None:
+        """Stop the timers; forget the broker (nothing refers back to it once the connection is lost)."""
+        if self._poll is not None and self._poll.running:
+            self._poll.stop()
+        if self._deadline is not None and self._deadline.active():
+            self._deadline.cancel()
+        self._poll = self._deadline = self._broker = None
+        self.goneAway = []
+
+    def _clock(self) -> Any:
+        return reactorOf(self._broker.clock)
+
+    def _stopCalling(self, state: _State, grace: float) -> None:
+        """New calls fail with L{GoingAway}: the broker's bound call methods are replaced (none of them is sent)."""
+        self.state = state
+        self.grace = grace
+        reason = f"the connection to {self._broker.connection.peerName()} is draining ({state.name})"
+
+        def refuse(target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Deferred[Any]:
+            return fail(GoingAway(f"cannot call {name!r}: {reason}"))
+
+        def refuseOnly(target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            raise GoingAway(f"cannot call {name!r}: {reason}")
+
+        self._broker.callRemote = refuse
+        self._broker.callRemoteOnly = refuseOnly
+
+    def _idle(self) -> bool:
+        broker = self._broker
+        return bool(broker.pendingCount == 0 and broker.runningCount == 0)
+
+    def _closeWhenIdle(self) -> None:
+        if self._idle():
+            self._close()
+            return
+        self._poll = LoopingCall(self._checkIdle)
+        self._poll.clock = self._clock()
+        self._poll.start(IDLE_POLL, now=False)
+
+    def _checkIdle(self) -> None:
+        if self._idle():
+            self._close()
+
+    def _close(self) -> None:
+        if self._poll is not None and self._poll.running:
+            self._poll.stop()
+        transport = self._broker.connection.transport
+        if transport is not None:
+            transport.loseConnection()
+
+    def _deadlinePassed(self) -> None:
+        self._deadline = None
+        broker = self._broker
+        grace = self.grace or 0.0
+        running = broker.runningCount
+        if running:
+            broker.connection.log.warn(
+                "{peer}: drain deadline ({grace} s) passed with {running} calls still running; failing them",
+                peer=broker.connection.peerName(),
+                grace=grace,
+                running=running,
+            )
+            text = f"the server's drain deadline ({grace:g} s) passed while this call still ran; it was cancelled"
+            broker.incoming.abandonRunning(DrainDeadlineExceeded(text, grace))
+        self._close()
+
+
+def drainBrokers(brokers: Iterable[Any], grace: float = DEFAULT_GRACE) -> Deferred[None]:
+    """
+    Send GOAWAY on each of C{brokers} (L{ConnectionDrain.goAway}); fire once
+    every one of their connections is closed (at most C{grace} seconds and
+    the time to close).
+    """
+    lost = [broker.drain.goAway(grace) for broker in list(brokers)]
+    if not lost:
+        return succeed(None)
+    done: Deferred[None] = gatherResults(lost).addCallback(lambda _: None)
+    return done
+
+
+async def drainPort(port: Any, factory: Any, grace: float = DEFAULT_GRACE) -> None:
+    """
+    Drain a listening RPC server: stop accepting connections on C{port},
+    then drain every connection of C{factory} (a L{protocols.rpc.BrokerFactory},
+    or a wrapper forwarding its C{brokers}) as L{drainBrokers}.
+    """
+    await port.stopListening()
+    await drainBrokers(getattr(factory, "brokers", ()), grace)

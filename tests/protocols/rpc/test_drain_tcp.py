@@ -1,0 +1,123 @@
+"""Drain over real loopback TCP: a reconnecting client moves its calls to the next server without failing one.
+
+Each reactor test is one C{async def} body run as a trial method and as a
+pytest-twisted function (see C{tests/protocols/helpers.py}).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.endpoints import serverFromString
+from twisted.internet.task import deferLater
+from twisted.trial.unittest import TestCase
+
+from protocols.rpc import Referenceable, reconnecting, remote, serverFactory
+from protocols.rpc.drain import DrainDeadlineExceeded, drainBrokers, drainPort
+
+from ..helpers import pytestTest, trialTest
+
+LISTEN = "tcp:0:interface=127.0.0.1"
+
+
+class Recorder(Referenceable):
+    """Records each call's number and answers it after a short wait, so calls are in flight at any moment."""
+
+    def __init__(self, reactor: Any, delay: float = 0.002) -> None:
+        self.reactor = reactor
+        self.delay = delay
+        self.seen: list[int] = []
+
+    @remote
+    async def record(self, number: int) -> int:
+        self.seen.append(number)
+        await deferLater(self.reactor, self.delay)
+        return number
+
+
+async def drainMovesCalls(reactor: Any) -> None:
+    """While calls stream in, a server drains and another takes its port: no call fails, each is answered once."""
+    first, second = Recorder(reactor), Recorder(reactor)
+    factory = serverFactory(first, clock=reactor)
+    port = await serverFromString(reactor, LISTEN).listen(factory)
+    number = port.getHost().port
+    client = reconnecting(reactor, f"tcp:host=127.0.0.1:port={number}", retryPolicy=lambda attempt: 0.05)
+    await client.whenConnected()
+    answers: list[int] = []
+    failures: list[Any] = []
+    calls: list[Deferred[Any]] = []
+    replacement: list[Any] = []
+
+    async def switch() -> None:
+        await port.stopListening()
+        replacement.append(
+            await serverFromString(reactor, f"tcp:{number}:interface=127.0.0.1").listen(
+                serverFactory(second, clock=reactor)
+            )
+        )
+        await drainBrokers(factory.brokers, 5.0)
+
+    switched: Deferred[None] | None = None
+    for index in range(400):
+        call = client.callRemote("record", index)
+        call.addCallbacks(answers.append, failures.append)
+        calls.append(call)
+        if index == 150:
+            switched = Deferred.fromCoroutine(switch())
+        await deferLater(reactor, 0.0005)
+    await gatherResults(calls)
+    assert switched is not None
+    await switched
+    assert failures == [], failures
+    assert sorted(answers) == list(range(400))
+    assert sorted(first.seen + second.seen) == list(range(400))
+    assert first.seen and second.seen
+    await client.stopService()
+    await replacement[0].stopListening()
+
+
+class Stuck(Referenceable):
+    """A method that never finishes unless cancelled."""
+
+    def __init__(self) -> None:
+        self.cancelled = 0
+
+    @remote
+    def hang(self) -> Deferred[None]:
+        return Deferred(lambda _: self._cancelled())
+
+    def _cancelled(self) -> None:
+        self.cancelled += 1
+
+
+async def deadlineOverTcp(reactor: Any) -> None:
+    """drainPort stops listening, and a call still running at the deadline fails with DrainDeadlineExceeded."""
+    from protocols.rpc import connect
+
+    stuck = Stuck()
+    factory = serverFactory(stuck, clock=reactor)
+    port = await serverFromString(reactor, LISTEN).listen(factory)
+    root = await connect(reactor, f"tcp:host=127.0.0.1:port={port.getHost().port}")
+    call = root.callRemote("hang")
+    await deferLater(reactor, 0.05)
+    await drainPort(port, factory, 0.2)
+    try:
+        await call
+    except DrainDeadlineExceeded as error:
+        assert "drain deadline (0.2 s) passed" in str(error)
+    else:
+        raise AssertionError("the stuck call did not fail")
+    assert stuck.cancelled == 1
+    assert not any(broker.isConnected() for broker in factory.brokers)
+
+
+class DrainTcpTests(TestCase):
+    """Drain over TCP, under trial."""
+
+    test_drain_moves_calls = trialTest(drainMovesCalls)
+    test_deadline_over_tcp = trialTest(deadlineOverTcp)
+
+
+test_drain_moves_calls = pytestTest(drainMovesCalls)
+test_deadline_over_tcp = pytestTest(deadlineOverTcp)
