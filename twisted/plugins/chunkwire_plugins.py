@@ -4,11 +4,15 @@
     twist chunkwire-kv --listen tcp:8760 --listen unix:/tmp/kv.sock
     twist chunkwire-bulk --listen tcp:8770 --dir /tmp/chunkwire-files
     twist chunkwire-kv --users /etc/chunkwire/users --listen ssl:8761:privateKey=server.pem
+    twist chunkwire-kv --listen tcp:8760 --workers 2 --grace 10
     twist chunkwire-echo --help
 
 chunkwire-kv and chunkwire-bulk take --users FILE, --client-ca DIR and
 --tokens FILE: with any, only clients that log in are served (the echo
-service stays open, a demo).
+service stays open, a demo).  --workers N runs N worker processes on
+sockets bound once (tcp:, tcp6:, unix:, optionally under haproxy:); on
+SIGTERM each service drains: GOAWAY, then the calls in flight get --grace
+seconds.
 
 This file lives in C{twisted/plugins/} (a directory without C{__init__.py})
 so that Twisted's plugin system finds it; it only names the services, the
@@ -76,15 +80,27 @@ class _GuardOptions(usage.Options):
 
 
 class _Options(_GuardOptions):
-    """Options every chunkwire service shares: where to listen, limits, tracing, the guard."""
+    """Options every chunkwire service shares: where to listen, workers, drain, limits, tracing, the guard."""
 
     defaultListen = "tcp:8750"
-    optFlags = [["trace", None, "Log every token sent and received, in readable form (slow; for debugging)."]]
-    optParameters = [["max-bytes", None, None, "Largest byte string accepted, in bytes (default 256 MiB).", int]]
+    optFlags = [
+        ["trace", None, "Log every token sent and received, in readable form (slow; for debugging)."],
+        ["reuse-port", None, "With --workers: one SO_REUSEPORT socket per worker (the kernel spreads connections)."],
+    ]
+    optParameters = [
+        ["max-bytes", None, None, "Largest byte string accepted, in bytes (default 256 MiB).", int],
+        ["workers", None, 1, "Worker processes sharing the listening sockets (1: this process serves).", int],
+        ["grace", None, 30.0, "Seconds calls in flight get to finish on SIGTERM (GOAWAY, then drain).", float],
+    ]
 
     def __init__(self) -> None:
         super().__init__()
         self["listen"] = []
+        self["adopt"] = []
+
+    def opt_adopt(self, spec: str) -> None:
+        """(Used by --workers) Serve on an inherited listening socket, FD:FAMILY[:haproxy], instead of --listen."""
+        self["adopt"].append(spec)
 
     def opt_listen(self, description: str) -> None:
         # Twisted shows this docstring as the option's help text, joined as is.
@@ -96,6 +112,16 @@ class _Options(_GuardOptions):
     def postOptions(self) -> None:
         if not self["listen"]:
             self["listen"] = [self.defaultListen]
+        if self["workers"] < 1:
+            raise usage.UsageError(f"--workers is at least 1, not {self['workers']}")
+        if self["workers"] > 1:
+            from protocols.serving.workers import _split
+
+            try:
+                for description in self["listen"]:
+                    _split(description)
+            except ValueError as error:
+                raise usage.UsageError(str(error)) from None
 
     def limits(self) -> Any:
         from framing import Limits
@@ -208,24 +234,39 @@ def _listening(options: _Options, factory: Any) -> Any:
     A MultiService with one endpoint service per C{--listen}, each connection
     guarded by the options' policy (and requiring client certificates with C{--client-ca}).
     """
-    from twisted.application.internet import StreamServerEndpointService
     from twisted.application.service import MultiService
     from twisted.internet import reactor
     from twisted.internet.endpoints import serverFromString
 
     from protocols.auth.realms import listenDescriptions
     from protocols.guard import GuardedFactory
+    from protocols.serving import DrainingService, adoptedEndpoint
 
     factory = GuardedFactory(factory, options.policy(), reactor)
     parent = MultiService()
-    for description in listenDescriptions(options["listen"], options.get("client-ca")):
-        endpoint = serverFromString(reactor, description)
-        StreamServerEndpointService(endpoint, factory).setServiceParent(parent)
+    if options["adopt"]:
+        endpoints = [adoptedEndpoint(reactor, spec) for spec in options["adopt"]]
+    else:
+        descriptions = listenDescriptions(options["listen"], options.get("client-ca"))
+        endpoints = [serverFromString(reactor, description) for description in descriptions]
+    for endpoint in endpoints:
+        DrainingService(endpoint, factory, options["grace"]).setServiceParent(parent)
     if isinstance(options, _LoginOptions):
         from twisted.logger import Logger
 
         Logger(namespace="chunkwire").info(options.logins().notice())
     return parent
+
+
+def _supervisor(options: _Options, tapname: str) -> Any:
+    """With C{--workers N} (N > 1): a supervisor binding each C{--listen} once for N copies of this command."""
+    from twisted.internet import reactor
+
+    from protocols.serving.workers import Supervisor, twistWorkerCommand
+
+    command = twistWorkerCommand(tapname)
+    count, grace = options["workers"], options["grace"]
+    return Supervisor(reactor, options["listen"], command, count, reusePort=options["reuse-port"], grace=grace)
 
 
 def _tracing(options: _Options) -> None:
@@ -246,6 +287,9 @@ class EchoServiceMaker:
     def makeService(self, options: EchoOptions) -> Any:
         from protocols import echo
 
+        if options["workers"] > 1:
+            return _supervisor(options, self.tapname)
+
         _tracing(options)
         return _listening(options, echo.serverFactory(options.limits()))
 
@@ -260,6 +304,9 @@ class KeyValueServiceMaker:
 
     def makeService(self, options: KeyValueOptions) -> Any:
         from twisted.internet import reactor
+
+        if options["workers"] > 1:
+            return _supervisor(options, self.tapname)
 
         from protocols import rpc
         from protocols.auth.realms import SharedRootRealm
@@ -288,6 +335,9 @@ class BulkServiceMaker:
 
     def makeService(self, options: BulkServiceOptions) -> Any:
         from twisted.internet import reactor
+
+        if options["workers"] > 1:
+            return _supervisor(options, self.tapname)
 
         from protocols import bulk
         from protocols.auth.realms import DirectoryRealm

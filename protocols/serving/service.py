@@ -1,0 +1,118 @@
+"""Listening services that drain on stop, and endpoints over inherited listening sockets.
+
+Contract: a L{DrainingService} listens when started and, when stopped (by
+C{twist} on SIGTERM or SIGINT, or by C{stopService}), stops accepting,
+sends GOAWAY on each RPC connection and waits for the calls in flight up
+to its grace time (L{protocols.rpc.drain}); its C{stopService} fires once
+every connection is closed.  An L{AdoptedEndpoint} listens on a socket
+that another process bound (a worker's share of its supervisor's port,
+L{protocols.serving.workers}) with C{IReactorSocket.adoptStreamPort}.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+from twisted.application.service import Service
+from twisted.internet.defer import Deferred, succeed
+from twisted.internet.interfaces import IListeningPort, IStreamServerEndpoint
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from ..rpc.drain import DEFAULT_GRACE, drainPort
+
+FAMILIES = {"inet": socket.AF_INET, "inet6": socket.AF_INET6, "unix": socket.AF_UNIX}
+"""The address families a listening socket may be handed over in, by name."""
+
+
+class DrainingService(Service):
+    """
+    Listens on one endpoint with one factory; drains when stopped.
+
+    @ivar port: the listening port once listening, else C{None}.
+    @ivar grace: seconds the calls in flight get when the service stops.
+    """
+
+    _log = Logger()
+
+    def __init__(self, endpoint: Any, factory: Any, grace: float = DEFAULT_GRACE) -> None:
+        self.endpoint = endpoint
+        self.factory = factory
+        self.grace = grace
+        self.port: IListeningPort | None = None
+        self._listening: Deferred[Any] | None = None
+
+    def startService(self) -> None:
+        super().startService()  # type: ignore[no-untyped-call]
+        self._listening = self.endpoint.listen(self.factory)
+        self._listening.addCallbacks(self._listened, self._listenFailed)
+
+    def _listened(self, port: IListeningPort) -> IListeningPort:
+        self.port = port
+        return port
+
+    def _listenFailed(self, failure: Failure) -> None:
+        self._log.failure("Could not listen on {endpoint}", failure, endpoint=self.endpoint)
+
+    def stopService(self) -> Deferred[None]:
+        """Stop accepting, send GOAWAY on every connection, and fire once they are all closed."""
+        super().stopService()  # type: ignore[no-untyped-call]
+        listening, self._listening = self._listening, None
+        if listening is None:
+            return succeed(None)
+        return listening.addCallback(self._drain)
+
+    def _drain(self, port: IListeningPort | None) -> Deferred[None]:
+        if port is None:
+            return succeed(None)
+        self.port = None
+        return Deferred.fromCoroutine(drainPort(port, self.factory, self.grace))
+
+
+@implementer(IStreamServerEndpoint)
+class AdoptedEndpoint:
+    """
+    An endpoint over a listening socket this process inherited: C{listen}
+    adopts it (the reactor works on a duplicate; the inherited descriptor
+    is closed then).
+
+    @ivar fileno: the inherited descriptor.
+    @ivar family: its address family (C{socket.AF_INET}, C{AF_INET6}, C{AF_UNIX}).
+    """
+
+    def __init__(self, reactor: Any, fileno: int, family: int) -> None:
+        self.reactor = reactor
+        self.fileno = fileno
+        self.family = family
+
+    def listen(self, factory: Any) -> Deferred[IListeningPort]:
+        port = self.reactor.adoptStreamPort(self.fileno, self.family, factory)
+        os.close(self.fileno)
+        return succeed(port)
+
+    def __repr__(self) -> str:
+        return f"<AdoptedEndpoint fd={self.fileno} family={self.family}>"
+
+
+def adoptedEndpoint(reactor: Any, spec: str) -> Any:
+    """
+    The endpoint of one C{--adopt} argument, C{FD:FAMILY} or
+    C{FD:FAMILY:haproxy} (PROXY protocol headers first, as Twisted's
+    C{haproxy:} endpoint), as a supervisor passes it to its workers.
+
+    @raise ValueError: a malformed C{spec}.
+    """
+    parts = spec.split(":")
+    if len(parts) not in (2, 3) or not parts[0].isdigit() or parts[1] not in FAMILIES:
+        raise ValueError(f"--adopt takes FD:{'|'.join(FAMILIES)}[:haproxy], not {spec!r}")
+    endpoint: Any = AdoptedEndpoint(reactor, int(parts[0]), FAMILIES[parts[1]])
+    if len(parts) == 3:
+        if parts[2] != "haproxy":
+            raise ValueError(f"--adopt takes FD:FAMILY[:haproxy], not {spec!r}")
+        from twisted.protocols.haproxy import proxyEndpoint
+
+        endpoint = proxyEndpoint(endpoint)
+    return endpoint

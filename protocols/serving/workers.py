@@ -1,0 +1,319 @@
+"""One port, several worker processes: a supervisor binds once and hands the socket over.
+
+Contract: a L{Supervisor} binds each listening address once (or, with
+C{reusePort}, once per worker with C{SO_REUSEPORT}, so the kernel spreads
+connections over the workers), stops its own reactor from ever accepting
+on it, and starts C{count} worker processes, each inheriting the socket at
+the same descriptor number and told so with C{--adopt FD:FAMILY[:haproxy]}
+(L{protocols.serving.service.adoptedEndpoint} turns that back into an
+endpoint; C{adoptStreamPort} takes it).  A worker that exits while the
+supervisor runs is started again after a back-off (0.1 s doubling to 10 s;
+reset once a worker has run for L{STEADY} seconds), and each exit and
+restart is logged.  Stopping the supervisor (SIGTERM under C{twist}) sends
+SIGTERM to every worker, which drains (L{protocols.serving.DrainingService}),
+waits for them to exit (SIGKILL after C{grace} plus L{KILL_MARGIN} seconds),
+then closes its sockets.  The supervisor never touches a connection.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from twisted.application.service import Service
+from twisted.internet.defer import Deferred, gatherResults, succeed
+from twisted.internet.endpoints import serverFromString
+from twisted.internet.protocol import ProcessProtocol
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from ..rpc.drain import DEFAULT_GRACE
+
+STEADY = 5.0
+"""Seconds after which a worker counts as having started well: its next restart waits the shortest back-off."""
+
+KILL_MARGIN = 10.0
+"""Seconds past the grace time after which a worker that has not exited is killed."""
+
+SHAREABLE = ("tcp", "tcp6", "unix")
+"""The endpoint kinds whose listening socket can be handed to workers (also under C{haproxy:})."""
+
+_FAMILY_NAMES = {socket.AF_INET: "inet", socket.AF_INET6: "inet6", socket.AF_UNIX: "unix"}
+
+
+def backoff(failures: int) -> float:
+    """Seconds to wait before the restart after C{failures} quick exits in a row (0.1 s doubling, at most 10 s)."""
+    return float(min(0.1 * 2 ** min(failures, 10), 10.0))
+
+
+@dataclass
+class Listener:
+    """
+    One listening address, bound by the supervisor.
+
+    @ivar description: the endpoint description it was bound from.
+    @ivar haproxy: whether connections start with a PROXY header (C{haproxy:}).
+    @ivar sockets: one socket shared by every worker, or one per worker (C{SO_REUSEPORT}).
+    @ivar ports: Twisted ports kept open (never read) for the sockets bound through an endpoint.
+    """
+
+    description: str
+    haproxy: bool
+    sockets: list[socket.socket] = field(default_factory=list)
+    ports: list[Any] = field(default_factory=list)
+
+    def adoptArgument(self, worker: int) -> str:
+        """The C{--adopt} value of this listener for worker number C{worker}."""
+        sock = self.sockets[worker % len(self.sockets)]
+        suffix = ":haproxy" if self.haproxy else ""
+        return f"{sock.fileno()}:{_FAMILY_NAMES[sock.family]}{suffix}"
+
+    @property
+    def address(self) -> Any:
+        """The address bound (the first socket's), e.g. to learn the port chosen for C{tcp:0}."""
+        return self.sockets[0].getsockname()
+
+    def close(self) -> None:
+        for port in self.ports:
+            port.stopListening()
+        for sock in self.sockets:
+            sock.close()
+
+
+def _split(description: str) -> tuple[bool, str, str]:
+    haproxy = description.startswith("haproxy:")
+    inner = description[len("haproxy:") :] if haproxy else description
+    kind = inner.split(":", 1)[0]
+    if kind not in SHAREABLE:
+        raise ValueError(
+            f"workers can share tcp:, tcp6: and unix: listeners (optionally under haproxy:), not {description!r}"
+        )
+    return haproxy, kind, inner
+
+
+def bind(reactor: Any, description: str, count: int = 1, reusePort: bool = False) -> Listener:
+    """
+    Bind C{description} for C{count} workers: one socket through Twisted's
+    own endpoint (never read here), or C{count} sockets with C{SO_REUSEPORT}.
+
+    @raise ValueError: an endpoint kind that cannot be shared, or
+        C{reusePort} where the platform or the kind has none.
+    """
+    haproxy, kind, inner = _split(description)
+    listener = Listener(description, haproxy)
+    if reusePort:
+        listener.sockets = _reusePortSockets(reactor, kind, inner, count)
+        return listener
+    port = serverFromString(reactor, inner).listen(_NoConnections())  # type: ignore[no-untyped-call]
+    listening: list[Any] = []
+    port.addCallback(listening.append)
+    (twistedPort,) = listening  # TCP and UNIX endpoints listen synchronously.
+    # The supervisor must never accept: the workers do.
+    twistedPort.stopReading()
+    listener.ports.append(twistedPort)
+    listener.sockets.append(twistedPort.socket)
+    return listener
+
+
+def _reusePortSockets(reactor: Any, kind: str, inner: str, count: int) -> list[socket.socket]:
+    if kind == "unix" or not hasattr(socket, "SO_REUSEPORT"):
+        raise ValueError(f"SO_REUSEPORT is not available for {inner!r} on this platform")
+    endpoint: Any = serverFromString(reactor, inner)  # type: ignore[no-untyped-call]
+    # Twisted's TCP endpoints keep their address in private attributes; read, never changed.
+    family = socket.AF_INET6 if kind == "tcp6" else socket.AF_INET
+    host = endpoint._interface or ("::" if kind == "tcp6" else "0.0.0.0")
+    port, backlog = endpoint._port, endpoint._backlog
+    sockets: list[socket.socket] = []
+    for _ in range(count):
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+        port = sock.getsockname()[1]  # tcp:0: the others join the port the first one got
+        sock.listen(backlog)
+        sock.setblocking(False)
+        sockets.append(sock)
+    return sockets
+
+
+class _NoConnections:
+    """The factory of a port the supervisor binds but never reads: it is never asked for a protocol."""
+
+    def doStart(self) -> None:
+        pass
+
+    def doStop(self) -> None:
+        pass
+
+    def buildProtocol(self, addr: Any) -> None:
+        return None
+
+
+class _WorkerProcess(ProcessProtocol):
+    def __init__(self, supervisor: Supervisor, slot: int) -> None:
+        self.supervisor = supervisor
+        self.slot = slot
+        self.ended: Deferred[None] = Deferred()
+
+    def processEnded(self, reason: Failure) -> None:
+        self.supervisor._ended(self, reason)
+        self.ended.callback(None)
+
+
+class Supervisor(Service):
+    """
+    Runs C{count} worker processes on listening sockets bound once.
+
+    @ivar listeners: the L{Listener}s, once started.
+    @ivar workers: the running workers' process transports, by slot.
+    @ivar restarts: how many workers were started again after exiting.
+    """
+
+    _log = Logger(namespace="chunkwire.workers")
+
+    def __init__(
+        self,
+        reactor: Any,
+        descriptions: Sequence[str],
+        command: Callable[[list[str]], list[str]],
+        count: int,
+        *,
+        reusePort: bool = False,
+        grace: float = DEFAULT_GRACE,
+        env: dict[str, str] | None = None,
+        path: str | None = None,
+    ) -> None:
+        """
+        @param descriptions: the server endpoint descriptions to bind.
+        @param command: given the C{--adopt} arguments of one worker, its
+            command line (program first).
+        @param count: how many workers.
+        @param grace: the workers' drain grace, to know when to kill them.
+        @param env: the workers' environment (this process's if C{None}).
+        @param path: the workers' working directory (this process's if C{None}).
+        """
+        if count < 1:
+            raise ValueError(f"at least one worker, not {count}")
+        self.reactor = reactor
+        self.descriptions = list(descriptions)
+        self.command = command
+        self.count = count
+        self.reusePort = reusePort
+        self.grace = grace
+        self.env = env
+        self.path = path
+        self.listeners: list[Listener] = []
+        self.workers: dict[int, Any] = {}
+        self.restarts = 0
+        self._protocols: dict[int, _WorkerProcess] = {}
+        self._failures = [0] * count
+        self._started = [0.0] * count
+        self._pending: dict[int, Any] = {}
+
+    def startService(self) -> None:
+        """Bind every listener, then start the workers."""
+        self.listeners = [bind(self.reactor, d, self.count, self.reusePort) for d in self.descriptions]
+        super().startService()  # type: ignore[no-untyped-call]
+        for slot in range(self.count):
+            self._spawn(slot)
+
+    def _spawn(self, slot: int) -> None:
+        self._pending.pop(slot, None)
+        adopt: list[str] = []
+        childFDs: dict[int, Any] = {0: "w", 1: 1, 2: 2}
+        for listener in self.listeners:
+            argument = listener.adoptArgument(slot)
+            adopt += ["--adopt", argument]
+            fd = int(argument.split(":", 1)[0])
+            childFDs[fd] = fd
+        args = self.command(adopt)
+        protocol = _WorkerProcess(self, slot)
+        self._protocols[slot] = protocol
+        self._started[slot] = self.reactor.seconds()
+        env = dict(os.environ) if self.env is None else self.env
+        spawn = self.reactor.spawnProcess
+        self.workers[slot] = spawn(protocol, args[0], args, env=env, path=self.path, childFDs=childFDs)
+        self._log.info("worker {slot} started: pid {pid}", slot=slot, pid=self.workers[slot].pid)
+
+    def _ended(self, protocol: _WorkerProcess, reason: Failure) -> None:
+        slot = protocol.slot
+        self.workers.pop(slot, None)
+        self._protocols.pop(slot, None)
+        if not self.running:
+            return
+        if self.reactor.seconds() - self._started[slot] >= STEADY:
+            self._failures[slot] = 0
+        delay = backoff(self._failures[slot])
+        self._failures[slot] += 1
+        self.restarts += 1
+        self._log.warn(
+            "worker {slot} exited ({reason}); starting it again in {delay:.1f} s",
+            slot=slot,
+            reason=reason.value,
+            delay=delay,
+        )
+        self._pending[slot] = self.reactor.callLater(delay, self._spawn, slot)
+
+    def stopService(self) -> Deferred[None]:
+        """SIGTERM every worker (they drain), wait for them to exit, then close the sockets."""
+        super().stopService()  # type: ignore[no-untyped-call]
+        for timer in self._pending.values():
+            timer.cancel()
+        self._pending.clear()
+        ended = [protocol.ended for protocol in self._protocols.values()]
+        for process in list(self.workers.values()):
+            _signal(process, "TERM")
+        killer = self.reactor.callLater(self.grace + KILL_MARGIN, self._killAll)
+        done: Deferred[Any] = gatherResults(ended) if ended else succeed(None)
+        return done.addBoth(self._stopped, killer)
+
+    def _killAll(self) -> None:
+        for process in list(self.workers.values()):
+            self._log.warn("worker pid {pid} did not exit in time; killing it", pid=process.pid)
+            _signal(process, "KILL")
+
+    def _stopped(self, result: object, killer: Any) -> None:
+        if killer.active():
+            killer.cancel()
+        for listener in self.listeners:
+            listener.close()
+        self.listeners = []
+
+
+def _signal(process: Any, name: str) -> None:
+    try:
+        process.signalProcess(name)
+    except Exception:
+        # Exited in the meantime.
+        pass
+
+
+def twistWorkerCommand(tapname: str, argv: Sequence[str] | None = None) -> Callable[[list[str]], list[str]]:
+    """
+    The command of a worker of C{twist TAPNAME ...}: this process's own
+    C{twist} command line (C{argv}, C{sys.argv} if C{None}) without its
+    C{--listen}, C{--workers} and C{--reuse-port} options, run as
+    C{python -m twisted}, followed by the worker's C{--adopt} arguments.
+    """
+    argv = list(sys.argv if argv is None else argv)
+    index = argv.index(tapname)
+    twistOptions, own = argv[1:index], argv[index + 1 :]
+    kept: list[str] = []
+    skip = False
+    for argument in own:
+        if skip:
+            skip = False
+            continue
+        name = argument.split("=", 1)[0]
+        if name in ("--listen", "-l", "--workers"):
+            skip = "=" not in argument
+            continue
+        if name == "--reuse-port":
+            continue
+        kept.append(argument)
+    base = [sys.executable, "-m", "twisted", *twistOptions, tapname, *kept]
+    return lambda adopt: base + adopt

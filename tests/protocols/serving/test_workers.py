@@ -1,0 +1,207 @@
+"""Workers: a supervisor binds once, worker processes adopt the socket, dead workers come back, SIGTERM drains.
+
+The reactor tests run real worker processes (C{tests/protocols/serving/workerprocess.py},
+and C{twist chunkwire-kv --workers 2}); each is bounded in time.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.task import deferLater
+from twisted.trial.unittest import SynchronousTestCase, TestCase
+
+from protocols import rpc
+from protocols.serving import adoptedEndpoint
+from protocols.serving.workers import Supervisor, backoff, bind, twistWorkerCommand
+from tests.processes import ENV, ROOT, readUntil
+
+from ..helpers import pytestTest, trialTest
+
+WORKER = [sys.executable, "-m", "tests.protocols.serving.workerprocess", "--grace", "2"]
+
+
+class CommandTests(SynchronousTestCase):
+    """The pieces of a supervisor that need no process."""
+
+    def test_backoff(self) -> None:
+        """Restarts wait 0.1 s, doubling with each quick exit in a row, and never more than 10 s."""
+        self.assertEqual([backoff(n) for n in (0, 1, 2, 3)], [0.1, 0.2, 0.4, 0.8])
+        self.assertEqual(backoff(50), 10.0)
+
+    def test_twistCommand(self) -> None:
+        """A worker runs the supervisor's own twist command without --listen, --workers and --reuse-port."""
+        argv = ["/usr/bin/twist", "--log-format", "text", "chunkwire-kv", "--listen", "tcp:1", "-l", "unix:/x"]
+        argv += ["--workers=3", "--reuse-port", "--grace", "4", "--workers", "3", "--listen=tcp:2"]
+        command = twistWorkerCommand("chunkwire-kv", argv)(["--adopt", "5:inet"])
+        expected = [sys.executable, "-m", "twisted", "--log-format", "text", "chunkwire-kv", "--grace", "4"]
+        self.assertEqual(command, expected + ["--adopt", "5:inet"])
+
+    def test_unshareable(self) -> None:
+        """Only tcp:, tcp6: and unix: listeners (under haproxy: or not) can be shared with workers."""
+        from twisted.internet import reactor
+
+        with self.assertRaises(ValueError) as caught:
+            bind(reactor, "ssl:8443:privateKey=x.pem", 2)
+        self.assertIn("tcp:, tcp6: and unix:", str(caught.exception))
+
+    def test_adoptSpec(self) -> None:
+        """--adopt takes FD:FAMILY or FD:FAMILY:haproxy, and refuses anything else."""
+        from twisted.internet import reactor
+
+        for bad in ("x:inet", "5", "5:ipx", "5:inet:tls"):
+            self.assertRaises(ValueError, adoptedEndpoint, reactor, bad)
+        self.assertEqual(adoptedEndpoint(reactor, "7:inet6").fileno, 7)
+
+    def test_pluginOptions(self) -> None:
+        """The plugins take --workers, --reuse-port and --grace (1 worker, 30 s by default); ssl: is not shared."""
+        from twisted.python import usage
+
+        from twisted.plugins import chunkwire_plugins
+
+        options = chunkwire_plugins.KeyValueOptions()
+        options.parseOptions([])
+        self.assertEqual((options["workers"], options["reuse-port"], options["grace"]), (1, False, 30.0))
+        options = chunkwire_plugins.EchoOptions()
+        options.parseOptions(["--workers", "3", "--reuse-port", "--grace", "2.5", "--adopt", "5:inet"])
+        self.assertEqual((options["workers"], options["reuse-port"], options["grace"]), (3, True, 2.5))
+        self.assertEqual(options["adopt"], ["5:inet"])
+        bad = ["--workers", "2", "--listen", "ssl:8443:privateKey=k.pem"]
+        self.assertRaises(usage.UsageError, chunkwire_plugins.KeyValueOptions().parseOptions, bad)
+        self.assertRaises(usage.UsageError, chunkwire_plugins.KeyValueOptions().parseOptions, ["--workers", "0"])
+
+    def test_reusePortSockets(self) -> None:
+        """With SO_REUSEPORT each worker gets its own socket, all bound to one port."""
+        from twisted.internet import reactor
+
+        if not hasattr(socket, "SO_REUSEPORT"):
+            self.skipTest("no SO_REUSEPORT on this platform")
+        listener = bind(reactor, "tcp:0:interface=127.0.0.1", 3, reusePort=True)
+        try:
+            self.assertEqual(len(listener.sockets), 3)
+            self.assertEqual(len({sock.getsockname() for sock in listener.sockets}), 1)
+            self.assertEqual(len({listener.adoptArgument(n) for n in range(3)}), 3)
+        finally:
+            listener.close()
+
+
+async def _pids(reactor: Any, port: int, count: int) -> list[int]:
+    """The pid answering each of C{count} fresh connections."""
+    pids = []
+    for _ in range(count):
+        root = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={port}")
+        pids.append(await root.callRemote("pid"))
+        await root.broker.disconnect()
+    return pids
+
+
+async def _until(reactor: Any, condition: Any, timeout: float = 10.0) -> None:
+    for _ in range(int(timeout / 0.05)):
+        if condition():
+            return
+        await deferLater(reactor, 0.05)
+    raise AssertionError("condition not met in time")
+
+
+async def supervisedWorkers(reactor: Any, reusePort: bool = False) -> None:
+    """Two workers serve one port; a killed worker is started again while the other serves; stopping ends both."""
+    command = lambda adopt: WORKER + adopt  # noqa: E731
+    listen = ["tcp:0:interface=127.0.0.1"]
+    supervisor = Supervisor(reactor, listen, command, 2, reusePort=reusePort, env=ENV, path=str(ROOT))
+    supervisor.startService()
+    port = supervisor.listeners[0].address[1]
+    try:
+        pids = set(await _pids(reactor, port, 30))
+        workers = {process.pid for process in supervisor.workers.values()}
+        assert pids <= workers and len(workers) == 2, (pids, workers)
+        if reusePort:
+            assert len(pids) == 2, pids
+        victim = supervisor.workers[0].pid
+        os.kill(victim, signal.SIGKILL)
+        await _until(reactor, lambda: supervisor.restarts == 1 and 0 in supervisor.workers)
+        assert supervisor.workers[0].pid != victim
+        assert victim not in await _pids(reactor, port, 5)
+    finally:
+        running = [process.pid for process in supervisor.workers.values()]
+        await supervisor.stopService()
+    for pid in running:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        raise AssertionError(f"worker {pid} still runs after the supervisor stopped")
+
+
+async def supervisedWorkersReusePort(reactor: Any) -> None:
+    """With SO_REUSEPORT the kernel spreads connections over both workers; a killed worker comes back."""
+    if not hasattr(socket, "SO_REUSEPORT"):
+        return
+    await supervisedWorkers(reactor, reusePort=True)
+
+
+async def twistWorkers(reactor: Any) -> None:
+    """twist chunkwire-kv --workers 2 serves from two processes, and on SIGTERM every process exits cleanly."""
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    command = [sys.executable, "-m", "twisted", "--log-format", "text", "chunkwire-kv"]
+    command += ["--listen", f"tcp:{port}:interface=127.0.0.1"]
+    command += ["--workers", "2", "--grace", "2"]
+    process = subprocess.Popen(command, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        started = readUntil(process, rb"worker 0 started: pid (\d+)[\s\S]*worker 1 started: pid (\d+)")
+        workers = {int(started.group(1)), int(started.group(2))}
+        root = None
+        for _ in range(100):
+            try:
+                root = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={port}")
+                break
+            except Exception:
+                await deferLater(reactor, 0.1)
+        assert root is not None
+        await root.callRemote("put", "k", "v")
+        assert await root.callRemote("get", "k") == "v"
+        lost: Deferred[Any] = root.broker.whenDisconnected()
+        process.send_signal(signal.SIGTERM)
+        await lost
+        for _ in range(100):
+            if process.poll() is not None:
+                break
+            await deferLater(reactor, 0.1)
+        # twist ends by SIGTERM's own default action once its reactor has stopped cleanly.
+        assert process.returncode in (0, -signal.SIGTERM), process.returncode
+        assert process.stdout is not None
+        output = process.stdout.read()
+        assert b"Traceback" not in output and b"Unhandled" not in output, output[-2000:]
+        for pid in workers:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                continue
+            raise AssertionError(f"worker {pid} still runs")
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
+        assert process.stdout is not None
+        process.stdout.close()
+
+
+class WorkerTests(TestCase):
+    """Workers, under trial."""
+
+    test_supervised_workers = trialTest(supervisedWorkers)
+    test_supervised_workers_reuse_port = trialTest(supervisedWorkersReusePort)
+    test_twist_workers = trialTest(twistWorkers)
+
+
+test_supervised_workers = pytestTest(supervisedWorkers)
+test_supervised_workers_reuse_port = pytestTest(supervisedWorkersReusePort)
+test_twist_workers = pytestTest(twistWorkers)
