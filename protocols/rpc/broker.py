@@ -55,6 +55,7 @@ from .answering import IncomingCalls, currentBroker
 from .calls import OutgoingCalls
 from .drain import ConnectionDrain
 from .errors import MessageRefused
+from .interceptors import intercept
 from .limits import CLIENT_CALL_LIMITS, CallLimits
 from .referenceable import Referenceable
 from .refs import (
@@ -176,6 +177,18 @@ class Broker:
         self._refusedHandlers = tuple(
             None if kind.refused is None else attrgetter(kind.refused)(self) for kind in MESSAGES
         )
+
+    def replaceHandler(self, tag: int, handler: Callable[[Message], None]) -> Callable[[Message], None]:
+        """
+        Hand the received messages of kind C{tag} to C{handler} from now on
+        (interceptors do: L{protocols.rpc.interceptors}); return the handler
+        it replaces, for C{handler} to call.
+        """
+        handlers = list(self._handlers)
+        previous: Callable[[Message], None] = handlers[tag]
+        handlers[tag] = handler
+        self._handlers = tuple(handlers)
+        return previous
 
     def _addTypes(self, registry: Registry) -> None:
         """Add the RPC messages and the references (sliced against this connection's tables) to C{registry}."""
@@ -366,6 +379,8 @@ class BrokerFactory(Factory):
     @ivar gate: called with each new broker before its connection starts,
         to put a receiver in front of it (a login: see
         L{protocols.auth.server.Authenticator.guard}), or C{None}.
+    @ivar interceptors: the L{protocols.rpc.interceptors.ICallInterceptor}s
+        installed on each broker, in order (none: nothing is installed).
     """
 
     sendBackPressure = True
@@ -380,11 +395,13 @@ class BrokerFactory(Factory):
         registry: Registry | None = None,
         callLimits: CallLimits | None = None,
         gate: Callable[[Broker], Any] | None = None,
+        interceptors: Iterable[Any] = (),
     ) -> None:
         if root is not None and not isinstance(root, Referenceable):
             raise TypeError(f"the root must be a Referenceable, not {type(root).__name__}")
         self.root = root
         self.gate = gate
+        self.interceptors = tuple(interceptors)
         self.clock = clock
         self.tracebacks = tracebacks
         self.limits = limits
@@ -411,6 +428,8 @@ class BrokerFactory(Factory):
         """A new broker's connection (L{buildBroker}); the broker is its C{receiver}."""
         broker = self.buildBroker()
         broker.factory = broker.connection.factory = self
+        if self.interceptors:
+            intercept(broker, self.interceptors)
         if self.gate is not None:
             self.gate(broker)
         return broker.connection

@@ -15,7 +15,7 @@ was sent before, so none is sent twice.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from twisted.application.internet import ClientService, backoffPolicy
@@ -50,6 +50,7 @@ def serverFactory(
     portal: Any = None,
     names: Any = None,
     loginTimeout: float = DEFAULT_LOGIN_TIMEOUT,
+    interceptors: Iterable[Any] = (),
 ) -> BrokerFactory:
     """
     A factory of brokers exposing C{root} (or the avatar of each login), to
@@ -65,6 +66,7 @@ def serverFactory(
         registry=registry,
         callLimits=callLimits or SERVER_CALL_LIMITS,
         gate=loginGate(root, portal, names, clock, loginTimeout),
+        interceptors=interceptors,
     )
 
 
@@ -98,6 +100,7 @@ def serve(
     portal: Any = None,
     names: Any = None,
     loginTimeout: float = DEFAULT_LOGIN_TIMEOUT,
+    interceptors: Iterable[Any] = (),
 ) -> Deferred[IListeningPort]:
     """
     Expose C{root} on the server endpoint C{description}, or let clients
@@ -123,6 +126,8 @@ def serve(
     @param names: a L{protocols.auth.names.NameTable}: a client that
         presents a registered name (L{connectURL}) gets that object.
     @param loginTimeout: seconds a connection has to log in.
+    @param interceptors: L{protocols.rpc.interceptors.ICallInterceptor}s
+        told of each call on each connection (metrics, access control).
     @return: a L{Deferred} firing with the listening port.
     @raise ValueError: both a root and a login, or neither.
     """
@@ -136,6 +141,7 @@ def serve(
         portal=portal,
         names=names,
         loginTimeout=loginTimeout,
+        interceptors=interceptors,
     )
     return listenWith(reactor, description, factory)
 
@@ -261,6 +267,7 @@ def connect(
     limits: Limits | None = None,
     registry: Registry | None = None,
     callLimits: CallLimits | None = None,
+    interceptors: Iterable[Any] = (),
 ) -> Deferred[RemoteReference]:
     """
     Connect to the server at the client endpoint C{description}.
@@ -274,10 +281,14 @@ def connect(
         callbacks are passed as arguments instead.
     @param callLimits: the L{CallLimits}; C{CLIENT_CALL_LIMITS} (no call
         timeout) if C{None}.
+    @param interceptors: L{protocols.rpc.interceptors.ICallInterceptor}s
+        told of each call this side makes (and of the server's calls back).
     @return: a L{Deferred} firing with the L{RemoteReference} to the
         server's root.
     """
-    factory = BrokerFactory(root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits)
+    factory = BrokerFactory(
+        root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits, interceptors=interceptors
+    )
     return connectWith(reactor, description, factory)
 
 
@@ -326,6 +337,7 @@ class ReconnectingClient:
         callLimits: CallLimits | None = None,
         credentials: Any = None,
         moveTimeout: float = 30.0,
+        interceptors: Iterable[Any] = (),
     ) -> None:
         """
         @param credentials: log in with these on every connection (as
@@ -346,7 +358,9 @@ class ReconnectingClient:
         # Calls waiting for the connection after a GOAWAY; None: no GOAWAY to follow.
         self._moving: list[Deferred[Broker]] | None = None
         self._retryPolicy = retryPolicy if retryPolicy is not None else backoffPolicy()
-        factory = BrokerFactory(root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits)
+        factory = BrokerFactory(
+            root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits, interceptors=interceptors
+        )
         factory.sendBackPressure = False  # a client: see connectWith
         if credentials is not None:
             mechanismFor(credentials)  # (unsupported credentials fail here, not on every attempt)
@@ -502,6 +516,7 @@ def reconnecting(
     callLimits: CallLimits | None = None,
     credentials: Any = None,
     moveTimeout: float = 30.0,
+    interceptors: Iterable[Any] = (),
 ) -> ReconnectingClient:
     """
     A started L{ReconnectingClient} for the client endpoint C{description}
@@ -520,6 +535,7 @@ def reconnecting(
         callLimits=callLimits,
         credentials=credentials,
         moveTimeout=moveTimeout,
+        interceptors=interceptors,
     )
     client.startService()
     return client
