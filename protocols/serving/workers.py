@@ -193,7 +193,8 @@ class Supervisor(Service):
             command line (program first).
         @param count: how many workers.
         @param grace: the workers' drain grace, to know when to kill them.
-        @param env: the workers' environment (this process's if C{None}).
+        @param env: the workers' environment (this process's if C{None});
+            each also gets C{CHUNKWIRE_WORKER}, its number from 0.
         @param path: the workers' working directory (this process's if C{None}).
         """
         if count < 1:
@@ -234,7 +235,7 @@ class Supervisor(Service):
         protocol = _WorkerProcess(self, slot)
         self._protocols[slot] = protocol
         self._started[slot] = self.reactor.seconds()
-        env = dict(os.environ) if self.env is None else self.env
+        env = dict(os.environ if self.env is None else self.env, CHUNKWIRE_WORKER=str(slot))
         spawn = self.reactor.spawnProcess
         self.workers[slot] = spawn(protocol, args[0], args, env=env, path=self.path, childFDs=childFDs)
         self._log.info("worker {slot} started: pid {pid}", slot=slot, pid=self.workers[slot].pid)

@@ -91,6 +91,13 @@ class _Options(_GuardOptions):
         ["max-bytes", None, None, "Largest byte string accepted, in bytes (default 256 MiB).", int],
         ["workers", None, 1, "Worker processes sharing the listening sockets (1: this process serves).", int],
         ["grace", None, 30.0, "Seconds calls in flight get to finish on SIGTERM (GOAWAY, then drain).", float],
+        [
+            "metrics",
+            None,
+            None,
+            "Serve Prometheus metrics at /metrics on this endpoint (needs chunkwire[metrics]); with --workers, "
+            "put {worker} in it (tcp:9100{worker}): each worker serves its own.",
+        ],
     ]
 
     def __init__(self) -> None:
@@ -114,6 +121,8 @@ class _Options(_GuardOptions):
             self["listen"] = [self.defaultListen]
         if self["workers"] < 1:
             raise usage.UsageError(f"--workers is at least 1, not {self['workers']}")
+        if self["metrics"] is not None and self["workers"] > 1 and "{worker}" not in self["metrics"]:
+            raise usage.UsageError("with --workers, --metrics needs {worker} in it: each worker serves its own")
         if self["workers"] > 1:
             from protocols.serving.workers import _split
 
@@ -122,6 +131,14 @@ class _Options(_GuardOptions):
                     _split(description)
             except ValueError as error:
                 raise usage.UsageError(str(error)) from None
+
+    def interceptors(self) -> list[Any]:
+        """The call interceptors these options ask for: the Prometheus one with --metrics."""
+        if self["metrics"] is None:
+            return []
+        from protocols.serving.metrics import PrometheusInterceptor
+
+        return [PrometheusInterceptor()]
 
     def limits(self) -> Any:
         from framing import Limits
@@ -251,11 +268,27 @@ def _listening(options: _Options, factory: Any) -> Any:
         endpoints = [serverFromString(reactor, description) for description in descriptions]
     for endpoint in endpoints:
         DrainingService(endpoint, factory, options["grace"]).setServiceParent(parent)
+    if options["metrics"] is not None:
+        _metrics(options["metrics"]).setServiceParent(parent)
     if isinstance(options, _LoginOptions):
         from twisted.logger import Logger
 
         Logger(namespace="chunkwire").info(options.logins().notice())
     return parent
+
+
+def _metrics(description: str) -> Any:
+    """The service serving /metrics on C{description} ({worker}: this worker's number, 0 without workers)."""
+    import os
+
+    from twisted.application.internet import StreamServerEndpointService
+    from twisted.internet import reactor
+    from twisted.internet.endpoints import serverFromString
+
+    from protocols.serving.metrics import metricsSite
+
+    description = description.replace("{worker}", os.environ.get("CHUNKWIRE_WORKER", "0"))
+    return StreamServerEndpointService(serverFromString(reactor, description), metricsSite())
 
 
 def _supervisor(options: _Options, tapname: str) -> Any:
@@ -321,6 +354,7 @@ class KeyValueServiceMaker:
             tracebacks=options["tracebacks"],
             limits=options.limits(),
             portal=portal,
+            interceptors=options.interceptors(),
         )
         return _listening(options, factory)
 
@@ -347,7 +381,12 @@ class BulkServiceMaker:
         _tracing(options)
         directory = options["dir"]
         hashing = bulk.BulkOptions(hashing=options["hashing"])
-        settings = {"clock": reactor, "limits": options.limits(), "options": hashing}
+        settings = {
+            "clock": reactor,
+            "limits": options.limits(),
+            "options": hashing,
+            "interceptors": options.interceptors(),
+        }
         if not options.logins().required:
             return _listening(options, bulk.BulkBrokerFactory(BulkService(directory, reactor=reactor), **settings))
         portal = options.portal(DirectoryRealm(directory, lambda user: BulkService(user, reactor=reactor)))

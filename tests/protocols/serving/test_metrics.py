@@ -1,0 +1,160 @@
+"""The Prometheus interceptor: calls, errors, latency per method, connections, bytes; and the /metrics page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.trial.unittest import SynchronousTestCase, TestCase
+
+try:
+    from prometheus_client import CollectorRegistry
+
+    from protocols.serving.metrics import OTHER, UNKNOWN, PrometheusInterceptor, metricsSite
+except ImportError:  # the chunkwire[metrics] extra is not installed
+    CollectorRegistry = None
+
+from ..helpers import pytestTest, trialTest
+from ..rpc.services import NotFound
+from ..rpc.test_interceptors import Pair
+
+SKIP = "prometheus_client (the chunkwire[metrics] extra) is not installed" if CollectorRegistry is None else None
+
+
+class PrometheusTests(SynchronousTestCase):
+    """What the interceptor records, in memory."""
+
+    skip = SKIP
+
+    def setUp(self) -> None:
+        self.registry = CollectorRegistry()
+        self.metrics = PrometheusInterceptor(self.registry, maxMethods=3)
+        self.pair = Pair([self.metrics], [])
+
+    def value(self, name: str, **labels: str) -> Any:
+        return self.registry.get_sample_value(name, labels)
+
+    def call(self, name: str, *args: Any) -> Any:
+        call = self.pair.root.callRemote(name, *args)
+        self.pair.flush()
+        return call
+
+    def test_callsAndLatency(self) -> None:
+        """Each ended call is counted by side, method and outcome, and its latency observed per method."""
+        for value in range(3):
+            self.call("echo", value)
+        self.failureResultOf(self.call("fail", "registered"), NotFound)
+        self.assertEqual(self.value("chunkwire_rpc_calls_total", side="server", method="echo", outcome="ok"), 3)
+        self.assertEqual(self.value("chunkwire_rpc_calls_total", side="server", method="fail", outcome="error"), 1)
+        count = self.value("chunkwire_rpc_call_duration_seconds_count", side="server", method="echo")
+        self.assertEqual(count, 3)
+
+    def test_unknownMethods(self) -> None:
+        """Calls of methods that do not exist share one label, so a peer cannot make up new series."""
+        for name in ("a", "b", "c", "d"):
+            self.failureResultOf(self.call(name))
+        labels = {"side": "server", "method": UNKNOWN, "outcome": "refused"}
+        self.assertEqual(self.value("chunkwire_rpc_calls_total", **labels), 4)
+
+    def test_methodCap(self) -> None:
+        """Past maxMethods distinct methods, further ones count under <other>."""
+        for name in ("echo", "keywords", "same", "make"):
+            self.call(name, *((1,) if name in ("echo", "keywords", "make") else ()))
+        self.assertEqual(self.value("chunkwire_rpc_calls_total", side="server", method=OTHER, outcome="ok"), 1)
+
+    def test_connectionsAndBytes(self) -> None:
+        """Connections open and opened, and the bytes both ways, are exported."""
+        self.call("echo", b"x" * 1000)
+        self.assertEqual(self.value("chunkwire_connections"), 1)
+        self.assertEqual(self.value("chunkwire_connections_opened_total"), 1)
+        self.assertGreater(self.value("chunkwire_received_bytes_total"), 1000)
+        self.assertGreater(self.value("chunkwire_sent_bytes_total"), 1000)
+        self.assertEqual(self.value("chunkwire_bulk_streams"), 0)
+        self.pair.server.connection.transport.loseConnection()
+        self.pair.flush()
+        self.assertEqual(self.value("chunkwire_connections"), 0)
+        self.assertGreater(self.value("chunkwire_sent_bytes_total"), 1000)
+
+
+async def metricsPage(reactor: Any) -> None:
+    """The /metrics page served with Twisted Web shows the calls made over TCP."""
+    if CollectorRegistry is None:
+        return
+    from twisted.internet.endpoints import serverFromString
+    from twisted.web.client import Agent, readBody
+
+    from protocols import rpc
+    from tests.protocols.serving.workerprocess import PidService
+
+    registry = CollectorRegistry()
+    factory = rpc.serverFactory(PidService(reactor), clock=reactor, interceptors=[PrometheusInterceptor(registry)])
+    port = await serverFromString(reactor, "tcp:0:interface=127.0.0.1").listen(factory)
+    web = await serverFromString(reactor, "tcp:0:interface=127.0.0.1").listen(metricsSite(registry))
+    root = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={port.getHost().port}")
+    await root.callRemote("pid")
+    response = await Agent(reactor).request(b"GET", f"http://127.0.0.1:{web.getHost().port}/metrics".encode())
+    body = (await readBody(response)).decode()
+    assert 'chunkwire_rpc_calls_total{method="pid",outcome="ok",side="server"} 1.0' in body, body
+    await root.broker.disconnect()
+    await port.stopListening()
+    await web.stopListening()
+
+
+class MetricsPageTests(TestCase):
+    """The /metrics page, under trial."""
+
+    skip = SKIP
+    test_metrics_page = trialTest(metricsPage)
+
+
+test_metrics_page = pytestTest(metricsPage)
+
+
+async def twistMetrics(reactor: Any) -> None:
+    """twist chunkwire-kv --metrics ENDPOINT serves /metrics, counting the calls made to the service."""
+    if CollectorRegistry is None:
+        return
+    import socket
+    import subprocess
+    import sys
+
+    from twisted.internet.task import deferLater
+    from twisted.web.client import Agent, readBody
+
+    from protocols import rpc
+    from tests.processes import ENV, ROOT, readUntil
+
+    ports = []
+    for _ in range(2):
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        ports.append(probe.getsockname()[1])
+        probe.close()
+    service, metrics = ports
+    command = [sys.executable, "-m", "twisted", "--log-format", "text", "chunkwire-kv"]
+    command += ["--listen", f"tcp:{service}:interface=127.0.0.1", "--metrics", f"tcp:{metrics}:interface=127.0.0.1"]
+    process = subprocess.Popen(command, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        readUntil(process, b"Site starting on")
+        root = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={service}")
+        await root.callRemote("put", "k", "v")
+        await root.broker.disconnect()
+        await deferLater(reactor, 0.05)
+        response = await Agent(reactor).request(b"GET", f"http://127.0.0.1:{metrics}/metrics".encode())
+        body = (await readBody(response)).decode()
+        assert 'chunkwire_rpc_calls_total{method="put",outcome="ok",side="server"} 1.0' in body, body[-3000:]
+        assert "chunkwire_connections_opened_total 1.0" in body
+    finally:
+        process.terminate()
+        process.wait(10)
+        assert process.stdout is not None
+        process.stdout.close()
+
+
+class TwistMetricsTests(TestCase):
+    """twist --metrics, under trial."""
+
+    skip = SKIP
+    test_twist_metrics = trialTest(twistMetrics)
+
+
+test_twist_metrics = pytestTest(twistMetrics)
