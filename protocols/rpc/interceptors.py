@@ -139,6 +139,7 @@ class Interception:
         self._reversed = tuple(reversed(self.interceptors))
         self._answering: dict[int, CallInfo] = {}
         self._peer: str | None = None
+        self._avatar: Any = None
         connection = broker.connection
         self._send = connection.sendObject
         connection.sendObject = self._sendObject
@@ -171,14 +172,16 @@ class Interception:
 
     def _info(self, side: str, method: str, requestId: int) -> CallInfo:
         if self._peer is None:
-            self._peer = self.broker.connection.peerName()
+            self._learnPeer()
+        return CallInfo(side, method, self._peer or "?", self._avatar, requestId)
+
+    def _learnPeer(self) -> None:
+        """At the first call (after any login): the peer's name, and the avatar on a server with logins."""
         broker = self.broker
-        factory = broker.factory
-        avatar = None
-        if factory is not None and getattr(factory, "gate", None) is not None:
+        self._peer = broker.connection.peerName()
+        if getattr(broker.factory, "gate", None) is not None:
             root = broker.references.exports.get(0)
-            avatar = root[0] if root is not None else None
-        return CallInfo(side, method, self._peer, avatar, requestId)
+            self._avatar = root[0] if root is not None else None
 
     def _callReceived(self, message: Message) -> None:
         requestId = message[1]
