@@ -320,6 +320,8 @@ class ReconnectingClient:
         the backoff like a refused connection.
     @ivar moveTimeout: seconds a call made after a GOAWAY waits for the
         next connection before it fails with L{GoingAway}.
+    @ivar goAways: how many GOAWAYs the server sent this client (each one a
+        move to a new connection).
     """
 
     _log = Logger()
@@ -355,6 +357,7 @@ class ReconnectingClient:
         self.loginFailure: BaseException | None = None
         self._broker: Any = None
         self.moveTimeout = moveTimeout
+        self.goAways = 0
         # Calls waiting for the connection after a GOAWAY; None: no GOAWAY to follow.
         self._moving: list[Deferred[Broker]] | None = None
         self._retryPolicy = retryPolicy if retryPolicy is not None else backoffPolicy()
@@ -404,6 +407,7 @@ class ReconnectingClient:
 
     def _goneAway(self, broker: Broker) -> None:
         """The server sent GOAWAY: reconnect as soon as this connection closes (it does once its calls are done)."""
+        self.goAways += 1
         if self._moving is None:
             self._moving = []
 

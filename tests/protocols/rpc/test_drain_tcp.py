@@ -73,6 +73,7 @@ async def drainMovesCalls(reactor: Any) -> None:
     assert sorted(answers) == list(range(400))
     assert sorted(first.seen + second.seen) == list(range(400))
     assert first.seen and second.seen
+    assert client.goAways == 1
     await client.stopService()
     await replacement[0].stopListening()
 
