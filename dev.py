@@ -18,6 +18,8 @@ One command per tox environment, for when tox is not installed:
     python3 dev.py fuzz               # tox -e fuzz: bounded atheris runs (installs atheris)
     python3 dev.py attack [ARGS]      # tox -e attack: refreshes docs/reliability.md
     python3 dev.py soak               # tox -e soak: the long runs
+    python3 dev.py haproxy            # tox -e haproxy: HAProxy in front of two servers, a rolling
+                                      # restart of 100,000 calls (installs haproxy if root with apt-get)
     python3 dev.py asan [ARGS]        # the compiled core built with AddressSanitizer, under
                                       # tests/framing/test_cores.py and test_vectors.py (needs gcc)
 
@@ -63,6 +65,7 @@ TOX_COMMANDS: dict[str, list[list[str]]] = {
         ["-m", "tests.attack", "--duration", "20", "--json", "soak-each.json"],
         ["-m", "tests.latency.push", "--size-mib", "256", "--delay", "0.05", "--rate-mib", "32"],
     ],
+    "haproxy": [["-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "tests/protocols/serving/test_haproxy.py"]],
 }
 COMMANDS = ("demo", "test", "pytest", "trial", "lint", "type", "bench", "docs", "asan", *TOX_COMMANDS)
 BUILD_INPUTS = ("pyproject.toml", "setup.py", "framing/_speedups.c")
@@ -167,6 +170,8 @@ def toxCommands(name: str, rest: list[str]) -> int:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     if name == "fuzz":
         ensure_atheris()
+    if name == "haproxy":
+        os.environ.setdefault("CHUNKWIRE_ROLLING_CALLS", "100000")
     commands = TOX_COMMANDS[name]
     for index, args in enumerate(commands):
         # Extra arguments go to the first command, as tox's {posargs} do.
