@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet.task import Clock
-from twisted.trial.unittest import SynchronousTestCase
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from framing import Violation
 from protocols.rpc import Broker, RemoteViolation
@@ -25,6 +25,7 @@ from protocols.rpc.interceptors import (
 from protocols.rpc.wire import CALL
 from protocols.testing import connectedPair
 
+from ..helpers import pytestTest, trialTest
 from .services import NotFound, Service
 from .test_memory import messagesIn, quiet
 
@@ -223,3 +224,34 @@ class BrokenInterceptorTests(SynchronousTestCase):
             pair.flush()
             self.assertEqual(self.successResultOf(call), value)
         self.flushLoggedErrors(RuntimeError)
+
+
+async def avatarSeen(reactor: Any) -> None:
+    """On a server with logins, an interceptor sees the logged-in avatar and the client's address."""
+    from twisted.cred.checkers import AllowAnonymousAccess
+    from twisted.cred.credentials import Anonymous
+    from twisted.cred.portal import Portal
+
+    from protocols import rpc
+
+    from ..auth.test_login import Avatar, Realm, address, listen, stop
+
+    recorder = Recorder()
+    factory, port = await listen(reactor, Portal(Realm(), [AllowAnonymousAccess()]), interceptors=[recorder])
+    root = await rpc.login(reactor, address(port), Anonymous())
+    await root.callRemote("whoami")
+    (info,) = recorder.ended
+    assert isinstance(info.avatar, Avatar), info.avatar
+    mine = root.broker.transport.getHost()
+    assert f"port={mine.port}" in info.peer, info.peer
+    await root.broker.disconnect()
+    await stop(factory, port)
+
+
+class AvatarTests(TestCase):
+    """Interceptors with logins, under trial."""
+
+    test_avatar_seen = trialTest(avatarSeen)
+
+
+test_avatar_seen = pytestTest(avatarSeen)
