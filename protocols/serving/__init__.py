@@ -2,7 +2,8 @@
 
 L{DrainingService} listens and drains on stop (GOAWAY, then the calls in
 flight finish; see L{protocols.rpc.drain}); L{protocols.serving.workers}
-binds a port once and runs several worker processes on it;
+binds a port once and runs several worker processes on it
+(L{protocols.serving.workers.serveWorkers});
 L{protocols.serving.metrics} (the C{chunkwire[metrics]} extra) counts calls
 for Prometheus.
 """

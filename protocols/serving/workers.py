@@ -293,6 +293,34 @@ def _signal(process: Any, name: str) -> None:
         pass
 
 
+def serveWorkers(
+    reactor: Any,
+    descriptions: Sequence[str],
+    factory: str,
+    count: int,
+    *,
+    reusePort: bool = False,
+    grace: float = DEFAULT_GRACE,
+    env: dict[str, str] | None = None,
+    path: str | None = None,
+) -> Supervisor:
+    """
+    Serve on C{descriptions} from C{count} worker processes: a started
+    L{Supervisor} whose workers run L{protocols.serving.worker} with
+    C{factory} (C{"package.module:function"}, called with the reactor in
+    each worker for the factory to serve, e.g. one returning
+    C{rpc.serverFactory(root, clock=reactor)}).  Stop it with
+    C{stopService} (every worker drains), e.g. from a C{"before",
+    "shutdown"} trigger.
+    """
+    base = [sys.executable, "-m", "protocols.serving.worker", "--factory", factory, "--grace", str(grace)]
+    supervisor = Supervisor(
+        reactor, descriptions, lambda adopt: base + adopt, count, reusePort=reusePort, grace=grace, env=env, path=path
+    )
+    supervisor.startService()
+    return supervisor
+
+
 def twistWorkerCommand(tapname: str, argv: Sequence[str] | None = None) -> Callable[[list[str]], list[str]]:
     """
     The command of a worker of C{twist TAPNAME ...}: this process's own

@@ -173,7 +173,12 @@ def load(port: int, seconds: float, connections: int, inflight: int) -> None:
         print(json.dumps({"calls": state["count"], "seconds": elapsed, "cpu": cpu}), flush=True)
         await gatherResults([root.broker.disconnect() for root in roots])
 
-    Deferred.fromCoroutine(main()).addBoth(lambda _: reactor.stop())  # type: ignore[attr-defined]
+    def stop(_: Any) -> None:
+        # The measuring side may have stopped it already (SIGTERM) once the figures were read.
+        if reactor.running:  # type: ignore[attr-defined]
+            reactor.stop()  # type: ignore[attr-defined]
+
+    Deferred.fromCoroutine(main()).addBoth(stop)
     reactor.run()  # type: ignore[attr-defined]
 
 

@@ -194,14 +194,30 @@ async def twistWorkers(reactor: Any) -> None:
         process.stdout.close()
 
 
+async def servedByWorkers(reactor: Any) -> None:
+    """serveWorkers runs the named factory in each worker; the calls are answered by the workers, which stop."""
+    from protocols.serving.workers import serveWorkers
+
+    factory = "tests.protocols.serving.workerprocess:makeFactory"
+    supervisor = serveWorkers(reactor, ["tcp:0:interface=127.0.0.1"], factory, 2, grace=2.0, env=ENV, path=str(ROOT))
+    try:
+        pids = set(await _pids(reactor, supervisor.listeners[0].address[1], 4))
+        assert pids <= {process.pid for process in supervisor.workers.values()}, pids
+    finally:
+        await supervisor.stopService()
+    assert supervisor.workers == {}
+
+
 class WorkerTests(TestCase):
     """Workers, under trial."""
 
     test_supervised_workers = trialTest(supervisedWorkers)
     test_supervised_workers_reuse_port = trialTest(supervisedWorkersReusePort)
     test_twist_workers = trialTest(twistWorkers)
+    test_served_by_workers = trialTest(servedByWorkers)
 
 
 test_supervised_workers = pytestTest(supervisedWorkers)
 test_supervised_workers_reuse_port = pytestTest(supervisedWorkersReusePort)
 test_twist_workers = pytestTest(twistWorkers)
+test_served_by_workers = pytestTest(servedByWorkers)

@@ -31,6 +31,11 @@ class PidService(rpc.Referenceable):
         return os.getpid()
 
 
+def makeFactory(reactor: Any) -> Any:
+    """The factory L{protocols.serving.workers.serveWorkers} workers build in the tests."""
+    return rpc.serverFactory(PidService(reactor), clock=reactor)
+
+
 def main() -> None:
     from twisted.internet import reactor
 
