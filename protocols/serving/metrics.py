@@ -6,11 +6,10 @@ C{prometheus_client} registry, each call that ends (by side, method and
 outcome: C{chunkwire_rpc_calls_total}), its latency
 (C{chunkwire_rpc_call_duration_seconds}, by side and method), the
 connections open and opened, the bytes received and sent, and the bulk
-streams in flight.  Per call it costs one dict lookup, one counter
-increment and one histogram observation: the label children are made once
-per (side, method, outcome).  Bytes are counted per read as a plain integer
-and, like connections' sent bytes and streams, handed to Prometheus only
-when it scrapes.  Method names come from the peer, so they are labels only
+streams in flight.  Per call it costs a dict lookup, two integer
+increments and a bisection, in plain Python numbers (no lock: the reactor
+thread alone writes them); they, the bytes (counted per read) and the
+streams are handed to Prometheus only when it scrapes.  Method names come from the peer, so they are labels only
 once a call of them succeeded or failed in the method (a refused call of an
 unknown method counts as C{"<unknown>"}), and at most C{maxMethods} of them
 (then C{"<other>"}).  L{metricsSite} serves C{/metrics} with Twisted Web.
@@ -18,11 +17,14 @@ unknown method counts as C{"<unknown>"}), and at most C{maxMethods} of them
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator
+from itertools import accumulate
 from typing import Any
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
 
 from ..rpc.interceptors import REFUSED, CallInfo, CallInterceptor
 
@@ -32,9 +34,20 @@ LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0
 UNKNOWN, OTHER = "<unknown>", "<other>"
 
 
+class _MethodStats:
+    """One (side, method)'s figures: calls by outcome, and a latency histogram, as plain numbers."""
+
+    __slots__ = ("outcomes", "buckets", "total")
+
+    def __init__(self, size: int) -> None:
+        self.outcomes: dict[str, int] = {}
+        self.buckets = [0] * size
+        self.total = 0.0
+
+
 class PrometheusInterceptor(CallInterceptor):
     """
-    Records calls, latency, connections, bytes and streams in a Prometheus registry.
+    Records calls, latency, connections, bytes and streams for a Prometheus registry.
 
     @ivar registry: the C{CollectorRegistry} the metrics are in.
     """
@@ -48,21 +61,11 @@ class PrometheusInterceptor(CallInterceptor):
     ) -> None:
         self.registry = registry
         self.maxMethods = maxMethods
-        self._calls = Counter(
-            "rpc_calls", "RPC calls ended", ["side", "method", "outcome"], namespace=namespace, registry=registry
-        )
-        self._latency = Histogram(
-            "rpc_call_duration_seconds",
-            "Seconds from a call's start to its end",
-            ["side", "method"],
-            namespace=namespace,
-            registry=registry,
-            buckets=buckets,
-        )
+        self._bounds = tuple(float(bound) for bound in buckets)
+        self._stats: dict[tuple[str, str], _MethodStats] = {}
+        self._methods: set[str] = set()
         self._open = Gauge("connections", "RPC connections open", namespace=namespace, registry=registry)
         self._opened = Counter("connections_opened", "RPC connections opened", namespace=namespace, registry=registry)
-        self._children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
-        self._methods: set[str] = set()
         self._live: dict[Any, None] = {}
         self._received = 0
         self._sentClosed = 0
@@ -72,29 +75,37 @@ class PrometheusInterceptor(CallInterceptor):
     # -- calls -------------------------------------------------------------------------
 
     def callEnded(self, call: CallInfo) -> None:
-        key = (call.side, call.method, call.outcome or "")
-        children = self._children.get(key)
-        if children is None:
-            children = self._child(call)
+        # Plain numbers here, no lock and no label lookup: Prometheus reads them when it scrapes.
+        stats = self._stats.get((call.side, call.method))
+        if stats is None or (call.outcome == REFUSED and call.errorType in _UNKNOWN_TYPES):
+            stats = self._statsFor(call)
+        outcome = call.outcome or ""
+        outcomes = stats.outcomes
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
         assert call.ended is not None
-        children[0].inc()
-        children[1].observe(call.ended - call.started)
+        seconds = call.ended - call.started
+        stats.buckets[bisect_left(self._bounds, seconds)] += 1
+        stats.total += seconds
 
-    def _child(self, call: CallInfo) -> tuple[Any, Any]:
+    def _statsFor(self, call: CallInfo) -> _MethodStats:
+        """Where a call counts: its method, C{<unknown>} (a name that is no method), or C{<other>} past the cap."""
         method = call.method
-        if call.outcome == REFUSED and call.errorType in ("NoSuchMethod", "NoSuchObject"):
+        if call.outcome == REFUSED and call.errorType in _UNKNOWN_TYPES and method not in self._methods:
             method = UNKNOWN
         elif method not in self._methods:
             if len(self._methods) >= self.maxMethods:
                 method = OTHER
             else:
                 self._methods.add(method)
-        outcome = call.outcome or ""
-        children = (self._calls.labels(call.side, method, outcome), self._latency.labels(call.side, method))
-        if method == call.method:
-            # Cached only under the peer's own name once it is a label: unknown names stay uncached.
-            self._children[(call.side, call.method, outcome)] = children
-        return children
+        key = (call.side, method)
+        stats = self._stats.get(key)
+        if stats is None:
+            stats = self._stats[key] = _MethodStats(len(self._bounds) + 1)
+        return stats
+
+    def callFigures(self) -> list[tuple[str, str, _MethodStats]]:
+        """Each (side, method) seen, with its figures (for the collector)."""
+        return [(side, method, stats) for (side, method), stats in list(self._stats.items())]
 
     # -- connections ---------------------------------------------------------------------
 
@@ -134,13 +145,16 @@ class PrometheusInterceptor(CallInterceptor):
         )
 
 
+_UNKNOWN_TYPES = frozenset({"NoSuchMethod", "NoSuchObject"})
+
+
 def _sent(broker: Any) -> int:
     transport = broker.connection.transport
     return int(getattr(transport, "bytesSent", 0) or 0)
 
 
 class _LiveCollector:
-    """What is read only when Prometheus scrapes: bytes and streams."""
+    """What is read only when Prometheus scrapes: calls, latency, bytes and streams."""
 
     def __init__(self, interceptor: PrometheusInterceptor) -> None:
         self._interceptor = interceptor
@@ -148,6 +162,18 @@ class _LiveCollector:
     def collect(self) -> Iterator[Any]:
         interceptor = self._interceptor
         prefix = interceptor._prefix
+        calls = CounterMetricFamily(f"{prefix}rpc_calls", "RPC calls ended", labels=["side", "method", "outcome"])
+        latency = HistogramMetricFamily(
+            f"{prefix}rpc_call_duration_seconds", "Seconds from a call's start to its end", labels=["side", "method"]
+        )
+        bounds = [*map(floatToGoString, interceptor._bounds), "+Inf"]
+        for side, method, stats in interceptor.callFigures():
+            for outcome, count in list(stats.outcomes.items()):
+                calls.add_metric([side, method, outcome], count)
+            cumulative = list(accumulate(stats.buckets))
+            latency.add_metric([side, method], list(zip(bounds, cumulative, strict=True)), stats.total)
+        yield calls
+        yield latency
         yield CounterMetricFamily(f"{prefix}received_bytes", "Bytes received", value=interceptor.receivedBytes())
         yield CounterMetricFamily(f"{prefix}sent_bytes", "Bytes sent", value=interceptor.sentBytes())
         yield GaugeMetricFamily(f"{prefix}bulk_streams", "Bulk streams in flight", value=interceptor.streams())
