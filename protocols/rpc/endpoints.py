@@ -488,13 +488,9 @@ class ReconnectingClient:
             reference: RemoteReference = broker.rootReference()
             return reference.callRemote(_name, *args, **kwargs)
         if self._moving is not None:
-            return self._nextConnection(_name).addCallback(_callRoot, _name, args, kwargs)
+            # Sent as if made now, on the next connection (or waiting again, should that one drain too).
+            return self._nextConnection(_name).addCallback(lambda _: self.callRemote(_name, *args, **kwargs))
         return fail(DeadReferenceError(f"cannot call {_name!r}: not connected (reconnecting)"))
-
-
-def _callRoot(broker: Broker, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Deferred[Any]:
-    reference: RemoteReference = broker.rootReference()
-    return reference.callRemote(name, *args, **kwargs)
 
 
 def _failIfWaiting(waiter: Deferred[Any], error: BaseException) -> None:

@@ -137,8 +137,11 @@ class Interception:
         self.broker = broker
         self.interceptors = tuple(interceptors)
         self._reversed = tuple(reversed(self.interceptors))
+        # The hooks bound once, leaving out CallInterceptor's no-ops: a call pays only for hooks that do something.
+        self._started = tuple(i.callStarted for i in self.interceptors if _overrides(i, "callStarted"))
+        self._ended = tuple(i.callEnded for i in self._reversed if _overrides(i, "callEnded"))
         self._answering: dict[int, CallInfo] = {}
-        self._peer: str | None = None
+        self._peer: Any = None
         self._avatar: Any = None
         connection = broker.connection
         self._send = connection.sendObject
@@ -173,25 +176,29 @@ class Interception:
     def _info(self, side: str, method: str, requestId: int) -> CallInfo:
         if self._peer is None:
             self._learnPeer()
-        return CallInfo(side, method, self._peer or "?", self._avatar, requestId)
+        return CallInfo(side, method, self._peer, self._avatar, requestId)
 
     def _learnPeer(self) -> None:
         """At the first call (after any login): the peer's name, and the avatar on a server with logins."""
         broker = self.broker
-        self._peer = broker.connection.peerName()
+        self._peer = str(broker.connection.peerName())
         if getattr(broker.factory, "gate", None) is not None:
             root = broker.references.exports.get(0)
             self._avatar = root[0] if root is not None else None
 
     def _callReceived(self, message: Message) -> None:
+        # Runs for every call: _info and _end written out.
         requestId = message[1]
-        info = self._info(SERVER, message[3], requestId)
-        try:
-            for interceptor in self.interceptors:
-                interceptor.callStarted(info)
-        except Exception as error:
-            self._refuse(info, error)
-            return
+        if self._peer is None:
+            self._learnPeer()
+        info = CallInfo(SERVER, message[3], self._peer, self._avatar, requestId)
+        if self._started:
+            try:
+                for started in self._started:
+                    started(info)
+            except Exception as error:
+                self._refuse(info, error)
+                return
         if requestId == NO_ANSWER:
             self._call(message)
             self._end(info, ONE_WAY)
@@ -218,22 +225,34 @@ class Interception:
     def _sendObject(self, obj: Any, outgoing: Any = None) -> None:
         self._send(obj, outgoing)
         # After sending: an answer that fails to encode is replaced by a FAIL, which ends the call.
-        if type(obj) is Message and (obj[0] == ANSWER or obj[0] == FAIL):
+        if type(obj) is not Message:
+            return
+        kind = obj[0]
+        if kind == ANSWER:
             info = self._answering.pop(obj[1], None)
             if info is not None:
-                if obj[0] == ANSWER:
-                    self._end(info, OK)
-                else:
-                    info.errorType = obj[2]
-                    self._end(info, REFUSED if obj[2] in _REFUSALS else ERROR)
+                info.ended = now()
+                info.outcome = OK
+                index = 0
+                try:
+                    for ended in self._ended:
+                        ended(info)
+                        index += 1
+                except Exception:
+                    self._endFailed(info, index)
+        elif kind == FAIL:
+            info = self._answering.pop(obj[1], None)
+            if info is not None:
+                info.errorType = obj[2]
+                self._end(info, REFUSED if obj[2] in _REFUSALS else ERROR)
 
     # -- the calling side ----------------------------------------------------------------
 
     def _intercepted(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Deferred[Any]:
         info = self._info(CLIENT, name, 0)
         try:
-            for interceptor in self.interceptors:
-                interceptor.callStarted(info)
+            for started in self._started:
+                started(info)
         except Exception as error:
             info.errorType = describe(error)[0]
             self._end(info, REFUSED)
@@ -261,14 +280,30 @@ class Interception:
     def _end(self, info: CallInfo, outcome: str) -> None:
         info.ended = now()
         info.outcome = outcome
-        for interceptor in self._reversed:
-            self._safely(interceptor.callEnded, info)
+        index = 0
+        try:
+            for ended in self._ended:
+                ended(info)
+                index += 1
+        except Exception:
+            self._endFailed(info, index)
+
+    def _endFailed(self, info: CallInfo, failed: int) -> None:
+        """C{callEnded} number C{failed} raised: log it, and tell the interceptors after it (each once)."""
+        self.broker.connection.log.failure("an interceptor's callEnded failed for {call}", call=info)
+        for ended in self._ended[failed + 1 :]:
+            self._safely(ended, info)
 
     def _safely(self, hook: Any, argument: Any) -> None:
         try:
             hook(argument)
         except Exception:
             self.broker.connection.log.failure("interceptor {hook} failed", hook=hook)
+
+
+def _overrides(interceptor: Any, name: str) -> bool:
+    """Whether C{interceptor}'s hook C{name} is its own, not L{CallInterceptor}'s no-op."""
+    return getattr(type(interceptor), name, None) is not getattr(CallInterceptor, name)
 
 
 def intercept(broker: Any, interceptors: Sequence[Any]) -> Interception | None:

@@ -66,7 +66,7 @@ class Pair:
         self.client = Broker(clock=self.clock)
         intercept(self.server, server)
         intercept(self.client, client)
-        quiet(self.server, self.client)
+        self.events = quiet(self.server, self.client)
         self.memory = connectedPair(self.server, self.client)
         self.root = self.client.rootReference()
 
@@ -217,13 +217,16 @@ class BrokenInterceptorTests(SynchronousTestCase):
     """An interceptor's own bug is logged and harms neither the call nor the connection."""
 
     def test_endHookFails(self) -> None:
-        """A callEnded that raises is logged; the call is answered and the next one too."""
-        pair = Pair([BrokenInterceptor()], [])
+        """A callEnded that raises is logged; the call is answered, the other interceptors hear of it once each."""
+        recorder = Recorder()
+        pair = Pair([recorder, BrokenInterceptor()], [])
         for value in (1, 2):
             call = pair.root.callRemote("echo", value)
             pair.flush()
             self.assertEqual(self.successResultOf(call), value)
-        self.flushLoggedErrors(RuntimeError)
+        self.assertEqual([info.outcome for info in recorder.ended], [OK, OK])
+        failures = [event["log_failure"].value for event in pair.events if "log_failure" in event]
+        self.assertEqual([type(error) for error in failures], [RuntimeError, RuntimeError])
 
 
 async def avatarSeen(reactor: Any) -> None:
