@@ -357,12 +357,12 @@ def _report(
         ),
         "",
         f"What this can show: on this {os.cpu_count()}-core machine, the server CPU time per call with 2 workers "
-        "against 1 (sharing one listening socket costs nothing per call; a second worker adds no work per call), "
-        "and that 2 workers serve calls from 2 client processes.  What it cannot show: how calls/s scales with "
-        "workers.  The 2 client processes need about as much CPU per call as the server, so with 1 worker the "
-        "server and clients already keep both cores busy, and a second worker has no idle core to run on: the "
-        "calls/s column measures the machine, not the workers.  With a core per worker and the load coming from "
-        "other machines, calls/s would be bounded by cores / (server CPU µs per call).  Loopback TCP only: no "
+        "against 1 (sharing one listening socket adds no work per call), and that 2 workers serve the calls of "
+        "2 client processes.  What it cannot show: how calls/s scales with workers given a core each.  The 2 "
+        "client processes need about as much CPU per call as the server, and they, the workers and whatever "
+        "else runs share the cores, so the calls/s columns measure the machine at that moment as much as the "
+        "workers (their spread from run to run shows it).  With a core per worker and the load coming from other "
+        "machines, calls/s would be bounded by cores / (server CPU µs per call).  Loopback TCP only: no "
         "network latency or bandwidth, no HAProxy in the path.",
     ]
     report = "\n".join(lines)
