@@ -50,6 +50,8 @@ class PrometheusInterceptor(CallInterceptor):
     Records calls, latency, connections, bytes and streams for a Prometheus registry.
 
     @ivar registry: the C{CollectorRegistry} the metrics are in.
+    @ivar bounds: the latency histogram's bucket bounds, in seconds.
+    @ivar prefix: what every metric's name starts with (C{"chunkwire_"}).
     """
 
     def __init__(
@@ -61,7 +63,7 @@ class PrometheusInterceptor(CallInterceptor):
     ) -> None:
         self.registry = registry
         self.maxMethods = maxMethods
-        self._bounds = tuple(float(bound) for bound in buckets)
+        self.bounds = tuple(float(bound) for bound in buckets)
         self._stats: dict[tuple[str, str], _MethodStats] = {}
         self._methods: set[str] = set()
         self._open = Gauge("connections", "RPC connections open", namespace=namespace, registry=registry)
@@ -69,7 +71,7 @@ class PrometheusInterceptor(CallInterceptor):
         self._live: dict[Any, None] = {}
         self._received = 0
         self._sentClosed = 0
-        self._prefix = f"{namespace}_" if namespace else ""
+        self.prefix = f"{namespace}_" if namespace else ""
         registry.register(_LiveCollector(self))
 
     # -- calls -------------------------------------------------------------------------
@@ -84,7 +86,7 @@ class PrometheusInterceptor(CallInterceptor):
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
         assert call.ended is not None
         seconds = call.ended - call.started
-        stats.buckets[bisect_left(self._bounds, seconds)] += 1
+        stats.buckets[bisect_left(self.bounds, seconds)] += 1
         stats.total += seconds
 
     def _statsFor(self, call: CallInfo) -> _MethodStats:
@@ -100,7 +102,7 @@ class PrometheusInterceptor(CallInterceptor):
         key = (call.side, method)
         stats = self._stats.get(key)
         if stats is None:
-            stats = self._stats[key] = _MethodStats(len(self._bounds) + 1)
+            stats = self._stats[key] = _MethodStats(len(self.bounds) + 1)
         return stats
 
     def callFigures(self) -> list[tuple[str, str, _MethodStats]]:
@@ -161,12 +163,12 @@ class _LiveCollector:
 
     def collect(self) -> Iterator[Any]:
         interceptor = self._interceptor
-        prefix = interceptor._prefix
+        prefix = interceptor.prefix
         calls = CounterMetricFamily(f"{prefix}rpc_calls", "RPC calls ended", labels=["side", "method", "outcome"])
         latency = HistogramMetricFamily(
             f"{prefix}rpc_call_duration_seconds", "Seconds from a call's start to its end", labels=["side", "method"]
         )
-        bounds = [*map(floatToGoString, interceptor._bounds), "+Inf"]
+        bounds = [*map(floatToGoString, interceptor.bounds), "+Inf"]
         for side, method, stats in interceptor.callFigures():
             for outcome, count in list(stats.outcomes.items()):
                 calls.add_metric([side, method, outcome], count)

@@ -18,6 +18,7 @@ then closes its sockets.  The supervisor never touches a connection.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 from collections.abc import Callable, Sequence
@@ -122,11 +123,7 @@ def bind(reactor: Any, description: str, count: int = 1, reusePort: bool = False
 def _reusePortSockets(reactor: Any, kind: str, inner: str, count: int) -> list[socket.socket]:
     if kind == "unix" or not hasattr(socket, "SO_REUSEPORT"):
         raise ValueError(f"SO_REUSEPORT is not available for {inner!r} on this platform")
-    endpoint: Any = serverFromString(reactor, inner)  # type: ignore[no-untyped-call]
-    # Twisted's TCP endpoints keep their address in private attributes; read, never changed.
-    family = socket.AF_INET6 if kind == "tcp6" else socket.AF_INET
-    host = endpoint._interface or ("::" if kind == "tcp6" else "0.0.0.0")
-    port, backlog = endpoint._port, endpoint._backlog
+    family, host, port, backlog = _tcpAddress(kind, inner)
     sockets: list[socket.socket] = []
     for _ in range(count):
         sock = socket.socket(family, socket.SOCK_STREAM)
@@ -138,6 +135,26 @@ def _reusePortSockets(reactor: Any, kind: str, inner: str, count: int) -> list[s
         sock.setblocking(False)
         sockets.append(sock)
     return sockets
+
+
+def _tcpAddress(kind: str, description: str) -> tuple[int, str, int, int]:
+    """
+    The family, host, port and backlog of a C{tcp:} or C{tcp6:} server
+    description (C{tcp:8760:interface=127.0.0.1:backlog=50}; C{\\:} is a
+    colon inside a value, as in Twisted's descriptions).
+
+    @raise ValueError: no port, or an argument a TCP endpoint does not take.
+    """
+    parts = [part.replace("\\:", ":") for part in re.split(r"(?<!\\):", description)][1:]
+    positional = [part for part in parts if "=" not in part]
+    options = dict(part.split("=", 1) for part in parts if "=" in part)
+    port = options.pop("port", positional[0] if positional else None)
+    unknown = set(options) - {"interface", "backlog"}
+    if port is None or not str(port).isdigit() or unknown:
+        raise ValueError(f"{description!r}: a tcp: description with a port, and only interface= and backlog=")
+    family = socket.AF_INET6 if kind == "tcp6" else socket.AF_INET
+    host = options.get("interface") or ("::" if kind == "tcp6" else "0.0.0.0")
+    return family, host, int(port), int(options.get("backlog", 50))
 
 
 class _NoConnections:
@@ -160,7 +177,7 @@ class _WorkerProcess(ProcessProtocol):
         self.ended: Deferred[None] = Deferred()
 
     def processEnded(self, reason: Failure) -> None:
-        self.supervisor._ended(self, reason)
+        self.supervisor.workerEnded(self, reason)
         self.ended.callback(None)
 
 
@@ -240,7 +257,8 @@ class Supervisor(Service):
         self.workers[slot] = spawn(protocol, args[0], args, env=env, path=self.path, childFDs=childFDs)
         self._log.info("worker {slot} started: pid {pid}", slot=slot, pid=self.workers[slot].pid)
 
-    def _ended(self, protocol: _WorkerProcess, reason: Failure) -> None:
+    def workerEnded(self, protocol: _WorkerProcess, reason: Failure) -> None:
+        """A worker exited: start it again after its back-off, unless the supervisor is stopping."""
         slot = protocol.slot
         self.workers.pop(slot, None)
         self._protocols.pop(slot, None)

@@ -76,6 +76,15 @@ class CommandTests(SynchronousTestCase):
         self.assertRaises(usage.UsageError, chunkwire_plugins.KeyValueOptions().parseOptions, bad)
         self.assertRaises(usage.UsageError, chunkwire_plugins.KeyValueOptions().parseOptions, ["--workers", "0"])
 
+    def test_tcpAddress(self) -> None:
+        """SO_REUSEPORT sockets are bound from the tcp: description's port, interface and backlog; others refused."""
+        from protocols.serving.workers import _tcpAddress
+
+        self.assertEqual(_tcpAddress("tcp", "tcp:8760:interface=127.0.0.1")[1:], ("127.0.0.1", 8760, 50))
+        self.assertEqual(_tcpAddress("tcp6", r"tcp6:port=0:interface=\:\:1:backlog=9")[1:], ("::1", 0, 9))
+        for bad in ("tcp:", "tcp:x", "tcp:80:reuse=1"):
+            self.assertRaises(ValueError, _tcpAddress, "tcp", bad)
+
     def test_reusePortSockets(self) -> None:
         """With SO_REUSEPORT each worker gets its own socket, all bound to one port."""
         from twisted.internet import reactor
