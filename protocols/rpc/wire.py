@@ -242,6 +242,16 @@ def buildMessage(items: list[Any]) -> Message | None:
     tag = items[0]
     if type(tag) is not int or not 0 <= tag < len(_CHECKS):
         return None
+    # The commonest messages with their checks written out: an ANSWER, a CALL without keyword arguments.
+    if tag == ANSWER and count == 3:
+        requestId = items[1]
+        return Message(items) if type(requestId) is int and requestId >= 0 else None
+    if tag == CALL and count >= _ARGS and items[_KWARGS] is None:
+        _, requestId, target, name, _ = items[:_ARGS]
+        if type(requestId) is int and requestId >= 0 and type(target) is int and target >= 0:
+            if type(name) is str and 0 < len(name) <= MAX_NAME:
+                return Message((CALL, requestId, target, name, tuple(items[_ARGS:]), {}))
+        return None
     checks = _CHECKS[tag]
     if count != len(checks) and not (tag == CALL and count >= _ARGS):
         return None
