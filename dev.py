@@ -200,7 +200,7 @@ def asan(rest: list[str]) -> int:
     cc = os.environ.get("CC") or sysconfig.get_config_var("CC").split()[0] or "gcc"
     libasan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="chunkwire-asan-") as work:
-        for name in ("framing", "tests"):
+        for name in ("framing", "protocols", "tests"):
             shutil.copytree(ROOT / name, Path(work) / name, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
         flags = ["-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer", "-shared", "-fPIC"]
         target = Path(work) / "framing" / f"_speedups{suffix}"

@@ -558,11 +558,14 @@ class LeakTests(SynchronousTestCase):
             dumps([1, {"k": Point(1, 2)}], USER_TYPES),  # handed back at the user type
             dumps({"a": 1, "b": [2, 3]})[:-3],  # handed back at the end of the buffer
             dumps({(1, 2): 3}),  # handed back at a key whose hash is tracked
+            dumps([Pair((1, "x", [2.5]))], USER_TYPES),  # a record, built through its builder
+            dumps(Pair(("x", 1)), USER_TYPES),  # a record its builder hands back (then refused)
         ]
 
         def once() -> None:
             dumps(value)
             Encoder(USER_TYPES).encode([value, Point(1, [2])])
+            Encoder(USER_TYPES).tokens(Pair((1, value)))
             for stream in streams:
                 decoder = Decoder(registry=USER_TYPES)
                 decoder.feed(stream)
