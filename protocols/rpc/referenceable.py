@@ -21,6 +21,7 @@ methods, with the interface's constraints, without marking them.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 from collections.abc import Callable, Mapping
@@ -28,11 +29,11 @@ from typing import Any, ClassVar, TypeVar, overload
 
 from framing import Violation
 from framing.errors import KindRefused
-from framing.slicing.constraints import Constraint
+from framing.slicing.constraints import Constraint, Optional
 
 from .errors import WrongArguments
 from .hints import methodConstraints, registerHint
-from .refs import RefOf
+from .refs import RefOf, RemoteReference
 
 _MARK = "__chunkwire_remote__"
 
@@ -49,9 +50,12 @@ class RemoteMethod:
     @ivar checkArguments: C{checkArguments(args, kwargs)} raises a
         L{framing.Violation} for arguments the method refuses; or C{None}.
     @ivar result: the constraint the result must satisfy, or C{None}.
+    @ivar proxied: the parameters hinted as a remote interface, by position
+        and by name, to that interface: a reference received there reaches
+        the method as the interface's typed proxy.  Empty for most methods.
     """
 
-    __slots__ = ("name", "function", "checkArguments", "result")
+    __slots__ = ("name", "function", "checkArguments", "result", "proxied")
 
     def __init__(
         self,
@@ -59,9 +63,11 @@ class RemoteMethod:
         function: Callable[..., Any],
         checkArguments: ArgumentCheck | None,
         result: Constraint | None,
+        proxied: Mapping[int | str, Any] | None = None,
     ) -> None:
         self.name = name
-        self.function = function
+        self.proxied = proxied or {}
+        self.function = _withProxies(function, self.proxied)
         self.checkArguments = checkArguments
         self.result = result
 
@@ -140,7 +146,9 @@ def remoteMethod(
         args = {**derivedArgs, **(args or {})} or None
     if result is None:
         result = derivedResult
-    return RemoteMethod(function.__name__, function, _signatureCheck(function, _argumentCheck(function, args)), result)
+    check = _signatureCheck(function, _argumentCheck(function, args))
+    proxied = _proxiedParameters(function, args) if isinstance(args, Mapping) else None
+    return RemoteMethod(function.__name__, function, check, result, proxied)
 
 
 def remoteMethodOf(value: Any) -> RemoteMethod | None:
@@ -204,7 +212,50 @@ def _implementation(cls: type, name: str, declared: RemoteMethod) -> RemoteMetho
     owner = next(klass for klass in cls.__mro__ if name in vars(klass))
     if _INTERFACE_METHODS in vars(owner):
         raise TypeError(f"{cls.__qualname__} does not implement {owner.__qualname__}.{name}")
-    return RemoteMethod(name, getattr(cls, name), declared.checkArguments, declared.result)
+    return RemoteMethod(name, getattr(cls, name), declared.checkArguments, declared.result, declared.proxied)
+
+
+# -- references to remote interfaces, as their proxies ----------------------------------
+
+
+def _proxiedParameters(function: Callable[..., Any], constraints: Mapping[str, Constraint]) -> dict[int | str, Any]:
+    """The parameters constrained to a reference to a remote interface (C{RefOf(I)}), by position and name."""
+    interfaces: dict[int | str, Any] = {}
+    for name, constraint in constraints.items():
+        inner = constraint.inner if isinstance(constraint, Optional) else constraint
+        if isinstance(inner, RefOf) and inner.interface is not None:
+            interfaces[name] = inner.interface
+    if not interfaces:
+        return {}
+    proxied = dict(interfaces)
+    parameters = list(inspect.signature(function).parameters.values())[1:]
+    for index, parameter in enumerate(parameters):
+        positional = parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)
+        if positional and parameter.name in interfaces:
+            proxied[index] = interfaces[parameter.name]
+    return proxied
+
+
+def _withProxies(function: Callable[..., Any], proxied: Mapping[int | str, Any]) -> Callable[..., Any]:
+    """
+    C{function}, handed each L{RemoteReference} received for a parameter in
+    C{proxied} as that interface's typed proxy (a local object, come home,
+    is handed as itself), so that a method's hint is true of its argument.
+    Methods without such parameters are returned as they are: no cost.
+    """
+    if not proxied:
+        return function
+
+    def typed(value: Any, interface: Any) -> Any:
+        return interface.remoteProxy(value) if type(value) is RemoteReference else value
+
+    def call(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        args = tuple(arg if index not in proxied else typed(arg, proxied[index]) for index, arg in enumerate(args))
+        for name in kwargs.keys() & proxied.keys():
+            kwargs[name] = typed(kwargs[name], proxied[name])
+        return function(obj, *args, **kwargs)
+
+    return functools.update_wrapper(call, function)
 
 
 # -- argument checks ------------------------------------------------------------
