@@ -225,8 +225,8 @@ def _generic(origin: Any, args: tuple[Any, ...], bounds: Bounds, seen: set[type]
         if args == ((),):  # tuple[()]
             args = ()
         return _unbounded(TupleOf(*(_convert(arg, {}, seen) for arg in args)), bounds, hint)
-    if isinstance(origin, type) and origin in _registeredBase(origin):
-        return _plain(origin, bounds, seen)
+    if isinstance(origin, type) and _registeredBase(origin):
+        return _plain(origin, bounds, seen)  # a generic type given to registerHint
     raise UnsupportedHint(f"no constraint describes {hint!r}")
 
 

@@ -46,7 +46,8 @@ class RemoteMethod:
     What L{remote} records about one method.
 
     @ivar name: the method's name, as callers give it to C{callRemote}.
-    @ivar function: the plain function, called as C{function(obj, *args, **kwargs)}.
+    @ivar function: the plain function, called as C{function(obj, *args, **kwargs)}
+        (wrapped, if C{proxied} names parameters, to hand those their proxies).
     @ivar checkArguments: C{checkArguments(args, kwargs)} raises a
         L{framing.Violation} for arguments the method refuses; or C{None}.
     @ivar result: the constraint the result must satisfy, or C{None}.

@@ -25,7 +25,7 @@ from protocols.rpc import (
     remote,
 )
 from protocols.rpc.errors import WrongArguments
-from protocols.rpc.hints import UNBOUNDED, constraintFor, methodConstraints
+from protocols.rpc.hints import UNBOUNDED, constraintFor, methodConstraints, registerHint
 
 from .services import RpcPair
 
@@ -219,6 +219,20 @@ class TypeHintTests(HintTestCase):
         self.assertAccepts(RemoteReference, ref, Referenceable())
         self.assertAccepts(Referenceable, ref)
         self.assertRefuses(RemoteReference, "ref", KindRefused)
+
+    def test_registered_hint(self) -> None:
+        """A class given to registerHint, and its subclasses, mean the constraint given."""
+
+        class Handle:
+            pass
+
+        class SubHandle(Handle):
+            pass
+
+        constraint = Integer(0, 9)
+        registerHint(Handle, constraint)
+        self.assertIs(constraintFor(Handle), constraint)
+        self.assertIs(constraintFor(SubHandle), constraint)
 
     def test_unsupported(self) -> None:
         """A class nothing knows how to send, and a generic of one, are UnsupportedHints."""
