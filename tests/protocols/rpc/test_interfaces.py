@@ -255,6 +255,20 @@ class FakeTables:
         return ("ref", exportId, interfaceNames)
 
 
+class References:
+    """Makes real RemoteReferences (on no connection) for the ids received."""
+
+    def __init__(self) -> None:
+        self.made: list[int] = []
+        self.kept: list[RemoteReference] = []
+
+    def importReference(self, exportId: int, interfaceNames: tuple[str, ...] = ()) -> RemoteReference:
+        self.made.append(exportId)
+        ref = RemoteReference(None, exportId, interfaceNames)  # type: ignore[arg-type]
+        self.kept.append(ref)
+        return ref
+
+
 def refDecoder(tables: FakeTables) -> Decoder:
     registry = Registry(DEFAULT_REGISTRY)
     registry.add_unslicer("rpc.ref", lambda limits: ReferenceUnslicer(limits, tables))  # type: ignore[arg-type]
@@ -297,6 +311,22 @@ class ReferenceWireTests(SynchronousTestCase):
         body = dumps(5)[len(PREAMBLE) :] + token(STRING, b"n") * (MAX_INTERFACE_NAMES + 1)
         results = refDecoder(tables).feed(PREAMBLE + token(OPEN, b"rpc.ref") + body + encode_header(CLOSE, 0))
         self.assertIsInstance(results[0], TooManyItems)
+
+    def test_ref_of_in_a_decoder(self) -> None:
+        """RefOf(ICounter) as a decoder's constraint takes a reference naming ICounter, refuses one naming nothing
+        (once built) and a string (at its header)."""
+        tables = References()
+        registry = Registry(DEFAULT_REGISTRY)
+        registry.add_unslicer("rpc.ref", lambda limits: ReferenceUnslicer(limits, tables))  # type: ignore[arg-type]
+        decoder = Decoder(constraint=RefOf(ICounter), registry=registry)
+        opened, closed = token(OPEN, b"rpc.ref"), token(CLOSE, b"")
+        named = opened + dumps(5)[len(PREAMBLE) :] + token(STRING, b"test.ICounter") + closed
+        plain = opened + dumps(6)[len(PREAMBLE) :] + closed
+        accepted, refusedPlain, refusedText = decoder.feed(PREAMBLE + named + plain + dumps("x")[len(PREAMBLE) :])
+        self.assertEqual((accepted.exportId, accepted.interfaceNames), (5, ("test.ICounter",)))
+        self.assertIsInstance(refusedPlain, KindRefused)
+        self.assertIsInstance(refusedText, KindRefused)
+        self.assertEqual(tables.made, [5, 6])
 
     def test_names_sent(self) -> None:
         """An implementation is sent with its interface names; a plain Referenceable exactly as before."""
