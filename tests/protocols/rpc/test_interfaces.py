@@ -128,6 +128,19 @@ class DeclarationTests(SynchronousTestCase):
         self.assertEqual(set(Counter.remoteInterfaceNames), {"test.ICounter", "test.ICounterWithName"})
         self.assertEqual(NotACounter.remoteInterfaceNames, ())
 
+    def test_implementation_may_mark_its_own(self) -> None:
+        """An implementation's method marked with remote(args=...) keeps its own constraints, not the interface's."""
+        from framing.slicing.constraints import Integer
+
+        class Strict(Referenceable, ICounter):
+            @remote(args={"by": Integer(0, 1)})
+            async def increment(self, by: int = 1) -> int:
+                return by
+
+        check = Strict.remoteMethods["increment"].checkArguments
+        assert check is not None
+        self.assertRaises(InvalidValue, check, (2,), {})
+
     def test_missing_implementation(self) -> None:
         """A class that does not implement one of its interface's methods is a TypeError when it is created."""
         with self.assertRaises(TypeError) as caught:
