@@ -52,7 +52,7 @@ from .errors import (
     registerError,
 )
 from .hints import MaxLength, MinLength, Pattern, Range, UnsupportedHint
-from .interfaces import RemoteInterface, TypedReference, interfaceNamed
+from .interfaces import RemoteInterface, TypedReference, interfaceNamed, referenceOf
 from .limits import CLIENT_CALL_LIMITS, SERVER_CALL_LIMITS, CallLimits
 from .referenceable import Referenceable, RemoteMethod, remote
 from .refs import RefOf, RemoteReference
@@ -90,6 +90,7 @@ __all__ = [
     "currentBroker",
     "interfaceNamed",
     "reconnecting",
+    "referenceOf",
     "registerError",
     "register_error",
     "remote",

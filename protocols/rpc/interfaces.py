@@ -92,7 +92,17 @@ class RemoteInterface(Protocol):
 
     @classmethod
     def remoteProxy(cls: type[InterfaceT], reference: RemoteReference) -> InterfaceT:
-        """A L{TypedReference} calling C{reference} as this interface declares (typed as the interface)."""
+        """
+        A L{TypedReference} calling C{reference} as this interface declares
+        (typed as the interface).
+
+        @raise TypeError: C{reference} arrived naming its interfaces, and
+            this is not one of them.  (A root reference names none: its
+            interface is the caller's word.)
+        """
+        names = reference.interfaceNames
+        if names and vars(cls).get("remoteName", None) not in names:
+            raise TypeError(f"{reference!r} implements {' and '.join(names)}, not {cls.__qualname__}")
         return cast(InterfaceT, TypedReference(reference, cls))
 
 
@@ -177,6 +187,22 @@ class TypedReference:
 
     def __repr__(self) -> str:
         return f"<TypedReference {self.remoteInterface.remoteName} {self.remoteReference!r}>"
+
+
+def referenceOf(proxy: Any) -> RemoteReference:
+    """
+    The L{RemoteReference} under a typed proxy (a L{RemoteReference} is
+    returned as it is): for code that mypy checks, where a proxy is typed as
+    its interface and so has no C{remoteReference} attribute.
+
+    @raise TypeError: C{proxy} is neither.
+    """
+    if type(proxy) is TypedReference:
+        reference: RemoteReference = proxy.remoteReference
+        return reference
+    if isinstance(proxy, RemoteReference):
+        return proxy
+    raise TypeError(f"{proxy!r} is neither a typed proxy nor a RemoteReference")
 
 
 def _unwrapped(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:

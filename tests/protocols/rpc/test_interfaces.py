@@ -23,6 +23,7 @@ from protocols.rpc import (
     TypedReference,
     connect,
     interfaceNamed,
+    referenceOf,
     remote,
 )
 from protocols.rpc.refs import MAX_INTERFACE_NAME, MAX_INTERFACE_NAMES, ReferenceUnslicer
@@ -247,6 +248,19 @@ class ProxyTests(SynchronousTestCase):
         counter = self.successResultOf(self.settle(self.proxy.counter()))
         self.assertEqual(self.successResultOf(self.settle(self.proxy.adopt(counter))), 2)
         self.assertEqual(self.store.made.value, 2)
+
+    def test_typed_checks_known_names(self) -> None:
+        """typed() refuses an interface a reference arrived without naming; one naming none is taken at its word."""
+        named = RemoteReference(self.pair.client, 7, ("test.ICounter",))
+        self.assertIsInstance(named.typed(ICounter), TypedReference)
+        self.assertRaises(TypeError, named.typed, IStore)
+        self.assertIsInstance(RemoteReference(self.pair.client, 8).typed(IStore), TypedReference)
+
+    def test_reference_of(self) -> None:
+        """referenceOf gives the reference under a proxy, a reference itself, and refuses anything else."""
+        self.assertIs(referenceOf(self.proxy), self.pair.root)
+        self.assertIs(referenceOf(self.pair.root), self.pair.root)
+        self.assertRaises(TypeError, referenceOf, Store())
 
     def test_reference_check_when_it_arrives(self) -> None:
         """RefOf(ICounter) accepts a reference that arrived naming ICounter, and refuses one naming nothing."""
