@@ -34,6 +34,7 @@ async def client(root: rpc.RemoteReference, reactor: Any) -> None:
     value: str | None = await kv.get("key")  # GOOD
     connected = await rpc.connect(reactor, "tcp:host=127.0.0.1:port=1", interface=IKeyValue)
     again: str | None = await connected.get("key")  # GOOD
+    rpc.referenceOf(connected).broker.disconnect()
 """
 
 BAD_CALL = """\
