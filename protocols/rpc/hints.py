@@ -162,6 +162,8 @@ def _annotated(hint: Any, bounds: Bounds, seen: set[type]) -> Constraint:
 def _union(members: tuple[Any, ...], bounds: Bounds, seen: set[type]) -> Constraint:
     others = [member for member in members if member is not type(None) and member is not None]
     choices = [_convert(member, bounds, seen) for member in others]
+    if any(choice is ANY for choice in choices):
+        return ANY  # Any | X, Any | None: anything
     inner = choices[0] if len(choices) == 1 else ChoiceOf(*choices)
     return Optional(inner) if len(others) < len(members) else inner
 

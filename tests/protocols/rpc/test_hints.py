@@ -148,6 +148,11 @@ class UnionHintTests(HintTestCase):
         self.assertAccepts(list[int] | list[str], [1], ["a"])
         self.assertRefuses(list[int] | list[str], [1, "a"], KindRefused, "[1]")
 
+    def test_union_with_any(self) -> None:
+        """A union with Any in it is Any: no check at all."""
+        self.assertIs(constraintFor(Any | None), ANY)
+        self.assertIs(constraintFor(Union[int, Any]), ANY)  # noqa: UP007
+
     def test_literal(self) -> None:
         """Literal takes exactly its values, of their own types."""
         self.assertAccepts(Literal["r", "w", 1], "r", "w", 1)
