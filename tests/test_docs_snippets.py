@@ -56,6 +56,7 @@ EXPECTED: dict[str, list[str]] = {
     ],
     "auth_urls.py": ["URL scheme and parts: chunkwire 52 52", "increment: 1", "revoked: refused"],
     "shared_port.py": ["answers: [0, 1, 2, 3]"],
+    "compiled_core.py": ["decoded: [(1, 5), (7, 7)]", "refused: not a span: [9, 2]"],
     "trace_tutorial.py": ["back: {'name': 'ada', 'n': 5}"],
     "bulk_tutorial.py": [
         "uploaded; digest matches: True",

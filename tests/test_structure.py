@@ -137,6 +137,9 @@ def privateReaches(package: str) -> list[str]:
 # framing's unslicer attributes, set by unslicers in protocols: framing's names too.
 FRAMING_ATTRIBUTES = {
     "open_type",
+    "record_builder",
+    "record_extra_items",
+    "record_name",
     "part_kinds",
     "part_types",
     "max_length",
