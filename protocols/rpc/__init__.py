@@ -51,9 +51,11 @@ from .errors import (
     register_error,
     registerError,
 )
+from .hints import MaxLength, MinLength, Pattern, Range, UnsupportedHint
+from .interfaces import RemoteInterface, TypedReference, interfaceNamed, referenceOf
 from .limits import CLIENT_CALL_LIMITS, SERVER_CALL_LIMITS, CallLimits
 from .referenceable import Referenceable, RemoteMethod, remote
-from .refs import RemoteReference
+from .refs import RefOf, RemoteReference
 
 __all__ = [
     "CLIENT_CALL_LIMITS",
@@ -64,21 +66,31 @@ __all__ = [
     "CallTimedOut",
     "DeadReferenceError",
     "UnexpectedAnswer",
+    "MaxLength",
+    "MinLength",
     "NoSuchMethod",
     "NoSuchObject",
+    "Pattern",
+    "Range",
     "ReconnectingClient",
+    "RefOf",
     "Referenceable",
     "RemoteError",
+    "RemoteInterface",
     "RemoteMethod",
     "RemoteReference",
     "RemoteViolation",
     "TooManyPendingCalls",
     "TooManyReferences",
+    "TypedReference",
+    "UnsupportedHint",
     "connect",
     "connectURL",
     "login",
     "currentBroker",
+    "interfaceNamed",
     "reconnecting",
+    "referenceOf",
     "registerError",
     "register_error",
     "remote",

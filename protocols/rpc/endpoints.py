@@ -12,7 +12,7 @@ L{DeadReferenceError}: nothing is queued, so nothing is sent twice or late.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from twisted.application.internet import ClientService, backoffPolicy
 from twisted.internet.defer import Deferred, fail
@@ -31,7 +31,9 @@ from .broker import Broker, BrokerFactory
 from .errors import DeadReferenceError
 from .limits import SERVER_CALL_LIMITS, CallLimits
 from .referenceable import Referenceable
-from .refs import RemoteReference
+from .refs import HasRemoteProxy, RemoteReference
+
+T = TypeVar("T")
 
 
 def serverFactory(
@@ -248,6 +250,7 @@ async def _connectURL(
     raise failure
 
 
+@overload
 def connect(
     reactor: Any,
     description: str,
@@ -256,7 +259,33 @@ def connect(
     limits: Limits | None = None,
     registry: Registry | None = None,
     callLimits: CallLimits | None = None,
-) -> Deferred[RemoteReference]:
+    interface: None = None,
+) -> Deferred[RemoteReference]: ...
+
+
+@overload
+def connect(
+    reactor: Any,
+    description: str,
+    *,
+    root: Referenceable | None = None,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+    callLimits: CallLimits | None = None,
+    interface: HasRemoteProxy[T],
+) -> Deferred[T]: ...
+
+
+def connect(
+    reactor: Any,
+    description: str,
+    *,
+    root: Referenceable | None = None,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+    callLimits: CallLimits | None = None,
+    interface: HasRemoteProxy[Any] | None = None,
+) -> Deferred[Any]:
     """
     Connect to the server at the client endpoint C{description}.
 
@@ -269,11 +298,17 @@ def connect(
         callbacks are passed as arguments instead.
     @param callLimits: the L{CallLimits}; C{CLIENT_CALL_LIMITS} (no call
         timeout) if C{None}.
+    @param interface: a L{protocols.rpc.RemoteInterface} the server's root
+        implements: fire with a typed proxy of the root instead
+        (C{root.typed(interface)}).
     @return: a L{Deferred} firing with the L{RemoteReference} to the
-        server's root.
+        server's root (or its typed proxy).
     """
     factory = BrokerFactory(root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits)
-    return connectWith(reactor, description, factory)
+    connected = connectWith(reactor, description, factory)
+    if interface is not None:
+        return connected.addCallback(interface.remoteProxy)
+    return connected
 
 
 def _connectedRoot(connection: Any) -> RemoteReference:

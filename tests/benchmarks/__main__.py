@@ -29,6 +29,7 @@ BENCHMARKS = {
     "latency": "bench_latency",
     "bulk": "bench_bulk",
     "cores": "bench_cores",
+    "typed": "bench_typed",
 }
 
 
