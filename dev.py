@@ -2,7 +2,8 @@
 """Set up a virtualenv on demand and run chunkwire's demo, tests, docs or benchmarks.
 
     python3 dev.py demo [--size 16]   # the main demo
-    python3 dev.py test               # the whole suite: pytest, trial, ruff, mypy (what CI runs)
+    python3 dev.py test               # the whole suite: pytest (on the compiled core), trial (on the
+                                      # pure-Python core), ruff, mypy (what CI runs)
 
 One command per tox environment, for when tox is not installed:
 
@@ -54,6 +55,7 @@ FUZZ_FLAGS = ["-rss_limit_mb=1024", "-timeout=10", "-print_final_stats=1"]
 TOX_COMMANDS: dict[str, list[list[str]]] = {
     "fuzz": [
         ["fuzz/fuzz_decoder.py", "fuzz/corpus/decoder", f"-runs={FUZZ_RUNS}", *FUZZ_FLAGS],
+        ["fuzz/fuzz_cores.py", "fuzz/corpus/decoder", f"-runs={FUZZ_RUNS}", *FUZZ_FLAGS],
         ["fuzz/fuzz_unslicers.py", "fuzz/corpus/unslicers", f"-runs={FUZZ_UNSLICER_RUNS}", *FUZZ_FLAGS],
         ["-m", "pytest", "-q", "tests/fuzz"],
     ],
@@ -108,9 +110,11 @@ def ensure_venv(runner: Callable[..., Any] = subprocess.run) -> None:
     stamp.write_text(digest)
 
 
-def run(*args: str) -> int:
-    print("$", " ".join(args), flush=True)
-    return subprocess.run([str(PYTHON), *args], cwd=ROOT).returncode
+def run(*args: str, pure: bool = False) -> int:
+    """Run .venv's python with C{args}; C{pure}: on the pure-Python codec core (C{CHUNKWIRE_PURE=1})."""
+    print("$", "CHUNKWIRE_PURE=1" if pure else "", " ".join(args), flush=True)
+    env = {**os.environ, "CHUNKWIRE_PURE": "1"} if pure else None
+    return subprocess.run([str(PYTHON), *args], cwd=ROOT, env=env).returncode
 
 
 def main(argv: list[str]) -> int:
@@ -138,8 +142,11 @@ def main(argv: list[str]) -> int:
         return asan(rest)
     if command in TOX_COMMANDS:
         return toxCommands(command, rest)
+    # The whole suite on both codec cores, each runner taking one: pytest on
+    # the compiled core (when it was built), trial on the pure-Python one;
+    # the differential tests put the two side by side in both runs.
     failed = run("-m", "pytest", "-q", *rest) != 0
-    failed |= run("-m", "twisted.trial", "--reporter=text", "tests") != 0
+    failed |= run("-m", "twisted.trial", "--reporter=text", "tests", pure=True) != 0
     failed |= lint() != 0
     print("dev.py test:", "FAILED" if failed else "all passed", flush=True)
     return 1 if failed else 0
@@ -198,7 +205,7 @@ def asan(rest: list[str]) -> int:
     cc = os.environ.get("CC") or sysconfig.get_config_var("CC").split()[0] or "gcc"
     libasan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="chunkwire-asan-") as work:
-        for name in ("framing", "tests"):
+        for name in ("framing", "protocols", "tests"):
             shutil.copytree(ROOT / name, Path(work) / name, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
         flags = ["-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer", "-shared", "-fPIC"]
         target = Path(work) / "framing" / f"_speedups{suffix}"

@@ -6,7 +6,10 @@
     python examples/kv_client.py --connect tcp:host=127.0.0.1:port=8760 list [PREFIX]
     python examples/kv_client.py --connect tcp:host=127.0.0.1:port=8760 watch greeting [--count N]
 
-get and delete of a missing key exit with status 1.  watch prints
+The client calls the store through a typed proxy of the shared interface
+protocols.kv.IKeyValue: arguments it refuses (a key over 1 KiB) fail here,
+before anything is sent, and mypy checks the calls.  get and delete of a
+missing key exit with status 1.  watch prints
 every change of the key until interrupted (or after N changes); it
 reconnects with backoff if the server goes away, and watches again on each
 new connection.
@@ -34,11 +37,13 @@ from twisted.internet.defer import Deferred
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
 from protocols import TokenProtocol, rpc
+from protocols.kv import IKeyValue, IWatcher
 
 
-class Watcher(rpc.Referenceable):
+class Watcher(rpc.Referenceable, IWatcher):
     """
-    Passed to the server's C{watch}: the server calls L{changed} on every change.
+    Passed to the server's C{watch}: the server calls L{changed} on every
+    change (a method of L{IWatcher}, so remote without C{@rpc.remote}).
 
     @ivar done: fires after C{count} changes (never if C{count} is 0).
     """
@@ -53,8 +58,7 @@ class Watcher(rpc.Referenceable):
         if not self.done.called:
             self.done.errback(failure)
 
-    @rpc.remote
-    def changed(self, key: str, value: str | None) -> None:
+    async def changed(self, key: str, value: str | None) -> None:
         print(f"{key} deleted" if value is None else f"{key} = {value}", flush=True)
         self.seen += 1
         if self.count and self.seen == self.count:
@@ -70,7 +74,7 @@ async def watch(reactor: Any, description: str, key: str, count: int, credential
 
     async def subscribe(root: rpc.RemoteReference) -> None:
         try:
-            current = await root.callRemote("watch", key, watcher)
+            current = await root.typed(IKeyValue).watch(key, watcher)
         except Exception as error:
             if not needsLogin(error):
                 raise
@@ -100,26 +104,27 @@ async def once(reactor: Any, description: str, command: str, arguments: list[str
         root = await rpc.connect(reactor, description)
     else:
         root = await rpc.login(reactor, description, credentials)
+    kv = root.typed(IKeyValue)
     try:
         if command == "put":
             key, value = arguments
-            await root.callRemote("put", key, value)
+            await kv.put(key, value)
             print(f"put {key}")
         elif command == "get":
             (key,) = arguments
             try:
-                print(await root.callRemote("get", key))
+                print(await kv.get(key))
             except KeyNotFound as missing:
                 print(f"not found: {missing.key}", file=sys.stderr)
                 raise SystemExit(1) from None
         elif command == "delete":
             (key,) = arguments
-            if not await root.callRemote("delete", key):
+            if not await kv.delete(key):
                 print(f"not found: {key}", file=sys.stderr)
                 raise SystemExit(1)
             print(f"deleted {key}")
         else:
-            for key in await root.callRemote("list", *arguments):
+            for key in await kv.list(*arguments):
                 print(key)
     finally:
         await root.broker.disconnect()

@@ -9,11 +9,14 @@ With --users FILE (made with chunkwire-adduser), --client-ca DIR or
 NAME, --token-file FILE or --certificate-login); every user shares the
 one store.
 
-Remote methods of the root (see KeyValueStore in protocols/kv.py): get(key),
-put(key, value), delete(key), list(prefix=""), and watch(key, watcher) /
-unwatch(key, watcher): the server calls watcher.changed(key, value) on every
-change of key (value is None once deleted), where watcher is a
-Referenceable the client passed.  Keys and values are strings; a missing
+The service is the remote interface IKeyValue of protocols/kv.py, which the
+server's KeyValueStore implements and kv_client.py calls through a typed
+proxy: get(key), put(key, value), delete(key), list(prefix=""), and
+watch(key, watcher) / unwatch(key, watcher): the server calls
+watcher.changed(key, value) on every change of key (value is None once
+deleted), where watcher is a Referenceable the client passed (kv_client.py's
+implements IWatcher).  The interface's type hints are the constraints both
+ends check: keys of at most 1 KiB, values of at most 1 MiB.  Keys and values are strings; a missing
 key is a KeyNotFound, which both sides register, so it arrives as itself.
 Stop with Ctrl-C.
 """
@@ -31,10 +34,10 @@ from _serving import addListenArgument, addLoginArguments, beginLogging, loginsF
 from protocols import TokenProtocol, rpc
 from protocols.auth.realms import OPEN, ServiceLogins, SharedRootRealm
 from protocols.guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
-from protocols.kv import KEY, VALUE, KeyNotFound, KeyValueStore
+from protocols.kv import KEY, VALUE, IKeyValue, IWatcher, KeyNotFound, KeyValueStore
 
 # The store lives in protocols.kv so that `twist chunkwire-kv` serves the same one.
-__all__ = ["KEY", "VALUE", "KeyNotFound", "KeyValueStore"]
+__all__ = ["KEY", "VALUE", "IKeyValue", "IWatcher", "KeyNotFound", "KeyValueStore"]
 
 
 async def serve(

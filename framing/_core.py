@@ -17,10 +17,14 @@ FLOAT and SIMPLE tokens in lists, tuples and dicts (dict keys: str, bytes
 and ints below C{2**61 - 1} in magnitude; with C{PYTHONHASHSEED=0}, str and
 bytes keys are charged as the Python unslicer charges them, and a dict in
 which two share a full hash is handed back), within every limit; at anything else it hands the whole object back, from
-its first byte, having committed nothing.  The encoder writes each
+its first byte, having committed nothing.  It also builds the open types
+whose unslicer declares a C{record_builder} (the RPC message): it parses
+their children as it parses a tuple's, then calls the builder once, which
+returns the finished object or C{None} to hand it back.  The encoder writes each
 list, tuple and dict of exact built-in types (bytes under 32 KiB, which the
 Python encoder keeps by reference; ints within 64 bits), and each container
-a slicer writes whose parts are such values (an RPC message, say).
+a slicer writes whose parts are such values (an RPC message, say);
+L{framing.Encoder.tokens} writes a whole top-level one in a single call.
 """
 
 from __future__ import annotations
@@ -75,7 +79,28 @@ def reader(limits: Limits, registry: Registry, results: list[Any] | None = None,
     )
     builds = tuple(registry.unslicer_for(cls.open_type) is cls for cls in _BUILT_INS)
     costs = (*(cost for cls in _BUILT_INS for cost in (cls.open_cost, cls.item_cost)), TRACKED_KEY_COST)
-    return speedups.Reader(tuple(min(n, _MAX) for n in numbers), builds, costs, _RANDOMIZED, results, stack)
+    limited = tuple(min(n, _MAX) for n in numbers)
+    return speedups.Reader(limited, builds, costs, _RANDOMIZED, results, stack, records(registry))
+
+
+_MAX_RECORDS = 8
+
+
+def records(registry: Registry) -> tuple[tuple[bytes, Callable[[list[Any]], Any], int, int, int], ...]:
+    """
+    The open types of C{registry} whose unslicer declares a C{record_builder}
+    (see L{framing.slicing.interfaces.IUnslicer}), as the compiled reader
+    takes them: name, builder, open cost, item cost, extra items.
+    """
+    found: list[tuple[bytes, Callable[[list[Any]], Any], int, int, int]] = []
+    for name, factory in registry.unslicers().items():
+        builder = getattr(factory, "record_builder", None)
+        # (only budgeted unslicers: the reader charges a record as such a container)
+        if builder is None or not getattr(factory, "budgeted", False) or len(found) == _MAX_RECORDS:
+            continue
+        costs = (factory.open_cost, factory.item_cost)  # type: ignore[attr-defined]
+        found.append((name.encode("ascii"), builder, *costs, getattr(factory, "record_extra_items", 0)))
+    return tuple(found)
 
 
 def fast_objects(
@@ -86,32 +111,23 @@ def fast_objects(
     return None if found is None else found.read
 
 
-_DEFAULT_READERS: dict[tuple[bool, ...], Any] = {}
-
-
 def loads_reader(limits: Limits | None, registry: Registry | None) -> Callable[[bytes, int], Any] | None:
     """
     C{loads}' compiled reader, C{one(data, pos) -> (obj, end) | None}, or
-    C{None}; kept for the default limits (per what the registry builds).
+    C{None}; the one for the default limits is kept in the registry's
+    C{codec_cache} (which each registration empties).
     """
     if speedups is None:
         return None
     registry = registry or DEFAULT_REGISTRY
     if limits is not None and limits is not DEFAULT_LIMITS:
-        found = reader(limits, registry)
-    else:
-        # (written out: this runs for every loads)
-        unslicer_for = registry.unslicer_for
-        builds = (
-            unslicer_for("list") is ListUnslicer,
-            unslicer_for("tuple") is TupleUnslicer,
-            unslicer_for("dict") is DictUnslicer,
-        )
-        found = _DEFAULT_READERS.get(builds)
-        if found is None:
-            found = _DEFAULT_READERS[builds] = reader(DEFAULT_LIMITS, registry)
-    one: Callable[[bytes, int], Any] = found.one
-    return one
+        one: Callable[[bytes, int], Any] = reader(limits, registry).one
+        return one
+    # (written out: this runs for every loads)
+    kept: Callable[[bytes, int], Any] | None = registry.codec_cache.get("loads")
+    if kept is None:
+        kept = registry.codec_cache["loads"] = reader(DEFAULT_LIMITS, registry).one
+    return kept
 
 
 def encoder() -> Callable[..., bytes | None] | None:

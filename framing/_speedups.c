@@ -52,6 +52,18 @@ static const unsigned long long HASH_MODULUS = (1ULL << 61) - 1;
 /* ------------------------------------------------------------------------ */
 /* The decoder's Reader                                                      */
 
+/* An open type whose unslicer declares a record builder (framing/_core.py):
+   its children are parsed here like a tuple's, then build(items) returns
+   the object its finish() would, or None where it would check further. */
+#define MAX_RECORDS 8
+typedef struct {
+    PyObject *name;  /* bytes */
+    PyObject *build;
+    unsigned long long open_cost;
+    unsigned long long item_cost;
+    unsigned long long max_items; /* Limits.max_items plus the type's extra items */
+} Record;
+
 typedef struct {
     PyObject_HEAD
     PyObject *results; /* the decoder's result list, or NULL */
@@ -69,6 +81,8 @@ typedef struct {
     unsigned long long item_cost[C_COUNT];   /* ... and item_cost */
     int plain_keys;                          /* str and bytes keys are untracked (hash randomization on) */
     unsigned long long tracked_key_cost;     /* bytes charged per tracked key (builtin.TRACKED_KEY_COST) */
+    Py_ssize_t record_count;
+    Record records[MAX_RECORDS];             /* the open types built through a Python record builder */
 } Reader;
 
 typedef struct {
@@ -153,15 +167,22 @@ static int parse_value(Parse *ps, unsigned long long depth, PyObject **out);
    (its own size, then a slot and an allowance per item); HAND_BACK once the
    object is over either limit, so that Python refuses it in its own words. */
 static int
-charge(Parse *ps, int which, Py_ssize_t length, unsigned long long extra)
+charge_costs(Parse *ps, unsigned long long open_cost, unsigned long long item_cost, Py_ssize_t length,
+             unsigned long long extra)
 {
     Reader *r = ps->reader;
     unsigned long long n = (unsigned long long)length;
     ps->items += n;
-    ps->cost += r->open_cost[which] + n * r->item_cost[which] + extra;
+    ps->cost += open_cost + n * item_cost + extra;
     if (ps->items > r->max_object_items || ps->cost > r->max_object_memory)
         return HAND_BACK;
     return OK;
+}
+
+static int
+charge(Parse *ps, int which, Py_ssize_t length, unsigned long long extra)
+{
+    return charge_costs(ps, ps->reader->open_cost[which], ps->reader->item_cost[which], length, extra);
 }
 
 /* Is the next token a CLOSE?  (Consumed if so; any other CLOSE hands back.) */
@@ -181,8 +202,9 @@ at_close(Parse *ps, int *closed)
     return OK;
 }
 
+/* Parse values up to the CLOSE into *out, a new list of at most max_items. */
 static int
-parse_sequence(Parse *ps, unsigned long long depth, int which, PyObject **out)
+parse_items(Parse *ps, unsigned long long depth, unsigned long long max_items, PyObject **out)
 {
     PyObject *items = PyList_New(0), *item;
     int status, closed;
@@ -193,7 +215,7 @@ parse_sequence(Parse *ps, unsigned long long depth, int which, PyObject **out)
         status = at_close(ps, &closed);
         if (status != OK || closed)
             break;
-        if ((unsigned long long)PyList_GET_SIZE(items) >= ps->reader->max_items) {
+        if ((unsigned long long)PyList_GET_SIZE(items) >= max_items) {
             status = HAND_BACK;
             break;
         }
@@ -205,8 +227,23 @@ parse_sequence(Parse *ps, unsigned long long depth, int which, PyObject **out)
         if (status != OK)
             break;
     }
-    if (status == OK)
-        status = charge(ps, which, PyList_GET_SIZE(items), 0);
+    if (status != OK) {
+        Py_DECREF(items);
+        return status;
+    }
+    *out = items;
+    return OK;
+}
+
+static int
+parse_sequence(Parse *ps, unsigned long long depth, int which, PyObject **out)
+{
+    PyObject *items;
+    int status = parse_items(ps, depth, ps->reader->max_items, &items);
+
+    if (status != OK)
+        return status;
+    status = charge(ps, which, PyList_GET_SIZE(items), 0);
     if (status == OK && which == C_TUPLE) {
         *out = PyList_AsTuple(items);
         Py_DECREF(items);
@@ -352,6 +389,49 @@ parse_dict(Parse *ps, unsigned long long depth, PyObject **out)
     return OK;
 }
 
+/* A record's children, built by its Python builder; a builder that raises
+   or answers None hands the object back to its Python unslicer. */
+static int
+parse_record(Parse *ps, unsigned long long depth, const Record *record, PyObject **out)
+{
+    PyObject *items;
+    int status = parse_items(ps, depth, record->max_items, &items);
+
+    if (status != OK)
+        return status;
+    status = charge_costs(ps, record->open_cost, record->item_cost, PyList_GET_SIZE(items), 0);
+    if (status != OK) {
+        Py_DECREF(items);
+        return status;
+    }
+    *out = PyObject_CallOneArg(record->build, items);
+    Py_DECREF(items);
+    if (*out == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception))
+            return FAILED;
+        PyErr_Clear();
+        return HAND_BACK;
+    }
+    if (*out == Py_None) {
+        Py_DECREF(*out);
+        return HAND_BACK;
+    }
+    return OK;
+}
+
+static const Record *
+find_record(const Reader *reader, const unsigned char *name, unsigned long long length)
+{
+    Py_ssize_t i;
+    for (i = 0; i < reader->record_count; i++) {
+        const Record *record = &reader->records[i];
+        if ((unsigned long long)PyBytes_GET_SIZE(record->name) == length &&
+            memcmp(PyBytes_AS_STRING(record->name), name, (size_t)length) == 0)
+            return record;
+    }
+    return NULL;
+}
+
 static int
 parse_open(Parse *ps, const Header *header, unsigned long long depth, PyObject **out)
 {
@@ -369,7 +449,11 @@ parse_open(Parse *ps, const Header *header, unsigned long long depth, PyObject *
         if (header->value == names[which].length && memcmp(name, names[which].name, names[which].length) == 0)
             break;
     }
-    if (which == C_COUNT || !ps->reader->builds[which])
+    if (which == C_COUNT) {
+        const Record *record = find_record(ps->reader, name, header->value);
+        return record == NULL ? HAND_BACK : parse_record(ps, depth + 1, record, out);
+    }
+    if (!ps->reader->builds[which])
         return HAND_BACK;
     if (which == C_DICT)
         return parse_dict(ps, depth + 1, out);
@@ -554,18 +638,53 @@ limit_arg(PyObject *limits, Py_ssize_t index, unsigned long long *out)
     return 0;
 }
 
+/* Take `records`: (name, build, open_cost, item_cost, extra_items) tuples. */
+static int
+set_records(Reader *self, PyObject *records)
+{
+    Py_ssize_t i;
+    if (PyTuple_GET_SIZE(records) > MAX_RECORDS) {
+        PyErr_SetString(PyExc_ValueError, "too many record types");
+        return -1;
+    }
+    for (i = 0; i < PyTuple_GET_SIZE(records); i++) {
+        PyObject *row = PyTuple_GET_ITEM(records, i);
+        Record *record = &self->records[i];
+        unsigned long long extra;
+        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 5 || !PyBytes_Check(PyTuple_GET_ITEM(row, 0)) ||
+            !PyCallable_Check(PyTuple_GET_ITEM(row, 1))) {
+            PyErr_SetString(PyExc_TypeError, "a record is (name: bytes, build, open_cost, item_cost, extra_items)");
+            return -1;
+        }
+        if (limit_arg(row, 2, &record->open_cost) < 0 || limit_arg(row, 3, &record->item_cost) < 0 ||
+            limit_arg(row, 4, &extra) < 0)
+            return -1;
+        if (record->open_cost > (1ULL << 32) || record->item_cost > (1ULL << 32) || extra > (1ULL << 32)) {
+            PyErr_SetString(PyExc_ValueError, "implausible record cost");
+            return -1;
+        }
+        /* saturating: max_items may be "no limit" (2**64 - 1) */
+        record->max_items = self->max_items > ULLONG_MAX - extra ? ULLONG_MAX : self->max_items + extra;
+        record->name = Py_NewRef(PyTuple_GET_ITEM(row, 0));
+        record->build = Py_NewRef(PyTuple_GET_ITEM(row, 1));
+        self->record_count = i + 1;
+    }
+    return 0;
+}
+
 static PyObject *
 reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"limits", "builds", "costs", "plain_keys", "results", "stack", NULL};
-    PyObject *limits, *builds, *costs, *results = Py_None, *stack = Py_None;
+    static char *keywords[] = {"limits", "builds", "costs", "plain_keys", "results", "stack", "records", NULL};
+    PyObject *limits, *builds, *costs, *results = Py_None, *stack = Py_None, *records = NULL;
     int plain_keys;
     Reader *self;
     unsigned long long *fields[8];
     Py_ssize_t i;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!p|OO", keywords, &PyTuple_Type, &limits, &PyTuple_Type,
-                                     &builds, &PyTuple_Type, &costs, &plain_keys, &results, &stack))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!p|OOO!", keywords, &PyTuple_Type, &limits,
+                                     &PyTuple_Type, &builds, &PyTuple_Type, &costs, &plain_keys, &results, &stack,
+                                     &PyTuple_Type, &records))
         return NULL;
     if (PyTuple_GET_SIZE(limits) != 8 || PyTuple_GET_SIZE(builds) != C_COUNT || PyTuple_GET_SIZE(costs) != 2 * C_COUNT + 1) {
         PyErr_SetString(PyExc_ValueError, "limits: 8 ints; builds: 3 bools; costs: 7 ints");
@@ -609,6 +728,8 @@ reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         goto fail;
     }
     self->plain_keys = plain_keys;
+    if (records != NULL && set_records(self, records) < 0)
+        goto fail;
     if (results != Py_None) {
         Py_INCREF(results);
         self->results = results;
@@ -626,16 +747,25 @@ fail:
 static int
 reader_traverse(Reader *self, visitproc visit, void *arg)
 {
+    Py_ssize_t i;
     Py_VISIT(self->results);
     Py_VISIT(self->stack);
+    for (i = 0; i < self->record_count; i++)
+        Py_VISIT(self->records[i].build);
     return 0;
 }
 
 static int
 reader_clear(Reader *self)
 {
+    Py_ssize_t i;
     Py_CLEAR(self->results);
     Py_CLEAR(self->stack);
+    for (i = 0; i < self->record_count; i++) {
+        Py_CLEAR(self->records[i].name);
+        Py_CLEAR(self->records[i].build);
+    }
+    self->record_count = 0;
     return 0;
 }
 

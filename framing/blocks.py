@@ -115,6 +115,8 @@ class BlockBuffer:
 
     def take_blocks(self) -> list[bytes]:
         """Return everything written as a list of blocks and empty the buffer."""
+        if not self._blocks and not self._current.tell():
+            return []
         self._seal(more=False)
         blocks = self._blocks
         self._blocks = []
@@ -124,7 +126,7 @@ class BlockBuffer:
         return blocks
 
     def _seal(self, more: bool = True) -> None:
-        """Seal the current block; C{more}: output goes on after it."""
+        """Seal the current block; C{more}: output goes on after it (else the caller starts the next block)."""
         size = self._current.tell()
         if not size:
             return
@@ -135,8 +137,8 @@ class BlockBuffer:
         self._blocks.append(self._current.getvalue())
         self._sealed += size
         self._cap = min(self._cap * 2, MAX_BLOCK)
-        large = more and size >= MAX_BLOCK
-        self._start_block(_preallocated(MAX_BLOCK) if large else io.BytesIO())
+        if more:
+            self._start_block(_preallocated(MAX_BLOCK) if size >= MAX_BLOCK else io.BytesIO())
 
     def _start_block(self, block: io.BytesIO) -> None:
         self._current = block

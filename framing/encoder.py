@@ -98,6 +98,10 @@ class Encoder:
         if self._fast is not None:
             for kind in (list, tuple, dict):
                 self._writers[kind] = self._compiled_writer(self._writers[kind])
+        # Per type, how the compiled core writes a whole top-level object (or
+        # None: it does not), as the registry stood at _tops_generation.
+        self._tops: dict[type, Callable[[Any, int], bytes | None] | None] = {}
+        self._tops_generation = -1
 
     @staticmethod
     def preamble() -> bytes:
@@ -127,6 +131,40 @@ class Encoder:
         finally:
             self.outgoing = None
             self._open_ids.clear()
+
+    def tokens(self, obj: Any) -> bytes | None:
+        """
+        The tokens of C{obj} as one top-level object when the compiled core
+        writes it whole (a list, tuple or dict of built-in values, or an
+        object whose slicer declares a C{record_name}, see below); else
+        C{None}, and L{encode_into} is the way.  No slicer runs and nothing
+        is done with L{outgoing}.  The bytes are those L{encode_into} writes.
+
+        A slicer declares C{record_name} when its C{slice(obj, encoder)} is
+        exactly C{encoder.write_container(record_name, obj, obj)} (the RPC
+        message's is).
+        """
+        if self._fast is None:
+            return None
+        if self.registry.generation != self._tops_generation:
+            self._tops.clear()
+            self._tops_generation = self.registry.generation
+        cls = type(obj)
+        try:
+            write = self._tops[cls]
+        except KeyError:
+            write = self._tops[cls] = self._top_writer(cls)
+        return None if write is None else write(obj, self.limits.max_depth)
+
+    def _top_writer(self, cls: type) -> Callable[[Any, int], bytes | None] | None:
+        """How the compiled core writes a whole top-level C{cls}, or C{None}."""
+        if cls in (list, tuple, dict):
+            return self._fast
+        name = getattr(self.registry.slicer_for(cls), "record_name", None)
+        if name is None or self._fast_parts is None:
+            return None
+        fast_parts, opening = self._fast_parts, open_token(name)
+        return lambda obj, max_depth: fast_parts(obj, max_depth, opening)
 
     def write_object(self, obj: Any, depth: int) -> None:
         """Write C{obj}, found at nesting C{depth}; for slicers writing their parts."""

@@ -113,17 +113,39 @@ _SHORT_BODY = tuple((b >> 4) in BODY_KINDS and (b & 0x0F) < INLINE_LIMIT for b i
 
 
 class _WholeBody:
-    """Collects a body to hand out as one C{bytes}, copying each byte once."""
+    """
+    Collects a body to hand out as one C{bytes}, copying each byte once.
 
-    __slots__ = ("_buffer",)
+    Its buffer grows by doubling, up to the length the header announced, so
+    it is never more than twice what arrived, and a body of n bytes costs
+    at most about n bytes of copying as it grows.  (Growing only as far as
+    each write, BytesIO's own way, reallocates every eighth; where the
+    allocator cannot grow a block in place, that copies about 8n bytes.)
+    """
 
-    def __init__(self) -> None:
-        # BytesIO grows with what arrives; getvalue() of an exactly-full
-        # BytesIO returns its buffer without a second copy.
+    __slots__ = ("_buffer", "_length", "_capacity")
+
+    def __init__(self, length: int) -> None:
+        # getvalue() of an exactly-full BytesIO returns its buffer without a second copy.
         self._buffer = io.BytesIO()
+        self._length = length
+        self._capacity = 0
 
     def write(self, data: bytes | memoryview) -> None:
-        self._buffer.write(data)
+        buffer = self._buffer
+        end = buffer.tell() + len(data)
+        if end > self._capacity:
+            self._grow(buffer, end)
+        buffer.write(data)
+
+    def _grow(self, buffer: io.BytesIO, end: int) -> None:
+        capacity = self._capacity = min(self._length, max(2 * self._capacity, end, _FIRST_CAPACITY))
+        if capacity > end:
+            # (writing the last byte makes BytesIO allocate exactly that much)
+            at = buffer.tell()
+            buffer.seek(capacity - 1)
+            buffer.write(b"\0")
+            buffer.seek(at)
 
     def held(self) -> int:
         return self._buffer.tell()
@@ -132,6 +154,10 @@ class _WholeBody:
         value = self._buffer.getvalue()
         self._buffer = io.BytesIO()
         return value
+
+
+_FIRST_CAPACITY = 64 * 1024
+"""A whole body's first buffer, or less if it is shorter."""
 
 
 class _StreamedBody:
@@ -191,6 +217,7 @@ class TokenScanner:
         self._body_kind = 0
         self._remaining = 0
         self._body: _WholeBody | _StreamedBody | _SkippedBody = _SKIPPED
+        self._whole: _WholeBody | None = None  # the body, while it is a whole body
         self._body_limits = _body_limits(self.limits)
 
     def reconfigure(self, limits: Limits) -> None:
@@ -217,6 +244,16 @@ class TokenScanner:
         """
         if self._error is not None:
             raise self._error
+        whole = self._whole
+        if whole is not None and len(data) < self._remaining:
+            # The middle of a long whole body: the chunk is all body and
+            # ends none, so it is one write (the per-chunk cost of a large
+            # value).  The chain is empty in WANT_BODY between feeds: each
+            # feed moves what it brought into the body, and a whole body's
+            # write does not raise.
+            whole.write(data)
+            self._remaining -= len(data)
+            return
         try:
             if self.state == WANT_HEADER and not self._chain:
                 # The common case: read tokens in place from the new chunk;
@@ -387,7 +424,7 @@ class TokenScanner:
     def _start_body(self, kind: int, length: int, mode: int) -> None:
         """Enter WANT_BODY for a body whose header was just committed."""
         if mode == BODY_WHOLE:
-            self._body = _WholeBody()
+            self._body = self._whole = _WholeBody(length)
         elif mode == BODY_STREAM:
             self._body = _StreamedBody(kind, self._sink)
         elif mode == BODY_VIEWS:
@@ -426,7 +463,7 @@ class TokenScanner:
         # Back to WANT_HEADER before delivering, so a raising sink leaves the
         # scanner at a clean token boundary.
         body, kind = self._body, self._body_kind
-        self._body = _SKIPPED
+        self._body, self._whole = _SKIPPED, None
         self.state = WANT_HEADER
         if isinstance(body, _WholeBody):
             self._sink.handlers[kind](body.value())

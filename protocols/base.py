@@ -32,6 +32,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from framing import Decoder, Encoder, Limits, ProtocolError, Registry, Violation
+from framing.blocks import BlockBuffer
 from framing.outgoing import Outgoing
 from framing.slicing.stream import stream_tokens
 from framing.wire import ABORT, PREAMBLE, encode_header
@@ -261,18 +262,14 @@ class TokenProtocol(Protocol):
             was written and C{outgoing} was rolled back.
         """
         transport = self.transport
-        buf = transport.buffer
-        mark = buf.mark()
-        if outgoing is None:
-            outgoing = Outgoing()
-        try:
-            self.encoder.encode_into(obj, buf, outgoing)
-        except BaseException:
-            # Whatever was buffered before (the preamble, held answers) stays.
-            buf.rollback(mark)
-            outgoing.rollback()
-            raise
-        outgoing.commit()
+        tokens = self.encoder.tokens(obj)
+        if tokens is None:
+            _encodeInto(self.encoder, transport.buffer, obj, outgoing)
+        else:
+            # Written whole by the compiled core: no slicer ran, nothing to roll back.
+            transport.buffer.write_piece(tokens)
+            if outgoing is not None:
+                outgoing.commit()
         transport.flush()
 
     def sendStream(self, chunks: Iterable[bytes]) -> Deferred[None]:
@@ -366,6 +363,21 @@ class TokenProtocol(Protocol):
             return str(self.transport.getPeer())
         except Exception:
             return "an unknown peer"
+
+
+def _encodeInto(encoder: Encoder, buf: BlockBuffer, obj: Any, outgoing: Outgoing | None) -> None:
+    """Encode C{obj} into C{buf} with C{outgoing} and commit both, or roll both back and raise."""
+    mark = buf.mark()
+    if outgoing is None:
+        outgoing = Outgoing()
+    try:
+        encoder.encode_into(obj, buf, outgoing)
+    except BaseException:
+        # Whatever was buffered before (the preamble, held answers) stays.
+        buf.rollback(mark)
+        outgoing.rollback()
+        raise
+    outgoing.commit()
 
 
 @implementer(IObjectReceiver)

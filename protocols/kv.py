@@ -1,11 +1,17 @@
 """The key-value store of the RPC tutorial and of C{twist chunkwire-kv}.
 
-Remote methods of the root (see L{KeyValueStore}): C{get(key)},
-C{put(key, value)}, C{delete(key)}, C{list(prefix="")}, and
-C{watch(key, watcher)} / C{unwatch(key, watcher)}: the server calls
-C{watcher.changed(key, value)} on every change of C{key} (C{value} is
-C{None} once deleted), where C{watcher} is a C{Referenceable} the client
-passed.  Keys and values are strings; a missing key is a L{KeyNotFound},
+The service is declared once, as the remote interface L{IKeyValue}, which
+both ends import: the server's L{KeyValueStore} implements it, and a client
+calls it through a typed proxy (C{await rpc.connect(reactor, address,
+interface=IKeyValue)}), whose calls are checked here and by mypy.  Its
+methods: C{get(key)}, C{put(key, value)}, C{delete(key)},
+C{list(prefix="")}, and C{watch(key, watcher)} / C{unwatch(key, watcher)}:
+the server calls C{watcher.changed(key, value)} on every change of C{key}
+(C{value} is C{None} once deleted), where C{watcher} is a C{Referenceable}
+the client passed (one implementing L{IWatcher}, whose method's hints then
+check the server's calls too).  The constraints (keys of at most 1 KiB,
+values of at most 1 MiB) are the hints' L{Key} and L{Value}.  Keys and
+values are strings; a missing key is a L{KeyNotFound},
 registered as C{"kv.KeyNotFound"}, so a client that imports this module sees
 it arrive as itself.
 
@@ -25,18 +31,25 @@ no watchers left has no entry.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Protocol
 
 from twisted.logger import Logger
 
 from framing import Violation
-from framing.slicing.constraints import Boolean, Text
+from framing.slicing.constraints import Text
 
 from . import rpc
 from .logs import escape
 
+Key = Annotated[str, rpc.MaxLength(1024)]
+"""A key: a string of at most 1 KiB (UTF-8)."""
+Value = Annotated[str, rpc.MaxLength(1 << 20)]
+"""A value: a string of at most 1 MiB (UTF-8)."""
+
 KEY = Text(1024)
+"""L{Key} as an explicit constraint (what C{remote(args=...)} takes)."""
 VALUE = Text(1 << 20)
+"""L{Value} as an explicit constraint."""
 
 
 class KeyNotFound(Exception):
@@ -83,6 +96,39 @@ class WatchLimits:
     perConnectionKey: int | None = 10
 
 
+class IWatcher(rpc.RemoteInterface, Protocol, name="kv.IWatcher"):
+    """What a client passes to L{IKeyValue.watch}: the server calls C{changed} on every change of the key."""
+
+    async def changed(self, key: Key, value: Value | None) -> None:
+        """C{key} is now C{value}, or was deleted (C{None})."""
+
+
+# Any Referenceable of the caller (the server calls its "changed").
+Watcher = rpc.Referenceable | rpc.RemoteReference
+
+
+class IKeyValue(rpc.RemoteInterface, Protocol, name="kv.IKeyValue"):
+    """The key-value service, as both ends see it."""
+
+    async def get(self, key: Key) -> str:
+        """The value of C{key}; a L{KeyNotFound} if it has none."""
+
+    async def put(self, key: Key, value: Value) -> None:
+        """Set C{key} to C{value}, telling its watchers."""
+
+    async def delete(self, key: Key) -> bool:
+        """Delete C{key}, telling its watchers; whether it was there."""
+
+    async def list(self, prefix: Key = "") -> list[str]:
+        """The keys that start with C{prefix}, sorted."""
+
+    async def watch(self, key: Key, watcher: Watcher) -> str | None:
+        """Call C{watcher.changed(key, value)} on every change of C{key}; its value now."""
+
+    async def unwatch(self, key: Key, watcher: Watcher) -> bool:
+        """Stop calling C{watcher} for C{key}; whether it was watching."""
+
+
 class _Watches:
     """One connection's watches: key to its watchers there, and how many in all."""
 
@@ -93,9 +139,13 @@ class _Watches:
         self.count = 0
 
 
-class KeyValueStore(rpc.Referenceable):
+class KeyValueStore(rpc.Referenceable, IKeyValue):
     """
-    The store: a dict of strings, and the watchers of each key.
+    The store: a dict of strings, and the watchers of each key.  It
+    implements L{IKeyValue}, so its methods of that name are remote, with
+    the constraints of the interface's hints; none of them waits, but they
+    are C{async def} as the interface declares them (a coroutine that never
+    waits is answered at once).
 
     @ivar data: key to value.
     @ivar watchers: key to the references of the clients' watchers (a key
@@ -112,31 +162,26 @@ class KeyValueStore(rpc.Referenceable):
         # Per connection, what it watches: what to forget when it goes.
         self._watching: dict[Any, _Watches] = {}
 
-    @rpc.remote(args={"key": KEY})
-    def get(self, key: str) -> str:
+    async def get(self, key: str) -> str:
         try:
             return self.data[key]
         except KeyError:
             raise KeyNotFound(key) from None
 
-    @rpc.remote(args={"key": KEY, "value": VALUE})
-    def put(self, key: str, value: str) -> None:
+    async def put(self, key: str, value: str) -> None:
         self.data[key] = value
         self._notify(key, value)
 
-    @rpc.remote(args={"key": KEY}, result=Boolean())
-    def delete(self, key: str) -> bool:
+    async def delete(self, key: str) -> bool:
         if self.data.pop(key, None) is None:
             return False
         self._notify(key, None)
         return True
 
-    @rpc.remote(args={"prefix": KEY})
-    def list(self, prefix: str = "") -> list[str]:
+    async def list(self, prefix: str = "") -> list[str]:
         return sorted(key for key in self.data if key.startswith(prefix))
 
-    @rpc.remote(args={"key": KEY})
-    def watch(self, key: str, watcher: rpc.RemoteReference) -> str | None:
+    async def watch(self, key: str, watcher: Watcher) -> str | None:
         """
         Call C{watcher.changed(key, value)} on every change; return the current value.
 
@@ -158,10 +203,11 @@ class KeyValueStore(rpc.Referenceable):
             self.watchers.setdefault(key, set()).add(watcher)
         return self.data.get(key)
 
-    @rpc.remote(args={"key": KEY})
-    def unwatch(self, key: str, watcher: rpc.RemoteReference) -> bool:
+    async def unwatch(self, key: str, watcher: Watcher) -> bool:
         # The same client object arrives as the same RemoteReference, so set
         # membership finds it.
+        if not isinstance(watcher, rpc.RemoteReference):
+            return False
         return self._forget(key, watcher)
 
     def _checkCaps(self, key: str, watching: _Watches, mine: set[rpc.RemoteReference] | None) -> None:

@@ -153,9 +153,17 @@ class ToxParityTests(SynchronousTestCase):
         self.calls: list[tuple[str, ...]] = []
         self.dev.ensure_venv = lambda: self.calls.append(("ensure_venv",))
         self.dev.ensure_atheris = lambda: self.calls.append(("ensure_atheris",))
-        self.dev.run = lambda *args: self.calls.append(args) or 0
+        self.pure: list[bool] = []
+        self.dev.run = lambda *args, pure=False: self.calls.append(args) or self.pure.append(pure) or 0
         self.patch(sys, "stdout", io.StringIO())
         self.patch(os, "environ", dict(os.environ))
+
+    def test_testOnBothCores(self) -> None:
+        """dev.py test runs pytest on the compiled core and trial on the pure-Python one, then lint."""
+        self.dev.lint = lambda: 0
+        self.assertEqual(self.dev.main(["test"]), 0)
+        self.assertEqual([call[:2] for call in self.calls[1:]], [("-m", "pytest"), ("-m", "twisted.trial")])
+        self.assertEqual(self.pure, [False, True])
 
     def test_everyEnvironment(self) -> None:
         """Each [testenv:NAME] in tox.ini is a dev.py command, shown by dev.py help and in the README."""
@@ -185,10 +193,13 @@ class ToxParityTests(SynchronousTestCase):
         self.assertIn(str(ROOT), os.environ["PYTHONPATH"].split(os.pathsep))
 
     def test_fuzz(self) -> None:
-        """dev.py fuzz makes sure atheris is there, runs both targets, then replays the findings with pytest."""
+        """dev.py fuzz makes sure atheris is there, runs the three targets, then replays the findings with pytest."""
         self.assertEqual(self.dev.main(["fuzz"]), 0)
         self.assertEqual(self.calls[1], ("ensure_atheris",))
-        self.assertEqual([call[0] for call in self.calls[2:]], ["fuzz/fuzz_decoder.py", "fuzz/fuzz_unslicers.py", "-m"])
+        self.assertEqual(
+            [call[0] for call in self.calls[2:]],
+            ["fuzz/fuzz_decoder.py", "fuzz/fuzz_cores.py", "fuzz/fuzz_unslicers.py", "-m"],
+        )
 
     def test_failureStops(self) -> None:
         """A failing command ends the environment's run with its status, as tox does."""

@@ -20,10 +20,29 @@ EXPECTED: dict[str, list[str]] = {
         "dict back: {'greeting': 'hello', 'numbers': [1, 2.5, 1180591620717411303424]}",
         "string back: HELLO",
     ],
-    "rpc_tutorial.py": ["hello ada", "5", "['ada']", "refused: kwargs['b']", "secret is not callable"],
+    "rpc_tutorial.py": [
+        "hello ada",
+        "5",
+        "refused here: kwargs['b']",
+        "['ada']",
+        "refused by the server: kwargs['b']",
+        "secret is not callable",
+    ],
     "register_types.py": [
         "{'at': datetime.date(2024, 5, 17), 'where': [Point(x=1, y=2), Point(x=3, y=4)]}",
         "without the registry: unknown-type",
+    ],
+    "typed_interfaces.py": [
+        "at decoration: Files.open: parameter 'path': Path is neither a built-in type, a dataclass,"
+        " a registered type nor a remote interface",
+        "shapes: 1",
+        "area: 4.0 ('howto.IShape',)",
+        "refused here: invalid-value args[0]",
+        "refused here: invalid-value args[1][0].y",
+        "refused here: invalid-value kwargs['style']",
+        "IDrawing has no erase",
+        "names: ['square']",
+        "refused by the server: args[0]",
     ],
     "limits_constraints.py": ["BodyTooLarge body-too-large", "bytes b'ok'", "invalid-value ['qty'][2]"],
     "streaming.py": ["16777216 bytes back, digest ok: True"],
@@ -37,6 +56,7 @@ EXPECTED: dict[str, list[str]] = {
     ],
     "auth_urls.py": ["URL scheme and parts: chunkwire 52 52", "increment: 1", "revoked: refused"],
     "shared_port.py": ["answers: [0, 1, 2, 3]"],
+    "compiled_core.py": ["decoded: [(1, 5), (7, 7)]", "refused: not a span: [9, 2]"],
     "trace_tutorial.py": ["back: {'name': 'ada', 'n': 5}"],
     "bulk_tutorial.py": [
         "uploaded; digest matches: True",

@@ -101,9 +101,12 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 # Twisted's own socket internals, read for direct sends: the one module allowed to.
 TWISTED_INTERNALS = {"protocols.sockets"}
-# framing's unslicer interface, implemented in protocols: its names are framing's (snake_case).
+# framing's unslicer and constraint interfaces, implemented in protocols: their names are framing's (snake_case).
 FRAMING_METHODS = {
     "check_token",
+    "check_header",
+    "check_open",
+    "check_value",
     "receive_child",
     "child_where",
     "report_violation",
@@ -134,6 +137,9 @@ def privateReaches(package: str) -> list[str]:
 # framing's unslicer attributes, set by unslicers in protocols: framing's names too.
 FRAMING_ATTRIBUTES = {
     "open_type",
+    "record_builder",
+    "record_extra_items",
+    "record_name",
     "part_kinds",
     "part_types",
     "max_length",

@@ -4,22 +4,22 @@
 """
 
 import sys
+from typing import Annotated
 
 from twisted.internet.defer import Deferred
 from twisted.internet.task import react
 
-from framing.slicing.constraints import Text
 from protocols import rpc
 
 
 class Greeter(rpc.Referenceable):
-    """What clients may call: only the @remote methods."""
+    """What clients may call: only the @remote methods, with what their type hints allow."""
 
     def __init__(self):
         self.greeted = 0
 
-    @rpc.remote(args={"name": Text(100)})
-    def greet(self, name):
+    @rpc.remote
+    def greet(self, name: Annotated[str, rpc.MaxLength(100)]) -> str:
         self.greeted += 1
         return f"hello {name}, you are visitor {self.greeted}"
 

@@ -3,8 +3,10 @@
 Contract: a constraint refuses a token at its header (C{check_header}, before
 any body byte is kept) whenever the header alone proves it unacceptable:
 the wrong kind, a body longer than allowed, a container of the wrong type.
-What only the finished value can show (an int's range) is checked by
-C{check_value}.  Containers hand each child position its own constraint, so
+What only the finished value can show (an int's range, a float's range, a
+pattern on text, a container's minimum item count) is checked by
+C{check_value}, once the value is built.  Each class's docstring says which
+of its checks happen where.  Containers hand each child position its own constraint, so
 refusals say exactly where (C{"[3]['name']"}).  Constraints are immutable and
 can be shared between decoders; a decoder keeps its position among them in a
 L{ConstraintPath} (O(1) per token).
@@ -12,7 +14,8 @@ L{ConstraintPath} (O(1) per token).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Hashable, Iterator, Mapping
 from typing import Any
 
 from ..errors import BodyTooLarge, InvalidValue, KindRefused, TooManyItems, Violation, short_repr
@@ -51,42 +54,75 @@ def _refuse_kind(kind: int, wanted: str) -> KindRefused:
     return KindRefused(f"expected {wanted}, got a {KIND_NAMES.get(kind, kind)} token")
 
 
-class ByteString(Constraint):
-    """A C{bytes} value of at most C{max_length} bytes."""
+def _too_short(what: str, size: int, min_length: int) -> InvalidValue:
+    return InvalidValue(f"{what} of {size} bytes, at least {min_length} are needed here")
 
-    def __init__(self, max_length: int) -> None:
+
+class ByteString(Constraint):
+    """
+    A C{bytes} value of C{min_length} to C{max_length} bytes.
+
+    Both lengths are checked at the BYTES header, before any body byte is
+    kept.
+    """
+
+    def __init__(self, max_length: int, min_length: int = 0) -> None:
         self.max_length = max_length
+        self.min_length = min_length
 
     def check_header(self, kind: int, size: int) -> None:
         if kind != BYTES:
             raise _refuse_kind(kind, "bytes")
         if size > self.max_length:
             raise BodyTooLarge(f"bytes of {size} bytes, the limit here is {self.max_length}")
+        if size < self.min_length:
+            raise _too_short("bytes", size, self.min_length)
 
     def check_value(self, obj: Any) -> None:
         if type(obj) is not bytes:
             raise KindRefused(f"expected bytes, got {type(obj).__name__}")
         if len(obj) > self.max_length:
             raise BodyTooLarge(f"bytes of {len(obj)} bytes, the limit here is {self.max_length}")
+        if len(obj) < self.min_length:
+            raise _too_short("bytes", len(obj), self.min_length)
 
 
 class Text(Constraint):
-    """A C{str} whose UTF-8 encoding is at most C{max_length} bytes."""
+    """
+    A C{str} whose UTF-8 encoding is C{min_length} to C{max_length} bytes,
+    and, given a C{pattern}, that the regular expression matches whole
+    (C{re.fullmatch}).
 
-    def __init__(self, max_length: int) -> None:
+    Both lengths are checked at the STRING header, before any body byte is
+    kept (they count UTF-8 bytes, which is what the header carries); the
+    pattern is matched once the string is decoded.
+    """
+
+    def __init__(self, max_length: int, min_length: int = 0, pattern: str | re.Pattern[str] | None = None) -> None:
         self.max_length = max_length
+        self.min_length = min_length
+        self.pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
 
     def check_header(self, kind: int, size: int) -> None:
         if kind != STRING:
             raise _refuse_kind(kind, "a string")
         if size > self.max_length:
             raise BodyTooLarge(f"string of {size} bytes, the limit here is {self.max_length}")
+        if size < self.min_length:
+            raise _too_short("string", size, self.min_length)
 
     def check_value(self, obj: Any) -> None:
         if type(obj) is not str:
             raise KindRefused(f"expected a string, got {type(obj).__name__}")
         if len(obj) > self.max_length and len(obj.encode("utf-8", "surrogatepass")) > self.max_length:
             raise BodyTooLarge(f"string of more than {self.max_length} bytes")
+        # A character is at least one UTF-8 byte: only short strings need encoding.
+        if len(obj) < self.min_length:
+            size = len(obj.encode("utf-8", "surrogatepass"))
+            if size < self.min_length:
+                raise _too_short("string", size, self.min_length)
+        if self.pattern is not None and self.pattern.fullmatch(obj) is None:
+            raise InvalidValue(f"string {short_repr(obj)} does not match {short_repr(self.pattern.pattern)}")
 
 
 class Integer(Constraint):
@@ -111,7 +147,17 @@ class Integer(Constraint):
 
 
 class Float(Constraint):
-    """A C{float}."""
+    """
+    A C{float} between C{minimum} and C{maximum} inclusive (either may be
+    C{None}: no bound).  With a bound, NaN is refused (it is in no range).
+
+    The kind is checked at the FLOAT header; the range once its 8-byte body
+    is decoded (the header carries no value).
+    """
+
+    def __init__(self, minimum: float | None = None, maximum: float | None = None) -> None:
+        self.minimum = minimum
+        self.maximum = maximum
 
     def check_header(self, kind: int, size: int) -> None:
         if kind != FLOAT:
@@ -120,6 +166,9 @@ class Float(Constraint):
     def check_value(self, obj: Any) -> None:
         if type(obj) is not float:
             raise KindRefused(f"expected a float, got {type(obj).__name__}")
+        low, high = self.minimum, self.maximum
+        if (low is not None and not obj >= low) or (high is not None and not obj <= high):
+            raise InvalidValue(f"float {obj!r} out of range [{low}, {high}]")
 
 
 class Boolean(Constraint):
@@ -161,8 +210,9 @@ class _Container(Constraint):
     open_types: tuple[str, ...] = ()
     python_types: tuple[type, ...] = ()
 
-    def __init__(self, max_items: int) -> None:
+    def __init__(self, max_items: int, min_items: int = 0) -> None:
         self.max_items = max_items
+        self.min_items = min_items
 
     def check_header(self, kind: int, size: int) -> None:
         if kind != OPEN:
@@ -176,6 +226,8 @@ class _Container(Constraint):
         # Value tokens (ints, None, bools) have no header to refuse early.
         if type(obj) not in self.python_types:
             raise KindRefused(f"expected {' or '.join(self.open_types)}, got {type(obj).__name__}")
+        if len(obj) < self.min_items:
+            raise InvalidValue(f"{len(obj)} items, at least {self.min_items} are needed here")
 
     def validate(self, obj: Any) -> None:
         self.check_value(obj)
@@ -197,13 +249,18 @@ class _Container(Constraint):
 
 
 class ListOf(_Container):
-    """A C{list} of at most C{max_items} items, each accepted by C{item}."""
+    """
+    A C{list} of C{min_items} to C{max_items} items, each accepted by C{item}.
+
+    The kind is checked at the OPEN header, each item past C{max_items} at
+    its own header (before its body is kept), C{min_items} at the CLOSE.
+    """
 
     open_types: tuple[str, ...] = ("list",)
     python_types: tuple[type, ...] = (list,)
 
-    def __init__(self, item: Constraint, max_items: int = 1024) -> None:
-        super().__init__(max_items)
+    def __init__(self, item: Constraint, max_items: int = 1024, min_items: int = 0) -> None:
+        super().__init__(max_items, min_items)
         self.item = item
 
     def child(self, unslicer: Any) -> Constraint:
@@ -216,10 +273,24 @@ class ListOf(_Container):
 
 
 class SetOf(ListOf):
-    """A C{set} or C{frozenset} of at most C{max_items} members, each accepted by C{item}."""
+    """
+    A C{set} or C{frozenset} of C{min_items} to C{max_items} members, each
+    accepted by C{item}; checked as L{ListOf}.
+    """
 
     open_types = ("set", "frozenset")
     python_types = (set, frozenset)
+
+
+class SequenceOf(ListOf):
+    """
+    A C{tuple} of any length from C{min_items} to C{max_items}, each item
+    accepted by C{item} (C{tuple[int, ...]}); checked as L{ListOf}.  For a
+    tuple with one constraint per position, use L{TupleOf}.
+    """
+
+    open_types = ("tuple",)
+    python_types = (tuple,)
 
 
 class TupleOf(_Container):
@@ -248,13 +319,16 @@ class TupleOf(_Container):
 
 
 class DictOf(_Container):
-    """A C{dict} of at most C{max_items} keys; keys accepted by C{key}, values by C{value}."""
+    """
+    A C{dict} of C{min_items} to C{max_items} keys; keys accepted by C{key},
+    values by C{value}; checked as L{ListOf}.
+    """
 
     open_types = ("dict",)
     python_types = (dict,)
 
-    def __init__(self, key: Constraint, value: Constraint, max_items: int = 1024) -> None:
-        super().__init__(max_items)
+    def __init__(self, key: Constraint, value: Constraint, max_items: int = 1024, min_items: int = 0) -> None:
+        super().__init__(max_items, min_items)
         self.key = key
         self.value = value
 
@@ -268,6 +342,202 @@ class DictOf(_Container):
         for key, item in obj.items():
             yield f"<key {short_repr(key)}>", self.key, key
             yield f"[{short_repr(key)}]", self.value, item
+
+
+class IsNone(Constraint):
+    """
+    C{None} only (a method's C{-> None}).  None is a value token with no
+    header of its own, so any header at this position is refused at once.
+    """
+
+    def check_header(self, kind: int, size: int) -> None:
+        raise _refuse_kind(kind, "None")
+
+    def check_value(self, obj: Any) -> None:
+        if obj is not None:
+            raise KindRefused(f"expected None, got {type(obj).__name__}")
+
+
+_KIND_OF_VALUE: dict[type, tuple[int, ...]] = {
+    str: (STRING,),
+    bytes: (BYTES,),
+    float: (FLOAT,),
+    int: (BIGINT, BIGNEG),  # small ints and bools are value tokens: no header
+    bool: (),
+    type(None): (),
+}
+
+
+class OneOf(Constraint):
+    """
+    One of the given values (C{Literal["get", "put"]}), of the same type as
+    the value it equals (so C{1} does not pass for C{True}).  Values are
+    C{str}, C{bytes}, C{int}, C{float}, C{bool} or C{None}.
+
+    The kind and the longest allowed body are checked at the header; the
+    value itself once decoded.
+    """
+
+    def __init__(self, *values: Hashable) -> None:
+        if not values:
+            raise ValueError("OneOf needs at least one value")
+        sizes: dict[int, int] = {}
+        for value in values:
+            kinds = _KIND_OF_VALUE.get(type(value))
+            if kinds is None:
+                raise TypeError(f"OneOf takes str, bytes, int, float, bool or None values, not {type(value).__name__}")
+            size = len(value.encode("utf-8", "surrogatepass")) if isinstance(value, str) else 8
+            if isinstance(value, bytes):
+                size = len(value)
+            elif isinstance(value, int):
+                size = (abs(value).bit_length() + 7) // 8
+            for kind in kinds:
+                sizes[kind] = max(sizes.get(kind, 0), size)
+        self.values = values
+        self._members = frozenset((type(value), value) for value in values)
+        self._sizes = sizes
+
+    def check_header(self, kind: int, size: int) -> None:
+        longest = self._sizes.get(kind)
+        if longest is None:
+            raise _refuse_kind(kind, f"one of {short_repr(self.values)}")
+        if size > longest:
+            raise BodyTooLarge(f"a body of {size} bytes, none of {short_repr(self.values)} is that long")
+
+    def check_value(self, obj: Any) -> None:
+        try:
+            found = (type(obj), obj) in self._members
+        except TypeError:  # unhashable: a container
+            found = False
+        if not found:
+            raise InvalidValue(f"{short_repr(obj)} is not one of {short_repr(self.values)}")
+
+
+class InstanceOf(Constraint):
+    """
+    An instance of C{cls}, a type sent as an open type of its own (see
+    L{framing.register}), whose attributes named in C{fields} satisfy their
+    constraints (a dataclass's fields).
+
+    At the header only the kind is checked (a registered type is always an
+    OPEN); the class and the fields once the object is built.
+    """
+
+    def __init__(self, cls: type, fields: Mapping[str, Constraint] | None = None) -> None:
+        self.cls = cls
+        self.fields = dict(fields or {})
+
+    def check_header(self, kind: int, size: int) -> None:
+        if kind != OPEN:
+            raise _refuse_kind(kind, self.cls.__name__)
+
+    def check_value(self, obj: Any) -> None:
+        if not isinstance(obj, self.cls):
+            raise KindRefused(f"expected {self.cls.__name__}, got {type(obj).__name__}")
+        for name, constraint in self.fields.items():
+            try:
+                constraint.validate(getattr(obj, name))
+            except Violation as violation:
+                violation.where = f".{name}{violation.where}"
+                raise
+
+
+def _best(errors: list[Violation]) -> Violation:
+    """Of several alternatives' refusals, the one that says most: a wrong kind says least."""
+    for error in errors:
+        if not isinstance(error, KindRefused):
+            return error
+    return errors[0]
+
+
+class ChoiceOf(Constraint):
+    """
+    Whatever one of the C{alternatives} accepts (a union, C{int | str}).
+
+    At each header, the header is refused only if every alternative refuses
+    it; inside a container, each child is checked against the alternatives
+    that accepted the container's open type.  Once the value is built it
+    must pass one alternative's C{check_value}; when several alternatives
+    took the same open type (C{list[int] | list[str]}), their children were
+    checked against any of them, so the finished container is validated
+    whole against each until one accepts it.  An unambiguous union costs one
+    check per alternative per position.
+    """
+
+    def __init__(self, *alternatives: Constraint) -> None:
+        if not alternatives:
+            raise ValueError("ChoiceOf needs at least one alternative")
+        self.alternatives = alternatives
+
+    def check_header(self, kind: int, size: int) -> None:
+        errors: list[Violation] = []
+        for alternative in self.alternatives:
+            try:
+                alternative.check_header(kind, size)
+                return
+            except Violation as error:
+                errors.append(error)
+        raise _best(errors)
+
+    def _opening(self, name: str | None) -> tuple[list[Constraint], list[Violation]]:
+        accepted: list[Constraint] = []
+        errors: list[Violation] = []
+        for alternative in self.alternatives:
+            try:
+                alternative.check_header(OPEN, 0)
+                if name is not None:
+                    alternative.check_open(name)
+            except Violation as error:
+                errors.append(error)
+            else:
+                accepted.append(alternative)
+        return accepted, errors
+
+    def check_open(self, name: str) -> None:
+        accepted, errors = self._opening(name)
+        if not accepted:
+            raise _best(errors)
+
+    def child(self, unslicer: Any) -> Constraint:
+        accepted, errors = self._opening(getattr(unslicer, "open_type", None))
+        children: list[Constraint] = []
+        for alternative in accepted:
+            try:
+                children.append(alternative.child(unslicer))
+            except Violation as error:
+                errors.append(error)
+        if not children:
+            raise _best(errors)
+        return children[0] if len(children) == 1 else ChoiceOf(*children)
+
+    def check_value(self, obj: Any) -> None:
+        passing = 0
+        typed = 0  # alternatives that took the value's type, whether or not they passed it
+        errors: list[Violation] = []
+        for alternative in self.alternatives:
+            try:
+                alternative.check_value(obj)
+            except Violation as error:
+                errors.append(error)
+                typed += not isinstance(error, KindRefused)
+            else:
+                passing += 1
+                typed += 1
+        if not passing:
+            raise _best(errors)
+        if typed > 1 and isinstance(obj, (list, tuple, dict, set, frozenset)):
+            # Its children were checked against any of these alternatives.
+            self.validate(obj)
+
+    def validate(self, obj: Any) -> None:
+        errors: list[Violation] = []
+        for alternative in self.alternatives:
+            try:
+                alternative.validate(obj)
+                return
+            except Violation as error:
+                errors.append(error)
+        raise _best(errors)
 
 
 class ConstraintPath:

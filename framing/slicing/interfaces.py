@@ -34,6 +34,15 @@ class IUnslicer(Interface):  # type: ignore[misc]
     56 bytes and one item for each child on its way in (the built-in
     containers keep that count themselves, at no cost per item).
 
+    A L{framing.slicing.builtin.BudgetedUnslicer} class may declare a
+    C{record_builder}: a function C{builder(children)} that returns the
+    object C{finish} would, had C{receive_child} taken each of C{children}
+    (a list of built-in values), or C{None} wherever the unslicer would
+    refuse them or look further.  C{record_extra_items} says how many
+    children it takes beyond C{Limits.max_items} (0 if absent).  The
+    compiled core then parses such objects itself and calls the builder
+    once per object (L{framing._core}); it must not raise.
+
     Optional methods (declared in L{IReportsViolations} and
     L{IStreamsBodies}, so that an unslicer without them still provides this
     interface): C{report_violation(violation)}, C{begin_body(length)},

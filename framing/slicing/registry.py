@@ -29,10 +29,13 @@ class Registry:
     A registry made with a C{parent} sees the parent's entries and may add or
     override its own without changing the parent.
 
-    @ivar generation: bumped by each slicer registration in this registry
-        or one of its parents (which tell their children), so an encoder
-        that cached how to write a type knows, with one comparison, to look
+    @ivar generation: bumped by each registration in this registry or one
+        of its parents (which tell their children), so an encoder that
+        cached how to write a type knows, with one comparison, to look
         again.
+    @ivar codec_cache: what the codec cores worked out from this registry
+        (the compiled reader C{loads} uses, say), emptied by each
+        registration here or in a parent.
     """
 
     def __init__(self, parent: Registry | None = None) -> None:
@@ -41,6 +44,7 @@ class Registry:
         self._slicers: dict[type, Any] = {}
         self._slicer_cache: dict[type, Any] = {}
         self.generation = 0
+        self.codec_cache: dict[str, Any] = {}
         # Made when a first child is: most registries (one per connection) have none.
         self._children: weakref.WeakSet[Registry] | None = None
         if parent is not None:
@@ -56,6 +60,7 @@ class Registry:
         if not name or not name.isascii() or len(name) > 64:
             raise ValueError(f"open-type name must be 1-64 ASCII characters: {name!r}")
         self._unslicers[name] = factory
+        self._changed()
 
     def add_slicer(self, cls: type, slicer: Any) -> None:
         """Send instances of C{cls} (and of its subclasses) through C{slicer}, an L{ISlicer} provider."""
@@ -63,14 +68,15 @@ class Registry:
             raise TypeError(f"{slicer!r} does not provide ISlicer")
         self._slicers[cls] = slicer
         self._slicer_cache.clear()
-        self._slicers_changed()
+        self._changed()
 
-    def _slicers_changed(self) -> None:
-        """Tell the encoders of this registry and of its children to look their types up again."""
+    def _changed(self) -> None:
+        """Tell the codecs of this registry and of its children to look their types up again."""
         self.generation += 1
+        self.codec_cache.clear()
         if self._children is not None:
             for child in list(self._children):
-                child._slicers_changed()
+                child._changed()
 
     def register(
         self,
@@ -110,6 +116,12 @@ class Registry:
         if factory is None and self._parent is not None:
             return self._parent.unslicer_for(name)
         return factory
+
+    def unslicers(self) -> dict[str, UnslicerFactory]:
+        """Every open-type name this registry builds, with its factory (its own over its parents')."""
+        found = self._parent.unslicers() if self._parent is not None else {}
+        found.update(self._unslicers)
+        return found
 
     def slicer_for(self, cls: type) -> Any:
         """Return the slicer for C{cls} or its nearest registered base, or C{None}."""

@@ -106,6 +106,9 @@ Both ends of a connection must be L{BulkBroker}s (made by L{serve},
 L{connect} or L{BulkBrokerFactory}).
 """
 
+from framing.slicing.constraints import ANY
+
+from ..rpc.hints import registerHint
 from .channel import BulkBroker, BulkBrokerFactory, BulkChannel, bulkOf, callingBroker, callingChannel, connect, serve
 from .errors import FlowControlError, IllegalTransition, IntegrityError, StreamIdReused, StreamReset, TooManyStreams
 from .integrity import DEFAULT_DIGEST, OrderedHasher
@@ -117,6 +120,10 @@ from .receiving import IncomingStream, Receiver
 from .sending import Stream
 from .sinks import CallbackSink, ConsumerSink, FileSink, OpenFileSink, Sink
 from .sources import BytesSource, FileSource, SeekableSource, StreamSource
+
+# A stream travels on the bulk channel, not as a value: its hint checks nothing.
+registerHint(Stream, ANY)
+registerHint(IncomingStream, ANY)
 
 __all__ = [
     "DEFAULT_DIGEST",

@@ -52,9 +52,11 @@ from .errors import (
     register_error,
     registerError,
 )
+from .hints import MaxLength, MinLength, Pattern, Range, UnsupportedHint
+from .interfaces import RemoteInterface, TypedReference, interfaceNamed, referenceOf
 from .limits import CLIENT_CALL_LIMITS, SERVER_CALL_LIMITS, CallLimits
 from .referenceable import Referenceable, RemoteMethod, remote
-from .refs import RemoteReference
+from .refs import RefOf, RemoteReference
 
 __all__ = [
     "CLIENT_CALL_LIMITS",
@@ -67,23 +69,33 @@ __all__ = [
     "DrainDeadlineExceeded",
     "GoingAway",
     "UnexpectedAnswer",
+    "MaxLength",
+    "MinLength",
     "NoSuchMethod",
     "NoSuchObject",
+    "Pattern",
+    "Range",
     "ReconnectingClient",
+    "RefOf",
     "Referenceable",
     "RemoteError",
+    "RemoteInterface",
     "RemoteMethod",
     "RemoteReference",
     "RemoteViolation",
     "TooManyPendingCalls",
     "TooManyReferences",
+    "TypedReference",
+    "UnsupportedHint",
     "connect",
     "connectURL",
     "login",
     "currentBroker",
     "drainBrokers",
     "drainPort",
+    "interfaceNamed",
     "reconnecting",
+    "referenceOf",
     "registerError",
     "register_error",
     "remote",

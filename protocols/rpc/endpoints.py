@@ -16,7 +16,7 @@ was sent before, so none is sent twice.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from twisted.application.internet import ClientService, backoffPolicy
 from twisted.internet.defer import Deferred, fail, maybeDeferred, succeed
@@ -36,7 +36,9 @@ from .drain import GoingAway
 from .errors import DeadReferenceError
 from .limits import SERVER_CALL_LIMITS, CallLimits
 from .referenceable import Referenceable
-from .refs import RemoteReference
+from .refs import HasRemoteProxy, RemoteReference
+
+T = TypeVar("T")
 
 
 def serverFactory(
@@ -259,6 +261,7 @@ async def _connectURL(
     raise failure
 
 
+@overload
 def connect(
     reactor: Any,
     description: str,
@@ -267,8 +270,36 @@ def connect(
     limits: Limits | None = None,
     registry: Registry | None = None,
     callLimits: CallLimits | None = None,
+    interface: None = None,
     interceptors: Iterable[Any] = (),
-) -> Deferred[RemoteReference]:
+) -> Deferred[RemoteReference]: ...
+
+
+@overload
+def connect(
+    reactor: Any,
+    description: str,
+    *,
+    root: Referenceable | None = None,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+    callLimits: CallLimits | None = None,
+    interface: HasRemoteProxy[T],
+    interceptors: Iterable[Any] = (),
+) -> Deferred[T]: ...
+
+
+def connect(
+    reactor: Any,
+    description: str,
+    *,
+    root: Referenceable | None = None,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+    callLimits: CallLimits | None = None,
+    interface: HasRemoteProxy[Any] | None = None,
+    interceptors: Iterable[Any] = (),
+) -> Deferred[Any]:
     """
     Connect to the server at the client endpoint C{description}.
 
@@ -281,15 +312,21 @@ def connect(
         callbacks are passed as arguments instead.
     @param callLimits: the L{CallLimits}; C{CLIENT_CALL_LIMITS} (no call
         timeout) if C{None}.
+    @param interface: a L{protocols.rpc.RemoteInterface} the server's root
+        implements: fire with a typed proxy of the root instead
+        (C{root.typed(interface)}).
     @param interceptors: L{protocols.rpc.interceptors.ICallInterceptor}s
         told of each call this side makes (and of the server's calls back).
     @return: a L{Deferred} firing with the L{RemoteReference} to the
-        server's root.
+        server's root (or its typed proxy).
     """
     factory = BrokerFactory(
         root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits, interceptors=interceptors
     )
-    return connectWith(reactor, description, factory)
+    connected = connectWith(reactor, description, factory)
+    if interface is not None:
+        return connected.addCallback(interface.remoteProxy)
+    return connected
 
 
 def _connectedRoot(connection: Any) -> RemoteReference:

@@ -9,13 +9,19 @@ with C{getattr}.  A subclass that overrides a remote method without marking
 it again makes it not remote.  Each class's table of remote methods is built
 once, when the class is created, so finding a method is one dict lookup.
 
-Constraints given to L{remote} are checked, with
+Constraints are checked, with
 L{framing.slicing.constraints.Constraint.validate}, on the side that runs the
-method: the arguments before it runs, the result before it is sent.
+method: the arguments before it runs, the result before it is sent.  L{remote}
+derives them from the method's type hints (L{protocols.rpc.hints}), once,
+when it decorates the method; constraints given to it explicitly override
+the derived ones.  A class that implements a remote interface
+(L{protocols.rpc.interfaces}) gets the interface's methods as remote
+methods, with the interface's constraints, without marking them.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 from collections.abc import Callable, Mapping
@@ -23,9 +29,11 @@ from typing import Any, ClassVar, TypeVar, overload
 
 from framing import Violation
 from framing.errors import KindRefused
-from framing.slicing.constraints import Constraint
+from framing.slicing.constraints import Constraint, Optional
 
 from .errors import WrongArguments
+from .hints import methodConstraints, registerHint
+from .refs import RefOf, RemoteReference
 
 _MARK = "__chunkwire_remote__"
 
@@ -38,13 +46,17 @@ class RemoteMethod:
     What L{remote} records about one method.
 
     @ivar name: the method's name, as callers give it to C{callRemote}.
-    @ivar function: the plain function, called as C{function(obj, *args, **kwargs)}.
+    @ivar function: the plain function, called as C{function(obj, *args, **kwargs)}
+        (wrapped, if C{proxied} names parameters, to hand those their proxies).
     @ivar checkArguments: C{checkArguments(args, kwargs)} raises a
         L{framing.Violation} for arguments the method refuses; or C{None}.
     @ivar result: the constraint the result must satisfy, or C{None}.
+    @ivar proxied: the parameters hinted as a remote interface, by position
+        and by name, to that interface: a reference received there reaches
+        the method as the interface's typed proxy.  Empty for most methods.
     """
 
-    __slots__ = ("name", "function", "checkArguments", "result")
+    __slots__ = ("name", "function", "checkArguments", "result", "proxied")
 
     def __init__(
         self,
@@ -52,9 +64,11 @@ class RemoteMethod:
         function: Callable[..., Any],
         checkArguments: ArgumentCheck | None,
         result: Constraint | None,
+        proxied: Mapping[int | str, Any] | None = None,
     ) -> None:
         self.name = name
-        self.function = function
+        self.proxied = proxied or {}
+        self.function = _withProxies(function, self.proxied)
         self.checkArguments = checkArguments
         self.result = result
 
@@ -90,25 +104,52 @@ def remote(
         @remote(args=TupleOf(Integer(0), Integer(0)))
         def add(self, a, b): ...
 
+    or, most often, with type hints, from which the constraints are derived
+    (L{protocols.rpc.hints}), once, here::
+
+        @remote
+        def put(self, key: Annotated[str, MaxLength(1024)], value: bytes) -> bool: ...
+
     @param args: either a mapping from parameter names to constraints, which
-        apply whether the argument is passed by position or by keyword
-        (parameters not named are not checked), or one constraint for the
-        tuple of positional arguments (typically a C{TupleOf}); a method
-        constrained that way accepts no keyword arguments.
-    @param result: a constraint the method's result must satisfy; a result
-        that does not fails the call with a C{RemoteViolation} at
-        C{"result..."} instead of being sent.
+        apply whether the argument is passed by position or by keyword, and
+        replace the constraints derived from those parameters' hints (the
+        others keep theirs; a parameter with neither is not checked), or
+        one constraint for the tuple of positional arguments (typically a
+        C{TupleOf}), which replaces every derived argument constraint; a
+        method constrained that way accepts no keyword arguments.
+    @param result: a constraint the method's result must satisfy, replacing
+        the one derived from its return hint; a result that does not fails
+        the call with a C{RemoteViolation} at C{"result..."} instead of
+        being sent.
     @raise TypeError: C{args} names a parameter the method does not have.
+    @raise protocols.rpc.hints.UnsupportedHint: (a C{TypeError}) a hint no
+        constraint describes; the message names the parameter.
     """
 
     def mark(f: F) -> F:
-        spec = RemoteMethod(f.__name__, f, _signatureCheck(f, _argumentCheck(f, args)), result)
+        spec = remoteMethod(f, args, result)
         f.__dict__[_MARK] = spec
         return f
 
     if function is not None:
         return mark(function)
     return mark
+
+
+def remoteMethod(
+    function: Callable[..., Any],
+    args: Constraint | Mapping[str, Constraint] | None = None,
+    result: Constraint | None = None,
+) -> RemoteMethod:
+    """The L{RemoteMethod} for C{function}: its hints' constraints, overridden by C{args} and C{result}."""
+    derivedArgs, derivedResult = methodConstraints(function)
+    if args is None or isinstance(args, Mapping):
+        args = {**derivedArgs, **(args or {})} or None
+    if result is None:
+        result = derivedResult
+    check = _signatureCheck(function, _argumentCheck(function, args))
+    proxied = _proxiedParameters(function, args) if isinstance(args, Mapping) else None
+    return RemoteMethod(function.__name__, function, check, result, proxied)
 
 
 def remoteMethodOf(value: Any) -> RemoteMethod | None:
@@ -124,15 +165,27 @@ class Referenceable:
     C{RemoteReference} to it (and comes back home as itself).  Mark the
     methods to expose with L{remote}.
 
+    A subclass that also subclasses remote interfaces
+    (L{protocols.rpc.RemoteInterface}) implements them: each of their
+    methods is remote, with the interface's constraints, unless the class
+    marks its own with L{remote}.
+
     @cvar remoteMethods: name to L{RemoteMethod}, for this class and its bases.
+    @cvar remoteInterfaceNames: the names of the remote interfaces the class
+        implements, sent with each reference to an instance.
     """
 
     remoteMethods: ClassVar[Mapping[str, RemoteMethod]] = {}  # noqa: N815 (Twisted-style name, like the ivars)
+    remoteInterfaceNames: ClassVar[tuple[str, ...]] = ()  # noqa: N815
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         table: dict[str, RemoteMethod] = {}
+        interfaces = []
         for klass in reversed(cls.__mro__):
+            if _INTERFACE_METHODS in vars(klass):
+                interfaces.append(klass)  # its methods are declarations, not implementations
+                continue
             for name, value in vars(klass).items():
                 spec = remoteMethodOf(value)
                 if spec is not None:
@@ -140,7 +193,70 @@ class Referenceable:
                 else:
                     # An override that is not marked is not remote.
                     table.pop(name, None)
+        for interface in interfaces:
+            for name, declared in vars(interface)[_INTERFACE_METHODS].items():
+                if name not in table:
+                    table[name] = _implementation(cls, name, declared)
         cls.remoteMethods = table
+        cls.remoteInterfaceNames = tuple(dict.fromkeys(vars(i)["remoteName"] for i in interfaces))
+
+
+# Sent by reference, received as a RemoteReference (or as itself, coming home).
+registerHint(Referenceable, RefOf(None))
+
+_INTERFACE_METHODS = "remoteInterfaceMethods"
+"""The attribute a remote interface keeps its declared methods in (L{protocols.rpc.interfaces})."""
+
+
+def _implementation(cls: type, name: str, declared: RemoteMethod) -> RemoteMethod:
+    """The remote method of C{cls} that implements the interface method C{declared}, with its checks."""
+    owner = next(klass for klass in cls.__mro__ if name in vars(klass))
+    if _INTERFACE_METHODS in vars(owner):
+        raise TypeError(f"{cls.__qualname__} does not implement {owner.__qualname__}.{name}")
+    return RemoteMethod(name, getattr(cls, name), declared.checkArguments, declared.result, declared.proxied)
+
+
+# -- references to remote interfaces, as their proxies ----------------------------------
+
+
+def _proxiedParameters(function: Callable[..., Any], constraints: Mapping[str, Constraint]) -> dict[int | str, Any]:
+    """The parameters constrained to a reference to a remote interface (C{RefOf(I)}), by position and name."""
+    interfaces: dict[int | str, Any] = {}
+    for name, constraint in constraints.items():
+        inner = constraint.inner if isinstance(constraint, Optional) else constraint
+        if isinstance(inner, RefOf) and inner.interface is not None:
+            interfaces[name] = inner.interface
+    if not interfaces:
+        return {}
+    proxied = dict(interfaces)
+    parameters = list(inspect.signature(function).parameters.values())[1:]
+    for index, parameter in enumerate(parameters):
+        positional = parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)
+        if positional and parameter.name in interfaces:
+            proxied[index] = interfaces[parameter.name]
+    return proxied
+
+
+def _withProxies(function: Callable[..., Any], proxied: Mapping[int | str, Any]) -> Callable[..., Any]:
+    """
+    C{function}, handed each L{RemoteReference} received for a parameter in
+    C{proxied} as that interface's typed proxy (a local object, come home,
+    is handed as itself), so that a method's hint is true of its argument.
+    Methods without such parameters are returned as they are: no cost.
+    """
+    if not proxied:
+        return function
+
+    def typed(value: Any, interface: Any) -> Any:
+        return interface.remoteProxy(value) if type(value) is RemoteReference else value
+
+    def call(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        args = tuple(arg if index not in proxied else typed(arg, proxied[index]) for index, arg in enumerate(args))
+        for name in kwargs.keys() & proxied.keys():
+            kwargs[name] = typed(kwargs[name], proxied[name])
+        return function(obj, *args, **kwargs)
+
+    return functools.update_wrapper(call, function)
 
 
 # -- argument checks ------------------------------------------------------------

@@ -1,9 +1,12 @@
 """References across one connection: L{RemoteReference}, and how references travel.
 
 Contract: a L{Referenceable} in an argument or a result is sent as OPEN
-C{"rpc.ref"}, the sender's export id, CLOSE; the receiver turns it into the
-one L{RemoteReference} it holds for that id on that connection (a new one if
-none is alive).  A L{RemoteReference} sent back over its own connection is
+C{"rpc.ref"}, the sender's export id, the names of the remote interfaces its
+class implements (none for most), CLOSE; the receiver turns it into the one
+L{RemoteReference} it holds for that id on that connection (a new one if
+none is alive), which keeps those names in C{interfaceNames}.  A reference
+without names is exactly what peers that predate interface names send, so
+old and new peers read each other's plain references.  A L{RemoteReference} sent back over its own connection is
 sent as OPEN C{"rpc.yourref"}, the id, CLOSE, and arrives as the original
 object.  Sending a L{RemoteReference} over any other connection is an
 L{framing.EncodingError}: only the side that exports an object can hand it
@@ -17,20 +20,26 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from twisted.internet.defer import Deferred
 from zope.interface import implementer
 
 from framing import EncodingError, Limits
-from framing.errors import InvalidValue
+from framing.errors import BodyTooLarge, InvalidValue, KindRefused
+from framing.slicing.constraints import Constraint
 from framing.slicing.custom import PartsUnslicer
 from framing.slicing.interfaces import ISlicer
+from framing.wire import OPEN, STRING
 
 REF_OPEN_TYPE = "rpc.ref"
 """An object exported by the sender: its export id follows."""
 YOURREF_OPEN_TYPE = "rpc.yourref"
 """An object exported by the receiver, coming home: its export id follows."""
+MAX_INTERFACE_NAMES = 16
+"""Most interface names accepted with one reference."""
+MAX_INTERFACE_NAME = 200
+"""Longest interface name accepted, in UTF-8 bytes."""
 
 
 class Caller(Protocol):
@@ -61,11 +70,27 @@ class References(Protocol):
     def localObject(self, exportId: int) -> Any:
         """The object exported as C{exportId}."""
 
-    def importReference(self, exportId: int) -> RemoteReference:
-        """The reference for the peer's C{exportId}, received once more."""
+    def importReference(self, exportId: int, interfaceNames: tuple[str, ...] = ()) -> RemoteReference:
+        """The reference for the peer's C{exportId}, received once more, naming C{interfaceNames}."""
 
     def owns(self, ref: RemoteReference) -> bool:
         """Whether C{ref} belongs to this connection."""
+
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+class HasRemoteProxy(Protocol[T_co]):
+    """
+    What L{RemoteReference.typed} takes: a remote interface, whose
+    C{remoteProxy} class method makes a proxy typed as the interface.  (A
+    C{type[T]} parameter would not do: mypy refuses to pass a protocol class
+    as one.)
+    """
+
+    def remoteProxy(self, reference: RemoteReference, /) -> T_co:
+        """A proxy for C{reference}."""
 
 
 class RemoteReference:
@@ -80,14 +105,19 @@ class RemoteReference:
 
     @ivar broker: the connection it belongs to (a L{protocols.rpc.Broker}).
     @ivar exportId: the id the other side exports the object under.
+    @ivar interfaceNames: the names of the remote interfaces the object's
+        class implements, as its side sent them (see
+        L{protocols.rpc.interfaces}); empty for the root, whose interface the
+        caller names (C{typed}, C{connect(..., interface=...)}).
     """
 
-    __slots__ = ("broker", "exportId", "__weakref__")
+    __slots__ = ("broker", "exportId", "interfaceNames", "__weakref__")
 
-    def __init__(self, broker: Caller, exportId: int) -> None:
+    def __init__(self, broker: Caller, exportId: int, interfaceNames: tuple[str, ...] = ()) -> None:
         # Any, not Caller: applications use the whole Broker (disconnect, logFailure).
         self.broker: Any = broker
         self.exportId = exportId
+        self.interfaceNames = interfaceNames
 
     def callRemote(self, _name: str, /, *args: Any, **kwargs: Any) -> Deferred[Any]:
         """
@@ -130,6 +160,17 @@ class RemoteReference:
             was sent.
         """
         self.broker.callRemoteOnly(self.exportId, _name, args, kwargs)
+
+    def typed(self, interface: HasRemoteProxy[T]) -> T:
+        """
+        A proxy that calls this reference's methods as C{interface}
+        declares them, with their constraints checked on this side (see
+        L{protocols.rpc.interfaces.TypedReference}); typed as C{interface}
+        for mypy.
+
+        @param interface: a L{protocols.rpc.RemoteInterface} subclass.
+        """
+        return interface.remoteProxy(self)
 
     def isConnected(self) -> bool:
         """Whether calls through this reference can still be sent."""
@@ -191,7 +232,8 @@ class ReferenceableSlicer:
         if outgoing is not None:
             # Not sent after all: the peer never saw this sending of the id.
             outgoing.on_rollback(lambda: tables.releaseExport(exportId, 1))
-        encoder.write_container(REF_OPEN_TYPE, obj, (exportId,))
+        names: tuple[str, ...] = getattr(type(obj), "remoteInterfaceNames", ())
+        encoder.write_container(REF_OPEN_TYPE, obj, (exportId, *names) if names else (exportId,))
 
 
 @implementer(ISlicer)
@@ -210,30 +252,43 @@ class RemoteReferenceSlicer:
 class _IdUnslicer(PartsUnslicer):
     """One part: an export id, which is an INT token (no body kind is accepted)."""
 
-    part_kinds = (frozenset(),)
-    part_types = (int,)
+    part_kinds: tuple[frozenset[int], ...] = (frozenset(),)
+    part_types: tuple[type, ...] = (int,)
 
     def __init__(self, limits: Limits, tables: References) -> None:
         super().__init__(limits)
         self.tables = tables
 
-    def build(self, *parts: Any) -> Any:
-        (exportId,) = parts
+    def finish(self) -> Any:
+        if not self.parts:
+            raise InvalidValue(f"{self.open_type} needs an export id")
+        exportId, *names = self.parts
         if type(exportId) is not int or exportId < 0:
             raise InvalidValue(f"{self.open_type} needs a non-negative export id")
-        return self.resolve(exportId)
+        return self.resolve(exportId, tuple(names))
 
-    def resolve(self, exportId: int) -> Any:
+    def resolve(self, exportId: int, names: tuple[str, ...]) -> Any:
         raise NotImplementedError
 
 
 class ReferenceUnslicer(_IdUnslicer):
-    """Builds the L{RemoteReference} for an id the sender exports."""
+    """
+    Builds the L{RemoteReference} for an id the sender exports: an INT, then
+    up to L{MAX_INTERFACE_NAMES} STRING interface names of at most
+    L{MAX_INTERFACE_NAME} bytes each (refused at their headers).
+    """
 
     open_type = REF_OPEN_TYPE
+    part_kinds: tuple[frozenset[int], ...] = (frozenset(),) + (frozenset({STRING}),) * MAX_INTERFACE_NAMES
+    part_types: tuple[type, ...] = (int,) + (str,) * MAX_INTERFACE_NAMES
 
-    def resolve(self, exportId: int) -> Any:
-        return self.tables.importReference(exportId)
+    def check_token(self, kind: int, size: int) -> None:
+        super().check_token(kind, size)
+        if size > MAX_INTERFACE_NAME and kind == STRING:
+            raise BodyTooLarge(f"an interface name of {size} bytes, the limit is {MAX_INTERFACE_NAME}")
+
+    def resolve(self, exportId: int, names: tuple[str, ...]) -> Any:
+        return self.tables.importReference(exportId, names)
 
 
 class YourReferenceUnslicer(_IdUnslicer):
@@ -241,5 +296,44 @@ class YourReferenceUnslicer(_IdUnslicer):
 
     open_type = YOURREF_OPEN_TYPE
 
-    def resolve(self, exportId: int) -> Any:
+    def resolve(self, exportId: int, names: tuple[str, ...]) -> Any:
         return self.tables.localObject(exportId)
+
+
+class RefOf(Constraint):
+    """
+    A reference to an object that implements a remote interface: a
+    L{RemoteReference} that arrived naming it, or (sent from this side, or
+    coming home) a local L{protocols.rpc.Referenceable} whose class
+    implements it.  C{RefOf(None)}: any reference.
+
+    The kind and the open type (C{rpc.ref} or C{rpc.yourref}) are checked at
+    the OPEN header; the interface once the reference is built.
+
+    @ivar interface: the L{protocols.rpc.RemoteInterface}, or C{None}.
+    """
+
+    def __init__(self, interface: Any = None) -> None:
+        self.interface = interface
+        self.name: str | None = None if interface is None else interface.remoteName
+
+    def check_header(self, kind: int, size: int) -> None:
+        if kind != OPEN:
+            raise KindRefused(f"expected a reference, got a token of kind {kind}")
+
+    def check_open(self, name: str) -> None:
+        if name != REF_OPEN_TYPE and name != YOURREF_OPEN_TYPE:
+            raise KindRefused(f"expected a reference, got {name!r}")
+
+    def check_value(self, obj: Any) -> None:
+        names: tuple[str, ...] | None = getattr(type(obj), "remoteInterfaceNames", None)
+        if isinstance(obj, RemoteReference):
+            names = obj.interfaceNames
+        elif names is None:
+            raise KindRefused(f"expected a reference, got {type(obj).__name__}")
+        if self.name is not None and self.name not in names:
+            provided = " and ".join(names) or "no interface"
+            raise KindRefused(f"expected a reference to a {self.name}, got one to {provided}")
+
+    def __repr__(self) -> str:
+        return f"RefOf({self.name})"

@@ -150,8 +150,12 @@ class ReferenceTable:
             ref = self._newImport(ROOT_ID, 0)
         return ref
 
-    def importReference(self, exportId: int) -> RemoteReference:
-        """The L{RemoteReference} for the peer's C{exportId}, just received once more.  Called while decoding."""
+    def importReference(self, exportId: int, interfaceNames: tuple[str, ...] = ()) -> RemoteReference:
+        """
+        The L{RemoteReference} for the peer's C{exportId}, just received once
+        more, naming C{interfaceNames} (kept from its first arrival: an
+        export's class does not change).  Called while decoding.
+        """
         record = self._imports.get(exportId)
         if record is not None:
             ref = record()
@@ -161,16 +165,16 @@ class ReferenceTable:
         limit = self._callLimits.maxImports
         if limit is not None and len(self._imports) >= limit and record is None:
             raise TooManyReferences(f"this side already holds {len(self._imports)} references of the peer, the limit")
-        return self._newImport(exportId, 1)
+        return self._newImport(exportId, 1, interfaceNames)
 
     def owns(self, ref: RemoteReference) -> bool:
         """Whether C{ref} came over this connection (only those may be sent back; the peer checks the id)."""
         return ref.broker is self._broker()
 
-    def _newImport(self, exportId: int, count: int) -> RemoteReference:
+    def _newImport(self, exportId: int, count: int, interfaceNames: tuple[str, ...] = ()) -> RemoteReference:
         broker = self._broker()
         assert broker is not None, "the broker is alive while its connection decodes"
-        ref = RemoteReference(broker, exportId)
+        ref = RemoteReference(broker, exportId, interfaceNames)
         # A dead record still waiting for its callback is replaced; the
         # callback still releases what that record counted.
         self._imports[exportId] = ImportRecord(ref, self._referenceDied, exportId, count)

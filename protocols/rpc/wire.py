@@ -80,6 +80,9 @@ class Message(tuple):  # type: ignore[type-arg]
 class MessageSlicer:
     """Writes a L{Message} as OPEN C{"rpc"}, its fields, CLOSE."""
 
+    # (declared: the compiled core then writes whole messages, see framing.Encoder.tokens)
+    record_name = OPEN_TYPE
+
     def slice(self, obj: Any, encoder: Any) -> None:
         encoder.write_container(OPEN_TYPE, obj, obj)
 
@@ -226,6 +229,46 @@ _BODIES = tuple((_NO_BODY, *(field.bodies for field in kind.fields)) for kind in
 _NAMES = tuple(("tag", *(field.name for field in kind.fields)) for kind in MESSAGES)
 
 
+def buildMessage(items: list[Any]) -> Message | None:
+    """
+    The L{Message} that L{MessageUnslicer} finishes with, given the fields
+    it would receive; C{None} wherever it would refuse them (the compiled
+    core's record builder: the pure decoder then reads the message again and
+    refuses it in its own words, with its C{where}).  The fields are values
+    of built-in kinds, so each one's body kind follows from its type and
+    the checks of the decoded values are the unslicer's whole test.
+    """
+    count = len(items)
+    if not count:
+        return None
+    tag = items[0]
+    if type(tag) is not int or not 0 <= tag < len(_CHECKS):
+        return None
+    # The commonest messages with their checks written out: an ANSWER, a CALL without keyword arguments.
+    if tag == ANSWER and count == 3:
+        requestId = items[1]
+        return Message(items) if type(requestId) is int and requestId >= 0 else None
+    if tag == CALL and count >= _ARGS and items[_KWARGS] is None:
+        _, requestId, target, name, _ = items[:_ARGS]
+        if type(requestId) is int and requestId >= 0 and type(target) is int and target >= 0:
+            if type(name) is str and 0 < len(name) <= MAX_NAME:
+                return Message((CALL, requestId, target, name, tuple(items[_ARGS:]), {}))
+        return None
+    checks = _CHECKS[tag]
+    if count != len(checks) and not (tag == CALL and count >= _ARGS):
+        return None
+    try:
+        for index in range(1, len(checks)):
+            check = checks[index]
+            if check is not None:
+                check(items[index])
+    except Violation:
+        return None
+    if tag == CALL:
+        return Message((*items[:_KWARGS], tuple(items[_ARGS:]), items[_KWARGS] or {}))
+    return Message(items)
+
+
 class MessageUnslicer(BudgetedUnslicer):
     """
     Builds a L{Message}, checking each field as it arrives.  Its fields
@@ -235,6 +278,9 @@ class MessageUnslicer(BudgetedUnslicer):
     """
 
     open_type = OPEN_TYPE
+    # The compiled core builds whole messages of built-in values itself (framing.slicing.interfaces.IUnslicer).
+    record_builder = staticmethod(buildMessage)
+    record_extra_items = _ARGS
 
     def __init__(self, limits: Limits) -> None:
         # BudgetedUnslicer's attributes, set here once (one per message):

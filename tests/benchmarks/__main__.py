@@ -30,6 +30,7 @@ BENCHMARKS = {
     "bulk": "bench_bulk",
     "cores": "bench_cores",
     "serving": "bench_serving",
+    "typed": "bench_typed",
 }
 
 

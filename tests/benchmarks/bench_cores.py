@@ -36,6 +36,11 @@ PAYLOADS: dict[str, Any] = {
     },
     "1000 records": [{"id": i, "name": f"user{i}", "score": i * 1.5, "ok": i % 2 == 0} for i in range(1000)],
 }
+VALUES: dict[str, list[Any]] = {
+    "10,000 small ints": [i % 200 for i in range(10_000)],
+    "10,000 floats": [i * 0.37 for i in range(10_000)],
+}
+"""Lists whose values/s (loads plus dumps of each value) issue 17 asks to be 10 M or more."""
 
 
 def per_call(action: Callable[[], Any], quick: bool) -> float:
@@ -89,6 +94,33 @@ def measure(quick: bool) -> dict[str, dict[str, float | None]]:
     return cells
 
 
+def values_per_second(quick: bool) -> dict[str, dict[str, float]]:
+    """Per list of L{VALUES} and per core: values per second through dumps then loads."""
+    rates: dict[str, dict[str, float]] = {}
+    for label, value in VALUES.items():
+        rates[label] = {}
+        for core, module in (("pure", None), ("compiled", _core.speedups)):
+            if core == "compiled" and module is None:
+                continue
+            saved, _core.speedups = _core.speedups, module
+            try:
+                assert loads(dumps(value)) == value
+                rates[label][core] = len(value) / per_call(lambda value=value: loads(dumps(value)), quick) * 1e6
+            finally:
+                _core.speedups = saved
+    return rates
+
+
+def _values_report(rates: dict[str, dict[str, float]]) -> str:
+    rows = [
+        [label, *(f"{row[core] / 1e6:.2f} M/s" if core in row else "n/a" for core in ("pure", "compiled"))]
+        for label, row in rates.items()
+    ]
+    return "\n\nValues per second, dumps then loads of the whole list:\n\n" + markdown_table(
+        ["list", "pure", "compiled"], rows
+    )
+
+
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3g} µs" if value < 1000 else f"{value / 1000:.3g} ms"
 
@@ -122,7 +154,11 @@ def _report(cells: dict[str, dict[str, float | None]]) -> str:
 
 def run(opts: Options) -> BenchResult:
     cells = measure(opts.quick)
+    rates = values_per_second(opts.quick)
     criteria = [
+        Criterion(f"{label}: compiled values/s (dumps + loads)", rates[label].get("compiled"), ">=", 10e6, "issue 17")
+        for label in VALUES
+    ] + [
         Criterion(
             f"{label}: compiled {op} / msgpack {op}",
             _ratio(cells[label][f"compiled {op}"], cells[label][f"msgpack {op}"]),
@@ -133,8 +169,8 @@ def run(opts: Options) -> BenchResult:
         for label in ("RPC-like dict", "1000 records")
         for op in ("loads", "dumps")
     ]
-    path = write_results(NAME, opts, {"cells": cells, "criteria": criteria})
-    return BenchResult(NAME, _report(cells), criteria, path)
+    path = write_results(NAME, opts, {"cells": cells, "values_per_second": rates, "criteria": criteria})
+    return BenchResult(NAME, _report(cells) + _values_report(rates), criteria, path)
 
 
 if __name__ == "__main__":

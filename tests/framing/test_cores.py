@@ -96,10 +96,59 @@ class TaggedSlicer:
         encoder.write_container("tests.Tagged", obj, obj)
 
 
+class Pair(tuple):  # type: ignore[type-arg]
+    """An int and anything, or an int and two things: a record the compiled reader builds through a builder."""
+
+
+def build_pair(items: list[Any]) -> Pair | None:
+    """PairUnslicer's record builder: the Pair it would finish with, or None where it would refuse."""
+    if len(items) not in (2, 3) or type(items[0]) is not int:
+        return None
+    return Pair(items)
+
+
+class PairUnslicer(builtin.BudgetedUnslicer):
+    """Refuses a first item that is not an int, and finishes only with 2 or 3 items (one past max_items allowed)."""
+
+    open_type = "tests.Pair"
+    record_builder = staticmethod(build_pair)
+    record_extra_items = 1
+
+    def __init__(self, limits: Limits) -> None:
+        super().__init__(limits)
+        self.items: list[Any] = []
+        self.max_length = self.cap = limits.max_items + 1
+
+    def receive_child(self, obj: Any) -> None:
+        if len(self.items) >= self.cap:
+            self.full()
+        if not self.items and type(obj) is not int:
+            raise framing.Violation(f"a pair starts with an int, not {type(obj).__name__}")
+        self.items.append(obj)
+
+    def finish(self) -> Any:
+        if len(self.items) not in (2, 3):
+            raise framing.Violation(f"a pair has 2 or 3 items, not {len(self.items)}")
+        return Pair(self.items)
+
+    def child_where(self) -> str:
+        return f"<{len(self.items)}>"
+
+
+@implementer(ISlicer)
+class PairSlicer:
+    record_name = "tests.Pair"
+
+    def slice(self, obj: Any, encoder: Any) -> None:
+        encoder.write_container("tests.Pair", obj, obj)
+
+
 USER_TYPES = Registry(DEFAULT_REGISTRY)
 USER_TYPES.register(Point, "tests.Point")
 USER_TYPES.register(Box, "tests.Box")
 USER_TYPES.add_slicer(Tagged, TaggedSlicer())
+USER_TYPES.add_slicer(Pair, PairSlicer())
+USER_TYPES.add_unslicer("tests.Pair", PairUnslicer)
 
 
 def canonical(value: Any) -> Any:
@@ -121,6 +170,8 @@ def canonical(value: Any) -> Any:
         return ("array", value.typecode, value.tobytes())
     if kind is Point:
         return ("Point", canonical(value.x), canonical(value.y))
+    if kind is Pair:
+        return ("Pair", *map(canonical, value))
     return (kind.__name__, repr(value))
 
 
@@ -191,6 +242,9 @@ values = st.recursive(
         | st.dictionaries(st.one_of(st.text(max_size=6), st.integers(-5, 2**62), hashables), inner, max_size=6)
         | st.sets(hashables, max_size=4)
         | st.builds(Point, inner, inner)
+        | st.builds(
+            lambda first, rest: Pair((first, *rest)), st.integers(-5, 300), st.lists(inner, min_size=1, max_size=2)
+        )
     ),
     max_leaves=30,
 )
@@ -349,6 +403,59 @@ class HandBackTests(SynchronousTestCase):
         self.assertEqual(results[0], [1, 2])
         self.assertEqual((type(results[1]).__name__, results[1].where), ("KindRefused", "[1]"))
 
+    def test_records_built_in_c(self) -> None:
+        """A record of built-in values is built by the reader through its builder: its unslicer is never made."""
+        made = []
+
+        class Counting(PairUnslicer):
+            def __init__(self, limits: Limits) -> None:
+                made.append(self)
+                super().__init__(limits)
+
+        registry = Registry(USER_TYPES)
+        registry.add_unslicer("tests.Pair", Counting)
+        good = dumps([Pair((1, "a")), Pair((2, [3], None))], USER_TYPES)
+        self.assertEqual(Decoder(registry=registry).feed(good), [[Pair((1, "a")), Pair((2, [3], None))]])
+        self.assertEqual(made, [])
+        refused = Decoder(registry=registry).feed(dumps(Pair(("x", 1)), USER_TYPES))
+        self.assertEqual((type(refused[0]).__name__, refused[0].where), ("Violation", "<0>"))
+        self.assertEqual(len(made), 1)
+        self.assertEqual(
+            Decoder(registry=registry).feed(dumps(Pair((1, Point(2, 3))), USER_TYPES)), [Pair((1, Point(2, 3)))]
+        )
+        self.assertEqual(len(made), 2)
+
+    def test_record_registered_late(self) -> None:
+        """loads follows the registry: an unslicer registered after a first loads is used by the next one."""
+        registry = Registry(DEFAULT_REGISTRY)
+        data = dumps(Pair((1, 2)), USER_TYPES)
+        with self.assertRaises(framing.Violation):
+            loads(data, registry=registry)
+        registry.add_unslicer("tests.Pair", PairUnslicer)
+        self.assertEqual(loads(data, registry=registry), Pair((1, 2)))
+
+    def test_encoder_tokens(self) -> None:
+        """Encoder.tokens gives the bytes encode writes for records and built-in containers, and None for the rest."""
+        encoder = Encoder(USER_TYPES)
+        for value in ([1, "a"], (2.5, None), {"k": b"v"}, Pair((1, [2, "x"])), Tagged((1, 2))):
+            tokens = encoder.tokens(value)
+            if type(value) is Tagged:
+                self.assertIsNone(tokens)  # its slicer declares no record_name
+            else:
+                self.assertEqual(tokens, encoder.encode(value), value)
+        for value in (Pair((1, Point(2, 3))), Point(1, 2), 7, [2**70]):
+            self.assertIsNone(encoder.tokens(value), value)
+        with core(None):
+            self.assertIsNone(Encoder(USER_TYPES).tokens([1, 2]))
+
+    def test_encoder_tokens_follow_registry(self) -> None:
+        """A slicer registered after Encoder.tokens first saw a type is obeyed from then on."""
+        registry = Registry(USER_TYPES)
+        encoder = Encoder(registry)
+        self.assertIsNotNone(encoder.tokens(Pair((1, 2))))
+        registry.add_slicer(Pair, TaggedSlicer())
+        self.assertIsNone(encoder.tokens(Pair((1, 2))))
+
     def test_pure_forced_in_process(self) -> None:
         """A decoder made while the pure core is chosen has no compiled reader."""
         with core(None):
@@ -370,6 +477,7 @@ def seed_streams() -> list[bytes]:
             seeds.append(data[1 + 2 * (data[0] % 8) :] if data else b"")
     objects = [[1, 2.5, "é", b"x", None, True, (3, [])], {"id": 1, "m": "get", "a": [{"k": -(2**40)}]}, list(range(40))]
     seeds += [dumps(obj) for obj in objects] + [dumps(Point(1, [2]), USER_TYPES)]
+    seeds += [dumps(Pair((1, "x", [2.5])), USER_TYPES), dumps([Pair((-3, {"k": b"v"}))], USER_TYPES)]
     return [seed for seed in seeds if seed]
 
 
@@ -450,11 +558,14 @@ class LeakTests(SynchronousTestCase):
             dumps([1, {"k": Point(1, 2)}], USER_TYPES),  # handed back at the user type
             dumps({"a": 1, "b": [2, 3]})[:-3],  # handed back at the end of the buffer
             dumps({(1, 2): 3}),  # handed back at a key whose hash is tracked
+            dumps([Pair((1, "x", [2.5]))], USER_TYPES),  # a record, built through its builder
+            dumps(Pair(("x", 1)), USER_TYPES),  # a record its builder hands back (then refused)
         ]
 
         def once() -> None:
             dumps(value)
             Encoder(USER_TYPES).encode([value, Point(1, [2])])
+            Encoder(USER_TYPES).tokens(Pair((1, value)))
             for stream in streams:
                 decoder = Decoder(registry=USER_TYPES)
                 decoder.feed(stream)
