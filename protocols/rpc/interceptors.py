@@ -11,8 +11,10 @@ L{protocols.rpc.RemoteViolation}, a registered error as itself); on the
 calling side nothing is sent and the call's Deferred fails with it.  Each
 call that started ends exactly once, with L{OK}, L{ERROR}, L{REFUSED},
 L{CANCELLED}, L{LOST} (the connection ended first) or L{ONE_WAY} (a call
-for no answer, ended when its method returned).  Interceptors run in the
-order given at start and in reverse order at end, like gRPC's.
+for no answer, ended when its method returned; seen on the answering side
+only: the calling side's C{callRemoteOnly} keeps nothing to end).
+Interceptors run in the order given at start and in reverse order at end,
+like gRPC's.
 
 This is gRPC's interceptor split in its two halves (no continuation, so no
 Deferred or closure per call), in Twisted's hook style.  A broker without
