@@ -8,6 +8,6 @@ L{protocols.serving.metrics} (the C{chunkwire[metrics]} extra) counts calls
 for Prometheus.
 """
 
-from .service import AdoptedEndpoint, DrainingService, adoptedEndpoint
+from .service import AdoptedEndpoint, DrainingService, adoptedEndpoint, watchParent
 
-__all__ = ["AdoptedEndpoint", "DrainingService", "adoptedEndpoint"]
+__all__ = ["AdoptedEndpoint", "DrainingService", "adoptedEndpoint", "watchParent"]

@@ -6,7 +6,8 @@ sends GOAWAY on each RPC connection and waits for the calls in flight up
 to its grace time (L{protocols.rpc.drain}); its C{stopService} fires once
 every connection is closed.  An L{AdoptedEndpoint} listens on a socket
 that another process bound (a worker's share of its supervisor's port,
-L{protocols.serving.workers}) with C{IReactorSocket.adoptStreamPort}.
+L{protocols.serving.workers}) with C{IReactorSocket.adoptStreamPort};
+L{watchParent} makes a worker stop when its supervisor is gone.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IListeningPort, IStreamServerEndpoint
+from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
@@ -116,3 +118,29 @@ def adoptedEndpoint(reactor: Any, spec: str) -> Any:
 
         endpoint = proxyEndpoint(endpoint)
     return endpoint
+
+
+class _ParentWatch(Protocol):
+    """Reads a worker's stdin, the supervisor's pipe: when it closes, the supervisor is gone."""
+
+    def __init__(self, reactor: Any) -> None:
+        self.reactor = reactor
+
+    def dataReceived(self, data: bytes) -> None:
+        pass
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        # The supervisor exited (even killed): stop, which drains, rather than serve on unsupervised.
+        if self.reactor.running:
+            self.reactor.stop()
+
+
+def watchParent(reactor: Any) -> Any:
+    """
+    In a worker: stop the reactor (so the services drain) once stdin, the
+    pipe from the supervisor, closes: a worker never outlives its
+    supervisor, even one that was killed.
+    """
+    from twisted.internet.stdio import StandardIO
+
+    return StandardIO(_ParentWatch(reactor), reactor=reactor)  # type: ignore[no-untyped-call]

@@ -5,7 +5,8 @@
 Contract: calls C{function(reactor)} (named by the operator on the
 supervisor's command line, never by a peer) for the factory to serve,
 listens with it on every adopted socket through a
-L{protocols.serving.DrainingService}, and on SIGTERM drains, then exits.
+L{protocols.serving.DrainingService}, and on SIGTERM, or when its
+supervisor is gone (stdin closed), drains, then exits.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..rpc.drain import DEFAULT_GRACE
-from .service import DrainingService, adoptedEndpoint
+from .service import DrainingService, adoptedEndpoint, watchParent
 
 
 def loadFactory(path: str, reactor: Any) -> Any:
@@ -41,6 +42,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         service = DrainingService(adoptedEndpoint(reactor, spec), factory, args.grace)
         service.startService()
         reactor.addSystemEventTrigger("before", "shutdown", service.stopService)
+    watchParent(reactor)
     reactor.run()
 
 

@@ -257,12 +257,13 @@ def _listening(options: _Options, factory: Any) -> Any:
 
     from protocols.auth.realms import listenDescriptions
     from protocols.guard import GuardedFactory
-    from protocols.serving import DrainingService, adoptedEndpoint
+    from protocols.serving import DrainingService, adoptedEndpoint, watchParent
 
     factory = GuardedFactory(factory, options.policy(), reactor)
     parent = MultiService()
     if options["adopt"]:
         endpoints = [adoptedEndpoint(reactor, spec) for spec in options["adopt"]]
+        watchParent(reactor)
     else:
         descriptions = listenDescriptions(options["listen"], options.get("client-ca"))
         endpoints = [serverFromString(reactor, description) for description in descriptions]

@@ -62,8 +62,12 @@ class Cluster:
         self.log = open(self.directory / "haproxy.log", "wb")  # noqa: SIM115
         command = [haproxyPath(), "-f", str(self.directory / "haproxy.cfg"), "-db"]
         self.haproxy = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
-        for name in self.ports:
-            self.startBackend(name)
+        try:
+            for name in self.ports:
+                self.startBackend(name)
+        except BaseException:
+            self.stop()
+            raise
 
     @property
     def address(self) -> str:
@@ -100,8 +104,12 @@ class Cluster:
         for process in [*self.backends.values(), self.haproxy]:
             if process.poll() is None:
                 process.terminate()
-            process.wait(15)
-            if process.stdout is not None:
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            if process.stdout is not None and not process.stdout.closed:
                 process.stdout.close()
         self.log.close()
 
@@ -124,8 +132,18 @@ class Silent(Protocol):
 
 async def started(reactor: Any, directory: str) -> tuple[Cluster, Any]:
     decoy = await _listenDecoy(reactor)
-    cluster = Cluster(directory, decoy.getHost().port)
-    await until(reactor, lambda: cluster.status() == {"kv1": "UP", "kv2": "UP", "decoy": "DOWN"}, "health checks")
+    try:
+        cluster = Cluster(directory, decoy.getHost().port)
+    except BaseException:
+        await decoy.stopListening()
+        raise
+    try:
+        await until(reactor, lambda: cluster.status() == {"kv1": "UP", "kv2": "UP", "decoy": "DOWN"}, "health checks")
+    except BaseException:
+        # Nothing may outlive a failed test: the processes are stopped here.
+        cluster.stop()
+        await decoy.stopListening()
+        raise
     return cluster, decoy
 
 

@@ -196,11 +196,53 @@ async def twistWorkers(reactor: Any) -> None:
                 continue
             raise AssertionError(f"worker {pid} still runs")
     finally:
-        if process.poll() is None:
-            process.kill()
+        _end(process)
+
+
+def _end(process: subprocess.Popen[bytes]) -> None:
+    """Stop a supervisor (SIGTERM: its workers stop too), killing it only if it does not."""
+    if process.poll() is None:
+        process.terminate()
+    try:
+        process.wait(15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    assert process.stdout is not None
+    process.stdout.close()
+
+
+async def orphanedWorkers(reactor: Any) -> None:
+    """Workers whose supervisor is killed (SIGKILL: no chance to stop them) drain and exit by themselves."""
+    command = [sys.executable, "-m", "twisted", "--log-format", "text", "chunkwire-echo"]
+    command += ["--listen", "tcp:0:interface=127.0.0.1", "--workers", "2", "--grace", "1"]
+    process = subprocess.Popen(command, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    workers: list[int] = []
+    try:
+        started = readUntil(process, rb"worker 0 started: pid (\d+)[\s\S]*worker 1 started: pid (\d+)")
+        workers += [int(started.group(1)), int(started.group(2))]
+        await deferLater(reactor, 0.5)
+        process.kill()
         process.wait(10)
-        assert process.stdout is not None
-        process.stdout.close()
+
+        def gone() -> bool:
+            for pid in workers:
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    continue
+                return False
+            return True
+
+        await _until(reactor, gone)
+    finally:
+        _end(process)
+        for pid in workers:
+            # Only if the test failed: nothing may outlive it.
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 async def servedByWorkers(reactor: Any) -> None:
@@ -224,9 +266,11 @@ class WorkerTests(TestCase):
     test_supervised_workers_reuse_port = trialTest(supervisedWorkersReusePort)
     test_twist_workers = trialTest(twistWorkers)
     test_served_by_workers = trialTest(servedByWorkers)
+    test_orphaned_workers = trialTest(orphanedWorkers)
 
 
 test_supervised_workers = pytestTest(supervisedWorkers)
 test_supervised_workers_reuse_port = pytestTest(supervisedWorkersReusePort)
 test_twist_workers = pytestTest(twistWorkers)
 test_served_by_workers = pytestTest(servedByWorkers)
+test_orphaned_workers = pytestTest(orphanedWorkers)

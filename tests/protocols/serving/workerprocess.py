@@ -12,7 +12,7 @@ from typing import Any
 from twisted.internet.task import deferLater
 
 from protocols import rpc
-from protocols.serving import DrainingService, adoptedEndpoint
+from protocols.serving import DrainingService, adoptedEndpoint, watchParent
 
 
 class PidService(rpc.Referenceable):
@@ -48,6 +48,7 @@ def main() -> None:
         service = DrainingService(adoptedEndpoint(reactor, spec), factory, args.grace)
         service.startService()
         reactor.addSystemEventTrigger("before", "shutdown", service.stopService)
+    watchParent(reactor)
     print(f"worker {os.getpid()} serving", flush=True)
     reactor.run()
 
