@@ -98,9 +98,10 @@ class Encoder:
         if self._fast is not None:
             for kind in (list, tuple, dict):
                 self._writers[kind] = self._compiled_writer(self._writers[kind])
-        # Per type, how the compiled core writes a whole top-level object (or
-        # None: it does not), as the registry stood at _tops_generation.
-        self._tops: dict[type, Callable[[Any, int], bytes | None] | None] = {}
+        # Per type, how the compiled core writes a whole top-level object: b""
+        # (a built-in container), a record's OPEN token, or None (it does
+        # not), as the registry stood at _tops_generation.
+        self._tops: dict[type, bytes | None] = {}
         self._tops_generation = -1
 
     @staticmethod
@@ -144,27 +145,29 @@ class Encoder:
         exactly C{encoder.write_container(record_name, obj, obj)} (the RPC
         message's is).
         """
-        if self._fast is None:
+        fast_parts = self._fast_parts
+        if fast_parts is None:
             return None
         if self.registry.generation != self._tops_generation:
             self._tops.clear()
             self._tops_generation = self.registry.generation
         cls = type(obj)
         try:
-            write = self._tops[cls]
+            opening = self._tops[cls]
         except KeyError:
-            write = self._tops[cls] = self._top_writer(cls)
-        return None if write is None else write(obj, self.limits.max_depth)
-
-    def _top_writer(self, cls: type) -> Callable[[Any, int], bytes | None] | None:
-        """How the compiled core writes a whole top-level C{cls}, or C{None}."""
-        if cls in (list, tuple, dict):
-            return self._fast
-        name = getattr(self.registry.slicer_for(cls), "record_name", None)
-        if name is None or self._fast_parts is None:
+            opening = self._tops[cls] = self._top_opening(cls)
+        if opening is None:
             return None
-        fast_parts, opening = self._fast_parts, open_token(name)
-        return lambda obj, max_depth: fast_parts(obj, max_depth, opening)
+        if not opening:
+            return self._fast(obj, self.limits.max_depth)  # type: ignore[misc]
+        return fast_parts(obj, self.limits.max_depth, opening)
+
+    def _top_opening(self, cls: type) -> bytes | None:
+        """For L{tokens}: C{b""} for a built-in container, a record type's OPEN token, or C{None}."""
+        if cls in (list, tuple, dict):
+            return b""
+        name = getattr(self.registry.slicer_for(cls), "record_name", None)
+        return None if name is None else open_token(name)
 
     def write_object(self, obj: Any, depth: int) -> None:
         """Write C{obj}, found at nesting C{depth}; for slicers writing their parts."""

@@ -249,7 +249,7 @@ def buildMessage(items: list[Any]) -> Message | None:
         requestId = items[1]
         return Message(items) if type(requestId) is int and requestId >= 0 else None
     if tag == CALL and count >= _ARGS and items[_KWARGS] is None:
-        _, requestId, target, name, _ = items[:_ARGS]
+        requestId, target, name = items[1], items[2], items[3]
         if type(requestId) is int and requestId >= 0 and type(target) is int and target >= 0:
             if type(name) is str and 0 < len(name) <= MAX_NAME:
                 return Message((CALL, requestId, target, name, tuple(items[_ARGS:]), {}))
