@@ -50,6 +50,10 @@ def currentBroker() -> Any:
     return _calling.get()
 
 
+_PLAIN = frozenset({int, float, str, bytes, bool, type(None), list, tuple, dict})
+"""Result types that are never a Deferred."""
+
+
 class IncomingCalls:
     """
     The peer's calls on one connection: dispatch, and the calls still running.
@@ -110,7 +114,8 @@ class IncomingCalls:
             return
         finally:
             _calling.reset(token)
-        if isinstance(result, Deferred):
+        # (Deferred's metaclass is ABCMeta, whose isinstance is a Python call: plain values skip it.)
+        if type(result) not in _PLAIN and isinstance(result, Deferred):
             self._answerLater(requestId, result, method)
         else:
             self._sendAnswer(requestId, result, method)
