@@ -107,8 +107,17 @@ L{connect} or L{BulkBrokerFactory}).
 """
 
 from .channel import BulkBroker, BulkBrokerFactory, BulkChannel, bulkOf, callingBroker, callingChannel, connect, serve
-from .errors import FlowControlError, IllegalTransition, IntegrityError, StreamIdReused, StreamReset, TooManyStreams
-from .integrity import DEFAULT_DIGEST, OrderedHasher
+from .errors import (
+    DigestRefused,
+    DigestUnavailable,
+    FlowControlError,
+    IllegalTransition,
+    IntegrityError,
+    StreamIdReused,
+    StreamReset,
+    TooManyStreams,
+)
+from .integrity import BLAKE3, DEFAULT_DIGEST, NEGOTIATED, OrderedHasher, availableDigests
 from .interfaces import IReceivingStream, ISendingStream, IStreamHost
 from .options import BulkOptions
 from .outcome import TransferResult
@@ -119,7 +128,12 @@ from .sinks import CallbackSink, ConsumerSink, FileSink, OpenFileSink, Sink
 from .sources import BytesSource, FileSource, SeekableSource, StreamSource
 
 __all__ = [
+    "BLAKE3",
     "DEFAULT_DIGEST",
+    "NEGOTIATED",
+    "DigestRefused",
+    "DigestUnavailable",
+    "availableDigests",
     "BulkBroker",
     "BulkBrokerFactory",
     "BulkChannel",

@@ -55,7 +55,9 @@ from ..auth.server import DEFAULT_LOGIN_TIMEOUT
 from ..interfaces import IBrokerExtension
 from ..rpc import Broker, BrokerFactory, CallLimits, Referenceable, RemoteReference, currentBroker
 from ..rpc.endpoints import connectWith, listenWith, loginGate, loginWith
-from .errors import StreamIdReused, TooManyStreams
+from .early import EarlyData
+from .errors import DigestRefused, StreamIdReused, StreamReset, TooManyStreams
+from .integrity import NEGOTIATED, DigestUnavailable, chooseDigest
 from .interfaces import IReceivingStream, ISendingStream
 from .options import BulkOptions
 from .receiving import IncomingStream
@@ -70,6 +72,7 @@ from .wire import (
     DONE,
     END,
     GRANT,
+    HELLO,
     STREAM_OPEN_TYPE,
     AnnouncementUnslicer,
     Control,
@@ -115,6 +118,10 @@ class BulkChannel:
     @ivar streamIds: the ids given to the streams it sends, in order.
     @ivar scheduler: its L{FrameScheduler}.
     @ivar resources: what the application tied to the connection (L{Resources}).
+    @ivar peerDigests: the digests the peer stated in its HELLO, in its
+        order of preference, or C{None} before it came.
+    @ivar peerWindow: the initial window the peer stated in its HELLO.
+    @ivar helloSent: whether this side's HELLO was sent.
     """
 
     log = Logger()
@@ -143,6 +150,11 @@ class BulkChannel:
         self._sending: tuple[Outgoing, Deferred[Any]] | None = None
         self._up = False
         self.roundTrips = RoundTrips(clock, _noPing)
+        self.peerDigests: tuple[str, ...] | None = None
+        self.peerWindow = 0
+        self.helloSent = False
+        self._awaitingHello: list[ISendingStream] = []
+        self._early: dict[int, EarlyData] = {}
 
     @property
     def protocol(self) -> Broker:
@@ -173,7 +185,7 @@ class BulkChannel:
         self.roundTrips = RoundTrips(self.clock, self._sendPing)
         registry.add_slicer(Stream, _StreamSlicer(self))
         registry.add_slicer(Control, ControlSlicer())
-        registry.add_unslicer(CONTROL_OPEN_TYPE, ControlUnslicer)
+        registry.add_unslicer(CONTROL_OPEN_TYPE, lambda limits: ControlUnslicer(limits, self.helloDecoded))
         registry.add_unslicer(DATA_OPEN_TYPE, lambda limits: DataUnslicer(limits, self.dataStarting))
         registry.add_unslicer(STREAM_OPEN_TYPE, lambda limits: AnnouncementUnslicer(limits, self.announcementReceived))
 
@@ -192,6 +204,10 @@ class BulkChannel:
         self._sending = None
         self.scheduler.stop()
         self._live.clear()
+        self._awaitingHello.clear()
+        early, self._early = self._early, {}
+        for held in early.values():
+            held.stopWaiting()
         # Emptied one by one, and nothing left in a local: a failure raised
         # meanwhile keeps this frame (through its traceback's frames) until
         # a garbage collection, and must not keep the streams with it.
@@ -237,8 +253,10 @@ class BulkChannel:
 
         @raise IllegalTransition: the stream was sent before.
         """
+        digest = self.digestFor(stream.digestName)
         streamId = next(self.streamIds)
         stream.announce(self, streamId)
+        stream.digestName = digest
         self._outgoing[streamId] = stream
         sending = self._sending
         call = sending[1] if sending is not None and sending[0] is outgoing else None
@@ -246,11 +264,80 @@ class BulkChannel:
         outgoing.on_rollback(partial(self._takeBack, stream, streamId))
         return streamId
 
+    def digestFor(self, wanted: str | None) -> str | None:
+        """
+        The digest a stream asking for C{wanted} announces: C{None} for
+        none; the first of L{BulkOptions.digests} that the peer listed for
+        L{NEGOTIATED} (or L{NEGOTIATED} itself before the peer's HELLO);
+        C{wanted} itself if the peer listed it (or before its HELLO).
+
+        @raise DigestUnavailable: the peer's HELLO shares no digest with
+            this side, or lacks the one C{wanted}.
+        """
+        peer = self.peerDigests
+        if wanted is None or peer is None:
+            return wanted
+        if wanted == NEGOTIATED:
+            chosen = chooseDigest(self.options.digests, peer)
+            if chosen is None:
+                raise DigestUnavailable(f"no digest in common: this side has {self.options.digests}, the peer {peer}")
+            return chosen
+        if wanted not in peer:
+            raise DigestUnavailable(f"the peer does not accept {wanted} (it accepts {', '.join(peer)})")
+        return wanted
+
     def _announced(self, stream: ISendingStream, call: Deferred[Any] | None) -> None:
         self.scheduler.register()
         if call is not None:
             # The peer may refuse the call before it even sees the stream.
             call.addErrback(_callFailed, stream)
+        if self.peerDigests is None:
+            self._awaitingHello.append(stream)
+        else:
+            self._startStream(stream)
+
+    def _startStream(self, stream: ISendingStream) -> None:
+        """The peer's HELLO is known: settle the stream's digest and give it the initial window."""
+        try:
+            stream.digestName = self.digestFor(stream.digestName)
+        except DigestUnavailable as error:
+            stream.refuse(error)
+            return
+        if self.peerWindow:
+            stream.initialCredit(self.peerWindow)
+
+    def sayHello(self) -> None:
+        """Send this side's HELLO (its digests and initial window), once, before anything else bulk."""
+        if self.helloSent or not self._up or self.protocol.transport.disconnecting:
+            return
+        self.helloSent = True
+        options = self.options
+        self.protocol.sendObject(Control((HELLO, 0, ",".join(options.digests), options.startWindow)))
+
+    def helloDecoded(self, control: Control) -> None:
+        """
+        The peer's HELLO was decoded: what it states holds at once, for
+        announcements decoded from the same read (objects are dispatched
+        only after the whole read is decoded).
+        """
+        digests, window = control[2], control[3]
+        if self.peerDigests is not None:
+            return
+        if type(digests) is not str or type(window) is not int or window < 0:
+            self.log.warn("Bulk connection from {peer}: a malformed HELLO was ignored", peer=self._peer())
+            return
+        self.peerDigests = tuple(name for name in digests.split(",") if name)
+        self.peerWindow = window
+
+    def helloReceived(self) -> None:
+        """The peer's HELLO, dispatched: answer with this side's, then start the streams that waited for it."""
+        if self.peerDigests is None:
+            return
+        self.sayHello()
+        waiting, self._awaitingHello = self._awaitingHello, []
+        for stream in waiting:
+            if stream.streamId is not None and self._outgoing.get(stream.streamId) is stream:
+                self._startStream(stream)
 
     def _takeBack(self, stream: ISendingStream, streamId: int) -> None:
         if self._outgoing.get(streamId) is stream:
@@ -258,7 +345,14 @@ class BulkChannel:
         stream.takeBack()
 
     def callSent(self, call: Deferred[Any], outgoing: Outgoing) -> None:
-        """A call is being sent: streams among its arguments fail with it if they never start."""
+        """A call is being sent: this side's HELLO goes first; streams in its arguments fail with it unless started."""
+        if not self.helloSent and self._up:
+            # The HELLO shares the call's write.
+            transport = self.protocol.transport
+            transport.hold()
+            outgoing.on_commit(transport.release)
+            outgoing.on_rollback(transport.release)
+            self.sayHello()
         self._sending = (outgoing, call)
         # Registered before the slicers' actions: the call is forgotten
         # first on commit, last on rollback, and never kept past its send.
@@ -281,10 +375,58 @@ class BulkChannel:
             raise StreamIdReused(f"stream id {streamId!r} announced after stream id {self._lastAnnounced}")
         if len(self._live) >= self.options.maxStreams:
             raise TooManyStreams(f"more than {self.options.maxStreams} incoming streams at once")
+        digestName = self._acceptedDigest(digestName)
         self._lastAnnounced = streamId
+        early = EarlyData(streamId, self.options.startWindow)
         if self._up:
             self._live.add(streamId)
-        return IncomingStream(self, streamId, size, digestName)
+            self._early[streamId] = early
+            early.timer = self.clock.callLater(self.options.unreadTimeout, self._unreadTimedOut, streamId)
+        return IncomingStream(self, streamId, size, digestName, early)
+
+    def _acceptedDigest(self, digestName: str | None) -> str | None:
+        """
+        The digest an announced stream is checked with.
+
+        @raise DigestRefused: this side does not accept it, or (for
+            L{NEGOTIATED}) shares none with the sender's HELLO.
+        """
+        accepted = self.options.digests
+        if digestName == NEGOTIATED:
+            chosen = chooseDigest(self.peerDigests or (), accepted)
+            if chosen is None:
+                raise DigestRefused(
+                    f"no digest in common with the sender's {self.peerDigests}: this side has {accepted}"
+                )
+            return chosen
+        if digestName is not None and digestName not in accepted:
+            raise DigestRefused(f"a stream checked with {digestName}, which this side does not accept ({accepted})")
+        return digestName
+
+    def _unreadTimedOut(self, streamId: int) -> None:
+        early = self._early.pop(streamId, None)
+        if early is None:
+            return
+        early.timer = None
+        self.log.warn(
+            "Bulk connection from {peer}: stream {streamId} dropped: not received within {timeout} s"
+            " ({held} bytes held)",
+            peer=self._peer(),
+            streamId=streamId,
+            timeout=self.options.unreadTimeout,
+            held=early.held,
+        )
+        reason = f"the receiver did not receive the stream within {self.options.unreadTimeout} s"
+        early.drop(StreamReset("unread-timeout", reason))
+        self._live.discard(streamId)
+        self.sendControl(CANCEL, streamId, "unread-timeout", reason)
+
+    def earlyData(self, streamId: int) -> EarlyData | None:
+        """What arrived for incoming stream C{streamId} before it was received (taken: asked once)."""
+        early = self._early.pop(streamId, None)
+        if early is not None:
+            early.stopWaiting()
+        return early
 
     @property
     def liveIncoming(self) -> int:
@@ -296,11 +438,18 @@ class BulkChannel:
     def droppedUnread(self, streamId: int) -> None:
         """An incoming stream was dropped before being received: the sender may stop."""
         self._live.discard(streamId)
+        self._forgetEarly(streamId)
         self.sendControl(CANCEL, streamId, "cancelled", "the receiver dropped the stream unread")
 
     def cancelledUnread(self, streamId: int) -> None:
         """An incoming stream was cancelled before being received."""
         self._live.discard(streamId)
+        self._forgetEarly(streamId)
+
+    def _forgetEarly(self, streamId: int) -> None:
+        early = self._early.pop(streamId, None)
+        if early is not None:
+            early.drop(StreamReset("cancelled", "the receiver dropped the stream unread"))
 
     def receiverStarted(self, receiver: IReceivingStream) -> None:
         """Route incoming stream C{receiver.streamId}'s frames and controls to C{receiver}."""
@@ -320,8 +469,9 @@ class BulkChannel:
             self.scheduler.unregister()
 
     def sendControl(self, op: int, streamId: Any, *values: Any) -> None:
-        """Send one control message (one write), if the connection is up."""
+        """Send one control message (one write), if the connection is up; this side's HELLO goes first."""
         if self._up and not self.protocol.transport.disconnecting:
+            self.sayHello()
             self.protocol.sendObject(Control((op, streamId, *values)))
 
     def sendData(self, streamId: int, offset: int, data: bytes) -> None:
@@ -357,16 +507,26 @@ class BulkChannel:
         """
         receiver = self._incoming.get(streamId)
         if receiver is None:
-            return None
+            early = self._early.get(streamId)
+            return early.frameStarting(offset, length) if early is not None else None
         return receiver.frameStarting(offset, length)
 
     def controlReceived(self, control: Control) -> None:
         """Act on one control message; an unknown stream id is ignored (it already ended)."""
         op, streamId = control[0], control[1]
         try:
+            if op == HELLO:
+                self.helloReceived()
+                return
             if op == END or op == ABORT:
                 receiver = self._incoming.get(streamId)
                 if receiver is None:
+                    early = self._early.get(streamId)
+                    if early is not None and op == END:
+                        early.ended = (control[2], control[3])
+                    elif early is not None:
+                        early.aborted = (control[2], control[3])
+                        early.pieces = []
                     return
                 if op == END:
                     receiver.endReceived(control[2], control[3])

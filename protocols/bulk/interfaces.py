@@ -24,6 +24,10 @@ class ISendingStream(Protocol):
     """What the channel asks of an outgoing stream."""
 
     streamId: int | None
+    digestName: str | None
+
+    def refuse(self, error: BaseException) -> None:
+        """No digest fits both sides: fail before any data is sent (the receiver is told)."""
 
     def announce(self, host: IStreamHost, streamId: int) -> None:
         """The stream is being encoded into a message, as C{streamId} on C{host}."""
@@ -33,6 +37,9 @@ class ISendingStream(Protocol):
 
     def sendOne(self) -> bool:
         """Send one data frame if it can; return whether it may send more at once."""
+
+    def initialCredit(self, count: int) -> None:
+        """The receiver's initial window: the stream may send C{count} bytes before any grant."""
 
     def grantReceived(self, count: int) -> None:
         """The receiver granted C{count} more bytes of credit."""
@@ -124,6 +131,9 @@ class IStreamHost(Protocol):
 
     def droppedUnread(self, streamId: int) -> None:
         """An incoming stream was dropped before being received: tell the sender."""
+
+    def earlyData(self, streamId: int) -> Any:
+        """Take what arrived for incoming stream C{streamId} before it was received (an L{EarlyData}), if any."""
 
     def cancelledUnread(self, streamId: int) -> None:
         """An incoming stream was cancelled before being received (the cancel was sent)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import subprocess
@@ -13,12 +12,12 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from tests.processes import readUntil, stop
 
-from .support import payload, writeFile
+from .support import negotiatedHash, payload, writeFile
 
 ROOT = Path(__file__).resolve().parents[3]
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
 FINAL = re.compile(
-    r"^(sent|fetched) (\S+): (\d+) bytes \(.*\) in [\d.]+ s, [\d.]+ MB/s, sha256 ([0-9a-f]{64}) verified"
+    r"^(sent|fetched) (\S+): (\d+) bytes \(.*\) in [\d.]+ s, [\d.]+ MB/s, (?:sha256|blake3) ([0-9a-f]{64}) verified"
 )
 
 
@@ -45,7 +44,7 @@ class BulkExampleTests(SynchronousTestCase):
         data = payload(3_000_000, seed=1)
         work.mkdir(parents=True)
         source = writeFile(work / "source.bin", data)
-        digest = hashlib.sha256(data).hexdigest()
+        digest = negotiatedHash(data).hexdigest()
         server = subprocess.Popen(
             [sys.executable, "examples/bulk_server.py", "--listen", "tcp:0:interface=127.0.0.1", "--dir", str(served)],
             cwd=ROOT,
