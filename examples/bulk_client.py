@@ -12,9 +12,10 @@ file, a send from what the server kept), saying where from.  fetch never
 replaces an existing file unless --force is given.  On a terminal a
 progress bar shows bytes, rate and ETA; otherwise a plain line is printed
 every second.  Rates count only the bytes that moved in this run.  The last
-line gives the size, the time, the rate, the SHA-256 digest both sides
-verified, and what was resumed or skipped.  The exit status is 1 if the
-transfer failed.
+line gives the size, the time, the rate, the digest both sides verified
+(BLAKE3 when both have the blake3 package, else SHA-256) and its name,
+and what was resumed or skipped.  The exit status is 1 if the transfer
+failed.
 
 A server started with --users or --client-ca serves only clients that log
 in: --user NAME (the password from --password-file, $CHUNKWIRE_PASSWORD or

@@ -7,7 +7,8 @@
 Clients upload and download files of any size, striped over several
 connections if they like; a transfer cut by a dropped connection resumes
 from the bytes the receiver already holds.  Every file is checked end to end
-with SHA-256, and an upload appears in the directory (under its own name)
+with the first digest both ends have (BLAKE3 with chunkwire[fast], else
+SHA-256), and an upload appears in the directory (under its own name)
 only once its digest has been verified: until then its bytes live in a
 hidden .NAME.part file with a .NAME.part.json record of the ranges
 held.  Stop with Ctrl-C.
