@@ -235,6 +235,19 @@ class BulkChannel:
         """Streams in flight on this connection, both ways."""
         return len(self._outgoing) + len(self._incoming)
 
+    @property
+    def flowPaused(self) -> bool:
+        """
+        Whether a stream of this connection is paused by flow control: one
+        this side holds (its sink has not released the window) or one that
+        waits for the peer's credit.  The guard's idle rule does not count
+        such a pause against the peer (a paused stream is not a stalled
+        peer); O(streams), asked only when that rule's timer fires.
+        """
+        return any(receiver.heldHere for receiver in self._incoming.values()) or any(
+            stream.waitingForCredit for stream in self._outgoing.values()
+        )
+
     def receiverFor(self, streamId: int) -> IReceivingStream | None:
         """The receiver of incoming stream C{streamId}, while it receives."""
         return self._incoming.get(streamId)

@@ -26,6 +26,10 @@ class ISendingStream(Protocol):
     streamId: int | None
     digestName: str | None
 
+    @property
+    def waitingForCredit(self) -> bool:
+        """Whether it waits for the receiver's credit."""
+
     def refuse(self, error: BaseException) -> None:
         """No digest fits both sides: fail before any data is sent (the receiver is told)."""
 
@@ -61,6 +65,10 @@ class IReceivingStream(Protocol):
     """What the channel asks of an incoming stream being received."""
 
     streamId: int
+
+    @property
+    def heldHere(self) -> bool:
+        """Whether this side holds the stream (the sender is out of credit because the sink has not released)."""
 
     def frameStarting(self, offset: int, length: int) -> Callable[[int, bytes], None] | None:
         """

@@ -284,6 +284,11 @@ class Receiver:
             return False
         return True
 
+    @property
+    def heldHere(self) -> bool:
+        """Whether this side holds the stream: receiving, and the sender has less credit left than a step."""
+        return self.state is RECEIVING and self.granted - self.announced < self.grantStep
+
     def _grant(self, count: int) -> None:
         self.granted += count
         if self.tuner is not None:

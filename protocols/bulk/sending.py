@@ -230,6 +230,11 @@ class Stream:
         self._host, self.streamId = host, streamId
         self.source.limit(host.options.chunkSize)
 
+    @property
+    def waitingForCredit(self) -> bool:
+        """Whether the stream is sending and waits for the receiver's credit (its sink holds the window)."""
+        return self.state is SENDING and self._credit < self._minFrame and not self.source.exhausted()
+
     def refuse(self, error: BaseException) -> None:
         """No digest fits both sides: the stream fails before any data is sent, and the receiver is told."""
         self._fail(error, tell="digest-unavailable")
