@@ -183,6 +183,7 @@ class Assembly:
         algorithm: str = DEFAULT_DIGEST,
         reactor: Any = None,
         maxFragments: int | None = None,
+        hashing: str = "inline",
     ) -> None:
         """
         Open the assembly of C{path}: resume from its sidecar if that
@@ -191,6 +192,10 @@ class Assembly:
         @param reactor: hash in a worker thread reporting to it (see
             L{OrderedHasher}); C{None} hashes inline.
         @param maxFragments: the most disjoint ranges held (C{None}: no cap).
+        @param hashing: C{"inline"}: pieces that arrive in order are hashed
+            at once in the reactor thread (read-backs still go to a worker
+            thread); C{"thread"}: every piece is hashed in a worker thread
+            (see L{protocols.bulk.BulkOptions.hashing}).
         """
         self.maxFragments = maxFragments
         # Ranges added since the sidecar was written, and how many range
@@ -213,7 +218,7 @@ class Assembly:
         if not self.held:
             os.ftruncate(self._fd, 0)
         threads = reactor if reactor is not None and IReactorThreads.providedBy(reactor) else None
-        self.hasher = OrderedHasher(self.algorithm, self._readBack, threads)
+        self.hasher = OrderedHasher(self.algorithm, self._readBack, threads, inline=hashing == "inline")
         self._verifying: Outcome | None = None
         if self.held:
             # Resumed: what is already held from offset 0 is hashed from the file.
@@ -508,6 +513,7 @@ class BulkService(rpc.Referenceable):
         maxUploads: int = MAX_UPLOADS,
         abandonAfter: float = ABANDON_AFTER,
         maxFragments: int = MAX_FRAGMENTS,
+        hashing: str = "inline",
     ):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -519,6 +525,7 @@ class BulkService(rpc.Referenceable):
         self._caches: dict[str, DigestCache] = {}
         self.abandonAfter = abandonAfter
         self.maxFragments = maxFragments
+        self.hashing = hashing
         self.uploads: dict[str, Assembly] = {}
         self.owners = UploadOwners(self, maxUploads, self._abandon)
         self.digests = self.digestsFor(self.algorithm)
@@ -618,7 +625,7 @@ class BulkService(rpc.Referenceable):
         self.owners.own(name)
         if assembly is None:
             try:
-                assembly = Assembly(path, size, version, algorithm, self.reactor, self.maxFragments)
+                assembly = Assembly(path, size, version, algorithm, self.reactor, self.maxFragments, self.hashing)
             except BaseException:
                 self.owners.disown(name)
                 raise
@@ -1104,6 +1111,7 @@ async def sendFile(
     clock: Any = None,
     progress: TransferProgress | None = None,
     digests: Sequence[str] | None = None,
+    hashing: str = "inline",
 ) -> FileResult:
     """
     Upload the file at C{path} to a L{BulkService} as C{name} (its base
@@ -1119,10 +1127,13 @@ async def sendFile(
         service checks the file with the first it accepts.
     @raise IntegrityError: the service's digest of what it received is not
         the file's digest.
+    @param hashing: C{"inline"} (the default) hashes what is sent in order
+        in the reactor thread, C{"thread"} in a worker thread (reading the
+        file back, for stripes, always runs in a worker thread).
     @raise DigestUnavailable: the service accepts none of C{digests}.
     """
     name = checkName(name or os.path.basename(os.fspath(path)))
-    job = _Upload(path, name, streams, _clock(clock), _offered(digests))
+    job = _Upload(path, name, streams, _clock(clock), _offered(digests), hashing)
     return await _transfer(job, connect, retries, retryDelay, progress)
 
 
@@ -1137,6 +1148,7 @@ async def fetchFile(
     clock: Any = None,
     progress: TransferProgress | None = None,
     digests: Sequence[str] | None = None,
+    hashing: str = "inline",
 ) -> FileResult:
     """
     Download file C{name} from a L{BulkService} to C{path} (C{name} in the
@@ -1154,7 +1166,7 @@ async def fetchFile(
     """
     name = checkName(name)
     target = path if path is not None else name
-    job = _Download(target, name, streams, _clock(clock), _offered(digests))
+    job = _Download(target, name, streams, _clock(clock), _offered(digests), hashing)
     return await _transfer(job, connect, retries, retryDelay, progress)
 
 
@@ -1206,9 +1218,11 @@ class _Upload:
     @ivar payload: data bytes sent over all attempts.
     """
 
-    def __init__(self, path: str | os.PathLike[str], name: str, streams: int, clock: Any, digests: list[str]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], name: str, streams: int, clock: Any, digests: list[str], hashing: str
+    ) -> None:
         self.path, self.name, self.streams, self.clock = path, name, streams, clock
-        self.digests = digests
+        self.digests, self.hashing = digests, hashing
         self.source = FileSource(path)
         self.size = self.source.size
         self.version = fileVersion(path)
@@ -1227,7 +1241,7 @@ class _Upload:
         if self.hasher is not None:
             self.hasher.abort()
         self.algorithm, self._digest = algorithm, None
-        self.hasher = OrderedHasher(algorithm, self.source.read, _threads(self.clock))
+        self.hasher = OrderedHasher(algorithm, self.source.read, _threads(self.clock), inline=self.hashing == "inline")
         if self.streams > 1:
             # Stripes send out of order: hash the file from disk meanwhile.
             self.hasher.allowReadBack(self.size)
@@ -1281,8 +1295,11 @@ class _Download:
     @ivar payload: data bytes received over all attempts.
     """
 
-    def __init__(self, path: str | os.PathLike[str], name: str, streams: int, clock: Any, digests: list[str]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], name: str, streams: int, clock: Any, digests: list[str], hashing: str
+    ) -> None:
         self.path, self.name, self.streams, self.clock = path, name, streams, clock
+        self.hashing = hashing
         # A partial file of an earlier run is resumed under its own digest, if offered.
         self.digests = preferring(recordedAlgorithm(path), digests)
         self.assembly: Assembly | None = None
@@ -1297,7 +1314,9 @@ class _Download:
         if self.assembly is None:
             if info["algorithm"] not in self.digests:
                 raise DigestUnavailable(f"the service chose {info['algorithm']}, which this side did not offer")
-            self.assembly = Assembly(self.path, info["size"], info["version"], info["algorithm"], self.clock)
+            self.assembly = Assembly(
+                self.path, info["size"], info["version"], info["algorithm"], self.clock, hashing=self.hashing
+            )
         assembly = self.assembly
         if info["version"] != assembly.version:
             raise FileChanged(f"{self.name} changed on the service since the transfer started")

@@ -234,6 +234,7 @@ class OrderedHasher:
         readBack: ReadBack | None = None,
         reactor: Any = None,
         pool: HashPool | None = None,
+        inline: bool = False,
     ) -> None:
         """
         @param readBack: C{readBack(offset, length)} returns those bytes of
@@ -243,8 +244,15 @@ class OrderedHasher:
             through this reactor's C{callFromThread}; C{None} hashes at once
             in the caller's thread.
         @param pool: the L{HashPool} (default: the shared L{POOL}).
+        @param inline: with a C{reactor}, still hash a piece offered while
+            no worker holds this hasher at once, in the caller's thread, and
+            release it at once: only read-backs (a gap, a resume) go to the
+            pool.  On two cores shared by both ends of a transfer this
+            measured faster than handing every piece to a thread (see
+            L{protocols.bulk.BulkOptions.hashing}).
         """
         self.algorithm = algorithm
+        self._inline = inline
         self.position = 0
         self._hash = newHash(algorithm)
         self._readBack = readBack
@@ -269,7 +277,9 @@ class OrderedHasher:
         Offer the object's bytes at C{offset}; C{release(len(data))} is
         called (in the reactor thread) once C{data} is no longer needed.
         """
-        if self._pool is not None:
+        if self._pool is not None and not (self._inline and not self._queued and not self._finished):
+            # (Only this thread sets _queued; a worker clears it once it
+            # holds nothing more, so a hasher seen unqueued stays so here.)
             self._submit((offset, data, release))
         else:
             self._consume(offset, data)
