@@ -133,7 +133,14 @@ async def transfer(reactor: Any, args: argparse.Namespace, credentials: Any = No
 
     progress = RunProgress(onResume=resuming)
     display = ProgressDisplay(progress, f"{args.command} {label}", sys.stdout, reactor)
-    options = {"streams": args.streams, "clock": reactor, "progress": progress}
+    digests = [args.digest] if args.digest else None
+    options = {
+        "streams": args.streams,
+        "clock": reactor,
+        "progress": progress,
+        "digests": digests,
+        "hashing": args.hashing,
+    }
     if args.command == "send":
         work = Deferred.fromCoroutine(sendFile(connect, args.file, args.name, **options))
     else:
@@ -150,6 +157,17 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--connect", default="tcp:host=127.0.0.1:port=8770", metavar="ENDPOINT")
     parser.add_argument("--streams", type=int, default=1, metavar="N", help="connections to stripe over (default 1)")
+    parser.add_argument(
+        "--hashing",
+        choices=("inline", "thread"),
+        default="inline",
+        help="hash what moves in order in the reactor thread (default) or in a worker thread",
+    )
+    parser.add_argument(
+        "--digest",
+        choices=bulk.availableDigests(),
+        help="offer only this digest (default: all this side has, BLAKE3 first when installed; the server picks)",
+    )
     addLoginArguments(parser)
     commands = parser.add_subparsers(dest="command", required=True)
     send = commands.add_parser("send", help="upload a file")

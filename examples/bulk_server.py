@@ -39,8 +39,11 @@ def brokerFactory(
 ) -> bulk.BulkBrokerFactory:
     """Bulk brokers serving C{directory} to anyone, or, with logins, each user their own DIRECTORY/USER."""
     if not logins.required:
-        return bulk.BulkBrokerFactory(BulkService(directory, reactor=reactor), clock=reactor, options=options)
-    realm = DirectoryRealm(directory, lambda userDirectory: BulkService(userDirectory, reactor=reactor))
+        service = BulkService(directory, reactor=reactor, hashing=options.hashing)
+        return bulk.BulkBrokerFactory(service, clock=reactor, options=options)
+    realm = DirectoryRealm(
+        directory, lambda userDirectory: BulkService(userDirectory, reactor=reactor, hashing=options.hashing)
+    )
     portal = logins.portal(realm)
     gate = loginGate(None, portal, None, reactor)
     return bulk.BulkBrokerFactory(None, clock=reactor, options=options, gate=gate)
