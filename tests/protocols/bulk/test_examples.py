@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
@@ -38,7 +39,7 @@ class BulkExampleTests(SynchronousTestCase):
         return done.stdout
 
     def test_sendFetchList(self) -> None:
-        """A file sent, striped and not, is listed, fetched back and verified with the same SHA-256."""
+        """A file sent, striped and not, is listed, fetched back and verified with the same (negotiated) digest."""
         work = Path(self.mktemp()).resolve()
         served = work / "served"
         data = payload(3_000_000, seed=1)
@@ -63,7 +64,10 @@ class BulkExampleTests(SynchronousTestCase):
             lines = self.client(port, "--streams", "2", "fetch", "copy.bin", "--output", "back.bin", cwd=str(work))
             self.assertEqual(FINAL.match(lines.splitlines()[-1]).groups()[0::3], ("fetched", digest))
             self.assertEqual((work / "back.bin").read_bytes(), data)
+            # --digest sha256 offers only SHA-256: the last line names it, with the file's SHA-256.
+            lines = self.client(port, "--digest", "sha256", "send", source, "--name", "s.bin").splitlines()
+            self.assertIn(f", sha256 {hashlib.sha256(data).hexdigest()} verified", lines[-1])
             stored = sorted(p.name for p in served.iterdir() if not p.name.startswith("."))
-            self.assertEqual(stored, ["copy.bin", "source.bin"])
+            self.assertEqual(stored, ["copy.bin", "s.bin", "source.bin"])
         finally:
             stop(server)
