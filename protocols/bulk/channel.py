@@ -55,31 +55,24 @@ from ..auth.server import DEFAULT_LOGIN_TIMEOUT
 from ..interfaces import IBrokerExtension
 from ..rpc import Broker, BrokerFactory, CallLimits, Referenceable, RemoteReference, currentBroker
 from ..rpc.endpoints import connectWith, listenWith, loginGate, loginWith
-from .early import EarlyData
-from .errors import DigestRefused, StreamIdReused, StreamReset, TooManyStreams
-from .integrity import NEGOTIATED, DigestUnavailable, chooseDigest
+from .early import EarlyTable
+from .hello import Hello
+from .incoming import IncomingSide
+from .integrity import DigestUnavailable
 from .interfaces import IReceivingStream, ISendingStream
 from .options import BulkOptions
-from .receiving import IncomingStream
 from .scheduling import FrameScheduler
 from .sending import Stream
 from .tuning import RoundTrips
 from .wire import (
-    ABORT,
-    CANCEL,
     CONTROL_OPEN_TYPE,
     DATA_OPEN_TYPE,
-    DONE,
-    END,
-    GRANT,
-    HELLO,
     STREAM_OPEN_TYPE,
     AnnouncementUnslicer,
     Control,
     ControlSlicer,
     ControlUnslicer,
     DataUnslicer,
-    StreamAnnouncement,
     dataFramePieces,
 )
 
@@ -99,7 +92,7 @@ def callingBroker() -> Broker | None:
 
 
 @implementer(IBrokerExtension)
-class BulkChannel:
+class BulkChannel(IncomingSide):
     """
     The streams of one connection: it implements L{IStreamHost} for them.
     While it has outgoing streams its L{FrameScheduler} is the transport's
@@ -118,10 +111,8 @@ class BulkChannel:
     @ivar streamIds: the ids given to the streams it sends, in order.
     @ivar scheduler: its L{FrameScheduler}.
     @ivar resources: what the application tied to the connection (L{Resources}).
-    @ivar peerDigests: the digests the peer stated in its HELLO, in its
-        order of preference, or C{None} before it came.
-    @ivar peerWindow: the initial window the peer stated in its HELLO.
-    @ivar helloSent: whether this side's HELLO was sent.
+    @ivar hello: both sides' HELLO (L{Hello}): digests and initial windows.
+    @ivar early: what announced streams sent before they were received (L{EarlyTable}).
     """
 
     log = Logger()
@@ -150,11 +141,9 @@ class BulkChannel:
         self._sending: tuple[Outgoing, Deferred[Any]] | None = None
         self._up = False
         self.roundTrips = RoundTrips(clock, _noPing)
-        self.peerDigests: tuple[str, ...] | None = None
-        self.peerWindow = 0
-        self.helloSent = False
+        self.hello = Hello()
         self._awaitingHello: list[ISendingStream] = []
-        self._early: dict[int, EarlyData] = {}
+        self.early = EarlyTable(clock, self._unreadTimedOut)
 
     @property
     def protocol(self) -> Broker:
@@ -205,9 +194,7 @@ class BulkChannel:
         self.scheduler.stop()
         self._live.clear()
         self._awaitingHello.clear()
-        early, self._early = self._early, {}
-        for held in early.values():
-            held.stopWaiting()
+        self.early.clear()
         # Emptied one by one, and nothing left in a local: a failure raised
         # meanwhile keeps this frame (through its traceback's frames) until
         # a garbage collection, and must not keep the streams with it.
@@ -235,27 +222,6 @@ class BulkChannel:
         """Streams in flight on this connection, both ways."""
         return len(self._outgoing) + len(self._incoming)
 
-    @property
-    def flowPaused(self) -> bool:
-        """
-        Whether a stream of this connection is paused by flow control: one
-        this side holds (its sink has not released the window) or one that
-        waits for the peer's credit.  The guard's idle rule does not count
-        such a pause against the peer (a paused stream is not a stalled
-        peer); O(streams), asked only when that rule's timer fires.
-        """
-        return any(receiver.heldHere for receiver in self._incoming.values()) or any(
-            stream.waitingForCredit for stream in self._outgoing.values()
-        )
-
-    def receiverFor(self, streamId: int) -> IReceivingStream | None:
-        """The receiver of incoming stream C{streamId}, while it receives."""
-        return self._incoming.get(streamId)
-
-    def receivers(self) -> list[IReceivingStream]:
-        """The incoming streams being received."""
-        return list(self._incoming.values())
-
     # -- announcing: one send transaction per message ---------------------------------
 
     def reserve(self, stream: Stream, outgoing: Outgoing) -> int:
@@ -266,7 +232,7 @@ class BulkChannel:
 
         @raise IllegalTransition: the stream was sent before.
         """
-        digest = self.digestFor(stream.digestName)
+        digest = self.hello.digestFor(stream.digestName, self.options.digests)
         streamId = next(self.streamIds)
         stream.announce(self, streamId)
         stream.digestName = digest
@@ -277,34 +243,12 @@ class BulkChannel:
         outgoing.on_rollback(partial(self._takeBack, stream, streamId))
         return streamId
 
-    def digestFor(self, wanted: str | None) -> str | None:
-        """
-        The digest a stream asking for C{wanted} announces: C{None} for
-        none; the first of L{BulkOptions.digests} that the peer listed for
-        L{NEGOTIATED} (or L{NEGOTIATED} itself before the peer's HELLO);
-        C{wanted} itself if the peer listed it (or before its HELLO).
-
-        @raise DigestUnavailable: the peer's HELLO shares no digest with
-            this side, or lacks the one C{wanted}.
-        """
-        peer = self.peerDigests
-        if wanted is None or peer is None:
-            return wanted
-        if wanted == NEGOTIATED:
-            chosen = chooseDigest(self.options.digests, peer)
-            if chosen is None:
-                raise DigestUnavailable(f"no digest in common: this side has {self.options.digests}, the peer {peer}")
-            return chosen
-        if wanted not in peer:
-            raise DigestUnavailable(f"the peer does not accept {wanted} (it accepts {', '.join(peer)})")
-        return wanted
-
     def _announced(self, stream: ISendingStream, call: Deferred[Any] | None) -> None:
         self.scheduler.register()
         if call is not None:
             # The peer may refuse the call before it even sees the stream.
             call.addErrback(_callFailed, stream)
-        if self.peerDigests is None:
+        if self.hello.peerDigests is None:
             self._awaitingHello.append(stream)
         else:
             self._startStream(stream)
@@ -312,39 +256,26 @@ class BulkChannel:
     def _startStream(self, stream: ISendingStream) -> None:
         """The peer's HELLO is known: settle the stream's digest and give it the initial window."""
         try:
-            stream.digestName = self.digestFor(stream.digestName)
+            stream.digestName = self.hello.digestFor(stream.digestName, self.options.digests)
         except DigestUnavailable as error:
             stream.refuse(error)
             return
-        if self.peerWindow:
-            stream.initialCredit(self.peerWindow)
+        if self.hello.peerWindow:
+            stream.initialCredit(self.hello.peerWindow)
 
     def sayHello(self) -> None:
         """Send this side's HELLO (its digests and initial window), once, before anything else bulk."""
-        if self.helloSent or not self._up or self.protocol.transport.disconnecting:
-            return
-        self.helloSent = True
-        options = self.options
-        self.protocol.sendObject(Control((HELLO, 0, ",".join(options.digests), options.startWindow)))
+        if not self.hello.sent and self._up and not self.protocol.transport.disconnecting:
+            self.protocol.sendObject(self.hello.message(self.options))
 
     def helloDecoded(self, control: Control) -> None:
-        """
-        The peer's HELLO was decoded: what it states holds at once, for
-        announcements decoded from the same read (objects are dispatched
-        only after the whole read is decoded).
-        """
-        digests, window = control[2], control[3]
-        if self.peerDigests is not None:
-            return
-        if type(digests) is not str or type(window) is not int or window < 0:
+        """The peer's HELLO holds as soon as it is decoded, for announcements later in the same read."""
+        if not self.hello.decoded(control):
             self.log.warn("Bulk connection from {peer}: a malformed HELLO was ignored", peer=self._peer())
-            return
-        self.peerDigests = tuple(name for name in digests.split(",") if name)
-        self.peerWindow = window
 
     def helloReceived(self) -> None:
         """The peer's HELLO, dispatched: answer with this side's, then start the streams that waited for it."""
-        if self.peerDigests is None:
+        if self.hello.peerDigests is None:
             return
         self.sayHello()
         waiting, self._awaitingHello = self._awaitingHello, []
@@ -359,7 +290,7 @@ class BulkChannel:
 
     def callSent(self, call: Deferred[Any], outgoing: Outgoing) -> None:
         """A call is being sent: this side's HELLO goes first; streams in its arguments fail with it unless started."""
-        if not self.helloSent and self._up:
+        if not self.hello.sent and self._up:
             # The HELLO shares the call's write.
             transport = self.protocol.transport
             transport.hold()
@@ -375,104 +306,7 @@ class BulkChannel:
     def _callSendOver(self) -> None:
         self._sending = None
 
-    def announcementReceived(self, announcement: StreamAnnouncement) -> IncomingStream:
-        """
-        The peer announced a stream: its id must be new, and the streams it
-        has live must stay within L{BulkOptions.maxStreams}.
-
-        @raise StreamIdReused: the id is not above every id announced before.
-        @raise TooManyStreams: one stream more than the cap.
-        """
-        streamId, size, digestName = announcement
-        if type(streamId) is not int or streamId <= self._lastAnnounced:
-            raise StreamIdReused(f"stream id {streamId!r} announced after stream id {self._lastAnnounced}")
-        if len(self._live) >= self.options.maxStreams:
-            raise TooManyStreams(f"more than {self.options.maxStreams} incoming streams at once")
-        digestName = self._acceptedDigest(digestName)
-        self._lastAnnounced = streamId
-        early = EarlyData(streamId, self.options.startWindow)
-        if self._up:
-            self._live.add(streamId)
-            self._early[streamId] = early
-            early.timer = self.clock.callLater(self.options.unreadTimeout, self._unreadTimedOut, streamId)
-        return IncomingStream(self, streamId, size, digestName, early)
-
-    def _acceptedDigest(self, digestName: str | None) -> str | None:
-        """
-        The digest an announced stream is checked with.
-
-        @raise DigestRefused: this side does not accept it, or (for
-            L{NEGOTIATED}) shares none with the sender's HELLO.
-        """
-        accepted = self.options.digests
-        if digestName == NEGOTIATED:
-            chosen = chooseDigest(self.peerDigests or (), accepted)
-            if chosen is None:
-                raise DigestRefused(
-                    f"no digest in common with the sender's {self.peerDigests}: this side has {accepted}"
-                )
-            return chosen
-        if digestName is not None and digestName not in accepted:
-            raise DigestRefused(f"a stream checked with {digestName}, which this side does not accept ({accepted})")
-        return digestName
-
-    def _unreadTimedOut(self, streamId: int) -> None:
-        early = self._early.pop(streamId, None)
-        if early is None:
-            return
-        early.timer = None
-        self.log.warn(
-            "Bulk connection from {peer}: stream {streamId} dropped: not received within {timeout} s"
-            " ({held} bytes held)",
-            peer=self._peer(),
-            streamId=streamId,
-            timeout=self.options.unreadTimeout,
-            held=early.held,
-        )
-        reason = f"the receiver did not receive the stream within {self.options.unreadTimeout} s"
-        early.drop(StreamReset("unread-timeout", reason))
-        self._live.discard(streamId)
-        self.sendControl(CANCEL, streamId, "unread-timeout", reason)
-
-    def earlyData(self, streamId: int) -> EarlyData | None:
-        """What arrived for incoming stream C{streamId} before it was received (taken: asked once)."""
-        early = self._early.pop(streamId, None)
-        if early is not None:
-            early.stopWaiting()
-        return early
-
-    @property
-    def liveIncoming(self) -> int:
-        """Incoming streams announced by the peer and not over yet."""
-        return len(self._live)
-
     # -- IStreamHost: what streams ask ------------------------------------------------
-
-    def droppedUnread(self, streamId: int) -> None:
-        """An incoming stream was dropped before being received: the sender may stop."""
-        self._live.discard(streamId)
-        self._forgetEarly(streamId)
-        self.sendControl(CANCEL, streamId, "cancelled", "the receiver dropped the stream unread")
-
-    def cancelledUnread(self, streamId: int) -> None:
-        """An incoming stream was cancelled before being received."""
-        self._live.discard(streamId)
-        self._forgetEarly(streamId)
-
-    def _forgetEarly(self, streamId: int) -> None:
-        early = self._early.pop(streamId, None)
-        if early is not None:
-            early.drop(StreamReset("cancelled", "the receiver dropped the stream unread"))
-
-    def receiverStarted(self, receiver: IReceivingStream) -> None:
-        """Route incoming stream C{receiver.streamId}'s frames and controls to C{receiver}."""
-        self._incoming[receiver.streamId] = receiver
-
-    def receiverOver(self, receiver: IReceivingStream) -> None:
-        """An incoming stream is over: forget it."""
-        self._live.discard(receiver.streamId)
-        if self._incoming.get(receiver.streamId) is receiver:
-            del self._incoming[receiver.streamId]
 
     def streamOver(self, stream: ISendingStream) -> None:
         """An outgoing stream is over (done or failed)."""
@@ -508,55 +342,6 @@ class BulkChannel:
     def wakeSoon(self, stream: ISendingStream) -> None:
         """As L{wake}, but at the end of this reactor turn, so that writes made in this turn share frames."""
         self.scheduler.wakeSoon(stream)
-
-    # -- receiving ------------------------------------------------------------------
-
-    def dataStarting(self, streamId: int, offset: int, length: int) -> Callable[[int, bytes], None] | None:
-        """
-        A data frame's body is about to arrive: where its pieces go, or
-        C{None} to drop them (a stream this side already gave up on).
-
-        @raise FlowControlError: the frame goes past the stream's credit.
-        """
-        receiver = self._incoming.get(streamId)
-        if receiver is None:
-            early = self._early.get(streamId)
-            return early.frameStarting(offset, length) if early is not None else None
-        return receiver.frameStarting(offset, length)
-
-    def controlReceived(self, control: Control) -> None:
-        """Act on one control message; an unknown stream id is ignored (it already ended)."""
-        op, streamId = control[0], control[1]
-        try:
-            if op == HELLO:
-                self.helloReceived()
-                return
-            if op == END or op == ABORT:
-                receiver = self._incoming.get(streamId)
-                if receiver is None:
-                    early = self._early.get(streamId)
-                    if early is not None and op == END:
-                        early.ended = (control[2], control[3])
-                    elif early is not None:
-                        early.aborted = (control[2], control[3])
-                        early.pieces = []
-                    return
-                if op == END:
-                    receiver.endReceived(control[2], control[3])
-                else:
-                    receiver.abortReceived(control[2], control[3])
-                return
-            stream = self._outgoing.get(streamId)
-            if stream is None:
-                return
-            if op == GRANT:
-                stream.grantReceived(control[2])
-            elif op == DONE:
-                stream.doneReceived(control[2])
-            elif op == CANCEL:
-                stream.cancelReceived(control[2], control[3])
-        except Exception:
-            self.log.failure("Handling bulk control message {control} failed", control=control)
 
 
 def _tuneSocket(wrapped: Any, options: BulkOptions) -> None:

@@ -14,6 +14,7 @@ socket.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .errors import FlowControlError, StreamReset
@@ -83,3 +84,69 @@ class EarlyData:
         self.stopWaiting()
         self.dropped = reason
         self.pieces = []
+
+
+class EarlyTable:
+    """
+    The L{EarlyData} of one connection's announced streams that nobody
+    receives yet, by stream id; each is dropped (C{onTimeout} is told) if
+    nobody receives it within its timeout.  Every operation is O(1).
+    """
+
+    def __init__(self, clock: Any, onTimeout: Callable[[EarlyData], None]) -> None:
+        self._clock = clock
+        self._onTimeout = onTimeout
+        self._byId: dict[int, EarlyData] = {}
+
+    def __len__(self) -> int:
+        return len(self._byId)
+
+    def add(self, streamId: int, window: int, timeout: float) -> EarlyData:
+        """Hold what stream C{streamId} sends before C{receive()}, for C{timeout} seconds at most."""
+        early = self._byId[streamId] = EarlyData(streamId, window)
+        early.timer = self._clock.callLater(timeout, self._timedOut, streamId)
+        return early
+
+    def get(self, streamId: int) -> EarlyData | None:
+        """The early data of stream C{streamId}, while nobody receives it."""
+        return self._byId.get(streamId)
+
+    def take(self, streamId: int) -> EarlyData | None:
+        """Stream C{streamId} is being received: hand over its early data (once)."""
+        early = self._byId.pop(streamId, None)
+        if early is not None:
+            early.stopWaiting()
+        return early
+
+    def forget(self, streamId: int) -> None:
+        """Stream C{streamId} was dropped or cancelled unread: free what it held."""
+        early = self._byId.pop(streamId, None)
+        if early is not None:
+            early.drop(StreamReset("cancelled", "the receiver dropped the stream unread"))
+
+    def clear(self) -> None:
+        """The connection is gone: no timeout fires any more."""
+        held, self._byId = self._byId, {}
+        for early in held.values():
+            early.stopWaiting()
+
+    def frameStarting(self, streamId: int, offset: int, length: int) -> Any:
+        """Where a data frame of an unreceived stream goes, or C{None} (not held: dropped)."""
+        early = self._byId.get(streamId)
+        return early.frameStarting(offset, length) if early is not None else None
+
+    def endOrAbort(self, isEnd: bool, streamId: int, first: Any, second: Any) -> None:
+        """An END C{(size, digest)} or an ABORT C{(code, message)} for an unreceived stream: kept for receive()."""
+        early = self._byId.get(streamId)
+        if early is None:
+            return
+        if isEnd:
+            early.ended = (first, second)
+        else:
+            early.aborted, early.pieces = (first, second), []
+
+    def _timedOut(self, streamId: int) -> None:
+        early = self._byId.pop(streamId, None)
+        if early is not None:
+            early.timer = None
+            self._onTimeout(early)

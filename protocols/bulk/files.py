@@ -518,11 +518,9 @@ class BulkService(rpc.Referenceable):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.reactor = reactor
-        if algorithm is not None:
-            digests = (algorithm,)
-        self.accepted = tuple(checkAlgorithm(name) or DEFAULT_DIGEST for name in (digests or availableDigests()))
-        self.algorithm = self.accepted[0]
-        self._caches: dict[str, DigestCache] = {}
+        self.choice = DigestChoice((algorithm,) if algorithm is not None else digests, reactor)
+        self.accepted, self.algorithm = self.choice.accepted, self.choice.accepted[0]
+        self.digestsFor, self.choose = self.choice.cache, self.choice.choose
         self.abandonAfter = abandonAfter
         self.maxFragments = maxFragments
         self.hashing = hashing
@@ -531,27 +529,6 @@ class BulkService(rpc.Referenceable):
         self.digests = self.digestsFor(self.algorithm)
         self._lastSweep = 0.0
         self.sweep()
-
-    def digestsFor(self, algorithm: str) -> DigestCache:
-        """The L{DigestCache} of stored files' digests under C{algorithm}."""
-        cache = self._caches.get(algorithm)
-        if cache is None:
-            cache = self._caches[algorithm] = DigestCache(algorithm, self.reactor)
-        return cache
-
-    def choose(self, digests: Sequence[str] | None) -> str:
-        """
-        The first of a client's C{digests} (its order of preference) that
-        the service accepts; SHA-256 for a client that names none.
-
-        @raise DigestUnavailable: none of them is accepted.
-        """
-        if digests is None:
-            digests = [DEFAULT_DIGEST]
-        chosen = chooseDigest(digests, self.accepted)
-        if chosen is None:
-            raise DigestUnavailable(f"none of {', '.join(digests)} is accepted here (only {', '.join(self.accepted)})")
-        return chosen
 
     @property
     def maxUploads(self) -> int:
@@ -660,10 +637,7 @@ class BulkService(rpc.Referenceable):
         L{IntegrityError}.
         """
         if name not in self.uploads:
-            stored = next(
-                (found for found in map(self._remembered(name), self.accepted) if found == digest),
-                None,
-            )
+            stored = self.choice.remembered(self._path(name), digest)
             if stored is not None:
                 # A repeat: the first answer was lost with its connection.
                 return {"size": self._path(name).stat().st_size, "digest": stored.hex(), "duplicates": 0}
@@ -687,10 +661,6 @@ class BulkService(rpc.Referenceable):
         assembly.commit()
         self.digestsFor(assembly.algorithm).remember(assembly.path, actual, source=assembly.version)
         return {"size": assembly.size, "digest": actual.hex(), "duplicates": assembly.duplicates}
-
-    def _remembered(self, name: str) -> Callable[[str], bytes | None]:
-        path = self._path(name)
-        return lambda algorithm: self.digestsFor(algorithm).remembered(path, None)
 
     def _upload(self, name: str) -> Assembly:
         assembly = self.uploads.get(checkName(name))
@@ -785,6 +755,48 @@ class BulkService(rpc.Referenceable):
             for entry in sorted(self.directory.iterdir())
             if entry.is_file() and not entry.name.startswith(".")
         ]
+
+
+class DigestChoice:
+    """
+    The digests a L{BulkService} accepts (its order of preference), the one
+    it checks a client's file with, and a L{DigestCache} per digest.
+
+    @ivar accepted: the digests accepted, in order of preference.
+    """
+
+    def __init__(self, digests: Sequence[str] | None, reactor: Any) -> None:
+        self.accepted = tuple(checkAlgorithm(name) or DEFAULT_DIGEST for name in (digests or availableDigests()))
+        self._reactor = reactor
+        self._caches: dict[str, DigestCache] = {}
+
+    def cache(self, algorithm: str) -> DigestCache:
+        """The L{DigestCache} of stored files' digests under C{algorithm}."""
+        found = self._caches.get(algorithm)
+        if found is None:
+            found = self._caches[algorithm] = DigestCache(algorithm, self._reactor)
+        return found
+
+    def choose(self, digests: Sequence[str] | None) -> str:
+        """
+        The first of a client's C{digests} (its order of preference) that
+        is accepted; SHA-256 for a client that names none.
+
+        @raise DigestUnavailable: none of them is accepted.
+        """
+        if digests is None:
+            digests = [DEFAULT_DIGEST]
+        chosen = chooseDigest(digests, self.accepted)
+        if chosen is None:
+            raise DigestUnavailable(f"none of {', '.join(digests)} is accepted here (only {', '.join(self.accepted)})")
+        return chosen
+
+    def remembered(self, path: Path, digest: bytes) -> bytes | None:
+        """C{digest} if it is the recorded digest of the stored file at C{path} under an accepted digest."""
+        for algorithm in self.accepted:
+            if self.cache(algorithm).remembered(path, None) == digest:
+                return digest
+        return None
 
 
 class UploadOwners:

@@ -19,7 +19,14 @@ Its life is the table L{SENDING_TRANSITIONS}::
     NEW, ANNOUNCED, SENDING, ENDING, ENDED --fail--> FINISHED
 
 It reads from one L{protocols.bulk.sources.StreamSource} and talks to its
-connection only through an L{IStreamHost}.
+connection only through an L{IStreamHost}.  The source may be random-access
+(a path, a binary file that can seek, a bytes-like, a L{SeekableSource}:
+sent from any offset, in part with C{ranges}, so transfers can resume and be
+striped), or sequential: an async iterable or an iterable of C{bytes}, an
+object with C{startProducing(consumer)} (Twisted's C{IBodyProducer}: its
+Deferred ends the stream), or nothing: the stream is then an L{IConsumer}
+that any C{IPushProducer} or C{IPullProducer} registers with and writes to,
+and L{Stream.finish} ends it.
 """
 
 from __future__ import annotations
@@ -87,21 +94,11 @@ class Stream:
     """
     A byte stream to send: put it in the arguments of a remote call (an
     upload) or return it from a remote method (a download).  Each instance
-    is sent once.
-
-    The source may be random-access (a path, a binary file that can seek, a
-    bytes-like, a L{SeekableSource}: sent from any offset, in part with
-    C{ranges}, so transfers can resume and be striped), or sequential: an
-    async iterable or an iterable of C{bytes}, an object with
-    C{startProducing(consumer)} (Twisted's C{IBodyProducer}: its Deferred
-    ends the stream), or nothing: the stream is then an L{IConsumer} that
-    any C{IPushProducer} or C{IPullProducer} registers with and writes to,
-    and L{finish} ends it.
+    is sent once.  What it reads from: see the module docstring.
 
     @ivar size: the object's size if known.
-    @ivar digestName: the digest sent at the end, or C{None}: by default
-        the first of the connection's L{BulkOptions.digests} that the peer
-        accepts (L{NEGOTIATED} until the connection has chosen it).
+    @ivar digestName: the digest sent at the end, or C{None}; by default the
+        one both ends choose (L{NEGOTIATED} until the connection has).
     @ivar sentBytes: payload bytes sent so far.
     @ivar streamId: the id on the connection once sent, or C{None}.
     @ivar state: its L{SendState}.
@@ -246,14 +243,11 @@ class Stream:
 
     def initialCredit(self, count: int) -> None:
         """The receiver's initial window (from its HELLO): the stream starts with C{count} bytes of credit."""
-        self._credit_(count)
+        self.grantReceived(count, heard=False)
 
-    def grantReceived(self, count: int) -> None:
-        """The receiver granted C{count} bytes (its first grant says it receives); a first credit starts the stream."""
-        self._heard = True
-        self._credit_(count)
-
-    def _credit_(self, count: int) -> None:
+    def grantReceived(self, count: int, heard: bool = True) -> None:
+        """The receiver granted C{count} bytes (a grant says it receives); a first credit starts the stream."""
+        self._heard = self._heard or heard
         if self.state not in _GRANTABLE:
             return
         self._credit += count
@@ -367,8 +361,7 @@ class Stream:
     def callFailed(self, failure: Failure) -> None:
         """The call carrying this stream failed: if the receiver never said it receives, nobody will."""
         if not self._heard and self.state in _ON_WIRE:
-            # The peer may have refused the call before it saw the stream;
-            # what the initial window carried meanwhile is dropped there.
+            # The peer may have refused the call before it saw the stream.
             reason = StreamReset("cancelled", f"the call carrying the stream failed: {failure.getErrorMessage()}")
             self._fail(reason, tell=None if self.state is ANNOUNCED else "cancelled")
         elif isinstance(failure.value, CancelledError) and self.state is not FINISHED:

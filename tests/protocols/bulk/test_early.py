@@ -45,14 +45,15 @@ class EarlyDataTests(SynchronousTestCase):
         pair.root.callRemote("keep", stream)
         pair.flush()
         self.assertEqual(stream.sentBytes, SMALL.startWindow)
-        early = pair.server.bulk._early[stream.streamId]
+        early = pair.server.bulk.early.get(stream.streamId or 0)
+        assert early is not None
         self.assertEqual(early.held, SMALL.startWindow)
         pieces: list[bytes] = []
         done = store.streams[0].receive(pieces.append)
         pair.flush()
         self.assertEqual(self.successResultOf(done).digest, negotiatedHash(data).digest())
         self.assertEqual(b"".join(pieces), data)
-        self.assertEqual(pair.server.bulk._early, {})
+        self.assertEqual(len(pair.server.bulk.early), 0)
 
     def test_endBeforeReceive(self) -> None:
         """A stream within the initial window arrives whole, END included, before receive(), which completes it."""
@@ -87,7 +88,7 @@ class EarlyDataTests(SynchronousTestCase):
         stream = Stream(payload(5 * CHUNK))
         pair.root.callRemote("ignore", stream)
         pair.flush()
-        self.assertEqual(pair.server.bulk._early, {})
+        self.assertEqual(len(pair.server.bulk.early), 0)
         self.assertEqual(self.failureResultOf(stream.whenDone(), StreamReset).value.code, "cancelled")
 
 
@@ -109,7 +110,7 @@ class UnreadTimeoutTests(SynchronousTestCase):
         self.assertNoResult(done)
         pair.clock.advance(0.2)
         pair.flush()
-        self.assertEqual(pair.server.bulk._early, {})
+        self.assertEqual(len(pair.server.bulk.early), 0)
         self.assertEqual(self.failureResultOf(done, StreamReset).value.code, "unread-timeout")
         self.assertEqual([event["held"] for event in events], [SMALL.startWindow])
         self.assertIn("not received within", events[0]["log_format"])
