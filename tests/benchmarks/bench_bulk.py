@@ -17,6 +17,7 @@ VmHWM, against its VmRSS once connected and idle.
   - C{chunkwire}: C{callRemote("sink", Stream(source))} on a bulk connection;
     the server receives into a discarding callback and verifies the SHA-256
     the client computed while sending (the default).
+  - C{chunkwire-sha256}: the same with SHA-256 forced (C{digest="sha256"}).
   - C{chunkwire-nodigest}: the same with C{digest=None}.
   - C{int32}: C{Int32StringReceiver}, 1 MiB messages from a push producer.
   - C{foolscap}: foolscap 24.9 (TLS, as a Tub always is), C{callRemote("sink",
@@ -61,12 +62,24 @@ KiB = 1024
 MiB = 1024 * KiB
 GiB = 1024 * MiB
 
-CASES = ("raw", "raw-tuned", "chunkwire", "chunkwire-nodigest", "int32", "foolscap", "cli", "cli-sha256", "cli-thread")
+CASES = (
+    "raw",
+    "raw-tuned",
+    "chunkwire",
+    "chunkwire-sha256",
+    "chunkwire-nodigest",
+    "int32",
+    "foolscap",
+    "cli",
+    "cli-sha256",
+    "cli-thread",
+)
 PING_CASES = ("chunkwire", "chunkwire-nodigest")
 LABELS = {
     "raw": "raw Twisted producer, 64 KiB writes (ceiling)",
     "raw-tuned": "raw Twisted producer, chunkwire's socket settings",
     "chunkwire": "chunkwire Stream, digest checked (default: negotiated)",
+    "chunkwire-sha256": "chunkwire Stream, SHA-256 forced",
     "chunkwire-nodigest": "chunkwire Stream, digest=None",
     "int32": "Int32StringReceiver, 1 MiB messages",
     "foolscap": "Foolscap 24.9 (TLS), 1 MiB strings, 4 outstanding",
@@ -301,7 +314,8 @@ async def _chunkwire(reactor: Any, case: str, port: int, size: int, pings: bool)
     root = await bulk.connect(reactor, f"tcp:host=127.0.0.1:port={port}")
     idleRtts = [await _rtt(root) for _ in range(IDLE_PINGS if pings else 50)][200 if pings else 0 :]
     idle, _ = memoryKiB()
-    stream = bulk.Stream(Pattern(), digest=None if case == "chunkwire-nodigest" else bulk.NEGOTIATED)
+    digests = {"chunkwire-nodigest": None, "chunkwire-sha256": "sha256"}
+    stream = bulk.Stream(Pattern(), digest=digests.get(case, bulk.NEGOTIATED))
     started = time.perf_counter()
     answer = root.callRemote("sink", stream)
     busy = []
