@@ -159,9 +159,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--streams", type=int, default=1, metavar="N", help="connections to stripe over (default 1)")
     parser.add_argument(
         "--hashing",
-        choices=("inline", "thread"),
-        default="inline",
-        help="hash what moves in order in the reactor thread (default) or in a worker thread",
+        choices=("auto", "inline", "thread"),
+        default="auto",
+        help="hash what moves in order in the reactor thread or a worker thread (auto: a thread if a core is free)",
     )
     parser.add_argument(
         "--digest",

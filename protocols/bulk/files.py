@@ -52,7 +52,15 @@ from framing.slicing.constraints import ByteString, Integer, ListOf, Optional, T
 from .. import rpc
 from .channel import BulkChannel, callingChannel
 from .errors import IntegrityError
-from .integrity import DEFAULT_DIGEST, DigestUnavailable, OrderedHasher, availableDigests, checkAlgorithm, chooseDigest
+from .integrity import (
+    DEFAULT_DIGEST,
+    DigestUnavailable,
+    OrderedHasher,
+    availableDigests,
+    checkAlgorithm,
+    chooseDigest,
+    inlineHashing,
+)
 from .outcome import Outcome, TransferResult
 from .ranges import RangeSet
 from .receiving import IncomingStream
@@ -183,7 +191,7 @@ class Assembly:
         algorithm: str = DEFAULT_DIGEST,
         reactor: Any = None,
         maxFragments: int | None = None,
-        hashing: str = "inline",
+        hashing: str = "auto",
     ) -> None:
         """
         Open the assembly of C{path}: resume from its sidecar if that
@@ -194,8 +202,8 @@ class Assembly:
         @param maxFragments: the most disjoint ranges held (C{None}: no cap).
         @param hashing: C{"inline"}: pieces that arrive in order are hashed
             at once in the reactor thread (read-backs still go to a worker
-            thread); C{"thread"}: every piece is hashed in a worker thread
-            (see L{protocols.bulk.BulkOptions.hashing}).
+            thread); C{"thread"}: every piece is hashed in a worker thread;
+            C{"auto"}: inline unless a core is free (L{inlineHashing}).
         """
         self.maxFragments = maxFragments
         # Ranges added since the sidecar was written, and how many range
@@ -218,7 +226,7 @@ class Assembly:
         if not self.held:
             os.ftruncate(self._fd, 0)
         threads = reactor if reactor is not None and IReactorThreads.providedBy(reactor) else None
-        self.hasher = OrderedHasher(self.algorithm, self._readBack, threads, inline=hashing == "inline")
+        self.hasher = OrderedHasher(self.algorithm, self._readBack, threads, inline=inlineHashing(hashing))
         self._verifying: Outcome | None = None
         if self.held:
             # Resumed: what is already held from offset 0 is hashed from the file.
@@ -513,7 +521,7 @@ class BulkService(rpc.Referenceable):
         maxUploads: int = MAX_UPLOADS,
         abandonAfter: float = ABANDON_AFTER,
         maxFragments: int = MAX_FRAGMENTS,
-        hashing: str = "inline",
+        hashing: str = "auto",
     ):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -1123,7 +1131,7 @@ async def sendFile(
     clock: Any = None,
     progress: TransferProgress | None = None,
     digests: Sequence[str] | None = None,
-    hashing: str = "inline",
+    hashing: str = "auto",
 ) -> FileResult:
     """
     Upload the file at C{path} to a L{BulkService} as C{name} (its base
@@ -1139,9 +1147,10 @@ async def sendFile(
         service checks the file with the first it accepts.
     @raise IntegrityError: the service's digest of what it received is not
         the file's digest.
-    @param hashing: C{"inline"} (the default) hashes what is sent in order
-        in the reactor thread, C{"thread"} in a worker thread (reading the
-        file back, for stripes, always runs in a worker thread).
+    @param hashing: C{"inline"} hashes what is sent in order in the
+        reactor thread, C{"thread"} in a worker thread, C{"auto"} (the
+        default) inline unless a core is free (L{inlineHashing}); reading
+        the file back, for stripes, always runs in a worker thread.
     @raise DigestUnavailable: the service accepts none of C{digests}.
     """
     name = checkName(name or os.path.basename(os.fspath(path)))
@@ -1160,7 +1169,7 @@ async def fetchFile(
     clock: Any = None,
     progress: TransferProgress | None = None,
     digests: Sequence[str] | None = None,
-    hashing: str = "inline",
+    hashing: str = "auto",
 ) -> FileResult:
     """
     Download file C{name} from a L{BulkService} to C{path} (C{name} in the
@@ -1253,7 +1262,9 @@ class _Upload:
         if self.hasher is not None:
             self.hasher.abort()
         self.algorithm, self._digest = algorithm, None
-        self.hasher = OrderedHasher(algorithm, self.source.read, _threads(self.clock), inline=self.hashing == "inline")
+        self.hasher = OrderedHasher(
+            algorithm, self.source.read, _threads(self.clock), inline=inlineHashing(self.hashing)
+        )
         if self.streams > 1:
             # Stripes send out of order: hash the file from disk meanwhile.
             self.hasher.allowReadBack(self.size)

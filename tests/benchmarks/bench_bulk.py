@@ -29,9 +29,10 @@ VmHWM, against its VmRSS once connected and idle.
     line (C{openUpload} to the verified C{finishUpload}).
   - C{cli-sha256}: the same with SHA-256 forced (C{--digest sha256} on the
     client).
-  - C{cli-thread}: the same as C{cli} with C{--hashing thread} at both ends
-    (every piece hashed in a worker thread instead of in the reactor
-    thread): the measurement behind the default.
+  - C{cli-thread}, C{cli-inline}: the same as C{cli} with C{--hashing
+    thread} (every piece hashed in a worker thread) or C{--hashing inline}
+    (in the reactor thread) at both ends, where C{cli} uses the default
+    C{auto} (a thread if a core is free): the measurement behind it.
 
 Every case also reports the CPU seconds each process spent per GiB moved
 (user + system, all threads, start-up and the idle wait excluded on the
@@ -73,6 +74,7 @@ CASES = (
     "cli",
     "cli-sha256",
     "cli-thread",
+    "cli-inline",
 )
 PING_CASES = ("chunkwire", "chunkwire-nodigest")
 LABELS = {
@@ -86,8 +88,9 @@ LABELS = {
     "cli": "examples/bulk_client.py send, tmpfs to tmpfs (default digest)",
     "cli-sha256": "examples/bulk_client.py send, tmpfs to tmpfs, SHA-256 forced",
     "cli-thread": "examples/bulk_client.py send, tmpfs to tmpfs, --hashing thread",
+    "cli-inline": "examples/bulk_client.py send, tmpfs to tmpfs, --hashing inline",
 }
-CLI_CASES = ("cli", "cli-sha256", "cli-thread")
+CLI_CASES = ("cli", "cli-sha256", "cli-thread", "cli-inline")
 TMPFS = Path("/dev/shm")
 RAW_WRITE = 64 * KiB
 MESSAGE = 1 * MiB
@@ -444,7 +447,7 @@ def runCli(case: str, size: int, timeout: float) -> dict[str, Any]:
 
     source = cliSource(size)
     served = Path(tempfile.mkdtemp(prefix="chunkwire-bench-served-", dir=TMPFS))
-    hashing = ["--hashing", "thread" if case == "cli-thread" else "inline"]
+    hashing = {"cli-thread": ["--hashing", "thread"], "cli-inline": ["--hashing", "inline"]}.get(case, [])
     listen = ["--listen", "tcp:0:interface=127.0.0.1", "--dir", str(served), *hashing]
     server = subprocess.Popen(
         [sys.executable, "examples/bulk_server.py", *listen], cwd=ROOT, env=_env(), stdout=subprocess.PIPE, text=True

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.bulk.integrity import HashPool, IntegrityError, OrderedHasher, checkAlgorithm
+from protocols.bulk.integrity import HashPool, IntegrityError, OrderedHasher, checkAlgorithm, inlineHashing
 
 from .support import payload
 
@@ -140,3 +141,19 @@ class InlineWithReactorTests(SynchronousTestCase):
         self.assertEqual(len(pool.jobs), 1)
         hasher.offer(60_000, DATA[60_000:70_000], released.append)
         self.assertEqual((released, hasher.position), ([10_000], 0))
+
+
+class InlineHashingTests(SynchronousTestCase):
+    """Which thread hashes what a file transfer moves in order."""
+
+    def test_named(self) -> None:
+        """inline and thread are taken as named."""
+        self.assertEqual((inlineHashing("inline"), inlineHashing("thread")), (True, False))
+
+    def test_autoByLoad(self) -> None:
+        """auto hashes inline when the load average reaches the core count, in a thread below it."""
+        self.patch(os, "cpu_count", lambda: 2)
+        self.patch(os, "getloadavg", lambda: (2.5, 1.0, 1.0))
+        self.assertTrue(inlineHashing("auto"))
+        self.patch(os, "getloadavg", lambda: (1.2, 1.0, 1.0))
+        self.assertFalse(inlineHashing("auto"))
