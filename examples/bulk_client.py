@@ -161,7 +161,7 @@ def main(argv: list[str]) -> None:
         "--hashing",
         choices=("auto", "inline", "thread"),
         default="auto",
-        help="hash what moves in order in the reactor thread or a worker thread (auto: a thread if a core is free)",
+        help="hash what moves in order in the reactor thread or a worker thread (auto: a thread if a core stays free)",
     )
     parser.add_argument(
         "--digest",

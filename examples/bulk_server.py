@@ -73,7 +73,7 @@ def main(argv: list[str]) -> None:
         "--hashing",
         choices=("auto", "inline", "thread"),
         default="auto",
-        help="where uploads are hashed: the reactor thread or a worker thread (auto: a thread if a core is free)",
+        help="where uploads are hashed: the reactor thread or a worker thread (auto: a thread if a core stays free)",
     )
     parser.add_argument("--log", action="store_true", help="log to stdout")
     parser.add_argument(

@@ -203,7 +203,7 @@ class Assembly:
         @param hashing: C{"inline"}: pieces that arrive in order are hashed
             at once in the reactor thread (read-backs still go to a worker
             thread); C{"thread"}: every piece is hashed in a worker thread;
-            C{"auto"}: inline unless a core is free (L{inlineHashing}).
+            C{"auto"}: inline unless a core stays free (L{inlineHashing}).
         """
         self.maxFragments = maxFragments
         # Ranges added since the sidecar was written, and how many range

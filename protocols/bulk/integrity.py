@@ -95,17 +95,19 @@ def inlineHashing(hashing: str) -> bool:
     """
     Whether a file transfer hashes the pieces that move in order in the
     reactor thread: yes for C{"inline"}, no for C{"thread"} (a worker
-    thread hashes them), and for C{"auto"} only when no core is free (the
-    load average is at least the number of cores).  Measured with the
-    example client and server on two cores (bench_bulk's cli and
-    cli-thread cases, 1 GiB, medians of 3): at load 6 to 11 inline moved
-    511 MB/s on 1.40 CPU-s/GiB and the thread 455 on 1.72; at load 1.5 to
-    2.7 the thread moved 697 MB/s on 1.58 and inline 519 on 1.42.
+    thread hashes them), and for C{"auto"} unless a core stays free beside
+    both ends of a transfer (the load average plus two under the core
+    count less one: never on two cores).  Measured with the example client and server on two cores
+    (bench_bulk's cli-inline and cli-thread cases, 1 GiB, medians of 3, in
+    three sessions): inline always took less CPU (1.36 to 1.40 CPU-s/GiB
+    both ends together, against 1.58 to 1.72) and moved as much or more in
+    two sessions of three (790 against 659 MB/s, 511 against 455), the
+    thread more in one (697 against 519): so on two cores, inline.
     """
     if hashing != "auto":
         return hashing == "inline"
     try:
-        return os.getloadavg()[0] >= (os.cpu_count() or 1)
+        return os.getloadavg()[0] + 2 > (os.cpu_count() or 1) - 1
     except (AttributeError, OSError):  # no load average (Windows): the cheaper choice
         return True
 

@@ -32,7 +32,7 @@ VmHWM, against its VmRSS once connected and idle.
   - C{cli-thread}, C{cli-inline}: the same as C{cli} with C{--hashing
     thread} (every piece hashed in a worker thread) or C{--hashing inline}
     (in the reactor thread) at both ends, where C{cli} uses the default
-    C{auto} (a thread if a core is free): the measurement behind it.
+    C{auto} (inline on two cores): the measurement behind it.
 
 Every case also reports the CPU seconds each process spent per GiB moved
 (user + system, all threads, start-up and the idle wait excluded on the

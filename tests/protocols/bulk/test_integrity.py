@@ -151,9 +151,11 @@ class InlineHashingTests(SynchronousTestCase):
         self.assertEqual((inlineHashing("inline"), inlineHashing("thread")), (True, False))
 
     def test_autoByLoad(self) -> None:
-        """auto hashes inline when the load average reaches the core count, in a thread below it."""
+        """auto hashes in a thread only while a core stays free beside this process: never on two cores."""
+        self.patch(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
         self.patch(os, "cpu_count", lambda: 2)
+        self.assertTrue(inlineHashing("auto"))
+        self.patch(os, "cpu_count", lambda: 4)
+        self.assertFalse(inlineHashing("auto"))
         self.patch(os, "getloadavg", lambda: (2.5, 1.0, 1.0))
         self.assertTrue(inlineHashing("auto"))
-        self.patch(os, "getloadavg", lambda: (1.2, 1.0, 1.0))
-        self.assertFalse(inlineHashing("auto"))
