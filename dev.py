@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / "python"
-EXTRAS = "test,lint,bench,docs"
+EXTRAS = "test,lint,bench,docs,fast"
 PLUGINS_PTH = "chunkwire-plugins.pth"
 
 # The commands of the tox environments without their own function below, as
@@ -95,7 +95,7 @@ def ensure_venv(runner: Callable[..., Any] = subprocess.run) -> None:
         return
     if sys.version_info < (3, 10):  # noqa: UP036 - dev.py runs on whatever python3 the user has
         sys.exit("chunkwire needs Python 3.10 or newer")
-    print(f"setting up {VENV} (Twisted and the test, lint, bench and docs extras; a few minutes) ...", flush=True)
+    print(f"setting up {VENV} (Twisted and the test, lint, bench, docs and fast extras; a few minutes) ...", flush=True)
     if not PYTHON.exists():
         quietly([sys.executable, "-m", "venv", str(VENV)], runner)
     pip = [str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]

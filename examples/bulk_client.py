@@ -12,9 +12,10 @@ file, a send from what the server kept), saying where from.  fetch never
 replaces an existing file unless --force is given.  On a terminal a
 progress bar shows bytes, rate and ETA; otherwise a plain line is printed
 every second.  Rates count only the bytes that moved in this run.  The last
-line gives the size, the time, the rate, the SHA-256 digest both sides
-verified, and what was resumed or skipped.  The exit status is 1 if the
-transfer failed.
+line gives the size, the time, the rate, the digest both sides verified
+(BLAKE3 when both have the blake3 package, else SHA-256) and its name,
+and what was resumed or skipped.  The exit status is 1 if the transfer
+failed.
 
 A server started with --users or --client-ca serves only clients that log
 in: --user NAME (the password from --password-file, $CHUNKWIRE_PASSWORD or
@@ -132,7 +133,14 @@ async def transfer(reactor: Any, args: argparse.Namespace, credentials: Any = No
 
     progress = RunProgress(onResume=resuming)
     display = ProgressDisplay(progress, f"{args.command} {label}", sys.stdout, reactor)
-    options = {"streams": args.streams, "clock": reactor, "progress": progress}
+    digests = [args.digest] if args.digest else None
+    options = {
+        "streams": args.streams,
+        "clock": reactor,
+        "progress": progress,
+        "digests": digests,
+        "hashing": args.hashing,
+    }
     if args.command == "send":
         work = Deferred.fromCoroutine(sendFile(connect, args.file, args.name, **options))
     else:
@@ -149,6 +157,17 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--connect", default="tcp:host=127.0.0.1:port=8770", metavar="ENDPOINT")
     parser.add_argument("--streams", type=int, default=1, metavar="N", help="connections to stripe over (default 1)")
+    parser.add_argument(
+        "--hashing",
+        choices=("auto", "inline", "thread"),
+        default="auto",
+        help="hash what moves in order in the reactor thread or a worker thread (auto: a thread if a core stays free)",
+    )
+    parser.add_argument(
+        "--digest",
+        choices=bulk.availableDigests(),
+        help="offer only this digest (default: all this side has, BLAKE3 first when installed; the server picks)",
+    )
     addLoginArguments(parser)
     commands = parser.add_subparsers(dest="command", required=True)
     send = commands.add_parser("send", help="upload a file")

@@ -7,7 +7,8 @@
 Clients upload and download files of any size, striped over several
 connections if they like; a transfer cut by a dropped connection resumes
 from the bytes the receiver already holds.  Every file is checked end to end
-with SHA-256, and an upload appears in the directory (under its own name)
+with the first digest both ends have (BLAKE3 with chunkwire[fast], else
+SHA-256), and an upload appears in the directory (under its own name)
 only once its digest has been verified: until then its bytes live in a
 hidden .NAME.part file with a .NAME.part.json record of the ranges
 held.  Stop with Ctrl-C.
@@ -34,12 +35,18 @@ from protocols.rpc.endpoints import loginGate
 
 
 def brokerFactory(
-    reactor: Any, directory: str, options: bulk.BulkOptions, logins: ServiceLogins = OPEN
+    reactor: Any, directory: str, options: bulk.BulkOptions, logins: ServiceLogins = OPEN, hashing: str = "auto"
 ) -> bulk.BulkBrokerFactory:
-    """Bulk brokers serving C{directory} to anyone, or, with logins, each user their own DIRECTORY/USER."""
+    """
+    Bulk brokers serving C{directory} to anyone, or, with logins, each user
+    their own DIRECTORY/USER; uploads hashed as C{hashing} says.
+    """
     if not logins.required:
-        return bulk.BulkBrokerFactory(BulkService(directory, reactor=reactor), clock=reactor, options=options)
-    realm = DirectoryRealm(directory, lambda userDirectory: BulkService(userDirectory, reactor=reactor))
+        service = BulkService(directory, reactor=reactor, hashing=hashing)
+        return bulk.BulkBrokerFactory(service, clock=reactor, options=options)
+    realm = DirectoryRealm(
+        directory, lambda userDirectory: BulkService(userDirectory, reactor=reactor, hashing=hashing)
+    )
     portal = logins.portal(realm)
     gate = loginGate(None, portal, None, reactor)
     return bulk.BulkBrokerFactory(None, clock=reactor, options=options, gate=gate)
@@ -52,8 +59,9 @@ async def serve(
     options: bulk.BulkOptions,
     policy: GuardPolicy | None = None,
     logins: ServiceLogins = OPEN,
+    hashing: str = "auto",
 ) -> None:
-    factory = GuardedFactory(brokerFactory(reactor, directory, options, logins), policy, reactor)
+    factory = GuardedFactory(brokerFactory(reactor, directory, options, logins, hashing), policy, reactor)
     await serveForever(reactor, descriptions, factory, "bulk server", f", serving {directory}", logins)
 
 
@@ -61,7 +69,12 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     addListenArgument(parser, "tcp:8770")
     parser.add_argument("--dir", required=True, help="the directory to serve (created if missing)")
-    parser.add_argument("--hashing", choices=("thread", "inline"), default="inline", help="where digests are computed")
+    parser.add_argument(
+        "--hashing",
+        choices=("auto", "inline", "thread"),
+        default="auto",
+        help="where uploads are hashed: the reactor thread or a worker thread (auto: a thread if a core stays free)",
+    )
     parser.add_argument("--log", action="store_true", help="log to stdout")
     parser.add_argument(
         "--trace", action="store_true", help="log every token sent and received, readably (implies --log; noisy)"
@@ -72,11 +85,11 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     TokenProtocol.trace = args.trace
     beginLogging(args.log or args.trace)
-    options = bulk.BulkOptions(hashing=args.hashing)
+    options = bulk.BulkOptions(hashing="thread" if args.hashing == "thread" else "inline")
     policy = policyFromArguments(args)
     listen = args.listen or ["tcp:8770"]
     runCommand(
-        lambda reactor: serve(reactor, listen, args.dir, options, policy, loginsFrom(args)),
+        lambda reactor: serve(reactor, listen, args.dir, options, policy, loginsFrom(args), args.hashing),
         None,
         args.debug,
         True,

@@ -12,7 +12,8 @@ service serves a temporary directory), then, as a client of each:
   3. generates a --size MiB file (256 by default) of deterministic
      pseudo-random bytes, streams it to the bulk service with a progress bar
      (bytes, rate and ETA on a terminal, a line a second otherwise), and
-     checks its SHA-256: the bulk layer verifies it end to end, and the demo
+     checks its digest (BLAKE3 with chunkwire[fast], else SHA-256; the
+     line names it): the bulk layer verifies it end to end, and the demo
      compares the stored file's digest with the one computed while writing
      the source;
   4. prints a summary: RPC calls per second, bulk MB/s (10^6 bytes a
@@ -32,7 +33,6 @@ examples/framing_demo.py.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import random
 import shutil
 import sys
@@ -53,6 +53,7 @@ from twisted.logger import globalLogBeginner, textFileLogObserver
 import framing
 from protocols import CoalescingTransport, TokenProtocol, bulk, echo, rpc
 from protocols.bulk.files import BulkService, FileResult, sendFile
+from protocols.bulk.integrity import availableDigests, newHash
 from protocols.guard import connectionOf
 from protocols.kv import KeyValueStore
 
@@ -266,9 +267,13 @@ async def keyValue(reactor: Any, address: str, seconds: float, window: int, out:
     )
 
 
+DIGEST = availableDigests()[0]
+"""The digest the demo's client and service choose (both run here): BLAKE3 with chunkwire[fast], else SHA-256."""
+
+
 def generate(path: Path, size: int, seed: int = SEED) -> str:
     """
-    Write C{size} deterministic pseudo-random bytes to C{path}; return their SHA-256 (hex).
+    Write C{size} deterministic pseudo-random bytes to C{path}; return their L{DIGEST} (hex).
 
     One random MiB is drawn once and each MiB of the file is that block
     rotated by a different offset: as fast as copying memory, and no two
@@ -276,7 +281,7 @@ def generate(path: Path, size: int, seed: int = SEED) -> str:
     the digest).
     """
     block = random.Random(seed).randbytes(MiB)
-    digest = hashlib.sha256()
+    digest = newHash(DIGEST)
     with open(path, "wb") as file:
         for index in range(-(-size // MiB)):
             # An odd step makes the offsets distinct for the first 2**20 MiB.
@@ -288,8 +293,8 @@ def generate(path: Path, size: int, seed: int = SEED) -> str:
 
 
 def fileDigest(path: Path) -> str:
-    """The SHA-256 (hex) of the file at C{path}, read a MiB at a time."""
-    digest = hashlib.sha256()
+    """The L{DIGEST} (hex) of the file at C{path}, read a MiB at a time."""
+    digest = newHash(DIGEST)
     with open(path, "rb") as file:
         while piece := file.read(MiB):
             digest.update(piece)
@@ -310,7 +315,8 @@ async def bulkTransfer(reactor: Any, address: str, work: Path, size: int, out: T
     started = time.perf_counter()
     sourceDigest = generate(source, size)
     taken = time.perf_counter() - started
-    print(f"generated {source.name}: {humanBytes(size)} in {taken:.2f} s, sha256 {sourceDigest}", file=out, flush=True)
+    line = f"generated {source.name}: {humanBytes(size)} in {taken:.2f} s, {DIGEST} {sourceDigest}"
+    print(line, file=out, flush=True)
     counter = WireCounter()
 
     def connect() -> Deferred[rpc.RemoteReference]:
@@ -329,9 +335,12 @@ async def bulkTransfer(reactor: Any, address: str, work: Path, size: int, out: T
         display.stop()
     print(transferSummary("sent", result), file=out, flush=True)
     stored = fileDigest(work / "served" / source.name)
-    if not (sourceDigest == result.hexdigest == stored):
-        raise DemoFailed(f"digests differ: source {sourceDigest}, bulk layer {result.hexdigest}, stored {stored}")
-    print(f"stored copy: sha256 {stored}, the same as the source's", file=out, flush=True)
+    if result.algorithm != DIGEST or not (sourceDigest == result.hexdigest == stored):
+        raise DemoFailed(
+            f"digests differ: source {DIGEST} {sourceDigest}, bulk layer {result.algorithm} {result.hexdigest},"
+            f" stored {stored}"
+        )
+    print(f"stored copy: {DIGEST} {stored}, the same as the source's", file=out, flush=True)
     return BulkFigures(result, WireFigures.between((0, 0, 0), counter.snapshot()))
 
 

@@ -13,7 +13,9 @@ L{GuardError}, when
   - nothing at all has arrived for C{keepaliveInterval} seconds, a PING was
     sent, and nothing has arrived C{keepaliveTimeout} seconds after it (any
     byte, the PONG included, shows that the peer is alive);
-  - no object has completed for C{idleTimeout} seconds;
+  - no object has completed for C{idleTimeout} seconds (a connection whose
+    receiver's extension says C{flowPaused}, a bulk stream held by flow
+    control, is paused, not idle);
   - bytes have been waiting to be sent to it for C{sendStallTimeout}
     seconds and the peer took none of them (a slow reader that takes some
     is not stalled; a bulk stream waiting for credit has nothing waiting);
@@ -356,6 +358,10 @@ class ConnectionGuard:
                 continue
             if rule == "send-check":
                 continue
+            if rule == "idle" and _flowPaused(protocol):
+                # A stream paused by flow control: the peer waits, it is not idle.
+                self._lastObject = now
+                continue
             self._drop(*self._reason(rule, now))
             return
         self._schedule()
@@ -393,6 +399,11 @@ class ConnectionGuard:
 
 def _ignore(_: object) -> None:
     return None
+
+
+def _flowPaused(protocol: Any) -> bool:
+    """Whether an extension of the connection's receiver (a bulk channel) says a stream is paused by flow control."""
+    return any(getattr(extension, "flowPaused", False) for extension in getattr(protocol.receiver, "extensions", ()))
 
 
 def _host(transport: Any) -> str:

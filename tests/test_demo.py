@@ -25,7 +25,7 @@ SUMMARY = [
     rf"  RPC client, one at a time: {NUMBER} bytes per write, 1\.00 writes per message \(.*\)",
     rf"  RPC client, 100 in flight: {NUMBER} bytes per write, (?P<windowed>[\d.]+) writes per message \(.*\)",
     rf"  bulk client: (?P<perWrite>{NUMBER}) bytes per write, (?P<bulk>[\d.]+) writes per message \(.*\)",
-    rf"  digest: sha256 (?P<digest>{HEX}): source, bulk layer and stored copy agree",
+    rf"  digest: (?:sha256|blake3) (?P<digest>{HEX}): source, bulk layer and stored copy agree",
     r"  codec core: (?:compiled|pure)",
 ]
 
@@ -49,10 +49,14 @@ class DemoTests(SynchronousTestCase):
         lines = result.stdout.splitlines()
         self.assertIn("echo: 6 objects came back equal (dict, str, bytes, tuple, set, list)", lines)
         self.assertIn("kv: put 100 keys; get('key-42') -> 'value-42'; list('key-4') -> 11 keys", lines)
-        generated = re.search(rf"^generated demo\.bin: 3\.0 MiB in [\d.]+ s, sha256 ({HEX})$", result.stdout, re.M)
+        generated = re.search(
+            rf"^generated demo\.bin: 3\.0 MiB in [\d.]+ s, (?:sha256|blake3) ({HEX})$", result.stdout, re.M
+        )
         self.assertIsNotNone(generated, result.stdout)
         assert generated is not None
-        self.assertRegex(result.stdout, rf"(?m)^sent demo\.bin: 3145728 bytes .* sha256 {generated.group(1)} verified$")
+        self.assertRegex(
+            result.stdout, rf"(?m)^sent demo\.bin: 3145728 bytes .* (?:sha256|blake3) {generated.group(1)} verified$"
+        )
         summary = lines[lines.index("summary:") :]
         self.assertEqual(len(summary), len(SUMMARY), result.stdout)
         found = {}

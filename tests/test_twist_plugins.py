@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import socket
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from framing.wire import PREAMBLE
 from protocols.auth.scram import MIN_ITERATIONS
 from protocols.auth.tokens import addToken
 from protocols.auth.users import addUser
+from protocols.bulk.integrity import availableDigests, newHash
 from protocols.guard import GuardedFactory, GuardPolicy
 from protocols.testing import CertificateAuthority
 from tests.processes import ENV, ROOT, readUntil, runPython, stop
@@ -218,7 +218,9 @@ class TwistTests(SynchronousTestCase):
             self.assertEqual(result.returncode, 0, result.stderr)
             return result.stdout
 
-        self.assertIn(f"sha256 {hashlib.sha256(data).hexdigest()} verified", client("send", str(source)))
+        expected = newHash(availableDigests()[0])
+        expected.update(data)
+        self.assertIn(f"{availableDigests()[0]} {expected.hexdigest()} verified", client("send", str(source)))
         self.assertEqual((served / "source.bin").read_bytes(), data)
         self.assertEqual(client("list").split(), [str(len(data)), "source.bin"])
 

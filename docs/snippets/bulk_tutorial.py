@@ -1,6 +1,5 @@
 """Tutorial, part 3: streams as call arguments and results, then the ready-made file service."""
 
-import hashlib
 import tempfile
 from pathlib import Path
 
@@ -10,6 +9,7 @@ from twisted.internet.task import react
 from framing.slicing.constraints import Text
 from protocols import bulk, rpc
 from protocols.bulk.files import BulkService, fetchFile, sendFile
+from protocols.bulk.integrity import newHash
 
 LOCAL = "tcp:0:interface=127.0.0.1"
 
@@ -28,8 +28,8 @@ class Store(rpc.Referenceable):
     @rpc.remote(args={"name": Text(100)})
     async def upload(self, name, stream):
         # stream is a bulk.IncomingStream: no byte moves until receive() says where to put them.
-        result = await stream.receive(self.path(name))  # the file appears once its SHA-256 checked out
-        return result.hexdigest
+        result = await stream.receive(self.path(name))  # the file appears once its digest checked out
+        return [result.algorithm, result.hexdigest]  # blake3 with chunkwire[fast], else sha256
 
     @rpc.remote(args={"name": Text(100)})
     def download(self, name):
@@ -42,8 +42,10 @@ async def main(reactor):
         port = await bulk.serve(reactor, LOCAL, Store(directory))
         root = await bulk.connect(reactor, f"tcp:host=127.0.0.1:port={port.getHost().port}")
 
-        digest = await root.callRemote("upload", "data.bin", bulk.Stream(data))
-        print("uploaded; digest matches:", digest == hashlib.sha256(data).hexdigest())
+        algorithm, digest = await root.callRemote("upload", "data.bin", bulk.Stream(data))
+        check = newHash(algorithm)  # the digest both ends chose: the first of each side's list they share
+        check.update(data)
+        print("uploaded; digest matches:", digest == check.hexdigest())
 
         incoming = await root.callRemote("download", "data.bin")
         pieces = []
@@ -64,7 +66,7 @@ async def main(reactor):
         sent = await sendFile(connect, source, "copy.bin", streams=2)  # 2 connections at once
         print(f"sendFile: {sent.size} bytes over 2 connections, {sent.algorithm} verified")
         fetched = await fetchFile(connect, "copy.bin", Path(directory) / "back.bin")
-        print("fetchFile: same digest:", fetched.digest == sent.digest == hashlib.sha256(data).digest())
+        print("fetchFile: same digest:", fetched.digest == sent.digest == check.digest())
         await port.stopListening()
 
 

@@ -10,7 +10,7 @@ L{IncomingStream} that the receiver hands to a sink::
         @rpc.remote
         async def upload(self, name, stream):          # stream: bulk.IncomingStream
             result = await stream.receive(f"/srv/{name}")  # a path, file, IConsumer or callable
-            return result.hexdigest                     # verified SHA-256
+            return result.hexdigest                     # verified (result.algorithm: blake3 or sha256)
 
         @rpc.remote
         def download(self, name):
@@ -50,10 +50,15 @@ file sink writes it with one C{os.pwrite}.  A receiver holds no more than
 its window per stream, whatever the frame and stream sizes.
 
 B{Flow control} (L{protocols.bulk.sending}, L{protocols.bulk.receiving}), per stream, as HTTP/2 does it:
-the receiver grants credit (C{window} bytes when it starts receiving, then
-more in steps of at least C{grantStep} as its sink releases pieces); the
-sender never has more than its credit in flight and sends nothing until the
-first grant.  A slow consumer (a paused C{IConsumer}, a callback still
+every stream starts with the receiver's initial window
+(L{BulkOptions.initialWindow}, stated in its HELLO), so the sender sends at
+once and the first byte arrives half a round trip after the call; what
+arrives before the application calls C{receive()} is held, up to that
+window, and dropped (the sender told, the reason logged) if nobody
+receives it within L{BulkOptions.unreadTimeout}.  The receiver grants the
+rest of its window when it starts receiving, then more in steps of at
+least C{grantStep} as its sink releases pieces; the sender never has more
+than its credit in flight.  A slow consumer (a paused C{IConsumer}, a callback still
 running) releases nothing, so its stream stops after one window and the
 others and the calls go on; the sender's data also waits for the
 transport's own back-pressure (the channel is the transport's push
@@ -69,7 +74,11 @@ reactor turn and hands the socket up to 1 MiB per turn (Twisted's 64 KiB and
 it).
 
 B{Integrity} (L{protocols.bulk.integrity}).  Every stream is checked end to
-end with SHA-256 unless sent with C{digest=None}: the sender hashes what it
+end unless sent with C{digest=None}, with the first digest of the sender's
+list (L{BulkOptions.digests}: BLAKE3 when the C{blake3} package is installed,
+then SHA-256) that the receiver also lists; each side states its list once
+per connection in a HELLO, and a stream whose digest the other side lacks
+fails with L{DigestUnavailable} before any data moves.  The sender hashes what it
 sends, the receiver what it receives, the END message carries the sender's
 digest, and the receiver's sink is told the data is complete only after the
 two matched (a file arrives under a temporary name and is renamed into place
@@ -110,8 +119,17 @@ from framing.slicing.constraints import ANY
 
 from ..rpc.hints import registerHint
 from .channel import BulkBroker, BulkBrokerFactory, BulkChannel, bulkOf, callingBroker, callingChannel, connect, serve
-from .errors import FlowControlError, IllegalTransition, IntegrityError, StreamIdReused, StreamReset, TooManyStreams
-from .integrity import DEFAULT_DIGEST, OrderedHasher
+from .errors import (
+    DigestRefused,
+    DigestUnavailable,
+    FlowControlError,
+    IllegalTransition,
+    IntegrityError,
+    StreamIdReused,
+    StreamReset,
+    TooManyStreams,
+)
+from .integrity import BLAKE3, DEFAULT_DIGEST, NEGOTIATED, OrderedHasher, availableDigests
 from .interfaces import IReceivingStream, ISendingStream, IStreamHost
 from .options import BulkOptions
 from .outcome import TransferResult
@@ -126,7 +144,12 @@ registerHint(Stream, ANY)
 registerHint(IncomingStream, ANY)
 
 __all__ = [
+    "BLAKE3",
     "DEFAULT_DIGEST",
+    "NEGOTIATED",
+    "DigestRefused",
+    "DigestUnavailable",
+    "availableDigests",
     "BulkBroker",
     "BulkBrokerFactory",
     "BulkChannel",

@@ -55,28 +55,24 @@ from ..auth.server import DEFAULT_LOGIN_TIMEOUT
 from ..interfaces import IBrokerExtension
 from ..rpc import Broker, BrokerFactory, CallLimits, Referenceable, RemoteReference, currentBroker
 from ..rpc.endpoints import connectWith, listenWith, loginGate, loginWith
-from .errors import StreamIdReused, TooManyStreams
+from .early import EarlyTable
+from .hello import Hello
+from .incoming import IncomingSide
+from .integrity import DigestUnavailable
 from .interfaces import IReceivingStream, ISendingStream
 from .options import BulkOptions
-from .receiving import IncomingStream
 from .scheduling import FrameScheduler
 from .sending import Stream
 from .tuning import RoundTrips
 from .wire import (
-    ABORT,
-    CANCEL,
     CONTROL_OPEN_TYPE,
     DATA_OPEN_TYPE,
-    DONE,
-    END,
-    GRANT,
     STREAM_OPEN_TYPE,
     AnnouncementUnslicer,
     Control,
     ControlSlicer,
     ControlUnslicer,
     DataUnslicer,
-    StreamAnnouncement,
     dataFramePieces,
 )
 
@@ -96,7 +92,7 @@ def callingBroker() -> Broker | None:
 
 
 @implementer(IBrokerExtension)
-class BulkChannel:
+class BulkChannel(IncomingSide):
     """
     The streams of one connection: it implements L{IStreamHost} for them.
     While it has outgoing streams its L{FrameScheduler} is the transport's
@@ -115,6 +111,8 @@ class BulkChannel:
     @ivar streamIds: the ids given to the streams it sends, in order.
     @ivar scheduler: its L{FrameScheduler}.
     @ivar resources: what the application tied to the connection (L{Resources}).
+    @ivar hello: both sides' HELLO (L{Hello}): digests and initial windows.
+    @ivar early: what announced streams sent before they were received (L{EarlyTable}).
     """
 
     log = Logger()
@@ -143,6 +141,9 @@ class BulkChannel:
         self._sending: tuple[Outgoing, Deferred[Any]] | None = None
         self._up = False
         self.roundTrips = RoundTrips(clock, _noPing)
+        self.hello = Hello()
+        self._awaitingHello: list[ISendingStream] = []
+        self.early = EarlyTable(clock, self._unreadTimedOut)
 
     @property
     def protocol(self) -> Broker:
@@ -173,7 +174,7 @@ class BulkChannel:
         self.roundTrips = RoundTrips(self.clock, self._sendPing)
         registry.add_slicer(Stream, _StreamSlicer(self))
         registry.add_slicer(Control, ControlSlicer())
-        registry.add_unslicer(CONTROL_OPEN_TYPE, ControlUnslicer)
+        registry.add_unslicer(CONTROL_OPEN_TYPE, lambda limits: ControlUnslicer(limits, self.helloDecoded))
         registry.add_unslicer(DATA_OPEN_TYPE, lambda limits: DataUnslicer(limits, self.dataStarting))
         registry.add_unslicer(STREAM_OPEN_TYPE, lambda limits: AnnouncementUnslicer(limits, self.announcementReceived))
 
@@ -192,6 +193,8 @@ class BulkChannel:
         self._sending = None
         self.scheduler.stop()
         self._live.clear()
+        self._awaitingHello.clear()
+        self.early.clear()
         # Emptied one by one, and nothing left in a local: a failure raised
         # meanwhile keeps this frame (through its traceback's frames) until
         # a garbage collection, and must not keep the streams with it.
@@ -219,14 +222,6 @@ class BulkChannel:
         """Streams in flight on this connection, both ways."""
         return len(self._outgoing) + len(self._incoming)
 
-    def receiverFor(self, streamId: int) -> IReceivingStream | None:
-        """The receiver of incoming stream C{streamId}, while it receives."""
-        return self._incoming.get(streamId)
-
-    def receivers(self) -> list[IReceivingStream]:
-        """The incoming streams being received."""
-        return list(self._incoming.values())
-
     # -- announcing: one send transaction per message ---------------------------------
 
     def reserve(self, stream: Stream, outgoing: Outgoing) -> int:
@@ -237,8 +232,10 @@ class BulkChannel:
 
         @raise IllegalTransition: the stream was sent before.
         """
+        digest = self.hello.digestFor(stream.digestName, self.options.digests)
         streamId = next(self.streamIds)
         stream.announce(self, streamId)
+        stream.digestName = digest
         self._outgoing[streamId] = stream
         sending = self._sending
         call = sending[1] if sending is not None and sending[0] is outgoing else None
@@ -251,6 +248,40 @@ class BulkChannel:
         if call is not None:
             # The peer may refuse the call before it even sees the stream.
             call.addErrback(_callFailed, stream)
+        if self.hello.peerDigests is None:
+            self._awaitingHello.append(stream)
+        else:
+            self._startStream(stream)
+
+    def _startStream(self, stream: ISendingStream) -> None:
+        """The peer's HELLO is known: settle the stream's digest and give it the initial window."""
+        try:
+            stream.digestName = self.hello.digestFor(stream.digestName, self.options.digests)
+        except DigestUnavailable as error:
+            stream.refuse(error)
+            return
+        if self.hello.peerWindow:
+            stream.initialCredit(self.hello.peerWindow)
+
+    def sayHello(self) -> None:
+        """Send this side's HELLO (its digests and initial window), once, before anything else bulk."""
+        if not self.hello.sent and self._up and not self.protocol.transport.disconnecting:
+            self.protocol.sendObject(self.hello.message(self.options))
+
+    def helloDecoded(self, control: Control) -> None:
+        """The peer's HELLO holds as soon as it is decoded, for announcements later in the same read."""
+        if not self.hello.decoded(control):
+            self.log.warn("Bulk connection from {peer}: a malformed HELLO was ignored", peer=self._peer())
+
+    def helloReceived(self) -> None:
+        """The peer's HELLO, dispatched: answer with this side's, then start the streams that waited for it."""
+        if self.hello.peerDigests is None:
+            return
+        self.sayHello()
+        waiting, self._awaitingHello = self._awaitingHello, []
+        for stream in waiting:
+            if stream.streamId is not None and self._outgoing.get(stream.streamId) is stream:
+                self._startStream(stream)
 
     def _takeBack(self, stream: ISendingStream, streamId: int) -> None:
         if self._outgoing.get(streamId) is stream:
@@ -258,7 +289,14 @@ class BulkChannel:
         stream.takeBack()
 
     def callSent(self, call: Deferred[Any], outgoing: Outgoing) -> None:
-        """A call is being sent: streams among its arguments fail with it if they never start."""
+        """A call is being sent: this side's HELLO goes first; streams in its arguments fail with it unless started."""
+        if not self.hello.sent and self._up:
+            # The HELLO shares the call's write.
+            transport = self.protocol.transport
+            transport.hold()
+            outgoing.on_commit(transport.release)
+            outgoing.on_rollback(transport.release)
+            self.sayHello()
         self._sending = (outgoing, call)
         # Registered before the slicers' actions: the call is forgotten
         # first on commit, last on rollback, and never kept past its send.
@@ -268,49 +306,7 @@ class BulkChannel:
     def _callSendOver(self) -> None:
         self._sending = None
 
-    def announcementReceived(self, announcement: StreamAnnouncement) -> IncomingStream:
-        """
-        The peer announced a stream: its id must be new, and the streams it
-        has live must stay within L{BulkOptions.maxStreams}.
-
-        @raise StreamIdReused: the id is not above every id announced before.
-        @raise TooManyStreams: one stream more than the cap.
-        """
-        streamId, size, digestName = announcement
-        if type(streamId) is not int or streamId <= self._lastAnnounced:
-            raise StreamIdReused(f"stream id {streamId!r} announced after stream id {self._lastAnnounced}")
-        if len(self._live) >= self.options.maxStreams:
-            raise TooManyStreams(f"more than {self.options.maxStreams} incoming streams at once")
-        self._lastAnnounced = streamId
-        if self._up:
-            self._live.add(streamId)
-        return IncomingStream(self, streamId, size, digestName)
-
-    @property
-    def liveIncoming(self) -> int:
-        """Incoming streams announced by the peer and not over yet."""
-        return len(self._live)
-
     # -- IStreamHost: what streams ask ------------------------------------------------
-
-    def droppedUnread(self, streamId: int) -> None:
-        """An incoming stream was dropped before being received: the sender may stop."""
-        self._live.discard(streamId)
-        self.sendControl(CANCEL, streamId, "cancelled", "the receiver dropped the stream unread")
-
-    def cancelledUnread(self, streamId: int) -> None:
-        """An incoming stream was cancelled before being received."""
-        self._live.discard(streamId)
-
-    def receiverStarted(self, receiver: IReceivingStream) -> None:
-        """Route incoming stream C{receiver.streamId}'s frames and controls to C{receiver}."""
-        self._incoming[receiver.streamId] = receiver
-
-    def receiverOver(self, receiver: IReceivingStream) -> None:
-        """An incoming stream is over: forget it."""
-        self._live.discard(receiver.streamId)
-        if self._incoming.get(receiver.streamId) is receiver:
-            del self._incoming[receiver.streamId]
 
     def streamOver(self, stream: ISendingStream) -> None:
         """An outgoing stream is over (done or failed)."""
@@ -320,8 +316,9 @@ class BulkChannel:
             self.scheduler.unregister()
 
     def sendControl(self, op: int, streamId: Any, *values: Any) -> None:
-        """Send one control message (one write), if the connection is up."""
+        """Send one control message (one write), if the connection is up; this side's HELLO goes first."""
         if self._up and not self.protocol.transport.disconnecting:
+            self.sayHello()
             self.protocol.sendObject(Control((op, streamId, *values)))
 
     def sendData(self, streamId: int, offset: int, data: bytes) -> None:
@@ -345,45 +342,6 @@ class BulkChannel:
     def wakeSoon(self, stream: ISendingStream) -> None:
         """As L{wake}, but at the end of this reactor turn, so that writes made in this turn share frames."""
         self.scheduler.wakeSoon(stream)
-
-    # -- receiving ------------------------------------------------------------------
-
-    def dataStarting(self, streamId: int, offset: int, length: int) -> Callable[[int, bytes], None] | None:
-        """
-        A data frame's body is about to arrive: where its pieces go, or
-        C{None} to drop them (a stream this side already gave up on).
-
-        @raise FlowControlError: the frame goes past the stream's credit.
-        """
-        receiver = self._incoming.get(streamId)
-        if receiver is None:
-            return None
-        return receiver.frameStarting(offset, length)
-
-    def controlReceived(self, control: Control) -> None:
-        """Act on one control message; an unknown stream id is ignored (it already ended)."""
-        op, streamId = control[0], control[1]
-        try:
-            if op == END or op == ABORT:
-                receiver = self._incoming.get(streamId)
-                if receiver is None:
-                    return
-                if op == END:
-                    receiver.endReceived(control[2], control[3])
-                else:
-                    receiver.abortReceived(control[2], control[3])
-                return
-            stream = self._outgoing.get(streamId)
-            if stream is None:
-                return
-            if op == GRANT:
-                stream.grantReceived(control[2])
-            elif op == DONE:
-                stream.doneReceived(control[2])
-            elif op == CANCEL:
-                stream.cancelReceived(control[2], control[3])
-        except Exception:
-            self.log.failure("Handling bulk control message {control} failed", control=control)
 
 
 def _tuneSocket(wrapped: Any, options: BulkOptions) -> None:

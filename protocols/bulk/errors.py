@@ -15,6 +15,12 @@ Strategy:
     with the code, and the other side's L{Stream.whenDone} or
     L{IncomingStream.receive} fails with a L{StreamReset} of the same code.
     The connection and its other streams go on.
+  - B{No digest in common} (a stream asks for a digest the other side
+    lacks or refuses, or the two HELLOs share none): L{DigestUnavailable}
+    on the sender, raised by the call that would carry the stream or
+    failing the stream before any data moves; a receiver refuses such an
+    announcement with L{DigestRefused} (a L{framing.Violation}: the call
+    is refused, the connection stays up).
   - B{The bytes do not match the digest}: L{IntegrityError}, at both ends
     the same way (code C{"integrity"}); the receiver's sink drops what it
     holds.
@@ -31,10 +37,10 @@ the reason its connection was lost).
 
 from __future__ import annotations
 
-from framing import ProtocolError
+from framing import ProtocolError, Violation
 
 from ..rpc import registerError
-from .integrity import IntegrityError
+from .integrity import DigestUnavailable, IntegrityError
 
 
 class StreamReset(Exception):
@@ -94,7 +100,28 @@ class TooManyStreams(ProtocolError):
     code = "too-many-streams"
 
 
+class DigestRefused(Violation):
+    """
+    The peer announced a stream checked with a digest this side does not
+    accept (L{protocols.bulk.BulkOptions.digests}), or, asking for the
+    negotiated one, shares none with it: the message carrying the stream
+    is refused, before any of its data is taken.
+    """
+
+    code = "digest-unavailable"
+
+
+registerError(DigestUnavailable, "chunkwire.bulk.DigestUnavailable")
 registerError(IntegrityError, "chunkwire.bulk.IntegrityError")
 registerError(StreamReset, "chunkwire.bulk.StreamReset")
 
-__all__ = ["FlowControlError", "IllegalTransition", "IntegrityError", "StreamIdReused", "StreamReset", "TooManyStreams"]
+__all__ = [
+    "DigestRefused",
+    "DigestUnavailable",
+    "FlowControlError",
+    "IllegalTransition",
+    "IntegrityError",
+    "StreamIdReused",
+    "StreamReset",
+    "TooManyStreams",
+]

@@ -36,7 +36,7 @@ import json
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -47,12 +47,20 @@ from twisted.internet.error import ConnectError, ConnectionDone, ConnectionLost
 from twisted.internet.interfaces import IReactorThreads
 from twisted.internet.task import deferLater
 
-from framing.slicing.constraints import ByteString, Integer, ListOf, Text
+from framing.slicing.constraints import ByteString, Integer, ListOf, Optional, Text
 
 from .. import rpc
 from .channel import BulkChannel, callingChannel
 from .errors import IntegrityError
-from .integrity import DEFAULT_DIGEST, OrderedHasher, checkAlgorithm
+from .integrity import (
+    DEFAULT_DIGEST,
+    DigestUnavailable,
+    OrderedHasher,
+    availableDigests,
+    checkAlgorithm,
+    chooseDigest,
+    inlineHashing,
+)
 from .outcome import Outcome, TransferResult
 from .ranges import RangeSet
 from .receiving import IncomingStream
@@ -183,6 +191,7 @@ class Assembly:
         algorithm: str = DEFAULT_DIGEST,
         reactor: Any = None,
         maxFragments: int | None = None,
+        hashing: str = "auto",
     ) -> None:
         """
         Open the assembly of C{path}: resume from its sidecar if that
@@ -191,6 +200,10 @@ class Assembly:
         @param reactor: hash in a worker thread reporting to it (see
             L{OrderedHasher}); C{None} hashes inline.
         @param maxFragments: the most disjoint ranges held (C{None}: no cap).
+        @param hashing: C{"inline"}: pieces that arrive in order are hashed
+            at once in the reactor thread (read-backs still go to a worker
+            thread); C{"thread"}: every piece is hashed in a worker thread;
+            C{"auto"}: inline unless a core stays free (L{inlineHashing}).
         """
         self.maxFragments = maxFragments
         # Ranges added since the sidecar was written, and how many range
@@ -213,7 +226,7 @@ class Assembly:
         if not self.held:
             os.ftruncate(self._fd, 0)
         threads = reactor if reactor is not None and IReactorThreads.providedBy(reactor) else None
-        self.hasher = OrderedHasher(self.algorithm, self._readBack, threads)
+        self.hasher = OrderedHasher(self.algorithm, self._readBack, threads, inline=inlineHashing(hashing))
         self._verifying: Outcome | None = None
         if self.held:
             # Resumed: what is already held from offset 0 is hashed from the file.
@@ -383,6 +396,29 @@ class Assembly:
         self.hasher.abort()
 
 
+def recordedAlgorithm(path: str | os.PathLike[str]) -> str | None:
+    """
+    The digest algorithm the sidecar of an unfinished assembly of C{path}
+    records (any sidecar version that records one), or C{None}: a resume
+    prefers it, so that what was held is kept.
+    """
+    target = Path(path)
+    try:
+        with open(target.with_name(f".{target.name}.part.json"), "rb") as sidecar:
+            record = json.loads(sidecar.readline())
+        algorithm = record["algorithm"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return algorithm if isinstance(algorithm, str) else None
+
+
+def preferring(recorded: str | None, digests: Sequence[str]) -> list[str]:
+    """C{digests} with C{recorded} moved first, if it is among them."""
+    if recorded is None or recorded not in digests:
+        return list(digests)
+    return [recorded, *(name for name in digests if name != recorded)]
+
+
 def _rangeLine(line: bytes) -> tuple[int, int]:
     """One sidecar line: C{b"start end"}; an empty line (the last) is an empty range."""
     if not line:
@@ -432,6 +468,7 @@ class AssemblySink(Sink):
 _NAME = Text(MAX_NAME)
 _VERSION = Text(100)
 _RANGES = ListOf(ListOf(Integer(0), 2), 1 << 20)
+_DIGESTS = Optional(ListOf(Text(32), 8))
 
 
 class BulkService(rpc.Referenceable):
@@ -479,20 +516,25 @@ class BulkService(rpc.Referenceable):
         directory: str | os.PathLike[str],
         *,
         reactor: Any = None,
-        algorithm: str = DEFAULT_DIGEST,
+        algorithm: str | None = None,
+        digests: Sequence[str] | None = None,
         maxUploads: int = MAX_UPLOADS,
         abandonAfter: float = ABANDON_AFTER,
         maxFragments: int = MAX_FRAGMENTS,
+        hashing: str = "auto",
     ):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.reactor = reactor
-        self.algorithm = checkAlgorithm(algorithm) or DEFAULT_DIGEST
+        self.choice = DigestChoice((algorithm,) if algorithm is not None else digests, reactor)
+        self.accepted, self.algorithm = self.choice.accepted, self.choice.accepted[0]
+        self.digestsFor, self.choose = self.choice.cache, self.choice.choose
         self.abandonAfter = abandonAfter
         self.maxFragments = maxFragments
+        self.hashing = hashing
         self.uploads: dict[str, Assembly] = {}
         self.owners = UploadOwners(self, maxUploads, self._abandon)
-        self.digests = DigestCache(self.algorithm, reactor)
+        self.digests = self.digestsFor(self.algorithm)
         self._lastSweep = 0.0
         self.sweep()
 
@@ -526,33 +568,40 @@ class BulkService(rpc.Referenceable):
         return stream.receive(path).addCallback(self._put, path)
 
     def _put(self, result: TransferResult, path: Path) -> str:
-        self.digests.remember(path, result.digest)
+        if result.algorithm is not None:
+            self.digestsFor(result.algorithm).remember(path, result.digest)
         return result.hexdigest
 
     @rpc.remote(args={"name": _NAME})
     def get(self, name: str) -> Stream:
         """Send file C{name} as a stream (the caller receives it and checks its digest)."""
-        return Stream(self._existing(name), digest=self.algorithm)
+        return Stream(self._existing(name))
 
     # -- resumable uploads -----------------------------------------------------------------------
 
-    @rpc.remote(args={"name": _NAME, "size": Integer(0, 1 << 62), "version": _VERSION})
-    def openUpload(self, name: str, size: int, version: str) -> dict[str, Any]:
+    @rpc.remote(args={"name": _NAME, "size": Integer(0, 1 << 62), "version": _VERSION, "digests": _DIGESTS})
+    def openUpload(self, name: str, size: int, version: str, digests: list[str] | None = None) -> dict[str, Any]:
         """
         Start or resume uploading C{name}: C{version} identifies the source
-        (a different one, or a different size, starts afresh).
+        (a different one, or a different size, starts afresh); the upload
+        is checked with the first of the client's C{digests} the service
+        accepts (one an unfinished upload of it already uses, if the client
+        lists it: what was held is kept).
 
         @return: C{{"held": ranges already held, "algorithm": name}}.
         @raise TooManyUploads: the calling connection holds too many.
         @raise UploadBusy: another connection uploads another version.
+        @raise DigestUnavailable: no digest in common.
         """
         path = self._path(name)
         self._sweepSoon()
-        if name not in self.uploads and self.digests.stored(path, size, version) is not None:
-            # Already received whole (the answer to finishUpload was lost).
-            return {"held": [[0, size]] if size else [], "algorithm": self.algorithm}
         assembly = self.uploads.get(name)
-        if assembly is not None and (assembly.size, assembly.version) != (size, version):
+        recorded = assembly.algorithm if assembly is not None else recordedAlgorithm(path)
+        algorithm = self.choose(preferring(recorded, digests) if digests is not None else None)
+        if name not in self.uploads and self.digestsFor(algorithm).stored(path, size, version) is not None:
+            # Already received whole (the answer to finishUpload was lost).
+            return {"held": [[0, size]] if size else [], "algorithm": algorithm}
+        if assembly is not None and (assembly.size, assembly.version, assembly.algorithm) != (size, version, algorithm):
             if self.owners.heldElsewhere(name) or name in self.owners.finishing:
                 self.owners.refuse(UploadBusy(f"{name} is being uploaded by another connection"))
             self._close(name)
@@ -561,7 +610,7 @@ class BulkService(rpc.Referenceable):
         self.owners.own(name)
         if assembly is None:
             try:
-                assembly = Assembly(path, size, version, self.algorithm, self.reactor, self.maxFragments)
+                assembly = Assembly(path, size, version, algorithm, self.reactor, self.maxFragments, self.hashing)
             except BaseException:
                 self.owners.disown(name)
                 raise
@@ -596,8 +645,8 @@ class BulkService(rpc.Referenceable):
         L{IntegrityError}.
         """
         if name not in self.uploads:
-            stored = self.digests.remembered(self._path(name), None)
-            if stored is not None and stored == digest:
+            stored = self.choice.remembered(self._path(name), digest)
+            if stored is not None:
                 # A repeat: the first answer was lost with its connection.
                 return {"size": self._path(name).stat().st_size, "digest": stored.hex(), "duplicates": 0}
         assembly = self._upload(name)
@@ -618,7 +667,7 @@ class BulkService(rpc.Referenceable):
         if self.uploads.get(name) is assembly:
             self._close(name)
         assembly.commit()
-        self.digests.remember(assembly.path, actual, source=assembly.version)
+        self.digestsFor(assembly.algorithm).remember(assembly.path, actual, source=assembly.version)
         return {"size": assembly.size, "digest": actual.hex(), "duplicates": assembly.duplicates}
 
     def _upload(self, name: str) -> Assembly:
@@ -680,12 +729,17 @@ class BulkService(rpc.Referenceable):
 
     # -- resumable downloads ------------------------------------------------------------------
 
-    @rpc.remote(args={"name": _NAME})
-    async def stat(self, name: str) -> dict[str, Any]:
-        """C{{"size", "version", "digest" (hex), "algorithm"}} of file C{name} (its digest computed once, then kept)."""
+    @rpc.remote(args={"name": _NAME, "digests": _DIGESTS})
+    async def stat(self, name: str, digests: list[str] | None = None) -> dict[str, Any]:
+        """
+        C{{"size", "version", "digest" (hex), "algorithm"}} of file C{name}:
+        its digest under the first of the client's C{digests} the service
+        accepts (SHA-256 if it names none), computed once, then kept.
+        """
         path = self._existing(name)
-        size, version, digest = await self.digests.digestOf(path)
-        return {"size": size, "version": version, "digest": digest.hex(), "algorithm": self.algorithm}
+        algorithm = self.choose(digests)
+        size, version, digest = await self.digestsFor(algorithm).digestOf(path)
+        return {"size": size, "version": version, "digest": digest.hex(), "algorithm": algorithm}
 
     @rpc.remote(args={"name": _NAME, "version": _VERSION, "ranges": _RANGES})
     def download(self, name: str, version: str, ranges: list[list[int]]) -> Stream:
@@ -709,6 +763,48 @@ class BulkService(rpc.Referenceable):
             for entry in sorted(self.directory.iterdir())
             if entry.is_file() and not entry.name.startswith(".")
         ]
+
+
+class DigestChoice:
+    """
+    The digests a L{BulkService} accepts (its order of preference), the one
+    it checks a client's file with, and a L{DigestCache} per digest.
+
+    @ivar accepted: the digests accepted, in order of preference.
+    """
+
+    def __init__(self, digests: Sequence[str] | None, reactor: Any) -> None:
+        self.accepted = tuple(checkAlgorithm(name) or DEFAULT_DIGEST for name in (digests or availableDigests()))
+        self._reactor = reactor
+        self._caches: dict[str, DigestCache] = {}
+
+    def cache(self, algorithm: str) -> DigestCache:
+        """The L{DigestCache} of stored files' digests under C{algorithm}."""
+        found = self._caches.get(algorithm)
+        if found is None:
+            found = self._caches[algorithm] = DigestCache(algorithm, self._reactor)
+        return found
+
+    def choose(self, digests: Sequence[str] | None) -> str:
+        """
+        The first of a client's C{digests} (its order of preference) that
+        is accepted; SHA-256 for a client that names none.
+
+        @raise DigestUnavailable: none of them is accepted.
+        """
+        if digests is None:
+            digests = [DEFAULT_DIGEST]
+        chosen = chooseDigest(digests, self.accepted)
+        if chosen is None:
+            raise DigestUnavailable(f"none of {', '.join(digests)} is accepted here (only {', '.join(self.accepted)})")
+        return chosen
+
+    def remembered(self, path: Path, digest: bytes) -> bytes | None:
+        """C{digest} if it is the recorded digest of the stored file at C{path} under an accepted digest."""
+        for algorithm in self.accepted:
+            if self.cache(algorithm).remembered(path, None) == digest:
+                return digest
+        return None
 
 
 class UploadOwners:
@@ -1034,6 +1130,8 @@ async def sendFile(
     retryDelay: float = 0.2,
     clock: Any = None,
     progress: TransferProgress | None = None,
+    digests: Sequence[str] | None = None,
+    hashing: str = "auto",
 ) -> FileResult:
     """
     Upload the file at C{path} to a L{BulkService} as C{name} (its base
@@ -1044,11 +1142,20 @@ async def sendFile(
     @param clock: an C{IReactorTime} for the waits between attempts (and a
         reactor with threads for hashing off the reactor thread).
     @param progress: a L{TransferProgress} kept up to date for a display.
+    @param digests: the digests this side offers, in order of preference
+        (default: L{availableDigests}, BLAKE3 first when installed); the
+        service checks the file with the first it accepts.
     @raise IntegrityError: the service's digest of what it received is not
         the file's digest.
+    @param hashing: C{"inline"} hashes what is sent in order in the
+        reactor thread, C{"thread"} in a worker thread, C{"auto"} (the
+        default) inline unless a core is free (L{inlineHashing}); reading
+        the file back, for stripes, always runs in a worker thread.
+    @raise DigestUnavailable: the service accepts none of C{digests}.
     """
     name = checkName(name or os.path.basename(os.fspath(path)))
-    return await _transfer(_Upload(path, name, streams, _clock(clock)), connect, retries, retryDelay, progress)
+    job = _Upload(path, name, streams, _clock(clock), _offered(digests), hashing)
+    return await _transfer(job, connect, retries, retryDelay, progress)
 
 
 async def fetchFile(
@@ -1061,6 +1168,8 @@ async def fetchFile(
     retryDelay: float = 0.2,
     clock: Any = None,
     progress: TransferProgress | None = None,
+    digests: Sequence[str] | None = None,
+    hashing: str = "auto",
 ) -> FileResult:
     """
     Download file C{name} from a L{BulkService} to C{path} (C{name} in the
@@ -1078,7 +1187,15 @@ async def fetchFile(
     """
     name = checkName(name)
     target = path if path is not None else name
-    return await _transfer(_Download(target, name, streams, _clock(clock)), connect, retries, retryDelay, progress)
+    job = _Download(target, name, streams, _clock(clock), _offered(digests), hashing)
+    return await _transfer(job, connect, retries, retryDelay, progress)
+
+
+def _offered(digests: Sequence[str] | None) -> list[str]:
+    offered = list(digests) if digests is not None else list(availableDigests())
+    for name in offered:
+        checkAlgorithm(name)
+    return offered
 
 
 async def _transfer(
@@ -1122,17 +1239,36 @@ class _Upload:
     @ivar payload: data bytes sent over all attempts.
     """
 
-    def __init__(self, path: str | os.PathLike[str], name: str, streams: int, clock: Any) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], name: str, streams: int, clock: Any, digests: list[str], hashing: str
+    ) -> None:
         self.path, self.name, self.streams, self.clock = path, name, streams, clock
+        self.digests, self.hashing = digests, hashing
         self.source = FileSource(path)
         self.size = self.source.size
         self.version = fileVersion(path)
-        self.hasher = OrderedHasher(DEFAULT_DIGEST, self.source.read, _threads(clock))
+        # Made once the service has chosen the digest (its first answer).
+        self.hasher: OrderedHasher | None = None
+        self.algorithm = ""
         self.payload = 0
         self._digest: bytes | None = None
-        if streams > 1:
+
+    def _hasherFor(self, algorithm: str) -> OrderedHasher:
+        """The one hasher of the file under C{algorithm} (one pass over it, whatever the attempts)."""
+        if self.hasher is not None and self.algorithm == algorithm:
+            return self.hasher
+        if algorithm not in self.digests:
+            raise DigestUnavailable(f"the service chose {algorithm}, which this side did not offer")
+        if self.hasher is not None:
+            self.hasher.abort()
+        self.algorithm, self._digest = algorithm, None
+        self.hasher = OrderedHasher(
+            algorithm, self.source.read, _threads(self.clock), inline=inlineHashing(self.hashing)
+        )
+        if self.streams > 1:
             # Stripes send out of order: hash the file from disk meanwhile.
             self.hasher.allowReadBack(self.size)
+        return self.hasher
 
     def begin(self, progress: TransferProgress) -> None:
         """The transfer starts: the file's size is known at once."""
@@ -1140,11 +1276,12 @@ class _Upload:
 
     async def attempt(self, roots: list[rpc.RemoteReference], progress: TransferProgress) -> bytes:
         """Ask what the service holds, send the rest in stripes, then have it verify; returns the digest."""
-        info = await roots[0].callRemote("openUpload", self.name, self.size, self.version)
+        info = await roots[0].callRemote("openUpload", self.name, self.size, self.version, self.digests)
+        hasher = self._hasherFor(info["algorithm"])
         held = RangeSet.fromList(info["held"])
         progress.held = held.total
         parts = stripes(held.missing(0, self.size), self.streams)
-        sending = [Stream(FileSource(self.path), ranges=part, hasher=self.hasher) for part in parts]
+        sending = [Stream(FileSource(self.path), ranges=part, hasher=hasher) for part in parts]
         progress.current = sending
         calls = [root.callRemote("upload", self.name, stream) for root, stream in zip(roots, sending, strict=False)]
         try:
@@ -1153,14 +1290,14 @@ class _Upload:
             self.payload += sum(stream.sentBytes for stream in sending)
             progress.held, progress.current = progress.held + sum(s.sentBytes for s in sending), []
         if self._digest is None:
-            self._digest = await self.hasher.finish(self.size)
+            self._digest = await hasher.finish(self.size)
         answer = await roots[0].callRemote("finishUpload", self.name, self._digest)
         return bytes.fromhex(answer["digest"])
 
     def succeeded(self) -> tuple[int, str]:
         """The transfer completed: release the file; its size and digest algorithm."""
         self._close()
-        return self.size, DEFAULT_DIGEST
+        return self.size, self.algorithm
 
     def failed(self, error: BaseException) -> None:
         """The transfer failed for good: release the file."""
@@ -1168,7 +1305,8 @@ class _Upload:
 
     def _close(self) -> None:
         self.source.close()
-        self.hasher.abort()
+        if self.hasher is not None:
+            self.hasher.abort()
 
 
 class _Download:
@@ -1180,8 +1318,13 @@ class _Download:
     @ivar payload: data bytes received over all attempts.
     """
 
-    def __init__(self, path: str | os.PathLike[str], name: str, streams: int, clock: Any) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], name: str, streams: int, clock: Any, digests: list[str], hashing: str
+    ) -> None:
         self.path, self.name, self.streams, self.clock = path, name, streams, clock
+        self.hashing = hashing
+        # A partial file of an earlier run is resumed under its own digest, if offered.
+        self.digests = preferring(recordedAlgorithm(path), digests)
         self.assembly: Assembly | None = None
         self.payload = 0
 
@@ -1190,9 +1333,13 @@ class _Download:
 
     async def attempt(self, roots: list[rpc.RemoteReference], progress: TransferProgress) -> bytes:
         """Ask for the file's digest and version, fetch the missing ranges in stripes, verify; returns the digest."""
-        info = await roots[0].callRemote("stat", self.name)
+        info = await roots[0].callRemote("stat", self.name, self.digests)
         if self.assembly is None:
-            self.assembly = Assembly(self.path, info["size"], info["version"], info["algorithm"], self.clock)
+            if info["algorithm"] not in self.digests:
+                raise DigestUnavailable(f"the service chose {info['algorithm']}, which this side did not offer")
+            self.assembly = Assembly(
+                self.path, info["size"], info["version"], info["algorithm"], self.clock, hashing=self.hashing
+            )
         assembly = self.assembly
         if info["version"] != assembly.version:
             raise FileChanged(f"{self.name} changed on the service since the transfer started")

@@ -24,6 +24,14 @@ class ISendingStream(Protocol):
     """What the channel asks of an outgoing stream."""
 
     streamId: int | None
+    digestName: str | None
+
+    @property
+    def waitingForCredit(self) -> bool:
+        """Whether it waits for the receiver's credit."""
+
+    def refuse(self, error: BaseException) -> None:
+        """No digest fits both sides: fail before any data is sent (the receiver is told)."""
 
     def announce(self, host: IStreamHost, streamId: int) -> None:
         """The stream is being encoded into a message, as C{streamId} on C{host}."""
@@ -33,6 +41,9 @@ class ISendingStream(Protocol):
 
     def sendOne(self) -> bool:
         """Send one data frame if it can; return whether it may send more at once."""
+
+    def initialCredit(self, count: int) -> None:
+        """The receiver's initial window: the stream may send C{count} bytes before any grant."""
 
     def grantReceived(self, count: int) -> None:
         """The receiver granted C{count} more bytes of credit."""
@@ -54,6 +65,10 @@ class IReceivingStream(Protocol):
     """What the channel asks of an incoming stream being received."""
 
     streamId: int
+
+    @property
+    def heldHere(self) -> bool:
+        """Whether this side holds the stream (the sender is out of credit because the sink has not released)."""
 
     def frameStarting(self, offset: int, length: int) -> Callable[[int, bytes], None] | None:
         """
@@ -124,6 +139,9 @@ class IStreamHost(Protocol):
 
     def droppedUnread(self, streamId: int) -> None:
         """An incoming stream was dropped before being received: tell the sender."""
+
+    def earlyData(self, streamId: int) -> Any:
+        """Take what arrived for incoming stream C{streamId} before it was received (an L{EarlyData}), if any."""
 
     def cancelledUnread(self, streamId: int) -> None:
         """An incoming stream was cancelled before being received (the cancel was sent)."""

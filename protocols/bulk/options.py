@@ -6,7 +6,9 @@ bad value fails at construction (C{ValueError}), never later on the wire.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from .integrity import DigestUnavailable, availableDigests, checkAlgorithm
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -67,6 +69,26 @@ class BulkOptions:
     @ivar sendLimit: most bytes handed to the socket per reactor turn on a
         TCP connection (Twisted's default is 128 KiB).  C{None} leaves the
         transport alone.
+    @ivar digests: the digests this side computes and accepts, in order of
+        preference (default: L{availableDigests}, BLAKE3 first when the
+        C{blake3} package is installed, then SHA-256).  Each side states
+        them in its HELLO; a stream is checked with the first of its
+        sender's list that the receiver also lists.  Leaving one out
+        refuses it: a peer that offers none of these gets
+        L{DigestUnavailable} before any data moves.
+    @ivar initialWindow: the credit every stream has before the receiver
+        grants any, as HTTP/2's initial window: stated in this side's
+        HELLO, so a sender sends at once (the first byte arrives half a
+        round trip after the call, not one and a half).  Data that
+        arrives before the application calls C{receive()} is held, up to
+        this per stream.  1 MiB (one chunk): the pipe starts full, and at
+        most C{maxStreams} such windows are held by streams not yet
+        received.  0 restores a first round trip (nothing is sent before
+        the first grant).
+    @ivar unreadTimeout: seconds an announced stream may wait for
+        C{receive()} before it is dropped (its held data freed, the sender
+        told, the reason logged).  60: a remote method that keeps a stream
+        to receive later has a minute.
     @ivar maxStreams: the most incoming streams the peer may have live on
         the connection at once (announced and neither received to the end,
         failed, cancelled nor dropped unread); one more is a
@@ -84,6 +106,14 @@ class BulkOptions:
     readSize: int | None = 256 * KiB
     sendLimit: int | None = 1 * MiB
     maxStreams: int = 64
+    digests: tuple[str, ...] = field(default_factory=availableDigests)
+    initialWindow: int = 1 * MiB
+    unreadTimeout: float = 60.0
+
+    @property
+    def startWindow(self) -> int:
+        """The initial window this side states in its HELLO: C{initialWindow}, never more than C{window}."""
+        return min(self.initialWindow, self.window)
 
     def __post_init__(self) -> None:
         if self.chunkSize <= 0 or self.window <= 0 or self.grantStep <= 0 or self.maxStreams <= 0:
@@ -92,3 +122,10 @@ class BulkOptions:
             raise ValueError("maxWindow must be 0 (no autotuning) or more")
         if self.hashing not in ("thread", "inline"):
             raise ValueError("hashing is 'thread' or 'inline'")
+        if self.initialWindow < 0 or self.unreadTimeout <= 0:
+            raise ValueError("initialWindow must be 0 or more and unreadTimeout positive")
+        if not self.digests:
+            raise DigestUnavailable("a bulk connection needs at least one digest")
+        for name in self.digests:
+            checkAlgorithm(name)
+        object.__setattr__(self, "digests", tuple(self.digests))

@@ -27,6 +27,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionDone
 from twisted.python.failure import Failure
 
+from .early import EarlyData
 from .errors import FlowControlError, IntegrityError, StreamReset
 from .integrity import OrderedHasher
 from .interfaces import IStreamHost
@@ -46,17 +47,27 @@ class IncomingStream:
     unread (or L{cancel}) tells the sender it is not wanted.
 
     @ivar size: the announced size, or C{None} if the sender does not know it.
-    @ivar digestName: the digest the sender will send, or C{None}.
+    @ivar digestName: the digest the transfer is checked with (the one
+        both sides chose, see L{protocols.bulk.BulkOptions.digests}), or C{None}.
     @ivar streamId: the sender's id for it on this connection.
     @ivar receiver: its L{Receiver} once L{receive} was called, else C{None}.
     """
 
-    def __init__(self, host: IStreamHost, streamId: int, size: int | None, digestName: str | None) -> None:
+    def __init__(
+        self,
+        host: IStreamHost,
+        streamId: int,
+        size: int | None,
+        digestName: str | None,
+        early: EarlyData | None = None,
+    ) -> None:
         self._host = host
         self.streamId = streamId
         self.size = size
         self.digestName = digestName
         self.receiver: Receiver | None = None
+        # What the sender sent before receive() (its initial window), held by the channel meanwhile.
+        self._early = early
         self._dropped = weakref.finalize(self, host.droppedUnread, streamId)
         self._dropped.atexit = False
 
@@ -93,9 +104,14 @@ class IncomingStream:
         if self.receiver is not None:
             raise RuntimeError("an incoming stream can be received only once")
         self._dropped.detach()
+        early, self._early = self._early, None
+        if early is not None:
+            self._host.earlyData(self.streamId)
+            if early.dropped is not None:
+                return _failed(early.dropped)
         receiver = Receiver(self._host, self.streamId, self.size, self.digestName, makeSink(sink), verify, window)
         self.receiver = receiver
-        return receiver.start()
+        return receiver.start(early)
 
     def cancel(self, reason: str = "the receiver cancelled the stream") -> None:
         """Tell the sender the stream is not wanted (or no longer wanted)."""
@@ -212,8 +228,12 @@ class Receiver:
     def _advance(self, event: ReceiveEvent) -> None:
         self.state = RECEIVING_TRANSITIONS.next(self.state, event)
 
-    def start(self) -> Deferred[TransferResult]:
-        """Start the sink and grant the first window; the result of L{IncomingStream.receive}."""
+    def start(self, early: EarlyData | None = None) -> Deferred[TransferResult]:
+        """
+        Start the sink, take in what arrived C{early} (the sender's initial
+        window, perhaps its END), and grant the rest of the window; the
+        result of L{IncomingStream.receive}.
+        """
         done: Deferred[TransferResult] = self.outcome.wait(self._receiveCancelled)
         if not self.host.up:
             self._advance(ReceiveEvent.FAIL)
@@ -227,8 +247,47 @@ class Receiver:
         self._advance(ReceiveEvent.START)
         self.host.receiverStarted(self)
         self.startedAt = self.host.clock.seconds()
-        self._grant(self.window)
+        if early is not None:
+            self.granted = early.window
+            self._replay(early)
+        if self.state is RECEIVING:
+            # Always one grant (of nothing, if the initial window covers the
+            # window): it tells the sender this side receives the stream.
+            self._grant(max(self._releasedBytes() + self.window - self.granted, 0))
         return done
+
+    def _replay(self, early: EarlyData) -> None:
+        """Hand the sink and the hasher what arrived before receive(), as if it arrived now."""
+        pieces, early.pieces = early.pieces, []
+        for offset, data in pieces:
+            if self.state not in _LIVE:
+                return
+            if not self._fits(offset, len(data)):
+                return
+            self.announced += len(data)
+            self.piece(offset, data)
+        self.announced = early.announced
+        # The rest of a frame whose header came before receive() comes here.
+        early.forward = self.piece
+        if early.aborted is not None:
+            self.abortReceived(*early.aborted)
+        elif early.ended is not None:
+            self.endReceived(*early.ended)
+
+    def _fits(self, offset: int, length: int) -> bool:
+        """Whether a frame at C{offset} fits the sink's order and the announced size; else the stream is abandoned."""
+        if self.sink.sequential and offset != self.announced:
+            self.abandon(StreamReset("out-of-order", f"data at {offset}, expected {self.announced}"), "out-of-order")
+            return False
+        if self.size is not None and offset + length > self.size:
+            self.abandon(StreamReset("size", f"data past the announced size of {self.size} bytes"), "size")
+            return False
+        return True
+
+    @property
+    def heldHere(self) -> bool:
+        """Whether this side holds the stream: receiving, and the sender has less credit left than a step."""
+        return self.state is RECEIVING and self.granted - self.announced < self.grantStep
 
     def _grant(self, count: int) -> None:
         self.granted += count
@@ -250,20 +309,11 @@ class Receiver:
             raise FlowControlError(
                 f"stream {self.streamId}: {self.announced + length} bytes sent, {self.granted} granted"
             )
-        size = self.size
-        if self.sink.sequential and offset != self.announced:
-            self.abandon(StreamReset("out-of-order", f"data at {offset}, expected {self.announced}"), "out-of-order")
-            return None
-        if size is not None and offset + length > size:
-            self.abandon(StreamReset("size", f"data past the announced size of {size} bytes"), "size")
+        if not self._fits(offset, length):
             return None
         tuner = self.tuner
-        now = self.host.clock.seconds()
-        if tuner is not None and self.announced == 0:
-            # The sender sent nothing before the first grant: a round trip.
-            self.host.roundTrips.sample(now - self.startedAt)
         self.announced += length
-        if tuner is not None and tuner.frameArrived(now, self.announced, self.received):
+        if tuner is not None and tuner.frameArrived(self.host.clock.seconds(), self.announced, self.received):
             # Grant the difference now: the sender is waiting for it.
             self.window = tuner.window
             self._released()
@@ -406,6 +456,12 @@ class Receiver:
         finally:
             del sink  # this frame may outlive the call (see BulkChannel.connectionLost)
             self.outcome.fail(error)
+
+
+def _failed(error: BaseException) -> Deferred[TransferResult]:
+    failed: Deferred[TransferResult] = Deferred()
+    failed.errback(error)
+    return failed
 
 
 _SPENT = Sink()

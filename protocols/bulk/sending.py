@@ -1,7 +1,9 @@
 """Sending: a L{Stream}, what a sender sends, and its states.
 
-Contract: a L{Stream} sends nothing until the receiver grants credit, never
-more than it was granted, one data frame (one transport write) per chunk,
+Contract: a L{Stream} sends nothing until the receiver's HELLO is known
+(its digests and initial window, see L{protocols.bulk.BulkOptions}); then
+it starts with the initial window as credit (no round trip first), never
+sends more than it was granted, one data frame (one transport write) per chunk,
 and at most one chunk ahead of what it can send from a sequential source.
 It hashes what it sends (in order, off the reactor thread when the
 connection has a reactor with threads) and ends with the object's size and
@@ -10,14 +12,21 @@ verified.
 
 Its life is the table L{SENDING_TRANSITIONS}::
 
-    NEW --announce--> ANNOUNCED --start (first grant)--> SENDING
+    NEW --announce--> ANNOUNCED --start (initial window or first grant)--> SENDING
     ANNOUNCED --take back (its message was not sent)--> NEW
     SENDING --all sent--> ENDING --END sent (once hashed)--> ENDED
     ANNOUNCED, SENDING, ENDING, ENDED --done (the receiver verified)--> FINISHED
     NEW, ANNOUNCED, SENDING, ENDING, ENDED --fail--> FINISHED
 
 It reads from one L{protocols.bulk.sources.StreamSource} and talks to its
-connection only through an L{IStreamHost}.
+connection only through an L{IStreamHost}.  The source may be random-access
+(a path, a binary file that can seek, a bytes-like, a L{SeekableSource}:
+sent from any offset, in part with C{ranges}, so transfers can resume and be
+striped), or sequential: an async iterable or an iterable of C{bytes}, an
+object with C{startProducing(consumer)} (Twisted's C{IBodyProducer}: its
+Deferred ends the stream), or nothing: the stream is then an L{IConsumer}
+that any C{IPushProducer} or C{IPullProducer} registers with and writes to,
+and L{Stream.finish} ends it.
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from .errors import IntegrityError, StreamReset
-from .integrity import DEFAULT_DIGEST, OrderedHasher, checkAlgorithm
+from .integrity import NEGOTIATED, OrderedHasher, checkAlgorithm
 from .interfaces import IStreamHost
 from .outcome import Outcome, TransferResult
 from .sources import StreamSource, openSource
@@ -85,20 +94,11 @@ class Stream:
     """
     A byte stream to send: put it in the arguments of a remote call (an
     upload) or return it from a remote method (a download).  Each instance
-    is sent once.
-
-    The source may be random-access (a path, a binary file that can seek, a
-    bytes-like, a L{SeekableSource}: sent from any offset, in part with
-    C{ranges}, so transfers can resume and be striped), or sequential: an
-    async iterable or an iterable of C{bytes}, an object with
-    C{startProducing(consumer)} (Twisted's C{IBodyProducer}: its Deferred
-    ends the stream), or nothing: the stream is then an L{IConsumer} that
-    any C{IPushProducer} or C{IPullProducer} registers with and writes to,
-    and L{finish} ends it.
+    is sent once.  What it reads from: see the module docstring.
 
     @ivar size: the object's size if known.
-    @ivar digestName: the digest sent at the end (C{"sha256"} by default), or
-        C{None}.
+    @ivar digestName: the digest sent at the end, or C{None}; by default the
+        one both ends choose (L{NEGOTIATED} until the connection has).
     @ivar sentBytes: payload bytes sent so far.
     @ivar streamId: the id on the connection once sent, or C{None}.
     @ivar state: its L{SendState}.
@@ -111,24 +111,28 @@ class Stream:
         *,
         size: int | None = None,
         ranges: Iterable[tuple[int, int]] | None = None,
-        digest: str | None = DEFAULT_DIGEST,
+        digest: str | None = NEGOTIATED,
         hasher: OrderedHasher | None = None,
     ) -> None:
         """
         @param size: the length of a sequential source, if known (checked).
         @param ranges: for a random-access source, the byte ranges to send
             (default: all of it); the digest still covers the whole object.
-        @param digest: the C{hashlib} algorithm of the end-to-end check, or
-            C{None} for none.
+        @param digest: the end-to-end check: L{NEGOTIATED} (the default,
+            the first digest both ends have), a name this side computes
+            (C{"blake3"}, a C{hashlib} name) that the receiver must then
+            accept, or C{None} for none.
         @param hasher: an L{OrderedHasher} shared with other streams of the
             same object (stripes, resumed attempts): this stream offers what
             it sends to it and sends no digest itself; its owner finishes it.
         @raise ValueError: C{ranges} for a sequential source, or ranges
             outside the object.
+        @raise DigestUnavailable: C{digest} cannot be computed here.
         """
         self.source: StreamSource = openSource(source, size, ranges)
         self.size = self.source.size
-        self.digestName = None if hasher is not None else checkAlgorithm(digest)
+        wanted = None if hasher is not None else digest
+        self.digestName = wanted if wanted == NEGOTIATED else checkAlgorithm(wanted)
         self._sharedHasher = hasher
         self._hasher: OrderedHasher | None = None
         self._host: IStreamHost | None = None
@@ -137,6 +141,7 @@ class Stream:
         self._credit = 0
         self._minFrame = 1
         self._hashBacklog = 0
+        self._heard = False
         self.sentBytes = 0
         self._ownDigest: bytes | None = None
         self._outcome = Outcome()
@@ -222,20 +227,34 @@ class Stream:
         self._host, self.streamId = host, streamId
         self.source.limit(host.options.chunkSize)
 
+    @property
+    def waitingForCredit(self) -> bool:
+        """Whether the stream is sending and waits for the receiver's credit (its sink holds the window)."""
+        return self.state is SENDING and self._credit < self._minFrame and not self.source.exhausted()
+
+    def refuse(self, error: BaseException) -> None:
+        """No digest fits both sides: the stream fails before any data is sent, and the receiver is told."""
+        self._fail(error, tell="digest-unavailable")
+
     def takeBack(self) -> None:
         """The message announcing the stream was never sent: it may be sent again."""
         self._advance(SendEvent.TAKE_BACK)
         self._host, self.streamId = None, None
 
-    def grantReceived(self, count: int) -> None:
-        """The receiver granted C{count} bytes; the first grant starts the stream."""
+    def initialCredit(self, count: int) -> None:
+        """The receiver's initial window (from its HELLO): the stream starts with C{count} bytes of credit."""
+        self.grantReceived(count, heard=False)
+
+    def grantReceived(self, count: int, heard: bool = True) -> None:
+        """The receiver granted C{count} bytes (a grant says it receives); a first credit starts the stream."""
+        self._heard = self._heard or heard
         if self.state not in _GRANTABLE:
             return
         self._credit += count
         host = self._host
         assert host is not None
         if self.state is ANNOUNCED:
-            # The first grant is the receiver's whole window: send as soon as
+            # The first credit is the receiver's whole window: send as soon as
             # a quarter of it is free (a receiver grants in such steps), so
             # several frames are in flight whatever the window.
             self._minFrame = max(1, min(host.options.grantStep, count // 4))
@@ -340,9 +359,11 @@ class Stream:
         self._fail(reason)
 
     def callFailed(self, failure: Failure) -> None:
-        """The call carrying this stream failed: if the stream never started, nobody will receive it."""
-        if self.state is ANNOUNCED:
-            self._fail(StreamReset("cancelled", f"the call carrying the stream failed: {failure.getErrorMessage()}"))
+        """The call carrying this stream failed: if the receiver never said it receives, nobody will."""
+        if not self._heard and self.state in _ON_WIRE:
+            # The peer may have refused the call before it saw the stream.
+            reason = StreamReset("cancelled", f"the call carrying the stream failed: {failure.getErrorMessage()}")
+            self._fail(reason, tell=None if self.state is ANNOUNCED else "cancelled")
         elif isinstance(failure.value, CancelledError) and self.state is not FINISHED:
             # The caller gave up on the call: the receiver is told to drop
             # what it holds, and this side closes its source.

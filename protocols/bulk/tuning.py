@@ -1,16 +1,16 @@
 """Receive-window autotuning: the path's base round trip and each stream's delivery rate.
 
 Contract: L{RoundTrips} estimates a connection's base round-trip time from
-the time between each stream's first grant and its first frame (the sender
-sends nothing before), and, on a path that may need tuning, from PING/PONG
-probes (no window grows before one confirmed the path), sent with the
-connection's C{sendPing} (each PING has its own id, so an application's or
-the guard's pings never answer a probe), one in flight at a time, at most
-one per measuring interval.  It
+PING/PONG probes (every stream starts with the receiver's initial window,
+so its first frame follows no grant and gives no sample; the first probe
+goes out with the first frame of a tuned stream, and no window grows before
+one confirmed the path), sent with the connection's C{sendPing} (each PING
+has its own id, so an application's or the guard's pings never answer a
+probe), one in flight at a time, at most one per measuring interval.  It
 keeps the minimum sample: queueing and a busy peer only ever add to a
 sample, so the smallest is the closest to the path itself.  A connection
-on loopback or a LAN sends no probe at all: its first stream's sample is
-already under L{MIN_TUNED_RTT}, so nothing on the wire changes there.
+on loopback or a LAN sends one probe: its answer is under
+L{MIN_TUNED_RTT}, so nothing more changes on the wire there.
 
 A L{WindowTuner} watches one incoming stream and raises its window to
 C{2 * rate * baseRTT} (at most C{maxWindow}) when, over an interval of at
@@ -140,8 +140,13 @@ class WindowTuner:
         """
         roundTrips = self._roundTrips
         base = roundTrips.base
-        if base is None or base < MIN_TUNED_RTT:
-            # Nothing to tune yet, or ever: the minimum only goes down.
+        if base is None:
+            # Nothing measured yet: a stream's first frame follows no grant
+            # (the initial window), so only a probe tells the path.
+            roundTrips.probe()
+            return False
+        if base < MIN_TUNED_RTT:
+            # Nothing to tune, ever: the minimum only goes down.
             return False
         if _newestBefore(self._grants, now - base) - announced < self._slack:
             self._lastLimited = now

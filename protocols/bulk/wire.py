@@ -9,6 +9,12 @@ sync.  Three open-types::
     OPEN "bulk.ctl"    INT op, INT stream_id, op-specific values, CLOSE
     OPEN "bulk.stream" INT stream_id, size (INT or None), digest name (STRING or None), CLOSE
 
+A stream's digest name is one the receiver listed in its HELLO, C{None}
+(no digest), or C{"*"} (L{protocols.bulk.integrity.NEGOTIATED}): the sender
+has not heard the receiver's HELLO yet, and the digest is the first of the
+sender's own HELLO list that the receiver accepts (the sender's HELLO
+always comes before its first announcement).
+
 A data frame is written with one transport write.  On receipt its body is not
 collected: L{DataUnslicer} takes it through the decoder's streamed-body hooks
 (L{framing.slicing.interfaces.IStreamsBodies}), so each piece of the body is
@@ -19,7 +25,7 @@ stack.  Receiving a data frame therefore keeps no more than one socket read
 of it, whatever its length.  Per frame cost: four headers and one lookup of
 the stream by id.
 
-Control messages (L{Control}) are small: credit grants, the end of a stream
+Control messages (L{Control}) are small: each side's HELLO, credit grants, the end of a stream
 with its size and digest, the receiver's verdict, and either side giving up.
 """
 
@@ -58,9 +64,14 @@ CANCEL = 3
 """Receiver to sender: C{(CANCEL, id, code, message)}, stop: the stream is not wanted."""
 ABORT = 4
 """Sender to receiver: C{(ABORT, id, code, message)}, the sender abandons the stream."""
+HELLO = 5
+"""Either way, once per connection, before this side's first stream or
+first call: C{(HELLO, 0, digests, initialWindow)}: the digests it computes
+and accepts, in order of preference, comma-separated (C{"blake3,sha256"}),
+and the credit every stream it receives starts with."""
 
-OP_NAMES = ("GRANT", "END", "DONE", "CANCEL", "ABORT")
-_FIELDS = (1, 2, 1, 2, 2)
+OP_NAMES = ("GRANT", "END", "DONE", "CANCEL", "ABORT", "HELLO")
+_FIELDS = (1, 2, 1, 2, 2, 2)
 """How many values follow the stream id, per op."""
 
 MAX_DIGEST = 64
@@ -106,9 +117,14 @@ class ControlUnslicer(Unslicer):
 
     open_type = CONTROL_OPEN_TYPE
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, helloDecoded: Any = None) -> None:
+        """
+        @param helloDecoded: called with a HELLO as soon as it is decoded,
+            before the objects after it in the same read are built.
+        """
         super().__init__(limits)
         self.items: list[Any] = []
+        self._helloDecoded = helloDecoded
 
     def check_token(self, kind: int, size: int) -> None:
         if kind == BYTES and size <= MAX_DIGEST or kind == STRING and size <= MAX_TEXT:
@@ -128,7 +144,10 @@ class ControlUnslicer(Unslicer):
         items = self.items
         if len(items) < 2 or len(items) != 2 + _FIELDS[items[0]]:
             raise InvalidValue("a bulk control message is missing values")
-        return Control(items)
+        control = Control(items)
+        if items[0] == HELLO and self._helloDecoded is not None:
+            self._helloDecoded(control)
+        return control
 
     def child_where(self) -> str:
         return "<bulk.ctl>"

@@ -1,6 +1,6 @@
 """Bulk transfer over loopback TCP: chunkwire beside a raw Twisted producer, Int32StringReceiver and Foolscap.
 
-    python -m tests.benchmarks.bench_bulk [--quick] [--size 1G|4G] [--runs 3]
+    python -m tests.benchmarks.bench_bulk [--quick] [--size 1G|4G] [--runs 3] [--cases raw,chunkwire,cli]
 
 Every case moves C{--size} bytes (1 GiB by default) from a client process to
 a server process on 127.0.0.1, each process fresh, and is timed in the
@@ -17,10 +17,27 @@ VmHWM, against its VmRSS once connected and idle.
   - C{chunkwire}: C{callRemote("sink", Stream(source))} on a bulk connection;
     the server receives into a discarding callback and verifies the SHA-256
     the client computed while sending (the default).
+  - C{chunkwire-sha256}: the same with SHA-256 forced (C{digest="sha256"}).
   - C{chunkwire-nodigest}: the same with C{digest=None}.
   - C{int32}: C{Int32StringReceiver}, 1 MiB messages from a push producer.
   - C{foolscap}: foolscap 24.9 (TLS, as a Tub always is), C{callRemote("sink",
     data)} with 1 MiB byte strings, 4 calls outstanding.
+  - C{cli}: what a user runs: C{examples/bulk_server.py} and
+    C{examples/bulk_client.py send}, a file in tmpfs (C{/dev/shm}) to a
+    directory in tmpfs, with the default options (the digest both ends
+    negotiate: BLAKE3 with chunkwire[fast]); timed by the client's own last
+    line (C{openUpload} to the verified C{finishUpload}).
+  - C{cli-sha256}: the same with SHA-256 forced (C{--digest sha256} on the
+    client).
+  - C{cli-thread}, C{cli-inline}: the same as C{cli} with C{--hashing
+    thread} (every piece hashed in a worker thread) or C{--hashing inline}
+    (in the reactor thread) at both ends, where C{cli} uses the default
+    C{auto} (inline on two cores): the measurement behind it.
+
+Every case also reports the CPU seconds each process spent per GiB moved
+(user + system, all threads, start-up and the idle wait excluded on the
+server side), since the machine is shared: rates move with the load, CPU
+per GiB much less.
 
 Then each chunkwire case runs again with small calls (C{ping()}) made one
 after another on the same connection during the transfer; their p99 round
@@ -46,16 +63,35 @@ KiB = 1024
 MiB = 1024 * KiB
 GiB = 1024 * MiB
 
-CASES = ("raw", "raw-tuned", "chunkwire", "chunkwire-nodigest", "int32", "foolscap")
+CASES = (
+    "raw",
+    "raw-tuned",
+    "chunkwire",
+    "chunkwire-sha256",
+    "chunkwire-nodigest",
+    "int32",
+    "foolscap",
+    "cli",
+    "cli-sha256",
+    "cli-thread",
+    "cli-inline",
+)
 PING_CASES = ("chunkwire", "chunkwire-nodigest")
 LABELS = {
     "raw": "raw Twisted producer, 64 KiB writes (ceiling)",
     "raw-tuned": "raw Twisted producer, chunkwire's socket settings",
-    "chunkwire": "chunkwire Stream, SHA-256 checked (default)",
+    "chunkwire": "chunkwire Stream, digest checked (default: negotiated)",
+    "chunkwire-sha256": "chunkwire Stream, SHA-256 forced",
     "chunkwire-nodigest": "chunkwire Stream, digest=None",
     "int32": "Int32StringReceiver, 1 MiB messages",
     "foolscap": "Foolscap 24.9 (TLS), 1 MiB strings, 4 outstanding",
+    "cli": "examples/bulk_client.py send, tmpfs to tmpfs (default digest)",
+    "cli-sha256": "examples/bulk_client.py send, tmpfs to tmpfs, SHA-256 forced",
+    "cli-thread": "examples/bulk_client.py send, tmpfs to tmpfs, --hashing thread",
+    "cli-inline": "examples/bulk_client.py send, tmpfs to tmpfs, --hashing inline",
 }
+CLI_CASES = ("cli", "cli-sha256", "cli-thread", "cli-inline")
+TMPFS = Path("/dev/shm")
 RAW_WRITE = 64 * KiB
 MESSAGE = 1 * MiB
 FOOLSCAP_WINDOW = 4
@@ -281,7 +317,8 @@ async def _chunkwire(reactor: Any, case: str, port: int, size: int, pings: bool)
     root = await bulk.connect(reactor, f"tcp:host=127.0.0.1:port={port}")
     idleRtts = [await _rtt(root) for _ in range(IDLE_PINGS if pings else 50)][200 if pings else 0 :]
     idle, _ = memoryKiB()
-    stream = bulk.Stream(Pattern(), digest=None if case == "chunkwire-nodigest" else bulk.DEFAULT_DIGEST)
+    digests = {"chunkwire-nodigest": None, "chunkwire-sha256": "sha256"}
+    stream = bulk.Stream(Pattern(), digest=digests.get(case, bulk.NEGOTIATED))
     started = time.perf_counter()
     answer = root.callRemote("sink", stream)
     busy = []
@@ -289,8 +326,9 @@ async def _chunkwire(reactor: Any, case: str, port: int, size: int, pings: bool)
         busy.append(await _rtt(root))
     digest = await answer
     seconds = time.perf_counter() - started
+    algorithm = stream.digestName
     await root.broker.disconnect()
-    result: dict[str, Any] = {"seconds": seconds, "client_idle_rss_kib": idle, "digest": digest}
+    result: dict[str, Any] = {"seconds": seconds, "client_idle_rss_kib": idle, "digest": digest, "algorithm": algorithm}
     if pings:
         result.update(idle_p99_us=p99(idleRtts) * 1e6, busy_p99_us=p99(busy) * 1e6, busy_calls=len(busy))
     return result
@@ -340,8 +378,31 @@ def _env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
 
 
+def cpuSeconds(pid: int) -> float:
+    """User + system CPU seconds of process C{pid} so far, all its threads."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _runClient(command: list[str], timeout: float) -> tuple[str, float, int]:
+    """Run a client process to its end: stdout, CPU seconds and peak RSS (KiB), from wait4."""
+    process = subprocess.Popen(command, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None and process.stderr is not None
+    deadline = time.monotonic() + timeout
+    out = process.stdout.read()
+    err = process.stderr.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0 or time.monotonic() > deadline:
+        raise RuntimeError(f"client {command[2:4]} failed ({process.returncode}): {err.strip()[-500:]}")
+    return out, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+
+
 def runCase(case: str, size: int, pings: bool, timeout: float) -> dict[str, Any]:
-    """One transfer: a fresh server process, a fresh client process; their results and memory."""
+    """One transfer: a fresh server process, a fresh client process; their results, memory and CPU."""
+    if case in CLI_CASES:
+        return runCli(case, size, timeout)
     module = [sys.executable, "-m", "tests.benchmarks.bench_bulk"]
     server = subprocess.Popen(
         module + ["--serve", case, "--size", str(size)], cwd=ROOT, env=_env(), stdout=subprocess.PIPE, text=True
@@ -351,38 +412,96 @@ def runCase(case: str, size: int, pings: bool, timeout: float) -> dict[str, Any]
         ready = json.loads(server.stdout.readline())
         time.sleep(0.2)
         serverIdle, _ = memoryKiB(server.pid)
+        serverCpu = cpuSeconds(server.pid)
         command = module + ["--client", case, "--address", ready["address"], "--size", str(size)]
-        done = subprocess.run(
-            command + (["--pings"] if pings else []),
-            cwd=ROOT,
-            env=_env(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"{case} client failed: {done.stderr.strip()[-500:]}")
-        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        out, clientCpu, _ = _runClient(command + (["--pings"] if pings else []), timeout)
+        result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
         _, serverPeak = memoryKiB(server.pid)
+        serverCpu = cpuSeconds(server.pid) - serverCpu
     finally:
         server.terminate()
         server.wait(timeout=10)
     result.update(case=case, size=size, mb_s=size / result["seconds"] / 1e6)
     result.update(server_idle_rss_kib=serverIdle, server_hwm_kib=serverPeak)
+    result.update(client_cpu_s=clientCpu, server_cpu_s=serverCpu)
     return result
+
+
+def cliSource(size: int) -> Path:
+    """The file the CLI cases send, in tmpfs: made once (one random MiB rotated per MiB, as the demo does)."""
+    path = TMPFS / f"chunkwire-bench-{size}.bin"
+    if not path.exists() or path.stat().st_size != size:
+        block = os.urandom(MiB)
+        with open(path, "wb") as file:
+            for index in range(-(-size // MiB)):
+                shift = (index * 40503) % MiB
+                file.write((block[shift:] + block[:shift])[: size - index * MiB])
+    return path
+
+
+def runCli(case: str, size: int, timeout: float) -> dict[str, Any]:
+    """The example server and client as a user runs them: a file from tmpfs into a served directory in tmpfs."""
+    import re
+    import shutil
+    import tempfile
+
+    source = cliSource(size)
+    served = Path(tempfile.mkdtemp(prefix="chunkwire-bench-served-", dir=TMPFS))
+    hashing = {"cli-thread": ["--hashing", "thread"], "cli-inline": ["--hashing", "inline"]}.get(case, [])
+    listen = ["--listen", "tcp:0:interface=127.0.0.1", "--dir", str(served), *hashing]
+    server = subprocess.Popen(
+        [sys.executable, "examples/bulk_server.py", *listen], cwd=ROOT, env=_env(), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        port = re.search(r"port=(\d+)\)", server.stdout.readline() + server.stdout.readline())
+        assert port is not None, "the example server did not say where it listens"
+        time.sleep(0.2)
+        serverIdle, _ = memoryKiB(server.pid)
+        serverCpu = cpuSeconds(server.pid)
+        client = [sys.executable, "examples/bulk_client.py", "--connect", f"tcp:host=127.0.0.1:port={port.group(1)}"]
+        # A listing costs the client's start-up and a connection: subtracted from the send's CPU.
+        _, startup, clientIdle = _runClient(client + ["list"], timeout)
+        forced = ["--digest", "sha256"] if case == "cli-sha256" else []
+        out, clientCpu, clientPeak = _runClient(client + hashing + forced + ["send", str(source)], timeout)
+        clientCpu -= startup
+        _, serverPeak = memoryKiB(server.pid)
+        serverCpu = cpuSeconds(server.pid) - serverCpu
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        shutil.rmtree(served, ignore_errors=True)
+    last = out.strip().splitlines()[-1]
+    timed = re.search(r" in ([\d.]+) s, .*, (\S+) [0-9a-f]{64} verified", last)
+    assert timed is not None, last
+    seconds = float(timed.group(1))
+    return {
+        "case": case,
+        "size": size,
+        "seconds": seconds,
+        "mb_s": size / seconds / 1e6,
+        "algorithm": timed.group(2),
+        "client_idle_rss_kib": clientIdle,
+        "client_hwm_kib": clientPeak,
+        "server_idle_rss_kib": serverIdle,
+        "server_hwm_kib": serverPeak,
+        "client_cpu_s": clientCpu,
+        "server_cpu_s": serverCpu,
+    }
 
 
 def runAll(args: argparse.Namespace) -> dict[str, Any]:
     size = parseSize(args.size)
     timeout = 60 + size / (50 * MiB)
-    raw: dict[str, list[dict[str, Any]]] = {case: [] for case in CASES}
-    pinged: dict[str, list[dict[str, Any]]] = {case: [] for case in PING_CASES}
+    cases = args.cases
+    raw: dict[str, list[dict[str, Any]]] = {case: [] for case in cases}
+    pinged: dict[str, list[dict[str, Any]]] = {case: [] for case in PING_CASES if case in cases}
     for run in range(args.runs):
-        for case in CASES:
+        for case in cases:
             raw[case].append(runCase(case, size, False, timeout))
             print(f"run {run + 1}: {case} {raw[case][-1]['mb_s']:.0f} MB/s", file=sys.stderr, flush=True)
     for run in range(args.runs):
-        for case in PING_CASES:
+        for case in pinged:
             pinged[case].append(runCase(case, size, True, timeout))
             last = pinged[case][-1]
             print(
@@ -391,6 +510,8 @@ def runAll(args: argparse.Namespace) -> dict[str, Any]:
                 file=sys.stderr,
                 flush=True,
             )
+    if set(cases) & set(CLI_CASES):
+        cliSource(size).unlink()  # a GiB of tmpfs is memory: not kept between runs of the benchmark
     summary = summarise(raw, pinged, size, args)
     summary["config"]["sha256_mb_s_one_core"] = sha256Rate()
     return summary
@@ -426,6 +547,9 @@ def summarise(
             "client_peak_mib": max(r["client_hwm_kib"] for r in runs) / KiB,
             "server_above_idle_mib": max(r["server_hwm_kib"] - r["server_idle_rss_kib"] for r in runs) / KiB,
             "client_above_idle_mib": max(r["client_hwm_kib"] - r["client_idle_rss_kib"] for r in runs) / KiB,
+            "server_cpu_s_per_gib": statistics.median(r["server_cpu_s"] for r in runs) * GiB / size,
+            "client_cpu_s_per_gib": statistics.median(r["client_cpu_s"] for r in runs) * GiB / size,
+            "algorithm": runs[-1].get("algorithm"),
         }
     calls: dict[str, Any] = {}
     for case, runs in pinged.items():
@@ -457,20 +581,17 @@ def criteria(summary: dict[str, Any]) -> list[tuple[str, float, str, float]]:
     cases, calls = summary["cases"], summary["calls"]
     size = summary["config"]["size"]
     tag = f"{size / GiB:g} GiB" if size >= GiB else f"{size / MiB:g} MiB"
-    checks = [
-        ("bulk: chunkwire (SHA-256) MB/s / raw Twisted producer", cases["chunkwire"]["vs_raw"], ">=", 0.85),
-        (
-            "bulk: chunkwire (digest=None) MB/s / raw Twisted producer",
-            cases["chunkwire-nodigest"]["vs_raw"],
-            ">=",
-            0.85,
-        ),
-    ]
-    for case in ("chunkwire", "chunkwire-nodigest"):
+    checks = []
+    for case, label in (("chunkwire", "negotiated digest"), ("chunkwire-nodigest", "digest=None"), ("cli", "the CLI")):
+        if case in cases:
+            checks.append((f"bulk: chunkwire ({label}) MB/s / raw Twisted producer", cases[case]["vs_raw"], ">=", 0.85))
+    for case in ("chunkwire", "chunkwire-nodigest", "cli"):
+        if case not in cases:
+            continue
         for side in ("server", "client"):
             value = cases[case][f"{side}_above_idle_mib"]
             checks.append((f"bulk: {case} {side} peak RSS above idle, MiB ({tag})", value, "<=", 64.0))
-    for case in PING_CASES:
+    for case in calls:
         checks.append((f"bulk: {case} small-call p99 during transfer / idle p99", calls[case]["ratio"], "<=", 10.0))
     return checks
 
@@ -487,13 +608,16 @@ def table(summary: dict[str, Any]) -> str:
         " check both ends hash every byte, so at the raw producer's rate the two digests alone would need"
         f" {2 * summary['cases']['raw']['mb_s'] / max(config.get('sha256_mb_s_one_core', 1), 1):.1f} cores.",
         "",
-        "| case | MB/s median [min–max] | vs raw | server peak MiB (above idle) | client peak MiB (above idle) |",
-        "|---|---:|---:|---:|---:|",
+        "| case | MB/s median [min–max] | vs raw | CPU-s/GiB server + client | server peak MiB (above idle)"
+        " | client peak MiB (above idle) |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for row in summary["cases"].values():
+        label = row["label"] + (f" [{row['algorithm']}]" if row.get("algorithm") else "")
+        cpu = f"{row['server_cpu_s_per_gib']:.2f} + {row['client_cpu_s_per_gib']:.2f}"
         lines.append(
-            f"| {row['label']} | {row['mb_s']:,.0f} [{row['mb_s_min']:,.0f}–{row['mb_s_max']:,.0f}]"
-            f" | {row['vs_raw']:.2f}x | {row['server_peak_mib']:.1f} ({row['server_above_idle_mib']:+.1f})"
+            f"| {label} | {row['mb_s']:,.0f} [{row['mb_s_min']:,.0f}–{row['mb_s_max']:,.0f}]"
+            f" | {row['vs_raw']:.2f}x | {cpu} | {row['server_peak_mib']:.1f} ({row['server_above_idle_mib']:+.1f})"
             f" | {row['client_peak_mib']:.1f} ({row['client_above_idle_mib']:+.1f}) |"
         )
     lines += [
@@ -542,6 +666,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=None, help="runs, cases round-robin within each (default 3)")
     parser.add_argument("--quick", action="store_true", help="256 MiB and one run: a sanity check")
     parser.add_argument("--json", default=str(ROOT / "bench-results" / "bulk.json"), help="where to write results")
+    parser.add_argument(
+        "--cases", default=",".join(CASES), help=f"comma-separated cases to run, raw first (default: {','.join(CASES)})"
+    )
     parser.add_argument("--serve", choices=CASES, help=argparse.SUPPRESS)
     parser.add_argument("--client", choices=CASES, help=argparse.SUPPRESS)
     parser.add_argument("--address", help=argparse.SUPPRESS)
@@ -549,6 +676,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     args.size = args.size or ("256M" if args.quick else "1G")
     args.runs = args.runs or (1 if args.quick else 3)
+    args.cases = [case for case in args.cases.split(",") if case]
+    if args.cases[:1] != ["raw"] or set(args.cases) - set(CASES):
+        parser.error(f"--cases: a comma-separated list starting with raw, of {', '.join(CASES)}")
     if args.serve:
         serve(args.serve, parseSize(args.size))
         return

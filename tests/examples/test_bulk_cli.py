@@ -87,7 +87,9 @@ class BulkClientTests(SynchronousTestCase):
         self.assertEqual(self.client("send", str(source))[0], 0)
         status, out, err = self.client("send", str(source))
         self.assertEqual(status, 0, err)
-        self.assertRegex(out, r"nothing moved, sha256 [0-9a-f]{64} verified; skipped: the server already had all of it")
+        self.assertRegex(
+            out, r"nothing moved, (?:sha256|blake3) [0-9a-f]{64} verified; skipped: the server already had all of it"
+        )
         self.assertNotIn("MB/s", out)
         self.assertNotIn("resuming", out)
 
@@ -98,7 +100,7 @@ class BulkClientTests(SynchronousTestCase):
         status, out, err = self.client("send", str(source))
         self.assertEqual(status, 0, err)
         self.assertNotIn(" 0.0 ", out)
-        self.assertRegex(out, r", [\d.]+ (B|kB|MB|GB)/s, sha256")
+        self.assertRegex(out, r", [\d.]+ (B|kB|MB|GB)/s, (?:sha256|blake3) ")
 
     def test_fetchRefusesToOverwrite(self) -> None:
         """fetch NAME leaves an existing local NAME alone and says to use --force; with --force it replaces it."""

@@ -9,7 +9,6 @@ gone the transfer resumes from what the receiver holds and verifies.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -22,6 +21,7 @@ from twisted.trial.unittest import TestCase
 from protocols import bulk
 from protocols.bulk import files as bulkfiles
 from protocols.bulk.files import Assembly, AssemblySink, BulkService, fetchFile, sendFile
+from protocols.bulk.integrity import availableDigests, newHash
 from protocols.bulk.sinks import Release, Sink
 from protocols.bulk.streams import IncomingStream, Stream
 
@@ -100,14 +100,15 @@ async def uploadDiskFull(reactor: Any) -> None:
             root = await connect()
             assert await root.callRemote("list") == []
             # The upload left with its connections; its partial file stays for a resume.
-            opened = await root.callRemote("openUpload", "f.bin", SIZE, bulkfiles.fileVersion(source))
+            version = bulkfiles.fileVersion(source)
+            opened = await root.callRemote("openUpload", "f.bin", SIZE, version, list(availableDigests()))
             held = sum(end - start for start, end in opened["held"])
             await root.broker.disconnect()
             assert not (served / "f.bin").exists() and _visible(served) == []
             assert 0 < held <= FAIL_AT, held
             service.full = False
             result = await sendFile(connect, source, "f.bin", clock=reactor)
-            assert result.digest == hashlib.sha256(data).digest()
+            assert result.digest == _digest(data)
             assert result.payload <= SIZE - held + 2 * 1024 * 1024, (result.payload, held)
             assert (served / "f.bin").read_bytes() == data and _visible(served) == ["f.bin"]
             print(f"\nupload, server disk full: failed with {error!r}; held {held}; resumed sending {result.payload}")
@@ -148,7 +149,7 @@ async def downloadDiskFull(reactor: Any) -> None:
             assert isinstance(error, OSError) and error.errno == errno.ENOSPC, repr(error)
             assert not target.exists() and _visible(Path(work)) == ["served"]
             result = await fetchFile(connect, "g.bin", target, clock=reactor)
-            assert result.digest == hashlib.sha256(data).digest()
+            assert result.digest == _digest(data)
             assert result.payload <= SIZE - written[0] + 2 * 1024 * 1024, (result.payload, written[0])
             assert target.read_bytes() == data
             print(f"\ndownload, client disk full: failed with {error!r}; resumed fetching {result.payload}")
@@ -184,7 +185,7 @@ async def exampleServerFileSizeLimit(reactor: Any) -> None:
             server.stop()
             server = BulkServerProcess(served)
             result = await sendFile(connect, source, "h.bin", clock=reactor)
-            assert result.digest == hashlib.sha256(data).digest()
+            assert result.digest == _digest(data)
             assert result.payload <= SIZE - FAIL_AT + 3 * 1024 * 1024, result
             assert (served / "h.bin").read_bytes() == data and _visible(served) == ["h.bin"]
             print(f"\nexample server, EFBIG: failed with {error!r}; after restart sent {result.payload}")
@@ -205,7 +206,7 @@ async def exampleServerCuts(reactor: Any) -> None:
             sent = await sendFile(lambda: bulk.connect(reactor, up.description), source, "c.bin", clock=reactor)
             await up.stop()
             assert (sent.cuts, up.cutsMade) == (4, 4), (sent, up.cutsMade)
-            assert sent.digest == hashlib.sha256(data).digest()
+            assert sent.digest == _digest(data)
             assert (served / "c.bin").read_bytes() == data
             down = await CuttingProxy(reactor, server.port, cuts, "down").start()
             target = Path(work, "back.bin")
@@ -232,3 +233,11 @@ test_upload_disk_full = pytestTest(uploadDiskFull)
 test_download_disk_full = pytestTest(downloadDiskFull)
 test_example_server_file_size_limit = pytestTest(exampleServerFileSizeLimit)
 test_example_server_cuts = pytestTest(exampleServerCuts)
+
+
+def _digest(data: bytes) -> bytes:
+    """C{data}'s digest under the one two default ends choose (BLAKE3 with chunkwire[fast], else SHA-256)."""
+    hasher = newHash(availableDigests()[0])
+    hasher.update(data)
+    digest: bytes = hasher.digest()
+    return digest

@@ -23,7 +23,6 @@ Contract: every process started is ended by its id; every wait is bounded.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -34,6 +33,7 @@ from twisted.internet.task import react
 
 from protocols import bulk, rpc
 from protocols.bulk import BulkOptions, IncomingStream, Stream
+from protocols.bulk.integrity import availableDigests, newHash
 from tests.processes import readUntil, stop
 
 from ..faults.support import ENV, ROOT
@@ -50,7 +50,7 @@ class PushTarget(rpc.Referenceable):
 
     @rpc.remote
     async def push(self, stream: IncomingStream) -> list[Any]:
-        """Receive C{stream} (its digest verified); answer C{[size, sha256 hex]}."""
+        """Receive C{stream} (its digest verified); answer C{[size, digest hex]}."""
         result = await stream.receive(lambda piece: None)
         return [result.size, result.hexdigest]
 
@@ -113,7 +113,8 @@ async def measurePush(reactor: Any, size: int, delay: float, rate: float, window
     options (autotuned).
     """
     data = payload(size)
-    expected = hashlib.sha256(data).hexdigest()
+    expected = newHash(availableDigests()[0])
+    expected.update(data)
     receiver = receiverProcess(window)
     proxy = None
     root = None
@@ -130,7 +131,7 @@ async def measurePush(reactor: Any, size: int, delay: float, rate: float, window
         if proxy is not None:
             proxy.stop()
         receiver.stop()
-    assert answer == [size, expected], answer
+    assert answer == [size, expected.hexdigest()], answer
     rtt = 2 * delay
     ideal = size / rate + rtt
     return {

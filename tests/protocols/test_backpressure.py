@@ -396,7 +396,7 @@ class BulkTests(SynchronousTestCase):
         self.assertEqual(consumer.data, data)
 
     def test_serverPushingPastCreditDropsClient(self) -> None:
-        """A server that sends a client more stream data than it granted has the client drop the connection."""
+        """A server that sends a client more stream data than its initial window and grants: the client drops it."""
         clock = Clock()
         server, client = BulkBroker(Store(), clock=clock), BulkBroker(clock=clock)
         client.connection.log = Logger(observer=lambda event: None)
@@ -405,7 +405,7 @@ class BulkTests(SynchronousTestCase):
         incoming = client.bulk.announcementReceived((7, 64 * KiB, None))  # type: ignore[arg-type]
         receiving = incoming.receive(lambda data: None, window=100)
         pair.flush()
-        server.transport.writeSequence(dataFramePieces(7, 0, b"x" * 5000))
+        server.transport.writeSequence(dataFramePieces(7, 0, b"x" * (BulkOptions().startWindow + 1)))
         server.transport.flush()
         pair.flush()
         self.assertIsInstance(client.failure.value, FlowControlError)  # type: ignore[union-attr]

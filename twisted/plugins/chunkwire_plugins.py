@@ -229,7 +229,8 @@ class BulkServiceOptions(_LoginOptions):
     longdesc = (
         "Run chunkwire's bulk-transfer service (protocols.bulk.files.BulkService): clients upload, download "
         "and list the files of one directory, resumably and striped over several connections if they like "
-        "(examples/bulk_client.py is such a client).  Every file is checked end to end with SHA-256, and an "
+        "(examples/bulk_client.py is such a client).  Every file is checked end to end (BLAKE3 when both "
+        "ends have the blake3 package, else SHA-256), and an "
         "upload appears under its name only once its digest has been verified.  With logins (--users, "
         "--client-ca, --tokens), each user sees only their own directory, DIRECTORY/USER."
     )

@@ -19,6 +19,7 @@ from zope.interface import implementer
 
 from protocols import rpc
 from protocols.bulk import BulkBroker, BulkOptions, IncomingStream, Stream
+from protocols.bulk.integrity import availableDigests, newHash
 from protocols.testing import MemoryPair, connectedPair
 
 SMALL = BulkOptions(chunkSize=16 * 1024, window=30 * 1024, grantStep=4 * 1024, hashing="inline")
@@ -181,9 +182,14 @@ class BulkPair:
         """Deliver everything, end-of-turn work included, until nothing moves."""
         for _ in range(rounds):
             self.clock.advance(0)
-            if not self.pair.flush() and not self.clock.getDelayedCalls():
+            if not self.pair.flush() and not self._due():
                 return
         raise RuntimeError("the pair is still busy")
+
+    def _due(self) -> bool:
+        """Whether a delayed call is due now (end-of-turn work; not a timeout far ahead)."""
+        now = self.clock.seconds()
+        return any(call.getTime() <= now for call in self.clock.getDelayedCalls())
 
     def pump(self, rounds: int = 1) -> None:
         """Deliver what was written, C{rounds} times (partial progress)."""
@@ -257,3 +263,14 @@ def writeFile(path: str | os.PathLike[str], data: bytes) -> str:
     with open(path, "wb") as file:
         file.write(data)
     return os.fspath(path)
+
+
+FIRST_DIGEST = availableDigests()[0]
+"""The digest two default connections choose: BLAKE3 when the blake3 package is installed, else SHA-256."""
+
+
+def negotiatedHash(data: bytes = b"") -> Any:
+    """A hash object (C{digest}, C{hexdigest}) of C{data} under L{FIRST_DIGEST}."""
+    hasher = newHash(FIRST_DIGEST)
+    hasher.update(data)
+    return hasher

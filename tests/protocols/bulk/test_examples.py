@@ -13,12 +13,12 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from tests.processes import readUntil, stop
 
-from .support import payload, writeFile
+from .support import negotiatedHash, payload, writeFile
 
 ROOT = Path(__file__).resolve().parents[3]
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
 FINAL = re.compile(
-    r"^(sent|fetched) (\S+): (\d+) bytes \(.*\) in [\d.]+ s, [\d.]+ MB/s, sha256 ([0-9a-f]{64}) verified"
+    r"^(sent|fetched) (\S+): (\d+) bytes \(.*\) in [\d.]+ s, [\d.]+ MB/s, (?:sha256|blake3) ([0-9a-f]{64}) verified"
 )
 
 
@@ -39,13 +39,13 @@ class BulkExampleTests(SynchronousTestCase):
         return done.stdout
 
     def test_sendFetchList(self) -> None:
-        """A file sent, striped and not, is listed, fetched back and verified with the same SHA-256."""
+        """A file sent, striped and not, is listed, fetched back and verified with the same (negotiated) digest."""
         work = Path(self.mktemp()).resolve()
         served = work / "served"
         data = payload(3_000_000, seed=1)
         work.mkdir(parents=True)
         source = writeFile(work / "source.bin", data)
-        digest = hashlib.sha256(data).hexdigest()
+        digest = negotiatedHash(data).hexdigest()
         server = subprocess.Popen(
             [sys.executable, "examples/bulk_server.py", "--listen", "tcp:0:interface=127.0.0.1", "--dir", str(served)],
             cwd=ROOT,
@@ -64,7 +64,10 @@ class BulkExampleTests(SynchronousTestCase):
             lines = self.client(port, "--streams", "2", "fetch", "copy.bin", "--output", "back.bin", cwd=str(work))
             self.assertEqual(FINAL.match(lines.splitlines()[-1]).groups()[0::3], ("fetched", digest))
             self.assertEqual((work / "back.bin").read_bytes(), data)
+            # --digest sha256 offers only SHA-256: the last line names it, with the file's SHA-256.
+            lines = self.client(port, "--digest", "sha256", "send", source, "--name", "s.bin").splitlines()
+            self.assertIn(f", sha256 {hashlib.sha256(data).hexdigest()} verified", lines[-1])
             stored = sorted(p.name for p in served.iterdir() if not p.name.startswith("."))
-            self.assertEqual(stored, ["copy.bin", "source.bin"])
+            self.assertEqual(stored, ["copy.bin", "s.bin", "source.bin"])
         finally:
             stop(server)

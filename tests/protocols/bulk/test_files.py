@@ -26,7 +26,7 @@ from protocols.bulk.files import (
     stripes,
 )
 
-from .support import SMALL, BulkPair, MemoryNetwork, payload, writeFile
+from .support import FIRST_DIGEST, SMALL, BulkPair, MemoryNetwork, negotiatedHash, payload, writeFile
 
 CHUNK = SMALL.chunkSize
 
@@ -126,7 +126,7 @@ class ServiceTests(SynchronousTestCase):
         """A file uploads through one call (a stream argument) and downloads through another (a stream result)."""
         data = payload(80_000)
         digest = self.successResultOf(self.call("put", "a.bin", Stream(data)))
-        self.assertEqual(digest, hashlib.sha256(data).hexdigest())
+        self.assertEqual(digest, negotiatedHash(data).hexdigest())
         incoming = self.successResultOf(self.call("get", "a.bin"))
         pieces: list[bytes] = []
         done = incoming.receive(pieces.append)
@@ -215,7 +215,7 @@ class TransferTests(SynchronousTestCase):
         """A file is sent whole, verified, with no byte sent twice."""
         result = self.send("plain.bin")
         # bytes with a hex form, as TransferResult and hashlib give them
-        expected = hashlib.sha256(self.data)
+        expected = negotiatedHash(self.data)
         self.assertEqual((result.digest, result.hexdigest), (expected.digest(), expected.hexdigest()))
         self.assertEqual(result.payload, len(self.data))
         self.assertEqual(self.served("plain.bin"), self.data)
@@ -227,7 +227,7 @@ class TransferTests(SynchronousTestCase):
             cuts = [rng.randint(2, 12) for _ in range(5)]
             result = self.send(f"cut{seed}.bin", cuts)
             self.assertEqual(result.cuts, 5, f"seed {seed}")
-            self.assertEqual(result.digest, hashlib.sha256(self.data).digest())
+            self.assertEqual(result.digest, negotiatedHash(self.data).digest())
             self.assertEqual(self.served(f"cut{seed}.bin"), self.data)
             resent = result.payload - len(self.data)
             self.assertLess(resent / result.cuts, 2 * CHUNK, f"seed {seed}: {resent} bytes resent")
@@ -312,7 +312,7 @@ class TransferTests(SynchronousTestCase):
         self.send("h.bin")
         target = os.path.join(self.directory, "h-copy.bin")
         result = self.fetch("h.bin", target, streams=2)
-        self.assertEqual(result.digest, hashlib.sha256(self.data).digest())
+        self.assertEqual(result.digest, negotiatedHash(self.data).digest())
 
     def test_fetchCorrupted(self) -> None:
         """A served file corrupted after its digest was recorded fails the download; nothing appears."""
@@ -323,7 +323,7 @@ class TransferTests(SynchronousTestCase):
             file.write(b"\xff")
         stat = os.stat(path)
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-        record = os.path.join(self.directory, "served", ".i.bin.sha256.json")
+        record = os.path.join(self.directory, "served", f".i.bin.{FIRST_DIGEST}.json")
         with open(record) as file:
             kept = json.load(file)
         kept["version"] = f"{stat.st_size}-{os.stat(path).st_mtime_ns}"

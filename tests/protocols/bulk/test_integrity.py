@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import os
+from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.bulk.integrity import IntegrityError, OrderedHasher, checkAlgorithm
+from protocols.bulk.integrity import HashPool, IntegrityError, OrderedHasher, checkAlgorithm, inlineHashing
 
 from .support import payload
 
@@ -105,3 +107,55 @@ class OrderedHasherTests(SynchronousTestCase):
         self.assertIsNone(checkAlgorithm(None))
         self.assertRaises(ValueError, checkAlgorithm, "shake_128")
         self.assertRaises(ValueError, checkAlgorithm, "nope")
+
+
+class RecordingPool(HashPool):
+    """A pool that runs nothing: it records the jobs submitted."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+        self.jobs: list[Any] = []
+
+    def submit(self, job: Any) -> None:
+        self.jobs.append(job)
+
+
+class InlineWithReactorTests(SynchronousTestCase):
+    """With inline=True and a reactor, in-order pieces are hashed at once; only read-backs use the pool."""
+
+    def test_inOrderAtOnce(self) -> None:
+        """Pieces offered in order are hashed and released in the caller's thread; no job reaches the pool."""
+        pool, released = RecordingPool(), []
+        hasher = OrderedHasher("sha256", None, reactor=object(), pool=pool, inline=True)
+        for offset in range(0, len(DATA), 10_000):
+            hasher.offer(offset, DATA[offset : offset + 10_000], released.append)
+        self.assertEqual((hasher.position, sum(released), pool.jobs), (len(DATA), len(DATA), []))
+
+    def test_readBackGoesToPool(self) -> None:
+        """A read-back is queued on the pool, and while it is queued later pieces go there too, in order."""
+        pool, released = RecordingPool(), []
+        hasher = OrderedHasher("sha256", Reader(), reactor=object(), pool=pool, inline=True)
+        hasher.offer(50_000, DATA[50_000:60_000], released.append)
+        self.assertEqual(released, [10_000])  # ahead of the position: not kept, released at once
+        hasher.allowReadBack(60_000)
+        self.assertEqual(len(pool.jobs), 1)
+        hasher.offer(60_000, DATA[60_000:70_000], released.append)
+        self.assertEqual((released, hasher.position), ([10_000], 0))
+
+
+class InlineHashingTests(SynchronousTestCase):
+    """Which thread hashes what a file transfer moves in order."""
+
+    def test_named(self) -> None:
+        """inline and thread are taken as named."""
+        self.assertEqual((inlineHashing("inline"), inlineHashing("thread")), (True, False))
+
+    def test_autoByLoad(self) -> None:
+        """auto hashes in a thread only while a core stays free beside this process: never on two cores."""
+        self.patch(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+        self.patch(os, "cpu_count", lambda: 2)
+        self.assertTrue(inlineHashing("auto"))
+        self.patch(os, "cpu_count", lambda: 4)
+        self.assertFalse(inlineHashing("auto"))
+        self.patch(os, "getloadavg", lambda: (2.5, 1.0, 1.0))
+        self.assertTrue(inlineHashing("auto"))

@@ -236,7 +236,7 @@ class SendingHostTests(SynchronousTestCase):
     def test_sequentialSourceWakesSoon(self) -> None:
         """What a producer writes to a sending stream asks the host for an end-of-turn send."""
         host = RecordingHost()
-        stream = Stream()
+        stream = Stream(digest=None)
         stream.announce(host, 1)
         stream.grantReceived(10_000)
         stream.write(b"x" * 100)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -38,7 +38,17 @@ from protocols.bulk.wire import (
 from protocols.rpc import NoSuchMethod, RemoteViolation
 from protocols.testing import connectedPair
 
-from .support import SMALL, BulkPair, PushProducer, SlowConsumer, Store, payload, writeFile
+from .support import (
+    FIRST_DIGEST,
+    SMALL,
+    BulkPair,
+    PushProducer,
+    SlowConsumer,
+    Store,
+    negotiatedHash,
+    payload,
+    writeFile,
+)
 
 CHUNK = SMALL.chunkSize
 
@@ -60,7 +70,7 @@ class CallTests(SynchronousTestCase):
         data = payload(200_000)
         answer = pair.root.callRemote("upload", Stream(data))
         pair.flush()
-        self.assertEqual(self.successResultOf(answer), hashlib.sha256(data).hexdigest())
+        self.assertEqual(self.successResultOf(answer), negotiatedHash(data).hexdigest())
         self.assertEqual(b"".join(store.pieces), data)
         self.assertIsInstance(store.streams[0], IncomingStream)
         self.assertEqual(store.streams[0].size, len(data))
@@ -76,7 +86,7 @@ class CallTests(SynchronousTestCase):
         done = stream.receive(path)
         pair.flush()
         result = self.successResultOf(done)
-        self.assertEqual(result.digest, hashlib.sha256(data).digest())
+        self.assertEqual(result.digest, negotiatedHash(data).digest())
         with open(path, "rb") as file:
             self.assertEqual(file.read(), data)
         self.assertEqual(os.listdir(os.path.dirname(os.path.abspath(path))), [os.path.basename(path)])
@@ -100,7 +110,7 @@ class CallTests(SynchronousTestCase):
         pair.root.callRemote("upload", stream)
         pair.flush()
         result = self.successResultOf(stream.whenDone())
-        self.assertEqual(result, TransferResult(50_000, hashlib.sha256(data).digest(), "sha256", 50_000))
+        self.assertEqual(result, TransferResult(50_000, negotiatedHash(data).digest(), FIRST_DIGEST, 50_000))
         self.assertEqual(pair.client.bulk.streamCount + pair.server.bulk.streamCount, 0)
 
     def test_emptyStream(self) -> None:
@@ -108,7 +118,7 @@ class CallTests(SynchronousTestCase):
         pair = BulkPair(Store())
         answer = pair.root.callRemote("upload", Stream(b""))
         pair.flush()
-        self.assertEqual(self.successResultOf(answer), hashlib.sha256(b"").hexdigest())
+        self.assertEqual(self.successResultOf(answer), negotiatedHash(b"").hexdigest())
 
     def test_noDigest(self) -> None:
         """A stream sent without a digest completes unchecked."""
@@ -134,7 +144,7 @@ class CallTests(SynchronousTestCase):
         self.assertIsNone(stream.streamId)
         answer = pair.root.callRemote("upload", stream)
         pair.flush()
-        self.assertEqual(self.successResultOf(answer), hashlib.sha256(b"abc").hexdigest())
+        self.assertEqual(self.successResultOf(answer), negotiatedHash(b"abc").hexdigest())
 
 
 class WriteCountTests(SynchronousTestCase):
@@ -142,7 +152,8 @@ class WriteCountTests(SynchronousTestCase):
 
     def test_oneWritePerChunk(self) -> None:
         """An upload of N chunks is the call, N frame writes of one chunk each, and the end: N + 2 writes."""
-        wide = BulkOptions(chunkSize=CHUNK, window=20 * CHUNK, grantStep=CHUNK, hashing="inline")
+        # No autotuning: its one round-trip probe would add a PONG write.
+        wide = BulkOptions(chunkSize=CHUNK, window=20 * CHUNK, grantStep=CHUNK, hashing="inline", maxWindow=0)
         pair = BulkPair(Store(), options=wide)
         data = payload(10 * CHUNK)
         pair.flush()
@@ -158,7 +169,7 @@ class WriteCountTests(SynchronousTestCase):
 
     def test_oneWritePerFrameUnderCredit(self) -> None:
         """With a window under two chunks, every data frame is still exactly one write, whatever its size."""
-        pair = BulkPair(Store())
+        pair = BulkPair(Store(), options=replace(SMALL, maxWindow=0))
         data = payload(10 * CHUNK)
         pair.flush()
         before = len(pair.pair.clientTransport.writes)
@@ -194,7 +205,7 @@ class SourceTests(SynchronousTestCase):
         pair = BulkPair(store)
         answer = pair.root.callRemote("upload", Stream(source, **kwargs))
         pair.flush()
-        self.assertEqual(self.successResultOf(answer), hashlib.sha256(expected).hexdigest())
+        self.assertEqual(self.successResultOf(answer), negotiatedHash(expected).hexdigest())
         self.assertEqual(b"".join(store.pieces), expected)
         return pair, store
 
@@ -262,7 +273,7 @@ class SourceTests(SynchronousTestCase):
         FileSender().beginFileTransfer(io.BytesIO(data), stream).addCallback(lambda _: stream.finish())
         answer = pair.root.callRemote("upload", stream)
         pair.flush()
-        self.assertEqual(self.successResultOf(answer), hashlib.sha256(data).hexdigest())
+        self.assertEqual(self.successResultOf(answer), negotiatedHash(data).hexdigest())
 
     def test_pushProducerPaused(self) -> None:
         """A push producer is paused once a chunk is buffered and resumed as it is sent."""
@@ -279,7 +290,7 @@ class SourceTests(SynchronousTestCase):
             pair.pump()
         stream.finish()
         pair.flush()
-        self.assertEqual(self.successResultOf(answer), hashlib.sha256(data).hexdigest())
+        self.assertEqual(self.successResultOf(answer), negotiatedHash(data).hexdigest())
         self.assertGreater(producer.pauses, 5)
 
     def test_declaredSizeChecked(self) -> None:
@@ -366,7 +377,7 @@ class FlowControlTests(SynchronousTestCase):
         slowAnswer = pair.root.callRemote("uploadSlow", "slow", slow)
         fastAnswer = pair.root.callRemote("upload", fast)
         pair.flush()
-        self.assertEqual(self.successResultOf(fastAnswer), hashlib.sha256(payload(30 * CHUNK, seed=9)).hexdigest())
+        self.assertEqual(self.successResultOf(fastAnswer), negotiatedHash(payload(30 * CHUNK, seed=9)).hexdigest())
         self.assertNoResult(slowAnswer)
         self.assertLessEqual(slow.sentBytes - len(store.sinks["slow"].data), SMALL.window)
 
@@ -421,7 +432,7 @@ class FlowControlTests(SynchronousTestCase):
         data = payload(100_000)
         answer = pair.root.callRemote("upload", Stream(data))
         pair.flush()
-        self.assertEqual(self.successResultOf(answer), hashlib.sha256(data).hexdigest())
+        self.assertEqual(self.successResultOf(answer), negotiatedHash(data).hexdigest())
 
     def test_flowControlViolation(self) -> None:
         """A peer that sends data it was not granted has its connection dropped."""
@@ -434,7 +445,7 @@ class FlowControlTests(SynchronousTestCase):
         streamId = (stream.streamId or 0) + 100
         incoming = pair.server.bulk.announcementReceived((streamId, CHUNK, None))  # type: ignore[arg-type]
         receiving = incoming.receive(lambda data: None, window=100)
-        pair.client.transport.writeSequence(dataFramePieces(streamId, 0, b"x" * 5000))
+        pair.client.transport.writeSequence(dataFramePieces(streamId, 0, b"x" * (SMALL.startWindow + 1)))
         pair.client.transport.flush()
         pair.flush()
         self.assertIsInstance(pair.server.failure.value, FlowControlError)

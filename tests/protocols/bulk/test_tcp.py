@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from typing import Any
@@ -18,7 +17,7 @@ from protocols.bulk.sinks import Release, Sink
 from protocols.testing import recordWrites
 
 from ..helpers import pytestTest, trialTest
-from .support import SlowConsumer, Store, payload, writeFile
+from .support import SlowConsumer, Store, negotiatedHash, payload, writeFile
 
 OPTIONS = BulkOptions(chunkSize=256 * 1024, window=480 * 1024, grantStep=64 * 1024)
 """Smaller than the defaults, so a few megabytes exercise many frames and grants."""
@@ -62,11 +61,11 @@ async def uploadAndDownload(reactor: Any) -> None:
         root = await served.connect()
         data = payload(3_000_000)
         digest = await root.callRemote("upload", Stream(data))
-        assert digest == hashlib.sha256(data).hexdigest()
+        assert digest == negotiatedHash(data).hexdigest()
         incoming = await root.callRemote("download", data)
         pieces: list[bytes] = []
         result = await incoming.receive(pieces.append)
-        assert result.digest == hashlib.sha256(data).digest()
+        assert result.digest == negotiatedHash(data).digest()
         assert b"".join(pieces) == data
     finally:
         await served.close()
@@ -120,10 +119,10 @@ async def hashingThreads(reactor: Any) -> None:
     try:
         assert root.broker.bulk.hashReactor is reactor
         data = payload(4_000_000, seed=6)
-        assert await root.callRemote("upload", Stream(data)) == hashlib.sha256(data).hexdigest()
+        assert await root.callRemote("upload", Stream(data)) == negotiatedHash(data).hexdigest()
         incoming = await root.callRemote("download", data)
         result = await incoming.receive(lambda piece: None)
-        assert result.digest == hashlib.sha256(data).digest()
+        assert result.digest == negotiatedHash(data).digest()
     finally:
         await root.broker.disconnect()
         await factory.disconnectAll()
@@ -177,7 +176,7 @@ async def resumeAfterCuts(reactor: Any) -> None:
             source = writeFile(os.path.join(directory, "source.bin"), payload(size, seed=2))
             result = await sendFile(served.connect, source, "cut.bin", clock=reactor, retryDelay=0.01)
             assert result.cuts == 5, result
-            assert result.digest == hashlib.sha256(payload(size, seed=2)).digest()
+            assert result.digest == negotiatedHash(payload(size, seed=2)).digest()
             assert (result.payload - size) / result.cuts < 2 * OPTIONS.chunkSize, result
         finally:
             await served.close()
@@ -195,7 +194,7 @@ async def stripedBothWays(reactor: Any) -> None:
             assert len(served.roots) == 3
             target = os.path.join(directory, "back.bin")
             fetched = await fetchFile(served.connect, "s.bin", target, streams=3, clock=reactor)
-            assert sent.digest == fetched.digest == hashlib.sha256(data).digest()
+            assert sent.digest == fetched.digest == negotiatedHash(data).digest()
             with open(target, "rb") as file:
                 assert file.read() == data
         finally:

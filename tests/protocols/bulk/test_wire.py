@@ -10,12 +10,13 @@ from framing import BlockBuffer, Decoder, Encoder, ProtocolError, Registry, Viol
 from framing.encoder import open_token
 from framing.slicing.constraints import Constraint
 from framing.slicing.registry import DEFAULT_REGISTRY
-from framing.wire import BYTES, CLOSE, INT, NEG, PREAMBLE, encode_header
+from framing.wire import BYTES, CLOSE, INT, NEG, PREAMBLE, STRING, encode_header
 from protocols.bulk.wire import (
     CONTROL_OPEN_TYPE,
     DATA_OPEN_TYPE,
     END,
     GRANT,
+    HELLO,
     Control,
     ControlSlicer,
     ControlUnslicer,
@@ -193,3 +194,31 @@ class ControlTests(SynchronousTestCase):
         ):
             (result,) = self.roundTrip(bad)
             self.assertIsInstance(result, Violation, repr(bad))
+
+    def test_helloBytes(self) -> None:
+        """A HELLO is OPEN "bulk.ctl", INT 5, INT 0, the digests as one STRING, the initial window as an INT, CLOSE."""
+        hello = Control((HELLO, 0, "blake3,sha256", 1 << 20))
+        wire = Encoder(registry(Target())).encode(hello)
+        expected = (
+            open_token(CONTROL_OPEN_TYPE)
+            + encode_header(INT, HELLO)
+            + encode_header(INT, 0)
+            + encode_header(STRING, 13)
+            + b"blake3,sha256"
+            + encode_header(INT, 1 << 20)
+            + encode_header(CLOSE, 0)
+        )
+        self.assertEqual(wire, expected)
+        self.assertEqual(self.roundTrip(hello), [hello])
+
+    def test_helloSeenAtDecodeTime(self) -> None:
+        """A HELLO reaches its callback as it is decoded, before the objects after it in the same read are built."""
+        seen: list[Any] = []
+        target = Target()
+        registry_ = registry(target)
+        registry_.add_unslicer(CONTROL_OPEN_TYPE, lambda limits: ControlUnslicer(limits, seen.append))
+        hello = Control((HELLO, 0, "sha256", 0))
+        wire = PREAMBLE + Encoder(registry_).encode(hello) + frame(1, 0, b"abc")
+        registry_.add_unslicer(DATA_OPEN_TYPE, lambda limits: DataUnslicer(limits, lambda *a: seen.append("frame")))
+        self.assertEqual(Decoder(registry=registry_).feed(wire), [hello])
+        self.assertEqual(seen, [hello, "frame"])

@@ -1,0 +1,179 @@
+"""The receiving side of a bulk channel: announced streams, their early data, and routing frames to receivers.
+
+Contract: L{IncomingSide} is the part of L{protocols.bulk.BulkChannel} that
+takes what the peer sends: it checks each announcement (ids increase, at
+most C{maxStreams} live, a digest this side accepts), holds what arrives
+before C{receive()} (L{EarlyTable}: at most the initial window per stream,
+dropped after C{unreadTimeout}), and routes each frame and END or ABORT to
+its stream's receiver in O(1).  It is a base class only so that the
+channel's two directions stay two readable pieces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from twisted.logger import Logger
+
+from .early import EarlyData, EarlyTable
+from .errors import StreamIdReused, StreamReset, TooManyStreams
+from .hello import Hello
+from .interfaces import IReceivingStream, ISendingStream
+from .options import BulkOptions
+from .receiving import IncomingStream
+from .wire import ABORT, CANCEL, DONE, END, GRANT, HELLO, Control, StreamAnnouncement
+
+
+class IncomingSide:
+    """
+    What a bulk channel does with the streams the peer sends (see the
+    module docstring); L{protocols.bulk.BulkChannel} provides the rest.
+    """
+
+    log: Logger
+    options: BulkOptions
+    hello: Hello
+    early: EarlyTable
+    _up: bool
+    _live: set[int]
+    _lastAnnounced: int
+    _incoming: dict[int, IReceivingStream]
+    _outgoing: dict[int, ISendingStream]
+
+    def _peer(self) -> str:
+        raise NotImplementedError
+
+    def sendControl(self, op: int, streamId: Any, *values: Any) -> None:
+        raise NotImplementedError
+
+    def helloReceived(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def flowPaused(self) -> bool:
+        """Whether a stream is paused by flow control, either way: the guard's idle rule lets such a peer be."""
+        return any(receiver.heldHere for receiver in self._incoming.values()) or any(
+            stream.waitingForCredit for stream in self._outgoing.values()
+        )
+
+    def receiverFor(self, streamId: int) -> IReceivingStream | None:
+        """The receiver of incoming stream C{streamId}, while it receives."""
+        return self._incoming.get(streamId)
+
+    def receivers(self) -> list[IReceivingStream]:
+        """The incoming streams being received."""
+        return list(self._incoming.values())
+
+    def announcementReceived(self, announcement: StreamAnnouncement) -> IncomingStream:
+        """
+        The peer announced a stream: its id must be new, and the streams it
+        has live must stay within L{BulkOptions.maxStreams}.
+
+        @raise StreamIdReused: the id is not above every id announced before.
+        @raise TooManyStreams: one stream more than the cap.
+        """
+        streamId, size, digestName = announcement
+        if type(streamId) is not int or streamId <= self._lastAnnounced:
+            raise StreamIdReused(f"stream id {streamId!r} announced after stream id {self._lastAnnounced}")
+        if len(self._live) >= self.options.maxStreams:
+            raise TooManyStreams(f"more than {self.options.maxStreams} incoming streams at once")
+        digestName = self.hello.accepted(digestName, self.options.digests)
+        self._lastAnnounced = streamId
+        window = self.options.startWindow
+        if self._up:
+            self._live.add(streamId)
+            early = self.early.add(streamId, window, self.options.unreadTimeout)
+        else:
+            early = EarlyData(streamId, window)
+        host: Any = self  # the channel, an IStreamHost
+        return IncomingStream(host, streamId, size, digestName, early)
+
+    def _unreadTimedOut(self, early: EarlyData) -> None:
+        streamId = early.streamId
+        self.log.warn(
+            "Bulk connection from {peer}: stream {streamId} dropped: not received within {timeout} s"
+            " ({held} bytes held)",
+            peer=self._peer(),
+            streamId=streamId,
+            timeout=self.options.unreadTimeout,
+            held=early.held,
+        )
+        reason = f"the receiver did not receive the stream within {self.options.unreadTimeout} s"
+        early.drop(StreamReset("unread-timeout", reason))
+        self._live.discard(streamId)
+        self.sendControl(CANCEL, streamId, "unread-timeout", reason)
+
+    def earlyData(self, streamId: int) -> EarlyData | None:
+        """What arrived for incoming stream C{streamId} before it was received (taken: asked once)."""
+        return self.early.take(streamId)
+
+    @property
+    def liveIncoming(self) -> int:
+        """Incoming streams announced by the peer and not over yet."""
+        return len(self._live)
+
+    def droppedUnread(self, streamId: int) -> None:
+        """An incoming stream was dropped before being received: the sender may stop."""
+        self._live.discard(streamId)
+        self.early.forget(streamId)
+        self.sendControl(CANCEL, streamId, "cancelled", "the receiver dropped the stream unread")
+
+    def cancelledUnread(self, streamId: int) -> None:
+        """An incoming stream was cancelled before being received."""
+        self._live.discard(streamId)
+        self.early.forget(streamId)
+
+    def receiverStarted(self, receiver: IReceivingStream) -> None:
+        """Route incoming stream C{receiver.streamId}'s frames and controls to C{receiver}."""
+        self._incoming[receiver.streamId] = receiver
+
+    def receiverOver(self, receiver: IReceivingStream) -> None:
+        """An incoming stream is over: forget it."""
+        self._live.discard(receiver.streamId)
+        if self._incoming.get(receiver.streamId) is receiver:
+            del self._incoming[receiver.streamId]
+
+    # -- receiving ------------------------------------------------------------------
+
+    def dataStarting(self, streamId: int, offset: int, length: int) -> Callable[[int, bytes], None] | None:
+        """
+        A data frame's body is about to arrive: where its pieces go, or
+        C{None} to drop them (a stream this side already gave up on).
+
+        @raise FlowControlError: the frame goes past the stream's credit.
+        """
+        receiver = self._incoming.get(streamId)
+        if receiver is None:
+            target: Callable[[int, bytes], None] | None = self.early.frameStarting(streamId, offset, length)
+            return target
+        return receiver.frameStarting(offset, length)
+
+    def controlReceived(self, control: Control) -> None:
+        """Act on one control message; an unknown stream id is ignored (it already ended)."""
+        op, streamId = control[0], control[1]
+        try:
+            if op == HELLO:
+                self.helloReceived()
+                return
+            if op == END or op == ABORT:
+                receiver = self._incoming.get(streamId)
+                if receiver is None:
+                    self.early.endOrAbort(op == END, streamId, control[2], control[3])
+                    return
+                if op == END:
+                    receiver.endReceived(control[2], control[3])
+                else:
+                    receiver.abortReceived(control[2], control[3])
+                return
+            stream = self._outgoing.get(streamId)
+            if stream is None:
+                return
+            if op == GRANT:
+                stream.grantReceived(control[2])
+            elif op == DONE:
+                stream.doneReceived(control[2])
+            elif op == CANCEL:
+                stream.cancelReceived(control[2], control[3])
+        except Exception:
+            self.log.failure("Handling bulk control message {control} failed", control=control)
