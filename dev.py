@@ -112,7 +112,7 @@ def ensure_venv(runner: Callable[..., Any] = subprocess.run) -> None:
 
 def run(*args: str, pure: bool = False) -> int:
     """Run .venv's python with C{args}; C{pure}: on the pure-Python codec core (C{CHUNKWIRE_PURE=1})."""
-    print("$", "CHUNKWIRE_PURE=1" if pure else "", " ".join(args), flush=True)
+    print("$", *(["CHUNKWIRE_PURE=1"] if pure else []), *args, flush=True)
     env = {**os.environ, "CHUNKWIRE_PURE": "1"} if pure else None
     return subprocess.run([str(PYTHON), *args], cwd=ROOT, env=env).returncode
 

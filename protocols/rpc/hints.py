@@ -305,12 +305,66 @@ def _parameterConstraint(function: Callable[..., Any], name: str, annotation: An
     what = "the result" if name == "return" else f"parameter {name!r}"
     where = f"{getattr(function, '__qualname__', function)}: {what}"
     try:
-        # One annotation at a time, so an unresolvable one is named.
-        holder = types.SimpleNamespace(__annotations__={name: annotation})
-        hint = typing.get_type_hints(holder, globalns=getattr(function, "__globals__", {}), include_extras=True)[name]
+        hint = _resolve(function, name, annotation)
+    except NameError as error:
+        if getattr(error, "name", None) != _enclosingClass(function):
+            raise UnsupportedHint(f"{where}: cannot resolve {annotation!r}: {error}") from None
+        # The method's own class (a method returning another of its kind):
+        # it exists once its class statement is done, so resolve at first use.
+        return _OwnClassHint(function, name, annotation, where)
     except Exception as error:
         raise UnsupportedHint(f"{where}: cannot resolve {annotation!r}: {error}") from None
     try:
         return _convert(hint, {}, set())
     except UnsupportedHint as error:
         raise UnsupportedHint(f"{where}: {error}") from None
+
+
+def _resolve(function: Callable[..., Any], name: str, annotation: Any) -> Any:
+    # One annotation at a time, so an unresolvable one is named.
+    holder = types.SimpleNamespace(__annotations__={name: annotation})
+    return typing.get_type_hints(holder, globalns=getattr(function, "__globals__", {}), include_extras=True)[name]
+
+
+def _enclosingClass(function: Callable[..., Any]) -> str | None:
+    """The name of the class a method is defined in (at module level), from its qualified name."""
+    parts = getattr(function, "__qualname__", "").split(".")
+    return parts[-2] if len(parts) == 2 else None
+
+
+class _OwnClassHint(Constraint):
+    """
+    The constraint of a hint naming the method's own class, which does not
+    exist yet when the method is decorated: derived when first used, with
+    the same checks and the same L{UnsupportedHint} then.
+    """
+
+    def __init__(self, function: Callable[..., Any], name: str, annotation: Any, where: str) -> None:
+        self._function, self._name, self._annotation, self._where = function, name, annotation, where
+        self._derived: Constraint | None = None
+
+    def _constraint(self) -> Constraint:
+        if self._derived is None:
+            try:
+                hint = _resolve(self._function, self._name, self._annotation)
+                self._derived = _convert(hint, {}, set())
+            except UnsupportedHint as error:
+                raise UnsupportedHint(f"{self._where}: {error}") from None
+            except Exception as error:
+                raise UnsupportedHint(f"{self._where}: cannot resolve {self._annotation!r}: {error}") from None
+        return self._derived
+
+    def check_header(self, kind: int, size: int) -> None:
+        self._constraint().check_header(kind, size)
+
+    def check_open(self, name: str) -> None:
+        self._constraint().check_open(name)
+
+    def child(self, unslicer: Any) -> Constraint:
+        return self._constraint().child(unslicer)
+
+    def check_value(self, obj: Any) -> None:
+        self._constraint().check_value(obj)
+
+    def validate(self, obj: Any) -> None:
+        self._constraint().validate(obj)

@@ -26,7 +26,7 @@ class DevCommandTests(SynchronousTestCase):
         self.dev = loadDev()
         self.calls: list[tuple[str, ...]] = []
         self.dev.ensure_venv = lambda: self.calls.append(("ensure_venv",))
-        self.dev.run = lambda *args: self.calls.append(args) or 0
+        self.dev.run = lambda *args, pure=False: self.calls.append(args) or 0
 
     def test_demo(self) -> None:
         """dev.py demo ARGS runs examples/demo.py ARGS."""

@@ -351,6 +351,15 @@ class MethodConstraintTests(SynchronousTestCase):
             remote(_forward)
         self.assertIn("'later'", str(caught.exception))
 
+    def test_own_class_resolved_at_first_use(self) -> None:
+        """A method hinted with its own class (not yet defined when decorated) is checked against it once called."""
+        method = SelfMaking.remoteMethods["clone"]
+        method.result.validate(SelfMaking())
+        self.assertRaises(Violation, method.result.validate, "not one")
+        with self.assertRaises(UnsupportedHint) as caught:
+            remote(_forward)
+        self.assertIn("'later'", str(caught.exception))
+
     def test_unsupported_result(self) -> None:
         """An unsupported result hint names the result."""
 
@@ -401,3 +410,11 @@ class DerivedOnTheWireTests(SynchronousTestCase):
         """A result the return hint refuses is not sent; the call fails with a RemoteViolation at result."""
         failure = self.failureResultOf(self.call("lie"), RemoteViolation)
         self.assertIn("result", str(failure.value))
+
+
+class SelfMaking(Referenceable):
+    """A Referenceable whose remote method returns another of its kind (a hint naming its own class)."""
+
+    @remote
+    def clone(self) -> SelfMaking:
+        return SelfMaking()
