@@ -116,10 +116,17 @@ class DocsBuildTests(SynchronousTestCase):
             raise SkipTest("no Chromium on PATH (apt-get install chromium): no screenshots to check")
         status, output, html = build()
         self.assertEqual(status, 0, output)
+        # Three pages of the site (every page: dev.py docs --screenshots), with its styles, nested page included.
+        site = Path(self.mktemp())
+        shutil.copytree(html / "_static", site / "_static")
+        for name in ("index.html", "tutorial.html", "howto/compiled-core.html"):
+            (site / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(html / name, site / name)
         out = Path(self.mktemp())
-        relative = Path(os.path.relpath(html))
+        relative = Path(os.path.relpath(site))
         written = checkPages.screenshots(browser, relative, out)
-        self.assertEqual(len(written), len(checkPages.pages(html)))
+        self.assertEqual(len(written), len(checkPages.pages(site)))
+        self.assertEqual(len(written), 3)
         for png in written:
             header = png.read_bytes()[:24]
             self.assertEqual((header[:8], int.from_bytes(header[16:20], "big")), (b"\x89PNG\r\n\x1a\n", 1280), png)
