@@ -123,26 +123,32 @@ class _WholeBody:
     allocator cannot grow a block in place, that copies about 8n bytes.)
     """
 
-    __slots__ = ("_buffer", "_length", "_capacity")
+    __slots__ = ("_buffer", "_length", "_capacity", "room", "append")
 
     def __init__(self, length: int) -> None:
         # getvalue() of an exactly-full BytesIO returns its buffer without a second copy.
         self._buffer = io.BytesIO()
         self._length = length
         self._capacity = 0
+        self.room = 0
+        """Bytes the buffer takes before it must grow: L{append} may be called directly within it."""
+        self.append = self._buffer.write
 
     def write(self, data: bytes | memoryview) -> None:
-        buffer = self._buffer
-        end = buffer.tell() + len(data)
-        if end > self._capacity:
-            self._grow(buffer, end)
-        buffer.write(data)
+        size = len(data)
+        if size > self.room:
+            self._grow(size)
+        self.room -= size
+        self.append(data)
 
-    def _grow(self, buffer: io.BytesIO, end: int) -> None:
+    def _grow(self, size: int) -> None:
+        buffer = self._buffer
+        at = buffer.tell()
+        end = at + size
         capacity = self._capacity = min(self._length, max(2 * self._capacity, end, _FIRST_CAPACITY))
+        self.room = capacity - at
         if capacity > end:
             # (writing the last byte makes BytesIO allocate exactly that much)
-            at = buffer.tell()
             buffer.seek(capacity - 1)
             buffer.write(b"\0")
             buffer.seek(at)
@@ -245,14 +251,19 @@ class TokenScanner:
         if self._error is not None:
             raise self._error
         whole = self._whole
-        if whole is not None and len(data) < self._remaining:
+        size = len(data)
+        if whole is not None and size < self._remaining:
             # The middle of a long whole body: the chunk is all body and
             # ends none, so it is one write (the per-chunk cost of a large
             # value).  The chain is empty in WANT_BODY between feeds: each
             # feed moves what it brought into the body, and a whole body's
             # write does not raise.
-            whole.write(data)
-            self._remaining -= len(data)
+            if size <= whole.room:
+                whole.room -= size
+                whole.append(data)
+            else:
+                whole.write(data)
+            self._remaining -= size
             return
         try:
             if self.state == WANT_HEADER and not self._chain:
