@@ -259,6 +259,7 @@ class TokenScanner:
             # feed moves what it brought into the body, and a whole body's
             # write does not raise.
             if size <= whole.room:
+                # (_WholeBody.write written out: one call less per chunk)
                 whole.room -= size
                 whole.append(data)
             else:
