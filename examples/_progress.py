@@ -122,10 +122,14 @@ class ProgressDisplay:
         self._loop.start(0.1 if self.tty else 1.0, now=False)
 
     def stop(self) -> None:
-        """Stop drawing; on a terminal, draw the final state and end the bar's line."""
+        """
+        Stop drawing; on a terminal, draw the final state and end the bar's
+        line, even when the transfer finished before the first tick (a fast
+        transfer still shows where it ended).
+        """
         if self._loop.running:
             self._loop.stop()
-        if self.tty and self._drawn:
+        if self.tty and self.progress.total:
             self.draw()
             self.out.write("\n")
             self.out.flush()

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.processes import ENV, ROOT
@@ -106,6 +107,18 @@ class ProgressLineTests(SynchronousTestCase):
         self.assertEqual(out.getvalue().count("\r\x1b[K"), 2)
         self.assertNotIn("\n", out.getvalue())
         self.assertRegex(out.getvalue(), r"^\r\x1b\[Kfetch x \[#+\.+\]  50%  50 B / 100 B")
+
+    def test_finalDrawWithoutTick(self) -> None:
+        """A transfer that ends before the first tick still shows its final bar once, on a line of its own."""
+        run = self.progress.RunProgress()
+        run.total, run.held = 100, 0
+        out = Terminal()
+        display = self.progress.ProgressDisplay(run, "send x", out, Clock())
+        display.start()
+        run.held = 100
+        display.stop()
+        self.assertEqual(out.getvalue().count("\r\x1b[K"), 1)
+        self.assertRegex(out.getvalue(), r"^\r\x1b\[Ksend x \[#+\] 100%  100 B / 100 B .*\n$")
 
     def test_plainLines(self) -> None:
         """Not on a terminal, progress is one plain line per draw: percent, bytes, rate and ETA."""
