@@ -108,6 +108,7 @@ class CallTally:
     recorder; the recorder reads them when it reports.
 
     @ivar bounds: the histogram's bucket bounds in seconds, ascending.
+    @ivar first: C{bounds[0]}.
     @ivar ok: calls that succeeded.
     @ivar outcomes: the other calls, by outcome.
     @ivar buckets: calls per bucket: C{buckets[i]} counts those that took at
@@ -116,10 +117,13 @@ class CallTally:
     @ivar total: the seconds of all of them, summed.
     """
 
-    __slots__ = ("bounds", "ok", "outcomes", "buckets", "total")
+    __slots__ = ("bounds", "first", "ok", "outcomes", "buckets", "total")
 
     def __init__(self, bounds: tuple[float, ...]) -> None:
+        if not bounds or list(bounds) != sorted(bounds):
+            raise ValueError(f"bucket bounds must be ascending and at least one: {bounds!r}")
         self.bounds = bounds
+        self.first = bounds[0]
         self.ok = 0
         self.outcomes: dict[str, int] = {}
         self.buckets = [0] * (len(bounds) + 1)
@@ -314,7 +318,11 @@ class Interception:
                 self._record(SERVER, entry[0], OK, None, seconds)
                 return
             tally.ok += 1
-            tally.buckets[bisect_left(tally.bounds, seconds)] += 1
+            # Most calls fit the first bucket: one comparison instead of a bisection's four or five.
+            if seconds <= tally.first:
+                tally.buckets[0] += 1
+            else:
+                tally.buckets[bisect_left(tally.bounds, seconds)] += 1
             tally.total += seconds
         elif entry is not None:
             if requestId == NO_ANSWER:

@@ -6,7 +6,7 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.rpc import interceptors
+from protocols.rpc import answering, interceptors
 from protocols.rpc.interceptors import (
     CANCELLED,
     CLIENT,
@@ -49,6 +49,27 @@ class CallTallyTests(SynchronousTestCase):
         self.assertEqual((tally.ok, tally.outcomes, tally.buckets), (2, {ERROR: 2}, [2, 1, 1]))
         self.assertAlmostEqual(tally.total, 2.5015)
         self.assertEqual(tally.counts(), [(OK, 2), (ERROR, 2)])
+
+    def test_bounds(self) -> None:
+        """Bounds must be given, in ascending order."""
+        for bounds in ((), (1.0, 0.5)):
+            self.assertRaises(ValueError, CallTally, bounds)
+
+    def test_buckets(self) -> None:
+        """Each success falls in the bucket of its seconds, whichever way the connection counts it."""
+        recorder = Tallies()
+        pair = Pair([recorder], [])
+        pair.root.callRemote("echo", 1)
+        pair.flush()
+        tally = recorder.tallies[(SERVER, "echo")]
+        before = list(tally.buckets)
+        seconds = iter([0.0, 0.0005, 0.0, 0.5, 0.0, 5.0, 0.0, 0.001])
+        self.patch(interceptors, "now", lambda: next(seconds))
+        self.patch(answering, "perf_counter", lambda: next(seconds))
+        for value in range(4):
+            pair.root.callRemote("echo", value)
+            pair.flush()
+        self.assertEqual(tally.buckets, [before[0] + 2, before[1] + 1, before[2] + 1])
 
 
 class RecorderTests(SynchronousTestCase):
