@@ -119,7 +119,8 @@ class IncomingCalls:
             check = method.checkArguments
             if check is not None:
                 check(args, kwargs)
-            result = method.function(obj, *args, **kwargs)
+            # (no ** for the commonest call, with no keyword arguments: a cheaper call)
+            result = method.function(obj, *args, **kwargs) if kwargs else method.function(obj, *args)
             if type(result) is CoroutineType:
                 result = Deferred.fromCoroutine(result)
         except Violation as violation:
