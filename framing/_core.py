@@ -34,8 +34,10 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from .budget import DEFAULT_ITEM_COST, DEFAULT_OPEN_COST
 from .limits import DEFAULT_LIMITS, Limits
 from .slicing.builtin import _RANDOMIZED, TRACKED_KEY_COST, DictUnslicer, ListUnslicer, TupleUnslicer
+from .slicing.interfaces import NOTHING
 from .slicing.registry import DEFAULT_REGISTRY, Registry
 
 
@@ -80,7 +82,8 @@ def reader(limits: Limits, registry: Registry, results: list[Any] | None = None,
     builds = tuple(registry.unslicer_for(cls.open_type) is cls for cls in _BUILT_INS)
     costs = (*(cost for cls in _BUILT_INS for cost in (cls.open_cost, cls.item_cost)), TRACKED_KEY_COST)
     limited = tuple(min(n, _MAX) for n in numbers)
-    return speedups.Reader(limited, builds, costs, _RANDOMIZED, results, stack, records(registry))
+    nested = (limits, NOTHING, DEFAULT_ITEM_COST, nested_types(registry))
+    return speedups.Reader(limited, builds, costs, _RANDOMIZED, results, stack, records(registry), nested)
 
 
 _MAX_RECORDS = 8
@@ -100,6 +103,31 @@ def records(registry: Registry) -> tuple[tuple[bytes, Callable[[list[Any]], Any]
             continue
         costs = (factory.open_cost, factory.item_cost)  # type: ignore[attr-defined]
         found.append((name.encode("ascii"), builder, *costs, getattr(factory, "record_extra_items", 0)))
+    return tuple(found)
+
+
+_MAX_NESTED = 64
+
+
+def nested_types(registry: Registry) -> tuple[tuple[bytes, type, int, bool], ...]:
+    """
+    The open types of C{registry} whose unslicer the compiled reader runs
+    where they sit (it builds what is around and inside them), as it takes
+    them: name, unslicer class, open cost, whether it checks tokens.  These
+    are the unslicer classes declared C{rebuildable} (see
+    L{framing.slicing.interfaces.IUnslicer}) that count their children one
+    by one (not budgeted) and take no streamed bodies.
+    """
+    found: list[tuple[bytes, type, int, bool]] = []
+    for name, factory in registry.unslicers().items():
+        if not (isinstance(factory, type) and getattr(factory, "rebuildable", False)):
+            continue
+        if getattr(factory, "budgeted", False) or getattr(factory, "begin_body", None) is not None:
+            continue
+        if not name.isascii() or len(found) == _MAX_NESTED:
+            continue
+        cost = getattr(factory, "open_cost", DEFAULT_OPEN_COST)
+        found.append((name.encode("ascii"), factory, cost, bool(getattr(factory, "checks_tokens", True))))
     return tuple(found)
 
 

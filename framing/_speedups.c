@@ -64,6 +64,20 @@ typedef struct {
     unsigned long long max_items; /* Limits.max_items plus the type's extra items */
 } Record;
 
+/* An open type the reader does not build, whose Python unslicer it runs
+   where the type sits (framing/_core.py nested_types): the unslicer is
+   made, told each child's header and given each child (built here) as the
+   Python decoder would, and finished; the built-ins around and inside it
+   stay here.  Only unslicers declared rebuildable are run: if the object
+   around one is then handed back, Python builds it again. */
+#define MAX_NESTED 64
+typedef struct {
+    PyObject *name;  /* bytes */
+    PyObject *factory;
+    unsigned long long open_cost;
+    int checks_tokens; /* its check_token is called at each child's header */
+} Nested;
+
 typedef struct {
     PyObject_HEAD
     PyObject *results; /* the decoder's result list, or NULL */
@@ -83,6 +97,11 @@ typedef struct {
     unsigned long long tracked_key_cost;     /* bytes charged per tracked key (builtin.TRACKED_KEY_COST) */
     Py_ssize_t record_count;
     Record records[MAX_RECORDS];             /* the open types built through a Python record builder */
+    PyObject *limits;                        /* the Limits object the unslicer factories take, or NULL */
+    PyObject *nothing;                       /* framing.slicing.interfaces.NOTHING */
+    unsigned long long child_cost;           /* bytes charged per child of a nested type (budget.DEFAULT_ITEM_COST) */
+    Py_ssize_t nested_count;
+    Nested nested[MAX_NESTED];               /* the open types whose Python unslicer is run here */
 } Reader;
 
 typedef struct {
@@ -92,6 +111,8 @@ typedef struct {
     Reader *reader;
     unsigned long long items; /* the object's items so far (its budget) */
     unsigned long long cost;  /* its estimated bytes beyond its wire bytes */
+    size_t start;             /* where the top-level object begins */
+    int whole;                /* it was seen to end inside the buffer */
 } Parse;
 
 typedef struct {
@@ -432,6 +453,207 @@ find_record(const Reader *reader, const unsigned char *name, unsigned long long 
     return NULL;
 }
 
+/* The names of the unslicer methods called (interned at import). */
+static PyObject *str_check_token, *str_receive_child, *str_finish;
+
+/* What a call into an unslicer returned: an Exception (a refusal, or a bug
+   that Python refuses the object for) hands back, so that the Python
+   decoder words it; anything else (KeyboardInterrupt, say) is raised. */
+static int
+called(PyObject *result)
+{
+    if (result != NULL)
+        return OK;
+    if (!PyErr_ExceptionMatches(PyExc_Exception))
+        return FAILED;
+    PyErr_Clear();
+    return HAND_BACK;
+}
+
+static int
+over_budget(const Parse *ps)
+{
+    return ps->items > ps->reader->max_object_items || ps->cost > ps->reader->max_object_memory;
+}
+
+/* Does the top-level object end inside the buffer, with no token in it that
+   this reader leaves to Python?  Asked before the first Python unslicer
+   runs, so that the usual hand-backs (an object cut by the end of the data,
+   a control token inside it) never build a nested type twice. */
+static int
+lies_whole(Parse *ps)
+{
+    Parse skim = *ps;
+    Header header;
+    unsigned long long open = 0;
+
+    skim.pos = ps->start;
+    do {
+        if (read_header(&skim, &header) != OK)
+            return HAND_BACK;
+        switch (header.kind) {
+        case K_OPEN:
+            open += 1;
+            /* fall through */
+        case K_BYTES:
+        case K_STRING:
+        case K_FLOAT:
+            if (header.value > (unsigned long long)(skim.end - skim.pos))
+                return HAND_BACK;
+            skim.pos += (size_t)header.value;
+            break;
+        case K_CLOSE:
+            if (header.value != 0 || open == 0)
+                return HAND_BACK;
+            open -= 1;
+            break;
+        case K_INT:
+        case K_NEG:
+        case K_SIMPLE:
+            break;
+        default:
+            return HAND_BACK; /* BIGINT, BIGNEG, ABORT, ERROR, PING, PONG */
+        }
+    } while (open > 0);
+    ps->whole = 1;
+    return OK;
+}
+
+/* Call unslicer.check_token(kind, length) for the header at ps->pos, as the
+   Python decoder does for the body tokens of an unslicer that checks them:
+   after the scanner's own limits (which hand back here), before the body. */
+static int
+check_child_header(Parse *ps, PyObject *unslicer)
+{
+    Header header;
+    size_t at = ps->pos;
+    unsigned long long limit;
+    PyObject *args[3], *result;
+    int status;
+
+    status = read_header(ps, &header);
+    ps->pos = at;
+    if (status != OK)
+        return HAND_BACK;
+    switch (header.kind) {
+    case K_INT:
+    case K_NEG:
+    case K_SIMPLE:
+        return OK; /* no body: no check */
+    case K_BYTES:
+        limit = ps->reader->max_bytes;
+        break;
+    case K_STRING:
+        limit = ps->reader->max_string;
+        break;
+    case K_OPEN:
+        limit = ps->reader->max_open_name;
+        break;
+    case K_FLOAT:
+        limit = 8;
+        if (header.value != 8)
+            return HAND_BACK;
+        break;
+    default:
+        return HAND_BACK;
+    }
+    if (header.value > limit)
+        return HAND_BACK;
+    args[0] = unslicer;
+    args[1] = PyLong_FromLong(header.kind);
+    args[2] = PyLong_FromUnsignedLongLong(header.value);
+    result = args[1] == NULL || args[2] == NULL ? NULL
+             : PyObject_VectorcallMethod(str_check_token, args, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_XDECREF(args[1]);
+    Py_XDECREF(args[2]);
+    status = called(result);
+    Py_XDECREF(result);
+    return status;
+}
+
+/* Give one child to a nested type's unslicer, counted on its way in as
+   ObjectBudget.receive_counted counts it. */
+static int
+give_child(Parse *ps, PyObject *unslicer, PyObject *child)
+{
+    PyObject *result;
+    int status;
+
+    ps->items += 1;
+    ps->cost += ps->reader->child_cost;
+    if (over_budget(ps))
+        return HAND_BACK;
+    result = PyObject_CallMethodOneArg(unslicer, str_receive_child, child);
+    status = called(result);
+    Py_XDECREF(result);
+    return status;
+}
+
+/* Feed the children up to the CLOSE to a nested type's unslicer. */
+static int
+feed_children(Parse *ps, unsigned long long depth, const Nested *type, PyObject *unslicer)
+{
+    PyObject *child;
+    int status, closed;
+
+    for (;;) {
+        status = at_close(ps, &closed);
+        if (status != OK || closed)
+            return status;
+        if (type->checks_tokens && (status = check_child_header(ps, unslicer)) != OK)
+            return status;
+        status = parse_value(ps, depth, &child);
+        if (status != OK)
+            return status;
+        status = give_child(ps, unslicer, child);
+        Py_DECREF(child);
+        if (status != OK)
+            return status;
+    }
+}
+
+/* A nested type's object, built by its Python unslicer from children built
+   here; one that completes NOTHING is left to Python. */
+static int
+parse_nested(Parse *ps, unsigned long long depth, const Nested *type, PyObject **out)
+{
+    PyObject *unslicer;
+    int status;
+
+    if (!ps->whole && (status = lies_whole(ps)) != OK)
+        return status;
+    ps->cost += type->open_cost;
+    if (over_budget(ps))
+        return HAND_BACK;
+    unslicer = PyObject_CallOneArg(type->factory, ps->reader->limits);
+    if ((status = called(unslicer)) != OK)
+        return status;
+    status = feed_children(ps, depth, type, unslicer);
+    if (status == OK) {
+        *out = PyObject_CallMethodNoArgs(unslicer, str_finish);
+        status = called(*out);
+        if (status == OK && *out == ps->reader->nothing) {
+            Py_DECREF(*out);
+            status = HAND_BACK;
+        }
+    }
+    Py_DECREF(unslicer);
+    return status;
+}
+
+static const Nested *
+find_nested(const Reader *reader, const unsigned char *name, unsigned long long length)
+{
+    Py_ssize_t i;
+    for (i = 0; i < reader->nested_count; i++) {
+        const Nested *type = &reader->nested[i];
+        if ((unsigned long long)PyBytes_GET_SIZE(type->name) == length &&
+            memcmp(PyBytes_AS_STRING(type->name), name, (size_t)length) == 0)
+            return type;
+    }
+    return NULL;
+}
+
 static int
 parse_open(Parse *ps, const Header *header, unsigned long long depth, PyObject **out)
 {
@@ -451,7 +673,11 @@ parse_open(Parse *ps, const Header *header, unsigned long long depth, PyObject *
     }
     if (which == C_COUNT) {
         const Record *record = find_record(ps->reader, name, header->value);
-        return record == NULL ? HAND_BACK : parse_record(ps, depth + 1, record, out);
+        const Nested *type;
+        if (record != NULL)
+            return parse_record(ps, depth + 1, record, out);
+        type = find_nested(ps->reader, name, header->value);
+        return type == NULL ? HAND_BACK : parse_nested(ps, depth + 1, type, out);
     }
     if (!ps->reader->builds[which])
         return HAND_BACK;
@@ -531,7 +757,7 @@ parse_value(Parse *ps, unsigned long long depth, PyObject **out)
 static int
 parse_top(Reader *reader, const unsigned char *data, size_t pos, size_t end, PyObject **out, size_t *stop)
 {
-    Parse ps = {data, pos, end, reader, 0, 0};
+    Parse ps = {data, pos, end, reader, 0, 0, pos, 0};
     int status = parse_value(&ps, 0, out);
     if (status == OK)
         *stop = ps.pos;
@@ -672,19 +898,73 @@ set_records(Reader *self, PyObject *records)
     return 0;
 }
 
+/* Take one row of `nested`: (name, factory, open_cost, checks_tokens). */
+static int
+set_nested_row(Nested *type, PyObject *row)
+{
+    int checks;
+    if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 4 || !PyBytes_Check(PyTuple_GET_ITEM(row, 0)) ||
+        !PyCallable_Check(PyTuple_GET_ITEM(row, 1))) {
+        PyErr_SetString(PyExc_TypeError, "a nested type is (name: bytes, factory, open_cost, checks_tokens)");
+        return -1;
+    }
+    if (limit_arg(row, 2, &type->open_cost) < 0 || (checks = PyObject_IsTrue(PyTuple_GET_ITEM(row, 3))) < 0)
+        return -1;
+    if (type->open_cost > (1ULL << 32)) {
+        PyErr_SetString(PyExc_ValueError, "implausible open cost");
+        return -1;
+    }
+    type->checks_tokens = checks;
+    type->name = Py_NewRef(PyTuple_GET_ITEM(row, 0));
+    type->factory = Py_NewRef(PyTuple_GET_ITEM(row, 1));
+    return 0;
+}
+
+/* Take `nested`: (limits, NOTHING, child_cost, rows). */
+static int
+set_nested(Reader *self, PyObject *nested)
+{
+    PyObject *rows;
+    Py_ssize_t i;
+    if (!PyTuple_Check(nested) || PyTuple_GET_SIZE(nested) != 4 || !PyTuple_Check(PyTuple_GET_ITEM(nested, 3))) {
+        PyErr_SetString(PyExc_TypeError, "nested is (limits, NOTHING, child_cost, rows)");
+        return -1;
+    }
+    rows = PyTuple_GET_ITEM(nested, 3);
+    if (PyTuple_GET_SIZE(rows) > MAX_NESTED) {
+        PyErr_SetString(PyExc_ValueError, "too many nested types");
+        return -1;
+    }
+    if (limit_arg(nested, 2, &self->child_cost) < 0)
+        return -1;
+    if (self->child_cost > (1ULL << 32)) {
+        PyErr_SetString(PyExc_ValueError, "implausible child cost");
+        return -1;
+    }
+    self->limits = Py_NewRef(PyTuple_GET_ITEM(nested, 0));
+    self->nothing = Py_NewRef(PyTuple_GET_ITEM(nested, 1));
+    for (i = 0; i < PyTuple_GET_SIZE(rows); i++) {
+        if (set_nested_row(&self->nested[i], PyTuple_GET_ITEM(rows, i)) < 0)
+            return -1;
+        self->nested_count = i + 1;
+    }
+    return 0;
+}
+
 static PyObject *
 reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"limits", "builds", "costs", "plain_keys", "results", "stack", "records", NULL};
-    PyObject *limits, *builds, *costs, *results = Py_None, *stack = Py_None, *records = NULL;
+    static char *keywords[] = {"limits", "builds", "costs", "plain_keys", "results", "stack", "records", "nested",
+                               NULL};
+    PyObject *limits, *builds, *costs, *results = Py_None, *stack = Py_None, *records = NULL, *nested = NULL;
     int plain_keys;
     Reader *self;
     unsigned long long *fields[8];
     Py_ssize_t i;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!p|OOO!", keywords, &PyTuple_Type, &limits,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!p|OOO!O", keywords, &PyTuple_Type, &limits,
                                      &PyTuple_Type, &builds, &PyTuple_Type, &costs, &plain_keys, &results, &stack,
-                                     &PyTuple_Type, &records))
+                                     &PyTuple_Type, &records, &nested))
         return NULL;
     if (PyTuple_GET_SIZE(limits) != 8 || PyTuple_GET_SIZE(builds) != C_COUNT || PyTuple_GET_SIZE(costs) != 2 * C_COUNT + 1) {
         PyErr_SetString(PyExc_ValueError, "limits: 8 ints; builds: 3 bools; costs: 7 ints");
@@ -730,6 +1010,8 @@ reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->plain_keys = plain_keys;
     if (records != NULL && set_records(self, records) < 0)
         goto fail;
+    if (nested != NULL && nested != Py_None && set_nested(self, nested) < 0)
+        goto fail;
     if (results != Py_None) {
         Py_INCREF(results);
         self->results = results;
@@ -752,6 +1034,10 @@ reader_traverse(Reader *self, visitproc visit, void *arg)
     Py_VISIT(self->stack);
     for (i = 0; i < self->record_count; i++)
         Py_VISIT(self->records[i].build);
+    Py_VISIT(self->limits);
+    Py_VISIT(self->nothing);
+    for (i = 0; i < self->nested_count; i++)
+        Py_VISIT(self->nested[i].factory);
     return 0;
 }
 
@@ -766,6 +1052,13 @@ reader_clear(Reader *self)
         Py_CLEAR(self->records[i].build);
     }
     self->record_count = 0;
+    Py_CLEAR(self->limits);
+    Py_CLEAR(self->nothing);
+    for (i = 0; i < self->nested_count; i++) {
+        Py_CLEAR(self->nested[i].name);
+        Py_CLEAR(self->nested[i].factory);
+    }
+    self->nested_count = 0;
     return 0;
 }
 
@@ -784,7 +1077,7 @@ static PyMethodDef reader_methods[] = {
 };
 
 PyDoc_STRVAR(reader_doc,
-"Reader(limits, builds, costs, plain_keys, results=None, stack=None)\n\n"
+"Reader(limits, builds, costs, plain_keys, results=None, stack=None, records=(), nested=None)\n\n"
 "Decodes top-level objects of built-in kinds for one decoder's limits and\n"
 "registry (see framing/_core.py for the arguments).");
 
@@ -1146,6 +1439,11 @@ PyInit__speedups(void)
 {
     PyObject *module;
     if (PyType_Ready(&ReaderType) < 0)
+        return NULL;
+    str_check_token = PyUnicode_InternFromString("check_token");
+    str_receive_child = PyUnicode_InternFromString("receive_child");
+    str_finish = PyUnicode_InternFromString("finish");
+    if (str_check_token == NULL || str_receive_child == NULL || str_finish == NULL)
         return NULL;
     module = PyModule_Create(&speedups_module);
     if (module == NULL)
