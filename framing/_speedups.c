@@ -476,44 +476,69 @@ over_budget(const Parse *ps)
     return ps->items > ps->reader->max_object_items || ps->cost > ps->reader->max_object_memory;
 }
 
+/* The most a body of this kind may hold here, or 0 with *refused set for a
+   token this reader leaves to Python wherever it is. */
+static unsigned long long
+body_limit(const Reader *reader, const Header *header, int *refused)
+{
+    *refused = 0;
+    switch (header->kind) {
+    case K_BYTES:
+        return reader->max_bytes;
+    case K_STRING:
+        return reader->max_string;
+    case K_OPEN:
+        return reader->max_open_name;
+    case K_FLOAT:
+        *refused = header->value != 8;
+        return 8;
+    case K_INT:
+    case K_NEG:
+    case K_CLOSE:
+        return 0;
+    case K_SIMPLE:
+        *refused = header->value > 2;
+        return 0;
+    default:
+        *refused = 1; /* BIGINT, BIGNEG, ABORT, ERROR, PING, PONG */
+        return 0;
+    }
+}
+
 /* Does the top-level object end inside the buffer, with no token in it that
-   this reader leaves to Python?  Asked before the first Python unslicer
-   runs, so that the usual hand-backs (an object cut by the end of the data,
-   a control token inside it) never build a nested type twice. */
+   this reader leaves to Python whatever its value (a control token, a body
+   over its limit, a container too deep)?  Asked before the first Python
+   unslicer runs, so that the usual hand-backs (an object cut by the end of
+   the data, above all) never build a nested type twice. */
 static int
 lies_whole(Parse *ps)
 {
     Parse skim = *ps;
     Header header;
-    unsigned long long open = 0;
+    unsigned long long open = 0, limit;
+    int refused;
 
     skim.pos = ps->start;
     do {
         if (read_header(&skim, &header) != OK)
             return HAND_BACK;
-        switch (header.kind) {
-        case K_OPEN:
-            open += 1;
-            /* fall through */
-        case K_BYTES:
-        case K_STRING:
-        case K_FLOAT:
-            if (header.value > (unsigned long long)(skim.end - skim.pos))
-                return HAND_BACK;
-            skim.pos += (size_t)header.value;
-            break;
-        case K_CLOSE:
+        limit = body_limit(ps->reader, &header, &refused);
+        if (refused)
+            return HAND_BACK;
+        if (header.kind == K_CLOSE) {
             if (header.value != 0 || open == 0)
                 return HAND_BACK;
             open -= 1;
-            break;
-        case K_INT:
-        case K_NEG:
-        case K_SIMPLE:
-            break;
-        default:
-            return HAND_BACK; /* BIGINT, BIGNEG, ABORT, ERROR, PING, PONG */
+            continue;
         }
+        if (header.kind == K_INT || header.kind == K_NEG || header.kind == K_SIMPLE)
+            continue;
+        if (header.kind == K_OPEN && (open >= ps->reader->max_depth || open >= MAX_RECURSION))
+            return HAND_BACK;
+        open += header.kind == K_OPEN;
+        if (header.value > limit || header.value > (unsigned long long)(skim.end - skim.pos))
+            return HAND_BACK;
+        skim.pos += (size_t)header.value;
     } while (open > 0);
     ps->whole = 1;
     return OK;
@@ -529,41 +554,24 @@ check_child_header(Parse *ps, PyObject *unslicer)
     size_t at = ps->pos;
     unsigned long long limit;
     PyObject *args[3], *result;
-    int status;
+    int status, refused;
 
     status = read_header(ps, &header);
     ps->pos = at;
     if (status != OK)
         return HAND_BACK;
-    switch (header.kind) {
-    case K_INT:
-    case K_NEG:
-    case K_SIMPLE:
+    limit = body_limit(ps->reader, &header, &refused);
+    if (refused)
+        return HAND_BACK;
+    if (header.kind == K_INT || header.kind == K_NEG || header.kind == K_SIMPLE)
         return OK; /* no body: no check */
-    case K_BYTES:
-        limit = ps->reader->max_bytes;
-        break;
-    case K_STRING:
-        limit = ps->reader->max_string;
-        break;
-    case K_OPEN:
-        limit = ps->reader->max_open_name;
-        break;
-    case K_FLOAT:
-        limit = 8;
-        if (header.value != 8)
-            return HAND_BACK;
-        break;
-    default:
-        return HAND_BACK;
-    }
     if (header.value > limit)
-        return HAND_BACK;
+        return HAND_BACK; /* the scanner refuses it before any check */
     args[0] = unslicer;
     args[1] = PyLong_FromLong(header.kind);
     args[2] = PyLong_FromUnsignedLongLong(header.value);
     result = args[1] == NULL || args[2] == NULL ? NULL
-             : PyObject_VectorcallMethod(str_check_token, args, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+             : PyObject_VectorcallMethod(str_check_token, args, 3, NULL);
     Py_XDECREF(args[1]);
     Py_XDECREF(args[2]);
     status = called(result);
