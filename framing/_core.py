@@ -116,8 +116,16 @@ def nested_types(registry: Registry) -> tuple[tuple[bytes, type, int, bool], ...
     them: name, unslicer class, open cost, whether it checks tokens.  These
     are the unslicer classes declared C{rebuildable} (see
     L{framing.slicing.interfaces.IUnslicer}) that count their children one
-    by one (not budgeted) and take no streamed bodies.
+    by one (not budgeted) and take no streamed bodies.  Kept in the
+    registry's C{codec_cache} (a decoder is made per connection).
     """
+    kept: tuple[tuple[bytes, type, int, bool], ...] | None = registry.codec_cache.get("nested")
+    if kept is None:
+        kept = registry.codec_cache["nested"] = _nested_types(registry)
+    return kept
+
+
+def _nested_types(registry: Registry) -> tuple[tuple[bytes, type, int, bool], ...]:
     found: list[tuple[bytes, type, int, bool]] = []
     for name, factory in registry.unslicers().items():
         if not (isinstance(factory, type) and getattr(factory, "rebuildable", False)):
