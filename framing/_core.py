@@ -20,7 +20,21 @@ which two share a full hash is handed back), within every limit; at anything els
 its first byte, having committed nothing.  It also builds the open types
 whose unslicer declares a C{record_builder} (the RPC message): it parses
 their children as it parses a tuple's, then calls the builder once, which
-returns the finished object or C{None} to hand it back.  The encoder writes each
+returns the finished object or C{None} to hand it back.  And it runs the
+Python unslicer of each open type declared C{rebuildable} (see
+L{nested_types}; every type C{register} makes) where the type sits: it
+makes the unslicer, calls its C{check_token} at each child's header (if it
+checks tokens), gives it each child (built by the reader, around and inside:
+a list of dicts each holding a registered type is all built in C but the
+types themselves), charges the budget as L{framing.budget.ObjectBudget}
+charges an unbudgeted unslicer, and takes what C{finish} returns.  Before
+the first such call in an object it checks, by one pass over the headers,
+that the whole object lies in the buffer with no token it leaves to Python,
+so an object cut by the end of a read is handed back before any unslicer
+ran.  Any exception from the unslicer, or a refusal later in the object,
+hands the whole object back: the Python decoder then builds the type again
+and words the refusal (why only rebuildable unslicers, which do nothing but
+build, are run here).  The encoder writes each
 list, tuple and dict of exact built-in types (bytes under 32 KiB, which the
 Python encoder keeps by reference; ints within 64 bits), and each container
 a slicer writes whose parts are such values (an RPC message, say);

@@ -14,7 +14,9 @@ L{tests.framing.test_cores}:
 from __future__ import annotations
 
 import dataclasses
+import gc
 import random
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -33,7 +35,19 @@ from framing.slicing.interfaces import NOTHING
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE, STRING
 
-from .test_cores import COMPILED, core, cut, differential, feed_all, limits, mutate, needs_compiled, outcome, scalars
+from .test_cores import (
+    COMPILED,
+    LEAK_ROUNDS,
+    core,
+    cut,
+    differential,
+    feed_all,
+    limits,
+    mutate,
+    needs_compiled,
+    outcome,
+    scalars,
+)
 
 
 @dataclasses.dataclass
@@ -307,7 +321,7 @@ class NestedTests(SynchronousTestCase):
                     self.assertEqual(Once.built, built, (module, at))
 
     def test_rebuildable_built_once_when_cut(self) -> None:
-        """A registered type in an object cut by the end of a feed is built once: the reader first sees the object whole."""
+        """A registered type in an object cut by the end of a feed is built once: the reader first sees it whole."""
         data = dumps([1, Once("a"), {"k": Once([2])}, "tail"], NESTED)
         for at in range(len(PREAMBLE), len(data) + 1):
             Once.built = 0
@@ -317,7 +331,7 @@ class NestedTests(SynchronousTestCase):
             self.assertEqual(Once.built, 2, at)
 
     def test_refused_after_build(self) -> None:
-        """An object refused after a registered type in it was built gets the pure core's Violation (the type may be built again)."""
+        """An object refused after a registered type in it was built gets the pure core's Violation."""
         data = dumps([Once("a"), "Zzz"], NESTED).replace(b"\x33Zzz", b"\x33\xff\xfe\xfd")
         Once.built = 0
         pure, compiled = both(data)
@@ -344,7 +358,38 @@ class NestedTests(SynchronousTestCase):
     def test_reader_table(self) -> None:
         """The reader runs only rebuildable, unbudgeted unslicers that take no streamed bodies."""
         names = [row[0] for row in _core.nested_types(NESTED)]
-        self.assertEqual(sorted(names), [b"tests.Dropped", b"tests.Named", b"tests.Once", b"tests.Tagline", b"tests.Thing"])
+        expected = [b"tests.Dropped", b"tests.Named", b"tests.Once", b"tests.Tagline", b"tests.Thing"]
+        self.assertEqual(sorted(names), expected)
         self.assertNotIn(b"tests.Once", [row[0] for row in _core.nested_types(STRICT)])
         self.assertEqual(_core.nested_types(DEFAULT_REGISTRY), ())
         self.assertIs(framing.implementation, "compiled")
+
+
+@needs_compiled
+class NestedLeakTests(SynchronousTestCase):
+    """Running Python unslicers from the compiled reader keeps no reference it should not."""
+
+    def test_allocated_blocks_return(self) -> None:
+        """Registered types decoded where they sit (built, refused, handed back) leave the blocks as they were."""
+        streams = [
+            dumps(records(20), NESTED),
+            dumps([Once("a"), "Zzz"], NESTED).replace(b"\x33Zzz", b"\x33\xff\xfe\xfd"),
+            PREAMBLE + b"\x74list" + named_tokens(1, [2]) + b"\x80",
+            PREAMBLE + b"\x74list" + named_tokens("n", [2, {"k": 3}]) + b"\x80",
+            PREAMBLE + b"\x74list\x01\x7c\x0dtests.Dropped\x02\x80\x03\x80",
+            dumps([{"a": 1}, Tagline(["x"])], NESTED).replace(b"\x74list\x31x\x80", b"\x31x"),
+        ]
+
+        def once() -> None:
+            for stream in streams:
+                Decoder(registry=NESTED).feed(stream)
+            loads(streams[0], registry=NESTED)
+
+        for _ in range(50):
+            once()
+        gc.collect()
+        before = sys.getallocatedblocks()
+        for _ in range(LEAK_ROUNDS // 4):
+            once()
+        gc.collect()
+        self.assertLess(sys.getallocatedblocks() - before, 100)
