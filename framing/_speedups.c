@@ -379,6 +379,12 @@ parse_dict(Parse *ps, unsigned long long depth, PyObject **out)
         status = at_close(ps, &closed);
         if (status != OK || closed)
             break;
+        /* check_key takes no container: hand back before building one (and
+           before running an unslicer of a nested type in it). */
+        if ((ps->data[ps->pos] >> 4) == K_OPEN) {
+            status = HAND_BACK;
+            break;
+        }
         status = parse_value(ps, depth, &key);
         if (status != OK)
             break;
@@ -505,16 +511,22 @@ body_limit(const Reader *reader, const Header *header, int *refused)
     }
 }
 
+/* What lies_whole knows of each open container: a dict's next child is a
+   key or a value. */
+enum { SKIM_OTHER = 0, SKIM_KEY = 1, SKIM_VALUE = 2 };
+
 /* Does the top-level object end inside the buffer, with no token in it that
    this reader leaves to Python whatever its value (a control token, a body
-   over its limit, a container too deep)?  Asked before the first Python
-   unslicer runs, so that the usual hand-backs (an object cut by the end of
-   the data, above all) never build a nested type twice. */
+   over its limit, a container too deep, a container as a dict key)?  Asked
+   before the first Python unslicer runs, so that the usual hand-backs (an
+   object cut by the end of the data, above all) never build a nested type
+   twice. */
 static int
 lies_whole(Parse *ps)
 {
     Parse skim = *ps;
     Header header;
+    unsigned char expects[MAX_RECURSION + 1]; /* per open container, 1-based */
     unsigned long long open = 0, limit;
     int refused;
 
@@ -531,13 +543,21 @@ lies_whole(Parse *ps)
             open -= 1;
             continue;
         }
+        if (open > 0 && expects[open] != SKIM_OTHER) {
+            if (expects[open] == SKIM_KEY && header.kind == K_OPEN)
+                return HAND_BACK; /* check_key takes no container */
+            expects[open] = expects[open] == SKIM_KEY ? SKIM_VALUE : SKIM_KEY;
+        }
         if (header.kind == K_INT || header.kind == K_NEG || header.kind == K_SIMPLE)
             continue;
-        if (header.kind == K_OPEN && (open >= ps->reader->max_depth || open >= MAX_RECURSION))
-            return HAND_BACK;
-        open += header.kind == K_OPEN;
         if (header.value > limit || header.value > (unsigned long long)(skim.end - skim.pos))
             return HAND_BACK;
+        if (header.kind == K_OPEN) {
+            if (open >= ps->reader->max_depth || open >= MAX_RECURSION)
+                return HAND_BACK;
+            open += 1;
+            expects[open] = header.value == 4 && memcmp(skim.data + skim.pos, "dict", 4) == 0 ? SKIM_KEY : SKIM_OTHER;
+        }
         skim.pos += (size_t)header.value;
     } while (open > 0);
     ps->whole = 1;

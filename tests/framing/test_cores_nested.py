@@ -102,6 +102,9 @@ class Once:
     def __eq__(self, other: object) -> bool:
         return type(other) is Once and self.n == other.n
 
+    def __hash__(self) -> int:
+        return hash(repr(self.n))
+
     def __repr__(self) -> str:
         return f"Once({self.n!r})"
 
@@ -329,6 +332,15 @@ class NestedTests(SynchronousTestCase):
             results = decoder.feed(data[:at]) + decoder.feed(data[at:])
             self.assertEqual(results, [[1, Once("a"), {"k": Once([2])}, "tail"]])
             self.assertEqual(Once.built, 2, at)
+
+    def test_registered_key_built_once(self) -> None:
+        """A registered type as a dict key (which the reader leaves to Python) is built once, by the pure decoder."""
+        data = dumps([1, {"a": Once("v"), Once("k"): [2]}], NESTED)
+        for module in (None, COMPILED):
+            Once.built = 0
+            with core(module):
+                self.assertEqual(Decoder(registry=NESTED).feed(data), [[1, {"a": Once("v"), Once("k"): [2]}]])
+            self.assertEqual(Once.built, 2, module)
 
     def test_refused_after_build(self) -> None:
         """An object refused after a registered type in it was built gets the pure core's Violation."""
