@@ -12,11 +12,13 @@ The extension is compiled by C{pip install} (and the editable install that
 C{dev.py} makes) when a C compiler is present; without one, the build says
 C{chunkwire: no C compiler; using the pure-Python core} and the install
 goes on.  The decoder's reader takes a top-level object only if it lies
-whole in one received chunk and holds nothing but INT, NEG, BYTES, STRING,
-FLOAT and SIMPLE tokens in lists, tuples and dicts (dict keys: str, bytes
-and ints below C{2**61 - 1} in magnitude; with C{PYTHONHASHSEED=0}, str and
-bytes keys are charged as the Python unslicer charges them, and a dict in
-which two share a full hash is handed back), within every limit; at anything else it hands the whole object back, from
+whole in one received chunk and holds nothing but INT, NEG, BIGINT, BIGNEG
+(canonical ones), BYTES, STRING, FLOAT and SIMPLE tokens in lists, tuples,
+dicts, sets and frozensets (dict keys and set members: str, bytes and ints
+below C{2**61 - 1} in magnitude; with C{PYTHONHASHSEED=0}, str and bytes
+keys are charged as the Python unslicer charges them, and a dict or set in
+which two share a full hash is handed back), and the open types below,
+within every limit; at anything else it hands the whole object back, from
 its first byte, having committed nothing.  It also builds the open types
 whose unslicer declares a C{record_builder} (the RPC message): it parses
 their children as it parses a tuple's, then calls the builder once, which
@@ -50,7 +52,15 @@ from typing import Any
 
 from .budget import DEFAULT_ITEM_COST, DEFAULT_OPEN_COST
 from .limits import DEFAULT_LIMITS, Limits
-from .slicing.builtin import _RANDOMIZED, TRACKED_KEY_COST, DictUnslicer, ListUnslicer, TupleUnslicer
+from .slicing.builtin import (
+    _RANDOMIZED,
+    TRACKED_KEY_COST,
+    DictUnslicer,
+    FrozenSetUnslicer,
+    ListUnslicer,
+    SetUnslicer,
+    TupleUnslicer,
+)
 from .slicing.interfaces import NOTHING
 from .slicing.registry import DEFAULT_REGISTRY, Registry
 
@@ -71,7 +81,7 @@ implementation = "compiled" if speedups is not None else "pure"
 """C{"compiled"} or C{"pure"}: the core this process chose at import."""
 
 _MAX = 2**64 - 1
-_BUILT_INS = (ListUnslicer, TupleUnslicer, DictUnslicer)
+_BUILT_INS = (ListUnslicer, TupleUnslicer, DictUnslicer, SetUnslicer, FrozenSetUnslicer)
 
 
 def reader(limits: Limits, registry: Registry, results: list[Any] | None = None, stack: list[Any] | None = None) -> Any:
@@ -92,6 +102,7 @@ def reader(limits: Limits, registry: Registry, results: list[Any] | None = None,
         limits.max_items,
         limits.max_object_items,
         limits.max_object_memory,
+        limits.max_bigint_length,
     )
     builds = tuple(registry.unslicer_for(cls.open_type) is cls for cls in _BUILT_INS)
     costs = (*(cost for cls in _BUILT_INS for cost in (cls.open_cost, cls.item_cost)), TRACKED_KEY_COST)

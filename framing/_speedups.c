@@ -4,14 +4,18 @@
  * Contract: this module only ever does work that the pure-Python core
  * (framing/decoder.py, framing/encoder.py: the reference) would do with the
  * same result, and hands back everything else.  The decoder's Reader builds
- * a whole top-level object made only of the built-in kinds (INT, NEG, BYTES,
- * STRING, FLOAT, SIMPLE, and list, tuple and dict of them) that lies whole
- * in one buffer; the moment it meets anything else (an open type it does
- * not build, a token the grammar or a limit would refuse, a value the
- * Python core would check further, the end of the buffer) it drops what it
- * built of that object and reports that it stopped at the object's first
- * byte, where the Python decoder takes over.  Nothing is committed for an
- * object until it is complete, so a hand-back never changes state.  The
+ * a whole top-level object made of the built-in kinds (INT, NEG, BIGINT,
+ * BIGNEG, BYTES, STRING, FLOAT, SIMPLE, and list, tuple, dict, set and
+ * frozenset of them) that lies whole in one buffer, calling Python only for
+ * records (their builder) and for nested types (their unslicer, run where
+ * the type sits: see Nested); the moment it meets anything else (an open
+ * type it does not build, a token the grammar or a limit would refuse, a
+ * value the Python core would check further, the end of the buffer, an
+ * exception from Python) it drops what it built of that object and reports
+ * that it stopped at the object's first byte, where the Python decoder
+ * takes over.  Nothing is committed for an object until it is complete, so
+ * a hand-back never changes state (a nested type's unslicer may have run:
+ * only those declared rebuildable are).  The
  * encoder likewise writes a whole object made of exact built-in types, or
  * returns None and the Python encoder writes it.
  *
@@ -45,7 +49,7 @@ enum {
 #define FAILED (-1)
 
 /* Container kinds the reader builds, by index into its cost tables. */
-enum { C_LIST = 0, C_TUPLE = 1, C_DICT = 2, C_COUNT = 3 };
+enum { C_LIST = 0, C_TUPLE = 1, C_DICT = 2, C_SET = 3, C_FROZENSET = 4, C_COUNT = 5 };
 
 static const unsigned long long HASH_MODULUS = (1ULL << 61) - 1;
 
@@ -90,6 +94,7 @@ typedef struct {
     unsigned long long max_items;
     unsigned long long max_object_items;
     unsigned long long max_object_memory;
+    unsigned long long max_bigint;
     int builds[C_COUNT];                     /* the registry maps the name to the built-in unslicer */
     unsigned long long open_cost[C_COUNT];   /* the unslicer classes' open_cost */
     unsigned long long item_cost[C_COUNT];   /* ... and item_cost */
@@ -416,6 +421,53 @@ parse_dict(Parse *ps, unsigned long long depth, PyObject **out)
     return OK;
 }
 
+/* A set's or frozenset's members, each checked as check_key checks a dict
+   key (SetUnslicer checks members as DictUnslicer checks keys); a
+   duplicate hands back, for Python to refuse.  The result is a copy, as
+   SetUnslicer.finish makes one. */
+static int
+parse_set(Parse *ps, unsigned long long depth, int which, PyObject **out)
+{
+    PyObject *items = PySet_New(NULL), *member;
+    Hashes hashes;
+    unsigned long long extra = 0;
+    Py_ssize_t size;
+    int status, closed;
+
+    if (items == NULL)
+        return FAILED;
+    hashes.count = 0;
+    hashes.set = NULL;
+    for (;;) {
+        status = at_close(ps, &closed);
+        if (status != OK || closed)
+            break;
+        size = PySet_GET_SIZE(items);
+        if ((unsigned long long)size >= ps->reader->max_items || (ps->data[ps->pos] >> 4) == K_OPEN) {
+            status = HAND_BACK; /* one too many, or a container (check_key takes none) */
+            break;
+        }
+        status = parse_value(ps, depth, &member);
+        if (status != OK)
+            break;
+        status = check_key(ps, member, &hashes, &extra);
+        if (status == OK)
+            status = PySet_Add(items, member) < 0 ? FAILED : PySet_GET_SIZE(items) == size ? HAND_BACK : OK;
+        Py_DECREF(member);
+        if (status != OK)
+            break;
+    }
+    Py_XDECREF(hashes.set);
+    if (status == OK)
+        status = charge(ps, which, PySet_GET_SIZE(items), extra);
+    if (status == OK) {
+        *out = which == C_SET ? PySet_New(items) : PyFrozenSet_New(items);
+        status = *out == NULL ? FAILED : OK;
+    }
+    Py_DECREF(items);
+    return status;
+}
+
 /* A record's children, built by its Python builder; a builder that raises
    or answers None hands the object back to its Python unslicer. */
 static int
@@ -498,6 +550,9 @@ body_limit(const Reader *reader, const Header *header, int *refused)
     case K_FLOAT:
         *refused = header->value != 8;
         return 8;
+    case K_BIGINT:
+    case K_BIGNEG:
+        return reader->max_bigint;
     case K_INT:
     case K_NEG:
     case K_CLOSE:
@@ -506,18 +561,30 @@ body_limit(const Reader *reader, const Header *header, int *refused)
         *refused = header->value > 2;
         return 0;
     default:
-        *refused = 1; /* BIGINT, BIGNEG, ABORT, ERROR, PING, PONG */
+        *refused = 1; /* ABORT, ERROR, PING, PONG */
         return 0;
     }
 }
 
 /* What lies_whole knows of each open container: a dict's next child is a
-   key or a value. */
-enum { SKIM_OTHER = 0, SKIM_KEY = 1, SKIM_VALUE = 2 };
+   key or a value; a set's children are all members (keys, as it were). */
+enum { SKIM_OTHER = 0, SKIM_KEY = 1, SKIM_VALUE = 2, SKIM_MEMBER = 3 };
+
+/* What the children of a container opened with this name are. */
+static unsigned char
+skim_expects(const unsigned char *name, unsigned long long length)
+{
+    if (length == 4 && memcmp(name, "dict", 4) == 0)
+        return SKIM_KEY;
+    if ((length == 3 && memcmp(name, "set", 3) == 0) || (length == 9 && memcmp(name, "frozenset", 9) == 0))
+        return SKIM_MEMBER;
+    return SKIM_OTHER;
+}
 
 /* Does the top-level object end inside the buffer, with no token in it that
    this reader leaves to Python whatever its value (a control token, a body
-   over its limit, a container too deep, a container as a dict key)?  Asked
+   over its limit, a container too deep, a container as a dict key or set
+   member)?  Asked
    before the first Python unslicer runs, so that the usual hand-backs (an
    object cut by the end of the data, above all) never build a nested type
    twice. */
@@ -544,9 +611,10 @@ lies_whole(Parse *ps)
             continue;
         }
         if (open > 0 && expects[open] != SKIM_OTHER) {
-            if (expects[open] == SKIM_KEY && header.kind == K_OPEN)
+            if (expects[open] != SKIM_VALUE && header.kind == K_OPEN)
                 return HAND_BACK; /* check_key takes no container */
-            expects[open] = expects[open] == SKIM_KEY ? SKIM_VALUE : SKIM_KEY;
+            if (expects[open] != SKIM_MEMBER)
+                expects[open] = expects[open] == SKIM_KEY ? SKIM_VALUE : SKIM_KEY;
         }
         if (header.kind == K_INT || header.kind == K_NEG || header.kind == K_SIMPLE)
             continue;
@@ -556,7 +624,7 @@ lies_whole(Parse *ps)
             if (open >= ps->reader->max_depth || open >= MAX_RECURSION)
                 return HAND_BACK;
             open += 1;
-            expects[open] = header.value == 4 && memcmp(skim.data + skim.pos, "dict", 4) == 0 ? SKIM_KEY : SKIM_OTHER;
+            expects[open] = skim_expects(skim.data + skim.pos, header.value);
         }
         skim.pos += (size_t)header.value;
     } while (open > 0);
@@ -686,7 +754,7 @@ static int
 parse_open(Parse *ps, const Header *header, unsigned long long depth, PyObject **out)
 {
     static const struct { const char *name; size_t length; } names[C_COUNT] = {
-        {"list", 4}, {"tuple", 5}, {"dict", 4}};
+        {"list", 4}, {"tuple", 5}, {"dict", 4}, {"set", 3}, {"frozenset", 9}};
     const unsigned char *name;
     int which;
 
@@ -711,6 +779,8 @@ parse_open(Parse *ps, const Header *header, unsigned long long depth, PyObject *
         return HAND_BACK;
     if (which == C_DICT)
         return parse_dict(ps, depth + 1, out);
+    if (which == C_SET || which == C_FROZENSET)
+        return parse_set(ps, depth + 1, which, out);
     return parse_sequence(ps, depth + 1, which, out);
 }
 
@@ -728,6 +798,33 @@ parse_string(Parse *ps, const Header *header, PyObject **out)
         return HAND_BACK;
     }
     return FAILED;
+}
+
+/* A BIGINT's or BIGNEG's value, if its magnitude (big-endian) is canonical
+   as the Python decoder requires: beyond INT's or NEG's range, with no
+   leading zero byte; anything else hands back, for Python to refuse. */
+static int
+parse_bigint(Parse *ps, const Header *header, PyObject **out)
+{
+    static const unsigned char two_to_64[9] = {1, 0, 0, 0, 0, 0, 0, 0, 0};
+    const unsigned char *body;
+    PyObject *magnitude;
+
+    if (take_body(ps, header, ps->reader->max_bigint, &body) != OK)
+        return HAND_BACK;
+    if (header->value <= 8 || body[0] == 0)
+        return HAND_BACK; /* below 2**64, or a leading zero byte */
+    if (header->kind == K_BIGNEG && header->value == 9 && memcmp(body, two_to_64, 9) == 0)
+        return HAND_BACK; /* -(2**64) is a NEG */
+    magnitude = PyObject_CallMethod((PyObject *)&PyLong_Type, "from_bytes", "y#s", (const char *)body,
+                                    (Py_ssize_t)header->value, "big");
+    if (magnitude == NULL || header->kind == K_BIGINT) {
+        *out = magnitude;
+        return magnitude == NULL ? FAILED : OK;
+    }
+    *out = PyNumber_Negative(magnitude);
+    Py_DECREF(magnitude);
+    return *out == NULL ? FAILED : OK;
 }
 
 /* Parse one value (a scalar, or a whole container) at ps->pos, `depth`
@@ -762,6 +859,9 @@ parse_value(Parse *ps, unsigned long long depth, PyObject **out)
         break;
     case K_STRING:
         return parse_string(ps, &header, out);
+    case K_BIGINT:
+    case K_BIGNEG:
+        return parse_bigint(ps, &header, out);
     case K_FLOAT:
         if (header.value != 8 || take_body(ps, &header, 8, &body) != OK)
             return HAND_BACK;
@@ -776,7 +876,7 @@ parse_value(Parse *ps, unsigned long long depth, PyObject **out)
     case K_OPEN:
         return parse_open(ps, &header, depth, out);
     default:
-        return HAND_BACK; /* BIGINT, BIGNEG, CLOSE, ABORT, ERROR, PING, PONG */
+        return HAND_BACK; /* CLOSE, ABORT, ERROR, PING, PONG */
     }
     return *out == NULL ? FAILED : OK;
 }
@@ -987,15 +1087,15 @@ reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     PyObject *limits, *builds, *costs, *results = Py_None, *stack = Py_None, *records = NULL, *nested = NULL;
     int plain_keys;
     Reader *self;
-    unsigned long long *fields[8];
+    unsigned long long *fields[9];
     Py_ssize_t i;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!p|OOO!O", keywords, &PyTuple_Type, &limits,
                                      &PyTuple_Type, &builds, &PyTuple_Type, &costs, &plain_keys, &results, &stack,
                                      &PyTuple_Type, &records, &nested))
         return NULL;
-    if (PyTuple_GET_SIZE(limits) != 8 || PyTuple_GET_SIZE(builds) != C_COUNT || PyTuple_GET_SIZE(costs) != 2 * C_COUNT + 1) {
-        PyErr_SetString(PyExc_ValueError, "limits: 8 ints; builds: 3 bools; costs: 7 ints");
+    if (PyTuple_GET_SIZE(limits) != 9 || PyTuple_GET_SIZE(builds) != C_COUNT || PyTuple_GET_SIZE(costs) != 2 * C_COUNT + 1) {
+        PyErr_SetString(PyExc_ValueError, "limits: 9 ints; builds: 5 bools; costs: 11 ints");
         return NULL;
     }
     if ((results != Py_None && !PyList_CheckExact(results)) || (stack != Py_None && !PyList_CheckExact(stack))) {
@@ -1013,7 +1113,8 @@ reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     fields[5] = &self->max_items;
     fields[6] = &self->max_object_items;
     fields[7] = &self->max_object_memory;
-    for (i = 0; i < 8; i++) {
+    fields[8] = &self->max_bigint;
+    for (i = 0; i < 9; i++) {
         if (limit_arg(limits, i, fields[i]) < 0)
             goto fail;
     }

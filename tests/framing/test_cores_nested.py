@@ -405,3 +405,99 @@ class NestedLeakTests(SynchronousTestCase):
             once()
         gc.collect()
         self.assertLess(sys.getallocatedblocks() - before, 100)
+
+
+@needs_compiled
+class SetTests(SynchronousTestCase):
+    """Sets and frozensets of str, bytes and ints are built by the compiled reader, with the pure core's results."""
+
+    def test_built_in_c(self) -> None:
+        """A set or frozenset of plain members calls no Python set unslicer, and equals the pure core's."""
+        value = [{1, "a", b"b", -5}, frozenset({"x", 2**60}), {"k": set()}, Thing(1, {3})]
+        data = dumps(value, NESTED)
+        calls = []
+        original = builtin.SetUnslicer.receive_child
+
+        def counted(self: Any, obj: Any) -> None:
+            calls.append(obj)
+            original(self, obj)
+
+        with mock.patch.object(builtin.SetUnslicer, "receive_child", counted):
+            compiled = Decoder(registry=NESTED).feed(data)
+            self.assertEqual(calls, [])
+            with core(None):
+                pure = Decoder(registry=NESTED).feed(data)
+            self.assertEqual(len(calls), 7)
+        self.assertEqual(compiled, pure)
+        self.assertEqual([type(v) for v in compiled[0]], [set, frozenset, dict, Thing])
+
+    def test_refusals_and_hand_backs(self) -> None:
+        """Duplicates, unhashable, tracked and too many members give the pure core's results on both cores."""
+        cases = [
+            dumps({1, 2, 3}).replace(b"\x02", b"\x01"),  # a duplicate member
+            dumps({"a", "b"}).replace(b"\x31b", b"\x31a"),
+            dumps([{(1, 2), 3}]),  # a container member (tracked)
+            dumps({True, 2.5, None, 2**70}),  # members the reader leaves to Python
+            dumps([1, {"k": frozenset({1})}]).replace(b"\x01\x80", b"\x74list\x80\x80"),  # unhashable
+            dumps([Once("a"), {"s": {(1, 2)}}], NESTED),  # a registered type, then a tracked member
+        ]
+        for data in cases:
+            for limit in (None, Limits(max_items=2), Limits(max_object_memory=300)):
+                pure, compiled = feed_all(None, [data], limit, NESTED), feed_all(COMPILED, [data], limit, NESTED)
+                self.assertEqual(pure, compiled, (data, limit))
+        Once.built = 0
+        Decoder(registry=NESTED).feed(cases[-1])
+        self.assertEqual(Once.built, 1)
+
+    def test_limits_same_point(self) -> None:
+        """Around max_object_items and max_object_memory, sets are kept or refused alike on both cores."""
+        data = dumps([set(range(i)) for i in range(8)] + [frozenset("abcdef")])
+        for limit in [Limits(max_object_items=n) for n in range(0, 50)] + [
+            Limits(max_object_memory=m) for m in range(0, 6000, 41)
+        ]:
+            self.assertEqual(feed_all(None, [data], limit, NESTED), feed_all(COMPILED, [data], limit, NESTED), limit)
+
+    def test_tracked_members(self) -> None:
+        """With hash randomization off, str and bytes members are charged alike by both cores."""
+        self.patch(builtin, "_STR", builtin._Never)
+        self.patch(builtin, "_BYTES", builtin._Never)
+        self.patch(_core, "_RANDOMIZED", False)
+        taken = 0
+        for count in range(1, 10):
+            data = dumps({*(f"m{i}" for i in range(count)), b"b", 7})
+            for memory in range(200, 2400, 31):
+                limit = Limits(max_object_memory=memory)
+                self.assertEqual(feed_all(None, [data], limit, NESTED), feed_all(COMPILED, [data], limit, NESTED))
+                taken += _core.reader(limit, NESTED).one(data, len(PREAMBLE)) is not None
+        self.assertGreater(taken, 0)
+
+
+@needs_compiled
+class BigIntTests(SynchronousTestCase):
+    """BIGINT and BIGNEG are decoded by the compiled reader, canonical ones only, as the pure core takes them."""
+
+    EDGES = (2**64, 2**64 + 1, 2**70, 2**512, -(2**64) - 1, -(2**64) - 2, -(2**100), 2**64 - 1, -(2**64))
+
+    def test_built_in_c(self) -> None:
+        """Big ints at and beyond the edges of INT and NEG decode alike, by the reader, in containers too."""
+        for value in (*self.EDGES, list(self.EDGES), {"k": Thing(2**80, [-(2**90)])}):
+            data = dumps(value, NESTED)
+            self.assertEqual(feed_all(None, [data], None, NESTED), feed_all(COMPILED, [data], None, NESTED))
+            found = _core.reader(Limits(), NESTED).one(data, len(PREAMBLE))
+            self.assertIsNotNone(found, value)
+            self.assertEqual(found, (value, len(data)))
+
+    def test_non_canonical_and_limits(self) -> None:
+        """Non-canonical magnitudes and bodies over max_bigint_length get the pure core's refusal on both cores."""
+        streams = [
+            PREAMBLE + b"\x74list\x48" + bytes(8) + b"\x80",  # 0 as a BIGINT
+            PREAMBLE + b"\x49\x00" + bytes([1]) + bytes(7),  # a leading zero byte
+            PREAMBLE + b"\x59\x01" + bytes(8),  # -(2**64) as a BIGNEG
+            PREAMBLE + b"\x42\x01\x02",  # a short BIGINT
+            PREAMBLE + b"\x40",  # an empty one
+            dumps([2**100, -(2**100)]),
+        ]
+        for data in streams:
+            for limit in (None, Limits(max_bigint_length=9), Limits(max_bigint_length=13)):
+                pure, compiled = feed_all(None, [data], limit, NESTED), feed_all(COMPILED, [data], limit, NESTED)
+                self.assertEqual(pure, compiled, (data, limit))
