@@ -138,10 +138,10 @@ STRICT = Registry(NESTED)
 STRICT.add_unslicer("tests.Once", type("OnceUnslicer", (NESTED.unslicer_for("tests.Once"),), {"rebuildable": False}))
 
 
-def named_tokens(name: Any, value: Any) -> bytes:
-    """The tokens of a Named (no slicer is registered for it): OPEN, the name, the value, CLOSE."""
+def named_tokens(*parts: Any) -> bytes:
+    """The tokens of a Named (no slicer is registered for it): OPEN, the parts (a name, a value), CLOSE."""
     encoder = Encoder(NESTED)
-    opening = encoder.encode([name, value])
+    opening = encoder.encode(list(parts))
     return b"\x7btests.Named" + opening[5:]
 
 
@@ -282,6 +282,9 @@ class NestedTests(SynchronousTestCase):
             (dumps([Thing(1, [Thing(2, "x")])], NESTED).replace(b"\x31x", b"\x21x"), None),
             (PREAMBLE + b"\x74list" + named_tokens(1, [2]) + b"\x80", "[0]<tests.Named part 0>"),
             (PREAMBLE + b"\x74list" + named_tokens("n", [2, 3]) + b"\x80", None),
+            (PREAMBLE + b"\x74list" + named_tokens(b"n", 1) + b"\x80", "[0]<tests.Named part 0>"),
+            (PREAMBLE + b"\x74list" + named_tokens("n", 1, "x") + b"\x80", "[0]<tests.Named part 2>"),
+            (PREAMBLE + b"\x74list" + named_tokens("n", 1, 2) + b"\x80", "[0]<tests.Named part 2>"),
             (dumps([Thing(1, [1])], NESTED).replace(b"Thing", b"Thinx"), "[0]"),
         ]
         for data, where in cases:
@@ -294,6 +297,25 @@ class NestedTests(SynchronousTestCase):
         wheres = [getattr(first_result(data), "where", None) for data, _ in cases]
         self.assertEqual(wheres[0], "[1]['thing']<tests.Thing part 0>['state'][1]")
         self.assertEqual(wheres[3], "['k']<tests.Thing part 0>['state']<key 1>")
+
+    def test_check_token_calls(self) -> None:
+        """A nested type's check_token is asked about the same headers, in the same order, on both cores."""
+        data = PREAMBLE + b"\x74list" + named_tokens("n", [1, {"k": "v"}]) + named_tokens("m", 2.5) + b"\x80"
+        calls: dict[Any, list[tuple[int, int]]] = {}
+        original = NamedUnslicer.check_token
+        for module in (None, COMPILED):
+            seen = calls[module] = []
+
+            def recorded(self: Any, kind: int, size: int, seen: list[tuple[int, int]] = seen) -> None:
+                seen.append((kind, size))
+                original(self, kind, size)
+
+            with core(module), mock.patch.object(NamedUnslicer, "check_token", recorded):
+                self.assertEqual(
+                    Decoder(registry=NESTED).feed(data), [[Named(("n", [1, {"k": "v"}])), Named(("m", 2.5))]]
+                )
+        self.assertEqual(calls[None], calls[COMPILED])
+        self.assertEqual(calls[None], [(3, 1), (7, 4), (3, 1), (6, 8)])
 
     def test_limits_same_point(self) -> None:
         """max_object_items, max_object_memory, max_depth and max_items refuse at the same point on both cores."""
