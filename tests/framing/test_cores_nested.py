@@ -92,7 +92,7 @@ class NamedUnslicer(PartsUnslicer):
 
 
 class Once:
-    """Sent as its count; its unslicer is not rebuildable (it counts the objects it built)."""
+    """A registered type that counts the objects built from the wire (rebuildable in NESTED, not in STRICT)."""
 
     built = 0
 
