@@ -164,14 +164,6 @@ def _nested_types(registry: Registry) -> tuple[tuple[bytes, type, int, bool], ..
     return tuple(found)
 
 
-def fast_objects(
-    limits: Limits, registry: Registry, results: list[Any], stack: list[Any]
-) -> Callable[[bytes, int], int] | None:
-    """A decoder's C{fast_objects} (see L{framing.scanner.TokenSink}), or C{None} for the pure core."""
-    found = reader(limits, registry, results, stack)
-    return None if found is None else found.read
-
-
 def loads_reader(limits: Limits | None, registry: Registry | None) -> Callable[[bytes, int], Any] | None:
     """
     C{loads}' compiled reader, C{one(data, pos) -> (obj, end) | None}, or
