@@ -19,7 +19,10 @@ below C{2**61 - 1} in magnitude; with C{PYTHONHASHSEED=0}, str and bytes
 keys are charged as the Python unslicer charges them, and a dict or set in
 which two share a full hash is handed back), and the open types below,
 within every limit; at anything else it hands the whole object back, from
-its first byte, having committed nothing.  It also builds the open types
+its first byte, having committed nothing.  When the only reason is that the
+chunk ended inside the object (every token up to the end is one it takes),
+it says so (C{Reader.cut}), and the scanner holds those bytes to offer them
+again joined to the next chunk (L{framing.scanner.HELD_TAIL_LIMIT}).  It also builds the open types
 whose unslicer declares a C{record_builder} (the RPC message): it parses
 their children as it parses a tuple's, then calls the builder once, which
 returns the finished object or C{None} to hand it back.  And it runs the
