@@ -157,7 +157,14 @@ read_header(Parse *ps, Header *header)
     if (1ULL + width > ps->reader->max_header)
         return HAND_BACK;
     if (ps->end - ps->pos < (size_t)width + 1) {
-        ps->cut = 1;
+        /* Cut, unless the bytes present already prove the value too small for
+           its width (zero high bytes over half of it): the Python scanner
+           refuses those at once (framing.wire._check_partial). */
+        unsigned int half = width / 2, zeros = 0;
+        if (half && ps->end - ps->pos - 1 >= half)
+            for (zeros = 1, i = 1; i <= half; i++)
+                zeros = zeros && ps->data[ps->pos + i] == 0;
+        ps->cut = !zeros;
         return HAND_BACK;
     }
     for (i = 1; i <= width; i++)

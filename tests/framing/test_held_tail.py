@@ -12,7 +12,7 @@ from framing.scanner import HELD_TAIL_LIMIT, WANT_HEADER, WANT_REST
 from framing.slicing import builtin
 from framing.wire import PREAMBLE
 
-from .test_cores import COMPILED, core, needs_compiled
+from .test_cores import COMPILED, USER_TYPES, core, feed_all, needs_compiled
 
 MESSAGES = [{"id": n, "method": "put", "value": bytes(1000), "tags": ["a", "b"]} for n in range(40)]
 STREAM = PREAMBLE + b"".join(dumps(m)[len(PREAMBLE) :] for m in MESSAGES)
@@ -108,3 +108,10 @@ class HeldTailTests(SynchronousTestCase):
         decoder.feed(STREAM[: len(PREAMBLE) + 500])
         self.assertTrue(decoder._scanner.holding)
         self.assertRaises(ValueError, decoder.reconfigure, Limits(max_items=3))
+
+    def test_partialHeaderProvedWrong(self) -> None:
+        """A cut wide header whose bytes already prove it non-canonical is refused at once, as by the pure core."""
+        for stream in (PREAMBLE + b"\xab}\x00", PREAMBLE + bytes([0x7F, 0, 0, 0, 0])):
+            for at in range(len(PREAMBLE), len(stream) + 1):
+                pieces = [stream[:at], stream[at:]]
+                self.assertEqual(feed_all(None, pieces, None, USER_TYPES), feed_all(COMPILED, pieces, None, USER_TYPES))
