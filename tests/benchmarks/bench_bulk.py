@@ -13,7 +13,7 @@ VmHWM, against its VmRSS once connected and idle.
   - C{raw}: a Twisted C{Protocol} with an C{IPushProducer} writing one 64 KiB
     buffer over and over; the server discards in C{dataReceived}.  The ceiling.
   - C{raw-tuned}: the same, with the socket settings chunkwire's bulk
-    connections use (256 KiB reads, 1 MiB per send): what the tuning alone buys.
+    connections use (512 KiB reads, 1 MiB per send): what the tuning alone buys.
   - C{chunkwire}: C{callRemote("sink", Stream(source))} on a bulk connection;
     the server receives into a discarding callback and verifies the SHA-256
     the client computed while sending (the default).
@@ -147,7 +147,7 @@ def _serveTwisted(reactor: Any, case: str, size: int) -> str:
         def connectionMade(self) -> None:
             self.count = 0
             if case == "raw-tuned":
-                self.transport.bufferSize = 256 * KiB
+                self.transport.bufferSize = 512 * KiB
 
         def dataReceived(self, data: bytes) -> None:
             self.count += len(data)
@@ -273,7 +273,7 @@ async def _twistedClient(reactor: Any, case: str, port: int, size: int) -> dict[
     class Raw(Protocol):
         def start(self) -> None:
             if case == "raw-tuned":
-                self.transport.bufferSize, self.transport.SEND_LIMIT = 256 * KiB, 1 * MiB
+                self.transport.bufferSize, self.transport.SEND_LIMIT = 512 * KiB, 1 * MiB
             self.cpu = time.process_time()
             self.started = time.perf_counter()
             producer = Pusher(self, self.transport.write)
