@@ -34,6 +34,12 @@ VmHWM, against its VmRSS once connected and idle.
     (in the reactor thread) at both ends, where C{cli} uses the default
     C{auto} (inline on two cores): the measurement behind it.
 
+With any CLI case, each run also measures the floor under them, beside
+them: C{cpu_floor}'s copy of the same tmpfs file over loopback into a fresh
+tmpfs file (blocking loops, no framing, the negotiated digest at both
+ends).  The raw producer touches no file; this is what a file transfer
+here cannot beat, whatever its framing.
+
 Every case also reports the CPU seconds each process spent per GiB moved
 (user + system, all threads; the server's start-up and idle wait excluded,
 and the client's start-up: measured around the transfer in the client,
@@ -514,10 +520,14 @@ def runAll(args: argparse.Namespace) -> dict[str, Any]:
     cases = args.cases
     raw: dict[str, list[dict[str, Any]]] = {case: [] for case in cases}
     pinged: dict[str, list[dict[str, Any]]] = {case: [] for case in PING_CASES if case in cases}
+    floors: list[dict[str, Any]] = []
     for run in range(args.runs):
         for case in cases:
             raw[case].append(runCase(case, size, False, timeout))
             print(f"run {run + 1}: {case} {raw[case][-1]['mb_s']:.0f} MB/s", file=sys.stderr, flush=True)
+        if set(cases) & set(CLI_CASES):
+            floors.append(fileFloor(size))
+            print(f"run {run + 1}: file floor {floors[-1]['mb_s']:.0f} MB/s", file=sys.stderr, flush=True)
     for run in range(args.runs):
         for case in pinged:
             pinged[case].append(runCase(case, size, True, timeout))
@@ -532,7 +542,28 @@ def runAll(args: argparse.Namespace) -> dict[str, Any]:
         cliSource(size).unlink()  # a GiB of tmpfs is memory: not kept between runs of the benchmark
     summary = summarise(raw, pinged, size, args)
     summary["config"]["sha256_mb_s_one_core"] = sha256Rate()
+    if floors:
+        summary["file_floor"] = {
+            "mb_s": statistics.median(f["mb_s"] for f in floors),
+            "vs_raw": statistics.median(f["mb_s"] / r["mb_s"] for f, r in zip(floors, raw["raw"], strict=True)),
+            "cpu_s_per_gib": statistics.median(f["cpu_s_per_gib"] for f in floors),
+            "digest": floors[-1]["digest"],
+            "runs": floors,
+        }
     return summary
+
+
+def fileFloor(size: int) -> dict[str, Any]:
+    """
+    The floor under the CLI cases, measured beside them: C{cpu_floor}'s copy
+    of the same tmpfs file over loopback into a fresh tmpfs file, blocking
+    loops and no framing, with the digest the CLI negotiates at both ends.
+    """
+    from .cpu_floor import digests, fileCopy
+
+    digest = digests()[-1]
+    rate, cpu = fileCopy(str(cliSource(size)), size, digest)
+    return {"mb_s": rate, "cpu_s_per_gib": cpu, "digest": digest}
 
 
 def sha256Rate() -> float:
@@ -638,6 +669,16 @@ def table(summary: dict[str, Any]) -> str:
             f" | {row['vs_raw']:.2f}x | {cpu} | {row['server_peak_mib']:.1f} ({row['server_above_idle_mib']:+.1f})"
             f" | {row['client_peak_mib']:.1f} ({row['client_above_idle_mib']:+.1f}) |"
         )
+    floor = summary.get("file_floor")
+    if floor is not None:
+        cli = summary["cases"].get("cli")
+        reach = f"; `cli` reaches {cli['mb_s'] / floor['mb_s']:.2f} of it" if cli else ""
+        lines += [
+            "",
+            f"File floor under the CLI cases (`cpu_floor`'s copy of the same tmpfs file over loopback into a fresh"
+            f" tmpfs file, blocking loops, no framing, {floor['digest']} at both ends): {floor['mb_s']:,.0f} MB/s,"
+            f" {floor['vs_raw']:.2f}x the raw producer, {floor['cpu_s_per_gib']:.2f} CPU-s/GiB{reach}.",
+        ]
     lines += [
         "",
         "Small calls (`ping()`, one at a time) on the same connection: idle, then during a transfer.",
