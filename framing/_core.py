@@ -12,15 +12,31 @@ The extension is compiled by C{pip install} (and the editable install that
 C{dev.py} makes) when a C compiler is present; without one, the build says
 C{chunkwire: no C compiler; using the pure-Python core} and the install
 goes on.  The decoder's reader takes a top-level object only if it lies
-whole in one received chunk and holds nothing but INT, NEG, BYTES, STRING,
-FLOAT and SIMPLE tokens in lists, tuples and dicts (dict keys: str, bytes
-and ints below C{2**61 - 1} in magnitude; with C{PYTHONHASHSEED=0}, str and
-bytes keys are charged as the Python unslicer charges them, and a dict in
-which two share a full hash is handed back), within every limit; at anything else it hands the whole object back, from
+whole in one received chunk and holds nothing but INT, NEG, BIGINT, BIGNEG
+(canonical ones), BYTES, STRING, FLOAT and SIMPLE tokens in lists, tuples,
+dicts, sets and frozensets (dict keys and set members: str, bytes and ints
+below C{2**61 - 1} in magnitude; with C{PYTHONHASHSEED=0}, str and bytes
+keys are charged as the Python unslicer charges them, and a dict or set in
+which two share a full hash is handed back), and the open types below,
+within every limit; at anything else it hands the whole object back, from
 its first byte, having committed nothing.  It also builds the open types
 whose unslicer declares a C{record_builder} (the RPC message): it parses
 their children as it parses a tuple's, then calls the builder once, which
-returns the finished object or C{None} to hand it back.  The encoder writes each
+returns the finished object or C{None} to hand it back.  And it runs the
+Python unslicer of each open type declared C{rebuildable} (see
+L{nested_types}; every type C{register} makes) where the type sits: it
+makes the unslicer, calls its C{check_token} at each child's header (if it
+checks tokens), gives it each child (built by the reader, around and inside:
+a list of dicts each holding a registered type is all built in C but the
+types themselves), charges the budget as L{framing.budget.ObjectBudget}
+charges an unbudgeted unslicer, and takes what C{finish} returns.  Before
+the first such call in an object it checks, by one pass over the headers,
+that the whole object lies in the buffer with no token it leaves to Python,
+so an object cut by the end of a read is handed back before any unslicer
+ran.  Any exception from the unslicer, or a refusal later in the object,
+hands the whole object back: the Python decoder then builds the type again
+and words the refusal (why only rebuildable unslicers, which do nothing but
+build, are run here).  The encoder writes each
 list, tuple and dict of exact built-in types (bytes under 32 KiB, which the
 Python encoder keeps by reference; ints within 64 bits), and each container
 a slicer writes whose parts are such values (an RPC message, say);
@@ -34,8 +50,18 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from .budget import DEFAULT_ITEM_COST, DEFAULT_OPEN_COST
 from .limits import DEFAULT_LIMITS, Limits
-from .slicing.builtin import _RANDOMIZED, TRACKED_KEY_COST, DictUnslicer, ListUnslicer, TupleUnslicer
+from .slicing.builtin import (
+    _RANDOMIZED,
+    TRACKED_KEY_COST,
+    DictUnslicer,
+    FrozenSetUnslicer,
+    ListUnslicer,
+    SetUnslicer,
+    TupleUnslicer,
+)
+from .slicing.interfaces import NOTHING
 from .slicing.registry import DEFAULT_REGISTRY, Registry
 
 
@@ -55,7 +81,7 @@ implementation = "compiled" if speedups is not None else "pure"
 """C{"compiled"} or C{"pure"}: the core this process chose at import."""
 
 _MAX = 2**64 - 1
-_BUILT_INS = (ListUnslicer, TupleUnslicer, DictUnslicer)
+_BUILT_INS = (ListUnslicer, TupleUnslicer, DictUnslicer, SetUnslicer, FrozenSetUnslicer)
 
 
 def reader(limits: Limits, registry: Registry, results: list[Any] | None = None, stack: list[Any] | None = None) -> Any:
@@ -76,11 +102,13 @@ def reader(limits: Limits, registry: Registry, results: list[Any] | None = None,
         limits.max_items,
         limits.max_object_items,
         limits.max_object_memory,
+        limits.max_bigint_length,
     )
     builds = tuple(registry.unslicer_for(cls.open_type) is cls for cls in _BUILT_INS)
     costs = (*(cost for cls in _BUILT_INS for cost in (cls.open_cost, cls.item_cost)), TRACKED_KEY_COST)
     limited = tuple(min(n, _MAX) for n in numbers)
-    return speedups.Reader(limited, builds, costs, _RANDOMIZED, results, stack, records(registry))
+    nested = (limits, NOTHING, DEFAULT_ITEM_COST, nested_types(registry))
+    return speedups.Reader(limited, builds, costs, _RANDOMIZED, results, stack, records(registry), nested)
 
 
 _MAX_RECORDS = 8
@@ -100,6 +128,39 @@ def records(registry: Registry) -> tuple[tuple[bytes, Callable[[list[Any]], Any]
             continue
         costs = (factory.open_cost, factory.item_cost)  # type: ignore[attr-defined]
         found.append((name.encode("ascii"), builder, *costs, getattr(factory, "record_extra_items", 0)))
+    return tuple(found)
+
+
+_MAX_NESTED = 64
+
+
+def nested_types(registry: Registry) -> tuple[tuple[bytes, type, int, bool], ...]:
+    """
+    The open types of C{registry} whose unslicer the compiled reader runs
+    where they sit (it builds what is around and inside them), as it takes
+    them: name, unslicer class, open cost, whether it checks tokens.  These
+    are the unslicer classes declared C{rebuildable} (see
+    L{framing.slicing.interfaces.IUnslicer}) that count their children one
+    by one (not budgeted) and take no streamed bodies.  Kept in the
+    registry's C{codec_cache} (a decoder is made per connection).
+    """
+    kept: tuple[tuple[bytes, type, int, bool], ...] | None = registry.codec_cache.get("nested")
+    if kept is None:
+        kept = registry.codec_cache["nested"] = _nested_types(registry)
+    return kept
+
+
+def _nested_types(registry: Registry) -> tuple[tuple[bytes, type, int, bool], ...]:
+    found: list[tuple[bytes, type, int, bool]] = []
+    for name, factory in registry.unslicers().items():
+        if not (isinstance(factory, type) and getattr(factory, "rebuildable", False)):
+            continue
+        if getattr(factory, "budgeted", False) or getattr(factory, "begin_body", None) is not None:
+            continue
+        if not name.isascii() or len(found) == _MAX_NESTED:
+            continue
+        cost = getattr(factory, "open_cost", DEFAULT_OPEN_COST)
+        found.append((name.encode("ascii"), factory, cost, bool(getattr(factory, "checks_tokens", True))))
     return tuple(found)
 
 

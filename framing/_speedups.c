@@ -4,14 +4,18 @@
  * Contract: this module only ever does work that the pure-Python core
  * (framing/decoder.py, framing/encoder.py: the reference) would do with the
  * same result, and hands back everything else.  The decoder's Reader builds
- * a whole top-level object made only of the built-in kinds (INT, NEG, BYTES,
- * STRING, FLOAT, SIMPLE, and list, tuple and dict of them) that lies whole
- * in one buffer; the moment it meets anything else (an open type it does
- * not build, a token the grammar or a limit would refuse, a value the
- * Python core would check further, the end of the buffer) it drops what it
- * built of that object and reports that it stopped at the object's first
- * byte, where the Python decoder takes over.  Nothing is committed for an
- * object until it is complete, so a hand-back never changes state.  The
+ * a whole top-level object made of the built-in kinds (INT, NEG, BIGINT,
+ * BIGNEG, BYTES, STRING, FLOAT, SIMPLE, and list, tuple, dict, set and
+ * frozenset of them) that lies whole in one buffer, calling Python only for
+ * records (their builder) and for nested types (their unslicer, run where
+ * the type sits: see Nested); the moment it meets anything else (an open
+ * type it does not build, a token the grammar or a limit would refuse, a
+ * value the Python core would check further, the end of the buffer, an
+ * exception from Python) it drops what it built of that object and reports
+ * that it stopped at the object's first byte, where the Python decoder
+ * takes over.  Nothing is committed for an object until it is complete, so
+ * a hand-back never changes state (a nested type's unslicer may have run:
+ * only those declared rebuildable are).  The
  * encoder likewise writes a whole object made of exact built-in types, or
  * returns None and the Python encoder writes it.
  *
@@ -45,7 +49,7 @@ enum {
 #define FAILED (-1)
 
 /* Container kinds the reader builds, by index into its cost tables. */
-enum { C_LIST = 0, C_TUPLE = 1, C_DICT = 2, C_COUNT = 3 };
+enum { C_LIST = 0, C_TUPLE = 1, C_DICT = 2, C_SET = 3, C_FROZENSET = 4, C_COUNT = 5 };
 
 static const unsigned long long HASH_MODULUS = (1ULL << 61) - 1;
 
@@ -64,6 +68,20 @@ typedef struct {
     unsigned long long max_items; /* Limits.max_items plus the type's extra items */
 } Record;
 
+/* An open type the reader does not build, whose Python unslicer it runs
+   where the type sits (framing/_core.py nested_types): the unslicer is
+   made, told each child's header and given each child (built here) as the
+   Python decoder would, and finished; the built-ins around and inside it
+   stay here.  Only unslicers declared rebuildable are run: if the object
+   around one is then handed back, Python builds it again. */
+#define MAX_NESTED 64
+typedef struct {
+    PyObject *name;  /* bytes */
+    PyObject *factory;
+    unsigned long long open_cost;
+    int checks_tokens; /* its check_token is called at each child's header */
+} Nested;
+
 typedef struct {
     PyObject_HEAD
     PyObject *results; /* the decoder's result list, or NULL */
@@ -76,6 +94,7 @@ typedef struct {
     unsigned long long max_items;
     unsigned long long max_object_items;
     unsigned long long max_object_memory;
+    unsigned long long max_bigint;
     int builds[C_COUNT];                     /* the registry maps the name to the built-in unslicer */
     unsigned long long open_cost[C_COUNT];   /* the unslicer classes' open_cost */
     unsigned long long item_cost[C_COUNT];   /* ... and item_cost */
@@ -83,6 +102,11 @@ typedef struct {
     unsigned long long tracked_key_cost;     /* bytes charged per tracked key (builtin.TRACKED_KEY_COST) */
     Py_ssize_t record_count;
     Record records[MAX_RECORDS];             /* the open types built through a Python record builder */
+    PyObject *limits;                        /* the Limits object the unslicer factories take, or NULL */
+    PyObject *nothing;                       /* framing.slicing.interfaces.NOTHING */
+    unsigned long long child_cost;           /* bytes charged per child of a nested type (budget.DEFAULT_ITEM_COST) */
+    Py_ssize_t nested_count;
+    Nested nested[MAX_NESTED];               /* the open types whose Python unslicer is run here */
 } Reader;
 
 typedef struct {
@@ -92,6 +116,8 @@ typedef struct {
     Reader *reader;
     unsigned long long items; /* the object's items so far (its budget) */
     unsigned long long cost;  /* its estimated bytes beyond its wire bytes */
+    size_t start;             /* where the top-level object begins */
+    int whole;                /* it was seen to end inside the buffer */
 } Parse;
 
 typedef struct {
@@ -358,6 +384,12 @@ parse_dict(Parse *ps, unsigned long long depth, PyObject **out)
         status = at_close(ps, &closed);
         if (status != OK || closed)
             break;
+        /* check_key takes no container: hand back before building one (and
+           before running an unslicer of a nested type in it). */
+        if ((ps->data[ps->pos] >> 4) == K_OPEN) {
+            status = HAND_BACK;
+            break;
+        }
         status = parse_value(ps, depth, &key);
         if (status != OK)
             break;
@@ -387,6 +419,53 @@ parse_dict(Parse *ps, unsigned long long depth, PyObject **out)
     }
     *out = items;
     return OK;
+}
+
+/* A set's or frozenset's members, each checked as check_key checks a dict
+   key (SetUnslicer checks members as DictUnslicer checks keys); a
+   duplicate hands back, for Python to refuse.  The result is a copy, as
+   SetUnslicer.finish makes one. */
+static int
+parse_set(Parse *ps, unsigned long long depth, int which, PyObject **out)
+{
+    PyObject *items = PySet_New(NULL), *member;
+    Hashes hashes;
+    unsigned long long extra = 0;
+    Py_ssize_t size;
+    int status, closed;
+
+    if (items == NULL)
+        return FAILED;
+    hashes.count = 0;
+    hashes.set = NULL;
+    for (;;) {
+        status = at_close(ps, &closed);
+        if (status != OK || closed)
+            break;
+        size = PySet_GET_SIZE(items);
+        if ((unsigned long long)size >= ps->reader->max_items || (ps->data[ps->pos] >> 4) == K_OPEN) {
+            status = HAND_BACK; /* one too many, or a container (check_key takes none) */
+            break;
+        }
+        status = parse_value(ps, depth, &member);
+        if (status != OK)
+            break;
+        status = check_key(ps, member, &hashes, &extra);
+        if (status == OK)
+            status = PySet_Add(items, member) < 0 ? FAILED : PySet_GET_SIZE(items) == size ? HAND_BACK : OK;
+        Py_DECREF(member);
+        if (status != OK)
+            break;
+    }
+    Py_XDECREF(hashes.set);
+    if (status == OK)
+        status = charge(ps, which, PySet_GET_SIZE(items), extra);
+    if (status == OK) {
+        *out = which == C_SET ? PySet_New(items) : PyFrozenSet_New(items);
+        status = *out == NULL ? FAILED : OK;
+    }
+    Py_DECREF(items);
+    return status;
 }
 
 /* A record's children, built by its Python builder; a builder that raises
@@ -432,11 +511,250 @@ find_record(const Reader *reader, const unsigned char *name, unsigned long long 
     return NULL;
 }
 
+/* The names of the unslicer methods called (interned at import). */
+static PyObject *str_check_token, *str_receive_child, *str_finish;
+
+/* What a call into an unslicer returned: an Exception (a refusal, or a bug
+   that Python refuses the object for) hands back, so that the Python
+   decoder words it; anything else (KeyboardInterrupt, say) is raised. */
+static int
+called(PyObject *result)
+{
+    if (result != NULL)
+        return OK;
+    if (!PyErr_ExceptionMatches(PyExc_Exception))
+        return FAILED;
+    PyErr_Clear();
+    return HAND_BACK;
+}
+
+static int
+over_budget(const Parse *ps)
+{
+    return ps->items > ps->reader->max_object_items || ps->cost > ps->reader->max_object_memory;
+}
+
+/* The most a body of this kind may hold here, or 0 with *refused set for a
+   token this reader leaves to Python wherever it is. */
+static unsigned long long
+body_limit(const Reader *reader, const Header *header, int *refused)
+{
+    *refused = 0;
+    switch (header->kind) {
+    case K_BYTES:
+        return reader->max_bytes;
+    case K_STRING:
+        return reader->max_string;
+    case K_OPEN:
+        return reader->max_open_name;
+    case K_FLOAT:
+        *refused = header->value != 8;
+        return 8;
+    case K_BIGINT:
+    case K_BIGNEG:
+        return reader->max_bigint;
+    case K_INT:
+    case K_NEG:
+    case K_CLOSE:
+        return 0;
+    case K_SIMPLE:
+        *refused = header->value > 2;
+        return 0;
+    default:
+        *refused = 1; /* ABORT, ERROR, PING, PONG */
+        return 0;
+    }
+}
+
+/* What lies_whole knows of each open container: a dict's next child is a
+   key or a value; a set's children are all members (keys, as it were). */
+enum { SKIM_OTHER = 0, SKIM_KEY = 1, SKIM_VALUE = 2, SKIM_MEMBER = 3 };
+
+/* What the children of a container opened with this name are. */
+static unsigned char
+skim_expects(const unsigned char *name, unsigned long long length)
+{
+    if (length == 4 && memcmp(name, "dict", 4) == 0)
+        return SKIM_KEY;
+    if ((length == 3 && memcmp(name, "set", 3) == 0) || (length == 9 && memcmp(name, "frozenset", 9) == 0))
+        return SKIM_MEMBER;
+    return SKIM_OTHER;
+}
+
+/* Does the top-level object end inside the buffer, with no token in it that
+   this reader leaves to Python whatever its value (a control token, a body
+   over its limit, a container too deep, a container as a dict key or set
+   member)?  Asked
+   before the first Python unslicer runs, so that the usual hand-backs (an
+   object cut by the end of the data, above all) never build a nested type
+   twice. */
+static int
+lies_whole(Parse *ps)
+{
+    Parse skim = *ps;
+    Header header;
+    unsigned char expects[MAX_RECURSION + 1]; /* per open container, 1-based */
+    unsigned long long open = 0, limit;
+    int refused;
+
+    skim.pos = ps->start;
+    do {
+        if (read_header(&skim, &header) != OK)
+            return HAND_BACK;
+        limit = body_limit(ps->reader, &header, &refused);
+        if (refused)
+            return HAND_BACK;
+        if (header.kind == K_CLOSE) {
+            if (header.value != 0 || open == 0)
+                return HAND_BACK;
+            open -= 1;
+            continue;
+        }
+        if (open > 0 && expects[open] != SKIM_OTHER) {
+            if (expects[open] != SKIM_VALUE && header.kind == K_OPEN)
+                return HAND_BACK; /* check_key takes no container */
+            if (expects[open] != SKIM_MEMBER)
+                expects[open] = expects[open] == SKIM_KEY ? SKIM_VALUE : SKIM_KEY;
+        }
+        if (header.kind == K_INT || header.kind == K_NEG || header.kind == K_SIMPLE)
+            continue;
+        if (header.value > limit || header.value > (unsigned long long)(skim.end - skim.pos))
+            return HAND_BACK;
+        if (header.kind == K_OPEN) {
+            if (open >= ps->reader->max_depth || open >= MAX_RECURSION)
+                return HAND_BACK;
+            open += 1;
+            expects[open] = skim_expects(skim.data + skim.pos, header.value);
+        }
+        skim.pos += (size_t)header.value;
+    } while (open > 0);
+    ps->whole = 1;
+    return OK;
+}
+
+/* Call unslicer.check_token(kind, length) for the header at ps->pos, as the
+   Python decoder does for the body tokens of an unslicer that checks them:
+   after the scanner's own limits (which hand back here), before the body. */
+static int
+check_child_header(Parse *ps, PyObject *unslicer)
+{
+    Header header;
+    size_t at = ps->pos;
+    unsigned long long limit;
+    PyObject *args[3], *result;
+    int status, refused;
+
+    status = read_header(ps, &header);
+    ps->pos = at;
+    if (status != OK)
+        return HAND_BACK;
+    limit = body_limit(ps->reader, &header, &refused);
+    if (refused)
+        return HAND_BACK;
+    if (header.kind == K_INT || header.kind == K_NEG || header.kind == K_SIMPLE)
+        return OK; /* no body: no check */
+    if (header.value > limit)
+        return HAND_BACK; /* the scanner refuses it before any check */
+    args[0] = unslicer;
+    args[1] = PyLong_FromLong(header.kind);
+    args[2] = PyLong_FromUnsignedLongLong(header.value);
+    result = args[1] == NULL || args[2] == NULL ? NULL
+             : PyObject_VectorcallMethod(str_check_token, args, 3, NULL);
+    Py_XDECREF(args[1]);
+    Py_XDECREF(args[2]);
+    status = called(result);
+    Py_XDECREF(result);
+    return status;
+}
+
+/* Give one child to a nested type's unslicer, counted on its way in as
+   ObjectBudget.receive_counted counts it. */
+static int
+give_child(Parse *ps, PyObject *unslicer, PyObject *child)
+{
+    PyObject *result;
+    int status;
+
+    ps->items += 1;
+    ps->cost += ps->reader->child_cost;
+    if (over_budget(ps))
+        return HAND_BACK;
+    result = PyObject_CallMethodOneArg(unslicer, str_receive_child, child);
+    status = called(result);
+    Py_XDECREF(result);
+    return status;
+}
+
+/* Feed the children up to the CLOSE to a nested type's unslicer. */
+static int
+feed_children(Parse *ps, unsigned long long depth, const Nested *type, PyObject *unslicer)
+{
+    PyObject *child;
+    int status, closed;
+
+    for (;;) {
+        status = at_close(ps, &closed);
+        if (status != OK || closed)
+            return status;
+        if (type->checks_tokens && (status = check_child_header(ps, unslicer)) != OK)
+            return status;
+        status = parse_value(ps, depth, &child);
+        if (status != OK)
+            return status;
+        status = give_child(ps, unslicer, child);
+        Py_DECREF(child);
+        if (status != OK)
+            return status;
+    }
+}
+
+/* A nested type's object, built by its Python unslicer from children built
+   here; one that completes NOTHING is left to Python. */
+static int
+parse_nested(Parse *ps, unsigned long long depth, const Nested *type, PyObject **out)
+{
+    PyObject *unslicer;
+    int status;
+
+    if (!ps->whole && (status = lies_whole(ps)) != OK)
+        return status;
+    ps->cost += type->open_cost;
+    if (over_budget(ps))
+        return HAND_BACK;
+    unslicer = PyObject_CallOneArg(type->factory, ps->reader->limits);
+    if ((status = called(unslicer)) != OK)
+        return status;
+    status = feed_children(ps, depth, type, unslicer);
+    if (status == OK) {
+        *out = PyObject_CallMethodNoArgs(unslicer, str_finish);
+        status = called(*out);
+        if (status == OK && *out == ps->reader->nothing) {
+            Py_DECREF(*out);
+            status = HAND_BACK;
+        }
+    }
+    Py_DECREF(unslicer);
+    return status;
+}
+
+static const Nested *
+find_nested(const Reader *reader, const unsigned char *name, unsigned long long length)
+{
+    Py_ssize_t i;
+    for (i = 0; i < reader->nested_count; i++) {
+        const Nested *type = &reader->nested[i];
+        if ((unsigned long long)PyBytes_GET_SIZE(type->name) == length &&
+            memcmp(PyBytes_AS_STRING(type->name), name, (size_t)length) == 0)
+            return type;
+    }
+    return NULL;
+}
+
 static int
 parse_open(Parse *ps, const Header *header, unsigned long long depth, PyObject **out)
 {
     static const struct { const char *name; size_t length; } names[C_COUNT] = {
-        {"list", 4}, {"tuple", 5}, {"dict", 4}};
+        {"list", 4}, {"tuple", 5}, {"dict", 4}, {"set", 3}, {"frozenset", 9}};
     const unsigned char *name;
     int which;
 
@@ -451,12 +769,18 @@ parse_open(Parse *ps, const Header *header, unsigned long long depth, PyObject *
     }
     if (which == C_COUNT) {
         const Record *record = find_record(ps->reader, name, header->value);
-        return record == NULL ? HAND_BACK : parse_record(ps, depth + 1, record, out);
+        const Nested *type;
+        if (record != NULL)
+            return parse_record(ps, depth + 1, record, out);
+        type = find_nested(ps->reader, name, header->value);
+        return type == NULL ? HAND_BACK : parse_nested(ps, depth + 1, type, out);
     }
     if (!ps->reader->builds[which])
         return HAND_BACK;
     if (which == C_DICT)
         return parse_dict(ps, depth + 1, out);
+    if (which == C_SET || which == C_FROZENSET)
+        return parse_set(ps, depth + 1, which, out);
     return parse_sequence(ps, depth + 1, which, out);
 }
 
@@ -474,6 +798,33 @@ parse_string(Parse *ps, const Header *header, PyObject **out)
         return HAND_BACK;
     }
     return FAILED;
+}
+
+/* A BIGINT's or BIGNEG's value, if its magnitude (big-endian) is canonical
+   as the Python decoder requires: beyond INT's or NEG's range, with no
+   leading zero byte; anything else hands back, for Python to refuse. */
+static int
+parse_bigint(Parse *ps, const Header *header, PyObject **out)
+{
+    static const unsigned char two_to_64[9] = {1, 0, 0, 0, 0, 0, 0, 0, 0};
+    const unsigned char *body;
+    PyObject *magnitude;
+
+    if (take_body(ps, header, ps->reader->max_bigint, &body) != OK)
+        return HAND_BACK;
+    if (header->value <= 8 || body[0] == 0)
+        return HAND_BACK; /* below 2**64, or a leading zero byte */
+    if (header->kind == K_BIGNEG && header->value == 9 && memcmp(body, two_to_64, 9) == 0)
+        return HAND_BACK; /* -(2**64) is a NEG */
+    magnitude = PyObject_CallMethod((PyObject *)&PyLong_Type, "from_bytes", "y#s", (const char *)body,
+                                    (Py_ssize_t)header->value, "big");
+    if (magnitude == NULL || header->kind == K_BIGINT) {
+        *out = magnitude;
+        return magnitude == NULL ? FAILED : OK;
+    }
+    *out = PyNumber_Negative(magnitude);
+    Py_DECREF(magnitude);
+    return *out == NULL ? FAILED : OK;
 }
 
 /* Parse one value (a scalar, or a whole container) at ps->pos, `depth`
@@ -508,6 +859,9 @@ parse_value(Parse *ps, unsigned long long depth, PyObject **out)
         break;
     case K_STRING:
         return parse_string(ps, &header, out);
+    case K_BIGINT:
+    case K_BIGNEG:
+        return parse_bigint(ps, &header, out);
     case K_FLOAT:
         if (header.value != 8 || take_body(ps, &header, 8, &body) != OK)
             return HAND_BACK;
@@ -522,7 +876,7 @@ parse_value(Parse *ps, unsigned long long depth, PyObject **out)
     case K_OPEN:
         return parse_open(ps, &header, depth, out);
     default:
-        return HAND_BACK; /* BIGINT, BIGNEG, CLOSE, ABORT, ERROR, PING, PONG */
+        return HAND_BACK; /* CLOSE, ABORT, ERROR, PING, PONG */
     }
     return *out == NULL ? FAILED : OK;
 }
@@ -531,7 +885,7 @@ parse_value(Parse *ps, unsigned long long depth, PyObject **out)
 static int
 parse_top(Reader *reader, const unsigned char *data, size_t pos, size_t end, PyObject **out, size_t *stop)
 {
-    Parse ps = {data, pos, end, reader, 0, 0};
+    Parse ps = {data, pos, end, reader, 0, 0, pos, 0};
     int status = parse_value(&ps, 0, out);
     if (status == OK)
         *stop = ps.pos;
@@ -672,22 +1026,76 @@ set_records(Reader *self, PyObject *records)
     return 0;
 }
 
+/* Take one row of `nested`: (name, factory, open_cost, checks_tokens). */
+static int
+set_nested_row(Nested *type, PyObject *row)
+{
+    int checks;
+    if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 4 || !PyBytes_Check(PyTuple_GET_ITEM(row, 0)) ||
+        !PyCallable_Check(PyTuple_GET_ITEM(row, 1))) {
+        PyErr_SetString(PyExc_TypeError, "a nested type is (name: bytes, factory, open_cost, checks_tokens)");
+        return -1;
+    }
+    if (limit_arg(row, 2, &type->open_cost) < 0 || (checks = PyObject_IsTrue(PyTuple_GET_ITEM(row, 3))) < 0)
+        return -1;
+    if (type->open_cost > (1ULL << 32)) {
+        PyErr_SetString(PyExc_ValueError, "implausible open cost");
+        return -1;
+    }
+    type->checks_tokens = checks;
+    type->name = Py_NewRef(PyTuple_GET_ITEM(row, 0));
+    type->factory = Py_NewRef(PyTuple_GET_ITEM(row, 1));
+    return 0;
+}
+
+/* Take `nested`: (limits, NOTHING, child_cost, rows). */
+static int
+set_nested(Reader *self, PyObject *nested)
+{
+    PyObject *rows;
+    Py_ssize_t i;
+    if (!PyTuple_Check(nested) || PyTuple_GET_SIZE(nested) != 4 || !PyTuple_Check(PyTuple_GET_ITEM(nested, 3))) {
+        PyErr_SetString(PyExc_TypeError, "nested is (limits, NOTHING, child_cost, rows)");
+        return -1;
+    }
+    rows = PyTuple_GET_ITEM(nested, 3);
+    if (PyTuple_GET_SIZE(rows) > MAX_NESTED) {
+        PyErr_SetString(PyExc_ValueError, "too many nested types");
+        return -1;
+    }
+    if (limit_arg(nested, 2, &self->child_cost) < 0)
+        return -1;
+    if (self->child_cost > (1ULL << 32)) {
+        PyErr_SetString(PyExc_ValueError, "implausible child cost");
+        return -1;
+    }
+    self->limits = Py_NewRef(PyTuple_GET_ITEM(nested, 0));
+    self->nothing = Py_NewRef(PyTuple_GET_ITEM(nested, 1));
+    for (i = 0; i < PyTuple_GET_SIZE(rows); i++) {
+        if (set_nested_row(&self->nested[i], PyTuple_GET_ITEM(rows, i)) < 0)
+            return -1;
+        self->nested_count = i + 1;
+    }
+    return 0;
+}
+
 static PyObject *
 reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"limits", "builds", "costs", "plain_keys", "results", "stack", "records", NULL};
-    PyObject *limits, *builds, *costs, *results = Py_None, *stack = Py_None, *records = NULL;
+    static char *keywords[] = {"limits", "builds", "costs", "plain_keys", "results", "stack", "records", "nested",
+                               NULL};
+    PyObject *limits, *builds, *costs, *results = Py_None, *stack = Py_None, *records = NULL, *nested = NULL;
     int plain_keys;
     Reader *self;
-    unsigned long long *fields[8];
+    unsigned long long *fields[9];
     Py_ssize_t i;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!p|OOO!", keywords, &PyTuple_Type, &limits,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!p|OOO!O", keywords, &PyTuple_Type, &limits,
                                      &PyTuple_Type, &builds, &PyTuple_Type, &costs, &plain_keys, &results, &stack,
-                                     &PyTuple_Type, &records))
+                                     &PyTuple_Type, &records, &nested))
         return NULL;
-    if (PyTuple_GET_SIZE(limits) != 8 || PyTuple_GET_SIZE(builds) != C_COUNT || PyTuple_GET_SIZE(costs) != 2 * C_COUNT + 1) {
-        PyErr_SetString(PyExc_ValueError, "limits: 8 ints; builds: 3 bools; costs: 7 ints");
+    if (PyTuple_GET_SIZE(limits) != 9 || PyTuple_GET_SIZE(builds) != C_COUNT || PyTuple_GET_SIZE(costs) != 2 * C_COUNT + 1) {
+        PyErr_SetString(PyExc_ValueError, "limits: 9 ints; builds: 5 bools; costs: 11 ints");
         return NULL;
     }
     if ((results != Py_None && !PyList_CheckExact(results)) || (stack != Py_None && !PyList_CheckExact(stack))) {
@@ -705,7 +1113,8 @@ reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     fields[5] = &self->max_items;
     fields[6] = &self->max_object_items;
     fields[7] = &self->max_object_memory;
-    for (i = 0; i < 8; i++) {
+    fields[8] = &self->max_bigint;
+    for (i = 0; i < 9; i++) {
         if (limit_arg(limits, i, fields[i]) < 0)
             goto fail;
     }
@@ -730,6 +1139,8 @@ reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->plain_keys = plain_keys;
     if (records != NULL && set_records(self, records) < 0)
         goto fail;
+    if (nested != NULL && nested != Py_None && set_nested(self, nested) < 0)
+        goto fail;
     if (results != Py_None) {
         Py_INCREF(results);
         self->results = results;
@@ -752,6 +1163,10 @@ reader_traverse(Reader *self, visitproc visit, void *arg)
     Py_VISIT(self->stack);
     for (i = 0; i < self->record_count; i++)
         Py_VISIT(self->records[i].build);
+    Py_VISIT(self->limits);
+    Py_VISIT(self->nothing);
+    for (i = 0; i < self->nested_count; i++)
+        Py_VISIT(self->nested[i].factory);
     return 0;
 }
 
@@ -766,6 +1181,13 @@ reader_clear(Reader *self)
         Py_CLEAR(self->records[i].build);
     }
     self->record_count = 0;
+    Py_CLEAR(self->limits);
+    Py_CLEAR(self->nothing);
+    for (i = 0; i < self->nested_count; i++) {
+        Py_CLEAR(self->nested[i].name);
+        Py_CLEAR(self->nested[i].factory);
+    }
+    self->nested_count = 0;
     return 0;
 }
 
@@ -784,7 +1206,7 @@ static PyMethodDef reader_methods[] = {
 };
 
 PyDoc_STRVAR(reader_doc,
-"Reader(limits, builds, costs, plain_keys, results=None, stack=None)\n\n"
+"Reader(limits, builds, costs, plain_keys, results=None, stack=None, records=(), nested=None)\n\n"
 "Decodes top-level objects of built-in kinds for one decoder's limits and\n"
 "registry (see framing/_core.py for the arguments).");
 
@@ -1146,6 +1568,11 @@ PyInit__speedups(void)
 {
     PyObject *module;
     if (PyType_Ready(&ReaderType) < 0)
+        return NULL;
+    str_check_token = PyUnicode_InternFromString("check_token");
+    str_receive_child = PyUnicode_InternFromString("receive_child");
+    str_finish = PyUnicode_InternFromString("finish");
+    if (str_check_token == NULL || str_receive_child == NULL || str_finish == NULL)
         return NULL;
     module = PyModule_Create(&speedups_module);
     if (module == NULL)

@@ -46,20 +46,27 @@ class BlockBuffer:
         rebound whenever a block is sealed, so callers look it up on the
         buffer each time rather than keeping it across L{seal_if_full},
         L{write_piece} or L{take}.
+    @ivar sealed: the bytes in sealed blocks: all of the buffer but the
+        current block.
+    @ivar tell: the bytes in the current block: the current block's own
+        C{tell}, rebound as L{write} is, so that C{sealed + tell()} is
+        C{len(buffer)} without a call into Python (for per-message checks).
     """
 
-    __slots__ = ("write", "_current", "_blocks", "_sealed", "_cap")
+    __slots__ = ("write", "tell", "_current", "_blocks", "sealed", "_cap")
 
     write: Callable[[bytes], int]
+    tell: Callable[[], int]
+    sealed: int
 
     def __init__(self) -> None:
         self._blocks: list[bytes] = []
-        self._sealed = 0
+        self.sealed = 0
         self._cap = FIRST_BLOCK
         self._start_block(io.BytesIO())
 
     def __len__(self) -> int:
-        return self._sealed + self._current.tell()
+        return self.sealed + self._current.tell()
 
     def write_piece(self, data: bytes) -> None:
         """
@@ -69,7 +76,7 @@ class BlockBuffer:
         if type(data) is bytes and len(data) >= LARGE_PIECE:
             self._seal()
             self._blocks.append(data)
-            self._sealed += len(data)
+            self.sealed += len(data)
         else:
             self._current.write(data)
             if self._current.tell() >= self._cap:
@@ -86,7 +93,7 @@ class BlockBuffer:
         that fails halfway through an object drops what it wrote of it
         without touching what was buffered before.
         """
-        return (len(self._blocks), self._current.tell(), self._sealed, self._cap)
+        return (len(self._blocks), self._current.tell(), self.sealed, self._cap)
 
     def rollback(self, mark: tuple[int, int, int, int]) -> None:
         """Drop everything written since L{mark} returned C{mark}."""
@@ -100,7 +107,7 @@ class BlockBuffer:
         # (if it held anything); start again from a copy of its marked part.
         head = self._blocks[count][:size] if size else b""
         del self._blocks[count:]
-        self._sealed = sealed
+        self.sealed = sealed
         self._cap = cap
         block = io.BytesIO()
         block.write(head)
@@ -120,7 +127,7 @@ class BlockBuffer:
         self._seal(more=False)
         blocks = self._blocks
         self._blocks = []
-        self._sealed = 0
+        self.sealed = 0
         self._cap = FIRST_BLOCK
         self._start_block(io.BytesIO())
         return blocks
@@ -135,7 +142,7 @@ class BlockBuffer:
         # it, so sealing copies nothing.
         self._current.truncate(size)
         self._blocks.append(self._current.getvalue())
-        self._sealed += size
+        self.sealed += size
         self._cap = min(self._cap * 2, MAX_BLOCK)
         if more:
             self._start_block(_preallocated(MAX_BLOCK) if size >= MAX_BLOCK else io.BytesIO())
@@ -143,6 +150,7 @@ class BlockBuffer:
     def _start_block(self, block: io.BytesIO) -> None:
         self._current = block
         self.write = block.write
+        self.tell = block.tell
 
     def __repr__(self) -> str:
         return f"<BlockBuffer {len(self)} bytes in {len(self._blocks)} sealed blocks>"

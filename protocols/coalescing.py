@@ -140,7 +140,9 @@ class CoalescingTransport:
             reading = self._reading
             high = reading.high
             if high is not None and not reading.backlogged:
-                if len(self.buffer) + self._streams.queuedBytes + self._outlet.mayHold > high:
+                buffer = self.buffer
+                # (len(buffer) written out: this runs for every message sent while a read is handled)
+                if buffer.sealed + buffer.tell() + self._streams.queuedBytes + self._outlet.mayHold > high:
                     self._checkBacklog()
             return
         self.flushNow()

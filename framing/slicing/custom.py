@@ -87,6 +87,7 @@ def function_unslicer(name: str, from_wire: Callable[[Any], Any]) -> Callable[[L
     class FunctionUnslicer(PartsUnslicer):
         open_type = name
         part_kinds = (None,)
+        rebuildable = True  # from_wire builds an object and does nothing else (see Registry.register)
 
         def build(self, state: Any) -> Any:
             try:

@@ -43,6 +43,15 @@ class IUnslicer(Interface):  # type: ignore[misc]
     compiled core then parses such objects itself and calls the builder
     once per object (L{framing._core}); it must not raise.
 
+    An unslicer class that is not budgeted and takes no streamed bodies may
+    declare C{rebuildable = True}: building its object does nothing but
+    build it (no count, no registration, no I/O).  The compiled core then
+    runs it where its type sits inside an object it decodes (the built-ins
+    around and inside stay compiled), and may run it again for the same
+    tokens when that object turns out to need the pure decoder (which
+    words a refusal further on).  The unslicer that C{Registry.register}
+    makes from C{from_wire} is rebuildable.
+
     Optional methods (declared in L{IReportsViolations} and
     L{IStreamsBodies}, so that an unslicer without them still provides this
     interface): C{report_violation(violation)}, C{begin_body(length)},

@@ -95,7 +95,10 @@ class Registry:
         encoder can send, C{from_wire(state)} rebuilds the object), or a
         C{slicer}/C{unslicer} pair, or neither for a dataclass (its init
         fields travel as a dict).  Only the type's own name is ever built on
-        receipt: nothing is imported or constructed by name.
+        receipt: nothing is imported or constructed by name.  C{from_wire}
+        should only build the object: the compiled core may call it again
+        for the same state when the object around it is refused (see
+        C{rebuildable} in L{framing.slicing.interfaces.IUnslicer}).
         """
         if slicer is not None or unslicer is not None:
             if slicer is None or unslicer is None:

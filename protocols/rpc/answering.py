@@ -21,7 +21,9 @@ the method, and the method.
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable
 from contextvars import ContextVar
+from time import perf_counter
 from types import CoroutineType
 from typing import Any
 
@@ -74,6 +76,20 @@ class IncomingCalls:
         self.tracebacks = tracebacks
         self._closed = False
         self._running: dict[int, Deferred[Any]] = {}
+        self.starts: dict[int, tuple[str, float]] | None = None
+        """
+        Where each call's method name and start time (C{time.perf_counter})
+        are kept by request id when this is set (interceptors that only
+        record set it: L{protocols.rpc.interceptors}); L{answered} reads them.
+        """
+        self.answered: Callable[[int, str | None], None] | None = None
+        """
+        Told of each call answered here, once its answer is sent: its
+        request id, and C{None} for an ANSWER or the wire type name of the
+        error a FAIL carried.  A call for no answer is told of once, with
+        L{NO_ANSWER} and C{None}, when its method returned (interceptors set
+        it: L{protocols.rpc.interceptors}).
+        """
 
     @property
     def runningCount(self) -> int:
@@ -85,6 +101,8 @@ class IncomingCalls:
     def callReceived(self, message: Message) -> None:
         """A CALL: run the method and answer, now or when it finishes."""
         _, requestId, target, name, args, kwargs = message
+        if self.starts is not None:
+            self.starts[requestId] = (name, perf_counter())
         entry = self._exports.get(target)
         if entry is None:
             self._refuse(requestId, noSuchObject(target), "no-such-object", name)
@@ -101,7 +119,8 @@ class IncomingCalls:
             check = method.checkArguments
             if check is not None:
                 check(args, kwargs)
-            result = method.function(obj, *args, **kwargs)
+            # (no ** for the commonest call, with no keyword arguments: a cheaper call)
+            result = method.function(obj, *args, **kwargs) if kwargs else method.function(obj, *args)
             if type(result) is CoroutineType:
                 result = Deferred.fromCoroutine(result)
         except Violation as violation:
@@ -166,6 +185,8 @@ class IncomingCalls:
         if requestId == NO_ANSWER:
             # Not kept in _running: with no id, the peer cannot cancel it.
             running.addErrback(self._onlyFailed, method)
+            if self.answered is not None:
+                self.answered(NO_ANSWER, None)
             return
         # Registered before the callbacks are added: an already-fired
         # Deferred answers (and unregisters) at once.
@@ -199,12 +220,16 @@ class IncomingCalls:
         error = failure.value
         assert error is not None
         if isinstance(error, Violation):
-            self._refuse(NO_ANSWER, error, error.code, method.name)
+            self._logRefusal(NO_ANSWER, error, error.code, method.name)
         else:
             self._methodFailed(method, error)
 
     def _sendAnswer(self, requestId: int, result: Any, method: RemoteMethod) -> None:
-        if requestId == NO_ANSWER or self._closed or self._connection.failure is not None:
+        if requestId == NO_ANSWER:
+            if self.answered is not None:
+                self.answered(NO_ANSWER, None)
+            return
+        if self._closed or self._connection.failure is not None:
             return
         if method.result is not None:
             try:
@@ -219,18 +244,29 @@ class IncomingCalls:
             if isinstance(error, Violation):
                 error.where = "result" + error.where
             self._sendFailure(requestId, error, self._tracebackText())
+            return
+        if self.answered is not None:
+            self.answered(requestId, None)
 
     def _refuse(self, requestId: int, error: Exception, code: str, name: str = "?") -> None:
         """Answer a call this side refuses with a FAIL (none if it asks for no answer), and count it as a refusal."""
+        self._logRefusal(requestId, error, code, name)
+        self._sendFailure(requestId, error)
+
+    def _logRefusal(self, requestId: int, error: Exception, code: str, name: str) -> None:
+        """Count a refused call as a refusal, and log it."""
         if requestId == NO_ANSWER:
             template = "Refused a call of {name} for no answer from {peer} (not answered): {code}: {violation}"
         else:
             template = "Refused call {id} of {name} from {peer}: {code}: {violation}"
         self._connection.logRefusal(code, str(error), template, id=requestId, name=escape(name))
-        self._sendFailure(requestId, error)
 
     def _sendFailure(self, requestId: int, error: BaseException, remoteTraceback: str | None = None) -> None:
-        if requestId == NO_ANSWER or self._closed or self._connection.failure is not None:
+        if requestId == NO_ANSWER:
+            if self.answered is not None:
+                self.answered(NO_ANSWER, None)
+            return
+        if self._closed or self._connection.failure is not None:
             return
         typeName, text, details = describe(error)
         remoteTraceback = clipTraceback(remoteTraceback) if self.tracebacks else None
@@ -240,6 +276,8 @@ class IncomingCalls:
         except Exception:
             # A registered exception whose args cannot be sent: send the rest.
             send(Message((FAIL, requestId, typeName, text, remoteTraceback, None)))
+        if self.answered is not None:
+            self.answered(requestId, typeName)
 
     def _tracebackText(self) -> str | None:
         return traceback.format_exc() if self.tracebacks else None

@@ -6,10 +6,12 @@ C{prometheus_client} registry, each call that ends (by side, method and
 outcome: C{chunkwire_rpc_calls_total}), its latency
 (C{chunkwire_rpc_call_duration_seconds}, by side and method), the
 connections open and opened, the bytes received and sent, and the bulk
-streams in flight.  Per call it costs a dict lookup, two integer
-increments and a bisection, in plain Python numbers (no lock: the reactor
-thread alone writes them); they, the bytes (counted per read) and the
-streams are handed to Prometheus only when it scrapes.  Method names come from the peer, so they are labels only
+streams in flight.  It is an L{protocols.rpc.interceptors.ICallRecorder}:
+each call is counted in a L{protocols.rpc.interceptors.CallTally} (plain
+numbers, no lock: the reactor thread alone writes them), without a call of
+this class once its method has succeeded on the connection; they, the
+bytes (counted per read) and the streams are handed to Prometheus only
+when it scrapes.  Method names come from the peer, so they are labels only
 once a call of them succeeded or failed in the method (a refused call of an
 unknown method counts as C{"<unknown>"}), and at most C{maxMethods} of them
 (then C{"<other>"}).  L{metricsSite} serves C{/metrics} with Twisted Web.
@@ -17,7 +19,6 @@ unknown method counts as C{"<unknown>"}), and at most C{maxMethods} of them
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Iterator
 from itertools import accumulate
 from typing import Any
@@ -26,23 +27,12 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
 
-from ..rpc.interceptors import REFUSED, CallInfo, CallInterceptor
+from ..rpc.interceptors import CLIENT, REFUSED, SERVER, CallInterceptor, CallTally
 
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 """Seconds: RPC calls on a LAN take from tens of microseconds to seconds."""
 
 UNKNOWN, OTHER = "<unknown>", "<other>"
-
-
-class _MethodStats:
-    """One (side, method)'s figures: calls by outcome, and a latency histogram, as plain numbers."""
-
-    __slots__ = ("outcomes", "buckets", "total")
-
-    def __init__(self, size: int) -> None:
-        self.outcomes: dict[str, int] = {}
-        self.buckets = [0] * size
-        self.total = 0.0
 
 
 class PrometheusInterceptor(CallInterceptor):
@@ -64,7 +54,7 @@ class PrometheusInterceptor(CallInterceptor):
         self.registry = registry
         self.maxMethods = maxMethods
         self.bounds = tuple(float(bound) for bound in buckets)
-        self._stats: dict[tuple[str, str], _MethodStats] = {}
+        self._tables: dict[str, dict[str, CallTally]] = {SERVER: {}, CLIENT: {}}
         self._methods: set[str] = set()
         self._open = Gauge("connections", "RPC connections open", namespace=namespace, registry=registry)
         self._opened = Counter("connections_opened", "RPC connections opened", namespace=namespace, registry=registry)
@@ -76,38 +66,24 @@ class PrometheusInterceptor(CallInterceptor):
 
     # -- calls -------------------------------------------------------------------------
 
-    def callEnded(self, call: CallInfo) -> None:
-        # Plain numbers here, no lock and no label lookup: Prometheus reads them when it scrapes.
-        stats = self._stats.get((call.side, call.method))
-        if stats is None or (call.outcome == REFUSED and call.errorType in _UNKNOWN_TYPES):
-            stats = self._statsFor(call)
-        outcome = call.outcome or ""
-        outcomes = stats.outcomes
-        outcomes[outcome] = outcomes.get(outcome, 0) + 1
-        assert call.ended is not None
-        seconds = call.ended - call.started
-        stats.buckets[bisect_left(self.bounds, seconds)] += 1
-        stats.total += seconds
-
-    def _statsFor(self, call: CallInfo) -> _MethodStats:
+    def tallyFor(self, side: str, method: str, outcome: str, errorType: str | None) -> CallTally:
         """Where a call counts: its method, C{<unknown>} (a name that is no method), or C{<other>} past the cap."""
-        method = call.method
-        if call.outcome == REFUSED and call.errorType in _UNKNOWN_TYPES and method not in self._methods:
+        if outcome == REFUSED and errorType in _UNKNOWN_TYPES and method not in self._methods:
             method = UNKNOWN
         elif method not in self._methods:
             if len(self._methods) >= self.maxMethods:
                 method = OTHER
             else:
                 self._methods.add(method)
-        key = (call.side, method)
-        stats = self._stats.get(key)
-        if stats is None:
-            stats = self._stats[key] = _MethodStats(len(self.bounds) + 1)
-        return stats
+        table = self._tables[side]
+        tally = table.get(method)
+        if tally is None:
+            tally = table[method] = CallTally(self.bounds)
+        return tally
 
-    def callFigures(self) -> list[tuple[str, str, _MethodStats]]:
+    def callFigures(self) -> list[tuple[str, str, CallTally]]:
         """Each (side, method) seen, with its figures (for the collector)."""
-        return [(side, method, stats) for (side, method), stats in list(self._stats.items())]
+        return [(side, method, stats) for side, table in self._tables.items() for method, stats in list(table.items())]
 
     # -- connections ---------------------------------------------------------------------
 
@@ -170,7 +146,7 @@ class _LiveCollector:
         )
         bounds = [*map(floatToGoString, interceptor.bounds), "+Inf"]
         for side, method, stats in interceptor.callFigures():
-            for outcome, count in list(stats.outcomes.items()):
+            for outcome, count in stats.counts():
                 calls.add_metric([side, method, outcome], count)
             cumulative = list(accumulate(stats.buckets))
             latency.add_metric([side, method], list(zip(bounds, cumulative, strict=True)), stats.total)

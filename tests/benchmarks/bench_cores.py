@@ -2,7 +2,10 @@
 
 C{loads} and C{dumps} of three payloads (issue 17's): a list of C{range(1024)},
 an RPC-like dict (id, method, key, a 100-byte value, 3 tags, a float, a
-nested dict) and 1000 records C{{"id", "name", "score", "ok"}}.  Each cell
+nested dict) and 1000 records C{{"id", "name", "score", "ok"}}; then loads
+of 1000 such records each holding a registered type, on the pure core, on
+the compiled core that handed such objects back whole, and on the one that
+runs the type's unslicer where it sits.  Each cell
 is the median of several timed batches, in microseconds per call; the
 ratios are to msgpack's time.  The pure core is the one a process gets with
 C{CHUNKWIRE_PURE=1}; both are timed here by switching L{framing._core}.
@@ -12,13 +15,15 @@ C{CHUNKWIRE_PURE=1}; both are timed here by switching L{framing._core}.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-from framing import _core, dumps, loads
+from framing import Registry, _core, dumps, loads
+from framing.slicing.registry import DEFAULT_REGISTRY
 
 from ._harness import BenchResult, Criterion, Options, markdown_table, print_result, write_results
 
@@ -94,6 +99,55 @@ def measure(quick: bool) -> dict[str, dict[str, float | None]]:
     return cells
 
 
+@dataclasses.dataclass
+class Place:
+    """A registered type (its fields travel as a dict) for L{registered_types}."""
+
+    city: str
+    zone: int
+    corners: list[int]
+
+
+PLACES = Registry(DEFAULT_REGISTRY)
+PLACES.register(Place, "bench.Place")
+RECORDS_WITH_TYPE = [
+    {"id": i, "name": f"user{i}", "score": i * 1.5, "ok": i % 2 == 0, "place": Place(f"c{i}", i % 7, [i, i + 1])}
+    for i in range(1000)
+]
+"""1000 records each holding one registered type: what the compiled reader used to hand back whole."""
+
+
+def registered_types(quick: bool) -> dict[str, float]:
+    """
+    Microseconds per loads of L{RECORDS_WITH_TYPE}: the pure core, the
+    compiled core as it was (an object holding an open type it does not
+    build handed back whole to Python: no nested types), and as it is.
+    """
+    stream = dumps(RECORDS_WITH_TYPE, PLACES)
+    found: dict[str, float] = {}
+    saved, nested = _core.speedups, _core.nested_types
+    modes = (("pure", None, nested), ("compiled, handed back", saved, lambda registry: ()), ("compiled", saved, nested))
+    try:
+        for label, module, table in modes:
+            if module is None and label != "pure":
+                continue
+            _core.speedups, _core.nested_types = module, table
+            PLACES.codec_cache.clear()
+            assert loads(stream, registry=PLACES) == RECORDS_WITH_TYPE
+            found[label] = per_call(lambda: loads(stream, registry=PLACES), quick)
+    finally:
+        _core.speedups, _core.nested_types = saved, nested
+        PLACES.codec_cache.clear()
+    return found
+
+
+def _registered_report(found: dict[str, float]) -> str:
+    rows = [[label, _fmt(value), f"{found['pure'] / value:.1f}x"] for label, value in found.items()]
+    return "\n\nloads of 1000 records each holding a registered type:\n\n" + markdown_table(
+        ["core", "loads", "pure/this"], rows
+    )
+
+
 def values_per_second(quick: bool) -> dict[str, dict[str, float]]:
     """Per list of L{VALUES} and per core: values per second through dumps then loads."""
     rates: dict[str, dict[str, float]] = {}
@@ -155,6 +209,7 @@ def _report(cells: dict[str, dict[str, float | None]]) -> str:
 def run(opts: Options) -> BenchResult:
     cells = measure(opts.quick)
     rates = values_per_second(opts.quick)
+    registered = registered_types(opts.quick)
     criteria = [
         Criterion(f"{label}: compiled values/s (dumps + loads)", rates[label].get("compiled"), ">=", 10e6, "issue 17")
         for label in VALUES
@@ -169,8 +224,10 @@ def run(opts: Options) -> BenchResult:
         for label in ("RPC-like dict", "1000 records")
         for op in ("loads", "dumps")
     ]
-    path = write_results(NAME, opts, {"cells": cells, "values_per_second": rates, "criteria": criteria})
-    return BenchResult(NAME, _report(cells) + _values_report(rates), criteria, path)
+    results = {"cells": cells, "values_per_second": rates, "registered_types": registered, "criteria": criteria}
+    path = write_results(NAME, opts, results)
+    report = _report(cells) + _values_report(rates) + _registered_report(registered)
+    return BenchResult(NAME, report, criteria, path)
 
 
 if __name__ == "__main__":
