@@ -118,6 +118,7 @@ L{connect} or L{BulkBrokerFactory}).
 from framing.slicing.constraints import ANY
 
 from ..rpc.hints import registerHint
+from .allocator import steadyAllocator
 from .channel import BulkBroker, BulkBrokerFactory, BulkChannel, bulkOf, callingBroker, callingChannel, connect, serve
 from .errors import (
     DigestRefused,
@@ -183,4 +184,5 @@ __all__ = [
     "callingChannel",
     "connect",
     "serve",
+    "steadyAllocator",
 ]
