@@ -34,11 +34,13 @@ VmHWM, against its VmRSS once connected and idle.
     (in the reactor thread) at both ends, where C{cli} uses the default
     C{auto} (inline on two cores): the measurement behind it.
 
-With any CLI case, each run also measures the floor under them, beside
-them: C{cpu_floor}'s copy of the same tmpfs file over loopback into a fresh
-tmpfs file (blocking loops, no framing, the negotiated digest at both
-ends).  The raw producer touches no file; this is what a file transfer
-here cannot beat, whatever its framing.
+With any CLI case, each run also measures the file floor beside them:
+C{cpu_floor}'s copy of the same tmpfs file over loopback into a fresh tmpfs
+file (blocking loops, no framing, the negotiated digest at both ends), the
+same work as the CLI with nothing else.  The raw producer touches no file:
+the floor says how much of the gap to it the files alone make (a transfer
+that overlaps its two ends better than one blocking loop per end may pass
+it a little).
 
 Every case also reports the CPU seconds each process spent per GiB moved
 (user + system, all threads; the server's start-up and idle wait excluded,

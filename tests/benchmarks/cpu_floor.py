@@ -14,7 +14,7 @@ C{bench_bulk}: the same blocking copy, but the sender reads a file in tmpfs
 (C{/dev/shm}, 1 MiB C{pread}s) and the receiver writes what it receives into
 a fresh file in tmpfs (C{pwrite} of each 256 KiB read), without and then
 with BLAKE3 (else SHA-256) at both ends.  No framing, no reactor, one loop
-per end: nothing a real transfer of a file can skip, so its rate bounds
+per end: nothing a real transfer of a file can skip, so its rate is about
 what C{bench_bulk}'s C{cli} case can reach.  Compare its MB/s with the
 socket-only line (and with the raw Twisted producer in C{bench_bulk}):
 the raw producer reads and writes no file.
