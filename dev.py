@@ -217,7 +217,11 @@ def asan(rest: list[str]) -> int:
         # past the end of a bytes object is caught (not hidden in a pymalloc pool).
         asan_env = {"LD_PRELOAD": libasan, "ASAN_OPTIONS": "detect_leaks=0", "PYTHONMALLOC": "malloc"}
         env = {**os.environ, **asan_env, "PYTHONPATH": work}
-        tests = rest or ["tests/framing/test_cores.py", "tests/framing/test_vectors.py"]
+        tests = rest or [
+            "tests/framing/test_cores.py",
+            "tests/framing/test_cores_nested.py",
+            "tests/framing/test_vectors.py",
+        ]
         check = "import framing; assert framing.implementation == 'compiled', framing.implementation"
         status = subprocess.run([str(PYTHON), "-c", check], cwd=work, env=env).returncode
         print(f"$ LD_PRELOAD={libasan} python -m pytest -q {' '.join(tests)}", flush=True)

@@ -19,7 +19,10 @@ below C{2**61 - 1} in magnitude; with C{PYTHONHASHSEED=0}, str and bytes
 keys are charged as the Python unslicer charges them, and a dict or set in
 which two share a full hash is handed back), and the open types below,
 within every limit; at anything else it hands the whole object back, from
-its first byte, having committed nothing.  It also builds the open types
+its first byte, having committed nothing.  When the only reason is that the
+chunk ended inside the object (every token up to the end is one it takes),
+it says so (C{Reader.cut}), and the scanner holds those bytes to offer them
+again joined to the next chunk (L{framing.scanner.HELD_TAIL_LIMIT}).  It also builds the open types
 whose unslicer declares a C{record_builder} (the RPC message): it parses
 their children as it parses a tuple's, then calls the builder once, which
 returns the finished object or C{None} to hand it back.  And it runs the
@@ -162,14 +165,6 @@ def _nested_types(registry: Registry) -> tuple[tuple[bytes, type, int, bool], ..
         cost = getattr(factory, "open_cost", DEFAULT_OPEN_COST)
         found.append((name.encode("ascii"), factory, cost, bool(getattr(factory, "checks_tokens", True))))
     return tuple(found)
-
-
-def fast_objects(
-    limits: Limits, registry: Registry, results: list[Any], stack: list[Any]
-) -> Callable[[bytes, int], int] | None:
-    """A decoder's C{fast_objects} (see L{framing.scanner.TokenSink}), or C{None} for the pure core."""
-    found = reader(limits, registry, results, stack)
-    return None if found is None else found.read
 
 
 def loads_reader(limits: Limits | None, registry: Registry | None) -> Callable[[bytes, int], Any] | None:

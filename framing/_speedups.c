@@ -27,6 +27,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -107,6 +108,7 @@ typedef struct {
     unsigned long long child_cost;           /* bytes charged per child of a nested type (budget.DEFAULT_ITEM_COST) */
     Py_ssize_t nested_count;
     Nested nested[MAX_NESTED];               /* the open types whose Python unslicer is run here */
+    int cut;                                 /* the last read stopped only because its buffer ended */
 } Reader;
 
 typedef struct {
@@ -118,6 +120,7 @@ typedef struct {
     unsigned long long cost;  /* its estimated bytes beyond its wire bytes */
     size_t start;             /* where the top-level object begins */
     int whole;                /* it was seen to end inside the buffer */
+    int cut;                  /* it handed back only because the buffer ended */
 } Parse;
 
 typedef struct {
@@ -136,8 +139,10 @@ read_header(Parse *ps, Header *header)
     unsigned int code, width, i;
     unsigned long long value = 0;
 
-    if (ps->pos >= ps->end)
+    if (ps->pos >= ps->end) {
+        ps->cut = 1;
         return HAND_BACK;
+    }
     first = ps->data[ps->pos];
     header->kind = first >> 4;
     if (header->kind > K_PONG)
@@ -151,8 +156,10 @@ read_header(Parse *ps, Header *header)
     width = widths[code - INLINE_LIMIT];
     if (1ULL + width > ps->reader->max_header)
         return HAND_BACK;
-    if (ps->end - ps->pos < (size_t)width + 1)
+    if (ps->end - ps->pos < (size_t)width + 1) {
+        ps->cut = 1;
         return HAND_BACK;
+    }
     for (i = 1; i <= width; i++)
         value = (value << 8) | ps->data[ps->pos + i];
     if (value < least[code - INLINE_LIMIT])
@@ -168,8 +175,10 @@ take_body(Parse *ps, const Header *header, unsigned long long limit, const unsig
 {
     if (header->value > limit)
         return HAND_BACK;
-    if (header->value > (unsigned long long)(ps->end - ps->pos))
+    if (header->value > (unsigned long long)(ps->end - ps->pos)) {
+        ps->cut = 1;
         return HAND_BACK;
+    }
     *body = ps->data + ps->pos;
     ps->pos += (size_t)header->value;
     return OK;
@@ -216,8 +225,10 @@ static int
 at_close(Parse *ps, int *closed)
 {
     unsigned char first;
-    if (ps->pos >= ps->end)
+    if (ps->pos >= ps->end) {
+        ps->cut = 1;
         return HAND_BACK;
+    }
     first = ps->data[ps->pos];
     *closed = (first >> 4) == K_CLOSE;
     if (*closed) {
@@ -885,10 +896,11 @@ parse_value(Parse *ps, unsigned long long depth, PyObject **out)
 static int
 parse_top(Reader *reader, const unsigned char *data, size_t pos, size_t end, PyObject **out, size_t *stop)
 {
-    Parse ps = {data, pos, end, reader, 0, 0, pos, 0};
+    Parse ps = {data, pos, end, reader, 0, 0, pos, 0, 0};
     int status = parse_value(&ps, 0, out);
     if (status == OK)
         *stop = ps.pos;
+    reader->cut = status == HAND_BACK && ps.cut;
     return status;
 }
 
@@ -920,6 +932,7 @@ reader_read(Reader *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *obj;
     int status;
 
+    self->cut = 0;
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "read(buf, pos)");
         return NULL;
@@ -1199,6 +1212,15 @@ reader_dealloc(Reader *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+static PyMemberDef reader_members[] = {
+    {"cut", T_INT, offsetof(Reader, cut), READONLY,
+     "Whether the last read stopped at an object that its buffer cut short, and\n"
+     "for nothing else: every token up to the buffer's end is one this reader\n"
+     "takes, so the pure decoder would only have begun the object (the scanner\n"
+     "may hold those bytes back and offer them again joined to the next chunk)."},
+    {NULL, 0, 0, 0, NULL},
+};
+
 static PyMethodDef reader_methods[] = {
     {"read", (PyCFunction)(void (*)(void))reader_read, METH_FASTCALL, reader_read_doc},
     {"one", (PyCFunction)(void (*)(void))reader_one, METH_FASTCALL, reader_one_doc},
@@ -1220,6 +1242,7 @@ static PyTypeObject ReaderType = {
     .tp_traverse = (traverseproc)reader_traverse,
     .tp_clear = (inquiry)reader_clear,
     .tp_methods = reader_methods,
+    .tp_members = reader_members,
     .tp_new = reader_new,
 };
 

@@ -114,6 +114,8 @@ class Decoder:
         refused, or completing L{NOTHING}), counted by the end of each C{feed}.
     @ivar state: L{BUILDING} or L{DISCARDING}.
     @ivar handlers: per token kind, what the scanner calls (the state's table).
+    @ivar fast_reader: the compiled core's reader for this decoder, or C{None}
+        (its C{read} is C{fast_objects}, see L{framing.scanner.TokenSink}).
     """
 
     def __init__(
@@ -153,7 +155,7 @@ class Decoder:
         Decode later top-level objects under C{limits} and C{registry} (C{None}:
         keep it), as after a login.  @raise ValueError: called mid-object.
         """
-        if self._stack:
+        if self._stack or self._scanner.holding:
             raise ValueError("the decoder can change its limits or registry only between top-level objects")
         self.limits = limits or self.limits
         self.registry = registry or self.registry
@@ -166,7 +168,8 @@ class Decoder:
         self._factories = self._unslicers.factories  # (caches read on every OPEN and CLOSE)
         self._kinds = self._unslicers.kinds
         self._max_depth = self.limits.max_depth
-        self.fast_objects = self._fast = _core.fast_objects(self.limits, self.registry, self._results, self._stack)
+        self.fast_reader = _core.reader(self.limits, self.registry, self._results, self._stack)
+        self.fast_objects = self._fast = None if self.fast_reader is None else self.fast_reader.read
 
     @property
     def buffered(self) -> int:
@@ -355,16 +358,8 @@ class Decoder:
             return _REFUSED
 
     def _refuse_for(self, error: Exception, opened: bool = False, failing: str = "unslicer") -> None:
-        """
-        Refuse the object for what an unslicer (or constraint) raised: a
-        L{Violation} as it is, any other exception (a bug) as an
-        L{InvalidValue}; a L{ProtocolError} is raised again.
-        """
-        if isinstance(error, ProtocolError):
-            raise error
-        if not isinstance(error, Violation):
-            error = InvalidValue(f"{failing} failed: {type(error).__name__}: {error}")
-        self._refuse(error, opened)
+        """Refuse the object for what an unslicer (or constraint) raised (see L{_as_violation})."""
+        self._refuse(_as_violation(error, failing), opened)
 
     def _refuse(self, violation: Violation, opened: bool = False) -> None:
         """Drop the top-level object being built; skip its tokens up to its CLOSE."""
@@ -400,6 +395,19 @@ class Decoder:
         self._budget.innermost_budgeted = False
         self.accepts_all = self.constraint is None
         self.fast_objects = self._fast if self.accepts_all else None
+
+
+def _as_violation(error: Exception, failing: str) -> Violation:
+    """
+    What an unslicer (or constraint, C{failing}) raised, as the Violation
+    that refuses its object: a L{Violation} as it is, any other exception (a
+    bug) as an L{InvalidValue}; a L{ProtocolError} is raised again.
+    """
+    if isinstance(error, ProtocolError):
+        raise error
+    if isinstance(error, Violation):
+        return error
+    return InvalidValue(f"{failing} failed: {type(error).__name__}: {error}")
 
 
 def _building_table(decoder: Decoder) -> list[Callable[[Any], None]]:
