@@ -154,6 +154,8 @@ async def transfer(reactor: Any, args: argparse.Namespace, credentials: Any = No
 
 
 def main(argv: list[str]) -> None:
+    # Per-read buffers stay with the process instead of being faulted back in (see steadyAllocator).
+    bulk.steadyAllocator()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--connect", default="tcp:host=127.0.0.1:port=8770", metavar="ENDPOINT")
     parser.add_argument("--streams", type=int, default=1, metavar="N", help="connections to stripe over (default 1)")

@@ -66,6 +66,8 @@ async def serve(
 
 
 def main(argv: list[str]) -> None:
+    # Per-read buffers stay with the process instead of being faulted back in (see steadyAllocator).
+    bulk.steadyAllocator()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     addListenArgument(parser, "tcp:8770")
     parser.add_argument("--dir", required=True, help="the directory to serve (created if missing)")

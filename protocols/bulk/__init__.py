@@ -68,7 +68,7 @@ Defaults (L{BulkOptions}): 1 MiB chunks, a 1.875 MiB window (half that for
 a receiver verifying in the reactor thread), credit in steps of a quarter
 window; the window is under two chunks so that a dropped connection loses
 (and a resume resends) less than two chunks, and a call waits behind about
-a millisecond of data at most.  On TCP the bulk connection reads 256 KiB per
+a millisecond of data at most.  On TCP the bulk connection reads 512 KiB per
 reactor turn and hands the socket up to 1 MiB per turn (Twisted's 64 KiB and
 128 KiB make a frame wait in user space for several turns, and a call with
 it).
@@ -118,6 +118,7 @@ L{connect} or L{BulkBrokerFactory}).
 from framing.slicing.constraints import ANY
 
 from ..rpc.hints import registerHint
+from .allocator import steadyAllocator
 from .channel import BulkBroker, BulkBrokerFactory, BulkChannel, bulkOf, callingBroker, callingChannel, connect, serve
 from .errors import (
     DigestRefused,
@@ -183,4 +184,5 @@ __all__ = [
     "callingChannel",
     "connect",
     "serve",
+    "steadyAllocator",
 ]

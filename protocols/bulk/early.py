@@ -66,12 +66,12 @@ class EarlyData:
         self.announced += length
         return self.piece
 
-    def piece(self, offset: int, data: bytes) -> None:
-        """One piece of a frame's body, kept as it came off the socket (or passed on, once received)."""
+    def piece(self, offset: int, data: bytes | memoryview) -> None:
+        """One piece of a frame's body: kept (a view copied: a held read never outweighs the window), or passed on."""
         if self.forward is not None:
             self.forward(offset, data)
         elif self.dropped is None:
-            self.pieces.append((offset, data))
+            self.pieces.append((offset, data if type(data) is bytes else bytes(data)))
 
     def stopWaiting(self) -> None:
         """The stream was received, cancelled or dropped: no timeout any more."""

@@ -65,7 +65,7 @@ from .outcome import Outcome, TransferResult
 from .ranges import RangeSet
 from .receiving import IncomingStream
 from .sending import Stream
-from .sinks import Release, Sink, writeAt
+from .sinks import Piece, Release, Sink, writeAt
 from .sources import FileSource
 
 SIDECAR_VERSION = 2
@@ -278,9 +278,9 @@ class Assembly:
         """The ranges still to receive, in order."""
         return self.held.missing(0, self.size)
 
-    def write(self, offset: int, data: bytes, release: Release | None = None) -> None:
+    def write(self, offset: int, data: Piece, release: Release | None = None) -> None:
         """
-        Write C{data} at C{offset} and record it; C{release(len(data))} once
+        Write C{data} (C{bytes} or a view) at C{offset} and record it; C{release(len(data))} once
         the hasher is done with it.
 
         @raise ValueError: the range is outside the file.
@@ -448,11 +448,12 @@ class AssemblySink(Sink):
 
     sequential = False
     verifies = True
+    views = True
 
     def __init__(self, assembly: Assembly) -> None:
         self.assembly = assembly
 
-    def write(self, offset: int, data: bytes, release: Release) -> None:
+    def write(self, offset: int, data: Piece, release: Release) -> None:
         self.assembly.write(offset, data, release)
 
     def complete(self) -> None:

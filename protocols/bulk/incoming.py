@@ -136,7 +136,7 @@ class IncomingSide:
 
     # -- receiving ------------------------------------------------------------------
 
-    def dataStarting(self, streamId: int, offset: int, length: int) -> Callable[[int, bytes], None] | None:
+    def dataStarting(self, streamId: int, offset: int, length: int) -> Callable[[int, bytes | memoryview], None] | None:
         """
         A data frame's body is about to arrive: where its pieces go, or
         C{None} to drop them (a stream this side already gave up on).
@@ -145,8 +145,8 @@ class IncomingSide:
         """
         receiver = self._incoming.get(streamId)
         if receiver is None:
-            target: Callable[[int, bytes], None] | None = self.early.frameStarting(streamId, offset, length)
-            return target
+            early: Callable[[int, bytes | memoryview], None] | None = self.early.frameStarting(streamId, offset, length)
+            return early
         return receiver.frameStarting(offset, length)
 
     def controlReceived(self, control: Control) -> None:

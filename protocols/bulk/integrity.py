@@ -293,10 +293,11 @@ class OrderedHasher:
 
     # -- the owner's side (reactor thread) --------------------------------
 
-    def offer(self, offset: int, data: bytes, release: Release | None = None) -> None:
+    def offer(self, offset: int, data: bytes | memoryview, release: Release | None = None) -> None:
         """
-        Offer the object's bytes at C{offset}; C{release(len(data))} is
-        called (in the reactor thread) once C{data} is no longer needed.
+        Offer the object's bytes at C{offset} (C{bytes}, or a view of a
+        buffer that does not change); C{release(len(data))} is called (in
+        the reactor thread) once C{data} is no longer needed.
         """
         if self._pool is not None and not (self._inline and not self._queued and not self._finished):
             # (Only this thread sets _queued; a worker clears it once it
@@ -359,7 +360,7 @@ class OrderedHasher:
 
     # -- hashing (the worker thread, or the caller's without a reactor) ---
 
-    def _consume(self, offset: int, data: bytes) -> None:
+    def _consume(self, offset: int, data: bytes | memoryview) -> None:
         position = self.position
         end = offset + len(data)
         if offset <= position < end:

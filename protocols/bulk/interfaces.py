@@ -70,7 +70,7 @@ class IReceivingStream(Protocol):
     def heldHere(self) -> bool:
         """Whether this side holds the stream (the sender is out of credit because the sink has not released)."""
 
-    def frameStarting(self, offset: int, length: int) -> Callable[[int, bytes], None] | None:
+    def frameStarting(self, offset: int, length: int) -> Callable[[int, bytes | memoryview], None] | None:
         """
         A data frame's header arrived: where its body's pieces go, or
         C{None} to drop them.

@@ -32,7 +32,7 @@ from .errors import FlowControlError, IntegrityError, StreamReset
 from .integrity import OrderedHasher
 from .interfaces import IStreamHost
 from .outcome import Outcome, TransferResult
-from .sinks import Sink, makeSink
+from .sinks import Piece, Sink, makeSink
 from .states import Named, Transitions
 from .tuning import WindowTuner
 from .wire import CANCEL, GRANT
@@ -297,7 +297,7 @@ class Receiver:
 
     # -- data ----------------------------------------------------------------------
 
-    def frameStarting(self, offset: int, length: int) -> Callable[[int, bytes], None] | None:
+    def frameStarting(self, offset: int, length: int) -> Callable[[int, Piece], None] | None:
         """
         A frame's header arrived: check it against flow control and the
         stream's shape.  Returns where its body's pieces go, or C{None} to
@@ -319,10 +319,12 @@ class Receiver:
             self._released()
         return self.piece
 
-    def piece(self, offset: int, data: bytes) -> None:
-        """One piece of a frame's body, as it came off the socket."""
+    def piece(self, offset: int, data: Piece) -> None:
+        """One piece of a frame's body, as it came off the socket (a view copied only for a sink that wants bytes)."""
         if self.state not in _LIVE:
             return
+        if type(data) is not bytes and not self.sink.views:
+            data = bytes(data)
         self.received += len(data)
         try:
             self.sink.write(offset, data, self._sinkRelease)

@@ -28,6 +28,10 @@ from zope.interface import implementer
 
 Release = Callable[[int], None]
 Failed = Callable[[BaseException], None]
+Piece = bytes | memoryview
+"""A piece of a stream as it came off the socket: C{bytes}, or a read-only
+view into the C{bytes} of a read that also held a neighbouring token (its
+buffer never changes, so it may be kept; it keeps that read alive)."""
 
 
 class Sink:
@@ -38,16 +42,22 @@ class Sink:
         (consumers and callbacks); a random-access sink takes any order.
     @cvar verifies: whether the sink checks integrity itself (an assembly
         of ranges), so the stream need not.
+    @cvar views: whether L{write} takes a piece as it came off the socket
+        (a L{Piece}: perhaps a C{memoryview}), saving a copy of every piece
+        cut from a read that also held a neighbouring token; a sink that
+        keeps pieces or hands them to code expecting C{bytes} (a consumer,
+        a callback) leaves it false and gets C{bytes}.
     """
 
     sequential = True
     verifies = False
+    views = False
 
     def start(self, size: int | None, failed: Failed) -> None:
         """The stream is starting; C{failed(error)} abandons it (a sink that cannot go on)."""
 
-    def write(self, offset: int, data: bytes, release: Release) -> None:
-        """Take the piece C{data} at C{offset}; call C{release(len(data))} when done with it."""
+    def write(self, offset: int, data: Piece, release: Release) -> None:
+        """Take the piece C{data} at C{offset} (C{bytes} unless L{views}); call C{release(len(data))} when done."""
         raise NotImplementedError
 
     def complete(self) -> Deferred[None] | None:
@@ -68,6 +78,7 @@ class FileSink(Sink):
     """
 
     sequential = False
+    views = True
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
@@ -78,7 +89,7 @@ class FileSink(Sink):
         directory, name = os.path.split(os.path.abspath(self.path))
         self._fd, self.partPath = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".part")
 
-    def write(self, offset: int, data: bytes, release: Release) -> None:
+    def write(self, offset: int, data: Piece, release: Release) -> None:
         assert self._fd is not None
         writeAt(self._fd, data, offset)
         release(len(data))
@@ -126,8 +137,11 @@ class OpenFileSink(Sink):
         except (AttributeError, OSError, ValueError):
             self._fd = None
         self.sequential = self._fd is None or not hasattr(os, "pwrite")
+        # Written at its offset through the descriptor: a view will do.  The
+        # file object's own write may be anyone's: it gets bytes.
+        self.views = not self.sequential
 
-    def write(self, offset: int, data: bytes, release: Release) -> None:
+    def write(self, offset: int, data: Piece, release: Release) -> None:
         if self.sequential:
             self._file.write(data)
         else:
@@ -162,7 +176,8 @@ class ConsumerSink(Sink):
         self.consumer.registerProducer(self, True)
         self._registered = True
 
-    def write(self, offset: int, data: bytes, release: Release) -> None:
+    def write(self, offset: int, data: Piece, release: Release) -> None:
+        assert type(data) is bytes  # views is false: the receiver copied any view
         if self._paused or self._held:
             self._held.append((data, release))
             return
@@ -219,7 +234,8 @@ class CallbackSink(Sink):
     def start(self, size: int | None, failed: Failed) -> None:
         self._failed = failed
 
-    def write(self, offset: int, data: bytes, release: Release) -> None:
+    def write(self, offset: int, data: Piece, release: Release) -> None:
+        assert type(data) is bytes  # views is false: the receiver copied any view
         self._held.append((data, release))
         if not self._busy:
             self._next()

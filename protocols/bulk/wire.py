@@ -18,11 +18,13 @@ always comes before its first announcement).
 A data frame is written with one transport write.  On receipt its body is not
 collected: L{DataUnslicer} takes it through the decoder's streamed-body hooks
 (L{framing.slicing.interfaces.IStreamsBodies}), so each piece of the body is
-handed on as it comes off the socket, in the C{bytes} the transport read
-(sliced, and so copied, only where the read also holds a neighbouring token),
-and the finished frame completes L{framing.NOTHING}: nothing goes up the
-stack.  Receiving a data frame therefore keeps no more than one socket read
-of it, whatever its length.  Per frame cost: four headers and one lookup of
+handed on as it comes off the socket, never copied here: the C{bytes} the
+transport read, or a read-only view into them where the read also holds a
+neighbouring token (the receiver copies it only for a sink that keeps
+pieces or hands them to code expecting C{bytes}), and the finished frame
+completes L{framing.NOTHING}: nothing goes up the stack.  Receiving a data
+frame therefore keeps no more than one socket read of it, whatever its
+length.  Per frame cost: four headers and one lookup of
 the stream by id.
 
 Control messages (L{Control}) are small: each side's HELLO, credit grants, the end of a stream
@@ -184,7 +186,8 @@ class DataUnslicer(Unslicer):
     The frame completes L{framing.NOTHING}.
 
     The connection's C{dataStarting(stream_id, offset, length)} returns a
-    callable taking C{(offset, piece)}, or C{None} to drop the body (a
+    callable taking C{(offset, piece)} (a piece: C{bytes}, or a read-only
+    C{memoryview} into the C{bytes} of a read), or C{None} to drop the body (a
     stream that was reset meanwhile); it raises L{ProtocolError} for a frame
     that breaks flow control.
     """
@@ -224,10 +227,10 @@ class DataUnslicer(Unslicer):
         return True
 
     def body_piece(self, data: bytes | memoryview) -> None:
-        """The next piece of the body: handed on as C{bytes} (a view into a read is copied, as the target keeps it)."""
+        """The next piece of the body: handed on as it came, a view into a read uncopied (see the module docstring)."""
         target = self._target
         if target is not None:
-            target(self._position, data if type(data) is bytes else bytes(data))
+            target(self._position, data)
         self._position += len(data)
 
     def end_body(self) -> None:

@@ -1,12 +1,23 @@
-"""The CPU floor under end-to-end SHA-256 on loopback: why the hashed bulk case cannot reach the raw ceiling here.
+"""The floors under bulk transfer on loopback: why a checked transfer, or a file copy, falls short of raw here.
 
-    python -m tests.benchmarks.cpu_floor [--gib N]
+    python -m tests.benchmarks.cpu_floor [--gib N] [--no-files]
 
 Prints the CPU seconds per GiB of (a) a plain blocking loopback TCP copy,
 both ends in one process (no Python per chunk: the kernel's two copies and
-little else), and (b) hashlib SHA-256 of the same bytes on one core, and
-from them the fastest a transfer can go on this machine's cores when both
-ends hash every byte, as the default bulk check does.
+little else), and (b) each digest a transfer may be checked with (SHA-256,
+and BLAKE3 when the C{blake3} package is installed) on one core, and from
+them the fastest a transfer can go on this machine's cores when both ends
+hash every byte, as the default bulk check does.
+
+Then (unless C{--no-files}) the floor under the example CLI's case in
+C{bench_bulk}: the same blocking copy, but the sender reads a file in tmpfs
+(C{/dev/shm}, 1 MiB C{pread}s) and the receiver writes what it receives into
+a fresh file in tmpfs (C{pwrite} of each 256 KiB read), without and then
+with BLAKE3 (else SHA-256) at both ends.  No framing, no reactor, one loop
+per end: nothing a real transfer of a file can skip, so its rate is about
+what C{bench_bulk}'s C{cli} case can reach.  Compare its MB/s with the
+socket-only line (and with the raw Twisted producer in C{bench_bulk}):
+the raw producer reads and writes no file.
 """
 
 from __future__ import annotations
@@ -15,21 +26,31 @@ import argparse
 import hashlib
 import os
 import socket
+import tempfile
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 MiB = 1 << 20
 GiB = 1 << 30
+TMPFS = "/dev/shm"
 
 
-def socketCpu(total: int) -> float:
-    """CPU seconds (both ends) to move C{total} bytes over loopback TCP with blocking sockets."""
-    block = os.urandom(MiB)
+def _pair() -> tuple[socket.socket, socket.socket]:
+    """A connected loopback TCP pair: (sending end, receiving end)."""
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(1)
         client = socket.create_connection(server.getsockname())
         conn, _ = server.accept()
+    return client, conn
+
+
+def socketCpu(total: int) -> float:
+    """CPU seconds (both ends) to move C{total} bytes over loopback TCP with blocking sockets."""
+    block = os.urandom(MiB)
+    client, conn = _pair()
 
     def send() -> None:
         for _ in range(total // MiB):
@@ -47,28 +68,136 @@ def socketCpu(total: int) -> float:
     return time.process_time() - started
 
 
-def hashCpu(total: int) -> float:
-    """CPU seconds for one SHA-256 of C{total} bytes."""
+def newDigest(name: str) -> Any:
+    """A fresh hash object: C{"blake3"} from the blake3 package, anything else from hashlib."""
+    if name == "blake3":
+        import blake3  # type: ignore[import-not-found]
+
+        return blake3.blake3()
+    return hashlib.new(name)
+
+
+def hashCpu(total: int, name: str = "sha256") -> float:
+    """CPU seconds for one digest C{name} of C{total} bytes, 1 MiB updates."""
     block = os.urandom(MiB)
-    digest = hashlib.sha256()
+    digest = newDigest(name)
     started = time.process_time()
     for _ in range(total // MiB):
         digest.update(block)
     return time.process_time() - started
 
 
+def digests() -> list[str]:
+    """The digests a transfer may be checked with here: SHA-256, and BLAKE3 when installed."""
+    try:
+        import blake3  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError:
+        return ["sha256"]
+    return ["sha256", "blake3"]
+
+
+def sourceFile(total: int) -> str:
+    """A file of C{total} bytes in tmpfs (one random MiB, rotated per MiB so no two MiB are equal)."""
+    block = os.urandom(MiB)
+    handle, path = tempfile.mkstemp(dir=TMPFS, prefix="chunkwire-floor-")
+    with os.fdopen(handle, "wb") as file:
+        for index in range(total // MiB):
+            shift = (index * 40503) % MiB
+            file.write(block[shift:] + block[:shift])
+    return path
+
+
+def fileCopy(source: str, total: int, digest: str | None) -> tuple[float, float]:
+    """
+    Copy C{source} over loopback TCP into a fresh tmpfs file (see the module
+    docstring), hashing at both ends if C{digest}: (MB/s, CPU-s per GiB).
+    """
+    client, conn = _pair()
+    update: Callable[[Any], Any] = newDigest(digest).update if digest else _nothing
+
+    def send() -> None:
+        fd = os.open(source, os.O_RDONLY)
+        sending = newDigest(digest).update if digest else _nothing
+        for offset in range(0, total, MiB):
+            data = os.pread(fd, MiB, offset)
+            sending(data)
+            client.sendall(data)
+        os.close(fd)
+        client.close()
+
+    handle, target = tempfile.mkstemp(dir=TMPFS, prefix="chunkwire-floor-")
+    cpu, wall = time.process_time(), time.perf_counter()
+    sender = threading.Thread(target=send)
+    sender.start()
+    offset = 0
+    while data := conn.recv(256 * 1024):
+        update(data)
+        os.pwrite(handle, data, offset)
+        offset += len(data)
+    sender.join()
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    os.close(handle)
+    os.unlink(target)
+    conn.close()
+    return total / wall / 1e6, cpu * GiB / total
+
+
+def _nothing(data: Any) -> None:
+    """No digest."""
+
+
+def printFileFloor(total: int) -> None:
+    """The tmpfs-to-tmpfs copy's rate and CPU, against the socket alone (see the module docstring)."""
+    source = sourceFile(total)
+    fast = digests()[-1]
+    try:
+        for label, digest in (("file to file, no digest", None), (f"file to file, {fast} at both ends", fast)):
+            rate, cpu = fileCopy(source, total, digest)
+            print(f"{label}: {rate:,.0f} MB/s, {cpu:.2f} CPU-s per GiB (both ends)")
+    finally:
+        os.unlink(source)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gib", type=float, default=1.0, help="GiB to move and to hash (default 1)")
+    parser.add_argument("--no-files", action="store_true", help="skip the tmpfs file-to-file floor")
     args = parser.parse_args()
-    total = int(args.gib * GiB)
+    total = int(args.gib * GiB) // MiB * MiB
     cores = os.cpu_count() or 1
-    copy, digest = socketCpu(total) / args.gib, hashCpu(total) / args.gib
-    floor = copy + 2 * digest
+    copy = socketCpu(total) / args.gib
     print(f"plain loopback TCP copy, both ends: {copy:.2f} CPU-s per GiB")
-    print(f"SHA-256 on one core: {digest:.2f} CPU-s per GiB; both ends hash: {2 * digest:.2f}")
-    print(f"with both ends hashing: at least {floor:.2f} CPU-s per GiB; on {cores} cores no faster than")
-    print(f"  {cores / floor * GiB / 1e6:,.0f} MB/s (compare the raw Twisted producer in bench_bulk)")
+    for name in digests():
+        digest = hashCpu(total, name) / args.gib
+        floor = copy + 2 * digest
+        print(f"{name} on one core: {digest:.2f} CPU-s per GiB; both ends hash: {2 * digest:.2f}")
+        print(f"  with both ends hashing: at least {floor:.2f} CPU-s per GiB; on {cores} cores no faster than")
+        print(f"  {cores / floor * GiB / 1e6:,.0f} MB/s (compare the raw Twisted producer in bench_bulk)")
+    if not args.no_files and os.path.isdir(TMPFS):
+        rate, _ = socketRate(total)
+        print(f"socket only, same loops: {rate:,.0f} MB/s")
+        printFileFloor(total)
+
+
+def socketRate(total: int) -> tuple[float, float]:
+    """The socket-only rate of the same blocking loops (no file, no digest): what the file floor is set against."""
+    client, conn = _pair()
+    block = os.urandom(MiB)
+
+    def send() -> None:
+        for _ in range(total // MiB):
+            client.sendall(block)
+        client.close()
+
+    cpu, wall = time.process_time(), time.perf_counter()
+    sender = threading.Thread(target=send)
+    sender.start()
+    while conn.recv(256 * 1024):
+        pass
+    sender.join()
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    conn.close()
+    return total / wall / 1e6, cpu * GiB / total
 
 
 if __name__ == "__main__":
