@@ -65,11 +65,9 @@ class _Call(Deferred[Any]):
 
     __slots__ = ("requestId", "name", "timer")
 
-    def __init__(self, canceller: Callable[[Deferred[Any]], None], requestId: int, name: str) -> None:
-        super().__init__(canceller)
-        self.requestId = requestId
-        self.name = name
-        self.timer: Any = None
+    requestId: int
+    name: str
+    timer: Any
 
 
 def _callsGone(call: Deferred[Any]) -> None:
@@ -132,11 +130,15 @@ class OutgoingCalls:
             waiting = len(self._pending)
             return fail(TooManyPendingCalls(f"cannot call {name!r}: {waiting} calls already wait for answers"))
         requestId = self._lastRequestId = next(self._requestIds)
-        call = _Call(self._cancelCall, requestId, name)
+        # (Deferred's own __init__, then the fields set here: one call less per call than an __init__ of ours)
+        call = _Call(self._cancelCall)
+        call.requestId, call.name, call.timer = requestId, name, None
         # Pending before sending: a synchronous transport may answer at once.
         self._pending[requestId] = call
-        outgoing = Outgoing()
+        # (made here only for the extensions to see: else sendObject makes one if a slicer runs)
+        outgoing = None
         if self._callSent:
+            outgoing = Outgoing()
             for callSent in self._callSent:
                 callSent(call, outgoing)
         try:
