@@ -516,16 +516,21 @@ parse_record(Parse *ps, unsigned long long depth, const Record *record, PyObject
     return OK;
 }
 
+/* Whether the bytes object `name` holds the `length` bytes at `data`. */
+static int
+same_name(PyObject *name, const unsigned char *data, unsigned long long length)
+{
+    return (unsigned long long)PyBytes_GET_SIZE(name) == length &&
+           memcmp(PyBytes_AS_STRING(name), data, (size_t)length) == 0;
+}
+
 static const Record *
 find_record(const Reader *reader, const unsigned char *name, unsigned long long length)
 {
     Py_ssize_t i;
-    for (i = 0; i < reader->record_count; i++) {
-        const Record *record = &reader->records[i];
-        if ((unsigned long long)PyBytes_GET_SIZE(record->name) == length &&
-            memcmp(PyBytes_AS_STRING(record->name), name, (size_t)length) == 0)
-            return record;
-    }
+    for (i = 0; i < reader->record_count; i++)
+        if (same_name(reader->records[i].name, name, length))
+            return &reader->records[i];
     return NULL;
 }
 
@@ -759,12 +764,9 @@ static const Nested *
 find_nested(const Reader *reader, const unsigned char *name, unsigned long long length)
 {
     Py_ssize_t i;
-    for (i = 0; i < reader->nested_count; i++) {
-        const Nested *type = &reader->nested[i];
-        if ((unsigned long long)PyBytes_GET_SIZE(type->name) == length &&
-            memcmp(PyBytes_AS_STRING(type->name), name, (size_t)length) == 0)
-            return type;
-    }
+    for (i = 0; i < reader->nested_count; i++)
+        if (same_name(reader->nested[i].name, name, length))
+            return &reader->nested[i];
     return NULL;
 }
 
