@@ -251,8 +251,10 @@ class Interception:
             self._safely(interceptor.connectionMade, self.broker)
 
     def connectionLost(self, reason: Failure) -> None:
-        answering, self._answering = self._answering, {}
-        for entry in answering.values():
+        # (emptied in place: in the recorders' case IncomingCalls writes to this same dict)
+        entries = list(self._answering.values())
+        self._answering.clear()
+        for entry in entries:
             self._finish(entry, LOST, None)
         for interceptor in self._reversed:
             self._safely(interceptor.connectionLost, self.broker)
