@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
@@ -48,10 +49,14 @@ def readUntil(process: subprocess.Popen[bytes], pattern: bytes, timeout: float =
         output += chunk
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """Terminate a started process (if it still runs) and wait for it."""
+def stop(process: subprocess.Popen[Any], grace: float = 15) -> None:
+    """Terminate a started process (if it still runs), kill it if it is not gone within C{grace} s, close its stdout."""
     if process.poll() is None:
         process.terminate()
-    process.wait(timeout=10)
-    if process.stdout is not None:
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    if process.stdout is not None and not process.stdout.closed:
         process.stdout.close()

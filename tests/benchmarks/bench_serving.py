@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..processes import stop
 from ._harness import REPO_ROOT, BenchResult, Criterion, Options, markdown_table, print_result, write_results
 
 NAME = "serving"
@@ -202,16 +203,6 @@ def _start(args: list[str], root: Path) -> tuple[subprocess.Popen[str], dict[str
     return process, json.loads(process.stdout.readline())
 
 
-def _stop(process: subprocess.Popen[str]) -> None:
-    if process.poll() is None:
-        process.terminate()
-    try:
-        process.wait(15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
 def _measure(port: int, serverPids: list[int], clients: int, connections: int, seconds: float) -> dict[str, Any]:
     """Run C{clients} load processes against C{port} together; calls/s and CPU per call over the window."""
     loads = [_start(["load", str(port), str(seconds), str(connections), "32"], REPO_ROOT)[0] for _ in range(clients)]
@@ -232,7 +223,7 @@ def _measure(port: int, serverPids: list[int], clients: int, connections: int, s
             try:
                 process.wait(10)
             except subprocess.TimeoutExpired:
-                _stop(process)
+                stop(process)
     calls = sum(r["calls"] for r in results)
     elapsed = max(r["seconds"] for r in results)
     return {
@@ -253,7 +244,7 @@ def measureVariant(variant: str, seconds: float, baseline: Path | None) -> dict[
     try:
         return _measure(info["port"], [info["pid"]], 1, 1, seconds)
     finally:
-        _stop(server)
+        stop(server)
 
 
 def measureWorkers(count: int, seconds: float) -> dict[str, Any]:
@@ -262,7 +253,7 @@ def measureWorkers(count: int, seconds: float) -> dict[str, Any]:
         time.sleep(1.0)  # the workers import and adopt
         return _measure(info["port"], info["pids"], 2, 4, seconds)
     finally:
-        _stop(supervisor)
+        stop(supervisor)
 
 
 def run(

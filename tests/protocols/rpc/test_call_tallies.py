@@ -80,9 +80,7 @@ class RecorderTests(SynchronousTestCase):
         self.pair = Pair([self.recorder], [])
 
     def call(self, name: str, *args: Any) -> Any:
-        call = self.pair.root.callRemote(name, *args)
-        self.pair.flush()
-        return call
+        return self.pair.call(name, *args)
 
     def tally(self, method: str) -> CallTally:
         return self.recorder.tallies[(SERVER, method)]

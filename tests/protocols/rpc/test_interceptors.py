@@ -75,6 +75,12 @@ class Pair:
             self.clock.advance(0)
             self.memory.flush()
 
+    def call(self, name: str, *args: Any) -> Any:
+        """Call C{name} on the server's root and deliver everything: the call's Deferred."""
+        call = self.root.callRemote(name, *args)
+        self.flush()
+        return call
+
 
 class ServerSideTests(SynchronousTestCase):
     """The answering side's interceptors."""
@@ -84,9 +90,7 @@ class ServerSideTests(SynchronousTestCase):
         self.pair = Pair([self.recorder], [])
 
     def call(self, name: str, *args: Any) -> Any:
-        call = self.pair.root.callRemote(name, *args)
-        self.pair.flush()
-        return call
+        return self.pair.call(name, *args)
 
     def test_answered(self) -> None:
         """An answered call starts and ends once, OK, with its method, the peer, its side and its timing."""

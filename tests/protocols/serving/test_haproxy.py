@@ -27,7 +27,7 @@ from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
 from protocols import rpc
-from tests.processes import ENV, ROOT, readUntil
+from tests.processes import ENV, ROOT, readUntil, stop
 
 from ..helpers import pytestTest, trialTest
 from .haproxy import haproxyPath, scalingConfig
@@ -102,15 +102,7 @@ class Cluster:
 
     def stop(self) -> None:
         for process in [*self.backends.values(), self.haproxy]:
-            if process.poll() is None:
-                process.terminate()
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            if process.stdout is not None and not process.stdout.closed:
-                process.stdout.close()
+            stop(process)
         self.log.close()
 
 

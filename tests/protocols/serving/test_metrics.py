@@ -34,9 +34,7 @@ class PrometheusTests(SynchronousTestCase):
         return self.registry.get_sample_value(name, labels)
 
     def call(self, name: str, *args: Any) -> Any:
-        call = self.pair.root.callRemote(name, *args)
-        self.pair.flush()
-        return call
+        return self.pair.call(name, *args)
 
     def test_callsAndLatency(self) -> None:
         """Each ended call is counted by side, method and outcome, and its latency observed per method."""
@@ -121,7 +119,7 @@ async def twistMetrics(reactor: Any) -> None:
     from twisted.web.client import Agent, readBody
 
     from protocols import rpc
-    from tests.processes import ENV, ROOT, readUntil
+    from tests.processes import ENV, ROOT, readUntil, stop
 
     ports = []
     for _ in range(2):
@@ -144,10 +142,7 @@ async def twistMetrics(reactor: Any) -> None:
         assert 'chunkwire_rpc_calls_total{method="put",outcome="ok",side="server"} 1.0' in body, body[-3000:]
         assert "chunkwire_connections_opened_total 1.0" in body
     finally:
-        process.terminate()
-        process.wait(10)
-        assert process.stdout is not None
-        process.stdout.close()
+        stop(process)
 
 
 class TwistMetricsTests(TestCase):

@@ -20,7 +20,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from protocols import rpc
 from protocols.serving import adoptedEndpoint
 from protocols.serving.workers import Supervisor, backoff, bind, twistWorkerCommand
-from tests.processes import ENV, ROOT, readUntil
+from tests.processes import ENV, ROOT, readUntil, stop
 
 from ..helpers import pytestTest, trialTest
 
@@ -196,20 +196,7 @@ async def twistWorkers(reactor: Any) -> None:
                 continue
             raise AssertionError(f"worker {pid} still runs")
     finally:
-        _end(process)
-
-
-def _end(process: subprocess.Popen[bytes]) -> None:
-    """Stop a supervisor (SIGTERM: its workers stop too), killing it only if it does not."""
-    if process.poll() is None:
-        process.terminate()
-    try:
-        process.wait(15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    assert process.stdout is not None
-    process.stdout.close()
+        stop(process)  # SIGTERM: a supervisor stops its workers too
 
 
 async def orphanedWorkers(reactor: Any) -> None:
@@ -236,7 +223,7 @@ async def orphanedWorkers(reactor: Any) -> None:
 
         await _until(reactor, gone)
     finally:
-        _end(process)
+        stop(process)  # SIGTERM: a supervisor stops its workers too
         for pid in workers:
             # Only if the test failed: nothing may outlive it.
             try:
