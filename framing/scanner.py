@@ -334,7 +334,7 @@ class TokenScanner:
         if self._error is None and self.state == WANT_REST:
             # No next chunk will come: the held tokens go to the sink as the pure path would have sent them.
             self.state = WANT_HEADER
-            self._held_limit = 0
+            self._held_limit = 0  # (and nothing is held again: no chunk will follow)
             try:
                 self._scan()
             except ProtocolError as error:
@@ -394,12 +394,13 @@ class TokenScanner:
                         if resumed != pos:
                             pos = resumed
                             continue
-                    # (held only if nothing follows it, in a new chunk or the chain's last, and once)
-                    last = direct or len(self._chain) == end - start
+                    # Held only if the reader stopped for the cut alone (asked first: the cheap test that
+                    # fails for every OPEN of an object the pure path reads), if nothing follows it (in a
+                    # new chunk or the chain's last), and once.
                     if (
-                        last
+                        compiled.fast_reader.cut
                         and end - pos <= self._held_limit
-                        and compiled.fast_reader.cut
+                        and (direct or len(self._chain) == end - start)
                         and not (rejoined and pos == 0)
                     ):
                         self.state = WANT_REST
