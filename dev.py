@@ -221,6 +221,8 @@ def asan(rest: list[str]) -> int:
             "tests/framing/test_cores.py",
             "tests/framing/test_cores_nested.py",
             "tests/framing/test_vectors.py",
+            "tests/framing/test_whole_body.py",
+            "tests/framing/test_recovery.py",
         ]
         check = "import framing; assert framing.implementation == 'compiled', framing.implementation"
         status = subprocess.run([str(PYTHON), "-c", check], cwd=work, env=env).returncode

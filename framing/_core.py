@@ -96,6 +96,29 @@ def reader(limits: Limits, registry: Registry, results: list[Any] | None = None,
     """
     if speedups is None:
         return None
+    limited, builds, costs, found, nested = _reader_arguments(limits, registry)
+    return speedups.Reader(limited, builds, costs, _RANDOMIZED, results, stack, found, nested)
+
+
+_MAX_KEPT_LIMITS = 16
+
+
+def _reader_arguments(limits: Limits, registry: Registry) -> tuple[Any, ...]:
+    """
+    What a reader for C{limits} and C{registry} is made from, kept in the
+    registry's C{codec_cache} per C{limits} (a decoder is made per
+    connection, and working this out costs more than the rest of it).
+    """
+    kept: dict[Limits, tuple[Any, ...]] = registry.codec_cache.setdefault("reader_arguments", {})
+    arguments = kept.get(limits)
+    if arguments is None:
+        if len(kept) >= _MAX_KEPT_LIMITS:
+            kept.clear()  # (a few Limits are the rule; made afresh per connection, they are not kept)
+        arguments = kept[limits] = _work_out_arguments(limits, registry)
+    return arguments
+
+
+def _work_out_arguments(limits: Limits, registry: Registry) -> tuple[Any, ...]:
     numbers = (
         limits.max_header_length,
         limits.max_bytes_length,
@@ -111,7 +134,7 @@ def reader(limits: Limits, registry: Registry, results: list[Any] | None = None,
     costs = (*(cost for cls in _BUILT_INS for cost in (cls.open_cost, cls.item_cost)), TRACKED_KEY_COST)
     limited = tuple(min(n, _MAX) for n in numbers)
     nested = (limits, NOTHING, DEFAULT_ITEM_COST, nested_types(registry))
-    return speedups.Reader(limited, builds, costs, _RANDOMIZED, results, stack, records(registry), nested)
+    return limited, builds, costs, records(registry), nested
 
 
 _MAX_RECORDS = 8
@@ -194,3 +217,8 @@ def encoder() -> Callable[..., bytes | None] | None:
 def parts_encoder() -> Callable[[Any, int, bytes], bytes | None] | None:
     """The compiled writer of a slicer's container, C{encode_parts(parts, max_depth, opening)}, or C{None}."""
     return None if speedups is None else speedups.encode_parts
+
+
+def whole_body() -> Any:
+    """A compiled L{framing.scanner.WholeBody} (its per-chunk C{take} is one C call), or C{None}."""
+    return None if speedups is None else speedups.WholeBody()

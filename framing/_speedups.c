@@ -1580,6 +1580,193 @@ speedups_encode_parts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* ------------------------------------------------------------------------ */
+/* The scanner's WholeBody (framing/scanner.py's WholeBody is the reference) */
+
+/* A whole body's first buffer, or less if it is shorter (scanner._FIRST_CAPACITY). */
+#define FIRST_CAPACITY (64 * 1024)
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *buffer;        /* a bytes object only this owns, filled up to used; or NULL */
+    Py_ssize_t length;       /* the body's announced length */
+    Py_ssize_t capacity;     /* the buffer's size: used <= capacity <= length */
+    Py_ssize_t used;
+    Py_ssize_t remaining;    /* length - used while a body is collected; 0 between bodies */
+} WholeBody;
+
+static void
+wholebody_empty(WholeBody *self)
+{
+    Py_CLEAR(self->buffer);
+    self->length = self->capacity = self->used = self->remaining = 0;
+}
+
+static void
+wholebody_dealloc(WholeBody *self)
+{
+    Py_CLEAR(self->buffer);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+wholebody_start(WholeBody *self, PyObject *arg)
+{
+    Py_ssize_t length = PyLong_AsSsize_t(arg);
+    if (length == -1 && PyErr_Occurred())
+        return NULL;
+    if (length < 0) {
+        PyErr_SetString(PyExc_ValueError, "a body's length is not negative");
+        return NULL;
+    }
+    wholebody_empty(self);
+    self->length = self->remaining = length;
+    Py_RETURN_NONE;
+}
+
+/* Copy size bytes in; the caller has checked that size <= remaining, so
+ * used + size <= length and nothing is written past the buffer. */
+static int
+wholebody_copy(WholeBody *self, const char *data, Py_ssize_t size)
+{
+    Py_ssize_t end = self->used + size;
+    if (size == 0)
+        return 0;  /* (and no buffer is made: an empty body's value is b"") */
+    if (end > self->capacity) {
+        /* Doubling, up to the length: never over twice what arrived.  The
+         * new bytes are not zeroed: each is written before it is read. */
+        Py_ssize_t capacity = self->capacity > self->length / 2 ? self->length : 2 * self->capacity;
+        if (capacity < end)
+            capacity = end;
+        if (capacity < FIRST_CAPACITY)
+            capacity = FIRST_CAPACITY < self->length ? FIRST_CAPACITY : self->length;
+        if (self->buffer == NULL) {
+            self->buffer = PyBytes_FromStringAndSize(NULL, capacity);
+            if (self->buffer == NULL)
+                return -1;
+        }
+        else if (_PyBytes_Resize(&self->buffer, capacity) < 0) {
+            /* (the buffer is gone: the body cannot be completed) */
+            self->length = self->capacity = self->used = self->remaining = 0;
+            return -1;
+        }
+        self->capacity = capacity;
+    }
+    memcpy(PyBytes_AS_STRING(self->buffer) + self->used, data, (size_t)size);
+    self->used = end;
+    self->remaining -= size;
+    return 0;
+}
+
+static PyObject *
+wholebody_take(WholeBody *self, PyObject *data)
+{
+    Py_buffer view;
+    int status;
+    if (PyBytes_CheckExact(data)) {
+        /* the common case: a read off the socket */
+        if (PyBytes_GET_SIZE(data) >= self->remaining)
+            Py_RETURN_FALSE;
+        if (wholebody_copy(self, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data)) < 0)
+            return NULL;
+        Py_RETURN_TRUE;
+    }
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (view.len >= self->remaining) {
+        PyBuffer_Release(&view);
+        Py_RETURN_FALSE;
+    }
+    status = wholebody_copy(self, view.buf, view.len);
+    PyBuffer_Release(&view);
+    if (status < 0)
+        return NULL;
+    Py_RETURN_TRUE;
+}
+
+static PyObject *
+wholebody_write(WholeBody *self, PyObject *data)
+{
+    Py_buffer view;
+    int status;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (view.len > self->remaining) {
+        PyBuffer_Release(&view);
+        PyErr_Format(PyExc_ValueError, "%zd bytes written where %zd remain of the body", view.len, self->remaining);
+        return NULL;
+    }
+    status = wholebody_copy(self, view.buf, view.len);
+    PyBuffer_Release(&view);
+    if (status < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+wholebody_held(WholeBody *self, PyObject *Py_UNUSED(ignored))
+{
+    return PyLong_FromSsize_t(self->used);
+}
+
+static PyObject *
+wholebody_value(WholeBody *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *value = self->buffer;
+    if (value == NULL)
+        value = PyBytes_FromStringAndSize(NULL, 0);
+    else if (self->used < self->capacity && _PyBytes_Resize(&value, self->used) < 0) {
+        self->buffer = NULL;
+        wholebody_empty(self);
+        return NULL;
+    }
+    self->buffer = NULL;
+    wholebody_empty(self);
+    return value;
+}
+
+static PyObject *
+wholebody_abandon(WholeBody *self, PyObject *Py_UNUSED(ignored))
+{
+    self->remaining = 0;
+    Py_RETURN_NONE;
+}
+
+static PyMemberDef wholebody_members[] = {
+    {"remaining", T_PYSSIZET, offsetof(WholeBody, remaining), READONLY,
+     "Bytes of the body still to come (0 between bodies)."},
+    {"capacity", T_PYSSIZET, offsetof(WholeBody, capacity), READONLY,
+     "Bytes the buffer holds room for."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMethodDef wholebody_methods[] = {
+    {"start", (PyCFunction)wholebody_start, METH_O, "start(length): begin a body of length bytes."},
+    {"take", (PyCFunction)wholebody_take, METH_O,
+     "take(data) -> bool: copy data in if it is all body and ends none of it;\n"
+     "else take nothing and return False."},
+    {"write", (PyCFunction)wholebody_write, METH_O, "write(data): copy in data, at most remaining bytes."},
+    {"held", (PyCFunction)wholebody_held, METH_NOARGS, "held() -> int: bytes of the body that have arrived."},
+    {"value", (PyCFunction)wholebody_value, METH_NOARGS,
+     "value() -> bytes: the body; the buffer is emptied for the next body."},
+    {"abandon", (PyCFunction)wholebody_abandon, METH_NOARGS,
+     "abandon(): expect no more of this body; take takes nothing from now on."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject WholeBodyType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "framing._speedups.WholeBody",
+    .tp_basicsize = sizeof(WholeBody),
+    .tp_dealloc = (destructor)wholebody_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "WholeBody(): collects a whole body to hand out as one bytes, copying\n"
+              "each byte once (framing/scanner.py's WholeBody, compiled).",
+    .tp_methods = wholebody_methods,
+    .tp_members = wholebody_members,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ------------------------------------------------------------------------ */
 
 static PyMethodDef speedups_methods[] = {
     {"encode", (PyCFunction)(void (*)(void))speedups_encode, METH_FASTCALL, encode_doc},
@@ -1601,6 +1788,8 @@ PyInit__speedups(void)
     PyObject *module;
     if (PyType_Ready(&ReaderType) < 0)
         return NULL;
+    if (PyType_Ready(&WholeBodyType) < 0)
+        return NULL;
     str_check_token = PyUnicode_InternFromString("check_token");
     str_receive_child = PyUnicode_InternFromString("receive_child");
     str_finish = PyUnicode_InternFromString("finish");
@@ -1612,6 +1801,12 @@ PyInit__speedups(void)
     Py_INCREF(&ReaderType);
     if (PyModule_AddObject(module, "Reader", (PyObject *)&ReaderType) < 0) {
         Py_DECREF(&ReaderType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    Py_INCREF(&WholeBodyType);
+    if (PyModule_AddObject(module, "WholeBody", (PyObject *)&WholeBodyType) < 0) {
+        Py_DECREF(&WholeBodyType);
         Py_DECREF(module);
         return NULL;
     }

@@ -149,6 +149,7 @@ class Decoder:
         self.handlers = list(self._building)
         self.accepts_all = constraint is None
         self._scanner = TokenScanner(self, self.limits, preamble)
+        self._take_body = self._scanner.take_body
 
     def reconfigure(self, limits: Limits | None = None, registry: Registry | None = None) -> None:
         """
@@ -199,6 +200,10 @@ class Decoder:
             objects this C{data} completed before the break are on the
             error's C{results}.
         """
+        if self._take_body(data):
+            # (the scanner's first test, made here without its frame: the
+            # middle of a long body, where this is the whole per-chunk cost)
+            return []
         try:
             self._scanner.feed(data)
         except ProtocolError as error:

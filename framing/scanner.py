@@ -17,9 +17,11 @@ not depend on how much is buffered or on the stream's age.
 
 from __future__ import annotations
 
+import functools
 import io
 from typing import Any, Protocol
 
+from . import _core
 from ._core import implementation
 from .chain import ChunkChain
 from .errors import (
@@ -128,41 +130,67 @@ _IS_BODY_KIND = tuple(k in BODY_KINDS for k in range(16))
 _SHORT_BODY = tuple((b >> 4) in BODY_KINDS and (b & 0x0F) < INLINE_LIMIT for b in range(256))
 
 
-class _WholeBody:
+class WholeBody:
     """
-    Collects a body to hand out as one C{bytes}, copying each byte once.
+    Collects a whole body to hand out as one C{bytes}, copying each byte once.
 
-    Its buffer grows by doubling, up to the length the header announced, so
-    it is never more than twice what arrived, and a body of n bytes costs
-    at most about n bytes of copying as it grows.  (Growing only as far as
-    each write, BytesIO's own way, reallocates every eighth; where the
-    allocator cannot grow a block in place, that copies about 8n bytes.)
+    A scanner has one, L{start}ed at each whole body's header and emptied by
+    L{value}.  Its buffer grows by doubling, up to the length the header
+    announced, so it is never more than twice what arrived, and a body of n
+    bytes costs at most about n bytes of copying as it grows.  (Growing only
+    as far as each write, BytesIO's own way, reallocates every eighth; where
+    the allocator cannot grow a block in place, that copies about 8n bytes.)
+    The compiled core has its own, with the same behaviour
+    (C{framing._speedups.WholeBody}).
+
+    @ivar remaining: bytes of the body still to come (0 between bodies).
+    @ivar capacity: bytes the buffer holds room for.
     """
 
-    __slots__ = ("_buffer", "_length", "_capacity", "room", "append")
+    __slots__ = ("_buffer", "_length", "capacity", "remaining")
 
-    def __init__(self, length: int) -> None:
+    def __init__(self) -> None:
         # getvalue() of an exactly-full BytesIO returns its buffer without a second copy.
         self._buffer = io.BytesIO()
-        self._length = length
-        self._capacity = 0
-        self.room = 0
-        """Bytes the buffer takes before it must grow: L{append} may be called directly within it."""
-        self.append = self._buffer.write
+        self._length = 0
+        self.capacity = 0
+        self.remaining = 0
+
+    def start(self, length: int) -> None:
+        """Begin a body of C{length} bytes."""
+        self._length = self.remaining = length
+
+    def take(self, data: bytes) -> bool:
+        """
+        Copy in C{data} if it is all body and ends none of it (the middle of
+        a long body: the per-chunk cost of a large value), and return True;
+        else take nothing and return False.
+        """
+        size = len(data)
+        if size >= self.remaining:
+            return False
+        # (write written out: this is the whole per-chunk cost of a long body)
+        buffer = self._buffer
+        if buffer.tell() + size > self.capacity:
+            self._grow(size)
+        buffer.write(data)
+        self.remaining -= size
+        return True
 
     def write(self, data: bytes | memoryview) -> None:
+        """Copy in C{data}, at most L{remaining} bytes."""
         size = len(data)
-        if size > self.room:
+        buffer = self._buffer
+        if buffer.tell() + size > self.capacity:
             self._grow(size)
-        self.room -= size
-        self.append(data)
+        buffer.write(data)
+        self.remaining -= size
 
     def _grow(self, size: int) -> None:
         buffer = self._buffer
         at = buffer.tell()
         end = at + size
-        capacity = self._capacity = min(self._length, max(2 * self._capacity, end, _FIRST_CAPACITY))
-        self.room = capacity - at
+        capacity = self.capacity = min(self._length, max(2 * self.capacity, end, _FIRST_CAPACITY))
         if capacity > end:
             # (writing the last byte makes BytesIO allocate exactly that much)
             buffer.seek(capacity - 1)
@@ -170,12 +198,19 @@ class _WholeBody:
             buffer.seek(at)
 
     def held(self) -> int:
+        """Bytes of the body that have arrived."""
         return self._buffer.tell()
 
     def value(self) -> bytes:
+        """The body, as one C{bytes}; the buffer is emptied for the next body."""
         value = self._buffer.getvalue()
         self._buffer = io.BytesIO()
+        self._length = self.capacity = self.remaining = 0
         return value
+
+    def abandon(self) -> None:
+        """Expect no more of this body (the stream broke): L{take} takes nothing from now on."""
+        self.remaining = 0
 
 
 _FIRST_CAPACITY = 64 * 1024
@@ -185,14 +220,17 @@ _FIRST_CAPACITY = 64 * 1024
 class _StreamedBody:
     """Passes each piece of a body to the sink as it arrives."""
 
-    __slots__ = ("_kind", "_chunk")
+    __slots__ = ("_kind", "_chunk", "remaining")
 
-    def __init__(self, kind: int, sink: TokenSink) -> None:
+    def __init__(self, kind: int, sink: TokenSink, length: int) -> None:
         self._kind = kind
         self._chunk = sink.body_chunk
+        self.remaining = length
 
     def write(self, data: bytes | memoryview) -> None:
+        # (counted once delivered: if the sink raises, the piece is offered again)
         self._chunk(self._kind, bytes(data) if type(data) is not bytes else data)
+        self.remaining -= len(data)
 
     def held(self) -> int:
         return 0
@@ -205,21 +243,26 @@ class _ViewedBody(_StreamedBody):
 
     def write(self, data: bytes | memoryview) -> None:
         self._chunk(self._kind, data)
+        self.remaining -= len(data)
 
 
 class _SkippedBody:
     """Drops a refused body's bytes as they arrive."""
 
-    __slots__ = ()
+    __slots__ = ("remaining",)
+
+    def __init__(self, length: int) -> None:
+        self.remaining = length
 
     def write(self, data: bytes | memoryview) -> None:
-        pass
+        self.remaining -= len(data)
 
     def held(self) -> int:
         return 0
 
 
-_SKIPPED = _SkippedBody()
+_NO_BODY = _SkippedBody(0)
+"""The body between bodies: none remains."""
 
 
 def _stream_in_place(sink: TokenSink, kind: int, buf: bytes, start: int, stop: int, mode: int) -> None:
@@ -247,9 +290,16 @@ class TokenScanner:
         self._chain = ChunkChain()
         self._error: ProtocolError | None = None
         self._body_kind = 0
-        self._remaining = 0
-        self._body: _WholeBody | _StreamedBody | _SkippedBody = _SKIPPED
-        self._whole: _WholeBody | None = None  # the body, while it is a whole body
+        self._body: WholeBody | _StreamedBody | _SkippedBody = _NO_BODY
+        self._whole: WholeBody = _core.whole_body() or WholeBody()
+        self.take_body = self._whole.take
+        """
+        L{WholeBody.take} of this scanner's whole body: in the middle of a long
+        whole body, it takes a chunk that is all body and ends none, as L{feed}
+        would, and returns True; else it takes nothing and returns False.  A
+        caller that feeds many chunks calls it first to spare one call of
+        L{feed} per chunk (L{framing.Decoder.feed} does).
+        """
         self._body_limits = _body_limits(self.limits)
         self._held_limit = min(HELD_TAIL_LIMIT, self.limits.max_buffered_bytes)
 
@@ -281,24 +331,15 @@ class TokenScanner:
         @raise ProtocolError: the stream is broken; this scanner then refuses
             all further input with the same error.
         """
+        # The middle of a long whole body: the chunk is all body and ends
+        # none, so it is one copy (the per-chunk cost of a large value).  The
+        # chain is empty in WANT_BODY between feeds: each feed moves what it
+        # brought into the body, and a whole body's write does not raise.
+        # (After an error the body takes nothing: see _failed.)
+        if self.take_body(data):
+            return
         if self._error is not None:
             raise self._error
-        whole = self._whole
-        size = len(data)
-        if whole is not None and size < self._remaining:
-            # The middle of a long whole body: the chunk is all body and
-            # ends none, so it is one write (the per-chunk cost of a large
-            # value).  The chain is empty in WANT_BODY between feeds: each
-            # feed moves what it brought into the body, and a whole body's
-            # write does not raise.
-            if size <= whole.room:
-                # (_WholeBody.write written out: one call less per chunk)
-                whole.room -= size
-                whole.append(data)
-            else:
-                whole.write(data)
-            self._remaining -= size
-            return
         try:
             if self.state == WANT_HEADER and not self._chain:
                 # The common case: read tokens in place from the new chunk;
@@ -317,13 +358,17 @@ class TokenScanner:
                 self._chain.append(data)
             self._scan()
         except ProtocolError as error:
-            self._error = error
+            self._failed(error)
             raise
 
     def fail(self, error: ProtocolError) -> None:
         """Refuse all further input with C{error}, and raise it."""
-        self._error = error
+        self._failed(error)
         raise error
+
+    def _failed(self, error: ProtocolError) -> None:
+        self._error = error
+        self._whole.abandon()
 
     def close(self) -> None:
         """
@@ -338,10 +383,10 @@ class TokenScanner:
             try:
                 self._scan()
             except ProtocolError as error:
-                self._error = error
+                self._failed(error)
         if self._error is None and not self.at_boundary:
             where = "the preamble" if self.state == WANT_PREAMBLE else "a token"
-            self._error = TruncatedStream(f"input ended inside {where}")
+            self._failed(TruncatedStream(f"input ended inside {where}"))
         if self._error is not None:
             raise self._error
 
@@ -486,29 +531,28 @@ class TokenScanner:
     def _start_body(self, kind: int, length: int, mode: int) -> None:
         """Enter WANT_BODY for a body whose header was just committed."""
         if mode == BODY_WHOLE:
-            self._body = self._whole = _WholeBody(length)
+            self._whole.start(length)
+            self._body = self._whole
         elif mode == BODY_STREAM:
-            self._body = _StreamedBody(kind, self._sink)
+            self._body = _StreamedBody(kind, self._sink, length)
         elif mode == BODY_VIEWS:
-            self._body = _ViewedBody(kind, self._sink)
+            self._body = _ViewedBody(kind, self._sink, length)
         else:
-            self._body = _SKIPPED
+            self._body = _SkippedBody(length)
         self._body_kind = kind
-        self._remaining = length
         self.state = WANT_BODY
         if not length:
             self._finish_body()
 
     def _body_from(self, data: bytes, offset: int) -> int:
         """Pass the body's share of C{data[offset:]} to its reader; return how many bytes that was."""
+        body = self._body
         available = len(data) - offset
-        if available <= self._remaining:
-            self._body.write(data if not offset else memoryview(data)[offset:])
-            used = available
-        else:
-            used = self._remaining
-            self._body.write(memoryview(data)[offset : offset + used])
-        self._remaining -= used
+        if available <= body.remaining:
+            body.write(data if not offset else memoryview(data)[offset:])
+            return available
+        used = body.remaining
+        body.write(memoryview(data)[offset : offset + used])
         return used
 
     def _body_from_chain(self) -> None:
@@ -518,16 +562,16 @@ class TokenScanner:
             # Commit the body's bytes before the body is delivered: if the
             # sink raises on it, what follows is still in the chain, unread.
             chain.skip(self._body_from(buf, start))
-            if not self._remaining:
+            if not self._body.remaining:
                 self._finish_body()
 
     def _finish_body(self) -> None:
         # Back to WANT_HEADER before delivering, so a raising sink leaves the
         # scanner at a clean token boundary.
         body, kind = self._body, self._body_kind
-        self._body, self._whole = _SKIPPED, None
+        self._body = _NO_BODY
         self.state = WANT_HEADER
-        if isinstance(body, _WholeBody):
+        if body is self._whole:
             self._sink.handlers[kind](body.value())
         elif isinstance(body, _StreamedBody):
             self._sink.body_end(kind)
@@ -551,6 +595,7 @@ def _too_large(kind: int, length: int, limit: int) -> str:
     return f"{KIND_NAMES[kind]} body of {length} bytes exceeds the limit of {limit} bytes{advice}"
 
 
+@functools.lru_cache(maxsize=16)  # (a scanner is made per connection; a few Limits are the rule)
 def _body_limits(limits: Limits) -> tuple[int, ...]:
     by_kind = {
         BYTES: limits.max_bytes_length,

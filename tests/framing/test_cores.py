@@ -425,6 +425,25 @@ class HandBackTests(SynchronousTestCase):
         )
         self.assertEqual(len(made), 1)  # (a registered type inside is run where it sits: no hand-back)
 
+    def test_decoder_follows_registry(self) -> None:
+        """A decoder made after a registration reads the new record in C (a reader's makings are kept per registry)."""
+        made = []
+
+        class Counting(PairUnslicer):
+            def __init__(self, limits: Limits) -> None:
+                made.append(self)
+                super().__init__(limits)
+
+        registry = Registry(DEFAULT_REGISTRY)
+        data = dumps(Pair((1, 2)), USER_TYPES)
+        self.assertIsInstance(Decoder(registry=registry).feed(data)[0], framing.Violation)
+        registry.add_unslicer("tests.Pair", Counting)
+        self.assertEqual(Decoder(registry=registry).feed(data), [Pair((1, 2))])
+        self.assertEqual(made, [])
+        limits = Limits(max_items=1)
+        self.assertIsInstance(Decoder(limits, registry).feed(dumps([1, 2]))[0], framing.Violation)
+        self.assertEqual(Decoder(registry=registry).feed(dumps([1, 2])), [[1, 2]])
+
     def test_record_registered_late(self) -> None:
         """loads follows the registry: an unslicer registered after a first loads is used by the next one."""
         registry = Registry(DEFAULT_REGISTRY)
@@ -550,7 +569,7 @@ class LeakTests(SynchronousTestCase):
     """The compiled core keeps no reference it should not: memory returns to where it was."""
 
     def test_allocated_blocks_return(self) -> None:
-        """Decoding and encoding many objects, handed-back and refused ones included, leaves the blocks as they were."""
+        """Decoding and encoding many objects (handed back, refused, long) leaves the blocks as they were."""
         value = {"id": 7, "xs": [1, -2, 2**63, -(2**63) - 1, 1.5, None, True], "s": "é" * 3, "b": b"x", "t": (1, [])}
         streams = [
             dumps(value),
@@ -573,7 +592,12 @@ class LeakTests(SynchronousTestCase):
                 decoder = Decoder(registry=USER_TYPES)
                 decoder.feed(stream)
             loads(streams[0])
+            decoder = Decoder()
+            for at in range(0, len(long), 4096):  # a long body, taken chunk by chunk
+                decoder.feed(long[at : at + 4096])
+            Decoder().feed(long[:50_000])  # dropped in the middle of its body
 
+        long = dumps(b"y" * 100_000)
         for _ in range(100):
             once()
         gc.collect()

@@ -377,23 +377,3 @@ class SkipCostTests(SynchronousTestCase):
         self.assertIsInstance(results[0], BodyTooLarge)
         self.assertEqual(results[1], ["Money", 1])
         self.assertLess(peak, 3 * CHUNK)
-
-
-class WholeBodyGrowthTests(SynchronousTestCase):
-    """A whole body's buffer doubles up to the announced length: never over twice what arrived, few reallocations."""
-
-    def test_capacity_follows_arrivals(self) -> None:
-        """Fed 4 KiB at a time, the buffer stays within twice the bytes held (or its first 64 KiB) and ends exact."""
-        from framing.scanner import _FIRST_CAPACITY, _WholeBody
-
-        length = 3 * MiB + 5
-        data = bytes(range(256)) * (length // 256) + b"x" * (length % 256)
-        body = _WholeBody(length)
-        capacities = set()
-        for at in range(0, length, 4096):
-            body.write(data[at : at + 4096])
-            held = body.held()
-            capacities.add(body._capacity)
-            self.assertLessEqual(body._capacity, max(2 * held, _FIRST_CAPACITY))
-        self.assertEqual(body.value(), data)
-        self.assertLessEqual(len(capacities), 8)  # 64 KiB doubling to 2 MiB, then the length
