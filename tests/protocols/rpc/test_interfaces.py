@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, Protocol
 
 from twisted.internet.defer import Deferred
@@ -21,6 +22,7 @@ from protocols.rpc import (
     RemoteReference,
     RemoteViolation,
     TypedReference,
+    UnsupportedHint,
     connect,
     interfaceNamed,
     referenceOf,
@@ -170,6 +172,17 @@ class DeclarationTests(SynchronousTestCase):
         check = IExplicit.remoteInterfaceMethods["flip"].checkArguments
         assert check is not None
         self.assertRaises(InvalidValue, check, (2,), {})
+
+    def test_unsupported_hint_names_the_parameter(self) -> None:
+        """A stub hint no constraint describes fails the interface's creation, naming the method and the parameter."""
+        with self.assertRaises(UnsupportedHint) as caught:
+
+            class IUnsupported(RemoteInterface, Protocol, name="test.IUnsupported"):
+                async def save(self, name: str, where: Path) -> None: ...
+
+        self.assertIn("IUnsupported.save", str(caught.exception))
+        self.assertIn("parameter 'where'", str(caught.exception))
+        self.assertIsNone(interfaceNamed("test.IUnsupported"))
 
 
 class ProxyTests(SynchronousTestCase):
