@@ -233,12 +233,14 @@ class ProxyTests(SynchronousTestCase):
         self.assertEqual(self.store.data, {"k": b"v"})
 
     def test_result_checked(self) -> None:
-        """A result the interface's result constraint refuses fails the call with a Violation at result."""
+        """A result the interface's result constraint refuses fails the call with a Violation at result,
+        naming the method and the peer."""
         pair = RpcPair(LyingStore())
         called = pair.root.typed(IStore).count()
         pair.flush()
         failure = self.failureResultOf(called, KindRefused)
         self.assertEqual(failure.value.where, "result")
+        self.assertIn(f"in the answer to 'count' from {pair.client.connection.peerName()}", str(failure.value))
 
     def test_returned_reference_is_typed(self) -> None:
         """A result hinted as an interface arrives as that interface's proxy, already knowing its names."""
