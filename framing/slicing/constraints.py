@@ -126,7 +126,13 @@ class Text(Constraint):
 
 
 class Integer(Constraint):
-    """An C{int} (not a bool) between C{minimum} and C{maximum} inclusive."""
+    """
+    An C{int} (not a bool) between C{minimum} and C{maximum} inclusive.
+
+    A big integer's kind and size (C{max_bytes}) are checked at its header,
+    before its body is kept; a small one is a value token, with no header;
+    the range is checked once the value is decoded.
+    """
 
     def __init__(self, minimum: int | None = None, maximum: int | None = None, max_bytes: int = 64) -> None:
         self.minimum = minimum
@@ -172,7 +178,10 @@ class Float(Constraint):
 
 
 class Boolean(Constraint):
-    """C{True} or C{False}."""
+    """
+    C{True} or C{False}: value tokens, which have no header, so any header
+    at this position is refused at once.
+    """
 
     def check_header(self, kind: int, size: int) -> None:
         raise _refuse_kind(kind, "a bool")
@@ -183,7 +192,10 @@ class Boolean(Constraint):
 
 
 class Optional(Constraint):
-    """C{None} or whatever C{inner} accepts."""
+    """
+    C{None} or whatever C{inner} accepts, checked where C{inner} checks it
+    (C{None} is a value token, with no header).
+    """
 
     def __init__(self, inner: Constraint) -> None:
         self.inner = inner
@@ -294,7 +306,12 @@ class SequenceOf(ListOf):
 
 
 class TupleOf(_Container):
-    """A C{tuple} with exactly one item per given constraint."""
+    """
+    A C{tuple} with exactly one item per given constraint.
+
+    The kind is checked at the OPEN header, an item past the last
+    constraint at its own header, too few items at the CLOSE.
+    """
 
     open_types = ("tuple",)
     python_types = (tuple,)

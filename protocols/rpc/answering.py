@@ -52,6 +52,9 @@ def currentBroker() -> Any:
     return _calling.get()
 
 
+UNANSWERED_REFUSAL = "Refused a call of {name} for no answer from {peer} (not answered): {code}: {violation}"
+"""How a refused call for no answer is logged, here and by interceptors: nobody else hears of it."""
+
 _PLAIN = frozenset({int, float, str, bytes, bool, type(None), list, tuple, dict})
 """Result types that are never a Deferred."""
 
@@ -256,7 +259,7 @@ class IncomingCalls:
     def _logRefusal(self, requestId: int, error: Exception, code: str, name: str) -> None:
         """Count a refused call as a refusal, and log it."""
         if requestId == NO_ANSWER:
-            template = "Refused a call of {name} for no answer from {peer} (not answered): {code}: {violation}"
+            template = UNANSWERED_REFUSAL
         else:
             template = "Refused call {id} of {name} from {peer}: {code}: {violation}"
         self._connection.logRefusal(code, str(error), template, id=requestId, name=escape(name))

@@ -7,7 +7,8 @@ on a server with logins), which side this is, the start and end times
 (C{time.perf_counter}) and the outcome.  C{callStarted} may refuse the call
 by raising: on the answering side the method does not run and the caller
 gets that error (a L{framing.Violation} arrives as a
-L{protocols.rpc.RemoteViolation}, a registered error as itself); on the
+L{protocols.rpc.RemoteViolation}, a registered error as itself; a call
+for no answer is only logged, with its method's name); on the
 calling side nothing is sent and the call's Deferred fails with it.  Each
 call that started ends exactly once, with L{OK}, L{ERROR}, L{REFUSED},
 L{CANCELLED}, L{LOST} (the connection ended first) or L{ONE_WAY} (a call
@@ -42,7 +43,10 @@ from twisted.python.failure import Failure
 from zope.interface import Interface, implementer
 
 from framing import Violation
+from framing.errors import short_repr
 
+from ..logs import escape
+from .answering import UNANSWERED_REFUSAL
 from .errors import NO_SUCH_METHOD, NO_SUCH_OBJECT, VIOLATION, describe
 from .wire import CALL, CANCEL, FAIL, NO_ANSWER, Message
 
@@ -295,13 +299,19 @@ class Interception:
         self._call(message)
 
     def _refuse(self, info: CallInfo, error: Exception) -> None:
-        """An interceptor refused the call: answer it with C{error}, without running it."""
+        """
+        An interceptor refused the call: answer it with C{error}, without
+        running it; a call for no answer is only logged, with its method.
+        """
         typeName, text, details = describe(error)
         info.errorType = typeName
-        if isinstance(error, Violation):
-            self.broker.connection.logRefusal(error.code, text)
-        if info.requestId != NO_ANSWER:
-            self.broker.connection.sendObject(Message((FAIL, info.requestId, typeName, text, None, details)))
+        connection = self.broker.connection
+        if info.requestId == NO_ANSWER:
+            _logUnanswered(connection, info.method, error, text)
+        else:
+            if isinstance(error, Violation):
+                connection.logRefusal(error.code, text)
+            connection.sendObject(Message((FAIL, info.requestId, typeName, text, None, details)))
         self._end(info, REFUSED)
 
     def _cancelReceived(self, message: Message) -> None:
@@ -421,6 +431,21 @@ class Interception:
             hook(argument)
         except Exception:
             self.broker.connection.log.failure("interceptor {hook} failed", hook=hook)
+
+
+def _logUnanswered(connection: Any, method: str, error: Exception, text: str) -> None:
+    """
+    Log a call for no answer that an interceptor refused: its caller is
+    never told, so this line is all there is of it.  A L{Violation} counts
+    as a refusal of the peer (as when the method's constraints refuse it);
+    any other error is logged as a failure here.
+    """
+    if isinstance(error, Violation):
+        connection.logRefusal(error.code, text, UNANSWERED_REFUSAL, name=escape(method))
+        return
+    template = "{peer}: an interceptor refused a call of {name} for no answer (not answered): {error}"
+    shown = escape(f"{type(error).__name__}: {short_repr(error, 200)}")
+    connection.logFailure("call-refused", template, name=escape(method), error=shown)
 
 
 def _overrides(interceptor: Any, name: str) -> bool:

@@ -44,6 +44,7 @@ from typing import Any, ClassVar, Protocol, TypeVar, cast
 from twisted.internet.defer import Deferred, fail
 
 from framing import Violation
+from framing.errors import short_repr
 from framing.slicing.constraints import Constraint, Optional
 
 from .errors import NoSuchMethod
@@ -216,7 +217,7 @@ def _unwrapped(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any
 def _proxyMethod(reference: RemoteReference, declared: RemoteMethod) -> Callable[..., Deferred[Any]]:
     """The proxy's method for C{declared}: check, call, check the result (and type a returned reference)."""
     name, check, result = declared.name, declared.checkArguments, declared.result
-    answered = _resultCheck(name, result) if result is not None else None
+    answered = _resultCheck(reference, name, result) if result is not None else None
 
     def call(*args: Any, **kwargs: Any) -> Deferred[Any]:
         args, kwargs = _unwrapped(args, kwargs)
@@ -232,7 +233,7 @@ def _proxyMethod(reference: RemoteReference, declared: RemoteMethod) -> Callable
     return call
 
 
-def _resultCheck(name: str, constraint: Constraint) -> Callable[[Any], Any]:
+def _resultCheck(reference: RemoteReference, name: str, constraint: Constraint) -> Callable[[Any], Any]:
     inner = constraint.inner if isinstance(constraint, Optional) else constraint
     interface = inner.interface if isinstance(inner, RefOf) else None
 
@@ -240,10 +241,18 @@ def _resultCheck(name: str, constraint: Constraint) -> Callable[[Any], Any]:
         try:
             constraint.validate(value)
         except Violation as violation:
+            # Named as the broker names an answer it refuses: which call, and who.
             violation.where = "result" + violation.where
+            violation.message += f"; in the answer to {short_repr(name)}{_fromPeer(reference)}"
             raise
         if interface is not None and value is not None:
             return interface.remoteProxy(value)
         return value
 
     return answered
+
+
+def _fromPeer(reference: RemoteReference) -> str:
+    """C{" from PEER"} for a reference on a broker's connection; empty for any other L{Caller}."""
+    connection = getattr(reference.broker, "connection", None)
+    return f" from {connection.peerName()}" if connection is not None else ""

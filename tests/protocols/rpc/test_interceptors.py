@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet.task import Clock
+from twisted.logger import formatEvent
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from framing import Violation
@@ -145,6 +146,25 @@ class ServerSideTests(SynchronousTestCase):
         self.assertIn("not for you", str(error))
         self.assertIsNone(self.pair.service.received)
         self.assertEqual([info.outcome for info in self.recorder.ended], [REFUSED])
+
+    def test_oneWayRefusedLogged(self) -> None:
+        """A call for no answer an interceptor refuses is not run, nothing is sent back, and the server logs it."""
+        self.pair.flush()
+        writes = len(self.pair.memory.serverTransport.writes)
+        self.recorder.refuse["keep"] = Violation("not for you")
+        self.recorder.refuse["echo"] = NotFound("quota", 1)
+        self.pair.root.callRemoteOnly("keep", 1)
+        self.pair.root.callRemoteOnly("echo", 1)
+        self.pair.flush()
+        self.assertIsNone(self.pair.service.received)
+        self.assertEqual(len(self.pair.memory.serverTransport.writes), writes)
+        self.assertEqual([info.outcome for info in self.recorder.ended], [REFUSED, REFUSED])
+        logged = "\n".join(formatEvent(event) for event in self.pair.events)
+        self.assertIn("Refused a call of keep for no answer", logged)
+        self.assertIn("not for you", logged)
+        self.assertIn("an interceptor refused a call of echo for no answer", logged)
+        self.assertIn("NotFound", logged)
+        self.assertTrue(self.pair.client.isConnected())
 
     def test_refusedByRegisteredError(self) -> None:
         """An interceptor raising a registered error refuses the call with that error."""

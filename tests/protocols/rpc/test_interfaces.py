@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, Protocol
 
 from twisted.internet.defer import Deferred
@@ -21,6 +22,7 @@ from protocols.rpc import (
     RemoteReference,
     RemoteViolation,
     TypedReference,
+    UnsupportedHint,
     connect,
     interfaceNamed,
     referenceOf,
@@ -171,6 +173,17 @@ class DeclarationTests(SynchronousTestCase):
         assert check is not None
         self.assertRaises(InvalidValue, check, (2,), {})
 
+    def test_unsupported_hint_names_the_parameter(self) -> None:
+        """A stub hint no constraint describes fails the interface's creation, naming the method and the parameter."""
+        with self.assertRaises(UnsupportedHint) as caught:
+
+            class IUnsupported(RemoteInterface, Protocol, name="test.IUnsupported"):
+                async def save(self, name: str, where: Path) -> None: ...
+
+        self.assertIn("IUnsupported.save", str(caught.exception))
+        self.assertIn("parameter 'where'", str(caught.exception))
+        self.assertIsNone(interfaceNamed("test.IUnsupported"))
+
 
 class ProxyTests(SynchronousTestCase):
     """The client's typed proxy checks calls locally, and results when they arrive."""
@@ -220,12 +233,14 @@ class ProxyTests(SynchronousTestCase):
         self.assertEqual(self.store.data, {"k": b"v"})
 
     def test_result_checked(self) -> None:
-        """A result the interface's result constraint refuses fails the call with a Violation at result."""
+        """A result the interface's result constraint refuses fails the call with a Violation at result,
+        naming the method and the peer."""
         pair = RpcPair(LyingStore())
         called = pair.root.typed(IStore).count()
         pair.flush()
         failure = self.failureResultOf(called, KindRefused)
         self.assertEqual(failure.value.where, "result")
+        self.assertIn(f"in the answer to 'count' from {pair.client.connection.peerName()}", str(failure.value))
 
     def test_returned_reference_is_typed(self) -> None:
         """A result hinted as an interface arrives as that interface's proxy, already knowing its names."""
