@@ -478,6 +478,11 @@ class TokenScanner:
                         pos = body_start + value
                         sink.body_end(kind)  # (the body is committed: if this raises, it is dropped)
                         continue
+                    # A refused body lying here is passed over, as one in the chain would be.  (Not
+                    # through WANT_BODY: one of no bytes would end at once, and the token after it
+                    # would be read as a header split across chunks, committed before delivery.)
+                    pos = body_start + value
+                    continue
                 pos = body_start
                 self._start_body(kind, value, mode)
                 break

@@ -115,3 +115,12 @@ class HeldTailTests(SynchronousTestCase):
             for at in range(len(PREAMBLE), len(stream) + 1):
                 pieces = [stream[:at], stream[at:]]
                 self.assertEqual(feed_all(None, pieces, None, USER_TYPES), feed_all(COMPILED, pieces, None, USER_TYPES))
+
+    def test_emptyRefusedBodyThenError(self) -> None:
+        """A refused body of no bytes, then the peer's ERROR, after a held tail: the same on both cores (fuzz_cores)."""
+        pieces = [PREAMBLE + b"tlistsrp", b"\x00P\xb5tli\xeet2"]
+        self.assertEqual(feed_all(None, pieces, None, USER_TYPES), feed_all(COMPILED, pieces, None, USER_TYPES))
+        for at in range(len(PREAMBLE), len(b"".join(pieces)) + 1):
+            whole = b"".join(pieces)
+            cut = [whole[:at], whole[at:]]
+            self.assertEqual(feed_all(None, cut, None, USER_TYPES), feed_all(COMPILED, cut, None, USER_TYPES), at)
