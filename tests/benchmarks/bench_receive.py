@@ -218,6 +218,17 @@ def _criteria(cells: dict[int, dict[str, list[dict[str, Any]]]], sizes: list[int
             )
         )
         out.append(Criterion(f"receive {c} chunks: chunkwire peak / payload at {at}", peak_ratio(cw[top]), "<=", 1.15))
+        if chunk == 4 * KiB:
+            # Issue 17's line: a value of middling size, where a per-chunk cost in Python shows most.
+            out.append(
+                Criterion(
+                    f"receive {c} chunks: chunkwire / prealloc ns/B at 1MiB",
+                    ratio(ns_per_byte(cw[mid]), ns_per_byte(pre[mid])),
+                    "<=",
+                    1.5,
+                    contention_note(cw[mid], pre[mid]),
+                )
+            )
     return out
 
 
