@@ -135,6 +135,17 @@ class PairUnslicer(builtin.BudgetedUnslicer):
         return f"<{len(self.items)}>"
 
 
+def counting_pairs(made: list[PairUnslicer]) -> type[PairUnslicer]:
+    """A PairUnslicer that notes each instance made in C{made} (the reader builds records without making any)."""
+
+    class Counting(PairUnslicer):
+        def __init__(self, limits: Limits) -> None:
+            made.append(self)
+            super().__init__(limits)
+
+    return Counting
+
+
 @implementer(ISlicer)
 class PairSlicer:
     record_name = "tests.Pair"
@@ -405,13 +416,8 @@ class HandBackTests(SynchronousTestCase):
 
     def test_records_built_in_c(self) -> None:
         """A record of built-in values is built by the reader through its builder: its unslicer is never made."""
-        made = []
-
-        class Counting(PairUnslicer):
-            def __init__(self, limits: Limits) -> None:
-                made.append(self)
-                super().__init__(limits)
-
+        made: list[PairUnslicer] = []
+        Counting = counting_pairs(made)
         registry = Registry(USER_TYPES)
         registry.add_unslicer("tests.Pair", Counting)
         good = dumps([Pair((1, "a")), Pair((2, [3], None))], USER_TYPES)
@@ -427,13 +433,8 @@ class HandBackTests(SynchronousTestCase):
 
     def test_decoder_follows_registry(self) -> None:
         """A decoder made after a registration reads the new record in C (a reader's makings are kept per registry)."""
-        made = []
-
-        class Counting(PairUnslicer):
-            def __init__(self, limits: Limits) -> None:
-                made.append(self)
-                super().__init__(limits)
-
+        made: list[PairUnslicer] = []
+        Counting = counting_pairs(made)
         registry = Registry(DEFAULT_REGISTRY)
         data = dumps(Pair((1, 2)), USER_TYPES)
         self.assertIsInstance(Decoder(registry=registry).feed(data)[0], framing.Violation)
