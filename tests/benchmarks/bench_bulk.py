@@ -34,6 +34,13 @@ VmHWM, against its VmRSS once connected and idle.
     (in the reactor thread) at both ends, where C{cli} uses the default
     C{auto} (inline on two cores): the measurement behind it.
 
+With C{chunkwire-sha256}, each run also measures C{cpu_floor}'s limit for
+SHA-256 (the loopback copy's CPU plus SHA-256 at both ends, divided over the
+cores: CPU time, so load moves it little) and, beside it, the same copy with
+blocking loops in two processes hashing at both ends (C{cpu_floor.pipeRate}:
+no framing, one thread per end, what the limit's perfect division of the
+work turns into in practice); the SHA-256 case's rate is set against both.
+
 With any CLI case, each run also measures the file floor beside them:
 C{cpu_floor}'s copy of the same tmpfs file over loopback into a fresh tmpfs
 file (blocking loops, no framing, the negotiated digest at both ends), the
@@ -85,7 +92,7 @@ CASES = (
     "cli-thread",
     "cli-inline",
 )
-PING_CASES = ("chunkwire", "chunkwire-nodigest")
+PING_CASES = ("chunkwire", "chunkwire-sha256", "chunkwire-nodigest")
 LABELS = {
     "raw": "raw Twisted producer, 64 KiB writes (ceiling)",
     "raw-tuned": "raw Twisted producer, chunkwire's socket settings",
@@ -523,10 +530,19 @@ def runAll(args: argparse.Namespace) -> dict[str, Any]:
     raw: dict[str, list[dict[str, Any]]] = {case: [] for case in cases}
     pinged: dict[str, list[dict[str, Any]]] = {case: [] for case in PING_CASES if case in cases}
     floors: list[dict[str, Any]] = []
+    shaFloors: list[dict[str, Any]] = []
     for run in range(args.runs):
         for case in cases:
             raw[case].append(runCase(case, size, False, timeout))
             print(f"run {run + 1}: {case} {raw[case][-1]['mb_s']:.0f} MB/s", file=sys.stderr, flush=True)
+        if "chunkwire-sha256" in cases:
+            shaFloors.append(sha256Floor(size))
+            print(
+                f"run {run + 1}: SHA-256 limit {shaFloors[-1]['mb_s']:.0f} MB/s,"
+                f" blocking loops {shaFloors[-1]['pipe']['mb_s']:.0f} MB/s",
+                file=sys.stderr,
+                flush=True,
+            )
         if set(cases) & set(CLI_CASES):
             floors.append(fileFloor(size))
             print(f"run {run + 1}: file floor {floors[-1]['mb_s']:.0f} MB/s", file=sys.stderr, flush=True)
@@ -544,6 +560,22 @@ def runAll(args: argparse.Namespace) -> dict[str, Any]:
         cliSource(size).unlink()  # a GiB of tmpfs is memory: not kept between runs of the benchmark
     summary = summarise(raw, pinged, size, args)
     summary["config"]["sha256_mb_s_one_core"] = sha256Rate()
+    if shaFloors:
+        forced = raw["chunkwire-sha256"]
+        summary["sha256_floor"] = {
+            "mb_s": statistics.median(f["mb_s"] for f in shaFloors),
+            "cpu_s_per_gib": statistics.median(f["floor"] for f in shaFloors),
+            # Each run's chunkwire-sha256 rate against the limit measured in the same run, then the median.
+            "chunkwire_vs_floor": statistics.median(
+                r["mb_s"] / f["mb_s"] for r, f in zip(forced, shaFloors, strict=True)
+            ),
+            "pipe_mb_s": statistics.median(f["pipe"]["mb_s"] for f in shaFloors),
+            "pipe_vs_floor": statistics.median(f["pipe"]["mb_s"] / f["mb_s"] for f in shaFloors),
+            "chunkwire_vs_pipe": statistics.median(
+                r["mb_s"] / f["pipe"]["mb_s"] for r, f in zip(forced, shaFloors, strict=True)
+            ),
+            "runs": shaFloors,
+        }
     if floors:
         summary["file_floor"] = {
             "mb_s": statistics.median(f["mb_s"] for f in floors),
@@ -566,6 +598,19 @@ def fileFloor(size: int) -> dict[str, Any]:
     digest = digests()[-1]
     rate, cpu = fileCopy(str(cliSource(size)), size, digest)
     return {"mb_s": rate, "cpu_s_per_gib": cpu, "digest": digest}
+
+
+def sha256Floor(size: int) -> dict[str, Any]:
+    """
+    C{cpu_floor}'s limit for a SHA-256-checked transfer of C{size} bytes
+    (CPU-s per GiB and MB/s on this machine's cores), and the blocking-loop
+    copy in two processes beside it (C{pipe}), measured now.
+    """
+    from .cpu_floor import digestFloor, pipeRate
+
+    floor: dict[str, Any] = dict(digestFloor(size, "sha256"))
+    floor["pipe"] = pipeRate(size, "sha256")
+    return floor
 
 
 def sha256Rate() -> float:
@@ -644,6 +689,10 @@ def criteria(summary: dict[str, Any]) -> list[tuple[str, float, str, float]]:
             checks.append((f"bulk: {case} {side} peak RSS above idle, MiB ({tag})", value, "<=", 64.0))
     for case in calls:
         checks.append((f"bulk: {case} small-call p99 during transfer / idle p99", calls[case]["ratio"], "<=", 10.0))
+    floor = summary.get("sha256_floor")
+    if floor is not None:
+        label = "bulk: chunkwire (SHA-256 forced) MB/s / cpu_floor's SHA-256 limit"
+        checks.append((label, floor["chunkwire_vs_floor"], ">=", 0.9))
     return checks
 
 
@@ -680,6 +729,16 @@ def table(summary: dict[str, Any]) -> str:
             f"File floor under the CLI cases (`cpu_floor`'s copy of the same tmpfs file over loopback into a fresh"
             f" tmpfs file, blocking loops, no framing, {floor['digest']} at both ends): {floor['mb_s']:,.0f} MB/s,"
             f" {floor['vs_raw']:.2f}x the raw producer, {floor['cpu_s_per_gib']:.2f} CPU-s/GiB{reach}.",
+        ]
+    sha = summary.get("sha256_floor")
+    if sha is not None:
+        lines += [
+            "",
+            f"SHA-256 forced against `cpu_floor`'s limit for SHA-256 ({sha['cpu_s_per_gib']:.2f} CPU-s/GiB both ends,"
+            f" so at most {sha['mb_s']:,.0f} MB/s on {config['cpus']} cores): chunkwire reaches"
+            f" {sha['chunkwire_vs_floor']:.2f} of it; blocking loops in two processes hashing at both ends (no"
+            f" framing) {sha['pipe_mb_s']:,.0f} MB/s, {sha['pipe_vs_floor']:.2f} of it, and chunkwire"
+            f" {sha['chunkwire_vs_pipe']:.2f} of those.",
         ]
     lines += [
         "",
