@@ -132,6 +132,30 @@ def memoryKiB(pid: int | str = "self") -> tuple[int, int]:
     return values["VmRSS"], values["VmHWM"]
 
 
+def schedSeconds(pid: int | str = "self") -> tuple[float, float]:
+    """
+    C{(on a CPU, runnable but waiting for one)} seconds of process C{pid}
+    so far, its live threads summed (Linux's schedstat; zeros elsewhere).
+    The wait is what other load on the machine cost it.
+    """
+    running = waiting = 0
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat") as stat:
+                fields = stat.read().split()
+            running += int(fields[0])
+            waiting += int(fields[1])
+    except (OSError, ValueError, IndexError):
+        return 0.0, 0.0
+    return running / 1e9, waiting / 1e9
+
+
+def _schedSince(before: tuple[float, float], seconds: float) -> dict[str, float]:
+    """Where the C{seconds} since C{before} went: on a CPU, waiting for one (other load), and idle (waiting for I/O)."""
+    running, waiting = (now - then for now, then in zip(schedSeconds(), before, strict=True))
+    return {"run_s": running, "wait_s": waiting, "idle_s": max(0.0, seconds - running - waiting)}
+
+
 def p99(samples: list[float]) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] if ordered else 0.0
@@ -192,9 +216,12 @@ def _serveChunkwire(reactor: Any) -> str:
         @rpc.remote
         # Any (what IncomingStream's hint is): a hint naming this function's
         # local import could not be resolved when the method is decorated.
-        async def sink(self, stream: Any) -> str:
+        async def sink(self, stream: Any) -> list[Any]:
+            # The receiver's own account of the transfer's time (see _schedSince).
+            sched, started = schedSeconds(), time.perf_counter()
             result = await stream.receive(_discard)
-            return result.hexdigest
+            spent = _schedSince(sched, time.perf_counter() - started)
+            return [result.hexdigest, spent["run_s"], spent["wait_s"], spent["idle_s"]]
 
         @rpc.remote
         def ping(self) -> int:
@@ -341,14 +368,16 @@ async def _chunkwire(reactor: Any, case: str, port: int, size: int, pings: bool)
     digests = {"chunkwire-nodigest": None, "chunkwire-sha256": "sha256"}
     stream = bulk.Stream(Pattern(), digest=digests.get(case, bulk.NEGOTIATED))
     cpu = time.process_time()
+    sched = schedSeconds()
     started = time.perf_counter()
     answer = root.callRemote("sink", stream)
     busy = []
     while pings and not answer.called:
         busy.append(await _rtt(root))
-    digest = await answer
+    digest, *server = await answer
     seconds = time.perf_counter() - started
     cpu = time.process_time() - cpu
+    client = _schedSince(sched, seconds)
     algorithm = stream.digestName
     await root.broker.disconnect()
     result: dict[str, Any] = {
@@ -357,6 +386,8 @@ async def _chunkwire(reactor: Any, case: str, port: int, size: int, pings: bool)
         "digest": digest,
         "algorithm": algorithm,
         "client_cpu_s": cpu,
+        **{f"client_{name}": value for name, value in client.items()},
+        **{f"server_{name}": value for name, value in zip(("run_s", "wait_s", "idle_s"), server, strict=True)},
     }
     if pings:
         result.update(idle_p99_us=p99(idleRtts) * 1e6, busy_p99_us=p99(busy) * 1e6, busy_calls=len(busy))
@@ -647,6 +678,12 @@ def summarise(
             "client_cpu_s_per_gib": statistics.median(r["client_cpu_s"] for r in runs) * GiB / size,
             "algorithm": runs[-1].get("algorithm"),
         }
+        if "server_wait_s" in runs[0]:
+            cases[case]["time_s_per_gib"] = {
+                f"{side}_{kind}": statistics.median(r[f"{side}_{kind}_s"] for r in runs) * GiB / size
+                for side in ("server", "client")
+                for kind in ("run", "wait", "idle")
+            }
     calls: dict[str, Any] = {}
     for case, runs in pinged.items():
         calls[case] = {
@@ -730,6 +767,22 @@ def table(summary: dict[str, Any]) -> str:
             f" tmpfs file, blocking loops, no framing, {floor['digest']} at both ends): {floor['mb_s']:,.0f} MB/s,"
             f" {floor['vs_raw']:.2f}x the raw producer, {floor['cpu_s_per_gib']:.2f} CPU-s/GiB{reach}.",
         ]
+    timed = {case: row["time_s_per_gib"] for case, row in summary["cases"].items() if "time_s_per_gib" in row}
+    if timed:
+        lines += [
+            "",
+            "Where each end's time went during the transfer, seconds per GiB (schedstat): on a CPU, runnable but"
+            " waiting for one (other load on the machine), idle (waiting for the peer or the socket).",
+            "",
+            "| case | server run / wait / idle | client run / wait / idle |",
+            "|---|---:|---:|",
+        ]
+        for case, spent in timed.items():
+            sides = [
+                " / ".join(f"{spent[f'{side}_{kind}']:.2f}" for kind in ("run", "wait", "idle"))
+                for side in ("server", "client")
+            ]
+            lines.append(f"| {LABELS[case]} | {sides[0]} | {sides[1]} |")
     sha = summary.get("sha256_floor")
     if sha is not None:
         lines += [
