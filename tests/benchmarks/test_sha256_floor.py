@@ -26,6 +26,15 @@ class Sha256FloorTests(SynchronousTestCase):
         checks = [check for check in bench_bulk.criteria(summary) if "SHA-256 forced" in check[0]]
         self.assertEqual([(value, op, threshold) for _, value, op, threshold in checks], [(0.74, ">=", 0.9)])
 
+    def test_sha256CallsShownNotChecked(self) -> None:
+        """The SHA-256 case's small-call p99 is measured but is no acceptance check; the default case's is."""
+        calls = {"chunkwire": {"ratio": 8.0}, "chunkwire-sha256": {"ratio": 15.0}}
+        summary = {"config": {"size": 1 << 30}, "cases": {}, "calls": calls}
+        labels = [check[0] for check in bench_bulk.criteria(summary)]
+        self.assertEqual(
+            [label for label in labels if "p99" in label], ["bulk: chunkwire small-call p99 during transfer / idle p99"]
+        )
+
     def test_noFloorNoCriterion(self) -> None:
         """Without the SHA-256 case (no floor measured), no such check is made."""
         summary = {"config": {"size": 1 << 30}, "cases": {}, "calls": {}}
