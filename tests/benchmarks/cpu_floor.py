@@ -7,7 +7,12 @@ both ends in one process (no Python per chunk: the kernel's two copies and
 little else), and (b) each digest a transfer may be checked with (SHA-256,
 and BLAKE3 when the C{blake3} package is installed) on one core, and from
 them the fastest a transfer can go on this machine's cores when both ends
-hash every byte, as the default bulk check does.
+hash every byte, as the default bulk check does.  That limit takes the
+work of both ends as perfectly divisible over the cores, with nothing else:
+to show what a transfer without framing reaches against it, each digest's
+line is followed by the same copy with blocking loops in two processes
+(sender: hash a MiB, send it; receiver: 512 KiB reads, hash each), the
+shape of a transfer whose two ends are one thread each.
 
 Then (unless C{--no-files}) the floor under the example CLI's case in
 C{bench_bulk}: the same blocking copy, but the sender reads a file in tmpfs
@@ -85,6 +90,60 @@ def hashCpu(total: int, name: str = "sha256") -> float:
     for _ in range(total // MiB):
         digest.update(block)
     return time.process_time() - started
+
+
+def digestFloor(total: int, name: str, copy: float | None = None) -> dict[str, float]:
+    """
+    The floor for a transfer of C{total} bytes hashed with C{name} at both
+    ends: CPU seconds per GiB of the copy, of one digest, of all of it, and
+    the fastest rate in MB/s on this machine's cores (the work of both ends
+    divided perfectly over them).  C{copy}: a copy's CPU-s per GiB already
+    measured.
+    """
+    gib = total / GiB
+    copy = socketCpu(total) / gib if copy is None else copy
+    digest = hashCpu(total, name) / gib
+    floor = copy + 2 * digest
+    cores = os.cpu_count() or 1
+    return {"copy": copy, "digest": digest, "floor": floor, "mb_s": cores / floor * GiB / 1e6}
+
+
+def pipeRate(total: int, name: str) -> dict[str, float]:
+    """
+    C{total} bytes over loopback from a forked sending process (1 MiB
+    blocks: hash, then C{sendall}) to this one (512 KiB reads, each hashed),
+    both ends hashing with C{name}: no framing, no reactor, one thread per
+    end.  MB/s, each end's CPU-s per GiB, and the bytes received.
+    """
+    client, conn = _pair()
+    started = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:  # the sender
+        conn.close()
+        block = os.urandom(MiB)
+        update = newDigest(name).update
+        for _ in range(total // MiB):
+            update(block)
+            client.sendall(block)
+        client.close()
+        os._exit(0)
+    client.close()
+    cpu = time.process_time()
+    update = newDigest(name).update
+    received = 0
+    while data := conn.recv(512 * 1024):
+        update(data)
+        received += len(data)
+    cpu = time.process_time() - cpu
+    conn.close()
+    _, _, usage = os.wait4(pid, 0)
+    wall = time.perf_counter() - started
+    return {
+        "received": received,
+        "mb_s": total / wall / 1e6,
+        "sender_cpu_s_per_gib": (usage.ru_utime + usage.ru_stime) * GiB / total,
+        "receiver_cpu_s_per_gib": cpu * GiB / total,
+    }
 
 
 def digests() -> list[str]:
@@ -168,11 +227,18 @@ def main() -> None:
     copy = socketCpu(total) / args.gib
     print(f"plain loopback TCP copy, both ends: {copy:.2f} CPU-s per GiB")
     for name in digests():
-        digest = hashCpu(total, name) / args.gib
-        floor = copy + 2 * digest
+        floor = digestFloor(total, name, copy)
+        digest = floor["digest"]
         print(f"{name} on one core: {digest:.2f} CPU-s per GiB; both ends hash: {2 * digest:.2f}")
-        print(f"  with both ends hashing: at least {floor:.2f} CPU-s per GiB; on {cores} cores no faster than")
-        print(f"  {cores / floor * GiB / 1e6:,.0f} MB/s (compare the raw Twisted producer in bench_bulk)")
+        print(f"  with both ends hashing: at least {floor['floor']:.2f} CPU-s per GiB; on {cores} cores no faster than")
+        print(f"  {floor['mb_s']:,.0f} MB/s (compare the raw Twisted producer in bench_bulk)")
+        if hasattr(os, "fork"):
+            pipe = pipeRate(total, name)
+            print(
+                f"  blocking loops in two processes, {name} at both ends: {pipe['mb_s']:,.0f} MB/s"
+                f" ({pipe['mb_s'] / floor['mb_s']:.2f} of that), CPU-s per GiB sender"
+                f" {pipe['sender_cpu_s_per_gib']:.2f}, receiver {pipe['receiver_cpu_s_per_gib']:.2f}"
+            )
     if not args.no_files and os.path.isdir(TMPFS):
         rate, _ = socketRate(total)
         print(f"socket only, same loops: {rate:,.0f} MB/s")
