@@ -281,6 +281,10 @@ class TokenScanner:
 
     @ivar state: L{WANT_PREAMBLE}, L{WANT_HEADER}, L{WANT_BODY} or L{WANT_REST}.
     @ivar limits: the L{Limits} in force.
+    @ivar take_body: L{WholeBody.take} of this scanner's whole body, which
+        takes a chunk in the middle of a long body as L{feed} would (else
+        returns False): a caller feeding many chunks (L{framing.Decoder.feed})
+        asks it first, sparing a call of L{feed} per chunk.
     """
 
     def __init__(self, sink: TokenSink, limits: Limits | None = None, preamble: bool = True) -> None:
@@ -293,13 +297,6 @@ class TokenScanner:
         self._body: WholeBody | _StreamedBody | _SkippedBody = _NO_BODY
         self._whole: WholeBody = _core.whole_body() or WholeBody()
         self.take_body = self._whole.take
-        """
-        L{WholeBody.take} of this scanner's whole body: in the middle of a long
-        whole body, it takes a chunk that is all body and ends none, as L{feed}
-        would, and returns True; else it takes nothing and returns False.  A
-        caller that feeds many chunks calls it first to spare one call of
-        L{feed} per chunk (L{framing.Decoder.feed} does).
-        """
         self._body_limits = _body_limits(self.limits)
         self._held_limit = min(HELD_TAIL_LIMIT, self.limits.max_buffered_bytes)
 
@@ -331,11 +328,9 @@ class TokenScanner:
         @raise ProtocolError: the stream is broken; this scanner then refuses
             all further input with the same error.
         """
-        # The middle of a long whole body: the chunk is all body and ends
-        # none, so it is one copy (the per-chunk cost of a large value).  The
-        # chain is empty in WANT_BODY between feeds: each feed moves what it
-        # brought into the body, and a whole body's write does not raise.
-        # (After an error the body takes nothing: see _failed.)
+        # The middle of a long whole body: one copy (the per-chunk cost of a large value).  The chain
+        # is empty in WANT_BODY between feeds: each feed moves what it brought into the body, and a
+        # whole body's write does not raise.  (After an error the body takes nothing: see _failed.)
         if self.take_body(data):
             return
         if self._error is not None:
@@ -478,9 +473,8 @@ class TokenScanner:
                         pos = body_start + value
                         sink.body_end(kind)  # (the body is committed: if this raises, it is dropped)
                         continue
-                    # A refused body lying here is passed over, as one in the chain would be.  (Not
-                    # through WANT_BODY: one of no bytes would end at once, and the token after it
-                    # would be read as a header split across chunks, committed before delivery.)
+                    # A refused body lying here is passed over.  (Through WANT_BODY, one of no bytes would end
+                    # at once and the next token be read as a split header, committed before delivery.)
                     pos = body_start + value
                     continue
                 pos = body_start
