@@ -201,8 +201,7 @@ class Decoder:
             error's C{results}.
         """
         if self._take_body(data):
-            # (the scanner's first test, made here without its frame: the
-            # middle of a long body, where this is the whole per-chunk cost)
+            # The middle of a long whole body: one copy, the whole per-chunk cost of a large value.
             return []
         try:
             self._scanner.feed(data)

@@ -284,7 +284,9 @@ class TokenScanner:
     @ivar take_body: L{WholeBody.take} of this scanner's whole body, which
         takes a chunk in the middle of a long body as L{feed} would (else
         returns False): a caller feeding many chunks (L{framing.Decoder.feed})
-        asks it first, sparing a call of L{feed} per chunk.
+        asks it first, sparing L{feed} and its pass through the chain.  The
+        chain is empty in WANT_BODY between feeds (each moves what it brought
+        into the body), and after an error the body takes nothing.
     """
 
     def __init__(self, sink: TokenSink, limits: Limits | None = None, preamble: bool = True) -> None:
@@ -328,11 +330,6 @@ class TokenScanner:
         @raise ProtocolError: the stream is broken; this scanner then refuses
             all further input with the same error.
         """
-        # The middle of a long whole body: one copy (the per-chunk cost of a large value).  The chain
-        # is empty in WANT_BODY between feeds: each feed moves what it brought into the body, and a
-        # whole body's write does not raise.  (After an error the body takes nothing: see _failed.)
-        if self.take_body(data):
-            return
         if self._error is not None:
             raise self._error
         try:

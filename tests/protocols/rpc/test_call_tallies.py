@@ -79,16 +79,13 @@ class RecorderTests(SynchronousTestCase):
         self.recorder = Tallies()
         self.pair = Pair([self.recorder], [])
 
-    def call(self, name: str, *args: Any) -> Any:
-        return self.pair.call(name, *args)
-
     def tally(self, method: str) -> CallTally:
         return self.recorder.tallies[(SERVER, method)]
 
     def test_successesCountedWithoutAsking(self) -> None:
         """The recorder is asked for a method's tally at its first success only; later ones are counted in it."""
         for value in range(5):
-            self.assertEqual(self.successResultOf(self.call("echo", value)), value)
+            self.assertEqual(self.successResultOf(self.pair.call("echo", value)), value)
         self.assertEqual(self.recorder.asked, [(SERVER, "echo", OK, None)])
         tally = self.tally("echo")
         self.assertEqual((tally.ok, sum(tally.buckets), tally.outcomes), (5, 5, {}))
@@ -105,21 +102,21 @@ class RecorderTests(SynchronousTestCase):
 
         self.patch(interceptors, "CallInfo", counting)
         for value in range(3):
-            self.call("echo", value)
-        self.failureResultOf(self.call("fail", "registered"), NotFound)
+            self.pair.call("echo", value)
+        self.failureResultOf(self.pair.call("fail", "registered"), NotFound)
         self.assertEqual((made, self.tally("echo").ok, self.tally("fail").outcomes), ([], 3, {ERROR: 1}))
 
     def test_outcomes(self) -> None:
         """Errors, refusals, cancels, losses and calls for no answer are counted by outcome, with their error type."""
-        self.failureResultOf(self.call("fail", "registered"), NotFound)
-        self.failureResultOf(self.call("nothing"))
+        self.failureResultOf(self.pair.call("fail", "registered"), NotFound)
+        self.failureResultOf(self.pair.call("nothing"))
         self.pair.root.callRemoteOnly("echo", 1)
         self.pair.flush()
-        cancelled = self.call("later", "a")
+        cancelled = self.pair.call("later", "a")
         cancelled.cancel()
         self.pair.flush()
         self.failureResultOf(cancelled)
-        lost = self.call("later", "b")
+        lost = self.pair.call("later", "b")
         self.pair.server.connection.transport.loseConnection()
         self.pair.flush()
         self.failureResultOf(lost)

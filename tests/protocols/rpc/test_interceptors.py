@@ -90,12 +90,9 @@ class ServerSideTests(SynchronousTestCase):
         self.recorder = Recorder()
         self.pair = Pair([self.recorder], [])
 
-    def call(self, name: str, *args: Any) -> Any:
-        return self.pair.call(name, *args)
-
     def test_answered(self) -> None:
         """An answered call starts and ends once, OK, with its method, the peer, its side and its timing."""
-        self.assertEqual(self.successResultOf(self.call("echo", 5)), 5)
+        self.assertEqual(self.successResultOf(self.pair.call("echo", 5)), 5)
         (info,) = self.recorder.ended
         self.assertEqual((info.side, info.method, info.outcome, info.errorType), (SERVER, "echo", OK, None))
         self.assertIn("127.0.0.1", info.peer)
@@ -105,19 +102,19 @@ class ServerSideTests(SynchronousTestCase):
 
     def test_failed(self) -> None:
         """A method that raises ends as ERROR with the error's wire type."""
-        self.failureResultOf(self.call("fail", "registered"), NotFound)
+        self.failureResultOf(self.pair.call("fail", "registered"), NotFound)
         (info,) = self.recorder.ended
         self.assertEqual((info.outcome, info.errorType), (ERROR, "tests.NotFound"))
 
     def test_noSuchMethod(self) -> None:
         """A call of a method that does not exist ends as REFUSED."""
-        self.failureResultOf(self.call("nothing"))
+        self.failureResultOf(self.pair.call("nothing"))
         (info,) = self.recorder.ended
         self.assertEqual((info.outcome, info.errorType), (REFUSED, "NoSuchMethod"))
 
     def test_cancelled(self) -> None:
         """A running call the caller cancels ends as CANCELLED."""
-        call = self.call("later", "k")
+        call = self.pair.call("later", "k")
         self.assertEqual(self.recorder.ended, [])
         call.cancel()
         self.pair.flush()
@@ -126,7 +123,7 @@ class ServerSideTests(SynchronousTestCase):
 
     def test_lost(self) -> None:
         """A call still running when the connection ends ends as LOST, then the connection hook runs."""
-        call = self.call("later", "k")
+        call = self.pair.call("later", "k")
         self.pair.server.connection.transport.loseConnection()
         self.pair.flush()
         self.failureResultOf(call)
@@ -142,7 +139,7 @@ class ServerSideTests(SynchronousTestCase):
     def test_refusedByViolation(self) -> None:
         """An interceptor raising a Violation refuses the call: the method never runs; the caller sees it."""
         self.recorder.refuse["keep"] = Violation("not for you")
-        error = self.failureResultOf(self.call("keep", 1), RemoteViolation).value
+        error = self.failureResultOf(self.pair.call("keep", 1), RemoteViolation).value
         self.assertIn("not for you", str(error))
         self.assertIsNone(self.pair.service.received)
         self.assertEqual([info.outcome for info in self.recorder.ended], [REFUSED])
@@ -169,7 +166,7 @@ class ServerSideTests(SynchronousTestCase):
     def test_refusedByRegisteredError(self) -> None:
         """An interceptor raising a registered error refuses the call with that error."""
         self.recorder.refuse["echo"] = NotFound("quota", 1)
-        self.failureResultOf(self.call("echo", 1), NotFound)
+        self.failureResultOf(self.pair.call("echo", 1), NotFound)
 
     def test_connectionMade(self) -> None:
         """The connection hook runs once when the connection starts."""
