@@ -15,7 +15,8 @@ import os
 import re
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from framing import dumps
@@ -40,8 +41,32 @@ def _errorText(data: bytes) -> str:
     return match.group(0).decode("ascii", "replace") if match else ""
 
 
+EXTRA_WAIT = 0.0
+"""Seconds every attacker waits past its budget for the server to close.  0
+under the timed rules (C{dev.py attack}, which judges the drop against the
+configured limits); the default run's tests raise it with L{patience}, so
+that a loaded machine's late drop is still seen, and only a hang is missed."""
+
+
+@contextmanager
+def patience(seconds: float) -> Iterator[None]:
+    """Within this block, attackers wait C{seconds} longer for the server to close (see L{EXTRA_WAIT})."""
+    global EXTRA_WAIT
+    before, EXTRA_WAIT = EXTRA_WAIT, seconds
+    try:
+        yield
+    finally:
+        EXTRA_WAIT = before
+
+
 def _readUntilClosed(sock: socket.socket, started: float, budget: float) -> dict[str, Any]:
-    """Read until the server closes or C{budget} seconds have passed since C{started}."""
+    """
+    Read until the server closes or C{budget} (plus L{EXTRA_WAIT}) seconds
+    have passed since C{started}.  With an extra wait, an answer to the
+    valid object sent after a refused one ends the read at once: the server
+    kept the stream in sync, and no drop is coming.
+    """
+    budget += EXTRA_WAIT
     data = b""
     closed_after = None
     while time.monotonic() - started < budget:
@@ -57,6 +82,8 @@ def _readUntilClosed(sock: socket.socket, started: float, budget: float) -> dict
             closed_after = time.monotonic() - started
             break
         data += chunk
+        if EXTRA_WAIT and b"sync" in data:
+            break
     return {"closed_after": closed_after, "error": _errorText(data), "received": len(data), "in_sync": b"sync" in data}
 
 
@@ -203,7 +230,7 @@ def flood(port: int, budget: float, count: int = 1000) -> dict[str, Any]:
     connect_seconds = time.monotonic() - started
     codes: dict[str, int] = {}
     longest = 0.0
-    deadline = time.monotonic() + budget + 3
+    deadline = time.monotonic() + budget + 3 + EXTRA_WAIT
     while opened and time.monotonic() < deadline:
         for key, _ in selector.select(timeout=0.2):
             sock = key.fileobj

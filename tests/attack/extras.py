@@ -42,8 +42,11 @@ class Case:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-def _run(command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=timeout, check=False)
+def _run(command: list[str], timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environment = {**ENV, **(env or {})}
+    return subprocess.run(
+        command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 def _shown(command: list[str]) -> str:
@@ -54,7 +57,7 @@ def faults() -> Case:
     """The fault tests (bulk disk failures and cuts, RPC cuts and restarts) with the figures they print."""
     command = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "tests/faults"]
     command += ["tests/protocols/test_faults.py"]
-    done = _run(command, 600)
+    done = _run(command, 600, {"CHUNKWIRE_FIGURES": "1"})  # the tests print their figure lines
     lines = [line for line in done.stdout.splitlines() if re.match(r"^(upload|download|example server)", line)]
     summary = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
     text = "\n".join(f"- {line}" for line in lines) + f"\n\npytest: `{summary.strip('= ')}`"

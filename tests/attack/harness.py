@@ -20,7 +20,11 @@ run at once their allocations interleave, and CPython's allocator cannot
 give back an arena that holds objects of two cases (with all of them at
 once, RSS stayed 15 to 24 MiB above idle although every connection and its
 objects were gone: fds and threads were back, and each case alone comes
-back within the margin).  An attack entry is C{(function, code)} or
+back within the margin).  The timed rules (C{runCampaign(timed=True)},
+what C{dev.py attack} runs) judge the time of the drop and the p99; the
+default run's tests judge outcomes only (dropped at all, code logged,
+honest calls, memory, fds), so that a loaded machine cannot fail them.
+An attack entry is C{(function, code)} or
 C{(function, code, server kinds)}.
 """
 
@@ -202,6 +206,10 @@ def honestResult(process: subprocess.Popen[str], timeout: float = 60) -> dict[st
     return result
 
 
+UNMEASURED: dict[str, Any] = {"calls": 0, "errors": [], "p50": 0.0, "p99": 0.0, "max": 0.0}
+"""The honest figures of a baseline that was not run (the untimed rules compare nothing with it)."""
+
+
 def baseline(server: ExampleServer, duration: float) -> dict[str, Any]:
     """The honest clients' figures with no attack."""
     return honestResult(honest(server.kind, server.port, duration))
@@ -263,7 +271,9 @@ def appliesTo(name: str, kind: str) -> bool:
     return len(entry) < 3 or kind in entry[2]  # type: ignore[misc]
 
 
-def runCase(server: ExampleServer, names: list[str], base: dict[str, Any], duration: float) -> list[dict[str, Any]]:
+def runCase(
+    server: ExampleServer, names: list[str], base: dict[str, Any], duration: float, timed: bool = True
+) -> list[dict[str, Any]]:
     """
     Run the attacks C{names} at the same time while honest clients call;
     return one row of figures and verdicts per attack (the honest figures
@@ -297,7 +307,8 @@ def runCase(server: ExampleServer, names: list[str], base: dict[str, Any], durat
     usage = {"idle": idle, "peak": peak, "left": left}
     alone = len(names) == 1
     return [
-        _row(server, name, seen[name], log, base, result, before, after, attack_seconds, usage, alone) for name in names
+        _row(server, name, seen[name], log, base, result, before, after, attack_seconds, usage, alone, timed)
+        for name in names
     ]
 
 
@@ -313,6 +324,7 @@ def _row(
     attack_seconds: float,
     usage: dict[str, dict[str, float]],
     alone: bool,
+    timed: bool,
 ) -> dict[str, Any]:
     code = ATTACKS[name][1]
     ratio = max(result["p99"], P99_FLOOR) / max(base["p99"], P99_FLOOR)
@@ -342,7 +354,7 @@ def _row(
         "log_lines": log.count("\n"),
         "extra": {k: v for k, v in seen.items() if k not in ("error", "closed_after", "log_has", "log_lacks")},
     }
-    failures = _verdicts(name, row, seen, server.kind, limit, ratio, result)
+    failures = _verdicts(name, row, seen, server.kind, limit if timed else None, ratio if timed else None, result)
     if name not in ORIGINAL_CASES:
         failures.extend(_issue13Verdicts(row, seen, log, after, before, alone))
     row["failures"] = failures
@@ -354,24 +366,32 @@ def _verdicts(
     row: dict[str, Any],
     seen: dict[str, Any],
     kind: str,
-    limit: float,
-    ratio: float,
+    limit: float | None,
+    ratio: float | None,
     result: dict[str, Any],
 ) -> list[str]:
-    """The rules every case keeps: logged code, dropped in time (or kept in sync), honest calls, p99, peak RSS."""
+    """
+    The rules every case keeps: logged code, dropped (or kept in sync),
+    honest calls, peak RSS; and under the timed rules (C{limit} and C{ratio}
+    given) dropped within C{limit} seconds and the honest p99 within
+    L{P99_RATIO} of idle.  Without them a drop counts whenever the attacker
+    saw it (see L{tests.attack.attacks.patience}).
+    """
     code = row["code"]
     failures = []
     if not row["logged"]:
         failures.append(f"no '{code}' in the server log")
     # refused objects: the stream stays in sync
     kept = name in KEPT_CASES or bool(seen.get("kept") or seen.get("refused_object"))
-    if not kept and (row["closed_after"] is None or row["closed_after"] > limit):
+    if not kept and row["closed_after"] is None:
+        failures.append("attacker not dropped")
+    elif not kept and limit is not None and row["closed_after"] > limit:
         failures.append(f"attacker not dropped within {limit:.1f} s ({row['closed_after']})")
     if name in KEPT_CASES and kind == "echo" and not seen.get("in_sync"):
         failures.append("the echo server did not answer the valid object after the refused one")
     if result["errors"] or result["calls"] == 0:
         failures.append(f"honest calls failed: {result['errors']}")
-    if ratio > P99_RATIO:
+    if ratio is not None and ratio > P99_RATIO:
         failures.append(f"p99 ratio {ratio:.2f} > {P99_RATIO}")
     if row["peak_growth"] > RSS_BOUND:
         failures.append(f"peak RSS grew {row['peak_growth']} bytes")
@@ -411,20 +431,24 @@ def _issue13Verdicts(
 
 
 def runCampaign(
-    kinds: list[str], names: list[str], duration: float, logDir: Path, together: bool = False
+    kinds: list[str], names: list[str], duration: float, logDir: Path, together: bool = False, timed: bool = True
 ) -> list[dict[str, Any]]:
     """
     Every attack in C{names} against each server kind (a fresh server per
-    kind), one at a time, or all at once if C{together}.
+    kind), one at a time, or all at once if C{together}.  C{timed}: judge
+    the drop against the configured limits and the honest p99 against idle
+    (C{dev.py attack}); without it only outcomes are judged (the default
+    run, on machines of any load).
     """
     rows = []
     for kind in kinds:
         server = ExampleServer(kind, logDir / f"{kind}-server.log")
         applicable = [name for name in names if appliesTo(name, kind)]
         try:
-            base = baseline(server, duration)
+            # The idle p99 is only a reference for the timed rules' ratio.
+            base = baseline(server, duration) if timed else UNMEASURED
             for group in [applicable] if together else [[name] for name in applicable]:
-                rows.extend(runCase(server, group, base, duration))
+                rows.extend(runCase(server, group, base, duration, timed))
         finally:
             server.stop()
     return rows

@@ -199,8 +199,15 @@ class RssSampler:
         return self.peak
 
 
-def runCase(server: ExampleServer, resume: bool, idle: int, base: dict[str, Any], duration: float) -> dict[str, Any]:
-    """One slow reader while honest clients call; returns its row of figures and failures."""
+def runCase(
+    server: ExampleServer, resume: bool, idle: int, base: dict[str, Any], duration: float, timed: bool = True
+) -> dict[str, Any]:
+    """
+    One slow reader while honest clients call; returns its row of figures
+    and failures.  C{timed}: the drop is judged against its allowed time and
+    the honest p99 against idle; without it, only that the drop came (the
+    default run, on machines of any load).
+    """
     offset = server.logSize()
     sampler = RssSampler(server)
     clients = honest(server.kind, server.port, duration)
@@ -222,7 +229,9 @@ def runCase(server: ExampleServer, resume: bool, idle: int, base: dict[str, Any]
         row["dropped_after"] = None if closed is None else round(time.monotonic() - started, 2)
         allowed = sendSeconds + SEND_STALL_TIMEOUT + SEND_STALL_TIMEOUT / 4 + ABORT_AFTER + 2
         row["allowed"] = allowed
-        if row["dropped_after"] is None or row["dropped_after"] > allowed:
+        if row["dropped_after"] is None:
+            failures.append("not dropped")
+        elif timed and row["dropped_after"] > allowed:
             failures.append(f"not dropped within {allowed:.1f} s ({row['dropped_after']})")
     attacker.close()
     result = honestResult(clients)
@@ -244,14 +253,17 @@ def runCase(server: ExampleServer, resume: bool, idle: int, base: dict[str, Any]
         failures.append(f"RSS rose {row['rss_growth'] / MiB:.1f} MiB over idle")
     if result["errors"] or not result["calls"]:
         failures.append(f"honest calls failed: {result['errors']}")
-    if ratio > P99_RATIO:
+    if timed and ratio > P99_RATIO:
         failures.append(f"honest p99 ratio {ratio:.2f} > {P99_RATIO}")
     row["failures"] = failures
     return row
 
 
-def runCampaign(kinds: list[str], duration: float, logDir: Path) -> list[dict[str, Any]]:
-    """Both cases against a fresh server of each kind; the idle RSS is taken after an honest warm-up."""
+def runCampaign(kinds: list[str], duration: float, logDir: Path, timed: bool = True) -> list[dict[str, Any]]:
+    """
+    Both cases against a fresh server of each kind; the idle RSS is taken
+    after an honest warm-up.  C{timed}: see L{runCase}.
+    """
     rows = []
     for kind in kinds:
         server = ExampleServer(kind, logDir / f"slowreader-{kind}.log")
@@ -259,7 +271,7 @@ def runCampaign(kinds: list[str], duration: float, logDir: Path) -> list[dict[st
             base = baseline(server, duration)
             idle = server.memory()["VmRSS"]
             for resume in (True, False):
-                rows.append(runCase(server, resume, idle, base, duration))
+                rows.append(runCase(server, resume, idle, base, duration, timed))
         finally:
             server.stop()
     return rows

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from .attacks import ATTACKS
+from .attacks import ATTACKS, patience
 from .harness import runCampaign, table
 
 ALONE = frozenset({"held-until-collected"})
@@ -16,22 +16,31 @@ ALONE = frozenset({"held-until-collected"})
 DURATION = 4.0
 """Seconds of honest calls in each phase; long enough for every timeout in harness.SERVER_OPTIONS to fire."""
 
+PATIENCE = 10.0
+"""Seconds an attacker waits past its budget for the drop: the configured
+limits are 2 to 4 s; only a server that never drops it misses this.  How
+soon the drop comes is measured by C{dev.py attack} (the timed rules)."""
+
 
 class AttackTests(SynchronousTestCase):
-    """Hostile peers are dropped with a logged reason, in time, while honest calls keep succeeding."""
+    """
+    Hostile peers are dropped with a logged reason while honest calls keep
+    succeeding, and memory stays bounded: outcomes only, so that a loaded
+    machine passes too (C{dev.py attack} checks the timing against targets).
+    """
 
     def attackAll(self, kind: str) -> None:
         together = [name for name in ATTACKS if name not in ALONE]
-        with tempfile.TemporaryDirectory() as logs:
-            rows = runCampaign([kind], together, DURATION, Path(logs), together=True)
-            rows += runCampaign([kind], sorted(ALONE), DURATION, Path(logs))
+        with tempfile.TemporaryDirectory() as logs, patience(PATIENCE):
+            rows = runCampaign([kind], together, DURATION, Path(logs), together=True, timed=False)
+            rows += runCampaign([kind], sorted(ALONE), DURATION, Path(logs), timed=False)
         failed = [row for row in rows if row["failures"]]
         self.assertEqual(failed, [], "\\n" + table(rows))
 
     def test_kvServer(self) -> None:
-        """Every attack at once against the kv server: attackers dropped in time, honest calls succeed, p99 <= 5x."""
+        """Every attack at once against the kv server: attackers dropped with their codes, honest calls succeed."""
         self.attackAll("kv")
 
     def test_echoServer(self) -> None:
-        """Every attack at once against the echo server: attackers dropped in time, honest echoes succeed, p99 <= 5x."""
+        """Every attack at once against the echo server: attackers dropped with their codes, honest echoes succeed."""
         self.attackAll("echo")

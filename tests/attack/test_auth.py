@@ -8,6 +8,7 @@ attackers are raw TCP clients that speak the login exchange by hand.
 from __future__ import annotations
 
 import gc
+import math
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -187,11 +188,11 @@ async def replayedLogin(reactor: Any) -> None:
 
 async def passwordGuessing(reactor: Any) -> None:
     """
-    Ten thousand wrong passwords from one address: after the burst each is
+    Two thousand wrong passwords from one address: after the burst each is
     refused before any check, the server keeps one throttle entry and no
     connection, and an honest login from another address gets in meanwhile.
     """
-    attempts, concurrency = 10_000, 50
+    attempts, concurrency = 2_000, 50
     with tempfile.TemporaryDirectory() as directory, capturedLogs() as events:
         server = await startServer(reactor, directory)
         throttle = server.authenticator.throttle
@@ -207,14 +208,18 @@ async def passwordGuessing(reactor: Any) -> None:
         async def worker(first: int) -> list[str]:
             return [await guess(number) for number in range(first, attempts, concurrency)]
 
+        started = reactor.seconds()
         flood = gatherResults([Deferred.fromCoroutine(worker(i)) for i in range(concurrency)])
         await deferLater(reactor, 0.5)
         _, honest = await scramByHand(reactor, server, host="127.0.0.2")
         verbs = [verb for verbs in await flood for verb in verbs]
         assert honest.verb == "accepted"
         assert verbs == ["refused"] * attempts, set(verbs)
-        # Only the first few ran a check; the rest were refused before any.
-        assert throttle.throttled >= attempts - 2 * throttle.burst, throttle.throttled
+        # Only the first few ran a check; the rest were refused before any.  The
+        # bucket drains at its rate meanwhile, so a slow (loaded) machine lets
+        # that many more through: the bound follows the time the flood took.
+        forgiven = math.ceil((reactor.seconds() - started) * throttle.rate)
+        assert throttle.throttled >= attempts - 2 * throttle.burst - forgiven, (throttle.throttled, forgiven)
         assert len(throttle) == 1
         for _ in range(100):
             if not server.factory.brokers:

@@ -18,13 +18,13 @@ class SlowReaderTests(SynchronousTestCase):
 
     def campaign(self, kind: str) -> None:
         with tempfile.TemporaryDirectory() as logs:
-            rows = slowreader.runCampaign([kind], DURATION, Path(logs))
+            rows = slowreader.runCampaign([kind], DURATION, Path(logs), timed=False)
         self.assertEqual([row["failures"] for row in rows], [[], []], "\n" + slowreader.table(rows))
 
     def test_kvServer(self) -> None:
-        """kv: RSS within 16 MiB of idle, honest p99 within 2x; every answer arrives after a pause, or a drop."""
+        """kv: RSS within 16 MiB of idle, honest calls succeed; every answer arrives after a pause, or a drop."""
         self.campaign("kv")
 
     def test_echoServer(self) -> None:
-        """echo: RSS within 16 MiB of idle, honest p99 within 2x; every answer arrives after a pause, or a drop."""
+        """echo: RSS within 16 MiB of idle, honest calls succeed; every answer arrives after a pause, or a drop."""
         self.campaign("echo")
