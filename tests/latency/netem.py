@@ -192,6 +192,12 @@ def _call(port: int, calls: int) -> None:
     react(lambda reactor: Deferred.fromCoroutine(body(reactor)))
 
 
+FIRST_ANSWER_TARGET = 1.1
+"""Connect to first answer, in RTTs, that C{dev.py attack} holds this link to."""
+SEQUENTIAL_TARGET = 1.02
+"""Each sequential call, in RTTs, that C{dev.py attack} holds this link to."""
+
+
 def main(argv: list[str]) -> None:
     if argv[:1] == ["serve"]:
         _serve()
@@ -208,11 +214,15 @@ def main(argv: list[str]) -> None:
         finally:
             link.destroy()
         rtt = 2 * link.delay
+        first, sequential = result["first_answer_s"] / rtt, result["sequential_s"] / rtt
+        met = first <= FIRST_ANSWER_TARGET and sequential <= SEQUENTIAL_TARGET
         print(
             f"netem, {rtt * 1e3:.0f} ms RTT: handshake {result['handshake_s'] / rtt:.3f} RTT, first answer"
-            f" {result['first_answer_s'] / rtt:.3f} RTT after connecting,"
-            f" sequential {result['sequential_s'] / rtt:.4f} RTT"
+            f" {first:.3f} RTT after connecting (target <= {FIRST_ANSWER_TARGET}),"
+            f" sequential {sequential:.4f} RTT (target <= {SEQUENTIAL_TARGET}): {'met' if met else 'MISSED'}"
         )
+        if not met:
+            raise SystemExit(1)
 
 
 if __name__ == "__main__":

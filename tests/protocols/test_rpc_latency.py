@@ -136,7 +136,13 @@ class LatentLinkInMemoryTests(SynchronousTestCase):
 
 
 async def firstAnswerThroughProxy(reactor: Any) -> None:
-    """Through a TCP proxy adding 50 ms each way, the first call's answer arrives within 1.5 RTT of connect()."""
+    """
+    Through a TCP proxy adding 50 ms each way, the first call rides on the
+    connection's first bytes, so its answer is one RTT after connect(): the
+    proxy's first chunk up holds the preamble and the call (no round trip
+    before it), and the answer takes at least the RTT (the delay is there).
+    How close to one RTT it comes is C{dev.py attack}'s latency figure.
+    """
     port = await serve(reactor, LISTEN, Service())
     proxy = DelayProxy(reactor, port.getHost().port, DELAY)
     proxy_port = await proxy.start()
@@ -146,7 +152,7 @@ async def firstAnswerThroughProxy(reactor: Any) -> None:
         root = await connect(reactor, f"tcp:host=127.0.0.1:port={proxy_port}")
         assert await root.callRemote("echo", 42) == 42
         elapsed = time.perf_counter() - started
-        assert RTT * 0.98 <= elapsed < 1.5 * RTT, f"{elapsed / RTT:.3f} RTT"
+        assert elapsed >= RTT * 0.98, f"{elapsed / RTT:.3f} RTT"
         first = proxy.links[0].firstChunk(UP)
         assert first is not None and first[1].startswith(PREAMBLE), first
         assert messagesIn(first[1]) == [(CALL, 1, 0, "echo", (42,), {})]
@@ -159,18 +165,27 @@ async def firstAnswerThroughProxy(reactor: Any) -> None:
 
 
 async def sequentialThroughProxy(reactor: Any) -> None:
-    """Through a TCP proxy adding 50 ms each way, ten sequential calls take at most 1.1 RTT each on average."""
+    """
+    Through a TCP proxy adding 50 ms each way, each of ten sequential calls
+    is one chunk up and one chunk down (no extra round trip), and takes at
+    least the RTT.  The mean in RTTs, against its target, is C{dev.py
+    attack}'s latency figure.
+    """
     port = await serve(reactor, LISTEN, Service())
-    proxy = DelayProxy(reactor, port.getHost().port, DELAY, record=False)
+    proxy = DelayProxy(reactor, port.getHost().port, DELAY)
     proxy_port = await proxy.start()
     root = await connect(reactor, f"tcp:host=127.0.0.1:port={proxy_port}")
     try:
         assert await root.callRemote("echo", -1) == -1
+        link = proxy.links[0]
+        seen = len(link.chunks)
         started = time.perf_counter()
         for i in range(10):
             assert await root.callRemote("echo", i) == i
         mean = (time.perf_counter() - started) / 10
-        assert RTT * 0.98 <= mean <= 1.1 * RTT, f"{mean / RTT:.3f} RTT per call"
+        assert mean >= RTT * 0.98, f"{mean / RTT:.3f} RTT per call"
+        directions = [direction for direction, _, _ in link.chunks[seen:]]
+        assert directions == [UP, DOWN] * 10, directions
     finally:
         await root.broker.disconnect()
         await proxy.stop()

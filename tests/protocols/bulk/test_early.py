@@ -181,12 +181,18 @@ async def firstByteAfter(reactor: Any, options: BulkOptions | None = None) -> fl
 
 
 async def firstByteHalfRoundTrip(reactor: Any) -> None:
-    """Through a 100 ms RTT proxy a stream's first byte reaches the sink 0.5 RTT after the call (1.5 with no window)."""
+    """
+    Through a 100 ms RTT proxy a stream's first byte reaches the sink with
+    the call (0.5 RTT after it), not after a grant's round trip (1.5 RTT with
+    no initial window).  The bounds are the physics of the path, not a
+    ratio: the data cannot arrive sooner than half an RTT, and the windowless
+    stream not sooner than 1.5 RTT; the windowed one misses 1.4 RTT only if
+    the machine stalls for most of a round trip.
+    """
     quick = await firstByteAfter(reactor)
     slow = await firstByteAfter(reactor, BulkOptions(initialWindow=0))
-    print(f"first byte after the call: {quick:.3f} RTT (initial window), {slow:.3f} RTT (none)")
-    assert 0.45 <= quick < 0.9, f"{quick:.3f} RTT"
-    assert 1.4 <= slow < 2.0, f"{slow:.3f} RTT"
+    assert 0.45 <= quick < 1.4, f"{quick:.3f} RTT"
+    assert slow >= 1.4, f"{slow:.3f} RTT"
 
 
 class FirstByteTests(TestCase):

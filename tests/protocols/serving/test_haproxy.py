@@ -27,7 +27,7 @@ from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
 from protocols import rpc
-from tests.processes import ENV, ROOT, readUntil, stop
+from tests.processes import ENV, ROOT, figure, readUntil, stop
 
 from ..helpers import pytestTest, trialTest
 from .haproxy import haproxyPath, scalingConfig
@@ -254,8 +254,8 @@ async def rollingRestart(reactor: Any) -> None:
         ranTwice = [n for n, count in runs.items() if count > 1]
         notRun = [n for n in range(made) if runs[n] == 0]
         moves = sum(client.goAways for client in clients)
-        print(
-            f"\nrolling restart through HAProxy: {made} calls, {len(load.failures)} failed, {len(lost)} lost, "
+        figure(
+            f"rolling restart through HAProxy: {made} calls, {len(load.failures)} failed, {len(lost)} lost, "
             f"{len(twice)} answered twice, {len(ranTwice)} run twice, {len(notRun)} never run; "
             f"{moves} GOAWAYs followed"
         )
