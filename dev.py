@@ -179,6 +179,7 @@ def toxCommands(name: str, rest: list[str]) -> int:
         ensure_atheris()
     if name == "haproxy":
         os.environ.setdefault("CHUNKWIRE_ROLLING_CALLS", "100000")
+        os.environ["CHUNKWIRE_FIGURES"] = "1"  # the rolling restart's figure line
     commands = TOX_COMMANDS[name]
     for index, args in enumerate(commands):
         # Extra arguments go to the first command, as tox's {posargs} do.

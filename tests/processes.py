@@ -14,6 +14,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
 
+FIGURES = "CHUNKWIRE_FIGURES"
+"""Set (to anything) by the long campaigns (C{dev.py attack}'s faults case, C{dev.py haproxy}), which show
+the figure lines tests print; unset in the default run, whose log holds the runners' output alone."""
+
+
+def figure(line: str) -> None:
+    """Print one figure line for a long campaign's report; in the default run, print nothing."""
+    if os.environ.get(FIGURES):
+        print(f"\n{line}", flush=True)
+
 
 def runPython(*arguments: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """Run C{python ARGUMENTS} from the project's root to its end; its output is captured as text."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import io
+import sys
 from types import ModuleType
 
 from twisted.trial.unittest import SynchronousTestCase
@@ -27,6 +29,10 @@ class DevCommandTests(SynchronousTestCase):
         self.calls: list[tuple[str, ...]] = []
         self.dev.ensure_venv = lambda: self.calls.append(("ensure_venv",))
         self.dev.run = lambda *args, pure=False: self.calls.append(args) or 0
+        # What main prints (its verdict line, the usage) belongs to the runs it
+        # stands for, not in the test log.
+        self.output = io.StringIO()
+        self.patch(sys, "stdout", self.output)
 
     def test_demo(self) -> None:
         """dev.py demo ARGS runs examples/demo.py ARGS."""
@@ -53,3 +59,4 @@ class DevCommandTests(SynchronousTestCase):
         self.assertEqual(self.dev.main(["frobnicate"]), 2)
         self.assertEqual(self.dev.main(["help"]), 0)
         self.assertEqual(self.calls, [])
+        self.assertIn("python3 dev.py test", self.output.getvalue())

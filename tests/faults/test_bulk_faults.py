@@ -25,6 +25,7 @@ from protocols.bulk.integrity import availableDigests, newHash
 from protocols.bulk.sinks import Release, Sink
 from protocols.bulk.streams import IncomingStream, Stream
 
+from ..processes import figure
 from ..protocols.bulk.support import payload, writeFile
 from ..protocols.helpers import pytestTest, trialTest
 from .support import BulkServerProcess, CuttingProxy
@@ -111,7 +112,7 @@ async def uploadDiskFull(reactor: Any) -> None:
             assert result.digest == _digest(data)
             assert result.payload <= SIZE - held + 2 * 1024 * 1024, (result.payload, held)
             assert (served / "f.bin").read_bytes() == data and _visible(served) == ["f.bin"]
-            print(f"\nupload, server disk full: failed with {error!r}; held {held}; resumed sending {result.payload}")
+            figure(f"upload, server disk full: failed with {error!r}; held {held}; resumed sending {result.payload}")
         finally:
             await factory.disconnectAll()
             await port.stopListening()
@@ -152,7 +153,7 @@ async def downloadDiskFull(reactor: Any) -> None:
             assert result.digest == _digest(data)
             assert result.payload <= SIZE - written[0] + 2 * 1024 * 1024, (result.payload, written[0])
             assert target.read_bytes() == data
-            print(f"\ndownload, client disk full: failed with {error!r}; resumed fetching {result.payload}")
+            figure(f"download, client disk full: failed with {error!r}; resumed fetching {result.payload}")
         finally:
             await port.stopListening()
 
@@ -188,7 +189,7 @@ async def exampleServerFileSizeLimit(reactor: Any) -> None:
             assert result.digest == _digest(data)
             assert result.payload <= SIZE - FAIL_AT + 3 * 1024 * 1024, result
             assert (served / "h.bin").read_bytes() == data and _visible(served) == ["h.bin"]
-            print(f"\nexample server, EFBIG: failed with {error!r}; after restart sent {result.payload}")
+            figure(f"example server, EFBIG: failed with {error!r}; after restart sent {result.payload}")
         finally:
             server.stop()
 
@@ -214,7 +215,7 @@ async def exampleServerCuts(reactor: Any) -> None:
             await down.stop()
             assert (got.cuts, down.cutsMade) == (4, 4), (got, down.cutsMade)
             assert got.digest == sent.digest and target.read_bytes() == data
-            print(f"\nexample server, 4 cuts each way: sent {sent.payload}, fetched {got.payload} for {SIZE} bytes")
+            figure(f"example server, 4 cuts each way: sent {sent.payload}, fetched {got.payload} for {SIZE} bytes")
         finally:
             server.stop()
 
