@@ -23,6 +23,8 @@ One command per tox environment, for when tox is not installed:
                                       # restart of 100,000 calls (installs haproxy if root with apt-get)
     python3 dev.py asan [ARGS]        # the compiled core built with AddressSanitizer, under
                                       # tests/framing/test_cores.py and test_vectors.py (needs gcc)
+    python3 dev.py sizes [--top N]    # a report, never a failure: the N (15) largest classes and
+                                      # functions in framing/ and protocols/ (tests/structure.py)
 
 Only python3 (3.10+) and git are needed: the first run makes .venv and
 installs the project with its extras there (one line is printed; pip's
@@ -69,7 +71,7 @@ TOX_COMMANDS: dict[str, list[list[str]]] = {
     ],
     "haproxy": [["-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "tests/protocols/serving/test_haproxy.py"]],
 }
-COMMANDS = ("demo", "test", "pytest", "trial", "lint", "type", "bench", "docs", "asan", *TOX_COMMANDS)
+COMMANDS = ("demo", "test", "pytest", "trial", "lint", "type", "bench", "docs", "asan", "sizes", *TOX_COMMANDS)
 BUILD_INPUTS = ("pyproject.toml", "setup.py", "framing/_speedups.c")
 """What the editable install is made from: a change to any of them reinstalls (and so recompiles)."""
 
@@ -140,6 +142,8 @@ def main(argv: list[str]) -> int:
         return docs(screenshots="--screenshots" in rest)
     if command == "asan":
         return asan(rest)
+    if command == "sizes":
+        return run("-m", "tests.structure", *rest)
     if command in TOX_COMMANDS:
         return toxCommands(command, rest)
     # The whole suite on both codec cores, each runner taking one: pytest on

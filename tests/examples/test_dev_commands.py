@@ -44,6 +44,11 @@ class DevCommandTests(SynchronousTestCase):
         self.assertEqual(self.dev.main(["bench", "--quick", "rpc"]), 0)
         self.assertEqual(self.calls, [("ensure_venv",), ("-m", "tests.benchmarks", "--quick", "rpc")])
 
+    def test_sizes(self) -> None:
+        """dev.py sizes ARGS runs python -m tests.structure ARGS, the size report shared with the structure tests."""
+        self.assertEqual(self.dev.main(["sizes", "--top", "5"]), 0)
+        self.assertEqual(self.calls, [("ensure_venv",), ("-m", "tests.structure", "--top", "5")])
+
     def test_test(self) -> None:
         """dev.py test runs pytest, then trial on tests, then ruff and mypy."""
         self.assertEqual(self.dev.main(["test"]), 0)

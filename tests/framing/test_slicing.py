@@ -391,7 +391,7 @@ class RegistryTests(SynchronousTestCase):
         self.assertEqual(loads(dumps([Celsius(21.5)])), [Celsius(21.5)])
 
     def test_register_is_a_public_name_of_framing(self) -> None:
-        """framing.register is public, as DESIGN.md lists it, and registers on the default registry."""
+        """framing.register is public, as ARCHITECTURE.md lists it, and registers on the default registry."""
         self.assertEqual(framing.register, DEFAULT_REGISTRY.register)
 
 
