@@ -482,16 +482,9 @@ class BulkService(rpc.Referenceable):
     stripable protocol of L{sendFile} and L{fetchFile}; C{list()} names the
     files.
 
-    An unfinished upload belongs to the connections that opened it or sent
-    it data (L{protocols.bulk.callingChannel}): while one of them is up it
-    stays open (its partial file, its hasher).  When the last one is lost,
-    the upload is closed at once (file descriptor, hashing) and leaves
-    C{uploads}: if it held no bytes its C{.NAME.part} files are removed,
-    otherwise they stay on disk for a resume (C{openUpload} of the same
-    size and version picks them up) until nobody has touched them for
-    C{abandonAfter} seconds; then a sweep removes them.  The sweep runs when
-    the service starts and on C{openUpload}, at most once per
-    C{min(abandonAfter, 600)} seconds.  A connection may hold
+    Unfinished uploads are kept by an L{UnfinishedUploads}, which says
+    when one is closed, kept for a resume (C{openUpload} of the same size
+    and version picks it up) and swept.  A connection may hold
     C{maxUploads} uploads at once (L{TooManyUploads} past it), and a name
     being uploaded by one connection cannot be restarted with another size
     or version by another connection (L{UploadBusy}); the same version
@@ -503,7 +496,10 @@ class BulkService(rpc.Referenceable):
     concurrent C{stat} calls on one file share one computation.
 
     @ivar directory: the served directory.
-    @ivar uploads: the assemblies of uploads in progress, by name.
+    @ivar unfinished: the L{UnfinishedUploads}: uploads in progress, their
+        connections, and their partial files.
+    @ivar uploads: the assemblies of uploads in progress, by name (the
+        C{assemblies} of C{unfinished}).
     @ivar maxUploads: the most unfinished uploads one connection may hold.
     @ivar abandonAfter: seconds after which an abandoned upload's partial
         files are removed.
@@ -530,19 +526,30 @@ class BulkService(rpc.Referenceable):
         self.choice = DigestChoice((algorithm,) if algorithm is not None else digests, reactor)
         self.accepted, self.algorithm = self.choice.accepted, self.choice.accepted[0]
         self.digestsFor, self.choose = self.choice.cache, self.choice.choose
-        self.abandonAfter = abandonAfter
         self.maxFragments = maxFragments
         self.hashing = hashing
-        self.uploads: dict[str, Assembly] = {}
-        self.owners = UploadOwners(self, maxUploads, self._abandon)
+        self.unfinished = UnfinishedUploads(self, self.directory, maxUploads, abandonAfter)
+        self.uploads, self.owners = self.unfinished.assemblies, self.unfinished.owners
         self.digests = self.digestsFor(self.algorithm)
-        self._lastSweep = 0.0
         self.sweep()
 
     @property
     def maxUploads(self) -> int:
         """The most unfinished uploads one connection may hold."""
         return self.owners.maxUploads
+
+    @property
+    def abandonAfter(self) -> float:
+        """Seconds after which an abandoned upload's partial files are removed."""
+        return self.unfinished.abandonAfter
+
+    @abandonAfter.setter
+    def abandonAfter(self, seconds: float) -> None:
+        self.unfinished.abandonAfter = seconds
+
+    def sweep(self, now: float | None = None) -> list[str]:
+        """Remove abandoned partial files (see L{UnfinishedUploads.sweep}); the names of those removed."""
+        return self.unfinished.sweep(now)
 
     def _path(self, name: str) -> Path:
         return self.directory / checkName(name)
@@ -595,7 +602,7 @@ class BulkService(rpc.Referenceable):
         @raise DigestUnavailable: no digest in common.
         """
         path = self._path(name)
-        self._sweepSoon()
+        self.unfinished.sweepSoon()
         assembly = self.uploads.get(name)
         recorded = assembly.algorithm if assembly is not None else recordedAlgorithm(path)
         algorithm = self.choose(preferring(recorded, digests) if digests is not None else None)
@@ -605,7 +612,7 @@ class BulkService(rpc.Referenceable):
         if assembly is not None and (assembly.size, assembly.version, assembly.algorithm) != (size, version, algorithm):
             if self.owners.heldElsewhere(name) or name in self.owners.finishing:
                 self.owners.refuse(UploadBusy(f"{name} is being uploaded by another connection"))
-            self._close(name)
+            self.unfinished.close(name)
             assembly.discard()
             assembly = None
         self.owners.own(name)
@@ -624,7 +631,7 @@ class BulkService(rpc.Referenceable):
         if not isinstance(stream, IncomingStream):
             raise TypeError("upload takes a stream")
         try:
-            assembly = self._upload(name)
+            assembly = self.unfinished.get(name)
             if stream.size != assembly.size:
                 raise ValueError(f"the stream's size {stream.size} is not the upload's {assembly.size}")
             self.owners.own(name)
@@ -650,7 +657,7 @@ class BulkService(rpc.Referenceable):
             if stored is not None:
                 # A repeat: the first answer was lost with its connection.
                 return {"size": self._path(name).stat().st_size, "digest": stored.hex(), "duplicates": 0}
-        assembly = self._upload(name)
+        assembly = self.unfinished.get(name)
         # While it verifies, the upload outlives its connections: the
         # answer may be lost, the file is committed all the same.
         self.owners.finishing.add(name)
@@ -658,75 +665,18 @@ class BulkService(rpc.Referenceable):
             actual = await assembly.verify(digest)
         except IntegrityError:
             if assembly.complete and self.uploads.get(name) is assembly:
-                self._close(name)
+                self.unfinished.close(name)
                 assembly.discard()
             raise
         finally:
             self.owners.finishing.discard(name)
             if self.uploads.get(name) is assembly and not self.owners.holds(name):
-                self._abandon(name)  # its last connection went meanwhile
+                self.unfinished.abandon(name)  # its last connection went meanwhile
         if self.uploads.get(name) is assembly:
-            self._close(name)
+            self.unfinished.close(name)
         assembly.commit()
         self.digestsFor(assembly.algorithm).remember(assembly.path, actual, source=assembly.version)
         return {"size": assembly.size, "digest": actual.hex(), "duplicates": assembly.duplicates}
-
-    def _upload(self, name: str) -> Assembly:
-        assembly = self.uploads.get(checkName(name))
-        if assembly is None:
-            raise KeyError(f"no upload of {name!r} is open")
-        return assembly
-
-    # -- who holds an upload (see UploadOwners) -------------------------------------------
-
-    def _abandon(self, name: str) -> None:
-        """Nobody holds upload C{name} any more: close it, and keep its files only if they hold bytes."""
-        assembly = self.uploads.pop(name, None)
-        if assembly is None:
-            return
-        if assembly.held.total:
-            assembly.suspend()
-        else:
-            assembly.discard()
-
-    def _close(self, name: str) -> None:
-        """Upload C{name} is over (committed or discarded): its connections no longer hold it."""
-        self.uploads.pop(name, None)
-        self.owners.release(name)
-
-    # -- abandoned partial files ---------------------------------------------------------
-
-    def _sweepSoon(self) -> None:
-        if time.time() - self._lastSweep >= min(self.abandonAfter, 600.0):
-            self.sweep()
-
-    def sweep(self, now: float | None = None) -> list[str]:
-        """
-        Remove the partial files (C{.NAME.part}, C{.NAME.part.json}, and a
-        put's C{.NAME.*.part}) of uploads not open here and not touched for
-        C{abandonAfter} seconds.  Returns the names of the files removed.
-        """
-        now = time.time() if now is None else now
-        self._lastSweep = now
-        open_ = {assembly.partPath.name for assembly in self.uploads.values()}
-        open_ |= {name + ".json" for name in open_}
-        removed: list[str] = []
-        try:
-            entries = list(os.scandir(self.directory))
-        except OSError:
-            return removed
-        for entry in entries:
-            name = entry.name
-            if not name.startswith(".") or name in open_ or not name.endswith((".part", ".part.json", ".json.tmp")):
-                continue
-            try:
-                if now - entry.stat().st_mtime < self.abandonAfter:
-                    continue
-                os.unlink(entry.path)
-            except OSError:
-                continue
-            removed.append(name)
-        return removed
 
     # -- resumable downloads ------------------------------------------------------------------
 
@@ -806,6 +756,92 @@ class DigestChoice:
             if self.cache(algorithm).remembered(path, None) == digest:
                 return digest
         return None
+
+
+class UnfinishedUploads:
+    """
+    The unfinished uploads of a L{BulkService}: their assemblies by name,
+    when each is closed, and the sweep of the partial files left behind.
+
+    An unfinished upload belongs to the connections that opened it or sent
+    it data (L{protocols.bulk.callingChannel}; kept by an L{UploadOwners}):
+    while one of them is up it stays open (its partial file, its hasher).
+    When the last one is lost, the upload is closed at once (file
+    descriptor, hashing) and leaves C{assemblies}: if it held no bytes its
+    C{.NAME.part} files are removed, otherwise they stay on disk for a
+    resume until nobody has touched them for C{abandonAfter} seconds; then a
+    sweep removes them.  The sweep runs when the service starts and on
+    C{openUpload}, at most once per C{min(abandonAfter, 600)} seconds.
+
+    @ivar directory: the served directory, where the partial files are.
+    @ivar assemblies: the L{Assembly} of each upload in progress, by name.
+    @ivar owners: which connections hold which uploads (L{UploadOwners}).
+    @ivar abandonAfter: seconds after which an abandoned upload's partial
+        files are removed.
+    """
+
+    def __init__(self, service: object, directory: Path, maxUploads: int, abandonAfter: float) -> None:
+        """@param service: the service (the key its holds are tied to connections under)."""
+        self.directory = directory
+        self.assemblies: dict[str, Assembly] = {}
+        self.owners = UploadOwners(service, maxUploads, self.abandon)
+        self.abandonAfter = abandonAfter
+        self._lastSweep = 0.0
+
+    def get(self, name: str) -> Assembly:
+        """The assembly of upload C{name}; C{KeyError} if none is open."""
+        assembly = self.assemblies.get(checkName(name))
+        if assembly is None:
+            raise KeyError(f"no upload of {name!r} is open")
+        return assembly
+
+    def abandon(self, name: str) -> None:
+        """Nobody holds upload C{name} any more: close it, and keep its files only if they hold bytes."""
+        assembly = self.assemblies.pop(name, None)
+        if assembly is None:
+            return
+        if assembly.held.total:
+            assembly.suspend()
+        else:
+            assembly.discard()
+
+    def close(self, name: str) -> None:
+        """Upload C{name} is over (committed or discarded): its connections no longer hold it."""
+        self.assemblies.pop(name, None)
+        self.owners.release(name)
+
+    def sweepSoon(self) -> None:
+        """L{sweep}, unless the last sweep was less than C{min(abandonAfter, 600)} seconds ago."""
+        if time.time() - self._lastSweep >= min(self.abandonAfter, 600.0):
+            self.sweep()
+
+    def sweep(self, now: float | None = None) -> list[str]:
+        """
+        Remove the partial files (C{.NAME.part}, C{.NAME.part.json}, and a
+        put's C{.NAME.*.part}) of uploads not open here and not touched for
+        C{abandonAfter} seconds.  Returns the names of the files removed.
+        """
+        now = time.time() if now is None else now
+        self._lastSweep = now
+        open_ = {assembly.partPath.name for assembly in self.assemblies.values()}
+        open_ |= {name + ".json" for name in open_}
+        removed: list[str] = []
+        try:
+            entries = list(os.scandir(self.directory))
+        except OSError:
+            return removed
+        for entry in entries:
+            name = entry.name
+            if not name.startswith(".") or name in open_ or not name.endswith((".part", ".part.json", ".json.tmp")):
+                continue
+            try:
+                if now - entry.stat().st_mtime < self.abandonAfter:
+                    continue
+                os.unlink(entry.path)
+            except OSError:
+                continue
+            removed.append(name)
+        return removed
 
 
 class UploadOwners:

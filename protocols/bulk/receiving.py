@@ -34,7 +34,7 @@ from .interfaces import IStreamHost
 from .outcome import Outcome, TransferResult
 from .sinks import Piece, Sink, makeSink
 from .states import Named, Transitions
-from .tuning import WindowTuner
+from .tuning import receiveWindow
 from .wire import CANCEL, GRANT
 from .wire import DONE as DONE_OP
 
@@ -165,7 +165,8 @@ class Receiver:
     verification (see the module docstring).
 
     @ivar state: its L{ReceiveState}.
-    @ivar window: the most bytes in its care at once (it may grow).
+    @ivar window: the most bytes in its care at once (chosen by
+        L{receiveWindow}; it may grow).
     @ivar grantStep: the smallest grant it sends.
     @ivar tuner: its L{WindowTuner}, or C{None} if the window is fixed.
     @ivar announced: body bytes announced by frame headers so far.
@@ -195,7 +196,10 @@ class Receiver:
         self.state = IDLE
         algorithm = digestName if verify and not sink.verifies else None
         self.hasher = OrderedHasher(algorithm, None, host.hashReactor) if algorithm is not None else None
-        self.window, self.grantStep, self.tuner = self._windowFor(window)
+        inline = self.hasher is not None and host.hashReactor is None
+        self.window, self.grantStep, self.tuner = receiveWindow(
+            host.options, window, host.autotuning, inline, host.roundTrips
+        )
         self.announced = 0
         self.received = 0
         self.sinkReleased = 0
@@ -204,26 +208,6 @@ class Receiver:
         self.startedAt = 0.0  # when the first grant was sent
         self.ended: tuple[int | None, bytes | None] | None = None
         self.outcome = Outcome()
-
-    def _windowFor(self, window: int | None) -> tuple[int, int, WindowTuner | None]:
-        options = self.host.options
-        # A window asked for by name is kept; the connection's may grow.
-        tunable = window is None and self.host.autotuning
-        if window is None:
-            window = options.window
-            if self.hasher is not None and self.host.hashReactor is None:
-                # Hashing in the reactor thread about halves how fast this
-                # side takes bytes in; a call waits behind what is in flight,
-                # so keep that to the same time, not the same bytes.
-                window //= 2
-        # Steps stay those of the starting window: a grown window only
-        # means more steps in flight.
-        step = min(options.grantStep, max(window // 4, 1))
-        # A sender sends no frame smaller than its credit step (a quarter of
-        # the first grant, at most grantStep): less than a step left means
-        # it ran out of credit.
-        tuner = WindowTuner(window, options.maxWindow, step, self.host.roundTrips) if tunable else None
-        return window, step, tuner
 
     def _advance(self, event: ReceiveEvent) -> None:
         self.state = RECEIVING_TRANSITIONS.next(self.state, event)

@@ -39,6 +39,7 @@ from twisted.internet.interfaces import IConsumer
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from .credit import SendCredit
 from .errors import IntegrityError, StreamReset
 from .integrity import NEGOTIATED, OrderedHasher, checkAlgorithm
 from .interfaces import IStreamHost
@@ -103,6 +104,8 @@ class Stream:
     @ivar streamId: the id on the connection once sent, or C{None}.
     @ivar state: its L{SendState}.
     @ivar source: the L{StreamSource} it reads from.
+    @ivar credit: its L{SendCredit}: what the receiver granted, and the
+        frames that allows (L{protocols.bulk.credit}).
     """
 
     def __init__(
@@ -138,8 +141,7 @@ class Stream:
         self._host: IStreamHost | None = None
         self.streamId: int | None = None
         self.state = NEW
-        self._credit = 0
-        self._minFrame = 1
+        self.credit = SendCredit()
         self._hashBacklog = 0
         self._heard = False
         self.sentBytes = 0
@@ -230,7 +232,7 @@ class Stream:
     @property
     def waitingForCredit(self) -> bool:
         """Whether the stream is sending and waits for the receiver's credit (its sink holds the window)."""
-        return self.state is SENDING and self._credit < self._minFrame and not self.source.exhausted()
+        return self.state is SENDING and self.credit.short() and not self.source.exhausted()
 
     def refuse(self, error: BaseException) -> None:
         """No digest fits both sides: the stream fails before any data is sent, and the receiver is told."""
@@ -250,15 +252,13 @@ class Stream:
         self._heard = self._heard or heard
         if self.state not in _GRANTABLE:
             return
-        self._credit += count
         host = self._host
         assert host is not None
         if self.state is ANNOUNCED:
-            # The first credit is the receiver's whole window: send as soon as
-            # a quarter of it is free (a receiver grants in such steps), so
-            # several frames are in flight whatever the window.
-            self._minFrame = max(1, min(host.options.grantStep, count // 4))
+            self.credit.firstGrant(count, host.options.grantStep)
             self._start(host)
+        else:
+            self.credit.grant(count)
         host.wake(self)
 
     def _start(self, host: IStreamHost) -> None:
@@ -281,7 +281,7 @@ class Stream:
         if self._hashBacklog >= host.options.hashBudget:
             return False
         try:
-            frame = self._nextFrame(host.options.chunkSize)
+            frame = self.credit.take(source, host.options.chunkSize)
         except Exception as error:
             self._fail(error, tell="source-failed")
             return False
@@ -290,24 +290,11 @@ class Stream:
         offset, data = frame
         host.sendData(self.streamId or 0, offset, data)
         self.sentBytes += len(data)
-        self._credit -= len(data)
         if self._hasher is not None:
             self._hashBacklog += len(data)
             self._hasher.offer(offset, data, self._hashReleased)
         source.refill()
         return True
-
-    def _nextFrame(self, chunkSize: int) -> tuple[int, bytes] | None:
-        available = self.source.available()
-        if not available:
-            return None
-        # A full chunk if the credit allows one, else as much as the credit
-        # allows once that is at least a credit step: waiting for a whole
-        # chunk of credit would let the pipe run dry between chunks.
-        wanted = min(chunkSize, available, self._credit)
-        if wanted < min(chunkSize, available, self._minFrame):
-            return None
-        return self.source.take(wanted)
 
     def _hashReleased(self, count: int) -> None:
         self._hashBacklog -= count

@@ -1,4 +1,9 @@
-"""Receive-window autotuning: the path's base round trip and each stream's delivery rate.
+"""Receive windows: each stream's starting window, then autotuning from the base round trip and delivery rate.
+
+Contract: L{receiveWindow} chooses an incoming stream's window and grant
+step when it starts: the connection's window (halved when the stream is
+hashed in the reactor thread), or the one the application asked for, which
+is then never tuned.
 
 Contract: L{RoundTrips} estimates a connection's base round-trip time from
 PING/PONG probes (every stream starts with the receiver's initial window,
@@ -31,6 +36,8 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
+
+from .options import BulkOptions
 
 INTERVAL_RTTS = 2
 """A rate is measured over at least this many base RTTs: enough that the
@@ -176,3 +183,35 @@ def _newestBefore(entries: deque[tuple[float, int]], cutoff: float) -> int:
     while len(entries) > 1 and entries[1][0] <= cutoff:
         entries.popleft()
     return entries[0][1] if entries else 0
+
+
+def receiveWindow(
+    options: BulkOptions, asked: int | None, autotuning: bool, hashingInline: bool, roundTrips: RoundTrips
+) -> tuple[int, int, WindowTuner | None]:
+    """
+    The window, grant step and L{WindowTuner} (C{None}: the window stays)
+    of an incoming stream that starts now.
+
+    @param asked: the window the application asked for, or C{None} for the
+        connection's (C{options.window}).
+    @param autotuning: whether the connection's windows may grow.
+    @param hashingInline: whether the stream is hashed in the reactor thread.
+    """
+    # A window asked for by name is kept; the connection's may grow.
+    tunable = asked is None and autotuning
+    window = asked
+    if window is None:
+        window = options.window
+        if hashingInline:
+            # Hashing in the reactor thread about halves how fast this
+            # side takes bytes in; a call waits behind what is in flight,
+            # so keep that to the same time, not the same bytes.
+            window //= 2
+    # Steps stay those of the starting window: a grown window only
+    # means more steps in flight.
+    step = min(options.grantStep, max(window // 4, 1))
+    # A sender sends no frame smaller than its credit step (a quarter of
+    # the first grant, at most grantStep): less than a step left means
+    # it ran out of credit.
+    tuner = WindowTuner(window, options.maxWindow, step, roundTrips) if tunable else None
+    return window, step, tuner

@@ -9,7 +9,8 @@ is: L{OutgoingCalls} (the calls this side made, L{protocols.rpc.calls}),
 L{IncomingCalls} (the calls the peer made, L{protocols.rpc.answering}) and
 L{ReferenceTable} (exports, imports and RELEASE, L{protocols.rpc.tables}).
 Each call is one CALL message in one transport write; each answer one
-ANSWER or FAIL in one write.
+ANSWER or FAIL in one write.  How the connection ended, and who waits for
+that, is a L{Disconnection}'s (L{protocols.rpc.disconnection}).
 
 Extensions (L{IBrokerExtension}, e.g. bulk streams) are loaded instead of
 subclassing: installed when the broker is made, told when the connection
@@ -35,7 +36,7 @@ from collections.abc import Callable, Iterable
 from operator import attrgetter
 from typing import Any
 
-from twisted.internet.defer import Deferred, gatherResults, succeed
+from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.protocol import Factory, connectionDone
 from twisted.logger import LogLevel
 from twisted.python.failure import Failure
@@ -53,6 +54,7 @@ from ..interfaces import IObjectReceiver
 from ..logs import escape
 from .answering import IncomingCalls, currentBroker
 from .calls import OutgoingCalls
+from .disconnection import Disconnection
 from .drain import ConnectionDrain
 from .errors import MessageRefused
 from .interceptors import intercept
@@ -107,6 +109,8 @@ class Broker:
     @ivar extensions: the L{IBrokerExtension}s loaded, in order.
     @ivar drain: the L{ConnectionDrain}: GOAWAY sent and received
         (L{protocols.rpc.drain}).
+    @ivar disconnection: the L{Disconnection}: why the connection ended,
+        and who waits for it (L{protocols.rpc.disconnection}).
     @ivar factory: the L{BrokerFactory} that built this broker, if any.
     """
 
@@ -146,9 +150,7 @@ class Broker:
         self.clock = clock
         self.callLimits = callLimits = callLimits or CLIENT_CALL_LIMITS
         self.extensions = tuple(extensions)
-        self._lost: Failure | None = None
-        # A dict as an ordered set: a cancelled waiter is forgotten in O(1).
-        self._disconnectWaiters: dict[Deferred[BaseException], None] = {}
+        self.disconnection = Disconnection()
         # A registry for this connection only: references are sliced against its tables.
         connectionRegistry = Registry(registry if registry is not None else DEFAULT_REGISTRY)
         config = ConnectionConfig(
@@ -293,28 +295,15 @@ class Broker:
         may be cancelled (then it fails with C{CancelledError}), which
         forgets it at once.
         """
-        if self._lost is not None:
-            return succeed(self._lostReason())
-        waiter: Deferred[BaseException] = Deferred(self._forgetWaiter)
-        self._disconnectWaiters[waiter] = None
-        return waiter
-
-    def _forgetWaiter(self, waiter: Deferred[BaseException]) -> None:
-        self._disconnectWaiters.pop(waiter, None)
+        return self.disconnection.wait()
 
     def disconnect(self) -> Deferred[BaseException]:
         """Close the connection; the result fires as L{whenDisconnected}'s does."""
         lost = self.whenDisconnected()
         transport = self.connection.transport
-        if self._lost is None and transport is not None:
+        if self.disconnection.reason is None and transport is not None:
             transport.loseConnection()
         return lost
-
-    def _lostReason(self) -> BaseException:
-        assert self._lost is not None
-        reason = self._lost.value
-        assert reason is not None
-        return reason
 
     def stopReceiving(self, reason: Failure = connectionDone) -> None:
         """
@@ -322,16 +311,14 @@ class Broker:
         answers of calls still running here, fail every pending call with
         C{reason}, tell the extensions, and fire L{whenDisconnected}.
         """
-        self._lost = reason
+        self.disconnection.lost(reason)
         self.incoming.connectionLost()
         self.references.connectionLost()
         self.calls.connectionLost(reason)
         self.drain.connectionLost()
         for extension in self.extensions:
             extension.connectionLost(reason)
-        waiters, self._disconnectWaiters = self._disconnectWaiters, {}
-        for waiter in waiters:
-            waiter.callback(self._lostReason())
+        self.disconnection.notify()
         if isinstance(self.factory, BrokerFactory):
             self.factory.brokerDisconnected(self)
 
