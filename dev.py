@@ -2,8 +2,8 @@
 """Set up a virtualenv on demand and run chunkwire's demo, tests, docs or benchmarks.
 
     python3 dev.py demo [--size 16]   # the main demo
-    python3 dev.py test               # the whole suite: pytest (on the compiled core), trial (on the
-                                      # pure-Python core), ruff, mypy (what CI runs)
+    python3 dev.py test               # the whole suite: pytest (on the compiled core) and trial (on
+                                      # the pure-Python core) at once, then ruff, mypy (what CI runs)
 
 One command per tox environment, for when tox is not installed:
 
@@ -146,14 +146,95 @@ def main(argv: list[str]) -> int:
         return run("-m", "tests.structure", *rest)
     if command in TOX_COMMANDS:
         return toxCommands(command, rest)
-    # The whole suite on both codec cores, each runner taking one: pytest on
-    # the compiled core (when it was built), trial on the pure-Python one;
-    # the differential tests put the two side by side in both runs.
-    failed = run("-m", "pytest", "-q", *rest) != 0
-    failed |= run("-m", "twisted.trial", "--reporter=text", "tests", pure=True) != 0
+    return test(rest)
+
+
+PROCESS_TESTS = {
+    "compiled": (
+        "tests/attack",
+        "tests/faults",
+        "tests/latency",
+        "tests/test_benchmark_plots.py",
+        "tests/test_docs_snippets.py",
+        "tests/protocols/rpc/test_interfaces_mypy.py",
+    ),
+    "pure": (
+        "tests/examples",
+        "tests/protocols/serving",
+        "tests/framing/test_docs_build.py",
+        "tests/test_twist_plugins.py",
+        "tests/test_demo.py",
+        "tests/protocols/rpc/test_kv_example.py",
+        "tests/protocols/bulk/test_examples.py",
+        "tests/protocols/test_examples.py",
+        "tests/protocols/test_example_trace.py",
+    ),
+}
+"""
+The tests whose subject is a whole program run as processes (the example
+servers under attack, the CLIs, twist and its workers, the docs build,
+mypy): the default run gives each to one of its two runs, not both, since
+what they prove does not change with the codec core (the differential and
+in-process tests prove the cores alike).  Half go to each core, so that both
+serve real processes.  Every other test runs in both; C{dev.py pytest} and
+C{dev.py trial} still run everything.
+"""
+
+
+def testModules(without: tuple[str, ...]) -> list[str]:
+    """The dotted names of the test modules under tests/, less those at or under the paths C{without}."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if not any(relative == skip or relative.startswith(skip + "/") for skip in without):
+            found.append(relative[: -len(".py")].replace("/", "."))
+    return found
+
+
+def test(rest: list[str]) -> int:
+    """
+    The whole suite on both codec cores, each runner taking one: pytest on
+    the compiled core (when it was built), trial on the pure-Python one, at
+    the same time (one per core of a two-core machine; each one's output is
+    shown whole when both are done), then ruff and mypy.
+    """
+    pytest = ["-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    pytest += [f"--ignore={path}" for path in PROCESS_TESTS["pure"]]
+    modules = testModules(PROCESS_TESTS["compiled"])
+    trial = ["-m", "twisted.trial", "--reporter=text", *modules]
+    shownTrial = f"-m twisted.trial --reporter=text tests (less {', '.join(PROCESS_TESTS['compiled'])})"
+    statuses = runTogether([([*pytest, *rest], False, None), (trial, True, shownTrial)])
+    failed = any(status != 0 for status in statuses)
     failed |= lint() != 0
     print("dev.py test:", "FAILED" if failed else "all passed", flush=True)
     return 1 if failed else 0
+
+
+def runTogether(jobs: list[tuple[list[str], bool, str | None]]) -> list[int]:
+    """
+    Run .venv's python with each job's arguments at once (C{(args, pure,
+    shown)}: C{pure} as in L{run}, C{shown} the command as printed, if not
+    the arguments); print each command, then, as each ends in order, its
+    whole output; return their exit statuses.
+    """
+    import tempfile
+
+    started = []
+    for args, pure, shown in jobs:
+        print("$", *(["CHUNKWIRE_PURE=1"] if pure else []), *([shown] if shown else args), flush=True)
+        env = {**os.environ, "CHUNKWIRE_PURE": "1"} if pure else None
+        output = tempfile.TemporaryFile()
+        process = subprocess.Popen([str(PYTHON), *args], cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
+        started.append((process, output))
+    statuses = []
+    for process, output in started:
+        statuses.append(process.wait())
+        output.seek(0)
+        sys.stdout.flush()
+        sys.stdout.buffer.write(output.read())
+        sys.stdout.buffer.flush()
+        output.close()
+    return statuses
 
 
 def lint() -> int:

@@ -29,6 +29,8 @@ class DevCommandTests(SynchronousTestCase):
         self.calls: list[tuple[str, ...]] = []
         self.dev.ensure_venv = lambda: self.calls.append(("ensure_venv",))
         self.dev.run = lambda *args, pure=False: self.calls.append(args) or 0
+        self.together: list[list[tuple[list[str], bool, str | None]]] = []
+        self.dev.runTogether = lambda jobs: self.together.append(jobs) or [0] * len(jobs)
         # What main prints (its verdict line, the usage) belongs to the runs it
         # stands for, not in the test log.
         self.output = io.StringIO()
@@ -50,14 +52,52 @@ class DevCommandTests(SynchronousTestCase):
         self.assertEqual(self.calls, [("ensure_venv",), ("-m", "tests.structure", "--top", "5")])
 
     def test_test(self) -> None:
-        """dev.py test runs pytest, then trial on tests, then ruff and mypy."""
+        """
+        dev.py test runs pytest on the compiled core and trial on the pure
+        one together, each process-run test module in exactly one of them and
+        every other in both; then ruff and mypy.
+        """
         self.assertEqual(self.dev.main(["test"]), 0)
         self.assertEqual(self.calls[0], ("ensure_venv",))
-        tools = [call[1] for call in self.calls[1:]]
+        [[(pytest, pytestPure, _), (trial, trialPure, _)]] = self.together
         self.assertEqual(
-            [tool for i, tool in enumerate(tools) if tool not in tools[:i]], ["pytest", "twisted.trial", "ruff", "mypy"]
+            (pytest[:2], pytestPure, trial[:2], trialPure), (["-m", "pytest"], False, ["-m", "twisted.trial"], True)
         )
-        self.assertIn(("-m", "mypy", "framing", "protocols"), self.calls)
+        everything = self.dev.testModules(())
+        ignored = [argument.split("=", 1)[1] for argument in pytest if argument.startswith("--ignore=")]
+        byPytest = set(self.dev.testModules(tuple(ignored)))
+        byTrial = {argument for argument in trial if argument.startswith("tests.")}
+        self.assertEqual(byPytest | byTrial, set(everything))
+        once = byPytest ^ byTrial
+        self.assertIn("tests.attack.test_attack", once & byPytest)
+        self.assertIn("tests.examples.test_bulk_cli", once & byTrial)
+        self.assertIn("tests.framing.test_codec", byPytest & byTrial)
+        tools = [call[1] for call in self.calls[1:]]
+        self.assertEqual(tools, ["ruff", "ruff", "mypy"])
+
+    def test_testModules(self) -> None:
+        """testModules names each test module under tests/ once, less a whole folder or one file asked for."""
+        every = self.dev.testModules(())
+        self.assertEqual(len(every), len(set(every)))
+        self.assertIn("tests.attack.test_attack", every)
+        less = self.dev.testModules(("tests/attack", "tests/framing/test_codec.py"))
+        self.assertNotIn("tests.attack.test_attack", less)
+        self.assertNotIn("tests.framing.test_codec", less)
+        self.assertIn("tests.framing.test_chain", less)
+
+    def test_runTogether(self) -> None:
+        """runTogether runs its jobs at once and shows each one's whole output in order, with its status."""
+        dev = loadDev()  # the real one (setUp's stands in for it)
+        self.patch(dev, "PYTHON", sys.executable)
+        output = io.BytesIO()
+        self.patch(sys, "stdout", io.TextIOWrapper(output))
+        slow = ["-c", "import time; time.sleep(0.5); print('first')"]
+        fast = ["-c", "import os, sys; print('second', os.environ.get('CHUNKWIRE_PURE')); sys.exit(3)"]
+        self.assertEqual(dev.runTogether([(slow, False, None), (fast, True, "the fast one")]), [0, 3])
+        sys.stdout.flush()
+        lines = output.getvalue().decode().splitlines()
+        self.assertEqual(lines[2:], ["first", "second 1"])
+        self.assertEqual(lines[1], "$ CHUNKWIRE_PURE=1 the fast one")
 
     def test_unknown(self) -> None:
         """An unknown command prints the usage and fails without setting anything up; help succeeds."""
