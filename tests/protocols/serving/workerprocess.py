@@ -49,7 +49,6 @@ def main() -> None:
         service.startService()
         reactor.addSystemEventTrigger("before", "shutdown", service.stopService)
     watchParent(reactor)
-    print(f"worker {os.getpid()} serving", flush=True)
     reactor.run()
 
 
