@@ -27,6 +27,7 @@ from framing.errors import PeerError, ProtocolError
 from protocols.auth.errors import LoginFailed, LoginRefused
 from protocols.auth.realms import ClientCertificatesNeedTLS
 from protocols.auth.secretfiles import SecretFileError
+from protocols.auth.throttle import ThrottleStateError
 from protocols.mismatch import NotTLS
 from protocols.rpc.errors import ERRORS
 
@@ -136,7 +137,7 @@ def _explainLogin(failure: BaseException, description: str | None, where: str) -
             f"cannot {where}: the server wants a TLS client certificate from a CA it trusts"
             f" (TLS alert: {alert}; give certKey= and privateKey= in the ssl: endpoint)"
         )
-    if isinstance(failure, (SecretFileError, ClientCertificatesNeedTLS)):
+    if isinstance(failure, (SecretFileError, ClientCertificatesNeedTLS, ThrottleStateError)):
         return f"cannot {where}: {failure}"
     return ""
 

@@ -61,11 +61,18 @@ def addLoginArguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="require logins: bearer tokens from this file (made with chunkwire-adduser --token)",
     )
+    parser.add_argument(
+        "--throttle-db",
+        dest="throttleDB",
+        metavar="FILE",
+        help="keep the login throttle's counts in this SQLite file, shared by every server naming it"
+        " (default: in this process's memory)",
+    )
 
 
 def loginsFrom(args: argparse.Namespace) -> ServiceLogins:
     """The login options given."""
-    return ServiceLogins(args.users, args.clientCA, args.tokens)
+    return ServiceLogins(args.users, args.clientCA, args.tokens, args.throttleDB)
 
 
 async def serveForever(

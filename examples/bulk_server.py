@@ -48,7 +48,7 @@ def brokerFactory(
         directory, lambda userDirectory: BulkService(userDirectory, reactor=reactor, hashing=hashing)
     )
     portal = logins.portal(realm)
-    gate = loginGate(None, portal, None, reactor)
+    gate = loginGate(None, portal, None, reactor, throttle=logins.throttle(reactor))
     return bulk.BulkBrokerFactory(None, clock=reactor, options=options, gate=gate)
 
 

@@ -51,7 +51,14 @@ async def serve(
     store = KeyValueStore()
     portal = logins.portal(SharedRootRealm(store))
     root = store if portal is None else None
-    brokers = rpc.serverFactory(root, clock=reactor, tracebacks=tracebacks, callLimits=callLimits, portal=portal)
+    brokers = rpc.serverFactory(
+        root,
+        clock=reactor,
+        tracebacks=tracebacks,
+        callLimits=callLimits,
+        portal=portal,
+        throttle=logins.throttle(reactor),
+    )
     factory = GuardedFactory(brokers, policy, reactor)
     await serveForever(reactor, descriptions, factory, "kv server", logins=logins)
 

@@ -147,9 +147,14 @@ def scramLogin(context: LoginContext, payload: bytes) -> Deferred[Any]:
     checker = None if portal is None else portal.checkers.get(IScramResponse)
     if checker is None:
         return fail(Refused("the server has no SCRAM user file"))
-    # Unknown users are shown the iteration count real ones have, so the two look alike.
-    decoy = getattr(checker, "decoyIterations", None)
-    server = ScramServer(checker.verifier, context.secret, **({"decoyIterations": decoy()} if decoy else {}))
+    # A checker with its own decoys (a UserFile) shows every name a verifier, known or not, after the same
+    # work; another is asked for real ones only, and unknown names get the server's decoys.
+    shown = getattr(checker, "scramVerifier", None)
+    if shown is not None:
+        server = ScramServer(shown, context.secret)
+    else:
+        decoy = getattr(checker, "decoyIterations", None)
+        server = ScramServer(checker.verifier, context.secret, **({"decoyIterations": decoy()} if decoy else {}))
     try:
         serverFirst = server.first(payload)
     except ScramError as error:
@@ -216,3 +221,18 @@ PORTAL_MECHANISMS: Mapping[str, Mechanism] = {
 
 NAME_MECHANISMS: Mapping[str, Mechanism] = {NAME: nameLogin}
 """The mechanism a server with a name table offers."""
+
+
+def claimedName(mechanism: str | None, payload: bytes) -> str | None:
+    """
+    The user name the first message of C{mechanism} claims, before anything is checked; C{None} if it names nobody.
+
+    Only SCRAM names its user up front (bearer tokens, certificates and
+    object names are their own credentials): the login throttle counts its
+    attempts per address and name as well as per address.
+    """
+    if mechanism != SCRAM:
+        return None
+    from .scram import clientFirstName
+
+    return clientFirstName(payload)

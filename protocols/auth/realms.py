@@ -14,7 +14,8 @@ L{servicePortal} turns the services' C{--users} and C{--client-ca} (and
 C{--tokens}) into a portal, or C{None} (an open service) when none is given;
 L{listenDescriptions} makes every C{--listen} description require client
 certificates when C{--client-ca} is given, and refuses a non-TLS one;
-L{ServiceLogins} holds the three options and says which way is in use.
+L{ServiceLogins} holds the three options (and C{--throttle-db}, where
+worker processes share their login throttle) and says which way is in use.
 """
 
 from __future__ import annotations
@@ -188,11 +189,41 @@ class ServiceLogins:
     @ivar users: C{--users}, a user file.
     @ivar clientCA: C{--client-ca}, a directory of CA certificates.
     @ivar tokens: C{--tokens}, a token file.
+    @ivar throttleDB: C{--throttle-db}, the SQLite file of the login throttle
+        shared by worker processes, or C{None} (each process keeps its own).
     """
 
     users: str | None = None
     clientCA: str | None = None
     tokens: str | None = None
+    throttleDB: str | None = None
+
+    def sharedThrottlePath(self) -> str | None:
+        """
+        Where worker processes share their login throttle: C{--throttle-db}
+        if given, else beside the user file (C{USERS.throttle}), else beside
+        the token file; C{None} for certificate logins alone (only a
+        certificate a CA issued gets past the TLS handshake to a login).
+        """
+        if self.throttleDB is not None:
+            return self.throttleDB
+        beside = self.users if self.users is not None else self.tokens
+        return None if beside is None else beside + ".throttle"
+
+    def throttle(self, clock: Any) -> Any:
+        """
+        The L{protocols.auth.throttle.LoginThrottle} of C{--throttle-db}: its
+        counts in that SQLite file, shared with every process that names it;
+        C{None} without it (the gate keeps one in this process).
+
+        @raise protocols.auth.throttle.ThrottleStateError: the file cannot be opened.
+        """
+        if self.throttleDB is None:
+            return None
+        from .sharedthrottle import SQLiteThrottleState
+        from .throttle import LoginThrottle
+
+        return LoginThrottle(clock, state=SQLiteThrottleState(self.throttleDB))
 
     @property
     def required(self) -> bool:

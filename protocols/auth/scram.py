@@ -14,8 +14,9 @@ Costs: the client pays C{iterations} HMAC-SHA-256 rounds once per login
 (C{hashlib.pbkdf2_hmac}; at L{DEFAULT_ITERATIONS}, about 73 ms of CPU on
 the development machine); the server pays a handful of HMACs (about 60
 microseconds), whatever the iteration count.  An unknown user gets a L{decoyVerifier}: the same message
-shapes, the same salt every time, the same few HMACs, and a refusal that
-looks like a wrong password.
+shapes, the same salt every time, an iteration count drawn from the real
+users' counts, the same few HMACs, and a refusal that looks like a wrong
+password.
 
 Limits: no channel binding (the GS2 header is C{n,,} or C{y,,}, never
 C{p=}), no authorization identity, no SASLprep: a user name is any text
@@ -34,7 +35,7 @@ import hashlib
 import hmac
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from twisted.cred.credentials import ICredentials
@@ -170,21 +171,32 @@ class ScramVerifier:
         return cls(salt, iterations, storedKey, _hmac(salted, b"Server Key"))
 
 
-def decoyVerifier(secret: bytes, username: str, iterations: int) -> ScramVerifier:
+def decoyVerifier(secret: bytes, username: str, iterations: int | Sequence[int]) -> ScramVerifier:
     """
     A made-up verifier for a user who does not exist, the same for the same name every time.
 
     Derived by HMACs of C{secret} and the name, so probing one name twice
-    shows the same salt (a random one would give the name away) and costs
-    what a real user's lookup costs.  Nobody knows a password that matches
-    it, as long as C{secret} stays secret; keep C{secret} the same across
-    restarts, or a name's salt changes when the server restarts.
+    shows the same salt (a random one would give the name away).  Nobody
+    knows a password that matches it, as long as C{secret} stays secret;
+    keep C{secret} the same across restarts and worker processes (a user
+    file keeps its own beside it), or a name's salt changes between them.
+    Always four HMACs, whatever C{iterations} is, so that a server can make
+    one for every name it is asked about, known or not, and do the same
+    work for both.
 
     @param secret: the server's private bytes.
     @param username: the unknown name.
-    @param iterations: the iteration count to announce: the one real users have.
+    @param iterations: the iteration count to announce, or the counts real
+        users have, one per user (in any fixed order): the name then shows
+        one of them, chosen by an HMAC of the name, so across names each
+        count shows as often as real users have it.
     """
     name = username.encode("utf-8", "surrogatepass")
+    choice = _hmac(secret, b"iterations\0" + name)
+    if not isinstance(iterations, int):
+        iterations = (
+            iterations[int.from_bytes(choice[:8], "big") % len(iterations)] if iterations else DEFAULT_ITERATIONS
+        )
     return ScramVerifier(
         salt=_hmac(secret, b"salt\0" + name)[:16],
         iterations=iterations,
@@ -238,6 +250,22 @@ def unescapeName(saslname: bytes) -> str:
         return name.decode("utf-8")
     except UnicodeDecodeError:
         raise MalformedMessage("the user name is not valid UTF-8") from None
+
+
+def clientFirstName(clientFirst: bytes) -> str | None:
+    """
+    The user name a client-first-message claims, or C{None} if it is malformed.
+
+    Read before the exchange starts (the login throttle counts attempts per
+    address and name); the exchange itself parses the message again.
+    """
+    try:
+        if clientFirst[:3] not in _GS2_HEADERS:
+            return None
+        name, _ = _attributes(clientFirst[3:], b"nr")
+        return unescapeName(name)
+    except ScramError:
+        return None
 
 
 def _attributes(message: bytes, expected: bytes) -> list[bytes]:

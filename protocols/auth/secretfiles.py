@@ -8,10 +8,17 @@ included) kept in order: it writes a temporary file beside it, syncs it,
 and renames it over the old one, so a reader sees the old file or the new
 one, never half of either.  A new file is created mode 0600; an existing
 one keeps its mode.  Two writers at once may lose one's change (no lock).
+
+L{sharedKey} reads a file of one random key (base64, one line), creating
+it first (mode 0600) if missing: the new file is written whole beside its
+name and linked into place, so processes that start at once all read the
+same key, whichever made it.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import stat
 import tempfile
@@ -109,3 +116,60 @@ def writeAtomically(path: StrPath, text: str, mode: int) -> None:
     except BaseException:
         os.unlink(temporary)
         raise
+
+
+KEY_BYTES = 32
+"""The length of a key L{sharedKey} makes."""
+
+
+def sharedKey(path: StrPath, error: type[SecretFileError] = SecretFileError) -> bytes:
+    """
+    The key in the file at C{path}; a new random one (mode 0600) if the file is missing.
+
+    @param error: the L{SecretFileError} subclass to raise.
+    @raise SecretFileError: the file cannot be read or made, or does not hold one base64 key of at least 16 bytes.
+    """
+    try:
+        return _readKey(path, error)
+    except FileNotFoundError:
+        pass
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, temporary = tempfile.mkstemp(prefix=".chunkwire-", dir=directory)
+    except OSError as e:
+        raise error(path, None, f"cannot be made: {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            os.fchmod(f.fileno(), 0o600)
+            f.write(base64.b64encode(os.urandom(KEY_BYTES)).decode("ascii") + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        # link, not rename: if another process made the file meanwhile, its key stays and is the one read.
+        os.link(temporary, path)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise error(path, None, f"cannot be made: {e.strerror or e}") from None
+    finally:
+        os.unlink(temporary)
+    try:
+        return _readKey(path, error)
+    except FileNotFoundError:
+        raise error(path, None, "vanished as it was made") from None
+
+
+def _readKey(path: StrPath, error: type[SecretFileError]) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise error(path, None, e.strerror or str(e)) from None
+    try:
+        key = base64.b64decode(text.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise error(path, 1, "not one base64 key") from None
+    if len(key) < 16:
+        raise error(path, 1, "the key is shorter than 16 bytes")
+    return key

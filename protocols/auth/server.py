@@ -12,16 +12,21 @@ succeeds the gate:
     reason;
   - drops the connection if no login succeeds within the timeout;
   - refuses at once, before any checker runs, a login from an address the
-    L{LoginThrottle} says must wait (every attempt counts until one succeeds).
+    L{LoginThrottle} says must wait, per address and per address and
+    claimed name (every attempt counts until one succeeds).
 
 A refused login gets the same C{"refused"} answer whatever the reason, and
 the connection is closed.  Once a login succeeds, the avatar becomes export
 id 0 (the client's root), the decoder gets the broker's limits and
 registry back, and the broker becomes the connection's receiver: from then
 on the gate costs nothing per message.  Losing the connection calls the
-realm's logout.  Every login, refusal and logout is a C{twisted.logger}
-event in the C{chunkwire.auth} namespace with the peer's address and the
-avatar id; a payload (password proof, token, object name) is never logged.
+realm's logout.  Every login and logout is a C{twisted.logger} event in
+the C{chunkwire.auth} namespace with the peer's address and the avatar
+id; refusals are too, through one rate-limited L{RefusalLog} shared by the
+server's connections (the first ten in each ten seconds in full, the rest
+counted in one summary line), so a flood of refused logins from any number
+of connections writes a bounded number of lines.  A payload (password
+proof, token, object name) is never logged.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from framing import Limits, Violation
 from framing.errors import short_repr
 
 from ..interfaces import IObjectReceiver
-from ..logs import escape
+from ..logs import LogPolicy, RefusalLog, escape
 from .errors import LoginTimedOut, NotLoggedIn
 from .mechanisms import (
     NAME_MECHANISMS,
@@ -49,6 +54,7 @@ from .mechanisms import (
     LoginContext,
     Mechanism,
     Refused,
+    claimedName,
     describeAvatar,
 )
 from .throttle import LoginThrottle, addressOf
@@ -81,6 +87,10 @@ class Authenticator:
     @ivar limits: what a connection may send before it has logged in.
     @ivar mechanisms: mechanism name to L{Mechanism}.
     @ivar log: where logins, refusals and logouts are logged.
+    @ivar refusals: the rate-limited log of refused logins, shared by every
+        connection: a flood of refusals writes L{LogPolicy.full} lines per
+        interval and then one summary line with the count, not a line each
+        (its C{total} counts them all).
     """
 
     log = Logger(namespace="chunkwire.auth")
@@ -115,7 +125,7 @@ class Authenticator:
         self.names = names
         self.clock = clock
         self.timeout = timeout
-        self.throttle = throttle or LoginThrottle(clock)
+        self.throttle = throttle if throttle is not None else LoginThrottle(clock)
         self.limits = limits
         self.mechanisms: dict[str, Mechanism] = {}
         if mechanisms is not None:
@@ -124,8 +134,10 @@ class Authenticator:
             self.mechanisms.update(PORTAL_MECHANISMS)
         if mechanisms is None and names is not None:
             self.mechanisms.update(NAME_MECHANISMS)
-        # SCRAM's answers for unknown users derive from this; it never leaves the process.
+        # SCRAM's answers for unknown users derive from this when the checker
+        # has no stored secret of its own (a UserFile has); it never leaves the process.
         self.secret = secret or os.urandom(32)
+        self.refusals = RefusalLog(LogPolicy(maxRefusals=None), clock.seconds)
 
     def guard(self, broker: Any) -> ServerLogin:
         """Put a L{ServerLogin} in front of C{broker} (before its connection is made)."""
@@ -142,6 +154,7 @@ class ServerLogin:
         L{LOGGED_IN}, L{CLOSED}.
     @ivar avatarId: who logged in (after L{LOGGED_IN}).
     @ivar mechanism: the mechanism the client started, or C{None}.
+    @ivar claimed: the user name its first message claimed (SCRAM's), or C{None}.
     """
 
     def __init__(self, broker: Any, authenticator: Authenticator) -> None:
@@ -151,6 +164,7 @@ class ServerLogin:
         self.state = WANT_START
         self.avatarId: Any = None
         self.mechanism: str | None = None
+        self.claimed: str | None = None
         self._respond: Any = None
         self._timeout: Any = None
         self._logout: Any = None
@@ -202,7 +216,8 @@ class ServerLogin:
     def _start(self, message: LoginMessage) -> None:
         self.mechanism = message.mechanism
         mechanism = self.authenticator.mechanisms.get(message.mechanism)
-        if not self.authenticator.throttle.admit(self.address):
+        self.claimed = claimedName(message.mechanism, message.payload)
+        if not self.authenticator.throttle.admit(self.address, self.claimed):
             self._refused(Refused("too many login attempts from this address"))
         elif mechanism is None:
             self._refused(Refused(f"unknown mechanism {escape(message.mechanism)}"))
@@ -248,7 +263,7 @@ class ServerLogin:
             accepted.logout()
             raise
         self._cancelTimeout()
-        self.authenticator.throttle.succeeded(self.address)
+        self.authenticator.throttle.succeeded(self.address, self.claimed)
         self.state = LOGGED_IN
         self.avatarId = accepted.avatarId
         self._logout = accepted.logout
@@ -281,12 +296,15 @@ class ServerLogin:
     def _refused(self, refusal: Refused) -> None:
         self.state = CLOSED
         self._cancelTimeout()
-        self.authenticator.log.warn(
-            "login refused: {avatar} from {peer} ({mechanism}): {reason}",
+        authenticator = self.authenticator
+        authenticator.refusals.refusal(
+            authenticator.log,
+            self.connection.peerName(),
+            "login-refused",
+            refusal.reason,
+            "login refused: {avatar} from {peer} ({mechanism}): {violation}",
             avatar=escape(describeAvatar(refusal.avatarId)) if refusal.avatarId is not None else "?",
-            peer=self.connection.peerName(),
             mechanism=escape(self.mechanism),
-            reason=refusal.reason,
             authEvent="refused",
             avatarId=refusal.avatarId,
         )

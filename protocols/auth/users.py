@@ -10,9 +10,20 @@ file when made (a bad line raises L{UserFileError} naming its number) and
 again whenever the file's size, mtime or inode changes, at the cost of one
 C{stat} per lookup.  A file that goes bad while the server runs refuses
 every login (fail closed) and logs the reason once, until it is fixed.
-An unknown user and a wrong password are refused with the same error
-after the same work.  L{addUser} and L{removeUser} rewrite the file
-atomically (L{protocols.auth.secretfiles}), new files mode 0600.
+L{addUser} and L{removeUser} rewrite the file atomically
+(L{protocols.auth.secretfiles}), new files mode 0600.
+
+Unknown names look like real ones.  Beside the user file, in
+C{USERFILE.decoy-key} (L{decoyKeyPath}; made mode 0600 by L{addUser} or
+by the first L{UserFile} that finds it missing), is a random key that
+never leaves the server.  An unknown name is shown a
+L{protocols.auth.scram.decoyVerifier} derived from that key: the same
+salt every time, across restarts and in every worker process that reads
+the same file, and an iteration count drawn from the real users' counts as
+often as they have it.  A lookup derives that decoy for every name, known
+or not, and checks the proof (or the password, at the shown salt and
+count) against whichever verifier it shows, so an unknown user and a
+wrong password are refused with the same error after the same work.
 """
 
 from __future__ import annotations
@@ -31,14 +42,25 @@ from twisted.internet.defer import Deferred, fail, succeed
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from protocols.auth.scram import DEFAULT_ITERATIONS, MECHANISM, MIN_ITERATIONS, IScramResponse, ScramVerifier
-from protocols.auth.secretfiles import SecretFileError, StrPath, entries, replaceEntry
+from protocols.auth.scram import (
+    DEFAULT_ITERATIONS,
+    MECHANISM,
+    MIN_ITERATIONS,
+    IScramResponse,
+    ScramVerifier,
+    decoyVerifier,
+)
+from protocols.auth.secretfiles import SecretFileError, StrPath, entries, replaceEntry, sharedKey
 
 # The refusal for a wrong password and an unknown user alike.
 REFUSAL = "invalid user name or password"
 
-_NOBODY = bytes(32)
 _KEY_BYTES = 32
+
+
+def decoyKeyPath(path: StrPath) -> str:
+    """The file beside the user file at C{path} that holds the key its decoys derive from."""
+    return os.fspath(path) + ".decoy-key"
 
 
 class UserFileError(SecretFileError):
@@ -124,14 +146,20 @@ class UserFile:
     credentialsInterfaces = credentialInterfaces
     _log = Logger()
 
-    def __init__(self, path: StrPath) -> None:
+    def __init__(self, path: StrPath, decoyKey: bytes | None = None) -> None:
         """
         @param path: the user file.
-        @raise UserFileError: it is missing or malformed.
+        @param decoyKey: what unknown names' decoys derive from; if C{None},
+            the key in L{decoyKeyPath}, made there if missing.
+        @raise UserFileError: the user file is missing or malformed, or the
+            decoy key file cannot be read or made (make it with
+            C{chunkwire-adduser}, which writes it beside the user file).
         """
         self._path = path
         self._stamp = self._statStamp()
         self._users = loadUsers(path)
+        self._counts = _countsOf(self._users)
+        self._decoyKey = decoyKey if decoyKey is not None else sharedKey(decoyKeyPath(path), UserFileError)
 
     def _statStamp(self) -> tuple[int, int, int] | None:
         try:
@@ -150,6 +178,7 @@ class UserFile:
         except UserFileError as e:
             self._users = {}
             self._log.error("Refusing every login until the user file is fixed: {reason}", reason=str(e))
+        self._counts = _countsOf(self._users)
 
     def verifier(self, username: str) -> ScramVerifier | None:
         """
@@ -160,12 +189,29 @@ class UserFile:
         self._refresh()
         return self._users.get(username)
 
+    def scramVerifier(self, username: str) -> ScramVerifier:
+        """
+        The verifier C{username} is shown: their own, or the decoy of an unknown name (see the module docstring).
+
+        Suitable as L{protocols.auth.scram.ScramServer}'s C{lookup} (it never answers C{None}).
+        """
+        return self.lookup(username)[0]
+
+    def lookup(self, username: str) -> tuple[ScramVerifier, bool]:
+        """
+        The verifier C{username} is shown and whether it is theirs: the decoy is derived either way.
+        """
+        self._refresh()
+        decoy = decoyVerifier(self._decoyKey, username, self._counts)
+        verifier = self._users.get(username)
+        return (decoy, False) if verifier is None else (verifier, True)
+
     def decoyIterations(self) -> int:
         """
         The iteration count most users in the file have (L{DEFAULT_ITERATIONS} for an empty file).
 
-        Pass it to L{protocols.auth.scram.ScramServer} as C{decoyIterations},
-        so an unknown user is shown the count a real one would be.
+        (Older API: L{scramVerifier} shows unknown names each real count as
+        often as users have it, which this single count cannot.)
         """
         self._refresh()
         counts = Counter(verifier.iterations for verifier in self._users.values())
@@ -183,31 +229,36 @@ class UserFile:
         """
         username = getattr(credentials, "username", b"")
         try:
-            verifier = self.verifier(username.decode("utf-8"))
+            name = username.decode("utf-8")
         except (AttributeError, UnicodeDecodeError):
-            verifier = None
+            # Still a lookup (of a name no file holds), so that this refusal costs what others do.
+            name, username = "", b""
+        verifier, known = self.lookup(name)
         if IScramResponse.providedBy(credentials):
-            good = credentials.checkProof(_NOBODY if verifier is None else verifier.storedKey)
+            good = credentials.checkProof(verifier.storedKey)
         elif IUsernamePassword.providedBy(credentials):
             good = self._checkPassword(verifier, credentials.password)
         else:
             good = False
-        if good and verifier is not None:
+        if good and known:
             return succeed(bytes(username))
         return fail(UnauthorizedLogin(REFUSAL))
 
-    def _checkPassword(self, verifier: ScramVerifier | None, password: bytes) -> bool:
-        # An unknown user costs the same derivation as a known one.
-        if verifier is None:
-            ScramVerifier.fromPassword(password, _NOBODY[:16], DEFAULT_ITERATIONS)
-            return False
+    def _checkPassword(self, verifier: ScramVerifier, password: bytes) -> bool:
+        # A decoy is derived at its own salt and count, as a real verifier is: the same work.
         derived = ScramVerifier.fromPassword(password, verifier.salt, verifier.iterations)
         return hmac.compare_digest(derived.storedKey, verifier.storedKey)
 
 
+def _countsOf(users: dict[str, ScramVerifier]) -> tuple[int, ...]:
+    """Every user's iteration count, sorted: what decoys draw theirs from, the same in every process."""
+    return tuple(sorted(verifier.iterations for verifier in users.values()))
+
+
 def addUser(path: StrPath, username: str, password: bytes, iterations: int = DEFAULT_ITERATIONS) -> None:
     """
-    Add C{username} to the user file at C{path}, or replace their verifier; creates the file (mode 0600).
+    Add C{username} to the user file at C{path}, or replace their verifier;
+    creates the file (mode 0600), and its decoy key beside it (L{decoyKeyPath}) if missing.
 
     @param password: the password's bytes; it is not stored, only its salted verifier.
     @param iterations: PBKDF2 rounds, at least L{MIN_ITERATIONS}.
@@ -221,6 +272,7 @@ def addUser(path: StrPath, username: str, password: bytes, iterations: int = DEF
     verifier = ScramVerifier.fromPassword(password, iterations=iterations)
     if os.path.exists(path):
         loadUsers(path)
+    sharedKey(decoyKeyPath(path), UserFileError)
     replaceEntry(path, username, formatLine(username, verifier))
 
 

@@ -53,12 +53,15 @@ def serverFactory(
     names: Any = None,
     loginTimeout: float = DEFAULT_LOGIN_TIMEOUT,
     interceptors: Iterable[Any] = (),
+    throttle: Any = None,
 ) -> BrokerFactory:
     """
     A factory of brokers exposing C{root} (or the avatar of each login), to
     listen with any endpoint (C{serverFromString(reactor,
     description).listen(factory)}); its C{disconnectAll()} closes every
-    connection, for a clean shutdown.  Arguments as for L{serve}.
+    connection, for a clean shutdown.  Arguments as for L{serve}, and
+    C{throttle}: the L{protocols.auth.throttle.LoginThrottle} of its logins
+    (C{None}: one in this process; worker processes share one in SQLite).
     """
     return BrokerFactory(
         root,
@@ -67,17 +70,24 @@ def serverFactory(
         limits=limits,
         registry=registry,
         callLimits=callLimits or SERVER_CALL_LIMITS,
-        gate=loginGate(root, portal, names, clock, loginTimeout),
+        gate=loginGate(root, portal, names, clock, loginTimeout, throttle),
         interceptors=interceptors,
     )
 
 
 def loginGate(
-    root: Referenceable | None, portal: Any, names: Any, clock: Any, timeout: float = DEFAULT_LOGIN_TIMEOUT
+    root: Referenceable | None,
+    portal: Any,
+    names: Any,
+    clock: Any,
+    timeout: float = DEFAULT_LOGIN_TIMEOUT,
+    throttle: Any = None,
 ) -> Callable[[Broker], object] | None:
     """
     The gate of a server's brokers: C{None} for an open server (a C{root}),
     else an L{Authenticator}'s guard over the portal and the name table.
+
+    @param throttle: the L{protocols.auth.throttle.LoginThrottle}, or C{None} for one in this process.
 
     @raise ValueError: both a root and a login were given, or neither.
     """
@@ -87,7 +97,7 @@ def loginGate(
         raise ValueError("a server needs a root, a portal, or a name table")
     if root is not None:
         return None
-    return Authenticator(portal, names, clock=clock, timeout=timeout).guard
+    return Authenticator(portal, names, clock=clock, timeout=timeout, throttle=throttle).guard
 
 
 def serve(

@@ -10,7 +10,9 @@
 chunkwire-kv and chunkwire-bulk take --users FILE, --client-ca DIR and
 --tokens FILE: with any, only clients that log in are served (the echo
 service stays open, a demo).  --workers N runs N worker processes on
-sockets bound once (tcp:, tcp6:, unix:, optionally under haproxy:); on
+sockets bound once (tcp:, tcp6:, unix:, optionally under haproxy:), and
+its workers share one login throttle in SQLite (--throttle-db, by default
+beside the user or token file); on
 SIGTERM each service drains: GOAWAY, then the calls in flight get --grace
 seconds.
 
@@ -166,6 +168,13 @@ class _LoginOptions(_Options):
             "ssl:, and a certificate's common name is its user.",
         ],
         ["tokens", None, None, "Require logins: bearer tokens from this file (made with chunkwire-adduser --token)."],
+        [
+            "throttle-db",
+            None,
+            None,
+            "Keep the login throttle's counts in this SQLite file, shared by every process that names it "
+            "(with --workers, the default is the user or token file's name plus .throttle; without, in memory).",
+        ],
     ]
 
     def postOptions(self) -> None:
@@ -188,7 +197,7 @@ class _LoginOptions(_Options):
         """The L{protocols.auth.realms.ServiceLogins} these options describe."""
         from protocols.auth.realms import ServiceLogins
 
-        return ServiceLogins(self["users"], self["client-ca"], self["tokens"])
+        return ServiceLogins(self["users"], self["client-ca"], self["tokens"], self["throttle-db"])
 
     def portal(self, realm: Any) -> Any:
         """The portal these options describe for C{realm}, or C{None} (an open service)."""
@@ -300,8 +309,18 @@ def _supervisor(options: _Options, tapname: str) -> Any:
     from protocols.serving.workers import Supervisor, twistWorkerCommand
 
     command = twistWorkerCommand(tapname)
+    if isinstance(options, _LoginOptions) and options["throttle-db"] is None:
+        # The workers share one login throttle, or each would allow an address its own burst.
+        shared = options.logins().sharedThrottlePath()
+        if shared is not None:
+            command = _withOption(command, f"--throttle-db={shared}")
     count, grace = options["workers"], options["grace"]
     return Supervisor(reactor, options["listen"], command, count, reusePort=options["reuse-port"], grace=grace)
+
+
+def _withOption(command: Any, option: str) -> Any:
+    """A worker command (see L{protocols.serving.workers.twistWorkerCommand}) with C{option} added."""
+    return lambda adopt: [*command(adopt), option]
 
 
 def _tracing(options: _Options) -> None:
@@ -357,6 +376,7 @@ class KeyValueServiceMaker:
             limits=options.limits(),
             portal=portal,
             interceptors=options.interceptors(),
+            throttle=options.logins().throttle(reactor),
         )
         return _listening(options, factory)
 
@@ -392,7 +412,7 @@ class BulkServiceMaker:
         if not options.logins().required:
             return _listening(options, bulk.BulkBrokerFactory(BulkService(directory, reactor=reactor), **settings))
         portal = options.portal(DirectoryRealm(directory, lambda user: BulkService(user, reactor=reactor)))
-        gate = loginGate(None, portal, None, reactor)
+        gate = loginGate(None, portal, None, reactor, throttle=options.logins().throttle(reactor))
         return _listening(options, bulk.BulkBrokerFactory(None, gate=gate, **settings))
 
 

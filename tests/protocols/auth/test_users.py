@@ -168,13 +168,14 @@ class UserFileTests(SynchronousTestCase):
         self.assertEqual(stat.S_IMODE(os.stat(self.path).st_mode), 0o640)
 
     def test_noPasswordStored(self) -> None:
-        """The file holds neither the password nor its base64, and no temporary file is left beside it."""
+        """The file holds neither the password nor its base64; only its decoy key (no temporary file) is beside it."""
         addUser(self.path, "bob", b"builder-secret", FAST)
         with open(self.path, "rb") as f:
             content = f.read()
         self.assertNotIn(b"builder-secret", content)
         self.assertNotIn(base64.b64encode(b"builder-secret"), content)
-        self.assertEqual(os.listdir(os.path.dirname(os.path.abspath(self.path))), [os.path.basename(self.path)])
+        name = os.path.basename(self.path)
+        self.assertEqual(sorted(os.listdir(os.path.dirname(os.path.abspath(self.path)))), [name, name + ".decoy-key"])
 
 
 class AddUserRefusalTests(SynchronousTestCase):
