@@ -1,0 +1,65 @@
+"""Hostile peers, round three: the connection-level items, as processes against the twist plugins.
+
+Each test starts C{twist chunkwire-kv} (L{attacks_round3_net.Twist}),
+attacks it from this process with raw sockets or paused clients, and
+asserts outcomes only: what was refused or dropped (with the logged code),
+that new honest clients got every answer right, and that the server's
+descriptors and RSS stayed bounded.  No timing ratio is asserted; the
+deadlines are generous enough that only a hang misses them.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from typing import Any
+
+from twisted.internet.task import deferLater
+from twisted.trial.unittest import TestCase
+
+from protocols import rpc
+
+from ..protocols.helpers import pytestTest, trialTest
+from .attacks_round3_net import Twist
+
+RSS_BOUND = 64 * 1024 * 1024
+"""Most an attack may add to the server's RSS."""
+
+
+async def drainNonReader(reactor: Any) -> None:
+    """A drain with a client that reads nothing exits once the grace (plus ABORT_AFTER) has passed, not later."""
+    grace = 2.0
+    server = Twist("chunkwire-kv", "--grace", str(grace))
+    try:
+        await server.until(reactor, "Starting|listening|Factory starting")
+        root = None
+        for _ in range(100):
+            try:
+                root = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={server.port}")
+                break
+            except Exception:
+                await deferLater(reactor, 0.1)
+        assert root is not None
+        await root.callRemote("put", "big", "x" * 1_000_000)
+        # Stop reading, then ask for far more than the kernel's socket buffers hold.
+        root.broker.connection.transport.transport.pauseProducing()
+        for _ in range(80):
+            root.callRemote("get", "big").addErrback(lambda _: None)
+        await deferLater(reactor, 1.0)
+        server.process.send_signal(signal.SIGTERM)
+        stopped = time.monotonic()
+        took = await server.exited(reactor, 12.0)
+        assert took is not None, f"still running 12 s after SIGTERM with grace {grace}: {server.log()[-2000:]}"
+        # The grace is what ended it: the drain waited for it, then aborted the connection the peer did not read.
+        assert time.monotonic() - stopped >= grace - 0.1
+        assert "after the drain deadline; aborting the connection" in server.log(), server.log()[-2000:]
+        root.broker.connection.transport.abortConnection()
+    finally:
+        server.stop()
+
+
+class DrainTests(TestCase):
+    test_drain_non_reader = trialTest(drainNonReader, timeout=30)
+
+
+test_drain_non_reader = pytestTest(drainNonReader, timeout=30)
