@@ -20,7 +20,7 @@ from twisted.trial.unittest import TestCase
 from protocols import rpc
 
 from ..protocols.helpers import pytestTest, trialTest
-from .attacks_round3_net import Twist
+from .attacks_round3_net import Twist, closeAll, freePort, honestCalls, rawConnections
 
 RSS_BOUND = 64 * 1024 * 1024
 """Most an attack may add to the server's RSS."""
@@ -31,7 +31,7 @@ async def drainNonReader(reactor: Any) -> None:
     grace = 2.0
     server = Twist("chunkwire-kv", "--grace", str(grace))
     try:
-        await server.until(reactor, "Starting|listening|Factory starting")
+        await server.until(reactor, "Starting reactor")
         root = None
         for _ in range(100):
             try:
@@ -56,6 +56,61 @@ async def drainNonReader(reactor: Any) -> None:
         root.broker.connection.transport.abortConnection()
     finally:
         server.stop()
+
+
+def scrape(port: int) -> bytes:
+    """One blocking GET /metrics; the whole response (empty if the connection was refused)."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as connection:
+        connection.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        chunks = []
+        try:
+            while chunk := connection.recv(65536):
+                chunks.append(chunk)
+        except OSError:
+            pass
+        return b"".join(chunks)
+
+
+async def metricsFlood(reactor: Any) -> None:
+    """1,020 half-sent requests to /metrics take at most its own 16 slots: new RPC clients get 5 of 5, fds stay low."""
+    metrics = freePort()
+    listen = f"tcp:{metrics}:interface=127.0.0.1:backlog=1024"
+    server = Twist("chunkwire-kv", "--metrics", listen, "--metrics-lifetime", "2", nofile=1024)
+    attackers: list[Any] = []
+    try:
+        await server.until(reactor, "Starting reactor")
+        before = server.resources()
+        for _ in range(20):
+            attackers += rawConnections(51, "127.0.0.1", metrics, b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            await deferLater(reactor, 0)
+        during = server.resources()
+        answered = await honestCalls(reactor, server.port, 5)
+        assert answered == 5, f"{answered} of 5 honest clients answered: {server.log()[-2000:]}"
+        assert during["fds"] < before["fds"] + 16 + 8, (before, during)
+        assert during["rss"] - before["rss"] < RSS_BOUND, (before, during)
+        assert "connections refused so far, 16 were up" in server.log(), server.log()[-2000:]
+        closeAll(attackers)
+        attackers = []
+        # Once the half-sent requests' lifetime (2 s) is over, the page answers again.
+        body = b""
+        for _ in range(100):
+            body = scrape(metrics)
+            if b"chunkwire_connections" in body:
+                break
+            await deferLater(reactor, 0.1)
+        assert b"chunkwire_connections" in body, body[-500:]
+    finally:
+        closeAll(attackers)
+        server.stop()
+
+
+class MetricsTests(TestCase):
+    test_metrics_flood = trialTest(metricsFlood, timeout=30)
+
+
+test_metrics_flood = pytestTest(metricsFlood, timeout=30)
 
 
 class DrainTests(TestCase):
