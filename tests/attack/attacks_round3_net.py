@@ -224,3 +224,20 @@ def rawConnections(count: int, source: str, port: int, send: bytes = b"") -> lis
 def closeAll(sockets: list[socket.socket]) -> None:
     for connection in sockets:
         connection.close()
+
+
+def closedByServer(sockets: list[socket.socket]) -> int:
+    """How many of C{sockets} the server has closed or reset (what it sent is read and thrown away)."""
+    closed = 0
+    for connection in sockets:
+        connection.setblocking(False)
+        try:
+            while True:
+                if not connection.recv(65536):
+                    closed += 1
+                    break
+        except BlockingIOError:
+            pass
+        except OSError:
+            closed += 1
+    return closed

@@ -20,7 +20,7 @@ from twisted.trial.unittest import TestCase
 from protocols import rpc
 
 from ..protocols.helpers import pytestTest, trialTest
-from .attacks_round3_net import Twist, closeAll, freePort, honestCalls, rawConnections
+from .attacks_round3_net import Twist, closeAll, closedByServer, freePort, honestCalls, rawConnections
 
 RSS_BOUND = 64 * 1024 * 1024
 """Most an attack may add to the server's RSS."""
@@ -111,6 +111,52 @@ class MetricsTests(TestCase):
 
 
 test_metrics_flood = pytestTest(metricsFlood, timeout=30)
+
+
+async def capFromFiftyAddresses(reactor: Any) -> None:
+    """1,000 idle connections from 50 addresses leave the reserve to new addresses; past it, the longest idle go."""
+    from framing.wire import PREAMBLE
+
+    server = Twist("chunkwire-kv", "--evict-idle-after", "1")
+    attackers: list[Any] = []
+    try:
+        await server.until(reactor, "Starting reactor")
+        before = server.resources()
+        for n in range(50):
+            attackers += rawConnections(20, f"127.0.1.{n + 1}", server.port, PREAMBLE)
+            await deferLater(reactor, 0)
+        await deferLater(reactor, 0.5)
+        # The last 50 of the 1,000 slots are for new addresses: 950 of these got in; new clients get 5 of 5.
+        answered = await honestCalls(reactor, server.port, 5, bind="127.0.9.1")
+        assert answered == 5, f"{answered} of 5 honest clients answered: {server.log()[-2000:]}"
+        assert "are kept for addresses with none up" in server.log()
+        first = list(attackers)
+        refused = closedByServer(first)
+        # 200 more addresses, one connection each, fill the reserve; then the server is full.
+        await deferLater(reactor, 1.2)
+        for n in range(200):
+            attackers += rawConnections(1, f"127.0.2.{n + 1}", server.port, PREAMBLE)
+        await deferLater(reactor, 0.5)
+        answered = await honestCalls(reactor, server.port, 5, bind="127.0.9.2")
+        assert answered == 5, f"{answered} of 5 honest clients answered when full: {server.log()[-2000:]}"
+        # The room came from the connections idle longest: the first flood's (beyond the 50 the reserve refused).
+        await deferLater(reactor, 0.5)
+        evicted = closedByServer(first)
+        assert evicted - refused >= 150, (refused, evicted)
+        during = server.resources()
+        # Never more than the cap: the evicted are aborted at once.
+        assert during["fds"] < before["fds"] + 1000 + 16, (before, during)
+        assert during["rss"] - before["rss"] < RSS_BOUND, (before, during)
+    finally:
+        closeAll(attackers)
+        server.stop()
+
+
+class CapTests(TestCase):
+    test_cap_from_fifty_addresses = trialTest(capFromFiftyAddresses, timeout=30)
+
+
+test_cap_from_fifty_addresses = pytestTest(capFromFiftyAddresses, timeout=30)
 
 
 class DrainTests(TestCase):
