@@ -55,6 +55,7 @@ from framing.wire import PREAMBLE
 from .base import TokenProtocol
 from .interfaces import IConnectionObserver
 from .logs import LogPolicy, RefusalLog
+from .proxyheader import clientAddress
 
 
 class GuardError(ProtocolError):
@@ -258,7 +259,8 @@ class ConnectionGuard:
         self._connected = self._lastByte = self._lastObject = now
         counter, protocol = self.counter, self.protocol
         if counter is not None and protocol.failure is None:
-            host = _host(protocol.transport)
+            # The one client address (a PROXY header's only from a trusted proxy), as the throttle and the log use.
+            host = clientAddress(protocol.transport)
             refusal = counter.admit(host, self.policy, self)
             if refusal is not None:
                 protocol.transport.flush()  # a held preamble first, so that the peer can read the ERROR
@@ -523,13 +525,6 @@ def _busy(protocol: Any) -> bool:
     if getattr(receiver, "runningCount", 0) or getattr(receiver, "pendingCount", 0):
         return True
     return _flowPaused(protocol)
-
-
-def _host(transport: Any) -> str:
-    try:
-        return str(getattr(transport.getPeer(), "host", "?"))
-    except Exception:
-        return "?"
 
 
 def _abortIfOpen(transport: Any) -> None:

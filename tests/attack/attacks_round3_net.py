@@ -6,7 +6,8 @@ optional descriptor limit, and reads its descriptors and RSS from C{/proc};
 L{honestCalls} makes new honest clients (each its own connection, from a
 chosen 127.0.0.N) and counts the correct answers; L{ProxyRelay} is a
 stand-in HAProxy (C{send-proxy-v2}) bound to a chosen source address;
-L{proxyV2} writes the PROXY v2 header a spoofing client sends by hand.
+L{proxyV2} writes the PROXY v2 header a spoofing client sends by hand, and
+L{HeaderFirstEndpoint} makes any client send it before its own bytes.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint
 from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import deferLater
+from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 
 from tests.processes import ENV, ROOT
 
@@ -63,7 +65,8 @@ class Twist:
         self.logPath = Path(self.directory.name) / "server.log"
         self._log = open(self.logPath, "wb")  # noqa: SIM115 (closed in stop)
         if listen is None:
-            listen = f"tcp:{self.port}:interface=127.0.0.1:backlog=1024"
+            listen = "tcp:{port}:interface=127.0.0.1:backlog=1024"
+        listen = listen.replace("{port}", str(self.port))
         command = [sys.executable, "-m", "twisted", "--log-format", "text", plugin, "--listen", listen, *options]
 
         def limit() -> None:
@@ -241,3 +244,31 @@ def closedByServer(sockets: list[socket.socket]) -> int:
         except OSError:
             closed += 1
     return closed
+
+
+class _HeaderFirst(ProtocolWrapper):
+    """Writes the factory's header before anything the wrapped protocol writes."""
+
+    def makeConnection(self, transport: Any) -> None:
+        transport.write(self.factory.header)  # type: ignore[attr-defined]
+        super().makeConnection(transport)
+
+
+class _HeaderFirstFactory(WrappingFactory):
+    protocol = _HeaderFirst
+
+    def __init__(self, factory: Any, header: bytes) -> None:
+        super().__init__(factory)
+        self.header = header
+
+
+class HeaderFirstEndpoint:
+    """A client endpoint over C{inner} whose connections send C{header} first (a spoofed PROXY header)."""
+
+    def __init__(self, inner: Any, header: bytes) -> None:
+        self.inner = inner
+        self.header = header
+
+    def connect(self, factory: Any) -> Deferred[Any]:
+        connected: Deferred[Any] = self.inner.connect(_HeaderFirstFactory(factory, self.header))
+        return connected

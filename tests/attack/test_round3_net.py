@@ -10,14 +10,18 @@ deadlines are generous enough that only a hang misses them.
 
 from __future__ import annotations
 
+import os
 import signal
+import tempfile
 import time
 from typing import Any
 
 from twisted.internet.task import deferLater
-from twisted.trial.unittest import TestCase
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from protocols import rpc
+from protocols.proxyheader import ProxyHeaderError, TrustedProxies, readHeader
+from tests.processes import figure
 
 from ..protocols.helpers import pytestTest, trialTest
 from .attacks_round3_net import Twist, closeAll, closedByServer, freePort, honestCalls, rawConnections
@@ -157,6 +161,125 @@ class CapTests(TestCase):
 
 
 test_cap_from_fifty_addresses = pytestTest(capFromFiftyAddresses, timeout=30)
+
+
+async def trustedProxyAddresses(reactor: Any) -> None:
+    """
+    Behind haproxy:, 25 clients relayed by the trusted proxy are each counted
+    under their own address (25 of 25 served), and a client that reaches the
+    backend directly with spoofed PROXY headers is throttled and logged under
+    its own address.
+    """
+    from twisted.cred.credentials import UsernamePassword
+    from twisted.internet.endpoints import TCP4ClientEndpoint
+
+    from protocols.auth import LoginRefused
+    from protocols.auth.users import addUser
+
+    from .attacks_round3_net import HeaderFirstEndpoint, ProxyRelay, proxyV2
+
+    with tempfile.TemporaryDirectory() as directory:
+        users = os.path.join(directory, "users")
+        addUser(users, "ada", b"correct horse", iterations=4096)
+        listen = "haproxy:tcp:{port}:interface=127.0.0.1:backlog=1024"
+        server = Twist("chunkwire-kv", "--users", users, "--trusted-proxy", "127.0.0.2", listen=listen)
+        relay = ProxyRelay(reactor, server.port, "127.0.0.2")
+        roots: list[Any] = []
+        try:
+            await server.until(reactor, "Starting reactor")
+            front = await relay.start()
+            before = server.resources()
+            good = UsernamePassword(b"ada", b"correct horse")
+            for n in range(25):
+                description = f"tcp:host=127.0.0.1:port={front}:bindAddress=127.0.3.{n + 1}:timeout=5"
+                try:
+                    roots.append(await rpc.login(reactor, description, good).addTimeout(5, reactor))
+                except Exception:
+                    continue
+            answered = 0
+            for n, root in enumerate(roots):
+                await root.callRemote("put", f"k{n}", f"v{n}")
+                answered += await root.callRemote("get", f"k{n}") == f"v{n}"
+            assert answered == 25, f"{answered} of 25 relayed clients served: {server.log()[-2000:]}"
+            # A direct client (127.0.0.3, no trusted proxy) claims a new source for each wrong password.
+            refused = 0
+            for n in range(30):
+                inner = TCP4ClientEndpoint(reactor, "127.0.0.1", server.port, bindAddress=("127.0.0.3", 0))
+                header = proxyV2((f"10.0.{n // 250}.{n % 250 + 1}", 40000 + n), ("127.0.0.1", server.port))
+                try:
+                    await rpc.login(reactor, HeaderFirstEndpoint(inner, header), UsernamePassword(b"ada", b"guess"))
+                except LoginRefused:
+                    refused += 1
+            log = server.log()
+            throttled = log.count("too many login attempts from this address")
+            figure(f"trusted proxy: {answered} of 25 relayed served; {throttled} of 30 spoofed guesses throttled")
+            assert refused == 30 and throttled >= 15, (refused, throttled, log[-2000:])
+            assert "from 10.0." not in log and "host='10.0." not in log, log[-3000:]
+            assert "which is no trusted proxy, claims 10.0.0.1" in log, log[-2000:]
+            after = server.resources()
+            assert after["rss"] - before["rss"] < RSS_BOUND, (before, after)
+            assert after["fds"] < before["fds"] + 25 + 16, (before, after)
+        finally:
+            for root in roots:
+                root.broker.connection.transport.abortConnection()
+            await relay.stop()
+            server.stop()
+
+
+class ProxyTests(TestCase):
+    test_trusted_proxy_addresses = trialTest(trustedProxyAddresses, timeout=30)
+
+
+test_trusted_proxy_addresses = pytestTest(trustedProxyAddresses, timeout=30)
+
+
+class HeaderTests(SynchronousTestCase):
+    """The PROXY header reader (sans-IO) and whom it believes."""
+
+    def test_versions(self) -> None:
+        """v1 and v2 headers give their source and length; LOCAL and UNKNOWN give no source."""
+        from .attacks_round3_net import proxyV2
+
+        v2 = proxyV2(("10.0.0.7", 4000), ("127.0.0.1", 80))
+        source, length = readHeader(v2 + b"rest") or (None, 0)
+        self.assertEqual((source.host, source.port, length), ("10.0.0.7", 4000, len(v2)))
+        v1 = b"PROXY TCP6 2001:db8::1 ::1 5000 80\r\n"
+        source, length = readHeader(v1 + b"rest") or (None, 0)
+        self.assertEqual((source.host, length), ("2001:db8::1", len(v1)))
+        self.assertEqual(readHeader(b"PROXY UNKNOWN\r\n"), (None, 15))
+        self.assertEqual(readHeader(v2[:12] + b"\x20\x00\x00\x00"), (None, 16))
+
+    def test_partialAndBad(self) -> None:
+        """A partial header asks for more; anything else is a typed error, a v1 line past 107 bytes included."""
+        from .attacks_round3_net import proxyV2
+
+        self.assertIsNone(readHeader(b"PROX"))
+        self.assertIsNone(readHeader(proxyV2(("10.0.0.7", 1), ("127.0.0.1", 2))[:20]))
+        for bad, code in [
+            (b"GET / HTTP/1.1\r\n", "no-proxy-header"),
+            (b"PROXY " + b"x" * 120, "proxy-header-too-long"),
+            (b"PROXY TCP4 10.0.0.1 ::1 1 2\r\n", "bad-proxy-header"),
+            (b"PROXY TCP4 nonsense 10.0.0.1 1 2\r\n", "bad-proxy-header"),
+        ]:
+            with self.assertRaises(ProxyHeaderError) as caught:
+                readHeader(bad)
+            self.assertEqual(caught.exception.code, code)
+
+    def test_trust(self) -> None:
+        """Loopback (and UNIX sockets) by default; --trusted-proxy names addresses and networks; none trusts nobody."""
+        from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
+
+        default = TrustedProxies()
+        self.assertTrue(default.trusts(IPv4Address("TCP", "127.0.0.9", 1)))
+        self.assertTrue(default.trusts(IPv6Address("TCP", "::1", 1)))
+        self.assertTrue(default.trusts(UNIXAddress(None)))
+        self.assertFalse(default.trusts(IPv4Address("TCP", "10.0.0.1", 1)))
+        named = TrustedProxies.parse("10.1.0.0/16, 192.0.2.7")
+        self.assertTrue(named.trusts(IPv4Address("TCP", "10.1.200.3", 1)))
+        self.assertTrue(named.trusts(IPv6Address("TCP", "::ffff:192.0.2.7", 1)))
+        self.assertFalse(named.trusts(IPv4Address("TCP", "127.0.0.1", 1)))
+        self.assertFalse(TrustedProxies.parse("none").trusts(IPv4Address("TCP", "127.0.0.1", 1)))
+        self.assertRaises(ValueError, TrustedProxies.parse, "not-an-address")
 
 
 class DrainTests(TestCase):

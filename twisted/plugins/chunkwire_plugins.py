@@ -105,6 +105,13 @@ class _Options(_GuardOptions):
             "Connections the --metrics listener takes at once (its own cap; more are closed at once).",
             int,
         ],
+        [
+            "trusted-proxy",
+            None,
+            "loopback",
+            "Under haproxy:, believe PROXY headers only from these peers: ADDR[,ADDR] (addresses or networks; "
+            "loopback, the default, is 127.0.0.0/8, ::1 and UNIX sockets; none believes nobody).",
+        ],
         ["metrics-lifetime", None, 10.0, "Seconds a --metrics connection may live (then it is aborted).", float],
     ]
 
@@ -131,6 +138,12 @@ class _Options(_GuardOptions):
             raise usage.UsageError(f"--workers is at least 1, not {self['workers']}")
         if self["metrics"] is not None and self["workers"] > 1 and "{worker}" not in self["metrics"]:
             raise usage.UsageError("with --workers, --metrics needs {worker} in it: each worker serves its own")
+        from protocols.proxyheader import TrustedProxies
+
+        try:
+            self["trusted"] = TrustedProxies.parse(self["trusted-proxy"])
+        except ValueError as error:
+            raise usage.UsageError(f"--trusted-proxy: {error}") from None
         if self["workers"] > 1:
             from protocols.serving.workers import _split
 
@@ -262,20 +275,21 @@ def _listening(options: _Options, factory: Any) -> Any:
     """
     from twisted.application.service import MultiService
     from twisted.internet import reactor
-    from twisted.internet.endpoints import serverFromString
 
     from protocols.auth.realms import listenDescriptions
     from protocols.guard import GuardedFactory
+    from protocols.proxyheader import serverEndpoint
     from protocols.serving import DrainingService, adoptedEndpoint, watchParent
 
     factory = GuardedFactory(factory, options.policy(), reactor)
     parent = MultiService()
+    trusted = options["trusted"]
     if options["adopt"]:
-        endpoints = [adoptedEndpoint(reactor, spec) for spec in options["adopt"]]
+        endpoints = [adoptedEndpoint(reactor, spec, trusted) for spec in options["adopt"]]
         watchParent(reactor)
     else:
         descriptions = listenDescriptions(options["listen"], options.get("client-ca"))
-        endpoints = [serverFromString(reactor, description) for description in descriptions]
+        endpoints = [serverEndpoint(reactor, description, trusted) for description in descriptions]
     for endpoint in endpoints:
         DrainingService(endpoint, factory, options["grace"]).setServiceParent(parent)
     if options["metrics"] is not None:
