@@ -15,10 +15,10 @@ from typing import Any
 
 from _errors import EndpointFailed
 from twisted.internet.defer import Deferred
-from twisted.internet.endpoints import serverFromString
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
 from protocols.auth.realms import OPEN, ServiceLogins
+from protocols.proxyheader import serverEndpoint
 
 
 def beginLogging(toStdout: bool) -> None:
@@ -96,7 +96,8 @@ async def serveForever(
     print(logins.notice(), flush=True)
     for description, listen in zip(descriptions, listening, strict=True):
         try:
-            port: Any = await serverFromString(reactor, listen).listen(factory)  # type: ignore[no-untyped-call]
+            # haproxy: believes PROXY headers from loopback only (protocols.proxyheader).
+            port: Any = await serverEndpoint(reactor, listen).listen(factory)
         except Exception as failure:
             raise EndpointFailed(description, failure, listening=True) from failure
         print(f"{banner} listening on {description} ({port.getHost()}){suffix}", flush=True)

@@ -21,11 +21,19 @@ L{GuardError}, when
     is not stalled; a bulk stream waiting for credit has nothing waiting);
   - C{maxConnections} connections of its factory, or C{maxPerPeer} from
     the same IP address, are already up (the new one is dropped at once);
-    see L{GuardPolicy} for the defaults and their trade-off.
+    the last C{newPeerReserve} of the C{maxConnections} slots are kept for
+    addresses with no connection up, and when every slot is taken the
+    connection idle longest (no object in progress, nothing waiting to be
+    sent, no call running, idle at least C{evictIdleAfter} seconds) is
+    dropped to make room, as nginx closes idle keep-alive connections when
+    it runs out; see L{GuardPolicy} for the defaults and their trade-off.
 
 Cost: each received chunk stores a time stamp and adds a length; each
 connection has at most one pending timer, rescheduled only when it fires, so
-the per-byte and per-message cost does not depend on the timeouts.  A dropped
+the per-byte and per-message cost does not depend on the timeouts; a read
+that completes objects moves its connection to the end of its counter's
+order of activity (O(1)), and finding one to evict looks at no more than
+L{EVICTION_SCAN} connections.  A dropped
 connection that does not read its ERROR is aborted after C{abortAfter}
 seconds, so an attacker cannot keep it open by not reading.
 """
@@ -34,6 +42,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from twisted.logger import LogLevel
@@ -46,6 +55,7 @@ from framing.wire import PREAMBLE
 from .base import TokenProtocol
 from .interfaces import IConnectionObserver
 from .logs import LogPolicy, RefusalLog
+from .proxyheader import clientAddress
 
 
 class GuardError(ProtocolError):
@@ -91,6 +101,18 @@ class GuardPolicy:
         slots.
     @ivar abortAfter: seconds a dropped connection may take to read its
         ERROR before it is aborted.  2 s.
+    @ivar newPeerReserve: how many of the C{maxConnections} slots only an
+        address with no connection up may take.  50 (at most a tenth of
+        C{maxConnections}): 50 addresses at C{maxPerPeer} no longer fill the
+        server (they did: 1,000 connections from 50 addresses left new
+        clients 0 of 5); an attacker with more addresses fills the reserve
+        too, and then eviction is what makes room.
+    @ivar evictIdleAfter: seconds without a completed object after which a
+        connection with nothing in progress may be dropped to make room
+        when every slot is taken (the longest idle first); C{None} never
+        evicts.  5 s: a connection that has just connected or just been
+        answered is not cut, and a flood cannot make the server churn
+        through connections younger than that.
     @ivar sendStallTimeout: seconds that bytes may wait to be sent to the
         peer without the peer taking any of them.  60 s, as nginx's
         C{send_timeout}: back-pressure (C{Limits.send_high_water}) already
@@ -108,6 +130,12 @@ class GuardPolicy:
     maxPerPeer: int | None = 20
     abortAfter: float = 2.0
     sendStallTimeout: float | None = 60.0
+    newPeerReserve: int | None = 50
+    evictIdleAfter: float | None = 5.0
+
+
+EVICTION_SCAN = 64
+"""Most connections looked at, oldest activity first, to find one to evict: busy ones are skipped, not searched past."""
 
 
 class ConnectionCounter:
@@ -119,6 +147,7 @@ class ConnectionCounter:
 
     @ivar active: how many are up now.
     @ivar refused: how many were dropped for being over a limit.
+    @ivar evicted: how many idle connections were dropped to make room.
     @ivar perPeer: connections up now per peer host.
     @ivar refusals: the rate-limited log of refused connections, shared by
         the factory's connections: a flood of connections writes a few lines
@@ -128,28 +157,65 @@ class ConnectionCounter:
     def __init__(self) -> None:
         self.active = 0
         self.refused = 0
+        self.evicted = 0
         self.perPeer: dict[str, int] = {}
         self.refusals = RefusalLog(LogPolicy(maxRefusals=None))
+        # The admitted guards, least recently active first (a dict keeps insertion order; moving is O(1)).
+        self._byActivity: dict[ConnectionGuard, None] = {}
 
-    def admit(self, host: str, policy: GuardPolicy) -> str | None:
-        """Count a new connection from C{host}, or say why it is over a limit."""
+    def admit(self, host: str, policy: GuardPolicy, guard: ConnectionGuard | None = None) -> str | None:
+        """
+        Count a new connection from C{host} (watched by C{guard}, which may
+        then be evicted to make room), or say why it is over a limit.  When
+        every slot is taken, the connection idle longest is evicted first.
+        """
         total, mine = policy.maxConnections, policy.maxPerPeer
-        if mine is not None and self.perPeer.get(host, 0) >= mine:
+        seen = self.perPeer.get(host, 0)
+        if mine is not None and seen >= mine:
             self.refused += 1
-            return f"{self.perPeer[host]} connections from {host} are up, the limit per peer is {mine}"
-        if total is not None and self.active >= total:
-            self.refused += 1
-            return f"{self.active} connections are up, the limit is {total}"
+            return f"{seen} connections from {host} are up, the limit per peer is {mine}"
+        if total is not None:
+            reserve = min(policy.newPeerReserve or 0, total // 10)
+            if seen and self.active >= total - reserve:
+                self.refused += 1
+                return (
+                    f"{self.active} connections are up; the last {reserve} of the {total} allowed are kept "
+                    f"for addresses with none up, and {host} has {seen}"
+                )
+            if self.active >= total and not self._evictOne(policy):
+                self.refused += 1
+                return f"{self.active} connections are up, the limit is {total}, and none has been idle long"
         self.active += 1
-        self.perPeer[host] = self.perPeer.get(host, 0) + 1
+        self.perPeer[host] = seen + 1
+        if guard is not None:
+            self._byActivity[guard] = None
         return None
 
-    def release(self, host: str) -> None:
+    def _evictOne(self, policy: GuardPolicy) -> bool:
+        """Drop the connection idle longest, if one has been idle long enough; whether one was."""
+        if policy.evictIdleAfter is None:
+            return False
+        for guard in list(islice(self._byActivity, EVICTION_SCAN)):
+            if guard.idleFor() >= policy.evictIdleAfter:
+                self.evicted += 1
+                guard.evict()
+                return True
+        return False
+
+    def touched(self, guard: ConnectionGuard) -> None:
+        """C{guard}'s connection completed an object: it is now the most recently active."""
+        if guard in self._byActivity:
+            del self._byActivity[guard]
+            self._byActivity[guard] = None
+
+    def release(self, host: str, guard: ConnectionGuard | None = None) -> None:
         """Uncount a connection from C{host}."""
         self.active -= 1
         left = self.perPeer.pop(host, 1) - 1
         if left:
             self.perPeer[host] = left
+        if guard is not None:
+            self._byActivity.pop(guard, None)
 
 
 @implementer(IConnectionObserver)
@@ -193,8 +259,9 @@ class ConnectionGuard:
         self._connected = self._lastByte = self._lastObject = now
         counter, protocol = self.counter, self.protocol
         if counter is not None and protocol.failure is None:
-            host = _host(protocol.transport)
-            refusal = counter.admit(host, self.policy)
+            # The one client address (a PROXY header's only from a trusted proxy), as the throttle and the log use.
+            host = clientAddress(protocol.transport)
+            refusal = counter.admit(host, self.policy, self)
             if refusal is not None:
                 protocol.transport.flush()  # a held preamble first, so that the peer can read the ERROR
                 counter.refusals.failure(
@@ -233,6 +300,8 @@ class ConnectionGuard:
         progress = length - controlBytes
         if completed:
             self._lastObject = self.clock.seconds()
+            if self.counter is not None and self._host is not None:
+                self.counter.touched(self)
         if protocol.decoder.at_boundary or self._received <= len(PREAMBLE):
             # (A partial preamble is the preamble rule's business.)
             self._objectStart = None
@@ -302,9 +371,53 @@ class ConnectionGuard:
             if timer is not None and timer.active():
                 timer.cancel()
         self._timer = self._abort = None
+        self._uncount()
+
+    def _uncount(self) -> None:
         host, self._host = self._host, None
         if host is not None and self.counter is not None:
-            self.counter.release(host)
+            self.counter.release(host, self)
+
+    # -- making room -----------------------------------------------------------
+
+    def idleFor(self) -> float:
+        """
+        Seconds this connection has been idle: since its last completed
+        object (or its start), or 0 while anything is in progress (an
+        object arriving, bytes waiting to be sent, a call running or
+        waiting, a stream paused by flow control).
+        """
+        protocol = self.protocol
+        if protocol.failure is not None or protocol.transport is None:
+            return 0.0
+        if self._objectStart is not None or protocol.transport.pendingBytes or _busy(protocol):
+            return 0.0
+        return float(self.clock.seconds() - self._lastObject)
+
+    def evict(self) -> None:
+        """
+        Drop this idle connection to make room for a new one: its slot is
+        free at once, and it is aborted at once (an idle peer is owed no
+        wait, and its descriptor is what the new connection needs).
+        """
+        counter, protocol = self.counter, self.protocol
+        self._uncount()
+        transport = protocol.transport
+        reason = "the server is full and this connection was the one idle longest"
+        if counter is not None:
+            # Rate-limited with the refusals: a flood of evictions writes a few lines and a count.
+            counter.refusals.failure(
+                protocol.log,
+                "evicted connections",
+                "evicted-idle",
+                "Dropping connection from {address}: {code}: {error}",
+                LogLevel.warn,
+                address=protocol.peerName(),
+                code="evicted-idle",
+                error=reason,
+            )
+        self._drop("evicted-idle", reason, logged=False)
+        _abortIfOpen(transport)
 
     # -- the timer -------------------------------------------------------------
 
@@ -406,11 +519,12 @@ def _flowPaused(protocol: Any) -> bool:
     return any(getattr(extension, "flowPaused", False) for extension in getattr(protocol.receiver, "extensions", ()))
 
 
-def _host(transport: Any) -> str:
-    try:
-        return str(getattr(transport.getPeer(), "host", "?"))
-    except Exception:
-        return "?"
+def _busy(protocol: Any) -> bool:
+    """Whether the connection's receiver (an RPC broker) has calls running or waiting, or a stream paused."""
+    receiver = protocol.receiver
+    if getattr(receiver, "runningCount", 0) or getattr(receiver, "pendingCount", 0):
+        return True
+    return _flowPaused(protocol)
 
 
 def _abortIfOpen(transport: Any) -> None:
@@ -494,6 +608,7 @@ def addGuardArguments(parser: Any, policy: GuardPolicy | None = None) -> None:
         ("--keepalive-timeout", "keepaliveTimeout", "seconds after a PING for the client to answer"),
         ("--idle-timeout", "idleTimeout", "seconds without a complete object"),
         ("--send-stall-timeout", "sendStallTimeout", "seconds a client may take none of the bytes waiting for it"),
+        ("--evict-idle-after", "evictIdleAfter", "idle seconds after which a connection may make room when full"),
     ]:
         parser.add_argument(
             option, dest=dest, type=seconds, default=getattr(policy, dest), metavar="S", help=f"{help} (0: never)"
@@ -503,6 +618,7 @@ def addGuardArguments(parser: Any, policy: GuardPolicy | None = None) -> None:
         ("--max-object-bytes", "maxObjectBytes", int, "wire bytes per object"),
         ("--max-connections", "maxConnections", int, "connections up at once (0: no limit)"),
         ("--max-per-peer", "maxPerPeer", int, "connections up at once per IP (0: no limit)"),
+        ("--new-peer-reserve", "newPeerReserve", int, "of --max-connections, kept for addresses with none up"),
     ]:
         parser.add_argument(option, dest=dest, type=kind, default=getattr(policy, dest), help=help)
 
@@ -520,4 +636,6 @@ def policyFromArguments(args: Any) -> GuardPolicy:
         sendStallTimeout=args.sendStallTimeout,
         maxConnections=args.maxConnections or None,
         maxPerPeer=args.maxPerPeer or None,
+        newPeerReserve=getattr(args, "newPeerReserve", GuardPolicy.newPeerReserve),
+        evictIdleAfter=getattr(args, "evictIdleAfter", GuardPolicy.evictIdleAfter),
     )

@@ -15,7 +15,11 @@ the calls in flight.  From then on:
     closes;
   - once the grace time passes, the sender fails each call still running
     with L{DrainDeadlineExceeded} (a FAIL the caller sees as that type),
-    cancels it, and closes the connection.
+    cancels it, and closes the connection; if the peer has not taken what
+    waits to be sent to it L{ABORT_AFTER} seconds later (a peer that does
+    not read), the connection is aborted, so the grace bounds the writes
+    waiting as well as the calls running, and a drain ends within
+    C{grace + ABORT_AFTER} seconds whatever the peer does.
 
 Nothing here runs on the per-call path: a connection that never drains pays
 nothing, and a draining one looks at its two call counts every
@@ -42,6 +46,14 @@ IDLE_POLL = 0.01
 
 DEFAULT_GRACE = 30.0
 """Seconds a draining server waits for the calls in flight, by default."""
+
+ABORT_AFTER = 1.0
+"""
+Seconds after the grace time for the last writes (the FAILs of the calls cut
+short) to leave before the connection is aborted: a reading peer takes them
+in milliseconds; one that does not read would otherwise hold the drain (and
+the process's exit) until some other timeout.
+"""
 
 
 class GoingAway(DeadReferenceError):
@@ -104,6 +116,7 @@ class ConnectionDrain:
         self.goneAway: list[Callable[[Any], object]] = []
         self._poll: LoopingCall | None = None
         self._deadline: Any = None
+        self._abort: Any = None
 
     @property
     def draining(self) -> bool:
@@ -142,9 +155,10 @@ class ConnectionDrain:
         """Stop the timers; forget the broker (nothing refers back to it once the connection is lost)."""
         if self._poll is not None and self._poll.running:
             self._poll.stop()
-        if self._deadline is not None and self._deadline.active():
-            self._deadline.cancel()
-        self._poll = self._deadline = self._broker = None
+        for timer in (self._deadline, self._abort):
+            if timer is not None and timer.active():
+                timer.cancel()
+        self._poll = self._deadline = self._abort = self._broker = None
         self.goneAway = []
 
     def _clock(self) -> Any:
@@ -203,6 +217,23 @@ class ConnectionDrain:
             text = f"the server's drain deadline ({grace:g} s) passed while this call still ran; it was cancelled"
             broker.incoming.abandonRunning(DrainDeadlineExceeded(text, grace))
         self._close()
+        # loseConnection waits for every byte to be taken; a peer that does not read never takes them.
+        self._abort = self._clock().callLater(ABORT_AFTER, self._abortLingering)
+
+    def _abortLingering(self) -> None:
+        """The grace and L{ABORT_AFTER} have passed and the connection is still open: abort it."""
+        self._abort = None
+        broker = self._broker
+        transport = broker.connection.transport if broker is not None else None
+        if transport is None:
+            return
+        broker.connection.log.warn(
+            "{peer}: {pending} bytes still unsent {after} s after the drain deadline; aborting the connection",
+            peer=broker.connection.peerName(),
+            pending=getattr(transport, "pendingBytes", "?"),
+            after=ABORT_AFTER,
+        )
+        transport.abortConnection()
 
 
 def drainBrokers(brokers: Iterable[Any], grace: float = DEFAULT_GRACE) -> Deferred[None]:

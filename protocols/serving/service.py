@@ -24,6 +24,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from ..proxyheader import ProxiedEndpoint, TrustedProxies
 from ..rpc.drain import DEFAULT_GRACE, drainPort
 
 FAMILIES = {"inet": socket.AF_INET, "inet6": socket.AF_INET6, "unix": socket.AF_UNIX}
@@ -99,11 +100,12 @@ class AdoptedEndpoint:
         return f"<AdoptedEndpoint fd={self.fileno} family={self.family}>"
 
 
-def adoptedEndpoint(reactor: Any, spec: str) -> Any:
+def adoptedEndpoint(reactor: Any, spec: str, trusted: TrustedProxies | None = None) -> Any:
     """
     The endpoint of one C{--adopt} argument, C{FD:FAMILY} or
-    C{FD:FAMILY:haproxy} (PROXY protocol headers first, as Twisted's
-    C{haproxy:} endpoint), as a supervisor passes it to its workers.
+    C{FD:FAMILY:haproxy} (PROXY protocol headers first, believed only from
+    C{trusted} proxies, loopback if C{None}: L{protocols.proxyheader}), as
+    a supervisor passes it to its workers.
 
     @raise ValueError: a malformed C{spec}.
     """
@@ -114,9 +116,7 @@ def adoptedEndpoint(reactor: Any, spec: str) -> Any:
     if len(parts) == 3:
         if parts[2] != "haproxy":
             raise ValueError(f"--adopt takes FD:FAMILY[:haproxy], not {spec!r}")
-        from twisted.protocols.haproxy import proxyEndpoint
-
-        endpoint = proxyEndpoint(endpoint)
+        endpoint = ProxiedEndpoint(endpoint, trusted or TrustedProxies(), reactor)
     return endpoint
 
 

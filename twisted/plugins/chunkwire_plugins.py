@@ -100,6 +100,21 @@ class _Options(_GuardOptions):
             "Serve Prometheus metrics at /metrics on this endpoint (needs chunkwire[metrics]); with --workers, "
             "put {worker} in it (tcp:9100{worker}): each worker serves its own.",
         ],
+        [
+            "metrics-max-connections",
+            None,
+            16,
+            "Connections the --metrics listener takes at once (its own cap; more are closed at once).",
+            int,
+        ],
+        [
+            "trusted-proxy",
+            None,
+            "loopback",
+            "Under haproxy:, believe PROXY headers only from these peers: ADDR[,ADDR] (addresses or networks; "
+            "loopback, the default, is 127.0.0.0/8, ::1 and UNIX sockets; none believes nobody).",
+        ],
+        ["metrics-lifetime", None, 10.0, "Seconds a --metrics connection may live (then it is aborted).", float],
     ]
 
     def __init__(self) -> None:
@@ -125,6 +140,12 @@ class _Options(_GuardOptions):
             raise usage.UsageError(f"--workers is at least 1, not {self['workers']}")
         if self["metrics"] is not None and self["workers"] > 1 and "{worker}" not in self["metrics"]:
             raise usage.UsageError("with --workers, --metrics needs {worker} in it: each worker serves its own")
+        from protocols.proxyheader import TrustedProxies
+
+        try:
+            self["trusted"] = TrustedProxies.parse(self["trusted-proxy"])
+        except ValueError as error:
+            raise usage.UsageError(f"--trusted-proxy: {error}") from None
         if self["workers"] > 1:
             from protocols.serving.workers import _split
 
@@ -263,24 +284,26 @@ def _listening(options: _Options, factory: Any) -> Any:
     """
     from twisted.application.service import MultiService
     from twisted.internet import reactor
-    from twisted.internet.endpoints import serverFromString
 
     from protocols.auth.realms import listenDescriptions
     from protocols.guard import GuardedFactory
+    from protocols.proxyheader import serverEndpoint
     from protocols.serving import DrainingService, adoptedEndpoint, watchParent
 
     factory = GuardedFactory(factory, options.policy(), reactor)
     parent = MultiService()
+    trusted = options["trusted"]
     if options["adopt"]:
-        endpoints = [adoptedEndpoint(reactor, spec) for spec in options["adopt"]]
+        endpoints = [adoptedEndpoint(reactor, spec, trusted) for spec in options["adopt"]]
         watchParent(reactor)
     else:
         descriptions = listenDescriptions(options["listen"], options.get("client-ca"))
-        endpoints = [serverFromString(reactor, description) for description in descriptions]
+        endpoints = [serverEndpoint(reactor, description, trusted) for description in descriptions]
     for endpoint in endpoints:
         DrainingService(endpoint, factory, options["grace"]).setServiceParent(parent)
     if options["metrics"] is not None:
-        _metrics(options["metrics"]).setServiceParent(parent)
+        _metrics(options).setServiceParent(parent)
+    _reserveDescriptors(options)
     if isinstance(options, _LoginOptions):
         from twisted.logger import Logger
 
@@ -288,18 +311,49 @@ def _listening(options: _Options, factory: Any) -> Any:
     return parent
 
 
-def _metrics(description: str) -> Any:
-    """The service serving /metrics on C{description} ({worker}: this worker's number, 0 without workers)."""
+def _metricsCaps(options: _Options) -> Any:
+    from protocols.serving.caps import ListenerCaps
+
+    return ListenerCaps(options["metrics-max-connections"], options["metrics-lifetime"])
+
+
+def _metrics(options: _Options) -> Any:
+    """
+    The service serving /metrics on C{--metrics} ({worker}: this worker's
+    number, 0 without workers), with its own connection cap and lifetime.
+    """
     import os
 
     from twisted.application.internet import StreamServerEndpointService
     from twisted.internet import reactor
     from twisted.internet.endpoints import serverFromString
 
+    from protocols.serving.caps import CappedFactory
     from protocols.serving.metrics import metricsSite
 
-    description = description.replace("{worker}", os.environ.get("CHUNKWIRE_WORKER", "0"))
-    return StreamServerEndpointService(serverFromString(reactor, description), metricsSite())
+    description = options["metrics"].replace("{worker}", os.environ.get("CHUNKWIRE_WORKER", "0"))
+    factory = CappedFactory(metricsSite(), _metricsCaps(options), reactor)
+    return StreamServerEndpointService(serverFromString(reactor, description), factory)
+
+
+def _reserveDescriptors(options: _Options) -> None:
+    """Make room in the descriptor limit for every listener's cap at once, or say that there is none."""
+    from twisted.logger import Logger
+
+    from protocols.serving.caps import DESCRIPTOR_HEADROOM, reserveDescriptors
+
+    needed = options.policy().maxConnections or 0
+    if options["metrics"] is not None:
+        needed += _metricsCaps(options).maxConnections
+    limit = reserveDescriptors(needed)
+    if needed and limit < needed + DESCRIPTOR_HEADROOM:
+        Logger(namespace="chunkwire").warn(
+            "The descriptor limit ({limit}) is below what the connection caps need ({needed} and "
+            "{headroom} to spare): lower --max-connections or raise the limit (ulimit -n)",
+            limit=limit,
+            needed=needed,
+            headroom=DESCRIPTOR_HEADROOM,
+        )
 
 
 def _supervisor(options: _Options, tapname: str) -> Any:

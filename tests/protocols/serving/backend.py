@@ -13,9 +13,8 @@ import argparse
 import os
 from typing import Any
 
-from twisted.internet.endpoints import serverFromString
-
 from protocols import rpc
+from protocols.proxyheader import serverEndpoint
 from protocols.serving import DrainingService
 
 
@@ -51,7 +50,7 @@ def main() -> None:
     args = parser.parse_args()
     backend = Backend()
     factory = rpc.serverFactory(backend, clock=reactor)
-    service = DrainingService(serverFromString(reactor, args.listen), factory, args.grace)
+    service = DrainingService(serverEndpoint(reactor, args.listen), factory, args.grace)
     service.startService()
 
     def record(_: Any) -> None:
