@@ -45,6 +45,7 @@ from framing.errors import short_repr
 
 from ..interfaces import IObjectReceiver
 from ..logs import LogPolicy, RefusalLog, escape
+from ..proxyheader import clientAddress
 from .errors import LoginTimedOut, NotLoggedIn
 from .mechanisms import (
     NAME_MECHANISMS,
@@ -57,7 +58,7 @@ from .mechanisms import (
     claimedName,
     describeAvatar,
 )
-from .throttle import LoginThrottle, addressOf
+from .throttle import LoginThrottle
 from .wire import ACCEPTED, CHALLENGE, CONTINUE, PRE_LOGIN_LIMITS, REFUSED, START, LoginMessage, loginRegistry
 
 DEFAULT_LOGIN_TIMEOUT = 10.0
@@ -210,8 +211,8 @@ class ServerLogin:
 
     @property
     def address(self) -> str:
-        """The peer's address, as the throttle counts it."""
-        return addressOf(self.connection.transport.getPeer())
+        """The client's address, as the throttle counts it: the one the guard and the log use too."""
+        return clientAddress(self.connection.transport)
 
     def _start(self, message: LoginMessage) -> None:
         self.mechanism = message.mechanism

@@ -164,12 +164,3 @@ class LoginThrottle:
                 state.forget(ADDRESS, address)
             else:
                 state.setUntil(ADDRESS, address, until)
-
-
-def addressOf(peer: Any) -> str:
-    """The throttling key of a transport's C{getPeer()}: its host, or the whole address for UNIX sockets."""
-    host = getattr(peer, "host", None)
-    if isinstance(host, str):
-        return host
-    name = getattr(peer, "name", None)
-    return f"unix:{name!r}" if name is not None else repr(peer)

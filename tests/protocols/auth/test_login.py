@@ -24,8 +24,9 @@ from framing.wire import PREAMBLE
 from protocols import rpc
 from protocols.auth.errors import LoginRefused
 from protocols.auth.interfaces import IRemoteRoot
-from protocols.auth.throttle import LoginThrottle, addressOf
+from protocols.auth.throttle import LoginThrottle
 from protocols.auth.wire import LoginMessage, addLoginTypes
+from protocols.proxyheader import clientAddress
 
 from ..helpers import capturedLogs, pytestTest, trialTest
 
@@ -349,7 +350,8 @@ class ThrottleTests(SynchronousTestCase):
     def test_address_is_the_host(self) -> None:
         """Two connections from one host share a throttle entry, whatever their ports."""
         from twisted.internet.address import IPv4Address
+        from twisted.test.proto_helpers import StringTransport
 
-        self.assertEqual(
-            addressOf(IPv4Address("TCP", "10.1.2.3", 1000)), addressOf(IPv4Address("TCP", "10.1.2.3", 2000))
-        )
+        one, two = (StringTransport(peerAddress=IPv4Address("TCP", "10.1.2.3", port)) for port in (1000, 2000))
+        self.assertEqual(clientAddress(one), clientAddress(two))
+        self.assertEqual(clientAddress(one), "10.1.2.3")
