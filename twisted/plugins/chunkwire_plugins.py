@@ -239,11 +239,16 @@ class KeyValueOptions(_LoginOptions):
                 "--workers needs --store FILE: each worker is a process of its own, with its own memory"
             )
         if self["store"] is not None:
-            import os
+            import sqlite3
 
-            directory = os.path.dirname(os.path.abspath(self["store"]))
-            if not os.path.isdir(directory):
-                raise usage.UsageError(f"--store {self['store']}: no directory {directory}")
+            from protocols.kv import SQLiteStorage
+
+            # Opened once here: a bad path is a usage error, and the supervisor makes the tables before any
+            # worker opens the file (they never race to make them).
+            try:
+                SQLiteStorage(self["store"]).close()
+            except sqlite3.Error as error:
+                raise usage.UsageError(f"--store {self['store']}: {error}") from None
 
     def openStore(self) -> Any:
         """The L{protocols.kv.KeyValueStore} these options describe, its storage opened (a file with --store)."""
@@ -397,10 +402,6 @@ class KeyValueServiceMaker:
         from twisted.internet import reactor
 
         if options["workers"] > 1:
-            from protocols.kv import SQLiteStorage
-
-            # Made here, once: the workers then open a file whose tables exist, never racing to make them.
-            SQLiteStorage(options["store"]).close()
             return _supervisor(options, self.tapname)
 
         from protocols import rpc
