@@ -1,6 +1,7 @@
 """A key-value store served over chunkwire RPC, on any Twisted endpoint.
 
     python examples/kv_server.py --listen tcp:8760
+    python examples/kv_server.py --listen tcp:8760 --store kv.sqlite
     python examples/kv_client.py --connect tcp:host=127.0.0.1:port=8760 put greeting hello
     python examples/kv_client.py --connect tcp:host=127.0.0.1:port=8760 watch greeting
 
@@ -18,12 +19,19 @@ deleted), where watcher is a Referenceable the client passed (kv_client.py's
 implements IWatcher).  The interface's type hints are the constraints both
 ends check: keys of at most 1 KiB, values of at most 1 MiB.  Keys and values are strings; a missing
 key is a KeyNotFound, which both sides register, so it arrives as itself.
+The store lives in memory unless --store FILE names a SQLite file, where
+each put is on disk before it is answered and every value outlives the
+server (several servers may share the file: each one's watchers hear of
+the others' changes within a poll, see protocols/kv/feed.py).  This
+server is one process; `twist chunkwire-kv --workers N --store FILE` runs
+several on one port.
 Stop with Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 from dataclasses import replace
 from typing import Any
@@ -34,10 +42,14 @@ from _serving import addListenArgument, addLoginArguments, beginLogging, loginsF
 from protocols import TokenProtocol, rpc
 from protocols.auth.realms import OPEN, ServiceLogins, SharedRootRealm
 from protocols.guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
-from protocols.kv import KEY, VALUE, IKeyValue, IWatcher, KeyNotFound, KeyValueStore
+from protocols.kv import KEY, VALUE, IKeyValue, IWatcher, KeyNotFound, KeyValueStore, SQLiteStorage
 
 # The store lives in protocols.kv so that `twist chunkwire-kv` serves the same one.
 __all__ = ["KEY", "VALUE", "IKeyValue", "IWatcher", "KeyNotFound", "KeyValueStore"]
+
+
+class StoreUnavailable(Exception):
+    """The --store file cannot be opened (a missing directory, no permission, not a SQLite file)."""
 
 
 async def serve(
@@ -47,8 +59,15 @@ async def serve(
     policy: GuardPolicy | None = None,
     callLimits: rpc.CallLimits | None = None,
     logins: ServiceLogins = OPEN,
+    storePath: str | None = None,
 ) -> None:
-    store = KeyValueStore()
+    try:
+        storage = None if storePath is None else SQLiteStorage(storePath)
+    except sqlite3.Error as error:
+        raise StoreUnavailable(f"cannot open --store {storePath}: {error}") from error
+    store = KeyValueStore(storage=storage, clock=reactor)
+    # Closed once the reactor has stopped: no call runs after that.
+    reactor.addSystemEventTrigger("after", "shutdown", store.close)
     portal = logins.portal(SharedRootRealm(store))
     root = store if portal is None else None
     brokers = rpc.serverFactory(
@@ -66,6 +85,11 @@ async def serve(
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     addListenArgument(parser, "tcp:8760")
+    parser.add_argument(
+        "--store",
+        metavar="FILE",
+        help="keep the store in this SQLite file (created if missing), kept across restarts; default: in memory",
+    )
     parser.add_argument("--tracebacks", action="store_true", help="send tracebacks of failed calls to clients")
     parser.add_argument("--log", action="store_true", help="log to stdout")
     parser.add_argument(
@@ -86,7 +110,7 @@ def main(argv: list[str]) -> None:
     callLimits = replace(rpc.SERVER_CALL_LIMITS, callTimeout=args.call_timeout)
     listen = args.listen or ["tcp:8760"]
     runCommand(
-        lambda reactor: serve(reactor, listen, args.tracebacks, policy, callLimits, loginsFrom(args)),
+        lambda reactor: serve(reactor, listen, args.tracebacks, policy, callLimits, loginsFrom(args), args.store),
         None,
         args.debug,
         True,

@@ -21,6 +21,7 @@ from typing import Any, TypeVar, overload
 from twisted.application.internet import ClientService, backoffPolicy
 from twisted.internet.defer import Deferred, fail, maybeDeferred, succeed
 from twisted.internet.endpoints import clientFromString, serverFromString
+from twisted.internet.error import ConnectionDone, ConnectionLost
 from twisted.internet.interfaces import IListeningPort
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
@@ -32,7 +33,7 @@ from ..auth.client import ClientLogin, ObjectName, mechanismFor
 from ..auth.errors import LoginFailed
 from ..auth.server import DEFAULT_LOGIN_TIMEOUT, Authenticator
 from .broker import Broker, BrokerFactory
-from .drain import GoingAway
+from .drain import DrainDeadlineExceeded, GoingAway
 from .errors import DeadReferenceError
 from .limits import SERVER_CALL_LIMITS, CallLimits
 from .referenceable import Referenceable
@@ -408,6 +409,8 @@ class ReconnectingClient:
         # Calls waiting for the connection after a GOAWAY; None: no GOAWAY to follow.
         self._moving: list[Deferred[Broker]] | None = None
         self._retryPolicy = retryPolicy if retryPolicy is not None else backoffPolicy()
+        # Preparations failed in a row (see _retryDelay).
+        self._preparationFailures = 0
         factory = BrokerFactory(
             root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits, interceptors=interceptors
         )
@@ -438,19 +441,51 @@ class ReconnectingClient:
         self.loginFailure = None
         return self._connected(broker, root)
 
-    def _connected(self, broker: Broker, root: RemoteReference) -> object:
-        """A new connection (logged in if need be): prepare it, then send the calls waiting since a GOAWAY."""
+    def _connected(self, broker: Broker, root: RemoteReference) -> Deferred[None]:
+        """
+        A new connection (logged in if need be): prepare it, then send the
+        calls waiting since a GOAWAY.
+
+        The step this returns never fails, and it ends no later than the
+        connection does: C{ClientService} has no transition for a
+        connection lost while this step runs, nor for one still open after
+        the step failed (it would log C{NoTransition} when the connection
+        goes, as it did whenever a server drained while a client was
+        preparing).  A failed preparation closes the connection instead, and
+        the retry after it waits the backoff (see L{_retryDelay}).
+        """
         self._broker = broker
         broker.drain.goneAway.append(self._goneAway)
         prepared: Deferred[Any] = maybeDeferred(self._prepare, root) if self._prepare is not None else succeed(None)
-        return prepared.addCallback(self._moved, broker)
+        prepared.addCallbacks(self._moved, self._prepareFailed, callbackArgs=(broker,), errbackArgs=(broker,))
+        step: Deferred[None] = Deferred()
+        lost = broker.whenDisconnected()
+        lost.addCallbacks(_settle, lambda failure: None, callbackArgs=(step,))
+        prepared.addCallback(_settle, step).addCallback(lambda _: lost.cancel())
+        return step
 
-    def _moved(self, result: object, broker: Broker) -> object:
+    def _moved(self, result: object, broker: Broker) -> None:
+        self._preparationFailures = 0
+        if not broker.isConnected():
+            # Lost while preparing: the calls waiting since a GOAWAY wait for the next connection.
+            return
         waiting, self._moving = self._moving, None
         for waiter in waiting or ():
             if not waiter.called:
                 waiter.callback(broker)
-        return result
+
+    def _prepareFailed(self, failure: Failure, broker: Broker) -> None:
+        """Preparing a connection failed: close it, and try again after the backoff."""
+        self._preparationFailures += 1
+        if self._broker is broker:
+            self._broker = None
+        # A drain or a lost connection is expected while servers restart: not worth a warning.
+        expected = isinstance(
+            failure.value, (DeadReferenceError, DrainDeadlineExceeded, ConnectionDone, ConnectionLost)
+        )
+        log = self._log.info if expected else self._log.warn
+        log("preparing a new connection failed, trying again later: {error}", error=failure.value)
+        broker.disconnect()
 
     def _goneAway(self, broker: Broker) -> None:
         """The server sent GOAWAY: reconnect as soon as this connection closes (it does once its calls are done)."""
@@ -459,6 +494,10 @@ class ReconnectingClient:
             self._moving = []
 
     def _retryDelay(self, attempt: int) -> float:
+        # A connection whose preparation failed counted as made (see _connected), which restarts the
+        # service's count: add the failed preparations, so that a server that keeps failing them is
+        # retried with a growing backoff, not in a loop.
+        attempt += self._preparationFailures
         # The first attempt after a GOAWAY is made at once: the server asked to be left.
         if self._moving is not None and attempt == 1:
             return 0.0
@@ -538,6 +577,12 @@ class ReconnectingClient:
             # Sent as if made now, on the next connection (or waiting again, should that one drain too).
             return self._nextConnection(_name).addCallback(lambda _: self.callRemote(_name, *args, **kwargs))
         return fail(DeadReferenceError(f"cannot call {_name!r}: not connected (reconnecting)"))
+
+
+def _settle(result: object, step: Deferred[None]) -> None:
+    """End C{step} (the preparation of a connection), once: on its result or on the connection's loss."""
+    if not step.called:
+        step.callback(None)
 
 
 def _failIfWaiting(waiter: Deferred[Any], error: BaseException) -> None:

@@ -4,7 +4,7 @@
     twist chunkwire-kv --listen tcp:8760 --listen unix:/tmp/kv.sock
     twist chunkwire-bulk --listen tcp:8770 --dir /tmp/chunkwire-files
     twist chunkwire-kv --users /etc/chunkwire/users --listen ssl:8761:privateKey=server.pem
-    twist chunkwire-kv --listen tcp:8760 --workers 2 --grace 10
+    twist chunkwire-kv --listen tcp:8760 --workers 2 --store /var/lib/chunkwire/kv.sqlite --grace 10
     twist chunkwire-echo --help
 
 chunkwire-kv and chunkwire-bulk take --users FILE, --client-ca DIR and
@@ -14,7 +14,9 @@ sockets bound once (tcp:, tcp6:, unix:, optionally under haproxy:), and
 its workers share one login throttle in SQLite (--throttle-db, by default
 beside the user or token file); on
 SIGTERM each service drains: GOAWAY, then the calls in flight get --grace
-seconds.
+seconds.  chunkwire-kv keeps its store in memory, one process's own, unless
+--store FILE names a SQLite file, which every worker shares (and which
+outlives them): --workers without --store is refused.
 
 This file lives in C{twisted/plugins/} (a directory without C{__init__.py})
 so that Twisted's plugin system finds it; it only names the services, the
@@ -27,9 +29,11 @@ plugin file to list them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from twisted.application.service import IServiceMaker
+from twisted.application.service import IServiceMaker, MultiService
+from twisted.internet.defer import Deferred
 from twisted.plugin import IPlugin
 from twisted.python import usage
 from zope.interface import implementer
@@ -237,14 +241,54 @@ class KeyValueOptions(_LoginOptions):
 
     defaultListen = "tcp:8760"
     synopsis = (
-        "[--listen ENDPOINT ...] [--users FILE] [--client-ca DIR] [--tokens FILE] [--tracebacks] [--trace] "
-        "[guard options]"
+        "[--listen ENDPOINT ...] [--store FILE] [--workers N] [--users FILE] [--client-ca DIR] [--tokens FILE] "
+        "[--tracebacks] [--trace] [guard options]"
     )
     longdesc = (
         "Run chunkwire's key-value RPC service (get, put, delete, list, watch; see protocols.kv). "
-        "The store lives in memory, shared by every connection (and every user, with logins)."
+        "One store is shared by every connection (and every user, with logins): by default it lives in this "
+        "process's memory and is gone when it exits; with --store FILE it is a SQLite file, shared by every "
+        "worker process (--workers needs it) and kept across restarts, where each put is on disk before it is "
+        "answered."
     )
     optFlags = _Options.optFlags + [["tracebacks", None, "Send the traceback of a failed call to the caller."]]
+    optParameters = _LoginOptions.optParameters + [
+        [
+            "store",
+            None,
+            None,
+            "Keep the store in this SQLite file (created if missing), shared by every worker and kept across "
+            "restarts; without it the store is in memory, one process's own.",
+        ],
+    ]
+
+    def postOptions(self) -> None:
+        super().postOptions()
+        if self["workers"] > 1 and self["store"] is None:
+            raise usage.UsageError(
+                "--workers needs --store FILE: each worker is a process of its own, with its own memory"
+            )
+        if self["store"] is not None:
+            import sqlite3
+
+            from protocols.kv import SQLiteStorage
+
+            # Opened once here: a bad path is a usage error, and the supervisor makes the tables before any
+            # worker opens the file (they never race to make them).
+            try:
+                SQLiteStorage(self["store"]).close()
+            except sqlite3.Error as error:
+                raise usage.UsageError(f"--store {self['store']}: {error}") from None
+
+    def openStore(self) -> Any:
+        """The L{protocols.kv.KeyValueStore} these options describe, its storage opened (a file with --store)."""
+        from twisted.internet import reactor
+
+        from protocols.kv import KeyValueStore, SQLiteStorage
+
+        if self["store"] is None:
+            return KeyValueStore()
+        return KeyValueStore(storage=SQLiteStorage(self["store"]), clock=reactor)
 
 
 class BulkServiceOptions(_LoginOptions):
@@ -277,12 +321,29 @@ class BulkServiceOptions(_LoginOptions):
             raise usage.UsageError(f"--hashing is inline or thread, not {self['hashing']!r}")
 
 
+class _ClosingService(MultiService):
+    """
+    Its services (the endpoints, each draining on stop), then, once every
+    one has stopped, C{closing()}: what the connections used (a store's file).
+    """
+
+    closing: Callable[[], object] | None = None
+
+    def stopService(self) -> Deferred[None]:
+        stopped: Deferred[None] = super().stopService()  # type: ignore[no-untyped-call]
+        return stopped.addBoth(self._close)
+
+    def _close(self, result: Any) -> Any:
+        if self.closing is not None:
+            self.closing()
+        return result
+
+
 def _listening(options: _Options, factory: Any) -> Any:
     """
     A MultiService with one endpoint service per C{--listen}, each connection
     guarded by the options' policy (and requiring client certificates with C{--client-ca}).
     """
-    from twisted.application.service import MultiService
     from twisted.internet import reactor
 
     from protocols.auth.realms import listenDescriptions
@@ -291,7 +352,7 @@ def _listening(options: _Options, factory: Any) -> Any:
     from protocols.serving import DrainingService, adoptedEndpoint, watchParent
 
     factory = GuardedFactory(factory, options.policy(), reactor)
-    parent = MultiService()
+    parent = _ClosingService()
     trusted = options["trusted"]
     if options["adopt"]:
         endpoints = [adoptedEndpoint(reactor, spec, trusted) for spec in options["adopt"]]
@@ -418,10 +479,9 @@ class KeyValueServiceMaker:
 
         from protocols import rpc
         from protocols.auth.realms import SharedRootRealm
-        from protocols.kv import KeyValueStore
 
         _tracing(options)
-        store = KeyValueStore()
+        store = options.openStore()
         portal = options.portal(SharedRootRealm(store))
         factory = rpc.serverFactory(
             store if portal is None else None,
@@ -432,7 +492,10 @@ class KeyValueServiceMaker:
             interceptors=options.interceptors(),
             throttle=options.logins().throttle(reactor),
         )
-        return _listening(options, factory)
+        service = _listening(options, factory)
+        # Closed once every connection has drained: the calls still running use it until then.
+        service.closing = store.close
+        return service
 
 
 @implementer(IServiceMaker, IPlugin)

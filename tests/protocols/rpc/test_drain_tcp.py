@@ -11,12 +11,13 @@ from typing import Any
 from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.endpoints import serverFromString
 from twisted.internet.task import deferLater
+from twisted.logger import formatEvent
 from twisted.trial.unittest import TestCase
 
 from protocols.rpc import Referenceable, reconnecting, remote, serverFactory
 from protocols.rpc.drain import DrainDeadlineExceeded, drainBrokers, drainPort
 
-from ..helpers import pytestTest, trialTest
+from ..helpers import capturedLogs, pytestTest, trialTest
 
 LISTEN = "tcp:0:interface=127.0.0.1"
 
@@ -113,12 +114,69 @@ async def deadlineOverTcp(reactor: Any) -> None:
     assert not any(broker.isConnected() for broker in factory.brokers)
 
 
+class Listed(Stuck):
+    """L{Stuck}, with a method that answers at once."""
+
+    @remote
+    def list(self) -> list[str]:
+        return []
+
+
+async def _until(reactor: Any, condition: Any) -> None:
+    """Wait until C{condition()} holds (the test's own timeout bounds the wait)."""
+    while not condition():
+        await deferLater(reactor, 0.01)
+
+
+async def preparationCutShort(reactor: Any) -> None:
+    """
+    A connection that drains, or is lost, while the reconnecting client
+    prepares it is retried quietly: nothing is logged as an error (it was
+    an automat NoTransition each time a supervisor drained under a watching
+    kv_client.py), and the client connects again.
+    """
+    stuck = Listed()
+    factory = serverFactory(stuck, clock=reactor)
+    port = await serverFromString(reactor, LISTEN).listen(factory)
+    prepared: list[Any] = []
+
+    def prepare(root: Any) -> Deferred[Any]:
+        # The first two connections hang in their preparation; the third is prepared at once.
+        prepared.append(root)
+        return root.callRemote("hang") if len(prepared) <= 2 else root.callRemote("list")
+
+    description = f"tcp:host=127.0.0.1:port={port.getHost().port}"
+    with capturedLogs() as events:
+        client = reconnecting(reactor, description, retryPolicy=lambda attempt: 0.01, prepareConnection=prepare)
+        try:
+            await _until(reactor, lambda: len(prepared) == 1 and stuck.cancelled == 0 and factory.brokers)
+            await deferLater(reactor, 0.05)  # the hang call reaches the server
+            # Drained: the preparing call fails with DrainDeadlineExceeded while the connection is still open.
+            await drainBrokers(list(factory.brokers), 0.05)
+            await _until(reactor, lambda: len(prepared) == 2 and factory.brokers)
+            await deferLater(reactor, 0.05)
+            # Lost: the preparing call fails as the connection goes.
+            for broker in list(factory.brokers):
+                broker.connection.transport.abortConnection()
+            root = await client.whenConnected()
+            assert len(prepared) == 3
+            assert await root.callRemote("list") == []
+        finally:
+            await client.stopService()
+            await port.stopListening()
+    bad = [formatEvent(event) for event in events if event.get("log_failure") is not None]
+    bad += [formatEvent(event) for event in events if "NoTransition" in formatEvent(event)]
+    assert bad == [], bad
+
+
 class DrainTcpTests(TestCase):
     """Drain over TCP, under trial."""
 
     test_drain_moves_calls = trialTest(drainMovesCalls)
     test_deadline_over_tcp = trialTest(deadlineOverTcp)
+    test_preparation_cut_short = trialTest(preparationCutShort)
 
 
 test_drain_moves_calls = pytestTest(drainMovesCalls)
 test_deadline_over_tcp = pytestTest(deadlineOverTcp)
+test_preparation_cut_short = pytestTest(preparationCutShort)

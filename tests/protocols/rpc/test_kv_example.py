@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -49,3 +50,28 @@ class KeyValueExampleTests(SynchronousTestCase):
         missing = self.client(address, "get", "colour")
         self.assertEqual((missing.returncode, missing.stderr), (1, "not found: colour\n"))
         self.assertEqual(self.client(address, "delete", "colour").returncode, 1)
+
+    def test_storeSurvivesRestart(self) -> None:
+        """With --store FILE, what a server answered as put is there for the next server on that file."""
+        path = os.path.abspath(self.mktemp() + ".sqlite")  # the servers run from the project's root
+
+        def start() -> tuple[subprocess.Popen[bytes], str]:
+            command = [sys.executable, "examples/kv_server.py", "--listen", "tcp:0:interface=127.0.0.1"]
+            server = subprocess.Popen(command + ["--store", path], cwd=ROOT, env=ENV, stdout=subprocess.PIPE)
+            self.addCleanup(stop, server)
+            port = int(readUntil(server, rb"kv server listening on .* port=(\d+)\)").group(1))
+            return server, f"tcp:host=127.0.0.1:port={port}"
+
+        server, address = start()
+        self.assertEqual(self.client(address, "put", "colour", "blue").returncode, 0)
+        server.kill()  # no chance to close the file: the put was committed when it was answered
+        server.wait()
+        _, address = start()
+        self.assertEqual(self.client(address, "get", "colour").stdout, "blue\n")
+
+    def test_storeUnavailable(self) -> None:
+        """A --store file that cannot be opened is one line naming it, and exit status 1."""
+        result = runPython("examples/kv_server.py", "--listen", "tcp:0", "--store", "/nonexistent/kv.sqlite")
+        self.assertEqual(result.returncode, 1)
+        self.assertEqual(result.stderr.count("\n"), 1, result.stderr)
+        self.assertIn("--store /nonexistent/kv.sqlite", result.stderr)

@@ -134,7 +134,7 @@ class StoreTests(SynchronousTestCase):
         pair.client.disconnect()
         pair.flush()
         self.assertEqual(self.store.watchers, {})
-        self.assertEqual(self.store._watching, {})
+        self.assertEqual(self.store.watches.connections, {})
         self.assertEqual([e for e in self.events[before:] if "watcher" in e["log_format"]], [])
 
     def test_disconnectCostIsWhatItHeld(self) -> None:
@@ -146,8 +146,8 @@ class StoreTests(SynchronousTestCase):
         small = self.connect()
         self.successResultOf(self.call(small, "watch", "k0", Watcher()))
         touched: list[str] = []
-        unlink = self.store._unlink
-        self.store._unlink = lambda key, watcher: (touched.append(key), unlink(key, watcher))  # type: ignore[method-assign]
+        unlink = self.store.watches._unlink
+        self.store.watches._unlink = lambda key, watcher: (touched.append(key), unlink(key, watcher))  # type: ignore[method-assign]
         small.client.disconnect()
         small.flush()
         self.assertEqual(touched, ["k0"])
@@ -223,7 +223,7 @@ async def floodThenLeave(reactor: Any) -> None:
             call.addErrback(lambda failure: None)
         await root.broker.whenDisconnected()
         await deferLater(reactor, 0.05)  # the reactor's own references to the closed socket go
-        assert store.watchers == {} and store._watching == {}
+        assert store.watchers == {} and store.watches.connections == {}
         assert [ref() for ref in refs] == [None, None, None], [ref() for ref in refs]
     finally:
         gc.enable()

@@ -7,10 +7,12 @@ and C{twist chunkwire-kv --workers 2}); each is bounded in time.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -75,6 +77,23 @@ class CommandTests(SynchronousTestCase):
         bad = ["--workers", "2", "--listen", "ssl:8443:privateKey=k.pem"]
         self.assertRaises(usage.UsageError, chunkwire_plugins.KeyValueOptions().parseOptions, bad)
         self.assertRaises(usage.UsageError, chunkwire_plugins.KeyValueOptions().parseOptions, ["--workers", "0"])
+
+    def test_kvWorkersNeedStore(self) -> None:
+        """chunkwire-kv --workers N (N > 1) without --store is a usage error naming --store; with it, accepted."""
+        from twisted.python import usage
+
+        from twisted.plugins import chunkwire_plugins
+
+        error = self.assertRaises(
+            usage.UsageError, chunkwire_plugins.KeyValueOptions().parseOptions, ["--workers", "2"]
+        )
+        self.assertIn("--store", str(error))
+        self.assertNotIn("\n", str(error))
+        options = chunkwire_plugins.KeyValueOptions()
+        options.parseOptions(["--workers", "2", "--store", self.mktemp() + ".sqlite"])
+        self.assertEqual(options["workers"], 2)
+        bad = ["--store", "/nonexistent/kv.sqlite"]
+        self.assertRaises(usage.UsageError, chunkwire_plugins.KeyValueOptions().parseOptions, bad)
 
     def test_tcpAddress(self) -> None:
         """SO_REUSEPORT sockets are bound from the tcp: description's port, interface and backlog; others refused."""
@@ -162,7 +181,8 @@ async def twistWorkers(reactor: Any) -> None:
     probe.close()
     command = [sys.executable, "-m", "twisted", "--log-format", "text", "chunkwire-kv"]
     command += ["--listen", f"tcp:{port}:interface=127.0.0.1"]
-    command += ["--workers", "2", "--grace", "2"]
+    store = tempfile.mkdtemp()
+    command += ["--workers", "2", "--grace", "2", "--store", os.path.join(store, "kv.sqlite")]
     process = subprocess.Popen(command, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         started = readUntil(process, rb"worker 0 started: pid (\d+)[\s\S]*worker 1 started: pid (\d+)")
@@ -197,6 +217,7 @@ async def twistWorkers(reactor: Any) -> None:
             raise AssertionError(f"worker {pid} still runs")
     finally:
         stop(process)  # SIGTERM: a supervisor stops its workers too
+        shutil.rmtree(store)
 
 
 async def orphanedWorkers(reactor: Any) -> None:

@@ -1,0 +1,235 @@
+"""The key-value store of the RPC tutorial and of C{twist chunkwire-kv}.
+
+The service is declared once, as the remote interface L{IKeyValue}, which
+both ends import: the server's L{KeyValueStore} implements it, and a client
+calls it through a typed proxy (C{await rpc.connect(reactor, address,
+interface=IKeyValue)}), whose calls are checked here and by mypy.  Its
+methods: C{get(key)}, C{put(key, value)}, C{delete(key)},
+C{list(prefix="")}, and C{watch(key, watcher)} / C{unwatch(key, watcher)}:
+the server calls C{watcher.changed(key, value)} on every change of C{key}
+(C{value} is C{None} once deleted), where C{watcher} is a C{Referenceable}
+the client passed (one implementing L{IWatcher}, whose method's hints then
+check the server's calls too).  The constraints (keys of at most 1 KiB,
+values of at most 1 MiB) are the hints' L{Key} and L{Value}.  Keys and
+values are strings; a missing key is a L{KeyNotFound},
+registered as C{"kv.KeyNotFound"}, so a client that imports this module sees
+it arrive as itself.
+
+Contract: the store keeps its values in a storage backend
+(L{protocols.kv.storage}): L{MemoryStorage}, a dict private to one process
+and the default, where every operation is O(1) in the store's size except
+C{list} (O(n log n) in the keys); or L{SQLiteStorage}
+(L{protocols.kv.sqlite}), one file shared by every worker process, where
+get, put and delete are O(log n) and C{list} O(log n + the keys listed),
+and a put is committed to disk before it is answered.  A put or delete
+costs O(watchers of that key) here; with a shared storage, every other
+process tells its own watchers within L{POLL_INTERVAL} seconds
+(L{protocols.kv.feed}).  Watches are capped per connection and per key
+(L{WatchLimits}, counted in each process); past a cap, C{watch} is refused
+with a L{WatchRefused} (a C{RemoteViolation} to the client, coded
+C{too-many-watches} or C{too-many-watchers}), which the server counts as a
+refusal of that connection.  A watcher whose C{changed()} call fails or
+times out (the server's calls to clients time out, see
+L{protocols.rpc.SERVER_CALL_LIMITS}) is dropped, once, with one log line; a
+watcher whose connection is lost is forgotten silently.  Forgetting a
+connection's watchers costs O(what that connection watched), and a key with
+no watchers left has no entry (L{protocols.kv.watches}).
+
+This is a package so that each part is a module named for what it does:
+this one is the remote interface and the store that serves it, and the
+store only joins the parts: where values are kept (C{storage}, C{sqlite}),
+who watches what (C{watches}), and how changes made by other processes
+reach this one's watchers (C{feed}).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Protocol
+
+from framing.slicing.constraints import Text
+
+from .. import rpc
+from .feed import POLL_INTERVAL, ChangeFeed
+from .sqlite import SQLiteStorage
+from .storage import MemoryStorage, Storage
+from .watches import WatchBook, WatchLimits, WatchRefused
+
+__all__ = [
+    "KEY",
+    "POLL_INTERVAL",
+    "VALUE",
+    "IKeyValue",
+    "IWatcher",
+    "Key",
+    "KeyNotFound",
+    "KeyValueStore",
+    "MemoryStorage",
+    "SQLiteStorage",
+    "Storage",
+    "Value",
+    "WatchLimits",
+    "WatchRefused",
+    "Watcher",
+]
+
+Key = Annotated[str, rpc.MaxLength(1024)]
+"""A key: a string of at most 1 KiB (UTF-8)."""
+Value = Annotated[str, rpc.MaxLength(1 << 20)]
+"""A value: a string of at most 1 MiB (UTF-8)."""
+
+KEY = Text(1024)
+"""L{Key} as an explicit constraint (what C{remote(args=...)} takes)."""
+VALUE = Text(1 << 20)
+"""L{Value} as an explicit constraint."""
+
+
+class KeyNotFound(Exception):
+    """The key is not in the store.  Registered as C{"kv.KeyNotFound"}."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+rpc.registerError(KeyNotFound, "kv.KeyNotFound")
+
+
+class IWatcher(rpc.RemoteInterface, Protocol, name="kv.IWatcher"):
+    """What a client passes to L{IKeyValue.watch}: the server calls C{changed} on every change of the key."""
+
+    async def changed(self, key: Key, value: Value | None) -> None:
+        """C{key} is now C{value}, or was deleted (C{None})."""
+
+
+# Any Referenceable of the caller (the server calls its "changed").
+Watcher = rpc.Referenceable | rpc.RemoteReference
+
+
+class IKeyValue(rpc.RemoteInterface, Protocol, name="kv.IKeyValue"):
+    """The key-value service, as both ends see it."""
+
+    async def get(self, key: Key) -> str:
+        """The value of C{key}; a L{KeyNotFound} if it has none."""
+
+    async def put(self, key: Key, value: Value) -> None:
+        """Set C{key} to C{value}, telling its watchers."""
+
+    async def delete(self, key: Key) -> bool:
+        """Delete C{key}, telling its watchers; whether it was there."""
+
+    async def list(self, prefix: Key = "") -> list[str]:
+        """The keys that start with C{prefix}, sorted."""
+
+    async def watch(self, key: Key, watcher: Watcher) -> str | None:
+        """Call C{watcher.changed(key, value)} on every change of C{key}; its value now."""
+
+    async def unwatch(self, key: Key, watcher: Watcher) -> bool:
+        """Stop calling C{watcher} for C{key}; whether it was watching."""
+
+
+class KeyValueStore(rpc.Referenceable, IKeyValue):
+    """
+    The store: a L{Storage} of strings, and the watchers of each key.  It
+    implements L{IKeyValue}, so its methods of that name are remote, with
+    the constraints of the interface's hints; none of them waits, but they
+    are C{async def} as the interface declares them (a coroutine that never
+    waits is answered at once).  A storage call blocks the reactor while it
+    runs (a commit's sync, with L{SQLiteStorage}: see L{protocols.kv.sqlite}
+    for why, and what it costs).
+
+    @ivar storage: the L{Storage}.
+    @ivar watches: the L{WatchBook} of this process's watchers.
+    @ivar feed: the L{ChangeFeed} telling them of other processes' changes,
+        if the storage is shared (has a change log), else C{None}.
+    """
+
+    def __init__(
+        self,
+        watchLimits: WatchLimits | None = None,
+        storage: Storage | None = None,
+        clock: Any = None,
+        pollInterval: float = POLL_INTERVAL,
+    ) -> None:
+        """
+        @param storage: a L{MemoryStorage} of its own if C{None}.
+        @param clock: what a shared storage's change log is polled with (the
+            reactor); needed only with one.
+        @raise ValueError: a shared storage and no clock.
+        """
+        self.storage: Storage = storage if storage is not None else MemoryStorage()
+        self.watches = WatchBook(watchLimits)
+        self.feed: ChangeFeed | None = None
+        changes = self.storage.changeLog
+        if changes is not None:
+            if clock is None:
+                raise ValueError("a shared storage needs a clock (the reactor) to poll its changes with")
+            self.feed = ChangeFeed(changes, self.watches, clock, pollInterval)
+            self.feed.start()
+
+    @property
+    def watchers(self) -> dict[str, set[rpc.RemoteReference]]:
+        """Key to the references of this process's watchers of it (a key with none has no entry)."""
+        return self.watches.watchers
+
+    @property
+    def watchLimits(self) -> WatchLimits:
+        """The L{WatchLimits}."""
+        return self.watches.limits
+
+    @watchLimits.setter
+    def watchLimits(self, limits: WatchLimits) -> None:
+        self.watches.limits = limits
+
+    def close(self) -> None:
+        """Stop polling for changes and close the storage (once the connections are gone: nothing is served after)."""
+        if self.feed is not None:
+            self.feed.stop()
+        self.storage.close()
+
+    async def get(self, key: str) -> str:
+        value = self.storage.get(key)
+        if value is None:
+            raise KeyNotFound(key)
+        return value
+
+    async def put(self, key: str, value: str) -> None:
+        self.storage.put(key, value)
+        self._changed(key, value)
+
+    async def delete(self, key: str) -> bool:
+        if not self.storage.delete(key):
+            return False
+        self._changed(key, None)
+        return True
+
+    async def list(self, prefix: str = "") -> list[str]:
+        return self.storage.keys(prefix)
+
+    async def watch(self, key: str, watcher: Watcher) -> str | None:
+        """
+        Call C{watcher.changed(key, value)} on every change; return the current value.
+
+        @raise WatchRefused: the connection or the key has as many watches as
+            L{WatchLimits} allows.
+        """
+        if not isinstance(watcher, rpc.RemoteReference):
+            raise TypeError("the watcher must be a Referenceable of the caller")
+        if self.feed is not None:
+            # Changes read before the watch begins: the value returned already includes them.
+            self.feed.catchUp()
+        self.watches.add(key, watcher)
+        return self.storage.get(key)
+
+    async def unwatch(self, key: str, watcher: Watcher) -> bool:
+        # The same client object arrives as the same RemoteReference, so set
+        # membership finds it.
+        if not isinstance(watcher, rpc.RemoteReference):
+            return False
+        return self.watches.remove(key, watcher)
+
+    def _changed(self, key: str, value: str | None) -> None:
+        if self.feed is None:
+            self.watches.notify(key, value)
+        else:
+            # Through the log, in its order: this change, and any other process's made before it.
+            self.feed.catchUp()

@@ -1,0 +1,172 @@
+"""The kv store's embedded durable storage: one SQLite file, shared by every worker process.
+
+Contract: L{SQLiteStorage} keeps the keys and values in the table C{kv} of
+a SQLite database (the stdlib C{sqlite3}) in WAL mode, so that readers in
+every process go on while one writes.  Each put or delete is one short
+C{BEGIN IMMEDIATE} transaction that changes C{kv} and appends the change to
+the table C{changes} (its number, an C{AUTOINCREMENT} key, never reused;
+its key; its value, C{NULL} for a delete), and it returns only once that
+transaction is committed with C{PRAGMA synchronous=FULL}: an answered put
+survives C{kill -9} of every process and a power loss too (FULL makes
+SQLite sync the WAL on every commit; NORMAL would save that sync but may
+lose the last commits on a power loss).  Writers in several processes take
+turns: each waits up to C{busyTimeout} seconds (L{BUSY_TIMEOUT}) for the
+write lock rather than failing with "database is locked", and holds it
+only for its own two statements.
+
+The cost: these calls block the reactor while they run, a commit's sync
+included (typically well under a millisecond on an SSD, a few milliseconds
+on a disk or a busy machine; up to C{busyTimeout} when another process
+holds the lock far longer than its usual two statements).  That keeps a
+put's answer after its commit with no thread and no reordering, which
+suits the kv example's small values; a service whose storage calls are slow
+should run them in a thread pool instead (C{deferToThread}) and accept
+that its answers may come back in another order.
+
+A put stores its value twice (in C{kv} and in C{changes}) until the change
+is forgotten (L{protocols.kv.feed} forgets changes a minute old), so that
+a watcher in another process is told each value, not only the last.
+Complexity: get, put and delete are O(log n) (B-tree lookups), C{keys} is
+O(log n + the keys listed).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from .storage import ChangeLog
+
+BUSY_TIMEOUT = 10.0
+"""Seconds a write waits for another process's transaction before it fails: far longer than any of them takes."""
+
+_SCHEMA = (
+    # A rowid table with the key indexed: values may be large (up to 1 MiB), which WITHOUT ROWID tables handle badly.
+    "CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)",
+    # AUTOINCREMENT: a number is never reused, even once every change up to it is forgotten.
+    "CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL, value TEXT)",
+)
+
+
+class SQLiteStorage:
+    """
+    A L{protocols.kv.storage.Storage} in the SQLite file C{path} (created
+    if missing), with its own L{ChangeLog}: open one per process on the
+    same file.
+
+    @ivar path: the database file.
+    @ivar db: the connection (autocommit: transactions are explicit).
+    """
+
+    def __init__(self, path: str, busyTimeout: float = BUSY_TIMEOUT) -> None:
+        self.path = path
+        self.changeLog: ChangeLog | None = self
+        self.db = sqlite3.connect(path, timeout=busyTimeout, isolation_level=None)
+        try:
+            # WAL is a property of the file (set once, kept); synchronous is per connection.
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=FULL")
+            if self._tables() < 2:
+                # Only if missing: opening a made file takes no write lock (workers open it side by side).
+                with self._writing() as db:
+                    for statement in _SCHEMA:
+                        db.execute(statement)
+        except BaseException:
+            self.db.close()
+            raise
+        self._dataVersion = self._version()
+
+    def _tables(self) -> int:
+        names = ("kv", "changes")
+        return int(self.db.execute("SELECT count(*) FROM sqlite_master WHERE name IN (?, ?)", names).fetchone()[0])
+
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """
+        One write transaction: C{BEGIN IMMEDIATE} takes the write lock at
+        once (a deferred transaction that reads first could fail to upgrade
+        its lock, which no busy timeout retries), then commits, or rolls back
+        if the block raised.
+        """
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def get(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def put(self, key: str, value: str) -> None:
+        with self._writing() as db:
+            db.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (key, value))
+            db.execute("INSERT INTO changes (key, value) VALUES (?, ?)", (key, value))
+
+    def delete(self, key: str) -> bool:
+        with self._writing() as db:
+            if db.execute("DELETE FROM kv WHERE key = ?", (key,)).rowcount == 0:
+                return False
+            db.execute("INSERT INTO changes (key, value) VALUES (?, NULL)", (key,))
+        return True
+
+    def keys(self, prefix: str) -> list[str]:
+        # A range over the primary key's index: SQLite compares TEXT as UTF-8 bytes, which sort as code points do.
+        end = prefixEnd(prefix)
+        if end is None:
+            rows = self.db.execute("SELECT key FROM kv WHERE key >= ? ORDER BY key", (prefix,))
+        else:
+            rows = self.db.execute("SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key", (prefix, end))
+        return [str(key) for (key,) in rows if str(key).startswith(prefix)]
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- the change log ----------------------------------------------------------------
+
+    def lastChange(self) -> int:
+        row = self.db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'changes'").fetchone()
+        return 0 if row is None else int(row[0])
+
+    def changedElsewhere(self) -> bool:
+        # data_version changes when another connection commits: one cheap call when nothing happened.
+        version = self._version()
+        changed = version != self._dataVersion
+        self._dataVersion = version
+        return changed
+
+    def _version(self) -> int:
+        return int(self.db.execute("PRAGMA data_version").fetchone()[0])
+
+    def changesSince(self, sequence: int, limit: int) -> list[tuple[int, str, bool]]:
+        rows = self.db.execute(
+            "SELECT seq, key, value IS NULL FROM changes WHERE seq > ? ORDER BY seq LIMIT ?", (sequence, limit)
+        )
+        return [(int(seq), str(key), bool(deleted)) for seq, key, deleted in rows]
+
+    def changeValue(self, sequence: int) -> str | None:
+        row = self.db.execute("SELECT value FROM changes WHERE seq = ?", (sequence,)).fetchone()
+        return None if row is None or row[0] is None else str(row[0])
+
+    def forgetChanges(self, upTo: int) -> None:
+        with self._writing() as db:
+            db.execute("DELETE FROM changes WHERE seq <= ?", (upTo,))
+
+
+def prefixEnd(prefix: str) -> str | None:
+    """
+    The least string above every string starting with C{prefix}, or C{None}
+    if there is none (an empty prefix, or one of U+10FFFF only): the end of
+    the range of keys L{SQLiteStorage.keys} reads.
+    """
+    while prefix:
+        last = ord(prefix[-1]) + 1
+        if last == 0xD800:
+            last = 0xE000  # surrogates cannot be stored as UTF-8: the next character is U+E000
+        if last <= 0x10FFFF:
+            return prefix[:-1] + chr(last)
+        prefix = prefix[:-1]
+    return None
