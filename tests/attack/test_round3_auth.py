@@ -96,8 +96,9 @@ def freePort() -> int:
 
 
 def twistWorkers(users: Path, log: Path, port: int) -> Server:
-    """twist chunkwire-kv --workers 2 --users, serving once both workers listen."""
+    """twist chunkwire-kv --workers 2 --users (and a --store beside them), serving once both workers listen."""
     command = [sys.executable, "-m", "twisted", "--log-format", "text", "chunkwire-kv", "--users", str(users)]
+    command += ["--store", str(users.parent / "kv.sqlite")]
     command += ["--listen", f"tcp:{port}:interface=127.0.0.1", "--workers", "2", "--grace", "1", "--max-per-peer=1000"]
     server = Server(command, log, rb"worker 0 started[\s\S]*worker 1 started")
     deadline = time.monotonic() + 30
