@@ -42,7 +42,8 @@ from _serving import addListenArgument, addLoginArguments, beginLogging, loginsF
 from protocols import TokenProtocol, rpc
 from protocols.auth.realms import OPEN, ServiceLogins, SharedRootRealm
 from protocols.guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
-from protocols.kv import KEY, VALUE, IKeyValue, IWatcher, KeyNotFound, KeyValueStore, SQLiteStorage
+from protocols.kv import KEY, VALUE, IKeyValue, IWatcher, KeyNotFound, KeyValueStore, SQLiteStorage, StoreLimits
+from protocols.kv.storage import DEFAULT_LIMITS
 
 # The store lives in protocols.kv so that `twist chunkwire-kv` serves the same one.
 __all__ = ["KEY", "VALUE", "IKeyValue", "IWatcher", "KeyNotFound", "KeyValueStore"]
@@ -60,12 +61,13 @@ async def serve(
     callLimits: rpc.CallLimits | None = None,
     logins: ServiceLogins = OPEN,
     storePath: str | None = None,
+    limits: StoreLimits | None = None,
 ) -> None:
     try:
         storage = None if storePath is None else SQLiteStorage(storePath)
     except sqlite3.Error as error:
         raise StoreUnavailable(f"cannot open --store {storePath}: {error}") from error
-    store = KeyValueStore(storage=storage, clock=reactor)
+    store = KeyValueStore(storage=storage, clock=reactor, limits=limits)
     # Closed once the reactor has stopped: no call runs after that.
     reactor.addSystemEventTrigger("after", "shutdown", store.close)
     portal = logins.portal(SharedRootRealm(store))
@@ -90,6 +92,21 @@ def main(argv: list[str]) -> None:
         metavar="FILE",
         help="keep the store in this SQLite file (created if missing), kept across restarts; default: in memory",
     )
+    parser.add_argument(
+        "--max-keys",
+        type=int,
+        default=DEFAULT_LIMITS.maxKeys,
+        metavar="N",
+        help="most keys the store holds; a put of a new key past it fails with kv.StoreFull (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-store-bytes",
+        type=int,
+        default=DEFAULT_LIMITS.maxBytes,
+        metavar="N",
+        help="most characters of keys and values held in all; a put past it fails with kv.StoreFull "
+        "(default %(default)s)",
+    )
     parser.add_argument("--tracebacks", action="store_true", help="send tracebacks of failed calls to clients")
     parser.add_argument("--log", action="store_true", help="log to stdout")
     parser.add_argument(
@@ -109,8 +126,11 @@ def main(argv: list[str]) -> None:
     policy = policyFromArguments(args)
     callLimits = replace(rpc.SERVER_CALL_LIMITS, callTimeout=args.call_timeout)
     listen = args.listen or ["tcp:8760"]
+    limits = StoreLimits(maxKeys=args.max_keys, maxBytes=args.max_store_bytes)
     runCommand(
-        lambda reactor: serve(reactor, listen, args.tracebacks, policy, callLimits, loginsFrom(args), args.store),
+        lambda reactor: serve(
+            reactor, listen, args.tracebacks, policy, callLimits, loginsFrom(args), args.store, limits
+        ),
         None,
         args.debug,
         True,

@@ -13,7 +13,9 @@ check the server's calls too).  The constraints (keys of at most 1 KiB,
 values of at most 1 MiB) are the hints' L{Key} and L{Value}.  Keys and
 values are strings; a missing key is a L{KeyNotFound},
 registered as C{"kv.KeyNotFound"}, so a client that imports this module sees
-it arrive as itself.
+it arrive as itself.  The store's size is bounded (L{StoreLimits}: keys,
+characters in all, characters one listing carries): a put past it is a
+L{StoreFull} and a listing past it a L{ListTooLarge}, registered likewise.
 
 Contract: the store keeps its values in a storage backend
 (L{protocols.kv.storage}): L{MemoryStorage}, a dict private to one process
@@ -51,7 +53,7 @@ from framing.slicing.constraints import Text
 from .. import rpc
 from .feed import POLL_INTERVAL, ChangeFeed
 from .sqlite import SQLiteStorage
-from .storage import MemoryStorage, Storage
+from .storage import DEFAULT_LIMITS, ListTooLarge, MemoryStorage, Storage, StoreFull, StoreLimits
 from .watches import WatchBook, WatchLimits, WatchRefused
 
 __all__ = [
@@ -63,9 +65,12 @@ __all__ = [
     "Key",
     "KeyNotFound",
     "KeyValueStore",
+    "ListTooLarge",
     "MemoryStorage",
     "SQLiteStorage",
     "Storage",
+    "StoreFull",
+    "StoreLimits",
     "Value",
     "WatchLimits",
     "WatchRefused",
@@ -92,6 +97,8 @@ class KeyNotFound(Exception):
 
 
 rpc.registerError(KeyNotFound, "kv.KeyNotFound")
+rpc.registerError(StoreFull, "kv.StoreFull")
+rpc.registerError(ListTooLarge, "kv.ListTooLarge")
 
 
 class IWatcher(rpc.RemoteInterface, Protocol, name="kv.IWatcher"):
@@ -138,6 +145,9 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
     for why, and what it costs).
 
     @ivar storage: the L{Storage}.
+    @ivar limits: the L{StoreLimits}: a put past them fails with a
+        L{StoreFull}, a listing past them with a L{ListTooLarge}, and
+        nothing is stored or sent.
     @ivar watches: the L{WatchBook} of this process's watchers.
     @ivar feed: the L{ChangeFeed} telling them of other processes' changes,
         if the storage is shared (has a change log), else C{None}.
@@ -149,14 +159,17 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
         storage: Storage | None = None,
         clock: Any = None,
         pollInterval: float = POLL_INTERVAL,
+        limits: StoreLimits | None = None,
     ) -> None:
         """
         @param storage: a L{MemoryStorage} of its own if C{None}.
+        @param limits: what the store may hold (L{StoreLimits} if C{None}).
         @param clock: what a shared storage's change log is polled with (the
             reactor); needed only with one.
         @raise ValueError: a shared storage and no clock.
         """
         self.storage: Storage = storage if storage is not None else MemoryStorage()
+        self.limits = limits or DEFAULT_LIMITS
         self.watches = WatchBook(watchLimits)
         self.feed: ChangeFeed | None = None
         changes = self.storage.changeLog
@@ -193,7 +206,7 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
         return value
 
     async def put(self, key: str, value: str) -> None:
-        self.storage.put(key, value)
+        self.storage.put(key, value, self.limits)
         self._changed(key, value)
 
     async def delete(self, key: str) -> bool:
@@ -203,7 +216,7 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
         return True
 
     async def list(self, prefix: str = "") -> list[str]:
-        return self.storage.keys(prefix)
+        return self.storage.keys(prefix, self.limits.maxListBytes)
 
     async def watch(self, key: str, watcher: Watcher) -> str | None:
         """

@@ -27,7 +27,10 @@ A put stores its value twice (in C{kv} and in C{changes}) until the change
 is forgotten (L{protocols.kv.feed} forgets changes a minute old), so that
 a watcher in another process is told each value, not only the last.
 Complexity: get, put and delete are O(log n) (B-tree lookups), C{keys} is
-O(log n + the keys listed).
+O(log n + the keys listed).  The table C{totals} keeps how many keys and
+characters C{kv} holds, updated by each write in its transaction, so that a
+put checks the store's limits (L{protocols.kv.storage.StoreLimits}) in O(1)
+whichever process made the earlier writes.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .storage import ChangeLog
+from .storage import DEFAULT_LIMITS, ChangeLog, StoreLimits, checkedKeys, fullError
 
 BUSY_TIMEOUT = 10.0
 """Seconds a write waits for another process's transaction before it fails: far longer than any of them takes."""
@@ -46,7 +49,12 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)",
     # AUTOINCREMENT: a number is never reused, even once every change up to it is forgotten.
     "CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL, value TEXT)",
+    # How much kv holds, kept by each write in its own transaction: the limits are checked in O(1).
+    "CREATE TABLE IF NOT EXISTS totals"
+    " (id INTEGER PRIMARY KEY CHECK (id = 0), keys INTEGER NOT NULL, size INTEGER NOT NULL)",
+    "INSERT OR IGNORE INTO totals SELECT 0, count(*), coalesce(sum(length(key) + length(value)), 0) FROM kv",
 )
+_TABLES = ("kv", "changes", "totals")
 
 
 class SQLiteStorage:
@@ -67,7 +75,7 @@ class SQLiteStorage:
             # WAL is a property of the file (set once, kept); synchronous is per connection.
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
-            if self._tables() < 2:
+            if self._tables() < len(_TABLES):
                 # Only if missing: opening a made file takes no write lock (workers open it side by side).
                 with self._writing() as db:
                     for statement in _SCHEMA:
@@ -78,8 +86,8 @@ class SQLiteStorage:
         self._dataVersion = self._version()
 
     def _tables(self) -> int:
-        names = ("kv", "changes")
-        return int(self.db.execute("SELECT count(*) FROM sqlite_master WHERE name IN (?, ?)", names).fetchone()[0])
+        query = "SELECT count(*) FROM sqlite_master WHERE name IN (?, ?, ?)"
+        return int(self.db.execute(query, _TABLES).fetchone()[0])
 
     @contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
@@ -101,26 +109,40 @@ class SQLiteStorage:
         row = self.db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
-    def put(self, key: str, value: str) -> None:
+    def put(self, key: str, value: str, limits: StoreLimits = DEFAULT_LIMITS) -> None:
         with self._writing() as db:
+            # Inside the transaction: the totals every process's puts keep, read under the write lock.
+            keys, size = db.execute("SELECT keys, size FROM totals WHERE id = 0").fetchone()
+            old = db.execute("SELECT length(value) FROM kv WHERE key = ?", (key,)).fetchone()
+            keys += old is None
+            size += len(value) + (len(key) if old is None else -int(old[0]))
+            full = fullError(limits, keys, size)
+            if full is not None:
+                raise full  # rolled back: nothing was written
             db.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (key, value))
             db.execute("INSERT INTO changes (key, value) VALUES (?, ?)", (key, value))
+            db.execute("UPDATE totals SET keys = ?, size = ? WHERE id = 0", (keys, size))
 
     def delete(self, key: str) -> bool:
         with self._writing() as db:
-            if db.execute("DELETE FROM kv WHERE key = ?", (key,)).rowcount == 0:
+            old = db.execute("SELECT length(value) FROM kv WHERE key = ?", (key,)).fetchone()
+            if old is None:
                 return False
+            db.execute("DELETE FROM kv WHERE key = ?", (key,))
             db.execute("INSERT INTO changes (key, value) VALUES (?, NULL)", (key,))
+            freed = len(key) + int(old[0])
+            db.execute("UPDATE totals SET keys = keys - 1, size = size - ? WHERE id = 0", (freed,))
         return True
 
-    def keys(self, prefix: str) -> list[str]:
+    def keys(self, prefix: str, maxBytes: int | None = None) -> list[str]:
         # A range over the primary key's index: SQLite compares TEXT as UTF-8 bytes, which sort as code points do.
         end = prefixEnd(prefix)
         if end is None:
             rows = self.db.execute("SELECT key FROM kv WHERE key >= ? ORDER BY key", (prefix,))
         else:
             rows = self.db.execute("SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key", (prefix, end))
-        return [str(key) for (key,) in rows if str(key).startswith(prefix)]
+        # Read row by row: a listing past maxBytes stops there.
+        return checkedKeys((str(key) for (key,) in rows if str(key).startswith(prefix)), maxBytes)
 
     def close(self) -> None:
         self.db.close()

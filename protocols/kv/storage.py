@@ -14,7 +14,69 @@ dict, one process, the default) and L{protocols.kv.sqlite.SQLiteStorage}
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Protocol
+
+
+@dataclass(frozen=True)
+class StoreLimits:
+    """
+    What one store may hold; C{None} turns a limit off.  Sizes count
+    characters (code points) of keys and values, as the interface's
+    constraints do.
+
+    @ivar maxKeys: most keys in the store.  100,000.
+    @ivar maxBytes: most characters of keys and values in all.  256 Mi: a
+        put over it is refused, so a client cannot make the server hold
+        more than this (the kv example's values are up to 1 MiB each, and a
+        flood of puts otherwise grows the store until the process dies).
+    @ivar maxListBytes: most characters of keys one C{list} answer may
+        carry.  1 Mi: an answer is held whole until the peer reads it, so
+        this bounds what one call can make the server hold; a longer
+        listing is refused, and a longer prefix lists less.
+    """
+
+    maxKeys: int | None = 100_000
+    maxBytes: int | None = 256 * 1024 * 1024
+    maxListBytes: int | None = 1024 * 1024
+
+
+DEFAULT_LIMITS = StoreLimits()
+"""The limits of a store made without its own."""
+
+
+class StoreFull(Exception):
+    """A put would take the store past a L{StoreLimits} limit; nothing was stored.  Registered as C{"kv.StoreFull"}."""
+
+
+class ListTooLarge(Exception):
+    """A listing past L{StoreLimits.maxListBytes}.  Registered as C{"kv.ListTooLarge"}."""
+
+
+def checkedKeys(keys: Iterable[str], limit: int | None) -> list[str]:
+    """
+    C{keys} as a list, or L{ListTooLarge} as soon as their characters pass
+    C{limit}: the listing stops there, so a refused one costs no more than
+    an allowed one.
+    """
+    found: list[str] = []
+    size = 0
+    for key in keys:
+        size += len(key)
+        if limit is not None and size > limit:
+            raise ListTooLarge(f"the keys listed pass {limit} characters; list a longer prefix")
+        found.append(key)
+    return found
+
+
+def fullError(limits: StoreLimits, keys: int, size: int) -> StoreFull | None:
+    """The L{StoreFull} for a store that would hold C{keys} keys of C{size} characters, or C{None} if that fits."""
+    if limits.maxKeys is not None and keys > limits.maxKeys:
+        return StoreFull(f"the store holds its most keys ({limits.maxKeys})")
+    if limits.maxBytes is not None and size > limits.maxBytes:
+        return StoreFull(f"the store holds its most characters of keys and values ({limits.maxBytes})")
+    return None
 
 
 class ChangeLog(Protocol):
@@ -52,14 +114,22 @@ class Storage(Protocol):
     def get(self, key: str) -> str | None:
         """The value of C{key}, or C{None} if it has none."""
 
-    def put(self, key: str, value: str) -> None:
-        """Set C{key} to C{value}."""
+    def put(self, key: str, value: str, limits: StoreLimits = DEFAULT_LIMITS) -> None:
+        """
+        Set C{key} to C{value}.
+
+        @raise StoreFull: the store would pass C{limits}; nothing changed.
+        """
 
     def delete(self, key: str) -> bool:
         """Delete C{key}; whether it was there."""
 
-    def keys(self, prefix: str) -> list[str]:
-        """The keys that start with C{prefix}, sorted (by code point)."""
+    def keys(self, prefix: str, maxBytes: int | None = None) -> list[str]:
+        """
+        The keys that start with C{prefix}, sorted (by code point).
+
+        @raise ListTooLarge: their characters pass C{maxBytes}.
+        """
 
     def close(self) -> None:
         """Release what the storage holds (a file); it is not used afterwards."""
@@ -71,24 +141,37 @@ class MemoryStorage:
     operation is O(1) except L{keys} (O(n log n) in the keys).
 
     @ivar data: key to value.
+    @ivar size: characters of every key and value held.
     """
 
     changeLog: ChangeLog | None = None
 
     def __init__(self) -> None:
         self.data: dict[str, str] = {}
+        self.size = 0
 
     def get(self, key: str) -> str | None:
         return self.data.get(key)
 
-    def put(self, key: str, value: str) -> None:
+    def put(self, key: str, value: str, limits: StoreLimits = DEFAULT_LIMITS) -> None:
+        old = self.data.get(key)
+        keys = len(self.data) + (old is None)
+        size = self.size + len(value) + (len(key) if old is None else -len(old))
+        full = fullError(limits, keys, size)
+        if full is not None:
+            raise full
         self.data[key] = value
+        self.size = size
 
     def delete(self, key: str) -> bool:
-        return self.data.pop(key, None) is not None
+        old = self.data.pop(key, None)
+        if old is None:
+            return False
+        self.size -= len(key) + len(old)
+        return True
 
-    def keys(self, prefix: str) -> list[str]:
-        return sorted(key for key in self.data if key.startswith(prefix))
+    def keys(self, prefix: str, maxBytes: int | None = None) -> list[str]:
+        return checkedKeys(sorted(key for key in self.data if key.startswith(prefix)), maxBytes)
 
     def close(self) -> None:
         pass

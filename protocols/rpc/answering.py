@@ -14,7 +14,9 @@ done); their answers are dropped.  While a method runs, L{currentBroker}
 names the broker its call arrived on.  A call that asks for no answer
 (request id L{NO_ANSWER}) is run the same way and never answered: its result
 is dropped, and its failure or refusal is only logged, with the method's
-name and the peer.  Cost per call: one dict lookup for the object, one for
+name and the peer.  At most C{maxRunning} calls run here at once, counting
+calls for no answer too (L{protocols.rpc.CallLimits.maxRunning}): past it a
+call is refused before it runs.  Cost per call: one dict lookup for the object, one for
 the method, and the method.
 """
 
@@ -52,6 +54,15 @@ def currentBroker() -> Any:
     return _calling.get()
 
 
+class TooManyRunningCalls(Violation):
+    """A call past L{protocols.rpc.CallLimits.maxRunning}: refused before it runs."""
+
+    code = "too-many-running-calls"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"more than {limit} calls running on this connection")
+
+
 UNANSWERED_REFUSAL = "Refused a call of {name} for no answer from {peer} (not answered): {code}: {violation}"
 """How a refused call for no answer is logged, here and by interceptors: nobody else hears of it."""
 
@@ -66,19 +77,31 @@ class IncomingCalls:
     @ivar tracebacks: whether FAIL messages carry the local traceback.
     """
 
-    def __init__(self, connection: Any, exports: dict[int, list[Any]], broker: Any, tracebacks: bool) -> None:
+    def __init__(
+        self,
+        connection: Any,
+        exports: dict[int, list[Any]],
+        broker: Any,
+        tracebacks: bool,
+        maxRunning: int | None = None,
+    ) -> None:
         """
         @param connection: the L{protocols.TokenProtocol} answers are sent on.
         @param exports: the export table (id to C{[object, count]}; see
             L{protocols.rpc.tables.ReferenceTable.exports}), only read here.
         @param broker: what L{currentBroker} names while a method runs.
+        @param maxRunning: most calls running here at once (C{None}: no cap).
         """
         self._connection = connection
         self._exports = exports
         self._broker = broker
         self.tracebacks = tracebacks
+        self.maxRunning = maxRunning
         self._closed = False
         self._running: dict[int, Deferred[Any]] = {}
+        # Calls for no answer still running: not in _running (nobody can
+        # cancel them), but they hold as much while they run.
+        self._unanswered = 0
         self.starts: dict[int, tuple[str, float]] | None = None
         """
         Where each call's method name and start time (C{time.perf_counter})
@@ -96,8 +119,8 @@ class IncomingCalls:
 
     @property
     def runningCount(self) -> int:
-        """How many calls are running here (their methods returned a Deferred or a coroutine)."""
-        return len(self._running)
+        """How many calls are running here (their methods returned a Deferred or a coroutine), for no answer too."""
+        return len(self._running) + self._unanswered
 
     # -- handlers of the message table ---------------------------------------------------
 
@@ -114,6 +137,9 @@ class IncomingCalls:
         method = obj.remoteMethods.get(name)
         if method is None:
             self._refuse(requestId, noSuchMethod(name, obj.remoteMethods), "no-such-method", name)
+            return
+        if self.maxRunning is not None and len(self._running) + self._unanswered >= self.maxRunning:
+            self._refuse(requestId, TooManyRunningCalls(self.maxRunning), TooManyRunningCalls.code, name)
             return
         # The method (and its coroutine, which copies the context where it
         # is started, below) sees this broker as currentBroker().
@@ -187,6 +213,8 @@ class IncomingCalls:
     def _answerLater(self, requestId: int, running: Deferred[Any], method: RemoteMethod) -> None:
         if requestId == NO_ANSWER:
             # Not kept in _running: with no id, the peer cannot cancel it.
+            self._unanswered += 1
+            running.addBoth(self._unansweredEnded)
             running.addErrback(self._onlyFailed, method)
             if self.answered is not None:
                 self.answered(NO_ANSWER, None)
@@ -200,6 +228,10 @@ class IncomingCalls:
             callbackArgs=(requestId, method),
             errbackArgs=(requestId, method),
         )
+
+    def _unansweredEnded(self, result: Any) -> Any:
+        self._unanswered -= 1
+        return result
 
     def _deferredAnswered(self, result: Any, requestId: int, method: RemoteMethod) -> None:
         if self._running.pop(requestId, None) is not None:

@@ -162,7 +162,7 @@ class Broker:
         )
         self.connection = connection = TokenProtocol(config=config, receiver=self)
         self.references = ReferenceTable(connection, self, root, callLimits, clock)
-        self.incoming = IncomingCalls(connection, self.references.exports, self, tracebacks)
+        self.incoming = IncomingCalls(connection, self.references.exports, self, tracebacks, callLimits.maxRunning)
         callSent = [extension.callSent for extension in self.extensions if hasattr(extension, "callSent")]
         self.calls = OutgoingCalls(connection, callLimits, clock, callSent)
         self.callRemote = self.calls.callRemote
@@ -261,7 +261,7 @@ class Broker:
 
     @property
     def runningCount(self) -> int:
-        """How many calls from the peer are running here (their methods returned a Deferred)."""
+        """How many calls from the peer are running here (their methods returned a Deferred), for no answer too."""
         return self.incoming.runningCount
 
     def rootReference(self) -> RemoteReference:

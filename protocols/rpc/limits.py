@@ -37,11 +37,22 @@ class CallLimits:
         C{addTimeout} on one call for a bound of its own.  Servers get
         L{SERVER_CALL_LIMITS}, whose calls to clients (callbacks such as the
         kv example's C{changed()}) time out after 30 s.
+    @ivar maxRunning: most of the peer's calls that may be running here at
+        once (their methods returned a Deferred or a coroutine that has not
+        finished), whether they asked for an answer or not; a call past it
+        is refused with a C{too-many-running-calls} L{framing.Violation}
+        (a FAIL, or for a call for no answer a logged refusal), counted as
+        the connection's refusal, without running.  10,000, as many as a
+        caller may have waiting (L{maxPending}): each running call holds its
+        arguments and its method's state for as long as it runs, and a call
+        for no answer is never slowed by waiting answers, so this is what
+        bounds the work a peer can queue here.
     """
 
     maxImports: int | None = 10_000
     maxPending: int | None = 10_000
     callTimeout: float | None = None
+    maxRunning: int | None = 10_000
 
 
 CLIENT_CALL_LIMITS = CallLimits()

@@ -114,10 +114,12 @@ on a 2-core machine is larger than anything an attack does."""
 class ExampleServer:
     """One example server process on a loopback port."""
 
-    def __init__(self, kind: str, logPath: Path) -> None:
+    def __init__(self, kind: str, logPath: Path, extra: tuple[str, ...] = ()) -> None:
+        """Start the C{kind} server (C{"echo"} or C{"kv"}), logging to C{logPath}, with C{extra} options too."""
         self.kind = kind
         script = "examples/echo_server.py" if kind == "echo" else "examples/kv_server.py"
         options = ["--max-bytes=1048576"] if kind == "echo" else ["--log", "--call-timeout=2"]
+        options += extra
         self.logPath = logPath
         self._log = open(logPath, "wb")  # noqa: SIM115 (closed in stop)
         self.process = subprocess.Popen(

@@ -260,6 +260,14 @@ class KeyValueOptions(_LoginOptions):
             "Keep the store in this SQLite file (created if missing), shared by every worker and kept across "
             "restarts; without it the store is in memory, one process's own.",
         ],
+        ["max-keys", None, 100_000, "Most keys the store holds; a put of a new key past it fails (kv.StoreFull).", int],
+        [
+            "max-store-bytes",
+            None,
+            256 * 1024 * 1024,
+            "Most characters of keys and values the store holds in all; a put past it fails (kv.StoreFull).",
+            int,
+        ],
     ]
 
     def postOptions(self) -> None:
@@ -284,11 +292,12 @@ class KeyValueOptions(_LoginOptions):
         """The L{protocols.kv.KeyValueStore} these options describe, its storage opened (a file with --store)."""
         from twisted.internet import reactor
 
-        from protocols.kv import KeyValueStore, SQLiteStorage
+        from protocols.kv import KeyValueStore, SQLiteStorage, StoreLimits
 
+        limits = StoreLimits(maxKeys=self["max-keys"], maxBytes=self["max-store-bytes"])
         if self["store"] is None:
-            return KeyValueStore()
-        return KeyValueStore(storage=SQLiteStorage(self["store"]), clock=reactor)
+            return KeyValueStore(limits=limits)
+        return KeyValueStore(storage=SQLiteStorage(self["store"]), clock=reactor, limits=limits)
 
 
 class BulkServiceOptions(_LoginOptions):

@@ -99,13 +99,18 @@ class CallOnlyTests(SynchronousTestCase):
         self.assertEqual(self.successResultOf(answer), "a result nobody reads")
 
     def test_deferredFailureLogged(self) -> None:
-        """A method's Deferred failing later is logged, not answered, and nothing waits on it any more."""
+        """
+        A method's Deferred failing later is logged, not answered, and
+        nothing waits on it any more; it counts as running until then (the
+        running cap counts calls for no answer too).
+        """
         self.pair.root.callRemoteOnly("later")
         self.pair.flush()
-        self.assertEqual(self.pair.server.runningCount, 0)
+        self.assertEqual(self.pair.server.runningCount, 1)
         assert self.sink.waiting is not None
         self.sink.waiting.errback(KeyError("gone"))
         self.pair.flush()
+        self.assertEqual(self.pair.server.runningCount, 0)
         self.assertNothingAnswered()
         self.assertIn("remote method later raised KeyError", texts(self.events))
 

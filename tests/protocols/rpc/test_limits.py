@@ -6,7 +6,7 @@ import gc
 import weakref
 from typing import Any
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import Logger
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -247,3 +247,44 @@ class CycleTests(SynchronousTestCase):
         forgetProtocols(pair)
         del pair
         self.assertEqual([r() for r in refs], [None, None])
+
+
+class RunningLimitTests(SynchronousTestCase):
+    """CallLimits.maxRunning bounds the peer's calls running here, with or without an answer."""
+
+    def test_answeredCallsPastTheLimitAreRefused(self) -> None:
+        """A call past maxRunning is refused with too-many-running-calls and does not run; one ending makes room."""
+        keeper = Keeper()
+        pair = RpcPair(keeper, serverCallLimits=CallLimits(maxRunning=3))
+        quiet(pair.server, pair.client)
+        waiting = [pair.root.callRemote("wait", Token()) for _ in range(3)]
+        refused = pair.root.callRemote("wait", Token())
+        pair.flush()
+        self.assertEqual(self.failureResultOf(refused, RemoteViolation).value.code, "too-many-running-calls")
+        self.assertEqual((len(keeper.kept), pair.server.incoming.runningCount), (3, 3))
+        self.assertTrue(pair.server.isConnected())
+        for call in waiting:
+            call.cancel()
+            self.failureResultOf(call, CancelledError)
+        pair.flush()
+        again = pair.root.callRemote("keep", Token())
+        pair.flush()
+        self.assertEqual(self.successResultOf(again), 4)
+
+    def test_callsForNoAnswerCount(self) -> None:
+        """Calls for no answer still running count too: past the limit they are not run (and only logged)."""
+        keeper = Keeper()
+        pair = RpcPair(keeper, serverCallLimits=CallLimits(maxRunning=5))
+        quiet(pair.server, pair.client)
+        for _ in range(20):
+            pair.root.callRemoteOnly("wait", Token())
+        pair.flush()
+        self.assertEqual(len(keeper.kept), 5)
+        self.assertEqual(pair.server.incoming.runningCount, 5)
+        refused = pair.root.callRemote("keep", Token())
+        pair.flush()
+        self.assertEqual(self.failureResultOf(refused, RemoteViolation).value.code, "too-many-running-calls")
+
+    def test_serverDefault(self) -> None:
+        """Servers and clients alike cap running calls at 10,000 by default, as many as a caller may have waiting."""
+        self.assertEqual((SERVER_CALL_LIMITS.maxRunning, CallLimits().maxRunning), (10_000, 10_000))
