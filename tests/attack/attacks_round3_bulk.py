@@ -1,0 +1,298 @@
+"""Issue 28's hostile peers and local users of the bulk file service, run as processes, and what they leave behind.
+
+Contract: L{BulkProcess} runs C{examples/bulk_server.py} (or C{twist
+chunkwire-bulk --workers N}) on a loopback port over a fresh directory,
+with extra options and, if asked, a lower C{RLIMIT_NOFILE}; it reads the
+RSS, open descriptors (of every worker) and partial files of the service.
+The clients of each case are async functions in this module, run in a
+subprocess of their own (L{runClient}: C{python -m
+tests.attack.attacks_round3_bulk CASE JSON}) that prints one JSON line of
+what it saw, so the test process keeps no reactor.  Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from framing.wire import PREAMBLE
+
+from .attacks_bulk import call
+from .harness import ENV, ROOT
+
+PRIVATE = ".chunkwire-private"
+"""The service's private directory (L{protocols.bulk.files.PRIVATE_DIRECTORY})."""
+
+CLIENT_TIMEOUT = 60.0
+"""The most a case's client process may run: only a hang reaches it."""
+
+
+class BulkProcess:
+    """
+    The bulk service as a process (the example server, or C{twist
+    chunkwire-bulk} with workers) on a loopback port, serving C{directory}.
+
+    @ivar port: the port it listens on.
+    @ivar pids: the processes serving (the workers, with C{--workers}).
+    """
+
+    def __init__(
+        self,
+        scratch: Path,
+        extra: list[str] | None = None,
+        nofile: int | None = None,
+        workers: int = 1,
+    ) -> None:
+        self.directory = scratch / "served"
+        self.logPath = scratch / "server.log"
+        self._log = open(self.logPath, "wb")  # noqa: SIM115 (closed in stop)
+        extra = extra or []
+        if workers > 1:
+            self.port = _freePort()
+            command = [sys.executable, "-m", "twisted", "--log-format", "text", "chunkwire-bulk"]
+            command += ["--listen", f"tcp:{self.port}:interface=127.0.0.1:backlog=1024", "--dir", str(self.directory)]
+            command += ["--workers", str(workers), "--reuse-port", "--grace", "1", *extra]
+        else:
+            command = [sys.executable, "examples/bulk_server.py", "--listen", "tcp:0:interface=127.0.0.1:backlog=1024"]
+            command += ["--dir", str(self.directory), "--log", *extra]
+
+        def limit() -> None:
+            if nofile is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+        self.process = subprocess.Popen(
+            command, cwd=ROOT, env=ENV, stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=limit
+        )
+        if workers > 1:
+            found = self._waitFor(rb"worker 0 started: pid (\d+)[\s\S]*worker 1 started: pid (\d+)")
+            self.pids = [int(found.group(1)), int(found.group(2))]
+            self._waitListening()
+        else:
+            self.port = int(self._waitFor(rb"server listening on .* port=(\d+)\)").group(1))
+            self.pids = [self.process.pid]
+
+    def _waitFor(self, pattern: bytes, timeout: float = 20) -> re.Match[bytes]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            match = re.search(pattern, self.logPath.read_bytes())
+            if match:
+                return match
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError(f"the bulk service did not start: {self.log()}")
+
+    def _waitListening(self, timeout: float = 20) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"the bulk service does not listen: {self.log()}")
+
+    def log(self) -> str:
+        """Everything the service logged so far."""
+        return self.logPath.read_text(errors="replace")
+
+    def figures(self) -> dict[str, int]:
+        """RSS and peak RSS (the largest of the processes), open fds (all of them) and partial files, now."""
+        rss = peak = fds = 0
+        for pid in self.pids:
+            status = Path(f"/proc/{pid}/status").read_text()
+            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+            rss = max(rss, int(fields["VmRSS"].split()[0]) * 1024)
+            peak = max(peak, int(fields["VmHWM"].split()[0]) * 1024)
+            fds += len(os.listdir(f"/proc/{pid}/fd"))
+        return {"rss": rss, "peak": peak, "fds": fds, "parts": len(partialFiles(self.directory))}
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+        self._log.close()
+
+
+def partialFiles(directory: Path) -> list[str]:
+    """The partial files of a served directory: in its private directory, and any left beside the files."""
+    names = [name for name in _names(directory) if ".part" in name and name != PRIVATE]
+    names += [name for name in _names(directory / PRIVATE) if name.endswith((".part", ".part.json", ".tmp"))]
+    return sorted(names)
+
+
+def _names(directory: Path) -> list[str]:
+    try:
+        return os.listdir(directory)
+    except OSError:
+        return []
+
+
+def _freePort() -> int:
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port: int = probe.getsockname()[1]
+    probe.close()
+    return port
+
+
+def settled(server: BulkProcess, idle: dict[str, int], keys: tuple[str, ...], deadline: float) -> dict[str, int]:
+    """Poll until the C{keys} figures are back to C{idle}, or the deadline passes."""
+    while True:
+        now = server.figures()
+        if all(now[key] <= idle[key] for key in keys) or time.monotonic() > deadline:
+            return now
+        time.sleep(0.1)
+
+
+def runClient(case: str, **arguments: Any) -> dict[str, Any]:
+    """Run client C{case} of this module in its own process; what it printed (its last line, as JSON)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.attack.attacks_round3_bulk", case, json.dumps(arguments)],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=CLIENT_TIMEOUT,
+    )
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise AssertionError(f"client {case} failed ({done.returncode}): {done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+# -- raw attackers (blocking sockets, in the test process) ---------------------------------------
+
+
+def holdUploads(port: int, addresses: list[str], perAddress: int, uploads: int) -> list[socket.socket]:
+    """
+    C{perAddress} connections from each of C{addresses}, each opening
+    C{uploads} uploads (of 1 GiB, never sent); the sockets are returned open.
+    """
+    sockets = []
+    for address in addresses:
+        for index in range(perAddress):
+            sock = socket.socket()
+            sock.bind((address, 0))
+            sock.settimeout(10)
+            try:
+                sock.connect(("127.0.0.1", port))
+            except OSError:
+                sock.close()
+                continue
+            calls = [call(n + 1, "openUpload", f"{address}-{index}-{n}.bin", 1 << 30, "v1") for n in range(uploads)]
+            try:
+                sock.sendall(PREAMBLE + b"".join(calls))
+            except OSError:
+                pass
+            sockets.append(sock)
+    return sockets
+
+
+def drain(sockets: list[socket.socket], seconds: float) -> bytes:
+    """Read what the server sent to C{sockets} for about C{seconds} (answers and refusals)."""
+    received = []
+    deadline = time.monotonic() + seconds
+    for sock in sockets:
+        sock.settimeout(max(0.05, min(0.5, deadline - time.monotonic())))
+        try:
+            while chunk := sock.recv(1 << 20):
+                received.append(chunk)
+        except OSError:
+            pass
+    return b"".join(received)
+
+
+# -- the clients (each run in a process of its own) ------------------------------------------
+
+
+async def _connect(reactor: Any, port: int, bind: str | None = None) -> Any:
+    from protocols import bulk
+
+    description = f"tcp:host=127.0.0.1:port={port}"
+    if bind is not None:
+        description += f":bindAddress={bind}"
+    return await bulk.connect(reactor, description)
+
+
+def _error(error: BaseException) -> dict[str, str]:
+    return {"type": type(error).__name__, "message": str(error)}
+
+
+async def _outcome(deferred: Any) -> dict[str, Any]:
+    """C{{"ok": result}} or C{{"error": {type, message}}}."""
+    try:
+        result = await deferred
+    except Exception as error:
+        return {"error": _error(error)}
+    if callable(getattr(result, "cancel", None)):
+        result.cancel("not wanted")  # a stream: what it would bring does not matter here
+        return {"ok": "a stream"}
+    return {"ok": result}
+
+
+async def symlinksClient(reactor: Any, port: int, work: str) -> dict[str, Any]:
+    """
+    As an honest client, next to a local user's links and FIFO: list,
+    stat/get/download the links, upload C{up.bin} and C{dest.bin}.
+    """
+    from protocols.bulk.files import sendFile
+
+    root = await _connect(reactor, port)
+    seen: dict[str, Any] = {"list": await root.callRemote("list")}
+    for name in ("link.bin", "fifo.bin"):
+        seen[f"stat {name}"] = await _outcome(root.callRemote("stat", name))
+        seen[f"get {name}"] = await _outcome(root.callRemote("get", name))
+        seen[f"download {name}"] = await _outcome(root.callRemote("download", name, "1-1", [[0, 1]]))
+    await root.broker.disconnect()
+    source = Path(work, "source.bin")
+    source.write_bytes(os.urandom(300_000))
+
+    def connect() -> Any:
+        return _connect(reactor, port)
+
+    for name in ("up.bin", "dest.bin"):
+        try:
+            result = await sendFile(connect, source, name, clock=reactor, retries=0)
+            seen[f"send {name}"] = {"ok": result.hexdigest}
+        except Exception as error:
+            seen[f"send {name}"] = {"error": _error(error)}
+    root = await _connect(reactor, port)
+    seen["list after"] = await root.callRemote("list")
+    await root.broker.disconnect()
+    return seen
+
+
+CLIENTS: dict[str, Callable[..., Any]] = {
+    "symlinks": symlinksClient,
+}
+
+
+def main(argv: list[str]) -> None:
+    from twisted.internet.defer import Deferred
+    from twisted.internet.task import react
+
+    case, arguments = argv[0], json.loads(argv[1])
+
+    async def body(reactor: Any) -> None:
+        result = await CLIENTS[case](reactor, **arguments)
+        print(json.dumps(result), flush=True)
+
+    react(lambda reactor: Deferred.fromCoroutine(body(reactor)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,94 @@
+"""Issue 28, round three, the bulk file service: local users' links, descriptors, workers, quotas, sidecars.
+
+Each test runs the real service as a process (the example server, or
+C{twist chunkwire-bulk --workers 2}), attacks it, and checks outcomes
+only: the honest client's answers all correct, nothing outside the served
+directory touched, the attacker refused with a logged code, descriptors,
+RSS and partial files bounded and back to idle.  No timing ratios.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from .attacks_round3_bulk import BulkProcess, partialFiles, runClient, settled
+from .harness import honest, honestResult
+
+RSS_BOUND = 64 * 1024 * 1024
+"""Most the service's peak RSS may grow over idle during one case."""
+HONEST_SECONDS = 3.0
+
+
+class _Case(SynchronousTestCase):
+    """A scratch directory and a bulk service process per test."""
+
+    def scratch(self) -> Path:
+        work = tempfile.TemporaryDirectory()
+        self.addCleanup(work.cleanup)
+        return Path(work.name)
+
+    def start(self, scratch: Path, **options: Any) -> BulkProcess:
+        server = BulkProcess(scratch, **options)
+        self.addCleanup(server.stop)
+        return server
+
+    def assertNoPath(self, text: str, server: BulkProcess) -> None:
+        """The service's own paths never reach a client."""
+        self.assertNotIn(str(server.directory), text)
+        self.assertNotIn(str(server.directory.parent), text)
+
+    def assertHonest(self, clients: Any) -> None:
+        result = honestResult(clients)
+        self.assertEqual(result["errors"], [])
+        self.assertGreater(result["calls"], 0)
+
+
+class SymlinkTests(_Case):
+    """A local user's links and FIFOs in the served directory reach nothing outside it."""
+
+    def test_linksAreNotFollowed(self) -> None:
+        """Links named as partial files, sidecars, digest records and files: nothing outside is truncated or served."""
+        scratch = self.scratch()
+        outside = scratch / "outside"
+        outside.mkdir()
+        victims = {name: f"{name} belongs to someone else\n".encode() for name in ("a", "b", "c", "d", "e", "f")}
+        for name, content in victims.items():
+            (outside / name).write_bytes(content)
+        server = self.start(scratch)
+        served = server.directory
+        # The local user's links, under every name the service uses or used.
+        os.symlink(outside / "a", served / ".up.bin.part")
+        os.symlink(outside / "b", served / ".up.bin.part.json")
+        os.symlink(outside / "c", served / "link.bin")
+        os.symlink(outside / "d", served / "dest.bin")
+        os.symlink(outside / "e", served / ".dest.bin.sha256.json")
+        os.symlink(outside / "f", served / ".dest.bin.blake3.json")
+        os.mkfifo(served / "fifo.bin")
+        idle = server.figures()
+        clients = honest("bulk", server.port, HONEST_SECONDS)
+        seen = runClient("symlinks", port=server.port, work=str(scratch))
+        self.assertHonest(clients)
+        for name, content in victims.items():
+            self.assertEqual((outside / name).read_bytes(), content, f"{name} outside was changed")
+        for name in ("link.bin", "fifo.bin"):
+            for method in ("stat", "get", "download"):
+                self.assertEqual(seen[f"{method} {name}"]["error"]["type"], "NoSuchFile", seen)
+        self.assertNotIn("link.bin", [name for name, _ in seen["list"]])
+        self.assertNotIn("fifo.bin", [name for name, _ in seen["list"]])
+        self.assertIn("ok", seen["send up.bin"], seen)
+        self.assertIn("ok", seen["send dest.bin"], seen)
+        # The upload replaced the link by a regular file; the link's target is untouched.
+        self.assertFalse((served / "dest.bin").is_symlink())
+        self.assertEqual((served / "dest.bin").read_bytes(), (scratch / "source.bin").read_bytes())
+        self.assertEqual(sorted(name for name, _ in seen["list after"]), ["dest.bin", "up.bin"])
+        self.assertNoPath(repr(seen), server)
+        after = settled(server, idle, ("fds",), time.monotonic() + 10)
+        self.assertLessEqual(after["fds"], idle["fds"])
+        self.assertLessEqual(after["peak"] - idle["rss"], RSS_BOUND)
+        self.assertEqual(partialFiles(served), [".up.bin.part", ".up.bin.part.json"])  # the links, left alone
