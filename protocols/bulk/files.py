@@ -389,8 +389,50 @@ class Assembly:
 
 
 def _openLocked(directory: Directory, name: str, owner: str) -> int:
-    """The partial file C{name} in C{directory}, opened (made if missing) without following links."""
-    return directory.open(name, os.O_RDWR | os.O_CREAT, 0o644)
+    """
+    The partial file C{name} in C{directory}, opened (made if missing)
+    without following links and locked by this open file (C{flock}, which
+    every worker process of a service sees): L{UploadBusy} if another
+    assembly, here or in another process, holds it.
+    """
+    for _ in range(3):
+        fd = directory.open(name, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if not lockFile(fd):
+                raise UploadBusy(f"{owner} is being uploaded by another connection")
+            info, now = os.fstat(fd), directory.stat(name)
+        except BaseException:
+            os.close(fd)
+            raise
+        if now is not None and (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino):
+            return fd
+        # Its holder removed or replaced it before letting go: that file is
+        # gone; take the one under the name now.
+        os.close(fd)
+    raise UploadBusy(f"{owner} is being uploaded by another connection")
+
+
+def lockFile(fd: int) -> bool:
+    """Take an exclusive C{flock} on C{fd} without waiting: C{False} if another open file holds one."""
+    if fcntl is None:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _lockedElsewhere(directory: Directory, name: str) -> bool:
+    """Whether partial file C{name} is held (locked) by an assembly, of this process or another."""
+    try:
+        fd = directory.open(name, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        return not lockFile(fd)
+    finally:
+        os.close(fd)
 
 
 def recordedAlgorithm(path: str | os.PathLike[str]) -> str | None:
@@ -870,7 +912,9 @@ class UnfinishedUploads:
     descriptor, hashing) and leaves C{assemblies}: if it held no bytes its
     partial files are removed, otherwise they stay on disk for a resume
     until nobody has touched them for C{abandonAfter} seconds; then a
-    sweep removes them.  The sweep runs when the service starts and on
+    sweep removes them.  An open upload's partial file is locked
+    (C{flock}): another worker process serving the same directory cannot
+    open, restart or sweep it (L{UploadBusy}) until it is closed here.  The sweep runs when the service starts and on
     C{openUpload}, at most once per C{min(abandonAfter, 600)} seconds.
     Partial files left in the served directory by an earlier version
     (C{.NAME.part} and its sidecar) are moved into the private directory
@@ -986,6 +1030,9 @@ class UnfinishedUploads:
                     continue
                 if (hidden and not name.startswith(".")) or now - info.st_mtime < self.abandonAfter:
                     continue
+                part = name[: -len(".json")] if name.endswith(".part.json") else name
+                if not hidden and part.endswith(".part") and _lockedElsewhere(directory, part):
+                    continue  # open in another worker process: idle, not abandoned
                 try:
                     if directory.unlink(name):
                         removed.append(name)

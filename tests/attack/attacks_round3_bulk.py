@@ -116,6 +116,23 @@ class BulkProcess:
             fds += len(os.listdir(f"/proc/{pid}/fd"))
         return {"rss": rss, "peak": peak, "fds": fds, "parts": len(partialFiles(self.directory))}
 
+    def idle(self, timeout: float = 20) -> dict[str, int]:
+        """The figures once every process has made its service (it holds the private directory open) and settled."""
+        deadline = time.monotonic() + timeout
+        private = str(self.directory / PRIVATE)
+        while time.monotonic() < deadline:
+            if all(private in _links(pid) for pid in self.pids):
+                break
+            time.sleep(0.1)
+        last = self.figures()
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            now = self.figures()
+            if now["fds"] == last["fds"]:
+                return now
+            last = now
+        return last
+
     def stop(self) -> None:
         self.process.terminate()
         try:
@@ -131,6 +148,20 @@ def partialFiles(directory: Path) -> list[str]:
     names = [name for name in _names(directory) if ".part" in name and name != PRIVATE]
     names += [name for name in _names(directory / PRIVATE) if name.endswith((".part", ".part.json", ".tmp"))]
     return sorted(names)
+
+
+def _links(pid: int) -> list[str]:
+    """What the open descriptors of process C{pid} point at."""
+    links = []
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+            except OSError:
+                continue
+    except OSError:
+        pass
+    return links
 
 
 def _names(directory: Path) -> list[str]:
@@ -276,14 +307,93 @@ async def symlinksClient(reactor: Any, port: int, work: str) -> dict[str, Any]:
     return seen
 
 
+def workerOf(serverPort: int, clientPort: int, pids: list[int]) -> int | None:
+    """The pid of the worker holding the server end of the loopback connection from C{clientPort}."""
+    inode = None
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if (
+                int(fields[1].rsplit(":", 1)[1], 16) == serverPort
+                and int(fields[2].rsplit(":", 1)[1], 16) == clientPort
+            ):
+                inode = fields[9]
+    if inode is None:
+        return None
+    for pid in pids:
+        try:
+            links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+        except OSError:
+            continue
+        if f"socket:[{inode}]" in links:
+            return pid
+    return None
+
+
+async def _worker(reactor: Any, root: Any, port: int, pids: list[int]) -> int | None:
+    from twisted.internet.task import deferLater
+
+    local = root.broker.transport.getHost().port
+    for _ in range(50):
+        found = workerOf(port, local, pids)
+        if found is not None:
+            return found
+        await deferLater(reactor, 0.05, lambda: None)
+    return None
+
+
+async def workersClient(reactor: Any, port: int, pids: list[int], work: str) -> dict[str, Any]:
+    """
+    Client A uploads half of C{shared.bin} through one worker; client B, on
+    the other worker (and on A's), starts another version of the same name;
+    then A sends the rest and finishes.
+    """
+    import hashlib
+
+    from protocols.bulk import Stream
+
+    data = os.urandom(2_000_000)
+    source = Path(work, "a.bin")
+    source.write_bytes(data)
+    half = len(data) // 2
+    a = await _connect(reactor, port)
+    workerA = await _worker(reactor, a, port, pids)
+    seen: dict[str, Any] = {"workerA": workerA}
+    seen["openA"] = await a.callRemote("openUpload", "shared.bin", len(data), "vA", ["sha256"])
+    await a.callRemote("upload", "shared.bin", Stream(str(source), ranges=[(0, half)], digest=None))
+    attempts: dict[str, Any] = {}
+    for _ in range(60):
+        b = await _connect(reactor, port)
+        workerB = await _worker(reactor, b, port, pids)
+        where = "same" if workerB == workerA else "other"
+        if where not in attempts:
+            attempts[where] = await _outcome(b.callRemote("openUpload", "shared.bin", 12345, "vB", ["sha256"]))
+        await b.broker.disconnect()
+        if len(attempts) == 2:
+            break
+    seen["b"] = attempts
+    await a.callRemote("upload", "shared.bin", Stream(str(source), ranges=[(half, len(data))], digest=None))
+    seen["finishA"] = await _outcome(a.callRemote("finishUpload", "shared.bin", hashlib.sha256(data).digest()))
+    seen["digest"] = hashlib.sha256(data).hexdigest()
+    await a.broker.disconnect()
+    return seen
+
+
 CLIENTS: dict[str, Callable[..., Any]] = {
     "symlinks": symlinksClient,
+    "workers": workersClient,
 }
 
 
 def main(argv: list[str]) -> None:
     from twisted.internet.defer import Deferred
     from twisted.internet.task import react
+
+    import protocols.bulk.files  # noqa: F401 (the service's errors arrive as themselves)
 
     case, arguments = argv[0], json.loads(argv[1])
 

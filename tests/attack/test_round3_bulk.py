@@ -70,7 +70,7 @@ class SymlinkTests(_Case):
         os.symlink(outside / "e", served / ".dest.bin.sha256.json")
         os.symlink(outside / "f", served / ".dest.bin.blake3.json")
         os.mkfifo(served / "fifo.bin")
-        idle = server.figures()
+        idle = server.idle()
         clients = honest("bulk", server.port, HONEST_SECONDS)
         seen = runClient("symlinks", port=server.port, work=str(scratch))
         self.assertHonest(clients)
@@ -92,3 +92,25 @@ class SymlinkTests(_Case):
         self.assertLessEqual(after["fds"], idle["fds"])
         self.assertLessEqual(after["peak"] - idle["rss"], RSS_BOUND)
         self.assertEqual(partialFiles(served), [".up.bin.part", ".up.bin.part.json"])  # the links, left alone
+
+
+class WorkerTests(_Case):
+    """Two worker processes serving one directory own each upload through a lock on its partial file."""
+
+    def test_uploadOwnedAcrossWorkers(self) -> None:
+        """Another version of a name being uploaded through the other worker is refused UploadBusy; nothing is lost."""
+        scratch = self.scratch()
+        server = self.start(scratch, workers=2)
+        idle = server.idle()
+        seen = runClient("workers", port=server.port, pids=server.pids, work=str(scratch))
+        self.assertIn("other", seen["b"], seen)  # a connection of B reached the other worker
+        for where, outcome in seen["b"].items():
+            self.assertEqual(outcome.get("error", {}).get("type"), "UploadBusy", (where, seen))
+        self.assertEqual(seen["finishA"].get("ok", {}).get("digest"), seen["digest"], seen)
+        self.assertEqual((server.directory / "shared.bin").read_bytes(), (scratch / "a.bin").read_bytes())
+        self.assertNoPath(repr(seen), server)
+        after = settled(server, idle, ("fds", "parts"), time.monotonic() + 10)
+        self.assertLessEqual(after["fds"], idle["fds"])
+        self.assertEqual(after["parts"], 0)
+        self.assertLessEqual(after["peak"] - idle["rss"], RSS_BOUND)
+        self.assertIn("upload-busy", server.log())

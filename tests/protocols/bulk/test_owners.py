@@ -254,6 +254,8 @@ class FragmentTests(SynchronousTestCase):
         assembly.save()
         self.assertLess(os.path.getsize(assembly.sidecarPath) - before, 20)
         self.assertLess(before, 40 * len(assembly.held))
+        self.assertRaises(UploadBusy, Assembly, self.path, 1_000_000, "v")  # one open assembly per file
+        assembly.suspend()
         resumed = Assembly(self.path, 1_000_000, "v")
         self.assertEqual(resumed.held, assembly.held)
 
