@@ -87,6 +87,7 @@ from .integrity import (
 )
 from .outcome import Outcome, TransferResult
 from .places import Directory, NotRegular
+from .quotas import FileBudget
 from .ranges import RangeSet
 from .receiving import IncomingStream
 from .sending import Stream
@@ -553,6 +554,8 @@ class BulkService(rpc.Referenceable):
     @ivar maxFragments: the most disjoint ranges one upload may hold.
     @ivar owners: which connections hold which uploads (L{UploadOwners}).
     @ivar digests: the digests of stored files (L{DigestCache}).
+    @ivar budget: the L{FileBudget}: files held open for clients (unfinished
+        uploads, puts, files being sent), per address and in all.
     """
 
     def __init__(
@@ -566,7 +569,12 @@ class BulkService(rpc.Referenceable):
         abandonAfter: float = ABANDON_AFTER,
         maxFragments: int = MAX_FRAGMENTS,
         hashing: str = "auto",
+        budget: FileBudget | None = None,
     ):
+        """
+        @param budget: the L{FileBudget} of open files, shared by every
+            service of the process (a new one of default limits if C{None}).
+        """
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.served = Directory(self.directory)
@@ -579,6 +587,7 @@ class BulkService(rpc.Referenceable):
         self.digestsFor, self.choose = self.choice.cache, self.choice.choose
         self.maxFragments = maxFragments
         self.hashing = hashing
+        self.budget = budget if budget is not None else FileBudget()
         self.unfinished = UnfinishedUploads(self, self.served, self.private, maxUploads, abandonAfter)
         self.uploads, self.owners = self.unfinished.assemblies, self.unfinished.owners
         self.digests = self.digestsFor(self.algorithm)
@@ -621,13 +630,26 @@ class BulkService(rpc.Referenceable):
             raise StorageError.fromOSError(error, f"open {name}") from None
         return fd, os.fstat(fd)
 
+    def _take(self) -> Callable[[], None]:
+        """One open file of the budget for the caller's address (L{TooManyOpenFiles}, logged, if none is left)."""
+        try:
+            return self.budget.take(callerAddress())
+        except TooManyOpenFiles as error:
+            self.owners.refuse(error)
+
     def _source(self, name: str, version: str | None = None) -> FileSource:
-        """Served file C{name} to send (L{FileChanged} if its version is not C{version})."""
-        fd, info = self._open(name)
+        """Served file C{name} to send (L{FileChanged} if its version is not C{version}), counted in the budget."""
+        giveBack = self._take()
+        try:
+            fd, info = self._open(name)
+        except BaseException:
+            giveBack()
+            raise
         if version is not None and _version(info) != version:
             os.close(fd)
+            giveBack()
             raise FileChanged(f"{name} changed since the transfer started")
-        return FileSource(os.fdopen(fd, "rb"), own=True)
+        return BudgetedSource(os.fdopen(fd, "rb"), giveBack)
 
     # -- whole files through one call --------------------------------------------------------
 
@@ -641,7 +663,7 @@ class BulkService(rpc.Referenceable):
         checkName(name)
         if not isinstance(stream, IncomingStream):
             raise TypeError("put takes a stream")
-        sink = PlacedFileSink(self.private, self.served, name)
+        sink = PlacedFileSink(self.private, self.served, name, self._take())
         received = stream.receive(sink).addCallback(self._put, name)
         return received.addErrback(_worded, f"store {name}")
 
@@ -689,7 +711,8 @@ class BulkService(rpc.Referenceable):
         self.owners.own(name)
         if assembly is None:
             try:
-                assembly = self.unfinished.open(name, size, version, algorithm, self.placement(name), self._assemble)
+                place = self.placement(name)
+                assembly = self.unfinished.open(name, size, version, algorithm, place, self._assemble, self._take)
             except BaseException as error:
                 self.owners.disown(name)
                 if isinstance(error, UploadRefused):
@@ -807,8 +830,10 @@ class PlacedFileSink(Sink):
     sequential = False
     views = True
 
-    def __init__(self, private: Directory, served: Directory, name: str) -> None:
+    def __init__(self, private: Directory, served: Directory, name: str, giveBack: Callable[[], None]) -> None:
+        """@param giveBack: gives its open file back to the service's budget, once it is closed."""
         self.private, self.served, self.name = private, served, name
+        self._giveBack = giveBack
         self.partName: str | None = None
         self._fd: int | None = None
 
@@ -842,6 +867,33 @@ class PlacedFileSink(Sink):
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        self._giveBack()
+
+
+class BudgetedSource(FileSource):
+    """A served file being sent, whose open file goes back to the service's budget when it is closed."""
+
+    def __init__(self, file: Any, giveBack: Callable[[], None]) -> None:
+        super().__init__(file, own=True)
+        self._giveBack = giveBack
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._giveBack()
+
+
+def callerAddress() -> str:
+    """The address (host) of the connection whose call runs now; C{"local"} for a direct call."""
+    channel = callingChannel()
+    if channel is None:
+        return "local"
+    try:
+        peer = channel.protocol.transport.getPeer()
+    except Exception:
+        return "?"
+    return str(getattr(peer, "host", peer))
 
 
 def _worded(failure: Any, doing: str) -> Any:
@@ -850,6 +902,10 @@ def _worded(failure: Any, doing: str) -> Any:
     if isinstance(error, OSError) and not isinstance(error, UploadRefused):
         raise StorageError.fromOSError(error, doing)
     return failure
+
+
+def _nothing() -> None:
+    """Gives back nothing: an upload opened outside the budget."""
 
 
 def _version(info: os.stat_result) -> str:
@@ -934,6 +990,7 @@ class UnfinishedUploads:
         """@param service: the service (the key its holds are tied to connections under)."""
         self.served, self.private = served, private
         self.assemblies: dict[str, Assembly] = {}
+        self._giveBack: dict[str, Callable[[], None]] = {}
         self.owners = UploadOwners(service, maxUploads, self.abandon)
         self.abandonAfter = abandonAfter
         self._lastSweep = 0.0
@@ -953,10 +1010,22 @@ class UnfinishedUploads:
         algorithm: str,
         place: Placement,
         assemble: Callable[[Placement, int, str, str], Assembly],
+        take: Callable[[], Callable[[], None]],
     ) -> Assembly:
-        """Open (or resume) upload C{name} as C{assemble} makes it, and keep it."""
-        self._migrate(name, place)
-        assembly = self.assemblies[name] = assemble(place, size, version, algorithm)
+        """
+        Open (or resume) upload C{name} as C{assemble} makes it, and keep
+        it; C{take} counts its open file in the service's budget (and gives
+        the function that gives it back when the upload is closed).
+        """
+        giveBack = take()
+        try:
+            self._migrate(name, place)
+            assembly = assemble(place, size, version, algorithm)
+        except BaseException:
+            giveBack()
+            raise
+        self.assemblies[name] = assembly
+        self._giveBack[name] = giveBack
         return assembly
 
     def recordedAlgorithm(self, name: str) -> str | None:
@@ -992,14 +1061,18 @@ class UnfinishedUploads:
         assembly = self.assemblies.pop(name, None)
         if assembly is None:
             return
-        if assembly.held.total:
-            assembly.suspend()
-        else:
-            assembly.discard()
+        try:
+            if assembly.held.total:
+                assembly.suspend()
+            else:
+                assembly.discard()
+        finally:
+            self._giveBack.pop(name, _nothing)()
 
     def close(self, name: str) -> None:
         """Upload C{name} is over (committed or discarded): its connections no longer hold it."""
         self.assemblies.pop(name, None)
+        self._giveBack.pop(name, _nothing)()
         self.owners.release(name)
 
     def sweepSoon(self) -> None:

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from twisted.internet.defer import Deferred
+
 from framing.wire import PREAMBLE
 
 from .attacks_bulk import call
@@ -251,6 +253,7 @@ def drain(sockets: list[socket.socket], seconds: float) -> bytes:
 
 
 async def _connect(reactor: Any, port: int, bind: str | None = None) -> Any:
+    """A bulk connection to the service on C{port}, from address C{bind} if given."""
     from protocols import bulk
 
     description = f"tcp:host=127.0.0.1:port={port}"
@@ -383,7 +386,39 @@ async def workersClient(reactor: Any, port: int, pids: list[int], work: str) -> 
     return seen
 
 
+async def freshClient(reactor: Any, port: int, bind: str, work: str) -> dict[str, Any]:
+    """A new client from C{bind}: five C{list()} calls, then an upload and a whole-file put, each within 10 s."""
+    from protocols.bulk import Stream
+    from protocols.bulk.files import sendFile
+
+    def deadline(d: Any) -> Any:
+        if not isinstance(d, Deferred):
+            d = Deferred.fromCoroutine(d)
+        return d.addTimeout(10, reactor)
+
+    seen: dict[str, Any] = {}
+    root = await deadline(_connect(reactor, port, bind))
+    seen["lists"] = [await _outcome(deadline(root.callRemote("list"))) for _ in range(5)]
+    source = Path(work, "fresh.bin")
+    source.write_bytes(os.urandom(100_000))
+    seen["put"] = await _outcome(deadline(root.callRemote("put", "fresh-put.bin", Stream(str(source)))))
+    await root.broker.disconnect()
+
+    def connect() -> Any:
+        return _connect(reactor, port, bind)
+
+    try:
+        result = await deadline(
+            Deferred.fromCoroutine(sendFile(connect, source, "fresh.bin", clock=reactor, retries=0))
+        )
+        seen["send"] = {"ok": result.hexdigest}
+    except Exception as error:
+        seen["send"] = {"error": _error(error)}
+    return seen
+
+
 CLIENTS: dict[str, Callable[..., Any]] = {
+    "fresh": freshClient,
     "symlinks": symlinksClient,
     "workers": workersClient,
 }

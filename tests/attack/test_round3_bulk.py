@@ -17,7 +17,7 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from .attacks_round3_bulk import BulkProcess, partialFiles, runClient, settled
+from .attacks_round3_bulk import BulkProcess, drain, holdUploads, partialFiles, runClient, settled
 from .harness import honest, honestResult
 
 RSS_BOUND = 64 * 1024 * 1024
@@ -114,3 +114,42 @@ class WorkerTests(_Case):
         self.assertEqual(after["parts"], 0)
         self.assertLessEqual(after["peak"] - idle["rss"], RSS_BOUND)
         self.assertIn("upload-busy", server.log())
+
+
+class DescriptorTests(_Case):
+    """Unfinished uploads held by many connections from a few addresses leave room for new clients."""
+
+    NOFILE = 1024
+
+    def test_uploadsHeldFromFourAddresses(self) -> None:
+        """80 connections from 4 addresses, 16 open uploads each: refused past the budget; a new client is served."""
+        scratch = self.scratch()
+        server = self.start(scratch, nofile=self.NOFILE)
+        idle = server.idle()
+        clients = honest("bulk", server.port, HONEST_SECONDS)
+        addresses = [f"127.0.0.{n}" for n in range(2, 6)]
+        sockets = holdUploads(server.port, addresses, perAddress=20, uploads=16)
+        try:
+            answers = drain(sockets, 3.0)
+            during = server.figures()
+            seen = runClient("fresh", port=server.port, bind="127.0.0.9", work=str(scratch))
+            still = server.figures()
+        finally:
+            for sock in sockets:
+                sock.close()
+        self.assertHonest(clients)
+        self.assertEqual(len(sockets), 80)
+        self.assertIn(b"TooManyOpenFiles", answers)
+        self.assertEqual([outcome.get("error") for outcome in seen["lists"]], [None] * 5, seen)
+        self.assertIn("ok", seen["put"], seen)
+        self.assertIn("ok", seen["send"], seen)
+        self.assertNoPath(repr(seen), server)
+        self.assertNoPath(answers.decode("latin-1"), server)
+        # At most 32 open files per address: 4 x 32 uploads, 80 connections, and the service's own.
+        for figures in (during, still):
+            self.assertLess(figures["fds"], idle["fds"] + 80 + 4 * 32 + 32)
+        self.assertIn("too-many-open-files", server.log())
+        after = settled(server, idle, ("fds", "parts"), time.monotonic() + 10)
+        self.assertLessEqual(after["fds"], idle["fds"])
+        self.assertEqual(after["parts"], 0)
+        self.assertLessEqual(after["peak"] - idle["rss"], RSS_BOUND)
