@@ -17,7 +17,10 @@ The service holds at most --max-open-files files open for clients
 (unfinished uploads, files being received or sent; a quarter of the
 process's descriptor limit by default) and --max-open-files-per-address
 for one client address; past either, a client is refused with
-TooManyOpenFiles and its connection stays up.
+TooManyOpenFiles and its connection stays up.  Unfinished uploads
+(their declared sizes, kept on disk for a resume for a day) may take at
+most --partial-quota bytes in all and --partial-quota-per-user bytes for
+one user; past either, a new upload is refused with QuotaExceeded.
 
 With --users FILE (made with chunkwire-adduser), --client-ca DIR or
 --tokens FILE, only clients that log in are served, and each user sees
@@ -95,10 +98,28 @@ def addFileLimitArguments(parser: argparse.ArgumentParser) -> None:
         help=f"most files held open for one client address (default {FileLimits.maxOpenPerAddress})",
     )
 
+    parser.add_argument(
+        "--partial-quota",
+        type=int,
+        default=FileLimits.maxPartialBytes,
+        help=f"most bytes of unfinished uploads kept in all (default {FileLimits.maxPartialBytes})",
+    )
+    parser.add_argument(
+        "--partial-quota-per-user",
+        type=int,
+        default=FileLimits.maxPartialBytesPerUser,
+        help=f"most bytes of unfinished uploads kept for one user (default {FileLimits.maxPartialBytesPerUser})",
+    )
+
 
 def fileLimitsFrom(args: argparse.Namespace) -> FileLimits:
     """The L{FileLimits} the command line asks for."""
-    return FileLimits(maxOpen=args.max_open_files or None, maxOpenPerAddress=args.max_open_files_per_address)
+    return FileLimits(
+        maxOpen=args.max_open_files or None,
+        maxOpenPerAddress=args.max_open_files_per_address,
+        maxPartialBytes=args.partial_quota,
+        maxPartialBytesPerUser=args.partial_quota_per_user,
+    )
 
 
 def main(argv: list[str]) -> None:

@@ -588,7 +588,7 @@ class BulkService(rpc.Referenceable):
         self.maxFragments = maxFragments
         self.hashing = hashing
         self.budget = budget if budget is not None else FileBudget()
-        self.unfinished = UnfinishedUploads(self, self.served, self.private, maxUploads, abandonAfter)
+        self.unfinished = UnfinishedUploads(self, self.served, self.private, maxUploads, abandonAfter, self.budget)
         self.uploads, self.owners = self.unfinished.assemblies, self.unfinished.owners
         self.digests = self.digestsFor(self.algorithm)
         self.sweep()
@@ -904,6 +904,11 @@ def _worded(failure: Any, doing: str) -> Any:
     return failure
 
 
+def _uploadName(partial: str) -> str:
+    """The upload a partial file (C{NAME.part}) or sidecar (C{NAME.part.json}) belongs to."""
+    return partial.removesuffix(".json").removesuffix(".part")
+
+
 def _nothing() -> None:
     """Gives back nothing: an upload opened outside the budget."""
 
@@ -985,9 +990,21 @@ class UnfinishedUploads:
     """
 
     def __init__(
-        self, service: object, served: Directory, private: Directory, maxUploads: int, abandonAfter: float
+        self,
+        service: object,
+        served: Directory,
+        private: Directory,
+        maxUploads: int,
+        abandonAfter: float,
+        budget: FileBudget | None = None,
     ) -> None:
-        """@param service: the service (the key its holds are tied to connections under)."""
+        """
+        @param service: the service (the key its holds are tied to
+            connections under, and the user its uploads are charged to).
+        @param budget: the L{FileBudget} that charges the uploads' sizes.
+        """
+        self._service = service
+        self.budget = budget if budget is not None else FileBudget()
         self.served, self.private = served, private
         self.assemblies: dict[str, Assembly] = {}
         self._giveBack: dict[str, Callable[[], None]] = {}
@@ -1019,10 +1036,13 @@ class UnfinishedUploads:
         """
         giveBack = take()
         try:
+            self.budget.charge(self._service, name, size)
             self._migrate(name, place)
             assembly = assemble(place, size, version, algorithm)
-        except BaseException:
+        except BaseException as error:
             giveBack()
+            if not isinstance(error, QuotaExceeded):
+                self._account(name)
             raise
         self.assemblies[name] = assembly
         self._giveBack[name] = giveBack
@@ -1063,9 +1083,10 @@ class UnfinishedUploads:
             return
         try:
             if assembly.held.total:
-                assembly.suspend()
+                assembly.suspend()  # kept for a resume: still charged
             else:
                 assembly.discard()
+                self.budget.uncharge(self._service, name)
         finally:
             self._giveBack.pop(name, _nothing)()
 
@@ -1073,6 +1094,7 @@ class UnfinishedUploads:
         """Upload C{name} is over (committed or discarded): its connections no longer hold it."""
         self.assemblies.pop(name, None)
         self._giveBack.pop(name, _nothing)()
+        self.budget.uncharge(self._service, name)
         self.owners.release(name)
 
     def sweepSoon(self) -> None:
@@ -1111,7 +1133,28 @@ class UnfinishedUploads:
                         removed.append(name)
                 except OSError:
                     continue
+        # The charges follow the disk: what was removed, and what other
+        # processes left there.
+        for name in self._kept() | {_uploadName(name) for name in removed if not name.startswith(".")}:
+            self._account(name)
         return removed
+
+    def _kept(self) -> set[str]:
+        """The names of the unfinished uploads whose sidecars are on disk (in the private directory)."""
+        try:
+            files = list(self.private.files())
+        except OSError:
+            return set()
+        return {_uploadName(name) for name, _ in files if name.endswith(".part.json")}
+
+    def _account(self, name: str) -> None:
+        """Charge upload C{name} as the disk holds it: its sidecar's size if its partial file is kept, else nothing."""
+        if name in self.assemblies:
+            return
+        header = recordedHeader(self.private, f"{name}.part.json")
+        kept = self.private.stat(f"{name}.part") is not None
+        size = header.get("size") if header is not None and kept else 0
+        self.budget.record(self._service, name, size if isinstance(size, int) and size > 0 else 0)
 
 
 class UploadOwners:

@@ -213,7 +213,8 @@ def runClient(case: str, **arguments: Any) -> dict[str, Any]:
 def holdUploads(port: int, addresses: list[str], perAddress: int, uploads: int) -> list[socket.socket]:
     """
     C{perAddress} connections from each of C{addresses}, each opening
-    C{uploads} uploads (of 1 GiB, never sent); the sockets are returned open.
+    C{uploads} uploads (of 1 MiB, never sent: the descriptors are the
+    point here, not the partial-upload quota); the sockets are returned open.
     """
     sockets = []
     for address in addresses:
@@ -226,7 +227,7 @@ def holdUploads(port: int, addresses: list[str], perAddress: int, uploads: int) 
             except OSError:
                 sock.close()
                 continue
-            calls = [call(n + 1, "openUpload", f"{address}-{index}-{n}.bin", 1 << 30, "v1") for n in range(uploads)]
+            calls = [call(n + 1, "openUpload", f"{address}-{index}-{n}.bin", 1 << 20, "v1") for n in range(uploads)]
             try:
                 sock.sendall(PREAMBLE + b"".join(calls))
             except OSError:
@@ -417,7 +418,31 @@ async def freshClient(reactor: Any, port: int, bind: str, work: str) -> dict[str
     return seen
 
 
+async def quotaClient(reactor: Any, port: int, work: str, size: int) -> dict[str, Any]:
+    """
+    Start an upload of C{size} bytes, send 1 MB of it and leave; then start
+    another of the same size, and resume the first.
+    """
+    from protocols.bulk import Stream
+
+    source = Path(work, "q.bin")
+    source.write_bytes(os.urandom(size))
+    seen: dict[str, Any] = {}
+    root = await _connect(reactor, port)
+    seen["open first"] = await _outcome(root.callRemote("openUpload", "first.bin", size, "v1", ["sha256"]))
+    part = Stream(str(source), ranges=[(0, 1_000_000)], digest=None)
+    seen["upload first"] = await _outcome(root.callRemote("upload", "first.bin", part))
+    await root.broker.disconnect()
+    root = await _connect(reactor, port)
+    seen["open second"] = await _outcome(root.callRemote("openUpload", "second.bin", size, "v1", ["sha256"]))
+    seen["resume first"] = await _outcome(root.callRemote("openUpload", "first.bin", size, "v1", ["sha256"]))
+    seen["small"] = await _outcome(root.callRemote("openUpload", "small.bin", 1000, "v1", ["sha256"]))
+    await root.broker.disconnect()
+    return seen
+
+
 CLIENTS: dict[str, Callable[..., Any]] = {
+    "quota": quotaClient,
     "fresh": freshClient,
     "symlinks": symlinksClient,
     "workers": workersClient,

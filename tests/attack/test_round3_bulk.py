@@ -17,6 +17,9 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
+from protocols.bulk.fileerrors import QuotaExceeded
+from protocols.bulk.quotas import FileBudget, FileLimits
+
 from .attacks_round3_bulk import BulkProcess, drain, holdUploads, partialFiles, runClient, settled
 from .harness import honest, honestResult
 
@@ -153,3 +156,37 @@ class DescriptorTests(_Case):
         self.assertLessEqual(after["fds"], idle["fds"])
         self.assertEqual(after["parts"], 0)
         self.assertLessEqual(after["peak"] - idle["rss"], RSS_BOUND)
+
+
+class QuotaTests(_Case):
+    """Unfinished uploads are charged their sizes against a quota per user and in all."""
+
+    def test_abandonedUploadsHitTheQuota(self) -> None:
+        """An abandoned 6 MB upload stays charged: another gets QuotaExceeded; the first resumes, a small one fits."""
+        scratch = self.scratch()
+        server = self.start(scratch, extra=["--partial-quota-per-user=8000000", "--partial-quota=20000000"])
+        idle = server.idle()
+        clients = honest("bulk", server.port, HONEST_SECONDS)
+        seen = runClient("quota", port=server.port, work=str(scratch), size=6_000_000)
+        self.assertHonest(clients)
+        self.assertEqual(seen["open first"]["ok"]["held"], [], seen)
+        self.assertEqual(seen["open second"]["error"]["type"], "QuotaExceeded", seen)
+        self.assertEqual(seen["resume first"]["ok"]["held"], [[0, 1_000_000]], seen)
+        self.assertIn("ok", seen["small"], seen)
+        self.assertIn("partial-quota", server.log())
+        self.assertNoPath(repr(seen), server)
+        after = settled(server, idle, ("fds",), time.monotonic() + 10)
+        self.assertLessEqual(after["fds"], idle["fds"])
+        self.assertEqual(partialFiles(server.directory), ["first.bin.part", "first.bin.part.json"])
+
+    def test_budgetPerUserAndInAll(self) -> None:
+        """The budget refuses a user past its quota, and any user past the total; what is given back is free again."""
+        budget = FileBudget(FileLimits(maxPartialBytes=100, maxPartialBytesPerUser=60))
+        budget.charge("alice", "a", 50)
+        self.assertRaises(QuotaExceeded, budget.charge, "alice", "b", 20)
+        budget.charge("alice", "a", 60)  # the same upload, restarted bigger: within the user's quota
+        budget.charge("bob", "a", 40)
+        self.assertRaises(QuotaExceeded, budget.charge, "carol", "c", 1)
+        budget.uncharge("alice", "a")
+        budget.charge("carol", "c", 60)
+        self.assertEqual((budget.partialBytes, budget.partialFor("alice"), budget.partialFor("carol")), (100, 0, 60))

@@ -224,6 +224,7 @@ class BulkServiceOptions(_LoginOptions):
     synopsis = (
         "--dir DIRECTORY [--listen ENDPOINT ...] [--users FILE] [--client-ca DIR] [--tokens FILE] "
         "[--hashing thread|inline] [--max-open-files N] [--max-open-files-per-address N] "
+        "[--partial-quota BYTES] [--partial-quota-per-user BYTES] "
         "[--trace] [guard options]"
     )
     longdesc = (
@@ -245,6 +246,8 @@ class BulkServiceOptions(_LoginOptions):
             int,
         ],
         ["max-open-files-per-address", None, 32, "Most files held open for one client address.", int],
+        ["partial-quota", None, 256 << 30, "Most bytes of unfinished uploads kept in all.", int],
+        ["partial-quota-per-user", None, 64 << 30, "Most bytes of unfinished uploads kept for one user.", int],
     ]
 
     def fileLimits(self) -> Any:
