@@ -55,10 +55,12 @@ from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.error import ConnectError, ConnectionDone, ConnectionLost
 from twisted.internet.interfaces import IReactorThreads
 from twisted.internet.task import deferLater
+from twisted.logger import Logger
 
 from framing.slicing.constraints import ByteString, Integer, ListOf, Optional, Text
 
 from .. import rpc
+from ..logs import escape
 from .channel import BulkChannel, callingChannel
 from .errors import IntegrityError
 
@@ -91,7 +93,7 @@ from .quotas import FileBudget
 from .ranges import RangeSet
 from .receiving import IncomingStream
 from .sending import Stream
-from .sidecars import Sidecar, recordedHeader
+from .sidecars import Sidecar, recordedHeader, serviceKey
 from .sinks import Piece, Release, Sink, writeAt
 from .sources import FileSource
 
@@ -113,6 +115,7 @@ ABANDON_AFTER = 24 * 3600.0
 """Seconds an abandoned upload's partial files are kept for a resume
 (L{BulkService.abandonAfter}): a day covers a night's outage."""
 DIGEST_CACHE = 1024
+_log = Logger(namespace="chunkwire.bulk.files")
 PRIVATE_DIRECTORY = ".chunkwire-private"
 """The service's own subdirectory of the served directory (mode 0700):
 unfinished uploads, files being received, digest records."""
@@ -579,7 +582,9 @@ class BulkService(rpc.Referenceable):
         self.directory.mkdir(parents=True, exist_ok=True)
         self.served = Directory(self.directory)
         self.private = self.served.private(PRIVATE_DIRECTORY)
-        self.key: bytes | None = None
+        # Sidecars carry HMAC tags under this key: one written by anyone
+        # else (a local user, a damaged disk) restarts its upload.
+        self.key: bytes | None = serviceKey(self.private)
         self.reactor = reactor
         accepted = (algorithm,) if algorithm is not None else digests
         self.choice = DigestChoice(accepted, reactor, self.served, self.private)
@@ -723,7 +728,13 @@ class BulkService(rpc.Referenceable):
         return {"held": assembly.held.toList(), "algorithm": assembly.algorithm}
 
     def _assemble(self, place: Placement, size: int, version: str, algorithm: str) -> Assembly:
-        return Assembly(place, size, version, algorithm, self.reactor, self.maxFragments, self.hashing)
+        assembly = Assembly(place, size, version, algorithm, self.reactor, self.maxFragments, self.hashing)
+        if assembly.restarted:
+            _log.warn(
+                "Upload {name}: sidecar-refused: its record was not written by this service; it starts afresh",
+                name=escape(place.name),
+            )
+        return assembly
 
     @rpc.remote(args={"name": _NAME})
     def upload(self, name: str, stream: IncomingStream) -> Deferred[dict[str, Any]]:

@@ -441,7 +441,42 @@ async def quotaClient(reactor: Any, port: int, work: str, size: int) -> dict[str
     return seen
 
 
+async def halfClient(reactor: Any, port: int, work: str, size: int) -> dict[str, Any]:
+    """
+    Start uploading C{t.bin} (C{size} random bytes, kept in C{work}), send
+    its second half (so the partial file has the whole size), and leave.
+    """
+    from protocols.bulk import Stream
+    from protocols.bulk.files import fileVersion
+
+    source = Path(work, "t.bin")
+    source.write_bytes(os.urandom(size))
+    root = await _connect(reactor, port)
+    version = fileVersion(source)
+    seen = {"open": await _outcome(root.callRemote("openUpload", "t.bin", size, version, ["sha256"]))}
+    half = Stream(str(source), ranges=[(size // 2, size)], digest=None)
+    seen["upload"] = await _outcome(root.callRemote("upload", "t.bin", half))
+    await root.broker.disconnect()
+    return seen
+
+
+async def resumeClient(reactor: Any, port: int, work: str) -> dict[str, Any]:
+    """Resume uploading C{t.bin} with L{sendFile}: what it sent and the digest, or the error."""
+    from protocols.bulk.files import sendFile
+
+    def connect() -> Any:
+        return _connect(reactor, port)
+
+    try:
+        result = await sendFile(connect, Path(work, "t.bin"), "t.bin", clock=reactor, retries=0, digests=["sha256"])
+    except Exception as error:
+        return {"error": _error(error)}
+    return {"ok": result.hexdigest, "payload": result.payload}
+
+
 CLIENTS: dict[str, Callable[..., Any]] = {
+    "half": halfClient,
+    "resume": resumeClient,
     "quota": quotaClient,
     "fresh": freshClient,
     "symlinks": symlinksClient,

@@ -9,6 +9,7 @@ RSS and partial files bounded and back to idle.  No timing ratios.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 import time
@@ -20,7 +21,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from protocols.bulk.fileerrors import QuotaExceeded
 from protocols.bulk.quotas import FileBudget, FileLimits
 
-from .attacks_round3_bulk import BulkProcess, drain, holdUploads, partialFiles, runClient, settled
+from .attacks_round3_bulk import PRIVATE, BulkProcess, drain, holdUploads, partialFiles, runClient, settled
 from .harness import honest, honestResult
 
 RSS_BOUND = 64 * 1024 * 1024
@@ -190,3 +191,35 @@ class QuotaTests(_Case):
         budget.uncharge("alice", "a")
         budget.charge("carol", "c", 60)
         self.assertEqual((budget.partialBytes, budget.partialFor("alice"), budget.partialFor("carol")), (100, 0, 60))
+
+
+class SidecarTests(_Case):
+    """A sidecar not written by the service (forged ranges) restarts its upload; its bytes are never served."""
+
+    def test_forgedSidecarRestartsTheUpload(self) -> None:
+        """Half an upload, then its sidecar rewritten to claim every byte: the resume sends all and it verifies."""
+        scratch = self.scratch()
+        server = self.start(scratch)
+        idle = server.idle()
+        size = 2_000_000
+        first = runClient("half", port=server.port, work=str(scratch), size=size)
+        self.assertIn("ok", first["upload"], first)
+        sidecar = server.directory / PRIVATE / "t.bin.part.json"
+        lines = sidecar.read_bytes().split(b"\n")
+        # The local user keeps the header (and a real line's tag, if lines
+        # carry tags), and claims the whole file.
+        fields = lines[1].split(b" ")
+        forged = b"0 %d" % size + (b" " + fields[2] if len(fields) == 3 else b"")
+        sidecar.write_bytes(lines[0] + b"\n" + forged + b"\n")
+        clients = honest("bulk", server.port, HONEST_SECONDS)
+        seen = runClient("resume", port=server.port, work=str(scratch))
+        self.assertHonest(clients)
+        data = (scratch / "t.bin").read_bytes()
+        self.assertEqual(seen.get("ok"), hashlib.sha256(data).hexdigest(), seen)
+        self.assertEqual(seen["payload"], size)  # restarted: every byte sent again
+        self.assertEqual((server.directory / "t.bin").read_bytes(), data)
+        self.assertIn("sidecar-refused", server.log())
+        after = settled(server, idle, ("fds", "parts"), time.monotonic() + 10)
+        self.assertLessEqual(after["fds"], idle["fds"])
+        self.assertEqual(after["parts"], 0)
+        self.assertLessEqual(after["peak"] - idle["rss"], RSS_BOUND)

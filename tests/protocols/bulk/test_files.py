@@ -157,7 +157,8 @@ class ServiceTests(SynchronousTestCase):
         self.successResultOf(self.call("upload", "b.bin", Stream(data, digest=None)))
         self.failureResultOf(self.call("finishUpload", "b.bin", b"\1" * 32), IntegrityError)
         self.assertEqual(os.listdir(self.directory), [PRIVATE_DIRECTORY])
-        self.assertEqual(os.listdir(os.path.join(self.directory, PRIVATE_DIRECTORY)), [])
+        # Only the key of the service's sidecars stays in its private directory.
+        self.assertEqual(os.listdir(os.path.join(self.directory, PRIVATE_DIRECTORY)), ["sidecar.key"])
 
     def test_finishTwice(self) -> None:
         """A repeated finishUpload (its first answer lost) answers the same, and a repeated openUpload holds all."""
