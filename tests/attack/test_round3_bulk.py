@@ -21,6 +21,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from protocols.bulk.fileerrors import QuotaExceeded
 from protocols.bulk.quotas import FileBudget, FileLimits
 
+from ..processes import figure
 from .attacks_round3_bulk import PRIVATE, BulkProcess, drain, holdUploads, partialFiles, runClient, settled
 from .harness import honest, honestResult
 
@@ -96,6 +97,7 @@ class SymlinkTests(_Case):
         self.assertLessEqual(after["fds"], idle["fds"])
         self.assertLessEqual(after["peak"] - idle["rss"], RSS_BOUND)
         self.assertEqual(partialFiles(served), [".up.bin.part", ".up.bin.part.json"])  # the links, left alone
+        figure(f"bulk symlinks: fds {idle['fds']}/{after['fds']}, peak RSS +{(after['peak'] - idle['rss']) >> 20} MiB")
 
 
 class WorkerTests(_Case):
@@ -118,6 +120,7 @@ class WorkerTests(_Case):
         self.assertEqual(after["parts"], 0)
         self.assertLessEqual(after["peak"] - idle["rss"], RSS_BOUND)
         self.assertIn("upload-busy", server.log())
+        figure(f"bulk workers: fds {idle['fds']}/{after['fds']}, peak RSS +{(after['peak'] - idle['rss']) >> 20} MiB")
 
 
 class DescriptorTests(_Case):
@@ -154,6 +157,11 @@ class DescriptorTests(_Case):
             self.assertLess(figures["fds"], idle["fds"] + 80 + 4 * 32 + 32)
         self.assertIn("too-many-open-files", server.log())
         after = settled(server, idle, ("fds", "parts"), time.monotonic() + 10)
+        figure(
+            f"bulk descriptors: fds {idle['fds']}/{during['fds']}/{still['fds']}/{after['fds']}, "
+            f"parts {idle['parts']}/{during['parts']}/{after['parts']}, "
+            f"peak RSS +{(after['peak'] - idle['rss']) >> 20} MiB"
+        )
         self.assertLessEqual(after["fds"], idle["fds"])
         self.assertEqual(after["parts"], 0)
         self.assertLessEqual(after["peak"] - idle["rss"], RSS_BOUND)
@@ -179,6 +187,7 @@ class QuotaTests(_Case):
         after = settled(server, idle, ("fds",), time.monotonic() + 10)
         self.assertLessEqual(after["fds"], idle["fds"])
         self.assertEqual(partialFiles(server.directory), ["first.bin.part", "first.bin.part.json"])
+        figure(f"bulk quota: {seen['open second']['error']['message']}; fds {idle['fds']}/{after['fds']}")
 
     def test_budgetPerUserAndInAll(self) -> None:
         """The budget refuses a user past its quota, and any user past the total; what is given back is free again."""
@@ -220,6 +229,7 @@ class SidecarTests(_Case):
         self.assertEqual((server.directory / "t.bin").read_bytes(), data)
         self.assertIn("sidecar-refused", server.log())
         after = settled(server, idle, ("fds", "parts"), time.monotonic() + 10)
+        figure(f"bulk sidecar: resent {seen['payload']} of {size}; fds {idle['fds']}/{after['fds']}")
         self.assertLessEqual(after["fds"], idle["fds"])
         self.assertEqual(after["parts"], 0)
         self.assertLessEqual(after["peak"] - idle["rss"], RSS_BOUND)
