@@ -13,6 +13,15 @@ only once its digest has been verified: until then its bytes live in a
 hidden .NAME.part file with a .NAME.part.json record of the ranges
 held.  Stop with Ctrl-C.
 
+The service holds at most --max-open-files files open for clients
+(unfinished uploads, files being received or sent; a quarter of the
+process's descriptor limit by default) and --max-open-files-per-address
+for one client address; past either, a client is refused with
+TooManyOpenFiles and its connection stays up.  Unfinished uploads
+(their declared sizes, kept on disk for a resume for a day) may take at
+most --partial-quota bytes in all and --partial-quota-per-user bytes for
+one user; past either, a new upload is refused with QuotaExceeded.
+
 With --users FILE (made with chunkwire-adduser), --client-ca DIR or
 --tokens FILE, only clients that log in are served, and each user sees
 only their own directory, DIR/USER (made 0700 on their first login).
@@ -30,22 +39,30 @@ from _serving import addListenArgument, addLoginArguments, beginLogging, loginsF
 from protocols import TokenProtocol, bulk
 from protocols.auth.realms import OPEN, DirectoryRealm, ServiceLogins
 from protocols.bulk.files import BulkService
+from protocols.bulk.quotas import FileBudget, FileLimits
 from protocols.guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
 from protocols.rpc.endpoints import loginGate
 
 
 def brokerFactory(
-    reactor: Any, directory: str, options: bulk.BulkOptions, logins: ServiceLogins = OPEN, hashing: str = "auto"
+    reactor: Any,
+    directory: str,
+    options: bulk.BulkOptions,
+    logins: ServiceLogins = OPEN,
+    hashing: str = "auto",
+    limits: FileLimits | None = None,
 ) -> bulk.BulkBrokerFactory:
     """
     Bulk brokers serving C{directory} to anyone, or, with logins, each user
-    their own DIRECTORY/USER; uploads hashed as C{hashing} says.
+    their own DIRECTORY/USER; uploads hashed as C{hashing} says; every
+    user's service counts its open files in one budget of C{limits}.
     """
+    budget = FileBudget(limits)
     if not logins.required:
-        service = BulkService(directory, reactor=reactor, hashing=hashing)
+        service = BulkService(directory, reactor=reactor, hashing=hashing, budget=budget)
         return bulk.BulkBrokerFactory(service, clock=reactor, options=options)
     realm = DirectoryRealm(
-        directory, lambda userDirectory: BulkService(userDirectory, reactor=reactor, hashing=hashing)
+        directory, lambda userDirectory: BulkService(userDirectory, reactor=reactor, hashing=hashing, budget=budget)
     )
     portal = logins.portal(realm)
     gate = loginGate(None, portal, None, reactor, throttle=logins.throttle(reactor))
@@ -60,9 +77,49 @@ async def serve(
     policy: GuardPolicy | None = None,
     logins: ServiceLogins = OPEN,
     hashing: str = "auto",
+    limits: FileLimits | None = None,
 ) -> None:
-    factory = GuardedFactory(brokerFactory(reactor, directory, options, logins, hashing), policy, reactor)
+    factory = GuardedFactory(brokerFactory(reactor, directory, options, logins, hashing, limits), policy, reactor)
     await serveForever(reactor, descriptions, factory, "bulk server", f", serving {directory}", logins)
+
+
+def addFileLimitArguments(parser: argparse.ArgumentParser) -> None:
+    """The file service's limits across connections (L{FileLimits})."""
+    parser.add_argument(
+        "--max-open-files",
+        type=int,
+        default=0,
+        help="most files held open for clients in all (0: a quarter of the process's descriptor limit)",
+    )
+    parser.add_argument(
+        "--max-open-files-per-address",
+        type=int,
+        default=FileLimits.maxOpenPerAddress,
+        help=f"most files held open for one client address (default {FileLimits.maxOpenPerAddress})",
+    )
+
+    parser.add_argument(
+        "--partial-quota",
+        type=int,
+        default=FileLimits.maxPartialBytes,
+        help=f"most bytes of unfinished uploads kept in all (default {FileLimits.maxPartialBytes})",
+    )
+    parser.add_argument(
+        "--partial-quota-per-user",
+        type=int,
+        default=FileLimits.maxPartialBytesPerUser,
+        help=f"most bytes of unfinished uploads kept for one user (default {FileLimits.maxPartialBytesPerUser})",
+    )
+
+
+def fileLimitsFrom(args: argparse.Namespace) -> FileLimits:
+    """The L{FileLimits} the command line asks for."""
+    return FileLimits(
+        maxOpen=args.max_open_files or None,
+        maxOpenPerAddress=args.max_open_files_per_address,
+        maxPartialBytes=args.partial_quota,
+        maxPartialBytesPerUser=args.partial_quota_per_user,
+    )
 
 
 def main(argv: list[str]) -> None:
@@ -77,6 +134,7 @@ def main(argv: list[str]) -> None:
         default="auto",
         help="where uploads are hashed: the reactor thread or a worker thread (auto: a thread if a core stays free)",
     )
+    addFileLimitArguments(parser)
     parser.add_argument("--log", action="store_true", help="log to stdout")
     parser.add_argument(
         "--trace", action="store_true", help="log every token sent and received, readably (implies --log; noisy)"
@@ -90,8 +148,9 @@ def main(argv: list[str]) -> None:
     options = bulk.BulkOptions(hashing="thread" if args.hashing == "thread" else "inline")
     policy = policyFromArguments(args)
     listen = args.listen or ["tcp:8770"]
+    limits = fileLimitsFrom(args)
     runCommand(
-        lambda reactor: serve(reactor, listen, args.dir, options, policy, loginsFrom(args), args.hashing),
+        lambda reactor: serve(reactor, listen, args.dir, options, policy, loginsFrom(args), args.hashing, limits),
         None,
         args.debug,
         True,

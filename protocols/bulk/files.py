@@ -2,11 +2,14 @@
 
 Contract: an L{Assembly} is a file being put together from byte ranges that
 arrive in any order, repeated or overlapping, over any number of streams,
-connections and restarts.  It keeps the bytes in a partial file beside the
-destination (C{.NAME.part}) and what it holds in a small sidecar
-(C{.NAME.part.json}: a JSON line with size, version and digest algorithm,
-then one C{"start end"} line per range held), written after the data it
-describes, so a crash never records bytes that were not written.  A save
+connections and restarts.  It keeps the bytes in a partial file (beside
+the destination, C{.NAME.part}, for a client's download; in the service's
+private directory for an upload, see L{Placement}) and what it holds in a
+small sidecar (L{protocols.bulk.sidecars}: a JSON line with size, version
+and digest algorithm, then one C{"start end"} line per range held),
+written after the data it describes, so a crash never records bytes that
+were not written.  Every file is opened relative to its directory's
+descriptor without following links (L{protocols.bulk.places}).  A save
 appends the ranges added since the last one, so its cost is what changed;
 the sidecar is rewritten only when its lines outnumber twice the ranges
 held.  An upload holds at most C{maxFragments} disjoint ranges
@@ -19,7 +22,8 @@ it are there (see L{OrderedHasher}).
 
 L{BulkService} serves a directory: uploads and downloads through calls
 (C{put}, C{get}), and the resumable protocol the client helpers use
-(C{openUpload} / C{upload} / C{finishUpload}, C{stat} / C{download}).  An
+(C{openUpload} / C{upload} / C{finishUpload}, C{stat} / C{download});
+it serves regular files only, never through a link.  An
 unfinished upload belongs to the connections that use it: when the last
 one goes, its file descriptor is closed and its hashing stops at once, and
 its partial files are removed at once if they hold nothing, or after
@@ -42,16 +46,38 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
 
+try:
+    import fcntl
+except ImportError:  # not POSIX: uploads are owned by one process only
+    fcntl = None  # type: ignore[assignment]
+
 from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.error import ConnectError, ConnectionDone, ConnectionLost
 from twisted.internet.interfaces import IReactorThreads
 from twisted.internet.task import deferLater
+from twisted.logger import Logger
 
 from framing.slicing.constraints import ByteString, Integer, ListOf, Optional, Text
 
 from .. import rpc
+from ..logs import escape
 from .channel import BulkChannel, callingChannel
 from .errors import IntegrityError
+
+# The service's errors are defined with their wire names in fileerrors and
+# keep their names here, where callers have always imported them.
+from .fileerrors import (  # noqa: F401
+    BadName,
+    FileChanged,
+    NoSuchFile,
+    QuotaExceeded,
+    StorageError,
+    TooFragmented,
+    TooManyOpenFiles,
+    TooManyUploads,
+    UploadBusy,
+    UploadRefused,
+)
 from .integrity import (
     DEFAULT_DIGEST,
     DigestUnavailable,
@@ -62,13 +88,15 @@ from .integrity import (
     inlineHashing,
 )
 from .outcome import Outcome, TransferResult
+from .places import Directory, NotRegular
+from .quotas import FileBudget
 from .ranges import RangeSet
 from .receiving import IncomingStream
 from .sending import Stream
+from .sidecars import Sidecar, recordedHeader, serviceKey
 from .sinks import Piece, Release, Sink, writeAt
 from .sources import FileSource
 
-SIDECAR_VERSION = 2
 SAVE_EVERY = 64 * 1024 * 1024
 """Bytes of new data between two sidecar writes during a transfer (it is
 also written when a stream ends, fails or its connection drops)."""
@@ -87,67 +115,11 @@ ABANDON_AFTER = 24 * 3600.0
 """Seconds an abandoned upload's partial files are kept for a resume
 (L{BulkService.abandonAfter}): a day covers a night's outage."""
 DIGEST_CACHE = 1024
+_log = Logger(namespace="chunkwire.bulk.files")
+PRIVATE_DIRECTORY = ".chunkwire-private"
+"""The service's own subdirectory of the served directory (mode 0700):
+unfinished uploads, files being received, digest records."""
 """Digests of stored files kept in memory, most recently used first."""
-
-
-class FileChanged(Exception):
-    """The file changed on the server since the transfer started (its version differs)."""
-
-
-class BadName(Exception):
-    """A file name the service refuses (a path, a hidden name, empty or too long)."""
-
-
-class NoSuchFile(Exception):
-    """
-    The service has no file of that name.  It says only the name, never
-    where the service keeps its files.
-
-    @ivar name: the name asked for.
-    """
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.name = name
-
-    def __str__(self) -> str:
-        return f"no such file: {self.name}"
-
-
-class UploadRefused(Exception):
-    """
-    The base of the service's refusals of an upload; the connection stays up.
-
-    @cvar code: why, in a word (logged once per connection).
-    """
-
-    code = "upload-refused"
-
-
-class TooManyUploads(UploadRefused):
-    """The connection already holds L{BulkService.maxUploads} unfinished uploads."""
-
-    code = "too-many-uploads"
-
-
-class UploadBusy(UploadRefused):
-    """Another connection is uploading a different version of the same name."""
-
-    code = "upload-busy"
-
-
-class TooFragmented(UploadRefused):
-    """The upload would hold more disjoint ranges than its cap (L{MAX_FRAGMENTS} by default)."""
-
-    code = "too-fragmented"
-
-
-rpc.registerError(FileChanged, "chunkwire.bulk.FileChanged")
-rpc.registerError(BadName, "chunkwire.bulk.BadName")
-rpc.registerError(TooManyUploads, "chunkwire.bulk.TooManyUploads")
-rpc.registerError(UploadBusy, "chunkwire.bulk.UploadBusy")
-rpc.registerError(TooFragmented, "chunkwire.bulk.TooFragmented")
-rpc.registerError(NoSuchFile, "chunkwire.bulk.NoSuchFile")
 
 
 def checkName(name: str) -> str:
@@ -171,6 +143,35 @@ def fileVersion(path: str | os.PathLike[str]) -> str:
 # -- assemblies ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Placement:
+    """
+    Where an L{Assembly} keeps its files: the destination C{name} in
+    C{destination}, and the partial file and its sidecar in C{partial}
+    (the same directory for a client's download, a private one for the
+    file service's uploads), with the sidecar C{key} (C{None}: plain
+    sidecars).
+
+    @ivar owned: whether the assembly closes the directories when it is done.
+    """
+
+    destination: Directory
+    name: str
+    partial: Directory
+    partName: str
+    sidecarName: str
+    key: bytes | None = None
+    owned: bool = False
+
+    @classmethod
+    def beside(cls, path: str | os.PathLike[str]) -> Placement:
+        """A file at C{path}, assembled beside it in C{.NAME.part} (and C{.NAME.part.json})."""
+        target = Path(path)
+        directory = Directory(target.parent)
+        name = target.name
+        return cls(directory, name, directory, f".{name}.part", f".{name}.part.json", None, True)
+
+
 class Assembly:
     """
     A file assembled from ranges; see the module docstring.
@@ -181,11 +182,13 @@ class Assembly:
     @ivar held: the L{RangeSet} of bytes written to the partial file.
     @ivar received: payload bytes written by this process (repeats included).
     @ivar duplicates: of those, bytes that were already held.
+    @ivar restarted: whether a sidecar was found and refused (forged, or
+        claiming bytes the partial file lacks): the upload started afresh.
     """
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] | Placement,
         size: int,
         version: str,
         algorithm: str = DEFAULT_DIGEST,
@@ -196,7 +199,10 @@ class Assembly:
         """
         Open the assembly of C{path}: resume from its sidecar if that
         records the same size, version and algorithm, else start afresh.
+        The partial file is opened without following links, must be a
+        regular file, and is locked (C{flock}) while the assembly is open.
 
+        @param path: the destination, assembled beside it, or a L{Placement}.
         @param reactor: hash in a worker thread reporting to it (see
             L{OrderedHasher}); C{None} hashes inline.
         @param maxFragments: the most disjoint ranges held (C{None}: no cap).
@@ -204,25 +210,33 @@ class Assembly:
             at once in the reactor thread (read-backs still go to a worker
             thread); C{"thread"}: every piece is hashed in a worker thread;
             C{"auto"}: inline unless a core stays free (L{inlineHashing}).
+        @raise UploadBusy: another assembly (of this process or another)
+            holds the partial file.
+        @raise NotRegular: the partial file's name is a link or not a regular file.
         """
         self.maxFragments = maxFragments
-        # Ranges added since the sidecar was written, and how many range
-        # lines the sidecar holds: a save appends, and rewrites only when
-        # the lines outnumber the ranges.
+        # Ranges added since the sidecar was written: a save appends them,
+        # and rewrites only when the lines outnumber the ranges.
         self._fresh: list[tuple[int, int]] = []
-        self._lines = 0
-        self.path = Path(path)
+        place = path if isinstance(path, Placement) else Placement.beside(path)
+        self.place = place
+        self.path = place.destination.path / place.name
         self.size = size
         self.version = version
         self.algorithm = checkAlgorithm(algorithm) or DEFAULT_DIGEST
-        self.partPath = self.path.with_name(f".{self.path.name}.part")
-        self.sidecarPath = self.path.with_name(f".{self.path.name}.part.json")
-        self.held = self._load()
+        self.partPath = place.partial.path / place.partName
+        self.sidecarPath = place.partial.path / place.sidecarName
+        self.sidecar = Sidecar(place.partial, place.sidecarName, place.key)
         self.received = 0
         self.duplicates = 0
         self._unsaved = 0
-        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0)
-        self._fd: int | None = os.open(self.partPath, flags, 0o644)
+        try:
+            self._fd: int | None = _openLocked(place.partial, place.partName, place.name)
+        except BaseException:
+            self._releasePlace()
+            raise
+        self.held = self.sidecar.load(size, version, self.algorithm, os.fstat(self._fd).st_size)
+        self.restarted = self.sidecar.rejected
         if not self.held:
             os.ftruncate(self._fd, 0)
         threads = reactor if reactor is not None and IReactorThreads.providedBy(reactor) else None
@@ -231,35 +245,6 @@ class Assembly:
         if self.held:
             # Resumed: what is already held from offset 0 is hashed from the file.
             self.hasher.allowReadBack(self.held.contiguousEnd(0))
-
-    def _load(self) -> RangeSet:
-        try:
-            lines = self.sidecarPath.read_bytes().split(b"\n")
-            record = json.loads(lines[0])
-            same = (record["v"], record["size"], record["version"], record["algorithm"]) == (
-                SIDECAR_VERSION,
-                self.size,
-                self.version,
-                self.algorithm,
-            )
-            if not same or not self.partPath.exists():
-                return RangeSet()
-            held = RangeSet()
-            last = len(lines) - 2
-            for index, line in enumerate(lines[1:]):
-                try:
-                    start, end = _rangeLine(line)
-                except ValueError:
-                    if index < last:
-                        raise
-                    break  # a line cut short by a crash: its bytes are hashed again
-                if end > self.size:
-                    return RangeSet()
-                held.add(start, end)
-        except (OSError, ValueError, KeyError, TypeError, IndexError):
-            return RangeSet()
-        self._lines = len(lines) - 1
-        return held
 
     def __repr__(self) -> str:
         return f"<Assembly {self.path.name} {self.held.total}/{self.size} bytes>"
@@ -334,18 +319,11 @@ class Assembly:
             return
         self._unsaved = 0
         fresh, self._fresh = self._fresh, []
-        if self._lines and self._lines + len(fresh) <= 2 * len(self.held) + 64:
-            if fresh:
-                with open(self.sidecarPath, "ab") as sidecar:
-                    sidecar.write(b"".join(b"%d %d\n" % pair for pair in fresh))
-                self._lines += len(fresh)
+        lines = self.sidecar.lines
+        if lines and lines + len(fresh) <= 2 * len(self.held) + 64:
+            self.sidecar.append(fresh)
             return
-        header = {"v": SIDECAR_VERSION, "size": self.size, "version": self.version, "algorithm": self.algorithm}
-        body = b"".join(b"%d %d\n" % pair for pair in self.held)
-        temporary = self.sidecarPath.with_name(self.sidecarPath.name + ".tmp")
-        temporary.write_bytes(json.dumps(header).encode() + b"\n" + body)
-        os.replace(temporary, self.sidecarPath)
-        self._lines = max(len(self.held), 1)
+        self.sidecar.rewrite(self.sidecar.header(self.size, self.version, self.algorithm), self.held)
 
     def verify(self, expected: bytes | None = None) -> Deferred[bytes]:
         """
@@ -371,29 +349,94 @@ class Assembly:
         return actual
 
     def commit(self) -> None:
-        """Move the verified file into place and forget the sidecar."""
-        self._close()
-        os.replace(self.partPath, self.path)
-        _unlink(self.sidecarPath)
+        """Move the verified file into place (a link under its name is replaced, not followed); forget the sidecar."""
+        place = self.place
+        try:
+            # Renamed while still locked: no other process can take the
+            # name's new partial file for this one meanwhile.
+            place.partial.rename(place.partName, place.destination, place.name)
+            self.sidecar.remove()
+        finally:
+            self._close()
+            self._releasePlace()
 
     def discard(self) -> None:
         """Drop the partial file and its sidecar (bad data: it must not be resumed)."""
-        self._close()
         self.hasher.abort()
-        _unlink(self.partPath)
-        _unlink(self.sidecarPath)
+        try:
+            if self._fd is not None:
+                # Only a partial file this assembly holds (locked) is removed.
+                self.place.partial.unlink(self.place.partName)
+                self.sidecar.remove()
+        finally:
+            self._close()
+            self._releasePlace()
 
     def suspend(self) -> None:
         """Keep what is held for a later resume: save the sidecar and close the file."""
-        self.save()
-        self._close()
-        self.hasher.abort()
+        try:
+            self.save()
+        finally:
+            self._close()
+            self.hasher.abort()
+            self._releasePlace()
 
     def _close(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)
+            os.close(self._fd)  # and with it the lock
             self._fd = None
         self.hasher.abort()
+
+    def _releasePlace(self) -> None:
+        if self.place.owned:
+            self.place.destination.close()
+
+
+def _openLocked(directory: Directory, name: str, owner: str) -> int:
+    """
+    The partial file C{name} in C{directory}, opened (made if missing)
+    without following links and locked by this open file (C{flock}, which
+    every worker process of a service sees): L{UploadBusy} if another
+    assembly, here or in another process, holds it.
+    """
+    for _ in range(3):
+        fd = directory.open(name, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if not lockFile(fd):
+                raise UploadBusy(f"{owner} is being uploaded by another connection")
+            info, now = os.fstat(fd), directory.stat(name)
+        except BaseException:
+            os.close(fd)
+            raise
+        if now is not None and (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino):
+            return fd
+        # Its holder removed or replaced it before letting go: that file is
+        # gone; take the one under the name now.
+        os.close(fd)
+    raise UploadBusy(f"{owner} is being uploaded by another connection")
+
+
+def lockFile(fd: int) -> bool:
+    """Take an exclusive C{flock} on C{fd} without waiting: C{False} if another open file holds one."""
+    if fcntl is None:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _lockedElsewhere(directory: Directory, name: str) -> bool:
+    """Whether partial file C{name} is held (locked) by an assembly, of this process or another."""
+    try:
+        fd = directory.open(name, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        return not lockFile(fd)
+    finally:
+        os.close(fd)
 
 
 def recordedAlgorithm(path: str | os.PathLike[str]) -> str | None:
@@ -404,11 +447,17 @@ def recordedAlgorithm(path: str | os.PathLike[str]) -> str | None:
     """
     target = Path(path)
     try:
-        with open(target.with_name(f".{target.name}.part.json"), "rb") as sidecar:
-            record = json.loads(sidecar.readline())
-        algorithm = record["algorithm"]
-    except (OSError, ValueError, KeyError, TypeError):
+        directory = Directory(target.parent)
+    except OSError:
         return None
+    try:
+        return _algorithmOf(recordedHeader(directory, f".{target.name}.part.json"))
+    finally:
+        directory.close()
+
+
+def _algorithmOf(record: dict[str, Any] | None) -> str | None:
+    algorithm = None if record is None else record.get("algorithm")
     return algorithm if isinstance(algorithm, str) else None
 
 
@@ -417,17 +466,6 @@ def preferring(recorded: str | None, digests: Sequence[str]) -> list[str]:
     if recorded is None or recorded not in digests:
         return list(digests)
     return [recorded, *(name for name in digests if name != recorded)]
-
-
-def _rangeLine(line: bytes) -> tuple[int, int]:
-    """One sidecar line: C{b"start end"}; an empty line (the last) is an empty range."""
-    if not line:
-        return (0, 0)
-    start, end = line.split(b" ")
-    first, last = int(start), int(end)
-    if first < 0 or last < first:
-        raise ValueError(f"not a range: {line!r}")
-    return first, last
 
 
 def _failed(error: BaseException) -> Deferred[Any]:
@@ -482,6 +520,16 @@ class BulkService(rpc.Referenceable):
     stripable protocol of L{sendFile} and L{fetchFile}; C{list()} names the
     files.
 
+    The served directory is reached through its descriptor only
+    (L{Directory}): a name that is a symbolic link, or anything but a
+    regular file, is not served, listed, hashed or written through.
+    Unfinished uploads, files being received by C{put} and the records of
+    stored files' digests live in a private subdirectory
+    (L{PRIVATE_DIRECTORY}, mode 0700, made by the service), where neither
+    clients nor other local users can name, replace or read them.  An
+    error of the storage reaches the caller as L{StorageError}, which
+    names no path.
+
     Unfinished uploads are kept by an L{UnfinishedUploads}, which says
     when one is closed, kept for a resume (C{openUpload} of the same size
     and version picks it up) and swept.  A connection may hold
@@ -492,10 +540,13 @@ class BulkService(rpc.Referenceable):
     once per connection and code.
 
     Digests of stored files are computed once per file version (size,
-    modification time, inode) and kept, in memory and beside the file;
-    concurrent C{stat} calls on one file share one computation.
+    modification time, inode) and kept, in memory and in the private
+    directory; concurrent C{stat} calls on one file share one computation.
 
-    @ivar directory: the served directory.
+    @ivar directory: the served directory's path (for the operator; files
+        are reached through L{served}).
+    @ivar served: the served L{Directory}.
+    @ivar private: the service's private L{Directory} inside it.
     @ivar unfinished: the L{UnfinishedUploads}: uploads in progress, their
         connections, and their partial files.
     @ivar uploads: the assemblies of uploads in progress, by name (the
@@ -506,6 +557,8 @@ class BulkService(rpc.Referenceable):
     @ivar maxFragments: the most disjoint ranges one upload may hold.
     @ivar owners: which connections hold which uploads (L{UploadOwners}).
     @ivar digests: the digests of stored files (L{DigestCache}).
+    @ivar budget: the L{FileBudget}: files held open for clients (unfinished
+        uploads, puts, files being sent), per address and in all.
     """
 
     def __init__(
@@ -519,16 +572,28 @@ class BulkService(rpc.Referenceable):
         abandonAfter: float = ABANDON_AFTER,
         maxFragments: int = MAX_FRAGMENTS,
         hashing: str = "auto",
+        budget: FileBudget | None = None,
     ):
+        """
+        @param budget: the L{FileBudget} of open files, shared by every
+            service of the process (a new one of default limits if C{None}).
+        """
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.served = Directory(self.directory)
+        self.private = self.served.private(PRIVATE_DIRECTORY)
+        # Sidecars carry HMAC tags under this key: one written by anyone
+        # else (a local user, a damaged disk) restarts its upload.
+        self.key: bytes | None = serviceKey(self.private)
         self.reactor = reactor
-        self.choice = DigestChoice((algorithm,) if algorithm is not None else digests, reactor)
+        accepted = (algorithm,) if algorithm is not None else digests
+        self.choice = DigestChoice(accepted, reactor, self.served, self.private)
         self.accepted, self.algorithm = self.choice.accepted, self.choice.accepted[0]
         self.digestsFor, self.choose = self.choice.cache, self.choice.choose
         self.maxFragments = maxFragments
         self.hashing = hashing
-        self.unfinished = UnfinishedUploads(self, self.directory, maxUploads, abandonAfter)
+        self.budget = budget if budget is not None else FileBudget()
+        self.unfinished = UnfinishedUploads(self, self.served, self.private, maxUploads, abandonAfter, self.budget)
         self.uploads, self.owners = self.unfinished.assemblies, self.unfinished.owners
         self.digests = self.digestsFor(self.algorithm)
         self.sweep()
@@ -551,15 +616,45 @@ class BulkService(rpc.Referenceable):
         """Remove abandoned partial files (see L{UnfinishedUploads.sweep}); the names of those removed."""
         return self.unfinished.sweep(now)
 
-    def _path(self, name: str) -> Path:
-        return self.directory / checkName(name)
+    def placement(self, name: str) -> Placement:
+        """Where upload C{name} is assembled: C{NAME.part} and its sidecar in the private directory."""
+        return Placement(self.served, name, self.private, f"{name}.part", f"{name}.part.json", self.key)
 
-    def _existing(self, name: str) -> Path:
-        """The path of served file C{name}; L{NoSuchFile} (not the OS error, which holds the path) if absent."""
-        path = self._path(name)
-        if not path.is_file():
-            raise NoSuchFile(name)
-        return path
+    def _open(self, name: str) -> tuple[int, os.stat_result]:
+        """
+        A descriptor and the status of served file C{name}: L{NoSuchFile} if
+        it is absent or not a regular file (a link is not followed),
+        L{StorageError} (no path) if it cannot be opened.
+        """
+        checkName(name)
+        try:
+            fd = self.served.open(name)
+        except (FileNotFoundError, NotRegular):
+            raise NoSuchFile(name) from None
+        except OSError as error:
+            raise StorageError.fromOSError(error, f"open {name}") from None
+        return fd, os.fstat(fd)
+
+    def _take(self) -> Callable[[], None]:
+        """One open file of the budget for the caller's address (L{TooManyOpenFiles}, logged, if none is left)."""
+        try:
+            return self.budget.take(callerAddress())
+        except TooManyOpenFiles as error:
+            self.owners.refuse(error)
+
+    def _source(self, name: str, version: str | None = None) -> FileSource:
+        """Served file C{name} to send (L{FileChanged} if its version is not C{version}), counted in the budget."""
+        giveBack = self._take()
+        try:
+            fd, info = self._open(name)
+        except BaseException:
+            giveBack()
+            raise
+        if version is not None and _version(info) != version:
+            os.close(fd)
+            giveBack()
+            raise FileChanged(f"{name} changed since the transfer started")
+        return BudgetedSource(os.fdopen(fd, "rb"), giveBack)
 
     # -- whole files through one call --------------------------------------------------------
 
@@ -570,20 +665,22 @@ class BulkService(rpc.Referenceable):
     @rpc.remote(args={"name": _NAME})
     def put(self, name: str, stream: IncomingStream) -> Deferred[str]:
         """Receive C{stream} as file C{name}; return its verified digest (hex)."""
-        path = self._path(name)
+        checkName(name)
         if not isinstance(stream, IncomingStream):
             raise TypeError("put takes a stream")
-        return stream.receive(path).addCallback(self._put, path)
+        sink = PlacedFileSink(self.private, self.served, name, self._take())
+        received = stream.receive(sink).addCallback(self._put, name)
+        return received.addErrback(_worded, f"store {name}")
 
-    def _put(self, result: TransferResult, path: Path) -> str:
+    def _put(self, result: TransferResult, name: str) -> str:
         if result.algorithm is not None:
-            self.digestsFor(result.algorithm).remember(path, result.digest)
+            self.digestsFor(result.algorithm).remember(name, result.digest)
         return result.hexdigest
 
     @rpc.remote(args={"name": _NAME})
     def get(self, name: str) -> Stream:
         """Send file C{name} as a stream (the caller receives it and checks its digest)."""
-        return Stream(self._existing(name))
+        return Stream(self._source(name))
 
     # -- resumable uploads -----------------------------------------------------------------------
 
@@ -600,13 +697,14 @@ class BulkService(rpc.Referenceable):
         @raise TooManyUploads: the calling connection holds too many.
         @raise UploadBusy: another connection uploads another version.
         @raise DigestUnavailable: no digest in common.
+        @raise StorageError: the partial file could not be opened.
         """
-        path = self._path(name)
+        checkName(name)
         self.unfinished.sweepSoon()
         assembly = self.uploads.get(name)
-        recorded = assembly.algorithm if assembly is not None else recordedAlgorithm(path)
+        recorded = assembly.algorithm if assembly is not None else self.unfinished.recordedAlgorithm(name)
         algorithm = self.choose(preferring(recorded, digests) if digests is not None else None)
-        if name not in self.uploads and self.digestsFor(algorithm).stored(path, size, version) is not None:
+        if name not in self.uploads and self.digestsFor(algorithm).stored(name, size, version) is not None:
             # Already received whole (the answer to finishUpload was lost).
             return {"held": [[0, size]] if size else [], "algorithm": algorithm}
         if assembly is not None and (assembly.size, assembly.version, assembly.algorithm) != (size, version, algorithm):
@@ -618,12 +716,25 @@ class BulkService(rpc.Referenceable):
         self.owners.own(name)
         if assembly is None:
             try:
-                assembly = Assembly(path, size, version, algorithm, self.reactor, self.maxFragments, self.hashing)
-            except BaseException:
+                place = self.placement(name)
+                assembly = self.unfinished.open(name, size, version, algorithm, place, self._assemble, self._take)
+            except BaseException as error:
                 self.owners.disown(name)
+                if isinstance(error, UploadRefused):
+                    self.owners.refuse(error)
+                if isinstance(error, OSError):
+                    raise StorageError.fromOSError(error, f"open the upload of {name}") from None
                 raise
-            self.uploads[name] = assembly
         return {"held": assembly.held.toList(), "algorithm": assembly.algorithm}
+
+    def _assemble(self, place: Placement, size: int, version: str, algorithm: str) -> Assembly:
+        assembly = Assembly(place, size, version, algorithm, self.reactor, self.maxFragments, self.hashing)
+        if assembly.restarted:
+            _log.warn(
+                "Upload {name}: sidecar-refused: its record was not written by this service; it starts afresh",
+                name=escape(place.name),
+            )
+        return assembly
 
     @rpc.remote(args={"name": _NAME})
     def upload(self, name: str, stream: IncomingStream) -> Deferred[dict[str, Any]]:
@@ -639,7 +750,7 @@ class BulkService(rpc.Referenceable):
             stream.cancel(str(error)[:200])
             raise
         received = stream.receive(self.uploadSink(assembly, stream))
-        return received.addCallback(_heldBy, assembly)
+        return received.addCallback(_heldBy, assembly).addErrback(_worded, f"store {name}")
 
     def uploadSink(self, assembly: Assembly, stream: IncomingStream) -> Sink:
         """Where an upload's stream is received: override to watch or shape uploads."""
@@ -653,10 +764,11 @@ class BulkService(rpc.Referenceable):
         L{IntegrityError}.
         """
         if name not in self.uploads:
-            stored = self.choice.remembered(self._path(name), digest)
-            if stored is not None:
+            stored = self.choice.remembered(checkName(name), digest)
+            info = self.served.stat(name)
+            if stored is not None and info is not None:
                 # A repeat: the first answer was lost with its connection.
-                return {"size": self._path(name).stat().st_size, "digest": stored.hex(), "duplicates": 0}
+                return {"size": info.st_size, "digest": stored.hex(), "duplicates": 0}
         assembly = self.unfinished.get(name)
         # While it verifies, the upload outlives its connections: the
         # answer may be lost, the file is committed all the same.
@@ -674,8 +786,11 @@ class BulkService(rpc.Referenceable):
                 self.unfinished.abandon(name)  # its last connection went meanwhile
         if self.uploads.get(name) is assembly:
             self.unfinished.close(name)
-        assembly.commit()
-        self.digestsFor(assembly.algorithm).remember(assembly.path, actual, source=assembly.version)
+        try:
+            assembly.commit()
+            self.digestsFor(assembly.algorithm).remember(name, actual, source=assembly.version)
+        except OSError as error:
+            raise StorageError.fromOSError(error, f"store {name}") from None
         return {"size": assembly.size, "digest": actual.hex(), "duplicates": assembly.duplicates}
 
     # -- resumable downloads ------------------------------------------------------------------
@@ -687,9 +802,12 @@ class BulkService(rpc.Referenceable):
         its digest under the first of the client's C{digests} the service
         accepts (SHA-256 if it names none), computed once, then kept.
         """
-        path = self._existing(name)
         algorithm = self.choose(digests)
-        size, version, digest = await self.digestsFor(algorithm).digestOf(path)
+        fd, _ = self._open(name)
+        try:
+            size, version, digest = await self.digestsFor(algorithm).digestOf(name, fd)
+        except OSError as error:
+            raise StorageError.fromOSError(error, f"read {name}") from None
         return {"size": size, "version": version, "digest": digest.hex(), "algorithm": algorithm}
 
     @rpc.remote(args={"name": _NAME, "version": _VERSION, "ranges": _RANGES})
@@ -700,20 +818,115 @@ class BulkService(rpc.Referenceable):
 
         @raise FileChanged: the file's version is no longer C{version}.
         """
-        path = self._existing(name)
-        if fileVersion(path) != version:
-            raise FileChanged(f"{name} changed since the transfer started")
-        return Stream(path, ranges=[(start, end) for start, end in ranges], digest=None)
+        return Stream(self._source(name, version), ranges=[(start, end) for start, end in ranges], digest=None)
 
     # Last: inside the class body, "list" names this method from here on.
     @rpc.remote
     def list(self) -> list[list[Any]]:
-        """C{[name, size]} of every file served, by name."""
-        return [
-            [entry.name, entry.stat().st_size]
-            for entry in sorted(self.directory.iterdir())
-            if entry.is_file() and not entry.name.startswith(".")
-        ]
+        """C{[name, size]} of every regular file served (links and hidden names left out), by name."""
+        try:
+            files = sorted(self.served.files())
+        except OSError as error:
+            raise StorageError.fromOSError(error, "list its files") from None
+        return [[name, info.st_size] for name, info in files if not name.startswith(".")]
+
+
+class PlacedFileSink(Sink):
+    """
+    A whole file received by C{put}: written under a fresh name in the
+    service's private directory, renamed to C{name} in the served
+    directory once verified, removed otherwise.
+    """
+
+    sequential = False
+    views = True
+
+    def __init__(self, private: Directory, served: Directory, name: str, giveBack: Callable[[], None]) -> None:
+        """@param giveBack: gives its open file back to the service's budget, once it is closed."""
+        self.private, self.served, self.name = private, served, name
+        self._giveBack = giveBack
+        self.partName: str | None = None
+        self._fd: int | None = None
+
+    def start(self, size: int | None, failed: Callable[[BaseException], None]) -> None:
+        self.partName = Directory.temporaryName(f"{self.name}.put")
+        self._fd = self.private.create(self.partName)
+
+    def write(self, offset: int, data: Piece, release: Release) -> None:
+        assert self._fd is not None
+        writeAt(self._fd, data, offset)
+        release(len(data))
+
+    def complete(self) -> None:
+        assert self.partName is not None
+        try:
+            self.private.rename(self.partName, self.served, self.name)
+            self.partName = None
+        finally:
+            self._close()
+
+    def fail(self, reason: BaseException) -> None:
+        self._close()
+        if self.partName is not None:
+            try:
+                self.private.unlink(self.partName)
+            except OSError:
+                pass
+            self.partName = None
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self._giveBack()
+
+
+class BudgetedSource(FileSource):
+    """A served file being sent, whose open file goes back to the service's budget when it is closed."""
+
+    def __init__(self, file: Any, giveBack: Callable[[], None]) -> None:
+        super().__init__(file, own=True)
+        self._giveBack = giveBack
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._giveBack()
+
+
+def callerAddress() -> str:
+    """The address (host) of the connection whose call runs now; C{"local"} for a direct call."""
+    channel = callingChannel()
+    if channel is None:
+        return "local"
+    try:
+        peer = channel.protocol.transport.getPeer()
+    except Exception:
+        return "?"
+    return str(getattr(peer, "host", peer))
+
+
+def _worded(failure: Any, doing: str) -> Any:
+    """A failure of the storage as a L{StorageError}, which names no path; anything else as it is."""
+    error = failure.value
+    if isinstance(error, OSError) and not isinstance(error, UploadRefused):
+        raise StorageError.fromOSError(error, doing)
+    return failure
+
+
+def _uploadName(partial: str) -> str:
+    """The upload a partial file (C{NAME.part}) or sidecar (C{NAME.part.json}) belongs to."""
+    return partial.removesuffix(".json").removesuffix(".part")
+
+
+def _nothing() -> None:
+    """Gives back nothing: an upload opened outside the budget."""
+
+
+def _version(info: os.stat_result) -> str:
+    """The version token of a file of this status (see L{fileVersion})."""
+    return f"{info.st_size}-{info.st_mtime_ns}"
 
 
 class DigestChoice:
@@ -724,16 +937,17 @@ class DigestChoice:
     @ivar accepted: the digests accepted, in order of preference.
     """
 
-    def __init__(self, digests: Sequence[str] | None, reactor: Any) -> None:
+    def __init__(self, digests: Sequence[str] | None, reactor: Any, served: Directory, private: Directory) -> None:
         self.accepted = tuple(checkAlgorithm(name) or DEFAULT_DIGEST for name in (digests or availableDigests()))
         self._reactor = reactor
+        self._served, self._private = served, private
         self._caches: dict[str, DigestCache] = {}
 
     def cache(self, algorithm: str) -> DigestCache:
         """The L{DigestCache} of stored files' digests under C{algorithm}."""
         found = self._caches.get(algorithm)
         if found is None:
-            found = self._caches[algorithm] = DigestCache(algorithm, self._reactor)
+            found = self._caches[algorithm] = DigestCache(algorithm, self._reactor, self._served, self._private)
         return found
 
     def choose(self, digests: Sequence[str] | None) -> str:
@@ -750,10 +964,10 @@ class DigestChoice:
             raise DigestUnavailable(f"none of {', '.join(digests)} is accepted here (only {', '.join(self.accepted)})")
         return chosen
 
-    def remembered(self, path: Path, digest: bytes) -> bytes | None:
-        """C{digest} if it is the recorded digest of the stored file at C{path} under an accepted digest."""
+    def remembered(self, name: str, digest: bytes) -> bytes | None:
+        """C{digest} if it is the recorded digest of stored file C{name} under an accepted digest."""
         for algorithm in self.accepted:
-            if self.cache(algorithm).remembered(path, None) == digest:
+            if self.cache(algorithm).remembered(name, None) == digest:
                 return digest
         return None
 
@@ -768,22 +982,43 @@ class UnfinishedUploads:
     while one of them is up it stays open (its partial file, its hasher).
     When the last one is lost, the upload is closed at once (file
     descriptor, hashing) and leaves C{assemblies}: if it held no bytes its
-    C{.NAME.part} files are removed, otherwise they stay on disk for a
-    resume until nobody has touched them for C{abandonAfter} seconds; then a
-    sweep removes them.  The sweep runs when the service starts and on
+    partial files are removed, otherwise they stay on disk for a resume
+    until nobody has touched them for C{abandonAfter} seconds; then a
+    sweep removes them.  An open upload's partial file is locked
+    (C{flock}): another worker process serving the same directory cannot
+    open, restart or sweep it (L{UploadBusy}) until it is closed here.  The sweep runs when the service starts and on
     C{openUpload}, at most once per C{min(abandonAfter, 600)} seconds.
+    Partial files left in the served directory by an earlier version
+    (C{.NAME.part} and its sidecar) are moved into the private directory
+    when their upload is resumed, if they are this user's regular files.
 
-    @ivar directory: the served directory, where the partial files are.
+    @ivar served: the served L{Directory}.
+    @ivar private: the private L{Directory}, where the partial files are.
     @ivar assemblies: the L{Assembly} of each upload in progress, by name.
     @ivar owners: which connections hold which uploads (L{UploadOwners}).
     @ivar abandonAfter: seconds after which an abandoned upload's partial
         files are removed.
     """
 
-    def __init__(self, service: object, directory: Path, maxUploads: int, abandonAfter: float) -> None:
-        """@param service: the service (the key its holds are tied to connections under)."""
-        self.directory = directory
+    def __init__(
+        self,
+        service: object,
+        served: Directory,
+        private: Directory,
+        maxUploads: int,
+        abandonAfter: float,
+        budget: FileBudget | None = None,
+    ) -> None:
+        """
+        @param service: the service (the key its holds are tied to
+            connections under, and the user its uploads are charged to).
+        @param budget: the L{FileBudget} that charges the uploads' sizes.
+        """
+        self._service = service
+        self.budget = budget if budget is not None else FileBudget()
+        self.served, self.private = served, private
         self.assemblies: dict[str, Assembly] = {}
+        self._giveBack: dict[str, Callable[[], None]] = {}
         self.owners = UploadOwners(service, maxUploads, self.abandon)
         self.abandonAfter = abandonAfter
         self._lastSweep = 0.0
@@ -795,19 +1030,82 @@ class UnfinishedUploads:
             raise KeyError(f"no upload of {name!r} is open")
         return assembly
 
+    def open(
+        self,
+        name: str,
+        size: int,
+        version: str,
+        algorithm: str,
+        place: Placement,
+        assemble: Callable[[Placement, int, str, str], Assembly],
+        take: Callable[[], Callable[[], None]],
+    ) -> Assembly:
+        """
+        Open (or resume) upload C{name} as C{assemble} makes it, and keep
+        it; C{take} counts its open file in the service's budget (and gives
+        the function that gives it back when the upload is closed).
+        """
+        giveBack = take()
+        try:
+            self.budget.charge(self._service, name, size)
+            self._migrate(name, place)
+            assembly = assemble(place, size, version, algorithm)
+        except BaseException as error:
+            giveBack()
+            if not isinstance(error, QuotaExceeded):
+                self._account(name)
+            raise
+        self.assemblies[name] = assembly
+        self._giveBack[name] = giveBack
+        return assembly
+
+    def recordedAlgorithm(self, name: str) -> str | None:
+        """The digest the sidecar of upload C{name} on disk records (see L{files.recordedAlgorithm})."""
+        found = _algorithmOf(recordedHeader(self.private, f"{name}.part.json"))
+        return found or _algorithmOf(recordedHeader(self.served, f".{name}.part.json"))
+
+    def _migrate(self, name: str, place: Placement) -> None:
+        """Move the partial files an earlier version left in the served directory into the private one."""
+        legacy, sidecar = f".{name}.part", f".{name}.part.json"
+        info = self.served.stat(legacy)
+        if info is None or self.private.stat(place.partName) is not None:
+            return
+        if info.st_uid != os.geteuid() or info.st_nlink != 1:
+            return  # not a file this service made: left alone, not trusted
+        header = recordedHeader(self.served, sidecar)
+        record = self.served.stat(sidecar)
+        if header is None or record is None or record.st_uid != os.geteuid():
+            return
+        try:
+            size, version, algorithm = int(header["size"]), str(header["version"]), str(header["algorithm"])
+        except (KeyError, TypeError, ValueError):
+            return
+        held = Sidecar(self.served, sidecar).load(size, version, algorithm, info.st_size)
+        Sidecar(self.private, place.sidecarName, place.key).rewrite(
+            Sidecar(self.private, place.sidecarName, place.key).header(size, version, algorithm), held
+        )
+        self.served.rename(legacy, self.private, place.partName)
+        self.served.unlink(sidecar)
+
     def abandon(self, name: str) -> None:
         """Nobody holds upload C{name} any more: close it, and keep its files only if they hold bytes."""
         assembly = self.assemblies.pop(name, None)
         if assembly is None:
             return
-        if assembly.held.total:
-            assembly.suspend()
-        else:
-            assembly.discard()
+        try:
+            if assembly.held.total:
+                assembly.suspend()  # kept for a resume: still charged
+            else:
+                assembly.discard()
+                self.budget.uncharge(self._service, name)
+        finally:
+            self._giveBack.pop(name, _nothing)()
 
     def close(self, name: str) -> None:
         """Upload C{name} is over (committed or discarded): its connections no longer hold it."""
         self.assemblies.pop(name, None)
+        self._giveBack.pop(name, _nothing)()
+        self.budget.uncharge(self._service, name)
         self.owners.release(name)
 
     def sweepSoon(self) -> None:
@@ -817,31 +1115,57 @@ class UnfinishedUploads:
 
     def sweep(self, now: float | None = None) -> list[str]:
         """
-        Remove the partial files (C{.NAME.part}, C{.NAME.part.json}, and a
-        put's C{.NAME.*.part}) of uploads not open here and not touched for
-        C{abandonAfter} seconds.  Returns the names of the files removed.
+        Remove the partial files (C{NAME.part}, C{NAME.part.json}, a put's
+        temporary file) of uploads not open here and not touched for
+        C{abandonAfter} seconds, in the private directory (and those an
+        earlier version left in the served one).  Returns the names of the
+        files removed.
         """
         now = time.time() if now is None else now
         self._lastSweep = now
-        open_ = {assembly.partPath.name for assembly in self.assemblies.values()}
+        open_ = {assembly.place.partName for assembly in self.assemblies.values()}
         open_ |= {name + ".json" for name in open_}
         removed: list[str] = []
-        try:
-            entries = list(os.scandir(self.directory))
-        except OSError:
-            return removed
-        for entry in entries:
-            name = entry.name
-            if not name.startswith(".") or name in open_ or not name.endswith((".part", ".part.json", ".json.tmp")):
-                continue
+        for directory, hidden in ((self.private, False), (self.served, True)):
             try:
-                if now - entry.stat().st_mtime < self.abandonAfter:
-                    continue
-                os.unlink(entry.path)
+                files = list(directory.files())
             except OSError:
                 continue
-            removed.append(name)
+            for name, info in files:
+                if name in open_ or not name.endswith((".part", ".part.json", ".tmp")):
+                    continue
+                if (hidden and not name.startswith(".")) or now - info.st_mtime < self.abandonAfter:
+                    continue
+                part = name[: -len(".json")] if name.endswith(".part.json") else name
+                if not hidden and part.endswith(".part") and _lockedElsewhere(directory, part):
+                    continue  # open in another worker process: idle, not abandoned
+                try:
+                    if directory.unlink(name):
+                        removed.append(name)
+                except OSError:
+                    continue
+        # The charges follow the disk: what was removed, and what other
+        # processes left there.
+        for name in self._kept() | {_uploadName(name) for name in removed if not name.startswith(".")}:
+            self._account(name)
         return removed
+
+    def _kept(self) -> set[str]:
+        """The names of the unfinished uploads whose sidecars are on disk (in the private directory)."""
+        try:
+            files = list(self.private.files())
+        except OSError:
+            return set()
+        return {_uploadName(name) for name, _ in files if name.endswith(".part.json")}
+
+    def _account(self, name: str) -> None:
+        """Charge upload C{name} as the disk holds it: its sidecar's size if its partial file is kept, else nothing."""
+        if name in self.assemblies:
+            return
+        header = recordedHeader(self.private, f"{name}.part.json")
+        kept = self.private.stat(f"{name}.part") is not None
+        size = header.get("size") if header is not None and kept else 0
+        self.budget.record(self._service, name, size if isinstance(size, int) and size > 0 else 0)
 
 
 class UploadOwners:
@@ -938,49 +1262,61 @@ class DigestCache:
     """
     The digests of a service's stored files: computed once per file version
     (size, modification time, inode), kept in memory (the most recently used
-    L{DIGEST_CACHE}) and beside the file (C{.NAME.ALGORITHM.json}), so a
-    restart does not hash again; concurrent requests for one file share one
-    computation.
+    L{DIGEST_CACHE}) and in the service's private directory
+    (C{NAME.ALGORITHM.digest.json}, where no other local user can forge
+    one), so a restart does not hash again; concurrent requests for one
+    file share one computation.
 
     @ivar algorithm: the digest's C{hashlib} name.
     """
 
-    def __init__(self, algorithm: str, reactor: Any) -> None:
+    def __init__(self, algorithm: str, reactor: Any, served: Directory, private: Directory) -> None:
         self.algorithm = algorithm
         self._reactor = reactor
+        self._served, self._private = served, private
         self._digests: OrderedDict[tuple[str, int, int, int], bytes] = OrderedDict()
         self._hashing: dict[tuple[str, int, int, int], Outcome] = {}
 
-    async def digestOf(self, path: Path) -> tuple[int, str, bytes]:
-        """The size, version token and digest of the file at C{path}."""
-        info = os.stat(path)
-        version = f"{info.st_size}-{info.st_mtime_ns}"
-        key = (str(path), info.st_size, info.st_mtime_ns, info.st_ino)
-        digest = self._digests.get(key)
-        if digest is None:
-            digest = self.remembered(path, version)
+    async def digestOf(self, name: str, fd: int) -> tuple[int, str, bytes]:
+        """
+        The size, version token and digest of stored file C{name}, open as
+        C{fd} (which this closes, or hands to the computation it starts).
+        """
+        owned: int | None = fd
+        try:
+            info = os.fstat(fd)
+            version = _version(info)
+            key = (name, info.st_size, info.st_mtime_ns, info.st_ino)
+            digest = self._digests.get(key)
             if digest is None:
-                digest = await self._computed(path, key, version)
-            self._keep(key, digest)
-        else:
-            self._digests.move_to_end(key)
+                digest = self.remembered(name, version)
+                if digest is None:
+                    owned, computing = None, self._computed(fd, key, name, version)
+                    digest = await computing
+                self._keep(key, digest)
+            else:
+                self._digests.move_to_end(key)
+        finally:
+            if owned is not None:
+                os.close(owned)
         return info.st_size, version, digest
 
-    def _computed(self, path: Path, key: tuple[str, int, int, int], version: str) -> Deferred[bytes]:
-        """The digest of the file at C{path} as C{key} describes it: one computation, however many wait."""
+    def _computed(self, fd: int, key: tuple[str, int, int, int], name: str, version: str) -> Deferred[bytes]:
+        """The digest of file C{fd} as C{key} describes it: one computation, however many wait (C{fd} is taken)."""
         outcome = self._hashing.get(key)
         if outcome is None:
             outcome = self._hashing[key] = Outcome()
-            computing = Deferred.fromCoroutine(self.hashFile(path))
+            computing = Deferred.fromCoroutine(self.hashFile(FileSource(os.fdopen(fd, "rb"), own=True)))
             computing.addCallbacks(
-                self._hashed, self._hashFailed, callbackArgs=(key, path, version), errbackArgs=(key,)
+                self._hashed, self._hashFailed, callbackArgs=(key, name, version), errbackArgs=(key,)
             )
+        else:
+            os.close(fd)
         waiting: Deferred[bytes] = outcome.wait()
         return waiting
 
-    async def hashFile(self, path: Path) -> bytes:
-        """Hash the file at C{path} (off the reactor thread when the reactor has threads)."""
-        source = FileSource(path)
+    async def hashFile(self, source: FileSource) -> bytes:
+        """Hash the file C{source} reads, then close it (off the reactor thread when the reactor has threads)."""
         try:
             hasher = OrderedHasher(self.algorithm, source.read, _threads(self._reactor))
             hasher.allowReadBack(source.size)
@@ -989,10 +1325,10 @@ class DigestCache:
             source.close()
         return digest
 
-    def _hashed(self, digest: bytes, key: tuple[str, int, int, int], path: Path, version: str) -> None:
+    def _hashed(self, digest: bytes, key: tuple[str, int, int, int], name: str, version: str) -> None:
         self._keep(key, digest)
         try:
-            self.remember(path, digest, version)
+            self.remember(name, digest, version)
         except OSError:
             pass  # kept in memory all the same
         self._hashing.pop(key).succeed(digest)
@@ -1007,35 +1343,47 @@ class DigestCache:
         while len(digests) > DIGEST_CACHE:
             digests.popitem(last=False)
 
-    def _digestPath(self, path: Path) -> Path:
-        return path.with_name(f".{path.name}.{self.algorithm}.json")
+    def recordName(self, name: str) -> str:
+        """The name, in the private directory, of stored file C{name}'s digest record."""
+        return f"{name}.{self.algorithm}.digest.json"
 
-    def remember(self, path: Path, digest: bytes | None, version: str | None = None, source: str = "") -> None:
-        """Record a stored file's digest, valid while its version stays C{version}."""
+    def _currentVersion(self, name: str) -> str | None:
+        info = self._served.stat(name)
+        return None if info is None else _version(info)
+
+    def remember(self, name: str, digest: bytes | None, version: str | None = None, source: str = "") -> None:
+        """Record stored file C{name}'s digest, valid while its version stays C{version}."""
         if digest is None:
             return
-        record = {"version": version or fileVersion(path), "digest": digest.hex(), "source": source}
-        self._digestPath(path).write_text(json.dumps(record))
+        version = version or self._currentVersion(name)
+        if version is None:
+            return
+        record = {"version": version, "digest": digest.hex(), "source": source}
+        self._private.replace(self.recordName(name), json.dumps(record).encode(), 0o600)
 
-    def _record(self, path: Path) -> dict[str, Any] | None:
+    def _record(self, name: str) -> dict[str, Any] | None:
         """The digest record of a stored file, if it still describes the file as it is."""
         try:
-            record: dict[str, Any] = json.loads(self._digestPath(path).read_text())
-            return record if record["version"] == fileVersion(path) else None
+            data = self._private.read(self.recordName(name), 4096)
+            if data is None:
+                return None
+            record: dict[str, Any] = json.loads(data)
+            return record if record["version"] == self._currentVersion(name) else None
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def remembered(self, path: Path, version: str | None) -> bytes | None:
-        """The recorded digest of a stored file, if the record holds for C{version} (any, if C{None})."""
-        record = self._record(path)
+    def remembered(self, name: str, version: str | None) -> bytes | None:
+        """The recorded digest of stored file C{name}, if the record holds for C{version} (any, if C{None})."""
+        record = self._record(name)
         if record is None or (version is not None and record["version"] != version):
             return None
         return bytes.fromhex(record["digest"])
 
-    def stored(self, path: Path, size: int, source: str) -> bytes | None:
-        """The digest of a stored file uploaded whole from the source version C{source}, if it is that file."""
-        record = self._record(path)
-        if record is None or record.get("source") != source or path.stat().st_size != size:
+    def stored(self, name: str, size: int, source: str) -> bytes | None:
+        """The digest of stored file C{name} if it was uploaded whole from the source version C{source}."""
+        record = self._record(name)
+        info = self._served.stat(name)
+        if record is None or record.get("source") != source or info is None or info.st_size != size:
             return None
         return bytes.fromhex(record["digest"])
 

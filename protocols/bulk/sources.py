@@ -59,12 +59,13 @@ class SeekableSource:
 class FileSource(SeekableSource):
     """
     A regular file, by path or as an open binary file object (read whole,
-    from offset 0, whatever its current position).
+    from offset 0, whatever its current position).  A file it opened is
+    closed by L{close}; a file object given is closed too if C{own}.
 
     @ivar path: the file's path, if known.
     """
 
-    def __init__(self, file: str | os.PathLike[str] | BinaryIO) -> None:
+    def __init__(self, file: str | os.PathLike[str] | BinaryIO, *, own: bool = False) -> None:
         if isinstance(file, (str, os.PathLike)):
             self.path: str | None = os.fspath(file)
             self._file: Any = open(self.path, "rb")  # noqa: SIM115 (closed by close())
@@ -72,7 +73,7 @@ class FileSource(SeekableSource):
         else:
             self.path = getattr(file, "name", None) if isinstance(getattr(file, "name", None), str) else None
             self._file = file
-            self._owned = False
+            self._owned = own
         self._lock = threading.Lock()
         try:
             self._fd: int | None = self._file.fileno()

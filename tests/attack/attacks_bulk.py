@@ -186,8 +186,17 @@ class BulkServer(ExampleServer):
             "peak": int(fields["VmHWM"].split()[0]) * 1024,
             "fds": len(os.listdir(f"/proc/{pid}/fd")),
             "threads": int(fields["Threads"]),
-            "parts": sum(1 for name in os.listdir(self.directory) if ".part" in name),
+            "parts": _partialFiles(self.directory),
         }
+
+
+def _partialFiles(directory: Path) -> int:
+    """Partial files of the served directory: in the service's private directory (and any beside the files)."""
+    private = directory / ".chunkwire-private"
+    kept = os.listdir(private) if private.is_dir() else []
+    return sum(1 for name in os.listdir(directory) if ".part" in name) + sum(
+        1 for name in kept if name.endswith((".part", ".part.json", ".tmp"))
+    )
 
 
 def _settled(server: BulkServer, idle: dict[str, int], deadline: float) -> dict[str, int]:

@@ -306,7 +306,8 @@ class BulkServiceOptions(_LoginOptions):
     defaultListen = "tcp:8770"
     synopsis = (
         "--dir DIRECTORY [--listen ENDPOINT ...] [--users FILE] [--client-ca DIR] [--tokens FILE] "
-        "[--hashing thread|inline] "
+        "[--hashing thread|inline] [--max-open-files N] [--max-open-files-per-address N] "
+        "[--partial-quota BYTES] [--partial-quota-per-user BYTES] "
         "[--trace] [guard options]"
     )
     longdesc = (
@@ -320,7 +321,23 @@ class BulkServiceOptions(_LoginOptions):
     optParameters = _LoginOptions.optParameters + [
         ["dir", "d", None, "The directory to serve (created if missing).  Required."],
         ["hashing", None, "inline", "Where digests are computed: inline (in the reactor thread) or thread."],
+        [
+            "max-open-files",
+            None,
+            0,
+            "Most files held open for clients in all (0: a quarter of the descriptor limit).",
+            int,
+        ],
+        ["max-open-files-per-address", None, 32, "Most files held open for one client address.", int],
+        ["partial-quota", None, 256 << 30, "Most bytes of unfinished uploads kept in all.", int],
+        ["partial-quota-per-user", None, 64 << 30, "Most bytes of unfinished uploads kept for one user.", int],
     ]
+
+    def fileLimits(self) -> Any:
+        """The L{protocols.bulk.quotas.FileLimits} these options describe."""
+        from protocols.bulk.quotas import FileLimits
+
+        return FileLimits(maxOpen=self["max-open-files"] or None, maxOpenPerAddress=self["max-open-files-per-address"])
 
     def postOptions(self) -> None:
         super().postOptions()
@@ -524,6 +541,7 @@ class BulkServiceMaker:
         from protocols import bulk
         from protocols.auth.realms import DirectoryRealm
         from protocols.bulk.files import BulkService
+        from protocols.bulk.quotas import FileBudget
         from protocols.rpc.endpoints import loginGate
 
         _tracing(options)
@@ -535,9 +553,13 @@ class BulkServiceMaker:
             "options": hashing,
             "interceptors": options.interceptors(),
         }
+        # One budget of open files for every user's service of this process.
+        budget = FileBudget(options.fileLimits())
         if not options.logins().required:
-            return _listening(options, bulk.BulkBrokerFactory(BulkService(directory, reactor=reactor), **settings))
-        portal = options.portal(DirectoryRealm(directory, lambda user: BulkService(user, reactor=reactor)))
+            service = BulkService(directory, reactor=reactor, budget=budget)
+            return _listening(options, bulk.BulkBrokerFactory(service, **settings))
+        realm = DirectoryRealm(directory, lambda user: BulkService(user, reactor=reactor, budget=budget))
+        portal = options.portal(realm)
         gate = loginGate(None, portal, None, reactor, throttle=options.logins().throttle(reactor))
         return _listening(options, bulk.BulkBrokerFactory(None, gate=gate, **settings))
 

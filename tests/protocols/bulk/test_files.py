@@ -14,6 +14,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from protocols.bulk import IntegrityError, RangeSet, Stream
 from protocols.bulk.files import (
+    PRIVATE_DIRECTORY,
     Assembly,
     BadName,
     BulkService,
@@ -77,7 +78,9 @@ class AssemblyTests(SynchronousTestCase):
         first = Assembly(self.path, len(self.data), "v1")
         first.write(0, self.data[:30_000])
         first.suspend()
-        self.assertEqual(Assembly(self.path, len(self.data), "v2").held.total, 0)
+        other = Assembly(self.path, len(self.data), "v2")
+        self.assertEqual(other.held.total, 0)
+        other.suspend()  # one open assembly per file at a time
         self.assertEqual(Assembly(self.path, len(self.data) + 1, "v1").held.total, 0)
 
     def test_mismatch(self) -> None:
@@ -153,7 +156,9 @@ class ServiceTests(SynchronousTestCase):
         self.successResultOf(self.call("openUpload", "b.bin", len(data), "v"))
         self.successResultOf(self.call("upload", "b.bin", Stream(data, digest=None)))
         self.failureResultOf(self.call("finishUpload", "b.bin", b"\1" * 32), IntegrityError)
-        self.assertEqual(os.listdir(self.directory), [])
+        self.assertEqual(os.listdir(self.directory), [PRIVATE_DIRECTORY])
+        # Only the key of the service's sidecars stays in its private directory.
+        self.assertEqual(os.listdir(os.path.join(self.directory, PRIVATE_DIRECTORY)), ["sidecar.key"])
 
     def test_finishTwice(self) -> None:
         """A repeated finishUpload (its first answer lost) answers the same, and a repeated openUpload holds all."""
@@ -173,11 +178,11 @@ class ServiceTests(SynchronousTestCase):
         self.failureResultOf(self.call("download", "d.bin", info["version"], [[0, 10]]), FileChanged)
 
     def test_statDigestKept(self) -> None:
-        """stat computes a stored file's digest once and keeps it beside the file."""
+        """stat computes a stored file's digest once and keeps it in the service's private directory."""
         writeFile(os.path.join(self.directory, "e.bin"), payload(5000))
         info = self.successResultOf(self.call("stat", "e.bin"))
         self.assertEqual(info["digest"], hashlib.sha256(payload(5000)).hexdigest())
-        self.assertIn(".e.bin.sha256.json", os.listdir(self.directory))
+        self.assertIn("e.bin.sha256.digest.json", os.listdir(os.path.join(self.directory, PRIVATE_DIRECTORY)))
 
 
 class TransferTests(SynchronousTestCase):
@@ -323,7 +328,7 @@ class TransferTests(SynchronousTestCase):
             file.write(b"\xff")
         stat = os.stat(path)
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-        record = os.path.join(self.directory, "served", f".i.bin.{FIRST_DIGEST}.json")
+        record = os.path.join(self.directory, "served", PRIVATE_DIRECTORY, f"i.bin.{FIRST_DIGEST}.digest.json")
         with open(record) as file:
             kept = json.load(file)
         kept["version"] = f"{stat.st_size}-{os.stat(path).st_mtime_ns}"

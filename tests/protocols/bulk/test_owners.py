@@ -16,6 +16,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from protocols.bulk import BulkOptions, Stream, StreamIdReused, StreamReset, TooManyStreams
 from protocols.bulk.files import (
+    PRIVATE_DIRECTORY,
     Assembly,
     BulkService,
     TooFragmented,
@@ -30,8 +31,10 @@ from .test_streams import quiet
 
 
 def partFiles(directory: str) -> list[str]:
-    """The hidden partial files of a served directory."""
-    return sorted(name for name in os.listdir(directory) if ".part" in name)
+    """The partial files of a served directory (in its private directory, and any left beside the files)."""
+    private = os.path.join(directory, PRIVATE_DIRECTORY)
+    kept = [name for name in os.listdir(private) if name.endswith((".part", ".part.json", ".tmp"))]
+    return sorted(kept + [name for name in os.listdir(directory) if ".part" in name])
 
 
 class StreamIdTests(SynchronousTestCase):
@@ -120,14 +123,14 @@ class UploadOwnerTests(SynchronousTestCase):
         self.successResultOf(self.call(root, "upload", "g", Stream(data, ranges=[(0, 1000)], digest=None)))
         self.network.cut(pair)
         self.assertEqual(self.service.uploads, {})
-        self.assertEqual(partFiles(self.directory), [".g.part", ".g.part.json"])
+        self.assertEqual(partFiles(self.directory), ["g.part", "g.part.json"])
         root, pair = self.connect()
         held = self.successResultOf(self.call(root, "openUpload", "g", len(data), "v"))["held"]
         self.assertEqual(held, [[0, 1000]])
         self.network.cut(pair)
         self.assertEqual(self.service.sweep(time.time() + 10), [])
         removed = self.service.sweep(time.time() + self.service.abandonAfter + 1)
-        self.assertEqual(sorted(removed), [".g.part", ".g.part.json"])
+        self.assertEqual(sorted(removed), ["g.part", "g.part.json"])
         self.assertEqual(partFiles(self.directory), [])
 
     def test_tooManyUploads(self) -> None:
@@ -221,7 +224,7 @@ class UploadOwnerTests(SynchronousTestCase):
             self.assertEqual(alive, [None] * len(watched))
         finally:
             gc.enable()
-        self.assertEqual(partFiles(self.directory), [".l.part", ".l.part.json"])
+        self.assertEqual(partFiles(self.directory), ["l.part", "l.part.json"])
 
 
 class FragmentTests(SynchronousTestCase):
@@ -251,6 +254,8 @@ class FragmentTests(SynchronousTestCase):
         assembly.save()
         self.assertLess(os.path.getsize(assembly.sidecarPath) - before, 20)
         self.assertLess(before, 40 * len(assembly.held))
+        self.assertRaises(UploadBusy, Assembly, self.path, 1_000_000, "v")  # one open assembly per file
+        assembly.suspend()
         resumed = Assembly(self.path, 1_000_000, "v")
         self.assertEqual(resumed.held, assembly.held)
 
@@ -279,7 +284,7 @@ class DigestCacheTests(SynchronousTestCase):
         gate.callback(None)
         digests = {self.successResultOf(answer)["digest"] for answer in answers}
         self.assertEqual(digests, {negotiatedHash(data).hexdigest()})
-        os.unlink(os.path.join(directory, f".big.{FIRST_DIGEST}.json"))
+        os.unlink(os.path.join(directory, PRIVATE_DIRECTORY, f"big.{FIRST_DIGEST}.digest.json"))
         self.successResultOf(Deferred.fromCoroutine(service.stat("big")))
         self.assertEqual(len(computed), 1)  # kept in memory too
 
