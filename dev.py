@@ -151,14 +151,21 @@ def main(argv: list[str]) -> int:
 
 PROCESS_TESTS = {
     "compiled": (
-        "tests/attack",
-        "tests/faults",
+        "tests/attack/test_attack.py",
+        "tests/attack/test_attacks_bulk.py",
+        "tests/attack/test_auth.py",
+        "tests/attack/test_round3_kv.py",
+        "tests/attack/test_round3_net.py",
+        "tests/attack/test_slowreader.py",
         "tests/latency",
         "tests/test_benchmark_plots.py",
         "tests/test_docs_snippets.py",
         "tests/protocols/rpc/test_interfaces_mypy.py",
     ),
     "pure": (
+        "tests/attack/test_round3_auth.py",
+        "tests/attack/test_round3_bulk.py",
+        "tests/faults",
         "tests/examples",
         "tests/protocols/serving",
         "tests/framing/test_docs_build.py",
@@ -176,8 +183,9 @@ servers under attack, the CLIs, twist and its workers, the docs build,
 mypy): the default run gives each to one of its two runs, not both, since
 what they prove does not change with the codec core (the differential and
 in-process tests prove the cores alike).  Half go to each core, so that both
-serve real processes.  Every other test runs in both; C{dev.py pytest} and
-C{dev.py trial} still run everything.
+serve real processes, weighed so that the two runs end at about the same
+time.  Every other test runs in both (a new file too, until it is named
+here); C{dev.py pytest} and C{dev.py trial} still run everything.
 """
 
 

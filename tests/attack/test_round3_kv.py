@@ -46,7 +46,7 @@ class StoreFloodTests(SynchronousTestCase):
     """A client flooding puts for no answer cannot grow the kv server past its store's limit."""
 
     def test_putsForNoAnswerBounded(self) -> None:
-        """80 MiB of puts for no answer into a 16 MiB store: RSS grows by well under the flood; honest calls answered."""
+        """80 MiB of puts for no answer into a 16 MiB store: RSS grows far less than that; honest calls answered."""
         with tempfile.TemporaryDirectory() as logs:
             server = ExampleServer("kv", Path(logs) / "kv.log", ("--max-store-bytes", str(STORE_BYTES)))
             try:
