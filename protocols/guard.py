@@ -264,16 +264,7 @@ class ConnectionGuard:
             refusal = counter.admit(host, self.policy, self)
             if refusal is not None:
                 protocol.transport.flush()  # a held preamble first, so that the peer can read the ERROR
-                counter.refusals.failure(
-                    protocol.log,
-                    "refused connections",
-                    "too-many-connections",
-                    "Dropping connection from {address}: {code}: {error}",
-                    LogLevel.warn,
-                    address=protocol.peerName(),
-                    code="too-many-connections",
-                    error=refusal,
-                )
+                _logDrop(counter, protocol, "refused connections", "too-many-connections", refusal)
                 self._drop("too-many-connections", refusal, logged=False)
                 return
             self._host = host
@@ -406,16 +397,7 @@ class ConnectionGuard:
         reason = "the server is full and this connection was the one idle longest"
         if counter is not None:
             # Rate-limited with the refusals: a flood of evictions writes a few lines and a count.
-            counter.refusals.failure(
-                protocol.log,
-                "evicted connections",
-                "evicted-idle",
-                "Dropping connection from {address}: {code}: {error}",
-                LogLevel.warn,
-                address=protocol.peerName(),
-                code="evicted-idle",
-                error=reason,
-            )
+            _logDrop(counter, protocol, "evicted connections", "evicted-idle", reason)
         self._drop("evicted-idle", reason, logged=False)
         _abortIfOpen(transport)
 
@@ -638,4 +620,21 @@ def policyFromArguments(args: Any) -> GuardPolicy:
         maxPerPeer=args.maxPerPeer or None,
         newPeerReserve=getattr(args, "newPeerReserve", GuardPolicy.newPeerReserve),
         evictIdleAfter=getattr(args, "evictIdleAfter", GuardPolicy.evictIdleAfter),
+    )
+
+
+def _logDrop(counter: ConnectionCounter, protocol: TokenProtocol, summary: str, code: str, reason: str) -> None:
+    """
+    Log dropping C{protocol}'s connection for C{code}, within the rate of
+    C{counter}'s refusal log (C{summary} names the drops its summary line counts).
+    """
+    counter.refusals.failure(
+        protocol.log,
+        summary,
+        code,
+        "Dropping connection from {address}: {code}: {error}",
+        LogLevel.warn,
+        address=protocol.peerName(),
+        code=code,
+        error=reason,
     )
