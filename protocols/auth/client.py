@@ -86,15 +86,21 @@ class _OneMessage:
         return None
 
 
-class _Scram:
+class ScramMechanism:
     """SCRAM-SHA-256: the password never leaves; the server proves it knows the verifier."""
 
     name = SCRAM
 
-    def __init__(self, username: bytes, password: bytes) -> None:
+    def __init__(self, username: bytes, password: bytes, nonce: str | None = None) -> None:
+        """
+        @param username: the user name's UTF-8.
+        @param password: the password's bytes.
+        @param nonce: the client nonce; fresh random when omitted (the login
+            vectors pass a fixed one: see L{protocols.auth.scram.ScramClient}).
+        """
         from .scram import ScramClient
 
-        self._client = ScramClient(username.decode("utf-8"), password)
+        self._client = ScramClient(username.decode("utf-8"), password, nonce)
 
     def first(self) -> bytes:
         first: bytes = self._client.first()
@@ -127,7 +133,7 @@ def mechanismFor(credentials: Any) -> ClientMechanism:
     @raise UnsupportedCredentials: none of those.
     """
     if IUsernamePassword.providedBy(credentials):
-        return _Scram(credentials.username, credentials.password)
+        return ScramMechanism(credentials.username, credentials.password)
     if IAnonymous.providedBy(credentials):
         return _OneMessage(ANONYMOUS)
     if isinstance(credentials, ClientCertificate):

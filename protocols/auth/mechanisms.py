@@ -139,8 +139,13 @@ def _accepted(result: Any, avatarId: Any) -> Accepted:
 # -- the mechanisms --------------------------------------------------------------
 
 
-def scramLogin(context: LoginContext, payload: bytes) -> Deferred[Any]:
-    """SCRAM-SHA-256: the client's first message in; the server's first out; then the proof."""
+def scramLogin(context: LoginContext, payload: bytes, *, nonce: str | None = None) -> Deferred[Any]:
+    """
+    SCRAM-SHA-256: the client's first message in; the server's first out; then the proof.
+
+    @param nonce: the server's part of the nonce; fresh random when omitted
+        (the login vectors bind a fixed one with C{functools.partial}).
+    """
     from .scram import IScramResponse, ScramError, ScramServer
 
     portal = context.portal
@@ -151,10 +156,10 @@ def scramLogin(context: LoginContext, payload: bytes) -> Deferred[Any]:
     # work; another is asked for real ones only, and unknown names get the server's decoys.
     shown = getattr(checker, "scramVerifier", None)
     if shown is not None:
-        server = ScramServer(shown, context.secret)
+        server = ScramServer(shown, context.secret, nonce)
     else:
         decoy = getattr(checker, "decoyIterations", None)
-        server = ScramServer(checker.verifier, context.secret, **({"decoyIterations": decoy()} if decoy else {}))
+        server = ScramServer(checker.verifier, context.secret, nonce, **({"decoyIterations": decoy()} if decoy else {}))
     try:
         serverFirst = server.first(payload)
     except ScramError as error:
