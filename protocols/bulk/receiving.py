@@ -35,7 +35,7 @@ from .outcome import Outcome, TransferResult
 from .sinks import Piece, Sink, makeSink
 from .states import Named, Transitions
 from .tuning import receiveWindow
-from .wire import CANCEL, GRANT
+from .wire import CANCEL, GRANT, controlMessage
 from .wire import DONE as DONE_OP
 
 
@@ -120,7 +120,7 @@ class IncomingStream:
             self.receiver.abandon(StreamReset("cancelled", reason), "cancelled")
         else:
             self._host.cancelledUnread(self.streamId)
-            self._host.sendControl(CANCEL, self.streamId, "cancelled", reason)
+            self._host.sendControl(CANCEL, self.streamId, "cancelled", controlMessage(reason))
 
 
 class ReceiveState(Named):
@@ -416,7 +416,7 @@ class Receiver:
         if self.state not in _LIVE:
             return
         if code is not None:
-            self.host.sendControl(CANCEL, self.streamId, code, str(error)[:512])
+            self.host.sendControl(CANCEL, self.streamId, code, controlMessage(str(error)))
         self._drop(error)
 
     def abortReceived(self, code: str, message: str) -> None:

@@ -46,7 +46,7 @@ from .interfaces import IStreamHost
 from .outcome import Outcome, TransferResult
 from .sources import StreamSource, openSource
 from .states import Named, Transitions
-from .wire import ABORT, END
+from .wire import ABORT, END, controlMessage
 
 
 class SendState(Named):
@@ -364,7 +364,7 @@ class Stream:
         host = self._host
         if tell is not None and host is not None and self.state in _ON_WIRE:
             text = reason.getErrorMessage() if isinstance(reason, Failure) else str(reason)
-            host.sendControl(ABORT, self.streamId, tell, text[:512])
+            host.sendControl(ABORT, self.streamId, tell, controlMessage(text))
         self._advance(SendEvent.FAIL)
         self.source.stop()
         self._close()

@@ -80,6 +80,10 @@ MAX_DIGEST = 64
 """Longest digest accepted in a control message, in bytes (SHA-512 is 64)."""
 MAX_TEXT = 1024
 """Longest text accepted in a control message, in bytes."""
+MAX_MESSAGE = 512
+"""Longest CANCEL or ABORT message sent, in bytes of UTF-8: well within
+L{MAX_TEXT}, whatever characters it holds (a longer one would have the
+whole message refused, and the stream would not end at the peer)."""
 
 _DATA_OPEN = open_token(DATA_OPEN_TYPE)
 _CLOSE = encode_header(CLOSE, 0)
@@ -94,6 +98,22 @@ def dataFramePieces(streamId: int, offset: int, body: bytes) -> tuple[bytes, byt
     stream = _INT_HEADERS[streamId] if streamId < 256 else encode_header(INT, streamId)
     prefix = _DATA_OPEN + stream + encode_header(INT, offset) + encode_header(BYTES, len(body))
     return prefix, body, _CLOSE
+
+
+def controlMessage(text: str) -> str:
+    """
+    C{text} as a CANCEL's or ABORT's message: at most L{MAX_MESSAGE} bytes
+    of UTF-8, cut at a character boundary (a lone surrogate, which UTF-8
+    cannot carry, becomes C{?}).
+    """
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        data = text.encode("utf-8", "replace")
+    else:
+        if len(data) <= MAX_MESSAGE:
+            return text
+    return data[:MAX_MESSAGE].decode("utf-8", "ignore")
 
 
 class Control(tuple):  # type: ignore[type-arg]

@@ -550,6 +550,32 @@ class CancelTests(SynchronousTestCase):
         self.assertLess(stream.sentBytes, 100 * CHUNK)
         self.assertEqual(pair.client.bulk.streamCount + pair.server.bulk.streamCount, 0)
 
+    def test_longReasonStillCancels(self) -> None:
+        """A cancel whose reason is long non-ASCII text still reaches the sender, cut to 512 bytes of UTF-8."""
+        store = Store()
+        pair = BulkPair(store)
+        stream = Stream(payload(100 * CHUNK))
+        pair.root.callRemote("keep", stream)
+        pair.flush()
+        store.streams[0].cancel("é" * 600)
+        pair.flush()
+        failure = self.failureResultOf(stream.whenDone(), StreamReset)
+        self.assertEqual(failure.value.code, "cancelled")
+        self.assertEqual(failure.value.message, "é" * 256)
+
+    def test_longReasonStillAborts(self) -> None:
+        """An abort whose reason is long non-ASCII text still reaches the receiver."""
+        store = Store()
+        pair = BulkPair(store)
+        stream = Stream(payload(100 * CHUNK))
+        pair.root.callRemote("keep", stream)
+        pair.flush()
+        done = store.streams[0].receive(lambda data: None)
+        pair.pump(3)
+        stream.abort("€" * 600)
+        pair.flush()
+        self.assertEqual(self.failureResultOf(done, StreamReset).value.code, "cancelled")
+
     def test_writesAfterFailureDropped(self) -> None:
         """Once a stream has failed, what a producer still writes is dropped, not kept."""
         store = Store()

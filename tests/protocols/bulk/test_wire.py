@@ -12,15 +12,19 @@ from framing.slicing.constraints import Constraint
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import BYTES, CLOSE, INT, NEG, PREAMBLE, STRING, encode_header
 from protocols.bulk.wire import (
+    CANCEL,
     CONTROL_OPEN_TYPE,
     DATA_OPEN_TYPE,
     END,
     GRANT,
     HELLO,
+    MAX_MESSAGE,
+    MAX_TEXT,
     Control,
     ControlSlicer,
     ControlUnslicer,
     DataUnslicer,
+    controlMessage,
     dataFramePieces,
 )
 
@@ -230,3 +234,16 @@ class ControlTests(SynchronousTestCase):
         registry_.add_unslicer(DATA_OPEN_TYPE, lambda limits: DataUnslicer(limits, lambda *a: seen.append("frame")))
         self.assertEqual(Decoder(registry=registry_).feed(wire), [hello])
         self.assertEqual(seen, [hello, "frame"])
+
+    def test_controlMessageFits(self) -> None:
+        """A CANCEL or ABORT message is cut to 512 bytes of UTF-8 at a character boundary, surrogates replaced."""
+        self.assertEqual(controlMessage("short"), "short")
+        self.assertLessEqual(MAX_MESSAGE, MAX_TEXT)
+        for text in ("é" * 600, "x" + "€" * 400, "🐍" * 300, "a\udc80b" * 200):
+            message = controlMessage(text)
+            size = len(message.encode("utf-8"))
+            self.assertLessEqual(size, MAX_MESSAGE)
+            self.assertGreater(size, MAX_MESSAGE - 4)
+        self.assertEqual(controlMessage("a\udc80b"), "a?b")
+        cancel = Control((CANCEL, 1, "cancelled", controlMessage("é" * 600)))
+        self.assertEqual(self.roundTrip(cancel), [cancel])
