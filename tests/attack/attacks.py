@@ -69,7 +69,10 @@ def _readUntilClosed(sock: socket.socket, started: float, budget: float) -> dict
     budget += EXTRA_WAIT
     data = b""
     closed_after = None
-    while time.monotonic() - started < budget:
+    first = True
+    # At least one read, however late: a close that came while the attacker was still sending is seen.
+    while first or time.monotonic() - started < budget:
+        first = False
         sock.settimeout(max(0.05, budget - (time.monotonic() - started)))
         try:
             chunk = sock.recv(65536)
@@ -152,7 +155,8 @@ def _blast(port: int, budget: float, data: bytes, follow: bytes = b"") -> dict[s
     with _connect(port) as sock:
         started = time.monotonic()
         try:
-            sock.settimeout(budget)
+            # A loaded server reads slowly: sending may take longer than the budget, by the extra wait.
+            sock.settimeout(budget + EXTRA_WAIT)
             sock.sendall(data + follow)
         except OSError as error:
             return {**_readUntilClosed(sock, started, 0.5), "send_error": type(error).__name__}
@@ -166,7 +170,8 @@ def hugeLength(port: int, budget: float) -> dict[str, Any]:
         sock.sendall(PREAMBLE + encode_header(BYTES, 1 << 62))
         junk, sent = os.urandom(65536), 0
         sock.settimeout(1.0)
-        while time.monotonic() - started < budget and sent < 1 << 30:
+        # Until dropped (the limit is 4 MiB read), however slowly a loaded server reads.
+        while time.monotonic() - started < budget + EXTRA_WAIT and sent < 1 << 30:
             try:
                 sock.sendall(junk)
             except OSError:

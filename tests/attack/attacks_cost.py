@@ -28,6 +28,7 @@ from typing import Any
 
 from framing.wire import BIGINT, BYTES, CLOSE, INT, OPEN, PREAMBLE, SIMPLE, STRING, encode_header
 
+from . import attacks
 from .attacks import VALID, _blast, _connect, _readUntilClosed, tinyTokens
 
 MODULUS = sys.hash_info.modulus
@@ -74,7 +75,7 @@ def amplification(port: int, budget: float, sets: int = 1 << 20) -> dict[str, An
         sent = 0
         try:
             sock.sendall(PREAMBLE + _open("list") + _open("list"))
-            while sent < sets and time.monotonic() - started < budget:
+            while sent < sets and time.monotonic() - started < budget + attacks.EXTRA_WAIT:
                 sock.sendall(block)
                 sent += 65536
         except OSError:
