@@ -90,14 +90,18 @@ class MessageSlicer:
 # -- field checks ---------------------------------------------------------------
 
 
+_INT_END = 1 << 64
+"""Ids and counts are INT tokens: below 2**64 (a BIGINT is refused at its header, or here once decoded)."""
+
+
 def _identifier(value: Any) -> None:
-    if type(value) is not int or value < 0:
-        raise InvalidValue(f"expected a non-negative integer, got {short_repr(value)}")
+    if type(value) is not int or not 0 <= value < _INT_END:
+        raise InvalidValue(f"expected an integer from 0 to 2**64 - 1, got {short_repr(value)}")
 
 
 def _count(value: Any) -> None:
-    if type(value) is not int or value < 1:
-        raise InvalidValue(f"expected a positive integer, got {short_repr(value)}")
+    if type(value) is not int or not 1 <= value < _INT_END:
+        raise InvalidValue(f"expected an integer from 1 to 2**64 - 1, got {short_repr(value)}")
 
 
 def _name(value: Any) -> None:
@@ -245,12 +249,13 @@ def buildMessage(items: list[Any]) -> Message | None:
     if type(tag) is not int or not 0 <= tag < len(_CHECKS):
         return None
     # The commonest messages with their checks written out: an ANSWER, a CALL without keyword arguments.
+    # (an id's bound: the compiled reader hands an INT and a BIGINT over alike, as ints)
     if tag == ANSWER and count == 3:
         requestId = items[1]
-        return Message(items) if type(requestId) is int and requestId >= 0 else None
+        return Message(items) if type(requestId) is int and 0 <= requestId < _INT_END else None
     if tag == CALL and count >= _ARGS and items[_KWARGS] is None:
         requestId, target, name = items[1], items[2], items[3]
-        if type(requestId) is int and requestId >= 0 and type(target) is int and target >= 0:
+        if type(requestId) is int and 0 <= requestId < _INT_END and type(target) is int and 0 <= target < _INT_END:
             if type(name) is str and 0 < len(name) <= MAX_NAME:
                 return Message((CALL, requestId, target, name, tuple(items[_ARGS:]), {}))
         return None
