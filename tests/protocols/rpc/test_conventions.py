@@ -12,7 +12,7 @@ from twisted.internet.defer import CancelledError
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing import Violation
+from framing import Limits, Violation
 from framing.errors import PeerError
 from protocols.rpc import Broker, NoSuchMethod, NoSuchObject, RemoteReference, RemoteViolation
 from protocols.rpc.errors import DuplicateRequestId, UnexpectedAnswer, UnreadableRequestId
@@ -90,8 +90,8 @@ class RefusedBeforeTheIdTests(SynchronousTestCase):
     CALLS = {
         "negative id": Message((CALL, -1, 0, "echo", None, 1)),
         "text id": Message((CALL, "5", 0, "echo", None, 1)),
-        "id past 64 bits": Message((CALL, 2**64, 0, "echo", None, 1)),
         "tag alone": Message((CALL,)),
+        "id past 64 bits": Message((CALL, 2**64, 0, "echo", None, 1)),
     }
 
     def test_callDropsConnection(self) -> None:
@@ -106,6 +106,12 @@ class RefusedBeforeTheIdTests(SynchronousTestCase):
             self.assertTrue(pair.memory.serverTransport.disconnected, name)
             told = str(self.failureResultOf(waiting, PeerError).value)
             self.assertIn("the peer reported: unreadable-request-id: a call refused before its request id", told)
+        # The text section 12.4 shows.
+        self.assertEqual(
+            str(pair.server.failure.value),  # type: ignore[union-attr]
+            "unreadable-request-id: a call refused before its request id arrived cannot be answered"
+            " (kind-refused: an rpc message field cannot be BIGINT (at <rpc>))",
+        )
 
     def test_answerDropsConnection(self) -> None:
         """An ANSWER or FAIL refused before its id leaves a call waiting: the caller drops the connection."""
@@ -256,12 +262,12 @@ class ReleaseTests(SynchronousTestCase):
         self.assertEqual(self.successResultOf(again), 2)
 
     def test_refInARefusedMessageIsReleased(self) -> None:
-        """An rpc.ref decoded inside a message then refused still counts: it is released."""
-        pair = RpcPair(Service())
+        """An rpc.ref decoded inside a message the decoder then refuses still counts: it is released."""
+        pair = RpcPair(Service(), serverLimits=Limits(max_bytes_length=10))
         quiet(pair.server)
         mine = Child(1)
-        refused = pair.root.callRemote("add", mine, "not an integer")
+        refused = pair.root.callRemote("keep", mine, b"x" * 100)
         pair.flush()
-        self.failureResultOf(refused, RemoteViolation)
+        self.assertEqual(self.failureResultOf(refused, RemoteViolation).value.code, "body-too-large")
         self.assertEqual(pair.client.exportCount, 0)
         self.assertIn(Message((RELEASE, 1, 1)), sent(pair.serverWrites))
