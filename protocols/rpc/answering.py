@@ -19,10 +19,11 @@ cancelled: its method's Deferred is cancelled and whatever it ends with is
 dropped.  A call whose method returns a Deferred while another call of the
 same request id still runs here drops the connection
 (L{DuplicateRequestId}): found at no cost beyond the dict store such a call
-makes anyway, so the commonest call, answered at once, is not checked.  At most C{maxRunning} calls run here at once, counting
-calls for no answer too (L{protocols.rpc.CallLimits.maxRunning}): past it a
-call is refused before it runs.  Cost per call: one dict lookup for the object, one for
-the method, and the method.
+makes anyway, so the commonest call, answered at once, is not checked.  At
+most C{maxRunning} calls run here at once, counting calls for no answer too
+(L{protocols.rpc.CallLimits.maxRunning}): past it a call is refused before
+it runs.  Cost per call: one dict lookup for the object, one for the
+method, and the method.
 """
 
 from __future__ import annotations

@@ -252,7 +252,7 @@ class RefusalThenProtocolErrorTests(SynchronousTestCase):
         self.assertIsInstance(error, TruncatedStream)
 
     def test_refusal_of_an_ended_object_comes_first(self) -> None:
-        """A refused object that ended before the break is reported, then the ProtocolError: two errors, in that order."""
+        """A refused object that ended before the break is reported, then the ProtocolError: two errors, in order."""
         ended = {
             "closed": self.REFUSED_OPEN + token(CLOSE),
             "aborted": self.REFUSED_OPEN + token(ABORT),

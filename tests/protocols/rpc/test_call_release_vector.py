@@ -36,7 +36,7 @@ DESCRIPTION = (
 )
 
 NOTES = {
-    1: "CALL 1: target 0 (the root), 'callBack', no keyword arguments, then rpc.ref 1 (the client's first export) and 5.",
+    1: "CALL 1: target 0 (the root), 'callBack', no keyword arguments, then rpc.ref 1 (the client's export) and 5.",
     3: "The server's own first call, so its own request id 1: target 1 (the client's export), 'add', 5.",
     4: "The client answers the server's call 1 with 15.",
     5: "The server answers the client's call 1 with what add answered.",

@@ -145,14 +145,19 @@ class RefusedBeforeTheIdTests(SynchronousTestCase):
         refused = [pair.root.callRemote("add", 1, 99), pair.root.callRemote("nothing"), nowhere.callRemote("echo", 1)]
         pair.flush()
         violation = self.failureResultOf(refused[0], RemoteViolation).value
-        self.assertEqual((violation.remoteType, violation.code, violation.where), ("Violation", "invalid-value", "args[1]"))
+        self.assertEqual(
+            (violation.remoteType, violation.code, violation.where), ("Violation", "invalid-value", "args[1]")
+        )
         self.assertEqual(self.failureResultOf(refused[1], NoSuchMethod).value.remoteType, "NoSuchMethod")
         self.assertEqual(self.failureResultOf(refused[2], NoSuchObject).value.remoteType, "NoSuchObject")
         failed = [message for message in sent(pair.serverWrites) if message[0] == FAIL]
-        self.assertEqual([(message[1], message[2], message[5]) for message in failed][1:], [
-            (2, "NoSuchMethod", None),
-            (3, "NoSuchObject", None),
-        ])
+        self.assertEqual(
+            [(message[1], message[2], message[5]) for message in failed][1:],
+            [
+                (2, "NoSuchMethod", None),
+                (3, "NoSuchObject", None),
+            ],
+        )
         self.assertIsNone(pair.server.failure)
 
     def test_tooFewFieldsAfterTheId(self) -> None:
