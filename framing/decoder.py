@@ -333,7 +333,12 @@ class Decoder:
         try:
             obj = unslicer.finish()
         except Exception as error:
-            self._refuse_for(error)
+            if stack:
+                self._refuse_for(error)
+            else:
+                # The top-level unslicer refused its own object at its CLOSE:
+                # popped already, it is still the one told (report_violation).
+                self._refuse(self._unslicers.reported(unslicer, _as_violation(error, "unslicer")))
             return
         if obj is not NOTHING:
             self._deliver(obj)

@@ -38,11 +38,14 @@ def dropConnection(protocol: Any, error: ProtocolError, logged: bool = False) ->
     L{protocols.TokenProtocol.dropConnection}, which does this once.
     """
     if logged:
+        text = str(error)
+        # (the code is not written twice for an error whose text begins with it, as the RPC layer's do)
+        named = text.startswith(f"{error.code}: ")
         protocol.log.warn(
-            "Dropping connection from {peer}: {code}: {error}",
+            "Dropping connection from {peer}: {error}" if named else "Dropping connection from {peer}: {code}: {error}",
             peer=protocol.peerName(),
             code=error.code,
-            error=escape(error),
+            error=escape(text),
         )
     # The traceback's frames would hold the protocol (and what it decoded)
     # in a cycle; where in our code a peer's bytes broke the stream says

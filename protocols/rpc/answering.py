@@ -14,10 +14,16 @@ done); their answers are dropped.  While a method runs, L{currentBroker}
 names the broker its call arrived on.  A call that asks for no answer
 (request id L{NO_ANSWER}) is run the same way and never answered: its result
 is dropped, and its failure or refusal is only logged, with the method's
-name and the peer.  At most C{maxRunning} calls run here at once, counting
-calls for no answer too (L{protocols.rpc.CallLimits.maxRunning}): past it a
-call is refused before it runs.  Cost per call: one dict lookup for the object, one for
-the method, and the method.
+name and the peer.  After a CANCEL nothing more is sent for the call
+cancelled: its method's Deferred is cancelled and whatever it ends with is
+dropped.  A call whose method returns a Deferred while another call of the
+same request id still runs here drops the connection
+(L{DuplicateRequestId}): found at no cost beyond the dict store such a call
+makes anyway, so the commonest call, answered at once, is not checked.  At
+most C{maxRunning} calls run here at once, counting calls for no answer too
+(L{protocols.rpc.CallLimits.maxRunning}): past it a call is refused before
+it runs.  Cost per call: one dict lookup for the object, one for the
+method, and the method.
 """
 
 from __future__ import annotations
@@ -37,11 +43,15 @@ from framing import Violation
 from framing.errors import short_repr
 
 from ..logs import escape
-from .errors import MessageRefused, clipTraceback, describe, noSuchMethod, noSuchObject
+from .errors import DuplicateRequestId, MessageRefused, clipTraceback, describe, noSuchMethod, noSuchObject
 from .referenceable import RemoteMethod
 from .wire import ANSWER, FAIL, NO_ANSWER, Message
 
 _calling: ContextVar[Any] = ContextVar("chunkwire.rpc.calling", default=None)
+
+
+def _dropped(failure: Failure) -> None:
+    """The failure of a call nobody is answered for any more: consumed (not logged as unhandled)."""
 
 
 def currentBroker() -> Any:
@@ -220,13 +230,28 @@ class IncomingCalls:
                 self.answered(NO_ANSWER, None)
             return
         # Registered before the callbacks are added: an already-fired
-        # Deferred answers (and unregisters) at once.
-        self._running[requestId] = running
+        # Deferred answers (and unregisters) at once.  (setdefault: one dict
+        # operation, as storing it is, that also finds an id reused.)
+        if self._running.setdefault(requestId, running) is not running:
+            self._duplicate(requestId, running)
+            return
         running.addCallbacks(
             self._deferredAnswered,
             self._deferredFailed,
             callbackArgs=(requestId, method),
             errbackArgs=(requestId, method),
+        )
+
+    def _duplicate(self, requestId: int, running: Deferred[Any]) -> None:
+        """
+        A call reuses the id of a call still running here: its answer could
+        not be told from the other's, and one of the two would never be
+        answered.  Drop the connection (the peer is told why); the new
+        call's outcome is dropped, as a lost connection's calls' are.
+        """
+        running.addErrback(_dropped)
+        self._connection.dropConnection(
+            DuplicateRequestId(f"call {requestId} reuses the request id of a call still running here")
         )
 
     def _unansweredEnded(self, result: Any) -> Any:

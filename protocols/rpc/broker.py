@@ -56,7 +56,7 @@ from .answering import IncomingCalls, currentBroker
 from .calls import OutgoingCalls
 from .disconnection import Disconnection
 from .drain import ConnectionDrain
-from .errors import MessageRefused
+from .errors import MessageRefused, MessageWithoutId, NotAnRpcMessage, UnreadableRequestId
 from .interceptors import intercept
 from .limits import CLIENT_CALL_LIMITS, CallLimits
 from .referenceable import Referenceable
@@ -70,7 +70,7 @@ from .refs import (
     YourReferenceUnslicer,
 )
 from .tables import ReferenceTable
-from .wire import MESSAGES, OPEN_TYPE, Message, MessageSlicer, MessageUnslicer
+from .wire import CALL, MESSAGES, OPEN_TYPE, Message, MessageSlicer, MessageUnslicer
 
 __all__ = ["Broker", "BrokerFactory", "currentBroker"]
 
@@ -333,25 +333,43 @@ class Broker:
         if extension is not None:
             extension.controlReceived(obj)
             return
+        # Not a peer of this protocol, or a confused one: say why, then close.
         self.connection.log.warn(
             "{peer} sent {obj} instead of an rpc message; dropping the connection",
             peer=self.connection.peerName(),
             obj=escape(short_repr(obj)),
         )
-        self.connection.transport.loseConnection()
+        error = NotAnRpcMessage(f"a top-level {type(obj).__name__} where only rpc messages are taken")
+        self.connection.dropConnection(error, logged=False)
 
     def objectRefused(self, violation: Violation) -> None:
         """
         A message was refused: hand the refusal to its kind's refusal
         handler (L{MESSAGES}), which fails or refuses the call by the id the
         unslicer reported (a L{MessageRefused}; see L{protocols.rpc.wire}).
-        Anything else is logged as a refusal.  The connection stays up.
+        A CALL, ANSWER or FAIL refused before its id (a L{MessageWithoutId})
+        drops the connection with an L{UnreadableRequestId}: nobody could be
+        answered for it.  Anything else is logged as a refusal, and the
+        connection stays up.
         """
-        handler = self._refusedHandlers[violation.tag] if type(violation) is MessageRefused else None
-        if handler is None:
-            self.connection.logRefusal(violation.code, str(violation))
+        if type(violation) is MessageRefused:
+            handler = self._refusedHandlers[violation.tag]
+            if handler is not None:
+                handler(violation)
+                return
+        elif type(violation) is MessageWithoutId:
+            self.connection.dropConnection(unreadableRequestId(violation))
             return
-        handler(violation)
+        self.connection.logRefusal(violation.code, str(violation))
+
+
+def unreadableRequestId(refused: MessageWithoutId) -> UnreadableRequestId:
+    """The error that drops a connection for C{refused}: what went unanswered, and why it was refused."""
+    if refused.tag == CALL:
+        what = "a call refused before its request id arrived cannot be answered"
+    else:
+        what = "an answer refused before its request id arrived leaves its call waiting"
+    return UnreadableRequestId(f"{what} ({refused.code}: {refused.violation})")
 
 
 class BrokerFactory(Factory):

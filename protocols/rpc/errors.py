@@ -19,11 +19,17 @@ Strategy: each error says whose fault it is and who sees it.
   type registered on both sides with L{registerError}, which arrives as
   itself.  The peer's side logs refusals and method failures at a bounded
   rate; the application that made the call sees only the error.
-- The peer's fault, for the connection: L{UnexpectedAnswer} (an answer to
-  a call never made, or answered twice) is a L{framing.ProtocolError}: the
-  connection is dropped and every pending call fails with it.
+- The peer's fault, for the connection: a L{RuleBroken}, a
+  L{framing.ProtocolError} whose text begins with its code (the ERROR token
+  the peer is sent names it): L{UnexpectedAnswer} (an answer to a call
+  never made, or answered twice), L{UnreadableRequestId} (a call or an
+  answer refused before its request id arrived), L{NotAnRpcMessage} (a
+  top-level object that is no RPC message) and L{DuplicateRequestId} (a
+  call numbered like one still running).  The connection is dropped and
+  every pending call fails with it.
 - Internal: L{MessageRefused} carries a refused message's kind and id from
-  its unslicer to the broker; neither the application nor the peer sees it.
+  its unslicer to the broker, and L{MessageWithoutId} the kind of one
+  refused before its id; neither the application nor the peer sees them.
 
 An exception's description for the wire (L{describe}) and its rebuilding
 (L{rebuild}) cost one dict lookup plus a walk of the raised type's MRO;
@@ -121,7 +127,20 @@ class RemoteViolation(RemoteError):
         return f"{VIOLATION}: {self.code}: {self.message}{where}"
 
 
-class UnexpectedAnswer(ProtocolError):
+class RuleBroken(ProtocolError):
+    """
+    The peer broke a rule of the RPC conventions so that calls cannot be
+    matched to answers any more: the connection is dropped.  The text
+    begins with the code (C{"unexpected-answer: ..."}), so the ERROR token
+    the peer is sent names it.
+    """
+
+    def __init__(self, detail: str) -> None:
+        """@param detail: what happened, after the code."""
+        super().__init__(f"{self.code}: {detail}")
+
+
+class UnexpectedAnswer(RuleBroken):
     """
     The peer answered a call this side never made, or answered one call
     twice: a confused or hostile peer, whose answers cannot be matched to
@@ -129,6 +148,32 @@ class UnexpectedAnswer(ProtocolError):
     """
 
     code = "unexpected-answer"
+
+
+class UnreadableRequestId(RuleBroken):
+    """
+    A CALL, ANSWER or FAIL was refused before its request id arrived: the
+    call cannot be answered (or the answer matched to its call), so its
+    caller would wait for ever.  An ERROR and a close are better than a
+    silent hang.
+    """
+
+    code = "unreadable-request-id"
+
+
+class NotAnRpcMessage(RuleBroken):
+    """A top-level object on an RPC connection is no RPC message (nor a control object an extension takes)."""
+
+    code = "not-an-rpc-message"
+
+
+class DuplicateRequestId(RuleBroken):
+    """
+    A CALL reuses the request id of a call still running here: the two
+    answers could not be told apart, and one call would go unanswered.
+    """
+
+    code = "duplicate-request-id"
 
 
 class DeadReferenceError(Exception):
@@ -239,6 +284,26 @@ class MessageRefused(Violation):
         self.violation = violation
         self.tag = tag
         self.requestId = requestId
+
+
+class MessageWithoutId(Violation):
+    """
+    The decoder refused a CALL, ANSWER or FAIL before its request id
+    arrived: what L{protocols.rpc.wire.MessageUnslicer} reports in its
+    place, for the broker to drop the connection with an
+    L{UnreadableRequestId}.
+
+    @ivar violation: the refusal, as the decoder made it (its C{code} and
+        C{where} are this one's too).
+    @ivar tag: the message kind (C{CALL}, C{ANSWER} or C{FAIL} of
+        L{protocols.rpc.wire}).
+    """
+
+    def __init__(self, violation: Violation, tag: int) -> None:
+        super().__init__(str(violation), violation.where)
+        self.code = violation.code
+        self.violation = violation
+        self.tag = tag
 
 
 class ErrorRegistry:

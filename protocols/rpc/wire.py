@@ -34,7 +34,10 @@ it names each field in C{where} (C{"args[2]"}, C{"result"}), and once it has
 the tag and the id, the decoder's refusal of the message (anything inside it)
 is reported through its C{report_violation} as a L{MessageRefused} carrying
 both, so the broker fails or refuses that call by id although the decoder
-dropped the whole message.  Cost per field: one table lookup and one check.
+dropped the whole message.  A CALL, ANSWER or FAIL refused after its tag but
+before its id is reported as a L{MessageWithoutId}: no call can be matched
+to it, so the broker drops the connection (an ERROR and a close rather than
+a caller waiting for ever).  Cost per field: one table lookup and one check.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from framing.slicing.builtin import BudgetedUnslicer
 from framing.slicing.interfaces import ISlicer
 from framing.wire import KIND_NAMES, OPEN, STRING
 
-from .errors import MessageRefused
+from .errors import MessageRefused, MessageWithoutId
 
 OPEN_TYPE = "rpc"
 """The open-type name of every RPC message."""
@@ -90,14 +93,18 @@ class MessageSlicer:
 # -- field checks ---------------------------------------------------------------
 
 
+_INT_END = 1 << 64
+"""Ids and counts are INT tokens: below 2**64 (a BIGINT is refused at its header, or here once decoded)."""
+
+
 def _identifier(value: Any) -> None:
-    if type(value) is not int or value < 0:
-        raise InvalidValue(f"expected a non-negative integer, got {short_repr(value)}")
+    if type(value) is not int or not 0 <= value < _INT_END:
+        raise InvalidValue(f"expected an integer from 0 to 2**64 - 1, got {short_repr(value)}")
 
 
 def _count(value: Any) -> None:
-    if type(value) is not int or value < 1:
-        raise InvalidValue(f"expected a positive integer, got {short_repr(value)}")
+    if type(value) is not int or not 1 <= value < _INT_END:
+        raise InvalidValue(f"expected an integer from 1 to 2**64 - 1, got {short_repr(value)}")
 
 
 def _name(value: Any) -> None:
@@ -166,6 +173,10 @@ class Kind:
     @ivar refused: the broker attribute path of the method called with the
         L{MessageRefused} of such a message refused after its id arrived;
         C{None}: the refusal is only logged.
+    @ivar awaited: its request id ties it to a call someone waits for (a
+        CALL, or an answer to one): refused before that id arrived, it is
+        reported as a L{MessageWithoutId}, and the broker drops the
+        connection rather than leave the caller waiting for ever.
     """
 
     tag: int
@@ -173,6 +184,7 @@ class Kind:
     fields: tuple[Field, ...]
     handler: str
     refused: str | None = None
+    awaited: bool = False
 
 
 _ID = Field("id", _identifier, _NO_BODY)
@@ -193,8 +205,16 @@ MESSAGES: tuple[Kind, ...] = (
         ),
         handler="incoming.callReceived",
         refused="incoming.callRefused",
+        awaited=True,
     ),
-    Kind(ANSWER, "answer", (_ID, Field("result")), handler="calls.answerReceived", refused="calls.answerRefused"),
+    Kind(
+        ANSWER,
+        "answer",
+        (_ID, Field("result")),
+        handler="calls.answerReceived",
+        refused="calls.answerRefused",
+        awaited=True,
+    ),
     Kind(
         FAIL,
         "fail",
@@ -207,6 +227,7 @@ MESSAGES: tuple[Kind, ...] = (
         ),
         handler="calls.failReceived",
         refused="calls.answerRefused",
+        awaited=True,
     ),
     Kind(CANCEL, "cancel", (_ID,), handler="incoming.cancelReceived"),
     Kind(RELEASE, "release", (_ID, Field("count", _count, _NO_BODY)), handler="references.releaseReceived"),
@@ -224,6 +245,7 @@ _ARGS = 5
 # What the unslicer needs per tag, per position (the tag itself first):
 # the check of the decoded value, the body kinds accepted at the header, and
 # the field's name.
+_AWAITED = tuple(kind.awaited for kind in MESSAGES)
 _CHECKS = tuple((None, *(field.check for field in kind.fields)) for kind in MESSAGES)
 _BODIES = tuple((_NO_BODY, *(field.bodies for field in kind.fields)) for kind in MESSAGES)
 _NAMES = tuple(("tag", *(field.name for field in kind.fields)) for kind in MESSAGES)
@@ -245,12 +267,13 @@ def buildMessage(items: list[Any]) -> Message | None:
     if type(tag) is not int or not 0 <= tag < len(_CHECKS):
         return None
     # The commonest messages with their checks written out: an ANSWER, a CALL without keyword arguments.
+    # (an id's bound: the compiled reader hands an INT and a BIGINT over alike, as ints)
     if tag == ANSWER and count == 3:
         requestId = items[1]
-        return Message(items) if type(requestId) is int and requestId >= 0 else None
+        return Message(items) if type(requestId) is int and 0 <= requestId < _INT_END else None
     if tag == CALL and count >= _ARGS and items[_KWARGS] is None:
         requestId, target, name = items[1], items[2], items[3]
-        if type(requestId) is int and requestId >= 0 and type(target) is int and target >= 0:
+        if type(requestId) is int and 0 <= requestId < _INT_END and type(target) is int and 0 <= target < _INT_END:
             if type(name) is str and 0 < len(name) <= MAX_NAME:
                 return Message((CALL, requestId, target, name, tuple(items[_ARGS:]), {}))
         return None
@@ -363,10 +386,14 @@ class MessageUnslicer(BudgetedUnslicer):
     def report_violation(self, violation: Violation) -> Violation:
         """
         The decoder refused this message: once its tag and id are known, say
-        which message it was (a L{MessageRefused}); before, C{violation} as
-        it is.
+        which message it was (a L{MessageRefused}); with only the tag of a
+        CALL, ANSWER or FAIL, say which kind it was (a L{MessageWithoutId}:
+        a call waits on it); else C{violation} as it is.
         """
         items = self.items
         if len(items) < 2:
+            # (a tag is kept only once it names a kind: see _setKind)
+            if items and _AWAITED[items[0]]:
+                return MessageWithoutId(violation, items[0])
             return violation
         return MessageRefused(violation, items[0], items[1])

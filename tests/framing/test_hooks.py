@@ -142,6 +142,27 @@ class ReportViolationTests(SynchronousTestCase):
                 self.assertIs(ReportingUnslicer.reports[0][1], results[0], name)
                 self.assertEqual(results[1], "next", name)
 
+    def test_own_finish_refusal_reported(self) -> None:
+        """A top-level object its own unslicer refuses at its CLOSE (in finish) is reported to that unslicer."""
+
+        class Finicky(ReportingUnslicer):
+            def finish(self) -> Any:
+                if len(self.items) > 2:
+                    raise InvalidValue("at most two")
+                return super().finish()
+
+        registry = hook_registry()
+        registry.add_unslicer("test.reporting", Finicky)
+        for step in (None, 1):
+            ReportingUnslicer.reports = []
+            data = PREAMBLE + reporting(encoded(1), encoded(2), encoded(3)) + encoded("next")
+            results = feed_all(Decoder(LIMITS, registry), data, step)
+            self.assertEqual(len(results), 2)
+            self.assertIsInstance(results[0], InvalidValue)
+            self.assertEqual(getattr(results[0], "tag", None), "tagged")
+            self.assertEqual([violation for _, violation in ReportingUnslicer.reports], [results[0]])
+            self.assertEqual(results[1], "next")
+
     def test_replacement_delivered(self) -> None:
         """A hook that returns another Violation has that one delivered, with the where it was given."""
         ReportingUnslicer.replace = True

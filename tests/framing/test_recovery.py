@@ -24,14 +24,31 @@ from framing.errors import (
     BodyTooLarge,
     InvalidValue,
     KindRefused,
+    MalformedHeader,
+    PeerError,
     TooDeep,
     TooManyItems,
     TruncatedStream,
+    UnexpectedToken,
     UnknownType,
 )
 from framing.limits import MiB
 from framing.slicing.constraints import ByteString, ListOf
-from framing.wire import ABORT, BIGINT, BYTES, CLOSE, FLOAT, INT, OPEN, PING, PREAMBLE, SIMPLE, STRING, encode_header
+from framing.wire import (
+    ABORT,
+    BIGINT,
+    BYTES,
+    CLOSE,
+    ERROR,
+    FLOAT,
+    INT,
+    OPEN,
+    PING,
+    PREAMBLE,
+    SIMPLE,
+    STRING,
+    encode_header,
+)
 
 from .test_costs import count_calls
 from .test_slicing import Money, container, encoded, feed_all, local_registry, same, text, token, values
@@ -189,6 +206,65 @@ class RefusalRecoveryTests(SynchronousTestCase):
         self.assertEqual(decoder.feed(PREAMBLE + encoded(1)), [1])
         self.assertRaises(ProtocolError, decoder.feed, token(CLOSE))
         self.assertRaises(ProtocolError, decoder.feed, encoded(2))
+
+
+class RefusalThenProtocolErrorTests(SynchronousTestCase):
+    """
+    A refusal and a later ProtocolError: the refusal is reported only if its
+    object ended before the break, and then before the ProtocolError.
+    """
+
+    REFUSED_OPEN = token(OPEN, b"list") + encoded(1) + token(BYTES, b"x" * 2000) + encoded(2)
+    """A list refused at its second item and still open: the receiver is skipping it."""
+
+    def outcome(self, data: bytes, step: int | None) -> tuple[list[Any], ProtocolError | None]:
+        """Everything reported for C{data} (fed whole or in C{step}-byte pieces) and the ProtocolError, if any."""
+        decoder = Decoder(limits=LIMITS)
+        results: list[Any] = []
+        for i in range(0, len(data), step or len(data)):
+            completed, error = feed_salvaging(decoder, data[i : i + (step or len(data))])
+            results += completed
+            if error is not None:
+                return results, error
+        try:
+            decoder.close()
+        except ProtocolError as error:
+            return results, error
+        return results, None
+
+    def test_break_while_skipping_reports_only_the_protocol_error(self) -> None:
+        """A ProtocolError while a refused object is skipped is the one error reported: its Violation never is."""
+        breaks = {
+            "ERROR": (token(ERROR, b"bye"), PeerError),
+            "reserved kind": (b"\xe0", MalformedHeader),
+            "CLOSE with a value": (token(CLOSE, 1), UnexpectedToken),
+        }
+        for name, (tail, kind) in breaks.items():
+            for step in (None, 1):
+                results, error = self.outcome(PREAMBLE + encoded(7) + self.REFUSED_OPEN + tail, step)
+                self.assertEqual(results, [7], (name, step))
+                self.assertIsInstance(error, kind, (name, step))
+
+    def test_end_of_input_while_skipping(self) -> None:
+        """Input that ends while a refused object is skipped is truncated, and only that is reported."""
+        results, error = self.outcome(PREAMBLE + self.REFUSED_OPEN, None)
+        self.assertEqual(results, [])
+        self.assertIsInstance(error, TruncatedStream)
+
+    def test_refusal_of_an_ended_object_comes_first(self) -> None:
+        """A refused object that ended before the break is reported, then the ProtocolError: two errors, in order."""
+        ended = {
+            "closed": self.REFUSED_OPEN + token(CLOSE),
+            "aborted": self.REFUSED_OPEN + token(ABORT),
+            "an atom": token(BYTES, b"x" * 2000),
+        }
+        for name, refused in ended.items():
+            for step in (None, 1):
+                results, error = self.outcome(PREAMBLE + encoded(7) + refused + token(ERROR, b"bye"), step)
+                self.assertEqual(len(results), 2, (name, step))
+                self.assertEqual(results[0], 7)
+                self.assertIsInstance(results[1], BodyTooLarge, (name, step))
+                self.assertIsInstance(error, PeerError, (name, step))
 
 
 def _mutate(stream: bytes, how: str, pos: int, byte: int) -> bytes:

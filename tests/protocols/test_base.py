@@ -15,7 +15,7 @@ from zope.interface import implementer
 
 from framing import Decoder, EncodingError, Limits, ProtocolError, Violation, dumps
 from framing.errors import Aborted, BodyTooLarge, BufferLimitExceeded, MalformedHeader, PeerError
-from framing.wire import ERROR, OPEN, PING, PONG, PREAMBLE, encode_header
+from framing.wire import BYTES, CLOSE, ERROR, OPEN, PING, PONG, PREAMBLE, encode_header
 from protocols import CoalescingTransport, TokenProtocol
 from protocols.testing import MemoryPair, RecordingTransport, connectedPair
 
@@ -256,6 +256,30 @@ class ProtocolErrorTests(SynchronousTestCase):
         protocol.dataReceived(tokenBytes(dumps(1)) + tokenBytes(dumps([2])) + RESERVED + tokenBytes(dumps(3)))
         self.assertEqual(protocol.received, [1, [2]])
         self.assertTrue(wrapped.disconnecting)
+
+    def test_refusalStillSkippedIsNotReported(self) -> None:
+        """A ProtocolError while a refused object is still skipped is the one error the receiver sees."""
+        protocol = Recorder(Limits(max_bytes_length=10))
+        pair = connectedPair(protocol, Recorder())
+        pair.flush()
+        skipping = encode_header(OPEN, 4) + b"list" + encode_header(BYTES, 20) + b"x" * 20
+        protocol.dataReceived(tokenBytes(dumps(1)) + skipping + encode_header(ERROR, 3) + b"bye")
+        pair.flush()
+        self.assertEqual((protocol.received, protocol.refused), ([1], []))
+        protocol.lost[0].trap(PeerError)
+
+    def test_endedRefusalComesBeforeTheBreak(self) -> None:
+        """A refused object that ended before a ProtocolError is refused first, then the connection is dropped."""
+        protocol = Recorder(Limits(max_bytes_length=10))
+        order: list[str] = []
+        protocol.objectRefused = lambda violation: order.append(violation.code)  # type: ignore[method-assign]
+        protocol.stopReceiving = lambda reason: order.append(reason.value.code)  # type: ignore[method-assign, union-attr]
+        pair = connectedPair(protocol, Recorder())
+        pair.flush()
+        ended = encode_header(OPEN, 4) + b"list" + encode_header(BYTES, 20) + b"x" * 20 + encode_header(CLOSE, 0)
+        protocol.dataReceived(ended + encode_header(ERROR, 3) + b"bye")
+        pair.flush()
+        self.assertEqual(order, ["body-too-large", "peer-error"])
 
     def test_peerErrorIsNotAnswered(self) -> None:
         """An ERROR from the peer drops the connection without sending an ERROR back."""

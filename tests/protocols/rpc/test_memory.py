@@ -13,6 +13,7 @@ from twisted.logger import Logger, formatEvent
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, EncodingError, Limits, ProtocolError, Registry, Violation
+from framing.errors import PeerError
 from framing.slicing.constraints import Integer
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
@@ -29,6 +30,7 @@ from protocols.rpc import (
     registerError,
     remote,
 )
+from protocols.rpc.errors import NotAnRpcMessage
 from protocols.rpc.wire import ANSWER, CALL, FAIL, OPEN_TYPE, Message, MessageUnslicer
 from protocols.testing import connectedPair
 
@@ -585,15 +587,17 @@ class ConnectionLossTests(SynchronousTestCase):
         self.failureResultOf(answer, ProtocolError)
 
     def test_notAMessageDropsConnection(self) -> None:
-        """A top-level object that is not an RPC message shows the peer is no RPC peer: the connection is dropped."""
+        """A top-level object that is not an RPC message is no RPC peer's: an ERROR naming the code, then a close."""
         pair = RpcPair(Service())
-        events = quiet(pair.server)
+        events = quiet(pair.server, pair.client)
         answer = pair.root.callRemote("later", 1)
         pair.client.sendObject(("CALL", 1))
         pair.flush()
         self.assertTrue(pair.memory.serverTransport.disconnected)
         self.assertIn("instead of an rpc message", formatEvent(events[0]))
-        self.failureResultOf(answer, ConnectionDone)
+        self.assertIsInstance(pair.server.failure.value, NotAnRpcMessage)  # type: ignore[union-attr]
+        told = self.failureResultOf(answer, PeerError).value
+        self.assertIn("the peer reported: not-an-rpc-message: a top-level tuple", str(told))
 
 
 class ReferenceTests(SynchronousTestCase):

@@ -12,8 +12,8 @@ from framing.errors import BodyTooLarge
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 from protocols.rpc import Broker
-from protocols.rpc.errors import MessageRefused
-from protocols.rpc.wire import ANSWER, CALL, OPEN_TYPE, RELEASE, Message, MessageSlicer, MessageUnslicer
+from protocols.rpc.errors import MessageRefused, MessageWithoutId
+from protocols.rpc.wire import ANSWER, CALL, CANCEL, FAIL, OPEN_TYPE, RELEASE, Message, MessageSlicer, MessageUnslicer
 from protocols.testing import connectedPair
 
 from .services import Service
@@ -49,11 +49,25 @@ class ReportViolationTests(SynchronousTestCase):
         self.assertEqual((reported.code, reported.where), ("body-too-large", "args[0]"))
 
     def test_beforeTheId(self) -> None:
-        """Before the id has arrived, the refusal is reported unchanged."""
+        """Before the id has arrived, a message nobody waits on is reported unchanged."""
+        for tag in (CANCEL, RELEASE):
+            unslicer = MessageUnslicer(Limits())
+            unslicer.receive_child(tag)
+            violation = Violation("refused")
+            self.assertIs(unslicer.report_violation(violation), violation)
         unslicer = MessageUnslicer(Limits())
-        unslicer.receive_child(ANSWER)
         violation = Violation("refused")
         self.assertIs(unslicer.report_violation(violation), violation)
+
+    def test_awaitedBeforeTheId(self) -> None:
+        """A CALL, ANSWER or FAIL refused before its id is reported as a MessageWithoutId of its kind."""
+        for tag in (CALL, ANSWER, FAIL):
+            unslicer = MessageUnslicer(Limits())
+            unslicer.receive_child(tag)
+            violation = Violation("refused")
+            reported = unslicer.report_violation(violation)
+            assert isinstance(reported, MessageWithoutId)
+            self.assertEqual((reported.tag, reported.violation, reported.code), (tag, violation, "violation"))
 
     def test_decoderDeliversTheReport(self) -> None:
         """A call refused deep inside is delivered as a MessageRefused naming its id and the field's path."""
@@ -64,11 +78,11 @@ class ReportViolationTests(SynchronousTestCase):
         self.assertEqual(refused.where, "args[0][0]")
 
     def test_noIdNoReport(self) -> None:
-        """A message refused before its id is delivered as the plain violation, located in the rpc message."""
+        """A message refused before its id is delivered without an id, located in the rpc message."""
         data = encoded(Message((CALL, "not an id")))
         (refused,) = decoded(data)
-        self.assertNotIsInstance(refused, MessageRefused)
-        self.assertEqual(refused.where, "<rpc>")
+        self.assertIs(type(refused), MessageWithoutId)
+        self.assertEqual((refused.tag, refused.code, refused.where), (CALL, "kind-refused", "<rpc>"))
 
 
 class BrokerRefusalTests(SynchronousTestCase):
