@@ -65,6 +65,10 @@ ROOT_ID = 0
 NO_ANSWER = 0
 """The request id of a CALL that asks for no answer (calls that wait are numbered from 1)."""
 
+INT_LIMIT = 1 << 64
+"""The first integer an INT token cannot carry: an id, count or grace at or above it came as a BIGINT, which
+the fields refuse at its header (L{buildMessage} sees only values, so it tells them apart by this bound)."""
+
 
 class Message(tuple):  # type: ignore[type-arg]
     """
@@ -91,12 +95,12 @@ class MessageSlicer:
 
 
 def _identifier(value: Any) -> None:
-    if type(value) is not int or value < 0:
+    if type(value) is not int or not 0 <= value < INT_LIMIT:
         raise InvalidValue(f"expected a non-negative integer, got {short_repr(value)}")
 
 
 def _count(value: Any) -> None:
-    if type(value) is not int or value < 1:
+    if type(value) is not int or not 1 <= value < INT_LIMIT:
         raise InvalidValue(f"expected a positive integer, got {short_repr(value)}")
 
 
@@ -247,10 +251,10 @@ def buildMessage(items: list[Any]) -> Message | None:
     # The commonest messages with their checks written out: an ANSWER, a CALL without keyword arguments.
     if tag == ANSWER and count == 3:
         requestId = items[1]
-        return Message(items) if type(requestId) is int and requestId >= 0 else None
+        return Message(items) if type(requestId) is int and 0 <= requestId < INT_LIMIT else None
     if tag == CALL and count >= _ARGS and items[_KWARGS] is None:
         requestId, target, name = items[1], items[2], items[3]
-        if type(requestId) is int and requestId >= 0 and type(target) is int and target >= 0:
+        if type(requestId) is int and 0 <= requestId < INT_LIMIT and type(target) is int and 0 <= target < INT_LIMIT:
             if type(name) is str and 0 < len(name) <= MAX_NAME:
                 return Message((CALL, requestId, target, name, tuple(items[_ARGS:]), {}))
         return None
