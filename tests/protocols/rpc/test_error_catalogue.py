@@ -1,4 +1,4 @@
-"""The error catalogue of docs/wire-format.md (section 6.3, and 5.5.1) against the code: codes, names, FAIL type names."""
+"""The error catalogue of docs/wire-format.md (6.3, and 5.5.1) against the code: codes, names, FAIL type names."""
 
 from __future__ import annotations
 
@@ -23,7 +23,12 @@ DOCUMENT = (ROOT / "docs" / "wire-format.md").read_text("utf-8")
 CATALOGUE = DOCUMENT[DOCUMENT.index("### 6.3 Error catalogue") : DOCUMENT.index("## 7. ")]
 CODE_ROW = re.compile(r"^\| `([a-z-]+)` \| (ProtocolError|Violation) \| `(\w+)` \|$", re.M)
 NAME_ROW = re.compile(r"^\| `([\w.]+)` \| ", re.M)
-REGISTERING: tuple[ModuleType, ...] = (protocols.kv, protocols.bulk.errors, protocols.bulk.fileerrors, protocols.rpc.drain)
+REGISTERING: tuple[ModuleType, ...] = (
+    protocols.kv,
+    protocols.bulk.errors,
+    protocols.bulk.fileerrors,
+    protocols.rpc.drain,
+)
 """The modules that register chunkwire's own errors and the kv service's."""
 
 
@@ -72,7 +77,8 @@ class CodeTableTests(SynchronousTestCase):
     def test_everyDecodingErrorListed(self) -> None:
         """Every code the framing layer reports for wire input has its row (an encoding error is the sender's)."""
         listed = {code for code, _, _ in CODE_ROW.findall(CATALOGUE)}
-        classes = [cls for _, cls in inspect.getmembers(errors, inspect.isclass) if issubclass(cls, errors.ChunkwireError)]
+        members = inspect.getmembers(errors, inspect.isclass)
+        classes = [cls for _, cls in members if issubclass(cls, errors.ChunkwireError)]
         bases = {errors.ChunkwireError, ProtocolError, Violation, errors.EncodingError}
         self.assertEqual({cls.code for cls in classes if cls not in bases}, listed)
 
@@ -93,7 +99,7 @@ class TypeNameTests(SynchronousTestCase):
             self.assertRaises(ValueError, ERRORS.register, KeyError, name)
 
     def test_everyRegisteredNameListed(self) -> None:
-        """Every name chunkwire or the kv service registers is listed in 6.3 or 5.5.1, and every listed name is registered."""
+        """Every name chunkwire or the kv service registers is listed (6.3, 5.5.1); every name listed is registered."""
         registered = registeredNames()
         self.assertTrue(registered)
         listed = {name for name in NAME_ROW.findall(DOCUMENT) if name.startswith(("chunkwire.", "kv."))}
