@@ -4,7 +4,10 @@ A failure to listen (a port in use, a description that is not an endpoint)
 is raised as an L{EndpointFailed} naming the description, which L{_errors.runCommand}
 prints as one line.  With none of --users, --client-ca and --tokens a
 server is open (as its owner configured nothing); with any, only clients
-that log in get anything, and the server says so at start.
+that log in get anything, and the server says so at start.  Stopped (SIGTERM,
+or Ctrl-C), a server drains as C{twist} runs the services: it stops
+accepting, sends GOAWAY on every RPC connection, and exits once they have
+closed, its calls in flight having had --grace seconds to finish.
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ import sys
 from typing import Any
 
 from _errors import EndpointFailed
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, gatherResults, maybeDeferred
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
+from protocols import rpc
 from protocols.auth.realms import OPEN, ServiceLogins
 from protocols.proxyheader import serverEndpoint
+from protocols.rpc.drain import DEFAULT_GRACE
 
 
 def beginLogging(toStdout: bool) -> None:
@@ -39,6 +44,17 @@ def addListenArgument(parser: argparse.ArgumentParser, default: str) -> None:
         action="append",
         metavar="ENDPOINT",
         help=f"a Twisted server endpoint description (repeatable; default {default})",
+    )
+
+
+def addGraceArgument(parser: argparse.ArgumentParser) -> None:
+    """Add C{--grace S}: seconds the calls in flight get to finish when the server is stopped."""
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=DEFAULT_GRACE,
+        metavar="S",
+        help="seconds calls in flight get when the server is stopped (GOAWAY, then drain; default %(default)s)",
     )
 
 
@@ -82,23 +98,38 @@ async def serveForever(
     banner: str,
     suffix: str = "",
     logins: ServiceLogins = OPEN,
+    grace: float = DEFAULT_GRACE,
 ) -> None:
     """
     Print whether logins are required; listen with C{factory} on each
     endpoint description (each requiring client certificates with
     C{logins.clientCA}) and print, for each, C{"BANNER listening on
     DESCRIPTION (ADDRESS)SUFFIX"}; then serve until the process is
-    interrupted.
+    interrupted, and drain before the reactor stops (L{drain}).
 
     @raise ClientCertificatesNeedTLS: C{--client-ca} with a description that is not C{ssl:}.
     """
     listening = logins.listen(descriptions)
     print(logins.notice(), flush=True)
+    ports: list[Any] = []
+    reactor.addSystemEventTrigger("before", "shutdown", lambda: Deferred.fromCoroutine(drain(ports, factory, grace)))
     for description, listen in zip(descriptions, listening, strict=True):
         try:
             # haproxy: believes PROXY headers from loopback only (protocols.proxyheader).
             port: Any = await serverEndpoint(reactor, listen).listen(factory)
         except Exception as failure:
             raise EndpointFailed(description, failure, listening=True) from failure
+        ports.append(port)
         print(f"{banner} listening on {description} ({port.getHost()}){suffix}", flush=True)
     await Deferred()  # serve until interrupted
+
+
+async def drain(ports: list[Any], factory: Any, grace: float) -> None:
+    """
+    Stop accepting on every one of C{ports}, then send GOAWAY on every RPC
+    connection of C{factory} and wait until they have all closed: their
+    calls in flight get C{grace} seconds (L{rpc.drainBrokers}).  A factory
+    of connections that are not RPC (the echo service's) has none to drain.
+    """
+    await gatherResults([maybeDeferred(port.stopListening) for port in ports])
+    await rpc.drainBrokers(getattr(factory, "brokers", ()), grace)

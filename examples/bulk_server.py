@@ -11,7 +11,9 @@ with the first digest both ends have (BLAKE3 with chunkwire[fast], else
 SHA-256), and an upload appears in the directory (under its own name)
 only once its digest has been verified: until then its bytes live in a
 hidden .NAME.part file with a .NAME.part.json record of the ranges
-held.  Stop with Ctrl-C.
+held.  Stop with Ctrl-C or SIGTERM: the server stops accepting, sends
+GOAWAY to every client and exits once they have closed, their calls in
+flight having had --grace seconds (30) to finish.
 
 The service holds at most --max-open-files files open for clients
 (unfinished uploads, files being received or sent; a quarter of the
@@ -34,13 +36,14 @@ import sys
 from typing import Any
 
 from _errors import addDebugArgument, runCommand
-from _serving import addListenArgument, addLoginArguments, beginLogging, loginsFrom, serveForever
+from _serving import addGraceArgument, addListenArgument, addLoginArguments, beginLogging, loginsFrom, serveForever
 
 from protocols import TokenProtocol, bulk
 from protocols.auth.realms import OPEN, DirectoryRealm, ServiceLogins
 from protocols.bulk.files import BulkService
 from protocols.bulk.quotas import FileBudget, FileLimits
 from protocols.guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
+from protocols.rpc.drain import DEFAULT_GRACE
 from protocols.rpc.endpoints import loginGate
 
 
@@ -78,9 +81,10 @@ async def serve(
     logins: ServiceLogins = OPEN,
     hashing: str = "auto",
     limits: FileLimits | None = None,
+    grace: float = DEFAULT_GRACE,
 ) -> None:
     factory = GuardedFactory(brokerFactory(reactor, directory, options, logins, hashing, limits), policy, reactor)
-    await serveForever(reactor, descriptions, factory, "bulk server", f", serving {directory}", logins)
+    await serveForever(reactor, descriptions, factory, "bulk server", f", serving {directory}", logins, grace)
 
 
 def addFileLimitArguments(parser: argparse.ArgumentParser) -> None:
@@ -139,6 +143,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "--trace", action="store_true", help="log every token sent and received, readably (implies --log; noisy)"
     )
+    addGraceArgument(parser)
     addLoginArguments(parser)
     addGuardArguments(parser)
     addDebugArgument(parser)
@@ -150,7 +155,9 @@ def main(argv: list[str]) -> None:
     listen = args.listen or ["tcp:8770"]
     limits = fileLimitsFrom(args)
     runCommand(
-        lambda reactor: serve(reactor, listen, args.dir, options, policy, loginsFrom(args), args.hashing, limits),
+        lambda reactor: serve(
+            reactor, listen, args.dir, options, policy, loginsFrom(args), args.hashing, limits, args.grace
+        ),
         None,
         args.debug,
         True,

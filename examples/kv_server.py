@@ -25,7 +25,9 @@ server (several servers may share the file: each one's watchers hear of
 the others' changes within a poll, see protocols/kv/feed.py).  This
 server is one process; `twist chunkwire-kv --workers N --store FILE` runs
 several on one port.
-Stop with Ctrl-C.
+Stop with Ctrl-C or SIGTERM: the server stops accepting, sends GOAWAY to
+every client and exits once they have closed, their calls in flight having
+had --grace seconds (30) to finish.
 """
 
 from __future__ import annotations
@@ -37,13 +39,14 @@ from dataclasses import replace
 from typing import Any
 
 from _errors import addDebugArgument, runCommand
-from _serving import addListenArgument, addLoginArguments, beginLogging, loginsFrom, serveForever
+from _serving import addGraceArgument, addListenArgument, addLoginArguments, beginLogging, loginsFrom, serveForever
 
 from protocols import TokenProtocol, rpc
 from protocols.auth.realms import OPEN, ServiceLogins, SharedRootRealm
 from protocols.guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
 from protocols.kv import KEY, VALUE, IKeyValue, IWatcher, KeyNotFound, KeyValueStore, SQLiteStorage, StoreLimits
 from protocols.kv.storage import DEFAULT_LIMITS
+from protocols.rpc.drain import DEFAULT_GRACE
 
 # The store lives in protocols.kv so that `twist chunkwire-kv` serves the same one.
 __all__ = ["KEY", "VALUE", "IKeyValue", "IWatcher", "KeyNotFound", "KeyValueStore"]
@@ -62,6 +65,7 @@ async def serve(
     logins: ServiceLogins = OPEN,
     storePath: str | None = None,
     limits: StoreLimits | None = None,
+    grace: float = DEFAULT_GRACE,
 ) -> None:
     try:
         storage = None if storePath is None else SQLiteStorage(storePath)
@@ -81,7 +85,7 @@ async def serve(
         throttle=logins.throttle(reactor),
     )
     factory = GuardedFactory(brokers, policy, reactor)
-    await serveForever(reactor, descriptions, factory, "kv server", logins=logins)
+    await serveForever(reactor, descriptions, factory, "kv server", logins=logins, grace=grace)
 
 
 def main(argv: list[str]) -> None:
@@ -116,6 +120,7 @@ def main(argv: list[str]) -> None:
         metavar="S",
         help="seconds a watcher has to answer a change before it is dropped",
     )
+    addGraceArgument(parser)
     addLoginArguments(parser)
     addGuardArguments(parser)
     parser.add_argument("--trace", action="store_true", help="log every token sent and received, readably")
@@ -129,7 +134,7 @@ def main(argv: list[str]) -> None:
     limits = StoreLimits(maxKeys=args.max_keys, maxBytes=args.max_store_bytes)
     runCommand(
         lambda reactor: serve(
-            reactor, listen, args.tracebacks, policy, callLimits, loginsFrom(args), args.store, limits
+            reactor, listen, args.tracebacks, policy, callLimits, loginsFrom(args), args.store, limits, args.grace
         ),
         None,
         args.debug,

@@ -42,7 +42,8 @@ class BulkServerProcess:
     """
 
     def __init__(self, directory: Path, fileSizeLimit: int | None = None) -> None:
-        arguments = ["--listen", "tcp:0:interface=127.0.0.1", "--dir", str(directory)]
+        # --grace 0: stopped while this process (blocked in stop()) holds connections, it must not wait for them.
+        arguments = ["--listen", "tcp:0:interface=127.0.0.1", "--dir", str(directory), "--grace", "0"]
         if fileSizeLimit is None:
             command = [sys.executable, "examples/bulk_server.py", *arguments]
         else:

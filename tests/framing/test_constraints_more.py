@@ -47,6 +47,14 @@ class MinimumLengthTests(ConstraintTestCase):
         self.assertAccepts(ByteString(5, min_length=2), b"ab", b"abcde")
         self.assertRefuses(ByteString(5, min_length=2), b"a", InvalidValue)
 
+    def test_text_maximum_validated_in_utf8_bytes(self) -> None:
+        """Text(max).validate (what checks an RPC argument) counts UTF-8 bytes as the header does, not characters."""
+        self.assertRaises(BodyTooLarge, Text(6).validate, "\u20ac\u20ac\u20ac")
+        self.assertRaises(BodyTooLarge, Text(6).validate, "abcdefg")
+        self.assertRaises(BodyTooLarge, Text(1024).validate, "\u00e9" * 1000)
+        Text(6).validate("\u20ac\u20ac")
+        Text(6).validate("\U0001f600")
+
     def test_text_minimum_counts_utf8_bytes(self) -> None:
         """Text(max, min) counts UTF-8 bytes, as the header does: one euro sign is three bytes."""
         self.assertAccepts(Text(10, min_length=3), "abc", "\u20ac")

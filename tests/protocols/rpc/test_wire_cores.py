@@ -28,7 +28,7 @@ REGISTRY = Registry(DEFAULT_REGISTRY)
 REGISTRY.add_slicer(Message, MessageSlicer())
 REGISTRY.add_unslicer("rpc", MessageUnslicer)
 
-ids = st.one_of(st.integers(0, 2**40), st.integers(-3, 3), st.just("7"), st.none())
+ids = st.one_of(st.integers(0, 2**40), st.integers(-3, 3), st.just(2**64), st.just("7"), st.none())
 names = st.one_of(st.text(min_size=1, max_size=12), st.just(""), st.just("x" * 300), st.integers(0, 3))
 kwargs = st.one_of(st.none(), st.dictionaries(st.text(max_size=5), values, max_size=3), st.just({1: 2}), st.just([1]))
 texts = st.one_of(st.text(max_size=20), st.none(), st.integers(0, 2))
