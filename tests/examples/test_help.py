@@ -13,6 +13,8 @@ PROGRAMS = {
     "echo_client.py": ["--connect", "--debug"],
     "kv_client.py": ["--connect", "--debug"],
     "bulk_client.py": ["--connect", "--streams", "--force", "--debug"],
+    "interop_server.py": ["--listen", "--login-listen", "--users", "--tokens", "--max-connections", "--debug"],
+    "interop_client.py": ["--server", "--login-server", "--case", "--list", "--case-timeout", "--debug"],
     "demo.py": ["--size"],
     "framing_demo.py": ["--size"],
 }
