@@ -13,11 +13,15 @@ default), and exits with status 1 if any case failed.
 
 --server is the endpoint served to anyone; --login-server the one that
 requires logins (the login cases), by default the --server host with the
-port after --server's.  The login cases log in with the public test
-credentials (user "interop", password "interop-password", token
-"interop-token", whose avatar is that user) unless --user, --password and
---token give others.  A case that has no result within --case-timeout
-seconds fails.
+port after --server's; --certificate-server the TLS endpoint of certificate
+logins, by default the port two after --server's.  The login cases log in
+with the public test credentials (user "interop", password
+"interop-password", token "interop-token", whose avatar is that user)
+unless --user, --password and --token give others.  The certificate cases
+need --ca-dir (the CA certificates that issued the server's certificate)
+and --client-pem (the key and certificate of the user), which
+examples/interop_server.py prints when it starts.  A case that has no
+result within --case-timeout seconds fails.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from twisted.internet.task import deferLater
 from framing import Registry
 from framing.slicing.registry import DEFAULT_REGISTRY
 from protocols import bulk, rpc
-from protocols.auth import LoginRefused
+from protocols.auth import ClientCertificate, LoginRefused
 from protocols.auth.tokens import BearerToken
 from protocols.interop import (
     APPLICATION_ERROR,
@@ -104,6 +108,8 @@ class Run:
         self.reactor = reactor
         self.server = endpointOf(args.server)
         self.loginServer = endpointOf(args.login_server or nextPort(args.server))
+        self.certificateServer = args.certificate_server or nextPort(args.server, 2)
+        self.caDirectory, self.clientPEM = args.ca_dir, args.client_pem
         self.user, self.password, self.token = args.user, args.password, args.token
         self.prefix = f"{name}-{os.getpid()}-{os.urandom(4).hex()}"
         self.roots: list[rpc.RemoteReference] = []
@@ -121,6 +127,29 @@ class Run:
     async def login(self, credentials: Any) -> rpc.RemoteReference:
         """A new connection to --login-server, logged in with C{credentials}; its root (the avatar)."""
         root = await bulk.connect(self.reactor, self.loginServer, credentials=credentials)
+        self.roots.append(root)
+        return root
+
+    def tlsEndpoint(self, withCertificate: bool) -> str:
+        """
+        The C{ssl:} client description of --certificate-server, trusting
+        --ca-dir and presenting --client-pem if C{withCertificate}.
+
+        @raise CaseFailed: the options it needs were not given.
+        """
+        if self.caDirectory is None or (withCertificate and self.clientPEM is None):
+            raise CaseFailed("give --ca-dir and --client-pem (examples/interop_server.py prints them)")
+        host, port = parseAddress(self.certificateServer)
+        description = f"ssl:host={quote(host)}:port={port}:caCertsDir={quote(self.caDirectory)}:hostname={quote(host)}"
+        if withCertificate:
+            assert self.clientPEM is not None
+            description += f":certKey={quote(self.clientPEM)}:privateKey={quote(self.clientPEM)}"
+        return description
+
+    async def loginTLS(self, withCertificate: bool) -> rpc.RemoteReference:
+        """A new TLS connection to --certificate-server, logged in with its certificate; its root."""
+        description = self.tlsEndpoint(withCertificate)
+        root = await bulk.connect(self.reactor, description, credentials=ClientCertificate())
         self.roots.append(root)
         return root
 
@@ -490,6 +519,20 @@ async def loginTokenRefused(run: Run) -> None:
     await fails(Deferred.fromCoroutine(run.login(wrong)), LoginRefused, "the login with a wrong token")
 
 
+@case("login_certificate", "a TLS client certificate from the server's CA logs in as its common name")
+async def loginCertificate(run: Run) -> None:
+    run.tlsEndpoint(withCertificate=True)
+    root = await answer(Deferred.fromCoroutine(run.loginTLS(withCertificate=True)), "the login")
+    name = await answer(root.callRemote("whoami"), "whoami()")
+    expect(name == run.user, f"whoami() answered {shown(name)}, not {run.user!r}")
+
+
+@case("login_certificate_refused", "a TLS client without a client certificate is not let in")
+async def loginCertificateRefused(run: Run) -> None:
+    run.tlsEndpoint(withCertificate=False)
+    await fails(Deferred.fromCoroutine(run.loginTLS(withCertificate=False)), Exception, "a login with no certificate")
+
+
 @case("login_required", "a call before logging in is not answered: the login server closes the connection")
 async def loginRequired(run: Run) -> None:
     root = await run.connectUnlogged()
@@ -601,13 +644,18 @@ def parseAddress(address: str) -> tuple[str, int]:
 def endpointOf(address: str) -> str:
     """The Twisted client endpoint description of C{"HOST:PORT"}."""
     host, port = parseAddress(address)
-    return f"tcp:host={host.replace(':', chr(92) + ':')}:port={port}"
+    return f"tcp:host={quote(host)}:port={port}"
 
 
-def nextPort(address: str) -> str:
-    """C{"HOST:PORT"} with the port after C{address}'s."""
+def nextPort(address: str, step: int = 1) -> str:
+    """C{"HOST:PORT"} with the port C{step} after C{address}'s."""
     host, port = parseAddress(address)
-    return f"[{host}]:{port + 1}" if ":" in host else f"{host}:{port + 1}"
+    return f"[{host}]:{port + step}" if ":" in host else f"{host}:{port + step}"
+
+
+def quote(value: str) -> str:
+    """C{value} escaped for one field of an endpoint description."""
+    return value.replace("\\", "\\\\").replace(":", "\\:").replace("=", "\\=")
 
 
 async def runCase(reactor: Any, args: argparse.Namespace, name: str) -> str | None:
@@ -653,6 +701,17 @@ def main(argv: list[str]) -> None:
         help="the interop server's login endpoint (default: --server's host, the port after --server's)",
     )
     parser.add_argument(
+        "--certificate-server",
+        metavar="HOST:PORT",
+        help="the interop server's TLS endpoint of certificate logins (default: the port two after --server's)",
+    )
+    parser.add_argument(
+        "--ca-dir", metavar="DIR", help="the certificate cases: the CA certificates (*.pem) that issued the server's"
+    )
+    parser.add_argument(
+        "--client-pem", metavar="FILE", help="the certificate cases: the key and certificate (PEM) of --user"
+    )
+    parser.add_argument(
         "--case",
         action="append",
         choices=list(CASES),
@@ -678,7 +737,7 @@ def main(argv: list[str]) -> None:
         for each in CASES.values():
             print(f"{each.name}: {each.proves}")
         return
-    for address in (args.server, args.login_server):
+    for address in (args.server, args.login_server, args.certificate_server):
         if address is not None:
             try:
                 parseAddress(address)

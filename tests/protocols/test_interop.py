@@ -98,8 +98,13 @@ class ServiceTests(SynchronousTestCase):
         self.assertEqual((raised.exception.message, raised.exception.code, str(raised.exception)), ("no", 7, "no"))
 
 
-LISTENING = rb"(?s)interop server listening on .*? port=(\d+)\).*interop login server listening on .*? port=(\d+)\)"
-"""What the interop server prints once both its endpoints listen."""
+LISTENING = (
+    rb"(?s)test certificates: --ca-dir (\S+) --client-pem (\S+)\n"
+    rb".*interop server listening on .*? port=(\d+)\)"
+    rb".*interop login server listening on .*? port=(\d+)\)"
+    rb".*interop certificate login server listening on .*? port=(\d+)\)"
+)
+"""What the interop server prints once its three endpoints listen, and where its test certificates are."""
 CASE_LINE = re.compile(r"^case (\S+): (pass|FAIL: .*)$")
 
 
@@ -114,10 +119,13 @@ class ProcessTests(SynchronousTestCase):
             "tcp:0:interface=127.0.0.1",
             "--login-listen",
             "tcp:0:interface=127.0.0.1",
+            "--certificate-listen",
+            "ssl:0:interface=127.0.0.1",
         )
         self.addCleanup(stop, server)
-        listening = readUntil(server, LISTENING)
-        port, loginPort = (number.decode() for number in listening.groups())
+        caDirectory, clientPEM, port, loginPort, certificatePort = (
+            field.decode() for field in readUntil(server, LISTENING).groups()
+        )
         listed = runPython("examples/interop_client.py", "--list", timeout=60)
         self.assertEqual(listed.returncode, 0, listed.stderr)
         names = [line.split(":")[0] for line in listed.stdout.splitlines()]
@@ -127,6 +135,12 @@ class ProcessTests(SynchronousTestCase):
             f"127.0.0.1:{port}",
             "--login-server",
             f"127.0.0.1:{loginPort}",
+            "--certificate-server",
+            f"127.0.0.1:{certificatePort}",
+            "--ca-dir",
+            caDirectory,
+            "--client-pem",
+            clientPEM,
             timeout=300,
         )
         lines = client.stdout.splitlines()
