@@ -72,6 +72,8 @@ PIPELINED = 1000
 """Echo calls sent before any answer is read."""
 HOLD = 60_000
 """Milliseconds a hold sleeps unless released or cancelled: far past any case."""
+GRACE = 30_000
+"""Milliseconds of goaway_drain's grace: the case ends long before, whatever the load."""
 CALL_TIMEOUT = 1.0
 """The caller's timeout in timeout_on_sleeping_server, in seconds."""
 STREAM_SIZE = 256 << 20
@@ -113,6 +115,8 @@ class Run:
         self.user, self.password, self.token = args.user, args.password, args.token
         self.prefix = f"{name}-{os.getpid()}-{os.urandom(4).hex()}"
         self.roots: list[rpc.RemoteReference] = []
+        self.endpoint = self.server
+        """The endpoint the case connected to last (a connection's error names it)."""
 
     def key(self, name: str = "") -> str:
         """A key of this run's own."""
@@ -120,12 +124,14 @@ class Run:
 
     async def connect(self, callLimits: rpc.CallLimits | None = None) -> rpc.RemoteReference:
         """A new connection to --server (carrying bulk streams); its root."""
+        self.endpoint = self.server
         root = await bulk.connect(self.reactor, self.server, registry=REGISTRY, callLimits=callLimits)
         self.roots.append(root)
         return root
 
     async def login(self, credentials: Any) -> rpc.RemoteReference:
         """A new connection to --login-server, logged in with C{credentials}; its root (the avatar)."""
+        self.endpoint = self.loginServer
         root = await bulk.connect(self.reactor, self.loginServer, credentials=credentials)
         self.roots.append(root)
         return root
@@ -148,14 +154,19 @@ class Run:
 
     async def loginTLS(self, withCertificate: bool) -> rpc.RemoteReference:
         """A new TLS connection to --certificate-server, logged in with its certificate; its root."""
-        description = self.tlsEndpoint(withCertificate)
+        description = self.endpoint = self.tlsEndpoint(withCertificate)
         root = await bulk.connect(self.reactor, description, credentials=ClientCertificate())
         self.roots.append(root)
         return root
 
     async def connectUnlogged(self) -> rpc.RemoteReference:
-        """A new connection to --login-server that does not log in."""
-        root = await bulk.connect(self.reactor, self.loginServer)
+        """
+        A new connection to --login-server that does not log in: a plain
+        RPC one, so that the call is the first thing sent (a bulk peer would
+        send its HELLO first).
+        """
+        self.endpoint = self.loginServer
+        root = await rpc.connect(self.reactor, self.loginServer)
         self.roots.append(root)
         return root
 
@@ -478,7 +489,7 @@ async def goAwayDrain(run: Run) -> None:
     key = run.key()
     held = draining.callRemote("hold", key, HOLD)
     expect(await holdStateIs(draining, key, WAITING) is True, "the hold is not waiting on the server")
-    result = await answer(draining.callRemote("goAway", 10_000), "goAway(10000)")
+    result = await answer(draining.callRemote("goAway", GRACE), f"goAway({GRACE})")
     expect(result is None, f"goAway answered {shown(result)}, not None")
     await fails(draining.callRemote("empty"), rpc.GoingAway, "a new call on the draining connection")
     released = await answer(other.callRemote("release", key, "finished"), "release(key) on another connection")
@@ -670,7 +681,7 @@ async def runCase(reactor: Any, args: argparse.Namespace, name: str) -> str | No
     except defer.TimeoutError:
         return f"no result within {args.case_timeout:g} s"
     except Exception as error:
-        return explain(error, run.server)
+        return explain(error, run.endpoint)
     finally:
         await run.close()
     return None

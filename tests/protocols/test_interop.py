@@ -124,7 +124,7 @@ class ProcessTests(SynchronousTestCase):
         )
         self.addCleanup(stop, server)
         caDirectory, clientPEM, port, loginPort, certificatePort = (
-            field.decode() for field in readUntil(server, LISTENING).groups()
+            field.decode() for field in readUntil(server, LISTENING, timeout=60).groups()
         )
         listed = runPython("examples/interop_client.py", "--list", timeout=60)
         self.assertEqual(listed.returncode, 0, listed.stderr)
