@@ -562,13 +562,18 @@ def connect(
     registry: Registry | None = None,
     options: BulkOptions | None = None,
     credentials: Any = None,
+    callLimits: CallLimits | None = None,
 ) -> Deferred[RemoteReference]:
     """
     As L{protocols.rpc.connect}, with a connection that carries streams;
     close it with C{ref.broker.disconnect()}.  With C{credentials}, log in
-    first as L{protocols.rpc.login} does.
+    first as L{protocols.rpc.login} does.  C{callLimits} as for
+    L{protocols.rpc.connect} (C{CLIENT_CALL_LIMITS}, no call timeout, if
+    C{None}).
     """
-    factory = BulkBrokerFactory(root, clock=reactor, limits=limits, registry=registry, options=options)
+    factory = BulkBrokerFactory(
+        root, clock=reactor, limits=limits, registry=registry, options=options, callLimits=callLimits
+    )
     if credentials is not None:
         return loginWith(reactor, description, factory, credentials)
     return connectWith(reactor, description, factory)

@@ -1,0 +1,761 @@
+"""The interop test client: runs the named interop cases against a chunkwire server and says which pass.
+
+    python examples/interop_client.py --server 127.0.0.1:8790 --login-server 127.0.0.1:8791
+    python examples/interop_client.py --server 127.0.0.1:8790 --case empty_call --case ping
+    python examples/interop_client.py --list
+
+The server is any implementation of the interop service (docs/interop.md;
+examples/interop_server.py serves Python's).  Each case opens its own
+connections, checks what docs/interop.md says it must observe, and closes
+them; the client prints one line per case, "case NAME: pass" or "case NAME:
+FAIL: reason", in the order given (all cases, in the order of --list, by
+default), and exits with status 1 if any case failed.
+
+--server is the endpoint served to anyone; --login-server the one that
+requires logins (the login cases), by default the --server host with the
+port after --server's; --certificate-server the TLS endpoint of certificate
+logins, by default the port two after --server's.  The login cases log in
+with the public test credentials (user "interop", password
+"interop-password", token "interop-token", whose avatar is that user)
+unless --user, --password and --token give others.  The certificate cases
+need --ca-dir (the CA certificates that issued the server's certificate)
+and --client-pem (the key and certificate of the user), which
+examples/interop_server.py prints when it starts.  A case that has no
+result within --case-timeout seconds fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from _errors import addDebugArgument, explain, runCommand
+from twisted.cred.credentials import UsernamePassword
+from twisted.internet import defer
+from twisted.internet.defer import CancelledError, Deferred, DeferredList
+from twisted.internet.error import ConnectionDone
+from twisted.internet.task import deferLater
+
+from framing import Registry
+from framing.slicing.registry import DEFAULT_REGISTRY
+from protocols import bulk, rpc
+from protocols.auth import ClientCertificate, LoginRefused
+from protocols.auth.tokens import BearerToken
+from protocols.interop import (
+    APPLICATION_ERROR,
+    CANCELLED,
+    TEST_PASSWORD,
+    TEST_TOKEN,
+    TEST_USER,
+    WAITING,
+    ApplicationError,
+    pattern,
+)
+
+DEFAULT_SERVER = "127.0.0.1:8790"
+EVENTUALLY = 20.0
+"""Seconds a case waits for something the server does in its own time (a RELEASE, a cancel seen there)."""
+UNKNOWN_OBJECT = 1_000_000_000
+"""An export id no interop server has given out."""
+LARGE = 4 << 20
+"""Bytes of the large call, each way."""
+IN_FLIGHT = 64
+"""Calls of the gather, all waiting at once."""
+PIPELINED = 1000
+"""Echo calls sent before any answer is read."""
+HOLD = 60_000
+"""Milliseconds a hold sleeps unless released or cancelled: far past any case."""
+GRACE = 30_000
+"""Milliseconds of goaway_drain's grace: the case ends long before, whatever the load."""
+CALL_TIMEOUT = 1.0
+"""The caller's timeout in timeout_on_sleeping_server, in seconds."""
+STREAM_SIZE = 256 << 20
+"""Bytes of the stream cancelled once its first piece arrived: never all sent."""
+FILE_SIZE = 6 << 20
+"""Bytes of the file uploaded and downloaded, each cut halfway."""
+
+
+@dataclass
+class Unregistered:
+    """A type only this client registers: the server refuses it (unknown-type) and stays in step."""
+
+    marker: int = 0
+
+
+REGISTRY = Registry(DEFAULT_REGISTRY)
+REGISTRY.register(Unregistered, "interop.unregistered")
+
+
+class CaseFailed(Exception):
+    """What a case observed is not what docs/interop.md says it must be."""
+
+
+class Run:
+    """
+    One case's run: where the servers are, the credentials, and the
+    connections the case opened (all closed when it ends).
+
+    @ivar prefix: starts every key and file name of this run, so that
+        clients checking one server at once do not meet.
+    """
+
+    def __init__(self, reactor: Any, args: argparse.Namespace, name: str) -> None:
+        self.reactor = reactor
+        self.server = endpointOf(args.server)
+        self.loginServer = endpointOf(args.login_server or nextPort(args.server))
+        self.certificateServer = args.certificate_server or nextPort(args.server, 2)
+        self.caDirectory, self.clientPEM = args.ca_dir, args.client_pem
+        self.user, self.password, self.token = args.user, args.password, args.token
+        self.prefix = f"{name}-{os.getpid()}-{os.urandom(4).hex()}"
+        self.roots: list[rpc.RemoteReference] = []
+        self.endpoint = self.server
+        """The endpoint the case connected to last (a connection's error names it)."""
+
+    def key(self, name: str = "") -> str:
+        """A key of this run's own."""
+        return f"{self.prefix}{'-' if name else ''}{name}"
+
+    async def connect(self, callLimits: rpc.CallLimits | None = None) -> rpc.RemoteReference:
+        """A new connection to --server (carrying bulk streams); its root."""
+        self.endpoint = self.server
+        root = await bulk.connect(self.reactor, self.server, registry=REGISTRY, callLimits=callLimits)
+        self.roots.append(root)
+        return root
+
+    async def login(self, credentials: Any) -> rpc.RemoteReference:
+        """A new connection to --login-server, logged in with C{credentials}; its root (the avatar)."""
+        self.endpoint = self.loginServer
+        root = await bulk.connect(self.reactor, self.loginServer, credentials=credentials)
+        self.roots.append(root)
+        return root
+
+    def tlsEndpoint(self, withCertificate: bool) -> str:
+        """
+        The C{ssl:} client description of --certificate-server, trusting
+        --ca-dir and presenting --client-pem if C{withCertificate}.
+
+        @raise CaseFailed: the options it needs were not given.
+        """
+        if self.caDirectory is None or (withCertificate and self.clientPEM is None):
+            raise CaseFailed("give --ca-dir and --client-pem (examples/interop_server.py prints them)")
+        host, port = parseAddress(self.certificateServer)
+        description = f"ssl:host={quote(host)}:port={port}:caCertsDir={quote(self.caDirectory)}:hostname={quote(host)}"
+        if withCertificate:
+            assert self.clientPEM is not None
+            description += f":certKey={quote(self.clientPEM)}:privateKey={quote(self.clientPEM)}"
+        return description
+
+    async def loginTLS(self, withCertificate: bool) -> rpc.RemoteReference:
+        """A new TLS connection to --certificate-server, logged in with its certificate; its root."""
+        description = self.endpoint = self.tlsEndpoint(withCertificate)
+        root = await bulk.connect(self.reactor, description, credentials=ClientCertificate())
+        self.roots.append(root)
+        return root
+
+    async def connectUnlogged(self) -> rpc.RemoteReference:
+        """
+        A new connection to --login-server that does not log in: a plain
+        RPC one, so that the call is the first thing sent (a bulk peer would
+        send its HELLO first).
+        """
+        self.endpoint = self.loginServer
+        root = await rpc.connect(self.reactor, self.loginServer)
+        self.roots.append(root)
+        return root
+
+    async def close(self) -> None:
+        """Close every connection the case opened, and wait (a while) until they are closed."""
+        closing = [root.broker.disconnect() for root in self.roots]
+        waiting = DeferredList(closing, consumeErrors=True)
+        waiting.addTimeout(EVENTUALLY, self.reactor)
+        try:
+            await waiting
+        except (defer.TimeoutError, CancelledError):
+            pass
+
+
+@dataclass(frozen=True)
+class Case:
+    """A named case: what it proves (for --list), and its body."""
+
+    name: str
+    proves: str
+    body: Callable[[Run], Awaitable[None]]
+
+
+CASES: dict[str, Case] = {}
+
+
+def case(name: str, proves: str) -> Callable[[Callable[[Run], Awaitable[None]]], Callable[[Run], Awaitable[None]]]:
+    """Register the decorated coroutine function as the case C{name}."""
+
+    def add(body: Callable[[Run], Awaitable[None]]) -> Callable[[Run], Awaitable[None]]:
+        CASES[name] = Case(name, proves, body)
+        return body
+
+    return add
+
+
+# -- what the cases check with -----------------------------------------------------------------
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """C{value}'s repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def described(error: BaseException) -> str:
+    """An error as a case's reason says it."""
+    return f"{type(error).__name__}: {error}"
+
+
+def expect(condition: bool, reason: str) -> None:
+    """Fail the case with C{reason} unless C{condition}."""
+    if not condition:
+        raise CaseFailed(reason)
+
+
+async def answer(call: Deferred[Any], what: str) -> Any:
+    """The answer of C{call}; a failure fails the case, naming C{what} was called."""
+    try:
+        return await call
+    except CaseFailed:
+        raise
+    except Exception as error:
+        raise CaseFailed(f"{what} failed with {described(error)}") from error
+
+
+async def fails(call: Deferred[Any], kind: type[BaseException], what: str) -> Any:
+    """The error C{call} fails with, which must be a C{kind}; an answer or another error fails the case."""
+    try:
+        result = await call
+    except kind as error:
+        return error
+    except Exception as error:
+        raise CaseFailed(f"{what} failed with {described(error)}, not a {kind.__name__}") from error
+    raise CaseFailed(f"{what} answered {shown(result)}, expected a failure ({kind.__name__})")
+
+
+async def allAnswers(calls: Iterable[Deferred[Any]], what: str) -> list[Any]:
+    """The answers of all C{calls}, in order; the first failure fails the case."""
+    results = await DeferredList(list(calls), consumeErrors=True)
+    for ok, value in results:
+        if not ok:
+            raise CaseFailed(f"{what} failed with {described(value.value)}")
+    return [value for _, value in results]
+
+
+async def eventually(reactor: Any, check: Callable[[], Awaitable[Any]], what: str) -> None:
+    """
+    Ask C{check} until it returns C{True}, for up to L{EVENTUALLY}
+    seconds (a generous deadline, not a measure); it returns anything else
+    to say what it saw meanwhile.
+    """
+    deadline = time.monotonic() + EVENTUALLY
+    while True:
+        seen = await check()
+        if seen is True:
+            return
+        if time.monotonic() > deadline:
+            raise CaseFailed(f"{what} not seen within {EVENTUALLY:g} s (last seen: {shown(seen)})")
+        await deferLater(reactor, 0.02)
+
+
+async def holdStateIs(root: rpc.RemoteReference, key: str, wanted: str) -> Any:
+    """C{True} if the hold of C{key} is in state C{wanted}, else the state it is in."""
+    state = await answer(root.callRemote("holdState", key), "holdState")
+    return True if state == wanted else state
+
+
+# -- the cases, in the order they run by default -----------------------------------------------
+
+
+@case("empty_call", "a call with no arguments is answered with None")
+async def emptyCall(run: Run) -> None:
+    root = await run.connect()
+    result = await answer(root.callRemote("empty"), "empty()")
+    expect(result is None, f"empty() answered {shown(result)}, not None")
+
+
+@case("large_call", "a 4 MiB byte string goes up in a call and comes back in its answer, unchanged")
+async def largeCall(run: Run) -> None:
+    root = await run.connect()
+    data = os.urandom(LARGE)
+    result = await answer(root.callRemote("echo", data), "echo(4 MiB)")
+    expect(type(result) is bytes, f"echo answered a {type(result).__name__}, not bytes")
+    expect(result == data, f"echo answered {len(result)} bytes that are not the {len(data)} sent")
+
+
+@case("many_in_flight", "64 calls wait on the server at once, and 1000 pipelined calls get their own answers")
+async def manyInFlight(run: Run) -> None:
+    root = await run.connect()
+    key = run.key()
+    gathered = await allAnswers([root.callRemote("gather", key, IN_FLIGHT) for _ in range(IN_FLIGHT)], "gather")
+    expect(gathered == [IN_FLIGHT] * IN_FLIGHT, f"gather answered {shown(gathered)}")
+    echoed = await allAnswers([root.callRemote("echo", i) for i in range(PIPELINED)], "echo")
+    expect(echoed == list(range(PIPELINED)), f"the pipelined echoes answered {shown(echoed)}")
+
+
+@case("remote_error_registered", "a registered error arrives as itself, with its details")
+async def remoteErrorRegistered(run: Run) -> None:
+    root = await run.connect()
+    call = root.callRemote("raiseRegistered", "refused on purpose", 7)
+    error = await fails(call, ApplicationError, "raiseRegistered")
+    got = (error.message, error.code)
+    expect(got == ("refused on purpose", 7), f"{APPLICATION_ERROR} came with details {shown(got)}")
+
+
+@case("remote_error_violation", "an argument the method's constraint refuses fails the call as a Violation")
+async def remoteErrorViolation(run: Run) -> None:
+    root = await run.connect()
+    error = await fails(root.callRemote("shortText", "x" * 17), rpc.RemoteViolation, "shortText(17 bytes)")
+    got = (error.code, error.where)
+    expect(got == ("body-too-large", "args[0]"), f"the Violation's details were {shown(got)}")
+    result = await answer(root.callRemote("shortText", "x" * 16), "shortText(16 bytes)")
+    expect(result == "x" * 16, f"shortText(16 bytes) answered {shown(result)}")
+
+
+@case("remote_error_method_failure", "a method's own unregistered failure arrives as a RemoteError with its message")
+async def remoteErrorMethodFailure(run: Run) -> None:
+    root = await run.connect()
+    error = await fails(root.callRemote("raiseUnregistered", "failed on purpose"), rpc.RemoteError, "raiseUnregistered")
+    expect(type(error) is rpc.RemoteError, f"raiseUnregistered failed as a {type(error).__name__}, not a RemoteError")
+    reserved = ("Violation", "NoSuchMethod", "NoSuchObject", APPLICATION_ERROR)
+    expect(error.remoteType not in reserved, f"the failure's type name is {error.remoteType!r}")
+    expect(error.message == "failed on purpose", f"the failure's message is {shown(error.message)}")
+
+
+@case("unknown_method", "a call to a method the object lacks fails as NoSuchMethod; the connection stays up")
+async def unknownMethod(run: Run) -> None:
+    root = await run.connect()
+    await fails(root.callRemote("noSuchMethodHere"), rpc.NoSuchMethod, "noSuchMethodHere()")
+    result = await answer(root.callRemote("empty"), "empty() after it")
+    expect(result is None, f"empty() after it answered {shown(result)}")
+
+
+@case("unknown_object", "a call to an export id never given out fails as NoSuchObject; the connection stays up")
+async def unknownObject(run: Run) -> None:
+    root = await run.connect()
+    call = root.broker.callRemote(UNKNOWN_OBJECT, "empty", (), {})
+    await fails(call, rpc.NoSuchObject, f"a call to export {UNKNOWN_OBJECT}")
+    result = await answer(root.callRemote("empty"), "empty() after it")
+    expect(result is None, f"empty() after it answered {shown(result)}")
+
+
+class Callback(rpc.Referenceable):
+    """What the client passes to callBack: the server calls C{called(value)} on it."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+
+    @rpc.remote
+    def called(self, value: int) -> int:
+        self.values.append(value)
+        return value + 1
+
+
+@case("callback_and_release", "the server calls back a reference the client passed, then RELEASEs it")
+async def callbackAndRelease(run: Run) -> None:
+    root = await run.connect()
+    broker = root.broker
+    before = broker.exportCount
+    callback = Callback()
+    result = await answer(root.callRemote("callBack", callback, 41), "callBack(ref, 41)")
+    expect(callback.values == [41], f"the server called back with {shown(callback.values)}, not [41]")
+    expect(result == 42, f"callBack answered {shown(result)}, not the callback's answer 42")
+
+    async def released() -> Any:
+        return True if broker.exportCount == before else f"{broker.exportCount - before} export(s) held"
+
+    await eventually(run.reactor, released, "the server's RELEASE of the callback")
+
+
+@case("call_for_no_answer", "calls for no answer run, and get no answer even when they fail")
+async def callForNoAnswer(run: Run) -> None:
+    root = await run.connect()
+    key = run.key()
+    root.callRemoteOnly("raiseUnregistered", "no one hears of this failure")
+    root.callRemoteOnly("noSuchMethodHere")
+    root.callRemoteOnly("record", key, "noted")
+    result = await answer(root.callRemote("recorded", key), "recorded(key)")
+    expect(result == "noted", f"recorded(key) answered {shown(result)}, not what record() was given")
+    expect(root.broker.isConnected(), "the connection was closed")
+
+
+@case("cancel_before_answer", "a call cancelled while it runs ends there, and is not answered")
+async def cancelBeforeAnswer(run: Run) -> None:
+    root = await run.connect()
+    key = run.key()
+    held = root.callRemote("hold", key, HOLD)
+    expect(await holdStateIs(root, key, WAITING) is True, "the hold is not waiting on the server")
+    held.cancel()
+    await fails(held, CancelledError, "the cancelled hold")
+    await eventually(run.reactor, lambda: holdStateIs(root, key, CANCELLED), "the server's cancel of the hold")
+
+
+class Pieces(bulk.Sink):
+    """
+    A stream's pieces as they arrive, which must be in order (from any first offset).
+
+    @ivar data: the bytes kept, from C{first}.
+    @ivar first: the offset of the first piece, or C{None} before it.
+    @ivar end: where the bytes kept end, or C{None} before the first piece.
+    @ivar gap: a piece arrived out of order (then no more is kept).
+    @ivar stopped: if set (by C{onPiece}), later pieces are released unkept.
+    """
+
+    sequential = False
+    # The case checks what it kept itself: a stream of some ranges of a file
+    # announces the whole file's size, and carries only those ranges.
+    verifies = True
+
+    def __init__(self, onPiece: Callable[[Pieces], None] | None = None) -> None:
+        self.data = bytearray()
+        self.first: int | None = None
+        self.end: int | None = None
+        self.gap = False
+        self.stopped = False
+        self.onPiece = onPiece
+
+    def write(self, offset: int, data: Any, release: Callable[[int], None]) -> None:
+        if self.first is None:
+            self.first = self.end = offset
+        if offset != self.end:
+            self.gap = self.stopped = True
+        if not self.stopped:
+            self.data += data
+            self.end = offset + len(data)
+            if self.onPiece is not None:
+                self.onPiece(self)
+        release(len(data))
+
+
+@case("cancel_after_answer_starts", "a stream result cancelled by its receiver after its first piece ends there")
+async def cancelAfterAnswerStarts(run: Run) -> None:
+    root = await run.connect()
+    key = run.key()
+    incoming = await answer(root.callRemote("stream", key, STREAM_SIZE), "stream(key, 256 MiB)")
+    expect(isinstance(incoming, bulk.IncomingStream), f"stream() answered {shown(incoming)}, not a stream")
+    expect(incoming.size == STREAM_SIZE, f"the stream announced {incoming.size} bytes, not {STREAM_SIZE}")
+    first: Deferred[None] = Deferred()
+
+    def seen(pieces: Pieces) -> None:
+        pieces.stopped = True
+        first.callback(None)
+
+    pieces = Pieces(seen)
+    receiving = incoming.receive(pieces)
+    await first
+    expect(pieces.first == 0 and len(pieces.data) > 0, f"the first piece is at {pieces.first}, of {len(pieces.data)}")
+    expect(bytes(pieces.data) == pattern(0, len(pieces.data)), "the first piece is not the interop pattern")
+    incoming.cancel("the interop client has seen enough")
+    await fails(receiving, bulk.StreamReset, "receiving the cancelled stream")
+
+    async def cancelled() -> Any:
+        state = await answer(root.callRemote("streamState", key), "streamState")
+        return True if state == CANCELLED else state
+
+    await eventually(run.reactor, cancelled, "the server's end of the cancelled stream")
+
+
+@case("timeout_on_sleeping_server", "a call past the caller's timeout fails with CallTimedOut, and the server is told")
+async def timeoutOnSleepingServer(run: Run) -> None:
+    timed = await run.connect(callLimits=rpc.CallLimits(callTimeout=CALL_TIMEOUT))
+    key = run.key()
+    await fails(timed.callRemote("hold", key, HOLD), rpc.CallTimedOut, "the hold past the caller's timeout")
+    root = await run.connect()
+    await eventually(run.reactor, lambda: holdStateIs(root, key, CANCELLED), "the server's cancel of the hold")
+
+
+@case("ping", "a PING is answered with its PONG")
+async def ping(run: Run) -> None:
+    root = await run.connect()
+    seconds = await answer(root.broker.connection.sendPing(), "the ping")
+    expect(isinstance(seconds, float) and seconds >= 0, f"the ping's round trip is {shown(seconds)}")
+
+
+@case("goaway_drain", "after GOAWAY the call in flight is answered, no new call is sent, the connection closes")
+async def goAwayDrain(run: Run) -> None:
+    draining = await run.connect()
+    other = await run.connect()
+    key = run.key()
+    held = draining.callRemote("hold", key, HOLD)
+    expect(await holdStateIs(draining, key, WAITING) is True, "the hold is not waiting on the server")
+    result = await answer(draining.callRemote("goAway", GRACE), f"goAway({GRACE})")
+    expect(result is None, f"goAway answered {shown(result)}, not None")
+    await fails(draining.callRemote("empty"), rpc.GoingAway, "a new call on the draining connection")
+    released = await answer(other.callRemote("release", key, "finished"), "release(key) on another connection")
+    expect(released is True, "release found no hold waiting")
+    result = await answer(held, "the hold in flight")
+    expect(result == "finished", f"the hold in flight answered {shown(result)}, not the released value")
+    reason = await draining.broker.whenDisconnected()
+    expect(isinstance(reason, ConnectionDone), f"the draining connection ended with {described(reason)}")
+    result = await answer(other.callRemote("empty"), "empty() on another connection")
+    expect(result is None, f"empty() on another connection answered {shown(result)}")
+
+
+@case("login_scram", "a SCRAM-SHA-256 login with the right password reaches the user's avatar")
+async def loginScram(run: Run) -> None:
+    credentials = UsernamePassword(run.user.encode("utf-8"), run.password.encode("utf-8"))
+    root = await answer(Deferred.fromCoroutine(run.login(credentials)), "the login")
+    name = await answer(root.callRemote("whoami"), "whoami()")
+    expect(name == run.user, f"whoami() answered {shown(name)}, not {run.user!r}")
+
+
+@case("login_scram_refused", "SCRAM-SHA-256 logins with a wrong password or an unknown user are refused alike")
+async def loginScramRefused(run: Run) -> None:
+    for user, password in ((run.user, run.password + "-wrong"), (run.user + "-unknown", run.password)):
+        credentials = UsernamePassword(user.encode("utf-8"), password.encode("utf-8"))
+        await fails(Deferred.fromCoroutine(run.login(credentials)), LoginRefused, f"the login as {user!r}")
+
+
+@case("login_token", "a bearer-token login reaches the avatar the token belongs to")
+async def loginToken(run: Run) -> None:
+    root = await answer(Deferred.fromCoroutine(run.login(BearerToken(run.token.encode("utf-8")))), "the login")
+    name = await answer(root.callRemote("whoami"), "whoami()")
+    expect(name == run.user, f"whoami() answered {shown(name)}, not {run.user!r}")
+
+
+@case("login_token_refused", "a bearer-token login with an unknown token is refused")
+async def loginTokenRefused(run: Run) -> None:
+    wrong = BearerToken((run.token + "-wrong").encode("utf-8"))
+    await fails(Deferred.fromCoroutine(run.login(wrong)), LoginRefused, "the login with a wrong token")
+
+
+@case("login_certificate", "a TLS client certificate from the server's CA logs in as its common name")
+async def loginCertificate(run: Run) -> None:
+    run.tlsEndpoint(withCertificate=True)
+    root = await answer(Deferred.fromCoroutine(run.loginTLS(withCertificate=True)), "the login")
+    name = await answer(root.callRemote("whoami"), "whoami()")
+    expect(name == run.user, f"whoami() answered {shown(name)}, not {run.user!r}")
+
+
+@case("login_certificate_refused", "a TLS client without a client certificate is not let in")
+async def loginCertificateRefused(run: Run) -> None:
+    run.tlsEndpoint(withCertificate=False)
+    await fails(Deferred.fromCoroutine(run.loginTLS(withCertificate=False)), Exception, "a login with no certificate")
+
+
+@case("login_required", "a call before logging in is not answered: the login server closes the connection")
+async def loginRequired(run: Run) -> None:
+    root = await run.connectUnlogged()
+    await fails(root.callRemote("whoami"), Exception, "whoami() without a login")
+    await root.broker.whenDisconnected()
+
+
+@case("bulk_upload_download_resume", "an upload and a download, each cut halfway, resume from what was held")
+async def bulkUploadDownloadResume(run: Run) -> None:
+    data = os.urandom(FILE_SIZE)
+    size, half = len(data), len(data) // 2
+    digest = hashlib.sha256(data).digest()
+    name, version = f"interop-{run.key()}.bin", "interop-1"
+    opening = (name, size, version, ["sha256"])
+    first = await run.connect()
+    files = await answer(first.callRemote("files"), "files()")
+    opened = await answer(files.callRemote("openUpload", *opening), "openUpload")
+    expect(opened == {"held": [], "algorithm": "sha256"}, f"openUpload of a new file answered {shown(opened)}")
+    stream = bulk.Stream(size=size, digest=None)
+    uploading = files.callRemote("upload", name, stream)
+    stream.write(data[:half])
+
+    async def halfSent() -> Any:
+        return True if stream.sentBytes >= half else f"{stream.sentBytes} bytes sent"
+
+    await eventually(run.reactor, halfSent, "the first half of the upload sent")
+    await first.broker.disconnect()  # the cut, halfway through the stream
+    await fails(uploading, Exception, "the upload cut halfway")
+
+    second = await run.connect()
+    files = await answer(second.callRemote("files"), "files()")
+
+    async def halfHeld() -> Any:
+        reopened = await answer(files.callRemote("openUpload", *opening), "openUpload after the cut")
+        return True if reopened == {"held": [[0, half]], "algorithm": "sha256"} else reopened
+
+    await eventually(run.reactor, halfHeld, "the first half held by the server after the cut")
+    secondHalf = bulk.Stream(data, ranges=[(half, size)], digest=None)
+    held = await answer(files.callRemote("upload", name, secondHalf), "upload of the second half")
+    expect(held == {"held": size}, f"upload of the second half answered {shown(held)}")
+    finished = await answer(files.callRemote("finishUpload", name, digest), "finishUpload")
+    expect(
+        finished.get("size") == size and finished.get("digest") == digest.hex(),
+        f"finishUpload answered {shown(finished)}",
+    )
+
+    info = await answer(files.callRemote("stat", name, ["sha256"]), "stat")
+    expect(
+        info.get("size") == size and info.get("digest") == digest.hex() and info.get("algorithm") == "sha256",
+        f"stat answered {shown(info)}",
+    )
+    enough: Deferred[None] = Deferred()
+
+    def cutWhenHalf(pieces: Pieces) -> None:
+        if pieces.end is not None and pieces.end >= half:
+            pieces.stopped = True  # what arrives after this is not kept: the cut is here
+            enough.callback(None)
+
+    kept = Pieces(cutWhenHalf)
+    incoming = await answer(files.callRemote("download", name, info["version"], [[0, size]]), "download")
+    receiving = incoming.receive(kept)
+    await enough
+    await second.broker.disconnect()  # the cut, halfway through the download
+    await fails(receiving, Exception, "the download cut halfway")
+    expect(kept.first == 0 and not kept.gap, "the download's pieces did not arrive in order from 0")
+    start = len(kept.data)
+    expect(start < size, "the whole file arrived before the cut")
+
+    third = await run.connect()
+    files = await answer(third.callRemote("files"), "files()")
+    incoming = await answer(files.callRemote("download", name, info["version"], [[start, size]]), "download")
+    rest = Pieces()
+    await answer(incoming.receive(rest), "the resumed download")
+    expect(
+        rest.first == start and rest.end == size and not rest.gap,
+        f"the resumed download held {shown(rest.first)}..{shown(rest.end)}, not {start}..{size}",
+    )
+    whole = bytes(kept.data) + bytes(rest.data)
+    expect(hashlib.sha256(whole).digest() == digest, "the downloaded file's SHA-256 is not the uploaded file's")
+
+
+@case("refused_object_mid_stream", "objects the server refuses between calls leave the stream in step")
+async def refusedObjectMidStream(run: Run) -> None:
+    root = await run.connect()
+    before = root.callRemote("echo", 1)
+    root.broker.sendObject(Unregistered(1))  # a whole top-level object of an unknown type
+    refused = root.callRemote("echo", [1, [2, Unregistered(2), [3]], 4])  # a call holding one, nested
+    after = root.callRemote("echo", 3)
+    expect(await answer(before, "echo(1)") == 1, "echo(1) before the refused objects did not answer 1")
+    error = await fails(refused, rpc.RemoteViolation, "echo(an unknown type)")
+    expect(error.code == "unknown-type", f"the refusal's code is {error.code!r}, not 'unknown-type'")
+    expect(await answer(after, "echo(3)") == 3, "echo(3) after the refused objects did not answer 3")
+    expect(root.broker.isConnected(), "the connection was closed")
+
+
+# -- running them ------------------------------------------------------------------------------
+
+_HOST_PORT = re.compile(r"^(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<host>[\w.\-]+)):(?P<port>\d{1,5})$")
+
+
+def parseAddress(address: str) -> tuple[str, int]:
+    """C{(host, port)} of C{"HOST:PORT"} (C{"[::1]:8790"} for an IPv6 address)."""
+    match = _HOST_PORT.match(address.strip())
+    if match is None:
+        raise ValueError(f"{address!r} is not HOST:PORT (e.g. 127.0.0.1:8790, [::1]:8790)")
+    return match.group("v6") or match.group("host"), int(match.group("port"))
+
+
+def endpointOf(address: str) -> str:
+    """The Twisted client endpoint description of C{"HOST:PORT"}."""
+    host, port = parseAddress(address)
+    return f"tcp:host={quote(host)}:port={port}"
+
+
+def nextPort(address: str, step: int = 1) -> str:
+    """C{"HOST:PORT"} with the port C{step} after C{address}'s."""
+    host, port = parseAddress(address)
+    return f"[{host}]:{port + step}" if ":" in host else f"{host}:{port + step}"
+
+
+def quote(value: str) -> str:
+    """C{value} escaped for one field of an endpoint description."""
+    return value.replace("\\", "\\\\").replace(":", "\\:").replace("=", "\\=")
+
+
+async def runCase(reactor: Any, args: argparse.Namespace, name: str) -> str | None:
+    """Run case C{name}; C{None} if it passed, else why it failed."""
+    run = Run(reactor, args, name)
+    running = Deferred.fromCoroutine(CASES[name].body(run))
+    running.addTimeout(args.case_timeout, reactor)
+    try:
+        await running
+    except CaseFailed as failed:
+        return str(failed)
+    except defer.TimeoutError:
+        return f"no result within {args.case_timeout:g} s"
+    except Exception as error:
+        return explain(error, run.endpoint)
+    finally:
+        await run.close()
+    return None
+
+
+async def runAll(reactor: Any, args: argparse.Namespace) -> None:
+    names = args.case or list(CASES)
+    failed = 0
+    for name in names:
+        reason = await runCase(reactor, args, name)
+        if reason is None:
+            print(f"case {name}: pass", flush=True)
+        else:
+            failed += 1
+            print(f"case {name}: FAIL: {' '.join(reason.split())}", flush=True)
+    if failed:
+        raise SystemExit(1)
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--server", default=DEFAULT_SERVER, metavar="HOST:PORT", help="the interop server (default %(default)s)"
+    )
+    parser.add_argument(
+        "--login-server",
+        metavar="HOST:PORT",
+        help="the interop server's login endpoint (default: --server's host, the port after --server's)",
+    )
+    parser.add_argument(
+        "--certificate-server",
+        metavar="HOST:PORT",
+        help="the interop server's TLS endpoint of certificate logins (default: the port two after --server's)",
+    )
+    parser.add_argument(
+        "--ca-dir", metavar="DIR", help="the certificate cases: the CA certificates (*.pem) that issued the server's"
+    )
+    parser.add_argument(
+        "--client-pem", metavar="FILE", help="the certificate cases: the key and certificate (PEM) of --user"
+    )
+    parser.add_argument(
+        "--case",
+        action="append",
+        choices=list(CASES),
+        metavar="NAME",
+        help="run this case (repeatable; default: every case, in --list's order)",
+    )
+    parser.add_argument("--list", action="store_true", help="list the cases and what each proves, then exit")
+    parser.add_argument("--user", default=TEST_USER, help="the user of the login cases (default %(default)s)")
+    parser.add_argument("--password", default=TEST_PASSWORD, help="that user's password (default %(default)s)")
+    parser.add_argument(
+        "--token", default=TEST_TOKEN, help="a bearer token of that user for the login cases (default %(default)s)"
+    )
+    parser.add_argument(
+        "--case-timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds a case may take before it fails (default %(default)s)",
+    )
+    addDebugArgument(parser)
+    args = parser.parse_args(argv)
+    if args.list:
+        for each in CASES.values():
+            print(f"{each.name}: {each.proves}")
+        return
+    for address in (args.server, args.login_server, args.certificate_server):
+        if address is not None:
+            try:
+                parseAddress(address)
+            except ValueError as error:
+                parser.error(str(error))
+    runCommand(lambda reactor: runAll(reactor, args), endpointOf(args.server), args.debug)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

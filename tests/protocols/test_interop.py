@@ -1,0 +1,159 @@
+"""The interop kit: the service's rules in process, and the Python interop server and client as processes."""
+
+from __future__ import annotations
+
+import re
+
+from twisted.internet.defer import CancelledError
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+
+from protocols import interop
+from protocols.interop import ApplicationError, InteropService, PatternSource, pattern
+from tests.processes import readUntil, runPython, startPython, stop
+
+
+class ServiceTests(SynchronousTestCase):
+    """The interop service's methods, called in process on a fake clock."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.service = InteropService(self.clock, self.mktemp())
+
+    def test_pattern(self) -> None:
+        """The pattern's byte at offset i is i mod 251, from any offset, across its internal block."""
+        self.assertEqual(pattern(0, 3), b"\x00\x01\x02")
+        self.assertEqual(pattern(250, 3), b"\xfa\x00\x01")
+        long = pattern(7, 3 << 20)
+        self.assertEqual(len(long), 3 << 20)
+        self.assertEqual(long, bytes((7 + i) % 251 for i in range(3 << 20)))
+        self.assertEqual(PatternSource(10).read(8, 5), pattern(8, 2))
+
+    def test_gather(self) -> None:
+        """A gather answers all its calls at once when the last arrives, and none before."""
+        calls = [self.service.gather("g", 3) for _ in range(2)]
+        for call in calls:
+            self.assertNoResult(call)
+        calls.append(self.service.gather("g", 3))
+        self.assertEqual([self.successResultOf(call) for call in calls], [3, 3, 3])
+        self.assertFalse(self.clock.getDelayedCalls())
+
+    def test_gatherTimesOut(self) -> None:
+        """Calls still waiting when the gather's deadline passes fail with the service's error, coded so."""
+        waiting = self.service.gather("g", 2)
+        self.clock.advance(interop.GATHER_TIMEOUT)
+        failure = self.failureResultOf(waiting, ApplicationError)
+        self.assertEqual(failure.value.code, interop.GATHER_TIMED_OUT)
+
+    def test_gatherCancelled(self) -> None:
+        """A cancelled gather call leaves the group, which then needs another call to complete."""
+        first = self.service.gather("g", 2)
+        first.cancel()
+        self.failureResultOf(first, CancelledError)
+        second = self.service.gather("g", 2)
+        self.assertNoResult(second)
+        third = self.service.gather("g", 2)
+        self.assertEqual((self.successResultOf(second), self.successResultOf(third)), (2, 2))
+
+    def test_holdStates(self) -> None:
+        """A hold is waiting, then released (answering the value), elapsed (answering None) or cancelled."""
+        service = self.service
+        self.assertEqual(service.holdState("r"), interop.UNKNOWN)
+        released = service.hold("r", 1000)
+        self.assertEqual(service.holdState("r"), interop.WAITING)
+        self.assertTrue(service.release("r", "value"))
+        self.assertEqual((self.successResultOf(released), service.holdState("r")), ("value", interop.RELEASED))
+        self.assertFalse(service.release("r", "again"))
+        elapsed = service.hold("e", 1000)
+        self.clock.advance(1)
+        self.assertEqual(service.holdState("e"), interop.ELAPSED)
+        self.assertIsNone(self.successResultOf(elapsed))
+        cancelled = service.hold("c", 1000)
+        cancelled.cancel()
+        self.failureResultOf(cancelled, CancelledError)
+        self.assertEqual(service.holdState("c"), interop.CANCELLED)
+        self.assertFalse(self.clock.getDelayedCalls())
+
+    def test_holdsBounded(self) -> None:
+        """Past the most holds waiting at once, a hold fails with the service's error, coded too-many-waiting."""
+        for number in range(interop.MAX_WAITING):
+            self.service.hold(f"k{number}", 1000)
+        with self.assertRaises(ApplicationError) as refused:
+            self.service.hold("one-more", 1000)
+        self.assertEqual(refused.exception.code, interop.TOO_MANY_WAITING)
+        self.clock.advance(1)
+        self.service.hold("one-more", 1000)
+
+    def test_keysBounded(self) -> None:
+        """A table keeps the most recent keys only: the oldest is forgotten first."""
+        for number in range(interop.MAX_KEYS + 1):
+            self.service.record(f"k{number}", number)
+        self.assertIsNone(self.service.recorded("k0"))
+        self.assertEqual(self.service.recorded(f"k{interop.MAX_KEYS}"), interop.MAX_KEYS)
+
+    def test_registeredError(self) -> None:
+        """raiseRegistered raises the registered error with the caller's message and code."""
+        with self.assertRaises(ApplicationError) as raised:
+            self.service.raiseRegistered("no", 7)
+        self.assertEqual((raised.exception.message, raised.exception.code, str(raised.exception)), ("no", 7, "no"))
+
+
+LISTENING = (
+    rb"(?s)test certificates: --ca-dir (\S+) --client-pem (\S+)\n"
+    rb".*interop server listening on .*? port=(\d+)\)"
+    rb".*interop login server listening on .*? port=(\d+)\)"
+    rb".*interop certificate login server listening on .*? port=(\d+)\)"
+)
+"""What the interop server prints once its three endpoints listen, and where its test certificates are."""
+CASE_LINE = re.compile(r"^case (\S+): (pass|FAIL: .*)$")
+
+
+class ProcessTests(SynchronousTestCase):
+    """examples/interop_server.py and examples/interop_client.py as processes over loopback, on this run's core."""
+
+    def test_allCasesPass(self) -> None:
+        """The Python client runs every case against the Python server: each prints its line and passes."""
+        server = startPython(
+            "examples/interop_server.py",
+            "--listen",
+            "tcp:0:interface=127.0.0.1",
+            "--login-listen",
+            "tcp:0:interface=127.0.0.1",
+            "--certificate-listen",
+            "ssl:0:interface=127.0.0.1",
+        )
+        self.addCleanup(stop, server)
+        caDirectory, clientPEM, port, loginPort, certificatePort = (
+            field.decode() for field in readUntil(server, LISTENING, timeout=60).groups()
+        )
+        listed = runPython("examples/interop_client.py", "--list", timeout=60)
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        names = [line.split(":")[0] for line in listed.stdout.splitlines()]
+        client = runPython(
+            "examples/interop_client.py",
+            "--server",
+            f"127.0.0.1:{port}",
+            "--login-server",
+            f"127.0.0.1:{loginPort}",
+            "--certificate-server",
+            f"127.0.0.1:{certificatePort}",
+            "--ca-dir",
+            caDirectory,
+            "--client-pem",
+            clientPEM,
+            timeout=300,
+        )
+        lines = client.stdout.splitlines()
+        matched = [CASE_LINE.match(line) for line in lines]
+        self.assertTrue(all(matched), client.stdout)
+        results = {match.group(1): match.group(2) for match in matched if match is not None}
+        self.assertEqual([name for name in results], names, client.stdout)
+        failed = {name: result for name, result in results.items() if result != "pass"}
+        self.assertEqual(failed, {}, client.stderr)
+        self.assertEqual(client.returncode, 0, client.stderr)
+
+    def test_failureExits1(self) -> None:
+        """Against no server, the client prints a FAIL line naming the connection's error, and exits with 1."""
+        client = runPython("examples/interop_client.py", "--server", "127.0.0.1:1", "--case", "empty_call", timeout=60)
+        self.assertEqual(client.returncode, 1, client.stderr)
+        self.assertRegex(client.stdout, r"^case empty_call: FAIL: .*connection refused")
