@@ -169,6 +169,7 @@ class BulkServer(ExampleServer):
                 "--dir",
                 str(directory),
                 "--log",
+                "--grace=1",  # a drain on stop need not wait for what the attackers left open
             ],
             cwd=ROOT,
             env=ENV,

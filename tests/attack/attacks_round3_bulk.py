@@ -65,7 +65,7 @@ class BulkProcess:
             command += ["--workers", str(workers), "--reuse-port", "--grace", "1", *extra]
         else:
             command = [sys.executable, "examples/bulk_server.py", "--listen", "tcp:0:interface=127.0.0.1:backlog=1024"]
-            command += ["--dir", str(self.directory), "--log", *extra]
+            command += ["--dir", str(self.directory), "--log", "--grace", "1", *extra]
 
         def limit() -> None:
             if nofile is not None:

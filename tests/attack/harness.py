@@ -121,7 +121,8 @@ class ExampleServer:
         """Start the C{kind} server (C{"echo"} or C{"kv"}), logging to C{logPath}, with C{extra} options too."""
         self.kind = kind
         script = "examples/echo_server.py" if kind == "echo" else "examples/kv_server.py"
-        options = ["--max-bytes=1048576"] if kind == "echo" else ["--log", "--call-timeout=2"]
+        # (--grace 1: a drain on stop need not wait for what the attackers left open)
+        options = ["--max-bytes=1048576"] if kind == "echo" else ["--log", "--call-timeout=2", "--grace=1"]
         options += extra
         self.logPath = logPath
         self._log = open(logPath, "wb")  # noqa: SIM115 (closed in stop)

@@ -84,7 +84,7 @@ class Server:
 def exampleServer(users: Path, log: Path, *extra: str) -> tuple[Server, int]:
     """examples/kv_server.py with --users, logging to C{log}; the server and its port."""
     command = [sys.executable, "examples/kv_server.py", "--listen", "tcp:0:interface=127.0.0.1:backlog=512"]
-    command += ["--users", str(users), "--log", "--max-per-peer=1000", *extra]
+    command += ["--users", str(users), "--log", "--max-per-peer=1000", "--grace", "1", *extra]
     server = Server(command, log, rb"listening on .* port=(\d+)\)")
     return server, int(server.match.group(1))
 
