@@ -203,7 +203,10 @@ class ServerLogin:
 
     def objectRefused(self, violation: Violation) -> None:
         if self.state is LOGGED_IN:
-            self.broker.objectRefused(violation)
+            # Decoded in the same read as the last login message, so under the
+            # login's rules: the client sent it before it could have seen the
+            # acceptance, which it must not.  Said and dropped, not lost in silence.
+            self._violation(f"sent something before the login was accepted ({violation.code}: {violation})")
         else:
             self._violation(f"sent something refused before logging in ({violation.code}: {violation})")
 

@@ -171,6 +171,29 @@ async def callBeforeLogin(reactor: Any) -> None:
     await stop(factory, port)
 
 
+async def callInTheLoginsRead(reactor: Any) -> None:
+    """
+    A call sent in the same read as the login message that is accepted at
+    once (before the client could have seen the acceptance) was decoded
+    under the login's rules and refused there: the connection is dropped
+    with an ERROR saying so, not left up with the call silently lost.
+    """
+    from protocols.rpc.wire import CALL, Message, MessageSlicer
+
+    realm = Realm()
+    factory, port = await listen(reactor, Portal(realm, [AllowAnonymousAccess()]))
+    registry = Registry()
+    registry.add_slicer(Message, MessageSlicer())
+    call = Encoder(registry).encode(Message((CALL, 1, 0, "whoami", None)))
+    with capturedLogs() as events:
+        raw = await rawConnect(reactor, port, encoded(LoginMessage.of("start", "ANONYMOUS")) + call)
+        await raw.lost
+    assert realm.requested != []  # the login itself was accepted
+    assert b"before the login was accepted" in raw.received, raw.received
+    assert any("not-logged-in" in str(event.get("code", "")) for event in events)
+    await stop(factory, port)
+
+
 async def oversizedBeforeLogin(reactor: Any) -> None:
     """A login payload over the pre-login limit drops the connection before any checker runs."""
     realm = Realm()
@@ -278,6 +301,7 @@ class LoginOverTCPTests(TestCase):
     test_anonymous_refused = trialTest(anonymousRefused)
     test_call_before_login = trialTest(callBeforeLogin)
     test_oversized_before_login = trialTest(oversizedBeforeLogin)
+    test_call_in_the_logins_read = trialTest(callInTheLoginsRead)
     test_login_timeout = trialTest(loginTimeout)
     test_each_login_its_avatar = trialTest(eachLoginItsAvatar)
 
@@ -289,6 +313,7 @@ test_anonymous_login = pytestTest(anonymousLogin)
 test_anonymous_refused = pytestTest(anonymousRefused)
 test_call_before_login = pytestTest(callBeforeLogin)
 test_oversized_before_login = pytestTest(oversizedBeforeLogin)
+test_call_in_the_logins_read = pytestTest(callInTheLoginsRead)
 test_login_timeout = pytestTest(loginTimeout)
 test_each_login_its_avatar = pytestTest(eachLoginItsAvatar)
 
