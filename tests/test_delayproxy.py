@@ -57,7 +57,8 @@ async def proxyDelaysAndKeepsOrder(reactor: Any) -> None:
             assert time.perf_counter() - sent < 5, collector.received
         assert collector.received[0][0] - sent >= 2 * DELAY * 0.98
         (link,) = proxy.links
-        assert [data for direction, _, data in link.chunks if direction == UP] == [b"one ", b"two ", b"three"]
+        # In order; how the pieces were cut into reads is the kernel's (a loaded machine may join two).
+        assert b"".join(data for direction, _, data in link.chunks if direction == UP) == b"one two three"
         collector.transport.loseConnection()
         await collector.lost
     finally:
