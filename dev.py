@@ -175,7 +175,6 @@ PROCESS_TESTS = {
         "tests/protocols/bulk/test_examples.py",
         "tests/protocols/test_examples.py",
         "tests/protocols/test_example_trace.py",
-        "tests/protocols/test_interop.py",
     ),
 }
 """
@@ -186,7 +185,9 @@ what they prove does not change with the codec core (the differential and
 in-process tests prove the cores alike).  Half go to each core, so that both
 serve real processes, weighed so that the two runs end at about the same
 time.  Every other test runs in both (a new file too, until it is named
-here); C{dev.py pytest} and C{dev.py trial} still run everything.
+here), the interop kit's among them: its cases are what another
+implementation is held to, so the Python client and server pass them on
+both cores.  C{dev.py pytest} and C{dev.py trial} still run everything.
 """
 
 
