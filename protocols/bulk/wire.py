@@ -33,6 +33,7 @@ with its size and digest, the receiver's verdict, and either side giving up.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from zope.interface import implementer
@@ -75,6 +76,30 @@ and the credit every stream it receives starts with."""
 OP_NAMES = ("GRANT", "END", "DONE", "CANCEL", "ABORT", "HELLO")
 _FIELDS = (1, 2, 1, 2, 2, 2)
 """How many values follow the stream id, per op."""
+
+
+def _count(value: Any) -> bool:
+    # An INT: not a NEG (which would take credit back), not a SIMPLE True or False.
+    return type(value) is int and value >= 0
+
+
+def _digest(value: Any) -> bool:
+    return value is None or type(value) is bytes
+
+
+def _text(value: Any) -> bool:
+    return type(value) is str
+
+
+_FIELD_KINDS: tuple[tuple[Callable[[Any], bool], ...], ...] = (
+    (_count,),  # GRANT: the count
+    (_count, _digest),  # END: the size, the digest
+    (_digest,),  # DONE: the digest
+    (_text, _text),  # CANCEL: code, message
+    (_text, _text),  # ABORT: code, message
+    (_text, _count),  # HELLO: the digests, the initial window
+)
+"""What each value after the stream id must be, per op (section 5.5 of the wire format)."""
 
 MAX_DIGEST = 64
 """Longest digest accepted in a control message, in bytes (SHA-512 is 64)."""
@@ -160,6 +185,10 @@ class ControlUnslicer(Unslicer):
                 raise InvalidValue(f"bad bulk control header value {short_repr(obj)}")
         elif len(items) >= 2 + _FIELDS[items[0]]:
             raise TooManyItems(f"a bulk {OP_NAMES[items[0]]} has {_FIELDS[items[0]]} values")
+        else:
+            op = items[0]
+            if not _FIELD_KINDS[op][len(items) - 2](obj):
+                raise InvalidValue(f"bad value in a bulk {OP_NAMES[op]}: {short_repr(obj)}")
         items.append(obj)
 
     def finish(self) -> Control:
@@ -193,7 +222,13 @@ class AnnouncementUnslicer(PartsUnslicer):
         self._resolve = resolve
 
     def build(self, streamId: Any, size: Any, digest: Any) -> Any:
-        if streamId < 0 or (size is not None and size < 0) or (digest is not None and len(digest) > 32):
+        # (type checks: a SIMPLE True or False is an int to Python, and no id or size on the wire)
+        if (
+            type(streamId) is not int
+            or streamId < 0
+            or (size is not None and (type(size) is not int or size < 0))
+            or (digest is not None and len(digest) > 32)
+        ):
             raise InvalidValue("a bulk stream needs a non-negative id and size and a short digest name")
         return self._resolve(StreamAnnouncement((streamId, size, digest)))
 

@@ -12,9 +12,11 @@ from framing.slicing.constraints import Constraint
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import BYTES, CLOSE, INT, NEG, PREAMBLE, STRING, encode_header
 from protocols.bulk.wire import (
+    ABORT,
     CANCEL,
     CONTROL_OPEN_TYPE,
     DATA_OPEN_TYPE,
+    DONE,
     END,
     GRANT,
     HELLO,
@@ -207,6 +209,36 @@ class ControlTests(SynchronousTestCase):
             (result,) = self.roundTrip(bad)
             self.assertIsInstance(result, Violation, repr(bad))
 
+    def test_valuesOfTheWrongKindRefused(self) -> None:
+        """
+        Each value after the stream id is of its op's kind: a NEG count
+        (which would take credit back), a SIMPLE where an INT is, a STRING
+        where a digest is, and so on are refused as invalid-value, and the
+        stream stays in step.
+        """
+        for bad in (
+            Control((GRANT, 1, -5)),
+            Control((GRANT, 1, True)),
+            Control((GRANT, 1, "100")),
+            Control((END, 1, -1, None)),
+            Control((END, 1, 10, "digest")),
+            Control((DONE, 1, 7)),
+            Control((CANCEL, 1, 5, "why")),
+            Control((ABORT, 1, "code", None)),
+            Control((HELLO, 0, "sha256", -1)),
+            Control((HELLO, 0, b"sha256", 0)),
+        ):
+            (result,) = self.roundTrip(bad)
+            self.assertIsInstance(result, Violation, repr(bad))
+            self.assertEqual(result.code, "invalid-value", repr(bad))
+        for good in (
+            Control((GRANT, 1, 0)),
+            Control((END, 1, 0, None)),
+            Control((DONE, 1, b"\x01" * 32)),
+            Control((CANCEL, 1, "code", "")),
+        ):
+            self.assertEqual(self.roundTrip(good), [good])
+
     def test_helloBytes(self) -> None:
         """A HELLO is OPEN "bulk.ctl", INT 5, INT 0, the digests as one STRING, the initial window as an INT, CLOSE."""
         hello = Control((HELLO, 0, "blake3,sha256", 1 << 20))
@@ -247,3 +279,28 @@ class ControlTests(SynchronousTestCase):
         self.assertEqual(controlMessage("a\udc80b"), "a?b")
         cancel = Control((CANCEL, 1, "cancelled", controlMessage("é" * 600)))
         self.assertEqual(self.roundTrip(cancel), [cancel])
+
+
+class AnnouncementKindTests(SynchronousTestCase):
+    """A stream announcement's id and size are INTs: a SIMPLE True or False is no id."""
+
+    def test_simpleIdRefused(self) -> None:
+        """OPEN "bulk.stream", SIMPLE True (not the id 1), INT size, none, CLOSE is refused as invalid-value."""
+        from framing import Registry
+        from framing.wire import OPEN, SIMPLE, SIMPLE_NONE, SIMPLE_TRUE
+        from protocols.bulk.wire import STREAM_OPEN_TYPE, AnnouncementUnslicer
+
+        registry_ = Registry()
+        registry_.add_unslicer(
+            STREAM_OPEN_TYPE, lambda limits: AnnouncementUnslicer(limits, lambda announced: announced)
+        )
+        name = STREAM_OPEN_TYPE.encode()
+        opened = PREAMBLE + encode_header(OPEN, len(name)) + name
+        for first, expected in ((encode_header(SIMPLE, SIMPLE_TRUE), None), (encode_header(INT, 1), (1, 5, None))):
+            wire = opened + first + encode_header(INT, 5) + encode_header(SIMPLE, SIMPLE_NONE) + encode_header(CLOSE, 0)
+            (result,) = Decoder(registry=registry_).feed(wire)
+            if expected is None:
+                self.assertIsInstance(result, Violation)
+                self.assertEqual(result.code, "invalid-value")
+            else:
+                self.assertEqual(tuple(result), expected)
