@@ -114,9 +114,10 @@ class Text(Constraint):
     def check_value(self, obj: Any) -> None:
         if type(obj) is not str:
             raise KindRefused(f"expected a string, got {type(obj).__name__}")
-        # A character is one to four UTF-8 bytes: only text of a quarter to all of max_length characters needs encoding.
+        # A character is one to four UTF-8 bytes: only non-ASCII text of a quarter to all of
+        # max_length characters needs encoding (isascii reads a flag CPython keeps: O(1), no copy).
         size, most = len(obj), self.max_length
-        if size > most or (size * 4 > most and len(obj.encode("utf-8", "surrogatepass")) > most):
+        if size > most or (size * 4 > most and not obj.isascii() and len(obj.encode("utf-8", "surrogatepass")) > most):
             raise BodyTooLarge(f"string of more than {self.max_length} bytes")
         # A character is at least one UTF-8 byte: only short strings need encoding.
         if len(obj) < self.min_length:
