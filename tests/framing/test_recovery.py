@@ -219,18 +219,7 @@ class RefusalThenProtocolErrorTests(SynchronousTestCase):
 
     def outcome(self, data: bytes, step: int | None) -> tuple[list[Any], ProtocolError | None]:
         """Everything reported for C{data} (fed whole or in C{step}-byte pieces) and the ProtocolError, if any."""
-        decoder = Decoder(limits=LIMITS)
-        results: list[Any] = []
-        for i in range(0, len(data), step or len(data)):
-            completed, error = feed_salvaging(decoder, data[i : i + (step or len(data))])
-            results += completed
-            if error is not None:
-                return results, error
-        try:
-            decoder.close()
-        except ProtocolError as error:
-            return results, error
-        return results, None
+        return decode_in_steps(Decoder(limits=LIMITS), data, step or len(data))
 
     def test_break_while_skipping_reports_only_the_protocol_error(self) -> None:
         """A ProtocolError while a refused object is skipped is the one error reported: its Violation never is."""
@@ -298,23 +287,30 @@ def feed_salvaging(decoder: Decoder, data: bytes) -> tuple[list[Any], ProtocolEr
     return results, None
 
 
+def decode_in_steps(decoder: Decoder, data: bytes, step: int) -> tuple[list[Any], ProtocolError | None]:
+    """Feed C{data} in C{step}-byte pieces, then close: everything reported, and the ProtocolError that ended it."""
+    results: list[Any] = []
+    for i in range(0, len(data), step):
+        completed, error = feed_salvaging(decoder, data[i : i + step])
+        results += completed
+        if error is not None:
+            return results, error
+    try:
+        decoder.close()
+    except ProtocolError as error:
+        return results, error
+    return results, None
+
+
 class DamagedStreamTests(SynchronousTestCase):
     """Damaged streams never produce anything but objects, Violations or a ProtocolError."""
 
     def decode_damaged(self, data: bytes, step: int) -> tuple[list[Any], ProtocolError | None]:
         decoder = Decoder()
-        results: list[Any] = []
-        for i in range(0, len(data), step):
-            completed, error = feed_salvaging(decoder, data[i : i + step])
-            results += completed
-            if error is not None:
-                self.assertRaises(ProtocolError, decoder.feed, b"\x00")  # final: no more input accepted
-                return results, error
-        try:
-            decoder.close()
-        except ProtocolError as error:
-            return results, error
-        return results, None
+        results, error = decode_in_steps(decoder, data, step)
+        if error is not None:
+            self.assertRaises(ProtocolError, decoder.feed, b"\x00")  # final: no more input accepted
+        return results, error
 
     def test_objects_before_a_protocol_error_in_the_same_feed_are_not_lost(self) -> None:
         """Objects completed earlier in the same feed as a ProtocolError are still delivered."""
