@@ -443,7 +443,9 @@ class SkipCostTests(SynchronousTestCase):
                     decoder.feed(chunk)
 
             calls[announced] = count_calls(skip)
-        self.assertEqual(calls[200 * MiB], calls[2 * MiB], calls)
+        # The same to within a few calls (a loaded run counted 466 against 462 once: whatever ran
+        # beside the decoder on this thread); work that followed the announced size would be 100 times more.
+        self.assertLess(abs(calls[200 * MiB] - calls[2 * MiB]), calls[2 * MiB] // 20, calls)
 
     def test_skipping_a_large_refused_body_then_continuing(self) -> None:
         """A 64 MiB refused body really sent is skipped and the next objects decode, with nothing kept."""
