@@ -4,6 +4,9 @@ Contract: nothing here starts or needs a reactor except L{loopbackTCP}.
 L{connectedPair} joins two protocols in memory, delivers only when pumped,
 keeps every write boundary, and honours pausing and producers the way
 Twisted's TCP transport does, so flow control can be tested without sockets.
+L{brokerPair} does it for an RPC service: a server broker exposing a root
+and a client broker, on one L{Clock}, as C{rpc.serve} and C{rpc.connect}
+(or C{bulk.serve} and C{bulk.connect}) would make them.
 L{RecordingTransport} and L{recordWrites} count writes: the number tests pin
 ("one write per message, one per body chunk").
 
@@ -59,15 +62,22 @@ from twisted.internet.endpoints import (
 from twisted.internet.error import ConnectionAborted, ConnectionDone, ConnectionLost
 from twisted.internet.interfaces import IConsumer, IListeningPort, IPushProducer, ITCPTransport
 from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from framing import Registry
 from framing.trace import TokenTracer
 
 from .guard import connectionOf
+from .rpc.broker import Broker
+from .rpc.limits import SERVER_CALL_LIMITS
+from .rpc.referenceable import Referenceable
+from .rpc.refs import RemoteReference
 
 __all__ = [
+    "BrokerPair",
     "CertificateAuthority",
     "IssuedCertificate",
     "LoopbackPair",
@@ -76,6 +86,7 @@ __all__ = [
     "RecordingTransport",
     "SelfSignedCertificate",
     "TrackingFactory",
+    "brokerPair",
     "connectedPair",
     "loopbackTCP",
     "messagesPerWrite",
@@ -485,6 +496,83 @@ def connectedPair(server: Any, client: Any, bufferSize: int = 64 * 1024, maxChun
     pair.clientTransport.protocol.makeConnection(pair.clientTransport)
     pair.flush()
     return pair
+
+
+class BrokerPair:
+    """
+    An RPC server and client joined in memory on one L{Clock}, made by
+    L{brokerPair}: a service tested with no reactor and no socket.  Nothing
+    moves until L{flush}.
+
+    @ivar server: the server's L{Broker}, exposing the root.
+    @ivar client: the client's L{Broker}.
+    @ivar root: the client's L{RemoteReference} to the server's root
+        (C{root.typed(IFoo)} is its typed proxy).
+    @ivar clock: the L{Clock} both brokers schedule on: advance it to make
+        a call's timeout or a service's timer happen.
+    @ivar memory: the L{MemoryPair} carrying the bytes (its transports
+        record every write).
+    """
+
+    def __init__(self, server: Broker, client: Broker, clock: Clock) -> None:
+        self.server, self.client, self.clock = server, client, clock
+        self.memory = connectedPair(server, client)
+        self.root: RemoteReference = client.rootReference()
+
+    def flush(self, rounds: int = 100_000) -> None:
+        """
+        Deliver everything both sides wrote, and the work that is due at
+        the clock's present time (a broker leaves some to the end of the
+        reactor's turn: held preambles, RELEASEs), until nothing moves.
+        Timers further ahead wait for C{clock.advance}.
+
+        @raise RuntimeError: still moving after C{rounds} rounds.
+        """
+        for _ in range(rounds):
+            self.clock.advance(0)
+            if not self.memory.flush() and not self._due():
+                return
+        raise RuntimeError(f"still moving after {rounds} rounds")
+
+    def _due(self) -> bool:
+        """Whether a timer is due at the clock's present time (work left to the end of a turn)."""
+        now = self.clock.seconds()
+        return any(call.getTime() <= now for call in self.clock.calls)
+
+
+def brokerPair(
+    root: Referenceable,
+    *,
+    bulk: bool = False,
+    clientRoot: Referenceable | None = None,
+    registry: Registry | None = None,
+    tracebacks: bool = False,
+) -> BrokerPair:
+    """
+    Serve C{root} to a client in memory, as L{protocols.rpc.serve} and
+    L{protocols.rpc.connect} would over a socket (the server with
+    L{SERVER_CALL_LIMITS}), and return the pair, already connected::
+
+        pair = brokerPair(Greeter())
+        answer = pair.root.callRemote("greet", "ada")
+        pair.flush()
+        assert self.successResultOf(answer) == "hello ada"
+
+    @param bulk: both ends carry streams (L{protocols.bulk.BulkBroker}, as
+        L{protocols.bulk.serve} and L{protocols.bulk.connect}).
+    @param clientRoot: what the server may call through the client's root.
+    @param registry: the L{Registry} of application types, for both ends.
+    @param tracebacks: the server sends tracebacks of failed calls.
+    """
+    clock = Clock()
+    makeBroker: Any = Broker
+    if bulk:
+        from .bulk.channel import BulkBroker
+
+        makeBroker = BulkBroker
+    server = makeBroker(root, clock=clock, tracebacks=tracebacks, registry=registry, callLimits=SERVER_CALL_LIMITS)
+    client = makeBroker(clientRoot, clock=clock, registry=registry)
+    return BrokerPair(server, client, clock)
 
 
 # -- real loopback TCP -----------------------------------------------------------

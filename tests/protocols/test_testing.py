@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest_twisted
+from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionAborted, ConnectionDone, ConnectionLost
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.internet.ssl import Certificate
@@ -12,10 +13,12 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from framing.wire import PREAMBLE
+from protocols import bulk, rpc
 from protocols.echo import EchoClient, EchoServer
 from protocols.testing import (
     RecordingTransport,
     SelfSignedCertificate,
+    brokerPair,
     connectedPair,
     loopbackTCP,
     recordWrites,
@@ -141,6 +144,84 @@ class MemoryPairTests(SynchronousTestCase):
         pair = connectedPair(Chatty(), Chatty())
         pair.client.transport.write(b"ping")
         self.assertRaises(RuntimeError, pair.flush, 50)
+
+
+class Counter(rpc.Referenceable):
+    """A service whose calls show where they ran: it counts them, and calls back the caller's root."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.received: list[bytes] = []
+
+    @rpc.remote
+    def increment(self) -> int:
+        self.calls += 1
+        return self.calls
+
+    @rpc.remote
+    async def upload(self, stream: bulk.IncomingStream) -> int:
+        result = await stream.receive(self.received.append)
+        return result.size
+
+    @rpc.remote
+    async def askBack(self) -> str:
+        caller = rpc.currentBroker()
+        assert caller is not None
+        answer: str = await caller.rootReference().callRemote("never")
+        return answer
+
+
+class Silent(rpc.Referenceable):
+    """A client's root whose one method never answers."""
+
+    @rpc.remote
+    def never(self) -> Deferred[str]:
+        return Deferred()
+
+
+class BrokerPairTests(SynchronousTestCase):
+    """brokerPair serves a root to a client in memory, as serve and connect would over a socket."""
+
+    def test_callAnsweredOnFlush(self) -> None:
+        """A call is delivered and answered by flush(), and not before."""
+        service = Counter()
+        pair = brokerPair(service)
+        answer = pair.root.callRemote("increment")
+        self.assertNoResult(answer)
+        self.assertEqual(service.calls, 0)
+        pair.flush()
+        self.assertEqual(self.successResultOf(answer), 1)
+        self.assertEqual(service.calls, 1)
+
+    def test_serverCallsTimeOutOnTheClock(self) -> None:
+        """The server's calls back to the client time out after SERVER_CALL_LIMITS' 30 s of the pair's clock."""
+        pair = brokerPair(Counter(), clientRoot=Silent())
+        answer = pair.root.callRemote("askBack")
+        pair.flush()
+        pair.clock.advance(29)
+        pair.flush()
+        self.assertNoResult(answer)
+        pair.clock.advance(2)
+        pair.flush()
+        failure = self.failureResultOf(answer, rpc.RemoteError)
+        self.assertIn("CallTimedOut", str(failure.value))
+
+    def test_bulkCarriesStreams(self) -> None:
+        """With bulk=True, a Stream in a call's arguments reaches the server whole."""
+        service = Counter()
+        pair = brokerPair(service, bulk=True)
+        data = bytes(range(256)) * 1000
+        answer = pair.root.callRemote("upload", bulk.Stream(data))
+        pair.flush()
+        self.assertEqual(self.successResultOf(answer), len(data))
+        self.assertEqual(b"".join(service.received), data)
+
+    def test_withoutBulkStreamsRefused(self) -> None:
+        """Without bulk, a Stream cannot be sent: the pair is plain RPC."""
+        pair = brokerPair(Counter())
+        answer = pair.root.callRemote("upload", bulk.Stream(b"x"))
+        pair.flush()
+        self.failureResultOf(answer)
 
 
 class RecordingTests(SynchronousTestCase):
