@@ -86,7 +86,7 @@ def newHash(name: str) -> Any:
     """
     if name == BLAKE3:
         if _blake3 is None:
-            raise DigestUnavailable("blake3 needs the blake3 package (pip install 'chunkwire[fast]')")
+            raise DigestUnavailable("blake3 needs the blake3 package (pip install blake3, or chunkwire's fast extra)")
         return _blake3.blake3()
     return hashlib.new(checkAlgorithm(name) or DEFAULT_DIGEST)
 
@@ -228,7 +228,7 @@ def checkAlgorithm(name: str | None) -> str | None:
         return None
     if name == BLAKE3:
         if _blake3 is None:
-            raise DigestUnavailable("blake3 needs the blake3 package (pip install 'chunkwire[fast]')")
+            raise DigestUnavailable("blake3 needs the blake3 package (pip install blake3, or chunkwire's fast extra)")
         return name
     if name not in hashlib.algorithms_guaranteed or name.startswith("shake_"):
         raise DigestUnavailable(f"{name!r} is not a fixed-length hashlib algorithm available everywhere")
