@@ -175,6 +175,7 @@ PROCESS_TESTS = {
         "tests/protocols/bulk/test_examples.py",
         "tests/protocols/test_examples.py",
         "tests/protocols/test_example_trace.py",
+        "tests/packaging",
     ),
 }
 """

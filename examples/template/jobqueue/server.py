@@ -1,0 +1,70 @@
+"""The job queue as a process: clients log in with a user name and password (SCRAM) and share one queue.
+
+    jobqueue-server --users users.txt --inputs /srv/jobqueue [--listen tcp:8790]
+
+Add users to the file with C{chunkwire-adduser users.txt NAME} (it asks for
+the password and keeps only a salted verifier).
+"""
+
+import argparse
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from protocols import bulk
+from protocols.auth import IRemoteRoot
+from protocols.auth.users import UserFile
+from twisted.cred.portal import IRealm, Portal
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IListeningPort
+from twisted.internet.task import react
+from zope.interface import implementer
+
+from .service import JobQueue
+
+
+@implementer(IRealm)
+class JobRealm:
+    """Gives every user who logs in the same queue as their root."""
+
+    def __init__(self, queue: JobQueue) -> None:
+        self.queue = queue
+
+    def requestAvatar(
+        self, avatarId: bytes | tuple[()], mind: object, *interfaces: Any
+    ) -> tuple[Any, JobQueue, Callable[[], None]]:
+        if IRemoteRoot not in interfaces:
+            raise NotImplementedError("chunkwire asks for IRemoteRoot")
+        return IRemoteRoot, self.queue, lambda: None
+
+
+def serveJobs(reactor: Any, description: str, users: Path, inputs: Path) -> Deferred[IListeningPort]:
+    """
+    Serve a new L{JobQueue} keeping inputs under C{inputs} on the endpoint
+    C{description}, to the users of the user file C{users}; fire with the
+    listening port.  Connections carry streams too (C{bulk.serve}), for
+    L{JobQueue.attach}.
+    """
+    inputs.mkdir(parents=True, exist_ok=True)
+    portal = Portal(JobRealm(JobQueue(inputs)), [UserFile(users)])
+    return bulk.serve(reactor, description, portal=portal)
+
+
+async def _serveForever(reactor: Any, options: argparse.Namespace) -> None:
+    port = await serveJobs(reactor, options.listen, options.users, options.inputs)
+    print(f"jobqueue: serving on {port.getHost()}", flush=True)
+    await Deferred()  # never fires: serve until the process is stopped
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The C{jobqueue-server} command."""
+    parser = argparse.ArgumentParser(prog="jobqueue-server", description="Serve the job queue.")
+    parser.add_argument("--listen", default="tcp:8790", help="a Twisted server endpoint (default: %(default)s)")
+    parser.add_argument("--users", type=Path, required=True, help="the user file (chunkwire-adduser)")
+    parser.add_argument("--inputs", type=Path, required=True, help="the directory that keeps jobs' inputs")
+    options = parser.parse_args(argv)
+    react(lambda reactor: Deferred.fromCoroutine(_serveForever(reactor, options)))
+
+
+if __name__ == "__main__":
+    main()
