@@ -7,6 +7,7 @@ the password and keeps only a salted verifier).
 """
 
 import argparse
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from twisted.cred.portal import IRealm, Portal
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IListeningPort
 from twisted.internet.task import react
+from twisted.logger import globalLogBeginner, textFileLogObserver
 from zope.interface import implementer
 
 from .service import JobQueue
@@ -63,6 +65,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--users", type=Path, required=True, help="the user file (chunkwire-adduser)")
     parser.add_argument("--inputs", type=Path, required=True, help="the directory that keeps jobs' inputs")
     options = parser.parse_args(argv)
+    # Twisted logs nothing until logging begins: logins, refusals and dropped peers go to stdout.
+    globalLogBeginner.beginLoggingTo([textFileLogObserver(sys.stdout)])
     react(lambda reactor: Deferred.fromCoroutine(_serveForever(reactor, options)))
 
 
