@@ -137,6 +137,7 @@ from .outcome import TransferResult
 from .ranges import RangeSet
 from .receiving import IncomingStream, Receiver
 from .sending import Stream
+from .streams import StreamArg, incoming
 from .sinks import CallbackSink, ConsumerSink, FileSink, OpenFileSink, Sink
 from .sources import BytesSource, FileSource, SeekableSource, StreamSource
 
@@ -174,6 +175,7 @@ __all__ = [
     "SeekableSource",
     "Sink",
     "Stream",
+    "StreamArg",
     "StreamIdReused",
     "StreamReset",
     "StreamSource",
@@ -183,6 +185,7 @@ __all__ = [
     "callingBroker",
     "callingChannel",
     "connect",
+    "incoming",
     "serve",
     "steadyAllocator",
 ]
