@@ -137,9 +137,9 @@ from .outcome import TransferResult
 from .ranges import RangeSet
 from .receiving import IncomingStream, Receiver
 from .sending import Stream
-from .streams import StreamArg, incoming
 from .sinks import CallbackSink, ConsumerSink, FileSink, OpenFileSink, Sink
 from .sources import BytesSource, FileSource, SeekableSource, StreamSource
+from .streams import StreamArg, incoming
 
 # A stream travels on the bulk channel, not as a value: its hint checks nothing.
 registerHint(Stream, ANY)

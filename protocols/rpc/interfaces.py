@@ -46,8 +46,8 @@ make, then the call; a result check is one C{validate}.
 
 from __future__ import annotations
 
-import inspect
 import functools
+import inspect
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, Protocol, TypeVar, cast
 

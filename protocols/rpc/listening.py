@@ -36,4 +36,3 @@ class ListeningPort(Protocol):
 
     def stopListening(self) -> Deferred[None]:
         """Stop accepting connections; fires once the socket is closed (connections made stay up)."""
-

@@ -33,9 +33,7 @@ class PortalTests(SynchronousTestCase):
         made = auth.portal(realm, [UserFile(users), TokenChecker({b"bot": b"a long random key"})])
         self.assertIsInstance(made, Portal)
         self.assertIs(made.realm, realm)
-        self.assertEqual(
-            set(made.listCredentialsInterfaces()), {IScramResponse, IUsernamePassword, IBearerToken}
-        )
+        self.assertEqual(set(made.listCredentialsInterfaces()), {IScramResponse, IUsernamePassword, IBearerToken})
 
     def test_realm_checked(self) -> None:
         """An object that does not provide IRealm is a TypeError naming it."""

@@ -138,7 +138,9 @@ ZOPE_SERVICE = (
     SERVICE.replace("from twisted.cred.portal import IRealm", "from twisted.cred.portal import IRealm, Portal")
     .replace("auth.portal(Realm(), ", "Portal(Realm(), ")
     .replace("avatarId: bytes,", "avatarId: bytes | tuple[()],")
-    .replace("async def main(reactor: Any) -> None:", "async def main(reactor: IReactorTime) -> None:\n    reactor.seconds()")
+    .replace(
+        "async def main(reactor: Any) -> None:", "async def main(reactor: IReactorTime) -> None:\n    reactor.seconds()"
+    )
     .replace("from zope.interface", "from twisted.internet.interfaces import IReactorTime\nfrom zope.interface")
 )
 
