@@ -42,6 +42,22 @@ CLEAN_ENV = {key: value for key, value in os.environ.items() if key not in ("PYT
 CLEAN_ENV["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
 
 
+def isLocal(name: str) -> bool:
+    """Whether a file or directory of that name is a tool's by-product in a working tree, not the template's."""
+    return (
+        name.startswith((".", "_trial_temp")) or name in ("__pycache__", "build", "dist") or name.endswith(".egg-info")
+    )
+
+
+def templateFiles() -> list[Path]:
+    """The template's own files (not what tools leave in it: caches, trial's and mypy's directories)."""
+    return sorted(
+        path
+        for path in TEMPLATE.rglob("*")
+        if path.is_file() and not any(isLocal(part) for part in path.relative_to(TEMPLATE).parts)
+    )
+
+
 class SetupFailed(Exception):
     """A step of building or installing failed; the message holds its command and output."""
 
@@ -97,7 +113,7 @@ def installed() -> Installed:
 
     start = time.monotonic()
     project = work / "jobqueue"
-    shutil.copytree(TEMPLATE, project, ignore=shutil.ignore_patterns("__pycache__", "_trial_temp*", ".mypy_cache"))
+    shutil.copytree(TEMPLATE, project, ignore=lambda _, names: [name for name in names if isLocal(name)])
     venv = work / "venv"
     # Without pip of its own (its set-up is most of a venv's making): this
     # process's pip installs into it.  Nothing is byte-compiled ahead (most
@@ -202,9 +218,7 @@ class TemplateSourceTests(SynchronousTestCase):
     def test_noTypeIgnore(self) -> None:
         """No file of the template silences mypy: it passes --strict as written."""
         found = [
-            str(path.relative_to(TEMPLATE))
-            for path in TEMPLATE.rglob("*")
-            if path.is_file() and "__pycache__" not in path.parts and "type: ignore" in path.read_text("utf-8")
+            str(path.relative_to(TEMPLATE)) for path in templateFiles() if "type: ignore" in path.read_text("utf-8")
         ]
         self.assertEqual(found, [])
 
@@ -212,11 +226,7 @@ class TemplateSourceTests(SynchronousTestCase):
         """docs/howto/own-project.rst includes every file of the template, so it shows them as they are."""
         page = (ROOT / "docs" / "howto" / "own-project.rst").read_text("utf-8")
         included = set(re.findall(r"literalinclude:: \.\./\.\./examples/template/(\S+)", page))
-        files = {
-            path.relative_to(TEMPLATE).as_posix()
-            for path in TEMPLATE.rglob("*")
-            if path.is_file() and path.stat().st_size and "__pycache__" not in path.parts
-        }
+        files = {path.relative_to(TEMPLATE).as_posix() for path in templateFiles() if path.stat().st_size}
         self.assertEqual(files - included, set())
         self.assertEqual(included - files, set())
         self.assertIn(":doc:`typed-interfaces`", page)  # the mypy set-up it follows

@@ -3,6 +3,7 @@
 from typing import Annotated, Literal, Protocol
 
 from protocols import bulk, rpc
+from twisted.internet.defer import Deferred
 
 JobName = Annotated[str, rpc.MinLength(1), rpc.MaxLength(100)]
 """A job's name: 1 to 100 bytes of text."""
@@ -24,24 +25,29 @@ rpc.registerError(NoSuchJob, "jobqueue.NoSuchJob")
 
 
 class IJobQueue(rpc.RemoteInterface, Protocol, name="jobqueue.IJobQueue"):
-    """The job queue: workers take jobs in the order they were submitted."""
+    """
+    The job queue: workers take jobs in the order they were submitted.
 
-    async def submit(self, name: JobName) -> JobId:
-        """Queue a job; return its number."""
+    Each method returns a Deferred, as a client's call does: await it, or
+    keep it to cancel it or give it a timeout.
+    """
+
+    def submit(self, name: JobName) -> Deferred[JobId]:
+        """Queue a job; its number."""
         ...
 
-    async def take(self) -> tuple[JobId, JobName] | None:
+    def take(self) -> Deferred[tuple[JobId, JobName] | None]:
         """Take the oldest queued job (it becomes running), or C{None} when none waits."""
         ...
 
-    async def finish(self, job: JobId) -> None:
+    def finish(self, job: JobId) -> Deferred[None]:
         """Mark a job done."""
         ...
 
-    async def state(self, job: JobId) -> State:
+    def state(self, job: JobId) -> Deferred[State]:
         """Where the job is."""
         ...
 
-    async def attach(self, job: JobId, data: bulk.IncomingStream) -> int:
-        """Store the job's input, sent as a stream; return its size in bytes."""
+    def attach(self, job: JobId, data: bulk.StreamArg) -> Deferred[int]:
+        """Store the job's input, sent as a stream (a C{bulk.Stream} of any size); its size in bytes."""
         ...

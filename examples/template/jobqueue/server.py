@@ -12,12 +12,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from protocols import bulk
-from protocols.auth import IRemoteRoot
+from protocols import bulk, rpc
+from protocols.auth import IRemoteRoot, portal
 from protocols.auth.users import UserFile
-from twisted.cred.portal import IRealm, Portal
+from twisted.cred.portal import IRealm
 from twisted.internet.defer import Deferred
-from twisted.internet.interfaces import IListeningPort
 from twisted.internet.task import react
 from twisted.logger import globalLogBeginner, textFileLogObserver
 from zope.interface import implementer
@@ -40,7 +39,7 @@ class JobRealm:
         return IRemoteRoot, self.queue, lambda: None
 
 
-def serveJobs(reactor: Any, description: str, users: Path, inputs: Path) -> Deferred[IListeningPort]:
+def serveJobs(reactor: Any, description: str, users: Path, inputs: Path) -> Deferred[rpc.ListeningPort]:
     """
     Serve a new L{JobQueue} keeping inputs under C{inputs} on the endpoint
     C{description}, to the users of the user file C{users}; fire with the
@@ -48,8 +47,9 @@ def serveJobs(reactor: Any, description: str, users: Path, inputs: Path) -> Defe
     L{JobQueue.attach}.
     """
     inputs.mkdir(parents=True, exist_ok=True)
-    portal = Portal(JobRealm(JobQueue(inputs)), [UserFile(users)])
-    return bulk.serve(reactor, description, portal=portal)
+    # auth.portal checks that the realm and the checkers provide their interfaces.
+    logins = portal(JobRealm(JobQueue(inputs)), [UserFile(users)])
+    return bulk.serve(reactor, description, portal=logins)
 
 
 async def _serveForever(reactor: Any, options: argparse.Namespace) -> None:

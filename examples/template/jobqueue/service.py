@@ -12,7 +12,9 @@ class JobQueue(rpc.Referenceable, IJobQueue):
     """
     Jobs in memory, taken in the order they were submitted; each job's
     input in a file of its own under C{inputs}.  Subclassing L{IJobQueue}
-    makes exactly its methods remote, with its hints checked on every call.
+    makes exactly its methods remote, with its hints checked on every call;
+    C{@rpc.deferred} makes each C{async def} return the Deferred the
+    interface declares.
     """
 
     def __init__(self, inputs: Path) -> None:
@@ -21,6 +23,7 @@ class JobQueue(rpc.Referenceable, IJobQueue):
         self.states: dict[int, State] = {}
         self.waiting: deque[int] = deque()
 
+    @rpc.deferred
     async def submit(self, name: JobName) -> JobId:
         job = len(self.names) + 1
         self.names[job] = name
@@ -28,6 +31,7 @@ class JobQueue(rpc.Referenceable, IJobQueue):
         self.waiting.append(job)
         return job
 
+    @rpc.deferred
     async def take(self) -> tuple[JobId, JobName] | None:
         if not self.waiting:
             return None
@@ -35,19 +39,22 @@ class JobQueue(rpc.Referenceable, IJobQueue):
         self.states[job] = "running"
         return job, self.names[job]
 
+    @rpc.deferred
     async def finish(self, job: JobId) -> None:
         self._known(job)
         self.states[job] = "done"
 
+    @rpc.deferred
     async def state(self, job: JobId) -> State:
         self._known(job)
         return self.states[job]
 
-    async def attach(self, job: JobId, data: bulk.IncomingStream) -> int:
+    @rpc.deferred
+    async def attach(self, job: JobId, data: bulk.StreamArg) -> int:
         self._known(job)
         # The file is named by the queue, never by the caller, and appears
         # only once the stream's digest checked out.
-        result = await data.receive(self.inputs / f"{job}.input")
+        result = await bulk.incoming(data).receive(self.inputs / f"{job}.input")
         return result.size
 
     def _known(self, job: int) -> None:
