@@ -173,6 +173,18 @@ class NameTable:
             self._entries[digest] = (obj, label)
         return len(digests)
 
+    def publish(self, obj: Any, label: str) -> str | None:
+        """
+        Publish C{obj} as C{label} once for good: under the names C{label}
+        already has (L{bind}), or, if it has none, under a new name.
+
+        @return: the new name, or C{None} when C{label} had names (the URLs
+            handed out for them reach C{obj}; this table cannot say them again).
+        """
+        if self.bind(label, obj):
+            return None
+        return self.register(obj, label)
+
     def revokeLabel(self, label: str) -> int:
         """Stop publishing every name registered with C{label}; return how many there were."""
         digests = [digest for digest, (_, kept) in self._entries.items() if kept == label]
