@@ -195,6 +195,37 @@ class CommandTests(SynchronousTestCase):
         self.assertFalse(self.ca.exists())
 
 
+class HowtoTests(SynchronousTestCase):
+    """The TLS how-to's chunkwire-cert commands run as shown and make the files its comments name."""
+
+    def test_commandsAsShown(self) -> None:
+        """Each chunkwire-cert line of docs/howto/tls.rst succeeds; twist chunkwire-kv takes the files it shows."""
+        import os
+        import re
+        import shlex
+
+        page = (ROOT / "docs" / "howto" / "tls.rst").read_text("utf-8")
+        lines = re.findall(r"^   (chunkwire-cert .*)$", page, re.MULTILINE)
+        self.assertEqual(len(lines), 3, lines)
+        work = Path(self.mktemp()).resolve()
+        work.mkdir()
+        self.addCleanup(os.chdir, os.getcwd())
+        os.chdir(work)
+        for line in lines:
+            commandLine, _, comment = line.partition("#")
+            status, _, err = cert(*shlex.split(commandLine)[1:])
+            self.assertEqual(status, 0, f"{line}: {err}")
+            for named in re.findall(r"[\w-]+/[\w./-]+\.(?:pem|key)", comment):
+                self.assertTrue((work / named).is_file(), f"{line}: no {named}")
+        twist = re.search(r"twist chunkwire-kv (--client-ca \S+) \\\n\s+(--listen \S+)", page)
+        assert twist is not None, "the how-to shows no twist command"
+        from twisted.plugins import chunkwire_plugins
+
+        options = chunkwire_plugins.KeyValueOptions()
+        options.parseOptions([*twist.group(1).split(), *twist.group(2).split()])
+        self.assertTrue(options.logins().required)
+
+
 async def loginWithMadeCertificates(reactor: Any) -> None:
     """
     Certificates made by chunkwire-cert log a client in by its certificate
