@@ -52,7 +52,7 @@ def hintsFor(descriptions: Sequence[str]) -> list[str]:
         port = positional[0] if positional else keywords.get("port", "0")
         interface = keywords.get("interface", "")
         if kind not in ("tcp", "tcp6") or port == "0" or interface in _WILDCARDS:
-            raise ValueError(f"where clients reach {description} is not in it: give the hint (HOST:PORT)")
+            raise ValueError(f"where clients reach {description} is not in it (a port 0, every address, another kind)")
         hints.append(f"[{interface}]:{port}" if ":" in interface else f"{interface}:{port}")
     return hints
 

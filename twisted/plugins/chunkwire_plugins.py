@@ -327,16 +327,22 @@ class KeyValueOptions(_LoginOptions):
             return
         if self["client-ca"] is not None or self["workers"] > 1:
             raise usage.UsageError("--names goes with neither --client-ca nor --workers")
+        from protocols.auth.names import NameTable
         from protocols.auth.publishing import URLPublishing, hintsFor
 
         names = self["names"]
         try:
             hints = self["url-hint"] or hintsFor(self["listen"])
+        except ValueError as error:
+            raise usage.UsageError(f"--names: {error}: give --url-hint HOST:PORT") from None
+        try:
             self["publishing"] = URLPublishing(
                 names, self["identity"] or names + ".pem", self["url-file"] or names + ".url", tuple(hints)
             )
-            # Served with the key the URL names; made here, so that a bad key file is a usage error.
+            # Served with the key the URL names; made and read here, as the names file is, so that a bad
+            # file is a usage error.
             self["listen"] = self["publishing"].serverDescriptions(self["listen"])
+            NameTable(names)
         except ValueError as error:
             raise usage.UsageError(f"--names: {error}") from None
 

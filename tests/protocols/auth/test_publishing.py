@@ -34,7 +34,7 @@ class HintTests(SynchronousTestCase):
         """Port 0, every address, and endpoints of other kinds are ValueErrors asking for the hint."""
         for description in ("tcp:0:interface=127.0.0.1", "tcp:8762", "tcp:8762:interface=0.0.0.0", "ssl:8762"):
             error = self.assertRaises(ValueError, hintsFor, [description])
-            self.assertIn("give the hint", str(error))
+            self.assertIn(f"where clients reach {description} is not in it", str(error))
 
 
 class PublishingTests(SynchronousTestCase):
@@ -94,6 +94,8 @@ class NamesOptionTests(SynchronousTestCase):
         self.work = Path(self.mktemp()).resolve()
         self.work.mkdir()
         self.names = str(self.work / "kv.names")
+        self.corrupt = self.work / "corrupt.names"
+        self.corrupt.write_text("[]")
 
     def parse(self, *arguments: str) -> chunkwire_plugins.KeyValueOptions:
         options = chunkwire_plugins.KeyValueOptions()
@@ -121,7 +123,7 @@ class NamesOptionTests(SynchronousTestCase):
     def test_refused(self) -> None:
         """--names with an unknowable hint, a TLS listener, --client-ca or --workers, and its options alone: refused."""
         for arguments, said in (
-            (["--names", self.names], "give the hint"),
+            (["--names", self.names], "is not in it (a port 0, every address, another kind): give --url-hint"),
             (["--names", self.names, "--url-hint", "h:1", "--listen", "ssl:1:privateKey=k"], "TLS already"),
             (
                 ["--names", self.names, "--url-hint", "h:1", "--client-ca", str(self.work), "-l", "ssl:1:privateKey=k"],
@@ -129,6 +131,7 @@ class NamesOptionTests(SynchronousTestCase):
             ),
             (["--names", self.names, "--url-hint", "h:1", "--workers", "2", "--store", "s"], "nor --workers"),
             (["--url-file", "u"], "go with --names"),
+            (["--names", str(self.corrupt), "--url-hint", "h:1"], "not a name table"),
         ):
             error = self.assertRaises(usage.UsageError, self.parse, *arguments)
             self.assertIn(said, str(error), arguments)
