@@ -58,6 +58,7 @@ class Watcher(rpc.Referenceable, IWatcher):
         if not self.done.called:
             self.done.errback(failure)
 
+    @rpc.deferred
     async def changed(self, key: str, value: str | None) -> None:
         print(f"{key} deleted" if value is None else f"{key} = {value}", flush=True)
         self.seen += 1

@@ -14,9 +14,9 @@ from protocols.rpc import MaxLength, Range
 class IGreeter(rpc.RemoteInterface, Protocol, name="tutorial.IGreeter"):
     """What both ends agree on: the methods, and, in their type hints, what each accepts."""
 
-    async def greet(self, name: Annotated[str, MaxLength(100)]) -> str: ...
+    def greet(self, name: Annotated[str, MaxLength(100)]) -> Deferred[str]: ...
 
-    async def add(self, a: int, b: Annotated[int, Range(0, 10)]) -> int: ...
+    def add(self, a: int, b: Annotated[int, Range(0, 10)]) -> Deferred[int]: ...
 
 
 class Greeter(rpc.Referenceable, IGreeter):
@@ -26,10 +26,12 @@ class Greeter(rpc.Referenceable, IGreeter):
         self.reactor = reactor
         self.greeted = []
 
+    @rpc.deferred  # an async def method, returning the Deferred IGreeter declares
     async def greet(self, name):
         self.greeted.append(name)
         return f"hello {name}"
 
+    @rpc.deferred
     async def add(self, a, b):
         await deferLater(self.reactor, 0.01)  # methods may wait: be async or return a Deferred
         return a + b

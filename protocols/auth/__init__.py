@@ -16,11 +16,14 @@ L{protocols.auth.tokens} (bearer tokens), L{protocols.auth.certificates}
 certificates), L{protocols.auth.identity} (a
 server's persistent TLS key), L{protocols.auth.urls} and
 L{protocols.auth.names} (self-authenticating object URLs).
+L{portal} makes the C{twisted.cred} portal a server takes, checked when it
+is made (L{protocols.auth.portals}).
 """
 
 from .client import ClientCertificate, ClientLogin, ObjectName
 from .errors import LoginFailed, LoginRefused, LoginTimedOut, NotLoggedIn, ServerNotVerified, UnsupportedCredentials
 from .interfaces import IRemoteRoot
+from .portals import portal
 from .server import DEFAULT_LOGIN_TIMEOUT, Authenticator, ServerLogin
 from .throttle import LoginThrottle
 from .wire import PRE_LOGIN_LIMITS
@@ -41,4 +44,5 @@ __all__ = [
     "ServerLogin",
     "ServerNotVerified",
     "UnsupportedCredentials",
+    "portal",
 ]

@@ -139,6 +139,7 @@ from .receiving import IncomingStream, Receiver
 from .sending import Stream
 from .sinks import CallbackSink, ConsumerSink, FileSink, OpenFileSink, Sink
 from .sources import BytesSource, FileSource, SeekableSource, StreamSource
+from .streams import StreamArg, incoming
 
 # A stream travels on the bulk channel, not as a value: its hint checks nothing.
 registerHint(Stream, ANY)
@@ -174,6 +175,7 @@ __all__ = [
     "SeekableSource",
     "Sink",
     "Stream",
+    "StreamArg",
     "StreamIdReused",
     "StreamReset",
     "StreamSource",
@@ -183,6 +185,7 @@ __all__ = [
     "callingBroker",
     "callingChannel",
     "connect",
+    "incoming",
     "serve",
     "steadyAllocator",
 ]

@@ -42,7 +42,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred
-from twisted.internet.interfaces import IListeningPort, IReactorThreads
+from twisted.internet.interfaces import IReactorThreads
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
@@ -55,6 +55,7 @@ from ..auth.server import DEFAULT_LOGIN_TIMEOUT
 from ..interfaces import IBrokerExtension
 from ..rpc import Broker, BrokerFactory, CallLimits, Referenceable, RemoteReference, currentBroker
 from ..rpc.endpoints import connectWith, listenWith, loginGate, loginWith
+from ..rpc.listening import ListeningPort
 from .early import EarlyTable
 from .hello import Hello
 from .incoming import IncomingSide
@@ -539,7 +540,7 @@ def serve(
     portal: Any = None,
     names: Any = None,
     loginTimeout: float = DEFAULT_LOGIN_TIMEOUT,
-) -> Deferred[IListeningPort]:
+) -> Deferred[ListeningPort]:
     """As L{protocols.rpc.serve} (a root, or logins through C{portal} or C{names}), with streams too."""
     factory = BulkBrokerFactory(
         root,

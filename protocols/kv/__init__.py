@@ -48,6 +48,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Protocol
 
+from twisted.internet.defer import Deferred
+
 from framing.slicing.constraints import Text
 
 from .. import rpc
@@ -104,7 +106,7 @@ rpc.registerError(ListTooLarge, "kv.ListTooLarge")
 class IWatcher(rpc.RemoteInterface, Protocol, name="kv.IWatcher"):
     """What a client passes to L{IKeyValue.watch}: the server calls C{changed} on every change of the key."""
 
-    async def changed(self, key: Key, value: Value | None) -> None:
+    def changed(self, key: Key, value: Value | None) -> Deferred[None]:
         """C{key} is now C{value}, or was deleted (C{None})."""
 
 
@@ -115,22 +117,22 @@ Watcher = rpc.Referenceable | rpc.RemoteReference
 class IKeyValue(rpc.RemoteInterface, Protocol, name="kv.IKeyValue"):
     """The key-value service, as both ends see it."""
 
-    async def get(self, key: Key) -> str:
+    def get(self, key: Key) -> Deferred[str]:
         """The value of C{key}; a L{KeyNotFound} if it has none."""
 
-    async def put(self, key: Key, value: Value) -> None:
+    def put(self, key: Key, value: Value) -> Deferred[None]:
         """Set C{key} to C{value}, telling its watchers."""
 
-    async def delete(self, key: Key) -> bool:
+    def delete(self, key: Key) -> Deferred[bool]:
         """Delete C{key}, telling its watchers; whether it was there."""
 
-    async def list(self, prefix: Key = "") -> list[str]:
+    def list(self, prefix: Key = "") -> Deferred[list[str]]:
         """The keys that start with C{prefix}, sorted."""
 
-    async def watch(self, key: Key, watcher: Watcher) -> str | None:
+    def watch(self, key: Key, watcher: Watcher) -> Deferred[str | None]:
         """Call C{watcher.changed(key, value)} on every change of C{key}; its value now."""
 
-    async def unwatch(self, key: Key, watcher: Watcher) -> bool:
+    def unwatch(self, key: Key, watcher: Watcher) -> Deferred[bool]:
         """Stop calling C{watcher} for C{key}; whether it was watching."""
 
 
@@ -139,10 +141,11 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
     The store: a L{Storage} of strings, and the watchers of each key.  It
     implements L{IKeyValue}, so its methods of that name are remote, with
     the constraints of the interface's hints; none of them waits, but they
-    are C{async def} as the interface declares them (a coroutine that never
-    waits is answered at once).  A storage call blocks the reactor while it
-    runs (a commit's sync, with L{SQLiteStorage}: see L{protocols.kv.sqlite}
-    for why, and what it costs).
+    return the C{Deferred}s the interface declares, as C{async def} methods
+    under L{rpc.deferred} (a coroutine that never waits is answered at
+    once).  A storage call blocks the reactor while it runs (a commit's
+    sync, with L{SQLiteStorage}: see L{protocols.kv.sqlite} for why, and
+    what it costs).
 
     @ivar storage: the L{Storage}.
     @ivar limits: the L{StoreLimits}: a put past them fails with a
@@ -199,25 +202,30 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
             self.feed.stop()
         self.storage.close()
 
+    @rpc.deferred
     async def get(self, key: str) -> str:
         value = self.storage.get(key)
         if value is None:
             raise KeyNotFound(key)
         return value
 
+    @rpc.deferred
     async def put(self, key: str, value: str) -> None:
         self.storage.put(key, value, self.limits)
         self._changed(key, value)
 
+    @rpc.deferred
     async def delete(self, key: str) -> bool:
         if not self.storage.delete(key):
             return False
         self._changed(key, None)
         return True
 
+    @rpc.deferred
     async def list(self, prefix: str = "") -> list[str]:
         return self.storage.keys(prefix, self.limits.maxListBytes)
 
+    @rpc.deferred
     async def watch(self, key: str, watcher: Watcher) -> str | None:
         """
         Call C{watcher.changed(key, value)} on every change; return the current value.
@@ -233,6 +241,7 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
         self.watches.add(key, watcher)
         return self.storage.get(key)
 
+    @rpc.deferred
     async def unwatch(self, key: str, watcher: Watcher) -> bool:
         # The same client object arrives as the same RemoteReference, so set
         # membership finds it.

@@ -53,8 +53,9 @@ from .errors import (
     registerError,
 )
 from .hints import MaxLength, MinLength, Pattern, Range, UnsupportedHint
-from .interfaces import RemoteInterface, TypedReference, interfaceNamed, referenceOf
+from .interfaces import RemoteInterface, TypedReference, deferred, interfaceNamed, referenceOf
 from .limits import CLIENT_CALL_LIMITS, SERVER_CALL_LIMITS, CallLimits
+from .listening import ListeningPort
 from .referenceable import Referenceable, RemoteMethod, remote
 from .refs import RefOf, RemoteReference
 
@@ -68,6 +69,7 @@ __all__ = [
     "DeadReferenceError",
     "DrainDeadlineExceeded",
     "GoingAway",
+    "ListeningPort",
     "UnexpectedAnswer",
     "MaxLength",
     "MinLength",
@@ -91,6 +93,7 @@ __all__ = [
     "connectURL",
     "login",
     "currentBroker",
+    "deferred",
     "drainBrokers",
     "drainPort",
     "interfaceNamed",

@@ -22,7 +22,6 @@ from twisted.application.internet import ClientService, backoffPolicy
 from twisted.internet.defer import Deferred, fail, maybeDeferred, succeed
 from twisted.internet.endpoints import clientFromString, serverFromString
 from twisted.internet.error import ConnectionDone, ConnectionLost
-from twisted.internet.interfaces import IListeningPort
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -36,6 +35,7 @@ from .broker import Broker, BrokerFactory
 from .drain import DrainDeadlineExceeded, GoingAway
 from .errors import DeadReferenceError
 from .limits import SERVER_CALL_LIMITS, CallLimits
+from .listening import ListeningPort
 from .referenceable import Referenceable
 from .refs import HasRemoteProxy, RemoteReference
 
@@ -114,7 +114,7 @@ def serve(
     names: Any = None,
     loginTimeout: float = DEFAULT_LOGIN_TIMEOUT,
     interceptors: Iterable[Any] = (),
-) -> Deferred[IListeningPort]:
+) -> Deferred[ListeningPort]:
     """
     Expose C{root} on the server endpoint C{description}, or let clients
     log in through C{portal} or by an object's name in C{names}.
@@ -159,10 +159,10 @@ def serve(
     return listenWith(reactor, description, factory)
 
 
-def listenWith(reactor: Any, description: str | Any, factory: BrokerFactory) -> Deferred[IListeningPort]:
+def listenWith(reactor: Any, description: str | Any, factory: BrokerFactory) -> Deferred[ListeningPort]:
     """Listen on the server endpoint C{description} (or endpoint object) with a factory of brokers."""
     endpoint = serverFromString(reactor, description) if isinstance(description, str) else description  # type: ignore[no-untyped-call]
-    port: Deferred[IListeningPort] = endpoint.listen(factory)
+    port: Deferred[ListeningPort] = endpoint.listen(factory)
     return port
 
 

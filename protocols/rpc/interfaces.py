@@ -1,11 +1,11 @@
 """Remote interfaces: one declaration of a service, checked on both ends.
 
 A remote interface is a C{typing.Protocol} that subclasses
-L{RemoteInterface}; its methods are C{async def} stubs whose type hints are
-the schema::
+L{RemoteInterface}; its methods are stubs returning a C{Deferred} of
+their result, and their type hints are the schema::
 
     class IKeyValue(rpc.RemoteInterface, Protocol, name="kv.IKeyValue"):
-        async def get(self, key: Annotated[str, MaxLength(1024)]) -> str: ...
+        def get(self, key: Annotated[str, MaxLength(1024)]) -> Deferred[str]: ...
 
 The server's class subclasses it (C{class KeyValue(rpc.Referenceable,
 IKeyValue)}) and so implements it: each of its methods is remote with the
@@ -25,10 +25,19 @@ ordinary annotated methods: C{root.typed(IKeyValue)} is typed as
 C{IKeyValue}, so C{mypy --strict} checks every call made on it, and the
 server class that subclasses the interface is checked against it too.  The
 hints are also what L{protocols.rpc.hints} turns into constraints, so one
-declaration is both the static and the runtime schema.  (The methods are
-C{async def} because the proxy's calls return awaitables; a server may
-implement them with C{async def} or, ignoring mypy's override check, with
-plain methods.)
+declaration is both the static and the runtime schema.
+
+Why stubs return C{Deferred[T]}: that is what a proxy's call returns, so
+mypy lets a caller C{await} it (the result typed C{T}), C{cancel()} it or
+C{addTimeout()} it, and refuses C{Deferred.fromCoroutine(proxy.get(k))},
+which would fail at run time.  One declaration is read by both ends, and
+mypy cannot map an interface's methods to other return types for the
+proxy, so the declaration says what the caller gets; the server's method
+must then return a C{Deferred} too, to pass mypy's override check: write it
+C{async def} under L{deferred}, which makes it return one.  (C{async def}
+stubs still work at run time, but mypy then types each call as a
+coroutine, which it is not: C{cancel()} is refused and
+C{Deferred.fromCoroutine} accepted.)
 
 Cost: the interface's constraints are derived once, when the interface
 class is created; a proxy call is the same argument check the server would
@@ -37,9 +46,10 @@ make, then the call; a result check is one C{validate}.
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Protocol, TypeVar, cast
+from collections.abc import Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, Protocol, TypeVar, cast
 
 from twisted.internet.defer import Deferred, fail
 
@@ -54,6 +64,30 @@ from .refs import RefOf, RemoteReference
 
 _interfaces: dict[str, type] = {}
 InterfaceT = TypeVar("InterfaceT", bound="RemoteInterface")
+P = ParamSpec("P")
+ResultT = TypeVar("ResultT")
+
+
+def deferred(method: Callable[P, Coroutine[Any, Any, ResultT]]) -> Callable[P, Deferred[ResultT]]:
+    """
+    Make an C{async def} method return a L{Deferred} of its result (the
+    coroutine run by C{Deferred.fromCoroutine}): how a server implements an
+    interface method declared as returning C{Deferred[T]} with a coroutine,
+    and passes mypy's override check::
+
+        class KeyValue(rpc.Referenceable, IKeyValue):
+            @rpc.deferred
+            async def get(self, key: str) -> str: ...
+
+    Cancelling the L{Deferred} (a caller's cancel reaches it) cancels what
+    the coroutine awaits.  The method keeps its name, signature and hints.
+    """
+
+    @functools.wraps(method)
+    def call(*args: P.args, **kwargs: P.kwargs) -> Deferred[ResultT]:
+        return Deferred.fromCoroutine(method(*args, **kwargs))
+
+    return call
 
 
 def interfaceNamed(name: str) -> type | None:
@@ -79,8 +113,14 @@ class RemoteInterface(Protocol):
     @cvar remoteInterfaceMethods: method name to L{RemoteMethod} (the stub's).
     """
 
-    remoteName: ClassVar[str]  # noqa: N815 (camelCase, as everywhere in protocols)
-    remoteInterfaceMethods: ClassVar[Mapping[str, RemoteMethod]]  # noqa: N815
+    if TYPE_CHECKING:
+        # Declared with a value for mypy only: a protocol attribute without
+        # one is abstract, and mypy would refuse to instantiate every class
+        # that implements an interface.  At run time each interface gets its
+        # own from __init_subclass__, and the base has none, so that
+        # Referenceable counts only real interfaces (those with a table).
+        remoteName: ClassVar[str] = ""  # noqa: N815 (camelCase, as everywhere in protocols)
+        remoteInterfaceMethods: ClassVar[Mapping[str, RemoteMethod]] = {}  # noqa: N815
 
     def __init_subclass__(cls, name: str | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

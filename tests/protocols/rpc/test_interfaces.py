@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Annotated, Any, Protocol
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from framing import Decoder, Violation, dumps
@@ -24,6 +25,7 @@ from protocols.rpc import (
     TypedReference,
     UnsupportedHint,
     connect,
+    deferred,
     interfaceNamed,
     referenceOf,
     remote,
@@ -395,6 +397,87 @@ async def connectTyped(reactor: Any) -> None:
         store.remoteReference.broker.disconnect()
     finally:
         await server.stop()
+
+
+class IClock(RemoteInterface, Protocol, name="test.IClock"):
+    def now(self) -> Deferred[Annotated[int, Range(0, 100)]]: ...
+
+    def wait(self) -> Deferred[str]: ...
+
+
+class Clock(Referenceable, IClock):
+    """Implements IClock's Deferred stubs with async def methods under deferred."""
+
+    def __init__(self) -> None:
+        self.value = 7
+        self.waiting: list[Deferred[str]] = []
+        self.cancelled: list[Deferred[str]] = []
+
+    @deferred
+    async def now(self) -> int:
+        return self.value
+
+    @deferred
+    async def wait(self) -> str:
+        waited: Deferred[str] = Deferred(self.cancelled.append)
+        self.waiting.append(waited)
+        return await waited
+
+
+class DeferredStubTests(SynchronousTestCase):
+    """An interface's stubs return Deferreds, and deferred lets an async def implement them."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.pair = RpcPair(self.clock)
+        self.proxy = self.pair.root.typed(IClock)
+
+    def test_deferred_keeps_the_method(self) -> None:
+        """deferred keeps the method's name and signature, and a local call returns a Deferred of its result."""
+        self.assertEqual(Clock.now.__name__, "now")
+        self.assertEqual(list(inspect.signature(Clock.now).parameters), ["self"])
+        called = self.clock.now()
+        self.assertIsInstance(called, Deferred)
+        self.assertEqual(self.successResultOf(called), 7)
+
+    def test_deferred_under_remote(self) -> None:
+        """A method both remote and deferred has the constraints of its own hints, and answers with its result."""
+
+        class Doubler(Referenceable):
+            @remote
+            @deferred
+            async def double(self, n: Annotated[int, Range(0, 10)]) -> int:
+                return 2 * n
+
+        pair = RpcPair(Doubler())
+        good, bad = pair.root.callRemote("double", 4), pair.root.callRemote("double", 11)
+        pair.flush()
+        self.assertEqual(self.successResultOf(good), 8)
+        self.assertEqual(self.failureResultOf(bad, RemoteViolation).value.where, "args[0]")
+
+    def test_proxy_call_is_a_deferred(self) -> None:
+        """A proxy's call is the Deferred the stub declares, answered with the coroutine's result."""
+        called = self.proxy.now()
+        self.assertIsInstance(called, Deferred)
+        self.pair.flush()
+        self.assertEqual(self.successResultOf(called), 7)
+
+    def test_result_constraint_from_deferred_hint(self) -> None:
+        """The constraint inside Deferred[...] checks the result: one out of its Range is refused by the server."""
+        self.clock.value = 1000
+        called = self.proxy.now()
+        self.pair.flush()
+        self.assertEqual(self.failureResultOf(called, RemoteViolation).value.where, "result")
+
+    def test_cancel_reaches_the_coroutine(self) -> None:
+        """Cancelling a proxy's call cancels what the server's coroutine awaits."""
+        called = self.proxy.wait()
+        self.pair.flush()
+        self.assertEqual(len(self.clock.waiting), 1)
+        called.cancel()
+        self.pair.flush()
+        self.failureResultOf(called, CancelledError)
+        self.assertEqual(self.clock.cancelled, self.clock.waiting)
 
 
 class ConnectTypedTests(TestCase):

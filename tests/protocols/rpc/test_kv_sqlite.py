@@ -25,9 +25,8 @@ from .services import RpcPair
 from .test_kv_store import Watcher
 
 
-def run(coroutine: Any) -> Any:
-    """The result of a coroutine of the store that never waits (none of its methods does)."""
-    done: Deferred[Any] = Deferred.fromCoroutine(coroutine)
+def run(done: Deferred[Any]) -> Any:
+    """The result of a call of the store, a Deferred that has fired (none of its methods waits)."""
     results: list[Any] = []
     done.addBoth(results.append)
     (result,) = results
