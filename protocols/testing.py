@@ -47,7 +47,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, cast
 
@@ -70,6 +70,7 @@ from zope.interface import implementer
 from framing import Registry
 from framing.trace import TokenTracer
 
+from .auth.authority import CertificateAuthority, IssuedCertificate
 from .guard import connectionOf
 from .rpc.broker import Broker
 from .rpc.limits import SERVER_CALL_LIMITS
@@ -826,190 +827,4 @@ class SelfSignedCertificate:
             raise RuntimeError("call writeTo() first")
         return (
             f"ssl:host={_quote(host)}:port={port}:caCertsDir={_quote(str(self.caDirectory))}:hostname={self.hostname}"
-        )
-
-
-def _keyPEM(key: Any) -> bytes:
-    from cryptography.hazmat.primitives import serialization
-
-    return key.private_bytes(  # type: ignore[no-any-return]
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
-def _alternativeNames(hostnames: Sequence[str]) -> Any:
-    """DNS names for C{hostnames}, plus 127.0.0.1 and ::1, as IP addresses (those in C{hostnames} too)."""
-    from cryptography import x509
-
-    names: list[x509.GeneralName] = []
-    for hostname in (*hostnames, "127.0.0.1", "::1"):
-        try:
-            address = ipaddress.ip_address(hostname)
-        except ValueError:
-            names.append(x509.DNSName(hostname))
-            continue
-        if x509.IPAddress(address) not in names:
-            names.append(x509.IPAddress(address))
-    return x509.SubjectAlternativeName(names)
-
-
-class CertificateAuthority:
-    """
-    A certificate authority made at test time (so no private key is ever
-    committed) that issues server and client certificates.
-
-    @ivar certPEM: the CA's certificate, PEM.
-    @ivar keyPEM: the CA's private key, PEM.
-    @ivar name: the CA's common name.
-    """
-
-    def __init__(self, name: str, certPEM: bytes, keyPEM: bytes) -> None:
-        self.name, self.certPEM, self.keyPEM = name, certPEM, keyPEM
-
-    def __repr__(self) -> str:
-        return f"<CertificateAuthority {self.name!r}>"
-
-    @classmethod
-    def generate(cls, name: str = "chunkwire test CA") -> CertificateAuthority:
-        """A new CA: a P-256 key and a self-signed CA certificate valid for a day."""
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import NameOID
-
-        key = ec.generate_private_key(ec.SECP256R1())
-        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-        now = datetime.datetime.now(datetime.timezone.utc)
-        certificate = (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .issuer_name(subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-            .sign(key, hashes.SHA256())
-        )
-        from cryptography.hazmat.primitives import serialization
-
-        return cls(name, certificate.public_bytes(serialization.Encoding.PEM), _keyPEM(key))
-
-    def issue(
-        self, commonName: str, *, server: bool = False, hostnames: Sequence[str] = ("localhost",)
-    ) -> IssuedCertificate:
-        """
-        A new key and a certificate for it signed by this CA, valid for a day.
-
-        @param server: a server certificate (names C{hostnames}, 127.0.0.1
-            and ::1; extended key usage serverAuth) instead of a client one
-            (clientAuth).
-        """
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-        caKey = serialization.load_pem_private_key(self.keyPEM, password=None)
-        caCertificate = x509.load_pem_x509_certificate(self.certPEM)
-        key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.timezone.utc)
-        usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, commonName)]))
-            .issuer_name(caCertificate.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(caCertificate.public_key()),  # type: ignore[arg-type]
-                critical=False,
-            )
-        )
-        if server:
-            builder = builder.add_extension(_alternativeNames(hostnames), critical=False)
-        certificate = builder.sign(caKey, hashes.SHA256())  # type: ignore[arg-type]
-        return IssuedCertificate(commonName, certificate.public_bytes(serialization.Encoding.PEM), _keyPEM(key))
-
-    def writeCADirectory(self, directory: str | Path) -> Path:
-        """
-        Write this CA's certificate, alone, as C{ca.pem} in C{directory}
-        (made if needed): the directory C{caCertsDir=} and
-        L{protocols.auth.certificates.requireClientCertificates} read
-        (every C{*.pem} file in it).
-
-        @return: C{directory}.
-        """
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / "ca.pem").write_bytes(self.certPEM)
-        return directory
-
-
-class IssuedCertificate:
-    """
-    A key and a certificate a L{CertificateAuthority} issued for it.
-
-    @ivar commonName: the subject's common name.
-    @ivar certPEM: the certificate, PEM.
-    @ivar keyPEM: the private key, PEM.
-    @ivar pemPath: after L{writePEM}, the file holding key and certificate.
-    """
-
-    def __init__(self, commonName: str, certPEM: bytes, keyPEM: bytes) -> None:
-        self.commonName, self.certPEM, self.keyPEM = commonName, certPEM, keyPEM
-        self.pemPath: Path | None = None
-
-    def __repr__(self) -> str:
-        return f"<IssuedCertificate {self.commonName!r}>"
-
-    def writePEM(self, path: str | Path) -> Path:
-        """Write key and certificate to C{path} (mode 0600), for C{privateKey=}; return the path."""
-        path = Path(path)
-        path.write_bytes(self.keyPEM + self.certPEM)
-        path.chmod(0o600)
-        self.pemPath = path
-        return path
-
-    def privateCertificate(self) -> Any:
-        """This key and certificate as a C{twisted.internet.ssl.PrivateCertificate}."""
-        from twisted.internet.ssl import PrivateCertificate
-
-        return PrivateCertificate.loadPEM(self.keyPEM + self.certPEM)  # type: ignore[no-untyped-call]
-
-    def serverOptions(self) -> Any:
-        """Server TLS options presenting this certificate and asking for no client certificate."""
-        return self.privateCertificate().options()
-
-    def clientOptions(self, ca: CertificateAuthority, hostname: str = "localhost") -> Any:
-        """
-        Client TLS options (for C{wrapClientTLS} or C{TLSMemoryBIOFactory})
-        presenting this certificate, trusting only C{ca}, and checking that
-        the server's certificate names C{hostname}.
-        """
-        from twisted.internet.ssl import Certificate, optionsForClientTLS
-
-        return optionsForClientTLS(
-            hostname, trustRoot=Certificate.loadPEM(ca.certPEM), clientCertificate=self.privateCertificate()
-        )
-
-    def clientEndpoint(
-        self, caDirectory: str | Path, port: int, host: str = "127.0.0.1", hostname: str = "localhost"
-    ) -> str:
-        """
-        The C{ssl:} client endpoint description presenting this certificate
-        (from L{writePEM}'s file) and trusting the CAs in C{caDirectory}.
-        """
-        if self.pemPath is None:
-            raise RuntimeError("call writePEM() first")
-        pem = _quote(str(self.pemPath))
-        return (
-            f"ssl:host={_quote(host)}:port={port}:certKey={pem}:privateKey={pem}"
-            f":caCertsDir={_quote(str(caDirectory))}:hostname={_quote(hostname)}"
         )

@@ -55,7 +55,12 @@ EXPECTED: dict[str, list[str]] = {
         "refused: Anonymous",
         "logged out: ada",
     ],
-    "auth_urls.py": ["URL scheme and parts: chunkwire 52 52", "increment: 1", "revoked: refused"],
+    "auth_urls.py": [
+        "URL scheme and parts: chunkwire 52 52",
+        "increment: 1",
+        "after a restart, the same URL: 2",
+        "revoked: refused",
+    ],
     "shared_port.py": ["answers: [0, 1, 2, 3]"],
     "compiled_core.py": ["decoded: [(1, 5), (7, 7)]", "refused: not a span: [9, 2]"],
     "trace_tutorial.py": ["back: {'name': 'ada', 'n': 5}"],

@@ -24,19 +24,31 @@ class Counter(rpc.Referenceable):
 
 async def main(reactor):
     with tempfile.TemporaryDirectory() as directory:
-        # The key is made once and kept: URLs stay valid across restarts.
+        # The key is made once and kept, and so is its hash in every URL.
         identity = ServerIdentity.loadOrCreate(Path(directory) / "server.pem")
-        names = NameTable()
-        name = names.register(Counter(), label="the counter")
-        port = await rpc.serve(reactor, identity.serverDescription("tcp:0:interface=127.0.0.1"), names=names)
-        url = names.url(identity, [f"127.0.0.1:{port.getHost().port}"], name)
+        # The names are kept too (as digests, with their labels) in names.json.
+        names = NameTable(Path(directory) / "names.json")
+        counter = Counter()
+        name = names.register(counter, label="the counter")
+        listen = identity.serverDescription(f"unix:{directory}/counter.sock")
+        port = await rpc.serve(reactor, listen, names=names)
+        url = names.url(identity, [f"unix:{directory}/counter.sock"], name)
         print("URL scheme and parts:", str(url).split("://")[0], len(url.keyHash), len(url.name))
 
-        counter = await rpc.connectURL(reactor, str(url))
-        print("increment:", await counter.callRemote("increment"))
-        await counter.broker.disconnect()
+        remote = await rpc.connectURL(reactor, str(url))
+        print("increment:", await remote.callRemote("increment"))
+        await remote.broker.disconnect()
+        await port.stopListening()
 
-        names.revoke(name)
+        # A restart: the table read from the file knows the name, and the label gets its object back.
+        names = NameTable(Path(directory) / "names.json")
+        names.bind("the counter", counter)
+        port = await rpc.serve(reactor, listen, names=names)
+        remote = await rpc.connectURL(reactor, str(url))
+        print("after a restart, the same URL:", await remote.callRemote("increment"))
+        await remote.broker.disconnect()
+
+        names.revoke(name)  # in names.json too: refused after the next restart as well
         try:
             await rpc.connectURL(reactor, str(url))
         except LoginRefused:

@@ -191,12 +191,15 @@ class ServiceLogins:
     @ivar tokens: C{--tokens}, a token file.
     @ivar throttleDB: C{--throttle-db}, the SQLite file of the login throttle
         shared by worker processes, or C{None} (each process keeps its own).
+    @ivar names: C{--names}, the name table's file of a service served by
+        an object URL (L{protocols.auth.publishing}), or C{None}.
     """
 
     users: str | None = None
     clientCA: str | None = None
     tokens: str | None = None
     throttleDB: str | None = None
+    names: str | None = None
 
     def sharedThrottlePath(self) -> str | None:
         """
@@ -228,7 +231,7 @@ class ServiceLogins:
     @property
     def required(self) -> bool:
         """Whether clients must log in."""
-        return self.users is not None or self.clientCA is not None or self.tokens is not None
+        return any(where is not None for where in (self.users, self.clientCA, self.tokens, self.names))
 
     def portal(self, realm: Any) -> Portal | None:
         """L{servicePortal} for C{realm}."""
@@ -250,6 +253,7 @@ class ServiceLogins:
                 ("passwords of the users in", self.users),
                 ("client certificates from the CAs in", self.clientCA),
                 ("bearer tokens in", self.tokens),
+                ("the object URL whose name is kept in", self.names),
             )
             if where is not None
         ]

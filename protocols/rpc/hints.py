@@ -321,9 +321,11 @@ def _parameterConstraint(function: Callable[..., Any], name: str, annotation: An
 
 
 def _resolve(function: Callable[..., Any], name: str, annotation: Any) -> Any:
-    # One annotation at a time, so an unresolvable one is named.
+    # One annotation at a time, so an unresolvable one is named; in the module
+    # of the function a decorator wrapped (functools.wraps), such as rpc.deferred.
     holder = types.SimpleNamespace(__annotations__={name: annotation})
-    return typing.get_type_hints(holder, globalns=getattr(function, "__globals__", {}), include_extras=True)[name]
+    defined = inspect.unwrap(function)
+    return typing.get_type_hints(holder, globalns=getattr(defined, "__globals__", {}), include_extras=True)[name]
 
 
 def _enclosingClass(function: Callable[..., Any]) -> str | None:

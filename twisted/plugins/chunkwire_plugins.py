@@ -260,6 +260,27 @@ class KeyValueOptions(_LoginOptions):
             "Keep the store in this SQLite file (created if missing), shared by every worker and kept across "
             "restarts; without it the store is in memory, one process's own.",
         ],
+        [
+            "names",
+            None,
+            None,
+            "Serve the store by an object URL kept across restarts (instead of openly; beside --users or "
+            "--tokens): the name's digest is kept in this file, the URL written once to --url-file.",
+        ],
+        [
+            "identity",
+            None,
+            None,
+            "With --names: the server's TLS key, made (mode 0600) if missing; --listen endpoints are plain tcp: or "
+            "unix:, served with it (default: the --names file's name plus .pem).",
+        ],
+        [
+            "url-file",
+            None,
+            None,
+            "With --names: where the store's URL is written when it is made, mode 0600; hand it out from there "
+            "(default: the --names file's name plus .url).",
+        ],
         ["max-keys", None, 100_000, "Most keys the store holds; a put of a new key past it fails (kv.StoreFull).", int],
         [
             "max-store-bytes",
@@ -270,8 +291,17 @@ class KeyValueOptions(_LoginOptions):
         ],
     ]
 
+    def __init__(self) -> None:
+        super().__init__()
+        self["url-hint"] = []
+
+    def opt_url_hint(self, hint: str) -> None:
+        """With --names: where clients connect, as the URL says (repeatable): HOST:PORT, [IPv6]:PORT, unix:/PATH."""
+        self["url-hint"].append(hint)
+
     def postOptions(self) -> None:
         super().postOptions()
+        self.checkNames()
         if self["workers"] > 1 and self["store"] is None:
             raise usage.UsageError(
                 "--workers needs --store FILE: each worker is a process of its own, with its own memory"
@@ -287,6 +317,52 @@ class KeyValueOptions(_LoginOptions):
                 SQLiteStorage(self["store"]).close()
             except sqlite3.Error as error:
                 raise usage.UsageError(f"--store {self['store']}: {error}") from None
+
+    def checkNames(self) -> None:
+        """Refuse --names with what it cannot go with, and make C{self["publishing"]} (or C{None})."""
+        self["publishing"] = None
+        if self["names"] is None:
+            if self["identity"] or self["url-file"] or self["url-hint"]:
+                raise usage.UsageError("--identity, --url-file and --url-hint go with --names FILE")
+            return
+        if self["client-ca"] is not None or self["workers"] > 1:
+            raise usage.UsageError("--names goes with neither --client-ca nor --workers")
+        from protocols.auth.names import NameTable
+        from protocols.auth.publishing import URLPublishing, hintsFor
+
+        names = self["names"]
+        try:
+            hints = self["url-hint"] or hintsFor(self["listen"])
+        except ValueError as error:
+            raise usage.UsageError(f"--names: {error}: give --url-hint HOST:PORT") from None
+        try:
+            self["publishing"] = URLPublishing(
+                names, self["identity"] or names + ".pem", self["url-file"] or names + ".url", tuple(hints)
+            )
+            # Served with the key the URL names; made and read here, as the names file is, so that a bad
+            # file is a usage error.
+            self["listen"] = self["publishing"].serverDescriptions(self["listen"])
+            NameTable(names)
+        except ValueError as error:
+            raise usage.UsageError(f"--names: {error}") from None
+
+    def logins(self) -> Any:
+        """The L{protocols.auth.realms.ServiceLogins} these options describe, --names included."""
+        from dataclasses import replace
+
+        return replace(super().logins(), names=self["names"])
+
+    def publishStore(self, store: Any) -> Any:
+        """
+        With --names: the name table publishing C{store} by its kept URL (the
+        URL file written if it is new), and the line saying so; else C{(None, None)}.
+        """
+        publishing = self["publishing"]
+        if publishing is None:
+            return None, None
+        table, made = publishing.publish(store, "kv store")
+        said = "written to" if made else "kept since an earlier start; it was written to"
+        return table, f"the store is served by its object URL ({said} {publishing.urlFile})"
 
     def openStore(self) -> Any:
         """The L{protocols.kv.KeyValueStore} these options describe, its storage opened (a file with --store)."""
@@ -509,16 +585,22 @@ class KeyValueServiceMaker:
         _tracing(options)
         store = options.openStore()
         portal = options.portal(SharedRootRealm(store))
+        names, published = options.publishStore(store)
         factory = rpc.serverFactory(
-            store if portal is None else None,
+            store if portal is None and names is None else None,
             clock=reactor,
             tracebacks=options["tracebacks"],
             limits=options.limits(),
             portal=portal,
+            names=names,
             interceptors=options.interceptors(),
             throttle=options.logins().throttle(reactor),
         )
         service = _listening(options, factory)
+        if published is not None:
+            from twisted.logger import Logger
+
+            Logger(namespace="chunkwire").info(published)
         # Closed once every connection has drained: the calls still running use it until then.
         service.closing = store.close
         return service

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from protocols.auth import names
 from protocols.auth.identity import ServerIdentity
-from protocols.auth.names import NAME_BYTES, NameTable
+from protocols.auth.names import FILE_FORMAT, NAME_BYTES, NameFileError, NameTable
 from protocols.auth.urls import ObjectURL
 
 
@@ -96,6 +97,104 @@ class NameTableTests(SynchronousTestCase):
         self.assertEqual(self.table.url(identity.keyHash, ["localhost:1"], name).keyHash, identity.keyHash)
         self.table.revoke(name)
         self.assertRaises(KeyError, self.table.url, identity, ["localhost:1"], name)
+
+
+class PersistentNameTableTests(SynchronousTestCase):
+    """A table with a file keeps its names' digests and labels across restarts, never the names."""
+
+    def setUp(self) -> None:
+        self.path = Path(self.mktemp())
+        self.table = NameTable(self.path)
+        self.thing = object()
+
+    def test_sameNameAfterRestart(self) -> None:
+        """A table read from the file refuses a kept name until its label is bound, then gives the bound object."""
+        name = self.table.register(self.thing, "the store")
+        restarted = NameTable(self.path)
+        self.assertEqual(len(restarted), 1)
+        self.assertIsNone(restarted.lookup(name))
+        again = object()
+        self.assertEqual(restarted.bind("the store", again), 1)
+        self.assertEqual(restarted.lookup(name), (again, "the store"))
+        self.assertEqual(restarted.bind("no such label", again), 0)
+
+    def test_fileHoldsDigestsOnly(self) -> None:
+        """The file, mode 0600, holds each name's SHA-256 and its label, and no name."""
+        name = self.table.register(self.thing, "the store")
+        text = self.path.read_text()
+        self.assertNotIn(name, text)
+        self.assertEqual(
+            json.loads(text),
+            {
+                "format": FILE_FORMAT,
+                "names": [{"sha256": hashlib.sha256(name.encode()).hexdigest(), "label": "the store"}],
+            },
+        )
+        self.assertEqual(self.path.stat().st_mode & 0o777, 0o600)
+        self.assertEqual([path.name for path in self.path.parent.iterdir()], [self.path.name])
+
+    def test_revokePersists(self) -> None:
+        """A name revoked, or every name of a label revoked, stays revoked after a restart; the others stay."""
+        kept = self.table.register(self.thing, "kept")
+        revoked = self.table.register(self.thing, "revoked")
+        twice = [self.table.register(self.thing, "twice") for _ in range(2)]
+        self.assertTrue(self.table.revoke(revoked))
+        self.assertEqual(self.table.revokeLabel("twice"), 2)
+        restarted = NameTable(self.path)
+        for label in ("kept", "revoked", "twice"):
+            restarted.bind(label, self.thing)
+        self.assertEqual(restarted.lookup(kept), (self.thing, "kept"))
+        for name in (revoked, *twice):
+            self.assertIsNone(restarted.lookup(name))
+        self.assertEqual(len(restarted), 1)
+
+    def test_bindDoesNotWrite(self) -> None:
+        """Binding a label changes only this process's table, not the file."""
+        self.table.register(self.thing, "the store")
+        before = self.path.read_bytes()
+        NameTable(self.path).bind("the store", object())
+        self.assertEqual(self.path.read_bytes(), before)
+
+    def test_failedWriteChangesNothing(self) -> None:
+        """When the file cannot be written, register and revoke raise and the table is as it was."""
+        name = self.table.register(self.thing, "the store")
+
+        def failing(path: object, text: str, mode: int) -> None:
+            raise OSError(28, "No space left on device")
+
+        self.patch(names, "writeAtomically", failing)
+        self.assertRaises(OSError, self.table.register, object(), "another")
+        self.assertRaises(OSError, self.table.revoke, name)
+        self.assertEqual((len(self.table), self.table.lookup(name)), (1, (self.thing, "the store")))
+
+    def test_corruptFile(self) -> None:
+        """A file that is not a name table is a NameFileError naming the file, whatever is wrong in it."""
+        good = {"sha256": "00" * 32, "label": "x"}
+        for content in (
+            b"",
+            b"\xff\xfe",
+            b"[]",
+            json.dumps({"format": "something else", "names": []}).encode(),
+            json.dumps({"format": FILE_FORMAT}).encode(),
+            json.dumps({"format": FILE_FORMAT, "names": 3}).encode(),
+            json.dumps({"format": FILE_FORMAT, "names": [{"sha256": "zz", "label": "x"}]}).encode(),
+            json.dumps({"format": FILE_FORMAT, "names": [{"sha256": "00" * 31, "label": "x"}]}).encode(),
+            json.dumps({"format": FILE_FORMAT, "names": [{"sha256": "00" * 32, "label": 7}]}).encode(),
+            json.dumps({"format": FILE_FORMAT, "names": [good, good]}).encode(),
+        ):
+            self.path.write_bytes(content)
+            error = self.assertRaises(NameFileError, NameTable, self.path)
+            self.assertEqual(error.path, str(self.path), content)
+            self.assertIn("not a name table", str(error))
+
+    def test_fileOthersMayWriteRefused(self) -> None:
+        """A file group or others may write is refused: whoever writes it could publish names of their own."""
+        self.table.register(self.thing, "the store")
+        self.path.chmod(0o620)
+        error = self.assertRaises(NameFileError, NameTable, self.path)
+        self.assertIn("group or others may write", str(error))
+        self.path.chmod(0o644)
+        self.assertEqual(len(NameTable(self.path)), 1)
 
 
 BLOCK_TLS = """

@@ -149,6 +149,56 @@ async def objectURLOverUNIX(reactor: Any) -> None:
     await objectURLs(reactor, unix=True)
 
 
+async def objectURLAfterRestart(reactor: Any) -> None:
+    """
+    A URL handed out by a server whose names are kept in a file reaches the
+    same object after the server restarts (a new table read from the file,
+    the label bound again, the same key and socket); once revoked, it stays
+    refused after the next restart.
+    """
+    directory = shortDirectory()
+    counter = Counter(0)
+    socket = directory / "s.sock"
+
+    async def serve(names: NameTable) -> Any:
+        identity = ServerIdentity.loadOrCreate(directory / "server.pem")
+        factory = rpc.serverFactory(clock=reactor, names=names)
+        port = await serverFromString(reactor, identity.serverDescription(f"unix:{socket}")).listen(factory)
+        return identity, port, factory
+
+    async def stop(port: Any, factory: Any) -> None:
+        await port.stopListening()
+        await factory.disconnectAll()
+
+    try:
+        names = NameTable(directory / "names.json")
+        name = names.register(counter, "the counter")
+        identity, port, factory = await serve(names)
+        url = str(names.url(identity, [f"unix:{socket}"], name))
+        await stop(port, factory)
+
+        restarted = NameTable(directory / "names.json")
+        assert restarted.bind("the counter", counter) == 1
+        _, port, factory = await serve(restarted)
+        try:
+            remote = await rpc.connectURL(reactor, url)
+            assert await remote.callRemote("increment") == 1
+            await remote.broker.disconnect()
+            assert restarted.revoke(name)
+        finally:
+            await stop(port, factory)
+
+        again = NameTable(directory / "names.json")
+        assert again.bind("the counter", counter) == 0
+        _, port, factory = await serve(again)
+        try:
+            assert isinstance(await expectFailure(rpc.connectURL(reactor, url)), LoginRefused)
+        finally:
+            await stop(port, factory)
+    finally:
+        removeDirectory(directory)
+
+
 async def objectURLThroughProxy(reactor: Any) -> None:
     """
     Through a TLS-terminating proxy with another key, connectURL fails before
@@ -201,6 +251,7 @@ class TLSLoginTests(TestCase):
     test_objectURLOverTCP = trialTest(objectURLOverTCP)
     test_objectURLOverUNIX = trialTest(objectURLOverUNIX)
     test_objectURLThroughProxy = trialTest(objectURLThroughProxy)
+    test_objectURLAfterRestart = trialTest(objectURLAfterRestart)
 
 
 test_certificate_login_over_tcp = pytestTest(certificateLoginOverTCP)
@@ -208,3 +259,4 @@ test_certificate_login_over_unix = pytestTest(certificateLoginOverUNIX)
 test_object_url_over_tcp = pytestTest(objectURLOverTCP)
 test_object_url_over_unix = pytestTest(objectURLOverUNIX)
 test_object_url_through_proxy = pytestTest(objectURLThroughProxy)
+test_object_url_after_restart = pytestTest(objectURLAfterRestart)

@@ -440,6 +440,21 @@ class DeferredStubTests(SynchronousTestCase):
         self.assertIsInstance(called, Deferred)
         self.assertEqual(self.successResultOf(called), 7)
 
+    def test_deferred_under_remote(self) -> None:
+        """A method both remote and deferred has the constraints of its own hints, and answers with its result."""
+
+        class Doubler(Referenceable):
+            @remote
+            @deferred
+            async def double(self, n: Annotated[int, Range(0, 10)]) -> int:
+                return 2 * n
+
+        pair = RpcPair(Doubler())
+        good, bad = pair.root.callRemote("double", 4), pair.root.callRemote("double", 11)
+        pair.flush()
+        self.assertEqual(self.successResultOf(good), 8)
+        self.assertEqual(self.failureResultOf(bad, RemoteViolation).value.where, "args[0]")
+
     def test_proxy_call_is_a_deferred(self) -> None:
         """A proxy's call is the Deferred the stub declares, answered with the coroutine's result."""
         called = self.proxy.now()
