@@ -47,11 +47,11 @@ from framing.errors import short_repr
 from framing.outgoing import Outgoing
 from framing.slicing.registry import DEFAULT_REGISTRY
 
+from .. import guard as guarding
 from ..auth.wire import addLoginTypes
 from ..base import TokenProtocol
 from ..config import ConnectionConfig
 from ..guard import ConnectionCounter, GuardPolicy
-from ..guard import guard as guardConnection
 from ..interfaces import IObjectReceiver
 from ..logs import escape
 from .answering import IncomingCalls, currentBroker
@@ -448,7 +448,7 @@ class BrokerFactory(Factory):
         if self.gate is not None:
             self.gate(broker)
         if self.guardPolicy is not None:
-            guardConnection(broker.connection, self.guardPolicy, self.guardCounter, self.clock)
+            guarding.guard(broker.connection, self.guardPolicy, self.guardCounter, self.clock)
         return broker.connection
 
     def brokerConnected(self, broker: Broker) -> None:

@@ -48,7 +48,7 @@ class Attempt:
 
 
 class DeadlineTests(SynchronousTestCase):
-    """Each step missing at the deadline fails the attempt with ConnectTimeout naming it; none missing, nothing fails."""
+    """A step missing at the deadline fails the attempt with ConnectTimeout naming it; none missing, nothing fails."""
 
     def test_notConnected(self) -> None:
         """A TCP connection not made in time is cancelled, and connect fails with ConnectTimeout."""

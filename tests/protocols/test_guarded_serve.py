@@ -75,7 +75,9 @@ class GuardedByDefaultTests(SynchronousTestCase):
 
     def test_serverFactory(self) -> None:
         """rpc.serverFactory, given no guard, drops a peer that never speaks."""
-        self.dropsSilentPeer(lambda reactor, description, root: _listen(reactor, rpc.serverFactory(root, clock=reactor)), Service())
+        self.dropsSilentPeer(
+            lambda reactor, description, root: _listen(reactor, rpc.serverFactory(root, clock=reactor)), Service()
+        )
 
     def test_examplesDefaults(self) -> None:
         """The default policy is every GuardPolicy default: the example servers' and twist's."""
@@ -115,7 +117,9 @@ class GuardedByDefaultTests(SynchronousTestCase):
     def test_wrappedFactoryOneGuard(self) -> None:
         """A GuardedFactory around rpc.serverFactory guards each connection once, with the wrapper's policy alone."""
         reactor = MemoryReactorClock()
-        wrapped = GuardedFactory(rpc.serverFactory(Service(), clock=reactor), GuardPolicy(preambleTimeout=None), reactor)
+        wrapped = GuardedFactory(
+            rpc.serverFactory(Service(), clock=reactor), GuardPolicy(preambleTimeout=None), reactor
+        )
         connection, transport = silentPeer(wrapped)
         self.assertEqual([observer.policy for observer in connection.observers], [GuardPolicy(preambleTimeout=None)])
         assert DEFAULT_GUARD.preambleTimeout is not None

@@ -68,7 +68,7 @@ def address(port: Any) -> str:
 
 
 async def typedEveryWay(reactor: Any) -> None:
-    """rpc.connect, rpc.login, rpc.connectURL and bulk.connect, given interface=, timeout= and interceptors=, fire with a typed proxy."""
+    """rpc.connect, login, connectURL and bulk.connect, given interface=, timeout=, interceptors=: a typed proxy."""
     directory = shortDirectory()
     identity = ServerIdentity.loadOrCreate(directory / "server.pem")
     names = NameTable()
@@ -85,9 +85,7 @@ async def typedEveryWay(reactor: Any) -> None:
     shared: dict[str, Any] = {"interface": IGreeter, "timeout": 10.0, "limits": Limits(), "callLimits": None}
     try:
         ways = {
-            "rpc.connect": lambda counting: rpc.connect(
-                reactor, address(openRPC), interceptors=[counting], **shared
-            ),
+            "rpc.connect": lambda counting: rpc.connect(reactor, address(openRPC), interceptors=[counting], **shared),
             "rpc.connect credentials=": lambda counting: rpc.connect(
                 reactor, address(loginRPC), credentials=Anonymous(), interceptors=[counting], **shared
             ),
@@ -129,7 +127,7 @@ async def expectTimeout(way: str, waiting: Deferred[Any]) -> None:
 
 
 async def timeoutEveryWay(reactor: Any) -> None:
-    """Against a server that accepts and says nothing, every way of connecting fails with ConnectTimeout after timeout=."""
+    """Against a server that accepts and says nothing, every way of connecting fails with ConnectTimeout (timeout=)."""
     port = await serverFromString(reactor, LISTEN).listen(Factory.forProtocol(Silent))
     silent = address(port)
     hint = f"127.0.0.1:{port.getHost().port}"
@@ -138,9 +136,13 @@ async def timeoutEveryWay(reactor: Any) -> None:
         root = await rpc.connect(reactor, silent, timeout=SHORT)
         await expectTimeout("rpc.connect", root.callRemote("greet", "ada"))
         await expectTimeout("rpc.login", rpc.login(reactor, silent, Anonymous(), timeout=SHORT))
-        await expectTimeout("rpc.connect credentials=", rpc.connect(reactor, silent, credentials=Anonymous(), timeout=SHORT))
+        await expectTimeout(
+            "rpc.connect credentials=", rpc.connect(reactor, silent, credentials=Anonymous(), timeout=SHORT)
+        )
         await expectTimeout("rpc.connectURL", rpc.connectURL(reactor, url, timeout=SHORT))
-        await expectTimeout("bulk.connect credentials=", bulk.connect(reactor, silent, credentials=Anonymous(), timeout=SHORT))
+        await expectTimeout(
+            "bulk.connect credentials=", bulk.connect(reactor, silent, credentials=Anonymous(), timeout=SHORT)
+        )
         root = await bulk.connect(reactor, silent, timeout=SHORT)
         await expectTimeout("bulk.connect", root.callRemote("greet", "ada"))
         client = rpc.reconnecting(reactor, silent, credentials=Anonymous(), timeout=SHORT)
