@@ -493,8 +493,10 @@ def connect(
     """
     Connect to the server at the client endpoint C{description}.
 
-    Every way of connecting (this, L{login}, L{connectURL},
-    L{protocols.bulk.connect}, L{reconnecting}) takes these keywords.
+    Every way of connecting takes these keywords, meaning the same:
+    L{login}, L{protocols.bulk.connect}, L{reconnecting} (but for
+    C{interface}: type the roots it gives with C{root.typed(interface)}) and
+    L{connectURL} (but for C{credentials}: the URL's name is the login).
 
     A call made as soon as this fires (in the same reactor turn) shares its
     write with the stream preamble.  Close the connection with
@@ -571,7 +573,7 @@ class ReconnectingClient:
     def __init__(
         self,
         reactor: Any,
-        description: str,
+        description: str | Any,
         *,
         root: Referenceable | None = None,
         limits: Limits | None = None,
@@ -798,7 +800,7 @@ def _stopTimer(result: object, timer: Any) -> object:
 
 def reconnecting(
     reactor: Any,
-    description: str,
+    description: str | Any,
     *,
     root: Referenceable | None = None,
     limits: Limits | None = None,

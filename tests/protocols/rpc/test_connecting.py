@@ -16,7 +16,7 @@ from twisted.trial.unittest import TestCase
 from zope.interface import implementer
 
 from framing import Limits
-from protocols import bulk, rpc
+from protocols import bulk, echo, rpc
 from protocols.auth.identity import ServerIdentity
 from protocols.auth.interfaces import IRemoteRoot
 from protocols.auth.names import NameTable
@@ -145,15 +145,17 @@ async def timeoutEveryWay(reactor: Any) -> None:
         )
         root = await bulk.connect(reactor, silent, timeout=SHORT)
         await expectTimeout("bulk.connect", root.callRemote("greet", "ada"))
-        client = rpc.reconnecting(reactor, silent, credentials=Anonymous(), timeout=SHORT)
+        client = await echo.connect(reactor, silent, timeout=SHORT)
+        await expectTimeout("echo.connect", client.echo("anyone?"))
+        reconnecting = rpc.reconnecting(reactor, silent, credentials=Anonymous(), timeout=SHORT)
         try:
             for _ in range(100):
-                if client.loginFailure is not None:
+                if reconnecting.loginFailure is not None:
                     break
                 await deferLater(reactor, 0.1)
-            assert isinstance(client.loginFailure, rpc.ConnectTimeout), client.loginFailure
+            assert isinstance(reconnecting.loginFailure, rpc.ConnectTimeout), reconnecting.loginFailure
         finally:
-            await client.stopService()
+            await reconnecting.stopService()
     finally:
         await port.stopListening()
 
