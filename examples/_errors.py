@@ -100,9 +100,9 @@ def explain(failure: BaseException, description: str | None, listening: bool = F
         advice = hint or ("e.g. tcp:8750" if listening else "e.g. tcp:host=127.0.0.1:port=8750")
         return f"cannot {where}: not a Twisted endpoint description ({failure}); {advice}"
     if isinstance(failure, ConnectTimeout):
-        # Its message names the endpoint and the step that did not happen; the call it ended adds nothing.
+        # Its message says which step did not happen; the call it ended adds nothing.
         reason = failure.reason if isinstance(failure, CallLost) else failure
-        return f"gave up: {reason}; --timeout S waits longer"
+        return f"cannot {where}: {reason}; --timeout S waits longer"
     if isinstance(failure, ProtocolError) and getattr(failure, "code", "") == "bad-preamble":
         return f"cannot {where}: {failure} (is it a chunkwire server, and is the port right?)"
     if isinstance(failure, (error.ConnectionDone, error.ConnectionLost)) and description:

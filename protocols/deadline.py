@@ -67,14 +67,12 @@ class DeadlineEndpoint:
         endpoint: Any,
         clock: Any,
         timeout: float,
-        description: str,
         ready: Callable[[Any], Deferred[Any] | None] | None = None,
     ) -> None:
         """
         @param endpoint: the C{IStreamClientEndpoint} to connect with.
         @param clock: the C{IReactorTime} of the timers.
         @param timeout: seconds from C{connect} until the connection is ready.
-        @param description: the endpoint as the user wrote it, for the error's message.
         @param ready: called with the connected protocol: a L{Deferred}
             that fires (or fails) once the connection is ready beyond the
             peer's preamble (a login's), or C{None} when the preamble is enough.
@@ -82,12 +80,11 @@ class DeadlineEndpoint:
         self.endpoint = endpoint
         self.timeout = timeout
         self._clock = clock
-        self._description = description
         self._ready = ready
 
     def connect(self, factory: Any) -> Deferred[Any]:
         """Connect with C{factory}, as the wrapped endpoint does, within the deadline."""
-        attempt = _Attempt(self._clock, self.timeout, self._description, self._ready)
+        attempt = _Attempt(self._clock, self.timeout, self._ready)
         return attempt.start(self.endpoint, factory)
 
 
@@ -98,11 +95,8 @@ class _Attempt:
     for the peer's preamble and the C{ready} step, in named steps.
     """
 
-    def __init__(
-        self, clock: Any, timeout: float, description: str, ready: Callable[[Any], Deferred[Any] | None] | None
-    ) -> None:
+    def __init__(self, clock: Any, timeout: float, ready: Callable[[Any], Deferred[Any] | None] | None) -> None:
         self._timeout = timeout
-        self._description = description
         self._ready = ready
         # The steps not done yet: "connect", then "preamble" and "login".
         self._waiting: set[str] = {"connect"}
@@ -173,15 +167,17 @@ class _Attempt:
         transport.abortConnection()
 
     def _message(self, missing: str) -> str:
-        where, seconds = self._description, f"{self._timeout:g} s"
+        # No endpoint in the message: it is also the ERROR sent to the server, which has no business
+        # with the client's description (certificate paths and all).  Callers know where they connected.
+        seconds = f"{self._timeout:g} s"
         if missing == "connect":
-            return f"could not connect to {where} within {seconds}"
+            return f"not connected within {seconds}"
         if missing == "preamble":
             return (
-                f"connected to {where}, but it said nothing within {seconds}"
+                f"connected, but the server said nothing within {seconds}"
                 " (is it a chunkwire server? a TLS server reached without TLS, or the reverse?)"
             )
-        return f"connected to {where}, but the login was not done within {seconds}"
+        return f"connected, but the login was not done within {seconds}"
 
     # -- IConnectionObserver: the peer's first bytes ---------------------------------
 

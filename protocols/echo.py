@@ -188,6 +188,6 @@ def connect(
     """
     endpoint: Any = clientFromString(reactor, description)  # type: ignore[no-untyped-call]
     if timeout is not None:
-        endpoint = DeadlineEndpoint(endpoint, reactor, timeout, description)
+        endpoint = DeadlineEndpoint(endpoint, reactor, timeout)
     client: Deferred[EchoClient] = endpoint.connect(EchoFactory(lambda: EchoClient(limits)))
     return client

@@ -190,7 +190,6 @@ def clientEndpointWithin(
     description: str | Any,
     timeout: float | None,
     ready: Callable[[Any], Deferred[Any] | None] | None = None,
-    where: str | None = None,
 ) -> Any:
     """
     The client endpoint C{description} (a description, or an endpoint
@@ -198,14 +197,11 @@ def clientEndpointWithin(
     (L{DeadlineEndpoint}; C{None}: no deadline).
 
     @param ready: what a connection waits for beyond the peer's preamble (see L{DeadlineEndpoint}).
-    @param where: the endpoint as the user knows it, for the timeout's message.
     """
     endpoint = clientFromString(reactor, description) if isinstance(description, str) else description  # type: ignore[no-untyped-call]
     if timeout is None:
         return endpoint
-    if where is None:
-        where = description if isinstance(description, str) else repr(description)
-    return DeadlineEndpoint(endpoint, reactor, timeout, where, ready)
+    return DeadlineEndpoint(endpoint, reactor, timeout, ready)
 
 
 def connectWith(
@@ -231,7 +227,6 @@ def loginWith(
     factory: BrokerFactory,
     credentials: Any,
     timeout: float | None = None,
-    where: str | None = None,
 ) -> Deferred[Any]:
     """
     Connect to the client endpoint C{description} (or endpoint object) with
@@ -240,14 +235,13 @@ def loginWith(
 
     @param timeout: seconds to connect, hear the server's preamble and log
         in (L{DeadlineEndpoint}); C{None}: no deadline.
-    @param where: the endpoint as the user knows it, for the timeout's message.
     @raise UnsupportedCredentials: no mechanism takes C{credentials}.
     """
     mechanism = mechanismFor(credentials)
     logins: list[ClientLogin] = []
     factory.gate = lambda broker: logins.append(ClientLogin(broker, mechanism))
     factory.sendBackPressure = False
-    endpoint = clientEndpointWithin(reactor, description, timeout, _loginOf, where)
+    endpoint = clientEndpointWithin(reactor, description, timeout, _loginOf)
     connected: Deferred[Any] = endpoint.connect(factory)
     return connected.addCallback(lambda _: logins[-1].done)
 
@@ -432,9 +426,7 @@ async def _connectURL(
         options = pinnedClientOptions(parsed.keyHash)
         endpoint = clientEndpoint(reactor, parsed, hint, options=options)
         try:
-            reference: RemoteReference = await loginWith(
-                reactor, endpoint, factory(), ObjectName(parsed.name), timeout, hint
-            )
+            reference: RemoteReference = await loginWith(reactor, endpoint, factory(), ObjectName(parsed.name), timeout)
             return reference
         except LoginFailed:
             raise

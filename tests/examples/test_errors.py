@@ -59,7 +59,10 @@ class ClientErrorTests(SynchronousTestCase):
             silent.bind(("127.0.0.1", 0))
             silent.listen()  # the kernel completes the handshake; nobody ever reads or writes
             where = address(silent.getsockname()[1])
-            self.check(["--connect", where, "--timeout", "1"], f"gave up: connected to {where}, but it said nothing")
+            self.check(
+                ["--connect", where, "--timeout", "1"],
+                f"cannot connect to {where}: connected, but the server said nothing",
+            )
 
     def test_unverifiedTLSWarned(self) -> None:
         """An ssl: --connect that verifies nothing is warned about in one line before the client connects."""
