@@ -3,10 +3,11 @@
 Contract: L{runCommand} runs an example's coroutine under Twisted's C{react}; any
 error it ends with is printed to stderr as one line that names the endpoint
 and, for the usual mistakes (a refused connection, an endpoint written as
-C{HOST:PORT}, a port in use, a peer that does not speak chunkwire), says
-what to do; the exit status is then 1.  C{--debug} (L{addDebugArgument})
-adds the traceback.  Every example client and server uses it, so they all
-say the same thing the same way.
+C{HOST:PORT}, a port in use, a peer that does not speak chunkwire, a
+server that says nothing within C{--timeout}), says what to do; the exit
+status is then 1.  C{--debug} (L{addDebugArgument}) adds the traceback.
+Every example client and server uses it, so they all say the same thing
+the same way.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from protocols.auth.errors import LoginFailed, LoginRefused
 from protocols.auth.realms import ClientCertificatesNeedTLS
 from protocols.auth.secretfiles import SecretFileError
 from protocols.auth.throttle import ThrottleStateError
+from protocols.deadline import ConnectTimeout
 from protocols.mismatch import NotTLS
-from protocols.rpc.errors import ERRORS
+from protocols.rpc.errors import ERRORS, CallLost
 
 # "127.0.0.1:8750", "localhost:8750", "[::1]:8750" or "8750": what people type for an address.
 _HOST_PORT = re.compile(r"^(?:(?P<host>\[[0-9a-fA-F:]+\]|[\w.\-]+):)?(?P<port>\d{1,5})$")
@@ -97,6 +99,10 @@ def explain(failure: BaseException, description: str | None, listening: bool = F
         hint = endpointHint(description, listening)
         advice = hint or ("e.g. tcp:8750" if listening else "e.g. tcp:host=127.0.0.1:port=8750")
         return f"cannot {where}: not a Twisted endpoint description ({failure}); {advice}"
+    if isinstance(failure, ConnectTimeout):
+        # Its message says which step did not happen; the call it ended adds nothing.
+        reason = failure.reason if isinstance(failure, CallLost) else failure
+        return f"cannot {where}: {reason}; --timeout S waits longer"
     if isinstance(failure, ProtocolError) and getattr(failure, "code", "") == "bad-preamble":
         return f"cannot {where}: {failure} (is it a chunkwire server, and is the port right?)"
     if isinstance(failure, (error.ConnectionDone, error.ConnectionLost)) and description:

@@ -33,6 +33,7 @@ import sys
 from typing import Any
 
 # The script's directory is on sys.path: the error report and the progress display are shared with the other examples.
+from _connecting import addTimeoutArgument, warnIfUnverified
 from _errors import addDebugArgument, runCommand
 from _login import addLoginArguments, credentialsFrom
 from _progress import ProgressDisplay, RunProgress, humanBytes, transferSummary
@@ -109,7 +110,7 @@ def refuseOverwrite(output: str, force: bool) -> None:
 
 async def transfer(reactor: Any, args: argparse.Namespace, credentials: Any = None) -> None:
     def connect() -> Deferred[Any]:
-        return bulk.connect(reactor, args.connect, credentials=credentials)
+        return bulk.connect(reactor, args.connect, credentials=credentials, timeout=args.timeout)
 
     if args.command == "list":
         root = await connect()
@@ -171,6 +172,7 @@ def main(argv: list[str]) -> None:
         help="offer only this digest (default: all this side has, BLAKE3 first when installed; the server picks)",
     )
     addLoginArguments(parser)
+    addTimeoutArgument(parser)
     commands = parser.add_subparsers(dest="command", required=True)
     send = commands.add_parser("send", help="upload a file")
     send.add_argument("file")
@@ -189,6 +191,7 @@ def main(argv: list[str]) -> None:
     if args.streams < 1:
         parser.error("--streams must be at least 1")
     credentials = credentialsFrom(parser, args)
+    warnIfUnverified(args.connect)
 
     async def run(reactor: Any) -> None:
         try:

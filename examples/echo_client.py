@@ -15,6 +15,7 @@ import sys
 import time
 from typing import Any
 
+from _connecting import addTimeoutArgument, warnIfUnverified
 from _errors import addDebugArgument, runCommand
 from twisted.internet.defer import Deferred, gatherResults
 from twisted.logger import globalLogBeginner, textFileLogObserver
@@ -74,8 +75,8 @@ async def timeRoundTrips(client: echo.EchoClient, count: int, window: int) -> No
     )
 
 
-async def run(reactor: Any, description: str, count: int, window: int) -> None:
-    client = await echo.connect(reactor, description)
+async def run(reactor: Any, description: str, count: int, window: int, timeout: float | None = None) -> None:
+    client = await echo.connect(reactor, description, timeout=timeout)
     print(f"connected to {client.transport.getPeer()}")
     await check(client)
     await timeRoundTrips(client, count, 1)
@@ -94,12 +95,16 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--count", type=int, default=2000, help="round trips to time (default 2000)")
     parser.add_argument("--window", type=int, default=100, help="requests in flight for the second run (default 100)")
     parser.add_argument("--trace", action="store_true", help="log every token sent and received, readably")
+    addTimeoutArgument(parser)
     addDebugArgument(parser)
     args = parser.parse_args(argv)
     if args.trace:  # the tokens go to stderr, so that stdout stays the command's answer
         TokenProtocol.trace = True
         globalLogBeginner.beginLoggingTo([textFileLogObserver(sys.stderr)], redirectStandardIO=False)
-    runCommand(lambda reactor: run(reactor, args.connect, args.count, args.window), args.connect, args.debug)
+    warnIfUnverified(args.connect)
+    runCommand(
+        lambda reactor: run(reactor, args.connect, args.count, args.window, args.timeout), args.connect, args.debug
+    )
 
 
 if __name__ == "__main__":

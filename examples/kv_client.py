@@ -29,6 +29,7 @@ from typing import Any
 
 # The script's directory is on sys.path: importing the server module registers
 # KeyNotFound on this side too, so it arrives as itself.
+from _connecting import addTimeoutArgument, warnIfUnverified
 from _errors import addDebugArgument, needsLogin, runCommand
 from _login import addLoginArguments, credentialsFrom
 from kv_server import KeyNotFound
@@ -66,11 +67,13 @@ class Watcher(rpc.Referenceable, IWatcher):
             self.done.callback(None)
 
 
-async def watch(reactor: Any, description: str, key: str, count: int, credentials: Any = None) -> None:
+async def watch(
+    reactor: Any, description: str, key: str, count: int, credentials: Any = None, timeout: float | None = None
+) -> None:
     watcher = Watcher(count)
     if credentials is not None:
         # A refused login is final: find out once, before the reconnecting client would retry it forever.
-        first = await rpc.login(reactor, description, credentials)
+        first = await rpc.login(reactor, description, credentials, timeout=timeout)
         await first.broker.disconnect()
 
     async def subscribe(root: rpc.RemoteReference) -> None:
@@ -92,6 +95,7 @@ async def watch(reactor: Any, description: str, key: str, count: int, credential
         retryPolicy=backoffPolicy(initialDelay=0.5, maxDelay=10),
         prepareConnection=lambda root: Deferred.fromCoroutine(subscribe(root)),
         credentials=credentials,
+        timeout=timeout,
     )
     try:
         await watcher.done
@@ -99,12 +103,22 @@ async def watch(reactor: Any, description: str, key: str, count: int, credential
         await client.stopService()
 
 
-async def once(reactor: Any, description: str, command: str, arguments: list[str], credentials: Any = None) -> None:
-    """Run one command on a fresh connection, logged in with C{credentials} if given; exit 1 for a missing key."""
+async def once(
+    reactor: Any,
+    description: str,
+    command: str,
+    arguments: list[str],
+    credentials: Any = None,
+    timeout: float | None = None,
+) -> None:
+    """
+    Run one command on a fresh connection, logged in with C{credentials} if
+    given, made within C{timeout}; exit 1 for a missing key.
+    """
     if credentials is None:
-        root = await rpc.connect(reactor, description)
+        root = await rpc.connect(reactor, description, timeout=timeout)
     else:
-        root = await rpc.login(reactor, description, credentials)
+        root = await rpc.login(reactor, description, credentials, timeout=timeout)
     kv = root.typed(IKeyValue)
     try:
         if command == "put":
@@ -142,6 +156,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("arguments", nargs="*")
     parser.add_argument("--trace", action="store_true", help="log every token sent and received, readably")
     addLoginArguments(parser)
+    addTimeoutArgument(parser)
     addDebugArgument(parser)
     args = parser.parse_args(argv)
     if args.trace:  # the tokens go to stderr, so that stdout stays the command's answer
@@ -151,15 +166,16 @@ def main(argv: list[str]) -> None:
     if len(args.arguments) not in (arity if isinstance(arity, tuple) else (arity,)):
         parser.error(f"{args.command} takes {arity} argument(s)")
     credentials = credentialsFrom(parser, args)
+    warnIfUnverified(args.connect)
     if args.command == "watch":
         runCommand(
-            lambda reactor: watch(reactor, args.connect, args.arguments[0], args.count, credentials),
+            lambda reactor: watch(reactor, args.connect, args.arguments[0], args.count, credentials, args.timeout),
             args.connect,
             args.debug,
         )
     else:
         runCommand(
-            lambda reactor: once(reactor, args.connect, args.command, args.arguments, credentials),
+            lambda reactor: once(reactor, args.connect, args.command, args.arguments, credentials, args.timeout),
             args.connect,
             args.debug,
         )

@@ -191,6 +191,11 @@ class TokenProtocol(Protocol):
         """Add an L{IConnectionObserver} (before the connection is made, to see it start)."""
         self.observers.append(observer)
 
+    def removeObserver(self, observer: Any) -> None:
+        """Remove an L{IConnectionObserver} added before (one not added is ignored)."""
+        if observer in self.observers:
+            self.observers.remove(observer)
+
     def _clock(self) -> Any:
         return self.config.reactor()
 

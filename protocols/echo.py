@@ -27,6 +27,7 @@ from framing import Limits, Registry, Violation
 from framing.slicing.registry import DEFAULT_REGISTRY
 
 from .base import TokenProtocol
+from .deadline import DEFAULT_CONNECT_TIMEOUT, DeadlineEndpoint
 
 REFUSED_OPEN_TYPE = "echo.refused"
 _MAX_REASON = 1024
@@ -168,13 +169,25 @@ def serve(reactor: Any, description: str, limits: Limits | None = None) -> Defer
     return port
 
 
-def connect(reactor: Any, description: str, limits: Limits | None = None) -> Deferred[EchoClient]:
+def connect(
+    reactor: Any,
+    description: str,
+    limits: Limits | None = None,
+    *,
+    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+) -> Deferred[EchoClient]:
     """
     Connect to an echo server at the endpoint C{description} (e.g.
     C{"tcp:host=127.0.0.1:port=8750"}).
 
+    @param timeout: seconds to connect and hear the server's preamble, as
+        for C{rpc.connect}: then the connection is dropped, and the echoes
+        waiting on it fail with L{protocols.deadline.ConnectTimeout};
+        C{None}: no deadline.
     @return: a L{Deferred} firing with the connected L{EchoClient}.
     """
-    endpoint = clientFromString(reactor, description)  # type: ignore[no-untyped-call]
+    endpoint: Any = clientFromString(reactor, description)  # type: ignore[no-untyped-call]
+    if timeout is not None:
+        endpoint = DeadlineEndpoint(endpoint, reactor, timeout)
     client: Deferred[EchoClient] = endpoint.connect(EchoFactory(lambda: EchoClient(limits)))
     return client

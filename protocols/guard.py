@@ -134,6 +134,13 @@ class GuardPolicy:
     evictIdleAfter: float | None = 5.0
 
 
+DEFAULT_GUARD = GuardPolicy()
+"""
+The policy a server guards its connections with unless told otherwise
+(C{rpc.serve}, C{rpc.serverFactory}, C{bulk.serve}, the example servers
+and C{twist}): every default of L{GuardPolicy}.
+"""
+
 EVICTION_SCAN = 64
 """Most connections looked at, oldest activity first, to find one to evict: busy ones are skipped, not searched past."""
 
@@ -533,13 +540,18 @@ def guard(protocol: Any, policy: GuardPolicy, counter: ConnectionCounter | None,
     Guard C{protocol} (a L{TokenProtocol}, or a receiver with its
     C{connection}), just built and not yet connected, with C{policy},
     C{counter} and C{clock} (the global reactor if C{None}); returns
-    C{protocol}.  Its L{ConnectionGuard} is its C{guard} attribute.
+    C{protocol}.  Its L{ConnectionGuard} is its C{guard} attribute.  A
+    connection has one guard: guarding it again replaces the guard it had,
+    so that a L{GuardedFactory} around a factory that guards its own
+    connections (C{rpc.serverFactory}) applies the wrapper's policy alone.
     """
     if clock is None:
         from twisted.internet import reactor
 
         clock = reactor
     connection = connectionOf(protocol)
+    if connection.guard is not None:
+        connection.removeObserver(connection.guard)
     watcher = ConnectionGuard(connection, policy, counter, clock)
     connection.addObserver(watcher)
     connection.guard = watcher

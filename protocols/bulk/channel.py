@@ -37,9 +37,9 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorThreads
@@ -52,10 +52,13 @@ from framing.outgoing import Outgoing
 from framing.slicing.interfaces import ISlicer
 
 from ..auth.server import DEFAULT_LOGIN_TIMEOUT
+from ..deadline import DEFAULT_CONNECT_TIMEOUT
+from ..guard import DEFAULT_GUARD, GuardPolicy
 from ..interfaces import IBrokerExtension
 from ..rpc import Broker, BrokerFactory, CallLimits, Referenceable, RemoteReference, currentBroker
-from ..rpc.endpoints import connectWith, listenWith, loginGate, loginWith
+from ..rpc.endpoints import connectWithFactory, listenWith, loginGate
 from ..rpc.listening import ListeningPort
+from ..rpc.refs import HasRemoteProxy
 from .early import EarlyTable
 from .hello import Hello
 from .incoming import IncomingSide
@@ -79,6 +82,8 @@ from .wire import (
 
 if TYPE_CHECKING:
     from framing import Encoder
+
+T = TypeVar("T")
 
 
 def callingBroker() -> Broker | None:
@@ -537,11 +542,22 @@ def serve(
     limits: Limits | None = None,
     registry: Registry | None = None,
     options: BulkOptions | None = None,
+    callLimits: CallLimits | None = None,
     portal: Any = None,
     names: Any = None,
     loginTimeout: float = DEFAULT_LOGIN_TIMEOUT,
+    interceptors: Iterable[Any] = (),
+    throttle: Any = None,
+    guard: GuardPolicy | None = DEFAULT_GUARD,
 ) -> Deferred[ListeningPort]:
-    """As L{protocols.rpc.serve} (a root, or logins through C{portal} or C{names}), with streams too."""
+    """
+    As L{protocols.rpc.serve} (a root, or logins through C{portal} or
+    C{names}; the same keywords, the guard on by default), with streams
+    too, each connection's carried with C{options}.  The guard does not
+    count a stream paused by flow control as idle.  C{callLimits} is
+    C{CLIENT_CALL_LIMITS} if C{None} (a server's call back to a client,
+    which may carry a long stream, has no timeout).
+    """
     factory = BulkBrokerFactory(
         root,
         clock=reactor,
@@ -549,9 +565,46 @@ def serve(
         limits=limits,
         registry=registry,
         options=options,
-        gate=loginGate(root, portal, names, reactor, loginTimeout),
+        callLimits=callLimits,
+        gate=loginGate(root, portal, names, reactor, loginTimeout, throttle),
+        interceptors=interceptors,
+        guard=guard,
     )
     return listenWith(reactor, description, factory)
+
+
+@overload
+def connect(
+    reactor: Any,
+    description: str | Any,
+    *,
+    root: Referenceable | None = None,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+    callLimits: CallLimits | None = None,
+    interceptors: Iterable[Any] = (),
+    interface: None = None,
+    credentials: Any = None,
+    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    options: BulkOptions | None = None,
+) -> Deferred[RemoteReference]: ...
+
+
+@overload
+def connect(
+    reactor: Any,
+    description: str | Any,
+    *,
+    root: Referenceable | None = None,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+    callLimits: CallLimits | None = None,
+    interceptors: Iterable[Any] = (),
+    interface: HasRemoteProxy[T],
+    credentials: Any = None,
+    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    options: BulkOptions | None = None,
+) -> Deferred[T]: ...
 
 
 def connect(
@@ -561,20 +614,29 @@ def connect(
     root: Referenceable | None = None,
     limits: Limits | None = None,
     registry: Registry | None = None,
-    options: BulkOptions | None = None,
-    credentials: Any = None,
     callLimits: CallLimits | None = None,
-) -> Deferred[RemoteReference]:
+    interceptors: Iterable[Any] = (),
+    interface: HasRemoteProxy[Any] | None = None,
+    credentials: Any = None,
+    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    options: BulkOptions | None = None,
+) -> Deferred[Any]:
     """
-    As L{protocols.rpc.connect}, with a connection that carries streams;
-    close it with C{ref.broker.disconnect()}.  With C{credentials}, log in
-    first as L{protocols.rpc.login} does.  C{callLimits} as for
-    L{protocols.rpc.connect} (C{CLIENT_CALL_LIMITS}, no call timeout, if
-    C{None}).
+    As L{protocols.rpc.connect} (the same keywords: with C{credentials}, log
+    in first as L{protocols.rpc.login} does; C{timeout} for connecting,
+    hearing the server and logging in; C{interface} for a typed proxy),
+    with a connection that carries streams, with C{options}; close it with
+    C{ref.broker.disconnect()}.
     """
     factory = BulkBrokerFactory(
-        root, clock=reactor, limits=limits, registry=registry, options=options, callLimits=callLimits
+        root,
+        clock=reactor,
+        limits=limits,
+        registry=registry,
+        options=options,
+        callLimits=callLimits,
+        interceptors=interceptors,
     )
-    if credentials is not None:
-        return loginWith(reactor, description, factory, credentials)
-    return connectWith(reactor, description, factory)
+    return connectWithFactory(
+        reactor, description, factory, credentials=credentials, interface=interface, timeout=timeout
+    )

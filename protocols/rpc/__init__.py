@@ -36,6 +36,7 @@ makes (L{protocols.rpc.calls}), the calls it answers
 L{protocols.rpc.referenceable}.
 """
 
+from ..deadline import ConnectTimeout
 from .broker import Broker, BrokerFactory, currentBroker
 from .drain import DrainDeadlineExceeded, GoingAway, drainBrokers, drainPort
 from .endpoints import ReconnectingClient, connect, connectURL, login, reconnecting, serve, serverFactory
@@ -66,6 +67,7 @@ __all__ = [
     "BrokerFactory",
     "CallLimits",
     "CallTimedOut",
+    "ConnectTimeout",
     "DeadReferenceError",
     "DrainDeadlineExceeded",
     "GoingAway",

@@ -47,9 +47,11 @@ from framing.errors import short_repr
 from framing.outgoing import Outgoing
 from framing.slicing.registry import DEFAULT_REGISTRY
 
+from .. import guard as guarding
 from ..auth.wire import addLoginTypes
 from ..base import TokenProtocol
 from ..config import ConnectionConfig
+from ..guard import ConnectionCounter, GuardPolicy
 from ..interfaces import IObjectReceiver
 from ..logs import escape
 from .answering import IncomingCalls, currentBroker
@@ -386,6 +388,11 @@ class BrokerFactory(Factory):
         L{protocols.auth.server.Authenticator.guard}), or C{None}.
     @ivar interceptors: the L{protocols.rpc.interceptors.ICallInterceptor}s
         installed on each broker, in order (none: nothing is installed).
+    @ivar guardPolicy: the L{protocols.guard.GuardPolicy} each connection
+        is guarded with, or C{None} (not guarded: a client's factory, or a
+        server's guarded by something else).
+    @ivar guardCounter: the L{protocols.guard.ConnectionCounter} its
+        guarded connections share (their caps count them there).
     """
 
     sendBackPressure = True
@@ -401,6 +408,7 @@ class BrokerFactory(Factory):
         callLimits: CallLimits | None = None,
         gate: Callable[[Broker], Any] | None = None,
         interceptors: Iterable[Any] = (),
+        guard: GuardPolicy | None = None,
     ) -> None:
         if root is not None and not isinstance(root, Referenceable):
             raise TypeError(f"the root must be a Referenceable, not {type(root).__name__}")
@@ -413,6 +421,8 @@ class BrokerFactory(Factory):
         self.registry = registry
         self.callLimits = callLimits
         self.brokers: set[Broker] = set()
+        self.guardPolicy = guard
+        self.guardCounter = ConnectionCounter()
 
     def buildBroker(self) -> Broker:
         """
@@ -437,6 +447,8 @@ class BrokerFactory(Factory):
             intercept(broker, self.interceptors)
         if self.gate is not None:
             self.gate(broker)
+        if self.guardPolicy is not None:
+            guarding.guard(broker.connection, self.guardPolicy, self.guardCounter, self.clock)
         return broker.connection
 
     def brokerConnected(self, broker: Broker) -> None:

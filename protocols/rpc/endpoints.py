@@ -31,6 +31,8 @@ from framing import Limits, Registry
 from ..auth.client import ClientLogin, ObjectName, mechanismFor
 from ..auth.errors import LoginFailed
 from ..auth.server import DEFAULT_LOGIN_TIMEOUT, Authenticator
+from ..deadline import DEFAULT_CONNECT_TIMEOUT, DeadlineEndpoint
+from ..guard import DEFAULT_GUARD, GuardPolicy
 from .broker import Broker, BrokerFactory
 from .drain import DrainDeadlineExceeded, GoingAway
 from .errors import DeadReferenceError
@@ -55,6 +57,7 @@ def serverFactory(
     loginTimeout: float = DEFAULT_LOGIN_TIMEOUT,
     interceptors: Iterable[Any] = (),
     throttle: Any = None,
+    guard: GuardPolicy | None = DEFAULT_GUARD,
 ) -> BrokerFactory:
     """
     A factory of brokers exposing C{root} (or the avatar of each login), to
@@ -63,6 +66,7 @@ def serverFactory(
     connection, for a clean shutdown.  Arguments as for L{serve}, and
     C{throttle}: the L{protocols.auth.throttle.LoginThrottle} of its logins
     (C{None}: one in this process; worker processes share one in SQLite).
+    Its connections are guarded by C{guard} as L{serve}'s are.
     """
     return BrokerFactory(
         root,
@@ -73,6 +77,7 @@ def serverFactory(
         callLimits=callLimits or SERVER_CALL_LIMITS,
         gate=loginGate(root, portal, names, clock, loginTimeout, throttle),
         interceptors=interceptors,
+        guard=guard,
     )
 
 
@@ -114,6 +119,8 @@ def serve(
     names: Any = None,
     loginTimeout: float = DEFAULT_LOGIN_TIMEOUT,
     interceptors: Iterable[Any] = (),
+    throttle: Any = None,
+    guard: GuardPolicy | None = DEFAULT_GUARD,
 ) -> Deferred[ListeningPort]:
     """
     Expose C{root} on the server endpoint C{description}, or let clients
@@ -141,6 +148,16 @@ def serve(
     @param loginTimeout: seconds a connection has to log in.
     @param interceptors: L{protocols.rpc.interceptors.ICallInterceptor}s
         told of each call on each connection (metrics, access control).
+    @param throttle: the L{protocols.auth.throttle.LoginThrottle} of the
+        logins; C{None}: one in this process.
+    @param guard: the L{protocols.guard.GuardPolicy} every connection is
+        watched with: a peer whose preamble does not come within 10 s, that
+        stalls in the middle of an object, stays silent past a keepalive
+        PING, idles for 15 minutes or stops reading is dropped, and the
+        connections are capped (1,000 in all, 20 per address).  The
+        default, L{protocols.guard.DEFAULT_GUARD}, is the example servers'
+        and C{twist}'s; C{None} turns the guard off (a server behind
+        something that guards it already).
     @return: a L{Deferred} firing with the listening port.
     @raise ValueError: both a root and a login, or neither.
     """
@@ -155,6 +172,8 @@ def serve(
         names=names,
         loginTimeout=loginTimeout,
         interceptors=interceptors,
+        throttle=throttle,
+        guard=guard,
     )
     return listenWith(reactor, description, factory)
 
@@ -166,33 +185,126 @@ def listenWith(reactor: Any, description: str | Any, factory: BrokerFactory) -> 
     return port
 
 
-def connectWith(reactor: Any, description: str, factory: BrokerFactory) -> Deferred[RemoteReference]:
+def clientEndpointWithin(
+    reactor: Any,
+    description: str | Any,
+    timeout: float | None,
+    ready: Callable[[Any], Deferred[Any] | None] | None = None,
+) -> Any:
+    """
+    The client endpoint C{description} (a description, or an endpoint
+    object), whose connections must be ready within C{timeout} seconds
+    (L{DeadlineEndpoint}; C{None}: no deadline).
+
+    @param ready: what a connection waits for beyond the peer's preamble (see L{DeadlineEndpoint}).
+    """
+    endpoint = clientFromString(reactor, description) if isinstance(description, str) else description  # type: ignore[no-untyped-call]
+    if timeout is None:
+        return endpoint
+    return DeadlineEndpoint(endpoint, reactor, timeout, ready)
+
+
+def connectWith(
+    reactor: Any, description: str | Any, factory: BrokerFactory, timeout: float | None = None
+) -> Deferred[RemoteReference]:
     """
     Connect to the client endpoint C{description} with a factory of brokers;
     fire with the peer's root.  The client's brokers keep reading however
     much waits to be sent (see L{protocols.TokenProtocol.sendBackPressure}).
+
+    @param timeout: seconds to connect and hear the server's preamble
+        (L{DeadlineEndpoint}); C{None}: no deadline.
     """
     factory.sendBackPressure = False
-    endpoint = clientFromString(reactor, description)  # type: ignore[no-untyped-call]
+    endpoint = clientEndpointWithin(reactor, description, timeout)
     connected: Deferred[Any] = endpoint.connect(factory)
     return connected.addCallback(_connectedRoot)
 
 
-def loginWith(reactor: Any, description: str | Any, factory: BrokerFactory, credentials: Any) -> Deferred[Any]:
+def loginWith(
+    reactor: Any,
+    description: str | Any,
+    factory: BrokerFactory,
+    credentials: Any,
+    timeout: float | None = None,
+) -> Deferred[Any]:
     """
     Connect to the client endpoint C{description} (or endpoint object) with
     a factory of brokers, log in with C{credentials}, and fire with the
     root the server gives this login.
 
+    @param timeout: seconds to connect, hear the server's preamble and log
+        in (L{DeadlineEndpoint}); C{None}: no deadline.
     @raise UnsupportedCredentials: no mechanism takes C{credentials}.
     """
     mechanism = mechanismFor(credentials)
     logins: list[ClientLogin] = []
     factory.gate = lambda broker: logins.append(ClientLogin(broker, mechanism))
     factory.sendBackPressure = False
-    endpoint = clientFromString(reactor, description) if isinstance(description, str) else description  # type: ignore[no-untyped-call]
+    endpoint = clientEndpointWithin(reactor, description, timeout, _loginOf)
     connected: Deferred[Any] = endpoint.connect(factory)
     return connected.addCallback(lambda _: logins[-1].done)
+
+
+def _loginOf(connection: Any) -> Deferred[Any] | None:
+    """The login a new client connection is making (its receiver is a L{ClientLogin} until done), or C{None}."""
+    receiver = getattr(connection, "receiver", None)
+    return receiver.done if isinstance(receiver, ClientLogin) else None
+
+
+def connectWithFactory(
+    reactor: Any,
+    description: str | Any,
+    factory: BrokerFactory,
+    *,
+    credentials: Any = None,
+    interface: HasRemoteProxy[Any] | None = None,
+    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+) -> Deferred[Any]:
+    """
+    What every way of connecting does with its factory of brokers: connect
+    (and log in with C{credentials}, if given) within C{timeout}, and fire
+    with the server's root, or its typed proxy for C{interface}.
+    """
+    if credentials is not None:
+        connected = loginWith(reactor, description, factory, credentials, timeout)
+    else:
+        connected = connectWith(reactor, description, factory, timeout)
+    if interface is not None:
+        return connected.addCallback(interface.remoteProxy)
+    return connected
+
+
+@overload
+def login(
+    reactor: Any,
+    description: str | Any,
+    credentials: Any,
+    *,
+    root: Referenceable | None = None,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+    callLimits: CallLimits | None = None,
+    interceptors: Iterable[Any] = (),
+    interface: None = None,
+    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+) -> Deferred[RemoteReference]: ...
+
+
+@overload
+def login(
+    reactor: Any,
+    description: str | Any,
+    credentials: Any,
+    *,
+    root: Referenceable | None = None,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+    callLimits: CallLimits | None = None,
+    interceptors: Iterable[Any] = (),
+    interface: HasRemoteProxy[T],
+    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+) -> Deferred[T]: ...
 
 
 def login(
@@ -204,9 +316,13 @@ def login(
     limits: Limits | None = None,
     registry: Registry | None = None,
     callLimits: CallLimits | None = None,
-) -> Deferred[RemoteReference]:
+    interceptors: Iterable[Any] = (),
+    interface: HasRemoteProxy[Any] | None = None,
+    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+) -> Deferred[Any]:
     """
-    Connect to a server with logins and log in.
+    Connect to a server with logins and log in: L{connect} with
+    C{credentials}, which this takes as its third argument.
 
     @param credentials: C{twisted.cred.credentials.UsernamePassword}
         (SCRAM-SHA-256: the password never crosses the wire),
@@ -214,13 +330,48 @@ def login(
         L{protocols.auth.ClientCertificate} (with an C{ssl:} endpoint
         presenting one).
     @return: a L{Deferred} firing with the L{RemoteReference} to this
-        login's root (the realm's avatar), or failing with
-        L{protocols.auth.LoginRefused} (the same for every reason),
-        L{protocols.auth.ServerNotVerified}, or the connection's error.
-        Other arguments as for L{connect}.
+        login's root (the realm's avatar), or its typed proxy for
+        C{interface}, or failing with L{protocols.auth.LoginRefused} (the
+        same for every reason), L{protocols.auth.ServerNotVerified},
+        L{protocols.deadline.ConnectTimeout}, or the connection's error.  Other arguments as
+        for L{connect}.
     """
-    factory = BrokerFactory(root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits)
-    return loginWith(reactor, description, factory, credentials)
+    factory = BrokerFactory(
+        root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits, interceptors=interceptors
+    )
+    return connectWithFactory(
+        reactor, description, factory, credentials=credentials, interface=interface, timeout=timeout
+    )
+
+
+@overload
+def connectURL(
+    reactor: Any,
+    url: str,
+    *,
+    root: Referenceable | None = None,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+    callLimits: CallLimits | None = None,
+    interceptors: Iterable[Any] = (),
+    interface: None = None,
+    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+) -> Deferred[RemoteReference]: ...
+
+
+@overload
+def connectURL(
+    reactor: Any,
+    url: str,
+    *,
+    root: Referenceable | None = None,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+    callLimits: CallLimits | None = None,
+    interceptors: Iterable[Any] = (),
+    interface: HasRemoteProxy[T],
+    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+) -> Deferred[T]: ...
 
 
 def connectURL(
@@ -231,37 +382,51 @@ def connectURL(
     limits: Limits | None = None,
     registry: Registry | None = None,
     callLimits: CallLimits | None = None,
-) -> Deferred[RemoteReference]:
+    interceptors: Iterable[Any] = (),
+    interface: HasRemoteProxy[Any] | None = None,
+    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+) -> Deferred[Any]:
     """
     Connect to the object a self-authenticating URL names
     (C{chunkwire://KEYHASH@HINTS/NAME}, see L{protocols.auth.urls}).  The
     server's TLS key must hash to the URL's C{KEYHASH}, checked in the TLS
     handshake, before the name is sent; the location hints are tried in
-    order until one connects.
+    order until one connects.  The URL's name is the login: there are no
+    C{credentials}.  Other arguments as for L{connect}; C{timeout} is each
+    hint's.
 
     @return: a L{Deferred} firing with the L{RemoteReference} to exactly
-        that object, or failing with L{protocols.auth.urls.InvalidURL},
-        L{protocols.auth.LoginRefused} (an unknown or revoked name),
-        L{protocols.auth.urls.KeyMismatch} (the server's key is not the
-        URL's: the handshake failed before the name was sent), or the last
-        hint's connection error.
+        that object (or its typed proxy for C{interface}), or failing with
+        L{protocols.auth.urls.InvalidURL}, L{protocols.auth.LoginRefused}
+        (an unknown or revoked name), L{protocols.auth.urls.KeyMismatch}
+        (the server's key is not the URL's: the handshake failed before the
+        name was sent), or the last hint's connection error
+        (L{protocols.deadline.ConnectTimeout} among them).
     """
-    return Deferred.fromCoroutine(_connectURL(reactor, url, root, limits, registry, callLimits))
+
+    def factory() -> BrokerFactory:
+        return BrokerFactory(
+            root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits, interceptors=interceptors
+        )
+
+    connected = Deferred.fromCoroutine(_connectURL(reactor, url, factory, timeout))
+    if interface is not None:
+        return connected.addCallback(interface.remoteProxy)
+    return connected
 
 
 async def _connectURL(
-    reactor: Any, url: str, root: Any, limits: Any, registry: Any, callLimits: Any
+    reactor: Any, url: str, factory: Callable[[], BrokerFactory], timeout: float | None
 ) -> RemoteReference:
     from ..auth.urls import ObjectURL, clientEndpoint, pinnedClientOptions
 
     parsed = ObjectURL.parse(url)
     failure: Exception | None = None
     for hint in parsed.hints:
-        factory = BrokerFactory(root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits)
         options = pinnedClientOptions(parsed.keyHash)
         endpoint = clientEndpoint(reactor, parsed, hint, options=options)
         try:
-            reference: RemoteReference = await loginWith(reactor, endpoint, factory, ObjectName(parsed.name))
+            reference: RemoteReference = await loginWith(reactor, endpoint, factory(), ObjectName(parsed.name), timeout)
             return reference
         except LoginFailed:
             raise
@@ -275,69 +440,92 @@ async def _connectURL(
 @overload
 def connect(
     reactor: Any,
-    description: str,
+    description: str | Any,
     *,
     root: Referenceable | None = None,
     limits: Limits | None = None,
     registry: Registry | None = None,
     callLimits: CallLimits | None = None,
-    interface: None = None,
     interceptors: Iterable[Any] = (),
+    interface: None = None,
+    credentials: Any = None,
+    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
 ) -> Deferred[RemoteReference]: ...
 
 
 @overload
 def connect(
     reactor: Any,
-    description: str,
+    description: str | Any,
     *,
     root: Referenceable | None = None,
     limits: Limits | None = None,
     registry: Registry | None = None,
     callLimits: CallLimits | None = None,
-    interface: HasRemoteProxy[T],
     interceptors: Iterable[Any] = (),
+    interface: HasRemoteProxy[T],
+    credentials: Any = None,
+    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
 ) -> Deferred[T]: ...
 
 
 def connect(
     reactor: Any,
-    description: str,
+    description: str | Any,
     *,
     root: Referenceable | None = None,
     limits: Limits | None = None,
     registry: Registry | None = None,
     callLimits: CallLimits | None = None,
-    interface: HasRemoteProxy[Any] | None = None,
     interceptors: Iterable[Any] = (),
+    interface: HasRemoteProxy[Any] | None = None,
+    credentials: Any = None,
+    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
 ) -> Deferred[Any]:
     """
     Connect to the server at the client endpoint C{description}.
+
+    Every way of connecting takes these keywords, meaning the same:
+    L{login}, L{protocols.bulk.connect}, L{reconnecting} (but for
+    C{interface}: type the roots it gives with C{root.typed(interface)}) and
+    L{connectURL} (but for C{credentials}: the URL's name is the login).
 
     A call made as soon as this fires (in the same reactor turn) shares its
     write with the stream preamble.  Close the connection with
     C{ref.broker.disconnect()}.
 
+    @param description: a client endpoint description, or an
+        C{IStreamClientEndpoint}.
     @param root: an object the server may call back through its own root
         reference (C{broker.rootReference()} on the server side); usually
         callbacks are passed as arguments instead.
+    @param limits: the L{Limits} for what the connection receives.
+    @param registry: the L{Registry} of application types both sides send.
     @param callLimits: the L{CallLimits}; C{CLIENT_CALL_LIMITS} (no call
         timeout) if C{None}.
+    @param interceptors: L{protocols.rpc.interceptors.ICallInterceptor}s
+        told of each call this side makes (and of the server's calls back).
     @param interface: a L{protocols.rpc.RemoteInterface} the server's root
         implements: fire with a typed proxy of the root instead
         (C{root.typed(interface)}).
-    @param interceptors: L{protocols.rpc.interceptors.ICallInterceptor}s
-        told of each call this side makes (and of the server's calls back).
+    @param credentials: log in with these first, as L{login} does (for a
+        server with logins); C{None}: no login.
+    @param timeout: seconds to connect, finish a TLS handshake, hear the
+        server's preamble and (with C{credentials}) log in; the connection
+        is then dropped and the wait (or the calls already made on it)
+        fails with L{protocols.deadline.ConnectTimeout}.  30 s
+        (L{protocols.deadline.DEFAULT_CONNECT_TIMEOUT}); C{None}: wait for ever.
     @return: a L{Deferred} firing with the L{RemoteReference} to the
-        server's root (or its typed proxy).
+        server's root (or its typed proxy).  Without C{credentials} it
+        fires once connected, before the server's preamble arrives, which
+        the deadline still waits for.
     """
     factory = BrokerFactory(
         root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits, interceptors=interceptors
     )
-    connected = connectWith(reactor, description, factory)
-    if interface is not None:
-        return connected.addCallback(interface.remoteProxy)
-    return connected
+    return connectWithFactory(
+        reactor, description, factory, credentials=credentials, interface=interface, timeout=timeout
+    )
 
 
 def _connectedRoot(connection: Any) -> RemoteReference:
@@ -377,7 +565,7 @@ class ReconnectingClient:
     def __init__(
         self,
         reactor: Any,
-        description: str,
+        description: str | Any,
         *,
         root: Referenceable | None = None,
         limits: Limits | None = None,
@@ -388,10 +576,16 @@ class ReconnectingClient:
         credentials: Any = None,
         moveTimeout: float = 30.0,
         interceptors: Iterable[Any] = (),
+        timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
         """
         @param credentials: log in with these on every connection (as
             L{login}); the connection counts as made once the login succeeds.
+        @param timeout: seconds each attempt has to connect, hear the
+            server's preamble and log in (as for L{connect}); an attempt
+            that runs out is dropped with
+            L{protocols.deadline.ConnectTimeout} and counts as failed, so
+            the next one waits the backoff.  C{None}: no deadline.
         @param retryPolicy: seconds to wait after the Nth failed attempt in a
             row; C{backoffPolicy()} (1 s growing to 60 s, with jitter) if
             C{None}.
@@ -418,7 +612,7 @@ class ReconnectingClient:
         if credentials is not None:
             mechanismFor(credentials)  # (unsupported credentials fail here, not on every attempt)
             factory.gate = lambda broker: ClientLogin(broker, mechanismFor(credentials))
-        endpoint = clientFromString(reactor, description)  # type: ignore[no-untyped-call]
+        endpoint = clientEndpointWithin(reactor, description, timeout, _loginOf)
         self.service = ClientService(
             endpoint,
             factory,  # type: ignore[arg-type]
@@ -598,7 +792,7 @@ def _stopTimer(result: object, timer: Any) -> object:
 
 def reconnecting(
     reactor: Any,
-    description: str,
+    description: str | Any,
     *,
     root: Referenceable | None = None,
     limits: Limits | None = None,
@@ -609,12 +803,16 @@ def reconnecting(
     credentials: Any = None,
     moveTimeout: float = 30.0,
     interceptors: Iterable[Any] = (),
+    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
 ) -> ReconnectingClient:
     """
     A started L{ReconnectingClient} for the client endpoint C{description}
     (logging in with C{credentials} on each connection, if given).
     Wait for L{ReconnectingClient.whenConnected}; stop with
-    L{ReconnectingClient.stopService}.
+    L{ReconnectingClient.stopService}.  The keywords shared with L{connect}
+    mean what they mean there (C{timeout} is each attempt's), but for
+    C{interface}: type the root with C{root.typed(interface)} where
+    L{ReconnectingClient.whenConnected} or C{prepareConnection} gives it.
     """
     client = ReconnectingClient(
         reactor,
@@ -628,6 +826,7 @@ def reconnecting(
         credentials=credentials,
         moveTimeout=moveTimeout,
         interceptors=interceptors,
+        timeout=timeout,
     )
     client.startService()
     return client

@@ -83,6 +83,8 @@ async def startServer(reactor: Any, directory: str, **options: Any) -> Server:
     users = Path(directory) / "users"
     addUser(users, USER, PASSWORD, iterations=4096)
     realm = Realm()
+    # No guard: its cap of connections per address would refuse the flood before the login throttle (the subject).
+    options.setdefault("guard", None)
     factory = rpc.serverFactory(clock=reactor, portal=Portal(realm, [UserFile(users)]), **options)
     port = await serverFromString(reactor, LISTEN).listen(factory)
     return Server(realm, factory, port)

@@ -53,6 +53,25 @@ class ClientErrorTests(SynchronousTestCase):
         port = foreignServer(self)
         self.check(["--connect", address(port)], "not a chunkwire stream: the peer sent an HTTP response")
 
+    def test_silentServer(self) -> None:
+        """A server that accepts and says nothing: each client gives up after --timeout with one line saying so."""
+        with socket.socket() as silent:
+            silent.bind(("127.0.0.1", 0))
+            silent.listen()  # the kernel completes the handshake; nobody ever reads or writes
+            where = address(silent.getsockname()[1])
+            self.check(
+                ["--connect", where, "--timeout", "1"],
+                f"cannot connect to {where}: connected, but the server said nothing",
+            )
+
+    def test_unverifiedTLSWarned(self) -> None:
+        """An ssl: --connect that verifies nothing is warned about in one line before the client connects."""
+        where = f"ssl:host=127.0.0.1:port={closedPort()}"
+        done = clientRun("bulk_client.py", "--connect", where, "list", timeout=30)
+        warning, refused = done.stderr.splitlines()
+        self.assertIn(f"warning: {where} verifies nothing about the server", warning)
+        self.assertIn("connection refused", refused)
+
     def test_debug(self) -> None:
         """--debug (after bulk_client's subcommand too) adds the traceback before the same one-line explanation."""
         for script, rest in CLIENTS.items():

@@ -1,0 +1,71 @@
+"""What the example clients share to connect: --timeout, and a warning for an ssl: endpoint that verifies nothing.
+
+Contract: L{addTimeoutArgument} adds C{--timeout S}, the seconds a client
+gives the server to accept, finish TLS, say its preamble and (with a login)
+log it in (the C{timeout} keyword of C{rpc.connect} and the others); past
+it the client stops with one line.  L{warnIfUnverified} prints one line on
+stderr when C{--connect} is an C{ssl:} endpoint that checks nothing about
+the server: Twisted verifies an C{ssl:} server's certificate only against
+C{caCertsDir=} (that CA) or, with C{hostname=} alone, the system's CAs;
+with neither, any certificate is accepted, so anyone on the path can pose
+as the server.  The connection is still made: the user asked for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from typing import TextIO
+
+from protocols.deadline import DEFAULT_CONNECT_TIMEOUT
+
+# A Twisted endpoint description's fields are separated by colons not escaped with a backslash.
+_FIELD_SEPARATOR = re.compile(r"(?<!\\):")
+
+# Either field makes Twisted check the server's certificate (see the module docstring).
+_VERIFYING = ("caCertsDir", "hostname")
+
+
+def addTimeoutArgument(parser: argparse.ArgumentParser) -> None:
+    """Add C{--timeout S} (0: wait for ever); its value is C{None} for 0, as the connecting functions take it."""
+
+    def seconds(text: str) -> float | None:
+        value = float(text)
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"{text} is not a number of seconds (0: no limit)")
+        return None if value == 0 else value
+
+    parser.add_argument(
+        "--timeout",
+        type=seconds,
+        default=DEFAULT_CONNECT_TIMEOUT,
+        metavar="S",
+        help="seconds for the server to accept, finish TLS, answer and log in"
+        f" before the client gives up (default {DEFAULT_CONNECT_TIMEOUT:g}; 0: wait for ever)",
+    )
+
+
+def unverified(description: str) -> bool:
+    """Whether C{description} is an C{ssl:} client endpoint whose server's certificate nothing verifies."""
+    fields = _FIELD_SEPARATOR.split(description.strip())
+    if fields[0] != "ssl":
+        return False
+    keys = {field.split("=", 1)[0] for field in fields[1:] if "=" in field}
+    return not any(key in keys for key in _VERIFYING)
+
+
+def warnIfUnverified(description: str, stream: TextIO | None = None) -> bool:
+    """
+    Print one warning line on C{stream} (stderr) if C{description} verifies
+    nothing (L{unverified}); whether it did.
+    """
+    if not unverified(description):
+        return False
+    print(
+        f"warning: {description} verifies nothing about the server (no caCertsDir= and no hostname=):"
+        " anyone on the path can pose as it; add caCertsDir=DIR:hostname=NAME",
+        file=stream or sys.stderr,
+        flush=True,
+    )
+    return True

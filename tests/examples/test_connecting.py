@@ -1,0 +1,76 @@
+"""examples/_connecting.py: the clients' --timeout, and the warning for an ssl: endpoint that verifies nothing."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+from types import ModuleType
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from protocols.deadline import DEFAULT_CONNECT_TIMEOUT
+from tests.processes import ROOT
+
+
+def connecting() -> ModuleType:
+    """Import examples/_connecting.py as the examples do (their directory on sys.path)."""
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import _connecting
+    finally:
+        sys.path.pop(0)
+    return _connecting
+
+
+class UnverifiedTests(SynchronousTestCase):
+    """Only an ssl: client endpoint with neither caCertsDir= nor hostname= is warned about, in one line."""
+
+    def test_warned(self) -> None:
+        """ssl: without caCertsDir= or hostname= checks no certificate: one warning line naming the endpoint."""
+        stream = io.StringIO()
+        self.assertTrue(connecting().warnIfUnverified("ssl:host=example.com:port=8751", stream))
+        [line] = stream.getvalue().splitlines()
+        self.assertIn("ssl:host=example.com:port=8751 verifies nothing about the server", line)
+        self.assertIn("caCertsDir=DIR:hostname=NAME", line)
+
+    def test_notWarned(self) -> None:
+        """caCertsDir= (that CA) or hostname= (the system's CAs) verifies the server; tcp: and unix: claim nothing."""
+        module = connecting()
+        for description in [
+            "ssl:host=example.com:port=8751:caCertsDir=/tmp/ca:hostname=example.com",
+            "ssl:host=example.com:port=8751:caCertsDir=/tmp/ca",
+            "ssl:host=example.com:port=8751:hostname=example.com",
+            "tcp:host=example.com:port=8751",
+            "unix:path=/tmp/ssl\\:x.sock",
+        ]:
+            stream = io.StringIO()
+            self.assertFalse(module.warnIfUnverified(description, stream), description)
+            self.assertEqual(stream.getvalue(), "", description)
+
+    def test_escapedColon(self) -> None:
+        """A field's escaped colon does not split it: caCertsDir=C\\:/ca still counts as given."""
+        self.assertFalse(connecting().unverified("ssl:host=h:port=1:caCertsDir=C\\:/ca"))
+        self.assertTrue(connecting().unverified("ssl:host=h:port=1:certKey=C\\:/hostname=x"))
+
+
+class TimeoutArgumentTests(SynchronousTestCase):
+    """--timeout S: the library's default, 0 for no limit, a negative number refused."""
+
+    def parser(self) -> argparse.ArgumentParser:
+        parser = argparse.ArgumentParser()
+        connecting().addTimeoutArgument(parser)
+        return parser
+
+    def test_values(self) -> None:
+        """No --timeout is the library's default; --timeout 2.5 is 2.5 s; --timeout 0 is None (wait for ever)."""
+        parser = self.parser()
+        self.assertEqual(parser.parse_args([]).timeout, DEFAULT_CONNECT_TIMEOUT)
+        self.assertEqual(parser.parse_args(["--timeout", "2.5"]).timeout, 2.5)
+        self.assertIsNone(parser.parse_args(["--timeout", "0"]).timeout)
+
+    def test_negative(self) -> None:
+        """A negative --timeout is a usage error."""
+        parser = self.parser()
+        parser.error = lambda message: (_ for _ in ()).throw(ValueError(message))  # type: ignore[method-assign]
+        self.assertRaises(ValueError, parser.parse_args, ["--timeout", "-1"])
