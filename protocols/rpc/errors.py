@@ -39,6 +39,7 @@ they run only on the failure path.
 from __future__ import annotations
 
 import difflib
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -362,8 +363,19 @@ def registerError(cls: type[BaseException], name: str) -> None:
     ERRORS.register(cls, name)
 
 
-register_error = registerError
-"""L{registerError}'s name before protocols/ took one naming rule (camelCase), kept for code written for it."""
+def register_error(cls: type[BaseException], name: str) -> None:  # noqa: N802 (the old name, kept as it was)
+    """
+    Deprecated: L{registerError}, under its name from before protocols/
+    took one naming rule (camelCase).  It registers as L{registerError}
+    does and warns, so that code written for it keeps working while it
+    moves to the one name the documentation uses.
+    """
+    warnings.warn(
+        "protocols.rpc.register_error is deprecated: use protocols.rpc.registerError (same arguments)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    registerError(cls, name)
 
 
 def qualifiedName(cls: type) -> str:
