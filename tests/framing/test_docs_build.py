@@ -96,6 +96,24 @@ class DocsBuildTests(SynchronousTestCase):
         problems = loadCheckPages().literal_markdown(site)
         self.assertEqual([problem.split(":")[0] for problem in problems], ["a.html", "b.html"])
 
+    def test_no_raw_epytext(self) -> None:
+        """No narrative page shows raw epytext markup (C{...}, L{...}), in prose or in the code it includes."""
+        requireSphinx()
+        status, output, html = build()
+        self.assertEqual(status, 0, output)
+        self.assertEqual(loadCheckPages().raw_epytext(html), [])
+
+    def test_raw_epytext_detected(self) -> None:
+        """The check finds epytext in a narrative page's prose or code, and leaves API reference pages alone."""
+        site = Path(self.mktemp())
+        site.mkdir()
+        (site / "tutorial.html").write_text("<body><pre>fires <span>C{self.answer}</span></pre></body>")
+        (site / "howto.html").write_text("<body><p>see L{rpc.serve} and I{this}</p></body>")
+        (site / "api.html").write_text('<body><dl class="py function"><dd>C{x}</dd></dl></body>')
+        (site / "plain.html").write_text("<body><pre>d = {'a': 1}; f'{C}' and Limits()</pre></body>")
+        problems = loadCheckPages().raw_epytext(site)
+        self.assertEqual(problems, ["howto.html: 'L{rpc.serve}'", "tutorial.html: 'C{self.answer}'"])
+
     def test_code_not_clipped(self) -> None:
         """In headless Chromium at 1280 px no code block on any page is wider than its box."""
         requireSphinx()
