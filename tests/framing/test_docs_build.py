@@ -7,6 +7,7 @@ import functools
 import importlib.util
 import os
 import pkgutil
+import re
 import shutil
 import subprocess
 import sys
@@ -113,6 +114,20 @@ class DocsBuildTests(SynchronousTestCase):
         (site / "plain.html").write_text("<body><pre>d = {'a': 1}; f'{C}' and Limits()</pre></body>")
         problems = loadCheckPages().raw_epytext(site)
         self.assertEqual(problems, ["howto.html: 'L{rpc.serve}'", "tutorial.html: 'C{self.answer}'"])
+
+    def test_howto_openings_short(self) -> None:
+        """
+        Each how-to opens with a short paragraph (at most 100 words) before
+        its details: the compiled-core page once opened with 285.
+        """
+        long = {}
+        for page in sorted((DOCS / "howto").glob("*.rst")):
+            paragraphs = [p for p in re.split(r"\n\s*\n", page.read_text("utf-8")) if p.strip()]
+            # The first paragraph after the title (the title and its underline are one paragraph).
+            opening = next((p for p in paragraphs[1:] if not p.lstrip().startswith("..")), "")
+            if len(opening.split()) > 100:
+                long[page.name] = len(opening.split())
+        self.assertEqual(long, {})
 
     def test_code_not_clipped(self) -> None:
         """In headless Chromium at 1280 px no code block on any page is wider than its box."""
