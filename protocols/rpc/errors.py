@@ -363,7 +363,7 @@ def registerError(cls: type[BaseException], name: str) -> None:
     ERRORS.register(cls, name)
 
 
-def register_error(cls: type[BaseException], name: str) -> None:  # noqa: N802 (the old name, kept as it was)
+def _deprecatedRegisterError(cls: type[BaseException], name: str) -> None:
     """
     Deprecated: L{registerError}, under its name from before protocols/
     took one naming rule (camelCase).  It registers as L{registerError}
@@ -376,6 +376,10 @@ def register_error(cls: type[BaseException], name: str) -> None:  # noqa: N802 (
         stacklevel=2,
     )
     registerError(cls, name)
+
+
+register_error = _deprecatedRegisterError
+"""Deprecated: L{registerError}'s old name, kept for code written for it; each call warns (C{DeprecationWarning})."""
 
 
 def qualifiedName(cls: type) -> str:
