@@ -292,7 +292,9 @@ class LoginOptionsTests(SynchronousTestCase):
             tokens = self.work / "tokens"
             addToken(tokens, "robot")
             arguments = ["--users", str(self.users), "--client-ca", str(self.ca), "--tokens", str(tokens)]
-            options.parseOptions([*arguments, "--listen", "ssl:0:privateKey=k", *extra])
+            # A key file that exists: --listen descriptions are parsed, and an ssl: key file read, as options.
+            listen = f"ssl:0:privateKey={self.work / 'server.pem'}"
+            options.parseOptions([*arguments, "--listen", listen, *extra])
             given = (options["users"], options["client-ca"], options["tokens"])
             self.assertEqual(given, (str(self.users), str(self.ca), str(tokens)))
             self.assertTrue(options.logins().required)
