@@ -2,12 +2,16 @@
 
     python docs/check_pages.py BUILT_HTML_DIR [--screenshots DIR] [--width 1280]
 
-Two checks, each a list of problems (empty when the site is right):
+Three checks, each a list of problems (empty when the site is right):
 
 - L{literal_markdown}: no page shows Markdown as a literal block (a block
   highlighted as Markdown, a table rule C{|---|} or a C{## heading} inside a
   C{<pre>}), which is what an included C{.md} file looks like when it is
   not rendered.
+- L{raw_epytext}: no narrative page (one that is not API reference)
+  shows epytext markup such as C{C{name}} or C{L{name}}, in its prose or
+  in its code: the docstrings of the code a page includes are read there
+  as written, not rendered.
 - L{clipped_code}: in headless Chromium at 1280 px, no code block is wider
   than its box (its text would be cut off or hidden behind a scroll bar).
 
@@ -67,6 +71,27 @@ def literal_markdown(built: Path) -> list[str]:
     return problems
 
 
+# Epytext's inline markup: C{code}, L{link}, I{italic}, B{bold}, U{url}, M{math}, E{escape}.
+_EPYTEXT = re.compile(r"\b[CLIBUME]\{[^{}\n]*\}")
+# An autodoc entry: pages holding one are API reference, whose docstrings Sphinx converts.
+_AUTODOC = '<dl class="py '
+
+
+def raw_epytext(built: Path) -> list[str]:
+    """Each narrative page (one with no autodoc entry) whose text shows epytext markup, with the first found."""
+    problems = []
+    for page in pages(built):
+        source = page.read_text("utf-8")
+        if _AUTODOC in source:
+            continue
+        body = source.split("<body", 1)[-1]
+        text = html.unescape(re.sub(r"<[^>]+>", "", re.sub(r"<script.*?</script>", "", body, flags=re.S)))
+        found = _EPYTEXT.search(text)
+        if found is not None:
+            problems.append(f"{page.relative_to(built)}: {found.group(0)!r}")
+    return problems
+
+
 def find_browser() -> str | None:
     """The first headless-capable Chromium on C{PATH}, or C{None}."""
     return next((found for name in BROWSERS if (found := shutil.which(name))), None)
@@ -116,7 +141,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--width", type=int, default=1280)
     args = parser.parse_args(argv)
     args.built = args.built.resolve()  # Chromium is given file: URIs
-    problems = literal_markdown(args.built)
+    problems = literal_markdown(args.built) + raw_epytext(args.built)
     browser = find_browser()
     if browser is None:
         print("no Chromium on PATH (apt-get install chromium): code blocks not checked, no screenshots taken")

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 from pathlib import Path
 from typing import Any
+
+from protocols.bulk.integrity import BLAKE3, DEFAULT_DIGEST, PREFERENCE
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_RESULTS = """\
@@ -36,6 +39,10 @@ and repeats).  To draw this machine's, run ``python3 dev.py bench`` and then
 SPREAD = 10.0
 """Values that differ by this factor or more are drawn on a log axis."""
 RAW_LABEL = "raw Twisted producer, 64 KiB writes: a reference point, not a ceiling"
+DIGEST_NAMES = {BLAKE3: "BLAKE3", DEFAULT_DIGEST: "SHA-256"}
+"""How the figures name the digests."""
+_DEFAULT_CLAIM = re.compile(r" ?\(default[^)]*\)")
+"""What a bulk case's label says when it measured the default digest: "(default)", "(default: negotiated)"..."""
 
 
 EXPECTED = {
@@ -171,7 +178,7 @@ def plot_rpc(plt: Any, data: dict[str, Any], name: str, out: Path) -> list[tuple
     fig.savefig(out / filename, dpi=110)
     plt.close(fig)
     config = data.get("config", {})
-    runs = f"median of {config['runs']} runs of {config['duration']} s" if "runs" in config else "median of runs"
+    runs = f"{median_of(config['runs'])} of {config['duration']} s" if "runs" in config else "median of runs"
     quick = ", a ``--quick`` run" if data.get("options", {}).get("quick") else ""
     return [(filename, f"RPC calls per second over loopback TCP ({runs}{quick}; whiskers: lowest and highest run)")]
 
@@ -217,15 +224,42 @@ def plot_bulk(plt: Any, data: dict[str, Any], name: str, out: Path) -> list[tupl
     runs = data.get("config", {}).get("runs")
     caption = (
         f"Bulk MB/s beside a raw Twisted producer, a reference point and not a ceiling"
-        f" ({f'median of {runs} runs; ' if runs else ''}whiskers: lowest and highest)"
+        f" ({f'{median_of(runs)}; ' if runs else ''}whiskers: lowest and highest)"
     )
     return [(filename, caption)]
 
 
 def bulk_label(case: str, entry: dict[str, Any]) -> str:
-    """A bulk case's label; the raw producers' without the word "ceiling" older results carry."""
-    label = str(entry.get("label", case))
-    return label.replace(" (ceiling)", " (reference)")
+    """
+    A bulk case's label: the raw producers' without the word "ceiling"
+    older results carry, and a case that says it measured the default
+    digest names the digest it measured (its C{algorithm}, or the one its
+    label names) and calls it the default only if it is: the first of
+    C{protocols.bulk.integrity.PREFERENCE}, not whatever one run used
+    (an older run without blake3 labelled SHA-256 "(default)").
+    """
+    label = str(entry.get("label", case)).replace(" (ceiling)", " (reference)")
+    claim = _DEFAULT_CLAIM.search(label)
+    if claim is None:
+        return label
+    label = label[: claim.start()] + label[claim.end() :]
+    algorithm = entry.get("algorithm") or next((key for key, name in DIGEST_NAMES.items() if name in label), None)
+    if algorithm is None:
+        return f"{label} (the negotiated digest)"
+    shown = DIGEST_NAMES.get(algorithm, algorithm)
+    if "digest checked" in label:
+        label = label.replace("digest checked", f"{shown} checked")
+    elif shown not in label:
+        label = f"{label}, {shown} checked"
+    best = PREFERENCE[0]
+    if algorithm == best:
+        return f"{label} (the default)"
+    return f"{label} (not the default: {DIGEST_NAMES.get(best, best)} is, with chunkwire[fast])"
+
+
+def median_of(runs: int) -> str:
+    """C{"median of 1 run"}, C{"median of 3 runs"}."""
+    return f"median of {runs} run{'' if runs == 1 else 's'}"
 
 
 def figures_for(plt: Any, path: Path, out: Path) -> tuple[list[tuple[str, str]], str]:

@@ -31,6 +31,7 @@ from protocols.auth.secretfiles import SecretFileError
 from protocols.auth.throttle import ThrottleStateError
 from protocols.deadline import ConnectTimeout
 from protocols.mismatch import NotTLS
+from protocols.proxyheader import BadEndpointDescription
 from protocols.rpc.errors import ERRORS, CallLost
 
 # "127.0.0.1:8750", "localhost:8750", "[::1]:8750" or "8750": what people type for an address.
@@ -48,13 +49,31 @@ _LISTEN_ADVICE = {
 
 
 class EndpointFailed(Exception):
-    """Listening on, or connecting to, the endpoint C{description} failed with C{reason}."""
+    """
+    Listening on, or connecting to, the endpoint C{description} failed with
+    C{reason}; C{option} is the command-line option that gave it, if one did.
+    """
 
-    def __init__(self, description: str, reason: BaseException, listening: bool = False) -> None:
+    def __init__(
+        self, description: str, reason: BaseException, listening: bool = False, option: str | None = None
+    ) -> None:
         super().__init__(f"{description}: {reason}")
         self.description = description
         self.reason = reason
         self.listening = listening
+        self.option = option
+
+
+class CommandLineParser(argparse.ArgumentParser):
+    """
+    An C{ArgumentParser} whose errors are the error and one line pointing
+    at C{--help}: argparse's own usage block (a dozen lines for a server)
+    would bury the one line that matters.  Subcommands' parsers are of this
+    class too (argparse makes them of their parent's class).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\nrun '{self.prog} --help' to see the options\n")
 
 
 def addDebugArgument(parser: argparse.ArgumentParser, *subcommands: argparse.ArgumentParser) -> None:
@@ -83,9 +102,14 @@ def _escaped(host: str) -> str:
 
 def explain(failure: BaseException, description: str | None, listening: bool = False) -> str:
     """One line saying what went wrong with C{description} and, where known, what to do."""
+    option = None
     if isinstance(failure, EndpointFailed):
-        failure, description, listening = failure.reason, failure.description, failure.listening
+        failure, description, listening, option = failure.reason, failure.description, failure.listening, failure.option
     where = f"{'listen on' if listening else 'connect to'} {description}" if description else "run"
+    if isinstance(failure, BadEndpointDescription) and description:
+        advice = endpointHint(description, listening) or "e.g. tcp:8750"
+        reason = f"not a server endpoint description ({failure.reason}); {advice}"
+        return f"{option} {description}: {reason}" if option else f"cannot {where}: {reason}"
     login = _explainLogin(failure, description, where)
     if login:
         return login

@@ -1,8 +1,9 @@
 """What the example servers share: --listen, the login options, and listening on every endpoint until interrupted.
 
 A failure to listen (a port in use, a description that is not an endpoint)
-is raised as an L{EndpointFailed} naming the description, which L{_errors.runCommand}
-prints as one line.  With none of --users, --client-ca and --tokens a
+is raised as an L{EndpointFailed} naming the option and the description,
+which L{_errors.runCommand} prints as one line.  Every server logs to
+stdout unless given --quiet (L{addLogArguments}).  With none of --users, --client-ca and --tokens a
 server is open (as its owner configured nothing); with any, only clients
 that log in get anything, and the server says so at start.  Stopped (SIGTERM,
 or Ctrl-C), a server drains as C{twist} runs the services: it stops
@@ -24,6 +25,22 @@ from protocols import rpc
 from protocols.auth.realms import OPEN, ServiceLogins
 from protocols.proxyheader import serverEndpoint
 from protocols.rpc.drain import DEFAULT_GRACE
+
+
+def addLogArguments(parser: argparse.ArgumentParser) -> None:
+    """
+    Add C{--quiet}: every example server logs to stdout unless given it
+    (start-up, logins and logouts, peers the guard drops, failed calls);
+    Twisted logs nothing per successful call, so the log stays short.
+    """
+    parser.add_argument("--quiet", action="store_true", help="do not log to stdout (logins, dropped peers, errors)")
+    # Logging was once off by default and --log turned it on: scripts that still pass it keep working.
+    parser.add_argument("--log", action="store_true", help=argparse.SUPPRESS)
+
+
+def beginLoggingAsAsked(args: argparse.Namespace) -> None:
+    """Begin logging as L{addLogArguments}' options say: to stdout unless C{--quiet}, and always with C{--trace}."""
+    beginLogging(not args.quiet or getattr(args, "trace", False))
 
 
 def beginLogging(toStdout: bool) -> None:
@@ -97,11 +114,12 @@ async def serveForever(
     factory: Any,
     banner: str,
     suffix: str = "",
-    logins: ServiceLogins = OPEN,
+    logins: ServiceLogins | None = None,
     grace: float = DEFAULT_GRACE,
 ) -> None:
     """
-    Print whether logins are required; listen with C{factory} on each
+    Print whether logins are required (C{logins} C{None}: a server that
+    takes no login options, open to anyone); listen with C{factory} on each
     endpoint description (each requiring client certificates with
     C{logins.clientCA}) and print, for each, C{"BANNER listening on
     DESCRIPTION (ADDRESS)SUFFIX"}; then serve until the process is
@@ -109,8 +127,14 @@ async def serveForever(
 
     @raise ClientCertificatesNeedTLS: C{--client-ca} with a description that is not C{ssl:}.
     """
+    if logins is None:
+        # Not ServiceLogins' notice, which names the login options: this server has none.
+        notice = f"logins: none, anyone who can connect is served (the {banner} takes no login options)"
+        logins = OPEN
+    else:
+        notice = logins.notice()
     listening = logins.listen(descriptions)
-    print(logins.notice(), flush=True)
+    print(notice, flush=True)
     ports: list[Any] = []
     reactor.addSystemEventTrigger("before", "shutdown", lambda: Deferred.fromCoroutine(drain(ports, factory, grace)))
     for description, listen in zip(descriptions, listening, strict=True):
@@ -118,7 +142,7 @@ async def serveForever(
             # haproxy: believes PROXY headers from loopback only (protocols.proxyheader).
             port: Any = await serverEndpoint(reactor, listen).listen(factory)
         except Exception as failure:
-            raise EndpointFailed(description, failure, listening=True) from failure
+            raise EndpointFailed(description, failure, listening=True, option="--listen") from failure
         ports.append(port)
         print(f"{banner} listening on {description} ({port.getHost()}){suffix}", flush=True)
     await Deferred()  # serve until interrupted

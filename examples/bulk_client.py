@@ -34,7 +34,7 @@ from typing import Any
 
 # The script's directory is on sys.path: the error report and the progress display are shared with the other examples.
 from _connecting import addTimeoutArgument, warnIfUnverified
-from _errors import addDebugArgument, runCommand
+from _errors import CommandLineParser, addDebugArgument, runCommand
 from _login import addLoginArguments, credentialsFrom
 from _progress import ProgressDisplay, RunProgress, humanBytes, transferSummary
 from twisted.internet.defer import CancelledError, Deferred
@@ -157,7 +157,7 @@ async def transfer(reactor: Any, args: argparse.Namespace, credentials: Any = No
 def main(argv: list[str]) -> None:
     # Per-read buffers stay with the process instead of being faulted back in (see steadyAllocator).
     bulk.steadyAllocator()
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--connect", default="tcp:host=127.0.0.1:port=8770", metavar="ENDPOINT")
     parser.add_argument("--streams", type=int, default=1, metavar="N", help="connections to stripe over (default 1)")
     parser.add_argument(

@@ -11,7 +11,8 @@ with the first digest both ends have (BLAKE3 with chunkwire[fast], else
 SHA-256), and an upload appears in the directory (under its own name)
 only once its digest has been verified: until then its bytes live in a
 hidden .NAME.part file with a .NAME.part.json record of the ranges
-held.  Stop with Ctrl-C or SIGTERM: the server stops accepting, sends
+held.  It logs to stdout (start-up, logins, peers the guard drops,
+failed transfers) unless given --quiet.  Stop with Ctrl-C or SIGTERM: the server stops accepting, sends
 GOAWAY to every client and exits once they have closed, their calls in
 flight having had --grace seconds (30) to finish.
 
@@ -35,8 +36,16 @@ import argparse
 import sys
 from typing import Any
 
-from _errors import addDebugArgument, runCommand
-from _serving import addGraceArgument, addListenArgument, addLoginArguments, beginLogging, loginsFrom, serveForever
+from _errors import CommandLineParser, addDebugArgument, runCommand
+from _serving import (
+    addGraceArgument,
+    addListenArgument,
+    addLogArguments,
+    addLoginArguments,
+    beginLoggingAsAsked,
+    loginsFrom,
+    serveForever,
+)
 
 from protocols import TokenProtocol, bulk
 from protocols.auth.realms import OPEN, DirectoryRealm, ServiceLogins
@@ -129,7 +138,7 @@ def fileLimitsFrom(args: argparse.Namespace) -> FileLimits:
 def main(argv: list[str]) -> None:
     # Per-read buffers stay with the process instead of being faulted back in (see steadyAllocator).
     bulk.steadyAllocator()
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     addListenArgument(parser, "tcp:8770")
     parser.add_argument("--dir", required=True, help="the directory to serve (created if missing)")
     parser.add_argument(
@@ -139,9 +148,9 @@ def main(argv: list[str]) -> None:
         help="where uploads are hashed: the reactor thread or a worker thread (auto: a thread if a core stays free)",
     )
     addFileLimitArguments(parser)
-    parser.add_argument("--log", action="store_true", help="log to stdout")
+    addLogArguments(parser)
     parser.add_argument(
-        "--trace", action="store_true", help="log every token sent and received, readably (implies --log; noisy)"
+        "--trace", action="store_true", help="log every token sent and received, readably (even with --quiet; noisy)"
     )
     addGraceArgument(parser)
     addLoginArguments(parser)
@@ -149,7 +158,7 @@ def main(argv: list[str]) -> None:
     addDebugArgument(parser)
     args = parser.parse_args(argv)
     TokenProtocol.trace = args.trace
-    beginLogging(args.log or args.trace)
+    beginLoggingAsAsked(args)
     options = bulk.BulkOptions(hashing="thread" if args.hashing == "thread" else "inline")
     policy = policyFromArguments(args)
     listen = args.listen or ["tcp:8770"]

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from _connecting import addTimeoutArgument, warnIfUnverified
-from _errors import addDebugArgument, runCommand
+from _errors import CommandLineParser, addDebugArgument, runCommand
 from twisted.internet.defer import Deferred, gatherResults
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
@@ -85,7 +85,7 @@ async def run(reactor: Any, description: str, count: int, window: int, timeout: 
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--connect",
         default="tcp:host=127.0.0.1:port=8750",

@@ -16,8 +16,8 @@ import argparse
 import sys
 from typing import Any
 
-from _errors import addDebugArgument, runCommand
-from _serving import addListenArgument, beginLogging, serveForever
+from _errors import CommandLineParser, addDebugArgument, runCommand
+from _serving import addListenArgument, addLogArguments, beginLoggingAsAsked, serveForever
 
 from framing import Limits
 from protocols import TokenProtocol, echo
@@ -39,11 +39,11 @@ async def serve(reactor: Any, descriptions: list[str], limits: Limits, policy: G
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     addListenArgument(parser, "tcp:8750")
     parser.add_argument("--make-cert", metavar="DIR", help="write a self-signed TLS certificate into DIR and exit")
     parser.add_argument("--max-bytes", type=int, default=Limits().max_bytes_length, help="largest byte string accepted")
-    parser.add_argument("--quiet", action="store_true", help="do not log to stdout")
+    addLogArguments(parser)
     addGuardArguments(parser)
     parser.add_argument("--trace", action="store_true", help="log every token sent and received, readably")
     addDebugArgument(parser)
@@ -52,7 +52,7 @@ def main(argv: list[str]) -> None:
     if args.make_cert:
         makeCertificate(args.make_cert)
         return
-    beginLogging(not args.quiet)
+    beginLoggingAsAsked(args)
     limits = Limits(max_bytes_length=args.max_bytes)
     policy = policyFromArguments(args)
     runCommand(lambda reactor: serve(reactor, args.listen or ["tcp:8750"], limits, policy), None, args.debug, True)

@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from _errors import addDebugArgument, explain, runCommand
+from _errors import CommandLineParser, addDebugArgument, explain, runCommand
 from twisted.cred.credentials import UsernamePassword
 from twisted.internet import defer
 from twisted.internet.defer import CancelledError, Deferred, DeferredList
@@ -702,7 +702,7 @@ async def runAll(reactor: Any, args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--server", default=DEFAULT_SERVER, metavar="HOST:PORT", help="the interop server (default %(default)s)"
     )

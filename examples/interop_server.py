@@ -42,7 +42,7 @@ import sys
 import tempfile
 from typing import Any
 
-from _errors import EndpointFailed, addDebugArgument, runCommand
+from _errors import CommandLineParser, EndpointFailed, addDebugArgument, runCommand
 from _serving import beginLogging
 from twisted.internet.defer import Deferred
 
@@ -170,7 +170,7 @@ async def serve(reactor: Any, args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--listen",
         action="append",

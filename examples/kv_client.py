@@ -30,7 +30,7 @@ from typing import Any
 # The script's directory is on sys.path: importing the server module registers
 # KeyNotFound on this side too, so it arrives as itself.
 from _connecting import addTimeoutArgument, warnIfUnverified
-from _errors import addDebugArgument, needsLogin, runCommand
+from _errors import CommandLineParser, addDebugArgument, needsLogin, runCommand
 from _login import addLoginArguments, credentialsFrom
 from kv_server import KeyNotFound
 from twisted.application.internet import backoffPolicy
@@ -149,7 +149,7 @@ ARITY = {"put": 2, "get": 1, "delete": 1, "list": (0, 1), "watch": 1}
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--connect", default="tcp:host=127.0.0.1:port=8760", metavar="ENDPOINT")
     parser.add_argument("--count", type=int, default=0, help="watch: stop after this many changes")
     parser.add_argument("command", choices=sorted(ARITY))

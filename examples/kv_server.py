@@ -25,6 +25,8 @@ server (several servers may share the file: each one's watchers hear of
 the others' changes within a poll, see protocols/kv/feed.py).  This
 server is one process; `twist chunkwire-kv --workers N --store FILE` runs
 several on one port.
+It logs to stdout (start-up, logins, peers the guard drops, failed calls)
+unless given --quiet.
 Stop with Ctrl-C or SIGTERM: the server stops accepting, sends GOAWAY to
 every client and exits once they have closed, their calls in flight having
 had --grace seconds (30) to finish.
@@ -38,8 +40,16 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from _errors import addDebugArgument, runCommand
-from _serving import addGraceArgument, addListenArgument, addLoginArguments, beginLogging, loginsFrom, serveForever
+from _errors import CommandLineParser, addDebugArgument, runCommand
+from _serving import (
+    addGraceArgument,
+    addListenArgument,
+    addLogArguments,
+    addLoginArguments,
+    beginLoggingAsAsked,
+    loginsFrom,
+    serveForever,
+)
 
 from protocols import TokenProtocol, rpc
 from protocols.auth.realms import OPEN, ServiceLogins, SharedRootRealm
@@ -89,7 +99,7 @@ async def serve(
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     addListenArgument(parser, "tcp:8760")
     parser.add_argument(
         "--store",
@@ -112,7 +122,7 @@ def main(argv: list[str]) -> None:
         "(default %(default)s)",
     )
     parser.add_argument("--tracebacks", action="store_true", help="send tracebacks of failed calls to clients")
-    parser.add_argument("--log", action="store_true", help="log to stdout")
+    addLogArguments(parser)
     parser.add_argument(
         "--call-timeout",
         type=float,
@@ -127,7 +137,7 @@ def main(argv: list[str]) -> None:
     addDebugArgument(parser)
     args = parser.parse_args(argv)
     TokenProtocol.trace = args.trace
-    beginLogging(args.log or args.trace)
+    beginLoggingAsAsked(args)
     policy = policyFromArguments(args)
     callLimits = replace(rpc.SERVER_CALL_LIMITS, callTimeout=args.call_timeout)
     listen = args.listen or ["tcp:8760"]

@@ -373,15 +373,41 @@ class ProxiedEndpoint:
         return listening
 
 
+class BadEndpointDescription(ValueError):
+    """
+    A server endpoint description that does not parse (C{tcp:abc}, an
+    unknown endpoint type, an argument the type does not take).  A
+    C{ValueError}, as Twisted's own parse errors are, but whatever the
+    parser raised (Twisted raises C{ValueError} for some mistakes and
+    C{TypeError} for others), and naming the description.
+
+    @ivar description: the description as given.
+    @ivar reason: what the parser said.
+    """
+
+    def __init__(self, description: str, reason: Exception) -> None:
+        super().__init__(f"{description}: not a server endpoint description ({reason})")
+        self.description = description
+        self.reason = reason
+
+
 def serverEndpoint(reactor: Any, description: str, trusted: TrustedProxies | None = None) -> Any:
     """
     The server endpoint of C{description}, as C{serverFromString}, except
     that C{haproxy:...} is a L{ProxiedEndpoint} believing only C{trusted}
     (loopback if C{None}) instead of Twisted's, which believes anyone.
+
+    @raise BadEndpointDescription: C{description} does not parse.
+    @raise OSError: a file it names (an C{ssl:} key or certificate) cannot be read.
     """
     from twisted.internet.endpoints import serverFromString
 
-    if description.startswith("haproxy:"):
-        inner = serverFromString(reactor, description[len("haproxy:") :])  # type: ignore[no-untyped-call]
-        return ProxiedEndpoint(inner, trusted or TrustedProxies(), reactor)
-    return serverFromString(reactor, description)  # type: ignore[no-untyped-call]
+    proxied = description.startswith("haproxy:")
+    inner = description[len("haproxy:") :] if proxied else description
+    try:
+        endpoint = serverFromString(reactor, inner)  # type: ignore[no-untyped-call]
+    except (ValueError, TypeError, KeyError) as error:
+        raise BadEndpointDescription(description, error) from error
+    if proxied:
+        return ProxiedEndpoint(endpoint, trusted or TrustedProxies(), reactor)
+    return endpoint

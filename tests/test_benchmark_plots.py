@@ -221,6 +221,38 @@ class FigureContentTests(SynchronousTestCase):
         for line in measured:
             self.assertRegex(line, r"20\d\d-\d\d-\d\dT")
 
+    def test_defaultDigestNamedHonestly(self) -> None:
+        """
+        A bulk case that measured the default digest is labelled with the
+        digest it measured, and "the default" only if it is the first of
+        protocols.bulk's preference (BLAKE3): the shipped reference run,
+        made without blake3, once said "SHA-256 checked (default)".
+        """
+        from protocols.bulk.integrity import PREFERENCE
+
+        self.assertEqual(PREFERENCE[0], "blake3")
+        label = self.makePlots.bulk_label
+        reference = json.loads((ROOT / "docs" / "bench-reference" / "bulk.json").read_text())
+        shown = label("chunkwire", reference["cases"]["chunkwire"])
+        self.assertEqual(shown, "chunkwire Stream, SHA-256 checked (not the default: BLAKE3 is, with chunkwire[fast])")
+        measured = {"label": "chunkwire Stream, digest checked (default: negotiated)", "algorithm": "blake3"}
+        self.assertEqual(label("chunkwire", measured), "chunkwire Stream, BLAKE3 checked (the default)")
+        cli = {"label": "examples/bulk_client.py send, tmpfs to tmpfs (default digest)", "algorithm": "sha256"}
+        self.assertTrue(
+            label("cli", cli).startswith("examples/bulk_client.py send, tmpfs to tmpfs, SHA-256 checked (not")
+        )
+        self.assertEqual(label("raw", {"label": "raw (ceiling)"}), "raw (reference)")
+
+    def test_oneRun(self) -> None:
+        """A caption of one run says "median of 1 run", not "1 runs"; of three, "median of 3 runs"."""
+        one = dict(BULK, config=dict(BULK["config"], runs=1))
+        [(_, caption)] = self.makePlots.plot_bulk(self.plt, one, "bulk", self.out)
+        self.assertIn("(median of 1 run; ", caption)
+        [(_, caption)] = self.makePlots.plot_rpc(self.plt, RPC, "rpc", self.out)
+        self.assertIn("(median of 3 runs of 0.5 s", caption)
+        page = self.makePlots.render(self.out / "none", self.out, ROOT / "docs" / "bench-reference")
+        self.assertNotIn(" 1 runs", page)
+
     def test_costPerByteLogLog(self) -> None:
         """The promised cost-per-byte figures are drawn from the shipped receive results, on log-log axes."""
         data = json.loads((ROOT / "docs" / "bench-reference" / "receive.json").read_text())

@@ -166,6 +166,26 @@ class ReadmeTests(SynchronousTestCase):
             self.assertTrue(expected, f"the snippet shows no output:\n{snippet}")
             self.assertEqual(result.stdout.splitlines(), expected)
 
+    def test_rpcExampleInTheTutorialsStyle(self) -> None:
+        """
+        The README's RPC example teaches what the tutorial teaches: a remote
+        interface both ends share, implemented by a Referenceable, called
+        through a typed proxy, run with Deferred.fromCoroutine (it once
+        taught @remote constraints and ensureDeferred instead).
+        """
+        [readme] = [snippet for snippet in readmeSnippets() if "rpc.serve(" in snippet]
+        tutorial = (SNIPPETS / "rpc_tutorial.py").read_text("utf-8")
+        shape = [
+            r"class I\w+\(rpc\.RemoteInterface, Protocol, name=",
+            r"class \w+\(rpc\.Referenceable, I\w+\)",
+            r"rpc\.connect\(reactor, \w+, interface=I\w+\)",
+            r"react\(lambda reactor: Deferred\.fromCoroutine\(main\(",
+        ]
+        for source, name in ((readme, "README"), (tutorial, "tutorial")):
+            for pattern in shape:
+                self.assertRegex(source, pattern, name)
+            self.assertNotIn("ensureDeferred", source, name)
+
     def test_pluginCacheCommand(self) -> None:
         """The README's plugin-cache command writes dropin.cache beside an installed plugin and exits cleanly."""
         found = PLUGIN_CACHE_COMMAND.search(README.read_text("utf-8"))

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from twisted.application.service import IServiceMaker
+from twisted.application.twist._options import TwistOptions
 from twisted.internet import reactor
 from twisted.internet.endpoints import serverFromString
 from twisted.plugin import IPlugin, getPlugins
@@ -25,6 +26,11 @@ from protocols.guard import GuardedFactory, GuardPolicy
 from protocols.testing import CertificateAuthority
 from tests.processes import ENV, ROOT, readUntil, runPython, stop
 from twisted.plugins import chunkwire_plugins
+
+
+def _command() -> str:
+    """How twist names itself in usage lines when run as this test process is (from sys.argv[0])."""
+    return usage.Options.getSynopsis(usage.Options()).removeprefix("Usage: ").removesuffix(" [options]")
 
 
 def twist(*arguments: str) -> subprocess.Popen[bytes]:
@@ -78,6 +84,42 @@ class OptionsTests(SynchronousTestCase):
         self.assertRaises(usage.UsageError, chunkwire_plugins.BulkServiceOptions().parseOptions, [])
         bad = ["--dir", "/tmp/x", "--hashing", "gpu"]
         self.assertRaises(usage.UsageError, chunkwire_plugins.BulkServiceOptions().parseOptions, bad)
+
+    def test_badListen(self) -> None:
+        """
+        A --listen description that does not parse (whatever Twisted's parser
+        raises for it), or whose key file is missing, is a usage error of one
+        line naming the option and the description.
+        """
+        for description in ("tcp:abc", "tcp:1:bogus=3", "nonsense:1", "haproxy:tcp:x", "ssl:1:privateKey=/no/such.pem"):
+            options = chunkwire_plugins.EchoOptions()
+            with self.assertRaises(usage.UsageError) as raised:
+                options.parseOptions(["--listen", "tcp:1", "--listen", description])
+            self.assertTrue(str(raised.exception).startswith(f"--listen {description}: "), raised.exception)
+            self.assertEqual(len(str(raised.exception).splitlines()), 1)
+
+    def test_synopsisOnce(self) -> None:
+        """
+        The usage line under twist names the command, the plugin and its
+        synopsis once each: twist's own C{plugin [plugin_options]} is not
+        repeated before the plugin's name.
+        """
+        twistOptions = TwistOptions()
+        twistOptions.parseOptions(["chunkwire-kv", "--listen", "tcp:1"])
+        synopsis = twistOptions.subOptions.getSynopsis()
+        self.assertEqual(
+            synopsis, f"Usage: {_command()} [options] chunkwire-kv {chunkwire_plugins.KeyValueOptions.synopsis}"
+        )
+
+    def test_errorThenOneLine(self) -> None:
+        """After an error, twist shows one line pointing at --help, not the whole option table."""
+        twistOptions = TwistOptions()
+        self.assertRaises(usage.UsageError, twistOptions.parseOptions, ["chunkwire-kv", "--bogus"])
+        self.assertEqual(str(twistOptions).splitlines()[-1], f"Run '{_command()} chunkwire-kv --help' for its options.")
+        self.assertNotIn("--preamble-timeout", str(twistOptions))
+        helpful = TwistOptions()
+        helpful.parseOptions(["chunkwire-kv", "--listen", "tcp:1"])
+        self.assertIn("--preamble-timeout", str(helpful.subOptions))
 
     def test_makeBulkService(self) -> None:
         """The bulk service maker creates the served directory and one endpoint service per --listen."""
@@ -250,7 +292,9 @@ class LoginOptionsTests(SynchronousTestCase):
             tokens = self.work / "tokens"
             addToken(tokens, "robot")
             arguments = ["--users", str(self.users), "--client-ca", str(self.ca), "--tokens", str(tokens)]
-            options.parseOptions([*arguments, "--listen", "ssl:0:privateKey=k", *extra])
+            # A key file that exists: --listen descriptions are parsed, and an ssl: key file read, as options.
+            listen = f"ssl:0:privateKey={self.work / 'server.pem'}"
+            options.parseOptions([*arguments, "--listen", listen, *extra])
             given = (options["users"], options["client-ca"], options["tokens"])
             self.assertEqual(given, (str(self.users), str(self.ca), str(tokens)))
             self.assertTrue(options.logins().required)

@@ -16,7 +16,7 @@ class Shouter(TokenProtocol):
 
 
 class Asker(TokenProtocol):
-    """Sends one object when connected and fires C{self.answer} with the reply."""
+    """Sends one object when connected and fires self.answer with the reply."""
 
     def __init__(self, question):
         super().__init__()

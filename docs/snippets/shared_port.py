@@ -54,7 +54,7 @@ async def main(reactor, workers):
 
 
 class _Worker(ProcessProtocol):
-    """Fires C{ready} when the worker says it is serving."""
+    """Fires ready when the worker says it is serving."""
 
     def __init__(self, ready):
         self.ready = ready

@@ -9,7 +9,9 @@ Contract::
 
 The password is asked twice without echo, or read as one line from
 standard input with C{--password-stdin}; it is never written anywhere,
-only its salted verifier.  Errors are one line on standard error; the
+only its salted verifier.  A change made is said in one line on standard
+output (on standard error with C{--token}, whose standard output is the
+token alone), naming the user and the file, never the password.  Errors are one line on standard error; the
 exit status is 0 on success, 1 when the change could not be made (a
 mismatch, an empty password, an unknown name to remove, a bad file) and 2
 for a bad command line (including a name the file cannot hold).
@@ -70,14 +72,23 @@ def run(args: argparse.Namespace) -> None:
 
     @raise Refused: it cannot be made.
     """
+    what = "the token of" if args.token else "user"
     if args.remove:
         remove = removeToken if args.token else removeUser
         if not remove(args.file, args.name):
             raise Refused(f"{args.name!r} is not in {args.file}")
+        print(f"removed {what} {args.name!r} from {args.file}")
     elif args.token:
         print(addToken(args.file, args.name))
+        # Standard output holds the token alone, for scripts to capture: the note goes to standard error.
+        print(
+            f"stored the digest of a new token for {args.name!r} in {args.file} (any earlier one is replaced);"
+            " the token above is shown only this once",
+            file=sys.stderr,
+        )
     else:
-        addUser(args.file, args.name, readPassword(args.passwordStdin), args.iterations)
+        replaced = addUser(args.file, args.name, readPassword(args.passwordStdin), args.iterations)
+        print(f"{'updated the password of' if replaced else 'added'} user {args.name!r} in {args.file}")
 
 
 def main(argv: list[str] | None = None) -> int:

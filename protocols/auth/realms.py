@@ -245,7 +245,8 @@ class ServiceLogins:
         """The line a server prints at start saying whether (and how) clients must log in."""
         if not self.required:
             return (
-                "logins: not required, anyone who can connect is served (give --users or --client-ca to require them)"
+                "logins: not required, anyone who can connect is served"
+                " (give --users, --client-ca or --tokens to require them)"
             )
         ways = [
             f"{what} {where}"

@@ -255,13 +255,14 @@ def _countsOf(users: dict[str, ScramVerifier]) -> tuple[int, ...]:
     return tuple(sorted(verifier.iterations for verifier in users.values()))
 
 
-def addUser(path: StrPath, username: str, password: bytes, iterations: int = DEFAULT_ITERATIONS) -> None:
+def addUser(path: StrPath, username: str, password: bytes, iterations: int = DEFAULT_ITERATIONS) -> bool:
     """
     Add C{username} to the user file at C{path}, or replace their verifier;
     creates the file (mode 0600), and its decoy key beside it (L{decoyKeyPath}) if missing.
 
     @param password: the password's bytes; it is not stored, only its salted verifier.
     @param iterations: PBKDF2 rounds, at least L{MIN_ITERATIONS}.
+    @return: whether C{username} was already there (their verifier replaced).
     @raise InvalidName: the name cannot be stored.
     @raise ValueError: the password is empty or C{iterations} is too small.
     @raise UserFileError: the existing file is malformed (it is left alone).
@@ -273,7 +274,7 @@ def addUser(path: StrPath, username: str, password: bytes, iterations: int = DEF
     if os.path.exists(path):
         loadUsers(path)
     sharedKey(decoyKeyPath(path), UserFileError)
-    replaceEntry(path, username, formatLine(username, verifier))
+    return replaceEntry(path, username, formatLine(username, verifier))
 
 
 def removeUser(path: StrPath, username: str) -> bool:

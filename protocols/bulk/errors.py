@@ -32,10 +32,14 @@ Strategy:
     that caused it; nothing is sent to the peer.
 
 A transfer either completes verified or fails with one of these (or with
-the reason its connection was lost).
+the reason its connection was lost).  What the peer is told of a local
+failure names no local file (L{peerText}).
 """
 
 from __future__ import annotations
+
+import errno as _errno
+import os
 
 from framing import ProtocolError, Violation
 
@@ -62,6 +66,23 @@ class StreamReset(Exception):
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
+
+
+def peerText(error: BaseException) -> str:
+    """
+    What the peer is told of C{error}, the local failure that abandons a
+    stream (the message of a CANCEL or an ABORT).  Its text, except for an
+    C{OSError}, whose text names the files it failed on: where this side
+    keeps its files is none of the peer's business, so the peer gets the
+    errno's name and text only (C{"ENOSPC (No space left on device)"}),
+    or, without an errno, the error's type.  The local caller still gets
+    the error itself, paths and all.
+    """
+    if isinstance(error, OSError):
+        if error.errno is None:
+            return type(error).__name__
+        return f"{_errno.errorcode.get(error.errno, str(error.errno))} ({os.strerror(error.errno)})"
+    return str(error)
 
 
 class IllegalTransition(RuntimeError):

@@ -632,7 +632,7 @@ class BulkService(rpc.Referenceable):
         except (FileNotFoundError, NotRegular):
             raise NoSuchFile(name) from None
         except OSError as error:
-            raise StorageError.fromOSError(error, f"open {name}") from None
+            raise _storageError(error, f"open {name}") from None
         return fd, os.fstat(fd)
 
     def _take(self) -> Callable[[], None]:
@@ -723,7 +723,7 @@ class BulkService(rpc.Referenceable):
                 if isinstance(error, UploadRefused):
                     self.owners.refuse(error)
                 if isinstance(error, OSError):
-                    raise StorageError.fromOSError(error, f"open the upload of {name}") from None
+                    raise _storageError(error, f"open the upload of {name}") from None
                 raise
         return {"held": assembly.held.toList(), "algorithm": assembly.algorithm}
 
@@ -790,7 +790,7 @@ class BulkService(rpc.Referenceable):
             assembly.commit()
             self.digestsFor(assembly.algorithm).remember(name, actual, source=assembly.version)
         except OSError as error:
-            raise StorageError.fromOSError(error, f"store {name}") from None
+            raise _storageError(error, f"store {name}") from None
         return {"size": assembly.size, "digest": actual.hex(), "duplicates": assembly.duplicates}
 
     # -- resumable downloads ------------------------------------------------------------------
@@ -807,7 +807,7 @@ class BulkService(rpc.Referenceable):
         try:
             size, version, digest = await self.digestsFor(algorithm).digestOf(name, fd)
         except OSError as error:
-            raise StorageError.fromOSError(error, f"read {name}") from None
+            raise _storageError(error, f"read {name}") from None
         return {"size": size, "version": version, "digest": digest.hex(), "algorithm": algorithm}
 
     @rpc.remote(args={"name": _NAME, "version": _VERSION, "ranges": _RANGES})
@@ -827,7 +827,7 @@ class BulkService(rpc.Referenceable):
         try:
             files = sorted(self.served.files())
         except OSError as error:
-            raise StorageError.fromOSError(error, "list its files") from None
+            raise _storageError(error, "list its files") from None
         return [[name, info.st_size] for name, info in files if not name.startswith(".")]
 
 
@@ -907,11 +907,21 @@ def callerAddress() -> str:
     return str(getattr(peer, "host", peer))
 
 
+def _storageError(error: OSError, doing: str) -> StorageError:
+    """
+    The L{StorageError} the caller gets for C{error}, met while C{doing}:
+    the errno's name and text only.  The whole error, with the paths it
+    names, goes to this server's log, where its owner looks for them.
+    """
+    _log.warn("Could not {doing}: {error}", doing=escape(doing), error=escape(str(error)))
+    return StorageError.fromOSError(error, doing)
+
+
 def _worded(failure: Any, doing: str) -> Any:
     """A failure of the storage as a L{StorageError}, which names no path; anything else as it is."""
     error = failure.value
     if isinstance(error, OSError) and not isinstance(error, UploadRefused):
-        raise StorageError.fromOSError(error, doing)
+        raise _storageError(error, doing)
     return failure
 
 

@@ -73,9 +73,15 @@ class DigestUnavailable(ValueError):
     code = "digest-unavailable"
 
 
+PREFERENCE = (BLAKE3, DEFAULT_DIGEST)
+"""Every digest chunkwire computes, best first: a transfer uses the first
+that both ends have, so the default is C{PREFERENCE[0]} wherever its
+package is installed (C{chunkwire[fast]})."""
+
+
 def availableDigests() -> tuple[str, ...]:
     """The digests this process computes, in order of preference: BLAKE3 first when C{blake3} is importable."""
-    return (BLAKE3, DEFAULT_DIGEST) if _blake3 is not None else (DEFAULT_DIGEST,)
+    return PREFERENCE if _blake3 is not None else (DEFAULT_DIGEST,)
 
 
 def newHash(name: str) -> Any:

@@ -28,7 +28,7 @@ from twisted.internet.error import ConnectionDone
 from twisted.python.failure import Failure
 
 from .early import EarlyData
-from .errors import FlowControlError, IntegrityError, StreamReset
+from .errors import FlowControlError, IntegrityError, StreamReset, peerText
 from .integrity import OrderedHasher
 from .interfaces import IStreamHost
 from .outcome import Outcome, TransferResult
@@ -416,7 +416,7 @@ class Receiver:
         if self.state not in _LIVE:
             return
         if code is not None:
-            self.host.sendControl(CANCEL, self.streamId, code, controlMessage(str(error)))
+            self.host.sendControl(CANCEL, self.streamId, code, controlMessage(peerText(error)))
         self._drop(error)
 
     def abortReceived(self, code: str, message: str) -> None:

@@ -40,7 +40,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from .credit import SendCredit
-from .errors import IntegrityError, StreamReset
+from .errors import IntegrityError, StreamReset, peerText
 from .integrity import NEGOTIATED, OrderedHasher, checkAlgorithm
 from .interfaces import IStreamHost
 from .outcome import Outcome, TransferResult
@@ -363,7 +363,8 @@ class Stream:
             return
         host = self._host
         if tell is not None and host is not None and self.state in _ON_WIRE:
-            text = reason.getErrorMessage() if isinstance(reason, Failure) else str(reason)
+            error = reason.value if isinstance(reason, Failure) else reason
+            text = "" if error is None else peerText(error)
             host.sendControl(ABORT, self.streamId, tell, controlMessage(text))
         self._advance(SendEvent.FAIL)
         self.source.stop()

@@ -39,6 +39,7 @@ they run only on the failure path.
 from __future__ import annotations
 
 import difflib
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -362,8 +363,23 @@ def registerError(cls: type[BaseException], name: str) -> None:
     ERRORS.register(cls, name)
 
 
-register_error = registerError
-"""L{registerError}'s name before protocols/ took one naming rule (camelCase), kept for code written for it."""
+def _deprecatedRegisterError(cls: type[BaseException], name: str) -> None:
+    """
+    Deprecated: L{registerError}, under its name from before protocols/
+    took one naming rule (camelCase).  It registers as L{registerError}
+    does and warns, so that code written for it keeps working while it
+    moves to the one name the documentation uses.
+    """
+    warnings.warn(
+        "protocols.rpc.register_error is deprecated: use protocols.rpc.registerError (same arguments)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    registerError(cls, name)
+
+
+register_error = _deprecatedRegisterError
+"""Deprecated: L{registerError}'s old name, kept for code written for it; each call warns (C{DeprecationWarning})."""
 
 
 def qualifiedName(cls: type) -> str:

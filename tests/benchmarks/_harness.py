@@ -69,6 +69,11 @@ class RunTimedOut(Exception):
     """A worker run was killed at its timeout."""
 
 
+def median_of(runs: int) -> str:
+    """C{"median of 1 run"}, C{"median of 5 runs"}: how a table says what its cells are."""
+    return f"median of {runs} run{'' if runs == 1 else 's'}"
+
+
 def run_worker(module: str, params: dict[str, Any], mode: str, timeout: float) -> dict[str, Any]:
     """
     Run one measurement of C{params} with C{module} in a fresh interpreter.

@@ -74,6 +74,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ._harness import median_of
+
 ROOT = Path(__file__).resolve().parents[2]
 KiB = 1024
 MiB = 1024 * KiB
@@ -740,7 +742,7 @@ def table(summary: dict[str, Any]) -> str:
     config = summary["config"]
     lines = [
         f"Bulk transfer of {config['size']:,} bytes over loopback TCP, client and server in separate fresh"
-        f" processes; median of {config['runs']} runs (ratio: median of each run's ratio to the raw producer);"
+        f" processes; {median_of(config['runs'])} (ratio: median of each run's ratio to the raw producer);"
         f" load average at the end {config['load_average'][0]:.1f} on {config['cpus']} CPUs.  MB = 10^6 bytes.",
         "",
         f"hashlib SHA-256 here: {config.get('sha256_mb_s_one_core', 0):,.0f} MB/s on one core; with the default"

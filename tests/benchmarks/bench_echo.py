@@ -37,6 +37,8 @@ from twisted.internet.task import react
 from twisted.protocols import amp
 from twisted.protocols.basic import Int32StringReceiver
 
+from ._harness import median_of
+
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = ("chunkwire", "amp", "int32+msgpack")
 PAYLOAD = 42
@@ -254,7 +256,7 @@ def table(summary: dict[str, Any]) -> str:
     window = config["window"]
     lines = [
         f"Echo over loopback TCP, payload {summary['payload']}, each server in its own process;"
-        f" median of {config['runs']} runs of {config['duration_s']} s (ratios: median of each run's ratio);"
+        f" {median_of(config['runs'])} of {config['duration_s']} s (ratios: median of each run's ratio);"
         f" load average at the end {config['load_average'][0]:.1f} on {config['cpus']} CPUs.",
         "",
         f"| peer | sequential obj/s | sequential mean RTT us | {window} in flight obj/s"

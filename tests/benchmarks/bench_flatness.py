@@ -35,6 +35,7 @@ from ._harness import (
     Criterion,
     Options,
     markdown_table,
+    median_of,
     print_result,
     write_results,
 )
@@ -180,7 +181,7 @@ def report(summary: dict[str, dict[str, Any]], config: dict[str, Any]) -> str:
         [
             f"## Flatness: {config['calls']:,} calls on one connection",
             "",
-            f"`echo(42)`; chunkwire: median of {config['runs']} runs (each a fresh process pair), the peers "
+            f"`echo(42)`; chunkwire: {median_of(config['runs'])} (each a fresh process pair), the peers "
             f"{config['peer_runs']} run.  RSS: idle = after 500 sequential calls; start = after a warm-up with "
             "the window full; after = once every call is answered (gc, 0.5 s quiet); with 10,000 in flight a "
             "fourth client figure: after the same 2*10^5 calls once more.  CPU µs/call: client + server process "

@@ -46,6 +46,7 @@ from ._harness import (
     Criterion,
     Options,
     markdown_table,
+    median_of,
     print_result,
     write_results,
 )
@@ -284,7 +285,7 @@ def report(summary: dict[str, Any], syscalls: dict[str, Any], config: dict[str, 
     text = [
         "## RPC calls per second over loopback TCP (server and client in separate processes)",
         "",
-        f"`echo(42)` and `echo(1 KiB bytes)`; median of {config['runs']} runs [min–max], each run a fresh "
+        f"`echo(42)` and `echo(1 KiB bytes)`; {median_of(config['runs'])} [min–max], each run a fresh "
         f"server + client process pair per peer, peers interleaved; {config['warmup']} warm-up calls, then "
         f"{config['duration']} s per cell.  '*': other work kept > {CONTENDED} CPU busy meanwhile.",
         "",

@@ -106,6 +106,13 @@ class ServerErrorTests(SynchronousTestCase):
         """--listen HOST:PORT is refused with the tcp:PORT:interface=HOST spelling."""
         self.check("127.0.0.1:8750", "use tcp:8750:interface=127.0.0.1")
 
+    def test_badDescription(self) -> None:
+        """
+        A --listen that does not parse (tcp:abc, which Twisted refuses with a
+        bare int() ValueError) is one line naming the option and the description.
+        """
+        self.check("tcp:abc", "--listen tcp:abc: not a server endpoint description (")
+
 
 class EndpointHintTests(SynchronousTestCase):
     """examples/_errors.endpointHint spells a plain address as an endpoint, for clients and for servers."""

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from twisted.trial.unittest import SynchronousTestCase
+
+from tests.processes import readUntil, startPython, stop
 
 from .cli import clientRun
 
@@ -50,3 +55,46 @@ class HelpTests(SynchronousTestCase):
             for option in options:
                 self.assertIn(option, done.stdout, program)
             self.assertNotRegex(done.stdout, r"[CLIB]\{|@ivar|@param", program)
+
+    def test_badOption(self) -> None:
+        """
+        An unknown option is two lines on stderr: the error naming it, and
+        where to find the options (not argparse's whole usage block); exit
+        status 2.  bulk_client.py's subcommands parse the same way.
+        """
+        runs = {program: [program, "--no-such-option"] for program in PROGRAMS if program not in NOT_CLIENTS_OR_SERVERS}
+        runs["bulk_client.py send"] = ["bulk_client.py", "send"]  # its FILE argument missing
+        for name, (program, *arguments) in runs.items():
+            done = clientRun(program, *arguments, timeout=30)
+            self.assertEqual(done.returncode, 2, name)
+            lines = done.stderr.splitlines()
+            self.assertEqual(len(lines), 2, f"{name}: {done.stderr}")
+            self.assertRegex(lines[0], r"error: (unrecognized arguments: --no-such-option|the following arguments)")
+            self.assertEqual(lines[1], f"run '{name} --help' to see the options")
+
+
+NOT_CLIENTS_OR_SERVERS = {"demo.py", "framing_demo.py"}
+"""The demos: one command each, whose options are a size."""
+
+
+class StartupTests(SynchronousTestCase):
+    """What the example servers print when they start."""
+
+    def test_optionsNamedExist(self) -> None:
+        """
+        Every option the start-up lines name (the login notice's advice, for
+        one) is an option of that server: the echo server once suggested
+        --users, which it does not take.
+        """
+        directory = str(Path(self.mktemp()).resolve())
+        servers = {"echo_server.py": [], "kv_server.py": [], "bulk_server.py": ["--dir", directory]}
+        for program, arguments in servers.items():
+            process = startPython(f"examples/{program}", "--listen", "tcp:0:interface=127.0.0.1", *arguments)
+            self.addCleanup(stop, process)
+            found = readUntil(process, rb"(?s)(.*) server listening on ")
+            named = set(re.findall(r"--[a-z][a-z-]*", found.group(1).decode()))
+            self.assertTrue(named or program == "echo_server.py", f"{program}: {found.group(1)!r}")
+            helpText = clientRun(program, "--help", timeout=30).stdout
+            for option in named:
+                self.assertIn(option, helpText, f"{program} names {option} at start but does not take it")
+            stop(process)

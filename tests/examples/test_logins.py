@@ -44,11 +44,19 @@ def client(
 
 def server(test: SynchronousTestCase, script: str, *arguments: str) -> tuple[int, bytes]:
     """Start C{examples/SCRIPT} on 127.0.0.1 for the test's length; give its port and its login notice."""
+    _, port, notice = serverProcess(test, script, *arguments)
+    return port, notice
+
+
+def serverProcess(
+    test: SynchronousTestCase, script: str, *arguments: str
+) -> tuple[subprocess.Popen[bytes], int, bytes]:
+    """L{server}, and the process too, to read its log."""
     process = startPython(f"examples/{script}", *arguments)
     test.addCleanup(stop, process)
     # One read for both lines: a second readUntil would not see what the first one read past.
     found = readUntil(process, rb"(logins: [^\n]*)\n(?:.*\n)*?.* server listening on .* port=(\d+)\)")
-    return int(found.group(2)), found.group(1)
+    return process, int(found.group(2)), found.group(1)
 
 
 def oneLine(test: SynchronousTestCase, stderr: str, text: str) -> None:
@@ -78,8 +86,12 @@ class PasswordLoginTests(SynchronousTestCase):
         return client(script, "--connect", address(port), *arguments, password=password, cwd=cwd)
 
     def test_keyValue(self) -> None:
-        """kv: the right password works (file or environment), a wrong one and no login are refused, in one line."""
-        port, notice = server(
+        """
+        kv: the right password works (file or environment), a wrong one and
+        no login are refused, in one line; the server logs each login (by
+        default, without --log).
+        """
+        process, port, notice = serverProcess(
             self,
             "kv_server.py",
             "--listen",
@@ -104,6 +116,7 @@ class PasswordLoginTests(SynchronousTestCase):
         anonymous = self.client("kv_client.py", port, "get", "k")
         self.assertEqual((anonymous.returncode, anonymous.stdout), (1, ""))
         oneLine(self, anonymous.stderr, NEEDS_LOGIN)
+        readUntil(process, rb"login: alice from .*\n(?:.*\n)*.*login: bob from ")
 
     def test_keyValueTokens(self) -> None:
         """kv with --tokens: the token from chunkwire-adduser --token logs in; a made-up one is refused in one line."""
@@ -121,9 +134,12 @@ class PasswordLoginTests(SynchronousTestCase):
         oneLine(self, password.stderr, REFUSED)
 
     def test_bulkConfinesEachUser(self) -> None:
-        """bulk: alice's upload (striped) lands in DIR/alice; bob can neither list nor fetch it; no login: nothing."""
+        """
+        bulk: alice's upload (striped) lands in DIR/alice; bob can neither
+        list nor fetch it; no login: nothing.  The server logs the logins by default.
+        """
         served = self.work / "served"
-        port, _ = server(
+        process, port, _ = serverProcess(
             self,
             "bulk_server.py",
             "--listen",
@@ -161,6 +177,7 @@ class PasswordLoginTests(SynchronousTestCase):
             self.assertEqual(fetch.returncode, 1, name)
             self.assertFalse((local / "x").exists())
         self.assertEqual(sorted(p.name for p in served.iterdir()), ["alice", "bob"])
+        readUntil(process, rb"login: alice from .*\n(?:.*\n)*.*login: bob from ")
         anonymous = self.client("bulk_client.py", port, "list")
         self.assertEqual((anonymous.returncode, anonymous.stdout), (1, ""))
         oneLine(self, anonymous.stderr, NEEDS_LOGIN)

@@ -7,6 +7,7 @@ import functools
 import importlib.util
 import os
 import pkgutil
+import re
 import shutil
 import subprocess
 import sys
@@ -95,6 +96,38 @@ class DocsBuildTests(SynchronousTestCase):
         (site / "c.html").write_text("<pre># a Python comment\nx = 1</pre>")
         problems = loadCheckPages().literal_markdown(site)
         self.assertEqual([problem.split(":")[0] for problem in problems], ["a.html", "b.html"])
+
+    def test_no_raw_epytext(self) -> None:
+        """No narrative page shows raw epytext markup (C{...}, L{...}), in prose or in the code it includes."""
+        requireSphinx()
+        status, output, html = build()
+        self.assertEqual(status, 0, output)
+        self.assertEqual(loadCheckPages().raw_epytext(html), [])
+
+    def test_raw_epytext_detected(self) -> None:
+        """The check finds epytext in a narrative page's prose or code, and leaves API reference pages alone."""
+        site = Path(self.mktemp())
+        site.mkdir()
+        (site / "tutorial.html").write_text("<body><pre>fires <span>C{self.answer}</span></pre></body>")
+        (site / "howto.html").write_text("<body><p>see L{rpc.serve} and I{this}</p></body>")
+        (site / "api.html").write_text('<body><dl class="py function"><dd>C{x}</dd></dl></body>')
+        (site / "plain.html").write_text("<body><pre>d = {'a': 1}; f'{C}' and Limits()</pre></body>")
+        problems = loadCheckPages().raw_epytext(site)
+        self.assertEqual(problems, ["howto.html: 'L{rpc.serve}'", "tutorial.html: 'C{self.answer}'"])
+
+    def test_howto_openings_short(self) -> None:
+        """
+        Each how-to opens with a short paragraph (at most 100 words) before
+        its details: the compiled-core page once opened with 285.
+        """
+        long = {}
+        for page in sorted((DOCS / "howto").glob("*.rst")):
+            paragraphs = [p for p in re.split(r"\n\s*\n", page.read_text("utf-8")) if p.strip()]
+            # The first paragraph after the title (the title and its underline are one paragraph).
+            opening = next((p for p in paragraphs[1:] if not p.lstrip().startswith("..")), "")
+            if len(opening.split()) > 100:
+                long[page.name] = len(opening.split())
+        self.assertEqual(long, {})
 
     def test_code_not_clipped(self) -> None:
         """In headless Chromium at 1280 px no code block on any page is wider than its box."""

@@ -137,9 +137,49 @@ class _Options(_GuardOptions):
 
     opt_l = opt_listen
 
+    def getSynopsis(self) -> str:
+        """
+        C{Usage: twist [options] PLUGIN SYNOPSIS}: twist's own synopsis ends
+        in C{plugin [plugin_options]}, which the plugin's name and options
+        would repeat.
+        """
+        if self.parent is None:
+            return super().getSynopsis()
+        return f"{usage.Options.getSynopsis(self.parent)} {self.parent.subCommand} {self.synopsis}"
+
+    def parseOptions(self, options: Any = None) -> None:
+        try:
+            super().parseOptions(options)
+        except usage.UsageError:
+            self.failed = True
+            raise
+
+    failed = False
+    """Whether parsing failed: then the usage shown after the error is one line pointing at --help."""
+
+    def getUsage(self, width: int | None = None) -> str:
+        # twist prints the error, then the synopsis and this: the whole option table would bury the error.
+        if self.failed:
+            if self.parent is None:
+                return "Run with --help for the options.\n"
+            # "Usage: twist [options]" (or "python -m twisted"): the command as it was run.
+            command = usage.Options.getSynopsis(self.parent).removeprefix("Usage: ").removesuffix(" [options]")
+            return f"Run '{command} {self.parent.subCommand} --help' for its options.\n"
+        return super().getUsage(width)
+
     def postOptions(self) -> None:
         if not self["listen"]:
             self["listen"] = [self.defaultListen]
+        from protocols.proxyheader import BadEndpointDescription, serverEndpoint
+
+        for description in self["listen"]:
+            try:
+                # Parsed, not listened on: a description that does not parse is a usage error, not a traceback.
+                serverEndpoint(None, description)
+            except BadEndpointDescription as error:
+                raise usage.UsageError(f"--listen {error}") from None
+            except OSError as error:  # an ssl: key or certificate file
+                raise usage.UsageError(f"--listen {description}: {error}") from None
         if self["workers"] < 1:
             raise usage.UsageError(f"--workers is at least 1, not {self['workers']}")
         if self["metrics"] is not None and self["workers"] > 1 and "{worker}" not in self["metrics"]:

@@ -79,6 +79,34 @@ class AddUserCommandTests(SynchronousTestCase):
         self.assertEqual(len(self.stderr.getvalue().splitlines()), 2)
         self.assertFalse(os.path.exists(self.path))
 
+    def test_saysWhatItDid(self) -> None:
+        """
+        Each change made is one line on standard output naming the user and
+        the file (added, then updated, then removed), never the password.
+        """
+        for stdin in ("first-secret\n", "second-secret\n"):
+            self.assertEqual(self.command("--iterations", FAST, "--password-stdin", self.path, "alice", stdin=stdin), 0)
+        self.assertEqual(self.command("--remove", self.path, "alice"), 0)
+        self.assertEqual(
+            self.stdout.getvalue().splitlines(),
+            [
+                f"added user 'alice' in {self.path}",
+                f"updated the password of user 'alice' in {self.path}",
+                f"removed user 'alice' from {self.path}",
+            ],
+        )
+        self.assertNotIn("secret", self.stdout.getvalue() + self.stderr.getvalue())
+
+    def test_tokenNote(self) -> None:
+        """With --token, standard output is the token alone; the line saying what was done is on standard error."""
+        self.assertEqual(self.command("--token", self.path, "svc"), 0)
+        token = self.stdout.getvalue()
+        self.assertRegex(token, r"^\S{43}\n$")
+        self.assertIn(f"new token for 'svc' in {self.path}", self.stderr.getvalue())
+        self.assertNotIn(token.strip(), self.stderr.getvalue())
+        self.assertEqual(self.command("--token", "--remove", self.path, "svc"), 0)
+        self.assertIn(f"removed the token of 'svc' from {self.path}", self.stdout.getvalue())
+
     def test_usage(self) -> None:
         """A missing argument is a usage error: exit status 2."""
         self.assertEqual(self.command(self.path), 2)

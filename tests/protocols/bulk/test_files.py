@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -9,10 +10,12 @@ import random
 from typing import Any
 
 from twisted.internet.defer import Deferred
+from twisted.logger import Logger, formatEvent
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.bulk import IntegrityError, RangeSet, Stream
+from protocols.bulk import IntegrityError, RangeSet, Stream, StreamReset
+from protocols.bulk import files as bulkfiles
 from protocols.bulk.files import (
     PRIVATE_DIRECTORY,
     Assembly,
@@ -21,6 +24,7 @@ from protocols.bulk.files import (
     FileChanged,
     FileResult,
     NoSuchFile,
+    StorageError,
     TransferProgress,
     fetchFile,
     sendFile,
@@ -144,6 +148,30 @@ class ServiceTests(SynchronousTestCase):
             failure = self.failureResultOf(self.call(*call), NoSuchFile)
             self.assertEqual(str(failure.value), "no such file: gone.bin")
             self.assertNotIn(self.directory, repr(failure.value.args))
+
+    def test_diskFullNamesNoPath(self) -> None:
+        """
+        The server's disk fills mid-upload (an injected ENOSPC naming the
+        partial file): the caller's call fails with a StorageError and its
+        stream with a StreamReset, both saying ENOSPC and neither naming
+        where the server keeps its files; the server's log has the path.
+        """
+        partPath = os.path.join(self.directory, "served", ".f.bin.part")
+
+        def fullDisk(fd: int, data: Any, offset: int) -> None:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), partPath)
+
+        events: list[dict[str, Any]] = []
+        self.patch(bulkfiles, "writeAt", fullDisk)
+        self.patch(bulkfiles, "_log", Logger(namespace="test", observer=events.append))
+        data = payload(40_000)
+        self.successResultOf(self.call("openUpload", "f.bin", len(data), "v"))
+        stream = Stream(data)
+        failure = self.failureResultOf(self.call("upload", "f.bin", stream), StorageError)
+        self.assertEqual(str(failure.value), "the server could not store f.bin: ENOSPC (No space left on device)")
+        reset = self.failureResultOf(stream.whenDone(), StreamReset).value
+        self.assertEqual((reset.code, reset.message), ("sink-failed", "ENOSPC (No space left on device)"))
+        self.assertIn(partPath, " ".join(formatEvent(event) for event in events))
 
     def test_badNames(self) -> None:
         """Paths, hidden names and empty names are refused with BadName, which arrives as itself."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 from collections.abc import AsyncIterator
@@ -318,6 +319,40 @@ class SourceTests(SynchronousTestCase):
         failure = self.failureResultOf(answer, StreamReset)
         self.assertEqual(failure.value.code, "source-failed")
         self.assertFalse(os.path.exists(os.path.dirname(target)) and os.listdir(os.path.dirname(target)))
+
+    def test_failuresNameNoLocalFiles(self) -> None:
+        """
+        A source or a sink that fails with an OSError naming a file abandons
+        the stream; the other end is told the errno (its name and text) but
+        not the file: where a side keeps its files is not its peer's
+        business.  The side that failed gets the error itself.
+        """
+
+        def unreadable() -> Any:
+            yield b"x" * 30_000
+            raise OSError(errno.EIO, os.strerror(errno.EIO), "/home/sender/private/source.bin")
+
+        pair = BulkPair(Store())
+        stream = Stream(unreadable())
+        answer = pair.root.callRemote("upload", stream)
+        pair.flush()
+        self.assertIn("/home/sender/private", str(self.failureResultOf(stream.whenDone(), OSError).value))
+        told = self.failureResultOf(answer, StreamReset).value
+        self.assertEqual((told.code, told.message), ("source-failed", "EIO (Input/output error)"))
+
+        def fullDisk(piece: bytes) -> None:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/srv/receiver/.f.bin.part")
+
+        store = Store()
+        pair = BulkPair(store)
+        stream = Stream(payload(CHUNK))
+        pair.root.callRemote("keep", stream)
+        pair.flush()
+        received = store.streams[0].receive(fullDisk)
+        pair.flush()
+        self.assertIn("/srv/receiver", str(self.failureResultOf(received, OSError).value))
+        told = self.failureResultOf(stream.whenDone(), StreamReset).value
+        self.assertEqual((told.code, told.message), ("sink-failed", "ENOSPC (No space left on device)"))
 
     def test_rangesNeedRandomAccess(self) -> None:
         """Ranges can only be given for a random-access source, and must lie inside it."""

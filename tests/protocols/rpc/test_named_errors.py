@@ -11,8 +11,9 @@ from twisted.logger import formatEvent
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Limits, Violation
-from protocols.rpc import RemoteViolation
-from protocols.rpc.errors import CallLost, UnexpectedAnswer, callLost
+from protocols import rpc
+from protocols.rpc import RemoteViolation, errors
+from protocols.rpc.errors import CallLost, ErrorRegistry, UnexpectedAnswer, callLost
 from protocols.rpc.wire import ANSWER, Message
 
 from .services import RpcPair, Service
@@ -111,3 +112,21 @@ class WhenDisconnectedTests(SynchronousTestCase):
         pair.flush()
         waiter.cancel()
         self.assertIsInstance(self.successResultOf(waiter), ConnectionDone)
+
+
+class _OldStyleError(Exception):
+    """An application's error, registered under the deprecated name."""
+
+
+class RegisterErrorAliasTests(SynchronousTestCase):
+    """C{rpc.register_error}, the old name of C{rpc.registerError}, still registers, and says it is deprecated."""
+
+    def test_deprecated(self) -> None:
+        """A call registers the type as registerError does and warns, pointing at the caller and the new name."""
+        table = ErrorRegistry()
+        self.patch(errors, "ERRORS", table)  # the process-wide table stays as it was
+        rpc.register_error(_OldStyleError, "tests.rpc.OldStyleError")
+        self.assertEqual(table.nameFor(_OldStyleError), "tests.rpc.OldStyleError")
+        warnings = self.flushWarnings([self.test_deprecated])
+        self.assertEqual([w["category"] for w in warnings], [DeprecationWarning])
+        self.assertIn("use protocols.rpc.registerError", warnings[0]["message"])
