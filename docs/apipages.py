@@ -283,7 +283,9 @@ def public_page(package: str, rewrite: Callable[[str], str]) -> str:
     for name in names:
         obj = getattr(module, name)
         doc = attribute_doc(package, name) if kind(obj) == "Constants and types" else _doc_lines(obj.__doc__)
-        lines += [f"   * - :py:obj:`{name} <{package}.{name}>`", f"     - {_summary(doc, rewrite)}"]
+        same = _public_objects().get(id(obj), f"{package}.{name}") if _defines(obj) else f"{package}.{name}"
+        summary = f"The same as :py:obj:`{same}`." if same != f"{package}.{name}" else _summary(doc, rewrite)
+        lines += [f"   * - :py:obj:`{name} <{package}.{name}>`", f"     - {summary}"]
     lines.append("")
     for group in GROUPS:
         members = [name for name in names if kind(getattr(module, name)) == group]
@@ -312,16 +314,16 @@ def modules_page(package: str) -> str:
     for module_name in page_modules(package):
         module = importlib.import_module(module_name)
         names = vars(module)
-        left_out = [name for name, obj in names.items() if id(obj) in public or _is_public_data(name, obj)]
-        defined = [_public_path_of(module_name, name, names[name]) for name in left_out]
+        defined = {name: _public_path_of(module_name, name, obj) for name, obj in names.items()}
+        left_out = [name for name, path in defined.items() if path]
         lines += _heading(module_name, "-")
         # Members defined here only: a module's __all__ may re-export what another module documents.
         lines += [f".. automodule:: {module_name}", "   :ignore-module-all:"]
         if left_out:
             lines += [f"   :exclude-members: {', '.join(left_out)}"]
         lines.append("")
-        if any(defined):
-            links = ", ".join(f":py:obj:`{path}`" for path in defined if path)
+        if left_out:
+            links = ", ".join(f":py:obj:`{defined[name]}`" for name in left_out)
             lines += [f"Defined here and documented under their public names: {links}.", ""]
         for name in _interfaces(module):
             if id(getattr(module, name)) not in public:
@@ -332,7 +334,7 @@ def modules_page(package: str) -> str:
 def _public_path_of(module_name: str, name: str, obj: object) -> str | None:
     """The public path of C{obj} (C{name} in C{module_name}) if that module defines it, else C{None}."""
     if _defines(obj):
-        return _public_objects()[id(obj)] if getattr(obj, "__module__", None) == module_name else None
+        return _public_objects().get(id(obj)) if getattr(obj, "__module__", None) == module_name else None
     for package in PACKAGES:
         if _is_exported(package, name, obj) and (_data_source(package, name) or ("", []))[0] == module_name:
             return f"{package}.{name}"
@@ -341,13 +343,6 @@ def _public_path_of(module_name: str, name: str, obj: object) -> str | None:
 
 def _is_exported(package: str, name: str, obj: object) -> bool:
     return name in public_names(package) and getattr(importlib.import_module(package), name) is obj
-
-
-def _is_public_data(name: str, obj: object) -> bool:
-    """Whether C{obj}, known as C{name}, is a constant or type that a public package exports under that name."""
-    if _defines(obj) or inspect.ismodule(obj):
-        return False
-    return any(_is_exported(p, name, obj) for p in PACKAGES)
 
 
 def write_pages(out: Path, rewrite: Callable[[str], str]) -> list[Path]:
