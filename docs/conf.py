@@ -23,6 +23,7 @@ from pathlib import Path
 from docutils import nodes
 from sphinx import addnodes
 from sphinx.util.docutils import SphinxDirective
+from sphinx.util.nodes import make_refnode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -121,19 +122,27 @@ def _readable_values(app, doctree):  # type: ignore[no-untyped-def]
 
 def _public_reference(app, env, node, contnode):  # type: ignore[no-untyped-def]
     """
-    Resolve a link to a public name's defining path (C{L{protocols.rpc.endpoints.serve}},
-    or C{L{serve}} inside that module) to its entry under its public path,
-    where the reference documents it.
+    Resolve a link Sphinx could not: a public name's defining path
+    (C{L{protocols.rpc.endpoints.serve}}, or C{L{serve}} inside that module)
+    to its entry under its public path, where the reference documents it;
+    else a bare name (C{L{SendingState}} in a docstring shown on a public
+    page, away from its module) to the one documented object so named, if
+    only one is.
     """
     if node.get("refdomain") != "py":
         return None
+    domain = env.get_domain("py")
     target, module = node["reftarget"], node.get("py:module")
     for candidate in (target, f"{module}.{target}" if module else None):
         public = candidate and apipages.public_path(candidate, _PUBLIC_PATHS)
         if public:
-            domain = env.get_domain("py")
             return domain.resolve_xref(env, node["refdoc"], app.builder, node["reftype"], public, node, contnode)
-    return None
+    found = domain.find_obj(env, module, node.get("py:class"), target, None, 1)
+    found = [(name, entry) for name, entry in found if not entry.aliased]
+    if len(found) != 1:
+        return None
+    name, entry = found[0]
+    return make_refnode(app.builder, node["refdoc"], entry.docname, entry.node_id, contnode, name)
 
 
 _PUBLIC_PATHS = apipages.public_paths()
