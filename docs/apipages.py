@@ -18,8 +18,8 @@ to an C{__all__}, or a new module, is in the reference without an edit here.
 C{docs/conf.py} calls L{write_pages}; L{public_path} makes a link to a
 defining path (C{L{protocols.rpc.endpoints.serve}}) land on the public entry.
 
-No Sphinx import here: the docs tests use L{page_modules} and L{public_names}
-without Sphinx installed.
+Sphinx is imported only by what runs while the site is built, so the docs
+tests use L{page_modules} and L{parseable_signature} without it.
 """
 
 from __future__ import annotations
@@ -35,16 +35,16 @@ from types import ModuleType
 
 from zope.interface.interface import InterfaceClass
 
-# Each public package, in the order of the reference's index: its page's file
-# name in docs/api/ and its title there.
-PACKAGES: dict[str, tuple[str, str]] = {
-    "framing": ("framing", "the sans-IO core"),
-    "protocols": ("protocols", "the Twisted layer"),
-    "protocols.rpc": ("rpc", "remote calls"),
-    "protocols.bulk": ("bulk", "bulk transfer"),
-    "protocols.auth": ("auth", "logins"),
-    "protocols.serving": ("serving", "drain, workers, metrics"),
-    "protocols.kv": ("kv", "the key-value service"),
+# Each public package, in the order of the reference's index, and the name of
+# its pages in docs/api/ (NAME.rst, NAME-modules.rst).
+PACKAGES: dict[str, str] = {
+    "framing": "framing",
+    "protocols": "protocols",
+    "protocols.rpc": "rpc",
+    "protocols.bulk": "bulk",
+    "protocols.auth": "auth",
+    "protocols.serving": "serving",
+    "protocols.kv": "kv",
 }
 
 # Modules walk_packages finds that the reference leaves out, and why.
@@ -53,12 +53,12 @@ SKIPPED_MODULES = {"framing._speedups": "the compiled core: framing._core, which
 # How zope.interface shows an interface; Sphinx uses that text for a type hint
 # or a value, and its "<" and ">" break the signature parser.
 _INTERFACE_REPR = re.compile(r"<InterfaceClass ([\w.]+)>")
-
-GROUPS = ("Functions", "Classes", "Interfaces", "Errors", "Constants and types")
-
-
 # Any other repr in angle brackets: <function f>, <class 'a.B'>, <factory>, ...
 _REPR = re.compile(r"<(?:(?:built-in )?function ([\w.]+)|class '([\w.]+)'|module '([\w.]+)'[^<>]*|[^<>]*)>")
+_MISSING = object()
+
+# The sections of a public page, in order.
+GROUPS = ("Functions", "Classes", "Interfaces", "Errors", "Constants and types")
 
 
 def readable(text: str) -> str:
@@ -202,7 +202,7 @@ def _summary(lines: list[str], rewrite: Callable[[str], str]) -> str:
             break
         first.append(line.strip())
     text = " ".join(first)
-    return rewrite(text[:-1] if text.endswith("::") else text) or "\\"
+    return rewrite(text[:-1] if text.endswith("::") else text) or "(no docstring)"
 
 
 def attribute_doc(package: str, name: str) -> list[str]:
@@ -235,9 +235,6 @@ def _data_source(package: str, name: str) -> tuple[str, list[str]] | None:
     return None
 
 
-_MISSING = object()
-
-
 def _indent(lines: list[str], prefix: str = "   ") -> list[str]:
     return [prefix + line if line else "" for line in lines]
 
@@ -247,11 +244,10 @@ def _heading(text: str, underline: str) -> list[str]:
 
 
 def _entry(package: str, name: str, obj: object, rewrite: Callable[[str], str]) -> list[str]:
-    """The directive documenting C{package.name}, or a line naming its home if another page documents it."""
+    """The directive documenting C{package.name}, or an entry naming its public path if that is another."""
     path = f"{package}.{name}"
-    owner = home(obj) if _defines(obj) else package
-    if owner != package or _public_objects().get(id(obj), path) != path:
-        same = _public_objects()[id(obj)]
+    same = _public_objects()[id(obj)] if _defines(obj) else path
+    if same != path:
         directive = {"Classes": "class", "Errors": "exception", "Interfaces": "class"}.get(kind(obj), "function")
         return [f".. py:{directive}:: {name}", f"   :module: {package}", "", f"   The same as :py:obj:`{same}`.", ""]
     from sphinx.util.inspect import object_description  # only while the site is built
@@ -283,7 +279,7 @@ def public_page(package: str, rewrite: Callable[[str], str]) -> str:
     for name in names:
         obj = getattr(module, name)
         doc = attribute_doc(package, name) if kind(obj) == "Constants and types" else _doc_lines(obj.__doc__)
-        same = _public_objects().get(id(obj), f"{package}.{name}") if _defines(obj) else f"{package}.{name}"
+        same = _public_objects()[id(obj)] if _defines(obj) else f"{package}.{name}"
         summary = f"The same as :py:obj:`{same}`." if same != f"{package}.{name}" else _summary(doc, rewrite)
         lines += [f"   * - :py:obj:`{name} <{package}.{name}>`", f"     - {summary}"]
     lines.append("")
@@ -349,7 +345,7 @@ def write_pages(out: Path, rewrite: Callable[[str], str]) -> list[Path]:
     """Write each package's two page bodies into C{out} (only files whose text changed); return their paths."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for package, (page, _) in PACKAGES.items():
+    for package, page in PACKAGES.items():
         for path, text in (
             (out / f"{page}.rst", public_page(package, rewrite)),
             (out / f"{page}-modules.rst", modules_page(package)),

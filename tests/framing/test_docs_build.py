@@ -77,7 +77,7 @@ class DocsBuildTests(SynchronousTestCase):
     def test_reference_pages_in_the_site(self) -> None:
         """Each public package has its two pages in docs/api/, each including its written body, both in the index."""
         index = (DOCS / "api.rst").read_text("utf-8")
-        for page, _ in loadApiPages().PACKAGES.values():
+        for page in loadApiPages().PACKAGES.values():
             for name in (page, f"{page}-modules"):
                 text = (DOCS / "api" / f"{name}.rst").read_text("utf-8")
                 self.assertIn(f".. include:: ../_generated/api/{name}.rst\n", text)
