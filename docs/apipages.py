@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import json
 import pkgutil
 import re
 from collections.abc import Callable, Iterator
@@ -341,16 +342,73 @@ def _is_exported(package: str, name: str, obj: object) -> bool:
     return name in public_names(package) and getattr(importlib.import_module(package), name) is obj
 
 
+def moved_anchors() -> dict[str, list[str]]:
+    """
+    Where the anchors of the old one-page reference (C{api.html#a.b.Name})
+    went: each old anchor's prefix (a module, C{module-} and a module, or a
+    public name's defining path) mapped to its page and new prefix.
+    """
+    moved = {}
+    for package, page in PACKAGES.items():
+        for module, where in [(package, f"api/{page}.html")] + [
+            (m, f"api/{page}-modules.html") for m in page_modules(package)
+        ]:
+            moved[module] = [where, module]
+            moved[f"module-{module}"] = [where, f"module-{module}"]
+    for defining, public in public_paths().items():
+        moved[defining] = [f"api/{PACKAGES[public.rpartition('.')[0]]}.html", public]
+    return moved
+
+
+def moved_anchor(anchor: str, moved: dict[str, list[str]]) -> str | None:
+    """The page and anchor (C{api/rpc.html#protocols.rpc.serve}) where C{anchor} of the old page went, if known."""
+    parts = anchor.split(".")
+    for end in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:end])
+        if prefix in moved:
+            page, new = moved[prefix]
+            return f"{page}#{new}{anchor[len(prefix) :]}"
+    return None
+
+
+# The same as moved_anchor, run when api.html is opened with an anchor of the old page.
+_REDIRECT = """<script>
+(() => {
+  const moved = MOVED;
+  const anchor = decodeURIComponent(window.location.hash.slice(1));
+  const parts = anchor.split(".");
+  for (let end = parts.length; end > 0; end--) {
+    const prefix = parts.slice(0, end).join(".");
+    if (Object.hasOwn(moved, prefix)) {
+      const [page, now] = moved[prefix];
+      window.location.replace(page + "#" + now + anchor.slice(prefix.length));
+      return;
+    }
+  }
+})();
+</script>"""
+
+
+def redirect_script() -> str:
+    """The script C{api.html} runs to send a link to an anchor of the old one-page reference to where it went."""
+    return _REDIRECT.replace("MOVED", json.dumps(moved_anchors(), sort_keys=True, indent=0))
+
+
 def write_pages(out: Path, rewrite: Callable[[str], str]) -> list[Path]:
-    """Write each package's two page bodies into C{out} (only files whose text changed); return their paths."""
+    """
+    Write each package's two page bodies, and the old anchors' redirect,
+    into C{out} (only files whose text changed); return their paths.
+    """
     out.mkdir(parents=True, exist_ok=True)
     written = []
+    pages = [(out / "moved.rst", ".. raw:: html\n\n" + "\n".join(_indent(redirect_script().splitlines())) + "\n")]
     for package, page in PACKAGES.items():
-        for path, text in (
+        pages += [
             (out / f"{page}.rst", public_page(package, rewrite)),
             (out / f"{page}-modules.rst", modules_page(package)),
-        ):
-            if not path.exists() or path.read_text("utf-8") != text:
-                path.write_text(text, "utf-8")
-            written.append(path)
+        ]
+    for path, text in pages:
+        if not path.exists() or path.read_text("utf-8") != text:
+            path.write_text(text, "utf-8")
+        written.append(path)
     return written

@@ -140,6 +140,42 @@ class DocsBuildTests(SynchronousTestCase):
         missing = [name for name in modules if f"module-{name}" not in found and name != "framing._speedups"]
         self.assertEqual(missing, [])
 
+    def test_old_anchors_lead_to_their_names(self) -> None:
+        """Each anchor of the old one-page reference (a module, a public name's defining path) leads to its entry."""
+        requireSphinx()
+        status, output, html = build()
+        self.assertEqual(status, 0, output)
+        apiPages = loadApiPages()
+        moved = apiPages.moved_anchors()
+        old = [f"module-{m}" for root in ("framing", "protocols") for m in apiPages.all_modules(root)]
+        old += list(apiPages.public_paths()) + ["protocols.rpc.broker.Broker.sendObject", "protocols.guard.GuardPolicy"]
+        broken = []
+        for anchor in old:
+            page, _, now = apiPages.moved_anchor(anchor, moved).partition("#")
+            if f'id="{now}"' not in (html / page).read_text("utf-8"):
+                broken.append(f"{anchor} -> {page}#{now}")
+        self.assertEqual(broken, [])
+        self.assertEqual(
+            apiPages.moved_anchor("protocols.rpc.endpoints.serve", moved), "api/rpc.html#protocols.rpc.serve"
+        )
+        self.assertIn(apiPages.redirect_script(), (html / "api.html").read_text("utf-8"))
+
+    def test_old_anchor_redirect_script(self) -> None:
+        """api.html's script sends an old anchor where moved_anchor says, and stays put for an unknown one (node)."""
+        node = shutil.which("node")
+        if node is None:
+            raise SkipTest("no node on PATH: the redirect script is not run")
+        apiPages = loadApiPages()
+        script = apiPages.redirect_script().removeprefix("<script>").removesuffix("</script>")
+        results = []
+        for anchor in ("protocols.rpc.endpoints.serve", "module-protocols.rpc.calls", "nothing.here", ""):
+            stub = f"const window = {{location: {{hash: '#{anchor}', replace: (to) => console.log(to)}}}};"
+            ran = subprocess.run([node, "-e", stub + script], capture_output=True, text=True, timeout=60)
+            results.append(ran.stdout.strip())
+        self.assertEqual(
+            results, ["api/rpc.html#protocols.rpc.serve", "api/rpc-modules.html#module-protocols.rpc.calls", "", ""]
+        )
+
     def test_signatures_readable(self) -> None:
         """No built page shows an <InterfaceClass ...> repr, and every signature is balanced and was parsed."""
         requireSphinx()
