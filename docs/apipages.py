@@ -161,7 +161,7 @@ def _public_objects() -> dict[int, str]:
 
 def public_paths() -> dict[str, str]:
     """Each public class, function and interface's defining path (C{a.b.c.Name}) mapped to its public path."""
-    paths = {}
+    paths: dict[str, str] = {}
     for package in PACKAGES:
         module = importlib.import_module(package)
         for name in public_names(package):
