@@ -10,6 +10,11 @@ fields and roles before autodoc renders it, so no extension beyond
 all.  autodoc skips zope.interface
 interfaces (they are not classes), so the ``zope-interface`` directive below
 documents them.
+
+The API reference's page bodies are written from the packages' ``__all__``
+and modules by ``apipages.py`` (next to this file) before the build reads
+them; the hooks below keep its signatures parseable (no ``<InterfaceClass
+...>`` repr) and send a link to a public name's defining path to its entry.
 """
 
 from __future__ import annotations
