@@ -15,7 +15,13 @@ Three checks, each a list of problems (empty when the site is right):
 - L{clipped_code}: in headless Chromium at 1280 px, no code block is wider
   than its box (its text would be cut off or hidden behind a scroll bar).
 
-C{--screenshots DIR} also writes one PNG per page (the top 2400 px of it, at
+- L{broken_signatures}: no page shows a zope interface's repr
+  (C{<InterfaceClass ...>}), and every signature of the reference reads as
+  Python: brackets balanced, no C{~} (the mark of one Sphinx could not
+  parse and showed raw, as C{-> IListeningPort>]} once was).
+
+L{word_counts} gives the size of each page of the API reference, which the
+run prints.  C{--screenshots DIR} also writes one PNG per page (the top 2400 px of it, at
 the given width) for a person to look at.  Chromium is found on C{PATH}
 (C{chromium}, C{chromium-browser}, C{google-chrome}); without it the
 Chromium check and the screenshots are refused with a message saying so.
@@ -92,6 +98,55 @@ def raw_epytext(built: Path) -> list[str]:
     return problems
 
 
+_SIGNATURE = re.compile(r'<dt class="sig[^"]*"[^>]*>(.*?)</dt>', re.S)
+_ID = re.compile(r'\bid="([^"]+)"')
+_CLOSING = {")": "(", "]": "[", "}": "{"}
+
+
+def _text(markup: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", markup))
+
+
+def _balanced(text: str) -> bool:
+    opened: list[str] = []
+    for char in text:
+        if char in "([{":
+            opened.append(char)
+        elif char in _CLOSING and (not opened or opened.pop() != _CLOSING[char]):
+            return False
+    return not opened
+
+
+def broken_signatures(built: Path) -> list[str]:
+    """Each page showing an interface's repr, and each signature that is unbalanced or was not parsed, by page."""
+    problems = []
+    for page in pages(built):
+        markup = page.read_text("utf-8")
+        name = page.relative_to(built)
+        if "InterfaceClass" in _text(markup):
+            problems.append(f"{name}: an <InterfaceClass ...> repr")
+        for match in _SIGNATURE.finditer(markup):
+            signature = _text(match.group(1)).strip().rstrip("\u00b6")
+            if not _balanced(signature) or "~" in signature:
+                problems.append(f"{name}: {signature[:160]}")
+    return problems
+
+
+def anchors(built: Path) -> set[str]:
+    """Every C{id} of every page: what a link's C{#fragment} may name."""
+    return {anchor for page in pages(built) for anchor in _ID.findall(page.read_text("utf-8"))}
+
+
+def word_counts(built: Path, folder: str = "api") -> dict[str, int]:
+    """The words a reader sees in the body of each page under C{folder} (the API reference), by page."""
+    counts = {}
+    for page in pages(built / folder):
+        markup = page.read_text("utf-8")
+        body = markup[markup.find('<div class="body"') : markup.find('<div class="sphinxsidebar"')]
+        counts[str(page.relative_to(built))] = len(_text(body).split())
+    return counts
+
+
 def find_browser() -> str | None:
     """The first headless-capable Chromium on C{PATH}, or C{None}."""
     return next((found for name in BROWSERS if (found := shutil.which(name))), None)
@@ -141,7 +196,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--width", type=int, default=1280)
     args = parser.parse_args(argv)
     args.built = args.built.resolve()  # Chromium is given file: URIs
-    problems = literal_markdown(args.built) + raw_epytext(args.built)
+    problems = literal_markdown(args.built) + raw_epytext(args.built) + broken_signatures(args.built)
+    counts = word_counts(args.built)
+    print("API reference pages, words:", ", ".join(f"{page} {words}" for page, words in sorted(counts.items())))
     browser = find_browser()
     if browser is None:
         print("no Chromium on PATH (apt-get install chromium): code blocks not checked, no screenshots taken")

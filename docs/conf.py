@@ -10,6 +10,11 @@ fields and roles before autodoc renders it, so no extension beyond
 all.  autodoc skips zope.interface
 interfaces (they are not classes), so the ``zope-interface`` directive below
 documents them.
+
+The API reference's page bodies are written from the packages' ``__all__``
+and modules by ``apipages.py`` (next to this file) before the build reads
+them; the hooks below keep its signatures parseable (no ``<InterfaceClass
+...>`` repr) and send a link to a public name's defining path to its entry.
 """
 
 from __future__ import annotations
@@ -20,9 +25,15 @@ import re
 import sys
 from pathlib import Path
 
+from docutils import nodes
+from sphinx import addnodes
 from sphinx.util.docutils import SphinxDirective
+from sphinx.util.nodes import make_refnode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import apipages  # noqa: E402  (docs/apipages.py, found through the line above)
 
 project = "chunkwire"
 author = "the chunkwire developers"
@@ -101,6 +112,47 @@ def _process_docstring(app, what, name, obj, options, lines):  # type: ignore[no
     lines[:] = epydoc_to_rest("\n".join(lines)).split("\n")
 
 
+def _process_signature(app, what, name, obj, options, signature, returns):  # type: ignore[no-untyped-def]
+    """Signatures Sphinx can parse: no C{<...>} reprs in type hints or defaults (L{apipages.parseable_signature})."""
+    return (signature and apipages.parseable_signature(signature), returns and apipages.parseable_signature(returns))
+
+
+def _readable_values(app, doctree):  # type: ignore[no-untyped-def]
+    """The same for a value autodoc shows (C{= (<InterfaceClass a.IName>,)}), which no event passes through."""
+    for signature in doctree.findall(addnodes.desc_signature):
+        for text in list(signature.findall(nodes.Text)):
+            if "<InterfaceClass " in text:
+                text.parent.replace(text, nodes.Text(apipages.readable(str(text))))
+
+
+def _public_reference(app, env, node, contnode):  # type: ignore[no-untyped-def]
+    """
+    Resolve a link Sphinx could not: a public name's defining path
+    (C{L{protocols.rpc.endpoints.serve}}, or C{L{serve}} inside that module)
+    to its entry under its public path, where the reference documents it;
+    else a bare name (C{L{SendingState}} in a docstring shown on a public
+    page, away from its module) to the one documented object so named, if
+    only one is.
+    """
+    if node.get("refdomain") != "py":
+        return None
+    domain = env.get_domain("py")
+    target, module = node["reftarget"], node.get("py:module")
+    for candidate in (target, f"{module}.{target}" if module else None):
+        public = candidate and apipages.public_path(candidate, _PUBLIC_PATHS)
+        if public:
+            return domain.resolve_xref(env, node["refdoc"], app.builder, node["reftype"], public, node, contnode)
+    found = domain.find_obj(env, module, node.get("py:class"), target, None, 1)
+    found = [(name, entry) for name, entry in found if not entry.aliased]
+    if len(found) != 1:
+        return None
+    name, entry = found[0]
+    return make_refnode(app.builder, node["refdoc"], entry.docname, entry.node_id, contnode, name)
+
+
+_PUBLIC_PATHS = apipages.public_paths()
+
+
 def _generate_includes() -> None:
     """
     Write the page body that depends on files other commands produce, so the
@@ -120,8 +172,12 @@ def _generate_includes() -> None:
 
 
 _generate_includes()
+apipages.write_pages(Path(__file__).resolve().parent / "_generated" / "api", epydoc_to_rest)
 
 
 def setup(app):  # type: ignore[no-untyped-def]
     app.connect("autodoc-process-docstring", _process_docstring)
+    app.connect("autodoc-process-signature", _process_signature)
+    app.connect("doctree-read", _readable_values)
+    app.connect("missing-reference", _public_reference)
     app.add_directive("zope-interface", ZopeInterfaceDirective)

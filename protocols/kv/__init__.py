@@ -110,8 +110,8 @@ class IWatcher(rpc.RemoteInterface, Protocol, name="kv.IWatcher"):
         """C{key} is now C{value}, or was deleted (C{None})."""
 
 
-# Any Referenceable of the caller (the server calls its "changed").
 Watcher = rpc.Referenceable | rpc.RemoteReference
+"""A watcher as a hint: any Referenceable of the caller (the server calls its C{changed})."""
 
 
 class IKeyValue(rpc.RemoteInterface, Protocol, name="kv.IKeyValue"):

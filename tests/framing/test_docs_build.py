@@ -1,9 +1,10 @@
-"""The Sphinx docs in C{docs/} build cleanly, cover every framing and protocols module, and read as pages."""
+"""The Sphinx docs in C{docs/} build cleanly, cover every module and public name, and read as pages."""
 
 from __future__ import annotations
 
 import atexit
 import functools
+import importlib
 import importlib.util
 import os
 import pkgutil
@@ -32,6 +33,15 @@ def loadCheckPages():  # type: ignore[no-untyped-def]
     return module
 
 
+def loadApiPages():  # type: ignore[no-untyped-def]
+    """Import docs/apipages.py, which writes the API reference's pages from the packages."""
+    spec = importlib.util.spec_from_file_location("apipages", DOCS / "apipages.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @functools.cache
 def build() -> tuple[int, str, Path]:
     """Build the site once per process with C{-W}: the exit status, the output, and the HTML directory."""
@@ -54,22 +64,39 @@ def requireSphinx() -> None:
 class DocsBuildTests(SynchronousTestCase):
     """The docs build without warnings and document the whole framing and protocols packages."""
 
-    def test_every_framing_module_documented(self) -> None:
-        """docs/api.rst has an automodule directive for every module of the framing package."""
-        api = (DOCS / "api.rst").read_text("utf-8")
-        modules = ["framing"] + [m.name for m in pkgutil.walk_packages(framing.__path__, "framing.")]
-        # The optional C extension is documented by framing._core, which chooses it.
-        missing = [name for name in modules if f".. automodule:: {name}\n" not in api and name != "framing._speedups"]
+    def test_every_module_on_a_reference_page(self) -> None:
+        """Every module of framing/ and protocols/ is its package's page or on the modules page of its package."""
+        apiPages = loadApiPages()
+        missing = []
+        for root in ("framing", "protocols"):
+            for name in apiPages.all_modules(root):
+                if name not in apiPages.PACKAGES and name not in apiPages.page_modules(apiPages.page_of(name)):
+                    missing.append(name)
         self.assertEqual(missing, [])
+        self.assertEqual(list(apiPages.SKIPPED_MODULES), ["framing._speedups"])
 
-    def test_every_protocols_module_documented(self) -> None:
-        """docs/api.rst has an automodule directive for every module of protocols/."""
-        import protocols
+    def test_reference_pages_in_the_site(self) -> None:
+        """Each public package has its two pages in docs/api/, each including its written body, both in the index."""
+        index = (DOCS / "api.rst").read_text("utf-8")
+        for page in loadApiPages().PACKAGES.values():
+            for name in (page, f"{page}-modules"):
+                text = (DOCS / "api" / f"{name}.rst").read_text("utf-8")
+                self.assertIn(f".. include:: ../_generated/api/{name}.rst\n", text)
+                self.assertIn(f"   api/{name}\n", index)
 
-        api = (DOCS / "api.rst").read_text("utf-8")
-        modules = ["protocols"] + [m.name for m in pkgutil.walk_packages(protocols.__path__, "protocols.")]
-        missing = [name for name in modules if f".. automodule:: {name}\n" not in api]
-        self.assertEqual(missing, [])
+    def test_parseable_signature(self) -> None:
+        """Reprs in a signature become Python Sphinx parses: interfaces and functions by name, the rest as ...."""
+        apiPages = loadApiPages()
+        signature = (
+            "(a: Deferred[<InterfaceClass twisted.internet.interfaces.IListeningPort>],"
+            " b: type[E] = <class 'x.E'>, c: Callable = <function commonName>, d: list = <factory>)"
+        )
+        self.assertEqual(
+            apiPages.parseable_signature(signature),
+            "(a: Deferred[~twisted.internet.interfaces.IListeningPort], b: type[E] = x.E, c: Callable = commonName,"
+            " d: list = ...)",
+        )
+        self.assertEqual(apiPages.readable("(<InterfaceClass a.b.IName>,)"), "(a.b.IName,)")
 
     def test_sphinx_build_without_warnings(self) -> None:
         """sphinx-build -W (warnings are errors) succeeds on docs/."""
@@ -86,6 +113,97 @@ class DocsBuildTests(SynchronousTestCase):
         reliability = (html / "reliability.html").read_text("utf-8")
         self.assertIn("<table", reliability)
         self.assertIn("<h2>Guards", reliability)
+
+    def test_public_names_anchored(self) -> None:
+        """Every name in the __all__ of the public packages has an anchor under its import path: protocols.rpc.serve."""
+        requireSphinx()
+        status, output, html = build()
+        self.assertEqual(status, 0, output)
+        found = loadCheckPages().anchors(html)
+        packages = ["framing", "protocols.rpc", "protocols.bulk", "protocols.auth", "protocols.serving"]
+        self.assertTrue(set(packages) <= set(loadApiPages().PACKAGES))
+        missing = [f"{p}.{name}" for p in packages for name in importlib.import_module(p).__all__]
+        self.assertEqual([path for path in missing if path not in found], [])
+        self.assertIn("protocols.rpc.serve", found)
+
+    def test_every_module_anchored(self) -> None:
+        """Every module of framing/ and protocols/ (but the compiled core's) has its module anchor in the built site."""
+        requireSphinx()
+        status, output, html = build()
+        self.assertEqual(status, 0, output)
+        found = loadCheckPages().anchors(html)
+        import protocols
+
+        modules = []
+        for package in (framing, protocols):
+            prefix = package.__name__ + "."
+            modules += [package.__name__] + [m.name for m in pkgutil.walk_packages(package.__path__, prefix)]
+        missing = [name for name in modules if f"module-{name}" not in found and name != "framing._speedups"]
+        self.assertEqual(missing, [])
+
+    def test_old_anchors_lead_to_their_names(self) -> None:
+        """Each anchor of the old one-page reference (a module, a public name's defining path) leads to its entry."""
+        requireSphinx()
+        status, output, html = build()
+        self.assertEqual(status, 0, output)
+        apiPages = loadApiPages()
+        moved = apiPages.moved_anchors()
+        old = [f"module-{m}" for root in ("framing", "protocols") for m in apiPages.all_modules(root)]
+        old += list(apiPages.public_paths()) + ["protocols.rpc.broker.Broker.sendObject", "protocols.guard.GuardPolicy"]
+        broken = []
+        for anchor in old:
+            page, _, now = apiPages.moved_anchor(anchor, moved).partition("#")
+            if f'id="{now}"' not in (html / page).read_text("utf-8"):
+                broken.append(f"{anchor} -> {page}#{now}")
+        self.assertEqual(broken, [])
+        self.assertEqual(
+            apiPages.moved_anchor("protocols.rpc.endpoints.serve", moved), "api/rpc.html#protocols.rpc.serve"
+        )
+        self.assertIn(apiPages.redirect_script(), (html / "api.html").read_text("utf-8"))
+
+    def test_old_anchor_redirect_script(self) -> None:
+        """api.html's script sends an old anchor where moved_anchor says, and stays put for an unknown one (node)."""
+        node = shutil.which("node")
+        if node is None:
+            raise SkipTest("no node on PATH: the redirect script is not run")
+        apiPages = loadApiPages()
+        script = apiPages.redirect_script().removeprefix("<script>").removesuffix("</script>")
+        results = []
+        for anchor in ("protocols.rpc.endpoints.serve", "module-protocols.rpc.calls", "nothing.here", ""):
+            stub = f"const window = {{location: {{hash: '#{anchor}', replace: (to) => console.log(to)}}}};"
+            ran = subprocess.run([node, "-e", stub + script], capture_output=True, text=True, timeout=60)
+            results.append(ran.stdout.strip())
+        self.assertEqual(
+            results, ["api/rpc.html#protocols.rpc.serve", "api/rpc-modules.html#module-protocols.rpc.calls", "", ""]
+        )
+
+    def test_signatures_readable(self) -> None:
+        """No built page shows an <InterfaceClass ...> repr, and every signature is balanced and was parsed."""
+        requireSphinx()
+        status, output, html = build()
+        self.assertEqual(status, 0, output)
+        self.assertEqual(loadCheckPages().broken_signatures(html), [])
+
+    def test_broken_signatures_detected(self) -> None:
+        """The check finds an interface's repr, an unbalanced signature and one Sphinx showed unparsed (a ~ left)."""
+        site = Path(self.mktemp())
+        site.mkdir()
+        signature = '<dl><dt class="sig sig-object py" id="x">{}<a class="headerlink">¶</a></dt></dl>'
+        (site / "a.html").write_text("<p>= (&lt;InterfaceClass a.IName&gt;,)</p>", "utf-8")
+        (site / "b.html").write_text(signature.format("serve(reactor) &#x2192; IListeningPort&gt;]"), "utf-8")
+        (site / "c.html").write_text(signature.format("f(a: ~typing.Any = &lt;factory&gt;)"), "utf-8")
+        (site / "d.html").write_text(signature.format("serve(a: Any) &#x2192; Deferred[IListeningPort]"), "utf-8")
+        problems = loadCheckPages().broken_signatures(site)
+        self.assertEqual([problem.split(":")[0] for problem in problems], ["a.html", "b.html", "c.html"])
+
+    def test_reference_pages_sized(self) -> None:
+        """Each page of the API reference is a page, not a book: under 20,000 words (the one page had 73,000)."""
+        requireSphinx()
+        status, output, html = build()
+        self.assertEqual(status, 0, output)
+        counts = loadCheckPages().word_counts(html)
+        self.assertEqual(len(counts), 2 * len(loadApiPages().PACKAGES), counts)
+        self.assertEqual({page: words for page, words in counts.items() if words > 20_000}, {}, counts)
 
     def test_literal_markdown_detected(self) -> None:
         """The check finds a Markdown table or a block highlighted as Markdown inside a literal block."""
