@@ -12,6 +12,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from protocols import rpc
 from protocols.auth import publishing
+from protocols.auth.authority import CertificateAuthority
 from protocols.auth.names import NameTable
 from protocols.auth.publishing import URLPublishing, hintsFor
 from protocols.auth.urls import ObjectURL
@@ -96,6 +97,10 @@ class NamesOptionTests(SynchronousTestCase):
         self.names = str(self.work / "kv.names")
         self.corrupt = self.work / "corrupt.names"
         self.corrupt.write_text("[]")
+        # A real key and certificate: the plugin reads an ssl: listener's files while parsing its options.
+        key = self.work / "server.pem"
+        CertificateAuthority.generate().issue("localhost", server=True).writePEM(key)
+        self.tlsListen = f"ssl:1:privateKey={key}"
 
     def parse(self, *arguments: str) -> chunkwire_plugins.KeyValueOptions:
         options = chunkwire_plugins.KeyValueOptions()
@@ -124,9 +129,9 @@ class NamesOptionTests(SynchronousTestCase):
         """--names with an unknowable hint, a TLS listener, --client-ca or --workers, and its options alone: refused."""
         for arguments, said in (
             (["--names", self.names], "is not in it (a port 0, every address, another kind): give --url-hint"),
-            (["--names", self.names, "--url-hint", "h:1", "--listen", "ssl:1:privateKey=k"], "TLS already"),
+            (["--names", self.names, "--url-hint", "h:1", "--listen", self.tlsListen], "TLS already"),
             (
-                ["--names", self.names, "--url-hint", "h:1", "--client-ca", str(self.work), "-l", "ssl:1:privateKey=k"],
+                ["--names", self.names, "--url-hint", "h:1", "--client-ca", str(self.work), "-l", self.tlsListen],
                 "goes with neither --client-ca",
             ),
             (["--names", self.names, "--url-hint", "h:1", "--workers", "2", "--store", "s"], "nor --workers"),
