@@ -139,7 +139,7 @@ from .receiving import IncomingStream, Receiver
 from .sending import Stream
 from .sinks import CallbackSink, ConsumerSink, FileSink, OpenFileSink, Sink
 from .sources import BytesSource, FileSource, SeekableSource, StreamSource
-from .streams import StreamArg, incoming
+from .streams import StreamArg, asIncoming
 
 # A stream travels on the bulk channel, not as a value: its hint checks nothing.
 registerHint(Stream, ANY)
@@ -185,7 +185,7 @@ __all__ = [
     "callingBroker",
     "callingChannel",
     "connect",
-    "incoming",
+    "asIncoming",
     "serve",
     "steadyAllocator",
 ]

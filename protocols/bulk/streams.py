@@ -11,7 +11,7 @@ calls receives an L{IncomingStream}; an interface is one declaration that
 both ends are checked against, so its parameter must accept the caller's
 L{Stream}, and mypy's override check then forbids the server's method from
 narrowing it to L{IncomingStream}.  L{StreamArg} is the union, and
-L{incoming} is the server's one-line narrowing, with a clear error where a
+L{asIncoming} is the server's one-line narrowing, with a clear error where a
 L{Stream} reached a method without crossing a connection (a local call).
 The same holds for a result: the server returns a L{Stream}, the caller
 receives an L{IncomingStream}.
@@ -25,7 +25,7 @@ from .outcome import TransferResult
 from .receiving import IncomingStream, Receiver
 from .sending import Stream
 
-__all__ = ["IncomingStream", "Receiver", "Stream", "StreamArg", "TransferResult", "incoming"]
+__all__ = ["IncomingStream", "Receiver", "Stream", "StreamArg", "TransferResult", "asIncoming"]
 
 StreamArg: TypeAlias = Stream | IncomingStream
 """
@@ -35,7 +35,7 @@ is sent, an L{IncomingStream} where it arrives.  As a hint it checks nothing
 """
 
 
-def incoming(stream: StreamArg) -> IncomingStream:
+def asIncoming(stream: StreamArg) -> IncomingStream:
     """
     C{stream} as the L{IncomingStream} it is where it arrived: the narrowing
     a method hinted with L{StreamArg} makes before it receives.

@@ -54,7 +54,7 @@ class JobQueue(rpc.Referenceable, IJobQueue):
         self._known(job)
         # The file is named by the queue, never by the caller, and appears
         # only once the stream's digest checked out.
-        result = await bulk.incoming(data).receive(self.inputs / f"{job}.input")
+        result = await bulk.asIncoming(data).receive(self.inputs / f"{job}.input")
         return result.size
 
     def _known(self, job: int) -> None:

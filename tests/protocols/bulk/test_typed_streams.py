@@ -1,4 +1,4 @@
-"""A stream in a remote interface: one hint (L{bulk.StreamArg}) both ends accept, narrowed by L{bulk.incoming}."""
+"""A stream in a remote interface: one hint (L{bulk.StreamArg}) both ends accept, narrowed by L{bulk.asIncoming}."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class Archive(rpc.Referenceable, IArchive):
     async def store(self, name: str, data: bulk.StreamArg) -> str:
         self.received.append(data)
         pieces: list[bytes] = []
-        result = await bulk.incoming(data).receive(pieces.append)
+        result = await bulk.asIncoming(data).receive(pieces.append)
         self.files[name] = b"".join(pieces)
         return result.hexdigest
 
@@ -56,13 +56,13 @@ class TypedStreamTests(SynchronousTestCase):
         self.assertEqual(self.archive.files["a"], data)
 
     def test_returnedStreamArrivesIncoming(self) -> None:
-        """A Stream the method returns reaches the caller as an IncomingStream, which bulk.incoming hands back."""
+        """A Stream the method returns reaches the caller as an IncomingStream, which bulk.asIncoming hands back."""
         data = payload(50_000, seed=5)
         self.archive.files["b"] = data
         answer = self.proxy.fetch("b")
         self.pair.flush()
         arrived = self.successResultOf(answer)
-        stream = bulk.incoming(arrived)
+        stream = bulk.asIncoming(arrived)
         self.assertIs(stream, arrived)
         pieces: list[bytes] = []
         done = stream.receive(pieces.append)
@@ -71,7 +71,7 @@ class TypedStreamTests(SynchronousTestCase):
         self.assertEqual(b"".join(pieces), data)
 
     def test_localCallRefused(self) -> None:
-        """A Stream handed to the method directly, not through a connection, fails bulk.incoming with a TypeError."""
+        """A Stream handed to the method directly, not through a connection, fails bulk.asIncoming with a TypeError."""
         called = Archive().store("c", bulk.Stream(b"local"))
         failure = self.failureResultOf(called, TypeError)
         self.assertIn("only through a connection", str(failure.value))

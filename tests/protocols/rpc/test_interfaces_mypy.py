@@ -62,7 +62,7 @@ class KeyValue(rpc.Referenceable, IKeyValue):
 
     @rpc.deferred
     async def upload(self, key: str, data: bulk.StreamArg) -> int:
-        result = await bulk.incoming(data).receive(f"/tmp/{key}")
+        result = await bulk.asIncoming(data).receive(f"/tmp/{key}")
         return result.size
 
     def download(self, key: str) -> Deferred[bulk.StreamArg]:
@@ -93,7 +93,7 @@ async def main(reactor: Any) -> None:
     guarded = await bulk.serve(reactor, "tcp:0:interface=127.0.0.1", portal=portal)
     root = await bulk.connect(reactor, address, credentials=UsernamePassword(b"ada", b"pw"))
     size: int = await root.typed(IKeyValue).upload("file", bulk.Stream(b"data"))
-    copy = bulk.incoming(await root.typed(IKeyValue).download("file"))
+    copy = bulk.asIncoming(await root.typed(IKeyValue).download("file"))
     await copy.receive("copy")
     plain = await rpc.login(reactor, address, UsernamePassword(b"ada", b"pw"))
     await plain.broker.disconnect()
