@@ -37,7 +37,7 @@ class IJobQueue(rpc.RemoteInterface, Protocol, name="jobqueue.IJobQueue"):
         ...
 
     def take(self) -> Deferred[tuple[JobId, JobName] | None]:
-        """Take the oldest queued job (it becomes running), or C{None} when none waits."""
+        """Take the oldest queued job (it becomes running), or `None` when none waits."""
         ...
 
     def finish(self, job: JobId) -> Deferred[None]:
@@ -49,5 +49,5 @@ class IJobQueue(rpc.RemoteInterface, Protocol, name="jobqueue.IJobQueue"):
         ...
 
     def attach(self, job: JobId, data: bulk.StreamArg) -> Deferred[int]:
-        """Store the job's input, sent as a stream (a C{bulk.Stream} of any size); its size in bytes."""
+        """Store the job's input, sent as a stream (a `bulk.Stream` of any size); its size in bytes."""
         ...

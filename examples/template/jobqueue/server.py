@@ -2,7 +2,7 @@
 
     jobqueue-server --users users.txt --inputs /srv/jobqueue [--listen tcp:8790]
 
-Add users to the file with C{chunkwire-adduser users.txt NAME} (it asks for
+Add users to the file with `chunkwire-adduser users.txt NAME` (it asks for
 the password and keeps only a salted verifier).
 """
 
@@ -41,10 +41,10 @@ class JobRealm:
 
 def serveJobs(reactor: Any, description: str, users: Path, inputs: Path) -> Deferred[rpc.ListeningPort]:
     """
-    Serve a new L{JobQueue} keeping inputs under C{inputs} on the endpoint
-    C{description}, to the users of the user file C{users}; fire with the
-    listening port.  Connections carry streams too (C{bulk.serve}), for
-    L{JobQueue.attach}.
+    Serve a new `JobQueue` keeping inputs under `inputs` on the endpoint
+    `description`, to the users of the user file `users`; fire with the
+    listening port.  Connections carry streams too (`bulk.serve`), for
+    `JobQueue.attach`.
     """
     inputs.mkdir(parents=True, exist_ok=True)
     # auth.portal checks that the realm and the checkers provide their interfaces.
@@ -59,7 +59,7 @@ async def _serveForever(reactor: Any, options: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """The C{jobqueue-server} command."""
+    """The `jobqueue-server` command."""
     parser = argparse.ArgumentParser(prog="jobqueue-server", description="Serve the job queue.")
     parser.add_argument("--listen", default="tcp:8790", help="a Twisted server endpoint (default: %(default)s)")
     parser.add_argument("--users", type=Path, required=True, help="the user file (chunkwire-adduser)")

@@ -11,9 +11,9 @@ from .interface import IJobQueue, JobId, JobName, NoSuchJob, State
 class JobQueue(rpc.Referenceable, IJobQueue):
     """
     Jobs in memory, taken in the order they were submitted; each job's
-    input in a file of its own under C{inputs}.  Subclassing L{IJobQueue}
+    input in a file of its own under `inputs`.  Subclassing `IJobQueue`
     makes exactly its methods remote, with its hints checked on every call;
-    C{@rpc.deferred} makes each C{async def} return the Deferred the
+    `@rpc.deferred` makes each `async def` return the Deferred the
     interface declares.
     """
 

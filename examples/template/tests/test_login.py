@@ -29,7 +29,7 @@ class LoginTests(TestCase):
         return f"tcp:host=127.0.0.1:port={port.getHost().port}"
 
     async def logIn(self, address: str, name: bytes, password: bytes) -> IJobQueue:
-        """Log in to C{address} as C{name}; the connection is closed when the test ends."""
+        """Log in to `address` as `name`; the connection is closed when the test ends."""
         root = await bulk.connect(reactor, address, credentials=UsernamePassword(name, password))
         self.addCleanup(root.broker.disconnect)
         return root.typed(IJobQueue)
