@@ -30,7 +30,7 @@ from protocols.auth.realms import ClientCertificatesNeedTLS
 from protocols.auth.secretfiles import SecretFileError
 from protocols.auth.throttle import ThrottleStateError
 from protocols.deadline import ConnectTimeout
-from protocols.mismatch import NotTLS
+from protocols.mismatch import NotTLS, TLSHandshakeFailed
 from protocols.proxyheader import BadEndpointDescription
 from protocols.rpc.errors import ERRORS, CallLost
 
@@ -144,7 +144,7 @@ def needsLogin(failure: BaseException) -> bool:
 
 def _certificateAlert(failure: BaseException) -> str:
     """The TLS alert that refused this client's certificate (or its lack of one), or C{""}."""
-    if not isinstance(failure, NotTLS):
+    if not isinstance(failure, (NotTLS, TLSHandshakeFailed)):
         return ""
     return next((alert for alert in _CERTIFICATE_ALERTS if alert in str(failure)), "")
 

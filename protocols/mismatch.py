@@ -14,6 +14,8 @@ The two mistakes it names:
   so the client's TLS layer fails ("wrong version number") before any
   chunkwire byte: L{NotTLS}.  A TLS server that a plain client reached sees
   the same TLS failure and gets the same diagnosis.
+- Both ends speak TLS but a certificate was refused (not verified here, or
+  an alert from the peer): L{TLSHandshakeFailed}, which says which.
 """
 
 from __future__ import annotations
@@ -60,6 +62,34 @@ class NotTLS(ConnectionLost):
         )
 
 
+class TLSHandshakeFailed(ConnectionLost):
+    """
+    Both ends speak TLS, but the handshake failed on a certificate before
+    any byte of chunkwire: this side did not verify the peer's certificate
+    (C{certificate verify failed}: not signed by a CA in C{caCertsDir}, or
+    not issued for C{hostname}), or the peer refused this side's (a TLS
+    alert, such as a client certificate a server requires).  C{reason} is
+    the TLS library's error.
+    """
+
+    code = "tls-handshake-failed"
+
+    def __init__(self, reason: BaseException) -> None:
+        super().__init__(str(reason))
+        self.reason = reason
+
+    def __str__(self) -> str:
+        words = _tlsMessage(self.reason)
+        if _VERIFY_FAILED in words:
+            advice = (
+                "the peer's certificate was not verified: give caCertsDir= the directory of the CA that signed it,"
+                " and hostname= a name it was issued for"
+            )
+        else:
+            advice = "the peer refused this side's certificate or TLS settings"
+        return f"the TLS handshake failed ({words}): {advice}"
+
+
 def diagnoseLoss(decoder: Any, reason: Failure) -> Failure:
     """
     The reason to report for a lost connection: C{reason} itself, or, when
@@ -74,8 +104,22 @@ def diagnoseLoss(decoder: Any, reason: Failure) -> Failure:
     if type(error) is ConnectionDone:
         return Failure(ClosedBeforePreamble())  # type: ignore[no-untyped-call]
     if type(error).__module__.startswith("OpenSSL"):
+        if _isHandshakeRefusal(error):
+            return Failure(TLSHandshakeFailed(error))  # type: ignore[arg-type, no-untyped-call]
         return Failure(NotTLS(error))  # type: ignore[arg-type, no-untyped-call]
     return reason
+
+
+# OpenSSL's words when both ends speak TLS but one refused the other's
+# certificate: a failed verification here, or an alert the peer sent.
+_VERIFY_FAILED = "certificate verify failed"
+_REFUSALS = (_VERIFY_FAILED, "alert")
+
+
+def _isHandshakeRefusal(error: BaseException) -> bool:
+    """Whether a TLS error is a refused certificate (both ends speak TLS), not a peer that does not."""
+    message = _tlsMessage(error)
+    return any(words in message for words in _REFUSALS)
 
 
 def _tlsMessage(error: BaseException) -> str:

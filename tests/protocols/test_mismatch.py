@@ -12,7 +12,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from framing import Decoder
 from framing.wire import PREAMBLE
 from protocols import echo
-from protocols.mismatch import ClosedBeforePreamble, NotTLS, diagnoseLoss
+from protocols.mismatch import ClosedBeforePreamble, NotTLS, TLSHandshakeFailed, diagnoseLoss
 from protocols.testing import SelfSignedCertificate
 
 from .helpers import pytestTest, trialTest
@@ -56,16 +56,38 @@ async def tlsClientOnPlainPort(reactor: Any) -> None:
     assert "does not speak TLS" in str(error) and "tcp: endpoint" in str(error), str(error)
 
 
+async def untrustedServerCertificate(reactor: Any) -> None:
+    """
+    A TLS client that trusts another CA than the one that signed the server's
+    certificate fails with TLSHandshakeFailed, which says the certificate was
+    not verified and what to give; not with NotTLS (both ends speak TLS).
+    """
+    with tempfile.TemporaryDirectory() as served, tempfile.TemporaryDirectory() as trusted:
+        server = SelfSignedCertificate.generate("localhost").writeTo(served)
+        other = SelfSignedCertificate.generate("localhost").writeTo(trusted)
+        port = await echo.serve(reactor, server.serverEndpoint(0))
+        try:
+            client = await echo.connect(reactor, other.clientEndpoint(port.getHost().port))
+            error = await expectFailure(client.echo(1))
+        finally:
+            await port.stopListening()
+    assert isinstance(error, TLSHandshakeFailed), repr(error)
+    assert "certificate verify failed" in str(error) and "caCertsDir=" in str(error), str(error)
+    assert "does not speak TLS" not in str(error), str(error)
+
+
 class MismatchTests(TestCase):
     """Each mismatch over real sockets (trial runs these; pytest runs the twins below)."""
 
     timeout = 30
     test_plainClientOnTLSPort = trialTest(plainClientOnTLSPort)
     test_tlsClientOnPlainPort = trialTest(tlsClientOnPlainPort)
+    test_untrustedServerCertificate = trialTest(untrustedServerCertificate)
 
 
 test_plain_client_on_tls_port = pytestTest(plainClientOnTLSPort)
 test_tls_client_on_plain_port = pytestTest(tlsClientOnPlainPort)
+test_untrusted_server_certificate = pytestTest(untrustedServerCertificate)
 
 
 class FakeTLSError(Exception):
@@ -93,6 +115,18 @@ class DiagnosisTests(SynchronousTestCase):
         self.assertIsInstance(tls, NotTLS)
         self.assertIsInstance(tls, ConnectionLost)
         self.assertIn("(wrong version number)", str(tls))
+
+    def test_refusedCertificate(self) -> None:
+        """Before any byte, a failed verification or a peer's alert is a TLSHandshakeFailed, not a NotTLS."""
+        for words, advice in (
+            ("certificate verify failed", "caCertsDir="),
+            ("tlsv13 alert certificate required", "refused this side's certificate"),
+        ):
+            error = diagnoseLoss(Decoder(), Failure(FakeTLSError([("SSL routines", "", words)]))).value
+            self.assertIsInstance(error, TLSHandshakeFailed)
+            self.assertNotIsInstance(error, NotTLS)
+            self.assertIn(f"({words})", str(error))
+            self.assertIn(advice, str(error))
 
     def test_otherReasons(self) -> None:
         """A connection lost for another reason (reset, refused) keeps its reason."""
