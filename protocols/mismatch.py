@@ -103,10 +103,10 @@ def diagnoseLoss(decoder: Any, reason: Failure) -> Failure:
     error = reason.value
     if type(error) is ConnectionDone:
         return Failure(ClosedBeforePreamble())  # type: ignore[no-untyped-call]
-    if type(error).__module__.startswith("OpenSSL"):
+    if error is not None and type(error).__module__.startswith("OpenSSL"):
         if _isHandshakeRefusal(error):
-            return Failure(TLSHandshakeFailed(error))  # type: ignore[arg-type, no-untyped-call]
-        return Failure(NotTLS(error))  # type: ignore[arg-type, no-untyped-call]
+            return Failure(TLSHandshakeFailed(error))  # type: ignore[no-untyped-call]
+        return Failure(NotTLS(error))  # type: ignore[no-untyped-call]
     return reason
 
 
