@@ -11,7 +11,7 @@ runs, so load drifting between runs cancels out.  Peak RSS is each process's
 VmHWM, against its VmRSS once connected and idle.
 
   - C{raw}: a Twisted C{Protocol} with an C{IPushProducer} writing one 64 KiB
-    buffer over and over; the server discards in C{dataReceived}.  The ceiling.
+    buffer over and over; the server discards in C{dataReceived}.  A reference line: it reads and writes no file.
   - C{raw-tuned}: the same, with the socket settings chunkwire's bulk
     connections use (512 KiB reads, 1 MiB per send): what the tuning alone buys.
   - C{chunkwire}: C{callRemote("sink", Stream(source))} on a bulk connection;
@@ -114,7 +114,7 @@ CASES = (
 )
 PING_CASES = ("chunkwire", "chunkwire-sha256", "chunkwire-nodigest")
 LABELS = {
-    "raw": "raw Twisted producer, 64 KiB writes (ceiling)",
+    "raw": "raw Twisted producer, 64 KiB writes (reference; reads and writes no file)",
     "raw-tuned": "raw Twisted producer, chunkwire's socket settings",
     "chunkwire": "chunkwire Stream, digest checked (default: negotiated)",
     "chunkwire-sha256": "chunkwire Stream, SHA-256 forced",
