@@ -108,9 +108,23 @@ def refuseOverwrite(output: str, force: bool) -> None:
         raise SystemExit(1)
 
 
-async def transfer(reactor: Any, args: argparse.Namespace, credentials: Any = None) -> None:
+def bulkOptions(steady: bool) -> bulk.BulkOptions | None:
+    """
+    The connection's options: once L{bulk.steadyAllocator} made read
+    buffers C{steady}, reads of L{bulk.STEADY_READ_SIZE} (a fetch then takes
+    one reactor turn, one grant and about one file write per frame); else
+    the library's defaults (C{None}).
+    """
+    return bulk.BulkOptions(readSize=bulk.STEADY_READ_SIZE) if steady else None
+
+
+async def transfer(
+    reactor: Any, args: argparse.Namespace, credentials: Any = None, options: bulk.BulkOptions | None = None
+) -> None:
+    """Run the command C{args} names, over connections made with C{options} (default: the library's)."""
+
     def connect() -> Deferred[Any]:
-        return bulk.connect(reactor, args.connect, credentials=credentials, timeout=args.timeout)
+        return bulk.connect(reactor, args.connect, credentials=credentials, timeout=args.timeout, options=options)
 
     if args.command == "list":
         root = await connect()
@@ -135,7 +149,7 @@ async def transfer(reactor: Any, args: argparse.Namespace, credentials: Any = No
     progress = RunProgress(onResume=resuming)
     display = ProgressDisplay(progress, f"{args.command} {label}", sys.stdout, reactor)
     digests = [args.digest] if args.digest else None
-    options = {
+    transferOptions = {
         "streams": args.streams,
         "clock": reactor,
         "progress": progress,
@@ -143,9 +157,9 @@ async def transfer(reactor: Any, args: argparse.Namespace, credentials: Any = No
         "hashing": args.hashing,
     }
     if args.command == "send":
-        work = Deferred.fromCoroutine(sendFile(connect, args.file, args.name, **options))
+        work = Deferred.fromCoroutine(sendFile(connect, args.file, args.name, **transferOptions))
     else:
-        work = Deferred.fromCoroutine(fetchFile(connect, args.name, output, **options))
+        work = Deferred.fromCoroutine(fetchFile(connect, args.name, output, **transferOptions))
     display.start()
     try:
         result = await interruptible(reactor, work, progress)
@@ -156,7 +170,7 @@ async def transfer(reactor: Any, args: argparse.Namespace, credentials: Any = No
 
 def main(argv: list[str]) -> None:
     # Per-read buffers stay with the process instead of being faulted back in (see steadyAllocator).
-    bulk.steadyAllocator()
+    steady = bulk.steadyAllocator()
     parser = CommandLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--connect", default="tcp:host=127.0.0.1:port=8770", metavar="ENDPOINT")
     parser.add_argument("--streams", type=int, default=1, metavar="N", help="connections to stripe over (default 1)")
@@ -195,7 +209,7 @@ def main(argv: list[str]) -> None:
 
     async def run(reactor: Any) -> None:
         try:
-            await transfer(reactor, args, credentials)
+            await transfer(reactor, args, credentials, bulkOptions(steady))
         except Interrupted as stopped:
             print(stopped, file=sys.stderr, flush=True)
             raise SystemExit(INTERRUPTED) from None

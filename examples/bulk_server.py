@@ -135,9 +135,21 @@ def fileLimitsFrom(args: argparse.Namespace) -> FileLimits:
     )
 
 
+def bulkOptions(hashing: str, steady: bool) -> bulk.BulkOptions:
+    """
+    The connections' options: incoming streams hashed in a worker thread
+    only if C{hashing} says so, and, once L{bulk.steadyAllocator} made
+    read buffers C{steady}, reads of L{bulk.STEADY_READ_SIZE} (one reactor
+    turn, one grant and about one file write per frame).
+    """
+    if steady:
+        return bulk.BulkOptions(hashing="thread" if hashing == "thread" else "inline", readSize=bulk.STEADY_READ_SIZE)
+    return bulk.BulkOptions(hashing="thread" if hashing == "thread" else "inline")
+
+
 def main(argv: list[str]) -> None:
     # Per-read buffers stay with the process instead of being faulted back in (see steadyAllocator).
-    bulk.steadyAllocator()
+    steady = bulk.steadyAllocator()
     parser = CommandLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     addListenArgument(parser, "tcp:8770")
     parser.add_argument("--dir", required=True, help="the directory to serve (created if missing)")
@@ -159,7 +171,7 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     TokenProtocol.trace = args.trace
     beginLoggingAsAsked(args)
-    options = bulk.BulkOptions(hashing="thread" if args.hashing == "thread" else "inline")
+    options = bulkOptions(args.hashing, steady)
     policy = policyFromArguments(args)
     listen = args.listen or ["tcp:8770"]
     limits = fileLimitsFrom(args)

@@ -132,7 +132,7 @@ from .errors import (
 )
 from .integrity import BLAKE3, DEFAULT_DIGEST, NEGOTIATED, OrderedHasher, availableDigests
 from .interfaces import IReceivingStream, ISendingStream, IStreamHost
-from .options import BulkOptions
+from .options import STEADY_READ_SIZE, BulkOptions
 from .outcome import TransferResult
 from .ranges import RangeSet
 from .receiving import IncomingStream, Receiver
@@ -149,6 +149,7 @@ __all__ = [
     "BLAKE3",
     "DEFAULT_DIGEST",
     "NEGOTIATED",
+    "STEADY_READ_SIZE",
     "DigestRefused",
     "DigestUnavailable",
     "availableDigests",

@@ -74,3 +74,26 @@ class ExamplesTests(SynchronousTestCase):
     def test_client(self) -> None:
         """examples/bulk_client.py fixes the thresholds before anything else."""
         self.assertTrue(self.mainAsks("bulk_client"))
+
+    def importExample(self, name: str) -> Any:
+        sys.path.insert(0, str(ROOT / "examples"))
+        try:
+            return __import__(name)
+        finally:
+            sys.path.pop(0)
+
+    def test_serverReadsMoreOnceSteady(self) -> None:
+        """With steady buffers the example server reads STEADY_READ_SIZE a turn; else the library's default."""
+        server = self.importExample("bulk_server")
+        self.assertEqual(server.bulkOptions("auto", True).readSize, bulk.STEADY_READ_SIZE)
+        self.assertEqual(server.bulkOptions("auto", False).readSize, bulk.BulkOptions().readSize)
+        self.assertNotEqual(bulk.STEADY_READ_SIZE, bulk.BulkOptions().readSize)
+        self.assertEqual(server.bulkOptions("thread", True).hashing, "thread")
+        self.assertEqual(server.bulkOptions("auto", True).hashing, "inline")
+
+    def test_clientReadsMoreOnceSteady(self) -> None:
+        """With steady buffers the example client connects with STEADY_READ_SIZE reads; else with the defaults."""
+        client = self.importExample("bulk_client")
+        options = client.bulkOptions(True)
+        self.assertEqual(options.readSize, bulk.STEADY_READ_SIZE)
+        self.assertIsNone(client.bulkOptions(False))

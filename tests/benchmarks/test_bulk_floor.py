@@ -1,0 +1,102 @@
+"""bench_bulk's bulk criterion: the framing-free copy moves every byte, and each file case is set against it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import tempfile
+import threading
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from tests.benchmarks import _floorcopy, bench_bulk
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+
+def transfer(mb_s: float) -> dict[str, object]:
+    """One direction's figures as the benchmark records them (each end 0.1 s user, 0.2 s system)."""
+    return bench_bulk._ends(GiB / (mb_s * 1e6), [0.1, 0.2, 0.0], [0.1, 0.2, 0.0], GiB)
+
+
+class FloorCopyTests(SynchronousTestCase):
+    """The two ends of the framing-free copy."""
+
+    def test_copiesEveryByte(self) -> None:
+        """The sender's file arrives whole in the receiver's fresh file, and both ends' digests are its SHA-256."""
+        data = os.urandom(3 * MiB + 12345)
+        with tempfile.TemporaryDirectory() as directory:
+            source, target = os.path.join(directory, "source"), os.path.join(directory, "target")
+            with open(source, "wb") as file:
+                file.write(data)
+            sending, receiving = socket.socketpair()
+            digests = [hashlib.sha256(), hashlib.sha256()]
+            sent: list[int] = []
+            sender = threading.Thread(target=lambda: sent.append(_floorcopy.send(sending, source, digests[0])))
+            sender.start()
+            received = _floorcopy.receive(receiving, target, digests[1])
+            sender.join()
+            sending.close()
+            receiving.close()
+            with open(target, "rb") as file:
+                self.assertEqual(file.read(), data)
+        self.assertEqual((sent, received), ([len(data)], len(data)))
+        expected = hashlib.sha256(data).hexdigest()
+        self.assertEqual([d.hexdigest() for d in digests], [expected, expected])
+
+    def test_receiverRefusesAnExistingFile(self) -> None:
+        """The receiver writes a fresh file: an existing one is an error, not overwritten."""
+        with tempfile.NamedTemporaryFile() as existing:
+            sending, receiving = socket.socketpair()
+            with sending, receiving, self.assertRaises(FileExistsError):
+                _floorcopy.receive(receiving, existing.name, hashlib.sha256())
+
+
+class CriterionTests(SynchronousTestCase):
+    """Each file case's rate against the floor of its own run, direction and digest."""
+
+    def summary(self) -> dict[str, object]:
+        floors = [
+            {"blake3": {"send": transfer(1000), "fetch": transfer(800)}},
+            {"blake3": {"send": transfer(500), "fetch": transfer(1000)}},
+            {"blake3": {"send": transfer(2000), "fetch": transfer(1000)}},
+        ]
+        cli = [
+            {"algorithm": "blake3", "send": transfer(900), "fetch": transfer(800)},
+            {"algorithm": "blake3", "send": transfer(500), "fetch": transfer(500)},
+            {"algorithm": "blake3", "send": transfer(1000), "fetch": transfer(900)},
+        ]
+        return {
+            "config": {"size": GiB},
+            "cases": {},
+            "calls": {},
+            "floor": bench_bulk.againstFloor({"cli": cli}, floors, GiB),
+        }
+
+    def test_ratioOfEachRun(self) -> None:
+        """The ratio is the median of each run's ratio to its own floor, not a ratio of medians."""
+        rows = {(row["case"], row["direction"]): row for row in self.summary()["floor"]["rows"]}  # type: ignore[index]
+        self.assertAlmostEqual(rows["cli", "send"]["ratio"], 0.9)  # 0.9, 1.0, 0.5
+        self.assertAlmostEqual(rows["cli", "fetch"]["ratio"], 0.9)  # 1.0, 0.5, 0.9
+        self.assertEqual(rows["floor", "send"]["ratio"], 1.0)
+
+    def test_cpuSplitPerGiB(self) -> None:
+        """Each end's user, system and waiting time are given per GiB (waiting: the time it was not running)."""
+        row = self.summary()["floor"]["rows"][0]  # type: ignore[index]
+        self.assertAlmostEqual(row["server_user_s"], 0.1)
+        self.assertAlmostEqual(row["client_system_s"], 0.2)
+        self.assertAlmostEqual(row["server_wait_s"], GiB / 1000e6 - 0.3)
+
+    def test_criteria(self) -> None:
+        """The CLI with BLAKE3 must reach 0.9x the floor in each direction; the floor's own rows are no check."""
+        checks = [check for check in bench_bulk.criteria(self.summary()) if "framing-free" in check[0]]
+        self.assertEqual(
+            [(label.split(" MB/s")[0], op, threshold) for label, _, op, threshold in checks],
+            [("bulk: cli send (blake3)", ">=", 0.9), ("bulk: cli fetch (blake3)", ">=", 0.9)],
+        )
+
+    def test_targets(self) -> None:
+        """SHA-256 forced must reach 0.8x, the library 0.95x."""
+        self.assertEqual(bench_bulk.FLOOR_TARGETS, {"cli": 0.9, "cli-sha256": 0.8, "library": 0.95})
