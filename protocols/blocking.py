@@ -45,7 +45,11 @@ Contract:
    bounds the server's silence while a call waits: after half of it with
    nothing received, a PING is sent (a live server answers even while its
    method runs); after all of it the connection is closed and every waiting
-   call fails with L{ServerSilent}.
+   call fails with L{ServerSilent}, as it does when a send stays blocked
+   that long (a server that stopped reading).  Each bound is noticed at
+   most an eighth of it late: the socket stays blocking, with a kernel
+   receive timeout (SO_RCVTIMEO) of that tick, so a read or a send is one
+   system call.
  - Bad input from the server is a typed error, never a hang: an answer
    this side refuses fails that call with the L{framing.Violation}; a broken
    stream or an answer to no call (L{UnexpectedAnswer}) ends the connection
@@ -62,6 +66,7 @@ refused argument is a L{RemoteViolation}).
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 import time
 from types import TracebackType
@@ -127,6 +132,12 @@ class _Waiter:
         self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
+
+
+def _timeval(seconds: float) -> bytes:
+    """C{seconds} as the C{struct timeval} of SO_RCVTIMEO and SO_SNDTIMEO (0: no timeout)."""
+    whole = int(seconds)
+    return struct.pack("ll", whole, int((seconds - whole) * 1_000_000))
 
 
 def parseAddress(address: str | tuple[str, int]) -> tuple[str, int]:
@@ -220,6 +231,14 @@ class BlockingConnection:
         self._goingAway = False
         self._lastHeard = time.monotonic()
         self._pingSent = False
+        # The socket stays in blocking mode: a read or a send is then one system call (a Python
+        # timeout would add a poll() to each, and settimeout() an ioctl).  Timeouts come from
+        # the kernel instead: SO_RCVTIMEO wakes the reader every tick (_keepTick) to look at the
+        # call's deadline and the server's silence; SO_SNDTIMEO bounds a send the server never reads.
+        sock.settimeout(None)
+        self._tickFor: tuple[float | None, ...] | None = None
+        if silenceTimeout is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(silenceTimeout))
 
     # -- connecting ----------------------------------------------------------
 
@@ -234,12 +253,12 @@ class BlockingConnection:
         deadline = None if timeout is None else time.monotonic() + timeout
         received = 0
         with self._lock:
+            self._keepTick(timeout)
             while received < len(PREAMBLE) and self._failure is None:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
+                if deadline is not None and time.monotonic() >= deadline:
                     self._fail(ServerSilent(f"no chunkwire preamble from {self.peer} within {timeout:g} s"))
                     break
-                chunk = self._receive(remaining)
+                chunk = self._receive()
                 if chunk is not None:
                     received += len(chunk)
                     self._handle(chunk)
@@ -291,11 +310,11 @@ class BlockingConnection:
             try:
                 self._socket.sendall(data)
             except OSError as error:
-                failed: BaseException | None = error
+                failed = self._sendFailed(error)
             else:
                 return
         with self._lock:
-            self._fail(ConnectionLost(f"sending to {self.peer} failed: {failed}"))
+            self._fail(failed)
             raise self._failure  # type: ignore[misc]
 
     def _encode(self, message: Message) -> bytes:
@@ -333,7 +352,8 @@ class BlockingConnection:
                     continue
                 self._reading = True
                 try:
-                    chunk = self._receive(self._readTimeout(remaining))
+                    self._keepTick()
+                    chunk = self._receive()
                     if chunk is not None:
                         self._handle(chunk)
                 finally:
@@ -357,30 +377,35 @@ class BlockingConnection:
 
     # -- reading (one thread at a time, holding _lock but while in recv) -------
 
-    def _readTimeout(self, remaining: float | None) -> float | None:
-        """How long the next C{recv} may wait: until the call's deadline or the next look at the server's silence."""
-        silence = self.silenceTimeout
-        if silence is None:
-            return remaining
-        checkpoint = self._lastHeard + (silence if self._pingSent else silence / 2) - time.monotonic()
-        checkpoint = max(checkpoint, 0.0)
-        return checkpoint if remaining is None else min(remaining, checkpoint)
+    def _keepTick(self, connecting: float | None = None) -> None:
+        """
+        Keep the socket's receive timeout at an eighth of the shortest bound
+        in force (C{callTimeout}, C{silenceTimeout}, the C{connecting}
+        timeout), so that each is noticed at most that late; no bound, no
+        timeout.  One C{setsockopt} when the bounds change, none per read.
+        """
+        bounds = (self.callTimeout, self.silenceTimeout, connecting)
+        if bounds == self._tickFor:
+            return
+        self._tickFor = bounds
+        given = [bound for bound in bounds if bound is not None]
+        tick = max(min(given) / 8, 0.001) if given else 0.0
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(tick))
 
-    def _receive(self, timeout: float | None) -> bytes | None:
+    def _receive(self) -> bytes | None:
         """
         One chunk from the socket, read with C{_lock} released; C{None} if
-        nothing came within C{timeout} (the server's silence is then
-        judged) or the connection ended (L{_failure} says why).
+        nothing came within a tick (the server's silence is then judged) or
+        the connection ended (L{_failure} says why).
         """
         if self._failure is not None:
             return None
         sock = self._socket
         self._lock.release()
         try:
-            sock.settimeout(timeout)
             chunk = sock.recv(_READ_SIZE)
         except (TimeoutError, BlockingIOError):
-            # (a timeout of 0, the silence checkpoint reached: the socket is non-blocking then)
+            # (SO_RCVTIMEO passed: EAGAIN from a blocking socket)
             chunk = None
         except OSError as error:
             self._lock.acquire()
@@ -492,9 +517,15 @@ class BlockingConnection:
             encoded = self._encode(data) if type(data) is Message else data
             self._socket.sendall(self._takeOutbox() + encoded)  # type: ignore[operator]
         except OSError as error:
-            self._fail(ConnectionLost(f"sending to {self.peer} failed: {error}"))
+            self._fail(self._sendFailed(error))
         finally:
             self._sendLock.release()
+
+    def _sendFailed(self, error: OSError) -> BaseException:
+        """Why the connection ends when a send failed with C{error}: the server read nothing for too long, or else."""
+        if isinstance(error, (BlockingIOError, TimeoutError)):
+            return ServerSilent(f"{self.peer} read nothing this side sent for {self.silenceTimeout:g} s")
+        return ConnectionLost(f"sending to {self.peer} failed: {error}")
 
     def _encodeAlone(self, message: Any) -> bytes:
         """The bytes of C{message} from an encoder of its own (the shared one is busy)."""
