@@ -468,12 +468,14 @@ class BlockingConnection:
                     waiter.error = rebuild(typeName, text, remoteTraceback, details)
                     waiter.done = True
             elif tag == CALL:
-                self._refuseCall(obj)
+                self._refuseCall(obj[1], noSuchObject(obj[2]))
             elif tag == GOAWAY:
                 self._goingAway = True
             # CANCEL and RELEASE: this side runs no calls and exports nothing.
         elif isinstance(obj, MessageRefused):
-            if obj.tag in (ANSWER, FAIL):
+            if obj.tag == CALL:
+                self._refuseCall(obj.requestId, obj.violation)
+            elif obj.tag in (ANSWER, FAIL):
                 waiter = self._answered(obj.requestId, "a refused answer")
                 if waiter is not None:
                     violation = obj.violation
@@ -495,12 +497,15 @@ class BlockingConnection:
                 self._fail(unexpected)
         return waiter
 
-    def _refuseCall(self, message: Message) -> None:
-        """The server called this side, which exports nothing yet: answer that the object does not exist."""
-        requestId, target = message[1], message[2]
+    def _refuseCall(self, requestId: int, error: Exception) -> None:
+        """
+        Answer the server's call C{requestId} with C{error}: this side exports
+        nothing yet (L{NoSuchObject}), or it refused the call's message (its
+        L{framing.Violation}).
+        """
         if requestId == NO_ANSWER:
             return
-        typeName, text, details = describe(noSuchObject(target))
+        typeName, text, details = describe(error)
         self._sendQuietly(Message((FAIL, requestId, typeName, text, None, details)))
 
     def _sendQuietly(self, data: bytes | Message) -> None:

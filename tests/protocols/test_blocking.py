@@ -20,8 +20,28 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder, Registry
-from framing.rpc.errors import CallTimedOut, DeadReferenceError, NoSuchMethod, UnexpectedAnswer, describe, noSuchMethod
-from framing.rpc.wire import ANSWER, CALL, CANCEL, FAIL, OPEN_TYPE, Message, MessageSlicer, MessageUnslicer
+from framing.rpc.errors import (
+    NO_SUCH_OBJECT,
+    VIOLATION,
+    CallTimedOut,
+    DeadReferenceError,
+    NoSuchMethod,
+    UnexpectedAnswer,
+    describe,
+    noSuchMethod,
+)
+from framing.rpc.wire import (
+    ANSWER,
+    CALL,
+    CANCEL,
+    FAIL,
+    GOAWAY,
+    NO_ANSWER,
+    OPEN_TYPE,
+    Message,
+    MessageSlicer,
+    MessageUnslicer,
+)
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PONG, PREAMBLE, encode_header
 from protocols.blocking import ConnectionLost, ServerSilent, connect, parseAddress
@@ -208,6 +228,60 @@ class CallTests(SynchronousTestCase):
             for thread in threads:
                 thread.join(HANG)
         self.assertEqual(results, {worker: [(worker, n) for n in range(25)] for worker in range(4)})
+
+    def test_callRemoteOnly(self) -> None:
+        """callRemoteOnly sends a CALL numbered NO_ANSWER and waits for nothing; the next call is numbered 1."""
+        seen: list[Any] = []
+
+        def script(peer: ScriptedPeer) -> None:
+            seen.append(peer.next())
+            call = peer.next()
+            seen.append(call)
+            peer.send(Message((ANSWER, call[1], "answered")))
+            peer.next()
+
+        server = ScriptedServer(self, script)
+        with connect(server.address, timeout=HANG) as connection:
+            self.assertIsNone(connection.root.callRemoteOnly("log", "line"))
+            self.assertEqual(connection.root.callRemote("get"), "answered")
+        self.assertTrue(server.done.wait(HANG))
+        self.assertEqual([message[:4] for message in seen], [(CALL, NO_ANSWER, 0, "log"), (CALL, 1, 0, "get")])
+
+    def test_serverCallsRefused(self) -> None:
+        """The server's calls to this side are answered: NoSuchObject (nothing is exported yet), or the refusal."""
+        answers: list[Any] = []
+
+        def script(peer: ScriptedPeer) -> None:
+            call = peer.next()
+            peer.send(Message((CALL, 7, 3, "changed", None, "k")))
+            answers.append(peer.next())
+            peer.send(Message((CALL, 8, 3, "changed", ("not", "a", "dict"), "k")))
+            answers.append(peer.next())
+            peer.send(Message((ANSWER, call[1], "done")))
+            peer.next()
+
+        server = ScriptedServer(self, script)
+        with connect(server.address, timeout=HANG) as connection:
+            self.assertEqual(connection.root.callRemote("watch"), "done")
+        self.assertTrue(server.done.wait(HANG))
+        self.assertEqual(answers[0][:3], (FAIL, 7, NO_SUCH_OBJECT))
+        self.assertEqual(answers[1][:3], (FAIL, 8, VIOLATION))
+        self.assertEqual(answers[1][5], ("kind-refused", "kwargs"))
+
+    def test_goAway(self) -> None:
+        """After the server's GOAWAY the call in flight still gets its answer; a new call raises DeadReferenceError."""
+
+        def script(peer: ScriptedPeer) -> None:
+            call = peer.next()
+            peer.send(Message((GOAWAY, 5000)))
+            peer.send(Message((ANSWER, call[1], "last")))
+            peer.next()
+
+        server = ScriptedServer(self, script)
+        with connect(server.address, timeout=HANG) as connection:
+            self.assertEqual(connection.root.callRemote("get"), "last")
+            error = self.assertRaises(DeadReferenceError, connection.root.callRemote, "get")
+        self.assertIn("going away", str(error))
 
 
 class TimeoutTests(SynchronousTestCase):
