@@ -93,11 +93,9 @@ from framing.rpc.wire import (
     FAIL,
     GOAWAY,
     NO_ANSWER,
-    OPEN_TYPE,
     ROOT_ID,
     Message,
-    MessageSlicer,
-    MessageUnslicer,
+    addMessageTypes,
 )
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PING, PONG, PREAMBLE, encode_header
@@ -214,8 +212,7 @@ class BlockingConnection:
         self.root = BlockingReference(self, ROOT_ID)
         self._socket = sock
         connectionRegistry = Registry(registry if registry is not None else DEFAULT_REGISTRY)
-        connectionRegistry.add_slicer(Message, MessageSlicer())
-        connectionRegistry.add_unslicer(OPEN_TYPE, MessageUnslicer)
+        addMessageTypes(connectionRegistry)
         self._encoder = Encoder(connectionRegistry)
         self._decoder = Decoder(limits, connectionRegistry)
         self._table: CallTable[_Waiter] = CallTable()

@@ -48,7 +48,7 @@ from typing import Any
 
 from zope.interface import implementer
 
-from framing import Limits, Violation
+from framing import Limits, Registry, Violation
 from framing.errors import InvalidValue, KindRefused, TooManyItems, short_repr
 from framing.slicing.builtin import BudgetedUnslicer
 from framing.slicing.interfaces import ISlicer
@@ -290,6 +290,15 @@ def buildMessage(items: list[Any]) -> Message | None:
     if tag == CALL:
         return Message((*items[:_KWARGS], tuple(items[_ARGS:]), items[_KWARGS] or {}))
     return Message(items)
+
+
+_SLICER = MessageSlicer()
+
+
+def addMessageTypes(registry: Registry) -> None:
+    """Make C{registry} send L{Message}s and build them from OPEN C{"rpc"} (every RPC connection does)."""
+    registry.add_slicer(Message, _SLICER)
+    registry.add_unslicer(OPEN_TYPE, MessageUnslicer)
 
 
 class MessageUnslicer(BudgetedUnslicer):

@@ -25,6 +25,7 @@ from framing.rpc.wire import (
     Message,
     MessageSlicer,
     MessageUnslicer,
+    addMessageTypes,
     buildMessage,
 )
 
@@ -45,5 +46,6 @@ __all__ = [
     "Message",
     "MessageSlicer",
     "MessageUnslicer",
+    "addMessageTypes",
     "buildMessage",
 ]

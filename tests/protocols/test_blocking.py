@@ -37,10 +37,8 @@ from framing.rpc.wire import (
     FAIL,
     GOAWAY,
     NO_ANSWER,
-    OPEN_TYPE,
     Message,
-    MessageSlicer,
-    MessageUnslicer,
+    addMessageTypes,
 )
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PONG, PREAMBLE, encode_header
@@ -51,8 +49,7 @@ HANG = 30.0
 """Seconds within which anything that is not a hang finishes, however loaded the machine."""
 
 REGISTRY = Registry(DEFAULT_REGISTRY)
-REGISTRY.add_slicer(Message, MessageSlicer())
-REGISTRY.add_unslicer(OPEN_TYPE, MessageUnslicer)
+addMessageTypes(REGISTRY)
 
 
 class ScriptedPeer:
