@@ -161,6 +161,7 @@ PROCESS_TESTS = {
         "tests/test_benchmark_plots.py",
         "tests/test_docs_snippets.py",
         "tests/protocols/rpc/test_interfaces_mypy.py",
+        "tests/protocols/test_blocking_kv.py",
     ),
     "pure": (
         "tests/attack/test_round3_auth.py",

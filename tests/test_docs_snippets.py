@@ -62,6 +62,14 @@ EXPECTED: dict[str, list[str]] = {
         "revoked: refused",
     ],
     "shared_port.py": ["answers: [0, 1, 2, 3]"],
+    "without_twisted.py": [
+        "get: hello",
+        "list: ['greeting']",
+        "missing: 'nobody'",
+        "refused by the server: body-too-large args[0]",
+        "no such method: NoSuchMethod: 'gett' is not a remote method of this object; did you mean 'get'?",
+        "twisted imported: False",
+    ],
     "compiled_core.py": ["decoded: [(1, 5), (7, 7)]", "refused: not a span: [9, 2]"],
     "trace_tutorial.py": ["back: {'name': 'ada', 'n': 5}"],
     "bulk_tutorial.py": [

@@ -72,11 +72,9 @@ from .refs import (
     YourReferenceUnslicer,
 )
 from .tables import ReferenceTable
-from .wire import CALL, MESSAGES, OPEN_TYPE, Message, MessageSlicer, MessageUnslicer
+from .wire import CALL, MESSAGES, Message, addMessageTypes
 
 __all__ = ["Broker", "BrokerFactory", "currentBroker"]
-
-_MESSAGE_SLICER = MessageSlicer()
 
 
 @implementer(IObjectReceiver)
@@ -197,8 +195,7 @@ class Broker:
     def _addTypes(self, registry: Registry) -> None:
         """Add the RPC messages and the references (sliced against this connection's tables) to C{registry}."""
         tables = self.references
-        registry.add_slicer(Message, _MESSAGE_SLICER)
-        registry.add_unslicer(OPEN_TYPE, MessageUnslicer)
+        addMessageTypes(registry)
         registry.add_slicer(Referenceable, ReferenceableSlicer(tables))
         registry.add_slicer(RemoteReference, RemoteReferenceSlicer(tables))
         registry.add_unslicer(REF_OPEN_TYPE, lambda limits: ReferenceUnslicer(limits, tables))

@@ -1,4 +1,4 @@
-"""The calls one side makes: request ids, the pending table, timeouts and cancelling.
+"""The calls one side makes, as Deferreds: timeouts and cancelling on the sans-IO call table.
 
 Contract: calls in flight live in a dict keyed by request id, so sending,
 answering, failing and cancelling a call are O(1) whatever is in flight and
@@ -10,16 +10,18 @@ errbacks at once with the reason.  An answer to a call this side gave up on
 per such call is expected, and any other answer to an id that is not pending
 (a call never made, or answered twice) drops the connection with
 L{UnexpectedAnswer}, so a peer cannot flood this side with answers it never
-asked for.  At most C{CallLimits.maxPending} calls wait (C{callRemote} past
-it fails at once with L{TooManyPendingCalls}); with C{CallLimits.callTimeout}
-each call has a timer, stopped when it is answered.  A call that asks for no
+asked for.  The request ids, the pending table and that decision are
+L{framing.rpc.calltable.CallTable}'s, which the blocking client shares;
+this module adds the Deferreds, the timers and the CANCELs.  At most
+C{CallLimits.maxPending} calls wait (C{callRemote} past it fails at once
+with L{TooManyPendingCalls}); with C{CallLimits.callTimeout} each call has
+a timer, stopped when it is answered.  A call that asks for no
 answer (L{OutgoingCalls.callRemoteOnly}) is sent and forgotten: nothing of
 it is kept, so it counts towards no limit here.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -29,6 +31,7 @@ from twisted.python.failure import Failure
 
 from framing.errors import short_repr
 from framing.outgoing import Outgoing
+from framing.rpc.calltable import CallTable
 
 from .errors import (
     CallTimedOut,
@@ -36,7 +39,6 @@ from .errors import (
     MessageRefused,
     RemoteViolation,
     TooManyPendingCalls,
-    UnexpectedAnswer,
     callLost,
     rebuild,
 )
@@ -95,11 +97,7 @@ class OutgoingCalls:
         self._clock = clock
         self._callSent = tuple(callSent)
         self._open = False
-        self._requestIds = itertools.count(1)
-        self._lastRequestId = 0
-        # Answers still expected for calls given up on: one per cancelled call.
-        self._lateAnswers = 0
-        self._pending: dict[int, _Call] = {}
+        self._table: CallTable[_Call] = CallTable(callLimits.maxPending)
         self._cancelCall = self._cancel  # bound once: one canceller for every call
 
     @property
@@ -110,7 +108,7 @@ class OutgoingCalls:
     @property
     def pendingCount(self) -> int:
         """How many calls wait for their answer."""
-        return len(self._pending)
+        return len(self._table)
 
     def start(self) -> None:
         """The connection is up: calls may be sent."""
@@ -126,15 +124,14 @@ class OutgoingCalls:
         if type(name) is not str:
             return fail(TypeError(f"a method name is a str, not {type(name).__name__}"))
         limits = self.callLimits
-        if limits.maxPending is not None and len(self._pending) >= limits.maxPending:
-            waiting = len(self._pending)
-            return fail(TooManyPendingCalls(f"cannot call {name!r}: {waiting} calls already wait for answers"))
-        requestId = self._lastRequestId = next(self._requestIds)
         # (Deferred's own __init__, then the fields set here: one call less per call than an __init__ of ours)
         call = _Call(self._cancelCall)
-        call.requestId, call.name, call.timer = requestId, name, None
         # Pending before sending: a synchronous transport may answer at once.
-        self._pending[requestId] = call
+        try:
+            requestId = self._table.add(call, name)
+        except TooManyPendingCalls:
+            return fail()
+        call.requestId, call.name, call.timer = requestId, name, None
         # (made here only for the extensions to see: else sendObject makes one if a slicer runs)
         outgoing = None
         if self._callSent:
@@ -144,9 +141,9 @@ class OutgoingCalls:
         try:
             self._connection.sendObject(Message((CALL, requestId, target, name, kwargs or None, *args)), outgoing)
         except Exception:
-            del self._pending[requestId]
+            self._table.take(requestId)
             return fail()
-        if limits.callTimeout is not None and requestId in self._pending:
+        if limits.callTimeout is not None and call.called is False:
             call.timer = reactorOf(self._clock).callLater(limits.callTimeout, self._timedOut, requestId, name)
         return call
 
@@ -167,13 +164,13 @@ class OutgoingCalls:
 
     def _timedOut(self, requestId: int, name: str) -> None:
         """A call's timeout passed: forget it, tell the peer, and fail it with L{CallTimedOut}."""
-        call = self._pending.pop(requestId, None)
+        call = self._table.take(requestId)
         if call is None:
             return
         call.timer = None
         seconds = self.callLimits.callTimeout or 0.0
         if self._open and self._connection.failure is None:
-            self._lateAnswers += 1  # given up on, as if cancelled: its answer may still come, once
+            self._table.expectLateAnswer()  # given up on, as if cancelled: its answer may still come, once
             self._connection.sendObject(Message((CANCEL, requestId)))
         call.errback(CallTimedOut(name, seconds))
 
@@ -181,11 +178,11 @@ class OutgoingCalls:
         """The canceller of every call: forget it and tell the peer; the Deferred then fails with CancelledError."""
         assert isinstance(call, _Call)
         requestId = call.requestId
-        if self._pending.pop(requestId, None) is not None and self._open:
+        if self._table.take(requestId) is not None and self._open:
             if call.timer is not None:
                 call.timer.cancel()
                 call.timer = None
-            self._lateAnswers += 1
+            self._table.expectLateAnswer()
             self._connection.sendObject(Message((CANCEL, requestId)))
 
     # -- answers (handlers of the message table) ----------------------------------------
@@ -194,7 +191,7 @@ class OutgoingCalls:
         """An ANSWER: the call's Deferred fires with the result."""
         _, requestId, result = message
         # (L{_answered} written out: this runs for every call.)
-        call = self._pending.pop(requestId, None)
+        call = self._table.take(requestId)
         if call is None:
             self._notPending(requestId, "an answer")
             return
@@ -228,7 +225,7 @@ class OutgoingCalls:
         The pending call C{requestId}, now answered (forgotten, its timer
         stopped); C{None} if it is not pending (see L{_notPending}).
         """
-        call = self._pending.pop(requestId, None)
+        call = self._table.take(requestId)
         if call is None:
             self._notPending(requestId, what)
             return None
@@ -243,24 +240,22 @@ class OutgoingCalls:
         per cancelled or timed-out call (ignored, logged at debug level within
         the log rate); otherwise a call never made or answered twice.
         """
-        made = 0 < requestId <= self._lastRequestId
-        if self._lateAnswers and made:
-            self._lateAnswers -= 1
+        unexpected = self._table.strayAnswer(requestId, what)
+        if unexpected is None:
             template = "{peer}: ignoring {what} to request {id}, which is not pending: it was cancelled or timed out"
             self._connection.logFailure("not-pending", template, LogLevel.debug, what=what, id=requestId)
             return
-        how = "was answered already" if made else "was never made"
-        self._connection.failConnection(UnexpectedAnswer(f"{what} to request {requestId}, which {how}"))
+        self._connection.failConnection(unexpected)
 
     def connectionLost(self, reason: Failure) -> None:
         """Fail every pending call with C{reason}, naming its method and the peer; later calls fail at once."""
         self._open = False
         self._cancelCall = _callsGone
-        pending, self._pending = self._pending, {}
+        pending = self._table.takeAll()
         error = reason.value
         assert error is not None
         peer = self._connection.peerName() if pending else ""
-        for call in pending.values():
+        for call in pending:
             if call.timer is not None:
                 call.timer.cancel()
                 call.timer = None

@@ -11,6 +11,9 @@ Five peers answer the same C{echo(value)} call over loopback TCP:
   - C{handrolled}: C{Int32StringReceiver} + msgpack, C{[id, name, args]}
     answered by C{[id, result]}: the floor a library is measured against.
 
+Beside them, C{chunkwire-blocking} (L{BLOCKING}): the chunkwire server, called
+by the blocking client, whose process runs no reactor (L{blockingClientMain}).
+
 The set-ups follow C{research/anchors-rpc.md}: no peer is tuned beyond
 raising a size limit where one would get in the way.
 
@@ -38,6 +41,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from array import array
 from collections import deque
@@ -65,7 +69,12 @@ LOGIN = "chunkwire-login"
 Not in L{PEERS}: measure it with C{--peers chunkwire chunkwire-login}."""
 LABELS[LOGIN] = "chunkwire, logged in"
 LOGIN_USER, LOGIN_PASSWORD = "bench", b"a bench password"
-ALL_PEERS = (*PEERS, LOGIN)
+BLOCKING = "chunkwire-blocking"
+"""chunkwire's Twisted server called by the blocking client of C{protocols.blocking}: no reactor in the client
+process (issue 32).  With N calls in flight it runs N threads on its one connection.  Measured by bench_rpc
+beside C{chunkwire} (its default peers), not by the other RPC benchmarks."""
+LABELS[BLOCKING] = "chunkwire, blocking client"
+ALL_PEERS = (*PEERS, LOGIN, BLOCKING)
 RAW = "raw"
 """Not an RPC peer: bare bytes echoed by a plain Protocol, to measure the link itself."""
 LABELS[RAW] = "raw TCP echo (the link itself)"
@@ -210,7 +219,7 @@ async def listen(reactor: Any, peer: str) -> str:
 
     @return: its address: a port number, or foolscap's FURL.
     """
-    if peer == "chunkwire":
+    if peer in ("chunkwire", BLOCKING):
         from protocols import rpc
 
         class EchoRoot(rpc.Referenceable):
@@ -492,14 +501,19 @@ class Load:
 
 def summary(load: Load) -> dict[str, Any]:
     """Calls/s and round-trip figures of a finished L{Load}."""
+    return figures(load.answered, load.errors, load.last - load.started, load.rtts)
+
+
+def figures(answered: int, errors: int, seconds: float, rtts: Any) -> dict[str, Any]:
+    """Calls/s and round-trip figures of C{answered} calls in C{seconds}, their round trips C{rtts} (or None)."""
     result: dict[str, Any] = {
-        "calls_per_s": load.callsPerSecond,
-        "completed": load.answered,
-        "errors": load.errors,
-        "seconds": load.last - load.started,
+        "calls_per_s": answered / seconds if seconds > 0 else 0.0,
+        "completed": answered,
+        "errors": errors,
+        "seconds": seconds,
     }
-    if load.rtts:
-        ordered = sorted(load.rtts)
+    if rtts:
+        ordered = sorted(rtts)
         count = len(ordered)
         result.update(
             rtt_mean_us=sum(ordered) / count * 1e6,
@@ -916,9 +930,70 @@ def clientMain(peer: str, address: str, serverPid: int) -> None:
     react(lambda reactor: Deferred.fromCoroutine(main(reactor)))
 
 
+def blockingClientMain(address: str, serverPid: int) -> None:
+    """
+    The L{BLOCKING} peer's client process: C{protocols.blocking} on a plain loop over stdin's
+    commands (C{measure} and C{count}; N in flight is N threads making sequential calls).
+    """
+    from protocols.blocking import connect
+
+    with connect(("127.0.0.1", int(address)), timeout=30.0) as connection:
+        root = connection.root
+        _emit({"ready": True, "pid": os.getpid()})
+        for line in sys.stdin:
+            command = json.loads(line)
+            if command.get("op") == "quit":
+                break
+            _emit(_blockingCommand(root, command, serverPid))
+
+
+def _blockingCommand(root: Any, command: dict[str, Any], serverPid: int) -> dict[str, Any]:
+    """One C{measure} or C{count} command, run with blocking calls."""
+    if command["op"] not in ("measure", "count"):
+        raise ValueError(f"the blocking client runs measure and count, not {command['op']!r}")
+    value = PAYLOADS[command.get("payload", "int")]
+    for _ in range(command.get("warmup", 0)):
+        root.callRemote("echo", value)
+    total = command.get("calls")
+    window = command["window"]
+    started = time.perf_counter()
+    deadline = started + command["duration"] if "duration" in command else None
+    cpu = (_processCpu(os.getpid()), _processCpu(serverPid))
+    share = None if total is None else total // window
+    rtts: list[array[float]] = [array("d") for _ in range(window)]
+    errors = [0] * window
+
+    def calls(slot: int) -> None:
+        own, clock, made = rtts[slot], time.perf_counter, 0
+        while (share is None or made < share) and (deadline is None or clock() < deadline):
+            sentAt = clock()
+            if root.callRemote("echo", value) != value:
+                errors[slot] += 1
+            own.append(clock() - sentAt)
+            made += 1
+
+    if window == 1:
+        calls(0)
+    else:
+        threads = [threading.Thread(target=calls, args=(slot,)) for slot in range(window)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    seconds = time.perf_counter() - started
+    every = array("d", itertools.chain.from_iterable(rtts))
+    result = figures(len(every), sum(errors), seconds, every)
+    if every:
+        result["client_cpu_us"] = (_processCpu(os.getpid()) - cpu[0]) / len(every) * 1e6
+        result["server_cpu_us"] = (_processCpu(serverPid) - cpu[1]) / len(every) * 1e6
+    return result
+
+
 def main(argv: list[str]) -> None:
     if argv[:1] == ["serve"] and len(argv) == 2:
         serveMain(argv[1])
+    elif argv[:2] == ["client", BLOCKING] and len(argv) == 4:
+        blockingClientMain(argv[2], int(argv[3]))
     elif argv[:1] == ["client"] and len(argv) == 4:
         clientMain(argv[1], argv[2], int(argv[3]))
     else:

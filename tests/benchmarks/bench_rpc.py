@@ -1,5 +1,9 @@
 """RPC calls per second over loopback TCP: chunkwire, AMP, PB, Foolscap and a hand-rolled baseline.
 
+chunkwire is measured twice: with its Twisted client, and with its blocking
+client (C{protocols.blocking}, no reactor; N in flight is N threads), both
+against the same Twisted server.
+
     python -m tests.benchmarks.bench_rpc [--quick] [--runs N] [--duration S] [--no-strace]
 
 Every peer answers C{echo(value)} (see C{_rpc_peers}) with its server and its
@@ -50,7 +54,10 @@ from ._harness import (
     print_result,
     write_results,
 )
-from ._rpc_peers import ALL_PEERS, LABELS, PEERS, PeerFailed, PeerPair
+from ._rpc_peers import ALL_PEERS, BLOCKING, LABELS, PEERS, PeerFailed, PeerPair
+
+RPC_PEERS = (PEERS[0], BLOCKING, *PEERS[1:])
+"""The peers this benchmark measures by default: the others' and, beside chunkwire, its blocking client."""
 
 NAME = "rpc"
 COLUMNS = (
@@ -152,8 +159,10 @@ def _ratios(runs: list[dict[str, Any]], peers: tuple[str, ...]) -> dict[str, dic
     C{ratios["amp"]["seq_int"]}: chunkwire / AMP; C{ratios["handrolled/chunkwire"]} the other way round;
     C{ratios["amp"]["seq_int_wins"]}: C{[runs where the ratio was above 1, runs]}.
     """
-    pairs = [("chunkwire", peer, peer) for peer in peers if peer != "chunkwire"]
+    pairs = [("chunkwire", peer, peer) for peer in peers if peer not in ("chunkwire", BLOCKING)]
     pairs.append(("handrolled", "chunkwire", "handrolled/chunkwire"))
+    if BLOCKING in peers:
+        pairs.append((BLOCKING, "chunkwire", f"{BLOCKING}/chunkwire"))
     out: dict[str, dict[str, Any]] = {}
     for mine, theirs, key in pairs:
         out[key] = {}
@@ -274,8 +283,15 @@ def report(summary: dict[str, Any], syscalls: dict[str, Any], config: dict[str, 
             *(f"{_x(ratios[peer][column])} ({_wins(ratios[peer][column + '_wins'])})" for column, *_ in COLUMNS),
         ]
         for peer in peers
-        if peer not in ("chunkwire", "handrolled")
+        if peer not in ("chunkwire", "handrolled", BLOCKING)
     ]
+    if BLOCKING in peers:
+        ratio_rows.append(
+            [
+                "blocking client / chunkwire (Twisted client)",
+                *(_x(ratios[f"{BLOCKING}/chunkwire"][column]) for column, *_ in COLUMNS),
+            ]
+        )
     if "handrolled" in peers:
         ratio_rows.append(
             ["hand-rolled / chunkwire", *(_x(ratios["handrolled/chunkwire"][column]) for column, *_ in COLUMNS)]
@@ -364,6 +380,16 @@ def criteria(summary: dict[str, Any], syscalls: dict[str, Any]) -> list[Criterio
                 f"lowest: {worst}" if worst else "a column is missing",
             )
         )
+    blocking = ratios.get(f"{BLOCKING}/chunkwire")
+    if blocking is not None:
+        out.append(
+            Criterion(
+                "rpc: chunkwire blocking client / Twisted client, sequential int calls/s (issue 32)",
+                blocking["seq_int"],
+                ">=",
+                1.5,
+            )
+        )
     if "amp" in ratios:
         for column in ("w100_int", "w100_kib"):
             out.append(Criterion(f"rpc: chunkwire / AMP, {column} calls/s", ratios["amp"][column], ">=", 2.0))
@@ -385,7 +411,7 @@ def criteria(summary: dict[str, Any], syscalls: dict[str, Any]) -> list[Criterio
 # -- entry points ----------------------------------------------------------------------------------------------
 
 
-def run(opts: Options, config: dict[str, Any] | None = None, peers: tuple[str, ...] = PEERS) -> BenchResult:
+def run(opts: Options, config: dict[str, Any] | None = None, peers: tuple[str, ...] = RPC_PEERS) -> BenchResult:
     """Measure, print nothing, write C{rpc.json}; hand back the report and the criteria."""
     config = {**settings(opts), **(config or {})}
     started = time.monotonic()
@@ -418,7 +444,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--quick", action="store_true", help="3 runs of 0.5 s, fewer traced calls")
     parser.add_argument("--runs", type=int, help="runs (default 5; quick 3)")
     parser.add_argument("--duration", type=float, help="seconds per cell (default 1.5; quick 0.5)")
-    parser.add_argument("--peers", nargs="+", choices=ALL_PEERS, default=list(PEERS), help="peers to measure")
+    parser.add_argument("--peers", nargs="+", choices=ALL_PEERS, default=list(RPC_PEERS), help="peers to measure")
     parser.add_argument("--no-strace", action="store_true", help="skip the system-call counts")
     parser.add_argument("--out", type=Path, help="directory for rpc.json (default bench-results/)")
     args = parser.parse_args(argv)

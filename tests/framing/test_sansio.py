@@ -1,4 +1,4 @@
-"""The framing core is sans-IO: importing it loads no Twisted at all."""
+"""The framing core is sans-IO: importing it (and its RPC half, framing.rpc) loads no Twisted at all."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBE = """
 import json, sys
 import framing
+import framing.rpc
 from framing import dumps, loads
 assert loads(dumps([1, "two", b"3"])) == [1, "two", b"3"]
 print(json.dumps(sorted(sys.modules)))
@@ -41,6 +42,7 @@ class SansIOTests(SynchronousTestCase):
         """The probe really imported the framing package from this checkout."""
         self.assertIn("framing", self.modules)
         self.assertIn("framing.scanner", self.modules)
+        self.assertIn("framing.rpc.calltable", self.modules)
 
     def test_no_twisted_internet(self) -> None:
         """twisted.internet (the reactor and transports) is never loaded."""

@@ -1,0 +1,100 @@
+"""The calls one side made that wait for answers, whatever waits for them: request ids and matching.
+
+Contract: a L{CallTable} numbers calls from 1 (0 is L{framing.rpc.wire.NO_ANSWER}),
+keeps each pending call in a dict keyed by its request id, and gives it back
+once when its answer (or its end) comes, so adding, matching and giving up
+a call are O(1) whatever is in flight, and answers may come in any order.
+It holds I{what waits} for each call as an opaque value: the Twisted client
+(L{protocols.rpc.calls}) keeps a Deferred there, the blocking client
+(L{protocols.blocking}) a slot a thread waits on, so the bookkeeping is
+written once and the clients differ only in how they wait.
+
+It also decides what an answer to a call that is not pending means
+(L{CallTable.strayAnswer}): one such answer is expected per call given up
+on (cancelled or timed out; L{CallTable.expectLateAnswer}) and is ignored;
+any other (a call never made, or one answered twice) is the peer's
+L{framing.rpc.errors.UnexpectedAnswer}, and the connection is dropped, so a
+peer cannot flood this side with answers it never asked for.
+
+Nothing here sends, reads, sleeps or looks at a clock: timers, sending the
+CANCEL and failing the waiter are the caller's.  Names are camelCase, as the
+rest of L{framing.rpc} (see its package docstring).
+"""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+from .errors import TooManyPendingCalls, UnexpectedAnswer
+
+Waiter = TypeVar("Waiter")
+
+
+class CallTable(Generic[Waiter]):
+    """
+    The pending calls of one connection, by request id.
+
+    @ivar maxPending: most calls that may wait at once (C{None}: no bound);
+        L{add} past it raises L{TooManyPendingCalls}.
+    @ivar lastRequestId: the request id given last (0 before the first call).
+    """
+
+    __slots__ = ("maxPending", "lastRequestId", "_pending", "_lateAnswers")
+
+    def __init__(self, maxPending: int | None = None) -> None:
+        """@param maxPending: see L{maxPending}."""
+        self.maxPending = maxPending
+        self.lastRequestId = 0
+        self._pending: dict[int, Waiter] = {}
+        # Answers still expected for calls given up on: one per such call.
+        self._lateAnswers = 0
+
+    def __len__(self) -> int:
+        """How many calls wait for their answer."""
+        return len(self._pending)
+
+    def add(self, waiter: Waiter, name: str) -> int:
+        """
+        Number a new call to method C{name} and keep C{waiter} for its answer.
+
+        @return: the call's request id, to send in its CALL.
+        @raise TooManyPendingCalls: L{maxPending} calls already wait (nothing is kept).
+        """
+        pending = self._pending
+        maxPending = self.maxPending
+        if maxPending is not None and len(pending) >= maxPending:
+            raise TooManyPendingCalls(f"cannot call {name!r}: {len(pending)} calls already wait for answers")
+        requestId = self.lastRequestId = self.lastRequestId + 1
+        pending[requestId] = waiter
+        return requestId
+
+    def take(self, requestId: int) -> Waiter | None:
+        """
+        The waiter of call C{requestId}, no longer pending (its answer came,
+        or it is being given up or was never sent); C{None} if it is not
+        pending (see L{strayAnswer}).
+        """
+        return self._pending.pop(requestId, None)
+
+    def expectLateAnswer(self) -> None:
+        """A call taken without its answer (cancelled, timed out) was told to the peer: its answer may come, once."""
+        self._lateAnswers += 1
+
+    def strayAnswer(self, requestId: int, what: str) -> UnexpectedAnswer | None:
+        """
+        The peer sent C{what} (C{"an answer"}, C{"a failure"}) for
+        C{requestId}, which is not pending: C{None} if it is the one late
+        answer expected for a call given up on (ignore it); otherwise the
+        L{UnexpectedAnswer} to drop the connection with.
+        """
+        made = 0 < requestId <= self.lastRequestId
+        if self._lateAnswers and made:
+            self._lateAnswers -= 1
+            return None
+        how = "was answered already" if made else "was never made"
+        return UnexpectedAnswer(f"{what} to request {requestId}, which {how}")
+
+    def takeAll(self) -> list[Waiter]:
+        """Every pending call's waiter, in call order; none is pending any more (the connection ended)."""
+        pending, self._pending = self._pending, {}
+        return list(pending.values())

@@ -1,0 +1,610 @@
+"""A blocking RPC client without Twisted: one socket, calls that block and return, safe from several threads.
+
+    from protocols.blocking import connect
+
+    with connect("127.0.0.1:8760", callTimeout=10) as connection:
+        connection.root.callRemote("put", "greeting", "hello")
+        assert connection.root.callRemote("get", "greeting") == "hello"
+
+Why here and so: this is the client for code that has no reactor (a script,
+a Jupyter cell, a Django view, a Celery task).  It lives in L{protocols}
+beside the Twisted client because it speaks the same RPC with the same
+names (C{callRemote}, L{CallTimedOut}, L{NoSuchMethod}...), but it imports
+only L{framing} (the codec and L{framing.rpc}, the message table, the
+errors and the call table the Twisted broker uses too) and the standard
+library: importing it loads no Twisted (L{protocols}'s own names are loaded
+lazily for that).  It cannot live in L{framing}, which does no I/O.
+
+Contract:
+
+ - A call is one CALL message in one C{sendall}; its answer is matched by
+   request id (L{framing.rpc.calltable.CallTable}), so calls from several
+   threads share the one connection and their answers may come in any
+   order.  It returns the result, or raises what the Twisted client's
+   Deferred fails with: L{RemoteError} and its subclasses (L{NoSuchMethod},
+   L{NoSuchObject}, L{RemoteViolation}), an exception type registered with
+   L{registerError} (as itself), a local L{framing.Violation} (this side
+   refused the answer), L{CallTimedOut}, or the reason the connection ended
+   (naming the call, as the Twisted client's C{callLost} does).
+ - Who reads: the calling threads themselves, one at a time (no thread of
+   its own).  A thread waiting for its answer takes the socket if no other
+   thread is reading, reads one chunk, hands every answer in it to its
+   caller and wakes the others; otherwise it waits to be woken.  Why: the
+   commonest use, one thread making one call after another, then costs no
+   thread switch at all (an answer goes to the thread that reads it), and
+   nothing runs while no call waits.  The price: between calls nothing
+   reads, so the server's PINGs and GOAWAY are seen at the next call.
+ - What is shared between threads: the socket, the encoder (under a send
+   lock: one message at a time, whole), the decoder and the call table
+   (under the connection's lock).  Nothing else: each call's waiter is its
+   own.
+ - Timeouts: C{timeout} bounds connecting (TCP, then the server's
+   preamble: a server that accepts and says nothing fails with
+   L{ServerSilent}).  C{callTimeout} bounds each call (L{CallTimedOut}; the
+   server is sent a CANCEL and the connection stays up).  C{silenceTimeout}
+   bounds the server's silence while a call waits: after half of it with
+   nothing received, a PING is sent (a live server answers even while its
+   method runs); after all of it the connection is closed and every waiting
+   call fails with L{ServerSilent}, as it does when a send stays blocked
+   that long (a server that stopped reading).  Each bound is noticed at
+   most an eighth of it late: the socket stays blocking, with a kernel
+   receive timeout (SO_RCVTIMEO) of that tick, so a read or a send is one
+   system call.
+ - Bad input from the server is a typed error, never a hang: an answer
+   this side refuses fails that call with the L{framing.Violation}; a broken
+   stream or an answer to no call (L{UnexpectedAnswer}) ends the connection
+   and fails every waiting call with it.
+
+Not in this client yet (the Twisted client has them): logins and TLS,
+references passed either way (a result holding one is refused as an
+unknown type; the server's calls to this side are answered
+L{NoSuchObject}), bulk streams, typed proxies (C{.typed(I)}) and
+constraints checked before sending (the server still checks them: a
+refused argument is a L{RemoteViolation}).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from types import TracebackType
+from typing import Any
+
+from framing import Decoder, Encoder, Limits, Ping, ProtocolError, Registry, Violation
+from framing.rpc.calltable import CallTable
+from framing.rpc.errors import (
+    CallTimedOut,
+    DeadReferenceError,
+    MessageRefused,
+    MessageWithoutId,
+    NotAnRpcMessage,
+    UnreadableRequestId,
+    callLost,
+    describe,
+    noSuchObject,
+    rebuild,
+)
+from framing.rpc.wire import (
+    ANSWER,
+    CALL,
+    CANCEL,
+    FAIL,
+    GOAWAY,
+    NO_ANSWER,
+    ROOT_ID,
+    Message,
+    addMessageTypes,
+)
+from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.wire import PING, PONG, PREAMBLE, encode_header
+
+_READ_SIZE = 256 * 1024
+"""Bytes asked of one C{recv}: an answer of up to this size is read in one system call."""
+
+
+class ConnectTimedOut(TimeoutError):
+    """No TCP connection to the server within the connect timeout."""
+
+
+class ServerSilent(TimeoutError):
+    """
+    The server said nothing for too long: no preamble after connecting, or
+    neither an answer nor a PONG while a call waited C{silenceTimeout}
+    seconds.  The connection is closed.
+    """
+
+
+class ConnectionLost(ConnectionError):
+    """The server closed the connection, or the socket failed; a call waiting then fails with it, naming the call."""
+
+
+class _Waiter:
+    """One call's answer, as the reading thread leaves it for the calling one."""
+
+    __slots__ = ("name", "done", "result", "error")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+def _timeval(seconds: float) -> bytes:
+    """C{seconds} as the C{struct timeval} of SO_RCVTIMEO and SO_SNDTIMEO (0: no timeout)."""
+    whole = int(seconds)
+    return struct.pack("ll", whole, int((seconds - whole) * 1_000_000))
+
+
+def parseAddress(address: str | tuple[str, int]) -> tuple[str, int]:
+    """
+    C{(host, port)} from C{"host:port"}, C{"[v6 address]:port"} or a C{(host, port)} tuple.
+
+    @raise ValueError: something else (a Twisted endpoint description among them).
+    """
+    if isinstance(address, tuple):
+        host, port = address
+        return host, int(port)
+    name, separator, digits = address.rpartition(":")
+    if not separator or not name or not digits.isdigit() or "=" in address:
+        raise ValueError(f"expected an address as 'host:port', got {address!r}")
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    return name, int(digits)
+
+
+class BlockingReference:
+    """
+    An object the server exports, called from any thread.
+
+    @ivar connection: the L{BlockingConnection} it is called on.
+    @ivar exportId: its id on that connection (L{ROOT_ID} for the root).
+    """
+
+    def __init__(self, connection: BlockingConnection, exportId: int) -> None:
+        self.connection = connection
+        self.exportId = exportId
+
+    def callRemote(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """
+        Call remote method C{name} and block until its answer: its result, or
+        its error raised (see the module docstring for which).
+        """
+        return self.connection.call(self.exportId, name, args, kwargs)
+
+    def callRemoteOnly(self, name: str, *args: Any, **kwargs: Any) -> None:
+        """Call remote method C{name} for no answer: sent, and nothing waits (its failure is logged by the server)."""
+        self.connection.callOnly(self.exportId, name, args, kwargs)
+
+
+class BlockingConnection:
+    """
+    One connection to a chunkwire RPC server, as L{connect} makes it; a
+    context manager that closes it.
+
+    @ivar root: the server's root object, a L{BlockingReference}.
+    @ivar peer: C{"host:port"} of the server, for errors.
+    @ivar callTimeout: seconds a call waits for its answer, or C{None}.
+    @ivar silenceTimeout: seconds the server may stay silent while a call waits, or C{None}.
+    """
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        peer: str,
+        *,
+        callTimeout: float | None = None,
+        silenceTimeout: float | None = 60.0,
+        limits: Limits | None = None,
+        registry: Registry | None = None,
+    ) -> None:
+        """
+        Use C{sock}, a connected socket whose preamble is not sent yet (L{connect} makes it).
+
+        @param limits: what this side accepts from the server.
+        @param registry: the types the application sends and receives beyond the built-in ones.
+        """
+        self.peer = peer
+        self.callTimeout = callTimeout
+        self.silenceTimeout = silenceTimeout
+        self.root = BlockingReference(self, ROOT_ID)
+        self._socket = sock
+        connectionRegistry = Registry(registry if registry is not None else DEFAULT_REGISTRY)
+        addMessageTypes(connectionRegistry)
+        self._encoder = Encoder(connectionRegistry)
+        self._decoder = Decoder(limits, connectionRegistry)
+        self._table: CallTable[_Waiter] = CallTable()
+        # _lock guards the decoder, the table and the fields below; _changed wakes the waiting callers.
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        # One message at a time on the socket, whole.  Its holder never waits for _lock; the reading
+        # thread (holding _lock) never waits for it either: what it sends waits in _outbox if it is taken.
+        self._sendLock = threading.Lock()
+        self._outbox: list[bytes] = []
+        self._reading = False
+        self._failure: BaseException | None = None
+        self._goingAway = False
+        self._lastHeard = time.monotonic()
+        self._pingSent = False
+        # The socket stays in blocking mode: a read or a send is then one system call (a Python
+        # timeout would add a poll() to each, and settimeout() an ioctl).  Timeouts come from
+        # the kernel instead: SO_RCVTIMEO wakes the reader every tick (_keepTick) to look at the
+        # call's deadline and the server's silence; SO_SNDTIMEO bounds a send the server never reads.
+        sock.settimeout(None)
+        self._tickFor: tuple[float | None, ...] | None = None
+        if silenceTimeout is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(silenceTimeout))
+
+    # -- connecting ----------------------------------------------------------
+
+    def start(self, timeout: float | None) -> None:
+        """
+        Send the preamble and wait, up to C{timeout} seconds, for the server's.
+
+        @raise ServerSilent: no preamble in time (the connection is closed).
+        @raise framing.ProtocolError: the server does not speak chunkwire.
+        """
+        self._send(PREAMBLE)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        received = 0
+        with self._lock:
+            self._keepTick(timeout)
+            while received < len(PREAMBLE) and self._failure is None:
+                if deadline is not None and time.monotonic() >= deadline:
+                    self._fail(ServerSilent(f"no chunkwire preamble from {self.peer} within {timeout:g} s"))
+                    break
+                chunk = self._receive()
+                if chunk is not None:
+                    received += len(chunk)
+                    self._handle(chunk)
+            failure = self._failure
+        if failure is not None:
+            raise failure
+
+    # -- calling -------------------------------------------------------------
+
+    def call(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Call method C{name} of export C{target} and block until its answer (see L{BlockingReference.callRemote})."""
+        if type(name) is not str:
+            raise TypeError(f"a method name is a str, not {type(name).__name__}")
+        waiter = _Waiter(name)
+        with self._lock:
+            self._checkOpen(name)
+            if not self._table:
+                # The server's silence counts only while calls wait: from now, when none did.
+                self._lastHeard = time.monotonic()
+                self._pingSent = False
+            requestId = self._table.add(waiter, name)
+        try:
+            self._sendMessage(Message((CALL, requestId, target, name, kwargs or None, *args)))
+        except BaseException:
+            with self._lock:
+                self._table.take(requestId)
+            raise
+        return self._wait(waiter, requestId)
+
+    def callOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Call method C{name} of export C{target} for no answer (see L{BlockingReference.callRemoteOnly})."""
+        if type(name) is not str:
+            raise TypeError(f"a method name is a str, not {type(name).__name__}")
+        with self._lock:
+            self._checkOpen(name)
+        self._sendMessage(Message((CALL, NO_ANSWER, target, name, kwargs or None, *args)))
+
+    def _checkOpen(self, name: str) -> None:
+        if self._failure is not None or self._goingAway:
+            why = "the server is going away" if self._failure is None else f"the connection ended: {self._failure}"
+            raise DeadReferenceError(f"cannot call {name!r}: {why}")
+
+    def _sendMessage(self, message: Message) -> None:
+        """Encode C{message} and send it in one C{sendall}; a socket error ends the connection."""
+        with self._sendLock:
+            data = self._encode(message)
+            if self._outbox:
+                data = self._takeOutbox() + data
+            try:
+                self._socket.sendall(data)
+            except OSError as error:
+                failed = self._sendFailed(error)
+            else:
+                return
+        with self._lock:
+            self._fail(failed)
+            raise self._failure  # type: ignore[misc]
+
+    def _encode(self, message: Message) -> bytes:
+        """The bytes of C{message} (C{_sendLock} held: the encoder is not shared)."""
+        encoder = self._encoder
+        data = encoder.tokens(message)
+        return encoder.encode(message) if data is None else data
+
+    def _takeOutbox(self) -> bytes:
+        """What the reading thread left to send, in order (C{_sendLock} held; list pops are atomic)."""
+        outbox = self._outbox
+        pieces = []
+        while outbox:
+            pieces.append(outbox.pop(0))
+        return b"".join(pieces)
+
+    def _send(self, data: bytes) -> None:
+        """Send bytes that are not a call (the preamble)."""
+        with self._sendLock:
+            self._socket.sendall(data)
+
+    def _wait(self, waiter: _Waiter, requestId: int) -> Any:
+        """Block until C{waiter}'s answer came (reading the socket in turn with other callers), or its time ran out."""
+        callTimeout = self.callTimeout
+        deadline = None if callTimeout is None else time.monotonic() + callTimeout
+        timedOut = False
+        with self._changed:
+            while not waiter.done:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    timedOut = self._table.take(requestId) is not None
+                    break
+                if self._reading:
+                    self._changed.wait(remaining)
+                    continue
+                self._reading = True
+                try:
+                    self._keepTick()
+                    chunk = self._receive()
+                    if chunk is not None:
+                        self._handle(chunk)
+                finally:
+                    self._reading = False
+                    self._changed.notify_all()
+            if timedOut:
+                self._table.expectLateAnswer()
+        if timedOut:
+            self._cancel(requestId)
+            raise CallTimedOut(waiter.name, callTimeout or 0.0)
+        if waiter.error is not None:
+            raise waiter.error
+        return waiter.result
+
+    def _cancel(self, requestId: int) -> None:
+        """Tell the server a call was given up on (its late answer is then ignored); a lost connection is seen later."""
+        try:
+            self._sendMessage(Message((CANCEL, requestId)))
+        except (ConnectionLost, OSError):
+            pass
+
+    # -- reading (one thread at a time, holding _lock but while in recv) -------
+
+    def _keepTick(self, connecting: float | None = None) -> None:
+        """
+        Keep the socket's receive timeout at an eighth of the shortest bound
+        in force (C{callTimeout}, C{silenceTimeout}, the C{connecting}
+        timeout), so that each is noticed at most that late; no bound, no
+        timeout.  One C{setsockopt} when the bounds change, none per read.
+        """
+        bounds = (self.callTimeout, self.silenceTimeout, connecting)
+        if bounds == self._tickFor:
+            return
+        self._tickFor = bounds
+        given = [bound for bound in bounds if bound is not None]
+        tick = max(min(given) / 8, 0.001) if given else 0.0
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(tick))
+
+    def _receive(self) -> bytes | None:
+        """
+        One chunk from the socket, read with C{_lock} released; C{None} if
+        nothing came within a tick (the server's silence is then judged) or
+        the connection ended (L{_failure} says why).
+        """
+        if self._failure is not None:
+            return None
+        sock = self._socket
+        self._lock.release()
+        try:
+            chunk = sock.recv(_READ_SIZE)
+        except (TimeoutError, BlockingIOError):
+            # (SO_RCVTIMEO passed: EAGAIN from a blocking socket)
+            chunk = None
+        except OSError as error:
+            self._lock.acquire()
+            self._fail(ConnectionLost(f"reading from {self.peer} failed: {error}"))
+            return None
+        self._lock.acquire()
+        if chunk is None:
+            self._judgeSilence()
+            return None
+        if not chunk:
+            self._fail(ConnectionLost(f"{self.peer} closed the connection"))
+            return None
+        self._lastHeard = time.monotonic()
+        self._pingSent = False
+        return chunk
+
+    def _judgeSilence(self) -> None:
+        """Nothing came for a while: past half of C{silenceTimeout} send a PING, past all of it give up."""
+        silence = self.silenceTimeout
+        if silence is None or self._failure is not None:
+            return
+        quiet = time.monotonic() - self._lastHeard
+        if quiet >= silence:
+            self._fail(ServerSilent(f"nothing from {self.peer} for {quiet:.1f} s (PING unanswered)"))
+        elif quiet >= silence / 2 and not self._pingSent:
+            self._pingSent = True
+            self._sendQuietly(encode_header(PING, 1))
+
+    def _handle(self, chunk: bytes) -> None:
+        """Decode C{chunk} and hand each message in it on; a broken stream ends the connection."""
+        try:
+            results = self._decoder.feed(chunk)
+        except ProtocolError as error:
+            for obj in getattr(error, "results", None) or ():
+                self._received(obj)
+            self._fail(error)
+            return
+        for obj in results:
+            self._received(obj)
+        events = self._decoder.control_events
+        if events:
+            pongs = b"".join(encode_header(PONG, event.id) for event in events if isinstance(event, Ping))
+            events.clear()
+            if pongs:
+                self._sendQuietly(pongs)
+
+    def _received(self, obj: Any) -> None:
+        """One top-level object from the server: an answer, a failure, or something this client does not take."""
+        if type(obj) is Message:
+            tag = obj[0]
+            if tag == ANSWER:
+                waiter = self._answered(obj[1], "an answer")
+                if waiter is not None:
+                    waiter.result = obj[2]
+                    waiter.done = True
+            elif tag == FAIL:
+                _, requestId, typeName, text, remoteTraceback, details = obj
+                waiter = self._answered(requestId, "a failure")
+                if waiter is not None:
+                    waiter.error = rebuild(typeName, text, remoteTraceback, details)
+                    waiter.done = True
+            elif tag == CALL:
+                self._refuseCall(obj[1], noSuchObject(obj[2]))
+            elif tag == GOAWAY:
+                self._goingAway = True
+            # CANCEL and RELEASE: this side runs no calls and exports nothing.
+        elif isinstance(obj, MessageRefused):
+            if obj.tag == CALL:
+                self._refuseCall(obj.requestId, obj.violation)
+            elif obj.tag in (ANSWER, FAIL):
+                waiter = self._answered(obj.requestId, "a refused answer")
+                if waiter is not None:
+                    violation = obj.violation
+                    violation.message += f"; in the answer to {waiter.name!r} from {self.peer}"
+                    waiter.error = violation
+                    waiter.done = True
+        elif isinstance(obj, MessageWithoutId):
+            self._fail(UnreadableRequestId(f"a message refused before its request id: {obj.violation}"))
+        elif not isinstance(obj, Violation):
+            self._fail(NotAnRpcMessage(f"a top-level {type(obj).__name__} from {self.peer}"))
+        # Any other Violation: an object of a kind this client does not take (an extension's), refused alone.
+
+    def _answered(self, requestId: int, what: str) -> _Waiter | None:
+        """The waiter of call C{requestId}, now answered; C{None} if none waits (unexpected: the connection ends)."""
+        waiter = self._table.take(requestId)
+        if waiter is None:
+            unexpected = self._table.strayAnswer(requestId, what)
+            if unexpected is not None:
+                self._fail(unexpected)
+        return waiter
+
+    def _refuseCall(self, requestId: int, error: Exception) -> None:
+        """
+        Answer the server's call C{requestId} with C{error}: this side exports
+        nothing yet (L{NoSuchObject}), or it refused the call's message (its
+        L{framing.Violation}).
+        """
+        if requestId == NO_ANSWER:
+            return
+        typeName, text, details = describe(error)
+        self._sendQuietly(Message((FAIL, requestId, typeName, text, None, details)))
+
+    def _sendQuietly(self, data: bytes | Message) -> None:
+        """
+        Send C{data} from the reading thread (C{_lock} held) if the socket
+        is free; else leave it for the next sender (waiting for the send lock
+        here could deadlock with a sender blocked on a server that waits
+        for this side to read).  A failure ends the connection.
+        """
+        if not self._sendLock.acquire(blocking=False):
+            self._outbox.append(data if type(data) is bytes else self._encodeAlone(data))
+            return
+        try:
+            encoded = self._encode(data) if type(data) is Message else data
+            self._socket.sendall(self._takeOutbox() + encoded)  # type: ignore[operator]
+        except OSError as error:
+            self._fail(self._sendFailed(error))
+        finally:
+            self._sendLock.release()
+
+    def _sendFailed(self, error: OSError) -> BaseException:
+        """Why the connection ends when a send failed with C{error}: the server read nothing for too long, or else."""
+        if isinstance(error, (BlockingIOError, TimeoutError)):
+            return ServerSilent(f"{self.peer} read nothing this side sent for {self.silenceTimeout:g} s")
+        return ConnectionLost(f"sending to {self.peer} failed: {error}")
+
+    def _encodeAlone(self, message: Any) -> bytes:
+        """The bytes of C{message} from an encoder of its own (the shared one is busy)."""
+        encoder = Encoder(self._encoder.registry)
+        data = encoder.tokens(message)
+        return encoder.encode(message) if data is None else data
+
+    def _fail(self, reason: BaseException) -> None:
+        """End the connection with C{reason} (C{_lock} held): close the socket, fail every waiting call, once."""
+        if self._failure is not None:
+            return
+        self._failure = reason
+        try:
+            self._socket.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        for waiter in self._table.takeAll():
+            waiter.error = callLost(reason, waiter.name, self.peer)
+            waiter.done = True
+        self._changed.notify_all()
+
+    # -- closing -------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection: waiting calls fail with L{ConnectionLost}, later ones with L{DeadReferenceError}."""
+        with self._lock:
+            self._fail(ConnectionLost(f"the connection to {self.peer} was closed by this side"))
+        self._socket.close()
+
+    def __enter__(self) -> BlockingConnection:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def connect(
+    address: str | tuple[str, int],
+    *,
+    timeout: float | None = 10.0,
+    callTimeout: float | None = None,
+    silenceTimeout: float | None = 60.0,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+) -> BlockingConnection:
+    """
+    Connect to the chunkwire RPC server at C{address} (C{"host:port"} or
+    C{(host, port)}) and return the connection, whose C{root} is the server's
+    root object.
+
+    @param timeout: seconds to connect and receive the server's preamble.
+    @param callTimeout: seconds each call waits for its answer (C{None}: no
+        bound but C{silenceTimeout}).
+    @param silenceTimeout: seconds the server may say nothing while a call
+        waits (it is pinged at half of it); C{None}: no bound.
+    @param limits: the L{Limits} of what this side accepts.
+    @param registry: the types sent and received beyond the built-in ones.
+    @raise ConnectTimedOut: no TCP connection within C{timeout}.
+    @raise ServerSilent: connected, but no preamble within C{timeout}.
+    @raise OSError: the connection was refused, or the name did not resolve.
+    @raise framing.ProtocolError: the server does not speak chunkwire.
+    """
+    host, port = parseAddress(address)
+    peer = f"{host}:{port}"
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except TimeoutError as error:
+        raise ConnectTimedOut(f"no connection to {peer} within {timeout:g} s") from error
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        connection = BlockingConnection(
+            sock, peer, callTimeout=callTimeout, silenceTimeout=silenceTimeout, limits=limits, registry=registry
+        )
+        connection.start(timeout)
+    except BaseException:
+        sock.close()
+        raise
+    return connection

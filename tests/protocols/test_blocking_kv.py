@@ -1,0 +1,100 @@
+"""The blocking client (L{protocols.blocking}) against the real key-value example server, run as a process.
+
+One server (examples/kv_server.py) serves the whole class; each case uses
+keys of its own.  Listed in dev.py's PROCESS_TESTS (compiled core only).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from typing import Any
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from framing.rpc.errors import DeadReferenceError, NoSuchMethod, RemoteViolation
+from protocols.blocking import BlockingConnection, connect
+from protocols.kv import KeyNotFound
+from tests.processes import readUntil, startPython, stop
+
+HANG = 30.0
+"""Seconds within which anything that is not a hang finishes, however loaded the machine."""
+
+
+class KeyValueTests(SynchronousTestCase):
+    """Calls of every outcome against examples/kv_server.py, as the Twisted client makes them."""
+
+    server: subprocess.Popen[bytes]
+    address: str
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.server = startPython("examples/kv_server.py", "--listen", "tcp:0:interface=127.0.0.1")
+        port = int(readUntil(cls.server, rb"port=(\d+)").group(1))
+        cls.address = f"127.0.0.1:{port}"
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        stop(cls.server)
+
+    def connect(self) -> BlockingConnection:
+        connection = connect(self.address, timeout=HANG, callTimeout=HANG)
+        self.addCleanup(connection.close)
+        return connection
+
+    def test_putGetListDelete(self) -> None:
+        """put, get, list and delete return the server's results."""
+        root = self.connect().root
+        self.assertIsNone(root.callRemote("put", "basic/a", "one"))
+        root.callRemote("put", "basic/b", "two")
+        self.assertEqual(root.callRemote("get", "basic/a"), "one")
+        self.assertEqual(root.callRemote("list", prefix="basic/"), ["basic/a", "basic/b"])
+        self.assertTrue(root.callRemote("delete", "basic/a"))
+        self.assertEqual(root.callRemote("list", "basic/"), ["basic/b"])
+
+    def test_registeredError(self) -> None:
+        """A missing key raises KeyNotFound itself (registered on both sides), not a RemoteError."""
+        root = self.connect().root
+        error = self.assertRaises(KeyNotFound, root.callRemote, "get", "missing/key")
+        self.assertEqual(error.args, ("missing/key",))
+
+    def test_noSuchMethod(self) -> None:
+        """A method the server does not expose raises NoSuchMethod, suggesting the close one."""
+        error = self.assertRaises(NoSuchMethod, self.connect().root.callRemote, "gett", "k")
+        self.assertIn("did you mean 'get'", str(error))
+
+    def test_violation(self) -> None:
+        """An argument over the interface's constraint raises RemoteViolation saying which; the connection stays."""
+        root = self.connect().root
+        error = self.assertRaises(RemoteViolation, root.callRemote, "put", "k" * 2000, "v")
+        self.assertEqual((error.code, error.where), ("body-too-large", "args[0]"))
+        error = self.assertRaises(RemoteViolation, root.callRemote, "get")
+        self.assertEqual(error.code, "wrong-arguments")
+        root.callRemote("put", "violation/ok", "still up")
+        self.assertEqual(root.callRemote("get", "violation/ok"), "still up")
+
+    def test_threads(self) -> None:
+        """Eight threads calling at once on one connection each get their own values back."""
+        root = self.connect().root
+        seen: dict[int, list[Any]] = {}
+
+        def work(worker: int) -> None:
+            values = []
+            for n in range(50):
+                key = f"threads/{worker}/{n}"
+                root.callRemote("put", key, f"{worker}:{n}")
+                values.append(root.callRemote("get", key))
+            seen[worker] = values
+
+        threads = [threading.Thread(target=work, args=(worker,)) for worker in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(HANG)
+        self.assertEqual(seen, {worker: [f"{worker}:{n}" for n in range(50)] for worker in range(8)})
+
+    def test_closed(self) -> None:
+        """After the context manager closes the connection, a call raises DeadReferenceError."""
+        with connect(self.address, timeout=HANG) as connection:
+            connection.root.callRemote("put", "closed/k", "v")
+        self.assertRaises(DeadReferenceError, connection.root.callRemote, "get", "closed/k")
