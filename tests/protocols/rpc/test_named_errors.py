@@ -11,8 +11,9 @@ from twisted.logger import formatEvent
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Limits, Violation
+from framing.rpc import errors
 from protocols import rpc
-from protocols.rpc import RemoteViolation, errors
+from protocols.rpc import RemoteViolation
 from protocols.rpc.errors import CallLost, ErrorRegistry, UnexpectedAnswer, callLost
 from protocols.rpc.wire import ANSWER, Message
 
@@ -124,7 +125,7 @@ class RegisterErrorAliasTests(SynchronousTestCase):
     def test_deprecated(self) -> None:
         """A call registers the type as registerError does and warns, pointing at the caller and the new name."""
         table = ErrorRegistry()
-        self.patch(errors, "ERRORS", table)  # the process-wide table stays as it was
+        self.patch(errors, "ERRORS", table)  # the process-wide table (in the sans-IO core) stays as it was
         rpc.register_error(_OldStyleError, "tests.rpc.OldStyleError")
         self.assertEqual(table.nameFor(_OldStyleError), "tests.rpc.OldStyleError")
         warnings = self.flushWarnings([self.test_deprecated])
