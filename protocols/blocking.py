@@ -69,11 +69,13 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
 from framing import Decoder, Encoder, Limits, Ping, ProtocolError, Registry, Violation
 from framing.rpc.calltable import CallTable
+from framing.rpc.interfaces import checkArguments, declaredAttribute, declaredMethod, resultCheck
 from framing.rpc.errors import (
     CallTimedOut,
     DeadReferenceError,
@@ -86,6 +88,7 @@ from framing.rpc.errors import (
     noSuchObject,
     rebuild,
 )
+from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.wire import (
     ANSWER,
     CALL,
@@ -161,11 +164,31 @@ class BlockingReference:
 
     @ivar connection: the L{BlockingConnection} it is called on.
     @ivar exportId: its id on that connection (L{ROOT_ID} for the root).
+    @ivar interfaceNames: the remote interfaces it arrived naming (none
+        for the root, whose interface is the caller's word).
     """
 
-    def __init__(self, connection: BlockingConnection, exportId: int) -> None:
+    def __init__(self, connection: BlockingConnection, exportId: int, interfaceNames: tuple[str, ...] = ()) -> None:
         self.connection = connection
         self.exportId = exportId
+        self.interfaceNames = interfaceNames
+
+    def typed(self, interface: type) -> Any:
+        """
+        A L{BlockingTypedReference} calling this object as C{interface} (a
+        L{framing.rpc.interfaces.RemoteInterface}) declares: arguments
+        checked before anything is sent, results checked on arrival.
+
+        Typed C{Any} for mypy, on purpose: an interface's stubs say
+        C{-> Deferred[T]} (what the Twisted client's proxy returns), and
+        mypy cannot rewrite a protocol's methods to return C{T}, so typing
+        the proxy as the interface would make every blocking call look like
+        a Deferred.  The checking is done at run time instead.
+
+        @raise TypeError: this reference arrived naming its interfaces, and
+            C{interface} is not one of them.
+        """
+        return interface.remoteProxy(self)  # type: ignore[attr-defined]
 
     def callRemote(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """
@@ -177,6 +200,74 @@ class BlockingReference:
     def callRemoteOnly(self, name: str, *args: Any, **kwargs: Any) -> None:
         """Call remote method C{name} for no answer: sent, and nothing waits (its failure is logged by the server)."""
         self.connection.callOnly(self.exportId, name, args, kwargs)
+
+
+class BlockingTypedReference:
+    """
+    A L{BlockingReference} seen through a remote interface, as
+    L{BlockingReference.typed} makes it: each of the interface's methods is
+    a method here, which checks its arguments as the server will (a refused
+    one raises the L{framing.Violation} here, C{where} naming it, and
+    nothing is sent), calls and blocks, and checks the result against the
+    result constraint (a refused result raises the L{framing.Violation}, at
+    C{"result..."}).  A method the interface lacks is an C{AttributeError};
+    through L{callRemote}, a L{NoSuchMethod}.  The checks are
+    L{framing.rpc.interfaces}', the same the Twisted client's
+    L{protocols.rpc.TypedReference} makes.
+
+    @ivar remoteReference: the reference called.
+    @ivar remoteInterface: the interface.
+    """
+
+    def __init__(self, reference: BlockingReference, interface: Any) -> None:
+        self.remoteReference = reference
+        self.remoteInterface = interface
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = _typedMethod(self.remoteReference, declaredAttribute(self.remoteInterface, name))
+        self.__dict__[name] = method  # found without __getattr__ from now on
+        return method
+
+    def callRemote(self, _name: str, /, *args: Any, **kwargs: Any) -> Any:
+        """
+        Call C{_name}, checked as its proxy method is.
+
+        @raise NoSuchMethod: the interface has no method C{_name} (nothing is sent).
+        """
+        declaredMethod(self.remoteInterface, _name)
+        method: Callable[..., Any] = getattr(self, _name)
+        return method(*args, **kwargs)
+
+    def callRemoteOnly(self, _name: str, /, *args: Any, **kwargs: Any) -> None:
+        """
+        Call C{_name} for no answer, its arguments checked first.
+
+        @raise NoSuchMethod: the interface has no method C{_name}.
+        @raise framing.Violation: an argument its constraints refuse.
+        """
+        checkArguments(declaredMethod(self.remoteInterface, _name), args, kwargs)
+        self.remoteReference.callRemoteOnly(_name, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<BlockingTypedReference {self.remoteInterface.remoteName} on {self.remoteReference.connection.peer}>"
+
+
+def _typedMethod(reference: BlockingReference, declared: RemoteMethod) -> Callable[..., Any]:
+    """The typed proxy's method for C{declared}: check, call and block, check the result."""
+    name, check = declared.name, declared.checkArguments
+    answered = resultCheck(declared, lambda: f" from {reference.connection.peer}")
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if check is not None:
+            check(args, kwargs)
+        result = reference.callRemote(name, *args, **kwargs)
+        return result if answered is None else answered(result)
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
+registerReference(BlockingReference, BlockingTypedReference)
 
 
 class BlockingConnection:
@@ -574,11 +665,12 @@ def connect(
     silenceTimeout: float | None = 60.0,
     limits: Limits | None = None,
     registry: Registry | None = None,
+    interface: type | None = None,
 ) -> BlockingConnection:
     """
     Connect to the chunkwire RPC server at C{address} (C{"host:port"} or
     C{(host, port)}) and return the connection, whose C{root} is the server's
-    root object.
+    root object (seen through C{interface} if given).
 
     @param timeout: seconds to connect and receive the server's preamble.
     @param callTimeout: seconds each call waits for its answer (C{None}: no
@@ -587,6 +679,10 @@ def connect(
         waits (it is pinged at half of it); C{None}: no bound.
     @param limits: the L{Limits} of what this side accepts.
     @param registry: the types sent and received beyond the built-in ones.
+    @param interface: the root's remote interface
+        (L{framing.rpc.interfaces.RemoteInterface}): C{root} is then its
+        L{BlockingTypedReference}, which checks arguments before sending and
+        results on arrival.
     @raise ConnectTimedOut: no TCP connection within C{timeout}.
     @raise ServerSilent: connected, but no preamble within C{timeout}.
     @raise OSError: the connection was refused, or the name did not resolve.
@@ -607,4 +703,6 @@ def connect(
     except BaseException:
         sock.close()
         raise
+    if interface is not None:
+        connection.root = connection.root.typed(interface)
     return connection

@@ -26,16 +26,14 @@ from twisted.internet.defer import Deferred
 from zope.interface import implementer
 
 from framing import EncodingError, Limits
-from framing.errors import BodyTooLarge, InvalidValue, KindRefused
-from framing.slicing.constraints import Constraint
+from framing.errors import BodyTooLarge, InvalidValue
+from framing.rpc.signatures import REF_OPEN_TYPE as REF_OPEN_TYPE
+from framing.rpc.signatures import YOURREF_OPEN_TYPE as YOURREF_OPEN_TYPE
+from framing.rpc.signatures import RefOf as RefOf  # the reference constraint, sans-IO since the blocking client
 from framing.slicing.custom import PartsUnslicer
 from framing.slicing.interfaces import ISlicer
-from framing.wire import OPEN, STRING
+from framing.wire import STRING
 
-REF_OPEN_TYPE = "rpc.ref"
-"""An object exported by the sender: its export id follows."""
-YOURREF_OPEN_TYPE = "rpc.yourref"
-"""An object exported by the receiver, coming home: its export id follows."""
 MAX_INTERFACE_NAMES = 16
 """Most interface names accepted with one reference."""
 MAX_INTERFACE_NAME = 200
@@ -299,41 +297,3 @@ class YourReferenceUnslicer(_IdUnslicer):
     def resolve(self, exportId: int, names: tuple[str, ...]) -> Any:
         return self.tables.localObject(exportId)
 
-
-class RefOf(Constraint):
-    """
-    A reference to an object that implements a remote interface: a
-    L{RemoteReference} that arrived naming it, or (sent from this side, or
-    coming home) a local L{protocols.rpc.Referenceable} whose class
-    implements it.  C{RefOf(None)}: any reference.
-
-    The kind and the open type (C{rpc.ref} or C{rpc.yourref}) are checked at
-    the OPEN header; the interface once the reference is built.
-
-    @ivar interface: the L{protocols.rpc.RemoteInterface}, or C{None}.
-    """
-
-    def __init__(self, interface: Any = None) -> None:
-        self.interface = interface
-        self.name: str | None = None if interface is None else interface.remoteName
-
-    def check_header(self, kind: int, size: int) -> None:
-        if kind != OPEN:
-            raise KindRefused(f"expected a reference, got a token of kind {kind}")
-
-    def check_open(self, name: str) -> None:
-        if name != REF_OPEN_TYPE and name != YOURREF_OPEN_TYPE:
-            raise KindRefused(f"expected a reference, got {name!r}")
-
-    def check_value(self, obj: Any) -> None:
-        names: tuple[str, ...] | None = getattr(type(obj), "remoteInterfaceNames", None)
-        if isinstance(obj, RemoteReference):
-            names = obj.interfaceNames
-        elif names is None:
-            raise KindRefused(f"expected a reference, got {type(obj).__name__}")
-        if self.name is not None and self.name not in names:
-            provided = " and ".join(names) or "no interface"
-            raise KindRefused(f"expected a reference to a {self.name}, got one to {provided}")
-
-    def __repr__(self) -> str:
-        return f"RefOf({self.name})"

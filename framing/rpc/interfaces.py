@@ -1,0 +1,227 @@
+"""Remote interfaces: one declaration of a service, checked on both ends, by every client.
+
+This module is the sans-IO half: the declaration (L{RemoteInterface}), the
+registry of interfaces by name, and the checks a typed proxy makes before a
+call and on its answer (L{proxyMethod}, L{resultCheck}).  The proxies are
+each client's own: L{protocols.rpc.TypedReference} (Deferreds, on a
+reactor), the blocking client's (L{protocols.blocking}, results returned);
+L{RemoteInterface.remoteProxy} makes the one registered for the reference's
+class (L{framing.rpc.signatures.registerReference}).  Nothing here imports
+Twisted: a module declaring an interface loads none if it imports
+C{Deferred} only for type checking (C{if TYPE_CHECKING:}), and then serves
+a client without Twisted as well as the Twisted one.
+
+A remote interface is a C{typing.Protocol} that subclasses
+L{RemoteInterface}; its methods are stubs returning a C{Deferred} of
+their result, and their type hints are the schema::
+
+    class IKeyValue(rpc.RemoteInterface, Protocol, name="kv.IKeyValue"):
+        def get(self, key: Annotated[str, MaxLength(1024)]) -> Deferred[str]: ...
+
+The server's class subclasses it (C{class KeyValue(rpc.Referenceable,
+IKeyValue)}) and so implements it: each of its methods is remote with the
+interface's constraints (L{protocols.rpc.Referenceable}), and each
+reference to an instance carries the interface's name.  The client asks a
+reference for a proxy (C{root.typed(IKeyValue)}, or C{connect(...,
+interface=IKeyValue)}) on which a call to a method the interface lacks, or
+with arguments its constraints refuse, fails here, with nothing sent, and a
+result is checked against the result constraint.
+
+Why a C{typing.Protocol} and not a C{zope.interface.Interface}: a proxy's
+calls are only worth typing if a type checker can check them.  mypy knows
+nothing of zope.interface (its methods are declared without C{self} and its
+attributes are C{Attribute} objects, so a checker sees neither the
+parameters nor the results without a plugin), while a Protocol's methods are
+ordinary annotated methods: C{root.typed(IKeyValue)} is typed as
+C{IKeyValue}, so C{mypy --strict} checks every call made on it, and the
+server class that subclasses the interface is checked against it too.  The
+hints are also what L{framing.rpc.signatures} turns into constraints, so one
+declaration is both the static and the runtime schema.
+
+Why stubs return C{Deferred[T]}: that is what a proxy's call returns, so
+mypy lets a caller C{await} it (the result typed C{T}), C{cancel()} it or
+C{addTimeout()} it, and refuses C{Deferred.fromCoroutine(proxy.get(k))},
+which would fail at run time.  One declaration is read by both ends, and
+mypy cannot map an interface's methods to other return types for the
+proxy, so the declaration says what the caller gets; the server's method
+must then return a C{Deferred} too, to pass mypy's override check: write it
+C{async def} under L{protocols.rpc.deferred}, which makes it return one.  (C{async def}
+stubs still work at run time, but mypy then types each call as a
+coroutine, which it is not: C{cancel()} is refused and
+C{Deferred.fromCoroutine} accepted.)
+
+Cost: the interface's constraints are derived once, when the interface
+class is created; a proxy call is the same argument check the server would
+make, then the call; a result check is one C{validate}.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, cast
+
+from framing import Violation
+from framing.errors import short_repr
+from framing.slicing.constraints import Optional
+
+from .errors import NoSuchMethod
+from .signatures import RefOf, RemoteMethod, proxyFactory, registerHint, remoteMethod, remoteMethodOf
+
+_interfaces: dict[str, type] = {}
+InterfaceT = TypeVar("InterfaceT", bound="RemoteInterface")
+
+
+def interfaceNamed(name: str) -> type | None:
+    """The remote interface called C{name} in this process, or C{None}."""
+    return _interfaces.get(name)
+
+
+class RemoteInterface(Protocol):
+    """
+    The base of remote interfaces.  Subclass it together with
+    C{typing.Protocol}, optionally naming the interface (the default name
+    is C{module.QualifiedName}; name it when both ends may import it under
+    different module names)::
+
+        class IKeyValue(rpc.RemoteInterface, Protocol, name="kv.IKeyValue"): ...
+
+    Each public method becomes a L{RemoteMethod} whose constraints come
+    from its hints (or from L{protocols.rpc.remote} given explicitly on the
+    stub).  An interface extending another has both's methods, and a
+    reference to an implementation carries both names.
+
+    @cvar remoteName: the interface's name, as it travels with references.
+    @cvar remoteInterfaceMethods: method name to L{RemoteMethod} (the stub's).
+    """
+
+    if TYPE_CHECKING:
+        # Declared with a value for mypy only: a protocol attribute without
+        # one is abstract, and mypy would refuse to instantiate every class
+        # that implements an interface.  At run time each interface gets its
+        # own from __init_subclass__, and the base has none, so that
+        # Referenceable counts only real interfaces (those with a table).
+        remoteName: ClassVar[str] = ""  # noqa: N815 (camelCase, as everywhere in protocols)
+        remoteInterfaceMethods: ClassVar[Mapping[str, RemoteMethod]] = {}  # noqa: N815
+
+    def __init_subclass__(cls, name: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if Protocol not in cls.__bases__:
+            return  # an implementation: L{Referenceable} makes its table
+        cls.remoteName = name or f"{cls.__module__}.{cls.__qualname__}"
+        cls.remoteInterfaceMethods = _declaredMethods(cls)
+        _interfaces[cls.remoteName] = cls
+        registerHint(cls, RefOf(cls))
+
+    @classmethod
+    def remoteProxy(cls: type[InterfaceT], reference: Any) -> InterfaceT:
+        """
+        The typed proxy calling C{reference} as this interface declares:
+        the one its client registered for its class (a
+        L{protocols.rpc.TypedReference} for a L{protocols.rpc.RemoteReference});
+        typed as the interface.
+
+        @raise TypeError: C{reference} is not a reference, or it arrived
+            naming its interfaces and this is not one of them.  (A root
+            reference names none: its interface is the caller's word.)
+        """
+        factory = proxyFactory(reference)
+        if factory is None:
+            raise TypeError(f"{reference!r} is not a reference to a remote object")
+        names = reference.interfaceNames
+        if names and vars(cls).get("remoteName", None) not in names:
+            raise TypeError(f"{reference!r} implements {' and '.join(names)}, not {cls.__qualname__}")
+        return cast(InterfaceT, factory(reference, cls))
+
+
+_PROXY_NAMES = frozenset(
+    {"callRemote", "callRemoteOnly", "isConnected", "whenDisconnected", "remoteReference", "remoteInterface"}
+)
+
+
+def _declaredMethods(interface: type) -> dict[str, RemoteMethod]:
+    table: dict[str, RemoteMethod] = {}
+    for base in reversed(interface.__mro__[1:]):
+        inherited = vars(base).get("remoteInterfaceMethods")
+        if inherited is not None:
+            table.update(inherited)
+    for name, value in vars(interface).items():
+        if name.startswith("_") or not inspect.isfunction(value):
+            continue
+        if name in _PROXY_NAMES:
+            raise TypeError(f"{interface.__qualname__}.{name}: this name is the typed proxy's own")
+        table[name] = remoteMethodOf(value) or remoteMethod(value)
+    return table
+
+
+# -- what every typed proxy checks -------------------------------------------------------
+
+
+def declaredMethod(interface: Any, name: str) -> RemoteMethod:
+    """
+    The method C{interface} declares as C{name}, for a proxy's C{callRemote}.
+
+    @raise NoSuchMethod: it declares none (nothing is sent).
+    """
+    declared: RemoteMethod | None = interface.remoteInterfaceMethods.get(name)
+    if declared is None or name.startswith("_"):
+        raise NoSuchMethod(f"{interface.remoteName} has no remote method {name!r}")
+    return declared
+
+
+def declaredAttribute(interface: Any, name: str) -> RemoteMethod:
+    """
+    The method C{interface} declares as C{name}, for a proxy's C{__getattr__}.
+
+    @raise AttributeError: it declares none (so C{hasattr} and C{getattr}
+        with a default work as for any object).
+    """
+    try:
+        return declaredMethod(interface, name)
+    except NoSuchMethod as error:
+        raise AttributeError(str(error)) from None
+
+
+def resultCheck(declared: RemoteMethod, peer: Callable[[], str]) -> Callable[[Any], Any] | None:
+    """
+    The check of C{declared}'s result as it arrives, or C{None} if its
+    result is not constrained.  The check returns the result (a reference
+    constrained to a remote interface wrapped in that interface's typed
+    proxy), or raises the L{framing.Violation}, at C{"result..."} and named
+    as the broker names an answer it refuses: which call, and who sent it.
+
+    @param peer: gives C{" from PEER"} for the message (or C{""}), called
+        only when a result is refused.
+    """
+    constraint = declared.result
+    if constraint is None:
+        return None
+    name = declared.name
+    inner = constraint.inner if isinstance(constraint, Optional) else constraint
+    interface = inner.interface if isinstance(inner, RefOf) else None
+
+    def answered(value: Any) -> Any:
+        try:
+            constraint.validate(value)
+        except Violation as violation:
+            violation.where = "result" + violation.where
+            violation.message += f"; in the answer to {short_repr(name)}{peer()}"
+            raise
+        if interface is not None and value is not None:
+            return interface.remoteProxy(value)
+        return value
+
+    return answered
+
+
+def checkArguments(declared: RemoteMethod, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """
+    Check a call's arguments as the server will, before anything is sent.
+
+    @raise framing.Violation: one its constraints refuse (C{where} names it:
+        C{"args[0]"}, C{"kwargs['key']"}); L{framing.rpc.errors.WrongArguments}
+        for arguments the signature cannot take.
+    """
+    if declared.checkArguments is not None:
+        declared.checkArguments(args, kwargs)
+
