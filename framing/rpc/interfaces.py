@@ -224,4 +224,3 @@ def checkArguments(declared: RemoteMethod, args: tuple[Any, ...], kwargs: dict[s
     """
     if declared.checkArguments is not None:
         declared.checkArguments(args, kwargs)
-

@@ -606,8 +606,6 @@ def remoteMethodOf(value: Any) -> RemoteMethod | None:
     return spec if isinstance(spec, RemoteMethod) else None
 
 
-
-
 # -- references to remote interfaces, as their proxies ------------------------------
 
 

@@ -296,4 +296,3 @@ class YourReferenceUnslicer(_IdUnslicer):
 
     def resolve(self, exportId: int, names: tuple[str, ...]) -> Any:
         return self.tables.localObject(exportId)
-
