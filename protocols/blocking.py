@@ -75,7 +75,6 @@ from typing import Any
 
 from framing import Decoder, Encoder, Limits, Ping, ProtocolError, Registry, Violation
 from framing.rpc.calltable import CallTable
-from framing.rpc.interfaces import checkArguments, declaredAttribute, declaredMethod, resultCheck
 from framing.rpc.errors import (
     CallTimedOut,
     DeadReferenceError,
@@ -88,6 +87,7 @@ from framing.rpc.errors import (
     noSuchObject,
     rebuild,
 )
+from framing.rpc.interfaces import checkArguments, declaredAttribute, declaredMethod, resultCheck
 from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.wire import (
     ANSWER,

@@ -1,0 +1,36 @@
+"""The sans-IO core of chunkwire's logins: what every client shares, whatever it waits with.
+
+L{framing.login.wire} is the login message (the open-type C{"login"}:
+verb, mechanism, payload) and the limits before a login;
+L{framing.login.scram} is SCRAM-SHA-256's arithmetic and messages, both
+sides; L{framing.login.exchange} is the client's side of a login as a
+state machine, with the credentials each mechanism takes;
+L{framing.login.errors} is how a login fails.  The Twisted layer
+(L{protocols.auth}) and the blocking client (L{protocols.blocking}) drive
+the same exchange, so the login is written once; its steps are those of
+docs/wire-format.md, section 13.
+
+Like the rest of L{framing}, nothing here imports Twisted, sockets or
+asyncio.  Names are camelCase, as in L{framing.rpc}: these modules came
+from L{protocols.auth}, which re-exports them unchanged.
+"""
+
+from __future__ import annotations
+
+from .errors import LoginBroken, LoginFailed, LoginRefused, ServerNotVerified, UnsupportedCredentials
+from .exchange import Anonymous, ClientCertificate, ClientExchange, ObjectName, Password, Token, clientMechanism
+
+__all__ = [
+    "Anonymous",
+    "ClientCertificate",
+    "ClientExchange",
+    "LoginBroken",
+    "LoginFailed",
+    "LoginRefused",
+    "ObjectName",
+    "Password",
+    "ServerNotVerified",
+    "Token",
+    "UnsupportedCredentials",
+    "clientMechanism",
+]

@@ -1,0 +1,146 @@
+"""The client's side of a login, sans-IO (L{framing.login.exchange.ClientExchange}): messages out, answers judged.
+
+The server's side here is L{framing.login.scram.ScramServer} driven by
+hand, so a whole SCRAM login runs without a connection.
+"""
+
+from __future__ import annotations
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from framing import Violation
+from framing.login.errors import LoginBroken, LoginRefused, ServerNotVerified, UnsupportedCredentials
+from framing.login.exchange import (
+    FAILED,
+    LOGGED_IN,
+    WANT_ANSWER,
+    Anonymous,
+    ClientCertificate,
+    ClientExchange,
+    ObjectName,
+    Password,
+    Token,
+    clientMechanism,
+)
+from framing.login.scram import MIN_ITERATIONS, ScramServer, ScramVerifier
+from framing.login.wire import (
+    ACCEPTED,
+    ANONYMOUS,
+    CERTIFICATE,
+    CHALLENGE,
+    CONTINUE,
+    NAME,
+    REFUSED,
+    SCRAM,
+    START,
+    TOKEN,
+    LoginMessage,
+)
+
+VERIFIER = ScramVerifier.fromPassword(b"sesame", b"fixed salt", MIN_ITERATIONS)
+
+
+def scramServer(message: LoginMessage, verifier: ScramVerifier = VERIFIER) -> tuple[ScramServer, LoginMessage]:
+    """A server's side for the client's C{"start"}: its challenge."""
+    server = ScramServer(lambda name: verifier, b"server secret")
+    return server, LoginMessage.of(CHALLENGE, SCRAM, server.first(message.payload))
+
+
+class ScramExchangeTests(SynchronousTestCase):
+    """A SCRAM login: start, challenge, continue, accepted (the server's signature checked)."""
+
+    def test_loggedIn(self) -> None:
+        """The whole exchange ends LOGGED_IN, the password never in any message."""
+        exchange = ClientExchange(clientMechanism(Password("alice", "sesame")))
+        start = exchange.start()
+        self.assertEqual((start.verb, start.mechanism), (START, SCRAM))
+        server, challenge = scramServer(start)
+        final = exchange.receive(challenge)
+        assert final is not None
+        self.assertEqual((final.verb, final.mechanism), (CONTINUE, SCRAM))
+        response = server.response(final.payload)
+        self.assertTrue(response.checkProof(VERIFIER.storedKey))
+        self.assertIsNone(exchange.receive(LoginMessage.of(ACCEPTED, SCRAM, server.final())))
+        self.assertEqual(exchange.state, LOGGED_IN)
+        for message in (start, final):
+            self.assertNotIn(b"sesame", message.payload)
+
+    def test_badServerSignature(self) -> None:
+        """A server that does not hold the verifier fails its last check: ServerNotVerified, FAILED."""
+        exchange = ClientExchange(clientMechanism(Password("alice", "sesame")))
+        other = ScramVerifier.fromPassword(b"other", b"fixed salt", MIN_ITERATIONS)
+        server, challenge = scramServer(exchange.start(), other)
+        final = exchange.receive(challenge)
+        assert final is not None
+        response = server.response(final.payload)
+        response.checked = True  # a server that pretends the proof was good
+        self.assertRaises(ServerNotVerified, exchange.receive, LoginMessage.of(ACCEPTED, SCRAM, server.final()))
+        self.assertEqual(exchange.state, FAILED)
+
+    def test_refused(self) -> None:
+        """A refusal is LoginRefused, saying nothing of why."""
+        exchange = ClientExchange(clientMechanism(Password("alice", "wrong")))
+        exchange.start()
+        error = self.assertRaises(LoginRefused, exchange.receive, LoginMessage.of(REFUSED, SCRAM))
+        self.assertEqual(str(error), "the server refused the login")
+        self.assertEqual(exchange.state, FAILED)
+
+
+class OneMessageTests(SynchronousTestCase):
+    """Token, certificate, object name and anonymous logins say everything in their first message."""
+
+    def test_firstMessages(self) -> None:
+        """Each credential gives its mechanism and payload; a secret never shows in a repr."""
+        cases = [
+            (Token("abc"), TOKEN, b"abc"),
+            (ClientCertificate(), CERTIFICATE, b""),
+            (ObjectName("a" * 26), NAME, b"a" * 26),
+            (Anonymous(), ANONYMOUS, b""),
+        ]
+        for credentials, mechanism, payload in cases:
+            start = ClientExchange(clientMechanism(credentials)).start()
+            self.assertEqual((start.verb, start.mechanism, start.payload), (START, mechanism, payload))
+        self.assertNotIn("abc", repr(Token("abc")))
+        self.assertNotIn("sesame", repr(Password("alice", "sesame")))
+        self.assertNotIn("a" * 26, repr(ObjectName("a" * 26)))
+
+    def test_acceptedAtOnce(self) -> None:
+        """An accepted token login is LOGGED_IN with nothing more to send."""
+        exchange = ClientExchange(clientMechanism(Token("abc")))
+        exchange.start()
+        self.assertEqual(exchange.state, WANT_ANSWER)
+        self.assertIsNone(exchange.receive(LoginMessage.of(ACCEPTED, TOKEN)))
+        self.assertEqual(exchange.state, LOGGED_IN)
+
+    def test_challengedTokenBroken(self) -> None:
+        """A challenge to a one-message login breaks the exchange."""
+        exchange = ClientExchange(clientMechanism(Token("abc")))
+        exchange.start()
+        self.assertRaises(LoginBroken, exchange.receive, LoginMessage.of(CHALLENGE, TOKEN, b"?"))
+        self.assertEqual(exchange.state, FAILED)
+
+    def test_unsupported(self) -> None:
+        """Credentials of no known kind are UnsupportedCredentials (a TypeError too)."""
+        error = self.assertRaises(UnsupportedCredentials, clientMechanism, ("alice", "sesame"))
+        self.assertIsInstance(error, TypeError)
+
+
+class BrokenExchangeTests(SynchronousTestCase):
+    """Anything but this login's messages, in turn, is LoginBroken, and the exchange stays FAILED."""
+
+    def test_otherObjects(self) -> None:
+        """Another object, another mechanism's message, a client's verb, or a refused object: LoginBroken."""
+        for sent in ([1, 2], LoginMessage.of(ACCEPTED, SCRAM), LoginMessage.of(START, TOKEN)):
+            exchange = ClientExchange(clientMechanism(Token("abc")))
+            exchange.start()
+            self.assertRaises(LoginBroken, exchange.receive, sent)
+            self.assertEqual(exchange.state, FAILED)
+        exchange = ClientExchange(clientMechanism(Token("abc")))
+        self.assertRaises(LoginBroken, exchange.refused, Violation("too big"))
+        self.assertEqual(exchange.state, FAILED)
+
+    def test_afterLogin(self) -> None:
+        """A login message after the login is over breaks the rules too."""
+        exchange = ClientExchange(clientMechanism(Token("abc")))
+        exchange.receive(LoginMessage.of(ACCEPTED, TOKEN))
+        self.assertRaises(LoginBroken, exchange.receive, LoginMessage.of(ACCEPTED, TOKEN))
