@@ -66,6 +66,7 @@ refused argument is a L{RemoteViolation}).
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -74,6 +75,8 @@ from types import TracebackType
 from typing import Any
 
 from framing import Decoder, Encoder, Limits, Ping, ProtocolError, Registry, Violation
+from framing.login.exchange import LOGGED_IN, ClientExchange, clientMechanism
+from framing.login.wire import PRE_LOGIN_LIMITS, loginRegistry
 from framing.rpc.calltable import CallTable
 from framing.rpc.errors import (
     CallTimedOut,
@@ -492,8 +495,8 @@ class BlockingConnection:
         self._lock.release()
         try:
             chunk = sock.recv(_READ_SIZE)
-        except (TimeoutError, BlockingIOError):
-            # (SO_RCVTIMEO passed: EAGAIN from a blocking socket)
+        except (TimeoutError, BlockingIOError, ssl.SSLWantReadError):
+            # (SO_RCVTIMEO passed: EAGAIN from a blocking socket; from a TLS one, SSL_ERROR_WANT_READ)
             chunk = None
         except OSError as error:
             self._lock.acquire()
@@ -616,7 +619,7 @@ class BlockingConnection:
 
     def _sendFailed(self, error: OSError) -> BaseException:
         """Why the connection ends when a send failed with C{error}: the server read nothing for too long, or else."""
-        if isinstance(error, (BlockingIOError, TimeoutError)):
+        if isinstance(error, (BlockingIOError, TimeoutError, ssl.SSLWantWriteError)):
             return ServerSilent(f"{self.peer} read nothing this side sent for {self.silenceTimeout:g} s")
         return ConnectionLost(f"sending to {self.peer} failed: {error}")
 
@@ -657,9 +660,91 @@ class BlockingConnection:
         self.close()
 
 
+def tlsContext(*, caFile: str | None = None, certificate: str | None = None, key: str | None = None) -> ssl.SSLContext:
+    """
+    A client TLS context for L{connect}'s C{tls}: TLS 1.2 or later, the
+    server's certificate checked against C{caFile}'s CAs (the system's if
+    C{None}) and its name against the host connected to (a server
+    certificate of L{protocols.auth.authority} names C{localhost},
+    127.0.0.1 and ::1).  Nothing here turns checking off: a server with a
+    key of its own and no CA is reached through its object URL
+    (L{connectURL}), which pins the key instead.
+
+    @param caFile: a PEM file of the CA certificates to trust.
+    @param certificate: a PEM file holding this client's certificate (and
+        its key, unless C{key} names another file): what a
+        L{framing.login.ClientCertificate} login presents.
+    @param key: the PEM file of the certificate's private key, if apart.
+    """
+    context = ssl.create_default_context(cafile=caFile)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if certificate is not None:
+        context.load_cert_chain(certificate, key)
+    return context
+
+
+def _secured(
+    sock: socket.socket, tls: ssl.SSLContext, hostname: str, peer: str, timeout: float | None
+) -> socket.socket:
+    """
+    C{sock} with TLS, its handshake done within C{timeout} (the socket's
+    timeout, as L{connect} made it).
+
+    @raise ServerSilent: no handshake in time.
+    @raise ssl.SSLError: the handshake failed (C{ssl.SSLCertVerificationError}:
+        the server's certificate is not trusted, or names another host).
+    """
+    try:
+        return tls.wrap_socket(sock, server_hostname=hostname)
+    except TimeoutError as error:
+        raise ServerSilent(f"no TLS handshake with {peer} within {timeout:g} s") from error
+
+
+def _logIn(sock: socket.socket, credentials: Any, peer: str, timeout: float | None) -> None:
+    """
+    Log in on C{sock} with C{credentials} (the preamble exchanged, no call
+    made yet): the sans-IO L{ClientExchange} says what to send and judges
+    what the server answers; this only carries the bytes, within C{timeout}.
+    The login messages have a registry and limits of their own (those of a
+    server before a login): what comes before the login never reaches the
+    RPC decoder.
+
+    @raise framing.login.LoginFailed: refused (L{framing.login.LoginRefused}), the
+        server not verified, or the exchange broken (the server sent more
+        than the login before the first call, among others).
+    @raise ServerSilent: no answer within C{timeout}.
+    @raise ConnectionLost: the server closed the connection.
+    """
+    exchange = ClientExchange(clientMechanism(credentials))
+    registry = loginRegistry()
+    encoder, decoder = Encoder(registry), Decoder(PRE_LOGIN_LIMITS, registry, preamble=False)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    sock.sendall(encoder.encode(exchange.start()))
+    while exchange.state is not LOGGED_IN:
+        if deadline is not None and time.monotonic() >= deadline:
+            raise ServerSilent(f"no answer to the login from {peer} within {timeout:g} s")
+        try:
+            chunk = sock.recv(PRE_LOGIN_LIMITS.max_buffered_bytes)
+        except (TimeoutError, BlockingIOError, ssl.SSLWantReadError):
+            continue  # (the socket's receive timeout, a tick: look at the deadline)
+        except OSError as error:
+            raise ConnectionLost(f"reading from {peer} failed during the login: {error}") from error
+        if not chunk:
+            raise ConnectionLost(f"{peer} closed the connection during the login")
+        for obj in decoder.feed(chunk):
+            if isinstance(obj, Violation):
+                exchange.refused(obj)
+            reply = exchange.receive(obj)
+            if reply is not None:
+                sock.sendall(encoder.encode(reply))
+        decoder.control_events.clear()  # a PING during a login: the answer to the login is answer enough
+
+
 def connect(
     address: str | tuple[str, int],
     *,
+    credentials: Any = None,
+    tls: ssl.SSLContext | bool = False,
     timeout: float | None = 10.0,
     callTimeout: float | None = None,
     silenceTimeout: float | None = 60.0,
@@ -669,10 +754,20 @@ def connect(
 ) -> BlockingConnection:
     """
     Connect to the chunkwire RPC server at C{address} (C{"host:port"} or
-    C{(host, port)}) and return the connection, whose C{root} is the server's
-    root object (seen through C{interface} if given).
+    C{(host, port)}), over TLS if asked, log in if given credentials, and
+    return the connection, whose C{root} is the server's root object (for
+    this login; seen through C{interface} if given).
 
-    @param timeout: seconds to connect and receive the server's preamble.
+    @param credentials: how to log in, as the Twisted client does
+        (L{framing.login}): C{Password(user, password)} (SCRAM-SHA-256: the
+        password never crosses the wire), C{Token(token)},
+        C{ClientCertificate()} (with C{tls} presenting one: see
+        L{tlsContext}), C{Anonymous()}; C{None}: no login.
+    @param tls: an C{ssl.SSLContext} (L{tlsContext} makes one), C{True}
+        for the default one (the system's CAs), C{False}: plain TCP.
+
+    @param timeout: seconds to connect, for the TLS handshake, to receive
+        the server's preamble, and to log in (each).
     @param callTimeout: seconds each call waits for its answer (C{None}: no
         bound but C{silenceTimeout}).
     @param silenceTimeout: seconds the server may say nothing while a call
@@ -687,7 +782,13 @@ def connect(
     @raise ServerSilent: connected, but no preamble within C{timeout}.
     @raise OSError: the connection was refused, or the name did not resolve.
     @raise framing.ProtocolError: the server does not speak chunkwire.
+    @raise ssl.SSLError: the TLS handshake failed (the server's certificate
+        is not trusted, or this side's is refused).
+    @raise framing.login.LoginFailed: the login failed: L{framing.login.LoginRefused},
+        L{framing.login.ServerNotVerified}, L{framing.login.UnsupportedCredentials}...
     """
+    if credentials is not None:
+        clientMechanism(credentials)  # credentials no mechanism takes: refused before connecting
     host, port = parseAddress(address)
     peer = f"{host}:{port}"
     try:
@@ -696,10 +797,15 @@ def connect(
         raise ConnectTimedOut(f"no connection to {peer} within {timeout:g} s") from error
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is not False:
+            context = tlsContext() if tls is True else tls
+            sock = _secured(sock, context, host, peer, timeout)
         connection = BlockingConnection(
             sock, peer, callTimeout=callTimeout, silenceTimeout=silenceTimeout, limits=limits, registry=registry
         )
         connection.start(timeout)
+        if credentials is not None:
+            _logIn(sock, credentials, peer, timeout)
     except BaseException:
         sock.close()
         raise

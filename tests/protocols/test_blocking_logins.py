@@ -1,0 +1,151 @@
+"""Logins and TLS of the blocking client (L{protocols.blocking}) against examples/kv_server.py, run as processes.
+
+One server per class (users and tokens over TCP; client certificates over
+TLS), several cases each.  Listed in dev.py's PROCESS_TESTS (compiled core
+only).  The certificates come from L{protocols.auth.authority}'s
+CertificateAuthority, as chunkwire-cert makes them.
+"""
+
+from __future__ import annotations
+
+import ssl
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from framing import Violation
+from framing.errors import PeerError
+from framing.login import (
+    ClientCertificate,
+    LoginRefused,
+    Password,
+    Token,
+    UnsupportedCredentials,
+)
+from framing.rpc.errors import DeadReferenceError
+from protocols.auth.authority import CertificateAuthority
+from protocols.auth.scram import MIN_ITERATIONS
+from protocols.auth.tokens import addToken, newToken
+from protocols.auth.users import addUser
+from protocols.blocking import BlockingConnection, ConnectionLost, connect, tlsContext
+from protocols.kv import IKeyValue
+from tests.processes import readUntil, startPython, stop
+
+HANG = 30.0
+"""Seconds within which anything that is not a hang finishes, however loaded the machine."""
+
+
+class ServerTestCase(SynchronousTestCase):
+    """One kv_server.py process for the class, started with C{arguments(directory)}."""
+
+    server: subprocess.Popen[bytes]
+    port: int
+    work: Path
+
+    @classmethod
+    def arguments(cls, work: Path) -> list[str]:
+        raise NotImplementedError
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.work = Path(tempfile.mkdtemp(prefix="blocking-logins-"))
+        cls.server = startPython("examples/kv_server.py", *cls.arguments(cls.work))
+        cls.port = int(readUntil(cls.server, rb"port=(\d+)").group(1))
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        stop(cls.server)
+
+    def connect(self, **options: Any) -> BlockingConnection:
+        connection = connect(("127.0.0.1", self.port), timeout=HANG, callTimeout=HANG, **options)
+        self.addCleanup(connection.close)
+        return connection
+
+
+class PasswordAndTokenTests(ServerTestCase):
+    """kv_server.py --users --tokens: SCRAM passwords and bearer tokens, over plain TCP."""
+
+    @classmethod
+    def arguments(cls, work: Path) -> list[str]:
+        addUser(work / "users", "alice", b"alice's secret", iterations=MIN_ITERATIONS)
+        cls.token = addToken(work / "tokens", "robot")
+        return [
+            "--listen",
+            "tcp:0:interface=127.0.0.1",
+            "--users",
+            str(work / "users"),
+            "--tokens",
+            str(work / "tokens"),
+        ]
+
+    def test_password(self) -> None:
+        """The right password logs in (SCRAM, the server's signature checked); calls then work, typed too."""
+        root = self.connect(credentials=Password("alice", "alice's secret"), interface=IKeyValue).root
+        root.put("password/k", "v")
+        self.assertEqual(root.get("password/k"), "v")
+        tooLong = self.assertRaises(Violation, root.get, "k" * 2000)
+        self.assertEqual(tooLong.where, "args[0]")
+        self.assertEqual(root.list("password/"), ["password/k"])
+
+    def test_wrongPasswordOrUser(self) -> None:
+        """A wrong password and an unknown user are both LoginRefused, saying the same."""
+        wrong = self.assertRaises(LoginRefused, self.connect, credentials=Password("alice", "guess"))
+        unknown = self.assertRaises(LoginRefused, self.connect, credentials=Password("mallory", "guess"))
+        self.assertEqual(str(wrong), str(unknown))
+
+    def test_token(self) -> None:
+        """The issued token logs in; a made-up one is refused."""
+        root = self.connect(credentials=Token(self.token)).root
+        root.callRemote("put", "token/k", "v")
+        self.assertEqual(root.callRemote("get", "token/k"), "v")
+        self.assertRaises(LoginRefused, self.connect, credentials=Token(newToken()))
+
+    def test_noLogin(self) -> None:
+        """Without a login, a call ends the connection: the server's error, naming the call; then DeadReferenceError."""
+        root = self.connect().root
+        error = self.assertRaises(PeerError, root.callRemote, "get", "k")
+        self.assertIn("before logging in", str(error))
+        self.assertIn("while calling 'get'", str(error))
+        self.assertRaises(DeadReferenceError, root.callRemote, "get", "k")
+
+    def test_unsupportedCredentials(self) -> None:
+        """Credentials no mechanism takes are refused before connecting."""
+        self.assertRaises(UnsupportedCredentials, connect, ("127.0.0.1", 1), credentials=("alice", "secret"))
+
+
+class ClientCertificateTests(ServerTestCase):
+    """kv_server.py on TLS with --client-ca: the server checked against the CA, the client by its certificate."""
+
+    @classmethod
+    def arguments(cls, work: Path) -> list[str]:
+        authority = CertificateAuthority.generate()
+        caDirectory = authority.writeCADirectory(work / "ca")
+        cls.caFile = str(caDirectory / "ca.pem")
+        authority.issue("localhost", server=True).writePEM(work / "server.pem")
+        cls.carol = str(authority.issue("carol").writePEM(work / "carol.pem"))
+        cls.stranger = str(CertificateAuthority.generate("another CA").issue("carol").writePEM(work / "stranger.pem"))
+        listen = f"ssl:0:interface=127.0.0.1:privateKey={work / 'server.pem'}"
+        return ["--listen", listen, "--client-ca", str(caDirectory)]
+
+    def test_certificateLogin(self) -> None:
+        """The CA's client certificate logs in over TLS, the server's certificate checked; calls work."""
+        tls = tlsContext(caFile=self.caFile, certificate=self.carol)
+        root = self.connect(tls=tls, credentials=ClientCertificate()).root
+        root.callRemote("put", "certificate/k", "v")
+        self.assertEqual(root.callRemote("get", "certificate/k"), "v")
+
+    def test_otherCertificates(self) -> None:
+        """No client certificate, or one from another CA: connect fails with the server's TLS alert, no login made."""
+        for certificate, alert in ((None, "certificate required"), (self.stranger, "unknown ca")):
+            tls = tlsContext(caFile=self.caFile, certificate=certificate)
+            error = self.assertRaises(ConnectionLost, self.connect, tls=tls, credentials=ClientCertificate())
+            self.assertIn(alert, str(error))
+
+    def test_untrustedServer(self) -> None:
+        """A server whose certificate the trusted CAs did not issue fails the handshake: nothing is sent."""
+        other = CertificateAuthority.generate("another CA").writeCADirectory(self.work / "other-ca")
+        tls = tlsContext(caFile=str(other / "ca.pem"), certificate=self.carol)
+        self.assertRaises(ssl.SSLCertVerificationError, self.connect, tls=tls, credentials=ClientCertificate())
