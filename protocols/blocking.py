@@ -75,7 +75,9 @@ from types import TracebackType
 from typing import Any
 
 from framing import Decoder, Encoder, Limits, Ping, ProtocolError, Registry, Violation
-from framing.login.exchange import LOGGED_IN, ClientExchange, clientMechanism
+from framing.login.errors import LoginFailed
+from framing.login.exchange import LOGGED_IN, ClientExchange, ObjectName, clientMechanism
+from framing.login.urls import KeyMismatch, ObjectURL, certificateKeyHash
 from framing.login.wire import PRE_LOGIN_LIMITS, loginRegistry
 from framing.rpc.calltable import CallTable
 from framing.rpc.errors import (
@@ -684,7 +686,7 @@ def tlsContext(*, caFile: str | None = None, certificate: str | None = None, key
 
 
 def _secured(
-    sock: socket.socket, tls: ssl.SSLContext, hostname: str, peer: str, timeout: float | None
+    sock: socket.socket, tls: ssl.SSLContext, hostname: str | None, peer: str, timeout: float | None
 ) -> socket.socket:
     """
     C{sock} with TLS, its handshake done within C{timeout} (the socket's
@@ -790,18 +792,70 @@ def connect(
     if credentials is not None:
         clientMechanism(credentials)  # credentials no mechanism takes: refused before connecting
     host, port = parseAddress(address)
-    peer = f"{host}:{port}"
+    context = None if tls is False else tlsContext() if tls is True else tls
+    options = _Options(timeout, callTimeout, silenceTimeout, limits, registry, interface)
+    return _open((host, port), f"{host}:{port}", host, context, None, credentials, options)
+
+
+class _Options:
+    """What L{connect} and L{connectURL} pass on to the connection, unchanged."""
+
+    def __init__(
+        self,
+        timeout: float | None,
+        callTimeout: float | None,
+        silenceTimeout: float | None,
+        limits: Limits | None,
+        registry: Registry | None,
+        interface: type | None,
+    ) -> None:
+        self.timeout, self.callTimeout, self.silenceTimeout = timeout, callTimeout, silenceTimeout
+        self.limits, self.registry, self.interface = limits, registry, interface
+
+
+def _open(
+    target: tuple[str, int] | str,
+    peer: str,
+    hostname: str | None,
+    tls: ssl.SSLContext | None,
+    pin: str | None,
+    credentials: Any,
+    options: _Options,
+) -> BlockingConnection:
+    """
+    Connect to C{target} (C{(host, port)}, or a UNIX socket's path), with
+    TLS if C{tls} (checking the server's name against C{hostname}, or its
+    key's hash against C{pin}, before anything is sent), exchange
+    preambles, log in with C{credentials} if given.
+    """
+    timeout = options.timeout
     try:
-        sock = socket.create_connection((host, port), timeout=timeout)
+        if isinstance(target, str):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            try:
+                sock.connect(target)
+            except BaseException:
+                sock.close()
+                raise
+        else:
+            sock = socket.create_connection(target, timeout=timeout)
     except TimeoutError as error:
         raise ConnectTimedOut(f"no connection to {peer} within {timeout:g} s") from error
     try:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if tls is not False:
-            context = tlsContext() if tls is True else tls
-            sock = _secured(sock, context, host, peer, timeout)
+        if not isinstance(target, str):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is not None:
+            sock = _secured(sock, tls, hostname, peer, timeout)
+            if pin is not None:
+                _checkPin(sock, pin)
         connection = BlockingConnection(
-            sock, peer, callTimeout=callTimeout, silenceTimeout=silenceTimeout, limits=limits, registry=registry
+            sock,
+            peer,
+            callTimeout=options.callTimeout,
+            silenceTimeout=options.silenceTimeout,
+            limits=options.limits,
+            registry=options.registry,
         )
         connection.start(timeout)
         if credentials is not None:
@@ -809,6 +863,77 @@ def connect(
     except BaseException:
         sock.close()
         raise
-    if interface is not None:
-        connection.root = connection.root.typed(interface)
+    if options.interface is not None:
+        connection.root = connection.root.typed(options.interface)
     return connection
+
+
+def _pinnedContext() -> ssl.SSLContext:
+    """
+    A client TLS context that trusts no CA and checks no name: the server's
+    key is checked by its hash instead (L{_checkPin}), once the handshake is
+    done and before anything is sent.  (The handshake itself still makes the
+    server prove it holds that key: its signature is checked whatever the
+    verify mode.)
+    """
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def _checkPin(sock: socket.socket, pin: str) -> None:
+    """
+    @raise KeyMismatch: the server's certificate holds another key than
+        the one C{pin} hashes (nothing has been sent to it).
+    """
+    der = sock.getpeercert(binary_form=True) if isinstance(sock, ssl.SSLSocket) else None
+    presented = certificateKeyHash(der) if der else "(no certificate)"
+    if presented != pin:
+        raise KeyMismatch(pin, presented)
+
+
+def connectURL(
+    url: str,
+    *,
+    timeout: float | None = 10.0,
+    callTimeout: float | None = None,
+    silenceTimeout: float | None = 60.0,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+    interface: type | None = None,
+) -> BlockingConnection:
+    """
+    Connect to the object a self-authenticating URL names
+    (C{chunkwire://KEYHASH@HINTS/NAME}, see L{framing.login.urls}), as the
+    Twisted client's C{rpc.connectURL} does: over TLS, the server's key
+    hash compared with the URL's before anything is sent (no CA, no host
+    name), then logged in by the URL's name; the hints are tried in order
+    until one connects.  The connection's C{root} is exactly that object.
+    Other arguments as for L{connect}; C{timeout} is each hint's.
+
+    @raise framing.login.urls.InvalidURL: C{url} is not a canonical object URL.
+    @raise framing.login.urls.KeyMismatch: the server holds another key
+        (the name was not sent).
+    @raise framing.login.LoginRefused: the server knows no such name (or no longer).
+    @raise OSError: the last hint's connection error (L{ConnectTimedOut} among them).
+    """
+    parsed = ObjectURL.parse(url)
+    options = _Options(timeout, callTimeout, silenceTimeout, limits, registry, interface)
+    failure: Exception | None = None
+    for hint in parsed.hints:
+        target: tuple[str, int] | str
+        if hint.startswith("unix:"):
+            target = hint[len("unix:") :]
+        else:
+            host, _, port = hint.rpartition(":")
+            target = (host.strip("[]"), int(port))
+        try:
+            return _open(target, hint, None, _pinnedContext(), parsed.keyHash, ObjectName(parsed.name), options)
+        except (LoginFailed, KeyMismatch):
+            raise
+        except Exception as error:
+            failure = error
+    assert failure is not None
+    raise failure

@@ -16,19 +16,18 @@ functions that need them, so C{protocols} imports without them.
 
 from __future__ import annotations
 
-import base64
 import datetime
-import hashlib
 import os
 from pathlib import Path
 from typing import Any
+
+from framing.login.urls import KEY_HASH_LENGTH as KEY_HASH_LENGTH  # the key hash is sans-IO (object URLs)
+from framing.login.urls import spkiHash as spkiHash
 
 from .tlsendpoints import PREFIX, TLSServerEndpoint, joinDescription, splitDescription, tlsServerEndpoint
 
 __all__ = ["InsecureKeyFile", "ServerIdentity", "keyHash", "spkiHash"]
 
-KEY_HASH_LENGTH = 52
-"""Characters in a key hash: 256 bits in base32, without the padding."""
 
 NEVER_EXPIRES = datetime.datetime(9999, 12, 31, 23, 59, 59, tzinfo=datetime.timezone.utc)
 """RFC 5280's "no well-defined expiration": a pinned key is trusted by its hash, not by dates."""
@@ -66,11 +65,6 @@ def keyHash(certificate: Any) -> str:
     publicKey = _cryptographyCertificate(certificate).public_key()
     spki = publicKey.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     return spkiHash(spki)
-
-
-def spkiHash(spki: bytes) -> str:
-    """The key hash of a DER-encoded SubjectPublicKeyInfo (what L{keyHash} computes from a certificate)."""
-    return base64.b32encode(hashlib.sha256(spki).digest()).decode("ascii").rstrip("=").lower()
 
 
 def _newKeyFile() -> bytes:

@@ -1,13 +1,15 @@
-"""Logins and TLS of the blocking client (L{protocols.blocking}) against examples/kv_server.py, run as processes.
+"""Logins and TLS of the blocking client (L{protocols.blocking}) against the kv example server, run as processes.
 
-One server per class (users and tokens over TCP; client certificates over
-TLS), several cases each.  Listed in dev.py's PROCESS_TESTS (compiled core
+One server per class (examples/kv_server.py with users and tokens over
+TCP, with client certificates over TLS; C{twist chunkwire-kv --names} for
+an object URL), several cases each.  Listed in dev.py's PROCESS_TESTS (compiled core
 only).  The certificates come from L{protocols.auth.authority}'s
 CertificateAuthority, as chunkwire-cert makes them.
 """
 
 from __future__ import annotations
 
+import socket
 import ssl
 import subprocess
 import tempfile
@@ -25,12 +27,13 @@ from framing.login import (
     Token,
     UnsupportedCredentials,
 )
+from framing.login.urls import InvalidURL, KeyMismatch, ObjectURL
 from framing.rpc.errors import DeadReferenceError
 from protocols.auth.authority import CertificateAuthority
 from protocols.auth.scram import MIN_ITERATIONS
 from protocols.auth.tokens import addToken, newToken
 from protocols.auth.users import addUser
-from protocols.blocking import BlockingConnection, ConnectionLost, connect, tlsContext
+from protocols.blocking import BlockingConnection, ConnectionLost, connect, connectURL, tlsContext
 from protocols.kv import IKeyValue
 from tests.processes import readUntil, startPython, stop
 
@@ -47,13 +50,14 @@ class ServerTestCase(SynchronousTestCase):
 
     @classmethod
     def arguments(cls, work: Path) -> list[str]:
+        """The command line of the server (a script's path and its options), making its files in C{work}."""
         raise NotImplementedError
 
     @classmethod
     def setUpClass(cls) -> None:
         cls.work = Path(tempfile.mkdtemp(prefix="blocking-logins-"))
-        cls.server = startPython("examples/kv_server.py", *cls.arguments(cls.work))
-        cls.port = int(readUntil(cls.server, rb"port=(\d+)").group(1))
+        cls.server = startPython(*cls.arguments(cls.work))
+        cls.port = int(readUntil(cls.server, rb"(?:port=|starting on )(\d+)").group(1))
 
     @classmethod
     def tearDownClass(cls) -> None:
@@ -73,6 +77,7 @@ class PasswordAndTokenTests(ServerTestCase):
         addUser(work / "users", "alice", b"alice's secret", iterations=MIN_ITERATIONS)
         cls.token = addToken(work / "tokens", "robot")
         return [
+            "examples/kv_server.py",
             "--listen",
             "tcp:0:interface=127.0.0.1",
             "--users",
@@ -128,7 +133,7 @@ class ClientCertificateTests(ServerTestCase):
         cls.carol = str(authority.issue("carol").writePEM(work / "carol.pem"))
         cls.stranger = str(CertificateAuthority.generate("another CA").issue("carol").writePEM(work / "stranger.pem"))
         listen = f"ssl:0:interface=127.0.0.1:privateKey={work / 'server.pem'}"
-        return ["--listen", listen, "--client-ca", str(caDirectory)]
+        return ["examples/kv_server.py", "--listen", listen, "--client-ca", str(caDirectory)]
 
     def test_certificateLogin(self) -> None:
         """The CA's client certificate logs in over TLS, the server's certificate checked; calls work."""
@@ -149,3 +154,56 @@ class ClientCertificateTests(ServerTestCase):
         other = CertificateAuthority.generate("another CA").writeCADirectory(self.work / "other-ca")
         tls = tlsContext(caFile=str(other / "ca.pem"), certificate=self.carol)
         self.assertRaises(ssl.SSLCertVerificationError, self.connect, tls=tls, credentials=ClientCertificate())
+
+
+class ObjectURLTests(ServerTestCase):
+    """twist chunkwire-kv --names: the store reached by its URL, the server's key pinned in the handshake."""
+
+    @classmethod
+    def arguments(cls, work: Path) -> list[str]:
+        with socket.socket() as probe:  # a port the URL can name (a port 0 cannot be written in one)
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        cls.urlFile = work / "kv.names.url"
+        names = str(work / "kv.names")
+        return ["-m", "twisted", "chunkwire-kv", "--names", names, "--listen", f"tcp:{port}:interface=127.0.0.1"]
+
+    def url(self) -> ObjectURL:
+        return ObjectURL.parse(self.urlFile.read_text().strip())
+
+    def connectURL(self, url: ObjectURL | str, **options: Any) -> BlockingConnection:
+        connection = connectURL(str(url), timeout=HANG, callTimeout=HANG, **options)
+        self.addCleanup(connection.close)
+        return connection
+
+    def test_calls(self) -> None:
+        """The URL's object answers calls, typed too; no CA and no host name were needed."""
+        root = self.connectURL(self.url(), interface=IKeyValue).root
+        root.put("url/k", "v")
+        self.assertEqual(root.get("url/k"), "v")
+
+    def test_otherKey(self) -> None:
+        """A URL naming another key: KeyMismatch, naming both hashes, before the name is sent."""
+        url = self.url()
+        otherHash = "a" * 52
+        error = self.assertRaises(KeyMismatch, self.connectURL, ObjectURL(otherHash, url.hints, url.name))
+        self.assertEqual((error.expected, error.presented), (otherHash, url.keyHash))
+
+    def test_unknownName(self) -> None:
+        """A name the server does not publish is refused, like a wrong password."""
+        url = self.url()
+        self.assertRaises(LoginRefused, self.connectURL, ObjectURL(url.keyHash, url.hints, "b" * 52))
+
+    def test_hintsInOrder(self) -> None:
+        """A hint nobody listens on is skipped for the next one."""
+        url = self.url()
+        with socket.socket() as closed:
+            closed.bind(("127.0.0.1", 0))
+            dead = f"127.0.0.1:{closed.getsockname()[1]}"
+        root = self.connectURL(ObjectURL(url.keyHash, (dead, *url.hints), url.name)).root
+        self.assertEqual(root.callRemote("list", "nothing/"), [])
+
+    def test_invalidURL(self) -> None:
+        """A URL not in its canonical form is refused before connecting, saying why."""
+        error = self.assertRaises(InvalidURL, connectURL, str(self.url()).upper())
+        self.assertIn("scheme", error.reason)
