@@ -55,12 +55,20 @@ Contract:
    stream or an answer to no call (L{UnexpectedAnswer}) ends the connection
    and fails every waiting call with it.
 
-Not in this client yet (the Twisted client has them): logins and TLS,
-references passed either way (a result holding one is refused as an
-unknown type; the server's calls to this side are answered
-L{NoSuchObject}), bulk streams, typed proxies (C{.typed(I)}) and
-constraints checked before sending (the server still checks them: a
-refused argument is a L{RemoteViolation}).
+Typed interfaces (L{BlockingReference.typed}, C{connect(..., interface=I)}):
+arguments checked before sending, results on arrival, with the sans-IO
+checks of L{framing.rpc.interfaces} the Twisted client's proxy makes.
+Logins (C{connect(..., credentials=...)}: SCRAM, token, client
+certificate) drive the sans-IO L{framing.login.exchange.ClientExchange} the
+Twisted client drives too; TLS is the standard library's C{ssl}
+(L{tlsContext}); L{connectURL} pins the server's key for an object URL.
+The login runs once the preambles are exchanged and before the first call,
+on the calling thread, with a decoder of its own (the login registry and
+L{framing.login.wire.PRE_LOGIN_LIMITS}, as a server has before a login).
+
+Not in this client yet (the Twisted client has them): references passed
+either way (a result holding one is refused as an unknown type; the
+server's calls to this side are answered L{NoSuchObject}) and bulk streams.
 """
 
 from __future__ import annotations

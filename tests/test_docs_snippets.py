@@ -70,6 +70,13 @@ EXPECTED: dict[str, list[str]] = {
         "no such method: NoSuchMethod: 'gett' is not a remote method of this object; did you mean 'get'?",
         "twisted imported: False",
     ],
+    "without_twisted_logins.py": [
+        "ada reads: hello",
+        "refused here, nothing sent: args[0]",
+        "build-bot reads: hello",
+        "wrong password: the server refused the login",
+        "twisted imported: False",
+    ],
     "compiled_core.py": ["decoded: [(1, 5), (7, 7)]", "refused: not a span: [9, 2]"],
     "trace_tutorial.py": ["back: {'name': 'ada', 'n': 5}"],
     "bulk_tutorial.py": [

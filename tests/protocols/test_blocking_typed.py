@@ -1,4 +1,4 @@
-"""Typed proxies of the blocking client (L{protocols.blocking.BlockingTypedReference}) against a scripted server.
+"""Typed proxies and logins of the blocking client (L{protocols.blocking}) against scripted servers.
 
 The interface (L{tests.framing.sampleinterface.ICounter}) is declared
 without Twisted; its hints are checked here before anything is sent, and
@@ -8,16 +8,25 @@ proxy makes (L{framing.rpc.interfaces}).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing import Violation
+from framing import Decoder, Encoder, Violation
+from framing.login import LoginBroken, Token
+from framing.login.wire import ACCEPTED, PRE_LOGIN_LIMITS, TOKEN, LoginMessage, loginRegistry
 from framing.rpc.errors import NoSuchMethod
 from framing.rpc.wire import ANSWER, CALL, Message
-from protocols.blocking import BlockingReference, BlockingTypedReference, connect
+from protocols.blocking import (
+    BlockingReference,
+    BlockingTypedReference,
+    ConnectionLost,
+    ServerSilent,
+    connect,
+)
 from tests.framing.sampleinterface import ICounter
-from tests.protocols.test_blocking import HANG, ScriptedPeer, ScriptedServer
+from tests.protocols.test_blocking import HANG, REGISTRY, ScriptedPeer, ScriptedServer
 
 
 def recordingServer(test: SynchronousTestCase, answers: dict[str, Any]) -> tuple[ScriptedServer, list[Any]]:
@@ -91,3 +100,70 @@ class TypedProxyTests(SynchronousTestCase):
             self.assertIsInstance(
                 BlockingReference(connection, 6, ("tests.ICounter",)).typed(ICounter), BlockingTypedReference
             )
+
+
+LOGIN_REGISTRY = loginRegistry()
+
+
+def loginScript(*answers: Any, then: Callable[[ScriptedPeer], None] | None = None) -> Callable[[ScriptedPeer], None]:
+    """
+    A server's side that reads the client's login messages with the login
+    registry and sends C{answers} (bytes as they are, login messages
+    encoded) after the client's first one, then runs C{then} (or waits for
+    the client to close).
+    """
+
+    def script(peer: ScriptedPeer) -> None:
+        peer.decoder = Decoder(PRE_LOGIN_LIMITS, LOGIN_REGISTRY)
+        encoder = Encoder(LOGIN_REGISTRY)
+        start = peer.next()
+        assert isinstance(start, LoginMessage), start
+        peer.connection.sendall(b"".join(a if isinstance(a, bytes) else encoder.encode(a) for a in answers))
+        if then is not None:
+            then(peer)
+        else:
+            peer.connection.recv(1)
+
+    return script
+
+
+class ScriptedLoginTests(SynchronousTestCase):
+    """The blocking client's login against servers that do what a real one would not."""
+
+    def test_accepted(self) -> None:
+        """A token login the server accepts: connect returns; the token was sent once, in the start message."""
+        seen: list[Any] = []
+
+        def script(peer: ScriptedPeer) -> None:
+            peer.decoder = Decoder(PRE_LOGIN_LIMITS, LOGIN_REGISTRY)
+            seen.append(peer.next())
+            peer.connection.sendall(Encoder(LOGIN_REGISTRY).encode(LoginMessage.of(ACCEPTED, TOKEN)))
+            peer.connection.recv(1)
+
+        server = ScriptedServer(self, script)
+        connect(server.address, timeout=HANG, credentials=Token("abc")).close()
+        self.assertEqual([(m.verb, m.mechanism, m.payload) for m in seen], [("start", TOKEN, b"abc")])
+
+    def test_silentDuringLogin(self) -> None:
+        """A server that never answers the login: ServerSilent within the timeout."""
+        server = ScriptedServer(self, loginScript())
+        error = self.assertRaises(ServerSilent, connect, server.address, timeout=0.5, credentials=Token("abc"))
+        self.assertIn("login", str(error))
+
+    def test_closedDuringLogin(self) -> None:
+        """A server that closes during the login: ConnectionLost, saying so."""
+        server = ScriptedServer(self, loginScript(then=lambda peer: None))
+        error = self.assertRaises(ConnectionLost, connect, server.address, timeout=HANG, credentials=Token("abc"))
+        self.assertIn("during the login", str(error))
+
+    def test_moreAfterAccepted(self) -> None:
+        """Anything the server sends with its acceptance, before the first call, breaks the login."""
+        accepted = LoginMessage.of(ACCEPTED, TOKEN)
+        server = ScriptedServer(self, loginScript(accepted, accepted))
+        self.assertRaises(LoginBroken, connect, server.address, timeout=HANG, credentials=Token("abc"))
+
+    def test_notALoginMessage(self) -> None:
+        """An object the login registry does not know (an RPC message) breaks the login."""
+        call = Encoder(REGISTRY).encode(Message((ANSWER, 1, "early")))
+        server = ScriptedServer(self, loginScript(call))
+        self.assertRaises(LoginBroken, connect, server.address, timeout=HANG, credentials=Token("abc"))
