@@ -6,6 +6,10 @@ hand, so a whole SCRAM login runs without a connection.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Violation
@@ -36,6 +40,7 @@ from framing.login.wire import (
     TOKEN,
     LoginMessage,
 )
+from tests.processes import ENV, ROOT
 
 VERIFIER = ScramVerifier.fromPassword(b"sesame", b"fixed salt", MIN_ITERATIONS)
 
@@ -144,3 +149,26 @@ class BrokenExchangeTests(SynchronousTestCase):
         exchange = ClientExchange(clientMechanism(Token("abc")))
         exchange.receive(LoginMessage.of(ACCEPTED, TOKEN))
         self.assertRaises(LoginBroken, exchange.receive, LoginMessage.of(ACCEPTED, TOKEN))
+
+
+class NoTwistedTests(SynchronousTestCase):
+    """The login core, and the blocking client's logins, TLS and object URLs, load no Twisted."""
+
+    def test_importLoadsNoTwisted(self) -> None:
+        """A fresh interpreter running a login exchange and making TLS contexts has no twisted module."""
+        probe = (
+            "import json, sys\n"
+            "from framing.login import ClientExchange, Password, clientMechanism\n"
+            "from framing.login.urls import ObjectURL\n"
+            "from protocols.blocking import connect, connectURL, tlsContext\n"
+            "ClientExchange(clientMechanism(Password('ada', 'secret'))).start()\n"
+            "tlsContext()\n"
+            "print(json.dumps(sorted(sys.modules)))\n"
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", probe], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=60
+        )
+        self.assertEqual(result.returncode, 0, result.stderr)
+        modules = json.loads(result.stdout)
+        self.assertIn("framing.login.scram", modules)
+        self.assertEqual([name for name in modules if name == "twisted" or name.startswith("twisted.")], [])
