@@ -320,8 +320,12 @@ def _serveLibrary(reactor: Any, directory: str) -> str:
         def sent(self) -> list[float]:
             return self.lastSent
 
-    port = reactor.listenTCP(0, bulk.BulkBrokerFactory(Files(), clock=reactor), interface="127.0.0.1")
-    return str(port.getHost().port)
+    # As a user of the library serves: bulk.serve with its defaults (the steady allocator among them).
+    listening: list[Any] = []
+    bulk.serve(reactor, "tcp:0:interface=127.0.0.1", Files()).addCallback(listening.append)
+    if not listening:
+        raise RuntimeError("bulk.serve did not listen at once on a TCP port")
+    return str(listening[0].getHost().port)
 
 
 _KEEP: list[Any] = []
