@@ -298,6 +298,7 @@ def _serveLibrary(reactor: Any, directory: str) -> str:
     class Files(rpc.Referenceable):
         def __init__(self) -> None:
             self.lastSent: list[float] = []
+            self.received = ""
 
         @rpc.remote
         async def put(self, name: str, stream: Any) -> list[Any]:
@@ -305,9 +306,14 @@ def _serveLibrary(reactor: Any, directory: str) -> str:
             target = os.path.join(directory, os.path.basename(name))
             result = await stream.receive(target)
             spent = _since(before)
-            # tmpfs is memory: the fetch that follows holds two copies of the file, as the floor does (see TMPFS).
-            os.unlink(target)
+            self.received = target
             return [result.hexdigest, result.algorithm, *spent]
+
+        @rpc.remote
+        def drop(self) -> None:
+            # tmpfs is memory: the fetch that follows holds two copies of the file, as the floor does (see TMPFS).
+            # Not in put: the floor's time does not include freeing the file it wrote either.
+            os.unlink(self.received)
 
         @rpc.remote
         def get(self, path: str) -> Any:
@@ -506,6 +512,7 @@ async def _library(reactor: Any, port: int, size: int) -> dict[str, Any]:
     digest, algorithm, *server = await root.callRemote("put", "library.bin", bulk.Stream(source))
     seconds = time.perf_counter() - started
     ends["send"] = _ends(seconds, server, _since(before), size) | {"digest": digest}
+    await root.callRemote("drop")
     handle, target = tempfile.mkstemp(dir=TMPFS, prefix="chunkwire-bench-fetched-")
     os.close(handle)
     os.unlink(target)
