@@ -673,6 +673,25 @@ def runCase(case: str, size: int, pings: bool, timeout: float) -> dict[str, Any]
     return result
 
 
+def _listeningPort(out: Any) -> str:
+    """
+    The port the example server says it listens on, read from its output
+    (its log lines come first), whose rest is then drained in a thread so
+    that a full pipe never stops the server.
+    """
+    import re
+    import threading
+
+    seen = []
+    for line in out:
+        seen.append(line)
+        found = re.search(r"listening on .*port=(\d+)\)", line)
+        if found is not None:
+            threading.Thread(target=out.read, daemon=True).start()
+            return found.group(1)
+    raise RuntimeError(f"the example server did not say where it listens: {''.join(seen)[-500:]}")
+
+
 def cliSource(size: int) -> Path:
     """The file the CLI cases send, in tmpfs: made once (one random MiB rotated per MiB, as the demo does)."""
     path = TMPFS / f"chunkwire-bench-{size}.bin"
@@ -707,11 +726,10 @@ def runCli(case: str, size: int, timeout: float) -> dict[str, Any]:
     directions: dict[str, Any] = {}
     try:
         assert server.stdout is not None
-        port = re.search(r"port=(\d+)\)", server.stdout.readline() + server.stdout.readline())
-        assert port is not None, "the example server did not say where it listens"
+        port = _listeningPort(server.stdout)
         time.sleep(0.2)
         serverIdle, _ = memoryKiB(server.pid)
-        client = [sys.executable, "examples/bulk_client.py", "--connect", f"tcp:host=127.0.0.1:port={port.group(1)}"]
+        client = [sys.executable, "examples/bulk_client.py", "--connect", f"tcp:host=127.0.0.1:port={port}"]
         # A listing costs the client's start-up and a connection: subtracted from each transfer's CPU.
         _, startup, clientIdle = _runClient(client + ["list"], timeout)
         forced = ["--digest", "sha256"] if case == "cli-sha256" else []

@@ -121,3 +121,26 @@ class CriterionTests(SynchronousTestCase):
     def test_targets(self) -> None:
         """SHA-256 forced must reach 0.8x, the library 0.95x."""
         self.assertEqual(bench_bulk.FLOOR_TARGETS, {"cli": 0.9, "cli-sha256": 0.8, "library": 0.95})
+
+
+class ListeningPortTests(SynchronousTestCase):
+    """The CLI case finds the example server's port past the log lines it prints first."""
+
+    def test_afterLogLines(self) -> None:
+        """Log lines before the server's own line are passed over."""
+        import io
+
+        out = io.StringIO(
+            "logins: not required\n"
+            "2026-11-27T07:13:29+0000 [-] BulkBrokerFactory starting on 37315\n"
+            "bulk server listening on tcp:0 (IPv4Address(type='TCP', host='127.0.0.1', port=37316)), serving /x\n"
+            "more log\n"
+        )
+        self.assertEqual(bench_bulk._listeningPort(out), "37316")
+
+    def test_never(self) -> None:
+        """A server that ends without saying where it listens is an error that shows what it printed."""
+        import io
+
+        error = self.assertRaises(RuntimeError, bench_bulk._listeningPort, io.StringIO("Traceback: boom\n"))
+        self.assertIn("boom", str(error))
