@@ -108,16 +108,6 @@ def refuseOverwrite(output: str, force: bool) -> None:
         raise SystemExit(1)
 
 
-def bulkOptions(steady: bool) -> bulk.BulkOptions | None:
-    """
-    The connection's options: once L{bulk.steadyAllocator} made read
-    buffers C{steady}, reads of L{bulk.STEADY_READ_SIZE} (a fetch then takes
-    one reactor turn, one grant and about one file write per frame); else
-    the library's defaults (C{None}).
-    """
-    return bulk.BulkOptions(readSize=bulk.STEADY_READ_SIZE) if steady else None
-
-
 async def transfer(
     reactor: Any, args: argparse.Namespace, credentials: Any = None, options: bulk.BulkOptions | None = None
 ) -> None:
@@ -169,8 +159,6 @@ async def transfer(
 
 
 def main(argv: list[str]) -> None:
-    # Per-read buffers stay with the process instead of being faulted back in (see steadyAllocator).
-    steady = bulk.steadyAllocator()
     parser = CommandLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--connect", default="tcp:host=127.0.0.1:port=8770", metavar="ENDPOINT")
     parser.add_argument("--streams", type=int, default=1, metavar="N", help="connections to stripe over (default 1)")
@@ -209,7 +197,7 @@ def main(argv: list[str]) -> None:
 
     async def run(reactor: Any) -> None:
         try:
-            await transfer(reactor, args, credentials, bulkOptions(steady))
+            await transfer(reactor, args, credentials)
         except Interrupted as stopped:
             print(stopped, file=sys.stderr, flush=True)
             raise SystemExit(INTERRUPTED) from None

@@ -135,21 +135,19 @@ def fileLimitsFrom(args: argparse.Namespace) -> FileLimits:
     )
 
 
-def bulkOptions(hashing: str, steady: bool) -> bulk.BulkOptions:
+def bulkOptions(hashing: str) -> bulk.BulkOptions:
     """
     The connections' options: incoming streams hashed in a worker thread
-    only if C{hashing} says so, and, once L{bulk.steadyAllocator} made
-    read buffers C{steady}, reads of L{bulk.STEADY_READ_SIZE} (one reactor
-    turn, one grant and about one file write per frame).
+    only if C{hashing} says so; the rest the library's defaults (the read
+    size among them, which follows L{bulk.steadyAllocator}).
     """
-    if steady:
-        return bulk.BulkOptions(hashing="thread" if hashing == "thread" else "inline", readSize=bulk.STEADY_READ_SIZE)
     return bulk.BulkOptions(hashing="thread" if hashing == "thread" else "inline")
 
 
 def main(argv: list[str]) -> None:
-    # Per-read buffers stay with the process instead of being faulted back in (see steadyAllocator).
-    steady = bulk.steadyAllocator()
+    # Per-read buffers stay with the process instead of being faulted back in, and connections read
+    # 1 MiB per turn (see steadyAllocator; bulk.serve would do it, but this server builds its own factory).
+    bulk.steadyAllocator()
     parser = CommandLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     addListenArgument(parser, "tcp:8770")
     parser.add_argument("--dir", required=True, help="the directory to serve (created if missing)")
@@ -171,7 +169,7 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     TokenProtocol.trace = args.trace
     beginLoggingAsAsked(args)
-    options = bulkOptions(args.hashing, steady)
+    options = bulkOptions(args.hashing)
     policy = policyFromArguments(args)
     listen = args.listen or ["tcp:8770"]
     limits = fileLimitsFrom(args)

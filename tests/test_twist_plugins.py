@@ -129,6 +129,17 @@ class OptionsTests(SynchronousTestCase):
         service = chunkwire_plugins.bulkServiceMaker.makeService(options)
         self.assertEqual((len(list(service)), service.running, directory.is_dir()), (1, 0, True))
 
+    def test_bulkServiceSteadyAllocator(self) -> None:
+        """The bulk service fixes malloc's thresholds as the example bulk server does (its reads follow)."""
+        from protocols import bulk
+
+        asked: list[bool] = []
+        self.patch(bulk, "steadyAllocator", lambda: asked.append(True) or True)
+        options = chunkwire_plugins.BulkServiceOptions()
+        options.parseOptions(["--dir", str(Path(self.mktemp()) / "served"), "--listen", "tcp:0"])
+        chunkwire_plugins.bulkServiceMaker.makeService(options)
+        self.assertEqual(asked, [True])
+
     def test_guardOptions(self) -> None:
         """Each plugin takes the example servers' guard options, defaulting to GuardPolicy's; 0 turns a rule off."""
         for options in (

@@ -68,8 +68,10 @@ Defaults (L{BulkOptions}): 1 MiB chunks, a 1.875 MiB window (half that for
 a receiver verifying in the reactor thread), credit in steps of a quarter
 window; the window is under two chunks so that a dropped connection loses
 (and a resume resends) less than two chunks, and a call waits behind about
-a millisecond of data at most.  On TCP the bulk connection reads 512 KiB per
-reactor turn and hands the socket up to 1 MiB per turn (Twisted's 64 KiB and
+a millisecond of data at most.  On TCP the bulk connection reads 1 MiB per
+reactor turn once L{steadyAllocator} has fixed malloc's thresholds (L{serve}
+and L{connect} do it, unless told not to), 512 KiB otherwise, and hands the
+socket up to 1 MiB per turn (Twisted's 64 KiB and
 128 KiB make a frame wait in user space for several turns, and a call with
 it).
 
@@ -118,7 +120,7 @@ L{connect} or L{BulkBrokerFactory}).
 from framing.slicing.constraints import ANY
 
 from ..rpc.hints import registerHint
-from .allocator import steadyAllocator
+from .allocator import allocatorSteady, steadyAllocator
 from .channel import BulkBroker, BulkBrokerFactory, BulkChannel, bulkOf, callingBroker, callingChannel, connect, serve
 from .errors import (
     DigestRefused,
@@ -132,7 +134,7 @@ from .errors import (
 )
 from .integrity import BLAKE3, DEFAULT_DIGEST, NEGOTIATED, OrderedHasher, availableDigests
 from .interfaces import IReceivingStream, ISendingStream, IStreamHost
-from .options import STEADY_READ_SIZE, BulkOptions
+from .options import ADAPTIVE_READ_SIZE, PLAIN_READ_SIZE, STEADY_READ_SIZE, BulkOptions
 from .outcome import TransferResult
 from .ranges import RangeSet
 from .receiving import IncomingStream, Receiver
@@ -149,6 +151,8 @@ __all__ = [
     "BLAKE3",
     "DEFAULT_DIGEST",
     "NEGOTIATED",
+    "ADAPTIVE_READ_SIZE",
+    "PLAIN_READ_SIZE",
     "STEADY_READ_SIZE",
     "DigestRefused",
     "DigestUnavailable",
@@ -188,5 +192,6 @@ __all__ = [
     "connect",
     "asIncoming",
     "serve",
+    "allocatorSteady",
     "steadyAllocator",
 ]

@@ -1,12 +1,22 @@
 """Steady buffers: an opt-in that keeps glibc from giving a transfer's buffers back to the kernel between reads.
 
-Contract: L{steadyAllocator} is for applications that move bulk data (the
-example bulk server and client call it at start).  On Linux with glibc it
-fixes malloc's two thresholds (C{M_MMAP_THRESHOLD}, C{M_TRIM_THRESHOLD}),
-so the half-megabyte buffers a transfer allocates and frees for every socket
-read (the read itself, a callback's copy of a piece) come from the heap and
-stay there; anywhere else it does nothing and says so.  It is process-wide
-(the C library's own setting), so the library never calls it by itself.
+Contract: L{steadyAllocator} is for processes that move bulk data.  On
+Linux with glibc it fixes malloc's two thresholds (C{M_MMAP_THRESHOLD},
+C{M_TRIM_THRESHOLD}), so the megabyte buffers a transfer allocates and
+frees for every socket read (the read itself, a callback's copy of a
+piece) come from the heap and stay there; anywhere else it does nothing and
+says so.  L{allocatorSteady} tells whether it succeeded in this process:
+a bulk connection then reads L{protocols.bulk.STEADY_READ_SIZE} per reactor
+turn by default (L{protocols.bulk.BulkOptions.readSize}).
+
+Who calls it: L{protocols.bulk.serve} and L{protocols.bulk.connect} do, by
+default, before they listen or connect (a process that calls them moves
+bulk data); C{steadyAllocator=False} to either opts out.  The example bulk
+server and client, which build their factories themselves, call it at
+start.  The lower-level L{protocols.bulk.BulkBroker} and
+L{protocols.bulk.BulkBrokerFactory} never do.  The setting is the C
+library's, so it is the whole process's: it is a side effect, kept small
+(see Cost) and said wherever it is made.
 
 Why: glibc moves both thresholds with the sizes it sees freed (the mmap
 threshold rises to the largest block freed, the trim threshold to twice
@@ -19,7 +29,10 @@ example server took a median of 0.94 CPU-s/GiB with glibc's defaults
 (0.60-2.15, nine runs, two above 0.9); the library case with a 768 KiB window
 0.71 against 0.31-0.32.  Cost: up to
 C{trimThreshold} bytes of freed memory stay with the process instead of
-going back to the system (the peak is unchanged: it is what was in use).
+going back to the system (the peak is unchanged: it is what was in use),
+and blocks of C{mmapThreshold} or more are always mapped on their own
+(glibc's own threshold starts at 128 KiB and rises as large blocks are
+freed, up to 32 MiB).
 """
 
 from __future__ import annotations
@@ -36,6 +49,9 @@ M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 """glibc's C{mallopt} parameter: allocations this large get their own mapping (setting it stops it moving)."""
 
+_steady = False
+"""Whether L{steadyAllocator} fixed this process's thresholds (a test's C library does not count)."""
+
 
 def steadyAllocator(mmapThreshold: int = 4 * MiB, trimThreshold: int = 32 * MiB, libc: Any = None) -> bool:
     """
@@ -51,12 +67,25 @@ def steadyAllocator(mmapThreshold: int = 4 * MiB, trimThreshold: int = 32 * MiB,
     @return: whether both thresholds were set (C{False} on anything but
         glibc, where nothing is done).
     """
-    if libc is None:
+    global _steady
+    own = libc is None
+    if own:
         libc = _glibc()
         if libc is None:
             return False
     mallopt = libc.mallopt
-    return bool(mallopt(M_MMAP_THRESHOLD, mmapThreshold) == 1 and mallopt(M_TRIM_THRESHOLD, trimThreshold) == 1)
+    done = bool(mallopt(M_MMAP_THRESHOLD, mmapThreshold) == 1 and mallopt(M_TRIM_THRESHOLD, trimThreshold) == 1)
+    if own and done:
+        _steady = True
+    return done
+
+
+def allocatorSteady() -> bool:
+    """
+    Whether L{steadyAllocator} has fixed this process's malloc thresholds
+    (what the default L{protocols.bulk.BulkOptions.readSize} depends on).
+    """
+    return _steady
 
 
 def _glibc() -> Any:

@@ -59,6 +59,7 @@ from ..rpc import Broker, BrokerFactory, CallLimits, Referenceable, RemoteRefere
 from ..rpc.endpoints import connectWithFactory, listenWith, loginGate
 from ..rpc.listening import ListeningPort
 from ..rpc.refs import HasRemoteProxy
+from . import allocator
 from .early import EarlyTable
 from .hello import Hello
 from .incoming import IncomingSide
@@ -352,7 +353,7 @@ class BulkChannel(IncomingSide):
 
 def _tuneSocket(wrapped: Any, options: BulkOptions) -> None:
     """Set a Twisted TCP transport's read size and send limit for bulk (L{BulkOptions.readSize})."""
-    readSize = options.readSize
+    readSize = options.socketReadSize()
     if readSize is not None and hasattr(wrapped, "bufferSize") and hasattr(wrapped, "socket"):
         # Twisted's TCP transport reads bufferSize bytes per reactor turn.
         wrapped.bufferSize = readSize
@@ -549,6 +550,7 @@ def serve(
     interceptors: Iterable[Any] = (),
     throttle: Any = None,
     guard: GuardPolicy | None = DEFAULT_GUARD,
+    steadyAllocator: bool = True,
 ) -> Deferred[ListeningPort]:
     """
     As L{protocols.rpc.serve} (a root, or logins through C{portal} or
@@ -557,7 +559,17 @@ def serve(
     count a stream paused by flow control as idle.  C{callLimits} is
     C{CLIENT_CALL_LIMITS} if C{None} (a server's call back to a client,
     which may carry a long stream, has no timeout).
+
+    @param steadyAllocator: whether to call
+        L{protocols.bulk.steadyAllocator} first (the default): on Linux
+        with glibc it fixes the B{whole process's} malloc thresholds, so
+        that per-read buffers stay with the process and connections read
+        L{protocols.bulk.STEADY_READ_SIZE} per turn.  C{False} leaves the
+        C library alone (reads are then 512 KiB unless C{options} says
+        otherwise).
     """
+    if steadyAllocator:
+        allocator.steadyAllocator()
     factory = BulkBrokerFactory(
         root,
         clock=reactor,
@@ -587,6 +599,7 @@ def connect(
     credentials: Any = None,
     timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
     options: BulkOptions | None = None,
+    steadyAllocator: bool = True,
 ) -> Deferred[RemoteReference]: ...
 
 
@@ -604,6 +617,7 @@ def connect(
     credentials: Any = None,
     timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
     options: BulkOptions | None = None,
+    steadyAllocator: bool = True,
 ) -> Deferred[T]: ...
 
 
@@ -620,6 +634,7 @@ def connect(
     credentials: Any = None,
     timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
     options: BulkOptions | None = None,
+    steadyAllocator: bool = True,
 ) -> Deferred[Any]:
     """
     As L{protocols.rpc.connect} (the same keywords: with C{credentials}, log
@@ -627,7 +642,13 @@ def connect(
     hearing the server and logging in; C{interface} for a typed proxy),
     with a connection that carries streams, with C{options}; close it with
     C{ref.broker.disconnect()}.
+
+    @param steadyAllocator: whether to call
+        L{protocols.bulk.steadyAllocator} first (the default), a setting of
+        the B{whole process}, as for L{serve}.
     """
+    if steadyAllocator:
+        allocator.steadyAllocator()
     factory = BulkBrokerFactory(
         root,
         clock=reactor,

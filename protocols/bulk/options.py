@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .allocator import allocatorSteady
 from .integrity import DigestUnavailable, availableDigests, checkAlgorithm
 
 KiB = 1024
@@ -16,16 +17,29 @@ MiB = 1024 * KiB
 
 STEADY_READ_SIZE = 1 * MiB
 """
-The read size (L{BulkOptions.readSize}) for a process that called
-L{protocols.bulk.steadyAllocator}: a read then takes everything a window
-has in flight (up to a chunk), so the receiver makes one reactor turn, one
-grant and about one file write per frame instead of two to four, and the
-sender gets its credit back in one piece and sends whole chunks (256 MiB
-CLI upload: 276 frames, 291 reads, 281 grants and 348 C{pwrite}s, against
-511, 517, 517 and 1,023 with 512 KiB reads).  Without the steady
-allocator each fresh megabyte buffer was faulted in again, page by page
-(66,600 minor faults per 256 MiB received, against 600): there 512 KiB
-stays the default.
+The read size of a bulk connection (L{BulkOptions.readSize} left to its
+default) in a process whose malloc thresholds L{protocols.bulk.steadyAllocator}
+fixed: a read then takes everything a window has in flight (up to a chunk),
+so the receiver makes one reactor turn, one grant and about one file write
+per frame instead of two to four, and the sender gets its credit back in one
+piece and sends whole chunks (256 MiB CLI upload: 276 frames, 291 reads, 281
+grants and 348 C{pwrite}s, against 511, 517, 517 and 1,023 with 512 KiB
+reads).
+"""
+
+PLAIN_READ_SIZE = 512 * KiB
+"""
+The default read size anywhere else (no glibc, or C{steadyAllocator=False}):
+without the steady allocator each fresh megabyte buffer was faulted in
+again, page by page (66,600 minor faults per 256 MiB received, against 600),
+so half a megabyte does better there.
+"""
+
+ADAPTIVE_READ_SIZE = 0
+"""
+L{BulkOptions.readSize}'s default: decided when each connection is made,
+L{STEADY_READ_SIZE} if L{protocols.bulk.allocatorSteady}, else
+L{PLAIN_READ_SIZE} (see L{BulkOptions.socketReadSize}).
 """
 
 
@@ -81,15 +95,15 @@ class BulkOptions:
     @ivar readSize: bytes asked of the socket per read on a TCP connection
         (Twisted's default is 64 KiB); larger reads mean fewer reactor turns
         per megabyte, and fewer grants (a receiver grants once per read at
-        most).  512 KiB: against 256 KiB, both ends of bench_bulk's
-        chunkwire case took less CPU in four runs of four (1 GiB, receiver
-        0.28-0.30 against 0.31-0.35 CPU-s, sender 0.28-0.29 against
-        0.30-0.33) and moved 0.81-0.83x the raw producer against
-        0.74-0.82x; 1 MiB reads cost the receiver more (a fresh megabyte
-        buffer per read, and a callback's pieces copied out of it).  C{None}
-        leaves the transport alone.  A process whose malloc thresholds
-        L{protocols.bulk.steadyAllocator} fixed reads L{STEADY_READ_SIZE}
-        better (the example server and client do).
+        most).  The default, L{ADAPTIVE_READ_SIZE}, is decided as each
+        connection is made: L{STEADY_READ_SIZE} (1 MiB) once
+        L{protocols.bulk.steadyAllocator} has fixed the process's malloc
+        thresholds (L{protocols.bulk.serve} and L{protocols.bulk.connect}
+        do it by default), else L{PLAIN_READ_SIZE} (512 KiB: against 256
+        KiB, both ends of bench_bulk's chunkwire case took less CPU in four
+        runs of four, and 1 MiB reads there cost the receiver a fresh
+        megabyte buffer faulted in per read).  C{None} leaves the transport
+        alone; any other positive number is used as it is.
     @ivar sendLimit: most bytes handed to the socket per reactor turn on a
         TCP connection (Twisted's default is 128 KiB).  C{None} leaves the
         transport alone.
@@ -127,7 +141,7 @@ class BulkOptions:
     grantStep: int = 512 * KiB
     hashing: str = "inline"
     hashBudget: int = 8 * MiB
-    readSize: int | None = 512 * KiB
+    readSize: int | None = ADAPTIVE_READ_SIZE
     sendLimit: int | None = 1 * MiB
     maxStreams: int = 64
     digests: tuple[str, ...] = field(default_factory=availableDigests)
@@ -139,6 +153,17 @@ class BulkOptions:
         """The initial window this side states in its HELLO: C{initialWindow}, never more than C{window}."""
         return min(self.initialWindow, self.window)
 
+    def socketReadSize(self) -> int | None:
+        """
+        The bytes a connection made now asks of its socket per read:
+        C{readSize}, or if that is L{ADAPTIVE_READ_SIZE}, L{STEADY_READ_SIZE}
+        when L{protocols.bulk.allocatorSteady} says so and L{PLAIN_READ_SIZE}
+        otherwise.
+        """
+        if self.readSize == ADAPTIVE_READ_SIZE:
+            return STEADY_READ_SIZE if allocatorSteady() else PLAIN_READ_SIZE
+        return self.readSize
+
     def __post_init__(self) -> None:
         if self.chunkSize <= 0 or self.window <= 0 or self.grantStep <= 0 or self.maxStreams <= 0:
             raise ValueError("chunkSize, window, grantStep and maxStreams must be positive")
@@ -146,6 +171,8 @@ class BulkOptions:
             raise ValueError("maxWindow must be 0 (no autotuning) or more")
         if self.hashing not in ("thread", "inline"):
             raise ValueError("hashing is 'thread' or 'inline'")
+        if self.readSize is not None and self.readSize < 0:
+            raise ValueError("readSize must be None, 0 (adaptive) or positive")
         if self.initialWindow < 0 or self.unreadTimeout <= 0:
             raise ValueError("initialWindow must be 0 or more and unreadTimeout positive")
         if not self.digests:

@@ -97,6 +97,50 @@ class CriterionTests(SynchronousTestCase):
             [("bulk: cli send (blake3)", ">=", 0.9), ("bulk: cli fetch (blake3)", ">=", 0.9)],
         )
 
+    def test_criterionOnly(self) -> None:
+        """With --criterion the checks are issue 31's alone: no ratio to the raw producer, no client RSS."""
+        row = {"vs_raw": 0.5, "server_above_idle_mib": 6.0, "client_above_idle_mib": 80.0}
+        summary = self.summary() | {"cases": {"chunkwire": row, "library": row}}
+        summary["calls"] = {"chunkwire": {"ratio": 8.0}}
+        full = [label for label, *_ in bench_bulk.criteria(summary)]
+        summary["config"] = {"size": GiB, "criterion": True}
+        only = [label for label, *_ in bench_bulk.criteria(summary)]
+        self.assertTrue(any("raw Twisted producer" in label for label in full))
+        self.assertTrue(any("client peak RSS" in label for label in full))
+        self.assertEqual(
+            [label.split(" (1 GiB)")[0] for label in only],
+            [
+                "bulk: cli send (blake3) MB/s / framing-free copy MB/s",
+                "bulk: cli fetch (blake3) MB/s / framing-free copy MB/s",
+                "bulk: chunkwire server peak RSS above idle, MiB",
+                "bulk: library server peak RSS above idle, MiB",
+                "bulk: chunkwire small-call p99 during transfer / idle p99",
+            ],
+        )
+
     def test_targets(self) -> None:
         """SHA-256 forced must reach 0.8x, the library 0.95x."""
         self.assertEqual(bench_bulk.FLOOR_TARGETS, {"cli": 0.9, "cli-sha256": 0.8, "library": 0.95})
+
+
+class ListeningPortTests(SynchronousTestCase):
+    """The CLI case finds the example server's port past the log lines it prints first."""
+
+    def test_afterLogLines(self) -> None:
+        """Log lines before the server's own line are passed over."""
+        import io
+
+        out = io.StringIO(
+            "logins: not required\n"
+            "2026-11-27T07:13:29+0000 [-] BulkBrokerFactory starting on 37315\n"
+            "bulk server listening on tcp:0 (IPv4Address(type='TCP', host='127.0.0.1', port=37316)), serving /x\n"
+            "more log\n"
+        )
+        self.assertEqual(bench_bulk._listeningPort(out), "37316")
+
+    def test_never(self) -> None:
+        """A server that ends without saying where it listens is an error that shows what it printed."""
+        import io
+
+        error = self.assertRaises(RuntimeError, bench_bulk._listeningPort, io.StringIO("Traceback: boom\n"))
+        self.assertIn("boom", str(error))

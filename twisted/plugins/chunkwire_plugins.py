@@ -667,6 +667,9 @@ class BulkServiceMaker:
         from protocols.rpc.endpoints import loginGate
 
         _tracing(options)
+        # A bulk server process, as examples/bulk_server.py: per-read buffers stay with the process and
+        # connections read 1 MiB per turn (see bulk.steadyAllocator; a setting of this whole process).
+        bulk.steadyAllocator()
         directory = options["dir"]
         hashing = bulk.BulkOptions(hashing=options["hashing"])
         settings = {

@@ -7,12 +7,14 @@ import sys
 from contextlib import redirect_stdout
 from typing import Any
 
-from twisted.trial.unittest import SynchronousTestCase
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from protocols import bulk
+from protocols import bulk, rpc
 from protocols.bulk import allocator
-from protocols.bulk.allocator import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, MiB, steadyAllocator
+from protocols.bulk.allocator import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, MiB, allocatorSteady, steadyAllocator
 from tests.processes import ROOT
+
+from ..helpers import pytestTest, trialTest
 
 
 class FakeLibc:
@@ -45,6 +47,22 @@ class SteadyAllocatorTests(SynchronousTestCase):
         self.patch(allocator, "_libcVersion", lambda: "musl")
         self.assertFalse(steadyAllocator())
 
+    def test_recordedForThisProcess(self) -> None:
+        """Success with this process's C library is recorded (allocatorSteady); a refusal is not."""
+        self.patch(allocator, "_steady", False)
+        self.patch(allocator, "_glibc", lambda: FakeLibc(answer=0))
+        self.assertFalse(steadyAllocator())
+        self.assertFalse(allocatorSteady())
+        self.patch(allocator, "_glibc", lambda: FakeLibc())
+        self.assertTrue(steadyAllocator())
+        self.assertTrue(allocatorSteady())
+
+    def test_otherLibraryNotRecorded(self) -> None:
+        """Setting a C library handed in (a test's) says nothing about this process."""
+        self.patch(allocator, "_steady", False)
+        self.assertTrue(steadyAllocator(libc=FakeLibc()))
+        self.assertFalse(allocatorSteady())
+
     def test_thisProcess(self) -> None:
         """On Linux with glibc, this process's C library is found with its mallopt (not called: the suite runs on)."""
         if not allocator._libcVersion().startswith("glibc"):
@@ -52,8 +70,82 @@ class SteadyAllocatorTests(SynchronousTestCase):
         self.assertTrue(callable(allocator._glibc().mallopt))
 
 
+class ReadSizeTests(SynchronousTestCase):
+    """BulkOptions.readSize: by default 1 MiB once the allocator is steady, 512 KiB otherwise; as given if given."""
+
+    def test_adaptiveDefault(self) -> None:
+        """The default is decided when asked (as a connection is made), not when the options are built."""
+        options = bulk.BulkOptions()
+        self.assertEqual(options.readSize, bulk.ADAPTIVE_READ_SIZE)
+        self.patch(allocator, "_steady", False)
+        self.assertEqual(options.socketReadSize(), bulk.PLAIN_READ_SIZE)
+        self.patch(allocator, "_steady", True)
+        self.assertEqual(options.socketReadSize(), bulk.STEADY_READ_SIZE)
+        self.assertEqual(bulk.STEADY_READ_SIZE, 1 * MiB)
+        self.assertEqual(bulk.PLAIN_READ_SIZE, 512 * 1024)
+
+    def test_givenKept(self) -> None:
+        """A read size given is used whatever the allocator; None leaves the transport alone; below 0 is refused."""
+        self.patch(allocator, "_steady", True)
+        self.assertEqual(bulk.BulkOptions(readSize=256 * 1024).socketReadSize(), 256 * 1024)
+        self.assertIsNone(bulk.BulkOptions(readSize=None).socketReadSize())
+        self.assertRaises(ValueError, bulk.BulkOptions, readSize=-1)
+
+
+class Pong(rpc.Referenceable):
+    @rpc.remote
+    def ping(self) -> int:
+        return 1
+
+
+async def serveAndConnectMakeItSteady(reactor: Any) -> None:
+    """
+    bulk.serve and bulk.connect call steadyAllocator first unless told not
+    to, and a connection made then reads STEADY_READ_SIZE per turn (one
+    made before, or with the opt-out, reads PLAIN_READ_SIZE).
+    """
+    asked: list[str] = []
+    real, wasSteady = allocator.steadyAllocator, allocator._steady
+
+    def recording() -> bool:
+        asked.append("asked")
+        allocator._steady = True
+        return True
+
+    allocator.steadyAllocator, allocator._steady = recording, False
+    roots: list[Any] = []
+    try:
+        port = await bulk.serve(reactor, "tcp:0:interface=127.0.0.1", Pong(), steadyAllocator=False)
+        address = f"tcp:host=127.0.0.1:port={port.getHost().port}"
+        assert asked == []
+        roots.append(await bulk.connect(reactor, address, steadyAllocator=False))
+        assert asked == []
+        assert roots[-1].broker.transport.transport.bufferSize == bulk.PLAIN_READ_SIZE
+        roots.append(await bulk.connect(reactor, address))
+        assert asked == ["asked"]
+        assert roots[-1].broker.transport.transport.bufferSize == bulk.STEADY_READ_SIZE
+        assert await roots[-1].callRemote("ping") == 1
+        second = await bulk.serve(reactor, "tcp:0:interface=127.0.0.1", Pong())
+        assert asked == ["asked", "asked"]
+        await second.stopListening()
+    finally:
+        allocator.steadyAllocator, allocator._steady = real, wasSteady
+        for root in roots:
+            await root.broker.disconnect()
+        await port.stopListening()
+
+
+class ServeAndConnectTests(TestCase):
+    """bulk.serve and bulk.connect opt the process in to the steady allocator by default (trial)."""
+
+    test_serve_and_connect_make_it_steady = trialTest(serveAndConnectMakeItSteady)
+
+
+test_serve_and_connect_make_it_steady = pytestTest(serveAndConnectMakeItSteady)
+
+
 class ExamplesTests(SynchronousTestCase):
-    """The example bulk server and client, as applications that move bulk data, opt in at start."""
+    """The example bulk server opts in at start (it builds its own factory); the client connects with bulk.connect."""
 
     def mainAsks(self, name: str) -> bool:
         asked: list[Any] = []
@@ -71,10 +163,6 @@ class ExamplesTests(SynchronousTestCase):
         """examples/bulk_server.py fixes the thresholds before anything else."""
         self.assertTrue(self.mainAsks("bulk_server"))
 
-    def test_client(self) -> None:
-        """examples/bulk_client.py fixes the thresholds before anything else."""
-        self.assertTrue(self.mainAsks("bulk_client"))
-
     def importExample(self, name: str) -> Any:
         sys.path.insert(0, str(ROOT / "examples"))
         try:
@@ -82,18 +170,9 @@ class ExamplesTests(SynchronousTestCase):
         finally:
             sys.path.pop(0)
 
-    def test_serverReadsMoreOnceSteady(self) -> None:
-        """With steady buffers the example server reads STEADY_READ_SIZE a turn; else the library's default."""
+    def test_serverLeavesReadSizeToLibrary(self) -> None:
+        """The example server's options keep the library's adaptive read size (one place decides it)."""
         server = self.importExample("bulk_server")
-        self.assertEqual(server.bulkOptions("auto", True).readSize, bulk.STEADY_READ_SIZE)
-        self.assertEqual(server.bulkOptions("auto", False).readSize, bulk.BulkOptions().readSize)
-        self.assertNotEqual(bulk.STEADY_READ_SIZE, bulk.BulkOptions().readSize)
-        self.assertEqual(server.bulkOptions("thread", True).hashing, "thread")
-        self.assertEqual(server.bulkOptions("auto", True).hashing, "inline")
-
-    def test_clientReadsMoreOnceSteady(self) -> None:
-        """With steady buffers the example client connects with STEADY_READ_SIZE reads; else with the defaults."""
-        client = self.importExample("bulk_client")
-        options = client.bulkOptions(True)
-        self.assertEqual(options.readSize, bulk.STEADY_READ_SIZE)
-        self.assertIsNone(client.bulkOptions(False))
+        self.assertEqual(server.bulkOptions("auto").readSize, bulk.ADAPTIVE_READ_SIZE)
+        self.assertEqual(server.bulkOptions("thread").hashing, "thread")
+        self.assertEqual(server.bulkOptions("auto").hashing, "inline")
