@@ -161,6 +161,22 @@ class AsyncConnection:
         self._lastHeard = loop.time()
         self._silenceTimer: asyncio.TimerHandle | None = None
 
+    @property
+    def waitingToSend(self) -> int:
+        """How many calls wait for the transport's buffer to drain before they are sent."""
+        return sum(1 for waiter in self._drainWaiters if not waiter.done())
+
+    @property
+    def bufferedBytes(self) -> int:
+        """Bytes sent and not yet taken by the kernel (the transport's write buffer)."""
+        transport = self._transport
+        return 0 if transport is None else transport.get_write_buffer_size()
+
+    def writeLimits(self) -> tuple[int, int]:
+        """The transport's low and high water marks: calls wait while its buffer is above the high one."""
+        transport = self._transport
+        return (0, 0) if transport is None else transport.get_write_buffer_limits()
+
     # -- the transport's events ----------------------------------------------
 
     def connectionMade(self, transport: asyncio.WriteTransport) -> None:
