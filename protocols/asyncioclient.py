@@ -23,8 +23,8 @@ address parser and the standard library).
 
 Contract:
 
- - A call is one CALL message in one C{transport.write}; a future per call
-   waits for its answer, matched by request id, so any number of calls
+ - A call is one CALL message, written whole; a future per call waits
+   for its answer, matched by request id, so any number of calls
    (coroutines, tasks) are in flight at once on one connection and answered
    in any order.  The asyncio protocol hands each chunk read to the
    session and settles the futures of the calls it answers; there is no
@@ -34,6 +34,13 @@ Contract:
    registered with L{registerError} (as itself), a local
    L{framing.Violation} (this side refused the answer), L{CallTimedOut}, or
    the reason the connection ended, naming the call.
+ - Writes: a call made while no other waits is written at once (a
+   sequential caller pays no extra turn of the loop); calls made while
+   others wait are gathered until the loop's next turn, or until
+   L{COALESCE_BYTES} wait, and written together, so a hundred coroutines
+   resumed by one read send their next calls in one system call, not a
+   hundred.  Messages leave in the order they were made (a CANCEL never
+   overtakes its CALL).
  - Cancelling an awaited call (C{task.cancel()}, C{asyncio.wait_for}'s
    timeout) sends the server a CANCEL and its late answer is ignored;
    C{callTimeout} does the same and raises L{CallTimedOut}.
@@ -68,6 +75,10 @@ from framing.rpc.wire import ROOT_ID
 from protocols.blocking import parseAddress
 
 _Future = asyncio.Future
+
+COALESCE_BYTES = 64 * 1024
+"""Bytes of gathered messages past which they are written at once, without waiting for the loop's next turn:
+the transport's default high-water mark, so that gathering never hides more than that from back-pressure."""
 
 
 class AsyncReference:
@@ -160,6 +171,9 @@ class AsyncConnection:
         self._shut = False
         self._lastHeard = loop.time()
         self._silenceTimer: asyncio.TimerHandle | None = None
+        # Messages gathered for one write at the loop's next turn (see the module docstring), and their size.
+        self._gathered: list[bytes] = []
+        self._gatheredBytes = 0
 
     @property
     def waitingToSend(self) -> int:
@@ -226,7 +240,7 @@ class AsyncConnection:
             self._lastHeard = loop.time()
         future: _Future[Any] = loop.create_future()
         requestId, data = session.call(future, target, name, args, kwargs)
-        self._transport.write(data)  # type: ignore[union-attr]
+        self._write(data, len(session) > 1)
         if self._silenceTimer is None and self.silenceTimeout is not None:
             self._watchSilence()
         timer = None
@@ -247,7 +261,7 @@ class AsyncConnection:
         if self._paused:
             callTimeout = self.callTimeout
             await self._writable(name, None if callTimeout is None else self._loop.time() + callTimeout)
-        self._transport.write(self._session.callOnly(target, name, args, kwargs))  # type: ignore[union-attr]
+        self._write(self._session.callOnly(target, name, args, kwargs), bool(self._session))
 
     def _timedOut(self, future: _Future[Any], requestId: int, name: str, seconds: float) -> None:
         """C{callTimeout} passed for call C{requestId}: the server is told, the caller gets L{CallTimedOut}."""
@@ -259,7 +273,36 @@ class AsyncConnection:
     def _cancel(self, requestId: int) -> None:
         """Send the CANCEL of call C{requestId} if it still waited (its answer may have come meanwhile)."""
         data = self._session.cancel(requestId)
-        if data and not self._shut:
+        if data:
+            self._write(data, False)
+
+    def _write(self, data: bytes, gather: bool) -> None:
+        """
+        Write C{data}: at once, unless messages gathered before it wait (they
+        go first) or C{gather} (other calls wait: more will come this turn),
+        in which case it joins them for the loop's next turn.
+        """
+        gathered = self._gathered
+        if not gathered and not gather:
+            if not self._shut:
+                self._transport.write(data)  # type: ignore[union-attr]
+            return
+        if not gathered:
+            self._loop.call_soon(self._flush)
+        gathered.append(data)
+        self._gatheredBytes += len(data)
+        if self._gatheredBytes >= COALESCE_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Write the gathered messages in one write (nothing if the connection ended meanwhile)."""
+        gathered = self._gathered
+        if not gathered:
+            return
+        data = b"".join(gathered)
+        gathered.clear()
+        self._gatheredBytes = 0
+        if not self._shut:
             self._transport.write(data)  # type: ignore[union-attr]
 
     async def _writable(self, name: str, deadline: float | None) -> None:
@@ -319,8 +362,8 @@ class AsyncConnection:
                     future.set_exception(error)
         session = self._session
         data = session.dataToSend()
-        if data and not self._shut:
-            self._transport.write(data)  # type: ignore[union-attr]
+        if data:
+            self._write(data, False)
         failure = session.failure
         if failure is not None and not self._shut:
             self._shut = True

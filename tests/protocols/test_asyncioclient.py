@@ -24,7 +24,7 @@ import tests.protocols.test_blocking as scripted
 from framing import Limits, ProtocolError, Violation
 from framing.rpc.errors import CallTimedOut, DeadReferenceError, NoSuchMethod, UnexpectedAnswer, describe, noSuchMethod
 from framing.rpc.wire import ANSWER, CALL, CANCEL, FAIL, Message
-from protocols.asyncioclient import ConnectionLost, ServerSilent, connect
+from protocols.asyncioclient import AsyncConnection, ConnectionLost, ServerSilent, connect
 from tests.processes import ENV, ROOT
 
 HANG = 30.0
@@ -352,3 +352,62 @@ class BackPressureTests(SynchronousTestCase):
         self.assertGreater(seen["waiting"], 0)
         self.assertLessEqual(seen["buffered"], seen["highWater"] + len(payload) + 1024)
 
+
+class RecordingTransport(asyncio.WriteTransport):
+    """A transport that keeps what is written, one entry per write (never pauses)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.writes.append(bytes(data))
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+class WriteTests(SynchronousTestCase):
+    """Calls made in one turn of the loop while others wait share one write; a lone call is written at once."""
+
+    def test_gatheredWrites(self) -> None:
+        """
+        A lone call is written at once; 100 calls started together are
+        written in two writes (the first alone, the rest gathered), in order,
+        and their CANCEL after them.
+        """
+        server = scripted.ScriptedPeer.__new__(scripted.ScriptedPeer)
+        server.decoder = scripted.Decoder(registry=scripted.REGISTRY)
+        transport = RecordingTransport()
+
+        async def main() -> list[Any]:
+            connection = AsyncConnection(asyncio.get_running_loop(), "peer:1")
+            connection.protocol.connection_made(transport)
+            connection.protocol.data_received(scripted.PREAMBLE)
+            lone = asyncio.ensure_future(connection.root.callRemote("lone"))
+            await asyncio.sleep(0)
+            writesForLone = len(transport.writes)
+            calls = [asyncio.ensure_future(connection.root.callRemote("echo", n)) for n in range(100)]
+            await asyncio.sleep(0)
+            calls[-1].cancel()
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            lone.cancel()
+            await asyncio.sleep(0)
+            written = list(transport.writes)
+            for call in calls:
+                call.cancel()
+            await asyncio.gather(lone, *calls, return_exceptions=True)
+            return [writesForLone, written]
+
+        writesForLone, written = run(main())
+        self.assertEqual(writesForLone, 2)  # the preamble, then the lone call
+        self.assertLessEqual(len(written), 2 + 2 + 2)  # the 100 calls in two writes, each CANCEL in one
+        messages = server.decoder.feed(b"".join(written))
+        self.assertEqual([m[3] for m in messages if m[0] == CALL], ["lone", *["echo"] * 100])
+        self.assertEqual([m[4] for m in messages if m[0] == CALL][1:], [(n,) for n in range(100)])
+        self.assertEqual([m for m in messages if m[0] == CANCEL], [Message((CANCEL, 101)), Message((CANCEL, 1))])
