@@ -48,6 +48,7 @@ async def main() -> None:
         keys = await asyncio.wait_for(root.callRemote("list", prefix="user/"), timeout=10)
         print("listed:", len(keys))
 
+
 try:
     asyncio.run(main())
     print("twisted imported:", "twisted" in sys.modules)
