@@ -10,15 +10,18 @@ Why here and so: this is the client for code that has no reactor (a script,
 a Jupyter cell, a Django view, a Celery task).  It lives in L{protocols}
 beside the Twisted client because it speaks the same RPC with the same
 names (C{callRemote}, L{CallTimedOut}, L{NoSuchMethod}...), but it imports
-only L{framing} (the codec and L{framing.rpc}, the message table, the
-errors and the call table the Twisted broker uses too) and the standard
-library: importing it loads no Twisted (L{protocols}'s own names are loaded
-lazily for that).  It cannot live in L{framing}, which does no I/O.
+only L{framing} and the standard library: importing it loads no Twisted
+(L{protocols}'s own names are loaded lazily for that).  The protocol itself
+(the preamble, encoding calls, matching and rebuilding answers, refusing the
+server's calls, PINGs, the end) is L{framing.rpc.session.ClientSession}'s,
+sans-IO and shared with the asyncio client (L{protocols.asyncioclient}); this
+module only reads, writes and waits.  It cannot live in L{framing}, which
+does no I/O.
 
 Contract:
 
  - A call is one CALL message in one C{sendall}; its answer is matched by
-   request id (L{framing.rpc.calltable.CallTable}), so calls from several
+   request id (by the session's L{framing.rpc.calltable.CallTable}), so calls from several
    threads share the one connection and their answers may come in any
    order.  It returns the result, or raises what the Twisted client's
    Deferred fails with: L{RemoteError} and its subclasses (L{NoSuchMethod},

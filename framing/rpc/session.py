@@ -270,7 +270,8 @@ class ClientSession(Generic[Waiter]):
             self._received(obj, settled)
         events = self._decoder.control_events
         if events:
-            self._output.extend(encode_header(PONG, event.id) for event in events if isinstance(event, Ping))
+            if self.state is not SessionState.ENDED:
+                self._output.extend(encode_header(PONG, event.id) for event in events if isinstance(event, Ping))
             events.clear()
         return settled
 

@@ -265,3 +265,11 @@ class EndTests(SynchronousTestCase):
         self.assertTrue(session.pingSent)
         session.receive(encode_header(PONG, 1))
         self.assertFalse(session.pingSent)
+
+    def test_noPongAfterEnd(self) -> None:
+        """A PING in the same chunk as the message that ends the session is not answered: nothing is left to send."""
+        session, server = opened()
+        session.call("w", 0, "get", (), {})
+        session.receive(server.send(Message((ANSWER, 99, "stray"))) + encode_header(PING, 5))
+        self.assertEqual(session.state, SessionState.ENDED)
+        self.assertEqual(session.dataToSend(), b"")
