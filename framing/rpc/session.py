@@ -96,6 +96,15 @@ class SessionState(enum.Enum):
     """The connection is over (L{ClientSession.failure} says why): every call failed, none is sent."""
 
 
+# (module names: one global lookup each on the per-call paths, rather than an attribute of the enum class)
+_WANT_PREAMBLE, _OPEN, _GOING_AWAY, _ENDED = (
+    SessionState.WANT_PREAMBLE,
+    SessionState.OPEN,
+    SessionState.GOING_AWAY,
+    SessionState.ENDED,
+)
+
+
 class ClientSession(Generic[Waiter]):
     """
     The client's side of one RPC connection (see the module docstring).
@@ -122,7 +131,7 @@ class ClientSession(Generic[Waiter]):
         @param maxPending: most calls that may wait at once (L{framing.rpc.errors.TooManyPendingCalls} past it).
         """
         self.peer = peer
-        self.state = SessionState.WANT_PREAMBLE
+        self.state = _WANT_PREAMBLE
         self.failure: BaseException | None = None
         self.pingSent = False
         connectionRegistry = Registry(registry if registry is not None else DEFAULT_REGISTRY)
@@ -143,7 +152,7 @@ class ClientSession(Generic[Waiter]):
     @property
     def ready(self) -> bool:
         """The server's preamble came (or the session ended: then L{failure} says why)."""
-        return self.state is not SessionState.WANT_PREAMBLE
+        return self.state is not _WANT_PREAMBLE
 
     def start(self) -> bytes:
         """The bytes to send first on the connection: the preamble."""
@@ -173,14 +182,20 @@ class ClientSession(Generic[Waiter]):
         @raise framing.rpc.errors.TooManyPendingCalls: too many calls wait already.
         @raise framing.EncodingError: an argument cannot be sent (nothing is kept).
         """
-        self._checkCallable(name)
+        state = self.state
+        if type(name) is not str or state is _ENDED or state is _GOING_AWAY:
+            self._checkCallable(name)
         table = self._table
         if not table:
             # The server's silence counts only while calls wait: from now, when none did.
             self.pingSent = False
         requestId = table.add((waiter, name), name)
+        message = Message((CALL, requestId, target, name, kwargs or None, *args))
+        encoder = self._encoder
         try:
-            data = self._encode(Message((CALL, requestId, target, name, kwargs or None, *args)))
+            data = encoder.tokens(message)
+            if data is None:
+                data = encoder.encode(message)
         except BaseException:
             table.take(requestId)
             raise
@@ -204,7 +219,7 @@ class ClientSession(Generic[Waiter]):
         or the session ended.
         """
         table = self._table
-        if table.take(requestId) is None or self.state is SessionState.ENDED:
+        if table.take(requestId) is None or self.state is _ENDED:
             return b""
         table.expectLateAnswer()
         return self._encode(Message((CANCEL, requestId)))
@@ -222,7 +237,7 @@ class ClientSession(Generic[Waiter]):
 
         @return: the calls settled (all of them if the session ended).
         """
-        if self.state is SessionState.ENDED:
+        if self.state is _ENDED:
             return []
         if quiet >= silenceTimeout:
             return self.end(ServerSilent(f"nothing from {self.peer} for {quiet:.1f} s (PING unanswered)"))
@@ -234,7 +249,7 @@ class ClientSession(Generic[Waiter]):
         if type(name) is not str:
             raise TypeError(f"a method name is a str, not {type(name).__name__}")
         state = self.state
-        if state is SessionState.ENDED or state is SessionState.GOING_AWAY:
+        if state is _ENDED or state is _GOING_AWAY:
             why = "the server is going away" if self.failure is None else f"the connection ended: {self.failure}"
             raise DeadReferenceError(f"cannot call {name!r}: {why}")
 
@@ -251,7 +266,7 @@ class ClientSession(Generic[Waiter]):
         module docstring); replies wait in L{dataToSend}.  A broken stream
         ends the session (L{failure}) after what came before the break.
         """
-        if self.state is SessionState.ENDED:
+        if self.state is _ENDED:
             return []
         self.pingSent = False
         settled: list[Settled] = []
@@ -264,20 +279,27 @@ class ClientSession(Generic[Waiter]):
                 self._received(obj, settled)
             settled.extend(self.end(error))
             return settled
-        if not self._preambleLeft and self.state is SessionState.WANT_PREAMBLE:
-            self.state = SessionState.OPEN
+        if not self._preambleLeft and self.state is _WANT_PREAMBLE:
+            self.state = _OPEN
+        table = self._table
         for obj in results:
+            # The commonest message, an ANSWER to a pending call, in line; anything else in _received.
+            if type(obj) is Message and obj[0] == ANSWER:
+                entry = table.take(obj[1])
+                if entry is not None:
+                    settled.append((entry[0], obj[2], None))
+                    continue
             self._received(obj, settled)
         events = self._decoder.control_events
         if events:
-            if self.state is not SessionState.ENDED:
+            if self.state is not _ENDED:
                 self._output.extend(encode_header(PONG, event.id) for event in events if isinstance(event, Ping))
             events.clear()
         return settled
 
     def _received(self, obj: Any, settled: list[Settled]) -> None:
         """One top-level object from the server: an answer, a failure, or something this client does not take."""
-        if self.state is SessionState.ENDED:
+        if self.state is _ENDED:
             return
         if type(obj) is Message:
             tag = obj[0]
@@ -293,7 +315,7 @@ class ClientSession(Generic[Waiter]):
             elif tag == CALL:
                 self._refuseCall(obj[1], noSuchObject(obj[2]))
             elif tag == GOAWAY:
-                self.state = SessionState.GOING_AWAY
+                self.state = _GOING_AWAY
             # CANCEL and RELEASE: this side runs no calls and exports nothing.
         elif isinstance(obj, MessageRefused):
             if obj.tag == CALL:
@@ -334,9 +356,9 @@ class ClientSession(Generic[Waiter]):
         End the session with C{reason} (once; later calls settle nothing):
         every pending call is settled with C{reason}, naming the call.
         """
-        if self.state is SessionState.ENDED:
+        if self.state is _ENDED:
             return []
-        self.state = SessionState.ENDED
+        self.state = _ENDED
         self.failure = reason
         self._output.clear()
         peer = self.peer
