@@ -10,15 +10,18 @@ Why here and so: this is the client for code that has no reactor (a script,
 a Jupyter cell, a Django view, a Celery task).  It lives in L{protocols}
 beside the Twisted client because it speaks the same RPC with the same
 names (C{callRemote}, L{CallTimedOut}, L{NoSuchMethod}...), but it imports
-only L{framing} (the codec and L{framing.rpc}, the message table, the
-errors and the call table the Twisted broker uses too) and the standard
-library: importing it loads no Twisted (L{protocols}'s own names are loaded
-lazily for that).  It cannot live in L{framing}, which does no I/O.
+only L{framing} and the standard library: importing it loads no Twisted
+(L{protocols}'s own names are loaded lazily for that).  The protocol itself
+(the preamble, encoding calls, matching and rebuilding answers, refusing the
+server's calls, PINGs, the end) is L{framing.rpc.session.ClientSession}'s,
+sans-IO and shared with the asyncio client (L{protocols.asyncioclient}); this
+module only reads, writes and waits.  It cannot live in L{framing}, which
+does no I/O.
 
 Contract:
 
  - A call is one CALL message in one C{sendall}; its answer is matched by
-   request id (L{framing.rpc.calltable.CallTable}), so calls from several
+   request id (by the session's L{framing.rpc.calltable.CallTable}), so calls from several
    threads share the one connection and their answers may come in any
    order.  It returns the result, or raises what the Twisted client's
    Deferred fails with: L{RemoteError} and its subclasses (L{NoSuchMethod},
@@ -82,67 +85,34 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from framing import Decoder, Encoder, Limits, Ping, ProtocolError, Registry, Violation
+from framing import Decoder, Encoder, Limits, Registry, Violation
 from framing.login.errors import LoginFailed
 from framing.login.exchange import LOGGED_IN, ClientExchange, ObjectName, clientMechanism
 from framing.login.urls import KeyMismatch, ObjectURL, certificateKeyHash
 from framing.login.wire import PRE_LOGIN_LIMITS, loginRegistry
-from framing.rpc.calltable import CallTable
 from framing.rpc.errors import (
     CallTimedOut,
-    DeadReferenceError,
-    MessageRefused,
-    MessageWithoutId,
-    NotAnRpcMessage,
-    UnreadableRequestId,
-    callLost,
-    describe,
-    noSuchObject,
-    rebuild,
+    ConnectionLost,
+    ConnectTimedOut,
+    ServerSilent,
 )
 from framing.rpc.interfaces import checkArguments, declaredAttribute, declaredMethod, resultCheck
+from framing.rpc.session import ClientSession, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.wire import (
-    ANSWER,
-    CALL,
-    CANCEL,
-    FAIL,
-    GOAWAY,
-    NO_ANSWER,
     ROOT_ID,
-    Message,
-    addMessageTypes,
 )
-from framing.slicing.registry import DEFAULT_REGISTRY
-from framing.wire import PING, PONG, PREAMBLE, encode_header
 
 _READ_SIZE = 256 * 1024
 """Bytes asked of one C{recv}: an answer of up to this size is read in one system call."""
 
 
-class ConnectTimedOut(TimeoutError):
-    """No TCP connection to the server within the connect timeout."""
-
-
-class ServerSilent(TimeoutError):
-    """
-    The server said nothing for too long: no preamble after connecting, or
-    neither an answer nor a PONG while a call waited C{silenceTimeout}
-    seconds.  The connection is closed.
-    """
-
-
-class ConnectionLost(ConnectionError):
-    """The server closed the connection, or the socket failed; a call waiting then fails with it, naming the call."""
-
-
 class _Waiter:
     """One call's answer, as the reading thread leaves it for the calling one."""
 
-    __slots__ = ("name", "done", "result", "error")
+    __slots__ = ("done", "result", "error")
 
-    def __init__(self, name: str) -> None:
-        self.name = name
+    def __init__(self) -> None:
         self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
@@ -286,7 +256,9 @@ registerReference(BlockingReference, BlockingTypedReference)
 class BlockingConnection:
     """
     One connection to a chunkwire RPC server, as L{connect} makes it; a
-    context manager that closes it.
+    context manager that closes it.  The protocol is its
+    L{framing.rpc.session.ClientSession}'s; this class reads, writes and
+    waits.
 
     @ivar root: the server's root object, a L{BlockingReference}.
     @ivar peer: C{"host:port"} of the server, for errors.
@@ -315,12 +287,8 @@ class BlockingConnection:
         self.silenceTimeout = silenceTimeout
         self.root = BlockingReference(self, ROOT_ID)
         self._socket = sock
-        connectionRegistry = Registry(registry if registry is not None else DEFAULT_REGISTRY)
-        addMessageTypes(connectionRegistry)
-        self._encoder = Encoder(connectionRegistry)
-        self._decoder = Decoder(limits, connectionRegistry)
-        self._table: CallTable[_Waiter] = CallTable()
-        # _lock guards the decoder, the table and the fields below; _changed wakes the waiting callers.
+        self._session: ClientSession[_Waiter] = ClientSession(peer, limits=limits, registry=registry)
+        # _lock guards the session and the fields below; _changed wakes the waiting callers.
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         # One message at a time on the socket, whole.  Its holder never waits for _lock; the reading
@@ -328,10 +296,8 @@ class BlockingConnection:
         self._sendLock = threading.Lock()
         self._outbox: list[bytes] = []
         self._reading = False
-        self._failure: BaseException | None = None
-        self._goingAway = False
+        self._shut = False
         self._lastHeard = time.monotonic()
-        self._pingSent = False
         # The socket stays in blocking mode: a read or a send is then one system call (a Python
         # timeout would add a poll() to each, and settimeout() an ioctl).  Timeouts come from
         # the kernel instead: SO_RCVTIMEO wakes the reader every tick (_keepTick) to look at the
@@ -350,20 +316,20 @@ class BlockingConnection:
         @raise ServerSilent: no preamble in time (the connection is closed).
         @raise framing.ProtocolError: the server does not speak chunkwire.
         """
-        self._send(PREAMBLE)
+        session = self._session
+        with self._sendLock:
+            self._socket.sendall(session.start())
         deadline = None if timeout is None else time.monotonic() + timeout
-        received = 0
         with self._lock:
             self._keepTick(timeout)
-            while received < len(PREAMBLE) and self._failure is None:
+            while not session.ready:
                 if deadline is not None and time.monotonic() >= deadline:
-                    self._fail(ServerSilent(f"no chunkwire preamble from {self.peer} within {timeout:g} s"))
+                    self._end(ServerSilent(f"no chunkwire preamble from {self.peer} within {timeout:g} s"))
                     break
                 chunk = self._receive()
                 if chunk is not None:
-                    received += len(chunk)
-                    self._handle(chunk)
-            failure = self._failure
+                    self._apply(session.receive(chunk))
+            failure = session.failure
         if failure is not None:
             raise failure
 
@@ -371,41 +337,30 @@ class BlockingConnection:
 
     def call(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Call method C{name} of export C{target} and block until its answer (see L{BlockingReference.callRemote})."""
-        if type(name) is not str:
-            raise TypeError(f"a method name is a str, not {type(name).__name__}")
-        waiter = _Waiter(name)
+        waiter = _Waiter()
         with self._lock:
-            self._checkOpen(name)
-            if not self._table:
+            session = self._session
+            if not session:
                 # The server's silence counts only while calls wait: from now, when none did.
                 self._lastHeard = time.monotonic()
-                self._pingSent = False
-            requestId = self._table.add(waiter, name)
+            requestId, data = session.call(waiter, target, name, args, kwargs)
         try:
-            self._sendMessage(Message((CALL, requestId, target, name, kwargs or None, *args)))
+            self._sendMessage(data)
         except BaseException:
             with self._lock:
-                self._table.take(requestId)
+                session.abandon(requestId)
             raise
-        return self._wait(waiter, requestId)
+        return self._wait(waiter, requestId, name)
 
     def callOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Call method C{name} of export C{target} for no answer (see L{BlockingReference.callRemoteOnly})."""
-        if type(name) is not str:
-            raise TypeError(f"a method name is a str, not {type(name).__name__}")
         with self._lock:
-            self._checkOpen(name)
-        self._sendMessage(Message((CALL, NO_ANSWER, target, name, kwargs or None, *args)))
+            data = self._session.callOnly(target, name, args, kwargs)
+        self._sendMessage(data)
 
-    def _checkOpen(self, name: str) -> None:
-        if self._failure is not None or self._goingAway:
-            why = "the server is going away" if self._failure is None else f"the connection ended: {self._failure}"
-            raise DeadReferenceError(f"cannot call {name!r}: {why}")
-
-    def _sendMessage(self, message: Message) -> None:
-        """Encode C{message} and send it in one C{sendall}; a socket error ends the connection."""
+    def _sendMessage(self, data: bytes) -> None:
+        """Send one message's C{data} in one C{sendall}, after the outbox; a socket error ends the connection."""
         with self._sendLock:
-            data = self._encode(message)
             if self._outbox:
                 data = self._takeOutbox() + data
             try:
@@ -415,14 +370,8 @@ class BlockingConnection:
             else:
                 return
         with self._lock:
-            self._fail(failed)
-            raise self._failure  # type: ignore[misc]
-
-    def _encode(self, message: Message) -> bytes:
-        """The bytes of C{message} (C{_sendLock} held: the encoder is not shared)."""
-        encoder = self._encoder
-        data = encoder.tokens(message)
-        return encoder.encode(message) if data is None else data
+            self._end(failed)
+            raise self._session.failure  # type: ignore[misc]
 
     def _takeOutbox(self) -> bytes:
         """What the reading thread left to send, in order (C{_sendLock} held; list pops are atomic)."""
@@ -432,21 +381,16 @@ class BlockingConnection:
             pieces.append(outbox.pop(0))
         return b"".join(pieces)
 
-    def _send(self, data: bytes) -> None:
-        """Send bytes that are not a call (the preamble)."""
-        with self._sendLock:
-            self._socket.sendall(data)
-
-    def _wait(self, waiter: _Waiter, requestId: int) -> Any:
+    def _wait(self, waiter: _Waiter, requestId: int, name: str) -> Any:
         """Block until C{waiter}'s answer came (reading the socket in turn with other callers), or its time ran out."""
         callTimeout = self.callTimeout
         deadline = None if callTimeout is None else time.monotonic() + callTimeout
-        timedOut = False
+        cancel = None
         with self._changed:
             while not waiter.done:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    timedOut = self._table.take(requestId) is not None
+                    cancel = self._session.cancel(requestId)
                     break
                 if self._reading:
                     self._changed.wait(remaining)
@@ -456,24 +400,23 @@ class BlockingConnection:
                     self._keepTick()
                     chunk = self._receive()
                     if chunk is not None:
-                        self._handle(chunk)
+                        self._apply(self._session.receive(chunk))
                 finally:
                     self._reading = False
                     self._changed.notify_all()
-            if timedOut:
-                self._table.expectLateAnswer()
-        if timedOut:
-            self._cancel(requestId)
-            raise CallTimedOut(waiter.name, callTimeout or 0.0)
+        if cancel is not None:
+            if cancel:
+                self._sendCancel(cancel)
+            raise CallTimedOut(name, callTimeout or 0.0)
         if waiter.error is not None:
             raise waiter.error
         return waiter.result
 
-    def _cancel(self, requestId: int) -> None:
+    def _sendCancel(self, data: bytes) -> None:
         """Tell the server a call was given up on (its late answer is then ignored); a lost connection is seen later."""
         try:
-            self._sendMessage(Message((CANCEL, requestId)))
-        except (ConnectionLost, OSError):
+            self._sendMessage(data)
+        except (ConnectionLost, ServerSilent, OSError):
             pass
 
     # -- reading (one thread at a time, holding _lock but while in recv) -------
@@ -497,9 +440,9 @@ class BlockingConnection:
         """
         One chunk from the socket, read with C{_lock} released; C{None} if
         nothing came within a tick (the server's silence is then judged) or
-        the connection ended (L{_failure} says why).
+        the connection ended (the session's C{failure} says why).
         """
-        if self._failure is not None:
+        if self._session.failure is not None:
             return None
         sock = self._socket
         self._lock.release()
@@ -510,106 +453,47 @@ class BlockingConnection:
             chunk = None
         except OSError as error:
             self._lock.acquire()
-            self._fail(ConnectionLost(f"reading from {self.peer} failed: {error}"))
+            self._end(ConnectionLost(f"reading from {self.peer} failed: {error}"))
             return None
         self._lock.acquire()
         if chunk is None:
-            self._judgeSilence()
+            silence = self.silenceTimeout
+            if silence is not None:
+                self._apply(self._session.judgeSilence(time.monotonic() - self._lastHeard, silence))
             return None
         if not chunk:
-            self._fail(ConnectionLost(f"{self.peer} closed the connection"))
+            self._end(ConnectionLost(f"{self.peer} closed the connection"))
             return None
         self._lastHeard = time.monotonic()
-        self._pingSent = False
         return chunk
 
-    def _judgeSilence(self) -> None:
-        """Nothing came for a while: past half of C{silenceTimeout} send a PING, past all of it give up."""
-        silence = self.silenceTimeout
-        if silence is None or self._failure is not None:
-            return
-        quiet = time.monotonic() - self._lastHeard
-        if quiet >= silence:
-            self._fail(ServerSilent(f"nothing from {self.peer} for {quiet:.1f} s (PING unanswered)"))
-        elif quiet >= silence / 2 and not self._pingSent:
-            self._pingSent = True
-            self._sendQuietly(encode_header(PING, 1))
-
-    def _handle(self, chunk: bytes) -> None:
-        """Decode C{chunk} and hand each message in it on; a broken stream ends the connection."""
-        try:
-            results = self._decoder.feed(chunk)
-        except ProtocolError as error:
-            for obj in getattr(error, "results", None) or ():
-                self._received(obj)
-            self._fail(error)
-            return
-        for obj in results:
-            self._received(obj)
-        events = self._decoder.control_events
-        if events:
-            pongs = b"".join(encode_header(PONG, event.id) for event in events if isinstance(event, Ping))
-            events.clear()
-            if pongs:
-                self._sendQuietly(pongs)
-
-    def _received(self, obj: Any) -> None:
-        """One top-level object from the server: an answer, a failure, or something this client does not take."""
-        if type(obj) is Message:
-            tag = obj[0]
-            if tag == ANSWER:
-                waiter = self._answered(obj[1], "an answer")
-                if waiter is not None:
-                    waiter.result = obj[2]
-                    waiter.done = True
-            elif tag == FAIL:
-                _, requestId, typeName, text, remoteTraceback, details = obj
-                waiter = self._answered(requestId, "a failure")
-                if waiter is not None:
-                    waiter.error = rebuild(typeName, text, remoteTraceback, details)
-                    waiter.done = True
-            elif tag == CALL:
-                self._refuseCall(obj[1], noSuchObject(obj[2]))
-            elif tag == GOAWAY:
-                self._goingAway = True
-            # CANCEL and RELEASE: this side runs no calls and exports nothing.
-        elif isinstance(obj, MessageRefused):
-            if obj.tag == CALL:
-                self._refuseCall(obj.requestId, obj.violation)
-            elif obj.tag in (ANSWER, FAIL):
-                waiter = self._answered(obj.requestId, "a refused answer")
-                if waiter is not None:
-                    violation = obj.violation
-                    violation.message += f"; in the answer to {waiter.name!r} from {self.peer}"
-                    waiter.error = violation
-                    waiter.done = True
-        elif isinstance(obj, MessageWithoutId):
-            self._fail(UnreadableRequestId(f"a message refused before its request id: {obj.violation}"))
-        elif not isinstance(obj, Violation):
-            self._fail(NotAnRpcMessage(f"a top-level {type(obj).__name__} from {self.peer}"))
-        # Any other Violation: an object of a kind this client does not take (an extension's), refused alone.
-
-    def _answered(self, requestId: int, what: str) -> _Waiter | None:
-        """The waiter of call C{requestId}, now answered; C{None} if none waits (unexpected: the connection ends)."""
-        waiter = self._table.take(requestId)
-        if waiter is None:
-            unexpected = self._table.strayAnswer(requestId, what)
-            if unexpected is not None:
-                self._fail(unexpected)
-        return waiter
-
-    def _refuseCall(self, requestId: int, error: Exception) -> None:
+    def _apply(self, settled: list[Settled]) -> None:
         """
-        Answer the server's call C{requestId} with C{error}: this side exports
-        nothing yet (L{NoSuchObject}), or it refused the call's message (its
-        L{framing.Violation}).
+        Do what the session decided (C{_lock} held): hand each settled call
+        its outcome, send what it asks to send, and if it ended, shut the
+        socket and wake every waiting caller.
         """
-        if requestId == NO_ANSWER:
-            return
-        typeName, text, details = describe(error)
-        self._sendQuietly(Message((FAIL, requestId, typeName, text, None, details)))
+        for waiter, result, error in settled:
+            waiter.result = result
+            waiter.error = error
+            waiter.done = True
+        session = self._session
+        data = session.dataToSend()
+        if data:
+            self._sendQuietly(data)
+        if session.failure is not None and not self._shut:
+            self._shut = True
+            try:
+                self._socket.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._changed.notify_all()
 
-    def _sendQuietly(self, data: bytes | Message) -> None:
+    def _end(self, reason: BaseException) -> None:
+        """End the connection with C{reason} (C{_lock} held): every waiting call fails with it, once."""
+        self._apply(self._session.end(reason))
+
+    def _sendQuietly(self, data: bytes) -> None:
         """
         Send C{data} from the reading thread (C{_lock} held) if the socket
         is free; else leave it for the next sender (waiting for the send lock
@@ -617,13 +501,12 @@ class BlockingConnection:
         for this side to read).  A failure ends the connection.
         """
         if not self._sendLock.acquire(blocking=False):
-            self._outbox.append(data if type(data) is bytes else self._encodeAlone(data))
+            self._outbox.append(data)
             return
         try:
-            encoded = self._encode(data) if type(data) is Message else data
-            self._socket.sendall(self._takeOutbox() + encoded)  # type: ignore[operator]
+            self._socket.sendall(self._takeOutbox() + data)
         except OSError as error:
-            self._fail(self._sendFailed(error))
+            self._end(self._sendFailed(error))
         finally:
             self._sendLock.release()
 
@@ -633,32 +516,12 @@ class BlockingConnection:
             return ServerSilent(f"{self.peer} read nothing this side sent for {self.silenceTimeout:g} s")
         return ConnectionLost(f"sending to {self.peer} failed: {error}")
 
-    def _encodeAlone(self, message: Any) -> bytes:
-        """The bytes of C{message} from an encoder of its own (the shared one is busy)."""
-        encoder = Encoder(self._encoder.registry)
-        data = encoder.tokens(message)
-        return encoder.encode(message) if data is None else data
-
-    def _fail(self, reason: BaseException) -> None:
-        """End the connection with C{reason} (C{_lock} held): close the socket, fail every waiting call, once."""
-        if self._failure is not None:
-            return
-        self._failure = reason
-        try:
-            self._socket.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        for waiter in self._table.takeAll():
-            waiter.error = callLost(reason, waiter.name, self.peer)
-            waiter.done = True
-        self._changed.notify_all()
-
     # -- closing -------------------------------------------------------------
 
     def close(self) -> None:
         """Close the connection: waiting calls fail with L{ConnectionLost}, later ones with L{DeadReferenceError}."""
         with self._lock:
-            self._fail(ConnectionLost(f"the connection to {self.peer} was closed by this side"))
+            self._end(ConnectionLost(f"the connection to {self.peer} was closed by this side"))
         self._socket.close()
 
     def __enter__(self) -> BlockingConnection:

@@ -77,6 +77,12 @@ EXPECTED: dict[str, list[str]] = {
         "wrong password: the server refused the login",
         "twisted imported: False",
     ],
+    "without_twisted_asyncio.py": [
+        "got back: 100 name 42",
+        "missing: 'nobody'",
+        "listed: 100",
+        "twisted imported: False",
+    ],
     "compiled_core.py": ["decoded: [(1, 5), (7, 7)]", "refused: not a span: [9, 2]"],
     "trace_tutorial.py": ["back: {'name': 'ada', 'n': 5}"],
     "bulk_tutorial.py": [

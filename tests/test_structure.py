@@ -119,6 +119,15 @@ FRAMING_METHODS = {
     "body_piece",
     "end_body",
 }
+# The standard library's asyncio.Protocol, implemented by the asyncio client: its method names are asyncio's.
+ASYNCIO_METHODS = {
+    "connection_made",
+    "data_received",
+    "eof_received",
+    "connection_lost",
+    "pause_writing",
+    "resume_writing",
+}
 
 
 def privateReaches(package: str) -> list[str]:
@@ -194,7 +203,10 @@ def snakeNamesIn(module: str, tree: ast.Module) -> list[str]:
     found = []
     for node in ast.walk(tree):
         names: list[tuple[int, str]] = []
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name not in FRAMING_METHODS:
+        if (
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.name not in FRAMING_METHODS | ASYNCIO_METHODS
+        ):
             arguments = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
             names += [(node.lineno, name) for name in [node.name, *(a.arg for a in arguments)]]
         names += [(line, name) for line, name in fieldNames(node) if name not in FRAMING_ATTRIBUTES]

@@ -207,6 +207,26 @@ class CallTimedOut(TimeoutError):
         self.seconds = seconds
 
 
+class ConnectTimedOut(TimeoutError):
+    """No TCP connection to the server within the connect timeout (the clients without Twisted)."""
+
+
+class ServerSilent(TimeoutError):
+    """
+    The server said nothing for too long: no preamble after connecting, or
+    neither an answer nor a PONG while a call waited the client's
+    C{silenceTimeout}, or it read nothing this side sent for that long.  The
+    connection is closed (the clients without Twisted).
+    """
+
+
+class ConnectionLost(ConnectionError):
+    """
+    The server closed the connection, or the socket failed; a call waiting
+    then fails with it, naming the call (the clients without Twisted).
+    """
+
+
 class CallLost:
     """
     Mixed into the type of the reason a connection was lost, for each call

@@ -12,7 +12,9 @@ Five peers answer the same C{echo(value)} call over loopback TCP:
     answered by C{[id, result]}: the floor a library is measured against.
 
 Beside them, C{chunkwire-blocking} (L{BLOCKING}): the chunkwire server, called
-by the blocking client, whose process runs no reactor (L{blockingClientMain}).
+by the blocking client, whose process runs no reactor (L{blockingClientMain});
+and C{chunkwire-asyncio} (L{ASYNCIO}): the same server called by the asyncio
+client, on a plain asyncio event loop (L{asyncioClientMain}).
 
 The set-ups follow C{research/anchors-rpc.md}: no peer is tuned beyond
 raising a size limit where one would get in the way.
@@ -31,6 +33,7 @@ tracer counting its socket sends (any fd but 0-2) sees only the RPC traffic.
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import gc
 import itertools
@@ -74,7 +77,14 @@ BLOCKING = "chunkwire-blocking"
 process (issue 32).  With N calls in flight it runs N threads on its one connection.  Measured by bench_rpc
 beside C{chunkwire} (its default peers), not by the other RPC benchmarks."""
 LABELS[BLOCKING] = "chunkwire, blocking client"
-ALL_PEERS = (*PEERS, LOGIN, BLOCKING)
+ASYNCIO = "chunkwire-asyncio"
+"""chunkwire's Twisted server called by the asyncio client of C{protocols.asyncioclient}: no reactor in the client
+process, the standard asyncio loop (issue 32).  N in flight is N coroutines making sequential calls on its one
+connection.  Measured by bench_rpc beside C{chunkwire}, not by the other RPC benchmarks."""
+LABELS[ASYNCIO] = "chunkwire, asyncio client"
+WITHOUT_TWISTED = (BLOCKING, ASYNCIO)
+"""The peers whose client process runs no reactor; their server is chunkwire's."""
+ALL_PEERS = (*PEERS, LOGIN, BLOCKING, ASYNCIO)
 RAW = "raw"
 """Not an RPC peer: bare bytes echoed by a plain Protocol, to measure the link itself."""
 LABELS[RAW] = "raw TCP echo (the link itself)"
@@ -219,7 +229,7 @@ async def listen(reactor: Any, peer: str) -> str:
 
     @return: its address: a port number, or foolscap's FURL.
     """
-    if peer in ("chunkwire", BLOCKING):
+    if peer in ("chunkwire", *WITHOUT_TWISTED):
         from protocols import rpc
 
         class EchoRoot(rpc.Referenceable):
@@ -947,46 +957,129 @@ def blockingClientMain(address: str, serverPid: int) -> None:
             _emit(_blockingCommand(root, command, serverPid))
 
 
+def asyncioClientMain(address: str, serverPid: int) -> None:
+    """
+    The L{ASYNCIO} peer's client process: C{protocols.asyncioclient} on a plain asyncio loop, each stdin
+    command run to its end on it (C{measure} and C{count}; N in flight is N coroutines making sequential calls).
+    """
+    from protocols.asyncioclient import connect
+
+    loop = asyncio.new_event_loop()
+    connection = loop.run_until_complete(connect(("127.0.0.1", int(address)), timeout=30.0))
+    root = connection.root
+    _emit({"ready": True, "pid": os.getpid()})
+    try:
+        for line in sys.stdin:
+            command = json.loads(line)
+            if command.get("op") == "quit":
+                break
+            _emit(loop.run_until_complete(_asyncioCommand(root, command, serverPid)))
+    finally:
+        loop.run_until_complete(connection.close())
+        loop.close()
+
+
+class _Measurement:
+    """
+    One C{measure} or C{count} command of a client without a reactor: its calls' round trips per slot
+    (a thread, a coroutine), and the figures at the end; how the slots wait is the client's.
+    """
+
+    def __init__(self, command: dict[str, Any], serverPid: int) -> None:
+        if command["op"] not in ("measure", "count"):
+            raise ValueError(f"this client runs measure and count, not {command['op']!r}")
+        self.serverPid = serverPid
+        self.value = PAYLOADS[command.get("payload", "int")]
+        self.warmup = command.get("warmup", 0)
+        self.window = command["window"]
+        total = command.get("calls")
+        self.share = None if total is None else total // self.window
+        self.duration = command.get("duration")
+        self.rtts: list[array[float]] = [array("d") for _ in range(self.window)]
+        self.errors = [0] * self.window
+
+    def start(self) -> None:
+        """The timed part begins (after the warm-up)."""
+        self.started = time.perf_counter()
+        self.deadline = None if self.duration is None else self.started + self.duration
+        self.cpu = (_processCpu(os.getpid()), _processCpu(self.serverPid))
+
+    def more(self, made: int) -> bool:
+        """Whether a slot that made C{made} calls makes another."""
+        return (self.share is None or made < self.share) and (
+            self.deadline is None or time.perf_counter() < self.deadline
+        )
+
+    def result(self) -> dict[str, Any]:
+        """The figures of the timed part."""
+        seconds = time.perf_counter() - self.started
+        every = array("d", itertools.chain.from_iterable(self.rtts))
+        result = figures(len(every), sum(self.errors), seconds, every)
+        if every:
+            result["client_cpu_us"] = (_processCpu(os.getpid()) - self.cpu[0]) / len(every) * 1e6
+            result["server_cpu_us"] = (_processCpu(self.serverPid) - self.cpu[1]) / len(every) * 1e6
+        return result
+
+
 def _blockingCommand(root: Any, command: dict[str, Any], serverPid: int) -> dict[str, Any]:
-    """One C{measure} or C{count} command, run with blocking calls."""
-    if command["op"] not in ("measure", "count"):
-        raise ValueError(f"the blocking client runs measure and count, not {command['op']!r}")
-    value = PAYLOADS[command.get("payload", "int")]
-    for _ in range(command.get("warmup", 0)):
+    """One C{measure} or C{count} command, run with blocking calls (a thread per call in flight)."""
+    measurement = _Measurement(command, serverPid)
+    value = measurement.value
+    for _ in range(measurement.warmup):
         root.callRemote("echo", value)
-    total = command.get("calls")
-    window = command["window"]
-    started = time.perf_counter()
-    deadline = started + command["duration"] if "duration" in command else None
-    cpu = (_processCpu(os.getpid()), _processCpu(serverPid))
-    share = None if total is None else total // window
-    rtts: list[array[float]] = [array("d") for _ in range(window)]
-    errors = [0] * window
+    measurement.start()
 
     def calls(slot: int) -> None:
-        own, clock, made = rtts[slot], time.perf_counter, 0
-        while (share is None or made < share) and (deadline is None or clock() < deadline):
+        own, errors, more, clock, made = (
+            measurement.rtts[slot],
+            measurement.errors,
+            measurement.more,
+            time.perf_counter,
+            0,
+        )
+        while more(made):
             sentAt = clock()
             if root.callRemote("echo", value) != value:
                 errors[slot] += 1
             own.append(clock() - sentAt)
             made += 1
 
-    if window == 1:
+    if measurement.window == 1:
         calls(0)
     else:
-        threads = [threading.Thread(target=calls, args=(slot,)) for slot in range(window)]
+        threads = [threading.Thread(target=calls, args=(slot,)) for slot in range(measurement.window)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-    seconds = time.perf_counter() - started
-    every = array("d", itertools.chain.from_iterable(rtts))
-    result = figures(len(every), sum(errors), seconds, every)
-    if every:
-        result["client_cpu_us"] = (_processCpu(os.getpid()) - cpu[0]) / len(every) * 1e6
-        result["server_cpu_us"] = (_processCpu(serverPid) - cpu[1]) / len(every) * 1e6
-    return result
+    return measurement.result()
+
+
+async def _asyncioCommand(root: Any, command: dict[str, Any], serverPid: int) -> dict[str, Any]:
+    """One C{measure} or C{count} command, run with awaited calls (a coroutine per call in flight)."""
+    measurement = _Measurement(command, serverPid)
+    value = measurement.value
+    for _ in range(measurement.warmup):
+        await root.callRemote("echo", value)
+    measurement.start()
+
+    async def calls(slot: int) -> None:
+        own, errors, more, clock, made = (
+            measurement.rtts[slot],
+            measurement.errors,
+            measurement.more,
+            time.perf_counter,
+            0,
+        )
+        while more(made):
+            sentAt = clock()
+            if await root.callRemote("echo", value) != value:
+                errors[slot] += 1
+            own.append(clock() - sentAt)
+            made += 1
+
+    await asyncio.gather(*(calls(slot) for slot in range(measurement.window)))
+    return measurement.result()
 
 
 def main(argv: list[str]) -> None:
@@ -994,6 +1087,8 @@ def main(argv: list[str]) -> None:
         serveMain(argv[1])
     elif argv[:2] == ["client", BLOCKING] and len(argv) == 4:
         blockingClientMain(argv[2], int(argv[3]))
+    elif argv[:2] == ["client", ASYNCIO] and len(argv) == 4:
+        asyncioClientMain(argv[2], int(argv[3]))
     elif argv[:1] == ["client"] and len(argv) == 4:
         clientMain(argv[1], argv[2], int(argv[3]))
     else:

@@ -1,8 +1,9 @@
 """RPC calls per second over loopback TCP: chunkwire, AMP, PB, Foolscap and a hand-rolled baseline.
 
-chunkwire is measured twice: with its Twisted client, and with its blocking
-client (C{protocols.blocking}, no reactor; N in flight is N threads), both
-against the same Twisted server.
+chunkwire is measured three times: with its Twisted client, with its blocking
+client (C{protocols.blocking}, no reactor; N in flight is N threads), and with
+its asyncio client (C{protocols.asyncioclient}, the standard asyncio loop; N
+in flight is N coroutines), all against the same Twisted server.
 
     python -m tests.benchmarks.bench_rpc [--quick] [--runs N] [--duration S] [--no-strace]
 
@@ -54,10 +55,10 @@ from ._harness import (
     print_result,
     write_results,
 )
-from ._rpc_peers import ALL_PEERS, BLOCKING, LABELS, PEERS, PeerFailed, PeerPair
+from ._rpc_peers import ALL_PEERS, ASYNCIO, BLOCKING, LABELS, PEERS, WITHOUT_TWISTED, PeerFailed, PeerPair
 
-RPC_PEERS = (PEERS[0], BLOCKING, *PEERS[1:])
-"""The peers this benchmark measures by default: the others' and, beside chunkwire, its blocking client."""
+RPC_PEERS = (PEERS[0], BLOCKING, ASYNCIO, *PEERS[1:])
+"""The peers this benchmark measures by default: the others' and, beside chunkwire, its clients without Twisted."""
 
 NAME = "rpc"
 COLUMNS = (
@@ -159,10 +160,9 @@ def _ratios(runs: list[dict[str, Any]], peers: tuple[str, ...]) -> dict[str, dic
     C{ratios["amp"]["seq_int"]}: chunkwire / AMP; C{ratios["handrolled/chunkwire"]} the other way round;
     C{ratios["amp"]["seq_int_wins"]}: C{[runs where the ratio was above 1, runs]}.
     """
-    pairs = [("chunkwire", peer, peer) for peer in peers if peer not in ("chunkwire", BLOCKING)]
+    pairs = [("chunkwire", peer, peer) for peer in peers if peer not in ("chunkwire", *WITHOUT_TWISTED)]
     pairs.append(("handrolled", "chunkwire", "handrolled/chunkwire"))
-    if BLOCKING in peers:
-        pairs.append((BLOCKING, "chunkwire", f"{BLOCKING}/chunkwire"))
+    pairs += [(peer, "chunkwire", f"{peer}/chunkwire") for peer in WITHOUT_TWISTED if peer in peers]
     out: dict[str, dict[str, Any]] = {}
     for mine, theirs, key in pairs:
         out[key] = {}
@@ -283,15 +283,16 @@ def report(summary: dict[str, Any], syscalls: dict[str, Any], config: dict[str, 
             *(f"{_x(ratios[peer][column])} ({_wins(ratios[peer][column + '_wins'])})" for column, *_ in COLUMNS),
         ]
         for peer in peers
-        if peer not in ("chunkwire", "handrolled", BLOCKING)
+        if peer not in ("chunkwire", "handrolled", *WITHOUT_TWISTED)
     ]
-    if BLOCKING in peers:
-        ratio_rows.append(
-            [
-                "blocking client / chunkwire (Twisted client)",
-                *(_x(ratios[f"{BLOCKING}/chunkwire"][column]) for column, *_ in COLUMNS),
-            ]
-        )
+    for peer, name in ((BLOCKING, "blocking"), (ASYNCIO, "asyncio")):
+        if peer in peers:
+            ratio_rows.append(
+                [
+                    f"{name} client / chunkwire (Twisted client)",
+                    *(_x(ratios[f"{peer}/chunkwire"][column]) for column, *_ in COLUMNS),
+                ]
+            )
     if "handrolled" in peers:
         ratio_rows.append(
             ["hand-rolled / chunkwire", *(_x(ratios["handrolled/chunkwire"][column]) for column, *_ in COLUMNS)]
@@ -388,6 +389,16 @@ def criteria(summary: dict[str, Any], syscalls: dict[str, Any]) -> list[Criterio
                 blocking["seq_int"],
                 ">=",
                 1.5,
+            )
+        )
+    asyncio = ratios.get(f"{ASYNCIO}/chunkwire")
+    if asyncio is not None:
+        out.append(
+            Criterion(
+                "rpc: chunkwire asyncio client / Twisted client, 100 in flight int calls/s (issue 32)",
+                asyncio["w100_int"],
+                ">=",
+                0.8,
             )
         )
     if "amp" in ratios:

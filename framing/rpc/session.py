@@ -1,0 +1,365 @@
+"""The client's side of one RPC connection, sans-IO: calls in, bytes out; bytes in, settled calls out.
+
+Contract: a L{ClientSession} is everything a chunkwire RPC client does on
+one connection except waiting.  It owns the connection's L{framing.Decoder}
+and L{framing.Encoder} (with the RPC message types added to the registry it
+is given), the L{framing.rpc.calltable.CallTable} of the calls made, and the
+connection's named state (L{SessionState}).  The clients without Twisted
+(L{protocols.blocking}, threads on a socket, and L{protocols.asyncioclient},
+futures on an asyncio transport) are thin layers over it that read, write
+and wait; the protocol logic is here, written once:
+
+ - L{start} is the preamble to send first; the session is
+   L{SessionState.OPEN} once the server's preamble came (L{ready}).
+ - L{call}, L{callOnly}, L{cancel} and L{ping} return the bytes of their one
+   message, for the caller to send whole.  L{call} keeps an opaque waiter
+   (a future, a thread's slot) for the answer, by request id.
+ - L{receive} takes whatever bytes came and returns the calls it settled,
+   as C{(waiter, result, error)} triples (C{error} C{None} for a result),
+   in the order their answers came: an ANSWER's result; a FAIL rebuilt as
+   its error (L{framing.rpc.errors.rebuild}); an answer this side refused
+   (its L{framing.Violation}, naming the call and the server); the
+   connection's end.  What the server's messages ask to be sent back waits
+   in the session's output (L{dataToSend}): a PONG for each PING, and a
+   FAIL for each call the server makes to this side (L{NoSuchObject}: a
+   client without Twisted exports nothing yet; or the refusal of the
+   call's message).  GOAWAY moves the session to
+   L{SessionState.GOING_AWAY}: the calls in flight are answered, new ones
+   refused with L{DeadReferenceError}.
+ - Bad input is a typed error, never an exception out of L{receive}: a
+   broken stream (L{framing.ProtocolError}), an answer to no call
+   (L{UnexpectedAnswer}), a message refused before its request id, or a
+   top-level object that is no RPC message ends the session
+   (L{SessionState.ENDED}, L{failure}) and settles every pending call with
+   that reason, naming the call (L{callLost}); the I/O layer then closes the
+   connection.  A refused object of another kind is dropped alone.
+ - L{end} ends the session for a reason the I/O layer saw (the connection
+   closed, a timeout) and settles every pending call likewise;
+   L{judgeSilence} is the one policy for a quiet server: a PING (in the
+   output) after half the silence bound, L{ServerSilent} after all of it.
+
+No I/O, no threads, no clock: the I/O layer says how long the server has
+been quiet, sends the bytes, and guards the session with a lock if several
+threads use it (one method at a time).  Costs: a call is one table entry
+and one encoding; each received message one type test, one tag test and
+one dict pop; nothing grows with the connection's age.
+
+The Twisted broker (L{protocols.rpc}) keeps its own dispatch: it also runs
+the server's calls, exports references and loads extensions, which this
+session refuses.  What both share is below it: the message table, the
+errors and the call table.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Generic, TypeVar
+
+from framing import Decoder, Encoder, Limits, Ping, ProtocolError, Registry, Violation
+from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.wire import PING, PONG, PREAMBLE, encode_header
+
+from .calltable import CallTable
+from .errors import (
+    DeadReferenceError,
+    MessageRefused,
+    MessageWithoutId,
+    NotAnRpcMessage,
+    ServerSilent,
+    UnreadableRequestId,
+    callLost,
+    describe,
+    noSuchObject,
+    rebuild,
+)
+from .wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, NO_ANSWER, Message, addMessageTypes
+
+Waiter = TypeVar("Waiter")
+
+Settled = tuple[Any, Any, "BaseException | None"]
+"""A call settled by the server's bytes or the session's end: C{(waiter, result, error)}."""
+
+_PING_ID = 1
+"""The id of the PINGs a session sends (the PONG echoes it; any PONG counts as hearing from the server)."""
+
+
+class SessionState(enum.Enum):
+    """Where a client session stands."""
+
+    WANT_PREAMBLE = "want-preamble"
+    """Connected; the server's preamble has not all come yet (calls may be sent already)."""
+    OPEN = "open"
+    """Calls are made and answered."""
+    GOING_AWAY = "going-away"
+    """The server sent GOAWAY: the calls in flight are answered, no new call is sent."""
+    ENDED = "ended"
+    """The connection is over (L{ClientSession.failure} says why): every call failed, none is sent."""
+
+
+# (module names: one global lookup each on the per-call paths, rather than an attribute of the enum class)
+_WANT_PREAMBLE, _OPEN, _GOING_AWAY, _ENDED = (
+    SessionState.WANT_PREAMBLE,
+    SessionState.OPEN,
+    SessionState.GOING_AWAY,
+    SessionState.ENDED,
+)
+
+
+class ClientSession(Generic[Waiter]):
+    """
+    The client's side of one RPC connection (see the module docstring).
+
+    @ivar peer: the server's address as errors name it (C{"host:port"}).
+    @ivar state: the L{SessionState}.
+    @ivar failure: why the session ended, once it has (C{None} before).
+    @ivar pingSent: a PING was sent and nothing was heard since.
+    """
+
+    def __init__(
+        self,
+        peer: str,
+        *,
+        limits: Limits | None = None,
+        registry: Registry | None = None,
+        maxPending: int | None = None,
+    ) -> None:
+        """
+        @param peer: see L{peer}.
+        @param limits: what this side accepts from the server.
+        @param registry: the types the application sends and receives beyond the built-in ones
+            (not changed: the session adds the RPC message to a registry of its own on top of it).
+        @param maxPending: most calls that may wait at once (L{framing.rpc.errors.TooManyPendingCalls} past it).
+        """
+        self.peer = peer
+        self.state = _WANT_PREAMBLE
+        self.failure: BaseException | None = None
+        self.pingSent = False
+        connectionRegistry = Registry(registry if registry is not None else DEFAULT_REGISTRY)
+        addMessageTypes(connectionRegistry)
+        self._encoder = Encoder(connectionRegistry)
+        self._decoder = Decoder(limits, connectionRegistry)
+        # Each pending call's waiter with the method's name, for the errors that name the call.
+        self._table: CallTable[tuple[Waiter, str]] = CallTable(maxPending)
+        self._output: list[bytes] = []
+        self._preambleLeft = len(PREAMBLE)
+
+    # -- what the I/O layer asks ---------------------------------------------
+
+    def __len__(self) -> int:
+        """How many calls wait for their answer."""
+        return len(self._table)
+
+    @property
+    def ready(self) -> bool:
+        """The server's preamble came (or the session ended: then L{failure} says why)."""
+        return self.state is not _WANT_PREAMBLE
+
+    def start(self) -> bytes:
+        """The bytes to send first on the connection: the preamble."""
+        return PREAMBLE
+
+    def dataToSend(self) -> bytes:
+        """What received messages asked to be sent back (PONGs, refusals of the server's calls) or a PING; once."""
+        output = self._output
+        if not output:
+            return b""
+        data = b"".join(output)
+        output.clear()
+        return data
+
+    # -- calling -------------------------------------------------------------
+
+    def call(
+        self, waiter: Waiter, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[int, bytes]:
+        """
+        Make a call to method C{name} of export C{target}; C{waiter} is
+        settled with its answer (L{receive}, L{end}).
+
+        @return: its request id, and the bytes of its CALL to send whole.
+        @raise DeadReferenceError: the session ended, or the server is going away.
+        @raise TypeError: C{name} is no str.
+        @raise framing.rpc.errors.TooManyPendingCalls: too many calls wait already.
+        @raise framing.EncodingError: an argument cannot be sent (nothing is kept).
+        """
+        state = self.state
+        if type(name) is not str or state is _ENDED or state is _GOING_AWAY:
+            self._checkCallable(name)
+        table = self._table
+        if not table:
+            # The server's silence counts only while calls wait: from now, when none did.
+            self.pingSent = False
+        requestId = table.add((waiter, name), name)
+        message = Message((CALL, requestId, target, name, kwargs or None, *args))
+        encoder = self._encoder
+        try:
+            data = encoder.tokens(message)
+            if data is None:
+                data = encoder.encode(message)
+        except BaseException:
+            table.take(requestId)
+            raise
+        return requestId, data
+
+    def callOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
+        """The bytes of a CALL to method C{name} of export C{target} for no answer (raises as L{call})."""
+        self._checkCallable(name)
+        return self._encode(Message((CALL, NO_ANSWER, target, name, kwargs or None, *args)))
+
+    def abandon(self, requestId: int) -> Waiter | None:
+        """Forget call C{requestId}, whose CALL was never sent (sending failed); its waiter, if it was pending."""
+        entry = self._table.take(requestId)
+        return None if entry is None else entry[0]
+
+    def cancel(self, requestId: int) -> bytes:
+        """
+        Give up on call C{requestId} (its caller stopped waiting: cancelled,
+        timed out): the bytes of the CANCEL to send, its late answer then
+        ignored; C{b""} if it is no longer pending (its answer came meanwhile)
+        or the session ended.
+        """
+        table = self._table
+        if table.take(requestId) is None or self.state is _ENDED:
+            return b""
+        table.expectLateAnswer()
+        return self._encode(Message((CANCEL, requestId)))
+
+    def ping(self) -> bytes:
+        """The bytes of a PING (a live server answers it with a PONG even while its method runs)."""
+        self.pingSent = True
+        return encode_header(PING, _PING_ID)
+
+    def judgeSilence(self, quiet: float, silenceTimeout: float) -> list[Settled]:
+        """
+        The server has said nothing for C{quiet} seconds while calls waited:
+        past half of C{silenceTimeout}, a PING waits in the output (once per
+        silence); past all of it, the session ends with L{ServerSilent}.
+
+        @return: the calls settled (all of them if the session ended).
+        """
+        if self.state is _ENDED:
+            return []
+        if quiet >= silenceTimeout:
+            return self.end(ServerSilent(f"nothing from {self.peer} for {quiet:.1f} s (PING unanswered)"))
+        if quiet >= silenceTimeout / 2 and not self.pingSent:
+            self._output.append(self.ping())
+        return []
+
+    def _checkCallable(self, name: str) -> None:
+        if type(name) is not str:
+            raise TypeError(f"a method name is a str, not {type(name).__name__}")
+        state = self.state
+        if state is _ENDED or state is _GOING_AWAY:
+            why = "the server is going away" if self.failure is None else f"the connection ended: {self.failure}"
+            raise DeadReferenceError(f"cannot call {name!r}: {why}")
+
+    def _encode(self, message: Message) -> bytes:
+        encoder = self._encoder
+        data = encoder.tokens(message)
+        return encoder.encode(message) if data is None else data
+
+    # -- receiving -----------------------------------------------------------
+
+    def receive(self, data: bytes) -> list[Settled]:
+        """
+        Bytes from the server: the calls they settle, in order (see the
+        module docstring); replies wait in L{dataToSend}.  A broken stream
+        ends the session (L{failure}) after what came before the break.
+        """
+        if self.state is _ENDED:
+            return []
+        self.pingSent = False
+        settled: list[Settled] = []
+        if self._preambleLeft:
+            self._preambleLeft = max(self._preambleLeft - len(data), 0)
+        try:
+            results = self._decoder.feed(data)
+        except ProtocolError as error:
+            for obj in getattr(error, "results", None) or ():
+                self._received(obj, settled)
+            settled.extend(self.end(error))
+            return settled
+        if not self._preambleLeft and self.state is _WANT_PREAMBLE:
+            self.state = _OPEN
+        table = self._table
+        for obj in results:
+            # The commonest message, an ANSWER to a pending call, in line; anything else in _received.
+            if type(obj) is Message and obj[0] == ANSWER:
+                entry = table.take(obj[1])
+                if entry is not None:
+                    settled.append((entry[0], obj[2], None))
+                    continue
+            self._received(obj, settled)
+        events = self._decoder.control_events
+        if events:
+            if self.state is not _ENDED:
+                self._output.extend(encode_header(PONG, event.id) for event in events if isinstance(event, Ping))
+            events.clear()
+        return settled
+
+    def _received(self, obj: Any, settled: list[Settled]) -> None:
+        """One top-level object from the server: an answer, a failure, or something this client does not take."""
+        if self.state is _ENDED:
+            return
+        if type(obj) is Message:
+            tag = obj[0]
+            if tag == ANSWER:
+                entry = self._answered(obj[1], "an answer", settled)
+                if entry is not None:
+                    settled.append((entry[0], obj[2], None))
+            elif tag == FAIL:
+                _, requestId, typeName, text, remoteTraceback, details = obj
+                entry = self._answered(requestId, "a failure", settled)
+                if entry is not None:
+                    settled.append((entry[0], None, rebuild(typeName, text, remoteTraceback, details)))
+            elif tag == CALL:
+                self._refuseCall(obj[1], noSuchObject(obj[2]))
+            elif tag == GOAWAY:
+                self.state = _GOING_AWAY
+            # CANCEL and RELEASE: this side runs no calls and exports nothing.
+        elif isinstance(obj, MessageRefused):
+            if obj.tag == CALL:
+                self._refuseCall(obj.requestId, obj.violation)
+            elif obj.tag in (ANSWER, FAIL):
+                entry = self._answered(obj.requestId, "a refused answer", settled)
+                if entry is not None:
+                    violation = obj.violation
+                    violation.message += f"; in the answer to {entry[1]!r} from {self.peer}"
+                    settled.append((entry[0], None, violation))
+        elif isinstance(obj, MessageWithoutId):
+            settled.extend(self.end(UnreadableRequestId(f"a message refused before its request id: {obj.violation}")))
+        elif not isinstance(obj, Violation):
+            settled.extend(self.end(NotAnRpcMessage(f"a top-level {type(obj).__name__} from {self.peer}")))
+        # Any other Violation: an object of a kind this client does not take (an extension's), refused alone.
+
+    def _answered(self, requestId: int, what: str, settled: list[Settled]) -> tuple[Waiter, str] | None:
+        """The pending call C{requestId}, now answered; C{None} if none waits (unexpected: the session ends)."""
+        table = self._table
+        entry = table.take(requestId)
+        if entry is None:
+            unexpected = table.strayAnswer(requestId, what)
+            if unexpected is not None:
+                settled.extend(self.end(unexpected))
+        return entry
+
+    def _refuseCall(self, requestId: int, error: Exception) -> None:
+        """Answer the server's call C{requestId} with C{error} (in the output), unless it asked for no answer."""
+        if requestId == NO_ANSWER:
+            return
+        typeName, text, details = describe(error)
+        self._output.append(self._encode(Message((FAIL, requestId, typeName, text, None, details))))
+
+    # -- ending --------------------------------------------------------------
+
+    def end(self, reason: BaseException) -> list[Settled]:
+        """
+        End the session with C{reason} (once; later calls settle nothing):
+        every pending call is settled with C{reason}, naming the call.
+        """
+        if self.state is _ENDED:
+            return []
+        self.state = _ENDED
+        self.failure = reason
+        self._output.clear()
+        peer = self.peer
+        return [(waiter, None, callLost(reason, name, peer)) for waiter, name in self._table.takeAll()]

@@ -1,0 +1,460 @@
+"""An asyncio RPC client without Twisted: calls awaited on the standard event loop, many in flight on one connection.
+
+    from protocols.asyncioclient import connect
+
+    async def main() -> None:
+        async with await connect("127.0.0.1:8760", callTimeout=10) as connection:
+            await connection.root.callRemote("put", "greeting", "hello")
+            assert await connection.root.callRemote("get", "greeting") == "hello"
+
+Why here and so: this is the client for asyncio applications (FastAPI,
+aiohttp, anything on C{asyncio.run}) that run no Twisted reactor, not even
+Twisted's asyncio reactor.  It speaks the same RPC, with the same names and
+errors, as the Twisted client and the blocking client
+(L{protocols.blocking}); all three share the protocol itself, and this
+module only waits: the client's side of the connection is a
+L{framing.rpc.session.ClientSession} (sans-IO), and this module is the
+asyncio transport and futures around it.  It lives in L{protocols} beside
+the other clients, not in L{framing}, which does no I/O; it is named
+C{asyncioclient} and not C{asyncio}, which inside the package would shadow
+the standard library's module for every C{import asyncio} there.
+Importing it loads no Twisted (only L{framing}, L{protocols.blocking}'s
+address parser and the standard library).
+
+Contract:
+
+ - A call is one CALL message, written whole; a future per call waits
+   for its answer, matched by request id, so any number of calls
+   (coroutines, tasks) are in flight at once on one connection and answered
+   in any order.  The asyncio protocol hands each chunk read to the
+   session and settles the futures of the calls it answers; there is no
+   task of the client's own.  A call returns the result or raises what the
+   Twisted client's Deferred fails with: L{RemoteError} and its subclasses
+   (L{NoSuchMethod}, L{NoSuchObject}, L{RemoteViolation}), an exception type
+   registered with L{registerError} (as itself), a local
+   L{framing.Violation} (this side refused the answer), L{CallTimedOut}, or
+   the reason the connection ended, naming the call.
+ - Writes: a call made while no other waits is written at once (a
+   sequential caller pays no extra turn of the loop); calls made while
+   others wait are gathered until the loop's next turn, or until
+   L{COALESCE_BYTES} wait, and written together, so a hundred coroutines
+   resumed by one read send their next calls in one system call, not a
+   hundred.  Messages leave in the order they were made (a CANCEL never
+   overtakes its CALL).
+ - Cancelling an awaited call (C{task.cancel()}, C{asyncio.wait_for}'s
+   timeout) sends the server a CANCEL and its late answer is ignored;
+   C{callTimeout} does the same and raises L{CallTimedOut}.
+ - Back-pressure: while the transport's write buffer is above its high-water
+   mark (the server reads slowly or not at all), new calls wait for it to
+   drain before they are encoded, so the client's memory stays bounded by
+   that mark plus one message per waiting coroutine's arguments, never by
+   what the callers asked; their C{callTimeout} counts while they wait.
+ - Timeouts: C{timeout} bounds connecting (L{ConnectTimedOut}) and the
+   server's preamble (L{ServerSilent}).  C{silenceTimeout} bounds the
+   server's silence while calls wait: a PING after half of it, and after
+   all of it the connection is closed and every waiting call fails with
+   L{ServerSilent}.  A timer looks every eighth of it, only while calls wait.
+ - The connection's end (the server closed it, bad input from the server,
+   L{AsyncConnection.close}) fails every waiting call with the reason; later
+   calls raise L{DeadReferenceError}.
+ - Not here yet, as in the blocking client: logins and TLS, references
+   passed either way (the server's calls to this side are answered
+   L{NoSuchObject}), bulk streams, typed proxies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+from typing import Any
+
+from framing import Limits, Registry
+from framing.rpc.errors import CallTimedOut, ConnectionLost, ConnectTimedOut, ServerSilent
+from framing.rpc.session import ClientSession, Settled
+from framing.rpc.wire import ROOT_ID
+from protocols.blocking import parseAddress
+
+_Future = asyncio.Future
+
+COALESCE_BYTES = 64 * 1024
+"""Bytes of gathered messages past which they are written at once, without waiting for the loop's next turn:
+the transport's default high-water mark, so that gathering never hides more than that from back-pressure."""
+
+
+class AsyncReference:
+    """
+    An object the server exports, called from coroutines.
+
+    @ivar connection: the L{AsyncConnection} it is called on.
+    @ivar exportId: its id on that connection (L{ROOT_ID} for the root).
+    """
+
+    def __init__(self, connection: AsyncConnection, exportId: int) -> None:
+        self.connection = connection
+        self.exportId = exportId
+
+    async def callRemote(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Call remote method C{name}: its result, or its error raised (see the module docstring for which)."""
+        return await self.connection.call(self.exportId, name, args, kwargs)
+
+    async def callRemoteOnly(self, name: str, *args: Any, **kwargs: Any) -> None:
+        """Call remote method C{name} for no answer: sent (once the transport takes it), and nothing waits."""
+        await self.connection.callOnly(self.exportId, name, args, kwargs)
+
+
+class _ClientProtocol(asyncio.Protocol):
+    """The asyncio protocol of one L{AsyncConnection}: passes each event on to it."""
+
+    def __init__(self, connection: AsyncConnection) -> None:
+        self.connection = connection
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.connection.connectionMade(transport)  # type: ignore[arg-type]
+
+    def data_received(self, data: bytes) -> None:
+        self.connection.dataReceived(data)
+
+    def eof_received(self) -> bool:
+        return False  # (the transport closes; connection_lost follows)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.connection.connectionLost(exc)
+
+    def pause_writing(self) -> None:
+        self.connection.pauseWriting()
+
+    def resume_writing(self) -> None:
+        self.connection.resumeWriting()
+
+
+class AsyncConnection:
+    """
+    One connection to a chunkwire RPC server, as L{connect} makes it; an
+    async context manager that closes it.  Use it from the event loop it
+    was made on (asyncio objects are not thread-safe).
+
+    @ivar root: the server's root object, an L{AsyncReference}.
+    @ivar peer: C{"host:port"} of the server, for errors.
+    @ivar callTimeout: seconds a call waits for its answer (drain included), or C{None}.
+    @ivar silenceTimeout: seconds the server may stay silent while calls wait, or C{None}.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        peer: str,
+        *,
+        callTimeout: float | None = None,
+        silenceTimeout: float | None = 60.0,
+        limits: Limits | None = None,
+        registry: Registry | None = None,
+    ) -> None:
+        """
+        A connection not connected yet: L{connect} gives L{protocol} to the
+        loop's C{create_connection}.
+
+        @param limits: what this side accepts from the server.
+        @param registry: the types the application sends and receives beyond the built-in ones.
+        """
+        self.peer = peer
+        self.callTimeout = callTimeout
+        self.silenceTimeout = silenceTimeout
+        self.root = AsyncReference(self, ROOT_ID)
+        self.protocol = _ClientProtocol(self)
+        self._loop = loop
+        self._session: ClientSession[_Future[Any]] = ClientSession(peer, limits=limits, registry=registry)
+        self._transport: asyncio.WriteTransport | None = None
+        self._ready: _Future[None] = loop.create_future()
+        self._closed: _Future[None] = loop.create_future()
+        self._paused = False
+        self._drainWaiters: list[_Future[None]] = []
+        self._shut = False
+        self._lastHeard = loop.time()
+        self._silenceTimer: asyncio.TimerHandle | None = None
+        # Messages gathered for one write at the loop's next turn (see the module docstring), and their size.
+        self._gathered: list[bytes] = []
+        self._gatheredBytes = 0
+
+    @property
+    def waitingToSend(self) -> int:
+        """How many calls wait for the transport's buffer to drain before they are sent."""
+        return sum(1 for waiter in self._drainWaiters if not waiter.done())
+
+    @property
+    def bufferedBytes(self) -> int:
+        """Bytes sent and not yet taken by the kernel (the transport's write buffer)."""
+        transport = self._transport
+        return 0 if transport is None else transport.get_write_buffer_size()
+
+    def writeLimits(self) -> tuple[int, int]:
+        """The transport's low and high water marks: calls wait while its buffer is above the high one."""
+        transport = self._transport
+        return (0, 0) if transport is None else transport.get_write_buffer_limits()
+
+    # -- the transport's events ----------------------------------------------
+
+    def connectionMade(self, transport: asyncio.WriteTransport) -> None:
+        """Connected: send the preamble."""
+        self._transport = transport
+        transport.write(self._session.start())
+
+    def dataReceived(self, data: bytes) -> None:
+        """Bytes from the server: settle the calls they answer, send what they ask."""
+        self._lastHeard = self._loop.time()
+        session = self._session
+        self._apply(session.receive(data))
+        if session.ready and not self._ready.done():
+            self._ready.set_result(None)
+
+    def connectionLost(self, reason: Exception | None) -> None:
+        """The connection is over: every waiting call fails (if nothing ended the session before)."""
+        why = (
+            f"{self.peer} closed the connection"
+            if reason is None
+            else f"the connection to {self.peer} failed: {reason}"
+        )
+        self._end(ConnectionLost(why))
+        if not self._closed.done():
+            self._closed.set_result(None)
+
+    def pauseWriting(self) -> None:
+        """The transport's buffer is full: new calls wait (L{_writable})."""
+        self._paused = True
+
+    def resumeWriting(self) -> None:
+        """The transport's buffer drained: the calls waiting for it go on, one message each."""
+        self._paused = False
+        self._wakeWriters()
+
+    # -- calling -------------------------------------------------------------
+
+    async def call(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Call method C{name} of export C{target} and wait for its answer (see L{AsyncReference.callRemote})."""
+        loop = self._loop
+        callTimeout = self.callTimeout
+        if self._paused:
+            await self._writable(name, None if callTimeout is None else loop.time() + callTimeout)
+        session = self._session
+        if not session:
+            # The server's silence counts only while calls wait: from now, when none did.
+            self._lastHeard = loop.time()
+        future: _Future[Any] = loop.create_future()
+        requestId, data = session.call(future, target, name, args, kwargs)
+        self._write(data, len(session) > 1)
+        if self._silenceTimer is None and self.silenceTimeout is not None:
+            self._watchSilence()
+        timer = None
+        if callTimeout is not None:
+            timer = loop.call_later(callTimeout, self._timedOut, future, requestId, name, callTimeout)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            # Given up by its caller (cancelled, or its own timeout): the server is told.
+            self._cancel(requestId)
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    async def callOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Call method C{name} of export C{target} for no answer (see L{AsyncReference.callRemoteOnly})."""
+        if self._paused:
+            callTimeout = self.callTimeout
+            await self._writable(name, None if callTimeout is None else self._loop.time() + callTimeout)
+        self._write(self._session.callOnly(target, name, args, kwargs), bool(self._session))
+
+    def _timedOut(self, future: _Future[Any], requestId: int, name: str, seconds: float) -> None:
+        """C{callTimeout} passed for call C{requestId}: the server is told, the caller gets L{CallTimedOut}."""
+        if future.done():
+            return
+        self._cancel(requestId)
+        future.set_exception(CallTimedOut(name, seconds))
+
+    def _cancel(self, requestId: int) -> None:
+        """Send the CANCEL of call C{requestId} if it still waited (its answer may have come meanwhile)."""
+        data = self._session.cancel(requestId)
+        if data:
+            self._write(data, False)
+
+    def _write(self, data: bytes, gather: bool) -> None:
+        """
+        Write C{data}: at once, unless messages gathered before it wait (they
+        go first) or C{gather} (other calls wait: more will come this turn),
+        in which case it joins them for the loop's next turn.
+        """
+        gathered = self._gathered
+        if not gathered and not gather:
+            if not self._shut:
+                self._transport.write(data)  # type: ignore[union-attr]
+            return
+        if not gathered:
+            self._loop.call_soon(self._flush)
+        gathered.append(data)
+        self._gatheredBytes += len(data)
+        if self._gatheredBytes >= COALESCE_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Write the gathered messages in one write (nothing if the connection ended meanwhile)."""
+        gathered = self._gathered
+        if not gathered:
+            return
+        data = b"".join(gathered)
+        gathered.clear()
+        self._gatheredBytes = 0
+        if not self._shut:
+            self._transport.write(data)  # type: ignore[union-attr]
+
+    async def _writable(self, name: str, deadline: float | None) -> None:
+        """
+        Wait until the transport takes more (or the connection ended: the
+        call then fails as a call on a dead connection does); past
+        C{deadline}, raise L{CallTimedOut}.
+        """
+        loop = self._loop
+        while self._paused and not self._shut:
+            waiter: _Future[None] = loop.create_future()
+            self._drainWaiters.append(waiter)
+            timer = None
+            if deadline is not None:
+                timer = loop.call_at(deadline, self._drainTimedOut, waiter, name)
+            try:
+                await waiter
+            finally:
+                if timer is not None:
+                    timer.cancel()
+
+    def _drainTimedOut(self, waiter: _Future[None], name: str) -> None:
+        if not waiter.done():
+            waiter.set_exception(CallTimedOut(name, self.callTimeout or 0.0))
+
+    def _wakeWriters(self) -> None:
+        waiters, self._drainWaiters = self._drainWaiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    # -- the server's silence ------------------------------------------------
+
+    def _watchSilence(self) -> None:
+        """Look at the server's silence every eighth of C{silenceTimeout}, while calls wait."""
+        silence = self.silenceTimeout
+        if silence is not None and not self._shut:
+            self._silenceTimer = self._loop.call_later(silence / 8, self._judgeSilence)
+
+    def _judgeSilence(self) -> None:
+        self._silenceTimer = None
+        session = self._session
+        if not session or self.silenceTimeout is None:
+            return
+        self._apply(session.judgeSilence(self._loop.time() - self._lastHeard, self.silenceTimeout))
+        self._watchSilence()
+
+    # -- what the session decided --------------------------------------------
+
+    def _apply(self, settled: list[Settled]) -> None:
+        """Settle each call's future, send what the session asks to send, and close if it ended."""
+        for future, result, error in settled:
+            if not future.done():
+                if error is None:
+                    future.set_result(result)
+                else:
+                    future.set_exception(error)
+        session = self._session
+        data = session.dataToSend()
+        if data:
+            self._write(data, False)
+        failure = session.failure
+        if failure is not None and not self._shut:
+            self._shut = True
+            if self._transport is not None:
+                self._transport.close()
+            if self._silenceTimer is not None:
+                self._silenceTimer.cancel()
+                self._silenceTimer = None
+            if not self._ready.done():
+                self._ready.set_exception(failure)
+            self._wakeWriters()
+
+    def _end(self, reason: BaseException) -> None:
+        """End the connection with C{reason}: every waiting call fails with it, once."""
+        self._apply(self._session.end(reason))
+
+    # -- connecting and closing ----------------------------------------------
+
+    async def waitReady(self, timeout: float | None) -> None:
+        """
+        Wait up to C{timeout} seconds for the server's preamble.
+
+        @raise ServerSilent: none came in time (the connection is closed).
+        @raise framing.ProtocolError: the server does not speak chunkwire.
+        """
+        ready = self._ready
+        if timeout is not None and not ready.done():
+            why = f"no chunkwire preamble from {self.peer} within {timeout:g} s"
+            timer = self._loop.call_later(timeout, self._end, ServerSilent(why))
+            try:
+                await ready
+            finally:
+                timer.cancel()
+        else:
+            await ready
+
+    async def close(self) -> None:
+        """Close the connection: waiting calls fail with L{ConnectionLost}, later ones with L{DeadReferenceError}."""
+        self._end(ConnectionLost(f"the connection to {self.peer} was closed by this side"))
+        if self._transport is not None:
+            await self._closed
+
+    async def __aenter__(self) -> AsyncConnection:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        await self.close()
+
+
+async def connect(
+    address: str | tuple[str, int],
+    *,
+    timeout: float | None = 10.0,
+    callTimeout: float | None = None,
+    silenceTimeout: float | None = 60.0,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+) -> AsyncConnection:
+    """
+    Connect to the chunkwire RPC server at C{address} (C{"host:port"} or
+    C{(host, port)}) on the running event loop and return the connection,
+    whose C{root} is the server's root object.
+
+    @param timeout: seconds to connect, and again to receive the server's preamble.
+    @param callTimeout: seconds each call waits for its answer (C{None}: no
+        bound but C{silenceTimeout}).
+    @param silenceTimeout: seconds the server may say nothing while calls
+        wait (it is pinged at half of it); C{None}: no bound.
+    @param limits: the L{Limits} of what this side accepts.
+    @param registry: the types sent and received beyond the built-in ones.
+    @raise ConnectTimedOut: no TCP connection within C{timeout}.
+    @raise ServerSilent: connected, but no preamble within C{timeout}.
+    @raise OSError: the connection was refused, or the name did not resolve.
+    @raise framing.ProtocolError: the server does not speak chunkwire.
+    """
+    host, port = parseAddress(address)
+    peer = f"{host}:{port}"
+    loop = asyncio.get_running_loop()
+    connection = AsyncConnection(
+        loop, peer, callTimeout=callTimeout, silenceTimeout=silenceTimeout, limits=limits, registry=registry
+    )
+    connecting = loop.create_connection(lambda: connection.protocol, host, port)
+    try:
+        await asyncio.wait_for(connecting, timeout)
+    except asyncio.TimeoutError as error:
+        raise ConnectTimedOut(f"no connection to {peer} within {timeout:g} s") from error
+    try:
+        await connection.waitReady(timeout)
+    except BaseException:
+        await connection.close()
+        raise
+    return connection

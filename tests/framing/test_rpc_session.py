@@ -1,0 +1,275 @@
+"""The sans-IO client session (L{framing.rpc.session.ClientSession}): calls to bytes, bytes to settled calls."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from framing import Decoder, Encoder, EncodingError, Limits, ProtocolError, Registry, Violation
+from framing.rpc.errors import (
+    NO_SUCH_OBJECT,
+    VIOLATION,
+    CallLost,
+    ConnectionLost,
+    DeadReferenceError,
+    NoSuchMethod,
+    NotAnRpcMessage,
+    ServerSilent,
+    UnexpectedAnswer,
+    describe,
+    noSuchMethod,
+)
+from framing.rpc.session import ClientSession, SessionState
+from framing.rpc.wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, NO_ANSWER, Message, addMessageTypes
+from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.wire import PING, PONG, PREAMBLE, encode_header
+
+REGISTRY = Registry(DEFAULT_REGISTRY)
+addMessageTypes(REGISTRY)
+PEER = "127.0.0.1:8760"
+
+
+class Server:
+    """The server's side, by hand: what it reads of the session's bytes, and the bytes it sends."""
+
+    def __init__(self) -> None:
+        self.decoder = Decoder(registry=REGISTRY)
+        self.encoder = Encoder(REGISTRY)
+
+    def read(self, data: bytes) -> list[Any]:
+        """The messages in C{data} (the client's preamble first of all is taken in passing)."""
+        return self.decoder.feed(data)
+
+    def send(self, *messages: Message) -> bytes:
+        """The bytes of C{messages}."""
+        return b"".join(self.encoder.encode(message) for message in messages)
+
+
+def opened(limits: Limits | None = None) -> tuple[ClientSession[str], Server]:
+    """A session whose preamble went both ways."""
+    session: ClientSession[str] = ClientSession(PEER, limits=limits)
+    server = Server()
+    server.read(session.start())
+    session.receive(PREAMBLE)
+    return session, server
+
+
+class PreambleTests(SynchronousTestCase):
+    """The session opens with the preamble both ways."""
+
+    def test_preamble(self) -> None:
+        """start() is the preamble; the session is ready once the server's whole preamble came, in any cut."""
+        session: ClientSession[str] = ClientSession(PEER)
+        self.assertEqual(session.start(), PREAMBLE)
+        self.assertFalse(session.ready)
+        self.assertEqual(session.receive(PREAMBLE[:3]), [])
+        self.assertEqual(session.state, SessionState.WANT_PREAMBLE)
+        session.receive(PREAMBLE[3:])
+        self.assertTrue(session.ready)
+        self.assertEqual(session.state, SessionState.OPEN)
+
+    def test_notChunkwire(self) -> None:
+        """Something else than the preamble ends the session with a ProtocolError; receive raises nothing."""
+        session: ClientSession[str] = ClientSession(PEER)
+        self.assertEqual(session.receive(b"HTTP/1.1 400 Bad Request\r\n\r\n"), [])
+        self.assertEqual(session.state, SessionState.ENDED)
+        self.assertIsInstance(session.failure, ProtocolError)
+        self.assertTrue(session.ready)
+
+
+class CallTests(SynchronousTestCase):
+    """Calls become CALL bytes; the server's answers settle their waiters."""
+
+    def test_callBytes(self) -> None:
+        """A call is numbered from 1 and its bytes are its CALL, arguments and keyword arguments included."""
+        session, server = opened()
+        requestId, data = session.call("w", 0, "echo", (1, b"two"), {"three": 3})
+        self.assertEqual(requestId, 1)
+        self.assertEqual(server.read(data), [Message((CALL, 1, 0, "echo", (1, b"two"), {"three": 3}))])
+        self.assertEqual(len(session), 1)
+
+    def test_answersInAnyOrder(self) -> None:
+        """Answers that come in any order, several in one chunk, settle each its own waiter, in arrival order."""
+        session, server = opened()
+        ids = [session.call(f"waiter {n}", 0, "get", (n,), {})[0] for n in range(3)]
+        settled = session.receive(server.send(*(Message((ANSWER, i, f"result {i}")) for i in reversed(ids))))
+        self.assertEqual(settled, [(f"waiter {i - 1}", f"result {i}", None) for i in reversed(ids)])
+        self.assertEqual(len(session), 0)
+
+    def test_failRebuilt(self) -> None:
+        """A FAIL settles its call with the error it describes."""
+        session, server = opened()
+        requestId, _ = session.call("w", 0, "gte", (), {})
+        typeName, text, details = describe(noSuchMethod("gte", ["get"]))
+        [(waiter, result, error)] = session.receive(
+            server.send(Message((FAIL, requestId, typeName, text, None, details)))
+        )
+        self.assertEqual((waiter, result), ("w", None))
+        self.assertIsInstance(error, NoSuchMethod)
+        self.assertIn("did you mean 'get'", str(error))
+
+    def test_refusedAnswer(self) -> None:
+        """An answer over this side's limits settles its call alone with the Violation naming it; the session stays."""
+        session, server = opened(Limits(max_string_length=100))
+        first, _ = session.call("big", 0, "big", (), {})
+        second, _ = session.call("small", 0, "small", (), {})
+        settled = session.receive(server.send(Message((ANSWER, first, "x" * 200)), Message((ANSWER, second, "ok"))))
+        self.assertEqual([(waiter, result) for waiter, result, _ in settled], [("big", None), ("small", "ok")])
+        self.assertIsInstance(settled[0][2], Violation)
+        self.assertIn(f"in the answer to 'big' from {PEER}", str(settled[0][2]))
+        self.assertEqual(session.state, SessionState.OPEN)
+
+    def test_unsendableArgument(self) -> None:
+        """An argument the encoder refuses raises EncodingError and leaves no call pending."""
+        session, _ = opened()
+        self.assertRaises(EncodingError, session.call, "w", 0, "put", (object(),), {})
+        self.assertEqual(len(session), 0)
+
+    def test_nameMustBeText(self) -> None:
+        """A method name that is no str raises TypeError and nothing is kept."""
+        session, _ = opened()
+        self.assertRaises(TypeError, session.call, "w", 0, b"get", (), {})
+        self.assertEqual(len(session), 0)
+
+    def test_callOnly(self) -> None:
+        """callOnly's bytes are a CALL numbered NO_ANSWER, and nothing waits."""
+        session, server = opened()
+        self.assertEqual(
+            server.read(session.callOnly(0, "log", ("line",), {})),
+            [Message((CALL, NO_ANSWER, 0, "log", ("line",), {}))],
+        )
+        self.assertEqual(len(session), 0)
+
+    def test_goAway(self) -> None:
+        """After GOAWAY the call in flight is still answered and a new call raises DeadReferenceError."""
+        session, server = opened()
+        requestId, _ = session.call("w", 0, "get", (), {})
+        session.receive(server.send(Message((GOAWAY, 5000))))
+        self.assertEqual(session.state, SessionState.GOING_AWAY)
+        error = self.assertRaises(DeadReferenceError, session.call, "x", 0, "get", (), {})
+        self.assertIn("going away", str(error))
+        self.assertEqual(session.receive(server.send(Message((ANSWER, requestId, "last")))), [("w", "last", None)])
+
+
+class CancelTests(SynchronousTestCase):
+    """A call given up on is told to the server; its one late answer is ignored, any other stray ends the session."""
+
+    def test_cancelBytesAndLateAnswer(self) -> None:
+        """cancel() gives the CANCEL's bytes; the late answer settles nothing; the session stays open."""
+        session, server = opened()
+        requestId, _ = session.call("w", 0, "slow", (), {})
+        self.assertEqual(server.read(session.cancel(requestId)), [Message((CANCEL, requestId))])
+        self.assertEqual(len(session), 0)
+        self.assertEqual(session.receive(server.send(Message((ANSWER, requestId, "late")))), [])
+        self.assertEqual(session.state, SessionState.OPEN)
+
+    def test_cancelAfterAnswer(self) -> None:
+        """A call whose answer came already is not cancelled: no bytes, and a later answer to it is unexpected."""
+        session, server = opened()
+        requestId, _ = session.call("w", 0, "get", (), {})
+        session.receive(server.send(Message((ANSWER, requestId, "done"))))
+        self.assertEqual(session.cancel(requestId), b"")
+        session.receive(server.send(Message((ANSWER, requestId, "again"))))
+        self.assertIsInstance(session.failure, UnexpectedAnswer)
+
+    def test_strayAnswerEndsSession(self) -> None:
+        """An answer to a call never made ends the session: every pending call settles with UnexpectedAnswer."""
+        session, server = opened()
+        session.call("w", 0, "get", (), {})
+        [(waiter, result, error)] = session.receive(server.send(Message((ANSWER, 99, "stray"))))
+        self.assertEqual(waiter, "w")
+        self.assertIsInstance(error, UnexpectedAnswer)
+        self.assertIsInstance(error, CallLost)
+        self.assertIn("never made", str(error))
+        self.assertIn("'get'", str(error))
+        self.assertEqual(session.state, SessionState.ENDED)
+
+
+class ServerSendsTests(SynchronousTestCase):
+    """What the server's messages ask of this side waits in dataToSend."""
+
+    def test_serverCallRefused(self) -> None:
+        """A server's call is answered NoSuchObject, a refused one with its violation, a NO_ANSWER one not at all."""
+        session, server = opened()
+        session.receive(
+            server.send(
+                Message((CALL, 7, 3, "changed", None, "k")),
+                Message((CALL, NO_ANSWER, 3, "changed", None, "k")),
+                Message((CALL, 8, 3, "changed", ("not", "a", "dict"), "k")),
+            )
+        )
+        answers = server.read(session.dataToSend())
+        self.assertEqual([answer[:3] for answer in answers], [(FAIL, 7, NO_SUCH_OBJECT), (FAIL, 8, VIOLATION)])
+        self.assertEqual(session.dataToSend(), b"")
+
+    def test_pingAnswered(self) -> None:
+        """A PING from the server is answered with a PONG of the same id."""
+        session, _ = opened()
+        session.receive(encode_header(PING, 42))
+        self.assertEqual(session.dataToSend(), encode_header(PONG, 42))
+
+    def test_notAnRpcMessage(self) -> None:
+        """A top-level object that is no RPC message ends the session with NotAnRpcMessage."""
+        session, server = opened()
+        session.call("w", 0, "get", (), {})
+        [(_, _, error)] = session.receive(server.encoder.encode(["a", "list"]))
+        self.assertIsInstance(error, NotAnRpcMessage)
+
+    def test_brokenStreamAfterAnswer(self) -> None:
+        """A chunk with an answer then garbage settles the answer first, then ends the session with a ProtocolError."""
+        session, server = opened()
+        first, _ = session.call("a", 0, "get", (), {})
+        session.call("b", 0, "get", (), {})
+        settled = session.receive(server.send(Message((ANSWER, first, 1))) + b"\xff" * 16)
+        self.assertEqual(settled[0], ("a", 1, None))
+        self.assertEqual(settled[1][0], "b")
+        self.assertIsInstance(settled[1][2], ProtocolError)
+        self.assertEqual(session.state, SessionState.ENDED)
+
+
+class EndTests(SynchronousTestCase):
+    """The session's end settles every pending call with the reason, naming each call; silence is judged here."""
+
+    def test_end(self) -> None:
+        """end() settles each pending call with the reason naming it; later calls raise DeadReferenceError."""
+        session, _ = opened()
+        session.call("a", 0, "get", (), {})
+        session.call("b", 0, "put", (), {})
+        settled = session.end(ConnectionLost("gone"))
+        self.assertEqual([waiter for waiter, _, _ in settled], ["a", "b"])
+        self.assertTrue(all(isinstance(error, ConnectionLost) for _, _, error in settled))
+        self.assertIn("'put'", str(settled[1][2]))
+        self.assertEqual(session.end(ConnectionLost("again")), [])
+        self.assertRaises(DeadReferenceError, session.call, "c", 0, "get", (), {})
+
+    def test_judgeSilence(self) -> None:
+        """Quiet past half the bound: one PING waits to be sent; past all of it: the session ends with ServerSilent."""
+        session, _ = opened()
+        session.call("w", 0, "get", (), {})
+        self.assertEqual(session.judgeSilence(1.0, 4.0), [])
+        self.assertEqual(session.dataToSend(), b"")
+        self.assertEqual(session.judgeSilence(2.5, 4.0), [])
+        self.assertEqual(session.dataToSend(), encode_header(PING, 1))
+        self.assertEqual(session.judgeSilence(3.0, 4.0), [])
+        self.assertEqual(session.dataToSend(), b"")
+        [(_, _, error)] = session.judgeSilence(4.0, 4.0)
+        self.assertIsInstance(error, ServerSilent)
+        self.assertIsInstance(session.failure, ServerSilent)
+
+    def test_heardResetsPing(self) -> None:
+        """Hearing from the server (a PONG) lets the next silence send a PING again."""
+        session, _ = opened()
+        session.call("w", 0, "get", (), {})
+        session.judgeSilence(2.5, 4.0)
+        self.assertTrue(session.pingSent)
+        session.receive(encode_header(PONG, 1))
+        self.assertFalse(session.pingSent)
+
+    def test_noPongAfterEnd(self) -> None:
+        """A PING in the same chunk as the message that ends the session is not answered: nothing is left to send."""
+        session, server = opened()
+        session.call("w", 0, "get", (), {})
+        session.receive(server.send(Message((ANSWER, 99, "stray"))) + encode_header(PING, 5))
+        self.assertEqual(session.state, SessionState.ENDED)
+        self.assertEqual(session.dataToSend(), b"")
