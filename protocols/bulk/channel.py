@@ -59,7 +59,7 @@ from ..rpc import Broker, BrokerFactory, CallLimits, Referenceable, RemoteRefere
 from ..rpc.endpoints import connectWithFactory, listenWith, loginGate
 from ..rpc.listening import ListeningPort
 from ..rpc.refs import HasRemoteProxy
-from . import allocator
+from .allocator import steadyAllocator as makeAllocatorSteady
 from .early import EarlyTable
 from .hello import Hello
 from .incoming import IncomingSide
@@ -569,7 +569,7 @@ def serve(
         otherwise).
     """
     if steadyAllocator:
-        allocator.steadyAllocator()
+        makeAllocatorSteady()
     factory = BulkBrokerFactory(
         root,
         clock=reactor,
@@ -648,7 +648,7 @@ def connect(
         the B{whole process}, as for L{serve}.
     """
     if steadyAllocator:
-        allocator.steadyAllocator()
+        makeAllocatorSteady()
     factory = BulkBrokerFactory(
         root,
         clock=reactor,

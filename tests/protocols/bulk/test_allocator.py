@@ -10,7 +10,7 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from protocols import bulk, rpc
-from protocols.bulk import allocator
+from protocols.bulk import allocator, channel
 from protocols.bulk.allocator import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, MiB, allocatorSteady, steadyAllocator
 from tests.processes import ROOT
 
@@ -105,14 +105,14 @@ async def serveAndConnectMakeItSteady(reactor: Any) -> None:
     made before, or with the opt-out, reads PLAIN_READ_SIZE).
     """
     asked: list[str] = []
-    real, wasSteady = allocator.steadyAllocator, allocator._steady
+    real, wasSteady = channel.makeAllocatorSteady, allocator._steady
 
     def recording() -> bool:
         asked.append("asked")
         allocator._steady = True
         return True
 
-    allocator.steadyAllocator, allocator._steady = recording, False
+    channel.makeAllocatorSteady, allocator._steady = recording, False
     roots: list[Any] = []
     try:
         port = await bulk.serve(reactor, "tcp:0:interface=127.0.0.1", Pong(), steadyAllocator=False)
@@ -129,7 +129,7 @@ async def serveAndConnectMakeItSteady(reactor: Any) -> None:
         assert asked == ["asked", "asked"]
         await second.stopListening()
     finally:
-        allocator.steadyAllocator, allocator._steady = real, wasSteady
+        channel.makeAllocatorSteady, allocator._steady = real, wasSteady
         for root in roots:
             await root.broker.disconnect()
         await port.stopListening()
