@@ -85,18 +85,17 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from framing import Decoder, Encoder, Limits, Registry, Violation
+from framing import Limits, Registry
 from framing.login.errors import LoginFailed
-from framing.login.exchange import LOGGED_IN, ClientExchange, ObjectName, clientMechanism
-from framing.login.urls import KeyMismatch, ObjectURL, certificateKeyHash
-from framing.login.wire import PRE_LOGIN_LIMITS, loginRegistry
+from framing.login.exchange import ByteExchange, ObjectName, clientMechanism
+from framing.login.urls import KeyMismatch, ObjectURL, checkPresentedKey, hintAddress
 from framing.rpc.errors import (
     CallTimedOut,
     ConnectionLost,
     ConnectTimedOut,
     ServerSilent,
 )
-from framing.rpc.interfaces import checkArguments, declaredAttribute, declaredMethod, resultCheck
+from framing.rpc.interfaces import TypedProxy
 from framing.rpc.session import ClientSession, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.wire import (
@@ -185,7 +184,7 @@ class BlockingReference:
         self.connection.callOnly(self.exportId, name, args, kwargs)
 
 
-class BlockingTypedReference:
+class BlockingTypedReference(TypedProxy):
     """
     A L{BlockingReference} seen through a remote interface, as
     L{BlockingReference.typed} makes it: each of the interface's methods is
@@ -194,60 +193,28 @@ class BlockingTypedReference:
     nothing is sent), calls and blocks, and checks the result against the
     result constraint (a refused result raises the L{framing.Violation}, at
     C{"result..."}).  A method the interface lacks is an C{AttributeError};
-    through L{callRemote}, a L{NoSuchMethod}.  The checks are
-    L{framing.rpc.interfaces}', the same the Twisted client's
-    L{protocols.rpc.TypedReference} makes.
+    through L{callRemote}, a L{NoSuchMethod}.  The checks and the attribute
+    lookup are L{framing.rpc.interfaces.TypedProxy}'s (shared with the
+    asyncio client); this class only blocks.
 
     @ivar remoteReference: the reference called.
     @ivar remoteInterface: the interface.
     """
 
-    def __init__(self, reference: BlockingReference, interface: Any) -> None:
-        self.remoteReference = reference
-        self.remoteInterface = interface
+    remoteReference: BlockingReference
 
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        method = _typedMethod(self.remoteReference, declaredAttribute(self.remoteInterface, name))
-        self.__dict__[name] = method  # found without __getattr__ from now on
-        return method
+    def _typedMethod(self, declared: RemoteMethod, answered: Callable[[Any], Any] | None) -> Callable[..., Any]:
+        """The proxy's method for C{declared}: check, call and block, check the result."""
+        name, check, reference = declared.name, declared.checkArguments, self.remoteReference
 
-    def callRemote(self, _name: str, /, *args: Any, **kwargs: Any) -> Any:
-        """
-        Call C{_name}, checked as its proxy method is.
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if check is not None:
+                check(args, kwargs)
+            result = reference.callRemote(name, *args, **kwargs)
+            return result if answered is None else answered(result)
 
-        @raise NoSuchMethod: the interface has no method C{_name} (nothing is sent).
-        """
-        declaredMethod(self.remoteInterface, _name)
-        method: Callable[..., Any] = getattr(self, _name)
-        return method(*args, **kwargs)
-
-    def callRemoteOnly(self, _name: str, /, *args: Any, **kwargs: Any) -> None:
-        """
-        Call C{_name} for no answer, its arguments checked first.
-
-        @raise NoSuchMethod: the interface has no method C{_name}.
-        @raise framing.Violation: an argument its constraints refuse.
-        """
-        checkArguments(declaredMethod(self.remoteInterface, _name), args, kwargs)
-        self.remoteReference.callRemoteOnly(_name, *args, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"<BlockingTypedReference {self.remoteInterface.remoteName} on {self.remoteReference.connection.peer}>"
-
-
-def _typedMethod(reference: BlockingReference, declared: RemoteMethod) -> Callable[..., Any]:
-    """The typed proxy's method for C{declared}: check, call and block, check the result."""
-    name, check = declared.name, declared.checkArguments
-    answered = resultCheck(declared, lambda: f" from {reference.connection.peer}")
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        if check is not None:
-            check(args, kwargs)
-        result = reference.callRemote(name, *args, **kwargs)
-        return result if answered is None else answered(result)
-
-    call.__name__ = call.__qualname__ = name
-    return call
+        call.__name__ = call.__qualname__ = name
+        return call
 
 
 registerReference(BlockingReference, BlockingTypedReference)
@@ -576,11 +543,8 @@ def _secured(
 def _logIn(sock: socket.socket, credentials: Any, peer: str, timeout: float | None) -> None:
     """
     Log in on C{sock} with C{credentials} (the preamble exchanged, no call
-    made yet): the sans-IO L{ClientExchange} says what to send and judges
+    made yet): the sans-IO L{ByteExchange} says what to send and judges
     what the server answers; this only carries the bytes, within C{timeout}.
-    The login messages have a registry and limits of their own (those of a
-    server before a login): what comes before the login never reaches the
-    RPC decoder.
 
     @raise framing.login.LoginFailed: refused (L{framing.login.LoginRefused}), the
         server not verified, or the exchange broken (the server sent more
@@ -588,29 +552,23 @@ def _logIn(sock: socket.socket, credentials: Any, peer: str, timeout: float | No
     @raise ServerSilent: no answer within C{timeout}.
     @raise ConnectionLost: the server closed the connection.
     """
-    exchange = ClientExchange(clientMechanism(credentials))
-    registry = loginRegistry()
-    encoder, decoder = Encoder(registry), Decoder(PRE_LOGIN_LIMITS, registry, preamble=False)
+    login = ByteExchange(credentials)
     deadline = None if timeout is None else time.monotonic() + timeout
-    sock.sendall(encoder.encode(exchange.start()))
-    while exchange.state is not LOGGED_IN:
+    sock.sendall(login.start())
+    while not login.done:
         if deadline is not None and time.monotonic() >= deadline:
             raise ServerSilent(f"no answer to the login from {peer} within {timeout:g} s")
         try:
-            chunk = sock.recv(PRE_LOGIN_LIMITS.max_buffered_bytes)
+            chunk = sock.recv(login.readSize)
         except (TimeoutError, BlockingIOError, ssl.SSLWantReadError):
             continue  # (the socket's receive timeout, a tick: look at the deadline)
         except OSError as error:
             raise ConnectionLost(f"reading from {peer} failed during the login: {error}") from error
         if not chunk:
             raise ConnectionLost(f"{peer} closed the connection during the login")
-        for obj in decoder.feed(chunk):
-            if isinstance(obj, Violation):
-                exchange.refused(obj)
-            reply = exchange.receive(obj)
-            if reply is not None:
-                sock.sendall(encoder.encode(reply))
-        decoder.control_events.clear()  # a PING during a login: the answer to the login is answer enough
+        reply = login.receive(chunk)
+        if reply:
+            sock.sendall(reply)
 
 
 def connect(
@@ -759,10 +717,7 @@ def _checkPin(sock: socket.socket, pin: str) -> None:
     @raise KeyMismatch: the server's certificate holds another key than
         the one C{pin} hashes (nothing has been sent to it).
     """
-    der = sock.getpeercert(binary_form=True) if isinstance(sock, ssl.SSLSocket) else None
-    presented = certificateKeyHash(der) if der else "(no certificate)"
-    if presented != pin:
-        raise KeyMismatch(pin, presented)
+    checkPresentedKey(sock.getpeercert(binary_form=True) if isinstance(sock, ssl.SSLSocket) else None, pin)
 
 
 def connectURL(
@@ -794,14 +749,8 @@ def connectURL(
     options = _Options(timeout, callTimeout, silenceTimeout, limits, registry, interface)
     failure: Exception | None = None
     for hint in parsed.hints:
-        target: tuple[str, int] | str
-        if hint.startswith("unix:"):
-            target = hint[len("unix:") :]
-        else:
-            host, _, port = hint.rpartition(":")
-            target = (host.strip("[]"), int(port))
         try:
-            return _open(target, hint, None, _pinnedContext(), parsed.keyHash, ObjectName(parsed.name), options)
+            return _open(hintAddress(hint), hint, None, _pinnedContext(), parsed.keyHash, ObjectName(parsed.name), options)
         except (LoginFailed, KeyMismatch):
             raise
         except Exception as error:

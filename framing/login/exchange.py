@@ -12,9 +12,10 @@ server could not prove it knows the password), L{LoginBroken} (the server
 sent something else, or a verb out of turn; L{ClientExchange.refused} says
 the same of a message the decoder refused).  Whoever drives it carries the
 bytes and decides what to do with the connection: the Twisted client
-(L{protocols.auth.ClientLogin}) and the blocking one
-(L{protocols.blocking}) both drive this class, so the exchange is written
-once.  The steps are those of docs/wire-format.md, section 13.
+(L{protocols.auth.ClientLogin}), the blocking one (L{protocols.blocking})
+and the asyncio one (L{protocols.asyncioclient}) all drive this class, so
+the exchange is written once; the last two through L{ByteExchange}, which
+also encodes and decodes the login's messages.  The steps are those of docs/wire-format.md, section 13.
 
 The credentials (L{clientMechanism} picks the mechanism): L{Password}
 (SCRAM-SHA-256: the password never leaves), L{Token} (a bearer token),
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from framing import Violation
+from framing import Decoder, Encoder, Violation
 from framing.errors import short_repr
 
 from .errors import LoginBroken, LoginFailed, LoginRefused, ServerNotVerified, UnsupportedCredentials
@@ -43,7 +44,9 @@ from .wire import (
     SCRAM,
     START,
     TOKEN,
+    PRE_LOGIN_LIMITS,
     LoginMessage,
+    loginRegistry,
 )
 
 WANT_ANSWER, LOGGED_IN, FAILED = "WANT_ANSWER", "LOGGED_IN", "FAILED"
@@ -245,3 +248,61 @@ class ClientExchange:
         if verb == REFUSED:
             raise LoginRefused("the server refused the login")
         raise LoginBroken(f"the server sent a login {verb!r}")
+
+
+# -- the exchange as bytes ---------------------------------------------------------------
+
+
+class ByteExchange:
+    """
+    A L{ClientExchange} carried as bytes, for the clients that read and
+    write a stream themselves (L{protocols.blocking} and
+    L{protocols.asyncioclient}): the encoding, the decoding and the
+    judging of a login are all here, so each of them only moves bytes and
+    waits.  The login messages have a registry and limits of their own
+    (L{loginRegistry}, L{PRE_LOGIN_LIMITS}: those of a server before a
+    login), so what comes before the login never reaches the RPC decoder.
+
+    Use: send L{start}'s bytes; give each chunk read to L{receive} and send
+    what it returns, until L{done}.
+
+    @ivar exchange: the L{ClientExchange}.
+    """
+
+    readSize = PRE_LOGIN_LIMITS.max_buffered_bytes
+    """Bytes worth asking of one read during a login: no more can be buffered."""
+
+    def __init__(self, credentials: Any) -> None:
+        """
+        @raise UnsupportedCredentials: no mechanism takes C{credentials}.
+        """
+        self.exchange = ClientExchange(clientMechanism(credentials))
+        registry = loginRegistry()
+        self._encoder = Encoder(registry)
+        self._decoder = Decoder(PRE_LOGIN_LIMITS, registry, preamble=False)
+
+    @property
+    def done(self) -> bool:
+        """Logged in: the server accepted, and the mechanism's last check passed."""
+        return self.exchange.state is LOGGED_IN
+
+    def start(self) -> bytes:
+        """The bytes of the first login message."""
+        return self._encoder.encode(self.exchange.start())
+
+    def receive(self, chunk: bytes) -> bytes:
+        """
+        Take C{chunk}, read from the server.
+
+        @return: the bytes to send in reply (maybe none).
+        @raise LoginFailed: the login failed (see the module docstring for which).
+        """
+        replies = []
+        for obj in self._decoder.feed(chunk):
+            if isinstance(obj, Violation):
+                self.exchange.refused(obj)
+            reply = self.exchange.receive(obj)
+            if reply is not None:
+                replies.append(self._encoder.encode(reply))
+        self._decoder.control_events.clear()  # a PING during a login: the answer to the login is answer enough
+        return b"".join(replies)

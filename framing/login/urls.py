@@ -30,6 +30,8 @@ __all__ = [
     "KeyMismatch",
     "ObjectURL",
     "certificateKeyHash",
+    "checkPresentedKey",
+    "hintAddress",
     "spkiHash",
 ]
 
@@ -267,3 +269,28 @@ def _end(der: bytes, position: int) -> int:
     if end > len(der):
         raise ValueError("not a DER X.509 certificate: cut short")
     return end
+
+
+def hintAddress(hint: str) -> tuple[str, int] | str:
+    """
+    Where a connection hint of an L{ObjectURL} points: C{(host, port)}, or
+    a UNIX socket's path for a C{"unix:PATH"} hint.  (The hints of a parsed
+    URL are valid, so this only takes them apart.)
+    """
+    if hint.startswith("unix:"):
+        return hint[len("unix:") :]
+    host, _, port = hint.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def checkPresentedKey(certificate: bytes | None, expected: str) -> None:
+    """
+    Check the server's certificate (DER, as the TLS handshake gave it;
+    C{None} if it gave none) holds the key C{expected} hashes, before
+    anything is sent to it.
+
+    @raise KeyMismatch: it holds another key, or there is no certificate.
+    """
+    presented = certificateKeyHash(certificate) if certificate else "(no certificate)"
+    if presented != expected:
+        raise KeyMismatch(expected, presented)

@@ -214,6 +214,67 @@ def resultCheck(declared: RemoteMethod, peer: Callable[[], str]) -> Callable[[An
     return answered
 
 
+class TypedProxy:
+    """
+    The part of a typed proxy that does no I/O, shared by the clients that
+    have no Twisted (L{protocols.blocking}, L{protocols.asyncioclient}):
+    each of the interface's methods is an attribute, made once by
+    L{_typedMethod} (the client's own: it checks the arguments with the
+    method's C{checkArguments}, calls and waits as that client waits, and
+    passes the result to the check from L{resultCheck}); a method the
+    interface lacks is an C{AttributeError}, and through L{callRemote} a
+    L{NoSuchMethod}, nothing sent either way.
+
+    @ivar remoteReference: the reference called (it has C{callRemote},
+        C{callRemoteOnly} and a C{connection} with a C{peer}).
+    @ivar remoteInterface: the interface.
+    """
+
+    def __init__(self, reference: Any, interface: Any) -> None:
+        self.remoteReference = reference
+        self.remoteInterface = interface
+
+    def _typedMethod(self, declared: RemoteMethod, answered: Callable[[Any], Any] | None) -> Callable[..., Any]:
+        """The proxy's method for C{declared}, C{answered} checking its result (C{None}: nothing to check)."""
+        raise NotImplementedError
+
+    def _fromPeer(self) -> str:
+        """C{" from PEER"}, for the message of a refused result."""
+        return f" from {self.remoteReference.connection.peer}"
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        declared = declaredAttribute(self.remoteInterface, name)
+        method = self._typedMethod(declared, resultCheck(declared, self._fromPeer))
+        self.__dict__[name] = method  # found without __getattr__ from now on
+        return method
+
+    def callRemote(self, _name: str, /, *args: Any, **kwargs: Any) -> Any:
+        """
+        Call C{_name}, checked as its proxy method is (what it returns: the
+        client's, a result or an awaitable).
+
+        @raise NoSuchMethod: the interface has no method C{_name} (nothing is sent).
+        """
+        declaredMethod(self.remoteInterface, _name)
+        method: Callable[..., Any] = getattr(self, _name)
+        return method(*args, **kwargs)
+
+    def callRemoteOnly(self, _name: str, /, *args: Any, **kwargs: Any) -> Any:
+        """
+        Call C{_name} for no answer, its arguments checked first (what it
+        returns: the reference's C{callRemoteOnly}'s).
+
+        @raise NoSuchMethod: the interface has no method C{_name}.
+        @raise framing.Violation: an argument its constraints refuse.
+        """
+        checkArguments(declaredMethod(self.remoteInterface, _name), args, kwargs)
+        return self.remoteReference.callRemoteOnly(_name, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        kind = type(self).__name__
+        return f"<{kind} {self.remoteInterface.remoteName} on {self.remoteReference.connection.peer}>"
+
+
 def checkArguments(declared: RemoteMethod, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """
     Check a call's arguments as the server will, before anything is sent.
