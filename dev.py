@@ -163,6 +163,7 @@ PROCESS_TESTS = {
         "tests/protocols/rpc/test_interfaces_mypy.py",
         "tests/protocols/test_blocking_kv.py",
         "tests/protocols/test_blocking_logins.py",
+        "tests/protocols/test_asyncioclient_logins.py",
         "tests/protocols/test_asyncioclient_kv.py",
     ),
     "pure": (

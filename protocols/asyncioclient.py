@@ -19,7 +19,7 @@ the other clients, not in L{framing}, which does no I/O; it is named
 C{asyncioclient} and not C{asyncio}, which inside the package would shadow
 the standard library's module for every C{import asyncio} there.
 Importing it loads no Twisted (only L{framing}, L{protocols.blocking}'s
-address parser and the standard library).
+address parser and TLS contexts, and the standard library).
 
 Contract:
 
@@ -57,22 +57,42 @@ Contract:
  - The connection's end (the server closed it, bad input from the server,
    L{AsyncConnection.close}) fails every waiting call with the reason; later
    calls raise L{DeadReferenceError}.
- - Not here yet, as in the blocking client: logins and TLS, references
-   passed either way (the server's calls to this side are answered
-   L{NoSuchObject}), bulk streams, typed proxies.
+ - Typed interfaces (L{AsyncReference.typed}, C{connect(..., interface=I)}):
+   arguments checked before sending (when the method is called, before
+   its coroutine is awaited), results on arrival; the lookup and the
+   checks are L{framing.rpc.interfaces.TypedProxy}'s, shared with the
+   blocking client.
+ - Logins (C{connect(..., credentials=...)}: SCRAM, token, client
+   certificate) drive L{framing.login.exchange.ByteExchange}, as the
+   blocking client does, once the preambles are exchanged and before the
+   first call: while it runs, the bytes read go to it and not to the
+   session.  TLS is the standard library's C{ssl} through the loop's
+   C{create_connection} (L{tlsContext}); L{connectURL} pins the server's
+   key, checked in C{connection_made} (the handshake done) before the
+   preamble is written.
+ - Not here yet, as in the blocking client: references passed either way
+   (the server's calls to this side are answered L{NoSuchObject}) and bulk
+   streams.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
 from framing import Limits, Registry
+from framing.login.errors import LoginFailed
+from framing.login.exchange import ByteExchange, ObjectName, clientMechanism
+from framing.login.urls import KeyMismatch, ObjectURL, checkPresentedKey, hintAddress
 from framing.rpc.errors import CallTimedOut, ConnectionLost, ConnectTimedOut, ServerSilent
+from framing.rpc.interfaces import TypedProxy
 from framing.rpc.session import ClientSession, Settled
+from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.wire import ROOT_ID
-from protocols.blocking import parseAddress
+from protocols.blocking import pinnedContext, parseAddress, tlsContext
 
 _Future = asyncio.Future
 
@@ -87,11 +107,30 @@ class AsyncReference:
 
     @ivar connection: the L{AsyncConnection} it is called on.
     @ivar exportId: its id on that connection (L{ROOT_ID} for the root).
+    @ivar interfaceNames: the remote interfaces it arrived naming (none
+        for the root, whose interface is the caller's word).
     """
 
-    def __init__(self, connection: AsyncConnection, exportId: int) -> None:
+    def __init__(self, connection: AsyncConnection, exportId: int, interfaceNames: tuple[str, ...] = ()) -> None:
         self.connection = connection
         self.exportId = exportId
+        self.interfaceNames = interfaceNames
+
+    def typed(self, interface: type) -> Any:
+        """
+        An L{AsyncTypedReference} calling this object as C{interface} (a
+        L{framing.rpc.interfaces.RemoteInterface}) declares: arguments
+        checked before anything is sent, results checked on arrival.
+
+        Typed C{Any} for mypy, on purpose: an interface's stubs say
+        C{-> Deferred[T]} (what the Twisted client's proxy returns), which
+        mypy would not let be awaited as a coroutine here; the checking is
+        done at run time instead.
+
+        @raise TypeError: this reference arrived naming its interfaces, and
+            C{interface} is not one of them.
+        """
+        return interface.remoteProxy(self)  # type: ignore[attr-defined]
 
     async def callRemote(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """Call remote method C{name}: its result, or its error raised (see the module docstring for which)."""
@@ -100,6 +139,51 @@ class AsyncReference:
     async def callRemoteOnly(self, name: str, *args: Any, **kwargs: Any) -> None:
         """Call remote method C{name} for no answer: sent (once the transport takes it), and nothing waits."""
         await self.connection.callOnly(self.exportId, name, args, kwargs)
+
+
+class AsyncTypedReference(TypedProxy):
+    """
+    An L{AsyncReference} seen through a remote interface, as
+    L{AsyncReference.typed} makes it: each of the interface's methods is a
+    coroutine function here, which checks its arguments as the server will
+    (a refused one raises the L{framing.Violation}, C{where} naming it, and
+    nothing is sent), calls and awaits, and checks the result against the
+    result constraint (a refused result raises the L{framing.Violation}, at
+    C{"result..."}).  A method the interface lacks is an C{AttributeError};
+    through C{callRemote}, a L{NoSuchMethod}, raised before anything is
+    awaited.  The checks and the lookup are
+    L{framing.rpc.interfaces.TypedProxy}'s, shared with the blocking client;
+    this class only awaits.
+
+    @ivar remoteReference: the reference called.
+    @ivar remoteInterface: the interface.
+    """
+
+    remoteReference: AsyncReference
+
+    def _typedMethod(self, declared: RemoteMethod, answered: Callable[[Any], Any] | None) -> Callable[..., Any]:
+        """The proxy's method for C{declared}: check (before the coroutine is even awaited), call, check the result."""
+        name, check, connection, target = (
+            declared.name,
+            declared.checkArguments,
+            self.remoteReference.connection,
+            self.remoteReference.exportId,
+        )
+
+        async def waitFor(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            result = await connection.call(target, name, args, kwargs)
+            return result if answered is None else answered(result)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if check is not None:
+                check(args, kwargs)
+            return waitFor(args, kwargs)
+
+        call.__name__ = call.__qualname__ = name
+        return call
+
+
+registerReference(AsyncReference, AsyncTypedReference)
 
 
 class _ClientProtocol(asyncio.Protocol):
@@ -148,6 +232,7 @@ class AsyncConnection:
         silenceTimeout: float | None = 60.0,
         limits: Limits | None = None,
         registry: Registry | None = None,
+        pin: str | None = None,
     ) -> None:
         """
         A connection not connected yet: L{connect} gives L{protocol} to the
@@ -155,6 +240,9 @@ class AsyncConnection:
 
         @param limits: what this side accepts from the server.
         @param registry: the types the application sends and receives beyond the built-in ones.
+        @param pin: the hash of the key the server's TLS certificate must
+            hold (L{framing.login.urls.certificateKeyHash}), checked once the
+            handshake is done and before anything is sent; C{None}: none.
         """
         self.peer = peer
         self.callTimeout = callTimeout
@@ -174,6 +262,10 @@ class AsyncConnection:
         # Messages gathered for one write at the loop's next turn (see the module docstring), and their size.
         self._gathered: list[bytes] = []
         self._gatheredBytes = 0
+        self._pin = pin
+        # The login under way (L{logIn}): the bytes read go to it, not to the session, until it is done.
+        self._login: ByteExchange | None = None
+        self._loggedIn: _Future[None] | None = None
 
     @property
     def waitingToSend(self) -> int:
@@ -194,13 +286,23 @@ class AsyncConnection:
     # -- the transport's events ----------------------------------------------
 
     def connectionMade(self, transport: asyncio.WriteTransport) -> None:
-        """Connected: send the preamble."""
+        """Connected (the TLS handshake done, if any): check the server's key if pinned, then send the preamble."""
         self._transport = transport
+        if self._pin is not None:
+            sslObject = transport.get_extra_info("ssl_object")
+            try:
+                checkPresentedKey(None if sslObject is None else sslObject.getpeercert(True), self._pin)
+            except KeyMismatch as mismatch:
+                self._end(mismatch)  # (nothing was sent)
+                return
         transport.write(self._session.start())
 
     def dataReceived(self, data: bytes) -> None:
         """Bytes from the server: settle the calls they answer, send what they ask."""
         self._lastHeard = self._loop.time()
+        if self._login is not None:
+            self._loginReceived(self._login, data)
+            return
         session = self._session
         self._apply(session.receive(data))
         if session.ready and not self._ready.done():
@@ -374,6 +476,7 @@ class AsyncConnection:
                 self._silenceTimer = None
             if not self._ready.done():
                 self._ready.set_exception(failure)
+            self._loginOver(failure)
             self._wakeWriters()
 
     def _end(self, reason: BaseException) -> None:
@@ -400,6 +503,57 @@ class AsyncConnection:
         else:
             await ready
 
+    async def logIn(self, credentials: Any, timeout: float | None) -> None:
+        """
+        Log in with C{credentials} (the preamble exchanged, no call made
+        yet), within C{timeout} seconds: the sans-IO L{ByteExchange} says
+        what to send and judges what the server answers; this only carries
+        the bytes.
+
+        @raise framing.login.LoginFailed: refused (L{framing.login.LoginRefused}),
+            the server not verified, or the exchange broken.
+        @raise ServerSilent: no answer within C{timeout}.
+        @raise ConnectionLost: the connection ended meanwhile.
+        """
+        login = ByteExchange(credentials)
+        if self._shut:
+            raise self._session.failure or ConnectionLost(f"the connection to {self.peer} is over")
+        loggedIn: _Future[None] = self._loop.create_future()
+        self._login, self._loggedIn = login, loggedIn
+        self._transport.write(login.start())  # type: ignore[union-attr]
+        timer = None
+        if timeout is not None:
+            why = ServerSilent(f"no answer to the login from {self.peer} within {timeout:g} s")
+            timer = self._loop.call_later(timeout, self._loginOver, why)
+        try:
+            await loggedIn
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def _loginReceived(self, login: ByteExchange, data: bytes) -> None:
+        """Bytes from the server during the login: the exchange's, and its replies sent."""
+        try:
+            reply = login.receive(data)
+        except LoginFailed as failure:
+            self._loginOver(failure)
+            return
+        if reply:
+            self._transport.write(reply)  # type: ignore[union-attr]
+        if login.done:
+            self._loginOver(None)
+
+    def _loginOver(self, failure: BaseException | None) -> None:
+        """The login under way (if any) ends: logged in if C{failure} is C{None}, else failed with it."""
+        loggedIn = self._loggedIn
+        self._login = self._loggedIn = None
+        if loggedIn is None or loggedIn.done():
+            return
+        if failure is None:
+            loggedIn.set_result(None)
+        else:
+            loggedIn.set_exception(failure)
+
     async def close(self) -> None:
         """Close the connection: waiting calls fail with L{ConnectionLost}, later ones with L{DeadReferenceError}."""
         self._end(ConnectionLost(f"the connection to {self.peer} was closed by this side"))
@@ -418,43 +572,163 @@ class AsyncConnection:
 async def connect(
     address: str | tuple[str, int],
     *,
+    credentials: Any = None,
+    tls: ssl.SSLContext | bool = False,
     timeout: float | None = 10.0,
     callTimeout: float | None = None,
     silenceTimeout: float | None = 60.0,
     limits: Limits | None = None,
     registry: Registry | None = None,
+    interface: type | None = None,
 ) -> AsyncConnection:
     """
     Connect to the chunkwire RPC server at C{address} (C{"host:port"} or
-    C{(host, port)}) on the running event loop and return the connection,
-    whose C{root} is the server's root object.
+    C{(host, port)}) on the running event loop, over TLS if asked, log in
+    if given credentials, and return the connection, whose C{root} is the
+    server's root object (for this login; seen through C{interface} if
+    given).  The arguments are L{protocols.blocking.connect}'s.
 
-    @param timeout: seconds to connect, and again to receive the server's preamble.
+    @param credentials: how to log in (L{framing.login}): C{Password(user,
+        password)} (SCRAM-SHA-256), C{Token(token)}, C{ClientCertificate()}
+        (with C{tls} presenting one: see L{tlsContext}), C{Anonymous()};
+        C{None}: no login.
+    @param tls: an C{ssl.SSLContext} (L{tlsContext} makes one), C{True}
+        for the default one (the system's CAs), C{False}: plain TCP.
+    @param timeout: seconds to connect (the TLS handshake included), to
+        receive the server's preamble, and to log in (each).
     @param callTimeout: seconds each call waits for its answer (C{None}: no
         bound but C{silenceTimeout}).
     @param silenceTimeout: seconds the server may say nothing while calls
         wait (it is pinged at half of it); C{None}: no bound.
     @param limits: the L{Limits} of what this side accepts.
     @param registry: the types sent and received beyond the built-in ones.
-    @raise ConnectTimedOut: no TCP connection within C{timeout}.
+    @param interface: the root's remote interface: C{root} is then its
+        L{AsyncTypedReference}, which checks arguments before sending and
+        results on arrival.
+    @raise ConnectTimedOut: no TCP connection (or TLS handshake) within C{timeout}.
     @raise ServerSilent: connected, but no preamble within C{timeout}.
     @raise OSError: the connection was refused, or the name did not resolve.
     @raise framing.ProtocolError: the server does not speak chunkwire.
+    @raise ssl.SSLError: the TLS handshake failed (C{ssl.SSLCertVerificationError}:
+        the server's certificate is not trusted, or names another host).
+    @raise ConnectionLost: the server ended the connection before the
+        login was over (a server refusing this side's certificate does so,
+        its TLS alert in the message).
+    @raise framing.login.LoginFailed: the login failed: L{framing.login.LoginRefused},
+        L{framing.login.ServerNotVerified}, L{framing.login.UnsupportedCredentials}...
     """
+    if credentials is not None:
+        clientMechanism(credentials)  # credentials no mechanism takes: refused before connecting
     host, port = parseAddress(address)
-    peer = f"{host}:{port}"
+    context = None if tls is False else tlsContext() if tls is True else tls
+    options = _Options(timeout, callTimeout, silenceTimeout, limits, registry, interface)
+    return await _open((host, port), f"{host}:{port}", context, None, credentials, options)
+
+
+async def connectURL(
+    url: str,
+    *,
+    timeout: float | None = 10.0,
+    callTimeout: float | None = None,
+    silenceTimeout: float | None = 60.0,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+    interface: type | None = None,
+) -> AsyncConnection:
+    """
+    Connect to the object a self-authenticating URL names
+    (C{chunkwire://KEYHASH@HINTS/NAME}, see L{framing.login.urls}), as
+    L{protocols.blocking.connectURL} does: over TLS, the server's key hash
+    compared with the URL's once the handshake is done and before anything
+    is sent (no CA, no host name), then logged in by the URL's name; the
+    hints are tried in order until one connects.  The connection's C{root}
+    is exactly that object.  Other arguments as for L{connect}; C{timeout}
+    is each hint's.
+
+    @raise framing.login.urls.InvalidURL: C{url} is not a canonical object URL.
+    @raise framing.login.urls.KeyMismatch: the server holds another key (nothing was sent).
+    @raise framing.login.LoginRefused: the server knows no such name (or no longer).
+    @raise OSError: the last hint's connection error (L{ConnectTimedOut} among them).
+    """
+    parsed = ObjectURL.parse(url)
+    options = _Options(timeout, callTimeout, silenceTimeout, limits, registry, interface)
+    failure: Exception | None = None
+    for hint in parsed.hints:
+        try:
+            return await _open(
+                hintAddress(hint), hint, pinnedContext(), parsed.keyHash, ObjectName(parsed.name), options
+            )
+        except (LoginFailed, KeyMismatch):
+            raise
+        except Exception as error:
+            failure = error
+    assert failure is not None
+    raise failure
+
+
+class _Options:
+    """What L{connect} and L{connectURL} pass on to the connection, unchanged."""
+
+    def __init__(
+        self,
+        timeout: float | None,
+        callTimeout: float | None,
+        silenceTimeout: float | None,
+        limits: Limits | None,
+        registry: Registry | None,
+        interface: type | None,
+    ) -> None:
+        self.timeout, self.callTimeout, self.silenceTimeout = timeout, callTimeout, silenceTimeout
+        self.limits, self.registry, self.interface = limits, registry, interface
+
+
+async def _open(
+    target: tuple[str, int] | str,
+    peer: str,
+    tls: ssl.SSLContext | None,
+    pin: str | None,
+    credentials: Any,
+    options: _Options,
+) -> AsyncConnection:
+    """
+    Connect to C{target} (C{(host, port)}, or a UNIX socket's path), with
+    TLS if C{tls} (the server's name checked against the host, or its key
+    against C{pin} before anything is sent), exchange preambles, log in
+    with C{credentials} if given.
+    """
     loop = asyncio.get_running_loop()
+    timeout = options.timeout
     connection = AsyncConnection(
-        loop, peer, callTimeout=callTimeout, silenceTimeout=silenceTimeout, limits=limits, registry=registry
+        loop,
+        peer,
+        callTimeout=options.callTimeout,
+        silenceTimeout=options.silenceTimeout,
+        limits=options.limits,
+        registry=options.registry,
+        pin=pin,
     )
-    connecting = loop.create_connection(lambda: connection.protocol, host, port)
+    # A pinned key checks no name: no SNI either ("" sends none).
+    hostname = "" if pin is not None else None
+    if isinstance(target, str):
+        connecting = loop.create_unix_connection(
+            lambda: connection.protocol, target, ssl=tls, server_hostname=hostname if tls else None
+        )
+    else:
+        host, port = target
+        connecting = loop.create_connection(
+            lambda: connection.protocol, host, port, ssl=tls, server_hostname=hostname if tls else None
+        )
     try:
         await asyncio.wait_for(connecting, timeout)
     except asyncio.TimeoutError as error:
         raise ConnectTimedOut(f"no connection to {peer} within {timeout:g} s") from error
     try:
         await connection.waitReady(timeout)
+        if credentials is not None:
+            await connection.logIn(credentials, timeout)
     except BaseException:
         await connection.close()
         raise
+    if options.interface is not None:
+        connection.root = connection.root.typed(options.interface)
     return connection

@@ -697,7 +697,7 @@ def _open(
     return connection
 
 
-def _pinnedContext() -> ssl.SSLContext:
+def pinnedContext() -> ssl.SSLContext:
     """
     A client TLS context that trusts no CA and checks no name: the server's
     key is checked by its hash instead (L{_checkPin}), once the handshake is
@@ -750,7 +750,7 @@ def connectURL(
     failure: Exception | None = None
     for hint in parsed.hints:
         try:
-            return _open(hintAddress(hint), hint, None, _pinnedContext(), parsed.keyHash, ObjectName(parsed.name), options)
+            return _open(hintAddress(hint), hint, None, pinnedContext(), parsed.keyHash, ObjectName(parsed.name), options)
         except (LoginFailed, KeyMismatch):
             raise
         except Exception as error:
