@@ -77,6 +77,13 @@ EXPECTED: dict[str, list[str]] = {
         "wrong password: the server refused the login",
         "twisted imported: False",
     ],
+    "without_twisted_asyncio_logins.py": [
+        "ada reads: hello",
+        "refused here, nothing sent: args[0]",
+        "build-bot reads: hello",
+        "wrong password: the server refused the login",
+        "twisted imported: False",
+    ],
     "without_twisted_asyncio.py": [
         "got back: 100 name 42",
         "missing: 'nobody'",
