@@ -92,7 +92,7 @@ from framing.rpc.interfaces import TypedProxy
 from framing.rpc.session import ClientSession, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.wire import ROOT_ID
-from protocols.blocking import pinnedContext, parseAddress, tlsContext
+from protocols.blocking import parseAddress, pinnedContext, tlsContext
 
 _Future = asyncio.Future
 

@@ -750,7 +750,9 @@ def connectURL(
     failure: Exception | None = None
     for hint in parsed.hints:
         try:
-            return _open(hintAddress(hint), hint, None, pinnedContext(), parsed.keyHash, ObjectName(parsed.name), options)
+            return _open(
+                hintAddress(hint), hint, None, pinnedContext(), parsed.keyHash, ObjectName(parsed.name), options
+            )
         except (LoginFailed, KeyMismatch):
             raise
         except Exception as error:

@@ -40,11 +40,11 @@ from .wire import (
     CHALLENGE,
     CONTINUE,
     NAME,
+    PRE_LOGIN_LIMITS,
     REFUSED,
     SCRAM,
     START,
     TOKEN,
-    PRE_LOGIN_LIMITS,
     LoginMessage,
     loginRegistry,
 )
