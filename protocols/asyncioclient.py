@@ -85,14 +85,15 @@ from typing import Any
 
 from framing import Limits, Registry
 from framing.login.errors import LoginFailed
-from framing.login.exchange import ByteExchange, ObjectName, clientMechanism
-from framing.login.urls import KeyMismatch, ObjectURL, checkPresentedKey, hintAddress
+from framing.login.exchange import ByteExchange, ObjectName
+from framing.login.urls import HintAttempts, KeyMismatch, ObjectURL, checkPresentedKey
 from framing.rpc.errors import CallTimedOut, ConnectionLost, ConnectTimedOut, ServerSilent
 from framing.rpc.interfaces import TypedProxy
 from framing.rpc.session import ClientSession, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.wire import ROOT_ID
-from protocols.blocking import parseAddress, pinnedContext, tlsContext
+from protocols.blocking import ConnectOptions, connectTarget, pinnedContext
+from protocols.blocking import tlsContext as tlsContext  # (re-exported: the contexts for connect's tls)
 
 _Future = asyncio.Future
 
@@ -617,11 +618,8 @@ async def connect(
     @raise framing.login.LoginFailed: the login failed: L{framing.login.LoginRefused},
         L{framing.login.ServerNotVerified}, L{framing.login.UnsupportedCredentials}...
     """
-    if credentials is not None:
-        clientMechanism(credentials)  # credentials no mechanism takes: refused before connecting
-    host, port = parseAddress(address)
-    context = None if tls is False else tlsContext() if tls is True else tls
-    options = _Options(timeout, callTimeout, silenceTimeout, limits, registry, interface)
+    (host, port), context = connectTarget(address, credentials, tls)
+    options = ConnectOptions(timeout, callTimeout, silenceTimeout, limits, registry, interface)
     return await _open((host, port), f"{host}:{port}", context, None, credentials, options)
 
 
@@ -650,36 +648,15 @@ async def connectURL(
     @raise framing.login.LoginRefused: the server knows no such name (or no longer).
     @raise OSError: the last hint's connection error (L{ConnectTimedOut} among them).
     """
-    parsed = ObjectURL.parse(url)
-    options = _Options(timeout, callTimeout, silenceTimeout, limits, registry, interface)
-    failure: Exception | None = None
-    for hint in parsed.hints:
+    attempts = HintAttempts(ObjectURL.parse(url))
+    options = ConnectOptions(timeout, callTimeout, silenceTimeout, limits, registry, interface)
+    for target, hint in attempts:
+        name = ObjectName(attempts.url.name)
         try:
-            return await _open(
-                hintAddress(hint), hint, pinnedContext(), parsed.keyHash, ObjectName(parsed.name), options
-            )
-        except (LoginFailed, KeyMismatch):
-            raise
+            return await _open(target, hint, pinnedContext(), attempts.url.keyHash, name, options)
         except Exception as error:
-            failure = error
-    assert failure is not None
-    raise failure
-
-
-class _Options:
-    """What L{connect} and L{connectURL} pass on to the connection, unchanged."""
-
-    def __init__(
-        self,
-        timeout: float | None,
-        callTimeout: float | None,
-        silenceTimeout: float | None,
-        limits: Limits | None,
-        registry: Registry | None,
-        interface: type | None,
-    ) -> None:
-        self.timeout, self.callTimeout, self.silenceTimeout = timeout, callTimeout, silenceTimeout
-        self.limits, self.registry, self.interface = limits, registry, interface
+            attempts.failed(error)
+    raise attempts.failure()
 
 
 async def _open(
@@ -688,7 +665,7 @@ async def _open(
     tls: ssl.SSLContext | None,
     pin: str | None,
     credentials: Any,
-    options: _Options,
+    options: ConnectOptions,
 ) -> AsyncConnection:
     """
     Connect to C{target} (C{(host, port)}, or a UNIX socket's path), with

@@ -86,9 +86,8 @@ from types import TracebackType
 from typing import Any
 
 from framing import Limits, Registry
-from framing.login.errors import LoginFailed
 from framing.login.exchange import ByteExchange, ObjectName, clientMechanism
-from framing.login.urls import KeyMismatch, ObjectURL, checkPresentedKey, hintAddress
+from framing.login.urls import HintAttempts, ObjectURL, checkPresentedKey
 from framing.rpc.errors import (
     CallTimedOut,
     ConnectionLost,
@@ -618,16 +617,31 @@ def connect(
     @raise framing.login.LoginFailed: the login failed: L{framing.login.LoginRefused},
         L{framing.login.ServerNotVerified}, L{framing.login.UnsupportedCredentials}...
     """
-    if credentials is not None:
-        clientMechanism(credentials)  # credentials no mechanism takes: refused before connecting
-    host, port = parseAddress(address)
-    context = None if tls is False else tlsContext() if tls is True else tls
-    options = _Options(timeout, callTimeout, silenceTimeout, limits, registry, interface)
+    (host, port), context = connectTarget(address, credentials, tls)
+    options = ConnectOptions(timeout, callTimeout, silenceTimeout, limits, registry, interface)
     return _open((host, port), f"{host}:{port}", host, context, None, credentials, options)
 
 
-class _Options:
-    """What L{connect} and L{connectURL} pass on to the connection, unchanged."""
+def connectTarget(
+    address: str | tuple[str, int], credentials: Any, tls: ssl.SSLContext | bool
+) -> tuple[tuple[str, int], ssl.SSLContext | None]:
+    """
+    What a C{connect} (this module's, or L{protocols.asyncioclient}'s) is
+    asked: the C{(host, port)} of C{address}, and the TLS context C{tls}
+    means (C{None}: plain TCP).
+
+    @raise UnsupportedCredentials: no login mechanism takes C{credentials}
+        (refused before connecting).
+    @raise ValueError: C{address} is not an address.
+    """
+    if credentials is not None:
+        clientMechanism(credentials)
+    context = None if tls is False else tlsContext() if tls is True else tls
+    return parseAddress(address), context
+
+
+class ConnectOptions:
+    """What a client's C{connect} and C{connectURL} pass on to the connection, unchanged (both clients')."""
 
     def __init__(
         self,
@@ -649,7 +663,7 @@ def _open(
     tls: ssl.SSLContext | None,
     pin: str | None,
     credentials: Any,
-    options: _Options,
+    options: ConnectOptions,
 ) -> BlockingConnection:
     """
     Connect to C{target} (C{(host, port)}, or a UNIX socket's path), with
@@ -745,17 +759,13 @@ def connectURL(
     @raise framing.login.LoginRefused: the server knows no such name (or no longer).
     @raise OSError: the last hint's connection error (L{ConnectTimedOut} among them).
     """
-    parsed = ObjectURL.parse(url)
-    options = _Options(timeout, callTimeout, silenceTimeout, limits, registry, interface)
-    failure: Exception | None = None
-    for hint in parsed.hints:
+    attempts = HintAttempts(ObjectURL.parse(url))
+    options = ConnectOptions(timeout, callTimeout, silenceTimeout, limits, registry, interface)
+    for target, hint in attempts:
         try:
             return _open(
-                hintAddress(hint), hint, None, pinnedContext(), parsed.keyHash, ObjectName(parsed.name), options
+                target, hint, None, pinnedContext(), attempts.url.keyHash, ObjectName(attempts.url.name), options
             )
-        except (LoginFailed, KeyMismatch):
-            raise
         except Exception as error:
-            failure = error
-    assert failure is not None
-    raise failure
+            attempts.failed(error)
+    raise attempts.failure()

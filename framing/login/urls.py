@@ -21,11 +21,15 @@ import base64
 import hashlib
 import ipaddress
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+
+from .errors import LoginFailed
 
 __all__ = [
     "KEY_HASH_LENGTH",
     "SCHEME",
+    "HintAttempts",
     "InvalidURL",
     "KeyMismatch",
     "ObjectURL",
@@ -294,3 +298,46 @@ def checkPresentedKey(certificate: bytes | None, expected: str) -> None:
     presented = certificateKeyHash(certificate) if certificate else "(no certificate)"
     if presented != expected:
         raise KeyMismatch(expected, presented)
+
+
+class HintAttempts:
+    """
+    A client's way through an L{ObjectURL}'s hints, in order, until one
+    connects (the clients without Twisted share it; only how they connect
+    differs)::
+
+        attempts = HintAttempts(url)
+        for target, hint in attempts:
+            try:
+                return connectTo(target)
+            except Exception as error:
+                attempts.failed(error)
+        raise attempts.failure()
+
+    A login refused or a key that does not match ends the search at once
+    (another hint reaches the same server, or one that should not be
+    trusted); any other error moves on to the next hint.
+    """
+
+    def __init__(self, url: ObjectURL) -> None:
+        self.url = url
+        self._failure: Exception | None = None
+
+    def __iter__(self) -> Iterator[tuple[tuple[str, int] | str, str]]:
+        """Each hint's address (L{hintAddress}) and the hint itself, to name the peer."""
+        return ((hintAddress(hint), hint) for hint in self.url.hints)
+
+    def failed(self, error: Exception) -> None:
+        """
+        Connecting to the current hint failed with C{error}.
+
+        @raise Exception: C{error} itself, if it ends the search (L{KeyMismatch}, a L{LoginFailed}).
+        """
+        if isinstance(error, (KeyMismatch, LoginFailed)):
+            raise error
+        self._failure = error
+
+    def failure(self) -> Exception:
+        """What to raise once every hint failed: the last hint's error."""
+        assert self._failure is not None, "an ObjectURL has at least one hint"
+        return self._failure
