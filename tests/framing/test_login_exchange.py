@@ -12,13 +12,14 @@ import sys
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing import Violation
+from framing import Decoder, Encoder, Violation
 from framing.login.errors import LoginBroken, LoginRefused, ServerNotVerified, UnsupportedCredentials
 from framing.login.exchange import (
     FAILED,
     LOGGED_IN,
     WANT_ANSWER,
     Anonymous,
+    ByteExchange,
     ClientCertificate,
     ClientExchange,
     ObjectName,
@@ -34,11 +35,13 @@ from framing.login.wire import (
     CHALLENGE,
     CONTINUE,
     NAME,
+    PRE_LOGIN_LIMITS,
     REFUSED,
     SCRAM,
     START,
     TOKEN,
     LoginMessage,
+    loginRegistry,
 )
 from tests.processes import ENV, ROOT
 
@@ -149,6 +152,41 @@ class BrokenExchangeTests(SynchronousTestCase):
         exchange = ClientExchange(clientMechanism(Token("abc")))
         exchange.receive(LoginMessage.of(ACCEPTED, TOKEN))
         self.assertRaises(LoginBroken, exchange.receive, LoginMessage.of(ACCEPTED, TOKEN))
+
+
+class ByteExchangeTests(SynchronousTestCase):
+    """The exchange as bytes (what the blocking and asyncio clients drive): encoded, decoded, judged."""
+
+    def serverSide(self) -> tuple[Encoder, Decoder]:
+        registry = loginRegistry()
+        return Encoder(registry), Decoder(PRE_LOGIN_LIMITS, registry, preamble=False)
+
+    def test_scramByteByByte(self) -> None:
+        """A SCRAM login whose server's bytes come one at a time: the reply is sent once, then done."""
+        login = ByteExchange(Password("alice", "sesame"))
+        encoder, decoder = self.serverSide()
+        (start,) = decoder.feed(login.start())
+        server, challenge = scramServer(start)
+        replies = b"".join(login.receive(bytes([byte])) for byte in encoder.encode(challenge))
+        (reply,) = decoder.feed(replies)
+        self.assertEqual(reply.verb, CONTINUE)
+        self.assertFalse(login.done)
+        self.assertTrue(server.response(reply.payload).checkProof(VERIFIER.storedKey))
+        self.assertEqual(login.receive(encoder.encode(LoginMessage.of(ACCEPTED, SCRAM, server.final()))), b"")
+        self.assertTrue(login.done)
+
+    def test_refusedAndBroken(self) -> None:
+        """A refusal is LoginRefused; bytes the login decoder refuses (too big before a login) are LoginBroken."""
+        encoder, _ = self.serverSide()
+        login = ByteExchange(Token("abc"))
+        self.assertRaises(LoginRefused, login.receive, encoder.encode(LoginMessage.of(REFUSED, TOKEN)))
+        login = ByteExchange(Token("abc"))
+        self.assertRaises(LoginBroken, login.receive, encoder.encode("x" * (PRE_LOGIN_LIMITS.max_buffered_bytes * 2)))
+        self.assertFalse(login.done)
+
+    def test_unsupported(self) -> None:
+        """Credentials no mechanism takes are refused when the exchange is made."""
+        self.assertRaises(UnsupportedCredentials, ByteExchange, ("alice", "sesame"))
 
 
 class NoTwistedTests(SynchronousTestCase):

@@ -6,7 +6,16 @@ import ssl
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.login.urls import KEY_HASH_LENGTH, certificateKeyHash
+from framing.login import LoginRefused
+from framing.login.urls import (
+    KEY_HASH_LENGTH,
+    HintAttempts,
+    KeyMismatch,
+    ObjectURL,
+    certificateKeyHash,
+    checkPresentedKey,
+    hintAddress,
+)
 from protocols.auth.authority import CertificateAuthority
 from protocols.auth.identity import keyHash
 
@@ -35,3 +44,35 @@ class CertificateKeyHashTests(SynchronousTestCase):
             b"\x30\x02\x30\x00",
         ):
             self.assertRaises(ValueError, certificateKeyHash, bad)
+
+
+class ClientHelperTests(SynchronousTestCase):
+    """What the clients without Twisted share of an object URL: its hints' addresses, the walk, the key check."""
+
+    def test_hintAddress(self) -> None:
+        """A host and port (IPv6 unbracketed), or a UNIX socket's path."""
+        self.assertEqual(hintAddress("127.0.0.1:8760"), ("127.0.0.1", 8760))
+        self.assertEqual(hintAddress("[::1]:8760"), ("::1", 8760))
+        self.assertEqual(hintAddress("unix:/run/kv.sock"), "/run/kv.sock")
+
+    def test_checkPresentedKey(self) -> None:
+        """The certificate's key hash must be the expected one; another, or no certificate, is KeyMismatch."""
+        der = ssl.PEM_cert_to_DER_cert(CertificateAuthority.generate().certPEM.decode("ascii"))
+        checkPresentedKey(der, certificateKeyHash(der))
+        mismatch = self.assertRaises(KeyMismatch, checkPresentedKey, der, "a" * KEY_HASH_LENGTH)
+        self.assertEqual(mismatch.presented, certificateKeyHash(der))
+        mismatch = self.assertRaises(KeyMismatch, checkPresentedKey, None, "a" * KEY_HASH_LENGTH)
+        self.assertEqual(mismatch.presented, "(no certificate)")
+
+    def test_hintAttempts(self) -> None:
+        """Each hint in order; a connection error moves on and the last one is raised; a key or login failure stops."""
+        url = ObjectURL("a" * KEY_HASH_LENGTH, ("127.0.0.1:1", "unix:/nowhere"), "b" * 26)
+        attempts = HintAttempts(url)
+        seen = []
+        for target, hint in attempts:
+            seen.append((target, hint))
+            attempts.failed(ConnectionRefusedError(hint))
+        self.assertEqual(seen, [(("127.0.0.1", 1), "127.0.0.1:1"), ("/nowhere", "unix:/nowhere")])
+        self.assertEqual(str(attempts.failure()), "unix:/nowhere")
+        for stopping in (KeyMismatch("a", "b"), LoginRefused("no")):
+            self.assertRaises(type(stopping), HintAttempts(url).failed, stopping)
