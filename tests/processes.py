@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from twisted.trial.unittest import SynchronousTestCase
+
 ROOT = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
 
@@ -70,3 +72,40 @@ def stop(process: subprocess.Popen[Any], grace: float = 15) -> None:
         process.wait()
     if process.stdout is not None and not process.stdout.closed:
         process.stdout.close()
+
+
+class ClassProcessesCase(SynchronousTestCase):
+    """
+    A test case whose processes (servers started by L{startProcesses}) serve
+    every test of the class under pytest, which calls C{setUpClass}, and each
+    test alone under trial, which does not: one definition, both runners.
+    Subclasses define L{startProcesses} and L{stopProcesses} (class methods);
+    a subclass's C{setUp} calls this one's first.
+    """
+
+    _processesUp = False
+
+    @classmethod
+    def startProcesses(cls) -> None:
+        """Start the class's processes and keep what the tests need on the class."""
+        raise NotImplementedError
+
+    @classmethod
+    def stopProcesses(cls) -> None:
+        """Stop what L{startProcesses} started."""
+        raise NotImplementedError
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.startProcesses()
+        cls._processesUp = True
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls._processesUp = False
+        cls.stopProcesses()
+
+    def setUp(self) -> None:
+        if not type(self)._processesUp:  # trial: no setUpClass, so processes for this test alone
+            type(self).setUpClass()
+            self.addCleanup(type(self).tearDownClass)

@@ -12,31 +12,29 @@ import subprocess
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from twisted.trial.unittest import SynchronousTestCase
-
 from framing.rpc.errors import DeadReferenceError, NoSuchMethod, RemoteViolation
 from protocols.asyncioclient import AsyncReference, connect
 from protocols.kv import KeyNotFound
-from tests.processes import readUntil, startPython, stop
+from tests.processes import ClassProcessesCase, readUntil, startPython, stop
 
 HANG = 30.0
 """Seconds within which anything that is not a hang finishes, however loaded the machine."""
 
 
-class KeyValueTests(SynchronousTestCase):
+class KeyValueTests(ClassProcessesCase):
     """Calls of every outcome against examples/kv_server.py, as the Twisted client makes them."""
 
     server: subprocess.Popen[bytes]
     address: str
 
     @classmethod
-    def setUpClass(cls) -> None:
+    def startProcesses(cls) -> None:
         cls.server = startPython("examples/kv_server.py", "--listen", "tcp:0:interface=127.0.0.1")
         port = int(readUntil(cls.server, rb"port=(\d+)").group(1))
         cls.address = f"127.0.0.1:{port}"
 
     @classmethod
-    def tearDownClass(cls) -> None:
+    def stopProcesses(cls) -> None:
         stop(cls.server)
 
     def withRoot(self, use: Callable[[AsyncReference], Awaitable[Any]]) -> Any:

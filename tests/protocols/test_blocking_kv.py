@@ -1,6 +1,7 @@
 """The blocking client (L{protocols.blocking}) against the real key-value example server, run as a process.
 
-One server (examples/kv_server.py) serves the whole class; each case uses
+One server (examples/kv_server.py) serves the whole class under pytest (each test
+its own under trial: tests.processes.ClassProcessesCase); each case uses
 keys of its own.  Listed in dev.py's PROCESS_TESTS (compiled core only).
 """
 
@@ -10,31 +11,29 @@ import subprocess
 import threading
 from typing import Any
 
-from twisted.trial.unittest import SynchronousTestCase
-
 from framing.rpc.errors import DeadReferenceError, NoSuchMethod, RemoteViolation
 from protocols.blocking import BlockingConnection, connect
 from protocols.kv import KeyNotFound
-from tests.processes import readUntil, startPython, stop
+from tests.processes import ClassProcessesCase, readUntil, startPython, stop
 
 HANG = 30.0
 """Seconds within which anything that is not a hang finishes, however loaded the machine."""
 
 
-class KeyValueTests(SynchronousTestCase):
+class KeyValueTests(ClassProcessesCase):
     """Calls of every outcome against examples/kv_server.py, as the Twisted client makes them."""
 
     server: subprocess.Popen[bytes]
     address: str
 
     @classmethod
-    def setUpClass(cls) -> None:
+    def startProcesses(cls) -> None:
         cls.server = startPython("examples/kv_server.py", "--listen", "tcp:0:interface=127.0.0.1")
         port = int(readUntil(cls.server, rb"port=(\d+)").group(1))
         cls.address = f"127.0.0.1:{port}"
 
     @classmethod
-    def tearDownClass(cls) -> None:
+    def stopProcesses(cls) -> None:
         stop(cls.server)
 
     def connect(self) -> BlockingConnection:

@@ -16,8 +16,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from twisted.trial.unittest import SynchronousTestCase
-
 from framing import Violation
 from framing.errors import PeerError
 from framing.login import (
@@ -35,13 +33,13 @@ from protocols.auth.tokens import addToken, newToken
 from protocols.auth.users import addUser
 from protocols.blocking import BlockingConnection, ConnectionLost, connect, connectURL, tlsContext
 from protocols.kv import IKeyValue
-from tests.processes import readUntil, startPython, stop
+from tests.processes import ClassProcessesCase, readUntil, startPython, stop
 
 HANG = 30.0
 """Seconds within which anything that is not a hang finishes, however loaded the machine."""
 
 
-class ServerTestCase(SynchronousTestCase):
+class ServerTestCase(ClassProcessesCase):
     """One kv_server.py process for the class, started with C{arguments(directory)}."""
 
     server: subprocess.Popen[bytes]
@@ -54,13 +52,13 @@ class ServerTestCase(SynchronousTestCase):
         raise NotImplementedError
 
     @classmethod
-    def setUpClass(cls) -> None:
+    def startProcesses(cls) -> None:
         cls.work = Path(tempfile.mkdtemp(prefix="blocking-logins-"))
         cls.server = startPython(*cls.arguments(cls.work))
         cls.port = int(readUntil(cls.server, rb"(?:port=|starting on )(\d+)").group(1))
 
     @classmethod
-    def tearDownClass(cls) -> None:
+    def stopProcesses(cls) -> None:
         stop(cls.server)
 
     def connect(self, **options: Any) -> BlockingConnection:
