@@ -60,10 +60,7 @@ class BulkOptions:
         that a reactor turn's delay on either side does not starve the
         pipe.  A receiver that hashes in the reactor thread starts from half
         (it takes bytes in about half as fast, and a small call waits behind
-        what is in flight: the same time, not the same bytes), but never
-        from less than a chunk and a grant step (1.5 MiB), so that whole
-        chunks still go one behind the other (see
-        L{protocols.bulk.tuning.inlineHashingWindow}).  Over a
+        what is in flight: the same time, not the same bytes).  Over a
         latent link a fixed window caps a stream at about C{window / RTT};
         see C{maxWindow}.
     @ivar maxWindow: how far a stream's window may grow on its own

@@ -1,9 +1,9 @@
 """Receive windows: each stream's starting window, then autotuning from the base round trip and delivery rate.
 
 Contract: L{receiveWindow} chooses an incoming stream's window and grant
-step when it starts: the connection's window (cut by L{inlineHashingWindow}
-when the stream is hashed in the reactor thread), or the one the
-application asked for, which is then never tuned.
+step when it starts: the connection's window (halved when the stream is
+hashed in the reactor thread), or the one the application asked for, which
+is then never tuned.
 
 Contract: L{RoundTrips} estimates a connection's base round-trip time from
 PING/PONG probes (every stream starts with the receiver's initial window,
@@ -185,26 +185,6 @@ def _newestBefore(entries: deque[tuple[float, int]], cutoff: float) -> int:
     return entries[0][1] if entries else 0
 
 
-def inlineHashingWindow(options: BulkOptions) -> int:
-    """
-    The starting window of a stream hashed in the reactor thread: half the
-    connection's window, but never less than one chunk and one grant step
-    (nor more than the window).
-
-    Hashing in the reactor thread about halves how fast a receiver takes
-    bytes in, and a call waits behind what is in flight, so the window is
-    kept to the same time, not the same bytes.  Halved alone, the default
-    window (1,920 KiB) fell under one chunk: every chunk went as two frames,
-    each behind its own grant, one frame in flight at a time while the
-    receiver wrote and hashed the last.  A chunk and a step (1.5 MiB) let a
-    whole chunk leave at once and the next start while it is taken in
-    (C{Stream(path)} into C{receive(path)}, 512 MiB, three runs each: 683
-    to 959 frames against 1,091 to 1,455 halved, and 0.11 CPU-s/GiB less
-    for both ends together, medians 1.04 against 1.16).
-    """
-    return min(options.window, max(options.window // 2, options.chunkSize + options.grantStep))
-
-
 def receiveWindow(
     options: BulkOptions, asked: int | None, autotuning: bool, hashingInline: bool, roundTrips: RoundTrips
 ) -> tuple[int, int, WindowTuner | None]:
@@ -223,7 +203,10 @@ def receiveWindow(
     if window is None:
         window = options.window
         if hashingInline:
-            window = inlineHashingWindow(options)
+            # Hashing in the reactor thread about halves how fast this
+            # side takes bytes in; a call waits behind what is in flight,
+            # so keep that to the same time, not the same bytes.
+            window //= 2
     # Steps stay those of the starting window: a grown window only
     # means more steps in flight.
     step = min(options.grantStep, max(window // 4, 1))

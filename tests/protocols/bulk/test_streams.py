@@ -30,7 +30,6 @@ from protocols.bulk import (
     StreamReset,
     TransferResult,
 )
-from protocols.bulk.tuning import inlineHashingWindow
 from protocols.bulk.wire import (
     DATA_OPEN_TYPE,
     Control,
@@ -380,34 +379,15 @@ class FlowControlTests(SynchronousTestCase):
         self.assertLess(stream.sentBytes, 4 * CHUNK)
 
     def test_verifyingReceiverHalvesWindow(self) -> None:
-        """A receiver hashing in the reactor thread keeps half a large window in flight (the same time, not bytes)."""
-        options = replace(SMALL, window=100 * 1024)
+        """A receiver hashing in the reactor thread keeps half the window in flight (the same time, not bytes)."""
         store = Store()
-        pair = BulkPair(store, options=options)
+        pair = BulkPair(store)
         checked, unchecked = Stream(payload(10 * CHUNK)), Stream(payload(10 * CHUNK), digest=None)
         pair.root.callRemote("uploadSlow", "checked", checked)
         pair.root.callRemote("uploadSlow", "unchecked", unchecked)
         pair.flush()
         windows = {s: pair.server.bulk.receiverFor(s.streamId).window for s in (checked, unchecked)}
-        self.assertEqual(windows, {checked: 50 * 1024, unchecked: 100 * 1024})
-
-    def test_verifyingReceiverKeepsChunkAndStep(self) -> None:
-        """
-        Halving never leaves a receiver hashing in the reactor thread less
-        than a chunk and a grant step (the defaults: 1.5 MiB, not 960 KiB),
-        so whole chunks are sent one behind the other; SMALL (30 KiB, 16 KiB
-        chunks, 4 KiB steps) keeps 20 KiB.
-        """
-        self.assertEqual(inlineHashingWindow(BulkOptions()), 1024 * 1024 + 512 * 1024)
-        store = Store()
-        pair = BulkPair(store)
-        checked = Stream(payload(10 * CHUNK))
-        pair.root.callRemote("uploadSlow", "checked", checked)
-        pair.flush()
-        receiving = pair.server.bulk.receiverFor(checked.streamId)
-        self.assertEqual(receiving.window, SMALL.chunkSize + SMALL.grantStep)
-        # The most it ever lets in flight is still the window asked for.
-        self.assertEqual(inlineHashingWindow(replace(SMALL, window=SMALL.chunkSize)), SMALL.chunkSize)
+        self.assertEqual(windows, {checked: SMALL.window // 2, unchecked: SMALL.window})
 
     def test_slowConsumerDrains(self) -> None:
         """Draining a paused consumer returns credit and the transfer completes, intact."""

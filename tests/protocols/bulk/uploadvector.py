@@ -46,8 +46,7 @@ OPTIONS = BulkOptions(
     sendLimit=None,
 )
 """Both sides' settings: 100-byte frames, a 100-byte initial window, SHA-256
-only, no autotuning (a receiver hashing inline would halve its 200-byte
-window, but keeps a chunk and a grant step: 200 bytes)."""
+only, no autotuning (a receiver hashing inline halves its 200-byte window)."""
 
 NAME = "example.bin"
 VERSION = "300-1700000000000000000"
