@@ -88,7 +88,7 @@ from framing.login.errors import LoginFailed
 from framing.login.exchange import ByteExchange, ObjectName
 from framing.login.urls import HintAttempts, KeyMismatch, ObjectURL, checkPresentedKey
 from framing.rpc.errors import CallTimedOut, ConnectionLost, ConnectTimedOut, ServerSilent
-from framing.rpc.interfaces import TypedProxy
+from framing.rpc.interfaces import ExportedReference, TypedProxy
 from framing.rpc.session import ClientSession, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.wire import ROOT_ID
@@ -102,36 +102,14 @@ COALESCE_BYTES = 64 * 1024
 the transport's default high-water mark, so that gathering never hides more than that from back-pressure."""
 
 
-class AsyncReference:
+class AsyncReference(ExportedReference):
     """
     An object the server exports, called from coroutines.
 
     @ivar connection: the L{AsyncConnection} it is called on.
-    @ivar exportId: its id on that connection (L{ROOT_ID} for the root).
-    @ivar interfaceNames: the remote interfaces it arrived naming (none
-        for the root, whose interface is the caller's word).
     """
 
-    def __init__(self, connection: AsyncConnection, exportId: int, interfaceNames: tuple[str, ...] = ()) -> None:
-        self.connection = connection
-        self.exportId = exportId
-        self.interfaceNames = interfaceNames
-
-    def typed(self, interface: type) -> Any:
-        """
-        An L{AsyncTypedReference} calling this object as C{interface} (a
-        L{framing.rpc.interfaces.RemoteInterface}) declares: arguments
-        checked before anything is sent, results checked on arrival.
-
-        Typed C{Any} for mypy, on purpose: an interface's stubs say
-        C{-> Deferred[T]} (what the Twisted client's proxy returns), which
-        mypy would not let be awaited as a coroutine here; the checking is
-        done at run time instead.
-
-        @raise TypeError: this reference arrived naming its interfaces, and
-            C{interface} is not one of them.
-        """
-        return interface.remoteProxy(self)  # type: ignore[attr-defined]
+    connection: AsyncConnection
 
     async def callRemote(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """Call remote method C{name}: its result, or its error raised (see the module docstring for which)."""

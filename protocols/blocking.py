@@ -94,7 +94,7 @@ from framing.rpc.errors import (
     ConnectTimedOut,
     ServerSilent,
 )
-from framing.rpc.interfaces import TypedProxy
+from framing.rpc.interfaces import ExportedReference, TypedProxy
 from framing.rpc.session import ClientSession, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.wire import (
@@ -139,37 +139,14 @@ def parseAddress(address: str | tuple[str, int]) -> tuple[str, int]:
     return name, int(digits)
 
 
-class BlockingReference:
+class BlockingReference(ExportedReference):
     """
     An object the server exports, called from any thread.
 
     @ivar connection: the L{BlockingConnection} it is called on.
-    @ivar exportId: its id on that connection (L{ROOT_ID} for the root).
-    @ivar interfaceNames: the remote interfaces it arrived naming (none
-        for the root, whose interface is the caller's word).
     """
 
-    def __init__(self, connection: BlockingConnection, exportId: int, interfaceNames: tuple[str, ...] = ()) -> None:
-        self.connection = connection
-        self.exportId = exportId
-        self.interfaceNames = interfaceNames
-
-    def typed(self, interface: type) -> Any:
-        """
-        A L{BlockingTypedReference} calling this object as C{interface} (a
-        L{framing.rpc.interfaces.RemoteInterface}) declares: arguments
-        checked before anything is sent, results checked on arrival.
-
-        Typed C{Any} for mypy, on purpose: an interface's stubs say
-        C{-> Deferred[T]} (what the Twisted client's proxy returns), and
-        mypy cannot rewrite a protocol's methods to return C{T}, so typing
-        the proxy as the interface would make every blocking call look like
-        a Deferred.  The checking is done at run time instead.
-
-        @raise TypeError: this reference arrived naming its interfaces, and
-            C{interface} is not one of them.
-        """
-        return interface.remoteProxy(self)  # type: ignore[attr-defined]
+    connection: BlockingConnection
 
     def callRemote(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """

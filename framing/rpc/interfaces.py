@@ -214,6 +214,42 @@ def resultCheck(declared: RemoteMethod, peer: Callable[[], str]) -> Callable[[An
     return answered
 
 
+class ExportedReference:
+    """
+    The part every client without Twisted shares of an object the server
+    exports: what it is on its connection, and its typed view.  The
+    blocking and asyncio clients subclass it with C{callRemote} and
+    C{callRemoteOnly} that wait in their own way.
+
+    @ivar connection: the client's connection it is called on.
+    @ivar exportId: its id on that connection (the root's for the root).
+    @ivar interfaceNames: the remote interfaces it arrived naming (none
+        for the root, whose interface is the caller's word).
+    """
+
+    def __init__(self, connection: Any, exportId: int, interfaceNames: tuple[str, ...] = ()) -> None:
+        self.connection = connection
+        self.exportId = exportId
+        self.interfaceNames = interfaceNames
+
+    def typed(self, interface: type) -> Any:
+        """
+        The typed proxy (the L{TypedProxy} subclass its client registered
+        with L{registerReference}) calling this object as C{interface} (a
+        L{RemoteInterface}) declares: arguments checked before anything is
+        sent, results checked on arrival.
+
+        Typed C{Any} for mypy, on purpose: an interface's stubs say
+        C{-> Deferred[T]} (what the Twisted client's proxy returns), and
+        mypy cannot rewrite a protocol's methods to return C{T} or an
+        awaitable of it; the checking is done at run time instead.
+
+        @raise TypeError: this reference arrived naming its interfaces, and
+            C{interface} is not one of them.
+        """
+        return interface.remoteProxy(self)  # type: ignore[attr-defined]
+
+
 class TypedProxy:
     """
     The part of a typed proxy that does no I/O, shared by the clients that
