@@ -1,23 +1,12 @@
 """Calling a chunkwire service from an asyncio application: the standard event loop, and no Twisted imported."""
 
-import re
-import subprocess
 import sys
 
-# The service: the key-value example server, started here so that the snippet runs as it is.
-# (In real use it already runs somewhere: python examples/kv_server.py --listen tcp:8760)
-server = subprocess.Popen(
-    [sys.executable, "examples/kv_server.py", "--listen", "tcp:0:interface=127.0.0.1"],
-    stdout=subprocess.PIPE,
-    text=True,
-)
-port = None
-while port is None:
-    line = server.stdout.readline()
-    if not line:
-        raise SystemExit("the server did not start")
-    found = re.search(r"port=(\d+)", line)
-    port = found and int(found.group(1))
+# The service: the key-value example server, started so that the snippet runs as it is
+# (in real use it already runs somewhere: python examples/kv_server.py --listen tcp:8760).
+from _kv_service import startKeyValueServer
+
+server, port, _ = startKeyValueServer()
 
 # -- the client ------------------------------------------------------------------------------
 import asyncio  # noqa: E402
