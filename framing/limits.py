@@ -82,6 +82,12 @@ class Limits:
         on every message.  (A connection raises either mark to its
         transport's own buffer size, 64 KiB on Twisted's TCP, if it is below:
         the transport reports a drain only past that size.)
+    @ivar max_call_metadata: most entries in one RPC call's metadata
+        (L{protocols.rpc.context}).  64: request ids and trace context need
+        a few; metadata is for labels, not data.
+    @ivar max_call_metadata_length: most characters of one call's metadata,
+        keys and values together.  8 KiB: a W3C C{traceparent} and
+        C{tracestate} take at most about 600.
     """
 
     max_header_length: int = 9
@@ -98,6 +104,8 @@ class Limits:
     max_hash_collisions: int = 128
     send_high_water: int | None = 4 * MiB
     send_low_water: int = 1 * MiB
+    max_call_metadata: int = 64
+    max_call_metadata_length: int = 8 * KiB
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_header_length <= 9:
@@ -114,6 +122,8 @@ class Limits:
             "max_object_items",
             "max_object_memory",
             "max_hash_collisions",
+            "max_call_metadata",
+            "max_call_metadata_length",
             "send_low_water",
         ):
             if getattr(self, name) < 0:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from .calltable import CallTable
 from .errors import (
     CallTimedOut,
+    DeadlineExceeded,
     DeadReferenceError,
     NoSuchMethod,
     NoSuchObject,
@@ -39,6 +40,7 @@ __all__ = [
     "MESSAGES",
     "CallTable",
     "CallTimedOut",
+    "DeadlineExceeded",
     "DeadReferenceError",
     "Message",
     "NoSuchMethod",

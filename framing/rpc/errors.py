@@ -207,6 +207,24 @@ class CallTimedOut(TimeoutError):
         self.seconds = seconds
 
 
+class DeadlineExceeded(TimeoutError):
+    """
+    A call's deadline passed (L{protocols.rpc.context}): before it was sent,
+    before it ran at the peer, or while it waited or ran.  It travels as
+    itself (C{"chunkwire.DeadlineExceeded"}): a server whose method ran out
+    of time answers with it, and the caller fails with it at its deadline.
+
+    @ivar name: the method called.
+    """
+
+    def __init__(self, message: str, name: str = "?") -> None:
+        super().__init__(message, name)
+        self.name = name
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 class ConnectTimedOut(TimeoutError):
     """No TCP connection to the server within the connect timeout (the clients without Twisted)."""
 
@@ -376,6 +394,8 @@ class ErrorRegistry:
 
 ERRORS = ErrorRegistry()
 """The process-wide table used by every connection."""
+
+ERRORS.register(DeadlineExceeded, "chunkwire.DeadlineExceeded")
 
 
 def registerError(cls: type[BaseException], name: str) -> None:

@@ -4,6 +4,7 @@ Contract: every RPC message is one top-level chunkwire object, OPEN C{"rpc"},
 an INT tag, the fields of that kind, CLOSE::
 
     (CALL,    requestId, targetId, name, kwargsDictOrNone, *args)
+    (CALL,    requestId, targetId, name, (kwargsDictOrNone, deadlineOrNone, metadataOrNone), *args)
     (ANSWER,  requestId, result)
     (FAIL,    requestId, typeName, message, tracebackOrNone, detailsOrNone)
     (CANCEL,  requestId)
@@ -19,6 +20,15 @@ A CALL carries its arguments as trailing fields and C{None} for no keyword
 arguments, so the commonest call holds no nested container (two fewer
 containers to build per call); L{MessageUnslicer} hands it on in the regular
 shape C{(CALL, id, target, name, args_tuple, kwargs_dict)}.
+
+A CALL with a deadline or metadata (L{protocols.rpc.context}) carries a
+I{call context} in the keyword arguments' place: a 3-tuple of the keyword
+arguments (or C{None}), the time left in milliseconds (or C{None}) and a
+dict of text metadata (or C{None}), bounded by C{Limits.max_call_metadata}
+and C{Limits.max_call_metadata_length}.  A call with neither is sent as
+before, byte for byte; an older receiver refuses a context with a
+C{kind-refused} violation at C{kwargs}, a FAIL the caller gets.  It is handed
+on as C{(CALL, id, target, name, args_tuple, kwargs_dict, deadline, metadata)}.
 
 Request id L{NO_ANSWER} (0) is never given to a call that waits: a CALL
 with it asks for no answer (L{protocols.rpc.RemoteReference.callRemoteOnly}).
@@ -132,6 +142,61 @@ def _optionalKwargs(value: Any) -> None:
             raise InvalidValue(f"keyword argument names must be strings, not {short_repr(key)}")
 
 
+def _kwargsOrContext(value: Any) -> None:
+    """A CALL's keyword arguments (a dict or None), or its call context (a 3-tuple; see the module docstring)."""
+    if type(value) is tuple:
+        if len(value) != 3:
+            raise InvalidValue(f"a call context has 3 fields, got {len(value)}")
+        kwargs, deadline, metadata = value
+        if type(kwargs) is tuple:
+            raise KindRefused("expected a dict of keyword arguments, got tuple")
+        _optionalKwargs(kwargs)
+        if deadline is not None and (type(deadline) is not int or not 0 <= deadline < _INT_END):
+            raise InvalidValue(f"a deadline is milliseconds from 0 to 2**64 - 1, got {short_repr(deadline)}")
+        if metadata is not None:
+            if type(metadata) is not dict:
+                raise KindRefused(f"expected a dict of call metadata, got {type(metadata).__name__}")
+            for key, text in metadata.items():
+                if type(key) is not str or not key or len(key) > MAX_NAME:
+                    raise InvalidValue(f"a metadata key is a name of 1 to {MAX_NAME} characters, not {short_repr(key)}")
+                if type(text) is not str:
+                    raise KindRefused(f"a metadata value is a string, not {type(text).__name__}")
+        return
+    _optionalKwargs(value)
+
+
+def checkMetadataSize(metadata: dict[str, str] | None, limits: Limits) -> None:
+    """
+    Refuse call metadata past C{limits} (C{max_call_metadata} entries,
+    C{max_call_metadata_length} characters of keys and values together).
+
+    @raise TooManyItems: too many entries.
+    @raise InvalidValue: too many characters.
+    """
+    if not metadata:
+        return
+    if len(metadata) > limits.max_call_metadata:
+        raise TooManyItems(f"call metadata has more than {limits.max_call_metadata} entries")
+    size = 0
+    for key, text in metadata.items():
+        size += len(key) + len(text)
+    if size > limits.max_call_metadata_length:
+        raise InvalidValue(
+            f"call metadata has {size} characters, more than the {limits.max_call_metadata_length} allowed"
+        )
+
+
+def callContext(kwargs: dict[str, Any] | None, deadline: int | None, metadata: dict[str, str] | None) -> Any:
+    """
+    What a CALL carries in its keyword arguments' place: C{kwargs or None}
+    when there is neither a deadline (milliseconds left) nor metadata, else
+    the call context C{(kwargs or None, deadline, metadata or None)}.
+    """
+    if deadline is None and not metadata:
+        return kwargs or None
+    return (kwargs or None, deadline, metadata or None)
+
+
 def _optionalTuple(value: Any) -> None:
     if value is not None and type(value) is not tuple:
         raise KindRefused(f"expected a tuple or None, got {type(value).__name__}")
@@ -201,7 +266,7 @@ MESSAGES: tuple[Kind, ...] = (
             _ID,
             Field("target", _identifier, _NO_BODY),
             Field("name", _name, _STRING),
-            Field("kwargs", _optionalKwargs, _OPEN),
+            Field("kwargs", _kwargsOrContext, _OPEN),
         ),
         handler="incoming.callReceived",
         refused="incoming.callRefused",
@@ -240,7 +305,15 @@ assert all(kind.tag == index for index, kind in enumerate(MESSAGES))
 
 _KWARGS = 4
 _ARGS = 5
-"""Where a CALL's keyword arguments (or None) and its first argument stand."""
+"""Where a CALL's keyword arguments (or None, or its call context) and its first argument stand."""
+
+
+def _call(items: list[Any]) -> Message:
+    """The CALL that C{items} (its fields, in wire order, checked) are handed on as."""
+    kwargs = items[_KWARGS]
+    if type(kwargs) is tuple:
+        return Message((*items[:_KWARGS], tuple(items[_ARGS:]), kwargs[0] or {}, kwargs[1], kwargs[2] or {}))
+    return Message((*items[:_KWARGS], tuple(items[_ARGS:]), kwargs or {}))
 
 # What the unslicer needs per tag, per position (the tag itself first):
 # the check of the decoded value, the body kinds accepted at the header, and
@@ -280,6 +353,9 @@ def buildMessage(items: list[Any]) -> Message | None:
     checks = _CHECKS[tag]
     if count != len(checks) and not (tag == CALL and count >= _ARGS):
         return None
+    if tag == CALL and type(items[_KWARGS]) is tuple:
+        # A call context: its metadata is checked against the decoder's Limits, which only the unslicer has.
+        return None
     try:
         for index in range(1, len(checks)):
             check = checks[index]
@@ -288,7 +364,7 @@ def buildMessage(items: list[Any]) -> Message | None:
     except Violation:
         return None
     if tag == CALL:
-        return Message((*items[:_KWARGS], tuple(items[_ARGS:]), items[_KWARGS] or {}))
+        return _call(items)
     return Message(items)
 
 
@@ -350,6 +426,9 @@ class MessageUnslicer(BudgetedUnslicer):
                 check = checks[index]
                 if check is not None:
                     check(obj)
+                    if index == _KWARGS and type(obj) is tuple:
+                        # (a CALL's context, checked by the kwargs check above: its metadata's size here)
+                        checkMetadataSize(obj[2], self.limits)
             elif self._isCall():
                 self._checkArgumentCount(index)
             else:
@@ -375,7 +454,7 @@ class MessageUnslicer(BudgetedUnslicer):
     def finish(self) -> Message:
         items = self.items
         if self._isCall() and len(items) >= _ARGS:
-            return Message((*items[:_KWARGS], tuple(items[_ARGS:]), items[_KWARGS] or {}))
+            return _call(items)
         if len(items) != len(self._checks):
             raise InvalidValue(f"an rpc {self._kind()} message needs {len(self._checks)} fields, got {len(items)}")
         return Message(items)

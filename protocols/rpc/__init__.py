@@ -25,7 +25,10 @@ Contract: each call and each answer is one message in one transport write;
 per-call cost is O(1) in the calls in flight and the connection's age.  A
 call either gets its answer or fails (L{RemoteError} and its subclasses, a
 registered exception type, L{DeadReferenceError}, L{TooManyPendingCalls},
-L{CallTimedOut}, C{CancelledError}, the reason the connection was lost).
+L{CallTimedOut}, L{DeadlineExceeded}, C{CancelledError}, the reason the
+connection was lost).  Deadlines and metadata travel with the calls made in
+a L{callContext}; a method reads its own with L{currentCall}
+(L{protocols.rpc.context}).
 Per-connection limits (references held, calls waiting, call timeout) are a
 L{CallLimits}, in L{protocols.rpc.limits}.  The message table is in
 L{protocols.rpc.wire}; a L{Broker} (L{protocols.rpc.broker}) is the receiver
@@ -38,10 +41,12 @@ L{protocols.rpc.referenceable}.
 
 from ..deadline import ConnectTimeout
 from .broker import Broker, BrokerFactory, currentBroker
+from .context import CallContext, callContext, currentCall
 from .drain import DrainDeadlineExceeded, GoingAway, drainBrokers, drainPort
 from .endpoints import ReconnectingClient, connect, connectURL, login, reconnecting, serve, serverFactory
 from .errors import (
     CallTimedOut,
+    DeadlineExceeded,
     DeadReferenceError,
     NoSuchMethod,
     NoSuchObject,
@@ -65,10 +70,12 @@ __all__ = [
     "SERVER_CALL_LIMITS",
     "Broker",
     "BrokerFactory",
+    "CallContext",
     "CallLimits",
     "CallTimedOut",
     "ConnectTimeout",
     "DeadReferenceError",
+    "DeadlineExceeded",
     "DrainDeadlineExceeded",
     "GoingAway",
     "ListeningPort",
@@ -91,10 +98,12 @@ __all__ = [
     "TooManyReferences",
     "TypedReference",
     "UnsupportedHint",
+    "callContext",
     "connect",
     "connectURL",
     "login",
     "currentBroker",
+    "currentCall",
     "deferred",
     "drainBrokers",
     "drainPort",

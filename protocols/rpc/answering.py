@@ -22,7 +22,12 @@ same request id still runs here drops the connection
 makes anyway, so the commonest call, answered at once, is not checked.  At
 most C{maxRunning} calls run here at once, counting calls for no answer too
 (L{protocols.rpc.CallLimits.maxRunning}): past it a call is refused before
-it runs.  Cost per call: one dict lookup for the object, one for the
+it runs.  A call carrying a deadline (L{protocols.rpc.context}) that
+arrives with no time left is answered with L{DeadlineExceeded} without
+running; any other runs with L{protocols.rpc.context.currentCall} giving
+its deadline and metadata, and when its deadline passes before its
+Deferred fires it is answered with L{DeadlineExceeded} and its Deferred is
+cancelled.  Cost per call: one dict lookup for the object, one for the
 method, and the method.
 """
 
@@ -43,9 +48,10 @@ from framing import Violation
 from framing.errors import short_repr
 
 from ..logs import escape
-from .errors import DuplicateRequestId, MessageRefused, clipTraceback, describe, noSuchMethod, noSuchObject
+from .context import CallContext, Scope, scope, serving
+from .errors import DeadlineExceeded, DuplicateRequestId, MessageRefused, clipTraceback, describe, noSuchMethod, noSuchObject
 from .referenceable import RemoteMethod
-from .wire import ANSWER, FAIL, NO_ANSWER, Message
+from .wire import ANSWER, CALL, FAIL, NO_ANSWER, Message
 
 _calling: ContextVar[Any] = ContextVar("chunkwire.rpc.calling", default=None)
 
@@ -62,6 +68,13 @@ def currentBroker() -> Any:
     call.  Extensions use it to find the connection a call arrived on.
     """
     return _calling.get()
+
+
+def _stopTimer(result: Any, timer: Any) -> Any:
+    """A call with a deadline ended: its deadline's timer is not needed any more."""
+    if timer.active():
+        timer.cancel()
+    return result
 
 
 class TooManyRunningCalls(Violation):
@@ -94,6 +107,7 @@ class IncomingCalls:
         broker: Any,
         tracebacks: bool,
         maxRunning: int | None = None,
+        clock: Any = None,
     ) -> None:
         """
         @param connection: the L{protocols.TokenProtocol} answers are sent on.
@@ -101,12 +115,14 @@ class IncomingCalls:
             L{protocols.rpc.tables.ReferenceTable.exports}), only read here.
         @param broker: what L{currentBroker} names while a method runs.
         @param maxRunning: most calls running here at once (C{None}: no cap).
+        @param clock: the C{IReactorTime} of deadlines; the global reactor if C{None}.
         """
         self._connection = connection
         self._exports = exports
         self._broker = broker
         self.tracebacks = tracebacks
         self.maxRunning = maxRunning
+        self._clock = clock
         self._closed = False
         self._running: dict[int, Deferred[Any]] = {}
         # Calls for no answer still running: not in _running (nobody can
@@ -136,6 +152,9 @@ class IncomingCalls:
 
     def callReceived(self, message: Message) -> None:
         """A CALL: run the method and answer, now or when it finishes."""
+        if len(message) != 6:
+            self._contextCallReceived(message)
+            return
         _, requestId, target, name, args, kwargs = message
         if self.starts is not None:
             self.starts[requestId] = (name, perf_counter())
@@ -177,6 +196,50 @@ class IncomingCalls:
             self._answerLater(requestId, result, method)
         else:
             self._sendAnswer(requestId, result, method)
+
+    def _contextCallReceived(self, message: Message) -> None:
+        """
+        A CALL with a call context: refused if its deadline passed, else run
+        as any call, with L{currentCall} giving its context and the calls its
+        method makes carrying its deadline; cancelled when the deadline passes.
+        """
+        _, requestId, target, name, args, kwargs, milliseconds, metadata = message
+        clock = self._clock
+        if clock is None:
+            from twisted.internet import reactor as clock
+        deadline = None
+        if milliseconds is not None:
+            if milliseconds == 0:
+                if self.starts is not None:
+                    self.starts[requestId] = (name, perf_counter())
+                self._sendFailure(requestId, DeadlineExceeded(f"the deadline of {name!r} passed before it ran", name))
+                return
+            deadline = clock.seconds() + milliseconds / 1000
+        served = serving.set(CallContext(deadline, metadata, clock))
+        passedOn = scope.set(Scope(deadline, None)) if deadline is not None else None
+        try:
+            self.callReceived(Message((CALL, requestId, target, name, args, kwargs)))
+        finally:
+            if passedOn is not None:
+                scope.reset(passedOn)
+            serving.reset(served)
+        if deadline is None or requestId == NO_ANSWER:
+            return
+        running = self._running.get(requestId)
+        if running is not None and not running.called:
+            timer = clock.callLater(deadline - clock.seconds(), self._deadlinePassed, requestId, running, name)
+            running.addBoth(_stopTimer, timer)
+
+    def _deadlinePassed(self, requestId: int, running: Deferred[Any], name: str) -> None:
+        """A call's deadline passed while it ran: answer L{DeadlineExceeded}, then cancel it (its outcome is dropped)."""
+        if self._running.get(requestId) is not running:
+            return
+        del self._running[requestId]
+        self._sendFailure(requestId, DeadlineExceeded(f"{name!r} did not finish within its deadline", name))
+        try:
+            running.cancel()
+        except Exception:
+            self._connection.log.failure("Cancelling request {id} failed", id=requestId)
 
     def callRefused(self, refused: MessageRefused) -> None:
         """A CALL this side refused while decoding it: answer it with a FAIL."""

@@ -162,7 +162,9 @@ class Broker:
         )
         self.connection = connection = TokenProtocol(config=config, receiver=self)
         self.references = ReferenceTable(connection, self, root, callLimits, clock)
-        self.incoming = IncomingCalls(connection, self.references.exports, self, tracebacks, callLimits.maxRunning)
+        self.incoming = IncomingCalls(
+            connection, self.references.exports, self, tracebacks, callLimits.maxRunning, clock
+        )
         callSent = [extension.callSent for extension in self.extensions if hasattr(extension, "callSent")]
         self.calls = OutgoingCalls(connection, callLimits, clock, callSent)
         self.callRemote = self.calls.callRemote

@@ -15,7 +15,10 @@ L{framing.rpc.calltable.CallTable}'s, which the blocking client shares;
 this module adds the Deferreds, the timers and the CANCELs.  At most
 C{CallLimits.maxPending} calls wait (C{callRemote} past it fails at once
 with L{TooManyPendingCalls}); with C{CallLimits.callTimeout} each call has
-a timer, stopped when it is answered.  A call that asks for no
+a timer, stopped when it is answered.  A call made with a deadline
+(L{protocols.rpc.context}: a C{callContext}, or a remote method's own
+deadline passed on) carries it and has a timer for it, and fails with
+L{DeadlineExceeded} when it passes.  A call that asks for no
 answer (L{OutgoingCalls.callRemoteOnly}) is sent and forgotten: nothing of
 it is kept, so it counts towards no limit here.
 """
@@ -33,8 +36,12 @@ from framing.errors import short_repr
 from framing.outgoing import Outgoing
 from framing.rpc.calltable import CallTable
 
+from framing.rpc.wire import callContext
+
+from .context import Scope, scope, sendingDeadline
 from .errors import (
     CallTimedOut,
+    DeadlineExceeded,
     DeadReferenceError,
     MessageRefused,
     RemoteViolation,
@@ -99,6 +106,7 @@ class OutgoingCalls:
         self._open = False
         self._table: CallTable[_Call] = CallTable(callLimits.maxPending)
         self._cancelCall = self._cancel  # bound once: one canceller for every call
+        self._scope = scope.get  # bound once: what every call reads of its context
 
     @property
     def open(self) -> bool:
@@ -123,6 +131,9 @@ class OutgoingCalls:
             return fail(DeadReferenceError(f"cannot call {name!r}: the connection is not up"))
         if type(name) is not str:
             return fail(TypeError(f"a method name is a str, not {type(name).__name__}"))
+        context = self._scope()
+        if context is not None:
+            return self._callWithContext(target, name, args, kwargs, context)
         limits = self.callLimits
         # (Deferred's own __init__, then the fields set here: one call less per call than an __init__ of ours)
         call = _Call(self._cancelCall)
@@ -147,6 +158,42 @@ class OutgoingCalls:
             call.timer = reactorOf(self._clock).callLater(limits.callTimeout, self._timedOut, requestId, name)
         return call
 
+    def _callWithContext(
+        self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], context: Scope
+    ) -> Deferred[Any]:
+        """L{callRemote} for a call with a deadline or metadata (see L{protocols.rpc.context})."""
+        clock = reactorOf(self._clock)
+        left = milliseconds = None
+        if context.deadline is not None:
+            try:
+                left, milliseconds = sendingDeadline(name, context.deadline, clock.seconds())
+            except DeadlineExceeded:
+                return fail()
+        call = _Call(self._cancelCall)
+        try:
+            requestId = self._table.add(call, name)
+        except TooManyPendingCalls:
+            return fail()
+        call.requestId, call.name, call.timer = requestId, name, None
+        outgoing = None
+        if self._callSent:
+            outgoing = Outgoing()
+            for callSent in self._callSent:
+                callSent(call, outgoing)
+        sent = callContext(kwargs, milliseconds, context.metadata)
+        try:
+            self._connection.sendObject(Message((CALL, requestId, target, name, sent, *args)), outgoing)
+        except Exception:
+            self._table.take(requestId)
+            return fail()
+        if call.called is False:
+            timeout = self.callLimits.callTimeout
+            if left is not None and (timeout is None or left <= timeout):
+                call.timer = clock.callLater(left, self._deadlinePassed, requestId, name, left)
+            elif timeout is not None:
+                call.timer = clock.callLater(timeout, self._timedOut, requestId, name)
+        return call
+
     def callRemoteOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """
         Call method C{name} of the peer's export C{target} for no answer; see
@@ -160,19 +207,33 @@ class OutgoingCalls:
         if type(name) is not str:
             raise TypeError(f"a method name is a str, not {type(name).__name__}")
         # Extensions' callSent are not told: there is no call to tie anything to.
-        self._connection.sendObject(Message((CALL, NO_ANSWER, target, name, kwargs or None, *args)))
+        sent: Any = kwargs or None
+        context = self._scope()
+        if context is not None:
+            milliseconds = None
+            if context.deadline is not None:
+                milliseconds = sendingDeadline(name, context.deadline, reactorOf(self._clock).seconds())[1]
+            sent = callContext(kwargs, milliseconds, context.metadata)
+        self._connection.sendObject(Message((CALL, NO_ANSWER, target, name, sent, *args)))
 
     def _timedOut(self, requestId: int, name: str) -> None:
         """A call's timeout passed: forget it, tell the peer, and fail it with L{CallTimedOut}."""
+        self._giveUp(requestId, CallTimedOut(name, self.callLimits.callTimeout or 0.0))
+
+    def _deadlinePassed(self, requestId: int, name: str, seconds: float) -> None:
+        """A call's deadline passed: forget it, tell the peer, and fail it with L{DeadlineExceeded}."""
+        self._giveUp(requestId, DeadlineExceeded(f"{name!r} did not finish within its deadline ({seconds:g} s)", name))
+
+    def _giveUp(self, requestId: int, error: Exception) -> None:
+        """Forget a call whose time ran out, send CANCEL, and fail it with C{error}."""
         call = self._table.take(requestId)
         if call is None:
             return
         call.timer = None
-        seconds = self.callLimits.callTimeout or 0.0
         if self._open and self._connection.failure is None:
             self._table.expectLateAnswer()  # given up on, as if cancelled: its answer may still come, once
             self._connection.sendObject(Message((CANCEL, requestId)))
-        call.errback(CallTimedOut(name, seconds))
+        call.errback(error)
 
     def _cancel(self, call: Deferred[Any]) -> None:
         """The canceller of every call: forget it and tell the peer; the Deferred then fails with CancelledError."""

@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from twisted.internet.defer import CancelledError, Deferred, fail
@@ -47,6 +48,7 @@ from framing.errors import short_repr
 
 from ..logs import escape
 from .answering import UNANSWERED_REFUSAL
+from .context import Scope, scope
 from .errors import NO_SUCH_METHOD, NO_SUCH_OBJECT, VIOLATION, describe
 from .wire import CALL, CANCEL, FAIL, NO_ANSWER, Message
 
@@ -59,6 +61,8 @@ OK, ERROR, REFUSED, CANCELLED, LOST, ONE_WAY = "ok", "error", "refused", "cancel
 _REFUSALS = frozenset({VIOLATION, NO_SUCH_METHOD, NO_SUCH_OBJECT})
 
 now = time.perf_counter
+
+_NO_METADATA: Mapping[str, str] = MappingProxyType({})
 
 
 class CallInfo:
@@ -78,9 +82,28 @@ class CallInfo:
     @ivar errorType: the wire type name of its failure (C{"KeyError"},
         C{"NoSuchMethod"}, ...), or C{None}.
     @ivar state: free for interceptors (e.g. a tracing span).
+    @ivar metadata: the call's metadata (L{protocols.rpc.context}): on the
+        answering side what the caller sent (read it, do not change it); on
+        the calling side what will be sent, which C{callStarted} may add to
+        (trace context, a request id).
+    @ivar deadline: the call's deadline in the seconds of the broker's clock,
+        or C{None}; on the calling side as C{callStarted} sees it.
     """
 
-    __slots__ = ("side", "method", "peer", "avatar", "requestId", "started", "ended", "outcome", "errorType", "state")
+    __slots__ = (
+        "side",
+        "method",
+        "peer",
+        "avatar",
+        "requestId",
+        "started",
+        "ended",
+        "outcome",
+        "errorType",
+        "state",
+        "metadata",
+        "deadline",
+    )
 
     def __init__(self, side: str, method: str, peer: str, avatar: Any, requestId: int) -> None:
         self.side = side
@@ -93,6 +116,8 @@ class CallInfo:
         self.outcome: str | None = None
         self.errorType: str | None = None
         self.state: Any = None
+        self.metadata: Mapping[str, str] = _NO_METADATA
+        self.deadline: float | None = None
 
     @property
     def duration(self) -> float | None:
@@ -284,6 +309,11 @@ class Interception:
         if self._peer is None:
             self._learnPeer()
         info = CallInfo(SERVER, message[3], self._peer, self._avatar, requestId)
+        if len(message) != 6:
+            # A call context: (..., deadline in milliseconds, metadata); the deadline as the method will see it.
+            info.metadata = MappingProxyType(message[7])
+            if message[6] is not None:
+                info.deadline = _seconds(self.broker.clock) + message[6] / 1000
         if self._started:
             try:
                 for started in self._started:
@@ -352,6 +382,11 @@ class Interception:
             call: Deferred[Any] = self._callRemote(target, name, args, kwargs)
             return call.addBoth(self._answered, (name, started))
         info = self._info(CLIENT, name, 0)
+        context = scope.get()
+        metadata = dict(context.metadata) if context is not None and context.metadata else {}
+        info.metadata = metadata
+        if context is not None:
+            info.deadline = context.deadline
         try:
             for started in self._started:
                 started(info)
@@ -359,7 +394,15 @@ class Interception:
             info.errorType = describe(error)[0]
             self._end(info, REFUSED)
             return fail(error)
-        call = self._callRemote(target, name, args, kwargs)
+        if metadata and (context is None or metadata != context.metadata):
+            # What the interceptors added goes with the call.
+            token = scope.set(Scope(info.deadline, metadata))
+            try:
+                call = self._callRemote(target, name, args, kwargs)
+            finally:
+                scope.reset(token)
+        else:
+            call = self._callRemote(target, name, args, kwargs)
         info.requestId = getattr(call, "requestId", 0)
         call.addBoth(self._answered, info)
         return call
@@ -446,6 +489,14 @@ def _logUnanswered(connection: Any, method: str, error: Exception, text: str) ->
     template = "{peer}: an interceptor refused a call of {name} for no answer (not answered): {error}"
     shown = escape(f"{type(error).__name__}: {short_repr(error, 200)}")
     connection.logFailure("call-refused", template, name=escape(method), error=shown)
+
+
+def _seconds(clock: Any) -> float:
+    """C{clock.seconds()}, on the global reactor if C{clock} is C{None}."""
+    if clock is None:
+        from twisted.internet import reactor as clock
+    seconds: float = clock.seconds()
+    return seconds
 
 
 def _overrides(interceptor: Any, name: str) -> bool:

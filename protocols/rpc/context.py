@@ -1,0 +1,154 @@
+"""Deadlines and metadata that travel with a call: C{callContext} for the caller, C{currentCall} for the method.
+
+Contract: a caller sets a deadline and metadata for the calls it makes
+inside C{with callContext(timeout=..., metadata=...):}; each such call
+carries the time it has left (milliseconds, relative, because the two
+clocks differ) and the metadata, in the CALL's call context (see
+L{framing.rpc.wire} and C{docs/wire-format.md}, section 12.7).  A call whose
+deadline passed before it is sent fails at once with L{DeadlineExceeded}
+and sends nothing; one sent fails with L{DeadlineExceeded} at its deadline
+(the peer is sent a CANCEL, as for a timeout).  The callee refuses a call
+that arrives with no time left without running it; it runs any other with
+L{currentCall} giving its deadline (on the callee's own clock) and
+metadata, and the calls its method makes (in its synchronous part, or
+anywhere in an C{async def} or C{inlineCallbacks} method, which keep the
+context they started in) carry the time it has left, capped by any
+C{callContext} of their own.  When that deadline passes before the method
+ends, the callee answers L{DeadlineExceeded} and cancels the method's
+Deferred.  Metadata does not flow on by itself: a method forwards what it
+means to.
+
+Why a context manager and not C{callRemote(..., timeout=2.0)}:
+C{callRemote} passes every keyword argument on to the remote method, so
+any name taken for the deadline (C{timeout}, C{metadata}) would be one a
+remote method could no longer have as its own.
+
+A call with neither a deadline nor metadata is sent exactly as before, and
+costs one C{ContextVar.get} more; a plain call arriving costs nothing more
+than a length test.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from types import MappingProxyType
+from typing import Any
+
+from framing.rpc.errors import DeadlineExceeded
+
+__all__ = ["CallContext", "DeadlineExceeded", "callContext", "currentCall"]
+
+
+class Scope:
+    """
+    What the calls made here carry: a deadline (seconds on the calling
+    broker's clock, or C{None}) and metadata to send (or C{None}).
+    """
+
+    __slots__ = ("deadline", "metadata")
+
+    def __init__(self, deadline: float | None, metadata: dict[str, str] | None) -> None:
+        self.deadline = deadline
+        self.metadata = metadata
+
+
+scope: ContextVar[Scope | None] = ContextVar("chunkwire.rpc.scope", default=None)
+"""The L{Scope} of the calls made in this context (C{None}: plain calls); read by each outgoing call."""
+
+
+class CallContext:
+    """
+    The call the running remote method was called with, as L{currentCall} gives it.
+
+    @ivar deadline: when the call's time runs out, in the seconds of the
+        broker's clock (C{clock.seconds()}), or C{None} if it has none.
+    @ivar metadata: the metadata the caller sent (read-only; empty if none).
+    """
+
+    __slots__ = ("deadline", "metadata", "_clock")
+
+    def __init__(self, deadline: float | None, metadata: Mapping[str, str], clock: Any) -> None:
+        self.deadline = deadline
+        self.metadata = metadata
+        self._clock = clock
+
+    def timeRemaining(self) -> float | None:
+        """Seconds left before the deadline (0.0 once it passed), or C{None} without a deadline."""
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - self._clock.seconds())
+
+    def __repr__(self) -> str:
+        return f"<CallContext deadline={self.deadline!r} metadata={dict(self.metadata)!r}>"
+
+
+NO_CONTEXT = CallContext(None, MappingProxyType({}), None)
+"""What L{currentCall} gives outside a call with a deadline or metadata."""
+
+serving: ContextVar[CallContext] = ContextVar("chunkwire.rpc.serving", default=NO_CONTEXT)
+"""The L{CallContext} of the call being answered in this context (set by L{protocols.rpc.answering})."""
+
+
+def currentCall() -> CallContext:
+    """
+    The deadline and metadata of the call whose remote method runs now (in
+    its synchronous part, or anywhere in an C{async def} or
+    C{inlineCallbacks} method); L{NO_CONTEXT} (no deadline, no metadata)
+    for a call that carried neither, and outside a remote call.
+    """
+    return serving.get()
+
+
+@contextmanager
+def callContext(
+    timeout: float | None = None, metadata: Mapping[str, str] | None = None, clock: Any = None
+) -> Iterator[None]:
+    """
+    Give the calls made inside the C{with} block a deadline C{timeout}
+    seconds from now and C{metadata}, on top of those of any enclosing
+    C{callContext} or remote call being answered: the earlier deadline
+    wins, and metadata is merged (the inner value wins for a key).  The
+    deadline is fixed on entry: calls made one after the other share it.
+
+    @param timeout: seconds from now; C{None} keeps the enclosing deadline.
+    @param metadata: text keys and values (the receiver refuses more than
+        its C{Limits.max_call_metadata} entries or
+        C{max_call_metadata_length} characters).
+    @param clock: the C{IReactorTime} the deadline is read on (the brokers'
+        clock); the global reactor if C{None}.
+    @raise TypeError: a metadata key or value is not text.
+    """
+    outer = scope.get()
+    deadline = outer.deadline if outer is not None else None
+    if timeout is not None:
+        if clock is None:
+            from twisted.internet import reactor as clock
+        mine = clock.seconds() + timeout
+        deadline = mine if deadline is None else min(deadline, mine)
+    merged = dict(outer.metadata) if outer is not None and outer.metadata else None
+    if metadata:
+        for key, value in metadata.items():
+            if type(key) is not str or type(value) is not str:
+                raise TypeError(f"call metadata is text keys and values, not {key!r}: {value!r}")
+        merged = {**(merged or {}), **metadata}
+    token = scope.set(Scope(deadline, merged))
+    try:
+        yield
+    finally:
+        scope.reset(token)
+
+
+def sendingDeadline(name: str, deadline: float, now: float) -> tuple[float, int]:
+    """
+    The seconds a call of C{name} has left and the milliseconds it carries
+    (rounded up: the callee's deadline is never before the caller's).
+
+    @raise DeadlineExceeded: none are left.
+    """
+    left = deadline - now
+    if left <= 0:
+        raise DeadlineExceeded(f"the deadline of {name!r} passed before it was sent", name)
+    return left, math.ceil(left * 1000)
