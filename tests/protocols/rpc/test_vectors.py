@@ -1,4 +1,4 @@
-"""Conformance: the RPC message vectors in C{tests/vectors/rpc.json} (GOAWAY and one of each older kind).
+"""Conformance: the RPC message vectors in C{tests/vectors/rpc.json} (GOAWAY, calls with a context, one of each kind).
 
 Each valid vector is encoded from its fields and must give exactly its
 bytes, and decoded (whole, split at every offset, byte by byte) must give
@@ -46,8 +46,14 @@ def decodeAll(pieces: list[bytes]) -> list[Any]:
 
 
 def expected(message: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A CALL as the unslicer hands it on: arguments as a tuple, keyword arguments as a dict."""
+    """
+    A CALL as the unslicer hands it on: arguments as a tuple, keyword
+    arguments as a dict, and a call context's deadline and metadata after them.
+    """
     if message[0] == 0:
+        if type(message[4]) is tuple:
+            kwargs, deadline, metadata = message[4]
+            return (*message[:4], tuple(message[5:]), kwargs or {}, deadline, metadata or {})
         return (*message[:4], tuple(message[5:]), message[4] or {})
     return message
 
