@@ -161,6 +161,7 @@ PROCESS_TESTS = {
         "tests/test_benchmark_plots.py",
         "tests/test_docs_snippets.py",
         "tests/protocols/rpc/test_interfaces_mypy.py",
+        "tests/protocols/rpc/test_otel_processes.py",
         "tests/protocols/test_blocking_kv.py",
         "tests/protocols/test_blocking_logins.py",
         "tests/protocols/test_asyncioclient_logins.py",

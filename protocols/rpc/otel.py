@@ -1,0 +1,98 @@
+"""OpenTelemetry tracing of calls: a client span per call made, a server span per call answered, its child.
+
+Contract: L{TracingInterceptor} is an interceptor
+(L{protocols.rpc.interceptors}) to give both ends' brokers.  For each call
+this side makes it starts a span of kind CLIENT, a child of the span current
+where C{callRemote} runs, and puts that span's W3C trace context
+(C{traceparent}, and C{tracestate} if any) in the call's metadata
+(L{protocols.rpc.context}); for each call this side answers it starts a span
+of kind SERVER whose parent is the trace context the call's metadata
+carries (a new trace if none).  Each span is ended with the call: its
+attributes follow OpenTelemetry's RPC semantic conventions
+(C{rpc.system} C{"chunkwire"}, C{rpc.service} when given, C{rpc.method}),
+and a call that did not succeed has status ERROR with C{error.type} (the
+wire type name of its error, or its outcome: C{"cancelled"}, C{"lost"}).
+The server span is not made the current span while the method runs (the
+interceptor hooks run around the method, not inside its context), so calls
+a method makes are children of the span current there.
+
+This module needs the C{otel} extra (C{pip install 'chunkwire[otel]'}:
+C{opentelemetry-api}); nothing else in chunkwire imports it.  With no
+tracer provider configured, OpenTelemetry's API hands out non-recording
+spans, and the calls of a broker without this interceptor pay nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    from opentelemetry import trace
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+except ImportError as error:  # pragma: no cover - the extra's absence is tested in a subprocess
+    raise ImportError(
+        "protocols.rpc.otel needs OpenTelemetry: install chunkwire's otel extra (pip install 'chunkwire[otel]')"
+    ) from error
+
+from .interceptors import CLIENT, OK, ONE_WAY, CallInfo, CallInterceptor
+
+__all__ = ["RPC_SYSTEM", "TracingInterceptor"]
+
+RPC_SYSTEM = "chunkwire"
+"""The value of C{rpc.system} on every span."""
+
+
+class TracingInterceptor(CallInterceptor):
+    """
+    Traces each call with OpenTelemetry (see L{protocols.rpc.otel}).
+
+    @ivar service: the C{rpc.service} attribute and span name prefix, or C{None}.
+    """
+
+    def __init__(self, tracerProvider: Any = None, service: str | None = None, propagator: Any = None) -> None:
+        """
+        @param tracerProvider: the OpenTelemetry C{TracerProvider}; the global one if C{None}.
+        @param service: the name of the service called (C{rpc.service}); left out if C{None}.
+        @param propagator: the C{TextMapPropagator} that writes and reads the
+            trace context in the metadata; W3C trace context if C{None}.
+        """
+        self.service = service
+        self._tracer = trace.get_tracer("chunkwire.rpc", tracer_provider=tracerProvider)
+        self._propagator = propagator if propagator is not None else TraceContextTextMapPropagator()
+
+    def _attributes(self, call: CallInfo) -> dict[str, str]:
+        attributes = {"rpc.system": RPC_SYSTEM, "rpc.method": call.method}
+        if self.service is not None:
+            attributes["rpc.service"] = self.service
+        return attributes
+
+    def _name(self, call: CallInfo) -> str:
+        return call.method if self.service is None else f"{self.service}/{call.method}"
+
+    def callStarted(self, call: CallInfo) -> None:
+        """Start the call's span; on the calling side, put its trace context in the call's metadata."""
+        if call.side == CLIENT:
+            span = self._tracer.start_span(self._name(call), kind=SpanKind.CLIENT, attributes=self._attributes(call))
+            carrier: dict[str, str] = {}
+            self._propagator.inject(carrier, context=trace.set_span_in_context(span))
+            # (the calling side's metadata is a dict the call sends: see CallInfo.metadata)
+            call.metadata.update(carrier)  # type: ignore[attr-defined]
+        else:
+            parent = self._propagator.extract(dict(call.metadata))
+            span = self._tracer.start_span(
+                self._name(call), context=parent, kind=SpanKind.SERVER, attributes=self._attributes(call)
+            )
+        call.state = span
+
+    def callEnded(self, call: CallInfo) -> None:
+        """End the call's span, with status ERROR and C{error.type} unless it succeeded."""
+        span = call.state
+        if span is None:
+            return
+        call.state = None
+        if call.outcome not in (OK, ONE_WAY):
+            errorType = call.errorType or str(call.outcome)
+            span.set_attribute("error.type", errorType)
+            span.set_status(Status(StatusCode.ERROR, errorType))
+        span.end()
