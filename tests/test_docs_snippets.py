@@ -62,6 +62,18 @@ EXPECTED: dict[str, list[str]] = {
         "revoked: refused",
     ],
     "shared_port.py": ["answers: [0, 1, 2, 3]"],
+    "deadlines_metadata.py": [
+        "shop: request id r-17",
+        "inventory: apples, time left under 0.5 s: True",
+        "stock: 3",
+        "deadline exceeded: 'slow' did not finish within its deadline",
+    ],
+    "tracing.py": [
+        "hello ada",
+        "spans: greeter/greet greeter/greet",
+        "server span's parent is the client span: True",
+        "attributes: {'rpc.system': 'chunkwire', 'rpc.method': 'greet', 'rpc.service': 'greeter'}",
+    ],
     "without_twisted.py": [
         "get: hello",
         "list: ['greeting']",

@@ -189,7 +189,7 @@ class OutgoingCalls:
         if call.called is False:
             timeout = self.callLimits.callTimeout
             if left is not None and (timeout is None or left <= timeout):
-                call.timer = clock.callLater(left, self._deadlinePassed, requestId, name, left)
+                call.timer = clock.callLater(left, self._deadlinePassed, requestId, name)
             elif timeout is not None:
                 call.timer = clock.callLater(timeout, self._timedOut, requestId, name)
         return call
@@ -220,9 +220,9 @@ class OutgoingCalls:
         """A call's timeout passed: forget it, tell the peer, and fail it with L{CallTimedOut}."""
         self._giveUp(requestId, CallTimedOut(name, self.callLimits.callTimeout or 0.0))
 
-    def _deadlinePassed(self, requestId: int, name: str, seconds: float) -> None:
+    def _deadlinePassed(self, requestId: int, name: str) -> None:
         """A call's deadline passed: forget it, tell the peer, and fail it with L{DeadlineExceeded}."""
-        self._giveUp(requestId, DeadlineExceeded(f"{name!r} did not finish within its deadline ({seconds:g} s)", name))
+        self._giveUp(requestId, DeadlineExceeded(f"{name!r} did not finish within its deadline", name))
 
     def _giveUp(self, requestId: int, error: Exception) -> None:
         """Forget a call whose time ran out, send CANCEL, and fail it with C{error}."""
