@@ -315,6 +315,7 @@ def _call(items: list[Any]) -> Message:
         return Message((*items[:_KWARGS], tuple(items[_ARGS:]), kwargs[0] or {}, kwargs[1], kwargs[2] or {}))
     return Message((*items[:_KWARGS], tuple(items[_ARGS:]), kwargs or {}))
 
+
 # What the unslicer needs per tag, per position (the tag itself first):
 # the check of the decoded value, the body kinds accepted at the header, and
 # the field's name.

@@ -49,7 +49,15 @@ from framing.errors import short_repr
 
 from ..logs import escape
 from .context import CallContext, Scope, scope, serving
-from .errors import DeadlineExceeded, DuplicateRequestId, MessageRefused, clipTraceback, describe, noSuchMethod, noSuchObject
+from .errors import (
+    DeadlineExceeded,
+    DuplicateRequestId,
+    MessageRefused,
+    clipTraceback,
+    describe,
+    noSuchMethod,
+    noSuchObject,
+)
 from .referenceable import RemoteMethod
 from .wire import ANSWER, CALL, FAIL, NO_ANSWER, Message
 
@@ -231,7 +239,7 @@ class IncomingCalls:
             running.addBoth(_stopTimer, timer)
 
     def _deadlinePassed(self, requestId: int, running: Deferred[Any], name: str) -> None:
-        """A call's deadline passed while it ran: answer L{DeadlineExceeded}, then cancel it (its outcome is dropped)."""
+        """A call's deadline passed while it ran: answer L{DeadlineExceeded}, then cancel it (its end is dropped)."""
         if self._running.get(requestId) is not running:
             return
         del self._running[requestId]

@@ -35,7 +35,6 @@ from twisted.python.failure import Failure
 from framing.errors import short_repr
 from framing.outgoing import Outgoing
 from framing.rpc.calltable import CallTable
-
 from framing.rpc.wire import callContext
 
 from .context import Scope, scope, sendingDeadline

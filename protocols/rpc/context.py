@@ -79,7 +79,8 @@ class CallContext:
         """Seconds left before the deadline (0.0 once it passed), or C{None} without a deadline."""
         if self.deadline is None:
             return None
-        return max(0.0, self.deadline - self._clock.seconds())
+        now: float = self._clock.seconds()
+        return max(0.0, self.deadline - now)
 
     def __repr__(self) -> str:
         return f"<CallContext deadline={self.deadline!r} metadata={dict(self.metadata)!r}>"

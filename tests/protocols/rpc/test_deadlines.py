@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet.defer import Deferred
-from twisted.internet.task import Clock, deferLater
+from twisted.internet.task import deferLater
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
@@ -16,10 +16,10 @@ from protocols.rpc import (
     Referenceable,
     RemoteViolation,
     callContext,
+    connect,
     currentCall,
     remote,
     serve,
-    connect,
 )
 from protocols.rpc.interceptors import CallInfo, CallInterceptor, intercept
 from protocols.rpc.wire import CALL, CANCEL, FAIL, Message

@@ -92,7 +92,8 @@ class TracingTests(SynchronousTestCase):
         client = self.spans()[SpanKind.CLIENT]
         self.assertEqual(headers["request-id"], "r1")
         self.assertEqual(
-            headers["traceparent"], f"00-{client.context.trace_id:032x}-{client.context.span_id:016x}-{client.context.trace_flags:02x}"
+            headers["traceparent"],
+            f"00-{client.context.trace_id:032x}-{client.context.span_id:016x}-{client.context.trace_flags:02x}",
         )
 
     def test_failureMarksBothSpans(self) -> None:

@@ -30,7 +30,7 @@ REGISTRY.add_unslicer("rpc", MessageUnslicer)
 
 ids = st.one_of(st.integers(0, 2**40), st.integers(-3, 3), st.just(2**64), st.just("7"), st.none())
 names = st.one_of(st.text(min_size=1, max_size=12), st.just(""), st.just("x" * 300), st.integers(0, 3))
-plainKwargs = st.one_of(
+plain_kwargs = st.one_of(
     st.none(), st.dictionaries(st.text(max_size=5), values, max_size=3), st.just({1: 2}), st.just([1])
 )
 metadata = st.one_of(
@@ -38,9 +38,9 @@ metadata = st.one_of(
 )
 # A call context (kwargs, milliseconds left, metadata), well-formed or not.
 contexts = st.one_of(
-    st.tuples(plainKwargs, st.one_of(st.none(), st.integers(-1, 2**40)), metadata), st.tuples(plainKwargs)
+    st.tuples(plain_kwargs, st.one_of(st.none(), st.integers(-1, 2**40)), metadata), st.tuples(plain_kwargs)
 )
-kwargs = st.one_of(plainKwargs, contexts)
+kwargs = st.one_of(plain_kwargs, contexts)
 texts = st.one_of(st.text(max_size=20), st.none(), st.integers(0, 2))
 messages = st.one_of(
     st.builds(lambda *f: Message((CALL, *f[:4], *f[4])), ids, ids, names, kwargs, st.lists(values, max_size=4)),
