@@ -199,6 +199,7 @@ class OutgoingCalls:
         L{protocols.rpc.RemoteReference.callRemoteOnly}.
 
         @raise DeadReferenceError: the connection is not up.
+        @raise DeadlineExceeded: it is made in a C{callContext} whose deadline passed (nothing is sent).
         @raise framing.EncodingError: an argument cannot be sent (nothing is).
         """
         if not self._open or self._connection.transport.disconnecting:

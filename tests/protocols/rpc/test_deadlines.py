@@ -76,6 +76,17 @@ class Front(Referenceable):
         return currentCall().deadline
 
 
+class Recorder(Referenceable):
+    """Records the metadata of each call of C{record}."""
+
+    def __init__(self, seen: list[dict[str, str]]) -> None:
+        self.seen = seen
+
+    @remote
+    def record(self) -> None:
+        self.seen.append(dict(currentCall().metadata))
+
+
 def failed(d: Deferred[Any]) -> list[Failure]:
     """The failures C{d} ends with, collected (consumed)."""
     failures: list[Failure] = []
@@ -214,6 +225,21 @@ class MetadataTests(SynchronousTestCase):
         later.addCallback(results.append)
         pair.flush()
         self.assertEqual(results, [{"request-id": "r1"}, {}])
+
+    def test_callForNoAnswer(self) -> None:
+        """A call for no answer carries its metadata too; one whose deadline passed raises and sends nothing."""
+        seen: list[dict[str, str]] = []
+        pair = RpcPair(Recorder(seen))
+        with callContext(metadata={"request-id": "r2"}):
+            pair.root.callRemoteOnly("record")
+        pair.flush()
+        self.assertEqual(seen, [{"request-id": "r2"}])
+        writes = len(pair.clientWrites)
+        with callContext(timeout=0.1, clock=pair.clock):
+            pair.clock.advance(0.2)
+            with self.assertRaises(DeadlineExceeded):
+                pair.root.callRemoteOnly("record")
+        self.assertEqual(len(pair.clientWrites), writes)
 
     def test_tooMuchMetadataRefused(self) -> None:
         """Metadata past the receiver's Limits is refused with a Violation; the connection stays up."""
