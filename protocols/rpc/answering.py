@@ -41,6 +41,7 @@ from twisted.python.failure import Failure
 
 from framing import Violation
 from framing.errors import short_repr
+from framing.rpc.errors import TooManyRunningCalls as TooManyRunningCalls  # (sans-IO since the clients without Twisted)
 
 from ..logs import escape
 from .errors import DuplicateRequestId, MessageRefused, clipTraceback, describe, noSuchMethod, noSuchObject
@@ -62,15 +63,6 @@ def currentBroker() -> Any:
     call.  Extensions use it to find the connection a call arrived on.
     """
     return _calling.get()
-
-
-class TooManyRunningCalls(Violation):
-    """A call past L{protocols.rpc.CallLimits.maxRunning}: refused before it runs."""
-
-    code = "too-many-running-calls"
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"more than {limit} calls running on this connection")
 
 
 UNANSWERED_REFUSAL = "Refused a call of {name} for no answer from {peer} (not answered): {code}: {violation}"
