@@ -167,7 +167,7 @@ class ImportTests(SynchronousTestCase):
     def test_tooManyReferences(self) -> None:
         """Past maxImports, a message holding one more reference is refused; the ones held stay."""
         session, server, _, _ = opened(maxImports=2)
-        for requestId in (1, 2, 3):
+        for _ in range(3):
             session.call("w", ROOT_ID, "make", (), {})
         kept = [Counter(1), Counter(2), Counter(3)]
         settled = session.receive(server.send(*(Message((ANSWER, n + 1, kept[n])) for n in range(3))))

@@ -1,4 +1,4 @@
-"""What the tests of references in the clients without Twisted share: a Twisted server's root, and the client's callback.
+"""What the tests of references in the clients without Twisted share: the Twisted server's root, the callback.
 
 The server is the real Twisted RPC server (L{protocols.rpc.serve}) on
 loopback, in the test's reactor; the client under test runs in a thread of

@@ -23,7 +23,7 @@ from .helpers import pytestTest, trialTest
 
 
 async def referenceReturnedCalledReleased(reactor: Any) -> None:
-    """A returned reference is a BlockingReference, called; released explicitly and by dropping it, the server forgets it."""
+    """A returned reference is called; released explicitly and by being dropped, the server forgets it."""
     hub, port = await serving(reactor)
     address = f"127.0.0.1:{port.getHost().port}"
     connection = await deferToThread(connect, address, timeout=HANG, callTimeout=HANG)
@@ -45,7 +45,6 @@ async def referenceReturnedCalledReleased(reactor: Any) -> None:
             gc.collect()
             return value, refused
 
-        # Before: the root only; while held: the child and the shared object too.
         value, refused = await deferToThread(made)
         assert value == 7 and refused
         await eventually(reactor, lambda: exportCount(hub) == 1)
