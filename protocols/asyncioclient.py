@@ -70,9 +70,23 @@ Contract:
    C{create_connection} (L{tlsContext}); L{connectURL} pins the server's
    key, checked in C{connection_made} (the handshake done) before the
    preamble is written.
- - Not here yet, as in the blocking client: references passed either way
-   (the server's calls to this side are answered L{NoSuchObject}) and bulk
-   streams.
+ - References, either way, as the Twisted client's: a result or an
+   argument holding a reference to a server object is an
+   L{AsyncReference}, one per object; when the last use of it is dropped,
+   its RELEASE is sent on the loop's next turn, and
+   L{AsyncReference.release} (or a C{with} block) sends it at once, after
+   which calling it raises L{DeadReferenceError}.  A
+   L{framing.rpc.referenceable.Referenceable} passed in an argument (a
+   callback) is exported; the server's calls to it are checked and answered
+   as the Twisted server answers (L{NoSuchObject}, L{NoSuchMethod}, the
+   argument's L{framing.Violation}, the method's error), its RELEASE
+   honoured, the bookkeeping the sans-IO session's (L{framing.rpc.exports},
+   L{framing.rpc.incoming}).  They run on the loop, whether or not a call
+   waits: a plain method as the server's call is read (so it must not
+   block the loop), an C{async def} one (or one returning an awaitable) as
+   a task, answered when it ends; a CANCEL of it drops its answer (the task
+   runs on).
+ - Not here yet, as in the blocking client: bulk streams.
 """
 
 from __future__ import annotations

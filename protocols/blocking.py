@@ -36,7 +36,8 @@ Contract:
    commonest use, one thread making one call after another, then costs no
    thread switch at all (an answer goes to the thread that reads it), and
    nothing runs while no call waits.  The price: between calls nothing
-   reads, so the server's PINGs and GOAWAY are seen at the next call.
+   reads, so the server's PINGs, GOAWAY and calls are seen at the next call
+   (or in L{BlockingConnection.serve}: see below).
  - What is shared between threads: the socket, the encoder (under a send
    lock: one message at a time, whole), the decoder and the call table
    (under the connection's lock).  Nothing else: each call's waiter is its
@@ -69,9 +70,36 @@ The login runs once the preambles are exchanged and before the first call,
 on the calling thread, with a decoder of its own (the login registry and
 L{framing.login.wire.PRE_LOGIN_LIMITS}, as a server has before a login).
 
-Not in this client yet (the Twisted client has them): references passed
-either way (a result holding one is refused as an unknown type; the
-server's calls to this side are answered L{NoSuchObject}) and bulk streams.
+References, either way, as the Twisted client's: a result or an argument
+holding a reference to a server object is a L{BlockingReference}, one per
+object (the same object received twice is the same reference), called from
+any thread; when the last use of it is dropped, its RELEASE is sent (at once
+if the connection is free, else with the next thing sent or read), and
+L{BlockingReference.release} (or a C{with} block) sends it at once, after
+which calling it raises L{DeadReferenceError}.  A
+L{framing.rpc.referenceable.Referenceable} (a callback: its L{remote}
+methods, plain ones only) passed in an argument or returned by a callback is
+exported; the server's calls to it are checked and answered as the Twisted
+server answers (L{NoSuchObject}, L{NoSuchMethod}, the argument's
+L{framing.Violation}, the method's error), and its RELEASE honoured; the
+bookkeeping is the sans-IO session's (L{framing.rpc.exports},
+L{framing.rpc.incoming}).
+
+Who runs a callback: the thread that read the server's call, which is a
+thread waiting in a call of its own (or in L{BlockingConnection.serve}).
+It hands on the reading and releases the connection's lock first, so the
+callback may block or call the server back, from this thread or another,
+and the other threads' calls go on meanwhile.  Why there and not on a thread
+of the client's own: the commonest callback is the server's call during the
+call that passed it (progress, a question back), and its caller's thread is
+blocked anyway; a background reader would put a thread switch on every
+answer, the cost this client avoids.  The price: while no thread is in a
+call, nothing reads, so a call the server makes then waits (in the socket)
+for the next call, or for a thread to call C{serve(seconds)}, which reads
+until the server has called (C{while connection.serve(60): pass} serves for
+good).  Callbacks run on several threads at once if several wait in calls.
+
+Not in this client yet (the Twisted client has them): bulk streams.
 """
 
 from __future__ import annotations

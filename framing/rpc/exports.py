@@ -191,12 +191,13 @@ class ClientReferences(ExportTable):
         then releases nothing); C{None} if nothing is due (the root, or
         released already).
         """
-        record = self._imports.get(ref.exportId)
+        exportId: int = ref.exportId
+        record = self._imports.get(exportId)
         if record is None or record() is not ref:
             return None
-        del self._imports[ref.exportId]
+        del self._imports[exportId]
         count, record.count = record.count, 0
-        return Message((RELEASE, ref.exportId, count)) if count and self._open else None
+        return Message((RELEASE, exportId, count)) if count and self._open else None
 
     def releases(self) -> list[Message]:
         """The RELEASEs of the references that died since the last call (none once the connection is over)."""

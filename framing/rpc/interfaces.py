@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol, TypeVar, cast
 
 from framing import Violation
 from framing.errors import short_repr
@@ -270,7 +270,7 @@ class ExportedReference:
         connection.releaseReference(self)
         self.connection = _Released(connection.peer, self.exportId)
 
-    def __enter__(self) -> Self:
+    def __enter__(self: ReferenceT) -> ReferenceT:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -278,6 +278,9 @@ class ExportedReference:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.exportId} on {self.connection.peer}>"
+
+
+ReferenceT = TypeVar("ReferenceT", bound=ExportedReference)
 
 
 class _Released:

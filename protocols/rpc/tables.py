@@ -112,7 +112,7 @@ class ReferenceTable(ExportTable):
         """
         record = self._imports.get(exportId)
         if record is not None:
-            ref = record()
+            ref: RemoteReference | None = record()
             if ref is not None:
                 record.count += 1
                 return ref
