@@ -70,14 +70,30 @@ Contract:
    C{create_connection} (L{tlsContext}); L{connectURL} pins the server's
    key, checked in C{connection_made} (the handshake done) before the
    preamble is written.
- - Not here yet, as in the blocking client: references passed either way
-   (the server's calls to this side are answered L{NoSuchObject}) and bulk
-   streams.
+ - References, either way, as the Twisted client's: a result or an
+   argument holding a reference to a server object is an
+   L{AsyncReference}, one per object; when the last use of it is dropped,
+   its RELEASE is sent on the loop's next turn, and
+   L{AsyncReference.release} (or a C{with} block) sends it at once, after
+   which calling it raises L{DeadReferenceError}.  A
+   L{framing.rpc.referenceable.Referenceable} passed in an argument (a
+   callback) is exported; the server's calls to it are checked and answered
+   as the Twisted server answers (L{NoSuchObject}, L{NoSuchMethod}, the
+   argument's L{framing.Violation}, the method's error), its RELEASE
+   honoured, the bookkeeping the sans-IO session's (L{framing.rpc.exports},
+   L{framing.rpc.incoming}).  They run on the loop, whether or not a call
+   waits: a plain method as the server's call is read (so it must not
+   block the loop), an C{async def} one (or one returning an awaitable) as
+   a task, answered when it ends; a CANCEL of it drops its answer (the task
+   runs on).
+ - Not here yet, as in the blocking client: bulk streams.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import ssl
 from collections.abc import Callable
 from types import TracebackType
@@ -88,6 +104,7 @@ from framing.login.errors import LoginFailed
 from framing.login.exchange import ByteExchange, ObjectName
 from framing.login.urls import HintAttempts, KeyMismatch, ObjectURL, checkPresentedKey
 from framing.rpc.errors import CallTimedOut, ConnectionLost, ConnectTimedOut, ServerSilent
+from framing.rpc.incoming import IncomingCall
 from framing.rpc.interfaces import ExportedReference, TypedProxy
 from framing.rpc.session import ClientSession, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
@@ -229,7 +246,14 @@ class AsyncConnection:
         self.root = AsyncReference(self, ROOT_ID)
         self.protocol = _ClientProtocol(self)
         self._loop = loop
-        self._session: ClientSession[_Future[Any]] = ClientSession(peer, limits=limits, registry=registry)
+        self._session: ClientSession[_Future[Any]] = ClientSession(
+            peer,
+            limits=limits,
+            registry=registry,
+            makeReference=self._newReference,
+            owner=self,
+            released=self._referenceDied,
+        )
         self._transport: asyncio.WriteTransport | None = None
         self._ready: _Future[None] = loop.create_future()
         self._closed: _Future[None] = loop.create_future()
@@ -245,6 +269,9 @@ class AsyncConnection:
         # The login under way (L{logIn}): the bytes read go to it, not to the session, until it is done.
         self._login: ByteExchange | None = None
         self._loggedIn: _Future[None] | None = None
+        # The server's calls to this side's callbacks that run as tasks (coroutine methods), kept from collection.
+        self._callTasks: set[asyncio.Future[Any]] = set()
+        self._releaseScheduled = False
 
     @property
     def waitingToSend(self) -> int:
@@ -284,6 +311,8 @@ class AsyncConnection:
             return
         session = self._session
         self._apply(session.receive(data))
+        if session.incomingCalls.waiting:
+            self._serveCalls()
         if session.ready and not self._ready.done():
             self._ready.set_result(None)
 
@@ -461,6 +490,69 @@ class AsyncConnection:
     def _end(self, reason: BaseException) -> None:
         """End the connection with C{reason}: every waiting call fails with it, once."""
         self._apply(self._session.end(reason))
+
+    # -- references and the server's calls to this side ---------------------
+
+    def _newReference(self, exportId: int, interfaceNames: tuple[str, ...]) -> AsyncReference:
+        """The session's reference factory: an object the server exports, as this client calls it."""
+        return AsyncReference(self, exportId, interfaceNames)
+
+    def _referenceDied(self) -> None:
+        """
+        A reference died with a RELEASE due (told on whatever thread the
+        garbage collector ran, maybe inside an encode): sent on the loop's next turn.
+        """
+        if self._releaseScheduled:
+            return
+        self._releaseScheduled = True
+        try:
+            self._loop.call_soon_threadsafe(self._sendReleases)
+        except RuntimeError:
+            pass  # (the loop is closed: so is the connection)
+
+    def _sendReleases(self) -> None:
+        self._releaseScheduled = False
+        if not self._shut:
+            self._apply([])
+
+    def releaseReference(self, reference: AsyncReference) -> None:
+        """Send C{reference}'s RELEASE now (see L{framing.rpc.interfaces.ExportedReference.release})."""
+        data = self._session.release(reference)
+        if data:
+            self._write(data, False)
+
+    def _serveCalls(self) -> None:
+        """
+        Run the server's calls just read, on the loop: a plain method here
+        and now, a coroutine method (or one returning an awaitable) as a
+        task; each one's answer is sent when it ends.
+        """
+        for call in self._session.incomingCalls.take():
+            try:
+                result = call.run()
+            except Exception as error:
+                self._answer(call, None, error)
+                continue
+            if inspect.isawaitable(result):
+                task = asyncio.ensure_future(result)
+                self._callTasks.add(task)
+                task.add_done_callback(functools.partial(self._callEnded, call))
+            else:
+                self._answer(call, result, None)
+
+    def _callEnded(self, call: IncomingCall, task: asyncio.Future[Any]) -> None:
+        self._callTasks.discard(task)
+        if task.cancelled():
+            self._answer(call, None, asyncio.CancelledError(f"{call.name} was cancelled on this side"))
+            return
+        error = task.exception()
+        self._answer(call, None if error is not None else task.result(), error)
+
+    def _answer(self, call: IncomingCall, result: Any, error: BaseException | None) -> None:
+        """Send the answer of the server's C{call} (nothing once the connection ended)."""
+        self._session.answerCall(call, result, error)
+        if not self._shut:
+            self._apply([])
 
     # -- connecting and closing ----------------------------------------------
 

@@ -36,7 +36,8 @@ Contract:
    commonest use, one thread making one call after another, then costs no
    thread switch at all (an answer goes to the thread that reads it), and
    nothing runs while no call waits.  The price: between calls nothing
-   reads, so the server's PINGs and GOAWAY are seen at the next call.
+   reads, so the server's PINGs, GOAWAY and calls are seen at the next call
+   (or in L{BlockingConnection.serve}: see below).
  - What is shared between threads: the socket, the encoder (under a send
    lock: one message at a time, whole), the decoder and the call table
    (under the connection's lock).  Nothing else: each call's waiter is its
@@ -69,13 +70,41 @@ The login runs once the preambles are exchanged and before the first call,
 on the calling thread, with a decoder of its own (the login registry and
 L{framing.login.wire.PRE_LOGIN_LIMITS}, as a server has before a login).
 
-Not in this client yet (the Twisted client has them): references passed
-either way (a result holding one is refused as an unknown type; the
-server's calls to this side are answered L{NoSuchObject}) and bulk streams.
+References, either way, as the Twisted client's: a result or an argument
+holding a reference to a server object is a L{BlockingReference}, one per
+object (the same object received twice is the same reference), called from
+any thread; when the last use of it is dropped, its RELEASE is sent (at once
+if the connection is free, else with the next thing sent or read), and
+L{BlockingReference.release} (or a C{with} block) sends it at once, after
+which calling it raises L{DeadReferenceError}.  A
+L{framing.rpc.referenceable.Referenceable} (a callback: its L{remote}
+methods, plain ones only) passed in an argument or returned by a callback is
+exported; the server's calls to it are checked and answered as the Twisted
+server answers (L{NoSuchObject}, L{NoSuchMethod}, the argument's
+L{framing.Violation}, the method's error), and its RELEASE honoured; the
+bookkeeping is the sans-IO session's (L{framing.rpc.exports},
+L{framing.rpc.incoming}).
+
+Who runs a callback: the thread that read the server's call, which is a
+thread waiting in a call of its own (or in L{BlockingConnection.serve}).
+It hands on the reading and releases the connection's lock first, so the
+callback may block or call the server back, from this thread or another,
+and the other threads' calls go on meanwhile.  Why there and not on a thread
+of the client's own: the commonest callback is the server's call during the
+call that passed it (progress, a question back), and its caller's thread is
+blocked anyway; a background reader would put a thread switch on every
+answer, the cost this client avoids.  The price: while no thread is in a
+call, nothing reads, so a call the server makes then waits (in the socket)
+for the next call, or for a thread to call C{serve(seconds)}, which reads
+until the server has called (C{while connection.serve(60): pass} serves for
+good).  Callbacks run on several threads at once if several wait in calls.
+
+Not in this client yet (the Twisted client has them): bulk streams.
 """
 
 from __future__ import annotations
 
+import inspect
 import socket
 import ssl
 import struct
@@ -94,6 +123,7 @@ from framing.rpc.errors import (
     ConnectTimedOut,
     ServerSilent,
 )
+from framing.rpc.incoming import IncomingCall
 from framing.rpc.interfaces import ExportedReference, TypedProxy
 from framing.rpc.session import ClientSession, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
@@ -230,7 +260,14 @@ class BlockingConnection:
         self.silenceTimeout = silenceTimeout
         self.root = BlockingReference(self, ROOT_ID)
         self._socket = sock
-        self._session: ClientSession[_Waiter] = ClientSession(peer, limits=limits, registry=registry)
+        self._session: ClientSession[_Waiter] = ClientSession(
+            peer,
+            limits=limits,
+            registry=registry,
+            makeReference=self._newReference,
+            owner=self,
+            released=self._referenceDied,
+        )
         # _lock guards the session and the fields below; _changed wakes the waiting callers.
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -347,6 +384,8 @@ class BlockingConnection:
                 finally:
                     self._reading = False
                     self._changed.notify_all()
+                if self._session.incomingCalls.waiting:
+                    self._serveCalls()
         if cancel is not None:
             if cancel:
                 self._sendCancel(cancel)
@@ -459,6 +498,92 @@ class BlockingConnection:
             return ServerSilent(f"{self.peer} read nothing this side sent for {self.silenceTimeout:g} s")
         return ConnectionLost(f"sending to {self.peer} failed: {error}")
 
+    # -- references and the server's calls to this side ---------------------
+
+    def _newReference(self, exportId: int, interfaceNames: tuple[str, ...]) -> BlockingReference:
+        """The session's reference factory: an object the server exports, as this client calls it."""
+        return BlockingReference(self, exportId, interfaceNames)
+
+    def _referenceDied(self) -> None:
+        """
+        A reference died with a RELEASE due (told on whatever thread the
+        garbage collector ran, maybe one holding a lock here): send it now if
+        the connection is free, else it goes with what is sent next.
+        """
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            self._apply([])
+        finally:
+            self._lock.release()
+
+    def releaseReference(self, reference: BlockingReference) -> None:
+        """Send C{reference}'s RELEASE now (see L{framing.rpc.interfaces.ExportedReference.release})."""
+        with self._lock:
+            data = self._session.release(reference)
+        if data:
+            self._sendCancel(data)  # (sent as a CANCEL is: a lost connection is seen by the next call)
+
+    def serve(self, seconds: float | None) -> int:
+        """
+        Read on this thread until the server has called this side's
+        callbacks (served here, see the module docstring), or for
+        C{seconds} (C{None}: no bound): for a thread with no call of its own
+        to make that waits for the server's calls.  Other threads' calls go
+        on meanwhile.  C{while connection.serve(60): ...} serves for as long
+        as the server calls.
+
+        @return: how many of the server's calls were served (0: none came within C{seconds}).
+        @raise ConnectionLost: (or the reason it ended) the connection ended.
+        """
+        deadline = None if seconds is None else time.monotonic() + seconds
+        session = self._session
+        with self._changed:
+            if not session:
+                self._lastHeard = time.monotonic()
+            while session.failure is None:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return 0
+                if self._reading:
+                    self._changed.wait(remaining)
+                    continue
+                self._reading = True
+                try:
+                    self._keepTick(seconds)
+                    chunk = self._receive()
+                    if chunk is not None:
+                        self._apply(session.receive(chunk))
+                finally:
+                    self._reading = False
+                    self._changed.notify_all()
+                served = len(session.incomingCalls.waiting)
+                if served:
+                    self._serveCalls()
+                    return served
+            failure = session.failure
+        raise failure
+
+    def _serveCalls(self) -> None:
+        """
+        Run the server's calls just read (C{_lock} held on entry and exit,
+        released while each runs: a callback may call the server back,
+        from this thread or another), and send each one's answer.
+        """
+        session = self._session
+        calls = session.incomingCalls.take()
+        self._lock.release()
+        try:
+            for call in calls:
+                result, error = _run(call)
+                with self._lock:
+                    session.answerCall(call, result, error)
+                    data = session.dataToSend()
+                if data:
+                    self._sendCancel(data)
+        finally:
+            self._lock.acquire()
+
     # -- closing -------------------------------------------------------------
 
     def close(self) -> None:
@@ -474,6 +599,20 @@ class BlockingConnection:
         self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _run(call: IncomingCall) -> tuple[Any, BaseException | None]:
+    """Run the server's C{call} here: C{(result, None)}, or C{(None, its exception)}."""
+    try:
+        result = call.run()
+    except Exception as error:
+        return None, error
+    if inspect.isawaitable(result):
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()  # (never awaited: no warning)
+        return None, TypeError(f"{call.name} is a coroutine method: the blocking client runs plain methods only")
+    return result, None
 
 
 def tlsContext(*, caFile: str | None = None, certificate: str | None = None, key: str | None = None) -> ssl.SSLContext:

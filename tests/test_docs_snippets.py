@@ -96,6 +96,12 @@ EXPECTED: dict[str, list[str]] = {
         "wrong password: the server refused the login",
         "twisted imported: False",
     ],
+    "without_twisted_callbacks.py": [
+        "changed: greeting hello",
+        "changed: greeting None",
+        "unwatched: True",
+        "twisted imported: False",
+    ],
     "without_twisted_asyncio.py": [
         "got back: 100 name 42",
         "missing: 'nobody'",

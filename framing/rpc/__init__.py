@@ -5,7 +5,11 @@ FAIL, CANCEL, RELEASE, GOAWAY under the open-type C{"rpc"}), with the
 slicer and the checking unslicer; L{framing.rpc.errors} is how a call
 fails (each error a class, the registry of exception types that travel as
 themselves, a FAIL's description and its rebuilding); L{framing.rpc.calltable}
-numbers the calls a side makes and matches their answers.  The Twisted
+numbers the calls a side makes and matches their answers;
+L{framing.rpc.referenceable} says what may be called (L{Referenceable} and
+its L{remote} methods), L{framing.rpc.references} how references travel, and
+L{framing.rpc.exports} and L{framing.rpc.incoming} keep a connection's
+references and serve a client's callbacks.  The Twisted
 layer (L{protocols.rpc}) waits for answers with Deferreds on a reactor,
 the blocking client (L{protocols.blocking}) with threads on a socket; both
 use these modules, so the protocol logic is written once.
@@ -34,6 +38,8 @@ from .errors import (
     UnexpectedAnswer,
     registerError,
 )
+from .referenceable import Referenceable
+from .signatures import remote
 from .wire import MESSAGES, Message
 
 __all__ = [
@@ -45,9 +51,11 @@ __all__ = [
     "Message",
     "NoSuchMethod",
     "NoSuchObject",
+    "Referenceable",
     "RemoteError",
     "RemoteViolation",
     "TooManyPendingCalls",
     "UnexpectedAnswer",
     "registerError",
+    "remote",
 ]

@@ -295,6 +295,15 @@ def callLost(reason: BaseException, method: str, peer: str) -> BaseException:
     return made
 
 
+class TooManyRunningCalls(Violation):
+    """A call past the most the peer may have running on this side at once (C{maxRunning}): refused before it runs."""
+
+    code = "too-many-running-calls"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"more than {limit} calls running on this connection")
+
+
 class TooManyReferences(Violation):
     """A message would make this side hold more of the peer's references than C{CallLimits.maxImports}."""
 

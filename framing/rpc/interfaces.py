@@ -59,14 +59,15 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol, TypeVar, cast
 
 from framing import Violation
 from framing.errors import short_repr
 from framing.slicing.constraints import Optional
 
-from .errors import NoSuchMethod
+from .errors import DeadReferenceError, NoSuchMethod
 from .signatures import RefOf, RemoteMethod, proxyFactory, registerHint, remoteMethod, remoteMethodOf
+from .wire import ROOT_ID
 
 _interfaces: dict[str, type] = {}
 InterfaceT = TypeVar("InterfaceT", bound="RemoteInterface")
@@ -217,9 +218,15 @@ def resultCheck(declared: RemoteMethod, peer: Callable[[], str]) -> Callable[[An
 class ExportedReference:
     """
     The part every client without Twisted shares of an object the server
-    exports: what it is on its connection, and its typed view.  The
-    blocking and asyncio clients subclass it with C{callRemote} and
+    exports: what it is on its connection, its typed view, and its release.
+    The blocking and asyncio clients subclass it with C{callRemote} and
     C{callRemoteOnly} that wait in their own way.
+
+    One reference is held per object per connection (the same object
+    received twice is the same reference), so references compare by
+    identity.  When the last use of one is dropped, the server is told
+    (RELEASE) and forgets the object once no other reference to it is in
+    flight; L{release} (or leaving a C{with} block) tells it at once.
 
     @ivar connection: the client's connection it is called on.
     @ivar exportId: its id on that connection (the root's for the root).
@@ -248,6 +255,51 @@ class ExportedReference:
             C{interface} is not one of them.
         """
         return interface.remoteProxy(self)  # type: ignore[attr-defined]
+
+    def release(self) -> None:
+        """
+        Tell the server this side is done with the object now (its RELEASE
+        sent), rather than when this reference is collected.  Later calls
+        through this reference raise L{DeadReferenceError} without sending
+        anything; the object, received again, is a new reference.  Releasing
+        the root, or a released reference, does nothing.
+        """
+        if self.exportId == ROOT_ID or isinstance(self.connection, _Released):
+            return
+        connection = self.connection
+        connection.releaseReference(self)
+        self.connection = _Released(connection.peer, self.exportId)
+
+    def __enter__(self: ReferenceT) -> ReferenceT:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.exportId} on {self.connection.peer}>"
+
+
+ReferenceT = TypeVar("ReferenceT", bound=ExportedReference)
+
+
+class _Released:
+    """What a released reference calls instead of its connection: every call is refused here."""
+
+    def __init__(self, peer: str, exportId: int) -> None:
+        self.peer = peer
+        self._exportId = exportId
+
+    def _refuse(self, name: str) -> NoReturn:
+        raise DeadReferenceError(f"cannot call {name!r}: reference {self._exportId} was released by this side")
+
+    def call(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Refused."""
+        self._refuse(name)
+
+    def callOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Refused."""
+        self._refuse(name)
 
 
 class TypedProxy:

@@ -20,10 +20,8 @@ and wait; the protocol logic is here, written once:
    its error (L{framing.rpc.errors.rebuild}); an answer this side refused
    (its L{framing.Violation}, naming the call and the server); the
    connection's end.  What the server's messages ask to be sent back waits
-   in the session's output (L{dataToSend}): a PONG for each PING, and a
-   FAIL for each call the server makes to this side (L{NoSuchObject}: a
-   client without Twisted exports nothing yet; or the refusal of the
-   call's message).  GOAWAY moves the session to
+   in the session's output (L{dataToSend}): a PONG for each PING, and the
+   RELEASEs of the server's references this side dropped.  GOAWAY moves the session to
    L{SessionState.GOING_AWAY}: the calls in flight are answered, new ones
    refused with L{DeadReferenceError}.
  - Bad input is a typed error, never an exception out of L{receive}: a
@@ -38,21 +36,35 @@ and wait; the protocol logic is here, written once:
    L{judgeSilence} is the one policy for a quiet server: a PING (in the
    output) after half the silence bound, L{ServerSilent} after all of it.
 
+References (given C{makeReference}: the clients' sessions are): a
+reference in a result or an argument from the server becomes the client's
+own reference object (C{makeReference(exportId, interfaceNames)}), one per
+id, kept in the session's L{framing.rpc.exports.ClientReferences}; when it
+dies or is released (L{release}), its RELEASE waits in the output.  A
+L{framing.rpc.referenceable.Referenceable} this side sends is exported, and
+the server's calls to it are L{framing.rpc.incoming.IncomingCalls}'s: found
+and checked on arrival (a refusal answered with its FAIL in the output), then
+left in C{incomingCalls.waiting} for the I/O layer to run and settle
+(L{answerCall}); its RELEASEs are counted.  Without C{makeReference}, a
+reference from the server is refused as an unknown type and every call of
+the server's is answered L{NoSuchObject}.
+
 No I/O, no threads, no clock: the I/O layer says how long the server has
 been quiet, sends the bytes, and guards the session with a lock if several
 threads use it (one method at a time).  Costs: a call is one table entry
 and one encoding; each received message one type test, one tag test and
 one dict pop; nothing grows with the connection's age.
 
-The Twisted broker (L{protocols.rpc}) keeps its own dispatch: it also runs
-the server's calls, exports references and loads extensions, which this
-session refuses.  What both share is below it: the message table, the
-errors and the call table.
+The Twisted broker (L{protocols.rpc}) keeps its own dispatch: it also serves
+as a server and loads extensions, which this session refuses.  What both
+share is below it: the message table, the errors, the call table, how
+references travel (L{framing.rpc.references}) and the export table.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from framing import Decoder, Encoder, Limits, Ping, ProtocolError, Registry, Violation
@@ -69,10 +81,15 @@ from .errors import (
     UnreadableRequestId,
     callLost,
     describe,
-    noSuchObject,
     rebuild,
 )
-from .wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, NO_ANSWER, Message, addMessageTypes
+from .exports import DEFAULT_MAX_IMPORTS, ClientReferences, ExportTable
+from .incoming import DEFAULT_MAX_RUNNING, IncomingCall, IncomingCalls, failure
+from .interfaces import ExportedReference
+from .referenceable import Referenceable
+from .references import ReferenceableSlicer, ReferenceUnslicer, RemoteReferenceSlicer, YourReferenceUnslicer
+from .signatures import REF_OPEN_TYPE, YOURREF_OPEN_TYPE
+from .wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, NO_ANSWER, RELEASE, Message, addMessageTypes
 
 Waiter = TypeVar("Waiter")
 
@@ -113,6 +130,10 @@ class ClientSession(Generic[Waiter]):
     @ivar state: the L{SessionState}.
     @ivar failure: why the session ended, once it has (C{None} before).
     @ivar pingSent: a PING was sent and nothing was heard since.
+    @ivar references: this side's exports and the server's references it
+        holds (L{framing.rpc.exports.ClientReferences}), or C{None} without C{makeReference}.
+    @ivar incomingCalls: the server's calls to this side's exports; those in
+        its C{waiting} are the I/O layer's to run and settle (L{answerCall}).
     """
 
     def __init__(
@@ -122,6 +143,11 @@ class ClientSession(Generic[Waiter]):
         limits: Limits | None = None,
         registry: Registry | None = None,
         maxPending: int | None = None,
+        makeReference: Callable[[int, tuple[str, ...]], Any] | None = None,
+        owner: Any = None,
+        released: Callable[[], None] | None = None,
+        maxImports: int | None = DEFAULT_MAX_IMPORTS,
+        maxRunning: int | None = DEFAULT_MAX_RUNNING,
     ) -> None:
         """
         @param peer: see L{peer}.
@@ -129,6 +155,13 @@ class ClientSession(Generic[Waiter]):
         @param registry: the types the application sends and receives beyond the built-in ones
             (not changed: the session adds the RPC message to a registry of its own on top of it).
         @param maxPending: most calls that may wait at once (L{framing.rpc.errors.TooManyPendingCalls} past it).
+        @param makeReference: C{makeReference(exportId, interfaceNames)}, the
+            client's reference to an object the server exports; C{None}: no references either way.
+        @param owner: the client's connection (its references' C{connection}).
+        @param released: told when a reference died with a RELEASE due
+            (see L{framing.rpc.exports.ClientReferences}); it must neither block nor encode.
+        @param maxImports: most of the server's references held at once.
+        @param maxRunning: most of the server's calls waiting or running here at once.
         """
         self.peer = peer
         self.state = _WANT_PREAMBLE
@@ -136,12 +169,30 @@ class ClientSession(Generic[Waiter]):
         self.pingSent = False
         connectionRegistry = Registry(registry if registry is not None else DEFAULT_REGISTRY)
         addMessageTypes(connectionRegistry)
+        self.references: ClientReferences | None = None
+        exports = ExportTable()
+        self._died: list[Any] = []
+        if makeReference is not None:
+            exports = self.references = self._addReferences(
+                connectionRegistry, ClientReferences(owner, makeReference, maxImports=maxImports, released=released)
+            )
+            self._died = self.references.died
+        self.incomingCalls = IncomingCalls(exports, maxRunning)
         self._encoder = Encoder(connectionRegistry)
         self._decoder = Decoder(limits, connectionRegistry)
         # Each pending call's waiter with the method's name, for the errors that name the call.
         self._table: CallTable[tuple[Waiter, str]] = CallTable(maxPending)
         self._output: list[bytes] = []
         self._preambleLeft = len(PREAMBLE)
+
+    @staticmethod
+    def _addReferences(registry: Registry, references: ClientReferences) -> ClientReferences:
+        """Send and receive references on C{registry}, against C{references}'s tables."""
+        registry.add_slicer(Referenceable, ReferenceableSlicer(references))
+        registry.add_slicer(ExportedReference, RemoteReferenceSlicer(references))
+        registry.add_unslicer(REF_OPEN_TYPE, lambda limits: ReferenceUnslicer(limits, references))
+        registry.add_unslicer(YOURREF_OPEN_TYPE, lambda limits: YourReferenceUnslicer(limits, references))
+        return references
 
     # -- what the I/O layer asks ---------------------------------------------
 
@@ -159,8 +210,10 @@ class ClientSession(Generic[Waiter]):
         return PREAMBLE
 
     def dataToSend(self) -> bytes:
-        """What received messages asked to be sent back (PONGs, refusals of the server's calls) or a PING; once."""
+        """What is due to the server (PONGs, answers to its calls, RELEASEs, a PING); once."""
         output = self._output
+        if self._died:
+            self._queueReleases()
         if not output:
             return b""
         data = b"".join(output)
@@ -313,10 +366,16 @@ class ClientSession(Generic[Waiter]):
                 if entry is not None:
                     settled.append((entry[0], None, rebuild(typeName, text, remoteTraceback, details)))
             elif tag == CALL:
-                self._refuseCall(obj[1], noSuchObject(obj[2]))
+                refused = self.incomingCalls.received(obj)
+                if refused is not None:
+                    self._refuseCall(obj[1], refused)
             elif tag == GOAWAY:
                 self.state = _GOING_AWAY
-            # CANCEL and RELEASE: this side runs no calls and exports nothing.
+            elif tag == RELEASE:
+                if self.references is not None:
+                    self.references.releaseReceived(obj)
+            elif tag == CANCEL:
+                self.incomingCalls.cancelled(obj[1])
         elif isinstance(obj, MessageRefused):
             if obj.tag == CALL:
                 self._refuseCall(obj.requestId, obj.violation)
@@ -349,6 +408,48 @@ class ClientSession(Generic[Waiter]):
         typeName, text, details = describe(error)
         self._output.append(self._encode(Message((FAIL, requestId, typeName, text, None, details))))
 
+    # -- references and the server's calls -----------------------------------
+
+    def answerCall(self, call: IncomingCall, result: Any = None, error: BaseException | None = None) -> None:
+        """
+        The server's C{call} (taken from C{incomingCalls.waiting}) ended with
+        C{result}, or C{error}: its ANSWER or FAIL waits in the output (none
+        for a call for no answer or one cancelled, or once the session ended).
+        A result that cannot be sent is a FAIL saying why.
+        """
+        message = self.incomingCalls.settle(call, result, error)
+        if message is None or self.state is _ENDED:
+            return
+        try:
+            data = self._encode(message)
+        except Exception as encodingError:
+            if isinstance(encodingError, Violation):
+                encodingError.where = "result" + encodingError.where
+            try:
+                data = self._encode(failure(call.requestId, encodingError))
+            except Exception:
+                # A registered exception whose details cannot be sent: its type and text still go.
+                data = self._encode(
+                    Message((FAIL, call.requestId, type(encodingError).__name__, str(encodingError), None, None))
+                )
+        self._output.append(data)
+
+    def release(self, reference: Any) -> bytes:
+        """The bytes of C{reference}'s RELEASE, released now by its holder; C{b""} if none is due."""
+        references = self.references
+        if references is None or self.state is _ENDED:
+            return b""
+        message = references.release(reference)
+        return b"" if message is None else self._encode(message)
+
+    def _queueReleases(self) -> None:
+        """The RELEASEs of the references that died, into the output."""
+        references = self.references
+        if references is not None:
+            messages = references.releases()
+            if self.state is not _ENDED:
+                self._output.extend(self._encode(message) for message in messages)
+
     # -- ending --------------------------------------------------------------
 
     def end(self, reason: BaseException) -> list[Settled]:
@@ -361,5 +462,8 @@ class ClientSession(Generic[Waiter]):
         self.state = _ENDED
         self.failure = reason
         self._output.clear()
+        self.incomingCalls.end()
+        if self.references is not None:
+            self.references.end()
         peer = self.peer
         return [(waiter, None, callLost(reason, name, peer)) for waiter, name in self._table.takeAll()]

@@ -46,6 +46,7 @@ from twisted.python.failure import Failure
 
 from framing import Violation
 from framing.errors import short_repr
+from framing.rpc.errors import TooManyRunningCalls as TooManyRunningCalls  # (sans-IO since the clients without Twisted)
 
 from ..logs import escape
 from .context import CallContext, Scope, scope, serving
@@ -83,15 +84,6 @@ def _stopTimer(result: Any, timer: Any) -> Any:
     if timer.active():
         timer.cancel()
     return result
-
-
-class TooManyRunningCalls(Violation):
-    """A call past L{protocols.rpc.CallLimits.maxRunning}: refused before it runs."""
-
-    code = "too-many-running-calls"
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"more than {limit} calls running on this connection")
 
 
 UNANSWERED_REFUSAL = "Refused a call of {name} for no answer from {peer} (not answered): {code}: {violation}"

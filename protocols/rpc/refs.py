@@ -13,31 +13,30 @@ L{framing.EncodingError}: only the side that exports an object can hand it
 on.  How long exports live is the connection's reference table's business
 (see L{protocols.rpc.tables}); everything here is O(1) per reference.
 Nothing here imports the broker: a reference needs only a L{Caller}, the
-slicers only L{References}.
+slicers only L{References}.  The slicers, the unslicers and the import
+record are sans-IO (L{framing.rpc.references}, shared with the clients
+without Twisted), re-exported here.
 """
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from twisted.internet.defer import Deferred
-from zope.interface import implementer
 
-from framing import EncodingError, Limits
-from framing.errors import BodyTooLarge, InvalidValue
+# How references travel is sans-IO (framing.rpc.references), shared with the clients without Twisted;
+# re-exported here, where the Twisted layer has always had it.
+from framing.rpc.references import MAX_INTERFACE_NAME as MAX_INTERFACE_NAME
+from framing.rpc.references import MAX_INTERFACE_NAMES as MAX_INTERFACE_NAMES
+from framing.rpc.references import ImportRecord as ImportRecord
+from framing.rpc.references import ReferenceableSlicer as ReferenceableSlicer
+from framing.rpc.references import References as References
+from framing.rpc.references import ReferenceUnslicer as ReferenceUnslicer
+from framing.rpc.references import RemoteReferenceSlicer as RemoteReferenceSlicer
+from framing.rpc.references import YourReferenceUnslicer as YourReferenceUnslicer
 from framing.rpc.signatures import REF_OPEN_TYPE as REF_OPEN_TYPE
 from framing.rpc.signatures import YOURREF_OPEN_TYPE as YOURREF_OPEN_TYPE
 from framing.rpc.signatures import RefOf as RefOf  # the reference constraint, sans-IO since the blocking client
-from framing.slicing.custom import PartsUnslicer
-from framing.slicing.interfaces import ISlicer
-from framing.wire import STRING
-
-MAX_INTERFACE_NAMES = 16
-"""Most interface names accepted with one reference."""
-MAX_INTERFACE_NAME = 200
-"""Longest interface name accepted, in UTF-8 bytes."""
 
 
 class Caller(Protocol):
@@ -54,25 +53,6 @@ class Caller(Protocol):
 
     def whenDisconnected(self) -> Deferred[BaseException]:
         """Fires with the exception that ended the connection."""
-
-
-class References(Protocol):
-    """What the reference slicers and unslicers need of a connection's tables (L{protocols.rpc.tables})."""
-
-    def exportFor(self, obj: Any) -> int:
-        """The export id C{obj} is sent under, counting one more sending."""
-
-    def releaseExport(self, exportId: int, count: int) -> bool:
-        """Take back C{count} sendings of C{exportId}."""
-
-    def localObject(self, exportId: int) -> Any:
-        """The object exported as C{exportId}."""
-
-    def importReference(self, exportId: int, interfaceNames: tuple[str, ...] = ()) -> RemoteReference:
-        """The reference for the peer's C{exportId}, received once more, naming C{interfaceNames}."""
-
-    def owns(self, ref: RemoteReference) -> bool:
-        """Whether C{ref} belongs to this connection."""
 
 
 T = TypeVar("T")
@@ -182,117 +162,3 @@ class RemoteReference:
 
     def __repr__(self) -> str:
         return f"<RemoteReference {self.exportId} on {self.broker!r}>"
-
-
-class ImportRecord(weakref.ref[RemoteReference]):
-    """
-    The receiver's record of one imported id: a weak reference to its
-    L{RemoteReference}, and how many times the id was received, which is the
-    count sent back in the RELEASE once the reference dies.
-
-    @ivar exportId: the id the other side exports the object under.
-    @ivar count: how many times that id was received for this reference.
-    """
-
-    __slots__ = ("exportId", "count")
-
-    def __new__(
-        cls, ref: RemoteReference, callback: Callable[[ImportRecord], None], exportId: int, count: int
-    ) -> ImportRecord:
-        return super().__new__(cls, ref, callback)
-
-    def __init__(
-        self, ref: RemoteReference, callback: Callable[[ImportRecord], None], exportId: int, count: int
-    ) -> None:
-        super().__init__(ref, callback)  # type: ignore[call-arg]
-        self.exportId = exportId
-        self.count = count
-
-
-# -- slicing ----------------------------------------------------------------------
-
-
-@implementer(ISlicer)
-class ReferenceableSlicer:
-    """
-    Sends a L{Referenceable} as C{"rpc.ref"}, exporting it in the tables
-    (one more sending of its id); the message's L{framing.outgoing.Outgoing}
-    takes that sending back if the message is rolled back.
-    """
-
-    def __init__(self, tables: References) -> None:
-        self.tables = tables
-
-    def slice(self, obj: Any, encoder: Any) -> None:
-        tables = self.tables
-        exportId = tables.exportFor(obj)
-        outgoing = encoder.outgoing
-        if outgoing is not None:
-            # Not sent after all: the peer never saw this sending of the id.
-            outgoing.on_rollback(lambda: tables.releaseExport(exportId, 1))
-        names: tuple[str, ...] = getattr(type(obj), "remoteInterfaceNames", ())
-        encoder.write_container(REF_OPEN_TYPE, obj, (exportId, *names) if names else (exportId,))
-
-
-@implementer(ISlicer)
-class RemoteReferenceSlicer:
-    """Sends a L{RemoteReference} home as C{"rpc.yourref"}; refuses any other connection."""
-
-    def __init__(self, tables: References) -> None:
-        self.tables = tables
-
-    def slice(self, obj: Any, encoder: Any) -> None:
-        if not self.tables.owns(obj):
-            raise EncodingError("a RemoteReference can only be sent over the connection it came from")
-        encoder.write_container(YOURREF_OPEN_TYPE, obj, (obj.exportId,))
-
-
-class _IdUnslicer(PartsUnslicer):
-    """One part: an export id, which is an INT token (no body kind is accepted)."""
-
-    part_kinds: tuple[frozenset[int], ...] = (frozenset(),)
-    part_types: tuple[type, ...] = (int,)
-
-    def __init__(self, limits: Limits, tables: References) -> None:
-        super().__init__(limits)
-        self.tables = tables
-
-    def finish(self) -> Any:
-        if not self.parts:
-            raise InvalidValue(f"{self.open_type} needs an export id")
-        exportId, *names = self.parts
-        if type(exportId) is not int or exportId < 0:
-            raise InvalidValue(f"{self.open_type} needs a non-negative export id")
-        return self.resolve(exportId, tuple(names))
-
-    def resolve(self, exportId: int, names: tuple[str, ...]) -> Any:
-        raise NotImplementedError
-
-
-class ReferenceUnslicer(_IdUnslicer):
-    """
-    Builds the L{RemoteReference} for an id the sender exports: an INT, then
-    up to L{MAX_INTERFACE_NAMES} STRING interface names of at most
-    L{MAX_INTERFACE_NAME} bytes each (refused at their headers).
-    """
-
-    open_type = REF_OPEN_TYPE
-    part_kinds: tuple[frozenset[int], ...] = (frozenset(),) + (frozenset({STRING}),) * MAX_INTERFACE_NAMES
-    part_types: tuple[type, ...] = (int,) + (str,) * MAX_INTERFACE_NAMES
-
-    def check_token(self, kind: int, size: int) -> None:
-        super().check_token(kind, size)
-        if size > MAX_INTERFACE_NAME and kind == STRING:
-            raise BodyTooLarge(f"an interface name of {size} bytes, the limit is {MAX_INTERFACE_NAME}")
-
-    def resolve(self, exportId: int, names: tuple[str, ...]) -> Any:
-        return self.tables.importReference(exportId, names)
-
-
-class YourReferenceUnslicer(_IdUnslicer):
-    """Builds the local object for an id this side exports."""
-
-    open_type = YOURREF_OPEN_TYPE
-
-    def resolve(self, exportId: int, names: tuple[str, ...]) -> Any:
-        return self.tables.localObject(exportId)

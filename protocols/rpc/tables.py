@@ -16,13 +16,12 @@ O(1); the table refers to its broker weakly, so nothing here is a cycle.
 
 from __future__ import annotations
 
-import itertools
 import weakref
 from typing import Any
 
 from twisted.logger import LogLevel
 
-from framing.errors import InvalidValue
+from framing.rpc.exports import ExportTable
 
 from .calls import reactorOf
 from .errors import TooManyReferences
@@ -32,9 +31,11 @@ from .refs import ImportRecord, RemoteReference
 from .wire import RELEASE, ROOT_ID, Message
 
 
-class ReferenceTable:
+class ReferenceTable(ExportTable):
     """
-    What one connection exports and imports.
+    What one connection exports and imports: the export half is the
+    sans-IO L{framing.rpc.exports.ExportTable} (shared with the clients
+    without Twisted); the import half and the RELEASEs are sent on the reactor.
 
     @ivar exports: export id to C{[object, count]}: the objects this side
         exports and how many sendings of each id are not released yet (the
@@ -49,20 +50,15 @@ class ReferenceTable:
             call through (held weakly).
         @param root: the object exported as id 0, or C{None}.
         """
+        super().__init__(root)
         self._connection = connection
         self._broker = weakref.ref(broker)
         self._callLimits = callLimits
         self._clock = clock
         self._open = False
-        self._exportCounter = itertools.count(ROOT_ID + 1)
-        self.exports: dict[int, list[Any]] = {}
-        self._exportIds: dict[int, int] = {}
         self._imports: dict[int, ImportRecord] = {}
         self._releases: list[Message] = []
         self._releaseCall: Any = None  # an IDelayedCall
-        if root is not None:
-            self.exports[ROOT_ID] = [root, 0]
-            self._exportIds[id(root)] = ROOT_ID
 
     def exportRoot(self, root: Any) -> None:
         """
@@ -80,11 +76,6 @@ class ReferenceTable:
         self._exportIds[id(root)] = ROOT_ID
 
     @property
-    def exportCount(self) -> int:
-        """How many objects this side exports (the root included)."""
-        return len(self.exports)
-
-    @property
     def importCount(self) -> int:
         """How many ids this side holds a live or not yet released L{RemoteReference} for."""
         return len(self._imports)
@@ -94,43 +85,6 @@ class ReferenceTable:
         self._open = True
 
     # -- exports -------------------------------------------------------------------------
-
-    def exportFor(self, obj: Any) -> int:
-        """
-        The export id under which C{obj} is being sent (a new id the first
-        time), counting one more sending of it.  Called while encoding.
-        """
-        key = id(obj)
-        exportId = self._exportIds.get(key)
-        if exportId is None:
-            exportId = next(self._exportCounter)
-            self._exportIds[key] = exportId
-            self.exports[exportId] = [obj, 1]
-        else:
-            self.exports[exportId][1] += 1
-        return exportId
-
-    def releaseExport(self, exportId: int, count: int) -> bool:
-        """Count C{count} sendings of C{exportId} as released; forget it at zero.  False if unknown."""
-        entry = self.exports.get(exportId)
-        if entry is None:
-            return False
-        entry[1] -= count
-        if entry[1] <= 0 and exportId != ROOT_ID:
-            del self.exports[exportId]
-            del self._exportIds[id(entry[0])]
-        return True
-
-    def localObject(self, exportId: int) -> Any:
-        """
-        The object this side exports as C{exportId} (a reference coming home).
-
-        @raise InvalidValue: nothing is exported under C{exportId}.
-        """
-        entry = self.exports.get(exportId)
-        if entry is None:
-            raise InvalidValue(f"no object is exported as {exportId} on this connection")
-        return entry[0]
 
     def releaseReceived(self, message: Message) -> None:
         """A RELEASE (a handler of the message table): count the sendings released."""
@@ -158,7 +112,7 @@ class ReferenceTable:
         """
         record = self._imports.get(exportId)
         if record is not None:
-            ref = record()
+            ref: RemoteReference | None = record()
             if ref is not None:
                 record.count += 1
                 return ref
@@ -211,7 +165,6 @@ class ReferenceTable:
         release, self._releaseCall = self._releaseCall, None
         if release is not None and release.active():
             release.cancel()
-        self.exports.clear()
-        self._exportIds.clear()
+        self.forgetExports()
         self._imports.clear()
         self._releases.clear()

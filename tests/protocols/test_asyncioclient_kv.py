@@ -13,12 +13,25 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from framing.rpc.errors import DeadReferenceError, NoSuchMethod, RemoteViolation
+from framing.rpc.referenceable import Referenceable
+from framing.rpc.signatures import remote
 from protocols.asyncioclient import AsyncReference, connect
 from protocols.kv import KeyNotFound
 from tests.processes import ClassProcessesCase, readUntil, startPython, stop
 
 HANG = 30.0
 """Seconds within which anything that is not a hang finishes, however loaded the machine."""
+
+
+class Watcher(Referenceable):
+    """A watcher whose C{changed} is a coroutine, run on the client's loop."""
+
+    def __init__(self) -> None:
+        self.changes: asyncio.Queue[tuple[str, str | None]] = asyncio.Queue()
+
+    @remote
+    async def changed(self, key: str, value: str | None) -> None:
+        await self.changes.put((key, value))
 
 
 class KeyValueTests(ClassProcessesCase):
@@ -102,3 +115,18 @@ class KeyValueTests(ClassProcessesCase):
             await connection.root.callRemote("get", "closed/k")
 
         self.assertRaises(DeadReferenceError, asyncio.run, asyncio.wait_for(main(), HANG))
+
+    def test_watch(self) -> None:
+        """A watcher passed to watch() is called back on every change of its key, until unwatch()."""
+
+        async def use(root: AsyncReference) -> list[Any]:
+            watcher = Watcher()
+            seen: list[Any] = [await root.callRemote("watch", "watch/k", watcher)]
+            await root.callRemote("put", "watch/k", "one")
+            seen.append(await asyncio.wait_for(watcher.changes.get(), HANG))
+            seen.append(await root.callRemote("unwatch", "watch/k", watcher))
+            await root.callRemote("put", "watch/k", "two")
+            seen.append(watcher.changes.qsize())
+            return seen
+
+        self.assertEqual(self.withRoot(use), [None, ("watch/k", "one"), True, 0])

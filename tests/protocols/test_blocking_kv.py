@@ -12,12 +12,25 @@ import threading
 from typing import Any
 
 from framing.rpc.errors import DeadReferenceError, NoSuchMethod, RemoteViolation
+from framing.rpc.referenceable import Referenceable
+from framing.rpc.signatures import remote
 from protocols.blocking import BlockingConnection, connect
 from protocols.kv import KeyNotFound
 from tests.processes import ClassProcessesCase, readUntil, startPython, stop
 
 HANG = 30.0
 """Seconds within which anything that is not a hang finishes, however loaded the machine."""
+
+
+class Watcher(Referenceable):
+    """A watcher as a client without Twisted writes it: the server calls its C{changed}."""
+
+    def __init__(self) -> None:
+        self.changes: list[tuple[str, str | None]] = []
+
+    @remote
+    def changed(self, key: str, value: str | None) -> None:
+        self.changes.append((key, value))
 
 
 class KeyValueTests(ClassProcessesCase):
@@ -97,3 +110,16 @@ class KeyValueTests(ClassProcessesCase):
         with connect(self.address, timeout=HANG) as connection:
             connection.root.callRemote("put", "closed/k", "v")
         self.assertRaises(DeadReferenceError, connection.root.callRemote, "get", "closed/k")
+
+    def test_watch(self) -> None:
+        """A watcher passed to watch() is called back during the put that changes its key; unwatch() stops it."""
+        root = self.connect().root
+        watcher = Watcher()
+        self.assertIsNone(root.callRemote("watch", "watch/k", watcher))
+        root.callRemote("put", "watch/k", "one")
+        root.callRemote("delete", "watch/k")
+        # The server's changed() calls come before its answers: served by the time each call returned.
+        self.assertEqual(watcher.changes, [("watch/k", "one"), ("watch/k", None)])
+        self.assertTrue(root.callRemote("unwatch", "watch/k", watcher))
+        root.callRemote("put", "watch/k", "two")
+        self.assertEqual(len(watcher.changes), 2)

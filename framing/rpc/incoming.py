@@ -1,0 +1,180 @@
+"""The server's calls to a client's exports, sans-IO: found, checked, handed to the I/O layer to run, answered.
+
+Contract: a client without Twisted that passed a
+L{framing.rpc.referenceable.Referenceable} (a callback) is called by the
+server with CALLs naming its export id.  L{IncomingCalls} finds the object
+(L{framing.rpc.errors.NoSuchObject} if this side exports nothing under that
+id) and the method (L{framing.rpc.errors.NoSuchMethod} for a name not marked
+L{framing.rpc.signatures.remote}), and checks the arguments against the
+method's constraints (the L{framing.Violation}, C{where} naming the
+argument); a call refused so is answered with its FAIL at once, without
+running anything.  A call that passes becomes an L{IncomingCall} waiting in
+L{IncomingCalls.waiting}: it is not run here, because the method is the
+application's code, which may block or call the server back, and only the
+I/O layer knows on which thread or task it may do so (the blocking client
+runs it on the thread that read it, with the connection's lock released;
+the asyncio client on the loop, as a task if it is a coroutine).  The I/O
+layer then settles it (L{IncomingCalls.settle}): its result, checked against
+the method's result constraint, is one ANSWER; its exception one FAIL (a
+L{framing.Violation} as a refusal, a registered exception type as itself,
+anything else as a L{framing.rpc.errors.RemoteError}).  A call for no answer
+is run the same way and never answered.  A CANCEL drops the answer of the
+call it names (the I/O layer may stop it; a blocking method cannot be).  At
+most C{maxRunning} of the server's calls wait or run at once: past it a call
+is refused with L{TooManyRunningCalls} before it runs.  Costs: one dict
+lookup for the object, one for the method, the argument check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from framing import Violation
+
+from .errors import TooManyRunningCalls, describe, noSuchMethod, noSuchObject
+from .exports import ExportTable
+from .signatures import RemoteMethod
+from .wire import ANSWER, FAIL, NO_ANSWER, Message
+
+DEFAULT_MAX_RUNNING = 100
+"""Most of the server's calls a client keeps waiting or running at once (a client serves callbacks, not crowds)."""
+
+
+class IncomingCall:
+    """
+    One call of the server's to an object this side exports, found and its
+    arguments checked: the I/O layer runs it (L{run}) and settles it.
+
+    @ivar requestId: the server's request id (L{NO_ANSWER}: no answer is sent).
+    @ivar name: the method's name.
+    @ivar method: the L{RemoteMethod} called.
+    @ivar cancelled: the server sent CANCEL for it: its answer will not be sent.
+    """
+
+    __slots__ = ("requestId", "name", "method", "_obj", "_args", "_kwargs", "cancelled")
+
+    def __init__(
+        self, requestId: int, obj: Any, method: RemoteMethod, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        self.requestId = requestId
+        self.name = method.name
+        self.method = method
+        self._obj = obj
+        self._args = args
+        self._kwargs = kwargs
+        self.cancelled = False
+
+    def run(self) -> Any:
+        """Call the method: its result (maybe a coroutine, for the I/O layer to await), or its exception raised."""
+        return self.method.function(self._obj, *self._args, **self._kwargs)
+
+    def __repr__(self) -> str:
+        return f"<IncomingCall {self.requestId} of {self.name!r}>"
+
+
+class IncomingCalls:
+    """
+    The server's calls to this side's exports on one connection (see the module docstring).
+
+    @ivar waiting: the calls received and not yet taken by the I/O layer (L{take}), in order.
+    """
+
+    def __init__(self, exports: ExportTable, maxRunning: int | None = DEFAULT_MAX_RUNNING) -> None:
+        """
+        @param exports: this side's exports, only read here.
+        @param maxRunning: most calls waiting or running at once (C{None}: no bound).
+        """
+        self._exports = exports
+        self._maxRunning = maxRunning
+        self.waiting: list[IncomingCall] = []
+        self._running: dict[int, IncomingCall] = {}
+        self._unanswered = 0
+
+    @property
+    def runningCount(self) -> int:
+        """How many of the server's calls wait or run here (for no answer too)."""
+        return len(self._running) + self._unanswered
+
+    def received(self, message: Message) -> Exception | None:
+        """
+        A CALL from the server: C{None} if it waits to be run (in
+        L{waiting}); else why it is refused (L{NoSuchObject},
+        L{NoSuchMethod}, a L{framing.Violation}), for the caller to answer
+        with a FAIL.
+        """
+        _, requestId, target, name, args, kwargs = message
+        entry = self._exports.exports.get(target)
+        if entry is None:
+            return noSuchObject(target)
+        obj = entry[0]
+        methods = getattr(obj, "remoteMethods", {})
+        method = methods.get(name)
+        if method is None:
+            return noSuchMethod(name, methods)
+        if self._maxRunning is not None and self.runningCount >= self._maxRunning:
+            return TooManyRunningCalls(self._maxRunning)
+        if requestId != NO_ANSWER and requestId in self._running:
+            return Violation(f"call {requestId} reuses the request id of a call still running here")
+        kwargs = kwargs or {}
+        try:
+            if method.checkArguments is not None:
+                method.checkArguments(args, kwargs)
+        except Violation as violation:
+            return violation
+        call = IncomingCall(requestId, obj, method, tuple(args), kwargs)
+        if requestId == NO_ANSWER:
+            self._unanswered += 1
+        else:
+            self._running[requestId] = call
+        self.waiting.append(call)
+        return None
+
+    def take(self) -> list[IncomingCall]:
+        """The calls waiting to be run, in order (they run or wait on the I/O layer's side from now)."""
+        waiting, self.waiting = self.waiting, []
+        return waiting
+
+    def cancelled(self, requestId: int) -> IncomingCall | None:
+        """A CANCEL from the server: the call it names, if it still runs (its answer will not be sent)."""
+        call = self._running.pop(requestId, None)
+        if call is not None:
+            call.cancelled = True
+        return call
+
+    def settle(self, call: IncomingCall, result: Any, error: BaseException | None) -> Message | None:
+        """
+        C{call} ended with C{result}, or C{error}: the ANSWER or FAIL to send
+        (C{None} for a call for no answer, or one cancelled or forgotten).
+        A result the method's result constraint refuses is a FAIL carrying
+        the L{framing.Violation}, at C{"result..."}.
+        """
+        requestId = call.requestId
+        if requestId == NO_ANSWER:
+            self._unanswered -= 1
+            return None
+        if self._running.pop(requestId, None) is not call:
+            return None
+        if error is None:
+            constraint = call.method.result
+            if constraint is None:
+                return Message((ANSWER, requestId, result))
+            try:
+                constraint.validate(result)
+            except Violation as violation:
+                violation.where = "result" + violation.where
+                error = violation
+            else:
+                return Message((ANSWER, requestId, result))
+        return failure(requestId, error)
+
+    def end(self) -> None:
+        """The connection is over: nothing waits, nothing will be answered."""
+        self.waiting.clear()
+        self._running.clear()
+        self._unanswered = 0
+
+
+def failure(requestId: int, error: BaseException) -> Message:
+    """The FAIL of call C{requestId} for C{error} (described as L{framing.rpc.errors.describe} does; no traceback)."""
+    typeName, text, details = describe(error)
+    return Message((FAIL, requestId, typeName, text, None, details))

@@ -1,0 +1,91 @@
+"""What may be called remotely: L{Referenceable} objects and their L{remote} methods, sans-IO.
+
+Contract (the exposure rule): a peer can reach only instances of
+L{Referenceable} subclasses (the root given to C{serve}, and objects sent by
+reference in arguments and results), and on those only the methods marked
+with L{remote}.  Any other name, including inherited Python machinery like
+C{__init__} or C{__class__}, is a C{NoSuchMethod} error; nothing is looked up
+with C{getattr}.  A subclass that overrides a remote method without marking
+it again makes it not remote.  Each class's table of remote methods is built
+once, when the class is created, so finding a method is one dict lookup.
+
+Constraints are checked, with
+L{framing.slicing.constraints.Constraint.validate}, on the side that runs the
+method: the arguments before it runs, the result before it is sent.  L{remote}
+derives them from the method's type hints (L{framing.rpc.signatures}), once,
+when it decorates the method; constraints given to it explicitly override
+the derived ones.
+
+Here, in L{framing.rpc}, and not in L{protocols.rpc}, because it needs
+nothing of Twisted: the same class is what the Twisted broker exports and
+what the clients without Twisted (L{protocols.blocking},
+L{protocols.asyncioclient}) pass to the server as callbacks
+(L{framing.rpc.exports}).  L{protocols.rpc.referenceable} re-exports it.  A class that implements a remote interface
+(L{protocols.rpc.interfaces}) gets the interface's methods as remote
+methods, with the interface's constraints, without marking them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from .signatures import RefOf, RemoteMethod, registerHint, remoteMethodOf
+
+
+class Referenceable:
+    """
+    Base class of objects the peer may call, and that are sent by reference:
+    an instance in an argument or a result reaches the other side as a
+    C{RemoteReference} to it (and comes back home as itself).  Mark the
+    methods to expose with L{remote}.
+
+    A subclass that also subclasses remote interfaces
+    (L{protocols.rpc.RemoteInterface}) implements them: each of their
+    methods is remote, with the interface's constraints, unless the class
+    marks its own with L{remote}.
+
+    @cvar remoteMethods: name to L{RemoteMethod}, for this class and its bases.
+    @cvar remoteInterfaceNames: the names of the remote interfaces the class
+        implements, sent with each reference to an instance.
+    """
+
+    remoteMethods: ClassVar[Mapping[str, RemoteMethod]] = {}  # noqa: N815 (Twisted-style name, like the ivars)
+    remoteInterfaceNames: ClassVar[tuple[str, ...]] = ()  # noqa: N815
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        table: dict[str, RemoteMethod] = {}
+        interfaces = []
+        for klass in reversed(cls.__mro__):
+            if _INTERFACE_METHODS in vars(klass):
+                interfaces.append(klass)  # its methods are declarations, not implementations
+                continue
+            for name, value in vars(klass).items():
+                spec = remoteMethodOf(value)
+                if spec is not None:
+                    table[name] = spec
+                else:
+                    # An override that is not marked is not remote.
+                    table.pop(name, None)
+        for interface in interfaces:
+            for name, declared in vars(interface)[_INTERFACE_METHODS].items():
+                if name not in table:
+                    table[name] = _implementation(cls, name, declared)
+        cls.remoteMethods = table
+        cls.remoteInterfaceNames = tuple(dict.fromkeys(vars(i)["remoteName"] for i in interfaces))
+
+
+# Sent by reference, received as a RemoteReference (or as itself, coming home).
+registerHint(Referenceable, RefOf(None))
+
+_INTERFACE_METHODS = "remoteInterfaceMethods"
+"""The attribute a remote interface keeps its declared methods in (L{protocols.rpc.interfaces})."""
+
+
+def _implementation(cls: type, name: str, declared: RemoteMethod) -> RemoteMethod:
+    """The remote method of C{cls} that implements the interface method C{declared}, with its checks."""
+    owner = next(klass for klass in cls.__mro__ if name in vars(klass))
+    if _INTERFACE_METHODS in vars(owner):
+        raise TypeError(f"{cls.__qualname__} does not implement {owner.__qualname__}.{name}")
+    return RemoteMethod(name, getattr(cls, name), declared.checkArguments, declared.result, declared.proxied)
