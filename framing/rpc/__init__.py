@@ -5,7 +5,8 @@ FAIL, CANCEL, RELEASE, GOAWAY under the open-type C{"rpc"}), with the
 slicer and the checking unslicer; L{framing.rpc.errors} is how a call
 fails (each error a class, the registry of exception types that travel as
 themselves, a FAIL's description and its rebuilding); L{framing.rpc.calltable}
-numbers the calls a side makes and matches their answers.  The Twisted
+numbers the calls a side makes and matches their answers; L{framing.rpc.streams}
+is the object streams' messages, credit windows and C{AsyncIterator[T]} constraint.  The Twisted
 layer (L{protocols.rpc}) waits for answers with Deferreds on a reactor,
 the blocking client (L{protocols.blocking}) with threads on a socket; both
 use these modules, so the protocol logic is written once.
@@ -33,6 +34,7 @@ from .errors import (
     UnexpectedAnswer,
     registerError,
 )
+from .streams import StreamOf  # (importing it makes AsyncIterator[T] hints mean StreamOf)
 from .wire import MESSAGES, Message
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "NoSuchObject",
     "RemoteError",
     "RemoteViolation",
+    "StreamOf",
     "TooManyPendingCalls",
     "UnexpectedAnswer",
     "registerError",
