@@ -420,5 +420,8 @@ for _origin in (
     collections.abc.AsyncIterator,
     collections.abc.AsyncIterable,
     collections.abc.AsyncGenerator,
+    # A remote method returning a generator: its caller reads a stream (an async one).
+    collections.abc.Iterator,
+    collections.abc.Generator,
 ):
     registerGenericHint(_origin, StreamOf)
