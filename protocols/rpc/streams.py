@@ -312,6 +312,7 @@ class StreamReader(AsyncIterator[T], Generic[T]):
     L{framing.Violation}, C{where} naming its index (C{"result[17]"}).
 
     @ivar streamId: the peer's id of the stream.
+    @ivar window: its L{ReceiveWindow} (C{window.buffered}: items held, not yet taken).
     @ivar taken: items taken so far.
     """
 
@@ -320,7 +321,7 @@ class StreamReader(AsyncIterator[T], Generic[T]):
     def __init__(self, streams: ObjectStreams, streamId: int, window: ReceiveWindow) -> None:
         self._streams = streams
         self.streamId = streamId
-        self._window = window
+        self.window = window
         self._buffer: collections.deque[Any] = collections.deque()
         self._waiting: Deferred[T] | None = None
         self._ended = False
@@ -414,7 +415,7 @@ class StreamReader(AsyncIterator[T], Generic[T]):
         """Hand over one item taken from the buffer (checked, counted, its credit given back)."""
         index = self.taken
         self.taken = index + 1
-        grant = self._window.taken()
+        grant = self.window.taken()
         constraint = self._constraint
         if constraint is not None:
             try:
@@ -423,7 +424,7 @@ class StreamReader(AsyncIterator[T], Generic[T]):
                 self._refuse(violation)
                 return fail(violation)
         if grant and not self._ended and self._error is None:
-            self._streams.sendCredit(self.streamId, grant, self._window.windowBytes)
+            self._streams.sendCredit(self.streamId, grant, self.window.windowBytes)
         return succeed(item)
 
     def _refuse(self, violation: Violation) -> None:
@@ -437,7 +438,7 @@ class StreamReader(AsyncIterator[T], Generic[T]):
     def itemReceived(self, item: Any) -> None:
         """An ITEM (its credit already counted by the connection)."""
         if self._ended or self._error is not None:
-            self._window.buffered -= 1
+            self.window.buffered -= 1
             return
         waiting = self._waiting
         if waiting is not None and not self._buffer:
@@ -530,7 +531,7 @@ class ObjectStreams:
                 return  # cancelled here, the peer has not heard yet
             if tag == ITEM:
                 try:
-                    reader._window.received()
+                    reader.window.received()
                 except Exception as error:
                     self._dropConnection(error)
                     return

@@ -158,7 +158,7 @@ class ServerStreamTests(SynchronousTestCase):
             self.assertEqual(self.successResultOf(stream.next()), taken - 1)
             self.pair.flush()
             self.assertLessEqual(counter.produced, taken + WINDOW)
-            self.assertLessEqual(stream._window.buffered, WINDOW)
+            self.assertLessEqual(stream.window.buffered, WINDOW)
         # The producer was kept to the window the whole time, not just at the end.
         self.assertGreaterEqual(counter.produced, 199)
         count = stream.forEach(lambda item: None)
@@ -173,7 +173,7 @@ class ServerStreamTests(SynchronousTestCase):
         self.pair.flush()
         self.assertEqual(self.successResultOf(answer), "pong")
         self.assertEqual(self.service.counter.produced, WINDOW)
-        self.assertEqual(stream._window.buffered, WINDOW)
+        self.assertEqual(stream.window.buffered, WINDOW)
 
     def test_breakStopsProducer(self) -> None:
         """Breaking out of C{async for} (the reader dropped) stops the producer within a window and runs its aclose."""
