@@ -356,6 +356,8 @@ class StreamReader(AsyncIterator[T], Generic[T]):
             raise RuntimeError("a stream's next item is already awaited")
         waiting: Deferred[T] = Deferred(self._cancelWaiting)
         self._waiting = waiting
+        # Held by the connection while awaited: a consumer waiting on it may be held by nothing else.
+        self._streams.awaiting(self)
         return waiting
 
     def next(self) -> Deferred[T]:
@@ -394,7 +396,7 @@ class StreamReader(AsyncIterator[T], Generic[T]):
         if self._error is None and not self._ended:
             self._ended = True
             self._streams.readerCancelled(self.streamId)
-        waiting, self._waiting = self._waiting, None
+        waiting = self._takeWaiting()
         if waiting is not None:
             waiting.errback(CancelledError())
 
@@ -405,11 +407,18 @@ class StreamReader(AsyncIterator[T], Generic[T]):
 
     def _cancelWaiting(self, waiting: Deferred[T]) -> None:
         if self._waiting is waiting:
-            self._waiting = None
+            self._takeWaiting()
             self._buffer.clear()
             if self._error is None and not self._ended:
                 self._ended = True
                 self._streams.readerCancelled(self.streamId)
+
+    def _takeWaiting(self) -> Deferred[T] | None:
+        """The L{Deferred} a consumer awaits, forgotten here (and the connection's hold on this reader let go)."""
+        waiting, self._waiting = self._waiting, None
+        if waiting is not None:
+            self._streams.notAwaiting(self)
+        return waiting
 
     def _deliver(self, item: Any) -> Deferred[T]:
         """Hand over one item taken from the buffer (checked, counted, its credit given back)."""
@@ -436,32 +445,44 @@ class StreamReader(AsyncIterator[T], Generic[T]):
     # -- told by the connection --------------------------------------------------------
 
     def itemReceived(self, item: Any) -> None:
-        """An ITEM (its credit already counted by the connection)."""
+        """
+        An ITEM (its credit already counted by the connection): held, and a
+        consumer waiting for it woken at the end of the reactor turn, so
+        that it takes the items of one read in one go, without a Deferred
+        of its own each.
+        """
         if self._ended or self._error is not None:
             self.window.buffered -= 1
             return
-        waiting = self._waiting
-        if waiting is not None and not self._buffer:
-            self._waiting = None
-            self._deliver(item).chainDeferred(waiting)
-            return
         self._buffer.append(item)
+        if self._waiting is not None and len(self._buffer) == 1:
+            self._streams.wakeSoon(self)
+
+    def wake(self) -> None:
+        """Hand the consumer waiting for an item the first one held (the end of the turn L{itemReceived} asked for)."""
+        if self._waiting is None or not self._buffer:
+            return
+        waiting = self._takeWaiting()
+        assert waiting is not None
+        self._deliver(self._buffer.popleft()).chainDeferred(waiting)
 
     def ended(self) -> None:
         """The producer's END: the items held are still taken, then the iteration stops."""
         self._ended = True
-        waiting, self._waiting = self._waiting, None
-        if waiting is not None:
-            waiting.errback(StopAsyncIteration())
+        if not self._buffer:
+            waiting = self._takeWaiting()
+            if waiting is not None:
+                waiting.errback(StopAsyncIteration())
 
     def failed(self, error: BaseException) -> None:
         """The producer's ERROR, or the connection's end: after the items held, the iteration fails with C{error}."""
         if self._ended or self._error is not None:
             return
         self._error = error
-        waiting, self._waiting = self._waiting, None
-        if waiting is not None:
-            waiting.errback(error)
+        if not self._buffer:
+            waiting = self._takeWaiting()
+            if waiting is not None:
+                waiting.errback(error)
 
     def __repr__(self) -> str:
         return f"<StreamReader {self.streamId}: {self.taken} taken, {len(self._buffer)} held>"
@@ -491,6 +512,8 @@ class ObjectStreams:
         self._readers: dict[int, weakref.ref[StreamReader[Any]]] = {}
         self._lastAnnounced = 0
         self._gone: list[int] = []
+        self._awaited: dict[int, StreamReader[Any]] = {}
+        self._toWake: list[StreamReader[Any]] = []
         self._sending: tuple[Outgoing, Deferred[Any]] | None = None
         self._up = False
 
@@ -520,6 +543,7 @@ class ObjectStreams:
             reader = readers.popitem()[1]()
             if reader is not None:
                 reader.failed(error)
+        self._awaited.clear()
 
     def controlReceived(self, message: FlowMessage) -> None:
         """One flow message from the peer: an item or end for a reader, a credit or cancel for a producer."""
@@ -585,6 +609,37 @@ class ObjectStreams:
         if self._readers.pop(streamId, None) is not None:
             self.send(FlowMessage((CANCEL, streamId)))
 
+    def awaiting(self, reader: StreamReader[Any]) -> None:
+        """C{reader}'s consumer waits for its next item: hold it until then (its weak entry alone would not)."""
+        self._awaited[reader.streamId] = reader
+
+    def notAwaiting(self, reader: StreamReader[Any]) -> None:
+        """C{reader}'s consumer has its item (or its end): hold it no more."""
+        self._awaited.pop(reader.streamId, None)
+
+    def wakeSoon(self, reader: StreamReader[Any]) -> None:
+        """Wake C{reader}'s waiting consumer at the end of this reactor turn (once for all readers woken in it)."""
+        if not self._toWake:
+            clock = self._clock()
+            if clock is None:
+                return
+            clock.callLater(0, self._wake)
+        self._toWake.append(reader)
+
+    def _wake(self) -> None:
+        toWake, self._toWake = self._toWake, []
+        for reader in toWake:
+            reader.wake()
+
+    def _clock(self) -> Any:
+        broker = self._broker()
+        if broker is None:
+            return None
+        clock = broker.clock
+        if clock is None:
+            from twisted.internet import reactor as clock
+        return clock
+
     def _readerGone(self, streamId: int) -> None:
         """
         A reader was dropped by its consumer: if its stream is not over,
@@ -594,12 +649,9 @@ class ObjectStreams:
         if streamId not in self._readers:
             return
         if not self._gone:
-            broker = self._broker()
-            if broker is None:
-                return
-            clock = broker.clock
+            clock = self._clock()
             if clock is None:
-                from twisted.internet import reactor as clock
+                return
             clock.callLater(0, self._cancelGone)
         self._gone.append(streamId)
 

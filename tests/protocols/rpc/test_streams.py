@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Protocol
 
@@ -32,12 +33,14 @@ class Service(Referenceable):
     def __init__(self) -> None:
         self.counter = Counter()
         self.received: list[Any] = []
-        self.inputClosed = Counter()
+        self.block: Deferred[None] | None = None
 
     @remote
     async def count(self, n: int) -> AsyncIterator[int]:
         try:
             for i in range(n):
+                if self.block is not None and i == 300:
+                    await self.block  # a producer that waits (on a Deferred) mid-stream
                 self.counter.produced += 1
                 yield i
         finally:
@@ -134,6 +137,70 @@ class ServerStreamTests(SynchronousTestCase):
         self.assertTrue(self.service.counter.closed)
         self.assertEqual(streamsOf(self.pair.server).streamCount, 0)
         self.assertEqual(streamsOf(self.pair.client).streamCount, 0)
+
+    def test_consumerHeldByNothingElse(self) -> None:
+        """
+        A consumer nobody holds (its Deferred dropped) waiting for the next
+        item is kept by the connection: a garbage collection meanwhile does
+        not end it.
+        """
+        counted: list[int] = []
+
+        async def read() -> None:
+            stream = await self.pair.root.callRemote("count", 2000)
+            counted.append(await stream.forEach(lambda item: None))
+
+        Deferred.fromCoroutine(read())
+        self.pair.memory.pump()
+        gc.collect()
+        self.pair.flush()
+        self.assertEqual(counted, [2000])
+
+    def test_connectionLostWhileAwaited(self) -> None:
+        """A consumer waiting (held by nothing else) when the connection is lost gets the reason."""
+        outcomes: list[Any] = []
+
+        async def read() -> None:
+            stream = await self.pair.root.callRemote("count", 100_000)
+            try:
+                await stream.forEach(lambda item: None)
+            except Exception as error:
+                outcomes.append(error)
+
+        self.service.block = Deferred()
+        Deferred.fromCoroutine(read())
+        self.pair.flush()
+        gc.collect()
+        self.pair.client.disconnect()
+        self.pair.flush()
+        self.assertEqual(len(outcomes), 1)
+        self.assertIsInstance(outcomes[0], ConnectionDone)
+
+    def test_producerThatWaits(self) -> None:
+        """A producer awaiting a Deferred mid-stream is resumed when it fires, and the stream goes on to its end."""
+        self.service.block = Deferred()
+        stream = self.successResultOf(run(self.pair, self._call("count", 1000)))
+        count = stream.forEach(lambda item: None)
+        self.pair.flush()
+        self.assertNoResult(count)
+        self.assertEqual(self.service.counter.produced, 300)
+        self.service.block.callback(None)
+        self.pair.flush()
+        self.assertEqual(self.successResultOf(count), 1000)
+
+    def test_cancelWhileProducerWaits(self) -> None:
+        """Cancelling while the producer awaits cancels that await and closes it."""
+        self.service.block = Deferred()
+        stream = self.successResultOf(run(self.pair, self._call("count", 1000)))
+        count = stream.forEach(lambda item: None)
+        self.pair.flush()
+        stream.cancel()
+        self.pair.flush()
+        self.failureResultOf(count, CancelledError)
+        self.assertTrue(self.service.counter.closed)
+        # Fired by nobody but the cancellation of the producer's await.
+        self.assertTrue(self.service.block.called)
+        self.assertEqual(self.service.counter.produced, 300)
 
     def test_plainGenerator(self) -> None:
         """A generator returned by a remote method is a stream too."""
