@@ -5,7 +5,7 @@ an announcement, OPEN C{"rpc.stream"}, the INT stream id, CLOSE; its items
 and its control messages are top-level objects of their own, each OPEN
 C{"rpc.flow"}, an INT tag, the fields of that kind, CLOSE::
 
-    (ITEM,   streamId, value)                       sender -> receiver
+    (ITEM,   streamId, item, ...)                   sender -> receiver
     (CREDIT, streamId, objects, bytes)              receiver -> sender
     (END,    streamId, count)                       sender -> receiver
     (ERROR,  streamId, typeName, message, details)  sender -> receiver
@@ -13,11 +13,13 @@ C{"rpc.flow"}, an INT tag, the fields of that kind, CLOSE::
 
 Stream ids are the sender's (numbered from 1 on each side of a
 connection): an ITEM, END or ERROR names one of the peer's streams, a
-CREDIT or CANCEL one of this side's.  A CREDIT grants C{objects} more
-items and states the receiver's byte window, C{bytes}: the sender counts
-each ITEM's encoded length, and sends while the items not yet given back
-by credit (acknowledged in order) hold less than C{bytes}, so at most the
-window plus one item.  The full specification is section 14 of
+CREDIT or CANCEL one of this side's.  An ITEM carries one or more items
+(the items a sender has ready at once share one message, so a stream of
+small objects costs a fraction of a message each).  A CREDIT grants
+C{objects} more items and states the receiver's byte window, C{bytes}:
+the sender counts each item's share of its ITEM's encoded length, and
+sends while the items not yet given back by credit (acknowledged in order)
+hold less than C{bytes}, so at most the window plus one message.  The full specification is section 14 of
 C{docs/wire-format.md}.
 
 L{ReceiveWindow} and L{SendWindow} are the two sides' flow-control
@@ -132,6 +134,12 @@ def buildFlow(items: list[Any]) -> FlowMessage | None:
     if not items:
         return None
     tag = items[0]
+    if tag == ITEM:
+        # The commonest message, its checks written out (its item count is bounded by the decoder).
+        if len(items) < 3:
+            return None
+        streamId = items[1]
+        return FlowMessage(items) if type(streamId) is int and 1 <= streamId < _INT_END else None
     if type(tag) is not int or not 0 <= tag < len(_FIELDS):
         return None
     checks = _FIELDS[tag]
@@ -148,11 +156,12 @@ class FlowUnslicer(BudgetedUnslicer):
 
     open_type = FLOW_OPEN_TYPE
     record_builder = staticmethod(buildFlow)
-    record_extra_items = 5
+    record_extra_items = 2
 
     def __init__(self, limits: Limits) -> None:
+        # An ITEM holds up to max_items items after its tag and id.
         self.limits = limits
-        self.max_length = self.cap = 5
+        self.max_length = self.cap = limits.max_items + 2
         self.settled = self.extra = 0
         self._counter = None
         self.items: list[Any] = []
@@ -165,6 +174,8 @@ class FlowUnslicer(BudgetedUnslicer):
             return
         bodies = _BODIES[items[0]]
         index = len(items) - 1
+        if items[0] == ITEM and index >= 1:
+            return  # an item: any kind
         if index >= len(bodies):
             raise TooManyItems(f"an rpc.flow {FLOW_NAMES[items[0]]} has {len(bodies)} fields")
         allowed = bodies[index]
@@ -173,9 +184,13 @@ class FlowUnslicer(BudgetedUnslicer):
 
     def receive_child(self, obj: Any) -> None:
         items = self.items
+        if len(items) >= self.cap:
+            self.full()
         if not items:
             if type(obj) is not int or not 0 <= obj < len(_FIELDS):
                 raise InvalidValue(f"unknown rpc.flow tag {short_repr(obj)}")
+        elif items[0] == ITEM and len(items) >= 2:
+            pass  # an item: the receiver's to check
         else:
             checks = _FIELDS[items[0]]
             index = len(items) - 1
@@ -187,6 +202,8 @@ class FlowUnslicer(BudgetedUnslicer):
 
     def finish(self) -> FlowMessage:
         items = self.items
+        if items and items[0] == ITEM and len(items) >= 3:
+            return FlowMessage(items)
         if not items or len(items) != len(_FIELDS[items[0]]) + 1:
             raise InvalidValue("an rpc.flow message is missing fields")
         return FlowMessage(items)
@@ -197,6 +214,8 @@ class FlowUnslicer(BudgetedUnslicer):
             return "<rpc.flow>"
         names = _FIELD_NAMES[items[0]]
         index = len(items) - 1
+        if items[0] == ITEM and index >= 1:
+            return f"item[{index - 1}]"
         return names[index] if index < len(names) else "?"
 
 
@@ -254,8 +273,9 @@ class ReceiveWindow:
     """
     The receiver's side of one stream's credit: it grants C{window} items
     at first, then, as the consumer takes them, grants them again in
-    steps of a quarter of the window, so a producer is never more than
-    C{window} items ahead of its consumer.
+    steps of a quarter of the window (or as soon as the consumer has taken
+    every item received), so a producer is never more than C{window} items
+    ahead of its consumer.
 
     @ivar window: the items in flight allowed.
     @ivar windowBytes: the encoded bytes of items in flight allowed.
@@ -279,22 +299,28 @@ class ReceiveWindow:
         self._outstanding = self.window
         return self.window, self.windowBytes
 
-    def received(self) -> None:
+    def received(self, count: int = 1) -> None:
         """
-        An ITEM arrived.
+        An ITEM of C{count} items arrived.
 
         @raise CreditExceeded: more than were granted.
         """
-        if self._outstanding <= 0:
+        if count > self._outstanding:
             raise CreditExceeded(f"a stream sent more than the {self.window} items it was granted")
-        self._outstanding -= 1
-        self.buffered += 1
+        self._outstanding -= count
+        self.buffered += count
 
     def taken(self) -> int:
-        """The consumer took one item: the objects to grant now (0: not yet a step's worth)."""
+        """
+        The consumer took one item: the objects to grant now (0: not yet a
+        step's worth, and items still held).  Once the consumer has taken
+        every item received, what it owes is granted whatever its count: a
+        sender held back by the byte window may have fewer than a step in
+        flight.
+        """
         self.buffered -= 1
         self._owed += 1
-        if self._owed < self._step:
+        if self._owed < self._step and self.buffered:
             return 0
         owed, self._owed = self._owed, 0
         self._outstanding += owed
@@ -329,14 +355,21 @@ class SendWindow:
             self.inFlightBytes -= sizes.popleft()
 
     def open(self) -> bool:
-        """Whether one more item may be sent now."""
+        """Whether one more item may be taken from the source now."""
         return self.objects > 0 and self.inFlightBytes < self.windowBytes
 
-    def sent(self, size: int) -> None:
-        """One item of C{size} encoded bytes was sent."""
+    def taken(self) -> None:
+        """One item was taken from the source, to be sent (it counts against the objects granted at once)."""
         self.objects -= 1
+
+    def sent(self, count: int, size: int) -> None:
+        """An ITEM of C{count} items (taken before) and C{size} encoded bytes was sent: each item holds its share."""
         self.inFlightBytes += size
-        self._sizes.append(size)
+        share, extra = divmod(size, count)
+        sizes = self._sizes
+        sizes.append(share + extra)
+        for _ in range(count - 1):
+            sizes.append(share)
 
 
 # -- typed streams -------------------------------------------------------------------

@@ -33,7 +33,7 @@ import collections
 import collections.abc
 import types
 import weakref
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -114,13 +114,34 @@ class ObjectStream:
 # -- the producer's side --------------------------------------------------------------
 
 
-async def _pull(iterator: Any) -> Any:
-    return await iterator.__anext__()
+@types.coroutine
+def _finishStep(step: Any, yielded: Any) -> Generator[Any, Any, Any]:
+    """
+    Drive to its end C{step}, an awaitable already started that yielded
+    C{yielded} (under a coroutine runner: L{Deferred.fromCoroutine}), and
+    return its result.
+    """
+    while True:
+        try:
+            try:
+                sent = yield yielded
+            except BaseException as error:
+                yielded = step.throw(error)
+            else:
+                yielded = step.send(sent)
+        except StopIteration as done:
+            return done.value
 
 
 async def _await(awaitable: Any) -> Any:
     return await awaitable
 
+
+BATCH_ITEMS = 128
+"""The most items one ITEM message gathers."""
+
+BATCH_BYTES = 16 * 1024
+"""About how many encoded bytes one ITEM gathers (its count follows the size of the last one)."""
 
 _WAITING, _PULLING, _DONE = "waiting", "pulling", "done"
 """A producer's states: waiting for credit (or announced, not yet granted any), waiting for its source, over."""
@@ -137,6 +158,10 @@ class _Producer:
         self.state = _WAITING
         self.check: tuple[Constraint, str] | None = itemCheckFor(source)
         self._pending: Deferred[Any] | None = None
+        self._batch: list[Any] = []
+        self._batchLimit = 1
+        self._itemSize = 0
+        self.encoder = streams.encoder()
         if isinstance(source, ObjectStream):
             source = source.source
         self.closeable = source
@@ -153,7 +178,7 @@ class _Producer:
         self.pump()
 
     def pump(self) -> None:
-        """Send items while the credit allows and the source has them at once."""
+        """Send items while the credit allows and the source has them at once (all in one write)."""
         if self.state != _WAITING or not self.window.open():
             return
         transport = self.streams.transport()
@@ -161,41 +186,50 @@ class _Producer:
             return
         transport.hold()
         try:
-            while self.state == _WAITING and self.window.open():
-                self._pullOne()
+            if self.isAsync:
+                self._pumpAsync(transport)
+            else:
+                self._pumpSync(transport)
+            if self.state != _DONE:
+                self.flush(transport)
         finally:
             transport.release()
 
-    def _pullOne(self) -> None:
-        if not self.isAsync:
+    def _pumpSync(self, transport: Any) -> None:
+        iterator, window = self.iterator, self.window
+        while self.state == _WAITING and window.open():
             try:
-                item = next(self.iterator)
+                item = next(iterator)
             except StopIteration:
                 self.end()
                 return
             except Exception as error:
                 self.fail(error)
                 return
-            self.itemReady(item)
+            self.itemReady(item, transport)
+
+    def _pumpAsync(self, transport: Any) -> None:
+        iterator, window = self.iterator, self.window
+        while self.state == _WAITING and window.open():
+            step = iterator.__anext__()
+            try:
+                yielded = step.send(None)
+            except StopIteration as done:
+                self.itemReady(done.value, transport)
+                continue
+            except StopAsyncIteration:
+                self.end()
+                return
+            except Exception as error:
+                self.fail(error)
+                return
+            # The source waits (on a Deferred): what it gave so far goes now,
+            # and Twisted's coroutine runner drives the rest of this step.
+            self.flush(transport)
+            self.state = _PULLING
+            pending = self._pending = Deferred.fromCoroutine(_finishStep(step, yielded))
+            pending.addCallbacks(self._pulled, self._pullFailed)
             return
-        coroutine = _pull(self.iterator)
-        try:
-            coroutine.send(None)
-        except StopIteration as done:
-            self.itemReady(done.value)
-            return
-        except StopAsyncIteration:
-            self.end()
-            return
-        except Exception as error:
-            self.fail(error)
-            return
-        # The source waits (on a Deferred): resumed by Twisted's coroutine
-        # runner, which sends it None again: a coroutine waiting in a
-        # Deferred's __await__ then yields the same Deferred, and waits.
-        self.state = _PULLING
-        pending = self._pending = Deferred.fromCoroutine(coroutine)
-        pending.addCallbacks(self._pulled, self._pullFailed)
 
     def _pulled(self, item: Any) -> None:
         self._pending = None
@@ -203,13 +237,15 @@ class _Producer:
             return
         self.state = _WAITING
         transport = self.streams.transport()
-        if transport is not None:
-            transport.hold()
+        if transport is None:
+            return
+        transport.hold()
         try:
-            self.itemReady(item)
+            self.itemReady(item, transport)
+            if self.state == _WAITING and not self.window.open():
+                self.flush(transport)
         finally:
-            if transport is not None:
-                transport.release()
+            transport.release()
         self.pump()
 
     def _pullFailed(self, failure: Failure) -> None:
@@ -225,37 +261,71 @@ class _Producer:
         else:
             self.fail(RuntimeError(f"the stream's source raised {type(error).__name__}"))
 
-    def itemReady(self, item: Any) -> None:
-        """Send C{item} (checked first if the stream is typed), and count it against the credit."""
+    def itemReady(self, item: Any, transport: Any) -> None:
+        """
+        Take C{item} (checked first if the stream is typed) into the ITEM
+        being gathered, counted against the credit at once; the ITEM is
+        sent once it holds the batch's count (L{_batchLimit}), or when the
+        pump stops.
+        """
         check = self.check
         if check is not None:
             try:
-                checkItem(check[0], item, check[1], self.sent)
+                checkItem(check[0], item, check[1], self.sent + len(self._batch))
             except Violation as violation:
                 self.fail(violation)
                 return
-        transport = self.streams.transport()
-        if transport is None:
+        window = self.window
+        window.taken()
+        batch = self._batch
+        batch.append(item)
+        # Sent once it holds its count, or (at the last ITEM's size per item) fills the byte window's room.
+        if len(batch) >= self._batchLimit or len(batch) * self._itemSize >= window.windowBytes - window.inFlightBytes:
+            self.flush(transport)
+
+    def flush(self, transport: Any) -> None:
+        """Send the items gathered as one ITEM (into the held transport's buffer), and size the next batch."""
+        items = self._batch
+        if not items:
             return
-        buffer = transport.buffer
-        before = len(buffer)
+        self._batch = []
+        message = FlowMessage((ITEM, self.streamId, *items))
+        count = len(items)
+        # Whole in one call of the compiled core when it can (its length is
+        # the ITEM's size); else through the slicers, measured in the buffer.
+        tokens = self.encoder.tokens(message) if self.encoder is not None else None
         try:
-            self.streams.send(FlowMessage((ITEM, self.streamId, item)))
+            if tokens is not None:
+                transport.buffer.write_piece(tokens)
+                size = len(tokens)
+            else:
+                buffer = transport.buffer
+                before = len(buffer)
+                self.streams.send(message)
+                size = len(buffer) - before
         except (EncodingError, Violation) as error:
+            check = self.check
             if isinstance(error, Violation) and check is not None:
-                error.where = f"{check[1]}[{self.sent}]{error.where}"
+                error.where = f"{check[1]}[{self.sent}..{self.sent + count - 1}]{error.where}"
             self.fail(error)
             return
-        self.sent += 1
-        self.window.sent(max(1, len(buffer) - before))
+        self.sent += count
+        size = max(size, count)
+        self.window.sent(count, size)
+        # Gather as many items as fill BATCH_BYTES at this size, within BATCH_ITEMS.
+        self._itemSize = size // count
+        self._batchLimit = max(1, min(BATCH_ITEMS, BATCH_BYTES * count // size))
 
     def end(self) -> None:
-        """The source is exhausted: END, with the count of items sent."""
+        """The source is exhausted: the items gathered, then END, with the count of items sent."""
+        self._flushHeld()
         self._over()
         self.streams.send(FlowMessage((END, self.streamId, self.sent)))
 
     def fail(self, error: BaseException) -> None:
         """The source raised (or an item was refused): ERROR after the items sent, and the source closed."""
+        if self.state != _DONE:
+            self._flushHeld()
         self._over()
         typeName, text, details = describe(error)
         try:
@@ -264,10 +334,17 @@ class _Producer:
             self.streams.send(FlowMessage((ERROR, self.streamId, typeName, text, None)))
         self.close()
 
+    def _flushHeld(self) -> None:
+        transport = self.streams.transport()
+        if transport is not None:
+            self.flush(transport)
+        self._batch = []
+
     def cancel(self) -> None:
         """The receiver cancelled, the call failed or the connection is gone: stop and close the source."""
         if self.state == _DONE:
             return
+        self._batch = []
         self._over()
         self.close()
 
@@ -377,8 +454,17 @@ class StreamReader(AsyncIterator[T], Generic[T]):
 
     async def _each(self, callback: Callable[[T], Any]) -> int:
         count = 0
+        buffer = self._buffer
         try:
-            async for item in self:
+            while True:
+                # Items held are taken without a Deferred each.
+                if buffer:
+                    item = self._take(buffer.popleft())
+                else:
+                    try:
+                        item = await self.__anext__()
+                    except StopAsyncIteration:
+                        return count
                 result = callback(item)
                 if isinstance(result, Deferred):
                     await result
@@ -386,7 +472,6 @@ class StreamReader(AsyncIterator[T], Generic[T]):
         except BaseException:
             self.cancel()
             raise
-        return count
 
     def cancel(self) -> None:
         """Stop the stream: CANCEL to the producer, the items held dropped; a pending L{next} fails with C{CancelledError}."""
@@ -421,7 +506,18 @@ class StreamReader(AsyncIterator[T], Generic[T]):
         return waiting
 
     def _deliver(self, item: Any) -> Deferred[T]:
-        """Hand over one item taken from the buffer (checked, counted, its credit given back)."""
+        """Hand over one item taken from the buffer, as a L{Deferred} (see L{_take})."""
+        try:
+            return succeed(self._take(item))
+        except Violation as violation:
+            return fail(violation)
+
+    def _take(self, item: Any) -> T:
+        """
+        One item taken from the buffer: counted, its credit given back, checked.
+
+        @raise framing.Violation: the item's constraint refuses it (the stream is then cancelled).
+        """
         index = self.taken
         self.taken = index + 1
         grant = self.window.taken()
@@ -431,10 +527,10 @@ class StreamReader(AsyncIterator[T], Generic[T]):
                 checkItem(constraint, item, self._where, index)
             except Violation as violation:
                 self._refuse(violation)
-                return fail(violation)
+                raise
         if grant and not self._ended and self._error is None:
             self._streams.sendCredit(self.streamId, grant, self.window.windowBytes)
-        return succeed(item)
+        return item  # type: ignore[no-any-return]
 
     def _refuse(self, violation: Violation) -> None:
         self._buffer.clear()
@@ -444,22 +540,23 @@ class StreamReader(AsyncIterator[T], Generic[T]):
 
     # -- told by the connection --------------------------------------------------------
 
-    def itemReceived(self, item: Any) -> None:
+    def itemsReceived(self, items: tuple[Any, ...]) -> None:
         """
-        An ITEM (its credit already counted by the connection): held, and a
-        consumer waiting for it woken at the end of the reactor turn, so
-        that it takes the items of one read in one go, without a Deferred
-        of its own each.
+        An ITEM's items (their credit already counted by the connection):
+        held, and a consumer waiting for them woken at the end of the
+        reactor turn, so that it takes the items of one read in one go,
+        without a Deferred of its own each.
         """
         if self._ended or self._error is not None:
-            self.window.buffered -= 1
+            self.window.buffered -= len(items)
             return
-        self._buffer.append(item)
-        if self._waiting is not None and len(self._buffer) == 1:
+        wake = not self._buffer and self._waiting is not None
+        self._buffer.extend(items)
+        if wake:
             self._streams.wakeSoon(self)
 
     def wake(self) -> None:
-        """Hand the consumer waiting for an item the first one held (the end of the turn L{itemReceived} asked for)."""
+        """Hand the consumer waiting for an item the first one held (the end of the turn L{itemsReceived} asked for)."""
         if self._waiting is None or not self._buffer:
             return
         waiting = self._takeWaiting()
@@ -555,11 +652,11 @@ class ObjectStreams:
                 return  # cancelled here, the peer has not heard yet
             if tag == ITEM:
                 try:
-                    reader.window.received()
+                    reader.window.received(len(message) - 2)
                 except Exception as error:
                     self._dropConnection(error)
                     return
-                reader.itemReceived(message[2])
+                reader.itemsReceived(message[2:])
                 return
             del self._readers[streamId]
             if tag == END:
@@ -593,6 +690,11 @@ class ObjectStreams:
             return None
         transport = broker.transport
         return None if transport is None or transport.disconnecting else transport
+
+    def encoder(self) -> Any:
+        """The connection's L{framing.Encoder}."""
+        broker = self._broker()
+        return None if broker is None else broker.connection.encoder
 
     def send(self, message: FlowMessage) -> None:
         """Send one flow message, if the connection is up."""

@@ -72,8 +72,9 @@ MESSAGES: list[tuple[str, str, Any]] = [
     ("credit-first", "the receiver's first CREDIT: 256 items, 1 MiB", FlowMessage((CREDIT, 1, 256, 1 << 20))),
     ("item-int", "ITEM 0 of stream 1: 7", FlowMessage((ITEM, 1, 7))),
     ("item-dict", "an ITEM holding a dict", FlowMessage((ITEM, 1, {"event": "put", "key": "a"}))),
+    ("item-several", "one ITEM holding items 2, 3 and 4 of stream 1: 8, 9, 10", FlowMessage((ITEM, 1, 8, 9, 10))),
     ("credit-step", "CREDIT 64 more items", FlowMessage((CREDIT, 1, 64, 1 << 20))),
-    ("end", "END of stream 1 after 2 items", FlowMessage((END, 1, 2))),
+    ("end", "END of stream 1 after 5 items", FlowMessage((END, 1, 5))),
     (
         "error",
         "ERROR of stream 2: the producer raised ValueError",
@@ -92,6 +93,8 @@ INVALID: list[tuple[str, bytes]] = [
     ("unknown-tag", bytes.fromhex("7872") + b"pc.flow" + bytes.fromhex("0901") + bytes.fromhex("80")),
     # an ITEM with stream id 0 (ids start at 1)
     ("stream-id-zero", bytes.fromhex("7872") + b"pc.flow" + bytes.fromhex("000007") + bytes.fromhex("80")),
+    # an ITEM with no item
+    ("item-empty", bytes.fromhex("7872") + b"pc.flow" + bytes.fromhex("0001") + bytes.fromhex("80")),
     # a CANCEL with an extra field
     ("cancel-extra-field", bytes.fromhex("7872") + b"pc.flow" + bytes.fromhex("040105") + bytes.fromhex("80")),
     # an announcement with a string id

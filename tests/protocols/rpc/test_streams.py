@@ -92,6 +92,12 @@ class Service(Referenceable):
         return taken
 
     @remote
+    async def padded(self, n: int) -> AsyncIterator[bytes]:
+        for _ in range(n):
+            self.counter.produced += 1
+            yield bytes(100)
+
+    @remote
     def ping(self) -> str:
         return "pong"
 
@@ -398,6 +404,31 @@ class ClientStreamTests(SynchronousTestCase):
         self.assertEqual(self.successResultOf(run(self.pair, echo())), [2 * i for i in range(total)])
         self.assertEqual(streamsOf(self.pair.server).streamCount, 0)
         self.assertEqual(streamsOf(self.pair.client).streamCount, 0)
+
+
+class ByteWindowTests(SynchronousTestCase):
+    def test_byteWindowBoundsItemsInFlight(self) -> None:
+        """
+        A receiver with a byte window of 2 KiB and room for 1,000 items: items
+        of about 100 bytes are never more than the byte window (plus one
+        ITEM) ahead of the consumer, whatever the item window allows.
+        """
+        from twisted.internet.task import Clock
+
+        from protocols.rpc import Broker
+
+        clock = Clock()
+        service = Service()
+        server = Broker(service, clock=clock)
+        client = Broker(clock=clock, extensions=[ObjectStreams(StreamOptions(window=1000, windowBytes=2048))])
+        pair = BrokerPair(server, client, clock)
+        stream = self.successResultOf(run(pair, _call(pair.root.callRemote, "padded", 5000)))
+        for taken in range(1, 300):
+            self.assertEqual(len(self.successResultOf(stream.next())), 100)
+            pair.flush()
+            inFlight = service.counter.produced - taken
+            self.assertLessEqual(inFlight * 100, 2048 + 2 * 100 * 20)
+        self.assertGreater(service.counter.produced, 299)
 
 
 class FlowControlRuleTests(SynchronousTestCase):
