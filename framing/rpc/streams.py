@@ -38,6 +38,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from zope.interface import implementer
+
 from framing import Limits, Registry, Violation
 from framing.errors import InvalidValue, KindRefused, TooManyItems, short_repr
 from framing.slicing.builtin import BudgetedUnslicer
@@ -45,7 +47,6 @@ from framing.slicing.constraints import Constraint
 from framing.slicing.custom import PartsUnslicer
 from framing.slicing.interfaces import ISlicer
 from framing.wire import INT, KIND_NAMES, OPEN, STRING
-from zope.interface import implementer
 
 from .errors import RuleBroken
 from .signatures import registerGenericHint
@@ -122,7 +123,13 @@ _BODIES: tuple[tuple[frozenset[int] | None, ...], ...] = (
     (_NO_BODY, frozenset({STRING}), frozenset({STRING}), frozenset({OPEN})),
     (_NO_BODY,),
 )
-_FIELD_NAMES = (("id", "item"), ("id", "objects", "bytes"), ("id", "count"), ("id", "type", "message", "details"), ("id",))
+_FIELD_NAMES = (
+    ("id", "item"),
+    ("id", "objects", "bytes"),
+    ("id", "count"),
+    ("id", "type", "message", "details"),
+    ("id",),
+)
 
 
 def buildFlow(items: list[Any]) -> FlowMessage | None:
@@ -375,7 +382,7 @@ class SendWindow:
 # -- typed streams -------------------------------------------------------------------
 
 
-_sendChecks: weakref.WeakKeyDictionary[Any, tuple[Constraint, str]] = weakref.WeakKeyDictionary()
+_SEND_CHECKS: weakref.WeakKeyDictionary[Any, tuple[Constraint, str]] = weakref.WeakKeyDictionary()
 
 
 def streamable(value: Any) -> bool:
@@ -389,7 +396,7 @@ def streamable(value: Any) -> bool:
 def itemCheckFor(source: Any) -> tuple[Constraint, str] | None:
     """The item constraint (and the name of the stream in C{where}) a L{StreamOf} recorded for C{source}, if any."""
     try:
-        return _sendChecks.get(source)
+        return _SEND_CHECKS.get(source)
     except TypeError:
         return None
 
@@ -428,7 +435,7 @@ class StreamOf(Constraint):
         if not streamable(obj):
             raise KindRefused(f"expected a stream of objects (an async iterable or a generator), got {short_repr(obj)}")
         try:
-            _sendChecks[obj] = (self.item, where)
+            _SEND_CHECKS[obj] = (self.item, where)
         except TypeError:
             pass  # not weakly referenceable: checked by the receiver alone
 

@@ -62,7 +62,6 @@ from .errors import MessageRefused, MessageWithoutId, NotAnRpcMessage, Unreadabl
 from .interceptors import intercept
 from .limits import CLIENT_CALL_LIMITS, CallLimits
 from .referenceable import Referenceable
-from .streams import ObjectStreams
 from .refs import (
     REF_OPEN_TYPE,
     YOURREF_OPEN_TYPE,
@@ -72,6 +71,7 @@ from .refs import (
     RemoteReferenceSlicer,
     YourReferenceUnslicer,
 )
+from .streams import ObjectStreams
 from .tables import ReferenceTable
 from .wire import CALL, MESSAGES, Message, addMessageTypes
 

@@ -35,6 +35,7 @@ import types
 import weakref
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from twisted.internet.defer import CancelledError, Deferred, fail, succeed
@@ -369,8 +370,8 @@ class _Producer:
         if close is not None:
             try:
                 close()
-            except Exception:
-                self.streams.closeFailed(Failure())
+            except Exception as error:
+                self.streams.closeFailed(Failure(error))  # type: ignore[no-untyped-call]
 
 
 # -- the consumer's side -----------------------------------------------------------------
@@ -420,7 +421,7 @@ class StreamReader(AsyncIterator[T], Generic[T]):
     def __aiter__(self) -> StreamReader[T]:
         return self
 
-    def __anext__(self) -> Deferred[T]:  # type: ignore[override]
+    def __anext__(self) -> Deferred[T]:
         """The next item, as a L{Deferred} that fails with C{StopAsyncIteration} at the end."""
         if self._buffer:
             item = self._buffer.popleft()
@@ -474,7 +475,10 @@ class StreamReader(AsyncIterator[T], Generic[T]):
             raise
 
     def cancel(self) -> None:
-        """Stop the stream: CANCEL to the producer, the items held dropped; a pending L{next} fails with C{CancelledError}."""
+        """
+        Stop the stream: CANCEL to the producer, the items held dropped; a
+        pending L{next} fails with C{CancelledError}.
+        """
         if self.finished and not self._buffer:
             return
         self._buffer.clear()
@@ -742,7 +746,7 @@ class ObjectStreams:
             from twisted.internet import reactor as clock
         return clock
 
-    def _readerGone(self, streamId: int) -> None:
+    def readerGone(self, streamId: int) -> None:
         """
         A reader was dropped by its consumer: if its stream is not over,
         cancel it at the end of the turn (a garbage collection may drop it
@@ -815,7 +819,7 @@ class ObjectStreams:
         self._lastAnnounced = streamId
         window = ReceiveWindow(self.options.window, self.options.windowBytes)
         reader: StreamReader[Any] = StreamReader(self, streamId, window)
-        self._readers[streamId] = weakref.ref(reader, lambda _, streamId=streamId: self._readerGone(streamId))
+        self._readers[streamId] = weakref.ref(reader, partial(_readerGone, weakref.ref(self), streamId))
         objects, windowBytes = window.first()
         self.sendCredit(streamId, objects, windowBytes)
         return reader
@@ -824,6 +828,13 @@ class ObjectStreams:
         broker = self._broker()
         if broker is not None:
             broker.connection.dropConnection(error)
+
+
+def _readerGone(streams: weakref.ref[ObjectStreams], streamId: int, reader: object) -> None:
+    # (a weak reference's callback: holds the connection's streams weakly too, as the broker is held)
+    owner = streams()
+    if owner is not None:
+        owner.readerGone(streamId)
 
 
 def _callFailed(failure: Failure, producer: _Producer) -> Failure:

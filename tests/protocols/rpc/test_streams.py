@@ -12,7 +12,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Violation
 from framing.rpc.streams import CREDIT, ITEM, CreditExceeded, FlowMessage
-from protocols.rpc import RemoteError, RemoteInterface, RemoteViolation, Referenceable, remote
+from protocols.rpc import Referenceable, RemoteError, RemoteInterface, RemoteViolation, remote
 from protocols.rpc.streams import ObjectStream, ObjectStreams, StreamOptions, StreamReader
 from protocols.testing import BrokerPair, brokerPair
 
@@ -335,7 +335,7 @@ class TypedStreamTests(SynchronousTestCase):
         self.assertEqual(error.where, "result[17]")
 
     def test_receiverRefusesItem(self) -> None:
-        """A typed proxy checks each item: an unchecked server's item 17 is refused at result[17], and the stream cancelled."""
+        """A typed proxy checks each item: an unchecked server's item 17 is refused at result[17], then cancelled."""
         proxy = self.pair.root.typed(IService)
         stream = self.successResultOf(run(self.pair, _call(proxy.untyped)))
         self.assertEqual([self.successResultOf(stream.next()) for _ in range(17)], list(range(17)))
