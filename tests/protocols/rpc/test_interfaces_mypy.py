@@ -245,7 +245,7 @@ class MypyTests(SynchronousTestCase):
         self.assertEqual(marked(SERVICE), [])
 
     def test_mistakes(self) -> None:
-        """A wrong result, a narrowed stream parameter, a wrong argument, fromCoroutine, a stream item: each reported."""
+        """A wrong result, a narrowed stream parameter, a wrong argument, fromCoroutine, a stream item: reported."""
         self.assertReported("mistakes.py")
         self.assertEqual(len(marked(MISTAKES)), 6)
 
