@@ -258,19 +258,19 @@ def addFlowTypes(registry: Registry) -> None:
 # -- flow control ------------------------------------------------------------------
 
 
-class CreditExceeded(RuleBroken):
+class ItemCreditExceeded(RuleBroken):
     """A peer sent a stream more items than it was granted: it breaks flow control, the connection is dropped."""
 
     code = "stream-credit-exceeded"
 
 
-class StreamIdReused(RuleBroken):
+class ObjectStreamIdReused(RuleBroken):
     """A peer announced a stream under an id not above its last one: a stream could be orphaned."""
 
     code = "stream-id-reused"
 
 
-class TooManyStreams(RuleBroken):
+class TooManyObjectStreams(RuleBroken):
     """A peer announced more streams at once than this side takes (L{ReceiveWindow}'s owner's limit)."""
 
     code = "too-many-streams"
@@ -310,10 +310,10 @@ class ReceiveWindow:
         """
         An ITEM of C{count} items arrived.
 
-        @raise CreditExceeded: more than were granted.
+        @raise ItemCreditExceeded: more than were granted.
         """
         if count > self._outstanding:
-            raise CreditExceeded(f"a stream sent more than the {self.window} items it was granted")
+            raise ItemCreditExceeded(f"a stream sent more than the {self.window} items it was granted")
         self._outstanding -= count
         self.buffered += count
 

@@ -58,10 +58,10 @@ from framing.rpc.streams import (
     Announcement,
     AnnouncementUnslicer,
     FlowMessage,
+    ObjectStreamIdReused,
     ReceiveWindow,
     SendWindow,
-    StreamIdReused,
-    TooManyStreams,
+    TooManyObjectStreams,
     addFlowTypes,
     checkItem,
     itemCheckFor,
@@ -85,7 +85,7 @@ class StreamOptions:
         (granted and not yet taken by its consumer).
     @ivar windowBytes: encoded bytes of items such a stream may have in flight.
     @ivar maxStreams: streams the peer may have announced to this side at
-        once (more drops the connection: L{TooManyStreams}).
+        once (more drops the connection: L{TooManyObjectStreams}).
     """
 
     window: int = DEFAULT_WINDOW
@@ -804,16 +804,16 @@ class ObjectStreams:
         The peer announced a stream (as its announcement is decoded): its
         reader, and the first CREDIT.
 
-        @raise StreamIdReused: the id is not above the peer's last one.
-        @raise TooManyStreams: the peer has L{StreamOptions.maxStreams} streams here already.
+        @raise ObjectStreamIdReused: the id is not above the peer's last one.
+        @raise TooManyObjectStreams: the peer has L{StreamOptions.maxStreams} streams here already.
         """
         (streamId,) = announcement
         if streamId <= self._lastAnnounced:
-            error: Exception = StreamIdReused(f"stream {streamId} announced after stream {self._lastAnnounced}")
+            error: Exception = ObjectStreamIdReused(f"stream {streamId} announced after stream {self._lastAnnounced}")
             self._dropConnection(error)
             raise Violation(str(error))
         if len(self._readers) >= self.options.maxStreams:
-            error = TooManyStreams(f"more than {self.options.maxStreams} streams announced at once")
+            error = TooManyObjectStreams(f"more than {self.options.maxStreams} streams announced at once")
             self._dropConnection(error)
             raise Violation(str(error))
         self._lastAnnounced = streamId

@@ -11,7 +11,7 @@ from twisted.internet.error import ConnectionDone
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Violation
-from framing.rpc.streams import CREDIT, ITEM, CreditExceeded, FlowMessage
+from framing.rpc.streams import CREDIT, ITEM, FlowMessage, ItemCreditExceeded
 from protocols.rpc import Referenceable, RemoteError, RemoteInterface, RemoteViolation, remote
 from protocols.rpc.streams import ObjectStream, ObjectStreams, StreamOptions, StreamReader
 from protocols.testing import BrokerPair, brokerPair
@@ -442,7 +442,7 @@ class FlowControlRuleTests(SynchronousTestCase):
         for _ in range(WINDOW + 1):
             pair.server.sendObject(FlowMessage((ITEM, reader.streamId, 1)))
         pair.flush()
-        self.assertIsInstance(self.successResultOf(lost), CreditExceeded)
+        self.assertIsInstance(self.successResultOf(lost), ItemCreditExceeded)
         del reader
 
     def test_creditFromConsumer(self) -> None:
