@@ -296,6 +296,29 @@ class ServerStreamTests(SynchronousTestCase):
         self.failureResultOf(stream.next(), ConnectionDone)
         self.assertTrue(self.service.counter.closed)
 
+    def test_drainWaitsForStreams(self) -> None:
+        """
+        A server's GOAWAY while the client reads a stream: the client closes
+        the connection only once the stream is over (its call was answered
+        long before), so every item arrives.
+        """
+        stream = self.successResultOf(run(self.pair, self._call("count", 2000)))
+        lost = self.pair.client.whenDisconnected()
+        self.pair.server.drain.goAway(grace=60)
+        taken = 0
+        for _ in range(1000):
+            self.pair.flush()
+            self.pair.clock.advance(0.01)
+            self.assertNoResult(lost)
+            self.successResultOf(stream.next())
+            taken += 1
+        count = stream.forEach(lambda item: None)
+        self.pair.flush()
+        self.assertEqual(self.successResultOf(count), 1000)
+        self.pair.clock.advance(0.01)
+        self.pair.flush()
+        self.assertIsInstance(self.successResultOf(lost), ConnectionDone)
+
     def test_forEachWaitsForCallback(self) -> None:
         """forEach takes the next item only once the callback's Deferred fired."""
         stream = self.successResultOf(run(self.pair, self._call("count", 3)))
