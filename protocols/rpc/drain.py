@@ -186,7 +186,9 @@ class ConnectionDrain:
         if broker.pendingCount or broker.runningCount:
             return False
         # A stream of objects outlives the call that answered with it: it is work in flight too.
-        return not any(isinstance(extension, ObjectStreams) and extension.streamCount for extension in broker.extensions)
+        return not any(
+            isinstance(extension, ObjectStreams) and extension.streamCount for extension in broker.extensions
+        )
 
     def _closeWhenIdle(self) -> None:
         if self._idle():
