@@ -213,6 +213,9 @@ class _Producer:
         iterator, window = self.iterator, self.window
         while self.state == _WAITING and window.open():
             step = iterator.__anext__()
+            if not hasattr(step, "send"):
+                # An awaitable that is no coroutine (a received stream's Deferred): awaited in one.
+                step = _await(step)
             try:
                 yielded = step.send(None)
             except StopIteration as done:

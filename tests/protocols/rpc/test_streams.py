@@ -98,6 +98,11 @@ class Service(Referenceable):
             yield bytes(100)
 
     @remote
+    def relay(self, items: AsyncIterator[int]) -> AsyncIterator[int]:
+        # A received stream sent on as the result, item by item.
+        return items
+
+    @remote
     def ping(self) -> str:
         return "pong"
 
@@ -452,6 +457,20 @@ class ByteWindowTests(SynchronousTestCase):
             inFlight = service.counter.produced - taken
             self.assertLessEqual(inFlight * 100, 2048 + 2 * 100 * 20)
         self.assertGreater(service.counter.produced, 299)
+
+
+class RelayTests(SynchronousTestCase):
+    def test_receivedStreamSentOn(self) -> None:
+        """A stream a method received, returned as its result: the caller reads the items it sent."""
+        pair = brokerPair(Service())
+
+        async def relay() -> list[int]:
+            stream = await pair.root.callRemote("relay", (i for i in range(3000)))
+            return [item async for item in stream]
+
+        self.assertEqual(self.successResultOf(run(pair, relay())), list(range(3000)))
+        self.assertEqual(streamsOf(pair.server).streamCount, 0)
+        self.assertEqual(streamsOf(pair.client).streamCount, 0)
 
 
 class FlowControlRuleTests(SynchronousTestCase):
