@@ -47,6 +47,13 @@ EXPECTED: dict[str, list[str]] = {
     ],
     "limits_constraints.py": ["BodyTooLarge body-too-large", "bytes b'ok'", "invalid-value ['qty'][2]"],
     "streaming.py": ["16777216 bytes back, digest ok: True"],
+    "object_streams.py": [
+        "ticks: [100, 101, 102, 103, 104]",
+        "closed on the server: 2",
+        "average: 20.0",
+        "doubled: [2, 4, 6] count: 3",
+        "refused by the server: result[1]",
+    ],
     "tls_echo.py": ["over TLS: {'secret': b'\\x00\\x01'}"],
     "auth_logins.py": [
         "ada has 1 note(s)",

@@ -6,6 +6,8 @@ slicer and the checking unslicer; L{framing.rpc.errors} is how a call
 fails (each error a class, the registry of exception types that travel as
 themselves, a FAIL's description and its rebuilding); L{framing.rpc.calltable}
 numbers the calls a side makes and matches their answers;
+L{framing.rpc.streams} is the object streams' messages, credit windows and
+C{AsyncIterator[T]} constraint;
 L{framing.rpc.referenceable} says what may be called (L{Referenceable} and
 its L{remote} methods), L{framing.rpc.references} how references travel, and
 L{framing.rpc.exports} and L{framing.rpc.incoming} keep a connection's
@@ -40,6 +42,7 @@ from .errors import (
 )
 from .referenceable import Referenceable
 from .signatures import remote
+from .streams import StreamOf  # (importing it makes AsyncIterator[T] hints mean StreamOf)
 from .wire import MESSAGES, Message
 
 __all__ = [
@@ -54,6 +57,7 @@ __all__ = [
     "Referenceable",
     "RemoteError",
     "RemoteViolation",
+    "StreamOf",
     "TooManyPendingCalls",
     "UnexpectedAnswer",
     "registerError",

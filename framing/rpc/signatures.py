@@ -314,6 +314,19 @@ class _UnresolvedDeferred(Generic[T]):
 _AWAITED: set[Any] = {collections.abc.Awaitable, collections.abc.Coroutine, _UnresolvedDeferred}
 
 
+_GENERICS: dict[Any, Callable[[Constraint], Constraint]] = {}
+
+
+def registerGenericHint(origin: Any, factory: Callable[[Constraint], Constraint]) -> None:
+    """
+    Make a hint C{origin[X]} mean C{factory(constraintFor(X))} (a bare
+    C{origin}: C{factory(ANY)}): for generic types that travel some other
+    way than a container, such as C{AsyncIterator[T]}, a stream of objects
+    (L{framing.rpc.streams}).
+    """
+    _GENERICS[origin] = factory
+
+
 def registerAwaited(cls: type) -> None:
     """Make a result hint of C{cls[X]} mean C{X}: C{cls} is a kind of awaitable result (Twisted's C{Deferred})."""
     _AWAITED.add(cls)
@@ -322,6 +335,8 @@ def registerAwaited(cls: type) -> None:
 def _generic(origin: Any, args: tuple[Any, ...], bounds: Bounds, seen: set[type], hint: Any) -> Constraint:
     if origin in _AWAITED:
         return _convert(args[-1] if args else Any, bounds, seen)
+    if origin in _GENERICS:
+        return _unbounded(_GENERICS[origin](_convert(args[0] if args else Any, {}, seen)), bounds, hint)
     sized = _take(bounds, {"max", "min"}, hint)
     high, low = sized.get("max", UNBOUNDED), sized.get("min", 0)
     if origin in _SEQUENCES:
@@ -741,8 +756,13 @@ def _mappingCheck(function: Callable[..., Any], constraints: Mapping[str, Constr
 
 
 def _validate(constraint: Constraint, value: Any, where: str) -> None:
+    # (a stream's constraint keeps where it stands, for the index of an item it refuses later)
+    validateAt = getattr(constraint, "validateAt", None)
     try:
-        constraint.validate(value)
+        if validateAt is not None:
+            validateAt(value, where)
+        else:
+            constraint.validate(value)
     except Violation as violation:
         violation.where = where + violation.where
         raise

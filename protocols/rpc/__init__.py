@@ -36,7 +36,9 @@ of one connection and hands each message to its job: the calls this side
 makes (L{protocols.rpc.calls}), the calls it answers
 (L{protocols.rpc.answering}), the reference tables and RELEASE
 (L{protocols.rpc.tables}).  The exposure rule is in
-L{protocols.rpc.referenceable}.
+L{protocols.rpc.referenceable}.  A method may return or take a stream of
+objects (an async generator, read as a L{StreamReader}), under flow
+control: L{protocols.rpc.streams}.
 """
 
 from ..deadline import ConnectTimeout
@@ -64,6 +66,7 @@ from .limits import CLIENT_CALL_LIMITS, SERVER_CALL_LIMITS, CallLimits
 from .listening import ListeningPort
 from .referenceable import Referenceable, RemoteMethod, remote
 from .refs import RefOf, RemoteReference
+from .streams import ObjectStream, ObjectStreams, StreamOptions, StreamReader
 
 __all__ = [
     "CLIENT_CALL_LIMITS",
@@ -79,6 +82,10 @@ __all__ = [
     "DrainDeadlineExceeded",
     "GoingAway",
     "ListeningPort",
+    "ObjectStream",
+    "ObjectStreams",
+    "StreamOptions",
+    "StreamReader",
     "UnexpectedAnswer",
     "MaxLength",
     "MinLength",

@@ -71,6 +71,7 @@ from .refs import (
     RemoteReferenceSlicer,
     YourReferenceUnslicer,
 )
+from .streams import ObjectStreams
 from .tables import ReferenceTable
 from .wire import CALL, MESSAGES, Message, addMessageTypes
 
@@ -106,7 +107,8 @@ class Broker:
         scheduled on: the held preamble, queued RELEASEs, call timeouts.
     @ivar callLimits: the L{CallLimits}: references the peer may make this
         side hold, calls waiting on the peer, and how long each may wait.
-    @ivar extensions: the L{IBrokerExtension}s loaded, in order.
+    @ivar extensions: the L{IBrokerExtension}s loaded, in order: an
+        L{ObjectStreams} first unless one is given.
     @ivar drain: the L{ConnectionDrain}: GOAWAY sent and received
         (L{protocols.rpc.drain}).
     @ivar disconnection: the L{Disconnection}: why the connection ended,
@@ -139,7 +141,8 @@ class Broker:
             (its parent is used; this broker adds its own entries to a child).
         @param callLimits: the L{CallLimits}; L{CLIENT_CALL_LIMITS} if C{None}.
         @param extensions: L{IBrokerExtension}s to load: each is installed
-            (C{install(broker, registry)}) here, in order.
+            (C{install(broker, registry)}) here, in order, after the
+            L{ObjectStreams} every broker loads (unless one is given here).
         @param sendBackPressure: the connection's
             L{TokenProtocol.sendBackPressure}; C{None} for its default (on).
         @raise TypeError: C{root} is not a L{Referenceable}.
@@ -149,7 +152,11 @@ class Broker:
         self.root = root
         self.clock = clock
         self.callLimits = callLimits = callLimits or CLIENT_CALL_LIMITS
-        self.extensions = tuple(extensions)
+        extensions = tuple(extensions)
+        if not any(isinstance(extension, ObjectStreams) for extension in extensions):
+            # Every connection carries streams of objects (protocols.rpc.streams).
+            extensions = (ObjectStreams(), *extensions)
+        self.extensions = extensions
         self.disconnection = Disconnection()
         # A registry for this connection only: references are sliced against its tables.
         connectionRegistry = Registry(registry if registry is not None else DEFAULT_REGISTRY)

@@ -11,8 +11,9 @@ the calls in flight.  From then on:
   - the sender of GOAWAY answers every call it receives (some may have
     crossed the GOAWAY on the wire) and keeps the connection open;
   - the receiver of GOAWAY closes the connection as soon as no call waits
-    on either side, so no call is ever on the wire when the connection
-    closes;
+    on either side and no stream of objects (L{protocols.rpc.streams}) is
+    in flight either way, so no call is ever on the wire when the
+    connection closes;
   - once the grace time passes, the sender fails each call still running
     with L{DrainDeadlineExceeded} (a FAIL the caller sees as that type),
     cancels it, and closes the connection; if the peer has not taken what
@@ -23,7 +24,7 @@ the calls in flight.  From then on:
 
 Nothing here runs on the per-call path: a connection that never drains pays
 nothing, and a draining one looks at its two call counts every
-L{IDLE_POLL} seconds (a call leaves them by an answer, a failure, a
+L{IDLE_POLL} seconds, and at its streams' count (a call leaves them by an answer, a failure, a
 refusal, a cancel, a timeout or its method finishing: polling sees all of
 them without a hook on each).
 """
@@ -39,6 +40,7 @@ from twisted.internet.task import LoopingCall
 
 from .calls import reactorOf
 from .errors import DeadReferenceError, registerError
+from .streams import ObjectStreams
 from .wire import GOAWAY, Message
 
 IDLE_POLL = 0.01
@@ -181,7 +183,12 @@ class ConnectionDrain:
 
     def _idle(self) -> bool:
         broker = self._broker
-        return bool(broker.pendingCount == 0 and broker.runningCount == 0)
+        if broker.pendingCount or broker.runningCount:
+            return False
+        # A stream of objects outlives the call that answered with it: it is work in flight too.
+        return not any(
+            isinstance(extension, ObjectStreams) and extension.streamCount for extension in broker.extensions
+        )
 
     def _closeWhenIdle(self) -> None:
         if self._idle():

@@ -31,6 +31,7 @@ BENCHMARKS = {
     "cores": "bench_cores",
     "serving": "bench_serving",
     "typed": "bench_typed",
+    "streams": "bench_streams",
 }
 
 

@@ -14,6 +14,7 @@ from framing import EncodingError, Registry
 from framing.outgoing import Outgoing
 from protocols.interfaces import IObjectReceiver
 from protocols.rpc import Broker, Referenceable, currentBroker, remote
+from protocols.rpc.streams import ObjectStreams
 from protocols.testing import connectedPair
 
 
@@ -108,7 +109,9 @@ class ExtensionTests(SynchronousTestCase):
         self.assertEqual(first.events, [("install", broker.connection.registry)])
         self.assertEqual(second.events, [("install", broker.connection.registry)])
         self.assertIs(first.broker, broker)
-        self.assertEqual(broker.extensions, (first, second))
+        # Every broker loads the object streams' extension first (protocols.rpc.streams).
+        self.assertIsInstance(broker.extensions[0], ObjectStreams)
+        self.assertEqual(broker.extensions[1:], (first, second))
 
     def test_connectionMade(self) -> None:
         """An extension hears that the connection is up once, after it was installed."""

@@ -30,6 +30,7 @@ SNIPPET = ROOT / "docs" / "snippets" / "typed_interfaces.py"
 SERVICE = """\
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Annotated, Any, Protocol
 
 from twisted.cred.credentials import UsernamePassword
@@ -51,6 +52,10 @@ class IKeyValue(rpc.RemoteInterface, Protocol, name="example.IKeyValue"):
 
     def download(self, key: Key) -> Deferred[bulk.StreamArg]: ...
 
+    def watch(self, count: int) -> Deferred[AsyncIterator[str]]: ...
+
+    def total(self, numbers: AsyncIterator[int]) -> Deferred[int]: ...
+
 
 class KeyValue(rpc.Referenceable, IKeyValue):
     def __init__(self) -> None:
@@ -69,6 +74,22 @@ class KeyValue(rpc.Referenceable, IKeyValue):
         stream: bulk.StreamArg = bulk.Stream(f"/tmp/{key}")
         return succeed(stream)
 
+    @rpc.deferred
+    async def watch(self, count: int) -> AsyncIterator[str]:
+        async def events() -> AsyncIterator[str]:
+            for index in range(count):
+                yield f"event {index}"
+
+        return events()
+
+    @rpc.deferred
+    async def total(self, numbers: AsyncIterator[int]) -> int:
+        return sum([number async for number in numbers])
+
+
+async def someNumbers() -> AsyncIterator[int]:
+    yield 1
+
 
 @implementer(IRealm)
 class Realm:
@@ -86,6 +107,8 @@ async def main(reactor: Any) -> None:
     call.cancel()
     again = (await rpc.connect(reactor, address)).typed(IKeyValue)
     other: str | None = await again.get("key")
+    events: list[str] = [event async for event in await kv.watch(3)]
+    total: int = await kv.total(someNumbers())
     rpc.referenceOf(kv).broker.disconnect()
     await port.stopListening()
 
@@ -98,12 +121,13 @@ async def main(reactor: Any) -> None:
     plain = await rpc.login(reactor, address, UsernamePassword(b"ada", b"pw"))
     await plain.broker.disconnect()
     await guarded.stopListening()
-    print(value, other, size)
+    print(value, other, size, events, total)
 """
 
 MISTAKES = """\
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Protocol
 
 from twisted.internet.defer import Deferred
@@ -113,6 +137,8 @@ from protocols import bulk, rpc
 
 class IKeyValue(rpc.RemoteInterface, Protocol, name="example.mistakes.IKeyValue"):
     def get(self, key: str) -> Deferred[str]: ...
+
+    def watch(self) -> Deferred[AsyncIterator[str]]: ...
 
     def upload(self, key: str, data: bulk.StreamArg) -> Deferred[int]: ...
 
@@ -131,6 +157,8 @@ async def client(kv: IKeyValue) -> None:
     await kv.get(42)  # error: an int where a str is declared
     Deferred.fromCoroutine(kv.get("key"))  # error: a call is a Deferred, not a coroutine
     kv.upload("key", b"data")  # error: bytes are not a stream
+    async for event in await kv.watch():
+        count: int = event  # error: a stream of str, not of int
 """
 
 # The same service, with mypy-zope: Twisted's interfaces as types, and Portal itself.
@@ -212,14 +240,14 @@ class MypyTests(SynchronousTestCase):
         self.assertEqual(sorted(set(reported[name])), marked(files[name]), output)
 
     def test_service(self) -> None:
-        """A service using interfaces, streams, serve's port, typed calls and logins type-checks cleanly."""
+        """A service using interfaces, bulk and object streams, serve's port, typed calls and logins type-checks."""
         self.assertReported("service.py")
         self.assertEqual(marked(SERVICE), [])
 
     def test_mistakes(self) -> None:
-        """A wrong result, a narrowed stream parameter, a wrong argument, fromCoroutine on a call: each reported."""
+        """A wrong result, a narrowed stream parameter, a wrong argument, fromCoroutine, a stream item: reported."""
         self.assertReported("mistakes.py")
-        self.assertEqual(len(marked(MISTAKES)), 5)
+        self.assertEqual(len(marked(MISTAKES)), 6)
 
     def test_snippet(self) -> None:
         """The how-to's snippet, its classes instantiated, type-checks but for the line it marks."""

@@ -1,0 +1,467 @@
+"""Object streams in RPC calls, sans-IO: the messages, the credit windows and the C{AsyncIterator[T]} constraint.
+
+Contract: a stream of objects travels in a call's arguments or result as
+an announcement, OPEN C{"rpc.stream"}, the INT stream id, CLOSE; its items
+and its control messages are top-level objects of their own, each OPEN
+C{"rpc.flow"}, an INT tag, the fields of that kind, CLOSE::
+
+    (ITEM,   streamId, item, ...)                   sender -> receiver
+    (CREDIT, streamId, objects, bytes)              receiver -> sender
+    (END,    streamId, count)                       sender -> receiver
+    (ERROR,  streamId, typeName, message, details)  sender -> receiver
+    (CANCEL, streamId)                              receiver -> sender
+
+Stream ids are the sender's (numbered from 1 on each side of a
+connection): an ITEM, END or ERROR names one of the peer's streams, a
+CREDIT or CANCEL one of this side's.  An ITEM carries one or more items
+(the items a sender has ready at once share one message, so a stream of
+small objects costs a fraction of a message each).  A CREDIT grants
+C{objects} more items and states the receiver's byte window, C{bytes}:
+the sender counts each item's share of its ITEM's encoded length, and
+sends while the items not yet given back by credit (acknowledged in order)
+hold less than C{bytes}, so at most the window plus one message.  The full specification is section 14 of
+C{docs/wire-format.md}.
+
+L{ReceiveWindow} and L{SendWindow} are the two sides' flow-control
+bookkeeping; L{StreamOf} is the constraint a hint C{AsyncIterator[T]}
+means (registered with L{framing.rpc.signatures.registerGenericHint}): it
+accepts a stream and hands C{T}'s constraint to it, which checks each item,
+its index in C{where} (C{"result[17]"}).  Everything here is O(1) per item.
+"""
+
+from __future__ import annotations
+
+import collections
+import collections.abc
+import types
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from zope.interface import implementer
+
+from framing import Limits, Registry, Violation
+from framing.errors import InvalidValue, KindRefused, TooManyItems, short_repr
+from framing.slicing.builtin import BudgetedUnslicer
+from framing.slicing.constraints import Constraint
+from framing.slicing.custom import PartsUnslicer
+from framing.slicing.interfaces import ISlicer
+from framing.wire import INT, KIND_NAMES, OPEN, STRING
+
+from .errors import RuleBroken
+from .signatures import registerGenericHint
+
+ANNOUNCE_OPEN_TYPE = "rpc.stream"
+"""The open-type of a stream's announcement in a call's arguments or result."""
+
+FLOW_OPEN_TYPE = "rpc.flow"
+"""The open-type of every item and control message of a stream."""
+
+ITEM, CREDIT, END, ERROR, CANCEL = range(5)
+"""The tags of the flow messages."""
+
+FLOW_NAMES = ("item", "credit", "end", "error", "cancel")
+
+DEFAULT_WINDOW = 256
+"""Items a receiver lets a stream have in flight by default: enough that a
+stream of small items is never idle waiting for credit on a local path."""
+
+DEFAULT_WINDOW_BYTES = 1 << 20
+"""Bytes of encoded items a receiver lets a stream have in flight by default (1 MiB)."""
+
+_INT_END = 1 << 64
+
+
+class FlowMessage(tuple):  # type: ignore[type-arg]
+    """One item or control message of an object stream, as sent and as received."""
+
+    __slots__ = ()
+
+
+@implementer(ISlicer)
+class FlowSlicer:
+    """Writes a L{FlowMessage} as OPEN C{"rpc.flow"}, its fields, CLOSE."""
+
+    record_name = FLOW_OPEN_TYPE
+
+    def slice(self, obj: Any, encoder: Any) -> None:
+        encoder.write_container(FLOW_OPEN_TYPE, obj, obj)
+
+
+def _streamId(value: Any) -> bool:
+    return type(value) is int and 1 <= value < _INT_END
+
+
+def _count(value: Any) -> bool:
+    return type(value) is int and 0 <= value < _INT_END
+
+
+def _text(value: Any) -> bool:
+    return type(value) is str
+
+
+def _details(value: Any) -> bool:
+    return value is None or type(value) is tuple
+
+
+def _any(value: Any) -> bool:
+    return True
+
+
+_FIELDS: tuple[tuple[Callable[[Any], bool], ...], ...] = (
+    (_streamId, _any),  # ITEM
+    (_streamId, _count, _count),  # CREDIT
+    (_streamId, _count),  # END
+    (_streamId, _text, _text, _details),  # ERROR
+    (_streamId,),  # CANCEL
+)
+_NO_BODY: frozenset[int] = frozenset()
+_BODIES: tuple[tuple[frozenset[int] | None, ...], ...] = (
+    (_NO_BODY, None),
+    (_NO_BODY, _NO_BODY, _NO_BODY),
+    (_NO_BODY, _NO_BODY),
+    (_NO_BODY, frozenset({STRING}), frozenset({STRING}), frozenset({OPEN})),
+    (_NO_BODY,),
+)
+_FIELD_NAMES = (
+    ("id", "item"),
+    ("id", "objects", "bytes"),
+    ("id", "count"),
+    ("id", "type", "message", "details"),
+    ("id",),
+)
+
+
+def buildFlow(items: list[Any]) -> FlowMessage | None:
+    """
+    The L{FlowMessage} L{FlowUnslicer} finishes with, given its fields, or
+    C{None} wherever it would refuse them (the compiled core's record
+    builder; the pure decoder then refuses them in its own words).
+    """
+    if not items:
+        return None
+    tag = items[0]
+    if tag == ITEM:
+        # The commonest message, its checks written out (its item count is bounded by the decoder).
+        if len(items) < 3:
+            return None
+        streamId = items[1]
+        return FlowMessage(items) if type(streamId) is int and 1 <= streamId < _INT_END else None
+    if type(tag) is not int or not 0 <= tag < len(_FIELDS):
+        return None
+    checks = _FIELDS[tag]
+    if len(items) != len(checks) + 1:
+        return None
+    for index, check in enumerate(checks, 1):
+        if not check(items[index]):
+            return None
+    return FlowMessage(items)
+
+
+class FlowUnslicer(BudgetedUnslicer):
+    """Builds a L{FlowMessage}, checking each field as it arrives (an item's value is the receiver's to check)."""
+
+    open_type = FLOW_OPEN_TYPE
+    record_builder = staticmethod(buildFlow)
+    record_extra_items = 2
+
+    def __init__(self, limits: Limits) -> None:
+        # An ITEM holds up to max_items items after its tag and id.
+        self.limits = limits
+        self.max_length = self.cap = limits.max_items + 2
+        self.settled = self.extra = 0
+        self._counter = None
+        self.items: list[Any] = []
+
+    def check_token(self, kind: int, size: int) -> None:
+        items = self.items
+        if not items:
+            if kind != INT:
+                raise KindRefused(f"an rpc.flow tag cannot be {KIND_NAMES.get(kind, kind)}")
+            return
+        bodies = _BODIES[items[0]]
+        index = len(items) - 1
+        if items[0] == ITEM and index >= 1:
+            return  # an item: any kind
+        if index >= len(bodies):
+            raise TooManyItems(f"an rpc.flow {FLOW_NAMES[items[0]]} has {len(bodies)} fields")
+        allowed = bodies[index]
+        if allowed is not None and kind not in allowed:
+            raise KindRefused(f"an rpc.flow field cannot be {KIND_NAMES.get(kind, kind)}")
+
+    def receive_child(self, obj: Any) -> None:
+        items = self.items
+        if len(items) >= self.cap:
+            self.full()
+        if not items:
+            if type(obj) is not int or not 0 <= obj < len(_FIELDS):
+                raise InvalidValue(f"unknown rpc.flow tag {short_repr(obj)}")
+        elif items[0] == ITEM and len(items) >= 2:
+            pass  # an item: the receiver's to check
+        else:
+            checks = _FIELDS[items[0]]
+            index = len(items) - 1
+            if index >= len(checks):
+                raise TooManyItems(f"an rpc.flow {FLOW_NAMES[items[0]]} has {len(checks)} fields")
+            if not checks[index](obj):
+                raise InvalidValue(f"bad {_FIELD_NAMES[items[0]][index]} in an rpc.flow message: {short_repr(obj)}")
+        items.append(obj)
+
+    def finish(self) -> FlowMessage:
+        items = self.items
+        if items and items[0] == ITEM and len(items) >= 3:
+            return FlowMessage(items)
+        if not items or len(items) != len(_FIELDS[items[0]]) + 1:
+            raise InvalidValue("an rpc.flow message is missing fields")
+        return FlowMessage(items)
+
+    def child_where(self) -> str:
+        items = self.items
+        if not items:
+            return "<rpc.flow>"
+        names = _FIELD_NAMES[items[0]]
+        index = len(items) - 1
+        if items[0] == ITEM and index >= 1:
+            return f"item[{index - 1}]"
+        return names[index] if index < len(names) else "?"
+
+
+class Announcement(tuple):  # type: ignore[type-arg]
+    """What a stream in an argument or result is decoded as before its connection resolves it: C{(streamId,)}."""
+
+    __slots__ = ()
+
+
+class AnnouncementUnslicer(PartsUnslicer):
+    """Reads OPEN C{"rpc.stream"} INT CLOSE; C{resolve} turns the id into the receiving side's stream."""
+
+    open_type = ANNOUNCE_OPEN_TYPE
+    part_kinds = (_NO_BODY,)
+    part_types = (int,)
+
+    def __init__(self, limits: Limits, resolve: Callable[[Announcement], Any]) -> None:
+        super().__init__(limits)
+        self._resolve = resolve
+
+    def build(self, streamId: Any) -> Any:
+        if not _streamId(streamId):
+            raise InvalidValue(f"an rpc.stream id is an integer from 1 to 2**64 - 1, got {short_repr(streamId)}")
+        return self._resolve(Announcement((streamId,)))
+
+
+def addFlowTypes(registry: Registry) -> None:
+    """Make C{registry} send L{FlowMessage}s and build them from OPEN C{"rpc.flow"}."""
+    registry.add_slicer(FlowMessage, FlowSlicer())
+    registry.add_unslicer(FLOW_OPEN_TYPE, FlowUnslicer)
+
+
+# -- flow control ------------------------------------------------------------------
+
+
+class ItemCreditExceeded(RuleBroken):
+    """A peer sent a stream more items than it was granted: it breaks flow control, the connection is dropped."""
+
+    code = "stream-credit-exceeded"
+
+
+class ObjectStreamIdReused(RuleBroken):
+    """A peer announced a stream under an id not above its last one: a stream could be orphaned."""
+
+    code = "stream-id-reused"
+
+
+class TooManyObjectStreams(RuleBroken):
+    """A peer announced more streams at once than this side takes (L{ReceiveWindow}'s owner's limit)."""
+
+    code = "too-many-streams"
+
+
+class ReceiveWindow:
+    """
+    The receiver's side of one stream's credit: it grants C{window} items
+    at first, then, as the consumer takes them, grants them again in
+    steps of a quarter of the window (or as soon as the consumer has taken
+    every item received), so a producer is never more than C{window} items
+    ahead of its consumer.
+
+    @ivar window: the items in flight allowed.
+    @ivar windowBytes: the encoded bytes of items in flight allowed.
+    @ivar buffered: items received and not yet taken.
+    """
+
+    __slots__ = ("window", "windowBytes", "buffered", "_owed", "_step", "_outstanding")
+
+    def __init__(self, window: int = DEFAULT_WINDOW, windowBytes: int = DEFAULT_WINDOW_BYTES) -> None:
+        if window < 1 or windowBytes < 1:
+            raise ValueError("a stream's window must allow at least one item and one byte")
+        self.window = window
+        self.windowBytes = windowBytes
+        self.buffered = 0
+        self._owed = 0
+        self._step = max(1, window // 4)
+        self._outstanding = 0
+
+    def first(self) -> tuple[int, int]:
+        """The first CREDIT's C{(objects, bytes)}: the whole window."""
+        self._outstanding = self.window
+        return self.window, self.windowBytes
+
+    def received(self, count: int = 1) -> None:
+        """
+        An ITEM of C{count} items arrived.
+
+        @raise ItemCreditExceeded: more than were granted.
+        """
+        if count > self._outstanding:
+            raise ItemCreditExceeded(f"a stream sent more than the {self.window} items it was granted")
+        self._outstanding -= count
+        self.buffered += count
+
+    def taken(self) -> int:
+        """
+        The consumer took one item: the objects to grant now (0: not yet a
+        step's worth, and items still held).  Once the consumer has taken
+        every item received, what it owes is granted whatever its count: a
+        sender held back by the byte window may have fewer than a step in
+        flight.
+        """
+        self.buffered -= 1
+        self._owed += 1
+        if self._owed < self._step and self.buffered:
+            return 0
+        owed, self._owed = self._owed, 0
+        self._outstanding += owed
+        return owed
+
+
+class SendWindow:
+    """
+    The sender's side of one stream's credit: items granted and not yet
+    sent, the receiver's byte window, and the sizes of the items sent and
+    not yet given back by credit (in order), whose sum it keeps.
+
+    @ivar objects: items it may still send.
+    @ivar windowBytes: the receiver's byte window (from its last CREDIT).
+    @ivar inFlightBytes: encoded bytes of the items not yet given back.
+    """
+
+    __slots__ = ("objects", "windowBytes", "inFlightBytes", "_sizes")
+
+    def __init__(self) -> None:
+        self.objects = 0
+        self.windowBytes = 0
+        self.inFlightBytes = 0
+        self._sizes: collections.deque[int] = collections.deque()
+
+    def granted(self, objects: int, windowBytes: int) -> None:
+        """A CREDIT: C{objects} more items; the first C{objects} items in flight are given back."""
+        self.objects += objects
+        self.windowBytes = windowBytes
+        sizes = self._sizes
+        for _ in range(min(objects, len(sizes))):
+            self.inFlightBytes -= sizes.popleft()
+
+    def open(self) -> bool:
+        """Whether one more item may be taken from the source now."""
+        return self.objects > 0 and self.inFlightBytes < self.windowBytes
+
+    def taken(self) -> None:
+        """One item was taken from the source, to be sent (it counts against the objects granted at once)."""
+        self.objects -= 1
+
+    def sent(self, count: int, size: int) -> None:
+        """An ITEM of C{count} items (taken before) and C{size} encoded bytes was sent: each item holds its share."""
+        self.inFlightBytes += size
+        share, extra = divmod(size, count)
+        sizes = self._sizes
+        sizes.append(share + extra)
+        for _ in range(count - 1):
+            sizes.append(share)
+
+
+# -- typed streams -------------------------------------------------------------------
+
+
+_SEND_CHECKS: weakref.WeakKeyDictionary[Any, tuple[Constraint, str]] = weakref.WeakKeyDictionary()
+
+
+def streamable(value: Any) -> bool:
+    """Whether C{value} is sent as a stream: an async iterable, a generator, or a received stream."""
+    return (
+        isinstance(value, (collections.abc.AsyncIterable, types.GeneratorType))
+        or getattr(value, "isObjectStream", False) is True
+    )
+
+
+def itemCheckFor(source: Any) -> tuple[Constraint, str] | None:
+    """The item constraint (and the name of the stream in C{where}) a L{StreamOf} recorded for C{source}, if any."""
+    try:
+        return _SEND_CHECKS.get(source)
+    except TypeError:
+        return None
+
+
+class StreamOf(Constraint):
+    """
+    A stream of items each accepted by C{item}: what C{AsyncIterator[T]}
+    means.  It accepts an announcement at the header, and any stream in
+    memory: a received one is told C{item} (its C{constrainItems}), one
+    about to be sent is recorded so that each item is checked before it
+    goes (L{itemCheckFor}).
+
+    @ivar item: the constraint of each item.
+    """
+
+    def __init__(self, item: Constraint) -> None:
+        self.item = item
+
+    def check_header(self, kind: int, size: int) -> None:
+        if kind != OPEN:
+            raise KindRefused(f"expected a stream of objects, got a token of kind {kind}")
+
+    def check_open(self, name: str) -> None:
+        if name != ANNOUNCE_OPEN_TYPE:
+            raise KindRefused(f"expected a stream of objects, got {name!r}")
+
+    def check_value(self, obj: Any) -> None:
+        self.validateAt(obj, "result")
+
+    def validateAt(self, obj: Any, where: str) -> None:
+        """Accept C{obj} as a stream named C{where} in a refused item's C{where} (C{"args[0]"})."""
+        constrain = getattr(obj, "constrainItems", None)
+        if constrain is not None:
+            constrain(self.item, where)
+            return
+        if not streamable(obj):
+            raise KindRefused(f"expected a stream of objects (an async iterable or a generator), got {short_repr(obj)}")
+        try:
+            _SEND_CHECKS[obj] = (self.item, where)
+        except TypeError:
+            pass  # not weakly referenceable: checked by the receiver alone
+
+    def __repr__(self) -> str:
+        return f"StreamOf({self.item!r})"
+
+
+def checkItem(constraint: Constraint, item: Any, where: str, index: int) -> None:
+    """
+    Check the item at C{index} of the stream named C{where}.
+
+    @raise framing.Violation: refused, at C{f"{where}[{index}]..."}.
+    """
+    try:
+        constraint.validate(item)
+    except Violation as violation:
+        violation.where = f"{where}[{index}]{violation.where}"
+        raise
+
+
+for _origin in (
+    collections.abc.AsyncIterator,
+    collections.abc.AsyncIterable,
+    collections.abc.AsyncGenerator,
+    # A remote method returning a generator: its caller reads a stream (an async one).
+    collections.abc.Iterator,
+    collections.abc.Generator,
+):
+    registerGenericHint(_origin, StreamOf)

@@ -1,0 +1,867 @@
+"""Object streams in calls on Twisted: a remote method returns or takes an async iterator.
+
+Contract: every L{Broker} loads an L{ObjectStreams} extension (an
+L{IBrokerExtension}, as bulk's channel is), so on any RPC connection an
+async generator, an async iterator, a generator or an L{ObjectStream} in a
+call's arguments or result travels as a stream of objects (the wire is
+L{framing.rpc.streams}'s): the receiving side gets a L{StreamReader}, which
+it iterates with C{async for} (or L{StreamReader.next}, or
+L{StreamReader.forEach} with Deferreds).
+
+Flow control is per stream, with credit (L{framing.rpc.streams.ReceiveWindow},
+L{framing.rpc.streams.SendWindow}): the producer is pulled only while the
+consumer's window allows, so a producer is never more than a window of
+objects (and of bytes) ahead of its consumer, and a slow stream holds up
+nothing else on the connection, since no item is written without credit.
+
+Ending, both ways: the producer's end sends END; its exception sends ERROR
+after the items already sent, and the consumer gets it after them; a
+consumer that breaks out of C{async for} and drops the reader, or calls
+L{StreamReader.cancel} (or C{aclose}), sends CANCEL, and the producer is
+closed (an async generator's C{aclose}, a generator's C{close}: its
+C{finally} runs).  A lost connection ends every reader with the reason and
+closes every producer.
+
+Cost: one message per item and one CREDIT per quarter window; a pull that
+completes without waiting (the common case) costs no Deferred on the
+producer's side.
+"""
+
+from __future__ import annotations
+
+import collections
+import collections.abc
+import types
+import weakref
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Generic, TypeVar
+
+from twisted.internet.defer import CancelledError, Deferred, fail, succeed
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from framing import EncodingError, Registry, Violation
+from framing.outgoing import Outgoing
+from framing.rpc.errors import describe, rebuild
+from framing.rpc.streams import (
+    ANNOUNCE_OPEN_TYPE,
+    CANCEL,
+    CREDIT,
+    DEFAULT_WINDOW,
+    DEFAULT_WINDOW_BYTES,
+    END,
+    ERROR,
+    ITEM,
+    Announcement,
+    AnnouncementUnslicer,
+    FlowMessage,
+    ObjectStreamIdReused,
+    ReceiveWindow,
+    SendWindow,
+    TooManyObjectStreams,
+    addFlowTypes,
+    checkItem,
+    itemCheckFor,
+)
+from framing.slicing.constraints import Constraint
+from framing.slicing.interfaces import ISlicer
+
+from ..interfaces import IBrokerExtension
+
+__all__ = ["ObjectStream", "ObjectStreams", "StreamOptions", "StreamReader"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    """
+    How much one connection's streams may hold.
+
+    @ivar window: items a stream this side receives may have in flight
+        (granted and not yet taken by its consumer).
+    @ivar windowBytes: encoded bytes of items such a stream may have in flight.
+    @ivar maxStreams: streams the peer may have announced to this side at
+        once (more drops the connection: L{TooManyObjectStreams}).
+    """
+
+    window: int = DEFAULT_WINDOW
+    windowBytes: int = DEFAULT_WINDOW_BYTES
+    maxStreams: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.window < 1 or self.windowBytes < 1 or self.maxStreams < 1:
+            raise ValueError("a stream window and the stream count must be at least 1")
+
+
+class ObjectStream:
+    """
+    Send any iterable or async iterable as a stream (async generators,
+    generators and async iterator classes are sent as streams as they are;
+    wrap a list or another plain iterable to stream it rather than send it whole).
+
+    @ivar source: what the items are taken from.
+    """
+
+    isObjectStream = True
+
+    def __init__(self, source: Iterable[Any] | AsyncIterable[Any]) -> None:
+        self.source = source
+
+
+# -- the producer's side --------------------------------------------------------------
+
+
+@types.coroutine
+def _finishStep(step: Any, yielded: Any) -> Generator[Any, Any, Any]:
+    """
+    Drive to its end C{step}, an awaitable already started that yielded
+    C{yielded} (under a coroutine runner: L{Deferred.fromCoroutine}), and
+    return its result.
+    """
+    while True:
+        try:
+            try:
+                sent = yield yielded
+            except BaseException as error:
+                yielded = step.throw(error)
+            else:
+                yielded = step.send(sent)
+        except StopIteration as done:
+            return done.value
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
+
+
+BATCH_ITEMS = 128
+"""The most items one ITEM message gathers."""
+
+BATCH_BYTES = 16 * 1024
+"""About how many encoded bytes one ITEM gathers (its count follows the size of the last one)."""
+
+_WAITING, _PULLING, _DONE = "waiting", "pulling", "done"
+"""A producer's states: waiting for credit (or announced, not yet granted any), waiting for its source, over."""
+
+
+class _Producer:
+    """One stream this side sends: pulls its source under credit, one ITEM per item, then END or ERROR."""
+
+    def __init__(self, streams: ObjectStreams, streamId: int, source: Any) -> None:
+        self.streams = streams
+        self.streamId = streamId
+        self.window = SendWindow()
+        self.sent = 0
+        self.state = _WAITING
+        self.check: tuple[Constraint, str] | None = itemCheckFor(source)
+        self._pending: Deferred[Any] | None = None
+        self._batch: list[Any] = []
+        self._batchLimit = 1
+        self._itemSize = 0
+        self.encoder = streams.encoder()
+        if isinstance(source, ObjectStream):
+            source = source.source
+        self.closeable = source
+        if isinstance(source, AsyncIterable):
+            self.iterator: Any = source.__aiter__()
+            self.closeable = self.iterator
+            self.isAsync = True
+        else:
+            self.iterator = iter(source)
+            self.isAsync = False
+
+    def granted(self, objects: int, windowBytes: int) -> None:
+        self.window.granted(objects, windowBytes)
+        self.pump()
+
+    def pump(self) -> None:
+        """Send items while the credit allows and the source has them at once (all in one write)."""
+        if self.state != _WAITING or not self.window.open():
+            return
+        transport = self.streams.transport()
+        if transport is None:
+            return
+        transport.hold()
+        try:
+            if self.isAsync:
+                self._pumpAsync(transport)
+            else:
+                self._pumpSync(transport)
+            if self.state != _DONE:
+                self.flush(transport)
+        finally:
+            transport.release()
+
+    def _pumpSync(self, transport: Any) -> None:
+        iterator, window = self.iterator, self.window
+        while self.state == _WAITING and window.open():
+            try:
+                item = next(iterator)
+            except StopIteration:
+                self.end()
+                return
+            except Exception as error:
+                self.fail(error)
+                return
+            self.itemReady(item, transport)
+
+    def _pumpAsync(self, transport: Any) -> None:
+        iterator, window = self.iterator, self.window
+        while self.state == _WAITING and window.open():
+            step = iterator.__anext__()
+            if not hasattr(step, "send"):
+                # An awaitable that is no coroutine (a received stream's Deferred): awaited in one.
+                step = _await(step)
+            try:
+                yielded = step.send(None)
+            except StopIteration as done:
+                self.itemReady(done.value, transport)
+                continue
+            except StopAsyncIteration:
+                self.end()
+                return
+            except Exception as error:
+                self.fail(error)
+                return
+            # The source waits (on a Deferred): what it gave so far goes now,
+            # and Twisted's coroutine runner drives the rest of this step.
+            self.flush(transport)
+            self.state = _PULLING
+            pending = self._pending = Deferred.fromCoroutine(_finishStep(step, yielded))
+            pending.addCallbacks(self._pulled, self._pullFailed)
+            return
+
+    def _pulled(self, item: Any) -> None:
+        self._pending = None
+        if self.state != _PULLING:
+            return
+        self.state = _WAITING
+        transport = self.streams.transport()
+        if transport is None:
+            return
+        transport.hold()
+        try:
+            self.itemReady(item, transport)
+            if self.state == _WAITING and not self.window.open():
+                self.flush(transport)
+        finally:
+            transport.release()
+        self.pump()
+
+    def _pullFailed(self, failure: Failure) -> None:
+        self._pending = None
+        if self.state != _PULLING:
+            return
+        self.state = _WAITING
+        error = failure.value
+        if isinstance(error, StopAsyncIteration):
+            self.end()
+        elif isinstance(error, Exception):
+            self.fail(error)
+        else:
+            self.fail(RuntimeError(f"the stream's source raised {type(error).__name__}"))
+
+    def itemReady(self, item: Any, transport: Any) -> None:
+        """
+        Take C{item} (checked first if the stream is typed) into the ITEM
+        being gathered, counted against the credit at once; the ITEM is
+        sent once it holds the batch's count (L{_batchLimit}), or when the
+        pump stops.
+        """
+        check = self.check
+        if check is not None:
+            try:
+                checkItem(check[0], item, check[1], self.sent + len(self._batch))
+            except Violation as violation:
+                self.fail(violation)
+                return
+        window = self.window
+        window.taken()
+        batch = self._batch
+        batch.append(item)
+        # Sent once it holds its count, or (at the last ITEM's size per item) fills the byte window's room.
+        if len(batch) >= self._batchLimit or len(batch) * self._itemSize >= window.windowBytes - window.inFlightBytes:
+            self.flush(transport)
+
+    def flush(self, transport: Any) -> None:
+        """Send the items gathered as one ITEM (into the held transport's buffer), and size the next batch."""
+        items = self._batch
+        if not items:
+            return
+        self._batch = []
+        message = FlowMessage((ITEM, self.streamId, *items))
+        count = len(items)
+        # Whole in one call of the compiled core when it can (its length is
+        # the ITEM's size); else through the slicers, measured in the buffer.
+        tokens = self.encoder.tokens(message) if self.encoder is not None else None
+        try:
+            if tokens is not None:
+                transport.buffer.write_piece(tokens)
+                size = len(tokens)
+            else:
+                buffer = transport.buffer
+                before = len(buffer)
+                self.streams.send(message)
+                size = len(buffer) - before
+        except (EncodingError, Violation) as error:
+            check = self.check
+            if isinstance(error, Violation) and check is not None:
+                error.where = f"{check[1]}[{self.sent}..{self.sent + count - 1}]{error.where}"
+            self.fail(error)
+            return
+        self.sent += count
+        size = max(size, count)
+        self.window.sent(count, size)
+        # Gather as many items as fill BATCH_BYTES at this size, within BATCH_ITEMS.
+        self._itemSize = size // count
+        self._batchLimit = max(1, min(BATCH_ITEMS, BATCH_BYTES * count // size))
+
+    def end(self) -> None:
+        """The source is exhausted: the items gathered, then END, with the count of items sent."""
+        self._flushHeld()
+        self._over()
+        self.streams.send(FlowMessage((END, self.streamId, self.sent)))
+
+    def fail(self, error: BaseException) -> None:
+        """The source raised (or an item was refused): ERROR after the items sent, and the source closed."""
+        if self.state != _DONE:
+            self._flushHeld()
+        self._over()
+        typeName, text, details = describe(error)
+        try:
+            self.streams.send(FlowMessage((ERROR, self.streamId, typeName, text, details)))
+        except Exception:
+            self.streams.send(FlowMessage((ERROR, self.streamId, typeName, text, None)))
+        self.close()
+
+    def _flushHeld(self) -> None:
+        transport = self.streams.transport()
+        if transport is not None:
+            self.flush(transport)
+        self._batch = []
+
+    def cancel(self) -> None:
+        """The receiver cancelled, the call failed or the connection is gone: stop and close the source."""
+        if self.state == _DONE:
+            return
+        self._batch = []
+        self._over()
+        self.close()
+
+    def _over(self) -> None:
+        self.state = _DONE
+        self.streams.producerOver(self)
+
+    def close(self) -> None:
+        """Close the source: a pull in progress is cancelled, then its C{aclose} (or C{close}) runs."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.addErrback(lambda failure: None)
+            pending.cancel()
+        closeable = self.closeable
+        if self.isAsync:
+            aclose = getattr(closeable, "aclose", None)
+            if aclose is not None:
+                closing: Deferred[Any] = Deferred.fromCoroutine(_await(aclose()))
+                closing.addErrback(self.streams.closeFailed)
+            return
+        close = getattr(closeable, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception as error:
+                self.streams.closeFailed(Failure(error))  # type: ignore[no-untyped-call]
+
+
+# -- the consumer's side -----------------------------------------------------------------
+
+
+class StreamReader(AsyncIterator[T], Generic[T]):
+    """
+    A stream of objects received in a call's arguments or result: iterate
+    it with C{async for} (its C{__anext__} returns a L{Deferred}), or pull
+    with L{next}, or hand each item to a callback with L{forEach}.
+
+    Dropping it unfinished (breaking out of C{async for} with no other
+    reference to it) or calling L{cancel} stops the producer.  Typed
+    (C{AsyncIterator[T]} in the method's hints), each item is checked as it
+    is taken: the first refused ends the stream with its
+    L{framing.Violation}, C{where} naming its index (C{"result[17]"}).
+
+    @ivar streamId: the peer's id of the stream.
+    @ivar window: its L{ReceiveWindow} (C{window.buffered}: items held, not yet taken).
+    @ivar taken: items taken so far.
+    """
+
+    isObjectStream = True
+
+    def __init__(self, streams: ObjectStreams, streamId: int, window: ReceiveWindow) -> None:
+        self._streams = streams
+        self.streamId = streamId
+        self.window = window
+        self._buffer: collections.deque[Any] = collections.deque()
+        self._waiting: Deferred[T] | None = None
+        self._ended = False
+        self._error: BaseException | None = None
+        self._constraint: Constraint | None = None
+        self._where = "result"
+        self.taken = 0
+
+    def constrainItems(self, constraint: Constraint, where: str) -> None:
+        """Check each item against C{constraint}; refused ones are named C{where[index]} (L{StreamOf} calls it)."""
+        self._constraint = constraint
+        self._where = where
+
+    @property
+    def finished(self) -> bool:
+        """Whether the stream is over for its consumer (ended, failed or cancelled) and nothing is left to take."""
+        return (self._ended or self._error is not None) and not self._buffer
+
+    def __aiter__(self) -> StreamReader[T]:
+        return self
+
+    def __anext__(self) -> Deferred[T]:
+        """The next item, as a L{Deferred} that fails with C{StopAsyncIteration} at the end."""
+        if self._buffer:
+            item = self._buffer.popleft()
+            return self._deliver(item)
+        if self._error is not None:
+            return fail(self._error)
+        if self._ended:
+            return fail(StopAsyncIteration())
+        if self._waiting is not None:
+            raise RuntimeError("a stream's next item is already awaited")
+        waiting: Deferred[T] = Deferred(self._cancelWaiting)
+        self._waiting = waiting
+        # Held by the connection while awaited: a consumer waiting on it may be held by nothing else.
+        self._streams.awaiting(self)
+        return waiting
+
+    def next(self) -> Deferred[T]:
+        """The next item (what C{async for} awaits): fails with C{StopAsyncIteration} at the end."""
+        return self.__anext__()
+
+    def forEach(self, callback: Callable[[T], Any]) -> Deferred[int]:
+        """
+        Call C{callback} with each item, waiting for a L{Deferred} it
+        returns before taking the next.
+
+        @return: a L{Deferred} of the count of items, once the stream ended;
+            failing with its error, or with what C{callback} raised (the
+            stream is then cancelled).
+        """
+        return Deferred.fromCoroutine(self._each(callback))
+
+    async def _each(self, callback: Callable[[T], Any]) -> int:
+        count = 0
+        buffer = self._buffer
+        try:
+            while True:
+                # Items held are taken without a Deferred each.
+                if buffer:
+                    item = self._take(buffer.popleft())
+                else:
+                    try:
+                        item = await self.__anext__()
+                    except StopAsyncIteration:
+                        return count
+                result = callback(item)
+                if isinstance(result, Deferred):
+                    await result
+                count += 1
+        except BaseException:
+            self.cancel()
+            raise
+
+    def cancel(self) -> None:
+        """
+        Stop the stream: CANCEL to the producer, the items held dropped; a
+        pending L{next} fails with C{CancelledError}.
+        """
+        if self.finished and not self._buffer:
+            return
+        self._buffer.clear()
+        if self._error is None and not self._ended:
+            self._ended = True
+            self._streams.readerCancelled(self.streamId)
+        waiting = self._takeWaiting()
+        if waiting is not None:
+            waiting.errback(CancelledError())
+
+    def aclose(self) -> Deferred[None]:
+        """L{cancel}, as an awaitable (for C{contextlib.aclosing})."""
+        self.cancel()
+        return succeed(None)
+
+    def _cancelWaiting(self, waiting: Deferred[T]) -> None:
+        if self._waiting is waiting:
+            self._takeWaiting()
+            self._buffer.clear()
+            if self._error is None and not self._ended:
+                self._ended = True
+                self._streams.readerCancelled(self.streamId)
+
+    def _takeWaiting(self) -> Deferred[T] | None:
+        """The L{Deferred} a consumer awaits, forgotten here (and the connection's hold on this reader let go)."""
+        waiting, self._waiting = self._waiting, None
+        if waiting is not None:
+            self._streams.notAwaiting(self)
+        return waiting
+
+    def _deliver(self, item: Any) -> Deferred[T]:
+        """Hand over one item taken from the buffer, as a L{Deferred} (see L{_take})."""
+        try:
+            return succeed(self._take(item))
+        except Violation as violation:
+            return fail(violation)
+
+    def _take(self, item: Any) -> T:
+        """
+        One item taken from the buffer: counted, its credit given back, checked.
+
+        @raise framing.Violation: the item's constraint refuses it (the stream is then cancelled).
+        """
+        index = self.taken
+        self.taken = index + 1
+        grant = self.window.taken()
+        constraint = self._constraint
+        if constraint is not None:
+            try:
+                checkItem(constraint, item, self._where, index)
+            except Violation as violation:
+                self._refuse(violation)
+                raise
+        if grant and not self._ended and self._error is None:
+            self._streams.sendCredit(self.streamId, grant, self.window.windowBytes)
+        return item  # type: ignore[no-any-return]
+
+    def _refuse(self, violation: Violation) -> None:
+        self._buffer.clear()
+        if self._error is None and not self._ended:
+            self._streams.readerCancelled(self.streamId)
+        self._error = violation
+
+    # -- told by the connection --------------------------------------------------------
+
+    def itemsReceived(self, items: tuple[Any, ...]) -> None:
+        """
+        An ITEM's items (their credit already counted by the connection):
+        held, and a consumer waiting for them woken at the end of the
+        reactor turn, so that it takes the items of one read in one go,
+        without a Deferred of its own each.
+        """
+        if self._ended or self._error is not None:
+            self.window.buffered -= len(items)
+            return
+        wake = not self._buffer and self._waiting is not None
+        self._buffer.extend(items)
+        if wake:
+            self._streams.wakeSoon(self)
+
+    def wake(self) -> None:
+        """Hand the consumer waiting for an item the first one held (the end of the turn L{itemsReceived} asked for)."""
+        if self._waiting is None or not self._buffer:
+            return
+        waiting = self._takeWaiting()
+        assert waiting is not None
+        self._deliver(self._buffer.popleft()).chainDeferred(waiting)
+
+    def ended(self) -> None:
+        """The producer's END: the items held are still taken, then the iteration stops."""
+        self._ended = True
+        if not self._buffer:
+            waiting = self._takeWaiting()
+            if waiting is not None:
+                waiting.errback(StopAsyncIteration())
+
+    def failed(self, error: BaseException) -> None:
+        """The producer's ERROR, or the connection's end: after the items held, the iteration fails with C{error}."""
+        if self._ended or self._error is not None:
+            return
+        self._error = error
+        if not self._buffer:
+            waiting = self._takeWaiting()
+            if waiting is not None:
+                waiting.errback(error)
+
+    def __repr__(self) -> str:
+        return f"<StreamReader {self.streamId}: {self.taken} taken, {len(self._buffer)} held>"
+
+
+# -- the connection's streams ---------------------------------------------------------------
+
+
+@implementer(IBrokerExtension)
+class ObjectStreams:
+    """
+    The object streams of one connection, both ways (every L{Broker} loads
+    one; give a broker your own in C{extensions} for other L{StreamOptions}).
+
+    @ivar options: its L{StreamOptions}.
+    @ivar streamIds: the next id this side gives a stream it sends.
+    """
+
+    log = Logger()
+    controlTypes = (FlowMessage,)
+
+    def __init__(self, options: StreamOptions | None = None) -> None:
+        self.options = options or StreamOptions()
+        self._broker: Callable[[], Any] = _nothing
+        self.streamIds = 1
+        self._producers: dict[int, _Producer] = {}
+        self._readers: dict[int, weakref.ref[StreamReader[Any]]] = {}
+        self._lastAnnounced = 0
+        self._gone: list[int] = []
+        self._awaited: dict[int, StreamReader[Any]] = {}
+        self._toWake: list[StreamReader[Any]] = []
+        self._sending: tuple[Outgoing, Deferred[Any]] | None = None
+        self._up = False
+
+    # -- IBrokerExtension ------------------------------------------------------------------
+
+    def install(self, broker: Any, registry: Registry) -> None:
+        """Teach the broker's registry the announcement and the flow messages, and what is sent as a stream."""
+        self._broker = weakref.ref(broker)
+        addFlowTypes(registry)
+        slicer = _AnnouncementSlicer(self)
+        for cls in (ObjectStream, StreamReader, types.AsyncGeneratorType, types.GeneratorType, AsyncIterator):
+            registry.add_slicer(cls, slicer)
+        registry.add_unslicer(ANNOUNCE_OPEN_TYPE, lambda limits: AnnouncementUnslicer(limits, self.announced))
+
+    def connectionMade(self) -> None:
+        self._up = True
+
+    def connectionLost(self, reason: Failure) -> None:
+        """Every reader fails with C{reason}'s error; every producer is closed."""
+        self._up = False
+        self._sending = None
+        producers, readers = self._producers, self._readers
+        while producers:
+            producers.popitem()[1].cancel()
+        error = reason.value if reason.value is not None else ConnectionError("connection lost")
+        while readers:
+            reader = readers.popitem()[1]()
+            if reader is not None:
+                reader.failed(error)
+        self._awaited.clear()
+
+    def controlReceived(self, message: FlowMessage) -> None:
+        """One flow message from the peer: an item or end for a reader, a credit or cancel for a producer."""
+        tag, streamId = message[0], message[1]
+        if tag == ITEM or tag == END or tag == ERROR:
+            ref = self._readers.get(streamId)
+            reader = ref() if ref is not None else None
+            if reader is None:
+                return  # cancelled here, the peer has not heard yet
+            if tag == ITEM:
+                try:
+                    reader.window.received(len(message) - 2)
+                except Exception as error:
+                    self._dropConnection(error)
+                    return
+                reader.itemsReceived(message[2:])
+                return
+            del self._readers[streamId]
+            if tag == END:
+                reader.ended()
+            else:
+                reader.failed(rebuild(message[2], message[3], None, message[4]))
+            return
+        producer = self._producers.get(streamId)
+        if producer is None:
+            return  # over here, the peer has not heard yet
+        if tag == CREDIT:
+            producer.granted(message[2], message[3])
+        else:
+            producer.cancel()
+
+    def callSent(self, call: Deferred[Any], outgoing: Outgoing) -> None:
+        """A call is being sent: streams in its arguments are closed if it fails before they are granted credit."""
+        self._sending = (outgoing, call)
+        outgoing.on_commit(self._callSendOver)
+        outgoing.on_rollback(self._callSendOver)
+
+    def _callSendOver(self) -> None:
+        self._sending = None
+
+    # -- for producers and readers ---------------------------------------------------------
+
+    def transport(self) -> Any:
+        """The connection's transport while it is up, else C{None}."""
+        broker = self._broker()
+        if broker is None or not self._up:
+            return None
+        transport = broker.transport
+        return None if transport is None or transport.disconnecting else transport
+
+    def encoder(self) -> Any:
+        """The connection's L{framing.Encoder}."""
+        broker = self._broker()
+        return None if broker is None else broker.connection.encoder
+
+    def send(self, message: FlowMessage) -> None:
+        """Send one flow message, if the connection is up."""
+        broker = self._broker()
+        if broker is not None and self.transport() is not None:
+            broker.sendObject(message)
+
+    def sendCredit(self, streamId: int, objects: int, windowBytes: int) -> None:
+        """Grant the producer of the peer's stream C{streamId} C{objects} more items."""
+        self.send(FlowMessage((CREDIT, streamId, objects, windowBytes)))
+
+    def readerCancelled(self, streamId: int) -> None:
+        """A reader stopped before its end: tell the producer (once)."""
+        if self._readers.pop(streamId, None) is not None:
+            self.send(FlowMessage((CANCEL, streamId)))
+
+    def awaiting(self, reader: StreamReader[Any]) -> None:
+        """C{reader}'s consumer waits for its next item: hold it until then (its weak entry alone would not)."""
+        self._awaited[reader.streamId] = reader
+
+    def notAwaiting(self, reader: StreamReader[Any]) -> None:
+        """C{reader}'s consumer has its item (or its end): hold it no more."""
+        self._awaited.pop(reader.streamId, None)
+
+    def wakeSoon(self, reader: StreamReader[Any]) -> None:
+        """Wake C{reader}'s waiting consumer at the end of this reactor turn (once for all readers woken in it)."""
+        if not self._toWake:
+            clock = self._clock()
+            if clock is None:
+                return
+            clock.callLater(0, self._wake)
+        self._toWake.append(reader)
+
+    def _wake(self) -> None:
+        toWake, self._toWake = self._toWake, []
+        for reader in toWake:
+            reader.wake()
+
+    def _clock(self) -> Any:
+        broker = self._broker()
+        if broker is None:
+            return None
+        clock = broker.clock
+        if clock is None:
+            from twisted.internet import reactor as clock
+        return clock
+
+    def readerGone(self, streamId: int) -> None:
+        """
+        A reader was dropped by its consumer: if its stream is not over,
+        cancel it at the end of the turn (a garbage collection may drop it
+        in the middle of another message's encoding).
+        """
+        if streamId not in self._readers:
+            return
+        if not self._gone:
+            clock = self._clock()
+            if clock is None:
+                return
+            clock.callLater(0, self._cancelGone)
+        self._gone.append(streamId)
+
+    def _cancelGone(self) -> None:
+        gone, self._gone = self._gone, []
+        for streamId in gone:
+            self.readerCancelled(streamId)
+
+    def producerOver(self, producer: _Producer) -> None:
+        """A producer ended, failed or was cancelled: forget it."""
+        if self._producers.get(producer.streamId) is producer:
+            del self._producers[producer.streamId]
+
+    def closeFailed(self, failure: Failure) -> None:
+        """Closing a producer's source raised: log it (nobody else will see it)."""
+        self.log.failure("Closing an object stream's source failed", failure)
+
+    @property
+    def streamCount(self) -> int:
+        """Streams in flight on this connection, both ways."""
+        return len(self._producers) + len(self._readers)
+
+    # -- announcing and receiving announcements -------------------------------------------------
+
+    def reserve(self, source: Any, outgoing: Outgoing) -> int:
+        """Give C{source} an id as the message C{outgoing} is encoded: its producer starts if the message is sent."""
+        streamId = self.streamIds
+        self.streamIds += 1
+        producer = _Producer(self, streamId, source)
+        self._producers[streamId] = producer
+        sending = self._sending
+        call = sending[1] if sending is not None and sending[0] is outgoing else None
+        outgoing.on_rollback(lambda: self._takeBack(producer))
+        if call is not None:
+            outgoing.on_commit(lambda: call.addErrback(_callFailed, producer))
+        return streamId
+
+    def _takeBack(self, producer: _Producer) -> None:
+        if self._producers.get(producer.streamId) is producer:
+            del self._producers[producer.streamId]
+
+    def announced(self, announcement: Announcement) -> StreamReader[Any]:
+        """
+        The peer announced a stream (as its announcement is decoded): its
+        reader, and the first CREDIT.
+
+        @raise ObjectStreamIdReused: the id is not above the peer's last one.
+        @raise TooManyObjectStreams: the peer has L{StreamOptions.maxStreams} streams here already.
+        """
+        (streamId,) = announcement
+        if streamId <= self._lastAnnounced:
+            error: Exception = ObjectStreamIdReused(f"stream {streamId} announced after stream {self._lastAnnounced}")
+            self._dropConnection(error)
+            raise Violation(str(error))
+        if len(self._readers) >= self.options.maxStreams:
+            error = TooManyObjectStreams(f"more than {self.options.maxStreams} streams announced at once")
+            self._dropConnection(error)
+            raise Violation(str(error))
+        self._lastAnnounced = streamId
+        window = ReceiveWindow(self.options.window, self.options.windowBytes)
+        reader: StreamReader[Any] = StreamReader(self, streamId, window)
+        self._readers[streamId] = weakref.ref(reader, partial(_readerGone, weakref.ref(self), streamId))
+        objects, windowBytes = window.first()
+        self.sendCredit(streamId, objects, windowBytes)
+        return reader
+
+    def _dropConnection(self, error: Exception) -> None:
+        broker = self._broker()
+        if broker is not None:
+            broker.connection.dropConnection(error)
+
+
+def _readerGone(streams: weakref.ref[ObjectStreams], streamId: int, reader: object) -> None:
+    # (a weak reference's callback: holds the connection's streams weakly too, as the broker is held)
+    owner = streams()
+    if owner is not None:
+        owner.readerGone(streamId)
+
+
+def _callFailed(failure: Failure, producer: _Producer) -> Failure:
+    # A stream sent in a call's arguments that the peer never took (the
+    # call was refused before it was read): nothing else would close it.
+    if producer.sent == 0 and producer.window.objects == 0:
+        producer.cancel()
+    return failure
+
+
+def _nothing() -> None:
+    return None
+
+
+@implementer(ISlicer)
+class _AnnouncementSlicer:
+    """Announces a stream in the message being encoded (OPEN "rpc.stream", its id, CLOSE); it starts if that is sent."""
+
+    def __init__(self, streams: ObjectStreams) -> None:
+        self.streams = streams
+
+    def slice(self, obj: Any, encoder: Any) -> None:
+        outgoing = encoder.outgoing
+        if outgoing is None:
+            raise EncodingError("a stream of objects can only be sent in a message, not encoded alone")
+        streamId = self.streams.reserve(obj, outgoing)
+        encoder.write_container(ANNOUNCE_OPEN_TYPE, obj, (streamId,))

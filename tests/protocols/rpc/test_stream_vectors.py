@@ -1,0 +1,197 @@
+"""
+tests/vectors/object_streams.json: the object streams' messages of
+docs/wire-format.md, section 14 (an announcement in an ANSWER, ITEM,
+CREDIT, END, ERROR, CANCEL), and refused ones.
+
+The vector file is written by this module (C{python -m
+tests.protocols.rpc.test_stream_vectors}); the tests check that the
+encoder writes exactly its bytes and that both codec cores decode them to
+its messages (and refuse the invalid ones with their codes).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from twisted.trial.unittest import SynchronousTestCase
+from zope.interface import implementer
+
+from framing import Decoder, Encoder, Registry, Violation
+from framing.rpc.streams import (
+    ANNOUNCE_OPEN_TYPE,
+    CANCEL,
+    CREDIT,
+    END,
+    ERROR,
+    ITEM,
+    Announcement,
+    AnnouncementUnslicer,
+    FlowMessage,
+    addFlowTypes,
+)
+from framing.rpc.wire import ANSWER, Message, addMessageTypes
+from framing.slicing.interfaces import ISlicer
+from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.wire import PREAMBLE
+
+from ...framing.test_cores import COMPILED, core
+
+VECTOR = Path(__file__).resolve().parents[2] / "vectors" / "object_streams.json"
+
+DESCRIPTION = (
+    "Object streams in RPC calls (docs/wire-format.md, section 14). Under 'vectors', each is {name, what, fields, "
+    "hex}: hex is a complete stream (preamble, then one message); fields are the message's items in wire order "
+    "in the tagged form of section 9, an announcement shown as {\"stream\": id}. Under 'invalid', each is "
+    "{name, hex, code}: the receiver refuses the one message with that Violation code and stays in step."
+)
+
+
+@implementer(ISlicer)
+class _AnnouncementWriter:
+    """Writes an L{Announcement} as a sender's slicer does (without a connection to start a stream on)."""
+
+    def slice(self, obj: Any, encoder: Any) -> None:
+        encoder.write_container(ANNOUNCE_OPEN_TYPE, obj, obj)
+
+
+def registry() -> Registry:
+    """The RPC messages, the flow messages, and announcements decoded as themselves."""
+    made = Registry(DEFAULT_REGISTRY)
+    addMessageTypes(made)
+    addFlowTypes(made)
+    made.add_slicer(Announcement, _AnnouncementWriter())
+    made.add_unslicer(ANNOUNCE_OPEN_TYPE, lambda limits: AnnouncementUnslicer(limits, lambda found: found))
+    return made
+
+
+MESSAGES: list[tuple[str, str, Any]] = [
+    ("answer-with-stream", "ANSWER 1 whose result is stream 1", Message((ANSWER, 1, Announcement((1,))))),
+    ("credit-first", "the receiver's first CREDIT: 256 items, 1 MiB", FlowMessage((CREDIT, 1, 256, 1 << 20))),
+    ("item-int", "ITEM 0 of stream 1: 7", FlowMessage((ITEM, 1, 7))),
+    ("item-dict", "an ITEM holding a dict", FlowMessage((ITEM, 1, {"event": "put", "key": "a"}))),
+    ("item-several", "one ITEM holding items 2, 3 and 4 of stream 1: 8, 9, 10", FlowMessage((ITEM, 1, 8, 9, 10))),
+    ("credit-step", "CREDIT 64 more items", FlowMessage((CREDIT, 1, 64, 1 << 20))),
+    ("end", "END of stream 1 after 5 items", FlowMessage((END, 1, 5))),
+    (
+        "error",
+        "ERROR of stream 2: the producer raised ValueError",
+        FlowMessage((ERROR, 2, "ValueError", "the producer broke", ("the producer broke",))),
+    ),
+    (
+        "error-violation",
+        "ERROR of stream 3: its item 17 refused by the sender",
+        FlowMessage((ERROR, 3, "Violation", "expected an int, got str", ("kind-refused", "result[17]"))),
+    ),
+    ("cancel", "CANCEL of stream 4 by its receiver", FlowMessage((CANCEL, 4))),
+]
+
+INVALID: list[tuple[str, bytes]] = [
+    # OPEN "rpc.flow", INT 9 (no such tag), INT 1, CLOSE
+    ("unknown-tag", bytes.fromhex("7872") + b"pc.flow" + bytes.fromhex("0901") + bytes.fromhex("80")),
+    # an ITEM with stream id 0 (ids start at 1)
+    ("stream-id-zero", bytes.fromhex("7872") + b"pc.flow" + bytes.fromhex("000007") + bytes.fromhex("80")),
+    # an ITEM with no item
+    ("item-empty", bytes.fromhex("7872") + b"pc.flow" + bytes.fromhex("0001") + bytes.fromhex("80")),
+    # a CANCEL with an extra field
+    ("cancel-extra-field", bytes.fromhex("7872") + b"pc.flow" + bytes.fromhex("040105") + bytes.fromhex("80")),
+    # an announcement with a string id
+    ("announcement-string-id", b"\x7arpc.stream" + b"\x311" + bytes.fromhex("80")),
+]
+
+
+def tagged(value: Any) -> Any:
+    """A value in section 9's tagged form (an announcement as {"stream": id})."""
+    if type(value) is Announcement:
+        return {"stream": value[0]}
+    if isinstance(value, bool):
+        return {"bool": value}
+    if isinstance(value, int):
+        return {"int": str(value)}
+    if isinstance(value, str):
+        return {"str": value}
+    if value is None:
+        return {"none": None}
+    if isinstance(value, tuple):
+        return {"tuple": [tagged(item) for item in value]}
+    if isinstance(value, dict):
+        return {"dict": [[tagged(key), tagged(item)] for key, item in value.items()]}
+    raise TypeError(f"no tagged form for {value!r}")
+
+
+def build() -> dict[str, Any]:
+    """The vector file's content, encoded now."""
+    encoder = Encoder(registry())
+    vectors = []
+    for name, what, message in MESSAGES:
+        fields = list(message)
+        vectors.append(
+            {
+                "name": name,
+                "what": what,
+                "fields": [tagged(field) for field in fields],
+                "hex": (PREAMBLE + encoder.encode(message)).hex(),
+            }
+        )
+    invalid = []
+    for name, data in INVALID:
+        invalid.append({"name": name, "hex": (PREAMBLE + data).hex(), "code": _refusal(data).code})
+    return {"description": DESCRIPTION, "vectors": vectors, "invalid": invalid}
+
+
+def _decode(data: bytes) -> list[Any]:
+    decoder = Decoder(None, registry())
+    return decoder.feed(data)
+
+
+def _refusal(data: bytes) -> Violation:
+    results = _decode(PREAMBLE + data)
+    assert len(results) == 1 and isinstance(results[0], Violation), results
+    return results[0]
+
+
+class StreamVectorTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.vectors = json.loads(VECTOR.read_text())
+
+    def test_fileIsCurrent(self) -> None:
+        """The file holds what the encoder writes now (regenerate it with python -m this module)."""
+        self.assertEqual(self.vectors, build())
+
+    def test_decodePure(self) -> None:
+        """The pure core decodes each vector to its message and refuses each invalid one with its code."""
+        with core(None):
+            self._decodeAll()
+
+    def test_decodeCompiled(self) -> None:
+        """The compiled core does the same."""
+        if COMPILED is None:
+            raise self.skipTest("the compiled core is not built (or CHUNKWIRE_PURE is set)")
+        with core(COMPILED):
+            self._decodeAll()
+
+    def _decodeAll(self) -> None:
+        expected = {name: message for name, _, message in MESSAGES}
+        for vector in self.vectors["vectors"]:
+            data = bytes.fromhex(vector["hex"])
+            whole = _decode(data)
+            self.assertEqual(whole, [expected[vector["name"]]], vector["name"])
+            self.assertIs(type(whole[0]), type(expected[vector["name"]]))
+            decoder = Decoder(None, registry())
+            pieces = [result for byte in range(len(data)) for result in decoder.feed(data[byte : byte + 1])]
+            self.assertEqual(pieces, whole, vector["name"])
+        for vector in self.vectors["invalid"]:
+            # The refused message, then a good one: the stream stays in step.
+            follower = Encoder(registry()).encode(FlowMessage((CANCEL, 1)))
+            results = _decode(bytes.fromhex(vector["hex"]) + follower)
+            self.assertEqual(len(results), 2, vector["name"])
+            self.assertIsInstance(results[0], Violation, vector["name"])
+            self.assertEqual(results[0].code, vector["code"], vector["name"])
+            self.assertEqual(results[1], FlowMessage((CANCEL, 1)))
+
+
+if __name__ == "__main__":
+    VECTOR.write_text(json.dumps(build(), indent=1) + "\n")
+    sys.stdout.write(f"wrote {VECTOR}\n")

@@ -1,0 +1,515 @@
+"""Object streams in calls (L{protocols.rpc.streams}): results, arguments, both; credit, cancelling, typing."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, Protocol
+
+from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.error import ConnectionDone
+from twisted.trial.unittest import SynchronousTestCase
+
+from framing import Violation
+from framing.rpc.streams import CREDIT, ITEM, FlowMessage, ItemCreditExceeded
+from protocols.rpc import Referenceable, RemoteError, RemoteInterface, RemoteViolation, remote
+from protocols.rpc.streams import ObjectStream, ObjectStreams, StreamOptions, StreamReader
+from protocols.testing import BrokerPair, brokerPair
+
+WINDOW = StreamOptions().window
+
+
+class Counter:
+    """What a producer did: items it made, and whether its C{finally} ran."""
+
+    def __init__(self) -> None:
+        self.produced = 0
+        self.closed = False
+
+
+class Service(Referenceable):
+    """Streams out, in, and both ways."""
+
+    def __init__(self) -> None:
+        self.counter = Counter()
+        self.received: list[Any] = []
+        self.block: Deferred[None] | None = None
+
+    @remote
+    async def count(self, n: int) -> AsyncIterator[int]:
+        try:
+            for i in range(n):
+                if self.block is not None and i == 300:
+                    await self.block  # a producer that waits (on a Deferred) mid-stream
+                self.counter.produced += 1
+                yield i
+        finally:
+            self.counter.closed = True
+
+    @remote
+    def numbers(self, n: int) -> Iterator[int]:
+        # A plain generator as a result: sent as a stream too.
+        return iter(_counted(self.counter, n))
+
+    @remote
+    async def failing(self, n: int) -> AsyncIterator[int]:
+        for i in range(n):
+            yield i
+        raise ValueError("the producer broke")
+
+    @remote
+    async def typedBadly(self) -> AsyncIterator[int]:
+        for i in range(30):
+            yield "seventeen" if i == 17 else i  # type: ignore[misc]
+
+    @remote
+    def untyped(self) -> Any:
+        return ObjectStream(["x" if i == 17 else i for i in range(30)])
+
+    @remote
+    def echo(self, items: AsyncIterator[int]) -> AsyncIterator[int]:
+        async def doubled() -> AsyncIterator[int]:
+            async for item in items:
+                yield item * 2
+
+        return doubled()
+
+    @remote
+    async def total(self, items: AsyncIterator[int]) -> int:
+        total = 0
+        async for item in items:
+            self.received.append(item)
+            total += item
+        return total
+
+    @remote
+    async def firstThree(self, items: AsyncIterator[int]) -> list[int]:
+        taken = []
+        async for item in items:
+            taken.append(item)
+            if len(taken) == 3:
+                break
+        return taken
+
+    @remote
+    async def padded(self, n: int) -> AsyncIterator[bytes]:
+        for _ in range(n):
+            self.counter.produced += 1
+            yield bytes(100)
+
+    @remote
+    def relay(self, items: AsyncIterator[int]) -> AsyncIterator[int]:
+        # A received stream sent on as the result, item by item.
+        return items
+
+    @remote
+    def ping(self) -> str:
+        return "pong"
+
+
+def _counted(counter: Counter, n: int) -> Iterator[int]:
+    try:
+        for i in range(n):
+            counter.produced += 1
+            yield i
+    finally:
+        counter.closed = True
+
+
+class IService(RemoteInterface, Protocol, name="test.streams.IService"):
+    def untyped(self) -> Deferred[AsyncIterator[int]]: ...
+
+
+def run(pair: BrokerPair, coroutine: Any) -> Deferred[Any]:
+    """Start C{coroutine} as a Deferred and move everything that can move."""
+    done: Deferred[Any] = Deferred.fromCoroutine(coroutine)
+    pair.flush()
+    return done
+
+
+def streamsOf(broker: Any) -> ObjectStreams:
+    streams: ObjectStreams = broker.extensions[0]
+    return streams
+
+
+class ServerStreamTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.service = Service()
+        self.pair = brokerPair(self.service)
+
+    def test_items(self) -> None:
+        """Every item of an async generator's result arrives, in order, then the stream ends."""
+
+        async def read() -> list[int]:
+            stream = await self.pair.root.callRemote("count", 1000)
+            return [item async for item in stream]
+
+        self.assertEqual(self.successResultOf(run(self.pair, read())), list(range(1000)))
+        self.assertTrue(self.service.counter.closed)
+        self.assertEqual(streamsOf(self.pair.server).streamCount, 0)
+        self.assertEqual(streamsOf(self.pair.client).streamCount, 0)
+
+    def test_consumerHeldByNothingElse(self) -> None:
+        """
+        A consumer nobody holds (its Deferred dropped) waiting for the next
+        item is kept by the connection: a garbage collection meanwhile does
+        not end it.
+        """
+        counted: list[int] = []
+
+        async def read() -> None:
+            stream = await self.pair.root.callRemote("count", 2000)
+            counted.append(await stream.forEach(lambda item: None))
+
+        Deferred.fromCoroutine(read())
+        self.pair.memory.pump()
+        gc.collect()
+        self.pair.flush()
+        self.assertEqual(counted, [2000])
+
+    def test_connectionLostWhileAwaited(self) -> None:
+        """A consumer waiting (held by nothing else) when the connection is lost gets the reason."""
+        outcomes: list[Any] = []
+
+        async def read() -> None:
+            stream = await self.pair.root.callRemote("count", 100_000)
+            try:
+                await stream.forEach(lambda item: None)
+            except Exception as error:
+                outcomes.append(error)
+
+        self.service.block = Deferred()
+        Deferred.fromCoroutine(read())
+        self.pair.flush()
+        gc.collect()
+        self.pair.client.disconnect()
+        self.pair.flush()
+        self.assertEqual(len(outcomes), 1)
+        self.assertIsInstance(outcomes[0], ConnectionDone)
+
+    def test_producerThatWaits(self) -> None:
+        """A producer awaiting a Deferred mid-stream is resumed when it fires, and the stream goes on to its end."""
+        self.service.block = Deferred()
+        stream = self.successResultOf(run(self.pair, self._call("count", 1000)))
+        count = stream.forEach(lambda item: None)
+        self.pair.flush()
+        self.assertNoResult(count)
+        self.assertEqual(self.service.counter.produced, 300)
+        self.service.block.callback(None)
+        self.pair.flush()
+        self.assertEqual(self.successResultOf(count), 1000)
+
+    def test_cancelWhileProducerWaits(self) -> None:
+        """Cancelling while the producer awaits cancels that await and closes it."""
+        self.service.block = Deferred()
+        stream = self.successResultOf(run(self.pair, self._call("count", 1000)))
+        count = stream.forEach(lambda item: None)
+        self.pair.flush()
+        stream.cancel()
+        self.pair.flush()
+        self.failureResultOf(count, CancelledError)
+        self.assertTrue(self.service.counter.closed)
+        # Fired by nobody but the cancellation of the producer's await.
+        self.assertTrue(self.service.block.called)
+        self.assertEqual(self.service.counter.produced, 300)
+
+    def test_plainGenerator(self) -> None:
+        """A generator returned by a remote method is a stream too."""
+
+        async def read() -> list[int]:
+            stream = await self.pair.root.callRemote("numbers", 10)
+            return [item async for item in stream]
+
+        self.assertEqual(self.successResultOf(run(self.pair, read())), list(range(10)))
+
+    def test_slowConsumerHoldsWindow(self) -> None:
+        """
+        A stream of 10^5 items read one at a time, with everything moved in
+        between: the producer is never more than a window ahead, the reader
+        holds at most a window, and the bytes in transit stay below the byte
+        window; then the rest is read to the end.
+        """
+        total = 100_000
+        stream: StreamReader[int] = self.successResultOf(run(self.pair, self._call("count", total)))
+        counter = self.service.counter
+        for taken in range(1, 200):
+            self.assertEqual(self.successResultOf(stream.next()), taken - 1)
+            self.pair.flush()
+            self.assertLessEqual(counter.produced, taken + WINDOW)
+            self.assertLessEqual(stream.window.buffered, WINDOW)
+        # The producer was kept to the window the whole time, not just at the end.
+        self.assertGreaterEqual(counter.produced, 199)
+        count = stream.forEach(lambda item: None)
+        self.pair.flush()
+        self.assertEqual(self.successResultOf(count), total - 199)
+        self.assertEqual(counter.produced, total)
+
+    def test_unreadStreamDoesNotBlockCalls(self) -> None:
+        """A stream nobody reads takes its window and no more; a plain call on the connection is answered."""
+        stream = self.successResultOf(run(self.pair, self._call("count", 100_000)))
+        answer = self.pair.root.callRemote("ping")
+        self.pair.flush()
+        self.assertEqual(self.successResultOf(answer), "pong")
+        self.assertEqual(self.service.counter.produced, WINDOW)
+        self.assertEqual(stream.window.buffered, WINDOW)
+
+    def test_breakStopsProducer(self) -> None:
+        """Breaking out of C{async for} (the reader dropped) stops the producer within a window and runs its aclose."""
+
+        async def readSome() -> list[int]:
+            taken = []
+            async for item in await self.pair.root.callRemote("count", 100_000):
+                taken.append(item)
+                if len(taken) == 10:
+                    break
+            return taken
+
+        self.assertEqual(self.successResultOf(run(self.pair, readSome())), list(range(10)))
+        self.pair.flush()
+        self.assertTrue(self.service.counter.closed)
+        self.assertLessEqual(self.service.counter.produced, 10 + WINDOW)
+        self.assertEqual(streamsOf(self.pair.server).streamCount, 0)
+
+    def test_cancel(self) -> None:
+        """L{StreamReader.cancel} stops the producer; a pending next fails with CancelledError."""
+        stream = self.successResultOf(run(self.pair, self._call("count", 100_000)))
+        for _ in range(WINDOW):
+            self.successResultOf(stream.next())
+        waiting = stream.next()
+        stream.cancel()
+        self.failureResultOf(waiting, CancelledError)
+        self.pair.flush()
+        self.assertTrue(self.service.counter.closed)
+        self.assertLessEqual(self.service.counter.produced, 2 * WINDOW)
+
+    def test_producerError(self) -> None:
+        """A producer raising after 5 items: the consumer gets the 5 items, then the error."""
+        stream = self.successResultOf(run(self.pair, self._call("failing", 5)))
+        items = [self.successResultOf(stream.next()) for _ in range(5)]
+        self.assertEqual(items, [0, 1, 2, 3, 4])
+        error = self.failureResultOf(stream.next(), RemoteError).value
+        self.assertIn("ValueError", error.remoteType)
+        self.assertIn("the producer broke", str(error))
+
+    def test_connectionLost(self) -> None:
+        """A lost connection ends the reader with the reason (after what it holds) and closes the producer."""
+        stream = self.successResultOf(run(self.pair, self._call("count", 100_000)))
+        self.pair.client.disconnect()
+        self.pair.flush()
+        for _ in range(WINDOW):
+            self.successResultOf(stream.next())
+        self.failureResultOf(stream.next(), ConnectionDone)
+        self.assertTrue(self.service.counter.closed)
+
+    def test_drainWaitsForStreams(self) -> None:
+        """
+        A server's GOAWAY while the client reads a stream: the client closes
+        the connection only once the stream is over (its call was answered
+        long before), so every item arrives.
+        """
+        stream = self.successResultOf(run(self.pair, self._call("count", 2000)))
+        lost = self.pair.client.whenDisconnected()
+        self.pair.server.drain.goAway(grace=60)
+        taken = 0
+        for _ in range(1000):
+            self.pair.flush()
+            self.pair.clock.advance(0.01)
+            self.assertNoResult(lost)
+            self.successResultOf(stream.next())
+            taken += 1
+        count = stream.forEach(lambda item: None)
+        self.pair.flush()
+        self.assertEqual(self.successResultOf(count), 1000)
+        self.pair.clock.advance(0.01)
+        self.pair.flush()
+        self.assertIsInstance(self.successResultOf(lost), ConnectionDone)
+
+    def test_forEachWaitsForCallback(self) -> None:
+        """forEach takes the next item only once the callback's Deferred fired."""
+        stream = self.successResultOf(run(self.pair, self._call("count", 3)))
+        seen: list[int] = []
+        gates: list[Deferred[None]] = []
+
+        def slow(item: int) -> Deferred[None]:
+            seen.append(item)
+            gates.append(Deferred())
+            return gates[-1]
+
+        count = stream.forEach(slow)
+        self.assertEqual(seen, [0])
+        gates[0].callback(None)
+        self.assertEqual(seen, [0, 1])
+        gates[1].callback(None)
+        gates[2].callback(None)
+        self.assertEqual(self.successResultOf(count), 3)
+
+    def _call(self, name: str, *args: Any) -> Any:
+        async def call() -> Any:
+            return await self.pair.root.callRemote(name, *args)
+
+        return call()
+
+
+class TypedStreamTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.service = Service()
+        self.pair = brokerPair(self.service)
+
+    def test_senderRefusesItem(self) -> None:
+        """The server refuses its own item 17 against AsyncIterator[int]: 17 items, then the violation at result[17]."""
+        stream = self.successResultOf(run(self.pair, _call(self.pair.root.callRemote, "typedBadly")))
+        self.assertEqual([self.successResultOf(stream.next()) for _ in range(17)], list(range(17)))
+        error = self.failureResultOf(stream.next(), RemoteViolation).value
+        self.assertEqual(error.where, "result[17]")
+
+    def test_receiverRefusesItem(self) -> None:
+        """A typed proxy checks each item: an unchecked server's item 17 is refused at result[17], then cancelled."""
+        proxy = self.pair.root.typed(IService)
+        stream = self.successResultOf(run(self.pair, _call(proxy.untyped)))
+        self.assertEqual([self.successResultOf(stream.next()) for _ in range(17)], list(range(17)))
+        error = self.failureResultOf(stream.next(), Violation).value
+        self.assertEqual(error.where, "result[17]")
+        self.failureResultOf(stream.next(), Violation)
+        self.pair.flush()
+        self.assertEqual(streamsOf(self.pair.client).streamCount, 0)
+
+    def test_argumentItemRefused(self) -> None:
+        """The server checks a client stream's items against its hint: item 5 refused at args[0][5]."""
+        bad = (("five" if i == 5 else i) for i in range(10))
+        answer = self.pair.root.callRemote("total", bad)
+        self.pair.flush()
+        error = self.failureResultOf(answer, RemoteViolation).value
+        self.assertEqual(error.where, "args[0][5]")
+        self.assertEqual(self.service.received, [0, 1, 2, 3, 4])
+
+    def test_notAStream(self) -> None:
+        """A list where the hint says AsyncIterator[int] is refused before the method runs."""
+        answer = self.pair.root.callRemote("total", [1, 2, 3])
+        self.pair.flush()
+        self.assertEqual(self.failureResultOf(answer, RemoteViolation).value.where, "args[0]")
+
+
+class ClientStreamTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.service = Service()
+        self.pair = brokerPair(self.service)
+
+    def test_generatorArgument(self) -> None:
+        """A plain generator as an argument is read by the server as a stream."""
+        answer = self.pair.root.callRemote("total", (i for i in range(1000)))
+        self.pair.flush()
+        self.assertEqual(self.successResultOf(answer), sum(range(1000)))
+
+    def test_asyncGeneratorArgument(self) -> None:
+        """An async generator as an argument, likewise."""
+
+        async def source() -> AsyncIterator[int]:
+            for i in range(100):
+                yield i
+
+        answer = self.pair.root.callRemote("total", source())
+        self.pair.flush()
+        self.assertEqual(self.successResultOf(answer), sum(range(100)))
+
+    def test_serverStopsReading(self) -> None:
+        """The server takes three items and returns: the client's producer is closed within a window."""
+        counter = Counter()
+        answer = self.pair.root.callRemote("firstThree", _counted(counter, 100_000))
+        self.pair.flush()
+        self.assertEqual(self.successResultOf(answer), [0, 1, 2])
+        self.assertTrue(counter.closed)
+        self.assertLessEqual(counter.produced, 3 + WINDOW)
+        self.assertEqual(streamsOf(self.pair.client).streamCount, 0)
+
+    def test_bidirectionalEcho(self) -> None:
+        """10^4 items out and back through one call, each direction under its own credit."""
+        total = 10_000
+
+        async def echo() -> list[int]:
+            stream = await self.pair.root.callRemote("echo", (i for i in range(total)))
+            return [item async for item in stream]
+
+        self.assertEqual(self.successResultOf(run(self.pair, echo())), [2 * i for i in range(total)])
+        self.assertEqual(streamsOf(self.pair.server).streamCount, 0)
+        self.assertEqual(streamsOf(self.pair.client).streamCount, 0)
+
+
+class ByteWindowTests(SynchronousTestCase):
+    def test_byteWindowBoundsItemsInFlight(self) -> None:
+        """
+        A receiver with a byte window of 2 KiB and room for 1,000 items: items
+        of about 100 bytes are never more than the byte window (plus one
+        ITEM) ahead of the consumer, whatever the item window allows.
+        """
+        from twisted.internet.task import Clock
+
+        from protocols.rpc import Broker
+
+        clock = Clock()
+        service = Service()
+        server = Broker(service, clock=clock)
+        client = Broker(clock=clock, extensions=[ObjectStreams(StreamOptions(window=1000, windowBytes=2048))])
+        pair = BrokerPair(server, client, clock)
+        stream = self.successResultOf(run(pair, _call(pair.root.callRemote, "padded", 5000)))
+        for taken in range(1, 300):
+            self.assertEqual(len(self.successResultOf(stream.next())), 100)
+            pair.flush()
+            inFlight = service.counter.produced - taken
+            self.assertLessEqual(inFlight * 100, 2048 + 2 * 100 * 20)
+        self.assertGreater(service.counter.produced, 299)
+
+
+class RelayTests(SynchronousTestCase):
+    def test_receivedStreamSentOn(self) -> None:
+        """A stream a method received, returned as its result: the caller reads the items it sent."""
+        pair = brokerPair(Service())
+
+        async def relay() -> list[int]:
+            stream = await pair.root.callRemote("relay", (i for i in range(3000)))
+            return [item async for item in stream]
+
+        self.assertEqual(self.successResultOf(run(pair, relay())), list(range(3000)))
+        self.assertEqual(streamsOf(pair.server).streamCount, 0)
+        self.assertEqual(streamsOf(pair.client).streamCount, 0)
+
+
+class FlowControlRuleTests(SynchronousTestCase):
+    def test_itemsBeyondCreditDropConnection(self) -> None:
+        """A peer sending more items than granted breaks flow control: the connection is dropped."""
+        pair = brokerPair(Service())
+        stream = self.successResultOf(run(pair, _call(pair.root.callRemote, "count", 0)))
+        self.assertIsInstance(stream, StreamReader)
+        reader = _freshReader(pair)
+        lost = pair.client.whenDisconnected()
+        for _ in range(WINDOW + 1):
+            pair.server.sendObject(FlowMessage((ITEM, reader.streamId, 1)))
+        pair.flush()
+        self.assertIsInstance(self.successResultOf(lost), ItemCreditExceeded)
+        del reader
+
+    def test_creditFromConsumer(self) -> None:
+        """The first CREDIT grants the window, in objects and bytes."""
+        pair = brokerPair(Service())
+        sent: list[Any] = []
+        original = pair.client.sendObject
+
+        def record(obj: Any, outgoing: Any = None) -> None:
+            sent.append(obj)
+            original(obj, outgoing)
+
+        pair.client.sendObject = record  # type: ignore[method-assign]
+        stream = self.successResultOf(run(pair, _call(pair.root.callRemote, "count", 0)))
+        credits = [obj for obj in sent if type(obj) is FlowMessage and obj[0] == CREDIT]
+        self.assertEqual(credits, [FlowMessage((CREDIT, stream.streamId, WINDOW, StreamOptions().windowBytes))])
+
+
+def _freshReader(pair: BrokerPair) -> StreamReader[Any]:
+    """A reader on the client for a stream the server never really started (announced by hand)."""
+    from framing.rpc.streams import Announcement
+
+    streams = streamsOf(pair.client)
+    return streams.announced(Announcement((streams._lastAnnounced + 1,)))
+
+
+async def _call(method: Any, *args: Any) -> Any:
+    return await method(*args)
