@@ -57,6 +57,7 @@ from twisted.internet.interfaces import IReactorThreads
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
+from framing.bulk.ranges import RangeSet
 from framing.slicing.constraints import ByteString, Integer, ListOf, Optional, Text
 
 from .. import rpc
@@ -90,7 +91,6 @@ from .integrity import (
 from .outcome import Outcome, TransferResult
 from .places import Directory, NotRegular
 from .quotas import FileBudget
-from .ranges import RangeSet
 from .receiving import IncomingStream
 from .sending import Stream
 from .sidecars import Sidecar, recordedHeader, serviceKey
