@@ -1,4 +1,4 @@
-"""Digests of bulk streams and files, sans-IO: which ones this process computes, which one two peers share, and the error when the bytes do not match.
+"""Digests of bulk streams and files, sans-IO: which this process computes, which two peers share, and a mismatch.
 
 Contract: L{availableDigests} names what this process computes, best first
 (BLAKE3 when the C{blake3} package is installed, then SHA-256, which every

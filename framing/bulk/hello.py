@@ -39,7 +39,7 @@ class Hello:
         self.peerWindow = 0
 
     def message(self, options: Any) -> Control:
-        """This side's HELLO, to send now (once): C{options}' C{digests} and C{startWindow} (a L{protocols.bulk.BulkOptions} or alike)."""
+        """This side's HELLO, to send now (once), of C{options}' C{digests} and C{startWindow}."""
         self.sent = True
         return Control((HELLO, 0, ",".join(options.digests), options.startWindow))
 
