@@ -89,7 +89,7 @@ from framing.login.exchange import ByteExchange, ObjectName
 from framing.login.urls import HintAttempts, KeyMismatch, ObjectURL, checkPresentedKey
 from framing.rpc.errors import CallTimedOut, ConnectionLost, ConnectTimedOut, ServerSilent
 from framing.rpc.interfaces import ExportedReference, TypedProxy
-from framing.rpc.session import ClientSession, Settled
+from framing.rpc.session import ClientSession, SessionExtension, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.wire import ROOT_ID
 from protocols.blocking import ConnectOptions, connectTarget, pinnedContext
@@ -212,6 +212,7 @@ class AsyncConnection:
         limits: Limits | None = None,
         registry: Registry | None = None,
         pin: str | None = None,
+        extension: SessionExtension | None = None,
     ) -> None:
         """
         A connection not connected yet: L{connect} gives L{protocol} to the
@@ -222,6 +223,7 @@ class AsyncConnection:
         @param pin: the hash of the key the server's TLS certificate must
             hold (L{framing.login.urls.certificateKeyHash}), checked once the
             handshake is done and before anything is sent; C{None}: none.
+        @param extension: a layer beside RPC on the connection (the bulk streams of L{protocols.asynciobulk}).
         """
         self.peer = peer
         self.callTimeout = callTimeout
@@ -229,7 +231,9 @@ class AsyncConnection:
         self.root = AsyncReference(self, ROOT_ID)
         self.protocol = _ClientProtocol(self)
         self._loop = loop
-        self._session: ClientSession[_Future[Any]] = ClientSession(peer, limits=limits, registry=registry)
+        self._session: ClientSession[_Future[Any]] = ClientSession(
+            peer, limits=limits, registry=registry, extension=extension
+        )
         self._transport: asyncio.WriteTransport | None = None
         self._ready: _Future[None] = loop.create_future()
         self._closed: _Future[None] = loop.create_future()
@@ -653,7 +657,7 @@ async def _open(
     """
     loop = asyncio.get_running_loop()
     timeout = options.timeout
-    connection = AsyncConnection(
+    connection = (options.connectionClass or AsyncConnection)(
         loop,
         peer,
         callTimeout=options.callTimeout,

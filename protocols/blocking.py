@@ -95,7 +95,7 @@ from framing.rpc.errors import (
     ServerSilent,
 )
 from framing.rpc.interfaces import ExportedReference, TypedProxy
-from framing.rpc.session import ClientSession, Settled
+from framing.rpc.session import ClientSession, SessionExtension, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.wire import (
     ROOT_ID,
@@ -218,19 +218,23 @@ class BlockingConnection:
         silenceTimeout: float | None = 60.0,
         limits: Limits | None = None,
         registry: Registry | None = None,
+        extension: SessionExtension | None = None,
     ) -> None:
         """
         Use C{sock}, a connected socket whose preamble is not sent yet (L{connect} makes it).
 
         @param limits: what this side accepts from the server.
         @param registry: the types the application sends and receives beyond the built-in ones.
+        @param extension: a layer beside RPC on the connection (the bulk streams of L{protocols.blockingbulk}).
         """
         self.peer = peer
         self.callTimeout = callTimeout
         self.silenceTimeout = silenceTimeout
         self.root = BlockingReference(self, ROOT_ID)
         self._socket = sock
-        self._session: ClientSession[_Waiter] = ClientSession(peer, limits=limits, registry=registry)
+        self._session: ClientSession[_Waiter] = ClientSession(
+            peer, limits=limits, registry=registry, extension=extension
+        )
         # _lock guards the session and the fields below; _changed wakes the waiting callers.
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -311,7 +315,11 @@ class BlockingConnection:
             except OSError as error:
                 failed = self._sendFailed(error)
             else:
-                return
+                failed = None
+        if failed is None:
+            if self._outbox:
+                self._flushOutbox()
+            return
         with self._lock:
             self._end(failed)
             raise self._session.failure  # type: ignore[misc]
@@ -325,15 +333,19 @@ class BlockingConnection:
         return b"".join(pieces)
 
     def _wait(self, waiter: _Waiter, requestId: int, name: str) -> Any:
-        """Block until C{waiter}'s answer came (reading the socket in turn with other callers), or its time ran out."""
+        """
+        Block until C{waiter}'s answer came (reading the socket in turn with
+        other callers), or its time ran out (a C{requestId} of C{None}: no
+        call, no C{callTimeout}: the server's silence bounds the wait).
+        """
         callTimeout = self.callTimeout
-        deadline = None if callTimeout is None else time.monotonic() + callTimeout
+        deadline = None if callTimeout is None or requestId is None else time.monotonic() + callTimeout
         cancel = None
         with self._changed:
             while not waiter.done:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    cancel = self._session.cancel(requestId)
+                    cancel = self._session.cancel(requestId)  # type: ignore[arg-type]
                     break
                 if self._reading:
                     self._changed.wait(remaining)
@@ -445,11 +457,30 @@ class BlockingConnection:
         """
         if not self._sendLock.acquire(blocking=False):
             self._outbox.append(data)
-            return
+            # The sender may have looked at the outbox before this was added, and released the lock since.
+            if not self._sendLock.acquire(blocking=False):
+                return
+            data = b""
         try:
             self._socket.sendall(self._takeOutbox() + data)
         except OSError as error:
             self._end(self._sendFailed(error))
+        finally:
+            self._sendLock.release()
+
+    def _flushOutbox(self) -> None:
+        """
+        Send what the reading thread left in the outbox while a message was
+        being sent (bulk frames a GRANT allowed among them), if the socket is
+        free: it would otherwise wait for the next message.  A failure is
+        seen by the next read or send.
+        """
+        if not self._sendLock.acquire(blocking=False):
+            return  # (its holder sends the outbox first)
+        try:
+            self._socket.sendall(self._takeOutbox())
+        except OSError:
+            pass
         finally:
             self._sendLock.release()
 
@@ -631,6 +662,8 @@ class ConnectOptions:
     ) -> None:
         self.timeout, self.callTimeout, self.silenceTimeout = timeout, callTimeout, silenceTimeout
         self.limits, self.registry, self.interface = limits, registry, interface
+        # The class of the connection made: a subclass carries a layer beside RPC (protocols.blockingbulk's).
+        self.connectionClass: Any = None
 
 
 def _open(
@@ -669,7 +702,7 @@ def _open(
             sock = _secured(sock, tls, hostname, peer, timeout)
             if pin is not None:
                 _checkPin(sock, pin)
-        connection = BlockingConnection(
+        connection = (options.connectionClass or BlockingConnection)(
             sock,
             peer,
             callTimeout=options.callTimeout,
