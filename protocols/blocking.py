@@ -665,6 +665,27 @@ class ConnectOptions:
         # The class of the connection made: a subclass carries a layer beside RPC (protocols.blockingbulk's).
         self.connectionClass: Any = None
 
+    @classmethod
+    def fromKeywords(cls, arguments: dict[str, Any], connectionClass: Any) -> ConnectOptions:
+        """
+        The options C{connect}'s keyword C{arguments} (less C{credentials} and C{tls}) give, with their
+        defaults, for a connection of C{connectionClass} (how the bulk clients' C{connect} pass them on).
+
+        @raise TypeError: an argument C{connect} does not take.
+        """
+        options = cls(
+            arguments.pop("timeout", 10.0),
+            arguments.pop("callTimeout", None),
+            arguments.pop("silenceTimeout", 60.0),
+            arguments.pop("limits", None),
+            arguments.pop("registry", None),
+            arguments.pop("interface", None),
+        )
+        if arguments:
+            raise TypeError(f"connect() got unexpected keyword arguments: {', '.join(sorted(arguments))}")
+        options.connectionClass = connectionClass
+        return options
+
 
 def _open(
     target: tuple[str, int] | str,

@@ -165,17 +165,7 @@ def connect(address: str | tuple[str, int], **arguments: Any) -> BlockingBulkCon
     """
     credentials, tls = arguments.pop("credentials", None), arguments.pop("tls", False)
     (host, port), context = connectTarget(address, credentials, tls)
-    options = ConnectOptions(
-        arguments.pop("timeout", 10.0),
-        arguments.pop("callTimeout", None),
-        arguments.pop("silenceTimeout", 60.0),
-        arguments.pop("limits", None),
-        arguments.pop("registry", None),
-        arguments.pop("interface", None),
-    )
-    if arguments:
-        raise TypeError(f"connect() got unexpected keyword arguments: {', '.join(sorted(arguments))}")
-    options.connectionClass = BlockingBulkConnection
+    options = ConnectOptions.fromKeywords(arguments, BlockingBulkConnection)
     connection = _open((host, port), f"{host}:{port}", host, context, None, credentials, options)
     assert isinstance(connection, BlockingBulkConnection)
     return connection
