@@ -53,7 +53,18 @@ from framing.rpc.errors import ConnectionLost, DeadReferenceError, ServerSilent
 from framing.rpc.session import Settled
 
 from .blocking import BlockingConnection, ConnectOptions, _open, connectTarget
-from .bulkfiles import Call, FileTransfer, Hash, Receive, StepRunner, Steps, downloadSteps, hashFile, uploadSteps
+from .bulkfiles import (
+    Call,
+    FileTransfer,
+    Hash,
+    Progress,
+    Receive,
+    StepRunner,
+    Steps,
+    downloadSteps,
+    hashFile,
+    uploadSteps,
+)
 
 RETRYABLE = (ConnectionLost, ServerSilent, DeadReferenceError, ConnectionError)
 """Failures after which L{sendFile} and L{fetchFile} reconnect and resume."""
@@ -172,14 +183,18 @@ def connect(address: str | tuple[str, int], **arguments: Any) -> BlockingBulkCon
 
 
 def _again(
-    connect: Callable[[], BlockingBulkConnection], steps: Callable[[], Steps], retries: int, delay: float
+    connect: Callable[[], BlockingBulkConnection], steps: Callable[[Progress], Steps], retries: int, delay: float
 ) -> FileTransfer:
-    """Run fresh C{steps} on fresh connections until they succeed; after a cut, wait C{delay} and resume."""
+    """
+    Run fresh C{steps} on fresh connections until they succeed; after a
+    cut, wait C{delay} and resume.  The outcome's C{moved} counts every attempt's bytes.
+    """
     failures = 0
+    progress = Progress()
     while True:
         try:
             with connect() as connection:
-                return connection.run(steps())
+                return connection.run(steps(progress))
         except RETRYABLE:
             failures += 1
             if failures > retries:
@@ -201,7 +216,9 @@ def sendFile(
     makes, reconnecting and resuming after a cut, C{retries} times at
     most (as the Twisted client's C{sendFile}, over one connection at a time).
     """
-    return _again(connect, lambda: uploadSteps(path, name, digests=digests), retries, retryDelay)
+    return _again(
+        connect, lambda progress: uploadSteps(path, name, digests=digests, progress=progress), retries, retryDelay
+    )
 
 
 def fetchFile(
@@ -214,7 +231,9 @@ def fetchFile(
     digests: Sequence[str] | None = None,
 ) -> FileTransfer:
     """Download file C{name} to C{path} as L{sendFile} uploads: reconnecting and resuming after a cut."""
-    return _again(connect, lambda: downloadSteps(name, path, digests=digests), retries, retryDelay)
+    return _again(
+        connect, lambda progress: downloadSteps(name, path, digests=digests, progress=progress), retries, retryDelay
+    )
 
 
 __all__ = ["BlockingBulkConnection", "FileTransfer", "connect", "fetchFile", "sendFile"]

@@ -114,6 +114,17 @@ class StepRunner:
         self._error = error
 
 
+@dataclass
+class Progress:
+    """
+    How far a transfer got, over all its attempts (one L{Progress} passed to each attempt's steps).
+
+    @ivar moved: payload bytes that crossed a connection, repeats after a cut included.
+    """
+
+    moved: int = 0
+
+
 @dataclass(frozen=True)
 class FileTransfer:
     """
@@ -123,8 +134,9 @@ class FileTransfer:
     @ivar size: its size in bytes.
     @ivar digest: its digest, verified by both sides (C{bytes}).
     @ivar algorithm: the digest's name (C{"blake3"}, C{"sha256"}).
-    @ivar resumedFrom: bytes the receiver already held when this transfer started.
-    @ivar moved: payload bytes that crossed the connection in this transfer.
+    @ivar resumedFrom: bytes the receiver already held when the last attempt started.
+    @ivar moved: payload bytes that crossed a connection, over every attempt of the L{Progress} given
+        (this one alone without).
     """
 
     name: str
@@ -286,7 +298,12 @@ class PartialFile:
 
 
 def uploadSteps(
-    path: str | os.PathLike[str], name: str | None = None, *, resume: bool = True, digests: Sequence[str] | None = None
+    path: str | os.PathLike[str],
+    name: str | None = None,
+    *,
+    resume: bool = True,
+    digests: Sequence[str] | None = None,
+    progress: Progress | None = None,
 ) -> Steps:
     """
     Upload the file at C{path} as C{name} (its base name by default); see
@@ -297,39 +314,47 @@ def uploadSteps(
     """
     name = checkName(name if name is not None else os.path.basename(os.fspath(path)))
     names = offered(digests)
+    progress = progress if progress is not None else Progress()
     fd = os.open(path, os.O_RDONLY)
     try:
         size, version = os.fstat(fd).st_size, fileVersion(path)
         if not resume:
             stream = SendStream(FileRanges(fd, [(0, size)]), size, NEGOTIATED)
-            hexdigest = yield Call("put", (name, stream))
+            try:
+                hexdigest = yield Call("put", (name, stream))
+            finally:
+                progress.moved += stream.sentBytes
             if stream.digestName is None or stream.digestName == NEGOTIATED:
                 raise DigestUnavailable("the service settled no digest for the stream")
-            return FileTransfer(name, size, bytes.fromhex(hexdigest), stream.digestName, 0, stream.sentBytes)
+            return FileTransfer(name, size, bytes.fromhex(hexdigest), stream.digestName, 0, progress.moved)
         info = yield Call("openUpload", (name, size, version, names))
         algorithm = info["algorithm"]
         if algorithm not in names:
             raise DigestUnavailable(f"the service chose {algorithm}, which this side did not offer")
         held = RangeSet.fromList(info["held"])
         missing = held.missing(0, size)
-        moved = 0
         if missing:
             stream = SendStream(FileRanges(fd, missing), size, None)
             try:
                 yield Call("upload", (name, stream))
             finally:
-                moved = stream.sentBytes
+                progress.moved += stream.sentBytes
         digest = yield Hash(os.fspath(path), algorithm)
         answer = yield Call("finishUpload", (name, digest))
         if bytes.fromhex(answer["digest"]) != digest:
             raise IntegrityError(f"the service verified {name} as another digest", digest.hex(), answer["digest"])
-        return FileTransfer(name, size, digest, algorithm, held.total, moved)
+        return FileTransfer(name, size, digest, algorithm, held.total, progress.moved)
     finally:
         os.close(fd)
 
 
 def downloadSteps(
-    name: str, path: str | os.PathLike[str] | None = None, *, resume: bool = True, digests: Sequence[str] | None = None
+    name: str,
+    path: str | os.PathLike[str] | None = None,
+    *,
+    resume: bool = True,
+    digests: Sequence[str] | None = None,
+    progress: Progress | None = None,
 ) -> Steps:
     """
     Download file C{name} to C{path} (C{name} in the current directory by
@@ -341,23 +366,25 @@ def downloadSteps(
     name = checkName(name)
     target = Path(path if path is not None else name)
     names = offered(digests)
+    progress = progress if progress is not None else Progress()
     if not resume:
         incoming = yield Call("get", (name,))
         partial = PartialFile(target, incoming.size or 0, "", incoming.digestName or "")
         try:
-            moved, digest = yield Receive(incoming, partial)
+            size, digest = yield Receive(incoming, partial)
         except BaseException:
             partial.discard()
             raise
+        finally:
+            progress.moved += incoming.receivedBytes
         partial.commit()
-        return FileTransfer(name, moved, digest or b"", incoming.digestName or "", 0, moved)
+        return FileTransfer(name, size, digest or b"", incoming.digestName or "", 0, progress.moved)
     info = yield Call("stat", (name, names))
     algorithm, expected = info["algorithm"], bytes.fromhex(info["digest"])
     if algorithm not in names:
         raise DigestUnavailable(f"the service chose {algorithm}, which this side did not offer")
     partial = PartialFile(target, info["size"], info["version"], algorithm)
     resumedFrom = partial.held.total
-    moved = 0
     try:
         missing = partial.missing()
         if missing:
@@ -365,7 +392,7 @@ def downloadSteps(
             try:
                 yield Receive(incoming, partial)
             finally:
-                moved = incoming.receivedBytes
+                progress.moved += incoming.receivedBytes
                 partial.save()
         digest = yield Hash(os.fspath(partial.part), algorithm)
     except BaseException:
@@ -375,7 +402,7 @@ def downloadSteps(
         partial.discard()
         raise IntegrityError(f"{name} arrived with another digest than the service's", expected.hex(), digest.hex())
     partial.commit()
-    return FileTransfer(name, info["size"], digest, algorithm, resumedFrom, moved)
+    return FileTransfer(name, info["size"], digest, algorithm, resumedFrom, progress.moved)
 
 
 __all__ = [
@@ -385,6 +412,7 @@ __all__ = [
     "FileTransfer",
     "Hash",
     "PartialFile",
+    "Progress",
     "Receive",
     "downloadSteps",
     "hashFile",
