@@ -313,7 +313,7 @@ class BlockingConnection:
             try:
                 self._socket.sendall(data)
             except OSError as error:
-                failed = self._sendFailed(error)
+                failed: BaseException | None = self._sendFailed(error)
             else:
                 failed = None
         if failed is None:
@@ -332,7 +332,7 @@ class BlockingConnection:
             pieces.append(outbox.pop(0))
         return b"".join(pieces)
 
-    def _wait(self, waiter: _Waiter, requestId: int, name: str) -> Any:
+    def _wait(self, waiter: _Waiter, requestId: int | None, name: str) -> Any:
         """
         Block until C{waiter}'s answer came (reading the socket in turn with
         other callers), or its time ran out (a C{requestId} of C{None}: no
@@ -345,7 +345,7 @@ class BlockingConnection:
             while not waiter.done:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    cancel = self._session.cancel(requestId)  # type: ignore[arg-type]
+                    cancel = self._session.cancel(requestId) if requestId is not None else b""
                     break
                 if self._reading:
                     self._changed.wait(remaining)

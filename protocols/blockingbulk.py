@@ -193,7 +193,8 @@ def _again(
     progress = Progress()
     while True:
         try:
-            with connect() as connection:
+            connection = connect()
+            with connection:
                 return connection.run(steps(progress))
         except RETRYABLE:
             failures += 1

@@ -42,10 +42,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from framing.bulk.digests import DigestUnavailable, IntegrityError, availableDigests, checkAlgorithm, newHash
+from framing.bulk.digests import (
+    NEGOTIATED,
+    DigestUnavailable,
+    IntegrityError,
+    availableDigests,
+    checkAlgorithm,
+    newHash,
+)
 from framing.bulk.fileerrors import BadName
 from framing.bulk.ranges import RangeSet
-from framing.bulk.streams import NEGOTIATED, IncomingTransfer, SendStream
+from framing.bulk.streams import IncomingTransfer, SendStream
 
 _READ = 1024 * 1024
 """Bytes read at a time from a local file (to send, or to hash)."""

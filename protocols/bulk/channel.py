@@ -48,6 +48,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from framing import EncodingError, Limits, Registry
+from framing.bulk.digests import DigestUnavailable
 from framing.bulk.hello import Hello
 from framing.bulk.wire import (
     CONTROL_OPEN_TYPE,
@@ -74,7 +75,6 @@ from ..rpc.refs import HasRemoteProxy
 from .allocator import steadyAllocator as makeAllocatorSteady
 from .early import EarlyTable
 from .incoming import IncomingSide
-from .integrity import DigestUnavailable
 from .interfaces import IReceivingStream, ISendingStream
 from .options import BulkOptions
 from .scheduling import FrameScheduler

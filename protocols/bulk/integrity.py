@@ -38,7 +38,8 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
-from framing.bulk.digests import (  # noqa: F401  (their names here, where callers have always imported them)
+# The digests' names and choice are framing.bulk.digests'; callers have always imported them here.
+from framing.bulk.digests import (  # noqa: F401
     BLAKE3,
     DEFAULT_DIGEST,
     NEGOTIATED,

@@ -40,10 +40,11 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from framing.bulk.credit import SendCredit
+from framing.bulk.digests import NEGOTIATED, checkAlgorithm
 from framing.bulk.wire import ABORT, END, controlMessage
 
 from .errors import IntegrityError, StreamReset, peerText
-from .integrity import NEGOTIATED, OrderedHasher, checkAlgorithm
+from .integrity import OrderedHasher
 from .interfaces import IStreamHost
 from .outcome import Outcome, TransferResult
 from .sources import StreamSource, openSource

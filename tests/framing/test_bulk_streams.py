@@ -54,7 +54,7 @@ class AnnounceSlicer:
 
 
 class ScriptedServer:
-    """Encodes what a server sends, and decodes what the client sent: its messages, and its frames as (id, offset, bytes)."""
+    """Encodes what a server sends; decodes what the client sent: messages, and frames as (id, offset, bytes)."""
 
     def __init__(self) -> None:
         registry = Registry(DEFAULT_REGISTRY)
