@@ -70,9 +70,11 @@ Contract:
    C{create_connection} (L{tlsContext}); L{connectURL} pins the server's
    key, checked in C{connection_made} (the handshake done) before the
    preamble is written.
+ - Bulk streams, as in the blocking client, are a subclass's: the
+   connection of L{protocols.asynciobulk} (files uploaded and downloaded,
+   resumable and checked; a stream as a call's argument or result).
  - Not here yet, as in the blocking client: references passed either way
-   (the server's calls to this side are answered L{NoSuchObject}) and bulk
-   streams.
+   (the server's calls to this side are answered L{NoSuchObject}).
 """
 
 from __future__ import annotations

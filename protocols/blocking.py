@@ -69,9 +69,13 @@ The login runs once the preambles are exchanged and before the first call,
 on the calling thread, with a decoder of its own (the login registry and
 L{framing.login.wire.PRE_LOGIN_LIMITS}, as a server has before a login).
 
-Not in this client yet (the Twisted client has them): references passed
-either way (a result holding one is refused as an unknown type; the
-server's calls to this side are answered L{NoSuchObject}) and bulk streams.
+Bulk streams (files uploaded and downloaded, resumable and checked; a
+stream as a call's argument or result) are L{protocols.blockingbulk}'s
+connection, a subclass of this one whose session carries
+L{framing.bulk.streams.ClientStreams}.  Not in this client yet (the
+Twisted client has them): references passed either way (a result holding
+one is refused as an unknown type; the server's calls to this side are
+answered L{NoSuchObject}).
 """
 
 from __future__ import annotations
