@@ -23,20 +23,21 @@ names they keep.
 
 from __future__ import annotations
 
-from .digests import DigestUnavailable, IntegrityError, availableDigests
-from .errors import StreamReset
+# DigestUnavailable, IntegrityError, RangeSet, StreamReset and availableDigests are importable from here too;
+# they are documented as protocols.bulk's public names, where the Twisted layer has always exported them.
+from .digests import DigestUnavailable, IntegrityError, availableDigests  # noqa: F401
+from .errors import StreamReset  # noqa: F401
 from .fileerrors import BadName, FileChanged, NoSuchFile, StorageError, UploadRefused
-from .ranges import RangeSet
+from .ranges import RangeSet  # noqa: F401
+from .streams import ClientStreams, IncomingTransfer, SendStream
 
 __all__ = [
     "BadName",
-    "DigestUnavailable",
+    "ClientStreams",
     "FileChanged",
-    "IntegrityError",
+    "IncomingTransfer",
     "NoSuchFile",
-    "RangeSet",
+    "SendStream",
     "StorageError",
-    "StreamReset",
     "UploadRefused",
-    "availableDigests",
 ]
