@@ -52,7 +52,7 @@ from framing.bulk.streams import ClientStreams, IncomingTransfer, Sink
 from framing.rpc.errors import ConnectionLost, DeadReferenceError, ServerSilent
 from framing.rpc.session import Settled
 
-from .blocking import BlockingConnection, ConnectOptions, _open, connectTarget
+from .blocking import BlockingConnection, ConnectOptions, _open, _Waiter, connectTarget
 from .bulkfiles import (
     Call,
     FileTransfer,
@@ -68,17 +68,6 @@ from .bulkfiles import (
 
 RETRYABLE = (ConnectionLost, ServerSilent, DeadReferenceError, ConnectionError)
 """Failures after which L{sendFile} and L{fetchFile} reconnect and resume."""
-
-
-class _StreamWaiter:
-    """A stream's outcome, as the reading thread leaves it for the receiving one (the connection's waiter)."""
-
-    __slots__ = ("done", "result", "error")
-
-    def __init__(self) -> None:
-        self.done = False
-        self.result: Any = None
-        self.error: BaseException | None = None
 
 
 class BlockingBulkConnection(BlockingConnection):
@@ -103,9 +92,9 @@ class BlockingBulkConnection(BlockingConnection):
         @raise framing.bulk.StreamReset: the sender aborted it (or this side's sink failed).
         @raise ConnectionLost: the connection ended first.
         """
-        waiter = _StreamWaiter()
+        waiter = _Waiter()
         self._settle(lambda: self.streams.startReceiving(stream, sink, waiter))
-        return self._wait(waiter, None, f"stream {stream.streamId}")  # type: ignore[arg-type,no-any-return]
+        return self._wait(waiter, None, f"stream {stream.streamId}")  # type: ignore[no-any-return]
 
     def _settle(self, step: Callable[[], list[Settled]]) -> None:
         """Run C{step} on the session's streams under the connection's lock; apply and send what it decided."""

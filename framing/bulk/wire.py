@@ -10,7 +10,7 @@ sync.  Three open-types::
     OPEN "bulk.stream" INT stream_id, size (INT or None), digest name (STRING or None), CLOSE
 
 A stream's digest name is one the receiver listed in its HELLO, C{None}
-(no digest), or C{"*"} (L{protocols.bulk.integrity.NEGOTIATED}): the sender
+(no digest), or C{"*"} (L{framing.bulk.digests.NEGOTIATED}): the sender
 has not heard the receiver's HELLO yet, and the digest is the first of the
 sender's own HELLO list that the receiver accepts (the sender's HELLO
 always comes before its first announcement).

@@ -8,37 +8,12 @@ dev.py's PROCESS_TESTS (compiled core only).
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-
-from twisted.trial.unittest import SynchronousTestCase
 
 from framing.bulk import IntegrityError, NoSuchFile
 from framing.rpc.errors import ConnectionLost
 from protocols.blockingbulk import BlockingBulkConnection, connect, fetchFile, sendFile
-from tests.processes import ENV, ROOT
 from tests.protocols.bulkclients import CHUNK, HANG, SIZE, BulkServerCase, digestOf
-
-
-class NoTwistedTests(SynchronousTestCase):
-    """Importing the bulk clients loads no Twisted."""
-
-    def test_importLoadsNoTwisted(self) -> None:
-        """A fresh interpreter that imports protocols.blockingbulk and protocols.asynciobulk has no twisted module."""
-        probe = (
-            "import json, sys\n"
-            "import protocols.blockingbulk, protocols.asynciobulk\n"
-            "print(json.dumps(sorted(sys.modules)))\n"
-        )
-        result = subprocess.run(
-            [sys.executable, "-c", probe], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=60
-        )
-        self.assertEqual(result.returncode, 0, result.stderr)
-        modules = json.loads(result.stdout)
-        self.assertIn("framing.bulk.streams", modules)
-        self.assertEqual([name for name in modules if name == "twisted" or name.startswith("twisted.")], [])
 
 
 class BlockingBulkTests(BulkServerCase):
