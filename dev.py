@@ -166,6 +166,8 @@ PROCESS_TESTS = {
         "tests/protocols/test_blocking_logins.py",
         "tests/protocols/test_asyncioclient_logins.py",
         "tests/protocols/test_asyncioclient_kv.py",
+        "tests/protocols/test_blocking_bulk.py",
+        "tests/protocols/test_asyncioclient_bulk.py",
     ),
     "pure": (
         "tests/attack/test_round3_auth.py",

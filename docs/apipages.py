@@ -40,6 +40,7 @@ from zope.interface.interface import InterfaceClass
 # its pages in docs/api/ (NAME.rst, NAME-modules.rst).
 PACKAGES: dict[str, str] = {
     "framing": "framing",
+    "framing.bulk": "framing-bulk",
     "protocols": "protocols",
     "protocols.rpc": "rpc",
     "protocols.bulk": "bulk",

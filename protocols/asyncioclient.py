@@ -86,7 +86,9 @@ Contract:
    block the loop), an C{async def} one (or one returning an awaitable) as
    a task, answered when it ends; a CANCEL of it drops its answer (the task
    runs on).
- - Not here yet, as in the blocking client: bulk streams.
+ - Bulk streams, as in the blocking client, are a subclass's: the
+   connection of L{protocols.asynciobulk} (files uploaded and downloaded,
+   resumable and checked; a stream as a call's argument or result).
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ from framing.login.urls import HintAttempts, KeyMismatch, ObjectURL, checkPresen
 from framing.rpc.errors import CallTimedOut, ConnectionLost, ConnectTimedOut, ServerSilent
 from framing.rpc.incoming import IncomingCall
 from framing.rpc.interfaces import ExportedReference, TypedProxy
-from framing.rpc.session import ClientSession, Settled
+from framing.rpc.session import ClientSession, SessionExtension, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.wire import ROOT_ID
 from protocols.blocking import ConnectOptions, connectTarget, pinnedContext
@@ -229,6 +231,7 @@ class AsyncConnection:
         limits: Limits | None = None,
         registry: Registry | None = None,
         pin: str | None = None,
+        extension: SessionExtension | None = None,
     ) -> None:
         """
         A connection not connected yet: L{connect} gives L{protocol} to the
@@ -239,6 +242,7 @@ class AsyncConnection:
         @param pin: the hash of the key the server's TLS certificate must
             hold (L{framing.login.urls.certificateKeyHash}), checked once the
             handshake is done and before anything is sent; C{None}: none.
+        @param extension: a layer beside RPC on the connection (the bulk streams of L{protocols.asynciobulk}).
         """
         self.peer = peer
         self.callTimeout = callTimeout
@@ -253,6 +257,7 @@ class AsyncConnection:
             makeReference=self._newReference,
             owner=self,
             released=self._referenceDied,
+            extension=extension,
         )
         self._transport: asyncio.WriteTransport | None = None
         self._ready: _Future[None] = loop.create_future()
@@ -745,7 +750,7 @@ async def _open(
     """
     loop = asyncio.get_running_loop()
     timeout = options.timeout
-    connection = AsyncConnection(
+    connection = (options.connectionClass or AsyncConnection)(
         loop,
         peer,
         callTimeout=options.callTimeout,

@@ -99,7 +99,10 @@ for the next call, or for a thread to call C{serve(seconds)}, which reads
 until the server has called (C{while connection.serve(60): pass} serves for
 good).  Callbacks run on several threads at once if several wait in calls.
 
-Not in this client yet (the Twisted client has them): bulk streams.
+Bulk streams (files uploaded and downloaded, resumable and checked; a
+stream as a call's argument or result) are L{protocols.blockingbulk}'s
+connection, a subclass of this one whose session carries
+L{framing.bulk.streams.ClientStreams}.
 """
 
 from __future__ import annotations
@@ -125,7 +128,7 @@ from framing.rpc.errors import (
 )
 from framing.rpc.incoming import IncomingCall
 from framing.rpc.interfaces import ExportedReference, TypedProxy
-from framing.rpc.session import ClientSession, Settled
+from framing.rpc.session import ClientSession, SessionExtension, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.wire import (
     ROOT_ID,
@@ -248,12 +251,14 @@ class BlockingConnection:
         silenceTimeout: float | None = 60.0,
         limits: Limits | None = None,
         registry: Registry | None = None,
+        extension: SessionExtension | None = None,
     ) -> None:
         """
         Use C{sock}, a connected socket whose preamble is not sent yet (L{connect} makes it).
 
         @param limits: what this side accepts from the server.
         @param registry: the types the application sends and receives beyond the built-in ones.
+        @param extension: a layer beside RPC on the connection (the bulk streams of L{protocols.blockingbulk}).
         """
         self.peer = peer
         self.callTimeout = callTimeout
@@ -267,6 +272,7 @@ class BlockingConnection:
             makeReference=self._newReference,
             owner=self,
             released=self._referenceDied,
+            extension=extension,
         )
         # _lock guards the session and the fields below; _changed wakes the waiting callers.
         self._lock = threading.Lock()
@@ -346,9 +352,13 @@ class BlockingConnection:
             try:
                 self._socket.sendall(data)
             except OSError as error:
-                failed = self._sendFailed(error)
+                failed: BaseException | None = self._sendFailed(error)
             else:
-                return
+                failed = None
+        if failed is None:
+            if self._outbox:
+                self._flushOutbox()
+            return
         with self._lock:
             self._end(failed)
             raise self._session.failure  # type: ignore[misc]
@@ -361,16 +371,20 @@ class BlockingConnection:
             pieces.append(outbox.pop(0))
         return b"".join(pieces)
 
-    def _wait(self, waiter: _Waiter, requestId: int, name: str) -> Any:
-        """Block until C{waiter}'s answer came (reading the socket in turn with other callers), or its time ran out."""
+    def _wait(self, waiter: _Waiter, requestId: int | None, name: str) -> Any:
+        """
+        Block until C{waiter}'s answer came (reading the socket in turn with
+        other callers), or its time ran out (a C{requestId} of C{None}: no
+        call, no C{callTimeout}: the server's silence bounds the wait).
+        """
         callTimeout = self.callTimeout
-        deadline = None if callTimeout is None else time.monotonic() + callTimeout
+        deadline = None if callTimeout is None or requestId is None else time.monotonic() + callTimeout
         cancel = None
         with self._changed:
             while not waiter.done:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    cancel = self._session.cancel(requestId)
+                    cancel = self._session.cancel(requestId) if requestId is not None else b""
                     break
                 if self._reading:
                     self._changed.wait(remaining)
@@ -484,11 +498,30 @@ class BlockingConnection:
         """
         if not self._sendLock.acquire(blocking=False):
             self._outbox.append(data)
-            return
+            # The sender may have looked at the outbox before this was added, and released the lock since.
+            if not self._sendLock.acquire(blocking=False):
+                return
+            data = b""
         try:
             self._socket.sendall(self._takeOutbox() + data)
         except OSError as error:
             self._end(self._sendFailed(error))
+        finally:
+            self._sendLock.release()
+
+    def _flushOutbox(self) -> None:
+        """
+        Send what the reading thread left in the outbox while a message was
+        being sent (bulk frames a GRANT allowed among them), if the socket is
+        free: it would otherwise wait for the next message.  A failure is
+        seen by the next read or send.
+        """
+        if not self._sendLock.acquire(blocking=False):
+            return  # (its holder sends the outbox first)
+        try:
+            self._socket.sendall(self._takeOutbox())
+        except OSError:
+            pass
         finally:
             self._sendLock.release()
 
@@ -770,6 +803,29 @@ class ConnectOptions:
     ) -> None:
         self.timeout, self.callTimeout, self.silenceTimeout = timeout, callTimeout, silenceTimeout
         self.limits, self.registry, self.interface = limits, registry, interface
+        # The class of the connection made: a subclass carries a layer beside RPC (protocols.blockingbulk's).
+        self.connectionClass: Any = None
+
+    @classmethod
+    def fromKeywords(cls, arguments: dict[str, Any], connectionClass: Any) -> ConnectOptions:
+        """
+        The options C{connect}'s keyword C{arguments} (less C{credentials} and C{tls}) give, with their
+        defaults, for a connection of C{connectionClass} (how the bulk clients' C{connect} pass them on).
+
+        @raise TypeError: an argument C{connect} does not take.
+        """
+        options = cls(
+            arguments.pop("timeout", 10.0),
+            arguments.pop("callTimeout", None),
+            arguments.pop("silenceTimeout", 60.0),
+            arguments.pop("limits", None),
+            arguments.pop("registry", None),
+            arguments.pop("interface", None),
+        )
+        if arguments:
+            raise TypeError(f"connect() got unexpected keyword arguments: {', '.join(sorted(arguments))}")
+        options.connectionClass = connectionClass
+        return options
 
 
 def _open(
@@ -808,7 +864,7 @@ def _open(
             sock = _secured(sock, tls, hostname, peer, timeout)
             if pin is not None:
                 _checkPin(sock, pin)
-        connection = BlockingConnection(
+        connection = (options.connectionClass or BlockingConnection)(
             sock,
             peer,
             callTimeout=options.callTimeout,

@@ -109,6 +109,14 @@ EXPECTED: dict[str, list[str]] = {
         "unwatched: True",
         "twisted imported: False",
     ],
+    "without_twisted_bulk.py": [
+        f"uploaded: 3000000 bytes, {availableDigests()[0]} checked by the service",
+        "downloaded; same digest: True",
+        "no such file: absent.bin",
+        "sent again, resumed from: 3000000 bytes",
+        "asyncio: same digests: True",
+        "twisted imported: False",
+    ],
     "without_twisted_asyncio.py": [
         "got back: 100 name 42",
         "missing: 'nobody'",

@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from framing import Decoder, Encoder, Limits, Ping, ProtocolError, Registry, Violation
 from framing.slicing.registry import DEFAULT_REGISTRY
@@ -98,6 +98,35 @@ Settled = tuple[Any, Any, "BaseException | None"]
 
 _PING_ID = 1
 """The id of the PINGs a session sends (the PONG echoes it; any PONG counts as hearing from the server)."""
+
+
+class SessionExtension(Protocol):
+    """
+    A layer riding on a session's connection beside RPC (the bulk streams
+    of L{framing.bulk.streams}): its types, what it adds to this side's
+    messages, the top-level objects it takes, its own output and its end.
+    """
+
+    def install(self, registry: Registry, encoder: Encoder) -> None:
+        """Add its types to the connection's C{registry}; C{encoder} is the connection's."""
+
+    def messageEncoded(self, data: bytes) -> bytes:
+        """A message of this side was encoded whole as C{data}: the bytes to send for it (with what it adds)."""
+
+    def messageDropped(self) -> None:
+        """The message being encoded failed: undo what encoding it did."""
+
+    def received(self, obj: Any) -> bool:
+        """A top-level object that is no RPC message: C{True} if the extension took it."""
+
+    def takeSettled(self) -> list[Settled]:
+        """What the extension settled since last asked (waiters of its own, as calls' are); once."""
+
+    def dataToSend(self) -> bytes:
+        """Its bytes waiting to be sent; once."""
+
+    def ended(self, reason: BaseException) -> list[Settled]:
+        """The session ended with C{reason}: what that settles."""
 
 
 class SessionState(enum.Enum):
@@ -148,6 +177,7 @@ class ClientSession(Generic[Waiter]):
         released: Callable[[], None] | None = None,
         maxImports: int | None = DEFAULT_MAX_IMPORTS,
         maxRunning: int | None = DEFAULT_MAX_RUNNING,
+        extension: SessionExtension | None = None,
     ) -> None:
         """
         @param peer: see L{peer}.
@@ -162,6 +192,7 @@ class ClientSession(Generic[Waiter]):
             (see L{framing.rpc.exports.ClientReferences}); it must neither block nor encode.
         @param maxImports: most of the server's references held at once.
         @param maxRunning: most of the server's calls waiting or running here at once.
+        @param extension: a layer beside RPC on the connection (bulk streams), or C{None}.
         """
         self.peer = peer
         self.state = _WANT_PREAMBLE
@@ -179,6 +210,9 @@ class ClientSession(Generic[Waiter]):
             self._died = self.references.died
         self.incomingCalls = IncomingCalls(exports, maxRunning)
         self._encoder = Encoder(connectionRegistry)
+        self.extension = extension
+        if extension is not None:
+            extension.install(connectionRegistry, self._encoder)
         self._decoder = Decoder(limits, connectionRegistry)
         # Each pending call's waiter with the method's name, for the errors that name the call.
         self._table: CallTable[tuple[Waiter, str]] = CallTable(maxPending)
@@ -214,6 +248,11 @@ class ClientSession(Generic[Waiter]):
         output = self._output
         if self._died:
             self._queueReleases()
+        extension = self.extension
+        if extension is not None and self.state is not _ENDED:
+            extra = extension.dataToSend()
+            if extra:
+                output.append(extra)
         if not output:
             return b""
         data = b"".join(output)
@@ -251,13 +290,25 @@ class ClientSession(Generic[Waiter]):
                 data = encoder.encode(message)
         except BaseException:
             table.take(requestId)
+            if self.extension is not None:
+                self.extension.messageDropped()
             raise
+        if self.extension is not None:
+            data = self.extension.messageEncoded(data)
         return requestId, data
 
     def callOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
         """The bytes of a CALL to method C{name} of export C{target} for no answer (raises as L{call})."""
         self._checkCallable(name)
-        return self._encode(Message((CALL, NO_ANSWER, target, name, kwargs or None, *args)))
+        extension = self.extension
+        if extension is None:
+            return self._encode(Message((CALL, NO_ANSWER, target, name, kwargs or None, *args)))
+        try:
+            data = self._encode(Message((CALL, NO_ANSWER, target, name, kwargs or None, *args)))
+        except BaseException:
+            extension.messageDropped()
+            raise
+        return extension.messageEncoded(data)
 
     def abandon(self, requestId: int) -> Waiter | None:
         """Forget call C{requestId}, whose CALL was never sent (sending failed); its waiter, if it was pending."""
@@ -343,6 +394,8 @@ class ClientSession(Generic[Waiter]):
                     settled.append((entry[0], obj[2], None))
                     continue
             self._received(obj, settled)
+        if self.extension is not None:
+            settled.extend(self.extension.takeSettled())
         events = self._decoder.control_events
         if events:
             if self.state is not _ENDED:
@@ -376,6 +429,8 @@ class ClientSession(Generic[Waiter]):
                     self.references.releaseReceived(obj)
             elif tag == CANCEL:
                 self.incomingCalls.cancelled(obj[1])
+        elif self.extension is not None and self.extension.received(obj):
+            pass
         elif isinstance(obj, MessageRefused):
             if obj.tag == CALL:
                 self._refuseCall(obj.requestId, obj.violation)
@@ -466,4 +521,9 @@ class ClientSession(Generic[Waiter]):
         if self.references is not None:
             self.references.end()
         peer = self.peer
-        return [(waiter, None, callLost(reason, name, peer)) for waiter, name in self._table.takeAll()]
+        settled: list[Settled] = [
+            (waiter, None, callLost(reason, name, peer)) for waiter, name in self._table.takeAll()
+        ]
+        if self.extension is not None:
+            settled.extend(self.extension.ended(reason))
+        return settled

@@ -117,6 +117,8 @@ Both ends of a connection must be L{BulkBroker}s (made by L{serve},
 L{connect} or L{BulkBrokerFactory}).
 """
 
+from framing.bulk.digests import BLAKE3, DEFAULT_DIGEST, NEGOTIATED, availableDigests
+from framing.bulk.ranges import RangeSet
 from framing.slicing.constraints import ANY
 
 from ..rpc.hints import registerHint
@@ -132,11 +134,10 @@ from .errors import (
     StreamReset,
     TooManyStreams,
 )
-from .integrity import BLAKE3, DEFAULT_DIGEST, NEGOTIATED, OrderedHasher, availableDigests
+from .integrity import OrderedHasher
 from .interfaces import IReceivingStream, ISendingStream, IStreamHost
 from .options import ADAPTIVE_READ_SIZE, PLAIN_READ_SIZE, STEADY_READ_SIZE, BulkOptions
 from .outcome import TransferResult
-from .ranges import RangeSet
 from .receiving import IncomingStream, Receiver
 from .sending import Stream
 from .sinks import CallbackSink, ConsumerSink, FileSink, OpenFileSink, Sink

@@ -48,6 +48,19 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from framing import EncodingError, Limits, Registry
+from framing.bulk.digests import DigestUnavailable
+from framing.bulk.hello import Hello
+from framing.bulk.wire import (
+    CONTROL_OPEN_TYPE,
+    DATA_OPEN_TYPE,
+    STREAM_OPEN_TYPE,
+    AnnouncementUnslicer,
+    Control,
+    ControlSlicer,
+    ControlUnslicer,
+    DataUnslicer,
+    dataFramePieces,
+)
 from framing.outgoing import Outgoing
 from framing.slicing.interfaces import ISlicer
 
@@ -61,25 +74,12 @@ from ..rpc.listening import ListeningPort
 from ..rpc.refs import HasRemoteProxy
 from .allocator import steadyAllocator as makeAllocatorSteady
 from .early import EarlyTable
-from .hello import Hello
 from .incoming import IncomingSide
-from .integrity import DigestUnavailable
 from .interfaces import IReceivingStream, ISendingStream
 from .options import BulkOptions
 from .scheduling import FrameScheduler
 from .sending import Stream
 from .tuning import RoundTrips
-from .wire import (
-    CONTROL_OPEN_TYPE,
-    DATA_OPEN_TYPE,
-    STREAM_OPEN_TYPE,
-    AnnouncementUnslicer,
-    Control,
-    ControlSlicer,
-    ControlUnslicer,
-    DataUnslicer,
-    dataFramePieces,
-)
 
 if TYPE_CHECKING:
     from framing import Encoder

@@ -57,6 +57,8 @@ from twisted.internet.interfaces import IReactorThreads
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
+from framing.bulk.digests import DEFAULT_DIGEST, DigestUnavailable, availableDigests, checkAlgorithm, chooseDigest
+from framing.bulk.ranges import RangeSet
 from framing.slicing.constraints import ByteString, Integer, ListOf, Optional, Text
 
 from .. import rpc
@@ -78,19 +80,10 @@ from .fileerrors import (  # noqa: F401
     UploadBusy,
     UploadRefused,
 )
-from .integrity import (
-    DEFAULT_DIGEST,
-    DigestUnavailable,
-    OrderedHasher,
-    availableDigests,
-    checkAlgorithm,
-    chooseDigest,
-    inlineHashing,
-)
+from .integrity import OrderedHasher, inlineHashing
 from .outcome import Outcome, TransferResult
 from .places import Directory, NotRegular
 from .quotas import FileBudget
-from .ranges import RangeSet
 from .receiving import IncomingStream
 from .sending import Stream
 from .sidecars import Sidecar, recordedHeader, serviceKey

@@ -16,13 +16,14 @@ from typing import Any
 
 from twisted.logger import Logger
 
+from framing.bulk.hello import Hello
+from framing.bulk.wire import ABORT, CANCEL, DONE, END, GRANT, HELLO, Control, StreamAnnouncement
+
 from .early import EarlyData, EarlyTable
 from .errors import StreamIdReused, StreamReset, TooManyStreams
-from .hello import Hello
 from .interfaces import IReceivingStream, ISendingStream
 from .options import BulkOptions
 from .receiving import IncomingStream
-from .wire import ABORT, CANCEL, DONE, END, GRANT, HELLO, Control, StreamAnnouncement
 
 
 class IncomingSide:

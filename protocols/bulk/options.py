@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from framing.bulk.digests import DigestUnavailable, availableDigests, checkAlgorithm
+
 from .allocator import allocatorSteady
-from .integrity import DigestUnavailable, availableDigests, checkAlgorithm
 
 KiB = 1024
 MiB = 1024 * KiB

@@ -27,6 +27,9 @@ from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionDone
 from twisted.python.failure import Failure
 
+from framing.bulk.wire import CANCEL, GRANT, controlMessage
+from framing.bulk.wire import DONE as DONE_OP
+
 from .early import EarlyData
 from .errors import FlowControlError, IntegrityError, StreamReset, peerText
 from .integrity import OrderedHasher
@@ -35,8 +38,6 @@ from .outcome import Outcome, TransferResult
 from .sinks import Piece, Sink, makeSink
 from .states import Named, Transitions
 from .tuning import receiveWindow
-from .wire import CANCEL, GRANT, controlMessage
-from .wire import DONE as DONE_OP
 
 
 class IncomingStream:

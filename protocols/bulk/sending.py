@@ -39,14 +39,16 @@ from twisted.internet.interfaces import IConsumer
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from .credit import SendCredit
+from framing.bulk.credit import SendCredit
+from framing.bulk.digests import NEGOTIATED, checkAlgorithm
+from framing.bulk.wire import ABORT, END, controlMessage
+
 from .errors import IntegrityError, StreamReset, peerText
-from .integrity import NEGOTIATED, OrderedHasher, checkAlgorithm
+from .integrity import OrderedHasher
 from .interfaces import IStreamHost
 from .outcome import Outcome, TransferResult
 from .sources import StreamSource, openSource
 from .states import Named, Transitions
-from .wire import ABORT, END, controlMessage
 
 
 class SendState(Named):

@@ -27,8 +27,9 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from framing.bulk.ranges import RangeSet
+
 from .places import Directory, NotRegular
-from .ranges import RangeSet
 
 PLAIN = 2
 """The version of a sidecar without tags (a client's download, and the file service before keys)."""

@@ -32,8 +32,10 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorThreads
 from twisted.python.failure import Failure
 
+from framing.bulk.digests import IntegrityError
+
 from .errors import StreamReset
-from .integrity import IntegrityError, OrderedHasher
+from .integrity import OrderedHasher
 
 
 class SeekableSource:

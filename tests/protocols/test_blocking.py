@@ -137,10 +137,13 @@ class NoTwistedTests(SynchronousTestCase):
     """Importing and using the blocking client loads no Twisted."""
 
     def test_importLoadsNoTwisted(self) -> None:
-        """A fresh interpreter that imports protocols.blocking (and calls connect's parts) has no twisted module."""
+        """
+        A fresh interpreter that imports protocols.blocking (and calls connect's parts), and the bulk
+        clients (protocols.blockingbulk, protocols.asynciobulk), has no twisted module.
+        """
         probe = (
             "import json, sys\n"
-            "import protocols.blocking\n"
+            "import protocols.blocking, protocols.blockingbulk, protocols.asynciobulk\n"
             "from protocols.blocking import connect, parseAddress\n"
             "parseAddress('127.0.0.1:1')\n"
             "print(json.dumps(sorted(sys.modules)))\n"
@@ -152,6 +155,7 @@ class NoTwistedTests(SynchronousTestCase):
         modules = json.loads(result.stdout)
         self.assertIn("protocols.blocking", modules)
         self.assertIn("framing.rpc.calltable", modules)
+        self.assertIn("framing.bulk.streams", modules)
         self.assertEqual([name for name in modules if name == "twisted" or name.startswith("twisted.")], [])
 
     def test_protocolsNamesStillThere(self) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
+from framing.bulk import digests as digests_module
 from protocols.bulk import (
     BLAKE3,
     BulkOptions,
@@ -18,7 +19,6 @@ from protocols.bulk import (
     IntegrityError,
     Stream,
     availableDigests,
-    integrity,
 )
 from protocols.bulk.files import Assembly, BulkService, recordedAlgorithm, sendFile
 from protocols.bulk.integrity import checkAlgorithm, newHash
@@ -66,7 +66,7 @@ class AvailabilityTests(SynchronousTestCase):
 
     def test_withoutBlake3(self) -> None:
         """Without the blake3 package, only SHA-256 is offered, and asking for BLAKE3 is a DigestUnavailable."""
-        self.patch(integrity, "_blake3", None)
+        self.patch(digests_module, "_blake3", None)
         self.assertEqual(availableDigests(), ("sha256",))
         self.assertEqual(BulkOptions().digests, ("sha256",))
         self.assertRaises(DigestUnavailable, checkAlgorithm, BLAKE3)
@@ -127,7 +127,7 @@ class NegotiationTests(SynchronousTestCase):
         """A side made while the blake3 package is missing (patched away) and a default side agree on SHA-256."""
         store = Store()
         pair = BulkPair(store, options=replace(SMALL, digests=BOTH))
-        self.patch(integrity, "_blake3", None)
+        self.patch(digests_module, "_blake3", None)
         pair.client.bulk.options = BulkOptions(chunkSize=CHUNK, window=SMALL.window, grantStep=SMALL.grantStep)
         data = payload(CHUNK + 3)
         stream = Stream(data)

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.bulk import ranges
+from framing.bulk import ranges
 from protocols.bulk.ranges import RangeSet
 
 

@@ -1,0 +1,43 @@
+"""The sans-IO core of chunkwire's bulk streams: what the Twisted bulk layer and the clients without Twisted share.
+
+L{framing.bulk.wire} is the layer's three open types (data frames, control
+messages, stream announcements) with their slicers and checking unslicers;
+L{framing.bulk.hello} each side's HELLO and the digest a stream gets;
+L{framing.bulk.credit} the sender's side of flow control;
+L{framing.bulk.digests} which digests this process computes and how two
+peers settle one; L{framing.bulk.ranges} the byte ranges a transfer holds;
+L{framing.bulk.errors} and L{framing.bulk.fileerrors} how a transfer and
+the file service fail (registered to travel as themselves).  On these,
+L{framing.bulk.streams} is a client's whole side of the streams on one
+connection and L{framing.bulk.filesteps} the file service's upload and
+download as steps, which the blocking and asyncio clients drive
+(L{protocols.blockingbulk}, L{protocols.asynciobulk}); the Twisted layer
+(L{protocols.bulk}) keeps its own channel, scheduler and hashing pool on
+the same wire, hello, credit and errors.
+
+Like the rest of L{framing}, nothing here imports Twisted, sockets,
+selectors or asyncio, or touches a clock; names are camelCase, as in
+L{framing.rpc}: these modules came out of L{protocols.bulk}, whose public
+names they keep.
+"""
+
+from __future__ import annotations
+
+# DigestUnavailable, IntegrityError, RangeSet, StreamReset and availableDigests are importable from here too;
+# they are documented as protocols.bulk's public names, where the Twisted layer has always exported them.
+from .digests import DigestUnavailable, IntegrityError, availableDigests  # noqa: F401
+from .errors import StreamReset  # noqa: F401
+from .fileerrors import BadName, FileChanged, NoSuchFile, StorageError, UploadRefused
+from .ranges import RangeSet  # noqa: F401
+from .streams import ClientStreams, IncomingTransfer, SendStream
+
+__all__ = [
+    "BadName",
+    "ClientStreams",
+    "FileChanged",
+    "IncomingTransfer",
+    "NoSuchFile",
+    "SendStream",
+    "StorageError",
+    "UploadRefused",
+]

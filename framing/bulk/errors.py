@@ -1,0 +1,147 @@
+"""How a bulk transfer fails: which error is raised where, and what each side sees.
+
+Strategy:
+
+  - B{The peer broke the bulk protocol} (more data than its credit, a
+    stream id announced twice, too many streams): a L{framing.ProtocolError}
+    subclass (L{FlowControlError}, L{StreamIdReused}, L{TooManyStreams}),
+    raised while the frame or announcement is decoded.  The connection is
+    dropped with the error logged; every stream and call on it fails with
+    the reason the connection was lost.  Other connections are unharmed.
+  - B{One stream is abandoned} by either side (a cancel, a sink or source
+    that raised, data out of order or past the announced size): that
+    stream alone fails with L{StreamReset} (its C{code} says why), at both
+    ends: the side that gave up sends CANCEL (receiver) or ABORT (sender)
+    with the code, and the other side's L{Stream.whenDone} or
+    L{IncomingStream.receive} fails with a L{StreamReset} of the same code.
+    The connection and its other streams go on.
+  - B{No digest in common} (a stream asks for a digest the other side
+    lacks or refuses, or the two HELLOs share none): L{DigestUnavailable}
+    on the sender, raised by the call that would carry the stream or
+    failing the stream before any data moves; a receiver refuses such an
+    announcement with L{DigestRefused} (a L{framing.Violation}: the call
+    is refused, the connection stays up).
+  - B{The bytes do not match the digest}: L{IntegrityError}, at both ends
+    the same way (code C{"integrity"}); the receiver's sink drops what it
+    holds.
+  - B{A remote method fails} with L{StreamReset} or L{IntegrityError}: both
+    are registered with L{protocols.rpc.registerError}, so the caller gets
+    the same type.
+  - B{A bug on this side} (a stream event its state does not allow, e.g.
+    sending one L{Stream} twice): L{IllegalTransition}, raised to the code
+    that caused it; nothing is sent to the peer.
+
+A transfer either completes verified or fails with one of these (or with
+the reason its connection was lost).  What the peer is told of a local
+failure names no local file (L{peerText}).
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import os
+
+from ..errors import ProtocolError, Violation
+from ..rpc.errors import registerError
+from .digests import DigestUnavailable, IntegrityError
+
+
+class StreamReset(Exception):
+    """
+    The stream was abandoned by one side before it completed.
+
+    @ivar code: why, in a word: C{"cancelled"} (the receiver gave up or
+        dropped the stream unread), C{"source-failed"} (the sender's source
+        raised), C{"sink-failed"} (the receiver's sink raised),
+        C{"out-of-order"} (data out of order for a sink that needs order),
+        C{"size"} (more or fewer bytes than announced).
+    @ivar message: the details.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(code, message)
+        self.code = code
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+def peerText(error: BaseException) -> str:
+    """
+    What the peer is told of C{error}, the local failure that abandons a
+    stream (the message of a CANCEL or an ABORT).  Its text, except for an
+    C{OSError}, whose text names the files it failed on: where this side
+    keeps its files is none of the peer's business, so the peer gets the
+    errno's name and text only (C{"ENOSPC (No space left on device)"}),
+    or, without an errno, the error's type.  The local caller still gets
+    the error itself, paths and all.
+    """
+    if isinstance(error, OSError):
+        if error.errno is None:
+            return type(error).__name__
+        return f"{_errno.errorcode.get(error.errno, str(error.errno))} ({os.strerror(error.errno)})"
+    return str(error)
+
+
+class IllegalTransition(RuntimeError):
+    """
+    A stream was asked to do what its state does not allow: a bug in the
+    caller (sending a L{protocols.bulk.Stream} twice is one), never the
+    peer's doing.
+
+    @ivar machine: which side (C{"sending"}, C{"receiving"}).
+    @ivar state: the state's name.
+    @ivar event: the event's name.
+    """
+
+    def __init__(self, machine: str, state: str, event: str) -> None:
+        super().__init__(f"{machine} stream: {event} is not allowed in state {state}")
+        self.machine = machine
+        self.state = state
+        self.event = event
+
+
+class FlowControlError(ProtocolError):
+    """The peer sent more stream data than it was granted credit for."""
+
+    code = "flow-control"
+
+
+class StreamIdReused(ProtocolError):
+    """The peer announced a stream id it had already used on the connection (ids must increase)."""
+
+    code = "stream-id-reused"
+
+
+class TooManyStreams(ProtocolError):
+    """The peer has more incoming streams live than L{protocols.bulk.BulkOptions.maxStreams}."""
+
+    code = "too-many-streams"
+
+
+class DigestRefused(Violation):
+    """
+    The peer announced a stream checked with a digest this side does not
+    accept (L{protocols.bulk.BulkOptions.digests}), or, asking for the
+    negotiated one, shares none with it: the message carrying the stream
+    is refused, before any of its data is taken.
+    """
+
+    code = "digest-unavailable"
+
+
+registerError(DigestUnavailable, "chunkwire.bulk.DigestUnavailable")
+registerError(IntegrityError, "chunkwire.bulk.IntegrityError")
+registerError(StreamReset, "chunkwire.bulk.StreamReset")
+
+__all__ = [
+    "DigestRefused",
+    "DigestUnavailable",
+    "FlowControlError",
+    "IllegalTransition",
+    "IntegrityError",
+    "StreamIdReused",
+    "StreamReset",
+    "TooManyStreams",
+]

@@ -1,0 +1,514 @@
+"""A client's bulk streams on one RPC connection, sans-IO: what the clients without Twisted carry streams with.
+
+Contract: a L{ClientStreams} is the bulk layer of one
+L{framing.rpc.session.ClientSession} (its extension, given at its making):
+it adds the layer's open types to the session's registry, puts this side's
+HELLO before the first CALL, announces each L{SendStream} passed in a
+call's arguments, turns the server's HELLO and GRANTs into data frames as
+credit allows (L{framing.bulk.credit.SendCredit}, the Twisted sender's),
+and ends each with END (its size and, for a stream with a digest, the
+digest of its bytes in order).  An L{IncomingTransfer} stands in a result
+for each stream the server announces; L{ClientStreams.startReceiving}
+names its sink and sends the first GRANT, and from then on data frames
+go to the sink as they are decoded (a piece of a read, uncopied), credit
+goes back in steps as the sink takes them, and the server's END is
+checked (size and digest, for a stream with one) before DONE is sent and
+the receiver's waiter settled; a mismatch sends CANCEL C{integrity} and
+settles it with L{IntegrityError}.
+
+The initial window this side states in its HELLO is 0: a server sends a
+stream's data only once the application receives it, so nothing is ever
+held for a stream nobody took (the cost: one round trip per stream).  The
+window afterwards is L{WINDOW}, granted in steps of L{GRANT_STEP}: as the
+Twisted receiver's defaults.
+
+Bad input is typed: a frame past its credit is a L{FlowControlError} and
+a stream id not above the last one a L{StreamIdReused} (both
+L{framing.ProtocolError}s: the session ends); a stream announced with a
+digest this side lacks is refused as L{DigestRefused} (the answer
+carrying it fails); a frame for a stream that is over is dropped unread.
+Losing the connection settles every receiver with the reason.
+
+No I/O, no threads, no clock: the I/O layer sends L{dataToSend} (through
+the session), guards this object with the session's lock, and gets each
+settled receiver as the session's settled calls, C{(waiter, result,
+error)}.  A source (L{SendStream.source}) and a sink are the I/O layer's:
+this module only calls them.  Costs: one dict lookup per frame and per
+control message; memory per stream O(1).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from zope.interface import implementer
+
+from ..errors import EncodingError
+from ..slicing.interfaces import ISlicer
+from ..slicing.registry import Registry
+from .credit import SendCredit, StreamSource
+from .digests import NEGOTIATED, DigestUnavailable, IntegrityError, availableDigests, newHash
+from .errors import FlowControlError, StreamIdReused, StreamReset, peerText
+from .hello import Hello
+from .wire import (
+    ABORT,
+    CANCEL,
+    CONTROL_OPEN_TYPE,
+    DATA_OPEN_TYPE,
+    DONE,
+    END,
+    GRANT,
+    STREAM_OPEN_TYPE,
+    AnnouncementUnslicer,
+    Control,
+    ControlSlicer,
+    ControlUnslicer,
+    DataUnslicer,
+    StreamAnnouncement,
+    controlMessage,
+    dataFramePieces,
+)
+
+KiB = 1024
+MiB = 1024 * KiB
+CHUNK_SIZE = 1 * MiB
+"""Payload bytes per data frame sent (the Twisted sender's)."""
+WINDOW = 1920 * KiB
+"""Bytes a receiving stream lets the server have in flight (the Twisted receiver's default window)."""
+GRANT_STEP = 480 * KiB
+"""Credit goes back in steps of at least this (a quarter of L{WINDOW})."""
+
+
+class Sink(Protocol):
+    """Where an incoming stream's bytes go: each piece at its offset, as it is decoded."""
+
+    def write(self, offset: int, data: bytes | memoryview) -> None:
+        """Store C{data} at C{offset} now (a view into a read is valid only during the call)."""
+
+
+class SendState(enum.Enum):
+    """Where a stream this side sends stands."""
+
+    NEW = "new"
+    """Not announced yet."""
+    ANNOUNCED = "announced"
+    """In a CALL sent; waits for the server's credit."""
+    SENDING = "sending"
+    """Sending frames as credit allows."""
+    ENDED = "ended"
+    """END sent; waits for DONE."""
+    DELIVERED = "delivered"
+    """DONE came: the server has every byte."""
+    FAILED = "failed"
+    """Cancelled by the server, or the connection ended (L{SendStream.failure})."""
+
+
+class ReceiveState(enum.Enum):
+    """Where a stream the server sends stands."""
+
+    ANNOUNCED = "announced"
+    """In an answer; nobody receives it yet (the server sends nothing)."""
+    RECEIVING = "receiving"
+    """Granted: frames go to the sink."""
+    DONE = "done"
+    """END came and checked, DONE sent."""
+    FAILED = "failed"
+    """Aborted, failed its check, or the connection ended (L{IncomingTransfer.failure})."""
+
+
+class SendStream:
+    """
+    A stream to pass as an argument of a call on a client without Twisted:
+    its bytes are C{source}'s (C{available()}, C{take(count)} giving
+    C{(offset, data)}), announced with C{size} and checked with C{digest}
+    (a digest name, L{NEGOTIATED} for the first both sides compute, or
+    C{None}: a stream of ranges, checked by its receiver otherwise).
+
+    @ivar state: its L{SendState}.
+    @ivar sentBytes: payload bytes sent so far.
+    @ivar failure: why it failed, once it has.
+    @ivar digestName: the digest announced (settled once the server's HELLO came).
+    """
+
+    def __init__(self, source: StreamSource, size: int | None, digest: str | None = NEGOTIATED) -> None:
+        self.source = source
+        self.size = size
+        self.digestName = digest
+        self.state = SendState.NEW
+        self.sentBytes = 0
+        self.failure: BaseException | None = None
+        self.streamId = 0
+        self._credit = SendCredit()
+        self._hash: Any = None
+
+    def __repr__(self) -> str:
+        return f"<SendStream {self.streamId} {self.state.value}, {self.sentBytes} bytes sent>"
+
+
+class IncomingTransfer:
+    """
+    A stream the server announced in an answer, as a client without Twisted
+    receives it (its connection's C{receive}).
+
+    @ivar streamId: the server's id for it.
+    @ivar size: the announced size, or C{None}.
+    @ivar digestName: the digest it is checked with, or C{None}.
+    @ivar state: its L{ReceiveState}.
+    @ivar receivedBytes: payload bytes received so far.
+    @ivar failure: why it failed, once it has.
+    """
+
+    def __init__(self, streamId: int, size: int | None, digestName: str | None) -> None:
+        self.streamId = streamId
+        self.size = size
+        self.digestName = digestName
+        self.state = ReceiveState.ANNOUNCED
+        self.receivedBytes = 0
+        self.failure: BaseException | None = None
+        self._sink: Sink | None = None
+        self._waiter: Any = None
+        self._hash: Any = None
+        self._hashed = 0
+        self._granted = 0
+        self._toGrant = 0
+
+    def __repr__(self) -> str:
+        return f"<IncomingTransfer {self.streamId} of {self.size} bytes, {self.state.value}>"
+
+
+@implementer(ISlicer)
+class _SendStreamSlicer:
+    """Announces a L{SendStream} where it stands in a message: OPEN "bulk.stream", id, size, digest name, CLOSE."""
+
+    def __init__(self, streams: ClientStreams) -> None:
+        self.streams = streams
+
+    def slice(self, obj: SendStream, encoder: Any) -> None:
+        streamId = self.streams.announcing(obj)
+        encoder.write_container(STREAM_OPEN_TYPE, obj, (streamId, obj.size, obj.digestName))
+
+
+class ClientStreams:
+    """
+    The streams of one client connection, both ways (see the module docstring).
+
+    @ivar hello: both sides' HELLOs (L{framing.bulk.hello.Hello}).
+    @ivar digests: the digests this side computes and accepts, in its order of preference.
+    @ivar startWindow: the initial window of this side's HELLO: 0 (see the module docstring).
+    """
+
+    def __init__(self, digests: Sequence[str] | None = None) -> None:
+        """@param digests: what this side offers (default: L{availableDigests}, BLAKE3 first when installed)."""
+        self.digests = tuple(digests) if digests is not None else availableDigests()
+        self.startWindow = 0
+        self.hello = Hello()
+        self._sending: dict[int, SendStream] = {}
+        self._announcing: list[SendStream] = []
+        self._receiving: dict[int, IncomingTransfer] = {}
+        self._lastSentId = 0
+        self._lastIncomingId = 0
+        self._output: list[bytes] = []
+        self._settled: list[Any] = []
+        self._encoder: Any = None
+
+    # -- the session's hooks (framing.rpc.session.SessionExtension) ----------
+
+    def install(self, registry: Registry, encoder: Any) -> None:
+        """Add the bulk open types to the connection's C{registry}; C{encoder} writes control messages."""
+        self._encoder = encoder
+        registry.add_slicer(SendStream, _SendStreamSlicer(self))
+        registry.add_slicer(Control, ControlSlicer())
+        registry.add_unslicer(CONTROL_OPEN_TYPE, lambda limits: ControlUnslicer(limits, self._helloDecoded))
+        registry.add_unslicer(DATA_OPEN_TYPE, lambda limits: DataUnslicer(limits, self._dataStarting))
+        registry.add_unslicer(STREAM_OPEN_TYPE, lambda limits: AnnouncementUnslicer(limits, self._announced))
+
+    def messageEncoded(self, data: bytes) -> bytes:
+        """
+        A message was encoded whole: its bytes, after this side's HELLO if
+        none was sent yet, with the streams it announced now live (and
+        their first frames after it, if the server's credit is known).
+        """
+        if not self.hello.sent:
+            data = self._control(self.hello.message(self)) + data
+        announcing = self._announcing
+        if announcing:
+            for stream in announcing:
+                stream.state = SendState.ANNOUNCED
+                self._sending[stream.streamId] = stream
+                window = self.hello.peerWindow
+                if self.hello.peerDigests is not None and window:
+                    self._firstCredit(stream, window)
+            announcing.clear()
+            self._pump()
+        if self._output:
+            data += self.dataToSend()
+        return data
+
+    def messageDropped(self) -> None:
+        """The message being encoded was not sent: the streams it announced go back to new (their ids unused)."""
+        for stream in self._announcing:
+            stream.state, stream.streamId = SendState.NEW, 0
+        self._announcing.clear()
+
+    def received(self, obj: Any) -> bool:
+        """A top-level object the RPC session does not take: C{True} if it was bulk's (a control message)."""
+        if type(obj) is not Control:
+            return False
+        op, streamId = obj[0], obj[1]
+        if op == GRANT or op == DONE or op == CANCEL:
+            stream = self._sending.get(streamId)
+            if stream is not None:
+                if op == GRANT:
+                    self._granted(stream, obj[2])
+                elif op == DONE:
+                    stream.state = SendState.DELIVERED
+                    del self._sending[streamId]
+                else:
+                    self._senderFailed(stream, _resetFrom(obj[2], obj[3]))
+        elif op == END or op == ABORT:
+            incoming = self._receiving.get(streamId)
+            if incoming is not None:
+                if op == END:
+                    self._ended(incoming, obj[2], obj[3])
+                else:
+                    self._fail(incoming, _resetFrom(obj[2], obj[3]))
+        # HELLO was taken as it was decoded (_helloDecoded).
+        return True
+
+    def takeSettled(self) -> list[Any]:
+        """The receivers settled since last asked, as C{(waiter, result, error)}; once."""
+        settled, self._settled = self._settled, []
+        return settled
+
+    def dataToSend(self) -> bytes:
+        """Control messages and data frames waiting to be sent; once."""
+        output = self._output
+        if not output:
+            return b""
+        data = b"".join(output)
+        output.clear()
+        return data
+
+    def ended(self, reason: BaseException) -> list[Any]:
+        """The connection ended: every stream fails with C{reason}; the receivers waited for, settled."""
+        for stream in self._sending.values():
+            stream.state, stream.failure = SendState.FAILED, reason
+        self._sending.clear()
+        for incoming in list(self._receiving.values()):
+            self._fail(incoming, reason)
+        self._output.clear()
+        return self.takeSettled()
+
+    # -- sending streams -------------------------------------------------------
+
+    def announcing(self, stream: SendStream) -> int:
+        """
+        C{stream} is being announced in a message: its id (the next one),
+        and its digest settled if the server's HELLO came.
+
+        @raise framing.EncodingError: it was announced before.
+        @raise DigestUnavailable: the server computes no digest the stream could be checked with.
+        """
+        if stream.state is not SendState.NEW or stream in self._announcing:
+            raise EncodingError(f"{stream!r} was already sent; a stream is sent once")
+        stream.digestName = self.hello.digestFor(stream.digestName, self.digests)
+        self._lastSentId += 1
+        stream.streamId = self._lastSentId
+        self._announcing.append(stream)
+        return stream.streamId
+
+    def _helloDecoded(self, control: Control) -> None:
+        """The server's HELLO, as soon as it is decoded: streams announced meanwhile get their digest and credit."""
+        hello = self.hello
+        if hello.peerDigests is not None or not hello.decoded(control):
+            return
+        for stream in list(self._sending.values()):
+            if stream.digestName == NEGOTIATED:
+                try:
+                    stream.digestName = hello.digestFor(NEGOTIATED, self.digests)
+                except DigestUnavailable as error:
+                    self._abort(stream, "digest-unavailable", error)
+                    continue
+            if hello.peerWindow:
+                self._firstCredit(stream, hello.peerWindow)
+        self._pump()
+
+    def _firstCredit(self, stream: SendStream, count: int) -> None:
+        if stream.digestName is not None:
+            stream._hash = newHash(stream.digestName)
+        stream._credit.firstGrant(count, GRANT_STEP)
+        stream.state = SendState.SENDING
+
+    def _granted(self, stream: SendStream, count: int) -> None:
+        if stream.state is SendState.ANNOUNCED:
+            if self.hello.peerDigests is None:
+                return  # (a GRANT before the HELLO breaks 5.5; the stream waits for the HELLO's window)
+            self._firstCredit(stream, count)
+        elif stream.state is SendState.SENDING:
+            stream._credit.grant(count)
+        else:
+            return
+        self._pump()
+
+    def _pump(self) -> None:
+        """Every sending stream's frames that its credit allows, then END for a stream whose source is spent."""
+        for stream in list(self._sending.values()):
+            if stream.state is not SendState.SENDING:
+                continue
+            credit, source, output = stream._credit, stream.source, self._output
+            try:
+                while True:
+                    frame = credit.take(source, CHUNK_SIZE)
+                    if frame is None:
+                        break
+                    offset, data = frame
+                    if stream._hash is not None:
+                        stream._hash.update(data)
+                    output.extend(dataFramePieces(stream.streamId, offset, data))
+                    stream.sentBytes += len(data)
+                spent = not source.available()
+            except Exception as error:
+                self._abort(stream, "source-failed", error)
+                continue
+            if spent:
+                size = stream.size if stream.size is not None else stream.sentBytes
+                digest = None if stream._hash is None else stream._hash.digest()
+                output.append(self._control(Control((END, stream.streamId, size, digest))))
+                stream.state = SendState.ENDED
+
+    def _abort(self, stream: SendStream, code: str, error: BaseException) -> None:
+        """Give up sending C{stream}: ABORT with C{code}; it fails with C{error}."""
+        self._output.append(self._control(Control((ABORT, stream.streamId, code, controlMessage(peerText(error))))))
+        self._senderFailed(stream, error)
+
+    def _senderFailed(self, stream: SendStream, error: BaseException) -> None:
+        stream.state, stream.failure = SendState.FAILED, error
+        self._sending.pop(stream.streamId, None)
+
+    # -- receiving streams -------------------------------------------------------
+
+    def startReceiving(self, incoming: IncomingTransfer, sink: Sink, waiter: Any) -> list[Any]:
+        """
+        Receive C{incoming} into C{sink}: its GRANT waits in L{dataToSend};
+        C{waiter} is settled (as a session's call is, in what this returns
+        or the session's L{framing.rpc.session.ClientSession.receive} does)
+        with C{(receivedBytes, digest)} when it ends checked, or with its
+        failure.
+
+        @raise ValueError: it is already being received, or over.
+        """
+        if incoming._waiter is not None or incoming.state not in (ReceiveState.ANNOUNCED, ReceiveState.FAILED):
+            raise ValueError(f"{incoming!r} is already being received or over")
+        incoming._sink, incoming._waiter = sink, waiter
+        if incoming.state is ReceiveState.FAILED:
+            self._fail(incoming, incoming.failure or StreamReset("cancelled", "the stream failed"))
+            return self.takeSettled()
+        if incoming.digestName is not None:
+            incoming._hash = newHash(incoming.digestName)
+        incoming.state = ReceiveState.RECEIVING
+        incoming._granted = WINDOW
+        self._output.append(self._control(Control((GRANT, incoming.streamId, WINDOW))))
+        return self.takeSettled()
+
+    def _announced(self, announcement: StreamAnnouncement) -> IncomingTransfer:
+        """A stream the server announced (in an answer): checked, then stands in the result."""
+        streamId, size, digest = announcement
+        if streamId <= self._lastIncomingId:
+            raise StreamIdReused(f"stream id {streamId} after {self._lastIncomingId}")
+        self._lastIncomingId = streamId
+        incoming = IncomingTransfer(streamId, size, self.hello.accepted(digest, self.digests))
+        self._receiving[streamId] = incoming
+        return incoming
+
+    def _dataStarting(self, streamId: int, offset: int, length: int) -> Any:
+        """A data frame's body begins: where its pieces go, or C{None} to drop it (a stream not received)."""
+        incoming = self._receiving.get(streamId)
+        if incoming is None or incoming.state is not ReceiveState.RECEIVING:
+            return None
+        if incoming.receivedBytes + length > incoming._granted:
+            raise FlowControlError(f"stream {streamId}: {length} bytes past its credit")
+        if incoming.size is not None and offset + length > incoming.size:
+            self._cancel(incoming, StreamReset("size", f"data up to {offset + length}, past the size {incoming.size}"))
+            return None
+        return lambda position, piece: self._piece(incoming, position, piece)
+
+    def _piece(self, incoming: IncomingTransfer, offset: int, piece: bytes | memoryview) -> None:
+        if incoming.state is not ReceiveState.RECEIVING:
+            return
+        hasher = incoming._hash
+        if hasher is not None and offset != incoming._hashed:
+            self._cancel(incoming, StreamReset("out-of-order", f"data at {offset}, expected {incoming._hashed}"))
+            return
+        sink = incoming._sink
+        assert sink is not None
+        try:
+            sink.write(offset, piece)
+        except Exception as error:
+            self._cancel(incoming, error, "sink-failed")
+            return
+        length = len(piece)
+        if hasher is not None:
+            hasher.update(piece)
+            incoming._hashed += length
+        incoming.receivedBytes += length
+        incoming._toGrant += length
+        if incoming._toGrant >= GRANT_STEP:
+            count, incoming._toGrant = incoming._toGrant, 0
+            incoming._granted += count
+            self._output.append(self._control(Control((GRANT, incoming.streamId, count))))
+
+    def _ended(self, incoming: IncomingTransfer, size: int, digest: bytes | None) -> None:
+        """The server's END: check the size and digest, then DONE (or CANCEL) and settle the receiver."""
+        if incoming.state is not ReceiveState.RECEIVING:
+            return
+        actual = None
+        if incoming._hash is not None:
+            actual = incoming._hash.digest()
+            problem = ""
+            if incoming.receivedBytes != size:
+                problem = f"{incoming.receivedBytes} bytes received, {size} sent"
+            elif digest != actual:
+                problem = "the data does not have the sender's digest"
+            if problem:
+                expected = digest.hex() if digest else ""
+                self._cancel(incoming, IntegrityError(f"stream {incoming.streamId}: {problem}", expected, actual.hex()))
+                return
+        incoming.state = ReceiveState.DONE
+        del self._receiving[incoming.streamId]
+        self._output.append(self._control(Control((DONE, incoming.streamId, actual))))
+        self._settled.append((incoming._waiter, (incoming.receivedBytes, actual), None))
+        incoming._waiter = None
+
+    def _cancel(self, incoming: IncomingTransfer, error: BaseException, code: str | None = None) -> None:
+        """Give up receiving C{incoming}: CANCEL with C{code} (C{integrity}, the reset's own, else C{cancelled})."""
+        if code is None:
+            code = (
+                error.code
+                if isinstance(error, StreamReset)
+                else "integrity"
+                if isinstance(error, IntegrityError)
+                else "cancelled"
+            )
+        self._output.append(self._control(Control((CANCEL, incoming.streamId, code, controlMessage(peerText(error))))))
+        self._fail(incoming, error)
+
+    def _fail(self, incoming: IncomingTransfer, error: BaseException) -> None:
+        """C{incoming} is over, failed with C{error} (its first failure kept); its waiter, if any, settled."""
+        self._receiving.pop(incoming.streamId, None)
+        if incoming.state is not ReceiveState.FAILED:
+            incoming.state, incoming.failure = ReceiveState.FAILED, error
+        if incoming._waiter is not None:
+            self._settled.append((incoming._waiter, None, incoming.failure))
+            incoming._waiter = None
+
+    def _control(self, control: Control) -> bytes:
+        return self._encoder.encode(control)  # type: ignore[no-any-return]
+
+
+def _resetFrom(code: Any, message: Any) -> BaseException:
+    """The error a CANCEL or ABORT from the server means: L{IntegrityError} for C{integrity}, else a L{StreamReset}."""
+    if code == "integrity":
+        return IntegrityError(f"the server: {message}")
+    return StreamReset(str(code), str(message))

@@ -1,0 +1,229 @@
+"""Bulk transfers on the blocking client: upload and download files, resumable and checked, without Twisted.
+
+    from protocols.blockingbulk import connect
+
+    with connect("127.0.0.1:8770") as connection:
+        sent = connection.upload("report.pdf")
+        fetched = connection.download("report.pdf", "copy.pdf")
+        assert fetched.digest == sent.digest
+
+Contract: L{connect} is L{protocols.blocking.connect} (the same arguments:
+logins, TLS, timeouts) for a connection that also carries bulk streams
+(L{framing.bulk.streams.ClientStreams}, its session's extension), the
+L{BlockingBulkConnection}.  On it:
+
+ - L{BlockingBulkConnection.upload} and L{BlockingBulkConnection.download}
+   move a file to or from the file service (C{twist chunkwire-bulk},
+   L{protocols.bulk.files.BulkService}) as the Twisted client's
+   C{sendFile} and C{fetchFile} do over one connection: resumed from what
+   the receiver holds (a cut upload, or a download's C{.NAME.part} file),
+   the whole file's digest checked by both sides (BLAKE3 when both have
+   the C{blake3} package, else SHA-256, as the service chooses), and
+   L{framing.bulk.IntegrityError} when it does not match.  The steps are
+   L{protocols.bulkfiles}', shared with the asyncio client; this module
+   only blocks on each.  After a cut (L{framing.rpc.errors.ConnectionLost}),
+   the same call on a new connection resumes; L{sendFile} and L{fetchFile}
+   do that themselves, reconnecting up to C{retries} times.
+ - Streams as arguments: a L{framing.bulk.streams.SendStream} passed to a
+   call is announced in it and its data sent while the call waits, as
+   credit comes (the thread waiting reads the GRANTs and sends the frames);
+   a stream in a result is an L{framing.bulk.streams.IncomingTransfer},
+   which L{BlockingBulkConnection.receive} takes into a sink, blocking
+   until its END was checked.
+
+Who sends the data: the thread that reads the socket, while the call
+carrying the stream waits (the same thread, for one caller), so a transfer
+needs no thread of its own; what one thread's transfer writes while
+another thread's message is being sent waits for that send to end, then
+goes (never behind a later call).  A transfer's bytes in flight are
+bounded by the server's window (about two chunks).
+
+Imports only L{framing} and the standard library: no Twisted.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from framing.bulk.streams import ClientStreams, IncomingTransfer, Sink
+from framing.rpc.errors import ConnectionLost, DeadReferenceError, ServerSilent
+from framing.rpc.session import Settled
+
+from .blocking import BlockingConnection, ConnectOptions, _open, _Waiter, connectTarget
+from .bulkfiles import (
+    Call,
+    FileTransfer,
+    Hash,
+    Progress,
+    Receive,
+    StepRunner,
+    Steps,
+    downloadSteps,
+    hashFile,
+    uploadSteps,
+)
+
+RETRYABLE = (ConnectionLost, ServerSilent, DeadReferenceError, ConnectionError)
+"""Failures after which L{sendFile} and L{fetchFile} reconnect and resume."""
+
+
+class BlockingBulkConnection(BlockingConnection):
+    """
+    A L{BlockingConnection} that carries bulk streams (see the module docstring).
+
+    @ivar streams: its L{ClientStreams}.
+    """
+
+    def __init__(self, sock: Any, peer: str, **options: Any) -> None:
+        """As L{BlockingConnection}'s, with the bulk streams as the session's extension."""
+        self.streams = ClientStreams()
+        super().__init__(sock, peer, extension=self.streams, **options)
+
+    def receive(self, stream: IncomingTransfer, sink: Sink) -> tuple[int, bytes | None]:
+        """
+        Receive C{stream} (from a call's result) into C{sink} (its C{write(offset, data)}
+        is called with each piece as it is read) and block until its END was checked.
+
+        @return: the bytes received and the digest checked (C{None} for a stream without one).
+        @raise framing.bulk.IntegrityError: the bytes do not have the sender's digest.
+        @raise framing.bulk.StreamReset: the sender aborted it (or this side's sink failed).
+        @raise ConnectionLost: the connection ended first.
+        """
+        waiter = _Waiter()
+        self._settle(lambda: self.streams.startReceiving(stream, sink, waiter))
+        return self._wait(waiter, None, f"stream {stream.streamId}")  # type: ignore[no-any-return]
+
+    def _settle(self, step: Callable[[], list[Settled]]) -> None:
+        """Run C{step} on the session's streams under the connection's lock; apply and send what it decided."""
+        with self._lock:
+            self._apply(step())
+
+    def upload(
+        self,
+        path: str | os.PathLike[str],
+        name: str | None = None,
+        *,
+        resume: bool = True,
+        digests: Sequence[str] | None = None,
+    ) -> FileTransfer:
+        """
+        Upload the file at C{path} to the file service as C{name} (its base
+        name by default): with C{resume}, only what the service does not
+        hold yet (L{protocols.bulkfiles.uploadSteps}); else the whole file
+        as one stream (C{put}).  Blocks until the service verified it.
+
+        @param digests: the digests offered, best first (default: all this side computes).
+        @raise framing.bulk.IntegrityError: the service's digest of what it holds is not the file's.
+        """
+        return self.run(uploadSteps(path, name, resume=resume, digests=digests))
+
+    def download(
+        self,
+        name: str,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        resume: bool = True,
+        digests: Sequence[str] | None = None,
+    ) -> FileTransfer:
+        """
+        Download file C{name} from the file service to C{path} (C{name} here
+        by default): with C{resume}, from what C{.NAME.part} beside it holds
+        (L{protocols.bulkfiles.downloadSteps}); else the whole file as one
+        stream (C{get}).  C{path} appears only once the digest is checked.
+
+        @raise framing.bulk.IntegrityError: what arrived does not have the service's digest.
+        @raise framing.bulk.NoSuchFile: the service has no such file.
+        """
+        return self.run(downloadSteps(name, path, resume=resume, digests=digests))
+
+    def run(self, steps: Steps) -> FileTransfer:
+        """Do C{steps} (L{protocols.bulkfiles}), blocking on each; their outcome."""
+        runner = StepRunner(steps)
+        while (step := runner.next()) is not None:
+            try:
+                if isinstance(step, Call):
+                    runner.succeeded(self.root.callRemote(step.name, *step.args))
+                elif isinstance(step, Receive):
+                    runner.succeeded(self.receive(step.stream, step.sink))
+                else:
+                    assert isinstance(step, Hash)
+                    runner.succeeded(hashFile(step.path, step.algorithm))
+            except Exception as error:
+                runner.failed(error)
+        assert runner.outcome is not None
+        return runner.outcome
+
+
+def connect(address: str | tuple[str, int], **arguments: Any) -> BlockingBulkConnection:
+    """
+    Connect to the chunkwire bulk server at C{address}: as
+    L{protocols.blocking.connect}, with the same keyword arguments, for a
+    L{BlockingBulkConnection}.
+    """
+    credentials, tls = arguments.pop("credentials", None), arguments.pop("tls", False)
+    (host, port), context = connectTarget(address, credentials, tls)
+    options = ConnectOptions.fromKeywords(arguments, BlockingBulkConnection)
+    connection = _open((host, port), f"{host}:{port}", host, context, None, credentials, options)
+    assert isinstance(connection, BlockingBulkConnection)
+    return connection
+
+
+def _again(
+    connect: Callable[[], BlockingBulkConnection], steps: Callable[[Progress], Steps], retries: int, delay: float
+) -> FileTransfer:
+    """
+    Run fresh C{steps} on fresh connections until they succeed; after a
+    cut, wait C{delay} and resume.  The outcome's C{moved} counts every attempt's bytes.
+    """
+    failures = 0
+    progress = Progress()
+    while True:
+        try:
+            connection = connect()
+            with connection:
+                return connection.run(steps(progress))
+        except RETRYABLE:
+            failures += 1
+            if failures > retries:
+                raise
+        time.sleep(delay)
+
+
+def sendFile(
+    connect: Callable[[], BlockingBulkConnection],
+    path: str | os.PathLike[str],
+    name: str | None = None,
+    *,
+    retries: int = 10,
+    retryDelay: float = 0.2,
+    digests: Sequence[str] | None = None,
+) -> FileTransfer:
+    """
+    Upload the file at C{path} as C{name} over connections C{connect}
+    makes, reconnecting and resuming after a cut, C{retries} times at
+    most (as the Twisted client's C{sendFile}, over one connection at a time).
+    """
+    return _again(
+        connect, lambda progress: uploadSteps(path, name, digests=digests, progress=progress), retries, retryDelay
+    )
+
+
+def fetchFile(
+    connect: Callable[[], BlockingBulkConnection],
+    name: str,
+    path: str | os.PathLike[str] | None = None,
+    *,
+    retries: int = 10,
+    retryDelay: float = 0.2,
+    digests: Sequence[str] | None = None,
+) -> FileTransfer:
+    """Download file C{name} to C{path} as L{sendFile} uploads: reconnecting and resuming after a cut."""
+    return _again(
+        connect, lambda progress: downloadSteps(name, path, digests=digests, progress=progress), retries, retryDelay
+    )
+
+
+__all__ = ["BlockingBulkConnection", "FileTransfer", "connect", "fetchFile", "sendFile"]

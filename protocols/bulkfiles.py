@@ -1,0 +1,427 @@
+"""The file service's resumable upload and download as steps, for the clients without Twisted to drive.
+
+Contract: L{uploadSteps} and L{downloadSteps} are the client's side of
+section 5.5.6 of the wire format, written once for the blocking and the
+asyncio client (L{protocols.blockingbulk}, L{protocols.asynciobulk}): each
+is a generator that yields what it needs done (L{Call} a remote method of
+the file service, L{Receive} an incoming stream into a sink, L{Hash} a
+local file) and is sent the result, so that one driver blocks on each step
+and the other awaits it; nothing here waits or does network I/O.
+
+ - An upload asks C{openUpload} what the service holds of this file (by
+   name, size, version: the file's size and modification time, as the
+   Twisted client's, and the digests offered), sends only the missing
+   ranges as one L{framing.bulk.streams.SendStream} in an C{upload} call,
+   hashes the whole file with the algorithm the service chose, and has
+   C{finishUpload} check it: a mismatch is the service's
+   L{IntegrityError}.  After a cut, the same upload on a new connection
+   resends only what the service did not store (the bytes in flight at
+   the cut: at most a window, less than two chunks).
+ - A download asks C{stat} for the file's size, version and digest,
+   assembles it in C{.NAME.part} beside the destination (what it holds
+   recorded in C{.NAME.part.json}, written after the data), asks
+   C{download} for the missing ranges only, hashes the whole partial file
+   and renames it into place only if the digest is the service's (else the
+   partial file is removed and L{IntegrityError} raised).  After a cut,
+   the next download of the same name to the same path resumes from the
+   record, if the file's version on the service is still the one recorded.
+ - Without resume (C{resume=False}), C{put} and C{get}: the whole file as
+   one stream whose digest (BLAKE3 when both sides have it, else SHA-256)
+   is checked end to end by the stream itself.
+
+Imports only L{framing} and the standard library (no Twisted): the
+clients without Twisted load it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from framing.bulk.digests import (
+    NEGOTIATED,
+    DigestUnavailable,
+    IntegrityError,
+    availableDigests,
+    checkAlgorithm,
+    newHash,
+)
+from framing.bulk.fileerrors import BadName
+from framing.bulk.ranges import RangeSet
+from framing.bulk.streams import IncomingTransfer, SendStream
+
+_READ = 1024 * 1024
+"""Bytes read at a time from a local file (to send, or to hash)."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """A step: call the file service's method C{name} with C{args}; its result is sent back."""
+
+    name: str
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Receive:
+    """A step: receive C{stream} into C{sink}; C{(bytes received, digest or None)} is sent back."""
+
+    stream: IncomingTransfer
+    sink: Any
+
+
+@dataclass(frozen=True)
+class Hash:
+    """A step: the digest of the local file at C{path} under C{algorithm} (L{hashFile}) is sent back."""
+
+    path: str
+    algorithm: str
+
+
+Steps = Generator["Call | Receive | Hash", Any, "FileTransfer"]
+"""What L{uploadSteps} and L{downloadSteps} are: steps yielded, results sent in, the outcome returned."""
+
+
+class StepRunner:
+    """
+    Runs L{Steps} for a driver: L{next} gives the step to do (C{None} once
+    they are over: L{outcome} is theirs), and the driver tells how it went
+    (L{succeeded} or L{failed}, the error then raised inside the steps,
+    where it cleans up and goes on or ends them).
+
+    @ivar outcome: the steps' L{FileTransfer}, once they are over.
+    """
+
+    def __init__(self, steps: Steps) -> None:
+        self._steps = steps
+        self._result: Any = None
+        self._error: BaseException | None = None
+        self.outcome: FileTransfer | None = None
+
+    def next(self) -> Call | Receive | Hash | None:
+        """The next step (its own errors raised here), or C{None} when the steps are over."""
+        result, error = self._result, self._error
+        self._result = self._error = None
+        try:
+            return self._steps.send(result) if error is None else self._steps.throw(error)
+        except StopIteration as stop:
+            self.outcome = stop.value
+            return None
+
+    def succeeded(self, result: Any) -> None:
+        """The step gave C{result}."""
+        self._result = result
+
+    def failed(self, error: BaseException) -> None:
+        """The step failed with C{error}."""
+        self._error = error
+
+
+@dataclass
+class Progress:
+    """
+    How far a transfer got, over all its attempts (one L{Progress} passed to each attempt's steps).
+
+    @ivar moved: payload bytes that crossed a connection, repeats after a cut included.
+    """
+
+    moved: int = 0
+
+
+@dataclass(frozen=True)
+class FileTransfer:
+    """
+    What an upload or a download ended with.
+
+    @ivar name: the file's name on the service.
+    @ivar size: its size in bytes.
+    @ivar digest: its digest, verified by both sides (C{bytes}).
+    @ivar algorithm: the digest's name (C{"blake3"}, C{"sha256"}).
+    @ivar resumedFrom: bytes the receiver already held when the last attempt started.
+    @ivar moved: payload bytes that crossed a connection, over every attempt of the L{Progress} given
+        (this one alone without).
+    """
+
+    name: str
+    size: int
+    digest: bytes
+    algorithm: str
+    resumedFrom: int
+    moved: int
+
+    @property
+    def hexdigest(self) -> str:
+        """The digest in hex."""
+        return self.digest.hex()
+
+
+def checkName(name: str) -> str:
+    """
+    C{name} if the file service could serve it (else the service refuses
+    it alike, later).
+
+    @raise BadName: a path, hidden, empty or longer than 255 characters.
+    """
+    if not name or len(name) > 255 or name.startswith(".") or any(c in name for c in "/\\\0"):
+        raise BadName(f"not a plain file name: {name!r}")
+    return name
+
+
+def offered(digests: Sequence[str] | None) -> list[str]:
+    """
+    The digests a transfer offers: C{digests}, or every one this process
+    computes, best first (BLAKE3 when installed, then SHA-256).
+
+    @raise DigestUnavailable: one of C{digests} cannot be computed here.
+    """
+    names = list(digests) if digests is not None else list(availableDigests())
+    for name in names:
+        checkAlgorithm(name)
+    return names
+
+
+def hashFile(path: str | os.PathLike[str], algorithm: str) -> bytes:
+    """The digest of the file at C{path} under C{algorithm}, read a megabyte at a time."""
+    digest = newHash(algorithm)
+    with open(path, "rb", buffering=0) as file:
+        while True:
+            data = file.read(_READ)
+            if not data:
+                return digest.digest()  # type: ignore[no-any-return]
+            digest.update(data)
+
+
+def fileVersion(path: str | os.PathLike[str]) -> str:
+    """The upload's version of the file at C{path}: its size and modification time (as the Twisted client's)."""
+    info = os.stat(path)
+    return f"{info.st_size}-{info.st_mtime_ns}"
+
+
+class FileRanges:
+    """
+    A stream's source: ranges of an open file, read in order with
+    C{os.pread} as credit allows (L{framing.bulk.credit.StreamSource}).
+    """
+
+    def __init__(self, fd: int, ranges: Sequence[tuple[int, int]]) -> None:
+        self._fd = fd
+        self._ranges = [(start, end) for start, end in ranges if end > start]
+        self._left = sum(end - start for start, end in self._ranges)
+        self._index = 0
+
+    def available(self) -> int:
+        """Bytes left to send."""
+        return self._left
+
+    def take(self, count: int) -> tuple[int, bytes]:
+        """The next frame of at most C{count} bytes, within one range: C{(offset, data)}."""
+        start, end = self._ranges[self._index]
+        data = os.pread(self._fd, min(count, end - start), start)
+        if not data:
+            raise OSError(f"the file ended at {start}, before the range to {end}")
+        start += len(data)
+        if start >= end:
+            self._index += 1
+        else:
+            self._ranges[self._index] = (start, end)
+        self._left -= len(data)
+        return start - len(data), data
+
+
+class PartialFile:
+    """
+    A download being assembled beside its destination: C{.NAME.part} holds
+    the bytes, C{.NAME.part.json} the size, version and algorithm it is of
+    and the ranges held, written after the bytes (L{save}).  A sink: each
+    piece is written at its offset as it arrives.
+
+    @ivar held: the L{RangeSet} of bytes written.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], size: int, version: str, algorithm: str) -> None:
+        """Open the partial file of C{path}: resumed from its record if that is of the same file, else empty."""
+        self.path = Path(path)
+        self.part = self.path.with_name(f".{self.path.name}.part")
+        self.record = self.path.with_name(f".{self.path.name}.part.json")
+        self.size, self.version, self.algorithm = size, version, algorithm
+        self.held = RangeSet()
+        recorded = self._recorded()
+        if recorded is not None and self.part.exists():
+            self.held = recorded
+        self._fd = os.open(self.part, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        if not len(self.held):
+            os.ftruncate(self._fd, 0)
+
+    def _recorded(self) -> RangeSet | None:
+        """The ranges the record says are held, if it is of this same file (size, version, algorithm)."""
+        try:
+            record = json.loads(self.record.read_text())
+            if [record["size"], record["version"], record["algorithm"]] != [self.size, self.version, self.algorithm]:
+                return None
+            return RangeSet.fromList(record["held"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def missing(self) -> list[tuple[int, int]]:
+        """The ranges not held yet."""
+        return self.held.missing(0, self.size)
+
+    def write(self, offset: int, data: bytes | memoryview) -> None:
+        """Write C{data} at C{offset} (whole: a short write is continued)."""
+        view = memoryview(data)
+        position = offset
+        while view:
+            written = os.pwrite(self._fd, view, position)
+            view, position = view[written:], position + written
+        self.held.add(offset, position)
+
+    def save(self) -> None:
+        """Record what is held (the bytes are written before: the record never claims bytes the file lacks)."""
+        record = {"size": self.size, "version": self.version, "algorithm": self.algorithm, "held": self.held.toList()}
+        temporary = self.record.with_name(self.record.name + ".new")
+        temporary.write_text(json.dumps(record))
+        os.replace(temporary, self.record)
+
+    def commit(self) -> None:
+        """The whole file verified: move it into place and forget the record."""
+        os.close(self._fd)
+        os.replace(self.part, self.path)
+        self.record.unlink(missing_ok=True)
+
+    def discard(self) -> None:
+        """Remove the partial file and its record (what it held is of no use)."""
+        os.close(self._fd)
+        self.part.unlink(missing_ok=True)
+        self.record.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Keep what is held for a later resume: record it, close the file."""
+        self.save()
+        os.close(self._fd)
+
+
+def uploadSteps(
+    path: str | os.PathLike[str],
+    name: str | None = None,
+    *,
+    resume: bool = True,
+    digests: Sequence[str] | None = None,
+    progress: Progress | None = None,
+) -> Steps:
+    """
+    Upload the file at C{path} as C{name} (its base name by default); see
+    the module docstring.  Returns a L{FileTransfer}.
+
+    @raise IntegrityError: the service's digest of what it holds is not the file's.
+    @raise DigestUnavailable: the service accepts none of C{digests}.
+    """
+    name = checkName(name if name is not None else os.path.basename(os.fspath(path)))
+    names = offered(digests)
+    progress = progress if progress is not None else Progress()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size, version = os.fstat(fd).st_size, fileVersion(path)
+        if not resume:
+            stream = SendStream(FileRanges(fd, [(0, size)]), size, NEGOTIATED)
+            try:
+                hexdigest = yield Call("put", (name, stream))
+            finally:
+                progress.moved += stream.sentBytes
+            if stream.digestName is None or stream.digestName == NEGOTIATED:
+                raise DigestUnavailable("the service settled no digest for the stream")
+            return FileTransfer(name, size, bytes.fromhex(hexdigest), stream.digestName, 0, progress.moved)
+        info = yield Call("openUpload", (name, size, version, names))
+        algorithm = info["algorithm"]
+        if algorithm not in names:
+            raise DigestUnavailable(f"the service chose {algorithm}, which this side did not offer")
+        held = RangeSet.fromList(info["held"])
+        missing = held.missing(0, size)
+        if missing:
+            stream = SendStream(FileRanges(fd, missing), size, None)
+            try:
+                yield Call("upload", (name, stream))
+            finally:
+                progress.moved += stream.sentBytes
+        digest = yield Hash(os.fspath(path), algorithm)
+        answer = yield Call("finishUpload", (name, digest))
+        if bytes.fromhex(answer["digest"]) != digest:
+            raise IntegrityError(f"the service verified {name} as another digest", digest.hex(), answer["digest"])
+        return FileTransfer(name, size, digest, algorithm, held.total, progress.moved)
+    finally:
+        os.close(fd)
+
+
+def downloadSteps(
+    name: str,
+    path: str | os.PathLike[str] | None = None,
+    *,
+    resume: bool = True,
+    digests: Sequence[str] | None = None,
+    progress: Progress | None = None,
+) -> Steps:
+    """
+    Download file C{name} to C{path} (C{name} in the current directory by
+    default); see the module docstring.  Returns a L{FileTransfer}.
+
+    @raise IntegrityError: what arrived does not have the service's digest (the partial file is removed).
+    @raise framing.bulk.fileerrors.NoSuchFile: the service has no such file.
+    """
+    name = checkName(name)
+    target = Path(path if path is not None else name)
+    names = offered(digests)
+    progress = progress if progress is not None else Progress()
+    if not resume:
+        incoming = yield Call("get", (name,))
+        partial = PartialFile(target, incoming.size or 0, "", incoming.digestName or "")
+        try:
+            size, digest = yield Receive(incoming, partial)
+        except BaseException:
+            partial.discard()
+            raise
+        finally:
+            progress.moved += incoming.receivedBytes
+        partial.commit()
+        return FileTransfer(name, size, digest or b"", incoming.digestName or "", 0, progress.moved)
+    info = yield Call("stat", (name, names))
+    algorithm, expected = info["algorithm"], bytes.fromhex(info["digest"])
+    if algorithm not in names:
+        raise DigestUnavailable(f"the service chose {algorithm}, which this side did not offer")
+    partial = PartialFile(target, info["size"], info["version"], algorithm)
+    resumedFrom = partial.held.total
+    try:
+        missing = partial.missing()
+        if missing:
+            incoming = yield Call("download", (name, info["version"], [list(r) for r in missing]))
+            try:
+                yield Receive(incoming, partial)
+            finally:
+                progress.moved += incoming.receivedBytes
+                partial.save()
+        digest = yield Hash(os.fspath(partial.part), algorithm)
+    except BaseException:
+        partial.close()
+        raise
+    if digest != expected:
+        partial.discard()
+        raise IntegrityError(f"{name} arrived with another digest than the service's", expected.hex(), digest.hex())
+    partial.commit()
+    return FileTransfer(name, info["size"], digest, algorithm, resumedFrom, progress.moved)
+
+
+__all__ = [
+    "Call",
+    "StepRunner",
+    "FileRanges",
+    "FileTransfer",
+    "Hash",
+    "PartialFile",
+    "Progress",
+    "Receive",
+    "downloadSteps",
+    "hashFile",
+    "uploadSteps",
+]

@@ -1,0 +1,212 @@
+"""Tests for framing.bulk.streams: a client's bulk streams on a sans-IO session, driven with scripted server bytes."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from twisted.trial.unittest import SynchronousTestCase
+from zope.interface import implementer
+
+from framing import Decoder, Encoder, Registry
+from framing.bulk.digests import IntegrityError
+from framing.bulk.errors import FlowControlError, StreamIdReused
+from framing.bulk.streams import (
+    GRANT_STEP,
+    WINDOW,
+    ClientStreams,
+    IncomingTransfer,
+    ReceiveState,
+    SendState,
+    SendStream,
+)
+from framing.bulk.wire import (
+    CANCEL,
+    CONTROL_OPEN_TYPE,
+    DATA_OPEN_TYPE,
+    DONE,
+    END,
+    GRANT,
+    HELLO,
+    STREAM_OPEN_TYPE,
+    AnnouncementUnslicer,
+    Control,
+    ControlSlicer,
+    ControlUnslicer,
+    DataUnslicer,
+    dataFramePieces,
+)
+from framing.rpc.session import ClientSession
+from framing.rpc.wire import ANSWER, CALL, Message, addMessageTypes
+from framing.slicing.interfaces import ISlicer
+from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.wire import PREAMBLE
+
+
+class Announce(tuple):  # type: ignore[type-arg]
+    """A stream the scripted server announces: C{(id, size, digest name)}."""
+
+
+@implementer(ISlicer)
+class AnnounceSlicer:
+    def slice(self, obj: Announce, encoder: Any) -> None:
+        encoder.write_container(STREAM_OPEN_TYPE, obj, tuple(obj))
+
+
+class ScriptedServer:
+    """Encodes what a server sends; decodes what the client sent: messages, and frames as (id, offset, bytes)."""
+
+    def __init__(self) -> None:
+        registry = Registry(DEFAULT_REGISTRY)
+        addMessageTypes(registry)
+        registry.add_slicer(Control, ControlSlicer())
+        registry.add_slicer(Announce, AnnounceSlicer())
+        registry.add_unslicer(CONTROL_OPEN_TYPE, lambda limits: ControlUnslicer(limits))
+        registry.add_unslicer(DATA_OPEN_TYPE, lambda limits: DataUnslicer(limits, self._frame))
+        registry.add_unslicer(STREAM_OPEN_TYPE, lambda limits: AnnouncementUnslicer(limits, tuple))
+        self.encoder = Encoder(registry)
+        self.decoder = Decoder(registry=registry)
+        self.frames: list[tuple[int, int, bytes]] = []
+
+    def _frame(self, streamId: int, offset: int, length: int) -> Any:
+        pieces: list[bytes] = []
+        self.frames.append((streamId, offset, b""))
+        index = len(self.frames) - 1
+
+        def piece(position: int, data: Any) -> None:
+            pieces.append(bytes(data))
+            self.frames[index] = (streamId, offset, b"".join(pieces))
+
+        return piece
+
+    def read(self, data: bytes) -> list[Any]:
+        """The client's messages in C{data} (its preamble read by the decoder)."""
+        return self.decoder.feed(data)
+
+    def send(self, *objects: Any) -> bytes:
+        return b"".join(self.encoder.encode(obj) for obj in objects)
+
+
+class Source:
+    """A source of C{data}, in order."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.position = data, 0
+
+    def available(self) -> int:
+        return len(self.data) - self.position
+
+    def take(self, count: int) -> tuple[int, bytes]:
+        start = self.position
+        self.position += min(count, self.available())
+        return start, self.data[start : self.position]
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.pieces: list[tuple[int, bytes]] = []
+
+    def write(self, offset: int, data: Any) -> None:
+        self.pieces.append((offset, bytes(data)))
+
+
+def opened() -> tuple[ClientSession[Any], ClientStreams, ScriptedServer]:
+    streams = ClientStreams(["sha256"])
+    session: ClientSession[Any] = ClientSession("server:1", extension=streams)
+    server = ScriptedServer()
+    server.read(session.start())
+    session.receive(PREAMBLE)
+    return session, streams, server
+
+
+class SendingTests(SynchronousTestCase):
+    """A stream passed in a call: announced, sent within credit, ended with its digest."""
+
+    def test_helloFirstThenCredit(self) -> None:
+        """HELLO precedes the first CALL; the data waits for the server's HELLO, goes within its window, then END."""
+        session, streams, server = opened()
+        data = bytes(range(256)) * 40
+        stream = SendStream(Source(data), len(data))
+        _, sent = session.call("waiter", 0, "put", ("name", stream), {})
+        hello, call = server.read(sent)
+        self.assertEqual((hello[0], hello[3]), (HELLO, 0))
+        self.assertEqual((call[0], call[3], call[4][1]), (CALL, "put", (1, len(data), "*")))
+        self.assertEqual(stream.state, SendState.ANNOUNCED)
+        self.assertEqual(session.dataToSend(), b"")
+        session.receive(server.send(Control((HELLO, 0, "blake3,sha256", 4000))))
+        self.assertEqual(server.read(session.dataToSend()), [])
+        self.assertEqual([(i, o, len(b)) for i, o, b in server.frames], [(1, 0, 4000)])
+        self.assertEqual(stream.digestName, "sha256")
+        session.receive(server.send(Control((GRANT, 1, 10000))))
+        (end,) = server.read(session.dataToSend())
+        self.assertEqual(b"".join(body for _, _, body in server.frames), data)
+        self.assertEqual(tuple(end), (END, 1, len(data), hashlib.sha256(data).digest()))
+        self.assertEqual((stream.state, stream.sentBytes), (SendState.ENDED, len(data)))
+        session.receive(server.send(Control((DONE, 1, None))))
+        self.assertEqual(stream.state, SendState.DELIVERED)
+
+
+class ReceivingTests(SynchronousTestCase):
+    """A stream in an answer: granted when received, checked at its END, its waiter settled."""
+
+    def announced(self, digest: str | None = "sha256") -> tuple[ClientSession[Any], ClientStreams, ScriptedServer, Any]:
+        session, streams, server = opened()
+        _, sent = session.call("call", 0, "get", ("name",), {})
+        server.read(sent)
+        settled = session.receive(
+            server.send(Control((HELLO, 0, "sha256", 0)), Message((ANSWER, 1, Announce((1, 10, digest)))))
+        )
+        ((waiter, incoming, error),) = settled
+        self.assertIsInstance(incoming, IncomingTransfer)
+        return session, streams, server, incoming
+
+    def test_checkedAndDone(self) -> None:
+        """Receiving sends a GRANT of the window; at END with the right digest, DONE goes and the waiter settles."""
+        session, streams, server, incoming = self.announced()
+        sink = Sink()
+        self.assertEqual(streams.startReceiving(incoming, sink, "receiver"), [])
+        (grant,) = server.read(session.dataToSend())
+        self.assertEqual(tuple(grant), (GRANT, 1, WINDOW))
+        frame = b"".join(dataFramePieces(1, 0, b"0123456789"))
+        digest = hashlib.sha256(b"0123456789").digest()
+        settled = session.receive(frame + server.send(Control((END, 1, 10, digest))))
+        self.assertEqual(settled, [("receiver", (10, digest), None)])
+        self.assertEqual(sink.pieces, [(0, b"0123456789")])
+        (done,) = server.read(session.dataToSend())
+        self.assertEqual(tuple(done), (DONE, 1, digest))
+
+    def test_digestMismatch(self) -> None:
+        """An END whose digest is not the data's settles the waiter with IntegrityError and sends CANCEL integrity."""
+        session, streams, server, incoming = self.announced()
+        streams.startReceiving(incoming, Sink(), "receiver")
+        session.dataToSend()
+        frame = b"".join(dataFramePieces(1, 0, b"0123456789"))
+        settled = session.receive(frame + server.send(Control((END, 1, 10, b"\x00" * 32))))
+        ((waiter, result, error),) = settled
+        self.assertIsInstance(error, IntegrityError)
+        self.assertEqual(incoming.state, ReceiveState.FAILED)
+        (cancel,) = server.read(session.dataToSend())
+        self.assertEqual(cancel[:3], (CANCEL, 1, "integrity"))
+
+    def test_pastCredit(self) -> None:
+        """A frame past the credit granted ends the session with FlowControlError; the receiver fails with it."""
+        session, streams, server, incoming = self.announced(None)
+        streams.startReceiving(incoming, Sink(), "receiver")
+        frame = b"".join(dataFramePieces(1, 0, b"x" * (WINDOW + GRANT_STEP)))
+        settled = session.receive(frame)
+        self.assertIsInstance(session.failure, FlowControlError)
+        self.assertIn("receiver", [waiter for waiter, _, _ in settled])
+
+    def test_nothingBeforeReceiving(self) -> None:
+        """Data for a stream nobody receives yet is dropped unread (the window stated is 0) and grants nothing."""
+        session, streams, server, incoming = self.announced(None)
+        session.receive(b"".join(dataFramePieces(1, 0, b"x")))
+        self.assertIsNone(session.failure)
+        self.assertEqual((incoming.receivedBytes, session.dataToSend()), (0, b""))
+
+    def test_streamIdReused(self) -> None:
+        """A second announcement with an id not above the last ends the session with StreamIdReused."""
+        session, streams, server, incoming = self.announced()
+        _, sent = session.call("again", 0, "get", ("name",), {})
+        session.receive(server.send(Message((ANSWER, 2, Announce((1, 10, "sha256"))))))
+        self.assertIsInstance(session.failure, StreamIdReused)

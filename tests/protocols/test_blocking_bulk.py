@@ -1,0 +1,109 @@
+"""Bulk transfers of the blocking client (L{protocols.blockingbulk}) against the example bulk server, run as a process.
+
+One server (examples/bulk_server.py) serves the whole class under pytest
+(each test its own under trial); each case uses file names of its own.
+Cuts are made by L{tests.protocols.bulkclients.CuttingProxy}.  Listed in
+dev.py's PROCESS_TESTS (compiled core only).
+"""
+
+from __future__ import annotations
+
+import os
+
+from framing.bulk import IntegrityError, NoSuchFile
+from framing.rpc.errors import ConnectionLost
+from protocols.blockingbulk import BlockingBulkConnection, connect, fetchFile, sendFile
+from tests.protocols.bulkclients import CHUNK, HANG, SIZE, BulkServerCase, digestOf
+
+
+class BlockingBulkTests(BulkServerCase):
+    """Uploads and downloads as the Twisted bulk client makes them: checked, resumed after a cut."""
+
+    def connect(self, address: str | None = None) -> BlockingBulkConnection:
+        connection = connect(address or self.address, timeout=HANG, callTimeout=HANG)
+        self.addCleanup(connection.close)
+        return connection
+
+    def test_uploadThenDownload(self) -> None:
+        """An upload then a download of it, resumable and whole (put/get), give the file back with one digest."""
+        path, data = self.localFile("round.bin")
+        connection = self.connect()
+        algorithm = self.expectedAlgorithm()
+        sent = connection.upload(path)
+        self.assertEqual((sent.name, sent.size, sent.algorithm, sent.moved), ("round.bin", SIZE, algorithm, SIZE))
+        self.assertEqual(sent.digest, digestOf(data, algorithm))
+        self.assertEqual((self.served / "round.bin").read_bytes(), data)
+        fetched = connection.download("round.bin", path.with_name("back.bin"))
+        self.assertEqual((fetched.digest, fetched.moved), (sent.digest, SIZE))
+        self.assertEqual(path.with_name("back.bin").read_bytes(), data)
+        whole = connection.upload(path, "whole.bin", resume=False)
+        self.assertEqual((whole.digest, whole.algorithm), (sent.digest, algorithm))
+        gotten = connection.download("whole.bin", path.with_name("whole.bin"), resume=False)
+        self.assertEqual(gotten.digest, sent.digest)
+        self.assertEqual(path.with_name("whole.bin").read_bytes(), data)
+        self.assertRaises(NoSuchFile, connection.download, "absent.bin", path.with_name("absent.bin"))
+
+    def test_uploadResumedAfterCut(self) -> None:
+        """An upload cut after 3 MiB resumes on a new connection from what the server holds: under two chunks resent."""
+        path, data = self.localFile("cut-up.bin")
+        proxy = self.cuttingProxy("up", 3 * CHUNK)
+        addresses = iter([proxy.address, self.address])
+        result = sendFile(lambda: self.connect(next(addresses)), path, retries=1, retryDelay=0.01)
+        self.assertGreater(result.resumedFrom, 0)
+        self.assertLess(result.moved - SIZE, 2 * CHUNK)
+        self.assertGreaterEqual(proxy.forwarded["up"], 3 * CHUNK)
+        self.assertEqual((self.served / "cut-up.bin").read_bytes(), data)
+
+    def test_downloadResumedAfterCut(self) -> None:
+        """A download cut after 3 MiB resumes from its .part file on a new connection: under two chunks resent."""
+        path, data = self.localFile("cut-down.bin")
+        self.connect().upload(path)
+        target = path.with_name("copy.bin")
+        proxy = self.cuttingProxy("down", 3 * CHUNK)
+        self.assertRaises(ConnectionLost, self.connect(proxy.address).download, "cut-down.bin", target)
+        self.assertFalse(target.exists())
+        again = self.connect().download("cut-down.bin", target)
+        self.assertGreater(again.resumedFrom, CHUNK)
+        self.assertEqual(again.moved, SIZE - again.resumedFrom)
+        self.assertEqual(target.read_bytes(), data)
+        self.assertFalse(path.with_name(".copy.bin.part").exists())
+
+    def test_fetchFileReconnects(self) -> None:
+        """fetchFile reconnects after a cut by itself and counts what crossed both connections."""
+        path, data = self.localFile("fetched.bin")
+        self.connect().upload(path)
+        proxy = self.cuttingProxy("down", 3 * CHUNK)
+        addresses = iter([proxy.address, self.address])
+        target = path.with_name("fetched-copy.bin")
+        result = fetchFile(lambda: self.connect(next(addresses)), "fetched.bin", target, retries=1, retryDelay=0.01)
+        self.assertLess(result.moved - SIZE, 2 * CHUNK)
+        self.assertEqual(target.read_bytes(), data)
+
+    def test_corruptPartialFile(self) -> None:
+        """A resumed download whose held bytes were corrupted fails with IntegrityError; nothing is put in place."""
+        path, _ = self.localFile("corrupt.bin")
+        self.connect().upload(path)
+        target = path.with_name("corrupt-copy.bin")
+        proxy = self.cuttingProxy("down", 3 * CHUNK)
+        self.assertRaises(ConnectionLost, self.connect(proxy.address).download, "corrupt.bin", target)
+        part = path.with_name(".corrupt-copy.bin.part")
+        with open(part, "r+b") as file:
+            first = file.read(1)
+            file.seek(0)
+            file.write(bytes([first[0] ^ 0xFF]))
+        error = self.assertRaises(IntegrityError, self.connect().download, "corrupt.bin", target)
+        self.assertNotEqual(error.expected, error.actual)
+        self.assertFalse(target.exists())
+        self.assertFalse(part.exists())
+
+    def test_changedFileAfterCut(self) -> None:
+        """A resumed upload whose file changed under the same size and time fails with the server's IntegrityError."""
+        path, data = self.localFile("changed.bin")
+        info = os.stat(path)
+        proxy = self.cuttingProxy("up", 3 * CHUNK)
+        self.assertRaises(ConnectionLost, self.connect(proxy.address).upload, path)
+        changed = bytes([data[0] ^ 0xFF]) + data[1:]
+        path.write_bytes(changed)
+        os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+        self.assertRaises(IntegrityError, self.connect().upload, path)
+        self.assertFalse((self.served / "changed.bin").exists())
