@@ -41,6 +41,7 @@ from zope.interface.interface import InterfaceClass
 PACKAGES: dict[str, str] = {
     "framing": "framing",
     "framing.bulk": "framing-bulk",
+    "framing.rpc": "framing-rpc",
     "protocols": "protocols",
     "protocols.rpc": "rpc",
     "protocols.bulk": "bulk",

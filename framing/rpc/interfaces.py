@@ -162,7 +162,7 @@ def declaredMethod(interface: Any, name: str) -> RemoteMethod:
     """
     The method C{interface} declares as C{name}, for a proxy's C{callRemote}.
 
-    @raise NoSuchMethod: it declares none (nothing is sent).
+    @raise framing.rpc.NoSuchMethod: it declares none (nothing is sent).
     """
     declared: RemoteMethod | None = interface.remoteInterfaceMethods.get(name)
     if declared is None or name.startswith("_"):
@@ -311,7 +311,7 @@ class TypedProxy:
     method's C{checkArguments}, calls and waits as that client waits, and
     passes the result to the check from L{resultCheck}); a method the
     interface lacks is an C{AttributeError}, and through L{callRemote} a
-    L{NoSuchMethod}, nothing sent either way.
+    L{framing.rpc.NoSuchMethod}, nothing sent either way.
 
     @ivar remoteReference: the reference called (it has C{callRemote},
         C{callRemoteOnly} and a C{connection} with a C{peer}).
@@ -341,7 +341,7 @@ class TypedProxy:
         Call C{_name}, checked as its proxy method is (what it returns: the
         client's, a result or an awaitable).
 
-        @raise NoSuchMethod: the interface has no method C{_name} (nothing is sent).
+        @raise framing.rpc.NoSuchMethod: the interface has no method C{_name} (nothing is sent).
         """
         declaredMethod(self.remoteInterface, _name)
         method: Callable[..., Any] = getattr(self, _name)
@@ -352,7 +352,7 @@ class TypedProxy:
         Call C{_name} for no answer, its arguments checked first (what it
         returns: the reference's C{callRemoteOnly}'s).
 
-        @raise NoSuchMethod: the interface has no method C{_name}.
+        @raise framing.rpc.NoSuchMethod: the interface has no method C{_name}.
         @raise framing.Violation: an argument its constraints refuse.
         """
         checkArguments(declaredMethod(self.remoteInterface, _name), args, kwargs)

@@ -23,7 +23,7 @@ and wait; the protocol logic is here, written once:
    in the session's output (L{dataToSend}): a PONG for each PING, and the
    RELEASEs of the server's references this side dropped.  GOAWAY moves the session to
    L{SessionState.GOING_AWAY}: the calls in flight are answered, new ones
-   refused with L{DeadReferenceError}.
+   refused with L{framing.rpc.DeadReferenceError}.
  - Bad input is a typed error, never an exception out of L{receive}: a
    broken stream (L{framing.ProtocolError}), an answer to no call
    (L{UnexpectedAnswer}), a message refused before its request id, or a
@@ -269,7 +269,7 @@ class ClientSession(Generic[Waiter]):
         settled with its answer (L{receive}, L{end}).
 
         @return: its request id, and the bytes of its CALL to send whole.
-        @raise DeadReferenceError: the session ended, or the server is going away.
+        @raise framing.rpc.DeadReferenceError: the session ended, or the server is going away.
         @raise TypeError: C{name} is no str.
         @raise framing.rpc.errors.TooManyPendingCalls: too many calls wait already.
         @raise framing.EncodingError: an argument cannot be sent (nothing is kept).

@@ -18,7 +18,7 @@ with L{TooManyPendingCalls}); with C{CallLimits.callTimeout} each call has
 a timer, stopped when it is answered.  A call made with a deadline
 (L{protocols.rpc.context}: a C{callContext}, or a remote method's own
 deadline passed on) carries it and has a timer for it, and fails with
-L{DeadlineExceeded} when it passes.  A call that asks for no
+L{framing.rpc.DeadlineExceeded} when it passes.  A call that asks for no
 answer (L{OutgoingCalls.callRemoteOnly}) is sent and forgotten: nothing of
 it is kept, so it counts towards no limit here.
 """
@@ -198,8 +198,8 @@ class OutgoingCalls:
         Call method C{name} of the peer's export C{target} for no answer; see
         L{protocols.rpc.RemoteReference.callRemoteOnly}.
 
-        @raise DeadReferenceError: the connection is not up.
-        @raise DeadlineExceeded: it is made in a C{callContext} whose deadline passed (nothing is sent).
+        @raise framing.rpc.DeadReferenceError: the connection is not up.
+        @raise framing.rpc.DeadlineExceeded: it is made in a C{callContext} whose deadline passed (nothing is sent).
         @raise framing.EncodingError: an argument cannot be sent (nothing is).
         """
         if not self._open or self._connection.transport.disconnecting:
@@ -221,7 +221,7 @@ class OutgoingCalls:
         self._giveUp(requestId, CallTimedOut(name, self.callLimits.callTimeout or 0.0))
 
     def _deadlinePassed(self, requestId: int, name: str) -> None:
-        """A call's deadline passed: forget it, tell the peer, and fail it with L{DeadlineExceeded}."""
+        """A call's deadline passed: forget it, tell the peer, and fail it with L{framing.rpc.DeadlineExceeded}."""
         self._giveUp(requestId, DeadlineExceeded(f"{name!r} did not finish within its deadline", name))
 
     def _giveUp(self, requestId: int, error: Exception) -> None:

@@ -5,8 +5,8 @@ inside C{with callContext(timeout=..., metadata=...):}; each such call
 carries the time it has left (milliseconds, relative, because the two
 clocks differ) and the metadata, in the CALL's call context (see
 L{framing.rpc.wire} and C{docs/wire-format.md}, section 12.7).  A call whose
-deadline passed before it is sent fails at once with L{DeadlineExceeded}
-and sends nothing; one sent fails with L{DeadlineExceeded} at its deadline
+deadline passed before it is sent fails at once with L{framing.rpc.DeadlineExceeded}
+and sends nothing; one sent fails with L{framing.rpc.DeadlineExceeded} at its deadline
 (the peer is sent a CANCEL, as for a timeout).  The callee refuses a call
 that arrives with no time left without running it; it runs any other with
 L{currentCall} giving its deadline (on the callee's own clock) and
@@ -14,7 +14,7 @@ metadata, and the calls its method makes (in its synchronous part, or
 anywhere in an C{async def} or C{inlineCallbacks} method, which keep the
 context they started in) carry the time it has left, capped by any
 C{callContext} of their own.  When that deadline passes before the method
-ends, the callee answers L{DeadlineExceeded} and cancels the method's
+ends, the callee answers L{framing.rpc.DeadlineExceeded} and cancels the method's
 Deferred.  Metadata does not flow on by itself: a method forwards what it
 means to.
 
@@ -147,7 +147,7 @@ def sendingDeadline(name: str, deadline: float, now: float) -> tuple[float, int]
     The seconds a call of C{name} has left and the milliseconds it carries
     (rounded up: the callee's deadline is never before the caller's).
 
-    @raise DeadlineExceeded: none are left.
+    @raise framing.rpc.DeadlineExceeded: none are left.
     """
     left = deadline - now
     if left <= 0:
