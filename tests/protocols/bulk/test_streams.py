@@ -30,8 +30,10 @@ from protocols.bulk import (
     StreamReset,
     TransferResult,
 )
+from protocols.bulk.tuning import inlineHashingWindow
 from protocols.bulk.wire import (
     DATA_OPEN_TYPE,
+    GRANT,
     Control,
     DataUnslicer,
     dataFramePieces,
@@ -52,6 +54,8 @@ from .support import (
 )
 
 CHUNK = SMALL.chunkSize
+KiB = 1024
+MiB = 1024 * KiB
 
 
 def quiet(pair: BulkPair) -> list[dict[str, Any]]:
@@ -388,6 +392,52 @@ class FlowControlTests(SynchronousTestCase):
         pair.flush()
         windows = {s: pair.server.bulk.receiverFor(s.streamId).window for s in (checked, unchecked)}
         self.assertEqual(windows, {checked: SMALL.window // 2, unchecked: SMALL.window})
+
+    def test_verifyingReceiverWindowHoldsAReadAndAStep(self) -> None:
+        """
+        Where one read can take (nearly) all of the halved window, a receiver
+        hashing in the reactor thread keeps a read and a grant step instead
+        (never more than the window): with the defaults, 960 KiB on a
+        connection reading 512 KiB, 1.5 MiB on one reading 1 MiB, and half
+        where the read size is not known.
+        """
+        defaults = BulkOptions()
+        self.assertEqual(inlineHashingWindow(defaults, None), 960 * KiB)
+        self.assertEqual(inlineHashingWindow(defaults, 512 * KiB), 960 * KiB)
+        self.assertEqual(inlineHashingWindow(defaults, MiB), 1536 * KiB)
+        self.assertEqual(inlineHashingWindow(replace(defaults, window=MiB), MiB), MiB)
+
+    def test_verifyingReceiverGrantsWithDataInFlight(self) -> None:
+        """
+        A receiver hashing in the reactor thread whose reads take 1 MiB (the
+        steady allocator's read size) grants what each read freed while at
+        least a grant step it granted before is still to come: the sender
+        is never left with nothing in flight while the receiver writes and
+        hashes.  (With the halved window, 960 KiB, every read took all of it
+        and every grant found nothing in flight.)
+        """
+        store = Store()
+        pair = BulkPair(store, options=BulkOptions(), maxChunk=MiB)
+        channel = pair.server.bulk
+        channel.readSize = MiB  # what a TCP connection reading 1 MiB per read says
+        inFlight: list[int] = []
+        sendControl = channel.sendControl
+
+        def recording(op: int, streamId: Any, *values: Any) -> None:
+            receiver = channel.receiverFor(streamId)
+            if op == GRANT and values[0] and receiver is not None:
+                # Granted before this grant, and not read yet.
+                inFlight.append(receiver.granted - values[0] - receiver.received)
+            sendControl(op, streamId, *values)
+
+        channel.sendControl = recording  # type: ignore[method-assign]
+        data = payload(16 * MiB)
+        answer = pair.root.callRemote("upload", Stream(data))
+        pair.flush()
+        self.assertEqual(self.successResultOf(answer), negotiatedHash(data).hexdigest())
+        self.assertEqual(b"".join(store.pieces), data)
+        self.assertGreater(len(inFlight), 10)
+        self.assertGreaterEqual(min(inFlight), 384 * KiB, inFlight)
 
     def test_slowConsumerDrains(self) -> None:
         """Draining a paused consumer returns credit and the transfer completes, intact."""
