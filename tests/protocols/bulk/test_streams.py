@@ -439,6 +439,32 @@ class FlowControlTests(SynchronousTestCase):
         self.assertGreater(len(inFlight), 10)
         self.assertGreaterEqual(min(inFlight), 384 * KiB, inFlight)
 
+    def test_grantsReadTogetherMakeOneFrame(self) -> None:
+        """
+        Grants that arrive in one read make one frame of their sum (up to a
+        chunk), sent at the end of the turn, not one frame each: a receiver
+        grants per piece it frees, so a read that held two half-chunk frames
+        brings two grants, and answering each at once kept frames at half a
+        chunk for the rest of the stream.
+        """
+        store = Store()
+        pair = BulkPair(store)
+        stream = Stream(payload(10 * CHUNK))
+        pair.root.callRemote("keep", stream)
+        pair.flush()
+        # Kept, not received: the sender spent the initial window and waits.
+        self.assertTrue(stream.waitingForCredit)
+        frames, sent = pair.client.bulk.framesSent, stream.sentBytes
+        assert stream.streamId is not None
+        pair.server.bulk.sendControl(GRANT, stream.streamId, CHUNK // 2)
+        pair.server.bulk.sendControl(GRANT, stream.streamId, CHUNK // 2)
+        pair.pair.pump()  # both grants, in one read
+        pair.clock.advance(0)  # the end of that turn
+        self.assertEqual((pair.client.bulk.framesSent - frames, stream.sentBytes - sent), (1, CHUNK))
+        store.streams[0].cancel()
+        pair.flush()
+        self.failureResultOf(stream.whenDone(), StreamReset)
+
     def test_slowConsumerDrains(self) -> None:
         """Draining a paused consumer returns credit and the transfer completes, intact."""
         store = Store()
@@ -543,6 +569,8 @@ class IntegrityTests(SynchronousTestCase):
 
     def corrupt(self, pair: BulkPair) -> None:
         """Flip one byte in the middle of the first big write waiting on the client side."""
+        # The frames the grants just delivered allow leave at the end of the turn.
+        pair.clock.advance(0)
         outgoing = pair.pair.clientTransport.outgoing
         for index, data in enumerate(outgoing):
             if data.startswith(b"\x79bulk.data") and len(data) > 1000:
