@@ -207,10 +207,10 @@ def inlineHashingWindow(options: BulkOptions, readSize: int | None) -> int:
     the halved window in flight, the window is a read and a grant step
     instead (never more than the connection's window).  With the defaults:
     960 KiB where reads are 512 KiB (the plain read size), 1.5 MiB where
-    they are 1 MiB (the steady allocator's).  1 MiB reads into the halved
-    960 KiB window took it whole, one frame per read, with the sender out
-    of credit at every grant (C{bench_bulk}'s library send, 512 MiB: 544
-    frames of 960 KiB, all 547 grants to a sender with no credit left).
+    they are 1 MiB (the steady allocator's).  (C{bench_bulk}'s library
+    send, 512 MiB, three runs: with 960 KiB and 1 MiB reads, 91 of 1,166,
+    288 of 906 and 546 of 547 grants left less than a grant step in
+    flight; with 1.5 MiB none of about 1,024.)
 
     A process without the steady allocator keeps its halved window: there,
     with glibc's own thresholds, a 1.5 MiB window made the top of the heap
