@@ -115,6 +115,11 @@ class BulkChannel(IncomingSide):
     @ivar framesSent: data frames written on this connection.
     @ivar roundTrips: the connection's base round-trip time, measured while
         autotuning is on (L{BulkOptions.maxWindow}).
+    @ivar readSize: the most bytes one read of the connection hands in, once
+        it is up on a Twisted TCP socket (L{BulkOptions.socketReadSize}, or
+        Twisted's own if that is C{None}); C{None} on any other transport.
+        A receiver hashing in the reactor thread sizes its window by it
+        (L{protocols.bulk.tuning.inlineHashingWindow}).
     @ivar streamIds: the ids given to the streams it sends, in order.
     @ivar scheduler: its L{FrameScheduler}.
     @ivar resources: what the application tied to the connection (L{Resources}).
@@ -138,6 +143,7 @@ class BulkChannel(IncomingSide):
         threads = options.hashing == "thread" and IReactorThreads.providedBy(clock)
         self.hashReactor: Any = clock if threads else None
         self.framesSent = 0
+        self.readSize: int | None = None
         self.streamIds: Iterator[int] = itertools.count(1)
         self._outgoing: dict[int, ISendingStream] = {}
         self._incoming: dict[int, IReceivingStream] = {}
@@ -192,7 +198,7 @@ class BulkChannel(IncomingSide):
         self._up = True
         self.resources.open = True
         self.scheduler.start()
-        _tuneSocket(getattr(self.protocol.transport, "transport", None), self.options)
+        self.readSize = _tuneSocket(getattr(self.protocol.transport, "transport", None), self.options)
 
     def connectionLost(self, reason: Failure) -> None:
         """Every stream in flight fails with C{reason}; what was held is released."""
@@ -351,10 +357,15 @@ class BulkChannel(IncomingSide):
         self.scheduler.wakeSoon(stream)
 
 
-def _tuneSocket(wrapped: Any, options: BulkOptions) -> None:
-    """Set a Twisted TCP transport's read size and send limit for bulk (L{BulkOptions.readSize})."""
+def _tuneSocket(wrapped: Any, options: BulkOptions) -> int | None:
+    """
+    Set a Twisted TCP transport's read size and send limit for bulk
+    (L{BulkOptions.readSize}); return its read size now, or C{None} if it
+    is no such transport.
+    """
+    readable = hasattr(wrapped, "bufferSize") and hasattr(wrapped, "socket")
     readSize = options.socketReadSize()
-    if readSize is not None and hasattr(wrapped, "bufferSize") and hasattr(wrapped, "socket"):
+    if readSize is not None and readable:
         # Twisted's TCP transport reads bufferSize bytes per reactor turn.
         wrapped.bufferSize = readSize
     sendLimit = options.sendLimit
@@ -363,6 +374,10 @@ def _tuneSocket(wrapped: Any, options: BulkOptions) -> None:
         # turn (128 KiB); a frame then waits in user space for several
         # turns, and a small call written after it waits with it.
         wrapped.SEND_LIMIT = sendLimit
+    if not readable:
+        return None
+    bufferSize: int = wrapped.bufferSize
+    return bufferSize
 
 
 class Resources:

@@ -97,12 +97,15 @@ class IStreamHost(Protocol):
     @ivar hashReactor: the reactor hashing threads report to, or C{None}
         (hash inline).
     @ivar roundTrips: the connection's base round-trip estimate.
+    @ivar readSize: the most bytes one read of the connection hands in, or
+        C{None} if not known (a transport other than a Twisted TCP socket).
     """
 
     options: BulkOptions
     clock: Any
     hashReactor: Any
     roundTrips: RoundTrips
+    readSize: int | None
 
     @property
     def up(self) -> bool:

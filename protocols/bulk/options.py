@@ -61,7 +61,11 @@ class BulkOptions:
         that a reactor turn's delay on either side does not starve the
         pipe.  A receiver that hashes in the reactor thread starts from half
         (it takes bytes in about half as fast, and a small call waits behind
-        what is in flight: the same time, not the same bytes).  Over a
+        what is in flight: the same time, not the same bytes), or where one
+        socket read could take nearly all of that half, from a read and a
+        grant step (1.5 MiB with the steady allocator's 1 MiB reads), so
+        that it grants while data is still in flight (see
+        L{protocols.bulk.tuning.inlineHashingWindow}).  Over a
         latent link a fixed window caps a stream at about C{window / RTT};
         see C{maxWindow}.
     @ivar maxWindow: how far a stream's window may grow on its own

@@ -199,7 +199,7 @@ class Receiver:
         self.hasher = OrderedHasher(algorithm, None, host.hashReactor) if algorithm is not None else None
         inline = self.hasher is not None and host.hashReactor is None
         self.window, self.grantStep, self.tuner = receiveWindow(
-            host.options, window, host.autotuning, inline, host.roundTrips
+            host.options, window, host.autotuning, inline, host.roundTrips, host.readSize
         )
         self.announced = 0
         self.received = 0

@@ -250,7 +250,12 @@ class Stream:
         self.grantReceived(count, heard=False)
 
     def grantReceived(self, count: int, heard: bool = True) -> None:
-        """The receiver granted C{count} bytes (a grant says it receives); a first credit starts the stream."""
+        """
+        The receiver granted C{count} bytes (a grant says it receives); a
+        first credit starts the stream (and sends at once), later ones send
+        at the end of the reactor turn, so that grants read together make
+        one frame.
+        """
         self._heard = self._heard or heard
         if self.state not in _GRANTABLE:
             return
@@ -259,9 +264,13 @@ class Stream:
         if self.state is ANNOUNCED:
             self.credit.firstGrant(count, host.options.grantStep)
             self._start(host)
+            host.wake(self)
         else:
             self.credit.grant(count)
-        host.wake(self)
+            # At the end of the turn: grants that came in one read (a
+            # receiver grants per piece, and a read may hold several
+            # frames) make one frame, not one each.
+            host.wakeSoon(self)
 
     def _start(self, host: IStreamHost) -> None:
         self._advance(SendEvent.START)

@@ -1,9 +1,9 @@
 """Receive windows: each stream's starting window, then autotuning from the base round trip and delivery rate.
 
 Contract: L{receiveWindow} chooses an incoming stream's window and grant
-step when it starts: the connection's window (halved when the stream is
-hashed in the reactor thread), or the one the application asked for, which
-is then never tuned.
+step when it starts: the connection's window (cut by L{inlineHashingWindow}
+when the stream is hashed in the reactor thread), or the one the
+application asked for, which is then never tuned.
 
 Contract: L{RoundTrips} estimates a connection's base round-trip time from
 PING/PONG probes (every stream starts with the receiver's initial window,
@@ -185,8 +185,54 @@ def _newestBefore(entries: deque[tuple[float, int]], cutoff: float) -> int:
     return entries[0][1] if entries else 0
 
 
+def grantStepOf(options: BulkOptions, window: int) -> int:
+    """The grant step of a stream starting with C{window}: C{grantStep}, at most a quarter of the window."""
+    return min(options.grantStep, max(window // 4, 1))
+
+
+def inlineHashingWindow(options: BulkOptions, readSize: int | None) -> int:
+    """
+    The starting window of a stream hashed in the reactor thread, on a
+    connection whose reads hand in at most C{readSize} bytes (C{None}: not
+    known).
+
+    Half the connection's window: hashing in the reactor thread about
+    halves how fast a receiver takes bytes in, and a call waits behind what
+    is in flight, so the window is kept to the same time, not the same
+    bytes.  But a receiver grants what a read freed only once it has
+    written and hashed that read, so a read that can take in (nearly) all
+    the window leaves the sender without credit, and nothing in flight,
+    while the receiver works: the two ends then take turns instead of
+    working at once.  So when a read could leave less than a grant step of
+    the halved window in flight, the window is a read and a grant step
+    instead (never more than the connection's window).  With the defaults:
+    960 KiB where reads are 512 KiB (the plain read size), 1.5 MiB where
+    they are 1 MiB (the steady allocator's).  (C{bench_bulk}'s library
+    send, 512 MiB, three runs: with 960 KiB and 1 MiB reads, 91 of 1,166,
+    288 of 906 and 546 of 547 grants left less than a grant step in
+    flight; with 1.5 MiB none of about 1,024.)
+
+    A process without the steady allocator keeps its halved window: there,
+    with glibc's own thresholds, a 1.5 MiB window made the top of the heap
+    go back to the kernel after a read and be faulted in again for the
+    next (C{bench_bulk}'s chunkwire case, 256 MiB, its server reading 512
+    KiB: 800 to 1,600 C{brk} calls and 60,000 to 124,000 minor faults,
+    against 100 to 200 and under 9,000 with 960 KiB), about twice the
+    receiver's CPU per byte.
+    """
+    half = options.window // 2
+    if readSize is None or readSize + grantStepOf(options, half) <= half:
+        return half
+    return min(options.window, readSize + options.grantStep)
+
+
 def receiveWindow(
-    options: BulkOptions, asked: int | None, autotuning: bool, hashingInline: bool, roundTrips: RoundTrips
+    options: BulkOptions,
+    asked: int | None,
+    autotuning: bool,
+    hashingInline: bool,
+    roundTrips: RoundTrips,
+    readSize: int | None = None,
 ) -> tuple[int, int, WindowTuner | None]:
     """
     The window, grant step and L{WindowTuner} (C{None}: the window stays)
@@ -196,6 +242,8 @@ def receiveWindow(
         connection's (C{options.window}).
     @param autotuning: whether the connection's windows may grow.
     @param hashingInline: whether the stream is hashed in the reactor thread.
+    @param readSize: the most bytes one read of the connection hands in,
+        if known (see L{inlineHashingWindow}).
     """
     # A window asked for by name is kept; the connection's may grow.
     tunable = asked is None and autotuning
@@ -203,13 +251,10 @@ def receiveWindow(
     if window is None:
         window = options.window
         if hashingInline:
-            # Hashing in the reactor thread about halves how fast this
-            # side takes bytes in; a call waits behind what is in flight,
-            # so keep that to the same time, not the same bytes.
-            window //= 2
+            window = inlineHashingWindow(options, readSize)
     # Steps stay those of the starting window: a grown window only
     # means more steps in flight.
-    step = min(options.grantStep, max(window // 4, 1))
+    step = grantStepOf(options, window)
     # A sender sends no frame smaller than its credit step (a quarter of
     # the first grant, at most grantStep): less than a step left means
     # it ran out of credit.

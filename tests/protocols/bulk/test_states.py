@@ -136,6 +136,7 @@ class RecordingHost:
         self.roundTrips = RoundTrips(self.clock, lambda: None)  # type: ignore[arg-type,return-value]
         self.up = True
         self.autotuning = False
+        self.readSize = None
         self.protocol = None
         self.calls: list[tuple[Any, ...]] = []
 

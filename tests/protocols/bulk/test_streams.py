@@ -30,8 +30,10 @@ from protocols.bulk import (
     StreamReset,
     TransferResult,
 )
+from protocols.bulk.tuning import inlineHashingWindow
 from protocols.bulk.wire import (
     DATA_OPEN_TYPE,
+    GRANT,
     Control,
     DataUnslicer,
     dataFramePieces,
@@ -52,6 +54,8 @@ from .support import (
 )
 
 CHUNK = SMALL.chunkSize
+KiB = 1024
+MiB = 1024 * KiB
 
 
 def quiet(pair: BulkPair) -> list[dict[str, Any]]:
@@ -389,6 +393,78 @@ class FlowControlTests(SynchronousTestCase):
         windows = {s: pair.server.bulk.receiverFor(s.streamId).window for s in (checked, unchecked)}
         self.assertEqual(windows, {checked: SMALL.window // 2, unchecked: SMALL.window})
 
+    def test_verifyingReceiverWindowHoldsAReadAndAStep(self) -> None:
+        """
+        Where one read can take (nearly) all of the halved window, a receiver
+        hashing in the reactor thread keeps a read and a grant step instead
+        (never more than the window): with the defaults, 960 KiB on a
+        connection reading 512 KiB, 1.5 MiB on one reading 1 MiB, and half
+        where the read size is not known.
+        """
+        defaults = BulkOptions()
+        self.assertEqual(inlineHashingWindow(defaults, None), 960 * KiB)
+        self.assertEqual(inlineHashingWindow(defaults, 512 * KiB), 960 * KiB)
+        self.assertEqual(inlineHashingWindow(defaults, MiB), 1536 * KiB)
+        self.assertEqual(inlineHashingWindow(replace(defaults, window=MiB), MiB), MiB)
+
+    def test_verifyingReceiverGrantsWithDataInFlight(self) -> None:
+        """
+        A receiver hashing in the reactor thread whose reads take 1 MiB (the
+        steady allocator's read size) grants what each read freed while at
+        least a grant step it granted before is still to come: the sender
+        is never left with nothing in flight while the receiver writes and
+        hashes.  (With the halved window, 960 KiB, every read took all of it
+        and every grant found nothing in flight.)
+        """
+        store = Store()
+        pair = BulkPair(store, options=BulkOptions(), maxChunk=MiB)
+        channel = pair.server.bulk
+        channel.readSize = MiB  # what a TCP connection reading 1 MiB per read says
+        inFlight: list[int] = []
+        sendControl = channel.sendControl
+
+        def recording(op: int, streamId: Any, *values: Any) -> None:
+            receiver = channel.receiverFor(streamId)
+            if op == GRANT and values[0] and receiver is not None:
+                # Granted before this grant, and not read yet.
+                inFlight.append(receiver.granted - values[0] - receiver.received)
+            sendControl(op, streamId, *values)
+
+        channel.sendControl = recording  # type: ignore[method-assign]
+        data = payload(16 * MiB)
+        answer = pair.root.callRemote("upload", Stream(data))
+        pair.flush()
+        self.assertEqual(self.successResultOf(answer), negotiatedHash(data).hexdigest())
+        self.assertEqual(b"".join(store.pieces), data)
+        self.assertGreater(len(inFlight), 10)
+        self.assertGreaterEqual(min(inFlight), 384 * KiB, inFlight)
+
+    def test_grantsReadTogetherMakeOneFrame(self) -> None:
+        """
+        Grants that arrive in one read make one frame of their sum (up to a
+        chunk), sent at the end of the turn, not one frame each: a receiver
+        grants per piece it frees, so a read that held two half-chunk frames
+        brings two grants, and answering each at once kept frames at half a
+        chunk for the rest of the stream.
+        """
+        store = Store()
+        pair = BulkPair(store)
+        stream = Stream(payload(10 * CHUNK))
+        pair.root.callRemote("keep", stream)
+        pair.flush()
+        # Kept, not received: the sender spent the initial window and waits.
+        self.assertTrue(stream.waitingForCredit)
+        frames, sent = pair.client.bulk.framesSent, stream.sentBytes
+        assert stream.streamId is not None
+        pair.server.bulk.sendControl(GRANT, stream.streamId, CHUNK // 2)
+        pair.server.bulk.sendControl(GRANT, stream.streamId, CHUNK // 2)
+        pair.pair.pump()  # both grants, in one read
+        pair.clock.advance(0)  # the end of that turn
+        self.assertEqual((pair.client.bulk.framesSent - frames, stream.sentBytes - sent), (1, CHUNK))
+        store.streams[0].cancel()
+        pair.flush()
+        self.failureResultOf(stream.whenDone(), StreamReset)
+
     def test_slowConsumerDrains(self) -> None:
         """Draining a paused consumer returns credit and the transfer completes, intact."""
         store = Store()
@@ -493,6 +569,8 @@ class IntegrityTests(SynchronousTestCase):
 
     def corrupt(self, pair: BulkPair) -> None:
         """Flip one byte in the middle of the first big write waiting on the client side."""
+        # The frames the grants just delivered allow leave at the end of the turn.
+        pair.clock.advance(0)
         outgoing = pair.pair.clientTransport.outgoing
         for index, data in enumerate(outgoing):
             if data.startswith(b"\x79bulk.data") and len(data) > 1000:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import replace
 from typing import Any
 
 from twisted.internet.defer import Deferred, gatherResults
@@ -26,14 +27,15 @@ OPTIONS = BulkOptions(chunkSize=256 * 1024, window=480 * 1024, grantStep=64 * 10
 class Served:
     """A bulk service on an ephemeral loopback port, and connections to it; close() undoes it all."""
 
-    def __init__(self, reactor: Any, root: Any) -> None:
+    def __init__(self, reactor: Any, root: Any, options: BulkOptions = OPTIONS) -> None:
         self.reactor = reactor
         self.root = root
+        self.options = options
         self.roots: list[Any] = []
         self.port: Any = None
 
     async def start(self) -> Served:
-        self.factory = bulk.BulkBrokerFactory(self.root, clock=self.reactor, options=OPTIONS)
+        self.factory = bulk.BulkBrokerFactory(self.root, clock=self.reactor, options=self.options)
         from twisted.internet.endpoints import TCP4ServerEndpoint
 
         self.port = await TCP4ServerEndpoint(self.reactor, 0, interface="127.0.0.1").listen(self.factory)
@@ -41,7 +43,7 @@ class Served:
 
     def connect(self) -> Deferred[Any]:
         description = f"tcp:host=127.0.0.1:port={self.port.getHost().port}"
-        connected = bulk.connect(self.reactor, description, options=OPTIONS)
+        connected = bulk.connect(self.reactor, description, options=self.options)
         return connected.addCallback(self._keep)
 
     def _keep(self, root: Any) -> Any:
@@ -82,6 +84,27 @@ async def oneWritePerFrame(reactor: Any) -> None:
         frames = [w for w in writes if w.startswith(b"\x79bulk.data")]
         assert len(frames) == root.broker.bulk.framesSent, (len(frames), root.broker.bulk.framesSent)
         assert sum(len(w) for w in frames) < 2_000_000 + 30 * len(frames)
+    finally:
+        await served.close()
+
+
+async def readSizeSizesInlineWindow(reactor: Any) -> None:
+    """
+    Over TCP, each end knows the size of its socket's reads, and a receiver
+    hashing in the reactor thread whose read could take (nearly) all of the
+    halved window keeps a read and a grant step instead: with 480 KiB
+    windows, 64 KiB steps and 256 KiB reads, 320 KiB, not 240 KiB.
+    """
+    options = replace(OPTIONS, readSize=256 * 1024, hashing="inline")
+    store = Store()
+    served = await Served(reactor, store, options).start()
+    try:
+        root = await served.connect()
+        data = payload(2_000_000)
+        assert await root.callRemote("upload", Stream(data)) == negotiatedHash(data).hexdigest()
+        assert root.broker.bulk.readSize == 256 * 1024
+        receiver = store.streams[0].receiver
+        assert receiver is not None and receiver.window == 320 * 1024, receiver
     finally:
         await served.close()
 
@@ -206,6 +229,7 @@ class BulkOverTCPTests(TestCase):
 
     test_upload_and_download = trialTest(uploadAndDownload)
     test_one_write_per_frame = trialTest(oneWritePerFrame)
+    test_read_size_sizes_inline_window = trialTest(readSizeSizesInlineWindow)
     test_calls_during_paused_transfer = trialTest(callsDuringPausedTransfer)
     test_resume_after_cuts = trialTest(resumeAfterCuts)
     test_striped_both_ways = trialTest(stripedBothWays)
@@ -214,6 +238,7 @@ class BulkOverTCPTests(TestCase):
 
 test_upload_and_download = pytestTest(uploadAndDownload)
 test_one_write_per_frame = pytestTest(oneWritePerFrame)
+test_read_size_sizes_inline_window = pytestTest(readSizeSizesInlineWindow)
 test_calls_during_paused_transfer = pytestTest(callsDuringPausedTransfer)
 test_resume_after_cuts = pytestTest(resumeAfterCuts)
 test_striped_both_ways = pytestTest(stripedBothWays)
