@@ -32,6 +32,7 @@ from protocols.bulk.tuning import RoundTrips
 from protocols.bulk.wire import ABORT, CANCEL, DONE, END, GRANT
 from protocols.interfaces import IBrokerExtension
 from protocols.rpc import Broker, remote
+from protocols.rpc.streams import ObjectStreams
 
 from .support import SMALL, BulkPair, Store, payload
 
@@ -323,12 +324,14 @@ class ExtensionTests(SynchronousTestCase):
     """The bulk channel is an extension a plain RPC broker loads."""
 
     def test_plainBroker(self) -> None:
-        """BulkBroker builds a plain Broker (no subclass) that loaded one BulkChannel, named by .bulk and bulkOf."""
+        """BulkBroker builds a plain Broker (no subclass) that loaded one BulkChannel (after the object streams
+        every broker loads), named by .bulk and bulkOf."""
         broker = BulkBroker(clock=Clock(), options=SMALL)
         self.assertIs(type(broker), Broker)
         channel = bulkOf(broker)
         self.assertIsInstance(channel, BulkChannel)
-        self.assertEqual(broker.extensions, (channel,))
+        self.assertEqual([type(extension) for extension in broker.extensions], [ObjectStreams, BulkChannel])
+        self.assertIs(broker.extensions[1], channel)
         self.assertIs(broker.bulk, channel)  # type: ignore[attr-defined]
         self.assertTrue(verifyObject(IBrokerExtension, channel))
         self.assertIsNone(bulkOf(Broker()))
