@@ -87,8 +87,21 @@ ASYNCIO = "chunkwire-asyncio"
 process, the standard asyncio loop (issue 32).  N in flight is N coroutines making sequential calls on its one
 connection.  Measured by bench_rpc beside C{chunkwire}, not by the other RPC benchmarks."""
 LABELS[ASYNCIO] = "chunkwire, asyncio client"
-WITHOUT_TWISTED = (BLOCKING, ASYNCIO)
+FLOOR = "chunkwire-floor"
+"""
+Not a client: the least any client of chunkwire's Twisted server can cost (issue 32's bound).  Its process
+encodes one C{echo(value)} CALL once, then for each call sends those same bytes with one C{sendall} and reads
+the answer's bytes with C{recv}, compared whole with the first answer's (the request id never changes: the
+server answers each CALL as it comes), with no decoding, no locks, no bookkeeping.  Its calls/s against the
+Twisted client's bound what any client can reach against that server, the blocking client's among them; what
+it costs is two system calls per call.  Sequential only (L{SEQUENTIAL_ONLY}).  Not measured by default:
+C{--peers chunkwire chunkwire-blocking chunkwire-floor}.
+"""
+LABELS[FLOOR] = "floor: same CALL bytes, sendall + recv"
+WITHOUT_TWISTED = (BLOCKING, ASYNCIO, FLOOR)
 """The peers whose client process runs no reactor; their server is chunkwire's."""
+SEQUENTIAL_ONLY = (FLOOR,)
+"""The peers measured with one call in flight only (their client process refuses a window above 1)."""
 THRIFT = "thriftpy2"
 """
 thriftpy2 (the C{bench} extra): its Cython binary protocol and buffered transport (its defaults on CPython), the
@@ -115,7 +128,7 @@ FOREIGN = (THRIFT, GRPC)
 """The peers with neither a Twisted server nor a Twisted client (nor chunkwire at all)."""
 GRPC_SERVICE = "bench.Echo"
 """The grpc-aio peer's service name: its methods are C{/bench.Echo/Echo} (unary) and C{/bench.Echo/Count} (stream)."""
-ALL_PEERS = (*PEERS, LOGIN, BLOCKING, ASYNCIO, *FOREIGN)
+ALL_PEERS = (*PEERS, LOGIN, BLOCKING, ASYNCIO, FLOOR, *FOREIGN)
 THRIFT_IDL = Path(__file__).with_name("echo.thrift")
 """The L{THRIFT} peer's service."""
 RAW = "raw"
@@ -1084,6 +1097,61 @@ def blockingClientMain(address: str, serverPid: int) -> None:
             _emit(_threadedCommand(lambda slot, payload: echo, command, serverPid))
 
 
+def floorClientMain(address: str, serverPid: int) -> None:
+    """
+    The L{FLOOR} peer's client process: C{measure} and C{count} with the least a call can cost (see L{FLOOR}),
+    one call in flight (the answers carry no request id it could match them by).
+    """
+    from framing.rpc.session import ClientSession
+    from framing.rpc.wire import ROOT_ID
+
+    def connectOne() -> dict[str, tuple[Callable[[bytes], None], Callable[[int], bytes], bytes, bytes]]:
+        sock = socket.create_connection(("127.0.0.1", int(address)), timeout=30.0)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        session: ClientSession[None] = ClientSession("floor")
+        sock.sendall(session.start())
+        while not session.ready:
+            session.receive(sock.recv(65536))
+        messages = {}
+        for payload, value in PAYLOADS.items():
+            _, call = session.call(None, ROOT_ID, "echo", (value,), {})
+            sock.sendall(call)
+            answer, settled = b"", []
+            while not settled:
+                chunk = sock.recv(65536)
+                answer += chunk
+                settled = session.receive(chunk)
+            if settled[0][1:] != (value, None):
+                raise ValueError(f"the server answered echo({payload}) with {settled[0][1:]}")
+            messages[payload] = (sock.sendall, sock.recv, call, answer)
+        return messages
+
+    messages = connectOne()
+
+    def callFor(slot: int, payload: str) -> Callable[[Any], Any]:
+        sendall, recv, call, answer = messages[payload]
+        size, wanted = len(answer), PAYLOADS[payload]
+
+        def floor(value: Any) -> Any:
+            sendall(call)
+            data = recv(65536)
+            while len(data) < size:
+                data += recv(65536)
+            return wanted if data == answer else None
+
+        return floor
+
+    _emit({"ready": True, "pid": os.getpid()})
+    for line in sys.stdin:
+        command = json.loads(line)
+        if command.get("op") == "quit":
+            break
+        if command.get("window", 1) != 1:
+            _emit({"error": "the floor makes one call at a time"})
+            continue
+        _emit(_threadedCommand(callFor, command, serverPid))
+
+
 def thriftClientMain(address: str, serverPid: int) -> None:
     """
     The L{THRIFT} peer's client process: thriftpy2's blocking client on a plain loop over stdin's commands
@@ -1318,6 +1386,8 @@ def main(argv: list[str]) -> None:
         grpcServeMain()
     elif argv[:1] == ["serve"] and len(argv) == 2:
         serveMain(argv[1])
+    elif argv[:2] == ["client", FLOOR] and len(argv) == 4:
+        floorClientMain(argv[2], int(argv[3]))
     elif argv[:2] == ["client", THRIFT] and len(argv) == 4:
         thriftClientMain(argv[2], int(argv[3]))
     elif argv[:2] == ["client", GRPC] and len(argv) == 4:

@@ -68,6 +68,7 @@ from ._rpc_peers import (
     GRPC,
     LABELS,
     PEERS,
+    SEQUENTIAL_ONLY,
     THRIFT,
     WITHOUT_TWISTED,
     PeerFailed,
@@ -137,7 +138,7 @@ def _oneRun(config: dict[str, Any], order: tuple[str, ...]) -> dict[str, Any]:
         for column, payload, window, _ in COLUMNS:
             for peer in order:
                 pair = pairs.get(peer)
-                if pair is None:
+                if pair is None or (window > 1 and peer in SEQUENTIAL_ONLY):
                     continue
                 command = {
                     "op": "measure",
@@ -271,6 +272,8 @@ def measureSyscalls(config: dict[str, Any], peers: tuple[str, ...]) -> dict[str,
         for peer in peers:
             out[peer] = {}
             for key, window, calls in (("seq", 1, config["trace_seq"]), ("w100", 100, config["trace_window"])):
+                if window > 1 and peer in SEQUENTIAL_ONLY:
+                    continue
                 try:
                     out[peer][key] = countSyscalls(peer, window, calls, Path(tmp))
                 except (PeerFailed, OSError) as error:
@@ -317,11 +320,11 @@ def report(summary: dict[str, Any], syscalls: dict[str, Any], config: dict[str, 
         for peer in peers
         if peer not in ("chunkwire", "handrolled", *WITHOUT_TWISTED)
     ]
-    for peer, name in ((BLOCKING, "blocking"), (ASYNCIO, "asyncio")):
+    for peer in WITHOUT_TWISTED:
         if peer in peers:
             ratio_rows.append(
                 [
-                    f"{name} client / chunkwire (Twisted client)",
+                    f"{LABELS[peer]} / chunkwire (Twisted client)",
                     *(_x(ratios[f"{peer}/chunkwire"][column]) for column, *_ in COLUMNS),
                 ]
             )
