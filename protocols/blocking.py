@@ -234,6 +234,8 @@ class BlockingConnection:
         # _lock guards the session and the fields below; _changed wakes the waiting callers.
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
+        # Callers waiting on _changed: with none (one thread calling), a reader wakes nobody, at no cost.
+        self._sleepers = 0
         # One message at a time on the socket, whole.  Its holder never waits for _lock; the reading
         # thread (holding _lock) never waits for it either: what it sends waits in _outbox if it is taken.
         self._sendLock = threading.Lock()
@@ -329,14 +331,18 @@ class BlockingConnection:
         callTimeout = self.callTimeout
         deadline = None if callTimeout is None else time.monotonic() + callTimeout
         cancel = None
-        with self._changed:
+        with self._lock:  # (_changed's lock: entered directly, the cheaper way)
             while not waiter.done:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     cancel = self._session.cancel(requestId)
                     break
                 if self._reading:
-                    self._changed.wait(remaining)
+                    self._sleepers += 1
+                    try:
+                        self._changed.wait(remaining)
+                    finally:
+                        self._sleepers -= 1
                     continue
                 self._reading = True
                 try:
@@ -346,7 +352,8 @@ class BlockingConnection:
                         self._apply(self._session.receive(chunk))
                 finally:
                     self._reading = False
-                    self._changed.notify_all()
+                    if self._sleepers:
+                        self._changed.notify_all()
         if cancel is not None:
             if cancel:
                 self._sendCancel(cancel)
