@@ -1107,6 +1107,7 @@ def floorClientMain(address: str, serverPid: int) -> None:
 
     def connectOne() -> dict[str, tuple[Callable[[bytes], None], Callable[[int], bytes], bytes, bytes]]:
         sock = socket.create_connection(("127.0.0.1", int(address)), timeout=30.0)
+        sock.settimeout(None)  # (blocking: a send or a read is one system call, with no poll() before it)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         session: ClientSession[None] = ClientSession("floor")
         sock.sendall(session.start())
