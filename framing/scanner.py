@@ -299,6 +299,8 @@ class TokenScanner:
         self._body: WholeBody | _StreamedBody | _SkippedBody = _NO_BODY
         self._whole: WholeBody = _core.whole_body() or WholeBody()
         self.take_body = self._whole.take
+        # A sink with a compiled reader (a Decoder on the compiled core), asked once here rather than per chunk.
+        self._compiled: Any = sink if COMPILED and hasattr(sink, "fast_objects") else None
         self._body_limits = _body_limits(self.limits)
         self._held_limit = min(HELD_TAIL_LIMIT, self.limits.max_buffered_bytes)
 
@@ -337,7 +339,20 @@ class TokenScanner:
                 # The common case: read tokens in place from the new chunk;
                 # only what they leave (a partial token, a body's start)
                 # goes into the chain.
-                self._scan_chunk(data, 0, direct=True)
+                compiled = self._compiled
+                if compiled is not None and compiled.fast_objects and compiled.accepts_all:
+                    # Whole objects of built-in kinds read in one C call first: a chunk of
+                    # nothing else (a small RPC message) is then done, with no scan set up.
+                    try:
+                        pos = compiled.fast_objects(data, 0)
+                    except BaseException:
+                        self._chain.append(data)  # (kept unread, as _scan_chunk keeps it)
+                        raise
+                    if pos == len(data):
+                        return
+                    self._scan_chunk(data, pos, direct=True)
+                else:
+                    self._scan_chunk(data, 0, direct=True)
             elif self.state == WANT_REST:
                 held = self._chain.peek(len(self._chain))
                 self._chain.clear()
@@ -414,7 +429,7 @@ class TokenScanner:
         limits = self._body_limits
         one_byte = _ONE_BYTE_TOKEN
         # The pure core never offers tokens to a reader: no test per token then.
-        compiled: Any = sink if COMPILED and hasattr(sink, "fast_objects") else None
+        compiled: Any = self._compiled
         resumed = -1  # where the compiled reader last handed back
         try:
             if compiled and compiled.fast_objects and sink.accepts_all:

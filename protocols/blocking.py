@@ -277,6 +277,8 @@ class BlockingConnection:
         # _lock guards the session and the fields below; _changed wakes the waiting callers.
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
+        # Callers waiting on _changed: with none (one thread calling), a reader wakes nobody, at no cost.
+        self._sleepers = 0
         # One message at a time on the socket, whole.  Its holder never waits for _lock; the reading
         # thread (holding _lock) never waits for it either: what it sends waits in _outbox if it is taken.
         self._sendLock = threading.Lock()
@@ -380,14 +382,18 @@ class BlockingConnection:
         callTimeout = self.callTimeout
         deadline = None if callTimeout is None or requestId is None else time.monotonic() + callTimeout
         cancel = None
-        with self._changed:
+        with self._lock:  # (_changed's lock: entered directly, the cheaper way)
             while not waiter.done:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     cancel = self._session.cancel(requestId) if requestId is not None else b""
                     break
                 if self._reading:
-                    self._changed.wait(remaining)
+                    self._sleepers += 1
+                    try:
+                        self._changed.wait(remaining)
+                    finally:
+                        self._sleepers -= 1
                     continue
                 self._reading = True
                 try:
@@ -397,7 +403,8 @@ class BlockingConnection:
                         self._apply(self._session.receive(chunk))
                 finally:
                     self._reading = False
-                    self._changed.notify_all()
+                    if self._sleepers:
+                        self._changed.notify_all()
                 if self._session.incomingCalls.waiting:
                     self._serveCalls()
         if cancel is not None:
@@ -579,7 +586,11 @@ class BlockingConnection:
                 if remaining is not None and remaining <= 0:
                     return 0
                 if self._reading:
-                    self._changed.wait(remaining)
+                    self._sleepers += 1  # (the reader wakes only counted sleepers: see _wait)
+                    try:
+                        self._changed.wait(remaining)
+                    finally:
+                        self._sleepers -= 1
                     continue
                 self._reading = True
                 try:

@@ -14,7 +14,11 @@ Five peers answer the same C{echo(value)} call over loopback TCP:
 Beside them, C{chunkwire-blocking} (L{BLOCKING}): the chunkwire server, called
 by the blocking client, whose process runs no reactor (L{blockingClientMain});
 and C{chunkwire-asyncio} (L{ASYNCIO}): the same server called by the asyncio
-client, on a plain asyncio event loop (L{asyncioClientMain}).
+client, on a plain asyncio event loop (L{asyncioClientMain}).  And two peers
+that use neither Twisted nor chunkwire, whose users call a service without a
+reactor (issue 32): C{thriftpy2} (L{THRIFT}: a blocking client, a threaded
+server) and C{grpc-aio} (L{GRPC}: C{grpc.aio} on both sides), each with its
+own server and client process mains; both need the C{bench} extra.
 
 The set-ups follow C{research/anchors-rpc.md}: no peer is tuned beyond
 raising a size limit where one would get in the way.
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
 import gc
 import itertools
 import json
@@ -82,9 +87,50 @@ ASYNCIO = "chunkwire-asyncio"
 process, the standard asyncio loop (issue 32).  N in flight is N coroutines making sequential calls on its one
 connection.  Measured by bench_rpc beside C{chunkwire}, not by the other RPC benchmarks."""
 LABELS[ASYNCIO] = "chunkwire, asyncio client"
-WITHOUT_TWISTED = (BLOCKING, ASYNCIO)
+FLOOR = "chunkwire-floor"
+"""
+Not a client: the least any client of chunkwire's Twisted server can cost (issue 32's bound).  Its process
+encodes one C{echo(value)} CALL once, then for each call sends those same bytes with one C{sendall} and reads
+the answer's bytes with C{recv}, compared whole with the first answer's (the request id never changes: the
+server answers each CALL as it comes), with no decoding, no locks, no bookkeeping.  Its calls/s against the
+Twisted client's bound what any client can reach against that server, the blocking client's among them; what
+it costs is two system calls per call.  Sequential only (L{SEQUENTIAL_ONLY}).  Not measured by default:
+C{--peers chunkwire chunkwire-blocking chunkwire-floor}.
+"""
+LABELS[FLOOR] = "floor: same CALL bytes, sendall + recv"
+WITHOUT_TWISTED = (BLOCKING, ASYNCIO, FLOOR)
 """The peers whose client process runs no reactor; their server is chunkwire's."""
-ALL_PEERS = (*PEERS, LOGIN, BLOCKING, ASYNCIO)
+SEQUENTIAL_ONLY = (FLOOR,)
+"""The peers measured with one call in flight only (their client process refuses a window above 1)."""
+THRIFT = "thriftpy2"
+"""
+thriftpy2 (the C{bench} extra): its Cython binary protocol and buffered transport (its defaults on CPython), the
+blocking C{make_client} against its C{TThreadedServer} (a thread per connection), the service of C{echo.thrift}
+beside this module.  Thrift has no "any" type, so, as AMP has a command per payload type, it has a method per
+payload (C{echoInt}, C{echoBytes}).  A thriftpy2 client is one connection making one call at a time (no request
+ids to match answers by), so N calls in flight are N threads, each with a connection of its own, against N
+server threads.  The one change from thriftpy2's defaults: the server keeps an idle connection open (its
+C{client_timeout} of 3 s would close it while other peers are measured).  No reactor runs in either process.
+"""
+LABELS[THRIFT] = "thriftpy2 (Cython binary, threaded server)"
+GRPC = "grpc-aio"
+"""
+grpcio's C{grpc.aio} (the C{bench} extra): a C{grpc.aio} server and a C{grpc.aio} channel, C{echo} a unary call,
+N in flight N coroutines on the one channel.  No protoc, no generated classes: the service is a generic handler
+(C{grpc.method_handlers_generic_handler}) whose request and response serializers are C{msgpack.packb} and
+C{msgpack.unpackb}, so a message is one msgpack value (the int, or the bytes) where protobuf would have a message
+of one field; msgpack's C encoder costs about what protobuf's does for one field.  The server also has a
+server-streaming method, C{Count(n)}, streaming the ints 0..n-1 one message each (the C{stream} command, for
+issue 33's comparison: L{tests.benchmarks._grpc_streams}).  No reactor runs in either process.
+"""
+LABELS[GRPC] = "grpc.aio (msgpack messages)"
+FOREIGN = (THRIFT, GRPC)
+"""The peers with neither a Twisted server nor a Twisted client (nor chunkwire at all)."""
+GRPC_SERVICE = "bench.Echo"
+"""The grpc-aio peer's service name: its methods are C{/bench.Echo/Echo} (unary) and C{/bench.Echo/Count} (stream)."""
+ALL_PEERS = (*PEERS, LOGIN, BLOCKING, ASYNCIO, FLOOR, *FOREIGN)
+THRIFT_IDL = Path(__file__).with_name("echo.thrift")
+"""The L{THRIFT} peer's service."""
 RAW = "raw"
 """Not an RPC peer: bare bytes echoed by a plain Protocol, to measure the link itself."""
 LABELS[RAW] = "raw TCP echo (the link itself)"
@@ -683,18 +729,38 @@ class _CommandLines(LineReceiver):
 
 def _processCpu(pid: int) -> float:
     """
-    CPU seconds process C{pid} has run so far (0 if it is gone): the
-    scheduler's nanosecond count (C{se.sum_exec_runtime} in
-    /proc/PID/sched, in ms) where the kernel has it, else user + system
-    ticks (10 ms steps) from /proc/PID/stat.
+    CPU seconds process C{pid} has run so far, all its threads (0 if it is gone).  This process's own: the
+    clock (C{time.process_time}, threads that ended included).  Another's: the scheduler's nanosecond counts
+    (C{se.sum_exec_runtime} in /proc/PID/task/TID/sched, in ms) summed over its threads, where the kernel has
+    them (the time of a thread that ended is then missed: the servers measured keep theirs, a Twisted server
+    has one, thriftpy2's one per connection, grpc's a pool), else L{_processTicks}.  (Counting only the main
+    thread, as /proc/PID/sched does, would miss a threaded server's work.)
     """
+    if pid == os.getpid():
+        return time.process_time()
+    total, found = 0.0, False
     try:
-        with open(f"/proc/{pid}/sched") as sched:
-            for line in sched:
-                if line.startswith("se.sum_exec_runtime"):
-                    return float(line.split(":", 1)[1]) / 1000
-    except (OSError, ValueError):
-        pass
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/sched") as sched:
+                for line in sched:
+                    if line.startswith("se.sum_exec_runtime"):
+                        total += float(line.split(":", 1)[1]) / 1000
+                        found = True
+                        break
+        except (OSError, ValueError):
+            continue  # (a thread that ended meanwhile)
+    return total if found else _processTicks(pid)
+
+
+def _processTicks(pid: int) -> float:
+    """
+    CPU seconds process C{pid} has run so far (0 if it is gone): user + system ticks (10 ms steps) from
+    /proc/PID/stat, every thread's, those that ended included.
+    """
     try:
         with open(f"/proc/{pid}/stat") as stat:
             fields = stat.read().rsplit(")", 1)[1].split()
@@ -725,10 +791,10 @@ class OthersCpu:
 
     def __init__(self, pids: list[int]) -> None:
         self.pids = pids
-        self.start = (time.monotonic(), _machineBusy(), sum(_processCpu(pid) for pid in pids))
+        self.start = (time.monotonic(), _machineBusy(), sum(_processTicks(pid) for pid in pids))
 
     def stop(self) -> float:
-        wall, busy, ours = (time.monotonic(), _machineBusy(), sum(_processCpu(pid) for pid in self.pids))
+        wall, busy, ours = (time.monotonic(), _machineBusy(), sum(_processTicks(pid) for pid in self.pids))
         elapsed = wall - self.start[0]
         if elapsed <= 0:
             return 0.0
@@ -923,6 +989,80 @@ def serveMain(peer: str) -> None:
     react(lambda reactor: Deferred.fromCoroutine(main(reactor)))
 
 
+def thriftServeMain() -> None:
+    """The L{THRIFT} peer's server process: thriftpy2's C{TThreadedServer}, a thread per connection."""
+    import thriftpy2
+    from thriftpy2.rpc import make_server
+
+    service = thriftpy2.load(str(THRIFT_IDL), module_name="echo_thrift").Echo
+
+    class Handler:
+        def echoInt(self, value: int) -> int:
+            return value
+
+        def echoBytes(self, value: bytes) -> bytes:
+            return value
+
+    port = free_port()
+    server = make_server(service, Handler(), "127.0.0.1", port, client_timeout=None)
+    server.daemon = True  # (its connection threads end with the process)
+    listening = threading.Thread(target=server.serve, daemon=True)
+    listening.start()
+    _awaitPort(port)
+    _emit({"address": str(port), "pid": os.getpid()})
+    threading.Event().wait()  # until terminated
+
+
+def _awaitPort(port: int, timeout: float = 30.0) -> None:
+    """Return once something listens on 127.0.0.1:C{port} (a server started in another thread)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def grpcServeMain() -> None:
+    """
+    The L{GRPC} peer's server process: a C{grpc.aio} server on a plain asyncio loop, with a generic handler
+    (no protoc): C{Echo}, unary, answers its request; C{Count(n)}, server-streaming, yields the ints 0..n-1.
+    """
+    import grpc
+    import msgpack
+
+    async def echo(request: Any, context: Any) -> Any:
+        return request
+
+    async def count(request: int, context: Any) -> Any:
+        for item in range(request):
+            yield item
+
+    async def main() -> None:
+        server = grpc.aio.server()
+        handler = grpc.method_handlers_generic_handler(
+            GRPC_SERVICE,
+            {
+                "Echo": grpc.unary_unary_rpc_method_handler(
+                    echo, request_deserializer=msgpack.unpackb, response_serializer=msgpack.packb
+                ),
+                "Count": grpc.unary_stream_rpc_method_handler(
+                    count, request_deserializer=msgpack.unpackb, response_serializer=msgpack.packb
+                ),
+            },
+        )
+        server.add_generic_rpc_handlers((handler,))
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        _emit({"address": str(port), "pid": os.getpid()})
+        await server.wait_for_termination()
+
+    asyncio.run(main())
+
+
 def clientMain(peer: str, address: str, serverPid: int) -> None:
     from twisted.internet import stdio
     from twisted.internet.task import react
@@ -943,18 +1083,105 @@ def clientMain(peer: str, address: str, serverPid: int) -> None:
 def blockingClientMain(address: str, serverPid: int) -> None:
     """
     The L{BLOCKING} peer's client process: C{protocols.blocking} on a plain loop over stdin's
-    commands (C{measure} and C{count}; N in flight is N threads making sequential calls).
+    commands (C{measure} and C{count}; N in flight is N threads making sequential calls on its one connection).
     """
     from protocols.blocking import connect
 
     with connect(("127.0.0.1", int(address)), timeout=30.0) as connection:
-        root = connection.root
+        echo = functools.partial(connection.root.callRemote, "echo")
         _emit({"ready": True, "pid": os.getpid()})
         for line in sys.stdin:
             command = json.loads(line)
             if command.get("op") == "quit":
                 break
-            _emit(_blockingCommand(root, command, serverPid))
+            _emit(_threadedCommand(lambda slot, payload: echo, command, serverPid))
+
+
+def floorClientMain(address: str, serverPid: int) -> None:
+    """
+    The L{FLOOR} peer's client process: C{measure} and C{count} with the least a call can cost (see L{FLOOR}),
+    one call in flight (the answers carry no request id it could match them by).
+    """
+    from framing.rpc.session import ClientSession
+    from framing.rpc.wire import ROOT_ID
+
+    def connectOne() -> dict[str, tuple[Callable[[bytes], None], Callable[[int], bytes], bytes, bytes]]:
+        sock = socket.create_connection(("127.0.0.1", int(address)), timeout=30.0)
+        sock.settimeout(None)  # (blocking: a send or a read is one system call, with no poll() before it)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        session: ClientSession[None] = ClientSession("floor")
+        sock.sendall(session.start())
+        while not session.ready:
+            session.receive(sock.recv(65536))
+        messages = {}
+        for payload, value in PAYLOADS.items():
+            _, call = session.call(None, ROOT_ID, "echo", (value,), {})
+            sock.sendall(call)
+            answer, settled = b"", []
+            while not settled:
+                chunk = sock.recv(65536)
+                answer += chunk
+                settled = session.receive(chunk)
+            if settled[0][1:] != (value, None):
+                raise ValueError(f"the server answered echo({payload}) with {settled[0][1:]}")
+            messages[payload] = (sock.sendall, sock.recv, call, answer)
+        return messages
+
+    messages = connectOne()
+
+    def callFor(slot: int, payload: str) -> Callable[[Any], Any]:
+        sendall, recv, call, answer = messages[payload]
+        size, wanted = len(answer), PAYLOADS[payload]
+
+        def floor(value: Any) -> Any:
+            sendall(call)
+            data = recv(65536)
+            while len(data) < size:
+                data += recv(65536)
+            return wanted if data == answer else None
+
+        return floor
+
+    _emit({"ready": True, "pid": os.getpid()})
+    for line in sys.stdin:
+        command = json.loads(line)
+        if command.get("op") == "quit":
+            break
+        if command.get("window", 1) != 1:
+            _emit({"error": "the floor makes one call at a time"})
+            continue
+        _emit(_threadedCommand(callFor, command, serverPid))
+
+
+def thriftClientMain(address: str, serverPid: int) -> None:
+    """
+    The L{THRIFT} peer's client process: thriftpy2's blocking client on a plain loop over stdin's commands
+    (C{measure} and C{count}; N in flight is N threads, each with a connection of its own, made before the
+    timed part and kept for the next commands).
+    """
+    import thriftpy2
+    from thriftpy2.rpc import make_client
+
+    service = thriftpy2.load(str(THRIFT_IDL), module_name="echo_thrift").Echo
+    clients: list[Any] = []
+
+    def callFor(slot: int, payload: str) -> Callable[[Any], Any]:
+        client = clients[slot]
+        return client.echoInt if payload == "int" else client.echoBytes
+
+    try:
+        clients.append(make_client(service, "127.0.0.1", int(address), timeout=30_000))
+        _emit({"ready": True, "pid": os.getpid()})
+        for line in sys.stdin:
+            command = json.loads(line)
+            if command.get("op") == "quit":
+                break
+            while len(clients) < command.get("window", 1):
+                clients.append(make_client(service, "127.0.0.1", int(address), timeout=30_000))
+            _emit(_threadedCommand(callFor, command, serverPid))
+    finally:
+        for client in clients:
+            client.close()
 
 
 def asyncioClientMain(address: str, serverPid: int) -> None:
@@ -966,17 +1193,78 @@ def asyncioClientMain(address: str, serverPid: int) -> None:
 
     loop = asyncio.new_event_loop()
     connection = loop.run_until_complete(connect(("127.0.0.1", int(address)), timeout=30.0))
-    root = connection.root
+    echo = functools.partial(connection.root.callRemote, "echo")
     _emit({"ready": True, "pid": os.getpid()})
     try:
         for line in sys.stdin:
             command = json.loads(line)
             if command.get("op") == "quit":
                 break
-            _emit(loop.run_until_complete(_asyncioCommand(root, command, serverPid)))
+            _emit(loop.run_until_complete(_concurrentCommand(lambda slot, payload: echo, command, serverPid)))
     finally:
         loop.run_until_complete(connection.close())
         loop.close()
+
+
+def grpcClientMain(address: str, serverPid: int) -> None:
+    """
+    The L{GRPC} peer's client process: one C{grpc.aio} channel on a plain asyncio loop, each stdin command run
+    to its end on it: C{measure} and C{count} (N in flight is N coroutines making sequential unary calls), and
+    C{{"op": "stream", "items": N}}, one server-streaming call of N ints (L{_grpcStream}).
+    """
+    import grpc
+    import msgpack
+
+    async def start() -> Any:
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{address}")
+        await asyncio.wait_for(channel.channel_ready(), 30.0)
+        return channel
+
+    loop = asyncio.new_event_loop()
+    channel = loop.run_until_complete(start())
+    echo = channel.unary_unary(
+        f"/{GRPC_SERVICE}/Echo", request_serializer=msgpack.packb, response_deserializer=msgpack.unpackb
+    )
+    count = channel.unary_stream(
+        f"/{GRPC_SERVICE}/Count", request_serializer=msgpack.packb, response_deserializer=msgpack.unpackb
+    )
+    _emit({"ready": True, "pid": os.getpid()})
+    try:
+        for line in sys.stdin:
+            command = json.loads(line)
+            if command.get("op") == "quit":
+                break
+            if command.get("op") == "stream":
+                _emit(loop.run_until_complete(_grpcStream(count, command["items"], serverPid)))
+            else:
+                _emit(loop.run_until_complete(_concurrentCommand(lambda slot, payload: echo, command, serverPid)))
+    finally:
+        loop.run_until_complete(channel.close())
+        loop.close()
+
+
+async def _grpcStream(count: Any, items: int, serverPid: int) -> dict[str, Any]:
+    """
+    One server-streaming call of C{items} ints, iterated with C{async for}: items/s from the call to the last
+    item, each item checked (C{errors}: items out of order, or missing at the end), CPU per item of both sides.
+    """
+    cpu = (_processCpu(os.getpid()), _processCpu(serverPid))
+    started = time.perf_counter()
+    expected = errors = 0
+    async for item in count(items):
+        if item != expected:
+            errors += 1
+        expected += 1
+    seconds = time.perf_counter() - started
+    errors += abs(items - expected)
+    return {
+        "items": expected,
+        "errors": errors,
+        "seconds": seconds,
+        "items_per_s": expected / seconds if seconds > 0 else 0.0,
+        "client_cpu_us": (_processCpu(os.getpid()) - cpu[0]) / max(expected, 1) * 1e6,
+        "server_cpu_us": (_processCpu(serverPid) - cpu[1]) / max(expected, 1) * 1e6,
+    }
 
 
 class _Measurement:
@@ -1021,25 +1309,32 @@ class _Measurement:
         return result
 
 
-def _blockingCommand(root: Any, command: dict[str, Any], serverPid: int) -> dict[str, Any]:
+SlotCall = Callable[[int, str], Callable[[Any], Any]]
+"""C{callFor(slot, payload)}: the one-argument call that slot C{slot} (a thread, a coroutine) makes for C{payload}."""
+
+
+def _threadedCommand(callFor: SlotCall, command: dict[str, Any], serverPid: int) -> dict[str, Any]:
     """One C{measure} or C{count} command, run with blocking calls (a thread per call in flight)."""
     measurement = _Measurement(command, serverPid)
     value = measurement.value
+    payload = command.get("payload", "int")
+    first = callFor(0, payload)
     for _ in range(measurement.warmup):
-        root.callRemote("echo", value)
+        first(value)
     measurement.start()
 
     def calls(slot: int) -> None:
-        own, errors, more, clock, made = (
+        own, errors, more, clock, made, call = (
             measurement.rtts[slot],
             measurement.errors,
             measurement.more,
             time.perf_counter,
             0,
+            callFor(slot, payload),
         )
         while more(made):
             sentAt = clock()
-            if root.callRemote("echo", value) != value:
+            if call(value) != value:
                 errors[slot] += 1
             own.append(clock() - sentAt)
             made += 1
@@ -1055,25 +1350,28 @@ def _blockingCommand(root: Any, command: dict[str, Any], serverPid: int) -> dict
     return measurement.result()
 
 
-async def _asyncioCommand(root: Any, command: dict[str, Any], serverPid: int) -> dict[str, Any]:
+async def _concurrentCommand(callFor: SlotCall, command: dict[str, Any], serverPid: int) -> dict[str, Any]:
     """One C{measure} or C{count} command, run with awaited calls (a coroutine per call in flight)."""
     measurement = _Measurement(command, serverPid)
     value = measurement.value
+    payload = command.get("payload", "int")
+    first = callFor(0, payload)
     for _ in range(measurement.warmup):
-        await root.callRemote("echo", value)
+        await first(value)
     measurement.start()
 
     async def calls(slot: int) -> None:
-        own, errors, more, clock, made = (
+        own, errors, more, clock, made, call = (
             measurement.rtts[slot],
             measurement.errors,
             measurement.more,
             time.perf_counter,
             0,
+            callFor(slot, payload),
         )
         while more(made):
             sentAt = clock()
-            if await root.callRemote("echo", value) != value:
+            if await call(value) != value:
                 errors[slot] += 1
             own.append(clock() - sentAt)
             made += 1
@@ -1083,8 +1381,18 @@ async def _asyncioCommand(root: Any, command: dict[str, Any], serverPid: int) ->
 
 
 def main(argv: list[str]) -> None:
-    if argv[:1] == ["serve"] and len(argv) == 2:
+    if argv == ["serve", THRIFT]:
+        thriftServeMain()
+    elif argv == ["serve", GRPC]:
+        grpcServeMain()
+    elif argv[:1] == ["serve"] and len(argv) == 2:
         serveMain(argv[1])
+    elif argv[:2] == ["client", FLOOR] and len(argv) == 4:
+        floorClientMain(argv[2], int(argv[3]))
+    elif argv[:2] == ["client", THRIFT] and len(argv) == 4:
+        thriftClientMain(argv[2], int(argv[3]))
+    elif argv[:2] == ["client", GRPC] and len(argv) == 4:
+        grpcClientMain(argv[2], int(argv[3]))
     elif argv[:2] == ["client", BLOCKING] and len(argv) == 4:
         blockingClientMain(argv[2], int(argv[3]))
     elif argv[:2] == ["client", ASYNCIO] and len(argv) == 4:

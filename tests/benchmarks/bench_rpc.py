@@ -1,9 +1,14 @@
-"""RPC calls per second over loopback TCP: chunkwire, AMP, PB, Foolscap and a hand-rolled baseline.
+"""RPC calls per second over loopback TCP: chunkwire, AMP, PB, Foolscap, thriftpy2, grpc.aio and a hand-rolled baseline.
 
 chunkwire is measured three times: with its Twisted client, with its blocking
 client (C{protocols.blocking}, no reactor; N in flight is N threads), and with
 its asyncio client (C{protocols.asyncioclient}, the standard asyncio loop; N
-in flight is N coroutines), all against the same Twisted server.
+in flight is N coroutines), all against the same Twisted server.  Beside
+them, the two peers whose users need no reactor either (issue 32):
+thriftpy2 (blocking, Cython binary protocol, threaded server; N in flight is
+N threads with a connection each) and grpc.aio (N in flight is N coroutines on
+one channel), measured when the C{bench} extra installed them; their ratios
+to the clients without Twisted are issue 32's targets (see C{_rpc_peers}).
 
     python -m tests.benchmarks.bench_rpc [--quick] [--runs N] [--duration S] [--no-strace]
 
@@ -32,6 +37,7 @@ every run).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import shutil
@@ -55,10 +61,33 @@ from ._harness import (
     print_result,
     write_results,
 )
-from ._rpc_peers import ALL_PEERS, ASYNCIO, BLOCKING, LABELS, PEERS, WITHOUT_TWISTED, PeerFailed, PeerPair
+from ._rpc_peers import (
+    ALL_PEERS,
+    ASYNCIO,
+    BLOCKING,
+    GRPC,
+    LABELS,
+    PEERS,
+    SEQUENTIAL_ONLY,
+    THRIFT,
+    WITHOUT_TWISTED,
+    PeerFailed,
+    PeerPair,
+)
 
-RPC_PEERS = (PEERS[0], BLOCKING, ASYNCIO, *PEERS[1:])
-"""The peers this benchmark measures by default: the others' and, beside chunkwire, its clients without Twisted."""
+
+def _installed(peer: str, module: str) -> tuple[str, ...]:
+    """C{(peer,)} if C{module} can be imported (the C{bench} extra installed it), else C{()}."""
+    return (peer,) if importlib.util.find_spec(module) is not None else ()
+
+
+RPC_PEERS = (PEERS[0], BLOCKING, ASYNCIO, *PEERS[1:], *_installed(THRIFT, "thriftpy2"), *_installed(GRPC, "grpc"))
+"""
+The peers this benchmark measures by default: the others' and, beside chunkwire, its clients without Twisted;
+thriftpy2 and grpc.aio if installed.
+"""
+WITHOUT_REACTOR_RIVALS = ((BLOCKING, THRIFT), (ASYNCIO, GRPC))
+"""Each client of chunkwire without Twisted, and the other library's client it is compared with (issue 32)."""
 
 NAME = "rpc"
 COLUMNS = (
@@ -109,7 +138,7 @@ def _oneRun(config: dict[str, Any], order: tuple[str, ...]) -> dict[str, Any]:
         for column, payload, window, _ in COLUMNS:
             for peer in order:
                 pair = pairs.get(peer)
-                if pair is None:
+                if pair is None or (window > 1 and peer in SEQUENTIAL_ONLY):
                     continue
                 command = {
                     "op": "measure",
@@ -158,11 +187,15 @@ def summarise(runs: list[dict[str, Any]], peers: tuple[str, ...]) -> dict[str, A
 def _ratios(runs: list[dict[str, Any]], peers: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     """
     C{ratios["amp"]["seq_int"]}: chunkwire / AMP; C{ratios["handrolled/chunkwire"]} the other way round;
-    C{ratios["amp"]["seq_int_wins"]}: C{[runs where the ratio was above 1, runs]}.
+    C{ratios["amp"]["seq_int_wins"]}: C{[runs where the ratio was above 1, runs]};
+    C{ratios["chunkwire-blocking/thriftpy2"]}: the blocking client / thriftpy2 (and the asyncio client / grpc.aio).
     """
     pairs = [("chunkwire", peer, peer) for peer in peers if peer not in ("chunkwire", *WITHOUT_TWISTED)]
     pairs.append(("handrolled", "chunkwire", "handrolled/chunkwire"))
     pairs += [(peer, "chunkwire", f"{peer}/chunkwire") for peer in WITHOUT_TWISTED if peer in peers]
+    pairs += [
+        (mine, theirs, f"{mine}/{theirs}") for mine, theirs in WITHOUT_REACTOR_RIVALS if {mine, theirs} <= set(peers)
+    ]
     out: dict[str, dict[str, Any]] = {}
     for mine, theirs, key in pairs:
         out[key] = {}
@@ -239,6 +272,8 @@ def measureSyscalls(config: dict[str, Any], peers: tuple[str, ...]) -> dict[str,
         for peer in peers:
             out[peer] = {}
             for key, window, calls in (("seq", 1, config["trace_seq"]), ("w100", 100, config["trace_window"])):
+                if window > 1 and peer in SEQUENTIAL_ONLY:
+                    continue
                 try:
                     out[peer][key] = countSyscalls(peer, window, calls, Path(tmp))
                 except (PeerFailed, OSError) as error:
@@ -285,12 +320,24 @@ def report(summary: dict[str, Any], syscalls: dict[str, Any], config: dict[str, 
         for peer in peers
         if peer not in ("chunkwire", "handrolled", *WITHOUT_TWISTED)
     ]
-    for peer, name in ((BLOCKING, "blocking"), (ASYNCIO, "asyncio")):
+    for peer in WITHOUT_TWISTED:
         if peer in peers:
             ratio_rows.append(
                 [
-                    f"{name} client / chunkwire (Twisted client)",
+                    f"{LABELS[peer]} / chunkwire (Twisted client)",
                     *(_x(ratios[f"{peer}/chunkwire"][column]) for column, *_ in COLUMNS),
+                ]
+            )
+    for mine, theirs in WITHOUT_REACTOR_RIVALS:
+        if mine in peers and theirs in peers:
+            ratio_rows.append(
+                [
+                    f"{LABELS[mine]} / {LABELS[theirs]}",
+                    *(
+                        f"{_x(ratios[f'{mine}/{theirs}'][column])} "
+                        f"({_wins(ratios[f'{mine}/{theirs}'][column + '_wins'])})"
+                        for column, *_ in COLUMNS
+                    ),
                 ]
             )
     if "handrolled" in peers:
@@ -401,6 +448,17 @@ def criteria(summary: dict[str, Any], syscalls: dict[str, Any]) -> list[Criterio
                 0.8,
             )
         )
+    for mine, theirs, column, target in (
+        (BLOCKING, THRIFT, "seq_int", 1.0),
+        (ASYNCIO, GRPC, "w100_int", 5.0),
+    ):
+        rival = ratios.get(f"{mine}/{theirs}")
+        if rival is not None:
+            out.append(
+                Criterion(
+                    f"rpc: {LABELS[mine]} / {LABELS[theirs]}, {column} calls/s (issue 32)", rival[column], ">=", target
+                )
+            )
     if "amp" in ratios:
         for column in ("w100_int", "w100_kib"):
             out.append(Criterion(f"rpc: chunkwire / AMP, {column} calls/s", ratios["amp"][column], ">=", 2.0))

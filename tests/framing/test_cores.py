@@ -368,6 +368,32 @@ class HandBackTests(SynchronousTestCase):
             results = decoder.feed(data[:at]) + decoder.feed(data[at:])
             self.assertEqual(results, expected, at)
 
+    def test_chunk_of_whole_objects_read_without_scan(self) -> None:
+        """
+        A chunk holding only whole objects of built-in kinds (a small RPC message, say) is read by the reader
+        alone: no scan of the chunk is set up.  A chunk with more (here an object cut at its end) is scanned
+        from where the reader stopped, and the cut object is completed by the next chunk.
+        """
+        decoder = Decoder()
+        decoder.feed(PREAMBLE)
+        scanner = decoder._scanner
+        scans: list[int] = []
+        scanChunk = scanner._scan_chunk
+
+        def counted(buf: bytes, pos: int, *args: Any, **kwargs: Any) -> int:
+            scans.append(pos)
+            return scanChunk(buf, pos, *args, **kwargs)
+
+        scanner._scan_chunk = counted  # type: ignore[method-assign]
+        whole = b"".join(dumps(value)[len(PREAMBLE) :] for value in ([1, "a"], {"k": 2.5}, 42))
+        self.assertEqual(decoder.feed(whole), [[1, "a"], {"k": 2.5}, 42])
+        self.assertEqual(scans, [])
+        first, second = (dumps(value)[len(PREAMBLE) :] for value in ([1], ["b" * 10, 3]))
+        cut = len(second) // 2
+        self.assertEqual(decoder.feed(first + second[:cut]), [[1]])
+        self.assertEqual(scans, [len(first)])
+        self.assertEqual(decoder.feed(second[cut:]), [["b" * 10, 3]])
+
     def test_user_type_inside(self) -> None:
         """An open type the reader does not build, deep in a list, is left to its unslicer with the list around it."""
         value = [1, [2, Point(3, [4])], {"k": Point("a", None)}]

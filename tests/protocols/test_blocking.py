@@ -230,6 +230,26 @@ class CallTests(SynchronousTestCase):
                 thread.join(HANG)
         self.assertEqual(results, {worker: [(worker, n) for n in range(25)] for worker in range(4)})
 
+    def test_aloneWakesNobody(self) -> None:
+        """
+        One thread calling alone reads its own answers and wakes no other caller (there is none): the
+        readers' notify_all is never called, while the calls of threads sharing the connection
+        (L{test_threadsShareOneConnection}) wake each other.
+        """
+        server = ScriptedServer(self, answerAll)
+        with connect(server.address, timeout=HANG) as connection:
+            wakes: list[int] = []
+            notifyAll = connection._changed.notify_all
+
+            def counted() -> None:
+                wakes.append(1)
+                notifyAll()
+
+            connection._changed.notify_all = counted  # type: ignore[method-assign]
+            results = [connection.root.callRemote("echo", n) for n in range(20)]
+        self.assertEqual(results, [["echo", [n], {}] for n in range(20)])
+        self.assertEqual(wakes, [1])  # (once: when close() ended the connection, which wakes every caller)
+
     def test_callRemoteOnly(self) -> None:
         """callRemoteOnly sends a CALL numbered NO_ANSWER and waits for nothing; the next call is numbered 1."""
         seen: list[Any] = []
