@@ -373,6 +373,19 @@ class BlockingConnection:
             pieces.append(outbox.pop(0))
         return b"".join(pieces)
 
+    def _sleep(self, seconds: float | None) -> None:
+        """
+        Wait (holding C{_lock}) until the reading thread wakes this one, or
+        C{seconds} pass.  The reader wakes the others only when one sleeps
+        (C{_sleepers}): the commonest use, one thread calling, then costs no
+        C{notify_all}.
+        """
+        self._sleepers += 1
+        try:
+            self._changed.wait(seconds)
+        finally:
+            self._sleepers -= 1
+
     def _wait(self, waiter: _Waiter, requestId: int | None, name: str) -> Any:
         """
         Block until C{waiter}'s answer came (reading the socket in turn with
@@ -389,11 +402,7 @@ class BlockingConnection:
                     cancel = self._session.cancel(requestId) if requestId is not None else b""
                     break
                 if self._reading:
-                    self._sleepers += 1
-                    try:
-                        self._changed.wait(remaining)
-                    finally:
-                        self._sleepers -= 1
+                    self._sleep(remaining)
                     continue
                 self._reading = True
                 try:
@@ -586,11 +595,7 @@ class BlockingConnection:
                 if remaining is not None and remaining <= 0:
                     return 0
                 if self._reading:
-                    self._sleepers += 1  # (the reader wakes only counted sleepers: see _wait)
-                    try:
-                        self._changed.wait(remaining)
-                    finally:
-                        self._sleepers -= 1
+                    self._sleep(remaining)
                     continue
                 self._reading = True
                 try:

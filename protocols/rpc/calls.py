@@ -133,7 +133,21 @@ class OutgoingCalls:
         context = self._scope()
         if context is not None:
             return self._callWithContext(target, name, args, kwargs, context)
-        limits = self.callLimits
+        call = self._send(target, name, kwargs or None, args)
+        if type(call) is not _Call:
+            return call  # (it failed)
+        timeout = self.callLimits.callTimeout
+        if timeout is not None and call.called is False:
+            call.timer = reactorOf(self._clock).callLater(timeout, self._timedOut, call.requestId, name)
+        return call
+
+    def _send(self, target: int, name: str, sent: Any, args: tuple[Any, ...]) -> Deferred[Any]:
+        """
+        Make a call pending and send its CALL, whose keyword-arguments place
+        holds C{sent} (the keyword arguments, C{None}, or a call context).
+
+        @return: the pending L{_Call}, or a failed Deferred if it could not be made or sent.
+        """
         # (Deferred's own __init__, then the fields set here: one call less per call than an __init__ of ours)
         call = _Call(self._cancelCall)
         # Pending before sending: a synchronous transport may answer at once.
@@ -149,12 +163,10 @@ class OutgoingCalls:
             for callSent in self._callSent:
                 callSent(call, outgoing)
         try:
-            self._connection.sendObject(Message((CALL, requestId, target, name, kwargs or None, *args)), outgoing)
+            self._connection.sendObject(Message((CALL, requestId, target, name, sent, *args)), outgoing)
         except Exception:
             self._table.take(requestId)
             return fail()
-        if limits.callTimeout is not None and call.called is False:
-            call.timer = reactorOf(self._clock).callLater(limits.callTimeout, self._timedOut, requestId, name)
         return call
 
     def _callWithContext(
@@ -168,23 +180,10 @@ class OutgoingCalls:
                 left, milliseconds = sendingDeadline(name, context.deadline, clock.seconds())
             except DeadlineExceeded:
                 return fail()
-        call = _Call(self._cancelCall)
-        try:
-            requestId = self._table.add(call, name)
-        except TooManyPendingCalls:
-            return fail()
-        call.requestId, call.name, call.timer = requestId, name, None
-        outgoing = None
-        if self._callSent:
-            outgoing = Outgoing()
-            for callSent in self._callSent:
-                callSent(call, outgoing)
-        sent = callContext(kwargs, milliseconds, context.metadata)
-        try:
-            self._connection.sendObject(Message((CALL, requestId, target, name, sent, *args)), outgoing)
-        except Exception:
-            self._table.take(requestId)
-            return fail()
+        call = self._send(target, name, callContext(kwargs, milliseconds, context.metadata), args)
+        if type(call) is not _Call:
+            return call  # (it failed)
+        requestId = call.requestId
         if call.called is False:
             timeout = self.callLimits.callTimeout
             if left is not None and (timeout is None or left <= timeout):
