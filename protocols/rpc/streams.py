@@ -65,6 +65,7 @@ from framing.rpc.streams import (
     addFlowTypes,
     checkItem,
     itemCheckFor,
+    leastItemLength,
 )
 from framing.slicing.constraints import Constraint
 from framing.slicing.interfaces import ISlicer
@@ -659,7 +660,7 @@ class ObjectStreams:
                 return  # cancelled here, the peer has not heard yet
             if tag == ITEM:
                 try:
-                    reader.window.received(len(message) - 2)
+                    reader.window.received(len(message) - 2, leastItemLength(message))
                 except Exception as error:
                     self._dropConnection(error)
                     return

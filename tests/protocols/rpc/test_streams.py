@@ -10,8 +10,17 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.error import ConnectionDone
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing import Violation
-from framing.rpc.streams import CREDIT, ITEM, FlowMessage, ItemCreditExceeded
+from framing import Encoder, Registry, Violation
+from framing.rpc.streams import (
+    CREDIT,
+    ITEM,
+    ITEM_FRAMING_BYTES,
+    ByteCreditExceeded,
+    FlowMessage,
+    ItemCreditExceeded,
+    addFlowTypes,
+)
+from framing.slicing.registry import DEFAULT_REGISTRY
 from protocols.rpc import Referenceable, RemoteError, RemoteInterface, RemoteViolation, remote
 from protocols.rpc.streams import ObjectStream, ObjectStreams, StreamOptions, StreamReader
 from protocols.testing import BrokerPair, brokerPair
@@ -101,6 +110,19 @@ class Service(Referenceable):
     def relay(self, items: AsyncIterator[int]) -> AsyncIterator[int]:
         # A received stream sent on as the result, item by item.
         return items
+
+    @remote
+    async def idle(self) -> AsyncIterator[bytes]:
+        # A producer that never yields: a test speaks for it with raw bytes.
+        await Deferred()
+        yield b""
+
+    @remote
+    async def mixed(self, n: int) -> AsyncIterator[Any]:
+        # Items whose encoding is longer than their length in characters, nested, of every size.
+        for i in range(n):
+            self.counter.produced += 1
+            yield {"text": "\u00e9\u4e2d" * (i % 50), "nested": [[i, -i, 2.5, None], ("x" * (i % 7),)], "raw": bytes(i % 300)}
 
     @remote
     def ping(self) -> str:
@@ -459,6 +481,61 @@ class ByteWindowTests(SynchronousTestCase):
         self.assertGreater(service.counter.produced, 299)
 
 
+class ReceiverByteBoundTests(SynchronousTestCase):
+    """The receiver holds the sender to its byte window (section 14.3), not the sender alone."""
+
+    def _pair(self, windowBytes: int) -> tuple[BrokerPair, Service]:
+        from twisted.internet.task import Clock
+
+        from protocols.rpc import Broker
+
+        clock = Clock()
+        service = Service()
+        server = Broker(service, clock=clock)
+        client = Broker(clock=clock, extensions=[ObjectStreams(StreamOptions(window=256, windowBytes=windowBytes))])
+        return BrokerPair(server, client, clock), service
+
+    def test_hostileSenderOverByteWindow(self) -> None:
+        """
+        A sender that ignores the byte window (raw ITEMs of 2,000 bytes each
+        written on the server's transport, within the item window): the
+        receiver holds no more than the byte window plus one ITEM, then
+        drops the connection (stream-credit-exceeded).
+        """
+        pair, _ = self._pair(windowBytes=4096)
+        stream = self.successResultOf(run(pair, _call(pair.root.callRemote, "idle")))
+        lost = pair.client.whenDisconnected()
+        encoder = Encoder(_flowRegistry())
+        raw = b"".join(encoder.encode(FlowMessage((ITEM, stream.streamId, bytes(2000)))) for _ in range(WINDOW))
+        pair.memory.serverTransport.write(raw)
+        pair.flush()
+        error = self.successResultOf(lost)
+        self.assertIsInstance(error, ByteCreditExceeded)
+        self.assertTrue(str(error).startswith("stream-credit-exceeded: "))
+        # 4,096 bytes of window: two ITEMs fill it, the third is the one ITEM past it, the fourth breaks the rule.
+        self.assertEqual(stream.window.buffered, 3)
+        self.assertLessEqual(stream.window.bytesInFlight, 4096 + 2000 + ITEM_FRAMING_BYTES + 3)
+
+    def test_honestSenderNeverTrips(self) -> None:
+        """
+        An honest sender's stream of items of many sizes and shapes (text
+        whose UTF-8 is longer than its characters, nested containers, byte
+        strings) under a small byte window arrives whole: the receiver's
+        count never exceeds the sender's.
+        """
+        pair, service = self._pair(windowBytes=1500)
+        total = 2000
+
+        async def read() -> int:
+            stream = await pair.root.callRemote("mixed", total)
+            count: int = await stream.forEach(lambda item: None)
+            return count
+
+        self.assertEqual(self.successResultOf(run(pair, read())), total)
+        self.assertNoResult(pair.client.whenDisconnected())
+        self.assertEqual(service.counter.produced, total)
+
+
 class RelayTests(SynchronousTestCase):
     def test_receivedStreamSentOn(self) -> None:
         """A stream a method received, returned as its result: the caller reads the items it sent."""
@@ -509,6 +586,13 @@ def _freshReader(pair: BrokerPair) -> StreamReader[Any]:
 
     streams = streamsOf(pair.client)
     return streams.announced(Announcement((streams._lastAnnounced + 1,)))
+
+
+def _flowRegistry() -> Registry:
+    """A registry that writes flow messages (what a hostile peer encodes its raw bytes with)."""
+    registry = Registry(DEFAULT_REGISTRY)
+    addFlowTypes(registry)
+    return registry
 
 
 async def _call(method: Any, *args: Any) -> Any:
