@@ -43,6 +43,7 @@ class Service(Referenceable):
         self.counter = Counter()
         self.received: list[Any] = []
         self.block: Deferred[None] | None = None
+        self.source: Any = None
 
     @remote
     async def count(self, n: int) -> AsyncIterator[int]:
@@ -125,8 +126,19 @@ class Service(Referenceable):
             yield {"text": "\u00e9\u4e2d" * (i % 50), "nested": [[i, -i, 2.5, None], ("x" * (i % 7),)], "raw": bytes(i % 300)}
 
     @remote
+    def tracked(self) -> AsyncIterator[int]:
+        # An async generator the test can look at (closed or not).
+        self.source = _ticks()
+        return self.source
+
+    @remote
     def ping(self) -> str:
         return "pong"
+
+
+async def _ticks() -> AsyncIterator[int]:
+    for i in range(100_000):
+        yield i
 
 
 def _counted(counter: Counter, n: int) -> Iterator[int]:
@@ -534,6 +546,94 @@ class ReceiverByteBoundTests(SynchronousTestCase):
         self.assertEqual(self.successResultOf(run(pair, read())), total)
         self.assertNoResult(pair.client.whenDisconnected())
         self.assertEqual(service.counter.produced, total)
+
+
+class _OldPeerStreams(ObjectStreams):
+    """A peer from before object streams: its registry knows neither the announcement nor the flow messages."""
+
+    def install(self, broker: Any, registry: Any) -> None:
+        import weakref
+
+        self._broker = weakref.ref(broker)
+
+
+class OldPeerTests(SynchronousTestCase):
+    """A stream announced to a peer that cannot take it is closed by its sender (section 14.6)."""
+
+    def _pair(self, service: Service) -> BrokerPair:
+        from twisted.internet.task import Clock
+
+        from protocols.rpc import Broker
+
+        clock = Clock()
+        return BrokerPair(Broker(service, clock=clock), Broker(clock=clock, extensions=[_OldPeerStreams()]), clock)
+
+    def test_answerRefusedByOldPeer(self) -> None:
+        """
+        An old peer refuses the ANSWER announcing a stream (its call fails,
+        unknown-type) and grants no credit: when the PONG of the PING that
+        followed the ANSWER comes back, the server closes the producer, which
+        made nothing, and forgets the stream; the connection stays up.
+        """
+        service = Service()
+        pair = self._pair(service)
+        answer = pair.root.callRemote("tracked")
+        pair.flush()
+        self.assertEqual(self.failureResultOf(answer, Violation).value.code, "unknown-type")
+        self.assertIsNone(service.source.ag_frame)  # closed (never started)
+        self.assertEqual(streamsOf(pair.server).streamCount, 0)
+        self.assertNoResult(pair.client.whenDisconnected())
+        ping = pair.root.callRemote("ping")
+        pair.flush()
+        self.assertEqual(self.successResultOf(ping), "pong")
+
+    def test_takenStreamOutlivesPong(self) -> None:
+        """A peer that took the stream granted credit before its PONG: the stream is not closed, however slow its reader."""
+        service = Service()
+        pair = brokerPair(service)
+        stream = self.successResultOf(run(pair, _call(pair.root.callRemote, "count", 1000)))
+        pair.flush()
+        self.assertGreaterEqual(pair.server.connection.pings.sent, 1)
+        self.assertFalse(service.counter.closed)
+        self.assertEqual(streamsOf(pair.server).streamCount, 1)
+        count = stream.forEach(lambda item: None)
+        pair.flush()
+        self.assertEqual(self.successResultOf(count), 1000)
+
+
+    def test_creditHeldWhileReadingPaused(self) -> None:
+        """
+        The server's reading pauses just as the PONG arrives, so the CREDIT
+        read with it is held undelivered: the stream is not judged untaken
+        while it is held, and goes on once reading resumes.
+        """
+        service = Service()
+        pair = brokerPair(service)
+        connection = pair.server.connection
+        original = connection.pings.controlEvents
+
+        def pausing(events: list[Any]) -> Any:
+            # As a transport pausing reading (its ReadGate) at that moment would.
+            connection.inbound.paused = True
+            connection.pings.controlEvents = original
+            return original(events)
+
+        connection.pings.controlEvents = pausing
+        answer = pair.root.callRemote("tracked")
+        pair.flush()
+        stream = self.successResultOf(answer)
+        self.assertTrue(connection.inbound.held)
+        pair.clock.advance(1)
+        pair.flush()
+        self.assertIsNotNone(service.source.ag_frame)
+        self.assertEqual(streamsOf(pair.server).streamCount, 1)
+        connection.inbound.readingChanged(False)
+        pair.flush()
+        pair.clock.advance(1)
+        taken = [self.successResultOf(stream.next()) for _ in range(WINDOW)]
+        self.assertEqual(taken, list(range(WINDOW)))
+        stream.cancel()
+        pair.flush()
 
 
 class RelayTests(SynchronousTestCase):
