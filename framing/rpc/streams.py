@@ -512,9 +512,11 @@ class StreamOf(Constraint):
     """
     A stream of items each accepted by C{item}: what C{AsyncIterator[T]}
     means.  It accepts an announcement at the header, and any stream in
-    memory: a received one is told C{item} (its C{constrainItems}), one
-    about to be sent is recorded so that each item is checked before it
-    goes (L{itemCheckFor}).
+    memory: a received one is told C{item} (its C{constrainItems}) the
+    first time, as it arrives; one about to be sent (a source, or a received
+    stream checked again: a method returning the stream it was given) is
+    recorded so that each item is checked before it goes (L{itemCheckFor}),
+    the received stream's own check staying as it was.
 
     @ivar item: the constraint of each item.
     """
@@ -536,8 +538,7 @@ class StreamOf(Constraint):
     def validateAt(self, obj: Any, where: str) -> None:
         """Accept C{obj} as a stream named C{where} in a refused item's C{where} (C{"args[0]"})."""
         constrain = getattr(obj, "constrainItems", None)
-        if constrain is not None:
-            constrain(self.item, where)
+        if constrain is not None and constrain(self.item, where):
             return
         if not streamable(obj):
             raise KindRefused(f"expected a stream of objects (an async iterable or a generator), got {short_repr(obj)}")

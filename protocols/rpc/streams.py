@@ -416,13 +416,26 @@ class StreamReader(AsyncIterator[T], Generic[T]):
         self._ended = False
         self._error: BaseException | None = None
         self._constraint: Constraint | None = None
+        self._constrained = False
         self._where = "result"
         self.taken = 0
 
-    def constrainItems(self, constraint: Constraint, where: str) -> None:
-        """Check each item against C{constraint}; refused ones are named C{where[index]} (L{StreamOf} calls it)."""
+    def constrainItems(self, constraint: Constraint, where: str) -> bool:
+        """
+        Check each item against C{constraint} as it is taken; refused ones
+        are named C{where[index]} (L{StreamOf} calls it).  Only the first
+        constraint is this reader's: a later one is the check of the stream
+        sent on (a method returning the stream it was given), which its
+        producer makes.
+
+        @return: whether C{constraint} is this reader's (C{False}: it already had one).
+        """
+        if self._constrained:
+            return False
+        self._constrained = True
         self._constraint = constraint
         self._where = where
+        return True
 
     @property
     def finished(self) -> bool:

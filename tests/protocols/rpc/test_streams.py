@@ -132,6 +132,16 @@ class Service(Referenceable):
         return self.source
 
     @remote
+    def relayLoose(self, items: AsyncIterator[int]) -> AsyncIterator[Any]:
+        # Sent on under a looser result type: the argument's check still holds.
+        return items
+
+    @remote
+    def relayNarrow(self, items: AsyncIterator[Any]) -> AsyncIterator[int]:
+        # Sent on under a stricter result type: the sender checks each item against it.
+        return items
+
+    @remote
     def ping(self) -> str:
         return "pong"
 
@@ -648,6 +658,63 @@ class RelayTests(SynchronousTestCase):
         self.assertEqual(self.successResultOf(run(pair, relay())), list(range(3000)))
         self.assertEqual(streamsOf(pair.server).streamCount, 0)
         self.assertEqual(streamsOf(pair.client).streamCount, 0)
+
+
+    def _relayed(self, method: str, items: list[Any]) -> tuple[list[Any], Any, Counter]:
+        """Call C{method} with a stream of C{items}, read its result: the items read, the error, the source's counter."""
+        pair = brokerPair(Service())
+        counter = Counter()
+        taken: list[Any] = []
+
+        def source() -> Iterator[Any]:
+            try:
+                for item in items:
+                    counter.produced += 1
+                    yield item
+            finally:
+                counter.closed = True
+
+        async def relay() -> Any:
+            stream = await pair.root.callRemote(method, source())
+            try:
+                async for item in stream:
+                    taken.append(item)
+            except Exception as error:
+                return error
+            return None
+
+        error = self.successResultOf(run(pair, relay()))
+        pair.flush()
+        self.assertEqual(streamsOf(pair.server).streamCount, 0)
+        self.assertEqual(streamsOf(pair.client).streamCount, 0)
+        return taken, error, counter
+
+    def test_relayedItemRefusedAsArgument(self) -> None:
+        """
+        A relayed stream's bad item is refused by the relaying side as the
+        argument it came in as (args[0][5]), not as its result: the caller
+        reads 5 items, then that violation, and its source is closed.
+        """
+        taken, error, counter = self._relayed("relay", [0, 1, 2, 3, 4, "five", 6])
+        self.assertEqual(taken, [0, 1, 2, 3, 4])
+        self.assertIsInstance(error, RemoteViolation)
+        self.assertEqual(error.where, "args[0][5]")
+        self.assertTrue(counter.closed)
+
+    def test_looserResultKeepsArgumentCheck(self) -> None:
+        """Returned under a looser type (AsyncIterator[Any]), the argument's AsyncIterator[int] still refuses item 5."""
+        taken, error, _ = self._relayed("relayLoose", [0, 1, 2, 3, 4, "five", 6])
+        self.assertEqual(taken, [0, 1, 2, 3, 4])
+        self.assertIsInstance(error, RemoteViolation)
+        self.assertEqual(error.where, "args[0][5]")
+
+    def test_stricterResultCheckedBySender(self) -> None:
+        """Returned under a stricter type, each item is checked by the relaying side as its result: result[3]."""
+        taken, error, counter = self._relayed("relayNarrow", [0, 1, 2, "three", 4])
+        self.assertEqual(taken, [0, 1, 2])
+        self.assertIsInstance(error, RemoteViolation)
+        self.assertEqual(error.where, "result[3]")
+        self.assertTrue(counter.closed)
 
 
 class FlowControlRuleTests(SynchronousTestCase):
