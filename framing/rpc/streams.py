@@ -295,9 +295,11 @@ ITEM_FRAMING_BYTES = 12
 
 _ONE_TOKEN_BYTES = {bytes: 1, bytearray: 1, str: 1}
 _CONTAINERS = (list, tuple, set, frozenset)
+_SCALARS = frozenset({int, float, bool, type(None)})
+_FLAT_SIZED = frozenset({str, bytes})
 
 
-def leastEncodedLength(values: collections.abc.Iterable[Any]) -> int:
+def leastEncodedLength(values: collections.abc.Sequence[Any]) -> int:
     """
     A count of the encoded bytes of C{values} that is never more than their
     encoding, so that a receiver can hold an honest sender to its byte
@@ -307,8 +309,14 @@ def leastEncodedLength(values: collections.abc.Iterable[Any]) -> int:
     dict 2 plus its contents (at least an OPEN and a CLOSE), anything else
     (a number, C{None}, an object of another type) 1.  O(the values and
     everything in the containers among them), which the decoder has just
-    paid for building them.
+    paid for building them; a run of numbers (or of strings) is counted
+    without a Python step per value.
     """
+    kinds = set(map(type, values))
+    if kinds <= _SCALARS:
+        return len(values)
+    if kinds <= _FLAT_SIZED:
+        return len(values) + sum(map(len, values))
     total = 0
     pending = list(values)
     pop, extend = pending.pop, pending.extend

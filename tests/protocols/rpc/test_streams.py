@@ -538,6 +538,34 @@ class ReceiverByteBoundTests(SynchronousTestCase):
         self.assertEqual(stream.window.buffered, 3)
         self.assertLessEqual(stream.window.bytesInFlight, 4096 + 2000 + ITEM_FRAMING_BYTES + 3)
 
+    def test_countNeverAboveEncoding(self) -> None:
+        """
+        The receiver's count of an ITEM is never more than its encoded
+        length, whatever its items (numbers alone, strings alone, mixed,
+        nested, non-ASCII, subclasses of the built-in types), and is exact
+        for an ITEM of small ints.
+        """
+        from framing.rpc.streams import leastItemLength
+
+        class Text(str):
+            pass
+
+        samples: list[tuple[Any, ...]] = [
+            tuple(range(10)),
+            tuple(range(100_000, 100_128)),
+            (1.5, None, True, False, -7, 2**70),
+            ("a", "\u00e9" * 40, "\U0001f600" * 3, ""),
+            (b"", b"x" * 300),
+            ([1, [2, [3, ["deep"]]]], {"k": (1, 2), "\u4e2d": {"x": b"yy"}}, {1, 2}, frozenset({"a"})),
+            (bytearray(b"abc"), Text("sub"), "plain", 3),
+        ]
+        encoder = Encoder(_flowRegistry())
+        for items in samples:
+            message = FlowMessage((ITEM, 1, *items))
+            self.assertLessEqual(leastItemLength(message), len(encoder.encode(message)), items)
+        small = FlowMessage((ITEM, 1, *range(10)))
+        self.assertEqual(leastItemLength(small), len(encoder.encode(small)))
+
     def test_honestSenderNeverTrips(self) -> None:
         """
         An honest sender's stream of items of many sizes and shapes (text
