@@ -434,7 +434,7 @@ class ReceiveWindow:
         return owed
 
     def _giveBack(self, count: int) -> None:
-        """The first C{count} items in flight are given back (a CREDIT for them is sent): their bytes no longer count."""
+        """The first C{count} items in flight are given back (their CREDIT is sent): their bytes count no more."""
         shares = self._shares
         while count and shares:
             entry = shares[0]

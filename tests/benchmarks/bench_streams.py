@@ -290,7 +290,9 @@ def run(opts: Options, peers: Sequence[Peer] = ()) -> BenchResult:
     ]
     for peer in peers:
         criteria.append(
-            Criterion(f"loopback TCP: stream / {peer.label} items/s", tcp["stream"] / tcp[peer.label], ">=", peer.target)
+            Criterion(
+                f"loopback TCP: stream / {peer.label} items/s", tcp["stream"] / tcp[peer.label], ">=", peer.target
+            )
         )
     path = write_results(NAME, opts, {"memory": memory, "tcp": tcp, "criteria": criteria})
     report = _table("in memory, both ends in one process", memory) + "\n\n"

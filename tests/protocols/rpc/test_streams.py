@@ -123,7 +123,11 @@ class Service(Referenceable):
         # Items whose encoding is longer than their length in characters, nested, of every size.
         for i in range(n):
             self.counter.produced += 1
-            yield {"text": "\u00e9\u4e2d" * (i % 50), "nested": [[i, -i, 2.5, None], ("x" * (i % 7),)], "raw": bytes(i % 300)}
+            yield {
+                "text": "\u00e9\u4e2d" * (i % 50),
+                "nested": [[i, -i, 2.5, None], ("x" * (i % 7),)],
+                "raw": bytes(i % 300),
+            }
 
     @remote
     def tracked(self) -> AsyncIterator[int]:
@@ -626,7 +630,7 @@ class OldPeerTests(SynchronousTestCase):
         self.assertEqual(self.successResultOf(ping), "pong")
 
     def test_takenStreamOutlivesPong(self) -> None:
-        """A peer that took the stream granted credit before its PONG: the stream is not closed, however slow its reader."""
+        """A peer that took the stream granted credit before its PONG: the stream stays, however slow its reader."""
         service = Service()
         pair = brokerPair(service)
         stream = self.successResultOf(run(pair, _call(pair.root.callRemote, "count", 1000)))
@@ -637,7 +641,6 @@ class OldPeerTests(SynchronousTestCase):
         count = stream.forEach(lambda item: None)
         pair.flush()
         self.assertEqual(self.successResultOf(count), 1000)
-
 
     def test_creditHeldWhileReadingPaused(self) -> None:
         """
@@ -687,9 +690,8 @@ class RelayTests(SynchronousTestCase):
         self.assertEqual(streamsOf(pair.server).streamCount, 0)
         self.assertEqual(streamsOf(pair.client).streamCount, 0)
 
-
     def _relayed(self, method: str, items: list[Any]) -> tuple[list[Any], Any, Counter]:
-        """Call C{method} with a stream of C{items}, read its result: the items read, the error, the source's counter."""
+        """Call C{method} with a stream of C{items}, read the result: items read, error, the source's counter."""
         pair = brokerPair(Service())
         counter = Counter()
         taken: list[Any] = []
