@@ -19,7 +19,11 @@ small objects costs a fraction of a message each).  A CREDIT grants
 C{objects} more items and states the receiver's byte window, C{bytes}:
 the sender counts each item's share of its ITEM's encoded length, and
 sends while the items not yet given back by credit (acknowledged in order)
-hold less than C{bytes}, so at most the window plus one message.  The full specification is section 14 of
+hold less than C{bytes}, so at most the window plus one message.  The
+receiver holds it to both windows: it counts each ITEM's bytes as
+L{leastEncodedLength} does (never more than their encoding) and refuses
+an ITEM sent while the items in flight held the byte window
+(L{ByteCreditExceeded}).  The full specification is section 14 of
 C{docs/wire-format.md}.
 
 L{ReceiveWindow} and L{SendWindow} are the two sides' flow-control
@@ -276,6 +280,79 @@ class TooManyObjectStreams(RuleBroken):
     code = "too-many-streams"
 
 
+class ByteCreditExceeded(ItemCreditExceeded):
+    """
+    A peer sent a stream an ITEM while the items it had in flight already
+    held the whole byte window (as this side counts them: L{leastItemLength}):
+    it breaks flow control as surely as too many items do, the connection is
+    dropped (the same code).
+    """
+
+
+ITEM_FRAMING_BYTES = 12
+"""The fewest encoded bytes of an ITEM besides its items: OPEN C{"rpc.flow"}
+(a 1-byte header and 8 bytes of name), the tag, the stream id, CLOSE (1 each)."""
+
+_ONE_TOKEN_BYTES = {bytes: 1, bytearray: 1, str: 1}
+_CONTAINERS = (list, tuple, set, frozenset)
+_SCALARS = frozenset({int, float, bool, type(None)})
+_FLAT_SIZED = frozenset({str, bytes})
+
+
+def leastEncodedLength(values: collections.abc.Sequence[Any]) -> int:
+    """
+    A count of the encoded bytes of C{values} that is never more than their
+    encoding, so that a receiver can hold an honest sender to its byte
+    window without the decoder measuring each message: a string or byte
+    string counts its length plus 1 (its header is at least 1 byte, its
+    UTF-8 at least a byte a character), a list, tuple, set, frozenset or
+    dict 2 plus its contents (at least an OPEN and a CLOSE), anything else
+    (a number, C{None}, an object of another type) 1.  O(the values and
+    everything in the containers among them), which the decoder has just
+    paid for building them; a run of numbers (or of strings) is counted
+    without a Python step per value.
+    """
+    kinds = set(map(type, values))
+    if kinds <= _SCALARS:
+        return len(values)
+    if kinds <= _FLAT_SIZED:
+        return len(values) + sum(map(len, values))
+    total = 0
+    pending = list(values)
+    pop, extend = pending.pop, pending.extend
+    while pending:
+        value = pop()
+        kind = type(value)
+        if kind is int:
+            total += 1
+        elif kind in _ONE_TOKEN_BYTES:
+            total += 1 + len(value)
+        elif kind is dict:
+            total += 2
+            extend(value.keys())
+            extend(value.values())
+        elif kind in _CONTAINERS:
+            total += 2
+            extend(value)
+        elif isinstance(value, (str, bytes, bytearray)):
+            total += 1 + len(value)
+        elif isinstance(value, dict):
+            total += 2
+            extend(value.keys())
+            extend(value.values())
+        elif isinstance(value, _CONTAINERS):
+            total += 2
+            extend(value)
+        else:
+            total += 1
+    return total
+
+
+def leastItemLength(message: FlowMessage) -> int:
+    """L{leastEncodedLength} of a whole ITEM: its items' and L{ITEM_FRAMING_BYTES}."""
+    return ITEM_FRAMING_BYTES + leastEncodedLength(message[2:])
+
+
 class ReceiveWindow:
     """
     The receiver's side of one stream's credit: it grants C{window} items
@@ -284,12 +361,21 @@ class ReceiveWindow:
     every item received), so a producer is never more than C{window} items
     ahead of its consumer.
 
+    It holds the sender to the byte window too: each ITEM's size (as
+    L{leastItemLength} counts it, never more than the sender counts) is
+    shared among its items as the sender shares it (the remainder on the
+    last one, so that this side's count of any first items is never more
+    than the sender's), a CREDIT gives back the first items in flight, and
+    an ITEM that arrives while the items in flight hold the whole byte
+    window is refused: an honest sender sends none then.
+
     @ivar window: the items in flight allowed.
     @ivar windowBytes: the encoded bytes of items in flight allowed.
     @ivar buffered: items received and not yet taken.
+    @ivar bytesInFlight: the bytes counted of the items received and not yet given back by credit.
     """
 
-    __slots__ = ("window", "windowBytes", "buffered", "_owed", "_step", "_outstanding")
+    __slots__ = ("window", "windowBytes", "buffered", "bytesInFlight", "_owed", "_step", "_outstanding", "_shares")
 
     def __init__(self, window: int = DEFAULT_WINDOW, windowBytes: int = DEFAULT_WINDOW_BYTES) -> None:
         if window < 1 or windowBytes < 1:
@@ -297,25 +383,38 @@ class ReceiveWindow:
         self.window = window
         self.windowBytes = windowBytes
         self.buffered = 0
+        self.bytesInFlight = 0
         self._owed = 0
         self._step = max(1, window // 4)
         self._outstanding = 0
+        # Per ITEM in flight, oldest first: [items not given back, share of each, the last one's extra].
+        self._shares: collections.deque[list[int]] = collections.deque()
 
     def first(self) -> tuple[int, int]:
         """The first CREDIT's C{(objects, bytes)}: the whole window."""
         self._outstanding = self.window
         return self.window, self.windowBytes
 
-    def received(self, count: int = 1) -> None:
+    def received(self, count: int = 1, size: int = 0) -> None:
         """
-        An ITEM of C{count} items arrived.
+        An ITEM of C{count} items and C{size} bytes (L{leastItemLength}) arrived.
 
-        @raise ItemCreditExceeded: more than were granted.
+        @raise ItemCreditExceeded: more items than were granted.
+        @raise ByteCreditExceeded: the items in flight already held the byte window.
         """
         if count > self._outstanding:
             raise ItemCreditExceeded(f"a stream sent more than the {self.window} items it was granted")
+        if self.bytesInFlight >= self.windowBytes:
+            raise ByteCreditExceeded(
+                f"a stream sent an ITEM while its items in flight held {self.bytesInFlight} bytes,"
+                f" its byte window being {self.windowBytes}"
+            )
         self._outstanding -= count
         self.buffered += count
+        if size:
+            self.bytesInFlight += size
+            share, extra = divmod(size, count)
+            self._shares.append([count, share, extra])
 
     def taken(self) -> int:
         """
@@ -331,7 +430,23 @@ class ReceiveWindow:
             return 0
         owed, self._owed = self._owed, 0
         self._outstanding += owed
+        self._giveBack(owed)
         return owed
+
+    def _giveBack(self, count: int) -> None:
+        """The first C{count} items in flight are given back (their CREDIT is sent): their bytes count no more."""
+        shares = self._shares
+        while count and shares:
+            entry = shares[0]
+            items, share, extra = entry
+            if items <= count:
+                self.bytesInFlight -= items * share + extra
+                count -= items
+                shares.popleft()
+            else:
+                self.bytesInFlight -= count * share
+                entry[0] = items - count
+                count = 0
 
 
 class SendWindow:
@@ -405,9 +520,11 @@ class StreamOf(Constraint):
     """
     A stream of items each accepted by C{item}: what C{AsyncIterator[T]}
     means.  It accepts an announcement at the header, and any stream in
-    memory: a received one is told C{item} (its C{constrainItems}), one
-    about to be sent is recorded so that each item is checked before it
-    goes (L{itemCheckFor}).
+    memory: a received one is told C{item} (its C{constrainItems}) the
+    first time, as it arrives; one about to be sent (a source, or a received
+    stream checked again: a method returning the stream it was given) is
+    recorded so that each item is checked before it goes (L{itemCheckFor}),
+    the received stream's own check staying as it was.
 
     @ivar item: the constraint of each item.
     """
@@ -429,8 +546,7 @@ class StreamOf(Constraint):
     def validateAt(self, obj: Any, where: str) -> None:
         """Accept C{obj} as a stream named C{where} in a refused item's C{where} (C{"args[0]"})."""
         constrain = getattr(obj, "constrainItems", None)
-        if constrain is not None:
-            constrain(self.item, where)
+        if constrain is not None and constrain(self.item, where):
             return
         if not streamable(obj):
             raise KindRefused(f"expected a stream of objects (an async iterable or a generator), got {short_repr(obj)}")

@@ -20,7 +20,9 @@ consumer that breaks out of C{async for} and drops the reader, or calls
 L{StreamReader.cancel} (or C{aclose}), sends CANCEL, and the producer is
 closed (an async generator's C{aclose}, a generator's C{close}: its
 C{finally} runs).  A lost connection ends every reader with the reason and
-closes every producer.
+closes every producer.  A message that announces streams is followed by a
+PING: a stream of it still without credit when the PONG is back was not
+taken (an old peer refused the message) and is closed the same way.
 
 Cost: one message per item and one CREDIT per quarter window; a pull that
 completes without waiting (the common case) costs no Deferred on the
@@ -65,6 +67,7 @@ from framing.rpc.streams import (
     addFlowTypes,
     checkItem,
     itemCheckFor,
+    leastItemLength,
 )
 from framing.slicing.constraints import Constraint
 from framing.slicing.interfaces import ISlicer
@@ -138,6 +141,9 @@ async def _await(awaitable: Any) -> Any:
     return await awaitable
 
 
+PROBE_RETRY = 0.1
+"""Seconds between looks at a connection whose reading is paused, before judging the streams a PONG probed."""
+
 BATCH_ITEMS = 128
 """The most items one ITEM message gathers."""
 
@@ -155,6 +161,7 @@ class _Producer:
         self.streams = streams
         self.streamId = streamId
         self.window = SendWindow()
+        self.credited = False
         self.sent = 0
         self.state = _WAITING
         self.check: tuple[Constraint, str] | None = itemCheckFor(source)
@@ -175,6 +182,7 @@ class _Producer:
             self.isAsync = False
 
     def granted(self, objects: int, windowBytes: int) -> None:
+        self.credited = True
         self.window.granted(objects, windowBytes)
         self.pump()
 
@@ -408,13 +416,26 @@ class StreamReader(AsyncIterator[T], Generic[T]):
         self._ended = False
         self._error: BaseException | None = None
         self._constraint: Constraint | None = None
+        self._constrained = False
         self._where = "result"
         self.taken = 0
 
-    def constrainItems(self, constraint: Constraint, where: str) -> None:
-        """Check each item against C{constraint}; refused ones are named C{where[index]} (L{StreamOf} calls it)."""
+    def constrainItems(self, constraint: Constraint, where: str) -> bool:
+        """
+        Check each item against C{constraint} as it is taken; refused ones
+        are named C{where[index]} (L{StreamOf} calls it).  Only the first
+        constraint is this reader's: a later one is the check of the stream
+        sent on (a method returning the stream it was given), which its
+        producer makes.
+
+        @return: whether C{constraint} is this reader's (C{False}: it already had one).
+        """
+        if self._constrained:
+            return False
+        self._constrained = True
         self._constraint = constraint
         self._where = where
+        return True
 
     @property
     def finished(self) -> bool:
@@ -619,6 +640,7 @@ class ObjectStreams:
         self._awaited: dict[int, StreamReader[Any]] = {}
         self._toWake: list[StreamReader[Any]] = []
         self._sending: tuple[Outgoing, Deferred[Any]] | None = None
+        self._probing: tuple[Outgoing, list[_Producer]] | None = None
         self._up = False
 
     # -- IBrokerExtension ------------------------------------------------------------------
@@ -659,7 +681,7 @@ class ObjectStreams:
                 return  # cancelled here, the peer has not heard yet
             if tag == ITEM:
                 try:
-                    reader.window.received(len(message) - 2)
+                    reader.window.received(len(message) - 2, leastItemLength(message))
                 except Exception as error:
                     self._dropConnection(error)
                     return
@@ -796,7 +818,71 @@ class ObjectStreams:
         outgoing.on_rollback(lambda: self._takeBack(producer))
         if call is not None:
             outgoing.on_commit(lambda: call.addErrback(_callFailed, producer))
+        self._probeAfter(outgoing, producer)
         return streamId
+
+    def _probeAfter(self, outgoing: Outgoing, producer: _Producer) -> None:
+        """
+        Once the message C{outgoing} is sent, follow it with a PING (one per
+        message, whatever its streams): see L{_probed}.
+        """
+        probing = self._probing
+        if probing is not None and probing[0] is outgoing:
+            probing[1].append(producer)
+            return
+        producers = [producer]
+        self._probing = (outgoing, producers)
+        outgoing.on_commit(lambda: self._probe(producers))
+        outgoing.on_rollback(self._probeOver)
+
+    def _probeOver(self) -> None:
+        self._probing = None
+
+    def _probe(self, producers: list[_Producer]) -> None:
+        self._probing = None
+        broker = self._broker()
+        if broker is None or self.transport() is None:
+            return
+        pong = broker.connection.sendPing()
+        pong.addCallbacks(lambda roundTrip: self._probed(producers), lambda failure: None)
+
+    def _probed(self, producers: list[_Producer]) -> None:
+        """
+        The PONG of the PING that followed an announcement came back: a peer
+        that read the announcement granted credit before it answered, so a
+        stream of that message with no credit yet was not taken (an old
+        peer refused the message, or the peer refused it whole before
+        reading the announcement): closed, and nothing is sent for it.
+
+        A PONG is handled as soon as its read is decoded, before the objects
+        of that read are delivered: the CREDIT that came before it may not
+        have been yet.  So the streams are judged at the end of the turn,
+        once everything read with the PONG was delivered (later still while
+        the connection holds objects undelivered, its reading paused).
+        """
+        clock = self._clock()
+        if clock is not None:
+            clock.callLater(0, self._judge, producers)
+
+    def _judge(self, producers: list[_Producer]) -> None:
+        if not any(not producer.credited and producer.state != _DONE for producer in producers):
+            return
+        broker = self._broker()
+        if broker is None or not self._up:
+            return
+        if broker.connection.inbound.held:
+            # Delivery is paused with objects read before the PONG perhaps still held: judge once they are delivered.
+            clock = self._clock()
+            if clock is not None:
+                clock.callLater(PROBE_RETRY, self._judge, producers)
+            return
+        for producer in producers:
+            if not producer.credited and producer.state != _DONE:
+                self.log.info(
+                    "Object stream {streamId} was not taken by the peer (no credit before its PONG): closed",
+                    streamId=producer.streamId,
+                )
+                producer.cancel()
 
     def _takeBack(self, producer: _Producer) -> None:
         if self._producers.get(producer.streamId) is producer:

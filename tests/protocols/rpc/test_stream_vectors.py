@@ -29,8 +29,12 @@ from framing.rpc.streams import (
     ITEM,
     Announcement,
     AnnouncementUnslicer,
+    ByteCreditExceeded,
     FlowMessage,
+    ItemCreditExceeded,
+    ReceiveWindow,
     addFlowTypes,
+    leastItemLength,
 )
 from framing.rpc.wire import ANSWER, Message, addMessageTypes
 from framing.slicing.interfaces import ISlicer
@@ -45,7 +49,10 @@ DESCRIPTION = (
     "Object streams in RPC calls (docs/wire-format.md, section 14). Under 'vectors', each is {name, what, fields, "
     "hex}: hex is a complete stream (preamble, then one message); fields are the message's items in wire order "
     "in the tagged form of section 9, an announcement shown as {\"stream\": id}. Under 'invalid', each is "
-    "{name, hex, code}: the receiver refuses the one message with that Violation code and stays in step."
+    "{name, hex, code}: the receiver refuses the one message with that Violation code and stays in step. Under "
+    "'overruns', each is {name, what, credit, hex, breaks, code}: hex is a complete stream of ITEMs for stream 1, "
+    "whose receiver granted credit = {objects, bytes} once; it accepts the messages before index 'breaks' and "
+    "drops the connection with an ERROR of that code at that one (section 14.3)."
 )
 
 
@@ -102,6 +109,47 @@ INVALID: list[tuple[str, bytes]] = [
 ]
 
 
+OVERRUNS: list[tuple[str, str, tuple[int, int], list[FlowMessage]]] = [
+    (
+        "items-over-credit",
+        "3 items granted; ITEMs of 2 items, then 2 more",
+        (3, 1 << 20),
+        [FlowMessage((ITEM, 1, 1, 2)), FlowMessage((ITEM, 1, 3, 4))],
+    ),
+    (
+        "bytes-over-window",
+        "64 bytes granted; an ITEM of 100 bytes fills it (sent while none was in flight), the next breaks it",
+        (256, 64),
+        [FlowMessage((ITEM, 1, bytes(100))), FlowMessage((ITEM, 1, b"x"))],
+    ),
+    (
+        "bytes-over-window-text",
+        "40 bytes granted; 20 characters count 12 + 21 = 33, [1, {'k': 'hello'}] 25: the 3rd breaks",
+        (256, 40),
+        [
+            FlowMessage((ITEM, 1, "a" * 20)),
+            FlowMessage((ITEM, 1, [1, {"k": "hello"}])),
+            FlowMessage((ITEM, 1, 0)),
+        ],
+    ),
+]
+
+
+def overrun(credit: tuple[int, int], messages: list[Any]) -> tuple[int, str] | None:
+    """
+    Where a receiver that granted C{credit} (and took nothing) breaks off
+    C{messages}: the index and the code, or C{None}.
+    """
+    window = ReceiveWindow(*credit)
+    window.first()
+    for index, message in enumerate(messages):
+        try:
+            window.received(len(message) - 2, leastItemLength(message))
+        except ItemCreditExceeded as error:
+            return index, error.code
+    return None
+
+
 def tagged(value: Any) -> Any:
     """A value in section 9's tagged form (an announcement as {"stream": id})."""
     if type(value) is Announcement:
@@ -138,7 +186,21 @@ def build() -> dict[str, Any]:
     invalid = []
     for name, data in INVALID:
         invalid.append({"name": name, "hex": (PREAMBLE + data).hex(), "code": _refusal(data).code})
-    return {"description": DESCRIPTION, "vectors": vectors, "invalid": invalid}
+    overruns = []
+    for name, what, (objects, windowBytes), messages in OVERRUNS:
+        broken = overrun((objects, windowBytes), messages)
+        assert broken is not None, name
+        overruns.append(
+            {
+                "name": name,
+                "what": what,
+                "credit": {"objects": objects, "bytes": windowBytes},
+                "hex": (PREAMBLE + b"".join(encoder.encode(message) for message in messages)).hex(),
+                "breaks": broken[0],
+                "code": broken[1],
+            }
+        )
+    return {"description": DESCRIPTION, "vectors": vectors, "invalid": invalid, "overruns": overruns}
 
 
 def _decode(data: bytes) -> list[Any]:
@@ -190,6 +252,17 @@ class StreamVectorTests(SynchronousTestCase):
             self.assertIsInstance(results[0], Violation, vector["name"])
             self.assertEqual(results[0].code, vector["code"], vector["name"])
             self.assertEqual(results[1], FlowMessage((CANCEL, 1)))
+        for vector in self.vectors["overruns"]:
+            messages = _decode(bytes.fromhex(vector["hex"]))
+            credit = (vector["credit"]["objects"], vector["credit"]["bytes"])
+            self.assertEqual(overrun(credit, messages), (vector["breaks"], vector["code"]), vector["name"])
+            # Every message before the one that breaks the rule is taken.
+            self.assertIsNone(overrun(credit, messages[: vector["breaks"]]), vector["name"])
+
+    def test_byteOverrunIsCreditOverrun(self) -> None:
+        """A byte window overrun drops the connection with the code of an item overrun."""
+        self.assertEqual(ByteCreditExceeded.code, "stream-credit-exceeded")
+        self.assertEqual({vector["code"] for vector in self.vectors["overruns"]}, {ItemCreditExceeded.code})
 
 
 if __name__ == "__main__":

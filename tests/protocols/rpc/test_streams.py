@@ -10,8 +10,17 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.error import ConnectionDone
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing import Violation
-from framing.rpc.streams import CREDIT, ITEM, FlowMessage, ItemCreditExceeded
+from framing import Encoder, Registry, Violation
+from framing.rpc.streams import (
+    CREDIT,
+    ITEM,
+    ITEM_FRAMING_BYTES,
+    ByteCreditExceeded,
+    FlowMessage,
+    ItemCreditExceeded,
+    addFlowTypes,
+)
+from framing.slicing.registry import DEFAULT_REGISTRY
 from protocols.rpc import Referenceable, RemoteError, RemoteInterface, RemoteViolation, remote
 from protocols.rpc.streams import ObjectStream, ObjectStreams, StreamOptions, StreamReader
 from protocols.testing import BrokerPair, brokerPair
@@ -34,6 +43,7 @@ class Service(Referenceable):
         self.counter = Counter()
         self.received: list[Any] = []
         self.block: Deferred[None] | None = None
+        self.source: Any = None
 
     @remote
     async def count(self, n: int) -> AsyncIterator[int]:
@@ -103,8 +113,46 @@ class Service(Referenceable):
         return items
 
     @remote
+    async def idle(self) -> AsyncIterator[bytes]:
+        # A producer that never yields: a test speaks for it with raw bytes.
+        await Deferred()
+        yield b""
+
+    @remote
+    async def mixed(self, n: int) -> AsyncIterator[Any]:
+        # Items whose encoding is longer than their length in characters, nested, of every size.
+        for i in range(n):
+            self.counter.produced += 1
+            yield {
+                "text": "\u00e9\u4e2d" * (i % 50),
+                "nested": [[i, -i, 2.5, None], ("x" * (i % 7),)],
+                "raw": bytes(i % 300),
+            }
+
+    @remote
+    def tracked(self) -> AsyncIterator[int]:
+        # An async generator the test can look at (closed or not).
+        self.source = _ticks()
+        return self.source
+
+    @remote
+    def relayLoose(self, items: AsyncIterator[int]) -> AsyncIterator[Any]:
+        # Sent on under a looser result type: the argument's check still holds.
+        return items
+
+    @remote
+    def relayNarrow(self, items: AsyncIterator[Any]) -> AsyncIterator[int]:
+        # Sent on under a stricter result type: the sender checks each item against it.
+        return items
+
+    @remote
     def ping(self) -> str:
         return "pong"
+
+
+async def _ticks() -> AsyncIterator[int]:
+    for i in range(100_000):
+        yield i
 
 
 def _counted(counter: Counter, n: int) -> Iterator[int]:
@@ -459,6 +507,176 @@ class ByteWindowTests(SynchronousTestCase):
         self.assertGreater(service.counter.produced, 299)
 
 
+class ReceiverByteBoundTests(SynchronousTestCase):
+    """The receiver holds the sender to its byte window (section 14.3), not the sender alone."""
+
+    def _pair(self, windowBytes: int) -> tuple[BrokerPair, Service]:
+        from twisted.internet.task import Clock
+
+        from protocols.rpc import Broker
+
+        clock = Clock()
+        service = Service()
+        server = Broker(service, clock=clock)
+        client = Broker(clock=clock, extensions=[ObjectStreams(StreamOptions(window=256, windowBytes=windowBytes))])
+        return BrokerPair(server, client, clock), service
+
+    def test_hostileSenderOverByteWindow(self) -> None:
+        """
+        A sender that ignores the byte window (raw ITEMs of 2,000 bytes each
+        written on the server's transport, within the item window): the
+        receiver holds no more than the byte window plus one ITEM, then
+        drops the connection (stream-credit-exceeded).
+        """
+        pair, _ = self._pair(windowBytes=4096)
+        stream = self.successResultOf(run(pair, _call(pair.root.callRemote, "idle")))
+        lost = pair.client.whenDisconnected()
+        encoder = Encoder(_flowRegistry())
+        raw = b"".join(encoder.encode(FlowMessage((ITEM, stream.streamId, bytes(2000)))) for _ in range(WINDOW))
+        pair.memory.serverTransport.write(raw)
+        pair.flush()
+        error = self.successResultOf(lost)
+        self.assertIsInstance(error, ByteCreditExceeded)
+        self.assertTrue(str(error).startswith("stream-credit-exceeded: "))
+        # 4,096 bytes of window: two ITEMs fill it, the third is the one ITEM past it, the fourth breaks the rule.
+        self.assertEqual(stream.window.buffered, 3)
+        self.assertLessEqual(stream.window.bytesInFlight, 4096 + 2000 + ITEM_FRAMING_BYTES + 3)
+
+    def test_countNeverAboveEncoding(self) -> None:
+        """
+        The receiver's count of an ITEM is never more than its encoded
+        length, whatever its items (numbers alone, strings alone, mixed,
+        nested, non-ASCII, subclasses of the built-in types), and is exact
+        for an ITEM of small ints.
+        """
+        from framing.rpc.streams import leastItemLength
+
+        class Text(str):
+            pass
+
+        samples: list[tuple[Any, ...]] = [
+            tuple(range(10)),
+            tuple(range(100_000, 100_128)),
+            (1.5, None, True, False, -7, 2**70),
+            ("a", "\u00e9" * 40, "\U0001f600" * 3, ""),
+            (b"", b"x" * 300),
+            ([1, [2, [3, ["deep"]]]], {"k": (1, 2), "\u4e2d": {"x": b"yy"}}, {1, 2}, frozenset({"a"})),
+            (bytearray(b"abc"), Text("sub"), "plain", 3),
+        ]
+        encoder = Encoder(_flowRegistry())
+        for items in samples:
+            message = FlowMessage((ITEM, 1, *items))
+            self.assertLessEqual(leastItemLength(message), len(encoder.encode(message)), items)
+        small = FlowMessage((ITEM, 1, *range(10)))
+        self.assertEqual(leastItemLength(small), len(encoder.encode(small)))
+
+    def test_honestSenderNeverTrips(self) -> None:
+        """
+        An honest sender's stream of items of many sizes and shapes (text
+        whose UTF-8 is longer than its characters, nested containers, byte
+        strings) under a small byte window arrives whole: the receiver's
+        count never exceeds the sender's.
+        """
+        pair, service = self._pair(windowBytes=1500)
+        total = 2000
+
+        async def read() -> int:
+            stream = await pair.root.callRemote("mixed", total)
+            count: int = await stream.forEach(lambda item: None)
+            return count
+
+        self.assertEqual(self.successResultOf(run(pair, read())), total)
+        self.assertNoResult(pair.client.whenDisconnected())
+        self.assertEqual(service.counter.produced, total)
+
+
+class _OldPeerStreams(ObjectStreams):
+    """A peer from before object streams: its registry knows neither the announcement nor the flow messages."""
+
+    def install(self, broker: Any, registry: Any) -> None:
+        import weakref
+
+        self._broker = weakref.ref(broker)
+
+
+class OldPeerTests(SynchronousTestCase):
+    """A stream announced to a peer that cannot take it is closed by its sender (section 14.6)."""
+
+    def _pair(self, service: Service) -> BrokerPair:
+        from twisted.internet.task import Clock
+
+        from protocols.rpc import Broker
+
+        clock = Clock()
+        return BrokerPair(Broker(service, clock=clock), Broker(clock=clock, extensions=[_OldPeerStreams()]), clock)
+
+    def test_answerRefusedByOldPeer(self) -> None:
+        """
+        An old peer refuses the ANSWER announcing a stream (its call fails,
+        unknown-type) and grants no credit: when the PONG of the PING that
+        followed the ANSWER comes back, the server closes the producer, which
+        made nothing, and forgets the stream; the connection stays up.
+        """
+        service = Service()
+        pair = self._pair(service)
+        answer = pair.root.callRemote("tracked")
+        pair.flush()
+        self.assertEqual(self.failureResultOf(answer, Violation).value.code, "unknown-type")
+        self.assertIsNone(service.source.ag_frame)  # closed (never started)
+        self.assertEqual(streamsOf(pair.server).streamCount, 0)
+        self.assertNoResult(pair.client.whenDisconnected())
+        ping = pair.root.callRemote("ping")
+        pair.flush()
+        self.assertEqual(self.successResultOf(ping), "pong")
+
+    def test_takenStreamOutlivesPong(self) -> None:
+        """A peer that took the stream granted credit before its PONG: the stream stays, however slow its reader."""
+        service = Service()
+        pair = brokerPair(service)
+        stream = self.successResultOf(run(pair, _call(pair.root.callRemote, "count", 1000)))
+        pair.flush()
+        self.assertGreaterEqual(pair.server.connection.pings.sent, 1)
+        self.assertFalse(service.counter.closed)
+        self.assertEqual(streamsOf(pair.server).streamCount, 1)
+        count = stream.forEach(lambda item: None)
+        pair.flush()
+        self.assertEqual(self.successResultOf(count), 1000)
+
+    def test_creditHeldWhileReadingPaused(self) -> None:
+        """
+        The server's reading pauses just as the PONG arrives, so the CREDIT
+        read with it is held undelivered: the stream is not judged untaken
+        while it is held, and goes on once reading resumes.
+        """
+        service = Service()
+        pair = brokerPair(service)
+        connection = pair.server.connection
+        original = connection.pings.controlEvents
+
+        def pausing(events: list[Any]) -> Any:
+            # As a transport pausing reading (its ReadGate) at that moment would.
+            connection.inbound.paused = True
+            connection.pings.controlEvents = original
+            return original(events)
+
+        connection.pings.controlEvents = pausing
+        answer = pair.root.callRemote("tracked")
+        pair.flush()
+        stream = self.successResultOf(answer)
+        self.assertTrue(connection.inbound.held)
+        pair.clock.advance(1)
+        pair.flush()
+        self.assertIsNotNone(service.source.ag_frame)
+        self.assertEqual(streamsOf(pair.server).streamCount, 1)
+        connection.inbound.readingChanged(False)
+        pair.flush()
+        pair.clock.advance(1)
+        taken = [self.successResultOf(stream.next()) for _ in range(WINDOW)]
+        self.assertEqual(taken, list(range(WINDOW)))
+        stream.cancel()
+        pair.flush()
+
+
 class RelayTests(SynchronousTestCase):
     def test_receivedStreamSentOn(self) -> None:
         """A stream a method received, returned as its result: the caller reads the items it sent."""
@@ -471,6 +689,62 @@ class RelayTests(SynchronousTestCase):
         self.assertEqual(self.successResultOf(run(pair, relay())), list(range(3000)))
         self.assertEqual(streamsOf(pair.server).streamCount, 0)
         self.assertEqual(streamsOf(pair.client).streamCount, 0)
+
+    def _relayed(self, method: str, items: list[Any]) -> tuple[list[Any], Any, Counter]:
+        """Call C{method} with a stream of C{items}, read the result: items read, error, the source's counter."""
+        pair = brokerPair(Service())
+        counter = Counter()
+        taken: list[Any] = []
+
+        def source() -> Iterator[Any]:
+            try:
+                for item in items:
+                    counter.produced += 1
+                    yield item
+            finally:
+                counter.closed = True
+
+        async def relay() -> Any:
+            stream = await pair.root.callRemote(method, source())
+            try:
+                async for item in stream:
+                    taken.append(item)
+            except Exception as error:
+                return error
+            return None
+
+        error = self.successResultOf(run(pair, relay()))
+        pair.flush()
+        self.assertEqual(streamsOf(pair.server).streamCount, 0)
+        self.assertEqual(streamsOf(pair.client).streamCount, 0)
+        return taken, error, counter
+
+    def test_relayedItemRefusedAsArgument(self) -> None:
+        """
+        A relayed stream's bad item is refused by the relaying side as the
+        argument it came in as (args[0][5]), not as its result: the caller
+        reads 5 items, then that violation, and its source is closed.
+        """
+        taken, error, counter = self._relayed("relay", [0, 1, 2, 3, 4, "five", 6])
+        self.assertEqual(taken, [0, 1, 2, 3, 4])
+        self.assertIsInstance(error, RemoteViolation)
+        self.assertEqual(error.where, "args[0][5]")
+        self.assertTrue(counter.closed)
+
+    def test_looserResultKeepsArgumentCheck(self) -> None:
+        """Returned under a looser type (AsyncIterator[Any]), the argument's AsyncIterator[int] still refuses item 5."""
+        taken, error, _ = self._relayed("relayLoose", [0, 1, 2, 3, 4, "five", 6])
+        self.assertEqual(taken, [0, 1, 2, 3, 4])
+        self.assertIsInstance(error, RemoteViolation)
+        self.assertEqual(error.where, "args[0][5]")
+
+    def test_stricterResultCheckedBySender(self) -> None:
+        """Returned under a stricter type, each item is checked by the relaying side as its result: result[3]."""
+        taken, error, counter = self._relayed("relayNarrow", [0, 1, 2, "three", 4])
+        self.assertEqual(taken, [0, 1, 2])
+        self.assertIsInstance(error, RemoteViolation)
+        self.assertEqual(error.where, "result[3]")
+        self.assertTrue(counter.closed)
 
 
 class FlowControlRuleTests(SynchronousTestCase):
@@ -509,6 +783,13 @@ def _freshReader(pair: BrokerPair) -> StreamReader[Any]:
 
     streams = streamsOf(pair.client)
     return streams.announced(Announcement((streams._lastAnnounced + 1,)))
+
+
+def _flowRegistry() -> Registry:
+    """A registry that writes flow messages (what a hostile peer encodes its raw bytes with)."""
+    registry = Registry(DEFAULT_REGISTRY)
+    addFlowTypes(registry)
+    return registry
 
 
 async def _call(method: Any, *args: Any) -> Any:
