@@ -76,10 +76,12 @@ EXPECTED: dict[str, list[str]] = {
         "deadline exceeded: 'slow' did not finish within its deadline",
     ],
     "tracing.py": [
-        "hello ada",
+        "hello Ada",
         "spans: greeter/greet greeter/greet",
         "server span's parent is the client span: True",
         "attributes: {'rpc.system': 'chunkwire', 'rpc.method': 'greet', 'rpc.service': 'greeter'}",
+        "the greeter's own call is a child of its server span: True",
+        "one trace: True spans: 4",
     ],
     "without_twisted.py": [
         "get: hello",
