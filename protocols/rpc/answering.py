@@ -46,10 +46,11 @@ from twisted.python.failure import Failure
 
 from framing import Violation
 from framing.errors import short_repr
+from framing.rpc.context import Scope
 from framing.rpc.errors import TooManyRunningCalls as TooManyRunningCalls  # (sans-IO since the clients without Twisted)
 
 from ..logs import escape
-from .context import CallContext, Scope, scope, serving
+from .context import CallContext, scope, serving
 from .errors import (
     DeadlineExceeded,
     DuplicateRequestId,

@@ -51,10 +51,11 @@ from zope.interface import Interface, implementer
 
 from framing import Violation
 from framing.errors import short_repr
+from framing.rpc.context import Scope
 
 from ..logs import escape
 from .answering import UNANSWERED_REFUSAL
-from .context import Scope, scope
+from .context import scope
 from .errors import NO_SUCH_METHOD, NO_SUCH_OBJECT, VIOLATION, describe
 from .wire import CALL, CANCEL, FAIL, NO_ANSWER, Message
 

@@ -29,8 +29,8 @@ from __future__ import annotations
 from typing import Any
 
 try:
-    from opentelemetry import context as otelContext
     from opentelemetry import trace
+    from opentelemetry.context import attach, detach
     from opentelemetry.trace import SpanKind, Status, StatusCode
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 except ImportError as error:  # pragma: no cover - the extra's absence is tested in a subprocess
@@ -93,12 +93,12 @@ class TracingInterceptor(CallInterceptor):
         span = call.state
         if span is None:
             return None
-        return otelContext.attach(trace.set_span_in_context(span))
+        return attach(trace.set_span_in_context(span))
 
     def exitMethod(self, call: CallInfo, entered: Any) -> None:
         """The method returned (its coroutine keeps its own context): the span current before is again."""
         if entered is not None:
-            otelContext.detach(entered)
+            detach(entered)
 
     def callEnded(self, call: CallInfo) -> None:
         """End the call's span, with status ERROR and C{error.type} unless it succeeded."""

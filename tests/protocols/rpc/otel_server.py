@@ -69,9 +69,7 @@ async def main() -> None:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     interceptor = TracingInterceptor(provider, service="traced")
-    port = await serve(
-        reactor, "tcp:0:interface=127.0.0.1", Traced(exporter, interceptor), interceptors=[interceptor]
-    )
+    port = await serve(reactor, "tcp:0:interface=127.0.0.1", Traced(exporter, interceptor), interceptors=[interceptor])
     print(f"listening port={port.getHost().port}", flush=True)
 
 

@@ -83,7 +83,9 @@ async def acrossProcesses(reactor: Any) -> None:
     assert theirRelayClient["parent"] == theirRelayServer["span"]
     assert format(lastServed.parent.span_id, "016x") == theirRelayClient["span"]
     traceId = format(relayed.context.trace_id, "032x")
-    assert theirRelayServer["trace"] == theirRelayClient["trace"] == format(lastServed.context.trace_id, "032x") == traceId
+    assert (
+        theirRelayServer["trace"] == theirRelayClient["trace"] == format(lastServed.context.trace_id, "032x") == traceId
+    )
     for client, served in zip(mine, theirs[:2], strict=True):
         assert client.kind.name == "CLIENT" and served["kind"] == "SERVER"
         assert served["trace"] == format(client.context.trace_id, "032x")
