@@ -8,22 +8,22 @@ from twisted.internet.task import deferLater, react
 from protocols import rpc
 from protocols.rpc.interceptors import CallInterceptor
 
-requestId: ContextVar[str] = ContextVar("requestId", default="-")
+REQUEST_ID: ContextVar[str] = ContextVar("request_id", default="-")
 
 
 def log(text: str) -> None:
     """What a service's log line looks like: every line of a call says which request it served."""
-    print(f"[{requestId.get()}] {text}")
+    print(f"[{REQUEST_ID.get()}] {text}")
 
 
 class RequestIds(CallInterceptor):
-    """While a method runs, requestId is the request id its caller sent in the call's metadata."""
+    """While a method runs, REQUEST_ID is the request id its caller sent in the call's metadata."""
 
     def enterMethod(self, call):
-        return requestId.set(call.metadata.get("request-id", "-"))
+        return REQUEST_ID.set(call.metadata.get("request-id", "-"))
 
     def exitMethod(self, call, entered):
-        requestId.reset(entered)
+        REQUEST_ID.reset(entered)
 
 
 class Orders(rpc.Referenceable):

@@ -83,8 +83,8 @@ def currentBroker() -> Any:
 
 def _expired(failure: Failure, timer: Any, name: str) -> Failure:
     """A call for no answer ended failing: a cancellation by its deadline's C{timer} is told as L{DeadlineExceeded}."""
-    if timer.called and failure.check(CancelledError):
-        return Failure(DeadlineExceeded(f"{name!r} (called for no answer) did not finish within its deadline", name))
+    if timer.called and isinstance(failure.value, CancelledError):
+        raise DeadlineExceeded(f"{name!r} (called for no answer) did not finish within its deadline", name)
     return failure
 
 
