@@ -44,6 +44,12 @@ Contract:
  - Cancelling an awaited call (C{task.cancel()}, C{asyncio.wait_for}'s
    timeout) sends the server a CANCEL and its late answer is ignored;
    C{callTimeout} does the same and raises L{CallTimedOut}.
+ - Deadlines and metadata: the calls made inside C{with callContext(timeout=...,
+   metadata=...):} (L{protocols.clientcontext}, re-exported here; the tasks
+   started inside the block too, which copy its context) carry the time
+   they have left and the metadata, as the Twisted client's do; such a call
+   raises L{DeadlineExceeded} at its deadline (the server is sent a CANCEL),
+   or at once, sending nothing, if the deadline passed before it was made.
  - Back-pressure: while the transport's write buffer is above its high-water
    mark (the server reads slowly or not at all), new calls wait for it to
    drain before they are encoded, so the client's memory stays bounded by
@@ -97,6 +103,7 @@ import asyncio
 import functools
 import inspect
 import ssl
+import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
@@ -105,7 +112,8 @@ from framing import Limits, Registry
 from framing.login.errors import LoginFailed
 from framing.login.exchange import ByteExchange, ObjectName
 from framing.login.urls import HintAttempts, KeyMismatch, ObjectURL, checkPresentedKey
-from framing.rpc.errors import CallTimedOut, ConnectionLost, ConnectTimedOut, ServerSilent
+from framing.rpc.context import Scope, sendingDeadline
+from framing.rpc.errors import CallTimedOut, ConnectionLost, ConnectTimedOut, DeadlineExceeded, ServerSilent
 from framing.rpc.incoming import IncomingCall
 from framing.rpc.interfaces import ExportedReference, TypedProxy
 from framing.rpc.session import ClientSession, SessionExtension, Settled
@@ -113,6 +121,8 @@ from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.wire import ROOT_ID
 from protocols.blocking import ConnectOptions, connectTarget, pinnedContext
 from protocols.blocking import tlsContext as tlsContext  # (re-exported: the contexts for connect's tls)
+from protocols.clientcontext import callContext as callContext  # (re-exported: deadlines and metadata of calls)
+from protocols.clientcontext import calling
 
 _Future = asyncio.Future
 
@@ -347,19 +357,30 @@ class AsyncConnection:
         """Call method C{name} of export C{target} and wait for its answer (see L{AsyncReference.callRemote})."""
         loop = self._loop
         callTimeout = self.callTimeout
+        scope = calling.get()
         if self._paused:
-            await self._writable(name, None if callTimeout is None else loop.time() + callTimeout)
+            await self._writable(name, None if callTimeout is None else loop.time() + callTimeout, scope)
         session = self._session
         if not session:
             # The server's silence counts only while calls wait: from now, when none did.
             self._lastHeard = loop.time()
         future: _Future[Any] = loop.create_future()
-        requestId, data = session.call(future, target, name, args, kwargs)
+        left = None
+        if scope is None:
+            requestId, data = session.call(future, target, name, args, kwargs)
+        else:
+            # Inside a callContext: the time left (DeadlineExceeded if none, nothing sent) and the metadata go with it.
+            milliseconds = None
+            if scope.deadline is not None:
+                left, milliseconds = sendingDeadline(name, scope.deadline, time.monotonic())
+            requestId, data = session.call(future, target, name, args, kwargs, milliseconds, scope.metadata)
         self._write(data, len(session) > 1)
         if self._silenceTimer is None and self.silenceTimeout is not None:
             self._watchSilence()
         timer = None
-        if callTimeout is not None:
+        if left is not None and (callTimeout is None or left <= callTimeout):
+            timer = loop.call_later(left, self._deadlinePassed, future, requestId, name)
+        elif callTimeout is not None:
             timer = loop.call_later(callTimeout, self._timedOut, future, requestId, name, callTimeout)
         try:
             return await future
@@ -373,10 +394,16 @@ class AsyncConnection:
 
     async def callOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Call method C{name} of export C{target} for no answer (see L{AsyncReference.callRemoteOnly})."""
+        scope = calling.get()
         if self._paused:
             callTimeout = self.callTimeout
-            await self._writable(name, None if callTimeout is None else self._loop.time() + callTimeout)
-        self._write(self._session.callOnly(target, name, args, kwargs), bool(self._session))
+            await self._writable(name, None if callTimeout is None else self._loop.time() + callTimeout, scope)
+        milliseconds = metadata = None
+        if scope is not None:
+            metadata = scope.metadata
+            if scope.deadline is not None:
+                milliseconds = sendingDeadline(name, scope.deadline, time.monotonic())[1]
+        self._write(self._session.callOnly(target, name, args, kwargs, milliseconds, metadata), bool(self._session))
 
     def _timedOut(self, future: _Future[Any], requestId: int, name: str, seconds: float) -> None:
         """C{callTimeout} passed for call C{requestId}: the server is told, the caller gets L{CallTimedOut}."""
@@ -384,6 +411,13 @@ class AsyncConnection:
             return
         self._cancel(requestId)
         future.set_exception(CallTimedOut(name, seconds))
+
+    def _deadlinePassed(self, future: _Future[Any], requestId: int, name: str) -> None:
+        """The deadline of call C{requestId} passed: the server is told, the caller gets L{DeadlineExceeded}."""
+        if future.done():
+            return
+        self._cancel(requestId)
+        future.set_exception(DeadlineExceeded(f"{name!r} did not finish within its deadline", name))
 
     def _cancel(self, requestId: int) -> None:
         """Send the CANCEL of call C{requestId} if it still waited (its answer may have come meanwhile)."""
@@ -420,28 +454,35 @@ class AsyncConnection:
         if not self._shut:
             self._transport.write(data)  # type: ignore[union-attr]
 
-    async def _writable(self, name: str, deadline: float | None) -> None:
+    async def _writable(self, name: str, deadline: float | None, scope: Scope | None = None) -> None:
         """
         Wait until the transport takes more (or the connection ended: the
         call then fails as a call on a dead connection does); past
-        C{deadline}, raise L{CallTimedOut}.
+        C{deadline} (on the loop's clock), raise L{CallTimedOut}; past the
+        deadline of C{scope} (a L{callContext}'s) if earlier, L{DeadlineExceeded}.
         """
         loop = self._loop
+        expired: BaseException = CallTimedOut(name, self.callTimeout or 0.0)
+        if scope is not None and scope.deadline is not None:
+            byScope = loop.time() + (scope.deadline - time.monotonic())
+            if deadline is None or byScope <= deadline:
+                deadline = byScope
+                expired = DeadlineExceeded(f"{name!r} could not be sent within its deadline", name)
         while self._paused and not self._shut:
             waiter: _Future[None] = loop.create_future()
             self._drainWaiters.append(waiter)
             timer = None
             if deadline is not None:
-                timer = loop.call_at(deadline, self._drainTimedOut, waiter, name)
+                timer = loop.call_at(deadline, self._drainTimedOut, waiter, expired)
             try:
                 await waiter
             finally:
                 if timer is not None:
                     timer.cancel()
 
-    def _drainTimedOut(self, waiter: _Future[None], name: str) -> None:
+    def _drainTimedOut(self, waiter: _Future[None], expired: BaseException) -> None:
         if not waiter.done():
-            waiter.set_exception(CallTimedOut(name, self.callTimeout or 0.0))
+            waiter.set_exception(expired)
 
     def _wakeWriters(self) -> None:
         waiters, self._drainWaiters = self._drainWaiters, []

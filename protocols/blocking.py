@@ -54,6 +54,13 @@ Contract:
    most an eighth of it late: the socket stays blocking, with a kernel
    receive timeout (SO_RCVTIMEO) of that tick, so a read or a send is one
    system call.
+ - Deadlines and metadata: the calls made inside C{with callContext(timeout=...,
+   metadata=...):} (L{protocols.clientcontext}, re-exported here) carry the
+   time they have left and the metadata, as the Twisted client's do; such a
+   call raises L{DeadlineExceeded} at its deadline (the server is sent a
+   CANCEL, the connection stays up), or at once, sending nothing, if the
+   deadline passed before it was made.  The context is the calling
+   thread's: each thread's calls have their own.
  - Bad input from the server is a typed error, never a hang: an answer
    this side refuses fails that call with the L{framing.Violation}; a broken
    stream or an answer to no call (L{UnexpectedAnswer}) ends the connection
@@ -120,10 +127,12 @@ from typing import Any
 from framing import Limits, Registry
 from framing.login.exchange import ByteExchange, ObjectName, clientMechanism
 from framing.login.urls import HintAttempts, ObjectURL, checkPresentedKey
+from framing.rpc.context import sendingDeadline
 from framing.rpc.errors import (
     CallTimedOut,
     ConnectionLost,
     ConnectTimedOut,
+    DeadlineExceeded,
     ServerSilent,
 )
 from framing.rpc.incoming import IncomingCall
@@ -133,6 +142,8 @@ from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.wire import (
     ROOT_ID,
 )
+from protocols.clientcontext import callContext as callContext  # (re-exported: deadlines and metadata of calls)
+from protocols.clientcontext import calling
 
 _READ_SIZE = 256 * 1024
 """Bytes asked of one C{recv}: an answer of up to this size is read in one system call."""
@@ -325,6 +336,9 @@ class BlockingConnection:
 
     def call(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Call method C{name} of export C{target} and block until its answer (see L{BlockingReference.callRemote})."""
+        scope = calling.get()
+        if scope is not None:
+            return self._callInScope(target, name, args, kwargs, scope.deadline, scope.metadata)
         waiter = _Waiter()
         with self._lock:
             session = self._session
@@ -340,10 +354,46 @@ class BlockingConnection:
             raise
         return self._wait(waiter, requestId, name)
 
+    def _callInScope(
+        self,
+        target: int,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        deadline: float | None,
+        metadata: dict[str, str] | None,
+    ) -> Any:
+        """
+        L{call} inside a L{callContext}: the CALL carries the time left and the
+        metadata, and the wait ends at the deadline with L{DeadlineExceeded}.
+        """
+        milliseconds = None
+        if deadline is not None:
+            milliseconds = sendingDeadline(name, deadline, time.monotonic())[1]
+        waiter = _Waiter()
+        with self._lock:
+            session = self._session
+            if not session:
+                self._lastHeard = time.monotonic()
+            requestId, data = session.call(waiter, target, name, args, kwargs, milliseconds, metadata)
+        try:
+            self._sendMessage(data)
+        except BaseException:
+            with self._lock:
+                session.abandon(requestId)
+            raise
+        return self._wait(waiter, requestId, name, deadline)
+
     def callOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Call method C{name} of export C{target} for no answer (see L{BlockingReference.callRemoteOnly})."""
+        milliseconds = metadata = None
+        scope = calling.get()
+        if scope is not None:
+            metadata = scope.metadata
+            if scope.deadline is not None:
+                milliseconds = sendingDeadline(name, scope.deadline, time.monotonic())[1]
         with self._lock:
-            data = self._session.callOnly(target, name, args, kwargs)
+            data = self._session.callOnly(target, name, args, kwargs, milliseconds, metadata)
         self._sendMessage(data)
 
     def _sendMessage(self, data: bytes) -> None:
@@ -386,14 +436,22 @@ class BlockingConnection:
         finally:
             self._sleepers -= 1
 
-    def _wait(self, waiter: _Waiter, requestId: int | None, name: str) -> Any:
+    def _wait(self, waiter: _Waiter, requestId: int | None, name: str, callDeadline: float | None = None) -> Any:
         """
         Block until C{waiter}'s answer came (reading the socket in turn with
-        other callers), or its time ran out (a C{requestId} of C{None}: no
-        call, no C{callTimeout}: the server's silence bounds the wait).
+        other callers), or its time ran out: C{callTimeout}, or the
+        C{callDeadline} of its L{callContext} (on C{time.monotonic}) if
+        earlier.  A C{requestId} of C{None}: no call (a stream's end is
+        waited for), no C{callTimeout}: the server's silence bounds the wait.
         """
         callTimeout = self.callTimeout
         deadline = None if callTimeout is None or requestId is None else time.monotonic() + callTimeout
+        byDeadline = callDeadline is not None and (deadline is None or callDeadline <= deadline)
+        # A deadline is a bound of the reads too: a tick of an eighth of the time it has left now.
+        bound = None
+        if byDeadline:
+            deadline = callDeadline
+            bound = max(callDeadline - time.monotonic(), 0.0)  # type: ignore[operator]
         cancel = None
         with self._lock:  # (_changed's lock: entered directly, the cheaper way)
             while not waiter.done:
@@ -406,7 +464,7 @@ class BlockingConnection:
                     continue
                 self._reading = True
                 try:
-                    self._keepTick()
+                    self._keepTick(bound)
                     chunk = self._receive()
                     if chunk is not None:
                         self._apply(self._session.receive(chunk))
@@ -419,6 +477,8 @@ class BlockingConnection:
         if cancel is not None:
             if cancel:
                 self._sendCancel(cancel)
+            if byDeadline:
+                raise DeadlineExceeded(f"{name!r} did not finish within its deadline", name)
             raise CallTimedOut(name, callTimeout or 0.0)
         if waiter.error is not None:
             raise waiter.error
@@ -436,8 +496,9 @@ class BlockingConnection:
     def _keepTick(self, connecting: float | None = None) -> None:
         """
         Keep the socket's receive timeout at an eighth of the shortest bound
-        in force (C{callTimeout}, C{silenceTimeout}, the C{connecting}
-        timeout), so that each is noticed at most that late; no bound, no
+        in force (C{callTimeout}, C{silenceTimeout}, and C{connecting}: the
+        connecting timeout, or the time a call's deadline left it when its
+        wait began), so that each is noticed at most that late; no bound, no
         timeout.  One C{setsockopt} when the bounds change, none per read.
         """
         bounds = (self.callTimeout, self.silenceTimeout, connecting)

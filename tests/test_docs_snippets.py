@@ -75,11 +75,20 @@ EXPECTED: dict[str, list[str]] = {
         "stock: 3",
         "deadline exceeded: 'slow' did not finish within its deadline",
     ],
+    "interceptor_context.py": [
+        "[r-1] placing apples",
+        "[r-2] placing pears",
+        "[r-1] placed apples",
+        "[r-2] placed pears",
+        "[-] outside any call",
+    ],
     "tracing.py": [
-        "hello ada",
+        "hello Ada",
         "spans: greeter/greet greeter/greet",
         "server span's parent is the client span: True",
         "attributes: {'rpc.system': 'chunkwire', 'rpc.method': 'greet', 'rpc.service': 'greeter'}",
+        "the greeter's own call is a child of its server span: True",
+        "one trace: True spans: 4",
     ],
     "without_twisted.py": [
         "get: hello",
@@ -101,6 +110,15 @@ EXPECTED: dict[str, list[str]] = {
         "refused here, nothing sent: args[0]",
         "build-bot reads: hello",
         "wrong password: the server refused the login",
+        "twisted imported: False",
+    ],
+    "without_twisted_deadlines.py": [
+        "blocking: the server saw under 2 s left: True and {'request-id': 'r-17'}",
+        "blocking: deadline exceeded: 'slow' did not finish within its deadline",
+        "blocking: cancelled on the server: 1",
+        "asyncio: request ids seen: ['r-18']",
+        "asyncio: deadline exceeded: 'slow' did not finish within its deadline",
+        "asyncio: cancelled on the server: 2",
         "twisted imported: False",
     ],
     "without_twisted_callbacks.py": [

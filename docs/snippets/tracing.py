@@ -10,31 +10,50 @@ from protocols import rpc
 from protocols.rpc.otel import TracingInterceptor
 
 
-class Greeter(rpc.Referenceable):
+class Names(rpc.Referenceable):
+    """A second service, which the greeter calls."""
+
     @rpc.remote
-    def greet(self, name: str) -> str:
-        return f"hello {name}"
+    def title(self, name: str) -> str:
+        return name.title()
+
+
+class Greeter(rpc.Referenceable):
+    def __init__(self, names):
+        self.names = names
+
+    @rpc.remote
+    async def greet(self, name: str) -> str:
+        # Made inside the method: this call's span is a child of greet's server span.
+        return f"hello {await self.names.callRemote('title', name)}"
 
 
 async def main(reactor):
-    # One provider for both ends, to show the link; each process has its own in real life.
+    # One provider for every end, to show the links; each process has its own in real life.
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracing = TracingInterceptor(provider, service="greeter")
 
-    port = await rpc.serve(reactor, "tcp:0:interface=127.0.0.1", Greeter(), interceptors=[tracing])
+    namesPort = await rpc.serve(reactor, "tcp:0:interface=127.0.0.1", Names(), interceptors=[tracing])
+    names = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={namesPort.getHost().port}", interceptors=[tracing])
+    port = await rpc.serve(reactor, "tcp:0:interface=127.0.0.1", Greeter(names), interceptors=[tracing])
     root = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={port.getHost().port}", interceptors=[tracing])
     print(await root.callRemote("greet", "ada"))
-    await root.broker.disconnect()
-    await port.stopListening()
-    await port.factory.disconnectAll()
+    for ref in (root, names):
+        await ref.broker.disconnect()
+    for listening in (port, namesPort):
+        await listening.stopListening()
+        await listening.factory.disconnectAll()
 
-    spans = {span.kind.name: span for span in exporter.get_finished_spans()}
-    client, server = spans["CLIENT"], spans["SERVER"]
+    spans = {(span.kind.name, span.name): span for span in exporter.get_finished_spans()}
+    client, server = spans["CLIENT", "greeter/greet"], spans["SERVER", "greeter/greet"]
     print("spans:", client.name, server.name)
     print("server span's parent is the client span:", server.parent.span_id == client.context.span_id)
     print("attributes:", dict(server.attributes))
+    downstream = spans["CLIENT", "greeter/title"]
+    print("the greeter's own call is a child of its server span:", downstream.parent.span_id == server.context.span_id)
+    print("one trace:", len({span.context.trace_id for span in spans.values()}) == 1, "spans:", len(spans))
 
 
 react(lambda reactor: Deferred.fromCoroutine(main(reactor)))

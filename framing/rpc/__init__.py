@@ -6,6 +6,8 @@ slicer and the checking unslicer; L{framing.rpc.errors} is how a call
 fails (each error a class, the registry of exception types that travel as
 themselves, a FAIL's description and its rebuilding); L{framing.rpc.calltable}
 numbers the calls a side makes and matches their answers;
+L{framing.rpc.context} is how a call's deadline and metadata nest and what
+a call carries of them;
 L{framing.rpc.streams} is the object streams' messages, credit windows and
 C{AsyncIterator[T]} constraint;
 L{framing.rpc.referenceable} says what may be called (L{Referenceable} and

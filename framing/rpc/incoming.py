@@ -19,7 +19,9 @@ the method's result constraint, is one ANSWER; its exception one FAIL (a
 L{framing.Violation} as a refusal, a registered exception type as itself,
 anything else as a L{framing.rpc.errors.RemoteError}).  A call for no answer
 is run the same way and never answered.  A CANCEL drops the answer of the
-call it names (the I/O layer may stop it; a blocking method cannot be).  At
+call it names (the I/O layer may stop it; a blocking method cannot be).  A
+call carrying a call context (a deadline, metadata: L{framing.rpc.context})
+is run as any other: its server CANCELs it when its deadline passes.  At
 most C{maxRunning} of the server's calls wait or run at once: past it a call
 is refused with L{TooManyRunningCalls} before it runs.  Costs: one dict
 lookup for the object, one for the method, the argument check.
@@ -102,7 +104,9 @@ class IncomingCalls:
         L{NoSuchMethod}, a L{framing.Violation}), for the caller to answer
         with a FAIL.
         """
-        _, requestId, target, name, args, kwargs = message
+        # (A call context's deadline and metadata, if any, are read past: a server whose call has a
+        # deadline CANCELs it when the deadline passes, which drops its answer here.)
+        _, requestId, target, name, args, kwargs = message if len(message) == 6 else message[:6]
         entry = self._exports.exports.get(target)
         if entry is None:
             return noSuchObject(target)

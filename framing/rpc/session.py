@@ -13,7 +13,9 @@ and wait; the protocol logic is here, written once:
    L{SessionState.OPEN} once the server's preamble came (L{ready}).
  - L{call}, L{callOnly}, L{cancel} and L{ping} return the bytes of their one
    message, for the caller to send whole.  L{call} keeps an opaque waiter
-   (a future, a thread's slot) for the answer, by request id.
+   (a future, a thread's slot) for the answer, by request id.  A call may
+   carry a deadline and metadata (L{framing.rpc.context}); the session
+   keeps no time: the I/O layer cancels a call whose deadline passed.
  - L{receive} takes whatever bytes came and returns the calls it settled,
    as C{(waiter, result, error)} triples (C{error} C{None} for a result),
    in the order their answers came: an ANSWER's result; a FAIL rebuilt as
@@ -89,7 +91,7 @@ from .interfaces import ExportedReference
 from .referenceable import Referenceable
 from .references import ReferenceableSlicer, ReferenceUnslicer, RemoteReferenceSlicer, YourReferenceUnslicer
 from .signatures import REF_OPEN_TYPE, YOURREF_OPEN_TYPE
-from .wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, NO_ANSWER, RELEASE, Message, addMessageTypes
+from .wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, NO_ANSWER, RELEASE, Message, addMessageTypes, callContext
 
 Waiter = TypeVar("Waiter")
 
@@ -262,11 +264,22 @@ class ClientSession(Generic[Waiter]):
     # -- calling -------------------------------------------------------------
 
     def call(
-        self, waiter: Waiter, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        waiter: Waiter,
+        target: int,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        deadline: int | None = None,
+        metadata: dict[str, str] | None = None,
     ) -> tuple[int, bytes]:
         """
         Make a call to method C{name} of export C{target}; C{waiter} is
-        settled with its answer (L{receive}, L{end}).
+        settled with its answer (L{receive}, L{end}).  With a C{deadline}
+        (the milliseconds it has left: L{framing.rpc.context.sendingDeadline})
+        or C{metadata}, the CALL carries them in its call context
+        (L{framing.rpc.wire.callContext}); the I/O layer keeps the time and
+        gives up on the call (L{cancel}) when it passes.
 
         @return: its request id, and the bytes of its CALL to send whole.
         @raise framing.rpc.DeadReferenceError: the session ended, or the server is going away.
@@ -282,7 +295,8 @@ class ClientSession(Generic[Waiter]):
             # The server's silence counts only while calls wait: from now, when none did.
             self.pingSent = False
         requestId = table.add((waiter, name), name)
-        message = Message((CALL, requestId, target, name, kwargs or None, *args))
+        sent = kwargs or None if deadline is None and metadata is None else callContext(kwargs, deadline, metadata)
+        message = Message((CALL, requestId, target, name, sent, *args))
         encoder = self._encoder
         try:
             data = encoder.tokens(message)
@@ -297,14 +311,26 @@ class ClientSession(Generic[Waiter]):
             data = self.extension.messageEncoded(data)
         return requestId, data
 
-    def callOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
-        """The bytes of a CALL to method C{name} of export C{target} for no answer (raises as L{call})."""
+    def callOnly(
+        self,
+        target: int,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        deadline: int | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> bytes:
+        """
+        The bytes of a CALL to method C{name} of export C{target} for no
+        answer, with its C{deadline} and C{metadata} as for L{call} (raises as L{call}).
+        """
         self._checkCallable(name)
+        sent = kwargs or None if deadline is None and metadata is None else callContext(kwargs, deadline, metadata)
         extension = self.extension
         if extension is None:
-            return self._encode(Message((CALL, NO_ANSWER, target, name, kwargs or None, *args)))
+            return self._encode(Message((CALL, NO_ANSWER, target, name, sent, *args)))
         try:
-            data = self._encode(Message((CALL, NO_ANSWER, target, name, kwargs or None, *args)))
+            data = self._encode(Message((CALL, NO_ANSWER, target, name, sent, *args)))
         except BaseException:
             extension.messageDropped()
             raise

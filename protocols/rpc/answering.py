@@ -27,7 +27,8 @@ arrives with no time left is answered with L{DeadlineExceeded} without
 running; any other runs with L{protocols.rpc.context.currentCall} giving
 its deadline and metadata, and when its deadline passes before its
 Deferred fires it is answered with L{DeadlineExceeded} and its Deferred is
-cancelled.  Cost per call: one dict lookup for the object, one for the
+cancelled (a call for no answer is cancelled alike, and its end logged as
+L{DeadlineExceeded}).  Cost per call: one dict lookup for the object, one for the
 method, and the method.
 """
 
@@ -40,16 +41,17 @@ from time import perf_counter
 from types import CoroutineType
 from typing import Any
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import LogLevel
 from twisted.python.failure import Failure
 
 from framing import Violation
 from framing.errors import short_repr
+from framing.rpc.context import Scope
 from framing.rpc.errors import TooManyRunningCalls as TooManyRunningCalls  # (sans-IO since the clients without Twisted)
 
 from ..logs import escape
-from .context import CallContext, Scope, scope, serving
+from .context import CallContext, scope, serving
 from .errors import (
     DeadlineExceeded,
     DuplicateRequestId,
@@ -77,6 +79,13 @@ def currentBroker() -> Any:
     call.  Extensions use it to find the connection a call arrived on.
     """
     return _calling.get()
+
+
+def _expired(failure: Failure, timer: Any, name: str) -> Failure:
+    """A call for no answer ended failing: a cancellation by its deadline's C{timer} is told as L{DeadlineExceeded}."""
+    if timer.called and isinstance(failure.value, CancelledError):
+        raise DeadlineExceeded(f"{name!r} (called for no answer) did not finish within its deadline", name)
+    return failure
 
 
 def _stopTimer(result: Any, timer: Any) -> Any:
@@ -128,6 +137,8 @@ class IncomingCalls:
         # Calls for no answer still running: not in _running (nobody can
         # cancel them), but they hold as much while they run.
         self._unanswered = 0
+        # The deadline of the call for no answer being received (see _contextCallReceived), else None.
+        self._unansweredDeadline: float | None = None
         self.starts: dict[int, tuple[str, float]] | None = None
         """
         Where each call's method name and start time (C{time.perf_counter})
@@ -217,12 +228,16 @@ class IncomingCalls:
             deadline = clock.seconds() + milliseconds / 1000
         served = serving.set(CallContext(deadline, metadata, clock))
         passedOn = scope.set(Scope(deadline, None)) if deadline is not None else None
+        if requestId == NO_ANSWER:
+            # (read by _answerLater: a call for no answer still running at its deadline is cancelled then)
+            self._unansweredDeadline = deadline
         try:
             self.callReceived(Message((CALL, requestId, target, name, args, kwargs)))
         finally:
             if passedOn is not None:
                 scope.reset(passedOn)
             serving.reset(served)
+            self._unansweredDeadline = None
         if deadline is None or requestId == NO_ANSWER:
             return
         running = self._running.get(requestId)
@@ -285,8 +300,10 @@ class IncomingCalls:
 
     def _answerLater(self, requestId: int, running: Deferred[Any], method: RemoteMethod) -> None:
         if requestId == NO_ANSWER:
-            # Not kept in _running: with no id, the peer cannot cancel it.
+            # Not kept in _running: with no id, the peer cannot cancel it; its deadline, if any, can.
             self._unanswered += 1
+            if self._unansweredDeadline is not None:
+                self._expireUnanswered(running, self._unansweredDeadline, method.name)
             running.addBoth(self._unansweredEnded)
             running.addErrback(self._onlyFailed, method)
             if self.answered is not None:
@@ -304,6 +321,18 @@ class IncomingCalls:
             callbackArgs=(requestId, method),
             errbackArgs=(requestId, method),
         )
+
+    def _expireUnanswered(self, running: Deferred[Any], deadline: float, name: str) -> None:
+        """
+        Cancel C{running}, a call for no answer, if it still runs at its
+        C{deadline}; its end is then logged as L{DeadlineExceeded}.
+        """
+        clock = self._clock
+        if clock is None:
+            from twisted.internet import reactor as clock
+        timer = clock.callLater(max(deadline - clock.seconds(), 0.0), running.cancel)
+        running.addBoth(_stopTimer, timer)
+        running.addErrback(_expired, timer, name)
 
     def _duplicate(self, requestId: int, running: Deferred[Any]) -> None:
         """

@@ -35,9 +35,10 @@ from twisted.python.failure import Failure
 from framing.errors import short_repr
 from framing.outgoing import Outgoing
 from framing.rpc.calltable import CallTable
+from framing.rpc.context import Scope, sendingDeadline
 from framing.rpc.wire import callContext
 
-from .context import Scope, scope, sendingDeadline
+from .context import scope
 from .errors import (
     CallTimedOut,
     DeadlineExceeded,

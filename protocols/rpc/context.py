@@ -30,33 +30,24 @@ than a length test.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from types import MappingProxyType
 from typing import Any
 
+from framing.rpc.context import Scope, narrowed
 from framing.rpc.errors import DeadlineExceeded
 
 __all__ = ["CallContext", "DeadlineExceeded", "callContext", "currentCall"]
 
-
-class Scope:
-    """
-    What the calls made here carry: a deadline (seconds on the calling
-    broker's clock, or C{None}) and metadata to send (or C{None}).
-    """
-
-    __slots__ = ("deadline", "metadata")
-
-    def __init__(self, deadline: float | None, metadata: dict[str, str] | None) -> None:
-        self.deadline = deadline
-        self.metadata = metadata
-
-
 scope: ContextVar[Scope | None] = ContextVar("chunkwire.rpc.scope", default=None)
-"""The L{Scope} of the calls made in this context (C{None}: plain calls); read by each outgoing call."""
+"""
+The L{Scope} of the calls made in this context (C{None}: plain calls), its
+deadline on the brokers' clock; read by each outgoing call.  (The clients
+without Twisted keep theirs apart, on C{time.monotonic}:
+L{protocols.clientcontext}.)
+"""
 
 
 class CallContext:
@@ -122,34 +113,13 @@ def callContext(
         clock); the global reactor if C{None}.
     @raise TypeError: a metadata key or value is not text.
     """
-    outer = scope.get()
-    deadline = outer.deadline if outer is not None else None
+    deadline = None
     if timeout is not None:
         if clock is None:
             from twisted.internet import reactor as clock
-        mine = clock.seconds() + timeout
-        deadline = mine if deadline is None else min(deadline, mine)
-    merged = dict(outer.metadata) if outer is not None and outer.metadata else None
-    if metadata:
-        for key, value in metadata.items():
-            if type(key) is not str or type(value) is not str:
-                raise TypeError(f"call metadata is text keys and values, not {key!r}: {value!r}")
-        merged = {**(merged or {}), **metadata}
-    token = scope.set(Scope(deadline, merged))
+        deadline = clock.seconds() + timeout
+    token = scope.set(narrowed(scope.get(), deadline, metadata))
     try:
         yield
     finally:
         scope.reset(token)
-
-
-def sendingDeadline(name: str, deadline: float, now: float) -> tuple[float, int]:
-    """
-    The seconds a call of C{name} has left and the milliseconds it carries
-    (rounded up: the callee's deadline is never before the caller's).
-
-    @raise framing.rpc.DeadlineExceeded: none are left.
-    """
-    left = deadline - now
-    if left <= 0:
-        raise DeadlineExceeded(f"the deadline of {name!r} passed before it was sent", name)
-    return left, math.ceil(left * 1000)

@@ -15,7 +15,13 @@ L{CANCELLED}, L{LOST} (the connection ended first) or L{ONE_WAY} (a call
 for no answer, ended when its method returned; seen on the answering side
 only: the calling side's C{callRemoteOnly} keeps nothing to end).
 Interceptors run in the order given at start and in reverse order at end,
-like gRPC's.
+like gRPC's.  On the answering side an interceptor may also set up the
+context the method runs in (C{enterMethod}, undone by C{exitMethod}): what
+it sets in context variables is what the method sees, in its synchronous
+part and anywhere in an C{async def} or C{inlineCallbacks} method (which
+keep the context they started in); the OpenTelemetry interceptor makes the
+server span current so.  A connection none of whose interceptors has an
+C{enterMethod} pays nothing for the hook.
 
 This is gRPC's interceptor split in its two halves (no continuation, so no
 Deferred or closure per call), in Twisted's hook style.  A broker without
@@ -45,10 +51,11 @@ from zope.interface import Interface, implementer
 
 from framing import Violation
 from framing.errors import short_repr
+from framing.rpc.context import Scope
 
 from ..logs import escape
 from .answering import UNANSWERED_REFUSAL
-from .context import Scope, scope
+from .context import scope
 from .errors import NO_SUCH_METHOD, NO_SUCH_OBJECT, VIOLATION, describe
 from .wire import CALL, CANCEL, FAIL, NO_ANSWER, Message
 
@@ -199,6 +206,24 @@ class ICallInterceptor(Interface):  # type: ignore[misc]
     def callEnded(call):  # type: ignore[no-untyped-def]
         """A call ended: C{call.outcome}, C{call.duration} and C{call.errorType} are set."""
 
+    def enterMethod(call):  # type: ignore[no-untyped-def]
+        """
+        The method of a call answered here (a L{CallInfo} that C{callStarted}
+        saw, on the answering side) is about to run, in the current context:
+        set up what it should run in (context variables: an OpenTelemetry
+        span made current, a request id for logs), and return what
+        C{exitMethod} needs to undo it.  Told in the interceptors' order;
+        an exception is logged and the method runs anyway.
+        """
+
+    def exitMethod(call, entered):  # type: ignore[no-untyped-def]
+        """
+        The method's synchronous part returned (or raised): undo what
+        C{enterMethod} set up, C{entered} being what it returned.  Told in
+        reverse order, each time C{enterMethod} returned (an C{async def}
+        method's later steps keep the context they started in).
+        """
+
     def connectionMade(broker):  # type: ignore[no-untyped-def]
         """A connection with these interceptors is up (its L{protocols.rpc.Broker})."""
 
@@ -217,6 +242,12 @@ class CallInterceptor:
         pass
 
     def callEnded(self, call: CallInfo) -> None:
+        pass
+
+    def enterMethod(self, call: CallInfo) -> Any:
+        return None
+
+    def exitMethod(self, call: CallInfo, entered: Any) -> None:
         pass
 
     def tallyFor(self, side: str, method: str, outcome: str, errorType: str | None) -> CallTally | None:
@@ -250,9 +281,10 @@ class Interception:
         self._started = tuple(i.callStarted for i in self.interceptors if _overrides(i, "callStarted"))
         self._ended = tuple(i.callEnded for i in self._reversed if _overrides(i, "callEnded"))
         self._recorders = tuple(i.tallyFor for i in self._reversed if _overrides(i, "tallyFor"))
+        self._entering = tuple((i.enterMethod, i.exitMethod) for i in self.interceptors if _overrides(i, "enterMethod"))
         # A lone recorder's tallies for the methods that succeeded here, by method: filled in without asking it.
         self._okTallies: dict[str, CallTally] = {}
-        self._lean = not (self._started or self._ended)
+        self._lean = not (self._started or self._ended or self._entering)
         self._answering: dict[int, CallInfo | tuple[str, float]] = {}
         self._peer: Any = None
         self._avatar: Any = None
@@ -322,11 +354,34 @@ class Interception:
                 self._refuse(info, error)
                 return
         if requestId == NO_ANSWER:
-            self._call(message)
+            if self._entering:
+                self._callInside(info, message)
+            else:
+                self._call(message)
             self._end(info, ONE_WAY)
             return
         self._answering[requestId] = info
-        self._call(message)
+        if self._entering:
+            self._callInside(info, message)
+        else:
+            self._call(message)
+
+    def _callInside(self, info: CallInfo, message: Message) -> None:
+        """Run the call's method inside what each C{enterMethod} set up, undone in reverse order once it returned."""
+        entered: list[tuple[Any, Any]] = []
+        for enter, exit in self._entering:
+            try:
+                entered.append((exit, enter(info)))
+            except Exception:
+                self.broker.connection.log.failure("an interceptor's enterMethod failed for {call}", call=info)
+        try:
+            self._call(message)
+        finally:
+            for exit, token in reversed(entered):
+                try:
+                    exit(info, token)
+                except Exception:
+                    self.broker.connection.log.failure("an interceptor's exitMethod failed for {call}", call=info)
 
     def _refuse(self, info: CallInfo, error: Exception) -> None:
         """

@@ -12,9 +12,11 @@ attributes follow OpenTelemetry's RPC semantic conventions
 (C{rpc.system} C{"chunkwire"}, C{rpc.service} when given, C{rpc.method}),
 and a call that did not succeed has status ERROR with C{error.type} (the
 wire type name of its error, or its outcome: C{"cancelled"}, C{"lost"}).
-The server span is not made the current span while the method runs (the
-interceptor hooks run around the method, not inside its context), so calls
-a method makes are children of the span current there.
+The server span is the current span while the method runs (through the
+interceptors' C{enterMethod} hook), in its synchronous part and anywhere in
+an C{async def} or C{inlineCallbacks} method: the calls the method makes to
+other services, and any span it starts, are its children, so one trace
+follows a request from service to service.
 
 This module needs the C{otel} extra (C{pip install 'chunkwire[otel]'}:
 C{opentelemetry-api}); nothing else in chunkwire imports it.  With no
@@ -28,6 +30,7 @@ from typing import Any
 
 try:
     from opentelemetry import trace
+    from opentelemetry.context import attach, detach
     from opentelemetry.trace import SpanKind, Status, StatusCode
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 except ImportError as error:  # pragma: no cover - the extra's absence is tested in a subprocess
@@ -84,6 +87,18 @@ class TracingInterceptor(CallInterceptor):
                 self._name(call), context=parent, kind=SpanKind.SERVER, attributes=self._attributes(call)
             )
         call.state = span
+
+    def enterMethod(self, call: CallInfo) -> Any:
+        """Make the call's server span current while its method runs: the spans it starts are its children."""
+        span = call.state
+        if span is None:
+            return None
+        return attach(trace.set_span_in_context(span))
+
+    def exitMethod(self, call: CallInfo, entered: Any) -> None:
+        """The method returned (its coroutine keeps its own context): the span current before is again."""
+        if entered is not None:
+            detach(entered)
 
     def callEnded(self, call: CallInfo) -> None:
         """End the call's span, with status ERROR and C{error.type} unless it succeeded."""

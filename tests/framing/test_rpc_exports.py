@@ -212,6 +212,13 @@ class ServedCallTests(SynchronousTestCase):
         self.assertEqual(counter.value, 7)
         self.assertEqual(session.incomingCalls.runningCount, 0)
 
+    def test_callWithContextServed(self) -> None:
+        """A server's CALL carrying a call context (a deadline, metadata) is served as any other."""
+        session, server, counter, reference = self.exported()
+        session.receive(server.send(Message((CALL, 8, reference.exportId, "add", (None, 1500, {"a": "b"}), 2))))
+        self.assertEqual(self.answers(session, server), [(ANSWER, 8, 3)])
+        self.assertTrue(session.failure is None)
+
     def test_refusals(self) -> None:
         """Unknown object, unknown or hidden method, refused argument: a FAIL each, nothing run."""
         session, server, counter, reference = self.exported()

@@ -141,6 +141,28 @@ class CallTests(SynchronousTestCase):
         )
         self.assertEqual(len(session), 0)
 
+    def test_callContext(self) -> None:
+        """
+        A call given a deadline (milliseconds) or metadata carries its call
+        context, as the Twisted client's does; without, its bytes are a plain call's.
+        """
+        session, server = opened()
+        _, both = session.call("w", 0, "get", ("k",), {"x": 1}, 1500, {"request-id": "r1"})
+        _, deadlineOnly = session.call("w", 0, "get", (), {}, 20)
+        _, plain = session.call("w", 0, "get", (), {}, None, None)
+        self.assertEqual(
+            server.read(both + deadlineOnly + plain),
+            [
+                Message((CALL, 1, 0, "get", ("k",), {"x": 1}, 1500, {"request-id": "r1"})),
+                Message((CALL, 2, 0, "get", (), {}, 20, {})),
+                Message((CALL, 3, 0, "get", (), {})),
+            ],
+        )
+        self.assertEqual(
+            server.read(session.callOnly(0, "log", (), {}, None, {"a": "b"})),
+            [Message((CALL, NO_ANSWER, 0, "log", (), {}, None, {"a": "b"}))],
+        )
+
     def test_goAway(self) -> None:
         """After GOAWAY the call in flight is still answered and a new call raises DeadReferenceError."""
         session, server = opened()

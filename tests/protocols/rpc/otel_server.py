@@ -3,7 +3,9 @@
 It serves a root whose C{echo} is traced by L{protocols.rpc.otel.TracingInterceptor}
 into an in-memory exporter, and whose C{spans} returns what was exported, so the
 test can check across the two processes that its server span is the child of
-the test's client span.  It prints C{listening port=N} once it listens.
+the test's client span.  Its C{relay(port, value)} calls C{echo} on the test's
+own traced server at C{port}, for a chain of three hops across the two
+processes.  It prints C{listening port=N} once it listens.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from twisted.internet import reactor
 from twisted.internet.defer import ensureDeferred
 
-from protocols.rpc import Referenceable, remote, serve
+from protocols.rpc import Referenceable, connect, remote, serve
 from protocols.rpc.otel import TracingInterceptor
 
 
@@ -36,8 +38,9 @@ def spanFacts(span: Any) -> dict[str, Any]:
 
 
 class Traced(Referenceable):
-    def __init__(self, exporter: InMemorySpanExporter) -> None:
+    def __init__(self, exporter: InMemorySpanExporter, interceptor: TracingInterceptor) -> None:
         self.exporter = exporter
+        self.interceptor = interceptor
 
     @remote
     def echo(self, value: Any) -> Any:
@@ -46,6 +49,15 @@ class Traced(Referenceable):
     @remote
     def fail(self) -> None:
         raise KeyError("missing")
+
+    @remote
+    async def relay(self, port: int, value: Any) -> Any:
+        """Call C{echo(value)} on the traced server at C{port} (on loopback), from inside this method."""
+        downstream = await connect(reactor, f"tcp:host=127.0.0.1:port={port}", interceptors=[self.interceptor])
+        try:
+            return await downstream.callRemote("echo", value)
+        finally:
+            await downstream.broker.disconnect()
 
     @remote
     def spans(self) -> list[dict[str, Any]]:
@@ -57,7 +69,7 @@ async def main() -> None:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     interceptor = TracingInterceptor(provider, service="traced")
-    port = await serve(reactor, "tcp:0:interface=127.0.0.1", Traced(exporter), interceptors=[interceptor])
+    port = await serve(reactor, "tcp:0:interface=127.0.0.1", Traced(exporter, interceptor), interceptors=[interceptor])
     print(f"listening port={port.getHost().port}", flush=True)
 
 

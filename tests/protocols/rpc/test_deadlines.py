@@ -6,6 +6,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
+from twisted.logger import formatEvent
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
@@ -156,6 +157,43 @@ class DeadlineTests(SynchronousTestCase):
         self.assertEqual(self.front.cancelled, 1)
         (sent,) = [m for m in messagesIn(b"".join(self.pair.serverWrites)) if m[1] == 7]
         self.assertEqual(sent[:3], (FAIL, 7, "chunkwire.DeadlineExceeded"))
+
+    def test_callForNoAnswerCancelledAtItsDeadline(self) -> None:
+        """
+        A call for no answer with a 0.3 s deadline whose method sleeps 2 s:
+        cancelled at 0.3 s on the server, its end logged as DeadlineExceeded,
+        nothing sent back; it no longer counts as running.
+        """
+        self.front.downstream = None
+        events = quiet(self.pair.server)
+        with callContext(timeout=0.3, clock=self.clock):
+            self.pair.root.callRemoteOnly("slow")
+        self.flush()
+        self.assertEqual(self.pair.server.runningCount, 1)
+        writes = len(self.pair.serverWrites)
+        self.advanceTo(0.29)
+        self.assertEqual(self.front.cancelled, 0)
+        self.advanceTo(0.3)
+        self.assertEqual(self.front.cancelled, 1)
+        self.assertEqual(self.pair.server.runningCount, 0)
+        self.advanceTo(3.0)
+        self.assertFalse(self.front.finished)
+        self.assertEqual(len(self.pair.serverWrites), writes)
+        logged = "\n".join(formatEvent(event) for event in events)
+        self.assertIn("DeadlineExceeded", logged)
+        self.assertIn("'slow' (called for no answer) did not finish within its deadline", logged)
+
+    def test_callForNoAnswerEndingInTimeKeepsNoTimer(self) -> None:
+        """A call for no answer that ends before its deadline is not cancelled, and leaves no timer behind."""
+        self.front.downstream = None
+        with callContext(timeout=5.0, clock=self.clock):
+            self.pair.root.callRemoteOnly("slow")
+        self.flush()
+        self.assertEqual(len(self.clock.getDelayedCalls()), 2)  # (the method's sleep, and its deadline)
+        self.advanceTo(2.2)
+        self.assertTrue(self.front.finished)
+        self.assertEqual((self.front.cancelled, self.pair.server.runningCount), (0, 0))
+        self.assertEqual(self.clock.getDelayedCalls(), [])
 
     def test_notRunOnceExpired(self) -> None:
         """A call that arrives with no time left is answered DeadlineExceeded and does not run."""

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
+from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.logger import formatEvent
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from framing import Violation
-from protocols.rpc import Broker, RemoteViolation
+from protocols.rpc import Broker, Referenceable, RemoteViolation, remote
 from protocols.rpc.interceptors import (
     CANCELLED,
     CLIENT,
@@ -248,6 +250,96 @@ class BrokenInterceptorTests(SynchronousTestCase):
         self.assertEqual([info.outcome for info in recorder.ended], [OK, OK])
         failures = [event["log_failure"].value for event in pair.events if "log_failure" in event]
         self.assertEqual([type(error) for error in failures], [RuntimeError, RuntimeError])
+
+
+tag: ContextVar[str | None] = ContextVar("tests.tag", default=None)
+"""What L{Tagging} interceptors set around a method, and L{Tagged}'s methods read."""
+
+
+class Tagging(CallInterceptor):
+    """Sets L{tag} to its name and the method's while the method runs; logs its enter and exit hooks."""
+
+    def __init__(self, name: str, log: list[str], broken: bool = False) -> None:
+        self.name, self.log, self.broken = name, log, broken
+
+    def enterMethod(self, call: CallInfo) -> Any:
+        self.log.append(f"enter {self.name}")
+        if self.broken:
+            raise RuntimeError("bug in enterMethod")
+        return tag.set(f"{self.name}:{call.method}")
+
+    def exitMethod(self, call: CallInfo, entered: Any) -> None:
+        self.log.append(f"exit {self.name}")
+        tag.reset(entered)
+
+
+class Tagged(Referenceable):
+    """Records the tag its methods see: at once, and after a Deferred fires later."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+        self.waiting: Deferred[None] = Deferred()
+
+    @remote
+    def now(self) -> None:
+        self.seen.append(tag.get())
+
+    @remote
+    async def later(self) -> None:
+        self.seen.append(tag.get())
+        await self.waiting
+        self.seen.append(tag.get())
+
+
+class MethodContextTests(SynchronousTestCase):
+    """enterMethod and exitMethod: the context a method runs in, set up and undone around it."""
+
+    def pair(self, *interceptors: Any) -> tuple[Tagged, Broker, Any, Any]:
+        clock = Clock()
+        service = Tagged()
+        server, client = Broker(service, clock=clock), Broker(clock=clock)
+        intercept(server, interceptors)
+        events = quiet(server, client)
+        memory = connectedPair(server, client)
+
+        def flush() -> None:
+            for _ in range(20):
+                clock.advance(0)
+                memory.flush()
+
+        return service, client.rootReference(), flush, events
+
+    def test_methodRunsInside(self) -> None:
+        """
+        A plain method, an async one across a later step, and a call for no
+        answer see what enterMethod set; it is undone once the synchronous
+        part returned; the hooks run in order, undone in reverse.
+        """
+        log: list[str] = []
+        service, root, flush, _ = self.pair(Tagging("a", log), Tagging("b", log))
+        calls = [root.callRemote("now"), root.callRemote("later")]
+        root.callRemoteOnly("now")
+        flush()
+        self.assertEqual(service.seen, ["b:now", "b:later", "b:now"])
+        self.assertIsNone(tag.get())
+        service.waiting.callback(None)
+        flush()
+        self.assertEqual(service.seen[-1], "b:later")
+        for call in calls:
+            self.assertIsNone(self.successResultOf(call))
+        self.assertEqual(log, ["enter a", "enter b", "exit b", "exit a"] * 3)
+
+    def test_enterFails(self) -> None:
+        """An enterMethod that raises is logged; the method runs and is answered; the others' hooks still run."""
+        log: list[str] = []
+        service, root, flush, events = self.pair(Tagging("a", log), Tagging("b", log, broken=True))
+        call = root.callRemote("now")
+        flush()
+        self.assertIsNone(self.successResultOf(call))
+        self.assertEqual(service.seen, ["a:now"])
+        self.assertEqual(log, ["enter a", "enter b", "exit a"])
+        failures = [event["log_failure"].value for event in events if "log_failure" in event]
+        self.assertEqual([type(error) for error in failures], [RuntimeError])
 
 
 async def avatarSeen(reactor: Any) -> None:

@@ -6,10 +6,12 @@ import subprocess
 import sys
 from typing import Any
 
+from twisted.internet.task import deferLater
 from twisted.trial.unittest import SkipTest, SynchronousTestCase
 
-from protocols.rpc import Referenceable, callContext, currentCall, remote
+from protocols.rpc import Broker, Referenceable, callContext, currentCall, remote
 from protocols.rpc.interceptors import intercept
+from protocols.testing import connectedPair
 
 from .services import RpcPair
 from .test_memory import quiet
@@ -38,6 +40,26 @@ class Service(Referenceable):
     @remote
     def fail(self) -> None:
         raise KeyError("missing")
+
+
+class Relay(Referenceable):
+    """Server A of a chain: passes each call on to server B (C{downstream}), now or after a turn of the clock."""
+
+    def __init__(self) -> None:
+        self.downstream: Any = None
+        self.clock: Any = None
+        self.currentInside: list[Any] = []
+
+    @remote
+    def relay(self, value: Any) -> Any:
+        self.currentInside.append(trace.get_current_span())
+        return self.downstream.callRemote("echo", value)
+
+    @remote
+    async def relayLater(self, value: Any) -> Any:
+        await deferLater(self.clock, 0)
+        self.currentInside.append(trace.get_current_span())
+        return await self.downstream.callRemote("echo", value)
 
 
 class TracingTests(SynchronousTestCase):
@@ -103,6 +125,74 @@ class TracingTests(SynchronousTestCase):
         for span in self.spans().values():
             self.assertEqual(span.status.status_code, StatusCode.ERROR)
             self.assertEqual(span.attributes["error.type"], "KeyError")
+
+    def chain(self) -> tuple[Relay, Any]:
+        """
+        Client -> server A -> server B, every broker traced into the one
+        exporter: A's root, and a flush that carries both connections.
+        """
+        relay = Relay()
+        pair = RpcPair(relay)
+        quiet(pair.server, pair.client)
+        relay.clock = pair.clock
+        down = Broker(Service(), clock=pair.clock)
+        up = Broker(clock=pair.clock)
+        quiet(down, up)
+        for broker in (pair.client, pair.server, up, down):
+            intercept(broker, [TracingInterceptor(self.provider, service="svc")])
+        memory = connectedPair(down, up)
+        relay.downstream = up.rootReference()
+
+        def flush() -> None:
+            for _ in range(100):
+                pair.clock.advance(0)
+                if not (pair.memory.flush() | memory.flush()):
+                    return
+
+        self.flushChain = flush
+        return relay, pair.root
+
+    def assertChained(self, method: str) -> None:
+        """The four spans of one call through the chain are one trace, each the child of the one before."""
+        spans = {(span.kind, span.name): span for span in self.exporter.get_finished_spans()}
+        self.assertEqual(len(spans), 4, spans)
+        clientSpan = spans[SpanKind.CLIENT, f"svc/{method}"]
+        serverA = spans[SpanKind.SERVER, f"svc/{method}"]
+        clientOfA = spans[SpanKind.CLIENT, "svc/echo"]
+        serverB = spans[SpanKind.SERVER, "svc/echo"]
+        self.assertIsNone(clientSpan.parent)
+        self.assertEqual(serverA.parent.span_id, clientSpan.context.span_id)
+        self.assertEqual(clientOfA.parent.span_id, serverA.context.span_id)
+        self.assertFalse(clientOfA.parent.is_remote)
+        self.assertEqual(serverB.parent.span_id, clientOfA.context.span_id)
+        self.assertEqual({span.context.trace_id for span in spans.values()}, {clientSpan.context.trace_id})
+
+    def test_callsTheMethodMakesAreChildrenOfItsSpan(self) -> None:
+        """
+        Client -> A -> B: A's call to B, made in A's method, is a child of
+        A's server span, and B's server span its child: one trace of four spans.
+        """
+        relay, root = self.chain()
+        outcome: list[Any] = []
+        root.callRemote("relay", 7).addBoth(outcome.append)
+        self.flushChain()
+        self.assertEqual(outcome, [7])
+        self.assertChained("relay")
+        # Current inside the method; not once it returned.
+        (inside,) = relay.currentInside
+        serverA = [s for s in self.exporter.get_finished_spans() if s.kind == SpanKind.SERVER and s.name == "svc/relay"]
+        self.assertEqual(inside.get_span_context().span_id, serverA[0].context.span_id)
+        self.assertFalse(trace.get_current_span().get_span_context().is_valid)
+
+    def test_asyncMethodKeepsItsSpanCurrent(self) -> None:
+        """An async method's call to B, made after a turn of the reactor, is still a child of its server span."""
+        relay, root = self.chain()
+        outcome: list[Any] = []
+        root.callRemote("relayLater", "x").addBoth(outcome.append)
+        self.flushChain()
+        self.assertEqual(outcome, ["x"])
+        self.assertChained("relayLater")
+        self.assertFalse(trace.get_current_span().get_span_context().is_valid)
 
     def test_noTracerProviderRecordsNothing(self) -> None:
         """With OpenTelemetry's default (no SDK provider set up), calls work and record nothing here."""
