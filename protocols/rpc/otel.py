@@ -18,7 +18,7 @@ an C{async def} or C{inlineCallbacks} method: the calls the method makes to
 other services, and any span it starts, are its children, so one trace
 follows a request from service to service.
 
-This module needs the C{otel} extra (C{pip install 'chunkwire[otel]'}:
+This module needs the C{otel} extra (C{pip install './chunkwire[otel]'}:
 C{opentelemetry-api}); nothing else in chunkwire imports it.  With no
 tracer provider configured, OpenTelemetry's API hands out non-recording
 spans, and the calls of a broker without this interceptor pay nothing.
@@ -35,7 +35,7 @@ try:
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 except ImportError as error:  # pragma: no cover - the extra's absence is tested in a subprocess
     raise ImportError(
-        "protocols.rpc.otel needs OpenTelemetry: install chunkwire's otel extra (pip install 'chunkwire[otel]')"
+        "protocols.rpc.otel needs OpenTelemetry: install chunkwire's otel extra (from a clone: pip install './chunkwire[otel]')"
     ) from error
 
 from .interceptors import CLIENT, OK, ONE_WAY, CallInfo, CallInterceptor
