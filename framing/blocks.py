@@ -73,19 +73,25 @@ class BlockBuffer:
 
     def write_piece(self, data: bytes) -> None:
         """
-        Append C{data}; a large immutable piece is kept by reference as a
-        block of its own instead of being copied.
+        Append C{data}; a large immutable piece, or the first piece of an
+        empty buffer, is kept by reference as a block of its own instead of
+        being copied.
         """
-        if type(data) is bytes and (len(data) >= LARGE_PIECE or (data and not (self.sealed or self._current.tell()))):
-            # A large piece, or the first piece of an empty buffer (often one whole message, all that
-            # is sent): kept as it is, a block of its own, rather than copied into the current block.
-            self._seal()
-            self._blocks.append(data)
-            self.sealed += len(data)
-        else:
-            self._current.write(data)
-            if self._current.tell() >= self._cap:
+        if type(data) is bytes:
+            if not self.sealed and not self._current.tell():
+                # The first piece of an empty buffer (often one whole message, all that is sent).
+                if data:
+                    self._blocks.append(data)
+                    self.sealed = len(data)
+                return
+            if len(data) >= LARGE_PIECE:
                 self._seal()
+                self._blocks.append(data)
+                self.sealed += len(data)
+                return
+        self._current.write(data)
+        if self._current.tell() >= self._cap:
+            self._seal()
 
     def seal_if_full(self) -> None:
         """Start a new block if the current one has reached its cap."""
