@@ -14,7 +14,9 @@ Five peers answer the same C{echo(value)} call over loopback TCP:
 Beside them, C{chunkwire-blocking} (L{BLOCKING}): the chunkwire server, called
 by the blocking client, whose process runs no reactor (L{blockingClientMain});
 and C{chunkwire-asyncio} (L{ASYNCIO}): the same server called by the asyncio
-client, on a plain asyncio event loop (L{asyncioClientMain}).  And two peers
+client, on a plain asyncio event loop (L{asyncioClientMain}).  Two bounds, measured only when asked for:
+C{chunkwire-floor} (L{FLOOR}: chunkwire's server, called by pre-encoded CALLs with no decoding) and
+C{twisted-floor} (L{TWISTED_FLOOR}: the same client against a bare Twisted protocol).  And two peers
 that use neither Twisted nor chunkwire, whose users call a service without a
 reactor (issue 32): C{thriftpy2} (L{THRIFT}: a blocking client, a threaded
 server) and C{grpc-aio} (L{GRPC}: C{grpc.aio} on both sides), each with its
@@ -1205,8 +1207,8 @@ def blockingClientMain(address: str, serverPid: int) -> None:
 
 def floorClientMain(address: str, serverPid: int) -> None:
     """
-    The L{FLOOR} peer's client process: C{measure} and C{count} with the least a call can cost (see L{FLOOR}),
-    one call in flight (the answers carry no request id it could match them by).
+    The L{FLOOR} and L{TWISTED_FLOOR} peers' client process: C{measure} and C{count} with the least a call can
+    cost (see L{FLOOR}), one call in flight (the answers carry no request id it could match them by).
     """
     from framing.rpc.session import ClientSession
     from framing.rpc.wire import ROOT_ID
