@@ -84,7 +84,8 @@ class FloorCaller:
         self.sock.close()
 
 
-def _serve(args: list[str], log: Any, prefix: list[str] = ()) -> tuple[subprocess.Popen[bytes], int]:  # type: ignore[assignment]
+def _serve(args: list[str], log: Any, prefix: tuple[str, ...] = ()) -> tuple[subprocess.Popen[bytes], int]:
+    """A server process (C{python -m ARGS}, under C{prefix}, e.g. valgrind) and the port it listens on."""
     process = subprocess.Popen(
         [*prefix, sys.executable, "-m", *args],
         cwd=REPO_ROOT,
@@ -115,7 +116,7 @@ _TOTALS = re.compile(rb"^(?:summary|totals):\s+(\d+)", re.MULTILINE)
 def callgrindTotal(peer: str, calls: int, payload: str, directory: Path) -> int:
     """All the instructions of one server process of C{peer} that answered C{WARMUP + calls} calls."""
     out = directory / f"callgrind.{peer}.{calls}"
-    prefix = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no", "--dump-line=no"]
+    prefix = ("valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no", "--dump-line=no")
     with tempfile.TemporaryFile() as log:
         process, port = _serve(["tests.benchmarks._rpc_peers", "serve", peer], log, prefix)
         try:
