@@ -1,7 +1,10 @@
 """BlockBuffer: the send buffer.
 
 Contract: output is kept as a list of blocks.  Small pieces are appended to
-the current block (an C{io.BytesIO}, so one append is one C-level copy);
+the current block (an C{io.BytesIO}, so one append is one C-level copy),
+except the first piece written to an empty buffer, which, as a large one,
+is kept by reference (a single message, the commonest output, is then
+handed out as it was written, with no copy and no block started);
 a block is sealed without copying (C{BytesIO.getvalue()} hands over its
 buffer once nothing else shares it) when it reaches its cap, and caps grow
 geometrically from L{FIRST_BLOCK} to L{MAX_BLOCK}, as in CPython's
@@ -70,17 +73,25 @@ class BlockBuffer:
 
     def write_piece(self, data: bytes) -> None:
         """
-        Append C{data}; a large immutable piece is kept by reference as a
-        block of its own instead of being copied.
+        Append C{data}; a large immutable piece, or the first piece of an
+        empty buffer, is kept by reference as a block of its own instead of
+        being copied.
         """
-        if type(data) is bytes and len(data) >= LARGE_PIECE:
-            self._seal()
-            self._blocks.append(data)
-            self.sealed += len(data)
-        else:
-            self._current.write(data)
-            if self._current.tell() >= self._cap:
+        if type(data) is bytes:
+            if not self.sealed and not self._current.tell():
+                # The first piece of an empty buffer (often one whole message, all that is sent).
+                if data:
+                    self._blocks.append(data)
+                    self.sealed = len(data)
+                return
+            if len(data) >= LARGE_PIECE:
                 self._seal()
+                self._blocks.append(data)
+                self.sealed += len(data)
+                return
+        self._current.write(data)
+        if self._current.tell() >= self._cap:
+            self._seal()
 
     def seal_if_full(self) -> None:
         """Start a new block if the current one has reached its cap."""
@@ -122,14 +133,19 @@ class BlockBuffer:
 
     def take_blocks(self) -> list[bytes]:
         """Return everything written as a list of blocks and empty the buffer."""
-        if not self._blocks and not self._current.tell():
+        size = self._current.tell()
+        if not size and not self._blocks:
             return []
-        self._seal(more=False)
         blocks = self._blocks
+        if size:
+            self._seal(more=False)
         self._blocks = []
         self.sealed = 0
+        if size or self._cap != FIRST_BLOCK:
+            # The current block was used up (or replaced by one preallocated whole): a fresh one.
+            # Else it is still the empty one the last take started, and is kept.
+            self._start_block(io.BytesIO())
         self._cap = FIRST_BLOCK
-        self._start_block(io.BytesIO())
         return blocks
 
     def _seal(self, more: bool = True) -> None:

@@ -145,6 +145,8 @@ def sendNow(transport: Any, blocks: list[bytes]) -> list[bytes]:
     try:
         if len(blocks) == 1:
             sent = transport.socket.send(blocks[0])
+            if sent == len(blocks[0]):
+                return []  # (the commonest case: one message, taken whole)
         else:
             # Within every system's IOV_MAX; the rest, if any, is written later.
             sent = transport.socket.sendmsg(blocks[:MAX_IOV])

@@ -14,7 +14,9 @@ Five peers answer the same C{echo(value)} call over loopback TCP:
 Beside them, C{chunkwire-blocking} (L{BLOCKING}): the chunkwire server, called
 by the blocking client, whose process runs no reactor (L{blockingClientMain});
 and C{chunkwire-asyncio} (L{ASYNCIO}): the same server called by the asyncio
-client, on a plain asyncio event loop (L{asyncioClientMain}).  And two peers
+client, on a plain asyncio event loop (L{asyncioClientMain}).  Two bounds, measured only when asked for:
+C{chunkwire-floor} (L{FLOOR}: chunkwire's server, called by pre-encoded CALLs with no decoding) and
+C{twisted-floor} (L{TWISTED_FLOOR}: the same client against a bare Twisted protocol).  And two peers
 that use neither Twisted nor chunkwire, whose users call a service without a
 reactor (issue 32): C{thriftpy2} (L{THRIFT}: a blocking client, a threaded
 server) and C{grpc-aio} (L{GRPC}: C{grpc.aio} on both sides), each with its
@@ -98,9 +100,22 @@ it costs is two system calls per call.  Sequential only (L{SEQUENTIAL_ONLY}).  N
 C{--peers chunkwire chunkwire-blocking chunkwire-floor}.
 """
 LABELS[FLOOR] = "floor: same CALL bytes, sendall + recv"
-WITHOUT_TWISTED = (BLOCKING, ASYNCIO, FLOOR)
-"""The peers whose client process runs no reactor; their server is chunkwire's."""
-SEQUENTIAL_ONLY = (FLOOR,)
+TWISTED_FLOOR = "twisted-floor"
+"""
+Not chunkwire's server: the least any Twisted server can cost per call, called by the L{FLOOR} client.  Its
+server is a bare C{Protocol} on the reactor chunkwire's server runs on (Twisted's default, epoll on Linux) that
+sends the preamble, then answers each CALL the floor client sends with that call's ANSWER, encoded once at start
+(L{floorMessages}): no decoding, no broker, no method.  It knows the CALLs byte for byte, so a whole CALL in a
+read is found with one dict lookup (L{TwistedFloorServer}), and its ANSWER leaves with one C{send} straight to
+the socket, as chunkwire's L{protocols.outlet.Outlet} does.  What it costs per call is what any Twisted server
+pays (a reactor turn, C{epoll_wait}, C{recv}, C{send}); its round trip against thriftpy2's says whether a client
+of a Twisted server can match thriftpy2 at all (issue 32).  Sequential only; not measured by default:
+C{--peers chunkwire chunkwire-blocking chunkwire-floor twisted-floor thriftpy2}.
+"""
+LABELS[TWISTED_FLOOR] = "floor client, bare Twisted server"
+WITHOUT_TWISTED = (BLOCKING, ASYNCIO, FLOOR, TWISTED_FLOOR)
+"""The peers whose client process runs no reactor; their server is chunkwire's (the twisted-floor's a bare one)."""
+SEQUENTIAL_ONLY = (FLOOR, TWISTED_FLOOR)
 """The peers measured with one call in flight only (their client process refuses a window above 1)."""
 THRIFT = "thriftpy2"
 """
@@ -128,7 +143,7 @@ FOREIGN = (THRIFT, GRPC)
 """The peers with neither a Twisted server nor a Twisted client (nor chunkwire at all)."""
 GRPC_SERVICE = "bench.Echo"
 """The grpc-aio peer's service name: its methods are C{/bench.Echo/Echo} (unary) and C{/bench.Echo/Count} (stream)."""
-ALL_PEERS = (*PEERS, LOGIN, BLOCKING, ASYNCIO, FLOOR, *FOREIGN)
+ALL_PEERS = (*PEERS, LOGIN, BLOCKING, ASYNCIO, FLOOR, TWISTED_FLOOR, *FOREIGN)
 THRIFT_IDL = Path(__file__).with_name("echo.thrift")
 """The L{THRIFT} peer's service."""
 RAW = "raw"
@@ -266,6 +281,96 @@ class RawClient(Protocol):
             self._pending.popleft().callback(value)
 
 
+# -- the twisted-floor: pre-encoded answers from a bare Twisted protocol ---------------------------
+
+
+def floorMessages() -> dict[str, tuple[bytes, bytes]]:
+    """
+    Per payload kind, the CALL bytes the L{FLOOR} client sends (a fresh client session's first calls, one per
+    payload in L{PAYLOADS}' order, as L{floorClientMain} makes them) and the ANSWER bytes that echo it.
+    """
+    from framing import Encoder, Registry
+    from framing.rpc.session import ClientSession
+    from framing.rpc.wire import ANSWER, ROOT_ID, Message, addMessageTypes
+    from framing.slicing.registry import DEFAULT_REGISTRY
+
+    session: ClientSession[None] = ClientSession("floor")
+    registry = Registry(DEFAULT_REGISTRY)
+    addMessageTypes(registry)
+    encoder = Encoder(registry)
+    messages = {}
+    for payload, value in PAYLOADS.items():
+        requestId, call = session.call(None, ROOT_ID, "echo", (value,), {})
+        messages[payload] = (call, encoder.encode(Message((ANSWER, requestId, value))))
+    return messages
+
+
+class TwistedFloorServer(Protocol):
+    """
+    The L{TWISTED_FLOOR} peer's server: the preamble, then each known message answered with its bytes.
+
+    A read that is exactly one known message (a sequential client's every read) costs one dict lookup; anything
+    else is buffered and split by the known messages' prefixes.  Bytes that begin no known message drop the
+    connection (this is a benchmark's peer, not a server: it knows nothing else).
+    """
+
+    def __init__(self, answers: dict[bytes, bytes]) -> None:
+        """@param answers: each message the client may send, to the bytes that answer it (C{b""}: none)."""
+        self._answers = answers
+        self._pending = b""
+
+    def connectionMade(self) -> None:
+        from framing.wire import PREAMBLE
+        from protocols.sockets import setNoDelay
+
+        setNoDelay(self.transport)
+        self._send(PREAMBLE)
+
+    def dataReceived(self, data: bytes) -> None:
+        if not self._pending:
+            answer = self._answers.get(data)
+            if answer is not None:
+                if answer:
+                    self._send(answer)
+                return
+        pending = self._pending + data
+        while pending:
+            for message, answer in self._answers.items():
+                if pending.startswith(message):
+                    if answer:
+                        self._send(answer)
+                    pending = pending[len(message) :]
+                    break
+            else:
+                if not any(message.startswith(pending) for message in self._answers):
+                    self.transport.loseConnection()
+                    pending = b""
+                break
+        self._pending = pending
+
+    def _send(self, data: bytes) -> None:
+        """One C{send} straight to the socket when nothing waits in Twisted's buffer, as chunkwire's Outlet does."""
+        from protocols.sockets import canSendNow, sendNow
+
+        transport = self.transport
+        if canSendNow(transport):
+            rest = sendNow(transport, [data])
+            if not rest:
+                return
+            data = rest[0]
+        transport.write(data)
+
+
+def twistedFloorFactory() -> Factory:
+    """The L{TWISTED_FLOOR} server's factory: the client's preamble unanswered, each floor CALL its ANSWER."""
+    from framing.wire import PREAMBLE
+
+    answers = {PREAMBLE: b"", **dict(floorMessages().values())}
+    factory = Factory()
+    factory.protocol = lambda: TwistedFloorServer(answers)
+    return factory
+
+
 # -- servers ---------------------------------------------------------------------------------
 
 
@@ -275,6 +380,9 @@ async def listen(reactor: Any, peer: str) -> str:
 
     @return: its address: a port number, or foolscap's FURL.
     """
+    if peer == TWISTED_FLOOR:
+        port = await TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(twistedFloorFactory())
+        return str(port.getHost().port)
     if peer in ("chunkwire", *WITHOUT_TWISTED):
         from protocols import rpc
 
@@ -932,11 +1040,11 @@ class PeerPair:
         self.close()
 
 
-def endProcess(process: subprocess.Popen[bytes]) -> None:
-    """End C{process} by its id: politely, then by force after 5 s."""
+def endProcess(process: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
+    """End C{process} by its id: politely, then by force after C{timeout} seconds."""
     process.terminate()
     try:
-        process.wait(timeout=5)
+        process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
@@ -1099,8 +1207,8 @@ def blockingClientMain(address: str, serverPid: int) -> None:
 
 def floorClientMain(address: str, serverPid: int) -> None:
     """
-    The L{FLOOR} peer's client process: C{measure} and C{count} with the least a call can cost (see L{FLOOR}),
-    one call in flight (the answers carry no request id it could match them by).
+    The L{FLOOR} and L{TWISTED_FLOOR} peers' client process: C{measure} and C{count} with the least a call can
+    cost (see L{FLOOR}), one call in flight (the answers carry no request id it could match them by).
     """
     from framing.rpc.session import ClientSession
     from framing.rpc.wire import ROOT_ID
@@ -1387,7 +1495,7 @@ def main(argv: list[str]) -> None:
         grpcServeMain()
     elif argv[:1] == ["serve"] and len(argv) == 2:
         serveMain(argv[1])
-    elif argv[:2] == ["client", FLOOR] and len(argv) == 4:
+    elif argv[:2] in (["client", FLOOR], ["client", TWISTED_FLOOR]) and len(argv) == 4:
         floorClientMain(argv[2], int(argv[3]))
     elif argv[:2] == ["client", THRIFT] and len(argv) == 4:
         thriftClientMain(argv[2], int(argv[3]))

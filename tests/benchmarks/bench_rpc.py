@@ -65,11 +65,13 @@ from ._rpc_peers import (
     ALL_PEERS,
     ASYNCIO,
     BLOCKING,
+    FLOOR,
     GRPC,
     LABELS,
     PEERS,
     SEQUENTIAL_ONLY,
     THRIFT,
+    TWISTED_FLOOR,
     WITHOUT_TWISTED,
     PeerFailed,
     PeerPair,
@@ -88,6 +90,11 @@ thriftpy2 and grpc.aio if installed.
 """
 WITHOUT_REACTOR_RIVALS = ((BLOCKING, THRIFT), (ASYNCIO, GRPC))
 """Each client of chunkwire without Twisted, and the other library's client it is compared with (issue 32)."""
+BOUNDS = ((BLOCKING, TWISTED_FLOOR), (FLOOR, TWISTED_FLOOR), (TWISTED_FLOOR, THRIFT))
+"""
+Ratios shown when both peers are measured: how close the blocking client, and the floor client against chunkwire's
+server, come to the floor client against a bare Twisted server; and that bound against thriftpy2 (issue 32).
+"""
 
 NAME = "rpc"
 COLUMNS = (
@@ -194,7 +201,9 @@ def _ratios(runs: list[dict[str, Any]], peers: tuple[str, ...]) -> dict[str, dic
     pairs.append(("handrolled", "chunkwire", "handrolled/chunkwire"))
     pairs += [(peer, "chunkwire", f"{peer}/chunkwire") for peer in WITHOUT_TWISTED if peer in peers]
     pairs += [
-        (mine, theirs, f"{mine}/{theirs}") for mine, theirs in WITHOUT_REACTOR_RIVALS if {mine, theirs} <= set(peers)
+        (mine, theirs, f"{mine}/{theirs}")
+        for mine, theirs in (*WITHOUT_REACTOR_RIVALS, *BOUNDS)
+        if {mine, theirs} <= set(peers)
     ]
     out: dict[str, dict[str, Any]] = {}
     for mine, theirs, key in pairs:
@@ -328,7 +337,7 @@ def report(summary: dict[str, Any], syscalls: dict[str, Any], config: dict[str, 
                     *(_x(ratios[f"{peer}/chunkwire"][column]) for column, *_ in COLUMNS),
                 ]
             )
-    for mine, theirs in WITHOUT_REACTOR_RIVALS:
+    for mine, theirs in (*WITHOUT_REACTOR_RIVALS, *BOUNDS):
         if mine in peers and theirs in peers:
             ratio_rows.append(
                 [

@@ -101,6 +101,55 @@ class BlockBufferTests(SynchronousTestCase):
         blocks = buf.take_blocks()
         self.assertEqual(blocks, [b"h" + small])
 
+    def test_first_piece_of_empty_buffer_kept_by_reference(self) -> None:
+        """The first bytes piece written to an empty buffer is handed out as it is: no copy, no block started."""
+        buf = BlockBuffer()
+        for round in range(3):
+            current = buf.write.__self__  # type: ignore[attr-defined]
+            message = b"m" * (10 + round)
+            buf.write_piece(message)
+            self.assertEqual(len(buf), len(message))
+            blocks = buf.take_blocks()
+            self.assertEqual(len(blocks), 1)
+            self.assertIs(blocks[0], message)
+            # The empty current block was never used: it is kept rather than replaced by a new one.
+            self.assertIs(buf.write.__self__, current)  # type: ignore[attr-defined]
+
+    def test_pieces_after_the_first_are_copied_behind_it(self) -> None:
+        """After a first piece kept by reference, small pieces go to the current block, after it."""
+        buf = BlockBuffer()
+        first = b"f" * 5
+        buf.write_piece(first)
+        buf.write_piece(b"second")
+        buf.write(b"third")
+        blocks = buf.take_blocks()
+        self.assertIs(blocks[0], first)
+        self.assertEqual(blocks, [first, b"secondthird"])
+
+    def test_first_piece_rolled_back(self) -> None:
+        """A first piece kept by reference is dropped by a rollback to a mark taken before it."""
+        buf = BlockBuffer()
+        mark = buf.mark()
+        buf.write_piece(b"dropped")
+        buf.write(b"also dropped")
+        buf.rollback(mark)
+        self.assertEqual(len(buf), 0)
+        buf.write_piece(b"kept")
+        self.assertEqual(buf.take(), b"kept")
+
+    def test_used_block_replaced_after_take(self) -> None:
+        """A take that sealed the current block starts a new one; so does one after a preallocated block."""
+        buf = BlockBuffer()
+        buf.write(b"x")
+        used = buf.write.__self__  # type: ignore[attr-defined]
+        self.assertEqual(buf.take_blocks(), [b"x"])
+        self.assertIsNot(buf.write.__self__, used)  # type: ignore[attr-defined]
+        buf.write(b"y" * MAX_BLOCK)
+        buf.seal_if_full()  # the next block is preallocated whole, MAX_BLOCK bytes
+        preallocated = buf.write.__self__  # type: ignore[attr-defined]
+        self.assertEqual(len(buf.take_blocks()), 1)
+        self.assertIsNot(buf.write.__self__, preallocated)  # type: ignore[attr-defined]
+
     def test_large_mutable_piece_is_copied(self) -> None:
         """A large bytearray piece is copied, so changing it afterwards does not change the output."""
         buf = BlockBuffer()
@@ -130,7 +179,8 @@ class BlockBufferTests(SynchronousTestCase):
         """write_piece seals the current block as soon as it reaches its cap."""
         buf = BlockBuffer()
         piece = b"q" * 1024
-        for _ in range(FIRST_BLOCK // len(piece)):
+        buf.write(piece)  # (the first piece of an empty buffer would be kept by reference)
+        for _ in range(FIRST_BLOCK // len(piece) - 1):
             buf.write_piece(piece)
         self.assertEqual(len(buf._blocks), 1)
         self.assertEqual(len(buf._blocks[0]), FIRST_BLOCK)

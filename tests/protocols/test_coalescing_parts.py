@@ -386,6 +386,9 @@ class SocketsTests(SynchronousTestCase):
         self.assertEqual(sockets.sendNow(FakeConnection(5), [b"abc", b"defg"]), [b"fg"])
         self.assertEqual(sockets.sendNow(FakeConnection(3), [b"abc", b"defg"]), [b"defg"])
         self.assertEqual(sockets.sendNow(FakeConnection(100), [b"abc"]), [])
+        self.assertEqual(sockets.sendNow(FakeConnection(3), [b"abc"]), [])
+        self.assertEqual(sockets.sendNow(FakeConnection(2), [b"abc"]), [b"c"])
+        self.assertEqual(sockets.sendNow(FakeConnection(0), [b"abc"]), [b"abc"])
 
     def test_onlyTwistedSockets(self) -> None:
         """Only Twisted's own socket connections are written to directly."""

@@ -1,0 +1,111 @@
+"""What a server does for one plain call: the Python functions of framing/ and protocols/ it runs, counted."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.trial.unittest import SynchronousTestCase
+
+import framing
+import protocols
+import protocols.rpc.answering
+from framing.rpc.session import ClientSession
+from framing.rpc.wire import ROOT_ID
+from framing.wire import PREAMBLE
+from protocols import rpc
+from protocols.guard import DEFAULT_GUARD
+from protocols.rpc.broker import BrokerFactory
+
+from ...framing.test_cores import needs_compiled
+
+ROOTS = tuple(package.__file__.rsplit("/", 1)[0] + "/" for package in (framing, protocols))  # type: ignore[union-attr]
+
+
+def calledIn(action: Callable[[], None]) -> list[str]:
+    """The functions of framing/ and protocols/ that C{action} calls, in order."""
+    called: list[str] = []
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_filename.startswith(ROOTS):
+            called.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        action()
+    finally:
+        sys.setprofile(None)
+    return called
+
+
+class Echo(rpc.Referenceable):
+    @rpc.remote
+    def echo(self, value: Any) -> Any:
+        return value
+
+
+class ServedCallTests(SynchronousTestCase):
+    """A read holding one plain CALL, on a server connection as C{serve} makes it (guarded, no interceptors)."""
+
+    def setUp(self) -> None:
+        clock = Clock()
+        self.connection = BrokerFactory(Echo(), clock=clock, guard=DEFAULT_GUARD).buildProtocol(None)
+        self.transport = StringTransport()
+        self.connection.makeConnection(self.transport)
+        self.connection.dataReceived(PREAMBLE)
+        clock.advance(0)
+        self.session: ClientSession[int] = ClientSession("test")
+        self.session.receive(self.transport.value())
+        self.transport.clear()
+        self.call(0)  # (the first answer of its kind finds how to encode it; the rest do not)
+
+    def call(self, number: int) -> list[str]:
+        """Make call C{number} (C{echo(42)}); the functions the server's read of it ran."""
+        _, data = self.session.call(number, ROOT_ID, "echo", (42,), {})
+        called = calledIn(lambda: self.connection.dataReceived(data))
+        self.assertEqual(self.session.receive(self.transport.value()), [(number, 42, None)])
+        self.transport.clear()
+        return called
+
+    @needs_compiled
+    def test_functionsOfOneCall(self) -> None:
+        """
+        With the compiled core, one call runs these functions and no others: no deadline or metadata
+        (none was sent), no interceptor or extension (none is installed), no send block made for its one answer.
+        """
+        expected = [
+            *("dataReceived", "dataReceived", "dataArrived", "__bool__", "hold", "_decode"),
+            *("feed", "feed", "__bool__", "buildMessage"),
+            *("objectReceived", "callReceived", "check", "_sendAnswer"),
+            *("sendObject", "tokens", "write_piece", "flush"),
+            *("dataDecoded", "touched", "at_boundary", "at_boundary", "__bool__"),
+            *("release", "flushNow", "take_blocks", "write", "canSendNow"),
+        ]
+        for number in range(1, 4):
+            self.assertEqual(self.call(number), expected)
+
+    def test_nothingForWhatTheCallDoesNotUse(self) -> None:
+        """
+        On either core, a plain call runs nothing of deadlines and metadata, interceptors or object streams
+        (every broker loads them; a call that uses none costs nothing there).
+        """
+        unused = ("protocols/rpc/context.py", "protocols/rpc/interceptors.py", "protocols/rpc/streams.py")
+        files: list[str] = []
+
+        def profile(frame: FrameType, event: str, arg: Any) -> None:
+            if event == "call":
+                files.append(frame.f_code.co_filename)
+
+        _, data = self.session.call(1, ROOT_ID, "echo", (42,), {})
+        sys.setprofile(profile)
+        try:
+            self.connection.dataReceived(data)
+        finally:
+            sys.setprofile(None)
+        self.assertEqual(self.session.receive(self.transport.value()), [(1, 42, None)])
+        self.assertIn(protocols.rpc.answering.__file__, files)
+        self.assertEqual([name for name in files if name.endswith(unused)], [])
