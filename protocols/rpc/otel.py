@@ -35,7 +35,8 @@ try:
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 except ImportError as error:  # pragma: no cover - the extra's absence is tested in a subprocess
     raise ImportError(
-        "protocols.rpc.otel needs OpenTelemetry: install chunkwire's otel extra (from a clone: pip install './chunkwire[otel]')"
+        "protocols.rpc.otel needs OpenTelemetry: install chunkwire's otel extra"
+        " (from a clone: pip install './chunkwire[otel]')"
     ) from error
 
 from .interceptors import CLIENT, OK, ONE_WAY, CallInfo, CallInterceptor
