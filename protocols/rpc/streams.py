@@ -639,7 +639,6 @@ class ObjectStreams:
         self._gone: list[int] = []
         self._awaited: dict[int, StreamReader[Any]] = {}
         self._toWake: list[StreamReader[Any]] = []
-        self._sending: tuple[Outgoing, Deferred[Any]] | None = None
         self._probing: tuple[Outgoing, list[_Producer]] | None = None
         self._up = False
 
@@ -660,7 +659,6 @@ class ObjectStreams:
     def connectionLost(self, reason: Failure) -> None:
         """Every reader fails with C{reason}'s error; every producer is closed."""
         self._up = False
-        self._sending = None
         producers, readers = self._producers, self._readers
         while producers:
             producers.popitem()[1].cancel()
@@ -700,15 +698,6 @@ class ObjectStreams:
             producer.granted(message[2], message[3])
         else:
             producer.cancel()
-
-    def callSent(self, call: Deferred[Any], outgoing: Outgoing) -> None:
-        """A call is being sent: streams in its arguments are closed if it fails before they are granted credit."""
-        self._sending = (outgoing, call)
-        outgoing.on_commit(self._callSendOver)
-        outgoing.on_rollback(self._callSendOver)
-
-    def _callSendOver(self) -> None:
-        self._sending = None
 
     # -- for producers and readers ---------------------------------------------------------
 
@@ -813,8 +802,10 @@ class ObjectStreams:
         self.streamIds += 1
         producer = _Producer(self, streamId, source)
         self._producers[streamId] = producer
-        sending = self._sending
-        call = sending[1] if sending is not None and sending[0] is outgoing else None
+        # A stream in a call's arguments is closed if the call fails before it is granted credit.  (Asked
+        # here, of the broker's calls, rather than told by a hook on every call: most calls carry no stream.)
+        broker = self._broker()
+        call = broker.calls.sending if broker is not None else None
         outgoing.on_rollback(lambda: self._takeBack(producer))
         if call is not None:
             outgoing.on_commit(lambda: call.addErrback(_callFailed, producer))

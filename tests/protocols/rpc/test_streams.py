@@ -21,7 +21,7 @@ from framing.rpc.streams import (
     addFlowTypes,
 )
 from framing.slicing.registry import DEFAULT_REGISTRY
-from protocols.rpc import Referenceable, RemoteError, RemoteInterface, RemoteViolation, remote
+from protocols.rpc import NoSuchMethod, Referenceable, RemoteError, RemoteInterface, RemoteViolation, remote
 from protocols.rpc.streams import ObjectStream, ObjectStreams, StreamOptions, StreamReader
 from protocols.testing import BrokerPair, brokerPair
 
@@ -429,6 +429,17 @@ class TypedStreamTests(SynchronousTestCase):
         error = self.failureResultOf(answer, RemoteViolation).value
         self.assertEqual(error.where, "args[0][5]")
         self.assertEqual(self.service.received, [0, 1, 2, 3, 4])
+
+    def test_refusedCallClosesItsStream(self) -> None:
+        """A call refused before its arguments were read (no such method) closes the stream it carried, after at most
+        the window its producer may send before any credit."""
+        counter = Counter()
+        answer = self.pair.root.callRemote("noSuchMethod", _counted(counter, 100_000))
+        self.pair.flush()
+        self.failureResultOf(answer, NoSuchMethod)
+        self.assertTrue(counter.closed)
+        self.assertLessEqual(counter.produced, WINDOW)
+        self.assertEqual(streamsOf(self.pair.client).streamCount, 0)
 
     def test_notAStream(self) -> None:
         """A list where the hint says AsyncIterator[int] is refused before the method runs."""
