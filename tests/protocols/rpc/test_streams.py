@@ -292,6 +292,28 @@ class ServerStreamTests(SynchronousTestCase):
         self.assertEqual(self.successResultOf(count), total - 199)
         self.assertEqual(counter.produced, total)
 
+    def test_slowConsumerMemoryBound(self) -> None:
+        """
+        The memory side of the window: while a consumer reads a stream of 10^5
+        items of 100 bytes (10 MB if the producer ran free) one item at a
+        time, the process's traced allocations grow by less than 2 MiB.
+        """
+        import tracemalloc
+
+        tracemalloc.start()
+        try:
+            stream: StreamReader[bytes] = self.successResultOf(run(self.pair, self._call("padded", 100_000)))
+            base = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            for _ in range(300):
+                self.assertEqual(len(self.successResultOf(stream.next())), 100)
+                self.pair.flush()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        self.assertLessEqual(self.service.counter.produced, 300 + WINDOW)
+        self.assertLess(peak - base, 2 * 1024 * 1024)
+
     def test_unreadStreamDoesNotBlockCalls(self) -> None:
         """A stream nobody reads takes its window and no more; a plain call on the connection is answered."""
         stream = self.successResultOf(run(self.pair, self._call("count", 100_000)))
