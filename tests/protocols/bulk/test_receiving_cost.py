@@ -13,7 +13,6 @@ from twisted.trial.unittest import SynchronousTestCase
 import framing
 import protocols
 from protocols.bulk import BulkOptions, Stream
-from protocols.bulk import sinks as sinksModule
 from protocols.bulk.sinks import FileSink
 
 from .support import BulkPair, negotiatedHash, payload
@@ -23,7 +22,7 @@ ROOTS = tuple(package.__file__.rsplit("/", 1)[0] + "/" for package in (framing, 
 
 CHUNK = 4096
 OPTIONS = BulkOptions(chunkSize=CHUNK, window=8 * CHUNK, grantStep=CHUNK, hashing="inline")
-"""Frames of 4 KiB, and a window whose grant step is one frame (hashed inline, it is halved to 16 KiB): a grant per read."""
+"""Frames of 4 KiB, a window whose grant step is one frame (hashed inline, halved to 16 KiB): a grant per read."""
 
 
 def counted(pair: BulkPair, reads: list[Counter[str]]) -> None:
@@ -113,7 +112,7 @@ class ShortWriteTests(SynchronousTestCase):
             written.append(len(piece))
             return pwrite(fd, piece, offset)
 
-        self.patch(sinksModule.os, "pwrite", shortWrite)
+        self.patch(os, "pwrite", shortWrite)
         path = self.mktemp()
         sink = FileSink(path)
         sink.start(None, lambda error: None)

@@ -193,7 +193,7 @@ class TunerTests(SynchronousTestCase):
         self.assertTrue(tuner.fixed)
 
     def test_fixedOnlyOnShortPaths(self) -> None:
-        """A tuner knows its window fixed only once a base RTT under MIN_TUNED_RTT is measured: not before, nor above."""
+        """A tuner knows its window fixed once a base RTT under MIN_TUNED_RTT is measured: not before, nor above it."""
         unmeasured = WindowTuner(100_000, 10_000_000, 10_000, RoundTrips(Clock(), FakePings()))
         self.assertFalse(unmeasured.frameArrived(0.0, 10_000, 0))
         self.assertFalse(unmeasured.fixed)

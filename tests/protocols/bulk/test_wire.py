@@ -7,6 +7,7 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import BlockBuffer, Decoder, Encoder, ProtocolError, Registry, Violation
+from framing.bulk.wire import grantMessage
 from framing.encoder import open_token
 from framing.slicing.constraints import Constraint
 from framing.slicing.registry import DEFAULT_REGISTRY
@@ -29,7 +30,6 @@ from protocols.bulk.wire import (
     controlMessage,
     dataFramePieces,
 )
-from framing.bulk.wire import grantMessage
 
 from .support import payload
 
@@ -199,15 +199,16 @@ class ControlTests(SynchronousTestCase):
         self.assertIs(type(result[0]), Control)
 
     def test_grantMessageIsTheEncodedGrant(self) -> None:
-        """grantMessage writes the very bytes the encoder writes for the same GRANT, whatever the sizes of its values."""
+        """grantMessage writes the bytes the encoder writes for the same GRANT, whatever the sizes of its values."""
         encoder = Encoder(registry(Target()))
         for streamId in (0, 1, 255, 256, 70_000, 1 << 40):
             for count in (0, 1, 15, 16, 255, 256, 384 << 10, 1 << 20, 1 << 40):
                 grant = Control((GRANT, streamId, count))
                 self.assertEqual(grantMessage(streamId, count), encoder.encode(grant), (streamId, count))
-        self.assertEqual(Decoder(registry=registry(Target())).feed(PREAMBLE + grantMessage(7, 786_432)), [
-            Control((GRANT, 7, 786_432))
-        ])
+        self.assertEqual(
+            Decoder(registry=registry(Target())).feed(PREAMBLE + grantMessage(7, 786_432)),
+            [Control((GRANT, 7, 786_432))],
+        )
 
     def test_grantMessageChecked(self) -> None:
         """A negative count or id, or one past 64 bits, is refused before anything is written."""
