@@ -29,6 +29,9 @@ the stream by id.
 
 Control messages (L{Control}) are small: each side's HELLO, credit grants, the end of a stream
 with its size and digest, the receiver's verdict, and either side giving up.
+A GRANT, which a receiver sends about once per socket read, is also put
+together directly (L{grantMessage}): the same bytes as its L{Control}
+encoded, without an encoder's send transaction.
 """
 
 from __future__ import annotations
@@ -113,6 +116,7 @@ whole message refused, and the stream would not end at the peer)."""
 _DATA_OPEN = open_token(DATA_OPEN_TYPE)
 _CLOSE = encode_header(CLOSE, 0)
 _INT_HEADERS = tuple(encode_header(INT, v) for v in range(256))
+_GRANT_OPEN = open_token(CONTROL_OPEN_TYPE) + _INT_HEADERS[GRANT]
 
 
 def dataFramePieces(streamId: int, offset: int, body: bytes) -> tuple[bytes, bytes, bytes]:
@@ -123,6 +127,19 @@ def dataFramePieces(streamId: int, offset: int, body: bytes) -> tuple[bytes, byt
     stream = _INT_HEADERS[streamId] if streamId < 256 else encode_header(INT, streamId)
     prefix = _DATA_OPEN + stream + encode_header(INT, offset) + encode_header(BYTES, len(body))
     return prefix, body, _CLOSE
+
+
+def grantMessage(streamId: int, count: int) -> bytes:
+    """
+    A whole GRANT control message, C{Control((GRANT, streamId, count))}
+    encoded: the bytes the encoder writes for it, put together directly.  A
+    receiver grants about once per socket read while a stream arrives, and
+    this spares each grant the encoder's send transaction.
+
+    @raise ValueError: a negative id or count, or one past 64 bits.
+    """
+    stream = _INT_HEADERS[streamId] if 0 <= streamId < 256 else encode_header(INT, streamId)
+    return b"".join((_GRANT_OPEN, stream, encode_header(INT, count), _CLOSE))
 
 
 def controlMessage(text: str) -> str:

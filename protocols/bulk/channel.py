@@ -53,6 +53,7 @@ from framing.bulk.hello import Hello
 from framing.bulk.wire import (
     CONTROL_OPEN_TYPE,
     DATA_OPEN_TYPE,
+    GRANT,
     STREAM_OPEN_TYPE,
     AnnouncementUnslicer,
     Control,
@@ -60,6 +61,7 @@ from framing.bulk.wire import (
     ControlUnslicer,
     DataUnslicer,
     dataFramePieces,
+    grantMessage,
 )
 from framing.outgoing import Outgoing
 from framing.slicing.interfaces import ISlicer
@@ -329,10 +331,25 @@ class BulkChannel(IncomingSide):
             self.scheduler.unregister()
 
     def sendControl(self, op: int, streamId: Any, *values: Any) -> None:
-        """Send one control message (one write), if the connection is up; this side's HELLO goes first."""
-        if self._up and not self.protocol.transport.disconnecting:
+        """
+        Send one control message (one write), if the connection is up; this
+        side's HELLO goes first.  A GRANT, sent about once per read while a
+        stream arrives, is written as its bytes (L{grantMessage}): no send
+        transaction, which only an object that may fail to encode needs.
+        """
+        if not self._up:
+            return
+        broker = self.protocol
+        transport = broker.transport
+        if transport.disconnecting:
+            return
+        if not self.hello.sent:
             self.sayHello()
-            self.protocol.sendObject(Control((op, streamId, *values)))
+        if op == GRANT:
+            transport.write(grantMessage(streamId, *values))
+            transport.flush()
+        else:
+            broker.sendObject(Control((op, streamId, *values)))
 
     def sendData(self, streamId: int, offset: int, data: bytes) -> None:
         """

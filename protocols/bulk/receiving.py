@@ -169,7 +169,9 @@ class Receiver:
     @ivar window: the most bytes in its care at once (chosen by
         L{receiveWindow}; it may grow).
     @ivar grantStep: the smallest grant it sends.
-    @ivar tuner: its L{WindowTuner}, or C{None} if the window is fixed.
+    @ivar tuner: its L{WindowTuner}, or C{None} if the window is fixed
+        (asked for, autotuning off, or a path too short to tune: let go
+        once the tuner knows it, L{WindowTuner.fixed}).
     @ivar announced: body bytes announced by frame headers so far.
     @ivar received: body bytes received so far.
     @ivar sinkReleased: bytes the sink is done with.
@@ -198,6 +200,8 @@ class Receiver:
         algorithm = digestName if verify and not sink.verifies else None
         self.hasher = OrderedHasher(algorithm, None, host.hashReactor) if algorithm is not None else None
         inline = self.hasher is not None and host.hashReactor is None
+        # Hashed in this thread as each piece is offered, and done with at once.
+        self._hashesAtOnce = inline
         self.window, self.grantStep, self.tuner = receiveWindow(
             host.options, window, host.autotuning, inline, host.roundTrips, host.readSize
         )
@@ -298,26 +302,43 @@ class Receiver:
             return None
         tuner = self.tuner
         self.announced += length
-        if tuner is not None and tuner.frameArrived(self.host.clock.seconds(), self.announced, self.received):
-            # Grant the difference now: the sender is waiting for it.
-            self.window = tuner.window
-            self._released()
+        if tuner is not None:
+            if tuner.frameArrived(self.host.clock.seconds(), self.announced, self.received):
+                # Grant the difference now: the sender is waiting for it.
+                self.window = tuner.window
+                self._released()
+            elif tuner.fixed:
+                # A short path (loopback, a LAN): the window stays; no frame or grant needs the tuner from now on.
+                self.tuner = None
         return self.piece
 
     def piece(self, offset: int, data: Piece) -> None:
-        """One piece of a frame's body, as it came off the socket (a view copied only for a sink that wants bytes)."""
+        """
+        One piece of a frame's body, as it came off the socket (a view
+        copied only for a sink that wants bytes).  Hashed in this thread, it
+        is hashed first and counted as released at once, so that the sink's
+        release alone decides whether to grant: one decision per piece.
+        """
         if self.state not in _LIVE:
             return
-        if type(data) is not bytes and not self.sink.views:
+        sink = self.sink
+        if type(data) is not bytes and not sink.views:
             data = bytes(data)
-        self.received += len(data)
+        length = len(data)
+        self.received += length
+        hasher = self.hasher
+        if self._hashesAtOnce:
+            assert hasher is not None
+            hasher.offer(offset, data)
+            self.hashReleased += length
+            hasher = None
         try:
-            self.sink.write(offset, data, self._sinkRelease)
+            sink.write(offset, data, self._sinkRelease)
         except Exception as error:
             self.abandon(error, "sink-failed")
             return
-        if self.hasher is not None:
-            self.hasher.offer(offset, data, self._hashRelease)
+        if hasher is not None:
+            hasher.offer(offset, data, self._hashRelease)
 
     def _sinkRelease(self, count: int) -> None:
         self.sinkReleased += count

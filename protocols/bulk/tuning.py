@@ -119,6 +119,10 @@ class WindowTuner:
 
     @ivar window: the window now (never below the one it started with).
     @ivar maxWindow: the most it may grow to.
+    @ivar fixed: whether the window is known never to grow: the base RTT
+        is under L{MIN_TUNED_RTT} (and a minimum only goes down), as on
+        loopback and a LAN.  Its receiver then lets it go, and reads no
+        clock per frame and per grant for it.
     """
 
     def __init__(self, window: int, maxWindow: int, slack: int, roundTrips: RoundTrips) -> None:
@@ -133,6 +137,7 @@ class WindowTuner:
         self._arrivals: deque[tuple[float, int]] = deque()
         self._lastLimited = -1.0
         self._nextProbe = 0.0
+        self.fixed = False
 
     def granted(self, now: float, total: int) -> None:
         """The receiver has now granted C{total} bytes in all."""
@@ -154,6 +159,7 @@ class WindowTuner:
             return False
         if base < MIN_TUNED_RTT:
             # Nothing to tune, ever: the minimum only goes down.
+            self.fixed = True
             return False
         if _newestBefore(self._grants, now - base) - announced < self._slack:
             self._lastLimited = now

@@ -190,6 +190,17 @@ class TunerTests(SynchronousTestCase):
         tuner = self.tuner(base=MIN_TUNED_RTT * 0.9)
         self.assertFalse(self.feed(tuner, 100_000))
         self.assertEqual(tuner.window, 100_000)
+        self.assertTrue(tuner.fixed)
+
+    def test_fixedOnlyOnShortPaths(self) -> None:
+        """A tuner knows its window fixed once a base RTT under MIN_TUNED_RTT is measured: not before, nor above it."""
+        unmeasured = WindowTuner(100_000, 10_000_000, 10_000, RoundTrips(Clock(), FakePings()))
+        self.assertFalse(unmeasured.frameArrived(0.0, 10_000, 0))
+        self.assertFalse(unmeasured.fixed)
+        for base in (MIN_TUNED_RTT, 0.1):
+            tuner = self.tuner(base=base)
+            self.feed(tuner, 100_000)
+            self.assertFalse(tuner.fixed, base)
 
     def test_staysWhenCreditToSpare(self) -> None:
         """The same rate with credit to spare (the source or the link is the limit) does not grow the window."""
@@ -245,6 +256,8 @@ class AutotuneTests(SynchronousTestCase):
         # The first frame's first piece crossing the 8 MiB/s link: 2 ms, no more.
         self.assertLess(latent.server.bulk.roundTrips.base or 0, MIN_TUNED_RTT)
         self.assertEqual(receiving.window, 128 * KiB)
+        # Let go once the path showed itself too short to tune: no clock read for it per frame and per grant.
+        self.assertIsNone(receiving.tuner)
 
     def test_disabled(self) -> None:
         """maxWindow equal to the window, or 0, turns autotuning off: no probes, and the window stays."""
@@ -311,7 +324,9 @@ async def loopbackKeepsWindow(reactor: Any) -> None:
             result = await incoming.receive(lambda piece: None)
             assert result.size == 32 * MiB
             receiving = incoming.receiver
-            assert receiving is not None and receiving.tuner is not None
+            # Autotuning was on, and its tuner let go once the path showed itself too short to tune.
+            assert incoming.broker.bulk.autotuning and incoming.broker.bulk.roundTrips.samples >= 1
+            assert receiving is not None and receiving.tuner is None
             assert receiving.window == BulkOptions().window, receiving.window
             assert (incoming.broker.bulk.roundTrips.base or 0) < MIN_TUNED_RTT, incoming.broker.bulk.roundTrips.base
         finally:

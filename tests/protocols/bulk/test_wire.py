@@ -7,6 +7,7 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import BlockBuffer, Decoder, Encoder, ProtocolError, Registry, Violation
+from framing.bulk.wire import grantMessage
 from framing.encoder import open_token
 from framing.slicing.constraints import Constraint
 from framing.slicing.registry import DEFAULT_REGISTRY
@@ -196,6 +197,23 @@ class ControlTests(SynchronousTestCase):
         result = self.roundTrip(end)
         self.assertEqual(result, [end])
         self.assertIs(type(result[0]), Control)
+
+    def test_grantMessageIsTheEncodedGrant(self) -> None:
+        """grantMessage writes the bytes the encoder writes for the same GRANT, whatever the sizes of its values."""
+        encoder = Encoder(registry(Target()))
+        for streamId in (0, 1, 255, 256, 70_000, 1 << 40):
+            for count in (0, 1, 15, 16, 255, 256, 384 << 10, 1 << 20, 1 << 40):
+                grant = Control((GRANT, streamId, count))
+                self.assertEqual(grantMessage(streamId, count), encoder.encode(grant), (streamId, count))
+        self.assertEqual(
+            Decoder(registry=registry(Target())).feed(PREAMBLE + grantMessage(7, 786_432)),
+            [Control((GRANT, 7, 786_432))],
+        )
+
+    def test_grantMessageChecked(self) -> None:
+        """A negative count or id, or one past 64 bits, is refused before anything is written."""
+        for streamId, count in ((1, -1), (-1, 1), (1, 1 << 64), (1 << 64, 1)):
+            self.assertRaises(ValueError, grantMessage, streamId, count)
 
     def test_refused(self) -> None:
         """Unknown ops, missing or extra values and oversized bodies are refused."""
