@@ -69,6 +69,7 @@ from .wire import (
     StreamAnnouncement,
     controlMessage,
     dataFramePieces,
+    grantMessage,
 )
 
 KiB = 1024
@@ -409,7 +410,7 @@ class ClientStreams:
             incoming._hash = newHash(incoming.digestName)
         incoming.state = ReceiveState.RECEIVING
         incoming._granted = WINDOW
-        self._output.append(self._control(Control((GRANT, incoming.streamId, WINDOW))))
+        self._output.append(grantMessage(incoming.streamId, WINDOW))
         return self.takeSettled()
 
     def _announced(self, announcement: StreamAnnouncement) -> IncomingTransfer:
@@ -457,7 +458,7 @@ class ClientStreams:
         if incoming._toGrant >= GRANT_STEP:
             count, incoming._toGrant = incoming._toGrant, 0
             incoming._granted += count
-            self._output.append(self._control(Control((GRANT, incoming.streamId, count))))
+            self._output.append(grantMessage(incoming.streamId, count))
 
     def _ended(self, incoming: IncomingTransfer, size: int, digest: bytes | None) -> None:
         """The server's END: check the size and digest, then DONE (or CANCEL) and settle the receiver."""
