@@ -74,6 +74,7 @@ from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PING, PONG, PREAMBLE, encode_header
 
 from .calltable import CallTable
+from .clientstreams import ClientObjectStreams, ReceivedStream
 from .errors import (
     DeadReferenceError,
     MessageRefused,
@@ -91,6 +92,7 @@ from .interfaces import ExportedReference
 from .referenceable import Referenceable
 from .references import ReferenceableSlicer, ReferenceUnslicer, RemoteReferenceSlicer, YourReferenceUnslicer
 from .signatures import REF_OPEN_TYPE, YOURREF_OPEN_TYPE
+from .streams import FlowMessage, ReceiveWindow
 from .wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, NO_ANSWER, RELEASE, Message, addMessageTypes, callContext
 
 Waiter = TypeVar("Waiter")
@@ -180,6 +182,8 @@ class ClientSession(Generic[Waiter]):
         maxImports: int | None = DEFAULT_MAX_IMPORTS,
         maxRunning: int | None = DEFAULT_MAX_RUNNING,
         extension: SessionExtension | None = None,
+        makeStream: Callable[[ClientObjectStreams, int, ReceiveWindow], ReceivedStream] | None = None,
+        streamDropped: Callable[[], None] | None = None,
     ) -> None:
         """
         @param peer: see L{peer}.
@@ -195,6 +199,10 @@ class ClientSession(Generic[Waiter]):
         @param maxImports: most of the server's references held at once.
         @param maxRunning: most of the server's calls waiting or running here at once.
         @param extension: a layer beside RPC on the connection (bulk streams), or C{None}.
+        @param makeStream: the client's reader of a stream of objects the
+            server sends (L{framing.rpc.clientstreams}); C{None}: a bare L{ReceivedStream}.
+        @param streamDropped: told when a reader was dropped unfinished (its
+            CANCEL is due, sent with the output); as C{released}, it must neither block nor encode.
         """
         self.peer = peer
         self.state = _WANT_PREAMBLE
@@ -212,13 +220,18 @@ class ClientSession(Generic[Waiter]):
             self._died = self.references.died
         self.incomingCalls = IncomingCalls(exports, maxRunning)
         self._encoder = Encoder(connectionRegistry)
+        self._output: list[bytes] = []
+        # Object streams the server sends: their messages are top-level objects of their own, so a call
+        # without a stream never meets this part (no hook per call); its CREDITs go into the output.
+        self.objectStreams = ClientObjectStreams(self._output, makeStream, died=streamDropped)
+        self.objectStreams.install(connectionRegistry, self._encoder)
+        self._streamsDropped = self.objectStreams.dropped
         self.extension = extension
         if extension is not None:
             extension.install(connectionRegistry, self._encoder)
         self._decoder = Decoder(limits, connectionRegistry)
         # Each pending call's waiter with the method's name, for the errors that name the call.
         self._table: CallTable[tuple[Waiter, str]] = CallTable(maxPending)
-        self._output: list[bytes] = []
         self._preambleLeft = len(PREAMBLE)
 
     @staticmethod
@@ -250,6 +263,8 @@ class ClientSession(Generic[Waiter]):
         output = self._output
         if self._died:
             self._queueReleases()
+        if self._streamsDropped:
+            self.objectStreams.cancelDropped()
         extension = self.extension
         if extension is not None and self.state is not _ENDED:
             extra = extension.dataToSend()
@@ -455,6 +470,11 @@ class ClientSession(Generic[Waiter]):
                     self.references.releaseReceived(obj)
             elif tag == CANCEL:
                 self.incomingCalls.cancelled(obj[1])
+        elif type(obj) is FlowMessage:
+            try:
+                self.objectStreams.received(obj, settled)
+            except ProtocolError as error:
+                settled.extend(self.end(error))
         elif self.extension is not None and self.extension.received(obj):
             pass
         elif isinstance(obj, MessageRefused):
@@ -550,6 +570,7 @@ class ClientSession(Generic[Waiter]):
         settled: list[Settled] = [
             (waiter, None, callLost(reason, name, peer)) for waiter, name in self._table.takeAll()
         ]
+        settled.extend(self.objectStreams.ended(reason))
         if self.extension is not None:
             settled.extend(self.extension.ended(reason))
         return settled
