@@ -135,10 +135,12 @@ from framing.rpc.errors import (
     DeadlineExceeded,
     ServerSilent,
 )
+from framing.rpc.clientstreams import ClientObjectStreams, ReceivedStream
 from framing.rpc.incoming import IncomingCall
 from framing.rpc.interfaces import ExportedReference, TypedProxy
 from framing.rpc.session import ClientSession, SessionExtension, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
+from framing.rpc.streams import ReceiveWindow
 from framing.rpc.wire import (
     ROOT_ID,
 )
@@ -240,6 +242,42 @@ class BlockingTypedReference(TypedProxy):
 registerReference(BlockingReference, BlockingTypedReference)
 
 
+class BlockingStream(ReceivedStream):
+    """
+    A stream of objects the server sent in a result, read as a plain
+    iterator (C{for item in connection.root.callRemote("count", 10)}): each
+    C{next} takes an item held, or reads the socket on this thread (as a
+    call waits for its answer) until one comes; credit goes back to the
+    server as items are taken.  L{close} (or leaving a C{with} block, or
+    dropping the stream unfinished, as breaking out of a C{for} loop over
+    it does) sends CANCEL.  The stream's end is C{StopIteration}; the
+    producer's error, a refused item (typed streams) or the connection's
+    end is raised after the items that came before it.
+
+    @ivar connection: the L{BlockingConnection} it came on.
+    """
+
+    connection: BlockingConnection
+
+    def __iter__(self) -> BlockingStream:
+        return self
+
+    def __next__(self) -> Any:
+        return self.connection.nextItem(self)
+
+    def close(self) -> None:
+        """Stop reading: the items held are dropped, the server's producer is cancelled (nothing if it is over)."""
+        self.connection.cancelStream(self)
+
+    def __enter__(self) -> BlockingStream:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+
+
 class BlockingConnection:
     """
     One connection to a chunkwire RPC server, as L{connect} makes it; a
@@ -284,6 +322,8 @@ class BlockingConnection:
             owner=self,
             released=self._referenceDied,
             extension=extension,
+            makeStream=self._newStream,
+            streamDropped=self._referenceDied,
         )
         # _lock guards the session and the fields below; _changed wakes the waiting callers.
         self._lock = threading.Lock()
@@ -607,6 +647,50 @@ class BlockingConnection:
         if isinstance(error, (BlockingIOError, TimeoutError, ssl.SSLWantWriteError)):
             return ServerSilent(f"{self.peer} read nothing this side sent for {self.silenceTimeout:g} s")
         return ConnectionLost(f"sending to {self.peer} failed: {error}")
+
+    # -- streams of objects ---------------------------------------------------
+
+    def _newStream(self, streams: ClientObjectStreams, streamId: int, window: ReceiveWindow) -> BlockingStream:
+        """The session's stream factory: a stream the server sends, as this client reads it."""
+        stream = BlockingStream(streams, streamId, window)
+        stream.connection = self
+        return stream
+
+    def nextItem(self, stream: BlockingStream) -> Any:
+        """
+        The next item of C{stream} (see L{BlockingStream}): taken if held,
+        else read for on this thread, in turn with the other waiting threads.
+
+        @raise StopIteration: the stream ended (or was closed here).
+        """
+        streams = self._session.objectStreams
+        while True:
+            waiter = None
+            with self._lock:
+                if stream.buffer:
+                    try:
+                        return streams.take(stream)
+                    finally:
+                        data = self._session.dataToSend()
+                        if data:
+                            self._sendQuietly(data)
+                if stream.error is not None:
+                    raise stream.error
+                if stream.ended:
+                    raise StopIteration
+                waiter = stream.waiter = _Waiter()
+                if not self._session:
+                    # Nothing else waits: the server's silence counts from now (as for a call).
+                    self._lastHeard = time.monotonic()
+            self._wait(waiter, None, "a stream")
+
+    def cancelStream(self, stream: BlockingStream) -> None:
+        """Stop reading C{stream}: CANCEL sent if it was not over."""
+        with self._lock:
+            self._session.objectStreams.cancel(stream)
+            data = self._session.dataToSend()
+        if data:
+            self._sendCancel(data)
 
     # -- references and the server's calls to this side ---------------------
 
