@@ -114,10 +114,12 @@ from framing.login.exchange import ByteExchange, ObjectName
 from framing.login.urls import HintAttempts, KeyMismatch, ObjectURL, checkPresentedKey
 from framing.rpc.context import Scope, sendingDeadline
 from framing.rpc.errors import CallTimedOut, ConnectionLost, ConnectTimedOut, DeadlineExceeded, ServerSilent
+from framing.rpc.clientstreams import ClientObjectStreams, ReceivedStream
 from framing.rpc.incoming import IncomingCall
 from framing.rpc.interfaces import ExportedReference, TypedProxy
 from framing.rpc.session import ClientSession, SessionExtension, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
+from framing.rpc.streams import ReceiveWindow
 from framing.rpc.wire import ROOT_ID
 from protocols.blocking import ConnectOptions, connectTarget, pinnedContext
 from protocols.blocking import tlsContext as tlsContext  # (re-exported: the contexts for connect's tls)
@@ -194,6 +196,34 @@ class AsyncTypedReference(TypedProxy):
 registerReference(AsyncReference, AsyncTypedReference)
 
 
+class AsyncStream(ReceivedStream):
+    """
+    A stream of objects the server sent in a result, read as an async
+    iterator (C{async for item in await connection.root.callRemote("watch")}):
+    C{__anext__} takes an item held, or waits for the server's next ITEM;
+    credit goes back to the server as items are taken.  L{aclose} (or
+    C{contextlib.aclosing}, or cancelling a task waiting on it, or dropping
+    the stream unfinished, as breaking out of C{async for} over it does)
+    sends CANCEL.  The producer's error, a refused item (typed streams) or
+    the connection's end is raised after the items that came before it.
+    Several streams and calls go on at once on one connection.
+
+    @ivar connection: the L{AsyncConnection} it came on.
+    """
+
+    connection: AsyncConnection
+
+    def __aiter__(self) -> AsyncStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        return await self.connection.nextItem(self)
+
+    async def aclose(self) -> None:
+        """Stop reading: the items held are dropped, the server's producer is cancelled (nothing if it is over)."""
+        self.connection.cancelStream(self)
+
+
 class _ClientProtocol(asyncio.Protocol):
     """The asyncio protocol of one L{AsyncConnection}: passes each event on to it."""
 
@@ -268,6 +298,8 @@ class AsyncConnection:
             owner=self,
             released=self._referenceDied,
             extension=extension,
+            makeStream=self._newStream,
+            streamDropped=self._referenceDied,
         )
         self._transport: asyncio.WriteTransport | None = None
         self._ready: _Future[None] = loop.create_future()
@@ -536,6 +568,48 @@ class AsyncConnection:
     def _end(self, reason: BaseException) -> None:
         """End the connection with C{reason}: every waiting call fails with it, once."""
         self._apply(self._session.end(reason))
+
+    # -- streams of objects ---------------------------------------------------
+
+    def _newStream(self, streams: ClientObjectStreams, streamId: int, window: ReceiveWindow) -> AsyncStream:
+        """The session's stream factory: a stream the server sends, as this client reads it."""
+        stream = AsyncStream(streams, streamId, window)
+        stream.connection = self
+        return stream
+
+    async def nextItem(self, stream: AsyncStream) -> Any:
+        """
+        The next item of C{stream} (see L{AsyncStream}): taken if held, else awaited.
+
+        @raise StopAsyncIteration: the stream ended (or was closed here).
+        """
+        streams = self._session.objectStreams
+        while True:
+            if stream.buffer:
+                try:
+                    return streams.take(stream)
+                finally:
+                    if not self._shut:
+                        self._apply([])  # (a CREDIT, a step at a time; CANCEL for a refused item)
+            if stream.error is not None:
+                raise stream.error
+            if stream.ended:
+                raise StopAsyncIteration
+            waiter: _Future[Any] = self._loop.create_future()
+            stream.waiter = waiter
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                # The consumer's task was cancelled while it waited: so is the stream.
+                stream.waiter = None
+                self.cancelStream(stream)
+                raise
+
+    def cancelStream(self, stream: AsyncStream) -> None:
+        """Stop reading C{stream}: CANCEL sent if it was not over."""
+        self._session.objectStreams.cancel(stream)
+        if not self._shut:
+            self._apply([])
 
     # -- references and the server's calls to this side ---------------------
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Protocol
 
+from twisted.internet.defer import Deferred
+
 from framing.rpc.interfaces import RemoteInterface
 from framing.rpc.referenceable import Referenceable
 from framing.rpc.signatures import remote
@@ -63,6 +65,16 @@ class Producers(Referenceable):
         for i in range(n):
             yield i
         raise ValueError("the producer broke")
+
+    @remote
+    async def idle(self) -> AsyncIterator[int]:
+        """One item, then a wait that never ends (a consumer's next item waits for good)."""
+        try:
+            yield 0
+            await Deferred()
+            yield 1
+        finally:
+            self.closed += 1
 
     @remote
     def untyped(self) -> Any:
