@@ -92,6 +92,16 @@ Contract:
    block the loop), an C{async def} one (or one returning an awaitable) as
    a task, answered when it ends; a CANCEL of it drops its answer (the task
    runs on).
+ - Streams of objects (L{framing.rpc.streams}: a remote method returning
+   an async generator, a generator...) arrive as an L{AsyncStream}, an
+   async iterator, beside any number of calls and streams on the
+   connection; credit goes back as items are taken (the sans-IO
+   L{framing.rpc.clientstreams.ClientObjectStreams}, on the Twisted
+   reader's windows).  C{aclose()}, cancelling a task waiting for an item,
+   or dropping it unfinished (breaking out of C{async for}) sends CANCEL.
+   A stream in a call's arguments is refused
+   (L{framing.rpc.clientstreams.StreamArgumentRefused}): this client reads
+   streams, it does not send them.
  - Bulk streams, as in the blocking client, are a subclass's: the
    connection of L{protocols.asynciobulk} (files uploaded and downloaded,
    resumable and checked; a stream as a call's argument or result).
@@ -112,9 +122,9 @@ from framing import Limits, Registry
 from framing.login.errors import LoginFailed
 from framing.login.exchange import ByteExchange, ObjectName
 from framing.login.urls import HintAttempts, KeyMismatch, ObjectURL, checkPresentedKey
+from framing.rpc.clientstreams import ClientObjectStreams, ReceivedStream
 from framing.rpc.context import Scope, sendingDeadline
 from framing.rpc.errors import CallTimedOut, ConnectionLost, ConnectTimedOut, DeadlineExceeded, ServerSilent
-from framing.rpc.clientstreams import ClientObjectStreams, ReceivedStream
 from framing.rpc.incoming import IncomingCall
 from framing.rpc.interfaces import ExportedReference, TypedProxy
 from framing.rpc.session import ClientSession, SessionExtension, Settled

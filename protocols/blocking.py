@@ -106,6 +106,17 @@ for the next call, or for a thread to call C{serve(seconds)}, which reads
 until the server has called (C{while connection.serve(60): pass} serves for
 good).  Callbacks run on several threads at once if several wait in calls.
 
+Streams of objects (L{framing.rpc.streams}: a remote method returning
+an async generator, a generator...) arrive as a L{BlockingStream}, a plain
+iterator: C{next} takes an item held or reads on the consuming thread, in
+turn with the other waiting threads, as a call waits for its answer; credit
+goes back as items are taken (the sans-IO
+L{framing.rpc.clientstreams.ClientObjectStreams}, on the Twisted reader's
+windows).  C{close()} or dropping it unfinished (breaking out of a C{for}
+loop) sends CANCEL.  A stream in a call's arguments is refused
+(L{framing.rpc.clientstreams.StreamArgumentRefused}): this client reads
+streams, it does not send them.
+
 Bulk streams (files uploaded and downloaded, resumable and checked; a
 stream as a call's argument or result) are L{protocols.blockingbulk}'s
 connection, a subclass of this one whose session carries
@@ -127,6 +138,7 @@ from typing import Any
 from framing import Limits, Registry
 from framing.login.exchange import ByteExchange, ObjectName, clientMechanism
 from framing.login.urls import HintAttempts, ObjectURL, checkPresentedKey
+from framing.rpc.clientstreams import ClientObjectStreams, ReceivedStream
 from framing.rpc.context import sendingDeadline
 from framing.rpc.errors import (
     CallTimedOut,
@@ -135,7 +147,6 @@ from framing.rpc.errors import (
     DeadlineExceeded,
     ServerSilent,
 )
-from framing.rpc.clientstreams import ClientObjectStreams, ReceivedStream
 from framing.rpc.incoming import IncomingCall
 from framing.rpc.interfaces import ExportedReference, TypedProxy
 from framing.rpc.session import ClientSession, SessionExtension, Settled

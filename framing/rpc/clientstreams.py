@@ -45,10 +45,11 @@ import weakref
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from zope.interface import implementer
+
 from framing import Encoder, Registry, Violation
 from framing.slicing.constraints import Constraint
 from framing.slicing.interfaces import ISlicer
-from zope.interface import implementer
 
 from .errors import rebuild
 from .streams import (

@@ -51,6 +51,13 @@ left in C{incomingCalls.waiting} for the I/O layer to run and settle
 reference from the server is refused as an unknown type and every call of
 the server's is answered L{NoSuchObject}.
 
+Streams of objects the server sends (in an answer, or in its call to a
+callback) are L{framing.rpc.clientstreams.ClientObjectStreams}'s, a part
+of every session (C{objectStreams}): each decodes as the client's reader
+(C{makeStream}), its CREDITs and CANCELs wait in the output, and a
+consumer waiting for its next item is settled as a call is.  Only a
+stream's own messages reach it: a call without a stream costs nothing more.
+
 No I/O, no threads, no clock: the I/O layer says how long the server has
 been quiet, sends the bytes, and guards the session with a lock if several
 threads use it (one method at a time).  Costs: a call is one table entry

@@ -92,7 +92,7 @@ async def slowConsumerHoldsProducer(reactor: Any) -> None:
 
 
 async def breakSendsCancel(reactor: Any) -> None:
-    """Breaking out of async for (the stream dropped), aclose() and a cancelled waiting task send CANCEL: finally runs."""
+    """Breaking out of async for (the stream dropped), aclose(), a cancelled waiting task: CANCEL, finally runs."""
     producers, port = await servingStreams(reactor)
 
     async def closedSoon(connection: AsyncConnection, expected: int) -> int:

@@ -229,4 +229,3 @@ test_producer_error_after_items = pytestTest(producerErrorAfterItems, HANG)
 test_typed_items_refused = pytestTest(typedItemsRefused, HANG)
 test_connection_loss_ends_stream = pytestTest(connectionLossEndsStream, HANG)
 test_stream_argument_refused = pytestTest(streamArgumentRefused, HANG)
-
