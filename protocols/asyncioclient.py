@@ -99,9 +99,11 @@ Contract:
    L{framing.rpc.clientstreams.ClientObjectStreams}, on the Twisted
    reader's windows).  C{aclose()}, cancelling a task waiting for an item,
    or dropping it unfinished (breaking out of C{async for}) sends CANCEL.
-   A stream in a call's arguments is refused
-   (L{framing.rpc.clientstreams.StreamArgumentRefused}): this client reads
-   streams, it does not send them.
+   An async iterable (an async generator) in a call's arguments is sent as
+   a stream: a task of the connection's pulls it as the server's credit
+   allows, then END (or ERROR with what it raised); the server's CANCEL
+   or the connection's end cancels the task and closes it.  A plain
+   generator is refused (L{framing.rpc.clientstreams.StreamArgumentRefused}).
  - Bulk streams, as in the blocking client, are a subclass's: the
    connection of L{protocols.asynciobulk} (files uploaded and downloaded,
    resumable and checked; a stream as a call's argument or result).
@@ -110,6 +112,7 @@ Contract:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import ssl
@@ -122,7 +125,7 @@ from framing import Limits, Registry
 from framing.login.errors import LoginFailed
 from framing.login.exchange import ByteExchange, ObjectName
 from framing.login.urls import HintAttempts, KeyMismatch, ObjectURL, checkPresentedKey
-from framing.rpc.clientstreams import ClientObjectStreams, ReceivedStream
+from framing.rpc.clientstreams import ClientObjectStreams, ReceivedStream, SentStream
 from framing.rpc.context import Scope, sendingDeadline
 from framing.rpc.errors import CallTimedOut, ConnectionLost, ConnectTimedOut, DeadlineExceeded, ServerSilent
 from framing.rpc.incoming import IncomingCall
@@ -310,6 +313,7 @@ class AsyncConnection:
             extension=extension,
             makeStream=self._newStream,
             streamDropped=self._referenceDied,
+            streamSending=self._streamSending,
         )
         self._transport: asyncio.WriteTransport | None = None
         self._ready: _Future[None] = loop.create_future()
@@ -329,6 +333,8 @@ class AsyncConnection:
         # The server's calls to this side's callbacks that run as tasks (coroutine methods), kept from collection.
         self._callTasks: set[asyncio.Future[Any]] = set()
         self._releaseScheduled = False
+        # The tasks pulling the streams this side sends in calls' arguments, kept from collection.
+        self._producing: set[asyncio.Task[None]] = set()
 
     @property
     def waitingToSend(self) -> int:
@@ -614,6 +620,54 @@ class AsyncConnection:
                 stream.waiter = None
                 self.cancelStream(stream)
                 raise
+
+    def _streamSending(self, producer: SentStream) -> None:
+        """
+        A stream this side sends went live (a task pulls its source under
+        the server's credit) or is over (cancelled by the server, or the
+        connection ended: its task is cancelled, unless it is the one ending it).
+        """
+        if producer.over:
+            task = producer.handle
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
+            return
+        task = self._loop.create_task(self._produce(producer))
+        producer.handle = task
+        self._producing.add(task)
+        task.add_done_callback(self._producing.discard)
+
+    async def _produce(self, producer: SentStream) -> None:
+        """Pull C{producer}'s source while the server's credit allows, one ITEM per item; then END or ERROR."""
+        streams = self._session.objectStreams
+        iterator = producer.source.__aiter__()
+        try:
+            while not producer.over:
+                if not producer.window.open():
+                    waiter: _Future[Any] = self._loop.create_future()
+                    producer.waiter = waiter
+                    await waiter
+                    continue
+                if self._paused:
+                    await self._writable("a stream", None)
+                try:
+                    item = await iterator.__anext__()
+                except StopAsyncIteration:
+                    streams.endSending(producer)
+                except Exception as error:
+                    streams.failSending(producer, error)
+                else:
+                    streams.itemReady(producer, item)
+                data = self._session.dataToSend()
+                if data and not self._shut:
+                    self._write(data, True)  # (gathered: the items of one turn leave in one write)
+        except asyncio.CancelledError:
+            pass  # the server cancelled the stream, or the connection ended
+        finally:
+            aclose = getattr(iterator, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
 
     def cancelStream(self, stream: AsyncStream) -> None:
         """Stop reading C{stream}: CANCEL sent if it was not over."""

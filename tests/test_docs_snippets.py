@@ -134,6 +134,7 @@ EXPECTED: dict[str, list[str]] = {
         "refused here: result[1]",
         "asyncio ticks: [100, 101, 102, 103, 104]",
         "closed on the server: 4",
+        "average: 20.0",
         "twisted imported: False",
     ],
     "without_twisted_bulk.py": [

@@ -51,6 +51,12 @@ if __name__ == "__main__":
             yield "two"
 
         @rpc.remote
+        async def average(self, prices: AsyncIterator[int]) -> float:
+            """A stream the caller sends, read with async for."""
+            seen = [price async for price in prices]
+            return sum(seen) / len(seen)
+
+        @rpc.remote
         def howManyClosed(self) -> int:
             return Prices.closed
 

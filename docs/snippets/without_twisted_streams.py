@@ -48,6 +48,13 @@ async def main() -> None:
                 break
         print("closed on the server:", await root.callRemote("howManyClosed"))
 
+        # A stream sent: an async generator as an argument, pulled as the server's credit allows.
+        async def prices() -> AsyncIterator[int]:
+            for price in (10, 20, 30):
+                yield price
+
+        print("average:", await root.callRemote("average", prices()))
+
 
 try:
     script()

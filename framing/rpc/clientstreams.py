@@ -27,9 +27,19 @@ the session's output at once.  From then on:
    break that dropped the reader) drops the items held and sends CANCEL;
  - the session's end fails every stream with the reason, after its items.
 
-Sending a stream as an argument (client streaming) is not done by these
-clients: an async iterable or a generator in a call's arguments is refused
-with a C{TypeError} saying so, before anything is sent.
+Sending a stream as an argument (client streaming), for a client that
+gives C{sending} (the asyncio client): an async iterable in a call's
+arguments is announced as the CALL is encoded and goes live once it is
+encoded whole (L{ClientObjectStreams.committed}; forgotten if the encoding
+fails); the I/O layer pulls its source while its L{SendWindow} is open,
+hands each item to L{ClientObjectStreams.itemReady} (checked, if the
+stream is typed, then one ITEM in the output) and ends it with
+L{ClientObjectStreams.endSending} or L{ClientObjectStreams.failSending}
+(END, ERROR); the server's CREDIT settles the pull's C{waiter}, its
+CANCEL and the session's end tell the I/O layer to stop.  Without
+C{sending} (the blocking client), and for a plain generator in any
+client, the argument is refused with L{StreamArgumentRefused} (a
+C{TypeError}) before anything is sent.
 
 No I/O, no threads, no clock: the session's owner guards this with the
 session's lock and sends the session's output.  Costs: one dict lookup and
@@ -51,7 +61,7 @@ from framing import Encoder, Registry, Violation
 from framing.slicing.constraints import Constraint
 from framing.slicing.interfaces import ISlicer
 
-from .errors import rebuild
+from .errors import describe, rebuild
 from .streams import (
     ANNOUNCE_OPEN_TYPE,
     CANCEL,
@@ -59,19 +69,22 @@ from .streams import (
     DEFAULT_WINDOW,
     DEFAULT_WINDOW_BYTES,
     END,
+    ERROR,
     ITEM,
     Announcement,
     AnnouncementUnslicer,
     FlowMessage,
     ObjectStreamIdReused,
     ReceiveWindow,
+    SendWindow,
     TooManyObjectStreams,
     addFlowTypes,
     checkItem,
+    itemCheckFor,
     leastItemLength,
 )
 
-__all__ = ["ClientObjectStreams", "ReceivedStream", "StreamArgumentRefused"]
+__all__ = ["ClientObjectStreams", "ReceivedStream", "SentStream", "StreamArgumentRefused"]
 
 DEFAULT_MAX_STREAMS = 1000
 """Streams the server may have announced to a client at once (the Twisted side's default)."""
@@ -137,9 +150,35 @@ class ReceivedStream:
         return f"<{type(self).__name__} {self.streamId}: {self.taken} taken, {len(self.buffer)} held>"
 
 
+class SentStream:
+    """
+    One stream this side sends in a call's arguments (an async iterable),
+    as the sans-IO side tracks it; the I/O layer pulls its C{source} while
+    L{SendWindow.open} and hands each item to L{ClientObjectStreams.itemReady}.
+
+    @ivar streamId: this side's id of the stream.
+    @ivar source: what the items are taken from (opaque here).
+    @ivar window: its L{SendWindow}.
+    @ivar sent: items sent so far.
+    @ivar over: ended, failed or cancelled: nothing more is sent.
+    @ivar waiter: what the I/O layer's pull waits on for credit (opaque), settled when CREDIT or CANCEL comes.
+    @ivar handle: the I/O layer's own (its pulling task), untouched here.
+    """
+
+    def __init__(self, streamId: int, source: Any) -> None:
+        self.streamId = streamId
+        self.source = source
+        self.window = SendWindow()
+        self.sent = 0
+        self.over = False
+        self.waiter: Any = None
+        self.handle: Any = None
+        self.check = itemCheckFor(source)
+
+
 class ClientObjectStreams:
     """
-    The object streams the server sends one client connection (see the module docstring).
+    The object streams of one client connection, read and sent (see the module docstring).
 
     @ivar output: where the flow messages to send go (the session's output list).
     """
@@ -153,6 +192,7 @@ class ClientObjectStreams:
         windowBytes: int = DEFAULT_WINDOW_BYTES,
         maxStreams: int = DEFAULT_MAX_STREAMS,
         died: Callable[[], None] | None = None,
+        sending: Callable[[SentStream], None] | None = None,
     ) -> None:
         """
         @param output: the session's output list: CREDITs and CANCELs are appended, encoded.
@@ -163,6 +203,11 @@ class ClientObjectStreams:
         @param died: told when a reader unfinished was dropped by its consumer
             (its CANCEL is due: L{cancelDropped}); on whatever thread the
             garbage collector ran, so it must neither block nor encode.
+        @param sending: told of each stream this side sends once the call
+            carrying it was encoded whole (the I/O layer starts pulling its
+            source) and again when it is over (its pull stops); C{None}:
+            this side sends no streams (an async iterable or a generator in
+            an argument is refused with L{StreamArgumentRefused}).
         """
         self.output = output
         self.makeStream = makeStream or ReceivedStream
@@ -176,6 +221,11 @@ class ClientObjectStreams:
         self._lastAnnounced = 0
         self._encoder: Encoder | None = None
         self.failure: BaseException | None = None
+        self._sending = sending
+        self._producers: dict[int, SentStream] = {}
+        # Streams announced in the message being encoded: live once it is encoded whole (the session asks).
+        self.announcing: list[SentStream] = []
+        self._nextId = 1
 
     def install(self, registry: Registry, encoder: Encoder) -> None:
         """Teach the connection's C{registry} the flow messages and the announcement; refuse streams as arguments."""
@@ -183,8 +233,13 @@ class ClientObjectStreams:
         addFlowTypes(registry)
         registry.add_unslicer(ANNOUNCE_OPEN_TYPE, lambda limits: AnnouncementUnslicer(limits, self.announced))
         refusal = _StreamArgumentSlicer()
-        for cls in (types.AsyncGeneratorType, types.GeneratorType, AsyncIterator, ReceivedStream):
+        announcer: Any = refusal if self._sending is None else _AnnouncementSlicer(self)
+        refused: tuple[type, ...] = (types.GeneratorType, ReceivedStream)
+        announced: tuple[type, ...] = (types.AsyncGeneratorType, AsyncIterator)
+        for cls in refused:
             registry.add_slicer(cls, refusal)
+        for cls in announced:
+            registry.add_slicer(cls, announcer)
 
     @property
     def streamCount(self) -> int:
@@ -225,6 +280,17 @@ class ClientObjectStreams:
         """
         tag = message[0]
         if tag == CREDIT or tag == CANCEL:
+            producer = self._producers.get(message[1])
+            if producer is None:
+                return  # over here, the server has not heard yet
+            if tag == CREDIT:
+                producer.window.granted(message[2], message[3])
+            else:
+                self._producerOver(producer)
+            waiter = producer.waiter
+            if waiter is not None:
+                producer.waiter = None
+                settled.append((waiter, None, None))
             return
         ref = self._streams.get(message[1])
         stream = ref() if ref is not None else None
@@ -252,7 +318,87 @@ class ClientObjectStreams:
                 stream.error = reason
                 self._wake(stream, settled)
         self.dropped.clear()
+        self.announcing.clear()
+        producers = self._producers
+        while producers:
+            producer = producers.popitem()[1]
+            self._producerOver(producer)
+            if producer.waiter is not None:
+                settled.append((producer.waiter, None, None))
+                producer.waiter = None
         return settled
+
+    # -- the streams this side sends -------------------------------------------------
+
+    def announce(self, source: Any) -> int:
+        """C{source} is being announced in a message: its id (live if the message is encoded whole: L{committed})."""
+        streamId = self._nextId
+        self._nextId += 1
+        self.announcing.append(SentStream(streamId, source))
+        return streamId
+
+    def committed(self) -> None:
+        """The message announcing L{announcing} was encoded whole (and will be sent): each stream is live."""
+        announcing, self.announcing = self.announcing, []
+        for producer in announcing:
+            self._producers[producer.streamId] = producer
+            if self._sending is not None:
+                self._sending(producer)
+
+    def rolledBack(self) -> None:
+        """The message announcing L{announcing} failed to encode: the streams are forgotten."""
+        self.announcing.clear()
+
+    def itemReady(self, producer: SentStream, item: Any) -> None:
+        """
+        The I/O layer took C{item} from C{producer}'s source (its window was
+        open): checked if the stream is typed, then its ITEM in the output;
+        a refused or unencodable item ends the stream with ERROR instead.
+        """
+        if producer.over:
+            return
+        check = producer.check
+        if check is not None:
+            try:
+                checkItem(check[0], item, check[1], producer.sent)
+            except Violation as violation:
+                self.failSending(producer, violation)
+                return
+        message = FlowMessage((ITEM, producer.streamId, item))
+        try:
+            data = self._encoded(message)
+        except Exception as error:
+            self.failSending(producer, error)
+            return
+        producer.window.taken()
+        producer.window.sent(1, len(data))
+        producer.sent += 1
+        self.output.append(data)
+
+    def endSending(self, producer: SentStream) -> None:
+        """C{producer}'s source is spent: END, with the count of items sent."""
+        if producer.over:
+            return
+        self._producerOver(producer)
+        self._send(FlowMessage((END, producer.streamId, producer.sent)))
+
+    def failSending(self, producer: SentStream, error: BaseException) -> None:
+        """C{producer}'s source raised C{error} (or an item was refused): ERROR, after the items sent."""
+        if producer.over:
+            return
+        self._producerOver(producer)
+        typeName, text, details = describe(error)
+        try:
+            self._send(FlowMessage((ERROR, producer.streamId, typeName, text, details)))
+        except Exception:
+            self._send(FlowMessage((ERROR, producer.streamId, typeName, text, None)))
+
+    def _producerOver(self, producer: SentStream) -> None:
+        producer.over = True
+        if self._producers.get(producer.streamId) is producer:
+            del self._producers[producer.streamId]
+        if self._sending is not None:
+            self._sending(producer)
 
     # -- asked by the consumer ---------------------------------------------------------
 
@@ -315,10 +461,14 @@ class ClientObjectStreams:
             settled.append((waiter, None, None))
 
     def _send(self, message: FlowMessage) -> None:
+        if self.failure is None:
+            self.output.append(self._encoded(message))
+
+    def _encoded(self, message: FlowMessage) -> bytes:
         encoder = self._encoder
         assert encoder is not None
         data = encoder.tokens(message)
-        self.output.append(encoder.encode(message) if data is None else data)
+        return encoder.encode(message) if data is None else data
 
 
 class _Dropped:
@@ -337,11 +487,22 @@ class _Dropped:
 
 
 @implementer(ISlicer)
+class _AnnouncementSlicer:
+    """Announces an async iterable where it stands in a message (OPEN "rpc.stream", its id, CLOSE)."""
+
+    def __init__(self, streams: ClientObjectStreams) -> None:
+        self.streams = streams
+
+    def slice(self, obj: Any, encoder: Any) -> None:
+        encoder.write_container(ANNOUNCE_OPEN_TYPE, obj, (self.streams.announce(obj),))
+
+
+@implementer(ISlicer)
 class _StreamArgumentSlicer:
     """Refuses a stream in a call's arguments: the clients without Twisted read streams, they do not send them."""
 
     def slice(self, obj: Any, encoder: Any) -> None:
         raise StreamArgumentRefused(
-            f"cannot send {type(obj).__name__} as a stream of objects: the clients without Twisted"
-            " read streams in results but do not send them in arguments (use the Twisted client)"
+            f"cannot send {type(obj).__name__} as a stream of objects from this client: the blocking client"
+            " sends no streams, the asyncio client async iterables only (an async generator)"
         )

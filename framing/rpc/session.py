@@ -81,7 +81,7 @@ from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PING, PONG, PREAMBLE, encode_header
 
 from .calltable import CallTable
-from .clientstreams import ClientObjectStreams, ReceivedStream
+from .clientstreams import ClientObjectStreams, ReceivedStream, SentStream
 from .errors import (
     DeadReferenceError,
     MessageRefused,
@@ -191,6 +191,7 @@ class ClientSession(Generic[Waiter]):
         extension: SessionExtension | None = None,
         makeStream: Callable[[ClientObjectStreams, int, ReceiveWindow], ReceivedStream] | None = None,
         streamDropped: Callable[[], None] | None = None,
+        streamSending: Callable[[SentStream], None] | None = None,
     ) -> None:
         """
         @param peer: see L{peer}.
@@ -210,6 +211,10 @@ class ClientSession(Generic[Waiter]):
             server sends (L{framing.rpc.clientstreams}); C{None}: a bare L{ReceivedStream}.
         @param streamDropped: told when a reader was dropped unfinished (its
             CANCEL is due, sent with the output); as C{released}, it must neither block nor encode.
+        @param streamSending: told when a stream this side sends in a call's
+            arguments goes live and when it is over
+            (L{framing.rpc.clientstreams.ClientObjectStreams}'s C{sending});
+            C{None}: streams in arguments are refused.
         """
         self.peer = peer
         self.state = _WANT_PREAMBLE
@@ -230,7 +235,7 @@ class ClientSession(Generic[Waiter]):
         self._output: list[bytes] = []
         # Object streams the server sends: their messages are top-level objects of their own, so a call
         # without a stream never meets this part (no hook per call); its CREDITs go into the output.
-        self.objectStreams = ClientObjectStreams(self._output, makeStream, died=streamDropped)
+        self.objectStreams = ClientObjectStreams(self._output, makeStream, died=streamDropped, sending=streamSending)
         self.objectStreams.install(connectionRegistry, self._encoder)
         self._streamsDropped = self.objectStreams.dropped
         self.extension = extension
@@ -323,9 +328,13 @@ class ClientSession(Generic[Waiter]):
         try:
             data = encoder.tokens(message)
             if data is None:
+                # (not built-in types alone: a stream argument among them perhaps, live once encoded whole)
                 data = encoder.encode(message)
+                if self.objectStreams.announcing:
+                    self.objectStreams.committed()
         except BaseException:
             table.take(requestId)
+            self.objectStreams.rolledBack()
             if self.extension is not None:
                 self.extension.messageDropped()
             raise
@@ -408,7 +417,16 @@ class ClientSession(Generic[Waiter]):
     def _encode(self, message: Message) -> bytes:
         encoder = self._encoder
         data = encoder.tokens(message)
-        return encoder.encode(message) if data is None else data
+        if data is not None:
+            return data
+        try:
+            data = encoder.encode(message)
+        except BaseException:
+            self.objectStreams.rolledBack()
+            raise
+        if self.objectStreams.announcing:
+            self.objectStreams.committed()
+        return data
 
     # -- receiving -----------------------------------------------------------
 

@@ -8,7 +8,7 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
-from framing import Decoder, Encoder, Registry
+from framing import Decoder, Encoder, EncodingError, Registry
 from framing.rpc.clientstreams import ReceivedStream, StreamArgumentRefused
 from framing.rpc.errors import RemoteError
 from framing.rpc.session import ClientSession, SessionState
@@ -188,3 +188,63 @@ class BadInputTests(SynchronousTestCase):
         with self.assertRaises(StreamArgumentRefused):
             session.call("gen", 0, "total", ((n for n in range(3)),), {})
         self.assertEqual(len(session), 0)  # (the first call was answered; the refused one is not kept)
+
+
+async def _numbers() -> Any:
+    yield 1
+
+
+class SendingTests(SynchronousTestCase):
+    """Streams a session sends in a call's arguments (given C{streamSending}: the asyncio client's)."""
+
+    def opened(self) -> tuple[ClientSession[str], Server, list[Any]]:
+        told: list[Any] = []
+        session: ClientSession[str] = ClientSession(PEER, streamSending=told.append)
+        server = Server()
+        server.read(session.start())
+        session.receive(PREAMBLE)
+        return session, server, told
+
+    def test_announcedCreditedSentEnded(self) -> None:
+        """Live once the CALL is encoded; CREDIT wakes the puller; items go as ITEMs, then END; the I/O layer told."""
+        session, server, told = self.opened()
+        source = _numbers()
+        _, data = session.call("call", 0, "total", (source,), {})
+        [producer] = told
+        self.assertIs(producer.source, source)
+        self.assertFalse(producer.window.open())
+        producer.waiter = "puller"
+        settled = session.receive(server.send(FlowMessage((CREDIT, producer.streamId, 2, 1000))))
+        self.assertEqual(settled, [("puller", None, None)])
+        self.assertTrue(producer.window.open())
+        streams = session.objectStreams
+        streams.itemReady(producer, 7)
+        streams.endSending(producer)
+        self.assertEqual(
+            server.read(session.dataToSend()),
+            [FlowMessage((ITEM, producer.streamId, 7)), FlowMessage((END, producer.streamId, 1))],
+        )
+        self.assertEqual(told, [producer, producer])
+        self.assertTrue(producer.over)
+        source.aclose().close()
+
+    def test_cancelledByServer(self) -> None:
+        """The server's CANCEL ends the stream: over, the I/O layer told (it stops pulling), nothing more sent."""
+        session, server, told = self.opened()
+        session.call("call", 0, "firstThree", (_numbers(),), {})
+        [producer] = told
+        session.receive(server.send(FlowMessage((CANCEL, producer.streamId))))
+        self.assertTrue(producer.over)
+        self.assertEqual(told, [producer, producer])
+        session.objectStreams.itemReady(producer, 1)
+        self.assertEqual(session.dataToSend(), b"")
+
+    def test_rolledBack(self) -> None:
+        """A CALL that fails to encode after announcing a stream: the stream never goes live."""
+        session, _, told = self.opened()
+        source = _numbers()
+        with self.assertRaises(EncodingError):
+            session.call("call", 0, "total", (source, object()), {})
+        self.assertEqual(told, [])
+        self.assertEqual(session.objectStreams.announcing, [])
+        source.aclose().close()

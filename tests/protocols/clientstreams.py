@@ -81,6 +81,25 @@ class Producers(Referenceable):
         return ObjectStream(["x" if i == BAD_INDEX else i for i in range(30)])
 
     @remote
+    async def total(self, items: AsyncIterator[int]) -> list[int]:
+        """The count and the sum of the items of a stream the client sends."""
+        count = total = 0
+        async for item in items:
+            count += 1
+            total += item
+        return [count, total]
+
+    @remote
+    async def firstThree(self, items: AsyncIterator[int]) -> list[int]:
+        """The first three items of a stream the client sends: then it stops reading (CANCEL)."""
+        taken = []
+        async for item in items:
+            taken.append(item)
+            if len(taken) == 3:
+                break
+        return taken
+
+    @remote
     def made(self) -> list[int]:
         """C{[produced, closed]}."""
         return [self.produced, self.closed]

@@ -198,22 +198,19 @@ async def connectionLossEndsStream(reactor: Any) -> None:
 
 
 async def streamArgumentRefused(reactor: Any) -> None:
-    """An async generator in a call's arguments is refused before anything is sent (a TypeError naming why)."""
+    """A plain generator in a call's arguments is refused before anything is sent (a TypeError naming why)."""
     _, port = await servingStreams(reactor)
-
-    async def numbers() -> Any:
-        yield 1
 
     async def work(connection: AsyncConnection) -> tuple[BaseException | None, list[int]]:
         try:
-            await connection.root.callRemote("count", numbers())
+            await connection.root.callRemote("total", (i for i in range(3)))
         except TypeError as error:
             return error, await connection.root.callRemote("made")
         return None, []
 
     try:
         error, made = await deferToThread(inLoop, port, work)
-        assert isinstance(error, StreamArgumentRefused) and "do not send them" in str(error), error
+        assert isinstance(error, StreamArgumentRefused) and "async iterables only" in str(error), error
         assert made == [0, 0]
     finally:
         await stopServing(port)
@@ -239,3 +236,48 @@ test_producer_error_after_items = pytestTest(producerErrorAfterItems, HANG)
 test_typed_items_refused = pytestTest(typedItemsRefused, HANG)
 test_connection_loss_ends_stream = pytestTest(connectionLossEndsStream, HANG)
 test_stream_argument_refused = pytestTest(streamArgumentRefused, HANG)
+
+
+async def clientStreams(reactor: Any) -> None:
+    """An async generator as an argument: sent under the server's credit, 10^4 items; stopped early, it is closed."""
+    _, port = await servingStreams(reactor)
+    closed: list[int] = []
+
+    async def numbers(n: int) -> Any:
+        try:
+            for i in range(n):
+                yield i
+        finally:
+            closed.append(n)
+
+    async def broken() -> Any:
+        yield 1
+        raise ValueError("the source broke")
+
+    async def work(connection: AsyncConnection) -> tuple[Any, Any, BaseException | None]:
+        counted = await connection.root.callRemote("total", numbers(10_000))
+        first = await connection.root.callRemote("firstThree", numbers(1_000_000))
+        try:
+            await connection.root.callRemote("total", broken())
+        except Exception as error:
+            return counted, first, error
+        return counted, first, None
+
+    try:
+        counted, first, error = await deferToThread(inLoop, port, work)
+        assert counted == [10_000, sum(range(10_000))]
+        assert first == [0, 1, 2]
+        assert sorted(closed) == [10_000, 1_000_000]  # the server's CANCEL closed the second one
+        assert error is not None and "the source broke" in str(error), error
+    finally:
+        await stopServing(port)
+
+
+class AsyncClientStreamTests(TestCase):
+    """Streams sent by the asyncio client."""
+
+    timeout = HANG + 30
+    test_client_streams = trialTest(clientStreams, HANG)
+
+
+test_client_streams = pytestTest(clientStreams, HANG)

@@ -202,7 +202,7 @@ async def streamArgumentRefused(reactor: Any) -> None:
             return None, []
 
         error, made = await deferToThread(call)
-        assert isinstance(error, StreamArgumentRefused) and "do not send them" in str(error), error
+        assert isinstance(error, StreamArgumentRefused) and "sends no streams" in str(error), error
         assert made == [0, 0]  # the connection goes on
     finally:
         connection.close()
