@@ -92,6 +92,18 @@ Contract:
    block the loop), an C{async def} one (or one returning an awaitable) as
    a task, answered when it ends; a CANCEL of it drops its answer (the task
    runs on).
+ - Streams of objects (L{framing.rpc.streams}: a remote method returning
+   an async generator, a generator...) arrive as an L{AsyncStream}, an
+   async iterator, beside any number of calls and streams on the
+   connection; credit goes back as items are taken (the sans-IO
+   L{framing.rpc.clientstreams.ClientObjectStreams}, on the Twisted
+   reader's windows).  C{aclose()}, cancelling a task waiting for an item,
+   or dropping it unfinished (breaking out of C{async for}) sends CANCEL.
+   An async iterable (an async generator) in a call's arguments is sent as
+   a stream: a task of the connection's pulls it as the server's credit
+   allows, then END (or ERROR with what it raised); the server's CANCEL
+   or the connection's end cancels the task and closes it.  A plain
+   generator is refused (L{framing.rpc.clientstreams.StreamArgumentRefused}).
  - Bulk streams, as in the blocking client, are a subclass's: the
    connection of L{protocols.asynciobulk} (files uploaded and downloaded,
    resumable and checked; a stream as a call's argument or result).
@@ -100,6 +112,7 @@ Contract:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import ssl
@@ -112,12 +125,14 @@ from framing import Limits, Registry
 from framing.login.errors import LoginFailed
 from framing.login.exchange import ByteExchange, ObjectName
 from framing.login.urls import HintAttempts, KeyMismatch, ObjectURL, checkPresentedKey
+from framing.rpc.clientstreams import ClientObjectStreams, ReceivedStream, SentStream
 from framing.rpc.context import Scope, sendingDeadline
 from framing.rpc.errors import CallTimedOut, ConnectionLost, ConnectTimedOut, DeadlineExceeded, ServerSilent
 from framing.rpc.incoming import IncomingCall
 from framing.rpc.interfaces import ExportedReference, TypedProxy
 from framing.rpc.session import ClientSession, SessionExtension, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
+from framing.rpc.streams import ReceiveWindow
 from framing.rpc.wire import ROOT_ID
 from protocols.blocking import ConnectOptions, connectTarget, pinnedContext
 from protocols.blocking import tlsContext as tlsContext  # (re-exported: the contexts for connect's tls)
@@ -194,6 +209,34 @@ class AsyncTypedReference(TypedProxy):
 registerReference(AsyncReference, AsyncTypedReference)
 
 
+class AsyncStream(ReceivedStream):
+    """
+    A stream of objects the server sent in a result, read as an async
+    iterator (C{async for item in await connection.root.callRemote("watch")}):
+    C{__anext__} takes an item held, or waits for the server's next ITEM;
+    credit goes back to the server as items are taken.  L{aclose} (or
+    C{contextlib.aclosing}, or cancelling a task waiting on it, or dropping
+    the stream unfinished, as breaking out of C{async for} over it does)
+    sends CANCEL.  The producer's error, a refused item (typed streams) or
+    the connection's end is raised after the items that came before it.
+    Several streams and calls go on at once on one connection.
+
+    @ivar connection: the L{AsyncConnection} it came on.
+    """
+
+    connection: AsyncConnection
+
+    def __aiter__(self) -> AsyncStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        return await self.connection.nextItem(self)
+
+    async def aclose(self) -> None:
+        """Stop reading: the items held are dropped, the server's producer is cancelled (nothing if it is over)."""
+        self.connection.cancelStream(self)
+
+
 class _ClientProtocol(asyncio.Protocol):
     """The asyncio protocol of one L{AsyncConnection}: passes each event on to it."""
 
@@ -268,6 +311,9 @@ class AsyncConnection:
             owner=self,
             released=self._referenceDied,
             extension=extension,
+            makeStream=self._newStream,
+            streamDropped=self._referenceDied,
+            streamSending=self._streamSending,
         )
         self._transport: asyncio.WriteTransport | None = None
         self._ready: _Future[None] = loop.create_future()
@@ -287,6 +333,8 @@ class AsyncConnection:
         # The server's calls to this side's callbacks that run as tasks (coroutine methods), kept from collection.
         self._callTasks: set[asyncio.Future[Any]] = set()
         self._releaseScheduled = False
+        # The tasks pulling the streams this side sends in calls' arguments, kept from collection.
+        self._producing: set[asyncio.Task[None]] = set()
 
     @property
     def waitingToSend(self) -> int:
@@ -536,6 +584,96 @@ class AsyncConnection:
     def _end(self, reason: BaseException) -> None:
         """End the connection with C{reason}: every waiting call fails with it, once."""
         self._apply(self._session.end(reason))
+
+    # -- streams of objects ---------------------------------------------------
+
+    def _newStream(self, streams: ClientObjectStreams, streamId: int, window: ReceiveWindow) -> AsyncStream:
+        """The session's stream factory: a stream the server sends, as this client reads it."""
+        stream = AsyncStream(streams, streamId, window)
+        stream.connection = self
+        return stream
+
+    async def nextItem(self, stream: AsyncStream) -> Any:
+        """
+        The next item of C{stream} (see L{AsyncStream}): taken if held, else awaited.
+
+        @raise StopAsyncIteration: the stream ended (or was closed here).
+        """
+        streams = self._session.objectStreams
+        while True:
+            if stream.buffer:
+                try:
+                    return streams.take(stream)
+                finally:
+                    if not self._shut:
+                        self._apply([])  # (a CREDIT, a step at a time; CANCEL for a refused item)
+            if stream.error is not None:
+                raise stream.error
+            if stream.ended:
+                raise StopAsyncIteration
+            waiter: _Future[Any] = self._loop.create_future()
+            stream.waiter = waiter
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                # The consumer's task was cancelled while it waited: so is the stream.
+                stream.waiter = None
+                self.cancelStream(stream)
+                raise
+
+    def _streamSending(self, producer: SentStream) -> None:
+        """
+        A stream this side sends went live (a task pulls its source under
+        the server's credit) or is over (cancelled by the server, or the
+        connection ended: its task is cancelled, unless it is the one ending it).
+        """
+        if producer.over:
+            task = producer.handle
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
+            return
+        task = self._loop.create_task(self._produce(producer))
+        producer.handle = task
+        self._producing.add(task)
+        task.add_done_callback(self._producing.discard)
+
+    async def _produce(self, producer: SentStream) -> None:
+        """Pull C{producer}'s source while the server's credit allows, one ITEM per item; then END or ERROR."""
+        streams = self._session.objectStreams
+        iterator = producer.source.__aiter__()
+        try:
+            while not producer.over:
+                if not producer.window.open():
+                    waiter: _Future[Any] = self._loop.create_future()
+                    producer.waiter = waiter
+                    await waiter
+                    continue
+                if self._paused:
+                    await self._writable("a stream", None)
+                try:
+                    item = await iterator.__anext__()
+                except StopAsyncIteration:
+                    streams.endSending(producer)
+                except Exception as error:
+                    streams.failSending(producer, error)
+                else:
+                    streams.itemReady(producer, item)
+                data = self._session.dataToSend()
+                if data and not self._shut:
+                    self._write(data, True)  # (gathered: the items of one turn leave in one write)
+        except asyncio.CancelledError:
+            pass  # the server cancelled the stream, or the connection ended
+        finally:
+            aclose = getattr(iterator, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
+
+    def cancelStream(self, stream: AsyncStream) -> None:
+        """Stop reading C{stream}: CANCEL sent if it was not over."""
+        self._session.objectStreams.cancel(stream)
+        if not self._shut:
+            self._apply([])
 
     # -- references and the server's calls to this side ---------------------
 

@@ -106,6 +106,17 @@ for the next call, or for a thread to call C{serve(seconds)}, which reads
 until the server has called (C{while connection.serve(60): pass} serves for
 good).  Callbacks run on several threads at once if several wait in calls.
 
+Streams of objects (L{framing.rpc.streams}: a remote method returning
+an async generator, a generator...) arrive as a L{BlockingStream}, a plain
+iterator: C{next} takes an item held or reads on the consuming thread, in
+turn with the other waiting threads, as a call waits for its answer; credit
+goes back as items are taken (the sans-IO
+L{framing.rpc.clientstreams.ClientObjectStreams}, on the Twisted reader's
+windows).  C{close()} or dropping it unfinished (breaking out of a C{for}
+loop) sends CANCEL.  A stream in a call's arguments is refused
+(L{framing.rpc.clientstreams.StreamArgumentRefused}): this client reads
+streams, it does not send them.
+
 Bulk streams (files uploaded and downloaded, resumable and checked; a
 stream as a call's argument or result) are L{protocols.blockingbulk}'s
 connection, a subclass of this one whose session carries
@@ -127,6 +138,7 @@ from typing import Any
 from framing import Limits, Registry
 from framing.login.exchange import ByteExchange, ObjectName, clientMechanism
 from framing.login.urls import HintAttempts, ObjectURL, checkPresentedKey
+from framing.rpc.clientstreams import ClientObjectStreams, ReceivedStream
 from framing.rpc.context import sendingDeadline
 from framing.rpc.errors import (
     CallTimedOut,
@@ -139,6 +151,7 @@ from framing.rpc.incoming import IncomingCall
 from framing.rpc.interfaces import ExportedReference, TypedProxy
 from framing.rpc.session import ClientSession, SessionExtension, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
+from framing.rpc.streams import ReceiveWindow
 from framing.rpc.wire import (
     ROOT_ID,
 )
@@ -240,6 +253,42 @@ class BlockingTypedReference(TypedProxy):
 registerReference(BlockingReference, BlockingTypedReference)
 
 
+class BlockingStream(ReceivedStream):
+    """
+    A stream of objects the server sent in a result, read as a plain
+    iterator (C{for item in connection.root.callRemote("count", 10)}): each
+    C{next} takes an item held, or reads the socket on this thread (as a
+    call waits for its answer) until one comes; credit goes back to the
+    server as items are taken.  L{close} (or leaving a C{with} block, or
+    dropping the stream unfinished, as breaking out of a C{for} loop over
+    it does) sends CANCEL.  The stream's end is C{StopIteration}; the
+    producer's error, a refused item (typed streams) or the connection's
+    end is raised after the items that came before it.
+
+    @ivar connection: the L{BlockingConnection} it came on.
+    """
+
+    connection: BlockingConnection
+
+    def __iter__(self) -> BlockingStream:
+        return self
+
+    def __next__(self) -> Any:
+        return self.connection.nextItem(self)
+
+    def close(self) -> None:
+        """Stop reading: the items held are dropped, the server's producer is cancelled (nothing if it is over)."""
+        self.connection.cancelStream(self)
+
+    def __enter__(self) -> BlockingStream:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+
+
 class BlockingConnection:
     """
     One connection to a chunkwire RPC server, as L{connect} makes it; a
@@ -284,6 +333,8 @@ class BlockingConnection:
             owner=self,
             released=self._referenceDied,
             extension=extension,
+            makeStream=self._newStream,
+            streamDropped=self._referenceDied,
         )
         # _lock guards the session and the fields below; _changed wakes the waiting callers.
         self._lock = threading.Lock()
@@ -607,6 +658,50 @@ class BlockingConnection:
         if isinstance(error, (BlockingIOError, TimeoutError, ssl.SSLWantWriteError)):
             return ServerSilent(f"{self.peer} read nothing this side sent for {self.silenceTimeout:g} s")
         return ConnectionLost(f"sending to {self.peer} failed: {error}")
+
+    # -- streams of objects ---------------------------------------------------
+
+    def _newStream(self, streams: ClientObjectStreams, streamId: int, window: ReceiveWindow) -> BlockingStream:
+        """The session's stream factory: a stream the server sends, as this client reads it."""
+        stream = BlockingStream(streams, streamId, window)
+        stream.connection = self
+        return stream
+
+    def nextItem(self, stream: BlockingStream) -> Any:
+        """
+        The next item of C{stream} (see L{BlockingStream}): taken if held,
+        else read for on this thread, in turn with the other waiting threads.
+
+        @raise StopIteration: the stream ended (or was closed here).
+        """
+        streams = self._session.objectStreams
+        while True:
+            waiter = None
+            with self._lock:
+                if stream.buffer:
+                    try:
+                        return streams.take(stream)
+                    finally:
+                        data = self._session.dataToSend()
+                        if data:
+                            self._sendQuietly(data)
+                if stream.error is not None:
+                    raise stream.error
+                if stream.ended:
+                    raise StopIteration
+                waiter = stream.waiter = _Waiter()
+                if not self._session:
+                    # Nothing else waits: the server's silence counts from now (as for a call).
+                    self._lastHeard = time.monotonic()
+            self._wait(waiter, None, "a stream")
+
+    def cancelStream(self, stream: BlockingStream) -> None:
+        """Stop reading C{stream}: CANCEL sent if it was not over."""
+        with self._lock:
+            self._session.objectStreams.cancel(stream)
+            data = self._session.dataToSend()
+        if data:
+            self._sendCancel(data)
 
     # -- references and the server's calls to this side ---------------------
 

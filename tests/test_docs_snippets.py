@@ -127,6 +127,16 @@ EXPECTED: dict[str, list[str]] = {
         "unwatched: True",
         "twisted imported: False",
     ],
+    "without_twisted_streams.py": [
+        "blocking ticks: [100, 101, 102, 103, 104]",
+        "closed on the server: 2",
+        "quote: 1",
+        "refused here: result[1]",
+        "asyncio ticks: [100, 101, 102, 103, 104]",
+        "closed on the server: 4",
+        "average: 20.0",
+        "twisted imported: False",
+    ],
     "without_twisted_bulk.py": [
         f"uploaded: 3000000 bytes, {availableDigests()[0]} checked by the service",
         "downloaded; same digest: True",

@@ -9,7 +9,8 @@ numbers the calls a side makes and matches their answers;
 L{framing.rpc.context} is how a call's deadline and metadata nest and what
 a call carries of them;
 L{framing.rpc.streams} is the object streams' messages, credit windows and
-C{AsyncIterator[T]} constraint;
+C{AsyncIterator[T]} constraint, and L{framing.rpc.clientstreams} the
+reading of them by the clients without Twisted;
 L{framing.rpc.referenceable} says what may be called (L{Referenceable} and
 its L{remote} methods), L{framing.rpc.references} how references travel, and
 L{framing.rpc.exports} and L{framing.rpc.incoming} keep a connection's

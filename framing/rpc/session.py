@@ -51,6 +51,13 @@ left in C{incomingCalls.waiting} for the I/O layer to run and settle
 reference from the server is refused as an unknown type and every call of
 the server's is answered L{NoSuchObject}.
 
+Streams of objects the server sends (in an answer, or in its call to a
+callback) are L{framing.rpc.clientstreams.ClientObjectStreams}'s, a part
+of every session (C{objectStreams}): each decodes as the client's reader
+(C{makeStream}), its CREDITs and CANCELs wait in the output, and a
+consumer waiting for its next item is settled as a call is.  Only a
+stream's own messages reach it: a call without a stream costs nothing more.
+
 No I/O, no threads, no clock: the I/O layer says how long the server has
 been quiet, sends the bytes, and guards the session with a lock if several
 threads use it (one method at a time).  Costs: a call is one table entry
@@ -74,6 +81,7 @@ from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PING, PONG, PREAMBLE, encode_header
 
 from .calltable import CallTable
+from .clientstreams import ClientObjectStreams, ReceivedStream, SentStream
 from .errors import (
     DeadReferenceError,
     MessageRefused,
@@ -91,6 +99,7 @@ from .interfaces import ExportedReference
 from .referenceable import Referenceable
 from .references import ReferenceableSlicer, ReferenceUnslicer, RemoteReferenceSlicer, YourReferenceUnslicer
 from .signatures import REF_OPEN_TYPE, YOURREF_OPEN_TYPE
+from .streams import FlowMessage, ReceiveWindow
 from .wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, NO_ANSWER, RELEASE, Message, addMessageTypes, callContext
 
 Waiter = TypeVar("Waiter")
@@ -180,6 +189,9 @@ class ClientSession(Generic[Waiter]):
         maxImports: int | None = DEFAULT_MAX_IMPORTS,
         maxRunning: int | None = DEFAULT_MAX_RUNNING,
         extension: SessionExtension | None = None,
+        makeStream: Callable[[ClientObjectStreams, int, ReceiveWindow], ReceivedStream] | None = None,
+        streamDropped: Callable[[], None] | None = None,
+        streamSending: Callable[[SentStream], None] | None = None,
     ) -> None:
         """
         @param peer: see L{peer}.
@@ -195,6 +207,14 @@ class ClientSession(Generic[Waiter]):
         @param maxImports: most of the server's references held at once.
         @param maxRunning: most of the server's calls waiting or running here at once.
         @param extension: a layer beside RPC on the connection (bulk streams), or C{None}.
+        @param makeStream: the client's reader of a stream of objects the
+            server sends (L{framing.rpc.clientstreams}); C{None}: a bare L{ReceivedStream}.
+        @param streamDropped: told when a reader was dropped unfinished (its
+            CANCEL is due, sent with the output); as C{released}, it must neither block nor encode.
+        @param streamSending: told when a stream this side sends in a call's
+            arguments goes live and when it is over
+            (L{framing.rpc.clientstreams.ClientObjectStreams}'s C{sending});
+            C{None}: streams in arguments are refused.
         """
         self.peer = peer
         self.state = _WANT_PREAMBLE
@@ -212,13 +232,18 @@ class ClientSession(Generic[Waiter]):
             self._died = self.references.died
         self.incomingCalls = IncomingCalls(exports, maxRunning)
         self._encoder = Encoder(connectionRegistry)
+        self._output: list[bytes] = []
+        # Object streams the server sends: their messages are top-level objects of their own, so a call
+        # without a stream never meets this part (no hook per call); its CREDITs go into the output.
+        self.objectStreams = ClientObjectStreams(self._output, makeStream, died=streamDropped, sending=streamSending)
+        self.objectStreams.install(connectionRegistry, self._encoder)
+        self._streamsDropped = self.objectStreams.dropped
         self.extension = extension
         if extension is not None:
             extension.install(connectionRegistry, self._encoder)
         self._decoder = Decoder(limits, connectionRegistry)
         # Each pending call's waiter with the method's name, for the errors that name the call.
         self._table: CallTable[tuple[Waiter, str]] = CallTable(maxPending)
-        self._output: list[bytes] = []
         self._preambleLeft = len(PREAMBLE)
 
     @staticmethod
@@ -250,6 +275,8 @@ class ClientSession(Generic[Waiter]):
         output = self._output
         if self._died:
             self._queueReleases()
+        if self._streamsDropped:
+            self.objectStreams.cancelDropped()
         extension = self.extension
         if extension is not None and self.state is not _ENDED:
             extra = extension.dataToSend()
@@ -301,9 +328,13 @@ class ClientSession(Generic[Waiter]):
         try:
             data = encoder.tokens(message)
             if data is None:
+                # (not built-in types alone: a stream argument among them perhaps, live once encoded whole)
                 data = encoder.encode(message)
+                if self.objectStreams.announcing:
+                    self.objectStreams.committed()
         except BaseException:
             table.take(requestId)
+            self.objectStreams.rolledBack()
             if self.extension is not None:
                 self.extension.messageDropped()
             raise
@@ -386,7 +417,16 @@ class ClientSession(Generic[Waiter]):
     def _encode(self, message: Message) -> bytes:
         encoder = self._encoder
         data = encoder.tokens(message)
-        return encoder.encode(message) if data is None else data
+        if data is not None:
+            return data
+        try:
+            data = encoder.encode(message)
+        except BaseException:
+            self.objectStreams.rolledBack()
+            raise
+        if self.objectStreams.announcing:
+            self.objectStreams.committed()
+        return data
 
     # -- receiving -----------------------------------------------------------
 
@@ -455,6 +495,11 @@ class ClientSession(Generic[Waiter]):
                     self.references.releaseReceived(obj)
             elif tag == CANCEL:
                 self.incomingCalls.cancelled(obj[1])
+        elif type(obj) is FlowMessage:
+            try:
+                self.objectStreams.received(obj, settled)
+            except ProtocolError as error:
+                settled.extend(self.end(error))
         elif self.extension is not None and self.extension.received(obj):
             pass
         elif isinstance(obj, MessageRefused):
@@ -550,6 +595,7 @@ class ClientSession(Generic[Waiter]):
         settled: list[Settled] = [
             (waiter, None, callLost(reason, name, peer)) for waiter, name in self._table.takeAll()
         ]
+        settled.extend(self.objectStreams.ended(reason))
         if self.extension is not None:
             settled.extend(self.extension.ended(reason))
         return settled
