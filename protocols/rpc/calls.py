@@ -88,12 +88,6 @@ class OutgoingCalls:
     The calls this side made on one connection that wait for answers.
 
     @ivar callLimits: the L{CallLimits} (pending calls and their timeout).
-    @ivar sending: the call whose CALL is being sent, else C{None}: what
-        a slicer running for one of its arguments may ask (object streams
-        do), so that no extension needs a hook run on every call.  (Set
-        until the write is queued: a message encoded re-entrantly from
-        within that write, which only a synchronous in-memory transport
-        could cause, would be taken for part of the call.)
     """
 
     def __init__(
@@ -113,7 +107,6 @@ class OutgoingCalls:
         self._table: CallTable[_Call] = CallTable(callLimits.maxPending)
         self._cancelCall = self._cancel  # bound once: one canceller for every call
         self._scope = scope.get  # bound once: what every call reads of its context
-        self.sending: Deferred[Any] | None = None
 
     @property
     def open(self) -> bool:
@@ -170,14 +163,11 @@ class OutgoingCalls:
             outgoing = Outgoing()
             for callSent in self._callSent:
                 callSent(call, outgoing)
-        self.sending = call
         try:
             self._connection.sendObject(Message((CALL, requestId, target, name, sent, *args)), outgoing)
         except Exception:
-            self.sending = None
             self._table.take(requestId)
             return fail()
-        self.sending = None
         return call
 
     def _callWithContext(

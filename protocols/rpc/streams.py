@@ -802,13 +802,8 @@ class ObjectStreams:
         self.streamIds += 1
         producer = _Producer(self, streamId, source)
         self._producers[streamId] = producer
-        # A stream in a call's arguments is closed if the call fails before it is granted credit.  (Asked
-        # here, of the broker's calls, rather than told by a hook on every call: most calls carry no stream.)
-        broker = self._broker()
-        call = broker.calls.sending if broker is not None else None
         outgoing.on_rollback(lambda: self._takeBack(producer))
-        if call is not None:
-            outgoing.on_commit(lambda: call.addErrback(_callFailed, producer))
+        # A stream the peer never took (its message refused, before or as it was read) is closed by the probe.
         self._probeAfter(outgoing, producer)
         return streamId
 
@@ -915,14 +910,6 @@ def _readerGone(streams: weakref.ref[ObjectStreams], streamId: int, reader: obje
     owner = streams()
     if owner is not None:
         owner.readerGone(streamId)
-
-
-def _callFailed(failure: Failure, producer: _Producer) -> Failure:
-    # A stream sent in a call's arguments that the peer never took (the
-    # call was refused before it was read): nothing else would close it.
-    if producer.sent == 0 and producer.window.objects == 0:
-        producer.cancel()
-    return failure
 
 
 def _nothing() -> None:
