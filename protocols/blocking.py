@@ -474,6 +474,25 @@ class BlockingConnection:
             pieces.append(outbox.pop(0))
         return b"".join(pieces)
 
+    def _readTurn(self, bound: float | None) -> None:
+        """
+        Be the reading thread for one C{recv} (C{_lock} held, no other
+        thread reading), apply what it brought (answers settled, the
+        server's calls queued), then wake the threads that sleep.
+
+        @param bound: the waiting thread's own bound on its wait, for the read's tick (see L{_keepTick}).
+        """
+        self._reading = True
+        try:
+            self._keepTick(bound)
+            chunk = self._receive()
+            if chunk is not None:
+                self._apply(self._session.receive(chunk))
+        finally:
+            self._reading = False
+            if self._sleepers:
+                self._changed.notify_all()
+
     def _sleep(self, seconds: float | None) -> None:
         """
         Wait (holding C{_lock}) until the reading thread wakes this one, or
@@ -513,16 +532,7 @@ class BlockingConnection:
                 if self._reading:
                     self._sleep(remaining)
                     continue
-                self._reading = True
-                try:
-                    self._keepTick(bound)
-                    chunk = self._receive()
-                    if chunk is not None:
-                        self._apply(self._session.receive(chunk))
-                finally:
-                    self._reading = False
-                    if self._sleepers:
-                        self._changed.notify_all()
+                self._readTurn(bound)
                 if self._session.incomingCalls.waiting:
                     self._serveCalls()
         if cancel is not None:
@@ -753,15 +763,7 @@ class BlockingConnection:
                 if self._reading:
                     self._sleep(remaining)
                     continue
-                self._reading = True
-                try:
-                    self._keepTick(seconds)
-                    chunk = self._receive()
-                    if chunk is not None:
-                        self._apply(session.receive(chunk))
-                finally:
-                    self._reading = False
-                    self._changed.notify_all()
+                self._readTurn(seconds)
                 served = len(session.incomingCalls.waiting)
                 if served:
                     self._serveCalls()
