@@ -7,11 +7,12 @@ somewhere: python examples/kv_server.py --listen tcp:8760.)
 
 from __future__ import annotations  # the interface's hints are read by chunkwire, not evaluated here
 
-import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from _serving import startService
 
 PASSWORD = "ada's secret"
 """The password of the user ada, on a server started with logins."""
@@ -39,13 +40,8 @@ def startKeyValueServer(*, logins: bool = False) -> tuple[subprocess.Popen[str],
             [*adduser, "--token", str(work / "tokens"), "build-bot"], text=True, check=True, capture_output=True
         ).stdout.strip()
         arguments += ["--users", str(work / "users"), "--tokens", str(work / "tokens")]
-    server = subprocess.Popen([sys.executable, "examples/kv_server.py", *arguments], stdout=subprocess.PIPE, text=True)
-    assert server.stdout is not None
-    for line in server.stdout:
-        found = re.search(r"port=(\d+)", line)
-        if found:
-            return server, int(found.group(1)), token
-    raise SystemExit("the server did not start")
+    server, port = startService("examples/kv_server.py", *arguments)
+    return server, port, token
 
 
 # -- the interface ---------------------------------------------------------------------------

@@ -7,20 +7,14 @@ run as a program, it is the service.
 
 from __future__ import annotations
 
-import re
 import subprocess
-import sys
+
+from _serving import startService
 
 
 def startTimedServer() -> tuple[subprocess.Popen[str], int]:
     """Start this module as the service on a free loopback port: the process and its port."""
-    server = subprocess.Popen([sys.executable, __file__], stdout=subprocess.PIPE, text=True)
-    assert server.stdout is not None
-    for line in server.stdout:
-        found = re.search(r"port=(\d+)", line)
-        if found:
-            return server, int(found.group(1))
-    raise SystemExit("the server did not start")
+    return startService(__file__)
 
 
 if __name__ == "__main__":
