@@ -12,7 +12,9 @@ before anything is sent, and mypy checks the calls.  get and delete of a
 missing key exit with status 1.  watch prints
 every change of the key until interrupted (or after N changes); it
 reconnects with backoff if the server goes away, and watches again on each
-new connection.
+new connection; a value that changed while it was away is printed (and
+counted) as one change, so watch --count N never waits for a change it
+missed.
 
 A server started with --users or --client-ca serves only clients that log
 in: --user NAME (the password from --password-file, $CHUNKWIRE_PASSWORD or
@@ -47,12 +49,30 @@ class Watcher(rpc.Referenceable, IWatcher):
     change (a method of L{IWatcher}, so remote without C{@rpc.remote}).
 
     @ivar done: fires after C{count} changes (never if C{count} is 0).
+    @ivar known: whether L{last} holds the value a server reported.
+    @ivar last: the key's value as last reported (C{None}: unset).
     """
 
     def __init__(self, count: int) -> None:
         self.count = count
         self.seen = 0
         self.done: Deferred[None] = Deferred()
+        self.known = False
+        self.last: str | None = None
+
+    def subscribed(self, key: str, current: str | None) -> None:
+        """
+        A watch began on a connection, the key now C{current}.  On a later
+        connection (a reconnect), a value different from the last one known
+        changed while no connection heard it: report it as one change, or
+        C{--count} would wait for a change that already happened.
+        """
+        missed = self.known and current != self.last
+        self.known = True
+        self.last = current
+        print(f"watching {key} (now {'unset' if current is None else repr(current)})", flush=True)
+        if missed:
+            self._report(key, current)
 
     def stop(self, failure: BaseException) -> None:
         """End the watch with C{failure} (once)."""
@@ -61,6 +81,11 @@ class Watcher(rpc.Referenceable, IWatcher):
 
     @rpc.deferred
     async def changed(self, key: str, value: str | None) -> None:
+        self.known = True
+        self.last = value
+        self._report(key, value)
+
+    def _report(self, key: str, value: str | None) -> None:
         print(f"{key} deleted" if value is None else f"{key} = {value}", flush=True)
         self.seen += 1
         if self.count and self.seen == self.count:
@@ -87,7 +112,7 @@ async def watch(
             # reconnecting client's state machine takes no stop while a connection is half made).
             root.broker.whenDisconnected().addCallback(lambda _: reactor.callLater(0, watcher.stop, failure))
             return
-        print(f"watching {key} (now {'unset' if current is None else repr(current)})", flush=True)
+        watcher.subscribed(key, current)
 
     client = rpc.reconnecting(
         reactor,

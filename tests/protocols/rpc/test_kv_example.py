@@ -69,6 +69,35 @@ class KeyValueExampleTests(SynchronousTestCase):
         _, address = start()
         self.assertEqual(self.client(address, "get", "colour").stdout, "blue\n")
 
+    def test_watchReportsChangeMissedWhileAway(self) -> None:
+        """
+        A change made while the watcher had no server (here: through another
+        server on the same store) is printed and counted when it reconnects,
+        so watch --count 1 ends rather than wait for a change already made.
+        """
+        path = os.path.abspath(self.mktemp() + ".sqlite")
+
+        def start(port: int = 0) -> tuple[subprocess.Popen[bytes], int]:
+            command = [sys.executable, "examples/kv_server.py", "--listen", f"tcp:{port}:interface=127.0.0.1"]
+            server = subprocess.Popen(command + ["--store", path], cwd=ROOT, env=ENV, stdout=subprocess.PIPE)
+            self.addCleanup(stop, server)
+            return server, int(readUntil(server, rb"kv server listening on .* port=(\d+)\)").group(1))
+
+        first, port = start()
+        address = f"tcp:host=127.0.0.1:port={port}"
+        command = [sys.executable, "examples/kv_client.py", "--connect", address, "watch", "colour", "--count", "1"]
+        watcher = subprocess.Popen(command, cwd=ROOT, env=ENV, stdout=subprocess.PIPE)
+        self.addCleanup(stop, watcher)
+        readUntil(watcher, rb"watching colour \(now unset\)\n")
+        stop(first)
+        other, otherPort = start()
+        put = self.client(f"tcp:host=127.0.0.1:port={otherPort}", "put", "colour", "green")
+        self.assertEqual(put.returncode, 0, put.stderr)
+        stop(other)
+        start(port)  # the watcher's address again, on the same store
+        readUntil(watcher, rb"watching colour \(now 'green'\)\ncolour = green\n", timeout=60)
+        self.assertEqual(watcher.wait(timeout=30), 0)
+
     def test_storeUnavailable(self) -> None:
         """A --store file that cannot be opened is one line naming it, and exit status 1."""
         result = runPython("examples/kv_server.py", "--listen", "tcp:0", "--store", "/nonexistent/kv.sqlite")
