@@ -19,6 +19,9 @@ from framing import Violation
 from framing.login import ClientCertificate, LoginRefused, Password, Token
 from framing.login.urls import KeyMismatch, ObjectURL
 from framing.rpc.errors import ConnectionLost, NoSuchMethod
+from framing.bulk import NoSuchFile
+from framing.errors import PeerError
+from protocols.asynciobulk import connect as connectBulk
 from protocols.asyncioclient import AsyncConnection, AsyncTypedReference, connect, connectURL, tlsContext
 from protocols.auth.tokens import newToken
 from protocols.kv import IKeyValue
@@ -109,6 +112,44 @@ class PasswordAndTokenTests(blocking.ServerTestCase):
             await raises(LoginRefused, self.connect(credentials=Token(newToken())))
 
         run(lambda: closing(self.connect(credentials=Token(self.token)), use))
+
+
+class BulkLoginTests(blocking.ServerTestCase):
+    """bulk_server.py --users: the asyncio bulk client logs in, and each user's files are that user's own."""
+
+    served: Path
+    arguments = classmethod(blocking.BulkLoginTests.arguments.__func__)  # the same server, set up on this class
+
+    def test_uploadDownloadAsUser(self) -> None:
+        """
+        alice's upload lands in the served directory's alice/ and comes back
+        with the same digest; bob sees no file and cannot fetch hers; without
+        a login, the first call ends the connection with the server's error.
+        """
+        local = Path(self.mktemp()).resolve()
+        local.mkdir(parents=True)
+        source = local / "diary.txt"
+        source.write_bytes(b"dear diary " * 100_000)
+        address = ("127.0.0.1", self.port)
+
+        def login(user: str) -> Password:
+            return Password(user, f"{user}'s secret")
+
+        async def test() -> None:
+            async with await connectBulk(address, timeout=HANG, credentials=login("alice")) as alice:
+                sent = await alice.upload(source)
+                fetched = await alice.download("diary.txt", local / "copy.txt")
+            self.assertEqual((self.served / "alice" / "diary.txt").read_bytes(), source.read_bytes())
+            self.assertEqual((fetched.digest, (local / "copy.txt").read_bytes()), (sent.digest, source.read_bytes()))
+            async with await connectBulk(address, timeout=HANG, credentials=login("bob")) as bob:
+                self.assertEqual(await bob.root.callRemote("list"), [])
+                await raises(NoSuchFile, bob.download("diary.txt", local / "stolen.txt"))
+            self.assertFalse((local / "stolen.txt").exists())
+            async with await connectBulk(address, timeout=HANG) as anonymous:
+                error = await raises(PeerError, anonymous.root.callRemote("list"))
+            self.assertIn("before logging in", str(error))
+
+        run(test)
 
 
 class ClientCertificateTests(blocking.ServerTestCase):

@@ -31,7 +31,10 @@ from protocols.auth.authority import CertificateAuthority
 from protocols.auth.scram import MIN_ITERATIONS
 from protocols.auth.tokens import addToken, newToken
 from protocols.auth.users import addUser
+from framing.bulk import NoSuchFile
 from protocols.blocking import BlockingConnection, ConnectionLost, connect, connectURL, tlsContext
+from protocols.blockingbulk import BlockingBulkConnection
+from protocols.blockingbulk import connect as connectBulk
 from protocols.kv import IKeyValue
 from tests.processes import ClassProcessesCase, readUntil, startPython, stop
 
@@ -117,6 +120,49 @@ class PasswordAndTokenTests(ServerTestCase):
     def test_unsupportedCredentials(self) -> None:
         """Credentials no mechanism takes are refused before connecting."""
         self.assertRaises(UnsupportedCredentials, connect, ("127.0.0.1", 1), credentials=("alice", "secret"))
+
+
+class BulkLoginTests(ServerTestCase):
+    """bulk_server.py --users: the blocking bulk client logs in, and each user's files are that user's own."""
+
+    served: Path
+
+    @classmethod
+    def arguments(cls, work: Path) -> list[str]:
+        for user in ("alice", "bob"):
+            addUser(work / "users", user, f"{user}'s secret".encode(), iterations=MIN_ITERATIONS)
+        cls.served = work / "served"
+        listen = ["--listen", "tcp:0:interface=127.0.0.1"]
+        return ["examples/bulk_server.py", *listen, "--users", str(work / "users"), "--dir", str(cls.served)]
+
+    def bulk(self, user: str | None = None) -> BlockingBulkConnection:
+        """A bulk connection logged in as C{user} (with its password), or not logged in."""
+        credentials = None if user is None else Password(user, f"{user}'s secret")
+        connection = connectBulk(("127.0.0.1", self.port), timeout=HANG, callTimeout=HANG, credentials=credentials)
+        self.addCleanup(connection.close)
+        return connection
+
+    def test_uploadDownloadAsUser(self) -> None:
+        """
+        alice's upload lands in the served directory's alice/ and comes back
+        with the same digest; bob sees no file and cannot fetch hers; without
+        a login, the first call ends the connection with the server's error.
+        """
+        local = Path(self.mktemp()).resolve()
+        local.mkdir(parents=True)
+        source = local / "diary.txt"
+        source.write_bytes(b"dear diary " * 100_000)
+        alice = self.bulk("alice")
+        sent = alice.upload(source)
+        self.assertEqual((self.served / "alice" / "diary.txt").read_bytes(), source.read_bytes())
+        fetched = alice.download("diary.txt", local / "copy.txt")
+        self.assertEqual((fetched.digest, (local / "copy.txt").read_bytes()), (sent.digest, source.read_bytes()))
+        bob = self.bulk("bob")
+        self.assertEqual(bob.root.callRemote("list"), [])
+        self.assertRaises(NoSuchFile, bob.download, "diary.txt", local / "stolen.txt")
+        self.assertFalse((local / "stolen.txt").exists())
+        error = self.assertRaises(PeerError, self.bulk().root.callRemote, "list")
+        self.assertIn("before logging in", str(error))
 
 
 class ClientCertificateTests(ServerTestCase):
