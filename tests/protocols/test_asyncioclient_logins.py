@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from framing import Violation
+from framing.bulk import NoSuchFile
+from framing.errors import PeerError
 from framing.login import ClientCertificate, LoginRefused, Password, Token
 from framing.login.urls import KeyMismatch, ObjectURL
 from framing.rpc.errors import ConnectionLost, NoSuchMethod
-from framing.bulk import NoSuchFile
-from framing.errors import PeerError
-from protocols.asynciobulk import connect as connectBulk
+from protocols import asynciobulk
 from protocols.asyncioclient import AsyncConnection, AsyncTypedReference, connect, connectURL, tlsContext
 from protocols.auth.tokens import newToken
 from protocols.kv import IKeyValue
@@ -136,16 +136,16 @@ class BulkLoginTests(blocking.ServerTestCase):
             return Password(user, f"{user}'s secret")
 
         async def test() -> None:
-            async with await connectBulk(address, timeout=HANG, credentials=login("alice")) as alice:
+            async with await asynciobulk.connect(address, timeout=HANG, credentials=login("alice")) as alice:
                 sent = await alice.upload(source)
                 fetched = await alice.download("diary.txt", local / "copy.txt")
             self.assertEqual((self.served / "alice" / "diary.txt").read_bytes(), source.read_bytes())
             self.assertEqual((fetched.digest, (local / "copy.txt").read_bytes()), (sent.digest, source.read_bytes()))
-            async with await connectBulk(address, timeout=HANG, credentials=login("bob")) as bob:
+            async with await asynciobulk.connect(address, timeout=HANG, credentials=login("bob")) as bob:
                 self.assertEqual(await bob.root.callRemote("list"), [])
                 await raises(NoSuchFile, bob.download("diary.txt", local / "stolen.txt"))
             self.assertFalse((local / "stolen.txt").exists())
-            async with await connectBulk(address, timeout=HANG) as anonymous:
+            async with await asynciobulk.connect(address, timeout=HANG) as anonymous:
                 error = await raises(PeerError, anonymous.root.callRemote("list"))
             self.assertIn("before logging in", str(error))
 

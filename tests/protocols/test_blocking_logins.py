@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from framing import Violation
+from framing.bulk import NoSuchFile
 from framing.errors import PeerError
 from framing.login import (
     ClientCertificate,
@@ -27,14 +28,12 @@ from framing.login import (
 )
 from framing.login.urls import InvalidURL, KeyMismatch, ObjectURL
 from framing.rpc.errors import DeadReferenceError
+from protocols import blockingbulk
 from protocols.auth.authority import CertificateAuthority
 from protocols.auth.scram import MIN_ITERATIONS
 from protocols.auth.tokens import addToken, newToken
 from protocols.auth.users import addUser
-from framing.bulk import NoSuchFile
 from protocols.blocking import BlockingConnection, ConnectionLost, connect, connectURL, tlsContext
-from protocols.blockingbulk import BlockingBulkConnection
-from protocols.blockingbulk import connect as connectBulk
 from protocols.kv import IKeyValue
 from tests.processes import ClassProcessesCase, readUntil, startPython, stop
 
@@ -135,10 +134,11 @@ class BulkLoginTests(ServerTestCase):
         listen = ["--listen", "tcp:0:interface=127.0.0.1"]
         return ["examples/bulk_server.py", *listen, "--users", str(work / "users"), "--dir", str(cls.served)]
 
-    def bulk(self, user: str | None = None) -> BlockingBulkConnection:
+    def bulk(self, user: str | None = None) -> blockingbulk.BlockingBulkConnection:
         """A bulk connection logged in as C{user} (with its password), or not logged in."""
         credentials = None if user is None else Password(user, f"{user}'s secret")
-        connection = connectBulk(("127.0.0.1", self.port), timeout=HANG, callTimeout=HANG, credentials=credentials)
+        address = ("127.0.0.1", self.port)
+        connection = blockingbulk.connect(address, timeout=HANG, callTimeout=HANG, credentials=credentials)
         self.addCleanup(connection.close)
         return connection
 
