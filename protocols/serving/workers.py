@@ -11,8 +11,11 @@ supervisor runs is started again after a back-off (0.1 s doubling to 10 s;
 reset once a worker has run for L{STEADY} seconds), and each exit and
 restart is logged.  Stopping the supervisor (SIGTERM under C{twist}) sends
 SIGTERM to every worker, which drains (L{protocols.serving.DrainingService}),
-waits for them to exit (SIGKILL after C{grace} plus L{KILL_MARGIN} seconds),
-then closes its sockets.  The supervisor never touches a connection.
+closes its own copies of the listening sockets at once (so that a new
+connection is refused, and its client retries elsewhere, rather than queued
+where no worker will accept it), and waits for the workers to exit (SIGKILL
+after C{grace} plus L{KILL_MARGIN} seconds).  The supervisor never touches a
+connection.
 """
 
 from __future__ import annotations
@@ -278,7 +281,7 @@ class Supervisor(Service):
         self._pending[slot] = self.reactor.callLater(delay, self._spawn, slot)
 
     def stopService(self) -> Deferred[None]:
-        """SIGTERM every worker (they drain), wait for them to exit, then close the sockets."""
+        """SIGTERM every worker (they drain), close this side's listening sockets, wait for the workers to exit."""
         super().stopService()  # type: ignore[no-untyped-call]
         for timer in self._pending.values():
             timer.cancel()
@@ -286,6 +289,14 @@ class Supervisor(Service):
         ended = [protocol.ended for protocol in self._protocols.values()]
         for process in list(self.workers.values()):
             _signal(process, "TERM")
+        # Now, not once the workers are gone: a socket stays listening while
+        # any process holds it, and a worker draining has closed its own, so
+        # a connection the kernel queued on it (with SO_REUSEPORT, those it
+        # hashes to that worker's socket) would wait, unaccepted, until this
+        # side closed it; closed, it is refused at once and its client retries.
+        for listener in self.listeners:
+            listener.close()
+        self.listeners = []
         killer = self.reactor.callLater(self.grace + KILL_MARGIN, self._killAll)
         done: Deferred[Any] = gatherResults(ended) if ended else succeed(None)
         return done.addBoth(self._stopped, killer)
@@ -298,9 +309,6 @@ class Supervisor(Service):
     def _stopped(self, result: object, killer: Any) -> None:
         if killer.active():
             killer.cancel()
-        for listener in self.listeners:
-            listener.close()
-        self.listeners = []
 
 
 def _signal(process: Any, name: str) -> None:

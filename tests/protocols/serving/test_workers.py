@@ -267,6 +267,47 @@ async def servedByWorkers(reactor: Any) -> None:
     assert supervisor.workers == {}
 
 
+def _refused(port: int) -> bool:
+    """Whether a fresh TCP connection to C{port} is refused (rather than queued where nobody accepts)."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+async def refusedWhileDraining(reactor: Any) -> None:
+    """
+    Once the supervisor is stopping, a new connection is refused at once,
+    while a worker still drains a call: the supervisor's copies of the
+    listening sockets are closed then, not once the workers exit (until then
+    the kernel queued connections on them that no process would accept).
+    """
+    for reusePort in (False, True) if hasattr(socket, "SO_REUSEPORT") else (False,):
+        command = lambda adopt: WORKER[:-1] + ["10"] + adopt  # noqa: E731  (a grace of 10 s)
+        listen = ["tcp:0:interface=127.0.0.1"]
+        supervisor = Supervisor(reactor, listen, command, 2, reusePort=reusePort, env=ENV, path=str(ROOT))
+        supervisor.startService()
+        port = supervisor.listeners[0].address[1]
+        root = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={port}")
+        await root.callRemote("pid")  # a worker serves this connection (it may still be starting up before)
+        slow = root.callRemote("slowPid", 30.0)  # keeps its worker draining until the grace ends
+        await deferLater(reactor, 0.2)  # (the call reaches its worker)
+        stopping = supervisor.stopService()
+        try:
+            for _ in range(80):
+                if _refused(port):
+                    break
+                await deferLater(reactor, 0.1)
+            else:
+                raise AssertionError(f"still queued where nobody accepts, 8 s into the drain (reusePort={reusePort})")
+            assert not slow.called, "the drain ended before the check"
+        finally:
+            slow.addErrback(lambda _: None)
+            await root.broker.disconnect()  # its worker's drain then ends at once
+            await stopping
+
+
 class WorkerTests(TestCase):
     """Workers, under trial."""
 
@@ -275,6 +316,7 @@ class WorkerTests(TestCase):
     test_twist_workers = trialTest(twistWorkers)
     test_served_by_workers = trialTest(servedByWorkers)
     test_orphaned_workers = trialTest(orphanedWorkers)
+    test_refused_while_draining = trialTest(refusedWhileDraining)
 
 
 test_supervised_workers = pytestTest(supervisedWorkers)
@@ -282,3 +324,4 @@ test_supervised_workers_reuse_port = pytestTest(supervisedWorkersReusePort)
 test_twist_workers = pytestTest(twistWorkers)
 test_served_by_workers = pytestTest(servedByWorkers)
 test_orphaned_workers = pytestTest(orphanedWorkers)
+test_refused_while_draining = pytestTest(refusedWhileDraining)
