@@ -59,10 +59,18 @@ class AsyncBulkConnection(AsyncConnection):
         @raise framing.bulk.IntegrityError: the bytes do not have the sender's digest.
         @raise framing.bulk.StreamReset: the sender aborted it (or this side's sink failed).
         @raise ConnectionLost: the connection ended first.
+
+        Cancelling the wait cancels the stream: the server is sent a CANCEL
+        and stops sending it.
         """
         future: asyncio.Future[tuple[int, bytes | None]] = self._loop.create_future()
         self._apply(self.streams.startReceiving(stream, sink, future))
-        return await future
+        try:
+            return await future
+        except asyncio.CancelledError:
+            # Tell the server (CANCEL), or it sends a window more that nobody reads.
+            self._apply(self.streams.stopReceiving(stream))
+            raise
 
     async def upload(
         self,

@@ -413,6 +413,18 @@ class ClientStreams:
         self._output.append(grantMessage(incoming.streamId, WINDOW))
         return self.takeSettled()
 
+    def stopReceiving(self, incoming: IncomingTransfer) -> list[Any]:
+        """
+        Give up receiving C{incoming} (its receiver was cancelled): the
+        server is sent a CANCEL (code C{cancelled}), so it stops sending
+        rather than fill a window nobody reads, and what arrives for the
+        stream after it is dropped.  Its waiter is settled with
+        L{StreamReset}.  Nothing happens to a stream not being received.
+        """
+        if incoming.state is ReceiveState.RECEIVING:
+            self._cancel(incoming, StreamReset("cancelled", "the receiver stopped receiving the stream"))
+        return self.takeSettled()
+
     def _announced(self, announcement: StreamAnnouncement) -> IncomingTransfer:
         """A stream the server announced (in an answer): checked, then stands in the result."""
         streamId, size, digest = announcement

@@ -10,7 +10,7 @@ from zope.interface import implementer
 
 from framing import Decoder, Encoder, Registry
 from framing.bulk.digests import IntegrityError
-from framing.bulk.errors import FlowControlError, StreamIdReused
+from framing.bulk.errors import FlowControlError, StreamIdReused, StreamReset
 from framing.bulk.streams import (
     GRANT_STEP,
     WINDOW,
@@ -196,6 +196,27 @@ class ReceivingTests(SynchronousTestCase):
         settled = session.receive(frame)
         self.assertIsInstance(session.failure, FlowControlError)
         self.assertIn("receiver", [waiter for waiter, _, _ in settled])
+
+    def test_stopReceiving(self) -> None:
+        """
+        A receiver that stops (its wait was cancelled) sends CANCEL
+        cancelled, its waiter settles with StreamReset, and data after it is
+        dropped unread; stopping again, or a stream never received, does nothing.
+        """
+        session, streams, server, incoming = self.announced()
+        sink = Sink()
+        streams.startReceiving(incoming, sink, "receiver")
+        session.dataToSend()
+        session.receive(b"".join(dataFramePieces(1, 0, b"01234")))
+        ((waiter, result, error),) = streams.stopReceiving(incoming)
+        self.assertEqual((waiter, result, type(error)), ("receiver", None, StreamReset))
+        (cancel,) = server.read(session.dataToSend())
+        self.assertEqual(cancel[:3], (CANCEL, 1, "cancelled"))
+        self.assertEqual(session.receive(b"".join(dataFramePieces(1, 5, b"56789"))), [])
+        self.assertEqual((sink.pieces, session.dataToSend()), ([(0, b"01234")], b""))
+        self.assertEqual(streams.stopReceiving(incoming), [])
+        other, others, _, unread = self.announced()
+        self.assertEqual((others.stopReceiving(unread), other.dataToSend()), ([], b""))
 
     def test_nothingBeforeReceiving(self) -> None:
         """Data for a stream nobody receives yet is dropped unread (the window stated is 0) and grants nothing."""

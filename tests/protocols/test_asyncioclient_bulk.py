@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from framing.bulk import IntegrityError
+from framing.bulk.errors import StreamReset
+from framing.bulk.streams import ReceiveState
 from framing.rpc.errors import ConnectionLost
 from protocols.asynciobulk import AsyncBulkConnection, connect
 from protocols.bulkfiles import Progress, uploadSteps
@@ -52,6 +54,45 @@ class AsyncioBulkTests(BulkServerCase):
         self.assertEqual((fetched.digest, whole.digest), (sent.digest, sent.digest))
         self.assertEqual(path.with_name("back.bin").read_bytes(), data)
         self.assertEqual((self.served / "async-whole.bin").read_bytes(), data)
+
+    def test_cancelledReceive(self) -> None:
+        """
+        Cancelling an awaited receive cancels the stream (CANCEL to the
+        server): it fails with StreamReset, nothing more reaches the sink,
+        and the connection goes on serving calls.
+        """
+        path, _ = self.localFile("async-cancelled.bin")
+
+        class FirstWriteCancels:
+            def __init__(self) -> None:
+                self.writes = 0
+                self.task: asyncio.Task[Any] | None = None
+
+            def write(self, offset: int, data: Any) -> None:
+                self.writes += 1
+                if self.writes == 1 and self.task is not None:
+                    self.task.cancel()
+
+        async def work() -> Any:
+            async with await self.connect() as connection:
+                await connection.upload(path)
+                incoming = await connection.root.callRemote("get", "async-cancelled.bin")
+                sink = FirstWriteCancels()
+                sink.task = asyncio.ensure_future(connection.receive(incoming, sink))
+                try:
+                    await sink.task
+                except asyncio.CancelledError:
+                    pass
+                else:
+                    self.fail("the receive was not cancelled")
+                writes = sink.writes
+                listed = await connection.root.callRemote("list")
+                return incoming, writes, sink.writes, listed
+
+        incoming, writes, later, listed = self.runLoop(work)
+        self.assertEqual((incoming.state, type(incoming.failure)), (ReceiveState.FAILED, StreamReset))
+        self.assertEqual(later, writes)
+        self.assertIn("async-cancelled.bin", [name for name, _ in listed])
 
     def test_uploadResumedAfterCut(self) -> None:
         """An upload cut after 3 MiB, made again on a new connection, sends only what the server lacks."""
