@@ -79,7 +79,7 @@ class ServedCallTests(SynchronousTestCase):
         """
         expected = [
             *("dataReceived", "dataReceived", "dataArrived", "__bool__", "hold", "_decode"),
-            *("feed", "feed", "__bool__", "buildMessage"),
+            *("feed", "feed", "__bool__"),
             *("objectReceived", "callReceived", "check", "_sendAnswer"),
             *("sendObject", "tokens", "write_piece", "flush"),
             *("dataDecoded", "touched", "at_boundary", "at_boundary", "__bool__"),
