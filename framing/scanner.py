@@ -323,7 +323,7 @@ class TokenScanner:
     @property
     def at_boundary(self) -> bool:
         """True when the bytes fed so far end exactly between two tokens."""
-        return self.state == WANT_HEADER and not self._chain
+        return self.state == WANT_HEADER and not self._chain.size
 
     def feed(self, data: bytes) -> None:
         """
@@ -335,7 +335,7 @@ class TokenScanner:
         if self._error is not None:
             raise self._error
         try:
-            if self.state == WANT_HEADER and not self._chain:
+            if self.state == WANT_HEADER and not self._chain.size:
                 # The common case: read tokens in place from the new chunk;
                 # only what they leave (a partial token, a body's start)
                 # goes into the chain.

@@ -48,7 +48,7 @@ class Inbound:
             observer.dataArrived(len(data))
         if protocol.failure is not None:
             return
-        if self.paused or self.held:
+        if self.paused or self.held.count:
             self._hold(data)
             return
         self._inRead = True

@@ -78,11 +78,11 @@ class ServedCallTests(SynchronousTestCase):
         (none was sent), no interceptor or extension (none is installed), no send block made for its one answer.
         """
         expected = [
-            *("dataReceived", "dataReceived", "dataArrived", "__bool__", "hold", "_decode"),
-            *("feed", "feed", "__bool__"),
+            *("dataReceived", "dataArrived", "hold", "_decode"),
+            *("feed", "feed"),
             *("objectReceived", "callReceived", "check", "_sendAnswer"),
             *("sendObject", "tokens", "write_piece", "flush"),
-            *("dataDecoded", "touched", "at_boundary", "at_boundary", "__bool__"),
+            *("dataDecoded", "touched", "at_boundary", "at_boundary"),
             *("release", "flushNow", "take_blocks", "write", "canSendNow"),
         ]
         for number in range(1, 4):
