@@ -50,7 +50,7 @@ class ProtocolTraceTests(SynchronousTestCase):
         self.assertFalse(EchoServer().trace)
 
     def test_offByDefault(self) -> None:
-        """Untraced, reads go straight to the connection's Inbound (no tracing wrapper) and the transport is not wrapped."""
+        """Untraced, reads go straight to the Inbound (no tracing wrapper) and the transport is not wrapped."""
         pair = connectedPair(EchoServer(), EchoClient())
         self.assertEqual(pair.server.dataReceived, pair.server.inbound.dataReceived)
         self.assertEqual(type(pair.server.transport.transport).__name__, "MemoryTransport")

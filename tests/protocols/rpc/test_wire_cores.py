@@ -199,7 +199,7 @@ class CompiledMessageTests(SynchronousTestCase):
         return built
 
     def test_built(self) -> None:
-        """An ANSWER and a CALL without keyword arguments, each bound reached, are built in C as buildMessage builds them."""
+        """An ANSWER and a CALL without keyword arguments, each bound reached, are built in C as buildMessage does."""
         for items in BUILT_IN_C:
             built = self.assertSameAsBuildMessage(items)
             self.assertIs(type(built), Message, items)
