@@ -82,7 +82,7 @@ class ServedCallTests(SynchronousTestCase):
             *("feed", "feed"),
             *("objectReceived", "callReceived", "check", "_sendAnswer"),
             *("sendObject", "tokens", "write_piece", "flush"),
-            *("dataDecoded", "touched", "at_boundary", "at_boundary"),
+            *("dataDecoded", "touched"),
             *("release", "flushNow", "take_blocks", "write", "canSendNow"),
         ]
         for number in range(1, 4):
