@@ -25,7 +25,11 @@ it says so (C{Reader.cut}), and the scanner holds those bytes to offer them
 again joined to the next chunk (L{framing.scanner.HELD_TAIL_LIMIT}).  It also builds the open types
 whose unslicer declares a C{record_builder} (the RPC message): it parses
 their children as it parses a tuple's, then calls the builder once, which
-returns the finished object or C{None} to hand it back.  And it runs the
+returns the finished object or C{None} to hand it back; for the RPC message
+(its unslicer declares C{record_rpc}) it builds an ANSWER and a CALL
+without keyword arguments itself, with the builder's checks written out in
+C (C{_speedups.rpc_message}, which the tests hold to the builder), and
+calls the builder only for the other shapes.  And it runs the
 Python unslicer of each open type declared C{rebuildable} (see
 L{nested_types}; every type C{register} makes) where the type sits: it
 makes the unslicer, calls its C{check_token} at each child's header (if it
