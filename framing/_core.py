@@ -25,7 +25,11 @@ it says so (C{Reader.cut}), and the scanner holds those bytes to offer them
 again joined to the next chunk (L{framing.scanner.HELD_TAIL_LIMIT}).  It also builds the open types
 whose unslicer declares a C{record_builder} (the RPC message): it parses
 their children as it parses a tuple's, then calls the builder once, which
-returns the finished object or C{None} to hand it back.  And it runs the
+returns the finished object or C{None} to hand it back; for the RPC message
+(its unslicer declares C{record_rpc}) it builds an ANSWER and a CALL
+without keyword arguments itself, with the builder's checks written out in
+C (C{_speedups.rpc_message}, which the tests hold to the builder), and
+calls the builder only for the other shapes.  And it runs the
 Python unslicer of each open type declared C{rebuildable} (see
 L{nested_types}; every type C{register} makes) where the type sits: it
 makes the unslicer, calls its C{check_token} at each child's header (if it
@@ -140,20 +144,27 @@ def _work_out_arguments(limits: Limits, registry: Registry) -> tuple[Any, ...]:
 _MAX_RECORDS = 8
 
 
-def records(registry: Registry) -> tuple[tuple[bytes, Callable[[list[Any]], Any], int, int, int], ...]:
+Record = tuple[bytes, Callable[[list[Any]], Any], int, int, int, tuple[type, int] | None]
+"""A record type as the compiled reader takes it: name, builder, open cost, item cost, extra items, rpc."""
+
+
+def records(registry: Registry) -> tuple[Record, ...]:
     """
     The open types of C{registry} whose unslicer declares a C{record_builder}
     (see L{framing.slicing.interfaces.IUnslicer}), as the compiled reader
-    takes them: name, builder, open cost, item cost, extra items.
+    takes them: name, builder, open cost, item cost, extra items, and its
+    C{record_rpc} (or C{None}): the RPC message type and longest method
+    name, when the reader builds the commonest RPC messages itself.
     """
-    found: list[tuple[bytes, Callable[[list[Any]], Any], int, int, int]] = []
+    found: list[Record] = []
     for name, factory in registry.unslicers().items():
         builder = getattr(factory, "record_builder", None)
         # (only budgeted unslicers: the reader charges a record as such a container)
         if builder is None or not getattr(factory, "budgeted", False) or len(found) == _MAX_RECORDS:
             continue
         costs = (factory.open_cost, factory.item_cost)  # type: ignore[attr-defined]
-        found.append((name.encode("ascii"), builder, *costs, getattr(factory, "record_extra_items", 0)))
+        extra, rpc = getattr(factory, "record_extra_items", 0), getattr(factory, "record_rpc", None)
+        found.append((name.encode("ascii"), builder, *costs, extra, rpc))
     return tuple(found)
 
 

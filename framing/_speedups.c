@@ -67,6 +67,8 @@ typedef struct {
     unsigned long long open_cost;
     unsigned long long item_cost;
     unsigned long long max_items; /* Limits.max_items plus the type's extra items */
+    PyObject *message;            /* an RPC message's type, whose commonest shapes are built here, or NULL */
+    Py_ssize_t max_name;          /* ... and the longest method name it takes */
 } Record;
 
 /* An open type the reader does not build, whose Python unslicer it runs
@@ -486,6 +488,141 @@ parse_set(Parse *ps, unsigned long long depth, int which, PyObject **out)
     return status;
 }
 
+/* ------------------------------------------------------------------------ */
+/* RPC messages (framing/rpc/wire.py's buildMessage is the reference)        */
+
+static int called(PyObject *result);
+
+/* What build_message says of a shape it leaves to the Python builder. */
+#define OTHER_SHAPE 2
+#define RPC_CALL 0
+#define RPC_ANSWER 1
+#define RPC_ARGS 5 /* where a CALL's arguments start (wire._ARGS) */
+
+/* Whether `value` is an int (exactly) from 0 to 2**64 - 1, as a request or
+   target id must be: 1 or 0, or -1 with an error set. */
+static int
+rpc_id(PyObject *value)
+{
+    if (!PyLong_CheckExact(value))
+        return 0;
+    if (PyLong_AsUnsignedLongLong(value) == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
+        PyErr_Clear(); /* negative, or 2**64 and beyond */
+        return 0;
+    }
+    return 1;
+}
+
+/* A new `type` (a tuple subclass) holding the n references at `items`. */
+static PyObject *
+new_message(PyObject *type, PyObject *const *items, Py_ssize_t n)
+{
+    PyObject *message = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n);
+    Py_ssize_t i;
+    if (message == NULL)
+        return NULL;
+    for (i = 0; i < n; i++)
+        PyTuple_SET_ITEM(message, i, Py_NewRef(items[i]));
+    return message;
+}
+
+/* The RPC message of `items` (a list of an rpc record's children) in the
+   two commonest shapes, with buildMessage's checks written out as it writes
+   them: an ANSWER, and a CALL without keyword arguments (handed on as
+   (CALL, id, target, name, args, {})).  OK with *out set, HAND_BACK where
+   buildMessage answers None (the Python unslicer then refuses it in its own
+   words), OTHER_SHAPE for any other message (buildMessage builds it), or
+   FAILED with an error set. */
+static int
+build_message(PyObject *items, PyObject *type, Py_ssize_t max_name, PyObject **out)
+{
+    Py_ssize_t count = PyList_GET_SIZE(items), length;
+    PyObject *const *item = ((PyListObject *)items)->ob_item;
+    PyObject *fields[6];
+    long tag;
+    int overflow, valid;
+
+    if (count == 0 || !PyLong_CheckExact(item[0]))
+        return OTHER_SHAPE;
+    tag = PyLong_AsLongAndOverflow(item[0], &overflow);
+    if (overflow || (tag == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return OTHER_SHAPE;
+    }
+    if (tag == RPC_ANSWER && count == 3) {
+        valid = rpc_id(item[1]);
+        if (valid <= 0)
+            return valid < 0 ? FAILED : HAND_BACK;
+        *out = new_message(type, item, 3);
+        return *out == NULL ? FAILED : OK;
+    }
+    if (tag != RPC_CALL || count < RPC_ARGS || item[4] != Py_None)
+        return OTHER_SHAPE;
+    valid = rpc_id(item[1]);
+    if (valid > 0)
+        valid = rpc_id(item[2]);
+    if (valid < 0)
+        return FAILED;
+    if (!valid || !PyUnicode_CheckExact(item[3]))
+        return HAND_BACK;
+    length = PyUnicode_GET_LENGTH(item[3]);
+    if (length == 0 || length > max_name)
+        return HAND_BACK;
+    fields[0] = item[0];
+    fields[1] = item[1];
+    fields[2] = item[2];
+    fields[3] = item[3];
+    fields[4] = PyList_GetSlice(items, RPC_ARGS, count);
+    if (fields[4] == NULL)
+        return FAILED;
+    Py_SETREF(fields[4], PyList_AsTuple(fields[4]));
+    if (fields[4] == NULL)
+        return FAILED;
+    fields[5] = PyDict_New();
+    if (fields[5] == NULL) {
+        Py_DECREF(fields[4]);
+        return FAILED;
+    }
+    *out = new_message(type, fields, 6);
+    Py_DECREF(fields[4]);
+    Py_DECREF(fields[5]);
+    return *out == NULL ? FAILED : OK;
+}
+
+PyDoc_STRVAR(rpc_message_doc,
+"rpc_message(items, message_type, max_name) -> message, None or NotImplemented\n\n"
+"What the reader builds of an rpc record's children (a list): the message of\n"
+"an ANSWER or of a CALL without keyword arguments, or None where\n"
+"framing.rpc.wire.buildMessage answers None; NotImplemented for any other\n"
+"shape, which the reader leaves to buildMessage (for tests: the two agree).");
+
+static PyObject *
+speedups_rpc_message(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *out = NULL;
+    Py_ssize_t max_name;
+    int status;
+
+    if (nargs != 3 || !PyList_CheckExact(args[0]) || !PyType_Check(args[1]) ||
+        !PyType_IsSubtype((PyTypeObject *)args[1], &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "rpc_message(items: list, message_type: a tuple subclass, max_name: int)");
+        return NULL;
+    }
+    max_name = PyLong_AsSsize_t(args[2]);
+    if (max_name == -1 && PyErr_Occurred())
+        return NULL;
+    status = build_message(args[0], args[1], max_name, &out);
+    if (status == FAILED)
+        return NULL;
+    if (status == HAND_BACK)
+        Py_RETURN_NONE;
+    if (status == OTHER_SHAPE)
+        Py_RETURN_NOTIMPLEMENTED;
+    return out;
+}
+
 /* A record's children, built by its Python builder; a builder that raises
    or answers None hands the object back to its Python unslicer. */
 static int
@@ -500,6 +637,13 @@ parse_record(Parse *ps, unsigned long long depth, const Record *record, PyObject
     if (status != OK) {
         Py_DECREF(items);
         return status;
+    }
+    if (record->message != NULL) {
+        status = build_message(items, record->message, record->max_name, out);
+        if (status != OTHER_SHAPE) {
+            Py_DECREF(items);
+            return status == FAILED ? called(NULL) : status; /* (as a builder that raised) */
+        }
     }
     *out = PyObject_CallOneArg(record->build, items);
     Py_DECREF(items);
@@ -1027,10 +1171,26 @@ set_records(Reader *self, PyObject *records)
         PyObject *row = PyTuple_GET_ITEM(records, i);
         Record *record = &self->records[i];
         unsigned long long extra;
-        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 5 || !PyBytes_Check(PyTuple_GET_ITEM(row, 0)) ||
-            !PyCallable_Check(PyTuple_GET_ITEM(row, 1))) {
-            PyErr_SetString(PyExc_TypeError, "a record is (name: bytes, build, open_cost, item_cost, extra_items)");
+        PyObject *message = Py_None;
+        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) < 5 || PyTuple_GET_SIZE(row) > 6 ||
+            !PyBytes_Check(PyTuple_GET_ITEM(row, 0)) || !PyCallable_Check(PyTuple_GET_ITEM(row, 1))) {
+            PyErr_SetString(PyExc_TypeError,
+                            "a record is (name: bytes, build, open_cost, item_cost, extra_items[, rpc])");
             return -1;
+        }
+        if (PyTuple_GET_SIZE(row) == 6)
+            message = PyTuple_GET_ITEM(row, 5);
+        if (message != Py_None) {
+            /* rpc: (message_type, max_name), for an rpc message's record (framing/_core.py records) */
+            if (!PyTuple_Check(message) || PyTuple_GET_SIZE(message) != 2 ||
+                !PyType_Check(PyTuple_GET_ITEM(message, 0)) ||
+                !PyType_IsSubtype((PyTypeObject *)PyTuple_GET_ITEM(message, 0), &PyTuple_Type)) {
+                PyErr_SetString(PyExc_TypeError, "a record's rpc is (message_type: a tuple subclass, max_name: int)");
+                return -1;
+            }
+            record->max_name = PyLong_AsSsize_t(PyTuple_GET_ITEM(message, 1));
+            if (record->max_name == -1 && PyErr_Occurred())
+                return -1;
         }
         if (limit_arg(row, 2, &record->open_cost) < 0 || limit_arg(row, 3, &record->item_cost) < 0 ||
             limit_arg(row, 4, &extra) < 0)
@@ -1043,6 +1203,7 @@ set_records(Reader *self, PyObject *records)
         record->max_items = self->max_items > ULLONG_MAX - extra ? ULLONG_MAX : self->max_items + extra;
         record->name = Py_NewRef(PyTuple_GET_ITEM(row, 0));
         record->build = Py_NewRef(PyTuple_GET_ITEM(row, 1));
+        record->message = message == Py_None ? NULL : Py_NewRef(PyTuple_GET_ITEM(message, 0));
         self->record_count = i + 1;
     }
     return 0;
@@ -1183,8 +1344,10 @@ reader_traverse(Reader *self, visitproc visit, void *arg)
     Py_ssize_t i;
     Py_VISIT(self->results);
     Py_VISIT(self->stack);
-    for (i = 0; i < self->record_count; i++)
+    for (i = 0; i < self->record_count; i++) {
         Py_VISIT(self->records[i].build);
+        Py_VISIT(self->records[i].message);
+    }
     Py_VISIT(self->limits);
     Py_VISIT(self->nothing);
     for (i = 0; i < self->nested_count; i++)
@@ -1201,6 +1364,7 @@ reader_clear(Reader *self)
     for (i = 0; i < self->record_count; i++) {
         Py_CLEAR(self->records[i].name);
         Py_CLEAR(self->records[i].build);
+        Py_CLEAR(self->records[i].message);
     }
     self->record_count = 0;
     Py_CLEAR(self->limits);
@@ -1771,6 +1935,7 @@ static PyTypeObject WholeBodyType = {
 static PyMethodDef speedups_methods[] = {
     {"encode", (PyCFunction)(void (*)(void))speedups_encode, METH_FASTCALL, encode_doc},
     {"encode_parts", (PyCFunction)(void (*)(void))speedups_encode_parts, METH_FASTCALL, encode_parts_doc},
+    {"rpc_message", (PyCFunction)(void (*)(void))speedups_rpc_message, METH_FASTCALL, rpc_message_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -10,7 +10,7 @@ class Reader:
         plain_keys: bool,
         results: list[Any] | None = None,
         stack: list[Any] | None = None,
-        records: tuple[tuple[bytes, Any, int, int, int], ...] = (),
+        records: tuple[tuple[bytes, Any, int, int, int, tuple[type, int] | None], ...] = (),
         nested: tuple[Any, Any, int, tuple[tuple[bytes, Any, int, bool], ...]] | None = None,
     ) -> None: ...
     cut: int
@@ -19,6 +19,7 @@ class Reader:
 
 def encode(obj: Any, max_depth: int, prefix: bytes = b"") -> bytes | None: ...
 def encode_parts(parts: Any, max_depth: int, opening: bytes) -> bytes | None: ...
+def rpc_message(items: list[Any], message_type: type, max_name: int) -> Any: ...
 
 class WholeBody:
     remaining: int

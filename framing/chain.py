@@ -20,21 +20,21 @@ class ChunkChain:
 
     @ivar _chunks: the chunks, oldest first; never empty chunks.
     @ivar _offset: bytes already consumed from C{_chunks[0]}.
-    @ivar _length: unread bytes held in all chunks together.
+    @ivar size: unread bytes held in all chunks together (C{len()} without a call: read on every chunk).
     """
 
-    __slots__ = ("_chunks", "_offset", "_length")
+    __slots__ = ("_chunks", "_offset", "size")
 
     def __init__(self) -> None:
         self._chunks: deque[bytes] = deque()
         self._offset = 0
-        self._length = 0
+        self.size = 0
 
     def __len__(self) -> int:
-        return self._length
+        return self.size
 
     def __bool__(self) -> bool:
-        return self._length > 0
+        return self.size > 0
 
     def append(self, data: bytes) -> None:
         """
@@ -47,7 +47,7 @@ class ChunkChain:
             raise TypeError(f"ChunkChain takes bytes, not {type(data).__name__}")
         if data:
             self._chunks.append(data)
-            self._length += len(data)
+            self.size += len(data)
 
     def head(self) -> tuple[bytes, int]:
         """
@@ -56,7 +56,7 @@ class ChunkChain:
 
         @raise IndexError: if the chain is empty.
         """
-        if not self._length:
+        if not self.size:
             raise IndexError("head of an empty ChunkChain")
         return self._chunks[0], self._offset
 
@@ -66,7 +66,7 @@ class ChunkChain:
         when fewer are held).
         """
         self._check_count(n)
-        if not self._length or not n:
+        if not self.size or not n:
             return b""
         first = self._chunks[0]
         start = self._offset
@@ -89,11 +89,11 @@ class ChunkChain:
         available = len(first) - start
         if available > n:
             self._offset = start + n
-            self._length -= n
+            self.size -= n
             return first[start : start + n]
         if available == n:
             self._drop_head()
-            self._length -= n
+            self.size -= n
             # A whole chunk comes back as the same object: no copy.
             return first[start:] if start else first
         data = self._gather(n)
@@ -108,7 +108,7 @@ class ChunkChain:
             discarded then.
         """
         self._check_available(n)
-        self._length -= n
+        self.size -= n
         chunks = self._chunks
         offset = self._offset + n
         while chunks and offset >= len(chunks[0]):
@@ -130,7 +130,7 @@ class ChunkChain:
         """Discard everything held."""
         self._chunks.clear()
         self._offset = 0
-        self._length = 0
+        self.size = 0
 
     def _drop_head(self) -> None:
         self._chunks.popleft()
@@ -156,8 +156,8 @@ class ChunkChain:
 
     def _check_available(self, n: int) -> None:
         self._check_count(n)
-        if n > self._length:
-            raise ValueError(f"asked for {n} bytes but only {self._length} are held")
+        if n > self.size:
+            raise ValueError(f"asked for {n} bytes but only {self.size} are held")
 
     def __repr__(self) -> str:
-        return f"<ChunkChain {self._length} bytes in {len(self._chunks)} chunks>"
+        return f"<ChunkChain {self.size} bytes in {len(self._chunks)} chunks>"

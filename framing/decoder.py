@@ -110,6 +110,9 @@ class Decoder:
         for anything the limits allow (see L{framing.slicing.constraints}).
     @ivar control_events: L{Ping} and L{Pong} events received, in order,
         for the connection layer to act on and clear.
+    @ivar at_boundary: whether everything fed so far formed whole top-level
+        objects; set by each C{feed} and C{close}, so that reading it (a
+        guard does, per read) calls nothing.
     @ivar objects_completed: top-level objects completed so far (delivered,
         refused, or completing L{NOTHING}), counted by the end of each C{feed}.
     @ivar state: L{BUILDING} or L{DISCARDING}.
@@ -150,6 +153,7 @@ class Decoder:
         self.accepts_all = constraint is None
         self._scanner = TokenScanner(self, self.limits, preamble)
         self._take_body = self._scanner.take_body
+        self.at_boundary = self._boundary()
 
     def reconfigure(self, limits: Limits | None = None, registry: Registry | None = None) -> None:
         """
@@ -187,9 +191,7 @@ class Decoder:
         """Estimated bytes the object being built holds beyond its wire bytes, at the last checkpoint (0 between)."""
         return self._budget.cost if self._stack else 0
 
-    @property
-    def at_boundary(self) -> bool:
-        """True when everything fed so far formed whole top-level objects."""
+    def _boundary(self) -> bool:
         return self._scanner.at_boundary and not self._stack and self.state is BUILDING
 
     def feed(self, data: bytes) -> list[Any]:
@@ -202,10 +204,13 @@ class Decoder:
         """
         if self._take_body(data):
             # The middle of a long whole body: one copy, the whole per-chunk cost of a large value.
+            self.at_boundary = False
             return []
         try:
-            self._scanner.feed(data)
+            # (read whole by the compiled reader: then between objects with nothing held, without asking)
+            self.at_boundary = self._scanner.feed(data) or self._boundary()
         except ProtocolError as error:
+            self.at_boundary = self._boundary()
             if self._results:
                 error.results = self._results.copy()
                 self._results.clear()
@@ -224,7 +229,10 @@ class Decoder:
 
         @raise TruncatedStream: if the input ended inside a token or object.
         """
-        self._scanner.close()
+        try:
+            self._scanner.close()
+        finally:
+            self.at_boundary = self._boundary()
         if not self.at_boundary:
             self._scanner.fail(TruncatedStream("input ended inside an unfinished object"))
 

@@ -323,19 +323,21 @@ class TokenScanner:
     @property
     def at_boundary(self) -> bool:
         """True when the bytes fed so far end exactly between two tokens."""
-        return self.state == WANT_HEADER and not self._chain
+        return self.state == WANT_HEADER and not self._chain.size
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes) -> bool:
         """
         Scan C{data}, delivering every token it completes.
 
+        @return: C{True} if the compiled reader read C{data} whole (it then
+            ends between top-level objects, with nothing held), else C{False}.
         @raise ProtocolError: the stream is broken; this scanner then refuses
             all further input with the same error.
         """
         if self._error is not None:
             raise self._error
         try:
-            if self.state == WANT_HEADER and not self._chain:
+            if self.state == WANT_HEADER and not self._chain.size:
                 # The common case: read tokens in place from the new chunk;
                 # only what they leave (a partial token, a body's start)
                 # goes into the chain.
@@ -349,7 +351,7 @@ class TokenScanner:
                         self._chain.append(data)  # (kept unread, as _scan_chunk keeps it)
                         raise
                     if pos == len(data):
-                        return
+                        return True
                     self._scan_chunk(data, pos, direct=True)
                 else:
                     self._scan_chunk(data, 0, direct=True)
@@ -367,6 +369,7 @@ class TokenScanner:
         except ProtocolError as error:
             self._failed(error)
             raise
+        return False
 
     def fail(self, error: ProtocolError) -> None:
         """Refuse all further input with C{error}, and raise it."""

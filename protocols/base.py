@@ -168,6 +168,10 @@ class TokenProtocol(Protocol):
         self.encoder = Encoder(self.registry)
         if self.trace:
             self._traceReceived = startTracing(transport, self.log)
+        elif type(self).dataReceived is TokenProtocol.dataReceived:
+            # Reads go straight to the Inbound, one call fewer per read (a subclass's own dataReceived, or
+            # tracing, which logs each read first, keeps the method; lifetime.breakCycles drops this shadow).
+            self.dataReceived = self.inbound.dataReceived  # type: ignore[method-assign]
         transport.write(PREAMBLE)
         # A loss before the peer's first byte is diagnosed (a TLS/plain mismatch: protocols.mismatch).
         undiagnosed = self.connectionLost

@@ -194,6 +194,10 @@ class _Attempt:
     def dataDecoded(self, length: int, completed: int, controlBytes: int) -> None:
         """(Only arrival counts here.)"""
 
+    def dataRead(self, length: int, completed: int, controlBytes: int) -> None:
+        """A read decoded as it arrived: its arrival counts."""
+        self.dataArrived(length)
+
     def sendBacklogChanged(self, backlogged: bool) -> None:
         """(Not this observer's business.)"""
 

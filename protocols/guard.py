@@ -169,6 +169,8 @@ class ConnectionCounter:
         self.refusals = RefusalLog(LogPolicy(maxRefusals=None))
         # The admitted guards, least recently active first (a dict keeps insertion order; moving is O(1)).
         self._byActivity: dict[ConnectionGuard, None] = {}
+        self.latest: ConnectionGuard | None = None
+        """The guard last put at the most recently active end (touching it again moves nothing), or C{None}."""
 
     def admit(self, host: str, policy: GuardPolicy, guard: ConnectionGuard | None = None) -> str | None:
         """
@@ -196,6 +198,7 @@ class ConnectionCounter:
         self.perPeer[host] = seen + 1
         if guard is not None:
             self._byActivity[guard] = None
+            self.latest = guard
         return None
 
     def _evictOne(self, policy: GuardPolicy) -> bool:
@@ -214,6 +217,7 @@ class ConnectionCounter:
         if guard in self._byActivity:
             del self._byActivity[guard]
             self._byActivity[guard] = None
+            self.latest = guard
 
     def release(self, host: str, guard: ConnectionGuard | None = None) -> None:
         """Uncount a connection from C{host}."""
@@ -223,6 +227,8 @@ class ConnectionCounter:
             self.perPeer[host] = left
         if guard is not None:
             self._byActivity.pop(guard, None)
+            if self.latest is guard:
+                self.latest = None
 
 
 @implementer(IConnectionObserver)
@@ -281,25 +287,38 @@ class ConnectionGuard:
     # -- what the peer does ----------------------------------------------------
 
     def dataArrived(self, length: int) -> None:
-        """Note the time and the count."""
+        """Note the time and the count (of a read held undecoded)."""
         self._lastByte = self.clock.seconds()
         self._received += length
 
     def dataDecoded(self, length: int, completed: int, controlBytes: int) -> None:
+        """Note the progress of the object in progress (held bytes, decoded now): see L{dataRead}."""
+        self.dataRead(length, completed, controlBytes, arrived=False)
+
+    def dataRead(self, length: int, completed: int, controlBytes: int, arrived: bool = True) -> None:
         """
-        Note the progress of the object in progress.  This is counted where
-        bytes are decoded, not where they arrive: bytes held while reading is
-        paused belong to no object yet.  PINGs and PONGs between an object's
-        tokens keep the connection alive; they are not progress of it.
+        Note the time and the count of a read decoded as it arrived (unless
+        C{arrived} is false: L{dataDecoded}), then the progress of the object
+        in progress.  This is counted where bytes are decoded, not where they
+        arrive: bytes held while reading is paused belong to no object yet.
+        PINGs and PONGs between an object's tokens keep the connection alive;
+        they are not progress of it.  (One method for both, so that the
+        commonest read is one call with one look at the clock.)
         """
+        now = None
+        if arrived:
+            self._lastByte = now = self.clock.seconds()
+            self._received += length
         protocol = self.protocol
         if protocol.failure is not None:
             return
         progress = length - controlBytes
         if completed:
-            self._lastObject = self.clock.seconds()
-            if self.counter is not None and self._host is not None:
-                self.counter.touched(self)
+            self._lastObject = self.clock.seconds() if now is None else now
+            counter = self.counter
+            # (a connection already the most recently active, as one busy connection's every read finds, moves nothing)
+            if counter is not None and self._host is not None and counter.latest is not self:
+                counter.touched(self)
         if protocol.decoder.at_boundary or self._received <= len(PREAMBLE):
             # (A partial preamble is the preamble rule's business.)
             self._objectStart = None

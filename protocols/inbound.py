@@ -44,30 +44,37 @@ class Inbound:
     def dataReceived(self, data: bytes) -> None:
         """Decode C{data} and deliver what it completes, unless reading is paused."""
         protocol = self.protocol
-        for observer in protocol.observers:
-            observer.dataArrived(len(data))
-        if protocol.failure is not None:
-            return
-        if self.paused or self.held:
-            self._hold(data)
+        if protocol.failure is not None or self.paused or self.held.count:
+            for observer in protocol.observers:
+                observer.dataArrived(len(data))
+            if protocol.failure is None:
+                self._hold(data)
             return
         self._inRead = True
         # Everything sent while this read is handled shares one write.
         transport = protocol.transport
         transport.hold()
         try:
-            self._decode(data)
+            self._decode(data, arrived=True)
         finally:
             self._inRead = False
             transport.release()
 
-    def _decode(self, data: bytes) -> None:
+    def _decode(self, data: bytes, arrived: bool = False) -> None:
+        """
+        Decode C{data} and deliver what it completes; C{arrived}: it was just
+        read (observers are told with one L{IConnectionObserver.dataRead}),
+        else it was held (they were told of its arrival, and now of its decoding).
+        """
         protocol = self.protocol
         decoder = protocol.decoder
         completed, control = decoder.objects_completed, self.controlBytesReceived
         try:
             results = decoder.feed(data)
         except ProtocolError as error:
+            if arrived:
+                for observer in protocol.observers:
+                    observer.dataArrived(len(data))
             # What the same bytes completed before the break was whole and
             # valid: deliver it, then drop the connection.
             self.dispatch(getattr(error, "results", ()))
@@ -85,8 +92,18 @@ class Inbound:
                 receiver.objectRefused(obj)
             else:
                 receiver.objectReceived(obj)
-        for observer in protocol.observers:
-            observer.dataDecoded(len(data), decoder.objects_completed - completed, self.controlBytesReceived - control)
+        observers = protocol.observers
+        if observers:
+            length, done, controlBytes = (
+                len(data),
+                decoder.objects_completed - completed,
+                self.controlBytesReceived - control,
+            )
+            for observer in observers:
+                if arrived:
+                    observer.dataRead(length, done, controlBytes)
+                else:
+                    observer.dataDecoded(length, done, controlBytes)
 
     def dispatch(self, results: Iterable[Any]) -> None:
         """Hand C{results} (objects and refusals) to the receiver, in order."""

@@ -97,13 +97,24 @@ class IConnectionObserver(Interface):  # type: ignore[misc]
         """The connection is up (its preamble is queued, the receiver started)."""
 
     def dataArrived(length):  # type: ignore[no-untyped-def]
-        """C{length} bytes were read from the peer (held or decoded)."""
+        """
+        C{length} bytes were read from the peer and held undecoded (reading
+        is paused, or the connection was dropped); L{dataDecoded} follows
+        if they are decoded later.
+        """
 
     def dataDecoded(length, completed, controlBytes):  # type: ignore[no-untyped-def]
         """
-        C{length} bytes went through the decoder, completing C{completed}
-        top-level objects (refusals included); C{controlBytes} of them were
-        PINGs and PONGs.
+        C{length} bytes held when they arrived went through the decoder,
+        completing C{completed} top-level objects (refusals included);
+        C{controlBytes} of them were PINGs and PONGs.
+        """
+
+    def dataRead(length, completed, controlBytes):  # type: ignore[no-untyped-def]
+        """
+        C{length} bytes were read from the peer and went through the decoder
+        at once (the commonest read): L{dataArrived} and L{dataDecoded} in
+        one call, made once the read is decoded and its objects delivered.
         """
 
     def sendBacklogChanged(backlogged):  # type: ignore[no-untyped-def]

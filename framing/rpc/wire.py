@@ -390,6 +390,8 @@ class MessageUnslicer(BudgetedUnslicer):
     # The compiled core builds whole messages of built-in values itself (framing.slicing.interfaces.IUnslicer).
     record_builder = staticmethod(buildMessage)
     record_extra_items = _ARGS
+    # ... and builds an ANSWER and a CALL without keyword arguments without calling it (the same checks, in C).
+    record_rpc = (Message, MAX_NAME)
 
     def __init__(self, limits: Limits) -> None:
         # BudgetedUnslicer's attributes, set here once (one per message):

@@ -41,7 +41,11 @@ class IUnslicer(Interface):  # type: ignore[misc]
     refuse them or look further.  C{record_extra_items} says how many
     children it takes beyond C{Limits.max_items} (0 if absent).  The
     compiled core then parses such objects itself and calls the builder
-    once per object (L{framing._core}); it must not raise.
+    once per object (L{framing._core}); it must not raise.  The RPC
+    message's unslicer also declares C{record_rpc}, its message type and
+    longest method name: the compiled core then builds an ANSWER and a CALL
+    without keyword arguments itself, with L{framing.rpc.wire.buildMessage}'s
+    checks, and calls the builder for the other shapes.
 
     An unslicer class that is not budgeted and takes no streamed bodies may
     declare C{rebuildable = True}: building its object does nothing but

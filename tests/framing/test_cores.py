@@ -205,11 +205,14 @@ def feed_all(module: ModuleType | None, chunks: list[bytes], limits: Limits | No
     events: list[Any] = []
     for chunk in chunks:
         step = outcome(lambda chunk=chunk: decoder.feed(chunk))
-        events.append((step, [canonical(event) for event in decoder.control_events]))
+        events.append((step, [canonical(event) for event in decoder.control_events], decoder.at_boundary))
+        # (at_boundary is set by each feed, on the compiled reader's whole read without asking: it is the state's)
+        assert decoder.at_boundary == decoder._boundary(), (chunk, decoder.at_boundary)
         if step[0] == "raised":
             break
     else:
         events.append(outcome(decoder.close))
+        assert decoder.at_boundary == decoder._boundary()
     events.append((decoder.objects_completed, decoder.at_boundary, decoder.buffered, decoder.held_cost))
     return events
 

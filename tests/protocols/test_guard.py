@@ -257,3 +257,63 @@ class GuardReactorTests(TestCase):
 
 
 test_guarded_rpc = pytestTest(guardedRpc)
+
+
+class _Idle:
+    """A stand-in guard for L{ConnectionCounter}: idle for C{idle} seconds, evicted when told."""
+
+    def __init__(self, idle: float) -> None:
+        self.idle = idle
+        self.evicted = False
+
+    def idleFor(self) -> float:
+        return self.idle
+
+    def evict(self) -> None:
+        self.evicted = True
+
+
+class ActivityOrderTests(SynchronousTestCase):
+    """The counter's connections by activity: the one evicted is the one least recently active."""
+
+    policy = GuardPolicy(maxConnections=2, maxPerPeer=None, evictIdleAfter=1.0)
+
+    def test_touchedMovesToTheEnd(self) -> None:
+        """A connection that completes an object becomes the latest; another admitted after it, the latest then."""
+        counter = ConnectionCounter()
+        first, second = _Idle(10.0), _Idle(10.0)
+        counter.admit("a", self.policy, first)  # type: ignore[arg-type]
+        counter.admit("b", self.policy, second)  # type: ignore[arg-type]
+        self.assertIs(counter.latest, second)
+        counter.touched(first)  # type: ignore[arg-type]
+        self.assertIs(counter.latest, first)
+        self.assertIsNone(counter.admit("c", self.policy, _Idle(0.0)))  # type: ignore[arg-type]
+        self.assertEqual((first.evicted, second.evicted), (False, True))
+
+    def test_releasedIsNotLatest(self) -> None:
+        """A released connection stops being the latest, and touching it (late) does not bring it back."""
+        counter = ConnectionCounter()
+        only = _Idle(0.0)
+        counter.admit("a", self.policy, only)  # type: ignore[arg-type]
+        counter.release("a", only)  # type: ignore[arg-type]
+        self.assertIsNone(counter.latest)
+        counter.touched(only)  # type: ignore[arg-type]
+        self.assertIsNone(counter.latest)
+
+    def test_guardSkipsTheLatest(self) -> None:
+        """A guard already the latest does not touch the counter again; after another connection's object, it does."""
+        counter = ConnectionCounter()
+        touched: list[Any] = []
+        touch = counter.touched
+        counter.touched = lambda guard: (touched.append(guard), touch(guard))  # type: ignore[method-assign]
+        clock = Clock()
+        connections = [_Connection(clock, self.policy, counter).protocol for _ in range(2)]
+        for protocol in connections:
+            protocol.dataReceived(PREAMBLE)
+        first, second = connections
+        for _ in range(3):
+            first.dataReceived(dumps(1)[len(PREAMBLE) :])
+        self.assertEqual(touched, [first.guard])
+        second.dataReceived(dumps(1)[len(PREAMBLE) :])
+        first.dataReceived(dumps(1)[len(PREAMBLE) :])
+        self.assertEqual(touched, [first.guard, second.guard, first.guard])

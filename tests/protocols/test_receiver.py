@@ -58,6 +58,9 @@ class Observer:
     def dataDecoded(self, length: int, completed: int, controlBytes: int) -> None:
         self.calls.append(("decoded", length, completed, controlBytes))
 
+    def dataRead(self, length: int, completed: int, controlBytes: int) -> None:
+        self.calls.append(("read", length, completed, controlBytes))
+
     def sendBacklogChanged(self, backlogged: bool) -> None:
         self.calls.append(("backlog", backlogged))
 
@@ -150,7 +153,10 @@ class ConfigTests(SynchronousTestCase):
 
 class ObserverTests(SynchronousTestCase):
     def test_observerSeesReadsNotObjects(self) -> None:
-        """An observer hears of the start, each read and what it completed, and the end: per read, not per object."""
+        """
+        An observer hears of the start, each read and what it completed (in one call, once it is decoded), and the
+        end: per read, not per object.
+        """
         observer = Observer()
         protocol = TokenProtocol()
         protocol.addObserver(observer)
@@ -158,10 +164,32 @@ class ObserverTests(SynchronousTestCase):
         data = dumps(1) + tokenBytes(dumps(2))
         protocol.dataReceived(data)
         protocol.connectionLost(Failure(ConnectionError()))
-        self.assertEqual(
-            observer.calls,
-            [("started",), ("arrived", len(data)), ("decoded", len(data), 2, 0), ("ended",)],
-        )
+        self.assertEqual(observer.calls, [("started",), ("read", len(data), 2, 0), ("ended",)])
+
+    def test_observerSeesHeldReadsTwice(self) -> None:
+        """A read held while reading is paused is told as it arrives, and again once it is decoded on resuming."""
+        observer = Observer()
+        protocol = TokenProtocol()
+        protocol.addObserver(observer)
+        protocol.makeConnection(RecordingTransport())
+        protocol.dataReceived(dumps(1))
+        protocol.transport.pauseProducing()
+        data = tokenBytes(dumps(2))
+        protocol.dataReceived(data)
+        self.assertEqual(observer.calls[-1], ("arrived", len(data)))
+        protocol.transport.resumeProducing()
+        self.assertEqual(observer.calls[-2:], [("arrived", len(data)), ("decoded", len(data), 1, 0)])
+
+    def test_observerSeesBrokenReadArrive(self) -> None:
+        """A read that breaks the stream is told as it arrived (nothing of it is decoded); the connection drops."""
+        observer = Observer()
+        protocol = TokenProtocol()
+        protocol.addObserver(observer)
+        protocol.makeConnection(RecordingTransport())
+        protocol.dataReceived(b"not a preamble at all")
+        self.assertIsNotNone(protocol.failure)
+        self.assertIn(("arrived", len(b"not a preamble at all")), observer.calls)
+        self.assertNotIn("read", [call[0] for call in observer.calls])
 
 
 class Tracked:

@@ -20,7 +20,18 @@ from framing import Decoder, Encoder, Limits, Registry
 from framing.errors import ChunkwireError
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
-from protocols.rpc.wire import ANSWER, CALL, CANCEL, FAIL, RELEASE, Message, MessageSlicer, MessageUnslicer
+from protocols.rpc.wire import (
+    ANSWER,
+    CALL,
+    CANCEL,
+    FAIL,
+    MAX_NAME,
+    RELEASE,
+    Message,
+    MessageSlicer,
+    MessageUnslicer,
+    buildMessage,
+)
 
 from ...framing.test_cores import COMPILED, core, cut, differential, feed_all, limits, mutate, needs_compiled, values
 
@@ -52,6 +63,54 @@ messages = st.one_of(
     st.builds(lambda *f: Message((RELEASE, *f)), ids, ids),
     st.builds(lambda tag, rest: Message((tag, *rest)), st.integers(-1, 7), st.lists(values, max_size=6)),
 )
+
+
+# The children of an rpc record as the compiled reader hands them over (values of built-in kinds), in the shapes it
+# builds itself (an ANSWER, a CALL without keyword arguments), well-formed or not, and a few it leaves to buildMessage.
+record_ids = st.one_of(ids, st.just(2**64 - 1), st.just(-(2**64)), st.just(True), st.just(1.0), st.just(b"1"))
+record_names = st.one_of(names, st.just("x" * MAX_NAME), st.just("é" * MAX_NAME), st.just("é" * (MAX_NAME + 1)))
+record_tags = st.one_of(st.just(CALL), st.just(ANSWER), st.just(False), st.just(True), st.integers(-2, 7))
+records = st.one_of(
+    st.builds(
+        lambda *f: [f[0], *f[1:5], *f[5]],
+        record_tags,
+        record_ids,
+        record_ids,
+        record_names,
+        kwargs,
+        st.lists(values, max_size=3),
+    ),
+    st.builds(lambda *f: [*f], record_tags, record_ids, values),
+    st.lists(st.one_of(record_tags, record_ids, record_names, values), max_size=7),
+)
+BUILT_IN_C = [
+    [ANSWER, 5, 42],
+    [ANSWER, 0, None],
+    [ANSWER, 2**64 - 1, [1, {"k": b"v"}]],
+    [CALL, 5, 0, "echo", None],
+    [CALL, 5, 0, "echo", None, 42, [b"x"], {"a": 1}],
+    [CALL, 2**64 - 1, 2**64 - 1, "x" * MAX_NAME, None, 1],
+    [CALL, 1, 2, "é" * MAX_NAME, None],
+]
+REFUSED_IN_C = [
+    *([ANSWER, bad, 42] for bad in (-1, 2**64, "5", 5.0, True, None, b"5")),
+    *([CALL, bad, 0, "echo", None, 1] for bad in (-1, 2**64, "5", 5.0, True, None)),
+    *([CALL, 5, bad, "echo", None, 1] for bad in (-1, 2**64, "5", 5.0, False, None)),
+    *([CALL, 5, 0, bad, None, 1] for bad in ("", "x" * (MAX_NAME + 1), b"echo", 7, None, ("echo",))),
+]
+LEFT_TO_PYTHON = [
+    [],
+    [True, 5, 42],
+    [ANSWER, 5],
+    [ANSWER, 5, 1, 2],
+    [CALL, 5, 0, "echo"],
+    [CALL, 5, 0, "echo", {}],
+    [CALL, 5, 0, "echo", ({}, 10, None)],
+    [FAIL, 5, "E", "text", None, None],
+    [CANCEL, 5],
+    [2**70, 1],
+    ["0", 1],
+]
 
 
 def encoded(message: Message) -> bytes | None:
@@ -124,6 +183,48 @@ class MessageCoreTests(SynchronousTestCase):
             (type(refused[0]).__name__, refused[0].where, refused[0].requestId), ("MessageRefused", "name", 5)
         )
         self.assertEqual(len(made), 1)
+
+
+@needs_compiled
+class CompiledMessageTests(SynchronousTestCase):
+    """The compiled reader's own build of an ANSWER and of a CALL without keyword arguments is buildMessage's."""
+
+    def assertSameAsBuildMessage(self, items: list[Any]) -> Any:
+        """The compiled build of C{items} (NotImplemented: left to buildMessage) agrees with buildMessage's."""
+        assert COMPILED is not None
+        built = COMPILED.rpc_message(list(items), Message, MAX_NAME)
+        if built is not NotImplemented:
+            expected = buildMessage(list(items))
+            self.assertEqual((type(built), built), (type(expected), expected))
+        return built
+
+    def test_built(self) -> None:
+        """An ANSWER and a CALL without keyword arguments, each bound reached, are built in C as buildMessage does."""
+        for items in BUILT_IN_C:
+            built = self.assertSameAsBuildMessage(items)
+            self.assertIs(type(built), Message, items)
+
+    def test_refused(self) -> None:
+        """Each kind of bad id, target or name is refused in C (None) where buildMessage refuses it."""
+        for items in REFUSED_IN_C:
+            self.assertIsNone(self.assertSameAsBuildMessage(items), items)
+
+    def test_otherShapes(self) -> None:
+        """Every other shape (keyword arguments, a context, another kind, a tag not an int) is left to buildMessage."""
+        for items in LEFT_TO_PYTHON:
+            self.assertIs(self.assertSameAsBuildMessage(items), NotImplemented, items)
+
+    @differential
+    @given(records)
+    def test_generated(self, items: list[Any]) -> None:
+        """Generated children, well-formed or not: the compiled build, where there is one, is buildMessage's."""
+        self.assertSameAsBuildMessage(items)
+
+    def test_reader(self) -> None:
+        """The decoder's compiled reader builds them so: the same messages, and refusals worded by the unslicer."""
+        for items in (*BUILT_IN_C, *REFUSED_IN_C):
+            data = PREAMBLE + (encoded(Message(items)) or b"")
+            self.assertEqual(feed_all(None, [data], None, REGISTRY), feed_all(COMPILED, [data], None, REGISTRY))
 
 
 def _outcome(action: Any) -> Any:
