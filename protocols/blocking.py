@@ -390,12 +390,19 @@ class BlockingConnection:
         if scope is not None:
             return self._callInScope(target, name, args, kwargs, scope.deadline, scope.metadata)
         waiter = _Waiter()
-        with self._lock:
+        # The lock, as on the rest of a call's path, is taken and released by hand: a with block costs twice
+        # the instructions (two bound methods made, __exit__'s arguments packed).  Held for the session's
+        # call: the reading thread's receive uses the same call table and encoder.
+        lock = self._lock
+        lock.acquire()
+        try:
             session = self._session
             if not session.pending:
                 # The server's silence counts only while calls wait: from now, when none did.
                 self._quietSince = None
             requestId, data = session.call(waiter, target, name, args, kwargs)
+        finally:
+            lock.release()
         return self._exchange(data, waiter, requestId, name)
 
     def _callInScope(
@@ -466,15 +473,20 @@ class BlockingConnection:
         lock = self._lock
         if data is not None:
             # One message at a time on the socket, whole, after what the reading thread left in the outbox.
+            # The send lock, not _lock: a sendall may block (on a server that stops reading until this side
+            # reads), and the reading thread must then still take _lock to go on reading.
             failed = None
+            sendLock = self._sendLock
             try:
-                with self._sendLock:
+                sendLock.acquire()
+                try:
                     if self._outbox:
                         data = self._takeOutbox() + data
-                    try:
-                        self._socket.sendall(data)
-                    except OSError as error:
-                        failed = self._sendFailed(error)
+                    self._socket.sendall(data)
+                except OSError as error:
+                    failed = self._sendFailed(error)
+                finally:
+                    sendLock.release()
             except BaseException:
                 if requestId is not None:
                     with lock:
@@ -502,7 +514,9 @@ class BlockingConnection:
             bound = max(callDeadline - time.monotonic(), 0.0)  # type: ignore[operator]
         cancel = None
         session = self._session
-        with lock:  # (_changed's lock: entered directly, the cheaper way)
+        # Held while deciding who reads (released by _readTurn during its recv, by _sleep while asleep).
+        lock.acquire()  # (_changed's lock: taken directly)
+        try:
             while not waiter.done:
                 remaining = None
                 if deadline is not None:
@@ -516,6 +530,8 @@ class BlockingConnection:
                 self._readTurn(bound)
                 if session.incomingCalls.waiting:
                     self._serveCalls()
+        finally:
+            lock.release()
         if cancel is not None:
             if cancel:
                 self._sendCancel(cancel)
@@ -554,6 +570,7 @@ class BlockingConnection:
             if session.failure is not None:
                 return
             failed = None
+            # Released during the recv (other threads make their calls meanwhile), taken again to apply it.
             lock.release()
             try:
                 chunk = self._socket.recv(_READ_SIZE)
