@@ -583,9 +583,9 @@ class BlockingConnection:
                 return
             self._quietSince = None
             settled = session.receive(chunk)
-            for waiter, result, error in settled:
+            for waiter, result, raised in settled:
                 waiter.result = result
-                waiter.error = error
+                waiter.error = raised
                 waiter.done = True
             if session.output or session.failure is not None:
                 self._apply(())
@@ -606,45 +606,6 @@ class BlockingConnection:
             self._changed.wait(seconds)
         finally:
             self._sleepers -= 1
-
-    def _wait(self, waiter: _Waiter, requestId: int | None, name: str, callDeadline: float | None = None) -> Any:
-        """
-        Block until C{waiter}'s answer came (reading the socket in turn with
-        other callers), or its time ran out: C{callTimeout}, or the
-        C{callDeadline} of its L{callContext} (on C{time.monotonic}) if
-        earlier.  A C{requestId} of C{None}: no call (a stream's end is
-        waited for), no C{callTimeout}: the server's silence bounds the wait.
-        """
-        callTimeout = self.callTimeout
-        deadline = None if callTimeout is None or requestId is None else time.monotonic() + callTimeout
-        byDeadline = callDeadline is not None and (deadline is None or callDeadline <= deadline)
-        # A deadline is a bound of the reads too: a tick of an eighth of the time it has left now.
-        bound = None
-        if byDeadline:
-            deadline = callDeadline
-            bound = max(callDeadline - time.monotonic(), 0.0)  # type: ignore[operator]
-        cancel = None
-        with self._lock:  # (_changed's lock: entered directly, the cheaper way)
-            while not waiter.done:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    cancel = self._session.cancel(requestId) if requestId is not None else b""
-                    break
-                if self._reading:
-                    self._sleep(remaining)
-                    continue
-                self._readTurn(bound)
-                if self._session.incomingCalls.waiting:
-                    self._serveCalls()
-        if cancel is not None:
-            if cancel:
-                self._sendCancel(cancel)
-            if byDeadline:
-                raise DeadlineExceeded(f"{name!r} did not finish within its deadline", name)
-            raise CallTimedOut(name, callTimeout or 0.0)
-        if waiter.error is not None:
-            raise waiter.error
-        return waiter.result
 
     def _sendCancel(self, data: bytes) -> None:
         """Tell the server a call was given up on (its late answer is then ignored); a lost connection is seen later."""

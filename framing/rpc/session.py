@@ -310,7 +310,7 @@ class ClientSession(Generic[Waiter]):
         return data
 
     def _gather(self) -> None:
-        """Into L{output}: the RELEASEs of references that died, the CANCELs of streams dropped, the extension's bytes."""
+        """Into L{output}: the RELEASEs of references that died, CANCELs of streams dropped, the extension's bytes."""
         if self._died:
             self._queueReleases()
         if self._streamsDropped:

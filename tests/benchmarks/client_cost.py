@@ -1,4 +1,4 @@
-"""What a client process spends on one sequential call: Python calls (sys.setprofile, cProfile) and instructions (callgrind).
+"""What a client process spends on one sequential call: Python calls (sys.setprofile) and instructions (callgrind).
 
     python -m tests.benchmarks.client_cost [--clients blocking floor] [--calls N] [--no-callgrind]
         [--profile] [--show]
@@ -153,7 +153,9 @@ def callgrindTotal(client: str, port: int, calls: int, payload: str, directory: 
     done = subprocess.run(command, cwd=REPO_ROOT, env=_childEnv(), capture_output=True, timeout=1800)
     found = _TOTALS.search(out.read_bytes()) if out.exists() else None
     if done.returncode != 0 or found is None:
-        raise RuntimeError(f"the {client} client under callgrind failed: {done.stderr[-2000:].decode(errors='replace')}")
+        raise RuntimeError(
+            f"the {client} client under callgrind failed: {done.stderr[-2000:].decode(errors='replace')}"
+        )
     return int(found.group(1))
 
 

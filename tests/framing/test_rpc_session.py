@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder, EncodingError, Limits, ProtocolError, Registry, Violation
+from framing.limits import DEFAULT_LIMITS
 from framing.rpc.errors import (
     NO_SUCH_OBJECT,
     VIOLATION,
@@ -25,7 +26,6 @@ from framing.rpc.errors import (
 )
 from framing.rpc.session import ClientSession, SessionState
 from framing.rpc.wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, NO_ANSWER, Message, addMessageTypes, callContext
-from framing.limits import DEFAULT_LIMITS
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PING, PONG, PREAMBLE, encode_header
 

@@ -1,4 +1,4 @@
-"""What one sequential call of the blocking client runs: its Python calls, counted (as test_served_call does for the server)."""
+"""What one sequential call of the blocking client runs: its Python calls, counted (test_served_call: the server)."""
 
 from __future__ import annotations
 
@@ -88,7 +88,9 @@ class SequentialCallTests(SynchronousTestCase):
         results: list[Any] = []
         seen = profiled(lambda: results.append(self.connection.root.callRemote("echo", 42)))
         self.assertEqual(results, [42])
-        self.assertEqual(self.decoder.feed(self.server.recv(65536)), [Message((CALL, self.sent, ROOT_ID, "echo", (42,), {}))])
+        self.assertEqual(
+            self.decoder.feed(self.server.recv(65536)), [Message((CALL, self.sent, ROOT_ID, "echo", (42,), {}))]
+        )
         return seen
 
     def test_clientCalls(self) -> None:
@@ -131,4 +133,6 @@ class SequentialCallTests(SynchronousTestCase):
         """On the compiled core, a call makes at most L{MOST_CALLS} Python calls, the decoder's included."""
         for _ in range(3):
             seen = self.call()
-            self.assertLessEqual(len(seen), MOST_CALLS, "\n".join(f"{kind} {name} {where}" for kind, name, where in seen))
+            self.assertLessEqual(
+                len(seen), MOST_CALLS, "\n".join(f"{kind} {name} {where}" for kind, name, where in seen)
+            )
