@@ -409,7 +409,7 @@ class AsyncConnection:
         if self._paused:
             await self._writable(name, None if callTimeout is None else loop.time() + callTimeout, scope)
         session = self._session
-        if not session:
+        if not session.pending:
             # The server's silence counts only while calls wait: from now, when none did.
             self._lastHeard = loop.time()
         future: _Future[Any] = loop.create_future()
@@ -422,7 +422,7 @@ class AsyncConnection:
             if scope.deadline is not None:
                 left, milliseconds = sendingDeadline(name, scope.deadline, time.monotonic())
             requestId, data = session.call(future, target, name, args, kwargs, milliseconds, scope.metadata)
-        self._write(data, len(session) > 1)
+        self._write(data, len(session.pending) > 1)
         if self._silenceTimer is None and self.silenceTimeout is not None:
             self._watchSilence()
         timer = None
@@ -549,7 +549,7 @@ class AsyncConnection:
     def _judgeSilence(self) -> None:
         self._silenceTimer = None
         session = self._session
-        if not session or self.silenceTimeout is None:
+        if not session.pending or self.silenceTimeout is None:
             return
         self._apply(session.judgeSilence(self._loop.time() - self._lastHeard, self.silenceTimeout))
         self._watchSilence()

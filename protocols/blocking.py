@@ -165,12 +165,10 @@ _READ_SIZE = 256 * 1024
 class _Waiter:
     """One call's answer, as the reading thread leaves it for the calling one."""
 
-    __slots__ = ("done", "result", "error")
-
-    def __init__(self) -> None:
-        self.done = False
-        self.result: Any = None
-        self.error: BaseException | None = None
+    # Defaults as class attributes, no __init__: making one (once per call) runs no Python function.
+    done = False
+    result: Any = None
+    error: BaseException | None = None
 
 
 def _timeval(seconds: float) -> bytes:
@@ -347,13 +345,17 @@ class BlockingConnection:
         self._outbox: list[bytes] = []
         self._reading = False
         self._shut = False
-        self._lastHeard = time.monotonic()
+        # When the server's silence began, as the first read that timed out since it was last heard
+        # saw it (that read waited a whole tick); None: heard since, or no call waited before this wait.
+        # Kept so, a read that brings bytes costs no clock reading.
+        self._quietSince: float | None = None
         # The socket stays in blocking mode: a read or a send is then one system call (a Python
         # timeout would add a poll() to each, and settimeout() an ioctl).  Timeouts come from
         # the kernel instead: SO_RCVTIMEO wakes the reader every tick (_keepTick) to look at the
         # call's deadline and the server's silence; SO_SNDTIMEO bounds a send the server never reads.
         sock.settimeout(None)
         self._tickFor: tuple[float | None, ...] | None = None
+        self._tick = 0.0
         if silenceTimeout is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(silenceTimeout))
 
@@ -371,14 +373,11 @@ class BlockingConnection:
             self._socket.sendall(session.start())
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            self._keepTick(timeout)
             while not session.ready:
                 if deadline is not None and time.monotonic() >= deadline:
                     self._end(ServerSilent(f"no chunkwire preamble from {self.peer} within {timeout:g} s"))
                     break
-                chunk = self._receive()
-                if chunk is not None:
-                    self._apply(session.receive(chunk))
+                self._readTurn(timeout)
             failure = session.failure
         if failure is not None:
             raise failure
@@ -391,19 +390,20 @@ class BlockingConnection:
         if scope is not None:
             return self._callInScope(target, name, args, kwargs, scope.deadline, scope.metadata)
         waiter = _Waiter()
-        with self._lock:
-            session = self._session
-            if not session:
-                # The server's silence counts only while calls wait: from now, when none did.
-                self._lastHeard = time.monotonic()
-            requestId, data = session.call(waiter, target, name, args, kwargs)
+        # The lock, as on the rest of a call's path, is taken and released by hand: a with block costs twice
+        # the instructions (two bound methods made, __exit__'s arguments packed).  Held for the session's
+        # call: the reading thread's receive uses the same call table and encoder.
+        lock = self._lock
+        lock.acquire()
         try:
-            self._sendMessage(data)
-        except BaseException:
-            with self._lock:
-                session.abandon(requestId)
-            raise
-        return self._wait(waiter, requestId, name)
+            session = self._session
+            if not session.pending:
+                # The server's silence counts only while calls wait: from now, when none did.
+                self._quietSince = None
+            requestId, data = session.call(waiter, target, name, args, kwargs)
+        finally:
+            lock.release()
+        return self._exchange(data, waiter, requestId, name)
 
     def _callInScope(
         self,
@@ -424,16 +424,10 @@ class BlockingConnection:
         waiter = _Waiter()
         with self._lock:
             session = self._session
-            if not session:
-                self._lastHeard = time.monotonic()
+            if not session.pending:
+                self._quietSince = None
             requestId, data = session.call(waiter, target, name, args, kwargs, milliseconds, metadata)
-        try:
-            self._sendMessage(data)
-        except BaseException:
-            with self._lock:
-                session.abandon(requestId)
-            raise
-        return self._wait(waiter, requestId, name, deadline)
+        return self._exchange(data, waiter, requestId, name, deadline)
 
     def callOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Call method C{name} of export C{target} for no answer (see L{BlockingReference.callRemoteOnly})."""
@@ -449,22 +443,104 @@ class BlockingConnection:
 
     def _sendMessage(self, data: bytes) -> None:
         """Send one message's C{data} in one C{sendall}, after the outbox; a socket error ends the connection."""
-        with self._sendLock:
-            if self._outbox:
-                data = self._takeOutbox() + data
+        self._exchange(data, None, None, "")
+
+    def _wait(self, waiter: _Waiter, requestId: int | None, name: str, callDeadline: float | None = None) -> Any:
+        """Block until C{waiter}'s answer came (see L{_exchange}, which sends nothing here)."""
+        return self._exchange(None, waiter, requestId, name, callDeadline)
+
+    def _exchange(
+        self,
+        data: bytes | None,
+        waiter: _Waiter | None,
+        requestId: int | None,
+        name: str,
+        callDeadline: float | None = None,
+    ) -> Any:
+        """
+        Send C{data} (one message: a call's CALL, or none), then block until
+        C{waiter}'s answer came (none: return at once), reading the socket
+        in turn with other callers, or until its time ran out: C{callTimeout},
+        or the C{callDeadline} of its L{callContext} (on C{time.monotonic})
+        if earlier.  A C{requestId} of C{None}: no call (a stream's end is
+        waited for), no C{callTimeout}: the server's silence bounds the wait.
+        The two halves of a call in one function: its commonest path, one
+        thread calling, is then this function's frame and L{_readTurn}'s.
+
+        @raise ConnectionLost: (or the reason it ended) sending failed; the
+            connection is ended, and the call C{requestId} forgotten.
+        """
+        lock = self._lock
+        if data is not None:
+            # One message at a time on the socket, whole, after what the reading thread left in the outbox.
+            # The send lock, not _lock: a sendall may block (on a server that stops reading until this side
+            # reads), and the reading thread must then still take _lock to go on reading.
+            failed = None
+            sendLock = self._sendLock
             try:
-                self._socket.sendall(data)
-            except OSError as error:
-                failed: BaseException | None = self._sendFailed(error)
-            else:
-                failed = None
-        if failed is None:
+                sendLock.acquire()
+                try:
+                    if self._outbox:
+                        data = self._takeOutbox() + data
+                    self._socket.sendall(data)
+                except OSError as error:
+                    failed = self._sendFailed(error)
+                finally:
+                    sendLock.release()
+            except BaseException:
+                if requestId is not None:
+                    with lock:
+                        self._session.abandon(requestId)
+                raise
+            if failed is not None:
+                # (ended here, the send lock released: its holder never waits for _lock)
+                with lock:
+                    self._end(failed)
+                    if requestId is not None:
+                        self._session.abandon(requestId)
+                    raise self._session.failure  # type: ignore[misc]
             if self._outbox:
                 self._flushOutbox()
-            return
-        with self._lock:
-            self._end(failed)
-            raise self._session.failure  # type: ignore[misc]
+            if waiter is None:
+                return None
+        assert waiter is not None
+        callTimeout = self.callTimeout
+        deadline = None if callTimeout is None or requestId is None else time.monotonic() + callTimeout
+        byDeadline = callDeadline is not None and (deadline is None or callDeadline <= deadline)
+        # A deadline is a bound of the reads too: a tick of an eighth of the time it has left now.
+        bound = None
+        if byDeadline:
+            deadline = callDeadline
+            bound = max(callDeadline - time.monotonic(), 0.0)  # type: ignore[operator]
+        cancel = None
+        session = self._session
+        # Held while deciding who reads (released by _readTurn during its recv, by _sleep while asleep).
+        lock.acquire()  # (_changed's lock: taken directly)
+        try:
+            while not waiter.done:
+                remaining = None
+                if deadline is not None:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        cancel = session.cancel(requestId) if requestId is not None else b""
+                        break
+                if self._reading:
+                    self._sleep(remaining)
+                    continue
+                self._readTurn(bound)
+                if session.incomingCalls.waiting:
+                    self._serveCalls()
+        finally:
+            lock.release()
+        if cancel is not None:
+            if cancel:
+                self._sendCancel(cancel)
+            if byDeadline:
+                raise DeadlineExceeded(f"{name!r} did not finish within its deadline", name)
+            raise CallTimedOut(name, callTimeout or 0.0)
+        if waiter.error is not None:
+            raise waiter.error
+        return waiter.result
 
     def _takeOutbox(self) -> bytes:
         """What the reading thread left to send, in order (C{_sendLock} held; list pops are atomic)."""
@@ -477,17 +553,42 @@ class BlockingConnection:
     def _readTurn(self, bound: float | None) -> None:
         """
         Be the reading thread for one C{recv} (C{_lock} held, no other
-        thread reading), apply what it brought (answers settled, the
-        server's calls queued), then wake the threads that sleep.
+        thread reading; released during the C{recv}), apply what it brought
+        (answers settled, the server's calls queued, replies sent), then
+        wake the threads that sleep.  Nothing came within a tick: the
+        server's silence is judged.  The commonest turn (bytes came, nothing
+        to send back) calls nothing but C{recv} and the session's C{receive}.
 
         @param bound: the waiting thread's own bound on its wait, for the read's tick (see L{_keepTick}).
         """
+        session = self._session
+        lock = self._lock
         self._reading = True
         try:
-            self._keepTick(bound)
-            chunk = self._receive()
-            if chunk is not None:
-                self._apply(self._session.receive(chunk))
+            if (self.callTimeout, self.silenceTimeout, bound) != self._tickFor:
+                self._keepTick(bound)
+            if session.failure is not None:
+                return
+            failed = None
+            # Released during the recv (other threads make their calls meanwhile), taken again to apply it.
+            lock.release()
+            try:
+                chunk = self._socket.recv(_READ_SIZE)
+            except OSError as error:
+                chunk, failed = b"", error
+            finally:
+                lock.acquire()
+            if not chunk:
+                self._readFailed(failed)
+                return
+            self._quietSince = None
+            settled = session.receive(chunk)
+            for waiter, result, raised in settled:
+                waiter.result = result
+                waiter.error = raised
+                waiter.done = True
+            if session.output or session.failure is not None:
+                self._apply(())
         finally:
             self._reading = False
             if self._sleepers:
@@ -506,45 +607,6 @@ class BlockingConnection:
         finally:
             self._sleepers -= 1
 
-    def _wait(self, waiter: _Waiter, requestId: int | None, name: str, callDeadline: float | None = None) -> Any:
-        """
-        Block until C{waiter}'s answer came (reading the socket in turn with
-        other callers), or its time ran out: C{callTimeout}, or the
-        C{callDeadline} of its L{callContext} (on C{time.monotonic}) if
-        earlier.  A C{requestId} of C{None}: no call (a stream's end is
-        waited for), no C{callTimeout}: the server's silence bounds the wait.
-        """
-        callTimeout = self.callTimeout
-        deadline = None if callTimeout is None or requestId is None else time.monotonic() + callTimeout
-        byDeadline = callDeadline is not None and (deadline is None or callDeadline <= deadline)
-        # A deadline is a bound of the reads too: a tick of an eighth of the time it has left now.
-        bound = None
-        if byDeadline:
-            deadline = callDeadline
-            bound = max(callDeadline - time.monotonic(), 0.0)  # type: ignore[operator]
-        cancel = None
-        with self._lock:  # (_changed's lock: entered directly, the cheaper way)
-            while not waiter.done:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    cancel = self._session.cancel(requestId) if requestId is not None else b""
-                    break
-                if self._reading:
-                    self._sleep(remaining)
-                    continue
-                self._readTurn(bound)
-                if self._session.incomingCalls.waiting:
-                    self._serveCalls()
-        if cancel is not None:
-            if cancel:
-                self._sendCancel(cancel)
-            if byDeadline:
-                raise DeadlineExceeded(f"{name!r} did not finish within its deadline", name)
-            raise CallTimedOut(name, callTimeout or 0.0)
-        if waiter.error is not None:
-            raise waiter.error
-        return waiter.result
-
     def _sendCancel(self, data: bytes) -> None:
         """Tell the server a call was given up on (its late answer is then ignored); a lost connection is seen later."""
         try:
@@ -554,54 +616,43 @@ class BlockingConnection:
 
     # -- reading (one thread at a time, holding _lock but while in recv) -------
 
-    def _keepTick(self, connecting: float | None = None) -> None:
+    def _keepTick(self, bound: float | None) -> None:
         """
         Keep the socket's receive timeout at an eighth of the shortest bound
-        in force (C{callTimeout}, C{silenceTimeout}, and C{connecting}: the
+        in force (C{callTimeout}, C{silenceTimeout}, and C{bound}: the
         connecting timeout, or the time a call's deadline left it when its
         wait began), so that each is noticed at most that late; no bound, no
         timeout.  One C{setsockopt} when the bounds change, none per read.
         """
-        bounds = (self.callTimeout, self.silenceTimeout, connecting)
+        bounds = (self.callTimeout, self.silenceTimeout, bound)
         if bounds == self._tickFor:
             return
         self._tickFor = bounds
         given = [bound for bound in bounds if bound is not None]
-        tick = max(min(given) / 8, 0.001) if given else 0.0
+        tick = self._tick = max(min(given) / 8, 0.001) if given else 0.0
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(tick))
 
-    def _receive(self) -> bytes | None:
+    def _readFailed(self, error: OSError | None) -> None:
         """
-        One chunk from the socket, read with C{_lock} released; C{None} if
-        nothing came within a tick (the server's silence is then judged) or
-        the connection ended (the session's C{failure} says why).
+        A C{recv} brought nothing (C{_lock} held): its tick passed in
+        silence (the server's silence is then judged), the server closed
+        the connection (C{error} C{None}), or the read failed.
         """
-        if self._session.failure is not None:
-            return None
-        sock = self._socket
-        self._lock.release()
-        try:
-            chunk = sock.recv(_READ_SIZE)
-        except (TimeoutError, BlockingIOError, ssl.SSLWantReadError):
+        if isinstance(error, (TimeoutError, BlockingIOError, ssl.SSLWantReadError)):
             # (SO_RCVTIMEO passed: EAGAIN from a blocking socket; from a TLS one, SSL_ERROR_WANT_READ)
-            chunk = None
-        except OSError as error:
-            self._lock.acquire()
-            self._end(ConnectionLost(f"reading from {self.peer} failed: {error}"))
-            return None
-        self._lock.acquire()
-        if chunk is None:
             silence = self.silenceTimeout
             if silence is not None:
-                self._apply(self._session.judgeSilence(time.monotonic() - self._lastHeard, silence))
-            return None
-        if not chunk:
+                now = time.monotonic()
+                quietSince = self._quietSince
+                if quietSince is None:
+                    quietSince = self._quietSince = now - self._tick
+                self._apply(self._session.judgeSilence(now - quietSince, silence))
+        elif error is None:
             self._end(ConnectionLost(f"{self.peer} closed the connection"))
-            return None
-        self._lastHeard = time.monotonic()
-        return chunk
+        else:
+            self._end(ConnectionLost(f"reading from {self.peer} failed: {error}"))
 
-    def _apply(self, settled: list[Settled]) -> None:
+    def _apply(self, settled: list[Settled] | tuple[()]) -> None:
         """
         Do what the session decided (C{_lock} held): hand each settled call
         its outcome, send what it asks to send, and if it ended, shut the
@@ -700,9 +751,9 @@ class BlockingConnection:
                 if stream.ended:
                     raise StopIteration
                 waiter = stream.waiter = _Waiter()
-                if not self._session:
+                if not self._session.pending:
                     # Nothing else waits: the server's silence counts from now (as for a call).
-                    self._lastHeard = time.monotonic()
+                    self._quietSince = None
             self._wait(waiter, None, "a stream")
 
     def cancelStream(self, stream: BlockingStream) -> None:
@@ -754,8 +805,8 @@ class BlockingConnection:
         deadline = None if seconds is None else time.monotonic() + seconds
         session = self._session
         with self._changed:
-            if not session:
-                self._lastHeard = time.monotonic()
+            if not session.pending:
+                self._quietSince = None
             while session.failure is None:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:

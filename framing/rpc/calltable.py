@@ -1,7 +1,7 @@
 """The calls one side made that wait for answers, whatever waits for them: request ids and matching.
 
 Contract: a L{CallTable} numbers calls from 1 (0 is L{framing.rpc.wire.NO_ANSWER}),
-keeps each pending call in a dict keyed by its request id, and gives it back
+is the dict of the pending calls keyed by their request ids, and gives each back
 once when its answer (or its end) comes, so adding, matching and giving up
 a call are O(1) whatever is in flight, and answers may come in any order.
 It holds I{what waits} for each call as an opaque value: the Twisted client
@@ -23,35 +23,36 @@ rest of L{framing.rpc} (see its package docstring).
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 from .errors import TooManyPendingCalls, UnexpectedAnswer
 
 Waiter = TypeVar("Waiter")
 
 
-class CallTable(Generic[Waiter]):
+class CallTable(dict[int, Waiter]):
     """
-    The pending calls of one connection, by request id.
+    The pending calls of one connection: a dict of each pending call's
+    waiter by request id, which numbers the calls (L{add}) and judges
+    answers to none (L{strayAnswer}).  Being the dict itself, its length
+    (how many calls wait) and a waiter's C{pop(requestId, None)} (L{take}
+    written in line, on a client's per-answer path) are single C operations:
+    no method of this class runs for them.  Only L{add} puts a call in.
 
     @ivar maxPending: most calls that may wait at once (C{None}: no bound);
         L{add} past it raises L{TooManyPendingCalls}.
     @ivar lastRequestId: the request id given last (0 before the first call).
     """
 
-    __slots__ = ("maxPending", "lastRequestId", "_pending", "_lateAnswers")
+    __slots__ = ("maxPending", "lastRequestId", "_lateAnswers")
 
     def __init__(self, maxPending: int | None = None) -> None:
         """@param maxPending: see L{maxPending}."""
+        super().__init__()
         self.maxPending = maxPending
         self.lastRequestId = 0
-        self._pending: dict[int, Waiter] = {}
         # Answers still expected for calls given up on: one per such call.
         self._lateAnswers = 0
-
-    def __len__(self) -> int:
-        """How many calls wait for their answer."""
-        return len(self._pending)
 
     def add(self, waiter: Waiter, name: str) -> int:
         """
@@ -60,12 +61,11 @@ class CallTable(Generic[Waiter]):
         @return: the call's request id, to send in its CALL.
         @raise TooManyPendingCalls: L{maxPending} calls already wait (nothing is kept).
         """
-        pending = self._pending
         maxPending = self.maxPending
-        if maxPending is not None and len(pending) >= maxPending:
-            raise TooManyPendingCalls(f"cannot call {name!r}: {len(pending)} calls already wait for answers")
+        if maxPending is not None and len(self) >= maxPending:
+            raise TooManyPendingCalls(f"cannot call {name!r}: {len(self)} calls already wait for answers")
         requestId = self.lastRequestId = self.lastRequestId + 1
-        pending[requestId] = waiter
+        self[requestId] = waiter
         return requestId
 
     def take(self, requestId: int) -> Waiter | None:
@@ -74,7 +74,7 @@ class CallTable(Generic[Waiter]):
         or it is being given up or was never sent); C{None} if it is not
         pending (see L{strayAnswer}).
         """
-        return self._pending.pop(requestId, None)
+        return self.pop(requestId, None)
 
     def expectLateAnswer(self) -> None:
         """A call taken without its answer (cancelled, timed out) was told to the peer: its answer may come, once."""
@@ -96,5 +96,6 @@ class CallTable(Generic[Waiter]):
 
     def takeAll(self) -> list[Waiter]:
         """Every pending call's waiter, in call order; none is pending any more (the connection ended)."""
-        pending, self._pending = self._pending, {}
-        return list(pending.values())
+        waiters = list(self.values())
+        self.clear()
+        return waiters

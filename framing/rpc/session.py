@@ -61,8 +61,11 @@ stream's own messages reach it: a call without a stream costs nothing more.
 No I/O, no threads, no clock: the I/O layer says how long the server has
 been quiet, sends the bytes, and guards the session with a lock if several
 threads use it (one method at a time).  Costs: a call is one table entry
-and one encoding; each received message one type test, one tag test and
-one dict pop; nothing grows with the connection's age.
+and one encoding (on the compiled core, a CALL of built-in arguments is
+one C call, C{framing._core.parts_encoder}'s); each received message one
+type test, one tag test and one dict pop; nothing grows with the
+connection's age.  What an I/O layer asks on every call and read is a
+plain attribute (C{pending}, C{output}), no method call.
 
 The Twisted broker (L{protocols.rpc}) keeps its own dispatch: it also serves
 as a server and loads extensions, which this session refuses.  What both
@@ -76,7 +79,8 @@ import enum
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
-from framing import Decoder, Encoder, Limits, Ping, ProtocolError, Registry, Violation
+from framing import Decoder, Encoder, Limits, Ping, ProtocolError, Registry, Violation, _core
+from framing.encoder import open_token
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PING, PONG, PREAMBLE, encode_header
 
@@ -100,12 +104,27 @@ from .referenceable import Referenceable
 from .references import ReferenceableSlicer, ReferenceUnslicer, RemoteReferenceSlicer, YourReferenceUnslicer
 from .signatures import REF_OPEN_TYPE, YOURREF_OPEN_TYPE
 from .streams import FlowMessage, ReceiveWindow
-from .wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, NO_ANSWER, RELEASE, Message, addMessageTypes, callContext
+from .wire import (
+    ANSWER,
+    CALL,
+    CANCEL,
+    FAIL,
+    GOAWAY,
+    NO_ANSWER,
+    OPEN_TYPE,
+    RELEASE,
+    Message,
+    addMessageTypes,
+    callContext,
+)
 
 Waiter = TypeVar("Waiter")
 
 Settled = tuple[Any, Any, "BaseException | None"]
 """A call settled by the server's bytes or the session's end: C{(waiter, result, error)}."""
+
+_CALL_OPENING = open_token(OPEN_TYPE)
+"""The OPEN token every RPC message starts with (L{framing.rpc.wire.MessageSlicer}'s C{record_name})."""
 
 _PING_ID = 1
 """The id of the PINGs a session sends (the PONG echoes it; any PONG counts as hearing from the server)."""
@@ -174,6 +193,13 @@ class ClientSession(Generic[Waiter]):
         holds (L{framing.rpc.exports.ClientReferences}), or C{None} without C{makeReference}.
     @ivar incomingCalls: the server's calls to this side's exports; those in
         its C{waiting} are the I/O layer's to run and settle (L{answerCall}).
+    @ivar pending: the calls waiting for their answers, by request id (the
+        L{framing.rpc.calltable.CallTable}; to read: its truth and length are
+        C operations, where C{len(session)} is a method call).
+    @ivar output: the bytes due to the server, in order, as L{dataToSend}
+        joins them.  Once L{receive} returns, everything it made due is
+        there: an empty C{output} then means L{dataToSend} has nothing, and
+        an I/O layer may skip calling it.
     """
 
     def __init__(
@@ -232,10 +258,11 @@ class ClientSession(Generic[Waiter]):
             self._died = self.references.died
         self.incomingCalls = IncomingCalls(exports, maxRunning)
         self._encoder = Encoder(connectionRegistry)
-        self._output: list[bytes] = []
+        # What is due to the server, in order (see the class docstring).
+        self.output: list[bytes] = []
         # Object streams the server sends: their messages are top-level objects of their own, so a call
         # without a stream never meets this part (no hook per call); its CREDITs go into the output.
-        self.objectStreams = ClientObjectStreams(self._output, makeStream, died=streamDropped, sending=streamSending)
+        self.objectStreams = ClientObjectStreams(self.output, makeStream, died=streamDropped, sending=streamSending)
         self.objectStreams.install(connectionRegistry, self._encoder)
         self._streamsDropped = self.objectStreams.dropped
         self.extension = extension
@@ -243,8 +270,12 @@ class ClientSession(Generic[Waiter]):
             extension.install(connectionRegistry, self._encoder)
         self._decoder = Decoder(limits, connectionRegistry)
         # Each pending call's waiter with the method's name, for the errors that name the call.
-        self._table: CallTable[tuple[Waiter, str]] = CallTable(maxPending)
+        self.pending: CallTable[tuple[Waiter, str]] = CallTable(maxPending)
         self._preambleLeft = len(PREAMBLE)
+        # A whole CALL of built-in arguments in one C call (the compiled core; None: the pure one), as
+        # Encoder.tokens writes a Message, less its lookups: the session's registry writes Messages so.
+        self._encodeParts = _core.parts_encoder()
+        self._maxDepth = self._encoder.limits.max_depth
 
     @staticmethod
     def _addReferences(registry: Registry, references: ClientReferences) -> ClientReferences:
@@ -259,7 +290,7 @@ class ClientSession(Generic[Waiter]):
 
     def __len__(self) -> int:
         """How many calls wait for their answer."""
-        return len(self._table)
+        return len(self.pending)
 
     @property
     def ready(self) -> bool:
@@ -272,7 +303,17 @@ class ClientSession(Generic[Waiter]):
 
     def dataToSend(self) -> bytes:
         """What is due to the server (PONGs, answers to its calls, RELEASEs, a PING); once."""
-        output = self._output
+        output = self.output
+        if self._died or self._streamsDropped or self.extension is not None:
+            self._gather()
+        if not output:
+            return b""
+        data = b"".join(output)
+        output.clear()
+        return data
+
+    def _gather(self) -> None:
+        """Into L{output}: the RELEASEs of references that died, CANCELs of streams dropped, the extension's bytes."""
         if self._died:
             self._queueReleases()
         if self._streamsDropped:
@@ -281,12 +322,7 @@ class ClientSession(Generic[Waiter]):
         if extension is not None and self.state is not _ENDED:
             extra = extension.dataToSend()
             if extra:
-                output.append(extra)
-        if not output:
-            return b""
-        data = b"".join(output)
-        output.clear()
-        return data
+                self.output.append(extra)
 
     # -- calling -------------------------------------------------------------
 
@@ -317,19 +353,22 @@ class ClientSession(Generic[Waiter]):
         state = self.state
         if type(name) is not str or state is _ENDED or state is _GOING_AWAY:
             self._checkCallable(name)
-        table = self._table
+        table = self.pending
         if not table:
             # The server's silence counts only while calls wait: from now, when none did.
             self.pingSent = False
         requestId = table.add((waiter, name), name)
         sent = kwargs or None if deadline is None and metadata is None else callContext(kwargs, deadline, metadata)
-        message = Message((CALL, requestId, target, name, sent, *args))
-        encoder = self._encoder
+        encodeParts = self._encodeParts
         try:
-            data = encoder.tokens(message)
+            data = None
+            if encodeParts is not None:
+                # Arguments of built-in types alone: the whole CALL in one C call, the bytes Encoder.encode writes.
+                data = encodeParts((CALL, requestId, target, name, sent, *args), self._maxDepth, _CALL_OPENING)
             if data is None:
-                # (not built-in types alone: a stream argument among them perhaps, live once encoded whole)
-                data = encoder.encode(message)
+                # (the pure core, or not built-in types alone: a stream argument among them perhaps, live once
+                # encoded whole)
+                data = self._encoder.encode(Message((CALL, requestId, target, name, sent, *args)))
                 if self.objectStreams.announcing:
                     self.objectStreams.committed()
         except BaseException:
@@ -369,7 +408,7 @@ class ClientSession(Generic[Waiter]):
 
     def abandon(self, requestId: int) -> Waiter | None:
         """Forget call C{requestId}, whose CALL was never sent (sending failed); its waiter, if it was pending."""
-        entry = self._table.take(requestId)
+        entry = self.pending.take(requestId)
         return None if entry is None else entry[0]
 
     def cancel(self, requestId: int) -> bytes:
@@ -379,7 +418,7 @@ class ClientSession(Generic[Waiter]):
         ignored; C{b""} if it is no longer pending (its answer came meanwhile)
         or the session ended.
         """
-        table = self._table
+        table = self.pending
         if table.take(requestId) is None or self.state is _ENDED:
             return b""
         table.expectLateAnswer()
@@ -403,7 +442,7 @@ class ClientSession(Generic[Waiter]):
         if quiet >= silenceTimeout:
             return self.end(ServerSilent(f"nothing from {self.peer} for {quiet:.1f} s (PING unanswered)"))
         if quiet >= silenceTimeout / 2 and not self.pingSent:
-            self._output.append(self.ping())
+            self.output.append(self.ping())
         return []
 
     def _checkCallable(self, name: str) -> None:
@@ -433,8 +472,10 @@ class ClientSession(Generic[Waiter]):
     def receive(self, data: bytes) -> list[Settled]:
         """
         Bytes from the server: the calls they settle, in order (see the
-        module docstring); replies wait in L{dataToSend}.  A broken stream
-        ends the session (L{failure}) after what came before the break.
+        module docstring); replies, and what else became due (the RELEASEs
+        of references that died, the extension's bytes), wait in L{output}
+        for L{dataToSend}.  A broken stream ends the session (L{failure})
+        after what came before the break.
         """
         if self.state is _ENDED:
             return []
@@ -451,22 +492,25 @@ class ClientSession(Generic[Waiter]):
             return settled
         if not self._preambleLeft and self.state is _WANT_PREAMBLE:
             self.state = _OPEN
-        table = self._table
+        table = self.pending
         for obj in results:
             # The commonest message, an ANSWER to a pending call, in line; anything else in _received.
             if type(obj) is Message and obj[0] == ANSWER:
-                entry = table.take(obj[1])
+                entry = table.pop(obj[1], None)  # (CallTable.take, in line)
                 if entry is not None:
                     settled.append((entry[0], obj[2], None))
                     continue
             self._received(obj, settled)
-        if self.extension is not None:
-            settled.extend(self.extension.takeSettled())
+        extension = self.extension
+        if extension is not None:
+            settled.extend(extension.takeSettled())
         events = self._decoder.control_events
         if events:
             if self.state is not _ENDED:
-                self._output.extend(encode_header(PONG, event.id) for event in events if isinstance(event, Ping))
+                self.output.extend(encode_header(PONG, event.id) for event in events if isinstance(event, Ping))
             events.clear()
+        if self._died or self._streamsDropped or extension is not None:
+            self._gather()
         return settled
 
     def _received(self, obj: Any, settled: list[Settled]) -> None:
@@ -519,7 +563,7 @@ class ClientSession(Generic[Waiter]):
 
     def _answered(self, requestId: int, what: str, settled: list[Settled]) -> tuple[Waiter, str] | None:
         """The pending call C{requestId}, now answered; C{None} if none waits (unexpected: the session ends)."""
-        table = self._table
+        table = self.pending
         entry = table.take(requestId)
         if entry is None:
             unexpected = table.strayAnswer(requestId, what)
@@ -532,7 +576,7 @@ class ClientSession(Generic[Waiter]):
         if requestId == NO_ANSWER:
             return
         typeName, text, details = describe(error)
-        self._output.append(self._encode(Message((FAIL, requestId, typeName, text, None, details))))
+        self.output.append(self._encode(Message((FAIL, requestId, typeName, text, None, details))))
 
     # -- references and the server's calls -----------------------------------
 
@@ -558,7 +602,7 @@ class ClientSession(Generic[Waiter]):
                 data = self._encode(
                     Message((FAIL, call.requestId, type(encodingError).__name__, str(encodingError), None, None))
                 )
-        self._output.append(data)
+        self.output.append(data)
 
     def release(self, reference: Any) -> bytes:
         """The bytes of C{reference}'s RELEASE, released now by its holder; C{b""} if none is due."""
@@ -574,7 +618,7 @@ class ClientSession(Generic[Waiter]):
         if references is not None:
             messages = references.releases()
             if self.state is not _ENDED:
-                self._output.extend(self._encode(message) for message in messages)
+                self.output.extend(self._encode(message) for message in messages)
 
     # -- ending --------------------------------------------------------------
 
@@ -587,13 +631,13 @@ class ClientSession(Generic[Waiter]):
             return []
         self.state = _ENDED
         self.failure = reason
-        self._output.clear()
+        self.output.clear()
         self.incomingCalls.end()
         if self.references is not None:
             self.references.end()
         peer = self.peer
         settled: list[Settled] = [
-            (waiter, None, callLost(reason, name, peer)) for waiter, name in self._table.takeAll()
+            (waiter, None, callLost(reason, name, peer)) for waiter, name in self.pending.takeAll()
         ]
         settled.extend(self.objectStreams.ended(reason))
         if self.extension is not None:

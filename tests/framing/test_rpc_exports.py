@@ -22,7 +22,7 @@ from framing.rpc.session import ClientSession
 from framing.rpc.signatures import REF_OPEN_TYPE, YOURREF_OPEN_TYPE, remote
 from framing.rpc.wire import ANSWER, CALL, CANCEL, FAIL, NO_ANSWER, RELEASE, ROOT_ID, Message, addMessageTypes
 from framing.slicing.registry import DEFAULT_REGISTRY
-from framing.wire import PREAMBLE
+from framing.wire import PONG, PREAMBLE, encode_header
 
 PEER = "127.0.0.1:8760"
 
@@ -142,6 +142,23 @@ class ImportTests(SynchronousTestCase):
         self.assertEqual(tuple(release), (RELEASE, exportId, 2))
         self.assertEqual(session.references.importCount, 0)  # type: ignore[union-attr]
         self.assertEqual(session.dataToSend(), b"")
+
+    def test_droppedReleaseInOutputAfterRead(self) -> None:
+        """
+        A reference dropped before a read has its RELEASE in the session's
+        C{output} once that read's C{receive} returns: an I/O layer that
+        sends only when C{output} holds something sends it.
+        """
+        session, server, _, _ = opened()
+        session.call("w", ROOT_ID, "make", (), {})
+        settled = session.receive(server.send(Message((ANSWER, 1, Counter(1)))))
+        exportId = settled[0][1].exportId
+        del settled
+        gc.collect()
+        self.assertEqual(session.output, [])
+        session.receive(encode_header(PONG, 1))
+        (release,) = server.read(b"".join(session.output))
+        self.assertEqual(tuple(release), (RELEASE, exportId, 1))
 
     def test_releasedExplicitly(self) -> None:
         """release() sends RELEASE now, later calls raise DeadReferenceError, and its death releases nothing more."""

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder, EncodingError, Limits, ProtocolError, Registry, Violation
+from framing.limits import DEFAULT_LIMITS
 from framing.rpc.errors import (
     NO_SUCH_OBJECT,
     VIOLATION,
@@ -21,9 +25,11 @@ from framing.rpc.errors import (
     noSuchMethod,
 )
 from framing.rpc.session import ClientSession, SessionState
-from framing.rpc.wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, NO_ANSWER, Message, addMessageTypes
+from framing.rpc.wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, NO_ANSWER, Message, addMessageTypes, callContext
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PING, PONG, PREAMBLE, encode_header
+
+from .test_cores import COMPILED, core, differential, values
 
 REGISTRY = Registry(DEFAULT_REGISTRY)
 addMessageTypes(REGISTRY)
@@ -295,3 +301,116 @@ class EndTests(SynchronousTestCase):
         session.receive(server.send(Message((ANSWER, 99, "stray"))) + encode_header(PING, 5))
         self.assertEqual(session.state, SessionState.ENDED)
         self.assertEqual(session.dataToSend(), b"")
+
+
+def callOutcome(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], deadline: Any, metadata: Any) -> Any:
+    """
+    What a session made on core C{module} (C{None}: the pure one) gives for
+    call 1 of C{echo(*args, **kwargs)}: C{("sent", bytes)}, or
+    C{("raised", type name, text)} with no call left pending.
+    """
+    with core(module):
+        session: ClientSession[str] = ClientSession(PEER)
+    try:
+        _, data = session.call("w", 0, "echo", args, kwargs, deadline, metadata)
+    except Exception as error:
+        assert not session.pending, "a call refused at its encoding was kept"
+        return ("raised", type(error).__name__, str(error))
+    return ("sent", data)
+
+
+def referenceOutcome(args: tuple[Any, ...], kwargs: dict[str, Any], deadline: Any, metadata: Any) -> Any:
+    """What the pure-Python encoder writes for the same CALL as a L{Message} (or raises), as L{callOutcome} says it."""
+    with core(None):
+        encoder = Encoder(REGISTRY)
+    try:
+        return ("sent", encoder.encode(Message((CALL, 1, 0, "echo", callContext(kwargs, deadline, metadata), *args))))
+    except Exception as error:
+        return ("raised", type(error).__name__, str(error))
+
+
+def nested(depth: int) -> list[Any]:
+    """Lists C{depth} deep (an empty one innermost)."""
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+SHAPES: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+    ((), {}),
+    ((42,), {}),
+    ((-1, 0, 2**63, 2**64, -(2**64) - 1, 2**70), {}),
+    ((True, False, None, 1.5, math.inf, -0.0), {}),
+    (("", "text", "é ☃ \U0001f600", b"", b"bytes"), {}),
+    ((b"x" * (32 * 1024 - 1), b"y" * (32 * 1024)), {}),
+    (([1, [2, [3]]], (1, (2,)), {"a": {"b": [None]}}, {1: "one", b"k": 2}), {}),
+    (({1, 2}, frozenset({"a"}), [{3}], bytearray(b"ba"), memoryview(b"mv")), {}),
+    ((), {"key": "value", "n": [1, 2]}),
+    (("x", 1), {"nested": {"deep": [[[]]]}}),
+    (("\ud800",), {}),
+    ((object(),), {}),
+    ((nested(DEFAULT_LIMITS.max_depth - 2), nested(DEFAULT_LIMITS.max_depth - 1)), {}),
+    ((nested(DEFAULT_LIMITS.max_depth),), {}),
+]
+"""
+Argument shapes the compiled CALL writes, hands back (a set, a big bytes, a
+bigint, a bytearray) or refuses (a lone surrogate, an object, lists nested
+deeper than the limit inside the message), around the depth limit.
+"""
+
+
+class CallEncodingTests(SynchronousTestCase):
+    """
+    A CALL's bytes are those of the general encoder, on the compiled core
+    (one C call for built-in arguments) as on the pure one.
+    """
+
+    def cores(self) -> list[Any]:
+        return [None] if COMPILED is None else [None, COMPILED]
+
+    def assertSameCall(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], deadline: Any = None, metadata: Any = None
+    ) -> None:
+        expected = referenceOutcome(args, kwargs, deadline, metadata)
+        for module in self.cores():
+            self.assertEqual(callOutcome(module, args, kwargs, deadline, metadata), expected, f"core {module}")
+
+    def test_shapes(self) -> None:
+        """Each shape of L{SHAPES}, with and without a deadline and metadata, gives the reference's bytes or error."""
+        for args, kwargs in SHAPES:
+            self.assertSameCall(args, kwargs)
+            self.assertSameCall(args, kwargs, 1500, {"trace": "abc"})
+        self.assertEqual(referenceOutcome((42,), {}, None, None)[0], "sent")
+        self.assertEqual(referenceOutcome(("\ud800",), {}, None, None)[0], "raised")
+
+    @differential
+    @given(
+        st.lists(values, max_size=4),
+        st.dictionaries(st.text(max_size=6), values, max_size=3),
+        st.none() | st.integers(0, 2**40),
+        st.none() | st.dictionaries(st.text(max_size=6), st.text(max_size=6), max_size=2),
+    )
+    def test_values(self, args: list[Any], kwargs: dict[str, Any], deadline: Any, metadata: Any) -> None:
+        """Any arguments: the same bytes, or the same error, as the pure encoder's of the same message."""
+        self.assertSameCall(tuple(args), kwargs, deadline, metadata)
+
+
+class OutputTests(SynchronousTestCase):
+    """After L{ClientSession.receive}, what it made due is in C{output} (an empty one: nothing to send)."""
+
+    def test_answerLeavesNothing(self) -> None:
+        """An answer alone makes nothing due."""
+        session, server = opened()
+        session.call("w", 0, "get", (), {})
+        self.assertEqual(session.receive(server.send(Message((ANSWER, 1, "v")))), [("w", "v", None)])
+        self.assertEqual(session.output, [])
+        self.assertEqual(session.dataToSend(), b"")
+
+    def test_pongInOutput(self) -> None:
+        """A PING's PONG is in C{output} once C{receive} returns, and C{dataToSend} takes it."""
+        session, _ = opened()
+        session.receive(encode_header(PING, 7))
+        self.assertEqual(session.output, [encode_header(PONG, 7)])
+        self.assertEqual(session.dataToSend(), encode_header(PONG, 7))
+        self.assertEqual(session.output, [])

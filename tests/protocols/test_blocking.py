@@ -366,6 +366,28 @@ class TimeoutTests(SynchronousTestCase):
         self.assertTrue(server.done.wait(HANG))
         self.assertEqual(len(pings), 1)
 
+    def test_idleTimeIsNoSilence(self) -> None:
+        """
+        The time no call waited does not count as the server's silence: after
+        a call that timed out (its reads found nothing) and an idle spell longer
+        than silenceTimeout, a call answered promptly gets its answer.
+        """
+
+        def script(peer: ScriptedPeer) -> None:
+            peer.next()  # (the call that times out)
+            peer.next()  # (its CANCEL)
+            second = peer.next()
+            time.sleep(0.15)  # (long enough for the client's reads to time out, a tick each)
+            peer.send(Message((ANSWER, second[1], "prompt")))
+            peer.next()
+
+        server = ScriptedServer(self, script)
+        with connect(server.address, timeout=HANG, callTimeout=0.3, silenceTimeout=1.2) as connection:
+            self.assertRaises(CallTimedOut, connection.root.callRemote, "slow")
+            time.sleep(1.4)
+            self.assertEqual(connection.root.callRemote("next"), "prompt")
+        self.assertTrue(server.done.wait(HANG))
+
     def test_pongKeepsCallAlive(self) -> None:
         """A slow method's server that answers PINGs is not silent: the call gets its answer after several windows."""
 

@@ -1,0 +1,138 @@
+"""What one sequential call of the blocking client runs: its Python calls, counted (test_served_call: the server)."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from twisted.trial.unittest import SynchronousTestCase
+
+import framing.rpc.calltable
+import framing.rpc.session
+import protocols.blocking
+from framing import Decoder, Encoder, Registry
+from framing.rpc.wire import ANSWER, CALL, ROOT_ID, Message, addMessageTypes
+from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.wire import PREAMBLE
+from protocols.blocking import BlockingConnection
+
+from ..framing.test_cores import COMPILED, needs_compiled
+
+CLIENT_FILES = tuple(module.__file__ for module in (protocols.blocking, framing.rpc.session, framing.rpc.calltable))
+"""The client's own modules: what a call runs in them is the blocking client's cost, the decoder's apart."""
+
+MOST_CALLS = 33
+"""
+Most Python calls (functions and built-ins, anywhere) one call may make on
+the compiled core: 46 before the client's per-call path was cut down, 33
+after, with the decoder's own share as it was then (its C{buildMessage}
+and three C{len} calls among them, which a compiled Message would take
+away).  Of the 33, eight are the locks' C{acquire} and C{release}, taken by
+hand: a C{with} block counts one call (its C{__exit__}) but costs about
+twice the instructions.
+"""
+
+REGISTRY = Registry(DEFAULT_REGISTRY)
+addMessageTypes(REGISTRY)
+
+
+def profiled(action: Callable[[], None]) -> list[tuple[str, str, str]]:
+    """
+    Every call C{action} makes, in order: C{(kind, name, file)}, kind
+    C{"py"} for a Python function (its file), C{"c"} for a built-in (the
+    file of the Python function calling it).
+    """
+    seen: list[tuple[str, str, str]] = []
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call":
+            seen.append(("py", frame.f_code.co_name, frame.f_code.co_filename))
+        elif event == "c_call":
+            seen.append(("c", arg.__name__, frame.f_code.co_filename))
+
+    sys.setprofile(profile)
+    try:
+        action()
+    finally:
+        sys.setprofile(None)
+    return [call for call in seen if call[2] != __file__]  # (not the action's own: the lambda, sys.setprofile)
+
+
+class SequentialCallTests(SynchronousTestCase):
+    """
+    One thread calling, over a socket pair whose other end holds the answer
+    before the call is sent: the call sends its CALL and reads its ANSWER
+    in one C{recv} each, the commonest turn.
+    """
+
+    def setUp(self) -> None:
+        self.client, self.server = socket.socketpair()
+        self.addCleanup(self.server.close)
+        self.server.sendall(PREAMBLE)
+        self.connection = BlockingConnection(self.client, "pair")
+        self.connection.start(30.0)
+        self.addCleanup(self.connection.close)
+        self.decoder = Decoder(registry=REGISTRY)
+        self.assertEqual(self.decoder.feed(self.server.recv(len(PREAMBLE))), [])  # (the client's preamble)
+        self.encoder = Encoder(REGISTRY)
+        self.sent = 0
+        self.call()  # (the first of each kind sets up what the next ones reuse: the read's tick)
+
+    def call(self) -> list[tuple[str, str, str]]:
+        """One C{echo(42)} call, answered; what it ran."""
+        self.sent += 1
+        self.server.sendall(self.encoder.encode(Message((ANSWER, self.sent, 42))))
+        results: list[Any] = []
+        seen = profiled(lambda: results.append(self.connection.root.callRemote("echo", 42)))
+        self.assertEqual(results, [42])
+        self.assertEqual(
+            self.decoder.feed(self.server.recv(65536)), [Message((CALL, self.sent, ROOT_ID, "echo", (42,), {}))]
+        )
+        return seen
+
+    def test_clientCalls(self) -> None:
+        """
+        On either core, the client's own modules run these functions and
+        built-ins and no others: no clock read, no method for the call
+        table's length, no outbox, no reply to send, no thread woken, no
+        C{with} block (its two bound methods).
+        """
+        encoded = [("c", "encode_parts")] if COMPILED is not None else []
+        expected = [
+            ("py", "callRemote"),
+            ("py", "call"),
+            ("c", "get"),  # (the thread's callContext: none)
+            ("c", "acquire"),  # (the connection's lock, for the session)
+            ("py", "call"),  # (the session's)
+            ("py", "add"),
+            *encoded,
+            ("c", "release"),
+            ("py", "_exchange"),
+            ("c", "acquire"),  # (the send lock)
+            ("c", "sendall"),
+            ("c", "release"),
+            ("c", "acquire"),  # (the connection's lock, to read)
+            ("py", "_readTurn"),
+            ("c", "release"),
+            ("c", "recv"),
+            ("c", "acquire"),
+            ("py", "receive"),
+            ("c", "pop"),
+            ("c", "append"),
+            ("c", "release"),
+        ]
+        for _ in range(3):
+            ran = [(kind, name) for kind, name, where in self.call() if where in CLIENT_FILES]
+            self.assertEqual(ran, expected)
+
+    @needs_compiled
+    def test_callsInAll(self) -> None:
+        """On the compiled core, a call makes at most L{MOST_CALLS} Python calls, the decoder's included."""
+        for _ in range(3):
+            seen = self.call()
+            self.assertLessEqual(
+                len(seen), MOST_CALLS, "\n".join(f"{kind} {name} {where}" for kind, name, where in seen)
+            )
