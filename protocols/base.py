@@ -192,13 +192,21 @@ class TokenProtocol(Protocol):
             self.transport.flush()
 
     def addObserver(self, observer: Any) -> None:
-        """Add an L{IConnectionObserver} (before the connection is made, to see it start)."""
+        """
+        Add an L{IConnectionObserver} (before the connection is made, to see
+        it start).  One written before C{dataRead} existed (it has only
+        C{dataArrived} and C{dataDecoded}) is told of each read with those two.
+        """
+        if not hasattr(observer, "dataRead"):
+            observer = _ReadInTwoCalls(observer)
         self.observers.append(observer)
 
     def removeObserver(self, observer: Any) -> None:
         """Remove an L{IConnectionObserver} added before (one not added is ignored)."""
-        if observer in self.observers:
-            self.observers.remove(observer)
+        for added in self.observers:
+            if added is observer or (type(added) is _ReadInTwoCalls and added.observer is observer):
+                self.observers.remove(added)
+                return
 
     def _clock(self) -> Any:
         return self.config.reactor()
@@ -407,3 +415,21 @@ class _Gone:
 
 
 _GONE = _Gone()
+
+
+class _ReadInTwoCalls:
+    """
+    An observer without L{IConnectionObserver.dataRead} (written before it
+    was added): a read decoded as it arrived is told to it as before, with
+    C{dataArrived}, then C{dataDecoded}; everything else goes to it as is.
+    """
+
+    def __init__(self, observer: Any) -> None:
+        self.observer = observer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.observer, name)
+
+    def dataRead(self, length: int, completed: int, controlBytes: int) -> None:
+        self.observer.dataArrived(length)
+        self.observer.dataDecoded(length, completed, controlBytes)

@@ -151,6 +151,19 @@ class ConfigTests(SynchronousTestCase):
         self.assertEqual(quiet.writes, [PREAMBLE])
 
 
+class OlderObserver:
+    """An observer as written before C{dataRead}: the other methods of L{Observer} only."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    connectionStarted = Observer.connectionStarted
+    dataArrived = Observer.dataArrived
+    dataDecoded = Observer.dataDecoded
+    sendBacklogChanged = Observer.sendBacklogChanged
+    connectionEnded = Observer.connectionEnded
+
+
 class ObserverTests(SynchronousTestCase):
     def test_observerSeesReadsNotObjects(self) -> None:
         """
@@ -190,6 +203,24 @@ class ObserverTests(SynchronousTestCase):
         self.assertIsNotNone(protocol.failure)
         self.assertIn(("arrived", len(b"not a preamble at all")), observer.calls)
         self.assertNotIn("read", [call[0] for call in observer.calls])
+
+    def test_observerWithoutDataRead(self) -> None:
+        """
+        An observer written before dataRead (only dataArrived and dataDecoded)
+        hears of each read as before, in those two calls; it can be removed.
+        """
+
+        observer = OlderObserver()
+        protocol = TokenProtocol()
+        protocol.addObserver(observer)
+        protocol.makeConnection(RecordingTransport())
+        data = dumps(1) + tokenBytes(dumps(2))
+        protocol.dataReceived(data)
+        self.assertEqual(observer.calls, [("started",), ("arrived", len(data)), ("decoded", len(data), 2, 0)])
+        protocol.removeObserver(observer)
+        protocol.dataReceived(dumps(3))
+        protocol.connectionLost(Failure(ConnectionError()))
+        self.assertEqual(len(observer.calls), 3)
 
 
 class Tracked:
