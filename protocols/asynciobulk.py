@@ -66,7 +66,7 @@ class AsyncBulkConnection(AsyncConnection):
         future: asyncio.Future[tuple[int, bytes | None]] = self._loop.create_future()
         self._apply(self.streams.startReceiving(stream, sink, future))
         try:
-            return await future
+            return await self.awaitStream(future)
         except asyncio.CancelledError:
             # Tell the server (CANCEL), or it sends a window more that nobody reads.
             self._apply(self.streams.stopReceiving(stream))

@@ -57,9 +57,10 @@ Contract:
    what the callers asked; their C{callTimeout} counts while they wait.
  - Timeouts: C{timeout} bounds connecting (L{ConnectTimedOut}) and the
    server's preamble (L{ServerSilent}).  C{silenceTimeout} bounds the
-   server's silence while calls wait: a PING after half of it, and after
-   all of it the connection is closed and every waiting call fails with
-   L{ServerSilent}.  A timer looks every eighth of it, only while calls wait.
+   server's silence while calls or streams wait (an item awaited, a bulk
+   transfer received): a PING after half of it, and after all of it the
+   connection is closed and everything waiting fails with L{ServerSilent}.
+   A timer looks every eighth of it, only while something waits.
  - The connection's end (the server closed it, bad input from the server,
    L{AsyncConnection.close}) fails every waiting call with the reason; later
    calls raise L{DeadReferenceError}.
@@ -119,7 +120,7 @@ import ssl
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from framing import Limits, Registry
 from framing.login.errors import LoginFailed
@@ -140,6 +141,8 @@ from protocols.clientcontext import callContext as callContext  # (re-exported: 
 from protocols.clientcontext import calling
 
 _Future = asyncio.Future
+_T = TypeVar("_T")
+"""What a stream's waiter settles with (L{AsyncConnection.awaitStream})."""
 
 COALESCE_BYTES = 64 * 1024
 """Bytes of gathered messages past which they are written at once, without waiting for the loop's next turn:
@@ -271,7 +274,7 @@ class AsyncConnection:
     @ivar root: the server's root object, an L{AsyncReference}.
     @ivar peer: C{"host:port"} of the server, for errors.
     @ivar callTimeout: seconds a call waits for its answer (drain included), or C{None}.
-    @ivar silenceTimeout: seconds the server may stay silent while calls wait, or C{None}.
+    @ivar silenceTimeout: seconds the server may stay silent while calls or streams wait, or C{None}.
     """
 
     def __init__(
@@ -323,6 +326,8 @@ class AsyncConnection:
         self._shut = False
         self._lastHeard = loop.time()
         self._silenceTimer: asyncio.TimerHandle | None = None
+        # Stream waits under way (an item awaited, a transfer's end): the server's silence bounds them too.
+        self._streamWaits = 0
         # Messages gathered for one write at the loop's next turn (see the module docstring), and their size.
         self._gathered: list[bytes] = []
         self._gatheredBytes = 0
@@ -540,8 +545,26 @@ class AsyncConnection:
 
     # -- the server's silence ------------------------------------------------
 
+    async def awaitStream(self, waiter: _Future[_T]) -> _T:
+        """
+        Await C{waiter}, which a stream settles (its next item, a transfer's
+        end): the server's silence bounds the wait as it bounds a call's, so
+        a server gone quiet mid-stream ends it with L{ServerSilent} rather
+        than leave it waiting for good.
+        """
+        if not self._session.pending and not self._streamWaits:
+            # The server's silence counts only while something waits: from now, when nothing did.
+            self._lastHeard = self._loop.time()
+        self._streamWaits += 1
+        if self._silenceTimer is None and self.silenceTimeout is not None:
+            self._watchSilence()
+        try:
+            return await waiter
+        finally:
+            self._streamWaits -= 1
+
     def _watchSilence(self) -> None:
-        """Look at the server's silence every eighth of C{silenceTimeout}, while calls wait."""
+        """Look at the server's silence every eighth of C{silenceTimeout}, while calls or streams wait."""
         silence = self.silenceTimeout
         if silence is not None and not self._shut:
             self._silenceTimer = self._loop.call_later(silence / 8, self._judgeSilence)
@@ -549,7 +572,7 @@ class AsyncConnection:
     def _judgeSilence(self) -> None:
         self._silenceTimer = None
         session = self._session
-        if not session.pending or self.silenceTimeout is None:
+        if (not session.pending and not self._streamWaits) or self.silenceTimeout is None:
             return
         self._apply(session.judgeSilence(self._loop.time() - self._lastHeard, self.silenceTimeout))
         self._watchSilence()
@@ -614,7 +637,7 @@ class AsyncConnection:
             waiter: _Future[Any] = self._loop.create_future()
             stream.waiter = waiter
             try:
-                await waiter
+                await self.awaitStream(waiter)
             except asyncio.CancelledError:
                 # The consumer's task was cancelled while it waited: so is the stream.
                 stream.waiter = None
@@ -854,7 +877,7 @@ async def connect(
     @param callTimeout: seconds each call waits for its answer (C{None}: no
         bound but C{silenceTimeout}).
     @param silenceTimeout: seconds the server may say nothing while calls
-        wait (it is pinged at half of it); C{None}: no bound.
+        or streams wait (it is pinged at half of it); C{None}: no bound.
     @param limits: the L{Limits} of what this side accepts.
     @param registry: the types sent and received beyond the built-in ones.
     @param interface: the root's remote interface: C{root} is then its

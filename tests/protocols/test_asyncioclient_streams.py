@@ -20,7 +20,7 @@ from twisted.trial.unittest import TestCase
 from framing import Violation
 from framing.rpc.clientstreams import StreamArgumentRefused
 from framing.rpc.errors import ConnectionLost, RemoteError
-from protocols.asyncioclient import AsyncConnection, AsyncStream, connect
+from protocols.asyncioclient import AsyncConnection, AsyncStream, ServerSilent, connect
 
 from .clientrefs import HANG, stopServing
 from .clientstreams import BAD_INDEX, WINDOW, IProducers, servingStreams
@@ -197,6 +197,38 @@ async def connectionLossEndsStream(reactor: Any) -> None:
         await stopServing(port)
 
 
+async def silentServerEndsStream(reactor: Any) -> None:
+    """
+    A stream awaited while no call waits is bounded by the server's silence
+    too: a server that stops reading (its PING unanswered) ends the wait for
+    the next item with ServerSilent after silenceTimeout.
+    """
+    _, port = await servingStreams(reactor)
+
+    def stopReading() -> None:
+        for broker in port.factory.brokers:
+            broker.connection.transport.pauseProducing()
+
+    async def main() -> tuple[int, BaseException | None]:
+        address = f"127.0.0.1:{port.getHost().port}"
+        async with await connect(address, timeout=HANG, callTimeout=HANG, silenceTimeout=0.6) as connection:
+            stream = await connection.root.callRemote("idle")
+            first = await stream.__anext__()
+            reactor.callFromThread(stopReading)
+            try:
+                await asyncio.wait_for(stream.__anext__(), HANG)
+            except Exception as error:
+                return first, error
+            return first, None
+
+    try:
+        first, error = await deferToThread(asyncio.run, main())
+        assert first == 0
+        assert isinstance(error, ServerSilent), error
+    finally:
+        await stopServing(port)
+
+
 async def streamArgumentRefused(reactor: Any) -> None:
     """A plain generator in a call's arguments is refused before anything is sent (a TypeError naming why)."""
     _, port = await servingStreams(reactor)
@@ -227,6 +259,7 @@ class AsyncStreamTests(TestCase):
     test_typed_items_refused = trialTest(typedItemsRefused, HANG)
     test_connection_loss_ends_stream = trialTest(connectionLossEndsStream, HANG)
     test_stream_argument_refused = trialTest(streamArgumentRefused, HANG)
+    test_silent_server_ends_stream = trialTest(silentServerEndsStream, HANG)
 
 
 test_whole_streams_and_calls_at_once = pytestTest(wholeStreamsAndCallsAtOnce, HANG)
@@ -236,6 +269,7 @@ test_producer_error_after_items = pytestTest(producerErrorAfterItems, HANG)
 test_typed_items_refused = pytestTest(typedItemsRefused, HANG)
 test_connection_loss_ends_stream = pytestTest(connectionLossEndsStream, HANG)
 test_stream_argument_refused = pytestTest(streamArgumentRefused, HANG)
+test_silent_server_ends_stream = pytestTest(silentServerEndsStream, HANG)
 
 
 async def clientStreams(reactor: Any) -> None:
