@@ -5,11 +5,11 @@ arrive in any order, repeated or overlapping, over any number of streams,
 connections and restarts.  It keeps the bytes in a partial file (beside
 the destination, C{.NAME.part}, for a client's download; in the service's
 private directory for an upload, see L{Placement}) and what it holds in a
-small sidecar (L{protocols.bulk.sidecars}: a JSON line with size, version
+small sidecar (L{protocols.sidecars}: a JSON line with size, version
 and digest algorithm, then one C{"start end"} line per range held),
 written after the data it describes, so a crash never records bytes that
 were not written.  Every file is opened relative to its directory's
-descriptor without following links (L{protocols.bulk.places}).  A save
+descriptor without following links (L{protocols.places}).  A save
 appends the ranges added since the last one, so its cost is what changed;
 the sidecar is rewritten only when its lines outnumber twice the ranges
 held.  An upload holds at most C{maxFragments} disjoint ranges
@@ -63,6 +63,8 @@ from framing.slicing.constraints import ByteString, Integer, ListOf, Optional, T
 
 from .. import rpc
 from ..logs import escape
+from ..places import Directory, NotRegular
+from ..sidecars import Sidecar, recordedHeader, serviceKey
 from .channel import BulkChannel, callingChannel
 from .errors import IntegrityError
 
@@ -82,11 +84,9 @@ from .fileerrors import (  # noqa: F401
 )
 from .integrity import OrderedHasher, inlineHashing
 from .outcome import Outcome, TransferResult
-from .places import Directory, NotRegular
 from .quotas import FileBudget
 from .receiving import IncomingStream
 from .sending import Stream
-from .sidecars import Sidecar, recordedHeader, serviceKey
 from .sinks import Piece, Release, Sink, writeAt
 from .sources import FileSource
 
