@@ -12,6 +12,9 @@ C{docs/_generated/api/}:
   package (and of its subpackages that have no page of their own) with what
   it defines that is not a public name.  A public name is documented once,
   on its package's page; its defining module only links to it.
+- A modules page that would pass 20,000 words hands some of its modules to
+  a page of their own (L{MODULE_PAGES}: the modules of C{protocols} that
+  import no Twisted have C{docs/api/protocols-without-twisted-modules.rst}).
 
 Both lists are read from the packages when the site is built, so a name added
 to an C{__all__}, or a new module, is in the reference without an edit here.
@@ -48,6 +51,25 @@ PACKAGES: dict[str, str] = {
     "protocols.auth": "auth",
     "protocols.serving": "serving",
     "protocols.kv": "kv",
+}
+
+# Modules a package's modules page hands to a page of their own, when one
+# page would pass 20,000 words: the page's name in docs/api/ (NAME.rst), the
+# package, and the modules it takes.
+MODULE_PAGES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "protocols-without-twisted-modules": (
+        "protocols",
+        (
+            "protocols.asynciobulk",
+            "protocols.asyncioclient",
+            "protocols.blocking",
+            "protocols.blockingbulk",
+            "protocols.bulkfiles",
+            "protocols.clientcontext",
+            "protocols.places",
+            "protocols.sidecars",
+        ),
+    ),
 }
 
 # Modules walk_packages finds that the reference leaves out, and why.
@@ -144,8 +166,23 @@ def all_modules(package: str) -> list[str]:
 
 
 def page_modules(package: str) -> list[str]:
-    """The modules C{package}'s modules page documents: its own below it, not those of a package with a page."""
-    return [m for m in all_modules(package) if m != package and page_of(m) == package]
+    """
+    The modules C{package}'s modules page documents: its own below it, not
+    those of a package with a page, nor those of a page of L{MODULE_PAGES}.
+    """
+    apart = {m for _, modules in MODULE_PAGES.values() for m in modules}
+    return [m for m in all_modules(package) if m != package and page_of(m) == package and m not in apart]
+
+
+def modules_page_of(module: str) -> str | None:
+    """The name of the modules page that documents C{module} (C{protocols-modules}), or C{None}."""
+    for name, (_, modules) in MODULE_PAGES.items():
+        if module in modules:
+            return name
+    package = page_of(module)
+    if package is None or module not in page_modules(package):
+        return None
+    return f"{PACKAGES[package]}-modules"
 
 
 @functools.cache
@@ -308,9 +345,14 @@ def modules_page(package: str) -> str:
     L{page_modules}, each without the public names (whatever the module's
     own C{__all__} re-exports), linking to those it defines.
     """
+    return modules_body(page_modules(package))
+
+
+def modules_body(module_names: list[str]) -> str:
+    """The body of a modules page of C{module_names}, one section each (see L{modules_page})."""
     public = _public_objects()
     lines: list[str] = []
-    for module_name in page_modules(package):
+    for module_name in module_names:
         module = importlib.import_module(module_name)
         names = vars(module)
         defined = {name: _public_path_of(module_name, name, obj) for name, obj in names.items()}
@@ -357,6 +399,10 @@ def moved_anchors() -> dict[str, list[str]]:
         ]:
             moved[module] = [where, module]
             moved[f"module-{module}"] = [where, f"module-{module}"]
+    for name, (_, modules) in MODULE_PAGES.items():
+        for module in modules:
+            moved[module] = [f"api/{name}.html", module]
+            moved[f"module-{module}"] = [f"api/{name}.html", f"module-{module}"]
     for defining, public in public_paths().items():
         moved[defining] = [f"api/{PACKAGES[public.rpartition('.')[0]]}.html", public]
     return moved
@@ -409,6 +455,7 @@ def write_pages(out: Path, rewrite: Callable[[str], str]) -> list[Path]:
             (out / f"{page}.rst", public_page(package, rewrite)),
             (out / f"{page}-modules.rst", modules_page(package)),
         ]
+    pages += [(out / f"{name}.rst", modules_body(list(modules))) for name, (_, modules) in MODULE_PAGES.items()]
     for path, text in pages:
         if not path.exists() or path.read_text("utf-8") != text:
             path.write_text(text, "utf-8")

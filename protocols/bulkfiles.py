@@ -19,23 +19,26 @@ and the other awaits it; nothing here waits or does network I/O.
    the cut: at most a window, less than two chunks).
  - A download asks C{stat} for the file's size, version and digest,
    assembles it in C{.NAME.part} beside the destination (what it holds
-   recorded in C{.NAME.part.json}, written after the data), asks
+   recorded in C{.NAME.part.json}, written after the data, in the
+   Twisted client's format: L{protocols.sidecars}), asks
    C{download} for the missing ranges only, hashes the whole partial file
    and renames it into place only if the digest is the service's (else the
    partial file is removed and L{IntegrityError} raised).  After a cut,
    the next download of the same name to the same path resumes from the
-   record, if the file's version on the service is still the one recorded.
+   record, if the file's version on the service is still the one recorded,
+   whichever client (this one, the other without Twisted, or the Twisted
+   client's C{fetchFile}) left it.
  - Without resume (C{resume=False}), C{put} and C{get}: the whole file as
    one stream whose digest (BLAKE3 when both sides have it, else SHA-256)
    is checked end to end by the stream itself.
 
-Imports only L{framing} and the standard library (no Twisted): the
-clients without Twisted load it.
+Imports only L{framing}, the partial files' record and safe places
+(L{protocols.sidecars}, L{protocols.places}) and the standard library (no
+Twisted): the clients without Twisted load it.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
@@ -53,6 +56,9 @@ from framing.bulk.digests import (
 from framing.bulk.fileerrors import BadName
 from framing.bulk.ranges import RangeSet
 from framing.bulk.streams import IncomingTransfer, SendStream
+
+from .places import Directory
+from .sidecars import Sidecar, preferring, recordedAlgorithm
 
 _READ = 1024 * 1024
 """Bytes read at a time from a local file (to send, or to hash)."""
@@ -236,72 +242,93 @@ class PartialFile:
     """
     A download being assembled beside its destination: C{.NAME.part} holds
     the bytes, C{.NAME.part.json} the size, version and algorithm it is of
-    and the ranges held, written after the bytes (L{save}).  A sink: each
-    piece is written at its offset as it arrives.
+    and the ranges held, written after the bytes (L{save}).  The record is
+    the Twisted client's (a plain L{protocols.sidecars.Sidecar}, as its
+    L{protocols.bulk.files.Assembly} keeps it), so either kind of client
+    resumes what the other left.  Both files are reached through their
+    directory's descriptor, never through a symbolic link
+    (L{protocols.places.Directory}).  A sink: each piece is written at its
+    offset as it arrives.
 
     @ivar held: the L{RangeSet} of bytes written.
+    @ivar rejected: whether a record was found and refused (ranges past the
+        partial file's end, or not a record): the download started afresh.
     """
 
     def __init__(self, path: str | os.PathLike[str], size: int, version: str, algorithm: str) -> None:
-        """Open the partial file of C{path}: resumed from its record if that is of the same file, else empty."""
+        """
+        Open the partial file of C{path}: resumed from its record if that is
+        of the same file (size, version, algorithm), else empty.
+
+        @raise protocols.places.NotRegular: the partial file's name is a link or not a regular file.
+        """
         self.path = Path(path)
         self.part = self.path.with_name(f".{self.path.name}.part")
         self.record = self.path.with_name(f".{self.path.name}.part.json")
         self.size, self.version, self.algorithm = size, version, algorithm
-        self.held = RangeSet()
-        recorded = self._recorded()
-        if recorded is not None and self.part.exists():
-            self.held = recorded
-        self._fd = os.open(self.part, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        if not len(self.held):
-            os.ftruncate(self._fd, 0)
-
-    def _recorded(self) -> RangeSet | None:
-        """The ranges the record says are held, if it is of this same file (size, version, algorithm)."""
+        self._directory = Directory(self.path.parent)
         try:
-            record = json.loads(self.record.read_text())
-            if [record["size"], record["version"], record["algorithm"]] != [self.size, self.version, self.algorithm]:
-                return None
-            return RangeSet.fromList(record["held"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+            self._fd: int | None = self._directory.open(self.part.name, os.O_RDWR | os.O_CREAT, 0o600)
+        except BaseException:
+            self._directory.close()
+            raise
+        self._sidecar = Sidecar(self._directory, self.record.name)
+        self.held = self._sidecar.load(size, version, algorithm, os.fstat(self._fd).st_size)
+        self.rejected = self._sidecar.rejected
+        if not self.held:
+            os.ftruncate(self._fd, 0)
 
     def missing(self) -> list[tuple[int, int]]:
         """The ranges not held yet."""
         return self.held.missing(0, self.size)
 
     def write(self, offset: int, data: bytes | memoryview) -> None:
-        """Write C{data} at C{offset} (whole: a short write is continued)."""
+        """Write C{data} at C{offset} (whole: a short write is continued); the record is saved now and then."""
         view = memoryview(data)
         position = offset
         while view:
-            written = os.pwrite(self._fd, view, position)
+            written = os.pwrite(self._descriptor(), view, position)
             view, position = view[written:], position + written
-        self.held.add(offset, position)
+        if self.held.add(offset, position) and self._sidecar.note(offset, position):
+            self.save()
+
+    def _descriptor(self) -> int:
+        if self._fd is None:
+            raise ValueError(f"the partial file of {self.path.name} is closed")
+        return self._fd
 
     def save(self) -> None:
         """Record what is held (the bytes are written before: the record never claims bytes the file lacks)."""
-        record = {"size": self.size, "version": self.version, "algorithm": self.algorithm, "held": self.held.toList()}
-        temporary = self.record.with_name(self.record.name + ".new")
-        temporary.write_text(json.dumps(record))
-        os.replace(temporary, self.record)
+        self._sidecar.save(self.size, self.version, self.algorithm, self.held)
 
     def commit(self) -> None:
-        """The whole file verified: move it into place and forget the record."""
-        os.close(self._fd)
-        os.replace(self.part, self.path)
-        self.record.unlink(missing_ok=True)
+        """The whole file verified: move it into place (a link there is replaced, not followed), forget the record."""
+        try:
+            self._directory.rename(self.part.name, self._directory, self.path.name)
+            self._sidecar.remove()
+        finally:
+            self._close()
 
     def discard(self) -> None:
         """Remove the partial file and its record (what it held is of no use)."""
-        os.close(self._fd)
-        self.part.unlink(missing_ok=True)
-        self.record.unlink(missing_ok=True)
+        try:
+            self._directory.unlink(self.part.name)
+            self._sidecar.remove()
+        finally:
+            self._close()
 
     def close(self) -> None:
         """Keep what is held for a later resume: record it, close the file."""
-        self.save()
-        os.close(self._fd)
+        try:
+            self.save()
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self._directory.close()
 
 
 def uploadSteps(
@@ -372,7 +399,8 @@ def downloadSteps(
     """
     name = checkName(name)
     target = Path(path if path is not None else name)
-    names = offered(digests)
+    # A partial file left by an earlier run (of either kind of client) is resumed under its own digest, if offered.
+    names = preferring(recordedAlgorithm(target), offered(digests))
     progress = progress if progress is not None else Progress()
     if not resume:
         incoming = yield Call("get", (name,))

@@ -5,11 +5,11 @@ arrive in any order, repeated or overlapping, over any number of streams,
 connections and restarts.  It keeps the bytes in a partial file (beside
 the destination, C{.NAME.part}, for a client's download; in the service's
 private directory for an upload, see L{Placement}) and what it holds in a
-small sidecar (L{protocols.bulk.sidecars}: a JSON line with size, version
+small sidecar (L{protocols.sidecars}: a JSON line with size, version
 and digest algorithm, then one C{"start end"} line per range held),
 written after the data it describes, so a crash never records bytes that
 were not written.  Every file is opened relative to its directory's
-descriptor without following links (L{protocols.bulk.places}).  A save
+descriptor without following links (L{protocols.places}).  A save
 appends the ranges added since the last one, so its cost is what changed;
 the sidecar is rewritten only when its lines outnumber twice the ranges
 held.  An upload holds at most C{maxFragments} disjoint ranges
@@ -63,6 +63,8 @@ from framing.slicing.constraints import ByteString, Integer, ListOf, Optional, T
 
 from .. import rpc
 from ..logs import escape
+from ..places import Directory, NotRegular
+from ..sidecars import Sidecar, algorithmOf, preferring, recordedAlgorithm, recordedHeader, serviceKey
 from .channel import BulkChannel, callingChannel
 from .errors import IntegrityError
 
@@ -82,19 +84,12 @@ from .fileerrors import (  # noqa: F401
 )
 from .integrity import OrderedHasher, inlineHashing
 from .outcome import Outcome, TransferResult
-from .places import Directory, NotRegular
 from .quotas import FileBudget
 from .receiving import IncomingStream
 from .sending import Stream
-from .sidecars import Sidecar, recordedHeader, serviceKey
 from .sinks import Piece, Release, Sink, writeAt
 from .sources import FileSource
 
-SAVE_EVERY = 64 * 1024 * 1024
-"""Bytes of new data between two sidecar writes during a transfer (it is
-also written when a stream ends, fails or its connection drops)."""
-SAVE_RANGES = 1024
-"""New ranges between two sidecar writes: what is kept in memory to append."""
 MAX_FRAGMENTS = 1024
 """The most disjoint ranges an upload may hold (L{TooFragmented} past it):
 an honest transfer has one hole per stripe and per cut, and the held ranges
@@ -208,9 +203,6 @@ class Assembly:
         @raise NotRegular: the partial file's name is a link or not a regular file.
         """
         self.maxFragments = maxFragments
-        # Ranges added since the sidecar was written: a save appends them,
-        # and rewrites only when the lines outnumber the ranges.
-        self._fresh: list[tuple[int, int]] = []
         place = path if isinstance(path, Placement) else Placement.beside(path)
         self.place = place
         self.path = place.destination.path / place.name
@@ -222,7 +214,6 @@ class Assembly:
         self.sidecar = Sidecar(place.partial, place.sidecarName, place.key)
         self.received = 0
         self.duplicates = 0
-        self._unsaved = 0
         try:
             self._fd: int | None = _openLocked(place.partial, place.partName, place.name)
         except BaseException:
@@ -269,8 +260,7 @@ class Assembly:
         writeAt(self._fd, data, offset)
         frontier = self.held.contiguousEnd(0)
         added = self.held.add(offset, end)
-        if added:
-            self._noteFresh(offset, end)
+        due = bool(added) and self.sidecar.note(offset, end)
         if self.maxFragments is not None and len(self.held) > self.maxFragments:
             # Recorded (the bytes are written), but no more holes are taken.
             self.save()
@@ -283,17 +273,8 @@ class Assembly:
             # This piece joined ranges written earlier out of order: they can
             # now be read back and hashed.
             self.hasher.allowReadBack(reach)
-        self._unsaved += added
-        if self._unsaved >= SAVE_EVERY or len(self._fresh) >= SAVE_RANGES:
+        if due:
             self.save()
-
-    def _noteFresh(self, start: int, end: int) -> None:
-        fresh = self._fresh
-        if fresh and fresh[-1][1] == start:
-            # In order: one line for the whole run.
-            fresh[-1] = (fresh[-1][0], end)
-        else:
-            fresh.append((start, end))
 
     def _readBack(self, offset: int, length: int) -> bytes:
         fd = self._fd
@@ -302,21 +283,10 @@ class Assembly:
         return os.pread(fd, length, offset)
 
     def save(self) -> None:
-        """
-        Record what is held in the sidecar: append the ranges added since
-        the last save (one line each, O(what changed)), or, once the lines
-        would outnumber twice the ranges held, rewrite it atomically (a
-        temporary file, then a rename).
-        """
+        """Record what is held in the sidecar (L{Sidecar.save}: what changed appended, or the whole rewritten)."""
         if self._fd is None:
             return
-        self._unsaved = 0
-        fresh, self._fresh = self._fresh, []
-        lines = self.sidecar.lines
-        if lines and lines + len(fresh) <= 2 * len(self.held) + 64:
-            self.sidecar.append(fresh)
-            return
-        self.sidecar.rewrite(self.sidecar.header(self.size, self.version, self.algorithm), self.held)
+        self.sidecar.save(self.size, self.version, self.algorithm, self.held)
 
     def verify(self, expected: bytes | None = None) -> Deferred[bytes]:
         """
@@ -430,35 +400,6 @@ def _lockedElsewhere(directory: Directory, name: str) -> bool:
         return not lockFile(fd)
     finally:
         os.close(fd)
-
-
-def recordedAlgorithm(path: str | os.PathLike[str]) -> str | None:
-    """
-    The digest algorithm the sidecar of an unfinished assembly of C{path}
-    records (any sidecar version that records one), or C{None}: a resume
-    prefers it, so that what was held is kept.
-    """
-    target = Path(path)
-    try:
-        directory = Directory(target.parent)
-    except OSError:
-        return None
-    try:
-        return _algorithmOf(recordedHeader(directory, f".{target.name}.part.json"))
-    finally:
-        directory.close()
-
-
-def _algorithmOf(record: dict[str, Any] | None) -> str | None:
-    algorithm = None if record is None else record.get("algorithm")
-    return algorithm if isinstance(algorithm, str) else None
-
-
-def preferring(recorded: str | None, digests: Sequence[str]) -> list[str]:
-    """C{digests} with C{recorded} moved first, if it is among them."""
-    if recorded is None or recorded not in digests:
-        return list(digests)
-    return [recorded, *(name for name in digests if name != recorded)]
 
 
 def _failed(error: BaseException) -> Deferred[Any]:
@@ -1064,8 +1005,8 @@ class UnfinishedUploads:
 
     def recordedAlgorithm(self, name: str) -> str | None:
         """The digest the sidecar of upload C{name} on disk records (see L{files.recordedAlgorithm})."""
-        found = _algorithmOf(recordedHeader(self.private, f"{name}.part.json"))
-        return found or _algorithmOf(recordedHeader(self.served, f".{name}.part.json"))
+        found = algorithmOf(recordedHeader(self.private, f"{name}.part.json"))
+        return found or algorithmOf(recordedHeader(self.served, f".{name}.part.json"))
 
     def _migrate(self, name: str, place: Placement) -> None:
         """Move the partial files an earlier version left in the served directory into the private one."""

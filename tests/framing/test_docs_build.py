@@ -70,19 +70,23 @@ class DocsBuildTests(SynchronousTestCase):
         missing = []
         for root in ("framing", "protocols"):
             for name in apiPages.all_modules(root):
-                if name not in apiPages.PACKAGES and name not in apiPages.page_modules(apiPages.page_of(name)):
+                if name not in apiPages.PACKAGES and apiPages.modules_page_of(name) is None:
                     missing.append(name)
         self.assertEqual(missing, [])
         self.assertEqual(list(apiPages.SKIPPED_MODULES), ["framing._speedups"])
 
     def test_reference_pages_in_the_site(self) -> None:
-        """Each public package has its two pages in docs/api/, each including its written body, both in the index."""
+        """Each public package has its two pages in docs/api/ (and each MODULE_PAGES page its own), in the index."""
         index = (DOCS / "api.rst").read_text("utf-8")
         for page in loadApiPages().PACKAGES.values():
             for name in (page, f"{page}-modules"):
                 text = (DOCS / "api" / f"{name}.rst").read_text("utf-8")
                 self.assertIn(f".. include:: ../_generated/api/{name}.rst\n", text)
                 self.assertIn(f"   api/{name}\n", index)
+        for name in loadApiPages().MODULE_PAGES:
+            text = (DOCS / "api" / f"{name}.rst").read_text("utf-8")
+            self.assertIn(f".. include:: ../_generated/api/{name}.rst\n", text)
+            self.assertIn(f"   api/{name}\n", index)
 
     def test_parseable_signature(self) -> None:
         """Reprs in a signature become Python Sphinx parses: interfaces and functions by name, the rest as ...."""
@@ -202,7 +206,7 @@ class DocsBuildTests(SynchronousTestCase):
         status, output, html = build()
         self.assertEqual(status, 0, output)
         counts = loadCheckPages().word_counts(html)
-        self.assertEqual(len(counts), 2 * len(loadApiPages().PACKAGES), counts)
+        self.assertEqual(len(counts), 2 * len(loadApiPages().PACKAGES) + len(loadApiPages().MODULE_PAGES), counts)
         self.assertEqual({page: words for page, words in counts.items() if words > 20_000}, {}, counts)
 
     def test_literal_markdown_detected(self) -> None:

@@ -2,18 +2,23 @@
 
 One server (examples/bulk_server.py) serves the whole class under pytest
 (each test its own under trial); each case uses file names of its own.
-Cuts are made by L{tests.protocols.bulkclients.CuttingProxy}.  Listed in
+Cuts are made by L{tests.protocols.bulkclients.CuttingProxy}; the Twisted
+client, where a partial download passes between it and the blocking
+client, is C{examples/bulk_client.py fetch} run as a process.  Listed in
 dev.py's PROCESS_TESTS (compiled core only).
 """
 
 from __future__ import annotations
 
 import os
+import re
+from pathlib import Path
 
 from framing.bulk import IntegrityError, NoSuchFile
 from framing.rpc.errors import ConnectionLost
 from protocols.blockingbulk import BlockingBulkConnection, connect, fetchFile, sendFile
-from tests.protocols.bulkclients import CHUNK, HANG, SIZE, BulkServerCase, digestOf
+from tests.examples.cli import address, clientRun
+from tests.protocols.bulkclients import CHUNK, HANG, SIZE, BulkServerCase, MiB, digestOf
 
 
 class BlockingBulkTests(BulkServerCase):
@@ -107,3 +112,63 @@ class BlockingBulkTests(BulkServerCase):
         os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
         self.assertRaises(IntegrityError, self.connect().upload, path)
         self.assertFalse((self.served / "changed.bin").exists())
+
+
+class SharedPartialFileTests(BulkServerCase):
+    """
+    One partial download for every client: what the Twisted client's fetch
+    left when cut, the blocking client resumes, and the reverse.
+    """
+
+    def connect(self, address: str | None = None) -> BlockingBulkConnection:
+        connection = connect(address or self.address, timeout=HANG, callTimeout=HANG)
+        self.addCleanup(connection.close)
+        return connection
+
+    def twistedFetch(self, name: str, target: Path, port: int) -> tuple[int, str, str]:
+        """C{examples/bulk_client.py fetch NAME --output TARGET} through C{port}: its status, stdout and stderr."""
+        done = clientRun(
+            "bulk_client.py", "--connect", address(port), "fetch", name, "--output", target.name, cwd=target.parent
+        )
+        return done.returncode, done.stdout, done.stderr
+
+    def test_twistedPartialResumedByBlocking(self) -> None:
+        """The Twisted client's fetch, cut after 3 MiB, leaves .part and its record: the blocking client resumes it."""
+        path, data = self.localFile("from-twisted.bin")
+        self.connect().upload(path)
+        target = path.with_name("copy.bin")
+        proxy = self.cuttingProxy("down", 3 * CHUNK)
+        status, _, err = self.twistedFetch("from-twisted.bin", target, int(proxy.address.rpartition(":")[2]))
+        self.assertNotEqual(status, 0, err)
+        self.assertEqual(
+            sorted(p.name for p in path.parent.iterdir()), [".copy.bin.part", ".copy.bin.part.json", path.name]
+        )
+        again = self.connect().download("from-twisted.bin", target)
+        self.assertGreater(again.resumedFrom, CHUNK)
+        self.assertEqual(again.moved, SIZE - again.resumedFrom)
+        self.assertEqual(again.digest, digestOf(data, self.expectedAlgorithm()))
+        self.assertEqual(target.read_bytes(), data)
+        self.assertEqual(sorted(p.name for p in path.parent.iterdir()), ["copy.bin", path.name])
+
+    def test_blockingPartialResumedByTwisted(self) -> None:
+        """The blocking client's download, cut after 3 MiB, leaves .part and its record: bulk_client.py resumes it."""
+        path, data = self.localFile("from-blocking.bin")
+        self.connect().upload(path)
+        target = path.with_name("copy.bin")
+        proxy = self.cuttingProxy("down", 3 * CHUNK)
+        self.assertRaises(ConnectionLost, self.connect(proxy.address).download, "from-blocking.bin", target)
+        self.assertEqual(
+            sorted(p.name for p in path.parent.iterdir()), [".copy.bin.part", ".copy.bin.part.json", path.name]
+        )
+        status, out, err = self.twistedFetch("from-blocking.bin", target, self.port)
+        self.assertEqual(status, 0, err)
+        summary = re.search(r"resumed from ([\d.]+) MiB, ([\d.]+) MiB moved in this run$", out.splitlines()[-1])
+        self.assertIsNotNone(summary, out)
+        assert summary is not None
+        resumed, moved = float(summary.group(1)), float(summary.group(2))
+        self.assertGreater(resumed, CHUNK / MiB)
+        self.assertLess(moved, SIZE / MiB - CHUNK / MiB)
+        self.assertRegex(out, rf"(?m)^resuming from-blocking\.bin from {summary.group(1)} MiB of [\d.]+ MiB$")
+        self.assertIn(digestOf(data, self.expectedAlgorithm()).hex(), out)
+        self.assertEqual(target.read_bytes(), data)
+        self.assertEqual(sorted(p.name for p in path.parent.iterdir()), ["copy.bin", path.name])

@@ -1,6 +1,7 @@
-"""The sidecar of an assembly: which byte ranges its partial file holds, and a check that nobody else wrote it.
+"""The sidecar of a partial file: which byte ranges it holds, and a check that nobody else wrote it.
 
-Contract: a sidecar is a small file beside an assembly's partial file: one
+Contract: a sidecar is a small file beside a partial file (C{NAME.part.json}
+beside C{NAME.part}): one
 JSON line (sidecar version C{v}, the file's size, the source's version, the
 digest algorithm), then one C{"start end"} line per range held, appended as
 ranges arrive and rewritten whole (atomically) when the lines outnumber the
@@ -16,6 +17,13 @@ rewrite on the next save.  Without a key (a client's download, C{v} 2)
 the lines are plain, as before.  Either way a range past the partial
 file's end (a sidecar claiming bytes never written) rejects the sidecar.
 Loading costs one read and one HMAC per line; a save costs what changed.
+
+Every client's download keeps its record here, in one format: the Twisted
+client's assembly (L{protocols.bulk.files.Assembly}) and the partial file
+of the clients without Twisted (L{protocols.bulkfiles.PartialFile}), so a
+download cut under one kind of client is resumed by the other.  So this
+module imports only L{framing}, L{protocols.places} and the standard
+library, never Twisted.
 """
 
 from __future__ import annotations
@@ -24,7 +32,8 @@ import hashlib
 import hmac
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from framing.bulk.ranges import RangeSet
@@ -38,6 +47,11 @@ KEYED = 3
 MAX_SIDECAR = 64 * 1024 * 1024
 """The most bytes of a sidecar read: far above what C{MAX_FRAGMENTS} ranges take."""
 KEY_BYTES = 32
+SAVE_EVERY = 64 * 1024 * 1024
+"""Bytes of new data between two sidecar writes during a transfer (it is
+also written when a stream ends, fails or its connection drops)."""
+SAVE_RANGES = 1024
+"""New ranges between two sidecar writes: what is kept in memory to append."""
 
 
 class Sidecar:
@@ -56,6 +70,9 @@ class Sidecar:
         self.lines = 0
         self.rejected = False
         self._tag = b""
+        # Ranges written since the last save (appended by the next one), and their bytes.
+        self._fresh: list[tuple[int, int]] = []
+        self._unsaved = 0
 
     def header(self, size: int, version: str, algorithm: str) -> dict[str, Any]:
         """The header record of a file of C{size} bytes from source C{version}, checked with C{algorithm}."""
@@ -133,6 +150,35 @@ class Sidecar:
         self.lines = 0
         return RangeSet()
 
+    def note(self, start: int, end: int) -> bool:
+        """
+        Bytes C{[start, end)} were written to the partial file (and were not
+        held): the next L{save} records them.  Returns whether a save is due
+        (L{SAVE_EVERY} bytes or L{SAVE_RANGES} ranges noted since the last).
+        """
+        fresh = self._fresh
+        if fresh and fresh[-1][1] == start:
+            # In order: one line for the whole run.
+            fresh[-1] = (fresh[-1][0], end)
+        else:
+            fresh.append((start, end))
+        self._unsaved += end - start
+        return self._unsaved >= SAVE_EVERY or len(fresh) >= SAVE_RANGES
+
+    def save(self, size: int, version: str, algorithm: str, held: RangeSet) -> None:
+        """
+        Record C{held} (the bytes are written before: the sidecar never
+        claims bytes the file lacks): append the ranges noted since the last
+        save (one line each, O(what changed)), or, once the lines would
+        outnumber twice the ranges held, rewrite it atomically (a temporary
+        file, then a rename).
+        """
+        fresh, self._fresh, self._unsaved = self._fresh, [], 0
+        if self.lines and self.lines + len(fresh) <= 2 * len(held) + 64:
+            self.append(fresh)
+            return
+        self.rewrite(self.header(size, version, algorithm), held)
+
     def append(self, ranges: Iterable[tuple[int, int]]) -> None:
         """Append one line per range (the file exists: L{rewrite} made it)."""
         lines = [self._encode(start, end) for start, end in ranges]
@@ -173,6 +219,36 @@ def recordedHeader(directory: Directory, name: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return record if isinstance(record, dict) else None
+
+
+def recordedAlgorithm(path: str | os.PathLike[str]) -> str | None:
+    """
+    The digest algorithm the sidecar of an unfinished download to C{path}
+    (C{.NAME.part.json} beside it) records, in any sidecar version that
+    records one, or C{None}: a resume prefers it, so that what was held is kept.
+    """
+    target = Path(path)
+    try:
+        directory = Directory(target.parent)
+    except OSError:
+        return None
+    try:
+        return algorithmOf(recordedHeader(directory, f".{target.name}.part.json"))
+    finally:
+        directory.close()
+
+
+def algorithmOf(header: dict[str, Any] | None) -> str | None:
+    """The digest algorithm a sidecar's C{header} (L{recordedHeader}) records, or C{None}."""
+    algorithm = None if header is None else header.get("algorithm")
+    return algorithm if isinstance(algorithm, str) else None
+
+
+def preferring(recorded: str | None, digests: Sequence[str]) -> list[str]:
+    """C{digests} with C{recorded} (a sidecar's algorithm) moved first, if it is among them."""
+    if recorded is None or recorded not in digests:
+        return list(digests)
+    return [recorded, *(name for name in digests if name != recorded)]
 
 
 def serviceKey(directory: Directory, name: str = "sidecar.key") -> bytes:

@@ -1,0 +1,99 @@
+"""The partial download of the clients without Twisted (PartialFile): its record is the Twisted client's sidecar."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from protocols.bulk.files import Assembly
+from protocols.bulkfiles import PartialFile
+
+SIZE = 100_000
+
+
+def payload(size: int = SIZE) -> bytes:
+    """C{size} bytes that differ from offset to offset."""
+    return bytes(i * 7 % 251 for i in range(size))
+
+
+class PartialFileTests(SynchronousTestCase):
+    """Resume, refusal, commit and discard of a partial download, in the one sidecar format."""
+
+    def setUp(self) -> None:
+        self.directory = Path(self.mktemp())
+        self.directory.mkdir()
+        self.target = self.directory / "f.bin"
+        self.data = payload()
+
+    def names(self) -> list[str]:
+        return sorted(os.listdir(self.directory))
+
+    def test_assemblyResumedByPartialFile(self) -> None:
+        """Ranges a Twisted client's Assembly held when suspended are what a PartialFile resumes with."""
+        assembly = Assembly(self.target, SIZE, "v1", "sha256")
+        assembly.write(0, self.data[:30_000])
+        assembly.write(60_000, self.data[60_000:70_000])
+        assembly.suspend()
+        partial = PartialFile(self.target, SIZE, "v1", "sha256")
+        self.addCleanup(partial.discard)
+        self.assertEqual(partial.held.toList(), [[0, 30_000], [60_000, 70_000]])
+        self.assertEqual(partial.missing(), [(30_000, 60_000), (70_000, SIZE)])
+
+    def test_partialFileResumedByAssembly(self) -> None:
+        """Ranges a PartialFile held when closed are what a Twisted client's Assembly resumes with; it completes."""
+        partial = PartialFile(self.target, SIZE, "v1", "sha256")
+        partial.write(10_000, self.data[10_000:40_000])
+        partial.close()
+        assembly = Assembly(self.target, SIZE, "v1", "sha256")
+        self.assertEqual((assembly.held.toList(), assembly.restarted), ([[10_000, 40_000]], False))
+        assembly.write(0, self.data[:10_000])
+        assembly.write(40_000, self.data[40_000:])
+        self.successResultOf(assembly.verify())
+        assembly.commit()
+        self.assertEqual(self.target.read_bytes(), self.data)
+        self.assertEqual(self.names(), ["f.bin"])
+
+    def test_otherFileStartsAfresh(self) -> None:
+        """A record of another size, version or algorithm is not resumed: the partial file starts empty."""
+        for size, version, algorithm in [(SIZE + 1, "v1", "sha256"), (SIZE, "v2", "sha256"), (SIZE, "v1", "blake3")]:
+            partial = PartialFile(self.target, SIZE, "v1", "sha256")
+            partial.write(0, self.data[:5_000])
+            partial.close()
+            other = PartialFile(self.target, size, version, algorithm)
+            self.assertEqual((other.held.toList(), other.rejected), ([], False))
+            self.assertEqual(os.path.getsize(self.directory / ".f.bin.part"), 0)
+            other.discard()
+
+    def test_rangesPastThePartRejected(self) -> None:
+        """A record claiming bytes past the partial file's end is refused: nothing is resumed."""
+        partial = PartialFile(self.target, SIZE, "v1", "sha256")
+        partial.write(0, self.data[:5_000])
+        partial.close()
+        os.truncate(self.directory / ".f.bin.part", 4_000)
+        again = PartialFile(self.target, SIZE, "v1", "sha256")
+        self.addCleanup(again.discard)
+        self.assertEqual((again.held.toList(), again.rejected), ([], True))
+
+    def test_commitAndDiscard(self) -> None:
+        """commit moves the part into place and removes the record; discard removes both."""
+        partial = PartialFile(self.target, SIZE, "v1", "sha256")
+        partial.write(0, self.data)
+        partial.save()
+        self.assertEqual(self.names(), [".f.bin.part", ".f.bin.part.json"])
+        partial.commit()
+        self.assertEqual((self.names(), self.target.read_bytes()), (["f.bin"], self.data))
+        other = PartialFile(self.directory / "g.bin", SIZE, "v1", "sha256")
+        other.write(0, self.data[:100])
+        other.save()
+        other.discard()
+        self.assertEqual(self.names(), ["f.bin"])
+
+    def test_partLinkNotFollowed(self) -> None:
+        """A symbolic link under the partial file's name is not opened (nor its target written)."""
+        outside = self.directory / "outside"
+        outside.write_bytes(b"kept")
+        os.symlink(outside, self.directory / ".f.bin.part")
+        self.assertRaises(OSError, PartialFile, self.target, SIZE, "v1", "sha256")
+        self.assertEqual(outside.read_bytes(), b"kept")
