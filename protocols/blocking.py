@@ -339,8 +339,10 @@ class BlockingConnection:
         self._changed = threading.Condition(self._lock)
         # Callers waiting on _changed: with none (one thread calling), a reader wakes nobody, at no cost.
         self._sleepers = 0
-        # One message at a time on the socket, whole.  Its holder never waits for _lock; the reading
-        # thread (holding _lock) never waits for it either: what it sends waits in _outbox if it is taken.
+        # One message at a time on the socket, whole.  Its holder never waits for _lock.  Nothing is sent
+        # while _lock is held: what the session has to send while it is (replies, bulk frames a GRANT
+        # allowed) waits in _outbox, in order, and the thread that put it there sends it once it released
+        # _lock (_flushOutbox), or the next message's sender first.
         self._sendLock = threading.Lock()
         self._outbox: list[bytes] = []
         self._reading = False
@@ -378,6 +380,8 @@ class BlockingConnection:
                     self._end(ServerSilent(f"no chunkwire preamble from {self.peer} within {timeout:g} s"))
                     break
                 self._readTurn(timeout)
+                if self._outbox:
+                    self._sendAside()
             failure = session.failure
         if failure is not None:
             raise failure
@@ -528,6 +532,8 @@ class BlockingConnection:
                     self._sleep(remaining)
                     continue
                 self._readTurn(bound)
+                if self._outbox:
+                    self._sendAside()
                 if session.incomingCalls.waiting:
                     self._serveCalls()
         finally:
@@ -665,7 +671,7 @@ class BlockingConnection:
         session = self._session
         data = session.dataToSend()
         if data:
-            self._sendQuietly(data)
+            self._outbox.append(data)  # (sent once _lock is released: see _flushOutbox)
         if session.failure is not None and not self._shut:
             self._shut = True
             try:
@@ -678,41 +684,44 @@ class BlockingConnection:
         """End the connection with C{reason} (C{_lock} held): every waiting call fails with it, once."""
         self._apply(self._session.end(reason))
 
-    def _sendQuietly(self, data: bytes) -> None:
+    def _sendAside(self) -> None:
         """
-        Send C{data} from the reading thread (C{_lock} held) if the socket
-        is free; else leave it for the next sender (waiting for the send lock
-        here could deadlock with a sender blocked on a server that waits
-        for this side to read).  A failure ends the connection.
+        Send the outbox, as the reading thread does after a turn that left
+        something in it (C{_lock} held on entry and exit, released while
+        sending; the reading turn is over, so another waiting thread reads
+        meanwhile, and the server, which may stop reading until this side
+        reads, is read).
         """
-        if not self._sendLock.acquire(blocking=False):
-            self._outbox.append(data)
-            # The sender may have looked at the outbox before this was added, and released the lock since.
-            if not self._sendLock.acquire(blocking=False):
-                return
-            data = b""
+        lock = self._lock
+        lock.release()
         try:
-            self._socket.sendall(self._takeOutbox() + data)
-        except OSError as error:
-            self._end(self._sendFailed(error))
+            self._flushOutbox()
         finally:
-            self._sendLock.release()
+            lock.acquire()
 
     def _flushOutbox(self) -> None:
         """
-        Send what the reading thread left in the outbox while a message was
-        being sent (bulk frames a GRANT allowed among them), if the socket is
-        free: it would otherwise wait for the next message.  A failure is
-        seen by the next read or send.
+        Send the outbox, in order, blocking until the socket took it all
+        (C{_lock} not held: a send that blocks holds no lock but the send
+        lock, so the other threads still read and call).  If another thread
+        holds the send lock, nothing: a holder sends the outbox before
+        releasing it and looks again after (what is added meanwhile is
+        then its to send).  A failure ends the connection.
         """
-        if not self._sendLock.acquire(blocking=False):
-            return  # (its holder sends the outbox first)
-        try:
-            self._socket.sendall(self._takeOutbox())
-        except OSError:
-            pass
-        finally:
-            self._sendLock.release()
+        sendLock = self._sendLock
+        while self._outbox and sendLock.acquire(blocking=False):
+            failed = None
+            try:
+                while self._outbox:
+                    self._socket.sendall(self._takeOutbox())
+            except OSError as error:
+                failed = self._sendFailed(error)
+            finally:
+                sendLock.release()
+            if failed is not None:
+                with self._lock:
+                    self._end(failed)
+                return
 
     def _sendFailed(self, error: OSError) -> BaseException:
         """Why the connection ends when a send failed with C{error}: the server read nothing for too long, or else."""
@@ -741,11 +750,12 @@ class BlockingConnection:
             with self._lock:
                 if stream.buffer:
                     try:
-                        return streams.take(stream)
+                        item = streams.take(stream)
                     finally:
                         data = self._session.dataToSend()
                         if data:
-                            self._sendQuietly(data)
+                            self._outbox.append(data)
+                    break
                 if stream.error is not None:
                     raise stream.error
                 if stream.ended:
@@ -755,6 +765,9 @@ class BlockingConnection:
                     # Nothing else waits: the server's silence counts from now (as for a call).
                     self._quietSince = None
             self._wait(waiter, None, "a stream")
+        if self._outbox:
+            self._flushOutbox()  # (the credit taking it gave back: sent now, _lock released)
+        return item
 
     def cancelStream(self, stream: BlockingStream) -> None:
         """Stop reading C{stream}: CANCEL sent if it was not over."""
@@ -782,6 +795,8 @@ class BlockingConnection:
             self._apply([])
         finally:
             self._lock.release()
+        if self._outbox and not self._reading:
+            self._flushOutbox()  # (while a thread reads, it sends the outbox after its turn)
 
     def releaseReference(self, reference: BlockingReference) -> None:
         """Send C{reference}'s RELEASE now (see L{framing.rpc.interfaces.ExportedReference.release})."""
@@ -815,6 +830,8 @@ class BlockingConnection:
                     self._sleep(remaining)
                     continue
                 self._readTurn(seconds)
+                if self._outbox:
+                    self._sendAside()
                 served = len(session.incomingCalls.waiting)
                 if served:
                     self._serveCalls()

@@ -97,9 +97,14 @@ class BlockingBulkConnection(BlockingConnection):
         return self._wait(waiter, None, f"stream {stream.streamId}")  # type: ignore[no-any-return]
 
     def _settle(self, step: Callable[[], list[Settled]]) -> None:
-        """Run C{step} on the session's streams under the connection's lock; apply and send what it decided."""
+        """
+        Run C{step} on the session's streams under the connection's lock and
+        apply what it decided; then, the lock released, send what it queued.
+        """
         with self._lock:
             self._apply(step())
+        if self._outbox:
+            self._flushOutbox()
 
     def upload(
         self,
