@@ -42,6 +42,19 @@ Contract:
    lock: one message at a time, whole), the decoder and the call table
    (under the connection's lock).  Nothing else: each call's waiter is its
    own.
+ - Who sends, under which lock: a call's CALL is sent by its thread, under
+   the send lock only.  Nothing is ever sent while the connection's lock is
+   held: what the session has to send while it is (PONGs, RELEASEs, credit,
+   the bulk frames a GRANT allows) waits in an outbox, in order, and is
+   sent once that lock is released: by the reading thread right after its
+   turn (having given up the reading, so another waiting thread reads
+   meanwhile), by the thread that queued it, or before the next message,
+   whichever takes the send lock first.  Why: a send may block (a full
+   socket buffer, a server that stops reading until this side reads); with
+   the connection's lock held it would stop every other thread's reading
+   and calling, and the server and this side could wait on each other for
+   good.  A send that fails ends the connection (L{ServerSilent} for one
+   blocked C{silenceTimeout} long, else L{ConnectionLost}).
  - Timeouts: C{timeout} bounds connecting (TCP, then the server's
    preamble: a server that accepts and says nothing fails with
    L{ServerSilent}).  C{callTimeout} bounds each call (L{CallTimedOut}; the
@@ -560,8 +573,9 @@ class BlockingConnection:
         """
         Be the reading thread for one C{recv} (C{_lock} held, no other
         thread reading; released during the C{recv}), apply what it brought
-        (answers settled, the server's calls queued, replies sent), then
-        wake the threads that sleep.  Nothing came within a tick: the
+        (answers settled, the server's calls queued, replies put in the
+        outbox: the caller sends them after the turn, see L{_sendAside}),
+        then wake the threads that sleep.  Nothing came within a tick: the
         server's silence is judged.  The commonest turn (bytes came, nothing
         to send back) calls nothing but C{recv} and the session's C{receive}.
 
@@ -661,7 +675,8 @@ class BlockingConnection:
     def _apply(self, settled: list[Settled] | tuple[()]) -> None:
         """
         Do what the session decided (C{_lock} held): hand each settled call
-        its outcome, send what it asks to send, and if it ended, shut the
+        its outcome, put what it asks to send in the outbox (sent once
+        C{_lock} is released: L{_flushOutbox}), and if it ended, shut the
         socket and wake every waiting caller.
         """
         for waiter, result, error in settled:
