@@ -689,6 +689,7 @@ class BlockingConnection:
             self._outbox.append(data)  # (sent once _lock is released: see _flushOutbox)
         if session.failure is not None and not self._shut:
             self._shut = True
+            self._outbox.clear()  # (nothing is sent after the end)
             try:
                 self._socket.shutdown(socket.SHUT_RDWR)
             except OSError:
