@@ -42,6 +42,19 @@ Contract:
    lock: one message at a time, whole), the decoder and the call table
    (under the connection's lock).  Nothing else: each call's waiter is its
    own.
+ - Who sends, under which lock: a call's CALL is sent by its thread, under
+   the send lock only.  Nothing is ever sent while the connection's lock is
+   held: what the session has to send while it is (PONGs, RELEASEs, credit,
+   the bulk frames a GRANT allows) waits in an outbox, in order, and is
+   sent once that lock is released: by the reading thread right after its
+   turn (having given up the reading, so another waiting thread reads
+   meanwhile), by the thread that queued it, or before the next message,
+   whichever takes the send lock first.  Why: a send may block (a full
+   socket buffer, a server that stops reading until this side reads); with
+   the connection's lock held it would stop every other thread's reading
+   and calling, and the server and this side could wait on each other for
+   good.  A send that fails ends the connection (L{ServerSilent} for one
+   blocked C{silenceTimeout} long, else L{ConnectionLost}).
  - Timeouts: C{timeout} bounds connecting (TCP, then the server's
    preamble: a server that accepts and says nothing fails with
    L{ServerSilent}).  C{callTimeout} bounds each call (L{CallTimedOut}; the
@@ -339,8 +352,10 @@ class BlockingConnection:
         self._changed = threading.Condition(self._lock)
         # Callers waiting on _changed: with none (one thread calling), a reader wakes nobody, at no cost.
         self._sleepers = 0
-        # One message at a time on the socket, whole.  Its holder never waits for _lock; the reading
-        # thread (holding _lock) never waits for it either: what it sends waits in _outbox if it is taken.
+        # One message at a time on the socket, whole.  Its holder never waits for _lock.  Nothing is sent
+        # while _lock is held: what the session has to send while it is (replies, bulk frames a GRANT
+        # allowed) waits in _outbox, in order, and the thread that put it there sends it once it released
+        # _lock (_flushOutbox), or the next message's sender first.
         self._sendLock = threading.Lock()
         self._outbox: list[bytes] = []
         self._reading = False
@@ -378,6 +393,8 @@ class BlockingConnection:
                     self._end(ServerSilent(f"no chunkwire preamble from {self.peer} within {timeout:g} s"))
                     break
                 self._readTurn(timeout)
+                if self._outbox:
+                    self._sendAside()
             failure = session.failure
         if failure is not None:
             raise failure
@@ -528,6 +545,8 @@ class BlockingConnection:
                     self._sleep(remaining)
                     continue
                 self._readTurn(bound)
+                if self._outbox:
+                    self._sendAside()
                 if session.incomingCalls.waiting:
                     self._serveCalls()
         finally:
@@ -554,8 +573,9 @@ class BlockingConnection:
         """
         Be the reading thread for one C{recv} (C{_lock} held, no other
         thread reading; released during the C{recv}), apply what it brought
-        (answers settled, the server's calls queued, replies sent), then
-        wake the threads that sleep.  Nothing came within a tick: the
+        (answers settled, the server's calls queued, replies put in the
+        outbox: the caller sends them after the turn, see L{_sendAside}),
+        then wake the threads that sleep.  Nothing came within a tick: the
         server's silence is judged.  The commonest turn (bytes came, nothing
         to send back) calls nothing but C{recv} and the session's C{receive}.
 
@@ -655,7 +675,8 @@ class BlockingConnection:
     def _apply(self, settled: list[Settled] | tuple[()]) -> None:
         """
         Do what the session decided (C{_lock} held): hand each settled call
-        its outcome, send what it asks to send, and if it ended, shut the
+        its outcome, put what it asks to send in the outbox (sent once
+        C{_lock} is released: L{_flushOutbox}), and if it ended, shut the
         socket and wake every waiting caller.
         """
         for waiter, result, error in settled:
@@ -665,9 +686,10 @@ class BlockingConnection:
         session = self._session
         data = session.dataToSend()
         if data:
-            self._sendQuietly(data)
+            self._outbox.append(data)  # (sent once _lock is released: see _flushOutbox)
         if session.failure is not None and not self._shut:
             self._shut = True
+            self._outbox.clear()  # (nothing is sent after the end)
             try:
                 self._socket.shutdown(socket.SHUT_RDWR)
             except OSError:
@@ -678,41 +700,44 @@ class BlockingConnection:
         """End the connection with C{reason} (C{_lock} held): every waiting call fails with it, once."""
         self._apply(self._session.end(reason))
 
-    def _sendQuietly(self, data: bytes) -> None:
+    def _sendAside(self) -> None:
         """
-        Send C{data} from the reading thread (C{_lock} held) if the socket
-        is free; else leave it for the next sender (waiting for the send lock
-        here could deadlock with a sender blocked on a server that waits
-        for this side to read).  A failure ends the connection.
+        Send the outbox, as the reading thread does after a turn that left
+        something in it (C{_lock} held on entry and exit, released while
+        sending; the reading turn is over, so another waiting thread reads
+        meanwhile, and the server, which may stop reading until this side
+        reads, is read).
         """
-        if not self._sendLock.acquire(blocking=False):
-            self._outbox.append(data)
-            # The sender may have looked at the outbox before this was added, and released the lock since.
-            if not self._sendLock.acquire(blocking=False):
-                return
-            data = b""
+        lock = self._lock
+        lock.release()
         try:
-            self._socket.sendall(self._takeOutbox() + data)
-        except OSError as error:
-            self._end(self._sendFailed(error))
+            self._flushOutbox()
         finally:
-            self._sendLock.release()
+            lock.acquire()
 
     def _flushOutbox(self) -> None:
         """
-        Send what the reading thread left in the outbox while a message was
-        being sent (bulk frames a GRANT allowed among them), if the socket is
-        free: it would otherwise wait for the next message.  A failure is
-        seen by the next read or send.
+        Send the outbox, in order, blocking until the socket took it all
+        (C{_lock} not held: a send that blocks holds no lock but the send
+        lock, so the other threads still read and call).  If another thread
+        holds the send lock, nothing: a holder sends the outbox before
+        releasing it and looks again after (what is added meanwhile is
+        then its to send).  A failure ends the connection.
         """
-        if not self._sendLock.acquire(blocking=False):
-            return  # (its holder sends the outbox first)
-        try:
-            self._socket.sendall(self._takeOutbox())
-        except OSError:
-            pass
-        finally:
-            self._sendLock.release()
+        sendLock = self._sendLock
+        while self._outbox and sendLock.acquire(blocking=False):
+            failed = None
+            try:
+                while self._outbox:
+                    self._socket.sendall(self._takeOutbox())
+            except OSError as error:
+                failed = self._sendFailed(error)
+            finally:
+                sendLock.release()
+            if failed is not None:
+                with self._lock:
+                    self._end(failed)
+                return
 
     def _sendFailed(self, error: OSError) -> BaseException:
         """Why the connection ends when a send failed with C{error}: the server read nothing for too long, or else."""
@@ -741,11 +766,12 @@ class BlockingConnection:
             with self._lock:
                 if stream.buffer:
                     try:
-                        return streams.take(stream)
+                        item = streams.take(stream)
                     finally:
                         data = self._session.dataToSend()
                         if data:
-                            self._sendQuietly(data)
+                            self._outbox.append(data)
+                    break
                 if stream.error is not None:
                     raise stream.error
                 if stream.ended:
@@ -755,6 +781,9 @@ class BlockingConnection:
                     # Nothing else waits: the server's silence counts from now (as for a call).
                     self._quietSince = None
             self._wait(waiter, None, "a stream")
+        if self._outbox:
+            self._flushOutbox()  # (the credit taking it gave back: sent now, _lock released)
+        return item
 
     def cancelStream(self, stream: BlockingStream) -> None:
         """Stop reading C{stream}: CANCEL sent if it was not over."""
@@ -782,6 +811,8 @@ class BlockingConnection:
             self._apply([])
         finally:
             self._lock.release()
+        if self._outbox and not self._reading:
+            self._flushOutbox()  # (while a thread reads, it sends the outbox after its turn)
 
     def releaseReference(self, reference: BlockingReference) -> None:
         """Send C{reference}'s RELEASE now (see L{framing.rpc.interfaces.ExportedReference.release})."""
@@ -815,6 +846,8 @@ class BlockingConnection:
                     self._sleep(remaining)
                     continue
                 self._readTurn(seconds)
+                if self._outbox:
+                    self._sendAside()
                 served = len(session.incomingCalls.waiting)
                 if served:
                     self._serveCalls()

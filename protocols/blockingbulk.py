@@ -33,10 +33,14 @@ L{BlockingBulkConnection}.  On it:
 
 Who sends the data: the thread that reads the socket, while the call
 carrying the stream waits (the same thread, for one caller), so a transfer
-needs no thread of its own; what one thread's transfer writes while
-another thread's message is being sent waits for that send to end, then
-goes (never behind a later call).  A transfer's bytes in flight are
-bounded by the server's window (about two chunks).
+needs no thread of its own.  It sends them after its reading turn, with
+the connection's lock released and the reading handed on (as
+L{protocols.blocking} sends everything: nothing is sent under that lock),
+so while the send blocks on a full socket another waiting thread reads
+(a download on the same connection goes on) and calls; what is queued
+while another thread's message is being sent goes right after that
+message, in order, before any later one.  A transfer's bytes in flight
+are bounded by the server's window (about two chunks).
 
 Imports only L{framing} and the standard library: no Twisted.
 """
@@ -97,9 +101,14 @@ class BlockingBulkConnection(BlockingConnection):
         return self._wait(waiter, None, f"stream {stream.streamId}")  # type: ignore[no-any-return]
 
     def _settle(self, step: Callable[[], list[Settled]]) -> None:
-        """Run C{step} on the session's streams under the connection's lock; apply and send what it decided."""
+        """
+        Run C{step} on the session's streams under the connection's lock and
+        apply what it decided; then, the lock released, send what it queued.
+        """
         with self._lock:
             self._apply(step())
+        if self._outbox:
+            self._flushOutbox()
 
     def upload(
         self,

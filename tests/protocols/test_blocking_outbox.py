@@ -1,0 +1,102 @@
+"""
+The blocking client never sends while holding its connection's lock (L{protocols.blocking}'s outbox).
+
+What the session has to send while the lock is held (the bulk frames a
+GRANT allows, replies) waits in the outbox and is sent once the lock is
+released, so a send that blocks (a peer that does not read) blocks no
+other thread's reading or calling.  The peer here is the other end of a
+socket pair that the test reads when it chooses; the client's send buffer
+is made small so that a few hundred KiB fill it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Callable
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from framing.rpc.errors import ConnectionLost
+from protocols.blocking import BlockingConnection
+
+HANG = 30.0
+"""Seconds within which anything that is not a hang finishes, however loaded the machine."""
+
+BIG = 4 * 1024 * 1024
+"""Bytes queued at once: far more than the socket pair's buffers hold, so a send of them blocks until read."""
+
+
+class OutboxTests(SynchronousTestCase):
+    """Sending what the session queued under the lock: after the lock is released, in order, failures ending it."""
+
+    def setUp(self) -> None:
+        self.client, self.peer = socket.socketpair()
+        self.client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * 1024)
+        self.peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+        self.connection = BlockingConnection(self.client, "test peer", silenceTimeout=None)
+        self.addCleanup(self.connection.close)
+        self.addCleanup(self.peer.close)  # (first: a send still blocked on it fails, and its thread ends)
+
+    def queue(self, data: bytes) -> None:
+        """What a reading turn does with the session's output: apply it, holding the connection's lock."""
+        connection = self.connection
+        with connection._lock:
+            connection._session.output.append(data)
+            connection._apply([])
+
+    def queueAtOnce(self, data: bytes) -> None:
+        """L{queue} on another thread, which must return (with the lock) though the peer reads nothing."""
+        applying = self.inThread(lambda: self.queue(data))
+        applying.join(HANG)
+        self.assertFalse(applying.is_alive(), "applying the session's output blocked in a send under the lock")
+
+    def inThread(self, action: Callable[[], object]) -> threading.Thread:
+        thread = threading.Thread(target=action, daemon=True)
+        thread.start()
+        return thread
+
+    def readAll(self, size: int) -> bytes:
+        """Read C{size} bytes from the peer's end (what the client sent)."""
+        self.peer.settimeout(HANG)
+        pieces, got = [], 0
+        while got < size:
+            piece = self.peer.recv(size - got)
+            self.assertTrue(piece, "the client closed before sending everything")
+            pieces.append(piece)
+            got += len(piece)
+        return b"".join(pieces)
+
+    def test_queuedUnderLockNotSent(self) -> None:
+        """Applying far more output than the socket takes, under the lock, returns without sending (no hang)."""
+        big = os.urandom(BIG)
+        self.queueAtOnce(big)
+        self.assertEqual(b"".join(self.connection._outbox), big)
+
+    def test_blockedSendHoldsNoLock(self) -> None:
+        """
+        While the outbox's send blocks on a peer that does not read, the
+        connection's lock is free (other threads read and call), and more
+        queued meanwhile follows it on the wire, whole and in order.
+        """
+        big, after = os.urandom(BIG), b"then this"
+        self.queueAtOnce(big)
+        flushing = self.inThread(self.connection._flushOutbox)
+        # The send is blocked (the peer reads nothing yet); the lock is not held by it.
+        self.assertTrue(self.connection._lock.acquire(timeout=HANG))
+        self.connection._lock.release()
+        self.queueAtOnce(after)
+        self.assertEqual(self.readAll(BIG + len(after)), big + after)
+        flushing.join(HANG)
+        self.assertFalse(flushing.is_alive())
+        self.assertEqual(self.connection._outbox, [])
+
+    def test_sendFailureEnds(self) -> None:
+        """A send of the outbox that fails ends the connection with a clear error, naming the peer."""
+        self.queueAtOnce(b"never read")
+        self.peer.close()
+        self.connection._flushOutbox()
+        failure = self.connection._session.failure
+        self.assertIsInstance(failure, ConnectionLost)
+        self.assertIn("sending to test peer failed", str(failure))
