@@ -117,6 +117,45 @@ class BlockingBulkTests(BulkServerCase):
         self.assertRaises(IntegrityError, self.connect().upload, path)
         self.assertFalse((self.served / "changed.bin").exists())
 
+    def test_uploadAndDownloadAtOnce(self) -> None:
+        """
+        An upload and a download at the same time on one connection, from two
+        threads, with the client's socket buffers small: both finish whole,
+        with their digests (the thread that reads while the other's frames
+        are sent holds no lock in a blocking send, so the reading goes on).
+        """
+        down, downData = self.localFile("both-down.bin")
+        self.connect().upload(down)
+        up, upData = self.localFile("both-up.bin")
+        connection = self.connect()
+        connection._socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * 1024)
+        connection._socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+        outcomes: dict[str, Any] = {}
+
+        def move(kind: str, action: Callable[[], FileTransfer]) -> None:
+            try:
+                outcomes[kind] = action()
+            except BaseException as error:
+                outcomes[kind] = error
+
+        def download() -> FileTransfer:
+            return connection.download("both-down.bin", down.with_name("copy.bin"))
+
+        threads = [
+            threading.Thread(target=move, args=("up", lambda: connection.upload(up)), daemon=True),
+            threading.Thread(target=move, args=("down", download), daemon=True),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(HANG)
+        self.assertFalse(any(thread.is_alive() for thread in threads), f"still moving after {HANG} s")
+        algorithm = self.expectedAlgorithm()
+        self.assertEqual(outcomes["up"].digest, digestOf(upData, algorithm))
+        self.assertEqual(outcomes["down"].digest, digestOf(downData, algorithm))
+        self.assertEqual((self.served / "both-up.bin").read_bytes(), upData)
+        self.assertEqual(down.with_name("copy.bin").read_bytes(), downData)
+
 
 class SharedPartialFileTests(BulkServerCase):
     """
@@ -176,42 +215,3 @@ class SharedPartialFileTests(BulkServerCase):
         self.assertIn(digestOf(data, self.expectedAlgorithm()).hex(), out)
         self.assertEqual(target.read_bytes(), data)
         self.assertEqual(sorted(p.name for p in path.parent.iterdir()), ["copy.bin", path.name])
-
-    def test_uploadAndDownloadAtOnce(self) -> None:
-        """
-        An upload and a download at the same time on one connection, from two
-        threads, with the client's socket buffers small: both finish whole,
-        with their digests (the thread that reads while the other's frames
-        are sent holds no lock in a blocking send, so the reading goes on).
-        """
-        down, downData = self.localFile("both-down.bin")
-        self.connect().upload(down)
-        up, upData = self.localFile("both-up.bin")
-        connection = self.connect()
-        connection._socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * 1024)
-        connection._socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
-        outcomes: dict[str, Any] = {}
-
-        def move(kind: str, action: Callable[[], FileTransfer]) -> None:
-            try:
-                outcomes[kind] = action()
-            except BaseException as error:
-                outcomes[kind] = error
-
-        def download() -> FileTransfer:
-            return connection.download("both-down.bin", down.with_name("copy.bin"))
-
-        threads = [
-            threading.Thread(target=move, args=("up", lambda: connection.upload(up)), daemon=True),
-            threading.Thread(target=move, args=("down", download), daemon=True),
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(HANG)
-        self.assertFalse(any(thread.is_alive() for thread in threads), f"still moving after {HANG} s")
-        algorithm = self.expectedAlgorithm()
-        self.assertEqual(outcomes["up"].digest, digestOf(upData, algorithm))
-        self.assertEqual(outcomes["down"].digest, digestOf(downData, algorithm))
-        self.assertEqual((self.served / "both-up.bin").read_bytes(), upData)
-        self.assertEqual(down.with_name("copy.bin").read_bytes(), downData)
