@@ -6,6 +6,7 @@ and C{twist chunkwire-kv --workers 2}); each is bounded in time.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -129,6 +130,25 @@ async def _pids(reactor: Any, port: int, count: int) -> list[int]:
     return pids
 
 
+def _running(supervisor: Supervisor) -> bool:
+    """
+    Whether every worker of C{supervisor} runs its own program (it has
+    exec'd): a SIGTERM that reaches a worker between its fork and its exec
+    is taken by the copy of this process's handler and lost, so a test
+    stops its supervisor only once its workers are past that point
+    (Linux's /proc tells; elsewhere, assumed).
+    """
+    for process in supervisor.workers.values():
+        try:
+            with open(f"/proc/{process.pid}/cmdline", "rb") as file:
+                if b"workerprocess" not in file.read():
+                    return False
+        except FileNotFoundError:
+            if os.path.isdir("/proc/self"):
+                return False
+    return True
+
+
 async def _until(reactor: Any, condition: Any, timeout: float = 10.0) -> None:
     for _ in range(int(timeout / 0.05)):
         if condition():
@@ -153,6 +173,7 @@ async def supervisedWorkers(reactor: Any, reusePort: bool = False) -> None:
         victim = supervisor.workers[0].pid
         os.kill(victim, signal.SIGKILL)
         await _until(reactor, lambda: supervisor.restarts == 1 and 0 in supervisor.workers)
+        await _until(reactor, lambda: _running(supervisor))
         assert supervisor.workers[0].pid != victim
         assert victim not in await _pids(reactor, port, 5)
     finally:
@@ -291,6 +312,7 @@ async def refusedWhileDraining(reactor: Any) -> None:
         port = supervisor.listeners[0].address[1]
         root = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={port}")
         await root.callRemote("pid")  # a worker serves this connection (it may still be starting up before)
+        await _until(reactor, functools.partial(_running, supervisor))
         slow = root.callRemote("slowPid", 30.0)  # keeps its worker draining until the grace ends
         await deferLater(reactor, 0.2)  # (the call reaches its worker)
         stopping = supervisor.stopService()
