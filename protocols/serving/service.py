@@ -18,6 +18,7 @@ from typing import Any
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, succeed
+from twisted.internet.error import ReactorNotRunning
 from twisted.internet.interfaces import IListeningPort, IStreamServerEndpoint
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
@@ -130,9 +131,12 @@ class _ParentWatch(Protocol):
         pass
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
-        # The supervisor exited (even killed): stop, which drains, rather than serve on unsupervised.
+        # The supervisor exited (even killed), or is stopping: stop, which drains, rather than serve on unsupervised.
         if self.reactor.running:
-            self.reactor.stop()
+            try:
+                self.reactor.stop()
+            except ReactorNotRunning:
+                pass  # (already stopping: a SIGTERM came first)
 
 
 def watchParent(reactor: Any) -> Any:

@@ -9,12 +9,15 @@ the same descriptor number and told so with C{--adopt FD:FAMILY[:haproxy]}
 endpoint; C{adoptStreamPort} takes it).  A worker that exits while the
 supervisor runs is started again after a back-off (0.1 s doubling to 10 s;
 reset once a worker has run for L{STEADY} seconds), and each exit and
-restart is logged.  Stopping the supervisor (SIGTERM under C{twist}) sends
-SIGTERM to every worker, which drains (L{protocols.serving.DrainingService}),
-closes its own copies of the listening sockets at once (so that a new
-connection is refused, and its client retries elsewhere, rather than queued
-where no worker will accept it), and waits for the workers to exit (SIGKILL
-after C{grace} plus L{KILL_MARGIN} seconds).  The supervisor never touches a
+restart is logged.  Stopping the supervisor (SIGTERM under C{twist}) tells
+every worker to stop by SIGTERM, and one still running L{STDIN_AFTER}
+seconds later by closing its stdin too (a signal that reaches a worker
+between its fork and its exec is lost; the pipe's end is not); each
+worker drains (L{protocols.serving.DrainingService}).  The supervisor closes its own
+copies of the listening sockets at once (so that a new connection is
+refused, and its client retries elsewhere, rather than queued where no
+worker will accept it), then waits for the workers to exit (SIGKILL after
+C{grace} plus L{KILL_MARGIN} seconds).  The supervisor never touches a
 connection.
 """
 
@@ -40,6 +43,8 @@ from ..rpc.drain import DEFAULT_GRACE
 STEADY = 5.0
 """Seconds after which a worker counts as having started well: its next restart waits the shortest back-off."""
 
+STDIN_AFTER = 1.0
+"""Seconds after its SIGTERM when a worker still running is also told to stop by its stdin's end."""
 KILL_MARGIN = 10.0
 """Seconds past the grace time after which a worker that has not exited is killed."""
 
@@ -289,6 +294,10 @@ class Supervisor(Service):
         ended = [protocol.ended for protocol in self._protocols.values()]
         for process in list(self.workers.values()):
             _signal(process, "TERM")
+        # A SIGTERM that reaches a worker between its fork and its exec is taken by the copy of this
+        # process's handler and lost; a worker still there a moment later is told by its stdin's end too.
+        # (Not at once: a worker whose SIGTERM came after the pipe's end would log its second stop as an error.)
+        closer = self.reactor.callLater(STDIN_AFTER, self._closeStdins)
         # Now, not once the workers are gone: a socket stays listening while
         # any process holds it, and a worker draining has closed its own, so
         # a connection the kernel queued on it (with SO_REUSEPORT, those it
@@ -299,16 +308,22 @@ class Supervisor(Service):
         self.listeners = []
         killer = self.reactor.callLater(self.grace + KILL_MARGIN, self._killAll)
         done: Deferred[Any] = gatherResults(ended) if ended else succeed(None)
-        return done.addBoth(self._stopped, killer)
+        return done.addBoth(self._stopped, killer, closer)
+
+    def _closeStdins(self) -> None:
+        """Close the stdin of every worker still running: told to stop a second way (see L{stopService})."""
+        for process in list(self.workers.values()):
+            process.closeStdin()
 
     def _killAll(self) -> None:
         for process in list(self.workers.values()):
             self._log.warn("worker pid {pid} did not exit in time; killing it", pid=process.pid)
             _signal(process, "KILL")
 
-    def _stopped(self, result: object, killer: Any) -> None:
-        if killer.active():
-            killer.cancel()
+    def _stopped(self, result: object, killer: Any, closer: Any) -> None:
+        for timer in (killer, closer):
+            if timer.active():
+                timer.cancel()
 
 
 def _signal(process: Any, name: str) -> None:

@@ -330,6 +330,34 @@ async def refusedWhileDraining(reactor: Any) -> None:
             await stopping
 
 
+async def stoppedWithoutSignal(reactor: Any) -> None:
+    """
+    A worker that never gets its SIGTERM (here: it ignores it, as one that
+    took it between fork and exec in effect does) still drains and exits
+    when the supervisor stops, told by its stdin's end, long before the kill
+    after the grace time.
+    """
+    deaf = "import signal, sys; signal.signal(signal.SIGTERM, signal.SIG_IGN); sys.argv[0] = 'workerprocess'; "
+    deaf += "from twisted.internet import reactor; run = reactor.run; "
+    deaf += "reactor.run = lambda: run(installSignalHandlers=False); "
+    deaf += "from tests.protocols.serving.workerprocess import main; main()"
+    command = lambda adopt: [sys.executable, "-c", deaf, "--grace", "2", *adopt]  # noqa: E731
+    supervisor = Supervisor(reactor, ["tcp:0:interface=127.0.0.1"], command, 2, grace=60.0, env=ENV, path=str(ROOT))
+    supervisor.startService()
+    port = supervisor.listeners[0].address[1]
+    await _pids(reactor, port, 2)
+    running = [process.pid for process in supervisor.workers.values()]
+    started = reactor.seconds()
+    await supervisor.stopService()
+    assert reactor.seconds() - started < 30, "the workers were killed at the end of the grace time, not stopped"
+    for pid in running:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        raise AssertionError(f"worker {pid} still runs after the supervisor stopped")
+
+
 class WorkerTests(TestCase):
     """Workers, under trial."""
 
@@ -339,6 +367,7 @@ class WorkerTests(TestCase):
     test_served_by_workers = trialTest(servedByWorkers)
     test_orphaned_workers = trialTest(orphanedWorkers)
     test_refused_while_draining = trialTest(refusedWhileDraining)
+    test_stopped_without_signal = trialTest(stoppedWithoutSignal)
 
 
 test_supervised_workers = pytestTest(supervisedWorkers)
@@ -347,3 +376,4 @@ test_twist_workers = pytestTest(twistWorkers)
 test_served_by_workers = pytestTest(servedByWorkers)
 test_orphaned_workers = pytestTest(orphanedWorkers)
 test_refused_while_draining = pytestTest(refusedWhileDraining)
+test_stopped_without_signal = pytestTest(stoppedWithoutSignal)
