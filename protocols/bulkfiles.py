@@ -53,7 +53,7 @@ from framing.bulk.digests import (
     checkAlgorithm,
     newHash,
 )
-from framing.bulk.fileerrors import BadName
+from framing.bulk.fileerrors import BadName, UploadBusy
 from framing.bulk.ranges import RangeSet
 from framing.bulk.streams import IncomingTransfer, SendStream
 
@@ -260,7 +260,12 @@ class PartialFile:
         Open the partial file of C{path}: resumed from its record if that is
         of the same file (size, version, algorithm), else empty.
 
+        The partial file is locked (C{flock}) while open, as the Twisted
+        client's L{protocols.bulk.files.Assembly} locks it: two downloads of
+        one destination, by any kind of client, never write it at once.
+
         @raise protocols.places.NotRegular: the partial file's name is a link or not a regular file.
+        @raise framing.bulk.fileerrors.UploadBusy: another download of C{path} (any process's) holds the partial file.
         """
         self.path = Path(path)
         self.part = self.path.with_name(f".{self.path.name}.part")
@@ -268,10 +273,14 @@ class PartialFile:
         self.size, self.version, self.algorithm = size, version, algorithm
         self._directory = Directory(self.path.parent)
         try:
-            self._fd: int | None = self._directory.open(self.part.name, os.O_RDWR | os.O_CREAT, 0o600)
+            fd = self._directory.openLocked(self.part.name)
         except BaseException:
             self._directory.close()
             raise
+        if fd is None:
+            self._directory.close()
+            raise UploadBusy(f"{self.path.name} is being downloaded by another transfer")
+        self._fd: int | None = fd
         self._sidecar = Sidecar(self._directory, self.record.name)
         self.held = self._sidecar.load(size, version, algorithm, os.fstat(self._fd).st_size)
         self.rejected = self._sidecar.rejected

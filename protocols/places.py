@@ -28,10 +28,26 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+try:
+    import fcntl
+except ImportError:  # (not on Windows: files are then not locked)
+    fcntl = None  # type: ignore[assignment]
+
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+
+
+def lockFile(fd: int) -> bool:
+    """Take an exclusive C{flock} on C{fd} without waiting: C{False} if another open file holds one."""
+    if fcntl is None:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 class NotRegular(OSError):
@@ -123,6 +139,32 @@ class Directory:
             os.close(fd)
             raise
         return fd
+
+    def openLocked(self, name: str, mode: int = 0o644) -> int | None:
+        """
+        Regular file C{name}, opened for reading and writing (made if
+        missing, a link not followed) and locked by this open file: an
+        exclusive C{flock}, which every process sees.  C{None} if another
+        open file holds the lock: a partial file being assembled elsewhere.
+        A holder that removed or replaced the file before letting go leaves
+        the file under the name now to be taken instead.
+
+        @raise NotRegular: C{name} is a link or not a regular file.
+        """
+        for _ in range(3):
+            fd = self.open(name, os.O_RDWR | os.O_CREAT, mode)
+            try:
+                if not lockFile(fd):
+                    os.close(fd)
+                    return None
+                info, now = os.fstat(fd), self.stat(name)
+            except BaseException:
+                os.close(fd)
+                raise
+            if now is not None and (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino):
+                return fd
+            os.close(fd)
+        return None
 
     def create(self, name: str, mode: int = 0o644) -> int:
         """A new regular file C{name}, open for reading and writing; C{FileExistsError} if the name is taken."""

@@ -46,11 +46,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
 
-try:
-    import fcntl
-except ImportError:  # not POSIX: uploads are owned by one process only
-    fcntl = None  # type: ignore[assignment]
-
 from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.error import ConnectError, ConnectionDone, ConnectionLost
 from twisted.internet.interfaces import IReactorThreads
@@ -63,7 +58,7 @@ from framing.slicing.constraints import ByteString, Integer, ListOf, Optional, T
 
 from .. import rpc
 from ..logs import escape
-from ..places import Directory, NotRegular
+from ..places import Directory, NotRegular, lockFile
 from ..sidecars import Sidecar, algorithmOf, preferring, recordedAlgorithm, recordedHeader, serviceKey
 from .channel import BulkChannel, callingChannel
 from .errors import IntegrityError
@@ -357,37 +352,15 @@ class Assembly:
 
 def _openLocked(directory: Directory, name: str, owner: str) -> int:
     """
-    The partial file C{name} in C{directory}, opened (made if missing)
-    without following links and locked by this open file (C{flock}, which
-    every worker process of a service sees): L{UploadBusy} if another
-    assembly, here or in another process, holds it.
+    The partial file C{name} in C{directory}, opened and locked
+    (L{Directory.openLocked}: a C{flock}, which every worker process of a
+    service sees): L{UploadBusy} if another assembly, here or in another
+    process, holds it.
     """
-    for _ in range(3):
-        fd = directory.open(name, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            if not lockFile(fd):
-                raise UploadBusy(f"{owner} is being uploaded by another connection")
-            info, now = os.fstat(fd), directory.stat(name)
-        except BaseException:
-            os.close(fd)
-            raise
-        if now is not None and (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino):
-            return fd
-        # Its holder removed or replaced it before letting go: that file is
-        # gone; take the one under the name now.
-        os.close(fd)
-    raise UploadBusy(f"{owner} is being uploaded by another connection")
-
-
-def lockFile(fd: int) -> bool:
-    """Take an exclusive C{flock} on C{fd} without waiting: C{False} if another open file holds one."""
-    if fcntl is None:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
+    fd = directory.openLocked(name)
+    if fd is None:
+        raise UploadBusy(f"{owner} is being uploaded by another connection")
+    return fd
 
 
 def _lockedElsewhere(directory: Directory, name: str) -> bool:

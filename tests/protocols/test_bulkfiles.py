@@ -7,6 +7,7 @@ from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
+from framing.bulk.fileerrors import UploadBusy
 from protocols.bulk.files import Assembly
 from protocols.bulkfiles import PartialFile
 
@@ -97,3 +98,32 @@ class PartialFileTests(SynchronousTestCase):
         os.symlink(outside, self.directory / ".f.bin.part")
         self.assertRaises(OSError, PartialFile, self.target, SIZE, "v1", "sha256")
         self.assertEqual(outside.read_bytes(), b"kept")
+
+    def test_oneDownloadAtATime(self) -> None:
+        """
+        While a PartialFile or a Twisted client's Assembly has a destination's
+        partial file open, the other cannot open it (UploadBusy), and nothing
+        it held is touched; once closed, it resumes.
+        """
+        partial = PartialFile(self.target, SIZE, "v1", "sha256")
+        partial.write(0, self.data[:20_000])
+        self.assertRaises(UploadBusy, PartialFile, self.target, SIZE, "v1", "sha256")
+        self.assertRaises(UploadBusy, Assembly, self.target, SIZE, "v1", "sha256")
+        partial.close()
+        assembly = Assembly(self.target, SIZE, "v1", "sha256")
+        self.assertEqual(assembly.held.toList(), [[0, 20_000]])
+        self.assertRaises(UploadBusy, PartialFile, self.target, SIZE, "v1", "sha256")
+        assembly.suspend()
+        resumed = PartialFile(self.target, SIZE, "v1", "sha256")
+        self.addCleanup(resumed.discard)
+        self.assertEqual(resumed.held.toList(), [[0, 20_000]])
+
+    def test_partialFileMode(self) -> None:
+        """The partial file is made with the Twisted client's mode (0644, less the umask): the file it becomes."""
+        old = os.umask(0o022)
+        try:
+            partial = PartialFile(self.target, SIZE, "v1", "sha256")
+        finally:
+            os.umask(old)
+        self.addCleanup(partial.discard)
+        self.assertEqual(os.stat(self.directory / ".f.bin.part").st_mode & 0o777, 0o644)
