@@ -350,9 +350,8 @@ class ClientSession(Generic[Waiter]):
         @raise framing.rpc.errors.TooManyPendingCalls: too many calls wait already.
         @raise framing.EncodingError: an argument cannot be sent (nothing is kept).
         """
-        state = self.state
-        if type(name) is not str or state is _ENDED or state is _GOING_AWAY:
-            self._checkCallable(name)
+        if self.state is not _OPEN or type(name) is not str:
+            self._checkCallable(name)  # (refuses a name that is no str, and calls once the server is going away)
         table = self.pending
         if not table:
             # The server's silence counts only while calls wait: from now, when none did.
