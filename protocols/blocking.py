@@ -174,6 +174,9 @@ from protocols.clientcontext import calling
 _READ_SIZE = 256 * 1024
 """Bytes asked of one C{recv}: an answer of up to this size is read in one system call."""
 
+_TIMEOUTS_CHANGED = object()
+"""A connection's C{_tickBound} when its timeouts changed since its read timeout was last kept (no wait's bound)."""
+
 
 class _Waiter:
     """One call's answer, as the reading thread leaves it for the calling one."""
@@ -309,8 +312,6 @@ class BlockingConnection:
 
     @ivar root: the server's root object, a L{BlockingReference}.
     @ivar peer: C{"host:port"} of the server, for errors.
-    @ivar callTimeout: seconds a call waits for its answer, or C{None}.
-    @ivar silenceTimeout: seconds the server may stay silent while a call waits, or C{None}.
     """
 
     def __init__(
@@ -332,8 +333,8 @@ class BlockingConnection:
         @param extension: a layer beside RPC on the connection (the bulk streams of L{protocols.blockingbulk}).
         """
         self.peer = peer
-        self.callTimeout = callTimeout
-        self.silenceTimeout = silenceTimeout
+        self._callTimeout = callTimeout
+        self._silenceTimeout = silenceTimeout
         self.root = BlockingReference(self, ROOT_ID)
         self._socket = sock
         self._session: ClientSession[_Waiter] = ClientSession(
@@ -371,8 +372,32 @@ class BlockingConnection:
         sock.settimeout(None)
         self._tickFor: tuple[float | None, ...] | None = None
         self._tick = 0.0
+        # The bound of the wait the tick was last kept for (_keepTick), or _TIMEOUTS_CHANGED: a read looks at
+        # it alone, whose bound is the same object on every read of a wait (None for most), and the timeouts'
+        # setters make it stale.
+        self._tickBound: object = _TIMEOUTS_CHANGED
         if silenceTimeout is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(silenceTimeout))
+
+    @property
+    def callTimeout(self) -> float | None:
+        """Seconds a call waits for its answer, or C{None}; settable (the calls made after heed it)."""
+        return self._callTimeout
+
+    @callTimeout.setter
+    def callTimeout(self, seconds: float | None) -> None:
+        self._callTimeout = seconds
+        self._tickBound = _TIMEOUTS_CHANGED
+
+    @property
+    def silenceTimeout(self) -> float | None:
+        """Seconds the server may stay silent while a call waits, or C{None}; settable (the next read heeds it)."""
+        return self._silenceTimeout
+
+    @silenceTimeout.setter
+    def silenceTimeout(self, seconds: float | None) -> None:
+        self._silenceTimeout = seconds
+        self._tickBound = _TIMEOUTS_CHANGED
 
     # -- connecting ----------------------------------------------------------
 
@@ -518,10 +543,9 @@ class BlockingConnection:
                     raise self._session.failure  # type: ignore[misc]
             if self._outbox:
                 self._flushOutbox()
-            if waiter is None:
-                return None
-        assert waiter is not None
-        callTimeout = self.callTimeout
+        if waiter is None:
+            return None  # (a message for no answer, sent)
+        callTimeout = self._callTimeout
         deadline = None if callTimeout is None or requestId is None else time.monotonic() + callTimeout
         byDeadline = callDeadline is not None and (deadline is None or callDeadline <= deadline)
         # A deadline is a bound of the reads too: a tick of an eighth of the time it has left now.
@@ -585,7 +609,7 @@ class BlockingConnection:
         lock = self._lock
         self._reading = True
         try:
-            if (self.callTimeout, self.silenceTimeout, bound) != self._tickFor:
+            if bound is not self._tickBound:
                 self._keepTick(bound)
             if session.failure is not None:
                 return
@@ -644,7 +668,8 @@ class BlockingConnection:
         wait began), so that each is noticed at most that late; no bound, no
         timeout.  One C{setsockopt} when the bounds change, none per read.
         """
-        bounds = (self.callTimeout, self.silenceTimeout, bound)
+        self._tickBound = bound
+        bounds = (self._callTimeout, self._silenceTimeout, bound)
         if bounds == self._tickFor:
             return
         self._tickFor = bounds
@@ -660,7 +685,7 @@ class BlockingConnection:
         """
         if isinstance(error, (TimeoutError, BlockingIOError, ssl.SSLWantReadError)):
             # (SO_RCVTIMEO passed: EAGAIN from a blocking socket; from a TLS one, SSL_ERROR_WANT_READ)
-            silence = self.silenceTimeout
+            silence = self._silenceTimeout
             if silence is not None:
                 now = time.monotonic()
                 quietSince = self._quietSince
@@ -742,7 +767,7 @@ class BlockingConnection:
     def _sendFailed(self, error: OSError) -> BaseException:
         """Why the connection ends when a send failed with C{error}: the server read nothing for too long, or else."""
         if isinstance(error, (BlockingIOError, TimeoutError, ssl.SSLWantWriteError)):
-            return ServerSilent(f"{self.peer} read nothing this side sent for {self.silenceTimeout:g} s")
+            return ServerSilent(f"{self.peer} read nothing this side sent for {self._silenceTimeout:g} s")
         return ConnectionLost(f"sending to {self.peer} failed: {error}")
 
     # -- streams of objects ---------------------------------------------------

@@ -350,9 +350,8 @@ class ClientSession(Generic[Waiter]):
         @raise framing.rpc.errors.TooManyPendingCalls: too many calls wait already.
         @raise framing.EncodingError: an argument cannot be sent (nothing is kept).
         """
-        state = self.state
-        if type(name) is not str or state is _ENDED or state is _GOING_AWAY:
-            self._checkCallable(name)
+        if self.state is not _OPEN or type(name) is not str:
+            self._checkCallable(name)  # (refuses a name that is no str, and calls once the server is going away)
         table = self.pending
         if not table:
             # The server's silence counts only while calls wait: from now, when none did.
@@ -482,7 +481,11 @@ class ClientSession(Generic[Waiter]):
         self.pingSent = False
         settled: list[Settled] = []
         if self._preambleLeft:
+            # The server's preamble, still coming: the session is open once it all came.  (The decoder checks it
+            # in the feed below: a wrong one breaks the stream there, which ends the session.)
             self._preambleLeft = max(self._preambleLeft - len(data), 0)
+            if not self._preambleLeft:
+                self.state = _OPEN
         try:
             results = self._decoder.feed(data)
         except ProtocolError as error:
@@ -490,8 +493,6 @@ class ClientSession(Generic[Waiter]):
                 self._received(obj, settled)
             settled.extend(self.end(error))
             return settled
-        if not self._preambleLeft and self.state is _WANT_PREAMBLE:
-            self.state = _OPEN
         table = self.pending
         for obj in results:
             # The commonest message, an ANSWER to a pending call, in line; anything else in _received.

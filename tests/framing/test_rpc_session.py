@@ -75,6 +75,22 @@ class PreambleTests(SynchronousTestCase):
         self.assertTrue(session.ready)
         self.assertEqual(session.state, SessionState.OPEN)
 
+    def test_callsBeforePreamble(self) -> None:
+        """
+        Calls may be made before the server's preamble came (the states
+        other than OPEN take the longer check): the same CALL bytes, then
+        answered as any; a name that is no str is still refused.
+        """
+        session: ClientSession[str] = ClientSession(PEER)
+        server = Server()
+        server.read(session.start())
+        self.assertRaises(TypeError, session.call, "w", 0, b"get", (), {})
+        requestId, data = session.call("w", 0, "echo", (1,), {})
+        self.assertEqual(session.state, SessionState.WANT_PREAMBLE)
+        self.assertEqual(server.read(data), [Message((CALL, requestId, 0, "echo", (1,), {}))])
+        self.assertEqual(session.receive(PREAMBLE + server.send(Message((ANSWER, requestId, 1)))), [("w", 1, None)])
+        self.assertEqual(session.state, SessionState.OPEN)
+
     def test_notChunkwire(self) -> None:
         """Something else than the preamble ends the session with a ProtocolError; receive raises nothing."""
         session: ClientSession[str] = ClientSession(PEER)

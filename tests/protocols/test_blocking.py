@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -347,6 +348,32 @@ class TimeoutTests(SynchronousTestCase):
             self.assertEqual(connection.root.callRemote("next"), "fresh")
         self.assertTrue(server.done.wait(HANG))
         self.assertEqual(cancels, [(1, Message((CANCEL, 1)))])
+
+    def test_timeoutsSetLater(self) -> None:
+        """
+        C{callTimeout} and C{silenceTimeout} set on a connection in use are
+        heeded by the next call's reads: the socket's receive timeout (the
+        tick) becomes an eighth of the shortest bound at its next read, though
+        a read checks only the wait's own bound to keep it.
+        """
+        server = ScriptedServer(self, answerAll)
+
+        def tick(connection: Any) -> float:
+            seconds, microseconds = struct.unpack(
+                "ll", connection._socket.getsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, 16)
+            )
+            return float(seconds + microseconds / 1_000_000)
+
+        with connect(server.address, timeout=None, silenceTimeout=None) as connection:
+            self.assertEqual(connection.root.callRemote("first"), ["first", [], {}])
+            self.assertEqual(tick(connection), 0.0)  # (no bound: reads wait for good)
+            connection.callTimeout = 8.0
+            self.assertEqual(connection.root.callRemote("second"), ["second", [], {}])
+            self.assertEqual(tick(connection), 1.0)
+            connection.silenceTimeout = 4.0
+            self.assertEqual(connection.root.callRemote("third"), ["third", [], {}])
+            self.assertEqual(tick(connection), 0.5)
+            self.assertEqual((connection.callTimeout, connection.silenceTimeout), (8.0, 4.0))
 
     def test_silentServer(self) -> None:
         """A server that stops answering (PINGs too) fails the waiting call with ServerSilent after silenceTimeout."""

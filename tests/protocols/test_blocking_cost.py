@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
+from unittest import skipIf
 
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -34,8 +35,40 @@ locks' C{acquire} and C{release}, taken by hand: a C{with} block counts one
 call (its C{__exit__}) but costs about twice the instructions.
 """
 
+MOST_BYTECODES = 441
+"""
+Most bytecodes one call may run in the client's own modules (L{CLIENT_FILES})
+on the compiled core, under CPython 3.11: 462 before a read kept its tick by
+its wait's bound alone (no tuple of the timeouts built and compared per
+read), the session opened as the preamble's last byte is counted (no test
+for it per read after) and the session's call tested its commonest case
+once; 441 after.  Each costs about 25 to 40 instructions: a count that
+grows back is the cost growing back, though the Python calls stay the same.
+"""
+
 REGISTRY = Registry(DEFAULT_REGISTRY)
 addMessageTypes(REGISTRY)
+
+
+def bytecodesRun(action: Callable[[], None], files: tuple[str | None, ...]) -> int:
+    """How many bytecodes C{action} runs in the functions of C{files} (C{sys.settrace}'s C{opcode} events)."""
+    count = 0
+
+    def trace(frame: FrameType, event: str, arg: Any) -> Any:
+        nonlocal count
+        if frame.f_code.co_filename not in files:
+            return None
+        frame.f_trace_opcodes = True
+        if event == "opcode":
+            count += 1
+        return trace
+
+    sys.settrace(trace)
+    try:
+        action()
+    finally:
+        sys.settrace(None)
+    return count
 
 
 def profiled(action: Callable[[], None]) -> list[tuple[str, str, str]]:
@@ -80,12 +113,12 @@ class SequentialCallTests(SynchronousTestCase):
         self.sent = 0
         self.call()  # (the first of each kind sets up what the next ones reuse: the read's tick)
 
-    def call(self) -> list[tuple[str, str, str]]:
-        """One C{echo(42)} call, answered; what it ran."""
+    def call(self, watch: Callable[[Callable[[], None]], Any] = profiled) -> Any:
+        """One C{echo(42)} call, answered; what C{watch} made of it (by default, what it ran)."""
         self.sent += 1
         self.server.sendall(self.encoder.encode(Message((ANSWER, self.sent, 42))))
         results: list[Any] = []
-        seen = profiled(lambda: results.append(self.connection.root.callRemote("echo", 42)))
+        seen = watch(lambda: results.append(self.connection.root.callRemote("echo", 42)))
         self.assertEqual(results, [42])
         self.assertEqual(
             self.decoder.feed(self.server.recv(65536)), [Message((CALL, self.sent, ROOT_ID, "echo", (42,), {}))]
@@ -135,3 +168,10 @@ class SequentialCallTests(SynchronousTestCase):
             self.assertLessEqual(
                 len(seen), MOST_CALLS, "\n".join(f"{kind} {name} {where}" for kind, name, where in seen)
             )
+
+    @needs_compiled
+    @skipIf(sys.version_info[:2] != (3, 11), "bytecodes counted on CPython 3.11: another version compiles others")
+    def test_bytecodesInClient(self) -> None:
+        """On the compiled core, a call runs at most L{MOST_BYTECODES} bytecodes in the client's own modules."""
+        for _ in range(3):
+            self.assertLessEqual(self.call(lambda action: bytecodesRun(action, CLIENT_FILES)), MOST_BYTECODES)
