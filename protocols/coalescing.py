@@ -149,16 +149,16 @@ class CoalescingTransport:
 
     def flushNow(self) -> None:
         """As L{flush}, even during a L{hold}: for a stream's body chunk, which leaves in a write of its own."""
-        blocks = self.buffer.take_blocks()
+        blocks, size = self.buffer.take_sized()
         if not blocks:
             return
         streams = self._streams
         if streams.items:
-            streams.addMessage(blocks)
+            streams.addMessage(blocks, size)
             high = self._reading.high
             if high is not None and streams.queuedBytes + self._outlet.mayHold > high:
                 self._checkBacklog()
-        elif self._outlet.write(self.transport, blocks):
+        elif self._outlet.write(self.transport, blocks, size):
             self._checkBacklog()
 
     def hold(self) -> None:
@@ -195,9 +195,9 @@ class CoalescingTransport:
         self._pump()
         return done
 
-    def _write(self, blocks: list[bytes]) -> None:
-        """Hand one queued message or stream unit to the connection (the stream queue's write)."""
-        if self._outlet.write(self.transport, blocks):
+    def _write(self, blocks: list[bytes], size: int) -> None:
+        """Hand one queued message or stream unit (C{size} bytes) to the connection (the stream queue's write)."""
+        if self._outlet.write(self.transport, blocks, size):
             self._checkBacklog()
 
     def _pump(self) -> None:

@@ -86,7 +86,7 @@ class ServedCallTests(SynchronousTestCase):
             *("objectReceived", "callReceived", "check", "_sendAnswer"),
             *("sendObject", "tokens", "write_piece", "flush"),
             "dataRead",
-            *("release", "flushNow", "take_blocks", "write", "canSendNow"),
+            *("release", "flushNow", "take_sized", "write", "sendNow"),
         ]
         for number in range(1, 4):
             self.assertEqual(self.call(number), expected)
