@@ -532,3 +532,27 @@ class HotPathTests(SynchronousTestCase):
         self.assertEqual(protocolsCalls(send), expected)
         self.assertEqual((transport.writeCount, transport.bytesWritten, connection.socket.sends), (1, 7, 1))
         self.assertEqual(connection._tempDataLen, 0)
+
+    def test_fewReadsOfTheTransportItself(self) -> None:
+        """
+        A message sent during a hold reads the coalescing transport itself (whose __getattr__ makes each read
+        slow) once per method called on it, for its Flusher, and once for the buffer: the rest is read there.
+        """
+        read: list[str] = []
+
+        class Watched(CoalescingTransport):
+            def __getattribute__(self, name: str) -> Any:
+                read.append(name)
+                return super().__getattribute__(name)
+
+        transport = Watched(socketConnection(1 << 20))
+        transport.setSendLimits(4 << 20, 1 << 20)
+        transport.hold()
+        transport.hold()
+        transport.release()
+        del read[:]
+        transport.buffer.write_piece(b"message")
+        transport.flush()
+        transport.release()
+        self.assertEqual(read, ["buffer", "flush", "_flusher", "release", "_flusher"])
+        self.assertEqual(transport.writeCount, 1)
