@@ -42,7 +42,8 @@ def _preallocated(size: int) -> io.BytesIO:
 class BlockBuffer:
     """
     An append-only output buffer that hands out what was written with
-    L{take} (one C{bytes}) or L{take_blocks} (a list for C{writeSequence}).
+    L{take} (one C{bytes}) or L{take_blocks} (a list for C{writeSequence};
+    L{take_sized} adds the bytes in it).
 
     @ivar write: append a small piece to the current block.  This is the
         current block's own C{write}, so the hot path is one C call; it is
@@ -126,19 +127,28 @@ class BlockBuffer:
 
     def take(self) -> bytes:
         """Return everything written as one C{bytes} and empty the buffer."""
-        blocks = self.take_blocks()
+        blocks = self.take_sized()[0]
         if len(blocks) == 1:
             return blocks[0]
         return b"".join(blocks)
 
     def take_blocks(self) -> list[bytes]:
         """Return everything written as a list of blocks and empty the buffer."""
+        return self.take_sized()[0]
+
+    def take_sized(self) -> tuple[list[bytes], int]:
+        """
+        Return everything written as a list of blocks, with the bytes in
+        them (counted as they were written: the caller need not count them
+        again), and empty the buffer.
+        """
         size = self._current.tell()
         if not size and not self._blocks:
-            return []
+            return [], 0
         blocks = self._blocks
         if size:
             self._seal(more=False)
+        total = self.sealed
         self._blocks = []
         self.sealed = 0
         if size or self._cap != FIRST_BLOCK:
@@ -146,7 +156,7 @@ class BlockBuffer:
             # Else it is still the empty one the last take started, and is kept.
             self._start_block(io.BytesIO())
         self._cap = FIRST_BLOCK
-        return blocks
+        return blocks, total
 
     def _seal(self, more: bool = True) -> None:
         """Seal the current block; C{more}: output goes on after it (else the caller starts the next block)."""

@@ -27,8 +27,10 @@ a peer that does not read its answers is no longer read from, and the
 memory held for it stays near the mark.  Counting what waits costs a few
 attribute reads, and only for writes the socket did not take at once.
 
-The transport is a hub for small parts, each with one job: an L{Outlet}
-hands flushed blocks to the connection; a L{StreamQueue} keeps streams and
+The transport is a hub for small parts, each with one job: a L{Flusher}
+keeps what every message's send reads and makes the flush (a part because
+this class's C{__getattr__} makes every attribute read on it slow); an
+L{Outlet} hands flushed blocks to the connection; a L{StreamQueue} keeps streams and
 the messages flushed behind them; a L{WriteGate} hears the wrapped
 transport's pauses; a L{ReadGate} decides when the wrapped transport reads;
 L{protocols.sockets} knows Twisted's own socket connections.  None of them
@@ -49,6 +51,7 @@ from zope.interface import directlyProvides, implementer, providedBy
 
 from framing import BlockBuffer
 
+from .flusher import Flusher
 from .forwarding import Forwarded
 from .outlet import Outlet
 from .readgate import ReadGate
@@ -72,7 +75,6 @@ class CoalescingTransport:
     L{pauseProducing} stops the wrapped transport from delivering data, as on
     any Twisted transport.
 
-    @ivar transport: the wrapped transport.
     @ivar buffer: the L{BlockBuffer} that writes wait in; an encoder may
         write into it directly, then call L{flush}.
     @ivar disconnecting: C{True} once L{loseConnection} was called.
@@ -91,25 +93,29 @@ class CoalescingTransport:
     sendHighWater: Forwarded[int | None] = Forwarded("_reading", "high", "Reading stops above it (L{setSendLimits}).")
     sendLowWater: Forwarded[int] = Forwarded("_reading", "low", "Reading starts again at it (L{setSendLimits}).")
     sendBacklogged: Forwarded[bool] = Forwarded("_reading", "backlogged", "Whether too much waits to be sent.")
+    transport: Forwarded[Any] = Forwarded("_flusher", "transport", "The wrapped transport.", settable=True)
+    pendingBytes: Forwarded[int] = Forwarded(
+        "_flusher", "pendingBytes", "The bytes written here that the socket has not taken (L{Flusher.pendingBytes})."
+    )
 
     def __init__(self, transport: Any, readingObserver: Callable[[bool], None] | None = None) -> None:
-        self.transport = transport
         self.buffer = BlockBuffer()
         self.disconnecting = False
         self._gate = WriteGate(self._writingResumed, self._writingStopped)
         self._streams = StreamQueue(self._gate)
         self._reading = ReadGate(readingObserver)
         self._outlet = Outlet(self._gate, self._reading, self._streams)
-        self._closed = False
+        # What every message's send reads is read from here (see protocols.flusher: why a part).
+        self._flusher = Flusher(transport, self.buffer, self._streams, self._outlet, self._reading)
         self._closeSent = False
-        self._holds = 0
         directlyProvides(self, providedBy(transport))
         self.noDelay = setNoDelay(transport)
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names this class does not define: pass them on, as
-        # twisted.protocols.policies.ProtocolWrapper does.
-        if name == "transport":
+        # twisted.protocols.policies.ProtocolWrapper does.  (Not the part that
+        # holds the wrapped transport, when it is not there yet.)
+        if name == "_flusher":
             raise AttributeError(name)
         return getattr(self.transport, name)
 
@@ -136,40 +142,32 @@ class CoalescingTransport:
         and CLOSE), and between L{hold} and L{release} for the write
         L{release} makes.
         """
-        if self._holds:
-            reading = self._reading
+        flusher = self._flusher
+        if flusher.holds:
+            reading = flusher.reading
             high = reading.high
             if high is not None and not reading.backlogged:
-                buffer = self.buffer
+                buffer = flusher.buffer
                 # (len(buffer) written out: this runs for every message sent while a read is handled)
-                if buffer.sealed + buffer.tell() + self._streams.queuedBytes + self._outlet.mayHold > high:
-                    self._checkBacklog()
+                if buffer.sealed + buffer.tell() + flusher.streams.queuedBytes + flusher.outlet.mayHold > high:
+                    flusher.checkBacklog()
             return
-        self.flushNow()
+        flusher.flushNow()
 
     def flushNow(self) -> None:
         """As L{flush}, even during a L{hold}: for a stream's body chunk, which leaves in a write of its own."""
-        blocks = self.buffer.take_blocks()
-        if not blocks:
-            return
-        streams = self._streams
-        if streams.items:
-            streams.addMessage(blocks)
-            high = self._reading.high
-            if high is not None and streams.queuedBytes + self._outlet.mayHold > high:
-                self._checkBacklog()
-        elif self._outlet.write(self.transport, blocks):
-            self._checkBacklog()
+        self._flusher.flushNow()
 
     def hold(self) -> None:
         """Hold flushes back until the matching L{release} (holds nest): what is sent meanwhile shares one write."""
-        self._holds += 1
+        self._flusher.holds += 1
 
     def release(self) -> None:
         """End one L{hold}; the last one flushes what was held."""
-        self._holds -= 1
-        if not self._holds:
-            self.flushNow()
+        flusher = self._flusher
+        flusher.holds -= 1
+        if not flusher.holds:
+            flusher.flushNow()
 
     def discard(self) -> None:
         """Drop everything buffered and not yet flushed."""
@@ -185,7 +183,7 @@ class CoalescingTransport:
             handed to the wrapped transport, or fails with the iterator's
             exception or the reason the connection was lost.
         """
-        if self._closed or self.disconnecting:
+        if self._flusher.closed or self.disconnecting:
             refused: Deferred[None] = Deferred()
             refused.errback(ConnectionDone("the connection is closing; the stream was not sent"))
             return refused
@@ -195,19 +193,14 @@ class CoalescingTransport:
         self._pump()
         return done
 
-    def _write(self, blocks: list[bytes]) -> None:
-        """Hand one queued message or stream unit to the connection (the stream queue's write)."""
-        if self._outlet.write(self.transport, blocks):
-            self._checkBacklog()
-
     def _pump(self) -> None:
         """Write what the stream queue holds while the gate is open; once it is empty, close if asked to."""
-        if self._streams.pump(self._write):
+        if self._streams.pump(self._flusher.writeQueued):
             self._queueDrained()
 
     def _queueDrained(self) -> None:
         self._updateGate()
-        if self.disconnecting and not self._closeSent and not self._closed:
+        if self.disconnecting and not self._closeSent and not self._flusher.closed:
             self._closeSent = True
             self.transport.loseConnection()
 
@@ -218,7 +211,7 @@ class CoalescingTransport:
         # Back-pressure needs the wrapped transport's word that its buffer
         # drained, which it gives only to a producer it paused.
         backPressure = self._reading.high is not None and not self.disconnecting
-        self._gate.switch(self.transport, not self._closed and bool(self._streams.items or backPressure))
+        self._gate.switch(self.transport, not self._flusher.closed and bool(self._streams.items or backPressure))
 
     def _writingResumed(self) -> None:
         self._outlet.drained()
@@ -226,7 +219,7 @@ class CoalescingTransport:
             self.flush()
         self._pump()
         if self._reading.backlogged:
-            self._checkBacklog()
+            self._flusher.checkBacklog()
 
     def _writingStopped(self) -> None:
         # The wrapped transport is gone and has already forgotten the gate.
@@ -234,7 +227,7 @@ class CoalescingTransport:
 
     def _fail(self, reason: BaseException | Failure) -> None:
         """The connection is gone: stop the producer, fail every queued stream."""
-        self._closed = True
+        self._flusher.closed = True
         producer = self._gate.detach()
         if producer is not None:
             producer.stopProducing()
@@ -253,21 +246,12 @@ class CoalescingTransport:
         """
         self._reading.setLimits(high, low, ownBufferSize(self.transport))
         self._updateGate()
-        self._checkBacklog()
-
-    @property
-    def pendingBytes(self) -> int:
-        """The bytes written here that the socket has not taken: buffered, queued, or in the wrapped transport."""
-        return len(self.buffer) + self._streams.queuedBytes + self._outlet.held(self.transport)
+        self._flusher.checkBacklog()
 
     @property
     def bytesSent(self) -> int:
         """Bytes the connection has taken from this transport so far: L{bytesWritten} less what it still holds."""
         return self._outlet.bytesSent(self.transport)
-
-    def _checkBacklog(self) -> None:
-        """Let the read gate decide again, with what waits to be sent now."""
-        self._reading.checkBacklog(self.pendingBytes, self.transport, self._closed)
 
     # -- IConsumer -------------------------------------------------------
 
@@ -280,7 +264,7 @@ class CoalescingTransport:
 
         @raise RuntimeError: if a producer is already registered.
         """
-        if self._closed:  # no producer is left registered once closed
+        if self._flusher.closed:  # no producer is left registered once closed
             producer.stopProducing()
             return
         self._gate.attach(producer, streaming)
@@ -295,11 +279,11 @@ class CoalescingTransport:
 
     def pauseProducing(self) -> None:
         """Stop reading from the connection until L{resumeProducing}."""
-        self._reading.pause(self.transport, self._closed)
+        self._reading.pause(self.transport, self._flusher.closed)
 
     def resumeProducing(self) -> None:
         """Start reading again (once at most the low-water mark waits to be sent, if back-pressure stopped it)."""
-        self._reading.resume(self.transport, self._closed)
+        self._reading.resume(self.transport, self._flusher.closed)
 
     def stopProducing(self) -> None:
         """Stop for good: the wrapped transport drops the connection."""
@@ -339,7 +323,7 @@ class CoalescingTransport:
         C{connectionLost}): queued streams fail with C{reason}, the producer
         is stopped, buffered bytes are dropped.
         """
-        if self._closed:
+        if self._flusher.closed:
             return
         self._fail(reason)
         self._gate.forget()

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from .readgate import ReadGate
-from .sockets import canSendNow, queuedIn, sendNow
+from .sockets import queuedIn, sendNow
 from .streamqueue import StreamQueue
 from .writegate import WriteGate
 
@@ -55,24 +55,24 @@ class Outlet:
     def __repr__(self) -> str:
         return f"<Outlet {self.writeCount} writes, {self.bytesWritten} bytes>"
 
-    def write(self, transport: Any, blocks: list[bytes]) -> bool:
+    def write(self, transport: Any, blocks: list[bytes], size: int) -> bool:
         """
         Hand C{blocks} to the connection (C{transport}, the wrapped one) in one write.
 
+        @param size: the bytes in C{blocks} (the buffer they were taken from
+            counted them as they were written).
         @return: whether back-pressure must decide again: the bound on what
             waits passed the high-water mark, or reading is stopped for
             back-pressure and may start again.
         """
         self.writeCount += 1
-        size = len(blocks[0]) if len(blocks) == 1 else sum(map(len, blocks))
         self.bytesWritten += size
         reading = self._reading
-        if canSendNow(transport):
-            blocks = sendNow(transport, blocks)
-            if not blocks:
-                # The socket took everything, and nothing was queued before.
-                self.mayHold = 0
-                return reading.backlogged
+        blocks = sendNow(transport, blocks, size)
+        if not blocks:
+            # The socket took everything, and nothing was queued before.
+            self.mayHold = 0
+            return reading.backlogged
         if self._gate.paused:
             self.unconfirmed += size
         if len(blocks) == 1:

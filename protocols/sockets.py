@@ -6,8 +6,9 @@ C{_tempDataLen}, C{_writeDisconnected}; a TLS wrapper's C{_appSendBuffer}),
 so that a Twisted upgrade that moves them breaks here and nowhere else.
 Each function costs a few attribute reads (L{sendNow}: one system call);
 none blocks, none raises for a connection it does not know (it answers
-C{None}, 0 or C{False} and the caller takes Twisted's usual path), and
-none keeps a reference to the connection it was given.
+C{None}, 0 or C{False}, or L{sendNow} gives back all it was given, and the
+caller takes Twisted's usual path), and none keeps a reference to the
+connection it was given.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def _loadSocketConnections() -> list[type]:
     return [*classes, unix.Server, unix.Client]
 
 
-# Connections whose sockets sendNow may write to directly (see canSendNow).
+# Connections whose sockets sendNow may write to directly.
 SOCKET_CONNECTIONS: frozenset[type] = frozenset(_loadSocketConnections())
 
 # Buffers given to one sendmsg: within every system's IOV_MAX.
@@ -107,10 +108,13 @@ def setNoDelay(transport: Any) -> bool:
     return True
 
 
-def canSendNow(transport: Any) -> bool:
+def sendNow(transport: Any, blocks: list[bytes], size: int) -> list[bytes]:
     """
-    Whether C{transport} is a plain socket connection of Twisted's own with
-    nothing waiting to be sent, so that bytes can go to the socket at once.
+    Send C{blocks} (C{size} bytes in all) straight to C{transport}'s socket,
+    without blocking, if it is a plain socket connection of Twisted's own
+    with nothing waiting to be sent; return what is left to write the usual
+    way: nothing, what the socket did not take, or all of C{blocks} when the
+    socket cannot be written to directly.
 
     Twisted's own C{write} always waits for the reactor to report the socket
     writable, which costs two C{epoll_ctl} calls and a reactor turn per
@@ -119,9 +123,13 @@ def canSendNow(transport: Any) -> bool:
     Only the exact classes are trusted (their buffer attributes are known),
     never once TLS has started on them, and never when something replaced
     C{write} on the instance (a recorder in a test, say): that write is
-    then the one to call.
+    then the one to call.  An error is left for Twisted to find on its next
+    attempt, so the connection is closed as for any other write.
     """
-    return (
+    # Nothing waits in Twisted's buffer when _tempDataLen is 0 and dataBuffer is empty: FileDescriptor.doWrite
+    # sets it back to b"" once it has sent all of it, so it need not be measured against the offset.  (A
+    # dataBuffer sent to its end and not emptied, if Twisted ever left one, only sends this write its way.)
+    if not (
         type(transport) in SOCKET_CONNECTIONS
         and "write" not in transport.__dict__
         and transport.connected
@@ -129,29 +137,19 @@ def canSendNow(transport: Any) -> bool:
         and not transport._writeDisconnected
         and not transport.TLS
         and not transport._tempDataLen
-        and transport.offset == len(transport.dataBuffer)
-    )
-
-
-def sendNow(transport: Any, blocks: list[bytes]) -> list[bytes]:
-    """
-    Send C{blocks} on C{transport}'s socket without blocking; call only
-    when L{canSendNow} said yes.
-
-    @return: what the socket did not take, to be written the usual way (an
-        error is left for Twisted to find on its next attempt, so the
-        connection is closed as for any other write).
-    """
+        and not transport.dataBuffer
+    ):
+        return blocks
     try:
         if len(blocks) == 1:
             sent = transport.socket.send(blocks[0])
-            if sent == len(blocks[0]):
-                return []  # (the commonest case: one message, taken whole)
         else:
             # Within every system's IOV_MAX; the rest, if any, is written later.
             sent = transport.socket.sendmsg(blocks[:MAX_IOV])
     except OSError:
         return blocks
+    if sent == size:
+        return []  # (the commonest case: taken whole)
     for index, block in enumerate(blocks):
         if sent < len(block):
             rest = blocks[index:]

@@ -71,15 +71,15 @@ class StreamQueue:
         self.items.append(_Stream(iter(units), done))
         return done
 
-    def addMessage(self, blocks: list[bytes]) -> None:
-        """Queue a flushed message's C{blocks}, to be written whole after what is queued already."""
+    def addMessage(self, blocks: list[bytes], size: int) -> None:
+        """Queue a flushed message's C{blocks} (C{size} bytes), to be written whole after what is queued already."""
         self.items.append(blocks)
-        self.queuedBytes += sum(map(len, blocks))
+        self.queuedBytes += size
 
-    def pump(self, write: Callable[[list[bytes]], None]) -> bool:
+    def pump(self, write: Callable[[list[bytes], int], None]) -> bool:
         """
-        Hand queued messages and units to C{write} until nothing waits or
-        the gate is paused.  A call made while pumping (from a write or a
+        Hand queued messages and units to C{write}, each with its size in
+        bytes, until nothing waits or the gate is paused.  A call made while pumping (from a write or a
         Deferred's callback) does nothing: the outer call goes on.
 
         @return: whether this call pumped and left nothing waiting.
@@ -93,14 +93,15 @@ class StreamQueue:
             self._pumping = False
         return not self.items
 
-    def _pumpItems(self, write: Callable[[list[bytes]], None]) -> None:
+    def _pumpItems(self, write: Callable[[list[bytes], int], None]) -> None:
         items, gate = self.items, self._gate
         while items and not gate.paused:
             head = items[0]
             if isinstance(head, list):
                 items.popleft()
-                self.queuedBytes -= sum(map(len, head))
-                write(head)
+                size = sum(map(len, head))
+                self.queuedBytes -= size
+                write(head, size)
                 continue
             try:
                 unit = next(head.units)
@@ -114,12 +115,13 @@ class StreamQueue:
                 continue
             self._writeUnit(unit, write)
 
-    def _writeUnit(self, unit: list[bytes], write: Callable[[list[bytes]], None]) -> None:
+    def _writeUnit(self, unit: list[bytes], write: Callable[[list[bytes], int], None]) -> None:
         buf = self._unitBuffer
         for piece in unit:
             buf.write_piece(piece)
-        if len(buf):
-            write(buf.take_blocks())
+        blocks, size = buf.take_sized()
+        if blocks:
+            write(blocks, size)
         self._gate.unitWritten()
 
     def abandon(self, reason: BaseException | Failure) -> None:

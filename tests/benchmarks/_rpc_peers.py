@@ -350,15 +350,11 @@ class TwistedFloorServer(Protocol):
 
     def _send(self, data: bytes) -> None:
         """One C{send} straight to the socket when nothing waits in Twisted's buffer, as chunkwire's Outlet does."""
-        from protocols.sockets import canSendNow, sendNow
+        from protocols.sockets import sendNow
 
-        transport = self.transport
-        if canSendNow(transport):
-            rest = sendNow(transport, [data])
-            if not rest:
-                return
-            data = rest[0]
-        transport.write(data)
+        rest = sendNow(self.transport, [data], len(data))
+        if rest:
+            self.transport.write(rest[0])
 
 
 def twistedFloorFactory() -> Factory:

@@ -65,12 +65,42 @@ class BlockBufferTests(SynchronousTestCase):
         self.assertTrue(all(type(block) is bytes and block for block in blocks))
         self.assertEqual(b"".join(blocks), b"".join(pieces))
 
+    @settings(max_examples=150, deadline=None)
+    @given(
+        sizes=st.lists(piece_sizes, max_size=25),
+        methods=st.lists(st.sampled_from(["write", "write_piece", "seal"]), min_size=25, max_size=25),
+    )
+    def test_take_sized_counts_what_it_takes(self, sizes: list[int], methods: list[str]) -> None:
+        """take_sized() returns the blocks take_blocks() would, and their length: what len() said before."""
+        taken: list[list[bytes]] = []
+        for take in ("take_blocks", "take_sized"):
+            buf = BlockBuffer()
+            for i, size in enumerate(sizes):
+                piece = make_piece(size, i)
+                if methods[i] == "write_piece":
+                    buf.write_piece(piece)
+                else:
+                    buf.write(piece)
+                    if methods[i] == "seal":
+                        buf.seal_if_full()
+            written = len(buf)
+            if take == "take_sized":
+                blocks, size = buf.take_sized()
+                self.assertEqual(size, written)
+                self.assertEqual(size, sum(map(len, blocks)))
+            else:
+                blocks = buf.take_blocks()
+            taken.append(blocks)
+            self.assertEqual((len(buf), buf.take_sized()), (0, ([], 0)))
+        self.assertEqual(taken[0], taken[1])
+
     def test_empty(self) -> None:
-        """A new buffer has length 0 and takes as b"" or as an empty list."""
+        """A new buffer has length 0 and takes as b"", as an empty list, or as an empty list of no bytes."""
         buf = BlockBuffer()
         self.assertEqual(len(buf), 0)
         self.assertEqual(buf.take(), b"")
         self.assertEqual(buf.take_blocks(), [])
+        self.assertEqual(buf.take_sized(), ([], 0))
 
     def test_large_piece_kept_by_reference(self) -> None:
         """A bytes piece of at least LARGE_PIECE bytes becomes a block of its own, the same object."""

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
+from twisted.internet import tcp
 from twisted.internet.error import ConnectionDone
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
@@ -62,6 +63,16 @@ def units(*items: bytes, seen: list[bytes] | None = None) -> Iterator[list[bytes
         yield [item]
 
 
+def recording(written: list[list[bytes]]) -> Callable[[list[bytes], int], None]:
+    """A stream queue's write that notes each write's blocks, once it has checked the size it came with."""
+
+    def write(blocks: list[bytes], size: int) -> None:
+        assert size == sum(map(len, blocks)), (blocks, size)
+        written.append(blocks)
+
+    return write
+
+
 class StreamQueueTests(SynchronousTestCase):
     """Streams and the messages behind them leave in order, one unit per write, only while the gate is open."""
 
@@ -70,9 +81,9 @@ class StreamQueueTests(SynchronousTestCase):
         queue = StreamQueue(newGate())
         written: list[list[bytes]] = []
         done = queue.addStream(units(b"open", b"chunk", b"close"))
-        queue.addMessage([b"after"])
+        queue.addMessage([b"after"], 5)
         self.assertEqual(queue.queuedBytes, 5)
-        self.assertTrue(queue.pump(written.append))
+        self.assertTrue(queue.pump(recording(written)))
         self.assertEqual(written, [[b"open"], [b"chunk"], [b"close"], [b"after"]])
         self.assertIsNone(self.successResultOf(done))
         self.assertEqual(queue.queuedBytes, 0)
@@ -84,7 +95,7 @@ class StreamQueueTests(SynchronousTestCase):
         queue = StreamQueue(gate)
         seen: list[bytes] = []
         queue.addStream(units(b"a", b"b", seen=seen))
-        self.assertFalse(queue.pump(lambda blocks: None))
+        self.assertFalse(queue.pump(lambda blocks, size: None))
         self.assertEqual(seen, [])
         self.assertTrue(queue.items)
 
@@ -97,10 +108,10 @@ class StreamQueueTests(SynchronousTestCase):
         queue = StreamQueue(gate)
         written: list[list[bytes]] = []
         queue.addStream(units(b"a", b"b"))
-        queue.pump(written.append)
+        queue.pump(recording(written))
         self.assertEqual(written, [[b"a"]])
         gate.resumeProducing()
-        queue.pump(written.append)
+        queue.pump(recording(written))
         self.assertEqual(written, [[b"a"], [b"b"]])
 
     def test_reentrantPumpDoesNothing(self) -> None:
@@ -109,7 +120,7 @@ class StreamQueueTests(SynchronousTestCase):
         written: list[list[bytes]] = []
         inner: list[bool] = []
 
-        def write(blocks: list[bytes]) -> None:
+        def write(blocks: list[bytes], size: int) -> None:
             written.append(blocks)
             inner.append(queue.pump(write))
 
@@ -128,8 +139,8 @@ class StreamQueueTests(SynchronousTestCase):
         queue = StreamQueue(newGate())
         written: list[list[bytes]] = []
         done = queue.addStream(broken())
-        queue.addMessage([b"next"])
-        queue.pump(written.append)
+        queue.addMessage([b"next"], 4)
+        queue.pump(recording(written))
         self.failureResultOf(done, ValueError)
         self.assertEqual(written, [[b"a"], [b"next"]])
 
@@ -139,7 +150,7 @@ class StreamQueueTests(SynchronousTestCase):
         gate.paused = True
         queue = StreamQueue(gate)
         first, second = queue.addStream(units(b"a")), queue.addStream(units(b"b"))
-        queue.addMessage([b"message"])
+        queue.addMessage([b"message"], 7)
         queue.abandon(ConnectionDone("gone"))
         self.failureResultOf(first, ConnectionDone)
         self.failureResultOf(second, ConnectionDone)
@@ -150,7 +161,7 @@ class StreamQueueTests(SynchronousTestCase):
         queue = StreamQueue(newGate())
         seen: list[bytes] = []
         done = queue.addStream(units(b"a", b"b", b"c", seen=seen))
-        queue.pump(lambda blocks: queue.abandon(ConnectionDone("abandoned")))
+        queue.pump(lambda blocks, size: queue.abandon(ConnectionDone("abandoned")))
         self.assertEqual(seen, [b"a"])
         self.failureResultOf(done, ConnectionDone)
 
@@ -287,8 +298,8 @@ class OutletTests(SynchronousTestCase):
         """One block is one write, several are one writeSequence; writes and bytes are counted."""
         outlet = self.outlet()[0]
         wrapped = RecordingTransport()
-        outlet.write(wrapped, [b"one"])
-        outlet.write(wrapped, [b"two", b"three"])
+        outlet.write(wrapped, [b"one"], 3)
+        outlet.write(wrapped, [b"two", b"three"], 8)
         self.assertEqual(wrapped.writes, [b"one", b"twothree"])
         self.assertEqual((outlet.writeCount, outlet.bytesWritten), (2, 11))
 
@@ -296,17 +307,17 @@ class OutletTests(SynchronousTestCase):
         """write() says back-pressure must decide again only once the bound passes the high-water mark."""
         outlet, _, reading, _ = self.outlet()
         wrapped = StringTransport()
-        self.assertFalse(outlet.write(wrapped, [b"x" * 100]))
+        self.assertFalse(outlet.write(wrapped, [b"x" * 100], 100))
         reading.setLimits(150, 0, 0)
-        self.assertFalse(outlet.write(wrapped, [b"x" * 100]))
-        self.assertTrue(outlet.write(wrapped, [b"x" * 100]))
+        self.assertFalse(outlet.write(wrapped, [b"x" * 100], 100))
+        self.assertTrue(outlet.write(wrapped, [b"x" * 100], 100))
 
     def test_heldRestartsTheBound(self) -> None:
         """held() counts what a transport that cannot say holds as what was written to it while paused."""
         outlet, gate, _, _ = self.outlet()
         wrapped = StringTransport()
         gate.paused = True
-        outlet.write(wrapped, [b"x" * 30])
+        outlet.write(wrapped, [b"x" * 30], 30)
         self.assertEqual((outlet.held(wrapped), outlet.mayHold, outlet.bytesSent(wrapped)), (30, 30, 0))
         outlet.drained()
         self.assertEqual((outlet.held(wrapped), outlet.bytesSent(wrapped)), (0, 30))
@@ -361,21 +372,40 @@ class ForwardedTests(SynchronousTestCase):
 
 
 class FakeSocket:
-    """Takes at most C{limit} bytes per send, as a full socket buffer does."""
+    """Takes at most C{limit} bytes per send, as a full socket buffer does; counts its sends."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
+        self.sends = 0
 
     def send(self, data: bytes) -> int:
+        self.sends += 1
         return min(self.limit, len(data))
 
     def sendmsg(self, buffers: list[bytes]) -> int:
+        self.sends += 1
         return min(self.limit, sum(map(len, buffers)))
 
 
 class FakeConnection:
+    """Not one of Twisted's own connections, though it has a socket."""
+
     def __init__(self, limit: int) -> None:
         self.socket = FakeSocket(limit)
+
+
+def socketConnection(limit: int, **state: Any) -> Any:
+    """
+    One of Twisted's own TCP connections (never connected to anything) with nothing waiting to be sent, whose
+    socket takes at most C{limit} bytes per send; C{state} sets its attributes (C{dataBuffer}, C{TLS}, ...).
+    """
+    connection = tcp.Server.__new__(tcp.Server)
+    connection.socket = FakeSocket(limit)
+    connection.connected = 1
+    connection._tempDataLen = 0
+    for name, value in state.items():
+        setattr(connection, name, value)
+    return connection
 
 
 class SocketsTests(SynchronousTestCase):
@@ -383,16 +413,46 @@ class SocketsTests(SynchronousTestCase):
 
     def test_sendNowReturnsTheRest(self) -> None:
         """What the socket did not take comes back, starting inside the block it stopped in."""
-        self.assertEqual(sockets.sendNow(FakeConnection(5), [b"abc", b"defg"]), [b"fg"])
-        self.assertEqual(sockets.sendNow(FakeConnection(3), [b"abc", b"defg"]), [b"defg"])
-        self.assertEqual(sockets.sendNow(FakeConnection(100), [b"abc"]), [])
-        self.assertEqual(sockets.sendNow(FakeConnection(3), [b"abc"]), [])
-        self.assertEqual(sockets.sendNow(FakeConnection(2), [b"abc"]), [b"c"])
-        self.assertEqual(sockets.sendNow(FakeConnection(0), [b"abc"]), [b"abc"])
+        self.assertEqual(sockets.sendNow(socketConnection(5), [b"abc", b"defg"], 7), [b"fg"])
+        self.assertEqual(sockets.sendNow(socketConnection(3), [b"abc", b"defg"], 7), [b"defg"])
+        self.assertEqual(sockets.sendNow(socketConnection(100), [b"abc", b"defg"], 7), [])
+        self.assertEqual(sockets.sendNow(socketConnection(100), [b"abc"], 3), [])
+        self.assertEqual(sockets.sendNow(socketConnection(3), [b"abc"], 3), [])
+        self.assertEqual(sockets.sendNow(socketConnection(2), [b"abc"], 3), [b"c"])
+        self.assertEqual(sockets.sendNow(socketConnection(0), [b"abc"], 3), [b"abc"])
 
     def test_onlyTwistedSockets(self) -> None:
-        """Only Twisted's own socket connections are written to directly."""
-        self.assertFalse(sockets.canSendNow(StringTransport()))
+        """Only Twisted's own socket connections are written to directly: any other gets all of its blocks back."""
+        transport = StringTransport()
+        self.assertEqual(sockets.sendNow(transport, [b"abc"], 3), [b"abc"])
+        self.assertEqual(transport.value(), b"")
+        other = FakeConnection(100)
+        self.assertEqual(sockets.sendNow(other, [b"abc", b"d"], 4), [b"abc", b"d"])
+        self.assertEqual(other.socket.sends, 0)
+
+    def test_onlyWhenNothingWaits(self) -> None:
+        """
+        A connection that is closing, under TLS, with a write of its own, or with anything waiting in Twisted's
+        buffers gets all of its blocks back, its socket untouched; one with nothing waiting sends.
+        """
+        notNow = [
+            {"connected": 0},
+            {"disconnecting": True},
+            {"_writeDisconnected": True},
+            {"TLS": True},
+            {"write": lambda data: None},
+            {"_tempDataLen": 5},
+            {"dataBuffer": b"waiting"},
+            {"dataBuffer": b"waiting", "offset": 3},
+            # Sent to its end but not yet emptied (Twisted empties it at once): the usual way, to be safe.
+            {"dataBuffer": b"sent", "offset": 4},
+        ]
+        for state in notNow:
+            connection = socketConnection(100, **state)
+            self.assertEqual((sockets.sendNow(connection, [b"abc"], 3), connection.socket.sends), ([b"abc"], 0))
+        # Twisted's state once it has sent everything: dataBuffer b"" at offset 0.
+        connection = socketConnection(100, dataBuffer=b"", offset=0)
+        self.assertEqual((sockets.sendNow(connection, [b"abc"], 3), connection.socket.sends), ([], 1))
 
     def test_ownBufferSizeThroughWrappers(self) -> None:
         """A wrapper's buffer size is the one of the transport it wraps; 0 if none says."""
@@ -436,7 +496,7 @@ class HotPathTests(SynchronousTestCase):
             transport.write(b"message")
             transport.flush()
 
-        self.assertEqual(protocolsCalls(send), ["write", "flush", "flushNow", "write", "canSendNow"])
+        self.assertEqual(protocolsCalls(send), ["write", "flush", "flushNow", "write", "sendNow"])
 
     def test_heldWriteCalls(self) -> None:
         """A message sent during a hold makes seven calls in protocols/, as before the split."""
@@ -449,6 +509,50 @@ class HotPathTests(SynchronousTestCase):
             transport.flush()
             transport.release()
 
-        expected = ["hold", "write", "flush", "release", "flushNow", "write", "canSendNow"]
+        expected = ["hold", "write", "flush", "release", "flushNow", "write", "sendNow"]
         self.assertEqual(protocolsCalls(send), expected)
+        self.assertEqual(transport.writeCount, 1)
+
+    def test_directSendCalls(self) -> None:
+        """
+        On a socket connection of Twisted's own with nothing waiting, a held message reaches the socket in one
+        send, and the one call into protocols.sockets both decides that it may and sends.
+        """
+        connection = socketConnection(1 << 20)
+        transport = CoalescingTransport(connection)
+        transport.setSendLimits(4 << 20, 1 << 20)
+
+        def send() -> None:
+            transport.hold()
+            transport.write(b"message")
+            transport.flush()
+            transport.release()
+
+        expected = ["hold", "write", "flush", "release", "flushNow", "write", "sendNow"]
+        self.assertEqual(protocolsCalls(send), expected)
+        self.assertEqual((transport.writeCount, transport.bytesWritten, connection.socket.sends), (1, 7, 1))
+        self.assertEqual(connection._tempDataLen, 0)
+
+    def test_fewReadsOfTheTransportItself(self) -> None:
+        """
+        A message sent during a hold reads the coalescing transport itself (whose __getattr__ makes each read
+        slow) once per method called on it, for its Flusher, and once for the buffer: the rest is read there.
+        """
+        read: list[str] = []
+
+        class Watched(CoalescingTransport):
+            def __getattribute__(self, name: str) -> Any:
+                read.append(name)
+                return super().__getattribute__(name)
+
+        transport = Watched(socketConnection(1 << 20))
+        transport.setSendLimits(4 << 20, 1 << 20)
+        transport.hold()
+        transport.hold()
+        transport.release()
+        del read[:]
+        transport.buffer.write_piece(b"message")
+        transport.flush()
+        transport.release()
+        self.assertEqual(read, ["buffer", "flush", "_flusher", "release", "_flusher"])
         self.assertEqual(transport.writeCount, 1)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from twisted.internet import tcp
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
@@ -48,27 +49,53 @@ class Echo(rpc.Referenceable):
         return value
 
 
+class RecordingSocket:
+    """A socket stand-in that takes whole whatever it is sent, and keeps it."""
+
+    def __init__(self) -> None:
+        self.sent = bytearray()
+        self.sends = 0
+
+    def send(self, data: bytes) -> int:
+        self.sends += 1
+        self.sent += data
+        return len(data)
+
+    def value(self) -> bytes:
+        """What it was sent and has not forgotten (as C{StringTransport.value})."""
+        return bytes(self.sent)
+
+    def clear(self) -> None:
+        """Forget what it was sent."""
+        self.sent.clear()
+
+
 class ServedCallTests(SynchronousTestCase):
     """A read holding one plain CALL, on a server connection as C{serve} makes it (guarded, no interceptors)."""
+
+    def makeTransport(self) -> tuple[Any, Any]:
+        """The transport to serve on, and where what it sends is found (with C{value} and C{clear})."""
+        transport = StringTransport()
+        return transport, transport
 
     def setUp(self) -> None:
         clock = Clock()
         self.connection = BrokerFactory(Echo(), clock=clock, guard=DEFAULT_GUARD).buildProtocol(None)
-        self.transport = StringTransport()
+        self.transport, self.sent = self.makeTransport()
         self.connection.makeConnection(self.transport)
         self.connection.dataReceived(PREAMBLE)
         clock.advance(0)
         self.session: ClientSession[int] = ClientSession("test")
-        self.session.receive(self.transport.value())
-        self.transport.clear()
+        self.session.receive(self.sent.value())
+        self.sent.clear()
         self.call(0)  # (the first answer of its kind finds how to encode it; the rest do not)
 
     def call(self, number: int) -> list[str]:
         """Make call C{number} (C{echo(42)}); the functions the server's read of it ran."""
         _, data = self.session.call(number, ROOT_ID, "echo", (42,), {})
         called = calledIn(lambda: self.connection.dataReceived(data))
-        self.assertEqual(self.session.receive(self.transport.value()), [(number, 42, None)])
-        self.transport.clear()
+        self.assertEqual(self.session.receive(self.sent.value()), [(number, 42, None)])
+        self.sent.clear()
         return called
 
     @needs_compiled
@@ -86,7 +113,7 @@ class ServedCallTests(SynchronousTestCase):
             *("objectReceived", "callReceived", "check", "_sendAnswer"),
             *("sendObject", "tokens", "write_piece", "flush"),
             "dataRead",
-            *("release", "flushNow", "take_blocks", "write", "canSendNow"),
+            *("release", "flushNow", "take_sized", "write", "sendNow"),
         ]
         for number in range(1, 4):
             self.assertEqual(self.call(number), expected)
@@ -109,6 +136,27 @@ class ServedCallTests(SynchronousTestCase):
             self.connection.dataReceived(data)
         finally:
             sys.setprofile(None)
-        self.assertEqual(self.session.receive(self.transport.value()), [(1, 42, None)])
+        self.assertEqual(self.session.receive(self.sent.value()), [(1, 42, None)])
         self.assertIn(protocols.rpc.answering.__file__, files)
         self.assertEqual([name for name in files if name.endswith(unused)], [])
+
+
+class DirectlySentCallTests(ServedCallTests):
+    """
+    The same, on a connection of Twisted's own whose socket takes everything: each answer leaves in one send
+    straight to the socket, and deciding that it may costs no call of its own (the list above ends with sendNow).
+    """
+
+    def makeTransport(self) -> tuple[Any, Any]:
+        connection = tcp.Server.__new__(tcp.Server)  # (never connected: only its socket is written to)
+        connection.socket = RecordingSocket()
+        connection.connected = 1
+        connection._tempDataLen = 0
+        return connection, connection.socket
+
+    def test_oneSendPerAnswer(self) -> None:
+        """Each call's answer is one send to the socket."""
+        sends = self.sent.sends
+        self.call(1)
+        self.call(2)
+        self.assertEqual(self.sent.sends, sends + 2)
