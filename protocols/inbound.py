@@ -52,7 +52,7 @@ class Inbound:
         transport = protocol.transport
         transport.hold()
         try:
-            self._decode(data, arrived=True)
+            self._decode(data, True)  # (arrived: positional, so that 3.11 specializes the call)
         finally:
             self._inRead = False
             transport.release()
