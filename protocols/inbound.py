@@ -108,6 +108,7 @@ class Inbound:
     def _controlEvents(self) -> int:
         """Answer the PINGs and take the PONGs the decoder read; return how many bytes their tokens took."""
         protocol = self.protocol
+        controlBytes: int
         pongs, controlBytes = protocol.pings.controlEvents(protocol.decoder.control_events)
         self.controlBytesReceived += controlBytes
         if pongs:

@@ -12,9 +12,9 @@ from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
 import framing
-import protocols
 import framing.decoder
 import framing.scanner
+import protocols
 import protocols.guard
 import protocols.inbound
 import protocols.rpc.answering
@@ -127,7 +127,7 @@ class ServedCallTests(SynchronousTestCase):
             _, data = self.session.call(number, ROOT_ID, "echo", (42,), {})
             called: list[tuple[str, str]] = []
 
-            def profile(frame: FrameType, event: str, arg: Any) -> None:
+            def profile(frame: FrameType, event: str, arg: Any, called: list[tuple[str, str]] = called) -> None:
                 where = frame.f_code.co_filename
                 if event == "c_call" and where in receiving:
                     called.append((where.rsplit("/", 1)[1][: -len(".py")], arg.__name__))
