@@ -202,7 +202,8 @@ class Decoder:
             objects this C{data} completed before the break are on the
             error's C{results}.
         """
-        if self._take_body(data):
+        # (between top-level objects no body is in progress: nothing to take, and the commonest read asks nothing)
+        if not self.at_boundary and self._take_body(data):
             # The middle of a long whole body: one copy, the whole per-chunk cost of a large value.
             self.at_boundary = False
             return []

@@ -342,11 +342,14 @@ class TokenScanner:
                 # only what they leave (a partial token, a body's start)
                 # goes into the chain.
                 compiled = self._compiled
-                if compiled is not None and compiled.fast_objects and compiled.accepts_all:
+                # (the reader read once, into a local: a call through the instance's attribute is one that
+                # Python 3.11 does not specialize)
+                fast = compiled.fast_objects if compiled is not None and compiled.accepts_all else None
+                if fast is not None:
                     # Whole objects of built-in kinds read in one C call first: a chunk of
                     # nothing else (a small RPC message) is then done, with no scan set up.
                     try:
-                        pos = compiled.fast_objects(data, 0)
+                        pos = fast(data, 0)
                     except BaseException:
                         self._chain.append(data)  # (kept unread, as _scan_chunk keeps it)
                         raise

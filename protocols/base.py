@@ -94,7 +94,7 @@ class TokenProtocol(Protocol):
     @cvar logPolicy: the L{LogPolicy}: how many refusals and failures of one
         connection are logged in full, and how many refusals drop it.
     @ivar inbound: the L{Inbound} that takes reads to the receiver (and
-        counts the objects and control bytes received).
+        counts the control bytes received; the decoder counts the objects).
     @ivar observers: the L{IConnectionObserver}s (see L{addObserver}).
     @ivar pings: the connection's L{Pings} (PINGs in flight).
     @ivar guard: the L{protocols.guard.ConnectionGuard} watching it, if any.

@@ -265,9 +265,12 @@ class ConnectionGuard:
         self._sendWaitingSince: float | None = None
         self._backloggedAt: float | None = None
         self._connected = self._lastByte = self._lastObject = clock.seconds()
+        # The connection's decoder, read on every read: held here, as the proxy's reads cost several plain ones.
+        self._decoder: Any = None
 
     def connectionStarted(self, protocol: Any) -> None:
         """Start the clocks, count the connection, and refuse it if too many are up."""
+        self._decoder = self.protocol.decoder  # (made before the connection starts, and kept for its life)
         now = self.clock.seconds()
         self._connected = self._lastByte = self._lastObject = now
         counter, protocol = self.counter, self.protocol
@@ -303,27 +306,29 @@ class ConnectionGuard:
         arrive: bytes held while reading is paused belong to no object yet.
         PINGs and PONGs between an object's tokens keep the connection alive;
         they are not progress of it.  (One method for both, so that the
-        commonest read is one call with one look at the clock.)
+        commonest read is one call with one look at the clock.)  A dropped
+        connection is judged no more: its object in progress is not followed.
         """
         now = None
         if arrived:
             self._lastByte = now = self.clock.seconds()
             self._received += length
-        protocol = self.protocol
-        if protocol.failure is not None:
-            return
-        progress = length - controlBytes
         if completed:
             self._lastObject = self.clock.seconds() if now is None else now
             counter = self.counter
             # (a connection already the most recently active, as one busy connection's every read finds, moves nothing)
             if counter is not None and self._host is not None and counter.latest is not self:
                 counter.touched(self)
-        if protocol.decoder.at_boundary or self._received <= len(PREAMBLE):
+        if self._decoder.at_boundary or self._received <= len(PREAMBLE):
             # (A partial preamble is the preamble rule's business.)
             self._objectStart = None
             self._objectBytes = 0
             return
+        # (Asked only here, of the protocol's proxy: above, a dropped connection's clocks move, which no rule
+        # reads once it is dropped, and it moves in the counter's order of activity, where idleFor skips it.)
+        if self.protocol.failure is not None:
+            return
+        progress = length - controlBytes
         if completed:
             # Objects ended in this read: the one in progress began after
             # them, in at most this read's bytes.

@@ -26,8 +26,6 @@ class Inbound:
     The receive side of one L{protocols.TokenProtocol}.
 
     @ivar paused: whether delivery is paused.
-    @ivar objectsDecoded: top-level objects (and refusals) completed so far,
-        delivered or not.
     @ivar controlBytesReceived: bytes of PING and PONG tokens received so far.
     @ivar held: the L{HeldInput} kept while paused.
     """
@@ -35,7 +33,6 @@ class Inbound:
     def __init__(self, protocol: Any) -> None:
         self.protocol = protocol
         self.paused = False
-        self.objectsDecoded = 0
         self.controlBytesReceived = 0
         self.held = HeldInput()
         self._inRead = False
@@ -55,7 +52,7 @@ class Inbound:
         transport = protocol.transport
         transport.hold()
         try:
-            self._decode(data, arrived=True)
+            self._decode(data, True)  # (arrived: positional, so that 3.11 specializes the call)
         finally:
             self._inRead = False
             transport.release()
@@ -68,7 +65,6 @@ class Inbound:
         """
         protocol = self.protocol
         decoder = protocol.decoder
-        completed, control = decoder.objects_completed, self.controlBytesReceived
         try:
             results = decoder.feed(data)
         except ProtocolError as error:
@@ -80,9 +76,7 @@ class Inbound:
             self.dispatch(getattr(error, "results", ()))
             protocol.failConnection(error)
             return
-        self.objectsDecoded += len(results)
-        if decoder.control_events:
-            self._controlEvents()
+        controlBytes = self._controlEvents() if decoder.control_events else 0
         receiver = protocol.receiver
         for index, obj in enumerate(results):
             if self.paused:
@@ -94,11 +88,8 @@ class Inbound:
                 receiver.objectReceived(obj)
         observers = protocol.observers
         if observers:
-            length, done, controlBytes = (
-                len(data),
-                decoder.objects_completed - completed,
-                self.controlBytesReceived - control,
-            )
+            # (the objects this read completed are the decoder's count of them: the results, refusals included)
+            length, done = len(data), len(results)
             for observer in observers:
                 if arrived:
                     observer.dataRead(length, done, controlBytes)
@@ -114,13 +105,16 @@ class Inbound:
             else:
                 receiver.objectReceived(obj)
 
-    def _controlEvents(self) -> None:
+    def _controlEvents(self) -> int:
+        """Answer the PINGs and take the PONGs the decoder read; return how many bytes their tokens took."""
         protocol = self.protocol
+        controlBytes: int
         pongs, controlBytes = protocol.pings.controlEvents(protocol.decoder.control_events)
         self.controlBytesReceived += controlBytes
         if pongs:
             protocol.transport.writeSequence(pongs)
             protocol.transport.flush()
+        return controlBytes
 
     def _hold(self, data: bytes) -> None:
         self.held.holdRead(data)

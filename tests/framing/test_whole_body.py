@@ -19,6 +19,7 @@ from framing import Decoder, ProtocolError, dumps
 from framing.errors import TruncatedStream
 from framing.limits import MiB
 from framing.scanner import _FIRST_CAPACITY, WholeBody
+from framing.wire import PREAMBLE
 
 from .test_cores import COMPILED, core
 
@@ -187,3 +188,36 @@ class DecoderFastPathTests(SynchronousTestCase):
             with self.assertRaises(ProtocolError) as again:
                 decoder.feed(b"x" * 1000)
             self.assertIs(again.exception, first.exception)
+
+    def test_boundary_asks_no_body(self) -> None:
+        """
+        A read that begins between top-level objects does not ask the whole
+        body (nothing can be in progress); one inside a long body does, and
+        takes it.  The stream decodes the same either way, on both cores.
+        """
+        payload = random.Random(5).randbytes(100_000)
+        wire = dumps(1) + dumps(payload)[len(PREAMBLE) :] + dumps("end")[len(PREAMBLE) :]
+        small = len(dumps(1))
+        chunks = [wire[:small], *(wire[at : at + 4096] for at in range(small, len(wire), 4096))]
+        for module in self.cores():
+            with core(module):
+                decoder = Decoder()
+            asked: list[tuple[bool, bool]] = []  # (at a boundary before the read, what take_body answered)
+            take = decoder._take_body
+
+            def counting(data: bytes, take: Any = take, asked: Any = asked, decoder: Any = decoder) -> bool:
+                taken: bool = take(data)
+                asked.append((decoder.at_boundary, taken))
+                return taken
+
+            decoder._take_body = counting
+            results = []
+            for chunk in chunks:
+                boundary = decoder.at_boundary
+                before = len(asked)
+                results += decoder.feed(chunk)
+                if boundary:
+                    self.assertEqual(len(asked), before, module)
+            self.assertEqual(results, [1, payload, "end"], module)
+            self.assertTrue(any(taken for _, taken in asked), module)  # (the middle chunks, in one call each)
+            self.assertTrue(decoder.at_boundary, module)

@@ -60,6 +60,13 @@ class _Connection:
         self.protocol.connectionLost(self.protocol.failure or Exception("closed"))
 
 
+class _NoAttributes:
+    """Stands for a protocol whose every attribute read fails."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"read {name!r} of the protocol")
+
+
 class GuardTests(SynchronousTestCase):
     """Each guard rule drops exactly the connections it should, at the right time."""
 
@@ -200,6 +207,41 @@ class GuardTests(SynchronousTestCase):
         connection = _Connection(self.clock, policy)
         connection.protocol.dataReceived(PREAMBLE + encode_header(BYTES, 5000) + b"z" * 1200)
         self.assertEqual(connection.dropped(), "object-too-large")
+
+    def test_droppedMidReadNotFollowed(self) -> None:
+        """
+        A read whose first object makes the application drop the connection, and which then begins another
+        object, leaves the guard's timer where it was: a dropped connection's object in progress is not followed.
+        """
+        connection = _Connection(self.clock)
+        connection.protocol.dataReceived(PREAMBLE)
+        connection.protocol.objectReceived = lambda obj: connection.protocol.dropConnection(GuardError("app", "no"))
+        timers = [call.getTime() for call in self.clock.getDelayedCalls()]
+        self.assertEqual(len(timers), 1)
+        connection.protocol.dataReceived(tokenBytes(dumps(1)) + encode_header(BYTES, 1000) + b"x" * 10)
+        self.assertEqual(connection.dropped(), "app")
+        self.assertEqual([call.getTime() for call in self.clock.getDelayedCalls()], timers)  # (no stall deadline)
+        self.clock.advance(POLICY.stallTimeout + 1)
+        self.assertEqual(connection.dropped(), "app")
+
+    def test_readsBetweenObjectsAskNothingOfTheProtocol(self) -> None:
+        """
+        A read that ends between objects reads nothing of the protocol through the guard's proxy (each such
+        read costs several plain ones): the decoder's boundary is read from the guard's own reference to it.
+        """
+        connection = _Connection(self.clock)
+        connection.protocol.dataReceived(PREAMBLE)
+        watcher = connection.protocol.guard
+        proxy, watcher.protocol = watcher.protocol, _NoAttributes()
+        try:
+            connection.protocol.dataReceived(tokenBytes(dumps(1)) + tokenBytes(dumps("two")))
+        finally:
+            watcher.protocol = proxy
+        self.assertIsNone(connection.dropped())
+        self.assertTrue(connection.transport.value().endswith(tokenBytes(dumps(1)) + tokenBytes(dumps("two"))))
+        connection.protocol.dataReceived(encode_header(BYTES, 1000) + b"x" * 10)  # (in progress: followed)
+        self.clock.advance(POLICY.stallTimeout + 0.5)
+        self.assertEqual(connection.dropped(), "stalled")
 
     def test_timerCancelledOnLoss(self) -> None:
         """A lost connection leaves no timer behind."""

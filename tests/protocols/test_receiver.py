@@ -13,7 +13,7 @@ from zope.interface.verify import verifyObject
 from framing import Decoder, EncodingError, Limits, Registry, Violation, dumps
 from framing.outgoing import Outgoing
 from framing.slicing.interfaces import ISlicer
-from framing.wire import PREAMBLE
+from framing.wire import PING, PONG, PREAMBLE, encode_header
 from protocols import TokenProtocol
 from protocols.config import ConnectionConfig
 from protocols.interfaces import IConnectionObserver, IObjectReceiver, IObjectSender
@@ -178,6 +178,36 @@ class ObserverTests(SynchronousTestCase):
         protocol.dataReceived(data)
         protocol.connectionLost(Failure(ConnectionError()))
         self.assertEqual(observer.calls, [("started",), ("read", len(data), 2, 0), ("ended",)])
+
+    def test_observerCountsWhatTheReadCompleted(self) -> None:
+        """
+        A read's dataRead counts the objects it completed, refusals and objects held back by a pause in the
+        middle of it included, and the bytes of its PINGs and PONGs; the next read counts only its own.
+        """
+        observer = Observer()
+        receiver = Receiver()
+        protocol = TokenProtocol(receiver=receiver, limits=Limits(max_string_length=4))
+        protocol.addObserver(observer)
+        protocol.makeConnection(RecordingTransport())
+        original = receiver.objectReceived
+
+        def pausing(obj: Any) -> None:
+            original(obj)
+            if obj == 1:
+                protocol.transport.pauseProducing()
+
+        receiver.objectReceived = pausing  # type: ignore[method-assign]
+        ping, pong = encode_header(PING, 7), encode_header(PONG, 9)
+        data = PREAMBLE + ping + tokenBytes(dumps(1)) + tokenBytes(dumps("too long")) + pong + tokenBytes(dumps(2))
+        protocol.dataReceived(data)
+        self.assertEqual(observer.calls[-1], ("read", len(data), 3, len(ping) + len(pong)))
+        self.assertEqual(receiver.events[1:], [("object", 1)])
+        protocol.transport.resumeProducing()
+        self.assertEqual(receiver.events[1:], [("object", 1), ("refused", "body-too-large"), ("object", 2)])
+        more = tokenBytes(dumps(3))
+        protocol.dataReceived(more)
+        self.assertEqual(observer.calls[-1], ("read", len(more), 1, 0))
+        self.assertEqual(protocol.inbound.controlBytesReceived, len(ping) + len(pong))
 
     def test_observerSeesHeldReadsTwice(self) -> None:
         """A read held while reading is paused is told as it arrives, and again once it is decoded on resuming."""

@@ -13,8 +13,13 @@ from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
 import framing
+import framing.decoder
+import framing.scanner
 import protocols
+import protocols.guard
+import protocols.inbound
 import protocols.rpc.answering
+import protocols.rpc.broker
 from framing.rpc.session import ClientSession
 from framing.rpc.wire import ROOT_ID
 from framing.wire import PREAMBLE
@@ -117,6 +122,51 @@ class ServedCallTests(SynchronousTestCase):
         ]
         for number in range(1, 4):
             self.assertEqual(self.call(number), expected)
+
+    @needs_compiled
+    def test_builtinsOfTheReceiveSide(self) -> None:
+        """
+        With the compiled core, the receive side (from the read to the method call, and the guard) makes these
+        built-in calls and no others: the whole CALL read in one call of the compiled reader, no whole body asked
+        of between objects, no counter read before and after the read, and no clock read but the guard's
+        (through the reactor's C{seconds}, a Python function of this test's clock, not counted here).
+        """
+        receiving = tuple(
+            module.__file__
+            for module in (
+                framing.decoder,
+                framing.scanner,
+                protocols.inbound,
+                protocols.guard,
+                protocols.rpc.broker,
+                protocols.rpc.answering,
+            )
+        )
+        expected = [
+            *(("scanner", "read"), ("scanner", "len")),
+            *(("decoder", "copy"), ("decoder", "clear"), ("decoder", "len")),
+            ("inbound", "isinstance"),
+            *(("answering", "len"), ("answering", "get"), ("answering", "get"), ("answering", "len")),
+            *(("answering", "set"), ("answering", "reset")),
+            *(("inbound", "len"), ("inbound", "len")),
+        ]
+        for number in range(1, 4):
+            _, data = self.session.call(number, ROOT_ID, "echo", (42,), {})
+            called: list[tuple[str, str]] = []
+
+            def profile(frame: FrameType, event: str, arg: Any, called: list[tuple[str, str]] = called) -> None:
+                where = frame.f_code.co_filename
+                if event == "c_call" and where in receiving:
+                    called.append((where.rsplit("/", 1)[1][: -len(".py")], arg.__name__))
+
+            sys.setprofile(profile)
+            try:
+                self.connection.dataReceived(data)
+            finally:
+                sys.setprofile(None)
+            self.assertEqual(self.session.receive(self.transport.value()), [(number, 42, None)])
+            self.transport.clear()
+            self.assertEqual(called, expected)
 
     def test_nothingForWhatTheCallDoesNotUse(self) -> None:
         """
