@@ -164,8 +164,8 @@ class ServedCallTests(SynchronousTestCase):
                 self.connection.dataReceived(data)
             finally:
                 sys.setprofile(None)
-            self.assertEqual(self.session.receive(self.transport.value()), [(number, 42, None)])
-            self.transport.clear()
+            self.assertEqual(self.session.receive(self.sent.value()), [(number, 42, None)])
+            self.sent.clear()
             self.assertEqual(called, expected)
 
     def test_nothingForWhatTheCallDoesNotUse(self) -> None:
