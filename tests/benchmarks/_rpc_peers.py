@@ -113,9 +113,22 @@ of a Twisted server can match thriftpy2 at all (issue 32).  Sequential only; not
 C{--peers chunkwire chunkwire-blocking chunkwire-floor twisted-floor thriftpy2}.
 """
 LABELS[TWISTED_FLOOR] = "floor client, bare Twisted server"
-WITHOUT_TWISTED = (BLOCKING, ASYNCIO, FLOOR, TWISTED_FLOOR)
+CODEC_FLOOR = "twisted-codec"
+"""
+Not chunkwire's server either: the least a Twisted server that reads and writes chunkwire's RPC messages can cost,
+called by the blocking client of L{BLOCKING}.  Its server is a bare C{Protocol}, as L{TWISTED_FLOOR}'s, that
+decodes each read with chunkwire's own L{framing.Decoder} (the compiled reader on the compiled core), calls
+C{echo} for each CALL and encodes its ANSWER with chunkwire's own L{framing.Encoder}, sent with one C{send} as
+L{TWISTED_FLOOR}'s are: no broker, no exports, no constraints, no guard, no coalescing transport
+(L{CodecFloorServer}).  So its round trip against L{TWISTED_FLOOR}'s is what decoding and encoding the two
+messages cost on both sides, and against thriftpy2's whether any Twisted server doing that much can match
+thriftpy2 (issue 32).  Sequential only; not measured by default:
+C{--peers chunkwire-blocking twisted-codec twisted-floor chunkwire-floor thriftpy2}.
+"""
+LABELS[CODEC_FLOOR] = "blocking client, bare Twisted server with chunkwire's codec"
+WITHOUT_TWISTED = (BLOCKING, ASYNCIO, FLOOR, TWISTED_FLOOR, CODEC_FLOOR)
 """The peers whose client process runs no reactor; their server is chunkwire's (the twisted-floor's a bare one)."""
-SEQUENTIAL_ONLY = (FLOOR, TWISTED_FLOOR)
+SEQUENTIAL_ONLY = (FLOOR, TWISTED_FLOOR, CODEC_FLOOR)
 """The peers measured with one call in flight only (their client process refuses a window above 1)."""
 THRIFT = "thriftpy2"
 """
@@ -143,7 +156,7 @@ FOREIGN = (THRIFT, GRPC)
 """The peers with neither a Twisted server nor a Twisted client (nor chunkwire at all)."""
 GRPC_SERVICE = "bench.Echo"
 """The grpc-aio peer's service name: its methods are C{/bench.Echo/Echo} (unary) and C{/bench.Echo/Count} (stream)."""
-ALL_PEERS = (*PEERS, LOGIN, BLOCKING, ASYNCIO, FLOOR, TWISTED_FLOOR, *FOREIGN)
+ALL_PEERS = (*PEERS, LOGIN, BLOCKING, ASYNCIO, FLOOR, TWISTED_FLOOR, CODEC_FLOOR, *FOREIGN)
 THRIFT_IDL = Path(__file__).with_name("echo.thrift")
 """The L{THRIFT} peer's service."""
 RAW = "raw"
@@ -357,6 +370,55 @@ class TwistedFloorServer(Protocol):
             self.transport.write(rest[0])
 
 
+class CodecFloorServer(Protocol):
+    """
+    The L{CODEC_FLOOR} peer's server: the preamble, then each CALL's ANSWER, decoded and encoded by chunkwire's
+    codec and nothing else (see L{CODEC_FLOOR}).  Anything but a CALL (the client's preamble is the decoder's)
+    is ignored: this is a benchmark's peer, not a server.
+    """
+
+    def __init__(self) -> None:
+        from framing import Decoder, Encoder, Limits, Registry
+        from framing.rpc.wire import addMessageTypes
+        from framing.slicing.registry import DEFAULT_REGISTRY
+
+        registry = Registry(DEFAULT_REGISTRY)
+        addMessageTypes(registry)
+        self._decoder = Decoder(Limits(), registry)
+        self._encoder = Encoder(registry)
+
+    def connectionMade(self) -> None:
+        from framing.wire import PREAMBLE
+        from protocols.sockets import setNoDelay
+
+        setNoDelay(self.transport)
+        self._send(PREAMBLE)
+
+    def echo(self, value: Any) -> Any:
+        return value
+
+    def dataReceived(self, data: bytes) -> None:
+        from framing.rpc.wire import ANSWER, CALL, Message
+
+        encoder, answers = self._encoder, []
+        for message in self._decoder.feed(data):
+            if type(message) is Message and message[0] == CALL:
+                answer = Message((ANSWER, message[1], self.echo(*message[4])))
+                # (written whole by the compiled core, as chunkwire's server writes it; the pure core's slicers else)
+                tokens = encoder.tokens(answer)
+                answers.append(encoder.encode(answer) if tokens is None else tokens)
+        if answers:
+            self._send(answers[0] if len(answers) == 1 else b"".join(answers))
+
+    def _send(self, data: bytes) -> None:
+        """One C{send} straight to the socket when nothing waits in Twisted's buffer, as chunkwire's Outlet does."""
+        from protocols.sockets import sendNow
+
+        rest = sendNow(self.transport, [data], len(data))
+        if rest:
+            self.transport.write(rest[0])
+
+
 def twistedFloorFactory() -> Factory:
     """The L{TWISTED_FLOOR} server's factory: the client's preamble unanswered, each floor CALL its ANSWER."""
     from framing.wire import PREAMBLE
@@ -378,6 +440,9 @@ async def listen(reactor: Any, peer: str) -> str:
     """
     if peer == TWISTED_FLOOR:
         port = await TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(twistedFloorFactory())
+        return str(port.getHost().port)
+    if peer == CODEC_FLOOR:
+        port = await TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(Factory.forProtocol(CodecFloorServer))
         return str(port.getHost().port)
     if peer in ("chunkwire", *WITHOUT_TWISTED):
         from protocols import rpc
@@ -1497,7 +1562,7 @@ def main(argv: list[str]) -> None:
         thriftClientMain(argv[2], int(argv[3]))
     elif argv[:2] == ["client", GRPC] and len(argv) == 4:
         grpcClientMain(argv[2], int(argv[3]))
-    elif argv[:2] == ["client", BLOCKING] and len(argv) == 4:
+    elif argv[:2] in (["client", BLOCKING], ["client", CODEC_FLOOR]) and len(argv) == 4:
         blockingClientMain(argv[2], int(argv[3]))
     elif argv[:2] == ["client", ASYNCIO] and len(argv) == 4:
         asyncioClientMain(argv[2], int(argv[3]))

@@ -1,14 +1,18 @@
-"""bench_rpc's twisted-floor peer: a bare Twisted protocol answering the floor client's CALLs with their ANSWERs."""
+"""
+bench_rpc's twisted-floor peer (a bare Twisted protocol answering the floor client's CALLs with their ANSWERs)
+and its twisted-codec peer (a bare Twisted protocol with chunkwire's codec).
+"""
 
 from __future__ import annotations
 
+from twisted.internet.protocol import Factory
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing.rpc.session import ClientSession
 from framing.rpc.wire import ROOT_ID
 from framing.wire import PREAMBLE
-from tests.benchmarks._rpc_peers import PAYLOADS, floorMessages, twistedFloorFactory
+from tests.benchmarks._rpc_peers import PAYLOADS, CodecFloorServer, floorMessages, twistedFloorFactory
 
 
 class TwistedFloorTests(SynchronousTestCase):
@@ -58,3 +62,42 @@ class TwistedFloorTests(SynchronousTestCase):
         self.server.dataReceived(b"\xffnot a call")
         self.assertTrue(self.transport.disconnecting)
         self.assertEqual(self.transport.value(), before)
+
+
+class CodecFloorTests(SynchronousTestCase):
+    """bench_rpc's twisted-codec peer: a bare Twisted protocol reading and writing RPC messages with our codec."""
+
+    def setUp(self) -> None:
+        self.server = Factory.forProtocol(CodecFloorServer).buildProtocol(None)
+        self.transport = StringTransport()
+        self.server.makeConnection(self.transport)
+        self.session: ClientSession[int] = ClientSession("codec floor")
+
+    def call(self, number: int, value: object) -> bytes:
+        return self.session.call(number, ROOT_ID, "echo", (value,), {})[1]
+
+    def answered(self) -> list[tuple[int, object, object]]:
+        settled = self.session.receive(self.transport.value())
+        self.transport.clear()
+        return settled
+
+    def test_answersEachCall(self) -> None:
+        """The preamble first; each CALL, whatever its value, is answered with it, in order, split or joined."""
+        self.assertTrue(self.transport.value().startswith(PREAMBLE))
+        first, second, third = self.call(1, 42), self.call(2, PAYLOADS["kib"]), self.call(3, ["a", {"b": 1.5}])
+        self.server.dataReceived(PREAMBLE + first)
+        self.assertEqual(self.answered(), [(1, 42, None)])
+        self.server.dataReceived(second[:5])
+        self.assertEqual(self.transport.value(), b"")
+        self.server.dataReceived(second[5:] + third)
+        self.assertEqual(self.answered(), [(2, PAYLOADS["kib"], None), (3, ["a", {"b": 1.5}], None)])
+
+    def test_answersAreTheChunkwireServers(self) -> None:
+        """Its ANSWER is byte for byte the one floorMessages holds for the chunkwire server's answer."""
+        for payload, (message, answer) in floorMessages().items():
+            server = Factory.forProtocol(CodecFloorServer).buildProtocol(None)
+            transport = StringTransport()
+            server.makeConnection(transport)
+            transport.clear()
+            server.dataReceived(PREAMBLE + message)
+            self.assertEqual(transport.value(), answer, payload)
