@@ -318,7 +318,19 @@ def floorMessages() -> dict[str, tuple[bytes, bytes]]:
     return messages
 
 
-class TwistedFloorServer(Protocol):
+class StraightSender(Protocol):
+    """A floor's server protocol: its answers leave as chunkwire's do (L{_send})."""
+
+    def _send(self, data: bytes) -> None:
+        """One C{send} straight to the socket when nothing waits in Twisted's buffer, as chunkwire's Outlet does."""
+        from protocols.sockets import sendNow
+
+        rest = sendNow(self.transport, [data], len(data))
+        if rest:
+            self.transport.write(rest[0])
+
+
+class TwistedFloorServer(StraightSender):
     """
     The L{TWISTED_FLOOR} peer's server: the preamble, then each known message answered with its bytes.
 
@@ -361,16 +373,8 @@ class TwistedFloorServer(Protocol):
                 break
         self._pending = pending
 
-    def _send(self, data: bytes) -> None:
-        """One C{send} straight to the socket when nothing waits in Twisted's buffer, as chunkwire's Outlet does."""
-        from protocols.sockets import sendNow
 
-        rest = sendNow(self.transport, [data], len(data))
-        if rest:
-            self.transport.write(rest[0])
-
-
-class CodecFloorServer(Protocol):
+class CodecFloorServer(StraightSender):
     """
     The L{CODEC_FLOOR} peer's server: the preamble, then each CALL's ANSWER, decoded and encoded by chunkwire's
     codec and nothing else (see L{CODEC_FLOOR}).  Anything but a CALL (the client's preamble is the decoder's)
@@ -409,14 +413,6 @@ class CodecFloorServer(Protocol):
                 answers.append(encoder.encode(answer) if tokens is None else tokens)
         if answers:
             self._send(answers[0] if len(answers) == 1 else b"".join(answers))
-
-    def _send(self, data: bytes) -> None:
-        """One C{send} straight to the socket when nothing waits in Twisted's buffer, as chunkwire's Outlet does."""
-        from protocols.sockets import sendNow
-
-        rest = sendNow(self.transport, [data], len(data))
-        if rest:
-            self.transport.write(rest[0])
 
 
 def twistedFloorFactory() -> Factory:
