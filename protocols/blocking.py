@@ -391,13 +391,19 @@ class BlockingConnection:
 
     @property
     def silenceTimeout(self) -> float | None:
-        """Seconds the server may stay silent while a call waits, or C{None}; settable (the next read heeds it)."""
+        """
+        Seconds the server may stay silent while a call waits (or reads
+        nothing this side sends), or C{None}; settable (the next read and
+        send heed it).
+        """
         return self._silenceTimeout
 
     @silenceTimeout.setter
     def silenceTimeout(self, seconds: float | None) -> None:
         self._silenceTimeout = seconds
         self._tickBound = _TIMEOUTS_CHANGED
+        # A send the server does not read is bounded by the same silence (0: no bound), as at connecting.
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(seconds or 0.0))
 
     # -- connecting ----------------------------------------------------------
 

@@ -354,15 +354,17 @@ class TimeoutTests(SynchronousTestCase):
         C{callTimeout} and C{silenceTimeout} set on a connection in use are
         heeded by the next call's reads: the socket's receive timeout (the
         tick) becomes an eighth of the shortest bound at its next read, though
-        a read checks only the wait's own bound to keep it.
+        a read checks only the wait's own bound to keep it; and a send is
+        bounded by the new C{silenceTimeout} at once (SO_SNDTIMEO).
         """
         server = ScriptedServer(self, answerAll)
 
-        def tick(connection: Any) -> float:
-            seconds, microseconds = struct.unpack(
-                "ll", connection._socket.getsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, 16)
-            )
+        def timeout(connection: Any, option: int) -> float:
+            seconds, microseconds = struct.unpack("ll", connection._socket.getsockopt(socket.SOL_SOCKET, option, 16))
             return float(seconds + microseconds / 1_000_000)
+
+        def tick(connection: Any) -> float:
+            return timeout(connection, socket.SO_RCVTIMEO)
 
         with connect(server.address, timeout=None, silenceTimeout=None) as connection:
             self.assertEqual(connection.root.callRemote("first"), ["first", [], {}])
@@ -374,6 +376,9 @@ class TimeoutTests(SynchronousTestCase):
             self.assertEqual(connection.root.callRemote("third"), ["third", [], {}])
             self.assertEqual(tick(connection), 0.5)
             self.assertEqual((connection.callTimeout, connection.silenceTimeout), (8.0, 4.0))
+            self.assertEqual(timeout(connection, socket.SO_SNDTIMEO), 4.0)  # (a send is bounded by it too)
+            connection.silenceTimeout = None
+            self.assertEqual(timeout(connection, socket.SO_SNDTIMEO), 0.0)
 
     def test_silentServer(self) -> None:
         """A server that stops answering (PINGs too) fails the waiting call with ServerSilent after silenceTimeout."""
