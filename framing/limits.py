@@ -88,6 +88,17 @@ class Limits:
     @ivar max_call_metadata_length: most characters of one call's metadata,
         keys and values together.  8 KiB: a W3C C{traceparent} and
         C{tracestate} take at most about 600.
+    @ivar max_connection_memory: the budget of one connection's
+        L{framing.ledger.Ledger}: the most bytes it may hold on its peer's
+        behalf beyond the one object being decoded (decoded objects and
+        stream items waiting to be taken, answers, calls and notifications
+        waiting to be sent, a client's outbox and automatic replies),
+        counted by the bytes actually held.  Past it the connection stops
+        reading, and what its peer's reading does not pace (a stream
+        producer, a watch notification) waits or is refused; C{None} turns
+        the budget off (holdings are still counted).  64 MiB: a few full
+        stream windows and send buffers, far below what a server with
+        thousands of connections can afford to lose to one peer.
     """
 
     max_header_length: int = 9
@@ -106,6 +117,7 @@ class Limits:
     send_low_water: int = 1 * MiB
     max_call_metadata: int = 64
     max_call_metadata_length: int = 8 * KiB
+    max_connection_memory: int | None = 64 * MiB
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_header_length <= 9:
@@ -128,6 +140,8 @@ class Limits:
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
+        if self.max_connection_memory is not None and self.max_connection_memory < 0:
+            raise ValueError("max_connection_memory must not be negative")
         if self.send_high_water is not None and self.send_high_water < self.send_low_water:
             raise ValueError("send_high_water must not be below send_low_water")
 

@@ -33,6 +33,7 @@ from zope.interface import implementer
 
 from framing import Decoder, Encoder, Limits, ProtocolError, Registry, Violation
 from framing.blocks import BlockBuffer
+from framing.ledger import Ledger
 from framing.outgoing import Outgoing
 from framing.slicing.stream import stream_tokens
 from framing.wire import ABORT, PREAMBLE, encode_header
@@ -88,6 +89,9 @@ class TokenProtocol(Protocol):
     @ivar registry: the L{Registry} used to decode and encode; C{None} means
         the built-in types.
     @ivar decoder: this connection's L{Decoder}, made when the connection is.
+    @ivar ledger: this connection's L{Ledger}: what every layer holds for
+        the peer, against C{Limits.max_connection_memory}; reading stops
+        while it is over (made when the connection is; closed at its end).
     @ivar encoder: this connection's L{Encoder}.
     @ivar failure: the L{Failure} wrapping the L{ProtocolError} that dropped
         the connection, or C{None}.
@@ -143,6 +147,7 @@ class TokenProtocol(Protocol):
         self.pings = Pings(self._writePing, self._clock)
         self.observers: list[Any] = []
         self.inbound = Inbound(self)
+        self.ledger = Ledger(None)
         self._refusals: RefusalLog | None = None
         self._traceReceived: Any = None
         self._flushCall: Any = None
@@ -162,6 +167,7 @@ class TokenProtocol(Protocol):
         transport.readingObserver = self.inbound.readingChanged
         factory = self.config.decoderFactory or Decoder
         self.decoder = factory(self.limits, self.registry)
+        self.ledger = Ledger(self.decoder.limits.max_connection_memory, transport.setOverBudget)
         if self.sendBackPressure:
             limits = self.decoder.limits
             transport.setSendLimits(limits.send_high_water, limits.send_low_water)
@@ -372,6 +378,7 @@ class TokenProtocol(Protocol):
         self.receiver.stopReceiving(reason)
         self.receiver = _GONE
         self.inbound.close()
+        self.ledger.close()
         breakCycles(self)
 
     def peerName(self) -> str:

@@ -285,6 +285,14 @@ class CoalescingTransport:
         """Start reading again (once at most the low-water mark waits to be sent, if back-pressure stopped it)."""
         self._reading.resume(self.transport, self._flusher.closed)
 
+    def setOverBudget(self, over: bool) -> None:
+        """
+        Stop reading while the connection's ledger is over its budget
+        (C{True}), and start again once it is back within it (C{False}), as
+        the application's pause and the send back-pressure do.
+        """
+        self._reading.setOverBudget(over, self.transport, self._flusher.closed)
+
     def stopProducing(self) -> None:
         """Stop for good: the wrapped transport drops the connection."""
         self.transport.stopProducing()

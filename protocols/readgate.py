@@ -1,8 +1,9 @@
 """ReadGate: when a coalescing transport lets the wrapped transport read.
 
-Contract: reading is stopped while the application has paused it, or
+Contract: reading is stopped while the application has paused it, while
+the connection's ledger is over its budget (L{framing.ledger.Ledger}), or
 while more than the high-water mark waits to be sent (back-pressure), and
-started again only when neither holds, the backlog counting as over until
+started again only when none holds, the backlog counting as over until
 it falls to the low-water mark.  The wrapped transport is told only when
 that answer changes, and the observer (the protocol) each time it is told.
 A decision costs a few comparisons; counting what waits is the caller's.
@@ -24,6 +25,8 @@ class ReadGate:
     @ivar low: the bytes waiting to be sent at which reading starts again.
     @ivar backlogged: C{True} while reading is stopped because too much
         waits to be sent.
+    @ivar overBudget: C{True} while the connection's ledger is over its
+        budget (L{setOverBudget}).
     @ivar stopped: C{True} while the wrapped transport was last told to stop.
     @ivar observer: called with C{True} or C{False} whenever the wrapped
         transport is told to stop or start reading; or C{None}.
@@ -35,10 +38,12 @@ class ReadGate:
         self.high: int | None = None
         self.low = 0
         self.backlogged = False
+        self.overBudget = False
         self.stopped = False
 
     def __repr__(self) -> str:
-        return f"<ReadGate paused={self.paused} backlogged={self.backlogged} marks={self.high}/{self.low}>"
+        state = f"paused={self.paused} backlogged={self.backlogged} overBudget={self.overBudget}"
+        return f"<ReadGate {state} marks={self.high}/{self.low}>"
 
     def setLimits(self, high: int | None, low: int, floor: int) -> None:
         """
@@ -82,8 +87,14 @@ class ReadGate:
             self.paused = False
             self._apply(transport, closed)
 
+    def setOverBudget(self, over: bool, transport: Any, closed: bool) -> None:
+        """The connection's ledger went over its budget (C{True}) or fell back within it (C{False})."""
+        if over != self.overBudget:
+            self.overBudget = over
+            self._apply(transport, closed)
+
     def _apply(self, transport: Any, closed: bool) -> None:
-        stop = self.paused or self.backlogged
+        stop = self.paused or self.backlogged or self.overBudget
         if stop == self.stopped:
             return
         self.stopped = stop

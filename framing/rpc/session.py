@@ -81,6 +81,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from framing import Decoder, Encoder, Limits, Ping, ProtocolError, Registry, Violation, _core
 from framing.encoder import open_token
+from framing.ledger import Ledger
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PING, PONG, PREAMBLE, encode_header
 
@@ -196,6 +197,10 @@ class ClientSession(Generic[Waiter]):
     @ivar pending: the calls waiting for their answers, by request id (the
         L{framing.rpc.calltable.CallTable}; to read: its truth and length are
         C operations, where C{len(session)} is a method call).
+    @ivar ledger: the L{framing.ledger.Ledger} of what this side holds for
+        the server (outbox, automatic replies, stream items), against
+        C{Limits.max_connection_memory}; its I/O layer sets C{on_full} and
+        stops reading while it is over; closed when the session ends.
     @ivar output: the bytes due to the server, in order, as L{dataToSend}
         joins them.  Once L{receive} returns, everything it made due is
         there: an empty C{output} then means L{dataToSend} has nothing, and
@@ -269,6 +274,9 @@ class ClientSession(Generic[Waiter]):
         if extension is not None:
             extension.install(connectionRegistry, self._encoder)
         self._decoder = Decoder(limits, connectionRegistry)
+        # What this side holds for the server (its I/O layer's outbox, automatic replies, stream items):
+        # one budget, whose owner (the I/O layer) sets on_full and stops reading past it.
+        self.ledger = Ledger(self._decoder.limits.max_connection_memory)
         # Each pending call's waiter with the method's name, for the errors that name the call.
         self.pending: CallTable[tuple[Waiter, str]] = CallTable(maxPending)
         self._preambleLeft = len(PREAMBLE)
@@ -633,6 +641,7 @@ class ClientSession(Generic[Waiter]):
         self.state = _ENDED
         self.failure = reason
         self.output.clear()
+        self.ledger.close()
         self.incomingCalls.end()
         if self.references is not None:
             self.references.end()

@@ -471,3 +471,27 @@ class StreamTests(SynchronousTestCase):
         pair.flush()
         self.assertEqual(receiver.received, [b"123"])
         receiver.lost[0].trap(ConnectionDone)
+
+
+class LedgerTests(SynchronousTestCase):
+    """Each connection has one ledger, made from its limits; over it, the connection stops reading."""
+
+    def test_overBudgetStopsReading(self) -> None:
+        """A charge past Limits.max_connection_memory pauses the wrapped transport; its release resumes it."""
+        protocol = TokenProtocol(limits=Limits(max_connection_memory=1000))
+        wrapped = RecordingTransport()
+        protocol.makeConnection(wrapped)
+        self.assertEqual(protocol.ledger.budget, 1000)
+        protocol.ledger.charge("test", 1001)
+        self.assertEqual(wrapped.producerState, "paused")
+        protocol.ledger.release("test", 1001)
+        self.assertEqual(wrapped.producerState, "producing")
+
+    def test_closedAtTheEnd(self) -> None:
+        """The connection's end lets go of everything its ledger held."""
+        protocol = TokenProtocol()
+        protocol.makeConnection(RecordingTransport())
+        ledger = protocol.ledger
+        ledger.charge("test", 10)
+        protocol.connectionLost(Failure(ConnectionDone()))
+        self.assertEqual(ledger.held, 0)

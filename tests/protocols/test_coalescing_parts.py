@@ -285,6 +285,17 @@ class ReadGateTests(SynchronousTestCase):
         gate.checkBacklog(200, wrapped, True)
         self.assertEqual((wrapped.calls, told, gate.backlogged), (["pause"], [True, False], False))
 
+    def test_overBudgetHolds(self) -> None:
+        """A ledger over its budget stops reading; reading starts when it is back within it and nothing else holds."""
+        told: list[bool] = []
+        gate, wrapped = ReadGate(told.append), Calls()
+        gate.setOverBudget(True, wrapped, False)
+        gate.pause(wrapped, False)
+        gate.setOverBudget(False, wrapped, False)
+        self.assertTrue(gate.stopped)
+        gate.resume(wrapped, False)
+        self.assertEqual((wrapped.calls, told), (["pause", "resume"], [True, False]))
+
 
 class OutletTests(SynchronousTestCase):
     """Flushed blocks reach the connection in one call each, counted."""

@@ -1,0 +1,177 @@
+"""Ledger: the bytes one connection holds on its peer's behalf, against one budget.
+
+Contract: every layer that keeps bytes because of a peer (decoded objects
+waiting to be taken, stream items inside their window, answers, calls and
+notifications waiting to be sent, a client's outbox and automatic replies,
+call metadata) charges them here when it starts holding them and releases
+them when it stops, by the bytes actually held (a body's length, an encoded
+message's length), never by a guess from its Python type.  The ledger does
+not decide what happens when the budget is passed: its owner (the I/O
+shell) is told when C{full} changes and stops reading, and a layer that
+holds bytes the peer's reading does not pace (a producer, a notifier) asks
+L{Ledger.room} before it holds more and refuses, waits or drops instead.
+So one number bounds the connection, whatever layer a new method or service
+adds, as long as that layer charges here.
+
+Cost: a charge or release is a few integer operations and a dict update;
+the owner's callback runs only when C{full} changes.  Process-wide totals
+(L{TOTALS}) are kept for metrics at the same cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+__all__ = ["Ledger", "LedgerTotals", "TOTALS", "OverBudget"]
+
+
+class OverBudget(Exception):
+    """
+    A connection would hold more for its peer than its budget allows.
+
+    @ivar code: C{"over-budget"}, the code a connection dropped for this
+        carries on the wire and in logs.
+    """
+
+    code = "over-budget"
+
+
+class LedgerTotals:
+    """
+    What every ledger of this process holds, for metrics.
+
+    @ivar held: bytes held by all live ledgers together.
+    @ivar full_events: how many times a ledger went over its budget.
+    """
+
+    __slots__ = ("held", "full_events")
+
+    def __init__(self) -> None:
+        self.held = 0
+        self.full_events = 0
+
+
+TOTALS = LedgerTotals()
+"""The process-wide totals every L{Ledger} adds to (read by the metrics page)."""
+
+
+class Ledger:
+    """
+    One connection's budget, and what each of its layers holds against it.
+
+    @ivar budget: the most bytes the connection may hold for its peer before
+        it is C{full}; C{None} for no budget (then C{full} is never true,
+        but holdings are still counted).
+    @ivar held: bytes held now, over every account.
+    @ivar peak: the most ever held at once.
+    @ivar full: C{True} while C{held} is above C{budget}.
+    @ivar on_full: called with C{True} when the ledger goes over its budget
+        and with C{False} when it falls back to it or below; or C{None}.
+    """
+
+    __slots__ = ("budget", "held", "peak", "full", "on_full", "_accounts", "_closed")
+
+    def __init__(self, budget: int | None, on_full: Callable[[bool], None] | None = None) -> None:
+        if budget is not None and budget < 0:
+            raise ValueError("a ledger's budget must not be negative")
+        self.budget = budget
+        self.held = 0
+        self.peak = 0
+        self.full = False
+        self.on_full = on_full
+        self._accounts: dict[str, int] = {}
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<Ledger held={self.held} budget={self.budget} full={self.full}>"
+
+    def charge(self, account: str, count: int) -> bool:
+        """
+        Record that C{count} more bytes are held under C{account}.
+
+        The bytes are counted whatever the budget (they are already held);
+        the answer says whether the ledger is still within its budget.
+        After L{close} nothing is counted.
+
+        @raise ValueError: C{count} is negative.
+        """
+        if count < 0:
+            raise ValueError("a charge must not be negative")
+        if self._closed:
+            return True
+        self._accounts[account] = self._accounts.get(account, 0) + count
+        held = self.held = self.held + count
+        TOTALS.held += count
+        if held > self.peak:
+            self.peak = held
+        budget = self.budget
+        if budget is not None and held > budget:
+            if not self.full:
+                self._set_full(True)
+            return False
+        return True
+
+    def release(self, account: str, count: int) -> None:
+        """
+        Record that C{count} bytes held under C{account} were let go.
+
+        @raise ValueError: C{count} is negative or more than C{account}
+            holds (a layer releasing what it never charged is a bug).
+        """
+        if count < 0:
+            raise ValueError("a release must not be negative")
+        if self._closed:
+            return
+        holds = self._accounts.get(account, 0)
+        if count > holds:
+            raise ValueError(f"{account!r} releases {count} bytes but holds {holds}")
+        self._accounts[account] = holds - count
+        held = self.held = self.held - count
+        TOTALS.held -= count
+        if self.full and (self.budget is None or held <= self.budget):
+            self._set_full(False)
+
+    def settle(self, account: str, count: int) -> None:
+        """Set what C{account} holds to C{count} (for a layer that knows its total, such as a send buffer)."""
+        holds = self._accounts.get(account, 0)
+        if count > holds:
+            self.charge(account, count - holds)
+        elif count < holds:
+            self.release(account, holds - count)
+
+    def room(self, count: int = 0) -> bool:
+        """Whether C{count} more bytes fit within the budget (always C{True} without one)."""
+        return self.budget is None or self.held + count <= self.budget
+
+    def holding(self, account: str) -> int:
+        """The bytes C{account} holds now."""
+        return self._accounts.get(account, 0)
+
+    def accounts(self) -> dict[str, int]:
+        """A copy of what each account holds now."""
+        return dict(self._accounts)
+
+    def close(self) -> None:
+        """
+        The connection ended: everything it held is let go at once.
+
+        Later charges and releases are ignored, so a layer freed after the
+        end needs no special case.
+        """
+        if self._closed:
+            return
+        TOTALS.held -= self.held
+        self.held = 0
+        self._accounts.clear()
+        self._closed = True
+        if self.full:
+            self.full = False
+            if self.on_full is not None:
+                self.on_full(False)
+
+    def _set_full(self, full: bool) -> None:
+        self.full = full
+        if full:
+            TOTALS.full_events += 1
+        if self.on_full is not None:
+            self.on_full(full)
