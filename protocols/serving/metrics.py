@@ -5,8 +5,11 @@ L{protocols.rpc.interceptors.ICallInterceptor} that records, in a
 C{prometheus_client} registry, each call that ends (by side, method and
 outcome: C{chunkwire_rpc_calls_total}), its latency
 (C{chunkwire_rpc_call_duration_seconds}, by side and method), the
-connections open and opened, the bytes received and sent, and the bulk
-streams in flight.  It is an L{protocols.rpc.interceptors.ICallRecorder}:
+connections open and opened, the bytes received and sent, the bulk
+streams in flight, and what the open connections' ledgers hold for their
+peers (C{chunkwire_connection_held_bytes} by account, the largest one
+connection holds, its budget, and how often a connection went over it:
+L{framing.ledger}).  It is an L{protocols.rpc.interceptors.ICallRecorder}:
 each call is counted in a L{protocols.rpc.interceptors.CallTally} (plain
 numbers, no lock: the reactor thread alone writes them), without a call of
 this class once its method has succeeded on the connection; they, the
@@ -26,6 +29,8 @@ from typing import Any
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
+
+from framing.ledger import TOTALS, Ledger
 
 from ..rpc.interceptors import CLIENT, REFUSED, SERVER, CallInterceptor, CallTally
 
@@ -113,6 +118,10 @@ class PrometheusInterceptor(CallInterceptor):
         """Bytes received on every connection so far."""
         return self._received
 
+    def ledgers(self) -> list[Ledger]:
+        """The ledgers of the open connections (L{framing.ledger.Ledger})."""
+        return [broker.connection.ledger for broker in self._live if hasattr(broker.connection, "ledger")]
+
     def streams(self) -> int:
         """Bulk streams in flight on the open connections, both ways."""
         return sum(
@@ -155,6 +164,32 @@ class _LiveCollector:
         yield CounterMetricFamily(f"{prefix}received_bytes", "Bytes received", value=interceptor.receivedBytes())
         yield CounterMetricFamily(f"{prefix}sent_bytes", "Bytes sent", value=interceptor.sentBytes())
         yield GaugeMetricFamily(f"{prefix}bulk_streams", "Bulk streams in flight", value=interceptor.streams())
+        yield from _ledgerFamilies(prefix, interceptor.ledgers())
+
+
+def _ledgerFamilies(prefix: str, ledgers: list[Ledger]) -> Iterator[Any]:
+    """The open connections' ledgers: held bytes by account, the largest holder, the budget, budgets passed."""
+    held = GaugeMetricFamily(
+        f"{prefix}connection_held_bytes", "Bytes the open connections hold for their peers", labels=["account"]
+    )
+    byAccount: dict[str, int] = {}
+    for ledger in ledgers:
+        for account, count in ledger.accounts().items():
+            byAccount[account] = byAccount.get(account, 0) + count
+    for account, count in sorted(byAccount.items()):
+        held.add_metric([account], count)
+    yield held
+    largest = max((ledger.held for ledger in ledgers), default=0)
+    yield GaugeMetricFamily(
+        f"{prefix}connection_held_bytes_max", "The most bytes one open connection holds for its peer", value=largest
+    )
+    budgets = [ledger.budget for ledger in ledgers if ledger.budget is not None]
+    yield GaugeMetricFamily(
+        f"{prefix}connection_budget_bytes", "The largest budget of an open connection", value=max(budgets, default=0)
+    )
+    yield CounterMetricFamily(
+        f"{prefix}connection_over_budget", "Times a connection went over its budget", value=TOTALS.full_events
+    )
 
 
 def metricsSite(registry: CollectorRegistry = REGISTRY) -> Any:

@@ -72,6 +72,20 @@ class PrometheusTests(SynchronousTestCase):
         self.assertEqual(self.value("chunkwire_connections"), 0)
         self.assertGreater(self.value("chunkwire_sent_bytes_total"), 1000)
 
+    def test_ledgers(self) -> None:
+        """What the open connections' ledgers hold is exported by account, with the largest, the budget and passes."""
+        ledger = self.pair.server.connection.ledger
+        ledger.charge("test", 1234)
+        self.assertEqual(self.value("chunkwire_connection_held_bytes", account="test"), 1234)
+        self.assertGreaterEqual(self.value("chunkwire_connection_held_bytes_max"), 1234)
+        self.assertEqual(self.value("chunkwire_connection_budget_bytes"), ledger.budget)
+        passes = self.value("chunkwire_connection_over_budget_total")
+        assert ledger.budget is not None
+        ledger.charge("test", ledger.budget)
+        self.assertEqual(self.value("chunkwire_connection_over_budget_total"), passes + 1)
+        ledger.release("test", ledger.budget + 1234)
+        self.assertEqual(self.value("chunkwire_connection_held_bytes", account="test"), 0)
+
 
 async def metricsPage(reactor: Any) -> None:
     """The /metrics page served with Twisted Web shows the calls made over TCP."""
