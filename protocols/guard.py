@@ -48,6 +48,7 @@ seconds, so an attacker cannot keep it open by not reading.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
@@ -138,6 +139,20 @@ class GuardPolicy:
         no one.  The trade-off: a busy honest address holding many
         connections (a NAT) loses its least recently active one to each
         newcomer while the server is full.  Cost: O(1) per admission.
+    @ivar headerTimeout: under C{haproxy:}, seconds a trusted proxy has to
+        send a connection's PROXY header (C{--header-timeout}).  3 s: a
+        proxy sends it with the connection's first bytes.
+    @ivar maxAwaitingHeader: under C{haproxy:}, most connections from
+        trusted proxies waiting for their PROXY header at once
+        (C{--max-awaiting-header}); one more drops the one waiting longest
+        (C{proxy-header-evicted}), which has had longer than any honest
+        proxy needs.  256: a burst of a proxy's new connections is read
+        within a reactor turn or two.  Such a connection is counted from
+        its acceptance, under the proxy's address, in C{maxConnections}
+        (not in C{maxPerPeer}: the proxy speaks for many clients), then
+        under the client's address once the header names it, where the
+        per-address cap applies: 1,100 connections that never sent their
+        header had exhausted the descriptors in 3 s (fresh clients 0 of 5).
     """
 
     preambleTimeout: float | None = 10.0
@@ -154,6 +169,8 @@ class GuardPolicy:
     newPeerReserve: int | None = 50
     evictIdleAfter: float | None = 5.0
     fairEviction: bool = True
+    headerTimeout: float | None = 3.0
+    maxAwaitingHeader: int | None = 256
 
 
 DEFAULT_GUARD = GuardPolicy()
@@ -179,6 +196,8 @@ class ConnectionCounter:
     @ivar evicted: how many idle connections were dropped to make room.
     @ivar evictedFair: how many connections (busy or not) of the address
         holding the most were dropped to make room (L{GuardPolicy.fairEviction}).
+    @ivar evictedAwaiting: how many connections waiting for their PROXY
+        header were dropped for one more (L{GuardPolicy.maxAwaitingHeader}).
     @ivar perPeer: connections up now per peer host.
     @ivar refusals: the rate-limited log of refused connections, shared by
         the factory's connections: a flood of connections writes a few lines
@@ -190,6 +209,9 @@ class ConnectionCounter:
         self.refused = 0
         self.evicted = 0
         self.evictedFair = 0
+        self.evictedAwaiting = 0
+        self.awaiting: dict[ConnectionGuard, tuple[str, Callable[[], None]]] = {}
+        """Connections waiting for their PROXY header, oldest first: their proxy's address, how to drop them."""
         self.perPeer: dict[str, int] = {}
         self.refusals = RefusalLog(LogPolicy(maxRefusals=None))
         # The admitted guards (to their address), least recently active first (a dict keeps insertion order;
@@ -235,6 +257,52 @@ class ConnectionCounter:
         self.active += 1
         self._count(host, guard, seen)
         return None
+
+    def admitAwaiting(
+        self, host: str, policy: GuardPolicy, guard: ConnectionGuard, drop: Callable[[], None]
+    ) -> str | None:
+        """
+        Count a connection from a trusted proxy at C{host} that waits for its
+        PROXY header (C{drop} drops it), or say why it is over a limit: it
+        takes a slot of C{maxConnections} at once, under the proxy's
+        address; past C{maxAwaitingHeader} the one waiting longest is
+        dropped.  Then L{named} (its header came) or L{abandoned} (it ended).
+        """
+        cap = policy.maxAwaitingHeader
+        if cap is not None and len(self.awaiting) >= cap:
+            oldest = next(iter(self.awaiting))
+            self.evictedAwaiting += 1
+            self.abandoned(oldest)[1]()
+        total = policy.maxConnections
+        seen = self.perPeer.get(host, 0)
+        if total is not None and self.active >= total:
+            if not self._evictOne(policy) and not self._evictFair(policy, seen):
+                self.refused += 1
+                return f"{self.active} connections are up, the limit is {total}, and none could make room"
+            seen = self.perPeer.get(host, 0)
+        self.active += 1
+        self._count(host, None, seen)
+        self.awaiting[guard] = (host, drop)
+        return None
+
+    def abandoned(self, guard: ConnectionGuard) -> tuple[str, Callable[[], None]]:
+        """Uncount C{guard}'s connection, which waited for its PROXY header; its proxy's address and dropper."""
+        entry = self.awaiting.pop(guard, None)
+        if entry is None:
+            return "", _nothing
+        self.active -= 1
+        self._uncountHost(entry[0], None)
+        return entry
+
+    def named(self, guard: ConnectionGuard, host: str, policy: GuardPolicy) -> str | None:
+        """
+        C{guard}'s connection, counted while it waited for its PROXY header,
+        is from C{host}: move it there, keeping its slot, or say why C{host}
+        is over its limit (the slot is then free).
+        """
+        self.abandoned(guard)
+        refusal = self.admit(host, policy, guard)
+        return refusal
 
     def _count(self, host: str, guard: ConnectionGuard | None, seen: int) -> None:
         """Count one more connection from C{host}, which had C{seen}."""
@@ -363,6 +431,25 @@ class ConnectionGuard:
         # The connection's decoder, read on every read: held here, as the proxy's reads cost several plain ones.
         self._decoder: Any = None
 
+    def awaitingHeader(self, proxy: str, drop: Callable[[], None]) -> str | None:
+        """
+        The connection (not started yet) comes from a trusted proxy at
+        C{proxy} and waits for its PROXY header: count it now, under
+        C{proxy}, until L{connectionStarted} moves it to the client's
+        address (L{ConnectionCounter.admitAwaiting}); C{drop} drops it.
+        The refusal, if it is over a limit.
+        """
+        counter = self.counter
+        if counter is None:
+            return None
+        # (a refusal is logged by the PROXY layer, which drops the connection: the protocol has no transport yet)
+        return counter.admitAwaiting(proxy, self.policy, self, drop)
+
+    def headerAbandoned(self) -> None:
+        """The connection ended while it waited for its PROXY header: uncount it."""
+        if self.counter is not None:
+            self.counter.abandoned(self)
+
     def connectionStarted(self, protocol: Any) -> None:
         """Start the clocks, count the connection, and refuse it if too many are up."""
         self._decoder = self.protocol.decoder  # (made before the connection starts, and kept for its life)
@@ -372,7 +459,11 @@ class ConnectionGuard:
         if counter is not None and protocol.failure is None:
             # The one client address (a PROXY header's only from a trusted proxy), as the throttle and the log use.
             host = clientAddress(protocol.transport)
-            refusal = counter.admit(host, self.policy, self)
+            if self in counter.awaiting:
+                # Counted since it was accepted, under its proxy's address: now under its client's.
+                refusal = counter.named(self, host, self.policy)
+            else:
+                refusal = counter.admit(host, self.policy, self)
             if refusal is not None:
                 protocol.transport.flush()  # a held preamble first, so that the peer can read the ERROR
                 _logDrop(counter, protocol, "refused connections", "too-many-connections", refusal)
@@ -626,6 +717,10 @@ def _ignore(_: object) -> None:
     return None
 
 
+def _nothing() -> None:
+    return None
+
+
 def _flowPaused(protocol: Any) -> bool:
     """Whether an extension of the connection's receiver (a bulk channel) says a stream is paused by flow control."""
     return any(getattr(extension, "flowPaused", False) for extension in getattr(protocol.receiver, "extensions", ()))
@@ -726,6 +821,7 @@ def addGuardArguments(parser: Any, policy: GuardPolicy | None = None) -> None:
         ("--idle-timeout", "idleTimeout", "seconds without a complete object"),
         ("--send-stall-timeout", "sendStallTimeout", "seconds a client may take none of the bytes waiting for it"),
         ("--evict-idle-after", "evictIdleAfter", "idle seconds after which a connection may make room when full"),
+        ("--header-timeout", "headerTimeout", "seconds a trusted proxy has to send a PROXY header (haproxy:)"),
     ]:
         parser.add_argument(
             option, dest=dest, type=seconds, default=getattr(policy, dest), metavar="S", help=f"{help} (0: never)"
@@ -737,6 +833,7 @@ def addGuardArguments(parser: Any, policy: GuardPolicy | None = None) -> None:
         ("--max-per-peer", "maxPerPeer", int, "connections up at once per IP (0: no limit)"),
         ("--new-peer-reserve", "newPeerReserve", int, "of --max-connections, kept for addresses with none up"),
         ("--fair-eviction", "fairEviction", int, "1: when full, evict from the address holding the most (0: never)"),
+        ("--max-awaiting-header", "maxAwaitingHeader", int, "connections waiting for a PROXY header (0: no limit)"),
     ]:
         parser.add_argument(option, dest=dest, type=kind, default=getattr(policy, dest), help=help)
 
@@ -757,6 +854,8 @@ def policyFromArguments(args: Any) -> GuardPolicy:
         newPeerReserve=getattr(args, "newPeerReserve", GuardPolicy.newPeerReserve),
         evictIdleAfter=getattr(args, "evictIdleAfter", GuardPolicy.evictIdleAfter),
         fairEviction=bool(getattr(args, "fairEviction", GuardPolicy.fairEviction)),
+        headerTimeout=getattr(args, "headerTimeout", GuardPolicy.headerTimeout),
+        maxAwaitingHeader=getattr(args, "maxAwaitingHeader", GuardPolicy.maxAwaitingHeader) or None,
     )
 
 

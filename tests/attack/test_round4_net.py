@@ -81,6 +81,60 @@ async def busyCap(reactor: Any) -> None:
         server.stop()
 
 
+async def headerlessFlood(reactor: Any) -> None:
+    """
+    Behind haproxy:, connections from the trusted proxy's address that never
+    send their PROXY header (scaled: 450 against a server limited to 400
+    descriptors; full: 1,100 against 1,024) are counted from their
+    acceptance and capped while they wait (--max-awaiting-header, 256, the
+    one waiting longest dropped as proxy-header-evicted): descriptors stay
+    under the cap and fresh clients relayed by the proxy get 5 of 5.
+    """
+    from .attacks_round3_net import ProxyRelay
+
+    nofile, flood = (1024, 1100) if FULL else (400, 450)
+    listen = "haproxy:tcp:{port}:interface=127.0.0.1:backlog=1024"
+    server = Twist("chunkwire-kv", "--trusted-proxy", "127.0.0.2", listen=listen, nofile=nofile)
+    relay = ProxyRelay(reactor, server.port, "127.0.0.2")
+    attackers: list[Any] = []
+    try:
+        await server.until(reactor, "Starting reactor")
+        front = await relay.start()
+        before = server.resources()
+        for _ in range(flood // 50):
+            # From the proxy's own address, as a compromised or buggy proxy (or any local process) can.
+            attackers += rawConnections(50, "127.0.0.2", server.port)
+            await deferLater(reactor, 0)
+        # Wait for the server to have taken them in: most of the flood, or as many descriptors as it may have.
+        await untilDescriptors(server, reactor, min(before["fds"] + 256, nofile - 8))
+        # Those dropped for newer ones close on the reactor's next turn (one accept burst may overshoot the
+        # cap that long): wait until what it holds settles under the cap, the attackers' sockets still open.
+        bound = before["fds"] + 256 + 16
+        deadline = time.monotonic() + 60
+        while server.resources()["fds"] >= bound and time.monotonic() < deadline:
+            await deferLater(reactor, 0.05)
+        during = server.resources()
+        answered = 0
+        for n in range(5):
+            answered += await honestCalls(reactor, front, 1, bind=f"127.0.6.{n + 1}")
+        log = server.log()
+        figure(f"header-less flood ({flood}, nofile {nofile}): {during['fds']} fds, fresh clients {answered} of 5")
+        assert answered == 5, f"{answered} of 5 fresh clients answered: {log[-2000:]}"
+        assert during["fds"] < bound, (before, during)
+        assert "proxy-header-evicted" in log, log[-2000:]
+    finally:
+        closeAll(attackers)
+        await relay.stop()
+        server.stop()
+
+
+class HeaderlessTests(TestCase):
+    test_headerless_flood = trialTest(headerlessFlood, timeout=60)
+
+
+test_headerless_flood = pytestTest(headerlessFlood, timeout=60)
+
+
 class BusyCapTests(TestCase):
     test_busy_cap = trialTest(busyCap, timeout=60)
 

@@ -162,3 +162,27 @@ class FairEvictionTests(SynchronousTestCase):
                 self.assertIsNone(self.counter.admit(host, policy))
                 up.append(host)
             self.assertEqual(self.counter._most, max(self.counter.perPeer.values(), default=0))
+
+
+class AwaitingHeaderTests(SynchronousTestCase):
+    """Connections from a trusted proxy are counted while they wait for their PROXY header, and capped."""
+
+    def test_countedUnderTheProxyThenTheClient(self) -> None:
+        """Waiting: under the proxy's address, outside its per-address cap; named: under the client's, within it."""
+        policy, counter = GuardPolicy(maxConnections=10, maxPerPeer=1, maxAwaitingHeader=5), ConnectionCounter()
+        waiting = [object() for _ in range(3)]
+        for marker in waiting:
+            self.assertIsNone(counter.admitAwaiting("proxy", policy, marker, lambda: None))  # type: ignore[arg-type]
+        self.assertEqual((counter.active, counter.perPeer), (3, {"proxy": 3}))
+        self.assertIsNone(counter.named(waiting[0], "client", policy))  # type: ignore[arg-type]
+        self.assertIn("per peer", counter.named(waiting[1], "client", policy) or "")  # type: ignore[arg-type]
+        counter.abandoned(waiting[2])  # type: ignore[arg-type]
+        self.assertEqual((counter.active, counter.perPeer, counter.awaiting), (1, {"client": 1}, {}))
+
+    def test_oldestWaitingDropped(self) -> None:
+        """Past maxAwaitingHeader, the one waiting longest is dropped (and uncounted) to make room."""
+        policy, counter = GuardPolicy(maxAwaitingHeader=2), ConnectionCounter()
+        dropped: list[int] = []
+        for n in range(4):
+            self.assertIsNone(counter.admitAwaiting("proxy", policy, object(), lambda n=n: dropped.append(n)))  # type: ignore[arg-type, misc]
+        self.assertEqual((dropped, counter.active, counter.evictedAwaiting), ([0, 1], 2, 2))
