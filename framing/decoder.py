@@ -293,6 +293,12 @@ class Decoder:
         factory = self._factories.get(body) or self._guarded(self._unslicers.lookup, body, opened=True)
         if factory is _REFUSED:
             return
+        stack = self._stack
+        if stack:
+            # A parent may build a child of its own kind (an RPC CALL's context, refusing its metadata at the header).
+            picks = getattr(stack[-1], "child_factory", None)
+            if picks is not None:
+                factory = picks(body, factory)
         if self._path is not None:
             name = body.decode("ascii", "backslashreplace")
             if self._guarded(self._path.opened, name, opened=True) is _REFUSED:
@@ -304,7 +310,7 @@ class Decoder:
             return
         known = self._kinds.get(type(unslicer)) or self._unslicers.describe(unslicer)
         budgeted, asks, top_cost, top_cap, _ = known
-        stack, budget = self._stack, self._budget
+        budget = self._budget
         if stack:
             over = budget.open_nested(unslicer, budgeted)
         else:

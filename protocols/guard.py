@@ -26,14 +26,21 @@ L{GuardError}, when
     connection idle longest (no object in progress, nothing waiting to be
     sent, no call running, idle at least C{evictIdleAfter} seconds) is
     dropped to make room, as nginx closes idle keep-alive connections when
-    it runs out; see L{GuardPolicy} for the defaults and their trade-off.
+    it runs out; failing that (every connection busy), with C{fairEviction},
+    the least recently active connection of the address holding the most
+    connections is dropped, if that address holds at least two more than
+    the newcomer's would, so that no address holding many connections,
+    busy or not, can starve addresses holding fewer; see L{GuardPolicy}
+    for the defaults and their trade-off.
 
 Cost: each received chunk stores a time stamp and adds a length; each
 connection has at most one pending timer, rescheduled only when it fires, so
 the per-byte and per-message cost does not depend on the timeouts; a read
 that completes objects moves its connection to the end of its counter's
-order of activity (O(1)), and finding one to evict looks at no more than
-L{EVICTION_SCAN} connections.  A dropped
+order of activity and in its address's (O(1)); finding an idle one to
+evict looks at no more than L{EVICTION_SCAN} connections, and finding the
+address holding the most is O(1) (addresses are kept in buckets by their
+count, which moves by one per admission or release).  A dropped
 connection that does not read its ERROR is aborted after C{abortAfter}
 seconds, so an attacker cannot keep it open by not reading.
 """
@@ -41,6 +48,7 @@ seconds, so an attacker cannot keep it open by not reading.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
@@ -117,6 +125,34 @@ class GuardPolicy:
         peer without the peer taking any of them.  60 s, as nginx's
         C{send_timeout}: back-pressure (C{Limits.send_high_water}) already
         bounds what is held for such a peer; this frees even that.
+    @ivar fairEviction: when every slot is taken and no connection is idle
+        enough to evict, drop the least recently active connection of the
+        address holding the most connections (busy or not) to admit one
+        from an address holding at least two fewer (C{--fair-eviction 1},
+        the default; 0 turns it off).  Idleness alone protected nothing
+        against busy connections: 950 connections from 50 addresses, each
+        making a call every 5 s, plus 60 from new addresses, left fresh
+        clients 0 of 3 for 45 s.  Converges on an equal share per address
+        (max-min fairness): an address can take another's slot only while
+        it holds fewer, so a flood from few addresses gives way to new
+        ones, and one from many addresses (each at one connection) evicts
+        no one.  The trade-off: a busy honest address holding many
+        connections (a NAT) loses its least recently active one to each
+        newcomer while the server is full.  Cost: O(1) per admission.
+    @ivar headerTimeout: under C{haproxy:}, seconds a trusted proxy has to
+        send a connection's PROXY header (C{--header-timeout}).  3 s: a
+        proxy sends it with the connection's first bytes.
+    @ivar maxAwaitingHeader: under C{haproxy:}, most connections from
+        trusted proxies waiting for their PROXY header at once
+        (C{--max-awaiting-header}); one more drops the one waiting longest
+        (C{proxy-header-evicted}), which has had longer than any honest
+        proxy needs.  256: a burst of a proxy's new connections is read
+        within a reactor turn or two.  Such a connection is counted from
+        its acceptance, under the proxy's address, in C{maxConnections}
+        (not in C{maxPerPeer}: the proxy speaks for many clients), then
+        under the client's address once the header names it, where the
+        per-address cap applies: 1,100 connections that never sent their
+        header had exhausted the descriptors in 3 s (fresh clients 0 of 5).
     """
 
     preambleTimeout: float | None = 10.0
@@ -132,6 +168,9 @@ class GuardPolicy:
     sendStallTimeout: float | None = 60.0
     newPeerReserve: int | None = 50
     evictIdleAfter: float | None = 5.0
+    fairEviction: bool = True
+    headerTimeout: float | None = 3.0
+    maxAwaitingHeader: int | None = 256
 
 
 DEFAULT_GUARD = GuardPolicy()
@@ -155,6 +194,10 @@ class ConnectionCounter:
     @ivar active: how many are up now.
     @ivar refused: how many were dropped for being over a limit.
     @ivar evicted: how many idle connections were dropped to make room.
+    @ivar evictedFair: how many connections (busy or not) of the address
+        holding the most were dropped to make room (L{GuardPolicy.fairEviction}).
+    @ivar evictedAwaiting: how many connections waiting for their PROXY
+        header were dropped for one more (L{GuardPolicy.maxAwaitingHeader}).
     @ivar perPeer: connections up now per peer host.
     @ivar refusals: the rate-limited log of refused connections, shared by
         the factory's connections: a flood of connections writes a few lines
@@ -165,10 +208,19 @@ class ConnectionCounter:
         self.active = 0
         self.refused = 0
         self.evicted = 0
+        self.evictedFair = 0
+        self.evictedAwaiting = 0
+        self.awaiting: dict[ConnectionGuard, tuple[str, Callable[[], None]]] = {}
+        """Connections waiting for their PROXY header, oldest first: their proxy's address, how to drop them."""
         self.perPeer: dict[str, int] = {}
         self.refusals = RefusalLog(LogPolicy(maxRefusals=None))
-        # The admitted guards, least recently active first (a dict keeps insertion order; moving is O(1)).
-        self._byActivity: dict[ConnectionGuard, None] = {}
+        # The admitted guards (to their address), least recently active first (a dict keeps insertion order;
+        # moving is O(1)).
+        self._byActivity: dict[ConnectionGuard, str] = {}
+        # The same per address, and the addresses by how many connections each holds (fair eviction's O(1)).
+        self._byHost: dict[str, dict[ConnectionGuard, None]] = {}
+        self._hostsByCount: dict[int, dict[str, None]] = {}
+        self._most = 0
         self.latest: ConnectionGuard | None = None
         """The guard last put at the most recently active end (touching it again moves nothing), or C{None}."""
 
@@ -176,7 +228,11 @@ class ConnectionCounter:
         """
         Count a new connection from C{host} (watched by C{guard}, which may
         then be evicted to make room), or say why it is over a limit.  When
-        every slot is taken, the connection idle longest is evicted first.
+        every slot is taken, the connection idle longest is evicted first;
+        failing that, with C{policy.fairEviction}, the least recently active
+        connection of the address holding the most (L{GuardPolicy.fairEviction}),
+        which also lets an address already up past the new-address reserve
+        in, one in for one out, if it holds at least two fewer.
         """
         total, mine = policy.maxConnections, policy.maxPerPeer
         seen = self.perPeer.get(host, 0)
@@ -185,21 +241,93 @@ class ConnectionCounter:
             return f"{seen} connections from {host} are up, the limit per peer is {mine}"
         if total is not None:
             reserve = min(policy.newPeerReserve or 0, total // 10)
-            if seen and self.active >= total - reserve:
+            if seen and self.active >= total - reserve and not self._evictFair(policy, seen):
+                # (one in, one out: the reserve is not touched)
                 self.refused += 1
                 return (
                     f"{self.active} connections are up; the last {reserve} of the {total} allowed are kept "
                     f"for addresses with none up, and {host} has {seen}"
                 )
-            if self.active >= total and not self._evictOne(policy):
+            if self.active >= total and not self._evictOne(policy) and not self._evictFair(policy, seen):
                 self.refused += 1
-                return f"{self.active} connections are up, the limit is {total}, and none has been idle long"
+                return (
+                    f"{self.active} connections are up, the limit is {total}, none has been idle long, "
+                    f"and no address holds more than {seen + 1}"
+                )
         self.active += 1
-        self.perPeer[host] = seen + 1
-        if guard is not None:
-            self._byActivity[guard] = None
-            self.latest = guard
+        self._count(host, guard, seen)
         return None
+
+    def admitAwaiting(
+        self, host: str, policy: GuardPolicy, guard: ConnectionGuard, drop: Callable[[], None]
+    ) -> str | None:
+        """
+        Count a connection from a trusted proxy at C{host} that waits for its
+        PROXY header (C{drop} drops it), or say why it is over a limit: it
+        takes a slot of C{maxConnections} at once, under the proxy's
+        address; past C{maxAwaitingHeader} the one waiting longest is
+        dropped.  Then L{named} (its header came) or L{abandoned} (it ended).
+        """
+        cap = policy.maxAwaitingHeader
+        if cap is not None and len(self.awaiting) >= cap:
+            oldest = next(iter(self.awaiting))
+            self.evictedAwaiting += 1
+            self.abandoned(oldest)[1]()
+        total = policy.maxConnections
+        seen = self.perPeer.get(host, 0)
+        if total is not None and self.active >= total:
+            if not self._evictOne(policy) and not self._evictFair(policy, seen):
+                self.refused += 1
+                return f"{self.active} connections are up, the limit is {total}, and none could make room"
+            seen = self.perPeer.get(host, 0)
+        self.active += 1
+        self._count(host, None, seen)
+        self.awaiting[guard] = (host, drop)
+        return None
+
+    def abandoned(self, guard: ConnectionGuard) -> tuple[str, Callable[[], None]]:
+        """Uncount C{guard}'s connection, which waited for its PROXY header; its proxy's address and dropper."""
+        entry = self.awaiting.pop(guard, None)
+        if entry is None:
+            return "", _nothing
+        self.active -= 1
+        self._uncountHost(entry[0], None)
+        return entry
+
+    def named(self, guard: ConnectionGuard, host: str, policy: GuardPolicy) -> str | None:
+        """
+        C{guard}'s connection, counted while it waited for its PROXY header,
+        is from C{host}: move it there, keeping its slot, or say why C{host}
+        is over its limit (the slot is then free).
+        """
+        self.abandoned(guard)
+        refusal = self.admit(host, policy, guard)
+        return refusal
+
+    def _count(self, host: str, guard: ConnectionGuard | None, seen: int) -> None:
+        """Count one more connection from C{host}, which had C{seen}."""
+        self.perPeer[host] = seen + 1
+        self._moveHost(host, seen, seen + 1)
+        if guard is not None:
+            self._byActivity[guard] = host
+            self._byHost.setdefault(host, {})[guard] = None
+            self.latest = guard
+
+    def _moveHost(self, host: str, old: int, new: int) -> None:
+        """C{host}'s count went from C{old} to C{new} (one apart): move it between buckets, in O(1)."""
+        buckets = self._hostsByCount
+        if old:
+            bucket = buckets[old]
+            del bucket[host]
+            if not bucket:
+                del buckets[old]
+        if new:
+            buckets.setdefault(new, {})[host] = None
+        if new > self._most:
+            self._most = new
+        elif old == self._most and old not in buckets:
+            # Counts move by one: the bucket below holds C{host} itself (or none is left, at 0).
+            self._most = new
 
     def _evictOne(self, policy: GuardPolicy) -> bool:
         """Drop the connection idle longest, if one has been idle long enough; whether one was."""
@@ -212,23 +340,58 @@ class ConnectionCounter:
                 return True
         return False
 
+    def _evictFair(self, policy: GuardPolicy, seen: int) -> bool:
+        """
+        Drop the least recently active connection of an address holding the
+        most, if it holds at least two more than C{seen} (the newcomer's
+        address's count, before it); whether one was.  O(1): the first
+        watched address of the top bucket (at most L{EVICTION_SCAN} looked at).
+        """
+        most = self._most
+        if not policy.fairEviction or most < seen + 2:
+            return False
+        for host in list(islice(self._hostsByCount.get(most, ()), EVICTION_SCAN)):
+            guards = self._byHost.get(host)
+            if guards:
+                self.evictedFair += 1
+                next(iter(guards)).evict(
+                    "evicted-fair",
+                    f"the server is full and this connection's address held the most connections ({most})",
+                )
+                return True
+        return False
+
     def touched(self, guard: ConnectionGuard) -> None:
         """C{guard}'s connection completed an object: it is now the most recently active."""
-        if guard in self._byActivity:
-            del self._byActivity[guard]
-            self._byActivity[guard] = None
+        host = self._byActivity.pop(guard, None)
+        if host is not None:
+            self._byActivity[guard] = host
             self.latest = guard
+            mine = self._byHost.get(host)
+            if mine is not None and guard in mine:
+                del mine[guard]
+                mine[guard] = None
 
     def release(self, host: str, guard: ConnectionGuard | None = None) -> None:
         """Uncount a connection from C{host}."""
         self.active -= 1
-        left = self.perPeer.pop(host, 1) - 1
-        if left:
-            self.perPeer[host] = left
+        self._uncountHost(host, guard)
         if guard is not None:
             self._byActivity.pop(guard, None)
             if self.latest is guard:
                 self.latest = None
+
+    def _uncountHost(self, host: str, guard: ConnectionGuard | None) -> None:
+        had = self.perPeer.pop(host, 1)
+        if had > 1:
+            self.perPeer[host] = had - 1
+        if host in self._hostsByCount.get(had, ()):
+            self._moveHost(host, had, had - 1)
+        mine = self._byHost.get(host)
+        if guard is not None and mine is not None:
+            mine.pop(guard, None)
+            if not mine:
+                del self._byHost[host]
 
 
 @implementer(IConnectionObserver)
@@ -268,6 +431,25 @@ class ConnectionGuard:
         # The connection's decoder, read on every read: held here, as the proxy's reads cost several plain ones.
         self._decoder: Any = None
 
+    def awaitingHeader(self, proxy: str, drop: Callable[[], None]) -> str | None:
+        """
+        The connection (not started yet) comes from a trusted proxy at
+        C{proxy} and waits for its PROXY header: count it now, under
+        C{proxy}, until L{connectionStarted} moves it to the client's
+        address (L{ConnectionCounter.admitAwaiting}); C{drop} drops it.
+        The refusal, if it is over a limit.
+        """
+        counter = self.counter
+        if counter is None:
+            return None
+        # (a refusal is logged by the PROXY layer, which drops the connection: the protocol has no transport yet)
+        return counter.admitAwaiting(proxy, self.policy, self, drop)
+
+    def headerAbandoned(self) -> None:
+        """The connection ended while it waited for its PROXY header: uncount it."""
+        if self.counter is not None:
+            self.counter.abandoned(self)
+
     def connectionStarted(self, protocol: Any) -> None:
         """Start the clocks, count the connection, and refuse it if too many are up."""
         self._decoder = self.protocol.decoder  # (made before the connection starts, and kept for its life)
@@ -277,7 +459,11 @@ class ConnectionGuard:
         if counter is not None and protocol.failure is None:
             # The one client address (a PROXY header's only from a trusted proxy), as the throttle and the log use.
             host = clientAddress(protocol.transport)
-            refusal = counter.admit(host, self.policy, self)
+            if self in counter.awaiting:
+                # Counted since it was accepted, under its proxy's address: now under its client's.
+                refusal = counter.named(self, host, self.policy)
+            else:
+                refusal = counter.admit(host, self.policy, self)
             if refusal is not None:
                 protocol.transport.flush()  # a held preamble first, so that the peer can read the ERROR
                 _logDrop(counter, protocol, "refused connections", "too-many-connections", refusal)
@@ -416,20 +602,24 @@ class ConnectionGuard:
             return 0.0
         return float(self.clock.seconds() - self._lastObject)
 
-    def evict(self) -> None:
+    def evict(
+        self,
+        code: str = "evicted-idle",
+        reason: str = "the server is full and this connection was the one idle longest",
+    ) -> None:
         """
-        Drop this idle connection to make room for a new one: its slot is
-        free at once, and it is aborted at once (an idle peer is owed no
-        wait, and its descriptor is what the new connection needs).
+        Drop this connection to make room for a new one (C{code} and
+        C{reason} say why: idle longest, or its address held the most): its
+        slot is free at once, and it is aborted at once (its descriptor is
+        what the new connection needs).
         """
         counter, protocol = self.counter, self.protocol
         self._uncount()
         transport = protocol.transport
-        reason = "the server is full and this connection was the one idle longest"
         if counter is not None:
             # Rate-limited with the refusals: a flood of evictions writes a few lines and a count.
-            _logDrop(counter, protocol, "evicted connections", "evicted-idle", reason)
-        self._drop("evicted-idle", reason, logged=False)
+            _logDrop(counter, protocol, "evicted connections", code, reason)
+        self._drop(code, reason, logged=False)
         _abortIfOpen(transport)
 
     # -- the timer -------------------------------------------------------------
@@ -524,6 +714,10 @@ class ConnectionGuard:
 
 
 def _ignore(_: object) -> None:
+    return None
+
+
+def _nothing() -> None:
     return None
 
 
@@ -627,6 +821,7 @@ def addGuardArguments(parser: Any, policy: GuardPolicy | None = None) -> None:
         ("--idle-timeout", "idleTimeout", "seconds without a complete object"),
         ("--send-stall-timeout", "sendStallTimeout", "seconds a client may take none of the bytes waiting for it"),
         ("--evict-idle-after", "evictIdleAfter", "idle seconds after which a connection may make room when full"),
+        ("--header-timeout", "headerTimeout", "seconds a trusted proxy has to send a PROXY header (haproxy:)"),
     ]:
         parser.add_argument(
             option, dest=dest, type=seconds, default=getattr(policy, dest), metavar="S", help=f"{help} (0: never)"
@@ -637,6 +832,8 @@ def addGuardArguments(parser: Any, policy: GuardPolicy | None = None) -> None:
         ("--max-connections", "maxConnections", int, "connections up at once (0: no limit)"),
         ("--max-per-peer", "maxPerPeer", int, "connections up at once per IP (0: no limit)"),
         ("--new-peer-reserve", "newPeerReserve", int, "of --max-connections, kept for addresses with none up"),
+        ("--fair-eviction", "fairEviction", int, "1: when full, evict from the address holding the most (0: never)"),
+        ("--max-awaiting-header", "maxAwaitingHeader", int, "connections waiting for a PROXY header (0: no limit)"),
     ]:
         parser.add_argument(option, dest=dest, type=kind, default=getattr(policy, dest), help=help)
 
@@ -656,6 +853,9 @@ def policyFromArguments(args: Any) -> GuardPolicy:
         maxPerPeer=args.maxPerPeer or None,
         newPeerReserve=getattr(args, "newPeerReserve", GuardPolicy.newPeerReserve),
         evictIdleAfter=getattr(args, "evictIdleAfter", GuardPolicy.evictIdleAfter),
+        fairEviction=bool(getattr(args, "fairEviction", GuardPolicy.fairEviction)),
+        headerTimeout=getattr(args, "headerTimeout", GuardPolicy.headerTimeout),
+        maxAwaitingHeader=getattr(args, "maxAwaitingHeader", GuardPolicy.maxAwaitingHeader) or None,
     )
 
 

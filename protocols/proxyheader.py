@@ -8,10 +8,14 @@ everything above (the guard's caps, the login throttle, the log):
   - when the immediate peer is a trusted proxy (L{TrustedProxies}; by
     default loopback only, C{--trusted-proxy} names others), the address
     is the header's source.  The connection is handed to the protocol only
-    once the header is read, so the guard counts it under that address
-    from the start; a header not complete within L{HEADER_TIMEOUT}
-    seconds drops the connection.  A LOCAL (v2) or UNKNOWN (v1) header,
-    or one for a UNIX socket, leaves the proxy's own address;
+    once the header is read, but a guarded protocol's guard counts it from
+    its acceptance: under the proxy's address while it waits (in the
+    total cap, and in the guard's cap on connections waiting for their
+    header, C{GuardPolicy.maxAwaitingHeader}, past which the one waiting
+    longest is dropped), then under the header's; a header not complete
+    within C{GuardPolicy.headerTimeout} seconds (L{HEADER_TIMEOUT} for an
+    unguarded protocol) drops the connection.  A LOCAL (v2) or UNKNOWN
+    (v1) header, or one for a UNIX socket, leaves the proxy's own address;
   - when it is not, the header is still read and removed, and its claims
     are ignored: the address is the immediate peer's, as nginx's
     C{set_real_ip_from} does, and the connection is handed over at once
@@ -55,8 +59,8 @@ V1_MAX = 107
 """The longest v1 header, CRLF included (the protocol's own bound)."""
 V2_SIGNATURE = b"\r\n\r\n\x00\r\nQUIT\n"
 V2_FIXED = 16
-HEADER_TIMEOUT = 10.0
-"""Seconds a trusted proxy has to send its header (it sends it at once)."""
+HEADER_TIMEOUT = 3.0
+"""Seconds a trusted proxy has to send its header (it sends it at once), unless the protocol's guard says otherwise."""
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -237,8 +241,18 @@ class ProxyHeaderProtocol(ProtocolWrapper):
     def connectionMade(self) -> None:
         self._trusted = self.factory.trusted.trusts(self._immediatePeer())
         if self._trusted:
-            # The address is known only once the header is read: the protocol waits for it.
-            self._timeout = self.factory.clock.callLater(HEADER_TIMEOUT, self._timedOut)
+            # The address is known only once the header is read: the protocol waits for it, but its guard
+            # counts it from now, under the proxy's address (unguarded, it is not counted at all).
+            timeout: float | None = HEADER_TIMEOUT
+            guard = self._guard()
+            if guard is not None:
+                timeout = guard.policy.headerTimeout
+                refusal = guard.awaitingHeader(clientAddress(self.transport), self._evicted)
+                if refusal is not None:
+                    self._fail(ProxyHeaderError("too-many-connections", refusal))
+                    return
+            if timeout is not None:
+                self._timeout = self.factory.clock.callLater(timeout, self._timedOut, timeout)
         else:
             self._handOver()
 
@@ -253,9 +267,28 @@ class ProxyHeaderProtocol(ProtocolWrapper):
         self._handedOver = True
         self._wrapped().makeConnection(self)
 
-    def _timedOut(self) -> None:
+    def _guard(self) -> Any:
+        """The guard of the wrapped protocol (or of the connection of a receiver that made its own), or C{None}."""
+        wrapped = self.wrappedProtocol
+        for candidate in (wrapped, getattr(wrapped, "connection", None)):
+            guard = getattr(candidate, "guard", None)
+            if hasattr(guard, "awaitingHeader"):
+                return guard
+        return None
+
+    def _timedOut(self, timeout: float) -> None:
         self._timeout = None
-        self._fail(ProxyHeaderError("proxy-header-timeout", f"no complete PROXY header within {HEADER_TIMEOUT} s"))
+        self._fail(ProxyHeaderError("proxy-header-timeout", f"no complete PROXY header within {timeout} s"))
+
+    def _evicted(self) -> None:
+        """Dropped, still waiting for its header, to make room for a newer connection (the guard's cap)."""
+        if self._reading and not self._handedOver:
+            self._fail(
+                ProxyHeaderError(
+                    "proxy-header-evicted",
+                    "dropped while waiting for its PROXY header, the one waiting longest, to make room",
+                )
+            )
 
     def dataReceived(self, data: bytes) -> None:
         if not self._reading:
@@ -300,6 +333,11 @@ class ProxyHeaderProtocol(ProtocolWrapper):
         self.factory.unregisterProtocol(self)  # type: ignore[no-untyped-call]
         if self._handedOver:
             self._wrapped().connectionLost(reason)
+        elif self._trusted:
+            # Never handed over: its guard counted it while it waited for its header.
+            guard = self._guard()
+            if guard is not None:
+                guard.headerAbandoned()
         self.wrappedProtocol = None  # type: ignore[assignment]
 
 

@@ -60,7 +60,7 @@ from zope.interface import implementer
 
 from framing import Limits, Registry, Violation
 from framing.errors import InvalidValue, KindRefused, TooManyItems, short_repr
-from framing.slicing.builtin import BudgetedUnslicer
+from framing.slicing.builtin import BudgetedUnslicer, DictUnslicer, TupleUnslicer
 from framing.slicing.interfaces import ISlicer
 from framing.wire import KIND_NAMES, OPEN, STRING
 
@@ -378,6 +378,50 @@ def addMessageTypes(registry: Registry) -> None:
     registry.add_unslicer(OPEN_TYPE, MessageUnslicer)
 
 
+class MetadataUnslicer(DictUnslicer):
+    """
+    A CALL's metadata, refused at the header of the key or value that
+    proves it too large, before its body is kept: an entry past
+    C{Limits.max_call_metadata}, a key longer than a name can be, or
+    UTF-8 bodies past four bytes for each of C{max_call_metadata_length}
+    characters (a character takes one to four); L{checkMetadataSize}
+    counts the characters exactly once the dict is built.  So a peer's
+    metadata costs at most about C{4 * max_call_metadata_length} bytes
+    held and C{max_call_metadata} entries built, however long it claims.
+    """
+
+    def __init__(self, limits: Limits) -> None:
+        super().__init__(limits)
+        self._bodyBytes = 0
+
+    def check_token(self, kind: int, size: int) -> None:
+        limits = self.limits
+        if kind != STRING:
+            raise KindRefused(f"call metadata is text keys and values, not {KIND_NAMES.get(kind, kind)}")
+        if self.expecting_key():
+            if len(self.items) >= limits.max_call_metadata:
+                raise TooManyItems(f"call metadata has more than {limits.max_call_metadata} entries")
+            if size > 4 * MAX_NAME:
+                raise InvalidValue(f"a metadata key is a name of 1 to {MAX_NAME} characters, not {size} bytes")
+        self._bodyBytes += size
+        if self._bodyBytes > 4 * limits.max_call_metadata_length:
+            raise InvalidValue(
+                f"call metadata has more than {4 * limits.max_call_metadata_length} bytes, more than the "
+                f"{limits.max_call_metadata_length} characters allowed"
+            )
+
+
+class ContextUnslicer(TupleUnslicer):
+    """A CALL's call context: a 3-tuple, its metadata (the third) built by a L{MetadataUnslicer}."""
+
+    def check_token(self, kind: int, size: int) -> None:
+        if len(self.items) >= 3:
+            raise InvalidValue("a call context has 3 fields")
+
+    def child_factory(self, name: bytes, factory: Any) -> Any:
+        return MetadataUnslicer if len(self.items) == 2 and name == b"dict" else factory
+
+
 class MessageUnslicer(BudgetedUnslicer):
     """
     Builds a L{Message}, checking each field as it arrives.  Its fields
@@ -437,6 +481,13 @@ class MessageUnslicer(BudgetedUnslicer):
             else:
                 raise TooManyItems(f"an rpc {self._kind()} message has {len(checks)} fields")
         items.append(obj)
+
+    def child_factory(self, name: bytes, factory: Any) -> Any:
+        """A CALL's call context is built by a L{ContextUnslicer} (its metadata refused at the header)."""
+        items = self.items
+        if len(items) == _KWARGS and name == b"tuple" and items[0] == CALL:
+            return ContextUnslicer
+        return factory
 
     def _isCall(self) -> bool:
         return bool(self.items) and self.items[0] == CALL

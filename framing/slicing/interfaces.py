@@ -56,6 +56,15 @@ class IUnslicer(Interface):  # type: ignore[misc]
     words a refusal further on).  The unslicer that C{Registry.register}
     makes from C{from_wire} is rebuildable.
 
+    An unslicer may define C{child_factory(name, factory)}: the unslicer
+    factory for its next child, an OPEN of open-type C{name} (bytes), given
+    C{factory}, the registry's for that name; it returns C{factory} or one
+    of its own (the RPC message builds a CALL's call context and metadata
+    with unslicers of its own, which refuse oversized metadata at its
+    headers).  The pure decoder asks it at each nested OPEN; the compiled
+    core never reads such a child itself (the RPC message's record builder
+    hands a CALL with a context back to the pure decoder).
+
     Optional methods (declared in L{IReportsViolations} and
     L{IStreamsBodies}, so that an unslicer without them still provides this
     interface): C{report_violation(violation)}, C{begin_body(length)},

@@ -137,6 +137,17 @@ def segments() -> Case:
     return Case("segments", ok, done.stdout.strip() + note, _shown(command), data)
 
 
+def round4() -> Case:
+    """Round four's connection attacks at the attacker's sizes (1,000 busy connections, 1,100 header-less ones)."""
+    command = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "tests/attack/test_round4_net.py"]
+    done = _run(command, 600, {"CHUNKWIRE_FIGURES": "1", "CHUNKWIRE_ATTACK_FULL": "1"})
+    lines = [line for line in done.stdout.splitlines() if re.match(r"^(busy cap|header-less flood)", line)]
+    text = "\n".join(f"- {line}" for line in lines)
+    if done.returncode != 0:
+        text += "\n\n```\n" + done.stdout[-3000:] + "\n```"
+    return Case("round4", done.returncode == 0, text, "CHUNKWIRE_ATTACK_FULL=1 " + _shown(command))
+
+
 def _which(tool: str) -> str | None:
     import shutil
 
@@ -153,6 +164,7 @@ def runExtras() -> list[Case]:
         latency(),
         netem(),
         segments(),
+        round4(),
     ]
     cases[2].name = "push-autotuned"
     cases[3].name = "push-default-window"

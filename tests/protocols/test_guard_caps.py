@@ -92,3 +92,97 @@ class ArgumentTests(SynchronousTestCase):
         policy = GuardPolicy(stallTimeout=7.0, maxConnections=5)
         addGuardArguments(parser, policy)
         self.assertEqual(policyFromArguments(parser.parse_args([])), policy)
+
+
+class FairEvictionTests(SynchronousTestCase):
+    """When full and nothing is idle, the address holding the most gives up a connection to one holding fewer."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.counter = ConnectionCounter()
+
+    def connect(self, host: str, policy: GuardPolicy) -> Any:
+        from twisted.internet.address import IPv4Address
+
+        protocol: Any = guard(EchoServer(), policy, self.counter, self.clock)
+        protocol.makeConnection(StringTransport(peerAddress=IPv4Address("TCP", host, 4000)))
+        return protocol
+
+    def fill(self, policy: GuardPolicy) -> list[Any]:
+        """Eight connections from a, two from b: every slot of ten taken, none idle enough to evict."""
+        return [self.connect(host, policy) for host in "a" * 8 + "b" * 2]
+
+    def test_newAddressEvictsFromTheBusiest(self) -> None:
+        """A new address gets in by dropping the least recently active connection of the address holding the most."""
+        policy = GuardPolicy(maxConnections=10, maxPerPeer=8, newPeerReserve=0, evictIdleAfter=None)
+        held = self.fill(policy)
+        self.counter.touched(held[0].guard)  # a's first is now its most recently active: its second goes
+        newcomer = self.connect("c", policy)
+        self.assertIsNone(newcomer.failure)
+        self.assertEqual(held[1].failure.value.code, "evicted-fair")
+        self.assertEqual([p.failure for p in held if p is not held[1]], [None] * 9)
+        self.assertEqual(self.counter.perPeer, {"a": 7, "b": 2, "c": 1})
+        self.assertEqual((self.counter.active, self.counter.evictedFair), (10, 1))
+
+    def test_convergesOnAnEqualShare(self) -> None:
+        """b's newcomers take a's slots only while b holds at least two fewer; then they are refused."""
+        policy = GuardPolicy(maxConnections=10, maxPerPeer=8, newPeerReserve=0, evictIdleAfter=None)
+        self.fill(policy)
+        results = [self.connect("b", policy).failure for _ in range(4)]
+        self.assertEqual(results[:3], [None] * 3)
+        self.assertEqual(results[3].value.code, "too-many-connections")
+        self.assertEqual(self.counter.perPeer, {"a": 5, "b": 5})
+
+    def test_offByOption(self) -> None:
+        """fairEviction=False keeps the old rule: full and nothing idle, a newcomer is refused."""
+        policy = GuardPolicy(maxConnections=10, maxPerPeer=8, newPeerReserve=0, evictIdleAfter=None, fairEviction=False)
+        self.fill(policy)
+        self.assertEqual(self.connect("c", policy).failure.value.code, "too-many-connections")
+
+    def test_idleFirst(self) -> None:
+        """A connection idle long enough is evicted before any fair eviction."""
+        policy = GuardPolicy(maxConnections=10, maxPerPeer=8, newPeerReserve=0, evictIdleAfter=1.0)
+        held = self.fill(policy)
+        self.clock.advance(2)
+        self.assertIsNone(self.connect("c", policy).failure)
+        self.assertEqual(held[0].failure.value.code, "evicted-idle")
+        self.assertEqual(self.counter.evictedFair, 0)
+
+    def test_bucketsFollowCounts(self) -> None:
+        """After any admissions and releases, the busiest count kept is the largest of perPeer's."""
+        import random
+
+        policy = GuardPolicy(maxConnections=None, maxPerPeer=None)
+        chooser, up = random.Random(7), []
+        for _ in range(2000):
+            if up and chooser.random() < 0.45:
+                self.counter.release(up.pop(chooser.randrange(len(up))))
+            else:
+                host = f"h{chooser.randrange(12)}"
+                self.assertIsNone(self.counter.admit(host, policy))
+                up.append(host)
+            self.assertEqual(self.counter._most, max(self.counter.perPeer.values(), default=0))
+
+
+class AwaitingHeaderTests(SynchronousTestCase):
+    """Connections from a trusted proxy are counted while they wait for their PROXY header, and capped."""
+
+    def test_countedUnderTheProxyThenTheClient(self) -> None:
+        """Waiting: under the proxy's address, outside its per-address cap; named: under the client's, within it."""
+        policy, counter = GuardPolicy(maxConnections=10, maxPerPeer=1, maxAwaitingHeader=5), ConnectionCounter()
+        waiting = [object() for _ in range(3)]
+        for marker in waiting:
+            self.assertIsNone(counter.admitAwaiting("proxy", policy, marker, lambda: None))  # type: ignore[arg-type]
+        self.assertEqual((counter.active, counter.perPeer), (3, {"proxy": 3}))
+        self.assertIsNone(counter.named(waiting[0], "client", policy))  # type: ignore[arg-type]
+        self.assertIn("per peer", counter.named(waiting[1], "client", policy) or "")  # type: ignore[arg-type]
+        counter.abandoned(waiting[2])  # type: ignore[arg-type]
+        self.assertEqual((counter.active, counter.perPeer, counter.awaiting), (1, {"client": 1}, {}))
+
+    def test_oldestWaitingDropped(self) -> None:
+        """Past maxAwaitingHeader, the one waiting longest is dropped (and uncounted) to make room."""
+        policy, counter = GuardPolicy(maxAwaitingHeader=2), ConnectionCounter()
+        dropped: list[int] = []
+        for n in range(4):
+            self.assertIsNone(counter.admitAwaiting("proxy", policy, object(), lambda n=n: dropped.append(n)))  # type: ignore[arg-type, misc]
+        self.assertEqual((dropped, counter.active, counter.evictedAwaiting), ([0, 1], 2, 2))
