@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import copy
 import types
 import weakref
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable
@@ -662,7 +663,7 @@ class ObjectStreams:
         producers, readers = self._producers, self._readers
         while producers:
             producers.popitem()[1].cancel()
-        error = reason.value if reason.value is not None else ConnectionError("connection lost")
+        error = _connectionsOwn(reason.value)
         while readers:
             reader = readers.popitem()[1]()
             if reader is not None:
@@ -903,6 +904,28 @@ class ObjectStreams:
         broker = self._broker()
         if broker is not None:
             broker.connection.dropConnection(error)
+
+
+def _connectionsOwn(error: BaseException | None) -> BaseException:
+    """
+    A copy of C{error} (the reason a connection was lost) for that
+    connection's readers alone, without a traceback.  Twisted hands every
+    connection it closes cleanly the same C{ConnectionDone} instance (a
+    default argument of its reactor's), and an exception raised in a
+    consumer's coroutine keeps that coroutine's frames in its traceback
+    (the next raise adds to them): readers failed with the shared instance
+    kept every closed connection's consumers, readers and broker alive for
+    the life of the process.  A copy is held only by what the connection
+    freed holds.
+    """
+    if error is None:
+        return ConnectionError("connection lost")
+    try:
+        copied = copy.copy(error)
+    except Exception:
+        copied = ConnectionError(f"connection lost: {type(error).__name__}: {error}")
+    copied.__traceback__ = None
+    return copied
 
 
 def _readerGone(streams: weakref.ref[ObjectStreams], streamId: int, reader: object) -> None:
