@@ -168,6 +168,7 @@ class TokenProtocol(Protocol):
         factory = self.config.decoderFactory or Decoder
         self.decoder = factory(self.limits, self.registry)
         self.ledger = Ledger(self.decoder.limits.max_connection_memory, transport.setOverBudget)
+        transport.chargeTo(self.ledger)
         if self.sendBackPressure:
             limits = self.decoder.limits
             transport.setSendLimits(limits.send_high_water, limits.send_low_water)

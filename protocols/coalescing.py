@@ -51,7 +51,7 @@ from zope.interface import directlyProvides, implementer, providedBy
 
 from framing import BlockBuffer
 
-from .flusher import Flusher
+from .flusher import SEND_ACCOUNT, Flusher
 from .forwarding import Forwarded
 from .outlet import Outlet
 from .readgate import ReadGate
@@ -218,8 +218,9 @@ class CoalescingTransport:
         if self._gate.resumeProducer():
             self.flush()
         self._pump()
-        if self._reading.backlogged:
-            self._flusher.checkBacklog()
+        flusher = self._flusher
+        if self._reading.backlogged or (flusher.ledger is not None and flusher.ledger.holding(SEND_ACCOUNT)):
+            flusher.checkBacklog()
 
     def _writingStopped(self) -> None:
         # The wrapped transport is gone and has already forgotten the gate.
@@ -292,6 +293,15 @@ class CoalescingTransport:
         the application's pause and the send back-pressure do.
         """
         self._reading.setOverBudget(over, self.transport, self._flusher.closed)
+
+    def chargeTo(self, ledger: Any) -> None:
+        """
+        Charge what waits to be sent (L{pendingBytes}) to C{ledger}'s
+        C{"send"} account, settled whenever the backlog is checked (past
+        the high-water mark, and as it drains), so the connection's budget
+        sees the bytes waiting for its peer.
+        """
+        self._flusher.ledger = ledger
 
     def stopProducing(self) -> None:
         """Stop for good: the wrapped transport drops the connection."""

@@ -23,10 +23,14 @@ from __future__ import annotations
 from typing import Any
 
 from framing import BlockBuffer
+from framing.ledger import Ledger
 
 from .outlet import Outlet
 from .readgate import ReadGate
 from .streamqueue import StreamQueue
+
+SEND_ACCOUNT = "send"
+"""The ledger account of the bytes written to a connection that its socket has not taken."""
 
 
 class Flusher:
@@ -43,6 +47,9 @@ class Flusher:
         behind them, wait in.
     @ivar outlet: the L{Outlet}, where flushed blocks reach the connection.
     @ivar reading: the L{ReadGate}, which stops reading while too much waits.
+    @ivar ledger: the connection's L{framing.ledger.Ledger}, charged with
+        what waits to be sent (account C{"send"}) each time the backlog is
+        checked; or C{None}.
     """
 
     def __init__(
@@ -62,6 +69,7 @@ class Flusher:
         self.streams = streams
         self.outlet = outlet
         self.reading = reading
+        self.ledger: Ledger | None = None
 
     def __repr__(self) -> str:
         return f"<Flusher {len(self.buffer)} bytes buffered, {self.holds} holds>"
@@ -91,5 +99,15 @@ class Flusher:
         return len(self.buffer) + self.streams.queuedBytes + self.outlet.held(self.transport)
 
     def checkBacklog(self) -> None:
-        """Let the read gate decide again, with what waits to be sent now."""
-        self.reading.checkBacklog(self.pendingBytes, self.transport, self.closed)
+        """
+        Let the read gate decide again, with what waits to be sent now, and
+        settle the ledger's C{"send"} account to it.  Runs only when what
+        waits may have passed the high-water mark, or drained: a message
+        the socket takes at once costs the ledger nothing, so the account
+        lags by at most what the socket took since (up to the low-water mark).
+        """
+        pending = self.pendingBytes
+        ledger = self.ledger
+        if ledger is not None:
+            ledger.settle(SEND_ACCOUNT, pending)
+        self.reading.checkBacklog(pending, self.transport, self.closed)

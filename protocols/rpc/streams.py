@@ -13,6 +13,11 @@ L{framing.rpc.streams.SendWindow}): the producer is pulled only while the
 consumer's window allows, so a producer is never more than a window of
 objects (and of bytes) ahead of its consumer, and a slow stream holds up
 nothing else on the connection, since no item is written without credit.
+Credit is the peer's word, so the connection bounds a producer too: it
+sends at most L{PACE_BYTES} before the reactor serves everything else,
+and waits while more than the send high-water mark waits for the peer or
+the connection's ledger has no room (L{ObjectStreams.pace}): a peer that
+grants everything and reads nothing holds the server to its back-pressure.
 
 Ending, both ways: the producer's end sends END; its exception sends ERROR
 after the items already sent, and the consumer gets it after them; a
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import copy
 import types
 import weakref
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable
@@ -150,8 +156,15 @@ BATCH_ITEMS = 128
 BATCH_BYTES = 16 * 1024
 """About how many encoded bytes one ITEM gathers (its count follows the size of the last one)."""
 
-_WAITING, _PULLING, _DONE = "waiting", "pulling", "done"
-"""A producer's states: waiting for credit (or announced, not yet granted any), waiting for its source, over."""
+PACE_BYTES = 64 * 1024
+"""Encoded bytes a producer sends before the reactor serves everything else (and it looks at the connection again)."""
+
+PACE_RETRY = 0.05
+"""Seconds between looks at a connection too full for its producers to send more (its send backlog or its ledger)."""
+
+_WAITING, _PULLING, _PAUSED, _DONE = "waiting", "pulling", "paused", "done"
+"""A producer's states: waiting for credit (or announced, not yet granted any), waiting for its source, waiting for
+its turn or for the connection to take more (L{ObjectStreams.pace}), over."""
 
 
 class _Producer:
@@ -169,6 +182,7 @@ class _Producer:
         self._batch: list[Any] = []
         self._batchLimit = 1
         self._itemSize = 0
+        self._unpaced = 0
         self.encoder = streams.encoder()
         if isinstance(source, ObjectStream):
             source = source.source
@@ -187,11 +201,22 @@ class _Producer:
         self.pump()
 
     def pump(self) -> None:
-        """Send items while the credit allows and the source has them at once (all in one write)."""
+        """
+        Send items while the credit allows and the source has them at once
+        (all in one write), and the connection takes them: after
+        L{PACE_BYTES} the producer waits for the end of the reactor's turn,
+        and while the connection's send backlog or its ledger is full, for
+        them to drain (L{ObjectStreams.pace}).
+        """
         if self.state != _WAITING or not self.window.open():
             return
-        transport = self.streams.transport()
+        streams = self.streams
+        transport = streams.transport()
         if transport is None:
+            return
+        if not streams.roomToSend(transport):
+            self.state = _PAUSED
+            streams.pace(self)
             return
         transport.hold()
         try:
@@ -324,9 +349,21 @@ class _Producer:
         self.sent += count
         size = max(size, count)
         self.window.sent(count, size)
+        unpaced = self._unpaced = self._unpaced + size
+        if unpaced >= PACE_BYTES and self.state == _WAITING:
+            # Its turn is over: the reactor serves everything else, then the connection is looked at again.
+            self._unpaced = 0
+            self.state = _PAUSED
+            self.streams.pace(self)
         # Gather as many items as fill BATCH_BYTES at this size, within BATCH_ITEMS.
         self._itemSize = size // count
         self._batchLimit = max(1, min(BATCH_ITEMS, BATCH_BYTES * count // size))
+
+    def resume(self) -> None:
+        """Its turn came again (L{ObjectStreams.pace}): send on, if the connection takes more."""
+        if self.state == _PAUSED:
+            self.state = _WAITING
+            self.pump()
 
     def end(self) -> None:
         """The source is exhausted: the items gathered, then END, with the count of items sent."""
@@ -640,6 +677,8 @@ class ObjectStreams:
         self._awaited: dict[int, StreamReader[Any]] = {}
         self._toWake: list[StreamReader[Any]] = []
         self._probing: tuple[Outgoing, list[_Producer]] | None = None
+        self._paced: list[_Producer] = []
+        self._paceCall: Any = None
         self._up = False
 
     # -- IBrokerExtension ------------------------------------------------------------------
@@ -659,10 +698,14 @@ class ObjectStreams:
     def connectionLost(self, reason: Failure) -> None:
         """Every reader fails with C{reason}'s error; every producer is closed."""
         self._up = False
+        self._paced = []
+        paceCall, self._paceCall = self._paceCall, None
+        if paceCall is not None and paceCall.active():
+            paceCall.cancel()
         producers, readers = self._producers, self._readers
         while producers:
             producers.popitem()[1].cancel()
-        error = reason.value if reason.value is not None else ConnectionError("connection lost")
+        error = _connectionsOwn(reason.value)
         while readers:
             reader = readers.popitem()[1]()
             if reader is not None:
@@ -708,6 +751,52 @@ class ObjectStreams:
             return None
         transport = broker.transport
         return None if transport is None or transport.disconnecting else transport
+
+    def roomToSend(self, transport: Any) -> bool:
+        """
+        Whether the connection takes more from a producer now: not while
+        more than the send high-water mark waits to be sent (its send
+        backlog, or what this reactor turn has buffered), nor while its
+        ledger has no room for another L{PACE_BYTES}.  A few attribute
+        reads.
+        """
+        if transport.sendBacklogged:
+            return False
+        high = transport.sendHighWater
+        if high is not None and len(transport.buffer) > high:
+            return False
+        broker = self._broker()
+        return broker is not None and broker.connection.ledger.room(PACE_BYTES)
+
+    def pace(self, producer: _Producer) -> None:
+        """
+        C{producer} has had its turn, or the connection takes no more:
+        resume it at the end of this reactor turn if the connection takes
+        more then, else look again every L{PACE_RETRY} seconds (a peer that
+        does not read makes its producers wait, and nothing else).
+        """
+        self._paced.append(producer)
+        if self._paceCall is None:
+            clock = self._clock()
+            if clock is not None:
+                self._paceCall = clock.callLater(0, self._resumePaced)
+
+    def _resumePaced(self) -> None:
+        self._paceCall = None
+        transport = self.transport()
+        if transport is None:
+            self._paced = []
+            return
+        paced, self._paced = self._paced, []
+        if not self.roomToSend(transport):
+            self._paced = [producer for producer in paced if producer.state == _PAUSED]
+            if self._paced:
+                clock = self._clock()
+                if clock is not None:
+                    self._paceCall = clock.callLater(PACE_RETRY, self._resumePaced)
+            return
+        for producer in paced:
+            producer.resume()
 
     def encoder(self) -> Any:
         """The connection's L{framing.Encoder}."""
@@ -903,6 +992,28 @@ class ObjectStreams:
         broker = self._broker()
         if broker is not None:
             broker.connection.dropConnection(error)
+
+
+def _connectionsOwn(error: BaseException | None) -> BaseException:
+    """
+    A copy of C{error} (the reason a connection was lost) for that
+    connection's readers alone, without a traceback.  Twisted hands every
+    connection it closes cleanly the same C{ConnectionDone} instance (a
+    default argument of its reactor's), and an exception raised in a
+    consumer's coroutine keeps that coroutine's frames in its traceback
+    (the next raise adds to them): readers failed with the shared instance
+    kept every closed connection's consumers, readers and broker alive for
+    the life of the process.  A copy is held only by what the connection
+    freed holds.
+    """
+    if error is None:
+        return ConnectionError("connection lost")
+    try:
+        copied = copy.copy(error)
+    except Exception:
+        copied = ConnectionError(f"connection lost: {type(error).__name__}: {error}")
+    copied.__traceback__ = None
+    return copied
 
 
 def _readerGone(streams: weakref.ref[ObjectStreams], streamId: int, reader: object) -> None:

@@ -237,6 +237,21 @@ class ProtocolTests(SynchronousTestCase):
         self.assertEqual(self.server.answered, 200)
         self.assertEqual(self.server.backlogs[-1], False)
 
+    def test_waitingBytesChargedToLedger(self) -> None:
+        """What waits for a peer that does not read is on the ledger ("send"), and leaves it as it drains."""
+        self.client.transport.pauseProducing()
+        for i in range(200):
+            self.client.sendObject([i, b"v" * 500])
+        self.pair.flush()
+        pending = self.server.transport.pendingBytes
+        self.assertGreater(pending, 10 * KiB)
+        self.assertEqual(self.server.ledger.holding("send"), pending)
+        self.assertEqual(self.server.ledger.held, pending)
+        self.client.transport.resumeProducing()
+        self.pair.flush()
+        self.assertEqual(self.server.ledger.holding("send"), self.server.transport.pendingBytes)
+        self.assertEqual(self.server.ledger.holding("send"), 0)
+
     def test_oneReadIsNotDispatchedPastTheMark(self) -> None:
         """Requests that arrived in one read wait undispatched once the answers pass the mark."""
         self.client.transport.pauseProducing()
