@@ -66,7 +66,7 @@ from framing.ledger import Ledger
 from framing.slicing.constraints import Constraint
 from framing.slicing.interfaces import ISlicer
 
-from .errors import describe, rebuild
+from .errors import CallTimedOut, DeadlineExceeded, describe, rebuild
 from .streams import (
     ANNOUNCE_OPEN_TYPE,
     CANCEL,
@@ -88,7 +88,7 @@ from .streams import (
     itemCheckFor,
 )
 
-__all__ = ["ClientObjectStreams", "ReceivedStream", "SentStream", "StreamArgumentRefused"]
+__all__ = ["ClientObjectStreams", "ReceivedStream", "SentStream", "StreamArgumentRefused", "itemWaitBound"]
 
 DEFAULT_MAX_STREAMS = 1000
 """Streams the server may have announced to a client at once (the Twisted side's default)."""
@@ -504,6 +504,32 @@ class ClientObjectStreams:
         assert encoder is not None
         data = encoder.tokens(message)
         return encoder.encode(message) if data is None else data
+
+
+def itemWaitBound(
+    streamId: int, now: float, deadline: float | None, callTimeout: float | None
+) -> tuple[float, BaseException] | None:
+    """
+    How long a consumer may wait for the next item of stream C{streamId}
+    (a server that stalls a stream while it answers PINGs is not silent,
+    so its silence bounds nothing here): until the C{deadline} of the
+    consumer's C{callContext} (on the clock of C{now}), or C{callTimeout}
+    seconds from C{now} (the stream's idle bound: each item, like each
+    answer, is awaited that long at most), whichever comes first; C{None}
+    for neither.  The I/O layer ends the wait then with the error given
+    here (L{DeadlineExceeded}, L{CallTimedOut}) and calls
+    L{ClientObjectStreams.timedOut}.
+
+    @return: the time the wait ends and its error, or C{None}.
+    """
+    name = f"the next item of stream {streamId}"
+    idle = None if callTimeout is None else now + callTimeout
+    if deadline is not None and (idle is None or deadline <= idle):
+        return deadline, DeadlineExceeded(f"{name} did not come within its deadline", name)
+    if idle is not None:
+        assert callTimeout is not None
+        return idle, CallTimedOut(name, callTimeout)
+    return None
 
 
 class _Dropped:
