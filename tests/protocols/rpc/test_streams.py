@@ -1023,3 +1023,46 @@ class LedgerTests(SynchronousTestCase):
         self.pair.flush()
         self.assertEqual(self.ledger.held, 0)
         self.assertEqual(len(stream._buffer), 50)  # (still the consumer's to take, then the connection's error)
+
+
+class ClientSessionHeldTests(SynchronousTestCase):
+    """
+    The clients without Twisted (blocking and asyncio: both read streams
+    through L{framing.rpc.session.ClientSession}'s ClientObjectStreams): a
+    server sending ITEMs of 256 KiB items of every kind to a 64 KiB byte
+    window is held to the window plus one ITEM, then the session ends.
+    Before, a memoryview, array or registered type counted 1 byte: all 20 held.
+    """
+
+    def test_everyKindHeldWithinByteWindow(self) -> None:
+        from framing.rpc.clientstreams import ReceivedStream
+        from framing.rpc.session import ClientSession
+        from framing.rpc.streams import Announcement
+        from framing.rpc.wire import ANSWER, Message
+        from framing.wire import PREAMBLE
+
+        from . import test_stream_vectors
+
+        for name, item in _bigItems().items():
+            with self.subTest(name):
+                registry = _blobRegistry()
+                session: ClientSession[str] = ClientSession("server", registry=registry)
+                session.objectStreams.windowBytes = HOSTILE_WINDOW
+                session.start()
+                requestId, _ = session.call("waiter", 0, "watch", (), {})
+                writer = Registry(test_stream_vectors.registry())
+                writer.register(Blob, "test.streams.Blob")
+                encoder = Encoder(writer)
+                answer = encoder.encode(Message((ANSWER, requestId, Announcement((1,)))))
+                settled = session.receive(PREAMBLE + answer)
+                stream = settled[0][1]
+                self.assertIsInstance(stream, ReceivedStream)
+                message = encoder.encode(FlowMessage((ITEM, 1, item)))
+                for _ in range(20):
+                    if session.failure is not None:
+                        break
+                    session.receive(message)
+                self.assertIsInstance(session.failure, ByteCreditExceeded, name)
+                held = list(stream.buffer)
+                self.assertEqual(len(held), 1, name)
+                self.assertLessEqual(sum(map(bodyBytes, held)), HOSTILE_WINDOW + ITEM_SIZE + 64, name)
