@@ -126,7 +126,7 @@ from framing import Limits, Registry
 from framing.login.errors import LoginFailed
 from framing.login.exchange import ByteExchange, ObjectName
 from framing.login.urls import HintAttempts, KeyMismatch, ObjectURL, checkPresentedKey
-from framing.rpc.clientstreams import ClientObjectStreams, ReceivedStream, SentStream
+from framing.rpc.clientstreams import ClientObjectStreams, ReceivedStream, SentStream, itemWaitBound
 from framing.rpc.context import Scope, sendingDeadline
 from framing.rpc.errors import CallTimedOut, ConnectionLost, ConnectTimedOut, DeadlineExceeded, ServerSilent
 from framing.rpc.incoming import IncomingCall
@@ -238,6 +238,12 @@ class AsyncStream(ReceivedStream):
     async def aclose(self) -> None:
         """Stop reading: the items held are dropped, the server's producer is cancelled (nothing if it is over)."""
         self.connection.cancelStream(self)
+
+
+def _expire(waiter: asyncio.Future[Any], error: BaseException) -> None:
+    """A consumer's wait for a stream's next item ran out of time (L{AsyncConnection.nextItem})."""
+    if not waiter.done():
+        waiter.set_exception(error)
 
 
 class _ClientProtocol(asyncio.Protocol):
@@ -618,11 +624,19 @@ class AsyncConnection:
 
     async def nextItem(self, stream: AsyncStream) -> Any:
         """
-        The next item of C{stream} (see L{AsyncStream}): taken if held, else awaited.
+        The next item of C{stream} (see L{AsyncStream}): taken if held, else
+        awaited, until the deadline of the enclosing C{callContext} or
+        C{callTimeout} seconds (L{framing.rpc.clientstreams.itemWaitBound}).
 
         @raise StopAsyncIteration: the stream ended (or was closed here).
+        @raise DeadlineExceeded: (or L{CallTimedOut}) no item in time: the
+            stream is cancelled, and fails with it from now on.
         """
         streams = self._session.objectStreams
+        scope = calling.get()
+        bound = itemWaitBound(
+            stream.streamId, time.monotonic(), None if scope is None else scope.deadline, self.callTimeout
+        )
         while True:
             if stream.buffer:
                 try:
@@ -636,6 +650,9 @@ class AsyncConnection:
                 raise StopAsyncIteration
             waiter: _Future[Any] = self._loop.create_future()
             stream.waiter = waiter
+            timer = None
+            if bound is not None:
+                timer = self._loop.call_later(max(bound[0] - time.monotonic(), 0.0), _expire, waiter, bound[1])
             try:
                 await self.awaitStream(waiter)
             except asyncio.CancelledError:
@@ -643,6 +660,16 @@ class AsyncConnection:
                 stream.waiter = None
                 self.cancelStream(stream)
                 raise
+            except BaseException as error:
+                if bound is None or error is not bound[1]:
+                    raise
+                streams.timedOut(stream, error)
+                if not self._shut:
+                    self._apply([])  # (its CANCEL)
+                raise
+            finally:
+                if timer is not None:
+                    timer.cancel()
 
     def _streamSending(self, producer: SentStream) -> None:
         """

@@ -151,7 +151,7 @@ from typing import Any
 from framing import Limits, Registry
 from framing.login.exchange import ByteExchange, ObjectName, clientMechanism
 from framing.login.urls import HintAttempts, ObjectURL, checkPresentedKey
-from framing.rpc.clientstreams import ClientObjectStreams, ReceivedStream
+from framing.rpc.clientstreams import ClientObjectStreams, ReceivedStream, itemWaitBound
 from framing.rpc.context import sendingDeadline
 from framing.rpc.errors import (
     CallTimedOut,
@@ -787,11 +787,19 @@ class BlockingConnection:
     def nextItem(self, stream: BlockingStream) -> Any:
         """
         The next item of C{stream} (see L{BlockingStream}): taken if held,
-        else read for on this thread, in turn with the other waiting threads.
+        else read for on this thread, in turn with the other waiting threads,
+        until the deadline of the enclosing C{callContext} or C{callTimeout}
+        seconds (L{framing.rpc.clientstreams.itemWaitBound}).
 
         @raise StopIteration: the stream ended (or was closed here).
+        @raise DeadlineExceeded: (or L{CallTimedOut}) no item in time: the
+            stream is cancelled, and fails with it from now on.
         """
         streams = self._session.objectStreams
+        scope = calling.get()
+        bound = itemWaitBound(
+            stream.streamId, time.monotonic(), None if scope is None else scope.deadline, self._callTimeout
+        )
         while True:
             waiter = None
             with self._lock:
@@ -811,7 +819,20 @@ class BlockingConnection:
                 if not self._session.pending:
                     # Nothing else waits: the server's silence counts from now (as for a call).
                     self._quietSince = None
-            self._wait(waiter, None, "a stream")
+            if bound is None:
+                self._wait(waiter, None, "a stream")
+                continue
+            try:
+                self._wait(waiter, None, "a stream", bound[0])
+            except DeadlineExceeded:
+                with self._lock:
+                    if stream.waiter is waiter and not waiter.done:
+                        streams.timedOut(stream, bound[1])
+                    data = self._session.dataToSend()
+                if data:
+                    self._sendCancel(data)
+                if stream.error is bound[1]:
+                    raise bound[1] from None
         if self._outbox:
             self._flushOutbox()  # (the credit taking it gave back: sent now, _lock released)
         return item

@@ -10,21 +10,25 @@ the session's C{makeStream}; the first CREDIT (the whole window) waits in
 the session's output at once.  From then on:
 
  - the server's ITEMs are counted against the stream's window
-   (L{framing.rpc.streams.ReceiveWindow}, the Twisted reader's bookkeeping:
-   items and bytes, a sender past either drops the connection with
-   L{framing.rpc.streams.ItemCreditExceeded}) and held in the reader's
-   buffer; a consumer waiting for them (its C{waiter}, opaque here) is
-   settled as a call is, C{(waiter, None, None)}, and takes them itself;
- - L{ClientObjectStreams.take} hands the consumer one item, checked against
-   the stream's item constraint if it is typed (L{framing.rpc.streams.StreamOf}
+   (L{framing.rpc.streams.ReceiveWindow.arrived}, the Twisted reader's
+   bookkeeping: items and bytes, every body an item holds counted by its
+   length, a sender past either drops the connection with
+   L{framing.rpc.streams.ItemCreditExceeded}), checked against the
+   stream's item constraint if it is typed (L{framing.rpc.streams.StreamOf}
    calls L{ReceivedStream.constrainItems}; the first refused item ends the
-   stream with its L{framing.Violation}, C{where} naming its index, and
-   CANCEL goes to the server), and its credit goes back in the window's
-   steps (a CREDIT in the output);
+   stream with its L{framing.Violation} after the items before it, C{where}
+   naming its index, and CANCEL goes to the server at once), held in the
+   reader's buffer and charged to the session's ledger (C{ledger}) until
+   taken; a consumer waiting for them (its C{waiter}, opaque here) is
+   settled as a call is, C{(waiter, None, None)}, and takes them itself;
+ - L{ClientObjectStreams.take} hands the consumer one item, and its credit
+   goes back in the window's steps (a CREDIT in the output);
  - END ends the iteration after the items held; ERROR fails it with the
    producer's error (rebuilt as a FAIL's is) after them;
  - L{ClientObjectStreams.cancel} (the consumer's C{close}, C{aclose}, a
    break that dropped the reader) drops the items held and sends CANCEL;
+   L{ClientObjectStreams.timedOut} does too, the stream failing with the
+   I/O layer's error (a consumer that waited past its deadline);
  - the session's end fails every stream with the reason, after its items.
 
 Sending a stream as an argument (client streaming), for a client that
@@ -58,10 +62,11 @@ from typing import Any
 from zope.interface import implementer
 
 from framing import Encoder, Registry, Violation
+from framing.ledger import Ledger
 from framing.slicing.constraints import Constraint
 from framing.slicing.interfaces import ISlicer
 
-from .errors import describe, rebuild
+from .errors import CallTimedOut, DeadlineExceeded, describe, rebuild
 from .streams import (
     ANNOUNCE_OPEN_TYPE,
     CANCEL,
@@ -81,10 +86,9 @@ from .streams import (
     addFlowTypes,
     checkItem,
     itemCheckFor,
-    leastItemLength,
 )
 
-__all__ = ["ClientObjectStreams", "ReceivedStream", "SentStream", "StreamArgumentRefused"]
+__all__ = ["ClientObjectStreams", "ReceivedStream", "SentStream", "StreamArgumentRefused", "itemWaitBound"]
 
 DEFAULT_MAX_STREAMS = 1000
 """Streams the server may have announced to a client at once (the Twisted side's default)."""
@@ -123,22 +127,29 @@ class ReceivedStream:
         self.waiter: Any = None
         self.ended = False
         self.error: BaseException | None = None
-        self.constraint: Constraint | None = None
         self._constrained = False
-        self.where = "result"
 
     def constrainItems(self, constraint: Constraint, where: str) -> bool:
         """
-        Check each item against C{constraint} as it is taken, a refused one
-        named C{where[index]} (L{framing.rpc.streams.StreamOf} calls this).
+        Check each item against C{constraint} as it arrives (and those held
+        already), a refused one named C{where[index]}
+        (L{framing.rpc.streams.StreamOf} calls this).
 
         @return: whether C{constraint} is this stream's (C{False}: it had one already).
         """
         if self._constrained:
             return False
         self._constrained = True
-        self.constraint = constraint
-        self.where = where
+        self.window.constrain(constraint, where)
+        buffer = self.buffer
+        for offset, item in enumerate(buffer):
+            try:
+                checkItem(constraint, item, where, self.taken + offset)
+            except Violation as violation:
+                for _ in range(len(buffer) - offset):
+                    buffer.pop()
+                self.streams.refused(self, violation)
+                break
         return True
 
     @property
@@ -216,6 +227,10 @@ class ClientObjectStreams:
         self.maxStreams = maxStreams
         self._died = died
         self._streams: dict[int, weakref.ref[ReceivedStream]] = {}
+        # Every live reader's weak reference (whose callback lets its held items go) and window, over or not.
+        self._windows: dict[int, tuple[weakref.ref[ReceivedStream], ReceiveWindow]] = {}
+        self._registry: Registry | None = None
+        self.ledger: Ledger | None = None
         # The ids of readers dropped unfinished, their CANCELs due (the session looks at this list: never replaced).
         self.dropped: list[int] = []
         self._lastAnnounced = 0
@@ -230,6 +245,7 @@ class ClientObjectStreams:
     def install(self, registry: Registry, encoder: Encoder) -> None:
         """Teach the connection's C{registry} the flow messages and the announcement; refuse streams as arguments."""
         self._encoder = encoder
+        self._registry = registry
         addFlowTypes(registry)
         registry.add_unslicer(ANNOUNCE_OPEN_TYPE, lambda limits: AnnouncementUnslicer(limits, self.announced))
         refusal = _StreamArgumentSlicer()
@@ -262,9 +278,11 @@ class ClientObjectStreams:
         if len(self._streams) >= self.maxStreams:
             raise TooManyObjectStreams(f"more than {self.maxStreams} streams announced at once")
         self._lastAnnounced = streamId
-        window = ReceiveWindow(self.window, self.windowBytes)
+        window = ReceiveWindow(self.window, self.windowBytes, self.ledger, self._registry)
         stream = self.makeStream(self, streamId, window)
-        self._streams[streamId] = weakref.ref(stream, _Dropped(weakref.ref(self), streamId))
+        ref = weakref.ref(stream, _Dropped(weakref.ref(self), streamId))
+        self._streams[streamId] = ref
+        self._windows[streamId] = (ref, window)
         objects, windowBytes = window.first()
         self._send(FlowMessage((CREDIT, streamId, objects, windowBytes)))
         return stream
@@ -297,8 +315,10 @@ class ClientObjectStreams:
         if stream is None:
             return  # cancelled here, the server has not heard yet
         if tag == ITEM:
-            stream.window.received(len(message) - 2, leastItemLength(message))
-            stream.buffer.extend(message[2:])
+            items, refused = stream.window.arrived(message)
+            stream.buffer.extend(items)
+            if refused is not None:
+                self.refused(stream, refused)
         else:
             del self._streams[stream.streamId]
             if tag == END:
@@ -318,6 +338,8 @@ class ClientObjectStreams:
                 stream.error = reason
                 self._wake(stream, settled)
         self.dropped.clear()
+        # (the session's ledger is closed with it: what the readers still hold is let go at once)
+        self._windows.clear()
         self.announcing.clear()
         producers = self._producers
         while producers:
@@ -404,26 +426,15 @@ class ClientObjectStreams:
 
     def take(self, stream: ReceivedStream) -> Any:
         """
-        The next item of C{stream}, held already: counted, its credit given
-        back (a CREDIT in the output, a step at a time), checked.
+        The next item of C{stream}, held already (and checked as it
+        arrived): counted, its bytes released once every item of its ITEM
+        is taken, its credit given back (a CREDIT in the output, a step at a time).
 
         @raise IndexError: no item is held (wait: L{ReceivedStream.waiter}).
-        @raise framing.Violation: the item's constraint refuses it (the stream ends with it, CANCEL in the output).
         """
         item = stream.buffer.popleft()
-        index = stream.taken
-        stream.taken = index + 1
+        stream.taken += 1
         grant = stream.window.taken()
-        constraint = stream.constraint
-        if constraint is not None:
-            try:
-                checkItem(constraint, item, stream.where, index)
-            except Violation as violation:
-                stream.buffer.clear()
-                if stream.error is None and not stream.ended:
-                    self._cancelled(stream)
-                stream.error = violation
-                raise
         if grant and not stream.ended and stream.error is None:
             self._send(FlowMessage((CREDIT, stream.streamId, grant, stream.window.windowBytes)))
         return item
@@ -431,21 +442,45 @@ class ClientObjectStreams:
     def cancel(self, stream: ReceivedStream) -> None:
         """The consumer stops reading C{stream}: the items held dropped, CANCEL in the output (once, if not over)."""
         stream.buffer.clear()
+        stream.window.dropHeld()
         if stream.error is None and not stream.ended:
             stream.ended = True
             self._cancelled(stream)
+
+    def timedOut(self, stream: ReceivedStream, error: BaseException) -> None:
+        """
+        C{stream}'s consumer waited for an item past its deadline (the I/O
+        layer's C{callContext} deadline or C{callTimeout}): the stream is
+        over, failing with C{error} from now on, its items dropped and
+        CANCEL in the output (if it was not over).
+        """
+        stream.waiter = None
+        stream.buffer.clear()
+        stream.window.dropHeld()
+        if stream.error is None and not stream.ended:
+            self._cancelled(stream)
+            stream.error = error
+
+    def refused(self, stream: ReceivedStream, violation: Violation) -> None:
+        """An item of C{stream} arrived that its constraint refuses: CANCEL now; the items held, then C{violation}."""
+        if stream.error is None and not stream.ended:
+            self._cancelled(stream)
+        stream.error = violation
 
     def cancelDropped(self) -> None:
         """The CANCELs of the streams whose readers were dropped unfinished, into the output (the session calls it)."""
         dropped = list(self.dropped)
         del self.dropped[: len(dropped)]
         for streamId in dropped:
+            entry = self._windows.pop(streamId, None)
+            if entry is not None:
+                entry[1].dropHeld()
             if self._streams.pop(streamId, None) is not None and self.failure is None:
                 self._send(FlowMessage((CANCEL, streamId)))
 
     def readerDropped(self, streamId: int) -> None:
         """A reader died unfinished (on the garbage collector's thread): its CANCEL is due."""
-        if streamId in self._streams:
+        if streamId in self._streams or streamId in self._windows:
             self.dropped.append(streamId)
             if self._died is not None:
                 self._died()
@@ -469,6 +504,32 @@ class ClientObjectStreams:
         assert encoder is not None
         data = encoder.tokens(message)
         return encoder.encode(message) if data is None else data
+
+
+def itemWaitBound(
+    streamId: int, now: float, deadline: float | None, callTimeout: float | None
+) -> tuple[float, BaseException] | None:
+    """
+    How long a consumer may wait for the next item of stream C{streamId}
+    (a server that stalls a stream while it answers PINGs is not silent,
+    so its silence bounds nothing here): until the C{deadline} of the
+    consumer's C{callContext} (on the clock of C{now}), or C{callTimeout}
+    seconds from C{now} (the stream's idle bound: each item, like each
+    answer, is awaited that long at most), whichever comes first; C{None}
+    for neither.  The I/O layer ends the wait then with the error given
+    here (L{DeadlineExceeded}, L{CallTimedOut}) and calls
+    L{ClientObjectStreams.timedOut}.
+
+    @return: the time the wait ends and its error, or C{None}.
+    """
+    name = f"the next item of stream {streamId}"
+    idle = None if callTimeout is None else now + callTimeout
+    if deadline is not None and (idle is None or deadline <= idle):
+        return deadline, DeadlineExceeded(f"{name} did not come within its deadline", name)
+    if idle is not None:
+        assert callTimeout is not None
+        return idle, CallTimedOut(name, callTimeout)
+    return None
 
 
 class _Dropped:

@@ -46,6 +46,7 @@ from zope.interface import implementer
 
 from framing import Limits, Registry, Violation
 from framing.errors import InvalidValue, KindRefused, TooManyItems, short_repr
+from framing.ledger import Ledger
 from framing.slicing.builtin import BudgetedUnslicer
 from framing.slicing.constraints import Constraint
 from framing.slicing.custom import PartsUnslicer
@@ -293,29 +294,45 @@ ITEM_FRAMING_BYTES = 12
 """The fewest encoded bytes of an ITEM besides its items: OPEN C{"rpc.flow"}
 (a 1-byte header and 8 bytes of name), the tag, the stream id, CLOSE (1 each)."""
 
-_ONE_TOKEN_BYTES = {bytes: 1, bytearray: 1, str: 1}
+HELD_ACCOUNT = "stream-items"
+"""The ledger account (L{framing.ledger.Ledger}) of the items a stream's receiver holds, received and not yet taken."""
+
 _CONTAINERS = (list, tuple, set, frozenset)
 _SCALARS = frozenset({int, float, bool, type(None)})
 _FLAT_SIZED = frozenset({str, bytes})
 
 
-def leastEncodedLength(values: collections.abc.Sequence[Any]) -> int:
+def _isAscii(value: str | bytes) -> bool:
+    return value.isascii()
+
+
+def _textLength(value: str) -> int:
+    """The UTF-8 length of C{value}: its length if it is ASCII (known at once), else that of its encoding."""
+    return len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+
+
+def leastEncodedLength(values: collections.abc.Sequence[Any], registry: Registry | None = None) -> int:
     """
     A count of the encoded bytes of C{values} that is never more than their
-    encoding, so that a receiver can hold an honest sender to its byte
-    window without the decoder measuring each message: a string or byte
-    string counts its length plus 1 (its header is at least 1 byte, its
-    UTF-8 at least a byte a character), a list, tuple, set, frozenset or
-    dict 2 plus its contents (at least an OPEN and a CLOSE), anything else
-    (a number, C{None}, an object of another type) 1.  O(the values and
-    everything in the containers among them), which the decoder has just
-    paid for building them; a run of numbers (or of strings) is counted
-    without a Python step per value.
+    encoding, and counts every body they hold by its length, so that a
+    receiver holds a sender to its byte window by the bytes the items hold
+    without the decoder measuring each message: a string 1 plus its UTF-8
+    length; a byte string (C{bytes}, C{bytearray}) and any other value with
+    a buffer (a C{memoryview}, an C{array.array}, a numpy array: one BYTES
+    body each) 1 plus its length in bytes; a list, tuple, set, frozenset or
+    dict 2 plus its contents (at least an OPEN and a CLOSE); an object of a
+    type C{registry} sends through a C{to_wire} function (a type registered
+    with L{framing.Registry.register}, a dataclass) 2 plus the count of the
+    state C{to_wire} gives; anything else (a number, C{None}, an object of
+    a type with a slicer of its own) 1.  O(the values and everything in the
+    containers and states among them, and the characters of non-ASCII
+    text), which the decoder has just paid for building them; a run of
+    numbers (or of ASCII strings) is counted without a Python step per value.
     """
     kinds = set(map(type, values))
     if kinds <= _SCALARS:
         return len(values)
-    if kinds <= _FLAT_SIZED:
+    if kinds <= _FLAT_SIZED and (str not in kinds or all(map(_isAscii, values))):
         return len(values) + sum(map(len, values))
     total = 0
     pending = list(values)
@@ -325,8 +342,10 @@ def leastEncodedLength(values: collections.abc.Sequence[Any]) -> int:
         kind = type(value)
         if kind is int:
             total += 1
-        elif kind in _ONE_TOKEN_BYTES:
+        elif kind is bytes or kind is bytearray:
             total += 1 + len(value)
+        elif kind is str:
+            total += 1 + _textLength(value)
         elif kind is dict:
             total += 2
             extend(value.keys())
@@ -334,8 +353,10 @@ def leastEncodedLength(values: collections.abc.Sequence[Any]) -> int:
         elif kind in _CONTAINERS:
             total += 2
             extend(value)
-        elif isinstance(value, (str, bytes, bytearray)):
-            total += 1 + len(value)
+        elif kind in _SCALARS:
+            total += 1
+        elif isinstance(value, str):
+            total += 1 + _textLength(value)
         elif isinstance(value, dict):
             total += 2
             extend(value.keys())
@@ -344,56 +365,184 @@ def leastEncodedLength(values: collections.abc.Sequence[Any]) -> int:
             total += 2
             extend(value)
         else:
-            total += 1
+            total += _otherLength(value, registry, pending)
     return total
 
 
-def leastItemLength(message: FlowMessage) -> int:
+def _otherLength(value: Any, registry: Registry | None, pending: list[Any]) -> int:
+    """
+    L{leastEncodedLength}'s count of a value of no built-in kind: a buffer's
+    bytes, or a registered type's state (put in C{pending} to be counted),
+    else 1.
+    """
+    try:
+        with memoryview(value) as view:
+            return 1 + view.nbytes
+    except TypeError:
+        pass
+    toWire = getattr(registry.slicer_for(type(value)), "to_wire", None) if registry is not None else None
+    if toWire is None:
+        return 1
+    try:
+        state = toWire(value)
+    except Exception:
+        return 1
+    pending.append(state)
+    return 2
+
+
+def leastItemLength(message: FlowMessage, registry: Registry | None = None) -> int:
     """L{leastEncodedLength} of a whole ITEM: its items' and L{ITEM_FRAMING_BYTES}."""
-    return ITEM_FRAMING_BYTES + leastEncodedLength(message[2:])
+    return ITEM_FRAMING_BYTES + leastEncodedLength(message[2:], registry)
 
 
 class ReceiveWindow:
     """
-    The receiver's side of one stream's credit: it grants C{window} items
-    at first, then, as the consumer takes them, grants them again in
-    steps of a quarter of the window (or as soon as the consumer has taken
-    every item received), so a producer is never more than C{window} items
-    ahead of its consumer.
+    The receiver's side of one stream: its credit, its item check, and
+    what its items hold.
+
+    Credit: it grants C{window} items at first, then, as the consumer takes
+    them, grants them again in steps of a quarter of the window (or as soon
+    as the consumer has taken every item received), so a producer is never
+    more than C{window} items ahead of its consumer.
 
     It holds the sender to the byte window too: each ITEM's size (as
-    L{leastItemLength} counts it, never more than the sender counts) is
-    shared among its items as the sender shares it (the remainder on the
-    last one, so that this side's count of any first items is never more
-    than the sender's), a CREDIT gives back the first items in flight, and
-    an ITEM that arrives while the items in flight hold the whole byte
-    window is refused: an honest sender sends none then.
+    L{leastItemLength} counts it, never more than the sender counts, every
+    body its items hold counted by its length) is shared among its items as
+    the sender shares it (the remainder on the last one, so that this side's
+    count of any first items is never more than the sender's), a CREDIT
+    gives back the first items in flight, and an ITEM that arrives while
+    the items in flight hold the whole byte window is refused: an honest
+    sender sends none then.  So the items held never count more than the
+    byte window plus one ITEM.
+
+    L{arrived} is the whole of an ITEM's arrival for a reader (the Twisted
+    one and the clients' share it): counted, checked against the stream's
+    item constraint at once (L{constrain}: a refused item is refused as it
+    arrives, the items before it kept), and the bytes of the items kept
+    charged to the connection's C{ledger} (account L{HELD_ACCOUNT}) until
+    the consumer has taken every item of that ITEM (released per ITEM, not
+    per item), or L{dropHeld} lets them all go (a cancelled or refused
+    stream, a reader dropped).
 
     @ivar window: the items in flight allowed.
     @ivar windowBytes: the encoded bytes of items in flight allowed.
     @ivar buffered: items received and not yet taken.
     @ivar bytesInFlight: the bytes counted of the items received and not yet given back by credit.
+    @ivar heldBytes: the bytes charged for the ITEMs whose items are not all taken yet.
+    @ivar ledger: where the items held are charged, or C{None}.
+    @ivar registry: the connection's registry, which L{leastItemLength} asks about registered types.
+    @ivar constraint: the check of each item as it arrives, or C{None}.
+    @ivar where: the stream's name in a refused item's C{where} (C{"result"}, C{"args[0]"}).
     """
 
-    __slots__ = ("window", "windowBytes", "buffered", "bytesInFlight", "_owed", "_step", "_outstanding", "_shares")
+    __slots__ = (
+        "window",
+        "windowBytes",
+        "buffered",
+        "bytesInFlight",
+        "heldBytes",
+        "ledger",
+        "registry",
+        "constraint",
+        "where",
+        "arrivedItems",
+        "_owed",
+        "_step",
+        "_outstanding",
+        "_shares",
+        "_held",
+    )
 
-    def __init__(self, window: int = DEFAULT_WINDOW, windowBytes: int = DEFAULT_WINDOW_BYTES) -> None:
+    def __init__(
+        self,
+        window: int = DEFAULT_WINDOW,
+        windowBytes: int = DEFAULT_WINDOW_BYTES,
+        ledger: Ledger | None = None,
+        registry: Registry | None = None,
+    ) -> None:
         if window < 1 or windowBytes < 1:
             raise ValueError("a stream's window must allow at least one item and one byte")
         self.window = window
         self.windowBytes = windowBytes
         self.buffered = 0
         self.bytesInFlight = 0
+        self.heldBytes = 0
+        self.ledger = ledger
+        self.registry = registry
+        self.constraint: Constraint | None = None
+        self.where = "result"
+        self.arrivedItems = 0
         self._owed = 0
         self._step = max(1, window // 4)
         self._outstanding = 0
         # Per ITEM in flight, oldest first: [items not given back, share of each, the last one's extra].
         self._shares: collections.deque[list[int]] = collections.deque()
+        # Per ITEM with items held, oldest first: [items not taken, bytes charged].
+        self._held: collections.deque[list[int]] = collections.deque()
 
     def first(self) -> tuple[int, int]:
         """The first CREDIT's C{(objects, bytes)}: the whole window."""
         self._outstanding = self.window
         return self.window, self.windowBytes
+
+    def constrain(self, constraint: Constraint, where: str) -> None:
+        """Check each item from now on as it arrives against C{constraint}, a refused one named C{where[index]}."""
+        self.constraint = constraint
+        self.where = where
+
+    def arrived(self, message: FlowMessage) -> tuple[tuple[Any, ...], Violation | None]:
+        """
+        An ITEM for a reader that holds its items: counted against both
+        windows, its items checked (if the stream is typed), and those kept
+        charged to the ledger.  O(its items and what they hold), once.
+
+        @return: the items to hold (all of them, or those before the first
+            refused), and the refusal (the stream is to end with it after
+            those items), or C{None}.
+        @raise ItemCreditExceeded: more items than were granted.
+        @raise ByteCreditExceeded: the items in flight already held the byte window.
+        """
+        items: tuple[Any, ...] = message[2:]
+        count = len(items)
+        size = ITEM_FRAMING_BYTES + leastEncodedLength(items, self.registry)
+        self.received(count, size)
+        refused = None
+        constraint = self.constraint
+        if constraint is not None:
+            index = self.arrivedItems
+            for offset, item in enumerate(items):
+                try:
+                    checkItem(constraint, item, self.where, index + offset)
+                except Violation as violation:
+                    refused = violation
+                    items = items[:offset]
+                    break
+        self.arrivedItems += count
+        kept = len(items)
+        if kept < count:
+            self.buffered -= count - kept
+        if kept:
+            self._held.append([kept, size])
+            self.heldBytes += size
+            if self.ledger is not None:
+                self.ledger.charge(HELD_ACCOUNT, size)
+        return items, refused
+
+    def discarded(self, message: FlowMessage) -> None:
+        """An ITEM for a stream whose reader holds nothing more (it is over here): its credit counted, nothing held."""
+        count = len(message) - 2
+        self.received(count, ITEM_FRAMING_BYTES + leastEncodedLength(message[2:], self.registry))
+        self.arrivedItems += count
+        self.buffered -= count
+
+    def dropHeld(self) -> None:
+        """The items held are let go without being taken (cancelled, refused, dropped): their bytes are released."""
+        self.buffered = 0
+        self._held.clear()
+        held, self.heldBytes = self.heldBytes, 0
+        if held and self.ledger is not None:
+            self.ledger.release(HELD_ACCOUNT, held)
 
     def received(self, count: int = 1, size: int = 0) -> None:
         """
@@ -422,8 +571,17 @@ class ReceiveWindow:
         step's worth, and items still held).  Once the consumer has taken
         every item received, what it owes is granted whatever its count: a
         sender held back by the byte window may have fewer than a step in
-        flight.
+        flight.  The last item taken of an ITEM releases that ITEM's bytes.
         """
+        held = self._held
+        if held:
+            entry = held[0]
+            entry[0] -= 1
+            if not entry[0]:
+                held.popleft()
+                self.heldBytes -= entry[1]
+                if self.ledger is not None:
+                    self.ledger.release(HELD_ACCOUNT, entry[1])
         self.buffered -= 1
         self._owed += 1
         if self._owed < self._step and self.buffered:

@@ -52,6 +52,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from framing import EncodingError, Registry, Violation
+from framing.ledger import Ledger
 from framing.outgoing import Outgoing
 from framing.rpc.errors import describe, rebuild
 from framing.rpc.streams import (
@@ -73,7 +74,6 @@ from framing.rpc.streams import (
     addFlowTypes,
     checkItem,
     itemCheckFor,
-    leastItemLength,
 )
 from framing.slicing.constraints import Constraint
 from framing.slicing.interfaces import ISlicer
@@ -434,8 +434,10 @@ class StreamReader(AsyncIterator[T], Generic[T]):
     Dropping it unfinished (breaking out of C{async for} with no other
     reference to it) or calling L{cancel} stops the producer.  Typed
     (C{AsyncIterator[T]} in the method's hints), each item is checked as it
-    is taken: the first refused ends the stream with its
-    L{framing.Violation}, C{where} naming its index (C{"result[17]"}).
+    arrives: the first refused cancels the stream at once, and the consumer
+    gets the items before it, then its L{framing.Violation}, C{where}
+    naming its index (C{"result[17]"}).  The items held (received, not yet
+    taken) are charged to the connection's ledger until taken (L{ReceiveWindow}).
 
     @ivar streamId: the peer's id of the stream.
     @ivar window: its L{ReceiveWindow} (C{window.buffered}: items held, not yet taken).
@@ -452,15 +454,14 @@ class StreamReader(AsyncIterator[T], Generic[T]):
         self._waiting: Deferred[T] | None = None
         self._ended = False
         self._error: BaseException | None = None
-        self._constraint: Constraint | None = None
         self._constrained = False
-        self._where = "result"
         self.taken = 0
 
     def constrainItems(self, constraint: Constraint, where: str) -> bool:
         """
-        Check each item against C{constraint} as it is taken; refused ones
-        are named C{where[index]} (L{StreamOf} calls it).  Only the first
+        Check each item against C{constraint} as it arrives (and those held
+        already); refused ones are named C{where[index]} (L{StreamOf} calls
+        it).  Only the first
         constraint is this reader's: a later one is the check of the stream
         sent on (a method returning the stream it was given), which its
         producer makes.
@@ -470,8 +471,15 @@ class StreamReader(AsyncIterator[T], Generic[T]):
         if self._constrained:
             return False
         self._constrained = True
-        self._constraint = constraint
-        self._where = where
+        self.window.constrain(constraint, where)
+        for offset, item in enumerate(self._buffer):
+            try:
+                checkItem(constraint, item, where, self.taken + offset)
+            except Violation as violation:
+                for _ in range(len(self._buffer) - offset):
+                    self._buffer.pop()
+                self._refuse(violation)
+                break
         return True
 
     @property
@@ -542,7 +550,7 @@ class StreamReader(AsyncIterator[T], Generic[T]):
         """
         if self.finished and not self._buffer:
             return
-        self._buffer.clear()
+        self._dropHeld()
         if self._error is None and not self._ended:
             self._ended = True
             self._streams.readerCancelled(self.streamId)
@@ -558,7 +566,7 @@ class StreamReader(AsyncIterator[T], Generic[T]):
     def _cancelWaiting(self, waiting: Deferred[T]) -> None:
         if self._waiting is waiting:
             self._takeWaiting()
-            self._buffer.clear()
+            self._dropHeld()
             if self._error is None and not self._ended:
                 self._ended = True
                 self._streams.readerCancelled(self.streamId)
@@ -572,53 +580,55 @@ class StreamReader(AsyncIterator[T], Generic[T]):
 
     def _deliver(self, item: Any) -> Deferred[T]:
         """Hand over one item taken from the buffer, as a L{Deferred} (see L{_take})."""
-        try:
-            return succeed(self._take(item))
-        except Violation as violation:
-            return fail(violation)
+        return succeed(self._take(item))
 
     def _take(self, item: Any) -> T:
-        """
-        One item taken from the buffer: counted, its credit given back, checked.
-
-        @raise framing.Violation: the item's constraint refuses it (the stream is then cancelled).
-        """
-        index = self.taken
-        self.taken = index + 1
+        """One item taken from the buffer (checked as it arrived): counted, its bytes and its credit given back."""
+        self.taken += 1
         grant = self.window.taken()
-        constraint = self._constraint
-        if constraint is not None:
-            try:
-                checkItem(constraint, item, self._where, index)
-            except Violation as violation:
-                self._refuse(violation)
-                raise
         if grant and not self._ended and self._error is None:
             self._streams.sendCredit(self.streamId, grant, self.window.windowBytes)
         return item  # type: ignore[no-any-return]
 
-    def _refuse(self, violation: Violation) -> None:
+    def _dropHeld(self) -> None:
+        """The items held are let go untaken (their bytes released)."""
         self._buffer.clear()
+        self.window.dropHeld()
+
+    def _refuse(self, violation: Violation) -> None:
+        """An item arrived that the constraint refuses: CANCEL now; the items held, then C{violation}."""
         if self._error is None and not self._ended:
             self._streams.readerCancelled(self.streamId)
         self._error = violation
+        if not self._buffer:
+            waiting = self._takeWaiting()
+            if waiting is not None:
+                waiting.errback(violation)
 
     # -- told by the connection --------------------------------------------------------
 
-    def itemsReceived(self, items: tuple[Any, ...]) -> None:
+    def itemReceived(self, message: FlowMessage) -> None:
         """
-        An ITEM's items (their credit already counted by the connection):
-        held, and a consumer waiting for them woken at the end of the
-        reactor turn, so that it takes the items of one read in one go,
-        without a Deferred of its own each.
+        An ITEM of this stream: counted against the windows, checked,
+        charged (L{ReceiveWindow.arrived}) and its items held; a consumer
+        waiting for them woken at the end of the reactor turn, so that it
+        takes the items of one read in one go, without a Deferred of its
+        own each.  A refused item cancels the stream at once.
+
+        @raise framing.rpc.streams.ItemCreditExceeded: the peer broke flow control (the connection is dropped).
         """
+        window = self.window
         if self._ended or self._error is not None:
-            self.window.buffered -= len(items)
+            window.discarded(message)
             return
-        wake = not self._buffer and self._waiting is not None
-        self._buffer.extend(items)
-        if wake:
-            self._streams.wakeSoon(self)
+        items, refused = window.arrived(message)
+        if items:
+            wake = not self._buffer and self._waiting is not None
+            self._buffer.extend(items)
+            if wake:
+                self._streams.wakeSoon(self)
+        if refused is not None:
+            self._refuse(refused)
 
     def wake(self) -> None:
         """Hand the consumer waiting for an item the first one held (the end of the turn L{itemsReceived} asked for)."""
@@ -672,6 +682,9 @@ class ObjectStreams:
         self.streamIds = 1
         self._producers: dict[int, _Producer] = {}
         self._readers: dict[int, weakref.ref[StreamReader[Any]]] = {}
+        # Every live reader's weak reference (whose callback lets its held items go) and window, over or not.
+        self._windows: dict[int, tuple[weakref.ref[StreamReader[Any]], ReceiveWindow]] = {}
+        self._registry: Registry | None = None
         self._lastAnnounced = 0
         self._gone: list[int] = []
         self._awaited: dict[int, StreamReader[Any]] = {}
@@ -686,6 +699,7 @@ class ObjectStreams:
     def install(self, broker: Any, registry: Registry) -> None:
         """Teach the broker's registry the announcement and the flow messages, and what is sent as a stream."""
         self._broker = weakref.ref(broker)
+        self._registry = registry
         addFlowTypes(registry)
         slicer = _AnnouncementSlicer(self)
         for cls in (ObjectStream, StreamReader, types.AsyncGeneratorType, types.GeneratorType, AsyncIterator):
@@ -711,6 +725,8 @@ class ObjectStreams:
             if reader is not None:
                 reader.failed(error)
         self._awaited.clear()
+        # (the connection's ledger is closed with it: what the readers still hold is let go at once)
+        self._windows.clear()
 
     def controlReceived(self, message: FlowMessage) -> None:
         """One flow message from the peer: an item or end for a reader, a credit or cancel for a producer."""
@@ -722,11 +738,9 @@ class ObjectStreams:
                 return  # cancelled here, the peer has not heard yet
             if tag == ITEM:
                 try:
-                    reader.window.received(len(message) - 2, leastItemLength(message))
+                    reader.itemReceived(message)
                 except Exception as error:
                     self._dropConnection(error)
-                    return
-                reader.itemsReceived(message[2:])
                 return
             del self._readers[streamId]
             if tag == END:
@@ -851,11 +865,12 @@ class ObjectStreams:
 
     def readerGone(self, streamId: int) -> None:
         """
-        A reader was dropped by its consumer: if its stream is not over,
-        cancel it at the end of the turn (a garbage collection may drop it
-        in the middle of another message's encoding).
+        A reader was dropped by its consumer: the items it held are let go
+        (their bytes released) and, if its stream is not over, it is
+        cancelled, at the end of the turn (a garbage collection may drop it
+        in the middle of another message's encoding or ledger charge).
         """
-        if streamId not in self._readers:
+        if streamId not in self._readers and streamId not in self._windows:
             return
         if not self._gone:
             clock = self._clock()
@@ -867,6 +882,9 @@ class ObjectStreams:
     def _cancelGone(self) -> None:
         gone, self._gone = self._gone, []
         for streamId in gone:
+            entry = self._windows.pop(streamId, None)
+            if entry is not None:
+                entry[1].dropHeld()
             self.readerCancelled(streamId)
 
     def producerOver(self, producer: _Producer) -> None:
@@ -981,12 +999,19 @@ class ObjectStreams:
             self._dropConnection(error)
             raise Violation(str(error))
         self._lastAnnounced = streamId
-        window = ReceiveWindow(self.options.window, self.options.windowBytes)
+        window = ReceiveWindow(self.options.window, self.options.windowBytes, self._ledger(), self._registry)
         reader: StreamReader[Any] = StreamReader(self, streamId, window)
-        self._readers[streamId] = weakref.ref(reader, partial(_readerGone, weakref.ref(self), streamId))
+        ref = weakref.ref(reader, partial(_readerGone, weakref.ref(self), streamId))
+        self._readers[streamId] = ref
+        self._windows[streamId] = (ref, window)
         objects, windowBytes = window.first()
         self.sendCredit(streamId, objects, windowBytes)
         return reader
+
+    def _ledger(self) -> Ledger | None:
+        """The connection's ledger (the items readers hold are charged there), or C{None}."""
+        broker = self._broker()
+        return None if broker is None else getattr(broker.connection, "ledger", None)
 
     def _dropConnection(self, error: Exception) -> None:
         broker = self._broker()

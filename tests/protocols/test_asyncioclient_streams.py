@@ -19,8 +19,8 @@ from twisted.trial.unittest import TestCase
 
 from framing import Violation
 from framing.rpc.clientstreams import StreamArgumentRefused
-from framing.rpc.errors import ConnectionLost, RemoteError
-from protocols.asyncioclient import AsyncConnection, AsyncStream, ServerSilent, connect
+from framing.rpc.errors import CallTimedOut, ConnectionLost, DeadlineExceeded, RemoteError
+from protocols.asyncioclient import AsyncConnection, AsyncStream, ServerSilent, callContext, connect
 
 from .clientrefs import HANG, stopServing
 from .clientstreams import BAD_INDEX, WINDOW, IProducers, servingStreams
@@ -248,6 +248,64 @@ async def streamArgumentRefused(reactor: Any) -> None:
         await stopServing(port)
 
 
+async def _stalledStream(reactor: Any, callTimeout: float, scoped: float | None) -> None:
+    """
+    A server announces a stream, sends one item, then stalls it while it
+    answers every PING (the client's silence watch pings it every few
+    tenths of a second, so it is never silent): the wait for the next item
+    ends with a typed error at the consumer's deadline (C{scoped}: a
+    callContext's, else C{callTimeout}), the stream is cancelled (the
+    server's producer closed) and the connection goes on.  Before, it waited
+    until the test's own bound (HANG).
+    """
+    producers, port = await servingStreams(reactor)
+
+    async def main() -> tuple[int, BaseException | None, BaseException | None, int]:
+        address = f"127.0.0.1:{port.getHost().port}"
+        async with await connect(address, timeout=HANG, callTimeout=callTimeout, silenceTimeout=0.4) as connection:
+            stream = await connection.root.callRemote("idle")
+            first = await stream.__anext__()
+            error = later = None
+            try:
+                if scoped is None:
+                    await asyncio.wait_for(stream.__anext__(), HANG)
+                else:
+                    with callContext(scoped):
+                        await asyncio.wait_for(stream.__anext__(), HANG)
+            except Exception as raised:
+                error = raised
+            try:
+                await stream.__anext__()
+            except Exception as raised:
+                later = raised
+            closed = -1
+            for _ in range(int(HANG / 0.01)):
+                closed = (await connection.root.callRemote("made"))[1]
+                if closed >= 1:
+                    break
+            return first, error, later, closed
+
+    try:
+        first, error, later, closed = await deferToThread(asyncio.run, main())
+        assert first == 0
+        expected = CallTimedOut if scoped is None else DeadlineExceeded
+        assert isinstance(error, expected), error
+        assert later is error  # the stream fails with it from now on
+        assert closed == 1  # its CANCEL reached the server, and calls still go
+    finally:
+        await stopServing(port)
+
+
+async def stalledStreamTimesOut(reactor: Any) -> None:
+    """A stalled stream's next item is awaited C{callTimeout} at most: CallTimedOut."""
+    await _stalledStream(reactor, callTimeout=1.0, scoped=None)
+
+
+async def stalledStreamDeadline(reactor: Any) -> None:
+    """A stalled stream's next item is awaited until the callContext's deadline at most: DeadlineExceeded."""
+    await _stalledStream(reactor, callTimeout=HANG, scoped=1.0)
+
+
 class AsyncStreamTests(TestCase):
     """Object streams in the asyncio client (trial runs these; pytest the twins below)."""
 
@@ -260,6 +318,8 @@ class AsyncStreamTests(TestCase):
     test_connection_loss_ends_stream = trialTest(connectionLossEndsStream, HANG)
     test_stream_argument_refused = trialTest(streamArgumentRefused, HANG)
     test_silent_server_ends_stream = trialTest(silentServerEndsStream, HANG)
+    test_stalled_stream_times_out = trialTest(stalledStreamTimesOut, 2 * HANG)
+    test_stalled_stream_deadline = trialTest(stalledStreamDeadline, 2 * HANG)
 
 
 test_whole_streams_and_calls_at_once = pytestTest(wholeStreamsAndCallsAtOnce, HANG)
@@ -270,6 +330,8 @@ test_typed_items_refused = pytestTest(typedItemsRefused, HANG)
 test_connection_loss_ends_stream = pytestTest(connectionLossEndsStream, HANG)
 test_stream_argument_refused = pytestTest(streamArgumentRefused, HANG)
 test_silent_server_ends_stream = pytestTest(silentServerEndsStream, HANG)
+test_stalled_stream_times_out = pytestTest(stalledStreamTimesOut, 2 * HANG)
+test_stalled_stream_deadline = pytestTest(stalledStreamDeadline, 2 * HANG)
 
 
 async def clientStreams(reactor: Any) -> None:

@@ -15,8 +15,8 @@ from twisted.trial.unittest import TestCase
 
 from framing import Violation
 from framing.rpc.clientstreams import StreamArgumentRefused
-from framing.rpc.errors import ConnectionLost, RemoteError
-from protocols.blocking import BlockingConnection, BlockingStream, connect
+from framing.rpc.errors import CallTimedOut, ConnectionLost, DeadlineExceeded, RemoteError
+from protocols.blocking import BlockingConnection, BlockingStream, callContext, connect
 
 from .clientrefs import HANG, stopServing
 from .clientstreams import BAD_INDEX, WINDOW, IProducers, servingStreams
@@ -209,6 +209,65 @@ async def streamArgumentRefused(reactor: Any) -> None:
         await stopServing(port)
 
 
+async def _stalledStream(reactor: Any, callTimeout: float, scoped: float | None) -> None:
+    """
+    A server announces a stream, sends one item, then stalls it while it
+    answers every PING (the client's silence watch pings it every few
+    tenths of a second, so it is never silent): the wait for the next item
+    ends with a typed error at the consumer's deadline (C{scoped}: a
+    callContext's, else C{callTimeout}), the stream is cancelled (the
+    server's producer closed) and the connection goes on.  Before, it waited
+    for good (the server's connection is dropped after HANG, so a hang fails).
+    """
+    producers, port = await servingStreams(reactor)
+    address = f"127.0.0.1:{port.getHost().port}"
+    connection: BlockingConnection = await deferToThread(
+        connect, address, timeout=HANG, callTimeout=callTimeout, silenceTimeout=0.4
+    )
+    rescue = reactor.callLater(HANG, lambda: port.factory.disconnectAll())
+
+    def read() -> tuple[int, BaseException | None, BaseException | None, int]:
+        stream = connection.root.callRemote("idle")
+        first = next(stream)
+        error = later = None
+        try:
+            if scoped is None:
+                next(stream)
+            else:
+                with callContext(scoped):
+                    next(stream)
+        except Exception as raised:
+            error = raised
+        try:
+            next(stream)
+        except Exception as raised:
+            later = raised
+        return first, error, later, _closedSoon(connection, 1)
+
+    try:
+        first, error, later, closed = await deferToThread(read)
+        assert first == 0
+        expected = CallTimedOut if scoped is None else DeadlineExceeded
+        assert isinstance(error, expected), error
+        assert later is error  # the stream fails with it from now on
+        assert closed == 1  # its CANCEL reached the server, and calls still go
+    finally:
+        if rescue.active():
+            rescue.cancel()
+        connection.close()
+        await stopServing(port)
+
+
+async def stalledStreamTimesOut(reactor: Any) -> None:
+    """A stalled stream's next item is awaited C{callTimeout} at most: CallTimedOut."""
+    await _stalledStream(reactor, callTimeout=1.0, scoped=None)
+
+
+async def stalledStreamDeadline(reactor: Any) -> None:
+    """A stalled stream's next item is awaited until the callContext's deadline at most: DeadlineExceeded."""
+    await _stalledStream(reactor, callTimeout=HANG, scoped=1.0)
+
+
 class BlockingStreamTests(TestCase):
     """Object streams in the blocking client (trial runs these; pytest the twins below)."""
 
@@ -220,6 +279,8 @@ class BlockingStreamTests(TestCase):
     test_typed_items_refused = trialTest(typedItemsRefused, HANG)
     test_connection_loss_ends_stream = trialTest(connectionLossEndsStream, HANG)
     test_stream_argument_refused = trialTest(streamArgumentRefused, HANG)
+    test_stalled_stream_times_out = trialTest(stalledStreamTimesOut, 2 * HANG)
+    test_stalled_stream_deadline = trialTest(stalledStreamDeadline, 2 * HANG)
 
 
 test_whole_stream_read = pytestTest(wholeStreamRead, HANG)
@@ -229,3 +290,5 @@ test_producer_error_after_items = pytestTest(producerErrorAfterItems, HANG)
 test_typed_items_refused = pytestTest(typedItemsRefused, HANG)
 test_connection_loss_ends_stream = pytestTest(connectionLossEndsStream, HANG)
 test_stream_argument_refused = pytestTest(streamArgumentRefused, HANG)
+test_stalled_stream_times_out = pytestTest(stalledStreamTimesOut, 2 * HANG)
+test_stalled_stream_deadline = pytestTest(stalledStreamDeadline, 2 * HANG)

@@ -132,6 +132,13 @@ OVERRUNS: list[tuple[str, str, tuple[int, int], list[FlowMessage]]] = [
             FlowMessage((ITEM, 1, 0)),
         ],
     ),
+    (
+        "bytes-over-window-buffer",
+        "64 bytes granted; a memoryview of 100 bytes (one BYTES body) counts 12 + 101 = 113 and fills it,"
+        " the next breaks it",
+        (256, 64),
+        [FlowMessage((ITEM, 1, memoryview(bytes(100)))), FlowMessage((ITEM, 1, b"x"))],
+    ),
 ]
 
 

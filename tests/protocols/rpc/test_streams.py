@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import array
 import gc
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from twisted.internet.defer import CancelledError, Deferred
@@ -13,12 +15,14 @@ from twisted.trial.unittest import SynchronousTestCase
 from framing import Encoder, Registry, Violation
 from framing.rpc.streams import (
     CREDIT,
+    HELD_ACCOUNT,
     ITEM,
     ITEM_FRAMING_BYTES,
     ByteCreditExceeded,
     FlowMessage,
     ItemCreditExceeded,
     addFlowTypes,
+    leastItemLength,
 )
 from framing.slicing.registry import DEFAULT_REGISTRY
 from protocols.rpc import NoSuchMethod, Referenceable, RemoteError, RemoteInterface, RemoteViolation, remote
@@ -827,3 +831,238 @@ def _flowRegistry() -> Registry:
 
 async def _call(method: Any, *args: Any) -> Any:
     return await method(*args)
+
+
+# -- every kind of item counts its bytes (the receiver's count, section 14.3) ----------------------
+
+
+@dataclass
+class Blob:
+    """A registered user type holding a body of its own."""
+
+    label: str
+    data: bytes
+
+
+def _blobRegistry() -> Registry:
+    made = Registry(DEFAULT_REGISTRY)
+    made.register(Blob, "test.streams.Blob")
+    return made
+
+
+ITEM_SIZE = 256 * 1024
+"""The bytes of the body each hostile item holds: four times the byte window below."""
+
+HOSTILE_WINDOW = 64 * 1024
+
+
+def _bigItems() -> dict[str, Any]:
+    """One item of each kind, each holding L{ITEM_SIZE} bytes of bodies (the text: ITEM_SIZE of UTF-8)."""
+    items: dict[str, Any] = {
+        "memoryview": memoryview(bytes(ITEM_SIZE)),
+        "array": array.array("B", bytes(ITEM_SIZE)),
+        "bytearray": bytearray(ITEM_SIZE),
+        "bytes": bytes(ITEM_SIZE),
+        "str": "\u00e9" * (ITEM_SIZE // 2),
+        "list of bytes": [bytes(1024) for _ in range(ITEM_SIZE // 1024)],
+        "registered type": Blob("b", bytes(ITEM_SIZE)),
+    }
+    try:
+        import numpy
+    except ImportError:
+        pass
+    else:
+        items["ndarray"] = numpy.zeros(ITEM_SIZE, dtype=numpy.uint8)
+    return items
+
+
+def bodyBytes(item: Any) -> int:
+    """The bytes of the bodies C{item} holds, measured on it (independently of the code under test)."""
+    if isinstance(item, str):
+        return len(item.encode("utf-8"))
+    if isinstance(item, list):
+        return sum(map(bodyBytes, item))
+    if isinstance(item, Blob):
+        return len(item.label) + len(item.data)
+    return memoryview(item).nbytes
+
+
+class EveryKindCountsItsBytesTests(SynchronousTestCase):
+    """
+    A hostile sender's ITEMs of 256 KiB items of every kind (memoryview,
+    array, numpy array, bytearray, bytes, text, lists of byte strings, a
+    registered type) to a receiver with a 64 KiB byte window: the receiver
+    holds at most the window plus one ITEM, then drops the connection.
+    Before, a memoryview, an array or a registered type counted 1 byte, so
+    every item the item window allowed was held (256 of 256 KiB each).
+    """
+
+    def _hostile(self, item: Any) -> tuple[BrokerPair, StreamReader[Any], BaseException]:
+        from twisted.internet.task import Clock
+
+        from protocols.rpc import Broker
+
+        clock = Clock()
+        registry = _blobRegistry()
+        server = Broker(Service(), clock=clock, registry=registry)
+        options = StreamOptions(window=256, windowBytes=HOSTILE_WINDOW)
+        client = Broker(clock=clock, registry=registry, extensions=[ObjectStreams(options)])
+        pair = BrokerPair(server, client, clock)
+        stream: StreamReader[Any] = self.successResultOf(run(pair, _call(pair.root.callRemote, "idle")))
+        lost = pair.client.whenDisconnected()
+        flows = Registry(registry)
+        addFlowTypes(flows)
+        message = Encoder(flows).encode(FlowMessage((ITEM, stream.streamId, item)))
+        for _ in range(20):
+            pair.memory.serverTransport.write(message)
+        pair.flush()
+        return pair, stream, self.successResultOf(lost)
+
+    def test_everyKindHeldWithinByteWindow(self) -> None:
+        for name, item in _bigItems().items():
+            with self.subTest(name):
+                _, stream, error = self._hostile(item)
+                self.assertIsInstance(error, ByteCreditExceeded, name)
+                held = list(stream._buffer)
+                self.assertEqual(len(held), 1, name)
+                self.assertLessEqual(sum(map(bodyBytes, held)), HOSTILE_WINDOW + ITEM_SIZE + 64, name)
+
+    def test_countNeverAboveEncodingForEveryKind(self) -> None:
+        """The receiver's count of an ITEM of each kind is its bodies' bytes at least, never more than its encoding."""
+        registry = _blobRegistry()
+        flows = Registry(registry)
+        addFlowTypes(flows)
+        encoder = Encoder(flows)
+        for name, item in _bigItems().items():
+            message = FlowMessage((ITEM, 1, item))
+            counted = leastItemLength(message, registry)
+            self.assertLessEqual(counted, len(encoder.encode(message)), name)
+            self.assertGreaterEqual(counted, bodyBytes(item), name)
+
+    def test_honestSenderOfEveryKindNeverTrips(self) -> None:
+        """
+        An honest sender's stream of items of every kind under a byte window
+        smaller than one item arrives whole (the receiver's count never
+        exceeds the sender's); the items held are charged to the
+        connection's ledger while held, and nothing once taken.
+        """
+        from twisted.internet.task import Clock
+
+        from protocols.rpc import Broker
+
+        items = list(_bigItems().values())
+        clock = Clock()
+        registry = _blobRegistry()
+        server = Broker(_Items(items), clock=clock, registry=registry)
+        options = StreamOptions(window=256, windowBytes=HOSTILE_WINDOW)
+        client = Broker(clock=clock, registry=registry, extensions=[ObjectStreams(options)])
+        pair = BrokerPair(server, client, clock)
+        stream: StreamReader[Any] = self.successResultOf(run(pair, _call(pair.root.callRemote, "items", 3)))
+        pair.flush()
+        ledger = pair.client.connection.ledger
+        received = []
+        for _ in range(3 * len(items)):
+            held = ledger.holding(HELD_ACCOUNT)
+            self.assertGreater(held, 0)
+            self.assertLessEqual(held, stream.window.heldBytes)
+            self.assertLessEqual(held, HOSTILE_WINDOW + 2 * ITEM_SIZE)
+            received.append(self.successResultOf(stream.next()))
+            pair.flush()
+        self.assertEqual([type(item) for item in received], [type(item) for item in items] * 3)
+        self.failureResultOf(stream.next(), StopAsyncIteration)
+        self.assertEqual(ledger.holding(HELD_ACCOUNT), 0)
+        self.assertNoResult(pair.client.whenDisconnected())
+
+
+class _Items(Referenceable):
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+
+    @remote
+    def items(self, rounds: int) -> Any:
+        return ObjectStream(self.items * rounds)
+
+
+class LedgerTests(SynchronousTestCase):
+    """The items a reader holds are charged to the connection's ledger, and released however the stream ends."""
+
+    def setUp(self) -> None:
+        self.service = Service()
+        self.pair = brokerPair(self.service)
+        self.ledger = self.pair.client.connection.ledger
+
+    def _held(self) -> StreamReader[Any]:
+        stream: StreamReader[Any] = self.successResultOf(run(self.pair, _call(self.pair.root.callRemote, "padded", 50)))
+        self.pair.flush()
+        self.assertEqual(stream.window.buffered, 50)
+        self.assertEqual(self.ledger.holding(HELD_ACCOUNT), stream.window.heldBytes)
+        self.assertGreaterEqual(stream.window.heldBytes, 50 * 100)
+        return stream
+
+    def test_releasedAsTaken(self) -> None:
+        stream = self._held()
+        self.assertEqual(self.successResultOf(stream.forEach(lambda item: None)), 50)
+        self.assertEqual(self.ledger.holding(HELD_ACCOUNT), 0)
+
+    def test_releasedOnCancel(self) -> None:
+        stream = self._held()
+        stream.cancel()
+        self.assertEqual(self.ledger.holding(HELD_ACCOUNT), 0)
+
+    def test_releasedWhenReaderDropped(self) -> None:
+        stream = self._held()
+        del stream
+        gc.collect()
+        self.pair.flush()
+        self.pair.clock.advance(0)
+        self.assertEqual(self.ledger.holding(HELD_ACCOUNT), 0)
+
+    def test_releasedWithConnection(self) -> None:
+        stream = self._held()
+        self.pair.client.connection.transport.loseConnection()
+        self.pair.flush()
+        self.assertEqual(self.ledger.held, 0)
+        self.assertEqual(len(stream._buffer), 50)  # (still the consumer's to take, then the connection's error)
+
+
+class ClientSessionHeldTests(SynchronousTestCase):
+    """
+    The clients without Twisted (blocking and asyncio: both read streams
+    through L{framing.rpc.session.ClientSession}'s ClientObjectStreams): a
+    server sending ITEMs of 256 KiB items of every kind to a 64 KiB byte
+    window is held to the window plus one ITEM, then the session ends.
+    Before, a memoryview, array or registered type counted 1 byte: all 20 held.
+    """
+
+    def test_everyKindHeldWithinByteWindow(self) -> None:
+        from framing.rpc.clientstreams import ReceivedStream
+        from framing.rpc.session import ClientSession
+        from framing.rpc.streams import Announcement
+        from framing.rpc.wire import ANSWER, Message
+        from framing.wire import PREAMBLE
+
+        from . import test_stream_vectors
+
+        for name, item in _bigItems().items():
+            with self.subTest(name):
+                registry = _blobRegistry()
+                session: ClientSession[str] = ClientSession("server", registry=registry)
+                session.objectStreams.windowBytes = HOSTILE_WINDOW
+                session.start()
+                requestId, _ = session.call("waiter", 0, "watch", (), {})
+                writer = Registry(test_stream_vectors.registry())
+                writer.register(Blob, "test.streams.Blob")
+                encoder = Encoder(writer)
+                answer = encoder.encode(Message((ANSWER, requestId, Announcement((1,)))))
+                settled = session.receive(PREAMBLE + answer)
+                stream = settled[0][1]
+                self.assertIsInstance(stream, ReceivedStream)
+                message = encoder.encode(FlowMessage((ITEM, 1, item)))
+                for _ in range(20):
+                    if session.failure is not None:
+                        break
+                    session.receive(message)
+                self.assertIsInstance(session.failure, ByteCreditExceeded, name)
+                held = list(stream.buffer)
+                self.assertEqual(len(held), 1, name)
+                self.assertLessEqual(sum(map(bodyBytes, held)), HOSTILE_WINDOW + ITEM_SIZE + 64, name)
