@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from . import attacks_bulk, slowreader
+from . import attacks_bulk, catalogue, slowreader
 from .attacks import ATTACKS
 from .extras import refreshReport, runExtras, sections
 from .harness import runCampaign, table
@@ -30,6 +30,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--report", type=Path, help="refresh the generated sections of this report (reliability.md)")
     parser.add_argument("--no-extras", action="store_true", help="only the attacks: no faults, latency or segments")
     parser.add_argument("--only-extras", action="store_true", help="only the faults, latency and segment cases")
+    parser.add_argument(
+        "--hostile-scale",
+        choices=("full", "short"),
+        default="full",
+        help="the hostile-server catalogue's sizes: the clients' default limits (256 MiB answers), or the short form's",
+    )
     args = parser.parse_args(argv)
     rows: list[dict] = []  # type: ignore[type-arg]
     generated: dict[str, str] = {}
@@ -58,6 +64,15 @@ def main(argv: list[str]) -> int:
             "Reproduce: `PYTHONPATH=. python -m tests.attack.attacks_bulk`"
         )
         rows += bulkRows
+        hostile = catalogue.runCatalogue(catalogue.BEHAVIOURS, catalogue.CLIENTS, args.hostile_scale, together=2)
+        print(catalogue.table(hostile))
+        passed = sum(1 for row in hostile if not row["failures"])
+        full = " --full" if args.hostile_scale == "full" else ""
+        generated["hostile-server"] = (
+            f"{catalogue.table(hostile)}\n\n{passed}/{len(hostile)} cases passed.  "
+            f"Reproduce: `PYTHONPATH=. python -m tests.attack.catalogue{full}`"
+        )
+        rows += [dict(row, attack=f"hostile server, {row['behaviour']}, {row['client']}") for row in hostile]
     cases = [] if args.no_extras else runExtras()
     for case in cases:
         print(f"\n## {case.name}: {'pass' if case.ok else 'FAIL'}\n{case.text}\nReproduce: {case.command}", flush=True)
