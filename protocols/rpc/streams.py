@@ -54,6 +54,7 @@ from zope.interface import implementer
 from framing import EncodingError, Registry, Violation
 from framing.ledger import Ledger
 from framing.outgoing import Outgoing
+from framing.rpc.clientstreams import itemWaitBound
 from framing.rpc.errors import describe, rebuild
 from framing.rpc.streams import (
     ANNOUNCE_OPEN_TYPE,
@@ -79,6 +80,7 @@ from framing.slicing.constraints import Constraint
 from framing.slicing.interfaces import ISlicer
 
 from ..interfaces import IBrokerExtension
+from . import context
 
 __all__ = ["ObjectStream", "ObjectStreams", "StreamOptions", "StreamReader"]
 
@@ -438,6 +440,9 @@ class StreamReader(AsyncIterator[T], Generic[T]):
     gets the items before it, then its L{framing.Violation}, C{where}
     naming its index (C{"result[17]"}).  The items held (received, not yet
     taken) are charged to the connection's ledger until taken (L{ReceiveWindow}).
+    A wait for the next item ends at the enclosing call's deadline (and on
+    a client at its C{callTimeout}) with L{framing.rpc.DeadlineExceeded} or
+    L{framing.rpc.CallTimedOut}, the stream cancelled (L{ObjectStreams.boundWait}).
 
     @ivar streamId: the peer's id of the stream.
     @ivar window: its L{ReceiveWindow} (C{window.buffered}: items held, not yet taken).
@@ -455,6 +460,7 @@ class StreamReader(AsyncIterator[T], Generic[T]):
         self._ended = False
         self._error: BaseException | None = None
         self._constrained = False
+        self._timer: Any = None
         self.taken = 0
 
     def constrainItems(self, constraint: Constraint, where: str) -> bool:
@@ -505,6 +511,7 @@ class StreamReader(AsyncIterator[T], Generic[T]):
         self._waiting = waiting
         # Held by the connection while awaited: a consumer waiting on it may be held by nothing else.
         self._streams.awaiting(self)
+        self._timer = self._streams.boundWait(self)
         return waiting
 
     def next(self) -> Deferred[T]:
@@ -576,7 +583,26 @@ class StreamReader(AsyncIterator[T], Generic[T]):
         waiting, self._waiting = self._waiting, None
         if waiting is not None:
             self._streams.notAwaiting(self)
+            timer, self._timer = self._timer, None
+            if timer is not None and timer.active():
+                timer.cancel()
         return waiting
+
+    def waitTimedOut(self, error: BaseException) -> None:
+        """
+        No item came within the wait's bound (L{ObjectStreams.boundWait}):
+        the stream is cancelled, and it fails with C{error} now and from now on.
+        """
+        self._timer = None
+        if self._waiting is None:
+            return
+        self._dropHeld()
+        if self._error is None and not self._ended:
+            self._streams.readerCancelled(self.streamId)
+        self._error = error
+        waiting = self._takeWaiting()
+        assert waiting is not None
+        waiting.errback(error)
 
     def _deliver(self, item: Any) -> Deferred[T]:
         """Hand over one item taken from the buffer, as a L{Deferred} (see L{_take})."""
@@ -835,6 +861,34 @@ class ObjectStreams:
     def awaiting(self, reader: StreamReader[Any]) -> None:
         """C{reader}'s consumer waits for its next item: hold it until then (its weak entry alone would not)."""
         self._awaited[reader.streamId] = reader
+
+    def boundWait(self, reader: StreamReader[Any]) -> Any:
+        """
+        Bound the wait for C{reader}'s next item, as the clients without
+        Twisted do (L{framing.rpc.clientstreams.itemWaitBound}): by the
+        deadline of the enclosing C{callContext} (or of the call being
+        answered), and on a client's connection (send back-pressure off,
+        see L{protocols.config.ConnectionConfig}) also by the broker's
+        C{callTimeout}, as the stream's idle bound (a peer that stalls a
+        stream while it answers PINGs is not silent).  A server's
+        C{callTimeout} bounds its calls to clients, not the pace of a
+        client's stream, so there only the deadline applies.  At the bound
+        the reader fails (L{StreamReader.waitTimedOut}).
+
+        @return: the timer (C{IDelayedCall}), or C{None} for no bound.
+        """
+        broker = self._broker()
+        clock = self._clock()
+        if broker is None or clock is None:
+            return None
+        enclosing = context.scope.get()
+        idle = None if getattr(broker.connection, "sendBackPressure", False) else broker.callLimits.callTimeout
+        now = clock.seconds()
+        bound = itemWaitBound(reader.streamId, now, None if enclosing is None else enclosing.deadline, idle)
+        if bound is None:
+            return None
+        when, error = bound
+        return clock.callLater(max(0.0, when - now), reader.waitTimedOut, error)
 
     def notAwaiting(self, reader: StreamReader[Any]) -> None:
         """C{reader}'s consumer has its item (or its end): hold it no more."""

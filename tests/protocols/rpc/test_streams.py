@@ -25,7 +25,9 @@ from framing.rpc.streams import (
     leastItemLength,
 )
 from framing.slicing.registry import DEFAULT_REGISTRY
-from protocols.rpc import NoSuchMethod, Referenceable, RemoteError, RemoteInterface, RemoteViolation, remote
+from framing.rpc.errors import CallTimedOut, DeadlineExceeded
+from protocols.rpc import CallLimits, NoSuchMethod, Referenceable, RemoteError, RemoteInterface, RemoteViolation, remote
+from protocols.rpc.context import callContext
 from protocols.rpc.streams import ObjectStream, ObjectStreams, StreamOptions, StreamReader
 from protocols.testing import BrokerPair, brokerPair
 
@@ -422,6 +424,74 @@ class ServerStreamTests(SynchronousTestCase):
             return await self.pair.root.callRemote(name, *args)
 
         return call()
+
+
+class StalledStreamTests(SynchronousTestCase):
+    """A consumer's wait for the next item of a stalled stream ends at its bound, the stream cancelled."""
+
+    def setUp(self) -> None:
+        self.service = Service()
+        self.service.block = Deferred()  # the producer stalls after 300 items
+        self.pair = brokerPair(self.service)
+        self.reasons: list[BaseException] = []
+
+    def readPast(self, first: int) -> Deferred[None]:
+        async def read() -> None:
+            stream = await self.pair.root.callRemote("count", 1000)
+            for _ in range(first):
+                await stream.next()
+            try:
+                await stream.next()
+            except Exception as error:
+                self.reasons.append(error)
+
+        return run(self.pair, read())
+
+    def test_clientCallTimeout(self) -> None:
+        """A client's callTimeout bounds each item's wait (CallTimedOut); the producer is told to stop."""
+        self.pair.client.callLimits = CallLimits(callTimeout=2.0)
+        self.pair.client.connection.sendBackPressure = False  # a client's connection, as rpc.connect makes
+        done = self.readPast(300)
+        self.assertEqual(self.reasons, [])
+        self.pair.clock.advance(1.9)
+        self.pair.flush()
+        self.assertEqual(self.reasons, [])
+        self.pair.clock.advance(0.2)
+        self.pair.flush()
+        self.successResultOf(done)
+        self.assertEqual([type(reason) for reason in self.reasons], [CallTimedOut])
+        self.assertTrue(self.service.counter.closed)
+
+    def test_deadline(self) -> None:
+        """The enclosing callContext's deadline bounds the wait too (DeadlineExceeded), on any connection."""
+
+        async def read() -> None:
+            stream = await self.pair.root.callRemote("count", 1000)
+            with callContext(timeout=5.0, clock=self.pair.clock):
+                for _ in range(300):
+                    await stream.next()
+                try:
+                    await stream.next()
+                except Exception as error:
+                    self.reasons.append(error)
+
+        done = run(self.pair, read())
+        self.pair.clock.advance(5.1)
+        self.pair.flush()
+        self.successResultOf(done)
+        self.assertEqual([type(reason) for reason in self.reasons], [DeadlineExceeded])
+
+    def test_serverWaitsForPace(self) -> None:
+        """A server's callTimeout (its calls to clients) does not bound the pace of a stream it reads."""
+        self.assertIsNotNone(self.pair.server.callLimits.callTimeout)
+        self.pair.client.callLimits = self.pair.server.callLimits
+        done = self.readPast(300)
+        self.pair.clock.advance(120)
+        self.pair.flush()
+        self.assertNoResult(done)
+        self.service.block.callback(None)
+        self.pair.flush()
+        self.assertEqual(self.reasons, [])
 
 
 class TypedStreamTests(SynchronousTestCase):
