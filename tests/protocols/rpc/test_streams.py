@@ -13,6 +13,7 @@ from twisted.internet.error import ConnectionDone
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Encoder, Registry, Violation
+from framing.rpc.errors import CallTimedOut, DeadlineExceeded
 from framing.rpc.streams import (
     CREDIT,
     HELD_ACCOUNT,
@@ -25,7 +26,6 @@ from framing.rpc.streams import (
     leastItemLength,
 )
 from framing.slicing.registry import DEFAULT_REGISTRY
-from framing.rpc.errors import CallTimedOut, DeadlineExceeded
 from protocols.rpc import CallLimits, NoSuchMethod, Referenceable, RemoteError, RemoteInterface, RemoteViolation, remote
 from protocols.rpc.context import callContext
 from protocols.rpc.streams import ObjectStream, ObjectStreams, StreamOptions, StreamReader
