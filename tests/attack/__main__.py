@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from . import attacks_bulk, slowreader
+from . import attacks_bulk, catalogue, slowreader
 from .attacks import ATTACKS
 from .extras import refreshReport, runExtras, sections
 from .harness import runCampaign, table
@@ -58,6 +58,19 @@ def main(argv: list[str]) -> int:
             "Reproduce: `PYTHONPATH=. python -m tests.attack.attacks_bulk`"
         )
         rows += bulkRows
+        with tempfile.TemporaryDirectory(prefix="chunkwire-catalogue-") as scratch:
+            peerRows = []
+            for kind in catalogue.SERVERS:
+                peerRows += catalogue.runServer(
+                    kind, list(catalogue.BEHAVIOURS), max(args.duration, 4.0), Path(scratch), full=True
+                )
+        print(catalogue.table(peerRows))
+        passed = sum(1 for row in peerRows if not row["failures"])
+        generated["catalogue"] = (
+            f"{catalogue.table(peerRows)}\n\n{passed}/{len(peerRows)} cases passed.  "
+            "Reproduce: `PYTHONPATH=. python -m tests.attack.catalogue --full`"
+        )
+        rows += [dict(row, attack=f"hostile peer, {row['behaviour']}") for row in peerRows]
     cases = [] if args.no_extras else runExtras()
     for case in cases:
         print(f"\n## {case.name}: {'pass' if case.ok else 'FAIL'}\n{case.text}\nReproduce: {case.command}", flush=True)
