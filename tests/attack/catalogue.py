@@ -64,7 +64,7 @@ from typing import Any
 
 from zope.interface import implementer
 
-from framing import Decoder, Encoder, Registry, dumps
+from framing import Decoder, Encoder, Limits, Registry, dumps
 from framing.rpc.streams import (
     ANNOUNCE_OPEN_TYPE,
     CREDIT,
@@ -119,7 +119,7 @@ FD_BOUND = MAX_CONNECTIONS + 64
 """Most fds a server may hold above idle at the peak: its connection cap, and room for its files and logs."""
 DISK_BOUND = 64 * MiB
 """Most a server's disk (store file with its journal, or served directory) may grow during one behaviour."""
-SETTLE_SECONDS = 20.0
+SETTLE_SECONDS = 10.0
 """How long a server has to be back at idle fds and RSS once the attacker left (a deadline, not a sleep)."""
 HONEST_DEADLINE = 60.0
 """Seconds an honest round trip may take: only a server that stopped answering misses it."""
@@ -427,8 +427,8 @@ def largest(constraint: Constraint | None, budget: int) -> list[Any]:
     if isinstance(constraint, Text):
         return ["t" * min(constraint.max_length, budget)]
     if isinstance(constraint, Integer):
-        high = constraint.maximum if constraint.maximum is not None else (1 << (8 * constraint.max_bytes - 1)) - 1
-        return [high]
+        magnitude = min(constraint.max_bytes, Limits().max_bigint_length)  # the decoder's own bound on big ints
+        return [constraint.maximum if constraint.maximum is not None else (1 << (8 * magnitude - 1)) - 1]
     if isinstance(constraint, Float):
         return [constraint.maximum if constraint.maximum is not None else 1.7976931348623157e308]
     if isinstance(constraint, IsNone):

@@ -18,7 +18,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from . import catalogue
 
-DURATION = 1.5
+DURATION = 1.0
 """Seconds each behaviour runs against each server in the default run."""
 
 
