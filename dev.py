@@ -173,6 +173,7 @@ PROCESS_TESTS = {
         "tests/attack/test_round3_auth.py",
         "tests/attack/test_round3_bulk.py",
         "tests/attack/test_catalogue_server.py",
+        "tests/attack/test_catalogue_peer.py",
         "tests/faults",
         "tests/examples",
         "tests/protocols/serving",

@@ -88,4 +88,6 @@ def _implementation(cls: type, name: str, declared: RemoteMethod) -> RemoteMetho
     owner = next(klass for klass in cls.__mro__ if name in vars(klass))
     if _INTERFACE_METHODS in vars(owner):
         raise TypeError(f"{cls.__qualname__} does not implement {owner.__qualname__}.{name}")
-    return RemoteMethod(name, getattr(cls, name), declared.checkArguments, declared.result, declared.proxied)
+    return RemoteMethod(
+        name, getattr(cls, name), declared.checkArguments, declared.result, declared.proxied, declared.arguments
+    )

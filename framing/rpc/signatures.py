@@ -517,9 +517,15 @@ class RemoteMethod:
     @ivar proxied: the parameters hinted as a remote interface, by position
         and by name, to that interface: a reference received there reaches
         the method as the interface's typed proxy.  Empty for most methods.
+    @ivar arguments: the constraints C{checkArguments} holds the arguments
+        to, for a reader (a caller deriving arguments, a tool listing a
+        served interface): a mapping from parameter names to constraints
+        (the derived ones with C{remote}'s C{args} over them), one
+        constraint for the tuple of positional arguments, or C{None}.
+        Kept, not copied: reading it costs nothing.
     """
 
-    __slots__ = ("name", "function", "checkArguments", "result", "proxied")
+    __slots__ = ("name", "function", "checkArguments", "result", "proxied", "arguments")
 
     def __init__(
         self,
@@ -528,8 +534,10 @@ class RemoteMethod:
         checkArguments: ArgumentCheck | None,
         result: Constraint | None,
         proxied: Mapping[int | str, Any] | None = None,
+        arguments: Constraint | Mapping[str, Constraint] | None = None,
     ) -> None:
         self.name = name
+        self.arguments = arguments
         self.proxied = proxied or {}
         self.function = _withProxies(function, self.proxied)
         self.checkArguments = checkArguments
@@ -612,7 +620,7 @@ def remoteMethod(
         result = derivedResult
     check = _signatureCheck(function, _argumentCheck(function, args))
     proxied = _proxiedParameters(function, args) if isinstance(args, Mapping) else None
-    return RemoteMethod(function.__name__, function, check, result, proxied)
+    return RemoteMethod(function.__name__, function, check, result, proxied, args)
 
 
 def remoteMethodOf(value: Any) -> RemoteMethod | None:

@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from . import attacks_bulk, catalogue, slowreader
+from . import attacks_bulk, catalogue, peercatalogue, slowreader
 from .attacks import ATTACKS
 from .extras import refreshReport, runExtras, sections
 from .harness import runCampaign, table
@@ -73,6 +73,19 @@ def main(argv: list[str]) -> int:
             f"Reproduce: `PYTHONPATH=. python -m tests.attack.catalogue{full}`"
         )
         rows += [dict(row, attack=f"hostile server, {row['behaviour']}, {row['client']}") for row in hostile]
+        with tempfile.TemporaryDirectory(prefix="chunkwire-catalogue-") as scratch:
+            peerRows = []
+            for kind in peercatalogue.SERVERS:
+                peerRows += peercatalogue.runServer(
+                    kind, list(peercatalogue.BEHAVIOURS), max(args.duration, 4.0), Path(scratch), full=True
+                )
+        print(peercatalogue.table(peerRows))
+        passed = sum(1 for row in peerRows if not row["failures"])
+        generated["catalogue"] = (
+            f"{peercatalogue.table(peerRows)}\n\n{passed}/{len(peerRows)} cases passed.  "
+            "Reproduce: `PYTHONPATH=. python -m tests.attack.peercatalogue --full`"
+        )
+        rows += [dict(row, attack=f"hostile peer, {row['behaviour']}") for row in peerRows]
     cases = [] if args.no_extras else runExtras()
     for case in cases:
         print(f"\n## {case.name}: {'pass' if case.ok else 'FAIL'}\n{case.text}\nReproduce: {case.command}", flush=True)

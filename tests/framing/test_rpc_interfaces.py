@@ -39,6 +39,37 @@ class DeclarationTests(SynchronousTestCase):
         assert isinstance(names.result, ListOf)
         self.assertIsInstance(names.result.item, Text)
 
+    def test_argumentsReadable(self) -> None:
+        """
+        A remote method keeps the constraints its argument check holds calls
+        to, for a reader (the hostile peer derives its arguments from them):
+        the hints' own, with C{remote}'s C{args} over them, on the class
+        that implements an interface too.
+        """
+        from framing.rpc.referenceable import Referenceable
+        from framing.rpc.signatures import remote
+        from framing.slicing.constraints import ByteString
+
+        class Counter(Referenceable, ICounter):
+            def add(self, name: str, amount: int = 1) -> int:
+                return amount
+
+            def names(self) -> list[str]:
+                return []
+
+            @remote(args={"label": ByteString(8)})
+            def tag(self, label: bytes, count: int) -> None:
+                pass
+
+        declared = ICounter.remoteInterfaceMethods["add"].arguments
+        assert isinstance(declared, dict)
+        self.assertIs(Counter.remoteMethods["add"].arguments, declared)
+        tag = Counter.remoteMethods["tag"].arguments
+        assert isinstance(tag, dict)
+        self.assertEqual(sorted(tag), ["count", "label"])
+        self.assertEqual((type(tag["label"]), tag["label"].max_length), (ByteString, 8))
+        self.assertIsInstance(tag["count"], Integer)
+
     def test_declaringLoadsNoTwisted(self) -> None:
         """A fresh interpreter importing the interface (and the checks) has no twisted module."""
         probe = (

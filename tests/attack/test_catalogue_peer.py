@@ -1,0 +1,71 @@
+"""The hostile peer's short form: every behaviour of the catalogue briefly against every shipped server.
+
+Each test starts one server as a user does (L{tests.attack.peercatalogue.SERVERS}),
+finds its methods from its served class, and runs each behaviour that fits
+for L{DURATION} seconds beside an honest client; it fails with the table of
+every case that broke a bound (memory, fds, disk), left an honest call
+unanswered, or killed the server.  Outcomes only: no timing is judged, every
+wait is a deadline.  C{python -m tests.attack.peercatalogue --full} (and C{dev.py
+attack}) runs the same catalogue longer, at the guard's full object size.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from . import peercatalogue as catalogue
+
+DURATION = 1.0
+"""Seconds each behaviour runs against each server in the default run."""
+
+
+class CataloguePeerTests(SynchronousTestCase):
+    """Every hostile behaviour against every server: bounded memory, fds and disk; honest calls answered; alive."""
+
+    def visit(self, server: str) -> None:
+        with tempfile.TemporaryDirectory(prefix="chunkwire-catalogue-") as scratch:
+            rows = catalogue.runServer(server, list(catalogue.BEHAVIOURS), DURATION, Path(scratch))
+        self.assertTrue(rows)
+        self.assertEqual([row for row in rows if row["failures"]], [], "\n" + catalogue.table(rows))
+
+    def test_echo(self) -> None:
+        """examples/echo_server.py: objects of every kind, never read, trickled, from many addresses."""
+        self.visit("echo")
+
+    def test_kv(self) -> None:
+        """examples/kv_server.py, in memory: every IKeyValue method found and attacked."""
+        self.visit("kv")
+
+    def test_kvStore(self) -> None:
+        """examples/kv_server.py --store FILE: memory and the SQLite file's size bounded too."""
+        self.visit("kv-store")
+
+    def test_kvWorkers(self) -> None:
+        """twist chunkwire-kv --workers 2 --store FILE: every worker bounded and alive (not restarted)."""
+        self.visit("kv-workers")
+
+    def test_bulk(self) -> None:
+        """examples/bulk_server.py: the file service's methods, and its directory's size bounded."""
+        self.visit("bulk")
+
+    def test_interop(self) -> None:
+        """examples/interop_server.py: every method of the interop service."""
+        self.visit("interop")
+
+    def test_streams(self) -> None:
+        """Object streams both ways (tests/attack/streams_server.py): windows, credit and churn."""
+        self.visit("streams")
+
+    def test_discovery(self) -> None:
+        """A method is found from the served class alone, with arguments at its constraints' largest."""
+        plans = {plan.name: plan for plan in catalogue.discover("protocols.kv:KeyValueStore", 1 << 20)}
+        self.assertEqual(sorted(plans), ["delete", "get", "list", "put", "unwatch", "watch"])
+        key, value = plans["put"].argumentSets[0]
+        self.assertEqual((len(key), len(value)), (1024, 1 << 20))
+        streams = {plan.name: plan for plan in catalogue.discover("tests.attack.streams_server:Streams", 1024)}
+        self.assertTrue(streams["doubled"].streamArguments and streams["doubled"].streamResult)
+        kinds = {type(args[0].items[0]).__name__ for args in streams["doubled"].argumentSets}
+        self.assertTrue({"bytes", "str", "memoryview", "array", "bytearray", "list", "dict"} <= kinds, kinds)
