@@ -256,7 +256,7 @@ class SQLiteStorage:
         db.execute("PRAGMA busy_timeout=0")
         try:
             if int(db.execute("PRAGMA freelist_count").fetchone()[0]):
-                db.execute("PRAGMA incremental_vacuum").fetchall()  # (each step frees pages: run it to the end)
+                db.executescript("PRAGMA incremental_vacuum")  # (run to its end: one step frees one page)
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         except sqlite3.OperationalError:
             pass  # another process is writing: the next tidying does it
