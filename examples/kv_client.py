@@ -80,12 +80,14 @@ class Watcher(rpc.Referenceable, IWatcher):
             self.done.errback(failure)
 
     @rpc.deferred
-    async def changed(self, key: str, value: str | None) -> None:
+    async def changed(self, key: str, value: str | None, skipped: int = 0) -> None:
         self.known = True
         self.last = value
-        self._report(key, value)
+        self._report(key, value, skipped)
 
-    def _report(self, key: str, value: str | None) -> None:
+    def _report(self, key: str, value: str | None, skipped: int = 0) -> None:
+        if skipped:
+            print(f"({skipped} earlier changes of {key} skipped)", flush=True)
         print(f"{key} deleted" if value is None else f"{key} = {value}", flush=True)
         self.seen += 1
         if self.count and self.seen == self.count:

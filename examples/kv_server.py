@@ -54,16 +54,22 @@ from _serving import (
 from protocols import TokenProtocol, rpc
 from protocols.auth.realms import OPEN, ServiceLogins, SharedRootRealm
 from protocols.guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
-from protocols.kv import KEY, VALUE, IKeyValue, IWatcher, KeyNotFound, KeyValueStore, SQLiteStorage, StoreLimits
+from protocols.kv import (
+    KEY,
+    VALUE,
+    IKeyValue,
+    IWatcher,
+    KeyNotFound,
+    KeyValueStore,
+    SQLiteStorage,
+    StoreLimits,
+    StoreUnavailable,
+)
 from protocols.kv.storage import DEFAULT_LIMITS
 from protocols.rpc.drain import DEFAULT_GRACE
 
 # The store lives in protocols.kv so that `twist chunkwire-kv` serves the same one.
 __all__ = ["KEY", "VALUE", "IKeyValue", "IWatcher", "KeyNotFound", "KeyValueStore"]
-
-
-class StoreUnavailable(Exception):
-    """The --store file cannot be opened (a missing directory, no permission, not a SQLite file)."""
 
 
 async def serve(
@@ -80,6 +86,7 @@ async def serve(
     try:
         storage = None if storePath is None else SQLiteStorage(storePath)
     except sqlite3.Error as error:
+        # (at start-up, to the operator: the driver's words say what is wrong with the file)
         raise StoreUnavailable(f"cannot open --store {storePath}: {error}") from error
     store = KeyValueStore(storage=storage, clock=reactor, limits=limits)
     # Closed once the reactor has stopped: no call runs after that.

@@ -9,7 +9,11 @@ C{list(prefix="")}, and C{watch(key, watcher)} / C{unwatch(key, watcher)}:
 the server calls C{watcher.changed(key, value)} on every change of C{key}
 (C{value} is C{None} once deleted), where C{watcher} is a C{Referenceable}
 the client passed (one implementing L{IWatcher}, whose method's hints then
-check the server's calls too).  The constraints (keys of at most 1 KiB,
+check the server's calls too).  A watch sees every change or is told how
+many it missed: C{changed(key, value, skipped=N)} says the N changes of
+C{key} before this one were not told separately (the watcher was behind,
+see L{protocols.kv.watches}, or they came through another worker within
+one poll).  The constraints (keys of at most 1 KiB,
 values of at most 1 MiB) are the hints' L{Key} and L{Value}.  Keys and
 values are strings; a missing key is a L{KeyNotFound},
 registered as C{"kv.KeyNotFound"}, so a client that imports this module sees
@@ -30,7 +34,11 @@ process tells its own watchers within L{POLL_INTERVAL} seconds
 (L{WatchLimits}, counted in each process); past a cap, C{watch} is refused
 with a L{WatchRefused} (a C{RemoteViolation} to the client, coded
 C{too-many-watches} or C{too-many-watchers}), which the server counts as a
-refusal of that connection.  A watcher whose C{changed()} call fails or
+refusal of that connection.  What a watcher's calls hold is charged to its
+connection's ledger and bounded in bytes (L{WatchLimits.perConnectionBytes}):
+past that its changes are coalesced, never queued (L{protocols.kv.watches}).
+A storage that cannot serve a call now (a file locked by another process)
+fails it with a L{StoreUnavailable}, registered as C{"kv.StoreUnavailable"}.  A watcher whose C{changed()} call fails or
 times out (the server's calls to clients time out, see
 L{protocols.rpc.SERVER_CALL_LIMITS}) is dropped, once, with one log line; a
 watcher whose connection is lost is forgotten silently.  Forgetting a
@@ -55,7 +63,7 @@ from framing.slicing.constraints import Text
 from .. import rpc
 from .feed import POLL_INTERVAL, ChangeFeed
 from .sqlite import SQLiteStorage
-from .storage import DEFAULT_LIMITS, ListTooLarge, MemoryStorage, Storage, StoreFull, StoreLimits
+from .storage import DEFAULT_LIMITS, ListTooLarge, MemoryStorage, Storage, StoreFull, StoreLimits, StoreUnavailable
 from .watches import WatchBook, WatchLimits, WatchRefused
 
 __all__ = [
@@ -73,6 +81,7 @@ __all__ = [
     "Storage",
     "StoreFull",
     "StoreLimits",
+    "StoreUnavailable",
     "Value",
     "WatchLimits",
     "WatchRefused",
@@ -101,13 +110,19 @@ class KeyNotFound(Exception):
 rpc.registerError(KeyNotFound, "kv.KeyNotFound")
 rpc.registerError(StoreFull, "kv.StoreFull")
 rpc.registerError(ListTooLarge, "kv.ListTooLarge")
+rpc.registerError(StoreUnavailable, "kv.StoreUnavailable")
 
 
 class IWatcher(rpc.RemoteInterface, Protocol, name="kv.IWatcher"):
     """What a client passes to L{IKeyValue.watch}: the server calls C{changed} on every change of the key."""
 
-    def changed(self, key: Key, value: Value | None) -> Deferred[None]:
-        """C{key} is now C{value}, or was deleted (C{None})."""
+    def changed(self, key: Key, value: Value | None, skipped: int = 0) -> Deferred[None]:
+        """
+        C{key} is now C{value}, or was deleted (C{None}); C{skipped} changes
+        of it came before this one that this watcher was not told of (it was
+        behind, or they came through another process within one poll).  The
+        server sends C{skipped} (as a keyword argument) only when it is not 0.
+        """
 
 
 Watcher = rpc.Referenceable | rpc.RemoteReference
@@ -173,7 +188,7 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
         """
         self.storage: Storage = storage if storage is not None else MemoryStorage()
         self.limits = limits or DEFAULT_LIMITS
-        self.watches = WatchBook(watchLimits)
+        self.watches = WatchBook(watchLimits, self.storage.get)
         self.feed: ChangeFeed | None = None
         changes = self.storage.changeLog
         if changes is not None:

@@ -2,18 +2,25 @@
 
 Contract: a L{ChangeFeed} reads a storage's L{protocols.kv.storage.ChangeLog}
 in order, from the last change made when it was created, and tells its
-L{protocols.kv.watches.WatchBook} of each change of a watched key, with
-the value that change put (C{None} for a delete); changes of unwatched keys
-cost one row's number and key, never the value.  It polls every
+L{protocols.kv.watches.WatchBook} of the changes of each watched key.  The
+log holds change notices (a number and a key), never values, so that it
+costs the file a few dozen bytes per change whatever the values: the feed
+tells each key's watchers once per batch of changes read, with the key's
+value when it reads it (C{None} once deleted) and how many changes of that
+key came before it in the batch (C{skipped}); changes of unwatched keys cost
+one row's number and key.  It polls every
 C{interval} seconds on the clock it is given (L{POLL_INTERVAL}: a watcher
 in one worker hears of a put made through another within about that long),
 and a poll in which no other process committed anything is one C{PRAGMA}.
 A process's own put or delete calls L{ChangeFeed.catchUp} at once, so its
 own watchers hear of it before the put is answered, in the order of the
 log.  Every L{PRUNE_EVERY} seconds it forgets the changes it had read
-L{RETENTION} seconds before (every process does, each by its own clock): a
+L{RETENTION} seconds before, and all but the last L{MAX_CHANGES} (every
+process does, each by its own clock): a
 process that reads nothing for that long (blocked, or stopped) misses
-changes, and says so in one log line.
+changes, and says so in one log line.  Every L{TIDY_EVERY} seconds in
+which something was written it has the log give the file's free space
+back (L{protocols.kv.storage.ChangeLog.tidy}).
 """
 
 from __future__ import annotations
@@ -38,6 +45,12 @@ PRUNE_EVERY = 10.0
 
 BATCH = 1000
 """Most changes read in one query (a poll runs as many as it needs)."""
+
+MAX_CHANGES = 100_000
+"""Most changes the log keeps, whatever their age: a process that lags more misses some (and says so)."""
+
+TIDY_EVERY = 2.0
+"""Seconds between two tidyings of the store's file (free pages given back, the WAL truncated), if anything changed."""
 
 
 class ChangeFeed:
@@ -68,6 +81,7 @@ class ChangeFeed:
         # (when, the last change read then): what is RETENTION old is forgotten.
         self._marks: deque[tuple[float, int]] = deque()
         self._forgotten = 0
+        self._tidied = (clock.seconds(), self.last)
         self._loop = LoopingCall(self.poll)
         self._loop.clock = clock
 
@@ -90,27 +104,29 @@ class ChangeFeed:
             if self.changes.changedElsewhere():
                 self.catchUp()
             self._prune()
+            self._tidy()
         except Exception:
             self.log.failure("reading the kv change log failed; trying again in {interval} s", interval=self.interval)
 
     def catchUp(self) -> None:
-        """Tell the watchers of every change since the last one read, in order."""
+        """
+        Tell the watchers of every change since the last one read: per batch,
+        each changed key that is watched once, in the order of its last
+        change, with its value now and the count of its changes before.
+        """
+        watches = self.watches
         while True:
             rows = self.changes.changesSince(self.last, BATCH)
-            for sequence, key, deleted in rows:
+            told: dict[str, int] = {}
+            for sequence, key, _deleted in rows:
                 if sequence > self.last + 1:
                     self._missed(sequence - self.last - 1)
                 self.last = sequence
-                if not self.watches.watched(key):
-                    continue
-                if deleted:
-                    self.watches.notify(key, None)
-                    continue
-                value = self.changes.changeValue(sequence)
-                if value is None:
-                    self._missed(1)
-                else:
-                    self.watches.notify(key, value)
+                if watches.watched(key):
+                    count = told.pop(key, 0)
+                    told[key] = count + 1  # (popped and set again: the key moves to its last change's place)
+            for key, count in told.items():
+                watches.notify(key, watches.current(key), count - 1)
             if len(rows) < BATCH:
                 return
 
@@ -129,6 +145,14 @@ class ChangeFeed:
         upTo = 0
         while marks and now - marks[0][0] >= self.retention:
             upTo = marks.popleft()[1]
+        upTo = max(upTo, self.last - MAX_CHANGES)
         if upTo > self._forgotten:
             self.changes.forgetChanges(upTo)
             self._forgotten = upTo
+
+    def _tidy(self) -> None:
+        when, last = self._tidied
+        now = self.clock.seconds()
+        if now - when >= TIDY_EVERY and self.last != last:
+            self._tidied = (now, self.last)
+            self.changes.tidy()

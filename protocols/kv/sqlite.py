@@ -3,29 +3,43 @@
 Contract: L{SQLiteStorage} keeps the keys and values in the table C{kv} of
 a SQLite database (the stdlib C{sqlite3}) in WAL mode, so that readers in
 every process go on while one writes.  Each put or delete is one short
-C{BEGIN IMMEDIATE} transaction that changes C{kv} and appends the change to
-the table C{changes} (its number, an C{AUTOINCREMENT} key, never reused;
-its key; its value, C{NULL} for a delete), and it returns only once that
+C{BEGIN IMMEDIATE} transaction that changes C{kv} and appends a notice of
+the change to the table C{changes} (its number, an C{AUTOINCREMENT} key,
+never reused; its key; C{''} for a put, C{NULL} for a delete: never the
+value, which the watchers of other processes read from C{kv}), and it
+returns only once that
 transaction is committed with C{PRAGMA synchronous=FULL}: an answered put
 survives C{kill -9} of every process and a power loss too (FULL makes
 SQLite sync the WAL on every commit; NORMAL would save that sync but may
 lose the last commits on a power loss).  Writers in several processes take
-turns: each waits up to C{busyTimeout} seconds (L{BUSY_TIMEOUT}) for the
-write lock rather than failing with "database is locked", and holds it
-only for its own two statements.
+turns: each waits up to C{busyTimeout} seconds (L{BUSY_TIMEOUT}, 1 s) for
+the write lock, and holds it only for its own few statements.  A call that
+cannot take the lock in that time (another process holds the file locked),
+or that the file refuses (unreadable, full disk), fails with
+L{protocols.kv.storage.StoreUnavailable}, the storage's own error, which
+travels to the client as itself; nothing is changed, and no transaction is
+left open.
 
 The cost: these calls block the reactor while they run, a commit's sync
 included (typically well under a millisecond on an SSD, a few milliseconds
 on a disk or a busy machine; up to C{busyTimeout} when another process
-holds the lock far longer than its usual two statements).  That keeps a
-put's answer after its commit with no thread and no reordering, which
-suits the kv example's small values; a service whose storage calls are slow
-should run them in a thread pool instead (C{deferToThread}) and accept
-that its answers may come back in another order.
+holds the lock far longer than its usual statements).  That keeps a put's
+answer after its commit with no thread and no reordering, which suits the
+kv example's values; a service whose storage calls are slow should run
+them in a thread pool instead (C{deferToThread}) and accept that its
+answers may come back in another order.
 
-A put stores its value twice (in C{kv} and in C{changes}) until the change
-is forgotten (L{protocols.kv.feed} forgets changes a minute old), so that
-a watcher in another process is told each value, not only the last.
+The file's size follows what C{kv} holds: the change log keeps notices of
+a few dozen bytes (L{protocols.kv.feed} forgets them a minute after, or
+past L{protocols.kv.feed.MAX_CHANGES} of them), the file is made with
+C{auto_vacuum=INCREMENTAL} (a file made before is converted with one
+C{VACUUM} when opened, if no other process holds it), and L{tidy}, which
+the feed calls every few seconds after writes, hands the free pages back
+to the file system and checkpoints the WAL with C{TRUNCATE}; the WAL is
+also cut back to L{JOURNAL_SIZE_LIMIT} whenever SQLite restarts it.  So
+the database and its WAL stay within a small multiple of the store's
+limit (L{protocols.kv.storage.StoreLimits.maxBytes}) under any flood of
+puts, and shrink when the store does.
 Complexity: get, put and delete are O(log n) (B-tree lookups), C{keys} is
 O(log n + the keys listed).  The table C{totals} keeps how many keys and
 characters C{kv} holds, updated by each write in its transaction, so that a
@@ -39,10 +53,21 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .storage import DEFAULT_LIMITS, ChangeLog, StoreLimits, checkedKeys, fullError
+from .storage import DEFAULT_LIMITS, ChangeLog, StoreLimits, StoreUnavailable, checkedKeys, fullError
 
-BUSY_TIMEOUT = 10.0
-"""Seconds a write waits for another process's transaction before it fails: far longer than any of them takes."""
+BUSY_TIMEOUT = 1.0
+"""
+Seconds a call waits for another process's transaction before it fails
+with L{StoreUnavailable}: far longer than any of theirs takes (a few
+statements and a sync), short enough that a file locked by something else
+fails a call quickly instead of holding the reactor.
+"""
+
+JOURNAL_SIZE_LIMIT = 8 * 1024 * 1024
+"""Bytes the WAL is cut back to when SQLite restarts it (C{PRAGMA journal_size_limit})."""
+
+_INCREMENTAL = 2
+"""C{PRAGMA auto_vacuum}'s value for INCREMENTAL."""
 
 _SCHEMA = (
     # A rowid table with the key indexed: values may be large (up to 1 MiB), which WITHOUT ROWID tables handle badly.
@@ -68,22 +93,43 @@ class SQLiteStorage:
     """
 
     def __init__(self, path: str, busyTimeout: float = BUSY_TIMEOUT) -> None:
+        """
+        Open (or make) the file.
+
+        @raise sqlite3.Error: it cannot be opened as a store (a missing
+            directory, no permission, not a SQLite file).
+        """
         self.path = path
+        self.busyTimeout = busyTimeout
         self.changeLog: ChangeLog | None = self
         self.db = sqlite3.connect(path, timeout=busyTimeout, isolation_level=None)
         try:
-            # WAL is a property of the file (set once, kept); synchronous is per connection.
+            if not self._tables():
+                # A new file: auto_vacuum first, as it can be set only before the first table is made (or by a VACUUM).
+                self.db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            # WAL is a property of the file (set once, kept); synchronous and the journal's limit are per connection.
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
+            self.db.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
             if self._tables() < len(_TABLES):
                 # Only if missing: opening a made file takes no write lock (workers open it side by side).
                 with self._writing() as db:
                     for statement in _SCHEMA:
                         db.execute(statement)
+            if int(self.db.execute("PRAGMA auto_vacuum").fetchone()[0]) != _INCREMENTAL:
+                self._convert()
         except BaseException:
             self.db.close()
             raise
         self._dataVersion = self._version()
+
+    def _convert(self) -> None:
+        """Make a file made without incremental auto-vacuum use it (one VACUUM); left as it is if others hold it."""
+        try:
+            self.db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            self.db.execute("VACUUM")
+        except sqlite3.OperationalError:
+            pass  # busy (another worker has it open and reading): the next opening tries again
 
     def _tables(self) -> int:
         query = "SELECT count(*) FROM sqlite_master WHERE name IN (?, ?, ?)"
@@ -105,11 +151,32 @@ class SQLiteStorage:
             raise
         self.db.execute("COMMIT")
 
+    @contextmanager
+    def _available(self) -> Iterator[None]:
+        """Turn the driver's errors into L{StoreUnavailable}, in the storage's own words."""
+        try:
+            yield
+        except sqlite3.OperationalError as error:
+            code = getattr(error, "sqlite_errorname", "")
+            if code.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in str(error):
+                raise StoreUnavailable(
+                    f"the store is locked by another process (waited {self.busyTimeout:g} s); nothing was changed"
+                ) from None
+            raise StoreUnavailable(f"the store cannot be used now ({code or 'an I/O error'})") from None
+        except sqlite3.DatabaseError as error:
+            code = getattr(error, "sqlite_errorname", "") or type(error).__name__
+            raise StoreUnavailable(f"the store cannot be used now ({code})") from None
+
     def get(self, key: str) -> str | None:
-        row = self.db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+        with self._available():
+            row = self.db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
     def put(self, key: str, value: str, limits: StoreLimits = DEFAULT_LIMITS) -> None:
+        with self._available():
+            self._put(key, value, limits)
+
+    def _put(self, key: str, value: str, limits: StoreLimits) -> None:
         with self._writing() as db:
             # Inside the transaction: the totals every process's puts keep, read under the write lock.
             keys, size = db.execute("SELECT keys, size FROM totals WHERE id = 0").fetchone()
@@ -120,10 +187,14 @@ class SQLiteStorage:
             if full is not None:
                 raise full  # rolled back: nothing was written
             db.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (key, value))
-            db.execute("INSERT INTO changes (key, value) VALUES (?, ?)", (key, value))
+            db.execute("INSERT INTO changes (key, value) VALUES (?, '')", (key,))
             db.execute("UPDATE totals SET keys = ?, size = ? WHERE id = 0", (keys, size))
 
     def delete(self, key: str) -> bool:
+        with self._available():
+            return self._delete(key)
+
+    def _delete(self, key: str) -> bool:
         with self._writing() as db:
             old = db.execute("SELECT length(value) FROM kv WHERE key = ?", (key,)).fetchone()
             if old is None:
@@ -137,12 +208,13 @@ class SQLiteStorage:
     def keys(self, prefix: str, maxBytes: int | None = None) -> list[str]:
         # A range over the primary key's index: SQLite compares TEXT as UTF-8 bytes, which sort as code points do.
         end = prefixEnd(prefix)
-        if end is None:
-            rows = self.db.execute("SELECT key FROM kv WHERE key >= ? ORDER BY key", (prefix,))
-        else:
-            rows = self.db.execute("SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key", (prefix, end))
-        # Read row by row: a listing past maxBytes stops there.
-        return checkedKeys((str(key) for (key,) in rows if str(key).startswith(prefix)), maxBytes)
+        with self._available():
+            if end is None:
+                rows = self.db.execute("SELECT key FROM kv WHERE key >= ? ORDER BY key", (prefix,))
+            else:
+                rows = self.db.execute("SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key", (prefix, end))
+            # Read row by row: a listing past maxBytes stops there.
+            return checkedKeys((str(key) for (key,) in rows if str(key).startswith(prefix)), maxBytes)
 
     def close(self) -> None:
         self.db.close()
@@ -169,13 +241,27 @@ class SQLiteStorage:
         )
         return [(int(seq), str(key), bool(deleted)) for seq, key, deleted in rows]
 
-    def changeValue(self, sequence: int) -> str | None:
-        row = self.db.execute("SELECT value FROM changes WHERE seq = ?", (sequence,)).fetchone()
-        return None if row is None or row[0] is None else str(row[0])
-
     def forgetChanges(self, upTo: int) -> None:
         with self._writing() as db:
             db.execute("DELETE FROM changes WHERE seq <= ?", (upTo,))
+
+    def tidy(self) -> None:
+        """
+        Give the file's free pages back (C{incremental_vacuum}) and
+        checkpoint the WAL, truncating it (C{wal_checkpoint(TRUNCATE)}),
+        without waiting for other processes: what they hold is left for the
+        next time.  O(the pages freed + the WAL's pages).
+        """
+        db = self.db
+        db.execute("PRAGMA busy_timeout=0")
+        try:
+            if int(db.execute("PRAGMA freelist_count").fetchone()[0]):
+                db.executescript("PRAGMA incremental_vacuum")  # (run to its end: one step frees one page)
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.OperationalError:
+            pass  # another process is writing: the next tidying does it
+        finally:
+            db.execute(f"PRAGMA busy_timeout={int(self.busyTimeout * 1000)}")
 
 
 def prefixEnd(prefix: str) -> str | None:

@@ -50,6 +50,16 @@ class StoreFull(Exception):
     """A put would take the store past a L{StoreLimits} limit; nothing was stored.  Registered as C{"kv.StoreFull"}."""
 
 
+class StoreUnavailable(Exception):
+    """
+    The storage cannot do the call now: its file is locked by another
+    process for longer than the storage waits, or cannot be read or
+    written.  Nothing was changed; the call may be tried again.  The
+    message is the storage's own words, never its driver's.  Registered as
+    C{"kv.StoreUnavailable"}.
+    """
+
+
 class ListTooLarge(Exception):
     """A listing past L{StoreLimits.maxListBytes}.  Registered as C{"kv.ListTooLarge"}."""
 
@@ -92,13 +102,14 @@ class ChangeLog(Protocol):
         """
         At most C{limit} changes numbered above C{sequence}, in order: C{(number, key, deleted)}.
         A gap between numbers means changes forgotten (L{forgetChanges}) before they were read.
+        A change is a notice only: the value is read from the storage.
         """
 
-    def changeValue(self, sequence: int) -> str | None:
-        """The value put by change C{sequence}, or C{None} if that change was forgotten since."""
-
     def forgetChanges(self, upTo: int) -> None:
-        """Forget the changes numbered C{upTo} and below (their values are kept for the watchers of other processes)."""
+        """Forget the changes numbered C{upTo} and below (kept until then for the watchers of other processes)."""
+
+    def tidy(self) -> None:
+        """Give back the space writes freed (a file's free pages, its journal past a bound); called now and then."""
 
 
 class Storage(Protocol):

@@ -8,11 +8,30 @@ of that key)), drops a watcher whose call fails or times out (once, with one
 log line), and forgets a connection's watches when it is lost, in O(what
 that connection watched).  A key with no watchers left has no entry.  It
 knows nothing of where values are stored: the store tells it of changes,
-whichever process made them (see L{protocols.kv.feed}).
+whichever process made them (see L{protocols.kv.feed}), and it reads a
+key's value now through the C{current} function it is given.
+
+What a watcher costs is bounded by bytes, not by calls: each C{changed()}
+call is charged to its connection's L{framing.ledger.Ledger} (account
+L{LEDGER_ACCOUNT}) by the UTF-8 bytes of its key and value plus
+L{CALL_OVERHEAD}, from when it is sent until it is answered, fails or times
+out.  A connection whose unanswered calls hold L{WatchLimits.perConnectionBytes}
+or whose ledger has no room for the next one is I{behind}: its watchers'
+changes are then coalesced, one entry per (key, watcher) holding only how
+many changes it was not told (never a value), and as its calls are answered
+each such entry is sent as one C{changed(key, value, skipped=N)} call, with
+the key's value at that moment and N the changes it skipped.  So a watcher
+sees every change, or is told how many it missed, and one that never
+answers costs its connection at most about one byte bound plus one value,
+and the server no encoding work per change (its calls then time out and it
+is dropped as before).  One call is always let through when none is
+unanswered, so a value larger than the bound still reaches a watcher that
+reads.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,21 +68,57 @@ class WatchLimits:
         back as the same reference, and watching twice is a no-op), while
         invented reference ids would otherwise let one connection make each
         put of a 1 MiB value cost the server a gigabyte of calls to it.
+    @ivar perConnectionBytes: most bytes of C{changed()} calls one
+        connection may have unanswered (sent and not yet answered, failed or
+        timed out), counted as L{callSize} counts them; past it (or past the
+        room its ledger has) that connection's changes are coalesced until
+        answers come (see the module's contract).  4 MiB: four of the
+        largest values, enough that a watcher that answers is never behind
+        on a fast link, while a watcher that stops reading holds at most this
+        much of the server's memory.  At least one call is always let
+        through when none is unanswered.
     """
 
     perConnection: int | None = 1000
     perKey: int | None = 1000
     perConnectionKey: int | None = 10
+    perConnectionBytes: int | None = 4 * 1024 * 1024
+
+
+LEDGER_ACCOUNT = "kv.watch"
+"""The ledger account of a connection's unanswered C{changed()} calls."""
+
+CALL_OVERHEAD = 64
+"""Bytes a C{changed()} call is charged beyond its key and value: its message's tokens (ids, name, headers)."""
+
+
+def callSize(key: str, value: str | None) -> int:
+    """
+    The bytes a C{changed(key, value)} call holds: the UTF-8 length of the
+    key and value plus L{CALL_OVERHEAD}.  O(1) for ASCII strings (their
+    length is their UTF-8 length), else one encoding of each.
+    """
+    size = CALL_OVERHEAD + (len(key) if key.isascii() else len(key.encode("utf-8", "surrogatepass")))
+    if value is not None:
+        size += len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+    return size
 
 
 class _Watches:
-    """One connection's watches: key to its watchers there, and how many in all."""
+    """
+    One connection's watches: key to its watchers there, how many in all,
+    the bytes of its unanswered C{changed()} calls, and, while it is behind,
+    the changes coalesced for it: (key, watcher) to how many it was not told.
+    """
 
-    __slots__ = ("byKey", "count")
+    __slots__ = ("byKey", "count", "ledger", "unanswered", "behind")
 
-    def __init__(self) -> None:
+    def __init__(self, ledger: Any) -> None:
         self.byKey: dict[str, set[rpc.RemoteReference]] = {}
         self.count = 0
+        self.ledger = ledger
+        self.unanswered = 0
+        self.behind: dict[tuple[str, rpc.RemoteReference], int] = {}
 
 
 class WatchBook:
@@ -75,12 +130,15 @@ class WatchBook:
     @ivar connections: per connection (its broker), what it watches: what to
         forget when it goes.
     @ivar limits: the L{WatchLimits}.
+    @ivar current: the function giving a key's value now (C{None} if it
+        has none): what a coalesced change is sent with.
     """
 
-    def __init__(self, limits: WatchLimits | None = None) -> None:
+    def __init__(self, limits: WatchLimits | None, current: Callable[[str], str | None]) -> None:
         self.watchers: dict[str, set[rpc.RemoteReference]] = {}
         self.connections: dict[Any, _Watches] = {}
         self.limits = limits or WatchLimits()
+        self.current = current
 
     def add(self, key: str, watcher: rpc.RemoteReference) -> None:
         """
@@ -111,6 +169,7 @@ class WatchBook:
         if not mine:
             del watching.byKey[key]
         watching.count -= 1
+        watching.behind.pop((key, watcher), None)
         self._unlink(key, watcher)
         return True
 
@@ -118,10 +177,71 @@ class WatchBook:
         """Whether any watcher here watches C{key}."""
         return key in self.watchers
 
-    def notify(self, key: str, value: str | None) -> None:
-        """Call C{changed(key, value)} on every watcher of C{key}: O(its watchers)."""
-        for watcher in list(self.watchers.get(key, ())):
-            watcher.callRemote("changed", key, value).addErrback(self._watcherFailed, key, watcher)
+    def notify(self, key: str, value: str | None, skipped: int = 0) -> None:
+        """
+        Tell every watcher of C{key} that it is now C{value} (after
+        C{skipped} changes not told separately): a C{changed()} call to each
+        whose connection is not behind, one more coalesced change for each
+        other.  O(its watchers), and O(1) per watcher that is behind.
+        """
+        watchers = self.watchers.get(key)
+        if not watchers:
+            return
+        size = callSize(key, value)
+        connections = self.connections
+        for watcher in list(watchers):
+            watching = connections[watcher.broker]
+            if watching.behind or not self._fits(watching, size):
+                entry = (key, watcher)
+                watching.behind[entry] = watching.behind.get(entry, 0) + 1 + skipped
+            else:
+                self._call(watching, key, watcher, value, skipped, size)
+
+    def _fits(self, watching: _Watches, size: int) -> bool:
+        """Whether a call of C{size} bytes may be sent to C{watching}'s connection now."""
+        unanswered = watching.unanswered
+        if not unanswered:
+            return True  # one call always goes: a value over the bound still reaches a watcher that reads
+        bound = self.limits.perConnectionBytes
+        if bound is not None and unanswered + size > bound:
+            return False
+        return bool(watching.ledger.room(size))
+
+    def _call(
+        self, watching: _Watches, key: str, watcher: rpc.RemoteReference, value: str | None, skipped: int, size: int
+    ) -> None:
+        """Send one C{changed()} call, its bytes charged until it is answered."""
+        watching.unanswered += size
+        watching.ledger.charge(LEDGER_ACCOUNT, size)
+        if skipped:
+            call = watcher.callRemote("changed", key, value, skipped=skipped)
+        else:
+            call = watcher.callRemote("changed", key, value)
+        call.addBoth(self._answered, watching, size)
+        call.addErrback(self._watcherFailed, key, watcher)
+
+    def _answered(self, result: object, watching: _Watches, size: int) -> object:
+        """A call to C{watching}'s connection ended (answered, failed or timed out): release it, send what waits."""
+        watching.unanswered -= size
+        watching.ledger.release(LEDGER_ACCOUNT, size)
+        if watching.behind:
+            self._catchUp(watching)
+        return result
+
+    def _catchUp(self, watching: _Watches) -> None:
+        """Send the coalesced changes of C{watching}'s connection, oldest first, while they fit."""
+        behind = watching.behind
+        while behind:
+            (key, watcher), count = next(iter(behind.items()))
+            if not watcher.isConnected():
+                behind.clear()  # the connection is going: nothing more is sent on it
+                return
+            value = self.current(key)
+            size = callSize(key, value)
+            if not self._fits(watching, size):
+                return
+            del behind[key, watcher]
+            self._call(watching, key, watcher, value, count - 1, size)
 
     def _checkCaps(self, key: str, watching: _Watches, mine: set[rpc.RemoteReference] | None) -> None:
         limits = self.limits
@@ -134,7 +254,7 @@ class WatchBook:
             raise WatchRefused("too-many-watchers", f"this key already has {len(watchers)} watchers, the limit")
 
     def _connectionWatches(self, broker: Any) -> _Watches:
-        watching = _Watches()
+        watching = _Watches(broker.connection.ledger)
         self.connections[broker] = watching
         broker.whenDisconnected().addCallback(self._connectionLost, broker)
         return watching
@@ -161,6 +281,7 @@ class WatchBook:
         """Forget every watch of C{broker}'s connection: O(what it watched)."""
         watching = self.connections.pop(broker, None)
         if watching is not None:
+            watching.behind.clear()
             for key, watchers in watching.byKey.items():
                 for watcher in watchers:
                     self._unlink(key, watcher)

@@ -16,7 +16,7 @@ from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.kv import POLL_INTERVAL, KeyNotFound, KeyValueStore, SQLiteStorage
+from protocols.kv import POLL_INTERVAL, KeyNotFound, KeyValueStore, SQLiteStorage, StoreUnavailable
 from protocols.kv.feed import RETENTION
 from protocols.kv.sqlite import prefixEnd
 from protocols.rpc import SERVER_CALL_LIMITS
@@ -100,10 +100,10 @@ class SQLiteStorageTests(SynchronousTestCase):
         self.assertFalse(other.changedElsewhere())
         self.assertEqual(other.changesSince(0, 10), [(1, "k", False), (2, "k", True)])
         self.assertEqual(other.changesSince(1, 10), [(2, "k", True)])
-        self.assertEqual(other.changeValue(1), "v")
+        # Notices only: the log never holds a value (a put's is '', a delete's NULL).
+        self.assertEqual(other.db.execute("SELECT value FROM changes ORDER BY seq").fetchall(), [("",), (None,)])
         other.forgetChanges(2)
         self.assertEqual(self.storage.changesSince(0, 10), [])
-        self.assertIsNone(self.storage.changeValue(1))
         self.storage.put("k", "w")
         self.assertEqual(self.storage.changesSince(0, 10), [(3, "k", False)])  # never a number again
         self.assertEqual(self.storage.lastChange(), 3)
@@ -114,19 +114,28 @@ class SQLiteStorageTests(SynchronousTestCase):
         self.addCleanup(holder.close)
         holder.execute("BEGIN IMMEDIATE")
         holder.execute("INSERT INTO kv (key, value) VALUES ('held', '1')")
+        patient = self.open(busyTimeout=10.0)
         release = threading.Timer(0.2, holder.execute, ("COMMIT",))
         release.start()
         self.addCleanup(release.join)
-        self.storage.put("k", "v")  # blocks until the COMMIT (the busy timeout is 10 s)
+        patient.put("k", "v")  # blocks until the COMMIT (its busy timeout is 10 s)
         self.assertEqual((self.storage.get("held"), self.storage.get("k")), ("1", "v"))
 
     def test_lockedTooLong(self) -> None:
-        """Past its busy timeout a write fails (as an error of the call), and leaves no transaction open."""
+        """
+        Past its busy timeout a write fails with the store's own
+        StoreUnavailable (not the driver's error or words), and leaves no
+        transaction open.
+        """
         impatient = self.open(busyTimeout=0.0)
         holder = sqlite3.connect(self.path, isolation_level=None)
         self.addCleanup(holder.close)
         holder.execute("BEGIN IMMEDIATE")
-        self.assertRaises(sqlite3.OperationalError, impatient.put, "k", "v")
+        error = self.assertRaises(StoreUnavailable, impatient.put, "k", "v")
+        self.assertNotIsInstance(error, sqlite3.Error)
+        self.assertIn("locked by another process", str(error))
+        self.assertNotIn("database is locked", str(error))
+        self.assertRaises(StoreUnavailable, impatient.delete, "k")
         holder.execute("ROLLBACK")
         impatient.put("k", "v")
         self.assertEqual(self.storage.get("k"), "v")
@@ -175,7 +184,7 @@ class SharedStoreTests(SynchronousTestCase):
         self.assertEqual([run(again.get(f"k{n}")) for n in range(100)], [str(n) for n in range(100)])
 
     def test_watchFiresAcrossStores(self) -> None:
-        """A watch on the second store fires for each put and delete made through the first, once it polls."""
+        """A watch on the second store hears of the puts and deletes made through the first, once it polls."""
         pair, watcher = self.watch(self.second, "k")
         run(self.first.put("k", "1"))
         run(self.first.put("other", "x"))
@@ -184,10 +193,12 @@ class SharedStoreTests(SynchronousTestCase):
         self.assertEqual(watcher.seen, [])
         self.secondClock.advance(POLL_INTERVAL)
         pair.flush()
-        self.assertEqual(watcher.seen, [("k", "1"), ("k", "2"), ("k", None)])
+        # One call per key and poll, with its value now: the two changes before it were skipped, and it says so.
+        self.assertEqual((watcher.seen, watcher.skipped), ([("k", None)], [2]))
+        run(self.first.put("k", "3"))
         self.secondClock.advance(POLL_INTERVAL)
         pair.flush()
-        self.assertEqual(len(watcher.seen), 3)
+        self.assertEqual((watcher.seen, watcher.skipped), ([("k", None), ("k", "3")], [2, 0]))
 
     def test_ownChangesAtOnce(self) -> None:
         """A store's own put reaches its watchers before it is answered, once each, whatever the polls."""
@@ -195,10 +206,14 @@ class SharedStoreTests(SynchronousTestCase):
         run(self.second.put("k", "theirs"))
         run(self.first.put("k", "mine"))
         pair.flush()
-        self.assertEqual(watcher.seen, [("k", "theirs"), ("k", "mine")])  # in the log's order
+        # Both read by the one catch-up of the put: told once, the other's change counted as skipped.
+        self.assertEqual((watcher.seen, watcher.skipped), ([("k", "mine")], [1]))
         self.firstClock.advance(POLL_INTERVAL)
         pair.flush()
-        self.assertEqual(len(watcher.seen), 2)
+        self.assertEqual(len(watcher.seen), 1)
+        run(self.first.put("k", "again"))
+        pair.flush()
+        self.assertEqual((watcher.seen[-1], watcher.skipped[-1]), (("k", "again"), 0))
 
     def test_watchReturnsCurrentValue(self) -> None:
         """watch() answers with the value now, whichever store put it, and that put is not told again."""

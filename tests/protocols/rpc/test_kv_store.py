@@ -18,6 +18,7 @@ from framing.slicing.interfaces import ISlicer
 from framing.slicing.registry import DEFAULT_REGISTRY
 from protocols.guard import GuardedFactory, GuardPolicy
 from protocols.kv import KeyValueStore, WatchLimits
+from protocols.kv.watches import LEDGER_ACCOUNT, callSize
 from protocols.rpc import SERVER_CALL_LIMITS, Referenceable, RemoteViolation, connect, remote, serverFactory
 from protocols.rpc.refs import REF_OPEN_TYPE
 
@@ -26,16 +27,22 @@ from .services import RpcPair
 
 
 class Watcher(Referenceable):
-    """Records changes; answers at once, or never if C{silent}."""
+    """Records changes (and the changes each said were skipped); answers at once, or never if C{silent}."""
 
     def __init__(self, silent: bool = False) -> None:
         self.silent = silent
         self.seen: list[tuple[str, Any]] = []
+        self.skipped: list[int] = []
+        self.waiting: list[Deferred[None]] = []
 
     @remote
-    def changed(self, key: str, value: Any) -> Deferred[None] | None:
+    def changed(self, key: str, value: Any, skipped: int = 0) -> Deferred[None] | None:
         self.seen.append((key, value))
-        return Deferred() if self.silent else None
+        self.skipped.append(skipped)
+        if self.silent:
+            self.waiting.append(Deferred())
+            return self.waiting[-1]
+        return None
 
 
 class Forged:
@@ -168,6 +175,77 @@ class StoreTests(SynchronousTestCase):
         self.assertIn(": call-timeout:", dropped[0])
         self.call(pair, "put", "k", "3")
         self.assertEqual(len(silent.seen), 2)
+
+    def test_behindWatcherCoalesced(self) -> None:
+        """
+        A watcher that does not answer holds at most perConnectionBytes of
+        calls, charged to its connection's ledger; the changes past that are
+        coalesced (no value kept), and once it answers it is sent the key's
+        value now with how many changes it skipped.
+        """
+        self.store.watchLimits = WatchLimits(perConnectionBytes=3000)
+        pair = self.connect()
+        slow = Watcher(silent=True)
+        self.successResultOf(self.call(pair, "watch", "k", slow))
+        for n in range(10):
+            self.successResultOf(self.call(pair, "put", "k", f"{n}" * 1000))
+        size = callSize("k", "0" * 1000)
+        ledger = pair.server.connection.ledger
+        self.assertEqual([value[0] for _, value in slow.seen], ["0", "1"])
+        self.assertEqual(ledger.holding(LEDGER_ACCOUNT), 2 * size)
+        self.assertEqual(pair.server.pendingCount, 2)
+        for waiting in list(slow.waiting):
+            waiting.callback(None)
+        pair.flush()
+        self.assertEqual([value[0] for _, value in slow.seen], ["0", "1", "9"])
+        self.assertEqual(slow.skipped, [0, 0, 7])
+        self.assertEqual(ledger.holding(LEDGER_ACCOUNT), size)
+        slow.waiting[-1].callback(None)
+        pair.flush()
+        self.assertEqual(ledger.holding(LEDGER_ACCOUNT), 0)
+        self.assertEqual(pair.server.pendingCount, 0)
+        # Caught up: each change is told again, one call each.
+        self.successResultOf(self.call(pair, "put", "k", "last"))
+        self.assertEqual((slow.seen[-1], slow.skipped[-1]), (("k", "last"), 0))
+
+    def test_largeValueStillSent(self) -> None:
+        """A value over perConnectionBytes still reaches a watcher with nothing unanswered."""
+        self.store.watchLimits = WatchLimits(perConnectionBytes=100)
+        pair = self.connect()
+        watcher = Watcher()
+        self.successResultOf(self.call(pair, "watch", "k", watcher))
+        for n in range(3):
+            self.successResultOf(self.call(pair, "put", "k", f"{n}" * 1000))
+        self.assertEqual(len(watcher.seen), 3)
+        self.assertEqual(watcher.skipped, [0, 0, 0])
+
+    def test_ledgerFullCoalesces(self) -> None:
+        """A connection whose ledger has no room gets no more calls than the one let through."""
+        pair = self.connect()
+        slow = Watcher(silent=True)
+        self.successResultOf(self.call(pair, "watch", "k", slow))
+        ledger = pair.server.connection.ledger
+        ledger.budget = 1500
+        for n in range(5):
+            self.successResultOf(self.call(pair, "put", "k", f"{n}" * 1000))
+        self.assertEqual(len(slow.seen), 1)
+        self.assertEqual(ledger.holding(LEDGER_ACCOUNT), callSize("k", "0" * 1000))
+
+    def test_unwatchDropsCoalesced(self) -> None:
+        """Unwatching (or losing the connection) forgets the changes coalesced for that watcher."""
+        self.store.watchLimits = WatchLimits(perConnectionBytes=100)
+        pair = self.connect()
+        slow = Watcher(silent=True)
+        self.successResultOf(self.call(pair, "watch", "k", slow))
+        for n in range(3):
+            self.successResultOf(self.call(pair, "put", "k", f"{n}" * 1000))
+        (watching,) = self.store.watches.connections.values()
+        self.assertEqual(len(watching.behind), 1)
+        self.assertTrue(self.successResultOf(self.call(pair, "unwatch", "k", slow)))
+        self.assertEqual(watching.behind, {})
+        slow.waiting[0].callback(None)
+        pair.flush()
+        self.assertEqual(len(slow.seen), 1)
 
     def test_forgedReferencesBounded(self) -> None:
         """
