@@ -40,10 +40,11 @@ from _errors import CommandLineParser, addDebugArgument, explain, runCommand
 from twisted.cred.credentials import UsernamePassword
 from twisted.internet import defer
 from twisted.internet.defer import CancelledError, Deferred, DeferredList
-from twisted.internet.error import ConnectionDone
+from twisted.internet.error import ConnectionClosed, ConnectionDone
 from twisted.internet.task import deferLater
 
 from framing import Registry
+from framing.errors import PeerError
 from framing.slicing.registry import DEFAULT_REGISTRY
 from protocols import bulk, rpc
 from protocols.auth import ClientCertificate, LoginRefused
@@ -108,6 +109,7 @@ class Run:
 
     def __init__(self, reactor: Any, args: argparse.Namespace, name: str) -> None:
         self.reactor = reactor
+        self.closeTimeout = min(EVENTUALLY, args.case_timeout)
         self.server = endpointOf(args.server)
         self.loginServer = endpointOf(args.login_server or nextPort(args.server))
         self.certificateServer = args.certificate_server or nextPort(args.server, 2)
@@ -174,7 +176,7 @@ class Run:
         """Close every connection the case opened, and wait (a while) until they are closed."""
         closing = [root.broker.disconnect() for root in self.roots]
         waiting = DeferredList(closing, consumeErrors=True)
-        waiting.addTimeout(EVENTUALLY, self.reactor)
+        waiting.addTimeout(self.closeTimeout, self.reactor)
         try:
             await waiting
         except (defer.TimeoutError, CancelledError):
@@ -227,21 +229,34 @@ async def answer(call: Deferred[Any], what: str) -> Any:
     """The answer of C{call}; a failure fails the case, naming C{what} was called."""
     try:
         return await call
-    except CaseFailed:
-        raise
+    except (CaseFailed, CancelledError, defer.TimeoutError):
+        raise  # (the case's own end: its timeout, never something the server did)
     except Exception as error:
         raise CaseFailed(f"{what} failed with {described(error)}") from error
 
 
-async def fails(call: Deferred[Any], kind: type[BaseException], what: str) -> Any:
-    """The error C{call} fails with, which must be a C{kind}; an answer or another error fails the case."""
+async def fails(call: Deferred[Any], kind: type[BaseException] | tuple[type[BaseException], ...], what: str) -> Any:
+    """
+    The error C{call} fails with, which must be a C{kind}; an answer or
+    another error fails the case.  The case's own timeout (the call
+    cancelled) is never the failure expected: no evidence of anything.
+    """
     try:
         result = await call
     except kind as error:
+        if kind is not CancelledError and isinstance(error, (CaseFailed, CancelledError, defer.TimeoutError)):
+            raise  # (unless the case cancelled the call itself, its cancelling is its timeout's)
         return error
+    except (CaseFailed, CancelledError, defer.TimeoutError):
+        raise
     except Exception as error:
-        raise CaseFailed(f"{what} failed with {described(error)}, not a {kind.__name__}") from error
-    raise CaseFailed(f"{what} answered {shown(result)}, expected a failure ({kind.__name__})")
+        raise CaseFailed(f"{what} failed with {described(error)}, not a {kindName(kind)}") from error
+    raise CaseFailed(f"{what} answered {shown(result)}, expected a failure ({kindName(kind)})")
+
+
+def kindName(kind: type[BaseException] | tuple[type[BaseException], ...]) -> str:
+    """The name of an expected failure's type (or types: "A or B")."""
+    return " or ".join(each.__name__ for each in (kind if isinstance(kind, tuple) else (kind,)))
 
 
 async def allAnswers(calls: Iterable[Deferred[Any]], what: str) -> list[Any]:
@@ -547,8 +562,13 @@ async def loginCertificateRefused(run: Run) -> None:
 @case("login_required", "a call before logging in is not answered: the login server closes the connection")
 async def loginRequired(run: Run) -> None:
     root = await run.connectUnlogged()
-    await fails(root.callRemote("whoami"), Exception, "whoami() without a login")
-    await root.broker.whenDisconnected()
+    # The evidence: the call fails because the server closed the connection (after an ERROR saying why: a
+    # PeerError), not with an answer, a refusal of the call, garbage this side could not read (its own
+    # ProtocolError) or this side's own timeout.
+    await fails(root.callRemote("whoami"), (ConnectionClosed, PeerError), "whoami() without a login")
+    closed = root.broker.whenDisconnected()
+    closed.addTimeout(EVENTUALLY, run.reactor)
+    await closed
 
 
 @case("bulk_upload_download_resume", "an upload and a download, each cut halfway, resume from what was held")

@@ -55,6 +55,20 @@ Contract:
    drain before they are encoded, so the client's memory stays bounded by
    that mark plus one message per waiting coroutine's arguments, never by
    what the callers asked; their C{callTimeout} counts while they wait.
+   Meanwhile the buffer is charged to the session's ledger
+   (L{framing.rpc.session.UNSENT}), after each read, and reading stops
+   (C{pause_reading}) while the ledger is over its budget
+   (C{Limits.max_connection_memory}): what the server sends asks for
+   replies (PONGs, the FAILs of its calls), so a server that sends and
+   reads nothing is read no further once they pass the budget, and the
+   buffer is bounded by it plus one read's replies.  Reading resumes once
+   the buffer drained to its low-water mark.  (Not at the high-water mark
+   itself: the answers to the calls waiting in the buffer must still be
+   read, or a server that stops reading while its own answers wait would
+   wait on this side for good.)
+ - Closing: L{AsyncConnection.close}, and the end of the connection for
+   any reason, give the transport L{AsyncConnection.closeGrace} seconds to
+   send what it holds, then abort it: C{close()} returns within that.
  - Timeouts: C{timeout} bounds connecting (L{ConnectTimedOut}) and the
    server's preamble (L{ServerSilent}).  C{silenceTimeout} bounds the
    server's silence while calls or streams wait (an item awaited, a bulk
@@ -131,7 +145,7 @@ from framing.rpc.context import Scope, sendingDeadline
 from framing.rpc.errors import CallTimedOut, ConnectionLost, ConnectTimedOut, DeadlineExceeded, ServerSilent
 from framing.rpc.incoming import IncomingCall
 from framing.rpc.interfaces import ExportedReference, TypedProxy
-from framing.rpc.session import ClientSession, SessionExtension, Settled
+from framing.rpc.session import UNSENT, ClientSession, SessionExtension, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.streams import ReceiveWindow
 from framing.rpc.wire import ROOT_ID
@@ -143,6 +157,10 @@ from protocols.clientcontext import calling
 _Future = asyncio.Future
 _T = TypeVar("_T")
 """What a stream's waiter settles with (L{AsyncConnection.awaitStream})."""
+
+CLOSE_GRACE = 10.0
+"""Seconds a connection that ended waits for its transport to send what it holds before it is aborted
+(L{AsyncConnection.closeGrace}): a server that reads nothing cannot keep it, or L{AsyncConnection.close}, for good."""
 
 COALESCE_BYTES = 64 * 1024
 """Bytes of gathered messages past which they are written at once, without waiting for the loop's next turn:
@@ -281,6 +299,8 @@ class AsyncConnection:
     @ivar peer: C{"host:port"} of the server, for errors.
     @ivar callTimeout: seconds a call waits for its answer (drain included), or C{None}.
     @ivar silenceTimeout: seconds the server may stay silent while calls or streams wait, or C{None}.
+    @ivar closeGrace: seconds the connection, once ended, lets its transport
+        send what it holds before aborting it (L{CLOSE_GRACE} by default).
     """
 
     def __init__(
@@ -328,6 +348,11 @@ class AsyncConnection:
         self._ready: _Future[None] = loop.create_future()
         self._closed: _Future[None] = loop.create_future()
         self._paused = False
+        # Reading stopped (the transport's pause_reading): while the ledger is over its budget.
+        self._readingPaused = False
+        self._session.ledger.on_full = self._ledgerFull
+        self.closeGrace: float = CLOSE_GRACE
+        self._abortTimer: asyncio.TimerHandle | None = None
         self._drainWaiters: list[_Future[None]] = []
         self._shut = False
         self._lastHeard = loop.time()
@@ -387,11 +412,18 @@ class AsyncConnection:
         self._apply(session.receive(data))
         if session.incomingCalls.waiting:
             self._serveCalls()
+        if self._paused:
+            # The buffer is past its high-water mark: what the replies added is held for the server (past the
+            # budget, reading stops: _ledgerFull).
+            session.ledger.settle(UNSENT, self.bufferedBytes)
         if session.ready and not self._ready.done():
             self._ready.set_result(None)
 
     def connectionLost(self, reason: Exception | None) -> None:
         """The connection is over: every waiting call fails (if nothing ended the session before)."""
+        if self._abortTimer is not None:
+            self._abortTimer.cancel()
+            self._abortTimer = None
         why = (
             f"{self.peer} closed the connection"
             if reason is None
@@ -402,13 +434,44 @@ class AsyncConnection:
             self._closed.set_result(None)
 
     def pauseWriting(self) -> None:
-        """The transport's buffer is full: new calls wait (L{_writable})."""
+        """
+        The transport's buffer is full: new calls wait (L{_writable}), and
+        what it holds is charged to the session's ledger until it drained
+        (past the budget, nothing more is read: L{_ledgerFull}).
+        """
         self._paused = True
+        self._session.ledger.settle(UNSENT, self.bufferedBytes)
 
     def resumeWriting(self) -> None:
-        """The transport's buffer drained: the calls waiting for it go on, one message each."""
+        """The transport's buffer drained: the calls waiting for it go on, one message each, and reading resumes."""
         self._paused = False
+        self._session.ledger.settle(UNSENT, self.bufferedBytes)
+        self._keepReading()
         self._wakeWriters()
+
+    def _ledgerFull(self, full: bool) -> None:
+        """The session's ledger went over its budget (C{full}) or back within it: stop or resume reading."""
+        self._keepReading()
+
+    def _keepReading(self) -> None:
+        """Read while the session's ledger is within its budget; else not."""
+        transport = self._transport
+        if transport is None or self._shut:
+            return
+        stop = self._session.ledger.full
+        if stop is self._readingPaused:
+            return
+        self._readingPaused = stop
+        reading: Any = transport  # (a ReadTransport too: the loop's socket and TLS transports are both)
+        if stop:
+            reading.pause_reading()
+        else:
+            reading.resume_reading()
+
+    @property
+    def readingPaused(self) -> bool:
+        """C{True} while nothing is read from the server (the ledger is over its budget: see L{_ledgerFull})."""
+        return self._readingPaused
 
     # -- calling -------------------------------------------------------------
 
@@ -602,6 +665,8 @@ class AsyncConnection:
             self._shut = True
             if self._transport is not None:
                 self._transport.close()
+                # What it holds is sent within the grace, or dropped: a server that reads nothing keeps no socket.
+                self._abortTimer = self._loop.call_later(self.closeGrace, self._transport.abort)
             if self._silenceTimer is not None:
                 self._silenceTimer.cancel()
                 self._silenceTimer = None
@@ -860,7 +925,11 @@ class AsyncConnection:
             loggedIn.set_exception(failure)
 
     async def close(self) -> None:
-        """Close the connection: waiting calls fail with L{ConnectionLost}, later ones with L{DeadReferenceError}."""
+        """
+        Close the connection: waiting calls fail with L{ConnectionLost},
+        later ones with L{DeadReferenceError}.  Returns once the transport
+        is closed: what it held sent, or aborted after L{closeGrace} seconds.
+        """
         self._end(ConnectionLost(f"the connection to {self.peer} was closed by this side"))
         if self._transport is not None:
             await self._closed

@@ -20,7 +20,7 @@ does no I/O.
 
 Contract:
 
- - A call is one CALL message in one C{sendall}; its answer is matched by
+ - A call is one CALL message in one C{send}; its answer is matched by
    request id (by the session's L{framing.rpc.calltable.CallTable}), so calls from several
    threads share the one connection and their answers may come in any
    order.  It returns the result, or raises what the Twisted client's
@@ -53,8 +53,19 @@ Contract:
    socket buffer, a server that stops reading until this side reads); with
    the connection's lock held it would stop every other thread's reading
    and calling, and the server and this side could wait on each other for
-   good.  A send that fails ends the connection (L{ServerSilent} for one
-   blocked C{silenceTimeout} long, else L{ConnectionLost}).
+   good.  No send blocks: each is one C{MSG_DONTWAIT} system call, and
+   what the socket did not take is sent as it drains (a C{poll} for room)
+   no later than the time of the call it is sent for: at that time the
+   call fails (L{CallTimedOut}, L{DeadlineExceeded}) and the rest stays
+   first in the outbox, for the next sender.  A send that fails ends the
+   connection (L{ServerSilent} for one that found no room for
+   C{silenceTimeout}, else L{ConnectionLost}).  (Over TLS a record goes
+   whole, so a send there is bounded by C{silenceTimeout} alone.)
+ - What waits in the outbox is charged to the session's ledger
+   (L{framing.rpc.session.UNSENT}): a server that sends calls and PINGs
+   and reads none of their replies makes it grow, and past the budget
+   (C{Limits.max_connection_memory}) the connection is closed and every
+   waiting call fails with L{framing.rpc.errors.ConnectionOverBudget}.
  - Timeouts: C{timeout} bounds connecting (TCP, then the server's
    preamble: a server that accepts and says nothing fails with
    L{ServerSilent}).  C{callTimeout} bounds each call (L{CallTimedOut}; the
@@ -139,6 +150,7 @@ L{framing.bulk.streams.ClientStreams}.
 from __future__ import annotations
 
 import inspect
+import select
 import socket
 import ssl
 import struct
@@ -162,7 +174,7 @@ from framing.rpc.errors import (
 )
 from framing.rpc.incoming import IncomingCall
 from framing.rpc.interfaces import ExportedReference, TypedProxy
-from framing.rpc.session import ClientSession, SessionExtension, Settled
+from framing.rpc.session import UNSENT, ClientSession, SessionExtension, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.streams import ReceiveWindow
 from framing.rpc.wire import (
@@ -378,6 +390,11 @@ class BlockingConnection:
         self._tickBound: object = _TIMEOUTS_CHANGED
         if silenceTimeout is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(silenceTimeout))
+        # Sends never block but where TLS must (its records go whole): what the socket does not take at once
+        # is sent as it drains, within the call's time (_sendRest).
+        self._dontWait = 0 if isinstance(sock, ssl.SSLSocket) else socket.MSG_DONTWAIT
+        # Every charge to the ledger is made under _lock (the outbox's, _queue); past its budget the connection ends.
+        self._session.ledger.on_full = self._ledgerFull
 
     @property
     def callTimeout(self) -> float | None:
@@ -425,7 +442,7 @@ class BlockingConnection:
                     break
                 self._readTurn(timeout)
                 if self._outbox:
-                    self._sendAside()
+                    self._sendAside(deadline)
             failure = session.failure
         if failure is not None:
             raise failure
@@ -510,18 +527,30 @@ class BlockingConnection:
         C{waiter}'s answer came (none: return at once), reading the socket
         in turn with other callers, or until its time ran out: C{callTimeout},
         or the C{callDeadline} of its L{callContext} (on C{time.monotonic})
-        if earlier.  A C{requestId} of C{None}: no call (a stream's end is
-        waited for), no C{callTimeout}: the server's silence bounds the wait.
-        The two halves of a call in one function: its commonest path, one
-        thread calling, is then this function's frame and L{_readTurn}'s.
+        if earlier.  The time counts from the call's start: a send the
+        server does not take waits no longer than the call may (what it
+        left unsent stays first in the outbox, and the call fails at its
+        time as it would waiting for its answer).  A C{requestId} of
+        C{None}: no call (a stream's end is waited for), no C{callTimeout}:
+        the server's silence bounds the wait.  The two halves of a call in
+        one function: its commonest path, one thread calling, is then this
+        function's frame and L{_readTurn}'s.
 
         @raise ConnectionLost: (or the reason it ended) sending failed; the
             connection is ended, and the call C{requestId} forgotten.
         """
         lock = self._lock
+        callTimeout = self._callTimeout
+        deadline = None if callTimeout is None or requestId is None else time.monotonic() + callTimeout
+        byDeadline = callDeadline is not None and (deadline is None or callDeadline <= deadline)
+        # A deadline is a bound of the reads too: a tick of an eighth of the time it has left now.
+        bound = None
+        if byDeadline:
+            deadline = callDeadline
+            bound = max(callDeadline - time.monotonic(), 0.0)  # type: ignore[operator]
         if data is not None:
             # One message at a time on the socket, whole, after what the reading thread left in the outbox.
-            # The send lock, not _lock: a sendall may block (on a server that stops reading until this side
+            # The send lock, not _lock: a send may wait (on a server that stops reading until this side
             # reads), and the reading thread must then still take _lock to go on reading.
             failed = None
             sendLock = self._sendLock
@@ -529,8 +558,15 @@ class BlockingConnection:
                 sendLock.acquire()
                 try:
                     if self._outbox:
-                        data = self._takeOutbox() + data
-                    self._socket.sendall(data)
+                        change = self._sendQueued(self._takeOutbox(), data, deadline)
+                    else:
+                        # Never a blocking send: what the socket does not take at once is sent as it drains,
+                        # within the call's time (_sendQueued); the commonest message goes whole in this call.
+                        try:
+                            left = data[self._socket.send(data, self._dontWait) :]
+                        except BlockingIOError:
+                            left = data
+                        change = self._sendQueued(b"", left, deadline) if left else 0
                 except OSError as error:
                     failed = self._sendFailed(error)
                 finally:
@@ -547,18 +583,13 @@ class BlockingConnection:
                     if requestId is not None:
                         self._session.abandon(requestId)
                     raise self._session.failure  # type: ignore[misc]
+            if change:
+                with lock:
+                    self._settleUnsent(change)
             if self._outbox:
-                self._flushOutbox()
+                self._flushOutbox(deadline)
         if waiter is None:
             return None  # (a message for no answer, sent)
-        callTimeout = self._callTimeout
-        deadline = None if callTimeout is None or requestId is None else time.monotonic() + callTimeout
-        byDeadline = callDeadline is not None and (deadline is None or callDeadline <= deadline)
-        # A deadline is a bound of the reads too: a tick of an eighth of the time it has left now.
-        bound = None
-        if byDeadline:
-            deadline = callDeadline
-            bound = max(callDeadline - time.monotonic(), 0.0)  # type: ignore[operator]
         cancel = None
         session = self._session
         # Held while deciding who reads (released by _readTurn during its recv, by _sleep while asleep).
@@ -576,20 +607,102 @@ class BlockingConnection:
                     continue
                 self._readTurn(bound)
                 if self._outbox:
-                    self._sendAside()
+                    self._sendAside(deadline)
                 if session.incomingCalls.waiting:
-                    self._serveCalls()
+                    self._serveCalls(deadline)
         finally:
             lock.release()
         if cancel is not None:
             if cancel:
-                self._sendCancel(cancel)
+                # Queued, and sent only as far as the socket takes it now: the caller's time is up.
+                self._sendCancel(cancel, time.monotonic())
             if byDeadline:
                 raise DeadlineExceeded(f"{name!r} did not finish within its deadline", name)
             raise CallTimedOut(name, callTimeout or 0.0)
         if waiter.error is not None:
             raise waiter.error
         return waiter.result
+
+    def _sendQueued(self, queued: bytes, data: bytes, deadline: float | None) -> int:
+        """
+        Send C{queued} (taken from the outbox, so charged to the ledger),
+        then C{data} (C{_sendLock} held), until C{deadline}: what is left
+        then goes back first in the outbox.  The change in the bytes the
+        outbox holds, for the ledger (settled once the send lock is released).
+        """
+        left = self._sendRest(queued + data, deadline)
+        if left:
+            self._outbox.insert(0, left)  # (first: the rest of a message cut at the deadline)
+        return len(left) - len(queued)
+
+    def _sendRest(self, data: bytes, deadline: float | None) -> bytes:
+        """
+        Send C{data}, which the socket did not take at once (C{_sendLock}
+        held), as the server reads, until C{deadline} (C{time.monotonic});
+        what is left then, C{b""} once all went.  Each wait is one C{poll}
+        for room, bounded by the deadline and by the server's silence: no
+        byte taken for C{silenceTimeout} is a C{TimeoutError} (the
+        connection then ends with L{ServerSilent}).  The socket stays
+        blocking for the reader; each send here is C{MSG_DONTWAIT}.
+        """
+        sock = self._socket
+        dontWait = self._dontWait
+        view = memoryview(data)
+        size, sent = len(data), 0
+        poller = None
+        takenAt = time.monotonic()
+        while True:
+            try:
+                count = sock.send(view[sent:], dontWait)
+            except BlockingIOError:
+                count = 0
+            now = time.monotonic()
+            if count:
+                sent += count
+                if sent >= size:
+                    return b""
+                takenAt = now
+            wait = None if deadline is None else deadline - now
+            silence = self._silenceTimeout
+            if silence is not None:
+                quiet = takenAt + silence - now
+                if quiet <= 0:
+                    raise TimeoutError(f"nothing taken for {silence:g} s")
+                wait = quiet if wait is None else min(wait, quiet)
+            if wait is not None and wait <= 0:
+                return bytes(view[sent:])
+            if poller is None:
+                poller = select.poll()
+                poller.register(sock, select.POLLOUT)
+            poller.poll(None if wait is None else max(wait * 1000, 1.0))
+
+    def _queue(self, data: bytes) -> None:
+        """
+        Put C{data} at the end of the outbox (C{_lock} held), charged to the
+        session's ledger; past its budget the connection ends
+        (L{framing.rpc.errors.ConnectionOverBudget}: see L{_ledgerFull}).
+        """
+        self._outbox.append(data)
+        self._session.ledger.charge(UNSENT, len(data))
+
+    def _settleUnsent(self, change: int) -> None:
+        """The outbox holds C{change} bytes more (or fewer) than the ledger was told (C{_lock} held)."""
+        ledger = self._session.ledger
+        if change > 0:
+            ledger.charge(UNSENT, change)
+        elif change < 0:
+            ledger.release(UNSENT, min(-change, ledger.holding(UNSENT)))
+
+    def _ledgerFull(self, full: bool) -> None:
+        """
+        The session's ledger went over its budget (C{full}; C{_lock} held:
+        every charge is made under it): end the connection.  This client
+        cannot stop reading to wait for the server to drain what it holds,
+        its readers being its waiting callers, so it fails at once with a
+        clear error rather than hold more.
+        """
+        if full:
+            self._apply(self._session.overBudget())
 
     def _takeOutbox(self) -> bytes:
         """What the reading thread left to send, in order (C{_sendLock} held; list pops are atomic)."""
@@ -657,12 +770,19 @@ class BlockingConnection:
         finally:
             self._sleepers -= 1
 
-    def _sendCancel(self, data: bytes) -> None:
-        """Tell the server a call was given up on (its late answer is then ignored); a lost connection is seen later."""
-        try:
-            self._sendMessage(data)
-        except (ConnectionLost, ServerSilent, OSError):
-            pass
+    def _sendCancel(self, data: bytes, deadline: float | None = None) -> None:
+        """
+        Send C{data} (a CANCEL, a RELEASE, an answer to the server's call)
+        after the outbox, waiting for the socket to take it until
+        C{deadline} (C{None}: the server's silence bounds it); what it did
+        not take by then stays in the outbox, sent with the next thing sent.
+        A lost connection is seen later.
+        """
+        with self._lock:
+            if self._shut:
+                return
+            self._queue(data)
+        self._flushOutbox(deadline)
 
     # -- reading (one thread at a time, holding _lock but while in recv) -------
 
@@ -717,7 +837,7 @@ class BlockingConnection:
         session = self._session
         data = session.dataToSend()
         if data:
-            self._outbox.append(data)  # (sent once _lock is released: see _flushOutbox)
+            self._queue(data)  # (sent once _lock is released: see _flushOutbox)
         if session.failure is not None and not self._shut:
             self._shut = True
             self._outbox.clear()  # (nothing is sent after the end)
@@ -731,7 +851,7 @@ class BlockingConnection:
         """End the connection with C{reason} (C{_lock} held): every waiting call fails with it, once."""
         self._apply(self._session.end(reason))
 
-    def _sendAside(self) -> None:
+    def _sendAside(self, deadline: float | None) -> None:
         """
         Send the outbox, as the reading thread does after a turn that left
         something in it (C{_lock} held on entry and exit, released while
@@ -742,32 +862,43 @@ class BlockingConnection:
         lock = self._lock
         lock.release()
         try:
-            self._flushOutbox()
+            self._flushOutbox(deadline)
         finally:
             lock.acquire()
 
-    def _flushOutbox(self) -> None:
+    def _flushOutbox(self, deadline: float | None = None) -> None:
         """
-        Send the outbox, in order, blocking until the socket took it all
-        (C{_lock} not held: a send that blocks holds no lock but the send
-        lock, so the other threads still read and call).  If another thread
-        holds the send lock, nothing: a holder sends the outbox before
-        releasing it and looks again after (what is added meanwhile is
-        then its to send).  A failure ends the connection.
+        Send the outbox, in order, until the socket took it all or
+        C{deadline} (C{time.monotonic}) passed, whatever is left then
+        staying first in it (C{_lock} not held: a send that waits holds no
+        lock but the send lock, so the other threads still read and call;
+        C{deadline} C{None}: bounded by the server's silence alone).  If
+        another thread holds the send lock, nothing: a holder sends the
+        outbox before releasing it and looks again after (what is added
+        meanwhile is then its to send).  A failure ends the connection.
         """
         sendLock = self._sendLock
         while self._outbox and sendLock.acquire(blocking=False):
             failed = None
+            taken = 0
+            left = b""
             try:
                 while self._outbox:
-                    self._socket.sendall(self._takeOutbox())
+                    data = self._takeOutbox()
+                    taken += len(data)
+                    left = self._sendRest(data, deadline)
+                    if left:
+                        self._outbox.insert(0, left)
+                        break
             except OSError as error:
                 failed = self._sendFailed(error)
             finally:
                 sendLock.release()
-            if failed is not None:
-                with self._lock:
+            with self._lock:
+                self._settleUnsent(len(left) - taken)
+                if failed is not None:
                     self._end(failed)
+            if left or failed is not None:
                 return
 
     def _sendFailed(self, error: OSError) -> BaseException:
@@ -809,7 +940,7 @@ class BlockingConnection:
                     finally:
                         data = self._session.dataToSend()
                         if data:
-                            self._outbox.append(data)
+                            self._queue(data)
                     break
                 if stream.error is not None:
                     raise stream.error
@@ -864,7 +995,9 @@ class BlockingConnection:
         finally:
             self._lock.release()
         if self._outbox and not self._reading:
-            self._flushOutbox()  # (while a thread reads, it sends the outbox after its turn)
+            # (told where the garbage collector ran: sent as far as the socket takes it now, the rest with the
+            # next thing sent; while a thread reads, it sends the outbox after its turn)
+            self._flushOutbox(time.monotonic())
 
     def releaseReference(self, reference: BlockingReference) -> None:
         """Send C{reference}'s RELEASE now (see L{framing.rpc.interfaces.ExportedReference.release})."""
@@ -899,19 +1032,20 @@ class BlockingConnection:
                     continue
                 self._readTurn(seconds)
                 if self._outbox:
-                    self._sendAside()
+                    self._sendAside(deadline)
                 served = len(session.incomingCalls.waiting)
                 if served:
-                    self._serveCalls()
+                    self._serveCalls(deadline)
                     return served
             failure = session.failure
         raise failure
 
-    def _serveCalls(self) -> None:
+    def _serveCalls(self, deadline: float | None) -> None:
         """
         Run the server's calls just read (C{_lock} held on entry and exit,
         released while each runs: a callback may call the server back,
-        from this thread or another), and send each one's answer.
+        from this thread or another), and send each one's answer, waiting
+        for the socket no later than C{deadline} (the serving thread's own).
         """
         session = self._session
         calls = session.incomingCalls.take()
@@ -923,7 +1057,7 @@ class BlockingConnection:
                     session.answerCall(call, result, error)
                     data = session.dataToSend()
                 if data:
-                    self._sendCancel(data)
+                    self._sendCancel(data, deadline)
         finally:
             self._lock.acquire()
 

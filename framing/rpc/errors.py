@@ -45,6 +45,7 @@ from typing import Any
 
 from framing import ProtocolError, Violation
 from framing.errors import short_repr
+from framing.ledger import OverBudget
 
 VIOLATION = "Violation"
 """The wire type name of a refused call: a L{RemoteViolation}."""
@@ -242,6 +243,18 @@ class ConnectionLost(ConnectionError):
     """
     The server closed the connection, or the socket failed; a call waiting
     then fails with it, naming the call (the clients without Twisted).
+    """
+
+
+class ConnectionOverBudget(ConnectionLost, OverBudget):
+    """
+    This side held more for the server than the connection's budget allows
+    (C{Limits.max_connection_memory}, counted by its
+    L{framing.ledger.Ledger}): most often the replies the server's own
+    messages asked for (PONGs, the FAILs of its calls) piling up unsent
+    because it reads nothing.  The connection is closed and every waiting
+    call fails with it (the clients without Twisted); C{code} is
+    C{"over-budget"}.
     """
 
 

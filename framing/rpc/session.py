@@ -88,6 +88,7 @@ from framing.wire import PING, PONG, PREAMBLE, encode_header
 from .calltable import CallTable
 from .clientstreams import ClientObjectStreams, ReceivedStream, SentStream
 from .errors import (
+    ConnectionOverBudget,
     DeadReferenceError,
     MessageRefused,
     MessageWithoutId,
@@ -129,6 +130,18 @@ _CALL_OPENING = open_token(OPEN_TYPE)
 
 _PING_ID = 1
 """The id of the PINGs a session sends (the PONG echoes it; any PONG counts as hearing from the server)."""
+
+
+UNSENT = "unsent"
+"""
+The ledger account (L{ClientSession.ledger}) of the bytes an I/O layer holds
+for the server and has not handed to the kernel yet: the blocking client's
+outbox, the asyncio transport's write buffer.  Mostly the replies the
+server's own messages ask for (PONGs, the FAILs of its calls), so a server
+that sends and reads nothing grows it; the I/O layer stops reading while
+the ledger is over its budget, or, when it cannot wait (the blocking
+client's readers are its callers), ends the session (L{ClientSession.overBudget}).
+"""
 
 
 class SessionExtension(Protocol):
@@ -631,6 +644,23 @@ class ClientSession(Generic[Waiter]):
                 self.output.extend(self._encode(message) for message in messages)
 
     # -- ending --------------------------------------------------------------
+
+    def overBudget(self) -> list[Settled]:
+        """
+        The ledger went over its budget and the I/O layer will not wait
+        for it to drain: end the session with L{ConnectionOverBudget},
+        naming what was held by account; the calls settled (as L{end}).
+        """
+        if self.state is _ENDED:
+            return []
+        ledger = self.ledger
+        held = ", ".join(f"{account} {count}" for account, count in sorted(ledger.accounts().items()) if count)
+        return self.end(
+            ConnectionOverBudget(
+                f"this side held {ledger.held} bytes for {self.peer} ({held}), past the connection's budget of "
+                f"{ledger.budget} bytes (Limits.max_connection_memory): the server sends more than it reads"
+            )
+        )
 
     def end(self, reason: BaseException) -> list[Settled]:
         """

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import socket
+import threading
+import time
 
 from twisted.internet.defer import CancelledError
 from twisted.internet.task import Clock
@@ -10,6 +13,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from protocols import interop
 from protocols.interop import ApplicationError, InteropService, PatternSource, pattern
+from framing.wire import PREAMBLE
 from tests.processes import readUntil, runPython, startPython, stop
 
 
@@ -157,3 +161,85 @@ class ProcessTests(SynchronousTestCase):
         client = runPython("examples/interop_client.py", "--server", "127.0.0.1:1", "--case", "empty_call", timeout=60)
         self.assertEqual(client.returncode, 1, client.stderr)
         self.assertRegex(client.stdout, r"^case empty_call: FAIL: .*connection refused")
+
+
+class HostileServer:
+    """
+    Two listening sockets (the --server and --login-server of the client)
+    whose connections get C{greeting} and then nothing: each is held open,
+    never read, until the test ends.
+    """
+
+    def __init__(self, test: SynchronousTestCase, greeting: bytes) -> None:
+        self.listeners = []
+        for _ in range(2):
+            listener = socket.socket()
+            listener.bind(("127.0.0.1", 0))
+            listener.listen()
+            listener.settimeout(0.2)
+            self.listeners.append(listener)
+        self.greeting = greeting
+        self.held: list[socket.socket] = []
+        self.stopped = threading.Event()
+        thread = threading.Thread(target=self.serve, daemon=True)
+        thread.start()
+        test.addCleanup(self.stop, thread)
+
+    def address(self, index: int) -> str:
+        return f"127.0.0.1:{self.listeners[index].getsockname()[1]}"
+
+    def serve(self) -> None:
+        while not self.stopped.is_set():
+            for listener in self.listeners:
+                try:
+                    connection, _ = listener.accept()
+                except OSError:
+                    continue
+                self.held.append(connection)
+                try:
+                    connection.sendall(self.greeting)
+                except OSError:
+                    pass
+
+    def stop(self, thread: threading.Thread) -> None:
+        self.stopped.set()
+        thread.join(60)
+        for each in [*self.listeners, *self.held]:
+            each.close()
+
+
+class HostileServerTests(SynchronousTestCase):
+    """The interop client ends every case within its timeout, and passes one only on evidence that it happened."""
+
+    CASES = ("login_required", "empty_call", "ping")
+
+    def runAgainst(self, greeting: bytes) -> None:
+        """Run L{CASES} against a L{HostileServer} saying C{greeting}: each FAILs, all within their timeouts."""
+        server = HostileServer(self, greeting)
+        arguments = ["--server", server.address(0), "--login-server", server.address(1), "--case-timeout", "3"]
+        for name in self.CASES:
+            arguments += ["--case", name]
+        started = time.monotonic()
+        client = runPython("examples/interop_client.py", *arguments, timeout=120)
+        # Each case: its 3 s, then at most as long again closing its connections; a generous margin for load.
+        self.assertLess(time.monotonic() - started, len(self.CASES) * 6 + 30)
+        self.assertEqual(client.returncode, 1, client.stderr)
+        results = [CASE_LINE.match(line) for line in client.stdout.splitlines()]
+        self.assertEqual([match.group(1) if match else None for match in results], list(self.CASES), client.stdout)
+        self.assertEqual([match.group(2)[:4] for match in results if match], ["FAIL"] * len(self.CASES), client.stdout)
+
+    def test_silentServer(self) -> None:
+        """Against a server that accepts and says nothing, every case fails within its timeout (none passes)."""
+        self.runAgainst(b"")
+
+    def test_silentAfterPreamble(self) -> None:
+        """
+        Against a server that sends its preamble and then nothing,
+        login_required (whose call is not answered) fails: its own
+        timeout is no evidence the server closed the connection.
+        """
+        self.runAgainst(PREAMBLE)
+
+    def test_garbage(self) -> None:
+        """Against a server that answers garbage, every case fails: a broken stream is not a refused login."""
+        self.runAgainst(PREAMBLE + b"\xff" * 64)

@@ -1,0 +1,87 @@
+"""
+The asyncio client against a server that floods it with calls and PINGs and reads nothing.
+
+Each of the server's calls asks this side for a FAIL and each PING for a
+PONG, which the server never reads (L{tests.protocols.flooding}).  The
+client stops reading while its transport's write buffer is full, so what
+it holds stays bounded; its calls still fail at their time, and
+C{close()} returns within its grace though the buffer never drains.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from framing import Limits
+from framing.rpc.errors import CallTimedOut
+from framing.rpc.session import UNSENT
+from protocols.asyncioclient import AsyncConnection, connect
+from tests.protocols.flooding import HANG, FloodingServer
+
+BUDGET = 1024 * 1024
+"""The connection's budget (C{Limits.max_connection_memory}) in the test: the default's 64 MiB would take long to fill."""
+
+BOUND = BUDGET + 4 * 1024 * 1024
+"""
+Most bytes the client's write buffer may hold: the budget plus the replies
+of the read that passed it (a read is at most 256 KiB of the server's
+calls, whose FAILs are a few times larger), with room to spare.  Before the
+fix it grew by megabytes a second for as long as the server sent.
+"""
+
+MARGIN = 20.0
+"""Seconds past a timeout or a grace within which what it bounds must have ended, however loaded the machine."""
+
+
+class FloodTests(SynchronousTestCase):
+    """What the asyncio client holds, its calls' time and its closing, against a server that sends and never reads."""
+
+    def test_boundedAndClosed(self) -> None:
+        """
+        Against the flood, the write buffer is charged to the session's
+        ledger, reading stops once it passes the budget and the buffer
+        stays within L{BOUND} while a call waits, the call fails with L{CallTimedOut} at its
+        time, and C{close()} returns within its grace, aborting the
+        transport that could not send what it held.
+        """
+        server = FloodingServer(self)
+
+        async def main() -> tuple[list[int], float, float, AsyncConnection]:
+            connection = await connect(
+                server.address,
+                timeout=HANG,
+                callTimeout=5.0,
+                silenceTimeout=None,
+                limits=Limits(max_connection_memory=BUDGET),
+            )
+            connection.closeGrace = 1.0
+            # (a small kernel send buffer: the transport's own fills within the call's time, as it would later)
+            connection._transport.get_extra_info("socket").setsockopt(  # type: ignore[union-attr]
+                socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * 1024
+            )
+            sizes: list[int] = []
+            calling = asyncio.ensure_future(connection.root.callRemote("echo", 1))
+            started = time.monotonic()
+            while not calling.done():
+                sizes.append(connection.bufferedBytes)
+                await asyncio.sleep(0.01)  # (sampling, not synchronising: the call's own time ends the loop)
+            with self.assertRaises(CallTimedOut):
+                await calling
+            elapsed = time.monotonic() - started
+            reading = connection._transport.is_reading()  # type: ignore[union-attr]
+            self.assertFalse(reading, "the client went on reading a server that reads nothing")
+            self.assertGreater(connection._session.ledger.holding(UNSENT), 0)
+            closing = time.monotonic()
+            await connection.close()
+            return sizes, elapsed, time.monotonic() - closing, connection
+
+        sizes, elapsed, closed, connection = asyncio.run(asyncio.wait_for(main(), HANG))
+        self.assertLess(max(sizes), BOUND)
+        self.assertGreater(max(sizes), BUDGET)  # (the buffer did fill past the budget: the server read nothing)
+        self.assertLess(elapsed, 5.0 + MARGIN)
+        self.assertLess(closed, 1.0 + MARGIN)
+        self.assertEqual(connection.bufferedBytes, 0)
