@@ -33,7 +33,11 @@ calls on a connection of its own, and judges outcomes only (no timing
 ratios): the server's RSS (all its processes') stays within L{RSS_BOUND}
 of its idle size, its fds within L{FD_BOUND} of idle at the peak and back
 at idle once the attacker left (within L{SETTLE_SECONDS}), its RSS back
-within L{RSS_AFTER_MARGIN} of idle, its disk (the store file or the
+within L{RSS_AFTER_MARGIN} of idle (judged in the full campaign only: in
+the short form a second's worth of large values leaves the allocator
+holding freed heap and CPython arenas that one live object pins, which a
+leak cannot be told from in one short round; a leak shows there as growth
+past the peak bound, and the full campaign's longer rounds judge it), its disk (the store file or the
 served directory) within L{DISK_BOUND} of idle; every honest call is
 answered, one more on a fresh connection while the attacker still holds
 its connections, and every server process is still the one started (a
@@ -988,7 +992,7 @@ def runCase(server: ServedProcess, name: str, plans: list[MethodPlan], duration:
         failures.append(f"stopped early: RSS passed idle + {ABORT_ABOVE // MiB} MiB")
     if sampler.killed:
         failures.append(f"server killed: past idle + {KILL_ABOVE // MiB} MiB, or stuck above the bound once cut off")
-    if not dead and left["rss"] - idle["rss"] > RSS_AFTER_MARGIN:
+    if full and not dead and left["rss"] - idle["rss"] > RSS_AFTER_MARGIN:
         failures.append(f"RSS stayed {(left['rss'] - idle['rss']) / MiB:.0f} MiB above idle after the attack")
     if peak["fds"] - idle["fds"] > FD_BOUND:
         failures.append(f"fds rose {peak['fds'] - idle['fds']} above idle")
