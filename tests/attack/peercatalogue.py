@@ -123,8 +123,10 @@ FD_BOUND = MAX_CONNECTIONS + 64
 """Most fds a server may hold above idle at the peak: its connection cap, and room for its files and logs."""
 DISK_BOUND = 64 * MiB
 """Most a server's disk (store file with its journal, or served directory) may grow during one behaviour."""
-SETTLE_SECONDS = 10.0
-"""How long a server has to be back at idle fds and RSS once the attacker left (a deadline, not a sleep)."""
+SETTLE_SECONDS = 60.0
+"""How long a server has to be back at idle fds once the attacker left (a deadline, not a sleep)."""
+RSS_SETTLE_SECONDS = 10.0
+"""Then, in the full campaign, how long its RSS has to come back within L{RSS_AFTER_MARGIN} of idle."""
 HONEST_DEADLINE = 60.0
 """Seconds an honest round trip may take: only a server that stopped answering misses it."""
 ADDRESSES = 50
@@ -937,12 +939,13 @@ class Sampler:
 # -- one case, and a campaign ----------------------------------------------------------------------------------
 
 
-def settled(server: ServedProcess, idle: dict[str, int], seconds: float) -> dict[str, int]:
-    """The server's resources once its fds and RSS are back at idle, or after C{seconds}."""
+def settled(server: ServedProcess, idle: dict[str, int], seconds: float, rss: bool = True) -> dict[str, int]:
+    """The server's resources once its fds (and, if C{rss}, its RSS) are back at idle, or after C{seconds}."""
     deadline = time.monotonic() + seconds
     while True:
         now = server.resources()
-        if (now["fds"] <= idle["fds"] and now["rss"] <= idle["rss"] + RSS_AFTER_MARGIN) or time.monotonic() > deadline:
+        back = now["fds"] <= idle["fds"] and (not rss or now["rss"] <= idle["rss"] + RSS_AFTER_MARGIN)
+        if back or time.monotonic() > deadline:
             return now
         time.sleep(0.2)
 
@@ -979,7 +982,11 @@ def runCase(server: ServedProcess, name: str, plans: list[MethodPlan], duration:
         peer.close()
     honest.stop()
     peak = sampler.stop()
-    left = server.resources() if sampler.killed else settled(server, idle, SETTLE_SECONDS)
+    left = server.resources()
+    if not sampler.killed:
+        left = settled(server, idle, SETTLE_SECONDS, rss=False)
+        if full:
+            left = settled(server, idle, RSS_SETTLE_SECONDS)
     peak = {key: max(value, left[key]) for key, value in peak.items()}
     dead = [] if sampler.killed else server.dead()
     if dead:
