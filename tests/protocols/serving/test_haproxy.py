@@ -106,8 +106,8 @@ class Cluster:
         self.log.close()
 
 
-async def until(reactor: Any, condition: Any, what: str, timeout: float = 10.0) -> None:
-    """Wait until C{condition()} is true, looking every 50 ms."""
+async def until(reactor: Any, condition: Any, what: str, timeout: float = 60.0) -> None:
+    """Wait until C{condition()} is true, looking every 50 ms (only a hang misses C{timeout})."""
     for _ in range(int(timeout / 0.05)):
         try:
             if condition():

@@ -149,7 +149,8 @@ def _running(supervisor: Supervisor) -> bool:
     return True
 
 
-async def _until(reactor: Any, condition: Any, timeout: float = 10.0) -> None:
+async def _until(reactor: Any, condition: Any, timeout: float = 60.0) -> None:
+    """Wait, turning the reactor, until C{condition()} is true (only a hang misses C{timeout})."""
     for _ in range(int(timeout / 0.05)):
         if condition():
             return
