@@ -83,10 +83,12 @@ class Stuck(Referenceable):
     """A method that never finishes unless cancelled."""
 
     def __init__(self) -> None:
+        self.started = 0
         self.cancelled = 0
 
     @remote
     def hang(self) -> Deferred[None]:
+        self.started += 1
         return Deferred(lambda _: self._cancelled())
 
     def _cancelled(self) -> None:
@@ -102,7 +104,7 @@ async def deadlineOverTcp(reactor: Any) -> None:
     port = await serverFromString(reactor, LISTEN).listen(factory)
     root = await connect(reactor, f"tcp:host=127.0.0.1:port={port.getHost().port}")
     call = root.callRemote("hang")
-    await deferLater(reactor, 0.05)
+    await _until(reactor, lambda: stuck.started == 1)  # the call runs on the server
     await drainPort(port, factory, 0.2)
     try:
         await call
@@ -150,11 +152,11 @@ async def preparationCutShort(reactor: Any) -> None:
         client = reconnecting(reactor, description, retryPolicy=lambda attempt: 0.01, prepareConnection=prepare)
         try:
             await _until(reactor, lambda: len(prepared) == 1 and stuck.cancelled == 0 and factory.brokers)
-            await deferLater(reactor, 0.05)  # the hang call reaches the server
+            await _until(reactor, lambda: stuck.started == 1)  # the hang call reaches the server
             # Drained: the preparing call fails with DrainDeadlineExceeded while the connection is still open.
             await drainBrokers(list(factory.brokers), 0.05)
             await _until(reactor, lambda: len(prepared) == 2 and factory.brokers)
-            await deferLater(reactor, 0.05)
+            await _until(reactor, lambda: stuck.started == 2)  # and so does the second
             # Lost: the preparing call fails as the connection goes.
             for broker in list(factory.brokers):
                 broker.connection.transport.abortConnection()
