@@ -16,6 +16,7 @@ from twisted.trial.unittest import TestCase
 
 from protocols.rpc import Referenceable, reconnecting, remote, serverFactory
 from protocols.rpc.drain import DrainDeadlineExceeded, drainBrokers, drainPort
+from tests.processes import reservePort
 
 from ..helpers import capturedLogs, pytestTest, trialTest
 
@@ -41,8 +42,10 @@ async def drainMovesCalls(reactor: Any) -> None:
     """While calls stream in, a server drains and another takes its port: no call fails, each is answered once."""
     first, second = Recorder(reactor), Recorder(reactor)
     factory = serverFactory(first, clock=reactor)
-    port = await serverFromString(reactor, LISTEN).listen(factory)
-    number = port.getHost().port
+    # The port is held for the test (the second server binds it after the first has let it go).
+    reservation = reservePort()
+    number = reservation.getsockname()[1]
+    port = await serverFromString(reactor, f"tcp:{number}:interface=127.0.0.1").listen(factory)
     client = reconnecting(reactor, f"tcp:host=127.0.0.1:port={number}", retryPolicy=lambda attempt: 0.05)
     await client.whenConnected()
     answers: list[int] = []
@@ -77,6 +80,7 @@ async def drainMovesCalls(reactor: Any) -> None:
     assert client.goAways == 1
     await client.stopService()
     await replacement[0].stopListening()
+    reservation.close()
 
 
 class Stuck(Referenceable):
