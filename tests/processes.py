@@ -42,8 +42,12 @@ def startPython(*arguments: str) -> subprocess.Popen[bytes]:
     )
 
 
-def readUntil(process: subprocess.Popen[bytes], pattern: bytes, timeout: float = 20) -> re.Match[bytes]:
-    """Read a process's output until C{pattern} matches it; fail if it takes too long or the process ends."""
+def readUntil(process: subprocess.Popen[bytes], pattern: bytes, timeout: float = 60) -> re.Match[bytes]:
+    """
+    Read a process's output until C{pattern} matches it; fail if it takes
+    longer than C{timeout} (60 s: a bound on a hang, long enough for a process
+    to start on a loaded machine) or the process ends.
+    """
     assert process.stdout is not None
     fd = process.stdout.fileno()
     output = b""

@@ -326,7 +326,8 @@ async def _worker(reactor: Any, root: Any, port: int, pids: list[int]) -> int | 
     from twisted.internet.task import deferLater
 
     local = root.broker.transport.getHost().port
-    for _ in range(50):
+    deadline = time.monotonic() + 60  # only a hang takes that long
+    while time.monotonic() < deadline:
         found = workerOf(port, local, pids)
         if found is not None:
             return found
