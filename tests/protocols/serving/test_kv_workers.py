@@ -278,7 +278,9 @@ async def _watchingOnPort(reactor: Any, directory: str, path: str, port: int) ->
         await _until(reactor, lambda: printed().count(b"watching k (now unset)\n") == 1, printed)
         first.stop()
         with supervisor(path, port) as second:
-            await _until(reactor, lambda: printed().count(b"watching k (now unset)\n") == 2, printed)  # watching again
+            # Watching again: at least once more (under load it may first reach the other, still draining,
+            # worker of the first supervisor, and be moved on again, so more than once).
+            await _until(reactor, lambda: printed().count(b"watching k (now unset)\n") >= 2, printed)
             root = await rpc.connect(reactor, second.address)
             await root.callRemote("put", "k", "v")
             await root.broker.disconnect()
