@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import select
+import socket
 import subprocess
 import sys
 import time
@@ -41,8 +42,12 @@ def startPython(*arguments: str) -> subprocess.Popen[bytes]:
     )
 
 
-def readUntil(process: subprocess.Popen[bytes], pattern: bytes, timeout: float = 20) -> re.Match[bytes]:
-    """Read a process's output until C{pattern} matches it; fail if it takes too long or the process ends."""
+def readUntil(process: subprocess.Popen[bytes], pattern: bytes, timeout: float = 60) -> re.Match[bytes]:
+    """
+    Read a process's output until C{pattern} matches it; fail if it takes
+    longer than C{timeout} (60 s: a bound on a hang, long enough for a process
+    to start on a loaded machine) or the process ends.
+    """
     assert process.stdout is not None
     fd = process.stdout.fileno()
     output = b""
@@ -59,6 +64,24 @@ def readUntil(process: subprocess.Popen[bytes], pattern: bytes, timeout: float =
         if not chunk:
             raise AssertionError(f"the process ended before {pattern!r}: {output!r}")
         output += chunk
+
+
+def reservePort(host: str = "127.0.0.1") -> socket.socket:
+    """
+    A port on C{host} held for servers a test starts, and starts again, on it:
+    a socket bound to port 0 with C{SO_REUSEADDR} that never listens (its
+    port: C{getsockname()[1]}).  On Linux a listener that sets C{SO_REUSEADDR}
+    too (Twisted's, HAProxy's, the workers' supervisor's) may bind that port
+    while the reservation holds it, and nothing else takes it meanwhile: the
+    kernel's choice of a port for C{connect()} or C{bind(0)} passes over it.
+    So a server restarted on the port never finds it taken, as it could once
+    a port was picked free, let go, and bound later.  Close it when the last
+    server on it has stopped.
+    """
+    reservation = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    reservation.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    reservation.bind((host, 0))
+    return reservation
 
 
 def stop(process: subprocess.Popen[Any], grace: float = 15) -> None:

@@ -54,7 +54,7 @@ async def proxyDelaysAndKeepsOrder(reactor: Any) -> None:
             await deferLater(reactor, 0.005)
         while b"".join(data for _, data in collector.received) != b"one two three":
             await deferLater(reactor, 0.005)
-            assert time.perf_counter() - sent < 5, collector.received
+            assert time.perf_counter() - sent < 60, collector.received  # only a hang takes that long
         assert collector.received[0][0] - sent >= 2 * DELAY * 0.98
         (link,) = proxy.links
         # In order; how the pieces were cut into reads is the kernel's (a loaded machine may join two).

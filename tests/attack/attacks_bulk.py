@@ -45,7 +45,7 @@ from .harness import (
     UNMEASURED,
     ExampleServer,
     baseline,
-    honest,
+    honestCalling,
     honestResult,
 )
 
@@ -222,8 +222,7 @@ def runBulkCase(
     offset = server.logSize()
     idle = server.figures()
     cpu = server.resources()["cpu"]
-    clients = honest("bulk", server.port, HONEST_SECONDS)
-    time.sleep(1.0)  # the honest clients are connected and calling
+    clients = honestCalling("bulk", server.port, HONEST_SECONDS)
     seen = attack(server.port, budget)
     during = server.figures()
     result = honestResult(clients)

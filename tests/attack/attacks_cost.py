@@ -75,9 +75,17 @@ def amplification(port: int, budget: float, sets: int = 1 << 20) -> dict[str, An
         sent = 0
         try:
             sock.sendall(PREAMBLE + _open("list") + _open("list"))
+            # send(), not sendall(): a timeout (a loaded server that reads nothing for a while) then loses
+            # no part of a block, so the sets stay whole, and the attacker keeps sending until its time is up.
+            view, offset = memoryview(block), 0
             while sent < sets and time.monotonic() - started < budget + attacks.EXTRA_WAIT:
-                sock.sendall(block)
-                sent += 65536
+                try:
+                    offset += sock.send(view[offset:])
+                except TimeoutError:
+                    continue
+                if offset == len(block):
+                    offset = 0
+                    sent += 65536
         except OSError:
             pass
         result = _readUntilClosed(sock, started, budget + 2)

@@ -59,9 +59,8 @@ class BulkProcess:
         self._log = open(self.logPath, "wb")  # noqa: SIM115 (closed in stop)
         extra = extra or []
         if workers > 1:
-            self.port = _freePort()
             command = [sys.executable, "-m", "twisted", "--log-format", "text", "chunkwire-bulk"]
-            command += ["--listen", f"tcp:{self.port}:interface=127.0.0.1:backlog=1024", "--dir", str(self.directory)]
+            command += ["--listen", "tcp:0:interface=127.0.0.1:backlog=1024", "--dir", str(self.directory)]
             command += ["--workers", str(workers), "--reuse-port", "--grace", "1", *extra]
         else:
             command = [sys.executable, "examples/bulk_server.py", "--listen", "tcp:0:interface=127.0.0.1:backlog=1024"]
@@ -75,14 +74,17 @@ class BulkProcess:
             command, cwd=ROOT, env=ENV, stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=limit
         )
         if workers > 1:
-            found = self._waitFor(rb"worker 0 started: pid (\d+)[\s\S]*worker 1 started: pid (\d+)")
+            # Port 0: the supervisor's first socket gets a port, the others join it; each worker logs
+            # "starting on PORT" once it listens (no port is picked here for it to bind later).
+            started = rb"worker 0 started: pid (\d+)[\s\S]*worker 1 started: pid (\d+)"
+            found = self._waitFor(started + rb"[\s\S]*starting on (\d+)[\s\S]*starting on (\d+)")
             self.pids = [int(found.group(1)), int(found.group(2))]
-            self._waitListening()
+            self.port = int(found.group(3))
         else:
             self.port = int(self._waitFor(rb"server listening on .* port=(\d+)\)").group(1))
             self.pids = [self.process.pid]
 
-    def _waitFor(self, pattern: bytes, timeout: float = 20) -> re.Match[bytes]:
+    def _waitFor(self, pattern: bytes, timeout: float = 60) -> re.Match[bytes]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             match = re.search(pattern, self.logPath.read_bytes())
@@ -92,16 +94,6 @@ class BulkProcess:
                 break
             time.sleep(0.05)
         raise RuntimeError(f"the bulk service did not start: {self.log()}")
-
-    def _waitListening(self, timeout: float = 20) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"the bulk service does not listen: {self.log()}")
 
     def log(self) -> str:
         """Everything the service logged so far."""
@@ -118,7 +110,7 @@ class BulkProcess:
             fds += len(os.listdir(f"/proc/{pid}/fd"))
         return {"rss": rss, "peak": peak, "fds": fds, "parts": len(partialFiles(self.directory))}
 
-    def idle(self, timeout: float = 20) -> dict[str, int]:
+    def idle(self, timeout: float = 60) -> dict[str, int]:
         """The figures once every process has made its service (it holds the private directory open) and settled."""
         deadline = time.monotonic() + timeout
         private = str(self.directory / PRIVATE)
@@ -171,14 +163,6 @@ def _names(directory: Path) -> list[str]:
         return os.listdir(directory)
     except OSError:
         return []
-
-
-def _freePort() -> int:
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port: int = probe.getsockname()[1]
-    probe.close()
-    return port
 
 
 def settled(server: BulkProcess, idle: dict[str, int], keys: tuple[str, ...], deadline: float) -> dict[str, int]:
@@ -342,7 +326,8 @@ async def _worker(reactor: Any, root: Any, port: int, pids: list[int]) -> int | 
     from twisted.internet.task import deferLater
 
     local = root.broker.transport.getHost().port
-    for _ in range(50):
+    deadline = time.monotonic() + 60  # only a hang takes that long
+    while time.monotonic() < deadline:
         found = workerOf(port, local, pids)
         if found is not None:
             return found

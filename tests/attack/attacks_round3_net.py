@@ -1,8 +1,11 @@
 """Helpers of the round-three connection-level attack tests (L{tests.attack.test_round3_net}).
 
-Contract: L{Twist} runs one C{twist} plugin as a process on a free loopback
-port, its log in a file (a pipe nobody reads would stall it), with an
-optional descriptor limit, and reads its descriptors and RSS from C{/proc};
+Contract: L{Twist} runs one C{twist} plugin as a process listening on
+port 0 of the loopback interface (the port it got is read from its log
+once it has started: nothing picks a port for it to bind later), its log
+in a file (a pipe nobody reads would stall it), with an optional
+descriptor limit, and reads its descriptors and RSS from C{/proc};
+L{waitFor} waits for a condition under a deadline only a hang misses;
 L{honestCalls} makes new honest clients (each its own connection, from a
 chosen 127.0.0.N) and counts the correct answers; L{ProxyRelay} is a
 stand-in HAProxy (C{send-proxy-v2}) bound to a chosen source address;
@@ -23,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +41,19 @@ from tests.processes import ENV, ROOT
 V2_SIGNATURE = b"\r\n\r\n\x00\r\nQUIT\n"
 
 
-def freePort() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port: int = probe.getsockname()[1]
-    probe.close()
-    return port
+DEADLINE = 60.0
+"""Seconds a wait for something the server does may take: long enough that only a hang misses it on a loaded machine."""
+
+
+async def waitFor(
+    reactor: Any, condition: Callable[[], bool], state: Callable[[], Any], timeout: float = DEADLINE
+) -> None:
+    """Wait, the reactor running, until C{condition()} holds; after C{timeout} s, fail showing C{state()}."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {state()}")
+        await deferLater(reactor, 0.05)
 
 
 def proxyV2(source: tuple[str, int], destination: tuple[str, int]) -> bytes:
@@ -57,16 +67,25 @@ def proxyV2(source: tuple[str, int], destination: tuple[str, int]) -> bytes:
 
 
 class Twist:
-    """One C{twist} plugin process on a free loopback port; stopped by L{stop}."""
+    """
+    One C{twist} plugin process on port 0 of 127.0.0.1; stopped by L{stop}.
+
+    L{listening} waits until it runs and reads the ports it listens on from
+    its log (Twisted's C{NAME starting on PORT} lines): C{--listen}'s in
+    L{port}, C{--metrics}'s (if given) in L{metricsPort}.
+    """
+
+    port: int
+    """The port C{--listen} got (known once L{listening} has returned)."""
+    metricsPort: int
+    """The port C{--metrics} got (known once L{listening} has returned, if C{--metrics} was given)."""
 
     def __init__(self, plugin: str, *options: str, nofile: int | None = None, listen: str | None = None) -> None:
-        self.port = freePort()
         self.directory = tempfile.TemporaryDirectory()
         self.logPath = Path(self.directory.name) / "server.log"
         self._log = open(self.logPath, "wb")  # noqa: SIM115 (closed in stop)
         if listen is None:
-            listen = "tcp:{port}:interface=127.0.0.1:backlog=1024"
-        listen = listen.replace("{port}", str(self.port))
+            listen = "tcp:0:interface=127.0.0.1:backlog=1024"
         command = [sys.executable, "-m", "twisted", "--log-format", "text", plugin, "--listen", listen, *options]
 
         def limit() -> None:
@@ -81,7 +100,17 @@ class Twist:
     def log(self) -> str:
         return self.logPath.read_text(errors="replace")
 
-    async def until(self, reactor: Any, pattern: str, timeout: float = 20.0) -> re.Match[str]:
+    async def listening(self, reactor: Any) -> None:
+        """Wait until the reactor runs, then set L{port} (and L{metricsPort}) from the log's C{starting on} lines."""
+        await self.until(reactor, "Starting reactor")
+        for name, port in re.findall(r"\] (.+?) starting on (\d+)", self.log()):
+            if name == "Site":
+                self.metricsPort = int(port)
+            elif not hasattr(self, "port"):
+                self.port = int(port)
+        assert hasattr(self, "port"), f"no listening port in the log: {self.log()[-3000:]}"
+
+    async def until(self, reactor: Any, pattern: str, timeout: float = DEADLINE) -> re.Match[str]:
         """Wait until the log matches C{pattern}; fail if the process ends or it takes too long."""
         deadline = time.monotonic() + timeout
         while True:
@@ -116,17 +145,18 @@ class Twist:
         self.directory.cleanup()
 
 
-async def honestCalls(reactor: Any, port: int, count: int, bind: str = "127.0.0.1", timeout: float = 5.0) -> int:
+async def honestCalls(reactor: Any, port: int, count: int, bind: str = "127.0.0.1", timeout: float = 30.0) -> int:
     """
     C{count} new honest clients from C{bind}, one after another, each on its
-    own connection: a put and a get; how many got the right answer.
+    own connection: a put and a get; how many got the right answer (a client
+    refused or dropped fails at once; C{timeout}, per step, only bounds a hang).
     """
     from protocols import rpc
 
     good = 0
     for number in range(count):
         try:
-            connecting = rpc.connect(reactor, f"tcp:host=127.0.0.1:port={port}:bindAddress={bind}:timeout=5")
+            connecting = rpc.connect(reactor, f"tcp:host=127.0.0.1:port={port}:bindAddress={bind}:timeout={timeout:g}")
             root = await connecting.addTimeout(timeout, reactor)
             key, value = f"honest-{bind}-{number}", f"value-{number}"
             await root.callRemote("put", key, value).addTimeout(timeout, reactor)

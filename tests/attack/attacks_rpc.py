@@ -25,7 +25,7 @@ from framing.slicing.interfaces import ISlicer
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import CLOSE, ERROR, OPEN, PREAMBLE, SIMPLE, encode_header
 from protocols.rpc.refs import REF_OPEN_TYPE
-from protocols.rpc.wire import CALL, FAIL, OPEN_TYPE, Message, MessageSlicer, MessageUnslicer
+from protocols.rpc.wire import ANSWER, CALL, FAIL, OPEN_TYPE, Message, MessageSlicer, MessageUnslicer
 
 from . import attacks
 from .attacks import _blast, _connect, _readUntilClosed
@@ -69,9 +69,29 @@ def calls(first: int, count: int, name: str, arguments: Callable[[int], tuple[An
     return b"".join(encoder.encode(Message((CALL, first + n, ROOT, name, None, *arguments(n)))) for n in range(count))
 
 
-def _readMessages(sock: socket.socket, started: float, budget: float) -> dict[str, Any]:
+def _awaitAnswers(sock: socket.socket, decoder: Decoder, count: int, budget: float) -> None:
+    """
+    Read until C{count} ANSWERs have come (the calls they answer are done on
+    the server), the server closes, or C{budget} seconds pass; C{decoder}
+    then goes on where they ended.
+    """
+    answered = 0
+    deadline = time.monotonic() + budget
+    while answered < count and time.monotonic() < deadline:
+        sock.settimeout(max(0.05, deadline - time.monotonic()))
+        try:
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                return
+            answered += sum(1 for m in decoder.feed(chunk) if isinstance(m, tuple) and m and m[0] == ANSWER)
+        except (OSError, ProtocolError):
+            return
+
+
+def _readMessages(sock: socket.socket, started: float, budget: float, decoder: Decoder | None = None) -> dict[str, Any]:
     """Read and decode what the server sends until it closes or the budget ends; count FAILs by code."""
-    decoder = Decoder(registry=_registry())
+    if decoder is None:
+        decoder = Decoder(registry=_registry())
     seen: dict[str, Any] = {"closed_after": None, "error": "", "fail_codes": {}, "calls_from_server": 0}
     budget += attacks.EXTRA_WAIT  # read at call time: the default run's tests raise it
     while time.monotonic() - started < budget:
@@ -150,11 +170,12 @@ def silentWatchers(port: int, budget: float) -> dict[str, Any]:
     connection stays up (nothing it sent was refused).
     """
     with _connect(port) as attacker, _connect(port) as putter:
-        started = time.monotonic()
         attacker.sendall(PREAMBLE + calls(1, 10, "watch", lambda n: ("silent-key", ForgedRef(5_000 + n))))
-        time.sleep(0.3)
+        decoder = Decoder(registry=_registry())
+        _awaitAnswers(attacker, decoder, 10, 60.0)  # the watchers are registered (only a hang takes 60 s)
+        started = time.monotonic()
         putter.sendall(PREAMBLE + calls(1, 30, "put", lambda n: ("silent-key", f"value {n}")))
-        seen = _readMessages(attacker, started, budget)
+        seen = _readMessages(attacker, started, budget, decoder)
     seen["kept"] = True  # the server drops its watchers, not its connection
     return seen
 

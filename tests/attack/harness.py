@@ -35,6 +35,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -184,8 +185,11 @@ class ExampleServer:
         self._log.close()
 
 
-def honest(kind: str, port: int, duration: float, clients: int = 2) -> subprocess.Popen[str]:
-    """Start the honest clients; L{honestResult} collects their figures."""
+def honest(kind: str, port: int, duration: float, clients: int = 2, ready: Path | None = None) -> subprocess.Popen[str]:
+    """
+    Start the honest clients (C{ready}: the file they create once each has
+    made a call); L{honestResult} collects their figures.
+    """
     return subprocess.Popen(
         [
             sys.executable,
@@ -195,6 +199,7 @@ def honest(kind: str, port: int, duration: float, clients: int = 2) -> subproces
             f"--port={port}",
             f"--duration={duration}",
             f"--clients={clients}",
+            *([f"--ready={ready}"] if ready is not None else []),
         ],
         cwd=ROOT,
         env=ENV,
@@ -204,7 +209,23 @@ def honest(kind: str, port: int, duration: float, clients: int = 2) -> subproces
     )
 
 
-def honestResult(process: subprocess.Popen[str], timeout: float = 60) -> dict[str, Any]:
+def honestCalling(kind: str, port: int, duration: float, timeout: float = 60) -> subprocess.Popen[str]:
+    """
+    L{honest}, returned once every client has connected and made its first
+    call (so an attack started next meets clients already calling), or once
+    the process has ended (L{honestResult} says why), or after C{timeout}
+    seconds, which only a hang takes.
+    """
+    with tempfile.TemporaryDirectory(prefix="chunkwire-honest-") as directory:
+        ready = Path(directory) / "calling"
+        process = honest(kind, port, duration, ready=ready)
+        deadline = time.monotonic() + timeout
+        while not ready.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+    return process
+
+
+def honestResult(process: subprocess.Popen[str], timeout: float = 120) -> dict[str, Any]:
     out, err = process.communicate(timeout=timeout)
     if process.returncode != 0 or not out.strip():
         return {"calls": 0, "errors": [f"honest clients failed: {err[-2000:]}"], "p50": 0, "p99": 0, "max": 0}
@@ -293,8 +314,7 @@ def runCase(
     before = server.memory()
     idle = server.resources()
     sampler = Sampler(server)
-    clients = honest(server.kind, server.port, duration)
-    time.sleep(1.2)  # the honest clients are connected and calling
+    clients = honestCalling(server.kind, server.port, duration)
     seen: dict[str, dict[str, Any]] = {name: {} for name in names}
     threads = [
         threading.Thread(
@@ -309,7 +329,12 @@ def runCase(
         thread.join(max(0.1, started + duration + 40 - time.monotonic()))
     attack_seconds = time.monotonic() - started
     result = honestResult(clients)
-    time.sleep(0.3)  # the server's log lines are written
+    # The server's log lines are written (each attack's code), or a minute has passed: only a hang takes that long.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(
+        f": {ATTACKS[name][1]}:" in server.logSince(offset) for name in names
+    ):
+        time.sleep(0.05)
     after = server.memory()
     peak = sampler.stop()
     left = settled(server, idle)

@@ -5,6 +5,9 @@
 Each client makes one call at a time (kv: a put then a get; echo: a small
 list) on its own connection and times each one; every call must succeed.
 Prints C{{"calls": n, "errors": [...], "p50": s, "p99": s, "max": s}}.
+With C{--ready FILE}, creates FILE once every client has connected and
+made its first call (what a test waits for before it attacks, rather than
+a fixed pause).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from twisted.internet.defer import Deferred, gatherResults
@@ -83,19 +87,43 @@ async def bulkClient(reactor: Any, port: int, until: float, index: int, latencie
 CLIENTS = {"kv": kvClient, "echo": echoClient, "bulk": bulkClient}
 
 
-async def run(reactor: Any, kind: str, port: int, duration: float, clients: int) -> dict[str, Any]:
+class Timings(list[float]):
+    """One client's latencies; C{first} is called when the first is added (its first call is done)."""
+
+    def __init__(self, first: Callable[[], None]) -> None:
+        super().__init__()
+        self.first = first
+
+    def append(self, value: float) -> None:
+        super().append(value)
+        if len(self) == 1:
+            self.first()
+
+
+async def run(
+    reactor: Any, kind: str, port: int, duration: float, clients: int, ready: Callable[[], None] = lambda: None
+) -> dict[str, Any]:
+    """Run C{clients} clients of C{kind}; C{ready} is called once each has made its first call."""
     client = CLIENTS[kind]
-    latencies: list[float] = []
     errors: list[str] = []
     until = time.monotonic() + duration
+    started: list[int] = []
+
+    def first() -> None:
+        started.append(1)
+        if len(started) == clients:
+            ready()
+
+    timings = [Timings(first) for _ in range(clients)]
 
     async def one(index: int) -> None:
         try:
-            await client(reactor, port, until, index, latencies)
+            await client(reactor, port, until, index, timings[index])
         except Exception as error:
             errors.append(f"client {index}: {type(error).__name__}: {error}")
 
     await gatherResults([Deferred.fromCoroutine(one(index)) for index in range(clients)])
+    latencies = [latency for mine in timings for latency in mine]
     return {
         "calls": len(latencies),
         "errors": errors,
@@ -111,10 +139,16 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--duration", type=float, default=3.0)
     parser.add_argument("--clients", type=int, default=2)
+    parser.add_argument("--ready", help="a file to create once every client has made its first call")
     args = parser.parse_args(argv)
 
+    def ready() -> None:
+        if args.ready:
+            with open(args.ready, "w"):
+                pass
+
     async def body(reactor: Any) -> None:
-        result = await run(reactor, args.kind, args.port, args.duration, args.clients)
+        result = await run(reactor, args.kind, args.port, args.duration, args.clients, ready)
         print(json.dumps(result), flush=True)
 
     react(lambda reactor: Deferred.fromCoroutine(body(reactor)))

@@ -34,7 +34,7 @@ from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 from protocols.rpc.wire import ANSWER, CALL, OPEN_TYPE, Message, MessageSlicer, MessageUnslicer
 
-from .harness import P99_FLOOR, SEND_STALL_TIMEOUT, ExampleServer, baseline, honest, honestResult
+from .harness import P99_FLOOR, SEND_STALL_TIMEOUT, ExampleServer, baseline, honestCalling, honestResult
 
 MiB = 1024 * 1024
 RSS_BOUND = 16 * MiB
@@ -210,8 +210,7 @@ def runCase(
     """
     offset = server.logSize()
     sampler = RssSampler(server)
-    clients = honest(server.kind, server.port, duration)
-    time.sleep(0.5)
+    clients = honestCalling(server.kind, server.port, duration)
     attacker = SlowReader(server.port, server.kind)
     started = time.monotonic()
     sendSeconds = min(2.0, SEND_STALL_TIMEOUT / 2)

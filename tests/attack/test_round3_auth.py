@@ -15,7 +15,6 @@ import json
 import math
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -56,7 +55,7 @@ class Server:
         self.logPath = log
         self._log = open(log, "wb")  # noqa: SIM115 (closed in stop)
         self.process = subprocess.Popen(command, cwd=ROOT, env=ENV, stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60  # only a hang misses it, however loaded the machine
         while True:
             match = re.search(pattern, log.read_bytes())
             if match:
@@ -89,25 +88,18 @@ def exampleServer(users: Path, log: Path, *extra: str) -> tuple[Server, int]:
     return server, int(server.match.group(1))
 
 
-def freePort() -> int:
-    with socket.socket() as probeSocket:
-        probeSocket.bind(("127.0.0.1", 0))
-        return int(probeSocket.getsockname()[1])
-
-
-def twistWorkers(users: Path, log: Path, port: int) -> Server:
-    """twist chunkwire-kv --workers 2 --users (and a --store beside them), serving once both workers listen."""
+def twistWorkers(users: Path, log: Path) -> tuple[Server, int]:
+    """
+    twist chunkwire-kv --workers 2 --users (and a --store beside them) on
+    port 0, once both workers serve; the server and the port its supervisor
+    bound (from its log: no port is picked here for it to bind later).
+    """
     command = [sys.executable, "-m", "twisted", "--log-format", "text", "chunkwire-kv", "--users", str(users)]
     command += ["--store", str(users.parent / "kv.sqlite")]
-    command += ["--listen", f"tcp:{port}:interface=127.0.0.1", "--workers", "2", "--grace", "1", "--max-per-peer=1000"]
-    server = Server(command, log, rb"worker 0 started[\s\S]*worker 1 started")
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if server.text().count("logins: required") >= 2:  # both workers made their service
-            break
-        time.sleep(0.1)
-    time.sleep(0.5)
-    return server
+    command += ["--listen", "tcp:0:interface=127.0.0.1", "--workers", "2", "--grace", "1", "--max-per-peer=1000"]
+    # Each worker logs BrokerFactory starting on the port once it has adopted the socket and serves.
+    server = Server(command, log, rb"starting on (\d+)[\s\S]*BrokerFactory starting on[\s\S]*BrokerFactory starting on")
+    return server, int(server.match.group(1))
 
 
 def honest(port: int, user: str, count: int, pause: float = 0.05) -> subprocess.Popen[str]:
@@ -124,7 +116,7 @@ def honest(port: int, user: str, count: int, pause: float = 0.05) -> subprocess.
 
 
 def honestResult(process: subprocess.Popen[str]) -> dict[str, Any]:
-    out, err = process.communicate(timeout=60)
+    out, err = process.communicate(timeout=120)
     assert process.returncode == 0 and out.strip(), err[-2000:]
     result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     return result
@@ -174,8 +166,7 @@ class EnumerationTests(SynchronousTestCase):
         """
         with tempfile.TemporaryDirectory() as directory:
             users = makeUsers(directory)
-            port = freePort()
-            server = twistWorkers(users, Path(directory) / "twist.log", port)
+            server, port = twistWorkers(users, Path(directory) / "twist.log")
             try:
                 salts = {probe(port, "nobody", f"127.0.2.{number}") for number in range(1, 17)}
                 started = time.monotonic()
@@ -223,7 +214,9 @@ class SharedAddressTests(SynchronousTestCase):
                 attacker = threading.Thread(target=attack, daemon=True)
                 started = time.monotonic()
                 attacker.start()
-                time.sleep(0.5)
+                deadline = time.monotonic() + 60
+                while len(outcomes) < 3 and time.monotonic() < deadline:  # the attack is under way (3 guesses made)
+                    time.sleep(0.01)
                 client = honest(port, "ada", 20, pause=0.05)
                 result = honestResult(client)
                 stopAttack.set()

@@ -24,10 +24,13 @@ from protocols.proxyheader import ProxyHeaderError, TrustedProxies, readHeader
 from tests.processes import figure
 
 from ..protocols.helpers import pytestTest, trialTest
-from .attacks_round3_net import Twist, closeAll, closedByServer, freePort, honestCalls, rawConnections
+from .attacks_round3_net import DEADLINE, Twist, closeAll, closedByServer, honestCalls, rawConnections, waitFor
 
 RSS_BOUND = 64 * 1024 * 1024
 """Most an attack may add to the server's RSS."""
+
+TEST_TIMEOUT = 180.0
+"""Seconds one of these tests may take: only a hang misses it on a loaded machine (each runs for seconds)."""
 
 
 async def drainNonReader(reactor: Any) -> None:
@@ -35,31 +38,37 @@ async def drainNonReader(reactor: Any) -> None:
     grace = 2.0
     server = Twist("chunkwire-kv", "--grace", str(grace))
     try:
-        await server.until(reactor, "Starting reactor")
-        root = None
-        for _ in range(100):
-            try:
-                root = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={server.port}")
-                break
-            except Exception:
-                await deferLater(reactor, 0.1)
-        assert root is not None
+        await server.listening(reactor)
+        root = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={server.port}")
         await root.callRemote("put", "big", "x" * 1_000_000)
         # Stop reading, then ask for far more than the kernel's socket buffers hold.
-        root.broker.connection.transport.transport.pauseProducing()
+        tcp = root.broker.connection.transport.transport
+        tcp.pauseProducing()
         for _ in range(80):
             root.callRemote("get", "big").addErrback(lambda _: None)
-        await deferLater(reactor, 1.0)
+        # The server is answering (so it has calls to finish, its answers more than the buffers hold)
+        # once answer bytes wait unread in this side's socket.
+        await waitFor(reactor, lambda: unread(tcp.socket) > 0, lambda: server.log()[-2000:])
         server.process.send_signal(signal.SIGTERM)
         stopped = time.monotonic()
-        took = await server.exited(reactor, 12.0)
-        assert took is not None, f"still running 12 s after SIGTERM with grace {grace}: {server.log()[-2000:]}"
+        took = await server.exited(reactor, DEADLINE)
+        assert took is not None, f"still running {DEADLINE} s after SIGTERM with grace {grace}: {server.log()[-2000:]}"
         # The grace is what ended it: the drain waited for it, then aborted the connection the peer did not read.
         assert time.monotonic() - stopped >= grace - 0.1
         assert "after the drain deadline; aborting the connection" in server.log(), server.log()[-2000:]
         root.broker.connection.transport.abortConnection()
     finally:
         server.stop()
+
+
+def unread(connection: Any) -> int:
+    """Bytes waiting in C{connection}'s kernel receive queue (FIONREAD)."""
+    import fcntl
+    import struct
+    import termios
+
+    queued: int = struct.unpack("i", fcntl.ioctl(connection.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+    return queued
 
 
 def scrape(port: int) -> bytes:
@@ -79,42 +88,44 @@ def scrape(port: int) -> bytes:
 
 async def metricsFlood(reactor: Any) -> None:
     """1,020 half-sent requests to /metrics take at most its own 16 slots: new RPC clients get 5 of 5, fds stay low."""
-    metrics = freePort()
-    listen = f"tcp:{metrics}:interface=127.0.0.1:backlog=1024"
+    listen = "tcp:0:interface=127.0.0.1:backlog=1024"
     server = Twist("chunkwire-kv", "--metrics", listen, "--metrics-lifetime", "2", nofile=1024)
     attackers: list[Any] = []
     try:
-        await server.until(reactor, "Starting reactor")
+        await server.listening(reactor)
+        metrics = server.metricsPort
         before = server.resources()
         for _ in range(20):
             attackers += rawConnections(51, "127.0.0.1", metrics, b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
             await deferLater(reactor, 0)
+        # The server has met the flood (its first refusals are logged) before its resources are read.
+        await server.until(reactor, "connections refused so far, 16 were up")
         during = server.resources()
         answered = await honestCalls(reactor, server.port, 5)
         assert answered == 5, f"{answered} of 5 honest clients answered: {server.log()[-2000:]}"
         assert during["fds"] < before["fds"] + 16 + 8, (before, during)
         assert during["rss"] - before["rss"] < RSS_BOUND, (before, during)
-        assert "connections refused so far, 16 were up" in server.log(), server.log()[-2000:]
         closeAll(attackers)
         attackers = []
         # Once the half-sent requests' lifetime (2 s) is over, the page answers again.
         body = b""
-        for _ in range(100):
+
+        def answers() -> bool:
+            nonlocal body
             body = scrape(metrics)
-            if b"chunkwire_connections" in body:
-                break
-            await deferLater(reactor, 0.1)
-        assert b"chunkwire_connections" in body, body[-500:]
+            return b"chunkwire_connections" in body
+
+        await waitFor(reactor, answers, lambda: body[-500:])
     finally:
         closeAll(attackers)
         server.stop()
 
 
 class MetricsTests(TestCase):
-    test_metrics_flood = trialTest(metricsFlood, timeout=30)
+    test_metrics_flood = trialTest(metricsFlood, timeout=TEST_TIMEOUT)
 
 
-test_metrics_flood = pytestTest(metricsFlood, timeout=30)
+test_metrics_flood = pytestTest(metricsFlood, timeout=TEST_TIMEOUT)
 
 
 async def capFromFiftyAddresses(reactor: Any) -> None:
@@ -124,29 +135,38 @@ async def capFromFiftyAddresses(reactor: Any) -> None:
     server = Twist("chunkwire-kv", "--evict-idle-after", "1")
     attackers: list[Any] = []
     try:
-        await server.until(reactor, "Starting reactor")
+        await server.listening(reactor)
         before = server.resources()
         for n in range(50):
             attackers += rawConnections(20, f"127.0.1.{n + 1}", server.port, PREAMBLE)
             await deferLater(reactor, 0)
-        await deferLater(reactor, 0.5)
-        # The last 50 of the 1,000 slots are for new addresses: 950 of these got in; new clients get 5 of 5.
+        first = list(attackers)
+        # The last 50 of the 1,000 slots are for new addresses: about 950 of these get in, the rest are
+        # refused.  Wait until the server has dealt with every one (each held or closed), however long it takes.
+        await waitFor(
+            reactor,
+            lambda: closedByServer(first) + server.resources()["fds"] - before["fds"] >= len(first),
+            lambda: (closedByServer(first), server.resources(), before, server.log()[-2000:]),
+        )
+        await server.until(reactor, "are kept for addresses with none up")
+        refused = closedByServer(first)
+        # New clients get 5 of 5.
         answered = await honestCalls(reactor, server.port, 5, bind="127.0.9.1")
         assert answered == 5, f"{answered} of 5 honest clients answered: {server.log()[-2000:]}"
-        assert "are kept for addresses with none up" in server.log()
-        first = list(attackers)
-        refused = closedByServer(first)
-        # 200 more addresses, one connection each, fill the reserve; then the server is full.
+        # The behaviour under test, not a wait for an event: the first flood's connections
+        # (all read by now) stay idle past --evict-idle-after (1 s), so that they may be evicted.
         await deferLater(reactor, 1.2)
+        # 200 more addresses, one connection each, fill the reserve; then the server is full.
         for n in range(200):
             attackers += rawConnections(1, f"127.0.2.{n + 1}", server.port, PREAMBLE)
-        await deferLater(reactor, 0.5)
+        # The room came from the connections idle longest: the first flood's (beyond the 50 the reserve refused).
+        await waitFor(
+            reactor,
+            lambda: closedByServer(first) - refused >= 150,
+            lambda: (refused, closedByServer(first), server.log()[-2000:]),
+        )
         answered = await honestCalls(reactor, server.port, 5, bind="127.0.9.2")
         assert answered == 5, f"{answered} of 5 honest clients answered when full: {server.log()[-2000:]}"
-        # The room came from the connections idle longest: the first flood's (beyond the 50 the reserve refused).
-        await deferLater(reactor, 0.5)
-        evicted = closedByServer(first)
-        assert evicted - refused >= 150, (refused, evicted)
         during = server.resources()
         # Never more than the cap: the evicted are aborted at once.
         assert during["fds"] < before["fds"] + 1000 + 16, (before, during)
@@ -157,10 +177,10 @@ async def capFromFiftyAddresses(reactor: Any) -> None:
 
 
 class CapTests(TestCase):
-    test_cap_from_fifty_addresses = trialTest(capFromFiftyAddresses, timeout=30)
+    test_cap_from_fifty_addresses = trialTest(capFromFiftyAddresses, timeout=TEST_TIMEOUT)
 
 
-test_cap_from_fifty_addresses = pytestTest(capFromFiftyAddresses, timeout=30)
+test_cap_from_fifty_addresses = pytestTest(capFromFiftyAddresses, timeout=TEST_TIMEOUT)
 
 
 async def trustedProxyAddresses(reactor: Any) -> None:
@@ -181,19 +201,20 @@ async def trustedProxyAddresses(reactor: Any) -> None:
     with tempfile.TemporaryDirectory() as directory:
         users = os.path.join(directory, "users")
         addUser(users, "ada", b"correct horse", iterations=4096)
-        listen = "haproxy:tcp:{port}:interface=127.0.0.1:backlog=1024"
+        listen = "haproxy:tcp:0:interface=127.0.0.1:backlog=1024"
         server = Twist("chunkwire-kv", "--users", users, "--trusted-proxy", "127.0.0.2", listen=listen)
-        relay = ProxyRelay(reactor, server.port, "127.0.0.2")
+        relay: ProxyRelay | None = None
         roots: list[Any] = []
         try:
-            await server.until(reactor, "Starting reactor")
+            await server.listening(reactor)
+            relay = ProxyRelay(reactor, server.port, "127.0.0.2")
             front = await relay.start()
             before = server.resources()
             good = UsernamePassword(b"ada", b"correct horse")
             for n in range(25):
-                description = f"tcp:host=127.0.0.1:port={front}:bindAddress=127.0.3.{n + 1}:timeout=5"
+                description = f"tcp:host=127.0.0.1:port={front}:bindAddress=127.0.3.{n + 1}:timeout=30"
                 try:
-                    roots.append(await rpc.login(reactor, description, good).addTimeout(5, reactor))
+                    roots.append(await rpc.login(reactor, description, good).addTimeout(DEADLINE, reactor))
                 except Exception:
                     continue
             answered = 0
@@ -234,15 +255,16 @@ async def trustedProxyAddresses(reactor: Any) -> None:
         finally:
             for root in roots:
                 root.broker.connection.transport.abortConnection()
-            await relay.stop()
+            if relay is not None:
+                await relay.stop()
             server.stop()
 
 
 class ProxyTests(TestCase):
-    test_trusted_proxy_addresses = trialTest(trustedProxyAddresses, timeout=30)
+    test_trusted_proxy_addresses = trialTest(trustedProxyAddresses, timeout=TEST_TIMEOUT)
 
 
-test_trusted_proxy_addresses = pytestTest(trustedProxyAddresses, timeout=30)
+test_trusted_proxy_addresses = pytestTest(trustedProxyAddresses, timeout=TEST_TIMEOUT)
 
 
 class HeaderTests(SynchronousTestCase):
@@ -295,7 +317,7 @@ class HeaderTests(SynchronousTestCase):
 
 
 class DrainTests(TestCase):
-    test_drain_non_reader = trialTest(drainNonReader, timeout=30)
+    test_drain_non_reader = trialTest(drainNonReader, timeout=TEST_TIMEOUT)
 
 
-test_drain_non_reader = pytestTest(drainNonReader, timeout=30)
+test_drain_non_reader = pytestTest(drainNonReader, timeout=TEST_TIMEOUT)

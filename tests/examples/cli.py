@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tests.processes import ENV, ROOT, readUntil, startPython, stop
+from tests.processes import ENV, ROOT, readUntil, reservePort, startPython, stop
 
 
 def clientRun(
@@ -45,11 +45,15 @@ def address(port: int) -> str:
     return f"tcp:host=127.0.0.1:port={port}"
 
 
-def closedPort() -> int:
-    """A port of 127.0.0.1 where nothing listens (it was just bound and released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def closedPort(test: Any) -> int:
+    """
+    A port of 127.0.0.1 where nothing listens, for as long as C{test} runs:
+    reserved (L{reservePort}: bound, never listening, so a connection to it
+    is refused), not bound and let go, when another process could listen on it.
+    """
+    reservation = reservePort()
+    test.addCleanup(reservation.close)
+    return int(reservation.getsockname()[1])
 
 
 def foreignServer(test: Any, answer: bytes = b"HTTP/1.1 400 Bad Request\r\n\r\n") -> int:

@@ -41,7 +41,7 @@ class ClientErrorTests(SynchronousTestCase):
 
     def test_refused(self) -> None:
         """A refused connection is one line naming the endpoint and asking whether the server runs."""
-        port = closedPort()
+        port = closedPort(self)
         self.check(["--connect", address(port)], f"cannot connect to {address(port)}: connection refused")
 
     def test_hostPort(self) -> None:
@@ -66,7 +66,7 @@ class ClientErrorTests(SynchronousTestCase):
 
     def test_unverifiedTLSWarned(self) -> None:
         """An ssl: --connect that verifies nothing is warned about in one line before the client connects."""
-        where = f"ssl:host=127.0.0.1:port={closedPort()}"
+        where = f"ssl:host=127.0.0.1:port={closedPort(self)}"
         done = clientRun("bulk_client.py", "--connect", where, "list", timeout=30)
         warning, refused = done.stderr.splitlines()
         self.assertIn(f"warning: {where} verifies nothing about the server", warning)
@@ -75,11 +75,11 @@ class ClientErrorTests(SynchronousTestCase):
     def test_debug(self) -> None:
         """--debug (after bulk_client's subcommand too) adds the traceback before the same one-line explanation."""
         for script, rest in CLIENTS.items():
-            done = clientRun(script, "--connect", address(closedPort()), "--debug", *rest, timeout=30)
+            done = clientRun(script, "--connect", address(closedPort(self)), "--debug", *rest, timeout=30)
             self.assertNotEqual(done.returncode, 0, script)
             self.assertIn("Traceback", done.stderr, script)
             self.assertIn("connection refused", done.stderr.splitlines()[-1], script)
-        done = clientRun("bulk_client.py", "--connect", address(closedPort()), "list", "--debug", timeout=30)
+        done = clientRun("bulk_client.py", "--connect", address(closedPort(self)), "list", "--debug", timeout=30)
         self.assertIn("Traceback", done.stderr, "--debug after the subcommand")
 
 

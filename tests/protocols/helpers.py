@@ -24,8 +24,12 @@ from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
 from framing.wire import PREAMBLE
 from protocols.testing import MemoryPair, SelfSignedCertificate, connectedPair
 
-TIMEOUT = 15.0
-"""Seconds any one reactor test may take before it fails."""
+TIMEOUT = 120.0
+"""
+Seconds any one reactor test may take before it fails: a bound on a hang,
+not on speed, so generous enough that no test that passes in seconds on a
+quiet machine misses it on a loaded one (a load average of 10 on 2 cores).
+"""
 
 Body = Callable[[Any], Awaitable[None]]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from twisted.internet.abstract import FileDescriptor
@@ -455,11 +456,10 @@ async def overTCP(reactor: Any) -> None:
     try:
         client.transport.pauseProducing()
         answers = gatherResults([client.echo([i, b"x" * 8192]) for i in range(2000)])
-        for _ in range(100):
-            if server.transport.sendBacklogged:
-                break
+        deadline = time.monotonic() + 60  # only a hang takes that long
+        while not server.transport.sendBacklogged and time.monotonic() < deadline:
             await deferLater(reactor, 0.05)
-        await deferLater(reactor, 0.3)
+        await deferLater(reactor, 0.3)  # (a while longer: the server must stay stopped, not just stop once)
         assert server.transport.sendBacklogged
         assert server.answered < 2000, server.answered
         assert server.transport.pendingBytes <= high + 9000, server.transport.pendingBytes

@@ -9,7 +9,6 @@ CertificateAuthority, as chunkwire-cert makes them.
 
 from __future__ import annotations
 
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -35,7 +34,7 @@ from protocols.auth.tokens import addToken, newToken
 from protocols.auth.users import addUser
 from protocols.blocking import BlockingConnection, ConnectionLost, connect, connectURL, tlsContext
 from protocols.kv import IKeyValue
-from tests.processes import ClassProcessesCase, readUntil, startPython, stop
+from tests.processes import ClassProcessesCase, readUntil, reservePort, startPython, stop
 
 HANG = 30.0
 """Seconds within which anything that is not a hang finishes, however loaded the machine."""
@@ -203,14 +202,23 @@ class ClientCertificateTests(ServerTestCase):
 class ObjectURLTests(ServerTestCase):
     """twist chunkwire-kv --names: the store reached by its URL, the server's key pinned in the handshake."""
 
+    reservation: Any
+    """The server's port, held (L{reservePort}) from before it starts until it has stopped."""
+
     @classmethod
     def arguments(cls, work: Path) -> list[str]:
-        with socket.socket() as probe:  # a port the URL can name (a port 0 cannot be written in one)
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
+        # A port the URL can name (a port 0 cannot be written in one), reserved while the server runs:
+        # picked free and let go, another process could take it before the server binds it.
+        cls.reservation = reservePort()
+        port = cls.reservation.getsockname()[1]
         cls.urlFile = work / "kv.names.url"
         names = str(work / "kv.names")
         return ["-m", "twisted", "chunkwire-kv", "--names", names, "--listen", f"tcp:{port}:interface=127.0.0.1"]
+
+    @classmethod
+    def stopProcesses(cls) -> None:
+        super().stopProcesses()
+        cls.reservation.close()
 
     def url(self) -> ObjectURL:
         return ObjectURL.parse(self.urlFile.read_text().strip())
@@ -241,10 +249,9 @@ class ObjectURLTests(ServerTestCase):
     def test_hintsInOrder(self) -> None:
         """A hint nobody listens on is skipped for the next one."""
         url = self.url()
-        with socket.socket() as closed:
-            closed.bind(("127.0.0.1", 0))
+        with reservePort() as closed:  # (bound, never listening: refused, and nobody else's while held)
             dead = f"127.0.0.1:{closed.getsockname()[1]}"
-        root = self.connectURL(ObjectURL(url.keyHash, (dead, *url.hints), url.name)).root
+            root = self.connectURL(ObjectURL(url.keyHash, (dead, *url.hints), url.name)).root
         self.assertEqual(root.callRemote("list", "nothing/"), [])
 
     def test_invalidURL(self) -> None:

@@ -13,6 +13,7 @@ from twisted.trial.unittest import TestCase
 
 from protocols import rpc
 from protocols.rpc.errors import DeadReferenceError
+from tests.processes import reservePort
 
 from .helpers import pytestTest, trialTest
 from .rpc.services import Service
@@ -128,8 +129,10 @@ async def cutEverywhere(reactor: Any) -> None:
 async def serverRestart(reactor: Any) -> None:
     """A reconnecting client's calls fail with a reason while the server is down and succeed once it is back."""
     factory = rpc.serverFactory(Service(), clock=reactor)
-    port = await serverFromString(reactor, "tcp:0:interface=127.0.0.1").listen(factory)
-    number = port.getHost().port
+    # The port is held for the test (the server listens on it again after letting it go).
+    reservation = reservePort()
+    number = reservation.getsockname()[1]
+    port = await serverFromString(reactor, f"tcp:{number}:interface=127.0.0.1").listen(factory)
     client = rpc.reconnecting(reactor, f"tcp:host=127.0.0.1:port={number}", retryPolicy=lambda attempt: 0.1)
     try:
         ref = await client.whenConnected()
@@ -153,6 +156,7 @@ async def serverRestart(reactor: Any) -> None:
         await client.stopService()
         await factory.disconnectAll()
         await port.stopListening()
+        reservation.close()
 
 
 class FaultTests(TestCase):

@@ -6,6 +6,7 @@ straight to the socket of Twisted's own TCP connections.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -180,20 +181,27 @@ class HalfSocket:
         return sent
 
 
+async def _received(reactor: Any, client: Any) -> None:
+    """Wait until C{client} has received something (60 s: only a hang takes that long)."""
+    deadline = time.monotonic() + 60
+    while not client.received and time.monotonic() < deadline:
+        await deferLater(reactor, 0.005, lambda: None)
+
+
 async def sendsStraightAway(reactor: Any) -> None:
     """On Twisted's TCP transport a small message reaches the socket at once: nothing waits in Twisted's buffer."""
     pair = await loopbackTCP(reactor, Answering(), Collecting())
     try:
-        await deferLater(reactor, 0.01, lambda: None)
         raw = pair.client.transport.transport
+        # What set-up sent (the preamble) has left Twisted's buffer: the check below is of the new message alone.
+        deadline = time.monotonic() + 60
+        while (raw._tempDataLen or raw.dataBuffer) and time.monotonic() < deadline:
+            await deferLater(reactor, 0.005, lambda: None)
         pair.client.sendObject({"small": 1})
         assert raw._tempDataLen == 0 and raw.dataBuffer == b"", (raw._tempDataLen, raw.dataBuffer)
         client = pair.client
         assert isinstance(client, Collecting)
-        for _ in range(200):
-            if client.received:
-                break
-            await deferLater(reactor, 0.005, lambda: None)
+        await _received(reactor, client)
         assert client.received == [{"small": 1}]
     finally:
         await pair.close()
@@ -237,10 +245,7 @@ async def noDirectSendsAfterStartTLS(reactor: Any) -> None:
         # One plain exchange first: both preambles have then arrived, so no
         # plain byte can reach a TLS layer.
         pair.client.sendObject("plain")
-        for _ in range(400):
-            if client.received:
-                break
-            await deferLater(reactor, 0.005, lambda: None)
+        await _received(reactor, client)
         assert client.received == ["plain"]
         del client.received[:]
         pair.server.transport.startTLS(certificate.serverOptions())
@@ -248,10 +253,7 @@ async def noDirectSendsAfterStartTLS(reactor: Any) -> None:
         raw = pair.client.transport.transport
         sends = recordSends(raw)
         pair.client.sendObject({"over": "tls"})
-        for _ in range(400):
-            if client.received:
-                break
-            await deferLater(reactor, 0.005, lambda: None)
+        await _received(reactor, client)
         assert client.received == [{"over": "tls"}]
         # Everything that left the client's socket is TLS records, not chunkwire bytes.
         assert sends and all(b"over" not in sent for sent in sends), sends

@@ -77,7 +77,8 @@ async def stop(factory: Any, port: Any) -> None:
     await factory.disconnectAll()
 
 
-async def eventually(reactor: Any, condition: Any, seconds: float = 5) -> None:
+async def eventually(reactor: Any, condition: Any, seconds: float = 60) -> None:
+    """Wait, turning the reactor, until C{condition()} is true (only a hang misses C{seconds})."""
     for _ in range(int(seconds / 0.01)):
         if condition():
             return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -117,7 +118,9 @@ async def callsDuringPausedTransfer(reactor: Any) -> None:
         root = await served.connect()
         big = Stream(payload(20 * OPTIONS.chunkSize))
         answer = root.callRemote("uploadSlow", "big", big)
-        await deferLater(reactor, 0.05, lambda: None)
+        deadline = time.monotonic() + 60  # the upload is under way (only a hang takes 60 s)
+        while "big" not in store.sinks and time.monotonic() < deadline:
+            await deferLater(reactor, 0.005, lambda: None)
         for _ in range(20):
             assert await root.callRemote("ping") == "pong"
         assert not answer.called

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -346,10 +347,11 @@ async def realDeadline(reactor: Any) -> None:
         else:
             raise AssertionError("the call did not fail")
         took = reactor.seconds() - started
-        assert 0.5 <= took < 1.9, took
-        for _ in range(200):
-            if front.cancelled:
-                break
+        # Never early; how late a loaded machine makes it is no measure: that the deadline, not the
+        # method's end, failed the call is shown by the method's being cancelled and never finished.
+        assert took >= 0.5, took
+        deadline = time.monotonic() + 60  # only a hang takes that long
+        while not front.cancelled and time.monotonic() < deadline:
             await deferLater(reactor, 0.01)
         assert front.cancelled == 1 and not front.finished
     finally:

@@ -16,6 +16,7 @@ from twisted.trial.unittest import TestCase
 
 from protocols.rpc import Referenceable, reconnecting, remote, serverFactory
 from protocols.rpc.drain import DrainDeadlineExceeded, drainBrokers, drainPort
+from tests.processes import reservePort
 
 from ..helpers import capturedLogs, pytestTest, trialTest
 
@@ -41,8 +42,10 @@ async def drainMovesCalls(reactor: Any) -> None:
     """While calls stream in, a server drains and another takes its port: no call fails, each is answered once."""
     first, second = Recorder(reactor), Recorder(reactor)
     factory = serverFactory(first, clock=reactor)
-    port = await serverFromString(reactor, LISTEN).listen(factory)
-    number = port.getHost().port
+    # The port is held for the test (the second server binds it after the first has let it go).
+    reservation = reservePort()
+    number = reservation.getsockname()[1]
+    port = await serverFromString(reactor, f"tcp:{number}:interface=127.0.0.1").listen(factory)
     client = reconnecting(reactor, f"tcp:host=127.0.0.1:port={number}", retryPolicy=lambda attempt: 0.05)
     await client.whenConnected()
     answers: list[int] = []
@@ -77,16 +80,19 @@ async def drainMovesCalls(reactor: Any) -> None:
     assert client.goAways == 1
     await client.stopService()
     await replacement[0].stopListening()
+    reservation.close()
 
 
 class Stuck(Referenceable):
     """A method that never finishes unless cancelled."""
 
     def __init__(self) -> None:
+        self.started = 0
         self.cancelled = 0
 
     @remote
     def hang(self) -> Deferred[None]:
+        self.started += 1
         return Deferred(lambda _: self._cancelled())
 
     def _cancelled(self) -> None:
@@ -102,7 +108,7 @@ async def deadlineOverTcp(reactor: Any) -> None:
     port = await serverFromString(reactor, LISTEN).listen(factory)
     root = await connect(reactor, f"tcp:host=127.0.0.1:port={port.getHost().port}")
     call = root.callRemote("hang")
-    await deferLater(reactor, 0.05)
+    await _until(reactor, lambda: stuck.started == 1)  # the call runs on the server
     await drainPort(port, factory, 0.2)
     try:
         await call
@@ -150,11 +156,11 @@ async def preparationCutShort(reactor: Any) -> None:
         client = reconnecting(reactor, description, retryPolicy=lambda attempt: 0.01, prepareConnection=prepare)
         try:
             await _until(reactor, lambda: len(prepared) == 1 and stuck.cancelled == 0 and factory.brokers)
-            await deferLater(reactor, 0.05)  # the hang call reaches the server
+            await _until(reactor, lambda: stuck.started == 1)  # the hang call reaches the server
             # Drained: the preparing call fails with DrainDeadlineExceeded while the connection is still open.
             await drainBrokers(list(factory.brokers), 0.05)
             await _until(reactor, lambda: len(prepared) == 2 and factory.brokers)
-            await deferLater(reactor, 0.05)
+            await _until(reactor, lambda: stuck.started == 2)  # and so does the second
             # Lost: the preparing call fails as the connection goes.
             for broker in list(factory.brokers):
                 broker.connection.transport.abortConnection()

@@ -8,7 +8,7 @@ import sys
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.processes import ENV, ROOT, readUntil, runPython, stop
+from tests.processes import ENV, ROOT, readUntil, reservePort, runPython, stop
 
 
 class KeyValueExampleTests(SynchronousTestCase):
@@ -83,7 +83,10 @@ class KeyValueExampleTests(SynchronousTestCase):
             self.addCleanup(stop, server)
             return server, int(readUntil(server, rb"kv server listening on .* port=(\d+)\)").group(1))
 
-        first, port = start()
+        # The watcher's port is held for the test: a server listens on it again later, after letting it go.
+        reservation = reservePort()
+        self.addCleanup(reservation.close)
+        first, port = start(reservation.getsockname()[1])
         address = f"tcp:host=127.0.0.1:port={port}"
         command = [sys.executable, "examples/kv_client.py", "--connect", address, "watch", "colour", "--count", "1"]
         watcher = subprocess.Popen(command, cwd=ROOT, env=ENV, stdout=subprocess.PIPE)

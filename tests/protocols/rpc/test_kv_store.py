@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import time
 import weakref
 from typing import Any
 
@@ -300,7 +301,10 @@ async def floodThenLeave(reactor: Any) -> None:
         for call in flood:
             call.addErrback(lambda failure: None)
         await root.broker.whenDisconnected()
-        await deferLater(reactor, 0.05)  # the reactor's own references to the closed socket go
+        # The reactor's own references to the closed socket go within a few turns (60 s: only a hang).
+        deadline = time.monotonic() + 60
+        while any(ref() is not None for ref in refs) and time.monotonic() < deadline:
+            await deferLater(reactor, 0.01)
         assert store.watchers == {} and store.watches.connections == {}
         assert [ref() for ref in refs] == [None, None, None], [ref() for ref in refs]
     finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -77,13 +78,13 @@ async def listen(reactor: Any, root: Any, **options: Any) -> Server:
     return Server(factory, port)
 
 
-async def eventually(reactor: Any, condition: Callable[[], bool], seconds: float = 5) -> None:
-    """Wait, polling the reactor, until C{condition()} is true."""
-    for _ in range(int(seconds / 0.005)):
-        if condition():
-            return
+async def eventually(reactor: Any, condition: Callable[[], bool], seconds: float = 60) -> None:
+    """Wait, polling the reactor, until C{condition()} is true; fail after C{seconds} (only a hang takes that long)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {seconds} s")
         await deferLater(reactor, 0.005)
-    raise AssertionError("condition not met in time")
 
 
 async def failsWith(d: Deferred[Any], *types: type[BaseException]) -> BaseException:

@@ -27,7 +27,7 @@ from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
 from protocols import rpc
-from tests.processes import ENV, ROOT, figure, readUntil, stop
+from tests.processes import ENV, ROOT, figure, readUntil, reservePort, stop
 
 from ..helpers import pytestTest, trialTest
 from .haproxy import haproxyPath, scalingConfig
@@ -35,23 +35,20 @@ from .haproxy import haproxyPath, scalingConfig
 ROLLING_CALLS = int(os.environ.get("CHUNKWIRE_ROLLING_CALLS", "10000"))
 
 
-def freePorts(count: int) -> list[int]:
-    """TCP ports on 127.0.0.1 that were free a moment ago."""
-    probes = [socket.socket() for _ in range(count)]
-    for probe in probes:
-        probe.bind(("127.0.0.1", 0))
-    ports = [probe.getsockname()[1] for probe in probes]
-    for probe in probes:
-        probe.close()
-    return ports
-
-
 class Cluster:
-    """HAProxy, two backends and a decoy that never answers a PING; stopped by L{stop}."""
+    """
+    HAProxy, two backends and a decoy that never answers a PING; stopped by L{stop}.
+
+    HAProxy's configuration names the backends' ports before they start, and
+    a backend restarts on its port: the three ports are reserved
+    (L{reservePort}) from the start to the end, so nothing else takes one
+    while no server listens on it.
+    """
 
     def __init__(self, directory: str, decoy: int) -> None:
         self.directory = Path(directory)
-        self.front, self.first, self.second = freePorts(3)
+        self.reservations = [reservePort() for _ in range(3)]
+        self.front, self.first, self.second = (reservation.getsockname()[1] for reservation in self.reservations)
         self.ports = {"kv1": self.first, "kv2": self.second}
         self.backends: dict[str, subprocess.Popen[bytes]] = {}
         self.socket = self.directory / "haproxy.sock"
@@ -80,7 +77,7 @@ class Cluster:
         command = [sys.executable, "-m", "tests.protocols.serving.backend", "--listen", listen, "--record", str(record)]
         process = subprocess.Popen(command, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.backends[name] = process
-        readUntil(process, rb"serving")
+        readUntil(process, rb"serving", timeout=60)
         return process.pid
 
     def status(self) -> dict[str, str]:
@@ -104,10 +101,12 @@ class Cluster:
         for process in [*self.backends.values(), self.haproxy]:
             stop(process)
         self.log.close()
+        for reservation in self.reservations:
+            reservation.close()
 
 
-async def until(reactor: Any, condition: Any, what: str, timeout: float = 10.0) -> None:
-    """Wait until C{condition()} is true, looking every 50 ms."""
+async def until(reactor: Any, condition: Any, what: str, timeout: float = 60.0) -> None:
+    """Wait until C{condition()} is true, looking every 50 ms (only a hang misses C{timeout})."""
     for _ in range(int(timeout / 0.05)):
         try:
             if condition():

@@ -125,9 +125,9 @@ async def twistMetrics(reactor: Any) -> None:
     """twist chunkwire-kv --metrics ENDPOINT serves /metrics, counting the calls made to the service."""
     if CollectorRegistry is None:
         return
-    import socket
     import subprocess
     import sys
+    import time
 
     from twisted.internet.task import deferLater
     from twisted.web.client import Agent, readBody
@@ -135,25 +135,25 @@ async def twistMetrics(reactor: Any) -> None:
     from protocols import rpc
     from tests.processes import ENV, ROOT, readUntil, stop
 
-    ports = []
-    for _ in range(2):
-        probe = socket.socket()
-        probe.bind(("127.0.0.1", 0))
-        ports.append(probe.getsockname()[1])
-        probe.close()
-    service, metrics = ports
+    # Both on port 0: the ports they got are read from the log (a port picked here and bound later could be taken).
     command = [sys.executable, "-m", "twisted", "--log-format", "text", "chunkwire-kv"]
-    command += ["--listen", f"tcp:{service}:interface=127.0.0.1", "--metrics", f"tcp:{metrics}:interface=127.0.0.1"]
+    command += ["--listen", "tcp:0:interface=127.0.0.1", "--metrics", "tcp:0:interface=127.0.0.1"]
     process = subprocess.Popen(command, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        readUntil(process, b"Site starting on")
+        started = readUntil(process, rb"BrokerFactory starting on (\d+)[\s\S]*Site starting on (\d+)", timeout=60)
+        service, metrics = int(started.group(1)), int(started.group(2))
         root = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={service}")
         await root.callRemote("put", "k", "v")
         await root.broker.disconnect()
-        await deferLater(reactor, 0.05)
-        response = await Agent(reactor).request(b"GET", f"http://127.0.0.1:{metrics}/metrics".encode())
-        body = (await readBody(response)).decode()
-        assert 'chunkwire_rpc_calls_total{method="put",outcome="ok",side="server"} 1.0' in body, body[-3000:]
+        counted = 'chunkwire_rpc_calls_total{method="put",outcome="ok",side="server"} 1.0'
+        deadline = time.monotonic() + 60  # only a hang misses it: the page shows the call once the server counted it
+        while True:
+            response = await Agent(reactor).request(b"GET", f"http://127.0.0.1:{metrics}/metrics".encode())
+            body = (await readBody(response)).decode()
+            if counted in body or time.monotonic() > deadline:
+                break
+            await deferLater(reactor, 0.05)
+        assert counted in body, body[-3000:]
         assert "chunkwire_connections_opened_total 1.0" in body
     finally:
         stop(process)

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -149,7 +150,8 @@ def _running(supervisor: Supervisor) -> bool:
     return True
 
 
-async def _until(reactor: Any, condition: Any, timeout: float = 10.0) -> None:
+async def _until(reactor: Any, condition: Any, timeout: float = 60.0) -> None:
+    """Wait, turning the reactor, until C{condition()} is true (only a hang misses C{timeout})."""
     for _ in range(int(timeout / 0.05)):
         if condition():
             return
@@ -196,35 +198,26 @@ async def supervisedWorkersReusePort(reactor: Any) -> None:
 
 async def twistWorkers(reactor: Any) -> None:
     """twist chunkwire-kv --workers 2 serves from two processes, and on SIGTERM every process exits cleanly."""
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
     command = [sys.executable, "-m", "twisted", "--log-format", "text", "chunkwire-kv"]
-    command += ["--listen", f"tcp:{port}:interface=127.0.0.1"]
+    command += ["--listen", "tcp:0:interface=127.0.0.1"]
     store = tempfile.mkdtemp()
     command += ["--workers", "2", "--grace", "2", "--store", os.path.join(store, "kv.sqlite")]
     process = subprocess.Popen(command, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        started = readUntil(process, rb"worker 0 started: pid (\d+)[\s\S]*worker 1 started: pid (\d+)")
-        workers = {int(started.group(1)), int(started.group(2))}
-        root = None
-        for _ in range(100):
-            try:
-                root = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={port}")
-                break
-            except Exception:
-                await deferLater(reactor, 0.1)
-        assert root is not None
+        # Port 0: the supervisor logs the port it bound before it starts the workers.
+        started = readUntil(
+            process, rb"starting on (\d+)[\s\S]*worker 0 started: pid (\d+)[\s\S]*worker 1 started: pid (\d+)", 60
+        )
+        port = int(started.group(1))
+        workers = {int(started.group(2)), int(started.group(3))}
+        # The supervisor's socket queues the connection until a worker accepts it: no retry is needed.
+        root = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={port}")
         await root.callRemote("put", "k", "v")
         assert await root.callRemote("get", "k") == "v"
         lost: Deferred[Any] = root.broker.whenDisconnected()
         process.send_signal(signal.SIGTERM)
         await lost
-        for _ in range(100):
-            if process.poll() is not None:
-                break
-            await deferLater(reactor, 0.1)
+        await _until(reactor, lambda: process.poll() is not None)
         # twist ends by SIGTERM's own default action once its reactor has stopped cleanly.
         assert process.returncode in (0, -signal.SIGTERM), process.returncode
         assert process.stdout is not None
@@ -248,9 +241,11 @@ async def orphanedWorkers(reactor: Any) -> None:
     process = subprocess.Popen(command, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     workers: list[int] = []
     try:
-        started = readUntil(process, rb"worker 0 started: pid (\d+)[\s\S]*worker 1 started: pid (\d+)")
+        # Both workers watch their parent (they do before they listen) once each has logged "starting on"
+        # (the supervisor logs its own line first): three in all, in whatever order the processes ran.
+        pattern = rb"(?s)(?=.*worker 0 started: pid (\d+))(?=.*worker 1 started: pid (\d+))(?=(?:.*?starting on ){3})"
+        started = readUntil(process, pattern, 60)
         workers += [int(started.group(1)), int(started.group(2))]
-        await deferLater(reactor, 0.5)
         process.kill()
         process.wait(10)
 
@@ -314,15 +309,16 @@ async def refusedWhileDraining(reactor: Any) -> None:
         await root.callRemote("pid")  # a worker serves this connection (it may still be starting up before)
         await _until(reactor, functools.partial(_running, supervisor))
         slow = root.callRemote("slowPid", 30.0)  # keeps its worker draining until the grace ends
-        await deferLater(reactor, 0.2)  # (the call reaches its worker)
+        await root.callRemote("pid")  # answered after the slow call was read: that call has reached its worker
         stopping = supervisor.stopService()
         try:
-            for _ in range(80):
-                if _refused(port):
-                    break
+            deadline = time.monotonic() + 60  # (only a hang takes that long; the drain's grace, 10 s, ends it first)
+            while not _refused(port):
+                if time.monotonic() > deadline:
+                    raise AssertionError(
+                        f"still queued where nobody accepts, 60 s into the drain (reusePort={reusePort})"
+                    )
                 await deferLater(reactor, 0.1)
-            else:
-                raise AssertionError(f"still queued where nobody accepts, 8 s into the drain (reusePort={reusePort})")
             assert not slow.called, "the drain ended before the check"
         finally:
             slow.addErrback(lambda _: None)
