@@ -20,6 +20,9 @@ from framing.errors import BufferLimitExceeded
 
 from .heldinput import NOTHING_HELD, HeldInput
 
+HELD_READS = "held-reads"
+"""The ledger account of the reads a paused connection keeps undecoded (L{HeldInput}, capped by max_buffered_bytes)."""
+
 
 class Inbound:
     """
@@ -119,6 +122,7 @@ class Inbound:
     def _hold(self, data: bytes) -> None:
         self.held.holdRead(data)
         protocol = self.protocol
+        protocol.ledger.settle(HELD_READS, self.held.heldBytes)
         buffered = protocol.bufferedBytes
         limit = protocol.decoder.limits.max_buffered_bytes
         if buffered > limit:
@@ -160,6 +164,7 @@ class Inbound:
                 self._decode(data)
         finally:
             self._inRead = False
+            protocol.ledger.settle(HELD_READS, self.held.heldBytes)
             transport.release()
 
     def stop(self) -> None:

@@ -343,6 +343,16 @@ class FlowControlTests(SynchronousTestCase):
         self.assertIsInstance(protocol.failure.value, BufferLimitExceeded)  # type: ignore[union-attr]
         self.assertEqual(protocol.bufferedBytes, 0)
 
+    def test_heldReadsCharged(self) -> None:
+        """Reads held while paused are charged to the connection's ledger, and released once decoded."""
+        protocol = Recorder()
+        connected(protocol)
+        protocol.transport.pauseProducing()
+        protocol.dataReceived(b"\x00" * 100)
+        self.assertEqual(protocol.ledger.holding("held-reads"), 100)
+        protocol.transport.resumeProducing()
+        self.assertEqual(protocol.ledger.holding("held-reads"), 0)
+
     def test_resumeInsideObjectReceived(self) -> None:
         """Pausing and resuming inside objectReceived delivers the rest without reordering."""
         order: list[Any] = []
