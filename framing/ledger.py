@@ -156,7 +156,8 @@ class Ledger:
         The connection ended: everything it held is let go at once.
 
         Later charges and releases are ignored, so a layer freed after the
-        end needs no special case.
+        end needs no special case; C{on_full} is forgotten (told C{False}
+        first if the ledger was full).
         """
         if self._closed:
             return
@@ -164,10 +165,11 @@ class Ledger:
         self.held = 0
         self._accounts.clear()
         self._closed = True
+        on_full, self.on_full = self.on_full, None  # (often a bound method of the owner: no cycle outlives the end)
         if self.full:
             self.full = False
-            if self.on_full is not None:
-                self.on_full(False)
+            if on_full is not None:
+                on_full(False)
 
     def _set_full(self, full: bool) -> None:
         self.full = full

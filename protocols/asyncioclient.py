@@ -694,7 +694,7 @@ class AsyncConnection:
         C{callTimeout} seconds (L{framing.rpc.clientstreams.itemWaitBound}).
 
         @raise StopAsyncIteration: the stream ended (or was closed here).
-        @raise DeadlineExceeded: (or L{CallTimedOut}) no item in time: the
+        @raise framing.rpc.errors.DeadlineExceeded: (or L{CallTimedOut}) no item in time: the
             stream is cancelled, and fails with it from now on.
         """
         streams = self._session.objectStreams

@@ -923,7 +923,7 @@ class BlockingConnection:
         seconds (L{framing.rpc.clientstreams.itemWaitBound}).
 
         @raise StopIteration: the stream ended (or was closed here).
-        @raise DeadlineExceeded: (or L{CallTimedOut}) no item in time: the
+        @raise framing.rpc.errors.DeadlineExceeded: (or L{CallTimedOut}) no item in time: the
             stream is cancelled, and fails with it from now on.
         """
         streams = self._session.objectStreams

@@ -80,7 +80,7 @@ from framing.slicing.constraints import Constraint
 from framing.slicing.interfaces import ISlicer
 
 from ..interfaces import IBrokerExtension
-from . import context
+from .context import scope as call_scope
 
 __all__ = ["ObjectStream", "ObjectStreams", "StreamOptions", "StreamReader"]
 
@@ -753,6 +753,8 @@ class ObjectStreams:
         self._awaited.clear()
         # (the connection's ledger is closed with it: what the readers still hold is let go at once)
         self._windows.clear()
+        # The registry's slicers refer to this connection's tables: no cycle outlives the end.
+        self._registry = None
 
     def controlReceived(self, message: FlowMessage) -> None:
         """One flow message from the peer: an item or end for a reader, a credit or cancel for a producer."""
@@ -881,7 +883,7 @@ class ObjectStreams:
         clock = self._clock()
         if broker is None or clock is None:
             return None
-        enclosing = context.scope.get()
+        enclosing = call_scope.get()
         idle = None if getattr(broker.connection, "sendBackPressure", False) else broker.callLimits.callTimeout
         now = clock.seconds()
         bound = itemWaitBound(reader.streamId, now, None if enclosing is None else enclosing.deadline, idle)

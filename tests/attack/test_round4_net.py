@@ -58,7 +58,7 @@ async def busyCap(reactor: Any) -> None:
     server = Twist("chunkwire-kv", "--evict-idle-after", "1", *options)
     attackers: list[Any] = []
     try:
-        await server.until(reactor, "Starting reactor")
+        await server.listening(reactor)
         before = server.resources()
         for n in range(addresses):
             attackers += rawConnections(perPeer, f"127.0.4.{n + 1}", server.port, BUSY)
@@ -93,12 +93,13 @@ async def headerlessFlood(reactor: Any) -> None:
     from .attacks_round3_net import ProxyRelay
 
     nofile, flood = (1024, 1100) if FULL else (400, 450)
-    listen = "haproxy:tcp:{port}:interface=127.0.0.1:backlog=1024"
+    listen = "haproxy:tcp:0:interface=127.0.0.1:backlog=1024"
     server = Twist("chunkwire-kv", "--trusted-proxy", "127.0.0.2", listen=listen, nofile=nofile)
-    relay = ProxyRelay(reactor, server.port, "127.0.0.2")
+    relay: Any = None
     attackers: list[Any] = []
     try:
-        await server.until(reactor, "Starting reactor")
+        await server.listening(reactor)
+        relay = ProxyRelay(reactor, server.port, "127.0.0.2")
         front = await relay.start()
         before = server.resources()
         for _ in range(flood // 50):
@@ -124,7 +125,8 @@ async def headerlessFlood(reactor: Any) -> None:
         assert "proxy-header-evicted" in log, log[-2000:]
     finally:
         closeAll(attackers)
-        await relay.stop()
+        if relay is not None:
+            await relay.stop()
         server.stop()
 
 

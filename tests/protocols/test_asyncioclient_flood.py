@@ -23,7 +23,7 @@ from protocols.asyncioclient import AsyncConnection, connect
 from tests.protocols.flooding import HANG, FloodingServer
 
 BUDGET = 1024 * 1024
-"""The connection's budget (C{Limits.max_connection_memory}) in the test: the default's 64 MiB would take long to fill."""
+"""The connection's budget (C{Limits.max_connection_memory}) here: the default 64 MiB would take long to fill."""
 
 BOUND = BUDGET + 4 * 1024 * 1024
 """

@@ -11,9 +11,9 @@ from twisted.internet.defer import CancelledError
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
+from framing.wire import PREAMBLE
 from protocols import interop
 from protocols.interop import ApplicationError, InteropService, PatternSource, pattern
-from framing.wire import PREAMBLE
 from tests.processes import readUntil, runPython, startPython, stop
 
 
