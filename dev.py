@@ -168,11 +168,11 @@ PROCESS_TESTS = {
         "tests/protocols/test_asyncioclient_kv.py",
         "tests/protocols/test_blocking_bulk.py",
         "tests/protocols/test_asyncioclient_bulk.py",
+        "tests/attack/test_catalogue_server.py",
     ),
     "pure": (
         "tests/attack/test_round3_auth.py",
         "tests/attack/test_round3_bulk.py",
-        "tests/attack/test_catalogue_server.py",
         "tests/attack/test_catalogue_peer.py",
         "tests/faults",
         "tests/examples",
