@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["Ledger", "LedgerTotals", "TOTALS", "OverBudget"]
+__all__ = ["Ledger", "LedgerPool", "LedgerTotals", "TOTALS", "OverBudget"]
 
 
 class OverBudget(Exception):
@@ -55,6 +55,45 @@ TOTALS = LedgerTotals()
 """The process-wide totals every L{Ledger} adds to (read by the metrics page)."""
 
 
+class LedgerPool:
+    """
+    The ledgers of many connections (a listener's) under one budget of their own.
+
+    A ledger of the pool is C{full} while its own budget is passed, or
+    once it charges more while the pool's is passed (and it holds
+    anything): so once the connections together hold more than the pool
+    allows, every one that adds to it stops reading until the pool is back
+    within its budget, when each is told; a connection that holds nothing,
+    or adds nothing, is not held up.  Without a pool, N connections may
+    hold N budgets.
+
+    @ivar budget: the most the pool's ledgers may hold together; C{None}: no bound.
+    @ivar held: what they hold now.
+    """
+
+    __slots__ = ("budget", "held", "_pressed")
+
+    def __init__(self, budget: int | None) -> None:
+        if budget is not None and budget < 0:
+            raise ValueError("a pool's budget must not be negative")
+        self.budget = budget
+        self.held = 0
+        self._pressed: dict[Ledger, None] = {}
+
+    def __repr__(self) -> str:
+        return f"<LedgerPool held={self.held} budget={self.budget} pressed={len(self._pressed)}>"
+
+    def over(self) -> bool:
+        """Whether the ledgers together hold more than the budget."""
+        return self.budget is not None and self.held > self.budget
+
+    def _wake(self) -> None:
+        """The pool is back within its budget: each ledger it held up is judged again."""
+        pressed, self._pressed = self._pressed, {}
+        for ledger in pressed:
+            ledger._judge()
+
+
 class Ledger:
     """
     One connection's budget, and what each of its layers holds against it.
@@ -67,11 +106,16 @@ class Ledger:
     @ivar full: C{True} while C{held} is above C{budget}.
     @ivar on_full: called with C{True} when the ledger goes over its budget
         and with C{False} when it falls back to it or below; or C{None}.
+    @ivar pool: the L{LedgerPool} it shares a budget with, or C{None}; while
+        the pool is over its budget this ledger is C{full} too, if it holds
+        anything.
     """
 
-    __slots__ = ("budget", "held", "peak", "full", "on_full", "_accounts", "_closed")
+    __slots__ = ("budget", "held", "peak", "full", "on_full", "pool", "_accounts", "_closed")
 
-    def __init__(self, budget: int | None, on_full: Callable[[bool], None] | None = None) -> None:
+    def __init__(
+        self, budget: int | None, on_full: Callable[[bool], None] | None = None, pool: LedgerPool | None = None
+    ) -> None:
         if budget is not None and budget < 0:
             raise ValueError("a ledger's budget must not be negative")
         self.budget = budget
@@ -79,6 +123,7 @@ class Ledger:
         self.peak = 0
         self.full = False
         self.on_full = on_full
+        self.pool = pool
         self._accounts: dict[str, int] = {}
         self._closed = False
 
@@ -105,6 +150,14 @@ class Ledger:
         if held > self.peak:
             self.peak = held
         budget = self.budget
+        pool = self.pool
+        if pool is not None:
+            pool.held += count
+            if pool.budget is not None and pool.held > pool.budget and held:
+                pool._pressed[self] = None
+                if not self.full:
+                    self._set_full(True)
+                return False
         if budget is not None and held > budget:
             if not self.full:
                 self._set_full(True)
@@ -126,10 +179,15 @@ class Ledger:
         if count > holds:
             raise ValueError(f"{account!r} releases {count} bytes but holds {holds}")
         self._accounts[account] = holds - count
-        held = self.held = self.held - count
+        self.held -= count
         TOTALS.held -= count
-        if self.full and (self.budget is None or held <= self.budget):
-            self._set_full(False)
+        pool = self.pool
+        if pool is not None:
+            pool.held -= count
+            if pool._pressed and not pool.over():
+                pool._wake()
+        if self.full:
+            self._judge()
 
     def settle(self, account: str, count: int) -> None:
         """Set what C{account} holds to C{count} (for a layer that knows its total, such as a send buffer)."""
@@ -140,8 +198,21 @@ class Ledger:
             self.release(account, holds - count)
 
     def room(self, count: int = 0) -> bool:
-        """Whether C{count} more bytes fit within the budget (always C{True} without one)."""
+        """Whether C{count} more bytes fit within the budget and the pool's (always C{True} without either)."""
+        pool = self.pool
+        if pool is not None and pool.budget is not None and pool.held + count > pool.budget:
+            return False
         return self.budget is None or self.held + count <= self.budget
+
+    def _judge(self) -> None:
+        """Whether this ledger is still over (its budget, or a pool over its own while it holds bytes), told if not."""
+        budget, pool = self.budget, self.pool
+        over = budget is not None and self.held > budget
+        if not over and pool is not None and self.held and pool.over():
+            pool._pressed[self] = None
+            over = True
+        if self.full and not over:
+            self._set_full(False)
 
     def holding(self, account: str) -> int:
         """The bytes C{account} holds now."""
@@ -162,9 +233,15 @@ class Ledger:
         if self._closed:
             return
         TOTALS.held -= self.held
+        pool = self.pool
+        if pool is not None:
+            pool.held -= self.held
+            pool._pressed.pop(self, None)
         self.held = 0
         self._accounts.clear()
         self._closed = True
+        if pool is not None and pool._pressed and not pool.over():
+            pool._wake()
         on_full, self.on_full = self.on_full, None  # (often a bound method of the owner: no cycle outlives the end)
         if self.full:
             self.full = False

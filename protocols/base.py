@@ -33,7 +33,7 @@ from zope.interface import implementer
 
 from framing import Decoder, Encoder, Limits, ProtocolError, Registry, Violation
 from framing.blocks import BlockBuffer
-from framing.ledger import Ledger
+from framing.ledger import Ledger, LedgerPool
 from framing.outgoing import Outgoing
 from framing.slicing.stream import stream_tokens
 from framing.wire import ABORT, PREAMBLE, encode_header
@@ -120,6 +120,7 @@ class TokenProtocol(Protocol):
     transport: Any
     guard: Any = None
     config: ConnectionConfig = DEFAULT_CONFIG
+    ledgerPool: LedgerPool | None = None
 
     def __init__(
         self,
@@ -167,7 +168,7 @@ class TokenProtocol(Protocol):
         transport.readingObserver = self.inbound.readingChanged
         factory = self.config.decoderFactory or Decoder
         self.decoder = factory(self.limits, self.registry)
-        self.ledger = Ledger(self.decoder.limits.max_connection_memory, transport.setOverBudget)
+        self.ledger = Ledger(self.decoder.limits.max_connection_memory, transport.setOverBudget, self.ledgerPool)
         transport.chargeTo(self.ledger)
         if self.sendBackPressure:
             limits = self.decoder.limits

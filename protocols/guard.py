@@ -58,6 +58,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from framing import ProtocolError
+from framing.ledger import LedgerPool
 from framing.wire import PREAMBLE
 
 from .base import TokenProtocol
@@ -153,6 +154,15 @@ class GuardPolicy:
         under the client's address once the header names it, where the
         per-address cap applies: 1,100 connections that never sent their
         header had exhausted the descriptors in 3 s (fresh clients 0 of 5).
+    @ivar maxHeldBytes: most bytes the connections of one listener may
+        hold for their peers together (C{--max-held-bytes}), on top of each
+        connection's own budget (C{Limits.max_connection_memory}): the
+        budget of their shared L{framing.ledger.LedgerPool}.  Past it every
+        connection that holds anything stops reading (and stream producers
+        and notifiers wait) until the listener is back within it; one that
+        holds nothing reads on.  64 MiB, one connection's default budget:
+        without it, N connections may make a server hold N budgets (four
+        non-reading connections held 165 MiB of stream items and answers).
     """
 
     preambleTimeout: float | None = 10.0
@@ -171,6 +181,7 @@ class GuardPolicy:
     fairEviction: bool = True
     headerTimeout: float | None = 3.0
     maxAwaitingHeader: int | None = 256
+    maxHeldBytes: int | None = 64 * 1024 * 1024
 
 
 DEFAULT_GUARD = GuardPolicy()
@@ -223,6 +234,14 @@ class ConnectionCounter:
         self._most = 0
         self.latest: ConnectionGuard | None = None
         """The guard last put at the most recently active end (touching it again moves nothing), or C{None}."""
+        self.pool: LedgerPool | None = None
+        """The ledger pool of the connections counted here (L{poolFor}), made with the first."""
+
+    def poolFor(self, policy: GuardPolicy) -> LedgerPool:
+        """The L{LedgerPool} the counted connections' ledgers share, of C{policy.maxHeldBytes} (made once)."""
+        if self.pool is None:
+            self.pool = LedgerPool(policy.maxHeldBytes)
+        return self.pool
 
     def admit(self, host: str, policy: GuardPolicy, guard: ConnectionGuard | None = None) -> str | None:
         """
@@ -773,6 +792,8 @@ def guard(protocol: Any, policy: GuardPolicy, counter: ConnectionCounter | None,
     watcher = ConnectionGuard(connection, policy, counter, clock)
     connection.addObserver(watcher)
     connection.guard = watcher
+    if counter is not None:
+        connection.ledgerPool = counter.poolFor(policy)
     return protocol
 
 
@@ -834,6 +855,7 @@ def addGuardArguments(parser: Any, policy: GuardPolicy | None = None) -> None:
         ("--new-peer-reserve", "newPeerReserve", int, "of --max-connections, kept for addresses with none up"),
         ("--fair-eviction", "fairEviction", int, "1: when full, evict from the address holding the most (0: never)"),
         ("--max-awaiting-header", "maxAwaitingHeader", int, "connections waiting for a PROXY header (0: no limit)"),
+        ("--max-held-bytes", "maxHeldBytes", int, "bytes all connections may hold for their peers (0: no limit)"),
     ]:
         parser.add_argument(option, dest=dest, type=kind, default=getattr(policy, dest), help=help)
 
@@ -856,6 +878,7 @@ def policyFromArguments(args: Any) -> GuardPolicy:
         fairEviction=bool(getattr(args, "fairEviction", GuardPolicy.fairEviction)),
         headerTimeout=getattr(args, "headerTimeout", GuardPolicy.headerTimeout),
         maxAwaitingHeader=getattr(args, "maxAwaitingHeader", GuardPolicy.maxAwaitingHeader) or None,
+        maxHeldBytes=getattr(args, "maxHeldBytes", GuardPolicy.maxHeldBytes) or None,
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Limits
-from framing.ledger import TOTALS, Ledger
+from framing.ledger import TOTALS, Ledger, LedgerPool
 
 
 class LedgerTests(SynchronousTestCase):
@@ -73,3 +73,36 @@ class LedgerTests(SynchronousTestCase):
         self.assertEqual(Limits().max_connection_memory, 64 * 1024 * 1024)
         self.assertIsNone(Limits(max_connection_memory=None).max_connection_memory)
         self.assertRaises(ValueError, Limits, max_connection_memory=-1)
+
+
+class PoolTests(SynchronousTestCase):
+    """Ledgers in a pool share its budget: past it, every one holding bytes is full until the pool is back."""
+
+    def test_poolPressesHolders(self) -> None:
+        """Two ledgers within their own budgets but over the pool's are both full; a ledger holding nothing is not."""
+        pool = LedgerPool(100)
+        told: dict[str, list[bool]] = {"a": [], "b": [], "c": []}
+        a = Ledger(80, told["a"].append, pool)
+        b = Ledger(80, told["b"].append, pool)
+        c = Ledger(80, told["c"].append, pool)
+        self.assertTrue(a.charge("x", 60))
+        self.assertFalse(b.charge("x", 60))
+        self.assertEqual(pool.held, 120)
+        self.assertTrue(b.full)
+        self.assertFalse(a.full)  # (it charged before the pool went over)
+        self.assertFalse(a.charge("x", 1))  # its next charge finds the pool over
+        self.assertFalse(c.full)
+        self.assertFalse(c.room(1))
+        b.release("x", 21)  # the pool back within its budget: every ledger it held up is told
+        self.assertEqual((told["a"], told["b"], told["c"]), ([True, False], [True, False], []))
+
+    def test_closeLetsThePoolGo(self) -> None:
+        """A closed ledger's bytes leave the pool, and the ledgers it held up are told."""
+        pool = LedgerPool(10)
+        told: list[bool] = []
+        a, b = Ledger(None, None, pool), Ledger(None, told.append, pool)
+        a.charge("x", 20)
+        b.charge("x", 1)
+        self.assertTrue(b.full)
+        a.close()
+        self.assertEqual((pool.held, told), (1, [True, False]))

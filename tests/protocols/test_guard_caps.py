@@ -14,6 +14,37 @@ from protocols.echo import EchoServer
 from protocols.guard import ConnectionCounter, GuardPolicy, addGuardArguments, guard, policyFromArguments
 
 
+class HeldBytesPoolTests(SynchronousTestCase):
+    """A guarded listener's connections share one ledger pool of GuardPolicy.maxHeldBytes."""
+
+    def connect(self, policy: GuardPolicy, counter: ConnectionCounter) -> Any:
+        protocol = guard(EchoServer(), policy, counter, Clock())
+        transport = StringTransport()
+        protocol.makeConnection(transport)
+        return protocol, transport
+
+    def test_sharedBudget(self) -> None:
+        """Two connections within their own budgets but together over the listener's both stop reading, then resume."""
+        policy, counter = GuardPolicy(maxHeldBytes=1000), ConnectionCounter()
+        (first, firstWire), (second, secondWire) = self.connect(policy, counter), self.connect(policy, counter)
+        self.assertIs(first.ledger.pool, second.ledger.pool)
+        first.ledger.charge("test", 600)
+        second.ledger.charge("test", 600)
+        self.assertEqual(secondWire.producerState, "paused")
+        first.ledger.charge("test", 1)
+        self.assertEqual(firstWire.producerState, "paused")
+        second.ledger.release("test", 600)
+        self.assertEqual((firstWire.producerState, secondWire.producerState), ("producing", "producing"))
+
+    def test_option(self) -> None:
+        """--max-held-bytes sets it; 0 turns it off."""
+        parser = argparse.ArgumentParser()
+        addGuardArguments(parser)
+        self.assertEqual(policyFromArguments(parser.parse_args([])).maxHeldBytes, 64 * 1024 * 1024)
+        self.assertEqual(policyFromArguments(parser.parse_args(["--max-held-bytes", "5"])).maxHeldBytes, 5)
+        self.assertIsNone(policyFromArguments(parser.parse_args(["--max-held-bytes", "0"])).maxHeldBytes)
+
+
 class DefaultCapTests(SynchronousTestCase):
     """GuardPolicy's defaults and ConnectionCounter's order of checks."""
 
