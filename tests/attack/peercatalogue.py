@@ -32,7 +32,7 @@ L{runCase} runs one behaviour against one server while an honest client
 calls on a connection of its own, and judges outcomes only (no timing
 ratios): the server's RSS (all its processes') stays within L{RSS_BOUND}
 of its idle size, its fds within L{FD_BOUND} of idle at the peak and back
-at idle once the attacker left (within L{SETTLE_SECONDS}), its RSS back
+within L{FD_AFTER_ALLOWANCE} of idle once the attacker left (within L{SETTLE_SECONDS}), its RSS back
 within L{RSS_AFTER_MARGIN} of idle (judged in the full campaign only: in
 the short form a second's worth of large values leaves the allocator
 holding freed heap and CPython arenas that one live object pins, which a
@@ -120,6 +120,15 @@ STUCK_SECONDS = 10.0
 RSS_AFTER_MARGIN = 24 * MiB
 """How far above idle RSS may stay once the attacker has left (see L{tests.attack.harness.RSS_AFTER_MARGIN})."""
 FD_BOUND = MAX_CONNECTIONS + 64
+FD_AFTER_ALLOWANCE = 8
+"""
+How many more descriptors than at idle a server may keep once the attacker
+left: a server opens a few once, lazily, at a method's first call, and keeps
+them (the interop service's file directory and its private directory, the
+thread pool's waker pipe: 3 after the first flood, the same after every
+later one), where a leak per connection would keep tens (each behaviour
+opens a connection per method, the interop service's 16).
+"""
 """Most fds a server may hold above idle at the peak: its connection cap, and room for its files and logs."""
 DISK_BOUND = 64 * MiB
 """Most a server's disk (store file with its journal, or served directory) may grow during one behaviour."""
@@ -944,7 +953,8 @@ def settled(server: ServedProcess, idle: dict[str, int], seconds: float, rss: bo
     deadline = time.monotonic() + seconds
     while True:
         now = server.resources()
-        back = now["fds"] <= idle["fds"] and (not rss or now["rss"] <= idle["rss"] + RSS_AFTER_MARGIN)
+        fdsBack = now["fds"] <= idle["fds"] + FD_AFTER_ALLOWANCE
+        back = fdsBack and (not rss or now["rss"] <= idle["rss"] + RSS_AFTER_MARGIN)
         if back or time.monotonic() > deadline:
             return now
         time.sleep(0.2)
@@ -1003,7 +1013,7 @@ def runCase(server: ServedProcess, name: str, plans: list[MethodPlan], duration:
         failures.append(f"RSS stayed {(left['rss'] - idle['rss']) / MiB:.0f} MiB above idle after the attack")
     if peak["fds"] - idle["fds"] > FD_BOUND:
         failures.append(f"fds rose {peak['fds'] - idle['fds']} above idle")
-    if not dead and left["fds"] > idle["fds"]:
+    if not dead and left["fds"] > idle["fds"] + FD_AFTER_ALLOWANCE:
         failures.append(f"fds {idle['fds']} idle, {left['fds']} after")
     if peak["disk"] - idle["disk"] > DISK_BOUND:
         failures.append(f"disk grew {(peak['disk'] - idle['disk']) / MiB:.0f} MiB")
