@@ -3,7 +3,7 @@
 Contract: every layer that keeps bytes because of a peer (decoded objects
 waiting to be taken, stream items inside their window, answers, calls and
 notifications waiting to be sent, a client's outbox and automatic replies,
-call metadata) charges them here when it starts holding them and releases
+the arguments and metadata of the peer's calls running here) charges them here when it starts holding them and releases
 them when it stops, by the bytes actually held (a body's length, an encoded
 message's length), never by a guess from its Python type.  The ledger does
 not decide what happens when the budget is passed: its owner (the I/O

@@ -92,7 +92,8 @@ class Limits:
         L{framing.ledger.Ledger}: the most bytes it may hold on its peer's
         behalf beyond the one object being decoded (decoded objects and
         stream items waiting to be taken, answers, calls and notifications
-        waiting to be sent, a client's outbox and automatic replies),
+        waiting to be sent, a client's outbox and automatic replies, the
+        arguments of the peer's calls running here),
         counted by the bytes actually held.  Past it the connection stops
         reading, and what its peer's reading does not pace (a stream
         producer, a watch notification) waits or is refused; C{None} turns

@@ -23,23 +23,62 @@ call it names (the I/O layer may stop it; a blocking method cannot be).  A
 call carrying a call context (a deadline, metadata: L{framing.rpc.context})
 is run as any other: its server CANCELs it when its deadline passes.  At
 most C{maxRunning} of the server's calls wait or run at once: past it a call
-is refused with L{TooManyRunningCalls} before it runs.  Costs: one dict
-lookup for the object, one for the method, the argument check.
+is refused with L{TooManyRunningCalls} before it runs.  A call's arguments
+are charged to the session's ledger (account L{CALLS_ACCOUNT}, by
+L{callBytes}) from the moment it waits until it is settled, or the
+connection ends; a CANCEL does not stop a method already running (a
+blocking one cannot be stopped), so its arguments stay charged until it
+ends.  Costs: one dict lookup for the object, one for the method, the
+argument check, and L{callBytes} (O(the arguments)).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from framing import Violation
+from framing import Registry, Violation
+from framing.ledger import Ledger
 
 from .errors import TooManyRunningCalls, describe, noSuchMethod, noSuchObject
 from .exports import ExportTable
 from .signatures import RemoteMethod
+from .streams import leastEncodedLength
 from .wire import ANSWER, FAIL, NO_ANSWER, Message
 
 DEFAULT_MAX_RUNNING = 100
 """Most of the server's calls a client keeps waiting or running at once (a client serves callbacks, not crowds)."""
+
+CALLS_ACCOUNT = "calls"
+"""
+The ledger account (L{framing.ledger.Ledger}) of the peer's calls held
+here, waiting to run or running: what their arguments and the metadata
+kept with them hold (L{callBytes}).  The Twisted broker
+(L{protocols.rpc.answering}) and the clients without Twisted (L{IncomingCalls}) charge it alike.
+"""
+
+
+def callBytes(
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any] | None,
+    metadata: Mapping[str, str] | None = None,
+    registry: Registry | None = None,
+) -> int:
+    """
+    The bytes a call held here is charged by (L{CALLS_ACCOUNT}): the
+    count of L{framing.rpc.streams.leastEncodedLength}, the one stream
+    items are charged by, of its positional arguments, its keyword
+    arguments and its C{metadata}: every string and byte string (and any
+    other buffer) by its length plus one, every other value and each
+    container one or two, a registered type by its state; never more than
+    the CALL's encoding, and short of it only by a few bytes per value, so
+    arguments of large bodies (the ones that fill memory) are charged what
+    they hold.  Chosen over the CALL's wire length because neither decoder
+    core reports a top-level object's length (reporting it would cost every
+    message on the read path, where this costs O(the arguments), which the
+    decoder has just paid for building them, and only for the calls held).
+    """
+    return leastEncodedLength((args, kwargs, metadata), registry)
 
 
 class IncomingCall:
@@ -51,9 +90,10 @@ class IncomingCall:
     @ivar name: the method's name.
     @ivar method: the L{RemoteMethod} called.
     @ivar cancelled: the server sent CANCEL for it: its answer will not be sent.
+    @ivar held: the bytes its arguments are charged to the ledger (L{callBytes}) until it is settled; 0 once released.
     """
 
-    __slots__ = ("requestId", "name", "method", "_obj", "_args", "_kwargs", "cancelled")
+    __slots__ = ("requestId", "name", "method", "_obj", "_args", "_kwargs", "cancelled", "held")
 
     def __init__(
         self, requestId: int, obj: Any, method: RemoteMethod, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -65,6 +105,7 @@ class IncomingCall:
         self._args = args
         self._kwargs = kwargs
         self.cancelled = False
+        self.held = 0
 
     def run(self) -> Any:
         """Call the method: its result (maybe a coroutine, for the I/O layer to await), or its exception raised."""
@@ -79,6 +120,8 @@ class IncomingCalls:
     The server's calls to this side's exports on one connection (see the module docstring).
 
     @ivar waiting: the calls received and not yet taken by the I/O layer (L{take}), in order.
+    @ivar ledger: where the calls waiting or running are charged (L{CALLS_ACCOUNT}), or C{None}.
+    @ivar registry: the connection's registry, which L{callBytes} asks about registered types.
     """
 
     def __init__(self, exports: ExportTable, maxRunning: int | None = DEFAULT_MAX_RUNNING) -> None:
@@ -91,6 +134,8 @@ class IncomingCalls:
         self.waiting: list[IncomingCall] = []
         self._running: dict[int, IncomingCall] = {}
         self._unanswered = 0
+        self.ledger: Ledger | None = None
+        self.registry: Registry | None = None
 
     @property
     def runningCount(self) -> int:
@@ -131,6 +176,12 @@ class IncomingCalls:
         else:
             self._running[requestId] = call
         self.waiting.append(call)
+        ledger = self.ledger
+        if ledger is not None:
+            # Charged last: an I/O layer that ends the session past the budget (told here) finds it waiting, and
+            # the end drops it.  (A call context's metadata is not kept with the call here: not charged.)
+            call.held = callBytes(args, kwargs, None, self.registry)
+            ledger.charge(CALLS_ACCOUNT, call.held)
         return None
 
     def take(self) -> list[IncomingCall]:
@@ -150,8 +201,14 @@ class IncomingCalls:
         C{call} ended with C{result}, or C{error}: the ANSWER or FAIL to send
         (C{None} for a call for no answer, or one cancelled or forgotten).
         A result the method's result constraint refuses is a FAIL carrying
-        the L{framing.Violation}, at C{"result..."}.
+        the L{framing.Violation}, at C{"result..."}.  What its arguments
+        were charged is released.
         """
+        held = call.held
+        if held:
+            call.held = 0
+            if self.ledger is not None:
+                self.ledger.release(CALLS_ACCOUNT, held)
         requestId = call.requestId
         if requestId == NO_ANSWER:
             self._unanswered -= 1
@@ -172,7 +229,7 @@ class IncomingCalls:
         return failure(requestId, error)
 
     def end(self) -> None:
-        """The connection is over: nothing waits, nothing will be answered."""
+        """The connection is over: nothing waits, nothing will be answered (the closed ledger let go of it all)."""
         self.waiting.clear()
         self._running.clear()
         self._unanswered = 0

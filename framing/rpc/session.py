@@ -211,7 +211,8 @@ class ClientSession(Generic[Waiter]):
         L{framing.rpc.calltable.CallTable}; to read: its truth and length are
         C operations, where C{len(session)} is a method call).
     @ivar ledger: the L{framing.ledger.Ledger} of what this side holds for
-        the server (outbox, automatic replies, stream items), against
+        the server (outbox, automatic replies, stream items, the arguments
+        of its calls waiting or running here), against
         C{Limits.max_connection_memory}; its I/O layer sets C{on_full} and
         stops reading while it is over; closed when the session ends.
     @ivar output: the bytes due to the server, in order, as L{dataToSend}
@@ -290,7 +291,8 @@ class ClientSession(Generic[Waiter]):
         # What this side holds for the server (its I/O layer's outbox, automatic replies, stream items):
         # one budget, whose owner (the I/O layer) sets on_full and stops reading past it.
         self.ledger = Ledger(self._decoder.limits.max_connection_memory)
-        self.objectStreams.ledger = self.ledger
+        self.objectStreams.ledger = self.incomingCalls.ledger = self.ledger
+        self.incomingCalls.registry = connectionRegistry
         # Each pending call's waiter with the method's name, for the errors that name the call.
         self.pending: CallTable[tuple[Waiter, str]] = CallTable(maxPending)
         self._preambleLeft = len(PREAMBLE)

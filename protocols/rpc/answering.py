@@ -28,8 +28,18 @@ running; any other runs with L{protocols.rpc.context.currentCall} giving
 its deadline and metadata, and when its deadline passes before its
 Deferred fires it is answered with L{DeadlineExceeded} and its Deferred is
 cancelled (a call for no answer is cancelled alike, and its end logged as
-L{DeadlineExceeded}).  Cost per call: one dict lookup for the object, one for the
-method, and the method.
+L{DeadlineExceeded}).  A call still running once its method returned (and
+a call for no answer alike) holds its arguments and its call context's
+metadata: they are charged to the connection's ledger (account
+L{CALLS_ACCOUNT}, by L{callBytes}, as the clients without Twisted charge
+theirs) until it is answered, fails, is cancelled (by the peer, its
+deadline or a drain) or the connection ends, so a peer's calls that never
+end stop its connection's reading once over the budget.  A call answered
+before its method returns held its arguments only while this side was
+not reading: it is not charged (the commonest call pays nothing for the
+ledger).  Cost per call: one dict lookup for the object, one for the
+method, and the method; a call that runs on, L{callBytes} (O(its arguments))
+and a charge.
 """
 
 from __future__ import annotations
@@ -49,6 +59,7 @@ from framing import Violation
 from framing.errors import short_repr
 from framing.rpc.context import Scope
 from framing.rpc.errors import TooManyRunningCalls as TooManyRunningCalls  # (sans-IO since the clients without Twisted)
+from framing.rpc.incoming import CALLS_ACCOUNT, callBytes
 
 from ..logs import escape
 from .context import CallContext, scope, serving
@@ -134,11 +145,15 @@ class IncomingCalls:
         self._clock = clock
         self._closed = False
         self._running: dict[int, Deferred[Any]] = {}
+        # What each running call's arguments are charged to the ledger (CALLS_ACCOUNT), by request id (those charged).
+        self._charged: dict[int, int] = {}
         # Calls for no answer still running: not in _running (nobody can
         # cancel them), but they hold as much while they run.
         self._unanswered = 0
         # The deadline of the call for no answer being received (see _contextCallReceived), else None.
         self._unansweredDeadline: float | None = None
+        # The metadata of the call with a call context being received (see _contextCallReceived), else None.
+        self._metadata: dict[str, str] | None = None
         self.starts: dict[int, tuple[str, float]] | None = None
         """
         Where each call's method name and start time (C{time.perf_counter})
@@ -204,7 +219,7 @@ class IncomingCalls:
             _calling.reset(token)
         # (Deferred's metaclass is ABCMeta, whose isinstance is a Python call: plain values skip it.)
         if type(result) not in _PLAIN and isinstance(result, Deferred):
-            self._answerLater(requestId, result, method)
+            self._answerLater(requestId, result, method, args, kwargs)
         else:
             self._sendAnswer(requestId, result, method)
 
@@ -231,6 +246,8 @@ class IncomingCalls:
         if requestId == NO_ANSWER:
             # (read by _answerLater: a call for no answer still running at its deadline is cancelled then)
             self._unansweredDeadline = deadline
+        # (read by _answerLater: the metadata is held in the context the running method keeps, charged with it)
+        self._metadata = metadata
         try:
             self.callReceived(Message((CALL, requestId, target, name, args, kwargs)))
         finally:
@@ -238,6 +255,7 @@ class IncomingCalls:
                 scope.reset(passedOn)
             serving.reset(served)
             self._unansweredDeadline = None
+            self._metadata = None
         if deadline is None or requestId == NO_ANSWER:
             return
         running = self._running.get(requestId)
@@ -249,7 +267,7 @@ class IncomingCalls:
         """A call's deadline passed while it ran: answer L{DeadlineExceeded}, then cancel it (its end is dropped)."""
         if self._running.get(requestId) is not running:
             return
-        del self._running[requestId]
+        self._ended(requestId)
         self._sendFailure(requestId, DeadlineExceeded(f"{name!r} did not finish within its deadline", name))
         try:
             running.cancel()
@@ -264,7 +282,7 @@ class IncomingCalls:
     def cancelReceived(self, message: Message) -> None:
         """A CANCEL: cancel the call's Deferred if it still runs."""
         requestId = message[1]
-        running = self._running.pop(requestId, None)
+        running = self._ended(requestId)
         if running is None:
             template = "{peer}: ignoring a cancel of call {id}, not running"
             self._connection.logFailure("not-running", template, LogLevel.debug, id=requestId)
@@ -280,6 +298,7 @@ class IncomingCalls:
         """Drop the answers of the calls still running, and what refers back to the broker."""
         self._closed = True
         self._running.clear()
+        self._charged.clear()  # (the connection's ledger is closed with it: what they held is let go at once)
         self._broker = None
 
     def abandonRunning(self, error: BaseException) -> None:
@@ -289,6 +308,9 @@ class IncomingCalls:
         passed (L{protocols.rpc.drain}).
         """
         running, self._running = self._running, {}
+        charged, self._charged = self._charged, {}
+        if charged:
+            self._connection.ledger.release(CALLS_ACCOUNT, sum(charged.values()))
         for requestId, call in running.items():
             self._sendFailure(requestId, error)
             try:
@@ -298,13 +320,20 @@ class IncomingCalls:
 
     # -- answering -------------------------------------------------------------------------
 
-    def _answerLater(self, requestId: int, running: Deferred[Any], method: RemoteMethod) -> None:
+    def _answerLater(
+        self, requestId: int, running: Deferred[Any], method: RemoteMethod, args: Any, kwargs: Any
+    ) -> None:
+        """
+        C{running}, the Deferred of a call's method, is answered when it
+        fires; while it runs, the call's arguments (C{args}, C{kwargs}) and
+        metadata are charged to the ledger (L{_charge}).
+        """
         if requestId == NO_ANSWER:
             # Not kept in _running: with no id, the peer cannot cancel it; its deadline, if any, can.
             self._unanswered += 1
             if self._unansweredDeadline is not None:
                 self._expireUnanswered(running, self._unansweredDeadline, method.name)
-            running.addBoth(self._unansweredEnded)
+            running.addBoth(self._unansweredEnded, 0 if running.called else self._charge(args, kwargs))
             running.addErrback(self._onlyFailed, method)
             if self.answered is not None:
                 self.answered(NO_ANSWER, None)
@@ -321,6 +350,28 @@ class IncomingCalls:
             callbackArgs=(requestId, method),
             errbackArgs=(requestId, method),
         )
+        if self._running.get(requestId) is running:
+            # Still running (not answered at once): what it holds is charged until it ends (_ended).
+            self._charged[requestId] = self._charge(args, kwargs)
+
+    def _charge(self, args: Any, kwargs: Any) -> int:
+        """Charge the ledger what a call that runs on holds (L{callBytes}: its arguments and metadata); that count."""
+        connection = self._connection
+        held = callBytes(args, kwargs, self._metadata, connection.registry)
+        connection.ledger.charge(CALLS_ACCOUNT, held)
+        return held
+
+    def _ended(self, requestId: int) -> Deferred[Any] | None:
+        """
+        Call C{requestId} runs here no more (answered, failed, cancelled):
+        forgotten, and what it was charged released; its Deferred, or
+        C{None} if it was not running.
+        """
+        running = self._running.pop(requestId, None)
+        held = self._charged.pop(requestId, 0)
+        if held:
+            self._connection.ledger.release(CALLS_ACCOUNT, held)
+        return running
 
     def _expireUnanswered(self, running: Deferred[Any], deadline: float, name: str) -> None:
         """
@@ -346,18 +397,21 @@ class IncomingCalls:
             DuplicateRequestId(f"call {requestId} reuses the request id of a call still running here")
         )
 
-    def _unansweredEnded(self, result: Any) -> Any:
+    def _unansweredEnded(self, result: Any, held: int) -> Any:
+        """A call for no answer ended: it runs no more, and what it was charged (C{held}) is released."""
         self._unanswered -= 1
+        if held:
+            self._connection.ledger.release(CALLS_ACCOUNT, held)
         return result
 
     def _deferredAnswered(self, result: Any, requestId: int, method: RemoteMethod) -> None:
-        if self._running.pop(requestId, None) is not None:
+        if self._ended(requestId) is not None:
             self._sendAnswer(requestId, result, method)
 
     def _deferredFailed(self, failure: Failure, requestId: int, method: RemoteMethod) -> None:
         # Popped already: cancelled by the peer, or the connection is gone.
         # Either way nobody waits for this failure; it is consumed here.
-        if self._running.pop(requestId, None) is None:
+        if self._ended(requestId) is None:
             return
         error = failure.value
         assert error is not None

@@ -12,9 +12,10 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing import Decoder, Encoder, Registry, Violation
+from framing import Decoder, Encoder, Limits, Registry, Violation
 from framing.rpc.errors import NO_SUCH_OBJECT, VIOLATION, DeadReferenceError, TooManyReferences
 from framing.rpc.exports import ClientReferences
+from framing.rpc.incoming import CALLS_ACCOUNT, callBytes
 from framing.rpc.interfaces import ExportedReference
 from framing.rpc.referenceable import Referenceable
 from framing.rpc.references import ReferenceableSlicer, ReferenceUnslicer, RemoteReferenceSlicer, YourReferenceUnslicer
@@ -302,3 +303,87 @@ class ServedCallTests(SynchronousTestCase):
         session.answerCall(calls[0], 2)
         self.assertEqual(session.dataToSend(), b"")
         self.assertEqual(session.references.exportCount, 0)  # type: ignore[union-attr]
+
+
+class Sizer(Referenceable):
+    """A callback taking bytes, for the ledger's tests."""
+
+    @remote
+    def size(self, data: bytes) -> int:
+        return len(data)
+
+
+CALL_BYTES = 100_000
+"""The bytes of each served call's argument in L{ServedCallLedgerTests}."""
+
+
+class ServedCallLedgerTests(SynchronousTestCase):
+    """The server's calls waiting or running here are charged to the session's ledger (account calls) until settled."""
+
+    def exported(self, **options: Any) -> tuple[ClientSession[str], Server, Ref]:
+        """A session that passed a L{Sizer}, and the server's reference to it."""
+        session, server, _, _ = opened(**options)
+        _, data = session.call("w", ROOT_ID, "watch", (Sizer(),), {})
+        (message,) = server.read(data)
+        return session, server, message[4][0]
+
+    def call(self, session: ClientSession[str], server: Server, reference: Ref, requestId: int) -> None:
+        """The server calls C{size} with L{CALL_BYTES} bytes."""
+        session.receive(server.send(Message((CALL, requestId, reference.exportId, "size", None, b"x" * CALL_BYTES))))
+
+    def test_chargedUntilSettled(self) -> None:
+        """A waiting call holds its argument's bytes (callBytes) until its answer; a failed one until its FAIL."""
+        session, server, reference = self.exported()
+        self.call(session, server, reference, 1)
+        self.call(session, server, reference, 2)
+        one = callBytes([b"x" * CALL_BYTES], {})
+        self.assertEqual(session.ledger.holding(CALLS_ACCOUNT), 2 * one)
+        first, second = session.incomingCalls.take()
+        session.answerCall(first, first.run())
+        self.assertEqual(session.ledger.holding(CALLS_ACCOUNT), one)
+        session.answerCall(second, None, ValueError("no"))
+        self.assertEqual(session.ledger.holding(CALLS_ACCOUNT), 0)
+        self.assertEqual([m[0] for m in server.read(session.dataToSend())], [ANSWER, FAIL])
+
+    def test_forNoAnswerCharged(self) -> None:
+        """A call for no answer is charged until the I/O layer settles it."""
+        session, server, reference = self.exported()
+        self.call(session, server, reference, NO_ANSWER)
+        self.assertGreater(session.ledger.holding(CALLS_ACCOUNT), CALL_BYTES)
+        (call,) = session.incomingCalls.take()
+        session.answerCall(call, call.run())
+        self.assertEqual(session.ledger.holding(CALLS_ACCOUNT), 0)
+
+    def test_cancelledReleasedWhenItEnds(self) -> None:
+        """A cancelled call is charged until its method ends (a CANCEL cannot stop it), then released, unanswered."""
+        session, server, reference = self.exported()
+        self.call(session, server, reference, 5)
+        session.receive(server.send(Message((CANCEL, 5))))
+        self.assertGreater(session.ledger.holding(CALLS_ACCOUNT), CALL_BYTES)
+        (call,) = session.incomingCalls.take()
+        session.answerCall(call, call.run())
+        self.assertEqual(session.ledger.holding(CALLS_ACCOUNT), 0)
+        self.assertEqual(session.dataToSend(), b"")
+
+    def test_releasedAtTheEnd(self) -> None:
+        """The session's end lets go of its calls; settling one later releases nothing twice."""
+        session, server, reference = self.exported()
+        self.call(session, server, reference, 1)
+        (call,) = session.incomingCalls.take()
+        session.end(ConnectionError("gone"))
+        self.assertEqual(session.ledger.held, 0)
+        session.answerCall(call, call.run())
+        self.assertEqual(session.ledger.held, 0)
+
+    def test_pastTheBudgetFull(self) -> None:
+        """Calls holding more than max_connection_memory put the ledger over its budget (the I/O layer's cue)."""
+        session, server, reference = self.exported(limits=Limits(max_connection_memory=int(1.5 * CALL_BYTES)))
+        told: list[bool] = []
+        session.ledger.on_full = told.append
+        self.call(session, server, reference, 1)
+        self.assertEqual(told, [])
+        self.call(session, server, reference, 2)
+        self.assertEqual(told, [True])
+        calls = session.incomingCalls.take()
+        session.answerCall(calls[0], calls[0].run())
+        self.assertEqual(told, [True, False])
