@@ -11,6 +11,9 @@ and L{framing.rpc.streams}, and bounds every wait.
    (streams announced to C{swallow} that never send an item, and
    C{firehose} streams never granted credit), and closes, again and again:
    every reader, producer and broker must be freed with the connection.
+ - L{CallFlood}: calls C{hold}, which never ends, with large arguments as
+   fast as the server reads them (from a thread of its own, until stopped):
+   only the connection's ledger (account C{calls}) bounds what it holds.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -102,6 +106,16 @@ class StreamServer:
         readers, brokers = re.findall(rb"\d+", line)
         return int(readers), int(brokers)
 
+    def ledger(self, timeout: float = 60) -> tuple[int, int]:
+        """What the server's ledgers hold together, and how many times one went over its budget."""
+        after = self.logPath.stat().st_size
+        assert self.process.stdin is not None
+        self.process.stdin.write(b"ledger\n")
+        self.process.stdin.flush()
+        line = self._waitFor(rb"(ledger held=-?\d+ full=\d+)", timeout, after)
+        held, full = re.findall(rb"-?\d+", line)
+        return int(held), int(full)
+
     def stop(self) -> None:
         try:
             assert self.process.stdin is not None
@@ -146,3 +160,46 @@ def unfinishedStreams(port: int, inputs: int, outputs: int) -> None:
         sock.sendall(PREAMBLE + b"".join(encoder.encode(one) for one in message))
         # The server's preamble and first answers: it has read the calls.
         sock.recv(1 << 16)
+
+
+class CallFlood:
+    """
+    One connection's CALLs of C{hold} (which never ends), C{size} bytes of
+    argument each, up to C{count}, sent from a thread of their own as fast
+    as the server reads them; nothing is read back.  L{stop} ends it.
+
+    @ivar sent: the bytes sent so far.
+    @ivar calls: the CALLs sent whole so far.
+    """
+
+    def __init__(self, port: int, size: int, count: int) -> None:
+        self.sent = 0
+        self.calls = 0
+        self._size = size
+        self._count = count
+        self._sock = _connect(port)
+        self._sock.settimeout(None)  # (blocked while the server does not read; stop() wakes it)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        encoder = _encoder()
+        payload = b"x" * self._size
+        try:
+            self._sock.sendall(PREAMBLE)
+            for requestId in range(1, self._count + 1):
+                data = encoder.encode(Message((CALL, requestId, ROOT_ID, "hold", None, payload)))
+                self._sock.sendall(data)
+                self.sent += len(data)
+                self.calls += 1
+        except OSError:
+            pass
+
+    def stop(self) -> None:
+        """Shut the connection (waking a send blocked on it) and wait for the thread."""
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+        self._thread.join(60)

@@ -5,13 +5,16 @@
 It listens on a port of the loopback interface that the system picks and
 prints C{"stream server listening on port=N"}; it then answers, on a line
 each, C{census} (sent on its standard input) with a garbage collection's
-count of the live L{StreamReader}s and L{Broker}s, and C{quit} by stopping.
+count of the live L{StreamReader}s and L{Broker}s, C{ledger} with what its
+connections' ledgers hold together and how often one went over its budget
+(L{framing.ledger.TOTALS}), and C{quit} by stopping.
 
 Its root's methods: C{firehose()}, a stream of 16 KiB byte strings whose
 generator yields without ever awaiting (a producer bounded by nothing but
 its consumer's credit and the connection); C{swallow(streams)}, which reads
 the first of the streams it is given and never ends while that one does
-not; C{ping(x)}, an honest call that answers C{x}.
+not; C{hold(data)}, a call that never ends, its coroutine keeping its
+argument; C{ping(x)}, an honest call that answers C{x}.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import react
 from twisted.protocols.basic import LineReceiver
 
+from framing.ledger import TOTALS
 from protocols import rpc
 from protocols.rpc import Referenceable, remote
 from protocols.rpc.broker import Broker
@@ -48,6 +52,11 @@ class StreamService(Referenceable):
         async for _ in streams[0]:
             count += 1
         return count
+
+    @remote
+    async def hold(self, data: bytes) -> int:
+        await Deferred()
+        return len(data)
 
     @remote
     def ping(self, value: int) -> int:
@@ -76,6 +85,8 @@ class Commands(LineReceiver):
         if line.strip() == b"census":
             readers, brokers = census()
             print(f"census readers={readers} brokers={brokers}", flush=True)
+        elif line.strip() == b"ledger":
+            print(f"ledger held={TOTALS.held} full={TOTALS.full_events}", flush=True)
         elif line.strip() == b"quit" and not self.done.called:
             self.done.callback(None)
 

@@ -5,6 +5,13 @@
   from 49 to 400 MiB and a collection 10 s later found 59,940 readers and
   62 brokers alive (Twisted's one shared C{ConnectionDone} kept every
   consumer's frames: see L{protocols.rpc.streams}).
+- Calls that never end, with 4 MiB arguments each, sent as fast as the
+  server reads: their arguments are charged to the connection's ledger
+  (account C{calls}), so the server stops reading that connection once
+  past its budget (issue 39).  Before, nothing bounded them but
+  C{maxRunning} (10,000 calls: 40 GB): the watchdog killed the server
+  past 512 MiB above idle within 2 s, its ledgers reading 0; now it holds
+  64 MiB (its budget) and RSS stays about 64 MiB above idle.
 """
 
 from __future__ import annotations
@@ -17,9 +24,10 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
+from framing.limits import DEFAULT_LIMITS
 from protocols import blocking
 
-from .attacks_streams import StreamServer, nonReader, unfinishedStreams
+from .attacks_streams import CallFlood, StreamServer, nonReader, unfinishedStreams
 
 MiB = 1024 * 1024
 CYCLES = 60
@@ -34,6 +42,15 @@ RUNAWAY = 512 * MiB
 """RSS above idle at which the watchdog kills the server (the unfixed server passed 2.5 GB in 5 s)."""
 DEADLINE = 60.0
 """Seconds the server may take to see the last connection closed: only a hang misses it."""
+FLOOD_CALL_BYTES = 4 * MiB
+"""The argument of each never-ending call of the flood."""
+FLOOD_CALLS = 1000
+"""Calls the flood would send if nothing stopped it (4 GB of arguments)."""
+FLOOD_RSS_BOUND = 128 * MiB
+"""How far above idle the flooded server's RSS may go: twice the connection's
+budget (64 MiB held, one call past it, the one being read, the allocator's
+slack).  Measured 64.2 to 64.5 MiB, 16 to 19 calls read; without the charge
+the watchdog killed the server at 519 MiB above idle within 2 s."""
 
 
 class UnfinishedStreamTests(SynchronousTestCase):
@@ -128,5 +145,50 @@ class NonReaderTests(SynchronousTestCase):
                 server.stop()
         self.assertFalse(watchdog.killed, f"the server passed {RUNAWAY // MiB} MiB above idle and was killed")
         self.assertLess(watchdog.peak - idle, RSS_BOUND, (idle, watchdog.peak))
+        self.assertEqual(honest["errors"], [], honest)
+        self.assertGreaterEqual(honest["answered"], HONEST_MIN_CALLS, honest)
+
+
+class CallFloodTests(SynchronousTestCase):
+    """Calls that never end hold their arguments against the connection's budget, not without bound."""
+
+    def test_neverEndingCallsBounded(self) -> None:
+        """
+        A flood of never-ending calls with 4 MiB arguments: the server's
+        ledger goes over its budget and stops reading it, holding at most
+        the budget and a call more; RSS stays within 128 MiB of idle;
+        honest pings on another connection are answered.
+        """
+        budget = DEFAULT_LIMITS.max_connection_memory
+        assert budget is not None
+        with tempfile.TemporaryDirectory() as logs:
+            server = StreamServer(Path(logs) / "streams.log")
+            try:
+                idle = server.rss()
+                watchdog = Watchdog(server, idle)
+                flood = CallFlood(server.port, FLOOD_CALL_BYTES, FLOOD_CALLS)
+                held = full = 0
+                honest: dict[str, Any] = {"answered": 0, "errors": ["the server never went over budget"]}
+                try:
+                    deadline = time.monotonic() + DEADLINE
+                    while not full and not watchdog.killed and time.monotonic() < deadline:
+                        try:
+                            held, full = server.ledger()
+                        except RuntimeError:
+                            break  # (the watchdog killed it)
+                    if full:
+                        honest = honestCalls(server.port, HONEST_SECONDS)
+                        held, full = server.ledger()
+                finally:
+                    watchdog.stop()
+                    flood.stop()
+            finally:
+                server.stop()
+        figures = {"idle": idle, "peak": watchdog.peak, "held": held, "calls sent": flood.calls}
+        self.assertFalse(watchdog.killed, f"the server passed {RUNAWAY // MiB} MiB above idle and was killed")
+        self.assertGreaterEqual(full, 1, figures)
+        self.assertLessEqual(held, budget + 2 * FLOOD_CALL_BYTES, figures)
+        self.assertLess(watchdog.peak - idle, FLOOD_RSS_BOUND, figures)
+        self.assertLess(flood.calls, FLOOD_CALLS, figures)
         self.assertEqual(honest["errors"], [], honest)
         self.assertGreaterEqual(honest["answered"], HONEST_MIN_CALLS, honest)
