@@ -46,7 +46,9 @@ class CallLimits:
         caller may have waiting (L{maxPending}): each running call holds its
         arguments and its method's state for as long as it runs, and a call
         for no answer is never slowed by waiting answers, so this is what
-        bounds the work a peer can queue here.
+        bounds the work a peer can queue here (the bytes its arguments hold
+        are bounded by the connection's ledger: account C{calls},
+        L{protocols.rpc.answering}).
     """
 
     maxImports: int | None = 10_000
