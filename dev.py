@@ -16,7 +16,8 @@ One command per tox environment, for when tox is not installed:
                                       # tox -e docs: the figures, then the site with -W,
                                       # then a check of the built pages (and PNGs of them
                                       # at 1280 px in docs/_build/screenshots with headless Chromium)
-    python3 dev.py fuzz               # tox -e fuzz: bounded atheris runs (installs atheris)
+    python3 dev.py fuzz               # tox -e fuzz: bounded atheris runs (installs atheris), then
+                                      # the fuzz properties at 20,000 examples (600 by default)
     python3 dev.py attack [ARGS]      # tox -e attack: refreshes docs/reliability.md
     python3 dev.py soak               # tox -e soak: the long runs
     python3 dev.py haproxy            # tox -e haproxy: HAProxy in front of two servers, a rolling
@@ -60,6 +61,15 @@ TOX_COMMANDS: dict[str, list[list[str]]] = {
         ["fuzz/fuzz_cores.py", "fuzz/corpus/decoder", f"-runs={FUZZ_RUNS}", *FUZZ_FLAGS],
         ["fuzz/fuzz_unslicers.py", "fuzz/corpus/unslicers", f"-runs={FUZZ_UNSLICER_RUNS}", *FUZZ_FLAGS],
         ["-m", "pytest", "-q", "tests/fuzz"],
+        [
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/framing/test_fuzz.py",
+            "tests/framing/test_recovery.py",
+        ],
     ],
     "attack": [
         ["-m", "tests.attack", "--duration", "4", "--json", "attack-results.json", "--report", "docs/reliability.md"]
@@ -282,6 +292,7 @@ def toxCommands(name: str, rest: list[str]) -> int:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     if name == "fuzz":
         ensure_atheris()
+        os.environ.setdefault("CHUNKWIRE_FUZZ_EXAMPLES", "20000")  # the default run's properties, 33x longer
     if name == "haproxy":
         os.environ.setdefault("CHUNKWIRE_ROLLING_CALLS", "100000")
         os.environ["CHUNKWIRE_FIGURES"] = "1"  # the rolling restart's figure line

@@ -203,13 +203,15 @@ class ToxParityTests(SynchronousTestCase):
         self.assertIn(str(ROOT), os.environ["PYTHONPATH"].split(os.pathsep))
 
     def test_fuzz(self) -> None:
-        """dev.py fuzz makes sure atheris is there, runs the three targets, then replays the findings with pytest."""
+        """dev.py fuzz: atheris is there, the three targets, the findings replayed, then the properties longer."""
         self.assertEqual(self.dev.main(["fuzz"]), 0)
         self.assertEqual(self.calls[1], ("ensure_atheris",))
         self.assertEqual(
             [call[0] for call in self.calls[2:]],
-            ["fuzz/fuzz_decoder.py", "fuzz/fuzz_cores.py", "fuzz/fuzz_unslicers.py", "-m"],
+            ["fuzz/fuzz_decoder.py", "fuzz/fuzz_cores.py", "fuzz/fuzz_unslicers.py", "-m", "-m"],
         )
+        self.assertIn("tests/framing/test_fuzz.py", self.calls[-1])
+        self.assertEqual(os.environ["CHUNKWIRE_FUZZ_EXAMPLES"], "20000")
 
     def test_failureStops(self) -> None:
         """A failing command ends the environment's run with its status, as tox does."""

@@ -1,11 +1,19 @@
 """
 Fuzz tests: hostile or damaged bytes can only produce objects, Violations
 or a ProtocolError, and never make a decoder hold more than its limits allow.
+
+Each property tries L{EXAMPLES} examples (600) in the default run; the
+fuzz campaign runs it longer:
+
+    CHUNKWIRE_FUZZ_EXAMPLES=20000 python3 dev.py pytest tests/framing/test_fuzz.py
+
+(C{python3 dev.py fuzz} does, after its atheris runs).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import random
 from collections import deque
 from itertools import pairwise
@@ -62,8 +70,11 @@ BUFFER_BOUND = (
 # Longest body the scanner state machine queues, per kind, to stay within SMALL.
 BODY_LIMITS = {FLOAT: 8, OPEN: SMALL.max_open_name_length, BIGINT: 64, BIGNEG: 64}
 
+EXAMPLES = int(os.environ.get("CHUNKWIRE_FUZZ_EXAMPLES", "600"))
+"""Examples per fuzz property: 600 in the default run, more in C{dev.py fuzz} (the environment variable)."""
+
 FUZZ = settings(
-    max_examples=2500,
+    max_examples=EXAMPLES,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -200,7 +211,7 @@ class FuzzTests(SynchronousTestCase):
         """Random bytes after a valid preamble yield only objects, Violations or a ProtocolError."""
         note_outcome(feed_all(self, Decoder(SMALL), cut(PREAMBLE + garbage, cuts)))
 
-    @settings(FUZZ, max_examples=3000)
+    @FUZZ
     @given(
         seed=st.integers(0, 2**64 - 1),
         count=st.integers(0, 40),
@@ -211,7 +222,7 @@ class FuzzTests(SynchronousTestCase):
         soup = random_soup(random.Random(seed), count)
         note_outcome(feed_all(self, Decoder(SMALL), cut(PREAMBLE + soup, cuts)))
 
-    @settings(FUZZ, max_examples=2500)
+    @FUZZ
     @given(
         seed=st.integers(0, 2**64 - 1),
         count=st.integers(1, 4),
@@ -238,7 +249,7 @@ class FuzzTests(SynchronousTestCase):
         else:
             self.assertIsInstance(outcome.error, TruncatedStream)
 
-    @settings(FUZZ, max_examples=3000)
+    @FUZZ
     @given(
         seed=st.integers(0, 2**64 - 1),
         count=st.integers(1, 5),
@@ -387,5 +398,6 @@ class ScannerStateMachineTests(SynchronousTestCase):
     def test_scanner_matches_model(self) -> None:
         """Any interleaving of queued tokens and partial feeds delivers exactly the completed tokens."""
         run_state_machine_as_test(
-            ScannerMachine, settings=settings(max_examples=200, stateful_step_count=30, deadline=None)
+            ScannerMachine,
+            settings=settings(max_examples=max(50, EXAMPLES // 12), stateful_step_count=30, deadline=None),
         )

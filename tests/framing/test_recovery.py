@@ -51,6 +51,7 @@ from framing.wire import (
 )
 
 from .test_costs import count_calls
+from .test_fuzz import EXAMPLES
 from .test_slicing import Money, container, encoded, feed_all, local_registry, same, text, token, values
 
 LIMITS = Limits(max_bytes_length=1000, max_string_length=1000, max_items=50)
@@ -319,7 +320,7 @@ class DamagedStreamTests(SynchronousTestCase):
         self.assertIsInstance(error, ProtocolError)
         self.assertEqual(results, [1, [2]])
 
-    @settings(deadline=None, max_examples=300)
+    @settings(deadline=None, max_examples=EXAMPLES // 5)
     @given(
         st.lists(values, min_size=1, max_size=5),
         st.sampled_from(["flip", "set", "insert", "delete", "truncate"]),
@@ -343,7 +344,7 @@ class DamagedStreamTests(SynchronousTestCase):
             if isinstance(result, BaseException):
                 self.assertIsInstance(result, Violation)
 
-    @settings(deadline=None, max_examples=25)
+    @settings(deadline=None, max_examples=EXAMPLES // 50)
     @given(st.lists(values, min_size=1, max_size=3))
     def test_every_truncation(self, objs: list[Any]) -> None:
         """Cut at every offset, a stream yields exactly the objects wholly before the cut, then TruncatedStream."""
