@@ -349,6 +349,8 @@ class Behaviour:
     @ivar answerBytes: the bytes of its largest answer, which the client's memory bound allows for.
     @ivar receiveBuffer: the listening socket's C{SO_RCVBUF}, if set: small, the kernel holds little of
         what the client sends before the client's own sends block.
+    @ivar interopPasses: the interop cases (docs/interop.md) the interop client may see pass against it,
+        because the behaviour really does what the case checks; any other case's pass is the client fooled.
     """
 
     serve: Callable[[Connection], None]
@@ -357,6 +359,16 @@ class Behaviour:
     streamItems: int | None = None
     answerBytes: Callable[[Scale], int] = lambda scale: 0
     receiveBuffer: int | None = None
+    interopPasses: frozenset[str] = frozenset()
+
+
+ANSWERS_PINGS = frozenset({"ping"})
+"""
+The interop case a behaviour that reads and answers PINGs lets pass: C{ping}
+"must observe the PONG of the same id" (docs/interop.md), and L{Connection.calls}
+and L{Connection.idle} send exactly that.  Not so C{silent}, C{dripping} and
+C{flood} (nothing read) nor C{garbage-preamble} (no connection is ever made).
+"""
 
 
 def _largestAnswers(scale: Scale) -> dict[str, str]:
@@ -372,19 +384,28 @@ def _largestAnswers(scale: Scale) -> dict[str, str]:
 BEHAVIOURS: dict[str, Behaviour] = {
     "silent": Behaviour(silent),
     "dripping": Behaviour(dripping),
-    "garbage": Behaviour(garbage),
+    "garbage": Behaviour(garbage, interopPasses=ANSWERS_PINGS),
     "garbage-preamble": Behaviour(garbagePreamble),
     "huge": Behaviour(
-        huge, answers=lambda scale: {"hostile": f"bytes:{scale.bytes}"}, answerBytes=lambda scale: scale.bytes
+        huge,
+        answers=lambda scale: {"hostile": f"bytes:{scale.bytes}"},
+        answerBytes=lambda scale: scale.bytes,
+        interopPasses=ANSWERS_PINGS,
     ),
-    "huge-past": Behaviour(hugePast, answerBytes=lambda scale: scale.bytes),
+    "huge-past": Behaviour(hugePast, answerBytes=lambda scale: scale.bytes, interopPasses=ANSWERS_PINGS),
     "flood": Behaviour(flood, receiveBuffer=4096),
-    "stalled-stream": Behaviour(stalledStream, answers=lambda scale: {"hostile": "stream"}, streamItems=STALLED_ITEMS),
+    "stalled-stream": Behaviour(
+        stalledStream,
+        answers=lambda scale: {"hostile": "stream"},
+        streamItems=STALLED_ITEMS,
+        interopPasses=ANSWERS_PINGS,
+    ),
     "largest-items": Behaviour(
         largestItems,
         calls=("bytes", "memoryview", "str", "list", "dict"),
         answers=_largestAnswers,
         answerBytes=lambda scale: max(scale.bytes, scale.string, 10 * scale.items),
+        interopPasses=ANSWERS_PINGS,
     ),
 }
 """The catalogue, by name."""
