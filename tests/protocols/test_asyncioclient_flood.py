@@ -32,7 +32,7 @@ BOUND = BUDGET + 4 * 1024 * 1024
 """
 Most bytes the client's write buffer may hold: the budget plus the replies
 of the read that passed it (a read is at most 256 KiB of the server's
-calls, whose FAILs are a few times larger), with room to spare.  Before the
+PINGs, whose PONGs are as large), with room to spare.  Before the
 fix it grew by megabytes a second for as long as the server sent.
 """
 
