@@ -61,7 +61,10 @@ Contract:
    (C{Limits.max_connection_memory}): what the server sends asks for
    replies (PONGs, the FAILs of its calls), so a server that sends and
    reads nothing is read no further once they pass the budget, and the
-   buffer is bounded by it plus one read's replies.  Reading resumes once
+   buffer is bounded by it plus one read's replies.  A server whose calls
+   this side refuses (to no object, no method) past 1,000 within 10 s is
+   dropped sooner (the session's refusal rate, L{framing.refusals}): the
+   call fails with L{framing.refusals.TooManyRefusals}, as on Twisted.  Reading resumes once
    the buffer drained to its low-water mark.  (Not at the high-water mark
    itself: the answers to the calls waiting in the buffer must still be
    read, or a server that stops reading while its own answers wait would

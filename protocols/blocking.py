@@ -65,7 +65,11 @@ Contract:
    (L{framing.rpc.session.UNSENT}): a server that sends calls and PINGs
    and reads none of their replies makes it grow, and past the budget
    (C{Limits.max_connection_memory}) the connection is closed and every
-   waiting call fails with L{framing.rpc.errors.ConnectionOverBudget}.
+   waiting call fails with L{framing.rpc.errors.ConnectionOverBudget}.  A
+   server whose calls this side refuses (to no object, no method) past
+   1,000 within 10 s is dropped sooner (the session's refusal rate,
+   L{framing.refusals}): calls fail with L{framing.refusals.TooManyRefusals},
+   as on Twisted.
  - Timeouts: C{timeout} bounds connecting (TCP, then the server's
    preamble: a server that accepts and says nothing fails with
    L{ServerSilent}).  C{callTimeout} bounds each call (L{CallTimedOut}; the

@@ -27,7 +27,9 @@ from typing import Any
 
 from twisted.logger import LogLevel
 
-from framing import ProtocolError
+from framing.refusals import MAX_REFUSALS, REFUSAL_INTERVAL, RefusalRate, TooManyRefusals
+
+__all__ = ["LogPolicy", "RefusalLog", "TooManyRefusals", "escape"]
 
 MAX_LOGGED = 300
 """Characters of peer text kept in one log field; the rest is cut, with a mark."""
@@ -67,12 +69,6 @@ def _str(value: object) -> str:
         return f"<unprintable {type(value).__name__}>"
 
 
-class TooManyRefusals(ProtocolError):
-    """A connection's refusals passed L{LogPolicy.maxRefusals} in one interval: it is dropped."""
-
-    code = "too-many-refusals"
-
-
 @dataclass(frozen=True)
 class LogPolicy:
     """
@@ -89,8 +85,8 @@ class LogPolicy:
     """
 
     full: int = 10
-    interval: float = 10.0
-    maxRefusals: int | None = 1000
+    interval: float = REFUSAL_INTERVAL
+    maxRefusals: int | None = MAX_REFUSALS
 
 
 class RefusalLog:
@@ -99,8 +95,8 @@ class RefusalLog:
     module docstring).  It holds no reference to its connection: each call
     is given the C{Logger} to write to.
 
-    @ivar refused: refusals in the current interval.
-    @ivar total: refusals over the connection's life.
+    @ivar rate: the count of refusals against L{LogPolicy.maxRefusals}
+        (L{framing.refusals.RefusalRate}, the rule the sans-IO client session applies too).
     """
 
     def __init__(self, policy: LogPolicy, now: Callable[[], float] = time.monotonic) -> None:
@@ -109,8 +105,17 @@ class RefusalLog:
         self._start = now()
         self._logged = 0
         self._quiet: dict[str, int] = {}
-        self.refused = 0
-        self.total = 0
+        self.rate = RefusalRate(policy.maxRefusals, policy.interval, now)
+
+    @property
+    def refused(self) -> int:
+        """Refusals in the current interval."""
+        return self.rate.refused
+
+    @property
+    def total(self) -> int:
+        """Refusals over the connection's life."""
+        return self.rate.total
 
     def refusal(self, log: Any, peer: str, code: str, text: str, template: str | None = None, **fields: Any) -> bool:
         """
@@ -121,8 +126,7 @@ class RefusalLog:
             and should be dropped.
         """
         self._roll(log, peer)
-        self.refused += 1
-        self.total += 1
+        drop = self.rate.note()
         if self._allow(code):
             log.info(
                 template or "Refused an object from {peer}: {code}: {violation}",
@@ -131,13 +135,11 @@ class RefusalLog:
                 violation=escape(text),
                 **fields,
             )
-        limit = self.policy.maxRefusals
-        return limit is not None and self.refused > limit
+        return drop
 
     def tooMany(self) -> TooManyRefusals:
         """The error to drop a connection with once L{refusal} said it passed the rate."""
-        policy = self.policy
-        return TooManyRefusals(f"more than {policy.maxRefusals} refusals within {policy.interval:g} s")
+        return self.rate.too_many()
 
     def failure(
         self, log: Any, peer: str, kind: str, template: str, level: LogLevel = LogLevel.info, **fields: Any
@@ -168,7 +170,6 @@ class RefusalLog:
             self._summarise(log, peer)
             self._start = now
             self._logged = 0
-            self.refused = 0
 
     def _summarise(self, log: Any, peer: str) -> None:
         if not self._quiet:

@@ -33,6 +33,14 @@ and wait; the protocol logic is here, written once:
    (L{SessionState.ENDED}, L{failure}) and settles every pending call with
    that reason, naming the call (L{callLost}); the I/O layer then closes the
    connection.  A refused object of another kind is dropped alone.
+ - Refusals (a call of the server's refused: to no object, no method, past
+   the running calls' bound, ill-formed; an object this side does not take)
+   count against L{framing.refusals.RefusalRate}, the rule the Twisted
+   connection applies too: past C{maxRefusals} (1,000) within 10 s the
+   session ends with L{framing.refusals.TooManyRefusals}.  A server that
+   floods calls to nothing and reads none of their FAILs is so cut after
+   its first thousand, instead of making this side hold their FAILs up to
+   the ledger's budget.
  - L{end} ends the session for a reason the I/O layer saw (the connection
    closed, a timeout) and settles every pending call likewise;
    L{judgeSilence} is the one policy for a quiet server: a PING (in the
@@ -58,8 +66,9 @@ of every session (C{objectStreams}): each decodes as the client's reader
 consumer waiting for its next item is settled as a call is.  Only a
 stream's own messages reach it: a call without a stream costs nothing more.
 
-No I/O, no threads, no clock: the I/O layer says how long the server has
-been quiet, sends the bytes, and guards the session with a lock if several
+No I/O, no threads, no timer: the I/O layer says how long the server has
+been quiet, sends the bytes (the refusal rate alone reads a clock, given as
+C{clock}, when it counts a refusal), and guards the session with a lock if several
 threads use it (one method at a time).  Costs: a call is one table entry
 and one encoding (on the compiled core, a CALL of built-in arguments is
 one C call, C{framing._core.parts_encoder}'s); each received message one
@@ -76,12 +85,14 @@ references travel (L{framing.rpc.references}) and the export table.
 from __future__ import annotations
 
 import enum
+import time
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 from framing import Decoder, Encoder, Limits, Ping, ProtocolError, Registry, Violation, _core
 from framing.encoder import open_token
 from framing.ledger import Ledger
+from framing.refusals import MAX_REFUSALS, REFUSAL_INTERVAL, RefusalRate
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PING, PONG, PREAMBLE, encode_header
 
@@ -237,6 +248,8 @@ class ClientSession(Generic[Waiter]):
         makeStream: Callable[[ClientObjectStreams, int, ReceiveWindow], ReceivedStream] | None = None,
         streamDropped: Callable[[], None] | None = None,
         streamSending: Callable[[SentStream], None] | None = None,
+        maxRefusals: int | None = MAX_REFUSALS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """
         @param peer: see L{peer}.
@@ -260,6 +273,9 @@ class ClientSession(Generic[Waiter]):
             arguments goes live and when it is over
             (L{framing.rpc.clientstreams.ClientObjectStreams}'s C{sending});
             C{None}: streams in arguments are refused.
+        @param maxRefusals: refusals within 10 s past which the session ends
+            (L{framing.refusals.TooManyRefusals}); C{None}: never.
+        @param clock: the seconds the refusal rate counts by (C{time.monotonic}).
         """
         self.peer = peer
         self.state = _WANT_PREAMBLE
@@ -300,6 +316,8 @@ class ClientSession(Generic[Waiter]):
         # Encoder.tokens writes a Message, less its lookups: the session's registry writes Messages so.
         self._encodeParts = _core.parts_encoder()
         self._maxDepth = self._encoder.limits.max_depth
+        # The refusals the server earned (see the module docstring).
+        self.refusals = RefusalRate(maxRefusals, REFUSAL_INTERVAL, clock)
 
     @staticmethod
     def _addReferences(registry: Registry, references: ClientReferences) -> ClientReferences:
@@ -556,7 +574,7 @@ class ClientSession(Generic[Waiter]):
             elif tag == CALL:
                 refused = self.incomingCalls.received(obj)
                 if refused is not None:
-                    self._refuseCall(obj[1], refused)
+                    self._refuseCall(obj[1], refused, settled)
             elif tag == GOAWAY:
                 self.state = _GOING_AWAY
             elif tag == RELEASE:
@@ -573,7 +591,7 @@ class ClientSession(Generic[Waiter]):
             pass
         elif isinstance(obj, MessageRefused):
             if obj.tag == CALL:
-                self._refuseCall(obj.requestId, obj.violation)
+                self._refuseCall(obj.requestId, obj.violation, settled)
             elif obj.tag in (ANSWER, FAIL):
                 entry = self._answered(obj.requestId, "a refused answer", settled)
                 if entry is not None:
@@ -584,7 +602,9 @@ class ClientSession(Generic[Waiter]):
             settled.extend(self.end(UnreadableRequestId(f"a message refused before its request id: {obj.violation}")))
         elif not isinstance(obj, Violation):
             settled.extend(self.end(NotAnRpcMessage(f"a top-level {type(obj).__name__} from {self.peer}")))
-        # Any other Violation: an object of a kind this client does not take (an extension's), refused alone.
+        else:
+            # Any other Violation: an object of a kind this client does not take (an extension's), refused alone.
+            self._refused(settled)
 
     def _answered(self, requestId: int, what: str, settled: list[Settled]) -> tuple[Waiter, str] | None:
         """The pending call C{requestId}, now answered; C{None} if none waits (unexpected: the session ends)."""
@@ -596,12 +616,23 @@ class ClientSession(Generic[Waiter]):
                 settled.extend(self.end(unexpected))
         return entry
 
-    def _refuseCall(self, requestId: int, error: Exception) -> None:
-        """Answer the server's call C{requestId} with C{error} (in the output), unless it asked for no answer."""
-        if requestId == NO_ANSWER:
+    def _refuseCall(self, requestId: int, error: Exception, settled: list[Settled]) -> None:
+        """
+        Answer the server's call C{requestId} with C{error} (in the output),
+        unless it asked for no answer; a refusal either way (L{_refused}).
+        """
+        if self._refused(settled) or requestId == NO_ANSWER:
             return
         typeName, text, details = describe(error)
         self.output.append(self._encode(Message((FAIL, requestId, typeName, text, None, details))))
+
+    def _refused(self, settled: list[Settled]) -> bool:
+        """Count one refusal; past the rate, end the session (L{framing.refusals.TooManyRefusals}) and say so."""
+        refusals = self.refusals
+        if not refusals.note():
+            return False
+        settled.extend(self.end(refusals.too_many()))
+        return True
 
     # -- references and the server's calls -----------------------------------
 

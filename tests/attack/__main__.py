@@ -64,7 +64,7 @@ def main(argv: list[str]) -> int:
             "Reproduce: `PYTHONPATH=. python -m tests.attack.attacks_bulk`"
         )
         rows += bulkRows
-        hostile = catalogue.runCatalogue(catalogue.BEHAVIOURS, catalogue.CLIENTS, args.hostile_scale, together=2)
+        hostile = catalogue.runCatalogue(catalogue.BEHAVIOURS, catalogue.CLIENTS, args.hostile_scale)
         print(catalogue.table(hostile))
         passed = sum(1 for row in hostile if not row["failures"])
         full = " --full" if args.hostile_scale == "full" else ""

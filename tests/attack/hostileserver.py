@@ -36,6 +36,7 @@ costs the server one buffer, not one copy per answer.
 
 from __future__ import annotations
 
+import functools
 import socket
 import threading
 import time
@@ -229,6 +230,17 @@ def zeros(size: int) -> bytes:
         return _BUFFERS[size]
 
 
+@functools.lru_cache(maxsize=4)
+def dictEntries(count: int) -> bytes:
+    """
+    A dict's C{count} entries: distinct keys 0 .. count - 1 (INTs), each
+    value 0 (an entry counts as one item).  Made once per size in this
+    process (the full campaign's million take the server's thread seconds,
+    holding the interpreter's lock the other rows' servers need).
+    """
+    return b"".join(encode_header(INT, key) + b"\x00" for key in range(count))
+
+
 def _answerBytes(connection: Connection, requestId: int, size: int, wrapper: str | None = None) -> None:
     head = answerHead(requestId) + (_open(wrapper) if wrapper else b"")
     buffer = zeros(max(size, 1))
@@ -325,9 +337,7 @@ def largestItems(connection: Connection) -> None:
         elif name == "list":
             connection.send(answerHead(requestId) + _open("list") + bytes(scale.containerItems) + _CLOSE + _CLOSE)
         elif name == "dict":
-            # Distinct keys 0 .. n - 1 (INTs), each value 0 (an entry counts as one item).
-            keys = b"".join(encode_header(INT, key) + b"\x00" for key in range(scale.containerItems))
-            connection.send(answerHead(requestId) + _open("dict") + keys + _CLOSE + _CLOSE)
+            connection.send(answerHead(requestId) + _open("dict") + dictEntries(scale.containerItems) + _CLOSE + _CLOSE)
         else:
             _answerBytes(connection, requestId, scale.bytes)  # (any other method: the largest BYTES too)
     connection.idle()
@@ -349,6 +359,8 @@ class Behaviour:
     @ivar answerBytes: the bytes of its largest answer, which the client's memory bound allows for.
     @ivar receiveBuffer: the listening socket's C{SO_RCVBUF}, if set: small, the kernel holds little of
         what the client sends before the client's own sends block.
+    @ivar interopPasses: the interop cases (docs/interop.md) the interop client may see pass against it,
+        because the behaviour really does what the case checks; any other case's pass is the client fooled.
     """
 
     serve: Callable[[Connection], None]
@@ -357,6 +369,16 @@ class Behaviour:
     streamItems: int | None = None
     answerBytes: Callable[[Scale], int] = lambda scale: 0
     receiveBuffer: int | None = None
+    interopPasses: frozenset[str] = frozenset()
+
+
+ANSWERS_PINGS = frozenset({"ping"})
+"""
+The interop case a behaviour that reads and answers PINGs lets pass: C{ping}
+"must observe the PONG of the same id" (docs/interop.md), and L{Connection.calls}
+and L{Connection.idle} send exactly that.  Not so C{silent}, C{dripping} and
+C{flood} (nothing read) nor C{garbage-preamble} (no connection is ever made).
+"""
 
 
 def _largestAnswers(scale: Scale) -> dict[str, str]:
@@ -372,19 +394,28 @@ def _largestAnswers(scale: Scale) -> dict[str, str]:
 BEHAVIOURS: dict[str, Behaviour] = {
     "silent": Behaviour(silent),
     "dripping": Behaviour(dripping),
-    "garbage": Behaviour(garbage),
+    "garbage": Behaviour(garbage, interopPasses=ANSWERS_PINGS),
     "garbage-preamble": Behaviour(garbagePreamble),
     "huge": Behaviour(
-        huge, answers=lambda scale: {"hostile": f"bytes:{scale.bytes}"}, answerBytes=lambda scale: scale.bytes
+        huge,
+        answers=lambda scale: {"hostile": f"bytes:{scale.bytes}"},
+        answerBytes=lambda scale: scale.bytes,
+        interopPasses=ANSWERS_PINGS,
     ),
-    "huge-past": Behaviour(hugePast, answerBytes=lambda scale: scale.bytes),
+    "huge-past": Behaviour(hugePast, answerBytes=lambda scale: scale.bytes, interopPasses=ANSWERS_PINGS),
     "flood": Behaviour(flood, receiveBuffer=4096),
-    "stalled-stream": Behaviour(stalledStream, answers=lambda scale: {"hostile": "stream"}, streamItems=STALLED_ITEMS),
+    "stalled-stream": Behaviour(
+        stalledStream,
+        answers=lambda scale: {"hostile": "stream"},
+        streamItems=STALLED_ITEMS,
+        interopPasses=ANSWERS_PINGS,
+    ),
     "largest-items": Behaviour(
         largestItems,
         calls=("bytes", "memoryview", "str", "list", "dict"),
         answers=_largestAnswers,
         answerBytes=lambda scale: max(scale.bytes, scale.string, 10 * scale.items),
+        interopPasses=ANSWERS_PINGS,
     ),
 }
 """The catalogue, by name."""

@@ -17,7 +17,7 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from .catalogue import SHORT_CLIENTS, runCatalogue, table
+from .catalogue import SHORT_CLIENTS, interopFooled, runCatalogue, table
 from .hostileserver import BEHAVIOURS
 
 _ROWS: dict[str, dict[str, dict[str, Any]]] = {}
@@ -38,6 +38,30 @@ class HostileServerCatalogueTests(SynchronousTestCase):
     def check(self, behaviour: str, client: str) -> None:
         row = rowOf(behaviour, client)
         self.assertEqual(row["failures"], [], "\n" + table([row]))
+
+
+class InteropVerdictTests(SynchronousTestCase):
+    """Which of the interop client's passes the catalogue takes as fooled: all but what the behaviour really does."""
+
+    def test_pingAgainstServersThatAnswerPings(self) -> None:
+        """
+        C{ping} ("must observe the PONG of the same id", docs/interop.md)
+        may pass against the behaviours that read and answer PINGs (the
+        full campaign's huge x interop row said pass, rightly); no other case may.
+        """
+        for behaviour in ("garbage", "huge", "huge-past", "stalled-stream", "largest-items"):
+            self.assertEqual(interopFooled(behaviour, {"ping": "pass", "empty_call": "FAIL"}), [], behaviour)
+            self.assertEqual(
+                interopFooled(behaviour, {"ping": "pass", "empty_call": "pass"}),
+                ["said pass for cases it cannot have seen happen: empty_call"],
+            )
+
+    def test_noPassAgainstServersThatReadNothing(self) -> None:
+        """Against a server that reads nothing (silent, dripping, flood) or never connects, a ping's pass is fooled."""
+        for behaviour in ("silent", "dripping", "flood", "garbage-preamble"):
+            self.assertEqual(
+                interopFooled(behaviour, {"ping": "pass"}), ["said pass for cases it cannot have seen happen: ping"]
+            )
 
 
 def _makeTest(behaviour: str, client: str) -> Any:

@@ -11,6 +11,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder, EncodingError, Limits, ProtocolError, Registry, Violation
 from framing.limits import DEFAULT_LIMITS
+from framing.refusals import TooManyRefusals
 from framing.rpc.errors import (
     NO_SUCH_OBJECT,
     VIOLATION,
@@ -270,6 +271,68 @@ class ServerSendsTests(SynchronousTestCase):
         self.assertEqual(settled[1][0], "b")
         self.assertIsInstance(settled[1][2], ProtocolError)
         self.assertEqual(session.state, SessionState.ENDED)
+
+
+class RefusalRateTests(SynchronousTestCase):
+    """Past 1,000 refusals within 10 s the session ends (TooManyRefusals), as the Twisted connection does."""
+
+    def flooded(self, calls: int, now: list[float], maxRefusals: int | None = 5) -> tuple[ClientSession[str], Any]:
+        session: ClientSession[str] = ClientSession(PEER, maxRefusals=maxRefusals, clock=lambda: now[0])
+        server = Server()
+        server.read(session.start())
+        session.receive(PREAMBLE)
+        pending, _ = session.call("mine", 0, "get", (), {})
+        settled = session.receive(
+            server.send(*(Message((CALL, n, 0, "x", None)) for n in range(1, calls + 1))) + encode_header(PING, 9)
+        )
+        return session, (pending, settled, server)
+
+    def test_floodOfCallsEndsSession(self) -> None:
+        """
+        A server that sends calls to nothing past the rate ends the session
+        with TooManyRefusals: its own pending call settled with it, no more
+        FAILs (nor the PONG after them) held for it, its ledger released.
+        """
+        session, (_, settled, _) = self.flooded(6, [0.0])
+        self.assertEqual(session.state, SessionState.ENDED)
+        self.assertIsInstance(session.failure, TooManyRefusals)
+        self.assertEqual(session.failure.code, "too-many-refusals")
+        [(waiter, _, error)] = settled
+        self.assertEqual(waiter, "mine")
+        self.assertIsInstance(error, CallLost)
+        self.assertEqual(session.dataToSend(), b"")
+
+    def test_atTheRateStaysUp(self) -> None:
+        """As many refusals as the rate allows: each FAILed, the session stays up."""
+        session, (_, settled, server) = self.flooded(5, [0.0])
+        self.assertEqual(settled, [])
+        self.assertEqual(session.state, SessionState.OPEN)
+        self.assertEqual(len(server.read(session.dataToSend())), 5)
+
+    def test_ratePerInterval(self) -> None:
+        """Refusals spread over intervals never end the session; the default rate is 1,000 within 10 s."""
+        now = [0.0]
+        session, _ = self.flooded(2, now)
+        server = Server()
+        for second in range(1, 40):
+            now[0] = second * 2.5
+            session.receive(server.send(Message((CALL, 100 + second, 0, "x", None))))
+        self.assertEqual(session.state, SessionState.OPEN)
+        self.assertEqual(session.refusals.total, 41)
+        default: ClientSession[str] = ClientSession(PEER)
+        self.assertEqual((default.refusals.limit, default.refusals.interval), (1000, 10.0))
+
+    def test_noAnswerCallsCount(self) -> None:
+        """Calls for no answer that are refused count too (they earn no FAIL, but are refusals)."""
+        session, server = opened()
+        session.refusals.limit = 3
+        session.receive(server.send(*(Message((CALL, NO_ANSWER, 0, "x", None)) for _ in range(4))))
+        self.assertIsInstance(session.failure, TooManyRefusals)
+
+    def test_noLimit(self) -> None:
+        """maxRefusals=None: the session never ends for refusals."""
+        session, (_, settled, _) = self.flooded(50, [0.0], maxRefusals=None)
+        self.assertEqual((settled, session.state), ([], SessionState.OPEN))
 
 
 class EndTests(SynchronousTestCase):

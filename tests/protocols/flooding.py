@@ -1,4 +1,4 @@
-"""A server that floods its one client with calls and PINGs and reads nothing (the clients' flood tests)."""
+"""A server that floods its one client with PINGs (and calls) and reads nothing (the clients' flood tests)."""
 
 from __future__ import annotations
 
@@ -21,11 +21,16 @@ addMessageTypes(REGISTRY)
 class FloodingServer:
     """
     A listening socket whose one connection gets the preamble, then
-    batches of CALLs (to export 77, which the client does not have) and
-    PINGs as fast as the socket takes them; nothing is ever read from it.
+    batches of PINGs, and with C{calls} of CALLs too (to export 77, which
+    the client does not have), as fast as the socket takes them; nothing is
+    ever read from it.  Each PING earns a PONG: the client holds its
+    replies until its ledger's budget.  Each CALL earns a FAIL and is a
+    refusal: the client drops the connection past the refusal rate
+    (L{framing.refusals}), within the first thousand.
     """
 
-    def __init__(self, test: Any) -> None:
+    def __init__(self, test: Any, calls: bool = False) -> None:
+        self.calls = calls
         self.listener = socket.socket()
         # (inherited by the accepted socket: the client's replies fill it at once)
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -52,7 +57,8 @@ class FloodingServer:
             while not self._stopped.is_set():
                 pieces = []
                 for _ in range(500):
-                    pieces.append(encoder.encode(Message((CALL, requestId, 77, "poke", (), {}))))
+                    if self.calls:
+                        pieces.append(encoder.encode(Message((CALL, requestId, 77, "poke", (), {}))))
                     pieces.append(encode_header(PING, requestId))
                     requestId += 1
                 batch = b"".join(pieces)

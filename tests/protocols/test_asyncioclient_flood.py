@@ -1,11 +1,13 @@
 """
-The asyncio client against a server that floods it with calls and PINGs and reads nothing.
+The asyncio client against a server that floods it with PINGs (and calls) and reads nothing.
 
-Each of the server's calls asks this side for a FAIL and each PING for a
-PONG, which the server never reads (L{tests.protocols.flooding}).  The
-client stops reading while its transport's write buffer is full, so what
-it holds stays bounded; its calls still fail at their time, and
-C{close()} returns within its grace though the buffer never drains.
+Each PING asks this side for a PONG, which the server never reads
+(L{tests.protocols.flooding}).  The client stops reading while its
+transport's write buffer is over the connection's budget, so what it holds
+stays bounded; its calls still fail at their time, and C{close()} returns
+within its grace though the buffer never drains.  Each of the server's
+calls asks for a FAIL too and is a refusal: past the refusal rate the
+connection is dropped at once.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Limits
+from framing.refusals import TooManyRefusals
 from framing.rpc.errors import CallTimedOut
 from framing.rpc.session import UNSENT
 from protocols.asyncioclient import AsyncConnection, connect
@@ -29,7 +32,7 @@ BOUND = BUDGET + 4 * 1024 * 1024
 """
 Most bytes the client's write buffer may hold: the budget plus the replies
 of the read that passed it (a read is at most 256 KiB of the server's
-calls, whose FAILs are a few times larger), with room to spare.  Before the
+PINGs, whose PONGs are as large), with room to spare.  Before the
 fix it grew by megabytes a second for as long as the server sent.
 """
 
@@ -85,3 +88,30 @@ class FloodTests(SynchronousTestCase):
         self.assertLess(elapsed, 5.0 + MARGIN)
         self.assertLess(closed, 1.0 + MARGIN)
         self.assertEqual(connection.bufferedBytes, 0)
+
+    def test_callFloodDropped(self) -> None:
+        """
+        A server that floods calls to nothing (each a refusal, owed a FAIL it
+        never reads) is dropped past the refusal rate
+        (L{framing.refusals.TooManyRefusals}), long before the call's own
+        timeout and before the buffer nears the budget.  (Before: the FAILs
+        filled the write buffer up to the 64 MiB budget, the call waited for
+        its timeout: the hostile-server catalogue's full flood x asyncio row,
+        63 MiB above idle.)
+        """
+        server = FloodingServer(self, calls=True)
+
+        async def main() -> tuple[float, AsyncConnection]:
+            connection = await connect(server.address, timeout=HANG, callTimeout=HANG, silenceTimeout=None)
+            connection.closeGrace = 1.0
+            started = time.monotonic()
+            with self.assertRaises(TooManyRefusals) as raised:
+                await connection.root.callRemote("echo", 1)
+            self.assertIn("more than 1000 refusals", str(raised.exception))
+            elapsed = time.monotonic() - started
+            await connection.close()
+            return elapsed, connection
+
+        elapsed, connection = asyncio.run(asyncio.wait_for(main(), HANG))
+        self.assertLess(elapsed, HANG / 2)
+        self.assertLess(connection._session.ledger.peak, 1024 * 1024)

@@ -1,12 +1,14 @@
 """
-The blocking client against a server that floods it with calls and PINGs and reads nothing.
+The blocking client against a server that floods it with PINGs (and calls) and reads nothing.
 
-Each of the server's calls asks this side for a FAIL (the object it calls
-is not exported here) and each PING for a PONG: automatic replies, which
-the server never reads.  The client's sends then find no room; a call
-still fails at its own time, and what waits to be sent is bounded by the
-connection's budget.  The server is a thread of this process writing
-chunkwire by hand, with a small receive buffer so that it fills quickly.
+Each PING asks this side for a PONG, an automatic reply which the server
+never reads.  The client's sends then find no room; a call still fails at
+its own time, and what waits to be sent is bounded by the connection's
+budget.  Each of the server's calls asks for a FAIL too (the object it
+calls is not exported here) and is a refusal: past the refusal rate the
+connection is dropped at once.  The server is a thread of this process
+writing chunkwire by hand, with a small receive buffer so that it fills
+quickly.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Limits
+from framing.refusals import TooManyRefusals
 from framing.rpc.errors import CallTimedOut, ConnectionOverBudget
 from framing.rpc.session import UNSENT
 from protocols.blocking import BlockingConnection, connect
@@ -80,3 +83,22 @@ class FloodTests(SynchronousTestCase):
         self.assertEqual(raised.exception.code, "over-budget")
         for connection in connections:
             self.assertEqual(connection._outbox, [])
+
+    def test_callFloodDropped(self) -> None:
+        """
+        A server that floods calls to nothing (each a refusal, owed a FAIL it
+        never reads) is dropped past the refusal rate
+        (L{framing.refusals.TooManyRefusals}), long before the call's own
+        timeout: the call fails with it, nothing is left in the outbox.
+        (Before: the call waited for its timeout while the FAILs piled up.)
+        """
+        server = FloodingServer(self, calls=True)
+        connection = connect(server.address, callTimeout=HANG)
+        self.addCleanup(connection.close)
+        started = time.monotonic()
+        with self.assertRaises(TooManyRefusals) as raised:
+            connection.root.callRemote("echo", 1)
+        self.assertLess(time.monotonic() - started, HANG / 2)
+        self.assertIn("more than 1000 refusals", str(raised.exception))
+        self.assertEqual(connection._outbox, [])
+        self.assertEqual(connection._session.ledger.held, 0)
