@@ -224,18 +224,18 @@ def testModules(without: tuple[str, ...]) -> list[str]:
 def test(rest: list[str]) -> int:
     """
     The whole suite on both codec cores, each runner taking one: pytest on
-    the compiled core (when it was built), trial on the pure-Python one, at
-    the same time (one per core of a two-core machine; each one's output is
-    shown whole when both are done), then ruff and mypy.
+    the compiled core (when it was built), trial on the pure-Python one, and
+    ruff and mypy, all at the same time (the lint is short; each one's output
+    is shown whole, in that order, as each is done).
     """
     pytest = ["-m", "pytest", "-q", "-p", "no:cacheprovider"]
     pytest += [f"--ignore={path}" for path in PROCESS_TESTS["pure"]]
     modules = testModules(PROCESS_TESTS["compiled"])
     trial = ["-m", "twisted.trial", "--reporter=text", *modules]
     shownTrial = f"-m twisted.trial --reporter=text tests (less {', '.join(PROCESS_TESTS['compiled'])})"
-    statuses = runTogether([([*pytest, *rest], False, None), (trial, True, shownTrial)])
+    lintJob = (["dev.py", "lint"], False, "dev.py lint (ruff check, ruff format --check, mypy)")
+    statuses = runTogether([([*pytest, *rest], False, None), (trial, True, shownTrial), lintJob])
     failed = any(status != 0 for status in statuses)
-    failed |= lint() != 0
     print("dev.py test:", "FAILED" if failed else "all passed", flush=True)
     return 1 if failed else 0
 

@@ -159,21 +159,19 @@ class ToxParityTests(SynchronousTestCase):
         self.patch(os, "environ", dict(os.environ))
 
     def test_testOnBothCores(self) -> None:
-        """dev.py test runs pytest on the compiled core and trial on the pure-Python one, then lint."""
-        self.dev.lint = lambda: 0
+        """dev.py test runs pytest on the compiled core, trial on the pure-Python one and the lint, at once."""
         jobs: list[list[tuple[list[str], bool, str | None]]] = []
-        self.dev.runTogether = lambda given: jobs.append(given) or [0, 0]
+        self.dev.runTogether = lambda given: jobs.append(given) or [0, 0, 0]
         self.assertEqual(self.dev.main(["test"]), 0)
-        [[(pytest, pytestPure, _), (trial, trialPure, _)]] = jobs
-        self.assertEqual([pytest[:2], trial[:2]], [["-m", "pytest"], ["-m", "twisted.trial"]])
+        [[(pytest, pytestPure, _), (trial, trialPure, _), (lint, _, _)]] = jobs
+        self.assertEqual([pytest[:2], trial[:2], lint], [["-m", "pytest"], ["-m", "twisted.trial"], ["dev.py", "lint"]])
         self.assertEqual([pytestPure, trialPure], [False, True])
 
     def test_testFailsIfOneRunFails(self) -> None:
         """A failure in either run, or in lint, fails dev.py test."""
-        for statuses, lint in [([1, 0], 0), ([0, 1], 0), ([0, 0], 1)]:
-            self.dev.lint = lambda lint=lint: lint
+        for statuses in [[1, 0, 0], [0, 1, 0], [0, 0, 1]]:
             self.dev.runTogether = lambda given, statuses=statuses: statuses
-            self.assertEqual(self.dev.main(["test"]), 1, (statuses, lint))
+            self.assertEqual(self.dev.main(["test"]), 1, statuses)
 
     def test_everyEnvironment(self) -> None:
         """Each [testenv:NAME] in tox.ini is a dev.py command, shown by dev.py help and in the README."""
