@@ -179,6 +179,7 @@ PROCESS_TESTS = {
         "tests/protocols/test_blocking_bulk.py",
         "tests/protocols/test_asyncioclient_bulk.py",
         "tests/attack/test_catalogue_server.py",
+        "tests/framing/test_docs_build.py",
     ),
     "pure": (
         "tests/attack/test_round3_auth.py",
@@ -187,7 +188,6 @@ PROCESS_TESTS = {
         "tests/faults",
         "tests/examples",
         "tests/protocols/serving",
-        "tests/framing/test_docs_build.py",
         "tests/test_twist_plugins.py",
         "tests/test_demo.py",
         "tests/protocols/rpc/test_kv_example.py",
