@@ -72,6 +72,32 @@ MODULE_PAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
 }
 
+# Modules that are gone (CHANGELOG.md), each mapped to the module that defines
+# what it held: an old anchor of one leads there, and of a class or function
+# in it to that one's entry (those of REMOVED_NAMES are defined elsewhere).
+REMOVED_MODULES: dict[str, str] = {
+    "protocols.auth.errors": "framing.login.errors",
+    "protocols.auth.scram": "framing.login.scram",
+    "protocols.auth.wire": "framing.login.wire",
+    "protocols.bulk.credit": "framing.bulk.credit",
+    "protocols.bulk.errors": "framing.bulk.errors",
+    "protocols.bulk.fileerrors": "framing.bulk.fileerrors",
+    "protocols.bulk.hello": "framing.bulk.hello",
+    "protocols.bulk.ranges": "framing.bulk.ranges",
+    "protocols.bulk.wire": "framing.bulk.wire",
+    "protocols.rpc.errors": "framing.rpc.errors",
+    "protocols.rpc.hints": "framing.rpc.signatures",
+    "protocols.rpc.referenceable": "framing.rpc.referenceable",
+    "protocols.rpc.wire": "framing.rpc.wire",
+}
+REMOVED_NAMES: dict[str, str] = {
+    "protocols.auth.scram.IScramResponse": "protocols.auth.users.IScramResponse",
+    **{
+        f"protocols.rpc.referenceable.{name}": f"framing.rpc.signatures.{name}"
+        for name in ("RemoteMethod", "remote", "remoteMethod")
+    },
+}
+
 # Modules walk_packages finds that the reference leaves out, and why.
 SKIPPED_MODULES = {"framing._speedups": "the compiled core: framing._core, which chooses it, documents it"}
 
@@ -390,7 +416,9 @@ def moved_anchors() -> dict[str, list[str]]:
     """
     Where the anchors of the old one-page reference (C{api.html#a.b.Name})
     went: each old anchor's prefix (a module, C{module-} and a module, or a
-    public name's defining path) mapped to its page and new prefix.
+    public name's defining path) mapped to its page and new prefix.  A
+    module of L{REMOVED_MODULES} leads to the module that defines what it
+    held, and each class or function it held to its entry.
     """
     moved = {}
     for package, page in PACKAGES.items():
@@ -405,7 +433,27 @@ def moved_anchors() -> dict[str, list[str]]:
             moved[f"module-{module}"] = [f"api/{name}.html", f"module-{module}"]
     for defining, public in public_paths().items():
         moved[defining] = [f"api/{PACKAGES[public.rpartition('.')[0]]}.html", public]
+    for old, home in REMOVED_MODULES.items():
+        moved[old] = moved[home]
+        moved[f"module-{old}"] = moved[f"module-{home}"]
+        moved.update({f"{old}.{name}": _moved_to(f"{home}.{name}", moved) for name in _defined_names(home)})
+    moved.update({old: _moved_to(now, moved) for old, now in REMOVED_NAMES.items()})
     return moved
+
+
+def _moved_to(anchor: str, moved: dict[str, list[str]]) -> list[str]:
+    """The page and anchor C{anchor} leads to (see L{moved_anchor}), as a pair."""
+    page, _, now = (moved_anchor(anchor, moved) or "").partition("#")
+    return [page, now]
+
+
+def _defined_names(module_name: str) -> list[str]:
+    """The public classes, functions and interfaces C{module_name} defines, by the names they were defined with."""
+    defined = []
+    for name, obj in vars(importlib.import_module(module_name)).items():
+        if _defines(obj) and getattr(obj, "__module__", None) == module_name and getattr(obj, "__name__", None) == name:
+            defined += [] if name.startswith("_") else [name]
+    return defined
 
 
 def moved_anchor(anchor: str, moved: dict[str, list[str]]) -> str | None:

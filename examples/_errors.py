@@ -25,14 +25,14 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import react
 
 from framing.errors import PeerError, ProtocolError
-from protocols.auth.errors import LoginFailed, LoginRefused
+from framing.login.errors import LoginFailed, LoginRefused
+from framing.rpc.errors import ERRORS, CallLost
 from protocols.auth.realms import ClientCertificatesNeedTLS
 from protocols.auth.secretfiles import SecretFileError
 from protocols.auth.throttle import ThrottleStateError
 from protocols.deadline import ConnectTimeout
 from protocols.mismatch import NotTLS, TLSHandshakeFailed
 from protocols.proxyheader import BadEndpointDescription
-from protocols.rpc.errors import ERRORS, CallLost
 
 # "127.0.0.1:8750", "localhost:8750", "[::1]:8750" or "8750": what people type for an address.
 _HOST_PORT = re.compile(r"^(?:(?P<host>\[[0-9a-fA-F:]+\]|[\w.\-]+):)?(?P<port>\d{1,5})$")

@@ -46,10 +46,10 @@ from _errors import CommandLineParser, EndpointFailed, addDebugArgument, runComm
 from _serving import beginLogging
 from twisted.internet.defer import Deferred
 
+from framing.login.scram import MIN_ITERATIONS
 from protocols import TokenProtocol, bulk, rpc
 from protocols.auth.certificates import requireClientCertificates
 from protocols.auth.realms import ServiceLogins
-from protocols.auth.scram import MIN_ITERATIONS
 from protocols.auth.secretfiles import replaceEntry
 from protocols.auth.tlsendpoints import joinDescription, splitDescription
 from protocols.auth.tokens import tokenDigest

@@ -16,7 +16,7 @@ reactor).  L{Directory.private} makes or opens a subdirectory that is the
 process owner's alone (mode 0700): what the service keeps there cannot be
 named, replaced or read by other local users.  A failure of the system is
 an C{OSError} as raised (the caller words it for its peers without the
-path; see L{protocols.bulk.fileerrors.StorageError}).  Each call is one or
+path; see L{framing.bulk.fileerrors.StorageError}).  Each call is one or
 two system calls; the directory costs one descriptor while open.
 """
 

@@ -17,8 +17,8 @@ from twisted.python import usage
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder
+from framing.login.scram import MIN_ITERATIONS
 from framing.wire import PREAMBLE
-from protocols.auth.scram import MIN_ITERATIONS
 from protocols.auth.tokens import addToken
 from protocols.auth.users import addUser
 from protocols.bulk.integrity import availableDigests, newHash

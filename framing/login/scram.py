@@ -1,8 +1,8 @@
 """SCRAM-SHA-256 (RFC 5802, RFC 7677): password logins that put nothing replayable on the wire.
 
 Contract: sans-IO, and free of Twisted: the clients without Twisted use it
-as the Twisted ones do (L{protocols.auth.scram} re-exports it, and declares
-that a L{ScramResponse} provides C{twisted.cred}'s C{IScramResponse}).
+as the Twisted ones do (L{protocols.auth.users} declares that a
+L{ScramResponse} provides C{twisted.cred}'s C{IScramResponse}).
 L{ScramClient} and L{ScramServer} turn the four SCRAM
 messages into bytes and back; whoever drives them carries the bytes.  The
 password never leaves the client, not even hashed: the client proves it

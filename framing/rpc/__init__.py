@@ -24,8 +24,7 @@ selectors or asyncio, or touches a clock.  Unlike the rest of L{framing},
 names here are camelCase: these modules are the RPC layer's own, moved out
 of L{protocols.rpc} to be shared, and their names (C{registerError},
 C{RemoteError.remoteType}, C{MessageRefused.requestId}) are the public ones
-that layer has always had (C{protocols.rpc.errors} and
-C{protocols.rpc.wire} re-export them unchanged).
+that layer has always had (L{protocols.rpc} exports them unchanged).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ Here, in L{framing.rpc}, and not in L{protocols.rpc}, because it needs
 nothing of Twisted: the same class is what the Twisted broker exports and
 what the clients without Twisted (L{protocols.blocking},
 L{protocols.asyncioclient}) pass to the server as callbacks
-(L{framing.rpc.exports}).  L{protocols.rpc.referenceable} re-exports it.  A class that implements a remote interface
+(L{framing.rpc.exports}); L{protocols.rpc} exports it.  A class that implements a remote interface
 (L{protocols.rpc.interfaces}) gets the interface's methods as remote
 methods, with the interface's constraints, without marking them.
 """

@@ -8,8 +8,9 @@ connection calls the realm's logout.  No secret, and nothing replayable,
 crosses the wire or reaches a log.
 
 The mechanisms are small sans-IO modules, each one job:
-L{protocols.auth.scram} (SCRAM-SHA-256 password logins),
-L{protocols.auth.users} (the salted-verifier user file and its checker),
+L{framing.login.scram} (SCRAM-SHA-256 password logins),
+L{protocols.auth.users} (the salted-verifier user file, its checker and
+C{IScramResponse}),
 L{protocols.auth.tokens} (bearer tokens), L{protocols.auth.certificates}
 (TLS client certificates to avatar ids), L{protocols.auth.tlsendpoints}
 (the C{chunkwire-tls:} server endpoint, TLS over TCP or UNIX with client
@@ -20,13 +21,21 @@ L{portal} makes the C{twisted.cred} portal a server takes, checked when it
 is made (L{protocols.auth.portals}).
 """
 
+from framing.login.errors import (
+    LoginFailed,
+    LoginRefused,
+    LoginTimedOut,
+    NotLoggedIn,
+    ServerNotVerified,
+    UnsupportedCredentials,
+)
+from framing.login.wire import PRE_LOGIN_LIMITS
+
 from .client import ClientCertificate, ClientLogin, ObjectName
-from .errors import LoginFailed, LoginRefused, LoginTimedOut, NotLoggedIn, ServerNotVerified, UnsupportedCredentials
 from .interfaces import IRemoteRoot
 from .portals import portal
 from .server import DEFAULT_LOGIN_TIMEOUT, Authenticator, ServerLogin
 from .throttle import LoginThrottle
-from .wire import PRE_LOGIN_LIMITS
 
 __all__ = [
     "DEFAULT_LOGIN_TIMEOUT",

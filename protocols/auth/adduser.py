@@ -23,7 +23,7 @@ import argparse
 import sys
 from getpass import getpass
 
-from protocols.auth.scram import DEFAULT_ITERATIONS, MIN_ITERATIONS
+from framing.login.scram import DEFAULT_ITERATIONS, MIN_ITERATIONS
 from protocols.auth.secretfiles import SecretFileError
 from protocols.auth.tokens import addToken, removeToken
 from protocols.auth.users import InvalidName, addUser, checkName, removeUser

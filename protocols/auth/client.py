@@ -23,15 +23,15 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from framing import Violation
+from framing.login.errors import LoginBroken, LoginFailed, NotLoggedIn
 from framing.login.exchange import FAILED, LOGGED_IN, WANT_ANSWER, ClientExchange, OneMessage, clientMechanism
 from framing.login.exchange import ClientCertificate as ClientCertificate
 from framing.login.exchange import ClientMechanism as ClientMechanism
 from framing.login.exchange import ObjectName as ObjectName
 from framing.login.exchange import ScramMechanism as ScramMechanism
+from framing.login.wire import ANONYMOUS, TOKEN
 
 from ..interfaces import IObjectReceiver
-from .errors import LoginBroken, LoginFailed, NotLoggedIn
-from .wire import ANONYMOUS, TOKEN
 
 __all__ = [
     "FAILED",

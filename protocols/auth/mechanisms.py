@@ -22,8 +22,9 @@ from twisted.cred.error import UnauthorizedLogin, UnhandledCredentials
 from twisted.internet.defer import Deferred, fail, maybeDeferred, succeed
 from twisted.python.failure import Failure
 
+from framing.login.wire import ANONYMOUS, CERTIFICATE, NAME, SCRAM, TOKEN
+
 from .interfaces import IRemoteRoot
-from .wire import ANONYMOUS, CERTIFICATE, NAME, SCRAM, TOKEN
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,9 @@ def scramLogin(context: LoginContext, payload: bytes, *, nonce: str | None = Non
     @param nonce: the server's part of the nonce; fresh random when omitted
         (the login vectors bind a fixed one with C{functools.partial}).
     """
-    from .scram import IScramResponse, ScramError, ScramServer
+    from framing.login.scram import ScramError, ScramServer
+
+    from .users import IScramResponse
 
     portal = context.portal
     checker = None if portal is None else portal.checkers.get(IScramResponse)
@@ -238,6 +241,6 @@ def claimedName(mechanism: str | None, payload: bytes) -> str | None:
     """
     if mechanism != SCRAM:
         return None
-    from .scram import clientFirstName
+    from framing.login.scram import clientFirstName
 
     return clientFirstName(payload)

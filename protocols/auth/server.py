@@ -42,11 +42,21 @@ from zope.interface import implementer
 
 from framing import Limits, Violation
 from framing.errors import short_repr
+from framing.login.errors import LoginTimedOut, NotLoggedIn
+from framing.login.wire import (
+    ACCEPTED,
+    CHALLENGE,
+    CONTINUE,
+    PRE_LOGIN_LIMITS,
+    REFUSED,
+    START,
+    LoginMessage,
+    loginRegistry,
+)
 
 from ..interfaces import IObjectReceiver
 from ..logs import LogPolicy, RefusalLog, escape
 from ..proxyheader import clientAddress
-from .errors import LoginTimedOut, NotLoggedIn
 from .mechanisms import (
     NAME_MECHANISMS,
     PORTAL_MECHANISMS,
@@ -59,7 +69,6 @@ from .mechanisms import (
     describeAvatar,
 )
 from .throttle import LoginThrottle
-from .wire import ACCEPTED, CHALLENGE, CONTINUE, PRE_LOGIN_LIMITS, REFUSED, START, LoginMessage, loginRegistry
 
 DEFAULT_LOGIN_TIMEOUT = 10.0
 """Seconds a new connection has to log in."""

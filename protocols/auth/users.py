@@ -1,4 +1,4 @@
-"""The user file: one salted SCRAM verifier per user, and the C{twisted.cred} checker that reads it.
+"""The user file (one salted SCRAM verifier per user), the C{twisted.cred} checker reading it, and the proof it checks.
 
 Contract: the file holds no password and nothing a client could log in
 with, only each user's L{ScramVerifier}, one line per user::
@@ -11,13 +11,15 @@ again whenever the file's size, mtime or inode changes, at the cost of one
 C{stat} per lookup.  A file that goes bad while the server runs refuses
 every login (fail closed) and logs the reason once, until it is fixed.
 L{addUser} and L{removeUser} rewrite the file atomically
-(L{protocols.auth.secretfiles}), new files mode 0600.
+(L{protocols.auth.secretfiles}), new files mode 0600.  A client's proof
+reaches the checker as L{IScramResponse}, which the sans-IO
+L{framing.login.scram.ScramResponse} provides.
 
 Unknown names look like real ones.  Beside the user file, in
 C{USERFILE.decoy-key} (L{decoyKeyPath}; made mode 0600 by L{addUser} or
 by the first L{UserFile} that finds it missing), is a random key that
 never leaves the server.  An unknown name is shown a
-L{protocols.auth.scram.decoyVerifier} derived from that key: the same
+L{framing.login.scram.decoyVerifier} derived from that key: the same
 salt every time, across restarts and in every worker process that reads
 the same file, and an iteration count drawn from the real users' counts as
 often as they have it.  A lookup derives that decoy for every name, known
@@ -36,17 +38,17 @@ from collections import Counter
 from typing import Any
 
 from twisted.cred.checkers import ICredentialsChecker
-from twisted.cred.credentials import IUsernamePassword
+from twisted.cred.credentials import ICredentials, IUsernamePassword
 from twisted.cred.error import UnauthorizedLogin
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.logger import Logger
-from zope.interface import implementer
+from zope.interface import Attribute, classImplements, implementer
 
-from protocols.auth.scram import (
+from framing.login.scram import (
     DEFAULT_ITERATIONS,
     MECHANISM,
     MIN_ITERATIONS,
-    IScramResponse,
+    ScramResponse,
     ScramVerifier,
     decoyVerifier,
 )
@@ -56,6 +58,24 @@ from protocols.auth.secretfiles import SecretFileError, StrPath, entries, replac
 REFUSAL = "invalid user name or password"
 
 _KEY_BYTES = 32
+
+
+class IScramResponse(ICredentials):
+    """A client's SCRAM proof, for a C{twisted.cred} checker that holds the user's StoredKey."""
+
+    username = Attribute("The UTF-8 user name (bytes) the client logs in as.")
+
+    def checkProof(storedKey):  # type: ignore[no-untyped-def]
+        """
+        Whether the proof shows knowledge of the password behind C{storedKey}, compared in constant time.
+
+        @param storedKey: the user's L{ScramVerifier.storedKey}.
+        @rtype: C{bool}
+        """
+
+
+# The sans-IO ScramResponse (framing.login.scram, free of Twisted) provides the twisted.cred interface.
+classImplements(ScramResponse, IScramResponse)
 
 
 def decoyKeyPath(path: StrPath) -> str:
@@ -184,7 +204,7 @@ class UserFile:
         """
         The verifier of C{username}, from the file as it is now; C{None} for an unknown user.
 
-        Suitable as L{protocols.auth.scram.ScramServer}'s C{lookup}.
+        Suitable as L{framing.login.scram.ScramServer}'s C{lookup}.
         """
         self._refresh()
         return self._users.get(username)
@@ -193,7 +213,7 @@ class UserFile:
         """
         The verifier C{username} is shown: their own, or the decoy of an unknown name (see the module docstring).
 
-        Suitable as L{protocols.auth.scram.ScramServer}'s C{lookup} (it never answers C{None}).
+        Suitable as L{framing.login.scram.ScramServer}'s C{lookup} (it never answers C{None}).
         """
         return self.lookup(username)[0]
 

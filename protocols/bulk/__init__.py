@@ -29,7 +29,7 @@ C{examples/bulk_server.py} and C{examples/bulk_client.py}.
 Design
 ======
 
-B{Wire} (L{protocols.bulk.wire}).  A stream is announced inside the RPC
+B{Wire} (L{framing.bulk.wire}).  A stream is announced inside the RPC
 message that carries it (OPEN C{"bulk.stream"}: id, size, digest name).  Its
 bytes travel in data frames, each an ordinary top-level object (OPEN
 C{"bulk.data"}: stream id, offset, one BYTES body) written with B{one
@@ -118,13 +118,7 @@ L{connect} or L{BulkBrokerFactory}).
 """
 
 from framing.bulk.digests import BLAKE3, DEFAULT_DIGEST, NEGOTIATED, availableDigests
-from framing.bulk.ranges import RangeSet
-from framing.slicing.constraints import ANY
-
-from ..rpc.hints import registerHint
-from .allocator import allocatorSteady, steadyAllocator
-from .channel import BulkBroker, BulkBrokerFactory, BulkChannel, bulkOf, callingBroker, callingChannel, connect, serve
-from .errors import (
+from framing.bulk.errors import (
     DigestRefused,
     DigestUnavailable,
     FlowControlError,
@@ -134,6 +128,12 @@ from .errors import (
     StreamReset,
     TooManyStreams,
 )
+from framing.bulk.ranges import RangeSet
+from framing.rpc.signatures import registerHint
+from framing.slicing.constraints import ANY
+
+from .allocator import allocatorSteady, steadyAllocator
+from .channel import BulkBroker, BulkBrokerFactory, BulkChannel, bulkOf, callingBroker, callingChannel, connect, serve
 from .integrity import OrderedHasher
 from .interfaces import IReceivingStream, ISendingStream, IStreamHost
 from .options import ADAPTIVE_READ_SIZE, PLAIN_READ_SIZE, STEADY_READ_SIZE, BulkOptions

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .errors import FlowControlError, StreamReset
+from framing.bulk.errors import FlowControlError, StreamReset
 
 
 class EarlyData:

@@ -53,19 +53,11 @@ from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
 from framing.bulk.digests import DEFAULT_DIGEST, DigestUnavailable, availableDigests, checkAlgorithm, chooseDigest
-from framing.bulk.ranges import RangeSet
-from framing.slicing.constraints import ByteString, Integer, ListOf, Optional, Text
-
-from .. import rpc
-from ..logs import escape
-from ..places import Directory, NotRegular, lockFile
-from ..sidecars import Sidecar, algorithmOf, preferring, recordedAlgorithm, recordedHeader, serviceKey
-from .channel import BulkChannel, callingChannel
-from .errors import IntegrityError
+from framing.bulk.errors import IntegrityError
 
 # The service's errors are defined with their wire names in fileerrors and
 # keep their names here, where callers have always imported them.
-from .fileerrors import (  # noqa: F401
+from framing.bulk.fileerrors import (  # noqa: F401
     BadName,
     FileChanged,
     NoSuchFile,
@@ -77,6 +69,14 @@ from .fileerrors import (  # noqa: F401
     UploadBusy,
     UploadRefused,
 )
+from framing.bulk.ranges import RangeSet
+from framing.slicing.constraints import ByteString, Integer, ListOf, Optional, Text
+
+from .. import rpc
+from ..logs import escape
+from ..places import Directory, NotRegular, lockFile
+from ..sidecars import Sidecar, algorithmOf, preferring, recordedAlgorithm, recordedHeader, serviceKey
+from .channel import BulkChannel, callingChannel
 from .integrity import OrderedHasher, inlineHashing
 from .outcome import Outcome, TransferResult
 from .quotas import FileBudget

@@ -16,11 +16,11 @@ from typing import Any
 
 from twisted.logger import Logger
 
+from framing.bulk.errors import StreamIdReused, StreamReset, TooManyStreams
 from framing.bulk.hello import Hello
 from framing.bulk.wire import ABORT, CANCEL, DONE, END, GRANT, HELLO, Control, StreamAnnouncement
 
 from .early import EarlyData, EarlyTable
-from .errors import StreamIdReused, StreamReset, TooManyStreams
 from .interfaces import IReceivingStream, ISendingStream
 from .options import BulkOptions
 from .receiving import IncomingStream

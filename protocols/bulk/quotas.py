@@ -29,7 +29,7 @@ import resource
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .fileerrors import QuotaExceeded, TooManyOpenFiles
+from framing.bulk.fileerrors import QuotaExceeded, TooManyOpenFiles
 
 OPEN_SHARE = 4
 """By default the service holds at most 1/OPEN_SHARE of the process's descriptors open for clients."""

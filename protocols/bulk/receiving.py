@@ -27,11 +27,11 @@ from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionDone
 from twisted.python.failure import Failure
 
+from framing.bulk.errors import FlowControlError, IntegrityError, StreamReset, peerText
 from framing.bulk.wire import CANCEL, GRANT, controlMessage
 from framing.bulk.wire import DONE as DONE_OP
 
 from .early import EarlyData
-from .errors import FlowControlError, IntegrityError, StreamReset, peerText
 from .integrity import OrderedHasher
 from .interfaces import IStreamHost
 from .outcome import Outcome, TransferResult

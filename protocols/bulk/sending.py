@@ -41,9 +41,9 @@ from zope.interface import implementer
 
 from framing.bulk.credit import SendCredit
 from framing.bulk.digests import NEGOTIATED, checkAlgorithm
+from framing.bulk.errors import IntegrityError, StreamReset, peerText
 from framing.bulk.wire import ABORT, END, controlMessage
 
-from .errors import IntegrityError, StreamReset, peerText
 from .integrity import OrderedHasher
 from .interfaces import IStreamHost
 from .outcome import Outcome, TransferResult
@@ -107,7 +107,7 @@ class Stream:
     @ivar state: its L{SendState}.
     @ivar source: the L{StreamSource} it reads from.
     @ivar credit: its L{SendCredit}: what the receiver granted, and the
-        frames that allows (L{protocols.bulk.credit}).
+        frames that allows (L{framing.bulk.credit}).
     """
 
     def __init__(

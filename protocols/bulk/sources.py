@@ -33,8 +33,8 @@ from twisted.internet.interfaces import IReactorThreads
 from twisted.python.failure import Failure
 
 from framing.bulk.digests import IntegrityError
+from framing.bulk.errors import StreamReset
 
-from .errors import StreamReset
 from .integrity import OrderedHasher
 
 

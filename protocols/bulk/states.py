@@ -12,7 +12,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Generic, TypeVar
 
-from .errors import IllegalTransition
+from framing.bulk.errors import IllegalTransition
 
 S = TypeVar("S", bound=Enum)
 E = TypeVar("E", bound=Enum)

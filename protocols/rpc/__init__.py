@@ -31,22 +31,17 @@ a L{callContext}; a method reads its own with L{currentCall}
 (L{protocols.rpc.context}).
 Per-connection limits (references held, calls waiting, call timeout) are a
 L{CallLimits}, in L{protocols.rpc.limits}.  The message table is in
-L{protocols.rpc.wire}; a L{Broker} (L{protocols.rpc.broker}) is the receiver
+L{framing.rpc.wire}; a L{Broker} (L{protocols.rpc.broker}) is the receiver
 of one connection and hands each message to its job: the calls this side
 makes (L{protocols.rpc.calls}), the calls it answers
 (L{protocols.rpc.answering}), the reference tables and RELEASE
 (L{protocols.rpc.tables}).  The exposure rule is in
-L{protocols.rpc.referenceable}.  A method may return or take a stream of
+L{framing.rpc.referenceable}.  A method may return or take a stream of
 objects (an async generator, read as a L{StreamReader}), under flow
 control: L{protocols.rpc.streams}.
 """
 
-from ..deadline import ConnectTimeout
-from .broker import Broker, BrokerFactory, currentBroker
-from .context import CallContext, callContext, currentCall
-from .drain import DrainDeadlineExceeded, GoingAway, drainBrokers, drainPort
-from .endpoints import ReconnectingClient, connect, connectURL, login, reconnecting, serve, serverFactory
-from .errors import (
+from framing.rpc.errors import (
     CallTimedOut,
     DeadlineExceeded,
     DeadReferenceError,
@@ -60,11 +55,17 @@ from .errors import (
     register_error,
     registerError,
 )
-from .hints import MaxLength, MinLength, Pattern, Range, UnsupportedHint
+from framing.rpc.referenceable import Referenceable
+from framing.rpc.signatures import MaxLength, MinLength, Pattern, Range, RemoteMethod, UnsupportedHint, remote
+
+from ..deadline import ConnectTimeout
+from .broker import Broker, BrokerFactory, currentBroker
+from .context import CallContext, callContext, currentCall
+from .drain import DrainDeadlineExceeded, GoingAway, drainBrokers, drainPort
+from .endpoints import ReconnectingClient, connect, connectURL, login, reconnecting, serve, serverFactory
 from .interfaces import RemoteInterface, TypedReference, deferred, interfaceNamed, referenceOf
 from .limits import CLIENT_CALL_LIMITS, SERVER_CALL_LIMITS, CallLimits
 from .listening import ListeningPort
-from .referenceable import Referenceable, RemoteMethod, remote
 from .refs import RefOf, RemoteReference
 from .streams import ObjectStream, ObjectStreams, StreamOptions, StreamReader
 

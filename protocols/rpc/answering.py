@@ -58,12 +58,7 @@ from twisted.python.failure import Failure
 from framing import Violation
 from framing.errors import short_repr
 from framing.rpc.context import Scope
-from framing.rpc.errors import TooManyRunningCalls as TooManyRunningCalls  # (sans-IO since the clients without Twisted)
-from framing.rpc.incoming import CALLS_ACCOUNT, callBytes
-
-from ..logs import escape
-from .context import CallContext, scope, serving
-from .errors import (
+from framing.rpc.errors import (
     DeadlineExceeded,
     DuplicateRequestId,
     MessageRefused,
@@ -72,8 +67,13 @@ from .errors import (
     noSuchMethod,
     noSuchObject,
 )
-from .referenceable import RemoteMethod
-from .wire import ANSWER, CALL, FAIL, NO_ANSWER, Message
+from framing.rpc.errors import TooManyRunningCalls as TooManyRunningCalls  # (sans-IO since the clients without Twisted)
+from framing.rpc.incoming import CALLS_ACCOUNT, callBytes
+from framing.rpc.signatures import RemoteMethod
+from framing.rpc.wire import ANSWER, CALL, FAIL, NO_ANSWER, Message
+
+from ..logs import escape
+from .context import CallContext, scope, serving
 
 _calling: ContextVar[Any] = ContextVar("chunkwire.rpc.calling", default=None)
 

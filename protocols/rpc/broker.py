@@ -4,7 +4,7 @@ Contract: both ends are the same class.  A broker is the L{IObjectReceiver}
 of a L{TokenProtocol} it makes itself (C{broker.connection}, AMP's
 C{IBoxReceiver} split): the connection owns framing, the transport and
 pings; the broker dispatches each received message with one index into the
-message table (L{protocols.rpc.wire.MESSAGES}) to the object whose job it
+message table (L{framing.rpc.wire.MESSAGES}) to the object whose job it
 is: L{OutgoingCalls} (the calls this side made, L{protocols.rpc.calls}),
 L{IncomingCalls} (the calls the peer made, L{protocols.rpc.answering}) and
 L{ReferenceTable} (exports, imports and RELEASE, L{protocols.rpc.tables}).
@@ -44,11 +44,14 @@ from zope.interface import implementer
 
 from framing import Limits, Registry, Violation
 from framing.errors import short_repr
+from framing.login.wire import addLoginTypes
 from framing.outgoing import Outgoing
+from framing.rpc.errors import MessageRefused, MessageWithoutId, NotAnRpcMessage, UnreadableRequestId
+from framing.rpc.referenceable import Referenceable
+from framing.rpc.wire import CALL, MESSAGES, Message, addMessageTypes
 from framing.slicing.registry import DEFAULT_REGISTRY
 
 from .. import guard as guarding
-from ..auth.wire import addLoginTypes
 from ..base import TokenProtocol
 from ..config import ConnectionConfig
 from ..guard import ConnectionCounter, GuardPolicy
@@ -58,10 +61,8 @@ from .answering import IncomingCalls, currentBroker
 from .calls import OutgoingCalls
 from .disconnection import Disconnection
 from .drain import ConnectionDrain
-from .errors import MessageRefused, MessageWithoutId, NotAnRpcMessage, UnreadableRequestId
 from .interceptors import intercept
 from .limits import CLIENT_CALL_LIMITS, CallLimits
-from .referenceable import Referenceable
 from .refs import (
     REF_OPEN_TYPE,
     YOURREF_OPEN_TYPE,
@@ -73,7 +74,6 @@ from .refs import (
 )
 from .streams import ObjectStreams
 from .tables import ReferenceTable
-from .wire import CALL, MESSAGES, Message, addMessageTypes
 
 __all__ = ["Broker", "BrokerFactory", "currentBroker"]
 
@@ -354,7 +354,7 @@ class Broker:
         """
         A message was refused: hand the refusal to its kind's refusal
         handler (L{MESSAGES}), which fails or refuses the call by the id the
-        unslicer reported (a L{MessageRefused}; see L{protocols.rpc.wire}).
+        unslicer reported (a L{MessageRefused}; see L{framing.rpc.wire}).
         A CALL, ANSWER or FAIL refused before its id (a L{MessageWithoutId})
         drops the connection with an L{UnreadableRequestId}: nobody could be
         answered for it.  Anything else is logged as a refusal, and the

@@ -36,10 +36,7 @@ from framing.errors import short_repr
 from framing.outgoing import Outgoing
 from framing.rpc.calltable import CallTable
 from framing.rpc.context import Scope, sendingDeadline
-from framing.rpc.wire import callContext
-
-from .context import scope
-from .errors import (
+from framing.rpc.errors import (
     CallTimedOut,
     DeadlineExceeded,
     DeadReferenceError,
@@ -49,8 +46,10 @@ from .errors import (
     callLost,
     rebuild,
 )
+from framing.rpc.wire import CALL, CANCEL, NO_ANSWER, Message, callContext
+
+from .context import scope
 from .limits import CallLimits
-from .wire import CALL, CANCEL, NO_ANSWER, Message
 
 CallSent = Callable[[Deferred[Any], Outgoing], object]
 """An extension's C{callSent(call, outgoing)} (see L{protocols.interfaces.IBrokerExtension})."""

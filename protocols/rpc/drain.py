@@ -1,7 +1,7 @@
 """Graceful drain: GOAWAY, then the calls in flight finish, then the connection closes.
 
 Contract: either end of an RPC connection may send GOAWAY (L{GOAWAY} in
-L{protocols.rpc.wire}), carrying the milliseconds it will still wait for
+L{framing.rpc.wire}), carrying the milliseconds it will still wait for
 the calls in flight.  From then on:
 
   - neither end starts a new call on that connection: C{callRemote} fails
@@ -38,10 +38,11 @@ from twisted.internet.defer import Deferred, fail, gatherResults, succeed
 from twisted.internet.error import ConnectionDone
 from twisted.internet.task import LoopingCall
 
+from framing.rpc.errors import DeadReferenceError, registerError
+from framing.rpc.wire import GOAWAY, Message
+
 from .calls import reactorOf
-from .errors import DeadReferenceError, registerError
 from .streams import ObjectStreams
-from .wire import GOAWAY, Message
 
 IDLE_POLL = 0.01
 """Seconds between two looks at a draining connection's call counts."""

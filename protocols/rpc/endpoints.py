@@ -27,18 +27,18 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from framing import Limits, Registry
+from framing.login.errors import LoginFailed
+from framing.rpc.errors import DeadReferenceError
+from framing.rpc.referenceable import Referenceable
 
 from ..auth.client import ClientLogin, ObjectName, mechanismFor
-from ..auth.errors import LoginFailed
 from ..auth.server import DEFAULT_LOGIN_TIMEOUT, Authenticator
 from ..deadline import DEFAULT_CONNECT_TIMEOUT, DeadlineEndpoint
 from ..guard import DEFAULT_GUARD, GuardPolicy
 from .broker import Broker, BrokerFactory
 from .drain import DrainDeadlineExceeded, GoingAway
-from .errors import DeadReferenceError
 from .limits import SERVER_CALL_LIMITS, CallLimits
 from .listening import ListeningPort
-from .referenceable import Referenceable
 from .refs import HasRemoteProxy, RemoteReference
 
 T = TypeVar("T")

@@ -52,12 +52,12 @@ from zope.interface import Interface, implementer
 from framing import Violation
 from framing.errors import short_repr
 from framing.rpc.context import Scope
+from framing.rpc.errors import NO_SUCH_METHOD, NO_SUCH_OBJECT, VIOLATION, describe
+from framing.rpc.wire import CALL, CANCEL, FAIL, NO_ANSWER, Message
 
 from ..logs import escape
 from .answering import UNANSWERED_REFUSAL
 from .context import scope
-from .errors import NO_SUCH_METHOD, NO_SUCH_OBJECT, VIOLATION, describe
-from .wire import CALL, CANCEL, FAIL, NO_ANSWER, Message
 
 SERVER, CLIENT = "server", "client"
 """L{CallInfo.side}: this side answers the call, or makes it."""

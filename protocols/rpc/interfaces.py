@@ -6,7 +6,9 @@ L{framing.rpc.interfaces} (read it for what an interface is, and why its
 stubs return C{Deferred[T]}), shared with the clients without Twisted; this
 module re-exports them and adds what Twisted adds: L{TypedReference}, the
 proxy of a L{RemoteReference}, whose calls return L{Deferred}s, and
-L{deferred}, for servers implementing an interface method with a coroutine.
+L{deferred}, for servers implementing an interface method with a coroutine;
+and it tells L{framing.rpc.signatures} that a result hint of C{Deferred[X]}
+means C{X} (L{registerAwaited}).
 """
 
 from __future__ import annotations
@@ -18,13 +20,12 @@ from typing import Any, ParamSpec, TypeVar
 from twisted.internet.defer import Deferred, fail
 
 from framing import Violation
+from framing.rpc.errors import NoSuchMethod
 from framing.rpc.interfaces import RemoteInterface as RemoteInterface
 from framing.rpc.interfaces import checkArguments, declaredAttribute, declaredMethod, resultCheck
 from framing.rpc.interfaces import interfaceNamed as interfaceNamed
-from framing.rpc.signatures import registerReference
+from framing.rpc.signatures import RemoteMethod, registerAwaited, registerReference
 
-from .errors import NoSuchMethod
-from .referenceable import RemoteMethod
 from .refs import RemoteReference
 
 P = ParamSpec("P")
@@ -115,6 +116,8 @@ class TypedReference:
 # A RemoteReference is a reference (RefOf takes it, a hint of it means any reference), proxied by a
 # TypedReference.  Registered here, not in refs.py, which this module imports; protocols.rpc imports both.
 registerReference(RemoteReference, TypedReference)
+# A result hint of Deferred[X] means X (framing.rpc.signatures loads no Twisted, so it is told here).
+registerAwaited(Deferred)
 
 
 def referenceOf(proxy: Any) -> RemoteReference:

@@ -21,14 +21,14 @@ from typing import Any
 
 from twisted.logger import LogLevel
 
+from framing.rpc.errors import TooManyReferences
 from framing.rpc.exports import ExportTable
+from framing.rpc.referenceable import Referenceable
+from framing.rpc.wire import RELEASE, ROOT_ID, Message
 
 from .calls import reactorOf
-from .errors import TooManyReferences
 from .limits import CallLimits
-from .referenceable import Referenceable
 from .refs import ImportRecord, RemoteReference
-from .wire import RELEASE, ROOT_ID, Message
 
 
 class ReferenceTable(ExportTable):

@@ -30,10 +30,10 @@ from typing import Any
 from zope.interface import implementer
 
 from framing import Encoder, Registry
+from framing.bulk.wire import STREAM_OPEN_TYPE
+from framing.rpc.wire import CALL, OPEN_TYPE, ROOT_ID
 from framing.slicing.interfaces import ISlicer
 from framing.wire import PREAMBLE
-from protocols.bulk.wire import STREAM_OPEN_TYPE
-from protocols.rpc.wire import CALL, OPEN_TYPE, ROOT_ID
 
 from . import attacks
 from .attacks import _connect, _readUntilClosed

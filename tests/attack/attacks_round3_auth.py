@@ -22,9 +22,9 @@ import time
 from typing import Any
 
 from framing import Decoder, Encoder, ProtocolError, Registry
+from framing.login.scram import ScramClient
+from framing.login.wire import CONTINUE, START, LoginMessage, addLoginTypes, loginRegistry
 from framing.wire import PREAMBLE
-from protocols.auth.scram import ScramClient
-from protocols.auth.wire import CONTINUE, START, LoginMessage, addLoginTypes, loginRegistry
 
 SCRAM = "SCRAM-SHA-256"
 TIMEOUT = 10.0

@@ -1,7 +1,7 @@
 """Attacks on object streams, against L{tests.attack.streamserver} as a process.
 
 Contract: each attack runs in the calling thread on plain blocking sockets,
-builds its messages by hand from the wire shapes of L{protocols.rpc.wire}
+builds its messages by hand from the wire shapes of L{framing.rpc.wire}
 and L{framing.rpc.streams}, and bounds every wait.
 
  - L{nonReader}: calls C{firehose}, grants its stream 2**62 items and
@@ -31,10 +31,10 @@ from zope.interface import implementer
 
 from framing import Encoder, Registry
 from framing.rpc.streams import ANNOUNCE_OPEN_TYPE, CREDIT, FlowMessage, addFlowTypes
+from framing.rpc.wire import CALL, Message, MessageSlicer
 from framing.slicing.interfaces import ISlicer
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
-from protocols.rpc.wire import CALL, Message, MessageSlicer
 
 from .attacks import _connect
 from .harness import ENV, ROOT

@@ -79,6 +79,7 @@ from framing.rpc.streams import (
     StreamOf,
     addFlowTypes,
 )
+from framing.rpc.wire import CALL, NO_ANSWER, Message, MessageSlicer
 from framing.slicing.constraints import (
     ByteString,
     ChoiceOf,
@@ -97,7 +98,6 @@ from framing.slicing.constraints import (
 from framing.slicing.interfaces import ISlicer
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
-from protocols.rpc.wire import CALL, NO_ANSWER, Message, MessageSlicer
 
 from . import attacks  # noqa: F401 (first: attacks_rpc is loaded by it)
 from .attacks_rpc import ForgedRef, _ForgedRefSlicer

@@ -28,7 +28,7 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing.login import scram
-from protocols.auth.scram import DEFAULT_ITERATIONS, ScramClient, ScramServer
+from framing.login.scram import DEFAULT_ITERATIONS, ScramClient, ScramServer
 from protocols.auth.sharedthrottle import SQLiteThrottleState
 from protocols.auth.throttle import LoginThrottle
 from protocols.auth.users import UserFile, addUser, decoyKeyPath

@@ -18,7 +18,7 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.bulk.fileerrors import QuotaExceeded
+from framing.bulk.fileerrors import QuotaExceeded
 from protocols.bulk.quotas import FileBudget, FileLimits
 
 from ..processes import figure

@@ -21,8 +21,8 @@ from pathlib import Path
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder
+from framing.rpc.wire import ANSWER, CALL, FAIL, NO_ANSWER
 from framing.wire import PREAMBLE
-from protocols.rpc.wire import ANSWER, CALL, FAIL, NO_ANSWER
 
 from .attacks import _connect
 from .attacks_rpc import ROOT, ForgedRef, Message, _registry

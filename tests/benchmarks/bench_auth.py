@@ -103,8 +103,8 @@ async def measure(reactor: Any, tries: int) -> dict[str, dict[str, Any]]:
 
 def scramCosts(logins: int = 15) -> str:
     """The CPU time of one SCRAM login on each side, at DEFAULT_ITERATIONS, as report lines."""
-    from protocols.auth.scram import DEFAULT_ITERATIONS, IScramResponse, ScramClient, ScramServer
-    from protocols.auth.users import UserFile, addUser
+    from framing.login.scram import DEFAULT_ITERATIONS, ScramClient, ScramServer
+    from protocols.auth.users import IScramResponse, UserFile, addUser
 
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "users"

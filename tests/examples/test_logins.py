@@ -8,7 +8,7 @@ from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.auth.scram import MIN_ITERATIONS
+from framing.login.scram import MIN_ITERATIONS
 from protocols.auth.tokens import addToken, newToken
 from protocols.auth.users import addUser
 from protocols.testing import CertificateAuthority
@@ -237,14 +237,14 @@ class ExplainLoginTests(SynchronousTestCase):
 
     def test_refused(self) -> None:
         """A refused login names the endpoint and the possible causes, without saying which it was."""
-        from protocols.auth.errors import LoginRefused
+        from framing.login.errors import LoginRefused
 
         line = self.explain(LoginRefused("the server refused the login"), "tcp:host=h:port=1")
         self.assertTrue(line.startswith("cannot log in to tcp:host=h:port=1: the server refused the login ("), line)
 
     def test_otherLoginFailure(self) -> None:
         """Any other failed login (the server did not prove it knows the password) is given as it is."""
-        from protocols.auth.errors import ServerNotVerified
+        from framing.login.errors import ServerNotVerified
 
         line = self.explain(ServerNotVerified("the server did not prove it"), "tcp:host=h:port=1")
         self.assertEqual(line, "cannot log in to tcp:host=h:port=1: the server did not prove it")

@@ -15,10 +15,10 @@ from twisted.logger import Logger
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from framing import Limits, dumps
+from framing.bulk.wire import dataFramePieces
 from framing.wire import PREAMBLE
 from protocols import CoalescingTransport, TokenProtocol, rpc
 from protocols.bulk import BulkBroker, BulkOptions, FlowControlError
-from protocols.bulk.wire import dataFramePieces
 from protocols.echo import EchoClient, EchoServer
 from protocols.guard import GuardPolicy, guard
 from protocols.rpc.endpoints import connectWith

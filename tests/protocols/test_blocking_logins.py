@@ -25,11 +25,11 @@ from framing.login import (
     Token,
     UnsupportedCredentials,
 )
+from framing.login.scram import MIN_ITERATIONS
 from framing.login.urls import InvalidURL, KeyMismatch, ObjectURL
 from framing.rpc.errors import DeadReferenceError
 from protocols import blockingbulk
 from protocols.auth.authority import CertificateAuthority
-from protocols.auth.scram import MIN_ITERATIONS
 from protocols.auth.tokens import addToken, newToken
 from protocols.auth.users import addUser
 from protocols.blocking import BlockingConnection, ConnectionLost, connect, connectURL, tlsContext

@@ -11,8 +11,8 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
+from framing.rpc.errors import DeadReferenceError
 from protocols import rpc
-from protocols.rpc.errors import DeadReferenceError
 from tests.processes import reservePort
 
 from .helpers import pytestTest, trialTest

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from twisted.cred.credentials import UsernamePassword
 from twisted.trial.unittest import SynchronousTestCase
 
+from framing.login.scram import MIN_ITERATIONS
 from protocols.auth import adduser
-from protocols.auth.scram import MIN_ITERATIONS
 from protocols.auth.tokens import BearerToken, TokenChecker
 from protocols.auth.users import UserFile, addUser
 

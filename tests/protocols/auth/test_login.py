@@ -20,12 +20,12 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from zope.interface import implementer
 
 from framing import Encoder, Registry
+from framing.login.errors import LoginRefused
+from framing.login.wire import LoginMessage, addLoginTypes
 from framing.wire import PREAMBLE
 from protocols import rpc
-from protocols.auth.errors import LoginRefused
 from protocols.auth.interfaces import IRemoteRoot
 from protocols.auth.throttle import LoginThrottle
-from protocols.auth.wire import LoginMessage, addLoginTypes
 from protocols.proxyheader import clientAddress
 
 from ..helpers import capturedLogs, pytestTest, trialTest
@@ -179,7 +179,7 @@ async def callInTheLoginsRead(reactor: Any) -> None:
     under the login's rules and refused there: the connection is dropped
     with an ERROR saying so, not left up with the call silently lost.
     """
-    from protocols.rpc.wire import CALL, Message, MessageSlicer
+    from framing.rpc.wire import CALL, Message, MessageSlicer
 
     realm = Realm()
     factory, port = await listen(reactor, Portal(realm, [AllowAnonymousAccess()]))
@@ -333,7 +333,7 @@ class ServeArgumentsTests(SynchronousTestCase):
 
     def test_unsupported_credentials(self) -> None:
         """Credentials no mechanism takes fail at once, before connecting."""
-        from protocols.auth.errors import UnsupportedCredentials
+        from framing.login.errors import UnsupportedCredentials
 
         self.assertRaises(UnsupportedCredentials, rpc.login, Clock(), "tcp:host=127.0.0.1:port=1", object())
 

@@ -28,9 +28,8 @@ from protocols.auth.realms import (
     pathComponent,
     servicePortal,
 )
-from protocols.auth.scram import IScramResponse
 from protocols.auth.tokens import IBearerToken, addToken
-from protocols.auth.users import addUser
+from protocols.auth.users import IScramResponse, addUser
 from protocols.testing import CertificateAuthority
 
 from ..helpers import pytestTest, trialTest
@@ -245,7 +244,7 @@ async def unsafeIdRefusedAtTheGate(reactor: Any) -> None:
     from twisted.cred.credentials import Anonymous
     from twisted.cred.portal import Portal
 
-    from protocols.auth.errors import LoginRefused
+    from framing.login.errors import LoginRefused
 
     from ..helpers import capturedLogs
     from .test_login import address, authEvents, eventually, listen, stop

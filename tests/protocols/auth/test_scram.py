@@ -1,4 +1,4 @@
-"""Tests for protocols.auth.scram: RFC 7677's vector, round trips, refusals, replays and malformed messages."""
+"""Tests for framing.login.scram: RFC 7677's vector, round trips, refusals, replays, bad messages; IScramResponse."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ from hypothesis import strategies as st
 from twisted.cred.credentials import ICredentials
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.auth.scram import (
+from framing.login.scram import (
     DEFAULT_ITERATIONS,
     MIN_ITERATIONS,
     BadServerSignature,
-    IScramResponse,
     MalformedMessage,
     OutOfOrder,
     ScramClient,
@@ -28,6 +27,7 @@ from protocols.auth.scram import (
     serverError,
     unescapeName,
 )
+from protocols.auth.users import IScramResponse
 
 # RFC 7677 section 3.
 RFC_SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")

@@ -16,16 +16,9 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import Interface, implementer
 from zope.interface.verify import verifyObject
 
-from protocols.auth.scram import (
-    DEFAULT_ITERATIONS,
-    MIN_ITERATIONS,
-    IScramResponse,
-    ScramClient,
-    ScramServer,
-    ScramVerifier,
-)
+from framing.login.scram import DEFAULT_ITERATIONS, MIN_ITERATIONS, ScramClient, ScramServer, ScramVerifier
 from protocols.auth.tokens import BearerToken
-from protocols.auth.users import REFUSAL, InvalidName, UserFile, UserFileError, addUser, removeUser
+from protocols.auth.users import REFUSAL, InvalidName, IScramResponse, UserFile, UserFileError, addUser, removeUser
 
 FAST = MIN_ITERATIONS
 SECRET = b"decoy secret"

@@ -14,6 +14,7 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
+from framing.rpc.wire import CANCEL, Message
 from protocols.bulk import BulkOptions, Stream, StreamIdReused, StreamReset, TooManyStreams
 from protocols.bulk.files import (
     PRIVATE_DIRECTORY,
@@ -24,7 +25,6 @@ from protocols.bulk.files import (
     UploadBusy,
 )
 from protocols.bulk.integrity import HashPool, OrderedHasher
-from protocols.rpc.wire import CANCEL, Message
 
 from .support import FIRST_DIGEST, BulkPair, MemoryNetwork, Store, negotiatedHash, payload, writeFile
 from .test_streams import quiet

@@ -1,4 +1,4 @@
-"""Tests for protocols.bulk.ranges.RangeSet: the corner cases tcptrace's addseg names, and a model."""
+"""Tests for framing.bulk.ranges.RangeSet: the corner cases tcptrace's addseg names, and a model."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing.bulk import ranges
-from protocols.bulk.ranges import RangeSet
+from framing.bulk.ranges import RangeSet
 
 
 def build(*pairs: tuple[int, int]) -> RangeSet:

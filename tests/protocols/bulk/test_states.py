@@ -11,6 +11,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
 from framing import EncodingError
+from framing.bulk.wire import ABORT, CANCEL, DONE, END, GRANT
 from protocols.bulk import (
     BulkBroker,
     BulkBrokerFactory,
@@ -29,7 +30,6 @@ from protocols.bulk.receiving import RECEIVING_TRANSITIONS, ReceiveEvent, Receiv
 from protocols.bulk.sending import SENDING_TRANSITIONS, SendEvent, SendState
 from protocols.bulk.sinks import CallbackSink
 from protocols.bulk.tuning import RoundTrips
-from protocols.bulk.wire import ABORT, CANCEL, DONE, END, GRANT
 from protocols.interfaces import IBrokerExtension
 from protocols.rpc import Broker, remote
 from protocols.rpc.streams import ObjectStreams

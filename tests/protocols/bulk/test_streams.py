@@ -17,6 +17,7 @@ from twisted.protocols.basic import FileSender
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, EncodingError, Limits, Registry
+from framing.bulk.wire import DATA_OPEN_TYPE, GRANT, Control, DataUnslicer, dataFramePieces
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 from protocols.bulk import (
@@ -31,13 +32,6 @@ from protocols.bulk import (
     TransferResult,
 )
 from protocols.bulk.tuning import inlineHashingWindow
-from protocols.bulk.wire import (
-    DATA_OPEN_TYPE,
-    GRANT,
-    Control,
-    DataUnslicer,
-    dataFramePieces,
-)
 from protocols.rpc import NoSuchMethod, RemoteViolation
 from protocols.testing import connectedPair
 

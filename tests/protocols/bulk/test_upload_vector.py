@@ -16,9 +16,9 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Registry
+from framing.bulk.wire import CONTROL_OPEN_TYPE, Control, ControlUnslicer
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
-from protocols.bulk.wire import CONTROL_OPEN_TYPE, Control, ControlUnslicer
 
 from .uploadvector import CONTENT, VECTOR_PATH, render, splitMessages, vectorFile
 

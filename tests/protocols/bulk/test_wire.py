@@ -1,4 +1,4 @@
-"""Tests for protocols.bulk.wire: data frames streamed through the decoder, control messages."""
+"""Tests for framing.bulk.wire: data frames streamed through the decoder, control messages."""
 
 from __future__ import annotations
 
@@ -7,12 +7,7 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import BlockBuffer, Decoder, Encoder, ProtocolError, Registry, Violation
-from framing.bulk.wire import grantMessage
-from framing.encoder import open_token
-from framing.slicing.constraints import Constraint
-from framing.slicing.registry import DEFAULT_REGISTRY
-from framing.wire import BYTES, CLOSE, INT, NEG, PREAMBLE, STRING, encode_header
-from protocols.bulk.wire import (
+from framing.bulk.wire import (
     ABORT,
     CANCEL,
     CONTROL_OPEN_TYPE,
@@ -29,7 +24,12 @@ from protocols.bulk.wire import (
     DataUnslicer,
     controlMessage,
     dataFramePieces,
+    grantMessage,
 )
+from framing.encoder import open_token
+from framing.slicing.constraints import Constraint
+from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.wire import BYTES, CLOSE, INT, NEG, PREAMBLE, STRING, encode_header
 
 from .support import payload
 
@@ -305,8 +305,8 @@ class AnnouncementKindTests(SynchronousTestCase):
     def test_simpleIdRefused(self) -> None:
         """OPEN "bulk.stream", SIMPLE True (not the id 1), INT size, none, CLOSE is refused as invalid-value."""
         from framing import Registry
+        from framing.bulk.wire import STREAM_OPEN_TYPE, AnnouncementUnslicer
         from framing.wire import OPEN, SIMPLE, SIMPLE_NONE, SIMPLE_TRUE
-        from protocols.bulk.wire import STREAM_OPEN_TYPE, AnnouncementUnslicer
 
         registry_ = Registry()
         registry_.add_unslicer(

@@ -26,10 +26,10 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 
+from framing.bulk.wire import OP_NAMES
 from framing.wire import BODY_KINDS, BYTES, CLOSE, INT, KIND_NAMES, NEG, OPEN, PREAMBLE, SIMPLE, STRING, decode_header
 from protocols.bulk import BulkBroker, BulkOptions, Stream
 from protocols.bulk.files import BulkService
-from protocols.bulk.wire import OP_NAMES
 from protocols.testing import MemoryPair
 
 VECTOR_PATH = Path(__file__).resolve().parents[2] / "vectors" / "bulk_upload.json"

@@ -9,8 +9,8 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, EncodingError, Limits, dumps
 from framing.errors import BodyTooLarge
+from framing.rpc.errors import noSuchMethod
 from protocols.rpc import NoSuchMethod, Referenceable, RemoteViolation, remote
-from protocols.rpc.errors import noSuchMethod
 
 from .services import RpcPair
 from .test_memory import quiet

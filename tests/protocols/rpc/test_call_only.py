@@ -10,10 +10,10 @@ from twisted.logger import formatEvent
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import EncodingError
+from framing.rpc.wire import ANSWER, CALL, FAIL, NO_ANSWER
 from framing.slicing.constraints import Integer
 from protocols.bulk.channel import BulkBroker
 from protocols.rpc import DeadReferenceError, Referenceable, remote
-from protocols.rpc.wire import ANSWER, CALL, FAIL, NO_ANSWER
 from protocols.testing import connectedPair
 
 from .services import RpcPair

@@ -18,8 +18,8 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
+from framing.rpc.wire import MESSAGES
 from framing.wire import BODY_KINDS, CLOSE, OPEN, PREAMBLE, decode_header
-from protocols.rpc.wire import MESSAGES
 
 from .services import Child, RpcPair, Service
 

@@ -14,9 +14,9 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Limits, Violation
 from framing.errors import PeerError
+from framing.rpc.errors import DuplicateRequestId, UnexpectedAnswer, UnreadableRequestId
+from framing.rpc.wire import ANSWER, CALL, CANCEL, FAIL, RELEASE, Message
 from protocols.rpc import Broker, NoSuchMethod, NoSuchObject, RemoteReference, RemoteViolation
-from protocols.rpc.errors import DuplicateRequestId, UnexpectedAnswer, UnreadableRequestId
-from protocols.rpc.wire import ANSWER, CALL, CANCEL, FAIL, RELEASE, Message
 from protocols.testing import connectedPair
 
 from .services import Child, RpcPair, Service

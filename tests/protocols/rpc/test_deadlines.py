@@ -12,6 +12,7 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from framing import Limits, dumps
+from framing.rpc.wire import CALL, CANCEL, FAIL, Message
 from protocols.rpc import (
     Broker,
     DeadlineExceeded,
@@ -24,7 +25,6 @@ from protocols.rpc import (
     serve,
 )
 from protocols.rpc.interceptors import CallInfo, CallInterceptor, intercept
-from protocols.rpc.wire import CALL, CANCEL, FAIL, Message
 from protocols.testing import connectedPair
 
 from ..helpers import pytestTest, trialTest

@@ -5,9 +5,9 @@ from __future__ import annotations
 from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
+from framing.rpc.wire import GOAWAY, Message
 from protocols.rpc import DeadReferenceError
 from protocols.rpc.drain import DrainDeadlineExceeded, GoingAway, drainBrokers
-from protocols.rpc.wire import GOAWAY, Message
 
 from .services import RpcPair, Service
 from .test_memory import messagesIn, quiet

@@ -11,12 +11,12 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-import protocols.bulk.errors
-import protocols.bulk.fileerrors
+import framing.bulk.errors
+import framing.bulk.fileerrors
 import protocols.kv
 import protocols.rpc.drain
 from framing import ProtocolError, Violation, errors
-from protocols.rpc.errors import ERRORS, NO_SUCH_METHOD, NO_SUCH_OBJECT, VIOLATION, describe
+from framing.rpc.errors import ERRORS, NO_SUCH_METHOD, NO_SUCH_OBJECT, VIOLATION, describe
 
 ROOT = Path(__file__).resolve().parents[3]
 DOCUMENT = (ROOT / "docs" / "wire-format.md").read_text("utf-8")
@@ -25,8 +25,8 @@ CODE_ROW = re.compile(r"^\| `([a-z-]+)` \| (ProtocolError|Violation) \| `(\w+)` 
 NAME_ROW = re.compile(r"^\| `([\w.]+)` \| ", re.M)
 REGISTERING: tuple[ModuleType, ...] = (
     protocols.kv,
-    protocols.bulk.errors,
-    protocols.bulk.fileerrors,
+    framing.bulk.errors,
+    framing.bulk.fileerrors,
     protocols.rpc.drain,
 )
 """The modules that register chunkwire's own errors and the kv service's."""

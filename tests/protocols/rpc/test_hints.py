@@ -1,4 +1,4 @@
-"""Constraints derived from type hints (L{protocols.rpc.hints}), and how L{protocols.rpc.remote} uses them."""
+"""Constraints derived from type hints (L{framing.rpc.signatures}), and how L{protocols.rpc.remote} uses them."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Violation
 from framing.errors import BodyTooLarge, InvalidValue, KindRefused, TooManyItems
+from framing.rpc.errors import WrongArguments
+from framing.rpc.signatures import UNBOUNDED, constraintFor, methodConstraints, registerHint
 from framing.slicing.constraints import ANY, Integer, Text, TupleOf
 from protocols.rpc import (
     MaxLength,
@@ -24,8 +26,6 @@ from protocols.rpc import (
     UnsupportedHint,
     remote,
 )
-from protocols.rpc.errors import WrongArguments
-from protocols.rpc.hints import UNBOUNDED, constraintFor, methodConstraints, registerHint
 
 from .services import RpcPair
 

@@ -11,6 +11,7 @@ from twisted.logger import formatEvent
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from framing import Violation
+from framing.rpc.wire import CALL
 from protocols.rpc import Broker, Referenceable, RemoteViolation, remote
 from protocols.rpc.interceptors import (
     CANCELLED,
@@ -25,7 +26,6 @@ from protocols.rpc.interceptors import (
     CallInterceptor,
     intercept,
 )
-from protocols.rpc.wire import CALL
 from protocols.testing import connectedPair
 
 from ..helpers import pytestTest, trialTest

@@ -11,6 +11,7 @@ from twisted.logger import Logger
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import EncodingError
+from framing.rpc.wire import CANCEL
 from protocols.rpc import (
     SERVER_CALL_LIMITS,
     CallLimits,
@@ -22,7 +23,6 @@ from protocols.rpc import (
     remote,
     serverFactory,
 )
-from protocols.rpc.wire import CANCEL
 
 from .services import RpcPair, Service
 from .test_memory import messagesIn, quiet

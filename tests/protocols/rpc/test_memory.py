@@ -14,6 +14,8 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, EncodingError, Limits, ProtocolError, Registry, Violation
 from framing.errors import PeerError
+from framing.rpc.errors import NotAnRpcMessage
+from framing.rpc.wire import ANSWER, CALL, FAIL, OPEN_TYPE, Message, MessageUnslicer
 from framing.slicing.constraints import Integer
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
@@ -30,8 +32,6 @@ from protocols.rpc import (
     registerError,
     remote,
 )
-from protocols.rpc.errors import NotAnRpcMessage
-from protocols.rpc.wire import ANSWER, CALL, FAIL, OPEN_TYPE, Message, MessageUnslicer
 from protocols.testing import connectedPair
 
 from ..helpers import EVERY_TYPE, same

@@ -12,10 +12,10 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Limits, Violation
 from framing.rpc import errors
+from framing.rpc.errors import CallLost, ErrorRegistry, UnexpectedAnswer, callLost
+from framing.rpc.wire import ANSWER, Message
 from protocols import rpc
 from protocols.rpc import RemoteViolation
-from protocols.rpc.errors import CallLost, ErrorRegistry, UnexpectedAnswer, callLost
-from protocols.rpc.wire import ANSWER, Message
 
 from .services import RpcPair, Service
 from .test_memory import quiet

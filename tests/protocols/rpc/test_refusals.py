@@ -9,11 +9,11 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Limits, Registry, Violation, dumps
 from framing.errors import BodyTooLarge
+from framing.rpc.errors import MessageRefused, MessageWithoutId
+from framing.rpc.wire import ANSWER, CALL, CANCEL, FAIL, OPEN_TYPE, RELEASE, Message, MessageSlicer, MessageUnslicer
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 from protocols.rpc import Broker
-from protocols.rpc.errors import MessageRefused, MessageWithoutId
-from protocols.rpc.wire import ANSWER, CALL, CANCEL, FAIL, OPEN_TYPE, RELEASE, Message, MessageSlicer, MessageUnslicer
 from protocols.testing import connectedPair
 
 from .services import Service

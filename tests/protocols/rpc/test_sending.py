@@ -8,7 +8,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import BlockBuffer, EncodingError
 from framing.outgoing import Outgoing
-from protocols.rpc.wire import CALL, Message
+from framing.rpc.wire import CALL, Message
 from protocols.testing import messagesPerWrite
 
 from .services import Child, RpcPair, Service

@@ -1,4 +1,4 @@
-"""The RPC message table (L{protocols.rpc.wire.MESSAGES}): one row per kind drives checking and dispatch."""
+"""The RPC message table (L{framing.rpc.wire.MESSAGES}): one row per kind drives checking and dispatch."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Limits
 from framing.errors import InvalidValue, TooManyItems
+from framing.rpc.wire import CANCEL, FAIL, MESSAGES, MessageUnslicer
 from protocols.rpc import Broker
-from protocols.rpc.wire import CANCEL, FAIL, MESSAGES, MessageUnslicer
 
 
 class TableTests(SynchronousTestCase):
