@@ -21,10 +21,11 @@ from typing import Any
 from zope.interface import implementer
 
 from framing import Decoder, Encoder, ProtocolError, Registry
+from framing.decoder import Ping
 from framing.rpc.wire import ANSWER, CALL, FAIL, OPEN_TYPE, Message, MessageSlicer, MessageUnslicer
 from framing.slicing.interfaces import ISlicer
 from framing.slicing.registry import DEFAULT_REGISTRY
-from framing.wire import CLOSE, ERROR, OPEN, PREAMBLE, SIMPLE, encode_header
+from framing.wire import CLOSE, ERROR, OPEN, PONG, PREAMBLE, SIMPLE, encode_header
 from protocols.rpc.refs import REF_OPEN_TYPE
 
 from . import attacks
@@ -88,8 +89,14 @@ def _awaitAnswers(sock: socket.socket, decoder: Decoder, count: int, budget: flo
             return
 
 
-def _readMessages(sock: socket.socket, started: float, budget: float, decoder: Decoder | None = None) -> dict[str, Any]:
-    """Read and decode what the server sends until it closes or the budget ends; count FAILs by code."""
+def _readMessages(
+    sock: socket.socket, started: float, budget: float, decoder: Decoder | None = None, pong: bool = False
+) -> dict[str, Any]:
+    """
+    Read and decode what the server sends until it closes or the budget
+    ends; count FAILs by code.  C{pong}: answer the server's keepalive PINGs
+    (an attacker silent only to calls is not dropped as a dead peer first).
+    """
     if decoder is None:
         decoder = Decoder(registry=_registry())
     seen: dict[str, Any] = {"closed_after": None, "error": "", "fail_codes": {}, "calls_from_server": 0}
@@ -107,6 +114,9 @@ def _readMessages(sock: socket.socket, started: float, budget: float, decoder: D
             break
         try:
             _count(decoder.feed(chunk), seen)
+            pings, decoder.control_events[:] = [e for e in decoder.control_events if isinstance(e, Ping)], []
+            if pong and pings:
+                sock.sendall(b"".join(encode_header(PONG, ping.id) for ping in pings))
         except ProtocolError as error:  # the server's ERROR token: it is dropping us
             _count(error.results, seen)
             seen["error"] = str(error)[:200]
@@ -167,7 +177,10 @@ def silentWatchers(port: int, budget: float) -> dict[str, Any]:
     are never answered, then 30 puts of that key from another connection:
     each call times out (the server runs with a short call timeout), the
     watchers are dropped with a logged call-timeout, and the attacker's
-    connection stays up (nothing it sent was refused).
+    connection stays up (nothing it sent was refused).  It answers the
+    server's keepalive PINGs: silent to calls only, so that on a loaded
+    machine the keepalive (5 s, then 3 s) cannot drop it before the calls
+    time out.
     """
     with _connect(port) as attacker, _connect(port) as putter:
         attacker.sendall(PREAMBLE + calls(1, 10, "watch", lambda n: ("silent-key", ForgedRef(5_000 + n))))
@@ -175,7 +188,7 @@ def silentWatchers(port: int, budget: float) -> dict[str, Any]:
         _awaitAnswers(attacker, decoder, 10, 60.0)  # the watchers are registered (only a hang takes 60 s)
         started = time.monotonic()
         putter.sendall(PREAMBLE + calls(1, 30, "put", lambda n: ("silent-key", f"value {n}")))
-        seen = _readMessages(attacker, started, budget, decoder)
+        seen = _readMessages(attacker, started, budget, decoder, pong=True)
     seen["kept"] = True  # the server drops its watchers, not its connection
     return seen
 
