@@ -46,7 +46,10 @@ class IObjectReceiver(Interface):  # type: ignore[misc]
         """The decoder refused one object (a L{framing.Violation}); the connection stays up."""
 
     def stopReceiving(reason):  # type: ignore[no-untyped-def]
-        """The connection is gone, for C{reason} (a Failure)."""
+        """
+        The connection is gone, for C{reason} (a Failure): lost, or dropped
+        (then at the drop, while its socket may still be closing).
+        """
 
 
 class IBrokerExtension(Interface):  # type: ignore[misc]
