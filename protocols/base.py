@@ -7,8 +7,9 @@ order, and a refusal leaves the connection up.  The receiver is the protocol
 itself unless one is given (AMP's C{IBoxReceiver} split): subclasses
 override the hooks, composed layers (the RPC broker) are receivers.  A
 L{ProtocolError} drops the connection: the reason is logged, sent to the
-peer in an ERROR token, given at once to the receiver (its calls in flight
-fail with it), and passed to C{connectionLost}; a dropped connection the
+peer in an ERROR token, given at once to what waits on an answer (an RPC
+broker's calls in flight fail with it), and passed to C{connectionLost}
+(and the receiver's C{stopReceiving}) once the connection ends; a dropped connection the
 peer does not let close is aborted C{ConnectionConfig.dropGrace} seconds
 later.  Every
 L{TokenProtocol.sendObject} is one send transaction (one encode, then one
@@ -357,22 +358,21 @@ class TokenProtocol(Protocol):
         C{error} (unless C{logged} is false: the caller did), tell the peer
         why in an ERROR token, close, and make C{connectionLost} and the
         receiver see C{error} as the reason (L{failure}); nothing more is
-        delivered.  What waits on the connection fails with C{error} at
-        once, not when the transport closes (which waits for the peer to
-        take what is queued): the receiver is stopped (an RPC broker fails
-        its calls in flight) and waiting pings fail.  A connection still
+        delivered.  What waits on an answer fails with C{error} at once,
+        not when the transport closes (which waits for the peer to take
+        what is queued): waiting pings, and what the receiver's optional
+        C{connectionDropped(reason)} fails (an RPC broker's calls in
+        flight); C{stopReceiving} still follows the loss.  A connection still
         open C{config.dropGrace} seconds later is aborted.  Once dropped
         (or lost), later calls do nothing (the first reason stands).  A
         clean close is C{transport.loseConnection()} instead.
         """
         if self.failure is None and not self._ended:
-            self._stopWaiting(dropNow(self, error, logged))
-
-    def _stopWaiting(self, reason: Failure) -> None:
-        """Fail waiting pings with C{reason} and stop the receiver, once (at the drop or the loss)."""
-        self.pings.connectionLost(reason)
-        receiver, self.receiver = self.receiver, _GONE
-        receiver.stopReceiving(reason)
+            failure = dropNow(self, error, logged)
+            self.pings.connectionLost(failure)
+            dropped = getattr(self.receiver, "connectionDropped", None)
+            if dropped is not None:
+                dropped(failure)
 
     failConnection = dropConnection
     """L{dropConnection}'s older name, the same method."""
@@ -393,10 +393,12 @@ class TokenProtocol(Protocol):
         self._flushCall = self.lingering = None
         if self._refusals is not None:
             self._refusals.close(self.log, self.peerName())
+        self.pings.connectionLost(reason)
         observers, self.observers = self.observers, []
         for observer in observers:
             observer.connectionEnded(reason)
-        self._stopWaiting(reason)
+        self.receiver.stopReceiving(reason)
+        self.receiver = _GONE
         self.inbound.close()
         self.ledger.close()
         breakCycles(self)

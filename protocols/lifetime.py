@@ -75,12 +75,12 @@ def dropConnection(protocol: Any, error: ProtocolError, logged: bool = False) ->
         transport.write(encode_header(ERROR, len(body)) + body)
     # Set before the close, which may end the connection at once (connectionLost then cancels it).
     grace = protocol.config.dropGrace
-    protocol.lingering = protocol.config.reactor().callLater(grace, _abortLingering, protocol, grace)
+    protocol.lingering = protocol.config.reactor().callLater(grace, abortLingering, protocol, grace)
     transport.loseConnection()
     return failure
 
 
-def _abortLingering(protocol: Any, grace: float) -> None:
+def abortLingering(protocol: Any, grace: float) -> None:
     """A dropped connection is still open C{grace} seconds later (its peer does not read): abort it."""
     protocol.lingering = None
     transport = protocol.transport
