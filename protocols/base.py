@@ -7,7 +7,11 @@ order, and a refusal leaves the connection up.  The receiver is the protocol
 itself unless one is given (AMP's C{IBoxReceiver} split): subclasses
 override the hooks, composed layers (the RPC broker) are receivers.  A
 L{ProtocolError} drops the connection: the reason is logged, sent to the
-peer in an ERROR token, and passed to C{connectionLost}.  Every
+peer in an ERROR token, given at once to what waits on an answer (an RPC
+broker's calls in flight fail with it), and passed to C{connectionLost}
+(and the receiver's C{stopReceiving}) once the connection ends; a dropped connection the
+peer does not let close is aborted C{ConnectionConfig.dropGrace} seconds
+later.  Every
 L{TokenProtocol.sendObject} is one send transaction (one encode, then one
 commit or rollback of what its slicers promised) and one write on the
 transport, except that the objects sent while one read is being handled
@@ -102,6 +106,8 @@ class TokenProtocol(Protocol):
     @ivar observers: the L{IConnectionObserver}s (see L{addObserver}).
     @ivar pings: the connection's L{Pings} (PINGs in flight).
     @ivar guard: the L{protocols.guard.ConnectionGuard} watching it, if any.
+    @ivar lingering: once dropped, the timer that aborts the connection if
+        it has not ended C{config.dropGrace} seconds later; else C{None}.
     @cvar trace: log every token both ways (L{protocols.tracing}); off by
         default and free when off.  Set it in the config, on a subclass, or
         on C{TokenProtocol} itself for every connection in the process (what
@@ -152,6 +158,8 @@ class TokenProtocol(Protocol):
         self._refusals: RefusalLog | None = None
         self._traceReceived: Any = None
         self._flushCall: Any = None
+        self.lingering: Any = None
+        self._ended = False
 
     # -- connection setup --------------------------------------------------
 
@@ -350,11 +358,21 @@ class TokenProtocol(Protocol):
         C{error} (unless C{logged} is false: the caller did), tell the peer
         why in an ERROR token, close, and make C{connectionLost} and the
         receiver see C{error} as the reason (L{failure}); nothing more is
-        delivered.  Once dropped, later calls do nothing (the first reason
-        stands).  A clean close is C{transport.loseConnection()} instead.
+        delivered.  What waits on an answer fails with C{error} at once,
+        not when the transport closes (which waits for the peer to take
+        what is queued): waiting pings, and what the receiver's optional
+        C{connectionDropped(reason)} fails (an RPC broker's calls in
+        flight); C{stopReceiving} still follows the loss.  A connection still
+        open C{config.dropGrace} seconds later is aborted.  Once dropped
+        (or lost), later calls do nothing (the first reason stands).  A
+        clean close is C{transport.loseConnection()} instead.
         """
-        if self.failure is None:
-            dropNow(self, error, logged)
+        if self.failure is None and not self._ended:
+            failure = dropNow(self, error, logged)
+            self.pings.connectionLost(failure)
+            dropped = getattr(self.receiver, "connectionDropped", None)
+            if dropped is not None:
+                dropped(failure)
 
     failConnection = dropConnection
     """L{dropConnection}'s older name, the same method."""
@@ -365,12 +383,14 @@ class TokenProtocol(Protocol):
         receiver.  Subclasses that override this should call it; C{reason}
         wraps the L{ProtocolError} if one dropped the connection.
         """
+        self._ended = True
         transport = self.transport
         if isinstance(transport, CoalescingTransport):
             transport.connectionClosed(reason)
-        flush, self._flushCall = self._flushCall, None
-        if flush is not None and flush.active():
-            flush.cancel()
+        for timer in (self._flushCall, self.lingering):
+            if timer is not None and timer.active():
+                timer.cancel()
+        self._flushCall = self.lingering = None
         if self._refusals is not None:
             self._refusals.close(self.log, self.peerName())
         self.pings.connectionLost(reason)

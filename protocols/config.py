@@ -16,6 +16,16 @@ from typing import Any
 
 from framing import Decoder, Limits, Registry
 
+DROP_GRACE = 10.0
+"""
+Seconds a dropped connection (L{protocols.TokenProtocol.dropConnection})
+may take to send what it holds, its ERROR last, before it is aborted
+(L{ConnectionConfig.dropGrace}): far more than a peer that reads takes to
+read a buffer's worth, and a peer that reads nothing cannot keep the
+connection, its socket and its send buffer, for good.  The asyncio
+client's C{CLOSE_GRACE} is the same wait for the same reason.
+"""
+
 
 @dataclass(frozen=True)
 class ConnectionConfig:
@@ -35,11 +45,13 @@ class ConnectionConfig:
     @ivar holdPreamble: keep the preamble until the first message or the end
         of the reactor turn, so the first message shares its write (the RPC
         broker does: one packet less on a latent link).
-    @ivar clock: the C{IReactorTime} for ping round trips and the held
-        preamble; C{None} for the global reactor, looked up when first needed.
+    @ivar clock: the C{IReactorTime} for ping round trips, the held
+        preamble and a dropped connection's grace; C{None} for the global reactor, looked up when first needed.
     @ivar decoderFactory: makes the connection's decoder from C{(limits,
         registry)}; C{None} for L{framing.Decoder}.  The one place where
         another decoder (a compiled core, a test double) is chosen.
+    @ivar dropGrace: seconds a dropped connection may take to close politely
+        (sending what it holds) before it is aborted; L{DROP_GRACE} (10 s).
     """
 
     limits: Limits | None = None
@@ -49,6 +61,7 @@ class ConnectionConfig:
     holdPreamble: bool = False
     clock: Any = None
     decoderFactory: Callable[[Limits | None, Registry | None], Decoder] | None = None
+    dropGrace: float = DROP_GRACE
 
     def replace(self, **changes: Any) -> ConnectionConfig:
         """A copy with C{changes} made."""

@@ -33,7 +33,11 @@ class IObjectReceiver(Interface):  # type: ignore[misc]
     """
     Takes the objects a connection decodes.  The connection calls
     L{startReceiving} once, then L{objectReceived} and L{objectRefused} in
-    stream order, then L{stopReceiving} once.
+    stream order, then L{stopReceiving} once.  A receiver may also have
+    C{connectionDropped(reason)}: called once when the connection is dropped
+    for a L{framing.ProtocolError} (C{reason} wraps it), before
+    L{stopReceiving}, which waits for the socket's close; it fails at once
+    what waits on the peer's answers (the RPC broker's calls in flight).
     """
 
     def startReceiving(sender):  # type: ignore[no-untyped-def]

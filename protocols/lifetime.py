@@ -2,6 +2,10 @@
 
 L{dropConnection} is the one way a connection is dropped for a
 L{ProtocolError}: the peer is told why, and C{connectionLost} sees the error.
+The close is polite (what is queued is sent first), but bounded: a
+connection not ended C{config.dropGrace} seconds later (a peer that reads
+nothing never takes the bytes queued for it) is aborted.  Cost: one timer
+per dropped connection, cancelled by C{connectionLost}.
 
 Contract: after L{breakCycles}, a protocol, its transport wrapper, decoder
 and encoder are freed by reference counting as soon as the last outside
@@ -28,14 +32,19 @@ from .logs import escape
 MAX_ERROR_MESSAGE = 1024
 
 
-def dropConnection(protocol: Any, error: ProtocolError, logged: bool = False) -> None:
+def dropConnection(protocol: Any, error: ProtocolError, logged: bool = False) -> Failure:
     """
     Drop C{protocol}'s connection for C{error}: log it if C{logged}, stop
     delivering, fail its queued streams, tell the peer why in an ERROR
-    token (unless the peer sent the error), close, and make
-    C{connectionLost} see C{error} as its reason, whatever reason the
-    transport gives.  Applications call
-    L{protocols.TokenProtocol.dropConnection}, which does this once.
+    token (unless the peer sent the error), close, abort it if it is not
+    closed C{protocol.config.dropGrace} seconds later (on the protocol's
+    clock: C{protocol.lingering} is that timer, which C{connectionLost}
+    cancels), and make C{connectionLost} see C{error} as its reason,
+    whatever reason the transport gives.  Applications call
+    L{protocols.TokenProtocol.dropConnection}, which does this once and
+    then stops the receiver.
+
+    @return: the L{Failure} wrapping C{error} (now C{protocol.failure}).
     """
     if logged:
         text = str(error)
@@ -64,7 +73,24 @@ def dropConnection(protocol: Any, error: ProtocolError, logged: bool = False) ->
     if not isinstance(error, PeerError):
         body = str(error).encode("utf-8")[:MAX_ERROR_MESSAGE]
         transport.write(encode_header(ERROR, len(body)) + body)
+    # Set before the close, which may end the connection at once (connectionLost then cancels it).
+    grace = protocol.config.dropGrace
+    protocol.lingering = protocol.config.reactor().callLater(grace, abortLingering, protocol, grace)
     transport.loseConnection()
+    return failure
+
+
+def abortLingering(protocol: Any, grace: float) -> None:
+    """A dropped connection is still open C{grace} seconds later (its peer does not read): abort it."""
+    protocol.lingering = None
+    transport = protocol.transport
+    protocol.log.warn(
+        "{peer}: {pending} bytes still unsent {grace} s after the connection was dropped; aborting it",
+        peer=protocol.peerName(),
+        pending=getattr(transport, "pendingBytes", "?"),
+        grace=grace,
+    )
+    transport.abortConnection()
 
 
 def breakCycles(protocol: Any) -> None:

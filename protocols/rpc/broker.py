@@ -313,6 +313,15 @@ class Broker:
             transport.loseConnection()
         return lost
 
+    def connectionDropped(self, reason: Failure) -> None:
+        """
+        The connection was dropped for C{reason}: fail every pending call
+        with it now (later calls fail at once), not when the socket closes,
+        which waits for the peer to take what is queued (up to
+        C{ConnectionConfig.dropGrace}).  The rest waits for L{stopReceiving}.
+        """
+        self.calls.connectionLost(reason)
+
     def stopReceiving(self, reason: Failure = connectionDone) -> None:
         """
         The connection is lost: forget every export and import, drop the

@@ -26,7 +26,7 @@ from protocols.sockets import queuedIn
 from protocols.testing import MemoryTransport, connectedPair, loopbackTCP
 
 from .bulk.support import SlowConsumer, Store, payload
-from .helpers import TLSPair, pytestTest, trialTest
+from .helpers import TLSPair, cancelDropTimers, pytestTest, trialTest
 
 KiB = 1024
 SMALL_MARKS = Limits(send_high_water=10 * KiB, send_low_water=4 * KiB)
@@ -313,6 +313,7 @@ class SendStallTests(SynchronousTestCase):
     """The guard drops a peer that takes none of what waits for it, and only such a peer."""
 
     def setUp(self) -> None:
+        self.addCleanup(cancelDropTimers)
         self.clock = Clock()
         self.server: Any = guard(Echo(), POLICY, None, self.clock)
         self.wrapped = memoryTransport()

@@ -19,7 +19,7 @@ from framing.wire import BYTES, CLOSE, ERROR, OPEN, PING, PONG, PREAMBLE, encode
 from protocols import CoalescingTransport, TokenProtocol
 from protocols.testing import MemoryPair, RecordingTransport, connectedPair
 
-from .helpers import tokenBytes
+from .helpers import cancelDropTimers, tokenBytes
 
 RESERVED = b"\xe0"
 """A header byte of reserved kind 0xE: a ProtocolError wherever it appears."""
@@ -214,6 +214,9 @@ class ReceiveTests(SynchronousTestCase):
 class ProtocolErrorTests(SynchronousTestCase):
     """A broken stream drops the connection: logged, told to the peer, passed to connectionLost."""
 
+    def setUp(self) -> None:
+        self.addCleanup(cancelDropTimers)
+
     def test_garbageDropsConnection(self) -> None:
         """Bytes that are not chunkwire drop the connection, with the reason logged and sent."""
         protocol = Recorder()
@@ -314,6 +317,9 @@ class ProtocolErrorTests(SynchronousTestCase):
 
 class FlowControlTests(SynchronousTestCase):
     """Pausing the transport holds received objects back, within the buffering limit."""
+
+    def setUp(self) -> None:
+        self.addCleanup(cancelDropTimers)
 
     def test_pauseStopsDelivery(self) -> None:
         """Objects that arrive after the application paused wait until it resumes, in order."""

@@ -16,6 +16,8 @@ from protocols import rpc
 from protocols.deadline import ConnectTimeout, DeadlineEndpoint
 from protocols.echo import EchoClient, EchoFactory
 
+from .helpers import cancelDropTimers
+
 SERVER = IPv4Address("TCP", "127.0.0.1", 8750)
 
 
@@ -49,6 +51,9 @@ class Attempt:
 
 class DeadlineTests(SynchronousTestCase):
     """A step missing at the deadline fails the attempt with ConnectTimeout naming it; none missing, nothing fails."""
+
+    def setUp(self) -> None:
+        self.addCleanup(cancelDropTimers)
 
     def test_notConnected(self) -> None:
         """A TCP connection not made in time is cancelled, and connect fails with ConnectTimeout."""

@@ -1,15 +1,21 @@
-"""TokenProtocol.dropConnection: the public way to drop a peer for a ProtocolError, once."""
+"""TokenProtocol.dropConnection: the public way to drop a peer for a ProtocolError, once, and within a grace."""
 
 from __future__ import annotations
 
-from twisted.logger import formatEvent
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.logger import Logger, formatEvent
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import ProtocolError
 from framing.errors import PeerError
+from framing.refusals import MAX_REFUSALS, TooManyRefusals
 from protocols import TokenProtocol
-from protocols.testing import connectedPair
+from protocols.config import DROP_GRACE
+from protocols.testing import BrokerPair, brokerPair, connectedPair
 
+from .rpc.services import Service
 from .test_base import Recorder
 
 
@@ -60,3 +66,92 @@ class DropConnectionTests(SynchronousTestCase):
     def test_failConnectionIsTheSame(self) -> None:
         """failConnection is the older name of the same method."""
         self.assertIs(TokenProtocol.failConnection, TokenProtocol.dropConnection)
+
+
+class DropGraceTests(SynchronousTestCase):
+    """
+    A dropped connection ends even if the peer never reads (issue 39): its
+    calls fail with the drop's error at the drop, and the connection is
+    aborted C{dropGrace} seconds later if the polite close has not ended it.
+    """
+
+    def stalled(self) -> tuple[BrokerPair, Deferred[Any]]:
+        """A broker pair whose server reads nothing more, and a 4 MiB echo in flight from the client."""
+        pair = brokerPair(Service())
+        pair.memory.serverTransport.pauseProducing()  # (the server takes nothing from its socket)
+        call = pair.root.callRemote("echo", b"x" * (4 << 20))
+        pair.flush()
+        self.assertNoResult(call)
+        return pair, call
+
+    def test_refusalsDropFailsCallsAtOnceThenAborts(self) -> None:
+        """
+        Past the refusal rate the client drops the server: the echo in
+        flight fails with L{TooManyRefusals} at once; the close cannot end
+        (the server reads nothing), so C{dropGrace} seconds later the
+        connection is aborted, and not a moment before.
+        """
+        pair, call = self.stalled()
+        connection = pair.client.connection
+        connection.log = Logger(observer=lambda event: None)
+        for _ in range(MAX_REFUSALS + 1):
+            connection.logRefusal("no-such-object", "refused")
+        self.failureResultOf(call, TooManyRefusals)
+        transport = pair.memory.clientTransport
+        pair.clock.advance(DROP_GRACE - 0.1)
+        pair.flush()
+        self.assertFalse(transport.aborted)
+        self.assertFalse(transport.disconnected)
+        pair.clock.advance(0.1)
+        self.assertTrue(transport.aborted)
+        pair.flush()
+        self.assertTrue(transport.disconnected)
+        self.assertIsNone(connection.lingering)
+        self.assertEqual(pair.clock.calls, [])
+
+    def test_graceFromConfig(self) -> None:
+        """The grace is the connection's C{config.dropGrace}."""
+        pair, call = self.stalled()
+        connection = pair.client.connection
+        connection.config = connection.config.replace(dropGrace=1.0)
+        connection.dropConnection(Misbehaving("go away"), logged=False)
+        self.failureResultOf(call, Misbehaving)
+        pair.clock.advance(1.0)
+        self.assertTrue(pair.memory.clientTransport.aborted)
+
+    def test_pingsFailAtTheDrop(self) -> None:
+        """A PING waiting for its PONG fails with the drop's error at the drop, not at the close."""
+        pair, call = self.stalled()
+        connection = pair.client.connection
+        ping = connection.sendPing()
+        connection.dropConnection(Misbehaving("go away"), logged=False)
+        self.failureResultOf(ping, Misbehaving)
+        self.failureResultOf(call, Misbehaving)
+
+    def test_timerCancelledWhenTheCloseEnds(self) -> None:
+        """
+        A peer that reads lets the polite close end: the abort timer is
+        cancelled with it (no delayed call left), nothing is aborted.
+        """
+        pair = brokerPair(Service())
+        connection = pair.server.connection
+        connection.dropConnection(Misbehaving("go away"), logged=False)
+        self.assertTrue(connection.lingering.active())
+        pair.flush()
+        self.assertTrue(pair.memory.serverTransport.disconnected)
+        self.assertFalse(pair.memory.serverTransport.aborted)
+        self.assertIsNone(connection.lingering)
+        self.assertEqual(pair.clock.calls, [])
+
+    def test_notAfterTheLoss(self) -> None:
+        """A drop after the connection was lost does nothing: no ERROR written, no timer left."""
+        pair = brokerPair(Service())
+        connection = pair.server.connection
+        connection.transport.loseConnection()
+        pair.flush()
+        self.assertTrue(pair.memory.serverTransport.disconnected)
+        writes = len(pair.memory.serverTransport.writes)
+        connection.dropConnection(Misbehaving("too late"), logged=False)
+        self.assertIsNone(connection.failure)
+        self.assertEqual(len(pair.memory.serverTransport.writes), writes)
+        self.assertEqual(pair.clock.calls, [])

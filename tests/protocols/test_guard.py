@@ -16,7 +16,7 @@ from protocols import rpc
 from protocols.echo import EchoServer
 from protocols.guard import ConnectionCounter, GuardedFactory, GuardError, GuardPolicy, guard
 
-from .helpers import pytestTest, tokenBytes, trialTest
+from .helpers import cancelDropTimers, pytestTest, tokenBytes, trialTest
 
 OPEN_LIST = encode_header(OPEN, 4) + b"list"
 
@@ -71,6 +71,7 @@ class GuardTests(SynchronousTestCase):
     """Each guard rule drops exactly the connections it should, at the right time."""
 
     def setUp(self) -> None:
+        self.addCleanup(cancelDropTimers)
         self.clock = Clock()
 
     def test_preambleTimeout(self) -> None:

@@ -13,6 +13,8 @@ from twisted.trial.unittest import SynchronousTestCase
 from protocols.echo import EchoServer
 from protocols.guard import ConnectionCounter, GuardPolicy, addGuardArguments, guard, policyFromArguments
 
+from .helpers import cancelDropTimers
+
 
 class HeldBytesPoolTests(SynchronousTestCase):
     """A guarded listener's connections share one ledger pool of GuardPolicy.maxHeldBytes."""
@@ -83,6 +85,9 @@ class DefaultCapTests(SynchronousTestCase):
 class RefusalLogTests(SynchronousTestCase):
     """Refused connections are logged at a bounded rate, shared by the factory's connections."""
 
+    def setUp(self) -> None:
+        self.addCleanup(cancelDropTimers)
+
     def test_floodOfConnectionsWritesAFewLines(self) -> None:
         """A thousand refused connections write the first ten in full and one summary line, not a line each."""
         events: list[dict[str, Any]] = []
@@ -129,6 +134,7 @@ class FairEvictionTests(SynchronousTestCase):
     """When full and nothing is idle, the address holding the most gives up a connection to one holding fewer."""
 
     def setUp(self) -> None:
+        self.addCleanup(cancelDropTimers)
         self.clock = Clock()
         self.counter = ConnectionCounter()
 

@@ -19,7 +19,7 @@ from protocols.config import ConnectionConfig
 from protocols.interfaces import IConnectionObserver, IObjectReceiver, IObjectSender
 from protocols.testing import RecordingTransport, connectedPair
 
-from .helpers import tokenBytes
+from .helpers import cancelDropTimers, tokenBytes
 
 
 @implementer(IObjectReceiver)
@@ -165,6 +165,9 @@ class OlderObserver:
 
 
 class ObserverTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.addCleanup(cancelDropTimers)
+
     def test_observerSeesReadsNotObjects(self) -> None:
         """
         An observer hears of the start, each read and what it completed (in one call, once it is decoded), and the
