@@ -180,6 +180,7 @@ PROCESS_TESTS = {
         "tests/protocols/test_asyncioclient_bulk.py",
         "tests/attack/test_catalogue_server.py",
         "tests/framing/test_docs_build.py",
+        "tests/attack/test_twisted_drop.py",
     ),
     "pure": (
         "tests/attack/test_round3_auth.py",
