@@ -11,6 +11,7 @@ attack}) runs the same catalogue longer, at the guard's full object size.
 
 from __future__ import annotations
 
+import socket
 import tempfile
 from pathlib import Path
 
@@ -69,3 +70,19 @@ class CataloguePeerTests(SynchronousTestCase):
         self.assertTrue(streams["doubled"].streamArguments and streams["doubled"].streamResult)
         kinds = {type(args[0].items[0]).__name__ for args in streams["doubled"].argumentSets}
         self.assertTrue({"bytes", "str", "memoryview", "array", "bytearray", "list", "dict"} <= kinds, kinds)
+
+    def test_attackerAddress(self) -> None:
+        """
+        The behaviours connect from an address of their own, not the honest
+        client's, so the guard's per-address cap counts the attacker alone
+        (the stream churn's connections once had the honest client refused).
+        """
+        with socket.create_server(("127.0.0.1", 0)) as listener:
+            target = catalogue.Target(listener.getsockname()[1], [], True, ("", (), None), False)
+            peer = target.peer()
+            self.addCleanup(peer.close)
+            accepted, (host, _) = listener.accept()
+            accepted.close()
+            with socket.create_connection(listener.getsockname()) as honest:
+                self.assertNotEqual(host, honest.getsockname()[0])
+        self.assertEqual(host, catalogue.ATTACKER_ADDRESS)
