@@ -86,3 +86,19 @@ class CataloguePeerTests(SynchronousTestCase):
             with socket.create_connection(listener.getsockname()) as honest:
                 self.assertNotEqual(host, honest.getsockname()[0])
         self.assertEqual(host, catalogue.ATTACKER_ADDRESS)
+
+    def test_rssGrowth(self) -> None:
+        """
+        The RSS-after rule judges growth from round to round, not the level:
+        heap the allocator keeps (a level the first rounds set) passes, a
+        leak (as much again each round) fails, one round is not judged.
+        """
+        MiB = catalogue.MiB
+        idle = 50 * MiB
+        self.assertIsNone(catalogue.rssGrowth([idle + 107 * MiB, idle + 188 * MiB, idle + 187 * MiB], idle))
+        self.assertIsNone(catalogue.rssGrowth([idle + 200 * MiB], idle))
+        verdict = catalogue.rssGrowth([idle + 191 * MiB, idle + 213 * MiB, idle + 259 * MiB], idle)
+        self.assertEqual(
+            verdict,
+            "RSS after the attack grew 46 MiB from round 2 to round 3 (191, 213, 259 MiB above idle after each)",
+        )
