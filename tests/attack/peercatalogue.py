@@ -119,15 +119,16 @@ STUCK_SECONDS = 10.0
 """Seconds after its attacker was cut off that a server still past L{ABORT_ABOVE} is deemed stuck, and killed."""
 RSS_AFTER_MARGIN = 24 * MiB
 """
-How much more RSS a server may keep after a round of a behaviour than after
-the round before (the full campaign's L{RSS_GROWTH_ROUNDS}): a leak keeps
-about as much again each round; what the allocator keeps does not grow.
+How much more RSS a server may keep after the last round of a behaviour
+than after any round before (the full campaign's L{RSS_GROWTH_ROUNDS}): a
+leak keeps about as much again each round; what the allocator keeps does
+not grow past the level it reached.
 """
 RSS_GROWTH_ROUNDS = 3
 """
 Rounds of each behaviour in the full campaign (each once the last one's
 attacker left and the server settled); the RSS after the last is judged
-against the RSS after the one before, not against idle.  Why: a server
+against the most the rounds before left (L{rssGrowth}), not against idle.  Why: a server
 back at rest keeps heap that no object uses, and how much depends on the
 allocator, not on the server: CPython frees a pymalloc arena only once
 every object in it is gone, and glibc keeps freed chunks below a live one.
@@ -997,15 +998,20 @@ def rssGrowth(afters: list[int], idle: int) -> str | None:
     """
     The RSS-after rule (L{RSS_GROWTH_ROUNDS}): what is wrong with a server
     whose RSS was C{afters} after each round of a behaviour, or C{None}:
-    the last round may leave at most L{RSS_AFTER_MARGIN} more than the one
-    before (one round: nothing to judge).
+    the last round may leave at most L{RSS_AFTER_MARGIN} more than the
+    most any earlier round left (the level the allocator keeps; a round
+    that happened to leave less is no baseline), and one round is not
+    judged.
     """
-    if len(afters) < 2 or afters[-1] - afters[-2] <= RSS_AFTER_MARGIN:
+    if len(afters) < 2:
+        return None
+    growth = afters[-1] - max(afters[:-1])
+    if growth <= RSS_AFTER_MARGIN:
         return None
     each = ", ".join(f"{(after - idle) / MiB:.0f}" for after in afters)
     return (
-        f"RSS after the attack grew {(afters[-1] - afters[-2]) / MiB:.0f} MiB from round {len(afters) - 1} "
-        f"to round {len(afters)} ({each} MiB above idle after each)"
+        f"RSS after the attack grew {growth / MiB:.0f} MiB in round {len(afters)} past the rounds before "
+        f"({each} MiB above idle after each)"
     )
 
 

@@ -97,8 +97,11 @@ class CataloguePeerTests(SynchronousTestCase):
         idle = 50 * MiB
         self.assertIsNone(catalogue.rssGrowth([idle + 107 * MiB, idle + 188 * MiB, idle + 187 * MiB], idle))
         self.assertIsNone(catalogue.rssGrowth([idle + 200 * MiB], idle))
+        # (a round that left less than the level is no baseline: interop x no-answer-flood left 16, -37, 8)
+        self.assertIsNone(catalogue.rssGrowth([idle + 16 * MiB, idle - 37 * MiB, idle + 8 * MiB], idle))
         verdict = catalogue.rssGrowth([idle + 191 * MiB, idle + 213 * MiB, idle + 259 * MiB], idle)
         self.assertEqual(
             verdict,
-            "RSS after the attack grew 46 MiB from round 2 to round 3 (191, 213, 259 MiB above idle after each)",
+            "RSS after the attack grew 46 MiB in round 3 past the rounds before "
+            "(191, 213, 259 MiB above idle after each)",
         )
