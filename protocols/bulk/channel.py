@@ -151,14 +151,18 @@ class BulkChannel(IncomingSide):
         self._incoming: dict[int, IReceivingStream] = {}
         self._live: set[int] = set()
         self._lastAnnounced = 0
-        self.resources = Resources(self.log, self._peer)
-        self.scheduler = FrameScheduler(self._transport, clock)
+        # What the channel holds must not hold it back (neither the
+        # instance's logger, whose source is the channel, nor its bound
+        # methods), or a closed connection's channel waits for a garbage
+        # collection: L{_weakly}.
+        self.resources = Resources(type(self).log, _weakly(self._peer, "?"))
+        self.scheduler = FrameScheduler(_weakly(self._transport, RuntimeError), clock)
         self._sending: tuple[Outgoing, Deferred[Any]] | None = None
         self._up = False
         self.roundTrips = RoundTrips(clock, _noPing)
         self.hello = Hello()
         self._awaitingHello: list[ISendingStream] = []
-        self.early = EarlyTable(clock, self._unreadTimedOut)
+        self.early = EarlyTable(clock, _weakly(self._unreadTimedOut, None))
 
     @property
     def protocol(self) -> Broker:
@@ -395,6 +399,27 @@ def _tuneSocket(wrapped: Any, options: BulkOptions) -> int | None:
         return None
     bufferSize: int = wrapped.bufferSize
     return bufferSize
+
+
+def _weakly(method: Callable[..., Any], gone: Any) -> Callable[..., Any]:
+    """
+    C{method} (a bound method of a channel), called through a weak
+    reference: what the channel's parts keep to call back must not keep
+    the channel.  Once the channel is gone the call answers C{gone}, or
+    raises one if it is an exception class (as C{protocol} does once the
+    broker is gone).  Cost: one dereference per call.
+    """
+    reference = weakref.WeakMethod(method)
+
+    def call(*args: Any) -> Any:
+        live = reference()
+        if live is not None:
+            return live(*args)
+        if isinstance(gone, type) and issubclass(gone, BaseException):
+            raise gone("the bulk channel is gone")
+        return gone
+
+    return call
 
 
 class Resources:

@@ -502,7 +502,7 @@ class StreamReader(AsyncIterator[T], Generic[T]):
             item = self._buffer.popleft()
             return self._deliver(item)
         if self._error is not None:
-            return fail(self._error)
+            return fail(_handed(self._error))
         if self._ended:
             return fail(StopAsyncIteration())
         if self._waiting is not None:
@@ -602,7 +602,7 @@ class StreamReader(AsyncIterator[T], Generic[T]):
         self._error = error
         waiting = self._takeWaiting()
         assert waiting is not None
-        waiting.errback(error)
+        _failWaiting(waiting, error)
 
     def _deliver(self, item: Any) -> Deferred[T]:
         """Hand over one item taken from the buffer, as a L{Deferred} (see L{_take})."""
@@ -629,7 +629,7 @@ class StreamReader(AsyncIterator[T], Generic[T]):
         if not self._buffer:
             waiting = self._takeWaiting()
             if waiting is not None:
-                waiting.errback(violation)
+                _failWaiting(waiting, violation)
 
     # -- told by the connection --------------------------------------------------------
 
@@ -680,7 +680,7 @@ class StreamReader(AsyncIterator[T], Generic[T]):
         if not self._buffer:
             waiting = self._takeWaiting()
             if waiting is not None:
-                waiting.errback(error)
+                _failWaiting(waiting, error)
 
     def __repr__(self) -> str:
         return f"<StreamReader {self.streamId}: {self.taken} taken, {len(self._buffer)} held>"
@@ -1095,6 +1095,47 @@ def _connectionsOwn(error: BaseException | None) -> BaseException:
         copied = ConnectionError(f"connection lost: {type(error).__name__}: {error}")
     copied.__traceback__ = None
     return copied
+
+
+def _handed(error: BaseException) -> BaseException:
+    """
+    What a reader hands its consumer for the C{error} it ended with: a copy
+    of its own, without a traceback, so that the reader never holds the
+    frames the consumer raises it through.  Raised in a method's coroutine
+    awaiting the reader, the reader's own instance would gain that
+    coroutine's frames in its traceback, and those frames hold the reader
+    (and through it its connection, and the last item taken): a reference
+    cycle, freed only by a full garbage collection, which a quiet server
+    runs seldom (the hostile peer's streams rows kept 4 MiB items, one per
+    stream, and their brokers, alive long after the connections closed).
+    Cost: one C{copy.copy} per failed wait, none per item.
+    """
+    try:
+        copied = copy.copy(error)
+    except Exception:  # (an exception its class cannot rebuild from its args: handed as it is)
+        copied = error
+    copied.__traceback__ = None
+    return copied
+
+
+def _failWaiting(waiting: Deferred[Any], error: BaseException) -> None:
+    """
+    Fail the consumer's C{waiting} with a copy of C{error} (L{_handed}),
+    and once it has run (a coroutine awaiting it runs at once, within the
+    errback), take that copy's traceback away.  Thrown into a coroutine
+    Twisted drives, an exception the coroutine does not catch gains a
+    traceback holding Twisted's frame that still refers to the L{Failure}
+    holding the exception: a cycle, and since the frames raised through
+    refer to their callers, it holds what called the errback too (a
+    connection's end: its broker, its streams, the items its methods took
+    last), until a full garbage collection.  Without the traceback nothing
+    is left in a cycle, and reference counting frees it all at once.
+    """
+    handed = _handed(error)
+    try:
+        waiting.errback(handed)
+    finally:
+        handed.__traceback__ = None
 
 
 def _readerGone(streams: weakref.ref[ObjectStreams], streamId: int, reader: object) -> None:

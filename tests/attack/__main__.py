@@ -77,7 +77,12 @@ def main(argv: list[str]) -> int:
             peerRows = []
             for kind in peercatalogue.SERVERS:
                 peerRows += peercatalogue.runServer(
-                    kind, list(peercatalogue.BEHAVIOURS), max(args.duration, 4.0), Path(scratch), full=True
+                    kind,
+                    list(peercatalogue.BEHAVIOURS),
+                    max(args.duration, 4.0),
+                    Path(scratch),
+                    full=True,
+                    rounds=peercatalogue.RSS_GROWTH_ROUNDS,
                 )
         print(peercatalogue.table(peerRows))
         passed = sum(1 for row in peerRows if not row["failures"])

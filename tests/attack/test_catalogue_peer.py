@@ -11,6 +11,7 @@ attack}) runs the same catalogue longer, at the guard's full object size.
 
 from __future__ import annotations
 
+import socket
 import tempfile
 from pathlib import Path
 
@@ -69,3 +70,38 @@ class CataloguePeerTests(SynchronousTestCase):
         self.assertTrue(streams["doubled"].streamArguments and streams["doubled"].streamResult)
         kinds = {type(args[0].items[0]).__name__ for args in streams["doubled"].argumentSets}
         self.assertTrue({"bytes", "str", "memoryview", "array", "bytearray", "list", "dict"} <= kinds, kinds)
+
+    def test_attackerAddress(self) -> None:
+        """
+        The behaviours connect from an address of their own, not the honest
+        client's, so the guard's per-address cap counts the attacker alone
+        (the stream churn's connections once had the honest client refused).
+        """
+        with socket.create_server(("127.0.0.1", 0)) as listener:
+            target = catalogue.Target(listener.getsockname()[1], [], True, ("", (), None), False)
+            peer = target.peer()
+            self.addCleanup(peer.close)
+            accepted, (host, _) = listener.accept()
+            accepted.close()
+            with socket.create_connection(listener.getsockname()) as honest:
+                self.assertNotEqual(host, honest.getsockname()[0])
+        self.assertEqual(host, catalogue.ATTACKER_ADDRESS)
+
+    def test_rssGrowth(self) -> None:
+        """
+        The RSS-after rule judges growth from round to round, not the level:
+        heap the allocator keeps (a level the first rounds set) passes, a
+        leak (as much again each round) fails, one round is not judged.
+        """
+        MiB = catalogue.MiB
+        idle = 50 * MiB
+        self.assertIsNone(catalogue.rssGrowth([idle + 107 * MiB, idle + 188 * MiB, idle + 187 * MiB], idle))
+        self.assertIsNone(catalogue.rssGrowth([idle + 200 * MiB], idle))
+        # (a round that left less than the level is no baseline: interop x no-answer-flood left 16, -37, 8)
+        self.assertIsNone(catalogue.rssGrowth([idle + 16 * MiB, idle - 37 * MiB, idle + 8 * MiB], idle))
+        verdict = catalogue.rssGrowth([idle + 191 * MiB, idle + 213 * MiB, idle + 259 * MiB], idle)
+        self.assertEqual(
+            verdict,
+            "RSS after the attack grew 46 MiB in round 3 past the rounds before "
+            "(191, 213, 259 MiB above idle after each)",
+        )

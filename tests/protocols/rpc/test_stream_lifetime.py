@@ -42,6 +42,7 @@ class Unfinished(Referenceable):
     def __init__(self) -> None:
         self.tracked: list[weakref.ref[Any]] = []
         self.started = 0
+        self.taken = 0
 
     @remote
     async def swallow(self, streams: list[Any]) -> int:
@@ -50,6 +51,16 @@ class Unfinished(Referenceable):
         count = 0
         async for _ in streams[0]:
             count += 1
+        return count
+
+    @remote
+    async def consume(self, items: Any) -> int:
+        """Take C{items} one by one (the last one taken stays in this frame while it waits for the next)."""
+        self.tracked.append(weakref.ref(items))
+        count = 0
+        async for _ in items:
+            count += 1
+            self.taken += 1
         return count
 
     @remote
@@ -62,6 +73,11 @@ class Unfinished(Referenceable):
 async def _endless() -> AsyncIterator[bytes]:
     while True:
         yield b"x" * 1000
+
+
+async def _oneThenNothing() -> AsyncIterator[list[bytes]]:
+    yield [b"x" * 1000]
+    await Deferred()
 
 
 async def _never() -> AsyncIterator[int]:
@@ -113,10 +129,45 @@ async def unfinishedStreamsFreed(reactor: Any) -> None:
         await port.stopListening()
 
 
+async def consumersFreedWithoutCollection(reactor: Any) -> None:
+    """
+    A method waiting in C{async for} on a stream argument when its
+    connection is lost lets go of its reader, the item it took last and
+    its broker by reference counting alone (no garbage collection runs):
+    the reader hands it a copy of its connection's end, so the coroutine's
+    frames raised through are not held by the reader they hold.
+    """
+    service = Unfinished()
+    factory = _TrackingFactory(service, clock=reactor, callLimits=SERVER_CALL_LIMITS)
+    port = await listenWith(reactor, LISTEN, factory)
+    gc.collect()
+    gc.disable()
+    try:
+        address = f"tcp:host=127.0.0.1:port={port.getHost().port}"
+        for cycle in range(3):
+            root = await connect(reactor, address)
+            call = root.callRemote("consume", _oneThenNothing())
+            call.addErrback(lambda failure: None)
+            await _until(reactor, lambda cycle=cycle: service.taken > cycle)  # its one item taken, waiting for more
+            await root.broker.disconnect()
+            del root, call
+            await _until(reactor, lambda: not factory.brokers)
+        await deferLater(reactor, 0.01)  # (the end's last callbacks)
+        alive = [ref() for ref in factory.made if ref() is not None]
+        assert alive == [], f"{len(alive)} of 3 brokers alive after their connections closed, without a collection"
+        left = [ref() for ref in service.tracked if ref() is not None]
+        assert left == [], f"{len(left)} readers alive without a collection: {left[:4]}"
+    finally:
+        gc.enable()
+        await port.stopListening()
+
+
 class StreamLifetimeTests(TestCase):
     """Unfinished streams freed with their connection (trial runs these; pytest runs the twin below)."""
 
     test_unfinished_streams_freed = trialTest(unfinishedStreamsFreed, timeout=90)
+    test_consumers_freed_without_collection = trialTest(consumersFreedWithoutCollection, timeout=60)
 
 
 test_unfinished_streams_freed = pytestTest(unfinishedStreamsFreed, timeout=90)
+test_consumers_freed_without_collection = pytestTest(consumersFreedWithoutCollection, timeout=60)
