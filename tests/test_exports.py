@@ -162,6 +162,7 @@ EXPORTS: dict[str, list[str]] = {
         "ListTooLarge",
         "MemoryStorage",
         "POLL_INTERVAL",
+        "PostgresStorage",
         "SQLiteStorage",
         "Storage",
         "StoreFull",
@@ -172,6 +173,7 @@ EXPORTS: dict[str, list[str]] = {
         "WatchLimits",
         "WatchRefused",
         "Watcher",
+        "openStorage",
     ],
     "protocols.rpc": [
         "Broker",

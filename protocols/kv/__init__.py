@@ -62,8 +62,10 @@ from framing.slicing.constraints import Text
 
 from .. import rpc
 from .feed import POLL_INTERVAL, ChangeFeed
+from .postgresql import PostgresStorage
 from .sqlite import SQLiteStorage
 from .storage import DEFAULT_LIMITS, ListTooLarge, MemoryStorage, Storage, StoreFull, StoreLimits, StoreUnavailable
+from .threads import InlineCalls, StorageCalls, ThreadedCalls
 from .watches import WatchBook, WatchLimits, WatchRefused
 
 __all__ = [
@@ -77,6 +79,7 @@ __all__ = [
     "KeyValueStore",
     "ListTooLarge",
     "MemoryStorage",
+    "PostgresStorage",
     "SQLiteStorage",
     "Storage",
     "StoreFull",
@@ -86,6 +89,7 @@ __all__ = [
     "WatchLimits",
     "WatchRefused",
     "Watcher",
+    "openStorage",
 ]
 
 Key = Annotated[str, rpc.MaxLength(1024)]
@@ -178,9 +182,14 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
         clock: Any = None,
         pollInterval: float = POLL_INTERVAL,
         limits: StoreLimits | None = None,
+        calls: StorageCalls | None = None,
     ) -> None:
         """
         @param storage: a L{MemoryStorage} of its own if C{None}.
+        @param calls: where the storage's calls run: by default at once for
+            a L{MemoryStorage}, else in a L{ThreadedCalls} pool of the
+            store's own on C{clock} (a reactor), stopped by L{close}; a
+            test stepping a fake clock passes L{InlineCalls}.
         @param limits: what the store may hold (L{StoreLimits} if C{None}).
         @param clock: what a shared storage's change log is polled with (the
             reactor); needed only with one.
@@ -188,14 +197,20 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
         """
         self.storage: Storage = storage if storage is not None else MemoryStorage()
         self.limits = limits or DEFAULT_LIMITS
-        self.watches = WatchBook(watchLimits, self.storage.get)
+        if calls is None:
+            calls = InlineCalls() if isinstance(self.storage, MemoryStorage) else ThreadedCalls(clock or _reactor())
+        self.calls: StorageCalls = calls
+        self.watches = WatchBook(watchLimits, self._current)
         self.feed: ChangeFeed | None = None
         changes = self.storage.changeLog
         if changes is not None:
             if clock is None:
                 raise ValueError("a shared storage needs a clock (the reactor) to poll its changes with")
-            self.feed = ChangeFeed(changes, self.watches, clock, pollInterval)
+            self.feed = ChangeFeed(changes, self.watches, clock, pollInterval, calls=calls, get=self.storage.get)
             self.feed.start()
+
+    def _current(self, key: str) -> Deferred[str | None]:
+        return self.calls.run(self.storage.get, key)
 
     @property
     def watchers(self) -> dict[str, set[rpc.RemoteReference]]:
@@ -212,33 +227,38 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
         self.watches.limits = limits
 
     def close(self) -> None:
-        """Stop polling for changes and close the storage (once the connections are gone: nothing is served after)."""
+        """
+        Stop listening or polling for changes, finish the storage calls
+        running and close the storage (once the connections are gone:
+        nothing is served after).
+        """
         if self.feed is not None:
             self.feed.stop()
+        self.calls.stop()
         self.storage.close()
 
     @rpc.deferred
     async def get(self, key: str) -> str:
-        value = self.storage.get(key)
+        value = await self.calls.run(self.storage.get, key)
         if value is None:
             raise KeyNotFound(key)
         return value
 
     @rpc.deferred
     async def put(self, key: str, value: str) -> None:
-        self.storage.put(key, value, self.limits)
-        self._changed(key, value)
+        await self.calls.run(self.storage.put, key, value, self.limits)
+        await self._changed(key, value)
 
     @rpc.deferred
     async def delete(self, key: str) -> bool:
-        if not self.storage.delete(key):
+        if not await self.calls.run(self.storage.delete, key):
             return False
-        self._changed(key, None)
+        await self._changed(key, None)
         return True
 
     @rpc.deferred
     async def list(self, prefix: str = "") -> list[str]:
-        return self.storage.keys(prefix, self.limits.maxListBytes)
+        return await self.calls.run(self.storage.keys, prefix, self.limits.maxListBytes)
 
     @rpc.deferred
     async def watch(self, key: str, watcher: Watcher) -> str | None:
@@ -252,9 +272,9 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
             raise TypeError("the watcher must be a Referenceable of the caller")
         if self.feed is not None:
             # Changes read before the watch begins: the value returned already includes them.
-            self.feed.catchUp()
+            await self.feed.catchUp()
         self.watches.add(key, watcher)
-        return self.storage.get(key)
+        return await self.calls.run(self.storage.get, key)
 
     @rpc.deferred
     async def unwatch(self, key: str, watcher: Watcher) -> bool:
@@ -264,9 +284,30 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
             return False
         return self.watches.remove(key, watcher)
 
-    def _changed(self, key: str, value: str | None) -> None:
+    async def _changed(self, key: str, value: str | None) -> None:
         if self.feed is None:
             self.watches.notify(key, value)
         else:
             # Through the log, in its order: this change, and any other process's made before it.
-            self.feed.catchUp()
+            await self.feed.catchUp()
+
+
+def _reactor() -> Any:
+    from twisted.internet import reactor
+
+    return reactor
+
+
+def openStorage(store: str) -> Storage:
+    """
+    The storage C{--store STORE} names: a C{postgresql://} (or
+    C{postgres://}) URL is a L{PostgresStorage}, anything else a
+    L{SQLiteStorage} file's path.
+
+    @raise StoreUnavailable: a database that cannot be reached now.
+    @raise sqlite3.Error: a file that cannot be opened as a store.
+    @raise ImportError: a URL, and no psycopg (the C{postgresql} extra).
+    """
+    if store.startswith(("postgresql://", "postgres://")):
+        return PostgresStorage(store)
+    return SQLiteStorage(store)

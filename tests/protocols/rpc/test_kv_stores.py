@@ -1,0 +1,231 @@
+"""The kv store's contract, the same tests against each durable storage (SQLite, PostgreSQL), served over TCP.
+
+Each body runs a L{KeyValueStore} on a storage of the kind it is given,
+with its default calls (a thread pool: no storage call on the reactor
+thread), served on 127.0.0.1 to real RPC connections; two stores on one
+storage's data stand for two worker processes (or hosts).  Each body is a
+trial test of the classes C{SQLiteContractTests} and
+C{PostgreSQLContractTests} and a pytest-twisted function per store (the
+PostgreSQL ones skip, saying why, when no PostgreSQL can be had).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.task import deferLater
+from twisted.trial.unittest import TestCase
+
+from protocols import rpc
+from protocols.kv import KeyNotFound, KeyValueStore, ListTooLarge, StoreFull, StoreLimits
+from tests.kv_stores import STORES, Scratch
+
+from ..helpers import pytestTest, trialTest
+from ..serving.test_kv_workers import Recorder
+
+TIMEOUT = 60.0
+"""Seconds a test may take: only a hang misses it."""
+
+
+async def until(reactor: Any, condition: Callable[[], bool], state: Callable[[], object]) -> None:
+    """Wait, the reactor running, until C{condition()}; fail showing C{state()} after L{TIMEOUT} seconds."""
+    for _ in range(int(TIMEOUT / 0.02)):
+        if condition():
+            return
+        await deferLater(reactor, 0.02)
+    raise AssertionError(state())
+
+
+class Served:
+    """Stores on one scratch store's data, each listening on 127.0.0.1, and connections to them; all closed by L{close}."""
+
+    def __init__(self, reactor: Any, kind: str) -> None:
+        self.reactor = reactor
+        self.scratch = Scratch(kind)
+        self.stores: list[KeyValueStore] = []
+        self.ports: list[Any] = []
+        self.roots: list[Any] = []
+
+    def store(self, limits: StoreLimits | None = None, timeout: float | None = None) -> KeyValueStore:
+        store = KeyValueStore(storage=self.scratch.open(timeout), clock=self.reactor, limits=limits)
+        self.stores.append(store)
+        self.ports.append(self.reactor.listenTCP(0, rpc.serverFactory(store, clock=self.reactor), interface="127.0.0.1"))
+        return store
+
+    async def connect(self, index: int = 0) -> Any:
+        root = await rpc.connect(self.reactor, f"tcp:host=127.0.0.1:port={self.ports[index].getHost().port}")
+        self.roots.append(root)
+        return root
+
+    async def close(self) -> None:
+        for root in self.roots:
+            await root.broker.disconnect()
+        for port in self.ports:
+            await port.stopListening()
+        for store in self.stores:
+            store.close()
+        self.scratch.cleanUp()
+
+
+Body = Callable[[Any, Served], Awaitable[None]]
+
+
+async def operations(reactor: Any, served: Served) -> None:
+    """put, get, list and delete, and what one store put the other answers at once."""
+    served.store()
+    served.store()
+    first, second = await served.connect(0), await served.connect(1)
+    keys = ["a", "ab", "abc", "ac", "b", "é", "éa", "\U0010ffff", "\U0010ffffx", "\ud7ffz", "\ue000", ""]
+    for key in keys:
+        await first.callRemote("put", key, key * 2)
+    await first.callRemote("put", "a", "again")
+    assert await second.callRemote("get", "a") == "again"
+    assert await second.callRemote("get", "é") == "éé"
+    assert await second.callRemote("list", "") == sorted(keys)
+    for prefix in ("a", "é", "\U0010ffff", "\ud7ff", "z"):
+        assert await second.callRemote("list", prefix) == sorted(k for k in keys if k.startswith(prefix)), prefix
+    assert await second.callRemote("delete", "a") is True
+    assert await first.callRemote("delete", "a") is False
+    try:
+        await first.callRemote("get", "a")
+    except KeyNotFound:
+        pass
+    else:
+        raise AssertionError("a deleted key was got")
+    await first.callRemote("put", "empty", "")
+    assert await second.callRemote("get", "empty") == ""
+
+
+async def limits(reactor: Any, served: Served) -> None:
+    """The limits count what every store on the data holds: a put past them on either is a StoreFull, nothing stored."""
+    bound = StoreLimits(maxKeys=3, maxBytes=100, maxListBytes=5)
+    served.store(bound)
+    served.store(bound)
+    first, second = await served.connect(0), await served.connect(1)
+    await first.callRemote("put", "k1", "x")
+    await second.callRemote("put", "k2", "x")
+    await first.callRemote("put", "k3", "x")
+    for root, key in ((first, "k4"), (second, "k5")):
+        try:
+            await root.callRemote("put", key, "x")
+        except StoreFull:
+            pass
+        else:
+            raise AssertionError("a put past maxKeys was answered")
+    await second.callRemote("put", "k1", "y" * 90)  # a replaced value counts once: 3 keys, 6 + 92 characters
+    try:
+        await first.callRemote("put", "k2", "y" * 10)
+    except StoreFull:
+        pass
+    else:
+        raise AssertionError("a put past maxBytes was answered")
+    assert await first.callRemote("delete", "k3") is True
+    await second.callRemote("put", "k4", "")
+    try:
+        await first.callRemote("list", "")
+    except ListTooLarge:
+        pass
+    else:
+        raise AssertionError("a listing past maxListBytes was answered")
+    assert await first.callRemote("list", "k4") == ["k4"]
+    assert await first.callRemote("get", "k2") == "x"
+
+
+async def watches(reactor: Any, served: Served) -> None:
+    """A watcher on one store hears of every put and delete made through the other, in order."""
+    served.store()
+    served.store()
+    first, second = await served.connect(0), await served.connect(1)
+    watcher = Recorder()
+    assert await second.callRemote("watch", "k", watcher) is None
+    await first.callRemote("put", "k", "1")
+    await first.callRemote("put", "other", "x")
+    await first.callRemote("put", "k", "2")
+    await first.callRemote("delete", "k")
+    await until(reactor, lambda: watcher.told >= 3, lambda: watcher.seen)
+    assert watcher.seen[-1] == ("k", None), watcher.seen
+    order = [["1", "2", None].index(value) for _key, value in watcher.seen]
+    assert order == sorted(order), watcher.seen
+    assert await second.callRemote("unwatch", "k", watcher) is True
+
+
+async def persistence(reactor: Any, served: Served) -> None:
+    """A store opened again on the data has every value put before."""
+    store = served.store()
+    root = await served.connect(0)
+    for n in range(20):
+        await root.callRemote("put", f"k{n}", str(n))
+    again = served.scratch.open()
+    try:
+        assert [again.get(f"k{n}") for n in range(20)] == [str(n) for n in range(20)]
+    finally:
+        again.close()
+    assert store.calls is not None
+
+
+async def blockedWriteDelaysOnlyItself(reactor: Any, served: Served) -> None:
+    """
+    While the store's write lock is held from outside (another process's
+    transaction; another session's LOCK TABLE), a put waits for it in a
+    storage thread, and meanwhile a get of another key on another
+    connection, and on the put's own, is answered: the reactor is never
+    blocked by the database.  Once the lock goes, the put is answered.
+    """
+    store = served.store(timeout=TIMEOUT)
+    first, second = await served.connect(0), await served.connect(0)
+    await first.callRemote("put", "other", "x")
+    entered = threading.Event()
+    put = store.storage.put
+
+    def enteringPut(*args: Any) -> None:
+        entered.set()
+        put(*args)
+
+    store.storage.put = enteringPut  # type: ignore[method-assign]
+    release = served.scratch.holdWriteLock()
+    try:
+        blocked = first.callRemote("put", "k", "v")
+        await until(reactor, entered.is_set, lambda: "the put never reached its storage thread")
+        assert await second.callRemote("get", "other") == "x"
+        assert await first.callRemote("get", "other") == "x"
+        assert not blocked.called, "the put was answered while the write lock was held"
+    finally:
+        release()
+    await blocked
+    assert await second.callRemote("get", "k") == "v"
+
+
+BODIES: list[Body] = [operations, limits, watches, persistence, blockedWriteDelaysOnlyItself]
+
+
+def withStore(body: Body, kind: str) -> Callable[[Any], Awaitable[None]]:
+    """C{body} on a L{Served} of C{kind}, closed afterwards."""
+
+    async def test(reactor: Any) -> None:
+        served = Served(reactor, kind)
+        try:
+            await body(reactor, served)
+        finally:
+            await served.close()
+
+    test.__doc__ = f"({kind}) {body.__doc__}"
+    test.__name__ = f"{body.__name__}_{kind}"
+    return test
+
+
+class SQLiteContractTests(TestCase):
+    """The store's contract on a SQLite file."""
+
+
+class PostgreSQLContractTests(TestCase):
+    """The store's contract on PostgreSQL."""
+
+
+for _body in BODIES:
+    for _kind, _class in zip(STORES, (SQLiteContractTests, PostgreSQLContractTests), strict=True):
+        _bound = withStore(_body, _kind)
+        setattr(_class, f"test_{_body.__name__}", trialTest(_bound, TIMEOUT))
+        globals()[f"test_{_bound.__name__}"] = pytestTest(_bound, TIMEOUT)
