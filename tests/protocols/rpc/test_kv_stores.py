@@ -15,7 +15,6 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
@@ -40,7 +39,7 @@ async def until(reactor: Any, condition: Callable[[], bool], state: Callable[[],
 
 
 class Served:
-    """Stores on one scratch store's data, each listening on 127.0.0.1, and connections to them; all closed by L{close}."""
+    """Stores on one scratch store's data, each listening on 127.0.0.1, and connections to them; L{close} ends all."""
 
     def __init__(self, reactor: Any, kind: str) -> None:
         self.reactor = reactor
@@ -52,7 +51,8 @@ class Served:
     def store(self, limits: StoreLimits | None = None, timeout: float | None = None) -> KeyValueStore:
         store = KeyValueStore(storage=self.scratch.open(timeout), clock=self.reactor, limits=limits)
         self.stores.append(store)
-        self.ports.append(self.reactor.listenTCP(0, rpc.serverFactory(store, clock=self.reactor), interface="127.0.0.1"))
+        factory = rpc.serverFactory(store, clock=self.reactor)
+        self.ports.append(self.reactor.listenTCP(0, factory, interface="127.0.0.1"))
         return store
 
     async def connect(self, index: int = 0) -> Any:
