@@ -6,8 +6,9 @@ exits: a cluster made by C{initdb} in a temporary directory, owned and run
 by an unprivileged user when this process is root (C{nobody}, through
 C{runuser -u nobody --}), listening on 127.0.0.1 only (no unix socket) with
 C{trust} authentication (it is reachable from this machine only, and holds
-nothing but test data), on a port tried at random and tried again while the
-server's log says it could not bind (PostgreSQL cannot be given port 0, and
+nothing but test data), on a port tried at random below Linux's ephemeral
+range (so that no outgoing connection takes it while the server is stopped
+for a test), and tried again while the server's log says it could not bind (PostgreSQL cannot be given port 0, and
 a port chosen here and bound later by the server could be taken meanwhile:
 the server's own bind is the test).  The binaries are Debian's
 (C{/usr/lib/postgresql/N/bin}, the newest N) or C{initdb} on C{PATH}; when
@@ -31,6 +32,7 @@ import glob
 import os
 import random
 import shutil
+import signal
 import subprocess
 import tempfile
 import unittest
@@ -119,7 +121,7 @@ class PostgresServer:
         tried again while it cannot bind); return once it accepts connections.
         """
         for _attempt in range(20):
-            port = self.port or random.randrange(20000, 60000)
+            port = self.port or random.randrange(10000, 32000)  # (below Linux's ephemeral ports: kept on a restart)
             options = f"-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c fsync=off"
             logged = os.path.getsize(self.logFile) if os.path.exists(self.logFile) else 0
             result = self._run(
@@ -183,3 +185,23 @@ def postgresOrSkip() -> PostgresServer:
     except ImportError:
         raise unittest.SkipTest("psycopg is not installed (pip install 'chunkwire[postgresql]')") from None
     return server()
+
+
+def main() -> int:
+    """C{python3 dev.py postgres}: start the private server, print its URL, remove it on Ctrl-C or SIGTERM."""
+    try:
+        running = server()
+    except unittest.SkipTest as reason:
+        print(f"no PostgreSQL: {reason}", flush=True)
+        return 1
+    print(f"PostgreSQL {running.directory} listening: --store {running.url}  (Ctrl-C stops and removes it)", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        signal.pause()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -24,12 +24,17 @@ L{StoreFull} and a listing past it a L{ListTooLarge}, registered likewise.
 Contract: the store keeps its values in a storage backend
 (L{protocols.kv.storage}): L{MemoryStorage}, a dict private to one process
 and the default, where every operation is O(1) in the store's size except
-C{list} (O(n log n) in the keys); or L{SQLiteStorage}
-(L{protocols.kv.sqlite}), one file shared by every worker process, where
-get, put and delete are O(log n) and C{list} O(log n + the keys listed),
-and a put is committed to disk before it is answered.  A put or delete
-costs O(watchers of that key) here; with a shared storage, every other
-process tells its own watchers within L{POLL_INTERVAL} seconds
+C{list} (O(n log n) in the keys); L{SQLiteStorage}
+(L{protocols.kv.sqlite}), one file shared by every worker process; or
+L{PostgresStorage} (L{protocols.kv.postgresql}), one database shared by
+every worker on every host.  With either of those, get, put and delete
+are O(log n) and C{list} O(log n + the keys listed), a put is committed
+before it is answered, and every storage call runs in the store's own
+small thread pool (L{protocols.kv.threads}), never on the reactor thread:
+a call waiting for a lock or a slow commit delays only itself.  A put or
+delete costs O(watchers of that key) here; with a shared storage, every
+other process tells its own watchers within L{POLL_INTERVAL} seconds
+(SQLite, polled) or as soon as PostgreSQL's C{NOTIFY} reaches it
 (L{protocols.kv.feed}).  Watches are capped per connection and per key
 (L{WatchLimits}, counted in each process); past a cap, C{watch} is refused
 with a L{WatchRefused} (a C{RemoteViolation} to the client, coded
@@ -37,8 +42,10 @@ C{too-many-watches} or C{too-many-watchers}), which the server counts as a
 refusal of that connection.  What a watcher's calls hold is charged to its
 connection's ledger and bounded in bytes (L{WatchLimits.perConnectionBytes}):
 past that its changes are coalesced, never queued (L{protocols.kv.watches}).
-A storage that cannot serve a call now (a file locked by another process)
-fails it with a L{StoreUnavailable}, registered as C{"kv.StoreUnavailable"}.  A watcher whose C{changed()} call fails or
+A storage that cannot serve a call now (a file locked by another process,
+a database down or unreachable) fails it with a L{StoreUnavailable}, in
+the storage's own words (never its driver's), and serves the next calls
+once it can again, registered as C{"kv.StoreUnavailable"}.  A watcher whose C{changed()} call fails or
 times out (the server's calls to clients time out, see
 L{protocols.rpc.SERVER_CALL_LIMITS}) is dropped, once, with one log line; a
 watcher whose connection is lost is forgotten silently.  Forgetting a
@@ -47,9 +54,10 @@ no watchers left has no entry (L{protocols.kv.watches}).
 
 This is a package so that each part is a module named for what it does:
 this one is the remote interface and the store that serves it, and the
-store only joins the parts: where values are kept (C{storage}, C{sqlite}),
-who watches what (C{watches}), and how changes made by other processes
-reach this one's watchers (C{feed}).
+store only joins the parts: where values are kept (C{storage}, C{sqlite},
+C{postgresql}), where the calls to them run (C{threads}), who watches
+what (C{watches}), and how changes made by other processes reach this
+one's watchers (C{feed}).
 """
 
 from __future__ import annotations
@@ -159,12 +167,11 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
     """
     The store: a L{Storage} of strings, and the watchers of each key.  It
     implements L{IKeyValue}, so its methods of that name are remote, with
-    the constraints of the interface's hints; none of them waits, but they
-    return the C{Deferred}s the interface declares, as C{async def} methods
-    under L{rpc.deferred} (a coroutine that never waits is answered at
-    once).  A storage call blocks the reactor while it runs (a commit's
-    sync, with L{SQLiteStorage}: see L{protocols.kv.sqlite} for why, and
-    what it costs).
+    the constraints of the interface's hints, as C{async def} methods under
+    L{rpc.deferred} returning the C{Deferred}s the interface declares.
+    Each awaits its storage calls through L{calls}: at once for a
+    L{MemoryStorage} (so its methods never wait), in a thread for a durable
+    storage; answers may then come back in another order than the calls.
 
     @ivar storage: the L{Storage}.
     @ivar limits: the L{StoreLimits}: a put past them fails with a
@@ -173,6 +180,7 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
     @ivar watches: the L{WatchBook} of this process's watchers.
     @ivar feed: the L{ChangeFeed} telling them of other processes' changes,
         if the storage is shared (has a change log), else C{None}.
+    @ivar calls: where the storage's calls run (L{protocols.kv.threads}).
     """
 
     def __init__(

@@ -181,31 +181,66 @@ class PostgresStorage:
     def _transaction(self) -> Iterator[Any]:
         """
         This thread's connection in one transaction, committed if the block
-        returns; a database failure is a L{StoreUnavailable} (the connection
-        dropped, to be made again by the next call).
+        returns, rolled back if it raises; a database failure is a
+        L{StoreUnavailable} (the connection dropped, to be made again by the
+        next call).
         """
         import psycopg
 
-        db = self._connection()
+        db = self._reusing(lambda db: db.execute("BEGIN"))
         try:
-            with db.transaction():
-                yield db
+            yield db
+        except psycopg.Error as error:
+            self._drop(db)  # (the transaction dies with the connection)
+            said = _said(error)
+            raise StoreUnavailable(f"the store's database failed the call ({said}); nothing was changed") from None
+        except BaseException:
+            try:
+                db.execute("ROLLBACK")
+            except psycopg.Error:
+                self._drop(db)
+            raise
+        try:
+            db.execute("COMMIT")
         except psycopg.Error as error:
             self._drop(db)
-            raise StoreUnavailable(
-                f"the store's database failed the call ({_said(error)}); nothing was changed"
-            ) from None
+            raise StoreUnavailable(f"the store's database failed the commit ({_said(error)})") from None
 
-    def _read(self, query: str, args: tuple[Any, ...]) -> Any:
-        """One statement in autocommit: its first row (or C{None})."""
+    def _reusing(self, first: Callable[[Any], Any]) -> Any:
+        """
+        This thread's connection, once C{first(connection)} has run on it:
+        if a connection kept from an earlier call turns out dead (the
+        database restarted, or the network cut it while idle), C{first} is
+        run once more on a new one; C{first} must be safe to repeat (a
+        read, or C{BEGIN}).  A failure on a new connection is a L{StoreUnavailable}.
+        """
         import psycopg
 
+        kept = getattr(self._local, "db", None)
         db = self._connection()
         try:
-            return db.execute(query, args).fetchone()
+            first(db)
+            return db
+        except psycopg.OperationalError as error:
+            self._drop(db)
+            if db is not kept or not _connectionLost(error):
+                raise StoreUnavailable(f"the store's database failed the call ({_said(error)})") from None
         except psycopg.Error as error:
             self._drop(db)
             raise StoreUnavailable(f"the store's database failed the call ({_said(error)})") from None
+        db = self._connection()
+        try:
+            first(db)
+        except psycopg.Error as error:
+            self._drop(db)
+            raise StoreUnavailable(f"the store's database failed the call ({_said(error)})") from None
+        return db
+
+    def _read(self, query: str, args: tuple[Any, ...]) -> Any:
+        """One statement in autocommit: its first row (or C{None})."""
+        found: list[Any] = []
+        self._reusing(lambda db: found.append(db.execute(query, args).fetchone()))
+        return found[0]
 
     # -- the storage ---------------------------------------------------------------------
 
@@ -267,18 +302,10 @@ class PostgresStorage:
         return False
 
     def changesSince(self, sequence: int, limit: int) -> list[tuple[int, str, bool]]:
-        import psycopg
-
-        db = self._connection()
-        try:
-            rows = db.execute(
-                "SELECT seq, key, deleted FROM chunkwire_kv_changes WHERE seq > %s ORDER BY seq LIMIT %s",
-                (sequence, limit),
-            ).fetchall()
-        except psycopg.Error as error:
-            self._drop(db)
-            raise StoreUnavailable(f"the store's database failed the call ({_said(error)})") from None
-        return [(int(seq), str(key), bool(deleted)) for seq, key, deleted in rows]
+        found: list[Any] = []
+        query = "SELECT seq, key, deleted FROM chunkwire_kv_changes WHERE seq > %s ORDER BY seq LIMIT %s"
+        self._reusing(lambda db: found.extend(db.execute(query, (sequence, limit)).fetchall()))
+        return [(int(seq), str(key), bool(deleted)) for seq, key, deleted in found]
 
     def forgetChanges(self, upTo: int) -> None:
         with self._transaction() as db:
@@ -332,6 +359,12 @@ class PostgresStorage:
                 self._stopping.wait(delay)
             finally:
                 self._drop(db)
+
+
+def _connectionLost(error: Exception) -> bool:
+    """Whether C{error} says the connection is gone (no SQLSTATE; class 08, connection; 57P, the server stopping)."""
+    state = getattr(error, "sqlstate", None)
+    return not state or state.startswith(("08", "57P"))
 
 
 def _said(error: Exception) -> str:
