@@ -168,6 +168,7 @@ EXPORTS: dict[str, list[str]] = {
         "StoreFull",
         "StoreLimits",
         "StoreUnavailable",
+        "Unstorable",
         "VALUE",
         "Value",
         "WatchLimits",

@@ -45,7 +45,9 @@ past that its changes are coalesced, never queued (L{protocols.kv.watches}).
 A storage that cannot serve a call now (a file locked by another process,
 a database down or unreachable) fails it with a L{StoreUnavailable}, in
 the storage's own words (never its driver's), and serves the next calls
-once it can again, registered as C{"kv.StoreUnavailable"}.  A watcher whose C{changed()} call fails or
+once it can again, registered as C{"kv.StoreUnavailable"}; a PostgreSQL store refuses a key or
+value holding NUL, which its text cannot hold, with an L{Unstorable},
+registered as C{"kv.Unstorable"}.  A watcher whose C{changed()} call fails or
 times out (the server's calls to clients time out, see
 L{protocols.rpc.SERVER_CALL_LIMITS}) is dropped, once, with one log line; a
 watcher whose connection is lost is forgotten silently.  Forgetting a
@@ -72,7 +74,16 @@ from .. import rpc
 from .feed import POLL_INTERVAL, ChangeFeed
 from .postgresql import PostgresStorage
 from .sqlite import SQLiteStorage
-from .storage import DEFAULT_LIMITS, ListTooLarge, MemoryStorage, Storage, StoreFull, StoreLimits, StoreUnavailable
+from .storage import (
+    DEFAULT_LIMITS,
+    ListTooLarge,
+    MemoryStorage,
+    Storage,
+    StoreFull,
+    StoreLimits,
+    StoreUnavailable,
+    Unstorable,
+)
 from .threads import InlineCalls, StorageCalls, ThreadedCalls
 from .watches import WatchBook, WatchLimits, WatchRefused
 
@@ -93,6 +104,7 @@ __all__ = [
     "StoreFull",
     "StoreLimits",
     "StoreUnavailable",
+    "Unstorable",
     "Value",
     "WatchLimits",
     "WatchRefused",
@@ -123,6 +135,7 @@ rpc.registerError(KeyNotFound, "kv.KeyNotFound")
 rpc.registerError(StoreFull, "kv.StoreFull")
 rpc.registerError(ListTooLarge, "kv.ListTooLarge")
 rpc.registerError(StoreUnavailable, "kv.StoreUnavailable")
+rpc.registerError(Unstorable, "kv.Unstorable")
 
 
 class IWatcher(rpc.RemoteInterface, Protocol, name="kv.IWatcher"):

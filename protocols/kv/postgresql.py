@@ -52,7 +52,15 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from .sqlite import prefixEnd
-from .storage import DEFAULT_LIMITS, ChangeLog, StoreLimits, StoreUnavailable, checkedKeys, fullError
+from .storage import (
+    DEFAULT_LIMITS,
+    ChangeLog,
+    StoreLimits,
+    StoreUnavailable,
+    Unstorable,
+    checkedKeys,
+    fullError,
+)
 
 T = TypeVar("T")
 
@@ -245,10 +253,15 @@ class PostgresStorage:
     # -- the storage ---------------------------------------------------------------------
 
     def get(self, key: str) -> str | None:
+        if "\x00" in key:
+            return None  # (never stored)
         row = self._read("SELECT value FROM chunkwire_kv WHERE key = %s", (key,))
         return None if row is None else str(row[0])
 
     def put(self, key: str, value: str, limits: StoreLimits = DEFAULT_LIMITS) -> None:
+        """@raise Unstorable: C{key} or C{value} holds NUL (PostgreSQL's text cannot)."""
+        if "\x00" in key or "\x00" in value:
+            raise Unstorable("this store cannot hold a key or value with the character NUL; nothing was stored")
         with self._transaction() as db:
             keys, size, old = db.execute(_LOCKED_TOTALS, (key,)).fetchone()
             keys += old is None
@@ -259,6 +272,8 @@ class PostgresStorage:
             db.execute(_PUT, {"key": key, "value": value, "keys": keys, "size": size, "channel": self.channel})
 
     def delete(self, key: str) -> bool:
+        if "\x00" in key:
+            return False
         with self._transaction() as db:
             _keys, _size, old = db.execute(_LOCKED_TOTALS, (key,)).fetchone()
             if old is None:
@@ -267,6 +282,8 @@ class PostgresStorage:
         return True
 
     def keys(self, prefix: str, maxBytes: int | None = None) -> list[str]:
+        if "\x00" in prefix:
+            return []
         end = prefixEnd(prefix)
         with self._transaction() as db:
             # A server-side cursor, read a batch at a time: a listing past maxBytes stops there.

@@ -64,6 +64,14 @@ class StoreUnavailable(Exception):
     """
 
 
+class Unstorable(Exception):
+    """
+    A key or value the storage cannot hold: the character NUL, in a
+    PostgreSQL store (whose text cannot hold it).  Nothing was stored.
+    Registered as C{"kv.Unstorable"}.
+    """
+
+
 class ListTooLarge(Exception):
     """A listing past L{StoreLimits.maxListBytes}.  Registered as C{"kv.ListTooLarge"}."""
 

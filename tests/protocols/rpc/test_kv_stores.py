@@ -19,7 +19,7 @@ from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
 from protocols import rpc
-from protocols.kv import KeyNotFound, KeyValueStore, ListTooLarge, StoreFull, StoreLimits
+from protocols.kv import KeyNotFound, KeyValueStore, ListTooLarge, StoreFull, StoreLimits, Unstorable
 from tests.kv_stores import STORES, Scratch
 
 from ..helpers import pytestTest, trialTest
@@ -198,7 +198,38 @@ async def blockedWriteDelaysOnlyItself(reactor: Any, served: Served) -> None:
     assert await second.callRemote("get", "k") == "v"
 
 
-BODIES: list[Body] = [operations, limits, watches, persistence, blockedWriteDelaysOnlyItself]
+async def unstorable(reactor: Any, served: Served) -> None:
+    """
+    A key or value with NUL is stored in SQLite, and refused in PostgreSQL
+    (whose text cannot hold it) with kv.Unstorable, never a driver's error;
+    such a key is never found there, and the store goes on serving.
+    """
+    served.store()
+    root = await served.connect(0)
+    if served.scratch.kind == "sqlite":
+        await root.callRemote("put", "n\x00", "v\x00")
+        assert await root.callRemote("get", "n\x00") == "v\x00"
+        return
+    for key, value in [("k\x00", "v"), ("k", "v\x00")]:
+        try:
+            await root.callRemote("put", key, value)
+        except Unstorable:
+            pass
+        else:
+            raise AssertionError(f"{key!r} = {value!r} was stored")
+    assert await root.callRemote("delete", "k\x00") is False
+    assert await root.callRemote("list", "k\x00") == []
+    try:
+        await root.callRemote("get", "k\x00")
+    except KeyNotFound:
+        pass
+    else:
+        raise AssertionError("a key with NUL was found")
+    await root.callRemote("put", "k", "v")
+    assert await root.callRemote("get", "k") == "v"
+
+
+BODIES: list[Body] = [operations, limits, watches, persistence, blockedWriteDelaysOnlyItself, unstorable]
 
 
 def withStore(body: Body, kind: str) -> Callable[[Any], Awaitable[None]]:
