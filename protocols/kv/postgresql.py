@@ -137,7 +137,8 @@ class PostgresStorage:
             for statement in _SCHEMA:
                 db.execute(statement)
             schema = db.execute("SELECT current_schema()").fetchone()[0]
-        self.channel = f"chunkwire_kv.{schema}"
+        # (a channel's name is an identifier: at most 63 bytes)
+        self.channel = f"chunkwire_kv.{schema}".encode()[:63].decode("utf-8", "ignore")
 
     # -- connections ---------------------------------------------------------------------
 
