@@ -1,8 +1,9 @@
 """The kv store's contract, the same tests against each durable storage (SQLite, PostgreSQL), served over TCP.
 
 Each body runs a L{KeyValueStore} on a storage of the kind it is given,
-with its default calls (a thread pool: no storage call on the reactor
-thread), served on 127.0.0.1 to real RPC connections; two stores on one
+with its default calls (a thread pool), served on 127.0.0.1 to real RPC
+connections, and checks at its end that no call was made to the storage
+on the reactor's thread once the store was made; two stores on one
 storage's data stand for two worker processes (or hosts).  Each body is a
 trial test of the classes C{SQLiteContractTests} and
 C{PostgreSQLContractTests} and a pytest-twisted function per store (the
@@ -19,7 +20,7 @@ from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
 from protocols import rpc
-from protocols.kv import KeyNotFound, KeyValueStore, ListTooLarge, StoreFull, StoreLimits, Unstorable
+from protocols.kv import KeyNotFound, KeyValueStore, ListTooLarge, Storage, StoreFull, StoreLimits, Unstorable
 from tests.kv_stores import STORES, Scratch
 
 from ..helpers import pytestTest, trialTest
@@ -38,6 +39,35 @@ async def until(reactor: Any, condition: Callable[[], bool], state: Callable[[],
     raise AssertionError(state())
 
 
+class ThreadChecked:
+    """
+    A storage's stand-in that records the name of each of its (and its
+    change log's) methods called on the reactor's thread, once L{recording}.
+    """
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.recording = False
+        self.onReactor: list[str] = []
+        self.reactorThread = threading.current_thread()
+
+    @property
+    def changeLog(self) -> Any:
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self.storage, name)
+        if not callable(found):
+            return found
+
+        def called(*args: Any) -> Any:
+            if self.recording and threading.current_thread() is self.reactorThread:
+                self.onReactor.append(name)
+            return found(*args)
+
+        return called
+
+
 class Served:
     """Stores on one scratch store's data, each listening on 127.0.0.1, and connections to them; L{close} ends all."""
 
@@ -47,9 +77,17 @@ class Served:
         self.stores: list[KeyValueStore] = []
         self.ports: list[Any] = []
         self.roots: list[Any] = []
+        self.checked: list[ThreadChecked] = []
 
     def store(self, limits: StoreLimits | None = None, timeout: float | None = None) -> KeyValueStore:
-        store = KeyValueStore(storage=self.scratch.open(timeout), clock=self.reactor, limits=limits)
+        """
+        A store on the data, listening; every call to its storage after it
+        is made is checked to be off the reactor's thread (by L{close}).
+        """
+        checked = ThreadChecked(self.scratch.open(timeout))
+        store = KeyValueStore(storage=checked, clock=self.reactor, limits=limits)  # type: ignore[arg-type]
+        checked.recording = True
+        self.checked.append(checked)
         self.stores.append(store)
         factory = rpc.serverFactory(store, clock=self.reactor)
         self.ports.append(self.reactor.listenTCP(0, factory, interface="127.0.0.1"))
@@ -65,9 +103,13 @@ class Served:
             await root.broker.disconnect()
         for port in self.ports:
             await port.stopListening()
+        for checked in self.checked:
+            checked.recording = False
         for store in self.stores:
             store.close()
         self.scratch.cleanUp()
+        onReactor = [checked.onReactor for checked in self.checked]
+        assert not any(onReactor), f"storage calls on the reactor's thread: {onReactor}"
 
 
 Body = Callable[[Any, Served], Awaitable[None]]
@@ -184,7 +226,7 @@ async def blockedWriteDelaysOnlyItself(reactor: Any, served: Served) -> None:
         entered.set()
         put(*args)
 
-    store.storage.put = enteringPut  # type: ignore[method-assign]
+    store.storage.storage.put = enteringPut  # type: ignore[attr-defined]
     release = served.scratch.holdWriteLock()
     try:
         blocked = first.callRemote("put", "k", "v")
