@@ -106,6 +106,7 @@ class SQLiteStorage:
         self.changeLog: ChangeLog | None = self
         self._local = threading.local()
         self._lock = threading.Lock()
+        self._writer = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
         db = self._open()
         self._local.dataVersion = self._version()  # (a thread's later connection cannot know: it answers yes first)
@@ -165,15 +166,21 @@ class SQLiteStorage:
         One write transaction: C{BEGIN IMMEDIATE} takes the write lock at
         once (a deferred transaction that reads first could fail to upgrade
         its lock, which no busy timeout retries), then commits, or rolls back
-        if the block raised.
+        if the block raised.  One thread of this process writes at a time
+        (the others wait for their turn here, as they once waited on the
+        reactor): SQLite's busy handler retries by sleeping, not in a
+        queue, so several writers of one process would only starve each
+        other, and the other processes, past C{busyTimeout}.
         """
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
+        db = self.db
+        with self._writer:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
 
     @contextmanager
     def _available(self) -> Iterator[None]:
