@@ -13,10 +13,11 @@ import subprocess
 import sys
 import time
 from typing import Any
+from unittest import SkipTest
 
 from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
-from twisted.trial.unittest import TestCase
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from protocols import rpc
 from protocols.kv import StoreFull, StoreUnavailable
@@ -228,6 +229,31 @@ async def _outageAndRecovery(reactor: Any, scratch: Scratch) -> None:
 async def answeredPutsSurviveKill(reactor: Any) -> None:
     """Puts over 20 connections to two workers on PostgreSQL; after SIGKILL of them all, each answered put is there."""
     await withScratch(reactor, lambda reactor, scratch: _answeredPutsSurviveKill(reactor, scratch.where))
+
+
+class UnreachableTests(SynchronousTestCase):
+    """What C{twist chunkwire-kv} says when its database cannot be reached as it starts."""
+
+    def test_unreachableIsAUsageError(self) -> None:
+        """
+        --store with a URL nothing answers: exit status 64, one error line
+        naming --store in the store's words, the URL's password not shown.
+        """
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            raise SkipTest("psycopg is not installed (pip install 'chunkwire[postgresql]')") from None
+        url = "postgresql://kv:s3cret@127.0.0.1:1/kv?connect_timeout=2"
+        command = [sys.executable, "-m", "twisted", "chunkwire-kv", "--store", url]
+        result = subprocess.run(command, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=60)
+        said = result.stdout + result.stderr
+        self.assertEqual(result.returncode, 64, said)
+        errors = [line for line in said.splitlines() if line.startswith("Error:")]
+        self.assertEqual(len(errors), 1, said)
+        self.assertIn("--store postgresql://kv:***@127.0.0.1:1/kv", errors[0])
+        self.assertIn("cannot be reached", errors[0])
+        self.assertNotIn("s3cret", said)
+        self.assertNotIn("Connection refused", said)
 
 
 class PostgreSQLServiceTests(TestCase):
