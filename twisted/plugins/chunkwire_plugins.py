@@ -363,7 +363,8 @@ class KeyValueOptions(_LoginOptions):
                 raise usage.UsageError(f"--store {_storeName(self['store'])}: {error}") from None
             except ImportError:
                 raise usage.UsageError(
-                    "--store postgresql://... needs psycopg: pip install 'chunkwire[postgresql]'"
+                    "--store postgresql://... needs psycopg (the postgresql extra): "
+                    "pip install './chunkwire[postgresql]'"
                 ) from None
 
     def checkNames(self) -> None:
