@@ -22,6 +22,10 @@ One command per tox environment, for when tox is not installed:
     python3 dev.py soak               # tox -e soak: the long runs
     python3 dev.py haproxy            # tox -e haproxy: HAProxy in front of two servers, a rolling
                                       # restart of 100,000 calls (installs haproxy if root with apt-get)
+    python3 dev.py postgres           # a private PostgreSQL, as the tests start one (tests/postgres.py:
+                                      # initdb in a temporary directory, as nobody when root; installs
+                                      # Debian's postgresql if root and missing): prints its URL for
+                                      # --store, removed on Ctrl-C
     python3 dev.py asan [ARGS]        # the compiled core built with AddressSanitizer, under
                                       # tests/framing/test_cores.py and test_vectors.py (needs gcc)
     python3 dev.py sizes [--top N]    # a report, never a failure: the N (15) largest classes and
@@ -81,7 +85,20 @@ TOX_COMMANDS: dict[str, list[list[str]]] = {
     ],
     "haproxy": [["-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "tests/protocols/serving/test_haproxy.py"]],
 }
-COMMANDS = ("demo", "test", "pytest", "trial", "lint", "type", "bench", "docs", "asan", "sizes", *TOX_COMMANDS)
+COMMANDS = (
+    "demo",
+    "test",
+    "pytest",
+    "trial",
+    "lint",
+    "type",
+    "bench",
+    "docs",
+    "asan",
+    "sizes",
+    "postgres",
+    *TOX_COMMANDS,
+)
 BUILD_INPUTS = ("pyproject.toml", "setup.py", "framing/_speedups.c")
 """What the editable install is made from: a change to any of them reinstalls (and so recompiles)."""
 
@@ -154,6 +171,8 @@ def main(argv: list[str]) -> int:
         return asan(rest)
     if command == "sizes":
         return run("-m", "tests.structure", *rest)
+    if command == "postgres":
+        return run("-m", "tests.postgres", *rest)
     if command in TOX_COMMANDS:
         return toxCommands(command, rest)
     return test(rest)

@@ -2,6 +2,7 @@
 
     python examples/kv_server.py --listen tcp:8760
     python examples/kv_server.py --listen tcp:8760 --store kv.sqlite
+    python examples/kv_server.py --listen tcp:8760 --store postgresql://kv@db.example/kv
     python examples/kv_client.py --connect tcp:host=127.0.0.1:port=8760 put greeting hello
     python examples/kv_client.py --connect tcp:host=127.0.0.1:port=8760 watch greeting
 
@@ -22,7 +23,10 @@ key is a KeyNotFound, which both sides register, so it arrives as itself.
 The store lives in memory unless --store FILE names a SQLite file, where
 each put is on disk before it is answered and every value outlives the
 server (several servers may share the file: each one's watchers hear of
-the others' changes within a poll, see protocols/kv/feed.py).  This
+the others' changes within a poll, see protocols/kv/feed.py), or a
+postgresql:// URL a PostgreSQL database, which servers on several hosts
+share (each one's watchers hear of the others' changes through
+LISTEN/NOTIFY).  This
 server is one process; `twist chunkwire-kv --workers N --store FILE` runs
 several on one port.
 It logs to stdout (start-up, logins, peers the guard drops, failed calls)
@@ -61,9 +65,9 @@ from protocols.kv import (
     IWatcher,
     KeyNotFound,
     KeyValueStore,
-    SQLiteStorage,
     StoreLimits,
     StoreUnavailable,
+    openStorage,
 )
 from protocols.kv.storage import DEFAULT_LIMITS
 from protocols.rpc.drain import DEFAULT_GRACE
@@ -84,10 +88,13 @@ async def serve(
     grace: float = DEFAULT_GRACE,
 ) -> None:
     try:
-        storage = None if storePath is None else SQLiteStorage(storePath)
+        storage = None if storePath is None else openStorage(storePath)
     except sqlite3.Error as error:
         # (at start-up, to the operator: the driver's words say what is wrong with the file)
         raise StoreUnavailable(f"cannot open --store {storePath}: {error}") from error
+    except StoreUnavailable as error:
+        # (a database URL, which may hold a password: not repeated)
+        raise StoreUnavailable(f"cannot open --store: {error}") from None
     store = KeyValueStore(storage=storage, clock=reactor, limits=limits)
     # Closed once the reactor has stopped: no call runs after that.
     reactor.addSystemEventTrigger("after", "shutdown", store.close)
@@ -110,8 +117,9 @@ def main(argv: list[str]) -> None:
     addListenArgument(parser, "tcp:8760")
     parser.add_argument(
         "--store",
-        metavar="FILE",
-        help="keep the store in this SQLite file (created if missing), kept across restarts; default: in memory",
+        metavar="FILE|URL",
+        help="keep the store in this SQLite file (created if missing), or in the PostgreSQL database of a "
+        "postgresql:// URL (shared by servers on every host), kept across restarts; default: in memory",
     )
     parser.add_argument(
         "--max-keys",

@@ -24,12 +24,17 @@ L{StoreFull} and a listing past it a L{ListTooLarge}, registered likewise.
 Contract: the store keeps its values in a storage backend
 (L{protocols.kv.storage}): L{MemoryStorage}, a dict private to one process
 and the default, where every operation is O(1) in the store's size except
-C{list} (O(n log n) in the keys); or L{SQLiteStorage}
-(L{protocols.kv.sqlite}), one file shared by every worker process, where
-get, put and delete are O(log n) and C{list} O(log n + the keys listed),
-and a put is committed to disk before it is answered.  A put or delete
-costs O(watchers of that key) here; with a shared storage, every other
-process tells its own watchers within L{POLL_INTERVAL} seconds
+C{list} (O(n log n) in the keys); L{SQLiteStorage}
+(L{protocols.kv.sqlite}), one file shared by every worker process; or
+L{PostgresStorage} (L{protocols.kv.postgresql}), one database shared by
+every worker on every host.  With either of those, get, put and delete
+are O(log n) and C{list} O(log n + the keys listed), a put is committed
+before it is answered, and every storage call runs in the store's own
+small thread pool (L{protocols.kv.threads}), never on the reactor thread:
+a call waiting for a lock or a slow commit delays only itself.  A put or
+delete costs O(watchers of that key) here; with a shared storage, every
+other process tells its own watchers within L{POLL_INTERVAL} seconds
+(SQLite, polled) or as soon as PostgreSQL's C{NOTIFY} reaches it
 (L{protocols.kv.feed}).  Watches are capped per connection and per key
 (L{WatchLimits}, counted in each process); past a cap, C{watch} is refused
 with a L{WatchRefused} (a C{RemoteViolation} to the client, coded
@@ -37,8 +42,12 @@ C{too-many-watches} or C{too-many-watchers}), which the server counts as a
 refusal of that connection.  What a watcher's calls hold is charged to its
 connection's ledger and bounded in bytes (L{WatchLimits.perConnectionBytes}):
 past that its changes are coalesced, never queued (L{protocols.kv.watches}).
-A storage that cannot serve a call now (a file locked by another process)
-fails it with a L{StoreUnavailable}, registered as C{"kv.StoreUnavailable"}.  A watcher whose C{changed()} call fails or
+A storage that cannot serve a call now (a file locked by another process,
+a database down or unreachable) fails it with a L{StoreUnavailable}, in
+the storage's own words (never its driver's), and serves the next calls
+once it can again, registered as C{"kv.StoreUnavailable"}; a PostgreSQL store refuses a key or
+value holding NUL, which its text cannot hold, with an L{Unstorable},
+registered as C{"kv.Unstorable"}.  A watcher whose C{changed()} call fails or
 times out (the server's calls to clients time out, see
 L{protocols.rpc.SERVER_CALL_LIMITS}) is dropped, once, with one log line; a
 watcher whose connection is lost is forgotten silently.  Forgetting a
@@ -47,9 +56,10 @@ no watchers left has no entry (L{protocols.kv.watches}).
 
 This is a package so that each part is a module named for what it does:
 this one is the remote interface and the store that serves it, and the
-store only joins the parts: where values are kept (C{storage}, C{sqlite}),
-who watches what (C{watches}), and how changes made by other processes
-reach this one's watchers (C{feed}).
+store only joins the parts: where values are kept (C{storage}, C{sqlite},
+C{postgresql}), where the calls to them run (C{threads}), who watches
+what (C{watches}), and how changes made by other processes reach this
+one's watchers (C{feed}).
 """
 
 from __future__ import annotations
@@ -62,8 +72,19 @@ from framing.slicing.constraints import Text
 
 from .. import rpc
 from .feed import POLL_INTERVAL, ChangeFeed
+from .postgresql import PostgresStorage
 from .sqlite import SQLiteStorage
-from .storage import DEFAULT_LIMITS, ListTooLarge, MemoryStorage, Storage, StoreFull, StoreLimits, StoreUnavailable
+from .storage import (
+    DEFAULT_LIMITS,
+    ListTooLarge,
+    MemoryStorage,
+    Storage,
+    StoreFull,
+    StoreLimits,
+    StoreUnavailable,
+    Unstorable,
+)
+from .threads import InlineCalls, StorageCalls, ThreadedCalls
 from .watches import WatchBook, WatchLimits, WatchRefused
 
 __all__ = [
@@ -77,15 +98,18 @@ __all__ = [
     "KeyValueStore",
     "ListTooLarge",
     "MemoryStorage",
+    "PostgresStorage",
     "SQLiteStorage",
     "Storage",
     "StoreFull",
     "StoreLimits",
     "StoreUnavailable",
+    "Unstorable",
     "Value",
     "WatchLimits",
     "WatchRefused",
     "Watcher",
+    "openStorage",
 ]
 
 Key = Annotated[str, rpc.MaxLength(1024)]
@@ -111,6 +135,7 @@ rpc.registerError(KeyNotFound, "kv.KeyNotFound")
 rpc.registerError(StoreFull, "kv.StoreFull")
 rpc.registerError(ListTooLarge, "kv.ListTooLarge")
 rpc.registerError(StoreUnavailable, "kv.StoreUnavailable")
+rpc.registerError(Unstorable, "kv.Unstorable")
 
 
 class IWatcher(rpc.RemoteInterface, Protocol, name="kv.IWatcher"):
@@ -155,12 +180,11 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
     """
     The store: a L{Storage} of strings, and the watchers of each key.  It
     implements L{IKeyValue}, so its methods of that name are remote, with
-    the constraints of the interface's hints; none of them waits, but they
-    return the C{Deferred}s the interface declares, as C{async def} methods
-    under L{rpc.deferred} (a coroutine that never waits is answered at
-    once).  A storage call blocks the reactor while it runs (a commit's
-    sync, with L{SQLiteStorage}: see L{protocols.kv.sqlite} for why, and
-    what it costs).
+    the constraints of the interface's hints, as C{async def} methods under
+    L{rpc.deferred} returning the C{Deferred}s the interface declares.
+    Each awaits its storage calls through L{calls}: at once for a
+    L{MemoryStorage} (so its methods never wait), in a thread for a durable
+    storage; answers may then come back in another order than the calls.
 
     @ivar storage: the L{Storage}.
     @ivar limits: the L{StoreLimits}: a put past them fails with a
@@ -169,6 +193,7 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
     @ivar watches: the L{WatchBook} of this process's watchers.
     @ivar feed: the L{ChangeFeed} telling them of other processes' changes,
         if the storage is shared (has a change log), else C{None}.
+    @ivar calls: where the storage's calls run (L{protocols.kv.threads}).
     """
 
     def __init__(
@@ -178,9 +203,14 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
         clock: Any = None,
         pollInterval: float = POLL_INTERVAL,
         limits: StoreLimits | None = None,
+        calls: StorageCalls | None = None,
     ) -> None:
         """
         @param storage: a L{MemoryStorage} of its own if C{None}.
+        @param calls: where the storage's calls run: by default at once for
+            a L{MemoryStorage}, else in a L{ThreadedCalls} pool of the
+            store's own on C{clock} (a reactor), stopped by L{close}; a
+            test stepping a fake clock passes L{InlineCalls}.
         @param limits: what the store may hold (L{StoreLimits} if C{None}).
         @param clock: what a shared storage's change log is polled with (the
             reactor); needed only with one.
@@ -188,14 +218,20 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
         """
         self.storage: Storage = storage if storage is not None else MemoryStorage()
         self.limits = limits or DEFAULT_LIMITS
-        self.watches = WatchBook(watchLimits, self.storage.get)
+        if calls is None:
+            calls = InlineCalls() if isinstance(self.storage, MemoryStorage) else ThreadedCalls(clock or _reactor())
+        self.calls: StorageCalls = calls
+        self.watches = WatchBook(watchLimits, self._current)
         self.feed: ChangeFeed | None = None
         changes = self.storage.changeLog
         if changes is not None:
             if clock is None:
                 raise ValueError("a shared storage needs a clock (the reactor) to poll its changes with")
-            self.feed = ChangeFeed(changes, self.watches, clock, pollInterval)
+            self.feed = ChangeFeed(changes, self.watches, clock, pollInterval, calls=calls, get=self.storage.get)
             self.feed.start()
+
+    def _current(self, key: str) -> Deferred[str | None]:
+        return self.calls.run(self.storage.get, key)
 
     @property
     def watchers(self) -> dict[str, set[rpc.RemoteReference]]:
@@ -212,33 +248,38 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
         self.watches.limits = limits
 
     def close(self) -> None:
-        """Stop polling for changes and close the storage (once the connections are gone: nothing is served after)."""
+        """
+        Stop listening or polling for changes, finish the storage calls
+        running and close the storage (once the connections are gone:
+        nothing is served after).
+        """
         if self.feed is not None:
             self.feed.stop()
+        self.calls.stop()
         self.storage.close()
 
     @rpc.deferred
     async def get(self, key: str) -> str:
-        value = self.storage.get(key)
+        value = await self.calls.run(self.storage.get, key)
         if value is None:
             raise KeyNotFound(key)
         return value
 
     @rpc.deferred
     async def put(self, key: str, value: str) -> None:
-        self.storage.put(key, value, self.limits)
-        self._changed(key, value)
+        await self.calls.run(self.storage.put, key, value, self.limits)
+        await self._changed(key, value)
 
     @rpc.deferred
     async def delete(self, key: str) -> bool:
-        if not self.storage.delete(key):
+        if not await self.calls.run(self.storage.delete, key):
             return False
-        self._changed(key, None)
+        await self._changed(key, None)
         return True
 
     @rpc.deferred
     async def list(self, prefix: str = "") -> list[str]:
-        return self.storage.keys(prefix, self.limits.maxListBytes)
+        return await self.calls.run(self.storage.keys, prefix, self.limits.maxListBytes)
 
     @rpc.deferred
     async def watch(self, key: str, watcher: Watcher) -> str | None:
@@ -252,9 +293,9 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
             raise TypeError("the watcher must be a Referenceable of the caller")
         if self.feed is not None:
             # Changes read before the watch begins: the value returned already includes them.
-            self.feed.catchUp()
+            await self.feed.catchUp()
         self.watches.add(key, watcher)
-        return self.storage.get(key)
+        return await self.calls.run(self.storage.get, key)
 
     @rpc.deferred
     async def unwatch(self, key: str, watcher: Watcher) -> bool:
@@ -264,9 +305,30 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
             return False
         return self.watches.remove(key, watcher)
 
-    def _changed(self, key: str, value: str | None) -> None:
+    async def _changed(self, key: str, value: str | None) -> None:
         if self.feed is None:
             self.watches.notify(key, value)
         else:
             # Through the log, in its order: this change, and any other process's made before it.
-            self.feed.catchUp()
+            await self.feed.catchUp()
+
+
+def _reactor() -> Any:
+    from twisted.internet import reactor
+
+    return reactor
+
+
+def openStorage(store: str) -> Storage:
+    """
+    The storage C{--store STORE} names: a C{postgresql://} (or
+    C{postgres://}) URL is a L{PostgresStorage}, anything else a
+    L{SQLiteStorage} file's path.
+
+    @raise StoreUnavailable: a database that cannot be reached now.
+    @raise sqlite3.Error: a file that cannot be opened as a store.
+    @raise ImportError: a URL, and no psycopg (the C{postgresql} extra).
+    """
+    if store.startswith(("postgresql://", "postgres://")):
+        return PostgresStorage(store)
+    return SQLiteStorage(store)

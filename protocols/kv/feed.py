@@ -8,10 +8,16 @@ costs the file a few dozen bytes per change whatever the values: the feed
 tells each key's watchers once per batch of changes read, with the key's
 value when it reads it (C{None} once deleted) and how many changes of that
 key came before it in the batch (C{skipped}); changes of unwatched keys cost
-one row's number and key.  It polls every
-C{interval} seconds on the clock it is given (L{POLL_INTERVAL}: a watcher
-in one worker hears of a put made through another within about that long),
-and a poll in which no other process committed anything is one C{PRAGMA}.
+one row's number and key.  A log that can push its changes (PostgreSQL's
+C{LISTEN}/C{NOTIFY}: L{protocols.kv.storage.ChangeLog.listen}) wakes the
+feed on every commit of any process, on any host, and is never polled;
+one that cannot (SQLite) is polled every C{interval} seconds on the clock
+the feed is given (L{POLL_INTERVAL}: a watcher in one worker hears of a put
+made through another within about that long), and a poll in which no other
+process committed anything is one C{PRAGMA}.  Every call to the log, and
+every read of a changed key's value, runs where the store's storage calls
+run (L{protocols.kv.threads}: a thread, never the reactor's), one reading
+at a time.
 A process's own put or delete calls L{ChangeFeed.catchUp} at once, so its
 own watchers hear of it before the put is answered, in the order of the
 log.  Every L{PRUNE_EVERY} seconds it forgets the changes it had read
@@ -26,12 +32,15 @@ back (L{protocols.kv.storage.ChangeLog.tidy}).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
+from twisted.internet.defer import Deferred
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
-from .storage import ChangeLog
+from .storage import ChangeLog, StoreUnavailable
+from .threads import InlineCalls, StorageCalls
 from .watches import WatchBook
 
 POLL_INTERVAL = 0.05
@@ -49,6 +58,9 @@ BATCH = 1000
 MAX_CHANGES = 100_000
 """Most changes the log keeps, whatever their age: a process that lags more misses some (and says so)."""
 
+PUSHED_INTERVAL = 1.0
+"""Seconds between two prunings' looks at the clock when the log pushes its changes (nothing is polled for)."""
+
 TIDY_EVERY = 2.0
 """Seconds between two tidyings of the store's file (free pages given back, the WAL truncated), if anything changed."""
 
@@ -59,6 +71,7 @@ class ChangeFeed:
 
     @ivar last: the number of the last change read.
     @ivar missed: how many changes were forgotten before this process read them.
+    @ivar pushed: whether the log pushes its changes (L{ChangeLog.listen}) instead of being polled.
     """
 
     log = Logger()
@@ -70,53 +83,111 @@ class ChangeFeed:
         clock: Any,
         interval: float = POLL_INTERVAL,
         retention: float = RETENTION,
+        calls: StorageCalls | None = None,
+        get: Callable[[str], str | None] | None = None,
     ) -> None:
+        """
+        @param calls: where the log's calls run (L{InlineCalls} if C{None}:
+            on the caller's thread).
+        @param get: a key's value now, read through C{calls} for the
+            watchers told of its change (C{watches.current} if C{None}).
+        """
         self.changes = changes
         self.watches = watches
         self.clock = clock
         self.interval = interval
         self.retention = retention
-        self.last = changes.lastChange()
+        self.calls: StorageCalls = calls if calls is not None else InlineCalls()
+        self.get = get
+        self.last = changes.lastChange()  # (once, as the store opens: before anything is served)
         self.missed = 0
+        self.pushed = False
         # (when, the last change read then): what is RETENTION old is forgotten.
         self._marks: deque[tuple[float, int]] = deque()
         self._forgotten = 0
         self._tidied = (clock.seconds(), self.last)
         self._loop = LoopingCall(self.poll)
         self._loop.clock = clock
+        self._waiting: list[Deferred[None]] = []
+        self._reading = False
 
     def start(self) -> None:
-        """Poll every C{interval} seconds until L{stop}."""
+        """
+        Listen to the log if it can push its changes, else poll it every
+        C{interval} seconds; prune and tidy it now and then; until L{stop}.
+        """
         if not self._loop.running:
-            self._loop.start(self.interval, now=False)
+            self.pushed = self.changes.listen(self._heard)
+            self._loop.start(PUSHED_INTERVAL if self.pushed else self.interval, now=False)
 
     def stop(self) -> None:
         if self._loop.running:
             self._loop.stop()
+        self.changes.stopListening()
 
-    def poll(self) -> None:
+    def _heard(self) -> None:
+        """(Any thread.)  The log says another process committed: catch up on the reactor thread."""
+        self.clock.callFromThread(self.catchUp)
+
+    def poll(self) -> Deferred[None]:
         """
-        Read what other processes changed, if anything, and forget what is
-        old.  A failure (the database unreadable for a while) is logged and
-        the next poll tries again: the loop must outlive it.
+        Read what other processes changed, if anything (unless the log
+        pushes changes), and forget what is old; fires once done.  A failure
+        (the database unreadable for a while) is logged and the next poll
+        tries again: the loop must outlive it.
         """
+        return Deferred.fromCoroutine(self._poll())
+
+    async def _poll(self) -> None:
         try:
-            if self.changes.changedElsewhere():
-                self.catchUp()
-            self._prune()
-            self._tidy()
+            if not self.pushed and await self.calls.run(self.changes.changedElsewhere):
+                await self.catchUp()
+            await self._prune()
+            await self._tidy()
+        except StoreUnavailable as error:
+            self.log.warn(
+                "reading the kv change log failed ({why}); trying again in {interval} s",
+                why=str(error),
+                interval=self.interval,
+            )
         except Exception:
             self.log.failure("reading the kv change log failed; trying again in {interval} s", interval=self.interval)
 
-    def catchUp(self) -> None:
+    def catchUp(self) -> Deferred[None]:
         """
         Tell the watchers of every change since the last one read: per batch,
         each changed key that is watched once, in the order of its last
         change, with its value now and the count of its changes before.
+        Fires once a reading that began after this call has ended (failed
+        readings are logged: it never fails); one reading runs at a time,
+        and the calls made meanwhile share the next.
         """
+        done: Deferred[None] = Deferred()
+        self._waiting.append(done)
+        if not self._reading:
+            self._reading = True
+            Deferred.fromCoroutine(self._readWhileAsked())
+        return done
+
+    async def _readWhileAsked(self) -> None:
+        try:
+            while self._waiting:
+                waiting, self._waiting = self._waiting, []
+                try:
+                    await self._read()
+                except StoreUnavailable as error:
+                    self.log.warn("reading the kv change log failed ({why})", why=str(error))
+                except Exception:
+                    self.log.failure("reading the kv change log failed")
+                for done in waiting:
+                    done.callback(None)
+        finally:
+            self._reading = False
+
+    async def _read(self) -> None:
         watches = self.watches
         while True:
-            rows = self.changes.changesSince(self.last, BATCH)
+            rows = await self.calls.run(self.changes.changesSince, self.last, BATCH)
             told: dict[str, int] = {}
             for sequence, key, _deleted in rows:
                 if sequence > self.last + 1:
@@ -125,10 +196,20 @@ class ChangeFeed:
                 if watches.watched(key):
                     count = told.pop(key, 0)
                     told[key] = count + 1  # (popped and set again: the key moves to its last change's place)
-            for key, count in told.items():
-                watches.notify(key, watches.current(key), count - 1)
+            if told:
+                keys = list(told)
+                values = await self.calls.run(self._values, keys)
+                for key, value in zip(keys, values, strict=True):
+                    watches.notify(key, value, told[key] - 1)
             if len(rows) < BATCH:
                 return
+
+    def _values(self, keys: list[str]) -> list[str | None]:
+        """(In a storage thread.)  The values of C{keys} now."""
+        get = self.get
+        if get is None:
+            raise RuntimeError("a ChangeFeed reading values needs get=")
+        return [get(key) for key in keys]
 
     def _missed(self, count: int) -> None:
         self.missed += count
@@ -137,7 +218,7 @@ class ChangeFeed:
             count=count,
         )
 
-    def _prune(self) -> None:
+    async def _prune(self) -> None:
         now = self.clock.seconds()
         marks = self._marks
         if not marks or now - marks[-1][0] >= PRUNE_EVERY:
@@ -147,12 +228,12 @@ class ChangeFeed:
             upTo = marks.popleft()[1]
         upTo = max(upTo, self.last - MAX_CHANGES)
         if upTo > self._forgotten:
-            self.changes.forgetChanges(upTo)
+            await self.calls.run(self.changes.forgetChanges, upTo)
             self._forgotten = upTo
 
-    def _tidy(self) -> None:
+    async def _tidy(self) -> None:
         when, last = self._tidied
         now = self.clock.seconds()
         if now - when >= TIDY_EVERY and self.last != last:
             self._tidied = (now, self.last)
-            self.changes.tidy()
+            await self.calls.run(self.changes.tidy)

@@ -20,14 +20,12 @@ L{protocols.kv.storage.StoreUnavailable}, the storage's own error, which
 travels to the client as itself; nothing is changed, and no transaction is
 left open.
 
-The cost: these calls block the reactor while they run, a commit's sync
+The cost: these calls block the thread that makes them, a commit's sync
 included (typically well under a millisecond on an SSD, a few milliseconds
 on a disk or a busy machine; up to C{busyTimeout} when another process
-holds the lock far longer than its usual statements).  That keeps a put's
-answer after its commit with no thread and no reordering, which suits the
-kv example's values; a service whose storage calls are slow should run
-them in a thread pool instead (C{deferToThread}) and accept that its
-answers may come back in another order.
+holds the lock far longer than its usual statements); the store makes them
+in its thread pool (L{protocols.kv.threads}), never on the reactor thread,
+each thread with its own connection.
 
 The file's size follows what C{kv} holds: the change log keeps notices of
 a few dozen bytes (L{protocols.kv.feed} forgets them a minute after, or
@@ -50,7 +48,8 @@ whichever process made the earlier writes.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from .storage import DEFAULT_LIMITS, ChangeLog, StoreLimits, StoreUnavailable, checkedKeys, fullError
@@ -88,8 +87,11 @@ class SQLiteStorage:
     if missing), with its own L{ChangeLog}: open one per process on the
     same file.
 
+    Each thread that calls it (the store's L{protocols.kv.threads.ThreadedCalls})
+    has a connection of its own, so that one call waiting for the write
+    lock leaves the others running.
+
     @ivar path: the database file.
-    @ivar db: the connection (autocommit: transactions are explicit).
     """
 
     def __init__(self, path: str, busyTimeout: float = BUSY_TIMEOUT) -> None:
@@ -102,26 +104,49 @@ class SQLiteStorage:
         self.path = path
         self.busyTimeout = busyTimeout
         self.changeLog: ChangeLog | None = self
-        self.db = sqlite3.connect(path, timeout=busyTimeout, isolation_level=None)
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._writer = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        db = self._open()
+        self._local.dataVersion = self._version()  # (a thread's later connection cannot know: it answers yes first)
         try:
-            if not self._tables():
-                # A new file: auto_vacuum first, as it can be set only before the first table is made (or by a VACUUM).
-                self.db.execute("PRAGMA auto_vacuum=INCREMENTAL")
-            # WAL is a property of the file (set once, kept); synchronous and the journal's limit are per connection.
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=FULL")
-            self.db.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
             if self._tables() < len(_TABLES):
                 # Only if missing: opening a made file takes no write lock (workers open it side by side).
-                with self._writing() as db:
+                with self._writing() as writing:
                     for statement in _SCHEMA:
-                        db.execute(statement)
-            if int(self.db.execute("PRAGMA auto_vacuum").fetchone()[0]) != _INCREMENTAL:
+                        writing.execute(statement)
+            if int(db.execute("PRAGMA auto_vacuum").fetchone()[0]) != _INCREMENTAL:
                 self._convert()
         except BaseException:
-            self.db.close()
+            self.close()
             raise
-        self._dataVersion = self._version()
+
+    def _open(self) -> sqlite3.Connection:
+        """This thread's connection, made now (the file's pragmas set): one per thread that calls the storage."""
+        db = sqlite3.connect(self.path, timeout=self.busyTimeout, isolation_level=None, check_same_thread=False)
+        try:
+            if not int(db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]):
+                # A new file: auto_vacuum first, as it can be set only before the first table is made (or by a VACUUM).
+                db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            # WAL is a property of the file (set once, kept); synchronous and the journal's limit are per connection.
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            db.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
+        except BaseException:
+            db.close()
+            raise
+        self._local.db = db
+        self._local.dataVersion = None
+        with self._lock:
+            self._connections.append(db)
+        return db
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """The calling thread's connection (autocommit: transactions are explicit), opened on its first call."""
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        return db if db is not None else self._open()
 
     def _convert(self) -> None:
         """Make a file made without incremental auto-vacuum use it (one VACUUM); left as it is if others hold it."""
@@ -141,15 +166,21 @@ class SQLiteStorage:
         One write transaction: C{BEGIN IMMEDIATE} takes the write lock at
         once (a deferred transaction that reads first could fail to upgrade
         its lock, which no busy timeout retries), then commits, or rolls back
-        if the block raised.
+        if the block raised.  One thread of this process writes at a time
+        (the others wait for their turn here, as they once waited on the
+        reactor): SQLite's busy handler retries by sleeping, not in a
+        queue, so several writers of one process would only starve each
+        other, and the other processes, past C{busyTimeout}.
         """
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
+        db = self.db
+        with self._writer:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
 
     @contextmanager
     def _available(self) -> Iterator[None]:
@@ -217,33 +248,48 @@ class SQLiteStorage:
             return checkedKeys((str(key) for (key,) in rows if str(key).startswith(prefix)), maxBytes)
 
     def close(self) -> None:
-        self.db.close()
+        """Close every thread's connection (once no call runs)."""
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for db in connections:
+            db.close()
 
     # -- the change log ----------------------------------------------------------------
 
     def lastChange(self) -> int:
-        row = self.db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'changes'").fetchone()
+        with self._available():
+            row = self.db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'changes'").fetchone()
         return 0 if row is None else int(row[0])
 
     def changedElsewhere(self) -> bool:
-        # data_version changes when another connection commits: one cheap call when nothing happened.
-        version = self._version()
-        changed = version != self._dataVersion
-        self._dataVersion = version
+        # data_version changes when another connection commits: one cheap call when nothing happened.  Each
+        # thread's connection keeps its own; one opened after the storage answers yes to its first question.
+        with self._available():
+            version = self._version()
+        changed = bool(version != self._local.dataVersion)
+        self._local.dataVersion = version
         return changed
 
     def _version(self) -> int:
         return int(self.db.execute("PRAGMA data_version").fetchone()[0])
 
     def changesSince(self, sequence: int, limit: int) -> list[tuple[int, str, bool]]:
-        rows = self.db.execute(
-            "SELECT seq, key, value IS NULL FROM changes WHERE seq > ? ORDER BY seq LIMIT ?", (sequence, limit)
-        )
+        with self._available():
+            rows = self.db.execute(
+                "SELECT seq, key, value IS NULL FROM changes WHERE seq > ? ORDER BY seq LIMIT ?", (sequence, limit)
+            ).fetchall()
         return [(int(seq), str(key), bool(deleted)) for seq, key, deleted in rows]
 
     def forgetChanges(self, upTo: int) -> None:
-        with self._writing() as db:
+        with self._available(), self._writing() as db:
             db.execute("DELETE FROM changes WHERE seq <= ?", (upTo,))
+
+    def listen(self, wake: Callable[[], None]) -> bool:
+        """C{False}: SQLite cannot push changes to other processes; the feed polls L{changedElsewhere}."""
+        return False
+
+    def stopListening(self) -> None:
+        pass
 
     def tidy(self) -> None:
         """

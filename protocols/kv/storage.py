@@ -8,13 +8,17 @@ order it was committed, so that each process can tell its own watchers of
 changes made through any other (L{protocols.kv.feed}).  Kept apart from
 the watches (L{protocols.kv.watches}) and from the RPC interface
 (L{protocols.kv}), so that a backend is only storage: L{MemoryStorage} (a
-dict, one process, the default) and L{protocols.kv.sqlite.SQLiteStorage}
-(a file shared by every worker, surviving restarts).
+dict, one process, the default), L{protocols.kv.sqlite.SQLiteStorage}
+(a file shared by every worker, surviving restarts) and
+L{protocols.kv.postgresql.PostgresStorage} (a database shared by every
+worker on every host).  A durable storage's methods block their caller;
+the store calls them in its threads (L{protocols.kv.threads}), never on the
+reactor thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -57,6 +61,14 @@ class StoreUnavailable(Exception):
     written.  Nothing was changed; the call may be tried again.  The
     message is the storage's own words, never its driver's.  Registered as
     C{"kv.StoreUnavailable"}.
+    """
+
+
+class Unstorable(Exception):
+    """
+    A key or value the storage cannot hold: the character NUL, in a
+    PostgreSQL store (whose text cannot hold it).  Nothing was stored.
+    Registered as C{"kv.Unstorable"}.
     """
 
 
@@ -110,6 +122,16 @@ class ChangeLog(Protocol):
 
     def tidy(self) -> None:
         """Give back the space writes freed (a file's free pages, its journal past a bound); called now and then."""
+
+    def listen(self, wake: Callable[[], None]) -> bool:
+        """
+        Call C{wake} (from any thread) whenever another process commits a
+        change, until L{stopListening}, and say C{True}; or say C{False}: this
+        log cannot, and L{changedElsewhere} must be polled.
+        """
+
+    def stopListening(self) -> None:
+        """Stop what L{listen} started (nothing if it started nothing)."""
 
 
 class Storage(Protocol):

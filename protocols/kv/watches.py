@@ -35,6 +35,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from twisted.internet.defer import maybeDeferred
+from twisted.python.failure import Failure
+
 from framing import Violation
 
 from .. import rpc
@@ -111,7 +114,7 @@ class _Watches:
     the changes coalesced for it: (key, watcher) to how many it was not told.
     """
 
-    __slots__ = ("byKey", "count", "ledger", "unanswered", "behind")
+    __slots__ = ("byKey", "count", "ledger", "unanswered", "behind", "reading")
 
     def __init__(self, ledger: Any) -> None:
         self.byKey: dict[str, set[rpc.RemoteReference]] = {}
@@ -119,6 +122,7 @@ class _Watches:
         self.ledger = ledger
         self.unanswered = 0
         self.behind: dict[tuple[str, rpc.RemoteReference], int] = {}
+        self.reading = False
 
 
 class WatchBook:
@@ -131,10 +135,10 @@ class WatchBook:
         forget when it goes.
     @ivar limits: the L{WatchLimits}.
     @ivar current: the function giving a key's value now (C{None} if it
-        has none): what a coalesced change is sent with.
+        has none), or a C{Deferred} of it: what a coalesced change is sent with.
     """
 
-    def __init__(self, limits: WatchLimits | None, current: Callable[[str], str | None]) -> None:
+    def __init__(self, limits: WatchLimits | None, current: Callable[[str], Any]) -> None:
         self.watchers: dict[str, set[rpc.RemoteReference]] = {}
         self.connections: dict[Any, _Watches] = {}
         self.limits = limits or WatchLimits()
@@ -194,6 +198,8 @@ class WatchBook:
             if watching.behind or not self._fits(watching, size):
                 entry = (key, watcher)
                 watching.behind[entry] = watching.behind.get(entry, 0) + 1 + skipped
+                if not watching.unanswered:
+                    self._catchUp(watching)  # (no answer will come to send it: a value read before failed)
             else:
                 self._call(watching, key, watcher, value, skipped, size)
 
@@ -229,19 +235,52 @@ class WatchBook:
         return result
 
     def _catchUp(self, watching: _Watches) -> None:
-        """Send the coalesced changes of C{watching}'s connection, oldest first, while they fit."""
+        """
+        Send the coalesced changes of C{watching}'s connection, oldest first,
+        while they fit, each with its key's value read now (through
+        C{current}: at once from a dict, from a storage's thread otherwise,
+        one read at a time per connection).
+        """
         behind = watching.behind
-        while behind:
-            (key, watcher), count = next(iter(behind.items()))
-            if not watcher.isConnected():
+        while behind and not watching.reading:
+            entry = next(iter(behind))
+            if not entry[1].isConnected():
                 behind.clear()  # the connection is going: nothing more is sent on it
                 return
-            value = self.current(key)
-            size = callSize(key, value)
-            if not self._fits(watching, size):
+            watching.reading = True
+            read = maybeDeferred(self.current, entry[0])
+            if not read.called:
+                read.addBoth(self._readLater, watching, entry)
                 return
-            del behind[key, watcher]
-            self._call(watching, key, watcher, value, count - 1, size)
+            outcome: list[Any] = []
+            read.addBoth(outcome.append)
+            if not self._send(watching, entry, outcome[0]):
+                return
+
+    def _readLater(self, value: object, watching: _Watches, entry: tuple[str, rpc.RemoteReference]) -> None:
+        if self._send(watching, entry, value):
+            self._catchUp(watching)
+
+    def _send(self, watching: _Watches, entry: tuple[str, rpc.RemoteReference], value: object) -> bool:
+        """
+        Send C{entry}'s coalesced change with C{value} (a key's value read
+        for it) if it is still waiting and fits; whether to go on.  A failed
+        read leaves the entry for the next answer or change.
+        """
+        watching.reading = False
+        if isinstance(value, Failure):
+            return False
+        count = watching.behind.get(entry)
+        if count is None:
+            return True  # (unwatched meanwhile)
+        key, watcher = entry
+        text = value if isinstance(value, str) else None
+        size = callSize(key, text)
+        if not self._fits(watching, size):
+            return False
+        del watching.behind[entry]
+        self._call(watching, key, watcher, text, count - 1, size)
+        return True
 
     def _checkCaps(self, key: str, watching: _Watches, mine: set[rpc.RemoteReference] | None) -> None:
         limits = self.limits

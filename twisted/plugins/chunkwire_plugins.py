@@ -5,6 +5,7 @@
     twist chunkwire-bulk --listen tcp:8770 --dir /tmp/chunkwire-files
     twist chunkwire-kv --users /etc/chunkwire/users --listen ssl:8761:privateKey=server.pem
     twist chunkwire-kv --listen tcp:8760 --workers 2 --store /var/lib/chunkwire/kv.sqlite --grace 10
+    twist chunkwire-kv --listen tcp:8760 --workers 2 --store postgresql://kv@db.example/kv
     twist chunkwire-echo --help
 
 chunkwire-kv and chunkwire-bulk take --users FILE, --client-ca DIR and
@@ -16,7 +17,8 @@ beside the user or token file); on
 SIGTERM each service drains: GOAWAY, then the calls in flight get --grace
 seconds.  chunkwire-kv keeps its store in memory, one process's own, unless
 --store FILE names a SQLite file, which every worker shares (and which
-outlives them): --workers without --store is refused.
+outlives them), or --store postgresql://... a PostgreSQL database, which
+every worker on every host shares: --workers without --store is refused.
 
 This file lives in C{twisted/plugins/} (a directory without C{__init__.py})
 so that Twisted's plugin system finds it; it only names the services, the
@@ -281,15 +283,16 @@ class KeyValueOptions(_LoginOptions):
 
     defaultListen = "tcp:8760"
     synopsis = (
-        "[--listen ENDPOINT ...] [--store FILE] [--workers N] [--users FILE] [--client-ca DIR] [--tokens FILE] "
-        "[--tracebacks] [--trace] [guard options]"
+        "[--listen ENDPOINT ...] [--store FILE|postgresql://...] [--workers N] [--users FILE] [--client-ca DIR] "
+        "[--tokens FILE] [--tracebacks] [--trace] [guard options]"
     )
     longdesc = (
         "Run chunkwire's key-value RPC service (get, put, delete, list, watch; see protocols.kv). "
         "One store is shared by every connection (and every user, with logins): by default it lives in this "
         "process's memory and is gone when it exits; with --store FILE it is a SQLite file, shared by every "
         "worker process (--workers needs it) and kept across restarts, where each put is on disk before it is "
-        "answered."
+        "answered; with --store postgresql://... it is a PostgreSQL database, shared by every worker on every host "
+        "(watches hear of every host's changes through LISTEN/NOTIFY)."
     )
     optFlags = _Options.optFlags + [["tracebacks", None, "Send the traceback of a failed call to the caller."]]
     optParameters = _LoginOptions.optParameters + [
@@ -297,8 +300,9 @@ class KeyValueOptions(_LoginOptions):
             "store",
             None,
             None,
-            "Keep the store in this SQLite file (created if missing), shared by every worker and kept across "
-            "restarts; without it the store is in memory, one process's own.",
+            "Keep the store in this SQLite file (created if missing), or in the PostgreSQL database of a "
+            "postgresql:// URL (tables made if missing; the postgresql extra), shared by every worker (on every "
+            "host, with PostgreSQL) and kept across restarts; without it the store is in memory, one process's own.",
         ],
         [
             "names",
@@ -349,14 +353,19 @@ class KeyValueOptions(_LoginOptions):
         if self["store"] is not None:
             import sqlite3
 
-            from protocols.kv import SQLiteStorage
+            from protocols.kv import StoreUnavailable, openStorage
 
-            # Opened once here: a bad path is a usage error, and the supervisor makes the tables before any
-            # worker opens the file (they never race to make them).
+            # Opened once here: a bad path or an unreachable database is a usage error, and the supervisor makes
+            # the tables before any worker opens the store (they never race to make them).
             try:
-                SQLiteStorage(self["store"]).close()
-            except sqlite3.Error as error:
-                raise usage.UsageError(f"--store {self['store']}: {error}") from None
+                openStorage(self["store"]).close()
+            except (sqlite3.Error, StoreUnavailable) as error:
+                raise usage.UsageError(f"--store {_storeName(self['store'])}: {error}") from None
+            except ImportError:
+                raise usage.UsageError(
+                    "--store postgresql://... needs psycopg (the postgresql extra): "
+                    "pip install './chunkwire[postgresql]'"
+                ) from None
 
     def checkNames(self) -> None:
         """Refuse --names with what it cannot go with, and make C{self["publishing"]} (or C{None})."""
@@ -408,12 +417,25 @@ class KeyValueOptions(_LoginOptions):
         """The L{protocols.kv.KeyValueStore} these options describe, its storage opened (a file with --store)."""
         from twisted.internet import reactor
 
-        from protocols.kv import KeyValueStore, SQLiteStorage, StoreLimits
+        from protocols.kv import KeyValueStore, StoreLimits, openStorage
 
         limits = StoreLimits(maxKeys=self["max-keys"], maxBytes=self["max-store-bytes"])
         if self["store"] is None:
             return KeyValueStore(limits=limits)
-        return KeyValueStore(storage=SQLiteStorage(self["store"]), clock=reactor, limits=limits)
+        return KeyValueStore(storage=openStorage(self["store"]), clock=reactor, limits=limits)
+
+
+def _storeName(store: str) -> str:
+    """C{--store}'s value as it may be shown: a URL without its password."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    if "://" not in store:
+        return store
+    parts = urlsplit(store)
+    if parts.password is None:
+        return store
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 class BulkServiceOptions(_LoginOptions):

@@ -19,6 +19,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from protocols.kv import POLL_INTERVAL, KeyNotFound, KeyValueStore, SQLiteStorage, StoreUnavailable
 from protocols.kv.feed import RETENTION
 from protocols.kv.sqlite import prefixEnd
+from protocols.kv.threads import InlineCalls
 from protocols.rpc import SERVER_CALL_LIMITS
 
 from .services import RpcPair
@@ -151,7 +152,7 @@ class SharedStoreTests(SynchronousTestCase):
 
     def store(self) -> tuple[KeyValueStore, Clock]:
         clock = Clock()
-        store = KeyValueStore(storage=SQLiteStorage(self.path), clock=clock)
+        store = KeyValueStore(storage=SQLiteStorage(self.path), clock=clock, calls=InlineCalls())
         self.addCleanup(store.close)
         return store, clock
 
