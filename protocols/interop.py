@@ -44,7 +44,8 @@ one method, C{whoami()}, answers the avatar id the login proved.
 
 Contract: every method answers in O(1) (C{echo} in the size of its value,
 C{gather} in its count), and what the service keeps is bounded: at most
-L{MAX_KEYS} keys of each table (the oldest forgotten first), at most
+L{MAX_KEYS} keys and L{MAX_TABLE_BYTES} of values in each table (the
+oldest forgotten first), at most
 L{MAX_WAITING} holds and gather calls waiting at once (past that a call
 fails with L{ApplicationError}, code L{TOO_MANY_WAITING}); every waiting
 call ends by its own deadline.  The service is for tests: it lets any
@@ -63,6 +64,8 @@ from twisted.cred.portal import IRealm
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 from zope.interface import implementer
+
+from framing.rpc.streams import leastEncodedLength
 
 from . import bulk, rpc
 from .auth.interfaces import IRemoteRoot
@@ -97,6 +100,8 @@ MAX_KEY = 128
 """The most characters of a key."""
 MAX_KEYS = 10_000
 """The most keys each of the service's tables remembers."""
+MAX_TABLE_BYTES = 64 * 1024 * 1024
+"""The most bytes the values of each of the service's tables hold together (64 MiB)."""
 MAX_WAITING = 1_000
 """The most holds, and the most gather calls, waiting at once."""
 MAX_HOLD = 600_000
@@ -179,20 +184,32 @@ class PatternSource(bulk.SeekableSource):
 
 
 class _Table:
-    """Key to value, remembering the L{MAX_KEYS} most recently set keys."""
+    """
+    Key to value, remembering the most recently set keys: at most
+    L{MAX_KEYS} of them, holding at most L{MAX_TABLE_BYTES} together (by
+    L{framing.rpc.streams.leastEncodedLength}, the bytes their bodies hold),
+    the oldest forgotten first; the newest is always kept (a call's value is
+    already bounded by the connection's object limits).
+    """
 
     def __init__(self) -> None:
-        self._values: OrderedDict[str, Any] = OrderedDict()
+        self._values: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+        self.bytes = 0
 
     def set(self, key: str, value: Any) -> None:
         values = self._values
-        values[key] = value
-        values.move_to_end(key)
-        if len(values) > MAX_KEYS:
-            values.popitem(last=False)
+        size = leastEncodedLength((value,))
+        old = values.pop(key, None)
+        if old is not None:
+            self.bytes -= old[1]
+        values[key] = (value, size)
+        self.bytes += size
+        while len(values) > 1 and (len(values) > MAX_KEYS or self.bytes > MAX_TABLE_BYTES):
+            self.bytes -= values.popitem(last=False)[1][1]
 
     def get(self, key: str, default: Any = None) -> Any:
-        return self._values.get(key, default)
+        held = self._values.get(key)
+        return default if held is None else held[0]
 
 
 class _Hold:

@@ -95,6 +95,27 @@ class ServiceTests(SynchronousTestCase):
         self.assertIsNone(self.service.recorded("k0"))
         self.assertEqual(self.service.recorded(f"k{interop.MAX_KEYS}"), interop.MAX_KEYS)
 
+    def test_bytesBounded(self) -> None:
+        """
+        A table's values hold at most MAX_TABLE_BYTES together (by the bytes
+        their bodies hold): past it the oldest are forgotten; the newest
+        is kept whatever its size.
+        """
+        value = b"x" * (4 * 1024 * 1024)
+        count = interop.MAX_TABLE_BYTES // len(value) + 4
+        for number in range(count):
+            self.service.record(f"k{number}", value)
+        self.assertIsNone(self.service.recorded("k0"))
+        self.assertIs(self.service.recorded(f"k{count - 1}"), value)
+        self.assertLessEqual(self.service._recorded.bytes, interop.MAX_TABLE_BYTES)
+        self.service.record("again", b"y" * 10)  # a key set anew counts once
+        self.service.record("again", b"y" * 20)
+        self.assertEqual(self.service.recorded("again"), b"y" * 20)
+        huge = b"z" * (interop.MAX_TABLE_BYTES + 1)
+        self.service.record("huge", huge)
+        self.assertIs(self.service.recorded("huge"), huge)
+        self.assertEqual(self.service._recorded.bytes, len(huge) + 1)
+
     def test_registeredError(self) -> None:
         """raiseRegistered raises the registered error with the caller's message and code."""
         with self.assertRaises(ApplicationError) as raised:
