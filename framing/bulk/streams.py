@@ -39,7 +39,6 @@ control message; memory per stream O(1).
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -52,6 +51,7 @@ from .credit import SendCredit, StreamSource
 from .digests import NEGOTIATED, DigestUnavailable, IntegrityError, availableDigests, newHash
 from .errors import FlowControlError, StreamIdReused, StreamReset, peerText
 from .hello import Hello
+from .states import LIVE, RECEIVING_TRANSITIONS, SENDING_TRANSITIONS, ReceiveEvent, ReceiveState, SendEvent, SendState
 from .wire import (
     ABORT,
     CANCEL,
@@ -87,36 +87,6 @@ class Sink(Protocol):
 
     def write(self, offset: int, data: bytes | memoryview) -> None:
         """Store C{data} at C{offset} now (a view into a read is valid only during the call)."""
-
-
-class SendState(enum.Enum):
-    """Where a stream this side sends stands."""
-
-    NEW = "new"
-    """Not announced yet."""
-    ANNOUNCED = "announced"
-    """In a CALL sent; waits for the server's credit."""
-    SENDING = "sending"
-    """Sending frames as credit allows."""
-    ENDED = "ended"
-    """END sent; waits for DONE."""
-    DELIVERED = "delivered"
-    """DONE came: the server has every byte."""
-    FAILED = "failed"
-    """Cancelled by the server, or the connection ended (L{SendStream.failure})."""
-
-
-class ReceiveState(enum.Enum):
-    """Where a stream the server sends stands."""
-
-    ANNOUNCED = "announced"
-    """In an answer; nobody receives it yet (the server sends nothing)."""
-    RECEIVING = "receiving"
-    """Granted: frames go to the sink."""
-    DONE = "done"
-    """END came and checked, DONE sent."""
-    FAILED = "failed"
-    """Aborted, failed its check, or the connection ended (L{IncomingTransfer.failure})."""
 
 
 class SendStream:
@@ -236,7 +206,6 @@ class ClientStreams:
         announcing = self._announcing
         if announcing:
             for stream in announcing:
-                stream.state = SendState.ANNOUNCED
                 self._sending[stream.streamId] = stream
                 window = self.hello.peerWindow
                 if self.hello.peerDigests is not None and window:
@@ -250,7 +219,8 @@ class ClientStreams:
     def messageDropped(self) -> None:
         """The message being encoded was not sent: the streams it announced go back to new (their ids unused)."""
         for stream in self._announcing:
-            stream.state, stream.streamId = SendState.NEW, 0
+            _sent(stream, SendEvent.TAKE_BACK)
+            stream.streamId = 0
         self._announcing.clear()
 
     def received(self, obj: Any) -> bool:
@@ -264,7 +234,7 @@ class ClientStreams:
                 if op == GRANT:
                     self._granted(stream, obj[2])
                 elif op == DONE:
-                    stream.state = SendState.DELIVERED
+                    _sent(stream, SendEvent.DONE)
                     del self._sending[streamId]
                 else:
                     self._senderFailed(stream, _resetFrom(obj[2], obj[3]))
@@ -295,7 +265,8 @@ class ClientStreams:
     def ended(self, reason: BaseException) -> list[Any]:
         """The connection ended: every stream fails with C{reason}; the receivers waited for, settled."""
         for stream in self._sending.values():
-            stream.state, stream.failure = SendState.FAILED, reason
+            _sent(stream, SendEvent.FAIL)
+            stream.failure = reason
         self._sending.clear()
         for incoming in list(self._receiving.values()):
             self._fail(incoming, reason)
@@ -312,9 +283,10 @@ class ClientStreams:
         @raise framing.EncodingError: it was announced before.
         @raise DigestUnavailable: the server computes no digest the stream could be checked with.
         """
-        if stream.state is not SendState.NEW or stream in self._announcing:
+        if stream.state is not SendState.NEW:
             raise EncodingError(f"{stream!r} was already sent; a stream is sent once")
         stream.digestName = self.hello.digestFor(stream.digestName, self.digests)
+        _sent(stream, SendEvent.ANNOUNCE)
         self._lastSentId += 1
         stream.streamId = self._lastSentId
         self._announcing.append(stream)
@@ -340,7 +312,7 @@ class ClientStreams:
         if stream.digestName is not None:
             stream._hash = newHash(stream.digestName)
         stream._credit.firstGrant(count, GRANT_STEP)
-        stream.state = SendState.SENDING
+        _sent(stream, SendEvent.START)
 
     def _granted(self, stream: SendStream, count: int) -> None:
         if stream.state is SendState.ANNOUNCED:
@@ -376,8 +348,9 @@ class ClientStreams:
             if spent:
                 size = stream.size if stream.size is not None else stream.sentBytes
                 digest = None if stream._hash is None else stream._hash.digest()
+                _sent(stream, SendEvent.ALL_SENT)
                 output.append(self._control(Control((END, stream.streamId, size, digest))))
-                stream.state = SendState.ENDED
+                _sent(stream, SendEvent.END_SENT)
 
     def _abort(self, stream: SendStream, code: str, error: BaseException) -> None:
         """Give up sending C{stream}: ABORT with C{code}; it fails with C{error}."""
@@ -385,7 +358,8 @@ class ClientStreams:
         self._senderFailed(stream, error)
 
     def _senderFailed(self, stream: SendStream, error: BaseException) -> None:
-        stream.state, stream.failure = SendState.FAILED, error
+        _sent(stream, SendEvent.FAIL)
+        stream.failure = error
         self._sending.pop(stream.streamId, None)
 
     # -- receiving streams -------------------------------------------------------
@@ -408,7 +382,7 @@ class ClientStreams:
             return self.takeSettled()
         if incoming.digestName is not None:
             incoming._hash = newHash(incoming.digestName)
-        incoming.state = ReceiveState.RECEIVING
+        _received(incoming, ReceiveEvent.START)
         incoming._granted = WINDOW
         self._output.append(grantMessage(incoming.streamId, WINDOW))
         return self.takeSettled()
@@ -476,6 +450,8 @@ class ClientStreams:
         """The server's END: check the size and digest, then DONE (or CANCEL) and settle the receiver."""
         if incoming.state is not ReceiveState.RECEIVING:
             return
+        _received(incoming, ReceiveEvent.END)
+        _received(incoming, ReceiveEvent.ALL_RELEASED)
         actual = None
         if incoming._hash is not None:
             actual = incoming._hash.digest()
@@ -488,7 +464,7 @@ class ClientStreams:
                 expected = digest.hex() if digest else ""
                 self._cancel(incoming, IntegrityError(f"stream {incoming.streamId}: {problem}", expected, actual.hex()))
                 return
-        incoming.state = ReceiveState.DONE
+        _received(incoming, ReceiveEvent.COMPLETED)
         del self._receiving[incoming.streamId]
         self._output.append(self._control(Control((DONE, incoming.streamId, actual))))
         self._settled.append((incoming._waiter, (incoming.receivedBytes, actual), None))
@@ -510,8 +486,9 @@ class ClientStreams:
     def _fail(self, incoming: IncomingTransfer, error: BaseException) -> None:
         """C{incoming} is over, failed with C{error} (its first failure kept); its waiter, if any, settled."""
         self._receiving.pop(incoming.streamId, None)
-        if incoming.state is not ReceiveState.FAILED:
-            incoming.state, incoming.failure = ReceiveState.FAILED, error
+        if incoming.state in LIVE:
+            _received(incoming, ReceiveEvent.FAIL)
+            incoming.failure = error
         if incoming._waiter is not None:
             self._settled.append((incoming._waiter, None, incoming.failure))
             incoming._waiter = None
@@ -525,3 +502,13 @@ def _resetFrom(code: Any, message: Any) -> BaseException:
     if code == "integrity":
         return IntegrityError(f"the server: {message}")
     return StreamReset(str(code), str(message))
+
+
+def _sent(stream: SendStream, event: SendEvent) -> None:
+    """Move C{stream} by C{event} (L{framing.bulk.states}' sending table)."""
+    stream.state = SENDING_TRANSITIONS.next(stream.state, event)
+
+
+def _received(incoming: IncomingTransfer, event: ReceiveEvent) -> None:
+    """Move C{incoming} by C{event} (L{framing.bulk.states}' receiving table)."""
+    incoming.state = RECEIVING_TRANSITIONS.next(incoming.state, event)

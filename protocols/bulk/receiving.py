@@ -8,11 +8,8 @@ autotuning is on); it verifies the digest before the sink is told the data
 is complete, and a mismatch fails the transfer with L{IntegrityError} and
 tells the sink to drop what it holds.  Per piece the cost is O(1).
 
-Its life is the table L{RECEIVING_TRANSITIONS}::
-
-    IDLE --start (first grant sent)--> RECEIVING --END received--> ENDED
-    ENDED --all released--> VERIFYING --sink completed--> DONE
-    IDLE, RECEIVING, ENDED, VERIFYING --fail--> FAILED
+Its life is the receiving table of L{framing.bulk.states} (one table for
+every shell).
 
 It talks to its connection only through an L{IStreamHost}.
 """
@@ -27,6 +24,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionDone
 from twisted.python.failure import Failure
 
+from framing.bulk.states import LIVE, RECEIVING_TRANSITIONS, ReceiveEvent, ReceiveState
 from framing.bulk.wire import CANCEL, GRANT, controlMessage
 from framing.bulk.wire import DONE as DONE_OP
 
@@ -36,7 +34,6 @@ from .integrity import OrderedHasher
 from .interfaces import IStreamHost
 from .outcome import Outcome, TransferResult
 from .sinks import Piece, Sink, makeSink
-from .states import Named, Transitions
 from .tuning import receiveWindow
 
 
@@ -124,40 +121,7 @@ class IncomingStream:
             self._host.sendControl(CANCEL, self.streamId, "cancelled", controlMessage(reason))
 
 
-class ReceiveState(Named):
-    """Where a receiver is in its life (see the module docstring)."""
-
-    IDLE = "idle"
-    RECEIVING = "receiving"
-    ENDED = "ended"
-    VERIFYING = "verifying"
-    DONE = "done"
-    FAILED = "failed"
-
-
-class ReceiveEvent(Named):
-    """What moves a receiver from one state to the next."""
-
-    START = "start"
-    END = "end"
-    ALL_RELEASED = "all released"
-    COMPLETED = "completed"
-    FAIL = "fail"
-
-
-IDLE, RECEIVING, ENDED, VERIFYING, DONE, FAILED = ReceiveState
-_LIVE = frozenset((IDLE, RECEIVING, ENDED, VERIFYING))
-
-RECEIVING_TRANSITIONS: Transitions[ReceiveState, ReceiveEvent] = Transitions(
-    "receiving",
-    {
-        (IDLE, ReceiveEvent.START): RECEIVING,
-        (RECEIVING, ReceiveEvent.END): ENDED,
-        (ENDED, ReceiveEvent.ALL_RELEASED): VERIFYING,
-        (VERIFYING, ReceiveEvent.COMPLETED): DONE,
-        **{(state, ReceiveEvent.FAIL): FAILED for state in _LIVE},
-    },
-)
+ANNOUNCED, RECEIVING, ENDED, VERIFYING, DONE, FAILED = ReceiveState
 
 
 class Receiver:
@@ -196,7 +160,7 @@ class Receiver:
         self.size = size
         self.digestName = digestName
         self.sink = sink
-        self.state = IDLE
+        self.state = ANNOUNCED
         algorithm = digestName if verify and not sink.verifies else None
         self.hasher = OrderedHasher(algorithm, None, host.hashReactor) if algorithm is not None else None
         inline = self.hasher is not None and host.hashReactor is None
@@ -249,7 +213,7 @@ class Receiver:
         """Hand the sink and the hasher what arrived before receive(), as if it arrived now."""
         pieces, early.pieces = early.pieces, []
         for offset, data in pieces:
-            if self.state not in _LIVE:
+            if self.state not in LIVE:
                 return
             if not self._fits(offset, len(data)):
                 return
@@ -319,7 +283,7 @@ class Receiver:
         is hashed first and counted as released at once, so that the sink's
         release alone decides whether to grant: one decision per piece.
         """
-        if self.state not in _LIVE:
+        if self.state not in LIVE:
             return
         sink = self.sink
         if type(data) is not bytes and not sink.views:
@@ -435,7 +399,7 @@ class Receiver:
 
     def abandon(self, error: BaseException, code: str | None) -> None:
         """Fail the transfer; tell the sender (with C{code}) unless the connection is gone."""
-        if self.state not in _LIVE:
+        if self.state not in LIVE:
             return
         if code is not None:
             self.host.sendControl(CANCEL, self.streamId, code, controlMessage(peerText(error)))
@@ -452,7 +416,7 @@ class Receiver:
         self._drop(error)
 
     def _drop(self, error: BaseException) -> None:
-        if self.state not in _LIVE:
+        if self.state not in LIVE:
             return
         self._advance(ReceiveEvent.FAIL)
         self.host.receiverOver(self)

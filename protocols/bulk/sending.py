@@ -10,13 +10,8 @@ connection has a reactor with threads) and ends with the object's size and
 digest.  Its result fires only once the receiver has confirmed the data
 verified.
 
-Its life is the table L{SENDING_TRANSITIONS}::
-
-    NEW --announce--> ANNOUNCED --start (initial window or first grant)--> SENDING
-    ANNOUNCED --take back (its message was not sent)--> NEW
-    SENDING --all sent--> ENDING --END sent (once hashed)--> ENDED
-    ANNOUNCED, SENDING, ENDING, ENDED --done (the receiver verified)--> FINISHED
-    NEW, ANNOUNCED, SENDING, ENDING, ENDED --fail--> FINISHED
+Its life is the sending table of L{framing.bulk.states} (one table for
+every shell).
 
 It reads from one L{protocols.bulk.sources.StreamSource} and talks to its
 connection only through an L{IStreamHost}.  The source may be random-access
@@ -41,6 +36,7 @@ from zope.interface import implementer
 
 from framing.bulk.credit import SendCredit
 from framing.bulk.digests import NEGOTIATED, checkAlgorithm
+from framing.bulk.states import ON_WIRE, SENDING_TRANSITIONS, SendEvent, SendState
 from framing.bulk.wire import ABORT, END, controlMessage
 
 from .errors import IntegrityError, StreamReset, peerText
@@ -48,48 +44,8 @@ from .integrity import OrderedHasher
 from .interfaces import IStreamHost
 from .outcome import Outcome, TransferResult
 from .sources import StreamSource, openSource
-from .states import Named, Transitions
 
-
-class SendState(Named):
-    """Where an outgoing stream is in its life (see the module docstring)."""
-
-    NEW = "new"
-    ANNOUNCED = "announced"
-    SENDING = "sending"
-    ENDING = "ending"
-    ENDED = "ended"
-    FINISHED = "finished"
-
-
-class SendEvent(Named):
-    """What moves an outgoing stream from one state to the next."""
-
-    ANNOUNCE = "announce"
-    TAKE_BACK = "take back"
-    START = "start"
-    ALL_SENT = "all sent"
-    END_SENT = "end sent"
-    DONE = "done"
-    FAIL = "fail"
-
-
-NEW, ANNOUNCED, SENDING, ENDING, ENDED, FINISHED = SendState
-_ON_WIRE = frozenset((ANNOUNCED, SENDING, ENDING, ENDED))
-"""States in which the receiver knows the stream (an ABORT means something to it)."""
-
-SENDING_TRANSITIONS: Transitions[SendState, SendEvent] = Transitions(
-    "sending",
-    {
-        (NEW, SendEvent.ANNOUNCE): ANNOUNCED,
-        (ANNOUNCED, SendEvent.TAKE_BACK): NEW,
-        (ANNOUNCED, SendEvent.START): SENDING,
-        (SENDING, SendEvent.ALL_SENT): ENDING,
-        (ENDING, SendEvent.END_SENT): ENDED,
-        **{(state, SendEvent.DONE): FINISHED for state in _ON_WIRE},
-        **{(state, SendEvent.FAIL): FINISHED for state in (NEW, *_ON_WIRE)},
-    },
-)
+NEW, ANNOUNCED, SENDING, ENDING, ENDED, DELIVERED, FAILED = SendState
 
 
 @implementer(IConsumer)
@@ -358,11 +314,11 @@ class Stream:
 
     def callFailed(self, failure: Failure) -> None:
         """The call carrying this stream failed: if the receiver never said it receives, nobody will."""
-        if not self._heard and self.state in _ON_WIRE:
+        if not self._heard and self.state in ON_WIRE:
             # The peer may have refused the call before it saw the stream.
             reason = StreamReset("cancelled", f"the call carrying the stream failed: {failure.getErrorMessage()}")
             self._fail(reason, tell=None if self.state is ANNOUNCED else "cancelled")
-        elif isinstance(failure.value, CancelledError) and self.state is not FINISHED:
+        elif isinstance(failure.value, CancelledError) and self.state is not DELIVERED and self.state is not FAILED:
             # The caller gave up on the call: the receiver is told to drop
             # what it holds, and this side closes its source.
             self._fail(StreamReset("cancelled", "the call carrying the stream was cancelled"), tell="cancelled")
@@ -373,7 +329,7 @@ class Stream:
         if self._outcome.fired:
             return
         host = self._host
-        if tell is not None and host is not None and self.state in _ON_WIRE:
+        if tell is not None and host is not None and self.state in ON_WIRE:
             error = reason.value if isinstance(reason, Failure) else reason
             text = "" if error is None else peerText(error)
             host.sendControl(ABORT, self.streamId, tell, controlMessage(text))

@@ -11,13 +11,12 @@ from zope.interface import implementer
 from framing import Decoder, Encoder, Registry
 from framing.bulk.digests import IntegrityError
 from framing.bulk.errors import FlowControlError, StreamIdReused, StreamReset
+from framing.bulk.states import ReceiveState, SendState
 from framing.bulk.streams import (
     GRANT_STEP,
     WINDOW,
     ClientStreams,
     IncomingTransfer,
-    ReceiveState,
-    SendState,
     SendStream,
 )
 from framing.bulk.wire import (
