@@ -47,9 +47,10 @@ from zope.interface import implementer
 from ..errors import EncodingError
 from ..slicing.interfaces import ISlicer
 from ..slicing.registry import Registry
+from .connection import Announcements, ReceiveCredit, cancelCode, digestProblem, dispatch, endSize, frameProblem
 from .credit import SendCredit, StreamSource
-from .digests import NEGOTIATED, DigestUnavailable, IntegrityError, availableDigests, newHash
-from .errors import FlowControlError, StreamIdReused, StreamReset, peerText
+from .digests import NEGOTIATED, DigestUnavailable, availableDigests, newHash
+from .errors import StreamReset, peerText
 from .hello import Hello
 from .states import LIVE, RECEIVING_TRANSITIONS, SENDING_TRANSITIONS, ReceiveEvent, ReceiveState, SendEvent, SendState
 from .wire import (
@@ -59,7 +60,6 @@ from .wire import (
     DATA_OPEN_TYPE,
     DONE,
     END,
-    GRANT,
     STREAM_OPEN_TYPE,
     AnnouncementUnslicer,
     Control,
@@ -113,9 +113,27 @@ class SendStream:
         self.streamId = 0
         self._credit = SendCredit()
         self._hash: Any = None
+        self._owner: ClientStreams | None = None
 
     def __repr__(self) -> str:
         return f"<SendStream {self.streamId} {self.state.value}, {self.sentBytes} bytes sent>"
+
+    # -- framing.bulk.connection.SendingEnd: what dispatch calls ----------------
+
+    def grantReceived(self, count: int) -> None:
+        """The server granted C{count} more bytes."""
+        assert self._owner is not None
+        self._owner._granted(self, count)
+
+    def doneReceived(self, digest: bytes | None) -> None:
+        """The server has every byte, verified."""
+        assert self._owner is not None
+        self._owner._delivered(self)
+
+    def cancelReceived(self, error: BaseException) -> None:
+        """The server gave the stream up."""
+        assert self._owner is not None
+        self._owner._senderFailed(self, error)
 
 
 class IncomingTransfer:
@@ -141,12 +159,23 @@ class IncomingTransfer:
         self._sink: Sink | None = None
         self._waiter: Any = None
         self._hash: Any = None
-        self._hashed = 0
-        self._granted = 0
-        self._toGrant = 0
+        self._credit = ReceiveCredit(WINDOW, GRANT_STEP)
+        self._owner: ClientStreams | None = None
 
     def __repr__(self) -> str:
         return f"<IncomingTransfer {self.streamId} of {self.size} bytes, {self.state.value}>"
+
+    # -- framing.bulk.connection.ReceivingEnd: what dispatch calls ----------------
+
+    def endReceived(self, size: int | None, digest: bytes | None) -> None:
+        """The server sent everything."""
+        assert self._owner is not None
+        self._owner._ended(self, size, digest)
+
+    def abortReceived(self, error: BaseException) -> None:
+        """The server gave the stream up."""
+        assert self._owner is not None
+        self._owner._fail(self, error)
 
 
 @implementer(ISlicer)
@@ -179,7 +208,7 @@ class ClientStreams:
         self._announcing: list[SendStream] = []
         self._receiving: dict[int, IncomingTransfer] = {}
         self._lastSentId = 0
-        self._lastIncomingId = 0
+        self._announcements = Announcements()
         self._output: list[bytes] = []
         self._settled: list[Any] = []
         self._encoder: Any = None
@@ -227,25 +256,8 @@ class ClientStreams:
         """A top-level object the RPC session does not take: C{True} if it was bulk's (a control message)."""
         if type(obj) is not Control:
             return False
-        op, streamId = obj[0], obj[1]
-        if op == GRANT or op == DONE or op == CANCEL:
-            stream = self._sending.get(streamId)
-            if stream is not None:
-                if op == GRANT:
-                    self._granted(stream, obj[2])
-                elif op == DONE:
-                    _sent(stream, SendEvent.DONE)
-                    del self._sending[streamId]
-                else:
-                    self._senderFailed(stream, _resetFrom(obj[2], obj[3]))
-        elif op == END or op == ABORT:
-            incoming = self._receiving.get(streamId)
-            if incoming is not None:
-                if op == END:
-                    self._ended(incoming, obj[2], obj[3])
-                else:
-                    self._fail(incoming, _resetFrom(obj[2], obj[3]))
-        # HELLO was taken as it was decoded (_helloDecoded).
+        # A HELLO was taken as it was decoded (_helloDecoded): nothing to answer, this side's went first.
+        dispatch(obj, self._sending, self._receiving)
         return True
 
     def takeSettled(self) -> list[Any]:
@@ -287,6 +299,7 @@ class ClientStreams:
             raise EncodingError(f"{stream!r} was already sent; a stream is sent once")
         stream.digestName = self.hello.digestFor(stream.digestName, self.digests)
         _sent(stream, SendEvent.ANNOUNCE)
+        stream._owner = self
         self._lastSentId += 1
         stream.streamId = self._lastSentId
         self._announcing.append(stream)
@@ -313,6 +326,10 @@ class ClientStreams:
             stream._hash = newHash(stream.digestName)
         stream._credit.firstGrant(count, GRANT_STEP)
         _sent(stream, SendEvent.START)
+
+    def _delivered(self, stream: SendStream) -> None:
+        _sent(stream, SendEvent.DONE)
+        del self._sending[stream.streamId]
 
     def _granted(self, stream: SendStream, count: int) -> None:
         if stream.state is SendState.ANNOUNCED:
@@ -383,8 +400,7 @@ class ClientStreams:
         if incoming.digestName is not None:
             incoming._hash = newHash(incoming.digestName)
         _received(incoming, ReceiveEvent.START)
-        incoming._granted = WINDOW
-        self._output.append(grantMessage(incoming.streamId, WINDOW))
+        self._output.append(grantMessage(incoming.streamId, incoming._credit.firstGrant(0)))
         return self.takeSettled()
 
     def stopReceiving(self, incoming: IncomingTransfer) -> list[Any]:
@@ -402,10 +418,9 @@ class ClientStreams:
     def _announced(self, announcement: StreamAnnouncement) -> IncomingTransfer:
         """A stream the server announced (in an answer): checked, then stands in the result."""
         streamId, size, digest = announcement
-        if streamId <= self._lastIncomingId:
-            raise StreamIdReused(f"stream id {streamId} after {self._lastIncomingId}")
-        self._lastIncomingId = streamId
+        self._announcements.check(streamId, len(self._receiving))
         incoming = IncomingTransfer(streamId, size, self.hello.accepted(digest, self.digests))
+        incoming._owner = self
         self._receiving[streamId] = incoming
         return incoming
 
@@ -414,19 +429,18 @@ class ClientStreams:
         incoming = self._receiving.get(streamId)
         if incoming is None or incoming.state is not ReceiveState.RECEIVING:
             return None
-        if incoming.receivedBytes + length > incoming._granted:
-            raise FlowControlError(f"stream {streamId}: {length} bytes past its credit")
-        if incoming.size is not None and offset + length > incoming.size:
-            self._cancel(incoming, StreamReset("size", f"data up to {offset + length}, past the size {incoming.size}"))
+        credit = incoming._credit
+        expected = credit.announced
+        credit.frameAnnounced(streamId, length)
+        # A stream with a digest is hashed as it comes: only in order.
+        problem = frameProblem(offset, length, expected if incoming._hash is not None else None, incoming.size)
+        if problem is not None:
+            self._cancel(incoming, problem)
             return None
         return lambda position, piece: self._piece(incoming, position, piece)
 
     def _piece(self, incoming: IncomingTransfer, offset: int, piece: bytes | memoryview) -> None:
         if incoming.state is not ReceiveState.RECEIVING:
-            return
-        hasher = incoming._hash
-        if hasher is not None and offset != incoming._hashed:
-            self._cancel(incoming, StreamReset("out-of-order", f"data at {offset}, expected {incoming._hashed}"))
             return
         sink = incoming._sink
         assert sink is not None
@@ -435,34 +449,31 @@ class ClientStreams:
         except Exception as error:
             self._cancel(incoming, error, "sink-failed")
             return
-        length = len(piece)
-        if hasher is not None:
-            hasher.update(piece)
-            incoming._hashed += length
-        incoming.receivedBytes += length
-        incoming._toGrant += length
-        if incoming._toGrant >= GRANT_STEP:
-            count, incoming._toGrant = incoming._toGrant, 0
-            incoming._granted += count
+        if incoming._hash is not None:
+            incoming._hash.update(piece)
+        incoming.receivedBytes += len(piece)
+        count = incoming._credit.due(incoming.receivedBytes)
+        if count:
             self._output.append(grantMessage(incoming.streamId, count))
 
-    def _ended(self, incoming: IncomingTransfer, size: int, digest: bytes | None) -> None:
+    def _ended(self, incoming: IncomingTransfer, size: int | None, digest: bytes | None) -> None:
         """The server's END: check the size and digest, then DONE (or CANCEL) and settle the receiver."""
         if incoming.state is not ReceiveState.RECEIVING:
             return
         _received(incoming, ReceiveEvent.END)
         _received(incoming, ReceiveEvent.ALL_RELEASED)
         actual = None
+        try:
+            # Without a digest it may be a stream of ranges, whose sink checks what it holds.
+            endSize(incoming.receivedBytes, size, whole=incoming._hash is not None)
+        except StreamReset as problem:
+            self._cancel(incoming, problem)
+            return
         if incoming._hash is not None:
             actual = incoming._hash.digest()
-            problem = ""
-            if incoming.receivedBytes != size:
-                problem = f"{incoming.receivedBytes} bytes received, {size} sent"
-            elif digest != actual:
-                problem = "the data does not have the sender's digest"
-            if problem:
-                expected = digest.hex() if digest else ""
-                self._cancel(incoming, IntegrityError(f"stream {incoming.streamId}: {problem}", expected, actual.hex()))
+            mismatch = digestProblem(incoming.digestName, digest, actual)
+            if mismatch is not None:
+                self._cancel(incoming, mismatch)
                 return
         _received(incoming, ReceiveEvent.COMPLETED)
         del self._receiving[incoming.streamId]
@@ -471,15 +482,9 @@ class ClientStreams:
         incoming._waiter = None
 
     def _cancel(self, incoming: IncomingTransfer, error: BaseException, code: str | None = None) -> None:
-        """Give up receiving C{incoming}: CANCEL with C{code} (C{integrity}, the reset's own, else C{cancelled})."""
+        """Give up receiving C{incoming}: CANCEL with C{code} (default: L{cancelCode}'s)."""
         if code is None:
-            code = (
-                error.code
-                if isinstance(error, StreamReset)
-                else "integrity"
-                if isinstance(error, IntegrityError)
-                else "cancelled"
-            )
+            code = cancelCode(error)
         self._output.append(self._control(Control((CANCEL, incoming.streamId, code, controlMessage(peerText(error))))))
         self._fail(incoming, error)
 
@@ -495,13 +500,6 @@ class ClientStreams:
 
     def _control(self, control: Control) -> bytes:
         return self._encoder.encode(control)  # type: ignore[no-any-return]
-
-
-def _resetFrom(code: Any, message: Any) -> BaseException:
-    """The error a CANCEL or ABORT from the server means: L{IntegrityError} for C{integrity}, else a L{StreamReset}."""
-    if code == "integrity":
-        return IntegrityError(f"the server: {message}")
-    return StreamReset(str(code), str(message))
 
 
 def _sent(stream: SendStream, event: SendEvent) -> None:

@@ -48,6 +48,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from framing import EncodingError, Limits, Registry
+from framing.bulk.connection import Announcements
 from framing.bulk.digests import DigestUnavailable
 from framing.bulk.hello import Hello
 from framing.bulk.wire import (
@@ -150,7 +151,7 @@ class BulkChannel(IncomingSide):
         self._outgoing: dict[int, ISendingStream] = {}
         self._incoming: dict[int, IReceivingStream] = {}
         self._live: set[int] = set()
-        self._lastAnnounced = 0
+        self.announcements = Announcements(options.maxStreams)
         self.resources = Resources(self.log, self._peer)
         self.scheduler = FrameScheduler(self._transport, clock)
         self._sending: tuple[Outgoing, Deferred[Any]] | None = None

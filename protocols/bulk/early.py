@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from framing.bulk.wire import END, Control
+
 from .errors import FlowControlError, StreamReset
 
 
@@ -135,15 +137,15 @@ class EarlyTable:
         early = self._byId.get(streamId)
         return early.frameStarting(offset, length) if early is not None else None
 
-    def endOrAbort(self, isEnd: bool, streamId: int, first: Any, second: Any) -> None:
+    def endOrAbort(self, control: Control) -> None:
         """An END C{(size, digest)} or an ABORT C{(code, message)} for an unreceived stream: kept for receive()."""
-        early = self._byId.get(streamId)
+        early = self._byId.get(control[1])
         if early is None:
             return
-        if isEnd:
-            early.ended = (first, second)
+        if control[0] == END:
+            early.ended = (control[2], control[3])
         else:
-            early.aborted, early.pieces = (first, second), []
+            early.aborted, early.pieces = (control[2], control[3]), []
 
     def _timedOut(self, streamId: int) -> None:
         early = self._byId.pop(streamId, None)

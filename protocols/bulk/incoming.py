@@ -16,11 +16,12 @@ from typing import Any
 
 from twisted.logger import Logger
 
+from framing.bulk.connection import Announcements, dispatch
 from framing.bulk.hello import Hello
-from framing.bulk.wire import ABORT, CANCEL, DONE, END, GRANT, HELLO, Control, StreamAnnouncement
+from framing.bulk.wire import CANCEL, Control, StreamAnnouncement
 
 from .early import EarlyData, EarlyTable
-from .errors import StreamIdReused, StreamReset, TooManyStreams
+from .errors import StreamReset
 from .interfaces import IReceivingStream, ISendingStream
 from .options import BulkOptions
 from .receiving import IncomingStream
@@ -38,7 +39,7 @@ class IncomingSide:
     early: EarlyTable
     _up: bool
     _live: set[int]
-    _lastAnnounced: int
+    announcements: Announcements
     _incoming: dict[int, IReceivingStream]
     _outgoing: dict[int, ISendingStream]
 
@@ -75,12 +76,8 @@ class IncomingSide:
         @raise TooManyStreams: one stream more than the cap.
         """
         streamId, size, digestName = announcement
-        if type(streamId) is not int or streamId <= self._lastAnnounced:
-            raise StreamIdReused(f"stream id {streamId!r} announced after stream id {self._lastAnnounced}")
-        if len(self._live) >= self.options.maxStreams:
-            raise TooManyStreams(f"more than {self.options.maxStreams} incoming streams at once")
+        self.announcements.check(streamId, len(self._live))
         digestName = self.hello.accepted(digestName, self.options.digests)
-        self._lastAnnounced = streamId
         window = self.options.startWindow
         if self._up:
             self._live.add(streamId)
@@ -152,29 +149,8 @@ class IncomingSide:
 
     def controlReceived(self, control: Control) -> None:
         """Act on one control message; an unknown stream id is ignored (it already ended)."""
-        op, streamId = control[0], control[1]
         try:
-            if op == HELLO:
+            if dispatch(control, self._outgoing, self._incoming, self.early.endOrAbort):
                 self.helloReceived()
-                return
-            if op == END or op == ABORT:
-                receiver = self._incoming.get(streamId)
-                if receiver is None:
-                    self.early.endOrAbort(op == END, streamId, control[2], control[3])
-                    return
-                if op == END:
-                    receiver.endReceived(control[2], control[3])
-                else:
-                    receiver.abortReceived(control[2], control[3])
-                return
-            stream = self._outgoing.get(streamId)
-            if stream is None:
-                return
-            if op == GRANT:
-                stream.grantReceived(control[2])
-            elif op == DONE:
-                stream.doneReceived(control[2])
-            elif op == CANCEL:
-                stream.cancelReceived(control[2], control[3])
         except Exception:
             self.log.failure("Handling bulk control message {control} failed", control=control)

@@ -51,8 +51,8 @@ class ISendingStream(Protocol):
     def doneReceived(self, digest: bytes | None) -> None:
         """The receiver has everything (verified, with C{digest} if one was used)."""
 
-    def cancelReceived(self, code: str, message: str) -> None:
-        """The receiver does not want the stream (any more)."""
+    def cancelReceived(self, error: BaseException) -> None:
+        """The receiver does not want the stream (any more): C{error} is what its CANCEL means."""
 
     def callFailed(self, failure: Failure) -> None:
         """The call whose message announced the stream failed."""
@@ -81,8 +81,8 @@ class IReceivingStream(Protocol):
     def endReceived(self, size: int | None, digest: bytes | None) -> None:
         """The sender sent everything: the object's size and digest."""
 
-    def abortReceived(self, code: str, message: str) -> None:
-        """The sender abandoned the stream."""
+    def abortReceived(self, error: BaseException) -> None:
+        """The sender abandoned the stream: C{error} is what its ABORT means."""
 
     def connectionLost(self, reason: Failure) -> None:
         """The connection is gone."""

@@ -39,7 +39,7 @@ from framing.bulk.digests import NEGOTIATED, checkAlgorithm
 from framing.bulk.states import ON_WIRE, SENDING_TRANSITIONS, SendEvent, SendState
 from framing.bulk.wire import ABORT, END, controlMessage
 
-from .errors import IntegrityError, StreamReset, peerText
+from .errors import StreamReset, peerText
 from .integrity import OrderedHasher
 from .interfaces import IStreamHost
 from .outcome import Outcome, TransferResult
@@ -303,9 +303,8 @@ class Stream:
         self._close()
         self._outcome.succeed(result)
 
-    def cancelReceived(self, code: str, message: str) -> None:
-        """The receiver gave up on the stream: it fails with the receiver's reason."""
-        error: Exception = IntegrityError(message) if code == "integrity" else StreamReset(code, message)
+    def cancelReceived(self, error: BaseException) -> None:
+        """The receiver gave up on the stream: it fails with C{error}, what its CANCEL means."""
         self._fail(error)
 
     def connectionLost(self, reason: Failure) -> None:

@@ -187,6 +187,19 @@ class ReceivingTests(SynchronousTestCase):
         (cancel,) = server.read(session.dataToSend())
         self.assertEqual(cancel[:3], (CANCEL, 1, "integrity"))
 
+    def test_sizeMismatch(self) -> None:
+        """An END stating another size than was received, for a stream with a digest, sends CANCEL size (5.5.4) and
+        settles the waiter with StreamReset, as the Twisted receiver does (framing.bulk.connection.endSize)."""
+        session, streams, server, incoming = self.announced()
+        streams.startReceiving(incoming, Sink(), "receiver")
+        session.dataToSend()
+        frame = b"".join(dataFramePieces(1, 0, b"01234"))
+        digest = hashlib.sha256(b"01234").digest()
+        ((waiter, result, error),) = session.receive(frame + server.send(Control((END, 1, 10, digest))))
+        self.assertEqual((type(error), error.code), (StreamReset, "size"))  # type: ignore[union-attr]
+        (cancel,) = server.read(session.dataToSend())
+        self.assertEqual(cancel[:3], (CANCEL, 1, "size"))
+
     def test_pastCredit(self) -> None:
         """A frame past the credit granted ends the session with FlowControlError; the receiver fails with it."""
         session, streams, server, incoming = self.announced(None)

@@ -1,0 +1,242 @@
+"""The rules of one bulk connection that every shell shares: announcements, dispatch, receiver credit and checks.
+
+Contract: what wire format 5.5 states about a connection's streams, once,
+sans-IO, for the Twisted channel (L{protocols.bulk.BulkChannel}) and the
+clients without Twisted (L{framing.bulk.streams.ClientStreams}) alike:
+
+ - L{Announcements}: a peer's stream ids increase, and at most so many of
+   its streams are live (5.5.2), else a L{framing.ProtocolError}.
+ - L{dispatch}: each control message to the stream it names (GRANT, DONE
+   and CANCEL to a stream this side sends, END and ABORT to one it
+   receives), a CANCEL or ABORT as the error it means (L{resetFrom}).
+ - L{ReceiveCredit}: a receiving stream's credit (5.5.3): a frame past it
+   is a L{FlowControlError}, and credit goes back in steps as bytes are
+   released, at most a window ahead.
+ - L{frameProblem}, L{endSize}, L{digestProblem}, L{cancelCode}: where
+   a frame may lie, how END is checked (5.5.4), and the code each failure
+   is cancelled with.
+
+Nothing here does I/O, keeps a clock or holds a byte; each check is O(1)
+(a dict lookup, a few comparisons).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from .digests import IntegrityError
+from .errors import FlowControlError, StreamIdReused, StreamReset, TooManyStreams
+from .wire import ABORT, CANCEL, DONE, END, GRANT, HELLO, Control
+
+__all__ = [
+    "Announcements",
+    "ReceiveCredit",
+    "ReceivingEnd",
+    "SendingEnd",
+    "cancelCode",
+    "digestProblem",
+    "dispatch",
+    "frameProblem",
+    "resetFrom",
+    "endSize",
+]
+
+
+class SendingEnd(Protocol):
+    """What the control messages about a stream this side sends call."""
+
+    def grantReceived(self, count: int) -> None:
+        """The receiver granted C{count} more bytes."""
+
+    def doneReceived(self, digest: bytes | None) -> None:
+        """The receiver has every byte, verified."""
+
+    def cancelReceived(self, error: BaseException) -> None:
+        """The receiver gave the stream up; C{error} is what its CANCEL means (L{resetFrom})."""
+
+
+class ReceivingEnd(Protocol):
+    """What the control messages about a stream this side receives call."""
+
+    def endReceived(self, size: int | None, digest: bytes | None) -> None:
+        """The sender sent everything: the object's size and digest."""
+
+    def abortReceived(self, error: BaseException) -> None:
+        """The sender gave the stream up; C{error} is what its ABORT means (L{resetFrom})."""
+
+
+def resetFrom(code: Any, message: Any) -> BaseException:
+    """The error a CANCEL or ABORT with C{code} means: L{IntegrityError} for C{integrity}, else a L{StreamReset}."""
+    if code == "integrity":
+        return IntegrityError(str(message))
+    return StreamReset(str(code), str(message))
+
+
+def dispatch(
+    control: Control,
+    sending: Mapping[int, SendingEnd],
+    receiving: Mapping[int, ReceivingEnd],
+    unreceived: Callable[[Control], None] | None = None,
+) -> bool:
+    """
+    Act on one control message: to the stream of C{sending} or C{receiving}
+    it names; an END or ABORT for a stream not in C{receiving} goes to
+    C{unreceived} (if given), any other message for an unknown stream is
+    ignored (it is over, 5.5).
+
+    @return: whether it was a HELLO (taken as it was decoded; the caller
+        answers it).
+    """
+    op, streamId = control[0], control[1]
+    if op == END or op == ABORT:
+        incoming = receiving.get(streamId)
+        if incoming is None:
+            if unreceived is not None:
+                unreceived(control)
+        elif op == END:
+            incoming.endReceived(control[2], control[3])
+        else:
+            incoming.abortReceived(resetFrom(control[2], control[3]))
+        return False
+    if op == HELLO:
+        return True
+    stream = sending.get(streamId)
+    if stream is None:
+        return False
+    if op == GRANT:
+        stream.grantReceived(control[2])
+    elif op == DONE:
+        stream.doneReceived(control[2])
+    elif op == CANCEL:
+        stream.cancelReceived(resetFrom(control[2], control[3]))
+    return False
+
+
+class Announcements:
+    """
+    The checks on the streams a peer announces (5.5.2): ids increase, and
+    at most C{maxLive} are live at once.
+
+    @ivar lastId: the last id announced.
+    @ivar maxLive: the most streams the peer may have live, or C{None} for no bound.
+    """
+
+    __slots__ = ("lastId", "maxLive")
+
+    def __init__(self, maxLive: int | None = None) -> None:
+        self.lastId = 0
+        self.maxLive = maxLive
+
+    def check(self, streamId: Any, live: int) -> int:
+        """
+        The peer announced C{streamId} with C{live} of its streams live: its id, if it may.
+
+        @raise StreamIdReused: the id is not an INT above every id announced before.
+        @raise TooManyStreams: one stream more than C{maxLive}.
+        """
+        if type(streamId) is not int or streamId <= self.lastId:
+            raise StreamIdReused(f"stream id {streamId!r} announced after stream id {self.lastId}")
+        if self.maxLive is not None and live >= self.maxLive:
+            raise TooManyStreams(f"more than {self.maxLive} incoming streams at once")
+        self.lastId = streamId
+        return streamId
+
+
+class ReceiveCredit:
+    """
+    A receiving stream's credit (5.5.3): what it granted, what frames
+    announced, and how much to grant as bytes are released.
+
+    @ivar window: the most bytes granted ahead of what is released (a shell may grow it).
+    @ivar grantStep: the smallest grant sent while the stream is under way.
+    @ivar granted: bytes of credit granted so far (the initial window included).
+    @ivar announced: body bytes announced by frame headers so far.
+    """
+
+    __slots__ = ("window", "grantStep", "granted", "announced")
+
+    def __init__(self, window: int, grantStep: int) -> None:
+        self.window = window
+        self.grantStep = grantStep
+        self.granted = 0
+        self.announced = 0
+
+    def frameAnnounced(self, streamId: int, length: int) -> None:
+        """
+        A frame of C{length} body bytes is announced: it is counted.
+
+        @raise FlowControlError: it goes past the credit granted.
+        """
+        announced = self.announced + length
+        if announced > self.granted:
+            raise FlowControlError(f"stream {streamId}: {announced} bytes sent, {self.granted} granted")
+        self.announced = announced
+
+    def firstGrant(self, released: int) -> int:
+        """The grant that says the stream is received: the window ahead of C{released}, perhaps 0 (counted)."""
+        count = max(released + self.window - self.granted, 0)
+        self.granted += count
+        return count
+
+    def due(self, released: int) -> int:
+        """With C{released} bytes released, the grant to send now (counted), or 0 while less than a step is due."""
+        more = released + self.window - self.granted
+        if more < self.grantStep:
+            return 0
+        self.granted += more
+        return more
+
+    @property
+    def held(self) -> bool:
+        """Whether the sender has less credit left than a step (this side holds the stream)."""
+        return self.granted - self.announced < self.grantStep
+
+
+def frameProblem(offset: int, length: int, expected: int | None, size: int | None) -> StreamReset | None:
+    """
+    Why a frame at C{offset} of C{length} bytes cannot be taken, or C{None}:
+    C{out-of-order} if it does not start at C{expected} (a receiver that
+    takes bytes only in order), C{size} if it reaches past the announced C{size}.
+    """
+    if expected is not None and offset != expected:
+        return StreamReset("out-of-order", f"data at {offset}, expected {expected}")
+    if size is not None and offset + length > size:
+        return StreamReset("size", f"data up to {offset + length}, past the announced size of {size} bytes")
+    return None
+
+
+def endSize(received: int, size: int | None, whole: bool = True) -> int:
+    """
+    The size an END stating C{size} ends a stream with, C{received} bytes
+    having come.
+
+    @raise StreamReset: (C{size}) it states none, or (for a C{whole}
+        stream, not one of ranges its store checks) another size than was
+        received.
+    """
+    if size is None or (whole and received != size):
+        raise StreamReset("size", f"received {received} bytes, the sender said {size}")
+    return size
+
+
+def digestProblem(name: str | None, sent: bytes | None, actual: bytes | None) -> IntegrityError | None:
+    """
+    Why a stream checked with digest C{name} and hashed to C{actual} fails
+    the END's digest C{sent}, or C{None}; with C{actual} C{None} (not
+    hashed yet), only whether one was sent.
+    """
+    if sent is None:
+        return IntegrityError("the sender sent no digest")
+    if actual is not None and sent != actual:
+        return IntegrityError(f"{name} mismatch: sent {sent.hex()}, received {actual.hex()}", sent.hex(), actual.hex())
+    return None
+
+
+def cancelCode(error: BaseException) -> str:
+    """The code a stream failed with C{error} is cancelled with: a reset's own, C{integrity}, else C{cancelled}."""
+    if isinstance(error, StreamReset):
+        return error.code
+    if isinstance(error, IntegrityError):
+        return "integrity"
+    return "cancelled"
