@@ -9,6 +9,9 @@ clients without Twisted (L{framing.bulk.streams.ClientStreams}) alike:
  - L{dispatch}: each control message to the stream it names (GRANT, DONE
    and CANCEL to a stream this side sends, END and ABORT to one it
    receives), a CANCEL or ABORT as the error it means (L{resetFrom}).
+ - L{SendSide}: a sending stream's state, credit and what a GRANT or a
+   failed call does to it (5.5.2, 5.5.3); L{resetMessage} the CANCEL or
+   ABORT that gives a stream up.
  - L{ReceiveCredit}: a receiving stream's credit (5.5.3): a frame past it
    is a L{FlowControlError}, and credit goes back in steps as bytes are
    released, at most a window ahead.
@@ -25,20 +28,24 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from .credit import SendCredit
 from .digests import IntegrityError
-from .errors import FlowControlError, StreamIdReused, StreamReset, TooManyStreams
-from .wire import ABORT, CANCEL, DONE, END, GRANT, HELLO, Control
+from .errors import FlowControlError, StreamIdReused, StreamReset, TooManyStreams, peerText
+from .states import ON_WIRE, SENDING_TRANSITIONS, SendEvent, SendState
+from .wire import ABORT, CANCEL, DONE, END, GRANT, HELLO, Control, controlMessage
 
 __all__ = [
     "Announcements",
     "ReceiveCredit",
     "ReceivingEnd",
+    "SendSide",
     "SendingEnd",
     "cancelCode",
     "digestProblem",
     "dispatch",
     "frameProblem",
     "resetFrom",
+    "resetMessage",
     "endSize",
 ]
 
@@ -111,6 +118,71 @@ def dispatch(
     elif op == CANCEL:
         stream.cancelReceived(resetFrom(control[2], control[3]))
     return False
+
+
+class SendSide:
+    """
+    The protocol's part of a stream this side sends, whatever shell sends
+    it (the Twisted L{protocols.bulk.Stream}, the clients'
+    L{framing.bulk.streams.SendStream} are ones): its state in the sending
+    table, its credit, and whether the receiver said it receives (a GRANT
+    came).  O(1) per event.
+
+    @ivar state: its L{SendState}.
+    @ivar credit: its L{SendCredit}.
+    @ivar heard: whether a GRANT came for it.
+    """
+
+    def __init__(self) -> None:
+        self.state = SendState.NEW
+        self.credit = SendCredit()
+        self.heard = False
+
+    def advance(self, event: SendEvent) -> None:
+        """Move by C{event} (L{SENDING_TRANSITIONS}).
+
+        @raise IllegalTransition: the table has no such move (a bug on this side).
+        """
+        self.state = SENDING_TRANSITIONS.next(self.state, event)
+
+    def creditArrived(self, count: int, grantStep: int, heard: bool = True) -> bool | None:
+        """
+        Credit of C{count} bytes: a GRANT (C{heard}) or the initial window
+        of the receiver's HELLO.  The first starts the stream (SENDING,
+        frames sized by L{SendCredit.firstGrant}): C{True}; more while it
+        may still send is added: C{False}; after END or at the end it
+        changes nothing (5.5.3): C{None}.
+        """
+        self.heard = self.heard or heard
+        state = self.state
+        if state is SendState.ANNOUNCED:
+            self.credit.firstGrant(count, grantStep)
+            self.advance(SendEvent.START)
+            return True
+        if state is SendState.SENDING or state is SendState.ENDING:
+            self.credit.grant(count)
+            return False
+        return None
+
+    def callFailure(self, cancelled: bool) -> tuple[bool, str | None]:
+        """
+        The call whose message announced the stream failed (C{cancelled}:
+        its caller cancelled it): whether to give the stream up, and the
+        code of the ABORT to send then, if any (5.5.2: a stream no GRANT
+        came for is given up, with an ABORT once it began sending; one the
+        receiver has goes on, unless its caller cancelled the call).
+        """
+        state = self.state
+        if not self.heard and state in ON_WIRE:
+            return True, None if state is SendState.ANNOUNCED else "cancelled"
+        if cancelled and state is not SendState.DELIVERED and state is not SendState.FAILED:
+            return True, "cancelled"
+        return False, None
+
+
+def resetMessage(op: int, streamId: int, code: str, error: BaseException) -> Control:
+    """The CANCEL or ABORT (C{op}) of stream C{streamId} with C{code}, telling C{error} as text for people (5.5.4)."""
+    return Control((op, streamId, code, controlMessage(peerText(error))))
 
 
 class Announcements:

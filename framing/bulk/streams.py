@@ -47,12 +47,22 @@ from zope.interface import implementer
 from ..errors import EncodingError
 from ..slicing.interfaces import ISlicer
 from ..slicing.registry import Registry
-from .connection import Announcements, ReceiveCredit, cancelCode, digestProblem, dispatch, endSize, frameProblem
-from .credit import SendCredit, StreamSource
+from .connection import (
+    Announcements,
+    ReceiveCredit,
+    SendSide,
+    cancelCode,
+    digestProblem,
+    dispatch,
+    endSize,
+    frameProblem,
+    resetMessage,
+)
+from .credit import StreamSource
 from .digests import NEGOTIATED, DigestUnavailable, availableDigests, newHash
-from .errors import StreamReset, peerText
+from .errors import StreamReset
 from .hello import Hello
-from .states import LIVE, RECEIVING_TRANSITIONS, SENDING_TRANSITIONS, ReceiveEvent, ReceiveState, SendEvent, SendState
+from .states import LIVE, RECEIVING_TRANSITIONS, ReceiveEvent, ReceiveState, SendEvent, SendState
 from .wire import (
     ABORT,
     CANCEL,
@@ -67,7 +77,6 @@ from .wire import (
     ControlUnslicer,
     DataUnslicer,
     StreamAnnouncement,
-    controlMessage,
     dataFramePieces,
     grantMessage,
 )
@@ -89,7 +98,7 @@ class Sink(Protocol):
         """Store C{data} at C{offset} now (a view into a read is valid only during the call)."""
 
 
-class SendStream:
+class SendStream(SendSide):
     """
     A stream to pass as an argument of a call on a client without Twisted:
     its bytes are C{source}'s (C{available()}, C{take(count)} giving
@@ -107,11 +116,10 @@ class SendStream:
         self.source = source
         self.size = size
         self.digestName = digest
-        self.state = SendState.NEW
+        SendSide.__init__(self)
         self.sentBytes = 0
         self.failure: BaseException | None = None
         self.streamId = 0
-        self._credit = SendCredit()
         self._hash: Any = None
         self._owner: ClientStreams | None = None
 
@@ -238,7 +246,7 @@ class ClientStreams:
                 self._sending[stream.streamId] = stream
                 window = self.hello.peerWindow
                 if self.hello.peerDigests is not None and window:
-                    self._firstCredit(stream, window)
+                    self._credited(stream, window, heard=False)
             announcing.clear()
             self._pump()
         if self._output:
@@ -248,7 +256,7 @@ class ClientStreams:
     def messageDropped(self) -> None:
         """The message being encoded was not sent: the streams it announced go back to new (their ids unused)."""
         for stream in self._announcing:
-            _sent(stream, SendEvent.TAKE_BACK)
+            stream.advance(SendEvent.TAKE_BACK)
             stream.streamId = 0
         self._announcing.clear()
 
@@ -277,7 +285,7 @@ class ClientStreams:
     def ended(self, reason: BaseException) -> list[Any]:
         """The connection ended: every stream fails with C{reason}; the receivers waited for, settled."""
         for stream in self._sending.values():
-            _sent(stream, SendEvent.FAIL)
+            stream.advance(SendEvent.FAIL)
             stream.failure = reason
         self._sending.clear()
         for incoming in list(self._receiving.values()):
@@ -298,7 +306,7 @@ class ClientStreams:
         if stream.state is not SendState.NEW:
             raise EncodingError(f"{stream!r} was already sent; a stream is sent once")
         stream.digestName = self.hello.digestFor(stream.digestName, self.digests)
-        _sent(stream, SendEvent.ANNOUNCE)
+        stream.advance(SendEvent.ANNOUNCE)
         stream._owner = self
         self._lastSentId += 1
         stream.streamId = self._lastSentId
@@ -318,36 +326,32 @@ class ClientStreams:
                     self._abort(stream, "digest-unavailable", error)
                     continue
             if hello.peerWindow:
-                self._firstCredit(stream, hello.peerWindow)
+                self._credited(stream, hello.peerWindow, heard=False)
         self._pump()
 
-    def _firstCredit(self, stream: SendStream, count: int) -> None:
-        if stream.digestName is not None:
+    def _credited(self, stream: SendStream, count: int, heard: bool) -> bool:
+        """Credit for C{stream} (L{SendSide.creditArrived}); whether it changed anything."""
+        started = stream.creditArrived(count, GRANT_STEP, heard)
+        if started and stream.digestName is not None:
             stream._hash = newHash(stream.digestName)
-        stream._credit.firstGrant(count, GRANT_STEP)
-        _sent(stream, SendEvent.START)
+        return started is not None
 
     def _delivered(self, stream: SendStream) -> None:
-        _sent(stream, SendEvent.DONE)
+        stream.advance(SendEvent.DONE)
         del self._sending[stream.streamId]
 
     def _granted(self, stream: SendStream, count: int) -> None:
-        if stream.state is SendState.ANNOUNCED:
-            if self.hello.peerDigests is None:
-                return  # (a GRANT before the HELLO breaks 5.5; the stream waits for the HELLO's window)
-            self._firstCredit(stream, count)
-        elif stream.state is SendState.SENDING:
-            stream._credit.grant(count)
-        else:
-            return
-        self._pump()
+        if stream.state is SendState.ANNOUNCED and self.hello.peerDigests is None:
+            return  # (a GRANT before the HELLO breaks 5.5; the stream waits for the HELLO's window)
+        if self._credited(stream, count, heard=True):
+            self._pump()
 
     def _pump(self) -> None:
         """Every sending stream's frames that its credit allows, then END for a stream whose source is spent."""
         for stream in list(self._sending.values()):
             if stream.state is not SendState.SENDING:
                 continue
-            credit, source, output = stream._credit, stream.source, self._output
+            credit, source, output = stream.credit, stream.source, self._output
             try:
                 while True:
                     frame = credit.take(source, CHUNK_SIZE)
@@ -365,17 +369,17 @@ class ClientStreams:
             if spent:
                 size = stream.size if stream.size is not None else stream.sentBytes
                 digest = None if stream._hash is None else stream._hash.digest()
-                _sent(stream, SendEvent.ALL_SENT)
+                stream.advance(SendEvent.ALL_SENT)
                 output.append(self._control(Control((END, stream.streamId, size, digest))))
-                _sent(stream, SendEvent.END_SENT)
+                stream.advance(SendEvent.END_SENT)
 
     def _abort(self, stream: SendStream, code: str, error: BaseException) -> None:
         """Give up sending C{stream}: ABORT with C{code}; it fails with C{error}."""
-        self._output.append(self._control(Control((ABORT, stream.streamId, code, controlMessage(peerText(error))))))
+        self._output.append(self._control(resetMessage(ABORT, stream.streamId, code, error)))
         self._senderFailed(stream, error)
 
     def _senderFailed(self, stream: SendStream, error: BaseException) -> None:
-        _sent(stream, SendEvent.FAIL)
+        stream.advance(SendEvent.FAIL)
         stream.failure = error
         self._sending.pop(stream.streamId, None)
 
@@ -485,7 +489,7 @@ class ClientStreams:
         """Give up receiving C{incoming}: CANCEL with C{code} (default: L{cancelCode}'s)."""
         if code is None:
             code = cancelCode(error)
-        self._output.append(self._control(Control((CANCEL, incoming.streamId, code, controlMessage(peerText(error))))))
+        self._output.append(self._control(resetMessage(CANCEL, incoming.streamId, code, error)))
         self._fail(incoming, error)
 
     def _fail(self, incoming: IncomingTransfer, error: BaseException) -> None:
@@ -500,11 +504,6 @@ class ClientStreams:
 
     def _control(self, control: Control) -> bytes:
         return self._encoder.encode(control)  # type: ignore[no-any-return]
-
-
-def _sent(stream: SendStream, event: SendEvent) -> None:
-    """Move C{stream} by C{event} (L{framing.bulk.states}' sending table)."""
-    stream.state = SENDING_TRANSITIONS.next(stream.state, event)
 
 
 def _received(incoming: IncomingTransfer, event: ReceiveEvent) -> None:

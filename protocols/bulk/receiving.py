@@ -24,13 +24,13 @@ from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionDone
 from twisted.python.failure import Failure
 
-from framing.bulk.connection import ReceiveCredit, digestProblem, endSize, frameProblem, resetFrom
+from framing.bulk.connection import ReceiveCredit, digestProblem, endSize, frameProblem, resetFrom, resetMessage
 from framing.bulk.states import LIVE, RECEIVING_TRANSITIONS, ReceiveEvent, ReceiveState
 from framing.bulk.wire import CANCEL, GRANT, controlMessage
 from framing.bulk.wire import DONE as DONE_OP
 
 from .early import EarlyData
-from .errors import IntegrityError, StreamReset, peerText
+from .errors import IntegrityError, StreamReset
 from .integrity import OrderedHasher
 from .interfaces import IStreamHost
 from .outcome import Outcome, TransferResult
@@ -398,7 +398,7 @@ class Receiver(ReceiveCredit):
         if self.state not in LIVE:
             return
         if code is not None:
-            self.host.sendControl(CANCEL, self.streamId, code, controlMessage(peerText(error)))
+            self.host.sendControl(*resetMessage(CANCEL, self.streamId, code, error))
         self._drop(error)
 
     def abortReceived(self, error: BaseException) -> None:

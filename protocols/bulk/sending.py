@@ -34,12 +34,12 @@ from twisted.internet.interfaces import IConsumer
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from framing.bulk.credit import SendCredit
+from framing.bulk.connection import SendSide, resetMessage
 from framing.bulk.digests import NEGOTIATED, checkAlgorithm
-from framing.bulk.states import ON_WIRE, SENDING_TRANSITIONS, SendEvent, SendState
-from framing.bulk.wire import ABORT, END, controlMessage
+from framing.bulk.states import ON_WIRE, SendEvent, SendState
+from framing.bulk.wire import ABORT, END
 
-from .errors import StreamReset, peerText
+from .errors import StreamReset
 from .integrity import OrderedHasher
 from .interfaces import IStreamHost
 from .outcome import Outcome, TransferResult
@@ -49,7 +49,7 @@ NEW, ANNOUNCED, SENDING, ENDING, ENDED, DELIVERED, FAILED = SendState
 
 
 @implementer(IConsumer)
-class Stream:
+class Stream(SendSide):
     """
     A byte stream to send: put it in the arguments of a remote call (an
     upload) or return it from a remote method (a download).  Each instance
@@ -98,19 +98,14 @@ class Stream:
         self._hasher: OrderedHasher | None = None
         self._host: IStreamHost | None = None
         self.streamId: int | None = None
-        self.state = NEW
-        self.credit = SendCredit()
+        SendSide.__init__(self)
         self._hashBacklog = 0
-        self._heard = False
         self.sentBytes = 0
         self._ownDigest: bytes | None = None
         self._outcome = Outcome()
 
     def __repr__(self) -> str:
         return f"<Stream {self.streamId} {self.sentBytes}/{self.size} bytes sent>"
-
-    def _advance(self, event: SendEvent) -> None:
-        self.state = SENDING_TRANSITIONS.next(self.state, event)
 
     # -- what the application sees --------------------------------------------
 
@@ -183,7 +178,7 @@ class Stream:
 
         @raise IllegalTransition: it was sent before.
         """
-        self._advance(SendEvent.ANNOUNCE)
+        self.advance(SendEvent.ANNOUNCE)
         self._host, self.streamId = host, streamId
         self.source.limit(host.options.chunkSize)
 
@@ -198,7 +193,7 @@ class Stream:
 
     def takeBack(self) -> None:
         """The message announcing the stream was never sent: it may be sent again."""
-        self._advance(SendEvent.TAKE_BACK)
+        self.advance(SendEvent.TAKE_BACK)
         self._host, self.streamId = None, None
 
     def initialCredit(self, count: int) -> None:
@@ -212,24 +207,21 @@ class Stream:
         at the end of the reactor turn, so that grants read together make
         one frame.
         """
-        self._heard = self._heard or heard
-        if self.state not in _GRANTABLE:
-            return
         host = self._host
+        started = self.creditArrived(count, host.options.grantStep if host is not None else 1, heard)
+        if started is None:
+            return
         assert host is not None
-        if self.state is ANNOUNCED:
-            self.credit.firstGrant(count, host.options.grantStep)
+        if started:
             self._start(host)
             host.wake(self)
         else:
-            self.credit.grant(count)
             # At the end of the turn: grants that came in one read (a
             # receiver grants per piece, and a read may hold several
             # frames) make one frame, not one each.
             host.wakeSoon(self)
 
     def _start(self, host: IStreamHost) -> None:
-        self._advance(SendEvent.START)
         if self._sharedHasher is not None:
             self._hasher = self._sharedHasher
         elif self.digestName is not None:
@@ -270,7 +262,7 @@ class Stream:
 
     def _end(self) -> None:
         """Everything was sent: send END with the size and, once hashed, the digest."""
-        self._advance(SendEvent.ALL_SENT)
+        self.advance(SendEvent.ALL_SENT)
         try:
             self.size = self.source.finalSize(self.size)
         except StreamReset as error:
@@ -289,7 +281,7 @@ class Stream:
     def _sendEnd(self, digest: bytes | None) -> None:
         if self.state is not ENDING or self._host is None:
             return
-        self._advance(SendEvent.END_SENT)
+        self.advance(SendEvent.END_SENT)
         self._ownDigest = digest
         self._host.sendControl(END, self.streamId, self.size, digest)
 
@@ -297,7 +289,7 @@ class Stream:
         """The receiver confirmed everything arrived (verified): the stream succeeds."""
         if self._outcome.fired:
             return
-        self._advance(SendEvent.DONE)
+        self.advance(SendEvent.DONE)
         own = self._ownDigest
         result = TransferResult(self.size or 0, own if own is not None else digest, self.digestName, self.sentBytes)
         self._close()
@@ -313,14 +305,15 @@ class Stream:
 
     def callFailed(self, failure: Failure) -> None:
         """The call carrying this stream failed: if the receiver never said it receives, nobody will."""
-        if not self._heard and self.state in ON_WIRE:
-            # The peer may have refused the call before it saw the stream.
-            reason = StreamReset("cancelled", f"the call carrying the stream failed: {failure.getErrorMessage()}")
-            self._fail(reason, tell=None if self.state is ANNOUNCED else "cancelled")
-        elif isinstance(failure.value, CancelledError) and self.state is not DELIVERED and self.state is not FAILED:
-            # The caller gave up on the call: the receiver is told to drop
-            # what it holds, and this side closes its source.
-            self._fail(StreamReset("cancelled", "the call carrying the stream was cancelled"), tell="cancelled")
+        heard = self.heard
+        giveUp, tell = self.callFailure(isinstance(failure.value, CancelledError))
+        if not giveUp:
+            return
+        # Unheard, the peer may have refused the call before it saw the
+        # stream; else the caller gave up on the call: the receiver is told
+        # to drop what it holds, and this side closes its source.
+        why = "was cancelled" if heard else f"failed: {failure.getErrorMessage()}"
+        self._fail(StreamReset("cancelled", f"the call carrying the stream {why}"), tell)
 
     # -- the end -------------------------------------------------------------------------
 
@@ -330,9 +323,8 @@ class Stream:
         host = self._host
         if tell is not None and host is not None and self.state in ON_WIRE:
             error = reason.value if isinstance(reason, Failure) else reason
-            text = "" if error is None else peerText(error)
-            host.sendControl(ABORT, self.streamId, tell, controlMessage(text))
-        self._advance(SendEvent.FAIL)
+            host.sendControl(*resetMessage(ABORT, self.streamId or 0, tell, error or Exception()))
+        self.advance(SendEvent.FAIL)
         self.source.stop()
         self._close()
         self._outcome.fail(reason)
@@ -343,7 +335,3 @@ class Stream:
         if self._host is not None:
             self._host.streamOver(self)
         self.source.close()
-
-
-_GRANTABLE = frozenset((ANNOUNCED, SENDING, ENDING))
-"""States in which a grant adds credit (after END, or at the end, it changes nothing)."""

@@ -9,15 +9,19 @@ from twisted.trial.unittest import SynchronousTestCase
 from framing.bulk.connection import (
     Announcements,
     ReceiveCredit,
+    SendSide,
     cancelCode,
     digestProblem,
     dispatch,
     endSize,
     frameProblem,
     resetFrom,
+    resetMessage,
 )
 from framing.bulk.digests import IntegrityError
 from framing.bulk.errors import FlowControlError, StreamIdReused, StreamReset, TooManyStreams
+from framing.bulk.states import SendEvent
+from framing.bulk.states import SendState as S
 from framing.bulk.wire import ABORT, CANCEL, DONE, END, GRANT, HELLO, Control
 
 
@@ -159,3 +163,43 @@ class CheckTests(SynchronousTestCase):
         self.assertEqual(cancelCode(StreamReset("size", "x")), "size")
         self.assertEqual(cancelCode(IntegrityError("x")), "integrity")
         self.assertEqual(cancelCode(OSError("x")), "cancelled")
+
+
+class SendSideTests(SynchronousTestCase):
+    """A sending stream's credit and what a failed call does to it (5.5.2, 5.5.3)."""
+
+    def announced(self) -> SendSide:
+        stream = SendSide()
+        stream.advance(SendEvent.ANNOUNCE)
+        return stream
+
+    def test_credit(self) -> None:
+        """The first credit starts the stream (True), later credit adds (False), after END it changes nothing (None)."""
+        stream = self.announced()
+        self.assertIs(stream.creditArrived(400, 512, heard=False), True)
+        self.assertEqual(
+            (stream.state, stream.credit.remaining, stream.credit.minFrame, stream.heard), (S.SENDING, 400, 100, False)
+        )
+        self.assertIs(stream.creditArrived(100, 512), False)
+        self.assertEqual((stream.credit.remaining, stream.heard), (500, True))
+        stream.advance(SendEvent.ALL_SENT)
+        stream.advance(SendEvent.END_SENT)
+        self.assertIsNone(stream.creditArrived(100, 512))
+        self.assertEqual(stream.credit.remaining, 500)
+
+    def test_callFailure(self) -> None:
+        """Unheard: given up, ABORT only once it began sending; heard: goes on unless the call was cancelled."""
+        stream = self.announced()
+        self.assertEqual(stream.callFailure(False), (True, None))
+        stream.creditArrived(10, 512, heard=False)
+        self.assertEqual(stream.callFailure(False), (True, "cancelled"))
+        stream.creditArrived(10, 512)
+        self.assertEqual(stream.callFailure(False), (False, None))
+        self.assertEqual(stream.callFailure(True), (True, "cancelled"))
+        stream.advance(SendEvent.DONE)
+        self.assertEqual(stream.callFailure(True), (False, None))
+
+    def test_resetMessage(self) -> None:
+        """A CANCEL or ABORT carries the code and the error as text for people."""
+        message = resetMessage(ABORT, 3, "cancelled", StreamReset("cancelled", "no"))
+        self.assertEqual(tuple(message), (ABORT, 3, "cancelled", "cancelled: no"))
