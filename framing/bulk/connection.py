@@ -4,6 +4,7 @@ Contract: what wire format 5.5 states about a connection's streams, once,
 sans-IO, for the Twisted channel (L{protocols.bulk.BulkChannel}) and the
 clients without Twisted (L{framing.bulk.streams.ClientStreams}) alike:
 
+ - L{StreamTable}: the connection's streams both ways, by id.
  - L{Announcements}: a peer's stream ids increase, and at most so many of
    its streams are live (5.5.2), else a L{framing.ProtocolError}.
  - L{dispatch}: each control message to the stream it names (GRANT, DONE
@@ -26,13 +27,17 @@ Nothing here does I/O, keeps a clock or holds a byte; each check is O(1)
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from .credit import SendCredit
 from .digests import IntegrityError
 from .errors import FlowControlError, StreamIdReused, StreamReset, TooManyStreams, peerText
+from .hello import Hello
 from .states import ON_WIRE, SENDING_TRANSITIONS, SendEvent, SendState
 from .wire import ABORT, CANCEL, DONE, END, GRANT, HELLO, Control, controlMessage
+
+Out = TypeVar("Out", bound="SendingEnd")
+In = TypeVar("In", bound="ReceivingEnd")
 
 __all__ = [
     "Announcements",
@@ -40,6 +45,7 @@ __all__ = [
     "ReceivingEnd",
     "SendSide",
     "SendingEnd",
+    "StreamTable",
     "cancelCode",
     "digestProblem",
     "dispatch",
@@ -133,10 +139,25 @@ class SendSide:
     @ivar heard: whether a GRANT came for it.
     """
 
+    digestName: str | None
+
     def __init__(self) -> None:
         self.state = SendState.NEW
         self.credit = SendCredit()
         self.heard = False
+
+    def helloKnown(self, hello: Hello, ours: tuple[str, ...]) -> int:
+        """
+        The receiver's HELLO is known (C{ours}: the digests this side
+        computes): the stream's digest settles, and it starts with the
+        initial window this returns (0: it waits for a first GRANT).
+
+        @raise DigestUnavailable: no digest both sides have fits it; it
+            must be given up (ABORT C{digest-unavailable}) before any data
+            moves (5.5).
+        """
+        self.digestName = hello.digestFor(self.digestName, ours)
+        return hello.peerWindow
 
     def advance(self, event: SendEvent) -> None:
         """Move by C{event} (L{SENDING_TRANSITIONS}).
@@ -215,6 +236,46 @@ class Announcements:
         return streamId
 
 
+class StreamTable(Generic[Out, In]):
+    """
+    One connection's streams, both ways, by id (5.5: each direction has
+    ids of its own): those this side sends (C{sending}), those it receives
+    (C{receiving}), the ids of the peer's streams live (announced, not over
+    nor dropped), and the checks on its announcements.  Routing a control
+    message (L{dispatch}) is one dict lookup.
+
+    @ivar sending: the streams this side sends, by id.
+    @ivar receiving: the streams this side receives, by the peer's id.
+    @ivar live: the ids of the peer's streams live.
+    @ivar announcements: the L{Announcements} of the peer's streams.
+    """
+
+    __slots__ = ("sending", "receiving", "live", "announcements")
+
+    def __init__(self, maxLive: int | None = None) -> None:
+        self.sending: dict[int, Out] = {}
+        self.receiving: dict[int, In] = {}
+        self.live: set[int] = set()
+        self.announcements = Announcements(maxLive)
+
+    def __len__(self) -> int:
+        """Streams in the table, both ways."""
+        return len(self.sending) + len(self.receiving)
+
+    def check(self, streamId: Any) -> int:
+        """
+        The peer announced C{streamId}: its id, if it may (L{Announcements.check}).
+
+        @raise StreamIdReused: the id is not above every id announced before.
+        @raise TooManyStreams: one stream more than the peer may have live.
+        """
+        return self.announcements.check(streamId, len(self.live))
+
+    def dispatch(self, control: Control, unreceived: Callable[[Control], None] | None = None) -> bool:
+        """Act on one control message (L{dispatch}); whether it was a HELLO."""
+        return dispatch(control, self.sending, self.receiving, unreceived)
+
+
 class ReceiveCredit:
     """
     A receiving stream's credit (5.5.3): what it granted, what frames
@@ -260,7 +321,7 @@ class ReceiveCredit:
         return more
 
     @property
-    def held(self) -> bool:
+    def senderShort(self) -> bool:
         """Whether the sender has less credit left than a step (this side holds the stream)."""
         return self.granted - self.announced < self.grantStep
 

@@ -48,12 +48,11 @@ from ..errors import EncodingError
 from ..slicing.interfaces import ISlicer
 from ..slicing.registry import Registry
 from .connection import (
-    Announcements,
     ReceiveCredit,
     SendSide,
+    StreamTable,
     cancelCode,
     digestProblem,
-    dispatch,
     endSize,
     frameProblem,
     resetMessage,
@@ -212,11 +211,9 @@ class ClientStreams:
         self.digests = tuple(digests) if digests is not None else availableDigests()
         self.startWindow = 0
         self.hello = Hello()
-        self._sending: dict[int, SendStream] = {}
+        self.streams: StreamTable[SendStream, IncomingTransfer] = StreamTable()
         self._announcing: list[SendStream] = []
-        self._receiving: dict[int, IncomingTransfer] = {}
         self._lastSentId = 0
-        self._announcements = Announcements()
         self._output: list[bytes] = []
         self._settled: list[Any] = []
         self._encoder: Any = None
@@ -243,10 +240,9 @@ class ClientStreams:
         announcing = self._announcing
         if announcing:
             for stream in announcing:
-                self._sending[stream.streamId] = stream
-                window = self.hello.peerWindow
-                if self.hello.peerDigests is not None and window:
-                    self._credited(stream, window, heard=False)
+                self.streams.sending[stream.streamId] = stream
+                if self.hello.peerDigests is not None:
+                    self._start(stream)
             announcing.clear()
             self._pump()
         if self._output:
@@ -265,7 +261,7 @@ class ClientStreams:
         if type(obj) is not Control:
             return False
         # A HELLO was taken as it was decoded (_helloDecoded): nothing to answer, this side's went first.
-        dispatch(obj, self._sending, self._receiving)
+        self.streams.dispatch(obj)
         return True
 
     def takeSettled(self) -> list[Any]:
@@ -284,11 +280,11 @@ class ClientStreams:
 
     def ended(self, reason: BaseException) -> list[Any]:
         """The connection ended: every stream fails with C{reason}; the receivers waited for, settled."""
-        for stream in self._sending.values():
+        for stream in self.streams.sending.values():
             stream.advance(SendEvent.FAIL)
             stream.failure = reason
-        self._sending.clear()
-        for incoming in list(self._receiving.values()):
+        self.streams.sending.clear()
+        for incoming in list(self.streams.receiving.values()):
             self._fail(incoming, reason)
         self._output.clear()
         return self.takeSettled()
@@ -318,16 +314,19 @@ class ClientStreams:
         hello = self.hello
         if hello.peerDigests is not None or not hello.decoded(control):
             return
-        for stream in list(self._sending.values()):
-            if stream.digestName == NEGOTIATED:
-                try:
-                    stream.digestName = hello.digestFor(NEGOTIATED, self.digests)
-                except DigestUnavailable as error:
-                    self._abort(stream, "digest-unavailable", error)
-                    continue
-            if hello.peerWindow:
-                self._credited(stream, hello.peerWindow, heard=False)
+        for stream in list(self.streams.sending.values()):
+            self._start(stream)
         self._pump()
+
+    def _start(self, stream: SendStream) -> None:
+        """The server's HELLO is known: C{stream} gets its digest and the initial window (or is given up)."""
+        try:
+            window = stream.helloKnown(self.hello, self.digests)
+        except DigestUnavailable as error:
+            self._abort(stream, "digest-unavailable", error)
+            return
+        if window:
+            self._credited(stream, window, heard=False)
 
     def _credited(self, stream: SendStream, count: int, heard: bool) -> bool:
         """Credit for C{stream} (L{SendSide.creditArrived}); whether it changed anything."""
@@ -338,7 +337,7 @@ class ClientStreams:
 
     def _delivered(self, stream: SendStream) -> None:
         stream.advance(SendEvent.DONE)
-        del self._sending[stream.streamId]
+        del self.streams.sending[stream.streamId]
 
     def _granted(self, stream: SendStream, count: int) -> None:
         if stream.state is SendState.ANNOUNCED and self.hello.peerDigests is None:
@@ -348,7 +347,7 @@ class ClientStreams:
 
     def _pump(self) -> None:
         """Every sending stream's frames that its credit allows, then END for a stream whose source is spent."""
-        for stream in list(self._sending.values()):
+        for stream in list(self.streams.sending.values()):
             if stream.state is not SendState.SENDING:
                 continue
             credit, source, output = stream.credit, stream.source, self._output
@@ -381,7 +380,7 @@ class ClientStreams:
     def _senderFailed(self, stream: SendStream, error: BaseException) -> None:
         stream.advance(SendEvent.FAIL)
         stream.failure = error
-        self._sending.pop(stream.streamId, None)
+        self.streams.sending.pop(stream.streamId, None)
 
     # -- receiving streams -------------------------------------------------------
 
@@ -422,15 +421,16 @@ class ClientStreams:
     def _announced(self, announcement: StreamAnnouncement) -> IncomingTransfer:
         """A stream the server announced (in an answer): checked, then stands in the result."""
         streamId, size, digest = announcement
-        self._announcements.check(streamId, len(self._receiving))
+        self.streams.check(streamId)
+        self.streams.live.add(streamId)
         incoming = IncomingTransfer(streamId, size, self.hello.accepted(digest, self.digests))
         incoming._owner = self
-        self._receiving[streamId] = incoming
+        self.streams.receiving[streamId] = incoming
         return incoming
 
     def _dataStarting(self, streamId: int, offset: int, length: int) -> Any:
         """A data frame's body begins: where its pieces go, or C{None} to drop it (a stream not received)."""
-        incoming = self._receiving.get(streamId)
+        incoming = self.streams.receiving.get(streamId)
         if incoming is None or incoming.state is not ReceiveState.RECEIVING:
             return None
         credit = incoming._credit
@@ -480,7 +480,8 @@ class ClientStreams:
                 self._cancel(incoming, mismatch)
                 return
         _received(incoming, ReceiveEvent.COMPLETED)
-        del self._receiving[incoming.streamId]
+        del self.streams.receiving[incoming.streamId]
+        self.streams.live.discard(incoming.streamId)
         self._output.append(self._control(Control((DONE, incoming.streamId, actual))))
         self._settled.append((incoming._waiter, (incoming.receivedBytes, actual), None))
         incoming._waiter = None
@@ -494,7 +495,8 @@ class ClientStreams:
 
     def _fail(self, incoming: IncomingTransfer, error: BaseException) -> None:
         """C{incoming} is over, failed with C{error} (its first failure kept); its waiter, if any, settled."""
-        self._receiving.pop(incoming.streamId, None)
+        self.streams.receiving.pop(incoming.streamId, None)
+        self.streams.live.discard(incoming.streamId)
         if incoming.state in LIVE:
             _received(incoming, ReceiveEvent.FAIL)
             incoming.failure = error

@@ -17,14 +17,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from framing.bulk.connection import ReceiveCredit
 from framing.bulk.wire import END, Control
 
-from .errors import FlowControlError, StreamReset
+from .errors import StreamReset
 
 
-class EarlyData:
+class EarlyData(ReceiveCredit):
     """
-    The data, END and ABORT of one announced stream that nobody receives yet.
+    The data, END and ABORT of one announced stream that nobody receives
+    yet; its credit (L{ReceiveCredit}) is the initial window.
 
     @ivar streamId: the sender's id for the stream.
     @ivar window: the credit the sender had before any grant.
@@ -39,9 +41,9 @@ class EarlyData:
     """
 
     def __init__(self, streamId: int, window: int) -> None:
+        ReceiveCredit.__init__(self, window, window)
+        self.granted = window
         self.streamId = streamId
-        self.window = window
-        self.announced = 0
         self.pieces: list[tuple[int, bytes]] = []
         self.ended: tuple[int | None, bytes | None] | None = None
         self.aborted: tuple[str, str] | None = None
@@ -60,12 +62,7 @@ class EarlyData:
 
         @raise FlowControlError: it goes past the initial window.
         """
-        if self.announced + length > self.window:
-            raise FlowControlError(
-                f"stream {self.streamId}: {self.announced + length} bytes sent before any grant,"
-                f" the initial window is {self.window}"
-            )
-        self.announced += length
+        self.frameAnnounced(self.streamId, length)
         return self.piece
 
     def piece(self, offset: int, data: bytes | memoryview) -> None:

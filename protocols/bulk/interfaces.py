@@ -30,6 +30,9 @@ class ISendingStream(Protocol):
     def waitingForCredit(self) -> bool:
         """Whether it waits for the receiver's credit."""
 
+    def helloKnown(self, hello: Any, ours: tuple[str, ...]) -> int:
+        """The receiver's HELLO is known: settle the digest; the initial window (see L{SendSide.helloKnown})."""
+
     def refuse(self, error: BaseException) -> None:
         """No digest fits both sides: fail before any data is sent (the receiver is told)."""
 

@@ -240,7 +240,7 @@ class Receiver(ReceiveCredit):
     @property
     def heldHere(self) -> bool:
         """Whether this side holds the stream: receiving, and the sender has less credit left than a step."""
-        return self.state is RECEIVING and self.held
+        return self.state is RECEIVING and self.senderShort
 
     def _granted(self, count: int) -> None:
         """C{count} bytes were granted (counted): tell the sender, and the tuner."""

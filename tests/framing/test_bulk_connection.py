@@ -10,6 +10,7 @@ from framing.bulk.connection import (
     Announcements,
     ReceiveCredit,
     SendSide,
+    StreamTable,
     cancelCode,
     digestProblem,
     dispatch,
@@ -102,6 +103,23 @@ class AnnouncementTests(SynchronousTestCase):
         self.assertEqual(Announcements().check(1, 10_000), 1)
 
 
+class StreamTableTests(SynchronousTestCase):
+    """One connection's streams both ways."""
+
+    def test_table(self) -> None:
+        """Each direction has its ids: the same id routes GRANT to the stream sent, END to the one received; the
+        peer's live streams count against the cap."""
+        table: StreamTable[Recorder, Recorder] = StreamTable(maxLive=1)
+        sending, receiving = Recorder(), Recorder()
+        table.sending[1], table.receiving[table.check(1)] = sending, receiving
+        table.live.add(1)
+        self.assertEqual(len(table), 2)
+        self.assertRaises(TooManyStreams, table.check, 2)
+        table.dispatch(Control((GRANT, 1, 5)))
+        table.dispatch(Control((END, 1, 5, None)))
+        self.assertEqual((sending.calls, receiving.calls), ([("grant", 5)], [("end", 5, None)]))
+
+
 class ReceiveCreditTests(SynchronousTestCase):
     """A receiving stream's credit (5.5.3)."""
 
@@ -121,14 +139,14 @@ class ReceiveCreditTests(SynchronousTestCase):
         self.assertEqual(credit.due(30), 30)
         self.assertEqual(credit.granted, 130)
 
-    def test_held(self) -> None:
+    def test_senderShort(self) -> None:
         """The stream is held here once the sender has less than a step of credit left."""
         credit = ReceiveCredit(100, 25)
         credit.firstGrant(0)
         credit.frameAnnounced(1, 75)
-        self.assertFalse(credit.held)
+        self.assertFalse(credit.senderShort)
         credit.frameAnnounced(1, 1)
-        self.assertTrue(credit.held)
+        self.assertTrue(credit.senderShort)
 
 
 class CheckTests(SynchronousTestCase):

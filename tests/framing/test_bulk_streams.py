@@ -9,7 +9,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
 from framing import Decoder, Encoder, Registry
-from framing.bulk.digests import IntegrityError
+from framing.bulk.digests import DigestUnavailable, IntegrityError
 from framing.bulk.errors import FlowControlError, StreamIdReused, StreamReset
 from framing.bulk.states import ReceiveState, SendState
 from framing.bulk.streams import (
@@ -20,6 +20,7 @@ from framing.bulk.streams import (
     SendStream,
 )
 from framing.bulk.wire import (
+    ABORT,
     CANCEL,
     CONTROL_OPEN_TYPE,
     DATA_OPEN_TYPE,
@@ -143,6 +144,18 @@ class SendingTests(SynchronousTestCase):
         self.assertEqual((stream.state, stream.sentBytes), (SendState.ENDED, len(data)))
         session.receive(server.send(Control((DONE, 1, None))))
         self.assertEqual(stream.state, SendState.DELIVERED)
+
+    def test_namedDigestRefusedByHello(self) -> None:
+        """A stream announced before the server's HELLO with a digest the HELLO lacks is given up when it comes:
+        ABORT digest-unavailable, no data (5.5; SendSide.helloKnown, as the Twisted sender)."""
+        session, streams, server = opened()
+        stream = SendStream(Source(b"x" * 100), 100, "sha256")
+        _, sent = session.call("waiter", 0, "put", ("name", stream), {})
+        server.read(sent)
+        session.receive(server.send(Control((HELLO, 0, "blake3", 4000))))
+        (abort,) = server.read(session.dataToSend())
+        self.assertEqual(tuple(abort[:3]), (ABORT, 1, "digest-unavailable"))
+        self.assertEqual((stream.state, type(stream.failure), server.frames), (SendState.FAILED, DigestUnavailable, []))
 
 
 class ReceivingTests(SynchronousTestCase):
