@@ -109,6 +109,7 @@ class SendStream(SendSide):
     @ivar sentBytes: payload bytes sent so far.
     @ivar failure: why it failed, once it has.
     @ivar digestName: the digest announced (settled once the server's HELLO came).
+    @ivar callId: the request id of the call that announced it (0: none waits for an answer).
     """
 
     def __init__(self, source: StreamSource, size: int | None, digest: str | None = NEGOTIATED) -> None:
@@ -119,6 +120,7 @@ class SendStream(SendSide):
         self.sentBytes = 0
         self.failure: BaseException | None = None
         self.streamId = 0
+        self.callId = 0
         self._hash: Any = None
         self._owner: ClientStreams | None = None
 
@@ -229,17 +231,19 @@ class ClientStreams:
         registry.add_unslicer(DATA_OPEN_TYPE, lambda limits: DataUnslicer(limits, self._dataStarting))
         registry.add_unslicer(STREAM_OPEN_TYPE, lambda limits: AnnouncementUnslicer(limits, self._announced))
 
-    def messageEncoded(self, data: bytes) -> bytes:
+    def messageEncoded(self, data: bytes, requestId: int = 0) -> bytes:
         """
-        A message was encoded whole: its bytes, after this side's HELLO if
-        none was sent yet, with the streams it announced now live (and
-        their first frames after it, if the server's credit is known).
+        A message was encoded whole (the CALL of C{requestId}, if it waits
+        for an answer): its bytes, after this side's HELLO if none was sent
+        yet, with the streams it announced now live (and their first frames
+        after it, if the server's credit is known).
         """
         if not self.hello.sent:
             data = self._control(self.hello.message(self)) + data
         announcing = self._announcing
         if announcing:
             for stream in announcing:
+                stream.callId = requestId
                 self.streams.sending[stream.streamId] = stream
                 if self.hello.peerDigests is not None:
                     self._start(stream)
@@ -263,6 +267,24 @@ class ClientStreams:
         # A HELLO was taken as it was decoded (_helloDecoded): nothing to answer, this side's went first.
         self.streams.dispatch(obj)
         return True
+
+    def callFailed(self, requestId: int, cancelled: bool) -> None:
+        """
+        Call C{requestId} failed (C{cancelled}: its caller gave up on it):
+        each stream its CALL announced does as L{SendSide.callFailure} says
+        (5.5.2: one the server never granted is given up, with ABORT
+        C{cancelled} once it began sending).  O(streams sending).
+        """
+        for stream in [stream for stream in self.streams.sending.values() if stream.callId == requestId]:
+            giveUp, tell = stream.callFailure(cancelled)
+            if not giveUp:
+                continue
+            why = "was cancelled" if stream.heard else "failed"
+            error = StreamReset("cancelled", f"the call carrying the stream {why}")
+            if tell is None:
+                self._senderFailed(stream, error)
+            else:
+                self._abort(stream, tell, error)
 
     def takeSettled(self) -> list[Any]:
         """The receivers settled since last asked, as C{(waiter, result, error)}; once."""
