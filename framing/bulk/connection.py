@@ -91,12 +91,15 @@ def dispatch(
     sending: Mapping[int, SendingEnd],
     receiving: Mapping[int, ReceivingEnd],
     unreceived: Callable[[Control], None] | None = None,
+    helloKnown: bool = True,
 ) -> bool:
     """
     Act on one control message: to the stream of C{sending} or C{receiving}
     it names; an END or ABORT for a stream not in C{receiving} goes to
     C{unreceived} (if given), any other message for an unknown stream is
-    ignored (it is over, 5.5).
+    ignored (it is over, 5.5), and so is a GRANT before the peer's HELLO
+    (C{helloKnown}: a sender sends nothing before it, 5.5.3, and a stream
+    started by such a GRANT would have no settled digest).
 
     @return: whether it was a HELLO (taken as it was decoded; the caller
         answers it).
@@ -118,7 +121,8 @@ def dispatch(
     if stream is None:
         return False
     if op == GRANT:
-        stream.grantReceived(control[2])
+        if helloKnown:
+            stream.grantReceived(control[2])
     elif op == DONE:
         stream.doneReceived(control[2])
     elif op == CANCEL:
@@ -271,9 +275,9 @@ class StreamTable(Generic[Out, In]):
         """
         return self.announcements.check(streamId, len(self.live))
 
-    def dispatch(self, control: Control, unreceived: Callable[[Control], None] | None = None) -> bool:
-        """Act on one control message (L{dispatch}); whether it was a HELLO."""
-        return dispatch(control, self.sending, self.receiving, unreceived)
+    def dispatch(self, control: Control, helloKnown: bool, unreceived: Callable[[Control], None] | None = None) -> bool:
+        """Act on one control message (L{dispatch}), the peer's HELLO known or not; whether it was a HELLO."""
+        return dispatch(control, self.sending, self.receiving, unreceived, helloKnown)
 
 
 class ReceiveCredit:

@@ -265,7 +265,7 @@ class ClientStreams:
         if type(obj) is not Control:
             return False
         # A HELLO was taken as it was decoded (_helloDecoded): nothing to answer, this side's went first.
-        self.streams.dispatch(obj)
+        self.streams.dispatch(obj, self.hello.peerDigests is not None)
         return True
 
     def callFailed(self, requestId: int, cancelled: bool) -> None:
@@ -362,8 +362,6 @@ class ClientStreams:
         del self.streams.sending[stream.streamId]
 
     def _granted(self, stream: SendStream, count: int) -> None:
-        if stream.state is SendState.ANNOUNCED and self.hello.peerDigests is None:
-            return  # (a GRANT before the HELLO breaks 5.5; the stream waits for the HELLO's window)
         if self._credited(stream, count, heard=True):
             self._pump()
 

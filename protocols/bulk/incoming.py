@@ -147,7 +147,7 @@ class IncomingSide:
     def controlReceived(self, control: Control) -> None:
         """Act on one control message; an unknown stream id is ignored (it already ended)."""
         try:
-            if self.streams.dispatch(control, self.early.endOrAbort):
+            if self.streams.dispatch(control, self.hello.peerDigests is not None, self.early.endOrAbort):
                 self.helloReceived()
         except Exception:
             self.log.failure("Handling bulk control message {control} failed", control=control)

@@ -80,6 +80,13 @@ class DispatchTests(SynchronousTestCase):
         dispatch(Control((DONE, 7, None)), {}, {}, unreceived.append)
         self.assertEqual([tuple(control) for control in unreceived], [(END, 7, 1, None)])
 
+    def test_grantBeforeHello(self) -> None:
+        """A GRANT before the peer's HELLO is ignored (its sender breaks 5.5.3); other messages are not."""
+        sending = Recorder()
+        dispatch(Control((GRANT, 1, 100)), {1: sending}, {}, helloKnown=False)
+        dispatch(Control((DONE, 1, None)), {1: sending}, {}, helloKnown=False)
+        self.assertEqual(sending.calls, [("done", None)])
+
     def test_resetFrom(self) -> None:
         """CANCEL or ABORT integrity means IntegrityError, any other code a StreamReset with that code."""
         self.assertIsInstance(resetFrom("integrity", "x"), IntegrityError)
@@ -115,8 +122,8 @@ class StreamTableTests(SynchronousTestCase):
         table.live.add(1)
         self.assertEqual(len(table), 2)
         self.assertRaises(TooManyStreams, table.check, 2)
-        table.dispatch(Control((GRANT, 1, 5)))
-        table.dispatch(Control((END, 1, 5, None)))
+        table.dispatch(Control((GRANT, 1, 5)), True)
+        table.dispatch(Control((END, 1, 5, None)), True)
         self.assertEqual((sending.calls, receiving.calls), ([("grant", 5)], [("end", 5, None)]))
 
 

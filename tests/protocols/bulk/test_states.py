@@ -20,6 +20,7 @@ from framing.bulk.states import (
     SendState,
 )
 from framing.bulk.streams import IncomingTransfer, SendStream
+from framing.bulk.wire import ABORT, CANCEL, DONE, END, GRANT, Control
 from protocols.bulk import (
     BulkBroker,
     BulkBrokerFactory,
@@ -36,7 +37,6 @@ from protocols.bulk import (
 )
 from protocols.bulk.sinks import CallbackSink
 from protocols.bulk.tuning import RoundTrips
-from protocols.bulk.wire import ABORT, CANCEL, DONE, END, GRANT
 from protocols.interfaces import IBrokerExtension
 from protocols.rpc import Broker, remote
 from protocols.rpc.streams import ObjectStreams
@@ -348,6 +348,19 @@ class SendTransactionTests(SynchronousTestCase):
         self.failureResultOf(pair.root.callRemote("keep", [stream, object()]), EncodingError)
         self.assertIs(stream.state, S.NEW)
         self.assertEqual(pair.client.bulk.streamCount, 0)
+
+    def test_grantBeforeHelloIgnored(self) -> None:
+        """A GRANT that comes before the peer's HELLO (a peer breaking 5.5.3) starts nothing: the stream waits,
+        announced, for the HELLO, and then goes as usual (framing.bulk.connection.dispatch)."""
+        pair = BulkPair(Store())
+        data = payload(1000)
+        stream = Stream(data)
+        done = pair.root.callRemote("upload", stream)
+        pair.client.bulk.controlReceived(Control((GRANT, 1, 100_000)))  # type: ignore[attr-defined]
+        self.assertIs(stream.state, S.ANNOUNCED)
+        pair.flush()
+        self.assertIs(stream.state, S.DELIVERED)
+        self.successResultOf(done)
 
     def test_controlOpsRouted(self) -> None:
         """The ops a sender receives (GRANT, DONE, CANCEL) and a receiver receives (END, ABORT) are the wire's."""
