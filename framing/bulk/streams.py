@@ -39,7 +39,6 @@ control message; memory per stream O(1).
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -48,10 +47,21 @@ from zope.interface import implementer
 from ..errors import EncodingError
 from ..slicing.interfaces import ISlicer
 from ..slicing.registry import Registry
-from .credit import SendCredit, StreamSource
-from .digests import NEGOTIATED, DigestUnavailable, IntegrityError, availableDigests, newHash
-from .errors import FlowControlError, StreamIdReused, StreamReset, peerText
+from .connection import (
+    ReceiveCredit,
+    SendSide,
+    StreamTable,
+    cancelCode,
+    digestProblem,
+    endSize,
+    frameProblem,
+    resetMessage,
+)
+from .credit import StreamSource
+from .digests import NEGOTIATED, DigestUnavailable, availableDigests, newHash
+from .errors import StreamReset
 from .hello import Hello
+from .states import LIVE, RECEIVING_TRANSITIONS, ReceiveEvent, ReceiveState, SendEvent, SendState
 from .wire import (
     ABORT,
     CANCEL,
@@ -59,7 +69,6 @@ from .wire import (
     DATA_OPEN_TYPE,
     DONE,
     END,
-    GRANT,
     STREAM_OPEN_TYPE,
     AnnouncementUnslicer,
     Control,
@@ -67,7 +76,6 @@ from .wire import (
     ControlUnslicer,
     DataUnslicer,
     StreamAnnouncement,
-    controlMessage,
     dataFramePieces,
     grantMessage,
 )
@@ -89,37 +97,7 @@ class Sink(Protocol):
         """Store C{data} at C{offset} now (a view into a read is valid only during the call)."""
 
 
-class SendState(enum.Enum):
-    """Where a stream this side sends stands."""
-
-    NEW = "new"
-    """Not announced yet."""
-    ANNOUNCED = "announced"
-    """In a CALL sent; waits for the server's credit."""
-    SENDING = "sending"
-    """Sending frames as credit allows."""
-    ENDED = "ended"
-    """END sent; waits for DONE."""
-    DELIVERED = "delivered"
-    """DONE came: the server has every byte."""
-    FAILED = "failed"
-    """Cancelled by the server, or the connection ended (L{SendStream.failure})."""
-
-
-class ReceiveState(enum.Enum):
-    """Where a stream the server sends stands."""
-
-    ANNOUNCED = "announced"
-    """In an answer; nobody receives it yet (the server sends nothing)."""
-    RECEIVING = "receiving"
-    """Granted: frames go to the sink."""
-    DONE = "done"
-    """END came and checked, DONE sent."""
-    FAILED = "failed"
-    """Aborted, failed its check, or the connection ended (L{IncomingTransfer.failure})."""
-
-
-class SendStream:
+class SendStream(SendSide):
     """
     A stream to pass as an argument of a call on a client without Twisted:
     its bytes are C{source}'s (C{available()}, C{take(count)} giving
@@ -131,21 +109,40 @@ class SendStream:
     @ivar sentBytes: payload bytes sent so far.
     @ivar failure: why it failed, once it has.
     @ivar digestName: the digest announced (settled once the server's HELLO came).
+    @ivar callId: the request id of the call that announced it (0: none waits for an answer).
     """
 
     def __init__(self, source: StreamSource, size: int | None, digest: str | None = NEGOTIATED) -> None:
         self.source = source
         self.size = size
         self.digestName = digest
-        self.state = SendState.NEW
+        SendSide.__init__(self)
         self.sentBytes = 0
         self.failure: BaseException | None = None
         self.streamId = 0
-        self._credit = SendCredit()
+        self.callId = 0
         self._hash: Any = None
+        self._owner: ClientStreams | None = None
 
     def __repr__(self) -> str:
         return f"<SendStream {self.streamId} {self.state.value}, {self.sentBytes} bytes sent>"
+
+    # -- framing.bulk.connection.SendingEnd: what dispatch calls ----------------
+
+    def grantReceived(self, count: int) -> None:
+        """The server granted C{count} more bytes."""
+        assert self._owner is not None
+        self._owner._granted(self, count)
+
+    def doneReceived(self, digest: bytes | None) -> None:
+        """The server has every byte, verified."""
+        assert self._owner is not None
+        self._owner._delivered(self)
+
+    def cancelReceived(self, error: BaseException) -> None:
+        """The server gave the stream up."""
+        assert self._owner is not None
+        self._owner._senderFailed(self, error)
 
 
 class IncomingTransfer:
@@ -171,12 +168,23 @@ class IncomingTransfer:
         self._sink: Sink | None = None
         self._waiter: Any = None
         self._hash: Any = None
-        self._hashed = 0
-        self._granted = 0
-        self._toGrant = 0
+        self._credit = ReceiveCredit(WINDOW, GRANT_STEP)
+        self._owner: ClientStreams | None = None
 
     def __repr__(self) -> str:
         return f"<IncomingTransfer {self.streamId} of {self.size} bytes, {self.state.value}>"
+
+    # -- framing.bulk.connection.ReceivingEnd: what dispatch calls ----------------
+
+    def endReceived(self, size: int | None, digest: bytes | None) -> None:
+        """The server sent everything."""
+        assert self._owner is not None
+        self._owner._ended(self, size, digest)
+
+    def abortReceived(self, error: BaseException) -> None:
+        """The server gave the stream up."""
+        assert self._owner is not None
+        self._owner._fail(self, error)
 
 
 @implementer(ISlicer)
@@ -205,11 +213,9 @@ class ClientStreams:
         self.digests = tuple(digests) if digests is not None else availableDigests()
         self.startWindow = 0
         self.hello = Hello()
-        self._sending: dict[int, SendStream] = {}
+        self.streams: StreamTable[SendStream, IncomingTransfer] = StreamTable()
         self._announcing: list[SendStream] = []
-        self._receiving: dict[int, IncomingTransfer] = {}
         self._lastSentId = 0
-        self._lastIncomingId = 0
         self._output: list[bytes] = []
         self._settled: list[Any] = []
         self._encoder: Any = None
@@ -225,22 +231,22 @@ class ClientStreams:
         registry.add_unslicer(DATA_OPEN_TYPE, lambda limits: DataUnslicer(limits, self._dataStarting))
         registry.add_unslicer(STREAM_OPEN_TYPE, lambda limits: AnnouncementUnslicer(limits, self._announced))
 
-    def messageEncoded(self, data: bytes) -> bytes:
+    def messageEncoded(self, data: bytes, requestId: int = 0) -> bytes:
         """
-        A message was encoded whole: its bytes, after this side's HELLO if
-        none was sent yet, with the streams it announced now live (and
-        their first frames after it, if the server's credit is known).
+        A message was encoded whole (the CALL of C{requestId}, if it waits
+        for an answer): its bytes, after this side's HELLO if none was sent
+        yet, with the streams it announced now live (and their first frames
+        after it, if the server's credit is known).
         """
         if not self.hello.sent:
             data = self._control(self.hello.message(self)) + data
         announcing = self._announcing
         if announcing:
             for stream in announcing:
-                stream.state = SendState.ANNOUNCED
-                self._sending[stream.streamId] = stream
-                window = self.hello.peerWindow
-                if self.hello.peerDigests is not None and window:
-                    self._firstCredit(stream, window)
+                stream.callId = requestId
+                self.streams.sending[stream.streamId] = stream
+                if self.hello.peerDigests is not None:
+                    self._start(stream)
             announcing.clear()
             self._pump()
         if self._output:
@@ -250,33 +256,35 @@ class ClientStreams:
     def messageDropped(self) -> None:
         """The message being encoded was not sent: the streams it announced go back to new (their ids unused)."""
         for stream in self._announcing:
-            stream.state, stream.streamId = SendState.NEW, 0
+            stream.advance(SendEvent.TAKE_BACK)
+            stream.streamId = 0
         self._announcing.clear()
 
     def received(self, obj: Any) -> bool:
         """A top-level object the RPC session does not take: C{True} if it was bulk's (a control message)."""
         if type(obj) is not Control:
             return False
-        op, streamId = obj[0], obj[1]
-        if op == GRANT or op == DONE or op == CANCEL:
-            stream = self._sending.get(streamId)
-            if stream is not None:
-                if op == GRANT:
-                    self._granted(stream, obj[2])
-                elif op == DONE:
-                    stream.state = SendState.DELIVERED
-                    del self._sending[streamId]
-                else:
-                    self._senderFailed(stream, _resetFrom(obj[2], obj[3]))
-        elif op == END or op == ABORT:
-            incoming = self._receiving.get(streamId)
-            if incoming is not None:
-                if op == END:
-                    self._ended(incoming, obj[2], obj[3])
-                else:
-                    self._fail(incoming, _resetFrom(obj[2], obj[3]))
-        # HELLO was taken as it was decoded (_helloDecoded).
+        # A HELLO was taken as it was decoded (_helloDecoded): nothing to answer, this side's went first.
+        self.streams.dispatch(obj, self.hello.peerDigests is not None)
         return True
+
+    def callFailed(self, requestId: int, cancelled: bool) -> None:
+        """
+        Call C{requestId} failed (C{cancelled}: its caller gave up on it):
+        each stream its CALL announced does as L{SendSide.callFailure} says
+        (5.5.2: one the server never granted is given up, with ABORT
+        C{cancelled} once it began sending).  O(streams sending).
+        """
+        for stream in [stream for stream in self.streams.sending.values() if stream.callId == requestId]:
+            giveUp, tell = stream.callFailure(cancelled)
+            if not giveUp:
+                continue
+            why = "was cancelled" if stream.heard else "failed"
+            error = StreamReset("cancelled", f"the call carrying the stream {why}")
+            if tell is None:
+                self._senderFailed(stream, error)
+            else:
+                self._abort(stream, tell, error)
 
     def takeSettled(self) -> list[Any]:
         """The receivers settled since last asked, as C{(waiter, result, error)}; once."""
@@ -294,10 +302,11 @@ class ClientStreams:
 
     def ended(self, reason: BaseException) -> list[Any]:
         """The connection ended: every stream fails with C{reason}; the receivers waited for, settled."""
-        for stream in self._sending.values():
-            stream.state, stream.failure = SendState.FAILED, reason
-        self._sending.clear()
-        for incoming in list(self._receiving.values()):
+        for stream in self.streams.sending.values():
+            stream.advance(SendEvent.FAIL)
+            stream.failure = reason
+        self.streams.sending.clear()
+        for incoming in list(self.streams.receiving.values()):
             self._fail(incoming, reason)
         self._output.clear()
         return self.takeSettled()
@@ -312,9 +321,11 @@ class ClientStreams:
         @raise framing.EncodingError: it was announced before.
         @raise DigestUnavailable: the server computes no digest the stream could be checked with.
         """
-        if stream.state is not SendState.NEW or stream in self._announcing:
+        if stream.state is not SendState.NEW:
             raise EncodingError(f"{stream!r} was already sent; a stream is sent once")
         stream.digestName = self.hello.digestFor(stream.digestName, self.digests)
+        stream.advance(SendEvent.ANNOUNCE)
+        stream._owner = self
         self._lastSentId += 1
         stream.streamId = self._lastSentId
         self._announcing.append(stream)
@@ -325,40 +336,41 @@ class ClientStreams:
         hello = self.hello
         if hello.peerDigests is not None or not hello.decoded(control):
             return
-        for stream in list(self._sending.values()):
-            if stream.digestName == NEGOTIATED:
-                try:
-                    stream.digestName = hello.digestFor(NEGOTIATED, self.digests)
-                except DigestUnavailable as error:
-                    self._abort(stream, "digest-unavailable", error)
-                    continue
-            if hello.peerWindow:
-                self._firstCredit(stream, hello.peerWindow)
+        for stream in list(self.streams.sending.values()):
+            self._start(stream)
         self._pump()
 
-    def _firstCredit(self, stream: SendStream, count: int) -> None:
-        if stream.digestName is not None:
+    def _start(self, stream: SendStream) -> None:
+        """The server's HELLO is known: C{stream} gets its digest and the initial window (or is given up)."""
+        try:
+            window = stream.helloKnown(self.hello, self.digests)
+        except DigestUnavailable as error:
+            self._abort(stream, "digest-unavailable", error)
+            return
+        if window:
+            self._credited(stream, window, heard=False)
+
+    def _credited(self, stream: SendStream, count: int, heard: bool) -> bool:
+        """Credit for C{stream} (L{SendSide.creditArrived}); whether it changed anything."""
+        started = stream.creditArrived(count, GRANT_STEP, heard)
+        if started and stream.digestName is not None:
             stream._hash = newHash(stream.digestName)
-        stream._credit.firstGrant(count, GRANT_STEP)
-        stream.state = SendState.SENDING
+        return started is not None
+
+    def _delivered(self, stream: SendStream) -> None:
+        stream.advance(SendEvent.DONE)
+        del self.streams.sending[stream.streamId]
 
     def _granted(self, stream: SendStream, count: int) -> None:
-        if stream.state is SendState.ANNOUNCED:
-            if self.hello.peerDigests is None:
-                return  # (a GRANT before the HELLO breaks 5.5; the stream waits for the HELLO's window)
-            self._firstCredit(stream, count)
-        elif stream.state is SendState.SENDING:
-            stream._credit.grant(count)
-        else:
-            return
-        self._pump()
+        if self._credited(stream, count, heard=True):
+            self._pump()
 
     def _pump(self) -> None:
         """Every sending stream's frames that its credit allows, then END for a stream whose source is spent."""
-        for stream in list(self._sending.values()):
+        for stream in list(self.streams.sending.values()):
             if stream.state is not SendState.SENDING:
                 continue
-            credit, source, output = stream._credit, stream.source, self._output
+            credit, source, output = stream.credit, stream.source, self._output
             try:
                 while True:
                     frame = credit.take(source, CHUNK_SIZE)
@@ -376,17 +388,19 @@ class ClientStreams:
             if spent:
                 size = stream.size if stream.size is not None else stream.sentBytes
                 digest = None if stream._hash is None else stream._hash.digest()
+                stream.advance(SendEvent.ALL_SENT)
                 output.append(self._control(Control((END, stream.streamId, size, digest))))
-                stream.state = SendState.ENDED
+                stream.advance(SendEvent.END_SENT)
 
     def _abort(self, stream: SendStream, code: str, error: BaseException) -> None:
         """Give up sending C{stream}: ABORT with C{code}; it fails with C{error}."""
-        self._output.append(self._control(Control((ABORT, stream.streamId, code, controlMessage(peerText(error))))))
+        self._output.append(self._control(resetMessage(ABORT, stream.streamId, code, error)))
         self._senderFailed(stream, error)
 
     def _senderFailed(self, stream: SendStream, error: BaseException) -> None:
-        stream.state, stream.failure = SendState.FAILED, error
-        self._sending.pop(stream.streamId, None)
+        stream.advance(SendEvent.FAIL)
+        stream.failure = error
+        self.streams.sending.pop(stream.streamId, None)
 
     # -- receiving streams -------------------------------------------------------
 
@@ -408,9 +422,8 @@ class ClientStreams:
             return self.takeSettled()
         if incoming.digestName is not None:
             incoming._hash = newHash(incoming.digestName)
-        incoming.state = ReceiveState.RECEIVING
-        incoming._granted = WINDOW
-        self._output.append(grantMessage(incoming.streamId, WINDOW))
+        _received(incoming, ReceiveEvent.START)
+        self._output.append(grantMessage(incoming.streamId, incoming._credit.firstGrant(0)))
         return self.takeSettled()
 
     def stopReceiving(self, incoming: IncomingTransfer) -> list[Any]:
@@ -428,31 +441,30 @@ class ClientStreams:
     def _announced(self, announcement: StreamAnnouncement) -> IncomingTransfer:
         """A stream the server announced (in an answer): checked, then stands in the result."""
         streamId, size, digest = announcement
-        if streamId <= self._lastIncomingId:
-            raise StreamIdReused(f"stream id {streamId} after {self._lastIncomingId}")
-        self._lastIncomingId = streamId
+        self.streams.check(streamId)
+        self.streams.live.add(streamId)
         incoming = IncomingTransfer(streamId, size, self.hello.accepted(digest, self.digests))
-        self._receiving[streamId] = incoming
+        incoming._owner = self
+        self.streams.receiving[streamId] = incoming
         return incoming
 
     def _dataStarting(self, streamId: int, offset: int, length: int) -> Any:
         """A data frame's body begins: where its pieces go, or C{None} to drop it (a stream not received)."""
-        incoming = self._receiving.get(streamId)
+        incoming = self.streams.receiving.get(streamId)
         if incoming is None or incoming.state is not ReceiveState.RECEIVING:
             return None
-        if incoming.receivedBytes + length > incoming._granted:
-            raise FlowControlError(f"stream {streamId}: {length} bytes past its credit")
-        if incoming.size is not None and offset + length > incoming.size:
-            self._cancel(incoming, StreamReset("size", f"data up to {offset + length}, past the size {incoming.size}"))
+        credit = incoming._credit
+        expected = credit.announced
+        credit.frameAnnounced(streamId, length)
+        # A stream with a digest is hashed as it comes: only in order.
+        problem = frameProblem(offset, length, expected if incoming._hash is not None else None, incoming.size)
+        if problem is not None:
+            self._cancel(incoming, problem)
             return None
         return lambda position, piece: self._piece(incoming, position, piece)
 
     def _piece(self, incoming: IncomingTransfer, offset: int, piece: bytes | memoryview) -> None:
         if incoming.state is not ReceiveState.RECEIVING:
-            return
-        hasher = incoming._hash
-        if hasher is not None and offset != incoming._hashed:
-            self._cancel(incoming, StreamReset("out-of-order", f"data at {offset}, expected {incoming._hashed}"))
             return
         sink = incoming._sink
         assert sink is not None
@@ -461,57 +473,53 @@ class ClientStreams:
         except Exception as error:
             self._cancel(incoming, error, "sink-failed")
             return
-        length = len(piece)
-        if hasher is not None:
-            hasher.update(piece)
-            incoming._hashed += length
-        incoming.receivedBytes += length
-        incoming._toGrant += length
-        if incoming._toGrant >= GRANT_STEP:
-            count, incoming._toGrant = incoming._toGrant, 0
-            incoming._granted += count
+        if incoming._hash is not None:
+            incoming._hash.update(piece)
+        incoming.receivedBytes += len(piece)
+        count = incoming._credit.due(incoming.receivedBytes)
+        if count:
             self._output.append(grantMessage(incoming.streamId, count))
 
-    def _ended(self, incoming: IncomingTransfer, size: int, digest: bytes | None) -> None:
+    def _ended(self, incoming: IncomingTransfer, size: int | None, digest: bytes | None) -> None:
         """The server's END: check the size and digest, then DONE (or CANCEL) and settle the receiver."""
         if incoming.state is not ReceiveState.RECEIVING:
             return
+        _received(incoming, ReceiveEvent.END)
+        _received(incoming, ReceiveEvent.ALL_RELEASED)
         actual = None
+        try:
+            # Without a digest it may be a stream of ranges, whose sink checks what it holds.
+            endSize(incoming.receivedBytes, size, whole=incoming._hash is not None)
+        except StreamReset as problem:
+            self._cancel(incoming, problem)
+            return
         if incoming._hash is not None:
             actual = incoming._hash.digest()
-            problem = ""
-            if incoming.receivedBytes != size:
-                problem = f"{incoming.receivedBytes} bytes received, {size} sent"
-            elif digest != actual:
-                problem = "the data does not have the sender's digest"
-            if problem:
-                expected = digest.hex() if digest else ""
-                self._cancel(incoming, IntegrityError(f"stream {incoming.streamId}: {problem}", expected, actual.hex()))
+            mismatch = digestProblem(incoming.digestName, digest, actual)
+            if mismatch is not None:
+                self._cancel(incoming, mismatch)
                 return
-        incoming.state = ReceiveState.DONE
-        del self._receiving[incoming.streamId]
+        _received(incoming, ReceiveEvent.COMPLETED)
+        del self.streams.receiving[incoming.streamId]
+        self.streams.live.discard(incoming.streamId)
         self._output.append(self._control(Control((DONE, incoming.streamId, actual))))
         self._settled.append((incoming._waiter, (incoming.receivedBytes, actual), None))
         incoming._waiter = None
 
     def _cancel(self, incoming: IncomingTransfer, error: BaseException, code: str | None = None) -> None:
-        """Give up receiving C{incoming}: CANCEL with C{code} (C{integrity}, the reset's own, else C{cancelled})."""
+        """Give up receiving C{incoming}: CANCEL with C{code} (default: L{cancelCode}'s)."""
         if code is None:
-            code = (
-                error.code
-                if isinstance(error, StreamReset)
-                else "integrity"
-                if isinstance(error, IntegrityError)
-                else "cancelled"
-            )
-        self._output.append(self._control(Control((CANCEL, incoming.streamId, code, controlMessage(peerText(error))))))
+            code = cancelCode(error)
+        self._output.append(self._control(resetMessage(CANCEL, incoming.streamId, code, error)))
         self._fail(incoming, error)
 
     def _fail(self, incoming: IncomingTransfer, error: BaseException) -> None:
         """C{incoming} is over, failed with C{error} (its first failure kept); its waiter, if any, settled."""
-        self._receiving.pop(incoming.streamId, None)
-        if incoming.state is not ReceiveState.FAILED:
-            incoming.state, incoming.failure = ReceiveState.FAILED, error
+        self.streams.receiving.pop(incoming.streamId, None)
+        self.streams.live.discard(incoming.streamId)
+        if incoming.state in LIVE:
+            _received(incoming, ReceiveEvent.FAIL)
+            incoming.failure = error
         if incoming._waiter is not None:
             self._settled.append((incoming._waiter, None, incoming.failure))
             incoming._waiter = None
@@ -520,8 +528,6 @@ class ClientStreams:
         return self._encoder.encode(control)  # type: ignore[no-any-return]
 
 
-def _resetFrom(code: Any, message: Any) -> BaseException:
-    """The error a CANCEL or ABORT from the server means: L{IntegrityError} for C{integrity}, else a L{StreamReset}."""
-    if code == "integrity":
-        return IntegrityError(f"the server: {message}")
-    return StreamReset(str(code), str(message))
+def _received(incoming: IncomingTransfer, event: ReceiveEvent) -> None:
+    """Move C{incoming} by C{event} (L{framing.bulk.states}' receiving table)."""
+    incoming.state = RECEIVING_TRANSITIONS.next(incoming.state, event)

@@ -165,8 +165,15 @@ class SessionExtension(Protocol):
     def install(self, registry: Registry, encoder: Encoder) -> None:
         """Add its types to the connection's C{registry}; C{encoder} is the connection's."""
 
-    def messageEncoded(self, data: bytes) -> bytes:
-        """A message of this side was encoded whole as C{data}: the bytes to send for it (with what it adds)."""
+    def messageEncoded(self, data: bytes, requestId: int = NO_ANSWER) -> bytes:
+        """
+        A message of this side was encoded whole as C{data} (the CALL of
+        C{requestId}, if it waits for an answer): the bytes to send for it
+        (with what it adds).
+        """
+
+    def callFailed(self, requestId: int, cancelled: bool) -> None:
+        """Call C{requestId} of this side failed (C{cancelled}: its caller gave up on it)."""
 
     def messageDropped(self) -> None:
         """The message being encoded failed: undo what encoding it did."""
@@ -419,7 +426,7 @@ class ClientSession(Generic[Waiter]):
                 self.extension.messageDropped()
             raise
         if self.extension is not None:
-            data = self.extension.messageEncoded(data)
+            data = self.extension.messageEncoded(data, requestId)
         return requestId, data
 
     def callOnly(
@@ -463,7 +470,12 @@ class ClientSession(Generic[Waiter]):
         if table.take(requestId) is None or self.state is _ENDED:
             return b""
         table.expectLateAnswer()
-        return self._encode(Message((CANCEL, requestId)))
+        data = self._encode(Message((CANCEL, requestId)))
+        extension = self.extension
+        if extension is not None:
+            extension.callFailed(requestId, True)
+            data += extension.dataToSend()
+        return data
 
     def ping(self) -> bytes:
         """The bytes of a PING (a live server answers it with a PONG even while its method runs)."""
@@ -571,6 +583,8 @@ class ClientSession(Generic[Waiter]):
                 entry = self._answered(requestId, "a failure", settled)
                 if entry is not None:
                     settled.append((entry[0], None, rebuild(typeName, text, remoteTraceback, details)))
+                    if self.extension is not None:
+                        self.extension.callFailed(requestId, False)
             elif tag == CALL:
                 refused = self.incomingCalls.received(obj)
                 if refused is not None:

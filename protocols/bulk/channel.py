@@ -48,6 +48,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from framing import EncodingError, Limits, Registry
+from framing.bulk.connection import StreamTable
 from framing.bulk.digests import DigestUnavailable
 from framing.bulk.hello import Hello
 from framing.bulk.wire import (
@@ -147,10 +148,7 @@ class BulkChannel(IncomingSide):
         self.framesSent = 0
         self.readSize: int | None = None
         self.streamIds: Iterator[int] = itertools.count(1)
-        self._outgoing: dict[int, ISendingStream] = {}
-        self._incoming: dict[int, IReceivingStream] = {}
-        self._live: set[int] = set()
-        self._lastAnnounced = 0
+        self.streams: StreamTable[ISendingStream, IReceivingStream] = StreamTable(options.maxStreams)
         # What the channel holds must not hold it back (neither the
         # instance's logger, whose source is the channel, nor its bound
         # methods), or a closed connection's channel waits for a garbage
@@ -211,13 +209,13 @@ class BulkChannel(IncomingSide):
         self._up = False
         self._sending = None
         self.scheduler.stop()
-        self._live.clear()
+        self.streams.live.clear()
         self._awaitingHello.clear()
         self.early.clear()
         # Emptied one by one, and nothing left in a local: a failure raised
         # meanwhile keeps this frame (through its traceback's frames) until
         # a garbage collection, and must not keep the streams with it.
-        outgoing, incoming = self._outgoing, self._incoming
+        outgoing, incoming = self.streams.sending, self.streams.receiving
         while outgoing:
             outgoing.popitem()[1].connectionLost(reason)
         while incoming:
@@ -239,7 +237,7 @@ class BulkChannel(IncomingSide):
     @property
     def streamCount(self) -> int:
         """Streams in flight on this connection, both ways."""
-        return len(self._outgoing) + len(self._incoming)
+        return len(self.streams)
 
     # -- announcing: one send transaction per message ---------------------------------
 
@@ -255,7 +253,7 @@ class BulkChannel(IncomingSide):
         streamId = next(self.streamIds)
         stream.announce(self, streamId)
         stream.digestName = digest
-        self._outgoing[streamId] = stream
+        self.streams.sending[streamId] = stream
         sending = self._sending
         call = sending[1] if sending is not None and sending[0] is outgoing else None
         outgoing.on_commit(partial(self._announced, stream, call))
@@ -275,12 +273,12 @@ class BulkChannel(IncomingSide):
     def _startStream(self, stream: ISendingStream) -> None:
         """The peer's HELLO is known: settle the stream's digest and give it the initial window."""
         try:
-            stream.digestName = self.hello.digestFor(stream.digestName, self.options.digests)
+            window = stream.helloKnown(self.hello, self.options.digests)
         except DigestUnavailable as error:
             stream.refuse(error)
             return
-        if self.hello.peerWindow:
-            stream.initialCredit(self.hello.peerWindow)
+        if window:
+            stream.initialCredit(window)
 
     def sayHello(self) -> None:
         """Send this side's HELLO (its digests and initial window), once, before anything else bulk."""
@@ -299,12 +297,12 @@ class BulkChannel(IncomingSide):
         self.sayHello()
         waiting, self._awaitingHello = self._awaitingHello, []
         for stream in waiting:
-            if stream.streamId is not None and self._outgoing.get(stream.streamId) is stream:
+            if stream.streamId is not None and self.streams.sending.get(stream.streamId) is stream:
                 self._startStream(stream)
 
     def _takeBack(self, stream: ISendingStream, streamId: int) -> None:
-        if self._outgoing.get(streamId) is stream:
-            del self._outgoing[streamId]
+        if self.streams.sending.get(streamId) is stream:
+            del self.streams.sending[streamId]
         stream.takeBack()
 
     def callSent(self, call: Deferred[Any], outgoing: Outgoing) -> None:
@@ -329,9 +327,9 @@ class BulkChannel(IncomingSide):
 
     def streamOver(self, stream: ISendingStream) -> None:
         """An outgoing stream is over (done or failed)."""
-        if stream.streamId is not None and self._outgoing.get(stream.streamId) is stream:
-            del self._outgoing[stream.streamId]
-        if not self._outgoing:
+        if stream.streamId is not None and self.streams.sending.get(stream.streamId) is stream:
+            del self.streams.sending[stream.streamId]
+        if not self.streams.sending:
             self.scheduler.unregister()
 
     def sendControl(self, op: int, streamId: Any, *values: Any) -> None:

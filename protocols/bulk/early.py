@@ -17,12 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from framing.bulk.errors import FlowControlError, StreamReset
+from framing.bulk.connection import ReceiveCredit
+from framing.bulk.errors import StreamReset
+from framing.bulk.wire import END, Control
 
 
-class EarlyData:
+class EarlyData(ReceiveCredit):
     """
-    The data, END and ABORT of one announced stream that nobody receives yet.
+    The data, END and ABORT of one announced stream that nobody receives
+    yet; its credit (L{ReceiveCredit}) is the initial window.
 
     @ivar streamId: the sender's id for the stream.
     @ivar window: the credit the sender had before any grant.
@@ -37,9 +40,9 @@ class EarlyData:
     """
 
     def __init__(self, streamId: int, window: int) -> None:
+        ReceiveCredit.__init__(self, window, window)
+        self.granted = window
         self.streamId = streamId
-        self.window = window
-        self.announced = 0
         self.pieces: list[tuple[int, bytes]] = []
         self.ended: tuple[int | None, bytes | None] | None = None
         self.aborted: tuple[str, str] | None = None
@@ -58,12 +61,7 @@ class EarlyData:
 
         @raise FlowControlError: it goes past the initial window.
         """
-        if self.announced + length > self.window:
-            raise FlowControlError(
-                f"stream {self.streamId}: {self.announced + length} bytes sent before any grant,"
-                f" the initial window is {self.window}"
-            )
-        self.announced += length
+        self.frameAnnounced(self.streamId, length)
         return self.piece
 
     def piece(self, offset: int, data: bytes | memoryview) -> None:
@@ -135,15 +133,15 @@ class EarlyTable:
         early = self._byId.get(streamId)
         return early.frameStarting(offset, length) if early is not None else None
 
-    def endOrAbort(self, isEnd: bool, streamId: int, first: Any, second: Any) -> None:
+    def endOrAbort(self, control: Control) -> None:
         """An END C{(size, digest)} or an ABORT C{(code, message)} for an unreceived stream: kept for receive()."""
-        early = self._byId.get(streamId)
+        early = self._byId.get(control[1])
         if early is None:
             return
-        if isEnd:
-            early.ended = (first, second)
+        if control[0] == END:
+            early.ended = (control[2], control[3])
         else:
-            early.aborted, early.pieces = (first, second), []
+            early.aborted, early.pieces = (control[2], control[3]), []
 
     def _timedOut(self, streamId: int) -> None:
         early = self._byId.pop(streamId, None)

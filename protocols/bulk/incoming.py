@@ -16,9 +16,10 @@ from typing import Any
 
 from twisted.logger import Logger
 
-from framing.bulk.errors import StreamIdReused, StreamReset, TooManyStreams
+from framing.bulk.connection import StreamTable
+from framing.bulk.errors import StreamReset
 from framing.bulk.hello import Hello
-from framing.bulk.wire import ABORT, CANCEL, DONE, END, GRANT, HELLO, Control, StreamAnnouncement
+from framing.bulk.wire import CANCEL, Control, StreamAnnouncement
 
 from .early import EarlyData, EarlyTable
 from .interfaces import IReceivingStream, ISendingStream
@@ -37,10 +38,7 @@ class IncomingSide:
     hello: Hello
     early: EarlyTable
     _up: bool
-    _live: set[int]
-    _lastAnnounced: int
-    _incoming: dict[int, IReceivingStream]
-    _outgoing: dict[int, ISendingStream]
+    streams: StreamTable[ISendingStream, IReceivingStream]
 
     def _peer(self) -> str:
         raise NotImplementedError
@@ -54,17 +52,17 @@ class IncomingSide:
     @property
     def flowPaused(self) -> bool:
         """Whether a stream is paused by flow control, either way: the guard's idle rule lets such a peer be."""
-        return any(receiver.heldHere for receiver in self._incoming.values()) or any(
-            stream.waitingForCredit for stream in self._outgoing.values()
+        return any(receiver.heldHere for receiver in self.streams.receiving.values()) or any(
+            stream.waitingForCredit for stream in self.streams.sending.values()
         )
 
     def receiverFor(self, streamId: int) -> IReceivingStream | None:
         """The receiver of incoming stream C{streamId}, while it receives."""
-        return self._incoming.get(streamId)
+        return self.streams.receiving.get(streamId)
 
     def receivers(self) -> list[IReceivingStream]:
         """The incoming streams being received."""
-        return list(self._incoming.values())
+        return list(self.streams.receiving.values())
 
     def announcementReceived(self, announcement: StreamAnnouncement) -> IncomingStream:
         """
@@ -75,15 +73,11 @@ class IncomingSide:
         @raise TooManyStreams: one stream more than the cap.
         """
         streamId, size, digestName = announcement
-        if type(streamId) is not int or streamId <= self._lastAnnounced:
-            raise StreamIdReused(f"stream id {streamId!r} announced after stream id {self._lastAnnounced}")
-        if len(self._live) >= self.options.maxStreams:
-            raise TooManyStreams(f"more than {self.options.maxStreams} incoming streams at once")
+        self.streams.check(streamId)
         digestName = self.hello.accepted(digestName, self.options.digests)
-        self._lastAnnounced = streamId
         window = self.options.startWindow
         if self._up:
-            self._live.add(streamId)
+            self.streams.live.add(streamId)
             early = self.early.add(streamId, window, self.options.unreadTimeout)
         else:
             early = EarlyData(streamId, window)
@@ -102,7 +96,7 @@ class IncomingSide:
         )
         reason = f"the receiver did not receive the stream within {self.options.unreadTimeout} s"
         early.drop(StreamReset("unread-timeout", reason))
-        self._live.discard(streamId)
+        self.streams.live.discard(streamId)
         self.sendControl(CANCEL, streamId, "unread-timeout", reason)
 
     def earlyData(self, streamId: int) -> EarlyData | None:
@@ -112,28 +106,28 @@ class IncomingSide:
     @property
     def liveIncoming(self) -> int:
         """Incoming streams announced by the peer and not over yet."""
-        return len(self._live)
+        return len(self.streams.live)
 
     def droppedUnread(self, streamId: int) -> None:
         """An incoming stream was dropped before being received: the sender may stop."""
-        self._live.discard(streamId)
+        self.streams.live.discard(streamId)
         self.early.forget(streamId)
         self.sendControl(CANCEL, streamId, "cancelled", "the receiver dropped the stream unread")
 
     def cancelledUnread(self, streamId: int) -> None:
         """An incoming stream was cancelled before being received."""
-        self._live.discard(streamId)
+        self.streams.live.discard(streamId)
         self.early.forget(streamId)
 
     def receiverStarted(self, receiver: IReceivingStream) -> None:
         """Route incoming stream C{receiver.streamId}'s frames and controls to C{receiver}."""
-        self._incoming[receiver.streamId] = receiver
+        self.streams.receiving[receiver.streamId] = receiver
 
     def receiverOver(self, receiver: IReceivingStream) -> None:
         """An incoming stream is over: forget it."""
-        self._live.discard(receiver.streamId)
-        if self._incoming.get(receiver.streamId) is receiver:
-            del self._incoming[receiver.streamId]
+        self.streams.live.discard(receiver.streamId)
+        if self.streams.receiving.get(receiver.streamId) is receiver:
+            del self.streams.receiving[receiver.streamId]
 
     # -- receiving ------------------------------------------------------------------
 
@@ -144,7 +138,7 @@ class IncomingSide:
 
         @raise FlowControlError: the frame goes past the stream's credit.
         """
-        receiver = self._incoming.get(streamId)
+        receiver = self.streams.receiving.get(streamId)
         if receiver is None:
             early: Callable[[int, bytes | memoryview], None] | None = self.early.frameStarting(streamId, offset, length)
             return early
@@ -152,29 +146,8 @@ class IncomingSide:
 
     def controlReceived(self, control: Control) -> None:
         """Act on one control message; an unknown stream id is ignored (it already ended)."""
-        op, streamId = control[0], control[1]
         try:
-            if op == HELLO:
+            if self.streams.dispatch(control, self.hello.peerDigests is not None, self.early.endOrAbort):
                 self.helloReceived()
-                return
-            if op == END or op == ABORT:
-                receiver = self._incoming.get(streamId)
-                if receiver is None:
-                    self.early.endOrAbort(op == END, streamId, control[2], control[3])
-                    return
-                if op == END:
-                    receiver.endReceived(control[2], control[3])
-                else:
-                    receiver.abortReceived(control[2], control[3])
-                return
-            stream = self._outgoing.get(streamId)
-            if stream is None:
-                return
-            if op == GRANT:
-                stream.grantReceived(control[2])
-            elif op == DONE:
-                stream.doneReceived(control[2])
-            elif op == CANCEL:
-                stream.cancelReceived(control[2], control[3])
         except Exception:
             self.log.failure("Handling bulk control message {control} failed", control=control)

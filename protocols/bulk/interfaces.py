@@ -30,6 +30,9 @@ class ISendingStream(Protocol):
     def waitingForCredit(self) -> bool:
         """Whether it waits for the receiver's credit."""
 
+    def helloKnown(self, hello: Any, ours: tuple[str, ...]) -> int:
+        """The receiver's HELLO is known: settle the digest; the initial window (see L{SendSide.helloKnown})."""
+
     def refuse(self, error: BaseException) -> None:
         """No digest fits both sides: fail before any data is sent (the receiver is told)."""
 
@@ -51,8 +54,8 @@ class ISendingStream(Protocol):
     def doneReceived(self, digest: bytes | None) -> None:
         """The receiver has everything (verified, with C{digest} if one was used)."""
 
-    def cancelReceived(self, code: str, message: str) -> None:
-        """The receiver does not want the stream (any more)."""
+    def cancelReceived(self, error: BaseException) -> None:
+        """The receiver does not want the stream (any more): C{error} is what its CANCEL means."""
 
     def callFailed(self, failure: Failure) -> None:
         """The call whose message announced the stream failed."""
@@ -81,8 +84,8 @@ class IReceivingStream(Protocol):
     def endReceived(self, size: int | None, digest: bytes | None) -> None:
         """The sender sent everything: the object's size and digest."""
 
-    def abortReceived(self, code: str, message: str) -> None:
-        """The sender abandoned the stream."""
+    def abortReceived(self, error: BaseException) -> None:
+        """The sender abandoned the stream: C{error} is what its ABORT means."""
 
     def connectionLost(self, reason: Failure) -> None:
         """The connection is gone."""

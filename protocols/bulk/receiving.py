@@ -8,11 +8,8 @@ autotuning is on); it verifies the digest before the sink is told the data
 is complete, and a mismatch fails the transfer with L{IntegrityError} and
 tells the sink to drop what it holds.  Per piece the cost is O(1).
 
-Its life is the table L{RECEIVING_TRANSITIONS}::
-
-    IDLE --start (first grant sent)--> RECEIVING --END received--> ENDED
-    ENDED --all released--> VERIFYING --sink completed--> DONE
-    IDLE, RECEIVING, ENDED, VERIFYING --fail--> FAILED
+Its life is the receiving table of L{framing.bulk.states} (one table for
+every shell).
 
 It talks to its connection only through an L{IStreamHost}.
 """
@@ -27,7 +24,9 @@ from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionDone
 from twisted.python.failure import Failure
 
-from framing.bulk.errors import FlowControlError, IntegrityError, StreamReset, peerText
+from framing.bulk.connection import ReceiveCredit, digestProblem, endSize, frameProblem, resetFrom, resetMessage
+from framing.bulk.errors import IntegrityError, StreamReset
+from framing.bulk.states import LIVE, RECEIVING_TRANSITIONS, ReceiveEvent, ReceiveState
 from framing.bulk.wire import CANCEL, GRANT, controlMessage
 from framing.bulk.wire import DONE as DONE_OP
 
@@ -36,7 +35,6 @@ from .integrity import OrderedHasher
 from .interfaces import IStreamHost
 from .outcome import Outcome, TransferResult
 from .sinks import Piece, Sink, makeSink
-from .states import Named, Transitions
 from .tuning import receiveWindow
 
 
@@ -124,46 +122,15 @@ class IncomingStream:
             self._host.sendControl(CANCEL, self.streamId, "cancelled", controlMessage(reason))
 
 
-class ReceiveState(Named):
-    """Where a receiver is in its life (see the module docstring)."""
-
-    IDLE = "idle"
-    RECEIVING = "receiving"
-    ENDED = "ended"
-    VERIFYING = "verifying"
-    DONE = "done"
-    FAILED = "failed"
+ANNOUNCED, RECEIVING, ENDED, VERIFYING, DONE, FAILED = ReceiveState
 
 
-class ReceiveEvent(Named):
-    """What moves a receiver from one state to the next."""
-
-    START = "start"
-    END = "end"
-    ALL_RELEASED = "all released"
-    COMPLETED = "completed"
-    FAIL = "fail"
-
-
-IDLE, RECEIVING, ENDED, VERIFYING, DONE, FAILED = ReceiveState
-_LIVE = frozenset((IDLE, RECEIVING, ENDED, VERIFYING))
-
-RECEIVING_TRANSITIONS: Transitions[ReceiveState, ReceiveEvent] = Transitions(
-    "receiving",
-    {
-        (IDLE, ReceiveEvent.START): RECEIVING,
-        (RECEIVING, ReceiveEvent.END): ENDED,
-        (ENDED, ReceiveEvent.ALL_RELEASED): VERIFYING,
-        (VERIFYING, ReceiveEvent.COMPLETED): DONE,
-        **{(state, ReceiveEvent.FAIL): FAILED for state in _LIVE},
-    },
-)
-
-
-class Receiver:
+class Receiver(ReceiveCredit):
     """
     The receiving side of one stream: routing pieces to the sink, credit,
-    verification (see the module docstring).
+    verification (see the module docstring).  Its credit and checks are
+    the sans-IO rules of L{framing.bulk.connection} (L{ReceiveCredit},
+    L{frameProblem}, L{endSize}, L{digestProblem}).
 
     @ivar state: its L{ReceiveState}.
     @ivar window: the most bytes in its care at once (chosen by
@@ -196,20 +163,19 @@ class Receiver:
         self.size = size
         self.digestName = digestName
         self.sink = sink
-        self.state = IDLE
+        self.state = ANNOUNCED
         algorithm = digestName if verify and not sink.verifies else None
         self.hasher = OrderedHasher(algorithm, None, host.hashReactor) if algorithm is not None else None
         inline = self.hasher is not None and host.hashReactor is None
         # Hashed in this thread as each piece is offered, and done with at once.
         self._hashesAtOnce = inline
-        self.window, self.grantStep, self.tuner = receiveWindow(
+        window, grantStep, self.tuner = receiveWindow(
             host.options, window, host.autotuning, inline, host.roundTrips, host.readSize
         )
-        self.announced = 0
+        ReceiveCredit.__init__(self, window, grantStep)
         self.received = 0
         self.sinkReleased = 0
         self.hashReleased = 0
-        self.granted = 0
         self.startedAt = 0.0  # when the first grant was sent
         self.ended: tuple[int | None, bytes | None] | None = None
         self.outcome = Outcome()
@@ -242,16 +208,16 @@ class Receiver:
         if self.state is RECEIVING:
             # Always one grant (of nothing, if the initial window covers the
             # window): it tells the sender this side receives the stream.
-            self._grant(max(self._releasedBytes() + self.window - self.granted, 0))
+            self._granted(self.firstGrant(self._releasedBytes()))
         return done
 
     def _replay(self, early: EarlyData) -> None:
         """Hand the sink and the hasher what arrived before receive(), as if it arrived now."""
         pieces, early.pieces = early.pieces, []
         for offset, data in pieces:
-            if self.state not in _LIVE:
+            if self.state not in LIVE:
                 return
-            if not self._fits(offset, len(data)):
+            if not self._fits(offset, len(data), self.announced):
                 return
             self.announced += len(data)
             self.piece(offset, data)
@@ -259,27 +225,25 @@ class Receiver:
         # The rest of a frame whose header came before receive() comes here.
         early.forward = self.piece
         if early.aborted is not None:
-            self.abortReceived(*early.aborted)
+            self.abortReceived(resetFrom(*early.aborted))
         elif early.ended is not None:
             self.endReceived(*early.ended)
 
-    def _fits(self, offset: int, length: int) -> bool:
-        """Whether a frame at C{offset} fits the sink's order and the announced size; else the stream is abandoned."""
-        if self.sink.sequential and offset != self.announced:
-            self.abandon(StreamReset("out-of-order", f"data at {offset}, expected {self.announced}"), "out-of-order")
-            return False
-        if self.size is not None and offset + length > self.size:
-            self.abandon(StreamReset("size", f"data past the announced size of {self.size} bytes"), "size")
+    def _fits(self, offset: int, length: int, expected: int) -> bool:
+        """Whether a frame at C{offset} fits the sink's order (C{expected}) and the announced size, else abandoned."""
+        problem = frameProblem(offset, length, expected if self.sink.sequential else None, self.size)
+        if problem is not None:
+            self.abandon(problem, problem.code)
             return False
         return True
 
     @property
     def heldHere(self) -> bool:
         """Whether this side holds the stream: receiving, and the sender has less credit left than a step."""
-        return self.state is RECEIVING and self.granted - self.announced < self.grantStep
+        return self.state is RECEIVING and self.senderShort
 
-    def _grant(self, count: int) -> None:
-        self.granted += count
+    def _granted(self, count: int) -> None:
+        """C{count} bytes were granted (counted): tell the sender, and the tuner."""
         if self.tuner is not None:
             self.tuner.granted(self.host.clock.seconds(), self.granted)
         self.host.sendControl(GRANT, self.streamId, count)
@@ -294,14 +258,11 @@ class Receiver:
 
         @raise FlowControlError: it exceeds the credit.
         """
-        if self.announced + length > self.granted:
-            raise FlowControlError(
-                f"stream {self.streamId}: {self.announced + length} bytes sent, {self.granted} granted"
-            )
-        if not self._fits(offset, length):
+        expected = self.announced
+        self.frameAnnounced(self.streamId, length)
+        if not self._fits(offset, length, expected):
             return None
         tuner = self.tuner
-        self.announced += length
         if tuner is not None:
             if tuner.frameArrived(self.host.clock.seconds(), self.announced, self.received):
                 # Grant the difference now: the sender is waiting for it.
@@ -319,7 +280,7 @@ class Receiver:
         is hashed first and counted as released at once, so that the sink's
         release alone decides whether to grant: one decision per piece.
         """
-        if self.state not in _LIVE:
+        if self.state not in LIVE:
             return
         sink = self.sink
         if type(data) is not bytes and not sink.views:
@@ -351,9 +312,9 @@ class Receiver:
     def _released(self) -> None:
         state = self.state
         if state is RECEIVING:
-            more = self._releasedBytes() + self.window - self.granted
-            if more >= self.grantStep:
-                self._grant(more)
+            count = self.due(self._releasedBytes())
+            if count:
+                self._granted(count)
         elif state is ENDED and self._releasedBytes() == self.received:
             self._finish()
 
@@ -380,26 +341,25 @@ class Receiver:
         self._advance(ReceiveEvent.ALL_RELEASED)
         assert self.ended is not None
         size, digest = self.ended
-        if size is None or (not self.sink.verifies and self.received != size):
-            self.abandon(StreamReset("size", f"received {self.received} bytes, the sender said {size}"), "size")
+        try:
+            size = endSize(self.received, size, whole=not self.sink.verifies)
+        except StreamReset as problem:
+            self.abandon(problem, "size")
             return
         if self.hasher is None:
             self._verified(None, size)
             return
-        if digest is None:
-            self.abandon(IntegrityError("the sender sent no digest"), "integrity")
+        missing = digestProblem(self.digestName, digest, None)
+        if missing is not None or digest is None:
+            self.abandon(missing or IntegrityError("no digest"), "integrity")
             return
         self.hasher.finish(size).addCallbacks(
             self._hashed, lambda f: self.abandon(f.value, "integrity"), callbackArgs=(size, digest)
         )
 
     def _hashed(self, actual: bytes, size: int, expected: bytes) -> None:
-        if actual != expected:
-            error = IntegrityError(
-                f"{self.digestName} mismatch: sent {expected.hex()}, received {actual.hex()}",
-                expected.hex(),
-                actual.hex(),
-            )
+        error = digestProblem(self.digestName, expected, actual)
+        if error is not None:
             self.abandon(error, "integrity")
             return
         self._verified(actual, size)
@@ -435,15 +395,15 @@ class Receiver:
 
     def abandon(self, error: BaseException, code: str | None) -> None:
         """Fail the transfer; tell the sender (with C{code}) unless the connection is gone."""
-        if self.state not in _LIVE:
+        if self.state not in LIVE:
             return
         if code is not None:
-            self.host.sendControl(CANCEL, self.streamId, code, controlMessage(peerText(error)))
+            self.host.sendControl(*resetMessage(CANCEL, self.streamId, code, error))
         self._drop(error)
 
-    def abortReceived(self, code: str, message: str) -> None:
-        """The sender abandoned the stream: the transfer fails with its reason."""
-        self._drop(IntegrityError(message) if code == "integrity" else StreamReset(code, message))
+    def abortReceived(self, error: BaseException) -> None:
+        """The sender abandoned the stream: the transfer fails with C{error}, what its ABORT means."""
+        self._drop(error)
 
     def connectionLost(self, reason: Failure) -> None:
         """The connection is gone: the transfer fails with its reason."""
@@ -452,7 +412,7 @@ class Receiver:
         self._drop(error)
 
     def _drop(self, error: BaseException) -> None:
-        if self.state not in _LIVE:
+        if self.state not in LIVE:
             return
         self._advance(ReceiveEvent.FAIL)
         self.host.receiverOver(self)

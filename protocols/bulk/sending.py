@@ -10,13 +10,8 @@ connection has a reactor with threads) and ends with the object's size and
 digest.  Its result fires only once the receiver has confirmed the data
 verified.
 
-Its life is the table L{SENDING_TRANSITIONS}::
-
-    NEW --announce--> ANNOUNCED --start (initial window or first grant)--> SENDING
-    ANNOUNCED --take back (its message was not sent)--> NEW
-    SENDING --all sent--> ENDING --END sent (once hashed)--> ENDED
-    ANNOUNCED, SENDING, ENDING, ENDED --done (the receiver verified)--> FINISHED
-    NEW, ANNOUNCED, SENDING, ENDING, ENDED --fail--> FINISHED
+Its life is the sending table of L{framing.bulk.states} (one table for
+every shell).
 
 It reads from one L{protocols.bulk.sources.StreamSource} and talks to its
 connection only through an L{IStreamHost}.  The source may be random-access
@@ -39,61 +34,22 @@ from twisted.internet.interfaces import IConsumer
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from framing.bulk.credit import SendCredit
+from framing.bulk.connection import SendSide, resetMessage
 from framing.bulk.digests import NEGOTIATED, checkAlgorithm
-from framing.bulk.errors import IntegrityError, StreamReset, peerText
-from framing.bulk.wire import ABORT, END, controlMessage
+from framing.bulk.errors import StreamReset
+from framing.bulk.states import ON_WIRE, SendEvent, SendState
+from framing.bulk.wire import ABORT, END
 
 from .integrity import OrderedHasher
 from .interfaces import IStreamHost
 from .outcome import Outcome, TransferResult
 from .sources import StreamSource, openSource
-from .states import Named, Transitions
 
-
-class SendState(Named):
-    """Where an outgoing stream is in its life (see the module docstring)."""
-
-    NEW = "new"
-    ANNOUNCED = "announced"
-    SENDING = "sending"
-    ENDING = "ending"
-    ENDED = "ended"
-    FINISHED = "finished"
-
-
-class SendEvent(Named):
-    """What moves an outgoing stream from one state to the next."""
-
-    ANNOUNCE = "announce"
-    TAKE_BACK = "take back"
-    START = "start"
-    ALL_SENT = "all sent"
-    END_SENT = "end sent"
-    DONE = "done"
-    FAIL = "fail"
-
-
-NEW, ANNOUNCED, SENDING, ENDING, ENDED, FINISHED = SendState
-_ON_WIRE = frozenset((ANNOUNCED, SENDING, ENDING, ENDED))
-"""States in which the receiver knows the stream (an ABORT means something to it)."""
-
-SENDING_TRANSITIONS: Transitions[SendState, SendEvent] = Transitions(
-    "sending",
-    {
-        (NEW, SendEvent.ANNOUNCE): ANNOUNCED,
-        (ANNOUNCED, SendEvent.TAKE_BACK): NEW,
-        (ANNOUNCED, SendEvent.START): SENDING,
-        (SENDING, SendEvent.ALL_SENT): ENDING,
-        (ENDING, SendEvent.END_SENT): ENDED,
-        **{(state, SendEvent.DONE): FINISHED for state in _ON_WIRE},
-        **{(state, SendEvent.FAIL): FINISHED for state in (NEW, *_ON_WIRE)},
-    },
-)
+NEW, ANNOUNCED, SENDING, ENDING, ENDED, DELIVERED, FAILED = SendState
 
 
 @implementer(IConsumer)
-class Stream:
+class Stream(SendSide):
     """
     A byte stream to send: put it in the arguments of a remote call (an
     upload) or return it from a remote method (a download).  Each instance
@@ -142,19 +98,14 @@ class Stream:
         self._hasher: OrderedHasher | None = None
         self._host: IStreamHost | None = None
         self.streamId: int | None = None
-        self.state = NEW
-        self.credit = SendCredit()
+        SendSide.__init__(self)
         self._hashBacklog = 0
-        self._heard = False
         self.sentBytes = 0
         self._ownDigest: bytes | None = None
         self._outcome = Outcome()
 
     def __repr__(self) -> str:
         return f"<Stream {self.streamId} {self.sentBytes}/{self.size} bytes sent>"
-
-    def _advance(self, event: SendEvent) -> None:
-        self.state = SENDING_TRANSITIONS.next(self.state, event)
 
     # -- what the application sees --------------------------------------------
 
@@ -227,7 +178,7 @@ class Stream:
 
         @raise IllegalTransition: it was sent before.
         """
-        self._advance(SendEvent.ANNOUNCE)
+        self.advance(SendEvent.ANNOUNCE)
         self._host, self.streamId = host, streamId
         self.source.limit(host.options.chunkSize)
 
@@ -242,7 +193,7 @@ class Stream:
 
     def takeBack(self) -> None:
         """The message announcing the stream was never sent: it may be sent again."""
-        self._advance(SendEvent.TAKE_BACK)
+        self.advance(SendEvent.TAKE_BACK)
         self._host, self.streamId = None, None
 
     def initialCredit(self, count: int) -> None:
@@ -256,24 +207,21 @@ class Stream:
         at the end of the reactor turn, so that grants read together make
         one frame.
         """
-        self._heard = self._heard or heard
-        if self.state not in _GRANTABLE:
-            return
         host = self._host
+        started = self.creditArrived(count, host.options.grantStep if host is not None else 1, heard)
+        if started is None:
+            return
         assert host is not None
-        if self.state is ANNOUNCED:
-            self.credit.firstGrant(count, host.options.grantStep)
+        if started:
             self._start(host)
             host.wake(self)
         else:
-            self.credit.grant(count)
             # At the end of the turn: grants that came in one read (a
             # receiver grants per piece, and a read may hold several
             # frames) make one frame, not one each.
             host.wakeSoon(self)
 
     def _start(self, host: IStreamHost) -> None:
-        self._advance(SendEvent.START)
         if self._sharedHasher is not None:
             self._hasher = self._sharedHasher
         elif self.digestName is not None:
@@ -314,7 +262,7 @@ class Stream:
 
     def _end(self) -> None:
         """Everything was sent: send END with the size and, once hashed, the digest."""
-        self._advance(SendEvent.ALL_SENT)
+        self.advance(SendEvent.ALL_SENT)
         try:
             self.size = self.source.finalSize(self.size)
         except StreamReset as error:
@@ -333,7 +281,7 @@ class Stream:
     def _sendEnd(self, digest: bytes | None) -> None:
         if self.state is not ENDING or self._host is None:
             return
-        self._advance(SendEvent.END_SENT)
+        self.advance(SendEvent.END_SENT)
         self._ownDigest = digest
         self._host.sendControl(END, self.streamId, self.size, digest)
 
@@ -341,15 +289,14 @@ class Stream:
         """The receiver confirmed everything arrived (verified): the stream succeeds."""
         if self._outcome.fired:
             return
-        self._advance(SendEvent.DONE)
+        self.advance(SendEvent.DONE)
         own = self._ownDigest
         result = TransferResult(self.size or 0, own if own is not None else digest, self.digestName, self.sentBytes)
         self._close()
         self._outcome.succeed(result)
 
-    def cancelReceived(self, code: str, message: str) -> None:
-        """The receiver gave up on the stream: it fails with the receiver's reason."""
-        error: Exception = IntegrityError(message) if code == "integrity" else StreamReset(code, message)
+    def cancelReceived(self, error: BaseException) -> None:
+        """The receiver gave up on the stream: it fails with C{error}, what its CANCEL means."""
         self._fail(error)
 
     def connectionLost(self, reason: Failure) -> None:
@@ -358,14 +305,15 @@ class Stream:
 
     def callFailed(self, failure: Failure) -> None:
         """The call carrying this stream failed: if the receiver never said it receives, nobody will."""
-        if not self._heard and self.state in _ON_WIRE:
-            # The peer may have refused the call before it saw the stream.
-            reason = StreamReset("cancelled", f"the call carrying the stream failed: {failure.getErrorMessage()}")
-            self._fail(reason, tell=None if self.state is ANNOUNCED else "cancelled")
-        elif isinstance(failure.value, CancelledError) and self.state is not FINISHED:
-            # The caller gave up on the call: the receiver is told to drop
-            # what it holds, and this side closes its source.
-            self._fail(StreamReset("cancelled", "the call carrying the stream was cancelled"), tell="cancelled")
+        heard = self.heard
+        giveUp, tell = self.callFailure(isinstance(failure.value, CancelledError))
+        if not giveUp:
+            return
+        # Unheard, the peer may have refused the call before it saw the
+        # stream; else the caller gave up on the call: the receiver is told
+        # to drop what it holds, and this side closes its source.
+        why = "was cancelled" if heard else f"failed: {failure.getErrorMessage()}"
+        self._fail(StreamReset("cancelled", f"the call carrying the stream {why}"), tell)
 
     # -- the end -------------------------------------------------------------------------
 
@@ -373,11 +321,10 @@ class Stream:
         if self._outcome.fired:
             return
         host = self._host
-        if tell is not None and host is not None and self.state in _ON_WIRE:
+        if tell is not None and host is not None and self.state in ON_WIRE:
             error = reason.value if isinstance(reason, Failure) else reason
-            text = "" if error is None else peerText(error)
-            host.sendControl(ABORT, self.streamId, tell, controlMessage(text))
-        self._advance(SendEvent.FAIL)
+            host.sendControl(*resetMessage(ABORT, self.streamId or 0, tell, error or Exception()))
+        self.advance(SendEvent.FAIL)
         self.source.stop()
         self._close()
         self._outcome.fail(reason)
@@ -388,7 +335,3 @@ class Stream:
         if self._host is not None:
             self._host.streamOver(self)
         self.source.close()
-
-
-_GRANTABLE = frozenset((ANNOUNCED, SENDING, ENDING))
-"""States in which a grant adds credit (after END, or at the end, it changes nothing)."""

@@ -9,18 +9,18 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
 from framing import Decoder, Encoder, Registry
-from framing.bulk.digests import IntegrityError
+from framing.bulk.digests import DigestUnavailable, IntegrityError
 from framing.bulk.errors import FlowControlError, StreamIdReused, StreamReset
+from framing.bulk.states import ReceiveState, SendState
 from framing.bulk.streams import (
     GRANT_STEP,
     WINDOW,
     ClientStreams,
     IncomingTransfer,
-    ReceiveState,
-    SendState,
     SendStream,
 )
 from framing.bulk.wire import (
+    ABORT,
     CANCEL,
     CONTROL_OPEN_TYPE,
     DATA_OPEN_TYPE,
@@ -37,7 +37,8 @@ from framing.bulk.wire import (
     dataFramePieces,
 )
 from framing.rpc.session import ClientSession
-from framing.rpc.wire import ANSWER, CALL, Message, addMessageTypes
+from framing.rpc.wire import ANSWER, CALL, FAIL, Message, addMessageTypes
+from framing.rpc.wire import CANCEL as RPC_CANCEL
 from framing.slicing.interfaces import ISlicer
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
@@ -145,6 +146,67 @@ class SendingTests(SynchronousTestCase):
         session.receive(server.send(Control((DONE, 1, None))))
         self.assertEqual(stream.state, SendState.DELIVERED)
 
+    def test_namedDigestRefusedByHello(self) -> None:
+        """A stream announced before the server's HELLO with a digest the HELLO lacks is given up when it comes:
+        ABORT digest-unavailable, no data (5.5; SendSide.helloKnown, as the Twisted sender)."""
+        session, streams, server = opened()
+        stream = SendStream(Source(b"x" * 100), 100, "sha256")
+        _, sent = session.call("waiter", 0, "put", ("name", stream), {})
+        server.read(sent)
+        session.receive(server.send(Control((HELLO, 0, "blake3", 4000))))
+        (abort,) = server.read(session.dataToSend())
+        self.assertEqual(tuple(abort[:3]), (ABORT, 1, "digest-unavailable"))
+        self.assertEqual((stream.state, type(stream.failure), server.frames), (SendState.FAILED, DigestUnavailable, []))
+
+
+class CallFailureTests(SynchronousTestCase):
+    """5.5.2: a stream whose CALL fails before any GRANT for it is given up; once granted it goes on, unless the
+    call is cancelled (SendSide.callFailure, as the Twisted sender)."""
+
+    def sent(self, window: int) -> tuple[ClientSession[Any], ScriptedServer, SendStream, int]:
+        session, streams, server = opened()
+        stream = SendStream(Source(b"x" * 100_000), 100_000, None)
+        requestId, sent = session.call("waiter", 0, "put", ("name", stream), {})
+        server.read(sent)
+        session.receive(server.send(Control((HELLO, 0, "sha256", window))))
+        server.read(session.dataToSend())
+        return session, server, stream, requestId
+
+    def fail(self, session: ClientSession[Any], server: ScriptedServer, requestId: int) -> list[Any]:
+        session.receive(server.send(Message((FAIL, requestId, "Violation", "refused", None, None))))
+        return server.read(session.dataToSend())
+
+    def test_unheardNotStarted(self) -> None:
+        """Announced, nothing sent (no window): it fails, and no ABORT goes (the server may never have seen it)."""
+        session, server, stream, requestId = self.sent(0)
+        self.assertEqual(self.fail(session, server, requestId), [])
+        self.assertEqual((stream.state, type(stream.failure)), (SendState.FAILED, StreamReset))
+
+    def test_unheardSending(self) -> None:
+        """Sending on the initial window, never granted: it fails with ABORT cancelled."""
+        session, server, stream, requestId = self.sent(4000)
+        self.assertEqual(stream.state, SendState.SENDING)
+        (abort,) = self.fail(session, server, requestId)
+        self.assertEqual(tuple(abort[:3]), (ABORT, 1, "cancelled"))
+        self.assertEqual(stream.state, SendState.FAILED)
+
+    def test_heardGoesOn(self) -> None:
+        """Once a GRANT came, the stream goes on whatever became of the call."""
+        session, server, stream, requestId = self.sent(4000)
+        session.receive(server.send(Control((GRANT, 1, 4000))))
+        server.read(session.dataToSend())
+        self.fail(session, server, requestId)
+        self.assertEqual(stream.state, SendState.SENDING)
+
+    def test_heardCancelled(self) -> None:
+        """The caller cancelling the call gives a heard stream up too: ABORT cancelled, with the CANCEL."""
+        session, server, stream, requestId = self.sent(4000)
+        session.receive(server.send(Control((GRANT, 1, 4000))))
+        server.read(session.dataToSend())
+        cancel, abort = server.read(session.cancel(requestId))
+        self.assertEqual((cancel[0], tuple(abort[:3])), (RPC_CANCEL, (ABORT, 1, "cancelled")))
+        self.assertEqual(stream.state, SendState.FAILED)
+
 
 class ReceivingTests(SynchronousTestCase):
     """A stream in an answer: granted when received, checked at its END, its waiter settled."""
@@ -187,6 +249,19 @@ class ReceivingTests(SynchronousTestCase):
         self.assertEqual(incoming.state, ReceiveState.FAILED)
         (cancel,) = server.read(session.dataToSend())
         self.assertEqual(cancel[:3], (CANCEL, 1, "integrity"))
+
+    def test_sizeMismatch(self) -> None:
+        """An END stating another size than was received, for a stream with a digest, sends CANCEL size (5.5.4) and
+        settles the waiter with StreamReset, as the Twisted receiver does (framing.bulk.connection.endSize)."""
+        session, streams, server, incoming = self.announced()
+        streams.startReceiving(incoming, Sink(), "receiver")
+        session.dataToSend()
+        frame = b"".join(dataFramePieces(1, 0, b"01234"))
+        digest = hashlib.sha256(b"01234").digest()
+        ((waiter, result, error),) = session.receive(frame + server.send(Control((END, 1, 10, digest))))
+        self.assertEqual((type(error), error.code), (StreamReset, "size"))  # type: ignore[union-attr]
+        (cancel,) = server.read(session.dataToSend())
+        self.assertEqual(cancel[:3], (CANCEL, 1, "size"))
 
     def test_pastCredit(self) -> None:
         """A frame past the credit granted ends the session with FlowControlError; the receiver fails with it."""

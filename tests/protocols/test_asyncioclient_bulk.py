@@ -14,7 +14,7 @@ from typing import Any
 
 from framing.bulk import IntegrityError
 from framing.bulk.errors import StreamReset
-from framing.bulk.streams import ReceiveState
+from framing.bulk.states import ReceiveState
 from framing.rpc.errors import ConnectionLost
 from protocols.asynciobulk import AsyncBulkConnection, connect
 from protocols.bulkfiles import Progress, uploadSteps

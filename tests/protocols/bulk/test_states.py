@@ -11,7 +11,16 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
 from framing import EncodingError
-from framing.bulk.wire import ABORT, CANCEL, DONE, END, GRANT
+from framing.bulk.states import (
+    RECEIVING_TRANSITIONS,
+    SENDING_TRANSITIONS,
+    ReceiveEvent,
+    ReceiveState,
+    SendEvent,
+    SendState,
+)
+from framing.bulk.streams import IncomingTransfer, SendStream
+from framing.bulk.wire import ABORT, CANCEL, DONE, END, GRANT, Control
 from protocols.bulk import (
     BulkBroker,
     BulkBrokerFactory,
@@ -26,8 +35,6 @@ from protocols.bulk import (
     bulkOf,
     callingChannel,
 )
-from protocols.bulk.receiving import RECEIVING_TRANSITIONS, ReceiveEvent, ReceiveState
-from protocols.bulk.sending import SENDING_TRANSITIONS, SendEvent, SendState
 from protocols.bulk.sinks import CallbackSink
 from protocols.bulk.tuning import RoundTrips
 from protocols.interfaces import IBrokerExtension
@@ -45,23 +52,23 @@ SENDING_EXPECTED = {
     (S.ANNOUNCED, SE.START): S.SENDING,
     (S.SENDING, SE.ALL_SENT): S.ENDING,
     (S.ENDING, SE.END_SENT): S.ENDED,
-    (S.ANNOUNCED, SE.DONE): S.FINISHED,
-    (S.SENDING, SE.DONE): S.FINISHED,
-    (S.ENDING, SE.DONE): S.FINISHED,
-    (S.ENDED, SE.DONE): S.FINISHED,
-    (S.NEW, SE.FAIL): S.FINISHED,
-    (S.ANNOUNCED, SE.FAIL): S.FINISHED,
-    (S.SENDING, SE.FAIL): S.FINISHED,
-    (S.ENDING, SE.FAIL): S.FINISHED,
-    (S.ENDED, SE.FAIL): S.FINISHED,
+    (S.ANNOUNCED, SE.DONE): S.DELIVERED,
+    (S.SENDING, SE.DONE): S.DELIVERED,
+    (S.ENDING, SE.DONE): S.DELIVERED,
+    (S.ENDED, SE.DONE): S.DELIVERED,
+    (S.NEW, SE.FAIL): S.FAILED,
+    (S.ANNOUNCED, SE.FAIL): S.FAILED,
+    (S.SENDING, SE.FAIL): S.FAILED,
+    (S.ENDING, SE.FAIL): S.FAILED,
+    (S.ENDED, SE.FAIL): S.FAILED,
 }
 
 RECEIVING_EXPECTED = {
-    (R.IDLE, RE.START): R.RECEIVING,
+    (R.ANNOUNCED, RE.START): R.RECEIVING,
     (R.RECEIVING, RE.END): R.ENDED,
     (R.ENDED, RE.ALL_RELEASED): R.VERIFYING,
     (R.VERIFYING, RE.COMPLETED): R.DONE,
-    (R.IDLE, RE.FAIL): R.FAILED,
+    (R.ANNOUNCED, RE.FAIL): R.FAILED,
     (R.RECEIVING, RE.FAIL): R.FAILED,
     (R.ENDED, RE.FAIL): R.FAILED,
     (R.VERIFYING, RE.FAIL): R.FAILED,
@@ -90,10 +97,12 @@ class SendingTableTests(SynchronousTestCase):
                     ("sending", state.name, event.name),
                 )
 
-    def test_finishedIsFinal(self) -> None:
-        """Nothing leaves FINISHED: a finished stream cannot be started again."""
-        with self.assertRaises(IllegalTransition):
-            SENDING_TRANSITIONS.next(S.FINISHED, SE.START)
+    def test_overIsFinal(self) -> None:
+        """Nothing leaves DELIVERED or FAILED: a stream that is over cannot be started again."""
+        for over in (S.DELIVERED, S.FAILED):
+            for event in SE:
+                with self.assertRaises(IllegalTransition):
+                    SENDING_TRANSITIONS.next(over, event)
 
     def test_sendingTwiceIsIllegal(self) -> None:
         """Announcing a stream that was already sent raises IllegalTransition (a RuntimeError)."""
@@ -102,6 +111,31 @@ class SendingTableTests(SynchronousTestCase):
         with self.assertRaises(IllegalTransition):
             stream.announce(RecordingHost(), 2)
         self.assertIsInstance(IllegalTransition("sending", "A", "B"), RuntimeError)
+
+
+class OneTableTests(SynchronousTestCase):
+    """Every shell's streams are in the states of framing.bulk.states, defined there alone."""
+
+    def test_sameStates(self) -> None:
+        """A Twisted Stream and a client's SendStream start in the same state object; a Receiver and an
+        IncomingTransfer likewise."""
+        self.assertIs(Stream(b"abc").state, SendStream(Stream(b"abc").source, 3).state)
+        receiver = Receiver(RecordingHost(), 1, 3, None, CallbackSink(lambda data: None), True, None)
+        self.assertIs(receiver.state, IncomingTransfer(1, 3, None).state)
+
+    def test_definedOnce(self) -> None:
+        """No bulk module but framing.bulk.states defines a state or event class or a transition table."""
+        import inspect
+
+        import framing.bulk.streams
+        import protocols.bulk.receiving
+        import protocols.bulk.sending
+
+        for module in (framing.bulk.streams, protocols.bulk.receiving, protocols.bulk.sending):
+            source = inspect.getsource(module)
+            self.assertNotIn("class SendState", source)
+            self.assertNotIn("class ReceiveState", source)
+            self.assertNotIn("Transitions(", source)
 
 
 class ReceivingTableTests(SynchronousTestCase):
@@ -178,7 +212,7 @@ class SendingHostTests(SynchronousTestCase):
     """A Stream runs against any IStreamHost, asking it only for what the protocol names."""
 
     def test_wholeLife(self) -> None:
-        """A stream goes NEW, ANNOUNCED, SENDING, ENDED, FINISHED, sending frames, END and forgetting itself."""
+        """A stream goes NEW, ANNOUNCED, SENDING, ENDED, DELIVERED, sending frames, END and forgetting itself."""
         host = RecordingHost()
         data = payload(40_000)
         stream = Stream(data, digest=None)
@@ -190,7 +224,7 @@ class SendingHostTests(SynchronousTestCase):
         self.assertEqual(sum(call[3] for call in host.named("data")), len(data))
         self.assertEqual(host.named("control"), [("control", END, 5, len(data), None)])
         stream.doneReceived(None)
-        self.assertIs(stream.state, S.FINISHED)
+        self.assertIs(stream.state, S.DELIVERED)
         self.assertEqual(host.named("streamOver"), [("streamOver", 5)])
         self.assertEqual(self.successResultOf(stream.whenDone()).transferred, len(data))
 
@@ -222,7 +256,7 @@ class SendingHostTests(SynchronousTestCase):
         stream.announce(host, 2)
         stream.abort("no")
         self.assertEqual(host.named("control"), [("control", ABORT, 2, "cancelled", "cancelled: no")])
-        self.assertIs(stream.state, S.FINISHED)
+        self.assertIs(stream.state, S.FAILED)
         self.failureResultOf(stream.whenDone(), StreamReset)
 
     def test_callCancelled(self) -> None:
@@ -314,6 +348,19 @@ class SendTransactionTests(SynchronousTestCase):
         self.failureResultOf(pair.root.callRemote("keep", [stream, object()]), EncodingError)
         self.assertIs(stream.state, S.NEW)
         self.assertEqual(pair.client.bulk.streamCount, 0)
+
+    def test_grantBeforeHelloIgnored(self) -> None:
+        """A GRANT that comes before the peer's HELLO (a peer breaking 5.5.3) starts nothing: the stream waits,
+        announced, for the HELLO, and then goes as usual (framing.bulk.connection.dispatch)."""
+        pair = BulkPair(Store())
+        data = payload(1000)
+        stream = Stream(data)
+        done = pair.root.callRemote("upload", stream)
+        pair.client.bulk.controlReceived(Control((GRANT, 1, 100_000)))  # type: ignore[attr-defined]
+        self.assertIs(stream.state, S.ANNOUNCED)
+        pair.flush()
+        self.assertIs(stream.state, S.DELIVERED)
+        self.successResultOf(done)
 
     def test_controlOpsRouted(self) -> None:
         """The ops a sender receives (GRANT, DONE, CANCEL) and a receiver receives (END, ABORT) are the wire's."""
