@@ -22,16 +22,6 @@ from .heldinput import NOTHING_HELD, HeldInput
 
 HELD_READS = "held-reads"
 """The ledger account of the reads a paused connection keeps undecoded (L{HeldInput}, capped by max_buffered_bytes)."""
-DECODING = "decoding"
-"""
-The ledger account of what the decoder holds between reads: the bytes of
-tokens not yet complete (C{Decoder.buffered}: the compiled core keeps an
-unfinished object's bytes so until it lies whole) and the object part-way
-built (C{Decoder.held_cost}, the measure C{Limits.max_object_memory}
-bounds), so that a listener's pool bounds many connections each part-way
-through a large object.  Settled after a read that completed nothing or
-while something is charged, so the usual read (whole messages) adds one test.
-"""
 
 
 class Inbound:
@@ -47,7 +37,6 @@ class Inbound:
         self.protocol = protocol
         self.paused = False
         self.controlBytesReceived = 0
-        self.decoding = 0
         self.held = HeldInput()
         self._inRead = False
         self._sendBacklogged = False
@@ -90,8 +79,6 @@ class Inbound:
             self.dispatch(getattr(error, "results", ()))
             protocol.failConnection(error)
             return
-        if not results or self.decoding:
-            self._settleDecoding(decoder.held_cost + decoder.buffered)
         controlBytes = self._controlEvents() if decoder.control_events else 0
         receiver = protocol.receiver
         for index, obj in enumerate(results):
@@ -111,12 +98,6 @@ class Inbound:
                     observer.dataRead(length, done, controlBytes)
                 else:
                     observer.dataDecoded(length, done, controlBytes)
-
-    def _settleDecoding(self, cost: int) -> None:
-        """Charge the object being decoded by C{cost} (account L{DECODING}), if that changed."""
-        if cost != self.decoding:
-            self.decoding = cost
-            self.protocol.ledger.settle(DECODING, cost)
 
     def dispatch(self, results: Iterable[Any]) -> None:
         """Hand C{results} (objects and refusals) to the receiver, in order."""

@@ -359,42 +359,6 @@ class FlowControlTests(SynchronousTestCase):
         protocol.transport.resumeProducing()
         self.assertEqual(protocol.ledger.holding("held-reads"), 0)
 
-    def test_objectBeingDecodedCharged(self) -> None:
-        """
-        What the decoder holds of an object part-way decoded is charged
-        (account decoding: its held_cost and buffered bytes), settled as it
-        grows and released when it is complete; a read of whole objects
-        charges nothing.
-        """
-        protocol = Recorder()
-        connected(protocol)
-        protocol.dataReceived(tokenBytes(dumps(list(range(100)))))
-        self.assertEqual(protocol.ledger.holding("decoding"), 0)
-        whole = tokenBytes(dumps([[0] * 1000 for _ in range(20)]))
-        cut = len(whole) // 2
-        protocol.dataReceived(whole[:cut])
-        first = protocol.ledger.holding("decoding")
-        self.assertEqual(first, protocol.decoder.held_cost + protocol.decoder.buffered)
-        self.assertGreater(first, 0)
-        protocol.dataReceived(whole[cut : cut + 1000])
-        more = protocol.ledger.holding("decoding")
-        self.assertEqual(more, protocol.decoder.held_cost + protocol.decoder.buffered)
-        self.assertGreater(more, first)
-        protocol.dataReceived(whole[cut + 1000 :])
-        self.assertEqual(protocol.ledger.holding("decoding"), 0)
-        self.assertEqual(len(protocol.received[-1]), 20)
-
-    def test_objectBeingDecodedStopsReadingPastTheBudget(self) -> None:
-        """Past the connection's budget, an object being decoded stops reading until the budget has room again."""
-        protocol = Recorder(Limits(max_connection_memory=5_000))
-        transport = connected(protocol)
-        whole = tokenBytes(dumps([[0] * 1000 for _ in range(20)]))
-        protocol.dataReceived(whole[: len(whole) // 2])
-        self.assertTrue(protocol.ledger.full)
-        self.assertEqual(transport.producerState, "paused")
-        protocol.dataReceived(whole[len(whole) // 2 :])  # (what was in flight is held, not decoded)
-        self.assertEqual(protocol.ledger.holding("held-reads"), len(whole) - len(whole) // 2)
-
     def test_resumeInsideObjectReceived(self) -> None:
         """Pausing and resuming inside objectReceived delivers the rest without reordering."""
         order: list[Any] = []
