@@ -12,7 +12,7 @@ transaction is committed with C{PRAGMA synchronous=FULL}: an answered put
 survives C{kill -9} of every process and a power loss too (FULL makes
 SQLite sync the WAL on every commit; NORMAL would save that sync but may
 lose the last commits on a power loss).  Writers in several processes take
-turns: each waits up to C{busyTimeout} seconds (L{BUSY_TIMEOUT}, 1 s) for
+turns: each waits up to C{busyTimeout} seconds (L{BUSY_TIMEOUT}, 5 s) for
 the write lock, and holds it only for its own few statements.  A call that
 cannot take the lock in that time (another process holds the file locked),
 or that the file refuses (unreadable, full disk), fails with
@@ -54,12 +54,14 @@ from contextlib import contextmanager
 
 from .storage import DEFAULT_LIMITS, ChangeLog, StoreLimits, StoreUnavailable, checkedKeys, fullError
 
-BUSY_TIMEOUT = 1.0
+BUSY_TIMEOUT = 5.0
 """
 Seconds a call waits for another process's transaction before it fails
 with L{StoreUnavailable}: far longer than any of theirs takes (a few
-statements and a sync), short enough that a file locked by something else
-fails a call quickly instead of holding the reactor.
+statements and a sync, though on a loaded machine a waiting writer may
+not run for a second or more: 1 s failed so in a fresh clone beside four
+busy loops), and well within a call's deadline.  The wait holds one of the
+store's pool threads, never the reactor.
 """
 
 JOURNAL_SIZE_LIMIT = 8 * 1024 * 1024

@@ -55,14 +55,15 @@ class DevCommandTests(SynchronousTestCase):
         """
         dev.py test runs pytest on the compiled core and trial on the pure
         one together, each process-run test module in exactly one of them and
-        every other in both; then ruff and mypy.
+        every other in both; and the lint (ruff, mypy) beside them.
         """
         self.assertEqual(self.dev.main(["test"]), 0)
         self.assertEqual(self.calls[0], ("ensure_venv",))
-        [[(pytest, pytestPure, _), (trial, trialPure, _)]] = self.together
+        [[(pytest, pytestPure, _), (trial, trialPure, _), (lint, _, _)]] = self.together
         self.assertEqual(
             (pytest[:2], pytestPure, trial[:2], trialPure), (["-m", "pytest"], False, ["-m", "twisted.trial"], True)
         )
+        self.assertEqual(lint, ["dev.py", "lint"])
         everything = self.dev.testModules(())
         ignored = [argument.split("=", 1)[1] for argument in pytest if argument.startswith("--ignore=")]
         byPytest = set(self.dev.testModules(tuple(ignored)))
@@ -72,8 +73,6 @@ class DevCommandTests(SynchronousTestCase):
         self.assertIn("tests.attack.test_attack", once & byPytest)
         self.assertIn("tests.examples.test_bulk_cli", once & byTrial)
         self.assertIn("tests.framing.test_codec", byPytest & byTrial)
-        tools = [call[1] for call in self.calls[1:]]
-        self.assertEqual(tools, ["ruff", "ruff", "mypy"])
 
     def test_testModules(self) -> None:
         """testModules names each test module under tests/ once, less a whole folder or one file asked for."""
