@@ -96,6 +96,21 @@ class ObjectBudget:
         self.innermost_budgeted = budgeted
         return items > self.max_items or cost > self.max_memory
 
+    def held(self) -> int:
+        """
+        The estimate as of now: the last checkpoint's C{cost} plus what the
+        innermost built-in container took since (its items past C{settled},
+        and its C{extra}), which the next checkpoint will charge.  Between
+        checkpoints a flat container grows unseen up to its cap (a list of
+        small ints: up to the whole budget), so a reader of the cost between
+        reads asks this, not C{cost}.  O(1); charges nothing.
+        """
+        cost = self.cost
+        if self.innermost_budgeted:
+            top = self._stack[-1]
+            cost += (len(top.items) - top.settled) * top.item_cost + top.extra
+        return cost
+
     def settle(self, unslicer: Any) -> None:
         """Charge what a built-in container gained since its last checkpoint."""
         length = len(unslicer.items)

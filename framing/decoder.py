@@ -188,8 +188,12 @@ class Decoder:
 
     @property
     def held_cost(self) -> int:
-        """Estimated bytes the object being built holds beyond its wire bytes, at the last checkpoint (0 between)."""
-        return self._budget.cost if self._stack else 0
+        """
+        Estimated bytes the object being built holds beyond its wire bytes,
+        as of now (L{ObjectBudget.held}: the last checkpoint's count and the
+        items the innermost container took since), 0 between objects.  O(1).
+        """
+        return self._budget.held() if self._stack else 0
 
     def _boundary(self) -> bool:
         return self._scanner.at_boundary and not self._stack and self.state is BUILDING

@@ -24,13 +24,17 @@ HELD_READS = "held-reads"
 """The ledger account of the reads a paused connection keeps undecoded (L{HeldInput}, capped by max_buffered_bytes)."""
 DECODING = "decoding"
 """
-The ledger account of what the decoder holds between reads: the bytes of
-tokens not yet complete (C{Decoder.buffered}: the compiled core keeps an
-unfinished object's bytes so until it lies whole) and the object part-way
-built (C{Decoder.held_cost}, the measure C{Limits.max_object_memory}
-bounds), so that a listener's pool bounds many connections each part-way
-through a large object.  Settled after a read that completed nothing or
-while something is charged, so the usual read (whole messages) adds one test.
+The ledger account of what the decoder holds between reads: the object
+part-way built, by C{Decoder.held_cost} (the measure
+C{Limits.max_object_memory} bounds: what it holds beyond its wire bytes)
+plus its wire bytes so far (L{Inbound.objectBytes}: the bodies it holds,
+one for one; a large array's or bytes' body streams into the value being
+built, which neither of the decoder's counts sees), or the bytes of tokens
+not yet complete if more (C{Decoder.buffered}: the compiled core keeps an
+unfinished object's bytes so until it lies whole), so that a listener's
+pool bounds many connections each part-way through a large object.
+Settled after a read that completed nothing or while something is
+charged, so the usual read (whole messages) adds one test.
 """
 
 
@@ -41,6 +45,12 @@ class Inbound:
     @ivar paused: whether delivery is paused.
     @ivar controlBytesReceived: bytes of PING and PONG tokens received so far.
     @ivar held: the L{HeldInput} kept while paused.
+    @ivar decoding: what account L{DECODING} holds for this connection.
+    @ivar objectBytes: bytes read since the last read that completed an
+        object, while one is in progress (the decoder holds part of one):
+        the wire bytes of the object being built, short by at most what
+        the read that began it held after the previous object (that read
+        completed one, and is not measured: the usual read pays nothing).
     """
 
     def __init__(self, protocol: Any) -> None:
@@ -48,6 +58,7 @@ class Inbound:
         self.paused = False
         self.controlBytesReceived = 0
         self.decoding = 0
+        self.objectBytes = 0
         self.held = HeldInput()
         self._inRead = False
         self._sendBacklogged = False
@@ -91,7 +102,12 @@ class Inbound:
             protocol.failConnection(error)
             return
         if not results or self.decoding:
-            self._settleDecoding(decoder.held_cost + decoder.buffered)
+            held, buffered = decoder.held_cost, decoder.buffered
+            if results or not (held or buffered):
+                self.objectBytes = 0
+            else:
+                self.objectBytes += len(data)
+            self._settleDecoding(held + (buffered if buffered > self.objectBytes else self.objectBytes))
         controlBytes = self._controlEvents() if decoder.control_events else 0
         receiver = protocol.receiver
         for index, obj in enumerate(results):

@@ -173,6 +173,24 @@ class ObjectBudgetTests(SynchronousTestCase):
         decoder.feed(CLOSE_TOKEN * 2)
         self.assertEqual(decoder.held_cost, 0)
 
+    def test_held_cost_counts_a_flat_container_between_checkpoints(self) -> None:
+        """
+        held_cost counts the items a flat list took since its OPEN, although
+        the budget settles them only at its cap: a list of 20,000 ints cut
+        short holds about 50 bytes an item, not the 56 of its OPEN (on both
+        cores: the compiled one hands back an object cut this long).
+        """
+        from framing.slicing.builtin import ListUnslicer
+
+        for module in [None, _core.speedups]:
+            with core(module):
+                decoder = Decoder()
+            decoder.feed(PREAMBLE + opened("list") + integer(1000) * 20_000)
+            self.assertGreaterEqual(decoder.held_cost, 20_000 * ListUnslicer.item_cost)
+            self.assertLess(decoder.held_cost, 20_000 * ListUnslicer.item_cost + 4096)
+            decoder.feed(CLOSE_TOKEN)
+            self.assertEqual(decoder.held_cost, 0)
+
 
 class BagUnslicer(Unslicer):
     """A user unslicer that keeps whatever it is given, with no cap of its own."""

@@ -374,15 +374,36 @@ class FlowControlTests(SynchronousTestCase):
         cut = len(whole) // 2
         protocol.dataReceived(whole[:cut])
         first = protocol.ledger.holding("decoding")
-        self.assertEqual(first, protocol.decoder.held_cost + protocol.decoder.buffered)
+        self.assertEqual(first, protocol.decoder.held_cost + max(protocol.decoder.buffered, cut))
         self.assertGreater(first, 0)
         protocol.dataReceived(whole[cut : cut + 1000])
         more = protocol.ledger.holding("decoding")
-        self.assertEqual(more, protocol.decoder.held_cost + protocol.decoder.buffered)
+        self.assertEqual(more, protocol.decoder.held_cost + max(protocol.decoder.buffered, cut + 1000))
         self.assertGreater(more, first)
         protocol.dataReceived(whole[cut + 1000 :])
         self.assertEqual(protocol.ledger.holding("decoding"), 0)
         self.assertEqual(len(protocol.received[-1]), 20)
+
+    def test_objectBeingDecodedChargedItsWireBytes(self) -> None:
+        """
+        The wire bytes of an object being decoded are charged with it: an
+        array's body streams into the array being built, which neither the
+        decoder's held_cost nor its buffered bytes count (half of a 1 MiB
+        array arrived: at least that half charged, released once whole).
+        """
+        import array
+
+        protocol = Recorder()
+        connected(protocol)
+        whole = tokenBytes(dumps(array.array("d", bytes(1 << 20))))
+        half = len(whole) // 2
+        for start in range(0, half, 64 * 1024):
+            protocol.dataReceived(whole[start : min(start + 64 * 1024, half)])
+        self.assertGreaterEqual(protocol.ledger.holding("decoding"), half)
+        self.assertLess(protocol.ledger.holding("decoding"), half + 64 * 1024)
+        protocol.dataReceived(whole[half:])
+        self.assertEqual(protocol.ledger.holding("decoding"), 0)
+        self.assertEqual(len(protocol.received[-1]), (1 << 20) // 8)
 
     def test_objectBeingDecodedStopsReadingPastTheBudget(self) -> None:
         """Past the connection's budget, an object being decoded stops reading until the budget has room again."""
