@@ -93,14 +93,16 @@ class FloodTests(SynchronousTestCase):
         (Before: the call waited for its timeout while the FAILs piled up.)
         """
         server = FloodingServer(self, calls=True)
-        connection = connect(server.address, callTimeout=HANG)
-        self.addCleanup(connection.close)
         started = time.monotonic()
-        # Dropped during the call (TooManyRefusals), or, on a loaded machine, before it is made:
-        # then the call is refused as on a dead connection, naming why it ended.
+        connections = []
+        # Dropped during the call (TooManyRefusals); on a loaded machine before it is made (the call is then
+        # refused as on a dead connection, naming why it ended), or while connecting (the flood starts at once).
         with self.assertRaises((TooManyRefusals, DeadReferenceError)) as raised:
-            connection.root.callRemote("echo", 1)
+            connections.append(connect(server.address, callTimeout=HANG))
+            self.addCleanup(connections[0].close)
+            connections[0].root.callRemote("echo", 1)
         self.assertLess(time.monotonic() - started, HANG / 2)
         self.assertIn("more than 1000 refusals", str(raised.exception))
-        self.assertEqual(connection._outbox, [])
-        self.assertEqual(connection._session.ledger.held, 0)
+        for connection in connections:
+            self.assertEqual(connection._outbox, [])
+            self.assertEqual(connection._session.ledger.held, 0)
