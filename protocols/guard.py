@@ -163,6 +163,8 @@ class GuardPolicy:
         holds nothing reads on.  64 MiB, one connection's default budget:
         without it, N connections may make a server hold N budgets (four
         non-reading connections held 165 MiB of stream items and answers).
+        A C{twist} service with C{--workers N} gives each worker 1/N of it,
+        so the server as a whole holds no more than one pool.
     """
 
     preambleTimeout: float | None = 10.0
@@ -855,7 +857,7 @@ def addGuardArguments(parser: Any, policy: GuardPolicy | None = None) -> None:
         ("--new-peer-reserve", "newPeerReserve", int, "of --max-connections, kept for addresses with none up"),
         ("--fair-eviction", "fairEviction", int, "1: when full, evict from the address holding the most (0: never)"),
         ("--max-awaiting-header", "maxAwaitingHeader", int, "connections waiting for a PROXY header (0: no limit)"),
-        ("--max-held-bytes", "maxHeldBytes", int, "bytes all connections may hold for their peers (0: no limit)"),
+        ("--max-held-bytes", "maxHeldBytes", int, "bytes all connections hold for peers (0: none; --workers share it)"),
     ]:
         parser.add_argument(option, dest=dest, type=kind, default=getattr(policy, dest), help=help)
 

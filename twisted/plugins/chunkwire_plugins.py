@@ -594,6 +594,10 @@ def _supervisor(options: _Options, tapname: str) -> Any:
         if shared is not None:
             command = _withOption(command, f"--throttle-db={shared}")
     count, grace = options["workers"], options["grace"]
+    held = options.policy().maxHeldBytes
+    if held:
+        # --max-held-bytes bounds the server, not each worker: N workers with the whole pool each would hold N pools.
+        command = _withOption(command, f"--max-held-bytes={max(1, held // count)}")
     return Supervisor(reactor, options["listen"], command, count, reusePort=options["reuse-port"], grace=grace)
 
 
