@@ -439,6 +439,7 @@ class ConnectionGuard:
         self.clock = clock
         self.pingsSent = 0
         self._timer: Any = None
+        self._confirming = False
         self._abort: Any = None
         self._host: str | None = None
         self._received = 0
@@ -670,6 +671,7 @@ class ConnectionGuard:
         return deadlines
 
     def _schedule(self) -> None:
+        self._confirming = False
         deadlines = self._deadlines()
         if deadlines:
             when = min(deadline for deadline, _ in deadlines)
@@ -699,6 +701,13 @@ class ConnectionGuard:
                 # A stream paused by flow control: the peer waits, it is not idle.
                 self._lastObject = now
                 continue
+            if not self._confirming:
+                # A busy reactor runs its timers before it reads: bytes that beat the deadline may be waiting
+                # unread (an honest client's preamble, after a two-second stall under load).  Look again once
+                # the reactor has read them, one turn later; a peer that sent nothing is dropped then.
+                self._confirming = True
+                self._timer = self.clock.callLater(0, self._check)
+                return
             self._drop(*self._reason(rule, now))
             return
         self._schedule()

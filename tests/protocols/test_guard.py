@@ -93,6 +93,23 @@ class GuardTests(SynchronousTestCase):
         self.clock.advance(5)
         self.assertIsNone(connection.dropped())
 
+    def test_bytesWaitingAtTheDeadline(self) -> None:
+        """
+        Bytes the reactor reads in the same turn as the deadline's timer
+        fires are read before the rule drops anyone: a busy reactor runs its
+        timers before it reads, so an honest client whose preamble arrived
+        during a stall was dropped as silent.  A peer that sent nothing is
+        dropped one turn later.
+        """
+        connection = _Connection(self.clock)
+        # Due at the deadline, but after the guard's timer (made earlier): as a read in the turn the timer fires.
+        self.clock.callLater(5.0, connection.protocol.dataReceived, PREAMBLE)
+        self.clock.advance(5.0)
+        self.assertIsNone(connection.dropped())
+        silent = _Connection(self.clock)
+        self.clock.advance(5.0)
+        self.assertEqual(silent.dropped(), "preamble-timeout")
+
     def test_slowHeader(self) -> None:
         """One byte a second of an object is dropped as stalled after about stallTimeout."""
         connection = _Connection(self.clock)

@@ -147,7 +147,9 @@ class FairEvictionTests(SynchronousTestCase):
 
     def fill(self, policy: GuardPolicy) -> list[Any]:
         """Eight connections from a, two from b: every slot of ten taken, none idle enough to evict."""
-        return [self.connect(host, policy) for host in "a" * 8 + "b" * 2]
+        # Kept for the test's life: the counter holds their guards, which hold their protocols weakly.
+        self.held = [self.connect(host, policy) for host in "a" * 8 + "b" * 2]
+        return self.held
 
     def test_newAddressEvictsFromTheBusiest(self) -> None:
         """A new address gets in by dropping the least recently active connection of the address holding the most."""
