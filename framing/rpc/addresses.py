@@ -253,6 +253,11 @@ class AddressBook(Generic[C]):
 
     # -- what the book tells the shell -------------------------------------
 
+    @property
+    def hasReady(self) -> bool:
+        """Whether some address is ready for new calls."""
+        return bool(self._ready)
+
     def pick(self) -> Address[C] | None:
         """
         The ready address a new call goes to, or C{None}: pick_first's first
