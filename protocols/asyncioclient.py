@@ -1282,7 +1282,7 @@ class AsyncFailover:
                 self._spawn(connection.close())
                 self.book.lost(address)
             elif address.state is AddressState.READY and connection.ended:
-                self.book.lost(address)
+                self.book.lost(address, ConnectionLost(f"the connection to {connection.peer} ended"))
 
     def _spawn(self, work: Any) -> None:
         task = self._loop.create_task(work)

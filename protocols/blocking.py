@@ -1627,7 +1627,7 @@ class BlockingFailover:
                     connection.close()
                     self.book.lost(address)
             elif address.state is AddressState.READY and connection is not None and connection.ended:
-                self.book.lost(address)
+                self.book.lost(address, ConnectionLost(f"the connection to {connection.peer} ended"))
 
     def _connectOrWait(self, step: Wait[BlockingConnection]) -> None:
         """Connect to the addresses C{step} names, in turn, on this thread; else wait, to C{step.until}."""

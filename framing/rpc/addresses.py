@@ -117,6 +117,7 @@ class Address(Generic[C]):
     @ivar failures: attempts failed in a row.
     @ivar retryAt: when a L{AddressState.BACKING_OFF} address may be tried again (the shell's clock).
     @ivar error: the last attempt's or connection's error, or C{None}.
+    @ivar suspect: its connection was lost with an error (not after a drain) and none was made since.
     """
 
     def __init__(self, target: Hashable) -> None:
@@ -126,6 +127,7 @@ class Address(Generic[C]):
         self.failures = 0
         self.retryAt = 0.0
         self.error: BaseException | None = None
+        self.suspect = False
 
     def __repr__(self) -> str:
         return f"<Address {self.target!r} {self.state.value}>"
@@ -214,6 +216,7 @@ class AddressBook(Generic[C]):
         address.connection = connection
         address.failures = 0
         address.error = None
+        address.suspect = False
         if address not in self._ready:
             self._ready.append(address)
 
@@ -233,12 +236,16 @@ class AddressBook(Generic[C]):
 
     def lost(self, address: Address[C], error: BaseException | None = None) -> None:
         """
-        C{address}'s connection is over (closed after a drain, or lost): it
-        is idle, and may be connected again at once (its next failed attempt
-        backs off).
+        C{address}'s connection is over (closed after a drain, or lost with
+        C{error}): it is idle, and may be connected again at once (its next
+        failed attempt backs off); one lost with an error other than after a
+        drain (its server died or went silent) comes after the other
+        addresses in pick_first's order, until it connects again.
         """
         if address in self._ready:
             self._ready.remove(address)
+        # Lost other than after a drain: a server that died or went silent.  Tried again at once, but after the others.
+        address.suspect = error is not None and address.state is not AddressState.DRAINING
         address.state = AddressState.IDLE
         address.connection = None
         if error is not None:
@@ -275,15 +282,15 @@ class AddressBook(Generic[C]):
         """
         The addresses to connect to now, marked L{AddressState.CONNECTING}:
         for pick_first, while none is ready nor connecting, the first in
-        order that is idle or whose backoff is over; for round_robin, every
-        such address.  The shell connects to each and reports
+        order that is idle or whose backoff is over (those whose connection
+        was lost with an error last); for round_robin, every such address.  The shell connects to each and reports
         (L{connected}, L{connectFailed}).
         """
         due = [entry for entry in self.addresses if self._due(entry, now)]
         if self.policy == PICK_FIRST:
             if self._ready or any(entry.state is AddressState.CONNECTING for entry in self.addresses):
                 return ()
-            due = due[:1]
+            due = sorted(due, key=lambda entry: entry.suspect)[:1]
         for entry in due:
             entry.state = AddressState.CONNECTING
         return tuple(due)

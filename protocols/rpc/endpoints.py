@@ -826,6 +826,7 @@ def reconnecting(
     timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
     policy: str = PICK_FIRST,
     backoff: Backoff | None = None,
+    silenceTimeout: float | None = 60.0,
 ) -> FailoverClient: ...
 
 
@@ -845,6 +846,7 @@ def reconnecting(
     timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
     policy: str = PICK_FIRST,
     backoff: Backoff | None = None,
+    silenceTimeout: float | None = 60.0,
 ) -> ReconnectingClient | FailoverClient:
     """
     A started L{ReconnectingClient} for the client endpoint C{description}
@@ -865,7 +867,9 @@ def reconnecting(
     L{framing.rpc.addresses.Backoff}, instead of C{retryPolicy}); a server
     that drains, dies or is cut off has new calls move to another within
     C{moveTimeout} seconds or the call's deadline; a call is never sent
-    twice.
+    twice.  A server cut off is noticed by C{silenceTimeout} (a PING at half
+    of it while calls wait, the connection aborted after all of it): the
+    calls written there fail, new ones go elsewhere.
     """
     if isinstance(description, list):
         failover = FailoverClient(
@@ -882,6 +886,7 @@ def reconnecting(
             interceptors=interceptors,
             timeout=timeout,
             backoff=backoff,
+            silenceTimeout=silenceTimeout,
         )
         failover.startService()
         return failover

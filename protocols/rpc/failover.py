@@ -32,6 +32,7 @@ from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP6ClientEndpoint, clientFromString
 from twisted.internet.interfaces import IResolutionReceiver
+from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from zope.interface import implementer
 
@@ -131,8 +132,17 @@ class FailoverClient:
         interceptors: Iterable[Any] = (),
         timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
         backoff: Backoff | None = None,
+        silenceTimeout: float | None = 60.0,
     ) -> None:
+        """
+        Arguments as L{protocols.rpc.reconnecting}'s; C{silenceTimeout}:
+        seconds a server may stay silent while calls wait on its connection
+        (it is pinged at half of it; after all of it the connection is
+        aborted, its calls fail and new ones go elsewhere), as the clients
+        without Twisted bound it; C{None}: no bound.
+        """
         self._reactor = reactor
+        self.silenceTimeout = silenceTimeout
         self._addresses = list(addresses)
         self._prepare = prepareConnection
         self._timeout = timeout
@@ -262,6 +272,7 @@ class FailoverClient:
         self.book.connected(address, broker)
         broker.drain.goneAway.append(lambda _: self._drained(address, broker))
         broker.whenDisconnected().addBoth(self._lost, address, broker)
+        self._watchSilence(broker)
         self._change()
         self._kick()
 
@@ -282,6 +293,38 @@ class FailoverClient:
             self.book.lost(address, reason if isinstance(reason, BaseException) else None)
         self._change()
         self._kick()
+
+    def _watchSilence(self, broker: Broker) -> None:
+        """
+        Every half C{silenceTimeout} while calls wait on C{broker}'s
+        connection, a PING; no PONG within the other half: the server is
+        cut off (or stopped), and the connection is aborted.  One timer per
+        connection; nothing sent while no call waits.
+        """
+        silence = self.silenceTimeout
+        if silence is None:
+            return
+        watch = LoopingCall(self._pingIfWaiting, broker, silence / 2)
+        watch.clock = self._reactor
+        watch.start(silence / 2, now=False)
+        broker.whenDisconnected().addBoth(lambda _: watch.stop() if watch.running else None)
+
+    def _pingIfWaiting(self, broker: Broker, bound: float) -> None:
+        if not broker.pendingCount or not broker.isConnected():
+            return
+        pong: Deferred[float] = broker.connection.sendPing()
+        timer = self._reactor.callLater(bound, self._silent, broker, bound * 2)
+        pong.addBoth(_cancelTimer, timer).addErrback(lambda _: None)  # (lost meanwhile: _lost says so)
+
+    def _silent(self, broker: Broker, silence: float) -> None:
+        _log.warn(
+            "{peer} silent for {silence} s with calls waiting: aborting",
+            peer=broker.connection.peerName(),
+            silence=silence,
+        )
+        transport = broker.connection.transport
+        if transport is not None:
+            transport.abortConnection()
 
     # -- waiting --------------------------------------------------------------
 

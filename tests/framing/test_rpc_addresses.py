@@ -86,8 +86,8 @@ class PickFirstTests(SynchronousTestCase):
         self.assertEqual(route.step(0.0).connection, "conn-b")  # type: ignore[union-attr]
 
     def test_lostReconnectsAtOnce(self) -> None:
-        """A connection lost once made is idle: the next attempt goes to the first due address, without waiting."""
-        addresses = book(PICK_FIRST, "a", "b")
+        """A connection lost once made is idle: it is tried again at once, without a backoff."""
+        addresses = book(PICK_FIRST, "a")
         connectAll(addresses)
         entry = addresses.addresses[0]
         addresses.lost(entry, ConnectionLost("gone"))
@@ -192,3 +192,23 @@ class TargetsTests(SynchronousTestCase):
         """A policy other than the two is refused at once."""
         self.assertRaises(ValueError, AddressBook, ["a"], "random")
         self.assertRaises(ValueError, AddressBook, [], PICK_FIRST)
+
+
+class SuspectTests(SynchronousTestCase):
+    """pick_first tries an address whose server died or went silent after the others."""
+
+    def test_lostWithErrorLast(self) -> None:
+        """The first address lost with an error: the next attempt goes to the second, not back to it."""
+        addresses = book(PICK_FIRST, "a", "b")
+        connectAll(addresses)
+        addresses.lost(addresses.addresses[0], ConnectionLost("silent"))
+        self.assertEqual([e.target for e in addresses.connectNow(0.0)], ["b"])
+
+    def test_lostAfterDrainNotSuspect(self) -> None:
+        """A connection closed after its drain is not held against its address."""
+        addresses = book(PICK_FIRST, "a", "b")
+        connectAll(addresses)
+        first = addresses.addresses[0]
+        addresses.drained(first)
+        addresses.lost(first, ConnectionLost("closed after the drain"))
+        self.assertFalse(first.suspect)

@@ -54,6 +54,15 @@ class Server:
         self.process.send_signal(signal.SIGTERM)
         self.waitFor("draining")
 
+    def pause(self) -> None:
+        """SIGSTOP: the process stops answering; its connections stay open and silent, as a host cut off."""
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT: the paused process runs again."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
+
     def release(self) -> None:
         """Answer every C{held} call so far (SIGUSR1)."""
         self.process.send_signal(signal.SIGUSR1)

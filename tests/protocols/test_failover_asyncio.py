@@ -11,7 +11,7 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing.rpc.addresses import PICK_FIRST, ROUND_ROBIN, AddressState, NoAddressReady
-from framing.rpc.errors import ConnectionLost
+from framing.rpc.errors import ConnectionLost, ServerSilent
 from protocols.asyncioclient import AsyncFailover, callContext, connect
 from tests.processes import figure
 from tests.protocols.failover import HANG, Server, startServers, stopAll, wasRecorded
@@ -106,6 +106,33 @@ class FailoverTests(SynchronousTestCase):
                 for server in self.servers[1:]:
                     async with await connect(server.address, timeout=HANG, callTimeout=HANG) as direct:
                         self.assertNotIn("once", await direct.root.callRemote("seen"))
+
+        self.runLoop(scenario)
+
+    def test_cutOffServer(self) -> None:
+        """
+        A server that goes silent (SIGSTOP: its connection stays open, as a
+        host cut off): the call written there fails with ServerSilent after
+        the silence bound, not sent again; the next call goes to another server.
+        """
+
+        async def scenario() -> None:
+            addresses = [server.address for server in self.servers]
+            async with await connect(
+                addresses, policy=PICK_FIRST, timeout=HANG, silenceTimeout=1.0, moveTimeout=HANG
+            ) as client:
+                self.assertEqual(await client.root.callRemote("whoami"), "s0")
+                self.servers[0].pause()
+                self.addCleanup(self.servers[0].resume)
+                started = time.monotonic()
+                with self.assertRaises(ServerSilent):
+                    await client.root.callRemote("record", "silent")
+                self.assertEqual(await client.root.callRemote("whoami"), "s1")
+                moved = time.monotonic() - started
+                self.assertFalse(wasRecorded(self.servers[1], "silent") or wasRecorded(self.servers[2], "silent"))
+                figure(
+                    f"asyncio pick_first, silenceTimeout 1 s: another server answered {moved:.2f} s after one went silent"
+                )
 
         self.runLoop(scenario)
 

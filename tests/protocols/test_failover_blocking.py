@@ -10,7 +10,7 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing.rpc.addresses import PICK_FIRST, ROUND_ROBIN, AddressState, NoAddressReady
-from framing.rpc.errors import ConnectionLost
+from framing.rpc.errors import ConnectionLost, ServerSilent
 from protocols.blocking import BlockingFailover, callContext, connect
 from tests.processes import figure
 from tests.protocols.failover import HANG, Server, startServers, stopAll, wasRecorded
@@ -100,6 +100,25 @@ class FailoverTests(SynchronousTestCase):
         for server in self.servers[1:]:
             with connect(server.address, timeout=HANG, callTimeout=HANG) as direct:
                 self.assertNotIn("once", direct.root.callRemote("seen"))
+
+    def test_cutOffServer(self) -> None:
+        """
+        A server that goes silent (SIGSTOP: its connection stays open, as a
+        host cut off): the call written there fails with ServerSilent after
+        the silence bound, not sent again; the next call goes to another server.
+        """
+        addresses = [server.address for server in self.servers]
+        client = connect(addresses, policy=PICK_FIRST, timeout=HANG, silenceTimeout=1.0, moveTimeout=HANG)
+        self.addCleanup(client.close)
+        self.assertEqual(client.root.callRemote("whoami"), "s0")
+        self.servers[0].pause()
+        self.addCleanup(self.servers[0].resume)
+        started = time.monotonic()
+        self.assertRaises(ServerSilent, client.root.callRemote, "record", "silent")
+        self.assertEqual(client.root.callRemote("whoami"), "s1")
+        moved = time.monotonic() - started
+        self.assertFalse(wasRecorded(self.servers[1], "silent") or wasRecorded(self.servers[2], "silent"))
+        figure(f"blocking pick_first, silenceTimeout 1 s: a call to another server {moved:.2f} s after one went silent")
 
     def test_noneReady(self) -> None:
         """Every server gone: a call fails with NoAddressReady at its deadline, having sent nothing."""

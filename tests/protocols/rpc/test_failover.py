@@ -22,13 +22,23 @@ from ..helpers import pytestTest, trialTest
 Body = Callable[[Any], Coroutine[Any, Any, None]]
 
 
-def withServers(count: int, policy: str, scenario: Callable[[Any, list[Server], FailoverClient], Any]) -> Body:
-    """A test body: C{count} servers, a client of them all under C{policy}, C{scenario} run, all stopped after."""
+def withServers(
+    count: int, policy: str, scenario: Callable[[Any, list[Server], FailoverClient], Any], silence: float = 60.0
+) -> Body:
+    """
+    A test body: C{count} servers, a client of them all under C{policy} (with
+    C{silence} as its C{silenceTimeout}), C{scenario} run, all stopped after.
+    """
 
     async def body(reactor: Any) -> None:
         servers = await deferToThread(startServers, count)
         client = reconnecting(
-            reactor, [server.address for server in servers], policy=policy, timeout=HANG, moveTimeout=HANG
+            reactor,
+            [server.address for server in servers],
+            policy=policy,
+            timeout=HANG,
+            moveTimeout=HANG,
+            silenceTimeout=silence,
         )
         try:
             await scenario(reactor, servers, client)
@@ -105,6 +115,31 @@ async def sentCallNotResent(reactor: Any, servers: list[Server], client: Failove
     assert not wasRecorded(servers[1], "once") and not wasRecorded(servers[2], "once")
 
 
+async def cutOffServer(reactor: Any, servers: list[Server], client: FailoverClient) -> None:
+    """
+    A server that goes silent (SIGSTOP: its connection stays open, as a host
+    cut off): the call written there fails once the silence bound passes,
+    not sent again; the next call goes to another server.
+    """
+    await client.whenConnected()
+    assert await client.callRemote("whoami") == "s0"
+    servers[0].pause()
+    try:
+        started = time.monotonic()
+        try:
+            await client.callRemote("record", "silent")
+        except (ConnectionDone, ConnectionLost):
+            pass
+        else:
+            raise AssertionError("the call to the silent server returned")
+        assert await client.callRemote("whoami") == "s1"
+        moved = time.monotonic() - started
+    finally:
+        servers[0].resume()
+    assert not wasRecorded(servers[1], "silent") and not wasRecorded(servers[2], "silent")
+    figure(f"twisted pick_first, silenceTimeout 1 s: a call to another server {moved:.2f} s after one went silent")
+
+
 async def noneReady(reactor: Any, servers: list[Server], client: FailoverClient) -> None:
     """Every server gone: a call fails with NoAddressReady at its deadline, having sent nothing."""
     await client.whenConnected()
@@ -128,6 +163,7 @@ BODIES = {
     "drainMovesNewCalls": withServers(3, PICK_FIRST, drainMovesNewCalls),
     "sentCallNotResent": withServers(3, PICK_FIRST, sentCallNotResent),
     "noneReady": withServers(2, ROUND_ROBIN, noneReady),
+    "cutOffServer": withServers(3, PICK_FIRST, cutOffServer, silence=1.0),
 }
 
 
@@ -141,6 +177,7 @@ class FailoverTests(TestCase):
     test_drainMovesNewCalls = trialTest(BODIES["drainMovesNewCalls"])
     test_sentCallNotResent = trialTest(BODIES["sentCallNotResent"])
     test_noneReady = trialTest(BODIES["noneReady"])
+    test_cutOffServer = trialTest(BODIES["cutOffServer"])
 
 
 test_round_robin_spreads = pytestTest(BODIES["roundRobinSpreads"])
@@ -150,3 +187,4 @@ test_kill_moves_round_robin = pytestTest(BODIES["killMovesRoundRobin"])
 test_drain_moves_new_calls = pytestTest(BODIES["drainMovesNewCalls"])
 test_sent_call_not_resent = pytestTest(BODIES["sentCallNotResent"])
 test_none_ready = pytestTest(BODIES["noneReady"])
+test_cut_off_server = pytestTest(BODIES["cutOffServer"])
