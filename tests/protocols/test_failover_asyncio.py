@@ -130,9 +130,7 @@ class FailoverTests(SynchronousTestCase):
                 self.assertEqual(await client.root.callRemote("whoami"), "s1")
                 moved = time.monotonic() - started
                 self.assertFalse(wasRecorded(self.servers[1], "silent") or wasRecorded(self.servers[2], "silent"))
-                figure(
-                    f"asyncio pick_first, silenceTimeout 1 s: another server answered {moved:.2f} s after one went silent"
-                )
+                figure(f"asyncio pick_first, silence 1 s: another server answered {moved:.2f} s after one went silent")
 
         self.runLoop(scenario)
 
