@@ -196,12 +196,11 @@ class AddressBook(Generic[C]):
         """
         known = {entry.target: entry for entry in self.addresses}
         entries: list[Address[C]] = []
+        seen: set[Hashable] = set()
         for target in targets:
-            if target in known or any(entry.target == target for entry in entries):
-                if target in known and known[target] not in entries:
-                    entries.append(known[target])
-                continue
-            entries.append(Address(target))
+            if target not in seen:
+                seen.add(target)
+                entries.append(known.get(target) or Address(target))
         if not entries:
             raise ValueError("a service needs at least one address")
         self.removed = [entry for entry in self.addresses if entry not in entries and entry.connection is not None]

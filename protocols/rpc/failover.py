@@ -172,8 +172,7 @@ class FailoverClient:
         self._resolved = Deferred.fromCoroutine(self._resolve())
 
     async def _resolve(self) -> None:
-        targets = await resolveAll(self._reactor, self._addresses)
-        self.book = AddressBook(targets, self.book.policy, self.book.backoff)
+        self.book.setTargets(await resolveAll(self._reactor, self._addresses))
         self._kick()
 
     def stopService(self) -> Deferred[None]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -155,7 +156,22 @@ async def noneReady(reactor: Any, servers: list[Server], client: FailoverClient)
         raise AssertionError("a call with no server ready returned")
 
 
+async def nameWithSeveralAddresses(reactor: Any) -> None:
+    """A host name counts as all its addresses: 'localhost' gives each of getaddrinfo's, and calls get through."""
+    (server,) = await deferToThread(startServers, 1)
+    expected = {info[4][:2] for info in socket.getaddrinfo("localhost", server.port, type=socket.SOCK_STREAM)}
+    client = reconnecting(reactor, [f"localhost:{server.port}"], policy=ROUND_ROBIN, timeout=HANG)
+    try:
+        assert await client.callRemote("whoami") == "s0"
+        targets = {address.target for address in client.book.addresses}
+        assert targets == expected, (targets, expected)
+    finally:
+        await client.stopService()
+        await deferToThread(server.stop)
+
+
 BODIES = {
+    "nameWithSeveralAddresses": nameWithSeveralAddresses,
     "roundRobinSpreads": withServers(3, ROUND_ROBIN, roundRobinSpreads),
     "pickFirstSticks": withServers(3, PICK_FIRST, pickFirstSticks),
     "killMovesPickFirst": withServers(3, PICK_FIRST, killMoves(0)),
@@ -178,6 +194,7 @@ class FailoverTests(TestCase):
     test_sentCallNotResent = trialTest(BODIES["sentCallNotResent"])
     test_noneReady = trialTest(BODIES["noneReady"])
     test_cutOffServer = trialTest(BODIES["cutOffServer"])
+    test_nameWithSeveralAddresses = trialTest(BODIES["nameWithSeveralAddresses"])
 
 
 test_round_robin_spreads = pytestTest(BODIES["roundRobinSpreads"])
@@ -188,3 +205,4 @@ test_drain_moves_new_calls = pytestTest(BODIES["drainMovesNewCalls"])
 test_sent_call_not_resent = pytestTest(BODIES["sentCallNotResent"])
 test_none_ready = pytestTest(BODIES["noneReady"])
 test_cut_off_server = pytestTest(BODIES["cutOffServer"])
+test_name_with_several_addresses = pytestTest(BODIES["nameWithSeveralAddresses"])
