@@ -19,8 +19,11 @@ L{protocols.rpc.drain.GoingAway}) goes to another address; a call written
 to a server that then dies or is cut off fails with the connection's error
 and is never sent again.
 
-Cost: per call, the policy's pick (O(1)) and one coroutine step; the
-connections' events (connected, GOAWAY, lost) are O(addresses) each.
+Cost: per call, the policy's pick (O(1)), one coroutine step and one
+C{select} with no wait on the picked connection's socket (bytes waiting
+there, perhaps a GOAWAY or the server's close, are read first: one reactor
+turn); the connections' events (connected, GOAWAY, lost) are O(addresses)
+each.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP6ClientEndpoint, clientFromString
 from twisted.internet.interfaces import IResolutionReceiver
-from twisted.internet.task import LoopingCall
+from twisted.internet.task import LoopingCall, deferLater
 from twisted.logger import Logger
 from zope.interface import implementer
 
@@ -44,6 +47,7 @@ from protocols.blocking import parseAddress
 
 from ..auth.client import ClientLogin, mechanismFor
 from ..deadline import DEFAULT_CONNECT_TIMEOUT, DeadlineEndpoint
+from ..sockets import bytesWaiting
 from .broker import Broker, BrokerFactory
 from .context import scope
 from .limits import CallLimits
@@ -387,6 +391,7 @@ class FailoverClient:
         if current is not None and current.deadline is not None:
             deadline = min(deadline, current.deadline)
         route = self.book.route(name, deadline)
+        looked = False
         while True:
             if not self._running:
                 raise DeadReferenceError(f"cannot call {name!r}: the client was stopped")
@@ -401,6 +406,12 @@ class FailoverClient:
             if not broker.isConnected() or broker.drain.draining:
                 route.notSent(step.address, DeadReferenceError("draining or over"), not broker.isConnected())
                 self._kick()
+                continue
+            if not looked and bytesWaiting(broker.connection.transport):
+                # What the server sent first (a GOAWAY, its close, which the kernel may know already) is read
+                # before the call is written: one reactor turn, once per call.
+                looked = True
+                await deferLater(self._reactor, 0)
                 continue
             answer = broker.rootReference().callRemote(name, *args, **kwargs)
             refused = _refusedAtOnce(answer)
