@@ -346,6 +346,11 @@ class ClientSession(Generic[Waiter]):
         """The server's preamble came (or the session ended: then L{failure} says why)."""
         return self.state is not _WANT_PREAMBLE
 
+    @property
+    def acceptsCalls(self) -> bool:
+        """Whether a new call may be made: no GOAWAY from the server, and the session not ended."""
+        return self.state is _OPEN or self.state is _WANT_PREAMBLE
+
     def start(self) -> bytes:
         """The bytes to send first on the connection: the preamble."""
         return PREAMBLE
