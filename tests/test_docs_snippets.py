@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -141,8 +142,10 @@ EXPECTED: dict[str, list[str]] = {
         f"uploaded: 3000000 bytes, {availableDigests()[0]} checked by the service",
         "downloaded; same digest: True",
         "no such file: absent.bin",
+        "own method got the file; same digest: True",
         "sent again, resumed from: 3000000 bytes",
         "asyncio: same digests: True",
+        "asyncio: own method, same digest: True",
         "twisted imported: False",
     ],
     "without_twisted_asyncio.py": [
@@ -220,7 +223,7 @@ class SnippetTests(SynchronousTestCase):
             self.assertRegex(result.stdout, r"\b[23] passed in ")
 
     def test_ownServer(self) -> None:
-        """The tutorial's own server runs as a process, and its client, run twice, is greeted twice."""
+        """The tutorial's own server runs as a process, greets its client twice, and SIGTERM stops it cleanly."""
         command = [sys.executable, str(SNIPPETS / SERVER), "tcp:0:interface=127.0.0.1"]
         server = subprocess.Popen(command, cwd=ROOT, env=ENV, stdout=subprocess.PIPE)
         self.addCleanup(stop, server)
@@ -230,6 +233,9 @@ class SnippetTests(SynchronousTestCase):
             result = run(str(SNIPPETS / CLIENT), name, address)
             self.assertEqual(result.returncode, 0, result.stderr)
             self.assertEqual(result.stdout, f"hello {name}, you are visitor {visitor}\n")
+        # SIGTERM drains (no connection is open: at once) and the process exits 0.
+        server.send_signal(signal.SIGTERM)
+        self.assertEqual(server.wait(60), 0)
 
 
 README = ROOT / "README.md"
