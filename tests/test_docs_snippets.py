@@ -164,7 +164,7 @@ EXPECTED: dict[str, list[str]] = {
     ],
 }
 # Snippets that are test modules, run by trial and by pytest.
-TEST_MODULES = ["testing_example.py"]
+TEST_MODULES = ["testing_example.py", "testing_streams.py"]
 # A server that runs until interrupted and its client, run as the tutorial shows.
 SERVER, CLIENT = "greeter_server.py", "greeter_client.py"
 
