@@ -843,9 +843,11 @@ class SelfSignedCertificate:
 
     def serverOptions(self) -> Any:
         """TLS options for a server using this certificate (for C{TLSMemoryBIOFactory} or C{listenSSL})."""
-        from twisted.internet.ssl import PrivateCertificate
+        from twisted.internet.ssl import CertificateOptions
 
-        return PrivateCertificate.loadPEM(self.keyPEM + self.certPEM).options()  # type: ignore[no-untyped-call]
+        from .auth.tlsendpoints import keyAndCertificate
+
+        return CertificateOptions(**keyAndCertificate(self.keyPEM, self.certPEM))
 
     def clientOptions(self) -> Any:
         """TLS options for a client that trusts only this certificate and checks C{hostname}."""
