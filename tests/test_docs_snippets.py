@@ -283,6 +283,24 @@ class ReadmeTests(SynchronousTestCase):
                 self.assertRegex(source, pattern, name)
             self.assertNotIn("ensureDeferred", source, name)
 
+    def test_namesWhatAgRPCUserLooksFor(self) -> None:
+        """The README names object streams, deadlines, metadata and the clients without Twisted (with their how-tos)."""
+        readme = README.read_text("utf-8")
+        for phrase in (
+            "Streams of objects",
+            "Deadlines and metadata",
+            "rpc.callContext(",
+            "Clients without Twisted",
+            "protocols.blocking",
+            "protocols.asyncioclient",
+            "fileStream(path)",
+        ):
+            self.assertIn(phrase, readme)
+        for page in re.findall(r"`(docs/howto/[\w-]+\.rst)`", readme):
+            self.assertTrue((ROOT / page).exists(), page)
+        for page in ("streams", "deadlines", "without-twisted"):
+            self.assertIn(f"docs/howto/{page}.rst", readme)
+
     def test_pluginCacheCommand(self) -> None:
         """The README's plugin-cache command writes dropin.cache beside an installed plugin and exits cleanly."""
         found = PLUGIN_CACHE_COMMAND.search(README.read_text("utf-8"))
