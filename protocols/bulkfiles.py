@@ -32,6 +32,10 @@ and the other awaits it; nothing here waits or does network I/O.
    one stream whose digest (BLAKE3 when both sides have it, else SHA-256)
    is checked end to end by the stream itself.
 
+L{fileStream} is a file as one L{framing.bulk.streams.SendStream}, for a
+call of one's own (its L{FileSource} reads it as credit comes and closes
+it when sent, dropped or closed).
+
 Imports only L{framing}, the partial files' record and safe places
 (L{protocols.sidecars}, L{protocols.places}) and the standard library (no
 Twisted): the clients without Twisted load it.
