@@ -438,12 +438,10 @@ class AsyncConnection:
         if self._abortTimer is not None:
             self._abortTimer.cancel()
             self._abortTimer = None
-        why = (
-            f"{self.peer} closed the connection"
-            if reason is None
-            else f"the connection to {self.peer} failed: {reason}"
-        )
-        self._end(ConnectionLost(why))
+        if reason is None:
+            self._end(self._session.peerClosed())
+        else:
+            self._end(ConnectionLost(f"the connection to {self.peer} failed: {reason}"))
         if not self._closed.done():
             self._closed.set_result(None)
 

@@ -826,7 +826,7 @@ class BlockingConnection:
                     quietSince = self._quietSince = now - self._tick
                 self._apply(self._session.judgeSilence(now - quietSince, silence))
         elif error is None:
-            self._end(ConnectionLost(f"{self.peer} closed the connection"))
+            self._end(self._session.peerClosed())
         else:
             self._end(ConnectionLost(f"reading from {self.peer} failed: {error}"))
 

@@ -246,6 +246,24 @@ class ConnectionLost(ConnectionError):
     """
 
 
+class ClosedBeforePreamble(ConnectionLost):
+    """
+    The server closed the connection cleanly before a byte of its preamble
+    came, which is what a TLS server does to a plain client (the client's
+    preamble is no TLS record): connect with C{tls=}.  The Twisted client's
+    is L{protocols.mismatch.ClosedBeforePreamble}.
+    """
+
+    code = "closed-before-preamble"
+
+    def __init__(self, peer: str) -> None:
+        super().__init__(
+            f"{peer} closed the connection before sending anything; a TLS server does this to a plain client:"
+            " if the server listens with ssl:, connect with tls=True (or tls=tlsContext(...))"
+        )
+        self.peer = peer
+
+
 class ConnectionOverBudget(ConnectionLost, OverBudget):
     """
     This side held more for the server than the connection's budget allows

@@ -40,7 +40,7 @@ from .broker import Broker, BrokerFactory
 from .drain import DrainDeadlineExceeded, GoingAway
 from .failover import FailoverClient
 from .limits import SERVER_CALL_LIMITS, CallLimits
-from .listening import ListeningPort
+from .listening import ListeningPort, ServingPort
 from .refs import HasRemoteProxy, RemoteReference
 
 T = TypeVar("T")
@@ -181,10 +181,13 @@ def serve(
 
 
 def listenWith(reactor: Any, description: str | Any, factory: BrokerFactory) -> Deferred[ListeningPort]:
-    """Listen on the server endpoint C{description} (or endpoint object) with a factory of brokers."""
+    """
+    Listen on the server endpoint C{description} (or endpoint object) with a
+    factory of brokers: fires with a L{ServingPort}, which drains.
+    """
     endpoint = serverFromString(reactor, description) if isinstance(description, str) else description  # type: ignore[no-untyped-call]
-    port: Deferred[ListeningPort] = endpoint.listen(factory)
-    return port
+    listening: Deferred[Any] = endpoint.listen(factory)
+    return listening.addCallback(lambda port: ServingPort(port, factory))
 
 
 def clientEndpointWithin(
