@@ -290,6 +290,18 @@ class ByteCreditExceeded(ItemCreditExceeded):
     """
 
 
+class EndCountMismatch(Violation):
+    """
+    A stream's END counts other than the items that arrived for it (section
+    14.4: END carries the count of items sent, not of ITEM messages): items
+    were lost or made up on the way, so the consumer gets the items that
+    arrived and then this error instead of a clean end.  The stream alone
+    fails; the connection and its other calls go on.
+    """
+
+    code = "end-count-mismatch"
+
+
 ITEM_FRAMING_BYTES = 12
 """The fewest encoded bytes of an ITEM besides its items: OPEN C{"rpc.flow"}
 (a 1-byte header and 8 bytes of name), the tag, the stream id, CLOSE (1 each)."""
@@ -543,6 +555,18 @@ class ReceiveWindow:
         held, self.heldBytes = self.heldBytes, 0
         if held and self.ledger is not None:
             self.ledger.release(HELD_ACCOUNT, held)
+
+    def endProblem(self, count: int) -> EndCountMismatch | None:
+        """
+        What is wrong with the producer's END of C{count} items sent, or
+        C{None}: it must count every item that arrived for the stream (taken,
+        held or discarded), L{arrivedItems}.  Costs one comparison.
+        """
+        if count == self.arrivedItems:
+            return None
+        return EndCountMismatch(
+            f"the stream's END counts {count} items sent, but {self.arrivedItems} arrived", self.where
+        )
 
     def received(self, count: int = 1, size: int = 0) -> None:
         """
