@@ -53,7 +53,7 @@ from framing.slicing.custom import PartsUnslicer
 from framing.slicing.interfaces import ISlicer
 from framing.wire import INT, KIND_NAMES, OPEN, STRING
 
-from .errors import RuleBroken
+from .errors import RuleBroken, isTypeName
 from .signatures import registerGenericHint
 
 ANNOUNCE_OPEN_TYPE = "rpc.stream"
@@ -117,7 +117,7 @@ _FIELDS: tuple[tuple[Callable[[Any], bool], ...], ...] = (
     (_streamId, _any),  # ITEM
     (_streamId, _count, _count),  # CREDIT
     (_streamId, _count),  # END
-    (_streamId, _text, _text, _details),  # ERROR
+    (_streamId, isTypeName, _text, _details),  # ERROR
     (_streamId,),  # CANCEL
 )
 _NO_BODY: frozenset[int] = frozenset()
