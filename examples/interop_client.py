@@ -1016,6 +1016,19 @@ async def stillServing(run: Run) -> None:
     expect(result is None, f"empty() on another connection answered {shown(result)}")
 
 
+@case("bulk_stream_before_hello", "a stream announced before the client's HELLO is refused (hello-missing), no more")
+async def bulkStreamBeforeHello(run: Run) -> None:
+    peer = await run.raw(run.server)
+    stream = tObject("bulk.stream", tInt(1), tInt(10), NONE)
+    peer.send(PREAMBLE + tCall(1, 0, "empty", stream) + tCall(2, 0, "empty"))
+    refused = await peer.until(lambda things: answered(things, 1), "the answer to empty(a stream before HELLO)")
+    details = refused.items[5] if refused.items[:3] == [2, 1, "Violation"] and len(refused.items) == 6 else None
+    code = details.items[0] if isinstance(details, Raw) and details.items else None
+    expect(code == "hello-missing", f"empty(a stream before HELLO) was answered {shown(refused)}")
+    after = await peer.until(lambda things: answered(things, 2), "the answer to empty() after it")
+    expect(after.items == [1, 2, None], f"empty() after it was answered {shown(after)}")
+
+
 @case("bulk_stream_id_reused", "a stream id announced twice ends the connection, ERROR 'stream-id-reused: ...'")
 async def bulkStreamIdReused(run: Run) -> None:
     peer = await run.raw(run.server)
