@@ -1053,15 +1053,16 @@ async def bulkFlowControl(run: Run) -> None:
     reference = files.items[2] if files.items[0] == 1 and len(files.items) == 3 else None
     expect(isinstance(reference, Raw) and reference.name == "rpc.ref", f"files() answered {shown(files)}")
     assert isinstance(reference, Raw)
-    export, size = reference.items[0], 1 << 30
+    export = reference.items[0]
+    # One frame whose BYTES header announces the initial window and 16 MiB more, before any of its data:
+    # past any credit the server can have granted, since nothing of the stream has been consumed.  The
+    # upload is that size (within it, so that only the credit is broken), and stays unfinished on the server.
+    length = size = window + OVERRUN
     name = f"interop-{run.key()}.bin"
     digests = tObject("list", tStr("sha256"))
     peer.send(tCall(2, export, "openUpload", tStr(name), tInt(size), tStr("interop-1"), digests))
     opened = await peer.until(lambda things: answered(things, 2), "the answer to openUpload()")
     expect(opened.items[0] == 1, f"openUpload() answered {shown(opened)}")
-    # One frame whose BYTES header announces the initial window and 16 MiB more, before any of its data:
-    # past any credit the server can have granted, since nothing of the stream has been consumed.
-    length = window + OVERRUN
     frame = tObject("bulk.data", tInt(1), tInt(0))[:-1] + encode_header(BYTES, length) + bytes(4096)
     peer.send(tCall(3, export, "upload", tStr(name), tObject("bulk.stream", tInt(1), tInt(size), NONE)) + frame)
     things = await peer.untilClosed("the connection of the frame past its credit")
@@ -1118,7 +1119,6 @@ async def loginThrottle(run: Run) -> None:
         expect(verb == "challenge", f"SCRAM start {attempt} was answered {shown(reply)}")
     else:
         raise CaseFailed(f"{THROTTLE_ATTEMPTS} SCRAM starts from one address were all challenged, none refused at once")
-    expect(attempt > 1, "the first SCRAM start of an unknown name was refused at once (no challenge)")
     root = await answer(Deferred.fromCoroutine(run.login(credentials)), "the test user's login once throttled")
     result = await answer(root.callRemote("whoami"), "whoami()")
     expect(result == run.user, f"whoami() answered {shown(result)}")
