@@ -226,7 +226,8 @@ class Run:
         """A new connection to C{endpoint} (a Twisted client description) that writes bytes as given (L{RawPeer})."""
         self.endpoint = endpoint
         peer = RawPeer(self.reactor)
-        await connectProtocol(clientFromString(self.reactor, endpoint), peer)
+        client = clientFromString(self.reactor, endpoint)  # type: ignore[no-untyped-call]
+        await connectProtocol(client, peer)  # type: ignore[no-untyped-call]
         self.raws.append(peer)
         return peer
 
@@ -502,7 +503,7 @@ class RawPeer(Protocol):
         self.data += data
         self._wake()
 
-    def connectionLost(self, reason: Failure = Failure(ConnectionDone())) -> None:  # noqa: B008
+    def connectionLost(self, reason: Failure | None = None) -> None:
         if not self.closed.called:
             self.closed.callback(None)
         self._wake()
@@ -514,8 +515,8 @@ class RawPeer(Protocol):
 
     def send(self, data: bytes) -> None:
         """Write C{data} as it is."""
-        assert self.transport is not None
-        self.transport.write(data)
+        transport: Any = self.transport
+        transport.write(data)
 
     def things(self) -> list[Any]:
         """What the server sent so far (L{parsed})."""
@@ -550,7 +551,12 @@ class RawPeer(Protocol):
         closed = self.closed
         if not closed.called:
             waiting: Deferred[None] = Deferred()
-            closed.addCallback(lambda _: waiting.called or waiting.callback(None))
+
+            def wake(_: None) -> None:
+                if not waiting.called:
+                    waiting.callback(None)
+
+            closed.addCallback(wake)
             waiting.addTimeout(seconds, self.reactor)
             try:
                 await waiting
