@@ -120,6 +120,7 @@ EXPORTS: dict[str, list[str]] = {
         "FileSink",
         "FileSource",
         "FlowControlError",
+        "HelloMissing",
         "IReceivingStream",
         "ISendingStream",
         "IStreamHost",

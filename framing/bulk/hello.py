@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from .digests import NEGOTIATED, DigestUnavailable, chooseDigest
-from .errors import DigestRefused
+from .errors import DigestRefused, HelloMissing
 from .wire import HELLO, Control
 
 
@@ -85,7 +85,11 @@ class Hello:
 
         @raise DigestRefused: C{ours} lacks it, or (for L{NEGOTIATED})
             shares none with the sender's HELLO.
+        @raise HelloMissing: the sender's HELLO has not arrived (or was
+            malformed): it broke 5.5's order, whatever the digest.
         """
+        if self.peerDigests is None:
+            raise HelloMissing("a stream announced before the sender's HELLO")
         if announced == NEGOTIATED:
             chosen = chooseDigest(self.peerDigests or (), ours)
             if chosen is None:

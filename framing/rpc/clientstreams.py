@@ -321,8 +321,11 @@ class ClientObjectStreams:
                 self.refused(stream, refused)
         else:
             del self._streams[stream.streamId]
-            if tag == END:
+            problem = stream.window.endProblem(message[2]) if tag == END else None
+            if tag == END and problem is None:
                 stream.ended = True
+            elif problem is not None:
+                stream.error = problem
             else:
                 stream.error = rebuild(message[2], message[3], None, message[4])
         self._wake(stream, settled)

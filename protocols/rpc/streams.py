@@ -772,7 +772,11 @@ class ObjectStreams:
                 return
             del self._readers[streamId]
             if tag == END:
-                reader.ended()
+                problem = reader.window.endProblem(message[2])
+                if problem is None:
+                    reader.ended()
+                else:
+                    reader.failed(problem)
             else:
                 reader.failed(rebuild(message[2], message[3], None, message[4]))
             return

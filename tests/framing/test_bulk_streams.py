@@ -10,7 +10,7 @@ from zope.interface import implementer
 
 from framing import Decoder, Encoder, Registry
 from framing.bulk.digests import DigestUnavailable, IntegrityError
-from framing.bulk.errors import FlowControlError, StreamIdReused, StreamReset
+from framing.bulk.errors import FlowControlError, HelloMissing, StreamIdReused, StreamReset
 from framing.bulk.states import ReceiveState, SendState
 from framing.bulk.streams import (
     GRANT_STEP,
@@ -299,6 +299,27 @@ class ReceivingTests(SynchronousTestCase):
         session.receive(b"".join(dataFramePieces(1, 0, b"x")))
         self.assertIsNone(session.failure)
         self.assertEqual((incoming.receivedBytes, session.dataToSend()), (0, b""))
+
+    def test_announcedBeforeHello(self) -> None:
+        """
+        A stream announced before the server's HELLO breaks 5.5's order: the
+        answer carrying it fails its call with HelloMissing (a Violation,
+        hello-missing); the session stays open, and the same answer after
+        the HELLO is taken.
+        """
+        session, streams, server = opened()
+        _, sent = session.call("call", 0, "get", ("name",), {})
+        server.read(sent)
+        ((waiter, result, error),) = session.receive(server.send(Message((ANSWER, 1, Announce((1, 10, "sha256"))))))
+        self.assertIsInstance(error, HelloMissing)
+        self.assertEqual(error.code, "hello-missing")
+        self.assertIsNone(session.failure)
+        _, sent = session.call("again", 0, "get", ("name",), {})
+        server.read(sent)
+        settled = session.receive(
+            server.send(Control((HELLO, 0, "sha256", 0)), Message((ANSWER, 2, Announce((2, 10, "sha256")))))
+        )
+        self.assertIsInstance(settled[0][1], IncomingTransfer)
 
     def test_streamIdReused(self) -> None:
         """A second announcement with an id not above the last ends the session with StreamIdReused."""
