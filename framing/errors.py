@@ -72,7 +72,7 @@ class ProtocolError(ChunkwireError):
     error: they were whole and valid, so a caller may still deliver them."""
 
 
-def errorTokenText(error: ChunkwireError) -> str:
+def error_token_text(error: ChunkwireError) -> str:
     """
     The text of the ERROR token that tells a peer why C{error} ends its
     connection (wire format, sections 4.8 and 6): the error's code, a colon

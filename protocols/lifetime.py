@@ -22,7 +22,7 @@ from typing import Any
 from twisted.python.failure import Failure
 
 from framing import ProtocolError
-from framing.errors import PeerError, errorTokenText
+from framing.errors import PeerError, error_token_text
 from framing.wire import ERROR, encode_header
 
 from .logs import escape
@@ -51,7 +51,7 @@ def dropConnection(protocol: Any, error: ProtocolError, logged: bool = False) ->
             "Dropping connection from {peer}: {error}",
             peer=protocol.peerName(),
             code=error.code,
-            error=escape(errorTokenText(error)),
+            error=escape(error_token_text(error)),
         )
     # The traceback's frames would hold the protocol (and what it decoded)
     # in a cycle; where in our code a peer's bytes broke the stream says
@@ -68,7 +68,7 @@ def dropConnection(protocol: Any, error: ProtocolError, logged: bool = False) ->
     transport = protocol.transport
     transport.abandonStreams(failure)
     if not isinstance(error, PeerError):
-        body = errorTokenText(error).encode("utf-8")[:MAX_ERROR_MESSAGE]
+        body = error_token_text(error).encode("utf-8")[:MAX_ERROR_MESSAGE]
         transport.write(encode_header(ERROR, len(body)) + body)
     # Set before the close, which may end the connection at once (connectionLost then cancels it).
     grace = protocol.config.dropGrace

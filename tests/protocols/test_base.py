@@ -15,7 +15,7 @@ from zope.interface import implementer
 
 from framing import Decoder, EncodingError, Limits, ProtocolError, Violation, dumps
 from framing.bulk.errors import FlowControlError, StreamIdReused
-from framing.errors import Aborted, BodyTooLarge, BufferLimitExceeded, MalformedHeader, PeerError, errorTokenText
+from framing.errors import Aborted, BodyTooLarge, BufferLimitExceeded, MalformedHeader, PeerError, error_token_text
 from framing.rpc.errors import UnexpectedAnswer
 from framing.wire import BYTES, CLOSE, ERROR, OPEN, PING, PONG, PREAMBLE, encode_header
 from protocols import CoalescingTransport, TokenProtocol
@@ -245,11 +245,11 @@ class ProtocolErrorTests(SynchronousTestCase):
         prefixed twice.
         """
         reused = StreamIdReused("stream id 0 announced after stream id 0")
-        self.assertEqual(errorTokenText(reused), "stream-id-reused: stream id 0 announced after stream id 0")
+        self.assertEqual(error_token_text(reused), "stream-id-reused: stream id 0 announced after stream id 0")
         flow = FlowControlError("stream 1: 9 bytes sent, 8 granted")
-        self.assertEqual(errorTokenText(flow), "flow-control: stream 1: 9 bytes sent, 8 granted")
+        self.assertEqual(error_token_text(flow), "flow-control: stream 1: 9 bytes sent, 8 granted")
         rule = UnexpectedAnswer("an answer to call 7, which was never made")
-        self.assertEqual(errorTokenText(rule), "unexpected-answer: an answer to call 7, which was never made")
+        self.assertEqual(error_token_text(rule), "unexpected-answer: an answer to call 7, which was never made")
         protocol = Recorder()
         wrapped = RecordingTransport()
         protocol.makeConnection(wrapped)
