@@ -57,7 +57,15 @@ __all__ = [
 
 
 class SendingEnd(Protocol):
-    """What the control messages about a stream this side sends call."""
+    """What the control messages about a stream this side sends call, and what the table announces (L{SendSide})."""
+
+    digestName: str | None
+
+    def announcing(self, streamId: int, digestName: str | None) -> None:
+        """Being announced as C{streamId}, checked with C{digestName}."""
+
+    def takenBack(self) -> None:
+        """The message announcing it was not sent."""
 
     def grantReceived(self, count: int) -> None:
         """The receiver granted C{count} more bytes."""
@@ -147,8 +155,22 @@ class SendSide:
 
     def __init__(self) -> None:
         self.state = SendState.NEW
+        self.streamId: int | None = None
         self.credit = SendCredit()
         self.heard = False
+
+    def announcing(self, streamId: int, digestName: str | None) -> None:
+        """Being announced as C{streamId}, checked with C{digestName} (L{StreamTable.reserve}).
+
+        @raise IllegalTransition: it was announced before (a stream is sent once).
+        """
+        self.advance(SendEvent.ANNOUNCE)
+        self.streamId, self.digestName = streamId, digestName
+
+    def takenBack(self) -> None:
+        """The message announcing it was not sent: NEW again, with no id (L{StreamTable.takeBack})."""
+        self.advance(SendEvent.TAKE_BACK)
+        self.streamId = None
 
     def helloKnown(self, hello: Hello, ours: tuple[str, ...]) -> int:
         """
@@ -254,13 +276,38 @@ class StreamTable(Generic[Out, In]):
     @ivar announcements: the L{Announcements} of the peer's streams.
     """
 
-    __slots__ = ("sending", "receiving", "live", "announcements")
+    __slots__ = ("sending", "receiving", "live", "announcements", "lastSentId")
 
     def __init__(self, maxLive: int | None = None) -> None:
         self.sending: dict[int, Out] = {}
         self.receiving: dict[int, In] = {}
         self.live: set[int] = set()
         self.announcements = Announcements(maxLive)
+        self.lastSentId = 0
+
+    def reserve(self, stream: Out, hello: Hello, ours: tuple[str, ...]) -> int:
+        """
+        C{stream} is being announced in a message (5.5.2): its digest
+        settled if the peer's HELLO came (L{Hello.digestFor}, C{ours} the
+        digests this side computes), the next id this side sends (ids
+        increase and are never given twice, even when taken back), and it
+        is in C{sending} until it is over or L{takeBack}.
+
+        @raise DigestUnavailable: the peer computes no digest that fits it (it stays NEW).
+        @raise IllegalTransition: it was announced before.
+        """
+        digestName = hello.digestFor(stream.digestName, ours)
+        streamId = self.lastSentId + 1
+        stream.announcing(streamId, digestName)
+        self.lastSentId = streamId
+        self.sending[streamId] = stream
+        return streamId
+
+    def takeBack(self, stream: Out, streamId: int) -> None:
+        """The message announcing C{stream} as C{streamId} was not sent: out of the table, NEW again, the id unused."""
+        if self.sending.get(streamId) is stream:
+            del self.sending[streamId]
+        stream.takenBack()
 
     def __len__(self) -> int:
         """Streams in the table, both ways."""

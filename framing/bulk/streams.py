@@ -59,7 +59,7 @@ from .connection import (
 )
 from .credit import StreamSource
 from .digests import NEGOTIATED, DigestUnavailable, availableDigests, newHash
-from .errors import StreamReset
+from .errors import IllegalTransition, StreamReset
 from .hello import Hello
 from .states import LIVE, RECEIVING_TRANSITIONS, ReceiveEvent, ReceiveState, SendEvent, SendState
 from .wire import (
@@ -119,7 +119,6 @@ class SendStream(SendSide):
         SendSide.__init__(self)
         self.sentBytes = 0
         self.failure: BaseException | None = None
-        self.streamId = 0
         self.callId = 0
         self._hash: Any = None
         self._owner: ClientStreams | None = None
@@ -215,7 +214,6 @@ class ClientStreams:
         self.hello = Hello()
         self.streams: StreamTable[SendStream, IncomingTransfer] = StreamTable()
         self._announcing: list[SendStream] = []
-        self._lastSentId = 0
         self._output: list[bytes] = []
         self._settled: list[Any] = []
         self._encoder: Any = None
@@ -244,7 +242,6 @@ class ClientStreams:
         if announcing:
             for stream in announcing:
                 stream.callId = requestId
-                self.streams.sending[stream.streamId] = stream
                 if self.hello.peerDigests is not None:
                     self._start(stream)
             announcing.clear()
@@ -256,8 +253,7 @@ class ClientStreams:
     def messageDropped(self) -> None:
         """The message being encoded was not sent: the streams it announced go back to new (their ids unused)."""
         for stream in self._announcing:
-            stream.advance(SendEvent.TAKE_BACK)
-            stream.streamId = 0
+            self.streams.takeBack(stream, _idOf(stream))
         self._announcing.clear()
 
     def received(self, obj: Any) -> bool:
@@ -315,21 +311,19 @@ class ClientStreams:
 
     def announcing(self, stream: SendStream) -> int:
         """
-        C{stream} is being announced in a message: its id (the next one),
-        and its digest settled if the server's HELLO came.
+        C{stream} is being announced in a message: its id
+        (L{StreamTable.reserve}), live once the message is encoded whole.
 
         @raise framing.EncodingError: it was announced before.
         @raise DigestUnavailable: the server computes no digest the stream could be checked with.
         """
-        if stream.state is not SendState.NEW:
-            raise EncodingError(f"{stream!r} was already sent; a stream is sent once")
-        stream.digestName = self.hello.digestFor(stream.digestName, self.digests)
-        stream.advance(SendEvent.ANNOUNCE)
+        try:
+            streamId = self.streams.reserve(stream, self.hello, self.digests)
+        except IllegalTransition as error:
+            raise EncodingError(f"{stream!r} was already sent; a stream is sent once") from error
         stream._owner = self
-        self._lastSentId += 1
-        stream.streamId = self._lastSentId
         self._announcing.append(stream)
-        return stream.streamId
+        return streamId
 
     def _helloDecoded(self, control: Control) -> None:
         """The server's HELLO, as soon as it is decoded: streams announced meanwhile get their digest and credit."""
@@ -359,7 +353,7 @@ class ClientStreams:
 
     def _delivered(self, stream: SendStream) -> None:
         stream.advance(SendEvent.DONE)
-        del self.streams.sending[stream.streamId]
+        self.streams.sending.pop(_idOf(stream))
 
     def _granted(self, stream: SendStream, count: int) -> None:
         if self._credited(stream, count, heard=True):
@@ -367,7 +361,7 @@ class ClientStreams:
 
     def _pump(self) -> None:
         """Every sending stream's frames that its credit allows, then END for a stream whose source is spent."""
-        for stream in list(self.streams.sending.values()):
+        for streamId, stream in list(self.streams.sending.items()):
             if stream.state is not SendState.SENDING:
                 continue
             credit, source, output = stream.credit, stream.source, self._output
@@ -379,7 +373,7 @@ class ClientStreams:
                     offset, data = frame
                     if stream._hash is not None:
                         stream._hash.update(data)
-                    output.extend(dataFramePieces(stream.streamId, offset, data))
+                    output.extend(dataFramePieces(streamId, offset, data))
                     stream.sentBytes += len(data)
                 spent = not source.available()
             except Exception as error:
@@ -389,18 +383,18 @@ class ClientStreams:
                 size = stream.size if stream.size is not None else stream.sentBytes
                 digest = None if stream._hash is None else stream._hash.digest()
                 stream.advance(SendEvent.ALL_SENT)
-                output.append(self._control(Control((END, stream.streamId, size, digest))))
+                output.append(self._control(Control((END, streamId, size, digest))))
                 stream.advance(SendEvent.END_SENT)
 
     def _abort(self, stream: SendStream, code: str, error: BaseException) -> None:
         """Give up sending C{stream}: ABORT with C{code}; it fails with C{error}."""
-        self._output.append(self._control(resetMessage(ABORT, stream.streamId, code, error)))
+        self._output.append(self._control(resetMessage(ABORT, _idOf(stream), code, error)))
         self._senderFailed(stream, error)
 
     def _senderFailed(self, stream: SendStream, error: BaseException) -> None:
         stream.advance(SendEvent.FAIL)
         stream.failure = error
-        self.streams.sending.pop(stream.streamId, None)
+        self.streams.sending.pop(_idOf(stream), None)
 
     # -- receiving streams -------------------------------------------------------
 
@@ -531,3 +525,10 @@ class ClientStreams:
 def _received(incoming: IncomingTransfer, event: ReceiveEvent) -> None:
     """Move C{incoming} by C{event} (L{framing.bulk.states}' receiving table)."""
     incoming.state = RECEIVING_TRANSITIONS.next(incoming.state, event)
+
+
+def _idOf(stream: SendStream) -> int:
+    """The id of C{stream}, announced (in the sending table, or being announced)."""
+    streamId = stream.streamId
+    assert streamId is not None
+    return streamId

@@ -97,7 +97,6 @@ class Stream(SendSide):
         self._sharedHasher = hasher
         self._hasher: OrderedHasher | None = None
         self._host: IStreamHost | None = None
-        self.streamId: int | None = None
         SendSide.__init__(self)
         self._hashBacklog = 0
         self.sentBytes = 0
@@ -172,14 +171,9 @@ class Stream(SendSide):
 
     # -- ISendingStream: what the channel asks ----------------------------------------
 
-    def announce(self, host: IStreamHost, streamId: int) -> None:
-        """
-        Being encoded into a message as C{streamId} on C{host}.
-
-        @raise IllegalTransition: it was sent before.
-        """
-        self.advance(SendEvent.ANNOUNCE)
-        self._host, self.streamId = host, streamId
+    def attach(self, host: IStreamHost) -> None:
+        """Announced (L{framing.bulk.connection.StreamTable.reserve}): C{host} sends it."""
+        self._host = host
         self.source.limit(host.options.chunkSize)
 
     @property
@@ -191,10 +185,9 @@ class Stream(SendSide):
         """No digest fits both sides: the stream fails before any data is sent, and the receiver is told."""
         self._fail(error, tell="digest-unavailable")
 
-    def takeBack(self) -> None:
-        """The message announcing the stream was never sent: it may be sent again."""
-        self.advance(SendEvent.TAKE_BACK)
-        self._host, self.streamId = None, None
+    def detach(self) -> None:
+        """Taken back (L{framing.bulk.connection.StreamTable.takeBack}): no host sends it."""
+        self._host = None
 
     def initialCredit(self, count: int) -> None:
         """The receiver's initial window (from its HELLO): the stream starts with C{count} bytes of credit."""

@@ -19,8 +19,9 @@ from framing.bulk.connection import (
     resetFrom,
     resetMessage,
 )
-from framing.bulk.digests import IntegrityError
-from framing.bulk.errors import FlowControlError, StreamIdReused, StreamReset, TooManyStreams
+from framing.bulk.digests import NEGOTIATED, DigestUnavailable, IntegrityError
+from framing.bulk.errors import FlowControlError, IllegalTransition, StreamIdReused, StreamReset, TooManyStreams
+from framing.bulk.hello import Hello
 from framing.bulk.states import SendEvent
 from framing.bulk.states import SendState as S
 from framing.bulk.wire import ABORT, CANCEL, DONE, END, GRANT, HELLO, Control
@@ -125,6 +126,49 @@ class StreamTableTests(SynchronousTestCase):
         table.dispatch(Control((GRANT, 1, 5)), True)
         table.dispatch(Control((END, 1, 5, None)), True)
         self.assertEqual((sending.calls, receiving.calls), ([("grant", 5)], [("end", 5, None)]))
+
+
+class ReservationTests(SynchronousTestCase):
+    """The ids of the streams this side sends (StreamTable.reserve, takeBack), one rule for every shell."""
+
+    def test_idsIncrease(self) -> None:
+        """Each stream announced gets the next id, is ANNOUNCED and in the sending table; an id taken back is not
+        given again."""
+        table: StreamTable[SendSide, Any] = StreamTable()
+        first, second, third = SendSide(), SendSide(), SendSide()
+        for stream in (first, second, third):
+            stream.digestName = None
+        self.assertEqual(table.reserve(first, Hello(), ()), 1)
+        self.assertEqual(table.reserve(second, Hello(), ()), 2)
+        table.takeBack(second, 2)
+        self.assertEqual((second.state, second.streamId), (S.NEW, None))
+        self.assertEqual(table.reserve(third, Hello(), ()), 3)
+        self.assertEqual(table.sending, {1: first, 3: third})
+        self.assertIs(first.state, S.ANNOUNCED)
+
+    def test_digestSettled(self) -> None:
+        """Once the peer's HELLO is known, the negotiated digest is settled as the stream is announced; with none in
+        common the stream stays NEW, out of the table, and no id is used."""
+        hello = Hello()
+        hello.decoded(Control((HELLO, 0, "sha256", 0)))
+        table: StreamTable[SendSide, Any] = StreamTable()
+        stream = SendSide()
+        stream.digestName = NEGOTIATED
+        table.reserve(stream, hello, ("blake3", "sha256"))
+        self.assertEqual(stream.digestName, "sha256")
+        refused = SendSide()
+        refused.digestName = NEGOTIATED
+        self.assertRaises(DigestUnavailable, table.reserve, refused, hello, ("blake3",))
+        self.assertEqual((refused.state, len(table.sending), table.lastSentId), (S.NEW, 1, 1))
+
+    def test_onceOnly(self) -> None:
+        """A stream is announced once: again is an IllegalTransition, and the table is unchanged."""
+        table: StreamTable[SendSide, Any] = StreamTable()
+        stream = SendSide()
+        stream.digestName = None
+        table.reserve(stream, Hello(), ())
+        self.assertRaises(IllegalTransition, table.reserve, stream, Hello(), ())
+        self.assertEqual((stream.streamId, table.lastSentId), (1, 1))
 
 
 class ReceiveCreditTests(SynchronousTestCase):
