@@ -152,6 +152,7 @@ class SendSide:
     """
 
     digestName: str | None
+    size: int | None
 
     def __init__(self) -> None:
         self.state = SendState.NEW
@@ -210,6 +211,32 @@ class SendSide:
             self.credit.grant(count)
             return False
         return None
+
+    def allSent(self, given: int | None) -> int:
+        """
+        Every byte was sent (ENDING; C{given}: what a sequential source gave
+        in all, C{None} for an object of the announced size): the size its
+        END states (5.5.4), kept as C{size}.
+
+        @raise StreamReset: (C{size}) a size was announced and the source
+            gave another, or none is known; the stream must be given up
+            with ABORT C{size}.
+        """
+        self.advance(SendEvent.ALL_SENT)
+        size = self.size
+        if given is None or size == given:
+            if size is None:
+                raise StreamReset("size", "a stream of unknown size without a sequential source")
+            return size
+        if size is not None:
+            raise StreamReset("size", f"the source gave {given} bytes, not {size}")
+        self.size = given
+        return given
+
+    def endMessage(self, digest: bytes | None) -> Control:
+        """The END that says the stream is whole (ENDED): its id, its size (L{allSent}) and C{digest} (5.5.4)."""
+        self.advance(SendEvent.END_SENT)
+        return Control((END, self.streamId, self.size, digest))
 
     def callFailure(self, cancelled: bool) -> tuple[bool, str | None]:
         """

@@ -68,7 +68,6 @@ from .wire import (
     CONTROL_OPEN_TYPE,
     DATA_OPEN_TYPE,
     DONE,
-    END,
     STREAM_OPEN_TYPE,
     AnnouncementUnslicer,
     Control,
@@ -380,11 +379,14 @@ class ClientStreams:
                 self._abort(stream, "source-failed", error)
                 continue
             if spent:
-                size = stream.size if stream.size is not None else stream.sentBytes
+                # A sized source is of ranges of an object of that size (framing.bulk.credit.StreamSource).
+                try:
+                    stream.allSent(None if stream.size is not None else stream.sentBytes)
+                except StreamReset as error:
+                    self._abort(stream, error.code, error)
+                    continue
                 digest = None if stream._hash is None else stream._hash.digest()
-                stream.advance(SendEvent.ALL_SENT)
-                output.append(self._control(Control((END, streamId, size, digest))))
-                stream.advance(SendEvent.END_SENT)
+                output.append(self._control(stream.endMessage(digest)))
 
     def _abort(self, stream: SendStream, code: str, error: BaseException) -> None:
         """Give up sending C{stream}: ABORT with C{code}; it fails with C{error}."""

@@ -38,7 +38,7 @@ from framing.bulk.connection import SendSide, resetMessage
 from framing.bulk.digests import NEGOTIATED, checkAlgorithm
 from framing.bulk.errors import StreamReset
 from framing.bulk.states import ON_WIRE, SendEvent, SendState
-from framing.bulk.wire import ABORT, END
+from framing.bulk.wire import ABORT
 
 from .integrity import OrderedHasher
 from .interfaces import IStreamHost
@@ -255,16 +255,15 @@ class Stream(SendSide):
 
     def _end(self) -> None:
         """Everything was sent: send END with the size and, once hashed, the digest."""
-        self.advance(SendEvent.ALL_SENT)
         try:
-            self.size = self.source.finalSize(self.size)
+            size = self.allSent(self.source.given())
         except StreamReset as error:
             self._fail(error, tell=error.code)
             return
         if self._hasher is None or self._hasher is self._sharedHasher:
             self._sendEnd(None)
             return
-        self._hasher.finish(self.size).addCallbacks(self._sendEnd, self._hashFailed)
+        self._hasher.finish(size).addCallbacks(self._sendEnd, self._hashFailed)
 
     def _hashFailed(self, failure: Failure) -> None:
         error = failure.value
@@ -274,9 +273,8 @@ class Stream(SendSide):
     def _sendEnd(self, digest: bytes | None) -> None:
         if self.state is not ENDING or self._host is None:
             return
-        self.advance(SendEvent.END_SENT)
         self._ownDigest = digest
-        self._host.sendControl(END, self.streamId, self.size, digest)
+        self._host.sendControl(*self.endMessage(digest))
 
     def doneReceived(self, digest: bytes | None) -> None:
         """The receiver confirmed everything arrived (verified): the stream succeeds."""

@@ -268,6 +268,31 @@ class SendSideTests(SynchronousTestCase):
         stream.advance(SendEvent.DONE)
         self.assertEqual(stream.callFailure(True), (False, None))
 
+    def sending(self, size: int | None) -> SendSide:
+        stream = self.announced()
+        stream.streamId, stream.size = 4, size
+        stream.creditArrived(10, 512)
+        return stream
+
+    def test_end(self) -> None:
+        """All sent, the END states the announced size (an object's, given None) or what a sequential source gave,
+        with the digest; the stream goes ENDING, then ENDED."""
+        for size, given in ((7, None), (7, 7), (None, 9)):
+            stream = self.sending(size)
+            self.assertEqual(stream.allSent(given), size or given)
+            self.assertIs(stream.state, S.ENDING)
+            self.assertEqual(tuple(stream.endMessage(b"d")), (END, 4, size or given, b"d"))
+            self.assertIs(stream.state, S.ENDED)
+
+    def test_endSizeWrong(self) -> None:
+        """A sequential source that gave another size than announced (or no size known at all) is a StreamReset
+        with code size: the stream is given up (ABORT size) rather than ended."""
+        for size, given in ((7, 6), (7, 8), (None, None)):
+            stream = self.sending(size)
+            with self.assertRaises(StreamReset) as raised:
+                stream.allSent(given)
+            self.assertEqual(raised.exception.code, "size")
+
     def test_resetMessage(self) -> None:
         """A CANCEL or ABORT carries the code and the error as text for people."""
         message = resetMessage(ABORT, 3, "cancelled", StreamReset("cancelled", "no"))
