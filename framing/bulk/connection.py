@@ -33,7 +33,16 @@ from .credit import SendCredit
 from .digests import IntegrityError
 from .errors import FlowControlError, StreamIdReused, StreamReset, TooManyStreams, peerText
 from .hello import Hello
-from .states import ON_WIRE, SENDING_TRANSITIONS, SendEvent, SendState
+from .states import (
+    LIVE,
+    ON_WIRE,
+    RECEIVING_TRANSITIONS,
+    SENDING_TRANSITIONS,
+    ReceiveEvent,
+    ReceiveState,
+    SendEvent,
+    SendState,
+)
 from .wire import ABORT, CANCEL, DONE, END, GRANT, HELLO, Control, controlMessage
 
 Out = TypeVar("Out", bound="SendingEnd")
@@ -42,6 +51,7 @@ In = TypeVar("In", bound="ReceivingEnd")
 __all__ = [
     "Announcements",
     "ReceiveCredit",
+    "ReceiveSide",
     "ReceivingEnd",
     "SendSide",
     "SendingEnd",
@@ -352,6 +362,61 @@ class StreamTable(Generic[Out, In]):
     def dispatch(self, control: Control, helloKnown: bool, unreceived: Callable[[Control], None] | None = None) -> bool:
         """Act on one control message (L{dispatch}), the peer's HELLO known or not; whether it was a HELLO."""
         return dispatch(control, self.sending, self.receiving, unreceived, helloKnown)
+
+
+class ReceiveSide:
+    """
+    The protocol's part of a stream this side receives, whatever shell
+    receives it (the Twisted L{protocols.bulk.Receiver}, the clients'
+    L{framing.bulk.streams.IncomingTransfer}): its state in the receiving
+    table, and what the sender's END and this side's DONE do (5.5.4).
+    O(1) per event.
+
+    @ivar state: its L{ReceiveState}.
+    @ivar streamId: the sender's id for it.
+    """
+
+    streamId: int
+
+    def __init__(self) -> None:
+        self.state = ReceiveState.ANNOUNCED
+
+    def advance(self, event: ReceiveEvent) -> None:
+        """Move by C{event} (L{RECEIVING_TRANSITIONS}).
+
+        @raise IllegalTransition: the table has no such move (a bug on this side).
+        """
+        self.state = RECEIVING_TRANSITIONS.next(self.state, event)
+
+    def ending(self) -> bool:
+        """The sender's END came: whether it ends the stream (ENDED); a repeated or late END changes nothing."""
+        if self.state is not ReceiveState.RECEIVING:
+            return False
+        self.advance(ReceiveEvent.END)
+        return True
+
+    def allReleased(self, received: int, size: int | None, whole: bool) -> int:
+        """
+        Every byte of an ended stream released by the sink and the hasher
+        (VERIFYING): the size its END stated, checked (L{endSize}: for a
+        C{whole} stream, C{received} bytes).
+
+        @raise StreamReset: (C{size}) the END's size is wrong; the stream is given up (CANCEL C{size}).
+        """
+        self.advance(ReceiveEvent.ALL_RELEASED)
+        return endSize(received, size, whole)
+
+    def doneMessage(self, digest: bytes | None) -> Control:
+        """Arrived whole and verified, the sink completed (DONE): the DONE telling the sender, with C{digest}."""
+        self.advance(ReceiveEvent.COMPLETED)
+        return Control((DONE, self.streamId, digest))
+
+    def failing(self) -> bool:
+        """The stream fails: whether it was live (now FAILED); one already over stays as it is."""
+        if self.state not in LIVE:
+            return False
+        self.advance(ReceiveEvent.FAIL)
+        return True
 
 
 class ReceiveCredit:

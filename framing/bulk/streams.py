@@ -49,11 +49,11 @@ from ..slicing.interfaces import ISlicer
 from ..slicing.registry import Registry
 from .connection import (
     ReceiveCredit,
+    ReceiveSide,
     SendSide,
     StreamTable,
     cancelCode,
     digestProblem,
-    endSize,
     frameProblem,
     resetMessage,
 )
@@ -61,13 +61,12 @@ from .credit import StreamSource
 from .digests import NEGOTIATED, DigestUnavailable, availableDigests, newHash
 from .errors import IllegalTransition, StreamReset
 from .hello import Hello
-from .states import LIVE, RECEIVING_TRANSITIONS, ReceiveEvent, ReceiveState, SendEvent, SendState
+from .states import ReceiveEvent, ReceiveState, SendEvent, SendState
 from .wire import (
     ABORT,
     CANCEL,
     CONTROL_OPEN_TYPE,
     DATA_OPEN_TYPE,
-    DONE,
     STREAM_OPEN_TYPE,
     AnnouncementUnslicer,
     Control,
@@ -143,7 +142,7 @@ class SendStream(SendSide):
         self._owner._senderFailed(self, error)
 
 
-class IncomingTransfer:
+class IncomingTransfer(ReceiveSide):
     """
     A stream the server announced in an answer, as a client without Twisted
     receives it (its connection's C{receive}).
@@ -160,7 +159,7 @@ class IncomingTransfer:
         self.streamId = streamId
         self.size = size
         self.digestName = digestName
-        self.state = ReceiveState.ANNOUNCED
+        ReceiveSide.__init__(self)
         self.receivedBytes = 0
         self.failure: BaseException | None = None
         self._sink: Sink | None = None
@@ -418,7 +417,7 @@ class ClientStreams:
             return self.takeSettled()
         if incoming.digestName is not None:
             incoming._hash = newHash(incoming.digestName)
-        _received(incoming, ReceiveEvent.START)
+        incoming.advance(ReceiveEvent.START)
         self._output.append(grantMessage(incoming.streamId, incoming._credit.firstGrant(0)))
         return self.takeSettled()
 
@@ -478,14 +477,12 @@ class ClientStreams:
 
     def _ended(self, incoming: IncomingTransfer, size: int | None, digest: bytes | None) -> None:
         """The server's END: check the size and digest, then DONE (or CANCEL) and settle the receiver."""
-        if incoming.state is not ReceiveState.RECEIVING:
+        if not incoming.ending():
             return
-        _received(incoming, ReceiveEvent.END)
-        _received(incoming, ReceiveEvent.ALL_RELEASED)
         actual = None
         try:
             # Without a digest it may be a stream of ranges, whose sink checks what it holds.
-            endSize(incoming.receivedBytes, size, whole=incoming._hash is not None)
+            incoming.allReleased(incoming.receivedBytes, size, whole=incoming._hash is not None)
         except StreamReset as problem:
             self._cancel(incoming, problem)
             return
@@ -495,10 +492,10 @@ class ClientStreams:
             if mismatch is not None:
                 self._cancel(incoming, mismatch)
                 return
-        _received(incoming, ReceiveEvent.COMPLETED)
+        done = incoming.doneMessage(actual)
         del self.streams.receiving[incoming.streamId]
         self.streams.live.discard(incoming.streamId)
-        self._output.append(self._control(Control((DONE, incoming.streamId, actual))))
+        self._output.append(self._control(done))
         self._settled.append((incoming._waiter, (incoming.receivedBytes, actual), None))
         incoming._waiter = None
 
@@ -513,8 +510,7 @@ class ClientStreams:
         """C{incoming} is over, failed with C{error} (its first failure kept); its waiter, if any, settled."""
         self.streams.receiving.pop(incoming.streamId, None)
         self.streams.live.discard(incoming.streamId)
-        if incoming.state in LIVE:
-            _received(incoming, ReceiveEvent.FAIL)
+        if incoming.failing():
             incoming.failure = error
         if incoming._waiter is not None:
             self._settled.append((incoming._waiter, None, incoming.failure))
@@ -522,11 +518,6 @@ class ClientStreams:
 
     def _control(self, control: Control) -> bytes:
         return self._encoder.encode(control)  # type: ignore[no-any-return]
-
-
-def _received(incoming: IncomingTransfer, event: ReceiveEvent) -> None:
-    """Move C{incoming} by C{event} (L{framing.bulk.states}' receiving table)."""
-    incoming.state = RECEIVING_TRANSITIONS.next(incoming.state, event)
 
 
 def _idOf(stream: SendStream) -> int:

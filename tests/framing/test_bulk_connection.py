@@ -9,6 +9,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from framing.bulk.connection import (
     Announcements,
     ReceiveCredit,
+    ReceiveSide,
     SendSide,
     StreamTable,
     cancelCode,
@@ -22,7 +23,8 @@ from framing.bulk.connection import (
 from framing.bulk.digests import NEGOTIATED, DigestUnavailable, IntegrityError
 from framing.bulk.errors import FlowControlError, IllegalTransition, StreamIdReused, StreamReset, TooManyStreams
 from framing.bulk.hello import Hello
-from framing.bulk.states import SendEvent
+from framing.bulk.states import ReceiveEvent, SendEvent
+from framing.bulk.states import ReceiveState as R
 from framing.bulk.states import SendState as S
 from framing.bulk.wire import ABORT, CANCEL, DONE, END, GRANT, HELLO, Control
 
@@ -169,6 +171,51 @@ class ReservationTests(SynchronousTestCase):
         table.reserve(stream, Hello(), ())
         self.assertRaises(IllegalTransition, table.reserve, stream, Hello(), ())
         self.assertEqual((stream.streamId, table.lastSentId), (1, 1))
+
+
+class ReceiveSideTests(SynchronousTestCase):
+    """A receiving stream's END and DONE (5.5.4), one rule for every shell."""
+
+    def receiving(self) -> ReceiveSide:
+        stream = ReceiveSide()
+        stream.streamId = 6
+        stream.advance(ReceiveEvent.START)
+        return stream
+
+    def test_endDone(self) -> None:
+        """END ends a stream being received (a repeated one changes nothing); all released, the END's size is
+        checked; DONE says it is whole."""
+        stream = self.receiving()
+        self.assertIs(stream.ending(), True)
+        self.assertIs(stream.ending(), False)
+        self.assertEqual(stream.allReleased(5, 5, whole=True), 5)
+        self.assertIs(stream.state, R.VERIFYING)
+        self.assertEqual(tuple(stream.doneMessage(b"d")), (DONE, 6, b"d"))
+        self.assertIs(stream.state, R.DONE)
+        self.assertIs(stream.failing(), False)
+
+    def test_endSizeWrong(self) -> None:
+        """An END stating another size than a whole stream received is a StreamReset size; a stream of ranges (not
+        whole) takes the END's size; an END with none is refused either way."""
+        stream = self.receiving()
+        stream.ending()
+        with self.assertRaises(StreamReset) as raised:
+            stream.allReleased(4, 5, whole=True)
+        self.assertEqual(raised.exception.code, "size")
+        self.assertIs(stream.failing(), True)
+        self.assertIs(stream.state, R.FAILED)
+        ranges = self.receiving()
+        ranges.ending()
+        self.assertEqual(ranges.allReleased(4, 5, whole=False), 5)
+        unsized = self.receiving()
+        unsized.ending()
+        self.assertRaises(StreamReset, unsized.allReleased, 4, None, whole=False)
+
+    def test_endBeforeReceiving(self) -> None:
+        """An END for a stream not being received (announced, failed) changes nothing."""
+        stream = ReceiveSide()
+        self.assertIs(stream.ending(), False)
+        self.assertIs(stream.state, R.ANNOUNCED)
 
 
 class ReceiveCreditTests(SynchronousTestCase):
