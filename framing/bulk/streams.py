@@ -234,8 +234,9 @@ class ClientStreams:
         yet, with the streams it announced now live (and their first frames
         after it, if the server's credit is known).
         """
-        if not self.hello.sent:
-            data = self._control(self.hello.message(self)) + data
+        hello = self.hello.first(self)
+        if hello is not None:
+            data = self._control(hello) + data
         announcing = self._announcing
         if announcing:
             for stream in announcing:
@@ -258,8 +259,12 @@ class ClientStreams:
         """A top-level object the RPC session does not take: C{True} if it was bulk's (a control message)."""
         if type(obj) is not Control:
             return False
-        # A HELLO was taken as it was decoded (_helloDecoded): nothing to answer, this side's went first.
-        self.streams.dispatch(obj, self.hello.peerDigests is not None)
+        # A HELLO was taken as it was decoded (_helloDecoded); a well-formed one is answered with this side's, if it
+        # did not go first (Hello.first).
+        if self.streams.dispatch(obj, self.hello.peerDigests is not None) and self.hello.peerDigests is not None:
+            hello = self.hello.first(self)
+            if hello is not None:
+                self._output.append(self._control(hello))
         return True
 
     def callFailed(self, requestId: int, cancelled: bool) -> None:

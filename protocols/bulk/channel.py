@@ -276,8 +276,10 @@ class BulkChannel(IncomingSide):
 
     def sayHello(self) -> None:
         """Send this side's HELLO (its digests and initial window), once, before anything else bulk."""
-        if not self.hello.sent and self._up and not self.protocol.transport.disconnecting:
-            self.protocol.sendObject(self.hello.message(self.options))
+        if self._up and not self.protocol.transport.disconnecting:
+            hello = self.hello.first(self.options)
+            if hello is not None:
+                self.protocol.sendObject(hello)
 
     def helloDecoded(self, control: Control) -> None:
         """The peer's HELLO holds as soon as it is decoded, for announcements later in the same read."""
@@ -338,8 +340,7 @@ class BulkChannel(IncomingSide):
         transport = broker.transport
         if transport.disconnecting:
             return
-        if not self.hello.sent:
-            self.sayHello()
+        self.sayHello()
         if op == GRANT:
             transport.write(grantMessage(streamId, *values))
             transport.flush()
