@@ -43,6 +43,15 @@ class Hello:
         self.sent = True
         return Control((HELLO, 0, ",".join(options.digests), options.startWindow))
 
+    def first(self, options: Any) -> Control | None:
+        """
+        This side's HELLO (L{message}) if it has not gone yet, else C{None}:
+        what a shell sends before this side's first CALL, stream or control
+        message, and in answer to the peer's HELLO, so that it goes once
+        and first.
+        """
+        return None if self.sent else self.message(options)
+
     def decoded(self, control: Any) -> bool:
         """
         Take the peer's HELLO as it is decoded; C{False} if it is malformed

@@ -146,6 +146,18 @@ class SendingTests(SynchronousTestCase):
         session.receive(server.send(Control((DONE, 1, None))))
         self.assertEqual(stream.state, SendState.DELIVERED)
 
+    def test_helloAnswered(self) -> None:
+        """A server's HELLO that comes before any call is answered with this side's, once; the first CALL then goes
+        without one (Hello.first: a side's HELLO goes once, first)."""
+        session, streams, server = opened()
+        session.receive(server.send(Control((HELLO, 0, "sha256", 0))))
+        (hello,) = server.read(session.dataToSend())
+        self.assertEqual((hello[0], hello[2]), (HELLO, "sha256"))
+        session.receive(server.send(Control((HELLO, 0, "sha256", 0))))
+        self.assertEqual(session.dataToSend(), b"")
+        _, sent = session.call("waiter", 0, "put", ("name",), {})
+        self.assertEqual([message[0] for message in server.read(sent)], [CALL])
+
     def test_namedDigestRefusedByHello(self) -> None:
         """A stream announced before the server's HELLO with a digest the HELLO lacks is given up when it comes:
         ABORT digest-unavailable, no data (5.5; SendSide.helloKnown, as the Twisted sender)."""
