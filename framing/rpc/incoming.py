@@ -37,13 +37,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from framing import Registry, Violation
+from framing import Violation
+from framing.budget import held_bytes
 from framing.ledger import Ledger
 
 from .errors import TooManyRunningCalls, describe, noSuchMethod, noSuchObject
 from .exports import ExportTable
 from .signatures import RemoteMethod
-from .streams import leastEncodedLength
 from .wire import ANSWER, FAIL, NO_ANSWER, Message
 
 DEFAULT_MAX_RUNNING = 100
@@ -62,23 +62,19 @@ def callBytes(
     args: Sequence[Any],
     kwargs: Mapping[str, Any] | None,
     metadata: Mapping[str, str] | None = None,
-    registry: Registry | None = None,
 ) -> int:
     """
     The bytes a call held here is charged by (L{CALLS_ACCOUNT}): the
-    count of L{framing.rpc.streams.leastEncodedLength}, the one stream
-    items are charged by, of its positional arguments, its keyword
-    arguments and its C{metadata}: every string and byte string (and any
-    other buffer) by its length plus one, every other value and each
-    container one or two, a registered type by its state; never more than
-    the CALL's encoding, and short of it only by a few bytes per value, so
-    arguments of large bodies (the ones that fill memory) are charged what
-    they hold.  Chosen over the CALL's wire length because neither decoder
-    core reports a top-level object's length (reporting it would cost every
-    message on the read path, where this costs O(the arguments), which the
-    decoder has just paid for building them, and only for the calls held).
+    memory its positional arguments, keyword arguments and C{metadata}
+    hold, by L{framing.budget.held_bytes} (every object's C{getsizeof}).
+    Not the count of the CALL's bodies (L{framing.rpc.streams.leastEncodedLength},
+    which stream windows use, as the wire does): a 4 MiB CALL of a list of
+    small ints holds about 36 MB while its bodies count 1 MB, and a pool
+    of connections whose calls hold such arguments is bounded only if each
+    is charged what it holds.  O(the arguments), which the decoder has just
+    paid for building them, and only for the calls held.
     """
-    return leastEncodedLength((args, kwargs, metadata), registry)
+    return held_bytes((args, kwargs, metadata))
 
 
 class IncomingCall:
@@ -121,7 +117,6 @@ class IncomingCalls:
 
     @ivar waiting: the calls received and not yet taken by the I/O layer (L{take}), in order.
     @ivar ledger: where the calls waiting or running are charged (L{CALLS_ACCOUNT}), or C{None}.
-    @ivar registry: the connection's registry, which L{callBytes} asks about registered types.
     """
 
     def __init__(self, exports: ExportTable, maxRunning: int | None = DEFAULT_MAX_RUNNING) -> None:
@@ -135,7 +130,6 @@ class IncomingCalls:
         self._running: dict[int, IncomingCall] = {}
         self._unanswered = 0
         self.ledger: Ledger | None = None
-        self.registry: Registry | None = None
 
     @property
     def runningCount(self) -> int:
@@ -180,7 +174,7 @@ class IncomingCalls:
         if ledger is not None:
             # Charged last: an I/O layer that ends the session past the budget (told here) finds it waiting, and
             # the end drops it.  (A call context's metadata is not kept with the call here: not charged.)
-            call.held = callBytes(args, kwargs, None, self.registry)
+            call.held = callBytes(args, kwargs)
             ledger.charge(CALLS_ACCOUNT, call.held)
         return None
 

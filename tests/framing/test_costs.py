@@ -174,6 +174,39 @@ class ObjectBudgetTests(SynchronousTestCase):
         self.assertEqual(decoder.held_cost, 0)
 
 
+class HeldBytesTests(SynchronousTestCase):
+    """held_bytes: the memory a decoded value holds, for layers that keep one."""
+
+    def test_counts_objects_not_bodies(self) -> None:
+        """
+        A list of small ints is counted by its slots and its ints (about 36
+        bytes an item, where leastEncodedLength counts 1), a bytes by its
+        object, a memoryview with what it shows, a dict with its keys and
+        values, an object with its attributes.
+        """
+        import array
+
+        from framing.budget import held_bytes
+        from framing.rpc.streams import leastEncodedLength
+
+        ints = list(range(1000, 101_000))
+        self.assertGreaterEqual(held_bytes([ints]), 100_000 * 36)
+        self.assertLess(leastEncodedLength([ints]), 100_002 + 1)
+        self.assertEqual(held_bytes([b"x" * 1000]), sys.getsizeof(b"x" * 1000))
+        self.assertGreaterEqual(held_bytes([memoryview(bytes(10_000))]), 10_000)
+        self.assertGreaterEqual(held_bytes([array.array("d", bytes(80_000))]), 80_000)
+        self.assertGreaterEqual(held_bytes([{"key": ints}]), held_bytes([ints]) + sys.getsizeof("key"))
+
+        class Holder:
+            def __init__(self) -> None:
+                self.value = ints
+
+        self.assertGreater(held_bytes([Holder()]), held_bytes([ints]))
+        looped: list[Any] = [1]
+        looped.append(looped)
+        self.assertLess(held_bytes([looped]), 1000)  # (walked once)
+
+
 class BagUnslicer(Unslicer):
     """A user unslicer that keeps whatever it is given, with no cap of its own."""
 

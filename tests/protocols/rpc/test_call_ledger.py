@@ -44,6 +44,13 @@ class Holder(Referenceable):
         return len(data)
 
     @remote
+    def holdAny(self, value: Any) -> Deferred[int]:
+        running: Deferred[int] = Deferred()
+        running.addCallback(lambda _: len(value))
+        self.held.append(running)
+        return running
+
+    @remote
     def size(self, data: bytes) -> int:
         return len(data)
 
@@ -69,11 +76,26 @@ class RunningCallTests(SynchronousTestCase):
         made, holder = pair()
         answer = made.root.callRemote("hold", b"x" * SIZE)
         made.flush()
-        self.assertEqual(charged(made), callBytes([b"x" * SIZE], {}))
+        self.assertEqual(charged(made), callBytes((b"x" * SIZE,), {}))
         self.assertIn(CALLS_ACCOUNT, made.server.connection.ledger.accounts())
         holder.held[0].callback(None)
         made.flush()
         self.assertEqual(self.successResultOf(answer), SIZE)
+        self.assertEqual(charged(made), 0)
+
+    def test_chargedWhatItHolds(self) -> None:
+        """
+        A call is charged the memory its arguments hold, not their wire
+        bodies: a list of 100,000 small ints (100 kB of bodies) is charged
+        over 3.6 MB, about 36 bytes an int.
+        """
+        made, holder = pair()
+        answer = made.root.callRemote("holdAny", list(range(1000, 101_000)))
+        made.flush()
+        self.assertGreaterEqual(charged(made), 100_000 * 36)
+        holder.held[0].callback(None)
+        made.flush()
+        self.assertEqual(self.successResultOf(answer), 100_000)
         self.assertEqual(charged(made), 0)
 
     def test_coroutineCharged(self) -> None:
@@ -155,9 +177,9 @@ class RunningCallTests(SynchronousTestCase):
         made.root.callRemoteOnly("hold", b"x" * SIZE)
         made.root.callRemoteOnly("hold", b"y" * SIZE)
         made.flush()
-        self.assertEqual(charged(made), 2 * callBytes([b"x" * SIZE], {}))
+        self.assertEqual(charged(made), 2 * callBytes((b"x" * SIZE,), {}))
         holder.held[0].callback(None)
-        self.assertEqual(charged(made), callBytes([b"x" * SIZE], {}))
+        self.assertEqual(charged(made), callBytes((b"x" * SIZE,), {}))
         holder.held[1].errback(ValueError("no"))
         self.assertEqual(charged(made), 0)
 
@@ -168,7 +190,7 @@ class RunningCallTests(SynchronousTestCase):
         with callContext(metadata=metadata):
             made.root.callRemote("hold", b"x" * SIZE)
         made.flush()
-        self.assertEqual(charged(made), callBytes([b"x" * SIZE], {}, metadata))
+        self.assertEqual(charged(made), callBytes((b"x" * SIZE,), {}, metadata))
         self.assertGreater(charged(made), SIZE + 1000)
         holder.held[0].callback(None)
         made.flush()
