@@ -206,6 +206,27 @@ class HeldBytesTests(SynchronousTestCase):
         looped.append(looped)
         self.assertLess(held_bytes([looped]), 1000)  # (walked once)
 
+    def test_leaves_counted_by_their_size(self) -> None:
+        """
+        Leaves (ints, floats, None, strings, byte strings...) are counted
+        their C{sys.getsizeof} whether they come alone, as a run of one kind
+        or of several (the fast paths a stream ITEM of small items takes),
+        or inside a container.
+        """
+        from framing.budget import held_bytes
+
+        leaves: list[Any] = [0, 7, -3, 2**40, 2**200, True, None, 1.5, 2j, "", "abc", "\u00e9" * 5, "\U0001f600" * 3]
+        leaves += [b"", b"xyz" * 100]
+        for leaf in leaves:
+            self.assertEqual(held_bytes([leaf]), sys.getsizeof(leaf), repr(leaf))
+            self.assertEqual(held_bytes((leaf, leaf)), 2 * sys.getsizeof(leaf), repr(leaf))
+            self.assertEqual(held_bytes([[leaf, leaf]]), sys.getsizeof([leaf, leaf]) + 2 * sys.getsizeof(leaf))
+        expected = sum(map(sys.getsizeof, leaves))
+        self.assertEqual(held_bytes(leaves), expected)
+        self.assertEqual(held_bytes(iter(leaves)), expected)
+        self.assertEqual(held_bytes([tuple(leaves)]), sys.getsizeof(tuple(leaves)) + expected)
+        self.assertEqual(held_bytes([tuple(leaves), "x"]), sys.getsizeof(tuple(leaves)) + expected + sys.getsizeof("x"))
+
 
 class BagUnslicer(Unslicer):
     """A user unslicer that keeps whatever it is given, with no cap of its own."""
