@@ -19,9 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from sys import getsizeof
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ObjectTooCostly, TooManyItems, Violation
+
+if TYPE_CHECKING:
+    from .slicing.registry import Registry
 from .limits import Limits
 
 DEFAULT_OPEN_COST = 64
@@ -203,13 +206,18 @@ _LEAVES = frozenset(_LEAF_SIZE)
 _SEQUENCES = frozenset({list, tuple, set, frozenset})
 
 
-def held_bytes(values: Iterable[Any]) -> int:
+def held_bytes(values: Iterable[Any], registry: Registry | None = None) -> int:
     """
     An estimate of the memory C{values} hold, for a layer that keeps a
-    decoded value (a running call's arguments, a service's table) and
-    charges or bounds it by what it holds: C{sys.getsizeof} of every object
-    reached (a container's own size with its slots, each item's object, a
-    buffer's bytes, an object's attribute dict and what it holds).  Unlike
+    decoded value (a running call's arguments, a stream's items, a
+    service's table) and charges or bounds it by what it holds:
+    C{sys.getsizeof} of every object reached (a container's own size with
+    its slots, each item's object, a buffer's bytes; an object of a type
+    C{registry} sends through a C{to_wire} function, a dataclass, with its
+    attribute dict and what that holds).  Any other object (a reference, a
+    stream reader: one the connection made and holds, not one the peer's
+    value built) is counted by its own size, not walked: what it reaches
+    (the broker, the connection) is not held for this value.  Unlike
     L{framing.rpc.streams.leastEncodedLength} (which counts what the wire
     carried, a small int 1) it counts what a value costs here: a list of a
     million ints about 36 MB, not 1 MB.  A value reached twice is counted
@@ -235,22 +243,18 @@ def held_bytes(values: Iterable[Any]) -> int:
             continue
         if id(value) in walked:
             continue
+        walked.add(id(value))
+        total += getsizeof(value)
         if kind in _SEQUENCES:
-            walked.add(id(value))
-            total += getsizeof(value)
             kinds = set(map(type, value))
             if kinds <= _LEAVES:
                 total += _leaf_bytes(value, kinds)
             else:
                 extend(value)
         elif kind is dict:
-            walked.add(id(value))
-            total += getsizeof(value)
             extend(value.keys())
             extend(value.values())
         else:
-            walked.add(id(value))
-            total += getsizeof(value)
             try:
                 with memoryview(value) as view:
                     # (a memoryview's size leaves out what it shows; an array's or bytearray's includes it)
@@ -259,11 +263,20 @@ def held_bytes(values: Iterable[Any]) -> int:
                     continue
             except TypeError:
                 pass
-            state = getattr(value, "__dict__", None)
-            if type(state) is dict:
-                pending.append(state)
-            elif isinstance(value, (list, tuple, set, frozenset, dict)):
-                extend(value.values() if isinstance(value, dict) else value)
+            if isinstance(value, dict):
+                extend(value.keys())
+                extend(value.values())
+            elif isinstance(value, (list, tuple, set, frozenset)):
+                extend(value)
+            elif registry is not None and getattr(registry.slicer_for(kind), "to_wire", None) is not None:
+                state = getattr(value, "__dict__", None)
+                if type(state) is dict:
+                    pending.append(state)
+                else:  # (slots: the state it sends, which is what they hold)
+                    try:
+                        pending.append(registry.slicer_for(kind).to_wire(value))
+                    except Exception:
+                        pass
     return total
 
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from framing import Violation
+from framing import Registry, Violation
 from framing.budget import held_bytes
 from framing.ledger import Ledger
 
@@ -62,11 +62,15 @@ def callBytes(
     args: Sequence[Any],
     kwargs: Mapping[str, Any] | None,
     metadata: Mapping[str, str] | None = None,
+    registry: Registry | None = None,
 ) -> int:
     """
     The bytes a call held here is charged by (L{CALLS_ACCOUNT}): the
     memory its positional arguments, keyword arguments and C{metadata}
-    hold, by L{framing.budget.held_bytes} (every object's C{getsizeof}).
+    hold, by L{framing.budget.held_bytes} (every object's C{getsizeof}; an
+    object of a type C{registry} sends by its state, any other by its own
+    size: a stream reader or a reference among them is not walked into the
+    connection it belongs to).
     Not the count of the CALL's bodies (L{framing.rpc.streams.leastEncodedLength},
     which stream windows use, as the wire does): a 4 MiB CALL of a list of
     small ints holds about 36 MB while its bodies count 1 MB, and a pool
@@ -74,7 +78,7 @@ def callBytes(
     is charged what it holds.  O(the arguments), which the decoder has just
     paid for building them, and only for the calls held.
     """
-    return held_bytes((args, kwargs, metadata))
+    return held_bytes((args, kwargs, metadata), registry)
 
 
 class IncomingCall:
@@ -117,6 +121,7 @@ class IncomingCalls:
 
     @ivar waiting: the calls received and not yet taken by the I/O layer (L{take}), in order.
     @ivar ledger: where the calls waiting or running are charged (L{CALLS_ACCOUNT}), or C{None}.
+    @ivar registry: the connection's registry, which L{callBytes} asks about registered types.
     """
 
     def __init__(self, exports: ExportTable, maxRunning: int | None = DEFAULT_MAX_RUNNING) -> None:
@@ -130,6 +135,7 @@ class IncomingCalls:
         self._running: dict[int, IncomingCall] = {}
         self._unanswered = 0
         self.ledger: Ledger | None = None
+        self.registry: Registry | None = None
 
     @property
     def runningCount(self) -> int:
@@ -174,7 +180,7 @@ class IncomingCalls:
         if ledger is not None:
             # Charged last: an I/O layer that ends the session past the budget (told here) finds it waiting, and
             # the end drops it.  (A call context's metadata is not kept with the call here: not charged.)
-            call.held = callBytes(args, kwargs)
+            call.held = callBytes(args, kwargs, None, self.registry)
             ledger.charge(CALLS_ACCOUNT, call.held)
         return None
 

@@ -528,7 +528,7 @@ class ReceiveWindow:
         if kept:
             # Charged what the items hold here (a list of small ints some 36 bytes an int), not the count
             # the byte window keeps (its bodies: 1 an int), so that a pool of connections is bounded in memory.
-            charge = ITEM_FRAMING_BYTES + held_bytes(items)
+            charge = ITEM_FRAMING_BYTES + held_bytes(items, self.registry)
             self._held.append([kept, charge])
             self.heldBytes += charge
             if self.ledger is not None:

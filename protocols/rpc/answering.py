@@ -357,7 +357,7 @@ class IncomingCalls:
     def _charge(self, args: Any, kwargs: Any) -> int:
         """Charge the ledger what a call that runs on holds (L{callBytes}: its arguments and metadata); that count."""
         connection = self._connection
-        held = callBytes(args, kwargs, self._metadata)
+        held = callBytes(args, kwargs, self._metadata, connection.registry)
         connection.ledger.charge(CALLS_ACCOUNT, held)
         return held
 

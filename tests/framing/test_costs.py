@@ -7,6 +7,7 @@ tracemalloc bound, never as timings.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import struct
 import subprocess
@@ -197,11 +198,15 @@ class HeldBytesTests(SynchronousTestCase):
         self.assertGreaterEqual(held_bytes([array.array("d", bytes(80_000))]), 80_000)
         self.assertGreaterEqual(held_bytes([{"key": ints}]), held_bytes([ints]) + sys.getsizeof("key"))
 
+        @dataclasses.dataclass
         class Holder:
-            def __init__(self) -> None:
-                self.value = ints
+            value: list[int]
 
-        self.assertGreater(held_bytes([Holder()]), held_bytes([ints]))
+        registry = Registry()
+        registry.register(Holder, "test.Holder")
+        self.assertGreater(held_bytes([Holder(ints)], registry), held_bytes([ints]))
+        # An object of a type the registry does not send (a reference, a stream reader) is not walked.
+        self.assertEqual(held_bytes([Holder(ints)]), sys.getsizeof(Holder(ints)))
         looped: list[Any] = [1]
         looped.append(looped)
         self.assertLess(held_bytes([looped]), 1000)  # (walked once)

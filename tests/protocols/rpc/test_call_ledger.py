@@ -7,6 +7,7 @@ reading 0).  See L{protocols.rpc.answering} and L{framing.rpc.incoming.callBytes
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 from twisted.internet.defer import CancelledError, Deferred
@@ -47,6 +48,13 @@ class Holder(Referenceable):
     def holdAny(self, value: Any) -> Deferred[int]:
         running: Deferred[int] = Deferred()
         running.addCallback(lambda _: len(value))
+        self.held.append(running)
+        return running
+
+    @remote
+    def holdStream(self, items: AsyncIterator[Any]) -> Deferred[int]:
+        running: Deferred[int] = Deferred()
+        running.addCallback(lambda _: 0)
         self.held.append(running)
         return running
 
@@ -96,6 +104,27 @@ class RunningCallTests(SynchronousTestCase):
         holder.held[0].callback(None)
         made.flush()
         self.assertEqual(self.successResultOf(answer), 100_000)
+        self.assertEqual(charged(made), 0)
+
+    def test_streamReaderChargedItsOwnSize(self) -> None:
+        """
+        A stream among a call's arguments (a reader here) is charged its own
+        size, not what it reaches (the broker, the connection, the exports:
+        held for the connection, not for this call; walked, a reader counted
+        some 130 kB, so 500 such calls passed a 64 MiB pool holding nothing).
+        """
+
+        async def items() -> AsyncIterator[int]:
+            yield 1
+
+        made, holder = pair()
+        answer = made.root.callRemote("holdStream", items())
+        made.flush()
+        self.assertGreater(charged(made), 0)
+        self.assertLess(charged(made), 2048)
+        holder.held[0].callback(None)
+        made.flush()
+        self.assertEqual(self.successResultOf(answer), 0)
         self.assertEqual(charged(made), 0)
 
     def test_coroutineCharged(self) -> None:
