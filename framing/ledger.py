@@ -5,7 +5,8 @@ waiting to be taken, stream items inside their window, answers, calls and
 notifications waiting to be sent, a client's outbox and automatic replies,
 the arguments and metadata of the peer's calls running here) charges them here when it starts holding them and releases
 them when it stops, by the bytes actually held (a body's length, an encoded
-message's length), never by a guess from its Python type.  The ledger does
+message's length, a decoded value kept by the memory its objects hold:
+L{framing.budget.held_bytes}), never by the count of its wire bodies alone.  The ledger does
 not decide what happens when the budget is passed: its owner (the I/O
 shell) is told when C{full} changes and stops reading, and a layer that
 holds bytes the peer's reading does not pace (a producer, a notifier) asks

@@ -73,7 +73,7 @@ from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from framing.rpc.streams import leastEncodedLength
+from framing.budget import held_bytes
 
 from . import bulk, rpc
 from .auth.interfaces import IRemoteRoot
@@ -197,7 +197,8 @@ class _Table:
     """
     Key to value, remembering the most recently set keys: at most
     L{MAX_KEYS} of them, holding at most L{MAX_TABLE_BYTES} together (by
-    L{framing.rpc.streams.leastEncodedLength}, the bytes their bodies hold),
+    L{framing.budget.held_bytes}, the memory they hold: a list of small ints
+    about 36 bytes an item, where its wire bodies count 1),
     the oldest forgotten first; the newest is always kept (a call's value is
     already bounded by the connection's object limits).
     """
@@ -208,7 +209,7 @@ class _Table:
 
     def set(self, key: str, value: Any) -> None:
         values = self._values
-        size = leastEncodedLength((value,))
+        size = held_bytes((value,))
         old = values.pop(key, None)
         if old is not None:
             self.bytes -= old[1]

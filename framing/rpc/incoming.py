@@ -38,12 +38,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from framing import Registry, Violation
+from framing.budget import held_bytes
 from framing.ledger import Ledger
 
 from .errors import TooManyRunningCalls, describe, noSuchMethod, noSuchObject
 from .exports import ExportTable
 from .signatures import RemoteMethod
-from .streams import leastEncodedLength
 from .wire import ANSWER, FAIL, NO_ANSWER, Message
 
 DEFAULT_MAX_RUNNING = 100
@@ -66,19 +66,19 @@ def callBytes(
 ) -> int:
     """
     The bytes a call held here is charged by (L{CALLS_ACCOUNT}): the
-    count of L{framing.rpc.streams.leastEncodedLength}, the one stream
-    items are charged by, of its positional arguments, its keyword
-    arguments and its C{metadata}: every string and byte string (and any
-    other buffer) by its length plus one, every other value and each
-    container one or two, a registered type by its state; never more than
-    the CALL's encoding, and short of it only by a few bytes per value, so
-    arguments of large bodies (the ones that fill memory) are charged what
-    they hold.  Chosen over the CALL's wire length because neither decoder
-    core reports a top-level object's length (reporting it would cost every
-    message on the read path, where this costs O(the arguments), which the
-    decoder has just paid for building them, and only for the calls held).
+    memory its positional arguments, keyword arguments and C{metadata}
+    hold, by L{framing.budget.held_bytes} (every object's C{getsizeof}; an
+    object of a type C{registry} sends by its state, any other by its own
+    size: a stream reader or a reference among them is not walked into the
+    connection it belongs to).
+    Not the count of the CALL's bodies (L{framing.rpc.streams.leastEncodedLength},
+    which stream windows use, as the wire does): a 4 MiB CALL of a list of
+    small ints holds about 36 MB while its bodies count 1 MB, and a pool
+    of connections whose calls hold such arguments is bounded only if each
+    is charged what it holds.  O(the arguments), which the decoder has just
+    paid for building them, and only for the calls held.
     """
-    return leastEncodedLength((args, kwargs, metadata), registry)
+    return held_bytes((args, kwargs, metadata), registry)
 
 
 class IncomingCall:

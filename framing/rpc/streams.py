@@ -45,6 +45,7 @@ from typing import Any
 from zope.interface import implementer
 
 from framing import Limits, Registry, Violation
+from framing.budget import held_bytes
 from framing.errors import InvalidValue, KindRefused, TooManyItems, short_repr
 from framing.ledger import Ledger
 from framing.slicing.builtin import BudgetedUnslicer
@@ -431,8 +432,10 @@ class ReceiveWindow:
     L{arrived} is the whole of an ITEM's arrival for a reader (the Twisted
     one and the clients' share it): counted, checked against the stream's
     item constraint at once (L{constrain}: a refused item is refused as it
-    arrives, the items before it kept), and the bytes of the items kept
-    charged to the connection's C{ledger} (account L{HELD_ACCOUNT}) until
+    arrives, the items before it kept), and the memory the items kept hold
+    (L{framing.budget.held_bytes}: more than the window's count, which is
+    what their bodies carried) charged to the connection's C{ledger}
+    (account L{HELD_ACCOUNT}) until
     the consumer has taken every item of that ITEM (released per ITEM, not
     per item), or L{dropHeld} lets them all go (a cancelled or refused
     stream, a reader dropped).
@@ -535,10 +538,13 @@ class ReceiveWindow:
         if kept < count:
             self.buffered -= count - kept
         if kept:
-            self._held.append([kept, size])
-            self.heldBytes += size
+            # Charged what the items hold here (a list of small ints some 36 bytes an int), not the count
+            # the byte window keeps (its bodies: 1 an int), so that a pool of connections is bounded in memory.
+            charge = ITEM_FRAMING_BYTES + held_bytes(items, self.registry)
+            self._held.append([kept, charge])
+            self.heldBytes += charge
             if self.ledger is not None:
-                self.ledger.charge(HELD_ACCOUNT, size)
+                self.ledger.charge(HELD_ACCOUNT, charge)
         return items, refused
 
     def discarded(self, message: FlowMessage) -> None:

@@ -7,6 +7,7 @@ tracemalloc bound, never as timings.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import struct
 import subprocess
@@ -172,6 +173,64 @@ class ObjectBudgetTests(SynchronousTestCase):
         self.assertGreaterEqual(decoder.held_cost, 10 * 216)
         decoder.feed(CLOSE_TOKEN * 2)
         self.assertEqual(decoder.held_cost, 0)
+
+
+class HeldBytesTests(SynchronousTestCase):
+    """held_bytes: the memory a decoded value holds, for layers that keep one."""
+
+    def test_counts_objects_not_bodies(self) -> None:
+        """
+        A list of small ints is counted by its slots and its ints (about 36
+        bytes an item, where leastEncodedLength counts 1), a bytes by its
+        object, a memoryview with what it shows, a dict with its keys and
+        values, an object with its attributes.
+        """
+        import array
+
+        from framing.budget import held_bytes
+        from framing.rpc.streams import leastEncodedLength
+
+        ints = list(range(1000, 101_000))
+        self.assertGreaterEqual(held_bytes([ints]), 100_000 * 36)
+        self.assertLess(leastEncodedLength([ints]), 100_002 + 1)
+        self.assertEqual(held_bytes([b"x" * 1000]), sys.getsizeof(b"x" * 1000))
+        self.assertGreaterEqual(held_bytes([memoryview(bytes(10_000))]), 10_000)
+        self.assertGreaterEqual(held_bytes([array.array("d", bytes(80_000))]), 80_000)
+        self.assertGreaterEqual(held_bytes([{"key": ints}]), held_bytes([ints]) + sys.getsizeof("key"))
+
+        @dataclasses.dataclass
+        class Holder:
+            value: list[int]
+
+        registry = Registry()
+        registry.register(Holder, "test.Holder")
+        self.assertGreater(held_bytes([Holder(ints)], registry), held_bytes([ints]))
+        # An object of a type the registry does not send (a reference, a stream reader) is not walked.
+        self.assertEqual(held_bytes([Holder(ints)]), sys.getsizeof(Holder(ints)))
+        looped: list[Any] = [1]
+        looped.append(looped)
+        self.assertLess(held_bytes([looped]), 1000)  # (walked once)
+
+    def test_leaves_counted_by_their_size(self) -> None:
+        """
+        Leaves (ints, floats, None, strings, byte strings...) are counted
+        their C{sys.getsizeof} whether they come alone, as a run of one kind
+        or of several (the fast paths a stream ITEM of small items takes),
+        or inside a container.
+        """
+        from framing.budget import held_bytes
+
+        leaves: list[Any] = [0, 7, -3, 2**40, 2**200, True, None, 1.5, 2j, "", "abc", "\u00e9" * 5, "\U0001f600" * 3]
+        leaves += [b"", b"xyz" * 100]
+        for leaf in leaves:
+            self.assertEqual(held_bytes([leaf]), sys.getsizeof(leaf), repr(leaf))
+            self.assertEqual(held_bytes((leaf, leaf)), 2 * sys.getsizeof(leaf), repr(leaf))
+            self.assertEqual(held_bytes([[leaf, leaf]]), sys.getsizeof([leaf, leaf]) + 2 * sys.getsizeof(leaf))
+        expected = sum(map(sys.getsizeof, leaves))
+        self.assertEqual(held_bytes(leaves), expected)
+        self.assertEqual(held_bytes(iter(leaves)), expected)
+        self.assertEqual(held_bytes([tuple(leaves)]), sys.getsizeof(tuple(leaves)) + expected)
+        self.assertEqual(held_bytes([tuple(leaves), "x"]), sys.getsizeof(tuple(leaves)) + expected + sys.getsizeof("x"))
 
 
 class BagUnslicer(Unslicer):

@@ -336,7 +336,7 @@ class ServedCallLedgerTests(SynchronousTestCase):
         session, server, reference = self.exported()
         self.call(session, server, reference, 1)
         self.call(session, server, reference, 2)
-        one = callBytes([b"x" * CALL_BYTES], {})
+        one = callBytes((b"x" * CALL_BYTES,), {})
         self.assertEqual(session.ledger.holding(CALLS_ACCOUNT), 2 * one)
         first, second = session.incomingCalls.take()
         session.answerCall(first, first.run())

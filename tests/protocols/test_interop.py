@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import socket
+import sys
 import threading
 import time
 
@@ -97,8 +98,8 @@ class ServiceTests(SynchronousTestCase):
 
     def test_bytesBounded(self) -> None:
         """
-        A table's values hold at most MAX_TABLE_BYTES together (by the bytes
-        their bodies hold): past it the oldest are forgotten; the newest
+        A table's values hold at most MAX_TABLE_BYTES together (by the memory
+        they hold): past it the oldest are forgotten; the newest
         is kept whatever its size.
         """
         value = b"x" * (4 * 1024 * 1024)
@@ -114,7 +115,20 @@ class ServiceTests(SynchronousTestCase):
         huge = b"z" * (interop.MAX_TABLE_BYTES + 1)
         self.service.record("huge", huge)
         self.assertIs(self.service.recorded("huge"), huge)
-        self.assertEqual(self.service._recorded.bytes, len(huge) + 1)
+        self.assertEqual(self.service._recorded.bytes, sys.getsizeof(huge))
+
+    def test_bytesBoundedByMemoryHeld(self) -> None:
+        """
+        A table's values are counted by the memory they hold, not by their
+        wire bodies: lists of 100,000 small ints (about 3.6 MB held each,
+        100 kB of bodies) fill the table's MAX_TABLE_BYTES after about 18.
+        """
+        value = list(range(1000, 101_000))
+        for number in range(40):
+            self.service.record(f"k{number}", value)
+        self.assertIsNone(self.service.recorded("k0"))
+        self.assertIs(self.service.recorded("k39"), value)
+        self.assertLessEqual(self.service._recorded.bytes, interop.MAX_TABLE_BYTES)
 
     def test_registeredError(self) -> None:
         """raiseRegistered raises the registered error with the caller's message and code."""

@@ -1088,6 +1088,28 @@ class LedgerTests(SynchronousTestCase):
         self.assertGreaterEqual(stream.window.heldBytes, 50 * 100)
         return stream
 
+    def test_chargedWhatTheyHold(self) -> None:
+        """
+        An item held is charged the memory it holds, not the count the byte
+        window keeps: a list of 100,000 small ints (its bodies count 100 kB)
+        over 3.6 MB, about 36 bytes an int; released once taken.
+        """
+        from twisted.internet.task import Clock
+
+        from protocols.rpc import Broker
+
+        clock = Clock()
+        server = Broker(_Items([list(range(1000, 101_000))]), clock=clock)
+        client = Broker(clock=clock, extensions=[ObjectStreams(StreamOptions(windowBytes=8 << 20))])
+        pair = BrokerPair(server, client, clock)
+        stream: StreamReader[Any] = self.successResultOf(run(pair, _call(pair.root.callRemote, "items", 1)))
+        pair.flush()
+        ledger = pair.client.connection.ledger
+        self.assertEqual(stream.window.buffered, 1)
+        self.assertGreaterEqual(ledger.holding(HELD_ACCOUNT), 100_000 * 36)
+        self.assertEqual(len(self.successResultOf(stream.next())), 100_000)
+        self.assertEqual(ledger.holding(HELD_ACCOUNT), 0)
+
     def test_releasedAsTaken(self) -> None:
         stream = self._held()
         self.assertEqual(self.successResultOf(stream.forEach(lambda item: None)), 50)
