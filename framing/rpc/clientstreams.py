@@ -27,7 +27,7 @@ the session's output at once.  From then on:
    producer's error (rebuilt as a FAIL's is) after them;
  - L{ClientObjectStreams.cancel} (the consumer's C{close}, C{aclose}, a
    break that dropped the reader) drops the items held and sends CANCEL;
-   L{ClientObjectStreams.timedOut} does too, the stream failing with the
+   L{ObjectStreamTable.timedOut} does too, the stream failing with the
    I/O layer's error (a consumer that waited past its deadline);
  - the session's end fails every stream with the reason, after its items.
 
@@ -59,10 +59,9 @@ from typing import Any
 
 from zope.interface import implementer
 
-from framing import Encoder, Registry, Violation
+from framing import Encoder, Registry
 from framing.slicing.interfaces import ISlicer
 
-from .errors import CallTimedOut, DeadlineExceeded
 from .streams import (
     ANNOUNCE_OPEN_TYPE,
     DEFAULT_WINDOW,
@@ -72,11 +71,10 @@ from .streams import (
     FlowMessage,
     ReceiveWindow,
     addFlowTypes,
-    checkItem,
 )
 from .streamtable import DEFAULT_MAX_STREAMS, ObjectStreamTable, ReceivedStream, SentStream
 
-__all__ = ["ClientObjectStreams", "ReceivedStream", "SentStream", "StreamArgumentRefused", "itemWaitBound"]
+__all__ = ["ClientObjectStreams", "StreamArgumentRefused"]
 
 _Settled = tuple[Any, Any, "BaseException | None"]
 
@@ -216,13 +214,10 @@ class ClientObjectStreams(ObjectStreamTable):
         """
         if producer.over:
             return
-        check = producer.check
-        if check is not None:
-            try:
-                checkItem(check[0], item, check[1], producer.sent)
-            except Violation as violation:
-                self.failSending(producer, violation)
-                return
+        refusal = self.refusedItem(producer, item, producer.sent)
+        if refusal is not None:
+            self.failSending(producer, refusal)
+            return
         message = FlowMessage((ITEM, producer.streamId, item))
         try:
             data = self._encoded(message)
@@ -263,32 +258,6 @@ def _wake(stream: Any, settled: list[_Settled]) -> None:
     if waiter is not None:
         stream.waiter = None
         settled.append((waiter, None, None))
-
-
-def itemWaitBound(
-    streamId: int, now: float, deadline: float | None, callTimeout: float | None
-) -> tuple[float, BaseException] | None:
-    """
-    How long a consumer may wait for the next item of stream C{streamId}
-    (a server that stalls a stream while it answers PINGs is not silent,
-    so its silence bounds nothing here): until the C{deadline} of the
-    consumer's C{callContext} (on the clock of C{now}), or C{callTimeout}
-    seconds from C{now} (the stream's idle bound: each item, like each
-    answer, is awaited that long at most), whichever comes first; C{None}
-    for neither.  The I/O layer ends the wait then with the error given
-    here (L{DeadlineExceeded}, L{CallTimedOut}) and calls
-    L{ClientObjectStreams.timedOut}.
-
-    @return: the time the wait ends and its error, or C{None}.
-    """
-    name = f"the next item of stream {streamId}"
-    idle = None if callTimeout is None else now + callTimeout
-    if deadline is not None and (idle is None or deadline <= idle):
-        return deadline, DeadlineExceeded(f"{name} did not come within its deadline", name)
-    if idle is not None:
-        assert callTimeout is not None
-        return idle, CallTimedOut(name, callTimeout)
-    return None
 
 
 @implementer(ISlicer)

@@ -46,7 +46,7 @@ from framing import Registry, Violation
 from framing.ledger import Ledger
 from framing.slicing.constraints import Constraint
 
-from .errors import describe, rebuild
+from .errors import CallTimedOut, DeadlineExceeded, describe, rebuild
 from .streams import (
     CANCEL,
     CREDIT,
@@ -65,7 +65,7 @@ from .streams import (
     itemCheckFor,
 )
 
-__all__ = ["DEFAULT_MAX_STREAMS", "ObjectStreamTable", "ReceivedStream", "SentStream"]
+__all__ = ["DEFAULT_MAX_STREAMS", "ObjectStreamTable", "ReceivedStream", "SentStream", "itemWaitBound"]
 
 DEFAULT_MAX_STREAMS = 1000
 """Streams the peer may have announced to this side at once."""
@@ -357,6 +357,16 @@ class ObjectStreamTable:
         if self.producers.get(producer.streamId) is producer:
             del self.producers[producer.streamId]
 
+    def refusedItem(self, producer: SentStream, item: Any, index: int) -> Violation | None:
+        """Whether C{item}, the C{index}th of C{producer}'s stream, is refused by its item constraint: the refusal."""
+        check = producer.check
+        if check is not None:
+            try:
+                checkItem(check[0], item, check[1], index)
+            except Violation as violation:
+                return violation
+        return None
+
     def endSending(self, producer: SentStream) -> None:
         """C{producer}'s source is spent: it is over, and END goes with the count of items sent."""
         self.producerOver(producer)
@@ -403,6 +413,32 @@ class ObjectStreamTable:
     def _send(self, message: FlowMessage) -> None:
         if self.failure is None:
             self.sendFlow(message)
+
+
+def itemWaitBound(
+    streamId: int, now: float, deadline: float | None, callTimeout: float | None
+) -> tuple[float, BaseException] | None:
+    """
+    How long a consumer may wait for the next item of stream C{streamId}
+    (a server that stalls a stream while it answers PINGs is not silent,
+    so its silence bounds nothing here): until the C{deadline} of the
+    consumer's C{callContext} (on the clock of C{now}), or C{callTimeout}
+    seconds from C{now} (the stream's idle bound: each item, like each
+    answer, is awaited that long at most), whichever comes first; C{None}
+    for neither.  The I/O layer ends the wait then with the error given
+    here (L{DeadlineExceeded}, L{CallTimedOut}) and calls
+    L{ObjectStreamTable.timedOut}.
+
+    @return: the time the wait ends and its error, or C{None}.
+    """
+    name = f"the next item of stream {streamId}"
+    idle = None if callTimeout is None else now + callTimeout
+    if deadline is not None and (idle is None or deadline <= idle):
+        return deadline, DeadlineExceeded(f"{name} did not come within its deadline", name)
+    if idle is not None:
+        assert callTimeout is not None
+        return idle, CallTimedOut(name, callTimeout)
+    return None
 
 
 class _Dropped:

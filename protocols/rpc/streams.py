@@ -51,7 +51,6 @@ from zope.interface import implementer
 from framing import EncodingError, Registry, Violation
 from framing.ledger import Ledger
 from framing.outgoing import Outgoing
-from framing.rpc.clientstreams import itemWaitBound
 from framing.rpc.streams import (
     ANNOUNCE_OPEN_TYPE,
     CANCEL,
@@ -66,9 +65,8 @@ from framing.rpc.streams import (
     ReceiveWindow,
     TooManyObjectStreams,
     addFlowTypes,
-    checkItem,
 )
-from framing.rpc.streamtable import ObjectStreamTable, ReceivedStream, SentStream
+from framing.rpc.streamtable import ObjectStreamTable, ReceivedStream, SentStream, itemWaitBound
 from framing.slicing.interfaces import ISlicer
 
 from ..interfaces import IBrokerExtension
@@ -300,12 +298,10 @@ class _Producer(SentStream):
         sent once it holds the batch's count (L{_batchLimit}), or when the
         pump stops.
         """
-        check = self.check
-        if check is not None:
-            try:
-                checkItem(check[0], item, check[1], self.sent + len(self._batch))
-            except Violation as violation:
-                self.fail(violation)
+        if self.check is not None:
+            refusal = self.streams.refusedItem(self, item, self.sent + len(self._batch))
+            if refusal is not None:
+                self.fail(refusal)
                 return
         window = self.window
         window.taken()
@@ -749,7 +745,7 @@ class ObjectStreams(ObjectStreamTable):
     def boundWait(self, reader: StreamReader[Any]) -> Any:
         """
         Bound the wait for C{reader}'s next item, as the clients without
-        Twisted do (L{framing.rpc.clientstreams.itemWaitBound}): by the
+        Twisted do (L{framing.rpc.streamtable.itemWaitBound}): by the
         deadline of the enclosing C{callContext} (or of the call being
         answered), and on a client's connection (send back-pressure off,
         see L{protocols.config.ConnectionConfig}) also by the broker's

@@ -1105,9 +1105,9 @@ class ClientSessionHeldTests(SynchronousTestCase):
     """
 
     def test_everyKindHeldWithinByteWindow(self) -> None:
-        from framing.rpc.clientstreams import ReceivedStream
         from framing.rpc.session import ClientSession
         from framing.rpc.streams import Announcement
+        from framing.rpc.streamtable import ReceivedStream
         from framing.rpc.wire import ANSWER, Message
         from framing.wire import PREAMBLE
 
