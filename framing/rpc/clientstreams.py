@@ -1,54 +1,31 @@
-"""Object streams read by the clients without Twisted, sans-IO: the reader's side of L{framing.rpc.streams}.
+"""Object streams of the clients without Twisted, sans-IO: the stream table with a client session's output.
 
-Contract: a L{ClientObjectStreams} is part of every
-L{framing.rpc.session.ClientSession} (not an extension: a plain call pays
-nothing for it; the session hands it a top-level L{FlowMessage} only, and
-its announcement unslicer runs only when an answer carries a stream).  A
-stream the server announces in an answer (or in its call to a callback)
-decodes as the client's own reader, a L{ReceivedStream} subclass made by
-the session's C{makeStream}; the first CREDIT (the whole window) waits in
-the session's output at once.  From then on:
+Contract: a L{ClientObjectStreams} is the L{framing.rpc.streamtable.ObjectStreamTable}
+(every stream rule: ids, windows, checks, the ledger's charge, END,
+ERROR, CANCEL, the connection's end) of one
+L{framing.rpc.session.ClientSession}, part of every session (a plain call
+pays nothing for it: the session hands it a top-level L{FlowMessage}
+only).  What it adds: flow messages encoded into the session's output; a
+stream the server announces decodes as the client's reader (the session's
+C{makeStream}, a L{framing.rpc.streamtable.ReceivedStream} subclass); a
+consumer or a pull waiting on a stream a message changed is settled as a
+call is, C{(waiter, None, None)} (L{ClientObjectStreams.received},
+L{ClientObjectStreams.ended}).
 
- - the server's ITEMs are counted against the stream's window
-   (L{framing.rpc.streams.ReceiveWindow.arrived}, the Twisted reader's
-   bookkeeping: items and bytes, every body an item holds counted by its
-   length, a sender past either drops the connection with
-   L{framing.rpc.streams.ItemCreditExceeded}), checked against the
-   stream's item constraint if it is typed (L{framing.rpc.streams.StreamOf}
-   calls L{ReceivedStream.constrainItems}; the first refused item ends the
-   stream with its L{framing.Violation} after the items before it, C{where}
-   naming its index, and CANCEL goes to the server at once), held in the
-   reader's buffer and charged to the session's ledger (C{ledger}) until
-   taken; a consumer waiting for them (its C{waiter}, opaque here) is
-   settled as a call is, C{(waiter, None, None)}, and takes them itself;
- - L{ClientObjectStreams.take} hands the consumer one item, and its credit
-   goes back in the window's steps (a CREDIT in the output);
- - END ends the iteration after the items held; ERROR fails it with the
-   producer's error (rebuilt as a FAIL's is) after them;
- - L{ClientObjectStreams.cancel} (the consumer's C{close}, C{aclose}, a
-   break that dropped the reader) drops the items held and sends CANCEL;
-   L{ObjectStreamTable.timedOut} does too, the stream failing with the
-   I/O layer's error (a consumer that waited past its deadline);
- - the session's end fails every stream with the reason, after its items.
-
-Sending a stream as an argument (client streaming), for a client that
-gives C{sending} (the asyncio client): an async iterable in a call's
-arguments is announced as the CALL is encoded and goes live once it is
-encoded whole (L{ClientObjectStreams.committed}; forgotten if the encoding
-fails); the I/O layer pulls its source while its L{SendWindow} is open,
-hands each item to L{ClientObjectStreams.itemReady} (checked, if the
-stream is typed, then one ITEM in the output) and ends it with
-L{ClientObjectStreams.endSending} or L{ClientObjectStreams.failSending}
-(END, ERROR); the server's CREDIT settles the pull's C{waiter}, its
-CANCEL and the session's end tell the I/O layer to stop.  Without
-C{sending} (the blocking client), and for a plain generator in any
-client, the argument is refused with L{StreamArgumentRefused} (a
-C{TypeError}) before anything is sent.
+Sending a stream as an argument, for a client that gives C{sending} (the
+asyncio client): an async iterable in a call's arguments is announced as
+the CALL is encoded and goes live once it is encoded whole
+(L{ClientObjectStreams.committed}; forgotten if the encoding fails); the
+I/O layer pulls its source while its window is open, hands each item to
+L{ClientObjectStreams.itemReady} (checked, then one ITEM in the output) and
+ends it with C{endSending} or C{failSending}; C{sending} is told again when
+the stream is over (the server's CANCEL, the session's end).  Without
+C{sending} (the blocking client), and for a plain generator in any client,
+the argument is refused with L{StreamArgumentRefused} before anything is sent.
 
 No I/O, no threads, no clock: the session's owner guards this with the
-session's lock and sends the session's output.  Costs: one dict lookup and
-the window's O(1) count per ITEM, one buffer append per item, a CREDIT per
-quarter window; nothing per call without a stream.
+session's lock.  Costs: the table's per ITEM, one encoding per CREDIT;
+nothing per call without a stream.
 """
 
 from __future__ import annotations
@@ -173,9 +150,9 @@ class ClientObjectStreams(ObjectStreamTable):
         if changed is not None:
             _wake(changed, settled)
 
-    def ended(self, reason: BaseException) -> Any:
+    def ended(self, reason: BaseException) -> list[_Settled]:
         """The session ended with C{reason}: every stream fails with it (after its items); the waiting consumers."""
-        readers, producers = super().ended(reason)
+        readers, producers = self.connectionEnded(reason)
         settled: list[_Settled] = []
         for reader in readers:
             _wake(reader, settled)

@@ -18,7 +18,7 @@ L{framing.rpc.clientstreams.ClientObjectStreams} subclass it):
    CREDIT (the producer's L{framing.rpc.streams.SendWindow}) and CANCEL,
    END and ERROR (L{ObjectStreamTable.endSending},
    L{ObjectStreamTable.failSending});
- - the connection's end (L{ObjectStreamTable.ended}): every reader not over
+ - the connection's end (L{ObjectStreamTable.connectionEnded}): every reader not over
    fails with the reason after its items, every producer is over.
 
 A reader's state is C{(ended, error)}: open (C{False}, C{None}); over by
@@ -386,7 +386,7 @@ class ObjectStreamTable:
 
     # -- the connection's end ---------------------------------------------------------------
 
-    def ended(self, reason: BaseException) -> tuple[list[ReceivedStream], list[SentStream]]:
+    def connectionEnded(self, reason: BaseException) -> tuple[list[ReceivedStream], list[SentStream]]:
         """
         The connection ended with C{reason}: every reader not over fails with
         it (after its items), every producer is over, the items held are let

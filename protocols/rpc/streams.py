@@ -629,7 +629,7 @@ class ObjectStreams(ObjectStreamTable):
         paceCall, self._paceCall = self._paceCall, None
         if paceCall is not None and paceCall.active():
             paceCall.cancel()
-        readers, producers = self.ended(_connectionsOwn(reason.value))
+        readers, producers = self.connectionEnded(_connectionsOwn(reason.value))
         for producer in producers:
             if isinstance(producer, _Producer):
                 producer.cancel()
