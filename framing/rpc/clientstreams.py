@@ -36,7 +36,7 @@ from typing import Any
 
 from zope.interface import implementer
 
-from framing import Encoder, Registry
+from framing import Encoder, Registry, Violation
 from framing.slicing.interfaces import ISlicer
 
 from .streams import (
@@ -48,6 +48,7 @@ from .streams import (
     FlowMessage,
     ReceiveWindow,
     addFlowTypes,
+    checkItem,
 )
 from .streamtable import DEFAULT_MAX_STREAMS, ObjectStreamTable, ReceivedStream, SentStream
 
@@ -191,10 +192,13 @@ class ClientObjectStreams(ObjectStreamTable):
         """
         if producer.over:
             return
-        refusal = self.refusedItem(producer, item, producer.sent)
-        if refusal is not None:
-            self.failSending(producer, refusal)
-            return
+        check = producer.check
+        if check is not None:
+            try:
+                checkItem(check[0], item, check[1], producer.sent)
+            except Violation as violation:
+                self.failSending(producer, violation)
+                return
         message = FlowMessage((ITEM, producer.streamId, item))
         try:
             data = self._encoded(message)

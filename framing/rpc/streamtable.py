@@ -357,16 +357,6 @@ class ObjectStreamTable:
         if self.producers.get(producer.streamId) is producer:
             del self.producers[producer.streamId]
 
-    def refusedItem(self, producer: SentStream, item: Any, index: int) -> Violation | None:
-        """Whether C{item}, the C{index}th of C{producer}'s stream, is refused by its item constraint: the refusal."""
-        check = producer.check
-        if check is not None:
-            try:
-                checkItem(check[0], item, check[1], index)
-            except Violation as violation:
-                return violation
-        return None
-
     def endSending(self, producer: SentStream) -> None:
         """C{producer}'s source is spent: it is over, and END goes with the count of items sent."""
         self.producerOver(producer)

@@ -65,6 +65,7 @@ from framing.rpc.streams import (
     ReceiveWindow,
     TooManyObjectStreams,
     addFlowTypes,
+    checkItem,
 )
 from framing.rpc.streamtable import ObjectStreamTable, ReceivedStream, SentStream, itemWaitBound
 from framing.slicing.interfaces import ISlicer
@@ -298,10 +299,12 @@ class _Producer(SentStream):
         sent once it holds the batch's count (L{_batchLimit}), or when the
         pump stops.
         """
-        if self.check is not None:
-            refusal = self.streams.refusedItem(self, item, self.sent + len(self._batch))
-            if refusal is not None:
-                self.fail(refusal)
+        check = self.check
+        if check is not None:
+            try:
+                checkItem(check[0], item, check[1], self.sent + len(self._batch))
+            except Violation as violation:
+                self.fail(violation)
                 return
         window = self.window
         window.taken()
