@@ -21,7 +21,15 @@ unless --user, --password and --token give others.  The certificate cases
 need --ca-dir (the CA certificates that issued the server's certificate)
 and --client-pem (the key and certificate of the user), which
 examples/interop_server.py prints when it starts.  A case that has no
-result within --case-timeout seconds fails.
+result within --case-timeout seconds fails.  --login-timeout is the login
+server's login timeout, which login_timeout checks (10 s by default).
+
+Most cases use the Python client as an application would; the cases about
+what a server must refuse or say on the wire (deadline_enforced, the
+bulk_* and login_* cases after refused_object_mid_stream) write their bytes
+themselves on a RawPeer connection, since the Python client keeps the rules.
+login_throttle runs last: it leaves this address's throttle bucket full for
+about 20 s.
 """
 
 from __future__ import annotations
@@ -40,12 +48,32 @@ from _errors import CommandLineParser, addDebugArgument, explain, runCommand
 from twisted.cred.credentials import UsernamePassword
 from twisted.internet import defer
 from twisted.internet.defer import CancelledError, Deferred, DeferredList
+from twisted.internet.endpoints import clientFromString, connectProtocol
 from twisted.internet.error import ConnectionClosed, ConnectionDone, ConnectionLost
+from twisted.internet.protocol import Protocol
 from twisted.internet.task import deferLater
+from twisted.python.failure import Failure
 
 from framing import Limits, Registry
 from framing.errors import PeerError
 from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.wire import (
+    ABORT,
+    BODY_KINDS,
+    BYTES,
+    CLOSE,
+    ERROR,
+    INT,
+    NEG,
+    OPEN,
+    PING,
+    PONG,
+    PREAMBLE,
+    SIMPLE,
+    STRING,
+    decode_header,
+    encode_header,
+)
 from protocols import bulk, rpc
 from protocols.auth import ClientCertificate, LoginRefused
 from protocols.auth.tokens import BearerToken
@@ -89,6 +117,16 @@ holds at most 64 MiB for it."""
 """Bytes of the stream cancelled once its first piece arrived: never all sent."""
 FILE_SIZE = 6 << 20
 """Bytes of the file uploaded and downloaded, each cut halfway."""
+ITEMS = 1000
+"""Items of the object streams, each way: several windows' worth (a chunkwire receiver grants 256 at first)."""
+CONTEXT_TIMEOUT = 30.0
+"""Seconds of deadline_and_metadata's deadline: far past the case."""
+SHORT_DEADLINE = 1000
+"""Milliseconds of deadline_enforced's hold deadline."""
+OVERRUN = 16 << 20
+"""Bytes past the server's initial window that bulk_flow_control's one frame announces."""
+THROTTLE_ATTEMPTS = 40
+"""SCRAM starts login_throttle sends at most before one must be refused at once."""
 
 
 @dataclass
@@ -124,7 +162,9 @@ class Run:
         self.caDirectory, self.clientPEM = args.ca_dir, args.client_pem
         self.user, self.password, self.token = args.user, args.password, args.token
         self.prefix = f"{name}-{os.getpid()}-{os.urandom(4).hex()}"
+        self.loginTimeout: float = args.login_timeout
         self.roots: list[rpc.RemoteReference] = []
+        self.raws: list[RawPeer] = []
         self.endpoint = self.server
         """The endpoint the case connected to last (a connection's error names it)."""
 
@@ -182,8 +222,20 @@ class Run:
         self.roots.append(root)
         return root
 
+    async def raw(self, endpoint: str) -> RawPeer:
+        """A new connection to C{endpoint} (a Twisted client description) that writes bytes as given (L{RawPeer})."""
+        self.endpoint = endpoint
+        peer = RawPeer(self.reactor)
+        client = clientFromString(self.reactor, endpoint)  # type: ignore[no-untyped-call]
+        await connectProtocol(client, peer)  # type: ignore[no-untyped-call]
+        self.raws.append(peer)
+        return peer
+
     async def close(self) -> None:
         """Close every connection the case opened, and wait (a while) until they are closed."""
+        for peer in self.raws:
+            if peer.transport is not None and not peer.closed.called:
+                peer.transport.abortConnection()
         closing = [root.broker.disconnect() for root in self.roots]
         waiting = DeferredList(closing, consumeErrors=True)
         waiting.addTimeout(self.closeTimeout, self.reactor)
@@ -298,6 +350,222 @@ async def holdStateIs(root: rpc.RemoteReference, key: str, wanted: str) -> Any:
     """C{True} if the hold of C{key} is in state C{wanted}, else the state it is in."""
     state = await answer(root.callRemote("holdState", key), "holdState")
     return True if state == wanted else state
+
+
+# -- raw connections: what a server must refuse, written byte by byte -------------------------------
+
+
+@dataclass
+class Raw:
+    """A container read off the wire: its open type (C{"ERROR"} for an ERROR token) and its items."""
+
+    name: str
+    items: list[Any]
+
+
+def parsed(data: bytes) -> list[Any]:
+    """
+    The whole top-level things in C{data}, a server's stream from its
+    preamble: atoms, L{Raw} containers (nested as read), and each ERROR
+    token as C{Raw("ERROR", [text])}.  An unfinished object at the end, PING
+    and PONG are left out.  Costs one pass over C{data}.
+    """
+    if not data.startswith(PREAMBLE):
+        return []
+    things: list[Any] = []
+    stack: list[Raw] = []
+    pos, end = len(PREAMBLE), len(data)
+    while pos < end:
+        header = decode_header(data, pos, end)
+        if header is None:
+            break
+        kind, value, length = header
+        pos += length
+        body = b""
+        if kind in BODY_KINDS:
+            if pos + value > end:
+                break
+            body, pos = data[pos : pos + value], pos + value
+        if kind in (PING, PONG):
+            continue
+        if kind == OPEN:
+            stack.append(Raw(body.decode("ascii", "replace"), []))
+            continue
+        if kind == ERROR:
+            things.append(Raw("ERROR", [body.decode("utf-8", "replace")]))
+            continue
+        if kind == ABORT:
+            stack.clear()
+            continue
+        if kind == CLOSE:
+            if not stack:
+                break
+            thing: Any = stack.pop()
+        elif kind == INT:
+            thing = value
+        elif kind == NEG:
+            thing = -1 - value
+        elif kind == STRING:
+            thing = body.decode("utf-8", "replace")
+        elif kind == SIMPLE:
+            thing = (None, False, True)[value] if value < 3 else ("SIMPLE", value)
+        else:
+            thing = bytes(body)
+        (stack[-1].items if stack else things).append(thing)
+    return things
+
+
+def errorText(things: list[Any]) -> str | None:
+    """The text of the first ERROR token among C{things}, or C{None}."""
+    return next((thing.items[0] for thing in things if isinstance(thing, Raw) and thing.name == "ERROR"), None)
+
+
+def rpcMessage(things: list[Any], tag: int, requestId: int) -> Raw | None:
+    """The first RPC message of C{tag} (1 ANSWER, 2 FAIL) for C{requestId} among C{things}, or C{None}."""
+    for thing in things:
+        if isinstance(thing, Raw) and thing.name == "rpc" and thing.items[:2] == [tag, requestId]:
+            return thing
+    return None
+
+
+def answered(things: list[Any], requestId: int) -> Raw | None:
+    """The ANSWER or FAIL of C{requestId} among C{things}, or C{None}."""
+    return rpcMessage(things, 1, requestId) or rpcMessage(things, 2, requestId)
+
+
+def bulkHello(things: list[Any]) -> Raw | None:
+    """The peer's bulk HELLO (C{bulk.ctl} op 5) among C{things}, or C{None}."""
+    return next((t for t in things if isinstance(t, Raw) and t.name == "bulk.ctl" and t.items[:1] == [5]), None)
+
+
+def loginReply(things: list[Any]) -> Raw | None:
+    """The server's first C{login} message among C{things}, or C{None}."""
+    return next((thing for thing in things if isinstance(thing, Raw) and thing.name == "login"), None)
+
+
+def tInt(value: int) -> bytes:
+    return encode_header(INT, value)
+
+
+def tStr(text: str) -> bytes:
+    body = text.encode("utf-8")
+    return encode_header(STRING, len(body)) + body
+
+
+def tBytes(body: bytes) -> bytes:
+    return encode_header(BYTES, len(body)) + body
+
+
+NONE = encode_header(SIMPLE, 0)
+
+
+def tObject(name: str, *items: bytes) -> bytes:
+    """OPEN C{name}, the C{items} (already encoded), CLOSE."""
+    body = name.encode("ascii")
+    return encode_header(OPEN, len(body)) + body + b"".join(items) + encode_header(CLOSE, 0)
+
+
+def tCall(requestId: int, target: int, method: str, *args: bytes, context: bytes = NONE) -> bytes:
+    """A CALL, its keyword arguments None (or C{context}, an encoded call context)."""
+    return tObject("rpc", tInt(0), tInt(requestId), tInt(target), tStr(method), context, *args)
+
+
+def tContext(milliseconds: int) -> bytes:
+    """A call context with a deadline of C{milliseconds} and no keyword arguments or metadata (12.7)."""
+    return tObject("tuple", NONE, tInt(milliseconds), NONE)
+
+
+def tHello(window: int = 0) -> bytes:
+    """The client's bulk HELLO: sha256, and C{window} bytes of initial window."""
+    return tObject("bulk.ctl", tInt(5), tInt(0), tStr("sha256"), tInt(window))
+
+
+def tLogin(verb: str, mechanism: str, payload: bytes) -> bytes:
+    return tObject("login", tStr(verb), tStr(mechanism), tBytes(payload))
+
+
+class RawPeer(Protocol):
+    """
+    A connection that writes the bytes a case gives it and keeps what the
+    server sends, to check what a server must refuse or say on the wire
+    (which the Python client, keeping the rules, would never send).
+
+    @ivar closed: fires (with C{None}) when the connection is closed.
+    """
+
+    def __init__(self, reactor: Any) -> None:
+        self.reactor = reactor
+        self.data = bytearray()
+        self.closed: Deferred[None] = Deferred()
+        self._waiting: list[Deferred[None]] = []
+
+    def dataReceived(self, data: bytes) -> None:
+        self.data += data
+        self._wake()
+
+    def connectionLost(self, reason: Failure | None = None) -> None:
+        if not self.closed.called:
+            self.closed.callback(None)
+        self._wake()
+
+    def _wake(self) -> None:
+        waiting, self._waiting = self._waiting, []
+        for each in waiting:
+            each.callback(None)
+
+    def send(self, data: bytes) -> None:
+        """Write C{data} as it is."""
+        transport: Any = self.transport
+        transport.write(data)
+
+    def things(self) -> list[Any]:
+        """What the server sent so far (L{parsed})."""
+        return parsed(bytes(self.data))
+
+    async def until(self, check: Callable[[list[Any]], Any], what: str, seconds: float = EVENTUALLY) -> Any:
+        """
+        What C{check} returns for the server's things once it returns
+        anything true; fails the case if the connection closes first, or
+        after C{seconds} (a deadline for a broken server, not a measure).
+        """
+        deadline = time.monotonic() + seconds
+        while True:
+            seen = check(self.things())
+            if seen:
+                return seen
+            if self.closed.called:
+                raise CaseFailed(f"{what}: not seen before the server closed the connection (it sent {self.shown()})")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise CaseFailed(f"{what}: not seen within {seconds:g} s (the server sent {self.shown()})")
+            woken: Deferred[None] = Deferred()
+            self._waiting.append(woken)
+            woken.addTimeout(left, self.reactor)
+            try:
+                await woken
+            except defer.TimeoutError:
+                pass
+
+    async def untilClosed(self, what: str, seconds: float = EVENTUALLY) -> list[Any]:
+        """The server's things once it has closed the connection; fails the case if it does not within C{seconds}."""
+        closed = self.closed
+        if not closed.called:
+            waiting: Deferred[None] = Deferred()
+
+            def wake(_: None) -> None:
+                if not waiting.called:
+                    waiting.callback(None)
+
+            closed.addCallback(wake)
+            waiting.addTimeout(seconds, self.reactor)
+            try:
+                await waiting
+            except defer.TimeoutError:
+                raise CaseFailed(f"{what}: the server did not close the connection within {seconds:g} s") from None
+        return self.things()
+
+    def shown(self) -> str:
+        return shown(self.things(), 200)
 
 
 # -- the cases, in the order they run by default -----------------------------------------------
@@ -672,6 +940,196 @@ async def refusedObjectMidStream(run: Run) -> None:
     expect(root.broker.isConnected(), "the connection was closed")
 
 
+@case("object_stream_result", "a result streamed as objects arrives whole, in order, under the client's credit")
+async def objectStreamResult(run: Run) -> None:
+    root = await run.connect()
+    stream = await answer(root.callRemote("count", ITEMS), f"count({ITEMS})")
+    got: list[Any] = []
+    try:
+        async for item in stream:
+            got.append(item)
+    except Exception as error:
+        raise CaseFailed(f"the stream of count({ITEMS}) failed after {len(got)} items: {described(error)}") from error
+    expect(got == list(range(ITEMS)), f"count({ITEMS}) streamed {shown(got)}")
+    expect(root.broker.isConnected(), "the connection was closed")
+
+
+@case("object_stream_argument", "an object stream passed as an argument is taken whole under the server's credit")
+async def objectStreamArgument(run: Run) -> None:
+    root = await run.connect()
+
+    async def numbers() -> Any:
+        for number in range(ITEMS):
+            yield number
+
+    total = await answer(root.callRemote("total", numbers()), f"total({ITEMS} integers)")
+    expect(total == sum(range(ITEMS)), f"total answered {shown(total)}, not {sum(range(ITEMS))}")
+
+
+@case("deadline_and_metadata", "a call's deadline and metadata reach the method; a plain call carries neither")
+async def deadlineAndMetadata(run: Run) -> None:
+    root = await run.connect()
+    key = run.key()
+    with rpc.callContext(timeout=CONTEXT_TIMEOUT, metadata={"interop-key": key}, clock=run.reactor):
+        calling = root.callRemote("context")
+    seen = await answer(calling, "context() with a deadline and metadata")
+    left = seen.get("milliseconds") if isinstance(seen, dict) else None
+    limit = int(CONTEXT_TIMEOUT * 1000)
+    expect(type(left) is int and 0 < left <= limit, f"context() saw {shown(seen)}: not 1 to {limit} ms left")
+    expect(seen.get("metadata") == {"interop-key": key}, f"context() saw the metadata {shown(seen.get('metadata'))}")
+    plain = await answer(root.callRemote("context"), "context() without a context")
+    expect(plain == {"milliseconds": None, "metadata": {}}, f"a plain call's context() answered {shown(plain)}")
+
+
+@case("deadline_enforced", "a call of deadline 0 does not run; the server fails a call whose deadline passes")
+async def deadlineEnforced(run: Run) -> None:
+    peer = await run.raw(run.server)
+    key = run.key()
+    peer.send(
+        PREAMBLE
+        + tCall(1, 0, "record", tStr(key), tStr("ran"), context=tContext(0))
+        + tCall(2, 0, "recorded", tStr(key))
+        + tCall(3, 0, "hold", tStr(run.key("held")), tInt(HOLD), context=tContext(SHORT_DEADLINE))
+    )
+    first = await peer.until(lambda things: answered(things, 1), "the answer to record() of deadline 0")
+    expect(first.items[:3] == [2, 1, "chunkwire.DeadlineExceeded"], f"record() of deadline 0 got {shown(first)}")
+    second = await peer.until(lambda things: answered(things, 2), "the answer to recorded()")
+    expect(second.items == [1, 2, None], f"recorded() answered {shown(second)}: the call of deadline 0 ran")
+    # No CANCEL is sent for the hold: only the server's own clock can end it.
+    third = await peer.until(lambda things: answered(things, 3), "the answer to the hold past its deadline")
+    expect(third.items[:3] == [2, 3, "chunkwire.DeadlineExceeded"], f"the hold past its deadline got {shown(third)}")
+
+
+@case("bulk_hello_answered", "the server answers a bulk HELLO with its own, before answering the call after it")
+async def bulkHelloAnswered(run: Run) -> None:
+    peer = await run.raw(run.server)
+    peer.send(PREAMBLE + tHello() + tCall(1, 0, "empty"))
+    things = await peer.until(lambda things: answered(things, 1) and things, "the answer to empty()")
+    hello = bulkHello(things)
+    expect(hello is not None, f"the server answered empty() without a HELLO before it (it sent {peer.shown()})")
+    assert hello is not None
+    expect(things.index(hello) < things.index(answered(things, 1)), "the server's HELLO came after its answer")
+    expect(
+        len(hello.items) == 4 and type(hello.items[2]) is str and type(hello.items[3]) is int,
+        f"the server's HELLO is {shown(hello)}",
+    )
+
+
+async def stillServing(run: Run) -> None:
+    """Fail the case unless a new connection's empty() is answered (the server and its other connections go on)."""
+    other = await run.connect()
+    result = await answer(other.callRemote("empty"), "empty() on another connection")
+    expect(result is None, f"empty() on another connection answered {shown(result)}")
+
+
+@case("bulk_stream_before_hello", "a stream announced before the client's HELLO is refused (hello-missing), no more")
+async def bulkStreamBeforeHello(run: Run) -> None:
+    peer = await run.raw(run.server)
+    stream = tObject("bulk.stream", tInt(1), tInt(10), NONE)
+    peer.send(PREAMBLE + tCall(1, 0, "empty", stream) + tCall(2, 0, "empty"))
+    refused = await peer.until(lambda things: answered(things, 1), "the answer to empty(a stream before HELLO)")
+    details = refused.items[5] if refused.items[:3] == [2, 1, "Violation"] and len(refused.items) == 6 else None
+    code = details.items[0] if isinstance(details, Raw) and details.items else None
+    expect(code == "hello-missing", f"empty(a stream before HELLO) was answered {shown(refused)}")
+    after = await peer.until(lambda things: answered(things, 2), "the answer to empty() after it")
+    expect(after.items == [1, 2, None], f"empty() after it was answered {shown(after)}")
+
+
+@case("bulk_stream_id_reused", "a stream id announced twice ends the connection, ERROR 'stream-id-reused: ...'")
+async def bulkStreamIdReused(run: Run) -> None:
+    peer = await run.raw(run.server)
+    stream = tObject("bulk.stream", tInt(1), tInt(10), NONE)
+    peer.send(PREAMBLE + tHello() + tCall(1, 0, "empty", stream) + tCall(2, 0, "empty", stream))
+    things = await peer.untilClosed("the connection of the reused stream id")
+    text = errorText(things)
+    expect(text is not None, f"the server closed without an ERROR (it sent {peer.shown()})")
+    expect(str(text).startswith("stream-id-reused: "), f"the ERROR says {shown(text)}, not 'stream-id-reused: ...'")
+    await stillServing(run)
+
+
+@case("bulk_flow_control", "a data frame past its stream's credit ends the connection, ERROR 'flow-control: ...'")
+async def bulkFlowControl(run: Run) -> None:
+    peer = await run.raw(run.server)
+    peer.send(PREAMBLE + tHello() + tCall(1, 0, "files"))
+    hello = await peer.until(bulkHello, "the server's HELLO")
+    window = hello.items[3] if len(hello.items) == 4 and type(hello.items[3]) is int else None
+    expect(window is not None, f"the server's HELLO is {shown(hello)}")
+    assert window is not None
+    files = await peer.until(lambda things: answered(things, 1), "the answer to files()")
+    reference = files.items[2] if files.items[0] == 1 and len(files.items) == 3 else None
+    expect(isinstance(reference, Raw) and reference.name == "rpc.ref", f"files() answered {shown(files)}")
+    assert isinstance(reference, Raw)
+    export = reference.items[0]
+    # One frame whose BYTES header announces the initial window and 16 MiB more, before any of its data:
+    # past any credit the server can have granted, since nothing of the stream has been consumed.  The
+    # upload is that size (within it, so that only the credit is broken), and stays unfinished on the server.
+    length = size = window + OVERRUN
+    name = f"interop-{run.key()}.bin"
+    digests = tObject("list", tStr("sha256"))
+    peer.send(tCall(2, export, "openUpload", tStr(name), tInt(size), tStr("interop-1"), digests))
+    opened = await peer.until(lambda things: answered(things, 2), "the answer to openUpload()")
+    expect(opened.items[0] == 1, f"openUpload() answered {shown(opened)}")
+    frame = tObject("bulk.data", tInt(1), tInt(0))[:-1] + encode_header(BYTES, length) + bytes(4096)
+    peer.send(tCall(3, export, "upload", tStr(name), tObject("bulk.stream", tInt(1), tInt(size), NONE)) + frame)
+    things = await peer.untilClosed("the connection of the frame past its credit")
+    text = errorText(things)
+    expect(text is not None, f"the server closed without an ERROR (it sent {peer.shown()})")
+    expect(str(text).startswith("flow-control: "), f"the ERROR says {shown(text)}, not 'flow-control: ...'")
+    await stillServing(run)
+
+
+@case("login_limits", "a login message past the pre-login limits ends the connection with an ERROR, no login reply")
+async def loginLimits(run: Run) -> None:
+    breaking = {
+        "a payload of 2049 bytes": tLogin("start", "TOKEN", b"x" * 2049),
+        "a mechanism name of 33 bytes": tLogin("start", "T" * 33, b""),
+        "a container inside the message": tObject("login", tStr("start"), tStr("TOKEN"), tObject("list")),
+        "a fourth item": tObject("login", tStr("start"), tStr("TOKEN"), tBytes(b""), tBytes(b"")),
+    }
+    for what, message in breaking.items():
+        peer = await run.raw(run.loginServer)
+        peer.send(PREAMBLE + message)
+        things = await peer.untilClosed(f"the login connection sent {what}")
+        expect(errorText(things) is not None, f"after {what} the server closed without an ERROR ({peer.shown()})")
+        expect(loginReply(things) is None, f"the server answered {what} with {shown(loginReply(things))}")
+
+
+@case("login_timeout", "a connection that does not log in is closed at the timeout, ERROR 'login-timeout: ...'")
+async def loginTimeout(run: Run) -> None:
+    peer = await run.raw(run.loginServer)
+    started = time.monotonic()
+    peer.send(PREAMBLE)
+    things = await peer.untilClosed("the connection that never logs in", run.loginTimeout + EVENTUALLY)
+    took = time.monotonic() - started
+    text = errorText(things)
+    expect(text is not None, f"the server closed without an ERROR ({peer.shown()})")
+    expect(str(text).startswith("login-timeout: "), f"the ERROR says {shown(text)}, not 'login-timeout: ...'")
+    expect(took >= 0.8 * run.loginTimeout, f"closed after {took:.1f} s, before the {run.loginTimeout:g} s timeout")
+
+
+@case("login_throttle", "attempts from one address are refused at once past the throttle; a trusted user still gets in")
+async def loginThrottle(run: Run) -> None:
+    credentials = UsernamePassword(run.user.encode("utf-8"), run.password.encode("utf-8"))
+    await answer(Deferred.fromCoroutine(run.login(credentials)), "the test user's first login")
+    name = f"interop-throttle-{os.urandom(4).hex()}"
+    for attempt in range(1, THROTTLE_ATTEMPTS + 1):
+        peer = await run.raw(run.loginServer)
+        first = f"n,,n={name},r={os.urandom(12).hex()}".encode("ascii")
+        peer.send(PREAMBLE + tLogin("start", "SCRAM-SHA-256", first))
+        reply = await peer.until(loginReply, f"the server's reply to SCRAM start {attempt}")
+        assert peer.transport is not None
+        peer.transport.abortConnection()
+        verb = reply.items[0] if reply.items else None
+        if verb == "refused":
+            break
+        expect(verb == "challenge", f"SCRAM start {attempt} was answered {shown(reply)}")
+    else:
+        raise CaseFailed(f"{THROTTLE_ATTEMPTS} SCRAM starts from one address were all challenged, none refused at once")
+    root = await answer(Deferred.fromCoroutine(run.login(credentials)), "the test user's login once throttled")
+    result = await answer(root.callRemote("whoami"), "whoami()")
+    expect(result == run.user, f"whoami() answered {shown(result)}")
+
+
 # -- running them ------------------------------------------------------------------------------
 
 _HOST_PORT = re.compile(r"^(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<host>[\w.\-]+)):(?P<port>\d{1,5})$")
@@ -767,6 +1225,13 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--password", default=TEST_PASSWORD, help="that user's password (default %(default)s)")
     parser.add_argument(
         "--token", default=TEST_TOKEN, help="a bearer token of that user for the login cases (default %(default)s)"
+    )
+    parser.add_argument(
+        "--login-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="the login server's login timeout, which login_timeout checks (default %(default)g)",
     )
     parser.add_argument(
         "--case-timeout",

@@ -28,6 +28,8 @@ These credentials are published: listen on loopback (the default) or on a
 test network only.  The file service behind files() keeps its files in
 --dir (a temporary directory, removed when the server stops, by default).
 
+A login connection has --login-timeout seconds (10 by default) to log in.
+
 Each endpoint prints one line when it listens, "interop server listening on
 ENDPOINT (ADDRESS)", "interop login server listening on ..." or "interop
 certificate login server listening on ...".  Stop with Ctrl-C.
@@ -51,6 +53,7 @@ from protocols import TokenProtocol, bulk, rpc
 from protocols.auth.certificates import requireClientCertificates
 from protocols.auth.realms import ServiceLogins
 from protocols.auth.secretfiles import replaceEntry
+from protocols.auth.server import DEFAULT_LOGIN_TIMEOUT
 from protocols.auth.tlsendpoints import joinDescription, splitDescription
 from protocols.auth.tokens import tokenDigest
 from protocols.auth.users import addUser
@@ -111,13 +114,20 @@ def certificateEndpoints(descriptions: list[str], caDirectory: str, serverPEM: s
 
 
 def factories(
-    reactor: Any, directory: str, logins: ServiceLogins, policy: GuardPolicy | None
+    reactor: Any,
+    directory: str,
+    logins: ServiceLogins,
+    policy: GuardPolicy | None,
+    loginTimeout: float = DEFAULT_LOGIN_TIMEOUT,
 ) -> tuple[GuardedFactory, GuardedFactory]:
-    """The open service's factory and the login service's, both carrying bulk streams and guarded."""
+    """
+    The open service's factory and the login service's, both carrying bulk
+    streams and guarded; a login connection has C{loginTimeout} seconds to log in.
+    """
     service = InteropService(reactor, directory)
     anyone = bulk.BulkBrokerFactory(service, clock=reactor, callLimits=rpc.SERVER_CALL_LIMITS)
     portal = logins.portal(InteropRealm())
-    gate = loginGate(None, portal, None, reactor, throttle=logins.throttle(reactor))
+    gate = loginGate(None, portal, None, reactor, timeout=loginTimeout, throttle=logins.throttle(reactor))
     login = bulk.BulkBrokerFactory(None, clock=reactor, callLimits=rpc.SERVER_CALL_LIMITS, gate=gate)
     return GuardedFactory(anyone, policy, reactor), GuardedFactory(login, policy, reactor)
 
@@ -159,7 +169,7 @@ async def serve(reactor: Any, args: argparse.Namespace) -> None:
             print(f"test certificates: --ca-dir {clientCA} --client-pem {clientPEM}", flush=True)
     directory = args.dir or os.path.join(scratch, "files")
     logins = ServiceLogins(users=users, clientCA=clientCA, tokens=tokens, throttleDB=args.throttleDB)
-    anyone, login = factories(reactor, directory, logins, policyFromArguments(args))
+    anyone, login = factories(reactor, directory, logins, policyFromArguments(args), args.login_timeout)
     await listenAll(reactor, args.listen or [LISTEN], anyone, "interop server")
     await listenAll(reactor, args.login_listen or [LOGIN_LISTEN], login, "interop login server")
     if certificateListen:
@@ -214,6 +224,13 @@ def main(argv: list[str]) -> None:
         dest="throttleDB",
         metavar="FILE",
         help="keep the login throttle's counts in this SQLite file (default: in this process's memory)",
+    )
+    parser.add_argument(
+        "--login-timeout",
+        type=float,
+        default=DEFAULT_LOGIN_TIMEOUT,
+        metavar="S",
+        help="seconds a login connection has to log in (default %(default)g; the kit's test runs 2)",
     )
     parser.add_argument("--log", action="store_true", help="log to stdout")
     parser.add_argument("--trace", action="store_true", help="log every token sent and received, readably")

@@ -72,6 +72,22 @@ class ProtocolError(ChunkwireError):
     error: they were whole and valid, so a caller may still deliver them."""
 
 
+def error_token_text(error: ChunkwireError) -> str:
+    """
+    The text of the ERROR token that tells a peer why C{error} ends its
+    connection (wire format, sections 4.8 and 6): the error's code, a colon
+    and a space, then its text for people (C{"stream-id-reused: stream id 3
+    announced after stream id 5"}), so that another implementation can match
+    the code whatever the rest says.  An error whose text already begins so
+    (the RPC layer's, L{framing.rpc.errors.RuleBroken}) is not prefixed twice.
+    Costs one string format.
+    """
+    text = str(error)
+    if text.startswith(f"{error.code}: "):
+        return text
+    return f"{error.code}: {text}"
+
+
 class BadPreamble(ProtocolError):
     """The stream did not start with chunkwire's magic; the message says what it resembles (see describe_foreign)."""
 

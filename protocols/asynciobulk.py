@@ -14,7 +14,8 @@ with the blocking client: resumed from what the receiver holds, the whole
 file's digest checked at both ends), awaiting each: calls on the
 connection, and the hashing of a local file in the loop's default
 executor, so the loop keeps serving while a large file is hashed.  A
-L{framing.bulk.streams.SendStream} passed to a call sends its frames as
+L{framing.bulk.streams.SendStream} passed to a call (L{fileStream} makes one
+of a file) sends its frames as
 the server's credit comes (in the loop, as GRANTs are read: at most a
 window of the server's in the transport's buffer); an incoming stream is
 received with L{AsyncBulkConnection.receive}.  Several transfers may run
@@ -34,7 +35,18 @@ from framing.bulk.streams import ClientStreams, IncomingTransfer, Sink
 
 from .asyncioclient import AsyncConnection, _open
 from .blocking import ConnectOptions, connectTarget
-from .bulkfiles import Call, FileTransfer, Hash, Receive, StepRunner, Steps, downloadSteps, hashFile, uploadSteps
+from .bulkfiles import (
+    Call,
+    FileTransfer,
+    Hash,
+    Receive,
+    StepRunner,
+    Steps,
+    downloadSteps,
+    fileStream,
+    hashFile,
+    uploadSteps,
+)
 
 
 class AsyncBulkConnection(AsyncConnection):
@@ -126,4 +138,4 @@ async def connect(address: str | tuple[str, int], **arguments: Any) -> AsyncBulk
     return connection
 
 
-__all__ = ["AsyncBulkConnection", "FileTransfer", "connect"]
+__all__ = ["AsyncBulkConnection", "FileTransfer", "connect", "fileStream"]

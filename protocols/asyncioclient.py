@@ -131,21 +131,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import functools
 import inspect
+import select
+import socket
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast, overload
 
 from framing import Limits, Registry
 from framing.login.errors import LoginFailed
 from framing.login.exchange import ByteExchange, ObjectName
 from framing.login.urls import HintAttempts, KeyMismatch, ObjectURL, checkPresentedKey
+from framing.rpc.addresses import PICK_FIRST, AddressBook, AddressState, Backoff, Wait
 from framing.rpc.clientstreams import ClientObjectStreams
 from framing.rpc.context import Scope, sendingDeadline
-from framing.rpc.errors import CallTimedOut, ConnectionLost, ConnectTimedOut, DeadlineExceeded, ServerSilent
+from framing.rpc.errors import (
+    CallTimedOut,
+    ConnectionLost,
+    ConnectTimedOut,
+    DeadlineExceeded,
+    DeadReferenceError,
+    ServerSilent,
+)
 from framing.rpc.incoming import IncomingCall
 from framing.rpc.interfaces import ExportedReference, TypedProxy
 from framing.rpc.session import UNSENT, ClientSession, SessionExtension, Settled
@@ -153,7 +164,7 @@ from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.streams import ReceiveWindow
 from framing.rpc.streamtable import ReceivedStream, SentStream, itemWaitBound
 from framing.rpc.wire import ROOT_ID
-from protocols.blocking import ConnectOptions, connectTarget, pinnedContext
+from protocols.blocking import ConnectOptions, connectTarget, parseAddress, pinnedContext
 from protocols.blocking import tlsContext as tlsContext  # (re-exported: the contexts for connect's tls)
 from protocols.clientcontext import callContext as callContext  # (re-exported: deadlines and metadata of calls)
 from protocols.clientcontext import calling
@@ -428,12 +439,10 @@ class AsyncConnection:
         if self._abortTimer is not None:
             self._abortTimer.cancel()
             self._abortTimer = None
-        why = (
-            f"{self.peer} closed the connection"
-            if reason is None
-            else f"the connection to {self.peer} failed: {reason}"
-        )
-        self._end(ConnectionLost(why))
+        if reason is None:
+            self._end(self._session.peerClosed())
+        else:
+            self._end(ConnectionLost(f"the connection to {self.peer} failed: {reason}"))
         if not self._closed.done():
             self._closed.set_result(None)
 
@@ -928,6 +937,40 @@ class AsyncConnection:
         else:
             loggedIn.set_exception(failure)
 
+    @property
+    def acceptsCalls(self) -> bool:
+        """Whether a new call may be sent: no GOAWAY from the server, the connection not over."""
+        return self._session.acceptsCalls
+
+    async def refresh(self) -> None:
+        """
+        Let the loop read what the server sent before a new call is written
+        (a GOAWAY, the server's close, which the kernel may know already):
+        while bytes wait in the socket, yield to the loop, two turns at
+        most.  Cost: one C{select} with no wait when none wait.
+        """
+        transport = self._transport
+        sock = None if transport is None else transport.get_extra_info("socket")
+        for _ in range(2):
+            if sock is None or self._session.failure is not None:
+                return
+            try:
+                if not select.select([sock.fileno()], [], [], 0)[0]:
+                    return
+            except (OSError, ValueError):
+                return
+            await asyncio.sleep(0)
+
+    @property
+    def ended(self) -> bool:
+        """Whether the connection is over (every call on it failed or answered)."""
+        return self._session.failure is not None
+
+    @property
+    def idle(self) -> bool:
+        """Whether no call waits for its answer on this connection."""
+        return not self._session.pending
+
     async def close(self) -> None:
         """
         Close the connection: waiting calls fail with L{ConnectionLost},
@@ -947,6 +990,7 @@ class AsyncConnection:
         await self.close()
 
 
+@overload
 async def connect(
     address: str | tuple[str, int],
     *,
@@ -958,7 +1002,41 @@ async def connect(
     limits: Limits | None = None,
     registry: Registry | None = None,
     interface: type | None = None,
-) -> AsyncConnection:
+) -> AsyncConnection: ...
+
+
+@overload
+async def connect(
+    address: list[str | tuple[str, int]] | list[str] | list[tuple[str, int]],
+    *,
+    credentials: Any = None,
+    tls: ssl.SSLContext | bool = False,
+    timeout: float | None = 10.0,
+    callTimeout: float | None = None,
+    silenceTimeout: float | None = 60.0,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+    policy: str = PICK_FIRST,
+    moveTimeout: float = 30.0,
+    backoff: Backoff | None = None,
+) -> AsyncFailover: ...
+
+
+async def connect(
+    address: str | tuple[str, int] | list[str | tuple[str, int]] | list[str] | list[tuple[str, int]],
+    *,
+    credentials: Any = None,
+    tls: ssl.SSLContext | bool = False,
+    timeout: float | None = 10.0,
+    callTimeout: float | None = None,
+    silenceTimeout: float | None = 60.0,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+    interface: type | None = None,
+    policy: str = PICK_FIRST,
+    moveTimeout: float = 30.0,
+    backoff: Backoff | None = None,
+) -> AsyncConnection | AsyncFailover:
     """
     Connect to the chunkwire RPC server at C{address} (C{"host:port"} or
     C{(host, port)}) on the running event loop, over TLS if asked, log in
@@ -994,7 +1072,22 @@ async def connect(
         its TLS alert in the message).
     @raise framing.login.LoginFailed: the login failed: L{framing.login.LoginRefused},
         L{framing.login.ServerNotVerified}, L{framing.login.UnsupportedCredentials}...
+
+    A list of addresses (a host name resolving to several, by the loop's
+    C{getaddrinfo}, counts as several) makes an L{AsyncFailover}, whose
+    C{root}'s calls go to one of those servers as C{policy} says
+    (L{framing.rpc.addresses}: C{"pick_first"}, C{"round_robin"}), moving
+    from one that drains, dies or is cut off within C{moveTimeout} seconds
+    (or the call's deadline), a call never sent twice; as
+    L{protocols.blocking.connect}'s list.  C{interface} is not taken there.
     """
+    if isinstance(address, list):
+        if interface is not None:
+            raise TypeError("a client of several addresses takes no interface: type its calls at the call site")
+        context = connectTarget(address[0], credentials, tls)[1] if address else None
+        options = ConnectOptions(timeout, callTimeout, silenceTimeout, limits, registry, None)
+        targets = await resolveAll(address, timeout)
+        return AsyncFailover(targets, policy, moveTimeout, credentials, context, options, backoff)
     (host, port), context = connectTarget(address, credentials, tls)
     options = ConnectOptions(timeout, callTimeout, silenceTimeout, limits, registry, interface)
     return await _open((host, port), f"{host}:{port}", context, None, credentials, options)
@@ -1043,6 +1136,7 @@ async def _open(
     pin: str | None,
     credentials: Any,
     options: ConnectOptions,
+    serverName: str | None = None,
 ) -> AsyncConnection:
     """
     Connect to C{target} (C{(host, port)}, or a UNIX socket's path), with
@@ -1061,8 +1155,8 @@ async def _open(
         registry=options.registry,
         pin=pin,
     )
-    # A pinned key checks no name: no SNI either ("" sends none).
-    hostname = "" if pin is not None else None
+    # A pinned key checks no name: no SNI either ("" sends none).  (serverName: the name an address was resolved from.)
+    hostname = "" if pin is not None else serverName
     if isinstance(target, str):
         connecting = loop.create_unix_connection(
             lambda: connection.protocol, target, ssl=tls, server_hostname=hostname if tls else None
@@ -1086,3 +1180,190 @@ async def _open(
     if options.interface is not None:
         connection.root = connection.root.typed(options.interface)
     return connection
+
+
+async def resolveAll(
+    addresses: Sequence[str | tuple[str, int]], timeout: float | None
+) -> list[tuple[tuple[str, int], str]]:
+    """
+    Every IP address of C{addresses} (C{"host:port"} or C{(host, port)}), in
+    order, with the name it was found under (for TLS's check), by the
+    loop's C{getaddrinfo} (at most C{timeout} seconds a name): a name with
+    several addresses counts as several; one that does not resolve in time
+    is kept as it is (its attempts fail and back off).
+    """
+    loop = asyncio.get_running_loop()
+    targets: list[tuple[tuple[str, int], str]] = []
+    for address in addresses:
+        host, port = parseAddress(address)
+        found: list[tuple[str, int]] = []
+        try:
+            infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout)
+            found = [(str(info[4][0]), int(info[4][1])) for info in infos]
+        except (OSError, asyncio.TimeoutError):
+            pass
+        targets.extend((target, host) for target in found or [(host, port)])
+    return targets
+
+
+class AsyncFailoverReference:
+    """The root of an L{AsyncFailover}: each call goes to one of the service's servers."""
+
+    def __init__(self, failover: AsyncFailover) -> None:
+        self.failover = failover
+
+    async def callRemote(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Call remote method C{name} on the root of a ready server and wait for its answer."""
+        return await self.failover.call(name, args, kwargs)
+
+
+class AsyncFailover:
+    """
+    A client of one service at several addresses (L{connect} given a list),
+    on the running loop: the policy, each address's backoff and the rule
+    that a call is sent at most once are L{framing.rpc.addresses}'; this
+    class connects (a task per attempt) and waits.  An async context
+    manager that closes every connection.
+
+    Contract: a call goes to a ready connection, picked by the policy; one
+    that finds none ready connects as the policy says and waits, at most
+    to its L{callContext} deadline or C{moveTimeout} seconds, whichever is
+    first, then raises L{framing.rpc.addresses.NoAddressReady}, having
+    sent nothing.  A connection that received GOAWAY or ended (this client
+    reads all the time, so it knows at once) takes no new call: the call
+    goes to another address.  A call written to a server that then dies or
+    is cut off raises the connection's error (L{ConnectionLost},
+    L{ServerSilent}, ...) and is never sent again.  Drained connections are
+    closed once idle, by the next call.
+
+    Cost: per call, the policy's pick (O(1)), one C{select} with no wait on
+    the picked connection's socket (L{AsyncConnection.refresh}: a close the
+    kernel knows of is read before the call is written) and a look at the
+    draining connections (O(addresses)).
+
+    @ivar root: the service's root object, an L{AsyncFailoverReference}.
+    @ivar book: the L{framing.rpc.addresses.AddressBook}.
+    """
+
+    def __init__(
+        self,
+        targets: list[tuple[tuple[str, int], str]],
+        policy: str,
+        moveTimeout: float,
+        credentials: Any,
+        tls: ssl.SSLContext | None,
+        options: ConnectOptions,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.moveTimeout = moveTimeout
+        self._credentials = credentials
+        self._tls = tls
+        self._options = options
+        self._hostnames = dict(targets)
+        self._loop = asyncio.get_running_loop()
+        self.book: AddressBook[AsyncConnection] = AddressBook([target for target, _ in targets], policy, backoff)
+        self.root = AsyncFailoverReference(self)
+        self._changed: asyncio.Future[None] = self._loop.create_future()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    async def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Send the call C{name} to a ready server (see the class docstring) and wait for its answer."""
+        loop = self._loop
+        scope = calling.get()
+        deadline = loop.time() + self.moveTimeout
+        if scope is not None and scope.deadline is not None:
+            # (the scope's deadline is on time.monotonic, the loop's clock by default)
+            deadline = min(deadline, loop.time() + scope.deadline - time.monotonic())
+        route = self.book.route(name, deadline)
+        while True:
+            if self._closed:
+                raise DeadReferenceError(f"cannot call {name!r}: the client was closed")
+            self._closeDrained()
+            step = route.step(loop.time())
+            if isinstance(step, Wait):
+                await self._connectOrWait(step)
+                continue
+            connection = step.connection
+            await connection.refresh()
+            if not connection.acceptsCalls:
+                route.notSent(step.address, DeadReferenceError("draining or over"), connection.ended)
+                continue
+            try:
+                return await connection.call(ROOT_ID, name, args, kwargs)
+            except DeadReferenceError as error:  # (raised before anything was written: the session refused it)
+                route.notSent(step.address, error, connection.ended)
+
+    def _closeDrained(self) -> None:
+        """Close the connections that drained (or ended) and have no call left."""
+        for address in self.book.addresses:
+            connection = address.connection
+            if connection is None:
+                continue
+            if address.state is AddressState.DRAINING and (connection.ended or connection.idle):
+                self._spawn(connection.close())
+                self.book.lost(address)
+            elif address.state is AddressState.READY and connection.ended:
+                self.book.lost(address, ConnectionLost(f"the connection to {connection.peer} ended"))
+
+    def _spawn(self, work: Any) -> None:
+        task = self._loop.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _change(self) -> None:
+        """Wake the calls waiting for a connection."""
+        if not self._changed.done():
+            self._changed.set_result(None)
+        self._changed = self._loop.create_future()
+
+    async def _connectOrWait(self, step: Wait[AsyncConnection]) -> None:
+        """Start an attempt for each address C{step} names, then wait for a change, to C{step.until} at the latest."""
+        for address in step.connect:
+            self._spawn(self._attempt(address, step.until))
+        changed = self._changed
+        timeout = None if step.until is None else max(step.until - self._loop.time(), 0.0)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(changed), timeout)
+
+    async def _attempt(self, address: Any, until: float | None) -> None:
+        """Connect to C{address} (and log in), within the connect timeout and C{until}; tell the book."""
+        host, port = cast("tuple[str, int]", address.target)
+        options = copy.copy(self._options)
+        if until is not None:
+            left = max(until - self._loop.time(), 0.001)
+            options.timeout = left if options.timeout is None else min(options.timeout, left)
+        try:
+            hostname = self._hostnames.get((host, port), host)
+            connection = await _open(
+                (host, port), f"{host}:{port}", self._tls, None, self._credentials, options, hostname
+            )
+        except Exception as error:  # (refused, timed out, TLS, login: the address backs off)
+            self.book.connectFailed(address, error, self._loop.time())
+        else:
+            if self._closed:
+                await connection.close()
+                self.book.lost(address)
+            else:
+                self.book.connected(address, connection)
+        self._change()
+
+    async def close(self) -> None:
+        """Close every connection; calls waiting fail as L{AsyncConnection.close} says, later ones at once."""
+        self._closed = True
+        for address in self.book.addresses:
+            if address.connection is not None:
+                connection = address.connection
+                self.book.lost(address)
+                await connection.close()
+        for task in list(self._tasks):
+            task.cancel()
+        self._change()
+
+    async def __aenter__(self) -> AsyncFailover:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        await self.close()

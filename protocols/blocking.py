@@ -153,6 +153,7 @@ L{framing.bulk.streams.ClientStreams}.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import select
 import socket
@@ -160,13 +161,14 @@ import ssl
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, cast, overload
 
 from framing import Limits, Registry
 from framing.login.exchange import ByteExchange, ObjectName, clientMechanism
 from framing.login.urls import HintAttempts, ObjectURL, checkPresentedKey
+from framing.rpc.addresses import PICK_FIRST, AddressBook, AddressState, Backoff, Wait
 from framing.rpc.clientstreams import ClientObjectStreams
 from framing.rpc.context import sendingDeadline
 from framing.rpc.errors import (
@@ -174,6 +176,7 @@ from framing.rpc.errors import (
     ConnectionLost,
     ConnectTimedOut,
     DeadlineExceeded,
+    DeadReferenceError,
     ServerSilent,
 )
 from framing.rpc.incoming import IncomingCall
@@ -824,7 +827,7 @@ class BlockingConnection:
                     quietSince = self._quietSince = now - self._tick
                 self._apply(self._session.judgeSilence(now - quietSince, silence))
         elif error is None:
-            self._end(ConnectionLost(f"{self.peer} closed the connection"))
+            self._end(self._session.peerClosed())
         else:
             self._end(ConnectionLost(f"reading from {self.peer} failed: {error}"))
 
@@ -1066,6 +1069,42 @@ class BlockingConnection:
         finally:
             self._lock.acquire()
 
+    # -- its state, for a client of several addresses -------------------------
+
+    def refresh(self) -> None:
+        """
+        Take what the server sent while no call read (a GOAWAY, the
+        connection's close), without waiting: one read turn if bytes wait
+        and no other thread is reading.  Cost: one C{poll} system call (and
+        the read, if bytes wait).
+        """
+        with self._lock:
+            if self._reading or self._session.failure is not None:
+                return
+            try:
+                waiting = bool(select.select([self._socket], [], [], 0)[0])
+            except (OSError, ValueError):
+                waiting = True  # (a closed socket: the read turn says so)
+            if waiting:
+                self._readTurn(None)
+                if self._outbox:
+                    self._sendAside(None)
+
+    @property
+    def acceptsCalls(self) -> bool:
+        """Whether a new call may be sent: no GOAWAY from the server (as far as read), the connection not over."""
+        return self._session.acceptsCalls
+
+    @property
+    def ended(self) -> bool:
+        """Whether the connection is over (every call on it failed or answered)."""
+        return self._session.failure is not None
+
+    @property
+    def idle(self) -> bool:
+        """Whether no call waits for its answer on this connection."""
+        return not self._session.pending
+
     # -- closing -------------------------------------------------------------
 
     def close(self) -> None:
@@ -1168,6 +1207,7 @@ def _logIn(sock: socket.socket, credentials: Any, peer: str, timeout: float | No
             sock.sendall(reply)
 
 
+@overload
 def connect(
     address: str | tuple[str, int],
     *,
@@ -1179,7 +1219,41 @@ def connect(
     limits: Limits | None = None,
     registry: Registry | None = None,
     interface: type | None = None,
-) -> BlockingConnection:
+) -> BlockingConnection: ...
+
+
+@overload
+def connect(
+    address: list[str | tuple[str, int]] | list[str] | list[tuple[str, int]],
+    *,
+    credentials: Any = None,
+    tls: ssl.SSLContext | bool = False,
+    timeout: float | None = 10.0,
+    callTimeout: float | None = None,
+    silenceTimeout: float | None = 60.0,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+    policy: str = PICK_FIRST,
+    moveTimeout: float = 30.0,
+    backoff: Backoff | None = None,
+) -> BlockingFailover: ...
+
+
+def connect(
+    address: str | tuple[str, int] | list[str | tuple[str, int]] | list[str] | list[tuple[str, int]],
+    *,
+    credentials: Any = None,
+    tls: ssl.SSLContext | bool = False,
+    timeout: float | None = 10.0,
+    callTimeout: float | None = None,
+    silenceTimeout: float | None = 60.0,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+    interface: type | None = None,
+    policy: str = PICK_FIRST,
+    moveTimeout: float = 30.0,
+    backoff: Backoff | None = None,
+) -> BlockingConnection | BlockingFailover:
     """
     Connect to the chunkwire RPC server at C{address} (C{"host:port"} or
     C{(host, port)}), over TLS if asked, log in if given credentials, and
@@ -1214,7 +1288,35 @@ def connect(
         is not trusted, or this side's is refused).
     @raise framing.login.LoginFailed: the login failed: L{framing.login.LoginRefused},
         L{framing.login.ServerNotVerified}, L{framing.login.UnsupportedCredentials}...
+
+    A list of addresses (each C{"host:port"} or C{(host, port)}; a host
+    name resolving to several addresses counts as several) makes a
+    L{BlockingFailover} instead, whose C{root}'s calls go to one of those
+    servers, as C{policy} says: L{framing.rpc.addresses.PICK_FIRST} (one
+    connection, to the first address that connects) or
+    L{framing.rpc.addresses.ROUND_ROBIN} (one to each, taken in turn).  It
+    connects when its first call is made; a server that drains, dies or
+    is cut off has new calls move to another within C{moveTimeout}
+    seconds (or the call's deadline), and a call is never sent twice (see
+    L{BlockingFailover}).  C{backoff}: each address's
+    L{framing.rpc.addresses.Backoff} after a failed attempt.  C{interface}
+    is not taken there.
     """
+    if isinstance(address, list):
+        if interface is not None:
+            raise TypeError("a client of several addresses takes no interface: type its calls at the call site")
+        if credentials is not None:
+            clientMechanism(credentials)
+        context = None if tls is False else tlsContext() if tls is True else tls
+        return BlockingFailover(
+            address,
+            policy=policy,
+            moveTimeout=moveTimeout,
+            credentials=credentials,
+            tls=context,
+            options=ConnectOptions(timeout, callTimeout, silenceTimeout, limits, registry, None),
+            backoff=backoff,
+        )
     (host, port), context = connectTarget(address, credentials, tls)
     options = ConnectOptions(timeout, callTimeout, silenceTimeout, limits, registry, interface)
     return _open((host, port), f"{host}:{port}", host, context, None, credentials, options)
@@ -1390,3 +1492,192 @@ def connectURL(
         except Exception as error:
             attempts.failed(error)
     raise attempts.failure()
+
+
+def resolveAll(addresses: Sequence[str | tuple[str, int]], timeout: float | None) -> list[tuple[tuple[str, int], str]]:
+    """
+    Every IP address of C{addresses} (C{"host:port"} or C{(host, port)}),
+    in order, with the name it was found under (for TLS's check): each
+    host name resolved by C{socket.getaddrinfo} in a thread of its own,
+    waited for at most C{timeout} seconds, so a name with several addresses
+    counts as several.  A name that does not resolve in time is kept as it
+    is (its connection attempts fail, and back off, as a refused one's).
+    """
+    targets: list[tuple[tuple[str, int], str]] = []
+    for address in addresses:
+        host, port = parseAddress(address)
+        targets.extend((target, host) for target in _resolved(host, port, timeout) or [(host, port)])
+    return targets
+
+
+def _resolved(host: str, port: int, timeout: float | None) -> list[tuple[str, int]]:
+    """C{host}'s addresses from C{getaddrinfo} on a thread, or none if it fails or takes over C{timeout} seconds."""
+    found: list[tuple[str, int]] = []
+
+    def resolve() -> None:
+        try:
+            for *_, sockaddr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+                found.append((str(sockaddr[0]), int(sockaddr[1])))
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=resolve, name=f"resolve {host}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return [] if thread.is_alive() else found
+
+
+class FailoverReference:
+    """The root of a L{BlockingFailover}: each call goes to one of the service's servers (see there)."""
+
+    def __init__(self, failover: BlockingFailover) -> None:
+        self.failover = failover
+
+    def callRemote(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Call remote method C{name} on the root of a ready server and block until its answer."""
+        return self.failover.call(name, args, kwargs)
+
+
+class BlockingFailover:
+    """
+    A client of one service at several addresses (L{connect} given a list):
+    the policy (pick_first, round_robin), each address's backoff and the
+    rule that a call is sent at most once are L{framing.rpc.addresses}';
+    this class resolves the names, connects (on the calling thread) and
+    waits.  A context manager that closes every connection.
+
+    Contract: a call goes to a ready connection, picked by the policy.  One
+    that finds none ready (every server dead, draining or cut off) connects
+    as the policy says and waits, at most until its L{callContext}
+    deadline or C{moveTimeout} seconds, whichever comes first; then it
+    raises L{framing.rpc.addresses.NoAddressReady}, having sent nothing.
+    A connection's GOAWAY or close, read before the call is written (this
+    client reads only in calls: the next call looks at each connection it
+    picks, one C{poll}, see L{BlockingConnection.refresh}), sends the call
+    to another address.  A call written to a server that then dies or is
+    cut off raises the connection's error (L{ConnectionLost},
+    L{ServerSilent}, ...) and is never sent again.  A connection that
+    drained is closed by the first call that finds it idle.
+
+    Cost: per call, the policy's pick (O(1)), one C{poll} on the picked
+    connection, and a look at the draining connections (O(addresses)).
+
+    @ivar root: the service's root object, a L{FailoverReference}.
+    @ivar book: the L{framing.rpc.addresses.AddressBook} (its addresses' states, for tests and metrics).
+    """
+
+    def __init__(
+        self,
+        addresses: Sequence[str | tuple[str, int]],
+        *,
+        policy: str,
+        moveTimeout: float,
+        credentials: Any,
+        tls: ssl.SSLContext | None,
+        options: ConnectOptions,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.moveTimeout = moveTimeout
+        self._credentials = credentials
+        self._tls = tls
+        self._options = options
+        resolved = resolveAll(addresses, options.timeout)
+        self._hostnames = dict(resolved)
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self.book: AddressBook[BlockingConnection] = AddressBook([target for target, _ in resolved], policy, backoff)
+        self.root = FailoverReference(self)
+        self._closed = False
+
+    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Send the call C{name} to a ready server (see the class docstring) and block until its answer."""
+        now = time.monotonic()
+        scope = calling.get()
+        deadline = now + self.moveTimeout
+        if scope is not None and scope.deadline is not None:
+            deadline = min(deadline, scope.deadline)
+        route = self.book.route(name, deadline)
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise DeadReferenceError(f"cannot call {name!r}: the client was closed")
+                self._closeDrained()
+                step = route.step(time.monotonic())
+            if isinstance(step, Wait):
+                self._connectOrWait(step)
+                continue
+            connection = step.connection
+            connection.refresh()
+            if not connection.acceptsCalls:
+                with self._lock:
+                    route.notSent(step.address, DeadReferenceError("draining or over"), connection.ended)
+                    self._changed.notify_all()
+                continue
+            try:
+                return connection.call(ROOT_ID, name, args, kwargs)
+            except DeadReferenceError as error:  # (raised before anything was written: the session refused it)
+                with self._lock:
+                    route.notSent(step.address, error, connection.ended)
+
+    def _closeDrained(self) -> None:
+        """Close the connections that drained (or ended) and have no call left (C{_lock} held)."""
+        for address in self.book.addresses:
+            connection = address.connection
+            if address.state is AddressState.DRAINING and connection is not None:
+                if connection.ended or connection.idle:
+                    connection.close()
+                    self.book.lost(address)
+            elif address.state is AddressState.READY and connection is not None and connection.ended:
+                self.book.lost(address, ConnectionLost(f"the connection to {connection.peer} ended"))
+
+    def _connectOrWait(self, step: Wait[BlockingConnection]) -> None:
+        """Connect to the addresses C{step} names, in turn, on this thread; else wait, to C{step.until}."""
+        if not step.connect:
+            with self._lock:
+                remaining = None if step.until is None else step.until - time.monotonic()
+                if remaining is None or remaining > 0:
+                    self._changed.wait(remaining)
+            return
+        for address in step.connect:
+            host, port = cast("tuple[str, int]", address.target)
+            timeout = self._options.timeout
+            if step.until is not None:
+                left = max(step.until - time.monotonic(), 0.001)
+                timeout = left if timeout is None else min(timeout, left)
+            options = copy.copy(self._options)
+            options.timeout = timeout
+            hostname = self._hostnames.get((host, port), host)
+            try:
+                connection = _open(
+                    (host, port), f"{host}:{port}", hostname, self._tls, None, self._credentials, options
+                )
+            except Exception as error:  # (refused, timed out, TLS, login: the address backs off)
+                with self._lock:
+                    self.book.connectFailed(address, error, time.monotonic())
+                    self._changed.notify_all()
+                continue
+            with self._lock:
+                if self._closed:
+                    connection.close()
+                    self.book.lost(address)
+                else:
+                    self.book.connected(address, connection)
+                self._changed.notify_all()
+
+    def close(self) -> None:
+        """Close every connection; calls waiting fail as L{BlockingConnection.close} says, later ones at once."""
+        with self._lock:
+            self._closed = True
+            for address in self.book.addresses:
+                if address.connection is not None:
+                    address.connection.close()
+                    self.book.lost(address)
+            self._changed.notify_all()
+
+    def __enter__(self) -> BlockingFailover:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()

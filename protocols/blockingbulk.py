@@ -25,7 +25,7 @@ L{BlockingBulkConnection}.  On it:
    the same call on a new connection resumes; L{sendFile} and L{fetchFile}
    do that themselves, reconnecting up to C{retries} times.
  - Streams as arguments: a L{framing.bulk.streams.SendStream} passed to a
-   call is announced in it and its data sent while the call waits, as
+   call (L{fileStream} makes one of a file) is announced in it and its data sent while the call waits, as
    credit comes (the thread waiting reads the GRANTs and sends the frames);
    a stream in a result is an L{framing.bulk.streams.IncomingTransfer},
    which L{BlockingBulkConnection.receive} takes into a sink, blocking
@@ -66,6 +66,7 @@ from .bulkfiles import (
     StepRunner,
     Steps,
     downloadSteps,
+    fileStream,
     hashFile,
     uploadSteps,
 )
@@ -235,4 +236,4 @@ def fetchFile(
     )
 
 
-__all__ = ["BlockingBulkConnection", "FileTransfer", "connect", "fetchFile", "sendFile"]
+__all__ = ["BlockingBulkConnection", "FileTransfer", "connect", "fetchFile", "fileStream", "sendFile"]

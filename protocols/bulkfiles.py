@@ -32,6 +32,10 @@ and the other awaits it; nothing here waits or does network I/O.
    one stream whose digest (BLAKE3 when both sides have it, else SHA-256)
    is checked end to end by the stream itself.
 
+L{fileStream} is a file as one L{framing.bulk.streams.SendStream}, for a
+call of one's own (its L{FileSource} reads it as credit comes and closes
+it when sent, dropped or closed).
+
 Imports only L{framing}, the partial files' record and safe places
 (L{protocols.sidecars}, L{protocols.places}) and the standard library (no
 Twisted): the clients without Twisted load it.
@@ -40,6 +44,7 @@ Twisted): the clients without Twisted load it.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -236,6 +241,70 @@ class FileRanges:
             self._ranges[self._index] = (start, end)
         self._left -= len(data)
         return start - len(data), data
+
+
+class FileSource(FileRanges):
+    """
+    A whole file as a stream's source, opened here and closed by itself:
+    when its last byte is taken, or when the source is collected (a
+    stream given up midway), or by L{close}.  Costs: one descriptor while
+    the stream is unfinished; one C{os.pread} per frame.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        """
+        Open the file at C{path} for reading; its size now is the stream's.
+
+        @raise OSError: it cannot be opened (raised here, before any call is made).
+        """
+        fd = os.open(path, os.O_RDONLY)
+        self._closer = weakref.finalize(self, os.close, fd)
+        try:
+            self.size = os.fstat(fd).st_size
+        except BaseException:
+            self._closer()
+            raise
+        FileRanges.__init__(self, fd, [(0, self.size)])
+        if not self.size:
+            self.close()
+
+    def take(self, count: int) -> tuple[int, bytes]:
+        """The next frame, as L{FileRanges.take}; the file is closed once its last byte is taken (or a read fails)."""
+        if not self._closer.alive:
+            # Its descriptor's number may be another file's by now: never read through it.
+            raise OSError(f"the file of this stream was closed with {self._left} bytes unsent")
+        try:
+            frame = FileRanges.take(self, count)
+        except BaseException:
+            self.close()
+            raise
+        if not self._left:
+            self.close()
+        return frame
+
+    def close(self) -> None:
+        """Close the file now (again: nothing); the stream, if still sending, then fails when it next reads."""
+        self._closer()
+
+    @property
+    def closed(self) -> bool:
+        """Whether the file is closed."""
+        return not self._closer.alive
+
+
+def fileStream(path: str | os.PathLike[str], digest: str | None = NEGOTIATED) -> SendStream:
+    """
+    A stream of the file at C{path}, to pass as an argument of a call on
+    the blocking or the asyncio client (C{connection.root.callRemote("put",
+    name, fileStream(path))}): its size is the file's now, its bytes read
+    as credit comes (L{FileSource}), checked end to end with C{digest}
+    (L{NEGOTIATED}: the first digest both sides compute; C{None}: none).
+    A stream is sent once.
+
+    @raise OSError: the file cannot be opened.
+    """
+    source = FileSource(path)
+    return SendStream(source, source.size, digest)
 
 
 class PartialFile:
@@ -453,12 +522,14 @@ __all__ = [
     "Call",
     "StepRunner",
     "FileRanges",
+    "FileSource",
     "FileTransfer",
     "Hash",
     "PartialFile",
     "Progress",
     "Receive",
     "downloadSteps",
+    "fileStream",
     "hashFile",
     "uploadSteps",
 ]

@@ -160,9 +160,14 @@ class GuardPolicy:
         budget of their shared L{framing.ledger.LedgerPool}.  Past it every
         connection that holds anything stops reading (and stream producers
         and notifiers wait) until the listener is back within it; one that
-        holds nothing reads on.  64 MiB, one connection's default budget:
-        without it, N connections may make a server hold N budgets (four
-        non-reading connections held 165 MiB of stream items and answers).
+        holds nothing reads on.  Without it, N connections may make a
+        server hold N budgets (four non-reading connections held 165 MiB of
+        stream items and answers).  32 MiB, half of one connection's
+        default budget, because the process's memory is more than what it
+        holds: with the pool full of 1 MiB values, a kv server on SQLite
+        stood 1.5 to 2 times the pool above idle (Python's and the C
+        allocator's free blocks; 64 MiB pools left it 100-134 MiB above
+        idle, past the hostile-peer catalogue's 96 MiB).
         A C{twist} service with C{--workers N} gives each worker 1/N of it,
         so the server as a whole holds no more than one pool.
     """
@@ -183,7 +188,7 @@ class GuardPolicy:
     fairEviction: bool = True
     headerTimeout: float | None = 3.0
     maxAwaitingHeader: int | None = 256
-    maxHeldBytes: int | None = 64 * 1024 * 1024
+    maxHeldBytes: int | None = 32 * 1024 * 1024
 
 
 DEFAULT_GUARD = GuardPolicy()

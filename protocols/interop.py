@@ -38,6 +38,13 @@ for what a case needs to observe):
     L{DONE}, L{CANCELLED} when the receiver cancelled it, L{FAILED}).
   - C{files()}: a reference to the service's L{BulkService} (the resumable
     file service), shared by every connection.
+  - C{count(n)}: an object stream of the integers 0 to C{n} - 1 (at most
+    L{MAX_ITEMS}), sent under the caller's credit.  C{total(items)}: the
+    sum of an object stream of integers the caller sends, taken under this
+    side's credit.
+  - C{context()}: the deadline and metadata the call arrived with, as the
+    service sees them: C{{"milliseconds": left or None, "metadata":
+    dict}}.
 
 The root of a logged-in connection (L{InteropRealm}) is an L{Avatar} whose
 one method, C{whoami()}, answers the avatar id the login proved.
@@ -55,9 +62,10 @@ network.
 
 from __future__ import annotations
 
+import math
 import os
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Annotated, Any
 
 from twisted.cred.portal import IRealm
@@ -111,6 +119,8 @@ MAX_GATHER = 1_000
 GATHER_TIMEOUT = 30.0
 """Seconds a gather waits for its other calls."""
 MAX_STREAM = 1 << 40
+MAX_ITEMS = 1_000_000
+"""Most integers C{count} streams."""
 """The largest stream C{stream} sends, in bytes."""
 
 # ApplicationError's codes
@@ -409,6 +419,28 @@ class InteropService(rpc.Referenceable):
     def goAway(self, milliseconds: Milliseconds) -> None:
         """Send GOAWAY, with a grace of C{milliseconds}, on the connection this call came on."""
         rpc.currentBroker().drain.goAway(milliseconds / 1000)
+
+    # -- object streams, deadlines, metadata ------------------------------------------------
+
+    @rpc.remote
+    def count(self, n: Annotated[int, rpc.Range(0, MAX_ITEMS)]) -> Iterator[int]:
+        """The integers 0 to C{n} - 1 as an object stream (pulled one ITEM's worth at a time, under credit)."""
+        yield from range(n)
+
+    @rpc.remote
+    async def total(self, items: AsyncIterator[int]) -> int:
+        """The sum of the integers the caller streams (each checked to be an int as it arrives)."""
+        total = 0
+        async for item in items:
+            total += item
+        return total
+
+    @rpc.remote
+    def context(self) -> dict[str, Any]:
+        """The call's deadline (milliseconds left, rounded up, or C{None}) and metadata, as this side read them."""
+        call = rpc.currentCall()
+        left = call.timeRemaining()
+        return {"milliseconds": None if left is None else math.ceil(left * 1000), "metadata": dict(call.metadata)}
 
     # -- streams ---------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from typing import Any
 from twisted.python.failure import Failure
 
 from framing import ProtocolError
-from framing.errors import PeerError
+from framing.errors import PeerError, error_token_text
 from framing.wire import ERROR, encode_header
 
 from .logs import escape
@@ -47,14 +47,11 @@ def dropConnection(protocol: Any, error: ProtocolError, logged: bool = False) ->
     @return: the L{Failure} wrapping C{error} (now C{protocol.failure}).
     """
     if logged:
-        text = str(error)
-        # (the code is not written twice for an error whose text begins with it, as the RPC layer's do)
-        named = text.startswith(f"{error.code}: ")
         protocol.log.warn(
-            "Dropping connection from {peer}: {error}" if named else "Dropping connection from {peer}: {code}: {error}",
+            "Dropping connection from {peer}: {error}",
             peer=protocol.peerName(),
             code=error.code,
-            error=escape(text),
+            error=escape(error_token_text(error)),
         )
     # The traceback's frames would hold the protocol (and what it decoded)
     # in a cycle; where in our code a peer's bytes broke the stream says
@@ -71,7 +68,7 @@ def dropConnection(protocol: Any, error: ProtocolError, logged: bool = False) ->
     transport = protocol.transport
     transport.abandonStreams(failure)
     if not isinstance(error, PeerError):
-        body = str(error).encode("utf-8")[:MAX_ERROR_MESSAGE]
+        body = error_token_text(error).encode("utf-8")[:MAX_ERROR_MESSAGE]
         transport.write(encode_header(ERROR, len(body)) + body)
     # Set before the close, which may end the connection at once (connectionLost then cancels it).
     grace = protocol.config.dropGrace

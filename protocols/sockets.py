@@ -13,6 +13,7 @@ connection it was given.
 
 from __future__ import annotations
 
+import select
 from typing import Any
 
 from twisted.internet import tcp
@@ -106,6 +107,24 @@ def setNoDelay(transport: Any) -> bool:
         # A socket already closed, or a wrapper that claims TCP without a socket.
         return False
     return True
+
+
+def bytesWaiting(transport: Any) -> bool:
+    """
+    Whether bytes (or the peer's close) wait unread in the socket of
+    C{transport} (or of the connection it wraps) now: one C{select} system
+    call with no wait.  C{False} for a connection it does not know.
+    """
+    for _ in range(4):
+        if type(transport) in SOCKET_CONNECTIONS:
+            try:
+                return bool(select.select([transport.fileno()], [], [], 0)[0])
+            except (OSError, ValueError):  # (closed meanwhile)
+                return False
+        transport = getattr(transport, "transport", None)
+        if transport is None:
+            break
+    return False
 
 
 def sendNow(transport: Any, blocks: list[bytes], size: int) -> list[bytes]:

@@ -6,7 +6,9 @@ keeps every write boundary, and honours pausing and producers the way
 Twisted's TCP transport does, so flow control can be tested without sockets.
 L{brokerPair} does it for an RPC service: a server broker exposing a root
 and a client broker, on one L{Clock}, as C{rpc.serve} and C{rpc.connect}
-(or C{bulk.serve} and C{bulk.connect}) would make them.
+(or C{bulk.serve} and C{bulk.connect}) would make them.  Its
+L{BrokerPair.collect} pulls a stream of objects (a generator's items)
+with no reactor, flushing before each item.
 L{RecordingTransport} and L{recordWrites} count writes: the number tests pin
 ("one write per message, one per body chunk").
 
@@ -47,12 +49,12 @@ from __future__ import annotations
 import datetime
 import ipaddress
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from twisted.internet.address import IPv4Address
-from twisted.internet.defer import Deferred, DeferredList, gatherResults
+from twisted.internet.defer import Deferred, DeferredList, ensureDeferred, gatherResults
 from twisted.internet.endpoints import (
     TCP4ClientEndpoint,
     TCP4ServerEndpoint,
@@ -76,6 +78,8 @@ from .guard import connectionOf
 from .rpc.broker import Broker
 from .rpc.limits import SERVER_CALL_LIMITS
 from .rpc.refs import RemoteReference
+
+T = TypeVar("T")
 
 __all__ = [
     "BrokerPair",
@@ -535,6 +539,52 @@ class BrokerPair:
                 return
         raise RuntimeError(f"still moving after {rounds} rounds")
 
+    def collect(self, stream: Deferred[AsyncIterator[T]] | AsyncIterator[T], count: int | None = None) -> list[T]:
+        """
+        Pull a stream of objects (L{protocols.rpc.streams}) under a
+        C{SynchronousTestCase}: its items, taken one at a time with a
+        L{flush} before each, until C{count} of them (the stream then stays
+        open: collect more, or C{cancel()} it) or, with no C{count}, its end::
+
+            ticks = pair.root.typed(ITicker).ticks(5)   # a Deferred of the stream
+            assert pair.collect(ticks) == [0, 1, 2, 3, 4]
+
+        @param stream: the stream, or the L{Deferred} of a call's result
+            that fires with one (a typed proxy's C{AsyncIterator} method,
+            C{root.callRemote(...)}).
+        @raise Exception: the call or the stream failed (its error, as the
+            peer's items before it were taken: a refused item's
+            L{framing.Violation}, the call's C{RemoteError}...).
+        @raise RuntimeError: no item came and the stream did not end once
+            everything was delivered (it waits on the clock, or the peer
+            produced nothing): what was awaited is cancelled.
+        """
+        self.flush()
+        reader: Any = self._settled(stream, "the call's result") if isinstance(stream, Deferred) else stream
+        items: list[T] = []
+        while count is None or len(items) < count:
+            step = reader.__anext__()
+            waiting: Deferred[Any] = step if isinstance(step, Deferred) else ensureDeferred(step)
+            self.flush()
+            try:
+                items.append(self._settled(waiting, f"item {len(items)} of {reader!r}"))
+            except StopAsyncIteration:
+                break
+        return items
+
+    def _settled(self, waiting: Deferred[Any], what: str) -> Any:
+        """What C{waiting} fired with (or raise what it failed with); it must have settled."""
+        outcome: list[Any] = []
+        waiting.addBoth(outcome.append)
+        if not outcome:
+            waiting.cancel()
+            waiting.addErrback(lambda _: None)
+            raise RuntimeError(f"{what} did not come once everything was delivered (advance pair.clock?)")
+        [result] = outcome
+        if isinstance(result, Failure):
+            result.raiseException()
+        return result
+
     def _due(self) -> bool:
         """Whether a timer is due at the clock's present time (work left to the end of a turn)."""
         now = self.clock.seconds()
@@ -793,9 +843,11 @@ class SelfSignedCertificate:
 
     def serverOptions(self) -> Any:
         """TLS options for a server using this certificate (for C{TLSMemoryBIOFactory} or C{listenSSL})."""
-        from twisted.internet.ssl import PrivateCertificate
+        from twisted.internet.ssl import CertificateOptions
 
-        return PrivateCertificate.loadPEM(self.keyPEM + self.certPEM).options()  # type: ignore[no-untyped-call]
+        from .auth.tlsendpoints import keyAndCertificate
+
+        return CertificateOptions(**keyAndCertificate(self.keyPEM, self.certPEM))
 
     def clientOptions(self) -> Any:
         """TLS options for a client that trusts only this certificate and checks C{hostname}."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -141,8 +142,10 @@ EXPECTED: dict[str, list[str]] = {
         f"uploaded: 3000000 bytes, {availableDigests()[0]} checked by the service",
         "downloaded; same digest: True",
         "no such file: absent.bin",
+        "own method got the file; same digest: True",
         "sent again, resumed from: 3000000 bytes",
         "asyncio: same digests: True",
+        "asyncio: own method, same digest: True",
         "twisted imported: False",
     ],
     "without_twisted_asyncio.py": [
@@ -161,7 +164,7 @@ EXPECTED: dict[str, list[str]] = {
     ],
 }
 # Snippets that are test modules, run by trial and by pytest.
-TEST_MODULES = ["testing_example.py"]
+TEST_MODULES = ["testing_example.py", "testing_streams.py"]
 # A server that runs until interrupted and its client, run as the tutorial shows.
 SERVER, CLIENT = "greeter_server.py", "greeter_client.py"
 
@@ -220,7 +223,7 @@ class SnippetTests(SynchronousTestCase):
             self.assertRegex(result.stdout, r"\b[23] passed in ")
 
     def test_ownServer(self) -> None:
-        """The tutorial's own server runs as a process, and its client, run twice, is greeted twice."""
+        """The tutorial's own server runs as a process, greets its client twice, and SIGTERM stops it cleanly."""
         command = [sys.executable, str(SNIPPETS / SERVER), "tcp:0:interface=127.0.0.1"]
         server = subprocess.Popen(command, cwd=ROOT, env=ENV, stdout=subprocess.PIPE)
         self.addCleanup(stop, server)
@@ -230,6 +233,9 @@ class SnippetTests(SynchronousTestCase):
             result = run(str(SNIPPETS / CLIENT), name, address)
             self.assertEqual(result.returncode, 0, result.stderr)
             self.assertEqual(result.stdout, f"hello {name}, you are visitor {visitor}\n")
+        # SIGTERM drains (no connection is open: at once) and the process exits 0.
+        server.send_signal(signal.SIGTERM)
+        self.assertEqual(server.wait(60), 0)
 
 
 README = ROOT / "README.md"
@@ -276,6 +282,24 @@ class ReadmeTests(SynchronousTestCase):
             for pattern in shape:
                 self.assertRegex(source, pattern, name)
             self.assertNotIn("ensureDeferred", source, name)
+
+    def test_namesWhatAgRPCUserLooksFor(self) -> None:
+        """The README names object streams, deadlines, metadata and the clients without Twisted (with their how-tos)."""
+        readme = README.read_text("utf-8")
+        for phrase in (
+            "Streams of objects",
+            "Deadlines and metadata",
+            "rpc.callContext(",
+            "Clients without Twisted",
+            "protocols.blocking",
+            "protocols.asyncioclient",
+            "fileStream(path)",
+        ):
+            self.assertIn(phrase, readme)
+        for page in re.findall(r"`(docs/howto/[\w-]+\.rst)`", readme):
+            self.assertTrue((ROOT / page).exists(), page)
+        for page in ("streams", "deadlines", "without-twisted"):
+            self.assertIn(f"docs/howto/{page}.rst", readme)
 
     def test_pluginCacheCommand(self) -> None:
         """The README's plugin-cache command writes dropin.cache beside an installed plugin and exits cleanly."""

@@ -1,4 +1,4 @@
-"""Your own RPC server, as a process: serve a Referenceable until interrupted (Ctrl-C).
+"""Your own RPC server, as a process: serve a Referenceable until stopped (SIGTERM or Ctrl-C), then drain.
 
 .venv/bin/python docs/snippets/greeter_server.py [ENDPOINT]     # default tcp:8760
 """
@@ -26,6 +26,8 @@ class Greeter(rpc.Referenceable):
 
 async def main(reactor, description):
     port = await rpc.serve(reactor, description, Greeter())
+    # On SIGTERM or Ctrl-C: stop accepting, send GOAWAY, give the calls in flight up to 30 s, then exit.
+    reactor.addSystemEventTrigger("before", "shutdown", port.drain)
     print(f"serving Greeter on port {port.getHost().port}", flush=True)
     await Deferred()  # never fires: serve until the process is interrupted
 

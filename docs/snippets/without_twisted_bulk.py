@@ -37,6 +37,9 @@ with blockingbulk.connect(f"127.0.0.1:{port}", timeout=10) as connection:
         connection.download("absent.bin", work / "absent.bin")
     except NoSuchFile as error:
         print("no such file:", error.name)
+    # A file as an argument of one's own method: fileStream(path) is a SendStream of it (here, the service's put).
+    hexdigest = connection.root.callRemote("put", "own.bin", blockingbulk.fileStream(report))
+    print("own method got the file; same digest:", bytes.fromhex(hexdigest) == sent.digest)
 
 # After a cut, the same call resumes from what the receiver holds; sendFile and fetchFile reconnect by themselves.
 again = blockingbulk.sendFile(lambda: blockingbulk.connect(f"127.0.0.1:{port}"), report, "report.bin")
@@ -51,6 +54,8 @@ async def main() -> None:
             connection.download("report.bin", work / "copy2.bin"),
         )
         print("asyncio: same digests:", up.digest == down.digest == sent.digest)
+        hexdigest = await connection.root.callRemote("put", "own2.bin", asynciobulk.fileStream(report))
+        print("asyncio: own method, same digest:", bytes.fromhex(hexdigest) == sent.digest)
 
 
 try:

@@ -33,7 +33,16 @@ from .credit import SendCredit
 from .digests import IntegrityError
 from .errors import FlowControlError, StreamIdReused, StreamReset, TooManyStreams, peerText
 from .hello import Hello
-from .states import ON_WIRE, SENDING_TRANSITIONS, SendEvent, SendState
+from .states import (
+    LIVE,
+    ON_WIRE,
+    RECEIVING_TRANSITIONS,
+    SENDING_TRANSITIONS,
+    ReceiveEvent,
+    ReceiveState,
+    SendEvent,
+    SendState,
+)
 from .wire import ABORT, CANCEL, DONE, END, GRANT, HELLO, Control, controlMessage
 
 Out = TypeVar("Out", bound="SendingEnd")
@@ -42,6 +51,7 @@ In = TypeVar("In", bound="ReceivingEnd")
 __all__ = [
     "Announcements",
     "ReceiveCredit",
+    "ReceiveSide",
     "ReceivingEnd",
     "SendSide",
     "SendingEnd",
@@ -57,7 +67,15 @@ __all__ = [
 
 
 class SendingEnd(Protocol):
-    """What the control messages about a stream this side sends call."""
+    """What the control messages about a stream this side sends call, and what the table announces (L{SendSide})."""
+
+    digestName: str | None
+
+    def announcing(self, streamId: int, digestName: str | None) -> None:
+        """Being announced as C{streamId}, checked with C{digestName}."""
+
+    def takenBack(self) -> None:
+        """The message announcing it was not sent."""
 
     def grantReceived(self, count: int) -> None:
         """The receiver granted C{count} more bytes."""
@@ -144,11 +162,26 @@ class SendSide:
     """
 
     digestName: str | None
+    size: int | None
 
     def __init__(self) -> None:
         self.state = SendState.NEW
+        self.streamId: int | None = None
         self.credit = SendCredit()
         self.heard = False
+
+    def announcing(self, streamId: int, digestName: str | None) -> None:
+        """Being announced as C{streamId}, checked with C{digestName} (L{StreamTable.reserve}).
+
+        @raise IllegalTransition: it was announced before (a stream is sent once).
+        """
+        self.advance(SendEvent.ANNOUNCE)
+        self.streamId, self.digestName = streamId, digestName
+
+    def takenBack(self) -> None:
+        """The message announcing it was not sent: NEW again, with no id (L{StreamTable.takeBack})."""
+        self.advance(SendEvent.TAKE_BACK)
+        self.streamId = None
 
     def helloKnown(self, hello: Hello, ours: tuple[str, ...]) -> int:
         """
@@ -188,6 +221,32 @@ class SendSide:
             self.credit.grant(count)
             return False
         return None
+
+    def allSent(self, given: int | None) -> int:
+        """
+        Every byte was sent (ENDING; C{given}: what a sequential source gave
+        in all, C{None} for an object of the announced size): the size its
+        END states (5.5.4), kept as C{size}.
+
+        @raise StreamReset: (C{size}) a size was announced and the source
+            gave another, or none is known; the stream must be given up
+            with ABORT C{size}.
+        """
+        self.advance(SendEvent.ALL_SENT)
+        size = self.size
+        if given is None or size == given:
+            if size is None:
+                raise StreamReset("size", "a stream of unknown size without a sequential source")
+            return size
+        if size is not None:
+            raise StreamReset("size", f"the source gave {given} bytes, not {size}")
+        self.size = given
+        return given
+
+    def endMessage(self, digest: bytes | None) -> Control:
+        """The END that says the stream is whole (ENDED): its id, its size (L{allSent}) and C{digest} (5.5.4)."""
+        self.advance(SendEvent.END_SENT)
+        return Control((END, self.streamId, self.size, digest))
 
     def callFailure(self, cancelled: bool) -> tuple[bool, str | None]:
         """
@@ -254,13 +313,38 @@ class StreamTable(Generic[Out, In]):
     @ivar announcements: the L{Announcements} of the peer's streams.
     """
 
-    __slots__ = ("sending", "receiving", "live", "announcements")
+    __slots__ = ("sending", "receiving", "live", "announcements", "lastSentId")
 
     def __init__(self, maxLive: int | None = None) -> None:
         self.sending: dict[int, Out] = {}
         self.receiving: dict[int, In] = {}
         self.live: set[int] = set()
         self.announcements = Announcements(maxLive)
+        self.lastSentId = 0
+
+    def reserve(self, stream: Out, hello: Hello, ours: tuple[str, ...]) -> int:
+        """
+        C{stream} is being announced in a message (5.5.2): its digest
+        settled if the peer's HELLO came (L{Hello.digestFor}, C{ours} the
+        digests this side computes), the next id this side sends (ids
+        increase and are never given twice, even when taken back), and it
+        is in C{sending} until it is over or L{takeBack}.
+
+        @raise DigestUnavailable: the peer computes no digest that fits it (it stays NEW).
+        @raise IllegalTransition: it was announced before.
+        """
+        digestName = hello.digestFor(stream.digestName, ours)
+        streamId = self.lastSentId + 1
+        stream.announcing(streamId, digestName)
+        self.lastSentId = streamId
+        self.sending[streamId] = stream
+        return streamId
+
+    def takeBack(self, stream: Out, streamId: int) -> None:
+        """The message announcing C{stream} as C{streamId} was not sent: out of the table, NEW again, the id unused."""
+        if self.sending.get(streamId) is stream:
+            del self.sending[streamId]
+        stream.takenBack()
 
     def __len__(self) -> int:
         """Streams in the table, both ways."""
@@ -278,6 +362,61 @@ class StreamTable(Generic[Out, In]):
     def dispatch(self, control: Control, helloKnown: bool, unreceived: Callable[[Control], None] | None = None) -> bool:
         """Act on one control message (L{dispatch}), the peer's HELLO known or not; whether it was a HELLO."""
         return dispatch(control, self.sending, self.receiving, unreceived, helloKnown)
+
+
+class ReceiveSide:
+    """
+    The protocol's part of a stream this side receives, whatever shell
+    receives it (the Twisted L{protocols.bulk.Receiver}, the clients'
+    L{framing.bulk.streams.IncomingTransfer}): its state in the receiving
+    table, and what the sender's END and this side's DONE do (5.5.4).
+    O(1) per event.
+
+    @ivar state: its L{ReceiveState}.
+    @ivar streamId: the sender's id for it.
+    """
+
+    streamId: int
+
+    def __init__(self) -> None:
+        self.state = ReceiveState.ANNOUNCED
+
+    def advance(self, event: ReceiveEvent) -> None:
+        """Move by C{event} (L{RECEIVING_TRANSITIONS}).
+
+        @raise IllegalTransition: the table has no such move (a bug on this side).
+        """
+        self.state = RECEIVING_TRANSITIONS.next(self.state, event)
+
+    def ending(self) -> bool:
+        """The sender's END came: whether it ends the stream (ENDED); a repeated or late END changes nothing."""
+        if self.state is not ReceiveState.RECEIVING:
+            return False
+        self.advance(ReceiveEvent.END)
+        return True
+
+    def allReleased(self, received: int, size: int | None, whole: bool) -> int:
+        """
+        Every byte of an ended stream released by the sink and the hasher
+        (VERIFYING): the size its END stated, checked (L{endSize}: for a
+        C{whole} stream, C{received} bytes).
+
+        @raise StreamReset: (C{size}) the END's size is wrong; the stream is given up (CANCEL C{size}).
+        """
+        self.advance(ReceiveEvent.ALL_RELEASED)
+        return endSize(received, size, whole)
+
+    def doneMessage(self, digest: bytes | None) -> Control:
+        """Arrived whole and verified, the sink completed (DONE): the DONE telling the sender, with C{digest}."""
+        self.advance(ReceiveEvent.COMPLETED)
+        return Control((DONE, self.streamId, digest))
+
+    def failing(self) -> bool:
+        """The stream fails: whether it was live (now FAILED); one already over stays as it is."""
+        if self.state not in LIVE:
+            return False
+        self.advance(ReceiveEvent.FAIL)
+        return True
 
 
 class ReceiveCredit:

@@ -131,6 +131,17 @@ class DigestRefused(Violation):
     code = "digest-unavailable"
 
 
+class HelloMissing(Violation):
+    """
+    The peer announced a stream before its HELLO arrived (wire format 5.5: a
+    side sends its HELLO before its first C{bulk.stream}): the message
+    carrying the stream is refused (a call gets a FAIL), before any of its
+    data is taken; the connection stays up.
+    """
+
+    code = "hello-missing"
+
+
 registerError(DigestUnavailable, "chunkwire.bulk.DigestUnavailable")
 registerError(IntegrityError, "chunkwire.bulk.IntegrityError")
 registerError(StreamReset, "chunkwire.bulk.StreamReset")
@@ -139,6 +150,7 @@ __all__ = [
     "DigestRefused",
     "DigestUnavailable",
     "FlowControlError",
+    "HelloMissing",
     "IllegalTransition",
     "IntegrityError",
     "StreamIdReused",

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from .digests import NEGOTIATED, DigestUnavailable, chooseDigest
-from .errors import DigestRefused
+from .errors import DigestRefused, HelloMissing
 from .wire import HELLO, Control
 
 
@@ -42,6 +42,15 @@ class Hello:
         """This side's HELLO, to send now (once), of C{options}' C{digests} and C{startWindow}."""
         self.sent = True
         return Control((HELLO, 0, ",".join(options.digests), options.startWindow))
+
+    def first(self, options: Any) -> Control | None:
+        """
+        This side's HELLO (L{message}) if it has not gone yet, else C{None}:
+        what a shell sends before this side's first CALL, stream or control
+        message, and in answer to the peer's HELLO, so that it goes once
+        and first.
+        """
+        return None if self.sent else self.message(options)
 
     def decoded(self, control: Any) -> bool:
         """
@@ -85,7 +94,11 @@ class Hello:
 
         @raise DigestRefused: C{ours} lacks it, or (for L{NEGOTIATED})
             shares none with the sender's HELLO.
+        @raise HelloMissing: the sender's HELLO has not arrived (or was
+            malformed): it broke 5.5's order, whatever the digest.
         """
+        if self.peerDigests is None:
+            raise HelloMissing("a stream announced before the sender's HELLO")
         if announced == NEGOTIATED:
             chosen = chooseDigest(self.peerDigests or (), ours)
             if chosen is None:

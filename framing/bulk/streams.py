@@ -49,26 +49,24 @@ from ..slicing.interfaces import ISlicer
 from ..slicing.registry import Registry
 from .connection import (
     ReceiveCredit,
+    ReceiveSide,
     SendSide,
     StreamTable,
     cancelCode,
     digestProblem,
-    endSize,
     frameProblem,
     resetMessage,
 )
 from .credit import StreamSource
 from .digests import NEGOTIATED, DigestUnavailable, availableDigests, newHash
-from .errors import StreamReset
+from .errors import IllegalTransition, StreamReset
 from .hello import Hello
-from .states import LIVE, RECEIVING_TRANSITIONS, ReceiveEvent, ReceiveState, SendEvent, SendState
+from .states import ReceiveEvent, ReceiveState, SendEvent, SendState
 from .wire import (
     ABORT,
     CANCEL,
     CONTROL_OPEN_TYPE,
     DATA_OPEN_TYPE,
-    DONE,
-    END,
     STREAM_OPEN_TYPE,
     AnnouncementUnslicer,
     Control,
@@ -119,7 +117,6 @@ class SendStream(SendSide):
         SendSide.__init__(self)
         self.sentBytes = 0
         self.failure: BaseException | None = None
-        self.streamId = 0
         self.callId = 0
         self._hash: Any = None
         self._owner: ClientStreams | None = None
@@ -145,7 +142,7 @@ class SendStream(SendSide):
         self._owner._senderFailed(self, error)
 
 
-class IncomingTransfer:
+class IncomingTransfer(ReceiveSide):
     """
     A stream the server announced in an answer, as a client without Twisted
     receives it (its connection's C{receive}).
@@ -162,7 +159,7 @@ class IncomingTransfer:
         self.streamId = streamId
         self.size = size
         self.digestName = digestName
-        self.state = ReceiveState.ANNOUNCED
+        ReceiveSide.__init__(self)
         self.receivedBytes = 0
         self.failure: BaseException | None = None
         self._sink: Sink | None = None
@@ -215,7 +212,6 @@ class ClientStreams:
         self.hello = Hello()
         self.streams: StreamTable[SendStream, IncomingTransfer] = StreamTable()
         self._announcing: list[SendStream] = []
-        self._lastSentId = 0
         self._output: list[bytes] = []
         self._settled: list[Any] = []
         self._encoder: Any = None
@@ -238,13 +234,13 @@ class ClientStreams:
         yet, with the streams it announced now live (and their first frames
         after it, if the server's credit is known).
         """
-        if not self.hello.sent:
-            data = self._control(self.hello.message(self)) + data
+        hello = self.hello.first(self)
+        if hello is not None:
+            data = self._control(hello) + data
         announcing = self._announcing
         if announcing:
             for stream in announcing:
                 stream.callId = requestId
-                self.streams.sending[stream.streamId] = stream
                 if self.hello.peerDigests is not None:
                     self._start(stream)
             announcing.clear()
@@ -256,16 +252,19 @@ class ClientStreams:
     def messageDropped(self) -> None:
         """The message being encoded was not sent: the streams it announced go back to new (their ids unused)."""
         for stream in self._announcing:
-            stream.advance(SendEvent.TAKE_BACK)
-            stream.streamId = 0
+            self.streams.takeBack(stream, _idOf(stream))
         self._announcing.clear()
 
     def received(self, obj: Any) -> bool:
         """A top-level object the RPC session does not take: C{True} if it was bulk's (a control message)."""
         if type(obj) is not Control:
             return False
-        # A HELLO was taken as it was decoded (_helloDecoded): nothing to answer, this side's went first.
-        self.streams.dispatch(obj, self.hello.peerDigests is not None)
+        # A HELLO was taken as it was decoded (_helloDecoded); a well-formed one is answered with this side's, if it
+        # did not go first (Hello.first).
+        if self.streams.dispatch(obj, self.hello.peerDigests is not None) and self.hello.peerDigests is not None:
+            hello = self.hello.first(self)
+            if hello is not None:
+                self._output.append(self._control(hello))
         return True
 
     def callFailed(self, requestId: int, cancelled: bool) -> None:
@@ -315,21 +314,19 @@ class ClientStreams:
 
     def announcing(self, stream: SendStream) -> int:
         """
-        C{stream} is being announced in a message: its id (the next one),
-        and its digest settled if the server's HELLO came.
+        C{stream} is being announced in a message: its id
+        (L{StreamTable.reserve}), live once the message is encoded whole.
 
         @raise framing.EncodingError: it was announced before.
         @raise DigestUnavailable: the server computes no digest the stream could be checked with.
         """
-        if stream.state is not SendState.NEW:
-            raise EncodingError(f"{stream!r} was already sent; a stream is sent once")
-        stream.digestName = self.hello.digestFor(stream.digestName, self.digests)
-        stream.advance(SendEvent.ANNOUNCE)
+        try:
+            streamId = self.streams.reserve(stream, self.hello, self.digests)
+        except IllegalTransition as error:
+            raise EncodingError(f"{stream!r} was already sent; a stream is sent once") from error
         stream._owner = self
-        self._lastSentId += 1
-        stream.streamId = self._lastSentId
         self._announcing.append(stream)
-        return stream.streamId
+        return streamId
 
     def _helloDecoded(self, control: Control) -> None:
         """The server's HELLO, as soon as it is decoded: streams announced meanwhile get their digest and credit."""
@@ -359,7 +356,7 @@ class ClientStreams:
 
     def _delivered(self, stream: SendStream) -> None:
         stream.advance(SendEvent.DONE)
-        del self.streams.sending[stream.streamId]
+        self.streams.sending.pop(_idOf(stream))
 
     def _granted(self, stream: SendStream, count: int) -> None:
         if self._credited(stream, count, heard=True):
@@ -367,7 +364,7 @@ class ClientStreams:
 
     def _pump(self) -> None:
         """Every sending stream's frames that its credit allows, then END for a stream whose source is spent."""
-        for stream in list(self.streams.sending.values()):
+        for streamId, stream in list(self.streams.sending.items()):
             if stream.state is not SendState.SENDING:
                 continue
             credit, source, output = stream.credit, stream.source, self._output
@@ -379,28 +376,31 @@ class ClientStreams:
                     offset, data = frame
                     if stream._hash is not None:
                         stream._hash.update(data)
-                    output.extend(dataFramePieces(stream.streamId, offset, data))
+                    output.extend(dataFramePieces(streamId, offset, data))
                     stream.sentBytes += len(data)
                 spent = not source.available()
             except Exception as error:
                 self._abort(stream, "source-failed", error)
                 continue
             if spent:
-                size = stream.size if stream.size is not None else stream.sentBytes
+                # A sized source is of ranges of an object of that size (framing.bulk.credit.StreamSource).
+                try:
+                    stream.allSent(None if stream.size is not None else stream.sentBytes)
+                except StreamReset as error:
+                    self._abort(stream, error.code, error)
+                    continue
                 digest = None if stream._hash is None else stream._hash.digest()
-                stream.advance(SendEvent.ALL_SENT)
-                output.append(self._control(Control((END, stream.streamId, size, digest))))
-                stream.advance(SendEvent.END_SENT)
+                output.append(self._control(stream.endMessage(digest)))
 
     def _abort(self, stream: SendStream, code: str, error: BaseException) -> None:
         """Give up sending C{stream}: ABORT with C{code}; it fails with C{error}."""
-        self._output.append(self._control(resetMessage(ABORT, stream.streamId, code, error)))
+        self._output.append(self._control(resetMessage(ABORT, _idOf(stream), code, error)))
         self._senderFailed(stream, error)
 
     def _senderFailed(self, stream: SendStream, error: BaseException) -> None:
         stream.advance(SendEvent.FAIL)
         stream.failure = error
-        self.streams.sending.pop(stream.streamId, None)
+        self.streams.sending.pop(_idOf(stream), None)
 
     # -- receiving streams -------------------------------------------------------
 
@@ -422,7 +422,7 @@ class ClientStreams:
             return self.takeSettled()
         if incoming.digestName is not None:
             incoming._hash = newHash(incoming.digestName)
-        _received(incoming, ReceiveEvent.START)
+        incoming.advance(ReceiveEvent.START)
         self._output.append(grantMessage(incoming.streamId, incoming._credit.firstGrant(0)))
         return self.takeSettled()
 
@@ -482,14 +482,12 @@ class ClientStreams:
 
     def _ended(self, incoming: IncomingTransfer, size: int | None, digest: bytes | None) -> None:
         """The server's END: check the size and digest, then DONE (or CANCEL) and settle the receiver."""
-        if incoming.state is not ReceiveState.RECEIVING:
+        if not incoming.ending():
             return
-        _received(incoming, ReceiveEvent.END)
-        _received(incoming, ReceiveEvent.ALL_RELEASED)
         actual = None
         try:
             # Without a digest it may be a stream of ranges, whose sink checks what it holds.
-            endSize(incoming.receivedBytes, size, whole=incoming._hash is not None)
+            incoming.allReleased(incoming.receivedBytes, size, whole=incoming._hash is not None)
         except StreamReset as problem:
             self._cancel(incoming, problem)
             return
@@ -499,10 +497,10 @@ class ClientStreams:
             if mismatch is not None:
                 self._cancel(incoming, mismatch)
                 return
-        _received(incoming, ReceiveEvent.COMPLETED)
+        done = incoming.doneMessage(actual)
         del self.streams.receiving[incoming.streamId]
         self.streams.live.discard(incoming.streamId)
-        self._output.append(self._control(Control((DONE, incoming.streamId, actual))))
+        self._output.append(self._control(done))
         self._settled.append((incoming._waiter, (incoming.receivedBytes, actual), None))
         incoming._waiter = None
 
@@ -517,8 +515,7 @@ class ClientStreams:
         """C{incoming} is over, failed with C{error} (its first failure kept); its waiter, if any, settled."""
         self.streams.receiving.pop(incoming.streamId, None)
         self.streams.live.discard(incoming.streamId)
-        if incoming.state in LIVE:
-            _received(incoming, ReceiveEvent.FAIL)
+        if incoming.failing():
             incoming.failure = error
         if incoming._waiter is not None:
             self._settled.append((incoming._waiter, None, incoming.failure))
@@ -528,6 +525,8 @@ class ClientStreams:
         return self._encoder.encode(control)  # type: ignore[no-any-return]
 
 
-def _received(incoming: IncomingTransfer, event: ReceiveEvent) -> None:
-    """Move C{incoming} by C{event} (L{framing.bulk.states}' receiving table)."""
-    incoming.state = RECEIVING_TRANSITIONS.next(incoming.state, event)
+def _idOf(stream: SendStream) -> int:
+    """The id of C{stream}, announced (in the sending table, or being announced)."""
+    streamId = stream.streamId
+    assert streamId is not None
+    return streamId

@@ -39,6 +39,7 @@ they run only on the failure path.
 from __future__ import annotations
 
 import difflib
+import re
 import warnings
 from collections.abc import Iterable
 from typing import Any
@@ -46,6 +47,21 @@ from typing import Any
 from framing import ProtocolError, Violation
 from framing.errors import short_repr
 from framing.ledger import OverBudget
+
+MAX_TYPE_NAME = 256
+"""Longest FAIL type name, in characters (wire format 6.3)."""
+
+_TYPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+
+
+def isTypeName(name: object) -> bool:
+    """
+    Whether C{name} is a FAIL's (or a stream ERROR's) type name by the
+    grammar of wire format 6.3: dot-separated ASCII identifiers, 1 to
+    L{MAX_TYPE_NAME} characters.  Costs one regular-expression match.
+    """
+    return type(name) is str and 0 < len(name) <= MAX_TYPE_NAME and _TYPE_NAME.match(name) is not None
+
 
 VIOLATION = "Violation"
 """The wire type name of a refused call: a L{RemoteViolation}."""
@@ -246,6 +262,24 @@ class ConnectionLost(ConnectionError):
     """
 
 
+class ClosedBeforePreamble(ConnectionLost):
+    """
+    The server closed the connection cleanly before a byte of its preamble
+    came, which is what a TLS server does to a plain client (the client's
+    preamble is no TLS record): connect with C{tls=}.  The Twisted client's
+    is L{protocols.mismatch.ClosedBeforePreamble}.
+    """
+
+    code = "closed-before-preamble"
+
+    def __init__(self, peer: str) -> None:
+        super().__init__(
+            f"{peer} closed the connection before sending anything; a TLS server does this to a plain client:"
+            " if the server listens with ssl:, connect with tls=True (or tls=tlsContext(...))"
+        )
+        self.peer = peer
+
+
 class ConnectionOverBudget(ConnectionLost, OverBudget):
     """
     This side held more for the server than the connection's budget allows
@@ -392,8 +426,8 @@ class ErrorRegistry:
         """
         if not (isinstance(cls, type) and issubclass(cls, Exception)):
             raise TypeError(f"{cls!r} is not an Exception subclass")
-        if name in self._reserved or not name:
-            raise ValueError(f"{name!r} cannot be registered as an error name")
+        if name in self._reserved or not isTypeName(name):
+            raise ValueError(f"{name!r} cannot be registered as an error name (wire format 6.3's grammar)")
         known = self._byName.get(name)
         if known is not None and known is not cls:
             raise ValueError(f"{name!r} is already registered for {known!r}")
@@ -445,10 +479,19 @@ register_error = _deprecatedRegisterError
 
 
 def qualifiedName(cls: type) -> str:
-    """C{"KeyError"} for built-in types, C{"package.module.Class"} for the rest."""
-    if cls.__module__ == "builtins":
-        return cls.__qualname__
-    return f"{cls.__module__}.{cls.__qualname__}"
+    """
+    C{"KeyError"} for built-in types, C{"package.module.Class"} for the
+    rest, made to fit the type-name grammar (L{isTypeName}): parts that are
+    no ASCII identifier (C{<locals>}) are left out, and a name too long keeps
+    its last parts; C{"Exception"} if nothing is left.
+    """
+    full = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    if isTypeName(full):
+        return full
+    parts = [part for part in full.split(".") if part.isascii() and part.isidentifier()]
+    while parts and len(".".join(parts)) > MAX_TYPE_NAME:
+        parts.pop(0)
+    return ".".join(parts) or "Exception"
 
 
 def _text(error: BaseException) -> str:

@@ -99,6 +99,8 @@ from framing.wire import PING, PONG, PREAMBLE, encode_header
 from .calltable import CallTable
 from .clientstreams import ClientObjectStreams
 from .errors import (
+    ClosedBeforePreamble,
+    ConnectionLost,
     ConnectionOverBudget,
     DeadReferenceError,
     MessageRefused,
@@ -346,6 +348,22 @@ class ClientSession(Generic[Waiter]):
     def ready(self) -> bool:
         """The server's preamble came (or the session ended: then L{failure} says why)."""
         return self.state is not _WANT_PREAMBLE
+
+    @property
+    def acceptsCalls(self) -> bool:
+        """Whether a new call may be made: no GOAWAY from the server, and the session not ended."""
+        return self.state is _OPEN or self.state is _WANT_PREAMBLE
+
+    def peerClosed(self) -> ConnectionLost:
+        """
+        Why the session ends when the server closed the connection cleanly
+        (for the I/O layer to L{end} it with): L{ClosedBeforePreamble} if not
+        a byte came from it (a TLS server reached without TLS), else
+        L{ConnectionLost}.
+        """
+        if self.state is _WANT_PREAMBLE and self._preambleLeft == len(PREAMBLE):
+            return ClosedBeforePreamble(self.peer)
+        return ConnectionLost(f"{self.peer} closed the connection")
 
     def start(self) -> bytes:
         """The bytes to send first on the connection: the preamble."""

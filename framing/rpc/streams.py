@@ -53,7 +53,7 @@ from framing.slicing.custom import PartsUnslicer
 from framing.slicing.interfaces import ISlicer
 from framing.wire import INT, KIND_NAMES, OPEN, STRING
 
-from .errors import RuleBroken
+from .errors import RuleBroken, isTypeName
 from .signatures import registerGenericHint
 
 ANNOUNCE_OPEN_TYPE = "rpc.stream"
@@ -117,7 +117,7 @@ _FIELDS: tuple[tuple[Callable[[Any], bool], ...], ...] = (
     (_streamId, _any),  # ITEM
     (_streamId, _count, _count),  # CREDIT
     (_streamId, _count),  # END
-    (_streamId, _text, _text, _details),  # ERROR
+    (_streamId, isTypeName, _text, _details),  # ERROR
     (_streamId,),  # CANCEL
 )
 _NO_BODY: frozenset[int] = frozenset()
@@ -288,6 +288,18 @@ class ByteCreditExceeded(ItemCreditExceeded):
     it breaks flow control as surely as too many items do, the connection is
     dropped (the same code).
     """
+
+
+class EndCountMismatch(Violation):
+    """
+    A stream's END counts other than the items that arrived for it (section
+    14.4: END carries the count of items sent, not of ITEM messages): items
+    were lost or made up on the way, so the consumer gets the items that
+    arrived and then this error instead of a clean end.  The stream alone
+    fails; the connection and its other calls go on.
+    """
+
+    code = "end-count-mismatch"
 
 
 ITEM_FRAMING_BYTES = 12
@@ -543,6 +555,18 @@ class ReceiveWindow:
         held, self.heldBytes = self.heldBytes, 0
         if held and self.ledger is not None:
             self.ledger.release(HELD_ACCOUNT, held)
+
+    def endProblem(self, count: int) -> EndCountMismatch | None:
+        """
+        What is wrong with the producer's END of C{count} items sent, or
+        C{None}: it must count every item that arrived for the stream (taken,
+        held or discarded), L{arrivedItems}.  Costs one comparison.
+        """
+        if count == self.arrivedItems:
+            return None
+        return EndCountMismatch(
+            f"the stream's END counts {count} items sent, but {self.arrivedItems} arrived", self.where
+        )
 
     def received(self, count: int = 1, size: int = 0) -> None:
         """

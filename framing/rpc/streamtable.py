@@ -22,7 +22,8 @@ L{framing.rpc.clientstreams.ClientObjectStreams} subclass it):
    fails with the reason after its items, every producer is over.
 
 A reader's state is C{(ended, error)}: open (C{False}, C{None}); over by
-END or cancelled here (C{True}, C{None}); failed by ERROR, a refused item,
+END or cancelled here (C{True}, C{None}); failed by ERROR, an END that
+counts other than the items that arrived, a refused item,
 a time-out or the connection's end (C{error} set).  It is in
 L{ObjectStreamTable.readers} while open, so a message for a stream that is
 over here is ignored (the peer has not heard yet).  A producer is live in
@@ -272,7 +273,12 @@ class ObjectStreamTable:
         else:
             del self.readers[reader.streamId]
             if tag == END:
-                reader.ended = True
+                # END counts the items sent: another count fails the stream alone (section 14.4).
+                problem = reader.window.endProblem(message[2])
+                if problem is None:
+                    reader.ended = True
+                else:
+                    reader.error = problem
             else:
                 reader.error = rebuild(message[2], message[3], None, message[4])
         return reader

@@ -64,7 +64,7 @@ from framing.slicing.builtin import BudgetedUnslicer, DictUnslicer, TupleUnslice
 from framing.slicing.interfaces import ISlicer
 from framing.wire import KIND_NAMES, OPEN, STRING
 
-from .errors import MessageRefused, MessageWithoutId
+from .errors import MessageRefused, MessageWithoutId, isTypeName
 
 OPEN_TYPE = "rpc"
 """The open-type name of every RPC message."""
@@ -120,6 +120,14 @@ def _count(value: Any) -> None:
 def _name(value: Any) -> None:
     if type(value) is not str or not value or len(value) > MAX_NAME:
         raise InvalidValue(f"expected a name of 1 to {MAX_NAME} characters, got {short_repr(value)}")
+
+
+def _typeName(value: Any) -> None:
+    if not isTypeName(value):
+        raise InvalidValue(
+            f"expected a type name (dot-separated ASCII identifiers, 1 to {MAX_NAME} characters), got "
+            f"{short_repr(value)}"
+        )
 
 
 def _text(value: Any) -> None:
@@ -285,7 +293,7 @@ MESSAGES: tuple[Kind, ...] = (
         "fail",
         (
             _ID,
-            Field("type", _name, _STRING),
+            Field("type", _typeName, _STRING),
             Field("message", _text, _STRING),
             Field("traceback", _optionalText, _STRING),
             Field("details", _optionalTuple, _OPEN),

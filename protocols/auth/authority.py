@@ -300,7 +300,11 @@ class IssuedCertificate:
 
     def serverOptions(self) -> Any:
         """Server TLS options presenting this certificate and asking for no client certificate."""
-        return self.privateCertificate().options()
+        from twisted.internet.ssl import CertificateOptions
+
+        from .tlsendpoints import keyAndCertificate
+
+        return CertificateOptions(**keyAndCertificate(self.keyPEM, self.certPEM))
 
     def clientOptions(self, ca: CertificateAuthority, hostname: str = "localhost") -> Any:
         """
@@ -310,8 +314,12 @@ class IssuedCertificate:
         """
         from twisted.internet.ssl import Certificate, optionsForClientTLS
 
+        from .tlsendpoints import keyAndCertificate
+
         return optionsForClientTLS(
-            hostname, trustRoot=Certificate.loadPEM(ca.certPEM), clientCertificate=self.privateCertificate()
+            hostname,
+            trustRoot=Certificate.loadPEM(ca.certPEM),
+            extraCertificateOptions=keyAndCertificate(self.keyPEM, self.certPEM),
         )
 
     def clientEndpoint(

@@ -24,7 +24,14 @@ from typing import Any
 from framing.login.urls import KEY_HASH_LENGTH as KEY_HASH_LENGTH  # the key hash is sans-IO (object URLs)
 from framing.login.urls import spkiHash as spkiHash
 
-from .tlsendpoints import PREFIX, TLSServerEndpoint, joinDescription, splitDescription, tlsServerEndpoint
+from .tlsendpoints import (
+    PREFIX,
+    TLSServerEndpoint,
+    joinDescription,
+    keyAndCertificate,
+    splitDescription,
+    tlsServerEndpoint,
+)
 
 __all__ = ["InsecureKeyFile", "ServerIdentity", "keyHash", "spkiHash"]
 
@@ -173,9 +180,9 @@ class ServerIdentity:
 
     def certificateOptions(self) -> Any:
         """Twisted server-side TLS options presenting this key (no client certificate asked for)."""
-        from twisted.internet.ssl import PrivateCertificate
+        from twisted.internet.ssl import CertificateOptions
 
-        return PrivateCertificate.loadPEM(self.keyPEM + self.certPEM).options()  # type: ignore[no-untyped-call]
+        return CertificateOptions(**keyAndCertificate(self.keyPEM, self.certPEM))
 
     def serverDescription(self, listen: str) -> str:
         """

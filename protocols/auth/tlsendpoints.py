@@ -34,6 +34,7 @@ __all__ = [
     "PREFIX",
     "TLSServerEndpoint",
     "joinDescription",
+    "keyAndCertificate",
     "loadCADirectory",
     "serverTLSOptions",
     "splitDescription",
@@ -101,6 +102,24 @@ def tlsServerFromArguments(reactor: Any, args: tuple[str, ...], kwargs: dict[str
     return tlsServerEndpoint(reactor, joinDescription(args[0], list(args[1:]), kwargs), tls)
 
 
+def keyAndCertificate(keyPEM: bytes, certPEM: bytes) -> dict[str, Any]:
+    """
+    The key and certificate in PEM (either may hold both: the first block
+    of its kind is read) as Twisted's C{CertificateOptions} takes them,
+    C{{"privateKey": ..., "certificate": ...}}, in cryptography's types:
+    pyOpenSSL deprecates its own C{PKey} and C{X509} there, which
+    C{PrivateCertificate.options()} passes (a C{DeprecationWarning} per
+    context made).  Also what C{optionsForClientTLS}'s
+    C{extraCertificateOptions} takes for a client certificate.
+
+    @raise ValueError: no key or no certificate in them.
+    """
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+    from cryptography.x509 import load_pem_x509_certificate
+
+    return {"privateKey": load_pem_private_key(keyPEM, None), "certificate": load_pem_x509_certificate(certPEM)}
+
+
 def serverTLSOptions(
     privateKey: str | Path, certKey: str | Path | None = None, caCertsDir: str | Path | None = None
 ) -> Any:
@@ -110,16 +129,15 @@ def serverTLSOptions(
     C{caCertsDir}, requiring a client certificate issued by one of the CAs
     there (see L{loadCADirectory}).
     """
-    from twisted.internet.ssl import CertificateOptions, PrivateCertificate, trustRootFromCertificates
+    from twisted.internet.ssl import CertificateOptions, trustRootFromCertificates
 
     keyPEM = Path(privateKey).read_bytes()
     certPEM = Path(certKey).read_bytes() if certKey is not None else keyPEM
-    server = PrivateCertificate.loadPEM(certPEM + b"\n" + keyPEM)  # type: ignore[no-untyped-call]
     trustRoot = None
     if caCertsDir is not None:
         # A trust root makes CertificateOptions verify the peer and require its certificate.
         trustRoot = trustRootFromCertificates(loadCADirectory(caCertsDir))  # type: ignore[no-untyped-call]
-    return CertificateOptions(privateKey=server.privateKey.original, certificate=server.original, trustRoot=trustRoot)
+    return CertificateOptions(**keyAndCertificate(keyPEM, certPEM), trustRoot=trustRoot)
 
 
 def loadCADirectory(caDirectory: str | Path) -> list[Any]:

@@ -35,9 +35,8 @@ L{callingChannel}.
 
 from __future__ import annotations
 
-import itertools
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -123,7 +122,6 @@ class BulkChannel(IncomingSide):
         Twisted's own if that is C{None}); C{None} on any other transport.
         A receiver hashing in the reactor thread sizes its window by it
         (L{protocols.bulk.tuning.inlineHashingWindow}).
-    @ivar streamIds: the ids given to the streams it sends, in order.
     @ivar scheduler: its L{FrameScheduler}.
     @ivar resources: what the application tied to the connection (L{Resources}).
     @ivar hello: both sides' HELLO (L{Hello}): digests and initial windows.
@@ -147,7 +145,6 @@ class BulkChannel(IncomingSide):
         self.hashReactor: Any = clock if threads else None
         self.framesSent = 0
         self.readSize: int | None = None
-        self.streamIds: Iterator[int] = itertools.count(1)
         self.streams: StreamTable[ISendingStream, IReceivingStream] = StreamTable(options.maxStreams)
         # What the channel holds must not hold it back (neither the
         # instance's logger, whose source is the channel, nor its bound
@@ -249,11 +246,8 @@ class BulkChannel(IncomingSide):
 
         @raise IllegalTransition: the stream was sent before.
         """
-        digest = self.hello.digestFor(stream.digestName, self.options.digests)
-        streamId = next(self.streamIds)
-        stream.announce(self, streamId)
-        stream.digestName = digest
-        self.streams.sending[streamId] = stream
+        streamId = self.streams.reserve(stream, self.hello, self.options.digests)
+        stream.attach(self)
         sending = self._sending
         call = sending[1] if sending is not None and sending[0] is outgoing else None
         outgoing.on_commit(partial(self._announced, stream, call))
@@ -282,8 +276,10 @@ class BulkChannel(IncomingSide):
 
     def sayHello(self) -> None:
         """Send this side's HELLO (its digests and initial window), once, before anything else bulk."""
-        if not self.hello.sent and self._up and not self.protocol.transport.disconnecting:
-            self.protocol.sendObject(self.hello.message(self.options))
+        if self._up and not self.protocol.transport.disconnecting:
+            hello = self.hello.first(self.options)
+            if hello is not None:
+                self.protocol.sendObject(hello)
 
     def helloDecoded(self, control: Control) -> None:
         """The peer's HELLO holds as soon as it is decoded, for announcements later in the same read."""
@@ -301,9 +297,8 @@ class BulkChannel(IncomingSide):
                 self._startStream(stream)
 
     def _takeBack(self, stream: ISendingStream, streamId: int) -> None:
-        if self.streams.sending.get(streamId) is stream:
-            del self.streams.sending[streamId]
-        stream.takeBack()
+        self.streams.takeBack(stream, streamId)
+        stream.detach()
 
     def callSent(self, call: Deferred[Any], outgoing: Outgoing) -> None:
         """A call is being sent: this side's HELLO goes first; streams in its arguments fail with it unless started."""
@@ -345,8 +340,7 @@ class BulkChannel(IncomingSide):
         transport = broker.transport
         if transport.disconnecting:
             return
-        if not self.hello.sent:
-            self.sayHello()
+        self.sayHello()
         if op == GRANT:
             transport.write(grantMessage(streamId, *values))
             transport.flush()

@@ -36,11 +36,17 @@ class ISendingStream(Protocol):
     def refuse(self, error: BaseException) -> None:
         """No digest fits both sides: fail before any data is sent (the receiver is told)."""
 
-    def announce(self, host: IStreamHost, streamId: int) -> None:
-        """The stream is being encoded into a message, as C{streamId} on C{host}."""
+    def announcing(self, streamId: int, digestName: str | None) -> None:
+        """Being announced as C{streamId} (L{framing.bulk.connection.StreamTable.reserve})."""
 
-    def takeBack(self) -> None:
-        """The message announcing it was never sent: it may be sent again."""
+    def takenBack(self) -> None:
+        """The message announcing it was never sent: NEW again (L{framing.bulk.connection.StreamTable.takeBack})."""
+
+    def attach(self, host: IStreamHost) -> None:
+        """The stream, announced, is sent by C{host}."""
+
+    def detach(self) -> None:
+        """The stream, taken back, is sent by no host."""
 
     def sendOne(self) -> bool:
         """Send one data frame if it can; return whether it may send more at once."""

@@ -24,11 +24,17 @@ from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionDone
 from twisted.python.failure import Failure
 
-from framing.bulk.connection import ReceiveCredit, digestProblem, endSize, frameProblem, resetFrom, resetMessage
+from framing.bulk.connection import (
+    ReceiveCredit,
+    ReceiveSide,
+    digestProblem,
+    frameProblem,
+    resetFrom,
+    resetMessage,
+)
 from framing.bulk.errors import IntegrityError, StreamReset
-from framing.bulk.states import LIVE, RECEIVING_TRANSITIONS, ReceiveEvent, ReceiveState
+from framing.bulk.states import LIVE, ReceiveEvent, ReceiveState
 from framing.bulk.wire import CANCEL, GRANT, controlMessage
-from framing.bulk.wire import DONE as DONE_OP
 
 from .early import EarlyData
 from .integrity import OrderedHasher
@@ -125,12 +131,12 @@ class IncomingStream:
 ANNOUNCED, RECEIVING, ENDED, VERIFYING, DONE, FAILED = ReceiveState
 
 
-class Receiver(ReceiveCredit):
+class Receiver(ReceiveSide, ReceiveCredit):
     """
     The receiving side of one stream: routing pieces to the sink, credit,
     verification (see the module docstring).  Its credit and checks are
-    the sans-IO rules of L{framing.bulk.connection} (L{ReceiveCredit},
-    L{frameProblem}, L{endSize}, L{digestProblem}).
+    the sans-IO rules of L{framing.bulk.connection} (L{ReceiveSide}: its
+    state, END and DONE; L{ReceiveCredit}, L{frameProblem}, L{digestProblem}).
 
     @ivar state: its L{ReceiveState}.
     @ivar window: the most bytes in its care at once (chosen by
@@ -163,7 +169,7 @@ class Receiver(ReceiveCredit):
         self.size = size
         self.digestName = digestName
         self.sink = sink
-        self.state = ANNOUNCED
+        ReceiveSide.__init__(self)
         algorithm = digestName if verify and not sink.verifies else None
         self.hasher = OrderedHasher(algorithm, None, host.hashReactor) if algorithm is not None else None
         inline = self.hasher is not None and host.hashReactor is None
@@ -180,9 +186,6 @@ class Receiver(ReceiveCredit):
         self.ended: tuple[int | None, bytes | None] | None = None
         self.outcome = Outcome()
 
-    def _advance(self, event: ReceiveEvent) -> None:
-        self.state = RECEIVING_TRANSITIONS.next(self.state, event)
-
     def start(self, early: EarlyData | None = None) -> Deferred[TransferResult]:
         """
         Start the sink, take in what arrived C{early} (the sender's initial
@@ -191,7 +194,7 @@ class Receiver(ReceiveCredit):
         """
         done: Deferred[TransferResult] = self.outcome.wait(self._receiveCancelled)
         if not self.host.up:
-            self._advance(ReceiveEvent.FAIL)
+            self.advance(ReceiveEvent.FAIL)
             self.outcome.fail(ConnectionDone("the stream's connection is closed"))
             return done
         try:
@@ -199,7 +202,7 @@ class Receiver(ReceiveCredit):
         except Exception as error:
             self.abandon(error, "sink-failed")
             return done
-        self._advance(ReceiveEvent.START)
+        self.advance(ReceiveEvent.START)
         self.host.receiverStarted(self)
         self.startedAt = self.host.clock.seconds()
         if early is not None:
@@ -329,20 +332,18 @@ class Receiver(ReceiveCredit):
 
     def endReceived(self, size: int | None, digest: bytes | None) -> None:
         """The sender sent everything; a repeated END changes nothing."""
-        if self.state is not RECEIVING:
+        if not self.ending():
             return
-        self._advance(ReceiveEvent.END)
         self.ended = (size, digest)
         self._released()
 
     # -- the end -------------------------------------------------------------------------
 
     def _finish(self) -> None:
-        self._advance(ReceiveEvent.ALL_RELEASED)
         assert self.ended is not None
         size, digest = self.ended
         try:
-            size = endSize(self.received, size, whole=not self.sink.verifies)
+            size = self.allReleased(self.received, size, whole=not self.sink.verifies)
         except StreamReset as problem:
             self.abandon(problem, "size")
             return
@@ -380,8 +381,7 @@ class Receiver(ReceiveCredit):
     def _completed(self, _: object, digest: bytes | None, size: int) -> None:
         if self.state is not VERIFYING:
             return
-        self._advance(ReceiveEvent.COMPLETED)
-        self.host.sendControl(DONE_OP, self.streamId, digest)
+        self.host.sendControl(*self.doneMessage(digest))
         self.host.receiverOver(self)
         algorithm = self.digestName if digest is not None else None
         self.sink = _SPENT
@@ -412,9 +412,8 @@ class Receiver(ReceiveCredit):
         self._drop(error)
 
     def _drop(self, error: BaseException) -> None:
-        if self.state not in LIVE:
+        if not self.failing():
             return
-        self._advance(ReceiveEvent.FAIL)
         self.host.receiverOver(self)
         if self.hasher is not None:
             self.hasher.abort()

@@ -38,7 +38,7 @@ from framing.bulk.connection import SendSide, resetMessage
 from framing.bulk.digests import NEGOTIATED, checkAlgorithm
 from framing.bulk.errors import StreamReset
 from framing.bulk.states import ON_WIRE, SendEvent, SendState
-from framing.bulk.wire import ABORT, END
+from framing.bulk.wire import ABORT
 
 from .integrity import OrderedHasher
 from .interfaces import IStreamHost
@@ -97,7 +97,6 @@ class Stream(SendSide):
         self._sharedHasher = hasher
         self._hasher: OrderedHasher | None = None
         self._host: IStreamHost | None = None
-        self.streamId: int | None = None
         SendSide.__init__(self)
         self._hashBacklog = 0
         self.sentBytes = 0
@@ -172,14 +171,9 @@ class Stream(SendSide):
 
     # -- ISendingStream: what the channel asks ----------------------------------------
 
-    def announce(self, host: IStreamHost, streamId: int) -> None:
-        """
-        Being encoded into a message as C{streamId} on C{host}.
-
-        @raise IllegalTransition: it was sent before.
-        """
-        self.advance(SendEvent.ANNOUNCE)
-        self._host, self.streamId = host, streamId
+    def attach(self, host: IStreamHost) -> None:
+        """Announced (L{framing.bulk.connection.StreamTable.reserve}): C{host} sends it."""
+        self._host = host
         self.source.limit(host.options.chunkSize)
 
     @property
@@ -191,10 +185,9 @@ class Stream(SendSide):
         """No digest fits both sides: the stream fails before any data is sent, and the receiver is told."""
         self._fail(error, tell="digest-unavailable")
 
-    def takeBack(self) -> None:
-        """The message announcing the stream was never sent: it may be sent again."""
-        self.advance(SendEvent.TAKE_BACK)
-        self._host, self.streamId = None, None
+    def detach(self) -> None:
+        """Taken back (L{framing.bulk.connection.StreamTable.takeBack}): no host sends it."""
+        self._host = None
 
     def initialCredit(self, count: int) -> None:
         """The receiver's initial window (from its HELLO): the stream starts with C{count} bytes of credit."""
@@ -262,16 +255,15 @@ class Stream(SendSide):
 
     def _end(self) -> None:
         """Everything was sent: send END with the size and, once hashed, the digest."""
-        self.advance(SendEvent.ALL_SENT)
         try:
-            self.size = self.source.finalSize(self.size)
+            size = self.allSent(self.source.given())
         except StreamReset as error:
             self._fail(error, tell=error.code)
             return
         if self._hasher is None or self._hasher is self._sharedHasher:
             self._sendEnd(None)
             return
-        self._hasher.finish(self.size).addCallbacks(self._sendEnd, self._hashFailed)
+        self._hasher.finish(size).addCallbacks(self._sendEnd, self._hashFailed)
 
     def _hashFailed(self, failure: Failure) -> None:
         error = failure.value
@@ -281,9 +273,8 @@ class Stream(SendSide):
     def _sendEnd(self, digest: bytes | None) -> None:
         if self.state is not ENDING or self._host is None:
             return
-        self.advance(SendEvent.END_SENT)
         self._ownDigest = digest
-        self._host.sendControl(END, self.streamId, self.size, digest)
+        self._host.sendControl(*self.endMessage(digest))
 
     def doneReceived(self, digest: bytes | None) -> None:
         """The receiver confirmed everything arrived (verified): the stream succeeds."""

@@ -33,7 +33,6 @@ from twisted.internet.interfaces import IReactorThreads
 from twisted.python.failure import Failure
 
 from framing.bulk.digests import IntegrityError
-from framing.bulk.errors import StreamReset
 
 from .integrity import OrderedHasher
 
@@ -179,12 +178,11 @@ class StreamSource(Protocol):
     def refill(self) -> None:
         """Ask for more if less than C{highWater} is buffered."""
 
-    def finalSize(self, announced: int | None) -> int:
+    def given(self) -> int | None:
         """
-        The size to send at the end.
-
-        @raise StreamReset: (code C{"size"}) a sequential source gave more or
-            fewer bytes than C{announced}.
+        What a sequential source gave in all (bytes), or C{None} for a
+        random-access one (the object has its announced size): what
+        L{framing.bulk.connection.SendSide.allSent} checks.
         """
 
     def makeHasher(self, algorithm: str, hashReactor: Any, clock: Any) -> OrderedHasher:
@@ -275,8 +273,8 @@ class RangeSource:
     def refill(self) -> None:
         """Nothing to ask for: ranges are read on demand."""
 
-    def finalSize(self, announced: int | None) -> int:
-        return self.seekable.size
+    def given(self) -> int | None:
+        return None
 
     def makeHasher(self, algorithm: str, hashReactor: Any, clock: Any) -> OrderedHasher:
         reactor = hashReactor
@@ -391,9 +389,7 @@ class SequentialSource:
     def exhausted(self) -> bool:
         return self._finished and not self._buffered
 
-    def finalSize(self, announced: int | None) -> int:
-        if announced is not None and self._position != announced:
-            raise StreamReset("size", f"the source gave {self._position} bytes, not {announced}")
+    def given(self) -> int | None:
         return self._position
 
     def makeHasher(self, algorithm: str, hashReactor: Any, clock: Any) -> OrderedHasher:

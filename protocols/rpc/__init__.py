@@ -41,6 +41,7 @@ objects (an async generator, read as a L{StreamReader}), under flow
 control: L{protocols.rpc.streams}.
 """
 
+from framing.rpc.addresses import PICK_FIRST, ROUND_ROBIN, NoAddressReady
 from framing.rpc.errors import (
     CallTimedOut,
     DeadlineExceeded,
@@ -63,6 +64,7 @@ from .broker import Broker, BrokerFactory, currentBroker
 from .context import CallContext, callContext, currentCall
 from .drain import DrainDeadlineExceeded, GoingAway, drainBrokers, drainPort
 from .endpoints import ReconnectingClient, connect, connectURL, login, reconnecting, serve, serverFactory
+from .failover import FailoverClient
 from .interfaces import RemoteInterface, TypedReference, deferred, interfaceNamed, referenceOf
 from .limits import CLIENT_CALL_LIMITS, SERVER_CALL_LIMITS, CallLimits
 from .listening import ListeningPort
@@ -81,6 +83,7 @@ __all__ = [
     "DeadReferenceError",
     "DeadlineExceeded",
     "DrainDeadlineExceeded",
+    "FailoverClient",
     "GoingAway",
     "ListeningPort",
     "ObjectStream",
@@ -89,6 +92,9 @@ __all__ = [
     "StreamReader",
     "UnexpectedAnswer",
     "MaxLength",
+    "NoAddressReady",
+    "PICK_FIRST",
+    "ROUND_ROBIN",
     "MinLength",
     "NoSuchMethod",
     "NoSuchObject",

@@ -257,11 +257,14 @@ def drainBrokers(brokers: Iterable[Any], grace: float = DEFAULT_GRACE) -> Deferr
     return done
 
 
-async def drainPort(port: Any, factory: Any, grace: float = DEFAULT_GRACE) -> None:
+async def drainPort(port: Any, factory: Any = None, grace: float = DEFAULT_GRACE) -> None:
     """
     Drain a listening RPC server: stop accepting connections on C{port},
     then drain every connection of C{factory} (a L{protocols.rpc.BrokerFactory},
-    or a wrapper forwarding its C{brokers}) as L{drainBrokers}.
+    or a wrapper forwarding its C{brokers}; C{None}: the one C{port} serves,
+    for the port C{rpc.serve} or C{bulk.serve} gives) as L{drainBrokers}.
     """
+    if factory is None:
+        factory = port.factory
     await port.stopListening()
     await drainBrokers(getattr(factory, "brokers", ()), grace)

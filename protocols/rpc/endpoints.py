@@ -28,6 +28,7 @@ from twisted.python.failure import Failure
 
 from framing import Limits, Registry
 from framing.login.errors import LoginFailed
+from framing.rpc.addresses import PICK_FIRST, Backoff
 from framing.rpc.errors import DeadReferenceError
 from framing.rpc.referenceable import Referenceable
 
@@ -37,8 +38,9 @@ from ..deadline import DEFAULT_CONNECT_TIMEOUT, DeadlineEndpoint
 from ..guard import DEFAULT_GUARD, GuardPolicy
 from .broker import Broker, BrokerFactory
 from .drain import DrainDeadlineExceeded, GoingAway
+from .failover import FailoverClient
 from .limits import SERVER_CALL_LIMITS, CallLimits
-from .listening import ListeningPort
+from .listening import ListeningPort, ServingPort
 from .refs import HasRemoteProxy, RemoteReference
 
 T = TypeVar("T")
@@ -179,10 +181,13 @@ def serve(
 
 
 def listenWith(reactor: Any, description: str | Any, factory: BrokerFactory) -> Deferred[ListeningPort]:
-    """Listen on the server endpoint C{description} (or endpoint object) with a factory of brokers."""
+    """
+    Listen on the server endpoint C{description} (or endpoint object) with a
+    factory of brokers: fires with a L{ServingPort}, which drains.
+    """
     endpoint = serverFromString(reactor, description) if isinstance(description, str) else description  # type: ignore[no-untyped-call]
-    port: Deferred[ListeningPort] = endpoint.listen(factory)
-    return port
+    listening: Deferred[Any] = endpoint.listen(factory)
+    return listening.addCallback(lambda port: ServingPort(port, factory))
 
 
 def clientEndpointWithin(
@@ -790,6 +795,7 @@ def _stopTimer(result: object, timer: Any) -> object:
     return result
 
 
+@overload
 def reconnecting(
     reactor: Any,
     description: str | Any,
@@ -804,7 +810,47 @@ def reconnecting(
     moveTimeout: float = 30.0,
     interceptors: Iterable[Any] = (),
     timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
-) -> ReconnectingClient:
+) -> ReconnectingClient: ...
+
+
+@overload
+def reconnecting(
+    reactor: Any,
+    description: list[Any],
+    *,
+    root: Referenceable | None = None,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+    prepareConnection: Callable[[RemoteReference], object] | None = None,
+    callLimits: CallLimits | None = None,
+    credentials: Any = None,
+    moveTimeout: float = 30.0,
+    interceptors: Iterable[Any] = (),
+    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    policy: str = PICK_FIRST,
+    backoff: Backoff | None = None,
+    silenceTimeout: float | None = 60.0,
+) -> FailoverClient: ...
+
+
+def reconnecting(
+    reactor: Any,
+    description: str | Any | list[Any],
+    *,
+    root: Referenceable | None = None,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+    retryPolicy: Callable[[int], float] | None = None,
+    prepareConnection: Callable[[RemoteReference], object] | None = None,
+    callLimits: CallLimits | None = None,
+    credentials: Any = None,
+    moveTimeout: float = 30.0,
+    interceptors: Iterable[Any] = (),
+    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    policy: str = PICK_FIRST,
+    backoff: Backoff | None = None,
+    silenceTimeout: float | None = 60.0,
+) -> ReconnectingClient | FailoverClient:
     """
     A started L{ReconnectingClient} for the client endpoint C{description}
     (logging in with C{credentials} on each connection, if given).
@@ -813,7 +859,40 @@ def reconnecting(
     mean what they mean there (C{timeout} is each attempt's), but for
     C{interface}: type the root with C{root.typed(interface)} where
     L{ReconnectingClient.whenConnected} or C{prepareConnection} gives it.
+
+    A list of addresses instead (C{"host:port"} or C{(host, port)}, each
+    name counted as every address it resolves to; or endpoint descriptions
+    and objects, one address each) gives a started
+    L{protocols.rpc.failover.FailoverClient}, used the same way, which
+    keeps connections up as C{policy} says (C{"pick_first"}: one, to the
+    first address that connects; C{"round_robin"}: one to each, calls
+    taken in turn), each address backing off on its own (C{backoff}, a
+    L{framing.rpc.addresses.Backoff}, instead of C{retryPolicy}); a server
+    that drains, dies or is cut off has new calls move to another within
+    C{moveTimeout} seconds or the call's deadline; a call is never sent
+    twice.  A server cut off is noticed by C{silenceTimeout} (a PING at half
+    of it while calls wait, the connection aborted after all of it): the
+    calls written there fail, new ones go elsewhere.
     """
+    if isinstance(description, list):
+        failover = FailoverClient(
+            reactor,
+            description,
+            policy=policy,
+            root=root,
+            limits=limits,
+            registry=registry,
+            prepareConnection=prepareConnection,
+            callLimits=callLimits,
+            credentials=credentials,
+            moveTimeout=moveTimeout,
+            interceptors=interceptors,
+            timeout=timeout,
+            backoff=backoff,
+            silenceTimeout=silenceTimeout,
+        )
+        failover.startService()
+        return failover
     client = ReconnectingClient(
         reactor,
         description,

@@ -9,6 +9,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from framing.bulk.connection import (
     Announcements,
     ReceiveCredit,
+    ReceiveSide,
     SendSide,
     StreamTable,
     cancelCode,
@@ -19,9 +20,11 @@ from framing.bulk.connection import (
     resetFrom,
     resetMessage,
 )
-from framing.bulk.digests import IntegrityError
-from framing.bulk.errors import FlowControlError, StreamIdReused, StreamReset, TooManyStreams
-from framing.bulk.states import SendEvent
+from framing.bulk.digests import NEGOTIATED, DigestUnavailable, IntegrityError
+from framing.bulk.errors import FlowControlError, IllegalTransition, StreamIdReused, StreamReset, TooManyStreams
+from framing.bulk.hello import Hello
+from framing.bulk.states import ReceiveEvent, SendEvent
+from framing.bulk.states import ReceiveState as R
 from framing.bulk.states import SendState as S
 from framing.bulk.wire import ABORT, CANCEL, DONE, END, GRANT, HELLO, Control
 
@@ -127,6 +130,94 @@ class StreamTableTests(SynchronousTestCase):
         self.assertEqual((sending.calls, receiving.calls), ([("grant", 5)], [("end", 5, None)]))
 
 
+class ReservationTests(SynchronousTestCase):
+    """The ids of the streams this side sends (StreamTable.reserve, takeBack), one rule for every shell."""
+
+    def test_idsIncrease(self) -> None:
+        """Each stream announced gets the next id, is ANNOUNCED and in the sending table; an id taken back is not
+        given again."""
+        table: StreamTable[SendSide, Any] = StreamTable()
+        first, second, third = SendSide(), SendSide(), SendSide()
+        for stream in (first, second, third):
+            stream.digestName = None
+        self.assertEqual(table.reserve(first, Hello(), ()), 1)
+        self.assertEqual(table.reserve(second, Hello(), ()), 2)
+        table.takeBack(second, 2)
+        self.assertEqual((second.state, second.streamId), (S.NEW, None))
+        self.assertEqual(table.reserve(third, Hello(), ()), 3)
+        self.assertEqual(table.sending, {1: first, 3: third})
+        self.assertIs(first.state, S.ANNOUNCED)
+
+    def test_digestSettled(self) -> None:
+        """Once the peer's HELLO is known, the negotiated digest is settled as the stream is announced; with none in
+        common the stream stays NEW, out of the table, and no id is used."""
+        hello = Hello()
+        hello.decoded(Control((HELLO, 0, "sha256", 0)))
+        table: StreamTable[SendSide, Any] = StreamTable()
+        stream = SendSide()
+        stream.digestName = NEGOTIATED
+        table.reserve(stream, hello, ("blake3", "sha256"))
+        self.assertEqual(stream.digestName, "sha256")
+        refused = SendSide()
+        refused.digestName = NEGOTIATED
+        self.assertRaises(DigestUnavailable, table.reserve, refused, hello, ("blake3",))
+        self.assertEqual((refused.state, len(table.sending), table.lastSentId), (S.NEW, 1, 1))
+
+    def test_onceOnly(self) -> None:
+        """A stream is announced once: again is an IllegalTransition, and the table is unchanged."""
+        table: StreamTable[SendSide, Any] = StreamTable()
+        stream = SendSide()
+        stream.digestName = None
+        table.reserve(stream, Hello(), ())
+        self.assertRaises(IllegalTransition, table.reserve, stream, Hello(), ())
+        self.assertEqual((stream.streamId, table.lastSentId), (1, 1))
+
+
+class ReceiveSideTests(SynchronousTestCase):
+    """A receiving stream's END and DONE (5.5.4), one rule for every shell."""
+
+    def receiving(self) -> ReceiveSide:
+        stream = ReceiveSide()
+        stream.streamId = 6
+        stream.advance(ReceiveEvent.START)
+        return stream
+
+    def test_endDone(self) -> None:
+        """END ends a stream being received (a repeated one changes nothing); all released, the END's size is
+        checked; DONE says it is whole."""
+        stream = self.receiving()
+        self.assertIs(stream.ending(), True)
+        self.assertIs(stream.ending(), False)
+        self.assertEqual(stream.allReleased(5, 5, whole=True), 5)
+        self.assertIs(stream.state, R.VERIFYING)
+        self.assertEqual(tuple(stream.doneMessage(b"d")), (DONE, 6, b"d"))
+        self.assertIs(stream.state, R.DONE)
+        self.assertIs(stream.failing(), False)
+
+    def test_endSizeWrong(self) -> None:
+        """An END stating another size than a whole stream received is a StreamReset size; a stream of ranges (not
+        whole) takes the END's size; an END with none is refused either way."""
+        stream = self.receiving()
+        stream.ending()
+        with self.assertRaises(StreamReset) as raised:
+            stream.allReleased(4, 5, whole=True)
+        self.assertEqual(raised.exception.code, "size")
+        self.assertIs(stream.failing(), True)
+        self.assertIs(stream.state, R.FAILED)
+        ranges = self.receiving()
+        ranges.ending()
+        self.assertEqual(ranges.allReleased(4, 5, whole=False), 5)
+        unsized = self.receiving()
+        unsized.ending()
+        self.assertRaises(StreamReset, unsized.allReleased, 4, None, whole=False)
+
+    def test_endBeforeReceiving(self) -> None:
+        """An END for a stream not being received (announced, failed) changes nothing."""
+        stream = ReceiveSide()
+        self.assertIs(stream.ending(), False)
+        self.assertIs(stream.state, R.ANNOUNCED)
+
+
 class ReceiveCreditTests(SynchronousTestCase):
     """A receiving stream's credit (5.5.3)."""
 
@@ -223,6 +314,31 @@ class SendSideTests(SynchronousTestCase):
         self.assertEqual(stream.callFailure(True), (True, "cancelled"))
         stream.advance(SendEvent.DONE)
         self.assertEqual(stream.callFailure(True), (False, None))
+
+    def sending(self, size: int | None) -> SendSide:
+        stream = self.announced()
+        stream.streamId, stream.size = 4, size
+        stream.creditArrived(10, 512)
+        return stream
+
+    def test_end(self) -> None:
+        """All sent, the END states the announced size (an object's, given None) or what a sequential source gave,
+        with the digest; the stream goes ENDING, then ENDED."""
+        for size, given in ((7, None), (7, 7), (None, 9)):
+            stream = self.sending(size)
+            self.assertEqual(stream.allSent(given), size or given)
+            self.assertIs(stream.state, S.ENDING)
+            self.assertEqual(tuple(stream.endMessage(b"d")), (END, 4, size or given, b"d"))
+            self.assertIs(stream.state, S.ENDED)
+
+    def test_endSizeWrong(self) -> None:
+        """A sequential source that gave another size than announced (or no size known at all) is a StreamReset
+        with code size: the stream is given up (ABORT size) rather than ended."""
+        for size, given in ((7, 6), (7, 8), (None, None)):
+            stream = self.sending(size)
+            with self.assertRaises(StreamReset) as raised:
+                stream.allSent(given)
+            self.assertEqual(raised.exception.code, "size")
 
     def test_resetMessage(self) -> None:
         """A CANCEL or ABORT carries the code and the error as text for people."""

@@ -10,7 +10,7 @@ from zope.interface import implementer
 
 from framing import Decoder, Encoder, Registry
 from framing.bulk.digests import DigestUnavailable, IntegrityError
-from framing.bulk.errors import FlowControlError, StreamIdReused, StreamReset
+from framing.bulk.errors import FlowControlError, HelloMissing, StreamIdReused, StreamReset
 from framing.bulk.states import ReceiveState, SendState
 from framing.bulk.streams import (
     GRANT_STEP,
@@ -145,6 +145,18 @@ class SendingTests(SynchronousTestCase):
         self.assertEqual((stream.state, stream.sentBytes), (SendState.ENDED, len(data)))
         session.receive(server.send(Control((DONE, 1, None))))
         self.assertEqual(stream.state, SendState.DELIVERED)
+
+    def test_helloAnswered(self) -> None:
+        """A server's HELLO that comes before any call is answered with this side's, once; the first CALL then goes
+        without one (Hello.first: a side's HELLO goes once, first)."""
+        session, streams, server = opened()
+        session.receive(server.send(Control((HELLO, 0, "sha256", 0))))
+        (hello,) = server.read(session.dataToSend())
+        self.assertEqual((hello[0], hello[2]), (HELLO, "sha256"))
+        session.receive(server.send(Control((HELLO, 0, "sha256", 0))))
+        self.assertEqual(session.dataToSend(), b"")
+        _, sent = session.call("waiter", 0, "put", ("name",), {})
+        self.assertEqual([message[0] for message in server.read(sent)], [CALL])
 
     def test_namedDigestRefusedByHello(self) -> None:
         """A stream announced before the server's HELLO with a digest the HELLO lacks is given up when it comes:
@@ -299,6 +311,27 @@ class ReceivingTests(SynchronousTestCase):
         session.receive(b"".join(dataFramePieces(1, 0, b"x")))
         self.assertIsNone(session.failure)
         self.assertEqual((incoming.receivedBytes, session.dataToSend()), (0, b""))
+
+    def test_announcedBeforeHello(self) -> None:
+        """
+        A stream announced before the server's HELLO breaks 5.5's order: the
+        answer carrying it fails its call with HelloMissing (a Violation,
+        hello-missing); the session stays open, and the same answer after
+        the HELLO is taken.
+        """
+        session, streams, server = opened()
+        _, sent = session.call("call", 0, "get", ("name",), {})
+        server.read(sent)
+        ((waiter, result, error),) = session.receive(server.send(Message((ANSWER, 1, Announce((1, 10, "sha256"))))))
+        self.assertIsInstance(error, HelloMissing)
+        self.assertEqual(error.code, "hello-missing")
+        self.assertIsNone(session.failure)
+        _, sent = session.call("again", 0, "get", ("name",), {})
+        server.read(sent)
+        settled = session.receive(
+            server.send(Control((HELLO, 0, "sha256", 0)), Message((ANSWER, 2, Announce((2, 10, "sha256")))))
+        )
+        self.assertIsInstance(settled[0][1], IncomingTransfer)
 
     def test_streamIdReused(self) -> None:
         """A second announcement with an id not above the last ends the session with StreamIdReused."""

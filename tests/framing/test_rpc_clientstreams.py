@@ -21,6 +21,7 @@ from framing.rpc.streams import (
     END,
     ERROR,
     ITEM,
+    EndCountMismatch,
     FlowMessage,
     ItemCreditExceeded,
     ObjectStreamIdReused,
@@ -118,6 +119,19 @@ class ReadingTests(SynchronousTestCase):
         self.assertEqual([session.objectStreams.take(stream) for _ in range(2)], ["a", "b"])
         self.assertTrue(stream.finished)
         self.assertEqual(session.objectStreams.streamCount, 0)
+
+    def test_endCountingMessagesFails(self) -> None:
+        """
+        An END that counts other than the items that arrived (here the ITEM
+        messages, 2, for 3 items) fails the stream after its items
+        (EndCountMismatch); the session stays open.
+        """
+        session, server, stream, _ = streamed()
+        session.receive(server.send(items(1, "a", "b"), items(1, "c"), FlowMessage((END, 1, 2))))
+        self.assertFalse(stream.ended)
+        self.assertIsInstance(stream.error, EndCountMismatch)
+        self.assertEqual([session.objectStreams.take(stream) for _ in range(3)], ["a", "b", "c"])
+        self.assertIs(session.state, SessionState.OPEN)
 
     def test_errorAfterItems(self) -> None:
         """ERROR: rebuilt as a FAIL's error, after the items held."""

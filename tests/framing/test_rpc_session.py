@@ -16,6 +16,7 @@ from framing.rpc.errors import (
     NO_SUCH_OBJECT,
     VIOLATION,
     CallLost,
+    ClosedBeforePreamble,
     ConnectionLost,
     DeadReferenceError,
     NoSuchMethod,
@@ -75,6 +76,20 @@ class PreambleTests(SynchronousTestCase):
         session.receive(PREAMBLE[3:])
         self.assertTrue(session.ready)
         self.assertEqual(session.state, SessionState.OPEN)
+
+    def test_peerClosed(self) -> None:
+        """A clean close before any byte is ClosedBeforePreamble (a TLS server did it); after one byte, not."""
+        silent: ClientSession[str] = ClientSession(PEER)
+        reason = silent.peerClosed()
+        self.assertIsInstance(reason, ClosedBeforePreamble)
+        self.assertIn(PEER, str(reason))
+        self.assertIn("TLS", str(reason))
+        for heard in (PREAMBLE[:1], PREAMBLE):
+            session: ClientSession[str] = ClientSession(PEER)
+            session.receive(heard)
+            reason = session.peerClosed()
+            self.assertNotIsInstance(reason, ClosedBeforePreamble)
+            self.assertIsInstance(reason, ConnectionLost)
 
     def test_callsBeforePreamble(self) -> None:
         """

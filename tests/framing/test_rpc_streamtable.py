@@ -67,6 +67,17 @@ class TableTests(SynchronousTestCase):
         table.take(reader)
         self.assertTrue(reader.finished)
 
+    def test_endCountChecked(self) -> None:
+        """An END counting other than the items that arrived fails the stream after its items (section 14.4)."""
+        from framing.rpc.streams import EndCountMismatch
+
+        table = RecordingTable()
+        reader = table.announced(Announcement((1,)))
+        table.receivedFlow(FlowMessage((ITEM, 1, "a")))
+        table.receivedFlow(FlowMessage((END, 1, 2)))
+        self.assertEqual(list(reader.buffer), ["a"])
+        self.assertIsInstance(reader.error, EndCountMismatch)
+
     def test_pastTheWindow(self) -> None:
         """More items than granted break flow control."""
         table = RecordingTable(window=2)

@@ -24,6 +24,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 import framing
 from framing import errors
+from tests.vectorints import integer, longBareIntegers
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors"
 PREAMBLE = bytes.fromhex("8943574952450d0a01")
@@ -307,7 +308,7 @@ install(ErrorVectorTests, "errors.json", INVALID_CHECKS)
 
 def stream_feed_check(feeding: str) -> Callable[[SynchronousTestCase, dict[str, Any]], None]:
     def check(case: SynchronousTestCase, vector: dict[str, Any]) -> None:
-        events = [{"ping": framing.Ping, "pong": framing.Pong}[kind](id) for kind, id in vector["events"]]
+        events = [{"ping": framing.Ping, "pong": framing.Pong}[kind](integer(id)) for kind, id in vector["events"]]
         for pieces in FEEDINGS[feeding](bytes.fromhex(vector["hex"])):
             how = f"fed {feeding} as {[len(p) for p in pieces][:4]}"
             results, got_events, error = decode(pieces)
@@ -391,6 +392,21 @@ class VectorSetTests(SynchronousTestCase):
         bounds = {0, 11, 12, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**64 - 1, 2**64}
         bounds |= {-1, -12, -13, -256, -257, -65536, -65537, -(2**32), -(2**32) - 1, -(2**64), -(2**64) - 1}
         self.assertEqual(bounds - ints, set())
+
+    def test_long_integers_are_strings(self) -> None:
+        """
+        No vector file holds a bare JSON integer of 16 or more digits (section
+        9): JavaScript's JSON.parse would round it, so it is a string.  The
+        largest ping id and export id are there, as strings.
+        """
+        for path in sorted(VECTORS.glob("*.json")):
+            self.assertEqual(longBareIntegers(json.loads(path.read_text("utf-8"))), [], path.name)
+        [ping] = [vector for vector in load_vectors("streams.json") if vector["name"] == "ping-largest-id"]
+        self.assertEqual(ping["events"], [["ping", str(2**64 - 1)]])
+        self.assertEqual(integer(ping["events"][0][1]), 2**64 - 1)
+        self.assertEqual(integer("-12"), -12)
+        self.assertRaises(ValueError, integer, 10**15)
+        self.assertRaises(ValueError, integer, "1e3")
 
 
 class SpecStatementTests(SynchronousTestCase):

@@ -16,7 +16,7 @@ from framing.bulk import IntegrityError
 from framing.bulk.errors import StreamReset
 from framing.bulk.states import ReceiveState
 from framing.rpc.errors import ConnectionLost
-from protocols.asynciobulk import AsyncBulkConnection, connect
+from protocols.asynciobulk import AsyncBulkConnection, connect, fileStream
 from protocols.bulkfiles import Progress, uploadSteps
 from tests.protocols.bulkclients import CHUNK, HANG, SIZE, BulkServerCase, digestOf
 
@@ -54,6 +54,21 @@ class AsyncioBulkTests(BulkServerCase):
         self.assertEqual((fetched.digest, whole.digest), (sent.digest, sent.digest))
         self.assertEqual(path.with_name("back.bin").read_bytes(), data)
         self.assertEqual((self.served / "async-whole.bin").read_bytes(), data)
+
+    def test_fileStreamAsArgument(self) -> None:
+        """fileStream(path) passed to one's own method (the service's put) sends the file, checked, then closes it."""
+        path, data = self.localFile("async-own.bin")
+        stream = fileStream(path)
+
+        async def work() -> Any:
+            async with await self.connect() as connection:
+                return await connection.root.callRemote("put", "async-own.bin", stream)
+
+        hexdigest = self.runLoop(work)
+        self.assertEqual(bytes.fromhex(hexdigest), digestOf(data, self.expectedAlgorithm()))
+        self.assertEqual(stream.sentBytes, SIZE)
+        self.assertTrue(stream.source.closed)  # type: ignore[attr-defined]
+        self.assertEqual((self.served / "async-own.bin").read_bytes(), data)
 
     def test_cancelledReceive(self) -> None:
         """

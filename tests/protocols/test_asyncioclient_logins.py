@@ -20,7 +20,7 @@ from framing.bulk import NoSuchFile
 from framing.errors import PeerError
 from framing.login import ClientCertificate, LoginRefused, Password, Token
 from framing.login.urls import KeyMismatch, ObjectURL
-from framing.rpc.errors import ConnectionLost, NoSuchMethod
+from framing.rpc.errors import ClosedBeforePreamble, ConnectionLost, NoSuchMethod
 from protocols import asynciobulk
 from protocols.asyncioclient import AsyncConnection, AsyncTypedReference, connect, connectURL, tlsContext
 from protocols.auth.tokens import newToken
@@ -186,6 +186,12 @@ class ClientCertificateTests(blocking.ServerTestCase):
                 self.assertIn(alert, str(error).lower())
 
         run(test)
+
+    def test_plainClientOnTLSPort(self) -> None:
+        """A client without TLS on the TLS port fails with ClosedBeforePreamble, which says to connect with tls=."""
+        error = run(lambda: raises(ClosedBeforePreamble, self.connect()))
+        self.assertIn("a TLS server does this to a plain client", str(error))
+        self.assertIn("connect with tls=", str(error))
 
     def test_untrustedServer(self) -> None:
         """A server whose certificate the trusted CAs did not issue fails the handshake: nothing is sent."""

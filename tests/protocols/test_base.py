@@ -14,7 +14,9 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
 from framing import Decoder, EncodingError, Limits, ProtocolError, Violation, dumps
-from framing.errors import Aborted, BodyTooLarge, BufferLimitExceeded, MalformedHeader, PeerError
+from framing.bulk.errors import FlowControlError, StreamIdReused
+from framing.errors import Aborted, BodyTooLarge, BufferLimitExceeded, MalformedHeader, PeerError, error_token_text
+from framing.rpc.errors import UnexpectedAnswer
 from framing.wire import BYTES, CLOSE, ERROR, OPEN, PING, PONG, PREAMBLE, encode_header
 from protocols import CoalescingTransport, TokenProtocol
 from protocols.testing import MemoryPair, RecordingTransport, connectedPair
@@ -232,6 +234,31 @@ class ProtocolErrorTests(SynchronousTestCase):
         with self.assertRaises(PeerError) as raised:
             peer.feed(b"".join(wrapped.writes))
         self.assertIn("an HTTP request", str(raised.exception))
+        # The ERROR's text begins with the code (wire format, section 4.8).
+        self.assertTrue(str(raised.exception).startswith("the peer reported: bad-preamble: "), raised.exception)
+
+    def test_errorTextStartsWithCode(self) -> None:
+        """
+        Every ERROR a dropped connection sends begins with its code and a
+        colon (section 4.8): a bulk stream id reused, a flow-control break;
+        an error whose text already begins so (the RPC layer's) is not
+        prefixed twice.
+        """
+        reused = StreamIdReused("stream id 0 announced after stream id 0")
+        self.assertEqual(error_token_text(reused), "stream-id-reused: stream id 0 announced after stream id 0")
+        flow = FlowControlError("stream 1: 9 bytes sent, 8 granted")
+        self.assertEqual(error_token_text(flow), "flow-control: stream 1: 9 bytes sent, 8 granted")
+        rule = UnexpectedAnswer("an answer to call 7, which was never made")
+        self.assertEqual(error_token_text(rule), "unexpected-answer: an answer to call 7, which was never made")
+        protocol = Recorder()
+        wrapped = RecordingTransport()
+        protocol.makeConnection(wrapped)
+        protocol.dropConnection(reused)
+        with self.assertRaises(PeerError) as raised:
+            Decoder().feed(b"".join(wrapped.writes))
+        self.assertEqual(
+            str(raised.exception), "the peer reported: stream-id-reused: stream id 0 announced after stream id 0"
+        )
 
     def test_reasonReachesConnectionLost(self) -> None:
         """connectionLost receives the ProtocolError, not the transport's clean-close reason."""

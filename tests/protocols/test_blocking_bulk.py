@@ -20,7 +20,7 @@ from typing import Any
 
 from framing.bulk import IntegrityError, NoSuchFile
 from framing.rpc.errors import ConnectionLost
-from protocols.blockingbulk import BlockingBulkConnection, FileTransfer, connect, fetchFile, sendFile
+from protocols.blockingbulk import BlockingBulkConnection, FileTransfer, connect, fetchFile, fileStream, sendFile
 from tests.examples.cli import address, clientRun
 from tests.protocols.bulkclients import CHUNK, HANG, SIZE, BulkServerCase, MiB, digestOf
 
@@ -51,6 +51,16 @@ class BlockingBulkTests(BulkServerCase):
         self.assertEqual(gotten.digest, sent.digest)
         self.assertEqual(path.with_name("whole.bin").read_bytes(), data)
         self.assertRaises(NoSuchFile, connection.download, "absent.bin", path.with_name("absent.bin"))
+
+    def test_fileStreamAsArgument(self) -> None:
+        """fileStream(path) passed to one's own method (the service's put) sends the file, checked, then closes it."""
+        path, data = self.localFile("own.bin")
+        stream = fileStream(path)
+        hexdigest = self.connect().root.callRemote("put", "own.bin", stream)
+        self.assertEqual(bytes.fromhex(hexdigest), digestOf(data, self.expectedAlgorithm()))
+        self.assertEqual((stream.sentBytes, stream.digestName), (SIZE, self.expectedAlgorithm()))
+        self.assertTrue(stream.source.closed)  # type: ignore[attr-defined]
+        self.assertEqual((self.served / "own.bin").read_bytes(), data)
 
     def test_uploadResumedAfterCut(self) -> None:
         """An upload cut after 3 MiB resumes on a new connection from what the server holds: under two chunks resent."""

@@ -27,7 +27,7 @@ from framing.login import (
 )
 from framing.login.scram import MIN_ITERATIONS
 from framing.login.urls import InvalidURL, KeyMismatch, ObjectURL
-from framing.rpc.errors import DeadReferenceError
+from framing.rpc.errors import ClosedBeforePreamble, DeadReferenceError
 from protocols import blockingbulk
 from protocols.auth.authority import CertificateAuthority
 from protocols.auth.tokens import addToken, newToken
@@ -191,6 +191,14 @@ class ClientCertificateTests(ServerTestCase):
             tls = tlsContext(caFile=self.caFile, certificate=certificate)
             error = self.assertRaises(ConnectionLost, self.connect, tls=tls, credentials=ClientCertificate())
             self.assertIn(alert, str(error))
+
+    def test_plainClientOnTLSPort(self) -> None:
+        """A client without TLS on the TLS port fails with ClosedBeforePreamble, which says to connect with tls=."""
+        error = self.assertRaises(ClosedBeforePreamble, self.connect)
+        self.assertIsInstance(error, ConnectionLost)
+        self.assertEqual(error.code, "closed-before-preamble")
+        self.assertIn("a TLS server does this to a plain client", str(error))
+        self.assertIn("connect with tls=", str(error))
 
     def test_untrustedServer(self) -> None:
         """A server whose certificate the trusted CAs did not issue fails the handshake: nothing is sent."""

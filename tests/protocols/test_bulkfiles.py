@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
+from framing.bulk.digests import NEGOTIATED
 from framing.bulk.fileerrors import UploadBusy
 from protocols.bulk.files import Assembly
-from protocols.bulkfiles import PartialFile
+from protocols.bulkfiles import FileSource, PartialFile, fileStream
 
 SIZE = 100_000
 
@@ -127,3 +129,60 @@ class PartialFileTests(SynchronousTestCase):
             os.umask(old)
         self.addCleanup(partial.discard)
         self.assertEqual(os.stat(self.directory / ".f.bin.part").st_mode & 0o777, 0o644)
+
+
+class FileSourceTests(SynchronousTestCase):
+    """A whole file as a stream's source (fileStream): read in order, closed by itself."""
+
+    def setUp(self) -> None:
+        directory = Path(self.mktemp())
+        directory.mkdir()
+        self.path = directory / "f.bin"
+        self.data = payload()
+        self.path.write_bytes(self.data)
+
+    def openDescriptors(self) -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    def test_readInOrderThenClosed(self) -> None:
+        """The frames are the file's bytes at their offsets; the file is closed once the last is taken."""
+        before = self.openDescriptors()
+        source = FileSource(self.path)
+        self.assertEqual((source.size, source.available(), source.closed), (SIZE, SIZE, False))
+        self.assertEqual(self.openDescriptors(), before + 1)
+        frames = []
+        while source.available():
+            frames.append(source.take(30_000))
+        self.assertEqual([offset for offset, _ in frames], [0, 30_000, 60_000, 90_000])
+        self.assertEqual(b"".join(data for _, data in frames), self.data)
+        self.assertTrue(source.closed)
+        self.assertEqual(self.openDescriptors(), before)
+
+    def test_closedWhenDropped(self) -> None:
+        """A stream given up midway (collected unfinished) closes its file."""
+        before = self.openDescriptors()
+        stream = fileStream(self.path)
+        self.assertEqual((stream.size, stream.digestName), (SIZE, NEGOTIATED))
+        stream.source.take(1000)
+        del stream
+        gc.collect()
+        self.assertEqual(self.openDescriptors(), before)
+
+    def test_takeAfterClose(self) -> None:
+        """A source closed early refuses to read (its descriptor's number may be another file's by now)."""
+        source = FileSource(self.path)
+        source.close()
+        source.close()
+        self.assertRaises(OSError, source.take, 10)
+
+    def test_emptyFile(self) -> None:
+        """An empty file is a stream of size 0, closed at once (no frame will ever be taken)."""
+        self.path.write_bytes(b"")
+        stream = fileStream(self.path, None)
+        self.assertEqual((stream.size, stream.digestName, stream.source.available()), (0, None, 0))
+        assert isinstance(stream.source, FileSource)
+        self.assertTrue(stream.source.closed)
+
+    def test_missingFile(self) -> None:
+        """A file that cannot be opened raises there, before any call."""
+        self.assertRaises(FileNotFoundError, fileStream, self.path.with_name("absent.bin"))

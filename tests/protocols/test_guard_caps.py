@@ -42,7 +42,7 @@ class HeldBytesPoolTests(SynchronousTestCase):
         """--max-held-bytes sets it; 0 turns it off."""
         parser = argparse.ArgumentParser()
         addGuardArguments(parser)
-        self.assertEqual(policyFromArguments(parser.parse_args([])).maxHeldBytes, 64 * 1024 * 1024)
+        self.assertEqual(policyFromArguments(parser.parse_args([])).maxHeldBytes, 32 * 1024 * 1024)
         self.assertEqual(policyFromArguments(parser.parse_args(["--max-held-bytes", "5"])).maxHeldBytes, 5)
         self.assertIsNone(policyFromArguments(parser.parse_args(["--max-held-bytes", "0"])).maxHeldBytes)
 

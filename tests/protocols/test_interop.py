@@ -131,6 +131,8 @@ LISTENING = (
 )
 """What the interop server prints once its three endpoints listen, and where its test certificates are."""
 CASE_LINE = re.compile(r"^case (\S+): (pass|FAIL: .*)$")
+LOGIN_TIMEOUT = 2
+"""The login server's timeout in the test (the default, 10 s, would make login_timeout wait that long)."""
 
 
 class ProcessTests(SynchronousTestCase):
@@ -146,6 +148,8 @@ class ProcessTests(SynchronousTestCase):
             "tcp:0:interface=127.0.0.1",
             "--certificate-listen",
             "ssl:0:interface=127.0.0.1",
+            "--login-timeout",
+            str(LOGIN_TIMEOUT),
         )
         self.addCleanup(stop, server)
         caDirectory, clientPEM, port, loginPort, certificatePort = (
@@ -166,6 +170,8 @@ class ProcessTests(SynchronousTestCase):
             caDirectory,
             "--client-pem",
             clientPEM,
+            "--login-timeout",
+            str(LOGIN_TIMEOUT),
             timeout=300,
         )
         lines = client.stdout.splitlines()

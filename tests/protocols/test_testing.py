@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
+from typing import Protocol as TypingProtocol
 
 import pytest_twisted
 from twisted.internet.defer import Deferred
@@ -222,6 +224,63 @@ class BrokerPairTests(SynchronousTestCase):
         answer = pair.root.callRemote("upload", bulk.Stream(b"x"))
         pair.flush()
         self.failureResultOf(answer)
+
+
+class ITicker(rpc.RemoteInterface, TypingProtocol, name="tests.testing.ITicker"):
+    def ticks(self, count: int) -> AsyncIterator[int]: ...
+
+
+class Ticker(rpc.Referenceable, ITicker):
+    """Streams of objects: whole, failing midway, or waiting for ever after one item."""
+
+    @rpc.remote
+    async def ticks(self, count: int) -> AsyncIterator[int]:
+        for tick in range(count):
+            yield tick
+
+    @rpc.remote
+    async def broken(self) -> AsyncIterator[int]:
+        yield 1
+        raise ValueError("no more")
+
+    @rpc.remote
+    async def stalled(self) -> AsyncIterator[int]:
+        yield 1
+        await Deferred()
+
+
+class CollectTests(SynchronousTestCase):
+    """pair.collect pulls a stream of objects under SynchronousTestCase, flushing between items."""
+
+    def test_wholeStream(self) -> None:
+        """A typed proxy's stream (a Deferred of an AsyncIterator) is collected to its end, past its credit window."""
+        pair = brokerPair(Ticker())
+        self.assertEqual(pair.collect(pair.root.typed(ITicker).ticks(1000)), list(range(1000)))
+
+    def test_countThenTheRest(self) -> None:
+        """collect(stream, n) takes n items and leaves the stream open for the rest."""
+        pair = brokerPair(Ticker())
+        deferred = pair.root.callRemote("ticks", 10)
+        pair.flush()
+        opened = self.successResultOf(deferred)
+        self.assertEqual(pair.collect(opened, 3), [0, 1, 2])
+        self.assertEqual(pair.collect(opened), list(range(3, 10)))
+        self.assertEqual(pair.collect(opened), [])
+
+    def test_failureRaised(self) -> None:
+        """A stream that fails midway raises its error from collect."""
+        pair = brokerPair(Ticker())
+        error = self.assertRaises(rpc.RemoteError, pair.collect, pair.root.callRemote("broken"))
+        self.assertIn("no more", str(error))
+
+    def test_stalledStream(self) -> None:
+        """A stream with no item once everything was delivered raises RuntimeError, rather than hanging."""
+        pair = brokerPair(Ticker())
+        deferred = pair.root.callRemote("stalled")
+        pair.flush()
+        opened = self.successResultOf(deferred)
+        self.assertEqual(pair.collect(opened, 1), [1])
+        self.assertRaises(RuntimeError, pair.collect, opened)
 
 
 class RecordingTests(SynchronousTestCase):

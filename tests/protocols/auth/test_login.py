@@ -376,7 +376,7 @@ class ThrottleTests(SynchronousTestCase):
     def test_address_is_the_host(self) -> None:
         """Two connections from one host share a throttle entry, whatever their ports."""
         from twisted.internet.address import IPv4Address
-        from twisted.test.proto_helpers import StringTransport
+        from twisted.internet.testing import StringTransport
 
         one, two = (StringTransport(peerAddress=IPv4Address("TCP", "10.1.2.3", port)) for port in (1000, 2000))
         self.assertEqual(clientAddress(one), clientAddress(two))

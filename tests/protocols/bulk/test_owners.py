@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import itertools
 import os
 import threading
 import time
@@ -46,10 +45,10 @@ class StreamIdTests(SynchronousTestCase):
         """A stream id announced twice on one connection drops it with stream-id-reused, and releases the first."""
         pair = BulkPair(Store())
         quiet(pair)
-        pair.client.bulk.streamIds = itertools.repeat(7)  # a client that reuses its id
         first = pair.root.callRemote("keep", Stream(payload(1000)))
         pair.flush()
         self.successResultOf(first)
+        pair.client.bulk.streams.lastSentId = 0  # a client that reuses its id
         second = pair.root.callRemote("keep", Stream(payload(1000)))
         pair.flush()
         self.failureResultOf(second)

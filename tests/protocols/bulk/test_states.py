@@ -11,6 +11,8 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
 from framing import EncodingError
+from framing.bulk.connection import StreamTable
+from framing.bulk.hello import Hello
 from framing.bulk.states import (
     RECEIVING_TRANSITIONS,
     SENDING_TRANSITIONS,
@@ -44,6 +46,14 @@ from protocols.rpc.streams import ObjectStreams
 from .support import SMALL, BulkPair, Store, payload
 
 S, SE = SendState, SendEvent
+
+
+def announce(stream: Stream, host: Any, streamId: int) -> None:
+    """As a channel announces C{stream}: it is C{streamId}, sent by C{host}."""
+    stream.announcing(streamId, stream.digestName)
+    stream.attach(host)
+
+
 R, RE = ReceiveState, ReceiveEvent
 
 SENDING_EXPECTED = {
@@ -105,11 +115,13 @@ class SendingTableTests(SynchronousTestCase):
                     SENDING_TRANSITIONS.next(over, event)
 
     def test_sendingTwiceIsIllegal(self) -> None:
-        """Announcing a stream that was already sent raises IllegalTransition (a RuntimeError)."""
+        """Announcing a stream that was already sent raises IllegalTransition (a RuntimeError); it keeps its id."""
         stream = Stream(b"abc")
-        stream.announce(RecordingHost(), 1)
+        table: StreamTable[Stream, Any] = StreamTable()
+        table.reserve(stream, Hello(), ())
         with self.assertRaises(IllegalTransition):
-            stream.announce(RecordingHost(), 2)
+            table.reserve(stream, Hello(), ())
+        self.assertEqual((stream.streamId, list(table.sending)), (1, [1]))
         self.assertIsInstance(IllegalTransition("sending", "A", "B"), RuntimeError)
 
 
@@ -217,7 +229,7 @@ class SendingHostTests(SynchronousTestCase):
         data = payload(40_000)
         stream = Stream(data, digest=None)
         self.assertIs(stream.state, S.NEW)
-        stream.announce(host, 5)
+        announce(stream, host, 5)
         self.assertIs(stream.state, S.ANNOUNCED)
         stream.grantReceived(len(data))
         self.assertIs(stream.state, S.ENDED)
@@ -232,7 +244,7 @@ class SendingHostTests(SynchronousTestCase):
         """A stream sends no more than its credit, then waits in SENDING for the next grant."""
         host = RecordingHost()
         stream = Stream(payload(100_000), digest=None)
-        stream.announce(host, 1)
+        announce(stream, host, 1)
         stream.grantReceived(20_000)
         self.assertIs(stream.state, S.SENDING)
         sent = sum(call[3] for call in host.named("data"))
@@ -240,20 +252,21 @@ class SendingHostTests(SynchronousTestCase):
         self.assertLessEqual(sent, 20_000)
 
     def test_takeBack(self) -> None:
-        """A stream taken back is NEW again, with no id, and can be announced anew."""
+        """A stream taken back is NEW again, with no id, and can be announced anew with a new id."""
         stream = Stream(b"abc")
-        stream.announce(RecordingHost(), 3)
-        stream.takeBack()
+        table: StreamTable[Stream, Any] = StreamTable()
+        table.reserve(stream, Hello(), ())
+        table.takeBack(stream, 1)
         self.assertIs(stream.state, S.NEW)
         self.assertIsNone(stream.streamId)
-        stream.announce(RecordingHost(), 4)
-        self.assertEqual(stream.streamId, 4)
+        self.assertEqual(table.sending, {})
+        self.assertEqual(table.reserve(stream, Hello(), ()), 2)
 
     def test_abortTellsReceiver(self) -> None:
         """Aborting an announced stream sends ABORT through the host and fails it with StreamReset."""
         host = RecordingHost()
         stream = Stream(b"abc")
-        stream.announce(host, 2)
+        announce(stream, host, 2)
         stream.abort("no")
         self.assertEqual(host.named("control"), [("control", ABORT, 2, "cancelled", "cancelled: no")])
         self.assertIs(stream.state, S.FAILED)
@@ -263,7 +276,7 @@ class SendingHostTests(SynchronousTestCase):
         """A cancelled call fails a stream that already started and tells the receiver."""
         host = RecordingHost()
         stream = Stream(payload(100_000), digest=None)
-        stream.announce(host, 2)
+        announce(stream, host, 2)
         stream.grantReceived(10_000)
         stream.callFailed(Failure(CancelledError()))  # type: ignore[no-untyped-call]
         self.assertEqual(host.named("control")[-1][:4], ("control", ABORT, 2, "cancelled"))
@@ -273,7 +286,7 @@ class SendingHostTests(SynchronousTestCase):
         """What a producer writes to a sending stream asks the host for an end-of-turn send."""
         host = RecordingHost()
         stream = Stream(digest=None)
-        stream.announce(host, 1)
+        announce(stream, host, 1)
         stream.grantReceived(10_000)
         stream.write(b"x" * 100)
         self.assertEqual(host.named("wakeSoon"), [("wakeSoon",)])

@@ -16,7 +16,7 @@ import framing.bulk.fileerrors
 import protocols.kv
 import protocols.rpc.drain
 from framing import ProtocolError, Violation, errors
-from framing.rpc.errors import ERRORS, NO_SUCH_METHOD, NO_SUCH_OBJECT, VIOLATION, describe
+from framing.rpc.errors import ERRORS, NO_SUCH_METHOD, NO_SUCH_OBJECT, VIOLATION, describe, isTypeName
 
 ROOT = Path(__file__).resolve().parents[3]
 DOCUMENT = (ROOT / "docs" / "wire-format.md").read_text("utf-8")
@@ -109,6 +109,29 @@ class TypeNameTests(SynchronousTestCase):
         """Every registered name is a lowercase dotted namespace, then a CapWords name."""
         for name in registeredNames():
             self.assertRegex(name, r"^[a-z]+(\.[a-z]+)*\.[A-Z][A-Za-z]+$")
+
+    def test_typeNameGrammar(self) -> None:
+        """
+        A type name is dot-separated ASCII identifiers of 1 to 256
+        characters (6.3's grammar): registering another is refused, and a
+        sender's own name for an unregistered type is made to fit (a local
+        class's <locals> left out).
+        """
+        for good in ("KeyError", "kv.KeyNotFound", "java.lang.IllegalStateException", "_x.y_1"):
+            self.assertTrue(isTypeName(good), good)
+        for bad in ("", "std::runtime_error", "kv..KeyNotFound", ".x", "x.", "1x", "a b", "é", "x" * 257, 7):
+            self.assertFalse(isTypeName(bad), bad)
+        self.assertRaises(ValueError, ERRORS.register, KeyError, "kv::KeyNotFound")
+
+        def local() -> type[Exception]:
+            class Local(Exception):
+                pass
+
+            return Local
+
+        name = describe(local()("no"))[0]
+        self.assertTrue(isTypeName(name), name)
+        self.assertTrue(name.endswith(".local.Local"), name)
 
     def test_detailsAreTheArguments(self) -> None:
         """A registered error's details are its arguments; a refusal's are its code and where; others have none."""

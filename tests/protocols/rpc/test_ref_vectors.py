@@ -19,6 +19,7 @@ from protocols.rpc.refs import (
     ReferenceUnslicer,
     YourReferenceUnslicer,
 )
+from tests.vectorints import integer
 
 VECTORS = json.loads((Path(__file__).resolve().parents[2] / "vectors" / "rpc_refs.json").read_text())
 
@@ -80,7 +81,7 @@ class ReferenceVectorTests(SynchronousTestCase):
     def test_valid(self) -> None:
         """A valid vector gives its open type, export id and interface names."""
         for vector in VECTORS["vectors"]:
-            expected = [(vector["openType"], vector["exportId"], vector["interfaces"])]
+            expected = [(vector["openType"], integer(vector["exportId"]), vector["interfaces"])]
             for how in ("whole", "split", "bytewise"):
                 self.assertEqual(decoded(bytes.fromhex(vector["hex"]), how), expected, (vector["name"], how))
 
@@ -99,5 +100,5 @@ class ReferenceVectorTests(SynchronousTestCase):
                 continue
             cls = type("Exported", (Exported,), {"remoteInterfaceNames": tuple(vector["interfaces"])})
             registry = Registry(DEFAULT_REGISTRY)
-            registry.add_slicer(cls, ReferenceableSlicer(Tables(vector["exportId"])))  # type: ignore[arg-type]
+            registry.add_slicer(cls, ReferenceableSlicer(Tables(integer(vector["exportId"]))))  # type: ignore[arg-type]
             self.assertEqual(PREAMBLE + Encoder(registry=registry).encode(cls()), bytes.fromhex(vector["hex"]))

@@ -30,6 +30,7 @@ from framing.rpc.streams import (
     Announcement,
     AnnouncementUnslicer,
     ByteCreditExceeded,
+    EndCountMismatch,
     FlowMessage,
     ItemCreditExceeded,
     ReceiveWindow,
@@ -42,6 +43,7 @@ from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 
 from ...framing.test_cores import COMPILED, core
+from ...vectorints import integer, written
 
 VECTOR = Path(__file__).resolve().parents[2] / "vectors" / "object_streams.json"
 
@@ -52,7 +54,9 @@ DESCRIPTION = (
     "{name, hex, code}: the receiver refuses the one message with that Violation code and stays in step. Under "
     "'overruns', each is {name, what, credit, hex, breaks, code}: hex is a complete stream of ITEMs for stream 1, "
     "whose receiver granted credit = {objects, bytes} once; it accepts the messages before index 'breaks' and "
-    "drops the connection with an ERROR of that code at that one (section 14.3)."
+    "drops the connection with an ERROR of that code at that one (section 14.3). Under 'ends', each is {name, "
+    "what, hex, code}: ITEMs of stream 1, then its END; code is null if the receiver ends the stream cleanly, else "
+    "the code the stream fails with there (the connection stays up; section 14.4)."
 )
 
 
@@ -142,6 +146,42 @@ OVERRUNS: list[tuple[str, str, tuple[int, int], list[FlowMessage]]] = [
 ]
 
 
+ENDS: list[tuple[str, str, list[FlowMessage]]] = [
+    (
+        "end-counts-items",
+        "ITEMs of 3 items and 1 item, then END 4: the count of items, not of ITEM messages; the stream ends cleanly",
+        [FlowMessage((ITEM, 1, 1, 2, 3)), FlowMessage((ITEM, 1, 4)), FlowMessage((END, 1, 4))],
+    ),
+    (
+        "end-counts-messages",
+        "ITEMs of 3 items and 1 item, then END 2 (the ITEM messages counted): the stream fails at its receiver",
+        [FlowMessage((ITEM, 1, 1, 2, 3)), FlowMessage((ITEM, 1, 4)), FlowMessage((END, 1, 2))],
+    ),
+    (
+        "end-counts-more",
+        "one ITEM of 2 items, then END 3: an item missing, the stream fails at its receiver",
+        [FlowMessage((ITEM, 1, 1, 2)), FlowMessage((END, 1, 3))],
+    ),
+]
+
+
+def ending(messages: list[Any]) -> str | None:
+    """
+    How a receiver (the default window, its consumer taking nothing) takes
+    C{messages}, ITEMs then an END: C{None} for a clean end, else the code
+    the stream fails with.
+    """
+    window = ReceiveWindow()
+    window.first()
+    for message in messages:
+        if message[0] == ITEM:
+            window.arrived(message)
+        else:
+            problem = window.endProblem(message[2])
+            return None if problem is None else problem.code
+    raise AssertionError("no END")
+
+
 def overrun(credit: tuple[int, int], messages: list[Any]) -> tuple[int, str] | None:
     """
     Where a receiver that granted C{credit} (and took nothing) breaks off
@@ -160,7 +200,7 @@ def overrun(credit: tuple[int, int], messages: list[Any]) -> tuple[int, str] | N
 def tagged(value: Any) -> Any:
     """A value in section 9's tagged form (an announcement as {"stream": id})."""
     if type(value) is Announcement:
-        return {"stream": value[0]}
+        return {"stream": written(value[0])}
     if isinstance(value, bool):
         return {"bool": value}
     if isinstance(value, int):
@@ -201,13 +241,23 @@ def build() -> dict[str, Any]:
             {
                 "name": name,
                 "what": what,
-                "credit": {"objects": objects, "bytes": windowBytes},
+                "credit": {"objects": written(objects), "bytes": written(windowBytes)},
                 "hex": (PREAMBLE + b"".join(encoder.encode(message) for message in messages)).hex(),
                 "breaks": broken[0],
                 "code": broken[1],
             }
         )
-    return {"description": DESCRIPTION, "vectors": vectors, "invalid": invalid, "overruns": overruns}
+    ends = []
+    for name, what, messages in ENDS:
+        ends.append(
+            {
+                "name": name,
+                "what": what,
+                "hex": (PREAMBLE + b"".join(encoder.encode(message) for message in messages)).hex(),
+                "code": ending(messages),
+            }
+        )
+    return {"description": DESCRIPTION, "vectors": vectors, "invalid": invalid, "overruns": overruns, "ends": ends}
 
 
 def _decode(data: bytes) -> list[Any]:
@@ -261,10 +311,27 @@ class StreamVectorTests(SynchronousTestCase):
             self.assertEqual(results[1], FlowMessage((CANCEL, 1)))
         for vector in self.vectors["overruns"]:
             messages = _decode(bytes.fromhex(vector["hex"]))
-            credit = (vector["credit"]["objects"], vector["credit"]["bytes"])
+            credit = (integer(vector["credit"]["objects"]), integer(vector["credit"]["bytes"]))
             self.assertEqual(overrun(credit, messages), (vector["breaks"], vector["code"]), vector["name"])
             # Every message before the one that breaks the rule is taken.
             self.assertIsNone(overrun(credit, messages[: vector["breaks"]]), vector["name"])
+
+    def test_ends(self) -> None:
+        """
+        END counts items, not ITEM messages (section 14.4): a receiver ends
+        the stream cleanly on the count of the items that arrived and fails
+        it (end-count-mismatch) on any other count.
+        """
+        self.assertEqual(
+            [(vector["name"], vector["code"]) for vector in self.vectors["ends"]],
+            [
+                ("end-counts-items", None),
+                ("end-counts-messages", EndCountMismatch.code),
+                ("end-counts-more", EndCountMismatch.code),
+            ],
+        )
+        for vector in self.vectors["ends"]:
+            self.assertEqual(ending(_decode(bytes.fromhex(vector["hex"]))), vector["code"], vector["name"])
 
     def test_byteOverrunIsCreditOverrun(self) -> None:
         """A byte window overrun drops the connection with the code of an item overrun."""

@@ -16,10 +16,12 @@ from framing import Encoder, Registry, Violation
 from framing.rpc.errors import CallTimedOut, DeadlineExceeded
 from framing.rpc.streams import (
     CREDIT,
+    END,
     HELD_ACCOUNT,
     ITEM,
     ITEM_FRAMING_BYTES,
     ByteCreditExceeded,
+    EndCountMismatch,
     FlowMessage,
     ItemCreditExceeded,
     addFlowTypes,
@@ -867,6 +869,23 @@ class FlowControlRuleTests(SynchronousTestCase):
         pair.flush()
         self.assertIsInstance(self.successResultOf(lost), ItemCreditExceeded)
         del reader
+
+    def test_endCountMismatchFailsTheStream(self) -> None:
+        """
+        An END whose count is not the items that arrived (the ITEM messages
+        counted instead) fails the stream after its items, with
+        EndCountMismatch; the connection stays up.
+        """
+        pair = brokerPair(Service())
+        self.successResultOf(run(pair, _call(pair.root.callRemote, "count", 0)))
+        reader = _freshReader(pair)
+        pair.server.sendObject(FlowMessage((ITEM, reader.streamId, 1, 2, 3)))
+        pair.server.sendObject(FlowMessage((END, reader.streamId, 1)))
+        pair.flush()
+        taken = [self.successResultOf(reader.__anext__()) for _ in range(3)]
+        self.assertEqual(taken, [1, 2, 3])
+        self.failureResultOf(reader.__anext__(), EndCountMismatch)
+        self.assertTrue(pair.client.isConnected() and pair.server.isConnected())
 
     def test_creditFromConsumer(self) -> None:
         """The first CREDIT grants the window, in objects and bytes."""

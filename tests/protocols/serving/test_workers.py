@@ -58,7 +58,7 @@ class CommandTests(SynchronousTestCase):
         """
         from twisted.plugins.chunkwire_plugins import EchoOptions, _supervisor
 
-        cases = [([], (64 << 20) // 3), (["--max-held-bytes", "3000"], 1000), (["--max-held-bytes", "0"], None)]
+        cases = [([], (32 << 20) // 3), (["--max-held-bytes", "3000"], 1000), (["--max-held-bytes", "0"], None)]
         for given, each in cases:
             argv = ["/usr/bin/twist", "chunkwire-echo", "--workers", "3", *given]
             options = EchoOptions()
