@@ -147,7 +147,7 @@ from framing.login.errors import LoginFailed
 from framing.login.exchange import ByteExchange, ObjectName
 from framing.login.urls import HintAttempts, KeyMismatch, ObjectURL, checkPresentedKey
 from framing.rpc.addresses import PICK_FIRST, AddressBook, AddressState, Backoff, Wait
-from framing.rpc.clientstreams import ClientObjectStreams, ReceivedStream, SentStream, itemWaitBound
+from framing.rpc.clientstreams import ClientObjectStreams
 from framing.rpc.context import Scope, sendingDeadline
 from framing.rpc.errors import (
     CallTimedOut,
@@ -162,6 +162,7 @@ from framing.rpc.interfaces import ExportedReference, TypedProxy
 from framing.rpc.session import UNSENT, ClientSession, SessionExtension, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.streams import ReceiveWindow
+from framing.rpc.streamtable import ReceivedStream, SentStream, itemWaitBound
 from framing.rpc.wire import ROOT_ID
 from protocols.blocking import ConnectOptions, connectTarget, parseAddress, pinnedContext
 from protocols.blocking import tlsContext as tlsContext  # (re-exported: the contexts for connect's tls)
@@ -703,7 +704,7 @@ class AsyncConnection:
         """
         The next item of C{stream} (see L{AsyncStream}): taken if held, else
         awaited, until the deadline of the enclosing C{callContext} or
-        C{callTimeout} seconds (L{framing.rpc.clientstreams.itemWaitBound}).
+        C{callTimeout} seconds (L{framing.rpc.streamtable.itemWaitBound}).
 
         @raise StopAsyncIteration: the stream ended (or was closed here).
         @raise framing.rpc.errors.DeadlineExceeded: (or L{CallTimedOut}) no item in time: the

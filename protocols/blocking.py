@@ -169,7 +169,7 @@ from framing import Limits, Registry
 from framing.login.exchange import ByteExchange, ObjectName, clientMechanism
 from framing.login.urls import HintAttempts, ObjectURL, checkPresentedKey
 from framing.rpc.addresses import PICK_FIRST, AddressBook, AddressState, Backoff, Wait
-from framing.rpc.clientstreams import ClientObjectStreams, ReceivedStream, itemWaitBound
+from framing.rpc.clientstreams import ClientObjectStreams
 from framing.rpc.context import sendingDeadline
 from framing.rpc.errors import (
     CallTimedOut,
@@ -184,6 +184,7 @@ from framing.rpc.interfaces import ExportedReference, TypedProxy
 from framing.rpc.session import UNSENT, ClientSession, SessionExtension, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.streams import ReceiveWindow
+from framing.rpc.streamtable import ReceivedStream, itemWaitBound
 from framing.rpc.wire import (
     ROOT_ID,
 )
@@ -927,7 +928,7 @@ class BlockingConnection:
         The next item of C{stream} (see L{BlockingStream}): taken if held,
         else read for on this thread, in turn with the other waiting threads,
         until the deadline of the enclosing C{callContext} or C{callTimeout}
-        seconds (L{framing.rpc.clientstreams.itemWaitBound}).
+        seconds (L{framing.rpc.streamtable.itemWaitBound}).
 
         @raise StopIteration: the stream ended (or was closed here).
         @raise framing.rpc.errors.DeadlineExceeded: (or L{CallTimedOut}) no item in time: the

@@ -97,7 +97,7 @@ from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PING, PONG, PREAMBLE, encode_header
 
 from .calltable import CallTable
-from .clientstreams import ClientObjectStreams, ReceivedStream, SentStream
+from .clientstreams import ClientObjectStreams
 from .errors import (
     ClosedBeforePreamble,
     ConnectionLost,
@@ -119,6 +119,7 @@ from .referenceable import Referenceable
 from .references import ReferenceableSlicer, ReferenceUnslicer, RemoteReferenceSlicer, YourReferenceUnslicer
 from .signatures import REF_OPEN_TYPE, YOURREF_OPEN_TYPE
 from .streams import FlowMessage, ReceiveWindow
+from .streamtable import ReceivedStream, SentStream
 from .wire import (
     ANSWER,
     CALL,

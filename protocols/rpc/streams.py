@@ -36,14 +36,11 @@ producer's side.
 
 from __future__ import annotations
 
-import collections
-import collections.abc
 import copy
 import types
 import weakref
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Generic, TypeVar
 
 from twisted.internet.defer import CancelledError, Deferred, fail, succeed
@@ -54,29 +51,23 @@ from zope.interface import implementer
 from framing import EncodingError, Registry, Violation
 from framing.ledger import Ledger
 from framing.outgoing import Outgoing
-from framing.rpc.clientstreams import itemWaitBound
-from framing.rpc.errors import describe, rebuild
 from framing.rpc.streams import (
     ANNOUNCE_OPEN_TYPE,
     CANCEL,
     CREDIT,
     DEFAULT_WINDOW,
     DEFAULT_WINDOW_BYTES,
-    END,
-    ERROR,
     ITEM,
     Announcement,
     AnnouncementUnslicer,
     FlowMessage,
     ObjectStreamIdReused,
     ReceiveWindow,
-    SendWindow,
     TooManyObjectStreams,
     addFlowTypes,
     checkItem,
-    itemCheckFor,
 )
-from framing.slicing.constraints import Constraint
+from framing.rpc.streamtable import ObjectStreamTable, ReceivedStream, SentStream, itemWaitBound
 from framing.slicing.interfaces import ISlicer
 
 from ..interfaces import IBrokerExtension
@@ -169,17 +160,18 @@ _WAITING, _PULLING, _PAUSED, _DONE = "waiting", "pulling", "paused", "done"
 its turn or for the connection to take more (L{ObjectStreams.pace}), over."""
 
 
-class _Producer:
-    """One stream this side sends: pulls its source under credit, one ITEM per item, then END or ERROR."""
+class _Producer(SentStream):
+    """
+    One stream this side sends (the table's L{SentStream}): pulls its source
+    under credit, one ITEM per batch of items, then END or ERROR; C{state}
+    is its pacing here (L{_WAITING}, L{_PULLING}, L{_PAUSED}, L{_DONE}).
+    """
 
     def __init__(self, streams: ObjectStreams, streamId: int, source: Any) -> None:
+        super().__init__(streamId, source)
         self.streams = streams
-        self.streamId = streamId
-        self.window = SendWindow()
         self.credited = False
-        self.sent = 0
         self.state = _WAITING
-        self.check: tuple[Constraint, str] | None = itemCheckFor(source)
         self._pending: Deferred[Any] | None = None
         self._batch: list[Any] = []
         self._batchLimit = 1
@@ -197,9 +189,9 @@ class _Producer:
             self.iterator = iter(source)
             self.isAsync = False
 
-    def granted(self, objects: int, windowBytes: int) -> None:
+    def granted(self) -> None:
+        """The peer's CREDIT was counted (L{ObjectStreamTable.receivedFlow}): send on."""
         self.credited = True
-        self.window.granted(objects, windowBytes)
         self.pump()
 
     def pump(self) -> None:
@@ -370,19 +362,15 @@ class _Producer:
     def end(self) -> None:
         """The source is exhausted: the items gathered, then END, with the count of items sent."""
         self._flushHeld()
-        self._over()
-        self.streams.send(FlowMessage((END, self.streamId, self.sent)))
+        self.state = _DONE
+        self.streams.endSending(self)
 
     def fail(self, error: BaseException) -> None:
         """The source raised (or an item was refused): ERROR after the items sent, and the source closed."""
         if self.state != _DONE:
             self._flushHeld()
-        self._over()
-        typeName, text, details = describe(error)
-        try:
-            self.streams.send(FlowMessage((ERROR, self.streamId, typeName, text, details)))
-        except Exception:
-            self.streams.send(FlowMessage((ERROR, self.streamId, typeName, text, None)))
+        self.state = _DONE
+        self.streams.failSending(self, error)
         self.close()
 
     def _flushHeld(self) -> None:
@@ -396,12 +384,9 @@ class _Producer:
         if self.state == _DONE:
             return
         self._batch = []
-        self._over()
-        self.close()
-
-    def _over(self) -> None:
         self.state = _DONE
         self.streams.producerOver(self)
+        self.close()
 
     def close(self) -> None:
         """Close the source: a pull in progress is cancelled, then its C{aclose} (or C{close}) runs."""
@@ -427,7 +412,7 @@ class _Producer:
 # -- the consumer's side -----------------------------------------------------------------
 
 
-class StreamReader(AsyncIterator[T], Generic[T]):
+class StreamReader(ReceivedStream, AsyncIterator[T], Generic[T]):
     """
     A stream of objects received in a call's arguments or result: iterate
     it with C{async for} (its C{__anext__} returns a L{Deferred}), or pull
@@ -443,75 +428,40 @@ class StreamReader(AsyncIterator[T], Generic[T]):
     A wait for the next item ends at the enclosing call's deadline (and on
     a client at its C{callTimeout}) with L{framing.rpc.DeadlineExceeded} or
     L{framing.rpc.CallTimedOut}, the stream cancelled (L{ObjectStreams.boundWait}).
+    Its state and rules are the table's (L{framing.rpc.streamtable.ReceivedStream});
+    this holds the consumer's L{Deferred} and its timer.
 
     @ivar streamId: the peer's id of the stream.
     @ivar window: its L{ReceiveWindow} (C{window.buffered}: items held, not yet taken).
     @ivar taken: items taken so far.
     """
 
-    isObjectStream = True
+    streams: ObjectStreams
 
     def __init__(self, streams: ObjectStreams, streamId: int, window: ReceiveWindow) -> None:
-        self._streams = streams
-        self.streamId = streamId
-        self.window = window
-        self._buffer: collections.deque[Any] = collections.deque()
+        super().__init__(streams, streamId, window)
         self._waiting: Deferred[T] | None = None
-        self._ended = False
-        self._error: BaseException | None = None
-        self._constrained = False
         self._timer: Any = None
-        self.taken = 0
-
-    def constrainItems(self, constraint: Constraint, where: str) -> bool:
-        """
-        Check each item against C{constraint} as it arrives (and those held
-        already); refused ones are named C{where[index]} (L{StreamOf} calls
-        it).  Only the first
-        constraint is this reader's: a later one is the check of the stream
-        sent on (a method returning the stream it was given), which its
-        producer makes.
-
-        @return: whether C{constraint} is this reader's (C{False}: it already had one).
-        """
-        if self._constrained:
-            return False
-        self._constrained = True
-        self.window.constrain(constraint, where)
-        for offset, item in enumerate(self._buffer):
-            try:
-                checkItem(constraint, item, where, self.taken + offset)
-            except Violation as violation:
-                for _ in range(len(self._buffer) - offset):
-                    self._buffer.pop()
-                self._refuse(violation)
-                break
-        return True
-
-    @property
-    def finished(self) -> bool:
-        """Whether the stream is over for its consumer (ended, failed or cancelled) and nothing is left to take."""
-        return (self._ended or self._error is not None) and not self._buffer
+        self._wakePending = False
 
     def __aiter__(self) -> StreamReader[T]:
         return self
 
     def __anext__(self) -> Deferred[T]:
         """The next item, as a L{Deferred} that fails with C{StopAsyncIteration} at the end."""
-        if self._buffer:
-            item = self._buffer.popleft()
-            return self._deliver(item)
-        if self._error is not None:
-            return fail(_handed(self._error))
-        if self._ended:
+        if self.buffer:
+            return succeed(self.streams.take(self))
+        if self.error is not None:
+            return fail(_handed(self.error))
+        if self.ended:
             return fail(StopAsyncIteration())
         if self._waiting is not None:
             raise RuntimeError("a stream's next item is already awaited")
         waiting: Deferred[T] = Deferred(self._cancelWaiting)
         self._waiting = waiting
         # Held by the connection while awaited: a consumer waiting on it may be held by nothing else.
-        self._streams.awaiting(self)
-        self._timer = self._streams.boundWait(self)
+        self.streams.awaiting(self)
+        self._timer = self.streams.boundWait(self)
         return waiting
 
     def next(self) -> Deferred[T]:
@@ -531,12 +481,13 @@ class StreamReader(AsyncIterator[T], Generic[T]):
 
     async def _each(self, callback: Callable[[T], Any]) -> int:
         count = 0
-        buffer = self._buffer
+        buffer = self.buffer
+        take = self.streams.take
         try:
             while True:
                 # Items held are taken without a Deferred each.
                 if buffer:
-                    item = self._take(buffer.popleft())
+                    item = take(self)
                 else:
                     try:
                         item = await self.__anext__()
@@ -555,12 +506,9 @@ class StreamReader(AsyncIterator[T], Generic[T]):
         Stop the stream: CANCEL to the producer, the items held dropped; a
         pending L{next} fails with C{CancelledError}.
         """
-        if self.finished and not self._buffer:
+        if self.finished:
             return
-        self._dropHeld()
-        if self._error is None and not self._ended:
-            self._ended = True
-            self._streams.readerCancelled(self.streamId)
+        self.streams.cancel(self)
         waiting = self._takeWaiting()
         if waiting is not None:
             waiting.errback(CancelledError())
@@ -573,16 +521,13 @@ class StreamReader(AsyncIterator[T], Generic[T]):
     def _cancelWaiting(self, waiting: Deferred[T]) -> None:
         if self._waiting is waiting:
             self._takeWaiting()
-            self._dropHeld()
-            if self._error is None and not self._ended:
-                self._ended = True
-                self._streams.readerCancelled(self.streamId)
+            self.streams.cancel(self)
 
     def _takeWaiting(self) -> Deferred[T] | None:
         """The L{Deferred} a consumer awaits, forgotten here (and the connection's hold on this reader let go)."""
         waiting, self._waiting = self._waiting, None
         if waiting is not None:
-            self._streams.notAwaiting(self)
+            self.streams.notAwaiting(self)
             timer, self._timer = self._timer, None
             if timer is not None and timer.active():
                 timer.cancel()
@@ -596,123 +541,68 @@ class StreamReader(AsyncIterator[T], Generic[T]):
         self._timer = None
         if self._waiting is None:
             return
-        self._dropHeld()
-        if self._error is None and not self._ended:
-            self._streams.readerCancelled(self.streamId)
-        self._error = error
+        self.streams.timedOut(self, error)
         waiting = self._takeWaiting()
         assert waiting is not None
         _failWaiting(waiting, error)
 
-    def _deliver(self, item: Any) -> Deferred[T]:
-        """Hand over one item taken from the buffer, as a L{Deferred} (see L{_take})."""
-        return succeed(self._take(item))
-
-    def _take(self, item: Any) -> T:
-        """One item taken from the buffer (checked as it arrived): counted, its bytes and its credit given back."""
-        self.taken += 1
-        grant = self.window.taken()
-        if grant and not self._ended and self._error is None:
-            self._streams.sendCredit(self.streamId, grant, self.window.windowBytes)
-        return item  # type: ignore[no-any-return]
-
-    def _dropHeld(self) -> None:
-        """The items held are let go untaken (their bytes released)."""
-        self._buffer.clear()
-        self.window.dropHeld()
-
-    def _refuse(self, violation: Violation) -> None:
-        """An item arrived that the constraint refuses: CANCEL now; the items held, then C{violation}."""
-        if self._error is None and not self._ended:
-            self._streams.readerCancelled(self.streamId)
-        self._error = violation
-        if not self._buffer:
-            waiting = self._takeWaiting()
-            if waiting is not None:
-                _failWaiting(waiting, violation)
-
     # -- told by the connection --------------------------------------------------------
 
-    def itemReceived(self, message: FlowMessage) -> None:
+    def changed(self) -> None:
         """
-        An ITEM of this stream: counted against the windows, checked,
-        charged (L{ReceiveWindow.arrived}) and its items held; a consumer
-        waiting for them woken at the end of the reactor turn, so that it
-        takes the items of one read in one go, without a Deferred of its
-        own each.  A refused item cancels the stream at once.
-
-        @raise framing.rpc.streams.ItemCreditExceeded: the peer broke flow control (the connection is dropped).
+        The table changed this stream (items, END, ERROR, a refused item,
+        the connection's end): a consumer waiting for items is woken at the
+        end of the reactor turn (so that it takes the items of one read in
+        one go, without a Deferred of its own each); one waiting for the
+        end gets it now.
         """
-        window = self.window
-        if self._ended or self._error is not None:
-            window.discarded(message)
+        if self._waiting is None:
             return
-        items, refused = window.arrived(message)
-        if items:
-            wake = not self._buffer and self._waiting is not None
-            self._buffer.extend(items)
-            if wake:
-                self._streams.wakeSoon(self)
-        if refused is not None:
-            self._refuse(refused)
+        if self.buffer:
+            if not self._wakePending:
+                self._wakePending = True
+                self.streams.wakeSoon(self)
+        elif self.error is not None:
+            waiting = self._takeWaiting()
+            assert waiting is not None
+            _failWaiting(waiting, self.error)
+        elif self.ended:
+            waiting = self._takeWaiting()
+            assert waiting is not None
+            waiting.errback(StopAsyncIteration())
 
     def wake(self) -> None:
-        """Hand the consumer waiting for an item the first one held (the end of the turn L{itemsReceived} asked for)."""
-        if self._waiting is None or not self._buffer:
+        """Hand the consumer waiting for an item the first one held (the end of the turn L{changed} asked for)."""
+        self._wakePending = False
+        if self._waiting is None or not self.buffer:
             return
         waiting = self._takeWaiting()
         assert waiting is not None
-        self._deliver(self._buffer.popleft()).chainDeferred(waiting)
-
-    def ended(self) -> None:
-        """The producer's END: the items held are still taken, then the iteration stops."""
-        self._ended = True
-        if not self._buffer:
-            waiting = self._takeWaiting()
-            if waiting is not None:
-                waiting.errback(StopAsyncIteration())
-
-    def failed(self, error: BaseException) -> None:
-        """The producer's ERROR, or the connection's end: after the items held, the iteration fails with C{error}."""
-        if self._ended or self._error is not None:
-            return
-        self._error = error
-        if not self._buffer:
-            waiting = self._takeWaiting()
-            if waiting is not None:
-                _failWaiting(waiting, error)
-
-    def __repr__(self) -> str:
-        return f"<StreamReader {self.streamId}: {self.taken} taken, {len(self._buffer)} held>"
+        waiting.callback(self.streams.take(self))
 
 
 # -- the connection's streams ---------------------------------------------------------------
 
 
 @implementer(IBrokerExtension)
-class ObjectStreams:
+class ObjectStreams(ObjectStreamTable):
     """
     The object streams of one connection, both ways (every L{Broker} loads
-    one; give a broker your own in C{extensions} for other L{StreamOptions}).
+    one; give a broker your own in C{extensions} for other L{StreamOptions}):
+    the sans-IO L{ObjectStreamTable} (every stream rule) with the broker's
+    output, the reactor's turns and timers, and the producers' pacing.
 
     @ivar options: its L{StreamOptions}.
-    @ivar streamIds: the next id this side gives a stream it sends.
     """
 
     log = Logger()
     controlTypes = (FlowMessage,)
 
     def __init__(self, options: StreamOptions | None = None) -> None:
-        self.options = options or StreamOptions()
+        self.options = options = options or StreamOptions()
+        super().__init__(options.window, options.windowBytes, options.maxStreams)
         self._broker: Callable[[], Any] = _nothing
-        self.streamIds = 1
-        self._producers: dict[int, _Producer] = {}
-        self._readers: dict[int, weakref.ref[StreamReader[Any]]] = {}
-        # Every live reader's weak reference (whose callback lets its held items go) and window, over or not.
-        self._windows: dict[int, tuple[weakref.ref[StreamReader[Any]], ReceiveWindow]] = {}
-        self._registry: Registry | None = None
-        self._lastAnnounced = 0
-        self._gone: list[int] = []
+        self._gonePending = False
         self._awaited: dict[int, StreamReader[Any]] = {}
         self._toWake: list[StreamReader[Any]] = []
         self._probing: tuple[Outgoing, list[_Producer]] | None = None
@@ -725,7 +615,7 @@ class ObjectStreams:
     def install(self, broker: Any, registry: Registry) -> None:
         """Teach the broker's registry the announcement and the flow messages, and what is sent as a stream."""
         self._broker = weakref.ref(broker)
-        self._registry = registry
+        self.registry = registry
         addFlowTypes(registry)
         slicer = _AnnouncementSlicer(self)
         for cls in (ObjectStream, StreamReader, types.AsyncGeneratorType, types.GeneratorType, AsyncIterator):
@@ -742,51 +632,32 @@ class ObjectStreams:
         paceCall, self._paceCall = self._paceCall, None
         if paceCall is not None and paceCall.active():
             paceCall.cancel()
-        producers, readers = self._producers, self._readers
-        while producers:
-            producers.popitem()[1].cancel()
-        error = _connectionsOwn(reason.value)
-        while readers:
-            reader = readers.popitem()[1]()
-            if reader is not None:
-                reader.failed(error)
+        readers, producers = self.connectionEnded(_connectionsOwn(reason.value))
+        for producer in producers:
+            if isinstance(producer, _Producer):
+                producer.cancel()
+        for reader in readers:
+            reader.changed()
         self._awaited.clear()
-        # (the connection's ledger is closed with it: what the readers still hold is let go at once)
-        self._windows.clear()
         # The registry's slicers refer to this connection's tables: no cycle outlives the end.
-        self._registry = None
+        self.registry = None
 
     def controlReceived(self, message: FlowMessage) -> None:
-        """One flow message from the peer: an item or end for a reader, a credit or cancel for a producer."""
-        tag, streamId = message[0], message[1]
-        if tag == ITEM or tag == END or tag == ERROR:
-            ref = self._readers.get(streamId)
-            reader = ref() if ref is not None else None
-            if reader is None:
-                return  # cancelled here, the peer has not heard yet
-            if tag == ITEM:
-                try:
-                    reader.itemReceived(message)
-                except Exception as error:
-                    self._dropConnection(error)
-                return
-            del self._readers[streamId]
-            if tag == END:
-                problem = reader.window.endProblem(message[2])
-                if problem is None:
-                    reader.ended()
-                else:
-                    reader.failed(problem)
-            else:
-                reader.failed(rebuild(message[2], message[3], None, message[4]))
+        """One flow message from the peer, applied by the table; the reader or producer it changed is woken."""
+        try:
+            changed = self.receivedFlow(message)
+        except Exception as error:
+            self._dropConnection(error)
             return
-        producer = self._producers.get(streamId)
-        if producer is None:
-            return  # over here, the peer has not heard yet
+        if changed is None:
+            return
+        tag = message[0]
         if tag == CREDIT:
-            producer.granted(message[2], message[3])
+            changed.granted()
+        elif tag == CANCEL:
+            changed.cancel()
         else:
-            producer.cancel()
+            changed.changed()
 
     # -- for producers and readers ---------------------------------------------------------
 
@@ -855,14 +726,20 @@ class ObjectStreams:
         if broker is not None and self.transport() is not None:
             broker.sendObject(message)
 
-    def sendCredit(self, streamId: int, objects: int, windowBytes: int) -> None:
-        """Grant the producer of the peer's stream C{streamId} C{objects} more items."""
-        self.send(FlowMessage((CREDIT, streamId, objects, windowBytes)))
+    sendFlow = send
 
-    def readerCancelled(self, streamId: int) -> None:
-        """A reader stopped before its end: tell the producer (once)."""
-        if self._readers.pop(streamId, None) is not None:
-            self.send(FlowMessage((CANCEL, streamId)))
+    def newReader(self, streamId: int, window: ReceiveWindow) -> StreamReader[Any]:
+        return StreamReader(self, streamId, window)
+
+    def heldLedger(self) -> Ledger | None:
+        """The connection's ledger (the items readers hold are charged there), or C{None}."""
+        broker = self._broker()
+        return None if broker is None else getattr(broker.connection, "ledger", None)
+
+    def refused(self, reader: ReceivedStream, violation: Violation) -> None:
+        """A refused item (L{ObjectStreamTable.refused}); a consumer waiting with nothing held gets C{violation}."""
+        super().refused(reader, violation)
+        reader.changed()
 
     def awaiting(self, reader: StreamReader[Any]) -> None:
         """C{reader}'s consumer waits for its next item: hold it until then (its weak entry alone would not)."""
@@ -871,7 +748,7 @@ class ObjectStreams:
     def boundWait(self, reader: StreamReader[Any]) -> Any:
         """
         Bound the wait for C{reader}'s next item, as the clients without
-        Twisted do (L{framing.rpc.clientstreams.itemWaitBound}): by the
+        Twisted do (L{framing.rpc.streamtable.itemWaitBound}): by the
         deadline of the enclosing C{callContext} (or of the call being
         answered), and on a client's connection (send back-pressure off,
         see L{protocols.config.ConnectionConfig}) also by the broker's
@@ -923,34 +800,23 @@ class ObjectStreams:
             from twisted.internet import reactor as clock
         return clock
 
-    def readerGone(self, streamId: int) -> None:
+    def readerDied(self) -> None:
         """
         A reader was dropped by its consumer: the items it held are let go
         (their bytes released) and, if its stream is not over, it is
         cancelled, at the end of the turn (a garbage collection may drop it
         in the middle of another message's encoding or ledger charge).
         """
-        if streamId not in self._readers and streamId not in self._windows:
+        if self._gonePending:
             return
-        if not self._gone:
-            clock = self._clock()
-            if clock is None:
-                return
+        clock = self._clock()
+        if clock is not None:
+            self._gonePending = True
             clock.callLater(0, self._cancelGone)
-        self._gone.append(streamId)
 
     def _cancelGone(self) -> None:
-        gone, self._gone = self._gone, []
-        for streamId in gone:
-            entry = self._windows.pop(streamId, None)
-            if entry is not None:
-                entry[1].dropHeld()
-            self.readerCancelled(streamId)
-
-    def producerOver(self, producer: _Producer) -> None:
-        """A producer ended, failed or was cancelled: forget it."""
-        if self._producers.get(producer.streamId) is producer:
-            del self._producers[producer.streamId]
+        self._gonePending = False
+        self.cancelDropped()
 
     def closeFailed(self, failure: Failure) -> None:
         """Closing a producer's source raised: log it (nobody else will see it)."""
@@ -959,20 +825,18 @@ class ObjectStreams:
     @property
     def streamCount(self) -> int:
         """Streams in flight on this connection, both ways."""
-        return len(self._producers) + len(self._readers)
+        return len(self.producers) + len(self.readers)
 
     # -- announcing and receiving announcements -------------------------------------------------
 
     def reserve(self, source: Any, outgoing: Outgoing) -> int:
         """Give C{source} an id as the message C{outgoing} is encoded: its producer starts if the message is sent."""
-        streamId = self.streamIds
-        self.streamIds += 1
-        producer = _Producer(self, streamId, source)
-        self._producers[streamId] = producer
-        outgoing.on_rollback(lambda: self._takeBack(producer))
+        producer = _Producer(self, self.reserveId(), source)
+        self.producerLive(producer)
+        outgoing.on_rollback(lambda: self.producerOver(producer))
         # A stream the peer never took (its message refused, before or as it was read) is closed by the probe.
         self._probeAfter(outgoing, producer)
-        return streamId
+        return producer.streamId
 
     def _probeAfter(self, outgoing: Outgoing, producer: _Producer) -> None:
         """
@@ -1037,41 +901,16 @@ class ObjectStreams:
                 )
                 producer.cancel()
 
-    def _takeBack(self, producer: _Producer) -> None:
-        if self._producers.get(producer.streamId) is producer:
-            del self._producers[producer.streamId]
-
-    def announced(self, announcement: Announcement) -> StreamReader[Any]:
+    def announced(self, announcement: Announcement) -> ReceivedStream:
         """
-        The peer announced a stream (as its announcement is decoded): its
-        reader, and the first CREDIT.
-
-        @raise ObjectStreamIdReused: the id is not above the peer's last one.
-        @raise TooManyObjectStreams: the peer has L{StreamOptions.maxStreams} streams here already.
+        The peer announced a stream (L{ObjectStreamTable.announced}): its
+        reader; a broken rule drops the connection, and the announcement is refused.
         """
-        (streamId,) = announcement
-        if streamId <= self._lastAnnounced:
-            error: Exception = ObjectStreamIdReused(f"stream {streamId} announced after stream {self._lastAnnounced}")
+        try:
+            return super().announced(announcement)
+        except (ObjectStreamIdReused, TooManyObjectStreams) as error:
             self._dropConnection(error)
-            raise Violation(str(error))
-        if len(self._readers) >= self.options.maxStreams:
-            error = TooManyObjectStreams(f"more than {self.options.maxStreams} streams announced at once")
-            self._dropConnection(error)
-            raise Violation(str(error))
-        self._lastAnnounced = streamId
-        window = ReceiveWindow(self.options.window, self.options.windowBytes, self._ledger(), self._registry)
-        reader: StreamReader[Any] = StreamReader(self, streamId, window)
-        ref = weakref.ref(reader, partial(_readerGone, weakref.ref(self), streamId))
-        self._readers[streamId] = ref
-        self._windows[streamId] = (ref, window)
-        objects, windowBytes = window.first()
-        self.sendCredit(streamId, objects, windowBytes)
-        return reader
-
-    def _ledger(self) -> Ledger | None:
-        """The connection's ledger (the items readers hold are charged there), or C{None}."""
-        broker = self._broker()
-        return None if broker is None else getattr(broker.connection, "ledger", None)
+            raise Violation(str(error)) from None
 
     def _dropConnection(self, error: Exception) -> None:
         broker = self._broker()
@@ -1140,13 +979,6 @@ def _failWaiting(waiting: Deferred[Any], error: BaseException) -> None:
         waiting.errback(handed)
     finally:
         handed.__traceback__ = None
-
-
-def _readerGone(streams: weakref.ref[ObjectStreams], streamId: int, reader: object) -> None:
-    # (a weak reference's callback: holds the connection's streams weakly too, as the broker is held)
-    owner = streams()
-    if owner is not None:
-        owner.readerGone(streamId)
 
 
 def _nothing() -> None:

@@ -9,7 +9,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
 from framing import Decoder, Encoder, EncodingError, Registry
-from framing.rpc.clientstreams import ReceivedStream, StreamArgumentRefused
+from framing.rpc.clientstreams import StreamArgumentRefused
 from framing.rpc.errors import RemoteError
 from framing.rpc.session import ClientSession, SessionState
 from framing.rpc.streams import (
@@ -27,6 +27,7 @@ from framing.rpc.streams import (
     ObjectStreamIdReused,
     addFlowTypes,
 )
+from framing.rpc.streamtable import ReceivedStream
 from framing.rpc.wire import ANSWER, Message, addMessageTypes
 from framing.slicing.interfaces import ISlicer
 from framing.slicing.registry import DEFAULT_REGISTRY

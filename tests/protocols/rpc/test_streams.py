@@ -908,7 +908,7 @@ def _freshReader(pair: BrokerPair) -> StreamReader[Any]:
     from framing.rpc.streams import Announcement
 
     streams = streamsOf(pair.client)
-    return streams.announced(Announcement((streams._lastAnnounced + 1,)))
+    return streams.announced(Announcement((streams.lastAnnounced + 1,)))
 
 
 def _flowRegistry() -> Registry:
@@ -1012,7 +1012,7 @@ class EveryKindCountsItsBytesTests(SynchronousTestCase):
             with self.subTest(name):
                 _, stream, error = self._hostile(item)
                 self.assertIsInstance(error, ByteCreditExceeded, name)
-                held = list(stream._buffer)
+                held = list(stream.buffer)
                 self.assertEqual(len(held), 1, name)
                 self.assertLessEqual(sum(map(bodyBytes, held)), HOSTILE_WINDOW + ITEM_SIZE + 64, name)
 
@@ -1133,7 +1133,7 @@ class LedgerTests(SynchronousTestCase):
         self.pair.client.connection.transport.loseConnection()
         self.pair.flush()
         self.assertEqual(self.ledger.held, 0)
-        self.assertEqual(len(stream._buffer), 50)  # (still the consumer's to take, then the connection's error)
+        self.assertEqual(len(stream.buffer), 50)  # (still the consumer's to take, then the connection's error)
 
 
 class ClientSessionHeldTests(SynchronousTestCase):
@@ -1146,9 +1146,9 @@ class ClientSessionHeldTests(SynchronousTestCase):
     """
 
     def test_everyKindHeldWithinByteWindow(self) -> None:
-        from framing.rpc.clientstreams import ReceivedStream
         from framing.rpc.session import ClientSession
         from framing.rpc.streams import Announcement
+        from framing.rpc.streamtable import ReceivedStream
         from framing.rpc.wire import ANSWER, Message
         from framing.wire import PREAMBLE
 
