@@ -252,7 +252,8 @@ class _LoginOptions(_Options):
             self.portal(None)
         except SecretFileError as error:
             raise usage.UsageError(str(error)) from None
-        if self["client-ca"] is not None:
+        if self["client-ca"] is not None and not self["adopt"]:
+            # (A worker's TLS listeners come with --adopt, which names the CAs: its --listen is the default.)
             from protocols.auth.realms import listenDescriptions
 
             try:
@@ -598,7 +599,11 @@ def _supervisor(options: _Options, tapname: str) -> Any:
     if held:
         # --max-held-bytes bounds the server, not each worker: N workers with the whole pool each would hold N pools.
         command = _withOption(command, f"--max-held-bytes={max(1, held // count)}")
-    return Supervisor(reactor, options["listen"], command, count, reusePort=options["reuse-port"], grace=grace)
+    # With --client-ca, each TLS listener's description names the CAs: the workers require client certificates.
+    from protocols.auth.realms import listenDescriptions
+
+    listen = listenDescriptions(options["listen"], options.get("client-ca"))
+    return Supervisor(reactor, listen, command, count, reusePort=options["reuse-port"], grace=grace)
 
 
 def _withOption(command: Any, option: str) -> Any:
