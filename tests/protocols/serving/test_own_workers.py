@@ -180,3 +180,31 @@ class SharedTLSTests(SynchronousTestCase):
         self.assertIsInstance(proxied, ProxiedEndpoint)
         for bad in ("7:inet:ssl:0:privateKey=k.pem", "7:inet:chunkwire-tls:tcp:0", "7:inet:haproxy:tls"):
             self.assertRaises(ValueError, adoptedEndpoint, reactor, bad)
+
+    def test_clientCAReachesWorkers(self) -> None:
+        """
+        twist --workers with --client-ca: the supervisor's TLS listener names
+        the CAs, so each worker requires client certificates; a worker's own
+        options (--adopt, the default --listen) are accepted with --client-ca.
+        """
+        from twisted.plugins.chunkwire_plugins import KeyValueOptions, _supervisor
+
+        certificate = SelfSignedCertificate.generate().writeTo(self.mktemp())
+        ca = str(certificate.caDirectory)
+        store = self.mktemp() + ".sqlite"
+        argv = ["twist", "chunkwire-kv", "--workers", "2", "--store", store, "--client-ca", ca]
+        argv += ["--listen", certificate.serverEndpoint()]
+        options = KeyValueOptions()
+        options.parseOptions(argv[2:])
+        old, sys.argv = sys.argv, argv
+        try:
+            supervisor = _supervisor(options, "chunkwire-kv")
+        finally:
+            sys.argv = old
+        (description,) = supervisor.descriptions
+        self.assertTrue(description.startswith("chunkwire-tls:tcp:0:"), description)
+        self.assertIn(f"caCertsDir={ca}", description)
+        worker = KeyValueOptions()
+        worker.parseOptions(["--store", store, "--client-ca", ca, "--adopt", f"7:inet:{description}"])
+        endpoint = adoptedEndpoint(None, worker["adopt"][0])
+        self.assertIsNotNone(endpoint.options)
