@@ -11,7 +11,8 @@
 chunkwire-kv and chunkwire-bulk take --users FILE, --client-ca DIR and
 --tokens FILE: with any, only clients that log in are served (the echo
 service stays open, a demo).  --workers N runs N worker processes on
-sockets bound once (tcp:, tcp6:, unix:, optionally under haproxy:), and
+sockets bound once (tcp:, tcp6:, unix:, optionally under haproxy:, and
+ssl: or chunkwire-tls: over them, each worker doing the TLS), and
 its workers share one login throttle in SQLite (--throttle-db, by default
 beside the user or token file); on
 SIGTERM each service drains: GOAWAY, then the calls in flight get --grace
