@@ -165,6 +165,7 @@ EXPORTS: dict[str, list[str]] = {
         "POLL_INTERVAL",
         "PostgresStorage",
         "SQLiteStorage",
+        "StateStore",
         "Storage",
         "StoreFull",
         "StoreLimits",
@@ -175,6 +176,7 @@ EXPORTS: dict[str, list[str]] = {
         "WatchLimits",
         "WatchRefused",
         "Watcher",
+        "openState",
         "openStorage",
     ],
     "protocols.rpc": [
@@ -239,7 +241,9 @@ EXPORTS: dict[str, list[str]] = {
     "protocols.serving": [
         "AdoptedEndpoint",
         "DrainingService",
+        "Supervisor",
         "adoptedEndpoint",
+        "serveWorkers",
         "watchParent",
     ],
 }

@@ -31,7 +31,7 @@ from twisted.cred.error import UnauthorizedLogin
 from twisted.internet.defer import Deferred, fail, succeed
 from zope.interface import Attribute, implementer
 
-from .tlsendpoints import PREFIX, joinDescription, loadCADirectory, serverTLSOptions, splitDescription
+from .tlsendpoints import PREFIX, asTLSDescription, joinDescription, loadCADirectory, serverTLSOptions, splitDescription
 
 __all__ = [
     "MECHANISM",
@@ -158,15 +158,5 @@ def requireClientCertificates(description: str, caDirectory: str | Path) -> str:
     @raise ValueError: any other description, or an C{ssl:} option this
         does not carry over.
     """
-    kind, positional, keywords = splitDescription(description)
-    caDirectory = str(caDirectory)
-    if kind.lower() == PREFIX:
-        return joinDescription(PREFIX, positional, {**keywords, "caCertsDir": caDirectory})
-    if kind.lower() != "ssl":
-        raise ValueError(f"{description!r} is not an ssl: or {PREFIX}: server description")
-    unsupported = set(keywords) - {"port", "interface", "backlog", "privateKey", "certKey"}
-    if unsupported or len(positional) > 1:
-        raise ValueError(f"unsupported in {description!r}: {sorted(unsupported) or positional[1:]}")
-    port = positional[0] if positional else keywords.pop("port", "0")
-    keywords.setdefault("privateKey", "server.pem")
-    return joinDescription(PREFIX, ["tcp", port], {**keywords, "caCertsDir": caDirectory})
+    _, positional, keywords = splitDescription(asTLSDescription(description))
+    return joinDescription(PREFIX, positional, {**keywords, "caCertsDir": str(caDirectory)})

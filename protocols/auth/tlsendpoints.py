@@ -33,9 +33,11 @@ from zope.interface import implementer
 __all__ = [
     "PREFIX",
     "TLSServerEndpoint",
+    "asTLSDescription",
     "joinDescription",
     "keyAndCertificate",
     "loadCADirectory",
+    "plainPart",
     "serverTLSOptions",
     "splitDescription",
     "tlsServerEndpoint",
@@ -100,6 +102,44 @@ def tlsServerFromArguments(reactor: Any, args: tuple[str, ...], kwargs: dict[str
         raise ValueError(f"{PREFIX}: needs privateKey= (a PEM file with the key and certificate)")
     tls = serverTLSOptions(options["privateKey"], options.get("certKey"), options.get("caCertsDir"))
     return tlsServerEndpoint(reactor, joinDescription(args[0], list(args[1:]), kwargs), tls)
+
+
+def asTLSDescription(description: str) -> str:
+    """
+    The C{chunkwire-tls:} description that listens where the TLS server
+    description C{description} does, with the same key and certificate:
+    C{description} itself if it is one, else an C{ssl:} one (port,
+    C{interface}, C{backlog}, C{privateKey}, by default C{server.pem} as in
+    Twisted, and C{certKey}) as TLS over C{tcp:}.  Its plain part is then
+    L{plainPart}'s, which a process can bind without the key.
+
+    @raise ValueError: neither kind, or an C{ssl:} option this does not carry over.
+    """
+    kind, positional, keywords = splitDescription(description)
+    if kind.lower() == PREFIX:
+        return description
+    if kind.lower() != "ssl":
+        raise ValueError(f"{description!r} is not an ssl: or {PREFIX}: server description")
+    unsupported = set(keywords) - {"port", "interface", "backlog", "privateKey", "certKey"}
+    if unsupported or len(positional) > 1:
+        raise ValueError(f"unsupported in {description!r}: {sorted(unsupported) or positional[1:]}")
+    port = positional[0] if positional else keywords.pop("port", "0")
+    keywords.setdefault("privateKey", "server.pem")
+    return joinDescription(PREFIX, ["tcp", port], keywords)
+
+
+def plainPart(description: str) -> tuple[str, dict[str, str]]:
+    """
+    The plain endpoint description a C{chunkwire-tls:} C{description} wraps,
+    and its TLS keywords (L{TLS_KEYWORDS} given in it).
+
+    @raise ValueError: C{description} is not a C{chunkwire-tls:} one, or names no endpoint to wrap.
+    """
+    kind, positional, keywords = splitDescription(description)
+    if kind.lower() != PREFIX or not positional:
+        raise ValueError(f"{description!r} is not a {PREFIX}: description over a plain endpoint")
+    tls = {key: keywords.pop(key) for key in TLS_KEYWORDS if key in keywords}
+    return joinDescription(positional[0], positional[1:], keywords), tls
 
 
 def keyAndCertificate(keyPEM: bytes, certPEM: bytes) -> dict[str, Any]:

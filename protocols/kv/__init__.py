@@ -74,6 +74,7 @@ from .. import rpc
 from .feed import POLL_INTERVAL, ChangeFeed
 from .postgresql import PostgresStorage
 from .sqlite import SQLiteStorage
+from .state import StateStore, openState, openStorage
 from .storage import (
     DEFAULT_LIMITS,
     ListTooLarge,
@@ -100,6 +101,7 @@ __all__ = [
     "MemoryStorage",
     "PostgresStorage",
     "SQLiteStorage",
+    "StateStore",
     "Storage",
     "StoreFull",
     "StoreLimits",
@@ -109,6 +111,7 @@ __all__ = [
     "WatchLimits",
     "WatchRefused",
     "Watcher",
+    "openState",
     "openStorage",
 ]
 
@@ -317,18 +320,3 @@ def _reactor() -> Any:
     from twisted.internet import reactor
 
     return reactor
-
-
-def openStorage(store: str) -> Storage:
-    """
-    The storage C{--store STORE} names: a C{postgresql://} (or
-    C{postgres://}) URL is a L{PostgresStorage}, anything else a
-    L{SQLiteStorage} file's path.
-
-    @raise StoreUnavailable: a database that cannot be reached now.
-    @raise sqlite3.Error: a file that cannot be opened as a store.
-    @raise ImportError: a URL, and no psycopg (the C{postgresql} extra).
-    """
-    if store.startswith(("postgresql://", "postgres://")):
-        return PostgresStorage(store)
-    return SQLiteStorage(store)

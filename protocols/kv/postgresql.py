@@ -5,10 +5,13 @@ C{chunkwire_kv} of the database a C{postgresql://} URL names (in its
 C{search_path}'s first schema; the tables are made if missing), through
 psycopg 3 (the C{postgresql} extra).  Each put or delete is one transaction
 that first locks the one row of C{chunkwire_kv_totals} (C{SELECT ... FOR
-UPDATE}), which holds how many keys and characters the store has: so the
-store's limits (L{protocols.kv.storage.StoreLimits}) are checked by a query
-under that lock, against what every process on every host has written,
-and writers take turns as SQLite's do.  The transaction changes
+UPDATE}), which holds how many keys and characters the store has, then
+reads the key's old value's length in a statement of its own (under READ
+COMMITTED it then sees every write committed before the lock was granted):
+so the store's limits (L{protocols.kv.storage.StoreLimits}) are checked
+under that lock, against what every process on every host has written, a
+delete says the key was there to one deleter only, and writers take turns
+as SQLite's do.  The transaction changes
 C{chunkwire_kv}, appends a notice of the change to C{chunkwire_kv_changes}
 (its number, from a sequence taken under the lock, so numbers follow the
 commit order; its key; whether it was a delete: never the value), updates
@@ -38,7 +41,7 @@ confirmed fails too (it may or may not have been stored; it was not
 answered as done).
 
 Complexity: get, put and delete are O(log n) B-tree lookups, in one round
-trip for a get and four for a put or delete (BEGIN, the locked read, one
+trip for a get and five for a put or delete (BEGIN, the lock, the old value's length, one
 statement writing the three tables, COMMIT); C{keys} is O(log n + the keys
 listed), read through a server-side cursor so that a listing past its
 bound stops there.
@@ -84,10 +87,11 @@ _SCHEMA = (
     " FROM chunkwire_kv ON CONFLICT (id) DO NOTHING",
 )
 
-_LOCKED_TOTALS = (
-    "SELECT t.keys, t.size, length(kv.value) FROM (SELECT keys, size FROM chunkwire_kv_totals WHERE id = 0 FOR UPDATE)"
-    " AS t LEFT JOIN chunkwire_kv AS kv ON kv.key = %s"
-)
+_LOCKED_TOTALS = "SELECT keys, size FROM chunkwire_kv_totals WHERE id = 0 FOR UPDATE"
+# A statement of its own, after the lock: under READ COMMITTED each statement reads what was committed when it
+# began, so this one sees every write made before the lock was granted (a join in the locking statement read
+# the key as it was before the wait: two deletes both found it, and a new key was counted twice).
+_OLD_LENGTH = "SELECT length(value) FROM chunkwire_kv WHERE key = %s"
 # Data-modifying WITH clauses all run, referenced or not: the three writes and the notice in one statement.
 _PUT = (
     "WITH w AS (INSERT INTO chunkwire_kv (key, value) VALUES (%(key)s, %(value)s)"
@@ -264,7 +268,8 @@ class PostgresStorage:
         if "\x00" in key or "\x00" in value:
             raise Unstorable("this store cannot hold a key or value with the character NUL; nothing was stored")
         with self._transaction() as db:
-            keys, size, old = db.execute(_LOCKED_TOTALS, (key,)).fetchone()
+            keys, size = db.execute(_LOCKED_TOTALS).fetchone()
+            old = _scalar(db.execute(_OLD_LENGTH, (key,)).fetchone())
             keys += old is None
             size += len(value) + (len(key) if old is None else -int(old))
             full = fullError(limits, keys, size)
@@ -276,7 +281,8 @@ class PostgresStorage:
         if "\x00" in key:
             return False
         with self._transaction() as db:
-            _keys, _size, old = db.execute(_LOCKED_TOTALS, (key,)).fetchone()
+            db.execute(_LOCKED_TOTALS)
+            old = _scalar(db.execute(_OLD_LENGTH, (key,)).fetchone())
             if old is None:
                 return False
             db.execute(_DELETE, {"key": key, "freed": len(key) + int(old), "channel": self.channel})
@@ -377,6 +383,11 @@ class PostgresStorage:
                 self._stopping.wait(delay)
             finally:
                 self._drop(db)
+
+
+def _scalar(row: Any) -> Any:
+    """The one column of C{row}, or C{None} if there was no row."""
+    return None if row is None else row[0]
 
 
 def _connectionLost(error: Exception) -> bool:

@@ -2,12 +2,15 @@
 
 L{DrainingService} listens and drains on stop (GOAWAY, then the calls in
 flight finish; see L{protocols.rpc.drain}); L{protocols.serving.workers}
-binds a port once and runs several worker processes on it
-(L{protocols.serving.workers.serveWorkers});
+binds a port once and runs several worker processes on it, and
+L{serveWorkers} runs a service of your own there (a function of yours,
+named C{"package.module:function"}, called in each worker), on plain and
+TLS listeners alike;
 L{protocols.serving.metrics} (the C{chunkwire[metrics]} extra) counts calls
 for Prometheus.
 """
 
 from .service import AdoptedEndpoint, DrainingService, adoptedEndpoint, watchParent
+from .workers import Supervisor, serveWorkers
 
-__all__ = ["AdoptedEndpoint", "DrainingService", "adoptedEndpoint", "watchParent"]
+__all__ = ["AdoptedEndpoint", "DrainingService", "Supervisor", "adoptedEndpoint", "serveWorkers", "watchParent"]

@@ -103,20 +103,37 @@ class AdoptedEndpoint:
 
 def adoptedEndpoint(reactor: Any, spec: str, trusted: TrustedProxies | None = None) -> Any:
     """
-    The endpoint of one C{--adopt} argument, C{FD:FAMILY} or
-    C{FD:FAMILY:haproxy} (PROXY protocol headers first, believed only from
-    C{trusted} proxies, loopback if C{None}: L{protocols.proxyheader}), as
-    a supervisor passes it to its workers.
+    The endpoint of one C{--adopt} argument, C{FD:FAMILY}, then
+    optionally C{:haproxy} (PROXY protocol headers first, believed only
+    from C{trusted} proxies, loopback if C{None}: L{protocols.proxyheader}),
+    then optionally C{:chunkwire-tls:...}, the TLS description whose key,
+    certificate and client CAs (L{protocols.auth.tlsendpoints}) this
+    process serves TLS with over the socket, as a supervisor passes them
+    to its workers.  Under C{haproxy:}, the header is read as a single
+    process on C{haproxy:ssl:...} reads it (inside the TLS).
 
     @raise ValueError: a malformed C{spec}.
+    @raise OSError: a TLS key or certificate file that cannot be read.
     """
-    parts = spec.split(":")
-    if len(parts) not in (2, 3) or not parts[0].isdigit() or parts[1] not in FAMILIES:
-        raise ValueError(f"--adopt takes FD:{'|'.join(FAMILIES)}[:haproxy], not {spec!r}")
+    parts = spec.split(":", 2)
+    if len(parts) < 2 or not parts[0].isdigit() or parts[1] not in FAMILIES:
+        raise ValueError(f"--adopt takes FD:{'|'.join(FAMILIES)}[:haproxy][:chunkwire-tls:...], not {spec!r}")
+    rest = parts[2] if len(parts) == 3 else ""
+    proxied = rest == "haproxy" or rest.startswith("haproxy:")
+    if proxied:
+        rest = rest[len("haproxy:") :]
     endpoint: Any = AdoptedEndpoint(reactor, int(parts[0]), FAMILIES[parts[1]])
-    if len(parts) == 3:
-        if parts[2] != "haproxy":
-            raise ValueError(f"--adopt takes FD:FAMILY[:haproxy], not {spec!r}")
+    if rest:
+        from ..auth.tlsendpoints import PREFIX, TLSServerEndpoint, plainPart, serverTLSOptions
+
+        if not rest.startswith(PREFIX + ":"):
+            raise ValueError(f"--adopt takes FD:FAMILY[:haproxy][:chunkwire-tls:...], not {spec!r}")
+        tls = plainPart(rest)[1]
+        if "privateKey" not in tls:
+            raise ValueError(f"--adopt {spec!r}: a TLS description needs privateKey=")
+        options = serverTLSOptions(tls["privateKey"], tls.get("certKey"), tls.get("caCertsDir"))
+        endpoint = TLSServerEndpoint(endpoint, options, reactor)
+    if proxied:
         endpoint = ProxiedEndpoint(endpoint, trusted or TrustedProxies(), reactor)
     return endpoint
 

@@ -6,7 +6,11 @@ connections over the workers), stops its own reactor from ever accepting
 on it, and starts C{count} worker processes, each inheriting the socket at
 the same descriptor number and told so with C{--adopt FD:FAMILY[:haproxy]}
 (L{protocols.serving.service.adoptedEndpoint} turns that back into an
-endpoint; C{adoptStreamPort} takes it).  A worker that exits while the
+endpoint; C{adoptStreamPort} takes it).  A TLS listener (C{ssl:} or
+C{chunkwire-tls:}) is shared too: the supervisor binds its TCP (or UNIX)
+socket, never reading its key, and each worker, told the TLS description
+after the C{--adopt} family (C{FD:inet:chunkwire-tls:...}), loads the key
+and certificate and does the handshakes of the connections it accepts.  A worker that exits while the
 supervisor runs is started again after a back-off (0.1 s doubling to 10 s;
 reset once a worker has run for L{STEADY} seconds), and each exit and
 restart is logged.  Stopping the supervisor (SIGTERM under C{twist}) tells
@@ -49,7 +53,10 @@ KILL_MARGIN = 10.0
 """Seconds past the grace time after which a worker that has not exited is killed."""
 
 SHAREABLE = ("tcp", "tcp6", "unix")
-"""The endpoint kinds whose listening socket can be handed to workers (also under C{haproxy:})."""
+"""The endpoint kinds whose listening socket can be handed to workers (also under C{haproxy:}, and under TLS)."""
+
+TLS_KINDS = ("ssl", "chunkwire-tls")
+"""The TLS endpoint kinds whose plain socket the supervisor binds and whose TLS each worker does."""
 
 _FAMILY_NAMES = {socket.AF_INET: "inet", socket.AF_INET6: "inet6", socket.AF_UNIX: "unix"}
 
@@ -66,12 +73,14 @@ class Listener:
 
     @ivar description: the endpoint description it was bound from.
     @ivar haproxy: whether connections start with a PROXY header (C{haproxy:}).
+    @ivar tls: the C{chunkwire-tls:} description each worker serves TLS with, or C{None} for a plain listener.
     @ivar sockets: one socket shared by every worker, or one per worker (C{SO_REUSEPORT}).
     @ivar ports: Twisted ports kept open (never read) for the sockets bound through an endpoint.
     """
 
     description: str
     haproxy: bool
+    tls: str | None = None
     sockets: list[socket.socket] = field(default_factory=list)
     ports: list[Any] = field(default_factory=list)
 
@@ -79,6 +88,8 @@ class Listener:
         """The C{--adopt} value of this listener for worker number C{worker}."""
         sock = self.sockets[worker % len(self.sockets)]
         suffix = ":haproxy" if self.haproxy else ""
+        if self.tls is not None:
+            suffix += ":" + self.tls
         return f"{sock.fileno()}:{_FAMILY_NAMES[sock.family]}{suffix}"
 
     @property
@@ -93,27 +104,44 @@ class Listener:
             sock.close()
 
 
-def _split(description: str) -> tuple[bool, str, str]:
+def _split(description: str) -> tuple[bool, str, str, str | None]:
+    """
+    Whether C{description} is under C{haproxy:}, the kind and description
+    of the plain socket to bind, and the C{chunkwire-tls:} description of a
+    TLS one (C{None} if plain).
+
+    @raise ValueError: a kind that cannot be shared, or an C{ssl:} option
+        that cannot be carried to the workers (L{protocols.auth.tlsendpoints.asTLSDescription}).
+    """
+    from ..auth.tlsendpoints import asTLSDescription, plainPart
+
     haproxy = description.startswith("haproxy:")
     inner = description[len("haproxy:") :] if haproxy else description
-    kind = inner.split(":", 1)[0]
+    kind = inner.split(":", 1)[0].lower()
+    tls = None
+    if kind in TLS_KINDS:
+        tls = asTLSDescription(inner)
+        inner = plainPart(tls)[0]
+        kind = inner.split(":", 1)[0].lower()
     if kind not in SHAREABLE:
         raise ValueError(
-            f"workers can share tcp:, tcp6: and unix: listeners (optionally under haproxy:), not {description!r}"
+            "workers can share tcp:, tcp6: and unix: listeners (optionally under haproxy:, ssl: or chunkwire-tls:),"
+            f" not {description!r}"
         )
-    return haproxy, kind, inner
+    return haproxy, kind, inner, tls
 
 
 def bind(reactor: Any, description: str, count: int = 1, reusePort: bool = False) -> Listener:
     """
     Bind C{description} for C{count} workers: one socket through Twisted's
-    own endpoint (never read here), or C{count} sockets with C{SO_REUSEPORT}.
+    own endpoint (never read here), or C{count} sockets with C{SO_REUSEPORT};
+    for a TLS description, its plain socket (the workers do the TLS).
 
     @raise ValueError: an endpoint kind that cannot be shared, or
         C{reusePort} where the platform or the kind has none.
     """
-    haproxy, kind, inner = _split(description)
-    listener = Listener(description, haproxy)
+    haproxy, kind, inner, tls = _split(description)
+    listener = Listener(description, haproxy, tls)
     if reusePort:
         listener.sockets = _reusePortSockets(reactor, kind, inner, count)
         return listener
@@ -337,24 +365,53 @@ def _signal(process: Any, name: str) -> None:
 def serveWorkers(
     reactor: Any,
     descriptions: Sequence[str],
-    factory: str,
-    count: int,
+    factory: str | None = None,
+    count: int = 2,
     *,
+    serve: str | None = None,
+    arguments: Sequence[str] = (),
     reusePort: bool = False,
     grace: float = DEFAULT_GRACE,
     env: dict[str, str] | None = None,
     path: str | None = None,
 ) -> Supervisor:
     """
-    Serve on C{descriptions} from C{count} worker processes: a started
-    L{Supervisor} whose workers run L{protocols.serving.worker} with
-    C{factory} (C{"package.module:function"}, called with the reactor in
-    each worker for the factory to serve, e.g. one returning
-    C{rpc.serverFactory(root, clock=reactor)}).  Stop it with
-    C{stopService} (every worker drains), e.g. from a C{"before",
-    "shutdown"} trigger.
+    Serve a service of your own on C{descriptions} from C{count} worker
+    processes: a started L{Supervisor} whose workers run
+    L{protocols.serving.worker}, each importing one function of yours,
+    named C{"package.module:function"} (by the operator, never by a peer),
+    and calling it in each worker with that worker's reactor and
+    C{arguments} (strings, as on a command line):
+
+      - C{factory=}: C{function(reactor, *arguments)} returns the factory
+        to serve on each listener, e.g. C{rpc.serverFactory(root,
+        clock=reactor, portal=..., interceptors=...)};
+      - C{serve=}: C{function(reactor, endpoint, *arguments)} listens on
+        C{endpoint} (one per listener) and returns (a C{Deferred} of) the
+        L{protocols.rpc.ListeningPort}, as C{rpc.serve} and C{bulk.serve}
+        do when given the endpoint for the description: every option of
+        theirs (a portal, streams, interceptors, limits) works as it does in
+        one process.
+
+    Give exactly one.  Each worker drains (GOAWAY, then C{grace} seconds
+    for the calls in flight) on SIGTERM or when the supervisor is gone.
+    The descriptions may be C{tcp:}, C{tcp6:}, C{unix:}, under C{haproxy:}
+    or not, and C{ssl:} or C{chunkwire-tls:} over those: the supervisor
+    binds the plain socket, and each worker loads the key and does TLS.
+    Stop it with C{stopService} (every worker drains), e.g. from a
+    C{"before", "shutdown"} trigger.  The function's module must be
+    importable in the workers (C{path} is their working directory, C{env}
+    their environment, e.g. with C{PYTHONPATH}).
+
+    @raise ValueError: neither or both of C{factory} and C{serve}; a
+        description that cannot be shared (before any process starts).
     """
-    base = [sys.executable, "-m", "protocols.serving.worker", "--factory", factory, "--grace", str(grace)]
+    if (factory is None) == (serve is None):
+        raise ValueError("give serveWorkers one of factory= and serve=")
+    named = ["--factory", factory] if factory is not None else ["--serve", str(serve)]
+    base = [sys.executable, "-m", "protocols.serving.worker", *named, "--grace", str(grace)]
+    for argument in arguments:
+        base.append(f"--argument={argument}")
     supervisor = Supervisor(
         reactor, descriptions, lambda adopt: base + adopt, count, reusePort=reusePort, grace=grace, env=env, path=path
     )

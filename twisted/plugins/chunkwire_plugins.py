@@ -11,7 +11,8 @@
 chunkwire-kv and chunkwire-bulk take --users FILE, --client-ca DIR and
 --tokens FILE: with any, only clients that log in are served (the echo
 service stays open, a demo).  --workers N runs N worker processes on
-sockets bound once (tcp:, tcp6:, unix:, optionally under haproxy:), and
+sockets bound once (tcp:, tcp6:, unix:, optionally under haproxy:, and
+ssl: or chunkwire-tls: over them, each worker doing the TLS), and
 its workers share one login throttle in SQLite (--throttle-db, by default
 beside the user or token file); on
 SIGTERM each service drains: GOAWAY, then the calls in flight get --grace
@@ -252,7 +253,8 @@ class _LoginOptions(_Options):
             self.portal(None)
         except SecretFileError as error:
             raise usage.UsageError(str(error)) from None
-        if self["client-ca"] is not None:
+        if self["client-ca"] is not None and not self["adopt"]:
+            # (A worker's TLS listeners come with --adopt, which names the CAs: its --listen is the default.)
             from protocols.auth.realms import listenDescriptions
 
             try:
@@ -598,7 +600,11 @@ def _supervisor(options: _Options, tapname: str) -> Any:
     if held:
         # --max-held-bytes bounds the server, not each worker: N workers with the whole pool each would hold N pools.
         command = _withOption(command, f"--max-held-bytes={max(1, held // count)}")
-    return Supervisor(reactor, options["listen"], command, count, reusePort=options["reuse-port"], grace=grace)
+    # With --client-ca, each TLS listener's description names the CAs: the workers require client certificates.
+    from protocols.auth.realms import listenDescriptions
+
+    listen = listenDescriptions(options["listen"], options.get("client-ca"))
+    return Supervisor(reactor, listen, command, count, reusePort=options["reuse-port"], grace=grace)
 
 
 def _withOption(command: Any, option: str) -> Any:

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from twisted.internet.defer import gatherResults
 from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
@@ -271,7 +272,40 @@ async def unstorable(reactor: Any, served: Served) -> None:
     assert await root.callRemote("get", "k") == "v"
 
 
-BODIES: list[Body] = [operations, limits, watches, persistence, blockedWriteDelaysOnlyItself, unstorable]
+async def racingWrites(reactor: Any, served: Served) -> None:
+    """
+    Writers racing on one key through two stores (two hosts), several
+    calls in each store's threads at once: one delete of it says it was
+    there, and the stores' count of keys stays true, so the key limit holds
+    exactly (a count read from before the lock was taken once made two
+    deletes both say yes, and counted a new key twice).
+    """
+    served.store(StoreLimits(maxKeys=2))
+    served.store(StoreLimits(maxKeys=2))
+    roots = [await served.connect(number % 2) for number in range(8)]
+    for _ in range(5):
+        await gatherResults([root.callRemote("put", "k", f"v{n}") for n, root in enumerate(roots)])
+        deleted = await gatherResults([root.callRemote("delete", "k") for root in roots])
+        assert deleted.count(True) == 1, deleted
+    await roots[0].callRemote("put", "a", "1")
+    await roots[1].callRemote("put", "b", "1")  # refused if a put of a new key was counted twice
+    try:
+        await roots[0].callRemote("put", "c", "1")  # allowed if a delete was counted twice
+    except StoreFull:
+        pass
+    else:
+        raise AssertionError("a third key was stored under a limit of two")
+
+
+BODIES: list[Body] = [
+    operations,
+    limits,
+    watches,
+    persistence,
+    blockedWriteDelaysOnlyItself,
+    unstorable,
+    racingWrites,
+]
 
 
 def withStore(body: Body, kind: str) -> Callable[[Any], Awaitable[None]]:

@@ -26,6 +26,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from protocols import rpc
 from protocols.serving import adoptedEndpoint
 from protocols.serving.workers import Supervisor, backoff, bind, twistWorkerCommand
+from protocols.testing import SelfSignedCertificate
 from tests.processes import ENV, ROOT, readUntil, stop
 
 from ..helpers import pytestTest, trialTest
@@ -73,12 +74,13 @@ class CommandTests(SynchronousTestCase):
                 self.assertEqual(int(held[-1]), each)
 
     def test_unshareable(self) -> None:
-        """Only tcp:, tcp6: and unix: listeners (under haproxy: or not) can be shared with workers."""
+        """Only tcp:, tcp6: and unix: listeners (under haproxy:, ssl: or chunkwire-tls:, or not) can be shared."""
         from twisted.internet import reactor
 
-        with self.assertRaises(ValueError) as caught:
-            bind(reactor, "ssl:8443:privateKey=x.pem", 2)
-        self.assertIn("tcp:, tcp6: and unix:", str(caught.exception))
+        for description in ("systemd:domain=INET:index=0", "chunkwire-tls:systemd:index=0:privateKey=k.pem"):
+            with self.assertRaises(ValueError) as caught:
+                bind(reactor, description, 2)
+            self.assertIn("tcp:, tcp6: and unix:", str(caught.exception))
 
     def test_adoptSpec(self) -> None:
         """--adopt takes FD:FAMILY or FD:FAMILY:haproxy, and refuses anything else."""
@@ -89,7 +91,7 @@ class CommandTests(SynchronousTestCase):
         self.assertEqual(adoptedEndpoint(reactor, "7:inet6").fileno, 7)
 
     def test_pluginOptions(self) -> None:
-        """The plugins take --workers, --reuse-port and --grace (1 worker, 30 s by default); ssl: is not shared."""
+        """The plugins take --workers, --reuse-port and --grace (1 worker, 30 s by default); ssl: is shared."""
         from twisted.python import usage
 
         from twisted.plugins import chunkwire_plugins
@@ -101,7 +103,12 @@ class CommandTests(SynchronousTestCase):
         options.parseOptions(["--workers", "3", "--reuse-port", "--grace", "2.5", "--adopt", "5:inet"])
         self.assertEqual((options["workers"], options["reuse-port"], options["grace"]), (3, True, 2.5))
         self.assertEqual(options["adopt"], ["5:inet"])
-        bad = ["--workers", "2", "--listen", "ssl:8443:privateKey=k.pem"]
+        key = SelfSignedCertificate.generate().writeTo(self.mktemp()).serverPEMPath
+        store = ["--store", self.mktemp() + ".sqlite"]
+        options = chunkwire_plugins.KeyValueOptions()
+        options.parseOptions(["--workers", "2", "--listen", f"ssl:8443:privateKey={key}", *store])
+        self.assertEqual(options["listen"], [f"ssl:8443:privateKey={key}"])
+        bad = ["--workers", "2", "--listen", f"ssl:8443:privateKey={key}:extraCertChain={key}", *store]
         self.assertRaises(usage.UsageError, chunkwire_plugins.KeyValueOptions().parseOptions, bad)
         self.assertRaises(usage.UsageError, chunkwire_plugins.KeyValueOptions().parseOptions, ["--workers", "0"])
 
@@ -305,14 +312,22 @@ async def orphanedWorkers(reactor: Any) -> None:
 
 
 async def servedByWorkers(reactor: Any) -> None:
-    """serveWorkers runs the named factory in each worker; the calls are answered by the workers, which stop."""
+    """
+    serveWorkers runs the named factory maker, with its arguments, in each
+    worker; the calls are answered by the workers, which stop.
+    """
     from protocols.serving.workers import serveWorkers
 
-    factory = "tests.protocols.serving.workerprocess:makeFactory"
-    supervisor = serveWorkers(reactor, ["tcp:0:interface=127.0.0.1"], factory, 2, grace=2.0, env=ENV, path=str(ROOT))
+    factory = "tests.protocols.serving.userservice:greeterFactory"
+    listen = ["tcp:0:interface=127.0.0.1"]
+    supervisor = serveWorkers(reactor, listen, factory, 2, arguments=["hi"], grace=2.0, env=ENV, path=str(ROOT))
     try:
-        pids = set(await _pids(reactor, supervisor.listeners[0].address[1], 4))
+        port = supervisor.listeners[0].address[1]
+        pids = set(await _pids(reactor, port, 4))
         assert pids <= {process.pid for process in supervisor.workers.values()}, pids
+        root = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={port}")
+        assert await root.callRemote("greet", "there") == "hi, there"
+        await root.broker.disconnect()
     finally:
         await supervisor.stopService()
     assert supervisor.workers == {}
