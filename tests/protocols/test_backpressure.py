@@ -418,6 +418,9 @@ class BulkTests(SynchronousTestCase):
         server, client = BulkBroker(Store(), clock=clock), BulkBroker(clock=clock)
         client.connection.log = Logger(observer=lambda event: None)
         pair = connectedPair(server, client)
+        # HELLO both ways first (the client's, answered by the server's): a stream announced before its
+        # sender's HELLO is refused with HelloMissing (wire-format 5.5), not the flow-control error under test.
+        client.bulk.sayHello()
         pair.flush()
         incoming = client.bulk.announcementReceived((7, 64 * KiB, None))  # type: ignore[arg-type]
         receiving = incoming.receive(lambda data: None, window=100)
