@@ -202,6 +202,7 @@ PROCESS_TESTS = {
         "tests/attack/test_catalogue_server.py",
         "tests/framing/test_docs_build.py",
         "tests/attack/test_twisted_drop.py",
+        "tests/test_zygote.py",
     ),
     "pure": (
         "tests/attack/test_round3_auth.py",
