@@ -27,6 +27,7 @@ from pathlib import Path
 
 from docutils import nodes
 from sphinx import addnodes
+from sphinx.domains.python import PythonDomain
 from sphinx.util.docutils import SphinxDirective
 from sphinx.util.nodes import make_refnode
 
@@ -153,6 +154,34 @@ def _public_reference(app, env, node, contnode):  # type: ignore[no-untyped-def]
 _PUBLIC_PATHS = apipages.public_paths()
 
 
+class _IndexedPythonDomain(PythonDomain):
+    """
+    Sphinx's Python domain, with the lookups of names it holds no object
+    for answered at once.  A C{searchmode=1} lookup (each type in a
+    signature, and L{_public_reference}'s) ends, for a name not found
+    exactly, in a "fuzzy" scan of every object's full name for one ending in
+    C{.NAME}; some 19,000 of them (C{int}, C{Deferred}, ...) scanned the
+    ~3,600 documented objects' entries each, a fifth of the build's time.
+    Every match any branch of that lookup can return ends in NAME's last
+    dotted part, so a name whose last part is no object's gets the same
+    empty answer from a set of the objects' last parts (kept per count of
+    objects: the set only grows as pages are read); any other name goes to
+    Sphinx's own lookup, unchanged.
+    """
+
+    _lastParts: tuple[int, frozenset[str]] = (-1, frozenset())
+
+    def find_obj(self, env, modname, classname, name, type, searchmode=0):  # type: ignore[no-untyped-def]
+        if searchmode == 1 and name:
+            count, parts = self._lastParts
+            if count != len(self.objects):
+                parts = frozenset(full.rpartition(".")[2] for full in self.objects)
+                self._lastParts = (len(self.objects), parts)
+            if name.removesuffix("()").rpartition(".")[2] not in parts:
+                return []
+        return super().find_obj(env, modname, classname, name, type, searchmode)
+
+
 def _generate_includes() -> None:
     """
     Write the page body that depends on files other commands produce, so the
@@ -176,6 +205,7 @@ apipages.write_pages(Path(__file__).resolve().parent / "_generated" / "api", epy
 
 
 def setup(app):  # type: ignore[no-untyped-def]
+    app.add_domain(_IndexedPythonDomain, override=True)
     app.connect("autodoc-process-docstring", _process_docstring)
     app.connect("autodoc-process-signature", _process_signature)
     app.connect("doctree-read", _readable_values)

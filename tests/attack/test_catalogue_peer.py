@@ -11,11 +11,17 @@ attack}) runs the same catalogue longer, at the guard's full object size.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import socket
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 from twisted.trial.unittest import SynchronousTestCase
+
+from framing import _core
 
 from . import peercatalogue as catalogue
 
@@ -23,11 +29,34 @@ DURATION = 1.0
 """Seconds each behaviour runs against each server in the default run."""
 
 
+@contextlib.contextmanager
+def attackerCore() -> Iterator[None]:
+    """
+    The attacker's side (its encoding, the honest client, the sampler) on
+    the compiled core where it was built, whatever this process's core: the
+    subject is the server process, which keeps the core it was started
+    with (C{CHUNKWIRE_PURE} in its environment), and the cores make the same
+    bytes (tests/framing/test_cores.py).  On the pure core the attacker's
+    encoding of the streams server's stream arguments (ten of a MiB each, as
+    many small items) took some 65 s of the 70 s enormous-credit case.
+    """
+    try:
+        compiled: ModuleType | None = importlib.import_module("framing._speedups")
+    except ImportError:
+        compiled = None
+    saved = _core.speedups
+    _core.speedups = compiled or saved
+    try:
+        yield
+    finally:
+        _core.speedups = saved
+
+
 class CataloguePeerTests(SynchronousTestCase):
     """Every hostile behaviour against every server: bounded memory, fds and disk; honest calls answered; alive."""
 
     def visit(self, server: str) -> None:
-        with tempfile.TemporaryDirectory(prefix="chunkwire-catalogue-") as scratch:
+        with tempfile.TemporaryDirectory(prefix="chunkwire-catalogue-") as scratch, attackerCore():
             rows = catalogue.runServer(server, list(catalogue.BEHAVIOURS), DURATION, Path(scratch))
         self.assertTrue(rows)
         self.assertEqual([row for row in rows if row["failures"]], [], "\n" + catalogue.table(rows))

@@ -19,15 +19,12 @@ import signal
 import sys
 from typing import Any
 
-from twisted.internet import reactor as _reactor
 from twisted.internet.defer import Deferred
 
 from framing.rpc.referenceable import Referenceable
 from framing.rpc.signatures import remote
 from protocols.rpc.drain import drainBrokers
 from protocols.rpc.endpoints import listenWith, serverFactory
-
-reactor: Any = _reactor
 
 
 class Root(Referenceable):
@@ -74,7 +71,7 @@ class Root(Referenceable):
         return list(self.tokens)
 
 
-async def main(name: str) -> None:
+async def main(reactor: Any, name: str) -> None:
     root = Root(name)
     factory = serverFactory(root, clock=reactor, guard=None)
     port = await listenWith(reactor, "tcp:0:interface=127.0.0.1", factory)
@@ -90,6 +87,16 @@ async def main(name: str) -> None:
     reactor.stop()
 
 
-if __name__ == "__main__":
-    reactor.callWhenRunning(lambda: Deferred.fromCoroutine(main(sys.argv[1])).addErrback(lambda f: f.printTraceback()))
+def run(name: str) -> None:
+    """Install the reactor (here, not at import: tests/zygote.py imports this module, then forks servers) and serve."""
+    from twisted.internet import reactor as installed
+
+    reactor: Any = installed
+    reactor.callWhenRunning(
+        lambda: Deferred.fromCoroutine(main(reactor, name)).addErrback(lambda f: f.printTraceback())
+    )
     reactor.run(installSignalHandlers=False)
+
+
+if __name__ == "__main__":
+    run(sys.argv[1])

@@ -1,0 +1,62 @@
+"""The zygote that forks test servers (tests/zygote.py): a child's output, signals and end; its end with the zygote."""
+
+from __future__ import annotations
+
+import signal
+
+from twisted.trial.unittest import SkipTest, SynchronousTestCase
+
+from protocols.blocking import connect
+from tests import zygote
+from tests.processes import readUntil, stop
+from tests.protocols.failover import PRELOAD
+
+SERVER = ("-m", "tests.protocols.failoverserver")
+
+
+class ZygoteTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        if not zygote.available():
+            raise SkipTest("the zygote needs Linux's pidfds")
+        self.zygote = zygote.Zygote.shared(PRELOAD)  # the failover tests' own
+
+    def test_childServesAndExits(self) -> None:
+        """A child serves as the module would as a process (its output on its pipe); it ends with its own code (0)."""
+        child = self.zygote.start(*SERVER, "s0")
+        self.addCleanup(stop, child)
+        port = int(readUntil(child, rb"port=(\d+)").group(1))
+        self.assertIsNone(child.poll())
+        with connect(f"127.0.0.1:{port}", timeout=zygote.HANG, callTimeout=zygote.HANG) as client:
+            self.assertEqual(client.root.callRemote("whoami"), "s0")  # served: its SIGTERM handler is set
+        child.terminate()
+        self.assertEqual(child.wait(zygote.HANG), 0)
+
+    def test_childFails(self) -> None:
+        """A child whose module raises: the traceback on its pipe, its code 1, as C{python -m} gives."""
+        child = self.zygote.start(*SERVER)  # no name: sys.argv[1] fails
+        self.addCleanup(stop, child)
+        self.assertEqual(child.wait(zygote.HANG), 1)
+        assert child.stdout is not None
+        self.assertIn(b"IndexError", child.stdout.read())
+
+    def test_killedChild(self) -> None:
+        """SIGKILL through the pidfd: the child's code is -9, its pipe ends, a later signal is ignored."""
+        child = self.zygote.start(*SERVER, "s0")
+        self.addCleanup(stop, child)
+        readUntil(child, rb"port=\d+")
+        child.kill()
+        self.assertEqual(child.wait(zygote.HANG), -signal.SIGKILL)
+        assert child.stdout is not None
+        self.assertEqual(child.stdout.read(), b"")
+        child.send_signal(signal.SIGTERM)
+
+    def test_childrenEndWithTheZygote(self) -> None:
+        """The zygote closed (as when the test process ends): its children still running are killed."""
+        self.zygote = zygote.Zygote(PRELOAD)
+        self.addCleanup(self.zygote.close)
+        children = [self.zygote.start(*SERVER, f"s{n}") for n in range(2)]
+        for child in children:
+            self.addCleanup(stop, child)
+            readUntil(child, rb"port=\d+")
+        self.zygote.close()
+        self.assertEqual([child.wait(zygote.HANG) for child in children], [-signal.SIGKILL] * 2)
