@@ -13,7 +13,13 @@ L{protocols.rpc.currentBroker}), taken in turn: a connection that queues
 many calls delays another's next call by at most one of its own, not by
 all of them (a flood of 1 MiB puts once kept an honest C{list} waiting 0.3
 to 3 s behind 55 of them).  A call cancelled while it waits (its caller's
-deadline passed) is never run.  L{InlineCalls}, what L{protocols.kv.storage.MemoryStorage}
+deadline passed) is never run, and a caller whose peer is not taking
+its answers (its connection's send backlog is over the high-water mark)
+gets no call started until it does: what a storage call returns (a get's
+1 MiB value) is held for the peer once it ends, so starting calls for a
+peer that does not read would hold their answers past every budget (a
+never-reading client's gets put 25 MiB of answers past a 16 MiB pool).
+L{InlineCalls}, what L{protocols.kv.storage.MemoryStorage}
 gets (a dict never blocks), runs the call at once and returns a fired
 C{Deferred}; tests that drive a durable store step by step on a fake clock
 pass it too.
@@ -44,6 +50,9 @@ from protocols.rpc.answering import currentBroker
 from .storage import StoreUnavailable
 
 T = TypeVar("T")
+
+RETRY = 0.05
+"""Seconds after which calls held back for a peer that was not reading are looked at again."""
 
 THREADS = 4
 """
@@ -103,6 +112,7 @@ class ThreadedCalls:
         # Caller (a broker, or None outside a remote call) to its calls in the pool now, and to those waiting.
         self._inPoolBy: dict[object, int] = {}
         self._waiting: dict[object, deque[tuple[Callable[..., Any], tuple[Any, ...], Deferred[Any]]]] = {}
+        self._retry: Any = None
 
     def run(self, call: Callable[..., T], *args: Any) -> Deferred[T]:
         result: Deferred[T] = Deferred()
@@ -121,9 +131,13 @@ class ThreadedCalls:
         of those), so that callers share the threads.
         """
         waiting, inPoolBy = self._waiting, self._inPoolBy
+        behind = []
         while self._inPool < self.threads and waiting and self.pool.started:
             caller = min(waiting, key=lambda caller: inPoolBy.get(caller, 0))
             queue = waiting.pop(caller)
+            if _notReading(caller):
+                behind.append((caller, queue))
+                continue
             call, args, result = queue.popleft()
             if queue:
                 waiting[caller] = queue  # (to the back: the other callers go first)
@@ -132,6 +146,14 @@ class ThreadedCalls:
             self._inPool += 1
             inPoolBy[caller] = inPoolBy.get(caller, 0) + 1
             deferToThreadPool(self.reactor, self.pool, call, *args).addBoth(self._ran, caller, result)
+        for caller, queue in behind:
+            waiting[caller] = queue
+        if behind and self._retry is None:
+            self._retry = self.reactor.callLater(RETRY, self._retried)
+
+    def _retried(self) -> None:
+        self._retry = None
+        self._dispatch()
 
     def _ran(self, outcome: object, caller: object, result: Deferred[Any]) -> None:
         self._inPool -= 1
@@ -147,6 +169,9 @@ class ThreadedCalls:
             result.callback(outcome)
 
     def stop(self) -> None:
+        if self._retry is not None and self._retry.active():
+            self._retry.cancel()
+        self._retry = None
         waiting, self._waiting = self._waiting, {}
         for queue in waiting.values():
             for _, _, result in queue:
@@ -160,3 +185,10 @@ class ThreadedCalls:
                 except (ValueError, KeyError):
                     pass  # (it is the trigger running now)
                 self._trigger = None
+
+
+def _notReading(caller: object) -> bool:
+    """Whether C{caller} (a broker, or C{None}) has a peer that is not taking what is sent to it: its send backlog."""
+    connection = getattr(caller, "connection", None)
+    transport = None if connection is None else connection.transport
+    return bool(transport is not None and transport.sendBacklogged)

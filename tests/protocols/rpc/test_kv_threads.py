@@ -25,8 +25,8 @@ class FakeReactor(Clock):
         pass
 
 
-class ThreadedCallsTests(SynchronousTestCase):
-    """At most `threads` calls in the pool; the rest wait per caller, served in turn."""
+class _CallsCase(SynchronousTestCase):
+    """A ThreadedCalls of 2 threads whose pool is faked: each call handed to it is recorded, ended by the test."""
 
     def setUp(self) -> None:
         self.started: list[tuple[str, Deferred[Any]]] = []
@@ -54,6 +54,10 @@ class ThreadedCallsTests(SynchronousTestCase):
     def finish(self, index: int) -> None:
         name, running = self.started[index]
         running.callback(name)
+
+
+class ThreadedCallsTests(_CallsCase):
+    """At most `threads` calls in the pool; the rest wait per caller, served in turn."""
 
     def test_callersTakeTurns(self) -> None:
         """A caller with many calls waiting delays another's next call by one of its own, not by all."""
@@ -100,3 +104,41 @@ class ThreadedCallsTests(SynchronousTestCase):
         self.calls.stop()
         for result in results[2:]:
             self.assertIn("closing", str(self.failureResultOf(result, StoreUnavailable).value))
+
+
+class _Transport:
+    sendBacklogged = False
+
+
+class _Connection:
+    def __init__(self) -> None:
+        self.transport = _Transport()
+
+
+class _Broker:
+    """Stands for a broker: its connection's transport says whether its peer is behind."""
+
+    def __init__(self) -> None:
+        self.connection = _Connection()
+
+
+class NotReadingTests(_CallsCase):
+    """A caller whose peer takes none of what is sent gets no call started until it does."""
+
+    def test_heldWhileBehind(self) -> None:
+        """While the caller's send backlog is up its calls wait (others run); once it drains, they run."""
+        reactor = self.calls.reactor
+        behind, honest = _Broker(), _Broker()
+        behind.connection.transport.sendBacklogged = True
+        held = self.runAs(behind, "get")
+        answered = self.runAs(honest, "list")
+        self.assertEqual([name for name, _ in self.started], ["list"])
+        self.finish(0)
+        self.assertEqual(self.successResultOf(answered), "list")
+        reactor.advance(threads.RETRY)
+        self.assertEqual(len(self.started), 1)
+        behind.connection.transport.sendBacklogged = False
+        reactor.advance(threads.RETRY)
+        self.assertEqual([name for name, _ in self.started], ["list", "get"])
+        self.finish(1)
+        self.assertEqual(self.successResultOf(held), "get")
