@@ -610,6 +610,8 @@ class ReconnectingClient:
         self._retryPolicy = retryPolicy if retryPolicy is not None else backoffPolicy()
         # Preparations failed in a row (see _retryDelay).
         self._preparationFailures = 0
+        # The step of the connection being prepared (see _connected), until it ends.
+        self._preparing: Deferred[None] | None = None
         factory = BrokerFactory(
             root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits, interceptors=interceptors
         )
@@ -658,6 +660,7 @@ class ReconnectingClient:
         prepared: Deferred[Any] = maybeDeferred(self._prepare, root) if self._prepare is not None else succeed(None)
         prepared.addCallbacks(self._moved, self._prepareFailed, callbackArgs=(broker,), errbackArgs=(broker,))
         step: Deferred[None] = Deferred()
+        self._preparing = step
         lost = broker.whenDisconnected()
         lost.addCallbacks(_settle, lambda failure: None, callbackArgs=(step,))
         prepared.addCallback(_settle, step).addCallback(lambda _: lost.cancel())
@@ -729,6 +732,13 @@ class ReconnectingClient:
         waiting, self._moving = self._moving, None
         for waiter in waiting or ():
             _failIfWaiting(waiter, GoingAway("the reconnecting client was stopped"))
+        preparing, self._preparing = self._preparing, None
+        if preparing is not None:
+            # End a preparation still running first: the service then holds the connection, closes it and
+            # waits for its loss.  Stopped mid-preparation it would cancel the step and stop at once, and
+            # the connection's loss would come later to a stopped service (Twisted's ClientService logs
+            # "NoTransition: _clientDisconnected in Stopped", seen after a kv watch through a drain).
+            _settle(None, preparing)
         return self.service.stopService()
 
     def whenConnected(self, failAfterFailures: int | None = None) -> Deferred[RemoteReference]:

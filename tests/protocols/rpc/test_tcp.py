@@ -336,6 +336,42 @@ async def reconnectingClient(reactor: Any) -> None:
         await server.stop()
 
 
+async def stoppedWhilePreparing(reactor: Any) -> None:
+    """
+    A reconnecting client stopped while it prepares a connection closes
+    that connection before its stop ends; the connection's loss never
+    reaches a stopped service (Twisted's ClientService logged "NoTransition:
+    _clientDisconnected in Stopped" when the server closed it later).
+    """
+    from twisted.logger import globalLogPublisher
+
+    server = await listen(reactor, Service())
+    preparing: list[Deferred[None]] = []
+
+    def prepare(root: RemoteReference) -> Deferred[None]:
+        preparing.append(Deferred())
+        return preparing[-1]
+
+    logged: list[str] = []
+
+    def observe(event: dict[str, Any]) -> None:
+        failure = event.get("log_failure")
+        if failure is not None:
+            logged.append(repr(failure.value))
+
+    globalLogPublisher.addObserver(observe)
+    client = reconnecting(reactor, server.address, retryPolicy=lambda attempt: 60.0, prepareConnection=prepare)
+    try:
+        await eventually(reactor, lambda: len(preparing) == 1 and len(server.factory.brokers) == 1)
+        await client.stopService()
+        await eventually(reactor, lambda: not server.factory.brokers)
+        await deferLater(reactor, 0, lambda: None)  # (one more turn: the client side's loss is delivered)
+        assert not [text for text in logged if "NoTransition" in text], logged
+    finally:
+        globalLogPublisher.removeObserver(observe)
+        await server.stop()
+
+
 async def otherTransports(reactor: Any) -> None:
     """Brokers work the same over ssl: (with a test-made certificate) and unix: endpoints."""
     directory = tempfile.mkdtemp(prefix="cw-rpc-")
@@ -376,6 +412,7 @@ class RpcOverTCPTests(TestCase):
     test_async_methods = trialTest(asyncMethods)
     test_references_come_and_go = trialTest(referencesComeAndGo)
     test_reconnecting_client = trialTest(reconnectingClient)
+    test_stopped_while_preparing = trialTest(stoppedWhilePreparing)
     test_other_transports = trialTest(otherTransports)
 
 
@@ -391,4 +428,5 @@ test_violation_keeps_connection = pytestTest(violationKeepsConnection)
 test_async_methods = pytestTest(asyncMethods)
 test_references_come_and_go = pytestTest(referencesComeAndGo)
 test_reconnecting_client = pytestTest(reconnectingClient)
+test_stopped_while_preparing = pytestTest(stoppedWhilePreparing)
 test_other_transports = pytestTest(otherTransports)
