@@ -72,6 +72,14 @@ class FailoverTests(SynchronousTestCase):
         inFlight.start()
         self.servers[0].waitFor("record inflight")
         self.servers[0].drain()
+        # The server answers a call that crossed its GOAWAY on the wire (it said "draining" once the GOAWAY was
+        # written, not read): the call moves once the client has read it (the in-flight call's thread reads it).
+        draining = client.book.addresses[0].connection
+        assert draining is not None
+        deadline = time.monotonic() + HANG
+        while draining.acceptsCalls and time.monotonic() < deadline:
+            time.sleep(0.01)  # (polling a state under a deadline: the GOAWAY's arrival, read by another thread)
+        self.assertFalse(draining.acceptsCalls)
         self.assertEqual(client.root.callRemote("record", "after-drain"), "s1")
         self.servers[0].release()
         inFlight.join(HANG)
