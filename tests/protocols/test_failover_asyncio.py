@@ -37,6 +37,13 @@ class FailoverTests(SynchronousTestCase):
 
         async def scenario() -> None:
             async with await self.client(ROUND_ROBIN) as client:
+                # The first call starts a connection to every address and goes to the first ready;
+                # round_robin spreads over ready connections only, so wait for all three.
+                await client.root.callRemote("whoami")
+                end = asyncio.get_running_loop().time() + HANG
+                while {address.state for address in client.book.addresses} != {AddressState.READY}:
+                    self.assertLess(asyncio.get_running_loop().time(), end, "not every address became ready")
+                    await asyncio.sleep(0.01)
                 names = {await client.root.callRemote("whoami") for _ in range(9)}
                 self.assertEqual(names, {"s0", "s1", "s2"})
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from twisted.internet.error import ConnectionDone, ConnectionLost
+from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
@@ -55,6 +56,11 @@ def withServers(
 async def roundRobinSpreads(reactor: Any, servers: list[Server], client: FailoverClient) -> None:
     """round_robin keeps a connection to every address, and nine calls reach all three servers."""
     await client.whenConnected()
+    # round_robin spreads over ready connections only: wait until all three are.
+    end = time.monotonic() + HANG
+    while {address.state for address in client.book.addresses} != {AddressState.READY}:
+        assert time.monotonic() < end, "not every address became ready"
+        await deferLater(reactor, 0.01)
     names = set()
     for _ in range(9):
         names.add(await client.callRemote("whoami"))
