@@ -92,6 +92,14 @@ class FailoverTests(SynchronousTestCase):
                 inFlight = asyncio.ensure_future(client.root.callRemote("held", "inflight"))
                 await asyncio.to_thread(self.servers[0].waitFor, "record inflight")
                 await asyncio.to_thread(self.servers[0].drain)
+                # The server answers a call that crossed its GOAWAY on the wire (it says "draining" once the
+                # GOAWAY is written, not read): the next call moves once the client has read it.
+                draining = client.book.addresses[0].connection
+                assert draining is not None
+                end = asyncio.get_running_loop().time() + HANG
+                while draining.acceptsCalls:
+                    self.assertLess(asyncio.get_running_loop().time(), end, "the client never read the GOAWAY")
+                    await asyncio.sleep(0.01)
                 self.assertEqual(await client.root.callRemote("record", "after-drain"), "s1")
                 self.servers[0].release()
                 self.assertEqual(await inFlight, "s0")

@@ -99,6 +99,12 @@ async def drainMovesNewCalls(reactor: Any, servers: list[Server], client: Failov
     inFlight = client.callRemote("held", "inflight")
     await deferToThread(servers[0].waitFor, "record inflight")
     await deferToThread(servers[0].drain)
+    # The server answers a call that crossed its GOAWAY on the wire (it says "draining" once the GOAWAY is
+    # written, not read): the next call moves once the client has read it.
+    end = time.monotonic() + HANG
+    while client.goAways == 0:
+        assert time.monotonic() < end, "the client never read the GOAWAY"
+        await deferLater(reactor, 0.01)
     assert await client.callRemote("record", "after-drain") == "s1"
     servers[0].release()
     assert await inFlight == "s0"
