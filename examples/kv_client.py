@@ -14,7 +14,9 @@ every change of the key until interrupted (or after N changes); it
 reconnects with backoff if the server goes away, and watches again on each
 new connection; a value that changed while it was away is printed (and
 counted) as one change, so watch --count N never waits for a change it
-missed.
+missed.  It tries again 0.5 s after a connection is lost or refused,
+each wait half as long again as the last up to --retry-max seconds (10
+by default), plus up to a second of jitter.
 
 A server started with --users or --client-ca serves only clients that log
 in: --user NAME (the password from --password-file, $CHUNKWIRE_PASSWORD or
@@ -95,7 +97,13 @@ class Watcher(rpc.Referenceable, IWatcher):
 
 
 async def watch(
-    reactor: Any, description: str, key: str, count: int, credentials: Any = None, timeout: float | None = None
+    reactor: Any,
+    description: str,
+    key: str,
+    count: int,
+    credentials: Any = None,
+    timeout: float | None = None,
+    retryMax: float = 10.0,
 ) -> None:
     watcher = Watcher(count)
     if credentials is not None:
@@ -119,7 +127,7 @@ async def watch(
     client = rpc.reconnecting(
         reactor,
         description,
-        retryPolicy=backoffPolicy(initialDelay=0.5, maxDelay=10),
+        retryPolicy=backoffPolicy(initialDelay=min(0.5, retryMax), maxDelay=retryMax),
         prepareConnection=lambda root: Deferred.fromCoroutine(subscribe(root)),
         credentials=credentials,
         timeout=timeout,
@@ -179,6 +187,13 @@ def main(argv: list[str]) -> None:
     parser = CommandLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--connect", default="tcp:host=127.0.0.1:port=8760", metavar="ENDPOINT")
     parser.add_argument("--count", type=int, default=0, help="watch: stop after this many changes")
+    parser.add_argument(
+        "--retry-max",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="watch: most seconds between attempts to reconnect, less jitter (default 10)",
+    )
     parser.add_argument("command", choices=sorted(ARITY))
     parser.add_argument("arguments", nargs="*")
     parser.add_argument("--trace", action="store_true", help="log every token sent and received, readably")
@@ -194,9 +209,13 @@ def main(argv: list[str]) -> None:
         parser.error(f"{args.command} takes {arity} argument(s)")
     credentials = credentialsFrom(parser, args)
     warnIfUnverified(args.connect)
+    if args.retry_max <= 0:
+        parser.error("--retry-max must be more than 0 seconds")
     if args.command == "watch":
         runCommand(
-            lambda reactor: watch(reactor, args.connect, args.arguments[0], args.count, credentials, args.timeout),
+            lambda reactor: watch(
+                reactor, args.connect, args.arguments[0], args.count, credentials, args.timeout, args.retry_max
+            ),
             args.connect,
             args.debug,
         )

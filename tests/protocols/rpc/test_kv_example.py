@@ -89,7 +89,8 @@ class KeyValueExampleTests(SynchronousTestCase):
         first, port = start(reservation.getsockname()[1])
         address = f"tcp:host=127.0.0.1:port={port}"
         command = [sys.executable, "examples/kv_client.py", "--connect", address, "watch", "colour", "--count", "1"]
-        watcher = subprocess.Popen(command, cwd=ROOT, env=ENV, stdout=subprocess.PIPE)
+        # (reconnecting every 0.5 s at most: with the default's 10 s the watcher would mostly wait out its backoff)
+        watcher = subprocess.Popen(command + ["--retry-max", "0.5"], cwd=ROOT, env=ENV, stdout=subprocess.PIPE)
         self.addCleanup(stop, watcher)
         readUntil(watcher, rb"watching colour \(now unset\)\n")
         stop(first)
@@ -100,6 +101,14 @@ class KeyValueExampleTests(SynchronousTestCase):
         start(port)  # the watcher's address again, on the same store
         readUntil(watcher, rb"watching colour \(now 'green'\)\ncolour = green\n", timeout=60)
         self.assertEqual(watcher.wait(timeout=30), 0)
+
+    def test_retryMaxMustBePositive(self) -> None:
+        """watch --retry-max 0 is a usage error (status 2), before anything connects."""
+        result = runPython(
+            "examples/kv_client.py", "--connect", "tcp:host=127.0.0.1:port=1", "watch", "k", "--retry-max", "0"
+        )
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("--retry-max must be more than 0 seconds", result.stderr)
 
     def test_storeUnavailable(self) -> None:
         """A --store file that cannot be opened is one line naming it, and exit status 1."""
