@@ -44,7 +44,7 @@ from typing import Any
 
 from tests.processes import ENV, ROOT
 
-from .history import NOTIFY_BOUND, check, percentile, watchDelays, window
+from .history import NOTIFY_BOUND, check, lateEffects, percentile, watchDelays, window
 from .hosts import SUBNET, Host, Network, unavailable
 
 HANG = 60.0
@@ -283,6 +283,13 @@ def report(run: Run, history: list[dict[str, Any]], bench: dict[str, dict[str, f
             f"p99 {figures['put_p99_ms']:.1f} ms)   gets/s {figures['gets_per_s']:7.0f} "
             f"(p50 {figures['get_p50_ms']:.1f} ms, p99 {figures['get_p99_ms']:.1f} ms)"
         )
+    late = lateEffects(history)
+    print(
+        f"\nfailed puts that ran late (allowed: a failed call may have run, and may take effect after later calls):"
+        f" {len(late)} gets saw one after a later put of its writer was answered"
+    )
+    for line in late[:3]:
+        print(f"  {line}")
     start, end = run.phases[0][1], run.phases[0][2]
     whole = watchDelays(history)
     quiet = watchDelays([r for r in history if r["op"] == "session" or start <= r["start"] < end])

@@ -62,82 +62,126 @@ def _show(record: Record) -> str:
 def check(history: Iterable[Record], final: Mapping[str, str], slack: float = DEADLINE_SLACK) -> list[str]:
     """
     The violations of the run's promises in C{history}, given C{final},
-    the table's content read after the run (key to value):
+    the table's content read after the run (key to value).  A put that
+    failed (a deadline, a lost or silent connection) may have run, and may
+    take effect later than its failure (its bytes were still on their way
+    when the client gave up): it counts as concurrent with everything after
+    its start, as in a linearizability check.  So a value is I{overwritten}
+    by an answered put that began after the value's own put was answered:
 
-     - lost put: a put answered (ok) whose SEQ is above the final value's;
-     - stale get: a get that returned a SEQ below that of a put of the
-       same key answered before the get began (or a value never put);
+     - lost put: the table holds no value, or one overwritten, when a put
+       of its key was answered;
+     - stale get: a get returned no value or an overwritten one, though the
+       put that overwrote it was answered before the get began (or a value
+       no put carried: phantom get);
      - missed change: a watch session not told of an answered put of its
-       key (neither the value nor a C{skipped} count covering it), between
-       two notes it had, or after its last one when it ran to the end;
+       key (neither the value nor a C{skipped} count covering it) between
+       two values it was told, or after its last one when it ran to the
+       end; or told an older value after a newer one (went back) when the
+       older one's put was answered;
      - overrun: a call that ended more than C{slack} seconds past its deadline.
     """
     calls = [record for record in history if record["op"] != "session"]
     sessions = [record for record in history if record["op"] == "session"]
     violations: list[str] = []
+    puts: dict[str, Record] = {}
     answered: dict[str, list[tuple[float, int, Record]]] = defaultdict(list)
-    tried: dict[str, set[int]] = defaultdict(set)
     for record in calls:
         if record["op"] == "put":
-            tried[record["key"]].add(sequence(record["value"]))
+            puts[record["value"]] = record
             if record["ok"]:
                 answered[record["key"]].append((record["end"], sequence(record["value"]), record))
-    for puts in answered.values():
-        puts.sort(key=lambda put: put[0])
-    # The highest SEQ answered by each time, per key: a prefix maximum over the puts by their end.
-    highest: dict[str, tuple[list[float], list[tuple[int, Record]]]] = {}
-    for key, puts in answered.items():
+    # Per key, the answered puts by their end, with the latest start among those ended so far.
+    latest: dict[str, tuple[list[float], list[Record]]] = {}
+    for key, done in answered.items():
+        done.sort(key=lambda put: put[0])
         ends, best = [], []
-        top: tuple[int, Record] = (-1, {})
-        for end, seq, record in puts:
-            if seq > top[0]:
-                top = (seq, record)
+        top: Record = done[0][2]
+        for end, _seq, record in done:
+            if record["start"] > top["start"]:
+                top = record
             ends.append(end)
             best.append(top)
-        highest[key] = (ends, best)
-    for key, (_ends, best) in highest.items():
-        seq, record = best[-1]
-        if seq > sequence(final.get(key)):
-            violations.append(f"lost put: {_show(record)} answered, but the table holds {final.get(key)!r}")
+        latest[key] = (ends, best)
+
+    def overwrittenBy(value: str | None, by: Record) -> bool:
+        """Whether C{by} (answered) overwrote C{value}: none, or one whose put was answered before C{by} began."""
+        if value is None:
+            return True
+        put = puts[value]
+        return bool(put["ok"]) and put["end"] < by["start"]
+
+    for key, (_ends, best) in latest.items():
+        last = best[-1]
+        held = final.get(key)
+        if held is not None and held not in puts:
+            violations.append(f"phantom value: the table holds {held!r} for {key!r}, which no put carried")
+        elif overwrittenBy(held, last):
+            violations.append(f"lost put: {_show(last)} answered, but the table holds {held!r}")
     for record in calls:
         if record["op"] == "get" and record["ok"]:
-            key = record["key"]
-            got = sequence(record["result"])
-            if got >= 0 and got not in tried[key]:
+            key, got = record["key"], record["result"]
+            if got is not None and got not in puts:
                 violations.append(f"phantom get: {_show(record)} returned a value never put")
                 continue
-            if key in highest:
-                ends, best = highest[key]
+            if key in latest:
+                ends, best = latest[key]
                 index = bisect.bisect_left(ends, record["start"]) - 1
-                if index >= 0 and best[index][0] > got:
-                    violations.append(f"stale get: {_show(record)} began after {_show(best[index][1])} was answered")
+                if index >= 0 and overwrittenBy(got, best[index]):
+                    violations.append(f"stale get: {_show(record)} began after {_show(best[index])} was answered")
         deadline = record.get("deadline")
         if deadline is not None and record["end"] - record["start"] > deadline + slack:
             took = record["end"] - record["start"]
             violations.append(f"overrun: {_show(record)} took {took:.3f} s, deadline {deadline} s + {slack} s")
     for session in sessions:
-        violations.extend(_missed(session, answered.get(session["key"], [])))
+        violations.extend(_missed(session, answered.get(session["key"], []), puts))
     return violations
 
 
-def _missed(session: Record, puts: Sequence[tuple[float, int, Record]]) -> list[str]:
+def lateEffects(history: Iterable[Record]) -> list[str]:
+    """
+    The gets that saw a failed put's value after a later put of its writer
+    had been answered: the failed put ran late (allowed, see L{check}; shown
+    so that it is seen).
+    """
+    records = list(history)
+    puts = {r["value"]: r for r in records if r["op"] == "put"}
+    answered: dict[str, list[Record]] = defaultdict(list)
+    for record in records:
+        if record["op"] == "put" and record["ok"]:
+            answered[record["key"]].append(record)
+    found = []
+    for record in records:
+        if record["op"] != "get" or not record["ok"] or record["result"] not in puts:
+            continue
+        put = puts[record["result"]]
+        if put["ok"]:
+            continue
+        later = [p for p in answered[record["key"]] if sequence(p["value"]) > sequence(put["value"])]
+        if any(p["end"] < record["start"] for p in later):
+            found.append(f"{_show(record)} saw the failed {_show(put)}")
+    return found
+
+
+def _missed(session: Record, done: Sequence[tuple[float, int, Record]], puts: Mapping[str, Record]) -> list[str]:
     """What one watch session was not told: see L{check}."""
     found: list[str] = []
     where = f"watch of {session['key']!r} by {session['client']} from {session['answered']:.3f}"
     seen = sequence(session["base"])
-    marks = [(seq, note) for note in session["notes"] for seq in [sequence(note[1])]]
-    for seq, note in marks:
+    for note in session["notes"]:
+        seq = sequence(note[1])
         if seq < seen:
-            found.append(f"watch went back: {where}: told {note[1]!r} after SEQ {seen}")
-            continue
+            if note[1] is None or puts[note[1]]["ok"]:
+                found.append(f"watch went back: {where}: told {note[1]!r} after SEQ {seen}")
+            continue  # (a failed put that ran late: concurrent with what came since)
         skipped = int(note[2])
-        between = [put for put in puts if seen < put[1] < seq]
+        between = [put for put in done if seen < put[1] < seq]
         if len(between) > skipped:
             missing = ", ".join(_show(put[2]) for put in between[: len(between) - skipped][:3])
             found.append(f"missed change: {where}: told {note[1]!r} (skipped={skipped}) but not of {missing}")
         seen = seq
     if session["ended"] == "stopped":
-        late = [put for put in puts if put[1] > seen and put[0] <= session["end"] - NOTIFY_BOUND]
+        late = [put for put in done if put[1] > seen and put[0] <= session["end"] - NOTIFY_BOUND]
         if late:
             found.append(
                 f"missed change: {where}: ran to {session['end']:.3f}, last told SEQ {seen}, not of {_show(late[0][2])}"

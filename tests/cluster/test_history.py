@@ -6,7 +6,7 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.cluster.history import NOTIFY_BOUND, check, watchDelays, window
+from tests.cluster.history import NOTIFY_BOUND, check, lateEffects, watchDelays, window
 
 
 def put(key: str, seq: int, start: float, end: float, ok: bool = True, client: str = "c1/writer0") -> dict[str, Any]:
@@ -20,8 +20,10 @@ def get(key: str, seq: int | None, start: float, end: float, client: str = "c2/w
             "ok": True, "result": result, "error": None, "deadline": 5.0}  # fmt: skip
 
 
-def session(key: str, answered: float, end: float, notes: list[list[Any]], ended: str = "stopped") -> dict[str, Any]:
-    return {"client": "c3/watcher0", "op": "session", "key": key, "base": None, "answered": answered,
+def session(
+    key: str, answered: float, end: float, notes: list[list[Any]], ended: str = "stopped", base: str | None = None
+) -> dict[str, Any]:
+    return {"client": "c3/watcher0", "op": "session", "key": key, "base": base, "answered": answered,
             "end": end, "ended": ended, "notes": notes}  # fmt: skip
 
 
@@ -104,6 +106,31 @@ class CheckTests(SynchronousTestCase):
         back = session("a", 0.5, 10.0, [note("a", 1, 1.25, skipped=1), note("a", 0, 1.35)])
         found = check([*puts, back], {"a": "a#1"})
         self.assertEqual([line.split(":")[0] for line in found], ["watch went back"])
+
+    def test_failedPutRunsLate(self) -> None:
+        """
+        A put that failed may run late, after later puts of its writer
+        were answered: a get or a watch that then sees its value breaks no
+        promise (it is concurrent with everything after its start), and
+        L{lateEffects} shows it.  The history is the cluster run's own
+        (c3's put over s2's cut link, given up for silence, delivered when
+        the link came back).
+        """
+        k = "c3/w1/k3"
+        history = [
+            put(k, 1027, 23189.380, 23189.395),
+            put(k, 1031, 23189.526, 23192.733, ok=False),
+            get(k, 1027, 23196.424, 23196.425),
+            put(k, 1035, 23196.446, 23196.466),
+            get(k, 1031, 23196.634, 23196.638),
+            session(k, 23190.0, 23197.0, [note(k, 1035, 23196.47), note(k, 1031, 23196.6)], "lost", f"{k}#1027"),
+        ]
+        self.assertEqual(check(history, {k: f"{k}#1031"}), [])
+        late = lateEffects(history)
+        self.assertEqual(len(late), 1)
+        self.assertIn("c3/w1/k3#1031", late[0])
+        answeredBack = [*history[:3], put(k, 1035, 23196.446, 23196.466), get(k, 1027, 23196.634, 23196.638)]
+        self.assertEqual([line.split(":")[0] for line in check(answeredBack, {k: f"{k}#1035"})], ["stale get"])
 
 
 class FigureTests(SynchronousTestCase):
