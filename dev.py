@@ -26,6 +26,9 @@ One command per tox environment, for when tox is not installed:
                                       # initdb in a temporary directory, as nobody when root; installs
                                       # Debian's postgresql if root and missing): prints its URL for
                                       # --store, removed on Ctrl-C
+    python3 dev.py cluster            # kv on three hosts (network namespaces) sharing PostgreSQL, behind
+                                      # HAProxy, under faults; checks every call's history, prints the
+                                      # figures (tests/cluster; needs root: fails, saying why, without)
     python3 dev.py asan [ARGS]        # the compiled core built with AddressSanitizer, under
                                       # tests/framing/test_cores.py and test_vectors.py (needs gcc)
     python3 dev.py sizes [--top N]    # a report, never a failure: the N (15) largest classes and
@@ -97,6 +100,7 @@ COMMANDS = (
     "asan",
     "sizes",
     "postgres",
+    "cluster",
     *TOX_COMMANDS,
 )
 BUILD_INPUTS = ("pyproject.toml", "setup.py", "framing/_speedups.c")
@@ -173,6 +177,8 @@ def main(argv: list[str]) -> int:
         return run("-m", "tests.structure", *rest)
     if command == "postgres":
         return run("-m", "tests.postgres", *rest)
+    if command == "cluster":
+        return run("-m", "tests.cluster", *rest)
     if command in TOX_COMMANDS:
         return toxCommands(command, rest)
     return test(rest)

@@ -89,16 +89,24 @@ class PostgresServer:
     """
     One private PostgreSQL cluster in C{directory}/data.
 
-    @ivar port: the TCP port it listens on (127.0.0.1), once started.
+    @ivar port: the TCP port it listens on (on C{host}), once started.
     @ivar url: the C{postgresql://} URL of its C{postgres} database.
+    @ivar host: the address it listens on (127.0.0.1; the cluster run gives
+        its namespace's address).
+    @ivar wrapper: what every PostgreSQL command is run under (the cluster
+        run: C{ip netns exec NAMESPACE}); nothing by default.
     """
 
-    def __init__(self, bindir: str, directory: str) -> None:
+    def __init__(
+        self, bindir: str, directory: str, host: str = "127.0.0.1", wrapper: tuple[str, ...] = (), port: int = 0
+    ) -> None:
         self.bindir = bindir
         self.directory = directory
         self.data = os.path.join(directory, "data")
         self.logFile = os.path.join(directory, "server.log")
-        self.port = 0
+        self.host = host
+        self.wrapper = wrapper
+        self.port = port
         self.asRoot = os.geteuid() == 0
         if self.asRoot:
             os.chmod(directory, 0o755)
@@ -107,12 +115,13 @@ class PostgresServer:
 
     @property
     def url(self) -> str:
-        return f"postgresql://{DATABASE_USER}@127.0.0.1:{self.port}/postgres"
+        return f"postgresql://{DATABASE_USER}@{self.host}:{self.port}/postgres"
 
     def _run(self, program: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         command = [os.path.join(self.bindir, program), *args]
         if self.asRoot:
             command = ["runuser", "-u", USER, "--", *command]
+        command = [*self.wrapper, *command]
         return subprocess.run(command, capture_output=True, text=True, check=check, timeout=START_TIMEOUT + 30)
 
     def start(self) -> None:
@@ -122,7 +131,7 @@ class PostgresServer:
         """
         for _attempt in range(20):
             port = self.port or random.randrange(10000, 32000)  # (below Linux's ephemeral ports: kept on a restart)
-            options = f"-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c fsync=off"
+            options = f"-p {port} -c listen_addresses={self.host} -c unix_socket_directories='' -c fsync=off"
             logged = os.path.getsize(self.logFile) if os.path.exists(self.logFile) else 0
             result = self._run(
                 "pg_ctl",

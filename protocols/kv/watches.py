@@ -1,15 +1,17 @@
 """Who watches which key of the kv store, within one process: the caps, the calls, the forgetting.
 
-Contract: a L{WatchBook} knows, for one server process, the watchers of
-each key and what each connection watches; it refuses a watch past a cap
-of L{WatchLimits} with a L{WatchRefused}, calls C{changed(key, value)} on
-every watcher of a key when told of a change (L{WatchBook.notify}, O(watchers
-of that key)), drops a watcher whose call fails or times out (once, with one
-log line), and forgets a connection's watches when it is lost, in O(what
-that connection watched).  A key with no watchers left has no entry.  It
-knows nothing of where values are stored: the store tells it of changes,
-whichever process made them (see L{protocols.kv.feed}), and it reads a
-key's value now through the C{current} function it is given.
+Contract: a L{WatchBook} knows, for one server process, the watchers of each
+key and what each connection watches; it refuses a watch past a cap of
+L{WatchLimits} with a L{WatchRefused}, calls C{changed(key, value)} on every
+watcher of a key when told of a change (L{WatchBook.notify}, O(watchers of
+that key); calls of the server's own, bound by its call limits and never by
+the deadline of the call that made the change:
+L{protocols.rpc.context.detached}), drops a watcher whose call fails or
+times out (once, with one log line), and forgets a connection's watches when
+it is lost, in O(what that connection watched).  A key with no watchers left
+has no entry.  It knows nothing of where values are stored: the store tells
+it of changes, whichever process made them (see L{protocols.kv.feed}), and
+it reads a key's value now through the C{current} function it is given.
 
 What a watcher costs is bounded by bytes, not by calls: each C{changed()}
 call is charged to its connection's L{framing.ledger.Ledger} (account
@@ -42,6 +44,7 @@ from framing import Violation
 
 from .. import rpc
 from ..logs import escape
+from ..rpc.context import detached
 
 
 class WatchRefused(Violation):
@@ -219,10 +222,11 @@ class WatchBook:
         """Send one C{changed()} call, its bytes charged until it is answered."""
         watching.unanswered += size
         watching.ledger.charge(LEDGER_ACCOUNT, size)
-        if skipped:
-            call = watcher.callRemote("changed", key, value, skipped=skipped)
-        else:
-            call = watcher.callRemote("changed", key, value)
+        with detached():  # (the server's own call: not bound by the deadline of the put that caused it)
+            if skipped:
+                call = watcher.callRemote("changed", key, value, skipped=skipped)
+            else:
+                call = watcher.callRemote("changed", key, value)
         call.addBoth(self._answered, watching, size)
         call.addErrback(self._watcherFailed, key, watcher)
 

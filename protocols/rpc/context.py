@@ -123,3 +123,20 @@ def callContext(
         yield
     finally:
         scope.reset(token)
+
+
+@contextmanager
+def detached() -> Iterator[None]:
+    """
+    Make the calls inside the C{with} block plain: no deadline or metadata
+    of an enclosing C{callContext} or of the call being answered.  For the
+    calls a server makes on its own account while it answers another
+    caller (the kv store's C{changed()} calls to watchers, caused by one
+    client's put and sent to others): they have the broker's own call
+    limits, not that caller's deadline.  Costs one C{ContextVar.set}.
+    """
+    token = scope.set(None)
+    try:
+        yield
+    finally:
+        scope.reset(token)

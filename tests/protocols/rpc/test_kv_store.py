@@ -20,7 +20,15 @@ from framing.slicing.registry import DEFAULT_REGISTRY
 from protocols.guard import GuardedFactory, GuardPolicy
 from protocols.kv import KeyValueStore, WatchLimits
 from protocols.kv.watches import LEDGER_ACCOUNT, callSize
-from protocols.rpc import SERVER_CALL_LIMITS, Referenceable, RemoteViolation, connect, remote, serverFactory
+from protocols.rpc import (
+    SERVER_CALL_LIMITS,
+    Referenceable,
+    RemoteViolation,
+    callContext,
+    connect,
+    remote,
+    serverFactory,
+)
 from protocols.rpc.refs import REF_OPEN_TYPE
 
 from ..helpers import pytestTest, trialTest
@@ -176,6 +184,34 @@ class StoreTests(SynchronousTestCase):
         self.assertIn(": call-timeout:", dropped[0])
         self.call(pair, "put", "k", "3")
         self.assertEqual(len(silent.seen), 2)
+
+    def test_watcherOutlivesThePuttersDeadline(self) -> None:
+        """
+        The changed() calls a put causes are the server's own: they do not
+        carry the deadline of the put's caller, so a watcher slower to
+        answer than that deadline (on another connection) is not dropped.
+        (They did carry it: in the cluster run, a put over a delayed link
+        whose deadline passed had the server drop a watcher of another
+        client, which was never told: dev.py cluster's missed change.)
+        """
+        watching, putting = self.connect(), self.connect()
+        slow = Watcher(silent=True)
+        self.successResultOf(self.call(watching, "watch", "k", slow))
+        with callContext(timeout=1.0, clock=putting.clock):
+            put = self.call(putting, "put", "k", "1")
+        watching.flush()
+        self.successResultOf(put)
+        self.assertEqual(slow.seen, [("k", "1")])
+        putting.clock.advance(2.0)
+        watching.clock.advance(2.0)
+        watching.flush()
+        slow.waiting.pop().callback(None)
+        watching.flush()
+        self.assertEqual([line for line in self.lines() if "dropping a watcher" in line], [])
+        self.assertEqual(len(self.store.watchers["k"]), 1)
+        self.call(putting, "put", "k", "2")
+        watching.flush()
+        self.assertEqual(slow.seen, [("k", "1"), ("k", "2")])
 
     def test_behindWatcherCoalesced(self) -> None:
         """
