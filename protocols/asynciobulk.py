@@ -44,7 +44,6 @@ from .bulkfiles import (
     Steps,
     downloadSteps,
     fileStream,
-    hashFile,
     uploadSteps,
 )
 
@@ -117,7 +116,7 @@ class AsyncBulkConnection(AsyncConnection):
                     runner.succeeded(await self.receive(step.stream, step.sink))
                 else:
                     assert isinstance(step, Hash)
-                    runner.succeeded(await self._loop.run_in_executor(None, hashFile, step.path, step.algorithm))
+                    runner.succeeded(await self._loop.run_in_executor(None, step.compute))
             except Exception as error:
                 runner.failed(error)
         assert runner.outcome is not None
