@@ -25,9 +25,11 @@ and the other awaits it; nothing here waits or does network I/O.
    assembles it in C{.NAME.part} beside the destination (what it holds
    recorded in C{.NAME.part.json}, written after the data, in the
    Twisted client's format: L{protocols.sidecars}), asks
-   C{download} for the missing ranges only, hashes the whole partial file
-   and renames it into place only if the digest is the service's (else the
-   partial file is removed and L{IntegrityError} raised).  After a cut,
+   C{download} for the missing ranges only, and renames it into place only
+   if the whole file's digest is the service's (else the partial file is
+   removed and L{IntegrityError} raised): what arrives is hashed as it is
+   written, the bytes the partial file held already read once to be hashed
+   (L{FileHash}), none read back.  After a cut,
    the next download of the same name to the same path resumes from the
    record, if the file's version on the service is still the one recorded,
    whichever client (this one, the other without Twisted, or the Twisted
@@ -160,18 +162,29 @@ class Progress:
     How far a transfer got, over all its attempts (one L{Progress} passed to each attempt's steps).
 
     @ivar moved: payload bytes that crossed a connection, repeats after a cut included.
-    @ivar hashed: an upload's L{FileHash} of its file, under the file's path and version,
-        kept across attempts: what an attempt hashed is not read again to be hashed by the next.
+    @ivar hashed: an upload's (or a download's) L{FileHash} of its file, under the file's path and
+        version, kept across attempts: what an attempt hashed is not read again to be hashed by the next.
     """
 
     moved: int = 0
     hashed: tuple[tuple[str, str], FileHash] | None = None
 
-    def fileHash(self, path: str, version: str, algorithm: str) -> FileHash:
-        """The L{FileHash} of the file at C{path}, C{version}, under C{algorithm}: the last attempt's, or a new one."""
-        if self.hashed is None or self.hashed[0] != (path, version) or self.hashed[1].algorithm != algorithm:
-            self.hashed = ((path, version), FileHash(algorithm))
-        return self.hashed[1]
+    def fileHash(self, path: str, version: str, algorithm: str, trusted: int | None = None) -> FileHash:
+        """
+        The L{FileHash} of the file at C{path}, C{version}, under
+        C{algorithm}: the last attempt's, or a new one (also if the last
+        attempt's hashed bytes past C{trusted}: a download's, past what its
+        partial file still holds).
+        """
+        kept = self.hashed
+        if (
+            kept is None
+            or kept[0] != (path, version)
+            or kept[1].algorithm != algorithm
+            or (trusted is not None and kept[1].hashed > trusted)
+        ):
+            self.hashed = kept = ((path, version), FileHash(algorithm))
+        return kept[1]
 
 
 @dataclass(frozen=True)
@@ -430,6 +443,10 @@ class PartialFile:
     @ivar held: the L{RangeSet} of bytes written.
     @ivar rejected: whether a record was found and refused (ranges past the
         partial file's end, or not a record): the download started afresh.
+    @ivar running: a L{FileHash} of the file that each piece written goes
+        into, in order (the held bytes between read from the partial file
+        first), or C{None}: L{downloadSteps} sets it, so that what arrives
+        is hashed as it is written, not read back.
     """
 
     def __init__(self, path: str | os.PathLike[str], size: int, version: str, algorithm: str) -> None:
@@ -461,6 +478,7 @@ class PartialFile:
         self._sidecar = Sidecar(self._directory, self.record.name)
         self.held = self._sidecar.load(size, version, algorithm, os.fstat(self._fd).st_size)
         self.rejected = self._sidecar.rejected
+        self.running: FileHash | None = None
         if not self.held:
             os.ftruncate(self._fd, 0)
 
@@ -469,14 +487,27 @@ class PartialFile:
         return self.held.missing(0, self.size)
 
     def write(self, offset: int, data: bytes | memoryview) -> None:
-        """Write C{data} at C{offset} (whole: a short write is continued); the record is saved now and then."""
+        """
+        Write C{data} at C{offset} (whole: a short write is continued); the
+        record is saved now and then.  With L{running}, C{data} is hashed
+        too, after the held bytes before it (read from the file here, once).
+        """
         view = memoryview(data)
         position = offset
+        running = self.running
+        if running is not None:
+            running.readFrom(self._descriptor(), offset)
         while view:
             written = os.pwrite(self._descriptor(), view, position)
             view, position = view[written:], position + written
+        if running is not None:
+            running.update(offset, data)
         if self.held.add(offset, position) and self._sidecar.note(offset, position):
             self.save()
+
+    def descriptor(self) -> int:
+        """The partial file's descriptor (open while the download runs), for a L{Hash} step to read."""
+        return self._descriptor()
 
     def _descriptor(self) -> int:
         if self._fd is None:
@@ -613,14 +644,21 @@ def downloadSteps(
     resumedFrom = partial.held.total
     try:
         missing = partial.missing()
+        # What arrives is hashed as it is written, the held bytes read once to be hashed: each byte read at most
+        # once (a held start before the stream, off the loop in the asyncio client; the held end after it).
+        trusted = partial.held.contiguousEnd(0)
+        running = partial.running = progress.fileHash(os.fspath(target), info["version"], algorithm, trusted)
         if missing:
+            if missing[0][0] > running.hashed:
+                yield Hash(partial.descriptor(), running, missing[0][0])
             incoming = yield Call("download", (name, info["version"], [list(r) for r in missing]))
             try:
                 yield Receive(incoming, partial)
             finally:
                 progress.moved += incoming.receivedBytes
                 partial.save()
-        digest = yield Hash(os.fspath(partial.part), FileHash(algorithm))
+        digest = (yield Hash(partial.descriptor(), running, info["size"])) if running.hashed < info["size"] else None
+        digest = digest if digest is not None else running.digest()
     except BaseException:
         partial.close()
         raise

@@ -23,7 +23,9 @@ from protocols.bulkfiles import (
     Hash,
     PartialFile,
     Progress,
+    Receive,
     StepRunner,
+    downloadSteps,
     fileStream,
     uploadSteps,
 )
@@ -326,6 +328,74 @@ class UploadReadsTests(SynchronousTestCase):
         self.assertEqual(sent[0][0], 2 * self.frame)
         self.assertEqual(self.os.bytesRead(), (self.size - 2 * self.frame, self.size - 2 * self.frame))
         self.assertEqual(result.digest, hashlib.sha256(self.data).digest())
+
+
+class DownloadReadsTests(SynchronousTestCase):
+    """The resumable download's steps read back nothing they wrote: only held bytes are read, once, to hash them."""
+
+    size = 10 * 65_536 + 1234
+    frame = 65_536
+
+    def setUp(self) -> None:
+        directory = Path(self.mktemp())
+        directory.mkdir()
+        self.target = directory / "f.bin"
+        self.data = os.urandom(self.size)
+        self.os = ReadsCounted()
+        self.patch(bulkfiles, "os", self.os)
+        self.steps: list[str] = []
+
+    def hold(self, ranges: list[tuple[int, int]]) -> None:
+        """Leave a partial download of the file holding C{ranges} (as a cut one does)."""
+        partial = PartialFile(self.target, self.size, "v1", "sha256")
+        for start, end in ranges:
+            partial.write(start, self.data[start:end])
+        partial.close()
+
+    def download(self, progress: Progress | None = None) -> FileTransfer:
+        """Run the download's steps against a service with the file; the outcome."""
+        runner = StepRunner(downloadSteps("f.bin", self.target, digests=["sha256"], progress=progress))
+        info = {"algorithm": "sha256", "digest": hashlib.sha256(self.data).hexdigest(), "size": self.size}
+        while (step := runner.next()) is not None:
+            if isinstance(step, Hash):
+                self.steps.append(f"hash to {step.end}")
+                runner.succeeded(step.compute())
+            elif isinstance(step, Receive):
+                self.steps.append("receive")
+                for start, end in step.stream.ranges:  # type: ignore[attr-defined]
+                    for offset in range(start, end, self.frame):
+                        step.sink.write(offset, self.data[offset : min(end, offset + self.frame)])
+                runner.succeeded((0, None))
+            else:
+                assert isinstance(step, Call)
+                self.steps.append(step.name)
+                if step.name == "stat":
+                    runner.succeeded(info | {"version": "v1"})
+                else:
+                    runner.succeeded(SimpleNamespace(ranges=step.args[2], receivedBytes=0))
+        assert runner.outcome is not None
+        return runner.outcome
+
+    def test_freshDownloadReadsNothing(self) -> None:
+        """A fresh download hashes what arrives as it writes it: no byte of the file is read back."""
+        result = self.download()
+        self.assertEqual(self.target.read_bytes(), self.data)
+        self.assertEqual((result.digest, self.os.bytesRead()), (hashlib.sha256(self.data).digest(), (0, 0)))
+        self.assertEqual(self.steps, ["stat", "download", "receive"])
+
+    def test_resumedDownloadReadsHeldOnce(self) -> None:
+        """Resumed with held ranges before, between and after the missing ones: each held byte read once."""
+        held = [(0, 3 * self.frame), (5 * self.frame, 6 * self.frame + 7), (9 * self.frame, self.size)]
+        self.hold(held)
+        self.os.reads.clear()
+        result = self.download()
+        total = sum(end - start for start, end in held)
+        self.assertEqual(self.os.bytesRead(), (total, total))
+        self.assertEqual(result.digest, hashlib.sha256(self.data).digest())
+        self.assertEqual(self.target.read_bytes(), self.data)
+        self.assertEqual(
+            self.steps, ["stat", f"hash to {3 * self.frame}", "download", "receive", f"hash to {self.size}"]
+        )
 
 
 class FileHashTests(SynchronousTestCase):
