@@ -18,7 +18,12 @@ import re
 import sys
 from typing import TextIO
 
-from protocols.deadline import DEFAULT_CONNECT_TIMEOUT
+DEFAULT_CONNECT_TIMEOUT = 30.0
+"""
+L{protocols.deadline.DEFAULT_CONNECT_TIMEOUT}'s value, not imported from
+there: that loads Twisted and the codec core, which C{--help} does not
+need (tests/examples/test_connecting.py pins the two equal).
+"""
 
 # A Twisted endpoint description's fields are separated by colons not escaped with a backslash.
 _FIELD_SEPARATOR = re.compile(r"(?<!\\):")

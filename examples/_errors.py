@@ -7,7 +7,9 @@ C{HOST:PORT}, a port in use, a peer that does not speak chunkwire, a
 server that says nothing within C{--timeout}), says what to do; the exit
 status is then 1.  C{--debug} (L{addDebugArgument}) adds the traceback.
 Every example client and server uses it, so they all say the same thing
-the same way.
+the same way.  Twisted and chunkwire are imported only once an error is
+explained or a command run: building the parser (and C{--help}) loads
+neither.
 """
 
 from __future__ import annotations
@@ -19,20 +21,6 @@ import sys
 import traceback
 from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn
-
-from twisted.internet import error
-from twisted.internet.defer import Deferred
-from twisted.internet.task import react
-
-from framing.errors import PeerError, ProtocolError
-from framing.login.errors import LoginFailed, LoginRefused
-from framing.rpc.errors import ERRORS, CallLost
-from protocols.auth.realms import ClientCertificatesNeedTLS
-from protocols.auth.secretfiles import SecretFileError
-from protocols.auth.throttle import ThrottleStateError
-from protocols.deadline import ConnectTimeout
-from protocols.mismatch import NotTLS, TLSHandshakeFailed
-from protocols.proxyheader import BadEndpointDescription
 
 # "127.0.0.1:8750", "localhost:8750", "[::1]:8750" or "8750": what people type for an address.
 _HOST_PORT = re.compile(r"^(?:(?P<host>\[[0-9a-fA-F:]+\]|[\w.\-]+):)?(?P<port>\d{1,5})$")
@@ -102,6 +90,13 @@ def _escaped(host: str) -> str:
 
 def explain(failure: BaseException, description: str | None, listening: bool = False) -> str:
     """One line saying what went wrong with C{description} and, where known, what to do."""
+    from twisted.internet import error
+
+    from framing.errors import ProtocolError
+    from framing.rpc.errors import CallLost
+    from protocols.deadline import ConnectTimeout
+    from protocols.proxyheader import BadEndpointDescription
+
     option = None
     if isinstance(failure, EndpointFailed):
         failure, description, listening, option = failure.reason, failure.description, failure.listening, failure.option
@@ -139,11 +134,15 @@ def explain(failure: BaseException, description: str | None, listening: bool = F
 
 def needsLogin(failure: BaseException) -> bool:
     """Whether C{failure} is a server with logins dropping a client that sent calls without logging in."""
+    from framing.errors import PeerError
+
     return isinstance(failure, PeerError) and "before logging in" in str(failure)
 
 
 def _certificateAlert(failure: BaseException) -> str:
     """The TLS alert that refused this client's certificate (or its lack of one), or C{""}."""
+    from protocols.mismatch import NotTLS, TLSHandshakeFailed
+
     if not isinstance(failure, (NotTLS, TLSHandshakeFailed)):
         return ""
     return next((alert for alert in _CERTIFICATE_ALERTS if alert in str(failure)), "")
@@ -151,6 +150,11 @@ def _certificateAlert(failure: BaseException) -> str:
 
 def _explainLogin(failure: BaseException, description: str | None, where: str) -> str:
     """The line for a login's failure (or a server's login configuration), or C{""} for any other failure."""
+    from framing.login.errors import LoginFailed, LoginRefused
+    from protocols.auth.realms import ClientCertificatesNeedTLS
+    from protocols.auth.secretfiles import SecretFileError
+    from protocols.auth.throttle import ThrottleStateError
+
     if isinstance(failure, LoginRefused):
         return (
             f"cannot log in to {description}: the server refused the login"
@@ -174,6 +178,8 @@ def _explainLogin(failure: BaseException, description: str | None, where: str) -
 
 def _isRegistered(failure: BaseException) -> bool:
     """Whether C{failure}'s class is registered with C{rpc.registerError}: a service's own error, written for users."""
+    from framing.rpc.errors import ERRORS
+
     return ERRORS.nameFor(type(failure)) is not None
 
 
@@ -189,6 +195,8 @@ def runCommand(
     main: Callable[[Any], Coroutine[Any, Any, Any]], description: str | None, debug: bool, listening: bool = False
 ) -> NoReturn:
     """Run C{main(reactor)} under C{react}; end with status 1 and one line (L{fail}) if it raises."""
+    from twisted.internet.defer import Deferred
+    from twisted.internet.task import react
 
     async def guarded(reactor: Any) -> None:
         try:

@@ -24,24 +24,28 @@ certificate of an ssl: --connect); each user sees only their own files.  A
 refused login exits with status 1.
 """
 
+# Only what parsing the command line needs is imported here: --help and a
+# mistyped option load neither Twisted nor chunkwire (tests/examples/test_help.py
+# HelpImportTests); a command imports them once it runs.
+
 from __future__ import annotations
 
 import argparse
 import os
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # The script's directory is on sys.path: the error report and the progress display are shared with the other examples.
 from _connecting import addTimeoutArgument, warnIfUnverified
 from _errors import CommandLineParser, addDebugArgument, runCommand
 from _login import addLoginArguments, credentialsFrom
-from _progress import ProgressDisplay, RunProgress, humanBytes, transferSummary
-from twisted.internet.defer import CancelledError, Deferred
-from twisted.logger import globalLogBeginner, textFileLogObserver
 
-from protocols import TokenProtocol, bulk
-from protocols.bulk.files import fetchFile, sendFile
+if TYPE_CHECKING:
+    from _progress import RunProgress
+    from twisted.internet.defer import Deferred
+
+    from protocols import bulk
 
 __all__ = ["Interrupted", "main", "transfer"]
 
@@ -84,6 +88,9 @@ class Interrupt:
 
 async def interruptible(reactor: Any, work: Deferred[Any], progress: RunProgress) -> Any:
     """Wait for C{work}; on Ctrl-C raise L{Interrupted} saying how far it got."""
+    from _progress import humanBytes
+    from twisted.internet.defer import CancelledError
+
     interrupt = Interrupt(reactor, work)
     reactor.callWhenRunning(interrupt.install)
     try:
@@ -112,6 +119,11 @@ async def transfer(
     reactor: Any, args: argparse.Namespace, credentials: Any = None, options: bulk.BulkOptions | None = None
 ) -> None:
     """Run the command C{args} names, over connections made with C{options} (default: the library's)."""
+    from _progress import ProgressDisplay, RunProgress, humanBytes, transferSummary
+    from twisted.internet.defer import Deferred
+
+    from protocols import bulk
+    from protocols.bulk.files import fetchFile, sendFile
 
     def connect() -> Deferred[Any]:
         return bulk.connect(reactor, args.connect, credentials=credentials, timeout=args.timeout, options=options)
@@ -170,8 +182,9 @@ def main(argv: list[str]) -> None:
     )
     parser.add_argument(
         "--digest",
-        choices=bulk.availableDigests(),
-        help="offer only this digest (default: all this side has, BLAKE3 first when installed; the server picks)",
+        metavar="NAME",
+        help="offer only this digest: sha256, or blake3 with the blake3 package"
+        " (default: all this side has, BLAKE3 first when installed; the server picks)",
     )
     addLoginArguments(parser)
     addTimeoutArgument(parser)
@@ -187,7 +200,16 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--trace", action="store_true", help="log every token sent and received, readably, to stderr")
     addDebugArgument(parser, send, fetch, listing)
     args = parser.parse_args(argv)
+    if args.digest is not None:
+        from framing.bulk.digests import availableDigests
+
+        if args.digest not in availableDigests():
+            parser.error(f"--digest: {args.digest!r} is not one this side computes ({', '.join(availableDigests())})")
     if args.trace:  # to stderr, so that stdout keeps the progress and the result
+        from twisted.logger import globalLogBeginner, textFileLogObserver
+
+        from protocols import TokenProtocol
+
         TokenProtocol.trace = True
         globalLogBeginner.beginLoggingTo([textFileLogObserver(sys.stderr)], redirectStandardIO=False)
     if args.streams < 1:

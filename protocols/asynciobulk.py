@@ -12,8 +12,11 @@ session carries bulk streams (L{framing.bulk.streams.ClientStreams}).
 C{upload} and C{download} run the steps of L{protocols.bulkfiles} (shared
 with the blocking client: resumed from what the receiver holds, the whole
 file's digest checked at both ends), awaiting each: calls on the
-connection, and the hashing of a local file in the loop's default
-executor, so the loop keeps serving while a large file is hashed.  A
+connection, and the hashing of the bytes of a local file that do not move
+(those the receiver held already) in the loop's default executor, so the
+loop keeps serving while a large resumed file is hashed; the bytes that
+move are hashed in the loop as they are read to be sent or written
+(L{protocols.bulkfiles.FileHash}: each byte of the file read once).  A
 L{framing.bulk.streams.SendStream} passed to a call (L{fileStream} makes one
 of a file) sends its frames as
 the server's credit comes (in the loop, as GRANTs are read: at most a
@@ -44,7 +47,6 @@ from .bulkfiles import (
     Steps,
     downloadSteps,
     fileStream,
-    hashFile,
     uploadSteps,
 )
 
@@ -117,7 +119,7 @@ class AsyncBulkConnection(AsyncConnection):
                     runner.succeeded(await self.receive(step.stream, step.sink))
                 else:
                     assert isinstance(step, Hash)
-                    runner.succeeded(await self._loop.run_in_executor(None, hashFile, step.path, step.algorithm))
+                    runner.succeeded(await self._loop.run_in_executor(None, step.compute))
             except Exception as error:
                 runner.failed(error)
         assert runner.outcome is not None

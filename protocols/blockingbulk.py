@@ -67,7 +67,6 @@ from .bulkfiles import (
     Steps,
     downloadSteps,
     fileStream,
-    hashFile,
     uploadSteps,
 )
 
@@ -160,7 +159,7 @@ class BlockingBulkConnection(BlockingConnection):
                     runner.succeeded(self.receive(step.stream, step.sink))
                 else:
                     assert isinstance(step, Hash)
-                    runner.succeeded(hashFile(step.path, step.algorithm))
+                    runner.succeeded(step.compute())
             except Exception as error:
                 runner.failed(error)
         assert runner.outcome is not None

@@ -12,18 +12,24 @@ and the other awaits it; nothing here waits or does network I/O.
    name, size, version: the file's size and modification time, as the
    Twisted client's, and the digests offered), sends only the missing
    ranges as one L{framing.bulk.streams.SendStream} in an C{upload} call,
-   hashes the whole file with the algorithm the service chose, and has
-   C{finishUpload} check it: a mismatch is the service's
-   L{IntegrityError}.  After a cut, the same upload on a new connection
+   and has C{finishUpload} check the whole file's digest under the
+   algorithm the service chose: a mismatch is the service's
+   L{IntegrityError}.  The digest is taken in one pass over the file, each
+   byte read once (L{FileHash}): what is sent is hashed as it is read to be
+   sent (L{HashingRanges}), and only the bytes the service already holds
+   are read to be hashed alone (L{Hash} steps before and after the stream,
+   a held range between two sent ones as the stream reaches it).  After a cut, the same upload on a new connection
    resends only what the service did not store (the bytes in flight at
    the cut: at most a window, less than two chunks).
  - A download asks C{stat} for the file's size, version and digest,
    assembles it in C{.NAME.part} beside the destination (what it holds
    recorded in C{.NAME.part.json}, written after the data, in the
    Twisted client's format: L{protocols.sidecars}), asks
-   C{download} for the missing ranges only, hashes the whole partial file
-   and renames it into place only if the digest is the service's (else the
-   partial file is removed and L{IntegrityError} raised).  After a cut,
+   C{download} for the missing ranges only, and renames it into place only
+   if the whole file's digest is the service's (else the partial file is
+   removed and L{IntegrityError} raised): what arrives is hashed as it is
+   written, the bytes the partial file held already read once to be hashed
+   (L{FileHash}), none read back.  After a cut,
    the next download of the same name to the same path resumes from the
    record, if the file's version on the service is still the one recorded,
    whichever client (this one, the other without Twisted, or the Twisted
@@ -87,10 +93,28 @@ class Receive:
 
 @dataclass(frozen=True)
 class Hash:
-    """A step: the digest of the local file at C{path} under C{algorithm} (L{hashFile}) is sent back."""
+    """
+    A step: read the local file at C{path} (a path, or an open descriptor,
+    left open) from C{running.hashed} to C{end} (C{None}: to its end) into
+    C{running}; C{running}'s digest so far is sent back.  L{compute} does
+    it, blocking (the asyncio client runs it in an executor).
+    """
 
-    path: str
-    algorithm: str
+    path: str | int
+    running: FileHash
+    end: int | None = None
+
+    def compute(self) -> bytes:
+        """Hash the bytes named; the digest of the file's bytes hashed so far (C{running.digest()})."""
+        if isinstance(self.path, int):
+            self.running.readFrom(self.path, self.end)
+        else:
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                self.running.readFrom(fd, self.end)
+            finally:
+                os.close(fd)
+        return self.running.digest()
 
 
 Steps = Generator["Call | Receive | Hash", Any, "FileTransfer"]
@@ -138,9 +162,29 @@ class Progress:
     How far a transfer got, over all its attempts (one L{Progress} passed to each attempt's steps).
 
     @ivar moved: payload bytes that crossed a connection, repeats after a cut included.
+    @ivar hashed: an upload's (or a download's) L{FileHash} of its file, under the file's path and
+        version, kept across attempts: what an attempt hashed is not read again to be hashed by the next.
     """
 
     moved: int = 0
+    hashed: tuple[tuple[str, str], FileHash] | None = None
+
+    def fileHash(self, path: str, version: str, algorithm: str, trusted: int | None = None) -> FileHash:
+        """
+        The L{FileHash} of the file at C{path}, C{version}, under
+        C{algorithm}: the last attempt's, or a new one (also if the last
+        attempt's hashed bytes past C{trusted}: a download's, past what its
+        partial file still holds).
+        """
+        kept = self.hashed
+        if (
+            kept is None
+            or kept[0] != (path, version)
+            or kept[1].algorithm != algorithm
+            or (trusted is not None and kept[1].hashed > trusted)
+        ):
+            self.hashed = kept = ((path, version), FileHash(algorithm))
+        return kept[1]
 
 
 @dataclass(frozen=True)
@@ -197,13 +241,67 @@ def offered(digests: Sequence[str] | None) -> list[str]:
 
 def hashFile(path: str | os.PathLike[str], algorithm: str) -> bytes:
     """The digest of the file at C{path} under C{algorithm}, read a megabyte at a time."""
-    digest = newHash(algorithm)
-    with open(path, "rb", buffering=0) as file:
-        while True:
-            data = file.read(_READ)
-            if not data:
-                return digest.digest()  # type: ignore[no-any-return]
-            digest.update(data)
+    return Hash(os.fspath(path), FileHash(algorithm)).compute()
+
+
+class FileHash:
+    """
+    The digest of a local file's leading bytes, taken in order, each byte
+    read once: by a stream's source from the frames it reads to send
+    (L{update}), and by L{Hash} steps for the bytes nobody sends
+    (L{readFrom}).  Costs: the hash's own, and one read of the bytes not
+    given to L{update}.
+
+    @ivar algorithm: the digest's name (C{"blake3"}, C{"sha256"}).
+    @ivar hashed: the file's bytes C{[0, hashed)} are in the digest.
+    """
+
+    def __init__(self, algorithm: str) -> None:
+        """
+        An empty digest under C{algorithm}.
+
+        @raise DigestUnavailable: this process cannot compute it.
+        """
+        self.algorithm = algorithm
+        self.hashed = 0
+        self._digest = newHash(algorithm)
+
+    def update(self, offset: int, data: bytes | memoryview) -> None:
+        """
+        Hash C{data}, the file's bytes at C{offset}: the part past L{hashed}
+        (a part already hashed is skipped: a frame sent again after a cut).
+
+        @raise ValueError: C{offset} is past L{hashed} (the bytes between were never hashed).
+        """
+        if offset > self.hashed:
+            raise ValueError(f"bytes at {offset} offered with only {self.hashed} hashed")
+        skip = self.hashed - offset
+        if skip < len(data):
+            self._digest.update(memoryview(data)[skip:] if skip else data)
+            self.hashed = offset + len(data)
+
+    def readFrom(self, fd: int, end: int | None = None) -> None:
+        """
+        Read the file open as C{fd} from L{hashed} to C{end} (C{None}: to
+        its end) with C{os.preadv} into one megabyte buffer, and hash it.
+
+        @raise OSError: the file ends before C{end}.
+        """
+        buffer = bytearray(_READ)
+        view = memoryview(buffer)
+        while end is None or self.hashed < end:
+            want = _READ if end is None else min(_READ, end - self.hashed)
+            count = os.preadv(fd, [view[:want]], self.hashed)
+            if not count:
+                if end is None:
+                    return
+                raise OSError(f"the file ended at {self.hashed}, before {end}")
+            self._digest.update(view[:count])
+            self.hashed += count
+
+    def digest(self) -> bytes:
+        """The digest of the bytes hashed so far (hashing may go on)."""
+        return self._digest.digest()  # type: ignore[no-any-return]
 
 
 def fileVersion(path: str | os.PathLike[str]) -> str:
@@ -241,6 +339,29 @@ class FileRanges:
             self._ranges[self._index] = (start, end)
         self._left -= len(data)
         return start - len(data), data
+
+
+class HashingRanges(FileRanges):
+    """
+    L{FileRanges} whose reads also go into a L{FileHash} of the whole file,
+    in order: each frame as it is taken, and before it the bytes of the
+    file it skips (held by the receiver: read only to be hashed, once).
+    The bytes after its last range are left to the caller (a L{Hash}
+    step).  Costs: the hash of each frame, in the thread that takes it;
+    a held range between two of its ranges is read and hashed there, in
+    the take that reaches it.
+    """
+
+    def __init__(self, fd: int, ranges: Sequence[tuple[int, int]], running: FileHash) -> None:
+        FileRanges.__init__(self, fd, ranges)
+        self.running = running
+
+    def take(self, count: int) -> tuple[int, bytes]:
+        """The next frame, as L{FileRanges.take}, hashed (the held bytes before it first)."""
+        self.running.readFrom(self._fd, self._ranges[self._index][0])
+        offset, data = FileRanges.take(self, count)
+        self.running.update(offset, data)
+        return offset, data
 
 
 class FileSource(FileRanges):
@@ -322,6 +443,10 @@ class PartialFile:
     @ivar held: the L{RangeSet} of bytes written.
     @ivar rejected: whether a record was found and refused (ranges past the
         partial file's end, or not a record): the download started afresh.
+    @ivar running: a L{FileHash} of the file that each piece written goes
+        into, in order (the held bytes between read from the partial file
+        first), or C{None}: L{downloadSteps} sets it, so that what arrives
+        is hashed as it is written, not read back.
     """
 
     def __init__(self, path: str | os.PathLike[str], size: int, version: str, algorithm: str) -> None:
@@ -353,6 +478,7 @@ class PartialFile:
         self._sidecar = Sidecar(self._directory, self.record.name)
         self.held = self._sidecar.load(size, version, algorithm, os.fstat(self._fd).st_size)
         self.rejected = self._sidecar.rejected
+        self.running: FileHash | None = None
         if not self.held:
             os.ftruncate(self._fd, 0)
 
@@ -361,14 +487,27 @@ class PartialFile:
         return self.held.missing(0, self.size)
 
     def write(self, offset: int, data: bytes | memoryview) -> None:
-        """Write C{data} at C{offset} (whole: a short write is continued); the record is saved now and then."""
+        """
+        Write C{data} at C{offset} (whole: a short write is continued); the
+        record is saved now and then.  With L{running}, C{data} is hashed
+        too, after the held bytes before it (read from the file here, once).
+        """
         view = memoryview(data)
         position = offset
+        running = self.running
+        if running is not None:
+            running.readFrom(self._descriptor(), offset)
         while view:
             written = os.pwrite(self._descriptor(), view, position)
             view, position = view[written:], position + written
+        if running is not None:
+            running.update(offset, data)
         if self.held.add(offset, position) and self._sidecar.note(offset, position):
             self.save()
+
+    def descriptor(self) -> int:
+        """The partial file's descriptor (open while the download runs), for a L{Hash} step to read."""
+        return self._descriptor()
 
     def _descriptor(self) -> int:
         if self._fd is None:
@@ -445,13 +584,18 @@ def uploadSteps(
             raise DigestUnavailable(f"the service chose {algorithm}, which this side did not offer")
         held = RangeSet.fromList(info["held"])
         missing = held.missing(0, size)
+        running = progress.fileHash(os.fspath(path), version, algorithm)
         if missing:
-            stream = SendStream(FileRanges(fd, missing), size, None)
+            # The held bytes before the first missing one are hashed first (off the loop in the asyncio
+            # client), the sent ones as they are read to be sent, each byte read once (HashingRanges).
+            if missing[0][0]:
+                yield Hash(fd, running, missing[0][0])
+            stream = SendStream(HashingRanges(fd, missing, running), size, None)
             try:
                 yield Call("upload", (name, stream))
             finally:
                 progress.moved += stream.sentBytes
-        digest = yield Hash(os.fspath(path), algorithm)
+        digest = (yield Hash(fd, running, size)) if running.hashed < size else running.digest()
         answer = yield Call("finishUpload", (name, digest))
         if bytes.fromhex(answer["digest"]) != digest:
             raise IntegrityError(f"the service verified {name} as another digest", digest.hex(), answer["digest"])
@@ -500,14 +644,21 @@ def downloadSteps(
     resumedFrom = partial.held.total
     try:
         missing = partial.missing()
+        # What arrives is hashed as it is written, the held bytes read once to be hashed: each byte read at most
+        # once (a held start before the stream, off the loop in the asyncio client; the held end after it).
+        trusted = partial.held.contiguousEnd(0)
+        running = partial.running = progress.fileHash(os.fspath(target), info["version"], algorithm, trusted)
         if missing:
+            if missing[0][0] > running.hashed:
+                yield Hash(partial.descriptor(), running, missing[0][0])
             incoming = yield Call("download", (name, info["version"], [list(r) for r in missing]))
             try:
                 yield Receive(incoming, partial)
             finally:
                 progress.moved += incoming.receivedBytes
                 partial.save()
-        digest = yield Hash(os.fspath(partial.part), algorithm)
+        digest = (yield Hash(partial.descriptor(), running, info["size"])) if running.hashed < info["size"] else None
+        digest = digest if digest is not None else running.digest()
     except BaseException:
         partial.close()
         raise
@@ -521,10 +672,12 @@ def downloadSteps(
 __all__ = [
     "Call",
     "StepRunner",
+    "FileHash",
     "FileRanges",
     "FileSource",
     "FileTransfer",
     "Hash",
+    "HashingRanges",
     "PartialFile",
     "Progress",
     "Receive",

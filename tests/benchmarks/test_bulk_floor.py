@@ -119,8 +119,28 @@ class CriterionTests(SynchronousTestCase):
         )
 
     def test_targets(self) -> None:
-        """SHA-256 forced must reach 0.8x, the library 0.95x."""
-        self.assertEqual(bench_bulk.FLOOR_TARGETS, {"cli": 0.9, "cli-sha256": 0.8, "library": 0.95})
+        """SHA-256 forced must reach 0.8x, the library 0.95x, the blocking client's upload() 0.95x (send only)."""
+        self.assertEqual(
+            bench_bulk.FLOOR_TARGETS,
+            {"cli": 0.9, "cli-sha256": 0.8, "library": 0.95, "upload": {"send": 0.95}},
+        )
+
+    def test_commandsAgainstCommandFloor(self) -> None:
+        """
+        A CLI case (timed from its command's start to its exit) is set against
+        the floor timed from its connecting process's launch; the library's
+        and the blocking client's calls against the floor's loops.
+        """
+        floor = {direction: transfer(1000) | {"command_mb_s": 800.0} for direction in ("send", "fetch")}
+        runs = [{"algorithm": "blake3", "send": transfer(720), "fetch": transfer(720)}]
+        rows = bench_bulk.againstFloor({"cli": runs, "library": runs, "upload": runs}, [{"blake3": floor}], GiB)
+        ratios = {(row["case"], row["direction"]): round(row["ratio"], 3) for row in rows["rows"]}
+        self.assertEqual((ratios[("cli", "send")], ratios[("cli", "fetch")]), (0.9, 0.9))
+        self.assertEqual((ratios[("library", "send")], ratios[("upload", "send")]), (0.72, 0.72))
+        summary = {"config": {"size": GiB, "criterion": True}, "cases": {}, "calls": {}, "floor": rows}
+        labels = [label.split(" (blake3)")[0] for label, *_ in bench_bulk.criteria(summary)]
+        self.assertEqual(labels.count("bulk: upload send"), 1)
+        self.assertNotIn("bulk: upload fetch", labels)
 
 
 class ListeningPortTests(SynchronousTestCase):

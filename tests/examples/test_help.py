@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.processes import readUntil, startPython, stop
+from tests.processes import ENV, ROOT, readUntil, startPython, stop
 
 from .cli import clientRun
 
@@ -77,6 +79,29 @@ class HelpTests(SynchronousTestCase):
 
 NOT_CLIENTS_OR_SERVERS = {"demo.py", "framing_demo.py"}
 """The demos: one command each, whose options are a size."""
+
+
+class HelpImportTests(SynchronousTestCase):
+    """bulk_client.py's --help and a mistyped option are quick: they load neither Twisted nor chunkwire."""
+
+    def imported(self, *arguments: str) -> set[str]:
+        """The modules a run of C{bulk_client.py ARGUMENTS} imported (its C{-X importtime} lines)."""
+        command = [sys.executable, "-X", "importtime", str(ROOT / "examples" / "bulk_client.py"), *arguments]
+        done = subprocess.run(command, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=60)
+        self.assertIn(done.returncode, (0, 2), done.stderr)
+        return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+
+    def test_helpLoadsNoTwisted(self) -> None:
+        """--help (and a subcommand's) imports no Twisted reactor, no codec core, no TLS and no chunkwire module."""
+        for arguments in (["--help"], ["send", "--help"], ["--no-such-option"]):
+            imported = self.imported(*arguments)
+            self.assertIn("argparse", imported)  # the lines were read
+            heavy = {
+                name
+                for name in imported
+                if name.split(".")[0] in {"twisted", "framing", "protocols", "cryptography", "OpenSSL", "zope"}
+            }
+            self.assertEqual(heavy, set(), arguments)
 
 
 class StartupTests(SynchronousTestCase):

@@ -1,17 +1,34 @@
-"""The partial download of the clients without Twisted (PartialFile): its record is the Twisted client's sidecar."""
+"""The file steps of the clients without Twisted: partial downloads, file sources, uploads reading each byte once."""
 
 from __future__ import annotations
 
 import gc
+import hashlib
 import os
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing.bulk.digests import NEGOTIATED
 from framing.bulk.fileerrors import UploadBusy
+from protocols import bulkfiles
 from protocols.bulk.files import Assembly
-from protocols.bulkfiles import FileSource, PartialFile, fileStream
+from protocols.bulkfiles import (
+    Call,
+    FileHash,
+    FileSource,
+    FileTransfer,
+    Hash,
+    PartialFile,
+    Progress,
+    Receive,
+    StepRunner,
+    downloadSteps,
+    fileStream,
+    uploadSteps,
+)
 
 SIZE = 100_000
 
@@ -186,3 +203,209 @@ class FileSourceTests(SynchronousTestCase):
     def test_missingFile(self) -> None:
         """A file that cannot be opened raises there, before any call."""
         self.assertRaises(FileNotFoundError, fileStream, self.path.with_name("absent.bin"))
+
+
+class ReadsCounted(SimpleNamespace):
+    """C{os} as L{protocols.bulkfiles} sees it, each C{pread} and C{preadv} recorded as C{(offset, length)}."""
+
+    def __init__(self) -> None:
+        super().__init__(**{name: getattr(os, name) for name in dir(os) if not name.startswith("__")})
+        self.reads: list[tuple[int, int]] = []
+
+        def pread(fd: int, count: int, offset: int) -> bytes:
+            data = os.pread(fd, count, offset)
+            self.reads.append((offset, len(data)))
+            return data
+
+        def preadv(fd: int, buffers: list[Any], offset: int) -> int:
+            count = os.preadv(fd, buffers, offset)
+            self.reads.append((offset, count))
+            return count
+
+        self.pread, self.preadv = pread, preadv
+
+    def bytesRead(self) -> tuple[int, int]:
+        """C{(bytes read in all, distinct bytes read)}."""
+        seen: set[int] = set()
+        for offset, length in self.reads:
+            seen.update(range(offset, offset + length))
+        return sum(length for _, length in self.reads), len(seen)
+
+
+class UploadReadsTests(SynchronousTestCase):
+    """The resumable upload's steps read each byte of the file once: to send it (hashed then) or, held, to hash it."""
+
+    size = 10 * 65_536 + 1234
+    frame = 65_536
+
+    def setUp(self) -> None:
+        directory = Path(self.mktemp())
+        directory.mkdir()
+        self.path = directory / "f.bin"
+        self.data = os.urandom(self.size)
+        self.path.write_bytes(self.data)
+        self.os = ReadsCounted()
+        self.patch(bulkfiles, "os", self.os)
+        self.steps: list[str] = []
+
+    def upload(
+        self, held: list[list[int]], progress: Progress | None = None, cutAfter: int | None = None
+    ) -> tuple[FileTransfer | None, list[tuple[int, bytes]]]:
+        """
+        Run the upload's steps against a service holding C{held}; the outcome
+        (C{None}: cut) and the frames sent (C{cutAfter} of them, then the connection is lost).
+        """
+        steps = uploadSteps(self.path, resume=True, digests=["sha256"], progress=progress)
+        runner, sent = StepRunner(steps), []
+        while (step := runner.next()) is not None:
+            if isinstance(step, Hash):
+                self.steps.append(f"hash to {step.end}")
+                runner.succeeded(step.compute())
+                continue
+            assert isinstance(step, Call)
+            self.steps.append(step.name)
+            if step.name == "openUpload":
+                runner.succeeded({"algorithm": "sha256", "held": held})
+            elif step.name == "upload":
+                source = step.args[1].source
+                while source.available():
+                    if len(sent) == cutAfter:
+                        steps.close()
+                        return None, sent
+                    sent.append(source.take(self.frame))
+                runner.succeeded(None)
+            else:
+                # The service's digest of the file it holds (held + sent) is the file's.
+                runner.succeeded({"digest": hashlib.sha256(self.data).hexdigest()})
+        return runner.outcome, sent
+
+    def test_freshUploadReadsOnce(self) -> None:
+        """A fresh upload reads each byte once, to send it, and its digest is the whole file's."""
+        result, sent = self.upload([])
+        assert result is not None
+        self.assertEqual(b"".join(data for _, data in sent), self.data)
+        self.assertEqual(self.os.bytesRead(), (self.size, self.size))
+        self.assertEqual(result.digest, hashlib.sha256(self.data).digest())
+        self.assertEqual(self.steps, ["openUpload", "upload", "finishUpload"])
+
+    def test_resumedUploadReadsOnce(self) -> None:
+        """Resumed with held ranges before, between and after the sent ones: no byte read twice, every byte hashed."""
+        held = [[0, 3 * self.frame], [5 * self.frame, 6 * self.frame + 7], [9 * self.frame, self.size]]
+        result, sent = self.upload(held)
+        assert result is not None
+        self.assertEqual(
+            [(offset, len(data)) for offset, data in sent],
+            [(3 * self.frame, self.frame), (4 * self.frame, self.frame)]
+            + [
+                (6 * self.frame + 7, self.frame),
+                (7 * self.frame + 7, self.frame),
+                (8 * self.frame + 7, self.frame - 7),
+            ],
+        )
+        self.assertEqual(self.os.bytesRead(), (self.size, self.size))
+        self.assertEqual(result.digest, hashlib.sha256(self.data).digest())
+        # The held start is hashed before the stream, the held end after it.
+        self.assertEqual(
+            self.steps, ["openUpload", f"hash to {3 * self.frame}", "upload", f"hash to {self.size}", "finishUpload"]
+        )
+
+    def test_allHeldHashedOnce(self) -> None:
+        """A file the service holds whole is read once, to hash it, and nothing is sent."""
+        result, sent = self.upload([[0, self.size]])
+        assert result is not None
+        self.assertEqual((sent, self.os.bytesRead()), ([], (self.size, self.size)))
+        self.assertEqual(result.digest, hashlib.sha256(self.data).digest())
+
+    def test_nextAttemptHashesNothingAgain(self) -> None:
+        """After a cut, the next attempt (same Progress) reads only what it sends again and what was never read."""
+        progress = Progress()
+        result, sent = self.upload([], progress, cutAfter=4)
+        self.assertEqual((result, len(sent)), (None, 4))
+        # The service stored two of the four frames sent before the cut.
+        self.os.reads.clear()
+        result, sent = self.upload([[0, 2 * self.frame]], progress)
+        assert result is not None
+        self.assertEqual(sent[0][0], 2 * self.frame)
+        self.assertEqual(self.os.bytesRead(), (self.size - 2 * self.frame, self.size - 2 * self.frame))
+        self.assertEqual(result.digest, hashlib.sha256(self.data).digest())
+
+
+class DownloadReadsTests(SynchronousTestCase):
+    """The resumable download's steps read back nothing they wrote: only held bytes are read, once, to hash them."""
+
+    size = 10 * 65_536 + 1234
+    frame = 65_536
+
+    def setUp(self) -> None:
+        directory = Path(self.mktemp())
+        directory.mkdir()
+        self.target = directory / "f.bin"
+        self.data = os.urandom(self.size)
+        self.os = ReadsCounted()
+        self.patch(bulkfiles, "os", self.os)
+        self.steps: list[str] = []
+
+    def hold(self, ranges: list[tuple[int, int]]) -> None:
+        """Leave a partial download of the file holding C{ranges} (as a cut one does)."""
+        partial = PartialFile(self.target, self.size, "v1", "sha256")
+        for start, end in ranges:
+            partial.write(start, self.data[start:end])
+        partial.close()
+
+    def download(self, progress: Progress | None = None) -> FileTransfer:
+        """Run the download's steps against a service with the file; the outcome."""
+        runner = StepRunner(downloadSteps("f.bin", self.target, digests=["sha256"], progress=progress))
+        info = {"algorithm": "sha256", "digest": hashlib.sha256(self.data).hexdigest(), "size": self.size}
+        while (step := runner.next()) is not None:
+            if isinstance(step, Hash):
+                self.steps.append(f"hash to {step.end}")
+                runner.succeeded(step.compute())
+            elif isinstance(step, Receive):
+                self.steps.append("receive")
+                for start, end in step.stream.ranges:  # type: ignore[attr-defined]
+                    for offset in range(start, end, self.frame):
+                        step.sink.write(offset, self.data[offset : min(end, offset + self.frame)])
+                runner.succeeded((0, None))
+            else:
+                assert isinstance(step, Call)
+                self.steps.append(step.name)
+                if step.name == "stat":
+                    runner.succeeded(info | {"version": "v1"})
+                else:
+                    runner.succeeded(SimpleNamespace(ranges=step.args[2], receivedBytes=0))
+        assert runner.outcome is not None
+        return runner.outcome
+
+    def test_freshDownloadReadsNothing(self) -> None:
+        """A fresh download hashes what arrives as it writes it: no byte of the file is read back."""
+        result = self.download()
+        self.assertEqual(self.target.read_bytes(), self.data)
+        self.assertEqual((result.digest, self.os.bytesRead()), (hashlib.sha256(self.data).digest(), (0, 0)))
+        self.assertEqual(self.steps, ["stat", "download", "receive"])
+
+    def test_resumedDownloadReadsHeldOnce(self) -> None:
+        """Resumed with held ranges before, between and after the missing ones: each held byte read once."""
+        held = [(0, 3 * self.frame), (5 * self.frame, 6 * self.frame + 7), (9 * self.frame, self.size)]
+        self.hold(held)
+        self.os.reads.clear()
+        result = self.download()
+        total = sum(end - start for start, end in held)
+        self.assertEqual(self.os.bytesRead(), (total, total))
+        self.assertEqual(result.digest, hashlib.sha256(self.data).digest())
+        self.assertEqual(self.target.read_bytes(), self.data)
+        self.assertEqual(
+            self.steps, ["stat", f"hash to {3 * self.frame}", "download", "receive", f"hash to {self.size}"]
+        )
+
+
+class FileHashTests(SynchronousTestCase):
+    """FileHash: a file's digest in order, from frames and reads."""
+
+    def test_frameSentAgainSkipped(self) -> None:
+        """Bytes offered again (a frame resent after a cut) are hashed once; a gap is refused."""
+        running = FileHash("sha256")
+        running.update(0, b"abcdef")
+        running.update(3, b"defgh")
+        running.update(2, b"cd")
+        self.assertEqual((running.hashed, running.digest()), (8, hashlib.sha256(b"abcdefgh").digest()))
+        self.assertRaises(ValueError, running.update, 9, b"j")
