@@ -159,17 +159,36 @@ class ToxParityTests(SynchronousTestCase):
         self.patch(os, "environ", dict(os.environ))
 
     def test_testOnBothCores(self) -> None:
-        """dev.py test runs pytest on the compiled core, trial on the pure-Python one and the lint, at once."""
+        """
+        dev.py test runs pytest on the compiled core and trial on the
+        pure-Python one, each in RUNNERS runners, and the lint, all at once.
+        """
         jobs: list[list[tuple[list[str], bool, str | None]]] = []
-        self.dev.runTogether = lambda given: jobs.append(given) or [0, 0, 0]
+        runners = self.dev.RUNNERS
+        self.dev.runTogether = lambda given: jobs.append(given) or [0] * len(given)
         self.assertEqual(self.dev.main(["test"]), 0)
-        [[(pytest, pytestPure, _), (trial, trialPure, _), (lint, _, _)]] = jobs
-        self.assertEqual([pytest[:2], trial[:2], lint], [["-m", "pytest"], ["-m", "twisted.trial"], ["dev.py", "lint"]])
-        self.assertEqual([pytestPure, trialPure], [False, True])
+        [given] = jobs
+        self.assertEqual(len(given), runners + 2)
+        *pytests, (trial, trialPure, _), (lint, _, _) = given
+        self.assertEqual([args[:2] for args, _, _ in pytests], [["-m", "pytest"]] * runners)
+        self.assertEqual([pure for _, pure, _ in pytests], [False] * runners)
+        self.assertEqual((trial[:2], trialPure, lint), (["-m", "twisted.trial"], True, ["dev.py", "lint"]))
+        self.assertIn(f"--jobs={runners}", trial)
+
+    def test_testArgumentsToOnePytest(self) -> None:
+        """Arguments after dev.py test go to one pytest run of the compiled half, not split."""
+        jobs: list[list[tuple[list[str], bool, str | None]]] = []
+        self.dev.runTogether = lambda given: jobs.append(given) or [0] * len(given)
+        self.assertEqual(self.dev.main(["test", "-k", "codec"]), 0)
+        [[(pytest, _, _), (trial, _, _), _]] = jobs
+        self.assertEqual(pytest[-2:], ["-k", "codec"])
+        self.assertNotIn("-k", trial)
 
     def test_testFailsIfOneRunFails(self) -> None:
-        """A failure in either run, or in lint, fails dev.py test."""
-        for statuses in [[1, 0, 0], [0, 1, 0], [0, 0, 1]]:
+        """A failure in any runner, or in lint, fails dev.py test."""
+        count = self.dev.RUNNERS + 2
+        for failing in range(count):
+            statuses = [1 if index == failing else 0 for index in range(count)]
             self.dev.runTogether = lambda given, statuses=statuses: statuses
             self.assertEqual(self.dev.main(["test"]), 1, statuses)
 

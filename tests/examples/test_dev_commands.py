@@ -55,18 +55,24 @@ class DevCommandTests(SynchronousTestCase):
         """
         dev.py test runs pytest on the compiled core and trial on the pure
         one together, each process-run test module in exactly one of them and
-        every other in both; and the lint (ruff, mypy) beside them.
+        every other in both, pytest's files split between its runners (each
+        in one); and the lint (ruff, mypy) beside them.
         """
         self.assertEqual(self.dev.main(["test"]), 0)
         self.assertEqual(self.calls[0], ("ensure_venv",))
-        [[(pytest, pytestPure, _), (trial, trialPure, _), (lint, _, _)]] = self.together
-        self.assertEqual(
-            (pytest[:2], pytestPure, trial[:2], trialPure), (["-m", "pytest"], False, ["-m", "twisted.trial"], True)
-        )
+        [jobs] = self.together
+        *pytests, (trial, trialPure, _), (lint, _, _) = jobs
+        self.assertEqual(len(pytests), self.dev.RUNNERS)
+        self.assertEqual({(args[:2] == ["-m", "pytest"], pure) for args, pure, _ in pytests}, {(True, False)})
+        self.assertEqual((trial[:2], trialPure), (["-m", "twisted.trial"], True))
         self.assertEqual(lint, ["dev.py", "lint"])
         everything = self.dev.testModules(())
-        ignored = [argument.split("=", 1)[1] for argument in pytest if argument.startswith("--ignore=")]
-        byPytest = set(self.dev.testModules(tuple(ignored)))
+        shards = [
+            [argument[: -len(".py")].replace("/", ".") for argument in args if argument.endswith(".py")]
+            for args, _, _ in pytests
+        ]
+        byPytest = {module for shard in shards for module in shard}
+        self.assertEqual(sum(len(shard) for shard in shards), len(byPytest))
         byTrial = {argument for argument in trial if argument.startswith("tests.")}
         self.assertEqual(byPytest | byTrial, set(everything))
         once = byPytest ^ byTrial
