@@ -243,12 +243,19 @@ both cores.  C{dev.py pytest} and C{dev.py trial} still run everything.
 
 RUNNERS = 2
 """
-How many runners each core's half of L{test} is split into (pytest by
-file, trial by test with C{--jobs}): most of the suite's time is spent
-waiting (for a child process, a timeout, a peer), not computing.  Measured
+How many runners each core's half of L{test} is split into, each taking
+every RUNNERS-th test module (so that each module runs in one process, as
+the packaging tests' one build and the docs' one site need): most of the
+suite's time is spent waiting (for a child process, a timeout, a peer),
+not computing.  Measured
 under load: the halves' tests spent 251 and 356 CPU-seconds (their own and
 their children's) in 692 and 708 s, one runner each.
 """
+
+
+def runnerOf(shard: int, without: tuple[str, ...]) -> str:
+    """How L{test} shows the test files of runner C{shard} (counted from 0) of a half that leaves out C{without}."""
+    return f"tests, runner {shard + 1} of {RUNNERS}: every other test file (less {', '.join(without)})"
 
 
 def testModules(without: tuple[str, ...]) -> list[str]:
@@ -277,18 +284,14 @@ def test(rest: list[str]) -> int:
     else:
         files = [module.replace(".", "/") + ".py" for module in testModules(PROCESS_TESTS["pure"])]
         jobs = [
-            (
-                [*pytest, *files[shard::RUNNERS]],
-                False,
-                f"-m pytest -q tests (runner {shard + 1} of {RUNNERS}: every "
-                f"{RUNNERS}th file from the {shard + 1}th, less {', '.join(PROCESS_TESTS['pure'])})",
-            )
+            ([*pytest, *files[shard::RUNNERS]], False, f"-m pytest -q {runnerOf(shard, PROCESS_TESTS['pure'])}")
             for shard in range(RUNNERS)
         ]
     modules = testModules(PROCESS_TESTS["compiled"])
-    trial = ["-m", "twisted.trial", f"--jobs={RUNNERS}", "--reporter=text", *modules]
-    shownTrial = f"-m twisted.trial --jobs={RUNNERS} tests (less {', '.join(PROCESS_TESTS['compiled'])})"
-    jobs.append((trial, True, shownTrial))
+    for shard in range(RUNNERS):
+        trial = ["-m", "twisted.trial", "--reporter=text", f"--temp-directory=_trial_temp.{shard + 1}"]
+        shown = f"-m twisted.trial {runnerOf(shard, PROCESS_TESTS['compiled'])}"
+        jobs.append(([*trial, *modules[shard::RUNNERS]], True, shown))
     jobs.append((["dev.py", "lint"], False, "dev.py lint (ruff check, ruff format --check, mypy)"))
     statuses = runTogether(jobs)
     failed = any(status != 0 for status in statuses)

@@ -168,25 +168,27 @@ class ToxParityTests(SynchronousTestCase):
         self.dev.runTogether = lambda given: jobs.append(given) or [0] * len(given)
         self.assertEqual(self.dev.main(["test"]), 0)
         [given] = jobs
-        self.assertEqual(len(given), runners + 2)
-        *pytests, (trial, trialPure, _), (lint, _, _) = given
-        self.assertEqual([args[:2] for args, _, _ in pytests], [["-m", "pytest"]] * runners)
-        self.assertEqual([pure for _, pure, _ in pytests], [False] * runners)
-        self.assertEqual((trial[:2], trialPure, lint), (["-m", "twisted.trial"], True, ["dev.py", "lint"]))
-        self.assertIn(f"--jobs={runners}", trial)
+        self.assertEqual(len(given), 2 * runners + 1)
+        pytests, trials, [(lint, _, _)] = given[:runners], given[runners:-1], given[-1:]
+        self.assertEqual({(tuple(args[:2]), pure) for args, pure, _ in pytests}, {(("-m", "pytest"), False)})
+        self.assertEqual({(tuple(args[:2]), pure) for args, pure, _ in trials}, {(("-m", "twisted.trial"), True)})
+        self.assertEqual(lint, ["dev.py", "lint"])
+        temporary = [argument for args, _, _ in trials for argument in args if argument.startswith("--temp-directory=")]
+        self.assertEqual(len(set(temporary)), runners)
 
     def test_testArgumentsToOnePytest(self) -> None:
         """Arguments after dev.py test go to one pytest run of the compiled half, not split."""
         jobs: list[list[tuple[list[str], bool, str | None]]] = []
         self.dev.runTogether = lambda given: jobs.append(given) or [0] * len(given)
         self.assertEqual(self.dev.main(["test", "-k", "codec"]), 0)
-        [[(pytest, _, _), (trial, _, _), _]] = jobs
-        self.assertEqual(pytest[-2:], ["-k", "codec"])
-        self.assertNotIn("-k", trial)
+        [given] = jobs
+        self.assertEqual(given[0][0][-2:], ["-k", "codec"])
+        self.assertEqual([args[:2] for args, _, _ in given[1:-1]], [["-m", "twisted.trial"]] * self.dev.RUNNERS)
+        self.assertFalse(any("-k" in args for args, _, _ in given[1:]))
 
     def test_testFailsIfOneRunFails(self) -> None:
         """A failure in any runner, or in lint, fails dev.py test."""
-        count = self.dev.RUNNERS + 2
+        count = 2 * self.dev.RUNNERS + 1
         for failing in range(count):
             statuses = [1 if index == failing else 0 for index in range(count)]
             self.dev.runTogether = lambda given, statuses=statuses: statuses

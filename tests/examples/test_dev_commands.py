@@ -55,25 +55,27 @@ class DevCommandTests(SynchronousTestCase):
         """
         dev.py test runs pytest on the compiled core and trial on the pure
         one together, each process-run test module in exactly one of them and
-        every other in both, pytest's files split between its runners (each
-        in one); and the lint (ruff, mypy) beside them.
+        every other in both, each half's modules split between its runners
+        (each module in one); and the lint (ruff, mypy) beside them.
         """
         self.assertEqual(self.dev.main(["test"]), 0)
         self.assertEqual(self.calls[0], ("ensure_venv",))
         [jobs] = self.together
-        *pytests, (trial, trialPure, _), (lint, _, _) = jobs
-        self.assertEqual(len(pytests), self.dev.RUNNERS)
-        self.assertEqual({(args[:2] == ["-m", "pytest"], pure) for args, pure, _ in pytests}, {(True, False)})
-        self.assertEqual((trial[:2], trialPure), (["-m", "twisted.trial"], True))
+        runners = self.dev.RUNNERS
+        pytests, trials, [(lint, _, _)] = jobs[:runners], jobs[runners:-1], jobs[-1:]
+        self.assertEqual({(tuple(args[:2]), pure) for args, pure, _ in pytests}, {(("-m", "pytest"), False)})
+        self.assertEqual({(tuple(args[:2]), pure) for args, pure, _ in trials}, {(("-m", "twisted.trial"), True)})
         self.assertEqual(lint, ["dev.py", "lint"])
         everything = self.dev.testModules(())
-        shards = [
+        pytestShards = [
             [argument[: -len(".py")].replace("/", ".") for argument in args if argument.endswith(".py")]
             for args, _, _ in pytests
         ]
-        byPytest = {module for shard in shards for module in shard}
-        self.assertEqual(sum(len(shard) for shard in shards), len(byPytest))
-        byTrial = {argument for argument in trial if argument.startswith("tests.")}
+        trialShards = [[argument for argument in args if argument.startswith("tests.")] for args, _, _ in trials]
+        byPytest = {module for shard in pytestShards for module in shard}
+        byTrial = {module for shard in trialShards for module in shard}
+        self.assertEqual(sum(len(shard) for shard in pytestShards), len(byPytest))
+        self.assertEqual(sum(len(shard) for shard in trialShards), len(byTrial))
         self.assertEqual(byPytest | byTrial, set(everything))
         once = byPytest ^ byTrial
         self.assertIn("tests.attack.test_attack", once & byPytest)
