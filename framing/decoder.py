@@ -251,6 +251,7 @@ class Decoder:
                 return []
         else:
             between, completed = self.at_boundary, self.objects_completed
+            self._bodies.streamed = 0
             try:
                 # (read whole by the compiled reader: then between objects with nothing held, without asking)
                 self.at_boundary = self._scanner.feed(data) or self._boundary()
@@ -263,8 +264,10 @@ class Decoder:
                 raise
             if (not self.at_boundary or self.charged) and self._ledger is not None:
                 # (the object in progress began in this read, after what it completed: at most all of it)
+                # (less what was streamed to an unslicer: not held here)
                 fresh = between or self._results or completed != self.objects_completed
-                self._object_bytes = len(data) if fresh else self._object_bytes + len(data)
+                read = len(data) - self._bodies.streamed
+                self._object_bytes = read if fresh else self._object_bytes + read
                 self._judge_held()
             if not self._results:
                 return []
@@ -626,12 +629,15 @@ class _BodyStreams:
 
     @ivar receiver: the unslicer receiving the body in progress, or C{None}
         (none, or it was refused meanwhile: the rest of its body is dropped).
+    @ivar streamed: bytes of bodies streamed in the current read (the
+        decoder counts an object's bytes as held, less these).
     """
 
-    __slots__ = ("_guarded", "_refuse_for", "receiver")
+    __slots__ = ("_guarded", "_refuse_for", "receiver", "streamed")
 
     def __init__(self, guarded: Callable[..., Any], refuse_for: Callable[[Exception], None]) -> None:
         self.receiver: Any = None
+        self.streamed = 0
         self._guarded = guarded
         self._refuse_for = refuse_for
 
@@ -646,7 +652,8 @@ class _BodyStreams:
         return BODY_VIEWS
 
     def piece(self, kind: int, data: bytes | memoryview) -> None:
-        """The next piece of the body (the scanner's C{body_chunk})."""
+        """The next piece of the body (the scanner's C{body_chunk}); counted in C{streamed}, as none is held here."""
+        self.streamed += len(data)
         receiver = self.receiver
         if receiver is not None:
             try:  # (the guard written out: this runs for every piece)

@@ -181,3 +181,23 @@ class RefusalTests(SynchronousTestCase):
         (refused, _) = decoder.feed(whole[31_000:] + NEXT)
         self.assertRegex(refused.where, r"^\[\d+\]\[\d+\]$")
         self.assertIn("has room for now", str(refused))
+
+
+class StreamedBodyTests(SynchronousTestCase):
+    """A body streamed to its unslicer piece by piece is not held by the decoder, so not charged."""
+
+    def test_streamedBodyNotCharged(self) -> None:
+        """Across reads of a streamed body, only the decoder's own holdings are charged, not the body's bytes."""
+        from .test_hooks import PieceUnslicer, pieces, pieces_registry
+
+        self.addCleanup(setattr, PieceUnslicer, "log", [])
+        decoder = Decoder(registry=pieces_registry())
+        ledger = Ledger(None, pool=LedgerPool(64 << 20))
+        decoder.charge_to(ledger)
+        data = PREAMBLE + pieces(b"z" * 1_000_000, 7)
+        for start in range(0, 900_000, 65_536):
+            decoder.feed(data[start : start + 65_536])
+            self.assertLess(ledger.holding(DECODING), 65_536)
+        results = decoder.feed(data[917_504:])
+        self.assertEqual(results[0][1], [7])
+        self.assertEqual(ledger.holding(DECODING), 0)
