@@ -1895,6 +1895,13 @@ wholebody_abandon(WholeBody *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
+static PyObject *
+wholebody_drop(WholeBody *self, PyObject *Py_UNUSED(ignored))
+{
+    wholebody_empty(self);
+    Py_RETURN_NONE;
+}
+
 static PyMemberDef wholebody_members[] = {
     {"remaining", T_PYSSIZET, offsetof(WholeBody, remaining), READONLY,
      "Bytes of the body still to come (0 between bodies)."},
@@ -1914,6 +1921,8 @@ static PyMethodDef wholebody_methods[] = {
      "value() -> bytes: the body; the buffer is emptied for the next body."},
     {"abandon", (PyCFunction)wholebody_abandon, METH_NOARGS,
      "abandon(): expect no more of this body; take takes nothing from now on."},
+    {"drop", (PyCFunction)wholebody_drop, METH_NOARGS,
+     "drop(): let go of what arrived of the body, and expect no more of it."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -4,7 +4,9 @@ Contract: the values in a top-level object, and the memory it will hold
 beyond its wire bytes, are counted as it is built (each container's own size
 from its OPEN, then per item a slot and a small allowance for the item's
 object, plus a set's or dict's hash tracker), and the object is over budget
-past C{Limits.max_object_items} items or C{Limits.max_object_memory} bytes.
+past C{Limits.max_object_items} items or C{Limits.max_object_memory} bytes,
+or past a lower allowance its decoder was given for it (L{ObjectBudget.restrict}:
+what the connection still has room for).
 For the built-in containers the count costs nothing per item: it is settled
 at checkpoints (each OPEN and CLOSE, and when a container reaches the cap on
 its length that the last checkpoint gave it from what was left of the
@@ -21,7 +23,7 @@ from collections.abc import Callable, Iterable
 from sys import getsizeof
 from typing import TYPE_CHECKING, Any
 
-from .errors import ObjectTooCostly, TooManyItems, Violation
+from .errors import ObjectTooCostly, ResourceExhausted, TooManyItems, Violation
 
 if TYPE_CHECKING:
     from .slicing.registry import Registry
@@ -43,22 +45,52 @@ class ObjectBudget:
     @ivar innermost_budgeted: whether the innermost open container keeps the
         count itself (a built-in one, with C{items}, C{cap}, C{settled} and
         C{extra}).
+    @ivar limit: C{Limits.max_object_memory}.
+    @ivar max_memory: what the object being built may cost: C{limit}, or
+        less while an allowance (L{restrict}) bounds it; back to C{limit}
+        at the next top-level object.
     """
 
-    __slots__ = ("_stack", "cost", "innermost_budgeted", "items", "max_items", "max_memory")
+    __slots__ = ("_stack", "cost", "innermost_budgeted", "items", "limit", "max_items", "max_memory")
 
     def __init__(self, limits: Limits, stack: list[Any]) -> None:
         self.items = 0
         self.cost = 0
         self.innermost_budgeted = False
         self.max_items = limits.max_object_items
-        self.max_memory = limits.max_object_memory
+        self.max_memory = self.limit = limits.max_object_memory
         self._stack = stack
 
     def reset(self) -> None:
         """Nothing is being built any more."""
         self.items = self.cost = 0
         self.innermost_budgeted = False
+        self.max_memory = self.limit
+
+    def settled_cost(self) -> int:
+        """
+        What the object being built costs now: L{cost} with what the
+        innermost container gained since its last checkpoint settled.  O(1).
+        """
+        if self.innermost_budgeted:
+            self.settle(self._stack[-1])
+        return self.cost
+
+    def restrict(self, allowance: int) -> None:
+        """
+        Let the object being built cost at most C{allowance} (never more
+        than L{limit}) from now until it ends: its innermost container is
+        checkpointed now, capped by what is left, so that it is checked
+        against the allowance where it is checked against the limit.
+
+        @raise Violation: it costs more already (L{ResourceExhausted}, or
+            what L{over_budget} says when a limit is passed).
+        """
+        self.max_memory = allowance if allowance < self.limit else self.limit
+        if self.innermost_budgeted:
+            self.checkpoint()
+        elif self.cost > self.max_memory:
+            raise self.over_budget()
 
     def top_terms(self, unslicer: Any) -> tuple[int, int]:
         """
@@ -67,7 +99,7 @@ class ObjectBudget:
         the decoder charges them at each top-level OPEN).
         """
         cost: int = unslicer.open_cost
-        cap = min(self.max_items, (self.max_memory - cost) // unslicer.worst_item_cost)
+        cap = min(self.max_items, (self.limit - cost) // unslicer.worst_item_cost)
         return cost, max(cap, 0)
 
     def open_nested(self, unslicer: Any, budgeted: bool) -> bool:
@@ -185,10 +217,15 @@ class ObjectBudget:
         self._stack[-1].receive_child(obj)
 
     def over_budget(self) -> Violation:
-        """The refusal of an object over budget."""
+        """The refusal of an object over budget: over a limit, or over the allowance below them (L{restrict})."""
         if self.items > self.max_items:
             return TooManyItems(f"object has more than {self.max_items} items in all")
-        return ObjectTooCostly(f"object would hold more than {self.max_memory} bytes beyond its wire bytes (estimated)")
+        if self.cost <= self.limit:
+            return ResourceExhausted(
+                f"object would hold more than the {self.max_memory} bytes beyond its wire bytes (estimated) "
+                "its connection has room for now"
+            )
+        return ObjectTooCostly(f"object would hold more than {self.limit} bytes beyond its wire bytes (estimated)")
 
 
 _LEAF_SIZE: dict[type, Callable[[Any], int]] = {

@@ -14,6 +14,18 @@ L{DISCARDING} (the rest of a refused object is skipped, L{_Discarding}).
 What a top-level object may cost is counted by its L{ObjectBudget}
 (C{framing/budget.py}).
 
+What a decoder holds between reads (the object part-way built, the bytes
+of its tokens not yet complete) may be charged to a connection's
+L{framing.ledger.Ledger} (L{Decoder.charge_to}, account L{DECODING}),
+judged after each read that leaves an object in progress: an object that
+would hold more than the ledger and its pool have room for is refused
+(L{ResourceExhausted}), what was built of it let go and the rest of its
+bytes skipped, as an object over C{Limits.max_object_memory} is; one
+that fits may grow, until the next read ends, only as far as that room
+(its budget's allowance, L{ObjectBudget.restrict}).  The decoder never
+stops reading for it, so a full ledger never leaves an object half read.
+A read that ends between objects with nothing charged costs one test.
+
 Unslicers are called through one guard: a L{Violation} they raise refuses
 their top-level object, any other exception (a bug) refuses it as an
 L{InvalidValue}, and a L{ProtocolError} passes through.  The optional hooks
@@ -30,7 +42,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _core
 from .budget import DEFAULT_OPEN_COST, ObjectBudget
@@ -40,6 +52,7 @@ from .errors import (
     InvalidValue,
     PeerError,
     ProtocolError,
+    ResourceExhausted,
     TooDeep,
     TruncatedStream,
     UnexpectedToken,
@@ -53,6 +66,9 @@ from .slicing.builtin import CapReached
 from .slicing.constraints import Constraint, ConstraintPath
 from .slicing.interfaces import NOTHING
 from .slicing.registry import DEFAULT_REGISTRY, Registry, UnslicerFactory
+
+if TYPE_CHECKING:
+    from .ledger import Ledger
 from .wire import (
     ABORT,
     BIGINT,
@@ -71,6 +87,12 @@ from .wire import (
     STRING,
 )
 
+DECODING = "decoding"
+"""
+The ledger account of what a decoder holds between reads (L{Decoder.charge_to}):
+the object being built, by its budget's estimate (L{Decoder.held_cost}) plus
+its bytes read so far, or the bytes of a token not yet complete.
+"""
 BUILDING = "BUILDING"
 """Tokens build the object in progress (or start the next one)."""
 DISCARDING = "DISCARDING"
@@ -119,6 +141,8 @@ class Decoder:
     @ivar handlers: per token kind, what the scanner calls (the state's table).
     @ivar fast_reader: the compiled core's reader for this decoder, or C{None}
         (its C{read} is C{fast_objects}, see L{framing.scanner.TokenSink}).
+    @ivar charged: what this decoder has charged to its ledger (account
+        L{DECODING}) as of the last read; 0 without one.
     """
 
     def __init__(
@@ -137,6 +161,9 @@ class Decoder:
             self._deliver = self._deliver_checked  # type: ignore[method-assign]
         self.control_events: list[Ping | Pong] = []
         self.objects_completed = 0
+        self.charged = 0
+        self._ledger: Ledger | None = None
+        self._object_bytes = 0
         self._results: list[Any] = []
         self._stack: list[Any] = []
         self._configure()
@@ -191,6 +218,16 @@ class Decoder:
         """Estimated bytes the object being built holds beyond its wire bytes, at the last checkpoint (0 between)."""
         return self._budget.cost if self._stack else 0
 
+    def charge_to(self, ledger: Ledger) -> None:
+        """
+        Charge what this decoder holds between reads to C{ledger} (account
+        L{DECODING}) from the next read on, and refuse an object in progress
+        that would hold more than C{ledger} (and its pool) has room for: see
+        the module's contract.  A connection's shell calls this once, when
+        it makes the two.
+        """
+        self._ledger = ledger
+
     def _boundary(self) -> bool:
         return self._scanner.at_boundary and not self._stack and self.state is BUILDING
 
@@ -206,19 +243,34 @@ class Decoder:
         if not self.at_boundary and self._take_body(data):
             # The middle of a long whole body: one copy, the whole per-chunk cost of a large value.
             self.at_boundary = False
-            return []
-        try:
-            # (read whole by the compiled reader: then between objects with nothing held, without asking)
-            self.at_boundary = self._scanner.feed(data) or self._boundary()
-        except ProtocolError as error:
-            self.at_boundary = self._boundary()
-            if self._results:
-                error.results = self._results.copy()
-                self._results.clear()
-                self.objects_completed += len(error.results)
-            raise
-        if not self._results:
-            return []
+            if self._ledger is None:
+                return []
+            self._object_bytes += len(data)
+            self._judge_held()
+            if not self._results:
+                return []
+        else:
+            between, completed = self.at_boundary, self.objects_completed
+            self._bodies.streamed = 0
+            try:
+                # (read whole by the compiled reader: then between objects with nothing held, without asking)
+                self.at_boundary = self._scanner.feed(data) or self._boundary()
+            except ProtocolError as error:
+                self.at_boundary = self._boundary()
+                if self._results:
+                    error.results = self._results.copy()
+                    self._results.clear()
+                    self.objects_completed += len(error.results)
+                raise
+            if (not self.at_boundary or self.charged) and self._ledger is not None:
+                # (the object in progress began in this read, after what it completed: at most all of it)
+                # (less what was streamed to an unslicer: not held here)
+                fresh = between or self._results or completed != self.objects_completed
+                read = len(data) - self._bodies.streamed
+                self._object_bytes = read if fresh else self._object_bytes + read
+                self._judge_held()
+            if not self._results:
+                return []
         results = self._results.copy()
         self._results.clear()
         self.objects_completed += len(results)  # counted per feed: a result costs one append
@@ -236,6 +288,56 @@ class Decoder:
             self.at_boundary = self._boundary()
         if not self.at_boundary:
             self._scanner.fail(TruncatedStream("input ended inside an unfinished object"))
+
+    # -- what is held between reads -------------------------------------
+
+    def _holding(self) -> int:
+        """
+        What this decoder holds now: the object being built (its budget's
+        estimate, settled now, plus its bytes read so far: what its bodies
+        hold) and the bytes of a token not yet complete.  O(1).
+        """
+        buffered = self._scanner.buffered
+        if self.state is DISCARDING or not (self._stack or self._scanner.in_whole_body):
+            return buffered
+        built = self._budget.settled_cost() if self._stack else 0
+        return built + (self._object_bytes if self._object_bytes > buffered else buffered)
+
+    def _judge_held(self) -> None:
+        """
+        After a read: charge what this decoder holds to its ledger, refusing
+        the object in progress if that is more than the ledger has room for
+        (L{ResourceExhausted}), else bounding the object's growth until the
+        next read to that room.  An object is refused only for growing: one
+        that holds no more than it was charged for keeps its charge.
+        """
+        ledger = self._ledger
+        assert ledger is not None
+        held, charged = self._holding(), self.charged
+        spare = ledger.spare()
+        if spare is not None and self.state is BUILDING:
+            room = charged + spare
+            if held > charged and held > room and (self._stack or self._scanner.in_whole_body):
+                # (the body in progress, an OPEN's, is a container to skip the rest of)
+                opened = self._scanner.drop_body()
+                self._refuse(
+                    ResourceExhausted(
+                        f"object would hold {held} bytes while it arrives, more than the {max(room, 0)} "
+                        "its connection has room for now"
+                    ),
+                    opened,
+                )
+                held = self._holding()
+            elif self._stack:
+                budget = self._budget
+                allowance = room - (held - budget.cost)
+                self._guarded(budget.restrict, allowance if allowance > budget.cost else budget.cost)
+        if held != charged:
+            self.charged = held
+            if held > charged:
+                ledger.charge(DECODING, held - charged)
+            else:
+                ledger.release(DECODING, charged - held)
 
     # -- the scanner's sink interface ------------------------------------
 
@@ -320,6 +422,7 @@ class Decoder:
             if budgeted and top_cap < unslicer.cap:
                 unslicer.cap = top_cap
             budget.items, budget.cost, budget.innermost_budgeted = 0, top_cost, budgeted
+            budget.max_memory = budget.limit  # (an allowance bounded only the object it was given for)
             self.fast_objects = None  # (until the object is complete: see _end_object)
             over = top_cost > budget.max_memory
         stack.append(unslicer)
@@ -464,7 +567,7 @@ class _Unslicers:
         self.factories: dict[bytes, UnslicerFactory] = {}
         # What a class needs depends only on it and the budget's two limits:
         # learnt once per process, not once per decoder (loads makes one per call).
-        self.kinds = _KINDS.setdefault((budget.max_items, budget.max_memory), {})
+        self.kinds = _KINDS.setdefault((budget.max_items, budget.limit), {})
         self._reporters: dict[type, Callable[[Any, Violation], Violation] | None] = {}
         self._registry = registry
         self._budget = budget
@@ -526,12 +629,15 @@ class _BodyStreams:
 
     @ivar receiver: the unslicer receiving the body in progress, or C{None}
         (none, or it was refused meanwhile: the rest of its body is dropped).
+    @ivar streamed: bytes of bodies streamed in the current read (the
+        decoder counts an object's bytes as held, less these).
     """
 
-    __slots__ = ("_guarded", "_refuse_for", "receiver")
+    __slots__ = ("_guarded", "_refuse_for", "receiver", "streamed")
 
     def __init__(self, guarded: Callable[..., Any], refuse_for: Callable[[Exception], None]) -> None:
         self.receiver: Any = None
+        self.streamed = 0
         self._guarded = guarded
         self._refuse_for = refuse_for
 
@@ -546,7 +652,8 @@ class _BodyStreams:
         return BODY_VIEWS
 
     def piece(self, kind: int, data: bytes | memoryview) -> None:
-        """The next piece of the body (the scanner's C{body_chunk})."""
+        """The next piece of the body (the scanner's C{body_chunk}); counted in C{streamed}, as none is held here."""
+        self.streamed += len(data)
         receiver = self.receiver
         if receiver is not None:
             try:  # (the guard written out: this runs for every piece)

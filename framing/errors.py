@@ -167,6 +167,18 @@ class ObjectTooCostly(Violation):
     code = "object-too-costly"
 
 
+class ResourceExhausted(Violation):
+    """
+    The receiver has no room for the object now: what it would hold of it
+    while it arrives passes what its connection may still hold (its
+    budget, C{Limits.max_connection_memory}, or the budget its listener's
+    connections share).  Unlike L{ObjectTooCostly} the object is not too
+    large in itself: the same object may pass once the receiver holds less.
+    """
+
+    code = "resource-exhausted"
+
+
 class HashCollisions(Violation):
     """
     The members of a set or the keys of a dict share hashes so often that

@@ -205,6 +205,17 @@ class Ledger:
             return False
         return self.budget is None or self.held + count <= self.budget
 
+    def spare(self) -> int | None:
+        """
+        How many more bytes fit within the budget and the pool's (negative:
+        how far over the fuller one is); C{None} without either.
+        """
+        pool = self.pool
+        left = None if self.budget is None else self.budget - self.held
+        if pool is not None and pool.budget is not None and (left is None or pool.budget - pool.held < left):
+            left = pool.budget - pool.held
+        return left
+
     def _judge(self) -> None:
         """Whether this ledger is still over (its budget, or a pool over its own while it holds bytes), told if not."""
         budget, pool = self.budget, self.pool

@@ -212,6 +212,11 @@ class WholeBody:
         """Expect no more of this body (the stream broke): L{take} takes nothing from now on."""
         self.remaining = 0
 
+    def drop(self) -> None:
+        """Let go of what arrived of the body, and expect no more of it (its object was refused)."""
+        self._buffer = io.BytesIO()
+        self._length = self.capacity = self.remaining = 0
+
 
 _FIRST_CAPACITY = 64 * 1024
 """A whole body's first buffer, or less if it is shorter."""
@@ -316,6 +321,11 @@ class TokenScanner:
         return len(self._chain) + self._body.held()
 
     @property
+    def in_whole_body(self) -> bool:
+        """True while a body to be delivered whole is part-way read (an ERROR's aside: see L{drop_body})."""
+        return self.state == WANT_BODY and self._body is self._whole and self._body_kind != ERROR
+
+    @property
     def holding(self) -> bool:
         """True while the start of a top-level object is held for the next chunk (L{WANT_REST})."""
         return self.state == WANT_REST
@@ -373,6 +383,21 @@ class TokenScanner:
             self._failed(error)
             raise
         return False
+
+    def drop_body(self) -> bool:
+        """
+        The object of the body in progress was refused: let go of what
+        arrived of a whole body (an ERROR's excepted: the peer's last words
+        are read whatever happens) and skip the rest of it as it arrives.
+        Return whether that body is an OPEN's (its container, never opened,
+        is then one more for the sink to skip).
+        """
+        if not self.in_whole_body:
+            return False
+        remaining = self._whole.remaining
+        self._whole.drop()
+        self._body = _SkippedBody(remaining)
+        return self._body_kind == OPEN
 
     def fail(self, error: ProtocolError) -> None:
         """Refuse all further input with C{error}, and raise it."""

@@ -178,6 +178,7 @@ class TokenProtocol(Protocol):
         self.decoder = factory(self.limits, self.registry)
         self.ledger = Ledger(self.decoder.limits.max_connection_memory, transport.setOverBudget, self.ledgerPool)
         transport.chargeTo(self.ledger)
+        self.decoder.charge_to(self.ledger)  # (an object that does not fit is refused, never left half read)
         if self.sendBackPressure:
             limits = self.decoder.limits
             transport.setSendLimits(limits.send_high_water, limits.send_low_water)

@@ -10,7 +10,8 @@ object, so that the echo server's answer to it shows the stream is in sync.
     each, 224 bytes held), never closed; the per-object memory budget
     refuses it at 32 MiB estimated, the guard drops it at its wire cap.
   - amplification-closed: the same, 1 MB of it, closed: refused with
-    C{object-too-costly}, the stream stays in sync.
+    C{object-too-costly} by the decoder alone, C{resource-exhausted} by a
+    guarded server (its pool is full first), the stream stays in sync.
   - hash-collision-set / -dict: 40,000 ints (30,000 keys) that are all
     multiples of 2**61 - 1, so they share one hash: refused with
     C{hash-collisions} after a few dozen members.
@@ -173,13 +174,18 @@ def _isKv(port: int) -> bool:
 
 ATTACKS: dict[str, tuple[Callable[[int, float], dict[str, Any]], str]] = {
     "amplification": (amplification, "object-too-large"),
-    "amplification-closed": (amplificationClosed, "object-too-costly"),
+    # What the decoder holds between reads is charged to the listener's pool
+    # (GuardPolicy.maxHeldBytes, 32 MiB), which these objects fill before
+    # max_object_memory (32 MiB, estimated beyond their wire bytes, which the
+    # pool counts too): refused for want of room, the stream kept in sync.
+    "amplification-closed": (amplificationClosed, "resource-exhausted"),
     "hash-collision-set": (_byServer(_hashSet), "hash-collisions"),
     "hash-collision-dict": (_byServer(_hashDict), "hash-collisions"),
     "ndarray-shape": (_byServer(_ndarrayShape), "invalid-value"),
     # Not a new attack: a list of two million one-byte ints now passes the
     # object's memory budget (32 MiB, at 50 bytes estimated a value) at
-    # about 670,000 values, before max_items (1 Mi), so its code changes.
-    "tiny-tokens": (tinyTokens, "object-too-costly"),
+    # about 670,000 values, before max_items (1 Mi), so its code changes;
+    # and a guarded server's pool is full before that (as above).
+    "tiny-tokens": (tinyTokens, "resource-exhausted"),
 }
 """The cost attacks and the code the server must log for each."""

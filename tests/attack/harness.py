@@ -84,6 +84,22 @@ still referenced.  24 MiB: 17 MiB stayed once after held-until-collected's
 45 MB object on a loaded machine (under 16 MiB when quiet); the 1,045 MiB
 that case once held is what the rule is there to catch."""
 
+NO_ROOM = "resource-exhausted"
+"""The code of an object refused because its connection's (or its listener's) memory budget has no room for it."""
+ROOM_SHARED = frozenset({"invalid-value", "hash-collisions"})
+"""
+Codes of the cases whose object is refused with the stream kept in sync
+once much of it has arrived, which other attacks running at once may turn
+into L{NO_ROOM}: every attack against one server shares its listener's
+pool (C{GuardPolicy.maxHeldBytes}), and what the decoder holds between
+reads is charged there, so an object that grows while the others' fill
+the pool is refused for want of room before its own problem is found
+(seen: ndarray-shape's 900 kB shape beside amplification's never-closed
+object).  Either code is the
+typed refusal of that one object, the stream kept in sync (still checked);
+alone, each case must log its own code.
+"""
+
 SETTLE_SECONDS = 6.0
 """How long the after-figures may take to come back to idle (the server's
 call timeouts in L{SERVER_OPTIONS} are 2 s)."""
@@ -368,7 +384,7 @@ def _row(
         "server": server.kind,
         "attack": name,
         "code": code,
-        "logged": f": {code}:" in log,
+        "logged": f": {code}:" in log or (not alone and code in ROOM_SHARED and f": {NO_ROOM}:" in log),
         "closed_after": seen.get("closed_after"),
         "allowed": limit,
         "server_said": (seen.get("error") or "")[:120],

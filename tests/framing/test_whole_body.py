@@ -80,6 +80,19 @@ class WholeBodyTests(SynchronousTestCase):
             self.assertFalse(body.take(b"def"), name)
             self.assertEqual(body.held(), 3, name)
 
+    def test_drop(self) -> None:
+        """After drop() (its object refused), nothing of the body is held, and take() takes nothing more of it."""
+        for name, make in bodies():
+            body = make()
+            body.start(1 << 20)
+            body.take(b"a" * 200_000)
+            body.drop()
+            self.assertEqual((body.held(), body.remaining, body.capacity), (0, 0, 0), name)
+            self.assertFalse(body.take(b"def"), name)
+            body.start(3)
+            body.write(b"xyz")
+            self.assertEqual(body.value(), b"xyz", name)
+
     def test_empty_body(self) -> None:
         """A body of no bytes is b""."""
         for name, make in bodies():

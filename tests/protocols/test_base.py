@@ -15,7 +15,9 @@ from zope.interface import implementer
 
 from framing import Decoder, EncodingError, Limits, ProtocolError, Violation, dumps
 from framing.bulk.errors import FlowControlError, StreamIdReused
+from framing.decoder import DECODING
 from framing.errors import Aborted, BodyTooLarge, BufferLimitExceeded, MalformedHeader, PeerError, error_token_text
+from framing.ledger import Ledger, LedgerPool
 from framing.rpc.errors import UnexpectedAnswer
 from framing.wire import BYTES, CLOSE, ERROR, OPEN, PING, PONG, PREAMBLE, encode_header
 from protocols import CoalescingTransport, TokenProtocol
@@ -529,6 +531,33 @@ class LedgerTests(SynchronousTestCase):
         self.assertEqual(wrapped.producerState, "paused")
         protocol.ledger.release("test", 1001)
         self.assertEqual(wrapped.producerState, "producing")
+
+    def test_objectWithoutRoomRefused(self) -> None:
+        """
+        An object part-way read when its listener's pool fills is refused
+        (resource-exhausted), its charge let go, and the connection reads
+        on: never paused, its next object received; another connection of
+        the pool that holds nothing reads its objects meanwhile.
+        """
+        pool = LedgerPool(4 << 20)
+        first, second = Recorder(), Recorder()
+        for protocol in (first, second):
+            protocol.ledgerPool = pool
+        transport, _ = connected(first), connected(second)
+        whole = tokenBytes(dumps([[index] * 1000 for index in range(40)]))
+        first.dataReceived(whole[:30_000])
+        self.assertGreater(first.ledger.holding(DECODING), 30_000)
+        filler = Ledger(None, pool=pool)
+        filler.charge("answers", 4 << 20)
+        first.dataReceived(whole[30_000:31_000])
+        second.dataReceived(tokenBytes(dumps("other")))
+        first.dataReceived(whole[31_000:] + tokenBytes(dumps("next")))
+        self.assertEqual([violation.code for violation in first.refused], ["resource-exhausted"])
+        self.assertEqual(first.received, ["next"])
+        self.assertEqual(second.received, ["other"])
+        self.assertEqual(transport.producerState, "producing")
+        self.assertEqual(first.ledger.holding(DECODING), 0)
+        self.assertIsNone(first.failure)
 
     def test_closedAtTheEnd(self) -> None:
         """The connection's end lets go of everything its ledger held."""

@@ -9,12 +9,13 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Limits, Registry, Violation, dumps
 from framing.errors import BodyTooLarge
+from framing.ledger import Ledger, LedgerPool
 from framing.rpc.errors import MessageRefused, MessageWithoutId
 from framing.rpc.wire import ANSWER, CALL, CANCEL, FAIL, OPEN_TYPE, RELEASE, Message, MessageSlicer, MessageUnslicer
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 from protocols.rpc import Broker
-from protocols.testing import connectedPair
+from protocols.testing import RecordingTransport, connectedPair
 
 from .services import Service
 from .test_memory import quiet
@@ -99,3 +100,29 @@ class BrokerRefusalTests(SynchronousTestCase):
         self.assertEqual(len(events), 1)
         self.assertIsNone(server.failure)
         self.assertFalse(memory.serverTransport.disconnecting)
+
+    def test_callWithoutRoomFails(self) -> None:
+        """
+        A call part-way read when its listener's pool fills is answered
+        with a FAIL of code resource-exhausted, and the connection's next
+        call is answered.
+        """
+        pool = LedgerPool(4 << 20)
+        server = Broker(Service(), clock=Clock())
+        connection = server.connection
+        connection.ledgerPool = pool
+        transport = RecordingTransport()
+        connection.makeConnection(transport)
+        quiet(server)
+        big = encoded(Message((CALL, 1, 0, "echo", None, [[index] * 1000 for index in range(40)])))
+        connection.dataReceived(PREAMBLE + big[:30_000])
+        Ledger(None, pool=pool).charge("answers", 4 << 20)
+        connection.dataReceived(big[30_000:31_000])
+        connection.dataReceived(big[31_000:] + encoded(Message((CALL, 2, 0, "echo", None, "small"))))
+        registry = Registry(DEFAULT_REGISTRY)
+        registry.add_unslicer(OPEN_TYPE, MessageUnslicer)
+        sent = Decoder(None, registry).feed(transport.value())
+        self.assertEqual([(message[0], message[1]) for message in sent], [(FAIL, 1), (ANSWER, 2)])
+        self.assertEqual(sent[0][5][0], "resource-exhausted")
+        self.assertEqual(sent[1][2], "small")
+        self.assertIsNone(connection.failure)
