@@ -68,7 +68,7 @@ class CodeTableTests(SynchronousTestCase):
     def test_rowsMatchTheClasses(self) -> None:
         """Each row's name is the framing error class of that code, a ProtocolError or Violation as the row says."""
         rows = CODE_ROW.findall(CATALOGUE)
-        self.assertEqual(len(rows), 16)
+        self.assertEqual(len(rows), 17)
         for code, family, name in rows:
             cls = getattr(errors, name)
             self.assertEqual(cls.code, code, name)
