@@ -168,18 +168,24 @@ def _missed(session: Record, done: Sequence[tuple[float, int, Record]], puts: Ma
     found: list[str] = []
     where = f"watch of {session['key']!r} by {session['client']} from {session['answered']:.3f}"
     seen = sequence(session["base"])
+    carried = 0  # (changes the notes of late failed puts stood for: some of those since SEQ seen)
     for note in session["notes"]:
         seq = sequence(note[1])
+        skipped = int(note[2])
         if seq < seen:
             if note[1] is None or puts[note[1]]["ok"]:
                 found.append(f"watch went back: {where}: told {note[1]!r} after SEQ {seen}")
-            continue  # (a failed put that ran late: concurrent with what came since)
-        skipped = int(note[2])
+            # A failed put that ran late: concurrent with what came since.  The note stands for 1 + skipped
+            # changes, which may be answered puts after SEQ seen: the feed tells a key's value as it is when it
+            # reads it, so "#768" (skipped=0) or "#768 skipped=1" may be how "#884, then the late #768" is told.
+            carried += 1 + skipped
+            continue
         between = [put for put in done if seen < put[1] < seq]
-        if len(between) > skipped:
-            missing = ", ".join(_show(put[2]) for put in between[: len(between) - skipped][:3])
+        allowed = skipped + carried
+        if len(between) > allowed:
+            missing = ", ".join(_show(put[2]) for put in between[: len(between) - allowed][:3])
             found.append(f"missed change: {where}: told {note[1]!r} (skipped={skipped}) but not of {missing}")
-        seen = seq
+        seen, carried = seq, 0
     if session["ended"] == "stopped":
         late = [put for put in done if put[1] > seen and put[0] <= session["end"] - NOTIFY_BOUND]
         if late:

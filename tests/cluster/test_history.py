@@ -132,6 +132,31 @@ class CheckTests(SynchronousTestCase):
         answeredBack = [*history[:3], put(k, 1035, 23196.446, 23196.466), get(k, 1027, 23196.634, 23196.638)]
         self.assertEqual([line.split(":")[0] for line in check(answeredBack, {k: f"{k}#1035"})], ["stale get"])
 
+    def test_lateNoteStandsForAnAnsweredPut(self) -> None:
+        """
+        A note of a late failed put's value stands for 1 + skipped changes,
+        which may be answered puts: the feed tells a key's value as it is
+        when it reads it.  (The cluster run's own: c3's put #768 over s2's
+        cut link committed just after #884 was answered; the watcher was
+        told #768 for them, then #888, and #884 was reported missed.)  A
+        watcher told nothing between is still reported.
+        """
+        k = "c3/w1/k0"
+        history = [
+            put(k, 880, 26200.0, 26200.1),
+            put(k, 768, 26197.917, 26201.214, ok=False),
+            put(k, 884, 26204.793, 26204.836),
+            put(k, 888, 26204.9, 26204.95),
+        ]
+
+        def told(*notes: list[Any]) -> list[str]:
+            watched = session(k, 26201.165, 26206.0, list(notes), "lost", f"{k}#880")
+            return [line.split(":")[0] for line in check([*history, watched], {k: f"{k}#888"})]
+
+        self.assertEqual(told(note(k, 768, 26204.85, skipped=1), note(k, 888, 26204.96)), [])
+        self.assertEqual(told(note(k, 768, 26204.85), note(k, 888, 26204.96)), [])
+        self.assertEqual(told(note(k, 888, 26204.96)), ["missed change"])
+
 
 class FigureTests(SynchronousTestCase):
     def test_window(self) -> None:
