@@ -318,6 +318,8 @@ class ClientSession(Generic[Waiter]):
         # one budget, whose owner (the I/O layer) sets on_full and stops reading past it.
         self.ledger = Ledger(self._decoder.limits.max_connection_memory)
         self.objectStreams.ledger = self.incomingCalls.ledger = self.ledger
+        # What the decoder holds between reads too: an answer that would not fit is refused, never half held.
+        self._decoder.charge_to(self.ledger)
         self.incomingCalls.registry = connectionRegistry
         # Each pending call's waiter with the method's name, for the errors that name the call.
         self.pending: CallTable[tuple[Waiter, str]] = CallTable(maxPending)

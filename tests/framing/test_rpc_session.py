@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder, EncodingError, Limits, ProtocolError, Registry, Violation
+from framing.errors import ResourceExhausted
 from framing.limits import DEFAULT_LIMITS
 from framing.refusals import TooManyRefusals
 from framing.rpc.errors import (
@@ -156,6 +157,25 @@ class CallTests(SynchronousTestCase):
         self.assertEqual([(waiter, result) for waiter, result, _ in settled], [("big", None), ("small", "ok")])
         self.assertIsInstance(settled[0][2], Violation)
         self.assertIn(f"in the answer to 'big' from {PEER}", str(settled[0][2]))
+        self.assertEqual(session.state, SessionState.OPEN)
+
+    def test_answerWithoutRoom(self) -> None:
+        """
+        What the decoder holds of an answer between reads is charged to the
+        session's ledger: an answer that would hold more than the budget
+        has room for settles its call alone with ResourceExhausted, never
+        half held; the next answer is taken, and nothing stays charged.
+        """
+        session, server = opened(Limits(max_connection_memory=64 * 1024))
+        first, _ = session.call("big", 0, "big", (), {})
+        second, _ = session.call("small", 0, "small", (), {})
+        data = server.send(Message((ANSWER, first, b"x" * 200_000)), Message((ANSWER, second, "ok")))
+        settled = []
+        for start in range(0, len(data), 16 * 1024):
+            settled += session.receive(data[start : start + 16 * 1024])
+        self.assertEqual([(waiter, result) for waiter, result, _ in settled], [("big", None), ("small", "ok")])
+        self.assertIsInstance(settled[0][2], ResourceExhausted)
+        self.assertEqual(session.ledger.held, 0)
         self.assertEqual(session.state, SessionState.OPEN)
 
     def test_unsendableArgument(self) -> None:
