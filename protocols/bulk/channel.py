@@ -115,6 +115,7 @@ class BulkChannel(IncomingSide):
     @ivar hashReactor: the reactor hashing threads report to, or C{None}
         (hash inline).
     @ivar framesSent: data frames written on this connection.
+    @ivar grantsSent: GRANT messages written on this connection.
     @ivar roundTrips: the connection's base round-trip time, measured while
         autotuning is on (L{BulkOptions.maxWindow}).
     @ivar readSize: the most bytes one read of the connection hands in, once
@@ -144,6 +145,7 @@ class BulkChannel(IncomingSide):
         threads = options.hashing == "thread" and IReactorThreads.providedBy(clock)
         self.hashReactor: Any = clock if threads else None
         self.framesSent = 0
+        self.grantsSent = 0
         self.readSize: int | None = None
         self.streams: StreamTable[ISendingStream, IReceivingStream] = StreamTable(options.maxStreams)
         # What the channel holds must not hold it back (neither the
@@ -344,6 +346,7 @@ class BulkChannel(IncomingSide):
         if op == GRANT:
             transport.write(grantMessage(streamId, *values))
             transport.flush()
+            self.grantsSent += 1
         else:
             broker.sendObject(Control((op, streamId, *values)))
 
