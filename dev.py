@@ -253,6 +253,23 @@ their children's) in 692 and 708 s, one runner each.
 """
 
 
+COMPILED_AHEAD = ("framing", "protocols", "examples", "tests", "twisted")
+"""The project's own module folders whose bytecode L{test} writes before it starts the runners."""
+
+
+def compileAhead(runner: Callable[..., Any] = subprocess.run) -> None:
+    """
+    Write the bytecode of the project's own modules now (compileall: what
+    is up to date is only looked at).  The default run starts hundreds of
+    processes (servers, clients, CLIs), each of which otherwise compiles
+    every module of the project it imports when C{PYTHONDONTWRITEBYTECODE}
+    is set, as in some shells and CI images: importing the rpc, bulk, kv
+    and client packages took 0.42 CPU-s so, 0.34 with the bytecode written
+    (measured).  A module that does not compile is left to its test to report.
+    """
+    runner([str(PYTHON), "-m", "compileall", "-q", *COMPILED_AHEAD], cwd=ROOT, capture_output=True)
+
+
 def runnerOf(shard: int, without: tuple[str, ...]) -> str:
     """How L{test} shows the test files of runner C{shard} (counted from 0) of a half that leaves out C{without}."""
     return f"tests, runner {shard + 1} of {RUNNERS}: every other test file (less {', '.join(without)})"
@@ -293,6 +310,7 @@ def test(rest: list[str]) -> int:
         shown = f"-m twisted.trial {runnerOf(shard, PROCESS_TESTS['compiled'])}"
         jobs.append(([*trial, *modules[shard::RUNNERS]], True, shown))
     jobs.append((["dev.py", "lint"], False, "dev.py lint (ruff check, ruff format --check, mypy)"))
+    compileAhead()
     statuses = runTogether(jobs)
     failed = any(status != 0 for status in statuses)
     print("dev.py test:", "FAILED" if failed else "all passed", flush=True)

@@ -155,6 +155,7 @@ class ToxParityTests(SynchronousTestCase):
         self.dev.ensure_atheris = lambda: self.calls.append(("ensure_atheris",))
         self.pure: list[bool] = []
         self.dev.run = lambda *args, pure=False: self.calls.append(args) or self.pure.append(pure) or 0
+        self.dev.compileAhead = lambda: None
         self.patch(sys, "stdout", io.StringIO())
         self.patch(os, "environ", dict(os.environ))
 
@@ -175,6 +176,23 @@ class ToxParityTests(SynchronousTestCase):
         self.assertEqual(lint, ["dev.py", "lint"])
         temporary = [argument for args, _, _ in trials for argument in args if argument.startswith("--temp-directory=")]
         self.assertEqual(len(set(temporary)), runners)
+
+    def test_testCompilesAhead(self) -> None:
+        """dev.py test writes the bytecode of the project's modules before it starts the runners."""
+        order: list[str] = []
+        self.dev.compileAhead = lambda: order.append("compileall")
+        self.dev.runTogether = lambda given: order.append("runners") or [0] * len(given)
+        self.assertEqual(self.dev.main(["test"]), 0)
+        self.assertEqual(order, ["compileall", "runners"])
+
+    def test_compileAhead(self) -> None:
+        """compileAhead runs compileall quietly over the project's own module folders, in the project's root."""
+        commands: list[tuple[list[str], dict[str, Any]]] = []
+        loadDev().compileAhead(lambda command, **options: commands.append((command, options)))
+        [(command, options)] = commands
+        self.assertEqual(command[1:4], ["-m", "compileall", "-q"])
+        self.assertEqual(set(command[4:]), {"framing", "protocols", "examples", "tests", "twisted"})
+        self.assertEqual(options["cwd"], loadDev().ROOT)
 
     def test_testArgumentsToOnePytest(self) -> None:
         """Arguments after dev.py test go to one pytest run of the compiled half, not split."""

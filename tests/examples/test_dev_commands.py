@@ -31,6 +31,7 @@ class DevCommandTests(SynchronousTestCase):
         self.dev.run = lambda *args, pure=False: self.calls.append(args) or 0
         self.together: list[list[tuple[list[str], bool, str | None]]] = []
         self.dev.runTogether = lambda jobs: self.together.append(jobs) or [0] * len(jobs)
+        self.dev.compileAhead = lambda: None
         # What main prints (its verdict line, the usage) belongs to the runs it
         # stands for, not in the test log.
         self.output = io.StringIO()
