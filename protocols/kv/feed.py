@@ -22,9 +22,15 @@ A process's own put or delete calls L{ChangeFeed.catchUp} at once, so its
 own watchers hear of it before the put is answered, in the order of the
 log.  Every L{PRUNE_EVERY} seconds it forgets the changes it had read
 L{RETENTION} seconds before, and all but the last L{MAX_CHANGES} (every
-process does, each by its own clock): a
-process that reads nothing for that long (blocked, or stopped) misses
-changes, and says so in one log line.  Every L{TIDY_EVERY} seconds in
+process does, each by its own clock): a process that reads nothing for
+that long (blocked, or stopped) finds changes forgotten before it read
+them (L{protocols.kv.storage.ChangeLog.forgottenUpTo}, looked at when the
+numbers read skip and at each pruning), cannot tell which keys they
+changed, and so closes every connection with a watch here
+(L{protocols.kv.watches.WatchBook.lostTrack}), saying so in one log line:
+their clients watch again, and the value C{watch} answers tells them
+what they missed.  A skip in the numbers with nothing forgotten (a
+transaction that failed took a number) is not a loss.  Every L{TIDY_EVERY} seconds in
 which something was written it has the log give the file's free space
 back (L{protocols.kv.storage.ChangeLog.tidy}).
 """
@@ -70,7 +76,7 @@ class ChangeFeed:
     The changes of C{log}, told to C{watches}.
 
     @ivar last: the number of the last change read.
-    @ivar missed: how many changes were forgotten before this process read them.
+    @ivar missed: how many change numbers were forgotten before this process read them.
     @ivar pushed: whether the log pushes its changes (L{ChangeLog.listen}) instead of being polled.
     """
 
@@ -188,10 +194,12 @@ class ChangeFeed:
         watches = self.watches
         while True:
             rows = await self.calls.run(self.changes.changesSince, self.last, BATCH)
+            if rows and rows[0][0] > self.last + 1:
+                await self._checkForgotten()  # (only a first number can skip what was forgotten: a prefix goes)
             told: dict[str, int] = {}
             for sequence, key, _deleted in rows:
-                if sequence > self.last + 1:
-                    self._missed(sequence - self.last - 1)
+                if sequence <= self.last:
+                    continue  # (forgotten, and told as lost, while this batch was read)
                 self.last = sequence
                 if watches.watched(key):
                     count = told.pop(key, 0)
@@ -211,17 +219,33 @@ class ChangeFeed:
             raise RuntimeError("a ChangeFeed reading values needs get=")
         return [get(key) for key in keys]
 
-    def _missed(self, count: int) -> None:
+    async def _checkForgotten(self) -> None:
+        """
+        If changes past the last one read were forgotten (by any process),
+        skip them and close the connections watching here, whose watchers
+        cannot be told which of their keys changed: one log line.
+        """
+        upTo = await self.calls.run(self.changes.forgottenUpTo)
+        if upTo <= self.last:
+            return
+        count, first = upTo - self.last, self.last + 1
+        self.last = upTo
         self.missed += count
+        closed = self.watches.lostTrack()
         self.log.warn(
-            "{count} kv changes were forgotten before this process read them: their watchers here missed them",
-            count=count,
+            "kv changes {first} to {upTo} were forgotten before this process read them; closing the {closed}"
+            " connections with watches here, so that their clients watch again",
+            first=first,
+            upTo=upTo,
+            closed=closed,
         )
 
     async def _prune(self) -> None:
         now = self.clock.seconds()
         marks = self._marks
         if not marks or now - marks[-1][0] >= PRUNE_EVERY:
+            if marks:
+                await self._checkForgotten()  # (changes forgotten while this process read nothing new)
             marks.append((now, self.last))
         upTo = 0
         while marks and now - marks[0][0] >= self.retention:

@@ -85,6 +85,9 @@ _SCHEMA = (
     " (id INTEGER PRIMARY KEY CHECK (id = 0), keys BIGINT NOT NULL, size BIGINT NOT NULL)",
     "INSERT INTO chunkwire_kv_totals SELECT 0, count(*), coalesce(sum(length(key) + length(value)), 0)"
     " FROM chunkwire_kv ON CONFLICT (id) DO NOTHING",
+    # Up to which number changes were forgotten (forgetChanges): a reader behind it lost track.
+    "CREATE TABLE IF NOT EXISTS chunkwire_kv_forgotten (id INTEGER PRIMARY KEY CHECK (id = 0), up_to BIGINT NOT NULL)",
+    "INSERT INTO chunkwire_kv_forgotten VALUES (0, 0) ON CONFLICT (id) DO NOTHING",
 )
 
 _LOCKED_TOTALS = "SELECT keys, size FROM chunkwire_kv_totals WHERE id = 0 FOR UPDATE"
@@ -334,6 +337,10 @@ class PostgresStorage:
     def forgetChanges(self, upTo: int) -> None:
         with self._transaction() as db:
             db.execute("DELETE FROM chunkwire_kv_changes WHERE seq <= %s", (upTo,))
+            db.execute("UPDATE chunkwire_kv_forgotten SET up_to = GREATEST(up_to, %s) WHERE id = 0", (upTo,))
+
+    def forgottenUpTo(self) -> int:
+        return int(self._read("SELECT up_to FROM chunkwire_kv_forgotten WHERE id = 0", ())[0])
 
     def tidy(self) -> None:
         """Nothing: PostgreSQL's autovacuum gives the space of deleted rows back."""

@@ -79,8 +79,11 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS totals"
     " (id INTEGER PRIMARY KEY CHECK (id = 0), keys INTEGER NOT NULL, size INTEGER NOT NULL)",
     "INSERT OR IGNORE INTO totals SELECT 0, count(*), coalesce(sum(length(key) + length(value)), 0) FROM kv",
+    # Up to which number changes were forgotten (forgetChanges): a reader behind it lost track.
+    "CREATE TABLE IF NOT EXISTS forgotten (id INTEGER PRIMARY KEY CHECK (id = 0), upTo INTEGER NOT NULL)",
+    "INSERT OR IGNORE INTO forgotten VALUES (0, 0)",
 )
-_TABLES = ("kv", "changes", "totals")
+_TABLES = ("kv", "changes", "totals", "forgotten")
 
 
 class SQLiteStorage:
@@ -159,7 +162,7 @@ class SQLiteStorage:
             pass  # busy (another worker has it open and reading): the next opening tries again
 
     def _tables(self) -> int:
-        query = "SELECT count(*) FROM sqlite_master WHERE name IN (?, ?, ?)"
+        query = f"SELECT count(*) FROM sqlite_master WHERE name IN ({', '.join('?' * len(_TABLES))})"
         return int(self.db.execute(query, _TABLES).fetchone()[0])
 
     @contextmanager
@@ -285,6 +288,11 @@ class SQLiteStorage:
     def forgetChanges(self, upTo: int) -> None:
         with self._available(), self._writing() as db:
             db.execute("DELETE FROM changes WHERE seq <= ?", (upTo,))
+            db.execute("UPDATE forgotten SET upTo = max(upTo, ?) WHERE id = 0", (upTo,))
+
+    def forgottenUpTo(self) -> int:
+        with self._available():
+            return int(self.db.execute("SELECT upTo FROM forgotten WHERE id = 0").fetchone()[0])
 
     def listen(self, wake: Callable[[], None]) -> bool:
         """C{False}: SQLite cannot push changes to other processes; the feed polls L{changedElsewhere}."""

@@ -206,6 +206,20 @@ class WatchBook:
             else:
                 self._call(watching, key, watcher, value, skipped, size)
 
+    def lostTrack(self) -> int:
+        """
+        Changes were lost before this process read them, and which keys they
+        changed cannot be known: close every connection that has a watch here
+        (its watches forgotten at once), so that its client, seeing the
+        connection lost, watches again and reads what it missed; how many.
+        O(the watches here).
+        """
+        brokers = list(self.connections)
+        for broker in brokers:
+            self._connectionLost(None, broker)
+            broker.disconnect()
+        return len(brokers)
+
     def _fits(self, watching: _Watches, size: int) -> bool:
         """Whether a call of C{size} bytes may be sent to C{watching}'s connection now."""
         unanswered = watching.unanswered
