@@ -74,6 +74,7 @@ from ..rpc import Broker, BrokerFactory, CallLimits, Referenceable, RemoteRefere
 from ..rpc.endpoints import connectWithFactory, listenWith, loginGate
 from ..rpc.listening import ListeningPort
 from ..rpc.refs import HasRemoteProxy
+from ..sockets import tuneForBulk
 from .allocator import steadyAllocator as makeAllocatorSteady
 from .early import EarlyTable
 from .incoming import IncomingSide
@@ -201,7 +202,8 @@ class BulkChannel(IncomingSide):
         self._up = True
         self.resources.open = True
         self.scheduler.start()
-        self.readSize = _tuneSocket(getattr(self.protocol.transport, "transport", None), self.options)
+        wrapped = getattr(self.protocol.transport, "transport", None)
+        self.readSize = tuneForBulk(wrapped, self.options.socketReadSize(), self.options.sendLimit)
 
     def connectionLost(self, reason: Failure) -> None:
         """Every stream in flight fails with C{reason}; what was held is released."""
@@ -371,29 +373,6 @@ class BulkChannel(IncomingSide):
     def wakeSoon(self, stream: ISendingStream) -> None:
         """As L{wake}, but at the end of this reactor turn, so that writes made in this turn share frames."""
         self.scheduler.wakeSoon(stream)
-
-
-def _tuneSocket(wrapped: Any, options: BulkOptions) -> int | None:
-    """
-    Set a Twisted TCP transport's read size and send limit for bulk
-    (L{BulkOptions.readSize}); return its read size now, or C{None} if it
-    is no such transport.
-    """
-    readable = hasattr(wrapped, "bufferSize") and hasattr(wrapped, "socket")
-    readSize = options.socketReadSize()
-    if readSize is not None and readable:
-        # Twisted's TCP transport reads bufferSize bytes per reactor turn.
-        wrapped.bufferSize = readSize
-    sendLimit = options.sendLimit
-    if sendLimit is not None and hasattr(wrapped, "SEND_LIMIT") and hasattr(wrapped, "socket"):
-        # Twisted hands the socket at most SEND_LIMIT bytes per reactor
-        # turn (128 KiB); a frame then waits in user space for several
-        # turns, and a small call written after it waits with it.
-        wrapped.SEND_LIMIT = sendLimit
-    if not readable:
-        return None
-    bufferSize: int = wrapped.bufferSize
-    return bufferSize
 
 
 def _weakly(method: Callable[..., Any], gone: Any) -> Callable[..., Any]:
