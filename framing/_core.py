@@ -6,9 +6,9 @@ C{framing._speedups} was built and C{CHUNKWIRE_PURE} is not set to a true
 value, decoders and encoders also use it for what it covers (whole objects
 made only of built-in kinds and types); it hands everything else back to
 the Python code, so both cores give the same objects, the same Violations
-with the same C{where}, and the same bytes.  Handing back costs nothing but
-the C pass over the object so far: the extension commits nothing before it
-takes a whole object.
+with the same C{where}, and the same bytes.  A hand-back costs the C pass
+over the object so far, which committed nothing; the Python core then
+decodes the object from its first byte.
 
 Design: docs/design/c-fast-path.md
 """

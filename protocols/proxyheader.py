@@ -7,7 +7,7 @@ everything above (the guard's caps, the login throttle, the log).  From a
 trusted proxy (L{TrustedProxies}; loopback only by default,
 C{--trusted-proxy} names others) the address is the header's source, and
 the connection reaches the protocol once the header is read, within
-C{GuardPolicy.headerTimeout}; from any other peer the header is read,
+C{GuardPolicy.headerTimeout} (L{HEADER_TIMEOUT} unguarded); from any other peer the header is read,
 removed and ignored.  A missing, malformed or oversized header drops the
 connection with a logged L{ProxyHeaderError}.
 

@@ -2,8 +2,9 @@
 
 The remote interface L{IKeyValue} (C{get}, C{put}, C{delete}, C{list},
 C{watch}, C{unwatch}) is imported by both ends: L{KeyValueStore} serves it and
-a client calls it through a typed proxy. A watcher (an L{IWatcher}) is told
-every change of its key, or how many it missed (C{skipped=N}). Keys and values
+a client calls it through a typed proxy. A watcher (a C{Referenceable} the client
+passed; an L{IWatcher}'s hints check the server's calls too) is told every
+change of its key, or how many it missed (C{skipped=N}). Keys and values
 are strings within L{Key} and L{Value}; refusals arrive as registered errors:
 L{KeyNotFound}, L{StoreFull}, L{ListTooLarge}, L{WatchRefused},
 L{StoreUnavailable}, L{Unstorable}.
