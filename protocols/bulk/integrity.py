@@ -46,17 +46,12 @@ _log = Logger()
 
 
 def inlineHashing(hashing: str) -> bool:
-    """
-    Whether a file transfer hashes the pieces that move in order in the
+    """Whether a file transfer hashes the pieces that move in order in the
     reactor thread: yes for C{"inline"}, no for C{"thread"} (a worker
     thread hashes them), and for C{"auto"} unless a core stays free beside
     both ends of a transfer (the load average plus two under the core
-    count less one: never on two cores).  Measured with the example client and server on two cores
-    (bench_bulk's cli-inline and cli-thread cases, 1 GiB, medians of 3, in
-    three sessions): inline always took less CPU (1.36 to 1.40 CPU-s/GiB
-    both ends together, against 1.58 to 1.72) and moved as much or more in
-    two sessions of three (790 against 659 MB/s, 511 against 455), the
-    thread more in one (697 against 519): so on two cores, inline.
+    count less one: never on two cores, where inline measured cheaper).
+    Design (the measurements): docs/design/bulk-options.md
     """
     if hashing != "auto":
         return hashing == "inline"
