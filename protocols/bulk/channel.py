@@ -1,36 +1,21 @@
 """The bulk channel of one connection: an extension an RPC broker loads.
 
 Contract: L{BulkChannel} is an L{IBrokerExtension}: L{BulkBroker} (and
-L{BulkBrokerFactory}, L{serve}, L{connect}) build a plain RPC L{Broker}
-with one loaded, so its connection also carries streams: a L{Stream} in a
-call's arguments or result is announced in that message (registered on the
-message's send transaction) and arrives as an L{IncomingStream}.  The
-channel keeps the streams of the connection in two dicts by id (one per
-direction), so routing a frame or a control message is O(1) whatever is in
-flight.  Outgoing streams are served round-robin, one data frame (one
-transport write) per turn, and only while the transport is not paused (the
-channel's L{FrameScheduler} is the transport's push producer while it has
-streams) and the stream has credit: a stream waiting for credit costs
-nothing and holds up nobody, and an RPC
-message is written at once, between two frames, so it never waits behind
-more than the bytes already in flight.
+L{BulkBrokerFactory}, L{serve}, L{connect}) load one into a plain RPC
+L{Broker}, so a L{Stream} in a call's arguments or result is announced in
+that message and arrives as an L{IncomingStream}.  Outgoing streams are
+served round-robin, one data frame per turn, only while the transport is
+not paused and the stream has credit; an RPC message is written between two
+frames.  Receive windows may grow by autotuning (L{protocols.bulk.tuning}),
+never below the configured one.  A peer may have at most
+L{BulkOptions.maxStreams} live streams, with increasing ids
+(L{StreamIdReused}); what the connection holds (L{Resources.hold}) is
+released when it is lost.  L{callingChannel} finds the caller's channel.
 
-A receiver's window starts at L{BulkOptions.window} and, with autotuning
-on (L{BulkOptions.maxWindow}), grows towards twice what the path holds in
-one base round trip while the window is what limits the stream (see
-L{protocols.bulk.tuning}): the base round trip is the smallest of each
-stream's first-grant-to-first-frame times and, on a path of 25 ms or more,
-of PING probes, one per measuring interval while streams arrive.  A window
-never shrinks below the configured one.
+Cost: routing a frame or control message is O(1) (two dicts by id); a
+stream waiting for credit costs nothing.
 
-What a connection holds in the bulk layer dies with it: a peer may have at
-most L{BulkOptions.maxStreams} incoming streams live at once, must announce
-stream ids in increasing order (a repeated id would orphan the stream it
-replaced: L{StreamIdReused}), and everything the application ties to the
-connection with L{Resources.hold} (the file service's open uploads) is
-released when it is lost, at a cost proportional to what it held.  A remote
-method finds the channel of the connection calling it with
-L{callingChannel}.
+Design: docs/design/bulk.md
 """
 
 from __future__ import annotations
