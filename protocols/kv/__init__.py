@@ -186,7 +186,7 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
         if changes is not None:
             if clock is None:
                 raise ValueError("a shared storage needs a clock (the reactor) to poll its changes with")
-            self.feed = ChangeFeed(changes, self.watches, clock, pollInterval, calls=calls, get=self.storage.get)
+            self.feed = ChangeFeed(changes, self.watches, clock, pollInterval, calls=calls)
             self.feed.start()
 
     def _current(self, key: str) -> Deferred[str | None]:

@@ -3,8 +3,8 @@
 Contract: a L{ChangeFeed} reads a storage's
 L{protocols.kv.storage.ChangeLog} in order, from the last change made when
 it was created, and tells its L{protocols.kv.watches.WatchBook} of each
-watched key's changes, once per batch, with the key's value when read and
-how many changes came before it (C{skipped}).  A log that pushes
+watched key's changes, once per batch, with the value they left (read in
+their snapshot) and how many changes came before it (C{skipped}).  A log that pushes
 (PostgreSQL's C{NOTIFY}) wakes it on every commit; one that cannot (SQLite)
 is polled every L{POLL_INTERVAL} seconds.  A process's own put calls
 L{ChangeFeed.catchUp}, so its own watchers hear of it before the put is
@@ -26,7 +26,6 @@ Design: docs/design/kv.md
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -78,21 +77,14 @@ class ChangeFeed:
         interval: float = POLL_INTERVAL,
         retention: float = RETENTION,
         calls: StorageCalls | None = None,
-        get: Callable[[str], str | None] | None = None,
     ) -> None:
-        """
-        @param calls: where the log's calls run (L{InlineCalls} if C{None}:
-            on the caller's thread).
-        @param get: a key's value now, read through C{calls} for the
-            watchers told of its change (C{watches.current} if C{None}).
-        """
+        """@param calls: where the log's calls run (L{InlineCalls} if C{None}: on the caller's thread)."""
         self.changes = changes
         self.watches = watches
         self.clock = clock
         self.interval = interval
         self.retention = retention
         self.calls: StorageCalls = calls if calls is not None else InlineCalls()
-        self.get = get
         self.last = changes.lastChange()  # (once, as the store opens: before anything is served)
         self.missed = 0
         self.pushed = False
@@ -179,12 +171,23 @@ class ChangeFeed:
             self._reading = False
 
     async def _read(self) -> None:
+        """
+        Read the changes since the last one read, a batch at a time, and tell
+        each watched key's watchers once: its value as its last change read
+        left it, read in the same snapshot as the changes (a value read
+        later could be a newer change's, which would then be told with too
+        few C{skipped}), after the count of its changes before.  A key
+        watched only since that snapshot is not told: its watch read a value
+        no older.
+        """
         watches = self.watches
+        told: dict[str, int] = {}
         while True:
-            rows = await self.calls.run(self.changes.changesSince, self.last, BATCH)
+            rows, values = await self.calls.run(
+                self.changes.changesAndValues, self.last, BATCH, watches.watched, list(told)
+            )
             if rows and rows[0][0] > self.last + 1:
                 await self._checkForgotten()  # (only a first number can skip what was forgotten: a prefix goes)
-            told: dict[str, int] = {}
             for sequence, key, _deleted in rows:
                 if sequence <= self.last:
                     continue  # (forgotten, and told as lost, while this batch was read)
@@ -192,20 +195,11 @@ class ChangeFeed:
                 if watches.watched(key):
                     count = told.pop(key, 0)
                     told[key] = count + 1  # (popped and set again: the key moves to its last change's place)
-            if told:
-                keys = list(told)
-                values = await self.calls.run(self._values, keys)
-                for key, value in zip(keys, values, strict=True):
-                    watches.notify(key, value, told[key] - 1)
-            if len(rows) < BATCH:
+            if values is not None:
+                for key, count in told.items():
+                    if key in values:
+                        watches.notify(key, values[key], count - 1)
                 return
-
-    def _values(self, keys: list[str]) -> list[str | None]:
-        """(In a storage thread.)  The values of C{keys} now."""
-        get = self.get
-        if get is None:
-            raise RuntimeError("a ChangeFeed reading values needs get=")
-        return [get(key) for key in keys]
 
     async def _checkForgotten(self) -> None:
         """

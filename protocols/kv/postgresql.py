@@ -20,7 +20,7 @@ Design: docs/design/kv.md
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -59,6 +59,8 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS chunkwire_kv_forgotten (id INTEGER PRIMARY KEY CHECK (id = 0), up_to BIGINT NOT NULL)",
     "INSERT INTO chunkwire_kv_forgotten VALUES (0, 0) ON CONFLICT (id) DO NOTHING",
 )
+
+_CHANGES = "SELECT seq, key, deleted FROM chunkwire_kv_changes WHERE seq > %s ORDER BY seq LIMIT %s"
 
 _LOCKED_TOTALS = "SELECT keys, size FROM chunkwire_kv_totals WHERE id = 0 FOR UPDATE"
 # A statement of its own, after the lock: under READ COMMITTED each statement reads what was committed when it
@@ -164,16 +166,16 @@ class PostgresStorage:
             self._local.db = None
 
     @contextmanager
-    def _transaction(self) -> Iterator[Any]:
+    def _transaction(self, begin: str = "BEGIN") -> Iterator[Any]:
         """
-        This thread's connection in one transaction, committed if the block
-        returns, rolled back if it raises; a database failure is a
-        L{StoreUnavailable} (the connection dropped, to be made again by the
-        next call).
+        This thread's connection in one transaction (begun with C{begin}),
+        committed if the block returns, rolled back if it raises; a database
+        failure is a L{StoreUnavailable} (the connection dropped, to be made
+        again by the next call).
         """
         import psycopg
 
-        db = self._reusing(lambda db: db.execute("BEGIN"))
+        db = self._reusing(lambda db: db.execute(begin))
         try:
             yield db
         except psycopg.Error as error:
@@ -300,9 +302,23 @@ class PostgresStorage:
 
     def changesSince(self, sequence: int, limit: int) -> list[tuple[int, str, bool]]:
         found: list[Any] = []
-        query = "SELECT seq, key, deleted FROM chunkwire_kv_changes WHERE seq > %s ORDER BY seq LIMIT %s"
-        self._reusing(lambda db: found.extend(db.execute(query, (sequence, limit)).fetchall()))
+        self._reusing(lambda db: found.extend(db.execute(_CHANGES, (sequence, limit)).fetchall()))
         return [(int(seq), str(key), bool(deleted)) for seq, key, deleted in found]
+
+    def changesAndValues(
+        self, sequence: int, limit: int, wanted: Callable[[str], bool], also: Iterable[str] = ()
+    ) -> tuple[list[tuple[int, str, bool]], dict[str, str | None] | None]:
+        with self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") as db:
+            found = db.execute(_CHANGES, (sequence, limit))
+            rows = [(int(seq), str(key), bool(deleted)) for seq, key, deleted in found]
+            values: dict[str, str | None] | None = None
+            if len(rows) < limit:
+                keys = {key for _seq, key, _deleted in rows if wanted(key)}.union(also)
+                values = dict.fromkeys(keys)
+                stored = [key for key in keys if "\x00" not in key]  # (one with NUL is never stored)
+                read = db.execute("SELECT key, value FROM chunkwire_kv WHERE key = ANY(%s)", (stored,))
+                values.update((str(key), str(value)) for key, value in read)
+        return rows, values
 
     def forgetChanges(self, upTo: int) -> None:
         with self._transaction() as db:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 from .storage import DEFAULT_LIMITS, ChangeLog, StoreLimits, StoreUnavailable, checkedKeys, fullError
@@ -57,6 +57,18 @@ _SCHEMA = (
     "INSERT OR IGNORE INTO forgotten VALUES (0, 0)",
 )
 _TABLES = ("kv", "changes", "totals", "forgotten")
+
+
+def _changes(db: sqlite3.Connection, sequence: int, limit: int) -> list[tuple[int, str, bool]]:
+    """The changes numbered above C{sequence}, C{limit} at most, in order."""
+    query = "SELECT seq, key, value IS NULL FROM changes WHERE seq > ? ORDER BY seq LIMIT ?"
+    return [(int(seq), str(key), bool(deleted)) for seq, key, deleted in db.execute(query, (sequence, limit))]
+
+
+def _value(cursor: sqlite3.Cursor) -> str | None:
+    """The value a C{SELECT value} found, or C{None}."""
+    row = cursor.fetchone()
+    return None if row is None else str(row[0])
 
 
 class SQLiteStorage:
@@ -253,10 +265,25 @@ class SQLiteStorage:
 
     def changesSince(self, sequence: int, limit: int) -> list[tuple[int, str, bool]]:
         with self._available():
-            rows = self.db.execute(
-                "SELECT seq, key, value IS NULL FROM changes WHERE seq > ? ORDER BY seq LIMIT ?", (sequence, limit)
-            ).fetchall()
-        return [(int(seq), str(key), bool(deleted)) for seq, key, deleted in rows]
+            return _changes(self.db, sequence, limit)
+
+    def changesAndValues(
+        self, sequence: int, limit: int, wanted: Callable[[str], bool], also: Iterable[str] = ()
+    ) -> tuple[list[tuple[int, str, bool]], dict[str, str | None] | None]:
+        db = self.db
+        with self._available():
+            db.execute("BEGIN")  # (deferred: the snapshot is taken by the first read, and holds for the second)
+            try:
+                rows = _changes(db, sequence, limit)
+                values = None
+                if len(rows) < limit:
+                    keys = {key for _seq, key, _deleted in rows if wanted(key)}.union(also)
+                    values = {key: _value(db.execute("SELECT value FROM kv WHERE key = ?", (key,))) for key in keys}
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        return rows, values
 
     def forgetChanges(self, upTo: int) -> None:
         with self._available(), self._writing() as db:

@@ -118,6 +118,18 @@ class ChangeLog(Protocol):
         A change is a notice only: the value is read from the storage.
         """
 
+    def changesAndValues(
+        self, sequence: int, limit: int, wanted: Callable[[str], bool], also: Iterable[str] = ()
+    ) -> tuple[list[tuple[int, str, bool]], dict[str, str | None] | None]:
+        """
+        L{changesSince}, and the values of the keys among those changes for
+        which C{wanted(key)} holds and of C{also}, read in the same snapshot,
+        so that each value is the one its key's last change read left
+        (C{None}: deleted); C{None} instead of the values when C{limit}
+        changes were read (more may follow: read on).  One read transaction:
+        the changes, then one read of the values.
+        """
+
     def forgetChanges(self, upTo: int) -> None:
         """
         Forget the changes numbered C{upTo} and below (kept until then for the

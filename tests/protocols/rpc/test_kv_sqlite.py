@@ -293,6 +293,32 @@ class SharedStoreTests(SynchronousTestCase):
         self.assertEqual((lagging.feed.missed, watcher.seen), (1, []))
         self.assertFalse(pair.server.isConnected())
 
+    def test_valueOfTheChangesRead(self) -> None:
+        """
+        A watcher is told the value the changes read left, with their
+        count, never a newer one made while they were read: that one is
+        told, with its own count, by the next read.
+        """
+        pair, watcher = self.watch(self.second, "k")
+        run(self.first.put("k", "1"))
+        watched = self.second.watches.watched
+        during: list[str] = []
+
+        def watchedWhileAPutLands(key: str) -> bool:
+            if not during:
+                during.append(key)
+                run(self.first.put("k", "2"))  # (between reading the changes and reading the values)
+            return watched(key)
+
+        self.patch(self.second.watches, "watched", watchedWhileAPutLands)
+        self.secondClock.advance(POLL_INTERVAL)
+        pair.flush()
+        self.assertEqual((watcher.seen, watcher.skipped), ([("k", "1")], [0]))
+        self.secondClock.advance(POLL_INTERVAL)
+        pair.flush()
+        self.assertEqual((watcher.seen, watcher.skipped), ([("k", "1"), ("k", "2")], [0, 0]))
+        self.assertEqual(during, ["k"])
+
     def test_skippedNumberIsNotALoss(self) -> None:
         """
         A number missing from the log with nothing forgotten (as when a

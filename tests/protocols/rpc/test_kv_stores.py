@@ -228,6 +228,37 @@ async def lostTrack(reactor: Any, served: Served) -> None:
     assert lagging.feed.missed == 1
 
 
+async def snapshotValues(reactor: Any, served: Served) -> None:
+    """
+    changesAndValues reads the values in the snapshot of the changes it
+    read: a put committed between the two reads is in neither (the next
+    read has both); a full batch gives no values (more may follow).
+    """
+    served.store()
+    served.store()
+    reader, writer = (checked.storage for checked in served.checked)
+
+    def test() -> None:
+        writer.put("k", "1")
+        start = reader.changeLog.lastChange() - 1
+        landed: list[str] = []
+
+        def wanted(key: str) -> bool:
+            if not landed:
+                writer.put("k", "2")  # (another connection commits between the two reads)
+                landed.append(key)
+            return True
+
+        assert reader.changeLog.changesAndValues(start, 10, wanted) == ([(start + 1, "k", False)], {"k": "1"})
+        assert landed == ["k"]
+        rows, values = reader.changeLog.changesAndValues(start + 1, 10, wanted, ["other"])
+        assert (rows, values) == ([(start + 2, "k", False)], {"k": "2", "other": None}), (rows, values)
+        writer.put("k", "3")
+        assert reader.changeLog.changesAndValues(start, 2, wanted)[1] is None
+
+    await deferToThread(test)
+
+
 async def persistence(reactor: Any, served: Served) -> None:
     """A store opened again on the data has every value put before."""
     store = served.store()
@@ -335,6 +366,7 @@ BODIES: list[Body] = [
     limits,
     watches,
     lostTrack,
+    snapshotValues,
     persistence,
     blockedWriteDelaysOnlyItself,
     unstorable,
