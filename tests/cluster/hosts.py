@@ -128,13 +128,15 @@ class Host:
     def impair(self) -> None:
         """Delay and loss on this host's link, each way (a link made with C{tap}: see L{tests.cluster.taplink})."""
         assert self.tapLink is not None, f"{self.name}'s link is a veth pair: only a TAP link can be impaired here"
+        before = self.network.countIn(self.tapLog, "link impaired")  # (counted first: the line may come at once)
         self.tapLink.send_signal(signal.SIGUSR1)
-        self.network.waitLog(self.tapLog, "link impaired", self.network.countIn(self.tapLog, "link impaired") + 1)
+        self.network.waitLog(self.tapLog, "link impaired", before + 1)
 
     def repair(self) -> None:
         assert self.tapLink is not None
+        before = self.network.countIn(self.tapLog, "link repaired")
         self.tapLink.send_signal(signal.SIGUSR2)
-        self.network.waitLog(self.tapLog, "link repaired", self.network.countIn(self.tapLog, "link repaired") + 1)
+        self.network.waitLog(self.tapLog, "link repaired", before + 1)
 
     def cutFrom(self, other: Host) -> None:
         """Drop every packet between this host and C{other}, silently: blackhole routes, in both namespaces."""
