@@ -11,124 +11,23 @@
             await connection.root.callRemote("put", "greeting", "hello")
             assert await connection.root.callRemote("get", "greeting") == "hello"
 
-Why here and so: this is the client for asyncio applications (FastAPI,
-aiohttp, anything on C{asyncio.run}) that run no Twisted reactor, not even
-Twisted's asyncio reactor.  It speaks the same RPC, with the same names and
-errors, as the Twisted client and the blocking client
-(L{protocols.blocking}); all three share the protocol itself, and this
-module only waits: the client's side of the connection is a
-L{framing.rpc.session.ClientSession} (sans-IO), and this module is the
-asyncio transport and futures around it.  It lives in L{protocols} beside
-the other clients, not in L{framing}, which does no I/O; it is named
-C{asyncioclient} and not C{asyncio}, which inside the package would shadow
-the standard library's module for every C{import asyncio} there.
-Importing it loads no Twisted (only L{framing}, L{protocols.blocking}'s
-address parser and TLS contexts, and the standard library).
+Importing it loads no Twisted.  The protocol is the sans-IO
+L{framing.rpc.session.ClientSession}; this module is the asyncio transport
+and futures around it.
 
-Contract:
+Contract: a call raises what the Twisted client's Deferred fails with;
+any number are in flight, answered in any order.  Calls made while others
+wait are written together on the loop's next turn (or at
+L{COALESCE_BYTES}), in order.  Cancelling an awaited call sends CANCEL.
+While the write buffer is over its high-water mark new calls wait; reading
+pauses while the ledger (L{framing.rpc.session.UNSENT}) is over budget.
+Callbacks run on the loop (a coroutine as a task); object streams arrive
+as L{AsyncStream}, and an async iterable argument is sent as one.
 
- - A call is one CALL message, written whole; a future per call waits
-   for its answer, matched by request id, so any number of calls
-   (coroutines, tasks) are in flight at once on one connection and answered
-   in any order.  The asyncio protocol hands each chunk read to the
-   session and settles the futures of the calls it answers; there is no
-   task of the client's own.  A call returns the result or raises what the
-   Twisted client's Deferred fails with: L{RemoteError} and its subclasses
-   (L{NoSuchMethod}, L{NoSuchObject}, L{RemoteViolation}), an exception type
-   registered with L{registerError} (as itself), a local
-   L{framing.Violation} (this side refused the answer), L{CallTimedOut}, or
-   the reason the connection ended, naming the call.
- - Writes: a call made while no other waits is written at once (a
-   sequential caller pays no extra turn of the loop); calls made while
-   others wait are gathered until the loop's next turn, or until
-   L{COALESCE_BYTES} wait, and written together, so a hundred coroutines
-   resumed by one read send their next calls in one system call, not a
-   hundred.  Messages leave in the order they were made (a CANCEL never
-   overtakes its CALL).
- - Cancelling an awaited call (C{task.cancel()}, C{asyncio.wait_for}'s
-   timeout) sends the server a CANCEL and its late answer is ignored;
-   C{callTimeout} does the same and raises L{CallTimedOut}.
- - Deadlines and metadata: the calls made inside C{with callContext(timeout=...,
-   metadata=...):} (L{protocols.clientcontext}, re-exported here; the tasks
-   started inside the block too, which copy its context) carry the time
-   they have left and the metadata, as the Twisted client's do; such a call
-   raises L{DeadlineExceeded} at its deadline (the server is sent a CANCEL),
-   or at once, sending nothing, if the deadline passed before it was made.
- - Back-pressure: while the transport's write buffer is above its high-water
-   mark (the server reads slowly or not at all), new calls wait for it to
-   drain before they are encoded, so the client's memory stays bounded by
-   that mark plus one message per waiting coroutine's arguments, never by
-   what the callers asked; their C{callTimeout} counts while they wait.
-   Meanwhile the buffer is charged to the session's ledger
-   (L{framing.rpc.session.UNSENT}), after each read, and reading stops
-   (C{pause_reading}) while the ledger is over its budget
-   (C{Limits.max_connection_memory}): what the server sends asks for
-   replies (PONGs, the FAILs of its calls), so a server that sends and
-   reads nothing is read no further once they pass the budget, and the
-   buffer is bounded by it plus one read's replies.  A server whose calls
-   this side refuses (to no object, no method) past 1,000 within 10 s is
-   dropped sooner (the session's refusal rate, L{framing.refusals}): the
-   call fails with L{framing.refusals.TooManyRefusals}, as on Twisted.  Reading resumes once
-   the buffer drained to its low-water mark.  (Not at the high-water mark
-   itself: the answers to the calls waiting in the buffer must still be
-   read, or a server that stops reading while its own answers wait would
-   wait on this side for good.)
- - Closing: L{AsyncConnection.close}, and the end of the connection for
-   any reason, give the transport L{AsyncConnection.closeGrace} seconds to
-   send what it holds, then abort it: C{close()} returns within that.
- - Timeouts: C{timeout} bounds connecting (L{ConnectTimedOut}) and the
-   server's preamble (L{ServerSilent}).  C{silenceTimeout} bounds the
-   server's silence while calls or streams wait (an item awaited, a bulk
-   transfer received): a PING after half of it, and after all of it the
-   connection is closed and everything waiting fails with L{ServerSilent}.
-   A timer looks every eighth of it, only while something waits.
- - The connection's end (the server closed it, bad input from the server,
-   L{AsyncConnection.close}) fails every waiting call with the reason; later
-   calls raise L{DeadReferenceError}.
- - Typed interfaces (L{AsyncReference.typed}, C{connect(..., interface=I)}):
-   arguments checked before sending (when the method is called, before
-   its coroutine is awaited), results on arrival; the lookup and the
-   checks are L{framing.rpc.interfaces.TypedProxy}'s, shared with the
-   blocking client.
- - Logins (C{ClientOptions(credentials=...)}: SCRAM, token, client
-   certificate) drive L{framing.login.exchange.ByteExchange}, as the
-   blocking client does, once the preambles are exchanged and before the
-   first call: while it runs, the bytes read go to it and not to the
-   session.  TLS is the standard library's C{ssl} through the loop's
-   C{create_connection} (L{tlsContext}); L{connectURL} pins the server's
-   key, checked in C{connection_made} (the handshake done) before the
-   preamble is written.
- - References, either way, as the Twisted client's: a result or an
-   argument holding a reference to a server object is an
-   L{AsyncReference}, one per object; when the last use of it is dropped,
-   its RELEASE is sent on the loop's next turn, and
-   L{AsyncReference.release} (or a C{with} block) sends it at once, after
-   which calling it raises L{DeadReferenceError}.  A
-   L{framing.rpc.referenceable.Referenceable} passed in an argument (a
-   callback) is exported; the server's calls to it are checked and answered
-   as the Twisted server answers (L{NoSuchObject}, L{NoSuchMethod}, the
-   argument's L{framing.Violation}, the method's error), its RELEASE
-   honoured, the bookkeeping the sans-IO session's (L{framing.rpc.exports},
-   L{framing.rpc.incoming}).  They run on the loop, whether or not a call
-   waits: a plain method as the server's call is read (so it must not
-   block the loop), an C{async def} one (or one returning an awaitable) as
-   a task, answered when it ends; a CANCEL of it drops its answer (the task
-   runs on).
- - Streams of objects (L{framing.rpc.streams}: a remote method returning
-   an async generator, a generator...) arrive as an L{AsyncStream}, an
-   async iterator, beside any number of calls and streams on the
-   connection; credit goes back as items are taken (the sans-IO
-   L{framing.rpc.clientstreams.ClientObjectStreams}, on the Twisted
-   reader's windows).  C{aclose()}, cancelling a task waiting for an item,
-   or dropping it unfinished (breaking out of C{async for}) sends CANCEL.
-   An async iterable (an async generator) in a call's arguments is sent as
-   a stream: a task of the connection's pulls it as the server's credit
-   allows, then END (or ERROR with what it raised); the server's CANCEL
-   or the connection's end cancels the task and closes it.  A plain
-   generator is refused (L{framing.rpc.clientstreams.StreamArgumentRefused}).
- - Bulk streams, as in the blocking client, are a subclass's: the
-   connection of L{protocols.asynciobulk} (files uploaded and downloaded,
-   resumable and checked; a stream as a call's argument or result).
+Cost: a sequential caller pays no extra loop turn; the silence timer
+runs only while something waits.
+
+Design: docs/design/clients-without-twisted.md
 """
 
 from __future__ import annotations
@@ -1006,39 +905,26 @@ async def connect(
     interface: type | None = None,
     options: ClientOptions = CLIENT_DEFAULTS,
 ) -> AsyncConnection | AsyncFailover:
-    """
-    Connect to the chunkwire RPC server at C{address} (C{"host:port"} or
+    """Connect to the chunkwire RPC server at C{address} (C{"host:port"} or
     C{(host, port)}) on the running event loop, over TLS if the options
     ask, log in if they give credentials, and return the connection, whose
     C{root} is the server's root object (for this login; seen through
-    C{interface} if given).  The arguments are L{protocols.blocking.connect}'s;
-    the options' C{timeout} bounds connecting (the TLS handshake included),
-    receiving the server's preamble, and logging in (each), their
-    C{silenceTimeout} the server's silence while calls or streams wait.
+    C{interface} if given).  The arguments are L{protocols.blocking.connect}'s.
 
     @param interface: the root's remote interface: C{root} is then its
-        L{AsyncTypedReference}, which checks arguments before sending and
-        results on arrival.
+        L{AsyncTypedReference}.
     @raise ConnectTimedOut: no TCP connection (or TLS handshake) within the C{timeout}.
     @raise ServerSilent: connected, but no preamble within the C{timeout}.
     @raise OSError: the connection was refused, or the name did not resolve.
     @raise framing.ProtocolError: the server does not speak chunkwire.
-    @raise ssl.SSLError: the TLS handshake failed (C{ssl.SSLCertVerificationError}:
-        the server's certificate is not trusted, or names another host).
-    @raise ConnectionLost: the server ended the connection before the
-        login was over (a server refusing this side's certificate does so,
-        its TLS alert in the message).
-    @raise framing.login.LoginFailed: the login failed: L{framing.login.LoginRefused},
-        L{framing.login.ServerNotVerified}, L{framing.login.UnsupportedCredentials}...
+    @raise ssl.SSLError: the TLS handshake failed.
+    @raise ConnectionLost: the server ended the connection before the login was over.
+    @raise framing.login.LoginFailed: the login failed.
     @raise ValueError: the options have interceptors.
 
-    A list of addresses (a host name resolving to several, by the loop's
-    C{getaddrinfo}, counts as several) makes an L{AsyncFailover}, whose
-    C{root}'s calls go to one of those servers as the options' C{policy}
-    says (L{framing.rpc.addresses}: C{"pick_first"}, C{"round_robin"}),
-    moving from one that drains, dies or is cut off within C{moveTimeout}
-    seconds (or the call's deadline), a call never sent twice; as
-    L{protocols.blocking.connect}'s list.  C{interface} is not taken there.
+    A list of addresses makes an L{AsyncFailover} instead (no C{interface}).
+
+    Design: docs/design/clients-without-twisted.md
     """
     options.withoutInterceptors("the asyncio client")
     if isinstance(address, list):
@@ -1165,28 +1051,22 @@ class AsyncFailoverReference:
 
 
 class AsyncFailover:
-    """
-    A client of one service at several addresses (L{connect} given a list),
-    on the running loop: the policy, each address's backoff and the rule
-    that a call is sent at most once are L{framing.rpc.addresses}'; this
-    class connects (a task per attempt) and waits.  An async context
-    manager that closes every connection.
+    """A client of one service at several addresses (L{connect} given a list),
+    on the running loop: the policy, backoff and send-at-most-once rule are
+    L{framing.rpc.addresses}'; this class connects (a task per attempt) and
+    waits.  An async context manager that closes every connection.
 
-    Contract: a call goes to a ready connection, picked by the policy; one
-    that finds none ready connects as the policy says and waits, at most
-    to its L{callContext} deadline or C{moveTimeout} seconds, whichever is
-    first, then raises L{framing.rpc.addresses.NoAddressReady}, having
-    sent nothing.  A connection that received GOAWAY or ended (this client
-    reads all the time, so it knows at once) takes no new call: the call
-    goes to another address.  A call written to a server that then dies or
-    is cut off raises the connection's error (L{ConnectionLost},
-    L{ServerSilent}, ...) and is never sent again.  Drained connections are
-    closed once idle, by the next call.
+    Contract: a call goes to a ready connection picked by the policy; with
+    none ready it waits, at most to its L{callContext} deadline or
+    C{moveTimeout}, then raises L{framing.rpc.addresses.NoAddressReady},
+    having sent nothing.  A connection that received GOAWAY or ended takes
+    no new call; a call once written is never sent again.
 
     Cost: per call, the policy's pick (O(1)), one C{select} with no wait on
-    the picked connection's socket (L{AsyncConnection.refresh}: a close the
-    kernel knows of is read before the call is written) and a look at the
-    draining connections (O(addresses)).
+    the picked connection's socket (L{AsyncConnection.refresh}) and a look
+    at the draining connections (O(addresses)).
+
+    Design: docs/design/clients-without-twisted.md
 
     @ivar root: the service's root object, an L{AsyncFailoverReference}.
     @ivar book: the L{framing.rpc.addresses.AddressBook}.

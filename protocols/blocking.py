@@ -8,150 +8,25 @@
         connection.root.callRemote("put", "greeting", "hello")
         assert connection.root.callRemote("get", "greeting") == "hello"
 
-Why here and so: this is the client for code that has no reactor (a script,
-a Jupyter cell, a Django view, a Celery task).  It lives in L{protocols}
-beside the Twisted client because it speaks the same RPC with the same
-names (C{callRemote}, L{CallTimedOut}, L{NoSuchMethod}...), but it imports
-only L{framing} and the standard library: importing it loads no Twisted
-(L{protocols}'s own names are loaded lazily for that).  The protocol itself
-(the preamble, encoding calls, matching and rebuilding answers, refusing the
-server's calls, PINGs, the end) is L{framing.rpc.session.ClientSession}'s,
-sans-IO and shared with the asyncio client (L{protocols.asyncioclient}); this
-module only reads, writes and waits.  It cannot live in L{framing}, which
-does no I/O.
+Importing it loads no Twisted.  The protocol is the sans-IO
+L{framing.rpc.session.ClientSession}; this module reads, writes and waits.
 
-Contract:
+Contract: a call returns its result or raises what the Twisted client's
+Deferred fails with (L{RemoteError}, a registered type, L{framing.Violation},
+L{CallTimedOut}, L{DeadlineExceeded}, the reason the connection ended).
+Threads share the connection and read in turn (no thread of its own), so
+between calls nothing reads: the server's calls, PINGs and GOAWAY wait for
+the next call or L{BlockingConnection.serve}.  Nothing is sent under the
+connection's lock; what waits is charged to the ledger
+(L{framing.rpc.session.UNSENT}).  References, callbacks, typed interfaces,
+logins and TLS behave as on Twisted; object streams arrive as
+L{BlockingStream} (this client sends none); bulk is
+L{protocols.blockingbulk}'s.
 
- - A call is one CALL message in one C{send}; its answer is matched by
-   request id (by the session's L{framing.rpc.calltable.CallTable}), so calls from several
-   threads share the one connection and their answers may come in any
-   order.  It returns the result, or raises what the Twisted client's
-   Deferred fails with: L{RemoteError} and its subclasses (L{NoSuchMethod},
-   L{NoSuchObject}, L{RemoteViolation}), an exception type registered with
-   L{registerError} (as itself), a local L{framing.Violation} (this side
-   refused the answer), L{CallTimedOut}, or the reason the connection ended
-   (naming the call, as the Twisted client's C{callLost} does).
- - Who reads: the calling threads themselves, one at a time (no thread of
-   its own).  A thread waiting for its answer takes the socket if no other
-   thread is reading, reads one chunk, hands every answer in it to its
-   caller and wakes the others; otherwise it waits to be woken.  Why: the
-   commonest use, one thread making one call after another, then costs no
-   thread switch at all (an answer goes to the thread that reads it), and
-   nothing runs while no call waits.  The price: between calls nothing
-   reads, so the server's PINGs, GOAWAY and calls are seen at the next call
-   (or in L{BlockingConnection.serve}: see below).
- - What is shared between threads: the socket, the encoder (under a send
-   lock: one message at a time, whole), the decoder and the call table
-   (under the connection's lock).  Nothing else: each call's waiter is its
-   own.
- - Who sends, under which lock: a call's CALL is sent by its thread, under
-   the send lock only.  Nothing is ever sent while the connection's lock is
-   held: what the session has to send while it is (PONGs, RELEASEs, credit,
-   the bulk frames a GRANT allows) waits in an outbox, in order, and is
-   sent once that lock is released: by the reading thread right after its
-   turn (having given up the reading, so another waiting thread reads
-   meanwhile), by the thread that queued it, or before the next message,
-   whichever takes the send lock first.  Why: a send may block (a full
-   socket buffer, a server that stops reading until this side reads); with
-   the connection's lock held it would stop every other thread's reading
-   and calling, and the server and this side could wait on each other for
-   good.  No send blocks: each is one C{MSG_DONTWAIT} system call, and
-   what the socket did not take is sent as it drains (a C{poll} for room)
-   no later than the time of the call it is sent for: at that time the
-   call fails (L{CallTimedOut}, L{DeadlineExceeded}) and the rest stays
-   first in the outbox, for the next sender.  A send that fails ends the
-   connection (L{ServerSilent} for one that found no room for
-   C{silenceTimeout}, else L{ConnectionLost}).  (Over TLS a record goes
-   whole, so a send there is bounded by C{silenceTimeout} alone.)
- - What waits in the outbox is charged to the session's ledger
-   (L{framing.rpc.session.UNSENT}): a server that sends calls and PINGs
-   and reads none of their replies makes it grow, and past the budget
-   (C{Limits.max_connection_memory}) the connection is closed and every
-   waiting call fails with L{framing.rpc.errors.ConnectionOverBudget}.  A
-   server whose calls this side refuses (to no object, no method) past
-   1,000 within 10 s is dropped sooner (the session's refusal rate,
-   L{framing.refusals}): calls fail with L{framing.refusals.TooManyRefusals},
-   as on Twisted.
- - Timeouts (fields of the L{protocols.options.ClientOptions}): C{timeout}
-   bounds connecting (TCP, then the server's
-   preamble: a server that accepts and says nothing fails with
-   L{ServerSilent}).  The C{callLimits}' C{callTimeout} bounds each call (L{CallTimedOut}; the
-   server is sent a CANCEL and the connection stays up).  C{silenceTimeout}
-   bounds the server's silence while a call waits: after half of it with
-   nothing received, a PING is sent (a live server answers even while its
-   method runs); after all of it the connection is closed and every waiting
-   call fails with L{ServerSilent}, as it does when a send stays blocked
-   that long (a server that stopped reading).  Each bound is noticed at
-   most an eighth of it late: the socket stays blocking, with a kernel
-   receive timeout (SO_RCVTIMEO) of that tick, so a read or a send is one
-   system call.
- - Deadlines and metadata: the calls made inside C{with callContext(timeout=...,
-   metadata=...):} (L{protocols.clientcontext}, re-exported here) carry the
-   time they have left and the metadata, as the Twisted client's do; such a
-   call raises L{DeadlineExceeded} at its deadline (the server is sent a
-   CANCEL, the connection stays up), or at once, sending nothing, if the
-   deadline passed before it was made.  The context is the calling
-   thread's: each thread's calls have their own.
- - Bad input from the server is a typed error, never a hang: an answer
-   this side refuses fails that call with the L{framing.Violation}; a broken
-   stream or an answer to no call (L{UnexpectedAnswer}) ends the connection
-   and fails every waiting call with it.
+Cost: one thread calling in turn pays no thread switch; a send is one
+non-blocking system call; each timeout is noticed at most an eighth late.
 
-Typed interfaces (L{BlockingReference.typed}, C{connect(..., interface=I)}):
-arguments checked before sending, results on arrival, with the sans-IO
-checks of L{framing.rpc.interfaces} the Twisted client's proxy makes.
-Logins (C{ClientOptions(credentials=...)}: SCRAM, token, client
-certificate) drive the sans-IO L{framing.login.exchange.ClientExchange} the
-Twisted client drives too; TLS is the standard library's C{ssl}
-(L{tlsContext}); L{connectURL} pins the server's key for an object URL.
-The login runs once the preambles are exchanged and before the first call,
-on the calling thread, with a decoder of its own (the login registry and
-L{framing.login.wire.PRE_LOGIN_LIMITS}, as a server has before a login).
-
-References, either way, as the Twisted client's: a result or an argument
-holding a reference to a server object is a L{BlockingReference}, one per
-object (the same object received twice is the same reference), called from
-any thread; when the last use of it is dropped, its RELEASE is sent (at once
-if the connection is free, else with the next thing sent or read), and
-L{BlockingReference.release} (or a C{with} block) sends it at once, after
-which calling it raises L{DeadReferenceError}.  A
-L{framing.rpc.referenceable.Referenceable} (a callback: its L{remote}
-methods, plain ones only) passed in an argument or returned by a callback is
-exported; the server's calls to it are checked and answered as the Twisted
-server answers (L{NoSuchObject}, L{NoSuchMethod}, the argument's
-L{framing.Violation}, the method's error), and its RELEASE honoured; the
-bookkeeping is the sans-IO session's (L{framing.rpc.exports},
-L{framing.rpc.incoming}).
-
-Who runs a callback: the thread that read the server's call, which is a
-thread waiting in a call of its own (or in L{BlockingConnection.serve}).
-It hands on the reading and releases the connection's lock first, so the
-callback may block or call the server back, from this thread or another,
-and the other threads' calls go on meanwhile.  Why there and not on a thread
-of the client's own: the commonest callback is the server's call during the
-call that passed it (progress, a question back), and its caller's thread is
-blocked anyway; a background reader would put a thread switch on every
-answer, the cost this client avoids.  The price: while no thread is in a
-call, nothing reads, so a call the server makes then waits (in the socket)
-for the next call, or for a thread to call C{serve(seconds)}, which reads
-until the server has called (C{while connection.serve(60): pass} serves for
-good).  Callbacks run on several threads at once if several wait in calls.
-
-Streams of objects (L{framing.rpc.streams}: a remote method returning
-an async generator, a generator...) arrive as a L{BlockingStream}, a plain
-iterator: C{next} takes an item held or reads on the consuming thread, in
-turn with the other waiting threads, as a call waits for its answer; credit
-goes back as items are taken (the sans-IO
-L{framing.rpc.clientstreams.ClientObjectStreams}, on the Twisted reader's
-windows).  C{close()} or dropping it unfinished (breaking out of a C{for}
-loop) sends CANCEL.  A stream in a call's arguments is refused
-(L{framing.rpc.clientstreams.StreamArgumentRefused}): this client reads
-streams, it does not send them.
-
-Bulk streams (files uploaded and downloaded, resumable and checked; a
-stream as a call's argument or result) are L{protocols.blockingbulk}'s
-connection, a subclass of this one whose session carries
-L{framing.bulk.streams.ClientStreams}.
+Design: docs/design/clients-without-twisted.md
 """
 
 from __future__ import annotations
@@ -1013,7 +888,7 @@ class BlockingConnection:
     def serve(self, seconds: float | None) -> int:
         """
         Read on this thread until the server has called this side's
-        callbacks (served here, see the module docstring), or for
+        callbacks (served here: docs/design/clients-without-twisted.md), or for
         C{seconds} (C{None}: no bound): for a thread with no call of its own
         to make that waits for the server's calls.  Other threads' calls go
         on meanwhile.  C{while connection.serve(60): ...} serves for as long
@@ -1223,48 +1098,28 @@ def connect(
     interface: type | None = None,
     options: ClientOptions = CLIENT_DEFAULTS,
 ) -> BlockingConnection | BlockingFailover:
-    """
-    Connect to the chunkwire RPC server at C{address} (C{"host:port"} or
+    """Connect to the chunkwire RPC server at C{address} (C{"host:port"} or
     C{(host, port)}), over TLS if the options ask, log in if they give
     credentials, and return the connection, whose C{root} is the server's
     root object (for this login; seen through C{interface} if given).
 
     @param interface: the root's remote interface
         (L{framing.rpc.interfaces.RemoteInterface}): C{root} is then its
-        L{BlockingTypedReference}, which checks arguments before sending and
-        results on arrival.
-    @param options: the L{ClientOptions}: C{credentials} (as the Twisted
-        client's, L{framing.login}: C{Password(user, password)}, C{Token(token)},
-        C{ClientCertificate()} with C{tls} presenting one, C{Anonymous()}),
-        C{tls} (an C{ssl.SSLContext}, L{tlsContext} makes one; C{True}: the
-        system's CAs), C{timeout} (to connect, for the TLS handshake, to
-        receive the server's preamble, and to log in: each), the
-        C{callLimits} (their C{callTimeout}: seconds each call waits for
-        its answer), C{silenceTimeout} (seconds the server may say nothing
-        while a call waits; it is pinged at half of it), C{limits},
-        C{registry} and C{metadata} (sent with every call).  No interceptors.
+        L{BlockingTypedReference}.
+    @param options: the L{ClientOptions}; C{timeout} bounds connecting, the
+        TLS handshake, the server's preamble and the login, each.  No interceptors.
     @raise ConnectTimedOut: no TCP connection within the C{timeout}.
     @raise ServerSilent: connected, but no preamble within the C{timeout}.
     @raise OSError: the connection was refused, or the name did not resolve.
     @raise framing.ProtocolError: the server does not speak chunkwire.
-    @raise ssl.SSLError: the TLS handshake failed (the server's certificate
-        is not trusted, or this side's is refused).
-    @raise framing.login.LoginFailed: the login failed: L{framing.login.LoginRefused},
-        L{framing.login.ServerNotVerified}, L{framing.login.UnsupportedCredentials}...
+    @raise ssl.SSLError: the TLS handshake failed.
+    @raise framing.login.LoginFailed: the login failed.
     @raise ValueError: the options have interceptors.
 
-    A list of addresses (each C{"host:port"} or C{(host, port)}; a host
-    name resolving to several addresses counts as several) makes a
-    L{BlockingFailover} instead, whose C{root}'s calls go to one of those
-    servers, as the options' C{policy} says: L{framing.rpc.addresses.PICK_FIRST}
-    (one connection, to the first address that connects) or
-    L{framing.rpc.addresses.ROUND_ROBIN} (one to each, taken in turn).  It
-    connects when its first call is made; a server that drains, dies or
-    is cut off has new calls move to another within C{moveTimeout}
-    seconds (or the call's deadline), and a call is never sent twice (see
-    L{BlockingFailover}); C{backoff}: each address's
-    L{framing.rpc.addresses.Backoff} after a failed attempt.  C{interface}
-    is not taken there.
+    A list of addresses makes a L{BlockingFailover} instead (the options'
+    C{policy}, C{moveTimeout} and C{backoff}; no C{interface}).
+
+    Design: docs/design/clients-without-twisted.md
     """
     options.withoutInterceptors("the blocking client")
     if isinstance(address, list):
@@ -1453,28 +1308,22 @@ class FailoverReference:
 
 
 class BlockingFailover:
-    """
-    A client of one service at several addresses (L{connect} given a list):
-    the policy (pick_first, round_robin), each address's backoff and the
-    rule that a call is sent at most once are L{framing.rpc.addresses}';
-    this class resolves the names, connects (on the calling thread) and
-    waits.  A context manager that closes every connection.
+    """A client of one service at several addresses (L{connect} given a list):
+    the policy, backoff and send-at-most-once rule are
+    L{framing.rpc.addresses}'; this class resolves, connects (on the calling
+    thread) and waits.  A context manager that closes every connection.
 
-    Contract: a call goes to a ready connection, picked by the policy.  One
-    that finds none ready (every server dead, draining or cut off) connects
-    as the policy says and waits, at most until its L{callContext}
-    deadline or C{moveTimeout} seconds, whichever comes first; then it
-    raises L{framing.rpc.addresses.NoAddressReady}, having sent nothing.
-    A connection's GOAWAY or close, read before the call is written (this
-    client reads only in calls: the next call looks at each connection it
-    picks, one C{poll}, see L{BlockingConnection.refresh}), sends the call
-    to another address.  A call written to a server that then dies or is
-    cut off raises the connection's error (L{ConnectionLost},
-    L{ServerSilent}, ...) and is never sent again.  A connection that
-    drained is closed by the first call that finds it idle.
+    Contract: a call goes to a ready connection picked by the policy; with
+    none ready it connects and waits, at most to its L{callContext} deadline
+    or C{moveTimeout}, then raises L{framing.rpc.addresses.NoAddressReady},
+    having sent nothing.  A GOAWAY or close seen before the call is written
+    (L{BlockingConnection.refresh}) sends it elsewhere; a call once written
+    is never sent again (it raises the connection's error).
 
     Cost: per call, the policy's pick (O(1)), one C{poll} on the picked
     connection, and a look at the draining connections (O(addresses)).
+
+    Design: docs/design/clients-without-twisted.md
 
     @ivar root: the service's root object, a L{FailoverReference}.
     @ivar book: the L{framing.rpc.addresses.AddressBook} (its addresses' states, for tests and metrics).

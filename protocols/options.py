@@ -69,58 +69,24 @@ def checkInterceptors(owner: str, interceptors: object) -> tuple[Any, ...]:
 
 @dataclass(frozen=True, kw_only=True)
 class ClientOptions:
-    """
-    How a client connects, and what its connection accepts (see the module
-    docstring); every field has a default, so C{ClientOptions()} is every
-    client's default.  C{dataclasses.replace(options, timeout=5)} makes a
+    """How a client connects, and what its connection accepts; C{ClientOptions()}
+    is every client's default, C{dataclasses.replace(options, timeout=5)} a
     changed copy.
 
-    @ivar credentials: log in with these first: C{Password(user, password)}
-        (SCRAM-SHA-256: the password never crosses the wire; Twisted's
-        C{UsernamePassword} too on the Twisted client), C{Token(token)},
-        C{Anonymous()}, C{ClientCertificate()} (over TLS presenting one);
-        C{None}: no login.  A reconnecting client logs in on each
-        connection.  Not taken by C{connectURL}: the URL's name is the login.
-    @ivar timeout: seconds to connect, finish the TLS handshake, hear the
-        server's preamble and log in (each attempt's, for a client that
-        reconnects or has several addresses); past it the attempt fails
-        (C{ConnectTimeout} on Twisted, L{framing.rpc.errors.ConnectTimedOut}
-        or L{framing.rpc.errors.ServerSilent} without).  30 s; C{None}: wait
-        for ever.
-    @ivar limits: the L{Limits} of what the connection receives; C{None}:
-        the defaults.
-    @ivar registry: the L{Registry} of the application types both sides
-        send; C{None}: the built-in types only.
-    @ivar callLimits: the L{CallLimits} of the connection: its
-        C{callTimeout} bounds each call's wait for its answer, C{maxPending}
-        the calls waiting at once, C{maxImports} the server's references
-        held, C{maxRunning} the server's calls running here (every client).
-        C{None}: L{framing.rpc.limits.CLIENT_CALL_LIMITS} (no call timeout;
-        the clients without Twisted keep their session's defaults: no
-        bound on calls waiting, 100 of the server's calls running).
-    @ivar interceptors: L{protocols.rpc.interceptors.ICallInterceptor}s
-        told of each call the connection makes (and of the server's calls
-        back), in order.  The Twisted client's only: the clients without
-        Twisted refuse a non-empty one (C{ValueError}).
-    @ivar metadata: metadata sent with every call the connection makes (a
-        trace id, a tenant), under what a call's own C{callContext} sets
-        (its keys win).  Every client.
-    @ivar silenceTimeout: seconds a server may stay silent while calls wait
-        (it is pinged at half of it; after all of it the connection is
-        dropped and its calls fail).  60 s; C{None}: no bound.  The clients
-        without Twisted, and the Twisted client of several addresses.
-    @ivar tls: the clients without Twisted: an C{ssl.SSLContext}
-        (C{protocols.blocking.tlsContext} makes one), C{True} for the
-        system's CAs, C{False} for plain TCP.  Twisted clients say TLS in
-        the endpoint description (C{"ssl:..."}) instead.
-    @ivar policy: for a list of addresses: L{framing.rpc.addresses.PICK_FIRST}
-        (one connection, to the first that connects) or
-        L{framing.rpc.addresses.ROUND_ROBIN} (one to each, calls taken in turn).
-    @ivar moveTimeout: seconds a call waits for a ready connection after a
-        server drains (GOAWAY), dies or is cut off (a reconnecting client, a
-        list of addresses); 30 s.
-    @ivar backoff: for a list of addresses, each address's
-        L{framing.rpc.addresses.Backoff} after a failed attempt; C{None}: the default.
+    Design: docs/design/options.md
+
+    @ivar credentials: log in with these first (C{Password}, C{Token}, ...); C{None}: no login.
+    @ivar timeout: seconds to connect, finish TLS, hear the preamble and log in, each (30; C{None}: for ever).
+    @ivar limits: the L{Limits} of what the connection receives; C{None}: the defaults.
+    @ivar registry: the L{Registry} of application types both sides send; C{None}: built-in types only.
+    @ivar callLimits: the L{CallLimits}; C{None}: L{framing.rpc.limits.CLIENT_CALL_LIMITS}.
+    @ivar interceptors: L{protocols.rpc.interceptors.ICallInterceptor}s, in order (the Twisted client's only).
+    @ivar metadata: sent with every call (a C{callContext}'s own keys win).
+    @ivar silenceTimeout: seconds a server may stay silent while calls wait (60; C{None}: no bound).
+    @ivar tls: the clients without Twisted: an C{ssl.SSLContext}, C{True} (system CAs) or C{False}.
+    @ivar policy: for a list of addresses: L{framing.rpc.addresses.PICK_FIRST} or L{framing.rpc.addresses.ROUND_ROBIN}.
+    @ivar moveTimeout: seconds a call waits for a ready connection after a server drains, dies or is cut off (30).
+    @ivar backoff: for a list of addresses, each address's L{framing.rpc.addresses.Backoff}; C{None}: the default.
     """
 
     credentials: Any = field(default=None, repr=False)

@@ -1,43 +1,19 @@
 """Several addresses for one service: which one a call goes to, which to connect to when, sans-IO.
 
-A client that knows several addresses of one service (a list, or a host
-name resolving to several) keeps an L{AddressBook}: one entry per address,
-each in one L{AddressState}, and one policy, as gRPC's:
+Contract: an L{AddressBook} keeps one L{AddressState} per address and one
+policy, as gRPC's: L{PICK_FIRST} (one connection, to the first address
+that connects) or L{ROUND_ROBIN} (one to each, calls taken in turn).  Each
+address backs off on its own (L{Backoff}).  A call's L{CallRoute} says
+where to send (L{Send}) or what to do meanwhile (L{Wait}), and fails with
+L{NoAddressReady} at its deadline.  A call refused before anything was
+written (L{CallRoute.notSent}) goes on to another address; one written
+(L{CallRoute.sent}) is never sent again.  The book reads no clock (the
+shell gives C{now}) and does no I/O; the clients resolve, connect and wait.
 
- - L{PICK_FIRST}: one connection at a time, to the first address in order
-   that connects; every call goes there.  When it drains or is lost, the
-   next new call connects to the first address in order not backing off
-   and not the one draining, so calls move to another server.
- - L{ROUND_ROBIN}: a connection to every address; new calls take the ready
-   ones in turn.  One that drains or is lost stops taking calls at once,
-   and is connected again (after its backoff, if its attempt fails).
+Cost: L{CallRoute.step} is O(1) when a connection is ready; the other
+methods are O(addresses), for the few events between calls.
 
-Each address backs off on its own (L{Backoff}: 1 s growing by 1.6 to 120 s,
-with 20 % jitter, as gRPC's connection backoff): a failed attempt makes the
-address wait before the next; a connection made resets it.  A connection
-lost once it was made is tried again at once (the first attempt after a
-loss waits nothing: the server may have only restarted).
-
-One call's way is a L{CallRoute}: it asks the book which connection to
-send on (L{Send}), or what to do while none is ready (L{Wait}: connect to
-these addresses, wake at this time at the latest), and fails with
-L{NoAddressReady} once its deadline passes with no connection ready.  The
-rule the shells keep: a call refused by a connection before anything of
-it was written (a L{framing.rpc.errors.DeadReferenceError}: the
-connection is lost or draining) goes on to another address within its
-deadline (L{CallRoute.notSent}); a call once written (L{CallRoute.sent})
-is never sent again, whatever happens to its connection: it fails with
-the connection's error, typed (L{framing.rpc.errors.ConnectionLost}).
-
-The clients (the Twisted L{protocols.rpc.reconnecting}, the blocking and
-the asyncio ones) resolve names, connect and wait, each its own way, and
-tell the book what happened; the book reads no clock (every method that
-needs the time is given C{now}, on the shell's clock) and does no I/O.
-
-Cost: a call's L{CallRoute.step} is O(1) when a connection is ready (the
-commonest case: one list index for pick_first, one modular step for
-round_robin); the other methods are O(addresses), for the few events
-(connected, lost, drained, failed) between calls.
+Design: docs/design/rpc-core.md
 """
 
 from __future__ import annotations

@@ -1,24 +1,17 @@
 """The calls one side made that wait for answers, whatever waits for them: request ids and matching.
 
-Contract: a L{CallTable} numbers calls from 1 (0 is L{framing.rpc.wire.NO_ANSWER}),
-is the dict of the pending calls keyed by their request ids, and gives each back
-once when its answer (or its end) comes, so adding, matching and giving up
-a call are O(1) whatever is in flight, and answers may come in any order.
-It holds I{what waits} for each call as an opaque value: the Twisted client
-(L{protocols.rpc.calls}) keeps a Deferred there, the blocking client
-(L{protocols.blocking}) a slot a thread waits on, so the bookkeeping is
-written once and the clients differ only in how they wait.
+Contract: a L{CallTable} numbers calls from 1 (0 is
+L{framing.rpc.wire.NO_ANSWER}), keeps what waits for each (a Deferred, a
+thread's slot, a future: opaque here) by request id, and gives each back
+once when its answer or end comes.  An answer to a call not pending is
+ignored once per call given up on (L{CallTable.expectLateAnswer}); any
+other is the peer's L{framing.rpc.errors.UnexpectedAnswer}
+(L{CallTable.strayAnswer}).  Nothing here sends, reads, sleeps or reads a
+clock.
 
-It also decides what an answer to a call that is not pending means
-(L{CallTable.strayAnswer}): one such answer is expected per call given up
-on (cancelled or timed out; L{CallTable.expectLateAnswer}) and is ignored;
-any other (a call never made, or one answered twice) is the peer's
-L{framing.rpc.errors.UnexpectedAnswer}, and the connection is dropped, so a
-peer cannot flood this side with answers it never asked for.
+Cost: adding, matching and giving up a call are O(1) whatever is in flight.
 
-Nothing here sends, reads, sleeps or looks at a clock: timers, sending the
-CANCEL and failing the waiter are the caller's.  Names are camelCase, as the
-rest of L{framing.rpc} (see its package docstring).
+Design: docs/design/rpc-core.md
 """
 
 from __future__ import annotations

@@ -1,31 +1,20 @@
 """Object streams of the clients without Twisted, sans-IO: the stream table with a client session's output.
 
-Contract: a L{ClientObjectStreams} is the L{framing.rpc.streamtable.ObjectStreamTable}
-(every stream rule: ids, windows, checks, the ledger's charge, END,
-ERROR, CANCEL, the connection's end) of one
-L{framing.rpc.session.ClientSession}, part of every session (a plain call
-pays nothing for it: the session hands it a top-level L{FlowMessage}
-only).  What it adds: flow messages encoded into the session's output; a
-stream the server announces decodes as the client's reader (the session's
-C{makeStream}, a L{framing.rpc.streamtable.ReceivedStream} subclass); a
-consumer or a pull waiting on a stream a message changed is settled as a
-call is, C{(waiter, None, None)} (L{ClientObjectStreams.received},
-L{ClientObjectStreams.ended}).
+Contract: a L{ClientObjectStreams} is the
+L{framing.rpc.streamtable.ObjectStreamTable} of one
+L{framing.rpc.session.ClientSession}, adding the encoding of flow messages
+into the session's output, the client's reader for a stream the server
+announces, and settling a waiting consumer as a call is settled.  With
+C{sending} (the asyncio client) an async iterable argument is announced
+with its CALL and fed by L{ClientObjectStreams.itemReady}; without it, and
+for a plain generator, the argument is refused with
+L{StreamArgumentRefused} before anything is sent.  No I/O, no threads, no
+clock: the session's owner guards it with the session's lock.
 
-Sending a stream as an argument, for a client that gives C{sending} (the
-asyncio client): an async iterable in a call's arguments is announced as
-the CALL is encoded and goes live once it is encoded whole
-(L{ClientObjectStreams.committed}; forgotten if the encoding fails); the
-I/O layer pulls its source while its window is open, hands each item to
-L{ClientObjectStreams.itemReady} (checked, then one ITEM in the output) and
-ends it with C{endSending} or C{failSending}; C{sending} is told again when
-the stream is over (the server's CANCEL, the session's end).  Without
-C{sending} (the blocking client), and for a plain generator in any client,
-the argument is refused with L{StreamArgumentRefused} before anything is sent.
+Cost: the table's per ITEM, one encoding per CREDIT; nothing per call
+without a stream.
 
-No I/O, no threads, no clock: the session's owner guards this with the
-session's lock.  Costs: the table's per ITEM, one encoding per CREDIT;
-nothing per call without a stream.
+Design: docs/design/rpc-streams.md
 """
 
 from __future__ import annotations

@@ -1,39 +1,19 @@
 """How a remote call fails: the error classes, and the exception types that travel as themselves.
 
-Strategy: each error says whose fault it is and who sees it.
+Each error says whose fault it is and who sees it: raised here at once,
+nothing sent (L{DeadReferenceError}, L{TooManyPendingCalls}); raised here
+later on the call (L{CallTimedOut}, a local L{framing.Violation},
+L{callLost}'s reason); made by the peer and rebuilt here (L{rebuild}:
+L{RemoteError}, L{NoSuchMethod}, L{NoSuchObject}, L{RemoteViolation}, or a
+type registered with L{registerError}, as itself); the peer's fault, which
+drops the connection (L{RuleBroken}: L{UnexpectedAnswer},
+L{UnreadableRequestId}, L{NotAnRpcMessage}, L{DuplicateRequestId}); and
+internal ones neither side sees (L{MessageRefused}, L{MessageWithoutId}).
 
-- Raised I{here} for the application, at once, nothing sent:
-  L{DeadReferenceError} (the connection is not up), L{TooManyPendingCalls}
-  (C{CallLimits.maxPending}), C{TypeError} (a method name that is no str),
-  an L{framing.EncodingError} (an argument cannot be sent).
-- Raised here later, on the caller's Deferred: L{CallTimedOut}
-  (C{CallLimits.callTimeout}; the peer is sent a CANCEL), a local
-  L{framing.Violation} (this side refused the answer, or a
-  L{TooManyReferences} in it), the reason the connection was lost (still
-  of its type, but naming the call and the peer: L{callLost}), or
-  C{CancelledError}.
-- Made by the I{peer} and rebuilt here (L{rebuild}): L{RemoteError} (the
-  remote method raised), its subclasses L{NoSuchMethod}, L{NoSuchObject}
-  and L{RemoteViolation} (the peer refused the call: its constraints,
-  L{WrongArguments}, or a L{framing.Violation} it raised), or an exception
-  type registered on both sides with L{registerError}, which arrives as
-  itself.  The peer's side logs refusals and method failures at a bounded
-  rate; the application that made the call sees only the error.
-- The peer's fault, for the connection: a L{RuleBroken}, a
-  L{framing.ProtocolError} whose text begins with its code (the ERROR token
-  the peer is sent names it): L{UnexpectedAnswer} (an answer to a call
-  never made, or answered twice), L{UnreadableRequestId} (a call or an
-  answer refused before its request id arrived), L{NotAnRpcMessage} (a
-  top-level object that is no RPC message) and L{DuplicateRequestId} (a
-  call numbered like one still running).  The connection is dropped and
-  every pending call fails with it.
-- Internal: L{MessageRefused} carries a refused message's kind and id from
-  its unslicer to the broker, and L{MessageWithoutId} the kind of one
-  refused before its id; neither the application nor the peer sees them.
+Cost: L{describe} and L{rebuild} are one dict lookup plus a walk of the
+raised type's MRO, on the failure path only.
 
-An exception's description for the wire (L{describe}) and its rebuilding
-(L{rebuild}) cost one dict lookup plus a walk of the raised type's MRO;
-they run only on the failure path.
+Design: docs/design/rpc-core.md
 """
 
 from __future__ import annotations

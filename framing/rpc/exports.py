@@ -1,30 +1,18 @@
 """The references of one connection, sans-IO: what this side exports, what it holds of the peer's, and RELEASE.
 
-Contract: L{ExportTable} is the export half every side keeps: an exported
-object lives in L{ExportTable.exports} (id to C{[object, count]}), counting
-how many times its id was sent; a RELEASE(id, count) from the peer takes
-that many sendings back, and the object is forgotten at zero (the root, id
-0, never).  Ids are never reused, so a reference sent again while a RELEASE
-is in flight is never forgotten too early.  The Twisted broker's table
-(L{protocols.rpc.tables.ReferenceTable}) is one, with a reactor's import
-half; L{ClientReferences} is the other, for the clients without Twisted
-(L{protocols.blocking}, L{protocols.asyncioclient}), whose
-L{framing.rpc.session.ClientSession} keeps one.
+Contract: L{ExportTable} counts how many times each exported object's id
+was sent; a RELEASE(id, count) takes that many back and the object is
+forgotten at zero (the root never).  Ids are never reused.  The Twisted
+broker's table is one; L{ClientReferences}, the clients' without Twisted,
+adds the import half: one reference per server id, and a RELEASE due when
+it dies or is released.  A dying reference only appends to a list (any
+thread, any moment); the RELEASEs are made by L{releases} when the session
+is asked what to send.  At most C{maxImports} references are held
+(L{TooManyReferences}).
 
-L{ClientReferences} adds the import half for a client: the one reference
-held per id of the server's (made by the client's own factory: a
-L{protocols.blocking.BlockingReference}, an
-L{protocols.asyncioclient.AsyncReference}), counting how many times the id
-was received; when the reference dies (the last use of it dropped) or is
-released (L{ClientReferences.release}), a RELEASE(id, count) is due.  A
-reference dies whenever the garbage collector says so, on any thread and
-possibly in the middle of an encode or a decode, so its weakref callback
-only appends the record to a list (atomic) and calls the I/O layer's
-C{released} hook; the RELEASEs are made later, by L{releases}, which the
-session calls when it is asked what to send (under the I/O layer's lock).
-At most C{maxImports} of the server's references are held at once (a
-message past it is refused with L{TooManyReferences}).  Every operation is
-O(1); L{releases} is O(references died since).
+Cost: every operation O(1); L{releases} O(references died since).
+
+Design: docs/design/rpc-core.md
 """
 
 from __future__ import annotations

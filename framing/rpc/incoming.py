@@ -1,35 +1,20 @@
 """The server's calls to a client's exports, sans-IO: found, checked, handed to the I/O layer to run, answered.
 
-Contract: a client without Twisted that passed a
-L{framing.rpc.referenceable.Referenceable} (a callback) is called by the
-server with CALLs naming its export id.  L{IncomingCalls} finds the object
-(L{framing.rpc.errors.NoSuchObject} if this side exports nothing under that
-id) and the method (L{framing.rpc.errors.NoSuchMethod} for a name not marked
-L{framing.rpc.signatures.remote}), and checks the arguments against the
-method's constraints (the L{framing.Violation}, C{where} naming the
-argument); a call refused so is answered with its FAIL at once, without
-running anything.  A call that passes becomes an L{IncomingCall} waiting in
-L{IncomingCalls.waiting}: it is not run here, because the method is the
-application's code, which may block or call the server back, and only the
-I/O layer knows on which thread or task it may do so (the blocking client
-runs it on the thread that read it, with the connection's lock released;
-the asyncio client on the loop, as a task if it is a coroutine).  The I/O
-layer then settles it (L{IncomingCalls.settle}): its result, checked against
-the method's result constraint, is one ANSWER; its exception one FAIL (a
-L{framing.Violation} as a refusal, a registered exception type as itself,
-anything else as a L{framing.rpc.errors.RemoteError}).  A call for no answer
-is run the same way and never answered.  A CANCEL drops the answer of the
-call it names (the I/O layer may stop it; a blocking method cannot be).  A
-call carrying a call context (a deadline, metadata: L{framing.rpc.context})
-is run as any other: its server CANCELs it when its deadline passes.  At
-most C{maxRunning} of the server's calls wait or run at once: past it a call
-is refused with L{TooManyRunningCalls} before it runs.  A call's arguments
-are charged to the session's ledger (account L{CALLS_ACCOUNT}, by
-L{callBytes}) from the moment it waits until it is settled, or the
-connection ends; a CANCEL does not stop a method already running (a
-blocking one cannot be stopped), so its arguments stay charged until it
-ends.  Costs: one dict lookup for the object, one for the method, the
-argument check, and L{callBytes} (O(the arguments)).
+Contract: L{IncomingCalls} finds the exported object
+(L{framing.rpc.errors.NoSuchObject}) and the L{framing.rpc.signatures.remote}
+method (L{framing.rpc.errors.NoSuchMethod}) and checks the arguments (the
+L{framing.Violation}); a refused call is answered with its FAIL at once.
+A call that passes waits in L{IncomingCalls.waiting} for the I/O layer to
+run it where it may block, and to settle it (L{IncomingCalls.settle}: one
+ANSWER, checked, or one FAIL).  A CANCEL drops the answer.  At most
+C{maxRunning} wait or run (L{TooManyRunningCalls}).  A call's arguments are
+charged to the ledger (L{CALLS_ACCOUNT}, by L{callBytes}) until it is
+settled or the connection ends.
+
+Cost: one dict lookup for the object, one for the method, the argument
+check, and L{callBytes} (O(the arguments)).
+
+Design: docs/design/rpc-core.md
 """
 
 from __future__ import annotations

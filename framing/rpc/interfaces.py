@@ -1,58 +1,24 @@
 """Remote interfaces: one declaration of a service, checked on both ends, by every client.
 
-This module is the sans-IO half: the declaration (L{RemoteInterface}), the
-registry of interfaces by name, and the checks a typed proxy makes before a
-call and on its answer (L{proxyMethod}, L{resultCheck}).  The proxies are
-each client's own: L{protocols.rpc.TypedReference} (Deferreds, on a
-reactor), the blocking client's (L{protocols.blocking}, results returned);
-L{RemoteInterface.remoteProxy} makes the one registered for the reference's
-class (L{framing.rpc.signatures.registerReference}).  Nothing here imports
-Twisted: a module declaring an interface loads none if it imports
-C{Deferred} only for type checking (C{if TYPE_CHECKING:}), and then serves
-a client without Twisted as well as the Twisted one.
-
-A remote interface is a C{typing.Protocol} that subclasses
-L{RemoteInterface}; its methods are stubs returning a C{Deferred} of
-their result, and their type hints are the schema::
+A remote interface is a C{typing.Protocol} subclassing L{RemoteInterface};
+its methods are stubs returning a C{Deferred} of their result, and their
+type hints are the schema::
 
     class IKeyValue(rpc.RemoteInterface, Protocol, name="kv.IKeyValue"):
         def get(self, key: Annotated[str, MaxLength(1024)]) -> Deferred[str]: ...
 
-The server's class subclasses it (C{class KeyValue(rpc.Referenceable,
-IKeyValue)}) and so implements it: each of its methods is remote with the
-interface's constraints (L{protocols.rpc.Referenceable}), and each
-reference to an instance carries the interface's name.  The client asks a
-reference for a proxy (C{root.typed(IKeyValue)}, or C{connect(...,
-interface=IKeyValue)}) on which a call to a method the interface lacks, or
-with arguments its constraints refuse, fails here, with nothing sent, and a
-result is checked against the result constraint.
+A server class subclassing it implements it (its methods remote with the
+interface's constraints).  A client's typed proxy (C{root.typed(IKeyValue)},
+C{connect(..., interface=IKeyValue)}) refuses, with nothing sent, a method
+the interface lacks or arguments its constraints refuse, and checks each
+result.  This module is the sans-IO half: the declaration, the registry by
+name, and the checks (L{proxyMethod}, L{resultCheck}); each client has its
+own proxy.  Nothing here imports Twisted.
 
-Why a C{typing.Protocol} and not a C{zope.interface.Interface}: a proxy's
-calls are only worth typing if a type checker can check them.  mypy knows
-nothing of zope.interface (its methods are declared without C{self} and its
-attributes are C{Attribute} objects, so a checker sees neither the
-parameters nor the results without a plugin), while a Protocol's methods are
-ordinary annotated methods: C{root.typed(IKeyValue)} is typed as
-C{IKeyValue}, so C{mypy --strict} checks every call made on it, and the
-server class that subclasses the interface is checked against it too.  The
-hints are also what L{framing.rpc.signatures} turns into constraints, so one
-declaration is both the static and the runtime schema.
+Cost: the constraints are derived once, when the interface is created; a
+proxy call is the server's argument check, a result check one C{validate}.
 
-Why stubs return C{Deferred[T]}: that is what a proxy's call returns, so
-mypy lets a caller C{await} it (the result typed C{T}), C{cancel()} it or
-C{addTimeout()} it, and refuses C{Deferred.fromCoroutine(proxy.get(k))},
-which would fail at run time.  One declaration is read by both ends, and
-mypy cannot map an interface's methods to other return types for the
-proxy, so the declaration says what the caller gets; the server's method
-must then return a C{Deferred} too, to pass mypy's override check: write it
-C{async def} under L{protocols.rpc.deferred}, which makes it return one.  (C{async def}
-stubs still work at run time, but mypy then types each call as a
-coroutine, which it is not: C{cancel()} is refused and
-C{Deferred.fromCoroutine} accepted.)
-
-Cost: the interface's constraints are derived once, when the interface
-class is created; a proxy call is the same argument check the server would
-make, then the call; a result check is one C{validate}.
+Design: docs/design/rpc-core.md
 """
 
 from __future__ import annotations

@@ -1,28 +1,18 @@
 """What may be called remotely: L{Referenceable} objects and their L{remote} methods, sans-IO.
 
-Contract (the exposure rule): a peer can reach only instances of
-L{Referenceable} subclasses (the root given to C{serve}, and objects sent by
-reference in arguments and results), and on those only the methods marked
-with L{remote}.  Any other name, including inherited Python machinery like
-C{__init__} or C{__class__}, is a C{NoSuchMethod} error; nothing is looked up
-with C{getattr}.  A subclass that overrides a remote method without marking
-it again makes it not remote.  Each class's table of remote methods is built
-once, when the class is created, so finding a method is one dict lookup.
+Contract (the exposure rule): a peer reaches only instances of
+L{Referenceable} subclasses (the root, and objects sent by reference), and
+on those only the methods marked L{remote} (or a remote interface's
+methods); any other name is a C{NoSuchMethod}, nothing looked up with
+C{getattr}.  An override not marked again is not remote.  Constraints,
+derived from the hints (L{framing.rpc.signatures}) or given explicitly,
+are checked on the side that runs the method: arguments before, result
+after.  The Twisted broker and the clients without Twisted share it.
 
-Constraints are checked, with
-L{framing.slicing.constraints.Constraint.validate}, on the side that runs the
-method: the arguments before it runs, the result before it is sent.  L{remote}
-derives them from the method's type hints (L{framing.rpc.signatures}), once,
-when it decorates the method; constraints given to it explicitly override
-the derived ones.
+Cost: each class's table of remote methods is built once, when the class
+is created; finding a method is one dict lookup.
 
-Here, in L{framing.rpc}, and not in L{protocols.rpc}, because it needs
-nothing of Twisted: the same class is what the Twisted broker exports and
-what the clients without Twisted (L{protocols.blocking},
-L{protocols.asyncioclient}) pass to the server as callbacks
-(L{framing.rpc.exports}); L{protocols.rpc} exports it.  A class that implements a remote interface
-(L{protocols.rpc.interfaces}) gets the interface's methods as remote
-methods, with the interface's constraints, without marking them.
+Design: docs/design/rpc-core.md
 """
 
 from __future__ import annotations

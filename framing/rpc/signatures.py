@@ -1,37 +1,22 @@
 """Remote method signatures: type hints to constraints, and the argument checks made before a call.
 
-Written once for every side (L{protocols.rpc}'s server and Twisted client,
-the blocking client L{protocols.blocking}), without Twisted: what a remote
-method accepts and returns, as constraints, and the check a caller or a
-server runs on a call's arguments.
-
 Contract: L{constraintFor} turns one type hint into the
-L{framing.slicing.constraints.Constraint} that accepts exactly the values the
-hint describes, as the wire can carry them, or raises L{UnsupportedHint}.
-It runs once per method, when the method is decorated (or its class or
-interface is created): a call pays only for checking the constraints, the
-same as for constraints written by hand.  A bare type bounds nothing but the
-type (C{str} is any string the decoder's L{framing.Limits} accept); bounds
-come from C{Annotated} metadata: L{MaxLength}, L{MinLength}, L{Range},
-L{Pattern}, or a C{Constraint} instance, which is used as it is.
-
-Supported: C{Any}/C{object}, C{None}, C{bool}, C{int}, C{float} (which, as
-in PEP 484, takes an C{int} too), C{str}, C{bytes}; C{list}, C{set}, C{frozenset}, C{tuple} (fixed or C{tuple[X,
-...]}), C{dict} and their C{collections.abc} counterparts; C{X | None}, other
-unions and C{Optional}; C{Literal}; dataclasses (their fields' hints are
-checked too) and types registered with L{framing.register}; remote
-interfaces and references (L{RefOf}); any type given to L{registerHint}.  A
-result hint of C{Deferred[X]}, C{Awaitable[X]} or C{Coroutine[..., X]} means
-C{X}: Twisted's C{Deferred} is told apart by L{registerAwaited} (which
-L{protocols.rpc} calls), or, in a module that imports it only for type
-checking (C{if TYPE_CHECKING:}, so that importing the module loads no
-Twisted), by its name C{Deferred} left unresolved.
-
+L{framing.slicing.constraints.Constraint} accepting exactly the values it
+describes, or raises L{UnsupportedHint}.  Bounds come from C{Annotated}
+metadata (L{MaxLength}, L{MinLength}, L{Range}, L{Pattern}, a
+C{Constraint}).  Supported: the built-in scalars and containers, unions,
+C{Literal}, dataclasses, registered types, remote interfaces and
+references (L{RefOf}), any type given to L{registerHint}; a result of
+C{Deferred[X]}, C{Awaitable[X]} or C{Coroutine[..., X]} means C{X}.
 L{RemoteMethod} and L{remoteMethod} record a method's constraints and its
-argument check (L{WrongArguments} for arguments the signature cannot take,
-a L{framing.Violation} naming the argument in C{where} for one its
-constraint refuses): a server runs it before the method, a typed proxy
-before sending the call.
+argument check (L{WrongArguments}, or a L{framing.Violation} naming the
+argument), which a server runs before the method and a typed proxy before
+sending.  Written once, without Twisted, for every side.
+
+Cost: the hints are turned into constraints once per method, when it is
+decorated; a call pays only for checking them.
+
+Design: docs/design/rpc-core.md
 """
 
 from __future__ import annotations

@@ -1,36 +1,18 @@
 """Object streams in RPC calls, sans-IO: the messages, the credit windows and the C{AsyncIterator[T]} constraint.
 
-Contract: a stream of objects travels in a call's arguments or result as
-an announcement, OPEN C{"rpc.stream"}, the INT stream id, CLOSE; its items
-and its control messages are top-level objects of their own, each OPEN
-C{"rpc.flow"}, an INT tag, the fields of that kind, CLOSE::
+Contract: a stream travels in a call's arguments or result as an
+announcement (OPEN C{"rpc.stream"}, its id, CLOSE); its items and control
+messages are top-level C{"rpc.flow"} objects: ITEM, END and ERROR from the
+sender, CREDIT and CANCEL from the receiver.  Ids are the sender's.  A
+CREDIT grants items and states the byte window; an ITEM sent while the
+items in flight held it is refused (L{ByteCreditExceeded}).  The
+specification is section 14 of C{docs/wire-format.md}.  L{ReceiveWindow}
+and L{SendWindow} are the two sides' bookkeeping; L{StreamOf} is the
+constraint C{AsyncIterator[T]} means, checking each item.
 
-    (ITEM,   streamId, item, ...)                   sender -> receiver
-    (CREDIT, streamId, objects, bytes)              receiver -> sender
-    (END,    streamId, count)                       sender -> receiver
-    (ERROR,  streamId, typeName, message, details)  sender -> receiver
-    (CANCEL, streamId)                              receiver -> sender
+Cost: O(1) per item.
 
-Stream ids are the sender's (numbered from 1 on each side of a
-connection): an ITEM, END or ERROR names one of the peer's streams, a
-CREDIT or CANCEL one of this side's.  An ITEM carries one or more items
-(the items a sender has ready at once share one message, so a stream of
-small objects costs a fraction of a message each).  A CREDIT grants
-C{objects} more items and states the receiver's byte window, C{bytes}:
-the sender counts each item's share of its ITEM's encoded length, and
-sends while the items not yet given back by credit (acknowledged in order)
-hold less than C{bytes}, so at most the window plus one message.  The
-receiver holds it to both windows: it counts each ITEM's bytes as
-L{leastEncodedLength} does (never more than their encoding) and refuses
-an ITEM sent while the items in flight held the byte window
-(L{ByteCreditExceeded}).  The full specification is section 14 of
-C{docs/wire-format.md}.
-
-L{ReceiveWindow} and L{SendWindow} are the two sides' flow-control
-bookkeeping; L{StreamOf} is the constraint a hint C{AsyncIterator[T]}
-means (registered with L{framing.rpc.signatures.registerGenericHint}): it
-accepts a stream and hands C{T}'s constraint to it, which checks each item,
-its index in C{where} (C{"result[17]"}).  Everything here is O(1) per item.
+Design: docs/design/rpc-streams.md
 """
 
 from __future__ import annotations
@@ -410,35 +392,19 @@ def leastItemLength(message: FlowMessage, registry: Registry | None = None) -> i
 
 
 class ReceiveWindow:
-    """
-    The receiver's side of one stream: its credit, its item check, and
+    """The receiver's side of one stream: its credit, its item check, and
     what its items hold.
 
-    Credit: it grants C{window} items at first, then, as the consumer takes
-    them, grants them again in steps of a quarter of the window (or as soon
-    as the consumer has taken every item received), so a producer is never
-    more than C{window} items ahead of its consumer.
+    Contract: it grants C{window} items, then more as the consumer takes
+    them, and holds the sender to the byte window (an ITEM arriving while
+    the items in flight hold it is refused), so the items held never count
+    more than the byte window plus one ITEM.  L{arrived} is an ITEM's whole
+    arrival for every reader: counted, each item checked (L{constrain}),
+    and the memory held (L{framing.budget.held_bytes}) charged to
+    C{ledger} (L{HELD_ACCOUNT}) until the consumer took every item of it,
+    or L{dropHeld}.
 
-    It holds the sender to the byte window too: each ITEM's size (as
-    L{leastItemLength} counts it, never more than the sender counts, every
-    body its items hold counted by its length) is shared among its items as
-    the sender shares it (the remainder on the last one, so that this side's
-    count of any first items is never more than the sender's), a CREDIT
-    gives back the first items in flight, and an ITEM that arrives while
-    the items in flight hold the whole byte window is refused: an honest
-    sender sends none then.  So the items held never count more than the
-    byte window plus one ITEM.
-
-    L{arrived} is the whole of an ITEM's arrival for a reader (the Twisted
-    one and the clients' share it): counted, checked against the stream's
-    item constraint at once (L{constrain}: a refused item is refused as it
-    arrives, the items before it kept), and the memory the items kept hold
-    (L{framing.budget.held_bytes}: more than the window's count, which is
-    what their bodies carried) charged to the connection's C{ledger}
-    (account L{HELD_ACCOUNT}) until
-    the consumer has taken every item of that ITEM (released per ITEM, not
-    per item), or L{dropHeld} lets them all go (a cancelled or refused
-    stream, a reader dropped).
+    Design: docs/design/rpc-streams.md
 
     @ivar window: the items in flight allowed.
     @ivar windowBytes: the encoded bytes of items in flight allowed.

@@ -1,40 +1,21 @@
 """One connection's object streams, sans-IO, both ways: the one table of their ids, states and rules.
 
 Contract: an L{ObjectStreamTable} holds every rule of section 14 of
-C{docs/wire-format.md} that does not move bytes or wait, for every shell
-(the Twisted L{protocols.rpc.streams.ObjectStreams}, the clients'
-L{framing.rpc.clientstreams.ClientObjectStreams} subclass it):
+C{docs/wire-format.md} that neither moves bytes nor waits, for every shell
+(L{protocols.rpc.streams.ObjectStreams} and
+L{framing.rpc.clientstreams.ClientObjectStreams} subclass it): the peer's
+streams (announcement ids, L{ObjectStreamIdReused},
+L{TooManyObjectStreams}, ITEM windows, checks and ledger charge, END,
+ERROR, the consumer's take and cancel), this side's (ids, CREDIT, CANCEL,
+L{ObjectStreamTable.endSending}, L{ObjectStreamTable.failSending}), and
+the connection's end (L{ObjectStreamTable.connectionEnded}).  A reader is
+C{(ended, error)} and in L{ObjectStreamTable.readers} while open; the shell
+keeps only its waiting, timers and pacing.  No I/O, no clock.
 
- - the streams the peer sends (in a call's arguments or in a result): the
-   announcement's id rules (L{ObjectStreamIdReused},
-   L{TooManyObjectStreams}), the reader made by the shell
-   (L{ObjectStreamTable.newReader}, a L{ReceivedStream}), its first CREDIT;
-   each ITEM counted against the stream's windows, checked and charged to
-   the connection's ledger (L{framing.rpc.streams.ReceiveWindow.arrived},
-   the one place an item held is charged), END and ERROR; the consumer's
-   take (credit given back), cancel, time-out, a refused item, a reader
-   dropped unfinished (its CANCEL due, L{ObjectStreamTable.cancelDropped});
- - the streams this side sends: their ids, the live ones by id, the peer's
-   CREDIT (the producer's L{framing.rpc.streams.SendWindow}) and CANCEL,
-   END and ERROR (L{ObjectStreamTable.endSending},
-   L{ObjectStreamTable.failSending});
- - the connection's end (L{ObjectStreamTable.connectionEnded}): every reader not over
-   fails with the reason after its items, every producer is over.
+Cost: one dict lookup and the window's O(1) count per ITEM, a CREDIT per
+quarter window.
 
-A reader's state is C{(ended, error)}: open (C{False}, C{None}); over by
-END or cancelled here (C{True}, C{None}); failed by ERROR, an END that
-counts other than the items that arrived, a refused item,
-a time-out or the connection's end (C{error} set).  It is in
-L{ObjectStreamTable.readers} while open, so a message for a stream that is
-over here is ignored (the peer has not heard yet).  A producer is live in
-L{ObjectStreamTable.producers} until its END, ERROR or the peer's CANCEL.
-
-The shell gives the table its output (L{ObjectStreamTable.sendFlow}), its
-readers (L{ObjectStreamTable.newReader}) and its way of waking a consumer
-(the reader or producer L{ObjectStreamTable.receivedFlow} returns; the
-readers and producers L{ObjectStreamTable.ended} returns), and keeps only
-its waiting, its timers and its pacing.  No I/O, no clock.  Costs: one dict
-lookup and the window's O(1) count per ITEM, a CREDIT per quarter window.
+Design: docs/design/rpc-streams.md
 """
 
 from __future__ import annotations

@@ -11,37 +11,23 @@ call::
         def greet(self, name):
             return f"hello {name}"
 
-        @rpc.remote
-        async def slow(self, seconds):
-            await deferLater(reactor, seconds)
-            return "done"
-
     await rpc.serve(reactor, "tcp:8760:interface=127.0.0.1", Greeter())
 
     root = await rpc.connect(reactor, "tcp:host=127.0.0.1:port=8760")
     assert await root.callRemote("greet", "ada") == "hello ada"
 
-Contract: each call and each answer is one message in one transport write;
-per-call cost is O(1) in the calls in flight and the connection's age.  A
-call either gets its answer or fails (L{RemoteError} and its subclasses, a
-registered exception type, L{DeadReferenceError}, L{TooManyPendingCalls},
-L{CallTimedOut}, L{DeadlineExceeded}, C{CancelledError}, the reason the
-connection was lost).  Deadlines and metadata travel with the calls made in
-a L{callContext}; a method reads its own with L{currentCall}
-(L{protocols.rpc.context}).
-How a server serves is one L{ServerOptions} (C{serve(reactor, description,
-root, options=ServerOptions(...))}), how a client connects one
-L{ClientOptions} (every C{connect}, Twisted's and the clients' without it).
-Per-connection limits (references held, calls waiting, call timeout) are a
-L{CallLimits}, in L{framing.rpc.limits}.  The message table is in
-L{framing.rpc.wire}; a L{Broker} (L{protocols.rpc.broker}) is the receiver
-of one connection and hands each message to its job: the calls this side
-makes (L{protocols.rpc.calls}), the calls it answers
-(L{protocols.rpc.answering}), the reference tables and RELEASE
-(L{protocols.rpc.tables}).  The exposure rule is in
-L{framing.rpc.referenceable}.  A method may return or take a stream of
-objects (an async generator, read as a L{StreamReader}), under flow
-control: L{protocols.rpc.streams}.
+Contract: a call gets its answer or fails (L{RemoteError}, a registered
+type, L{DeadReferenceError}, L{CallTimedOut}, L{DeadlineExceeded}, the
+reason the connection was lost).  Serving takes a L{ServerOptions},
+connecting a L{ClientOptions}; per-connection limits are a L{CallLimits};
+deadlines and metadata travel in a L{callContext}.  A L{Broker} hands each
+message to L{protocols.rpc.calls}, L{protocols.rpc.answering} or
+L{protocols.rpc.tables}; streams are L{protocols.rpc.streams}.
+
+Cost: each call and answer is one message in one transport write, O(1) in
+the calls in flight and the connection's age.
+
+Design: docs/design/rpc-twisted.md
 """
 
 from framing.rpc.addresses import PICK_FIRST, ROUND_ROBIN, NoAddressReady

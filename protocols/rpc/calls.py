@@ -1,26 +1,19 @@
 """The calls one side makes, as Deferreds: timeouts and cancelling on the sans-IO call table.
 
-Contract: calls in flight live in a dict keyed by request id, so sending,
-answering, failing and cancelling a call are O(1) whatever is in flight and
-however old the connection is, and answers may come in any order.  Each call
-is one CALL message, one send transaction on the connection.  A call either
-gets its answer or errbacks: when the connection is lost every pending call
-errbacks at once with the reason.  An answer to a call this side gave up on
-(cancelled, or timed out) is ignored and logged at debug level; one answer
-per such call is expected, and any other answer to an id that is not pending
-(a call never made, or answered twice) drops the connection with
-L{UnexpectedAnswer}, so a peer cannot flood this side with answers it never
-asked for.  The request ids, the pending table and that decision are
-L{framing.rpc.calltable.CallTable}'s, which the blocking client shares;
-this module adds the Deferreds, the timers and the CANCELs.  At most
-C{CallLimits.maxPending} calls wait (C{callRemote} past it fails at once
-with L{TooManyPendingCalls}); with C{CallLimits.callTimeout} each call has
-a timer, stopped when it is answered.  A call made with a deadline
-(L{protocols.rpc.context}: a C{callContext}, or a remote method's own
-deadline passed on) carries it and has a timer for it, and fails with
-L{framing.rpc.DeadlineExceeded} when it passes.  A call that asks for no
-answer (L{OutgoingCalls.callRemoteOnly}) is sent and forgotten: nothing of
-it is kept, so it counts towards no limit here.
+Contract: each call is one CALL message, one send transaction; it gets its
+answer or errbacks (every pending call at once with the reason when the
+connection is lost).  Request ids, the pending table and the late or
+stray answer rule are L{framing.rpc.calltable.CallTable}'s; this module
+adds the Deferreds, the timers and the CANCELs.  At most
+C{CallLimits.maxPending} calls wait (L{TooManyPendingCalls}); with
+C{CallLimits.callTimeout}, or a deadline (L{protocols.rpc.context}), each
+call has a timer.  A call for no answer (L{OutgoingCalls.callRemoteOnly})
+is sent and forgotten, counted nowhere.
+
+Cost: sending, answering, failing and cancelling are O(1) whatever is in
+flight and however old the connection.
+
+Design: docs/design/rpc-twisted.md
 """
 
 from __future__ import annotations

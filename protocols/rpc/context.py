@@ -1,31 +1,21 @@
 """Deadlines and metadata that travel with a call: C{callContext} for the caller, C{currentCall} for the method.
 
-Contract: a caller sets a deadline and metadata for the calls it makes
-inside C{with callContext(timeout=..., metadata=...):}; each such call
-carries the time it has left (milliseconds, relative, because the two
-clocks differ) and the metadata, in the CALL's call context (see
-L{framing.rpc.wire} and C{docs/wire-format.md}, section 12.7).  A call whose
-deadline passed before it is sent fails at once with L{framing.rpc.DeadlineExceeded}
-and sends nothing; one sent fails with L{framing.rpc.DeadlineExceeded} at its deadline
-(the peer is sent a CANCEL, as for a timeout).  The callee refuses a call
-that arrives with no time left without running it; it runs any other with
-L{currentCall} giving its deadline (on the callee's own clock) and
-metadata, and the calls its method makes (in its synchronous part, or
-anywhere in an C{async def} or C{inlineCallbacks} method, which keep the
-context they started in) carry the time it has left, capped by any
-C{callContext} of their own.  When that deadline passes before the method
-ends, the callee answers L{framing.rpc.DeadlineExceeded} and cancels the method's
-Deferred.  Metadata does not flow on by itself: a method forwards what it
-means to.
+Contract: the calls made inside C{with callContext(timeout=...,
+metadata=...):} carry the time they have left (relative milliseconds) and
+the metadata in the CALL's call context (C{docs/wire-format.md}, section
+12.7).  Such a call fails with L{framing.rpc.DeadlineExceeded} at once,
+sending nothing, if its deadline passed, else at its deadline (with a
+CANCEL).  The callee refuses a call arriving with no time left, and runs
+any other with L{currentCall} giving its deadline and metadata; the calls
+its method makes carry the time left, and at the deadline it answers
+L{framing.rpc.DeadlineExceeded} and cancels the method.  Metadata is not
+forwarded by itself.  A context manager, because C{callRemote} passes
+every keyword on to the remote method.
 
-Why a context manager and not C{callRemote(..., timeout=2.0)}:
-C{callRemote} passes every keyword argument on to the remote method, so
-any name taken for the deadline (C{timeout}, C{metadata}) would be one a
-remote method could no longer have as its own.
+Cost: a call with neither costs one C{ContextVar.get} more; a plain call
+arriving, one length test.
 
-A call with neither a deadline nor metadata is sent exactly as before, and
-costs one C{ContextVar.get} more; a plain call arriving costs nothing more
-than a length test.
+Design: docs/design/rpc-twisted.md
 """
 
 from __future__ import annotations

@@ -1,32 +1,18 @@
 """Graceful drain: GOAWAY, then the calls in flight finish, then the connection closes.
 
-Contract: either end of an RPC connection may send GOAWAY (L{GOAWAY} in
-L{framing.rpc.wire}), carrying the milliseconds it will still wait for
-the calls in flight.  From then on:
+Contract: either end may send GOAWAY (L{framing.rpc.wire}), carrying the
+milliseconds it will still wait.  Then neither end starts a new call there
+(C{callRemote} fails at once with L{GoingAway}, a L{DeadReferenceError}:
+safe to send elsewhere); the sender answers every call it receives; the
+receiver closes once no call and no object stream is in flight either
+way.  Past the grace, the sender fails each running call with
+L{DrainDeadlineExceeded} and closes, aborting L{ABORT_AFTER} seconds later
+a peer that does not read: a drain ends within C{grace + ABORT_AFTER}.
 
-  - neither end starts a new call on that connection: C{callRemote} fails
-    at once with L{GoingAway} (a L{DeadReferenceError}: the call was never
-    sent, so it is safe to send it elsewhere, which
-    L{protocols.rpc.ReconnectingClient} does by itself);
-  - the sender of GOAWAY answers every call it receives (some may have
-    crossed the GOAWAY on the wire) and keeps the connection open;
-  - the receiver of GOAWAY closes the connection as soon as no call waits
-    on either side and no stream of objects (L{protocols.rpc.streams}) is
-    in flight either way, so no call is ever on the wire when the
-    connection closes;
-  - once the grace time passes, the sender fails each call still running
-    with L{DrainDeadlineExceeded} (a FAIL the caller sees as that type),
-    cancels it, and closes the connection; if the peer has not taken what
-    waits to be sent to it L{ABORT_AFTER} seconds later (a peer that does
-    not read), the connection is aborted, so the grace bounds the writes
-    waiting as well as the calls running, and a drain ends within
-    C{grace + ABORT_AFTER} seconds whatever the peer does.
+Cost: nothing on the per-call path; a draining connection looks at its
+call and stream counts every L{IDLE_POLL} seconds.
 
-Nothing here runs on the per-call path: a connection that never drains pays
-nothing, and a draining one looks at its two call counts every
-L{IDLE_POLL} seconds, and at its streams' count (a call leaves them by an answer, a failure, a
-refusal, a cancel, a timeout or its method finishing: polling sees all of
-them without a hook on each).
+Design: docs/design/rpc-twisted.md
 """
 
 from __future__ import annotations

@@ -392,36 +392,27 @@ def connect(
     interface: HasRemoteProxy[Any] | None = None,
     options: ClientOptions = CLIENT_DEFAULTS,
 ) -> Deferred[Any]:
-    """
-    Connect to the server at the client endpoint C{description}.
+    """Connect to the server at the client endpoint C{description}.
 
-    Every way of connecting takes these arguments, meaning the same:
-    L{login}, L{protocols.bulk.connect}, L{reconnecting} (but for
-    C{interface}: type the roots it gives with C{root.typed(interface)}) and
-    L{connectURL} (but for C{credentials}: the URL's name is the login).
+    Every way of connecting (L{login}, L{protocols.bulk.connect},
+    L{reconnecting} but for C{interface}, L{connectURL} but for the
+    credentials) takes these arguments, meaning the same.
+    A call made in the same reactor turn shares its write with the preamble.
+    Close the connection with C{ref.broker.disconnect()}.
 
-    A call made as soon as this fires (in the same reactor turn) shares its
-    write with the stream preamble.  Close the connection with
-    C{ref.broker.disconnect()}.
+    Design: docs/design/rpc-twisted.md
 
     @param description: a client endpoint description, or an
         C{IStreamClientEndpoint}.
     @param root: an object the server may call back through its own root
-        reference (C{broker.rootReference()} on the server side); usually
-        callbacks are passed as arguments instead.
+        reference; usually callbacks are passed as arguments instead.
     @param interface: a L{protocols.rpc.RemoteInterface} the server's root
-        implements: fire with a typed proxy of the root instead
-        (C{root.typed(interface)}).
-    @param options: the L{ClientOptions}: credentials (log in first, as
-        L{login} does), the timeout (to connect, finish a TLS handshake,
-        hear the server's preamble and log in; then the connection is
-        dropped and the wait, or the calls already made on it, fails with
-        L{protocols.deadline.ConnectTimeout}), limits, registry, call
-        limits, interceptors and metadata.
+        implements: fire with C{root.typed(interface)} instead.
+    @param options: the L{ClientOptions}; past its C{timeout} the connection
+        is dropped and the wait fails with L{protocols.deadline.ConnectTimeout}.
     @return: a L{Deferred} firing with the L{RemoteReference} to the
-        server's root (or its typed proxy).  Without credentials it fires
-        once connected, before the server's preamble arrives, which the
-        deadline still waits for.
+        server's root (or its typed proxy); without credentials, once
+        connected, before the server's preamble arrives.
     """
     return connectWithFactory(reactor, description, clientFactory(reactor, root, options), options, interface)
 

@@ -1,29 +1,20 @@
 """The Twisted client of one service at several addresses: L{FailoverClient}, what reconnecting() gives for a list.
 
-Contract: the policy (pick_first, round_robin), each address's backoff and
-the rule that a call is sent at most once are
+Contract: the policy, backoff and send-at-most-once rule are
 L{framing.rpc.addresses.AddressBook}'s; this module resolves the names
-(the reactor's C{nameResolver}: a host name with several addresses counts
-as several), connects (and logs in), listens for each connection's GOAWAY
-and loss, and waits, on the reactor.  It keeps connections up by itself,
-as the policy says: pick_first one, round_robin one to each address, each
-address tried again after its backoff.
-
-A call goes to a ready connection picked by the policy; with none ready it
-waits, at most to its C{callContext} deadline or C{moveTimeout} seconds,
-whichever is first, then fails with L{framing.rpc.addresses.NoAddressReady},
-sent nowhere.  A connection that received GOAWAY takes no new call (its
-calls in flight finish there, and it closes once they have); a call
-refused before it was written (L{framing.rpc.errors.DeadReferenceError},
-L{protocols.rpc.drain.GoingAway}) goes to another address; a call written
-to a server that then dies or is cut off fails with the connection's error
-and is never sent again.
+(the reactor's C{nameResolver}), connects and logs in, follows each
+connection's GOAWAY and loss, and keeps connections up as the policy says.
+A call goes to a ready connection; with none it waits, at most to its
+C{callContext} deadline or C{moveTimeout}, then fails with
+L{framing.rpc.addresses.NoAddressReady}, sent nowhere.  A call refused
+before it was written goes to another address; one written is never sent
+again.
 
 Cost: per call, the policy's pick (O(1)), one coroutine step and one
-C{select} with no wait on the picked connection's socket (bytes waiting
-there, perhaps a GOAWAY or the server's close, are read first: one reactor
-turn); the connections' events (connected, GOAWAY, lost) are O(addresses)
-each.
+C{select} with no wait on the picked socket; the connections' events are
+O(addresses) each.
+
+Design: docs/design/rpc-twisted.md
 """
 
 from __future__ import annotations

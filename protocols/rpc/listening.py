@@ -1,26 +1,14 @@
 """L{ListeningPort}: what C{serve} fires with, typed so that mypy checks its callers without a plugin.
 
 Contract: C{rpc.serve} and C{bulk.serve} fire with a L{ServingPort}: the
-port Twisted's endpoint made (a C{twisted.internet.tcp.Port} for C{tcp:},
-C{ssl:} and C{chunkwire-tls:}, its subclass for C{unix:}) with the factory
-of brokers it serves, so that the server drains (L{ServingPort.drain}:
-stop accepting, GOAWAY on every connection, the calls in flight finish)
-however the endpoint wrapped that factory (TLS and PROXY-header endpoints
-listen with a wrapper, which is what the Twisted port's own C{factory}
-is).  L{ListeningPort} names the part of it a caller uses; every other
-attribute is the Twisted port's.
+port Twisted's endpoint made, with the factory of brokers it serves, so
+that L{ServingPort.drain} (stop accepting, GOAWAY, the calls in flight
+finish) works however the endpoint wrapped that factory.
+L{ListeningPort} is the part a caller uses, a C{typing.Protocol} (not the
+zope C{IListeningPort}, which plain mypy cannot check); C{getHost} is
+typed C{Any} (its address type depends on the description).
 
-Why not C{IListeningPort}: it is a zope interface, whose methods mypy sees
-as attributes without C{self} unless the mypy-zope plugin is installed, so
-C{port.getHost()} and C{port.stopListening()} were errors in code checked
-with plain C{mypy --strict}.  A C{typing.Protocol} is checked by any type
-checker.  C{getHost} is typed C{Any} because which address it is depends
-on the description, a string read at run time: an C{IPv4Address} or
-C{IPv6Address} (C{.host}, C{.port}) for the TCP-based ones, a
-C{UNIXAddress} (C{.name}) for C{unix:}.  C{stopListening} is typed as what
-a listening port's returns, a L{Deferred} that fires once the socket is
-closed (Twisted's interface also allows C{None}, which its ports return
-only when called again after they stopped).
+Design: docs/design/rpc-twisted.md
 """
 
 from __future__ import annotations

@@ -28,41 +28,23 @@ from .interceptors import ConnectionMetadata
 
 @dataclass(frozen=True, kw_only=True)
 class ServerOptions:
-    """
-    How a server serves each connection; C{ServerOptions()} is the default
-    of every C{serve}.  A server exposes a root (C{serve}'s argument) or
-    has logins (C{portal} or C{names}), never both.
+    """How a server serves each connection; C{ServerOptions()} is the default
+    of every C{serve}.  A server exposes a root or has logins (C{portal} or
+    C{names}), never both.
 
-    @ivar tracebacks: send the traceback of a failed call to the caller
-        (C{RemoteError.remoteTraceback}).  Off: tracebacks show source
-        paths and code to whoever connects.
-    @ivar limits: the L{Limits} for what each connection receives (once
-        logged in, with logins); C{None}: the defaults (bulk: room for four
-        of the largest stream windows).
+    Design: docs/design/options.md
+
+    @ivar tracebacks: send a failed call's traceback to the caller (off: it shows source to whoever connects).
+    @ivar limits: the L{Limits} for what each connection receives; C{None}: the defaults.
     @ivar registry: the L{Registry} of application types both sides send.
-    @ivar callLimits: the L{CallLimits} of each connection: references a
-        client may make the server hold, the server's calls waiting on a
-        client, and their timeout.  C{None}: L{framing.rpc.limits.SERVER_CALL_LIMITS}
-        (calls back to a client time out after 30 s); for C{bulk.serve},
-        L{framing.rpc.limits.CLIENT_CALL_LIMITS} (a call back may carry a
-        long stream: no timeout).
-    @ivar interceptors: L{protocols.rpc.interceptors.ICallInterceptor}s told
-        of each call on each connection (metrics, access control), in order.
-    @ivar guard: the L{protocols.guard.GuardPolicy} every connection is
-        watched with: a peer whose preamble does not come within 10 s, that
-        stalls in the middle of an object, stays silent past a keepalive
-        PING, idles for 15 minutes or stops reading is dropped, and the
-        connections are capped (1,000 in all, 20 per address).  The default
-        is L{protocols.guard.DEFAULT_GUARD}; C{None} turns the guard off (a
-        server behind something that guards it already).
-    @ivar portal: a C{twisted.cred} portal whose realm returns, for
-        L{protocols.auth.IRemoteRoot}, the L{Referenceable} each logged-in
-        client sees as its root (see L{protocols.auth}).
-    @ivar names: a L{protocols.auth.names.NameTable}: a client that presents
-        a registered name (C{connectURL}) gets that object.
+    @ivar callLimits: the L{CallLimits} of each connection; C{None}: L{framing.rpc.limits.SERVER_CALL_LIMITS}
+        (C{bulk.serve}: L{framing.rpc.limits.CLIENT_CALL_LIMITS}).
+    @ivar interceptors: L{protocols.rpc.interceptors.ICallInterceptor}s told of each call, in order.
+    @ivar guard: the L{protocols.guard.GuardPolicy} (default L{protocols.guard.DEFAULT_GUARD}; C{None}: off).
+    @ivar portal: a C{twisted.cred} portal whose realm gives each logged-in client its root.
+    @ivar names: a L{protocols.auth.names.NameTable}: a registered name (C{connectURL}) gets that object.
     @ivar loginTimeout: seconds a connection has to log in.
-    @ivar throttle: the L{protocols.auth.throttle.LoginThrottle} of the
-        logins; C{None}: one in this process (worker processes share one in SQLite).
+    @ivar throttle: the L{protocols.auth.throttle.LoginThrottle}; C{None}: one in this process.
     """
 
     tracebacks: bool = False

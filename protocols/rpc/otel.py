@@ -1,27 +1,19 @@
 """OpenTelemetry tracing of calls: a client span per call made, a server span per call answered, its child.
 
 Contract: L{TracingInterceptor} is an interceptor
-(L{protocols.rpc.interceptors}) to give both ends' brokers.  For each call
-this side makes it starts a span of kind CLIENT, a child of the span current
-where C{callRemote} runs, and puts that span's W3C trace context
-(C{traceparent}, and C{tracestate} if any) in the call's metadata
-(L{protocols.rpc.context}); for each call this side answers it starts a span
-of kind SERVER whose parent is the trace context the call's metadata
-carries (a new trace if none).  Each span is ended with the call: its
-attributes follow OpenTelemetry's RPC semantic conventions
-(C{rpc.system} C{"chunkwire"}, C{rpc.service} when given, C{rpc.method}),
-and a call that did not succeed has status ERROR with C{error.type} (the
-wire type name of its error, or its outcome: C{"cancelled"}, C{"lost"}).
-The server span is the current span while the method runs (through the
-interceptors' C{enterMethod} hook), in its synchronous part and anywhere in
-an C{async def} or C{inlineCallbacks} method: the calls the method makes to
-other services, and any span it starts, are its children, so one trace
-follows a request from service to service.
+(L{protocols.rpc.interceptors}) for both ends' brokers.  Each call made
+gets a CLIENT span (a child of the current span) whose W3C trace context
+travels in the call's metadata; each call answered a SERVER span under
+that context, current while the method runs, so the method's own calls
+and spans are its children.  Attributes follow OpenTelemetry's RPC
+conventions (C{rpc.system} C{"chunkwire"}, C{rpc.service}, C{rpc.method});
+a failed call has status ERROR with C{error.type}.  Needs the C{otel} extra
+(C{opentelemetry-api}); nothing else imports it.
 
-This module needs the C{otel} extra (C{pip install './chunkwire[otel]'}:
-C{opentelemetry-api}); nothing else in chunkwire imports it.  With no
-tracer provider configured, OpenTelemetry's API hands out non-recording
-spans, and the calls of a broker without this interceptor pay nothing.
+Cost: with no tracer provider the spans do not record; a broker without
+this interceptor pays nothing.
+
+Design: docs/design/rpc-twisted.md
 """
 
 from __future__ import annotations

@@ -1,37 +1,19 @@
 """Object streams in calls on Twisted: a remote method returns or takes an async iterator.
 
-Contract: every L{Broker} loads an L{ObjectStreams} extension (an
-L{IBrokerExtension}, as bulk's channel is), so on any RPC connection an
-async generator, an async iterator, a generator or an L{ObjectStream} in a
-call's arguments or result travels as a stream of objects (the wire is
-L{framing.rpc.streams}'s): the receiving side gets a L{StreamReader}, which
-it iterates with C{async for} (or L{StreamReader.next}, or
-L{StreamReader.forEach} with Deferreds).
+Contract: every L{Broker} loads an L{ObjectStreams} extension, so an async
+generator, async iterator, generator or L{ObjectStream} in a call's
+arguments or result travels as a stream (L{framing.rpc.streams}); the
+receiver iterates a L{StreamReader}.  The producer is pulled only while
+the consumer's credit allows, and the connection paces it besides
+(L{PACE_BYTES}, the send high-water mark, the ledger:
+L{ObjectStreams.pace}).  The producer's end sends END, its exception
+ERROR; a consumer's cancel or drop sends CANCEL and closes the producer;
+a lost connection ends both.
 
-Flow control is per stream, with credit (L{framing.rpc.streams.ReceiveWindow},
-L{framing.rpc.streams.SendWindow}): the producer is pulled only while the
-consumer's window allows, so a producer is never more than a window of
-objects (and of bytes) ahead of its consumer, and a slow stream holds up
-nothing else on the connection, since no item is written without credit.
-Credit is the peer's word, so the connection bounds a producer too: it
-sends at most L{PACE_BYTES} before the reactor serves everything else,
-and waits while more than the send high-water mark waits for the peer or
-the connection's ledger has no room (L{ObjectStreams.pace}): a peer that
-grants everything and reads nothing holds the server to its back-pressure.
+Cost: one message per item and one CREDIT per quarter window; a pull
+that completes without waiting costs no Deferred.
 
-Ending, both ways: the producer's end sends END; its exception sends ERROR
-after the items already sent, and the consumer gets it after them; a
-consumer that breaks out of C{async for} and drops the reader, or calls
-L{StreamReader.cancel} (or C{aclose}), sends CANCEL, and the producer is
-closed (an async generator's C{aclose}, a generator's C{close}: its
-C{finally} runs).  A lost connection ends every reader with the reason and
-closes every producer.  A message that announces streams is followed by a
-PING: a stream of it still without credit when the PONG is back was not
-taken (an old peer refused the message) and is closed the same way.
-
-Cost: one message per item and one CREDIT per quarter window; a pull that
-completes without waiting (the common case) costs no Deferred on the
-producer's side.
+Design: docs/design/rpc-streams.md
 """
 
 from __future__ import annotations
