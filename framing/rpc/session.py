@@ -564,19 +564,10 @@ class ClientSession(Generic[Waiter]):
         try:
             results = self._decoder.feed(data)
         except ProtocolError as error:
-            for obj in getattr(error, "results", None) or ():
-                self._received(obj, settled)
+            self._dispatch(getattr(error, "results", None) or (), settled)
             settled.extend(self.end(error))
             return settled
-        table = self.pending
-        for obj in results:
-            # The commonest message, an ANSWER to a pending call, in line; anything else in _received.
-            if type(obj) is Message and obj[0] == ANSWER:
-                entry = table.pop(obj[1], None)  # (CallTable.take, in line)
-                if entry is not None:
-                    settled.append((entry[0], obj[2], None))
-                    continue
-            self._received(obj, settled)
+        self._dispatch(results, settled)
         extension = self.extension
         if extension is not None:
             settled.extend(extension.takeSettled())
@@ -589,67 +580,88 @@ class ClientSession(Generic[Waiter]):
             self._gather()
         return settled
 
-    def _received(self, obj: Any, settled: list[Settled]) -> None:
-        """One top-level object from the server: an answer, a failure, or something this client does not take."""
-        if self.state is _ENDED:
-            return
-        if type(obj) is Message:
-            tag = obj[0]
-            if tag == ANSWER:
-                entry = self._answered(obj[1], "an answer", settled)
-                if entry is not None:
-                    settled.append((entry[0], obj[2], None))
-            elif tag == FAIL:
-                _, requestId, typeName, text, remoteTraceback, details = obj
-                entry = self._answered(requestId, "a failure", settled)
-                if entry is not None:
-                    settled.append((entry[0], None, rebuild(typeName, text, remoteTraceback, details)))
-                    if self.extension is not None:
-                        self.extension.callFailed(requestId, False)
-            elif tag == CALL:
-                refused = self.incomingCalls.received(obj)
-                if refused is not None:
-                    self._refuseCall(obj[1], refused, settled)
-            elif tag == GOAWAY:
-                self.state = _GOING_AWAY
-            elif tag == RELEASE:
-                if self.references is not None:
-                    self.references.releaseReceived(obj)
-            elif tag == CANCEL:
-                self.incomingCalls.cancelled(obj[1])
-        elif type(obj) is FlowMessage:
-            try:
-                self.objectStreams.received(obj, settled)
-            except ProtocolError as error:
-                settled.extend(self.end(error))
-        elif self.extension is not None and self.extension.received(obj):
-            pass
-        elif isinstance(obj, MessageRefused):
-            if obj.tag == CALL:
-                self._refuseCall(obj.requestId, obj.violation, settled)
-            elif obj.tag in (ANSWER, FAIL):
-                entry = self._answered(obj.requestId, "a refused answer", settled)
-                if entry is not None:
-                    violation = obj.violation
-                    violation.message += f"; in the answer to {entry[1]!r} from {self.peer}"
-                    settled.append((entry[0], None, violation))
-        elif isinstance(obj, MessageWithoutId):
-            settled.extend(self.end(UnreadableRequestId(f"a message refused before its request id: {obj.violation}")))
-        elif not isinstance(obj, Violation):
-            settled.extend(self.end(NotAnRpcMessage(f"a top-level {type(obj).__name__} from {self.peer}")))
-        else:
-            # Any other Violation: an object of a kind this client does not take (an extension's), refused alone.
-            self._refused(settled)
+    def _dispatch(self, received: Any, settled: list[Settled]) -> None:
+        """
+        The top-level objects from the server, in order, each to what
+        handles it: the session's one dispatch, by type and then by tag (an
+        answer, a failure, the server's call, cancel, release or GOAWAY; a
+        stream's flow message; the extension's object; a refusal; anything
+        else ends the session).  Nothing is handled once the session ended.
+        The commonest message, an ANSWER to a pending call, is first and
+        costs one type test, one tag test and one dict pop.
+        """
+        pending = self.pending
+        for obj in received:
+            if type(obj) is Message:
+                tag = obj[0]
+                if tag == ANSWER:
+                    entry = pending.pop(obj[1], None)  # (CallTable.take, in line)
+                    if entry is not None:
+                        settled.append((entry[0], obj[2], None))
+                    elif self.state is not _ENDED:
+                        self._stray(obj[1], "an answer", settled)
+                    continue
+                if self.state is _ENDED:
+                    return
+                if tag == FAIL:
+                    _, requestId, typeName, text, remoteTraceback, details = obj
+                    entry = self._answered(requestId, "a failure", settled)
+                    if entry is not None:
+                        settled.append((entry[0], None, rebuild(typeName, text, remoteTraceback, details)))
+                        if self.extension is not None:
+                            self.extension.callFailed(requestId, False)
+                elif tag == CALL:
+                    refused = self.incomingCalls.received(obj)
+                    if refused is not None:
+                        self._refuseCall(obj[1], refused, settled)
+                elif tag == GOAWAY:
+                    self.state = _GOING_AWAY
+                elif tag == RELEASE:
+                    if self.references is not None:
+                        self.references.releaseReceived(obj)
+                elif tag == CANCEL:
+                    self.incomingCalls.cancelled(obj[1])
+                continue
+            if self.state is _ENDED:
+                return
+            if type(obj) is FlowMessage:
+                try:
+                    self.objectStreams.received(obj, settled)
+                except ProtocolError as error:
+                    settled.extend(self.end(error))
+            elif self.extension is not None and self.extension.received(obj):
+                pass
+            elif isinstance(obj, MessageRefused):
+                if obj.tag == CALL:
+                    self._refuseCall(obj.requestId, obj.violation, settled)
+                elif obj.tag in (ANSWER, FAIL):
+                    entry = self._answered(obj.requestId, "a refused answer", settled)
+                    if entry is not None:
+                        violation = obj.violation
+                        violation.message += f"; in the answer to {entry[1]!r} from {self.peer}"
+                        settled.append((entry[0], None, violation))
+            elif isinstance(obj, MessageWithoutId):
+                settled.extend(
+                    self.end(UnreadableRequestId(f"a message refused before its request id: {obj.violation}"))
+                )
+            elif not isinstance(obj, Violation):
+                settled.extend(self.end(NotAnRpcMessage(f"a top-level {type(obj).__name__} from {self.peer}")))
+            else:
+                # Any other Violation: an object of a kind this client does not take (an extension's), refused alone.
+                self._refused(settled)
 
     def _answered(self, requestId: int, what: str, settled: list[Settled]) -> tuple[Waiter, str] | None:
         """The pending call C{requestId}, now answered; C{None} if none waits (unexpected: the session ends)."""
-        table = self.pending
-        entry = table.take(requestId)
+        entry = self.pending.take(requestId)
         if entry is None:
-            unexpected = table.strayAnswer(requestId, what)
-            if unexpected is not None:
-                settled.extend(self.end(unexpected))
+            self._stray(requestId, what, settled)
         return entry
+
+    def _stray(self, requestId: int, what: str, settled: list[Settled]) -> None:
+        """C{what} came for C{requestId}, which no call waits on: ignored if a late answer was due, else the end."""
+        unexpected = self.pending.strayAnswer(requestId, what)
+        if unexpected is not None:
+            settled.extend(self.end(unexpected))
 
     def _refuseCall(self, requestId: int, error: Exception, settled: list[Settled]) -> None:
         """
