@@ -13,11 +13,11 @@ an INT tag, the fields of that kind, CLOSE::
 
 L{MESSAGES} is the one table of these shapes: a row per kind with its
 fields (name, value check, accepted body kinds); the unslicer is built from
-it.  Who handles each kind is code, not data: the broker's dispatch table
-(L{protocols.rpc.broker.Broker}'s C{_dispatch}) and the client session's
-(L{framing.rpc.session.ClientSession}'s C{_dispatch}), each a function
-mypy and grep follow, so a new kind is one row here plus its handler in
-each.
+it.  Who handles each kind is code, not data: the broker's table of bound
+methods by tag, built in one function (L{protocols.rpc.broker.Broker}), and
+the client session's dispatch in line in its C{receive}
+(L{framing.rpc.session.ClientSession}), both code mypy and grep follow, so
+a new kind is one row here plus its handler in each.
 
 A CALL carries its arguments as trailing fields and C{None} for no keyword
 arguments, so the commonest call holds no nested container (two fewer

@@ -4,7 +4,7 @@ Contract: both ends are the same class.  A broker is the L{IObjectReceiver}
 of a L{TokenProtocol} it makes itself (C{broker.connection}, AMP's
 C{IBoxReceiver} split): the connection owns framing, the transport and
 pings; the broker dispatches each received message with one index into a
-table of bound methods by tag, built in one place (C{Broker._dispatch}),
+table of bound methods by tag, built in one place (its C{_dispatch}),
 to the object whose job it is: L{OutgoingCalls} (the calls this side made, L{protocols.rpc.calls}),
 L{IncomingCalls} (the calls the peer made, L{protocols.rpc.answering}) and
 L{ReferenceTable} (exports, imports and RELEASE, L{protocols.rpc.tables}).
@@ -77,7 +77,7 @@ from .tables import ReferenceTable
 __all__ = ["Broker", "BrokerFactory", "currentBroker"]
 
 Handler = Callable[[Message], None]
-"""What a received message of one kind is handed to (L{Broker._dispatch})."""
+"""What a received message of one kind is handed to (the broker's dispatch: L{Broker.objectReceived})."""
 
 RefusalHandler = Callable[[MessageRefused], None]
 """What the refusal of a message of one kind, after its id arrived, is handed to."""
