@@ -397,7 +397,7 @@ class ClientSession(Generic[Waiter]):
         """
         The server sent GOAWAY and nothing is in flight either way: no call
         of this side waits for its answer, none of the server's waits or
-        runs here, no object stream is open in either direction.  The I/O
+        runs here, no object stream is open in either direction.  The
         session then ends itself (L{closeIfDrained}), and its I/O layer
         sends what is due and closes the connection (C{docs/wire-format.md}
         12.1: the receiver of GOAWAY closes as soon as it is idle, so no CALL
