@@ -119,6 +119,19 @@ def quietly(command: list[str], runner: Callable[..., Any] = subprocess.run) -> 
         raise SystemExit(result.returncode)
 
 
+PIP_EDITABLE = (21, 3)
+"""The first pip that installs a pyproject.toml project editable (PEP 660): an older one in .venv is upgraded first."""
+
+
+def pipVersion(runner: Callable[..., Any] = subprocess.run) -> tuple[int, ...]:
+    """The version of .venv's pip as numbers ((23, 2, 1)); C{()} if it cannot be told (so it is upgraded)."""
+    shown = runner([str(PYTHON), "-c", "import pip; print(pip.__version__)"], cwd=ROOT, capture_output=True, text=True)
+    try:
+        return tuple(int(part) for part in shown.stdout.strip().split(".")[:2])
+    except ValueError:
+        return ()
+
+
 def ensure_venv(runner: Callable[..., Any] = subprocess.run) -> None:
     """Create .venv and install the project unless it is already up to date; print one line if work is done."""
     stamp = VENV / ".chunkwire-installed"
@@ -132,7 +145,8 @@ def ensure_venv(runner: Callable[..., Any] = subprocess.run) -> None:
     if not PYTHON.exists():
         quietly([sys.executable, "-m", "venv", str(VENV)], runner)
     pip = [str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    quietly([*pip, "--upgrade", "pip"], runner)
+    if pipVersion(runner) < PIP_EDITABLE:
+        quietly([*pip, "--upgrade", "pip"], runner)
     quietly([*pip, "-e", f".[{EXTRAS}]"], runner)
     # An editable install imports framing and protocols from here, but Twisted
     # finds plugins by looking for twisted/plugins/ under each sys.path entry:
@@ -244,13 +258,60 @@ both cores.  C{dev.py pytest} and C{dev.py trial} still run everything.
 RUNNERS = 2
 """
 How many runners each core's half of L{test} is split into, each taking
-every RUNNERS-th test module (so that each module runs in one process, as
-the packaging tests' one build and the docs' one site need): most of the
-suite's time is spent waiting (for a child process, a timeout, a peer),
-not computing.  Measured
-under load: the halves' tests spent 251 and 356 CPU-seconds (their own and
-their children's) in 692 and 708 s, one runner each.
+whole test modules (so that each module runs in one process, as the
+packaging tests' one build and the docs' one site need; L{deal} says
+which): most of the suite's time is spent waiting (for a child process, a
+timeout, a peer), not computing.  Measured under load: the halves' tests
+spent 251 and 356 CPU-seconds (their own and their children's) in 692 and
+708 s, one runner each.
 """
+
+SLOW_TEST_MODULES = {
+    "tests.attack.test_attack": 110,
+    "tests.attack.test_catalogue_peer": 105,
+    "tests.framing.test_docs_build": 95,
+    "tests.examples.test_errors": 80,
+    "tests.examples.test_help": 45,
+    "tests.framing.test_costs": 20,
+    "tests.attack.test_round3_bulk": 35,
+    "tests.examples.test_logins": 35,
+    "tests.attack.test_slowreader": 35,
+    "tests.protocols.test_interop": 30,
+    "tests.attack.test_catalogue_server": 30,
+    "tests.examples.test_bulk_cli": 30,
+    "tests.framing.test_cores": 20,
+    "tests.attack.test_streams": 20,
+    "tests.packaging.test_template": 20,
+    "tests.test_docs_snippets": 20,
+    "tests.test_benchmark_plots": 15,
+    "tests.attack.test_round3_auth": 15,
+    "tests.framing.test_cores_nested": 15,
+}
+"""
+The test modules that take longest, with about how many seconds each took
+in a run of each core's whole suite in one process (a pytest plugin timing
+each test; rounded): a hint by which L{deal} balances the runners, every
+other module counting 1.  A stale figure only unbalances them (the heaviest
+five of the compiled half once fell to one runner: 319 s against 270);
+tests/test_dev.py checks that each names a test module.
+"""
+
+
+def deal(modules: list[str], runners: int) -> list[list[str]]:
+    """
+    Deal test C{modules} (dotted names) to C{runners} so that their hinted seconds
+    (L{SLOW_TEST_MODULES}) come out even: the slowest first, each to the
+    runner with the fewest so far (ties to the first), so the slow ones
+    spread out and the many quick ones fill in.  Each runner keeps the
+    order it was dealt in.  O(modules x runners).
+    """
+    hands: list[list[str]] = [[] for _ in range(runners)]
+    totals = [0] * runners
+    for name in sorted(modules, key=lambda name: -SLOW_TEST_MODULES.get(name, 1)):
+        least = totals.index(min(totals))
+        hands[least].append(name)
+        totals[least] += SLOW_TEST_MODULES.get(name, 1)
+    return hands
 
 
 COMPILED_AHEAD = ("framing", "protocols", "examples", "tests", "twisted")
@@ -272,7 +333,12 @@ def compileAhead(runner: Callable[..., Any] = subprocess.run) -> None:
 
 def runnerOf(shard: int, without: tuple[str, ...]) -> str:
     """How L{test} shows the test files of runner C{shard} (counted from 0) of a half that leaves out C{without}."""
-    return f"tests, runner {shard + 1} of {RUNNERS}: every other test file (less {', '.join(without)})"
+    return f"tests, runner {shard + 1} of {RUNNERS}: its share of the test files (less {', '.join(without)})"
+
+
+def asFile(module: str) -> str:
+    """The path of test module C{module} (dotted) from the root: tests/framing/test_codec.py."""
+    return module.replace(".", "/") + ".py"
 
 
 def testModules(without: tuple[str, ...]) -> list[str]:
@@ -299,16 +365,16 @@ def test(rest: list[str]) -> int:
         ignored = [f"--ignore={path}" for path in PROCESS_TESTS["pure"]]
         jobs = [([*pytest, *ignored, *rest], False, None)]
     else:
-        files = [module.replace(".", "/") + ".py" for module in testModules(PROCESS_TESTS["pure"])]
+        hands = deal(testModules(PROCESS_TESTS["pure"]), RUNNERS)
         jobs = [
-            ([*pytest, *files[shard::RUNNERS]], False, f"-m pytest -q {runnerOf(shard, PROCESS_TESTS['pure'])}")
+            ([*pytest, *map(asFile, hands[shard])], False, f"-m pytest -q {runnerOf(shard, PROCESS_TESTS['pure'])}")
             for shard in range(RUNNERS)
         ]
-    modules = testModules(PROCESS_TESTS["compiled"])
+    hands = deal(testModules(PROCESS_TESTS["compiled"]), RUNNERS)
     for shard in range(RUNNERS):
         trial = ["-m", "twisted.trial", "--reporter=text", f"--temp-directory=_trial_temp.{shard + 1}"]
         shown = f"-m twisted.trial {runnerOf(shard, PROCESS_TESTS['compiled'])}"
-        jobs.append(([*trial, *modules[shard::RUNNERS]], True, shown))
+        jobs.append(([*trial, *hands[shard]], True, shown))
     jobs.append((["dev.py", "lint"], False, "dev.py lint (ruff check, ruff format --check, mypy)"))
     compileAhead()
     statuses = runTogether(jobs)

@@ -40,7 +40,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -251,16 +251,18 @@ class Case:
 
     name: str
     proves: str
-    body: Callable[[Run], Awaitable[None]]
+    body: Callable[[Run], Coroutine[Any, Any, None]]
 
 
 CASES: dict[str, Case] = {}
 
 
-def case(name: str, proves: str) -> Callable[[Callable[[Run], Awaitable[None]]], Callable[[Run], Awaitable[None]]]:
+def case(
+    name: str, proves: str
+) -> Callable[[Callable[[Run], Coroutine[Any, Any, None]]], Callable[[Run], Coroutine[Any, Any, None]]]:
     """Register the decorated coroutine function as the case C{name}."""
 
-    def add(body: Callable[[Run], Awaitable[None]]) -> Callable[[Run], Awaitable[None]]:
+    def add(body: Callable[[Run], Coroutine[Any, Any, None]]) -> Callable[[Run], Coroutine[Any, Any, None]]:
         CASES[name] = Case(name, proves, body)
         return body
 

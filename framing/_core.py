@@ -6,48 +6,11 @@ C{framing._speedups} was built and C{CHUNKWIRE_PURE} is not set to a true
 value, decoders and encoders also use it for what it covers (whole objects
 made only of built-in kinds and types); it hands everything else back to
 the Python code, so both cores give the same objects, the same Violations
-with the same C{where}, and the same bytes.
+with the same C{where}, and the same bytes.  A hand-back costs the C pass
+over the object so far, which committed nothing; the Python core then
+decodes the object from its first byte.
 
-The extension is compiled by C{pip install} (and the editable install that
-C{dev.py} makes) when a C compiler is present; without one, the build says
-C{chunkwire: no C compiler; using the pure-Python core} and the install
-goes on.  The decoder's reader takes a top-level object only if it lies
-whole in one received chunk and holds nothing but INT, NEG, BIGINT, BIGNEG
-(canonical ones), BYTES, STRING, FLOAT and SIMPLE tokens in lists, tuples,
-dicts, sets and frozensets (dict keys and set members: str, bytes and ints
-below C{2**61 - 1} in magnitude; with C{PYTHONHASHSEED=0}, str and bytes
-keys are charged as the Python unslicer charges them, and a dict or set in
-which two share a full hash is handed back), and the open types below,
-within every limit; at anything else it hands the whole object back, from
-its first byte, having committed nothing.  When the only reason is that the
-chunk ended inside the object (every token up to the end is one it takes),
-it says so (C{Reader.cut}), and the scanner holds those bytes to offer them
-again joined to the next chunk (L{framing.scanner.HELD_TAIL_LIMIT}).  It also builds the open types
-whose unslicer declares a C{record_builder} (the RPC message): it parses
-their children as it parses a tuple's, then calls the builder once, which
-returns the finished object or C{None} to hand it back; for the RPC message
-(its unslicer declares C{record_rpc}) it builds an ANSWER and a CALL
-without keyword arguments itself, with the builder's checks written out in
-C (C{_speedups.rpc_message}, which the tests hold to the builder), and
-calls the builder only for the other shapes.  And it runs the
-Python unslicer of each open type declared C{rebuildable} (see
-L{nested_types}; every type C{register} makes) where the type sits: it
-makes the unslicer, calls its C{check_token} at each child's header (if it
-checks tokens), gives it each child (built by the reader, around and inside:
-a list of dicts each holding a registered type is all built in C but the
-types themselves), charges the budget as L{framing.budget.ObjectBudget}
-charges an unbudgeted unslicer, and takes what C{finish} returns.  Before
-the first such call in an object it checks, by one pass over the headers,
-that the whole object lies in the buffer with no token it leaves to Python,
-so an object cut by the end of a read is handed back before any unslicer
-ran.  Any exception from the unslicer, or a refusal later in the object,
-hands the whole object back: the Python decoder then builds the type again
-and words the refusal (why only rebuildable unslicers, which do nothing but
-build, are run here).  The encoder writes each
-list, tuple and dict of exact built-in types (bytes under 32 KiB, which the
-Python encoder keeps by reference; ints within 64 bits), and each container
-a slicer writes whose parts are such values (an RPC message, say);
-L{framing.Encoder.tokens} writes a whole top-level one in a single call.
+Design: docs/design/c-fast-path.md
 """
 
 from __future__ import annotations

@@ -7,24 +7,18 @@
         fetched = await connection.download("report.pdf", "copy.pdf")
 
 Contract: as L{protocols.blockingbulk}'s, awaited: L{connect} is
-L{protocols.asyncioclient.connect} for an L{AsyncBulkConnection}, whose
-session carries bulk streams (L{framing.bulk.streams.ClientStreams}).
-C{upload} and C{download} run the steps of L{protocols.bulkfiles} (shared
-with the blocking client: resumed from what the receiver holds, the whole
-file's digest checked at both ends), awaiting each: calls on the
-connection, and the hashing of the bytes of a local file that do not move
-(those the receiver held already) in the loop's default executor, so the
-loop keeps serving while a large resumed file is hashed; the bytes that
-move are hashed in the loop as they are read to be sent or written
-(L{protocols.bulkfiles.FileHash}: each byte of the file read once).  A
-L{framing.bulk.streams.SendStream} passed to a call (L{fileStream} makes one
-of a file) sends its frames as
-the server's credit comes (in the loop, as GRANTs are read: at most a
-window of the server's in the transport's buffer); an incoming stream is
-received with L{AsyncBulkConnection.receive}.  Several transfers may run
-at once on one connection, as several calls may.
+L{protocols.asyncioclient.connect} for an L{AsyncBulkConnection}.  C{upload}
+and C{download} run the steps of L{protocols.bulkfiles} (resumed, the whole
+file's digest checked at both ends), awaiting each; bytes of a local file
+that do not move are hashed in the loop's default executor, so the loop
+keeps serving.  A L{framing.bulk.streams.SendStream} passed to a call
+(L{fileStream} makes one of a file) sends as the server's credit comes; an
+incoming stream is received with L{AsyncBulkConnection.receive}.  Several
+transfers may run at once on one connection.
 
-Imports only L{framing} and the standard library: no Twisted.
+Cost: each byte of the file is read once; at most a window of the server's
+waits in the transport's buffer.  Imports only L{framing} and the standard
+library: no Twisted.
 """
 
 from __future__ import annotations

@@ -7,42 +7,20 @@
         fetched = connection.download("report.pdf", "copy.pdf")
         assert fetched.digest == sent.digest
 
-Contract: L{connect} is L{protocols.blocking.connect} (the same arguments:
-logins, TLS, timeouts) for a connection that also carries bulk streams
-(L{framing.bulk.streams.ClientStreams}, its session's extension), the
-L{BlockingBulkConnection}.  On it:
+Contract: L{connect} is L{protocols.blocking.connect} (the same arguments)
+for a L{BlockingBulkConnection}, which also carries bulk streams.
+L{BlockingBulkConnection.upload} and L{BlockingBulkConnection.download} move
+a file to or from the file service as the Twisted client's C{sendFile} and
+C{fetchFile} do (resumed, the digest checked, L{framing.bulk.IntegrityError}
+on a mismatch; L{sendFile} and L{fetchFile} also reconnect up to C{retries}
+times).  A L{framing.bulk.streams.SendStream} may be passed to any call, and
+L{BlockingBulkConnection.receive} takes a result's stream into a sink.
 
- - L{BlockingBulkConnection.upload} and L{BlockingBulkConnection.download}
-   move a file to or from the file service (C{twist chunkwire-bulk},
-   L{protocols.bulk.files.BulkService}) as the Twisted client's
-   C{sendFile} and C{fetchFile} do over one connection: resumed from what
-   the receiver holds (a cut upload, or a download's C{.NAME.part} file),
-   the whole file's digest checked by both sides (BLAKE3 when both have
-   the C{blake3} package, else SHA-256, as the service chooses), and
-   L{framing.bulk.IntegrityError} when it does not match.  The steps are
-   L{protocols.bulkfiles}', shared with the asyncio client; this module
-   only blocks on each.  After a cut (L{framing.rpc.errors.ConnectionLost}),
-   the same call on a new connection resumes; L{sendFile} and L{fetchFile}
-   do that themselves, reconnecting up to C{retries} times.
- - Streams as arguments: a L{framing.bulk.streams.SendStream} passed to a
-   call (L{fileStream} makes one of a file) is announced in it and its data sent while the call waits, as
-   credit comes (the thread waiting reads the GRANTs and sends the frames);
-   a stream in a result is an L{framing.bulk.streams.IncomingTransfer},
-   which L{BlockingBulkConnection.receive} takes into a sink, blocking
-   until its END was checked.
+Cost: no thread per transfer (the thread reading the socket sends the
+data, outside the connection's lock); bytes in flight bounded by the
+server's window.  Imports only L{framing} and the standard library.
 
-Who sends the data: the thread that reads the socket, while the call
-carrying the stream waits (the same thread, for one caller), so a transfer
-needs no thread of its own.  It sends them after its reading turn, with
-the connection's lock released and the reading handed on (as
-L{protocols.blocking} sends everything: nothing is sent under that lock),
-so while the send blocks on a full socket another waiting thread reads
-(a download on the same connection goes on) and calls; what is queued
-while another thread's message is being sent goes right after that
-message, in order, before any later one.  A transfer's bytes in flight
-are bounded by the server's window (about two chunks).
-
-Imports only L{framing} and the standard library: no Twisted.
+Design: docs/design/bulk.md
 """
 
 from __future__ import annotations

@@ -6,45 +6,22 @@ asyncio client (L{protocols.blockingbulk}, L{protocols.asynciobulk}): each
 is a generator that yields what it needs done (L{Call} a remote method of
 the file service, L{Receive} an incoming stream into a sink, L{Hash} a
 local file) and is sent the result, so that one driver blocks on each step
-and the other awaits it; nothing here waits or does network I/O.
+and the other awaits it; nothing here waits or does network I/O.  Both send
+or fetch only the ranges the other side lacks, resume after a cut (resending
+at most a window), and check the whole file's digest; the partial file's
+record is the Twisted client's (L{protocols.sidecars}).  C{resume=False} is
+one stream checked end to end.
 
- - An upload asks C{openUpload} what the service holds of this file (by
-   name, size, version: the file's size and modification time, as the
-   Twisted client's, and the digests offered), sends only the missing
-   ranges as one L{framing.bulk.streams.SendStream} in an C{upload} call,
-   and has C{finishUpload} check the whole file's digest under the
-   algorithm the service chose: a mismatch is the service's
-   L{IntegrityError}.  The digest is taken in one pass over the file, each
-   byte read once (L{FileHash}): what is sent is hashed as it is read to be
-   sent (L{HashingRanges}), and only the bytes the service already holds
-   are read to be hashed alone (L{Hash} steps before and after the stream,
-   a held range between two sent ones as the stream reaches it).  After a cut, the same upload on a new connection
-   resends only what the service did not store (the bytes in flight at
-   the cut: at most a window, less than two chunks).
- - A download asks C{stat} for the file's size, version and digest,
-   assembles it in C{.NAME.part} beside the destination (what it holds
-   recorded in C{.NAME.part.json}, written after the data, in the
-   Twisted client's format: L{protocols.sidecars}), asks
-   C{download} for the missing ranges only, and renames it into place only
-   if the whole file's digest is the service's (else the partial file is
-   removed and L{IntegrityError} raised): what arrives is hashed as it is
-   written, the bytes the partial file held already read once to be hashed
-   (L{FileHash}), none read back.  After a cut,
-   the next download of the same name to the same path resumes from the
-   record, if the file's version on the service is still the one recorded,
-   whichever client (this one, the other without Twisted, or the Twisted
-   client's C{fetchFile}) left it.
- - Without resume (C{resume=False}), C{put} and C{get}: the whole file as
-   one stream whose digest (BLAKE3 when both sides have it, else SHA-256)
-   is checked end to end by the stream itself.
+Cost: each byte of the file is read once (L{FileHash}), to be sent or hashed,
+never read back.
 
 L{fileStream} is a file as one L{framing.bulk.streams.SendStream}, for a
 call of one's own (its L{FileSource} reads it as credit comes and closes
 it when sent, dropped or closed).
 
-Imports only L{framing}, the partial files' record and safe places
-(L{protocols.sidecars}, L{protocols.places}) and the standard library (no
-Twisted): the clients without Twisted load it.
+Imports no Twisted: the clients without Twisted load it.
+
+Design: docs/design/bulk.md
 """
 
 from __future__ import annotations

@@ -6,32 +6,17 @@
         with callContext(timeout=2.0, metadata={"request-id": "r-17"}):
             connection.root.callRemote("get", "greeting")
 
-Contract: the blocking client (L{protocols.blocking}) and the asyncio client
-(L{protocols.asyncioclient}) give the calls made inside a C{callContext}
-block a deadline C{timeout} seconds from the block's start and its
-metadata, as the Twisted client's L{protocols.rpc.callContext} does, with
-the same rules (L{framing.rpc.context}, shared by all three): nested blocks
-keep the earlier deadline and merge their metadata; each call carries the
-milliseconds it has left and the metadata in the CALL's call context
-(C{docs/wire-format.md}, section 12.7); a call whose deadline passed before
-it is made raises L{DeadlineExceeded} and sends nothing; one sent raises
-L{DeadlineExceeded} at its deadline, and the server is sent a CANCEL (the
-connection stays up).  On the server, the method sees the time left and
-the metadata (L{protocols.rpc.currentCall}), and its own calls to other
-services inherit the deadline.
+Contract: the blocking and the asyncio clients give the calls made inside a
+C{callContext} block a deadline C{timeout} seconds from the block's start
+(on C{time.monotonic}) and its metadata, under the rules of
+L{framing.rpc.context} that the Twisted client's L{protocols.rpc.callContext}
+follows too: nested blocks keep the earlier deadline and merge metadata; a
+call past its deadline raises L{DeadlineExceeded} (and the server is sent a
+CANCEL if it was sent).  It is a context variable, so each thread or task has
+its own; it is not the Twisted client's.  Importing this module loads no
+Twisted.
 
-Why a context variable and not a keyword of C{callRemote}: C{callRemote}'s
-keyword arguments are the remote method's own, as in the Twisted client.
-A context variable follows the code that makes the calls: a thread's
-calls (each thread has its own context), a coroutine's and the tasks it
-starts inside the block (asyncio copies the context into each task), so
-several threads or tasks on one connection each have their own deadlines.
-
-The deadline is read on C{time.monotonic}, the clock both clients wait on
-(asyncio's default loop clock too).  This variable is not the Twisted
-client's: a C{protocols.rpc.callContext} block gives nothing to these
-clients' calls, nor this one to the Twisted client's.  Importing this module
-loads no Twisted.
+Design: docs/design/serving.md
 """
 
 from __future__ import annotations

@@ -1,41 +1,19 @@
 """CoalescingTransport: one transport write per message, one per stream chunk.
 
-Contract: C{write} and C{writeSequence} only append to a L{framing.BlockBuffer}
-(no system call; a large piece is kept by reference, never copied); C{flush}
-hands everything buffered to the wrapped transport in exactly one C{write}
-(one block) or one C{writeSequence} (several blocks), so a message is never
-split over writes.  Between L{CoalescingTransport.hold} and C{release} (the
-protocol holds while it handles one read) flushes wait, and the messages
-sent meanwhile share the one write C{release} makes: never more writes than
-messages, and a batch of requests that arrived together is answered with
-one system call.  On Twisted's own TCP and UNIX connections, a write finds
-the socket directly when nothing is waiting in Twisted's buffer (one send,
-no C{epoll_ctl}); the rest goes through the wrapped transport as usual.
-A stream queued with L{CoalescingTransport.writeStream} is written one unit
-per write (the OPEN with the first chunk, each further chunk, the CLOSE),
-and its units are pulled from their iterator only while the wrapped
-transport accepts more: a peer that reads slowly pauses the pulling, so
-nothing piles up beyond the wrapped transport's own buffer.  Per-write cost
-is O(1) whatever is buffered.
+Contract: C{write} and C{writeSequence} only append to a
+L{framing.BlockBuffer}; C{flush} hands everything buffered to the wrapped
+transport in one C{write} or C{writeSequence}, so a message is never split
+over writes.  Between L{CoalescingTransport.hold} and C{release} flushes
+wait, so the answers to one read share one write.  A stream queued with
+L{CoalescingTransport.writeStream} is pulled one unit per write, only while
+the wrapped transport accepts more.  Past the high-water mark of what waits
+to be sent (L{CoalescingTransport.setSendLimits}) reading stops, until it
+falls to the low-water mark.
 
-Back-pressure (L{CoalescingTransport.setSendLimits}): once more than the
-high-water mark waits to be sent (buffered here, queued behind a stream, or
-in the wrapped transport's own buffer), reading stops, as if
-C{pauseProducing} had been called, and it starts again when what waits falls
-to the low-water mark.  A server's answers are caused by what it reads, so
-a peer that does not read its answers is no longer read from, and the
-memory held for it stays near the mark.  Counting what waits costs a few
-attribute reads, and only for writes the socket did not take at once.
+Cost: O(1) per write whatever is buffered, no system call before a flush, a
+large piece kept by reference; never more writes than messages.
 
-The transport is a hub for small parts, each with one job: a L{Flusher}
-keeps what every message's send reads and makes the flush (a part because
-this class's C{__getattr__} makes every attribute read on it slow); an
-L{Outlet} hands flushed blocks to the connection; a L{StreamQueue} keeps streams and
-the messages flushed behind them; a L{WriteGate} hears the wrapped
-transport's pauses; a L{ReadGate} decides when the wrapped transport reads;
-L{protocols.sockets} knows Twisted's own socket connections.  None of them
-refers back to the transport, so a closed connection is freed by reference
-counting alone.
+Design: docs/design/coalescing.md
 """
 
 from __future__ import annotations

@@ -5,17 +5,13 @@ wrapped transport, the send buffer, the count of holds, whether the
 connection is gone) and does the flush itself: L{Flusher.flushNow} hands
 everything buffered to the L{Outlet} in one write, or queues it behind a
 stream, and lets the L{ReadGate} decide again when what waits may have
-passed the high-water mark.  Per flush: O(number of blocks), and only
-plain attribute reads.
+passed the high-water mark.  It refers back to nothing, so a closed
+connection is freed by reference counting alone.
 
-Why a part of its own: L{protocols.coalescing.CoalescingTransport} passes
-the names it does not define to the transport it wraps (C{__getattr__}),
-and on a class with C{__getattr__} no attribute read is ever specialised
-by the interpreter: each one, on the instance itself, is a slow generic
-lookup (several hundred instructions in CPython 3.11).  The transport's
-methods on the per-message path read this part once and everything else
-from it.  Like the transport's other parts, it refers back to nothing, so
-a closed connection is freed by reference counting alone.
+Cost: per flush O(number of blocks), and only plain attribute reads (not
+through the transport's C{__getattr__}).
+
+Design: docs/design/coalescing.md
 """
 
 from __future__ import annotations

@@ -1,53 +1,13 @@
 """The interop test service: one fixed RPC root that every implementation's clients and servers check each other with.
 
-An implementation in another language proves it speaks chunkwire by
-running the named cases of C{docs/interop.md} against this service (served
-by C{examples/interop_server.py}), and by serving the same service itself
-for C{examples/interop_client.py} to check.  This module is the service's
-one definition: its method names, arguments, results and errors are the
-interface the document describes in wire terms, so it lives here, typed and
-checked with the rest of C{protocols}, rather than inside an example.
-
-The root, L{InteropService}, has these remote methods (each one job, named
-for what a case needs to observe):
-
-  - C{empty()}: C{None}.  C{echo(value)}: C{value}, any object.
-    C{shortText(text)}: C{text}, a string of at most L{SHORT_TEXT} bytes
-    (a longer one is refused by the argument constraint, before the method
-    runs).
-  - C{raiseRegistered(message, code)}: fails with L{ApplicationError},
-    registered as L{APPLICATION_ERROR}.  C{raiseUnregistered(message)}:
-    fails with an exception nobody registered (a C{RuntimeError}).
-  - C{gather(key, count)}: answers C{count} once C{count} calls with that
-    key are running at once (a barrier); fails with L{ApplicationError}
-    (code L{GATHER_TIMED_OUT}) if they are not all there within
-    L{GATHER_TIMEOUT} seconds.
-  - C{callBack(callback, value)}: calls C{callback.called(value)} on the
-    reference the caller passed, answers what that answered, and drops the
-    reference (so the caller is sent its RELEASE).
-  - C{record(key, value)} and C{recorded(key)}: remembers a value, for a
-    call for no answer to be observed by the next call.
-  - C{hold(key, milliseconds)}: a call that sleeps until C{release(key,
-    value)} (then answers C{value}), until the milliseconds pass (then
-    answers C{None}), or until it is cancelled; C{holdState(key)} says
-    which (L{WAITING}, L{RELEASED}, L{ELAPSED}, L{CANCELLED}, or L{UNKNOWN}).
-  - C{goAway(milliseconds)}: sends GOAWAY on the caller's connection with
-    that grace, then answers C{None}.
-  - C{stream(key, size)}: answers a bulk stream of C{size} bytes of
-    L{pattern}; C{streamState(key)} says how it ended (L{SENDING},
-    L{DONE}, L{CANCELLED} when the receiver cancelled it, L{FAILED}).
-  - C{files()}: a reference to the service's L{BulkService} (the resumable
-    file service), shared by every connection.
-  - C{count(n)}: an object stream of the integers 0 to C{n} - 1 (at most
-    L{MAX_ITEMS}), sent under the caller's credit.  C{total(items)}: the
-    sum of an object stream of integers the caller sends, taken under this
-    side's credit.
-  - C{context()}: the deadline and metadata the call arrived with, as the
-    service sees them: C{{"milliseconds": left or None, "metadata":
-    dict}}.
-
-The root of a logged-in connection (L{InteropRealm}) is an L{Avatar} whose
-one method, C{whoami()}, answers the avatar id the login proved.
+An implementation in another language runs the named cases of
+C{docs/interop.md} against this service (C{examples/interop_server.py}) and
+serves it for C{examples/interop_client.py}; this module is the service's one
+definition (typed and checked with C{protocols}, not inside an
+example).  The root is L{InteropService}; its methods, results and errors
+are the table "The service" in C{docs/interop.md} (each method's docstring
+here says it in Python terms).  A logged-in connection's root
+(L{InteropRealm}) is an L{Avatar} answering C{whoami()}.
 
 Contract: every method answers in O(1) (C{echo} in the size of its value,
 C{gather} in its count), and what the service keeps is bounded: at most

@@ -1,23 +1,19 @@
 """Files in one directory, reached through its descriptor, never through a symbolic link.
 
-Contract: a L{Directory} is opened once; every name it is given is one
-path component looked up relative to its descriptor (C{openat} and
-friends: C{os.open(..., dir_fd=...)}, C{os.stat(..., follow_symlinks=False)},
-C{os.rename(src_dir_fd=..., dst_dir_fd=...)}).  A symbolic link in the
-directory is never followed: opening, reading or hashing a name that is a
-link, a FIFO, a device or a directory finds no file (L{NotRegular});
-renaming and unlinking act on the entry itself.  So a local user who can
-write in a served directory cannot make the service truncate, write, read
-or serve a file elsewhere by placing a link under a name it uses.  Files
-are created only with C{O_EXCL} (L{Directory.create}) or opened with
-C{O_NOFOLLOW | O_NONBLOCK} and checked to be regular files
-(L{Directory.open}; the non-blocking open keeps a FIFO from blocking the
-reactor).  L{Directory.private} makes or opens a subdirectory that is the
-process owner's alone (mode 0700): what the service keeps there cannot be
-named, replaced or read by other local users.  A failure of the system is
-an C{OSError} as raised (the caller words it for its peers without the
-path; see L{framing.bulk.fileerrors.StorageError}).  Each call is one or
-two system calls; the directory costs one descriptor while open.
+Contract: a L{Directory} is opened once; every name it is given is one path
+component looked up relative to its descriptor (C{dir_fd=...},
+C{follow_symlinks=False}).  A name that is a link, a FIFO, a device or a
+directory finds no file (L{NotRegular}); renaming and unlinking act on the
+entry itself, so a local user who can write in a served directory cannot
+redirect the service elsewhere by placing a link.  Files are created only
+with C{O_EXCL} (L{Directory.create}) or opened with C{O_NOFOLLOW |
+O_NONBLOCK} and checked to be regular (L{Directory.open}; the non-blocking open keeps a
+FIFO from blocking the reactor).
+L{Directory.private} makes or opens a subdirectory of mode 0700.  A failure
+of the system is an C{OSError} as raised (the caller words it without the
+path: L{framing.bulk.fileerrors.StorageError}).
+
+Cost: one or two system calls per call; one descriptor while open.
 """
 
 from __future__ import annotations

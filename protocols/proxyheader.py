@@ -3,37 +3,18 @@
 Contract: on a C{haproxy:} listener (L{serverEndpoint}), every connection
 starts with a PROXY header, and a connection has one client address,
 which L{clientAddress} gives and C{transport.getPeer()} returns to
-everything above (the guard's caps, the login throttle, the log):
-
-  - when the immediate peer is a trusted proxy (L{TrustedProxies}; by
-    default loopback only, C{--trusted-proxy} names others), the address
-    is the header's source.  The connection is handed to the protocol only
-    once the header is read, but a guarded protocol's guard counts it from
-    its acceptance: under the proxy's address while it waits (in the
-    total cap, and in the guard's cap on connections waiting for their
-    header, C{GuardPolicy.maxAwaitingHeader}, past which the one waiting
-    longest is dropped), then under the header's; a header not complete
-    within C{GuardPolicy.headerTimeout} seconds (L{HEADER_TIMEOUT} for an
-    unguarded protocol) drops the connection.  A LOCAL (v2) or UNKNOWN
-    (v1) header, or one for a UNIX socket, leaves the proxy's own address;
-  - when it is not, the header is still read and removed, and its claims
-    are ignored: the address is the immediate peer's, as nginx's
-    C{set_real_ip_from} does, and the connection is handed over at once
-    (the guard's preamble timeout covers the header);
-  - a missing or malformed header, or one longer than the protocol allows,
-    drops the connection with a logged L{ProxyHeaderError}.
-
-Why loopback by default: Twisted's C{haproxy:} believed every peer, so any
-client could choose the address the caps and the throttle count (300 of
-300 spoofed guesses reached a password check).  Loopback keeps the usual
-deployment, HAProxy on the same host, working unconfigured; a proxy on
-another host must be named, so a server is never more credulous than its
-owner configured.  (A local process can still claim any address; on a
-shared host, name the proxy's own address, or serve on a UNIX socket whose
-permissions admit only the proxy.)
+everything above (the guard's caps, the login throttle, the log).  From a
+trusted proxy (L{TrustedProxies}; loopback only by default,
+C{--trusted-proxy} names others) the address is the header's source, and
+the connection reaches the protocol once the header is read, within
+C{GuardPolicy.headerTimeout} (L{HEADER_TIMEOUT} unguarded); from any other peer the header is read,
+removed and ignored.  A missing, malformed or oversized header drops the
+connection with a logged L{ProxyHeaderError}.
 
 Cost: the header is parsed once, at most C{16 + 65,535} bytes are held
 for it (v2's length field), then every read goes straight through.
+
+Design: docs/design/serving.md
 """
 
 from __future__ import annotations

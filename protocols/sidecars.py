@@ -1,29 +1,18 @@
 """The sidecar of a partial file: which byte ranges it holds, and a check that nobody else wrote it.
 
-Contract: a sidecar is a small file beside a partial file (C{NAME.part.json}
-beside C{NAME.part}): one
-JSON line (sidecar version C{v}, the file's size, the source's version, the
-digest algorithm), then one C{"start end"} line per range held, appended as
-ranges arrive and rewritten whole (atomically) when the lines outnumber the
-ranges.  With a key (the file service's sidecars, C{v} 3), the header
-carries an HMAC-SHA-256 of its fields and each range line a tag chained
-from the line before it (C{HMAC(key, previous tag, line)}, 16 bytes in
-hex), so a sidecar written, edited, reordered or spliced by anyone without
-the key is rejected as a whole (L{Sidecar.rejected}): the upload restarts
-from nothing and never serves bytes it did not receive.  Only cutting
-lines off the end passes, and that loses ranges (they are sent again), it
-never adds any.  A last line cut short by a crash is dropped and forces a
-rewrite on the next save.  Without a key (a client's download, C{v} 2)
-the lines are plain, as before.  Either way a range past the partial
-file's end (a sidecar claiming bytes never written) rejects the sidecar.
-Loading costs one read and one HMAC per line; a save costs what changed.
+Contract: a sidecar (C{NAME.part.json} beside C{NAME.part}) is one JSON
+header line, then one C{"start end"} line per range held, appended as ranges
+arrive and rewritten atomically when the lines outnumber the ranges.  With a
+key (the file service's, C{v} 3) every line is chained by HMAC-SHA-256, so a
+sidecar written or edited without the key is rejected whole
+(L{Sidecar.rejected}); only cutting lines off the end passes, which loses
+ranges and never adds any.  A range past the partial file's end rejects it
+too.  Every client (Twisted or not) keeps its downloads' records in this one
+format, so this module imports no Twisted.
 
-Every client's download keeps its record here, in one format: the Twisted
-client's assembly (L{protocols.bulk.files.Assembly}) and the partial file
-of the clients without Twisted (L{protocols.bulkfiles.PartialFile}), so a
-download cut under one kind of client is resumed by the other.  So this
-module imports only L{framing}, L{protocols.places} and the standard
-library, never Twisted.
+Cost: loading is one read and one HMAC per line; a save costs what changed.
+
+Design: docs/design/bulk.md
 """
 
 from __future__ import annotations

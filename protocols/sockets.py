@@ -2,7 +2,8 @@
 
 Contract: this is the one module that reads the inside of Twisted's
 connections (a C{FileDescriptor}'s C{dataBuffer}, C{offset},
-C{_tempDataLen}, C{_writeDisconnected}; a TLS wrapper's C{_appSendBuffer}),
+C{_tempDataLen}, C{_writeDisconnected}, C{bufferSize}, C{SEND_LIMIT}; a
+TLS wrapper's C{_appSendBuffer}),
 so that a Twisted upgrade that moves them breaks here and nowhere else.
 Each function costs a few attribute reads (L{sendNow}: one system call);
 none blocks, none raises for a connection it does not know (it answers
@@ -19,6 +20,25 @@ from typing import Any
 from twisted.internet import tcp
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.interfaces import ITCPTransport
+
+
+def tuneForBulk(transport: Any, readSize: int | None, sendLimit: int | None) -> int | None:
+    """
+    Have a Twisted socket connection read C{readSize} bytes per reactor turn
+    (its C{bufferSize}) and hand its socket up to C{sendLimit} per turn (its
+    C{SEND_LIMIT}, 128 KiB by default: a frame past it waits in user space
+    for several turns, and a small call written after it waits with it),
+    each unless C{None}; its read size now, or C{None} for a transport that
+    is not such a connection (left alone).
+    """
+    if not (hasattr(transport, "bufferSize") and hasattr(transport, "socket")):
+        return None
+    if readSize is not None:
+        transport.bufferSize = readSize
+    if sendLimit is not None and hasattr(transport, "SEND_LIMIT"):
+        transport.SEND_LIMIT = sendLimit
+    bufferSize: int = transport.bufferSize
+    return bufferSize
 
 
 def _loadSocketConnections() -> list[type]:

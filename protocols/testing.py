@@ -27,21 +27,8 @@ A trial test (no reactor: C{SynchronousTestCase}, which pytest collects too)::
             self.assertEqual(self.successResultOf(answer), {"id": 7, "tags": ("a", "b")})
             self.assertEqual(len(pair.clientTransport.writes), 2)  # preamble, request
 
-A pytest-twisted test over real loopback TCP::
-
-    import pytest_twisted
-    from twisted.internet import reactor
-    from protocols.echo import EchoClient, EchoServer
-    from protocols.testing import loopbackTCP
-
-    @pytest_twisted.ensureDeferred
-    async def test_echo_over_tcp() -> None:
-        \"\"\"The echo server answers over a real TCP connection.\"\"\"
-        pair = await loopbackTCP(reactor, EchoServer(), EchoClient())
-        try:
-            assert await pair.client.echo([1, 2.5, b"x"]) == [1, 2.5, b"x"]
-        finally:
-            await pair.close()
+A pytest-twisted test over real loopback TCP: C{docs/howto/testing.rst}
+(C{docs/snippets/testing_example.py}).
 """
 
 from __future__ import annotations

@@ -23,15 +23,18 @@ PIP_NOISE = "SetuptoolsDeprecationWarning: project.license as a TOML table is de
 class FakeRunner:
     """Stands in for subprocess.run: records each command and answers as pip would, noisily."""
 
-    def __init__(self, purelib: Path, failOn: str | None = None) -> None:
+    def __init__(self, purelib: Path, failOn: str | None = None, pip: str = "23.2.1") -> None:
         self.purelib = purelib
         self.failOn = failOn
+        self.pip = pip
         self.commands: list[list[str]] = []
 
     def __call__(self, command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
         self.commands.append(command)
         if "sysconfig" in " ".join(command):
             return subprocess.CompletedProcess(command, 0, f"{self.purelib}\n", "")
+        if "import pip" in " ".join(command):
+            return subprocess.CompletedProcess(command, 0, f"{self.pip}\n", "")
         failed = self.failOn is not None and self.failOn in command
         return subprocess.CompletedProcess(command, 1 if failed else 0, PIP_NOISE, "ERROR: it broke\n" * failed)
 
@@ -61,6 +64,17 @@ class SetupTests(SynchronousTestCase):
         self.assertEqual(len(install), 1)
         self.assertNotIn("editable_mode=compat", " ".join(install[0]))
         self.assertTrue((self.dev.VENV / ".chunkwire-installed").is_file())
+
+    def test_pipUpgradedOnlyWhenOld(self) -> None:
+        """pip is upgraded before the install only when .venv's is older than 21.3 (or cannot be told), not always."""
+        for version, upgraded in (("23.2.1", False), ("21.3", False), ("21.2.3", True), ("garbled", True)):
+            (self.dev.VENV / ".chunkwire-installed").unlink(missing_ok=True)
+            runner = FakeRunner(self.purelib, pip=version)
+            self.dev.ensure_venv(runner)
+            upgrades = [command for command in runner.commands if command[-2:] == ["--upgrade", "pip"]]
+            self.assertEqual(len(upgrades), int(upgraded), version)
+            install = next(index for index, command in enumerate(runner.commands) if "-e" in command)
+            self.assertTrue(all(runner.commands.index(command) < install for command in upgrades), version)
 
     def test_upToDate(self) -> None:
         """A second run with the same pyproject.toml prints nothing and runs nothing."""
@@ -176,6 +190,26 @@ class ToxParityTests(SynchronousTestCase):
         self.assertEqual(lint, ["dev.py", "lint"])
         temporary = [argument for args, _, _ in trials for argument in args if argument.startswith("--temp-directory=")]
         self.assertEqual(len(set(temporary)), runners)
+
+    def test_slowModulesSpread(self) -> None:
+        """
+        deal gives each runner about the same hinted seconds: the slow
+        modules first, each to the runner with least, the quick ones after;
+        every module once.
+        """
+        slow = self.dev.SLOW_TEST_MODULES
+        modules = [f"tests.test_quick{index}" for index in range(40)] + list(slow)
+        hands = self.dev.deal(modules, 2)
+        self.assertEqual(sorted(hands[0] + hands[1]), sorted(modules))
+        seconds = [sum(slow.get(name, 1) for name in hand) for hand in hands]
+        self.assertLessEqual(abs(seconds[0] - seconds[1]), 1)
+        self.assertIn(max(slow, key=slow.__getitem__), hands[0][:1])
+        self.assertEqual(self.dev.deal(["tests.a", "tests.b", "tests.c"], 2), [["tests.a", "tests.c"], ["tests.b"]])
+
+    def test_slowModulesExist(self) -> None:
+        """Each module dev.py hints as slow is a test module of the suite (a renamed one would unbalance quietly)."""
+        every = set(self.dev.testModules(()))
+        self.assertEqual([name for name in self.dev.SLOW_TEST_MODULES if name not in every], [])
 
     def test_testCompilesAhead(self) -> None:
         """dev.py test writes the bytecode of the project's modules before it starts the runners."""

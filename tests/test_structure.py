@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
@@ -148,6 +149,24 @@ def privateReaches(package: str) -> list[str]:
     return found
 
 
+# The attributes of Twisted's socket connections chunkwire reads or sets (protocols.sockets): public by
+# name, but Twisted's internals all the same.
+TWISTED_CONNECTION_ATTRIBUTES = {"bufferSize", "SEND_LIMIT", "dataBuffer", "_tempDataLen", "_writeDisconnected"}
+
+
+def connectionReaches(package: str) -> list[str]:
+    """C{module:line expression} for each C{x.name}, C{x} not C{self}, of a L{TWISTED_CONNECTION_ATTRIBUTES} name."""
+    found = []
+    for name, tree in modules(package).items():
+        if name in TWISTED_INTERNALS:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in TWISTED_CONNECTION_ATTRIBUTES:
+                if not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+                    found.append(f"{name}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
 # framing's unslicer attributes, set by unslicers in protocols: framing's names too.
 FRAMING_ATTRIBUTES = {
     "open_type",
@@ -251,6 +270,13 @@ def later():
     def test_noPrivateReachesInProtocols(self) -> None:
         """No object in protocols/ touches another object's _private members."""
         self.assertEqual(privateReaches("protocols"), [])
+
+    def test_twistedConnectionsReadInOnePlace(self) -> None:
+        """Only protocols.sockets reads or sets the attributes of Twisted's socket connections (read sizes, buffers)."""
+        self.assertEqual(connectionReaches("protocols"), [])
+        tree = ast.parse("def tune(t):\n    t.bufferSize = 1\n    self.bufferSize = 2\n")
+        self.patch(sys.modules[__name__], "modules", lambda package: {"protocols.other": tree})
+        self.assertEqual(connectionReaches("protocols"), ["protocols.other:2 t.bufferSize"])
 
     def test_protocolsNamesAreCamelCase(self) -> None:
         """Functions, arguments, class fields and attributes in protocols/ are camelCase (Twisted's rule)."""

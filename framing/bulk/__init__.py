@@ -1,24 +1,18 @@
 """The sans-IO core of chunkwire's bulk streams: what the Twisted bulk layer and the clients without Twisted share.
 
-L{framing.bulk.wire} is the layer's three open types (data frames, control
-messages, stream announcements) with their slicers and checking unslicers;
-L{framing.bulk.hello} each side's HELLO and the digest a stream gets;
-L{framing.bulk.credit} the sender's side of flow control;
+L{framing.bulk.wire} is the layer's three open types; L{framing.bulk.hello}
+each side's HELLO; L{framing.bulk.credit} the sender's flow control;
 L{framing.bulk.digests} which digests this process computes and how two
 peers settle one; L{framing.bulk.ranges} the byte ranges a transfer holds;
-L{framing.bulk.errors} and L{framing.bulk.fileerrors} how a transfer and
-the file service fail (registered to travel as themselves);
-L{framing.bulk.states} the streams' one state table and
-L{framing.bulk.connection} the rules both sides of a connection apply
-(the stream table, announcements, the one dispatch of control messages,
-a sending stream's credit and HELLO, the receiver's credit and checks),
-which every shell follows.  On these,
-L{framing.bulk.streams} is a client's whole side of the streams on one
-connection and L{framing.bulk.filesteps} the file service's upload and
-download as steps, which the blocking and asyncio clients drive
-(L{protocols.blockingbulk}, L{protocols.asynciobulk}); the Twisted layer
-(L{protocols.bulk}) keeps its own channel, scheduler and hashing pool on
-the same wire, states, rules and errors.
+L{framing.bulk.errors} and L{framing.bulk.fileerrors} how a transfer and the
+file service fail; L{framing.bulk.states} the streams' one state table and
+L{framing.bulk.connection} the rules both sides apply, which every shell
+follows.  On these, L{framing.bulk.streams} is a client's side of one
+connection's streams and L{framing.bulk.filesteps} the file service's upload
+and download as steps, driven by L{protocols.blockingbulk} and
+L{protocols.asynciobulk}; the Twisted layer (L{protocols.bulk}) keeps its
+own channel, scheduler and hashing pool on the same wire, states, rules and
+errors.
 
 Like the rest of L{framing}, nothing here imports Twisted, sockets,
 selectors or asyncio, or touches a clock; names are camelCase, as in

@@ -5,23 +5,19 @@ sans-IO, for the Twisted channel (L{protocols.bulk.BulkChannel}) and the
 clients without Twisted (L{framing.bulk.streams.ClientStreams}) alike:
 
  - L{StreamTable}: the connection's streams both ways, by id.
- - L{Announcements}: a peer's stream ids increase, and at most so many of
-   its streams are live (5.5.2), else a L{framing.ProtocolError}.
- - L{dispatch}: each control message to the stream it names (GRANT, DONE
-   and CANCEL to a stream this side sends, END and ABORT to one it
-   receives), a CANCEL or ABORT as the error it means (L{resetFrom}).
- - L{SendSide}: a sending stream's state, credit and what a GRANT or a
-   failed call does to it (5.5.2, 5.5.3); L{resetMessage} the CANCEL or
-   ABORT that gives a stream up.
- - L{ReceiveCredit}: a receiving stream's credit (5.5.3): a frame past it
-   is a L{FlowControlError}, and credit goes back in steps as bytes are
-   released, at most a window ahead.
- - L{frameProblem}, L{endSize}, L{digestProblem}, L{cancelCode}: where
-   a frame may lie, how END is checked (5.5.4), and the code each failure
-   is cancelled with.
+ - L{Announcements}: increasing stream ids, a cap on live streams (5.5.2), else a
+   L{framing.ProtocolError}.
+ - L{dispatch}: each control message to the stream it names (GRANT, DONE and
+   CANCEL to one this side sends, END and ABORT to one it receives), a CANCEL or
+   ABORT as the error it means (L{resetFrom}).
+ - L{SendSide}: a sending stream's state and credit (5.5.2, 5.5.3);
+   L{resetMessage} the CANCEL or ABORT that gives a stream up.
+ - L{ReceiveCredit}: a receiving stream's credit (5.5.3); a frame past it is
+   a L{FlowControlError}; credit goes back in steps, at most a window ahead.
+ - L{frameProblem}, L{endSize}, L{digestProblem}, L{cancelCode}: where a
+   frame may lie, how END is checked (5.5.4), each failure's code.
 
-Nothing here does I/O, keeps a clock or holds a byte; each check is O(1)
-(a dict lookup, a few comparisons).
+Cost: no I/O, no clock, no byte held; each check is O(1).
 """
 
 from __future__ import annotations

@@ -1,39 +1,22 @@
 """How a bulk transfer fails: which error is raised where, and what each side sees.
 
-Strategy:
-
-  - B{The peer broke the bulk protocol} (more data than its credit, a
-    stream id announced twice, too many streams): a L{framing.ProtocolError}
-    subclass (L{FlowControlError}, L{StreamIdReused}, L{TooManyStreams}),
-    raised while the frame or announcement is decoded.  The connection is
-    dropped with the error logged; every stream and call on it fails with
-    the reason the connection was lost.  Other connections are unharmed.
-  - B{One stream is abandoned} by either side (a cancel, a sink or source
-    that raised, data out of order or past the announced size): that
-    stream alone fails with L{StreamReset} (its C{code} says why), at both
-    ends: the side that gave up sends CANCEL (receiver) or ABORT (sender)
-    with the code, and the other side's L{Stream.whenDone} or
-    L{IncomingStream.receive} fails with a L{StreamReset} of the same code.
-    The connection and its other streams go on.
-  - B{No digest in common} (a stream asks for a digest the other side
-    lacks or refuses, or the two HELLOs share none): L{DigestUnavailable}
-    on the sender, raised by the call that would carry the stream or
-    failing the stream before any data moves; a receiver refuses such an
-    announcement with L{DigestRefused} (a L{framing.Violation}: the call
-    is refused, the connection stays up).
-  - B{The bytes do not match the digest}: L{IntegrityError}, at both ends
-    the same way (code C{"integrity"}); the receiver's sink drops what it
-    holds.
-  - B{A remote method fails} with L{StreamReset} or L{IntegrityError}: both
-    are registered with L{protocols.rpc.registerError}, so the caller gets
-    the same type.
-  - B{A bug on this side} (a stream event its state does not allow, e.g.
-    sending one L{Stream} twice): L{IllegalTransition}, raised to the code
-    that caused it; nothing is sent to the peer.
+ - The peer broke the bulk protocol: a L{framing.ProtocolError}
+   (L{FlowControlError}, L{StreamIdReused}, L{TooManyStreams}); that
+   connection is dropped, others unharmed.
+ - One stream is abandoned by either side: L{StreamReset} (its C{code} says
+   why) at both ends; the connection goes on.
+ - No digest in common: L{DigestUnavailable} on the sender, L{DigestRefused}
+   (a L{framing.Violation}) on the receiver.
+ - The bytes do not match the digest: L{IntegrityError} at both ends.
+ - A bug on this side: L{IllegalTransition}, raised to its caller; nothing
+   is sent.
 
 A transfer either completes verified or fails with one of these (or with
-the reason its connection was lost).  What the peer is told of a local
-failure names no local file (L{peerText}).
+the reason its connection was lost); L{StreamReset} and L{IntegrityError}
+cross a remote call as themselves.  What the peer is told of a local failure
+names no local file (L{peerText}).
+
+Design: docs/design/bulk.md
 """
 
 from __future__ import annotations

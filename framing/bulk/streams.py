@@ -1,40 +1,21 @@
 """A client's bulk streams on one RPC connection, sans-IO: what the clients without Twisted carry streams with.
 
 Contract: a L{ClientStreams} is the bulk layer of one
-L{framing.rpc.session.ClientSession} (its extension, given at its making):
-it adds the layer's open types to the session's registry, puts this side's
-HELLO before the first CALL, announces each L{SendStream} passed in a
-call's arguments, turns the server's HELLO and GRANTs into data frames as
-credit allows (L{framing.bulk.credit.SendCredit}, the Twisted sender's),
-and ends each with END (its size and, for a stream with a digest, the
-digest of its bytes in order).  An L{IncomingTransfer} stands in a result
-for each stream the server announces; L{ClientStreams.startReceiving}
-names its sink and sends the first GRANT, and from then on data frames
-go to the sink as they are decoded (a piece of a read, uncopied), credit
-goes back in steps as the sink takes them, and the server's END is
-checked (size and digest, for a stream with one) before DONE is sent and
-the receiver's waiter settled; a mismatch sends CANCEL C{integrity} and
-settles it with L{IntegrityError}.
+L{framing.rpc.session.ClientSession} (its extension): it sends this side's
+HELLO before the first CALL, announces each L{SendStream} passed in a call
+and sends its data frames as credit allows, then END with its digest.  An
+L{IncomingTransfer} stands in a result for each stream the server
+announces; L{ClientStreams.startReceiving} names its sink, and the END is
+checked (size, digest) before DONE is sent.  This side's initial window is
+0, so nothing is held for a stream nobody took.  Bad input is typed
+(L{FlowControlError}, L{StreamIdReused}, L{DigestRefused},
+L{IntegrityError}); losing the connection settles every receiver.  No I/O,
+no threads, no clock.
 
-The initial window this side states in its HELLO is 0: a server sends a
-stream's data only once the application receives it, so nothing is ever
-held for a stream nobody took (the cost: one round trip per stream).  The
-window afterwards is L{WINDOW}, granted in steps of L{GRANT_STEP}: as the
-Twisted receiver's defaults.
+Cost: one dict lookup per frame and per control message; memory per stream
+O(1); one round trip before each stream's data.
 
-Bad input is typed: a frame past its credit is a L{FlowControlError} and
-a stream id not above the last one a L{StreamIdReused} (both
-L{framing.ProtocolError}s: the session ends); a stream announced with a
-digest this side lacks is refused as L{DigestRefused} (the answer
-carrying it fails); a frame for a stream that is over is dropped unread.
-Losing the connection settles every receiver with the reason.
-
-No I/O, no threads, no clock: the I/O layer sends L{dataToSend} (through
-the session), guards this object with the session's lock, and gets each
-settled receiver as the session's settled calls, C{(waiter, result,
-error)}.  A source (L{SendStream.source}) and a sink are the I/O layer's:
-this module only calls them.  Costs: one dict lookup per frame and per
-control message; memory per stream O(1).
+Design: docs/design/bulk.md
 """
 
 from __future__ import annotations

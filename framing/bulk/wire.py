@@ -9,29 +9,17 @@ sync.  Three open-types::
     OPEN "bulk.ctl"    INT op, INT stream_id, op-specific values, CLOSE
     OPEN "bulk.stream" INT stream_id, size (INT or None), digest name (STRING or None), CLOSE
 
-A stream's digest name is one the receiver listed in its HELLO, C{None}
-(no digest), or C{"*"} (L{framing.bulk.digests.NEGOTIATED}): the sender
-has not heard the receiver's HELLO yet, and the digest is the first of the
-sender's own HELLO list that the receiver accepts (the sender's HELLO
-always comes before its first announcement).
+A digest name of C{"*"} (L{framing.bulk.digests.NEGOTIATED}) means the first
+of the sender's HELLO list the receiver accepts.  L{DataUnslicer} hands a
+data frame's body on piece by piece as it comes off the socket, uncopied;
+L{Control} carries HELLO, GRANT, END, the verdict and giving up, and
+L{grantMessage} writes a GRANT's bytes directly.
 
-A data frame is written with one transport write.  On receipt its body is not
-collected: L{DataUnslicer} takes it through the decoder's streamed-body hooks
-(L{framing.slicing.interfaces.IStreamsBodies}), so each piece of the body is
-handed on as it comes off the socket, never copied here: the C{bytes} the
-transport read, or a read-only view into them where the read also holds a
-neighbouring token (the receiver copies it only for a sink that keeps
-pieces or hands them to code expecting C{bytes}), and the finished frame
-completes L{framing.NOTHING}: nothing goes up the stack.  Receiving a data
-frame therefore keeps no more than one socket read of it, whatever its
-length.  Per frame cost: four headers and one lookup of
-the stream by id.
+Cost: one transport write per data frame sent; per frame received four
+headers and one lookup by id, holding no more than one socket read of it.
+Wire format: docs/wire-format.md, section 5.5.
 
-Control messages (L{Control}) are small: each side's HELLO, credit grants, the end of a stream
-with its size and digest, the receiver's verdict, and either side giving up.
-A GRANT, which a receiver sends about once per socket read, is also put
-together directly (L{grantMessage}): the same bytes as its L{Control}
-encoded, without an encoder's send transaction.
+Design: docs/design/bulk.md
 """
 
 from __future__ import annotations

@@ -3,19 +3,14 @@
 Contract: a L{ClientExchange} runs one login with one L{ClientMechanism}.
 L{ClientExchange.start} gives the first message to send; each message
 from the server goes to L{ClientExchange.receive}, which returns the next
-message to send (a C{"continue"} answering a challenge), or C{None} once
-the server accepted and the mechanism's last check passed (SCRAM's server
-signature): L{ClientExchange.state} is then L{LOGGED_IN}.  Anything else
-raises, and the exchange is L{FAILED} from then on: L{LoginRefused} (the
-server said no, the same for every reason), L{ServerNotVerified} (the
-server could not prove it knows the password), L{LoginBroken} (the server
-sent something else, or a verb out of turn; L{ClientExchange.refused} says
-the same of a message the decoder refused).  Whoever drives it carries the
-bytes and decides what to do with the connection: the Twisted client
-(L{protocols.auth.ClientLogin}), the blocking one (L{protocols.blocking})
-and the asyncio one (L{protocols.asyncioclient}) all drive this class, so
-the exchange is written once; the last two through L{ByteExchange}, which
-also encodes and decodes the login's messages.  The steps are those of docs/wire-format.md, section 13.
+message to send, or C{None} once the server accepted and the mechanism's
+last check passed (SCRAM's server signature; L{ClientExchange.state} is then L{LOGGED_IN}).  Anything
+else raises, and the exchange is L{FAILED} from then on: L{LoginRefused}
+(the same for every reason), L{ServerNotVerified}, or L{LoginBroken} (a message or
+verb out of turn; L{ClientExchange.refused} for a message the decoder refused).  The Twisted,
+blocking and asyncio clients all drive this class, the last two through
+L{ByteExchange}, which also encodes and decodes the messages.  The steps are
+those of docs/wire-format.md, section 13.
 
 The credentials (L{clientMechanism} picks the mechanism): L{Password}
 (SCRAM-SHA-256: the password never leaves), L{Token} (a bearer token),

@@ -1,33 +1,19 @@
 """SCRAM-SHA-256 (RFC 5802, RFC 7677): password logins that put nothing replayable on the wire.
 
-Contract: sans-IO, and free of Twisted: the clients without Twisted use it
-as the Twisted ones do (L{protocols.auth.users} declares that a
-L{ScramResponse} provides C{twisted.cred}'s C{IScramResponse}).
-L{ScramClient} and L{ScramServer} turn the four SCRAM
-messages into bytes and back; whoever drives them carries the bytes.  The
-password never leaves the client, not even hashed: the client proves it
-knows the salted password with a proof bound to both sides' fresh nonces,
-so a captured exchange is worthless to replay, and the server proves it
-holds the user's verifier by its signature.  The server keeps only a
-L{ScramVerifier} (salt, iteration count, StoredKey, ServerKey), from which
-the password cannot be recovered short of guessing it at the cost of
-C{iterations} HMACs per guess.
+Contract: sans-IO and free of Twisted.  L{ScramClient} and L{ScramServer}
+turn the four SCRAM messages into bytes and back; the password never leaves
+the client, and the server keeps only a L{ScramVerifier}.  An unknown user
+gets a L{decoyVerifier} and a refusal that looks like a wrong password.
+Limits: no channel binding, no authorization identity, no SASLprep; a user
+name is text whose UTF-8 fits in L{MAX_NAME_BYTES}, a password is bytes, a
+message is at most L{MAX_MESSAGE_BYTES}.  Anything malformed, out of order
+or unproven raises a L{ScramError}, never another exception.
 
-Costs: the client pays C{iterations} HMAC-SHA-256 rounds once per login
-(C{hashlib.pbkdf2_hmac}; at L{DEFAULT_ITERATIONS}, about 73 ms of CPU on
-the development machine); the server pays a handful of HMACs (about 60
-microseconds), whatever the iteration count.  An unknown user gets a L{decoyVerifier}: the same message
-shapes, the same salt every time, an iteration count drawn from the real
-users' counts, the same few HMACs, and a refusal that looks like a wrong
-password.
+Cost: the client pays C{iterations} HMAC-SHA-256 rounds per login (about
+73 ms at L{DEFAULT_ITERATIONS}); the server a handful of HMACs (about 60
+microseconds), whatever the count.
 
-Limits: no channel binding (the GS2 header is C{n,,} or C{y,,}, never
-C{p=}), no authorization identity, no SASLprep: a user name is any text
-whose UTF-8 fits in L{MAX_NAME_BYTES} (commas and equals signs travel
-escaped as C{=2C} and C{=3D}); a password is bytes (the UTF-8 of the
-user's text).  Every message is at most L{MAX_MESSAGE_BYTES}.  Anything
-malformed, out of order or unproven raises a L{ScramError}, never another
-exception.
+Design: docs/design/auth.md
 """
 
 from __future__ import annotations

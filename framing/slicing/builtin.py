@@ -2,35 +2,16 @@
 
 Contract: each container unslicer holds at most C{Limits.max_items} items and
 refuses the item past that at its arrival; dict keys and set members must be
-hashable and unique.  Item cost is O(1), and building a set or dict costs
-O(n) for n wire bytes, never O(n**2), because hash collisions are counted:
+hashable and unique.  Members whose hash a peer can choose (anything but
+str, bytes and small ints) are counted by full hash, and a container whose
+equality probes pass C{Limits.max_hash_collisions} is refused with
+L{HashCollisions}.  Each container takes part in the decoder's per-object
+budget through its C{cap}, raising L{CapReached} when it is reached.
 
-  - str and bytes keys have randomized hashes (SipHash with a per-process
-    secret) and ints between -(2**61 - 1) and 2**61 - 1 hash to distinct
-    values (except -1 and -2), so a peer cannot make them collide: they
-    cost one C{type} check and nothing else;
-  - every other member or key (floats, big ints, tuples, frozensets, user
-    types: all hashed the same way in every process, so an attacker can
-    compute values that share a hash) is hashed once more and its hash
-    counted in a per-container tracker; each one that shares its full hash
-    with k earlier ones adds k to a count of equality probes (what CPython
-    will spend comparing it), and the container is refused with
-    L{HashCollisions} once that count passes C{Limits.max_hash_collisions}.
+Cost: O(1) per item, and building a set or dict is O(n) for n wire bytes,
+never O(n**2); a tracked key holds about 112 bytes, charged to the object.
 
-Only keys with equal full hashes cost an equality call inside CPython's
-table (a probe compares the stored hash first), so the probes counted bound
-the comparisons made; those that differ only in their low bits cost a
-bounded number of extra probe steps each, because the probe sequence mixes
-in all the hash bits.  The tracker's memory (about 112 bytes per tracked key)
-is reported to the decoder's per-object memory estimate.
-
-Budget: these containers take part in the decoder's per-object budget
-without any per-item work.  Each has a C{cap} on its length that the
-decoder sets from what is left of the object's item and memory budget; the
-length check every container already makes compares against it, and only
-when the cap is reached does the container raise L{CapReached}, on which the
-decoder settles the estimate, refuses the object if it is over, or sets a
-new cap and delivers the item again.
+Design: docs/design/containers.md
 """
 
 from __future__ import annotations

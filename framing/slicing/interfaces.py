@@ -26,44 +26,19 @@ class ISlicer(Interface):  # type: ignore[misc]
 
 
 class IUnslicer(Interface):  # type: ignore[misc]
-    """
-    Builds one object from the tokens inside an OPEN ... CLOSE.
+    """Builds one object from the tokens inside an OPEN ... CLOSE.
 
-    The decoder charges the object it builds to its per-object budget: an
-    optional C{open_cost} attribute (bytes; 64 if absent) at its OPEN, and
-    56 bytes and one item for each child on its way in (the built-in
-    containers keep that count themselves, at no cost per item).
-
-    A L{framing.slicing.builtin.BudgetedUnslicer} class may declare a
-    C{record_builder}: a function C{builder(children)} that returns the
-    object C{finish} would, had C{receive_child} taken each of C{children}
-    (a list of built-in values), or C{None} wherever the unslicer would
-    refuse them or look further.  C{record_extra_items} says how many
-    children it takes beyond C{Limits.max_items} (0 if absent).  The
-    compiled core then parses such objects itself and calls the builder
-    once per object (L{framing._core}); it must not raise.  The RPC
-    message's unslicer also declares C{record_rpc}, its message type and
-    longest method name: the compiled core then builds an ANSWER and a CALL
-    without keyword arguments itself, with L{framing.rpc.wire.buildMessage}'s
-    checks, and calls the builder for the other shapes.
-
-    An unslicer class that is not budgeted and takes no streamed bodies may
-    declare C{rebuildable = True}: building its object does nothing but
-    build it (no count, no registration, no I/O).  The compiled core then
-    runs it where its type sits inside an object it decodes (the built-ins
-    around and inside stay compiled), and may run it again for the same
-    tokens when that object turns out to need the pure decoder (which
-    words a refusal further on).  The unslicer that C{Registry.register}
-    makes from C{from_wire} is rebuildable.
-
-    An unslicer may define C{child_factory(name, factory)}: the unslicer
-    factory for its next child, an OPEN of open-type C{name} (bytes), given
-    C{factory}, the registry's for that name; it returns C{factory} or one
-    of its own (the RPC message builds a CALL's call context and metadata
-    with unslicers of its own, which refuse oversized metadata at its
-    headers).  The pure decoder asks it at each nested OPEN; the compiled
-    core never reads such a child itself (the RPC message's record builder
-    hands a CALL with a context back to the pure decoder).
+    What a class may declare (each optional; Design: docs/design/c-fast-path.md):
+     - C{open_cost}: bytes charged to the per-object budget at its OPEN (64 if
+       absent); each child costs 56 bytes and one item.
+     - C{record_builder}, C{record_extra_items}, C{record_rpc} (a
+       L{framing.slicing.builtin.BudgetedUnslicer}): the compiled core parses
+       the object itself and calls the builder once, which returns the object or
+       C{None} to hand it back, and must not raise.
+     - C{rebuildable = True} (not budgeted, no streamed bodies): building does
+       nothing but build, so the compiled core may run it, and run it again.
+     - C{child_factory(name, factory)}: the unslicer factory for its next
+       nested OPEN; the compiled core leaves such children to the pure decoder.
 
     Optional methods (declared in L{IReportsViolations} and
     L{IStreamsBodies}, so that an unslicer without them still provides this

@@ -6,23 +6,18 @@ Contract::
     chunkwire-cert client DIR USER [--out FILE] [--days N]
     chunkwire-cert server DIR HOST [HOST ...] [--out FILE] [--days N]
 
-C{ca} makes a CA in DIR (L{protocols.auth.authority.CertificateAuthority.save}):
-its key C{DIR/ca.key} (mode 0600) and its certificate C{DIR/certs/ca.pem};
-a server given C{--client-ca DIR/certs} lets in exactly the clients whose
-certificates this CA issued.  C{client} issues a client certificate whose
-common name is C{USER}, the user a server's certificate login gives; the
-name must be one every chunkwire service can serve (a user file's name that
-is also one safe directory name, as the file service makes one per user).
-C{server} issues a server certificate naming each HOST (and 127.0.0.1 and
-::1).  Each writes the new key and its certificate to one file, mode 0600
-(by default C{DIR/USER.pem} or C{DIR/server.pem}), and refuses to replace a
-file that exists.  Certificates are valid for C{--days} days (365 by
-default).
+C{ca} makes a CA in DIR: its key C{DIR/ca.key} (mode 0600) and its
+certificate C{DIR/certs/ca.pem}, which a server given C{--client-ca
+DIR/certs} trusts.  C{client} issues a certificate whose common name is
+C{USER}, the user a certificate login gives (a name every chunkwire service
+can serve, one safe directory name); C{server} one naming
+each HOST (and 127.0.0.1 and ::1).  Each writes the key and certificate to
+one new file, mode 0600 (C{DIR/USER.pem} or C{DIR/server.pem} by default),
+never replacing one; valid for C{--days} days (365).
 
-Nothing secret is printed: the output says which files were written and
-how to use them.  Errors are one line on standard error; the exit status
-is 0 on success, 1 when the files could not be made (no C{tls} extra, a
-file already there, no CA in DIR) and 2 for a bad command line.
+Nothing secret is printed.  Errors are one line on standard error; the exit
+status is 0 on success, 1 when the files could not be made (no C{tls}
+extra, a file already there, no CA in DIR) and 2 for a bad command line.
 """
 
 from __future__ import annotations

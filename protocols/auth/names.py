@@ -1,30 +1,19 @@
 """The table of objects a server publishes under unguessable names.
 
-Contract: L{NameTable.register} gives each object a fresh name of 256 bits
-from C{os.urandom} (52 characters of lowercase base32).  The table keeps
-only the SHA-256 digest of each name, never the name, so a memory dump or a
-log of the table does not hand out access.  L{NameTable.lookup} does the
-same work for every name it is given: it hashes the whole presented name
-and looks the digest up in a dict, so an unknown name, a wrong one, a
-revoked one and one that shares a prefix with a real one cost the same and
-answer the same C{None}; no comparison runs over a secret byte by byte.
-Each operation is O(length of the name).
+Contract: L{NameTable.register} gives each object a fresh 256-bit name
+(52 characters of base32) and keeps only its SHA-256 digest, never the name;
+L{NameTable.lookup} costs the same and answers the same C{None} for every
+name it does not know, comparing no secret byte by byte.  A table made with
+a C{path} keeps the digests across restarts (rewritten whole and atomically,
+mode 0600); L{NameTable.bind} gives a label its object again after a restart,
+and until then its names are refused.  A file that is not a name table, or
+that group or others may write, is a L{NameFileError}.  One process writes a
+given file.
 
-A table made with a C{path} keeps its names across restarts: the file
-holds each name's digest and label, never a name, and is rewritten
-whole after every L{NameTable.register} and L{NameTable.revoke} (written
-beside itself, synced, then renamed into place, mode 0600), so it is
-the old table or the new one, never half of either; a change costs
-O(names in the table).  A table made again from the file knows every
-name that was not revoked, but not yet the objects: L{NameTable.bind}
-gives a label its object again, and until then those names are refused
-like unknown ones.  So the same URL reaches the same object after a
-restart, provided the server binds each label to the object it stands
-for.  The server cannot say the names again (it never kept them): the
-URL handed out at registration is the only copy.  A file that is not
-a name table, or that group or others may write (whoever can write it
-can publish names of their own), is a L{NameFileError}.  One process
-writes a given file: worker processes that share one load it at start.
+Cost: O(length of the name) per operation; O(names in the table) per
+change to a table with a file.
+
+Design: docs/design/auth.md
 """
 
 from __future__ import annotations

@@ -2,31 +2,19 @@
 
 Contract: an L{Authenticator} is a server's login configuration (a portal,
 a name table, the timeout, the throttle).  For each new connection it puts
-a L{ServerLogin} in front of the connection's broker.  Until a login
-succeeds the gate:
+a L{ServerLogin} in front of the connection's broker, which until a login
+succeeds decodes under L{PRE_LOGIN_LIMITS} with a registry knowing only the
+login message, accepts nothing but the login exchange, drops the connection
+at the timeout, and refuses at once a login the L{LoginThrottle} holds back.
+Every refusal is the same C{"refused"} and closes the connection.  Once a
+login succeeds, the avatar is export id 0 and the broker takes over; losing
+the connection calls the realm's logout.  Logins, logouts and refusals are
+logged in C{chunkwire.auth} (refusals rate-limited by one L{RefusalLog});
+no payload is ever logged.
 
-  - decodes under L{PRE_LOGIN_LIMITS} with a registry that knows only the
-    login message (no references, no streams, no application types);
-  - accepts the login exchange and nothing else: anything else, anything
-    refused, or a message out of turn drops the connection with a logged
-    reason;
-  - drops the connection if no login succeeds within the timeout;
-  - refuses at once, before any checker runs, a login from an address the
-    L{LoginThrottle} says must wait, per address and per address and
-    claimed name (every attempt counts until one succeeds).
+Cost: nothing per message after the login.
 
-A refused login gets the same C{"refused"} answer whatever the reason, and
-the connection is closed.  Once a login succeeds, the avatar becomes export
-id 0 (the client's root), the decoder gets the broker's limits and
-registry back, and the broker becomes the connection's receiver: from then
-on the gate costs nothing per message.  Losing the connection calls the
-realm's logout.  Every login and logout is a C{twisted.logger} event in
-the C{chunkwire.auth} namespace with the peer's address and the avatar
-id; refusals are too, through one rate-limited L{RefusalLog} shared by the
-server's connections (the first ten in each ten seconds in full, the rest
-counted in one summary line), so a flood of refused logins from any number
-of connections writes a bounded number of lines.  A payload (password
-proof, token, object name) is never logged.
+Design: docs/design/auth.md
 """
 
 from __future__ import annotations

@@ -1,38 +1,20 @@
 """Login attempts, throttled per peer address and per address and claimed name, in bounded memory.
 
-Contract: two kinds of leaky bucket count attempts (each C{burst} deep,
-draining at C{rate} per second): one per peer address, and one per
-address and the user name the attempt claims (SCRAM's name; a mechanism
-without one, as a bearer token, counts per address only).  An attempt
-fills its buckets by one when it starts, so attempts still in progress
-count as much as failed ones (many connections at once gain nothing).
-While a bucket is full, a login that would fill it more is refused before
-any checker runs.
+Contract: leaky buckets (C{burst} deep, draining at C{rate} per second)
+count attempts per peer host and per (host, claimed name); an attempt fills
+them when it starts, and a login that would overfill one is refused before
+any checker runs.  A name that has logged in from an address is trusted
+there: its attempts fill only its own bucket, so guesses at other names
+behind a shared address cannot lock it out.  If the state cannot be read or
+written the login is refused and the error logged (the throttle fails
+closed).  Worker processes may share the state in SQLite
+(L{protocols.auth.sharedthrottle.SQLiteThrottleState}).
 
-Shared addresses (a NAT, a shared host).  A name that has logged in from
-an address before is I{trusted} there: its attempts fill only its own
-(address, name) bucket, not the address's.  So guesses at other names
-from the same address cannot refuse that user's logins: only guesses at
-that very name can (at most C{burst}, then C{rate} a second, which is the
-point of a throttle).  A name not yet trusted at an address (its first
-login there, or after it was forgotten) shares the address's bucket
-with everyone behind that address.  A success forgives its own attempt
-in the address's bucket (not the others': an attacker behind the same
-address does not gain guesses each time the honest user logs in) and
-empties its pair's bucket.
+Cost: one small entry per address, per (address, name) and per trusted
+pair, at most C{maxAddresses} of each, never one per attempt; the entries
+that drain soonest are forgotten first (L{protocols.auth.drains}).
 
-Memory.  What is held is one small entry per address, per (address,
-name) and per trusted pair, never one per attempt, and at most
-C{maxAddresses} of each; the state (L{IThrottleState}) forgets the
-entries whose attempts drain soonest first, so a flood from many
-addresses cannot clear a guesser's full bucket (see
-L{protocols.auth.drains}).  The state is in this process by default
-(L{protocols.auth.drains.MemoryThrottleState}); worker processes share one
-in SQLite (L{protocols.auth.sharedthrottle.SQLiteThrottleState}), so N
-workers do not allow N times the attempts.  If the state cannot be
-read or written (the shared file is locked for too long, the disk is
-full), the login is refused and the error logged: the throttle fails
-closed.  An address is the peer's host, not its port.
+Design: docs/design/auth.md
 """
 
 from __future__ import annotations

@@ -5,27 +5,16 @@ with, only each user's L{ScramVerifier}, one line per user::
 
     name:SCRAM-SHA-256:iterations:salt_b64:storedKey_b64:serverKey_b64
 
-C{#} comments and blank lines are ignored.  L{UserFile} loads the whole
-file when made (a bad line raises L{UserFileError} naming its number) and
-again whenever the file's size, mtime or inode changes, at the cost of one
-C{stat} per lookup.  A file that goes bad while the server runs refuses
-every login (fail closed) and logs the reason once, until it is fixed.
-L{addUser} and L{removeUser} rewrite the file atomically
-(L{protocols.auth.secretfiles}), new files mode 0600.  A client's proof
-reaches the checker as L{IScramResponse}, which the sans-IO
-L{framing.login.scram.ScramResponse} provides.
+L{UserFile} reloads the file when its size, mtime or inode changes; a bad
+line raises L{UserFileError}, and a file that goes bad while serving refuses
+every login (fail closed).  L{addUser} and L{removeUser} rewrite it
+atomically, mode 0600.  An unknown name is shown a decoy verifier derived
+from a key kept beside the file (L{decoyKeyPath}), the same in every worker
+and across restarts, and refused after the same work as a wrong password.
 
-Unknown names look like real ones.  Beside the user file, in
-C{USERFILE.decoy-key} (L{decoyKeyPath}; made mode 0600 by L{addUser} or
-by the first L{UserFile} that finds it missing), is a random key that
-never leaves the server.  An unknown name is shown a
-L{framing.login.scram.decoyVerifier} derived from that key: the same
-salt every time, across restarts and in every worker process that reads
-the same file, and an iteration count drawn from the real users' counts as
-often as they have it.  A lookup derives that decoy for every name, known
-or not, and checks the proof (or the password, at the shown salt and
-count) against whichever verifier it shows, so an unknown user and a
-wrong password are refused with the same error after the same work.
+Cost: one C{stat} per lookup.
+
+Design: docs/design/auth.md
 """
 
 from __future__ import annotations

@@ -3,36 +3,18 @@
 Contract: L{steadyAllocator} is for processes that move bulk data.  On
 Linux with glibc it fixes malloc's two thresholds (C{M_MMAP_THRESHOLD},
 C{M_TRIM_THRESHOLD}), so the megabyte buffers a transfer allocates and
-frees for every socket read (the read itself, a callback's copy of a
-piece) come from the heap and stay there; anywhere else it does nothing and
-says so.  L{allocatorSteady} tells whether it succeeded in this process:
-a bulk connection then reads L{protocols.bulk.STEADY_READ_SIZE} per reactor
-turn by default (L{protocols.bulk.BulkOptions.readSize}).
+frees for every socket read come from the heap and stay there; anywhere
+else it does nothing and says so.  L{allocatorSteady} tells whether it
+succeeded in this process (a bulk connection then reads
+L{protocols.bulk.STEADY_READ_SIZE} per turn).  L{protocols.bulk.serve} and
+L{protocols.bulk.connect} call it unless given C{steadyAllocator=False}; the
+setting is the whole process's.
 
-Who calls it: L{protocols.bulk.serve} and L{protocols.bulk.connect} do, by
-default, before they listen or connect (a process that calls them moves
-bulk data); C{steadyAllocator=False} to either opts out.  The example bulk
-server and client, which build their factories themselves, call it at
-start.  The lower-level L{protocols.bulk.BulkBroker} and
-L{protocols.bulk.BulkBrokerFactory} never do.  The setting is the C
-library's, so it is the whole process's: it is a side effect, kept small
-(see Cost) and said wherever it is made.
+Cost: up to C{trimThreshold} bytes of freed memory stay with the process
+(the peak is unchanged), and blocks of C{mmapThreshold} or more are always
+mapped on their own.
 
-Why: glibc moves both thresholds with the sizes it sees freed (the mmap
-threshold rises to the largest block freed, the trim threshold to twice
-that), and for some patterns of read and piece sizes the top of the heap
-is then handed back to the kernel after a read and faulted back in, zeroed,
-for the next: the receiving process's CPU per GiB about doubles.  Measured
-with C{bench_bulk} (1 GiB, blake3, one run per setting, alternating): the
-example server took a median of 0.94 CPU-s/GiB with glibc's defaults
-(0.67-2.59, six runs, four above 0.9) and 0.72 with the thresholds fixed
-(0.60-2.15, nine runs, two above 0.9); the library case with a 768 KiB window
-0.71 against 0.31-0.32.  Cost: up to
-C{trimThreshold} bytes of freed memory stay with the process instead of
-going back to the system (the peak is unchanged: it is what was in use),
-and blocks of C{mmapThreshold} or more are always mapped on their own
-(glibc's own threshold starts at 128 KiB and rises as large blocks are
-freed, up to 32 MiB).
+Design: docs/design/bulk.md
 """
 
 from __future__ import annotations

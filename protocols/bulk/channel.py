@@ -1,36 +1,21 @@
 """The bulk channel of one connection: an extension an RPC broker loads.
 
 Contract: L{BulkChannel} is an L{IBrokerExtension}: L{BulkBroker} (and
-L{BulkBrokerFactory}, L{serve}, L{connect}) build a plain RPC L{Broker}
-with one loaded, so its connection also carries streams: a L{Stream} in a
-call's arguments or result is announced in that message (registered on the
-message's send transaction) and arrives as an L{IncomingStream}.  The
-channel keeps the streams of the connection in two dicts by id (one per
-direction), so routing a frame or a control message is O(1) whatever is in
-flight.  Outgoing streams are served round-robin, one data frame (one
-transport write) per turn, and only while the transport is not paused (the
-channel's L{FrameScheduler} is the transport's push producer while it has
-streams) and the stream has credit: a stream waiting for credit costs
-nothing and holds up nobody, and an RPC
-message is written at once, between two frames, so it never waits behind
-more than the bytes already in flight.
+L{BulkBrokerFactory}, L{serve}, L{connect}) load one into a plain RPC
+L{Broker}, so a L{Stream} in a call's arguments or result is announced in
+that message and arrives as an L{IncomingStream}.  Outgoing streams are
+served round-robin, one data frame per turn, only while the transport is
+not paused and the stream has credit; an RPC message is written between two
+frames.  Receive windows may grow by autotuning (L{protocols.bulk.tuning}),
+never below the configured one.  A peer may have at most
+L{BulkOptions.maxStreams} live streams, with increasing ids
+(L{StreamIdReused}); what the connection holds (L{Resources.hold}) is
+released when it is lost.  L{callingChannel} finds the caller's channel.
 
-A receiver's window starts at L{BulkOptions.window} and, with autotuning
-on (L{BulkOptions.maxWindow}), grows towards twice what the path holds in
-one base round trip while the window is what limits the stream (see
-L{protocols.bulk.tuning}): the base round trip is the smallest of each
-stream's first-grant-to-first-frame times and, on a path of 25 ms or more,
-of PING probes, one per measuring interval while streams arrive.  A window
-never shrinks below the configured one.
+Cost: routing a frame or control message is O(1) (two dicts by id); a
+stream waiting for credit costs nothing.
 
-What a connection holds in the bulk layer dies with it: a peer may have at
-most L{BulkOptions.maxStreams} incoming streams live at once, must announce
-stream ids in increasing order (a repeated id would orphan the stream it
-replaced: L{StreamIdReused}), and everything the application ties to the
-connection with L{Resources.hold} (the file service's open uploads) is
-released when it is lost, at a cost proportional to what it held.  A remote
-method finds the channel of the connection calling it with
-L{callingChannel}.
+Design: docs/design/bulk.md
 """
 
 from __future__ import annotations
@@ -74,6 +59,7 @@ from ..rpc import Broker, BrokerFactory, CallLimits, Referenceable, RemoteRefere
 from ..rpc.endpoints import connectWithFactory, listenWith, loginGate
 from ..rpc.listening import ListeningPort
 from ..rpc.refs import HasRemoteProxy
+from ..sockets import tuneForBulk
 from .allocator import steadyAllocator as makeAllocatorSteady
 from .early import EarlyTable
 from .incoming import IncomingSide
@@ -201,7 +187,8 @@ class BulkChannel(IncomingSide):
         self._up = True
         self.resources.open = True
         self.scheduler.start()
-        self.readSize = _tuneSocket(getattr(self.protocol.transport, "transport", None), self.options)
+        wrapped = getattr(self.protocol.transport, "transport", None)
+        self.readSize = tuneForBulk(wrapped, self.options.socketReadSize(), self.options.sendLimit)
 
     def connectionLost(self, reason: Failure) -> None:
         """Every stream in flight fails with C{reason}; what was held is released."""
@@ -371,29 +358,6 @@ class BulkChannel(IncomingSide):
     def wakeSoon(self, stream: ISendingStream) -> None:
         """As L{wake}, but at the end of this reactor turn, so that writes made in this turn share frames."""
         self.scheduler.wakeSoon(stream)
-
-
-def _tuneSocket(wrapped: Any, options: BulkOptions) -> int | None:
-    """
-    Set a Twisted TCP transport's read size and send limit for bulk
-    (L{BulkOptions.readSize}); return its read size now, or C{None} if it
-    is no such transport.
-    """
-    readable = hasattr(wrapped, "bufferSize") and hasattr(wrapped, "socket")
-    readSize = options.socketReadSize()
-    if readSize is not None and readable:
-        # Twisted's TCP transport reads bufferSize bytes per reactor turn.
-        wrapped.bufferSize = readSize
-    sendLimit = options.sendLimit
-    if sendLimit is not None and hasattr(wrapped, "SEND_LIMIT") and hasattr(wrapped, "socket"):
-        # Twisted hands the socket at most SEND_LIMIT bytes per reactor
-        # turn (128 KiB); a frame then waits in user space for several
-        # turns, and a small call written after it waits with it.
-        wrapped.SEND_LIMIT = sendLimit
-    if not readable:
-        return None
-    bufferSize: int = wrapped.bufferSize
-    return bufferSize
 
 
 def _weakly(method: Callable[..., Any], gone: Any) -> Callable[..., Any]:

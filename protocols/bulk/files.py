@@ -1,37 +1,19 @@
 """Resumable, striped file transfer: assemblies, the bulk-transfer service and its client side.
 
-Contract: an L{Assembly} is a file being put together from byte ranges that
-arrive in any order, repeated or overlapping, over any number of streams,
-connections and restarts.  It keeps the bytes in a partial file (beside
-the destination, C{.NAME.part}, for a client's download; in the service's
-private directory for an upload, see L{Placement}) and what it holds in a
-small sidecar (L{protocols.sidecars}: a JSON line with size, version
-and digest algorithm, then one C{"start end"} line per range held),
-written after the data it describes, so a crash never records bytes that
-were not written.  Every file is opened relative to its directory's
-descriptor without following links (L{protocols.places}).  A save
-appends the ranges added since the last one, so its cost is what changed;
-the sidecar is rewritten only when its lines outnumber twice the ranges
-held.  An upload holds at most C{maxFragments} disjoint ranges
-(L{MAX_FRAGMENTS}; L{TooFragmented} past it).  The destination appears, by one rename, only after the whole
-file's digest has been verified; until then nothing is presented as
-complete.  Each byte is written once (C{os.pwrite} of the received buffer)
-and hashed once: in order, from that buffer, when it arrives at the hashed
-position, otherwise read back from the partial file once the bytes before
-it are there (see L{OrderedHasher}).
+Contract: an L{Assembly} is a file put together from byte ranges that arrive
+in any order, repeated or overlapping, over any number of streams,
+connections and restarts; it keeps the bytes in a partial file and what it
+holds in a sidecar (L{protocols.sidecars}) written after the data, and the
+destination appears by one rename only after the whole file's digest was
+verified.  L{BulkService} serves a directory; L{sendFile} and L{fetchFile}
+move one file over N connections and resume after a drop, never resending
+what the receiver holds.
 
-L{BulkService} serves a directory: uploads and downloads through calls
-(C{put}, C{get}), and the resumable protocol the client helpers use
-(C{openUpload} / C{upload} / C{finishUpload}, C{stat} / C{download});
-it serves regular files only, never through a link.  An
-unfinished upload belongs to the connections that use it: when the last
-one goes, its file descriptor is closed and its hashing stops at once, and
-its partial files are removed at once if they hold nothing, or after
-C{abandonAfter} idle seconds (a day by default) otherwise; see
-L{BulkService} for the caps per connection.
-L{sendFile} and L{fetchFile} move one file over N connections (stripes of
-the missing ranges) and, when a connection drops, reconnect and ask which
-ranges are still missing, so nothing the receiver holds is sent again.
+Cost: each byte is written once and hashed once; a save appends only the
+ranges added since the last one; an upload holds at most C{maxFragments}
+ranges (L{TooFragmented}).
+
+Design: docs/design/bulk.md
 """
 
 from __future__ import annotations
@@ -418,54 +400,31 @@ _DIGESTS = Optional(ListOf(Text(32), 8))
 
 
 class BulkService(rpc.Referenceable):
-    """
-    Serves the files of one directory: upload, download, list.
+    """Serves the files of one directory: upload, download, list.
 
     Remote methods: C{put(name, stream)} and C{get(name)} move a whole file
-    through one call (a stream argument, a stream result); C{openUpload},
-    C{upload}, C{finishUpload}, C{stat} and C{download} are the resumable,
-    stripable protocol of L{sendFile} and L{fetchFile}; C{list()} names the
-    files.
+    through one call; C{openUpload}, C{upload}, C{finishUpload}, C{stat} and
+    C{download} are the resumable, stripable protocol of L{sendFile} and
+    L{fetchFile}; C{list()} names the files.  Only regular files are served,
+    through the directory's descriptor; a storage error reaches the caller as
+    L{StorageError}, naming no path.  A connection holds at most C{maxUploads}
+    uploads (L{TooManyUploads}); a name being uploaded cannot be restarted with
+    another size or version (L{UploadBusy}).  A stored file's digest is computed
+    once per version.
 
-    The served directory is reached through its descriptor only
-    (L{Directory}): a name that is a symbolic link, or anything but a
-    regular file, is not served, listed, hashed or written through.
-    Unfinished uploads, files being received by C{put} and the records of
-    stored files' digests live in a private subdirectory
-    (L{PRIVATE_DIRECTORY}, mode 0700, made by the service), where neither
-    clients nor other local users can name, replace or read them.  An
-    error of the storage reaches the caller as L{StorageError}, which
-    names no path.
-
-    Unfinished uploads are kept by an L{UnfinishedUploads}, which says
-    when one is closed, kept for a resume (C{openUpload} of the same size
-    and version picks it up) and swept.  A connection may hold
-    C{maxUploads} uploads at once (L{TooManyUploads} past it), and a name
-    being uploaded by one connection cannot be restarted with another size
-    or version by another connection (L{UploadBusy}); the same version
-    from several connections is one upload (striping).  Refusals are logged
-    once per connection and code.
-
-    Digests of stored files are computed once per file version (size,
-    modification time, inode) and kept, in memory and in the private
-    directory; concurrent C{stat} calls on one file share one computation.
-
-    @ivar directory: the served directory's path (for the operator; files
-        are reached through L{served}).
+    @ivar directory: the served directory's path (for the operator).
     @ivar served: the served L{Directory}.
     @ivar private: the service's private L{Directory} inside it.
-    @ivar unfinished: the L{UnfinishedUploads}: uploads in progress, their
-        connections, and their partial files.
-    @ivar uploads: the assemblies of uploads in progress, by name (the
-        C{assemblies} of C{unfinished}).
+    @ivar unfinished: the L{UnfinishedUploads}.
+    @ivar uploads: the assemblies of uploads in progress, by name.
     @ivar maxUploads: the most unfinished uploads one connection may hold.
-    @ivar abandonAfter: seconds after which an abandoned upload's partial
-        files are removed.
+    @ivar abandonAfter: seconds after which an abandoned upload's files are removed.
     @ivar maxFragments: the most disjoint ranges one upload may hold.
     @ivar owners: which connections hold which uploads (L{UploadOwners}).
     @ivar digests: the digests of stored files (L{DigestCache}).
-    @ivar budget: the L{FileBudget}: files held open for clients (unfinished
-        uploads, puts, files being sent), per address and in all.
+    @ivar budget: the L{FileBudget}: files held open for clients, per address and in all.
+
+    Design: docs/design/bulk.md
     """
 
     def __init__(
@@ -890,24 +849,15 @@ class DigestChoice:
 
 
 class UnfinishedUploads:
-    """
-    The unfinished uploads of a L{BulkService}: their assemblies by name,
+    """The unfinished uploads of a L{BulkService}: their assemblies by name,
     when each is closed, and the sweep of the partial files left behind.
 
-    An unfinished upload belongs to the connections that opened it or sent
-    it data (L{protocols.bulk.callingChannel}; kept by an L{UploadOwners}):
-    while one of them is up it stays open (its partial file, its hasher).
-    When the last one is lost, the upload is closed at once (file
-    descriptor, hashing) and leaves C{assemblies}: if it held no bytes its
-    partial files are removed, otherwise they stay on disk for a resume
-    until nobody has touched them for C{abandonAfter} seconds; then a
-    sweep removes them.  An open upload's partial file is locked
-    (C{flock}): another worker process serving the same directory cannot
-    open, restart or sweep it (L{UploadBusy}) until it is closed here.  The sweep runs when the service starts and on
-    C{openUpload}, at most once per C{min(abandonAfter, 600)} seconds.
-    Partial files left in the served directory by an earlier version
-    (C{.NAME.part} and its sidecar) are moved into the private directory
-    when their upload is resumed, if they are this user's regular files.
+    An upload stays open while a connection that opened it or sent it data is
+    up (L{UploadOwners}), its partial file locked (C{flock}) against other
+    workers (L{UploadBusy}).  When the last is lost it is closed at once; an
+    empty one's files are removed, the others kept for a resume until
+    C{abandonAfter} idle seconds, then swept (at start and on C{openUpload}, at
+    most once per C{min(abandonAfter, 600)} seconds).
 
     @ivar served: the served L{Directory}.
     @ivar private: the private L{Directory}, where the partial files are.

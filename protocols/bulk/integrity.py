@@ -1,29 +1,19 @@
 """End-to-end integrity: the digest of an object whose bytes arrive in any order.
 
-Contract: an L{OrderedHasher} computes the digest (SHA-256 by default, or
-any of L{availableDigests}: BLAKE3 when the C{blake3} package is installed) of
-bytes C{[0, size)} exactly once each, however they are offered: a piece
-offered at the hashed position (the common case, a transfer in order) is
-hashed from the buffer that carried it, with no copy; a piece offered ahead
-of it is not kept (that would hold the whole gap in memory) but read back
-later, through the owner's C{readBack(offset, length)}, once the owner says
-those bytes are there (L{OrderedHasher.allowReadBack}); a piece behind it
-(a repeat) is ignored.  The caller learns when each piece is no longer
-needed (its C{release} callable), so memory held for hashing is bounded by
-what the caller lets in flight.
+Contract: an L{OrderedHasher} computes the digest (any of
+L{availableDigests}) of bytes C{[0, size)} exactly once each, however they
+are offered: a piece at the hashed position is hashed from the buffer that
+carried it, a piece ahead of it is read back later through the owner's
+C{readBack} once allowed (L{OrderedHasher.allowReadBack}), and a repeat is
+ignored.  Each piece's C{release} tells the caller it is no longer needed.
+With a C{reactor}, hashing runs in the process's shared L{HashPool} (at most
+L{HASH_THREADS} threads, fair between hashers); without one, at once in the
+caller's thread.
 
-With a C{reactor}, hashing runs in a L{HashPool}: a bounded set of worker
-threads (L{HASH_THREADS} at most, shared by every hasher of the process,
-started when there is work and ended after L{HashPool.idleTimeout} without
-any), never a thread per hasher.  A hasher with work is queued on the pool;
-a worker takes it, hashes what it was offered, in order, and at most one
-read-back step, then puts it back at the end of the queue if it has more,
-so a hasher catching up over a large file never starves the others.
-C{hashlib} releases the GIL on buffers over 2 KiB, so hashing overlaps the
-reactor's I/O; releases come back to the reactor thread in batches with
-C{callFromThread}.  An aborted hasher drops what it was offered and is
-never queued again.  Without one, everything runs at once in the caller's
-thread (deterministic, for tests and for reactors without threads).
+Cost: no copy for pieces in order; memory held for hashing is bounded by
+what the caller lets in flight; no thread per hasher.
+
+Design: docs/design/bulk.md
 """
 
 from __future__ import annotations
@@ -56,17 +46,12 @@ _log = Logger()
 
 
 def inlineHashing(hashing: str) -> bool:
-    """
-    Whether a file transfer hashes the pieces that move in order in the
+    """Whether a file transfer hashes the pieces that move in order in the
     reactor thread: yes for C{"inline"}, no for C{"thread"} (a worker
     thread hashes them), and for C{"auto"} unless a core stays free beside
     both ends of a transfer (the load average plus two under the core
-    count less one: never on two cores).  Measured with the example client and server on two cores
-    (bench_bulk's cli-inline and cli-thread cases, 1 GiB, medians of 3, in
-    three sessions): inline always took less CPU (1.36 to 1.40 CPU-s/GiB
-    both ends together, against 1.58 to 1.72) and moved as much or more in
-    two sessions of three (790 against 659 MB/s, 511 against 455), the
-    thread more in one (697 against 519): so on two cores, inline.
+    count less one: never on two cores, where inline measured cheaper).
+    Design (the measurements): docs/design/bulk-options.md
     """
     if hashing != "auto":
         return hashing == "inline"

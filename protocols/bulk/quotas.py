@@ -1,26 +1,19 @@
 """What the file service may hold for its clients: open files per address and in all; unfinished uploads' bytes.
 
-Contract: a L{FileBudget} is shared by every L{protocols.bulk.files.BulkService}
-of a process (one per user, with logins) and counts the files they hold
-open for clients: unfinished uploads, files being received by C{put},
-files being sent.  Each is taken (L{FileBudget.take}) for the address of
-the connection that asked, and given back once when it closes.  Past
-C{maxOpenPerAddress} for one address, or C{maxOpen} in all, a new one is
-refused with L{TooManyOpenFiles} (the connection stays up): per-connection
-caps alone let a few addresses with many connections hold every
-descriptor of the process, and then no new client could even be accepted.
-By default C{maxOpen} is a quarter of the process's descriptor limit, so
-the rest stays for connections, listening sockets, logs and hashing.
+Contract: a L{FileBudget} is shared by every
+L{protocols.bulk.files.BulkService} of a process and counts the files they
+hold open for clients, per address of the connection that asked: past
+C{maxOpenPerAddress} or C{maxOpen} in all (by default a quarter of the
+process's descriptor limit) a new one is refused with L{TooManyOpenFiles},
+the connection staying up.  It also charges each unfinished upload its
+declared size until it is committed, discarded or swept: past
+C{maxPartialBytesPerUser} or C{maxPartialBytes} a new upload is refused with
+L{QuotaExceeded}, so abandoned uploads cannot fill the disk.  With worker
+processes, each counts its own.
 
-The same budget charges each unfinished upload its declared size, from the
-moment it is opened until it is committed, discarded or swept (an
-abandoned upload that holds bytes stays charged while its partial file is
-kept for a resume): past C{maxPartialBytesPerUser} for one user (one
-service: one user's directory with logins, the whole directory without)
-or C{maxPartialBytes} in all, a new upload is refused with
-L{QuotaExceeded}, so abandoned uploads cannot fill the disk.  With several
-worker processes each counts its own uploads and, at each sweep, those on
-disk.  Each call is O(1).
+Cost: O(1) per call.
+
+Design: docs/design/bulk.md
 """
 
 from __future__ import annotations

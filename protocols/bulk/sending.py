@@ -1,27 +1,21 @@
 """Sending: a L{Stream}, what a sender sends, and its states.
 
-Contract: a L{Stream} sends nothing until the receiver's HELLO is known
-(its digests and initial window, see L{protocols.bulk.BulkOptions}); then
-it starts with the initial window as credit (no round trip first), never
-sends more than it was granted, one data frame (one transport write) per chunk,
-and at most one chunk ahead of what it can send from a sequential source.
-It hashes what it sends (in order, off the reactor thread when the
-connection has a reactor with threads) and ends with the object's size and
-digest.  Its result fires only once the receiver has confirmed the data
-verified.
-
-Its life is the sending table of L{framing.bulk.states} (one table for
-every shell).
+Contract: a L{Stream} sends nothing until the receiver's HELLO is known;
+then it starts with the initial window as credit, never sends more than it
+was granted, one data frame (one transport write) per chunk, and at most one
+chunk ahead of what it can send from a sequential source.  It hashes what it
+sends (off the reactor thread when the connection's reactor has threads) and
+ends with the object's size and digest; its result fires only once the
+receiver confirmed the data verified.  Its life is the sending table of
+L{framing.bulk.states}.
 
 It reads from one L{protocols.bulk.sources.StreamSource} and talks to its
 connection only through an L{IStreamHost}.  The source may be random-access
-(a path, a binary file that can seek, a bytes-like, a L{SeekableSource}:
-sent from any offset, in part with C{ranges}, so transfers can resume and be
-striped), or sequential: an async iterable or an iterable of C{bytes}, an
-object with C{startProducing(consumer)} (Twisted's C{IBodyProducer}: its
-Deferred ends the stream), or nothing: the stream is then an L{IConsumer}
-that any C{IPushProducer} or C{IPullProducer} registers with and writes to,
-and L{Stream.finish} ends it.
+(a path, a seekable binary file, a bytes-like, a L{SeekableSource}: sent
+from any offset, in part with C{ranges}, so transfers resume and stripe), or
+sequential: an (async) iterable of C{bytes}, an C{IBodyProducer} (its Deferred ends the stream), or nothing
+(the stream is then an L{IConsumer} that producers write to, and
+L{Stream.finish} ends it).
 """
 
 from __future__ import annotations

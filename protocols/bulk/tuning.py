@@ -3,29 +3,17 @@
 Contract: L{receiveWindow} chooses an incoming stream's window and grant
 step when it starts: the connection's window (cut by L{inlineHashingWindow}
 when the stream is hashed in the reactor thread), or the one the
-application asked for, which is then never tuned.
+application asked for, which is then never tuned.  L{RoundTrips} keeps the
+smallest round trip its PING probes measured (one in flight, at most one per
+interval).  A L{WindowTuner} raises a stream's window to C{2 * rate *
+baseRTT} (at most C{maxWindow}) when the sender ran out of credit over an
+interval; it never lowers it, and does nothing on paths under
+L{MIN_TUNED_RTT} (loopback, a LAN, which send one probe).
 
-Contract: L{RoundTrips} estimates a connection's base round-trip time from
-PING/PONG probes (every stream starts with the receiver's initial window,
-so its first frame follows no grant and gives no sample; the first probe
-goes out with the first frame of a tuned stream, and no window grows before
-one confirmed the path), sent with the connection's C{sendPing} (each PING
-has its own id, so an application's or the guard's pings never answer a
-probe), one in flight at a time, at most one per measuring interval.  It
-keeps the minimum sample: queueing and a busy peer only ever add to a
-sample, so the smallest is the closest to the path itself.  A connection
-on loopback or a LAN sends one probe: its answer is under
-L{MIN_TUNED_RTT}, so nothing more changes on the wire there.
+Cost: O(1) amortized per frame; a tuner keeps one pair per grant sent in the
+last base round trip and one per frame in the last interval.
 
-A L{WindowTuner} watches one incoming stream and raises its window to
-C{2 * rate * baseRTT} (at most C{maxWindow}) when, over an interval of at
-least L{INTERVAL_RTTS} base round trips, the sender ran out of credit: the
-window, not the link or the source, was what held the stream back.  It
-never lowers the window, and leaves it alone on paths with a base RTT under
-L{MIN_TUNED_RTT}: on loopback and a LAN nothing changes.  Per frame the
-cost is O(1) amortized; a tuner keeps one C{(time, granted)} pair per grant
-sent within the last base RTT, and one C{(time, received)} pair per frame
-arrived within the last measuring interval.
+Design: docs/design/bulk.md
 """
 
 from __future__ import annotations
@@ -197,34 +185,17 @@ def grantStepOf(options: BulkOptions, window: int) -> int:
 
 
 def inlineHashingWindow(options: BulkOptions, readSize: int | None) -> int:
-    """
-    The starting window of a stream hashed in the reactor thread, on a
+    """The starting window of a stream hashed in the reactor thread, on a
     connection whose reads hand in at most C{readSize} bytes (C{None}: not
     known).
 
-    Half the connection's window: hashing in the reactor thread about
-    halves how fast a receiver takes bytes in, and a call waits behind what
-    is in flight, so the window is kept to the same time, not the same
-    bytes.  But a receiver grants what a read freed only once it has
-    written and hashed that read, so a read that can take in (nearly) all
-    the window leaves the sender without credit, and nothing in flight,
-    while the receiver works: the two ends then take turns instead of
-    working at once.  So when a read could leave less than a grant step of
-    the halved window in flight, the window is a read and a grant step
-    instead (never more than the connection's window).  With the defaults:
-    960 KiB where reads are 512 KiB (the plain read size), 1.5 MiB where
-    they are 1 MiB (the steady allocator's).  (C{bench_bulk}'s library
-    send, 512 MiB, three runs: with 960 KiB and 1 MiB reads, 91 of 1,166,
-    288 of 906 and 546 of 547 grants left less than a grant step in
-    flight; with 1.5 MiB none of about 1,024.)
+    Half the connection's window (hashing inline halves how fast bytes are
+    taken in); but where a read plus a grant step would not fit in that half,
+    a read plus a grant step (at most the connection's window), so the sender
+    keeps credit in flight while the receiver works.  With the defaults:
+    960 KiB for 512 KiB reads (no steady allocator), 1.5 MiB for 1 MiB reads.
 
-    A process without the steady allocator keeps its halved window: there,
-    with glibc's own thresholds, a 1.5 MiB window made the top of the heap
-    go back to the kernel after a read and be faulted in again for the
-    next (C{bench_bulk}'s chunkwire case, 256 MiB, its server reading 512
-    KiB: 800 to 1,600 C{brk} calls and 60,000 to 124,000 minor faults,
-    against 100 to 200 and under 9,000 with 960 KiB), about twice the
-    receiver's CPU per byte.
+    Design (and the measurements): docs/design/bulk.md
     """
     half = options.window // 2
     if readSize is None or readSize + grantStepOf(options, half) <= half:

@@ -1,65 +1,21 @@
 """The key-value store of the RPC tutorial and of C{twist chunkwire-kv}.
 
-The service is declared once, as the remote interface L{IKeyValue}, which
-both ends import: the server's L{KeyValueStore} implements it, and a client
-calls it through a typed proxy (C{await rpc.connect(reactor, address,
-interface=IKeyValue)}), whose calls are checked here and by mypy.  Its
-methods: C{get(key)}, C{put(key, value)}, C{delete(key)},
-C{list(prefix="")}, and C{watch(key, watcher)} / C{unwatch(key, watcher)}:
-the server calls C{watcher.changed(key, value)} on every change of C{key}
-(C{value} is C{None} once deleted), where C{watcher} is a C{Referenceable}
-the client passed (one implementing L{IWatcher}, whose method's hints then
-check the server's calls too).  A watch sees every change or is told how
-many it missed: C{changed(key, value, skipped=N)} says the N changes of
-C{key} before this one were not told separately (the watcher was behind,
-see L{protocols.kv.watches}, or they came through another worker within
-one poll).  The constraints (keys of at most 1 KiB,
-values of at most 1 MiB) are the hints' L{Key} and L{Value}.  Keys and
-values are strings; a missing key is a L{KeyNotFound},
-registered as C{"kv.KeyNotFound"}, so a client that imports this module sees
-it arrive as itself.  The store's size is bounded (L{StoreLimits}: keys,
-characters in all, characters one listing carries): a put past it is a
-L{StoreFull} and a listing past it a L{ListTooLarge}, registered likewise.
+The remote interface L{IKeyValue} (C{get}, C{put}, C{delete}, C{list},
+C{watch}, C{unwatch}) is imported by both ends: L{KeyValueStore} serves it and
+a client calls it through a typed proxy. A watcher (a C{Referenceable} the client
+passed; an L{IWatcher}'s hints check the server's calls too) is told every
+change of its key, or how many it missed (C{skipped=N}). Keys and values
+are strings within L{Key} and L{Value}; refusals arrive as registered errors:
+L{KeyNotFound}, L{StoreFull}, L{ListTooLarge}, L{WatchRefused},
+L{StoreUnavailable}, L{Unstorable}.
 
-Contract: the store keeps its values in a storage backend
-(L{protocols.kv.storage}): L{MemoryStorage}, a dict private to one process
-and the default, where every operation is O(1) in the store's size except
-C{list} (O(n log n) in the keys); L{SQLiteStorage}
-(L{protocols.kv.sqlite}), one file shared by every worker process; or
-L{PostgresStorage} (L{protocols.kv.postgresql}), one database shared by
-every worker on every host.  With either of those, get, put and delete
-are O(log n) and C{list} O(log n + the keys listed), a put is committed
-before it is answered, and every storage call runs in the store's own
-small thread pool (L{protocols.kv.threads}), never on the reactor thread:
-a call waiting for a lock or a slow commit delays only itself.  A put or
-delete costs O(watchers of that key) here; with a shared storage, every
-other process tells its own watchers within L{POLL_INTERVAL} seconds
-(SQLite, polled) or as soon as PostgreSQL's C{NOTIFY} reaches it
-(L{protocols.kv.feed}).  Watches are capped per connection and per key
-(L{WatchLimits}, counted in each process); past a cap, C{watch} is refused
-with a L{WatchRefused} (a C{RemoteViolation} to the client, coded
-C{too-many-watches} or C{too-many-watchers}), which the server counts as a
-refusal of that connection.  What a watcher's calls hold is charged to its
-connection's ledger and bounded in bytes (L{WatchLimits.perConnectionBytes}):
-past that its changes are coalesced, never queued (L{protocols.kv.watches}).
-A storage that cannot serve a call now (a file locked by another process,
-a database down or unreachable) fails it with a L{StoreUnavailable}, in
-the storage's own words (never its driver's), and serves the next calls
-once it can again, registered as C{"kv.StoreUnavailable"}; a PostgreSQL store refuses a key or
-value holding NUL, which its text cannot hold, with an L{Unstorable},
-registered as C{"kv.Unstorable"}.  A watcher whose C{changed()} call fails or
-times out (the server's calls to clients time out, see
-L{protocols.rpc.SERVER_CALL_LIMITS}) is dropped, once, with one log line; a
-watcher whose connection is lost is forgotten silently.  Forgetting a
-connection's watchers costs O(what that connection watched), and a key with
-no watchers left has no entry (L{protocols.kv.watches}).
+Cost: L{MemoryStorage} (the default) is O(1) per call except C{list}
+(O(n log n)); L{SQLiteStorage} and L{PostgresStorage} are O(log n), commit
+before answering and run in the store's own thread pool, never the reactor
+thread. A put or delete costs O(watchers of that key); what a watcher holds is
+charged to its connection's ledger and bounded (L{WatchLimits}).
 
-This is a package so that each part is a module named for what it does:
-this one is the remote interface and the store that serves it, and the
-store only joins the parts: where values are kept (C{storage}, C{sqlite},
-C{postgresql}), where the calls to them run (C{threads}), who watches
-what (C{watches}), and how changes made by other processes reach this
-one's watchers (C{feed}).
+Design: docs/design/kv.md
 """
 
 from __future__ import annotations

@@ -1,32 +1,26 @@
 """Telling one process's watchers of the changes any process made to a shared kv storage.
 
-Contract: a L{ChangeFeed} reads a storage's L{protocols.kv.storage.ChangeLog}
-in order, from the last change made when it was created, and tells its
-L{protocols.kv.watches.WatchBook} of the changes of each watched key.  The
-log holds change notices (a number and a key), never values, so that it
-costs the file a few dozen bytes per change whatever the values: the feed
-tells each key's watchers once per batch of changes read, with the key's
-value when it reads it (C{None} once deleted) and how many changes of that
-key came before it in the batch (C{skipped}); changes of unwatched keys cost
-one row's number and key.  A log that can push its changes (PostgreSQL's
-C{LISTEN}/C{NOTIFY}: L{protocols.kv.storage.ChangeLog.listen}) wakes the
-feed on every commit of any process, on any host, and is never polled;
-one that cannot (SQLite) is polled every C{interval} seconds on the clock
-the feed is given (L{POLL_INTERVAL}: a watcher in one worker hears of a put
-made through another within about that long), and a poll in which no other
-process committed anything is one C{PRAGMA}.  Every call to the log, and
-every read of a changed key's value, runs where the store's storage calls
-run (L{protocols.kv.threads}: a thread, never the reactor's), one reading
-at a time.
-A process's own put or delete calls L{ChangeFeed.catchUp} at once, so its
-own watchers hear of it before the put is answered, in the order of the
-log.  Every L{PRUNE_EVERY} seconds it forgets the changes it had read
-L{RETENTION} seconds before, and all but the last L{MAX_CHANGES} (every
-process does, each by its own clock): a
-process that reads nothing for that long (blocked, or stopped) misses
-changes, and says so in one log line.  Every L{TIDY_EVERY} seconds in
-which something was written it has the log give the file's free space
-back (L{protocols.kv.storage.ChangeLog.tidy}).
+Contract: a L{ChangeFeed} reads a storage's
+L{protocols.kv.storage.ChangeLog} in order, from the last change made when
+it was created, and tells its L{protocols.kv.watches.WatchBook} of each
+watched key's changes, once per batch, with the key's value when read and
+how many changes came before it (C{skipped}).  A log that pushes
+(PostgreSQL's C{NOTIFY}) wakes it on every commit; one that cannot (SQLite)
+is polled every L{POLL_INTERVAL} seconds.  A process's own put calls
+L{ChangeFeed.catchUp}, so its own watchers hear of it before the put is
+answered.  Changes older than L{RETENTION} seconds, or past
+L{MAX_CHANGES}, are forgotten: a process that reads nothing that long
+finds changes forgotten before it read them
+(L{protocols.kv.storage.ChangeLog.forgottenUpTo}), cannot tell which keys
+they changed, and closes every connection with a watch here
+(L{protocols.kv.watches.WatchBook.lostTrack}; one log line), so that their
+clients watch again.  A skipped number with nothing forgotten is no loss.
+
+Cost: the log holds a number and a key per change, never a value; an idle
+SQLite poll is one C{PRAGMA}; every log call runs in the store's threads
+(L{protocols.kv.threads}), never the reactor's.
+
+Design: docs/design/kv.md
 """
 
 from __future__ import annotations
@@ -70,7 +64,7 @@ class ChangeFeed:
     The changes of C{log}, told to C{watches}.
 
     @ivar last: the number of the last change read.
-    @ivar missed: how many changes were forgotten before this process read them.
+    @ivar missed: how many change numbers were forgotten before this process read them.
     @ivar pushed: whether the log pushes its changes (L{ChangeLog.listen}) instead of being polled.
     """
 
@@ -188,10 +182,12 @@ class ChangeFeed:
         watches = self.watches
         while True:
             rows = await self.calls.run(self.changes.changesSince, self.last, BATCH)
+            if rows and rows[0][0] > self.last + 1:
+                await self._checkForgotten()  # (only a first number can skip what was forgotten: a prefix goes)
             told: dict[str, int] = {}
             for sequence, key, _deleted in rows:
-                if sequence > self.last + 1:
-                    self._missed(sequence - self.last - 1)
+                if sequence <= self.last:
+                    continue  # (forgotten, and told as lost, while this batch was read)
                 self.last = sequence
                 if watches.watched(key):
                     count = told.pop(key, 0)
@@ -211,17 +207,33 @@ class ChangeFeed:
             raise RuntimeError("a ChangeFeed reading values needs get=")
         return [get(key) for key in keys]
 
-    def _missed(self, count: int) -> None:
+    async def _checkForgotten(self) -> None:
+        """
+        If changes past the last one read were forgotten (by any process),
+        skip them and close the connections watching here, whose watchers
+        cannot be told which of their keys changed: one log line.
+        """
+        upTo = await self.calls.run(self.changes.forgottenUpTo)
+        if upTo <= self.last:
+            return
+        count, first = upTo - self.last, self.last + 1
+        self.last = upTo
         self.missed += count
+        closed = self.watches.lostTrack()
         self.log.warn(
-            "{count} kv changes were forgotten before this process read them: their watchers here missed them",
-            count=count,
+            "kv changes {first} to {upTo} were forgotten before this process read them; closing the {closed}"
+            " connections with watches here, so that their clients watch again",
+            first=first,
+            upTo=upTo,
+            closed=closed,
         )
 
     async def _prune(self) -> None:
         now = self.clock.seconds()
         marks = self._marks
         if not marks or now - marks[-1][0] >= PRUNE_EVERY:
+            if marks:
+                await self._checkForgotten()  # (changes forgotten while this process read nothing new)
             marks.append((now, self.last))
         upTo = 0
         while marks and now - marks[0][0] >= self.retention:

@@ -1,50 +1,20 @@
 """The kv store on PostgreSQL: one database shared by every worker on every host.
 
-Contract: L{PostgresStorage} keeps the keys and values in the table
-C{chunkwire_kv} of the database a C{postgresql://} URL names (in its
-C{search_path}'s first schema; the tables are made if missing), through
-psycopg 3 (the C{postgresql} extra).  Each put or delete is one transaction
-that first locks the one row of C{chunkwire_kv_totals} (C{SELECT ... FOR
-UPDATE}), which holds how many keys and characters the store has, then
-reads the key's old value's length in a statement of its own (under READ
-COMMITTED it then sees every write committed before the lock was granted):
-so the store's limits (L{protocols.kv.storage.StoreLimits}) are checked
-under that lock, against what every process on every host has written, a
-delete says the key was there to one deleter only, and writers take turns
-as SQLite's do.  The transaction changes
-C{chunkwire_kv}, appends a notice of the change to C{chunkwire_kv_changes}
-(its number, from a sequence taken under the lock, so numbers follow the
-commit order; its key; whether it was a delete: never the value), updates
-the totals, and sends C{NOTIFY} on the store's channel (delivered at
-commit); the call returns only once C{COMMIT} has returned (with the
-server's C{synchronous_commit}, by default on: the commit is on the
-database's disk).  Keys sort by code point (the key column is C{COLLATE
-"C"}, the database UTF-8), as the other storages sort them.
+Contract: L{PostgresStorage} keeps keys and values in the table
+C{chunkwire_kv} of the database a C{postgresql://} URL names, through psycopg 3
+(the C{postgresql} extra).  Each put or delete is one transaction under the
+lock of the totals row, so the store's limits hold against every host's
+writes, and it returns only once C{COMMIT} has; it logs the change and sends
+C{NOTIFY}, which L{listen} turns into wake-ups of other processes' watchers
+(nothing polls).  Any failure of the database fails the call with
+L{protocols.kv.storage.StoreUnavailable} in the storage's own words, leaves
+nothing half done and reconnects on the next call.  Keys sort by code point.
 
-Watches across hosts: L{listen} runs one thread with a connection of its
-own that C{LISTEN}s on the channel and calls its C{wake} function on every
-notification, and once each time it (re)connects (changes made while it was
-not listening are then read from the change log); nothing polls.
+Cost: get, put and delete are O(log n), in one round trip for a get and five
+for a put or delete; C{keys} is O(log n + the keys listed), through a
+server-side cursor.
 
-Connections and failures: each thread that calls the storage (the store's
-L{protocols.kv.threads.ThreadedCalls}) has its own connection, opened on
-its first call and again after a failure; each waits at most C{timeout}
-seconds to connect, for a lock (C{lock_timeout}) and for a statement
-(C{statement_timeout}), and TCP keepalives find a vanished server.  Any
-failure of the database (refused, cut, timed out, restarted) fails the
-call with L{protocols.kv.storage.StoreUnavailable} in the storage's own
-words (its SQLSTATE at most, never the driver's text), leaves nothing half
-done (the transaction is rolled back, or was never committed), and drops
-that connection, so the next call reconnects: the store recovers by itself
-once the database is back.  A put whose C{COMMIT} was sent but not
-confirmed fails too (it may or may not have been stored; it was not
-answered as done).
-
-Complexity: get, put and delete are O(log n) B-tree lookups, in one round
-trip for a get and five for a put or delete (BEGIN, the lock, the old value's length, one
-statement writing the three tables, COMMIT); C{keys} is O(log n + the keys
-listed), read through a server-side cursor so that a listing past its
-bound stops there.
+Design: docs/design/kv.md
 """
 
 from __future__ import annotations
@@ -85,6 +55,9 @@ _SCHEMA = (
     " (id INTEGER PRIMARY KEY CHECK (id = 0), keys BIGINT NOT NULL, size BIGINT NOT NULL)",
     "INSERT INTO chunkwire_kv_totals SELECT 0, count(*), coalesce(sum(length(key) + length(value)), 0)"
     " FROM chunkwire_kv ON CONFLICT (id) DO NOTHING",
+    # Up to which number changes were forgotten (forgetChanges): a reader behind it lost track.
+    "CREATE TABLE IF NOT EXISTS chunkwire_kv_forgotten (id INTEGER PRIMARY KEY CHECK (id = 0), up_to BIGINT NOT NULL)",
+    "INSERT INTO chunkwire_kv_forgotten VALUES (0, 0) ON CONFLICT (id) DO NOTHING",
 )
 
 _LOCKED_TOTALS = "SELECT keys, size FROM chunkwire_kv_totals WHERE id = 0 FOR UPDATE"
@@ -334,6 +307,10 @@ class PostgresStorage:
     def forgetChanges(self, upTo: int) -> None:
         with self._transaction() as db:
             db.execute("DELETE FROM chunkwire_kv_changes WHERE seq <= %s", (upTo,))
+            db.execute("UPDATE chunkwire_kv_forgotten SET up_to = GREATEST(up_to, %s) WHERE id = 0", (upTo,))
+
+    def forgottenUpTo(self) -> int:
+        return int(self._read("SELECT up_to FROM chunkwire_kv_forgotten WHERE id = 0", ())[0])
 
     def tidy(self) -> None:
         """Nothing: PostgreSQL's autovacuum gives the space of deleted rows back."""

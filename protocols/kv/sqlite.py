@@ -1,48 +1,21 @@
 """The kv store's embedded durable storage: one SQLite file, shared by every worker process.
 
-Contract: L{SQLiteStorage} keeps the keys and values in the table C{kv} of
-a SQLite database (the stdlib C{sqlite3}) in WAL mode, so that readers in
-every process go on while one writes.  Each put or delete is one short
-C{BEGIN IMMEDIATE} transaction that changes C{kv} and appends a notice of
-the change to the table C{changes} (its number, an C{AUTOINCREMENT} key,
-never reused; its key; C{''} for a put, C{NULL} for a delete: never the
-value, which the watchers of other processes read from C{kv}), and it
-returns only once that
-transaction is committed with C{PRAGMA synchronous=FULL}: an answered put
-survives C{kill -9} of every process and a power loss too (FULL makes
-SQLite sync the WAL on every commit; NORMAL would save that sync but may
-lose the last commits on a power loss).  Writers in several processes take
-turns: each waits up to C{busyTimeout} seconds (L{BUSY_TIMEOUT}, 5 s) for
-the write lock, and holds it only for its own few statements.  A call that
-cannot take the lock in that time (another process holds the file locked),
-or that the file refuses (unreadable, full disk), fails with
-L{protocols.kv.storage.StoreUnavailable}, the storage's own error, which
-travels to the client as itself; nothing is changed, and no transaction is
-left open.
+Contract: L{SQLiteStorage} keeps keys and values in the table C{kv} of a
+SQLite database in WAL mode.  Each put or delete is one short C{BEGIN
+IMMEDIATE} transaction that also logs the change for other processes'
+watchers, and returns only once committed with C{synchronous=FULL} (it
+survives C{kill -9} and a power loss).  A writer waits up to C{busyTimeout}
+(L{BUSY_TIMEOUT}) for the lock; a call that cannot take it, or that the file
+refuses, fails with L{protocols.kv.storage.StoreUnavailable}, nothing
+changed.  L{tidy} keeps the file and its WAL within a small multiple of the
+store's limit.
 
-The cost: these calls block the thread that makes them, a commit's sync
-included (typically well under a millisecond on an SSD, a few milliseconds
-on a disk or a busy machine; up to C{busyTimeout} when another process
-holds the lock far longer than its usual statements); the store makes them
-in its thread pool (L{protocols.kv.threads}), never on the reactor thread,
-each thread with its own connection.
+Cost: get, put and delete are O(log n), C{keys} O(log n + the keys listed),
+the limits checked in O(1); every call blocks its thread (a commit's sync
+included), so the store makes them in its thread pool
+(L{protocols.kv.threads}), never on the reactor thread.
 
-The file's size follows what C{kv} holds: the change log keeps notices of
-a few dozen bytes (L{protocols.kv.feed} forgets them a minute after, or
-past L{protocols.kv.feed.MAX_CHANGES} of them), the file is made with
-C{auto_vacuum=INCREMENTAL} (a file made before is converted with one
-C{VACUUM} when opened, if no other process holds it), and L{tidy}, which
-the feed calls every few seconds after writes, hands the free pages back
-to the file system and checkpoints the WAL with C{TRUNCATE}; the WAL is
-also cut back to L{JOURNAL_SIZE_LIMIT} whenever SQLite restarts it.  So
-the database and its WAL stay within a small multiple of the store's
-limit (L{protocols.kv.storage.StoreLimits.maxBytes}) under any flood of
-puts, and shrink when the store does.
-Complexity: get, put and delete are O(log n) (B-tree lookups), C{keys} is
-O(log n + the keys listed).  The table C{totals} keeps how many keys and
-characters C{kv} holds, updated by each write in its transaction, so that a
-put checks the store's limits (L{protocols.kv.storage.StoreLimits}) in O(1)
-whichever process made the earlier writes.
+Design: docs/design/kv.md
 """
 
 from __future__ import annotations
@@ -79,8 +52,11 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS totals"
     " (id INTEGER PRIMARY KEY CHECK (id = 0), keys INTEGER NOT NULL, size INTEGER NOT NULL)",
     "INSERT OR IGNORE INTO totals SELECT 0, count(*), coalesce(sum(length(key) + length(value)), 0) FROM kv",
+    # Up to which number changes were forgotten (forgetChanges): a reader behind it lost track.
+    "CREATE TABLE IF NOT EXISTS forgotten (id INTEGER PRIMARY KEY CHECK (id = 0), upTo INTEGER NOT NULL)",
+    "INSERT OR IGNORE INTO forgotten VALUES (0, 0)",
 )
-_TABLES = ("kv", "changes", "totals")
+_TABLES = ("kv", "changes", "totals", "forgotten")
 
 
 class SQLiteStorage:
@@ -159,7 +135,7 @@ class SQLiteStorage:
             pass  # busy (another worker has it open and reading): the next opening tries again
 
     def _tables(self) -> int:
-        query = "SELECT count(*) FROM sqlite_master WHERE name IN (?, ?, ?)"
+        query = f"SELECT count(*) FROM sqlite_master WHERE name IN ({', '.join('?' * len(_TABLES))})"
         return int(self.db.execute(query, _TABLES).fetchone()[0])
 
     @contextmanager
@@ -285,6 +261,11 @@ class SQLiteStorage:
     def forgetChanges(self, upTo: int) -> None:
         with self._available(), self._writing() as db:
             db.execute("DELETE FROM changes WHERE seq <= ?", (upTo,))
+            db.execute("UPDATE forgotten SET upTo = max(upTo, ?) WHERE id = 0", (upTo,))
+
+    def forgottenUpTo(self) -> int:
+        with self._available():
+            return int(self.db.execute("SELECT upTo FROM forgotten WHERE id = 0").fetchone()[0])
 
     def listen(self, wake: Callable[[], None]) -> bool:
         """C{False}: SQLite cannot push changes to other processes; the feed polls L{changedElsewhere}."""

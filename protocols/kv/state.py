@@ -1,42 +1,20 @@
 """The state of a service of your own, kept in one of the kv store's storages: memory, a SQLite file, PostgreSQL.
 
-Contract: a L{StateStore} is a L{protocols.kv.storage.Storage} (string
-keys to string values) and the place its calls run, with methods that
-return C{Deferred}s fired on the reactor thread, so a service's remote
-methods can C{await} them:
+Contract: a L{StateStore} is a L{protocols.kv.storage.Storage} (string keys
+to string values) and the place its calls run, with methods that return
+C{Deferred}s fired on the reactor thread.  Durable storages run in the
+store's own thread pool, never the reactor thread; a C{put} or C{delete}
+fires only once committed; a storage that cannot serve a call fails it with
+L{protocols.kv.StoreUnavailable} (nothing changed), and limits fail with
+L{StoreFull}, L{ListTooLarge} or L{Unstorable}.  Calls may complete out of
+order; a change is atomic per key.  A durable store is shared with every
+process that opens it: keep a service's keys under a prefix of its own.
 
-  - every call to a durable storage (SQLite, PostgreSQL) runs in the
-    store's own small thread pool (L{protocols.kv.threads.ThreadedCalls}),
-    never on the reactor thread: a call that waits for a lock, a slow
-    commit or an unreachable database delays that call only, never the
-    process's other connections; a memory storage (a dict) answers at once;
-  - a C{put} or C{delete} fires only once its change is committed (on
-    disk for SQLite, in the database for PostgreSQL), so a service that
-    answers after awaiting it never answers for a change that can be lost;
-  - a storage that cannot serve a call now (a file locked for longer than
-    it waits, a database down or unreachable) fails it with
-    L{protocols.kv.StoreUnavailable}, in the storage's own words (never its
-    driver's), registered as C{"kv.StoreUnavailable"} (a client that
-    imports C{protocols.kv} gets it as itself): nothing was changed, the
-    call may be tried again, and the storage serves the next calls once it
-    can;
-  - a C{put} past the store's L{StoreLimits} fails with a L{StoreFull}, a
-    listing past them with a L{ListTooLarge}, and a PostgreSQL store
-    refuses NUL with an L{Unstorable}: nothing stored.
+Cost: a thread hand-off per call (tens of microseconds) on a durable
+storage, nothing on a memory one; every L{TIDY_INTERVAL} seconds after
+writes the change log is forgotten and its space given back.
 
-Calls may complete in another order than they were made (two run side by
-side); a change is atomic per key, and C{delete} says whether the key was
-there, so one caller among several can claim a key by deleting it.  A
-SQLite file or a PostgreSQL database is shared with every process that
-opens it, so keep a service's keys under a prefix of its own (the kv
-service's keys are unprefixed: do not share one store with it unless you
-mean to).  A durable storage also logs each change for the kv service's
-watchers in other processes (L{protocols.kv.storage.ChangeLog}); a
-L{StateStore} has no watchers, so every L{TIDY_INTERVAL} seconds after
-writes it forgets the changes logged so far and gives back the space they
-took (in its threads), which keeps the file or the database the size of
-what it holds.  Cost: a thread hand-off per call (tens of microseconds) on
-a durable storage, nothing on a memory one.
+Design: docs/design/kv.md
 """
 
 from __future__ import annotations

@@ -113,12 +113,19 @@ class ChangeLog(Protocol):
     def changesSince(self, sequence: int, limit: int) -> list[tuple[int, str, bool]]:
         """
         At most C{limit} changes numbered above C{sequence}, in order: C{(number, key, deleted)}.
-        A gap between numbers means changes forgotten (L{forgetChanges}) before they were read.
+        Numbers may skip (a transaction that failed took one); what was
+        forgotten unread is told by L{forgottenUpTo}, not by a gap.
         A change is a notice only: the value is read from the storage.
         """
 
     def forgetChanges(self, upTo: int) -> None:
-        """Forget the changes numbered C{upTo} and below (kept until then for the watchers of other processes)."""
+        """
+        Forget the changes numbered C{upTo} and below (kept until then for the
+        watchers of other processes), and raise L{forgottenUpTo} to C{upTo}.
+        """
+
+    def forgottenUpTo(self) -> int:
+        """The highest C{upTo} any process has forgotten changes up to (0 if none): one row read."""
 
     def tidy(self) -> None:
         """Give back the space writes freed (a file's free pages, its journal past a bound); called now and then."""

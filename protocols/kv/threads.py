@@ -1,37 +1,19 @@
 """Where the kv store's storage calls run: never on the reactor thread when they may block.
 
-Contract: a L{StorageCalls} runs one storage call and gives its result as
-a C{Deferred}, fired on the reactor thread.  L{ThreadedCalls}, what a
-durable storage (SQLite, PostgreSQL) gets, runs each call in a small thread
-pool of its own (L{THREADS} threads at most, each with its own database
-connection, opened by the storage on the thread's first call), so that a
-call waiting for a lock, a slow commit's sync or an unreachable database
-delays that call only: the reactor goes on serving every other connection,
-and up to L{THREADS} calls wait on the database at once.  More wait in one
-queue per caller (the RPC connection whose call made them,
-L{protocols.rpc.currentBroker}), taken in turn: a connection that queues
-many calls delays another's next call by at most one of its own, not by
-all of them (a flood of 1 MiB puts once kept an honest C{list} waiting 0.3
-to 3 s behind 55 of them).  A call cancelled while it waits (its caller's
-deadline passed) is never run, and a caller whose peer is not taking
-its answers (its connection's send backlog is over the high-water mark)
-gets no call started until it does: what a storage call returns (a get's
-1 MiB value) is held for the peer once it ends, so starting calls for a
-peer that does not read would hold their answers past every budget (a
-never-reading client's gets put 25 MiB of answers past a 16 MiB pool).
-L{InlineCalls}, what L{protocols.kv.storage.MemoryStorage}
-gets (a dict never blocks), runs the call at once and returns a fired
-C{Deferred}; tests that drive a durable store step by step on a fake clock
-pass it too.
+Contract: a L{StorageCalls} runs one storage call and gives its result as a
+C{Deferred} fired on the reactor thread.  L{ThreadedCalls} (durable
+storages) runs calls in a pool of its own (at most L{THREADS} threads, one
+database connection each); calls beyond that wait in one queue per caller
+(L{protocols.rpc.currentBroker}), taken in turn, so a connection delays
+another's next call by at most one of its own.  A call cancelled while it
+waits never runs, and a caller whose peer does not take its answers gets no
+call started until it does.  L{InlineCalls} (memory storage, tests on a fake
+clock) runs the call at once.
 
-Why threads rather than psycopg's non-blocking mode driven by the reactor:
-one mechanism serves both stores (the stdlib C{sqlite3} has no non-blocking
-mode), the storages stay plain synchronous code whose transactions read as
-they run, and the pool bounds the connections each process opens.  The
-cost: a thread hand-off per call (tens of microseconds) and answers that
-may come back in another order than the calls came (two calls on one
-connection run side by side); a put is still answered only once its
-transaction has committed.
+Cost: a thread hand-off per call (tens of microseconds); answers may come
+back out of order.
+
+Design: docs/design/kv.md
 """
 
 from __future__ import annotations

@@ -1,34 +1,20 @@
 """Who watches which key of the kv store, within one process: the caps, the calls, the forgetting.
 
-Contract: a L{WatchBook} knows, for one server process, the watchers of each
-key and what each connection watches; it refuses a watch past a cap of
-L{WatchLimits} with a L{WatchRefused}, calls C{changed(key, value)} on every
-watcher of a key when told of a change (L{WatchBook.notify}, O(watchers of
-that key); calls of the server's own, bound by its call limits and never by
-the deadline of the call that made the change:
-L{protocols.rpc.context.detached}), drops a watcher whose call fails or
-times out (once, with one log line), and forgets a connection's watches when
-it is lost, in O(what that connection watched).  A key with no watchers left
-has no entry.  It knows nothing of where values are stored: the store tells
-it of changes, whichever process made them (see L{protocols.kv.feed}), and
-it reads a key's value now through the C{current} function it is given.
+Contract: a L{WatchBook} knows each key's watchers and each connection's
+watches; it refuses a watch past L{WatchLimits} with L{WatchRefused}, calls
+C{changed(key, value)} on each watcher of a changed key (detached from the
+deadline of the call that made the change), drops a watcher whose call
+fails or times out (one log line), and forgets a lost connection's watches.
+Each unanswered call is charged to its connection's ledger
+(L{LEDGER_ACCOUNT}); a connection past L{WatchLimits.perConnectionBytes} is
+behind, and its changes are coalesced into one C{changed(key, value,
+skipped=N)} per (key, watcher), never queued.  It knows nothing of storage.
 
-What a watcher costs is bounded by bytes, not by calls: each C{changed()}
-call is charged to its connection's L{framing.ledger.Ledger} (account
-L{LEDGER_ACCOUNT}) by the UTF-8 bytes of its key and value plus
-L{CALL_OVERHEAD}, from when it is sent until it is answered, fails or times
-out.  A connection whose unanswered calls hold L{WatchLimits.perConnectionBytes}
-or whose ledger has no room for the next one is I{behind}: its watchers'
-changes are then coalesced, one entry per (key, watcher) holding only how
-many changes it was not told (never a value), and as its calls are answered
-each such entry is sent as one C{changed(key, value, skipped=N)} call, with
-the key's value at that moment and N the changes it skipped.  So a watcher
-sees every change, or is told how many it missed, and one that never
-answers costs its connection at most about one byte bound plus one value,
-and the server no encoding work per change (its calls then time out and it
-is dropped as before).  One call is always let through when none is
-unanswered, so a value larger than the bound still reaches a watcher that
-reads.
+Cost: O(watchers of that key) per change, O(what a connection watched) to
+forget it; a watcher that never answers holds about one byte bound plus one
+value.
+
+Design: docs/design/kv.md
 """
 
 from __future__ import annotations
@@ -57,32 +43,16 @@ class WatchRefused(Violation):
 
 @dataclass(frozen=True)
 class WatchLimits:
-    """
-    The caps on watching; C{None} turns one off.  They count the watches of
+    """The caps on watching; C{None} turns one off.  They count the watches of
     one server process (with workers, each counts its own connections).
 
-    @ivar perConnection: most (key, watcher) pairs one connection may hold.
-        1,000: a client watching more keys than that should watch a prefix
-        of its own design, and each watch costs the server a reference and
-        a call per change.
-    @ivar perKey: most watchers of one key, over every connection.  1,000:
-        each put of the key costs one C{changed()} call per watcher, each
-        carrying the value (up to 1 MiB), so this bounds what one put can
-        make the server send.
-    @ivar perConnectionKey: most watchers one connection may have on one
-        key.  10: an honest client needs one (the same watcher object comes
-        back as the same reference, and watching twice is a no-op), while
-        invented reference ids would otherwise let one connection make each
-        put of a 1 MiB value cost the server a gigabyte of calls to it.
-    @ivar perConnectionBytes: most bytes of C{changed()} calls one
-        connection may have unanswered (sent and not yet answered, failed or
-        timed out), counted as L{callSize} counts them; past it (or past the
-        room its ledger has) that connection's changes are coalesced until
-        answers come (see the module's contract).  4 MiB: four of the
-        largest values, enough that a watcher that answers is never behind
-        on a fast link, while a watcher that stops reading holds at most this
-        much of the server's memory.  At least one call is always let
-        through when none is unanswered.
+    @ivar perConnection: most (key, watcher) pairs one connection may hold (1,000).
+    @ivar perKey: most watchers of one key, over every connection (1,000): bounds what one put sends.
+    @ivar perConnectionKey: most watchers one connection may have on one key (10).
+    @ivar perConnectionBytes: most bytes of C{changed()} calls one connection may have
+        unanswered (4 MiB); past it that connection's changes are coalesced.
+
+    Why these defaults: docs/design/kv.md
     """
 
     perConnection: int | None = 1000
@@ -205,6 +175,20 @@ class WatchBook:
                     self._catchUp(watching)  # (no answer will come to send it: a value read before failed)
             else:
                 self._call(watching, key, watcher, value, skipped, size)
+
+    def lostTrack(self) -> int:
+        """
+        Changes were lost before this process read them, and which keys they
+        changed cannot be known: close every connection that has a watch here
+        (its watches forgotten at once), so that its client, seeing the
+        connection lost, watches again and reads what it missed; how many.
+        O(the watches here).
+        """
+        brokers = list(self.connections)
+        for broker in brokers:
+            self._connectionLost(None, broker)
+            broker.disconnect()
+        return len(brokers)
 
     def _fits(self, watching: _Watches, size: int) -> bool:
         """Whether a call of C{size} bytes may be sent to C{watching}'s connection now."""

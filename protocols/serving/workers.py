@@ -1,28 +1,17 @@
 """One port, several worker processes: a supervisor binds once and hands the socket over.
 
-Contract: a L{Supervisor} binds each listening address once (or, with
-C{reusePort}, once per worker with C{SO_REUSEPORT}, so the kernel spreads
-connections over the workers), stops its own reactor from ever accepting
-on it, and starts C{count} worker processes, each inheriting the socket at
-the same descriptor number and told so with C{--adopt FD:FAMILY[:haproxy]}
-(L{protocols.serving.service.adoptedEndpoint} turns that back into an
-endpoint; C{adoptStreamPort} takes it).  A TLS listener (C{ssl:} or
-C{chunkwire-tls:}) is shared too: the supervisor binds its TCP (or UNIX)
-socket, never reading its key, and each worker, told the TLS description
-after the C{--adopt} family (C{FD:inet:chunkwire-tls:...}), loads the key
-and certificate and does the handshakes of the connections it accepts.  A worker that exits while the
-supervisor runs is started again after a back-off (0.1 s doubling to 10 s;
-reset once a worker has run for L{STEADY} seconds), and each exit and
-restart is logged.  Stopping the supervisor (SIGTERM under C{twist}) tells
-every worker to stop by SIGTERM, and one still running L{STDIN_AFTER}
-seconds later by closing its stdin too (a signal that reaches a worker
-between its fork and its exec is lost; the pipe's end is not); each
-worker drains (L{protocols.serving.DrainingService}).  The supervisor closes its own
-copies of the listening sockets at once (so that a new connection is
-refused, and its client retries elsewhere, rather than queued where no
-worker will accept it), then waits for the workers to exit (SIGKILL after
-C{grace} plus L{KILL_MARGIN} seconds).  The supervisor never touches a
-connection.
+Contract: a L{Supervisor} binds each listening address once (or once per
+worker with C{reusePort}), never accepts on it itself, and starts C{count}
+workers that inherit the socket, told so by C{--adopt FD:FAMILY[:haproxy]}
+(L{protocols.serving.service.adoptedEndpoint}); a TLS listener's key is
+read by the workers only.  A worker that exits is restarted after a back-off
+(0.1 s doubling to 10 s), each exit logged.  Stopping the supervisor stops
+every worker (SIGTERM, then closing its stdin after L{STDIN_AFTER} s, SIGKILL
+after C{grace} plus L{KILL_MARGIN} s) while each drains, and closes the
+supervisor's own listening sockets at once so new connections are refused
+rather than queued.  The supervisor never touches a connection.
+
+Design: docs/design/serving.md
 """
 
 from __future__ import annotations
@@ -375,8 +364,7 @@ def serveWorkers(
     env: dict[str, str] | None = None,
     path: str | None = None,
 ) -> Supervisor:
-    """
-    Serve a service of your own on C{descriptions} from C{count} worker
+    """Serve a service of your own on C{descriptions} from C{count} worker
     processes: a started L{Supervisor} whose workers run
     L{protocols.serving.worker}, each importing one function of yours,
     named C{"package.module:function"} (by the operator, never by a peer),
@@ -388,20 +376,15 @@ def serveWorkers(
         clock=reactor, portal=..., interceptors=...)};
       - C{serve=}: C{function(reactor, endpoint, *arguments)} listens on
         C{endpoint} (one per listener) and returns (a C{Deferred} of) the
-        L{protocols.rpc.ListeningPort}, as C{rpc.serve} and C{bulk.serve}
-        do when given the endpoint for the description: every option of
-        theirs (a portal, streams, interceptors, limits) works as it does in
-        one process.
+        L{protocols.rpc.ListeningPort}, as C{rpc.serve} and C{bulk.serve} do (every option of theirs works as
+        in one process).
 
-    Give exactly one.  Each worker drains (GOAWAY, then C{grace} seconds
-    for the calls in flight) on SIGTERM or when the supervisor is gone.
-    The descriptions may be C{tcp:}, C{tcp6:}, C{unix:}, under C{haproxy:}
-    or not, and C{ssl:} or C{chunkwire-tls:} over those: the supervisor
-    binds the plain socket, and each worker loads the key and does TLS.
-    Stop it with C{stopService} (every worker drains), e.g. from a
-    C{"before", "shutdown"} trigger.  The function's module must be
-    importable in the workers (C{path} is their working directory, C{env}
-    their environment, e.g. with C{PYTHONPATH}).
+    Give exactly one.  Each worker drains (GOAWAY, then C{grace} seconds) on
+    SIGTERM or when the supervisor is gone.  The descriptions may be C{tcp:},
+    C{tcp6:}, C{unix:}, under C{haproxy:} or not, and C{ssl:} or
+    C{chunkwire-tls:} over those.  Stop it with C{stopService}.  The function's module must be
+    importable in the workers: C{path} and C{env} are their working directory
+    and environment (e.g. with C{PYTHONPATH}).
 
     @raise ValueError: neither or both of C{factory} and C{serve}; a
         description that cannot be shared (before any process starts).

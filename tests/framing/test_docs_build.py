@@ -42,15 +42,27 @@ def loadApiPages():  # type: ignore[no-untyped-def]
     return module
 
 
+BUILD_TIMEOUT = 1200.0
+"""Seconds the one build may take: about 40 CPU-s, so only a hang misses this on a loaded machine."""
+
+
 @functools.cache
 def build() -> tuple[int, str, Path]:
-    """Build the site once per process with C{-W}: the exit status, the output, and the HTML directory."""
+    """
+    Build the site once per process with C{-W}: the exit status, the
+    output, and the HTML directory.  A build that does not end within
+    L{BUILD_TIMEOUT} is a failure of status -1, kept like any other result:
+    each test reports it at once rather than building again.
+    """
     out = Path(tempfile.mkdtemp(prefix="chunkwire-docs-"))
     atexit.register(shutil.rmtree, out, True)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     html = out / "html"
     command = [sys.executable, "-m", "sphinx", "-W", "-q", "-E", "-b", "html", "-d", str(out / "doctrees"), str(DOCS)]
-    result = subprocess.run([*command, str(html)], env=env, capture_output=True, text=True, timeout=300)
+    try:
+        result = subprocess.run([*command, str(html)], env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return -1, f"sphinx-build did not end within {BUILD_TIMEOUT:g} s", html
     return result.returncode, result.stderr + result.stdout, html
 
 
@@ -101,6 +113,16 @@ class DocsBuildTests(SynchronousTestCase):
             " d: list = ...)",
         )
         self.assertEqual(apiPages.readable("(<InterfaceClass a.b.IName>,)"), "(a.b.IName,)")
+
+    def test_build_timeout_reported_once(self) -> None:
+        """A build past BUILD_TIMEOUT is a failed result (status -1, saying so), not an exception to retry per test."""
+
+        def hang(*args: object, **kwargs: object) -> None:
+            raise subprocess.TimeoutExpired("sphinx", BUILD_TIMEOUT)
+
+        self.patch(subprocess, "run", hang)
+        status, output, _ = build.__wrapped__()
+        self.assertEqual((status, output), (-1, f"sphinx-build did not end within {BUILD_TIMEOUT:g} s"))
 
     def test_sphinx_build_without_warnings(self) -> None:
         """sphinx-build -W (warnings are errors) succeeds on docs/."""

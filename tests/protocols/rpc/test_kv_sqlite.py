@@ -13,11 +13,12 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
+from twisted.logger import globalLogPublisher
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from protocols.kv import POLL_INTERVAL, KeyNotFound, KeyValueStore, SQLiteStorage, StoreUnavailable
-from protocols.kv.feed import RETENTION
+from protocols.kv.feed import PRUNE_EVERY, RETENTION
 from protocols.kv.sqlite import prefixEnd
 from protocols.kv.threads import InlineCalls
 from protocols.rpc import SERVER_CALL_LIMITS
@@ -103,11 +104,25 @@ class SQLiteStorageTests(SynchronousTestCase):
         self.assertEqual(other.changesSince(1, 10), [(2, "k", True)])
         # Notices only: the log never holds a value (a put's is '', a delete's NULL).
         self.assertEqual(other.db.execute("SELECT value FROM changes ORDER BY seq").fetchall(), [("",), (None,)])
+        self.assertEqual(other.forgottenUpTo(), 0)
         other.forgetChanges(2)
+        self.assertEqual(self.storage.forgottenUpTo(), 2)
+        other.forgetChanges(1)
+        self.assertEqual(self.storage.forgottenUpTo(), 2)  # (never lowered)
         self.assertEqual(self.storage.changesSince(0, 10), [])
         self.storage.put("k", "w")
         self.assertEqual(self.storage.changesSince(0, 10), [(3, "k", False)])  # never a number again
         self.assertEqual(self.storage.lastChange(), 3)
+
+    def test_olderFileGainsForgotten(self) -> None:
+        """A file made before the table of what was forgotten gets it when opened, starting from nothing forgotten."""
+        self.storage.put("k", "v")
+        self.storage.db.execute("DROP TABLE forgotten")
+        self.storage.close()
+        again = self.open()
+        self.assertEqual((again.forgottenUpTo(), again.get("k")), (0, "v"))
+        again.forgetChanges(1)
+        self.assertEqual(again.forgottenUpTo(), 1)
 
     def test_waitsForTheWriteLock(self) -> None:
         """A writer waits for another connection's transaction to end instead of failing with "database is locked"."""
@@ -147,6 +162,9 @@ class SharedStoreTests(SynchronousTestCase):
 
     def setUp(self) -> None:
         self.path = self.mktemp() + ".sqlite"
+        self.logged: list[dict[str, Any]] = []
+        globalLogPublisher.addObserver(self.logged.append)
+        self.addCleanup(globalLogPublisher.removeObserver, self.logged.append)
         self.first, self.firstClock = self.store()
         self.second, self.secondClock = self.store()
 
@@ -229,7 +247,12 @@ class SharedStoreTests(SynchronousTestCase):
         self.assertEqual(watcher.seen, [])
 
     def test_oldChangesForgotten(self) -> None:
-        """Changes read more than RETENTION seconds ago are deleted from the log; a store that lagged says so."""
+        """
+        Changes read more than RETENTION seconds ago are deleted from the
+        log; a store that lagged behind them cannot tell its watchers which
+        keys changed, so it closes their connections (to watch again), skips
+        what was lost, logs it once, and tells what comes after to new watches.
+        """
         lagging, _ = self.store()  # never polled: it misses what the others forget
         pair, watcher = self.watch(lagging, "k")
         run(self.first.put("k", "1"))
@@ -237,13 +260,55 @@ class SharedStoreTests(SynchronousTestCase):
             self.firstClock.advance(5)
             self.secondClock.advance(5)
         self.assertEqual(self.first.storage.changeLog.changesSince(0, 10), [])  # type: ignore[union-attr]
+        self.assertEqual(self.first.storage.changeLog.forgottenUpTo(), 1)  # type: ignore[union-attr]
         run(self.second.put("k", "2"))
         assert lagging.feed is not None
         lagging.feed.poll()
         pair.flush()
         self.assertEqual(lagging.feed.missed, 1)
-        self.assertEqual(watcher.seen, [("k", "2")])
-        self.flushLoggedErrors()
+        self.assertEqual(watcher.seen, [])  # not told k=2 as if nothing came before: its connection closed
+        self.assertFalse(pair.server.isConnected())
+        self.assertEqual(lagging.watches.connections, {})
+        [logged] = [e for e in self.logged if "forgotten before this process read them" in e["log_format"]]
+        self.assertEqual((logged["first"], logged["upTo"], logged["closed"]), (1, 1, 1))
+        again, watcherAgain = self.watch(lagging, "k")
+        run(self.second.put("k", "3"))
+        lagging.feed.poll()
+        again.flush()
+        self.assertEqual((watcherAgain.seen, watcherAgain.skipped), ([("k", "3")], [0]))
+        self.assertEqual(lagging.feed.missed, 1)
+
+    def test_lostWhileNothingNew(self) -> None:
+        """A store that lagged finds the forgotten changes at its next pruning, even when nothing came after them."""
+        lagging, laggingClock = self.store()
+        pair, watcher = self.watch(lagging, "k")
+        assert lagging.feed is not None
+        lagging.feed.stop()  # (it reads nothing: blocked, say)
+        run(self.first.put("k", "1"))
+        self.first.storage.changeLog.forgetChanges(1)  # type: ignore[union-attr]
+        lagging.feed.start()
+        for _ in range(3):
+            laggingClock.advance(PRUNE_EVERY)
+        pair.flush()
+        self.assertEqual((lagging.feed.missed, watcher.seen), (1, []))
+        self.assertFalse(pair.server.isConnected())
+
+    def test_skippedNumberIsNotALoss(self) -> None:
+        """
+        A number missing from the log with nothing forgotten (as when a
+        PostgreSQL transaction that failed took one) loses nothing: the
+        watchers hear of what follows, no connection is closed, nothing is logged.
+        """
+        pair, watcher = self.watch(self.second, "k")
+        run(self.first.put("k", "1"))
+        run(self.first.put("k", "2"))
+        self.first.storage.db.execute("DELETE FROM changes WHERE seq = 1")  # type: ignore[attr-defined]
+        self.secondClock.advance(POLL_INTERVAL)
+        pair.flush()
+        assert self.second.feed is not None
+        self.assertEqual((watcher.seen, watcher.skipped, self.second.feed.missed), ([("k", "2")], [0], 0))
+        self.assertTrue(pair.server.isConnected())
+        self.assertEqual([e for e in self.logged if "forgotten" in e["log_format"]], [])
 
     def test_clockNeeded(self) -> None:
         """A shared storage without a clock to poll with is refused."""

@@ -18,6 +18,7 @@ from typing import Any
 
 from twisted.internet.defer import gatherResults
 from twisted.internet.task import deferLater
+from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
 from protocols import rpc
@@ -195,6 +196,38 @@ async def watches(reactor: Any, served: Served) -> None:
     assert await second.callRemote("unwatch", "k", watcher) is True
 
 
+async def lostTrack(reactor: Any, served: Served) -> None:
+    """
+    A store that read nothing while the changes its watchers wanted were
+    forgotten closes their connections (they cannot be told which keys
+    changed), and a skipped number with nothing forgotten closes nothing.
+    """
+    served.store()
+    lagging = served.store()
+    assert lagging.feed is not None
+    served.checked[1].recording = False  # (stopping listens no more: no storage work, and closing does it too)
+    lagging.feed.stop()  # (it reads nothing until asked below: blocked, say)
+    served.checked[1].recording = True
+    writer, watching = await served.connect(0), await served.connect(1)
+    watcher = Recorder()
+    assert await watching.callRemote("watch", "k", watcher) is None
+    await writer.callRemote("put", "k", "1")
+    changes = served.checked[0].storage.changeLog
+    assert changes is not None
+    await deferToThread(lambda: changes.forgetChanges(changes.lastChange()))
+    assert await deferToThread(changes.forgottenUpTo) == 1
+    await writer.callRemote("put", "k", "2")
+    await lagging.feed.catchUp()
+    await until(reactor, lambda: not watching.broker.isConnected(), lambda: watcher.seen)
+    assert (watcher.seen, lagging.feed.missed) == ([], 1), (watcher.seen, lagging.feed.missed)
+    again = await served.connect(1)
+    assert await again.callRemote("watch", "k", watcher) == "2"
+    await writer.callRemote("put", "k", "3")
+    await lagging.feed.catchUp()
+    await until(reactor, lambda: watcher.seen == [("k", "3")], lambda: watcher.seen)
+    assert lagging.feed.missed == 1
+
+
 async def persistence(reactor: Any, served: Served) -> None:
     """A store opened again on the data has every value put before."""
     store = served.store()
@@ -301,6 +334,7 @@ BODIES: list[Body] = [
     operations,
     limits,
     watches,
+    lostTrack,
     persistence,
     blockedWriteDelaysOnlyItself,
     unstorable,
