@@ -66,6 +66,7 @@ MODULE_PAGES: dict[str, tuple[str, tuple[str, ...]]] = {
             "protocols.blockingbulk",
             "protocols.bulkfiles",
             "protocols.clientcontext",
+            "protocols.options",
             "protocols.places",
             "protocols.sidecars",
         ),
@@ -87,6 +88,7 @@ REMOVED_MODULES: dict[str, str] = {
     "protocols.bulk.wire": "framing.bulk.wire",
     "protocols.rpc.errors": "framing.rpc.errors",
     "protocols.rpc.hints": "framing.rpc.signatures",
+    "protocols.rpc.limits": "framing.rpc.limits",
     "protocols.rpc.referenceable": "framing.rpc.referenceable",
     "protocols.rpc.wire": "framing.rpc.wire",
 }

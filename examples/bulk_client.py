@@ -122,11 +122,16 @@ async def transfer(
     from _progress import ProgressDisplay, RunProgress, humanBytes, transferSummary
     from twisted.internet.defer import Deferred
 
-    from protocols import bulk
+    from protocols import bulk, rpc
     from protocols.bulk.files import fetchFile, sendFile
 
     def connect() -> Deferred[Any]:
-        return bulk.connect(reactor, args.connect, credentials=credentials, timeout=args.timeout, options=options)
+        return bulk.connect(
+            reactor,
+            args.connect,
+            bulkOptions=options,
+            options=rpc.ClientOptions(credentials=credentials, timeout=args.timeout),
+        )
 
     if args.command == "list":
         root = await connect()

@@ -54,6 +54,7 @@ from protocols.bulk.quotas import FileBudget, FileLimits
 from protocols.guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
 from protocols.rpc.drain import DEFAULT_GRACE
 from protocols.rpc.endpoints import loginGate
+from protocols.rpc.options import ServerOptions
 
 
 def brokerFactory(
@@ -77,7 +78,7 @@ def brokerFactory(
         directory, lambda userDirectory: BulkService(userDirectory, reactor=reactor, hashing=hashing, budget=budget)
     )
     portal = logins.portal(realm)
-    gate = loginGate(None, portal, None, reactor, throttle=logins.throttle(reactor))
+    gate = loginGate(None, ServerOptions(portal=portal, throttle=logins.throttle(reactor)), reactor)
     return bulk.BulkBrokerFactory(None, clock=reactor, options=options, gate=gate)
 
 

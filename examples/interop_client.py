@@ -88,6 +88,7 @@ from protocols.interop import (
     pattern,
 )
 from protocols.mismatch import TLSHandshakeFailed
+from protocols.options import ClientOptions
 
 DEFAULT_SERVER = "127.0.0.1:8790"
 EVENTUALLY = 20.0
@@ -176,7 +177,9 @@ class Run:
         """A new connection to --server (carrying bulk streams); its root."""
         self.endpoint = self.server
         root = await bulk.connect(
-            self.reactor, self.server, registry=REGISTRY, callLimits=callLimits, limits=CLIENT_LIMITS
+            self.reactor,
+            self.server,
+            options=ClientOptions(registry=REGISTRY, callLimits=callLimits, limits=CLIENT_LIMITS),
         )
         self.roots.append(root)
         return root
@@ -184,7 +187,9 @@ class Run:
     async def login(self, credentials: Any) -> rpc.RemoteReference:
         """A new connection to --login-server, logged in with C{credentials}; its root (the avatar)."""
         self.endpoint = self.loginServer
-        root = await bulk.connect(self.reactor, self.loginServer, credentials=credentials, limits=CLIENT_LIMITS)
+        root = await bulk.connect(
+            self.reactor, self.loginServer, options=ClientOptions(credentials=credentials, limits=CLIENT_LIMITS)
+        )
         self.roots.append(root)
         return root
 
@@ -207,7 +212,9 @@ class Run:
     async def loginTLS(self, withCertificate: bool) -> rpc.RemoteReference:
         """A new TLS connection to --certificate-server, logged in with its certificate; its root."""
         description = self.endpoint = self.tlsEndpoint(withCertificate)
-        root = await bulk.connect(self.reactor, description, credentials=ClientCertificate(), limits=CLIENT_LIMITS)
+        root = await bulk.connect(
+            self.reactor, description, options=ClientOptions(credentials=ClientCertificate(), limits=CLIENT_LIMITS)
+        )
         self.roots.append(root)
         return root
 
@@ -218,7 +225,7 @@ class Run:
         send its HELLO first).
         """
         self.endpoint = self.loginServer
-        root = await rpc.connect(self.reactor, self.loginServer, limits=CLIENT_LIMITS)
+        root = await rpc.connect(self.reactor, self.loginServer, options=ClientOptions(limits=CLIENT_LIMITS))
         self.roots.append(root)
         return root
 

@@ -127,7 +127,8 @@ def factories(
     service = InteropService(reactor, directory)
     anyone = bulk.BulkBrokerFactory(service, clock=reactor, callLimits=rpc.SERVER_CALL_LIMITS)
     portal = logins.portal(InteropRealm())
-    gate = loginGate(None, portal, None, reactor, timeout=loginTimeout, throttle=logins.throttle(reactor))
+    logging = rpc.ServerOptions(portal=portal, loginTimeout=loginTimeout, throttle=logins.throttle(reactor))
+    gate = loginGate(None, logging, reactor)
     login = bulk.BulkBrokerFactory(None, clock=reactor, callLimits=rpc.SERVER_CALL_LIMITS, gate=gate)
     return GuardedFactory(anyone, policy, reactor), GuardedFactory(login, policy, reactor)
 

@@ -43,6 +43,7 @@ from twisted.logger import globalLogBeginner, textFileLogObserver
 
 from protocols import TokenProtocol, rpc
 from protocols.kv import IKeyValue, IWatcher
+from protocols.options import ClientOptions
 
 
 class Watcher(rpc.Referenceable, IWatcher):
@@ -108,7 +109,7 @@ async def watch(
     watcher = Watcher(count)
     if credentials is not None:
         # A refused login is final: find out once, before the reconnecting client would retry it forever.
-        first = await rpc.login(reactor, description, credentials, timeout=timeout)
+        first = await rpc.login(reactor, description, credentials, options=ClientOptions(timeout=timeout))
         await first.broker.disconnect()
 
     async def subscribe(root: rpc.RemoteReference) -> None:
@@ -129,8 +130,7 @@ async def watch(
         description,
         retryPolicy=backoffPolicy(initialDelay=min(0.5, retryMax), maxDelay=retryMax),
         prepareConnection=lambda root: Deferred.fromCoroutine(subscribe(root)),
-        credentials=credentials,
-        timeout=timeout,
+        options=ClientOptions(credentials=credentials, timeout=timeout),
     )
     try:
         await watcher.done
@@ -151,9 +151,9 @@ async def once(
     given, made within C{timeout}; exit 1 for a missing key.
     """
     if credentials is None:
-        root = await rpc.connect(reactor, description, timeout=timeout)
+        root = await rpc.connect(reactor, description, options=ClientOptions(timeout=timeout))
     else:
-        root = await rpc.login(reactor, description, credentials, timeout=timeout)
+        root = await rpc.login(reactor, description, credentials, options=ClientOptions(timeout=timeout))
     kv = root.typed(IKeyValue)
     try:
         if command == "put":

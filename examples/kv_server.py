@@ -71,6 +71,7 @@ from protocols.kv import (
 )
 from protocols.kv.storage import DEFAULT_LIMITS
 from protocols.rpc.drain import DEFAULT_GRACE
+from protocols.rpc.options import ServerOptions
 
 # The store lives in protocols.kv so that `twist chunkwire-kv` serves the same one.
 __all__ = ["KEY", "VALUE", "IKeyValue", "IWatcher", "KeyNotFound", "KeyValueStore"]
@@ -103,10 +104,9 @@ async def serve(
     brokers = rpc.serverFactory(
         root,
         clock=reactor,
-        tracebacks=tracebacks,
-        callLimits=callLimits,
-        portal=portal,
-        throttle=logins.throttle(reactor),
+        options=ServerOptions(
+            tracebacks=tracebacks, callLimits=callLimits, portal=portal, throttle=logins.throttle(reactor)
+        ),
     )
     factory = GuardedFactory(brokers, policy, reactor)
     await serveForever(reactor, descriptions, factory, "kv server", logins=logins, grace=grace)

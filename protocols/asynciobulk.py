@@ -31,7 +31,7 @@ from typing import Any
 from framing.bulk.streams import ClientStreams, IncomingTransfer, Sink
 
 from .asyncioclient import AsyncConnection, _open
-from .blocking import ConnectOptions, connectTarget
+from .blocking import connectTarget
 from .bulkfiles import (
     Call,
     FileTransfer,
@@ -43,6 +43,7 @@ from .bulkfiles import (
     fileStream,
     uploadSteps,
 )
+from .options import CLIENT_DEFAULTS, ClientOptions
 
 
 class AsyncBulkConnection(AsyncConnection):
@@ -52,10 +53,12 @@ class AsyncBulkConnection(AsyncConnection):
     @ivar streams: its L{ClientStreams}.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, peer: str, **options: Any) -> None:
-        """As L{AsyncConnection}'s, with the bulk streams as the session's extension."""
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, peer: str, options: ClientOptions = CLIENT_DEFAULTS, **keywords: Any
+    ) -> None:
+        """As L{AsyncConnection}'s (C{pin}, for one), with the bulk streams as the session's extension."""
         self.streams = ClientStreams()
-        super().__init__(loop, peer, extension=self.streams, **options)
+        super().__init__(loop, peer, options, extension=self.streams, **keywords)
 
     async def receive(self, stream: IncomingTransfer, sink: Sink) -> tuple[int, bytes | None]:
         """
@@ -120,16 +123,19 @@ class AsyncBulkConnection(AsyncConnection):
         return runner.outcome
 
 
-async def connect(address: str | tuple[str, int], **arguments: Any) -> AsyncBulkConnection:
+async def connect(
+    address: str | tuple[str, int], *, interface: type | None = None, options: ClientOptions = CLIENT_DEFAULTS
+) -> AsyncBulkConnection:
     """
     Connect to the chunkwire bulk server at C{address} on the running loop:
-    as L{protocols.asyncioclient.connect}, with the same keyword arguments,
-    for an L{AsyncBulkConnection}.
+    as L{protocols.asyncioclient.connect}, with the same arguments, for an
+    L{AsyncBulkConnection}.
     """
-    credentials, tls = arguments.pop("credentials", None), arguments.pop("tls", False)
-    (host, port), context = connectTarget(address, credentials, tls)
-    options = ConnectOptions.fromKeywords(arguments, AsyncBulkConnection)
-    connection = await _open((host, port), f"{host}:{port}", context, None, credentials, options)
+    options.withoutInterceptors("the asyncio client")
+    (host, port), context = connectTarget(address, options)
+    connection = await _open(
+        (host, port), f"{host}:{port}", context, None, options, interface=interface, connectionClass=AsyncBulkConnection
+    )
     assert isinstance(connection, AsyncBulkConnection)
     return connection
 

@@ -1,9 +1,13 @@
 """An asyncio RPC client without Twisted: calls awaited on the standard event loop, many in flight on one connection.
 
+    from framing.rpc.limits import CallLimits
     from protocols.asyncioclient import connect
+    from protocols.options import ClientOptions
+
+    options = ClientOptions(callLimits=CallLimits(callTimeout=10))
 
     async def main() -> None:
-        async with await connect("127.0.0.1:8760", callTimeout=10) as connection:
+        async with await connect("127.0.0.1:8760", options=options) as connection:
             await connection.root.callRemote("put", "greeting", "hello")
             assert await connection.root.callRemote("get", "greeting") == "hello"
 
@@ -86,7 +90,7 @@ Contract:
    its coroutine is awaited), results on arrival; the lookup and the
    checks are L{framing.rpc.interfaces.TypedProxy}'s, shared with the
    blocking client.
- - Logins (C{connect(..., credentials=...)}: SCRAM, token, client
+ - Logins (C{ClientOptions(credentials=...)}: SCRAM, token, client
    certificate) drive L{framing.login.exchange.ByteExchange}, as the
    blocking client does, once the preambles are exchanged and before the
    first call: while it runs, the bytes read go to it and not to the
@@ -131,7 +135,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import functools
 import inspect
 import select
@@ -139,14 +142,14 @@ import socket
 import ssl
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from types import TracebackType
 from typing import Any, TypeVar, cast, overload
 
-from framing import Limits, Registry
 from framing.login.errors import LoginFailed
 from framing.login.exchange import ByteExchange, ObjectName
 from framing.login.urls import HintAttempts, KeyMismatch, ObjectURL, checkPresentedKey
-from framing.rpc.addresses import PICK_FIRST, AddressBook, AddressState, Backoff, Wait
+from framing.rpc.addresses import AddressBook, AddressState, Wait
 from framing.rpc.clientstreams import ClientObjectStreams
 from framing.rpc.context import Scope, sendingDeadline
 from framing.rpc.errors import (
@@ -164,10 +167,11 @@ from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.streams import ReceiveWindow
 from framing.rpc.streamtable import ReceivedStream, SentStream, itemWaitBound
 from framing.rpc.wire import ROOT_ID
-from protocols.blocking import ConnectOptions, connectTarget, parseAddress, pinnedContext
+from protocols.blocking import connectTarget, parseAddress, pinnedContext, tlsOf
 from protocols.blocking import tlsContext as tlsContext  # (re-exported: the contexts for connect's tls)
 from protocols.clientcontext import callContext as callContext  # (re-exported: deadlines and metadata of calls)
-from protocols.clientcontext import calling
+from protocols.clientcontext import calling, scopeReader
+from protocols.options import CLIENT_DEFAULTS, ClientOptions
 
 _Future = asyncio.Future
 _T = TypeVar("_T")
@@ -322,11 +326,8 @@ class AsyncConnection:
         self,
         loop: asyncio.AbstractEventLoop,
         peer: str,
+        options: ClientOptions = CLIENT_DEFAULTS,
         *,
-        callTimeout: float | None = None,
-        silenceTimeout: float | None = 60.0,
-        limits: Limits | None = None,
-        registry: Registry | None = None,
         pin: str | None = None,
         extension: SessionExtension | None = None,
     ) -> None:
@@ -334,31 +335,26 @@ class AsyncConnection:
         A connection not connected yet: L{connect} gives L{protocol} to the
         loop's C{create_connection}.
 
-        @param limits: what this side accepts from the server.
-        @param registry: the types the application sends and receives beyond the built-in ones.
+        @param options: the L{ClientOptions} (what this side accepts, its
+            call limits and timeouts, the metadata of its calls; no interceptors).
         @param pin: the hash of the key the server's TLS certificate must
             hold (L{framing.login.urls.certificateKeyHash}), checked once the
             handshake is done and before anything is sent; C{None}: none.
         @param extension: a layer beside RPC on the connection (the bulk streams of L{protocols.asynciobulk}).
+        @raise ValueError: the options have interceptors.
         """
+        options.withoutInterceptors("the asyncio client")
+        callTimeout, silenceTimeout = options.callTimeout, options.silenceTimeout
+        # The scope of each call: the callContext block's, over the connection's metadata (ClientOptions.metadata).
+        self._scopeNow = scopeReader(Scope(None, dict(options.metadata)) if options.metadata else None)
         self.peer = peer
         self.callTimeout = callTimeout
         self.silenceTimeout = silenceTimeout
         self.root = AsyncReference(self, ROOT_ID)
         self.protocol = _ClientProtocol(self)
         self._loop = loop
-        self._session: ClientSession[_Future[Any]] = ClientSession(
-            peer,
-            limits=limits,
-            registry=registry,
-            makeReference=self._newReference,
-            owner=self,
-            released=self._referenceDied,
-            extension=extension,
-            makeStream=self._newStream,
-            streamDropped=self._referenceDied,
-            streamSending=self._streamSending,
-        )
+        hooks = (self._newReference, self._referenceDied, self._newStream, self._streamSending)
+        self._session: ClientSession[_Future[Any]] = options.session(peer, self, extension, hooks)
         self._transport: asyncio.WriteTransport | None = None
         self._ready: _Future[None] = loop.create_future()
         self._closed: _Future[None] = loop.create_future()
@@ -492,7 +488,7 @@ class AsyncConnection:
         """Call method C{name} of export C{target} and wait for its answer (see L{AsyncReference.callRemote})."""
         loop = self._loop
         callTimeout = self.callTimeout
-        scope = calling.get()
+        scope = self._scopeNow()
         if self._paused:
             await self._writable(name, None if callTimeout is None else loop.time() + callTimeout, scope)
         session = self._session
@@ -529,7 +525,7 @@ class AsyncConnection:
 
     async def callOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Call method C{name} of export C{target} for no answer (see L{AsyncReference.callRemoteOnly})."""
-        scope = calling.get()
+        scope = self._scopeNow()
         if self._paused:
             callTimeout = self.callTimeout
             await self._writable(name, None if callTimeout is None else self._loop.time() + callTimeout, scope)
@@ -998,16 +994,7 @@ class AsyncConnection:
 
 @overload
 async def connect(
-    address: str | tuple[str, int],
-    *,
-    credentials: Any = None,
-    tls: ssl.SSLContext | bool = False,
-    timeout: float | None = 10.0,
-    callTimeout: float | None = None,
-    silenceTimeout: float | None = 60.0,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
-    interface: type | None = None,
+    address: str | tuple[str, int], *, interface: type | None = None, options: ClientOptions = CLIENT_DEFAULTS
 ) -> AsyncConnection: ...
 
 
@@ -1015,60 +1002,31 @@ async def connect(
 async def connect(
     address: list[str | tuple[str, int]] | list[str] | list[tuple[str, int]],
     *,
-    credentials: Any = None,
-    tls: ssl.SSLContext | bool = False,
-    timeout: float | None = 10.0,
-    callTimeout: float | None = None,
-    silenceTimeout: float | None = 60.0,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
-    policy: str = PICK_FIRST,
-    moveTimeout: float = 30.0,
-    backoff: Backoff | None = None,
+    options: ClientOptions = CLIENT_DEFAULTS,
 ) -> AsyncFailover: ...
 
 
 async def connect(
     address: str | tuple[str, int] | list[str | tuple[str, int]] | list[str] | list[tuple[str, int]],
     *,
-    credentials: Any = None,
-    tls: ssl.SSLContext | bool = False,
-    timeout: float | None = 10.0,
-    callTimeout: float | None = None,
-    silenceTimeout: float | None = 60.0,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
     interface: type | None = None,
-    policy: str = PICK_FIRST,
-    moveTimeout: float = 30.0,
-    backoff: Backoff | None = None,
+    options: ClientOptions = CLIENT_DEFAULTS,
 ) -> AsyncConnection | AsyncFailover:
     """
     Connect to the chunkwire RPC server at C{address} (C{"host:port"} or
-    C{(host, port)}) on the running event loop, over TLS if asked, log in
-    if given credentials, and return the connection, whose C{root} is the
-    server's root object (for this login; seen through C{interface} if
-    given).  The arguments are L{protocols.blocking.connect}'s.
+    C{(host, port)}) on the running event loop, over TLS if the options
+    ask, log in if they give credentials, and return the connection, whose
+    C{root} is the server's root object (for this login; seen through
+    C{interface} if given).  The arguments are L{protocols.blocking.connect}'s;
+    the options' C{timeout} bounds connecting (the TLS handshake included),
+    receiving the server's preamble, and logging in (each), their
+    C{silenceTimeout} the server's silence while calls or streams wait.
 
-    @param credentials: how to log in (L{framing.login}): C{Password(user,
-        password)} (SCRAM-SHA-256), C{Token(token)}, C{ClientCertificate()}
-        (with C{tls} presenting one: see L{tlsContext}), C{Anonymous()};
-        C{None}: no login.
-    @param tls: an C{ssl.SSLContext} (L{tlsContext} makes one), C{True}
-        for the default one (the system's CAs), C{False}: plain TCP.
-    @param timeout: seconds to connect (the TLS handshake included), to
-        receive the server's preamble, and to log in (each).
-    @param callTimeout: seconds each call waits for its answer (C{None}: no
-        bound but C{silenceTimeout}).
-    @param silenceTimeout: seconds the server may say nothing while calls
-        or streams wait (it is pinged at half of it); C{None}: no bound.
-    @param limits: the L{Limits} of what this side accepts.
-    @param registry: the types sent and received beyond the built-in ones.
     @param interface: the root's remote interface: C{root} is then its
         L{AsyncTypedReference}, which checks arguments before sending and
         results on arrival.
-    @raise ConnectTimedOut: no TCP connection (or TLS handshake) within C{timeout}.
-    @raise ServerSilent: connected, but no preamble within C{timeout}.
+    @raise ConnectTimedOut: no TCP connection (or TLS handshake) within the C{timeout}.
+    @raise ServerSilent: connected, but no preamble within the C{timeout}.
     @raise OSError: the connection was refused, or the name did not resolve.
     @raise framing.ProtocolError: the server does not speak chunkwire.
     @raise ssl.SSLError: the TLS handshake failed (C{ssl.SSLCertVerificationError}:
@@ -1078,36 +1036,27 @@ async def connect(
         its TLS alert in the message).
     @raise framing.login.LoginFailed: the login failed: L{framing.login.LoginRefused},
         L{framing.login.ServerNotVerified}, L{framing.login.UnsupportedCredentials}...
+    @raise ValueError: the options have interceptors.
 
     A list of addresses (a host name resolving to several, by the loop's
     C{getaddrinfo}, counts as several) makes an L{AsyncFailover}, whose
-    C{root}'s calls go to one of those servers as C{policy} says
-    (L{framing.rpc.addresses}: C{"pick_first"}, C{"round_robin"}), moving
-    from one that drains, dies or is cut off within C{moveTimeout} seconds
-    (or the call's deadline), a call never sent twice; as
+    C{root}'s calls go to one of those servers as the options' C{policy}
+    says (L{framing.rpc.addresses}: C{"pick_first"}, C{"round_robin"}),
+    moving from one that drains, dies or is cut off within C{moveTimeout}
+    seconds (or the call's deadline), a call never sent twice; as
     L{protocols.blocking.connect}'s list.  C{interface} is not taken there.
     """
+    options.withoutInterceptors("the asyncio client")
     if isinstance(address, list):
         if interface is not None:
             raise TypeError("a client of several addresses takes no interface: type its calls at the call site")
-        context = connectTarget(address[0], credentials, tls)[1] if address else None
-        options = ConnectOptions(timeout, callTimeout, silenceTimeout, limits, registry, None)
-        targets = await resolveAll(address, timeout)
-        return AsyncFailover(targets, policy, moveTimeout, credentials, context, options, backoff)
-    (host, port), context = connectTarget(address, credentials, tls)
-    options = ConnectOptions(timeout, callTimeout, silenceTimeout, limits, registry, interface)
-    return await _open((host, port), f"{host}:{port}", context, None, credentials, options)
+        return await AsyncFailover.resolving(address, options)
+    (host, port), context = connectTarget(address, options)
+    return await _open((host, port), f"{host}:{port}", context, None, options, interface=interface)
 
 
 async def connectURL(
-    url: str,
-    *,
-    timeout: float | None = 10.0,
-    callTimeout: float | None = None,
-    silenceTimeout: float | None = 60.0,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
-    interface: type | None = None,
+    url: str, *, interface: type | None = None, options: ClientOptions = CLIENT_DEFAULTS
 ) -> AsyncConnection:
     """
     Connect to the object a self-authenticating URL names
@@ -1116,20 +1065,22 @@ async def connectURL(
     compared with the URL's once the handshake is done and before anything
     is sent (no CA, no host name), then logged in by the URL's name; the
     hints are tried in order until one connects.  The connection's C{root}
-    is exactly that object.  Other arguments as for L{connect}; C{timeout}
-    is each hint's.
+    is exactly that object.  Other arguments as for L{connect} (the
+    options' C{tls} and C{credentials} are the URL's); C{timeout} is each hint's.
 
     @raise framing.login.urls.InvalidURL: C{url} is not a canonical object URL.
     @raise framing.login.urls.KeyMismatch: the server holds another key (nothing was sent).
     @raise framing.login.LoginRefused: the server knows no such name (or no longer).
     @raise OSError: the last hint's connection error (L{ConnectTimedOut} among them).
+    @raise ValueError: the options have credentials or interceptors.
     """
+    options.refuseCredentials("connectURL")
+    options.withoutInterceptors("the asyncio client")
     attempts = HintAttempts(ObjectURL.parse(url))
-    options = ConnectOptions(timeout, callTimeout, silenceTimeout, limits, registry, interface)
+    named = replace(options, credentials=ObjectName(attempts.url.name))
     for target, hint in attempts:
-        name = ObjectName(attempts.url.name)
         try:
-            return await _open(target, hint, pinnedContext(), attempts.url.keyHash, name, options)
+            return await _open(target, hint, pinnedContext(), attempts.url.keyHash, named, interface=interface)
         except Exception as error:
             attempts.failed(error)
     raise attempts.failure()
@@ -1140,27 +1091,23 @@ async def _open(
     peer: str,
     tls: ssl.SSLContext | None,
     pin: str | None,
-    credentials: Any,
-    options: ConnectOptions,
+    options: ClientOptions,
     serverName: str | None = None,
+    *,
+    interface: type | None = None,
+    connectionClass: Callable[..., AsyncConnection] = AsyncConnection,
 ) -> AsyncConnection:
     """
     Connect to C{target} (C{(host, port)}, or a UNIX socket's path), with
     TLS if C{tls} (the server's name checked against the host, or its key
     against C{pin} before anything is sent), exchange preambles, log in
-    with C{credentials} if given.
+    with the options' C{credentials} if given; a connection of
+    C{connectionClass}, its root seen through C{interface}.
     """
     loop = asyncio.get_running_loop()
     timeout = options.timeout
-    connection = (options.connectionClass or AsyncConnection)(
-        loop,
-        peer,
-        callTimeout=options.callTimeout,
-        silenceTimeout=options.silenceTimeout,
-        limits=options.limits,
-        registry=options.registry,
-        pin=pin,
-    )
+    credentials = options.credentials
+    connection = connectionClass(loop, peer, options, pin=pin)
     # A pinned key checks no name: no SNI either ("" sends none).  (serverName: the name an address was resolved from.)
     hostname = "" if pin is not None else serverName
     if isinstance(target, str):
@@ -1183,8 +1130,8 @@ async def _open(
     except BaseException:
         await connection.close()
         raise
-    if options.interface is not None:
-        connection.root = connection.root.typed(options.interface)
+    if interface is not None:
+        connection.root = connection.root.typed(interface)
     return connection
 
 
@@ -1254,24 +1201,41 @@ class AsyncFailover:
     def __init__(
         self,
         targets: list[tuple[tuple[str, int], str]],
-        policy: str,
-        moveTimeout: float,
-        credentials: Any,
-        tls: ssl.SSLContext | None,
-        options: ConnectOptions,
-        backoff: Backoff | None = None,
+        options: ClientOptions = CLIENT_DEFAULTS,
+        connectionClass: Callable[..., AsyncConnection] = AsyncConnection,
     ) -> None:
-        self.moveTimeout = moveTimeout
-        self._credentials = credentials
-        self._tls = tls
+        """
+        Connections to C{targets} (resolved: see L{resolving}) with C{options},
+        each of C{connectionClass}.
+
+        @raise UnsupportedCredentials: no login mechanism takes the options' C{credentials}.
+        @raise ValueError: the options have interceptors.
+        """
+        options.withoutInterceptors("the asyncio client")
+        self.moveTimeout = options.moveTimeout
+        self._tls = tlsOf(options)
         self._options = options
+        self._connectionClass = connectionClass
         self._hostnames = dict(targets)
         self._loop = asyncio.get_running_loop()
-        self.book: AddressBook[AsyncConnection] = AddressBook([target for target, _ in targets], policy, backoff)
+        self.book: AddressBook[AsyncConnection] = AddressBook(
+            [target for target, _ in targets], options.policy, options.backoff
+        )
         self.root = AsyncFailoverReference(self)
         self._changed: asyncio.Future[None] = self._loop.create_future()
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
+
+    @classmethod
+    async def resolving(
+        cls,
+        addresses: Sequence[str | tuple[str, int]],
+        options: ClientOptions,
+        connectionClass: Callable[..., AsyncConnection] = AsyncConnection,
+    ) -> AsyncFailover:
+        """The client of C{addresses}, each name resolved (L{resolveAll}) within the options' C{timeout}."""
+        tlsOf(options)  # (credentials no mechanism takes are refused before resolving)
+        return cls(await resolveAll(addresses, options.timeout), options, connectionClass)
 
     async def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Send the call C{name} to a ready server (see the class docstring) and wait for its answer."""
@@ -1335,14 +1299,20 @@ class AsyncFailover:
     async def _attempt(self, address: Any, until: float | None) -> None:
         """Connect to C{address} (and log in), within the connect timeout and C{until}; tell the book."""
         host, port = cast("tuple[str, int]", address.target)
-        options = copy.copy(self._options)
+        options = self._options
         if until is not None:
             left = max(until - self._loop.time(), 0.001)
-            options.timeout = left if options.timeout is None else min(options.timeout, left)
+            options = replace(options, timeout=left if options.timeout is None else min(options.timeout, left))
         try:
             hostname = self._hostnames.get((host, port), host)
             connection = await _open(
-                (host, port), f"{host}:{port}", self._tls, None, self._credentials, options, hostname
+                (host, port),
+                f"{host}:{port}",
+                self._tls,
+                None,
+                options,
+                hostname,
+                connectionClass=self._connectionClass,
             )
         except Exception as error:  # (refused, timed out, TLS, login: the address backs off)
             self.book.connectFailed(address, error, self._loop.time())

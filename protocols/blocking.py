@@ -1,8 +1,10 @@
 """A blocking RPC client without Twisted: one socket, calls that block and return, safe from several threads.
 
+    from framing.rpc.limits import CallLimits
     from protocols.blocking import connect
+    from protocols.options import ClientOptions
 
-    with connect("127.0.0.1:8760", callTimeout=10) as connection:
+    with connect("127.0.0.1:8760", options=ClientOptions(callLimits=CallLimits(callTimeout=10))) as connection:
         connection.root.callRemote("put", "greeting", "hello")
         assert connection.root.callRemote("get", "greeting") == "hello"
 
@@ -70,9 +72,10 @@ Contract:
    1,000 within 10 s is dropped sooner (the session's refusal rate,
    L{framing.refusals}): calls fail with L{framing.refusals.TooManyRefusals},
    as on Twisted.
- - Timeouts: C{timeout} bounds connecting (TCP, then the server's
+ - Timeouts (fields of the L{protocols.options.ClientOptions}): C{timeout}
+   bounds connecting (TCP, then the server's
    preamble: a server that accepts and says nothing fails with
-   L{ServerSilent}).  C{callTimeout} bounds each call (L{CallTimedOut}; the
+   L{ServerSilent}).  The C{callLimits}' C{callTimeout} bounds each call (L{CallTimedOut}; the
    server is sent a CANCEL and the connection stays up).  C{silenceTimeout}
    bounds the server's silence while a call waits: after half of it with
    nothing received, a PING is sent (a live server answers even while its
@@ -97,7 +100,7 @@ Contract:
 Typed interfaces (L{BlockingReference.typed}, C{connect(..., interface=I)}):
 arguments checked before sending, results on arrival, with the sans-IO
 checks of L{framing.rpc.interfaces} the Twisted client's proxy makes.
-Logins (C{connect(..., credentials=...)}: SCRAM, token, client
+Logins (C{ClientOptions(credentials=...)}: SCRAM, token, client
 certificate) drive the sans-IO L{framing.login.exchange.ClientExchange} the
 Twisted client drives too; TLS is the standard library's C{ssl}
 (L{tlsContext}); L{connectURL} pins the server's key for an object URL.
@@ -153,7 +156,6 @@ L{framing.bulk.streams.ClientStreams}.
 
 from __future__ import annotations
 
-import copy
 import inspect
 import select
 import socket
@@ -162,15 +164,15 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from types import TracebackType
 from typing import Any, cast, overload
 
-from framing import Limits, Registry
 from framing.login.exchange import ByteExchange, ObjectName, clientMechanism
 from framing.login.urls import HintAttempts, ObjectURL, checkPresentedKey
-from framing.rpc.addresses import PICK_FIRST, AddressBook, AddressState, Backoff, Wait
+from framing.rpc.addresses import AddressBook, AddressState, Wait
 from framing.rpc.clientstreams import ClientObjectStreams
-from framing.rpc.context import sendingDeadline
+from framing.rpc.context import Scope, sendingDeadline
 from framing.rpc.errors import (
     CallTimedOut,
     ConnectionLost,
@@ -189,7 +191,8 @@ from framing.rpc.wire import (
     ROOT_ID,
 )
 from protocols.clientcontext import callContext as callContext  # (re-exported: deadlines and metadata of calls)
-from protocols.clientcontext import calling
+from protocols.clientcontext import calling, scopeReader
+from protocols.options import CLIENT_DEFAULTS, ClientOptions
 
 _READ_SIZE = 256 * 1024
 """Bytes asked of one C{recv}: an answer of up to this size is read in one system call."""
@@ -338,36 +341,29 @@ class BlockingConnection:
         self,
         sock: socket.socket,
         peer: str,
+        options: ClientOptions = CLIENT_DEFAULTS,
         *,
-        callTimeout: float | None = None,
-        silenceTimeout: float | None = 60.0,
-        limits: Limits | None = None,
-        registry: Registry | None = None,
         extension: SessionExtension | None = None,
     ) -> None:
         """
         Use C{sock}, a connected socket whose preamble is not sent yet (L{connect} makes it).
 
-        @param limits: what this side accepts from the server.
-        @param registry: the types the application sends and receives beyond the built-in ones.
+        @param options: the L{ClientOptions} (what this side accepts, its
+            call limits and timeouts, the metadata of its calls; no interceptors).
         @param extension: a layer beside RPC on the connection (the bulk streams of L{protocols.blockingbulk}).
+        @raise ValueError: the options have interceptors.
         """
+        options.withoutInterceptors("the blocking client")
+        callTimeout, silenceTimeout = options.callTimeout, options.silenceTimeout
         self.peer = peer
         self._callTimeout = callTimeout
         self._silenceTimeout = silenceTimeout
         self.root = BlockingReference(self, ROOT_ID)
         self._socket = sock
-        self._session: ClientSession[_Waiter] = ClientSession(
-            peer,
-            limits=limits,
-            registry=registry,
-            makeReference=self._newReference,
-            owner=self,
-            released=self._referenceDied,
-            extension=extension,
-            makeStream=self._newStream,
-            streamDropped=self._referenceDied,
-        )
+        # The scope of each call: the callContext block's, over the connection's metadata (ClientOptions.metadata).
+        self._scopeNow = scopeReader(Scope(None, dict(options.metadata)) if options.metadata else None)
+        hooks = (self._newReference, self._referenceDied, self._newStream, None)
+        self._session: ClientSession[_Waiter] = options.session(peer, self, extension, hooks)
         # _lock guards the session and the fields below; _changed wakes the waiting callers.
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -459,7 +455,7 @@ class BlockingConnection:
 
     def call(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Call method C{name} of export C{target} and block until its answer (see L{BlockingReference.callRemote})."""
-        scope = calling.get()
+        scope = self._scopeNow()
         if scope is not None:
             return self._callInScope(target, name, args, kwargs, scope.deadline, scope.metadata)
         waiter = _Waiter()
@@ -505,7 +501,7 @@ class BlockingConnection:
     def callOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Call method C{name} of export C{target} for no answer (see L{BlockingReference.callRemoteOnly})."""
         milliseconds = metadata = None
-        scope = calling.get()
+        scope = self._scopeNow()
         if scope is not None:
             metadata = scope.metadata
             if scope.deadline is not None:
@@ -1225,16 +1221,7 @@ def _logIn(sock: socket.socket, credentials: Any, peer: str, timeout: float | No
 
 @overload
 def connect(
-    address: str | tuple[str, int],
-    *,
-    credentials: Any = None,
-    tls: ssl.SSLContext | bool = False,
-    timeout: float | None = 10.0,
-    callTimeout: float | None = None,
-    silenceTimeout: float | None = 60.0,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
-    interface: type | None = None,
+    address: str | tuple[str, int], *, interface: type | None = None, options: ClientOptions = CLIENT_DEFAULTS
 ) -> BlockingConnection: ...
 
 
@@ -1242,157 +1229,94 @@ def connect(
 def connect(
     address: list[str | tuple[str, int]] | list[str] | list[tuple[str, int]],
     *,
-    credentials: Any = None,
-    tls: ssl.SSLContext | bool = False,
-    timeout: float | None = 10.0,
-    callTimeout: float | None = None,
-    silenceTimeout: float | None = 60.0,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
-    policy: str = PICK_FIRST,
-    moveTimeout: float = 30.0,
-    backoff: Backoff | None = None,
+    options: ClientOptions = CLIENT_DEFAULTS,
 ) -> BlockingFailover: ...
 
 
 def connect(
     address: str | tuple[str, int] | list[str | tuple[str, int]] | list[str] | list[tuple[str, int]],
     *,
-    credentials: Any = None,
-    tls: ssl.SSLContext | bool = False,
-    timeout: float | None = 10.0,
-    callTimeout: float | None = None,
-    silenceTimeout: float | None = 60.0,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
     interface: type | None = None,
-    policy: str = PICK_FIRST,
-    moveTimeout: float = 30.0,
-    backoff: Backoff | None = None,
+    options: ClientOptions = CLIENT_DEFAULTS,
 ) -> BlockingConnection | BlockingFailover:
     """
     Connect to the chunkwire RPC server at C{address} (C{"host:port"} or
-    C{(host, port)}), over TLS if asked, log in if given credentials, and
-    return the connection, whose C{root} is the server's root object (for
-    this login; seen through C{interface} if given).
+    C{(host, port)}), over TLS if the options ask, log in if they give
+    credentials, and return the connection, whose C{root} is the server's
+    root object (for this login; seen through C{interface} if given).
 
-    @param credentials: how to log in, as the Twisted client does
-        (L{framing.login}): C{Password(user, password)} (SCRAM-SHA-256: the
-        password never crosses the wire), C{Token(token)},
-        C{ClientCertificate()} (with C{tls} presenting one: see
-        L{tlsContext}), C{Anonymous()}; C{None}: no login.
-    @param tls: an C{ssl.SSLContext} (L{tlsContext} makes one), C{True}
-        for the default one (the system's CAs), C{False}: plain TCP.
-
-    @param timeout: seconds to connect, for the TLS handshake, to receive
-        the server's preamble, and to log in (each).
-    @param callTimeout: seconds each call waits for its answer (C{None}: no
-        bound but C{silenceTimeout}).
-    @param silenceTimeout: seconds the server may say nothing while a call
-        waits (it is pinged at half of it); C{None}: no bound.
-    @param limits: the L{Limits} of what this side accepts.
-    @param registry: the types sent and received beyond the built-in ones.
     @param interface: the root's remote interface
         (L{framing.rpc.interfaces.RemoteInterface}): C{root} is then its
         L{BlockingTypedReference}, which checks arguments before sending and
         results on arrival.
-    @raise ConnectTimedOut: no TCP connection within C{timeout}.
-    @raise ServerSilent: connected, but no preamble within C{timeout}.
+    @param options: the L{ClientOptions}: C{credentials} (as the Twisted
+        client's, L{framing.login}: C{Password(user, password)}, C{Token(token)},
+        C{ClientCertificate()} with C{tls} presenting one, C{Anonymous()}),
+        C{tls} (an C{ssl.SSLContext}, L{tlsContext} makes one; C{True}: the
+        system's CAs), C{timeout} (to connect, for the TLS handshake, to
+        receive the server's preamble, and to log in: each), the
+        C{callLimits} (their C{callTimeout}: seconds each call waits for
+        its answer), C{silenceTimeout} (seconds the server may say nothing
+        while a call waits; it is pinged at half of it), C{limits},
+        C{registry} and C{metadata} (sent with every call).  No interceptors.
+    @raise ConnectTimedOut: no TCP connection within the C{timeout}.
+    @raise ServerSilent: connected, but no preamble within the C{timeout}.
     @raise OSError: the connection was refused, or the name did not resolve.
     @raise framing.ProtocolError: the server does not speak chunkwire.
     @raise ssl.SSLError: the TLS handshake failed (the server's certificate
         is not trusted, or this side's is refused).
     @raise framing.login.LoginFailed: the login failed: L{framing.login.LoginRefused},
         L{framing.login.ServerNotVerified}, L{framing.login.UnsupportedCredentials}...
+    @raise ValueError: the options have interceptors.
 
     A list of addresses (each C{"host:port"} or C{(host, port)}; a host
     name resolving to several addresses counts as several) makes a
     L{BlockingFailover} instead, whose C{root}'s calls go to one of those
-    servers, as C{policy} says: L{framing.rpc.addresses.PICK_FIRST} (one
-    connection, to the first address that connects) or
+    servers, as the options' C{policy} says: L{framing.rpc.addresses.PICK_FIRST}
+    (one connection, to the first address that connects) or
     L{framing.rpc.addresses.ROUND_ROBIN} (one to each, taken in turn).  It
     connects when its first call is made; a server that drains, dies or
     is cut off has new calls move to another within C{moveTimeout}
     seconds (or the call's deadline), and a call is never sent twice (see
-    L{BlockingFailover}).  C{backoff}: each address's
+    L{BlockingFailover}); C{backoff}: each address's
     L{framing.rpc.addresses.Backoff} after a failed attempt.  C{interface}
     is not taken there.
     """
+    options.withoutInterceptors("the blocking client")
     if isinstance(address, list):
         if interface is not None:
             raise TypeError("a client of several addresses takes no interface: type its calls at the call site")
-        if credentials is not None:
-            clientMechanism(credentials)
-        context = None if tls is False else tlsContext() if tls is True else tls
-        return BlockingFailover(
-            address,
-            policy=policy,
-            moveTimeout=moveTimeout,
-            credentials=credentials,
-            tls=context,
-            options=ConnectOptions(timeout, callTimeout, silenceTimeout, limits, registry, None),
-            backoff=backoff,
-        )
-    (host, port), context = connectTarget(address, credentials, tls)
-    options = ConnectOptions(timeout, callTimeout, silenceTimeout, limits, registry, interface)
-    return _open((host, port), f"{host}:{port}", host, context, None, credentials, options)
+        return BlockingFailover(address, options=options)
+    (host, port), context = connectTarget(address, options)
+    return _open((host, port), f"{host}:{port}", host, context, None, options, interface)
 
 
 def connectTarget(
-    address: str | tuple[str, int], credentials: Any, tls: ssl.SSLContext | bool
+    address: str | tuple[str, int], options: ClientOptions
 ) -> tuple[tuple[str, int], ssl.SSLContext | None]:
     """
     What a C{connect} (this module's, or L{protocols.asyncioclient}'s) is
-    asked: the C{(host, port)} of C{address}, and the TLS context C{tls}
-    means (C{None}: plain TCP).
+    asked: the C{(host, port)} of C{address}, and the TLS context the
+    options' C{tls} means (C{None}: plain TCP).
 
-    @raise UnsupportedCredentials: no login mechanism takes C{credentials}
-        (refused before connecting).
+    @raise UnsupportedCredentials: no login mechanism takes the options'
+        C{credentials} (refused before connecting).
     @raise ValueError: C{address} is not an address.
     """
-    if credentials is not None:
-        clientMechanism(credentials)
-    context = None if tls is False else tlsContext() if tls is True else tls
-    return parseAddress(address), context
+    return parseAddress(address), tlsOf(options)
 
 
-class ConnectOptions:
-    """What a client's C{connect} and C{connectURL} pass on to the connection, unchanged (both clients')."""
+def tlsOf(options: ClientOptions) -> ssl.SSLContext | None:
+    """
+    The TLS context C{options} ask for (C{None}: plain TCP), once their
+    C{credentials} are known to be usable.
 
-    def __init__(
-        self,
-        timeout: float | None,
-        callTimeout: float | None,
-        silenceTimeout: float | None,
-        limits: Limits | None,
-        registry: Registry | None,
-        interface: type | None,
-    ) -> None:
-        self.timeout, self.callTimeout, self.silenceTimeout = timeout, callTimeout, silenceTimeout
-        self.limits, self.registry, self.interface = limits, registry, interface
-        # The class of the connection made: a subclass carries a layer beside RPC (protocols.blockingbulk's).
-        self.connectionClass: Any = None
-
-    @classmethod
-    def fromKeywords(cls, arguments: dict[str, Any], connectionClass: Any) -> ConnectOptions:
-        """
-        The options C{connect}'s keyword C{arguments} (less C{credentials} and C{tls}) give, with their
-        defaults, for a connection of C{connectionClass} (how the bulk clients' C{connect} pass them on).
-
-        @raise TypeError: an argument C{connect} does not take.
-        """
-        options = cls(
-            arguments.pop("timeout", 10.0),
-            arguments.pop("callTimeout", None),
-            arguments.pop("silenceTimeout", 60.0),
-            arguments.pop("limits", None),
-            arguments.pop("registry", None),
-            arguments.pop("interface", None),
-        )
-        if arguments:
-            raise TypeError(f"connect() got unexpected keyword arguments: {', '.join(sorted(arguments))}")
-        options.connectionClass = connectionClass
-        return options
+    @raise UnsupportedCredentials: no login mechanism takes them (refused before connecting).
+    """
+    if options.credentials is not None:
+        clientMechanism(options.credentials)
+    tls = options.tls
+    return None if tls is False else tlsContext() if tls is True else tls
 
 
 def _open(
@@ -1401,14 +1325,16 @@ def _open(
     hostname: str | None,
     tls: ssl.SSLContext | None,
     pin: str | None,
-    credentials: Any,
-    options: ConnectOptions,
+    options: ClientOptions,
+    interface: type | None = None,
+    connectionClass: Callable[..., BlockingConnection] = BlockingConnection,
 ) -> BlockingConnection:
     """
     Connect to C{target} (C{(host, port)}, or a UNIX socket's path), with
     TLS if C{tls} (checking the server's name against C{hostname}, or its
     key's hash against C{pin}, before anything is sent), exchange
-    preambles, log in with C{credentials} if given.
+    preambles, log in with the options' C{credentials} if given; a
+    connection of C{connectionClass}, its root seen through C{interface}.
     """
     timeout = options.timeout
     try:
@@ -1431,22 +1357,15 @@ def _open(
             sock = _secured(sock, tls, hostname, peer, timeout)
             if pin is not None:
                 _checkPin(sock, pin)
-        connection = (options.connectionClass or BlockingConnection)(
-            sock,
-            peer,
-            callTimeout=options.callTimeout,
-            silenceTimeout=options.silenceTimeout,
-            limits=options.limits,
-            registry=options.registry,
-        )
+        connection = connectionClass(sock, peer, options)
         connection.start(timeout)
-        if credentials is not None:
-            _logIn(sock, credentials, peer, timeout)
+        if options.credentials is not None:
+            _logIn(sock, options.credentials, peer, timeout)
     except BaseException:
         sock.close()
         raise
-    if options.interface is not None:
-        connection.root = connection.root.typed(options.interface)
+    if interface is not None:
+        connection.root = connection.root.typed(interface)
     return connection
 
 
@@ -1474,14 +1393,7 @@ def _checkPin(sock: socket.socket, pin: str) -> None:
 
 
 def connectURL(
-    url: str,
-    *,
-    timeout: float | None = 10.0,
-    callTimeout: float | None = None,
-    silenceTimeout: float | None = 60.0,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
-    interface: type | None = None,
+    url: str, *, interface: type | None = None, options: ClientOptions = CLIENT_DEFAULTS
 ) -> BlockingConnection:
     """
     Connect to the object a self-authenticating URL names
@@ -1490,21 +1402,23 @@ def connectURL(
     hash compared with the URL's before anything is sent (no CA, no host
     name), then logged in by the URL's name; the hints are tried in order
     until one connects.  The connection's C{root} is exactly that object.
-    Other arguments as for L{connect}; C{timeout} is each hint's.
+    Other arguments as for L{connect} (the options' C{tls} and
+    C{credentials} are the URL's); C{timeout} is each hint's.
 
     @raise framing.login.urls.InvalidURL: C{url} is not a canonical object URL.
     @raise framing.login.urls.KeyMismatch: the server holds another key
         (the name was not sent).
     @raise framing.login.LoginRefused: the server knows no such name (or no longer).
     @raise OSError: the last hint's connection error (L{ConnectTimedOut} among them).
+    @raise ValueError: the options have credentials or interceptors.
     """
+    options.refuseCredentials("connectURL")
+    options.withoutInterceptors("the blocking client")
     attempts = HintAttempts(ObjectURL.parse(url))
-    options = ConnectOptions(timeout, callTimeout, silenceTimeout, limits, registry, interface)
+    named = replace(options, credentials=ObjectName(attempts.url.name))
     for target, hint in attempts:
         try:
-            return _open(
-                target, hint, None, pinnedContext(), attempts.url.keyHash, ObjectName(attempts.url.name), options
-            )
+            return _open(target, hint, None, pinnedContext(), attempts.url.keyHash, named, interface)
         except Exception as error:
             attempts.failed(error)
     raise attempts.failure()
@@ -1586,22 +1500,28 @@ class BlockingFailover:
         self,
         addresses: Sequence[str | tuple[str, int]],
         *,
-        policy: str,
-        moveTimeout: float,
-        credentials: Any,
-        tls: ssl.SSLContext | None,
-        options: ConnectOptions,
-        backoff: Backoff | None = None,
+        options: ClientOptions = CLIENT_DEFAULTS,
+        connectionClass: Callable[..., BlockingConnection] = BlockingConnection,
     ) -> None:
-        self.moveTimeout = moveTimeout
-        self._credentials = credentials
-        self._tls = tls
+        """
+        Resolve C{addresses} (see L{connect}, which makes this for a list);
+        C{connectionClass}: the class of the connections made.
+
+        @raise UnsupportedCredentials: no login mechanism takes the options' C{credentials}.
+        @raise ValueError: the options have interceptors.
+        """
+        options.withoutInterceptors("the blocking client")
+        self.moveTimeout = options.moveTimeout
+        self._tls = tlsOf(options)
         self._options = options
+        self._connectionClass = connectionClass
         resolved = resolveAll(addresses, options.timeout)
         self._hostnames = dict(resolved)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
-        self.book: AddressBook[BlockingConnection] = AddressBook([target for target, _ in resolved], policy, backoff)
+        self.book: AddressBook[BlockingConnection] = AddressBook(
+            [target for target, _ in resolved], options.policy, options.backoff
+        )
         self.root = FailoverReference(self)
         self._closed = False
 
@@ -1660,12 +1580,11 @@ class BlockingFailover:
             if step.until is not None:
                 left = max(step.until - time.monotonic(), 0.001)
                 timeout = left if timeout is None else min(timeout, left)
-            options = copy.copy(self._options)
-            options.timeout = timeout
+            options = replace(self._options, timeout=timeout)
             hostname = self._hostnames.get((host, port), host)
             try:
                 connection = _open(
-                    (host, port), f"{host}:{port}", hostname, self._tls, None, self._credentials, options
+                    (host, port), f"{host}:{port}", hostname, self._tls, None, options, None, self._connectionClass
                 )
             except Exception as error:  # (refused, timed out, TLS, login: the address backs off)
                 with self._lock:

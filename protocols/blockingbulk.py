@@ -34,7 +34,7 @@ from framing.bulk.streams import ClientStreams, IncomingTransfer, Sink
 from framing.rpc.errors import ConnectionLost, DeadReferenceError, ServerSilent
 from framing.rpc.session import Settled
 
-from .blocking import BlockingConnection, ConnectOptions, _open, _Waiter, connectTarget
+from .blocking import BlockingConnection, _open, _Waiter, connectTarget
 from .bulkfiles import (
     Call,
     FileTransfer,
@@ -47,6 +47,7 @@ from .bulkfiles import (
     fileStream,
     uploadSteps,
 )
+from .options import CLIENT_DEFAULTS, ClientOptions
 
 RETRYABLE = (ConnectionLost, ServerSilent, DeadReferenceError, ConnectionError)
 """Failures after which L{sendFile} and L{fetchFile} reconnect and resume."""
@@ -59,10 +60,10 @@ class BlockingBulkConnection(BlockingConnection):
     @ivar streams: its L{ClientStreams}.
     """
 
-    def __init__(self, sock: Any, peer: str, **options: Any) -> None:
+    def __init__(self, sock: Any, peer: str, options: ClientOptions = CLIENT_DEFAULTS) -> None:
         """As L{BlockingConnection}'s, with the bulk streams as the session's extension."""
         self.streams = ClientStreams()
-        super().__init__(sock, peer, extension=self.streams, **options)
+        super().__init__(sock, peer, options, extension=self.streams)
 
     def receive(self, stream: IncomingTransfer, sink: Sink) -> tuple[int, bytes | None]:
         """
@@ -144,16 +145,17 @@ class BlockingBulkConnection(BlockingConnection):
         return runner.outcome
 
 
-def connect(address: str | tuple[str, int], **arguments: Any) -> BlockingBulkConnection:
+def connect(
+    address: str | tuple[str, int], *, interface: type | None = None, options: ClientOptions = CLIENT_DEFAULTS
+) -> BlockingBulkConnection:
     """
     Connect to the chunkwire bulk server at C{address}: as
-    L{protocols.blocking.connect}, with the same keyword arguments, for a
+    L{protocols.blocking.connect}, with the same arguments, for a
     L{BlockingBulkConnection}.
     """
-    credentials, tls = arguments.pop("credentials", None), arguments.pop("tls", False)
-    (host, port), context = connectTarget(address, credentials, tls)
-    options = ConnectOptions.fromKeywords(arguments, BlockingBulkConnection)
-    connection = _open((host, port), f"{host}:{port}", host, context, None, credentials, options)
+    options.withoutInterceptors("the blocking client")
+    (host, port), context = connectTarget(address, options)
+    connection = _open((host, port), f"{host}:{port}", host, context, None, options, interface, BlockingBulkConnection)
     assert isinstance(connection, BlockingBulkConnection)
     return connection
 

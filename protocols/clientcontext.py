@@ -22,7 +22,7 @@ Design: docs/design/serving.md
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -59,3 +59,33 @@ def callContext(timeout: float | None = None, metadata: Mapping[str, str] | None
         yield
     finally:
         calling.reset(token)
+
+
+def scopeReader(connection: Scope | None) -> Callable[[], Scope | None]:
+    """
+    What a connection whose own scope is C{connection} (its
+    L{protocols.options.ClientOptions.metadata}, or C{None}) calls for the
+    scope of each call: C{calling.get} itself when it has none (no cost on
+    a call's path), else L{within} that scope and the block's.
+    """
+    if connection is None:
+        return calling.get
+
+    def read() -> Scope | None:
+        return within(connection, calling.get())
+
+    return read
+
+
+def within(connection: Scope | None, scope: Scope | None) -> Scope | None:
+    """
+    The scope of a call made in C{scope} (C{calling}'s) on a connection
+    whose own is C{connection} (its L{protocols.options.ClientOptions.metadata},
+    or C{None}): the connection's metadata under the block's (a key the
+    block sets keeps its value), the block's deadline.
+    """
+    if connection is None:
+        return scope
+    if scope is None:
+        return connection
+    return Scope(scope.deadline, {**(connection.metadata or {}), **(scope.metadata or {})})

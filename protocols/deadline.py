@@ -29,17 +29,9 @@ from framing import ProtocolError
 from framing.wire import PREAMBLE
 
 from .interfaces import IConnectionObserver
+from .options import DEFAULT_CONNECT_TIMEOUT
 
 __all__ = ["DEFAULT_CONNECT_TIMEOUT", "ConnectTimeout", "DeadlineEndpoint"]
-
-DEFAULT_CONNECT_TIMEOUT = 30.0
-"""
-Seconds a client gives a connection to be made and ready (the keyword
-C{timeout} of every way of connecting): far more than a TCP and TLS
-handshake and a login take on any working path, even across the world and
-through a busy server's throttle, and short enough that a user waiting on
-a server that says nothing is told so within half a minute.
-"""
 
 
 class ConnectTimeout(ProtocolError):

@@ -57,13 +57,13 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from framing import Registry
+from framing.rpc.limits import SERVER_CALL_LIMITS
 from framing.rpc.referenceable import Referenceable
 from framing.trace import TokenTracer
 
 from .auth.authority import CertificateAuthority, IssuedCertificate
 from .guard import connectionOf
 from .rpc.broker import Broker
-from .rpc.limits import SERVER_CALL_LIMITS
 from .rpc.refs import RemoteReference
 
 T = TypeVar("T")

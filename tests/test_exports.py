@@ -186,6 +186,7 @@ EXPORTS: dict[str, list[str]] = {
         "CallContext",
         "CallLimits",
         "CallTimedOut",
+        "ClientOptions",
         "ConnectTimeout",
         "DeadReferenceError",
         "DeadlineExceeded",
@@ -213,6 +214,7 @@ EXPORTS: dict[str, list[str]] = {
         "RemoteReference",
         "RemoteViolation",
         "SERVER_CALL_LIMITS",
+        "ServerOptions",
         "StreamOptions",
         "StreamReader",
         "TooManyPendingCalls",
@@ -248,7 +250,7 @@ EXPORTS: dict[str, list[str]] = {
     ],
 }
 
-# The re-export modules that are gone: import each name from its definition.
+# The re-export modules that are gone (and protocols.rpc.limits, moved): import each name from its definition.
 REMOVED = (
     "protocols.auth.errors",
     "protocols.auth.scram",
@@ -261,6 +263,7 @@ REMOVED = (
     "protocols.bulk.wire",
     "protocols.rpc.errors",
     "protocols.rpc.hints",
+    "protocols.rpc.limits",
     "protocols.rpc.referenceable",
     "protocols.rpc.wire",
 )

@@ -6,7 +6,9 @@ import signal
 
 from twisted.trial.unittest import SkipTest, SynchronousTestCase
 
+from framing.rpc.limits import CallLimits
 from protocols.blocking import connect
+from protocols.options import ClientOptions
 from tests import zygote
 from tests.processes import readUntil, stop
 from tests.protocols.failover import PRELOAD
@@ -26,7 +28,10 @@ class ZygoteTests(SynchronousTestCase):
         self.addCleanup(stop, child)
         port = int(readUntil(child, rb"port=(\d+)").group(1))
         self.assertIsNone(child.poll())
-        with connect(f"127.0.0.1:{port}", timeout=zygote.HANG, callTimeout=zygote.HANG) as client:
+        with connect(
+            f"127.0.0.1:{port}",
+            options=ClientOptions(timeout=zygote.HANG, callLimits=CallLimits(callTimeout=zygote.HANG)),
+        ) as client:
             self.assertEqual(client.root.callRemote("whoami"), "s0")  # served: its SIGTERM handler is set
         child.terminate()
         self.assertEqual(child.wait(zygote.HANG), 0)

@@ -13,6 +13,7 @@ from protocols import rpc
 from protocols.auth import IRemoteRoot, LoginRefused
 from protocols.auth.tokens import BearerToken, TokenChecker
 from protocols.auth.users import UserFile, addUser
+from protocols.rpc.options import ServerOptions
 
 
 class Notes(rpc.Referenceable):
@@ -49,7 +50,7 @@ async def main(reactor):
         addUser(users, "ada", b"correct horse", iterations=4096)
         tokens = TokenChecker({b"build-bot": b"a long random API key"})
         portal = Portal(NotesRealm(), [UserFile(users), tokens])
-        port = await rpc.serve(reactor, "tcp:0:interface=127.0.0.1", portal=portal)
+        port = await rpc.serve(reactor, "tcp:0:interface=127.0.0.1", options=ServerOptions(portal=portal))
         address = f"tcp:host=127.0.0.1:port={port.getHost().port}"
 
         ada = await rpc.login(reactor, address, UsernamePassword(b"ada", b"correct horse"))

@@ -10,6 +10,7 @@ from protocols import rpc
 from protocols.auth import LoginRefused
 from protocols.auth.identity import ServerIdentity
 from protocols.auth.names import NameTable
+from protocols.rpc.options import ServerOptions
 
 
 class Counter(rpc.Referenceable):
@@ -31,7 +32,7 @@ async def main(reactor):
         counter = Counter()
         name = names.register(counter, label="the counter")
         listen = identity.serverDescription(f"unix:{directory}/counter.sock")
-        port = await rpc.serve(reactor, listen, names=names)
+        port = await rpc.serve(reactor, listen, options=ServerOptions(names=names))
         url = names.url(identity, [f"unix:{directory}/counter.sock"], name)
         print("URL scheme and parts:", str(url).split("://")[0], len(url.keyHash), len(url.name))
 
@@ -43,7 +44,7 @@ async def main(reactor):
         # A restart: the table read from the file knows the name, and the label gets its object back.
         names = NameTable(Path(directory) / "names.json")
         names.bind("the counter", counter)
-        port = await rpc.serve(reactor, listen, names=names)
+        port = await rpc.serve(reactor, listen, options=ServerOptions(names=names))
         remote = await rpc.connectURL(reactor, str(url))
         print("after a restart, the same URL:", await remote.callRemote("increment"))
         await remote.broker.disconnect()

@@ -7,6 +7,7 @@ from twisted.internet.task import deferLater, react
 
 from protocols import rpc
 from protocols.rpc.interceptors import CallInterceptor
+from protocols.rpc.options import ServerOptions
 
 REQUEST_ID: ContextVar[str] = ContextVar("request_id", default="-")
 
@@ -39,7 +40,9 @@ class Orders(rpc.Referenceable):
 
 
 async def main(reactor):
-    port = await rpc.serve(reactor, "tcp:0:interface=127.0.0.1", Orders(reactor), interceptors=[RequestIds()])
+    port = await rpc.serve(
+        reactor, "tcp:0:interface=127.0.0.1", Orders(reactor), options=ServerOptions(interceptors=[RequestIds()])
+    )
     root = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={port.getHost().port}")
     with rpc.callContext(metadata={"request-id": "r-1"}):
         first = root.callRemote("place", "apples")

@@ -7,6 +7,8 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import react
 
 from protocols import rpc
+from protocols.options import ClientOptions
+from protocols.rpc.options import ServerOptions
 from protocols.rpc.otel import TracingInterceptor
 
 
@@ -35,10 +37,18 @@ async def main(reactor):
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracing = TracingInterceptor(provider, service="greeter")
 
-    namesPort = await rpc.serve(reactor, "tcp:0:interface=127.0.0.1", Names(), interceptors=[tracing])
-    names = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={namesPort.getHost().port}", interceptors=[tracing])
-    port = await rpc.serve(reactor, "tcp:0:interface=127.0.0.1", Greeter(names), interceptors=[tracing])
-    root = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={port.getHost().port}", interceptors=[tracing])
+    namesPort = await rpc.serve(
+        reactor, "tcp:0:interface=127.0.0.1", Names(), options=ServerOptions(interceptors=[tracing])
+    )
+    names = await rpc.connect(
+        reactor, f"tcp:host=127.0.0.1:port={namesPort.getHost().port}", options=ClientOptions(interceptors=[tracing])
+    )
+    port = await rpc.serve(
+        reactor, "tcp:0:interface=127.0.0.1", Greeter(names), options=ServerOptions(interceptors=[tracing])
+    )
+    root = await rpc.connect(
+        reactor, f"tcp:host=127.0.0.1:port={port.getHost().port}", options=ClientOptions(interceptors=[tracing])
+    )
     print(await root.callRemote("greet", "ada"))
     for ref in (root, names):
         await ref.broker.disconnect()

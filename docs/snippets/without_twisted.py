@@ -6,6 +6,9 @@ import sys
 # (in real use it already runs somewhere: python examples/kv_server.py --listen tcp:8760).
 from _kv_service import startKeyValueServer
 
+from framing.rpc.limits import CallLimits
+from protocols.options import ClientOptions
+
 server, port, _ = startKeyValueServer()
 
 # -- the client ------------------------------------------------------------------------------
@@ -20,7 +23,9 @@ class KeyNotFound(KeyError):
 registerError(KeyNotFound, "kv.KeyNotFound")
 
 try:
-    with connect(f"127.0.0.1:{port}", timeout=10, callTimeout=10) as connection:
+    with connect(
+        f"127.0.0.1:{port}", options=ClientOptions(timeout=10, callLimits=CallLimits(callTimeout=10))
+    ) as connection:
         root = connection.root
         root.callRemote("put", "greeting", "hello")
         print("get:", root.callRemote("get", "greeting"))

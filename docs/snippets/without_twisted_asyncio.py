@@ -6,6 +6,9 @@ import sys
 # (in real use it already runs somewhere: python examples/kv_server.py --listen tcp:8760).
 from _kv_service import startKeyValueServer
 
+from framing.rpc.limits import CallLimits
+from protocols.options import ClientOptions
+
 server, port, _ = startKeyValueServer()
 
 # -- the client ------------------------------------------------------------------------------
@@ -23,7 +26,9 @@ registerError(KeyNotFound, "kv.KeyNotFound")
 
 
 async def main() -> None:
-    async with await connect(f"127.0.0.1:{port}", timeout=10, callTimeout=10) as connection:
+    async with await connect(
+        f"127.0.0.1:{port}", options=ClientOptions(timeout=10, callLimits=CallLimits(callTimeout=10))
+    ) as connection:
         root = connection.root
         # 100 calls in flight at once on the one connection, answered in any order.
         await asyncio.gather(*(root.callRemote("put", f"user/{n}", f"name {n}") for n in range(100)))

@@ -5,6 +5,9 @@ import sys
 # The service and the part of its interface these snippets call (docs/snippets/_kv_service.py).
 from _kv_service import IKeyValue, startKeyValueServer
 
+from framing.rpc.limits import CallLimits
+from protocols.options import ClientOptions
+
 server, port, token = startKeyValueServer(logins=True)
 
 # -- the client ------------------------------------------------------------------------------
@@ -18,7 +21,9 @@ from protocols.asyncioclient import connect  # noqa: E402
 async def main() -> None:
     address = f"127.0.0.1:{port}"
     ada = Password("ada", "ada's secret")
-    async with await connect(address, credentials=ada, interface=IKeyValue, callTimeout=10) as connection:
+    async with await connect(
+        address, interface=IKeyValue, options=ClientOptions(credentials=ada, callLimits=CallLimits(callTimeout=10))
+    ) as connection:
         kv = connection.root
         await kv.put("greeting", "hello")
         print("ada reads:", await kv.get("greeting"))
@@ -26,10 +31,12 @@ async def main() -> None:
             await kv.get("k" * 2000)  # refused when called, before anything is sent
         except Violation as error:
             print("refused here, nothing sent:", error.where)
-    async with await connect(address, credentials=Token(token), interface=IKeyValue) as connection:
+    async with await connect(
+        address, interface=IKeyValue, options=ClientOptions(credentials=Token(token))
+    ) as connection:
         print("build-bot reads:", await connection.root.get("greeting"))
     try:
-        await connect(address, credentials=Password("ada", "a guess"))
+        await connect(address, options=ClientOptions(credentials=Password("ada", "a guess")))
     except LoginRefused as error:
         print("wrong password:", error)
 

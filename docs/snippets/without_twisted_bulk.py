@@ -7,6 +7,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from protocols.options import ClientOptions
+
 # The service: the bulk example server on a directory of its own, started so that the snippet runs as it is
 # (in real use it already runs somewhere: python examples/bulk_server.py --listen tcp:8770 --dir /srv/files).
 work = Path(tempfile.mkdtemp())
@@ -26,7 +28,7 @@ import asyncio  # noqa: E402
 from framing.bulk import NoSuchFile  # noqa: E402
 from protocols import asynciobulk, blockingbulk  # noqa: E402
 
-with blockingbulk.connect(f"127.0.0.1:{port}", timeout=10) as connection:
+with blockingbulk.connect(f"127.0.0.1:{port}", options=ClientOptions(timeout=10)) as connection:
     # Resumable: openUpload says what the service holds, only the rest is sent, finishUpload checks the digest.
     sent = connection.upload(report, "report.bin")
     print("uploaded:", sent.size, "bytes,", sent.algorithm, "checked by the service")
@@ -47,7 +49,7 @@ print("sent again, resumed from:", again.resumedFrom, "bytes")
 
 
 async def main() -> None:
-    async with await asynciobulk.connect(f"127.0.0.1:{port}", timeout=10) as connection:
+    async with await asynciobulk.connect(f"127.0.0.1:{port}", options=ClientOptions(timeout=10)) as connection:
         # Transfers run at once on one connection, as calls do; a file is hashed off the event loop.
         up, down = await asyncio.gather(
             connection.upload(report, "report2.bin", resume=False),  # put: one stream, its digest checked end to end

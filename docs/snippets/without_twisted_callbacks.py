@@ -5,6 +5,9 @@ import sys
 # The service: the key-value example server, started so that the snippet runs as it is.
 from _kv_service import startKeyValueServer
 
+from framing.rpc.limits import CallLimits
+from protocols.options import ClientOptions
+
 server, port, _ = startKeyValueServer()
 
 # -- the client ------------------------------------------------------------------------------
@@ -21,7 +24,9 @@ class Watcher(Referenceable):
 
 
 try:
-    with connect(f"127.0.0.1:{port}", timeout=10, callTimeout=10) as connection:
+    with connect(
+        f"127.0.0.1:{port}", options=ClientOptions(timeout=10, callLimits=CallLimits(callTimeout=10))
+    ) as connection:
         root = connection.root
         watcher = Watcher()
         root.callRemote("watch", "greeting", watcher)

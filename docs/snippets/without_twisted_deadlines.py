@@ -5,6 +5,8 @@ import sys
 # The service: a Twisted server that reports what each call carried, started in a process of its own.
 from _timed_service import startTimedServer
 
+from protocols.options import ClientOptions
+
 server, port = startTimedServer()
 
 # -- the clients -----------------------------------------------------------------------------
@@ -16,7 +18,7 @@ from protocols.blocking import callContext  # noqa: E402  (the same as protocols
 
 
 def fromAScript() -> None:
-    with blocking.connect(f"127.0.0.1:{port}", timeout=10) as connection:
+    with blocking.connect(f"127.0.0.1:{port}", options=ClientOptions(timeout=10)) as connection:
         # Every call made inside the block has 2 s from now, and this metadata.
         with callContext(timeout=2.0, metadata={"request-id": "r-17"}):
             left, metadata = connection.root.callRemote("peek")
@@ -31,7 +33,7 @@ def fromAScript() -> None:
 
 
 async def fromAsyncio() -> None:
-    async with await asyncioclient.connect(f"127.0.0.1:{port}", timeout=10) as connection:
+    async with await asyncioclient.connect(f"127.0.0.1:{port}", options=ClientOptions(timeout=10)) as connection:
         with callContext(timeout=2.0, metadata={"request-id": "r-18"}):
             # The tasks gather starts inside the block copy its context: each call carries it.
             seen = await asyncio.gather(*(connection.root.callRemote("peek") for _ in range(3)))

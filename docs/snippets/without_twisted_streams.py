@@ -5,6 +5,9 @@ import sys
 # The service: a Twisted server whose methods return generators, started so that the snippet runs as it is.
 from _streams_service import startStreamsServer
 
+from framing.rpc.limits import CallLimits
+from protocols.options import ClientOptions
+
 server, port = startStreamsServer()
 
 # -- the client ------------------------------------------------------------------------------
@@ -23,7 +26,9 @@ class IPrices(RemoteInterface, Protocol, name="howto.streams.IPrices"):
 
 # A plain script: the stream is an iterator, read on this thread as calls are.
 def script() -> None:
-    with blocking.connect(f"127.0.0.1:{port}", timeout=10, callTimeout=10) as connection:
+    with blocking.connect(
+        f"127.0.0.1:{port}", options=ClientOptions(timeout=10, callLimits=CallLimits(callTimeout=10))
+    ) as connection:
         print("blocking ticks:", list(connection.root.callRemote("ticks", 5)))
         for tick in connection.root.callRemote("ticks", 1_000_000):
             if tick == 102:
@@ -38,7 +43,9 @@ def script() -> None:
 
 # An asyncio application: the stream is an async iterator; calls and other streams go on meanwhile.
 async def main() -> None:
-    async with await asyncioclient.connect(f"127.0.0.1:{port}", timeout=10, callTimeout=10) as connection:
+    async with await asyncioclient.connect(
+        f"127.0.0.1:{port}", options=ClientOptions(timeout=10, callLimits=CallLimits(callTimeout=10))
+    ) as connection:
         root = connection.root
         print("asyncio ticks:", [tick async for tick in await root.callRemote("ticks", 5)])
         stream = await root.callRemote("ticks", 1_000_000)

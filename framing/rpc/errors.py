@@ -86,7 +86,7 @@ class RemoteError(Exception):
         subclasses).
     @ivar message: C{str()} of the remote exception.
     @ivar remoteTraceback: the remote traceback as text, only if the other
-        side opted in (C{serve(..., tracebacks=True)}); otherwise C{None}.
+        side opted in (C{ServerOptions(tracebacks=True)}); otherwise C{None}.
     """
 
     def __init__(self, remoteType: str, message: str, remoteTraceback: str | None = None) -> None:
@@ -275,7 +275,7 @@ class ClosedBeforePreamble(ConnectionLost):
     def __init__(self, peer: str) -> None:
         super().__init__(
             f"{peer} closed the connection before sending anything; a TLS server does this to a plain client:"
-            " if the server listens with ssl:, connect with tls=True (or tls=tlsContext(...))"
+            " if the server listens with ssl:, connect with ClientOptions(tls=True) (or tls=tlsContext(...))"
         )
         self.peer = peer
 

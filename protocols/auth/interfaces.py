@@ -1,6 +1,6 @@
 """The interface a realm's avatars are asked for.
 
-Contract: a realm used with C{rpc.serve(portal=...)} is asked for
+Contract: a realm used with C{rpc.ServerOptions(portal=...)} is asked for
 L{IRemoteRoot}, and answers with a L{protocols.rpc.Referenceable}: the root
 object that client sees.
 """

@@ -27,7 +27,7 @@ __all__ = ["portal"]
 
 def portal(realm: object, checkers: Iterable[object] = ()) -> Portal:
     """
-    A C{Portal} of C{realm} and C{checkers}, as C{serve(..., portal=)} takes.
+    A C{Portal} of C{realm} and C{checkers}, as C{ServerOptions(portal=...)} takes.
 
     @param realm: an object providing C{IRealm} (declared with
         C{@implementer(IRealm)}): it is asked for each logged-in client's

@@ -21,7 +21,7 @@ Design: docs/design/bulk.md
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -51,13 +51,12 @@ from framing.bulk.wire import (
 from framing.outgoing import Outgoing
 from framing.slicing.interfaces import ISlicer
 
-from ..auth.server import DEFAULT_LOGIN_TIMEOUT
-from ..deadline import DEFAULT_CONNECT_TIMEOUT
-from ..guard import DEFAULT_GUARD, GuardPolicy
 from ..interfaces import IBrokerExtension
+from ..options import CLIENT_DEFAULTS, ClientOptions
 from ..rpc import Broker, BrokerFactory, CallLimits, Referenceable, RemoteReference, currentBroker
-from ..rpc.endpoints import connectWithFactory, listenWith, loginGate
+from ..rpc.endpoints import connectWithFactory, listenWith, serverFactoryOf
 from ..rpc.listening import ListeningPort
+from ..rpc.options import SERVER_DEFAULTS, ServerOptions, clientFactory
 from ..rpc.refs import HasRemoteProxy
 from ..sockets import tuneForBulk
 from .allocator import steadyAllocator as makeAllocatorSteady
@@ -555,49 +554,29 @@ def serve(
     description: str | Any,
     root: Referenceable | None = None,
     *,
-    tracebacks: bool = False,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
-    options: BulkOptions | None = None,
-    callLimits: CallLimits | None = None,
-    portal: Any = None,
-    names: Any = None,
-    loginTimeout: float = DEFAULT_LOGIN_TIMEOUT,
-    interceptors: Iterable[Any] = (),
-    throttle: Any = None,
-    guard: GuardPolicy | None = DEFAULT_GUARD,
+    options: ServerOptions = SERVER_DEFAULTS,
+    bulkOptions: BulkOptions | None = None,
     steadyAllocator: bool = True,
 ) -> Deferred[ListeningPort]:
     """
-    As L{protocols.rpc.serve} (a root, or logins through C{portal} or
-    C{names}; the same keywords, the guard on by default), with streams
-    too, each connection's carried with C{options}.  The guard does not
-    count a stream paused by flow control as idle.  C{callLimits} is
-    C{CLIENT_CALL_LIMITS} if C{None} (a server's call back to a client,
-    which may carry a long stream, has no timeout).
+    As L{protocols.rpc.serve} (a root, or logins; the same L{ServerOptions},
+    the guard on by default), with streams too, each connection's carried
+    with C{bulkOptions}.  The guard does not count a stream paused by flow
+    control as idle.  The options' C{callLimits} are C{CLIENT_CALL_LIMITS}
+    if C{None} (a server's call back to a client, which may carry a long
+    stream, has no timeout).
 
     @param steadyAllocator: whether to call
         L{protocols.bulk.steadyAllocator} first (the default): on Linux
         with glibc it fixes the B{whole process's} malloc thresholds, so
         that per-read buffers stay with the process and connections read
         L{protocols.bulk.STEADY_READ_SIZE} per turn.  C{False} leaves the
-        C library alone (reads are then 512 KiB unless C{options} says
+        C library alone (reads are then 512 KiB unless C{bulkOptions} say
         otherwise).
     """
     if steadyAllocator:
         makeAllocatorSteady()
-    factory = BulkBrokerFactory(
-        root,
-        clock=reactor,
-        tracebacks=tracebacks,
-        limits=limits,
-        registry=registry,
-        options=options,
-        callLimits=callLimits,
-        gate=loginGate(root, portal, names, reactor, loginTimeout, throttle),
-        interceptors=interceptors,
-        guard=guard,
-    )
+    factory = serverFactoryOf(partial(BulkBrokerFactory, options=bulkOptions), root, options, reactor, None)
     return listenWith(reactor, description, factory)
 
 
@@ -607,14 +586,9 @@ def connect(
     description: str | Any,
     *,
     root: Referenceable | None = None,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
-    callLimits: CallLimits | None = None,
-    interceptors: Iterable[Any] = (),
     interface: None = None,
-    credentials: Any = None,
-    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
-    options: BulkOptions | None = None,
+    options: ClientOptions = CLIENT_DEFAULTS,
+    bulkOptions: BulkOptions | None = None,
     steadyAllocator: bool = True,
 ) -> Deferred[RemoteReference]: ...
 
@@ -625,14 +599,9 @@ def connect(
     description: str | Any,
     *,
     root: Referenceable | None = None,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
-    callLimits: CallLimits | None = None,
-    interceptors: Iterable[Any] = (),
     interface: HasRemoteProxy[T],
-    credentials: Any = None,
-    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
-    options: BulkOptions | None = None,
+    options: ClientOptions = CLIENT_DEFAULTS,
+    bulkOptions: BulkOptions | None = None,
     steadyAllocator: bool = True,
 ) -> Deferred[T]: ...
 
@@ -642,22 +611,17 @@ def connect(
     description: str | Any,
     *,
     root: Referenceable | None = None,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
-    callLimits: CallLimits | None = None,
-    interceptors: Iterable[Any] = (),
     interface: HasRemoteProxy[Any] | None = None,
-    credentials: Any = None,
-    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
-    options: BulkOptions | None = None,
+    options: ClientOptions = CLIENT_DEFAULTS,
+    bulkOptions: BulkOptions | None = None,
     steadyAllocator: bool = True,
 ) -> Deferred[Any]:
     """
-    As L{protocols.rpc.connect} (the same keywords: with C{credentials}, log
-    in first as L{protocols.rpc.login} does; C{timeout} for connecting,
-    hearing the server and logging in; C{interface} for a typed proxy),
-    with a connection that carries streams, with C{options}; close it with
-    C{ref.broker.disconnect()}.
+    As L{protocols.rpc.connect} (the same L{ClientOptions}: with
+    C{credentials}, log in first as L{protocols.rpc.login} does; C{timeout}
+    for connecting, hearing the server and logging in; C{interface} for a
+    typed proxy), with a connection that carries streams, with
+    C{bulkOptions}; close it with C{ref.broker.disconnect()}.
 
     @param steadyAllocator: whether to call
         L{protocols.bulk.steadyAllocator} first (the default), a setting of
@@ -665,15 +629,5 @@ def connect(
     """
     if steadyAllocator:
         makeAllocatorSteady()
-    factory = BulkBrokerFactory(
-        root,
-        clock=reactor,
-        limits=limits,
-        registry=registry,
-        options=options,
-        callLimits=callLimits,
-        interceptors=interceptors,
-    )
-    return connectWithFactory(
-        reactor, description, factory, credentials=credentials, interface=interface, timeout=timeout
-    )
+    factory = clientFactory(reactor, root, options, partial(BulkBrokerFactory, options=bulkOptions))
+    return connectWithFactory(reactor, description, factory, options, interface)

@@ -29,8 +29,11 @@ L{CallTimedOut}, L{DeadlineExceeded}, C{CancelledError}, the reason the
 connection was lost).  Deadlines and metadata travel with the calls made in
 a L{callContext}; a method reads its own with L{currentCall}
 (L{protocols.rpc.context}).
+How a server serves is one L{ServerOptions} (C{serve(reactor, description,
+root, options=ServerOptions(...))}), how a client connects one
+L{ClientOptions} (every C{connect}, Twisted's and the clients' without it).
 Per-connection limits (references held, calls waiting, call timeout) are a
-L{CallLimits}, in L{protocols.rpc.limits}.  The message table is in
+L{CallLimits}, in L{framing.rpc.limits}.  The message table is in
 L{framing.rpc.wire}; a L{Broker} (L{protocols.rpc.broker}) is the receiver
 of one connection and hands each message to its job: the calls this side
 makes (L{protocols.rpc.calls}), the calls it answers
@@ -56,18 +59,20 @@ from framing.rpc.errors import (
     register_error,
     registerError,
 )
+from framing.rpc.limits import CLIENT_CALL_LIMITS, SERVER_CALL_LIMITS, CallLimits
 from framing.rpc.referenceable import Referenceable
 from framing.rpc.signatures import MaxLength, MinLength, Pattern, Range, RemoteMethod, UnsupportedHint, remote
 
 from ..deadline import ConnectTimeout
+from ..options import ClientOptions
 from .broker import Broker, BrokerFactory, currentBroker
 from .context import CallContext, callContext, currentCall
 from .drain import DrainDeadlineExceeded, GoingAway, drainBrokers, drainPort
 from .endpoints import ReconnectingClient, connect, connectURL, login, reconnecting, serve, serverFactory
 from .failover import FailoverClient
 from .interfaces import RemoteInterface, TypedReference, deferred, interfaceNamed, referenceOf
-from .limits import CLIENT_CALL_LIMITS, SERVER_CALL_LIMITS, CallLimits
 from .listening import ListeningPort
+from .options import ServerOptions
 from .refs import RefOf, RemoteReference
 from .streams import ObjectStream, ObjectStreams, StreamOptions, StreamReader
 
@@ -79,6 +84,7 @@ __all__ = [
     "CallContext",
     "CallLimits",
     "CallTimedOut",
+    "ClientOptions",
     "ConnectTimeout",
     "DeadReferenceError",
     "DeadlineExceeded",
@@ -102,6 +108,7 @@ __all__ = [
     "Range",
     "ReconnectingClient",
     "RefOf",
+    "ServerOptions",
     "Referenceable",
     "RemoteError",
     "RemoteInterface",

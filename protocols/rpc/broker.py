@@ -46,6 +46,7 @@ from framing.errors import short_repr
 from framing.login.wire import addLoginTypes
 from framing.outgoing import Outgoing
 from framing.rpc.errors import MessageRefused, MessageWithoutId, NotAnRpcMessage, UnreadableRequestId
+from framing.rpc.limits import CLIENT_CALL_LIMITS, CallLimits
 from framing.rpc.referenceable import Referenceable
 from framing.rpc.wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, MESSAGES, RELEASE, Message, addMessageTypes
 from framing.slicing.registry import DEFAULT_REGISTRY
@@ -61,7 +62,6 @@ from .calls import OutgoingCalls
 from .disconnection import Disconnection
 from .drain import ConnectionDrain
 from .interceptors import intercept
-from .limits import CLIENT_CALL_LIMITS, CallLimits
 from .refs import (
     REF_OPEN_TYPE,
     YOURREF_OPEN_TYPE,

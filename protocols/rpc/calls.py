@@ -46,10 +46,10 @@ from framing.rpc.errors import (
     callLost,
     rebuild,
 )
+from framing.rpc.limits import CallLimits
 from framing.rpc.wire import CALL, CANCEL, NO_ANSWER, Message, callContext
 
 from .context import scope
-from .limits import CallLimits
 
 CallSent = Callable[[Deferred[Any], Outgoing], object]
 """An extension's C{callSent(call, outgoing)} (see L{protocols.interfaces.IBrokerExtension})."""

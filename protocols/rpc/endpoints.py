@@ -15,7 +15,9 @@ was sent before, so none is sent twice.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
 from typing import Any, TypeVar, overload
 
 from twisted.application.internet import ClientService, backoffPolicy
@@ -26,86 +28,82 @@ from twisted.internet.task import deferLater
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from framing import Limits, Registry
 from framing.login.errors import LoginFailed
-from framing.rpc.addresses import PICK_FIRST, Backoff
 from framing.rpc.errors import DeadReferenceError
+from framing.rpc.limits import SERVER_CALL_LIMITS, CallLimits
 from framing.rpc.referenceable import Referenceable
 
 from ..auth.client import ClientLogin, ObjectName, mechanismFor
-from ..auth.server import DEFAULT_LOGIN_TIMEOUT, Authenticator
-from ..deadline import DEFAULT_CONNECT_TIMEOUT, DeadlineEndpoint
-from ..guard import DEFAULT_GUARD, GuardPolicy
+from ..auth.server import Authenticator
+from ..deadline import DeadlineEndpoint
+from ..options import CLIENT_DEFAULTS, ClientOptions
 from .broker import Broker, BrokerFactory
 from .drain import DrainDeadlineExceeded, GoingAway
 from .failover import FailoverClient
-from .limits import SERVER_CALL_LIMITS, CallLimits
 from .listening import ListeningPort, ServingPort
+from .options import SERVER_DEFAULTS, ServerOptions, clientFactory, gateLogins
 from .refs import HasRemoteProxy, RemoteReference
 
 T = TypeVar("T")
 
 
 def serverFactory(
-    root: Referenceable | None = None,
-    *,
-    clock: Any = None,
-    tracebacks: bool = False,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
-    callLimits: CallLimits | None = None,
-    portal: Any = None,
-    names: Any = None,
-    loginTimeout: float = DEFAULT_LOGIN_TIMEOUT,
-    interceptors: Iterable[Any] = (),
-    throttle: Any = None,
-    guard: GuardPolicy | None = DEFAULT_GUARD,
+    root: Referenceable | None = None, *, options: ServerOptions = SERVER_DEFAULTS, clock: Any = None
 ) -> BrokerFactory:
     """
     A factory of brokers exposing C{root} (or the avatar of each login), to
     listen with any endpoint (C{serverFromString(reactor,
     description).listen(factory)}); its C{disconnectAll()} closes every
-    connection, for a clean shutdown.  Arguments as for L{serve}, and
-    C{throttle}: the L{protocols.auth.throttle.LoginThrottle} of its logins
-    (C{None}: one in this process; worker processes share one in SQLite).
-    Its connections are guarded by C{guard} as L{serve}'s are.
+    connection, for a clean shutdown.  Arguments as for L{serve}; C{clock}
+    is the reactor (C{None}: the global one).
+
+    @raise ValueError: both a root and logins, or neither.
     """
-    return BrokerFactory(
+    return serverFactoryOf(BrokerFactory, root, options, clock, SERVER_CALL_LIMITS)
+
+
+def serverFactoryOf(
+    kind: Callable[..., BrokerFactory],
+    root: Referenceable | None,
+    options: ServerOptions,
+    clock: Any,
+    callLimits: CallLimits | None,
+    **extra: Any,
+) -> BrokerFactory:
+    """
+    A server's factory of class C{kind} with C{options}; C{callLimits} when
+    they give none, and C{extra} keywords for C{kind} (a bulk factory's).
+    """
+    return kind(
         root,
         clock=clock,
-        tracebacks=tracebacks,
-        limits=limits,
-        registry=registry,
-        callLimits=callLimits or SERVER_CALL_LIMITS,
-        gate=loginGate(root, portal, names, clock, loginTimeout, throttle),
-        interceptors=interceptors,
-        guard=guard,
+        tracebacks=options.tracebacks,
+        limits=options.limits,
+        registry=options.registry,
+        callLimits=options.callLimits or callLimits,
+        gate=loginGate(root, options, clock),
+        interceptors=options.interceptors,
+        guard=options.guard,
+        **extra,
     )
 
 
-def loginGate(
-    root: Referenceable | None,
-    portal: Any,
-    names: Any,
-    clock: Any,
-    timeout: float = DEFAULT_LOGIN_TIMEOUT,
-    throttle: Any = None,
-) -> Callable[[Broker], object] | None:
+def loginGate(root: Referenceable | None, options: ServerOptions, clock: Any) -> Callable[[Broker], object] | None:
     """
     The gate of a server's brokers: C{None} for an open server (a C{root}),
-    else an L{Authenticator}'s guard over the portal and the name table.
-
-    @param throttle: the L{protocols.auth.throttle.LoginThrottle}, or C{None} for one in this process.
+    else an L{Authenticator}'s guard over the options' portal and name table.
 
     @raise ValueError: both a root and a login were given, or neither.
     """
-    if root is not None and (portal is not None or names is not None):
+    if root is not None and options.hasLogins:
         raise ValueError("give either a root (an open server) or a portal or names (a server with logins), not both")
-    if root is None and portal is None and names is None:
-        raise ValueError("a server needs a root, a portal, or a name table")
+    if root is None and not options.hasLogins:
+        raise ValueError("a server needs a root, or ServerOptions with a portal or a name table")
     if root is not None:
         return None
-    return Authenticator(portal, names, clock=clock, timeout=timeout, throttle=throttle).guard
+    return Authenticator(
+        options.portal, options.names, clock=clock, timeout=options.loginTimeout, throttle=options.throttle
+    ).guard
 
 
 def serve(
@@ -113,71 +111,25 @@ def serve(
     description: str | Any,
     root: Referenceable | None = None,
     *,
-    tracebacks: bool = False,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
-    callLimits: CallLimits | None = None,
-    portal: Any = None,
-    names: Any = None,
-    loginTimeout: float = DEFAULT_LOGIN_TIMEOUT,
-    interceptors: Iterable[Any] = (),
-    throttle: Any = None,
-    guard: GuardPolicy | None = DEFAULT_GUARD,
+    options: ServerOptions = SERVER_DEFAULTS,
 ) -> Deferred[ListeningPort]:
     """
     Expose C{root} on the server endpoint C{description}, or let clients
-    log in through C{portal} or by an object's name in C{names}.
+    log in through the C{portal} or by an object's name in the C{names} of
+    C{options}.
 
     @param description: a server endpoint description, or an
         C{IStreamServerEndpoint}.
     @param root: a L{Referenceable}; its L{remote} methods are what clients
         may call, and each connection gets the same object.  Anyone who can
-        connect can call it: give a C{portal} instead to know who calls.
-    @param tracebacks: send the traceback of a failed call to the caller
-        (C{RemoteError.remoteTraceback}).  Off by default: tracebacks show
-        source paths and code to whoever connects.
-    @param limits: the L{Limits} for what each connection receives (once
-        logged in, with a portal).
-    @param registry: the L{Registry} of application types both sides send.
-    @param callLimits: the L{CallLimits} of each connection: references a
-        client may make the server hold, the server's calls waiting on a
-        client, and their timeout; L{SERVER_CALL_LIMITS} (30 s) if C{None}.
-    @param portal: a C{twisted.cred} portal whose realm returns, for
-        L{protocols.auth.IRemoteRoot}, the L{Referenceable} each logged-in
-        client sees as its root (see L{protocols.auth}).
-    @param names: a L{protocols.auth.names.NameTable}: a client that
-        presents a registered name (L{connectURL}) gets that object.
-    @param loginTimeout: seconds a connection has to log in.
-    @param interceptors: L{protocols.rpc.interceptors.ICallInterceptor}s
-        told of each call on each connection (metrics, access control).
-    @param throttle: the L{protocols.auth.throttle.LoginThrottle} of the
-        logins; C{None}: one in this process.
-    @param guard: the L{protocols.guard.GuardPolicy} every connection is
-        watched with: a peer whose preamble does not come within 10 s, that
-        stalls in the middle of an object, stays silent past a keepalive
-        PING, idles for 15 minutes or stops reading is dropped, and the
-        connections are capped (1,000 in all, 20 per address).  The
-        default, L{protocols.guard.DEFAULT_GUARD}, is the example servers'
-        and C{twist}'s; C{None} turns the guard off (a server behind
-        something that guards it already).
+        connect can call it: give C{ServerOptions(portal=...)} instead to
+        know who calls.
+    @param options: the L{ServerOptions}: tracebacks, limits, registry,
+        call limits, interceptors, the guard (on by default) and logins.
     @return: a L{Deferred} firing with the listening port.
     @raise ValueError: both a root and a login, or neither.
     """
-    factory = serverFactory(
-        root,
-        clock=reactor,
-        tracebacks=tracebacks,
-        limits=limits,
-        registry=registry,
-        callLimits=callLimits,
-        portal=portal,
-        names=names,
-        loginTimeout=loginTimeout,
-        interceptors=interceptors,
-        throttle=throttle,
-        guard=guard,
-    )
-    return listenWith(reactor, description, factory)
+    return listenWith(reactor, description, serverFactory(root, options=options, clock=reactor))
 
 
 def listenWith(reactor: Any, description: str | Any, factory: BrokerFactory) -> Deferred[ListeningPort]:
@@ -261,20 +213,19 @@ def connectWithFactory(
     reactor: Any,
     description: str | Any,
     factory: BrokerFactory,
-    *,
-    credentials: Any = None,
+    options: ClientOptions,
     interface: HasRemoteProxy[Any] | None = None,
-    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
 ) -> Deferred[Any]:
     """
-    What every way of connecting does with its factory of brokers: connect
-    (and log in with C{credentials}, if given) within C{timeout}, and fire
-    with the server's root, or its typed proxy for C{interface}.
+    What every way of connecting once does with its factory of brokers:
+    connect (and log in with the options' C{credentials}, if given) within
+    their C{timeout}, and fire with the server's root, or its typed proxy
+    for C{interface}.
     """
-    if credentials is not None:
-        connected = loginWith(reactor, description, factory, credentials, timeout)
+    if options.credentials is not None:
+        connected = loginWith(reactor, description, factory, options.credentials, options.timeout)
     else:
-        connected = connectWith(reactor, description, factory, timeout)
+        connected = connectWith(reactor, description, factory, options.timeout)
     if interface is not None:
         return connected.addCallback(interface.remoteProxy)
     return connected
@@ -287,12 +238,8 @@ def login(
     credentials: Any,
     *,
     root: Referenceable | None = None,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
-    callLimits: CallLimits | None = None,
-    interceptors: Iterable[Any] = (),
     interface: None = None,
-    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    options: ClientOptions = CLIENT_DEFAULTS,
 ) -> Deferred[RemoteReference]: ...
 
 
@@ -303,12 +250,8 @@ def login(
     credentials: Any,
     *,
     root: Referenceable | None = None,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
-    callLimits: CallLimits | None = None,
-    interceptors: Iterable[Any] = (),
     interface: HasRemoteProxy[T],
-    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    options: ClientOptions = CLIENT_DEFAULTS,
 ) -> Deferred[T]: ...
 
 
@@ -318,16 +261,12 @@ def login(
     credentials: Any,
     *,
     root: Referenceable | None = None,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
-    callLimits: CallLimits | None = None,
-    interceptors: Iterable[Any] = (),
     interface: HasRemoteProxy[Any] | None = None,
-    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    options: ClientOptions = CLIENT_DEFAULTS,
 ) -> Deferred[Any]:
     """
     Connect to a server with logins and log in: L{connect} with
-    C{credentials}, which this takes as its third argument.
+    C{credentials} (which replace the options' own).
 
     @param credentials: C{twisted.cred.credentials.UsernamePassword}
         (SCRAM-SHA-256: the password never crosses the wire),
@@ -341,12 +280,8 @@ def login(
         L{protocols.deadline.ConnectTimeout}, or the connection's error.  Other arguments as
         for L{connect}.
     """
-    factory = BrokerFactory(
-        root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits, interceptors=interceptors
-    )
-    return connectWithFactory(
-        reactor, description, factory, credentials=credentials, interface=interface, timeout=timeout
-    )
+    options = replace(options, credentials=credentials)
+    return connectWithFactory(reactor, description, clientFactory(reactor, root, options), options, interface)
 
 
 @overload
@@ -355,12 +290,8 @@ def connectURL(
     url: str,
     *,
     root: Referenceable | None = None,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
-    callLimits: CallLimits | None = None,
-    interceptors: Iterable[Any] = (),
     interface: None = None,
-    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    options: ClientOptions = CLIENT_DEFAULTS,
 ) -> Deferred[RemoteReference]: ...
 
 
@@ -370,12 +301,8 @@ def connectURL(
     url: str,
     *,
     root: Referenceable | None = None,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
-    callLimits: CallLimits | None = None,
-    interceptors: Iterable[Any] = (),
     interface: HasRemoteProxy[T],
-    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    options: ClientOptions = CLIENT_DEFAULTS,
 ) -> Deferred[T]: ...
 
 
@@ -384,21 +311,17 @@ def connectURL(
     url: str,
     *,
     root: Referenceable | None = None,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
-    callLimits: CallLimits | None = None,
-    interceptors: Iterable[Any] = (),
     interface: HasRemoteProxy[Any] | None = None,
-    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    options: ClientOptions = CLIENT_DEFAULTS,
 ) -> Deferred[Any]:
     """
     Connect to the object a self-authenticating URL names
     (C{chunkwire://KEYHASH@HINTS/NAME}, see L{protocols.auth.urls}).  The
     server's TLS key must hash to the URL's C{KEYHASH}, checked in the TLS
     handshake, before the name is sent; the location hints are tried in
-    order until one connects.  The URL's name is the login: there are no
-    C{credentials}.  Other arguments as for L{connect}; C{timeout} is each
-    hint's.
+    order until one connects.  The URL's name is the login: the options
+    have no C{credentials}.  Other arguments as for L{connect}; the
+    options' C{timeout} is each hint's.
 
     @return: a L{Deferred} firing with the L{RemoteReference} to exactly
         that object (or its typed proxy for C{interface}), or failing with
@@ -407,14 +330,11 @@ def connectURL(
         (the server's key is not the URL's: the handshake failed before the
         name was sent), or the last hint's connection error
         (L{protocols.deadline.ConnectTimeout} among them).
+    @raise ValueError: the options have C{credentials}.
     """
-
-    def factory() -> BrokerFactory:
-        return BrokerFactory(
-            root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits, interceptors=interceptors
-        )
-
-    connected = Deferred.fromCoroutine(_connectURL(reactor, url, factory, timeout))
+    options.refuseCredentials("connectURL")
+    factory = partial(clientFactory, reactor, root, options)
+    connected = Deferred.fromCoroutine(_connectURL(reactor, url, factory, options.timeout))
     if interface is not None:
         return connected.addCallback(interface.remoteProxy)
     return connected
@@ -448,13 +368,8 @@ def connect(
     description: str | Any,
     *,
     root: Referenceable | None = None,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
-    callLimits: CallLimits | None = None,
-    interceptors: Iterable[Any] = (),
     interface: None = None,
-    credentials: Any = None,
-    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    options: ClientOptions = CLIENT_DEFAULTS,
 ) -> Deferred[RemoteReference]: ...
 
 
@@ -464,13 +379,8 @@ def connect(
     description: str | Any,
     *,
     root: Referenceable | None = None,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
-    callLimits: CallLimits | None = None,
-    interceptors: Iterable[Any] = (),
     interface: HasRemoteProxy[T],
-    credentials: Any = None,
-    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    options: ClientOptions = CLIENT_DEFAULTS,
 ) -> Deferred[T]: ...
 
 
@@ -479,18 +389,13 @@ def connect(
     description: str | Any,
     *,
     root: Referenceable | None = None,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
-    callLimits: CallLimits | None = None,
-    interceptors: Iterable[Any] = (),
     interface: HasRemoteProxy[Any] | None = None,
-    credentials: Any = None,
-    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    options: ClientOptions = CLIENT_DEFAULTS,
 ) -> Deferred[Any]:
     """
     Connect to the server at the client endpoint C{description}.
 
-    Every way of connecting takes these keywords, meaning the same:
+    Every way of connecting takes these arguments, meaning the same:
     L{login}, L{protocols.bulk.connect}, L{reconnecting} (but for
     C{interface}: type the roots it gives with C{root.typed(interface)}) and
     L{connectURL} (but for C{credentials}: the URL's name is the login).
@@ -504,33 +409,21 @@ def connect(
     @param root: an object the server may call back through its own root
         reference (C{broker.rootReference()} on the server side); usually
         callbacks are passed as arguments instead.
-    @param limits: the L{Limits} for what the connection receives.
-    @param registry: the L{Registry} of application types both sides send.
-    @param callLimits: the L{CallLimits}; C{CLIENT_CALL_LIMITS} (no call
-        timeout) if C{None}.
-    @param interceptors: L{protocols.rpc.interceptors.ICallInterceptor}s
-        told of each call this side makes (and of the server's calls back).
     @param interface: a L{protocols.rpc.RemoteInterface} the server's root
         implements: fire with a typed proxy of the root instead
         (C{root.typed(interface)}).
-    @param credentials: log in with these first, as L{login} does (for a
-        server with logins); C{None}: no login.
-    @param timeout: seconds to connect, finish a TLS handshake, hear the
-        server's preamble and (with C{credentials}) log in; the connection
-        is then dropped and the wait (or the calls already made on it)
-        fails with L{protocols.deadline.ConnectTimeout}.  30 s
-        (L{protocols.deadline.DEFAULT_CONNECT_TIMEOUT}); C{None}: wait for ever.
+    @param options: the L{ClientOptions}: credentials (log in first, as
+        L{login} does), the timeout (to connect, finish a TLS handshake,
+        hear the server's preamble and log in; then the connection is
+        dropped and the wait, or the calls already made on it, fails with
+        L{protocols.deadline.ConnectTimeout}), limits, registry, call
+        limits, interceptors and metadata.
     @return: a L{Deferred} firing with the L{RemoteReference} to the
-        server's root (or its typed proxy).  Without C{credentials} it
-        fires once connected, before the server's preamble arrives, which
-        the deadline still waits for.
+        server's root (or its typed proxy).  Without credentials it fires
+        once connected, before the server's preamble arrives, which the
+        deadline still waits for.
     """
-    factory = BrokerFactory(
-        root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits, interceptors=interceptors
-    )
-    return connectWithFactory(
-        reactor, description, factory, credentials=credentials, interface=interface, timeout=timeout
-    )
+    return connectWithFactory(reactor, description, clientFactory(reactor, root, options), options, interface)
 
 
 def _connectedRoot(connection: Any) -> RemoteReference:
@@ -573,24 +466,18 @@ class ReconnectingClient:
         description: str | Any,
         *,
         root: Referenceable | None = None,
-        limits: Limits | None = None,
-        registry: Registry | None = None,
+        options: ClientOptions = CLIENT_DEFAULTS,
         retryPolicy: Callable[[int], float] | None = None,
         prepareConnection: Callable[[RemoteReference], object] | None = None,
-        callLimits: CallLimits | None = None,
-        credentials: Any = None,
-        moveTimeout: float = 30.0,
-        interceptors: Iterable[Any] = (),
-        timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
         """
-        @param credentials: log in with these on every connection (as
-            L{login}); the connection counts as made once the login succeeds.
-        @param timeout: seconds each attempt has to connect, hear the
-            server's preamble and log in (as for L{connect}); an attempt
-            that runs out is dropped with
+        @param options: the L{ClientOptions}, as for L{connect}: with
+            C{credentials}, log in on every connection (as L{login}); the
+            connection counts as made once the login succeeds.  C{timeout}
+            is each attempt's (one that runs out is dropped with
             L{protocols.deadline.ConnectTimeout} and counts as failed, so
-            the next one waits the backoff.  C{None}: no deadline.
+            the next one waits the backoff); C{moveTimeout} is how long a
+            call made after a GOAWAY waits for the next connection.
         @param retryPolicy: seconds to wait after the Nth failed attempt in a
             row; C{backoffPolicy()} (1 s growing to 60 s, with jitter) if
             C{None}.
@@ -603,7 +490,7 @@ class ReconnectingClient:
         self._reactor = reactor
         self.loginFailure: BaseException | None = None
         self._broker: Any = None
-        self.moveTimeout = moveTimeout
+        self.moveTimeout = options.moveTimeout
         self.goAways = 0
         # Calls waiting for the connection after a GOAWAY; None: no GOAWAY to follow.
         self._moving: list[Deferred[Broker]] | None = None
@@ -612,14 +499,9 @@ class ReconnectingClient:
         self._preparationFailures = 0
         # The step of the connection being prepared (see _connected), until it ends.
         self._preparing: Deferred[None] | None = None
-        factory = BrokerFactory(
-            root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits, interceptors=interceptors
-        )
-        factory.sendBackPressure = False  # a client: see connectWith
-        if credentials is not None:
-            mechanismFor(credentials)  # (unsupported credentials fail here, not on every attempt)
-            factory.gate = lambda broker: ClientLogin(broker, mechanismFor(credentials))
-        endpoint = clientEndpointWithin(reactor, description, timeout, _loginOf)
+        factory = clientFactory(reactor, root, options)
+        gateLogins(factory, options.credentials)
+        endpoint = clientEndpointWithin(reactor, description, options.timeout, _loginOf)
         self.service = ClientService(
             endpoint,
             factory,  # type: ignore[arg-type]
@@ -811,15 +693,9 @@ def reconnecting(
     description: str | Any,
     *,
     root: Referenceable | None = None,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
+    options: ClientOptions = CLIENT_DEFAULTS,
     retryPolicy: Callable[[int], float] | None = None,
     prepareConnection: Callable[[RemoteReference], object] | None = None,
-    callLimits: CallLimits | None = None,
-    credentials: Any = None,
-    moveTimeout: float = 30.0,
-    interceptors: Iterable[Any] = (),
-    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
 ) -> ReconnectingClient: ...
 
 
@@ -829,17 +705,8 @@ def reconnecting(
     description: list[Any],
     *,
     root: Referenceable | None = None,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
+    options: ClientOptions = CLIENT_DEFAULTS,
     prepareConnection: Callable[[RemoteReference], object] | None = None,
-    callLimits: CallLimits | None = None,
-    credentials: Any = None,
-    moveTimeout: float = 30.0,
-    interceptors: Iterable[Any] = (),
-    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
-    policy: str = PICK_FIRST,
-    backoff: Backoff | None = None,
-    silenceTimeout: float | None = 60.0,
 ) -> FailoverClient: ...
 
 
@@ -848,74 +715,44 @@ def reconnecting(
     description: str | Any | list[Any],
     *,
     root: Referenceable | None = None,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
+    options: ClientOptions = CLIENT_DEFAULTS,
     retryPolicy: Callable[[int], float] | None = None,
     prepareConnection: Callable[[RemoteReference], object] | None = None,
-    callLimits: CallLimits | None = None,
-    credentials: Any = None,
-    moveTimeout: float = 30.0,
-    interceptors: Iterable[Any] = (),
-    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
-    policy: str = PICK_FIRST,
-    backoff: Backoff | None = None,
-    silenceTimeout: float | None = 60.0,
 ) -> ReconnectingClient | FailoverClient:
     """
     A started L{ReconnectingClient} for the client endpoint C{description}
-    (logging in with C{credentials} on each connection, if given).
-    Wait for L{ReconnectingClient.whenConnected}; stop with
-    L{ReconnectingClient.stopService}.  The keywords shared with L{connect}
-    mean what they mean there (C{timeout} is each attempt's), but for
-    C{interface}: type the root with C{root.typed(interface)} where
-    L{ReconnectingClient.whenConnected} or C{prepareConnection} gives it.
+    (logging in with the options' C{credentials} on each connection, if
+    given).  Wait for L{ReconnectingClient.whenConnected}; stop with
+    L{ReconnectingClient.stopService}.  C{root} and C{options} mean what
+    they mean for L{connect} (C{timeout} is each attempt's); type the root
+    with C{root.typed(interface)} where L{ReconnectingClient.whenConnected}
+    or C{prepareConnection} gives it.
 
     A list of addresses instead (C{"host:port"} or C{(host, port)}, each
     name counted as every address it resolves to; or endpoint descriptions
     and objects, one address each) gives a started
     L{protocols.rpc.failover.FailoverClient}, used the same way, which
-    keeps connections up as C{policy} says (C{"pick_first"}: one, to the
-    first address that connects; C{"round_robin"}: one to each, calls
-    taken in turn), each address backing off on its own (C{backoff}, a
-    L{framing.rpc.addresses.Backoff}, instead of C{retryPolicy}); a server
-    that drains, dies or is cut off has new calls move to another within
-    C{moveTimeout} seconds or the call's deadline; a call is never sent
-    twice.  A server cut off is noticed by C{silenceTimeout} (a PING at half
-    of it while calls wait, the connection aborted after all of it): the
-    calls written there fail, new ones go elsewhere.
+    keeps connections up as the options' C{policy} says (C{"pick_first"}:
+    one, to the first address that connects; C{"round_robin"}: one to each,
+    calls taken in turn), each address backing off on its own (their
+    C{backoff} instead of C{retryPolicy}); a server that drains, dies or is
+    cut off has new calls move to another within C{moveTimeout} seconds or
+    the call's deadline; a call is never sent twice.  A server cut off is
+    noticed by C{silenceTimeout} (a PING at half of it while calls wait,
+    the connection aborted after all of it): the calls written there fail,
+    new ones go elsewhere.
     """
+    client: ReconnectingClient | FailoverClient
     if isinstance(description, list):
-        failover = FailoverClient(
+        client = FailoverClient(reactor, description, root=root, options=options, prepareConnection=prepareConnection)
+    else:
+        client = ReconnectingClient(
             reactor,
             description,
-            policy=policy,
             root=root,
-            limits=limits,
-            registry=registry,
+            options=options,
+            retryPolicy=retryPolicy,
             prepareConnection=prepareConnection,
-            callLimits=callLimits,
-            credentials=credentials,
-            moveTimeout=moveTimeout,
-            interceptors=interceptors,
-            timeout=timeout,
-            backoff=backoff,
-            silenceTimeout=silenceTimeout,
         )
-        failover.startService()
-        return failover
-    client = ReconnectingClient(
-        reactor,
-        description,
-        root=root,
-        limits=limits,
-        registry=registry,
-        retryPolicy=retryPolicy,
-        prepareConnection=prepareConnection,
-        callLimits=callLimits,
-        credentials=credentials,
-        moveTimeout=moveTimeout,
-        interceptors=interceptors,
-        timeout=timeout,
-    )
     client.startService()
     return client

@@ -39,18 +39,18 @@ from twisted.internet.task import LoopingCall, deferLater
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from framing import Limits, Registry
-from framing.rpc.addresses import Address, AddressBook, Backoff, Send
+from framing.rpc.addresses import Address, AddressBook, Send
 from framing.rpc.errors import DeadReferenceError
 from framing.rpc.referenceable import Referenceable
 from protocols.blocking import parseAddress
 
-from ..auth.client import ClientLogin, mechanismFor
-from ..deadline import DEFAULT_CONNECT_TIMEOUT, DeadlineEndpoint
+from ..auth.client import ClientLogin
+from ..deadline import DeadlineEndpoint
+from ..options import CLIENT_DEFAULTS, ClientOptions
 from ..sockets import bytesWaiting
-from .broker import Broker, BrokerFactory
+from .broker import Broker
 from .context import scope
-from .limits import CallLimits
+from .options import clientFactory, gateLogins
 from .refs import RemoteReference
 
 _log = Logger()
@@ -125,42 +125,30 @@ class FailoverClient:
         reactor: Any,
         addresses: list[Any],
         *,
-        policy: str,
         root: Referenceable | None = None,
-        limits: Limits | None = None,
-        registry: Registry | None = None,
+        options: ClientOptions = CLIENT_DEFAULTS,
         prepareConnection: Callable[[RemoteReference], object] | None = None,
-        callLimits: CallLimits | None = None,
-        credentials: Any = None,
-        moveTimeout: float = 30.0,
-        interceptors: Iterable[Any] = (),
-        timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
-        backoff: Backoff | None = None,
-        silenceTimeout: float | None = 60.0,
     ) -> None:
         """
-        Arguments as L{protocols.rpc.reconnecting}'s; C{silenceTimeout}:
-        seconds a server may stay silent while calls wait on its connection
-        (it is pinged at half of it; after all of it the connection is
-        aborted, its calls fail and new ones go elsewhere), as the clients
-        without Twisted bound it; C{None}: no bound.
+        Arguments as L{protocols.rpc.reconnecting}'s; the options'
+        C{silenceTimeout}: seconds a server may stay silent while calls
+        wait on its connection (it is pinged at half of it; after all of it
+        the connection is aborted, its calls fail and new ones go
+        elsewhere), as the clients without Twisted bound it; C{None}: no bound.
         """
         self._reactor = reactor
-        self.silenceTimeout = silenceTimeout
+        self.silenceTimeout = options.silenceTimeout
         self._addresses = list(addresses)
         self._prepare = prepareConnection
-        self._timeout = timeout
-        self.moveTimeout = moveTimeout
+        self._timeout = options.timeout
+        self.moveTimeout = options.moveTimeout
         self.goAways = 0
         self.loginFailure: BaseException | None = None
-        self.book: AddressBook[Broker] = AddressBook([repr(address) for address in addresses], policy, backoff)
-        self._factory = BrokerFactory(
-            root, clock=reactor, limits=limits, registry=registry, callLimits=callLimits, interceptors=interceptors
+        self.book: AddressBook[Broker] = AddressBook(
+            [repr(address) for address in addresses], options.policy, options.backoff
         )
-        self._factory.sendBackPressure = False  # a client: see connectWith
-        if credentials is not None:
-            mechanismFor(credentials)  # (unsupported credentials fail here, not on every attempt)
-            self._factory.gate = lambda broker: ClientLogin(broker, mechanismFor(credentials))
+        self._factory = clientFactory(reactor, root, options)
+        gateLogins(self._factory, options.credentials)
         self._resolved: Deferred[None] | None = None
         self._waiters: list[Deferred[None]] = []
         self._timer: Any = None

@@ -45,7 +45,7 @@ import time
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 from twisted.internet.defer import CancelledError, Deferred, fail
 from twisted.python.failure import Failure
@@ -260,6 +260,24 @@ class CallInterceptor:
 
     def connectionLost(self, broker: Any) -> None:
         pass
+
+
+class ConnectionMetadata(CallInterceptor):
+    """
+    Adds a connection's metadata (L{protocols.options.ClientOptions.metadata})
+    to each call the connection makes, under the call's own (a key the
+    call's C{callContext} sets keeps its value).  Costs one dict update per call.
+    """
+
+    def __init__(self, metadata: Mapping[str, str]) -> None:
+        self.metadata = metadata
+
+    def callStarted(self, call: CallInfo) -> None:
+        if call.side == CLIENT:
+            # (the calling side's metadata is a dict of its own: what will be sent)
+            sent = cast("dict[str, str]", call.metadata)
+            for key, value in self.metadata.items():
+                sent.setdefault(key, value)
 
 
 class Interception:

@@ -23,11 +23,11 @@ from twisted.logger import LogLevel
 
 from framing.rpc.errors import TooManyReferences
 from framing.rpc.exports import ExportTable
+from framing.rpc.limits import CallLimits
 from framing.rpc.referenceable import Referenceable
 from framing.rpc.wire import RELEASE, ROOT_ID, Message
 
 from .calls import reactorOf
-from .limits import CallLimits
 from .refs import ImportRecord, RemoteReference
 
 

@@ -32,6 +32,9 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+from framing.rpc.limits import CallLimits
+from protocols.options import ClientOptions
+
 from .hostileserver import BEHAVIOURS, FULL, SHORT, Scale
 
 CONNECT_TIMEOUT = 5.0
@@ -100,7 +103,10 @@ class BlockingAdapter:
         from protocols.blocking import connect
 
         self.connection = connect(
-            self.address, timeout=CONNECT_TIMEOUT, callTimeout=self.callTimeout, limits=self.scale.limits()
+            self.address,
+            options=ClientOptions(
+                timeout=CONNECT_TIMEOUT, limits=self.scale.limits(), callLimits=CallLimits(callTimeout=self.callTimeout)
+            ),
         )
 
     async def call(self, name: str) -> Any:
@@ -135,7 +141,10 @@ class AsyncioAdapter:
         from protocols.asyncioclient import connect
 
         self.connection = await connect(
-            self.address, timeout=CONNECT_TIMEOUT, callTimeout=self.callTimeout, limits=self.scale.limits()
+            self.address,
+            options=ClientOptions(
+                timeout=CONNECT_TIMEOUT, limits=self.scale.limits(), callLimits=CallLimits(callTimeout=self.callTimeout)
+            ),
         )
 
     async def call(self, name: str) -> Any:
@@ -178,9 +187,7 @@ class TwistedAdapter:
         self.root = await rpc.connect(
             self.reactor,
             self.description,
-            limits=self.scale.limits(),
-            callLimits=self.callLimits(),
-            timeout=CONNECT_TIMEOUT,
+            options=ClientOptions(limits=self.scale.limits(), callLimits=self.callLimits(), timeout=CONNECT_TIMEOUT),
         )
 
     async def call(self, name: str) -> Any:
@@ -210,9 +217,7 @@ class ReconnectingAdapter(TwistedAdapter):
         self.client = rpc.reconnecting(
             self.reactor,
             self.description,
-            limits=self.scale.limits(),
-            callLimits=self.callLimits(),
-            timeout=CONNECT_TIMEOUT,
+            options=ClientOptions(limits=self.scale.limits(), callLimits=self.callLimits(), timeout=CONNECT_TIMEOUT),
         )
         await self.client.whenConnected(failAfterFailures=1)
 

@@ -69,6 +69,7 @@ from typing import Any
 from zope.interface import implementer
 
 from framing import Decoder, Encoder, Limits, Registry, dumps
+from framing.rpc.limits import CallLimits
 from framing.rpc.streams import (
     ANNOUNCE_OPEN_TYPE,
     CREDIT,
@@ -99,6 +100,7 @@ from framing.slicing.interfaces import ISlicer
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 from protocols.kv.threads import THREADS
+from protocols.options import ClientOptions
 
 from . import attacks  # noqa: F401 (first: attacks_rpc is loaded by it)
 from .attacks_rpc import ForgedRef, _ForgedRefSlicer
@@ -924,7 +926,9 @@ def honestRoundTrip(kind: ServerKind, port: int, timeout: float = HONEST_DEADLIN
                     return time.monotonic() - started
     from protocols import blocking
 
-    with blocking.connect(("127.0.0.1", port), timeout=timeout, callTimeout=timeout) as connection:
+    with blocking.connect(
+        ("127.0.0.1", port), options=ClientOptions(timeout=timeout, callLimits=CallLimits(callTimeout=timeout))
+    ) as connection:
         got = connection.root.callRemote(name, *arguments)
     if got != expected:
         raise AssertionError(f"{name} gave {got!r}")

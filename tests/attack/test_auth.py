@@ -31,6 +31,7 @@ from protocols import rpc
 from protocols.auth import IRemoteRoot, LoginRefused
 from protocols.auth.users import UserFile, addUser
 from protocols.rpc import NoSuchObject
+from protocols.rpc.options import ServerOptions
 
 from ..protocols.helpers import capturedLogs, pytestTest, trialTest
 
@@ -86,7 +87,9 @@ async def startServer(reactor: Any, directory: str, **options: Any) -> Server:
     realm = Realm()
     # No guard: its cap of connections per address would refuse the flood before the login throttle (the subject).
     options.setdefault("guard", None)
-    factory = rpc.serverFactory(clock=reactor, portal=Portal(realm, [UserFile(users)]), **options)
+    factory = rpc.serverFactory(
+        clock=reactor, options=ServerOptions(portal=Portal(realm, [UserFile(users)]), **options)
+    )
     port = await serverFromString(reactor, LISTEN).listen(factory)
     return Server(realm, factory, port)
 

@@ -25,7 +25,9 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing.limits import DEFAULT_LIMITS
+from framing.rpc.limits import CallLimits
 from protocols import blocking
+from protocols.options import ClientOptions
 
 from .attacks_streams import CallFlood, StreamServer, nonReader, unfinishedStreams
 
@@ -110,7 +112,9 @@ def honestCalls(port: int, seconds: float) -> dict[str, Any]:
     """Ping the server on a connection of its own for C{seconds} (at least L{HONEST_MIN_CALLS} calls)."""
     answered, errors = 0, []
     try:
-        connection = blocking.connect(("127.0.0.1", port), timeout=10, callTimeout=30)
+        connection = blocking.connect(
+            ("127.0.0.1", port), options=ClientOptions(timeout=10, callLimits=CallLimits(callTimeout=30))
+        )
         try:
             until = time.monotonic() + seconds
             while answered < HONEST_MIN_CALLS or time.monotonic() < until:

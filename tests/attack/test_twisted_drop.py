@@ -23,6 +23,7 @@ from twisted.trial.unittest import TestCase
 from framing.refusals import TooManyRefusals
 from protocols import rpc
 from protocols.config import DROP_GRACE
+from protocols.options import ClientOptions
 from protocols.testing import whenLost
 
 from ..protocols.helpers import pytestTest, trialTest
@@ -39,7 +40,9 @@ async def floodDropped(reactor: Any) -> None:
     """
     server = HostileServer("flood", FULL)  # (FULL's sizes are the clients' default limits, which it keeps)
     try:
-        root = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={server.port}", timeout=CONNECT_TIMEOUT)
+        root = await rpc.connect(
+            reactor, f"tcp:host=127.0.0.1:port={server.port}", options=ClientOptions(timeout=CONNECT_TIMEOUT)
+        )
         lost = whenLost(root.broker.connection)
         started = time.monotonic()
         try:

@@ -65,6 +65,8 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.protocols import amp
 from twisted.protocols.basic import Int32StringReceiver, LineReceiver
 
+from protocols.options import ClientOptions
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PEERS = ("chunkwire", "amp", "pb", "foolscap", "handrolled")
 LABELS = {
@@ -480,7 +482,9 @@ async def _listenLogin(reactor: Any) -> str:
 
     users = Path(tempfile.mkdtemp()) / "users"
     addUser(users, LOGIN_USER, LOGIN_PASSWORD, iterations=4096)
-    port = await rpc.serve(reactor, "tcp:0:interface=127.0.0.1", portal=Portal(Realm(), [UserFile(users)]))
+    port = await rpc.serve(
+        reactor, "tcp:0:interface=127.0.0.1", options=rpc.ServerOptions(portal=Portal(Realm(), [UserFile(users)]))
+    )
     return str(port.getHost().port)
 
 
@@ -1252,7 +1256,7 @@ def blockingClientMain(address: str, serverPid: int) -> None:
     """
     from protocols.blocking import connect
 
-    with connect(("127.0.0.1", int(address)), timeout=30.0) as connection:
+    with connect(("127.0.0.1", int(address)), options=ClientOptions(timeout=30.0)) as connection:
         echo = functools.partial(connection.root.callRemote, "echo")
         _emit({"ready": True, "pid": os.getpid()})
         for line in sys.stdin:
@@ -1357,7 +1361,7 @@ def asyncioClientMain(address: str, serverPid: int) -> None:
     from protocols.asyncioclient import connect
 
     loop = asyncio.new_event_loop()
-    connection = loop.run_until_complete(connect(("127.0.0.1", int(address)), timeout=30.0))
+    connection = loop.run_until_complete(connect(("127.0.0.1", int(address)), options=ClientOptions(timeout=30.0)))
     echo = functools.partial(connection.root.callRemote, "echo")
     _emit({"ready": True, "pid": os.getpid()})
     try:

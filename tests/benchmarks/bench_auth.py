@@ -47,7 +47,9 @@ async def measure(reactor: Any, tries: int) -> dict[str, dict[str, Any]]:
         registered = [names.register(Thing(), f"thing {i}") for i in range(1000)]
         revoked = registered.pop()
         names.revoke(revoked)
-        port = await rpc.serve(reactor, identity.serverDescription("tcp:0:interface=127.0.0.1"), names=names)
+        port = await rpc.serve(
+            reactor, identity.serverDescription("tcp:0:interface=127.0.0.1"), options=rpc.ServerOptions(names=names)
+        )
         hints = [f"127.0.0.1:{port.getHost().port}"]
         unknown = NameTable().register(Thing(), "never served")
         last = registered[0][-1]

@@ -43,6 +43,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from protocols.options import ClientOptions
+
 from ._rpc_peers import PAYLOADS, REPO_ROOT, _childEnv, endProcess
 from .server_cost import WARMUP, FloorCaller, _serve
 
@@ -62,7 +64,7 @@ class Caller:
         elif client == "blocking":
             from protocols.blocking import connect
 
-            self._connection = connect(("127.0.0.1", port), timeout=600.0)
+            self._connection = connect(("127.0.0.1", port), options=ClientOptions(timeout=600.0))
             callRemote, value = self._connection.root.callRemote, self.value
             self.call = lambda: callRemote("echo", value)
         else:

@@ -38,6 +38,7 @@ from framing.rpc.referenceable import Referenceable
 from framing.rpc.signatures import remote
 from protocols.asyncioclient import AsyncConnection, callContext, connect
 from protocols.kv import KeyNotFound
+from protocols.options import ClientOptions
 
 from .history import percentile
 
@@ -101,7 +102,8 @@ class Host:
     async def writer(self, number: int) -> None:
         name = f"{self.name}/writer{number}"
         client: Any = await connect(
-            self.addresses, policy=self.policy, timeout=SILENCE, silenceTimeout=SILENCE, moveTimeout=DEADLINE
+            self.addresses,
+            options=ClientOptions(policy=self.policy, timeout=SILENCE, silenceTimeout=SILENCE, moveTimeout=DEADLINE),
         )
         own = keysOf(self.name, number)
         everyone = [key for host in self.hosts for writer in range(self.writers) for key in keysOf(host, writer)]
@@ -130,7 +132,7 @@ class Host:
             turn += 1
             try:
                 connection: AsyncConnection = await asyncio.wait_for(
-                    connect(address, timeout=SILENCE, silenceTimeout=SILENCE), SILENCE * 2
+                    connect(address, options=ClientOptions(timeout=SILENCE, silenceTimeout=SILENCE)), SILENCE * 2
                 )
             except Exception:
                 await asyncio.sleep(0.2)  # (the next address; a server down refuses at once)
@@ -179,7 +181,9 @@ async def bench(addresses: list[str], policy: str, seconds: float, tasks: int) -
     until = time.monotonic() + seconds
 
     async def task(number: int) -> None:
-        client: Any = await connect(addresses, policy=policy, timeout=10, silenceTimeout=10, moveTimeout=10)
+        client: Any = await connect(
+            addresses, options=ClientOptions(policy=policy, timeout=10, silenceTimeout=10, moveTimeout=10)
+        )
         key = f"bench/{number}"
         seq = 0
         while time.monotonic() < until:

@@ -25,6 +25,7 @@ from framing.rpc.referenceable import Referenceable
 from framing.rpc.signatures import remote
 from protocols.rpc.drain import drainBrokers
 from protocols.rpc.endpoints import listenWith, serverFactory
+from protocols.rpc.options import ServerOptions
 
 
 class Root(Referenceable):
@@ -73,7 +74,7 @@ class Root(Referenceable):
 
 async def main(reactor: Any, name: str) -> None:
     root = Root(name)
-    factory = serverFactory(root, clock=reactor, guard=None)
+    factory = serverFactory(root, clock=reactor, options=ServerOptions(guard=None))
     port = await listenWith(reactor, "tcp:0:interface=127.0.0.1", factory)
     print(f"port={port.getHost().port}", flush=True)
     stopping: Deferred[None] = Deferred()

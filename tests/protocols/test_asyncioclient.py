@@ -23,8 +23,10 @@ from twisted.trial.unittest import SynchronousTestCase
 import tests.protocols.test_blocking as scripted
 from framing import Limits, ProtocolError, Violation
 from framing.rpc.errors import CallTimedOut, DeadReferenceError, NoSuchMethod, UnexpectedAnswer, describe, noSuchMethod
+from framing.rpc.limits import CallLimits
 from framing.rpc.wire import ANSWER, CALL, CANCEL, FAIL, Message
 from protocols.asyncioclient import AsyncConnection, ConnectionLost, ServerSilent, connect
+from protocols.options import ClientOptions
 from tests.processes import ENV, ROOT
 
 HANG = 30.0
@@ -66,7 +68,7 @@ class CallTests(SynchronousTestCase):
         server = scripted.ScriptedServer(self, scripted.answerAll)
 
         async def main() -> Any:
-            async with await connect(server.address, timeout=HANG) as connection:
+            async with await connect(server.address, options=ClientOptions(timeout=HANG)) as connection:
                 return await connection.root.callRemote("echo", 1, b"two", three=[3.0])
 
         self.assertEqual(run(main()), ["echo", [1, b"two"], {"three": [3.0]}])
@@ -83,7 +85,7 @@ class CallTests(SynchronousTestCase):
         server = scripted.ScriptedServer(self, script)
 
         async def main() -> list[Any]:
-            async with await connect(server.address, timeout=HANG) as connection:
+            async with await connect(server.address, options=ClientOptions(timeout=HANG)) as connection:
                 return await asyncio.gather(*(connection.root.callRemote("echo", n) for n in range(100)))
 
         self.assertEqual(run(main()), list(range(100)))
@@ -100,7 +102,7 @@ class CallTests(SynchronousTestCase):
         server = scripted.ScriptedServer(self, script)
 
         async def main() -> None:
-            async with await connect(server.address, timeout=HANG) as connection:
+            async with await connect(server.address, options=ClientOptions(timeout=HANG)) as connection:
                 await connection.root.callRemote("gte")
 
         error = self.assertRaises(NoSuchMethod, run, main())
@@ -121,7 +123,7 @@ class CallTests(SynchronousTestCase):
         server = scripted.ScriptedServer(self, script)
 
         async def main() -> Any:
-            async with await connect(server.address, timeout=HANG) as connection:
+            async with await connect(server.address, options=ClientOptions(timeout=HANG)) as connection:
                 await connection.root.callRemoteOnly("log", "line")
                 return await connection.root.callRemote("get")
 
@@ -142,7 +144,9 @@ class CallTests(SynchronousTestCase):
         outcomes: list[Any] = []
 
         async def main() -> None:
-            async with await connect(server.address, timeout=HANG, limits=Limits(max_string_length=1000)) as connection:
+            async with await connect(
+                server.address, options=ClientOptions(timeout=HANG, limits=Limits(max_string_length=1000))
+            ) as connection:
                 try:
                     await connection.root.callRemote("big")
                 except Violation as error:
@@ -175,7 +179,7 @@ class CancelTests(SynchronousTestCase):
         server = scripted.ScriptedServer(self, self._cancelScript(cancels))
 
         async def main() -> Any:
-            async with await connect(server.address, timeout=HANG) as connection:
+            async with await connect(server.address, options=ClientOptions(timeout=HANG)) as connection:
                 task = asyncio.create_task(connection.root.callRemote("slow"))
                 await asyncio.sleep(0.05)
                 task.cancel()
@@ -197,7 +201,7 @@ class CancelTests(SynchronousTestCase):
         server = scripted.ScriptedServer(self, self._cancelScript(cancels))
 
         async def main() -> Any:
-            async with await connect(server.address, timeout=HANG) as connection:
+            async with await connect(server.address, options=ClientOptions(timeout=HANG)) as connection:
                 try:
                     await asyncio.wait_for(connection.root.callRemote("slow"), 0.1)
                 except asyncio.TimeoutError:
@@ -215,7 +219,9 @@ class CancelTests(SynchronousTestCase):
         outcomes: list[Any] = []
 
         async def main() -> None:
-            async with await connect(server.address, timeout=HANG, callTimeout=0.3) as connection:
+            async with await connect(
+                server.address, options=ClientOptions(timeout=HANG, callLimits=CallLimits(callTimeout=0.3))
+            ) as connection:
                 try:
                     await connection.root.callRemote("slow")
                 except CallTimedOut as error:
@@ -236,7 +242,7 @@ class TimeoutTests(SynchronousTestCase):
     def test_noPreamble(self) -> None:
         """A server that accepts and says nothing fails connect with ServerSilent within its timeout."""
         server = scripted.ScriptedServer(self, lambda peer: peer.next(), preamble=False)
-        error = self.assertRaises(ServerSilent, run, connect(server.address, timeout=0.5))
+        error = self.assertRaises(ServerSilent, run, connect(server.address, options=ClientOptions(timeout=0.5)))
         self.assertIn("no chunkwire preamble", str(error))
 
     def test_notChunkwire(self) -> None:
@@ -246,7 +252,7 @@ class TimeoutTests(SynchronousTestCase):
             peer.connection.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
 
         server = scripted.ScriptedServer(self, script, preamble=False)
-        self.assertRaises(ProtocolError, run, connect(server.address, timeout=HANG))
+        self.assertRaises(ProtocolError, run, connect(server.address, options=ClientOptions(timeout=HANG)))
 
     def test_silentServer(self) -> None:
         """A server that stops answering (PINGs too) fails the waiting calls with ServerSilent after silenceTimeout."""
@@ -261,7 +267,9 @@ class TimeoutTests(SynchronousTestCase):
         server = scripted.ScriptedServer(self, script)
 
         async def main() -> list[Any]:
-            async with await connect(server.address, timeout=HANG, silenceTimeout=0.6) as connection:
+            async with await connect(
+                server.address, options=ClientOptions(timeout=HANG, silenceTimeout=0.6)
+            ) as connection:
                 calls = [connection.root.callRemote("get", key) for key in ("a", "b")]
                 return await asyncio.gather(*calls, return_exceptions=True)
 
@@ -283,7 +291,7 @@ class LostTests(SynchronousTestCase):
         outcomes: list[Any] = []
 
         async def main() -> None:
-            async with await connect(server.address, timeout=HANG) as connection:
+            async with await connect(server.address, options=ClientOptions(timeout=HANG)) as connection:
                 calls = [connection.root.callRemote("get", "k"), connection.root.callRemote("put", "k", "v")]
                 outcomes.extend(await asyncio.gather(*calls, return_exceptions=True))
                 try:
@@ -308,7 +316,7 @@ class LostTests(SynchronousTestCase):
         server = scripted.ScriptedServer(self, script)
 
         async def main() -> None:
-            async with await connect(server.address, timeout=HANG) as connection:
+            async with await connect(server.address, options=ClientOptions(timeout=HANG)) as connection:
                 await connection.root.callRemote("get")
 
         error = self.assertRaises(UnexpectedAnswer, run, main())
@@ -335,7 +343,7 @@ class BackPressureTests(SynchronousTestCase):
         seen: dict[str, int] = {}
 
         async def main() -> list[Any]:
-            async with await connect(server.address, timeout=HANG) as connection:
+            async with await connect(server.address, options=ClientOptions(timeout=HANG)) as connection:
                 calls = [asyncio.ensure_future(connection.root.callRemote("put", n, payload)) for n in range(400)]
                 # Let the kernel's buffers fill and the transport pause (given up on after 60 s: the test fails).
                 deadline = time.monotonic() + 60.0

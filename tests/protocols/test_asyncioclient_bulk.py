@@ -16,8 +16,10 @@ from framing.bulk import IntegrityError
 from framing.bulk.errors import StreamReset
 from framing.bulk.states import ReceiveState
 from framing.rpc.errors import ConnectionLost
+from framing.rpc.limits import CallLimits
 from protocols.asynciobulk import AsyncBulkConnection, connect, fileStream
 from protocols.bulkfiles import Progress, uploadSteps
+from protocols.options import ClientOptions
 from tests.protocols.bulkclients import CHUNK, HANG, SIZE, BulkServerCase, digestOf
 
 
@@ -33,7 +35,9 @@ class AsyncioBulkTests(BulkServerCase):
         return asyncio.run(bounded())
 
     async def connect(self, address: str | None = None) -> AsyncBulkConnection:
-        return await connect(address or self.address, timeout=HANG, callTimeout=HANG)
+        return await connect(
+            address or self.address, options=ClientOptions(timeout=HANG, callLimits=CallLimits(callTimeout=HANG))
+        )
 
     def test_concurrentTransfers(self) -> None:
         """An upload, then a download and a whole upload at once on one connection, all with the file's digest."""

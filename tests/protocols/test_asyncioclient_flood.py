@@ -21,8 +21,10 @@ from twisted.trial.unittest import SynchronousTestCase
 from framing import Limits
 from framing.refusals import TooManyRefusals
 from framing.rpc.errors import CallTimedOut, DeadReferenceError
+from framing.rpc.limits import CallLimits
 from framing.rpc.session import UNSENT
 from protocols.asyncioclient import AsyncConnection, connect
+from protocols.options import ClientOptions
 from tests.protocols.flooding import HANG, FloodingServer
 
 BUDGET = 1024 * 1024
@@ -56,10 +58,12 @@ class FloodTests(SynchronousTestCase):
         async def main() -> tuple[list[int], float, float, AsyncConnection]:
             connection = await connect(
                 server.address,
-                timeout=HANG,
-                callTimeout=5.0,
-                silenceTimeout=None,
-                limits=Limits(max_connection_memory=BUDGET),
+                options=ClientOptions(
+                    timeout=HANG,
+                    silenceTimeout=None,
+                    limits=Limits(max_connection_memory=BUDGET),
+                    callLimits=CallLimits(callTimeout=5.0),
+                ),
             )
             connection.closeGrace = 1.0
             # (a small kernel send buffer: the transport's own fills within the call's time, as it would later)
@@ -107,7 +111,14 @@ class FloodTests(SynchronousTestCase):
             # Dropped during the call (TooManyRefusals); on a loaded machine before it is made (the call is then
             # refused as on a dead connection, naming why it ended), or while connecting (the flood starts at once).
             with self.assertRaises((TooManyRefusals, DeadReferenceError)) as raised:
-                connections.append(await connect(server.address, timeout=HANG, callTimeout=HANG, silenceTimeout=None))
+                connections.append(
+                    await connect(
+                        server.address,
+                        options=ClientOptions(
+                            timeout=HANG, silenceTimeout=None, callLimits=CallLimits(callTimeout=HANG)
+                        ),
+                    )
+                )
                 connections[0].closeGrace = 1.0
                 await connections[0].root.callRemote("echo", 1)
             self.assertIn("more than 1000 refusals", str(raised.exception))

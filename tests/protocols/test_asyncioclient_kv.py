@@ -13,10 +13,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from framing.rpc.errors import DeadReferenceError, NoSuchMethod, RemoteViolation
+from framing.rpc.limits import CallLimits
 from framing.rpc.referenceable import Referenceable
 from framing.rpc.signatures import remote
 from protocols.asyncioclient import AsyncReference, connect
 from protocols.kv import KeyNotFound
+from protocols.options import ClientOptions
 from tests.processes import ClassProcessesCase, readUntil, startPython, stop
 
 HANG = 30.0
@@ -54,7 +56,9 @@ class KeyValueTests(ClassProcessesCase):
         """Run C{use(root)} on a fresh loop and connection, within L{HANG}."""
 
         async def main() -> Any:
-            async with await connect(self.address, timeout=HANG, callTimeout=HANG) as connection:
+            async with await connect(
+                self.address, options=ClientOptions(timeout=HANG, callLimits=CallLimits(callTimeout=HANG))
+            ) as connection:
                 return await use(connection.root)
 
         return asyncio.run(asyncio.wait_for(main(), HANG))
@@ -110,7 +114,7 @@ class KeyValueTests(ClassProcessesCase):
         """After the context manager closes the connection, a call raises DeadReferenceError."""
 
         async def main() -> None:
-            async with await connect(self.address, timeout=HANG) as connection:
+            async with await connect(self.address, options=ClientOptions(timeout=HANG)) as connection:
                 await connection.root.callRemote("put", "closed/k", "v")
             await connection.root.callRemote("get", "closed/k")
 

@@ -25,9 +25,11 @@ from protocols import asynciobulk
 from protocols.asyncioclient import AsyncConnection, AsyncTypedReference, connect, connectURL, tlsContext
 from protocols.auth.tokens import newToken
 from protocols.kv import IKeyValue
+from protocols.options import ClientOptions
 from tests.protocols import test_blocking_logins as blocking
 
 HANG = blocking.HANG
+hanging = blocking.hanging
 T = TypeVar("T")
 
 
@@ -61,8 +63,8 @@ class PasswordAndTokenTests(blocking.ServerTestCase):
     token: str
     arguments = classmethod(blocking.PasswordAndTokenTests.arguments.__func__)  # the same server, set up on this class
 
-    def connect(self, **options: Any) -> Awaitable[AsyncConnection]:  # type: ignore[override]
-        return connect(("127.0.0.1", self.port), timeout=HANG, callTimeout=HANG, **options)
+    def connect(self, interface: Any = None, **options: Any) -> Awaitable[AsyncConnection]:  # type: ignore[override]
+        return connect(("127.0.0.1", self.port), interface=interface, options=hanging(**options))
 
     def test_passwordTyped(self) -> None:
         """The right password logs in; the typed root checks arguments before sending (where named), and calls work."""
@@ -136,16 +138,20 @@ class BulkLoginTests(blocking.ServerTestCase):
             return Password(user, f"{user}'s secret")
 
         async def test() -> None:
-            async with await asynciobulk.connect(address, timeout=HANG, credentials=login("alice")) as alice:
+            async with await asynciobulk.connect(
+                address, options=ClientOptions(timeout=HANG, credentials=login("alice"))
+            ) as alice:
                 sent = await alice.upload(source)
                 fetched = await alice.download("diary.txt", local / "copy.txt")
             self.assertEqual((self.served / "alice" / "diary.txt").read_bytes(), source.read_bytes())
             self.assertEqual((fetched.digest, (local / "copy.txt").read_bytes()), (sent.digest, source.read_bytes()))
-            async with await asynciobulk.connect(address, timeout=HANG, credentials=login("bob")) as bob:
+            async with await asynciobulk.connect(
+                address, options=ClientOptions(timeout=HANG, credentials=login("bob"))
+            ) as bob:
                 self.assertEqual(await bob.root.callRemote("list"), [])
                 await raises(NoSuchFile, bob.download("diary.txt", local / "stolen.txt"))
             self.assertFalse((local / "stolen.txt").exists())
-            async with await asynciobulk.connect(address, timeout=HANG) as anonymous:
+            async with await asynciobulk.connect(address, options=ClientOptions(timeout=HANG)) as anonymous:
                 error = await raises(PeerError, anonymous.root.callRemote("list"))
             self.assertIn("before logging in", str(error))
 
@@ -160,8 +166,8 @@ class ClientCertificateTests(blocking.ServerTestCase):
     stranger: str
     arguments = classmethod(blocking.ClientCertificateTests.arguments.__func__)  # the same server, set up on this class
 
-    def connect(self, **options: Any) -> Awaitable[AsyncConnection]:  # type: ignore[override]
-        return connect(("127.0.0.1", self.port), timeout=HANG, callTimeout=HANG, **options)
+    def connect(self, interface: Any = None, **options: Any) -> Awaitable[AsyncConnection]:  # type: ignore[override]
+        return connect(("127.0.0.1", self.port), interface=interface, options=hanging(**options))
 
     def test_certificateLogin(self) -> None:
         """The CA's client certificate logs in over TLS, the server's certificate checked; calls work."""
@@ -188,10 +194,10 @@ class ClientCertificateTests(blocking.ServerTestCase):
         run(test)
 
     def test_plainClientOnTLSPort(self) -> None:
-        """A client without TLS on the TLS port fails with ClosedBeforePreamble, which says to connect with tls=."""
+        """A plain client on the TLS port fails with ClosedBeforePreamble, which says to give ClientOptions(tls=)."""
         error = run(lambda: raises(ClosedBeforePreamble, self.connect()))
         self.assertIn("a TLS server does this to a plain client", str(error))
-        self.assertIn("connect with tls=", str(error))
+        self.assertIn("connect with ClientOptions(tls=", str(error))
 
     def test_untrustedServer(self) -> None:
         """A server whose certificate the trusted CAs did not issue fails the handshake: nothing is sent."""
@@ -210,7 +216,7 @@ class ObjectURLTests(blocking.ServerTestCase):
         return ObjectURL.parse(self.urlFile.read_text().strip())
 
     def connectURL(self, url: ObjectURL | str, **options: Any) -> Awaitable[AsyncConnection]:
-        return connectURL(str(url), timeout=HANG, callTimeout=HANG, **options)
+        return connectURL(str(url), interface=options.pop("interface", None), options=hanging(**options))
 
     def test_calls(self) -> None:
         """The URL's object answers calls, typed too; no CA and no host name were needed."""

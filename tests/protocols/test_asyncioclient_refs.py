@@ -17,9 +17,11 @@ from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
 from framing.rpc.errors import DeadReferenceError
+from framing.rpc.limits import CallLimits
 from framing.rpc.referenceable import Referenceable
 from framing.rpc.signatures import remote
 from protocols.asyncioclient import AsyncConnection, AsyncReference, connect
+from protocols.options import ClientOptions
 
 from .clientrefs import HANG, Counter, eventually, exportCount, serving, stopServing
 from .helpers import pytestTest, trialTest
@@ -46,7 +48,10 @@ def inLoop(port: Any, work: Callable[[AsyncConnection], Awaitable[Any]]) -> Any:
     """Run C{work(connection)} on a new asyncio loop in this thread, connected to C{port}; its result."""
 
     async def main() -> Any:
-        connection = await connect(f"127.0.0.1:{port.getHost().port}", timeout=HANG, callTimeout=HANG)
+        connection = await connect(
+            f"127.0.0.1:{port.getHost().port}",
+            options=ClientOptions(timeout=HANG, callLimits=CallLimits(callTimeout=HANG)),
+        )
         async with connection:
             return await work(connection)
 

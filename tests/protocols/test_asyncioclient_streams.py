@@ -20,7 +20,9 @@ from twisted.trial.unittest import TestCase
 from framing import Violation
 from framing.rpc.clientstreams import StreamArgumentRefused
 from framing.rpc.errors import CallTimedOut, ConnectionLost, DeadlineExceeded, RemoteError
+from framing.rpc.limits import CallLimits
 from protocols.asyncioclient import AsyncConnection, AsyncStream, ServerSilent, callContext, connect
+from protocols.options import ClientOptions
 
 from .clientrefs import HANG, stopServing
 from .clientstreams import BAD_INDEX, WINDOW, IProducers, servingStreams
@@ -31,7 +33,10 @@ def inLoop(port: Any, work: Callable[[AsyncConnection], Awaitable[Any]]) -> Any:
     """Run C{work(connection)} on a new asyncio loop in this thread, connected to C{port}; its result."""
 
     async def main() -> Any:
-        connection = await connect(f"127.0.0.1:{port.getHost().port}", timeout=HANG, callTimeout=HANG)
+        connection = await connect(
+            f"127.0.0.1:{port.getHost().port}",
+            options=ClientOptions(timeout=HANG, callLimits=CallLimits(callTimeout=HANG)),
+        )
         async with connection:
             return await asyncio.wait_for(work(connection), HANG)
 
@@ -211,7 +216,9 @@ async def silentServerEndsStream(reactor: Any) -> None:
 
     async def main() -> tuple[int, BaseException | None]:
         address = f"127.0.0.1:{port.getHost().port}"
-        async with await connect(address, timeout=HANG, callTimeout=HANG, silenceTimeout=0.6) as connection:
+        async with await connect(
+            address, options=ClientOptions(timeout=HANG, silenceTimeout=0.6, callLimits=CallLimits(callTimeout=HANG))
+        ) as connection:
             stream = await connection.root.callRemote("idle")
             first = await stream.__anext__()
             reactor.callFromThread(stopReading)
@@ -262,7 +269,10 @@ async def _stalledStream(reactor: Any, callTimeout: float, scoped: float | None)
 
     async def main() -> tuple[int, BaseException | None, BaseException | None, int]:
         address = f"127.0.0.1:{port.getHost().port}"
-        async with await connect(address, timeout=HANG, callTimeout=callTimeout, silenceTimeout=0.4) as connection:
+        async with await connect(
+            address,
+            options=ClientOptions(timeout=HANG, silenceTimeout=0.4, callLimits=CallLimits(callTimeout=callTimeout)),
+        ) as connection:
             stream = await connection.root.callRemote("idle")
             first = await stream.__anext__()
             error = later = None

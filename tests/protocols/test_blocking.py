@@ -31,6 +31,7 @@ from framing.rpc.errors import (
     describe,
     noSuchMethod,
 )
+from framing.rpc.limits import CallLimits
 from framing.rpc.wire import (
     ANSWER,
     CALL,
@@ -44,6 +45,7 @@ from framing.rpc.wire import (
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PONG, PREAMBLE, encode_header
 from protocols.blocking import ConnectionLost, ServerSilent, connect, parseAddress
+from protocols.options import ClientOptions
 from tests.processes import ENV, ROOT
 
 HANG = 30.0
@@ -176,7 +178,7 @@ class CallTests(SynchronousTestCase):
     def test_resultAndArguments(self) -> None:
         """A call returns the server's ANSWER; its arguments and keyword arguments arrived as given."""
         server = ScriptedServer(self, answerAll)
-        with connect(server.address, timeout=HANG) as connection:
+        with connect(server.address, options=ClientOptions(timeout=HANG)) as connection:
             result = connection.root.callRemote("echo", 1, b"two", three=[3.0])
         self.assertEqual(result, ["echo", [1, b"two"], {"three": [3.0]}])
 
@@ -190,14 +192,14 @@ class CallTests(SynchronousTestCase):
             peer.next()
 
         server = ScriptedServer(self, script)
-        with connect(server.address, timeout=HANG) as connection:
+        with connect(server.address, options=ClientOptions(timeout=HANG)) as connection:
             error = self.assertRaises(NoSuchMethod, connection.root.callRemote, "gte")
         self.assertIn("did you mean 'get'", str(error))
 
     def test_afterCloseDead(self) -> None:
         """A call on a closed connection fails at once with DeadReferenceError; nothing is sent."""
         server = ScriptedServer(self, answerAll)
-        connection = connect(server.address, timeout=HANG)
+        connection = connect(server.address, options=ClientOptions(timeout=HANG))
         connection.close()
         self.assertRaises(DeadReferenceError, connection.root.callRemote, "get", "k")
 
@@ -219,7 +221,9 @@ class CallTests(SynchronousTestCase):
 
         server = ScriptedServer(self, script)
         results: dict[int, list[Any]] = {}
-        with connect(server.address, timeout=HANG, callTimeout=HANG) as connection:
+        with connect(
+            server.address, options=ClientOptions(timeout=HANG, callLimits=CallLimits(callTimeout=HANG))
+        ) as connection:
 
             def work(worker: int) -> None:
                 results[worker] = [connection.root.callRemote("echo", worker, n) for n in range(25)]
@@ -238,7 +242,7 @@ class CallTests(SynchronousTestCase):
         (L{test_threadsShareOneConnection}) wake each other.
         """
         server = ScriptedServer(self, answerAll)
-        with connect(server.address, timeout=HANG) as connection:
+        with connect(server.address, options=ClientOptions(timeout=HANG)) as connection:
             wakes: list[int] = []
             notifyAll = connection._changed.notify_all
 
@@ -263,7 +267,7 @@ class CallTests(SynchronousTestCase):
             peer.next()
 
         server = ScriptedServer(self, script)
-        with connect(server.address, timeout=HANG) as connection:
+        with connect(server.address, options=ClientOptions(timeout=HANG)) as connection:
             self.assertIsNone(connection.root.callRemoteOnly("log", "line"))
             self.assertEqual(connection.root.callRemote("get"), "answered")
         self.assertTrue(server.done.wait(HANG))
@@ -283,7 +287,7 @@ class CallTests(SynchronousTestCase):
             peer.next()
 
         server = ScriptedServer(self, script)
-        with connect(server.address, timeout=HANG) as connection:
+        with connect(server.address, options=ClientOptions(timeout=HANG)) as connection:
             self.assertEqual(connection.root.callRemote("watch"), "done")
         self.assertTrue(server.done.wait(HANG))
         self.assertEqual(answers[0][:3], (FAIL, 7, NO_SUCH_OBJECT))
@@ -300,7 +304,7 @@ class CallTests(SynchronousTestCase):
             peer.next()
 
         server = ScriptedServer(self, script)
-        with connect(server.address, timeout=HANG) as connection:
+        with connect(server.address, options=ClientOptions(timeout=HANG)) as connection:
             self.assertEqual(connection.root.callRemote("get"), "last")
             error = self.assertRaises(DeadReferenceError, connection.root.callRemote, "get")
         self.assertIn("going away", str(error))
@@ -313,7 +317,7 @@ class TimeoutTests(SynchronousTestCase):
         """A server that accepts and says nothing fails connect with ServerSilent within its timeout."""
         server = ScriptedServer(self, lambda peer: peer.next(), preamble=False)
         started = time.monotonic()
-        error = self.assertRaises(ServerSilent, connect, server.address, timeout=0.5)
+        error = self.assertRaises(ServerSilent, connect, server.address, options=ClientOptions(timeout=0.5))
         self.assertLess(time.monotonic() - started, HANG)
         self.assertIn("no chunkwire preamble", str(error))
 
@@ -325,7 +329,7 @@ class TimeoutTests(SynchronousTestCase):
             peer.connection.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
 
         server = ScriptedServer(self, script, preamble=False)
-        self.assertRaises(ProtocolError, connect, server.address, timeout=HANG)
+        self.assertRaises(ProtocolError, connect, server.address, options=ClientOptions(timeout=HANG))
 
     def test_callTimedOut(self) -> None:
         """A call unanswered within callTimeout raises CallTimedOut, the server gets a CANCEL, the connection lives."""
@@ -341,7 +345,9 @@ class TimeoutTests(SynchronousTestCase):
             peer.next()
 
         server = ScriptedServer(self, script)
-        with connect(server.address, timeout=HANG, callTimeout=0.3) as connection:
+        with connect(
+            server.address, options=ClientOptions(timeout=HANG, callLimits=CallLimits(callTimeout=0.3))
+        ) as connection:
             error = self.assertRaises(CallTimedOut, connection.root.callRemote, "slow")
             self.assertEqual((error.name, error.seconds), ("slow", 0.3))
             connection.callTimeout = HANG
@@ -366,7 +372,7 @@ class TimeoutTests(SynchronousTestCase):
         def tick(connection: Any) -> float:
             return timeout(connection, socket.SO_RCVTIMEO)
 
-        with connect(server.address, timeout=None, silenceTimeout=None) as connection:
+        with connect(server.address, options=ClientOptions(timeout=None, silenceTimeout=None)) as connection:
             self.assertEqual(connection.root.callRemote("first"), ["first", [], {}])
             self.assertEqual(tick(connection), 0.0)  # (no bound: reads wait for good)
             connection.callTimeout = 8.0
@@ -391,7 +397,7 @@ class TimeoutTests(SynchronousTestCase):
 
         server = ScriptedServer(self, script)
         started = time.monotonic()
-        with connect(server.address, timeout=HANG, silenceTimeout=0.6) as connection:
+        with connect(server.address, options=ClientOptions(timeout=HANG, silenceTimeout=0.6)) as connection:
             error = self.assertRaises(ServerSilent, connection.root.callRemote, "get", "k")
         self.assertLess(time.monotonic() - started, HANG)
         self.assertIn("127.0.0.1", str(error))
@@ -414,7 +420,10 @@ class TimeoutTests(SynchronousTestCase):
             peer.next()
 
         server = ScriptedServer(self, script)
-        with connect(server.address, timeout=HANG, callTimeout=0.3, silenceTimeout=1.2) as connection:
+        with connect(
+            server.address,
+            options=ClientOptions(timeout=HANG, silenceTimeout=1.2, callLimits=CallLimits(callTimeout=0.3)),
+        ) as connection:
             self.assertRaises(CallTimedOut, connection.root.callRemote, "slow")
             time.sleep(1.4)
             self.assertEqual(connection.root.callRemote("next"), "prompt")
@@ -440,7 +449,7 @@ class TimeoutTests(SynchronousTestCase):
             peer.next()
 
         server = ScriptedServer(self, script)
-        with connect(server.address, timeout=HANG, silenceTimeout=0.4) as connection:
+        with connect(server.address, options=ClientOptions(timeout=HANG, silenceTimeout=0.4)) as connection:
             self.assertEqual(connection.root.callRemote("slow"), "done")
 
 
@@ -450,7 +459,7 @@ class LostTests(SynchronousTestCase):
     def test_closedMidCall(self) -> None:
         """The server closing while a call waits fails it with ConnectionLost naming the method and the server."""
         server = ScriptedServer(self, lambda peer: peer.next())
-        with connect(server.address, timeout=HANG) as connection:
+        with connect(server.address, options=ClientOptions(timeout=HANG)) as connection:
             error = self.assertRaises(ConnectionLost, connection.root.callRemote, "get", "k")
             self.assertIn("'get'", str(error))
             self.assertIn(server.address, str(error))
@@ -465,7 +474,7 @@ class LostTests(SynchronousTestCase):
             peer.next()
 
         server = ScriptedServer(self, script)
-        with connect(server.address, timeout=HANG) as connection:
+        with connect(server.address, options=ClientOptions(timeout=HANG)) as connection:
             error = self.assertRaises(UnexpectedAnswer, connection.root.callRemote, "get")
         self.assertIn("never made", str(error))
 
@@ -479,7 +488,9 @@ class LostTests(SynchronousTestCase):
             answerAll(peer)
 
         server = ScriptedServer(self, script)
-        with connect(server.address, timeout=HANG, limits=Limits(max_string_length=1000)) as connection:
+        with connect(
+            server.address, options=ClientOptions(timeout=HANG, limits=Limits(max_string_length=1000))
+        ) as connection:
             error = self.assertRaises(Violation, connection.root.callRemote, "big")
             self.assertIn("in the answer to 'big'", str(error))
             self.assertEqual(connection.root.callRemote("small"), ["small", [], {}])

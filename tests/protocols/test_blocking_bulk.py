@@ -20,7 +20,9 @@ from typing import Any
 
 from framing.bulk import IntegrityError, NoSuchFile
 from framing.rpc.errors import ConnectionLost
+from framing.rpc.limits import CallLimits
 from protocols.blockingbulk import BlockingBulkConnection, FileTransfer, connect, fetchFile, fileStream, sendFile
+from protocols.options import ClientOptions
 from tests.examples.cli import address, clientRun
 from tests.protocols.bulkclients import CHUNK, HANG, SIZE, BulkServerCase, MiB, digestOf
 
@@ -29,7 +31,9 @@ class BlockingBulkTests(BulkServerCase):
     """Uploads and downloads as the Twisted bulk client makes them: checked, resumed after a cut."""
 
     def connect(self, address: str | None = None) -> BlockingBulkConnection:
-        connection = connect(address or self.address, timeout=HANG, callTimeout=HANG)
+        connection = connect(
+            address or self.address, options=ClientOptions(timeout=HANG, callLimits=CallLimits(callTimeout=HANG))
+        )
         self.addCleanup(connection.close)
         return connection
 
@@ -174,7 +178,9 @@ class SharedPartialFileTests(BulkServerCase):
     """
 
     def connect(self, address: str | None = None) -> BlockingBulkConnection:
-        connection = connect(address or self.address, timeout=HANG, callTimeout=HANG)
+        connection = connect(
+            address or self.address, options=ClientOptions(timeout=HANG, callLimits=CallLimits(callTimeout=HANG))
+        )
         self.addCleanup(connection.close)
         return connection
 

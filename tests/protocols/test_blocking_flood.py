@@ -21,8 +21,10 @@ from twisted.trial.unittest import SynchronousTestCase
 from framing import Limits
 from framing.refusals import TooManyRefusals
 from framing.rpc.errors import CallTimedOut, ConnectionOverBudget, DeadReferenceError
+from framing.rpc.limits import CallLimits
 from framing.rpc.session import UNSENT
 from protocols.blocking import BlockingConnection, connect
+from protocols.options import ClientOptions
 from tests.protocols.flooding import FloodingServer
 
 MARGIN = 20.0
@@ -42,7 +44,7 @@ class FloodTests(SynchronousTestCase):
         finds the socket full, and the connection closes at once after.
         """
         server = FloodingServer(self)
-        connection = connect(server.address, callTimeout=2.0)
+        connection = connect(server.address, options=ClientOptions(callLimits=CallLimits(callTimeout=2.0)))
         self.addCleanup(connection.close)
         # (a small send buffer: full within the call's time, as a large one is within a longer time)
         connection._socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * 1024)
@@ -74,7 +76,14 @@ class FloodTests(SynchronousTestCase):
         connections: list[BlockingConnection] = []
 
         def connectAndCall() -> None:
-            connections.append(connect(server.address, callTimeout=HANG, limits=Limits(max_connection_memory=budget)))
+            connections.append(
+                connect(
+                    server.address,
+                    options=ClientOptions(
+                        limits=Limits(max_connection_memory=budget), callLimits=CallLimits(callTimeout=HANG)
+                    ),
+                )
+            )
             self.addCleanup(connections[0].close)
             connections[0].root.callRemote("echo", 1)
 
@@ -102,7 +111,7 @@ class FloodTests(SynchronousTestCase):
         # Dropped during the call (TooManyRefusals); on a loaded machine before it is made (the call is then
         # refused as on a dead connection, naming why it ended), or while connecting (the flood starts at once).
         with self.assertRaises((TooManyRefusals, DeadReferenceError)) as raised:
-            connections.append(connect(server.address, callTimeout=HANG))
+            connections.append(connect(server.address, options=ClientOptions(callLimits=CallLimits(callTimeout=HANG))))
             self.addCleanup(connections[0].close)
             connections[0].root.callRemote("echo", 1)
         self.assertLess(time.monotonic() - started, HANG / 2)

@@ -12,10 +12,12 @@ import threading
 from typing import Any
 
 from framing.rpc.errors import DeadReferenceError, NoSuchMethod, RemoteViolation
+from framing.rpc.limits import CallLimits
 from framing.rpc.referenceable import Referenceable
 from framing.rpc.signatures import remote
 from protocols.blocking import BlockingConnection, connect
 from protocols.kv import KeyNotFound
+from protocols.options import ClientOptions
 from tests.processes import ClassProcessesCase, readUntil, startPython, stop
 
 HANG = 30.0
@@ -50,7 +52,7 @@ class KeyValueTests(ClassProcessesCase):
         stop(cls.server)
 
     def connect(self) -> BlockingConnection:
-        connection = connect(self.address, timeout=HANG, callTimeout=HANG)
+        connection = connect(self.address, options=ClientOptions(timeout=HANG, callLimits=CallLimits(callTimeout=HANG)))
         self.addCleanup(connection.close)
         return connection
 
@@ -107,7 +109,7 @@ class KeyValueTests(ClassProcessesCase):
 
     def test_closed(self) -> None:
         """After the context manager closes the connection, a call raises DeadReferenceError."""
-        with connect(self.address, timeout=HANG) as connection:
+        with connect(self.address, options=ClientOptions(timeout=HANG)) as connection:
             connection.root.callRemote("put", "closed/k", "v")
         self.assertRaises(DeadReferenceError, connection.root.callRemote, "get", "closed/k")
 

@@ -28,16 +28,23 @@ from framing.login import (
 from framing.login.scram import MIN_ITERATIONS
 from framing.login.urls import InvalidURL, KeyMismatch, ObjectURL
 from framing.rpc.errors import ClosedBeforePreamble, DeadReferenceError
+from framing.rpc.limits import CallLimits
 from protocols import blockingbulk
 from protocols.auth.authority import CertificateAuthority
 from protocols.auth.tokens import addToken, newToken
 from protocols.auth.users import addUser
 from protocols.blocking import BlockingConnection, ConnectionLost, connect, connectURL, tlsContext
 from protocols.kv import IKeyValue
+from protocols.options import ClientOptions
 from tests.processes import ClassProcessesCase, readUntil, reservePort, startPython, stop
 
 HANG = 30.0
 """Seconds within which anything that is not a hang finishes, however loaded the machine."""
+
+
+def hanging(**options: Any) -> ClientOptions:
+    """The L{ClientOptions} of these tests' clients: C{options}, connecting and calling within L{HANG}."""
+    return ClientOptions(timeout=HANG, callLimits=CallLimits(callTimeout=HANG), **options)
 
 
 class ServerTestCase(ClassProcessesCase):
@@ -63,7 +70,9 @@ class ServerTestCase(ClassProcessesCase):
         stop(cls.server)
 
     def connect(self, **options: Any) -> BlockingConnection:
-        connection = connect(("127.0.0.1", self.port), timeout=HANG, callTimeout=HANG, **options)
+        connection = connect(
+            ("127.0.0.1", self.port), interface=options.pop("interface", None), options=hanging(**options)
+        )
         self.addCleanup(connection.close)
         return connection
 
@@ -117,7 +126,9 @@ class PasswordAndTokenTests(ServerTestCase):
 
     def test_unsupportedCredentials(self) -> None:
         """Credentials no mechanism takes are refused before connecting."""
-        self.assertRaises(UnsupportedCredentials, connect, ("127.0.0.1", 1), credentials=("alice", "secret"))
+        self.assertRaises(
+            UnsupportedCredentials, connect, ("127.0.0.1", 1), options=ClientOptions(credentials=("alice", "secret"))
+        )
 
 
 class BulkLoginTests(ServerTestCase):
@@ -137,7 +148,10 @@ class BulkLoginTests(ServerTestCase):
         """A bulk connection logged in as C{user} (with its password), or not logged in."""
         credentials = None if user is None else Password(user, f"{user}'s secret")
         address = ("127.0.0.1", self.port)
-        connection = blockingbulk.connect(address, timeout=HANG, callTimeout=HANG, credentials=credentials)
+        connection = blockingbulk.connect(
+            address,
+            options=ClientOptions(timeout=HANG, credentials=credentials, callLimits=CallLimits(callTimeout=HANG)),
+        )
         self.addCleanup(connection.close)
         return connection
 
@@ -193,12 +207,12 @@ class ClientCertificateTests(ServerTestCase):
             self.assertIn(alert, str(error))
 
     def test_plainClientOnTLSPort(self) -> None:
-        """A client without TLS on the TLS port fails with ClosedBeforePreamble, which says to connect with tls=."""
+        """A plain client on the TLS port fails with ClosedBeforePreamble, which says to give ClientOptions(tls=)."""
         error = self.assertRaises(ClosedBeforePreamble, self.connect)
         self.assertIsInstance(error, ConnectionLost)
         self.assertEqual(error.code, "closed-before-preamble")
         self.assertIn("a TLS server does this to a plain client", str(error))
-        self.assertIn("connect with tls=", str(error))
+        self.assertIn("connect with ClientOptions(tls=", str(error))
 
     def test_untrustedServer(self) -> None:
         """A server whose certificate the trusted CAs did not issue fails the handshake: nothing is sent."""
@@ -232,7 +246,7 @@ class ObjectURLTests(ServerTestCase):
         return ObjectURL.parse(self.urlFile.read_text().strip())
 
     def connectURL(self, url: ObjectURL | str, **options: Any) -> BlockingConnection:
-        connection = connectURL(str(url), timeout=HANG, callTimeout=HANG, **options)
+        connection = connectURL(str(url), interface=options.pop("interface", None), options=hanging(**options))
         self.addCleanup(connection.close)
         return connection
 

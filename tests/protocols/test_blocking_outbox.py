@@ -20,6 +20,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing.rpc.errors import ConnectionLost
 from protocols.blocking import BlockingConnection
+from protocols.options import ClientOptions
 
 HANG = 30.0
 """Seconds within which anything that is not a hang finishes, however loaded the machine."""
@@ -35,7 +36,7 @@ class OutboxTests(SynchronousTestCase):
         self.client, self.peer = socket.socketpair()
         self.client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * 1024)
         self.peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
-        self.connection = BlockingConnection(self.client, "test peer", silenceTimeout=None)
+        self.connection = BlockingConnection(self.client, "test peer", ClientOptions(silenceTimeout=None))
         self.addCleanup(self.connection.close)
         self.addCleanup(self.peer.close)  # (first: a send still blocked on it fails, and its thread ends)
 

@@ -16,7 +16,9 @@ from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
 from framing.rpc.errors import DeadReferenceError, NoSuchMethod
+from framing.rpc.limits import CallLimits
 from protocols.blocking import BlockingReference, connect
+from protocols.options import ClientOptions
 
 from .clientrefs import HANG, Counter, eventually, exportCount, serving, stopServing
 from .helpers import pytestTest, trialTest
@@ -26,7 +28,9 @@ async def referenceReturnedCalledReleased(reactor: Any) -> None:
     """A returned reference is called; released explicitly and by being dropped, the server forgets it."""
     hub, port = await serving(reactor)
     address = f"127.0.0.1:{port.getHost().port}"
-    connection = await deferToThread(connect, address, timeout=HANG, callTimeout=HANG)
+    connection = await deferToThread(
+        connect, address, options=ClientOptions(timeout=HANG, callLimits=CallLimits(callTimeout=HANG))
+    )
     try:
 
         def made() -> tuple[int, bool]:
@@ -57,7 +61,11 @@ async def referenceReturnedCalledReleased(reactor: Any) -> None:
 async def callbackWhileBlocked(reactor: Any) -> None:
     """The server calls the client's callback while the client's thread is blocked in the call that passed it."""
     hub, port = await serving(reactor)
-    connection = await deferToThread(connect, f"127.0.0.1:{port.getHost().port}", timeout=HANG, callTimeout=HANG)
+    connection = await deferToThread(
+        connect,
+        f"127.0.0.1:{port.getHost().port}",
+        options=ClientOptions(timeout=HANG, callLimits=CallLimits(callTimeout=HANG)),
+    )
     mine = Counter(1)
     try:
 
@@ -75,7 +83,11 @@ async def callbackWhileBlocked(reactor: Any) -> None:
 async def callbackErrorsTyped(reactor: Any) -> None:
     """The server's calls to the callback fail as they would on a Twisted client: no such method, violation, error."""
     _, port = await serving(reactor)
-    connection = await deferToThread(connect, f"127.0.0.1:{port.getHost().port}", timeout=HANG, callTimeout=HANG)
+    connection = await deferToThread(
+        connect,
+        f"127.0.0.1:{port.getHost().port}",
+        options=ClientOptions(timeout=HANG, callLimits=CallLimits(callTimeout=HANG)),
+    )
     try:
         outcomes = await deferToThread(connection.root.callRemote, "probe", Counter(0))
         assert outcomes == [
@@ -102,7 +114,11 @@ def _raises(function: Any, *args: Any) -> BaseException | None:
 async def servedWithoutCall(reactor: Any) -> None:
     """With no call waiting, serve() reads and serves the server's later call; the server's RELEASE is honoured."""
     hub, port = await serving(reactor)
-    connection = await deferToThread(connect, f"127.0.0.1:{port.getHost().port}", timeout=HANG, callTimeout=HANG)
+    connection = await deferToThread(
+        connect,
+        f"127.0.0.1:{port.getHost().port}",
+        options=ClientOptions(timeout=HANG, callLimits=CallLimits(callTimeout=HANG)),
+    )
     mine = Counter(1)
     try:
 

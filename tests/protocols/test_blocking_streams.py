@@ -16,7 +16,9 @@ from twisted.trial.unittest import TestCase
 from framing import Violation
 from framing.rpc.clientstreams import StreamArgumentRefused
 from framing.rpc.errors import CallTimedOut, ConnectionLost, DeadlineExceeded, RemoteError
+from framing.rpc.limits import CallLimits
 from protocols.blocking import BlockingConnection, BlockingStream, callContext, connect
+from protocols.options import ClientOptions
 
 from .clientrefs import HANG, stopServing
 from .clientstreams import BAD_INDEX, WINDOW, IProducers, servingStreams
@@ -25,7 +27,9 @@ from .helpers import pytestTest, trialTest
 
 async def _connected(port: Any) -> BlockingConnection:
     connection: BlockingConnection = await deferToThread(
-        connect, f"127.0.0.1:{port.getHost().port}", timeout=HANG, callTimeout=HANG
+        connect,
+        f"127.0.0.1:{port.getHost().port}",
+        options=ClientOptions(timeout=HANG, callLimits=CallLimits(callTimeout=HANG)),
     )
     return connection
 
@@ -222,7 +226,9 @@ async def _stalledStream(reactor: Any, callTimeout: float, scoped: float | None)
     producers, port = await servingStreams(reactor)
     address = f"127.0.0.1:{port.getHost().port}"
     connection: BlockingConnection = await deferToThread(
-        connect, address, timeout=HANG, callTimeout=callTimeout, silenceTimeout=0.4
+        connect,
+        address,
+        options=ClientOptions(timeout=HANG, silenceTimeout=0.4, callLimits=CallLimits(callTimeout=callTimeout)),
     )
     rescue = reactor.callLater(HANG, lambda: port.factory.disconnectAll())
 

@@ -25,6 +25,7 @@ from protocols.blocking import (
     ServerSilent,
     connect,
 )
+from protocols.options import ClientOptions
 from tests.framing.sampleinterface import ICounter
 from tests.protocols.test_blocking import HANG, REGISTRY, ScriptedPeer, ScriptedServer
 
@@ -52,7 +53,7 @@ class TypedProxyTests(SynchronousTestCase):
     def test_callsReturnResults(self) -> None:
         """connect(interface=) makes the root a typed proxy whose methods return the results."""
         server, calls = recordingServer(self, {"add": 4, "names": ["apples"]})
-        with connect(server.address, timeout=HANG, interface=ICounter) as connection:
+        with connect(server.address, interface=ICounter, options=ClientOptions(timeout=HANG)) as connection:
             root = connection.root
             self.assertIsInstance(root, BlockingTypedReference)
             self.assertEqual(root.add("apples", amount=3), 4)
@@ -63,7 +64,7 @@ class TypedProxyTests(SynchronousTestCase):
     def test_refusedArgumentNotSent(self) -> None:
         """An argument the hints refuse raises the Violation here, naming it; the server never sees that call."""
         server, calls = recordingServer(self, {"add": 1, "names": []})
-        with connect(server.address, timeout=HANG) as connection:
+        with connect(server.address, options=ClientOptions(timeout=HANG)) as connection:
             counter = connection.root.typed(ICounter)
             tooLong = self.assertRaises(Violation, counter.add, "far too long a name")
             self.assertEqual(tooLong.where, "args[0]")
@@ -75,7 +76,7 @@ class TypedProxyTests(SynchronousTestCase):
     def test_refusedResult(self) -> None:
         """A result the result hint refuses raises the Violation at "result", naming the call and the server."""
         server, _ = recordingServer(self, {"add": "not a number", "names": []})
-        with connect(server.address, timeout=HANG, interface=ICounter) as connection:
+        with connect(server.address, interface=ICounter, options=ClientOptions(timeout=HANG)) as connection:
             error = self.assertRaises(Violation, connection.root.add, "apples")
         self.assertTrue(error.where.startswith("result"), error.where)
         self.assertIn(f"in the answer to 'add' from {server.address}", str(error))
@@ -83,7 +84,7 @@ class TypedProxyTests(SynchronousTestCase):
     def test_unknownMethodNotSent(self) -> None:
         """A method the interface lacks: AttributeError as an attribute, NoSuchMethod by callRemote; nothing sent."""
         server, calls = recordingServer(self, {"names": []})
-        with connect(server.address, timeout=HANG, interface=ICounter) as connection:
+        with connect(server.address, interface=ICounter, options=ClientOptions(timeout=HANG)) as connection:
             root = connection.root
             self.assertRaises(AttributeError, getattr, root, "sub")
             self.assertRaises(NoSuchMethod, root.callRemote, "sub", "apples")
@@ -94,7 +95,7 @@ class TypedProxyTests(SynchronousTestCase):
     def test_namedInterfaceMismatch(self) -> None:
         """A reference that arrived naming other interfaces is not typed as this one."""
         server, _ = recordingServer(self, {})
-        with connect(server.address, timeout=HANG) as connection:
+        with connect(server.address, options=ClientOptions(timeout=HANG)) as connection:
             other = BlockingReference(connection, 5, ("other.IThing",))
             self.assertRaises(TypeError, other.typed, ICounter)
             self.assertIsInstance(
@@ -141,29 +142,37 @@ class ScriptedLoginTests(SynchronousTestCase):
             peer.connection.recv(1)
 
         server = ScriptedServer(self, script)
-        connect(server.address, timeout=HANG, credentials=Token("abc")).close()
+        connect(server.address, options=ClientOptions(timeout=HANG, credentials=Token("abc"))).close()
         self.assertEqual([(m.verb, m.mechanism, m.payload) for m in seen], [("start", TOKEN, b"abc")])
 
     def test_silentDuringLogin(self) -> None:
         """A server that never answers the login: ServerSilent within the timeout."""
         server = ScriptedServer(self, loginScript())
-        error = self.assertRaises(ServerSilent, connect, server.address, timeout=0.5, credentials=Token("abc"))
+        error = self.assertRaises(
+            ServerSilent, connect, server.address, options=ClientOptions(timeout=0.5, credentials=Token("abc"))
+        )
         self.assertIn("login", str(error))
 
     def test_closedDuringLogin(self) -> None:
         """A server that closes during the login: ConnectionLost, saying so."""
         server = ScriptedServer(self, loginScript(then=lambda peer: None))
-        error = self.assertRaises(ConnectionLost, connect, server.address, timeout=HANG, credentials=Token("abc"))
+        error = self.assertRaises(
+            ConnectionLost, connect, server.address, options=ClientOptions(timeout=HANG, credentials=Token("abc"))
+        )
         self.assertIn("during the login", str(error))
 
     def test_moreAfterAccepted(self) -> None:
         """Anything the server sends with its acceptance, before the first call, breaks the login."""
         accepted = LoginMessage.of(ACCEPTED, TOKEN)
         server = ScriptedServer(self, loginScript(accepted, accepted))
-        self.assertRaises(LoginBroken, connect, server.address, timeout=HANG, credentials=Token("abc"))
+        self.assertRaises(
+            LoginBroken, connect, server.address, options=ClientOptions(timeout=HANG, credentials=Token("abc"))
+        )
 
     def test_notALoginMessage(self) -> None:
         """An object the login registry does not know (an RPC message) breaks the login."""
         call = Encoder(REGISTRY).encode(Message((ANSWER, 1, "early")))
         server = ScriptedServer(self, loginScript(call))
-        self.assertRaises(LoginBroken, connect, server.address, timeout=HANG, credentials=Token("abc"))
+        self.assertRaises(
+            LoginBroken, connect, server.address, options=ClientOptions(timeout=HANG, credentials=Token("abc"))
+        )

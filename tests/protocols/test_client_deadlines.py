@@ -27,6 +27,7 @@ from framing.rpc.signatures import remote
 from framing.rpc.wire import ANSWER, CALL, CANCEL, NO_ANSWER, Message
 from protocols import asyncioclient, blocking
 from protocols.clientcontext import callContext
+from protocols.options import ClientOptions
 from protocols.rpc import RemoteReference, currentCall
 
 from .clientrefs import HANG, Counter, eventually, stopServing
@@ -104,7 +105,7 @@ async def blockingContextSeen(reactor: Any) -> None:
     the block carries neither; nested blocks merge metadata.
     """
     _, port, address = await serving(reactor)
-    connection = await deferToThread(blocking.connect, address, timeout=HANG)
+    connection = await deferToThread(blocking.connect, address, options=ClientOptions(timeout=HANG))
 
     def calls() -> list[Any]:
         with callContext(timeout=HANG, metadata={"request-id": "r1"}):
@@ -131,7 +132,7 @@ async def blockingDeadlinePasses(reactor: Any) -> None:
     connection goes on; a deadline already passed sends nothing.
     """
     root, port, address = await serving(reactor)
-    connection = await deferToThread(blocking.connect, address, timeout=HANG)
+    connection = await deferToThread(blocking.connect, address, options=ClientOptions(timeout=HANG))
 
     def late() -> tuple[BaseException | None, float, BaseException | None, list[Any]]:
         started = time.monotonic()
@@ -161,7 +162,7 @@ async def blockingOneWayAndCallback(reactor: Any) -> None:
     inherited) and the callback is served.
     """
     root, port, address = await serving(reactor)
-    connection = await deferToThread(blocking.connect, address, timeout=HANG)
+    connection = await deferToThread(blocking.connect, address, options=ClientOptions(timeout=HANG))
     mine = Counter(1)
 
     def calls() -> Any:
@@ -188,7 +189,7 @@ def inLoop(address: str, work: Callable[[asyncioclient.AsyncConnection], Awaitab
     """Run C{work(connection)} on a new asyncio loop in this thread, connected to C{address}; its result."""
 
     async def main() -> Any:
-        async with await asyncioclient.connect(address, timeout=HANG) as connection:
+        async with await asyncioclient.connect(address, options=ClientOptions(timeout=HANG)) as connection:
             return await asyncio.wait_for(work(connection), HANG)
 
     return asyncio.run(main())
@@ -312,7 +313,7 @@ class ScriptedTests(SynchronousTestCase):
         """The blocking client's CALL carries the time left and the metadata; at the deadline, a CANCEL."""
         seen: list[Any] = []
         server = scripted.ScriptedServer(self, cancelScript(seen))
-        with blocking.connect(server.address, timeout=HANG) as connection:
+        with blocking.connect(server.address, options=ClientOptions(timeout=HANG)) as connection:
             with callContext(timeout=SHORT, metadata={"request-id": "r1"}):
                 with self.assertRaises(DeadlineExceeded):
                     connection.root.callRemote("slow", 1, k=2)
@@ -326,7 +327,7 @@ class ScriptedTests(SynchronousTestCase):
         server = scripted.ScriptedServer(self, cancelScript(seen))
 
         async def main() -> Any:
-            async with await asyncioclient.connect(server.address, timeout=HANG) as connection:
+            async with await asyncioclient.connect(server.address, options=ClientOptions(timeout=HANG)) as connection:
                 with callContext(timeout=SHORT, metadata={"request-id": "r1"}):
                     with self.assertRaises(DeadlineExceeded):
                         await connection.root.callRemote("slow", 1, k=2)
@@ -340,14 +341,14 @@ class ScriptedTests(SynchronousTestCase):
         """Both clients' calls for no answer carry the context; one whose deadline passed sends nothing."""
 
         def blockingSide(address: str) -> None:
-            with blocking.connect(address, timeout=HANG) as connection:
+            with blocking.connect(address, options=ClientOptions(timeout=HANG)) as connection:
                 with callContext(metadata={"a": "b"}):
                     connection.root.callRemoteOnly("note", 1)
                 with callContext(timeout=0), self.assertRaises(DeadlineExceeded):
                     connection.root.callRemoteOnly("note", 2)
 
         async def asyncioSide(address: str) -> None:
-            async with await asyncioclient.connect(address, timeout=HANG) as connection:
+            async with await asyncioclient.connect(address, options=ClientOptions(timeout=HANG)) as connection:
                 with callContext(metadata={"a": "b"}):
                     await connection.root.callRemoteOnly("note", 1)
                 with callContext(timeout=0), self.assertRaises(DeadlineExceeded):

@@ -12,7 +12,9 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing.rpc.addresses import PICK_FIRST, ROUND_ROBIN, AddressState, NoAddressReady
 from framing.rpc.errors import ConnectionLost, ServerSilent
+from framing.rpc.limits import CallLimits
 from protocols.asyncioclient import AsyncFailover, callContext, connect
+from protocols.options import ClientOptions
 from tests.processes import figure
 from tests.protocols.failover import HANG, Server, startServers, stopAll, wasRecorded
 
@@ -30,7 +32,12 @@ class FailoverTests(SynchronousTestCase):
 
     async def client(self, policy: str, servers: list[Server] | None = None) -> AsyncFailover:
         addresses: list[str] = [server.address for server in servers or self.servers]
-        return await connect(addresses, policy=policy, timeout=HANG, callTimeout=HANG, moveTimeout=HANG)
+        return await connect(
+            addresses,
+            options=ClientOptions(
+                policy=policy, timeout=HANG, moveTimeout=HANG, callLimits=CallLimits(callTimeout=HANG)
+            ),
+        )
 
     def test_roundRobinSpreads(self) -> None:
         """round_robin connects to every address, and nine calls reach all three servers."""
@@ -119,7 +126,9 @@ class FailoverTests(SynchronousTestCase):
                     await hanging
                 self.assertEqual(await client.root.callRemote("whoami"), "s1")
                 for server in self.servers[1:]:
-                    async with await connect(server.address, timeout=HANG, callTimeout=HANG) as direct:
+                    async with await connect(
+                        server.address, options=ClientOptions(timeout=HANG, callLimits=CallLimits(callTimeout=HANG))
+                    ) as direct:
                         self.assertNotIn("once", await direct.root.callRemote("seen"))
 
         self.runLoop(scenario)
@@ -134,7 +143,7 @@ class FailoverTests(SynchronousTestCase):
         async def scenario() -> None:
             addresses = [server.address for server in self.servers]
             async with await connect(
-                addresses, policy=PICK_FIRST, timeout=HANG, silenceTimeout=1.0, moveTimeout=HANG
+                addresses, options=ClientOptions(policy=PICK_FIRST, timeout=HANG, silenceTimeout=1.0, moveTimeout=HANG)
             ) as client:
                 self.assertEqual(await client.root.callRemote("whoami"), "s0")
                 self.servers[0].pause()
@@ -168,7 +177,9 @@ class FailoverTests(SynchronousTestCase):
         expected: set[Any] = {info[4][:2] for info in socket.getaddrinfo("localhost", port, type=socket.SOCK_STREAM)}
 
         async def scenario() -> None:
-            async with await connect([f"localhost:{port}"], policy=ROUND_ROBIN, timeout=HANG) as client:
+            async with await connect(
+                [f"localhost:{port}"], options=ClientOptions(policy=ROUND_ROBIN, timeout=HANG)
+            ) as client:
                 self.assertEqual({address.target for address in client.book.addresses}, expected)
                 self.assertEqual(await client.root.callRemote("whoami"), "s0")
 

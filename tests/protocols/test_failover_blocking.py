@@ -11,7 +11,9 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing.rpc.addresses import PICK_FIRST, ROUND_ROBIN, AddressState, NoAddressReady
 from framing.rpc.errors import ConnectionLost, ServerSilent
+from framing.rpc.limits import CallLimits
 from protocols.blocking import BlockingFailover, callContext, connect
+from protocols.options import ClientOptions
 from tests.processes import figure
 from tests.protocols.failover import HANG, Server, startServers, stopAll, wasRecorded
 
@@ -25,7 +27,12 @@ class FailoverTests(SynchronousTestCase):
 
     def client(self, policy: str, servers: list[Server] | None = None) -> BlockingFailover:
         addresses: list[str] = [server.address for server in servers or self.servers]
-        client = connect(addresses, policy=policy, timeout=HANG, callTimeout=HANG, moveTimeout=HANG)
+        client = connect(
+            addresses,
+            options=ClientOptions(
+                policy=policy, timeout=HANG, moveTimeout=HANG, callLimits=CallLimits(callTimeout=HANG)
+            ),
+        )
         self.addCleanup(client.close)
         return client
 
@@ -106,7 +113,9 @@ class FailoverTests(SynchronousTestCase):
         self.assertIsInstance(errors[0], ConnectionLost)
         self.assertEqual(client.root.callRemote("whoami"), "s1")
         for server in self.servers[1:]:
-            with connect(server.address, timeout=HANG, callTimeout=HANG) as direct:
+            with connect(
+                server.address, options=ClientOptions(timeout=HANG, callLimits=CallLimits(callTimeout=HANG))
+            ) as direct:
                 self.assertNotIn("once", direct.root.callRemote("seen"))
 
     def test_cutOffServer(self) -> None:
@@ -116,7 +125,9 @@ class FailoverTests(SynchronousTestCase):
         the silence bound, not sent again; the next call goes to another server.
         """
         addresses = [server.address for server in self.servers]
-        client = connect(addresses, policy=PICK_FIRST, timeout=HANG, silenceTimeout=1.0, moveTimeout=HANG)
+        client = connect(
+            addresses, options=ClientOptions(policy=PICK_FIRST, timeout=HANG, silenceTimeout=1.0, moveTimeout=HANG)
+        )
         self.addCleanup(client.close)
         self.assertEqual(client.root.callRemote("whoami"), "s0")
         self.servers[0].pause()
@@ -141,7 +152,10 @@ class FailoverTests(SynchronousTestCase):
         """A host name counts as all its addresses: 'localhost' gives each of getaddrinfo's, and calls get through."""
         port = self.servers[0].port
         expected = {info[4][:2] for info in socket.getaddrinfo("localhost", port, type=socket.SOCK_STREAM)}
-        client = connect([f"localhost:{port}"], policy=ROUND_ROBIN, timeout=HANG, callTimeout=HANG)
+        client = connect(
+            [f"localhost:{port}"],
+            options=ClientOptions(policy=ROUND_ROBIN, timeout=HANG, callLimits=CallLimits(callTimeout=HANG)),
+        )
         self.addCleanup(client.close)
         self.assertEqual({address.target for address in client.book.addresses}, expected)
         self.assertEqual(client.root.callRemote("whoami"), "s0")

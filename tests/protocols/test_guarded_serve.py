@@ -12,6 +12,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from framing.wire import PREAMBLE
 from protocols import bulk, rpc
 from protocols.guard import DEFAULT_GUARD, GuardedFactory, GuardError, GuardPolicy
+from protocols.rpc.options import ServerOptions
 from tests.processes import ROOT
 
 PEER = IPv4Address("TCP", "192.0.2.7", 40000)
@@ -90,7 +91,7 @@ class GuardedByDefaultTests(SynchronousTestCase):
         """guard=None turns the guard off: a silent peer of rpc.serve or bulk.serve stays connected an hour on."""
         for serve in (rpc.serve, bulk.serve):
             reactor = MemoryReactorClock()
-            serve(reactor, "tcp:0", Service(), guard=None)
+            serve(reactor, "tcp:0", Service(), options=ServerOptions(guard=None))
             connection, transport = silentPeer(listeningFactory(reactor))
             reactor.advance(3600)
             self.assertIsNone(connection.failure, serve)
@@ -100,7 +101,7 @@ class GuardedByDefaultTests(SynchronousTestCase):
     def test_policyGiven(self) -> None:
         """A policy given to rpc.serve is the one applied: its preamble timeout, not the default's."""
         reactor = MemoryReactorClock()
-        rpc.serve(reactor, "tcp:0", Service(), guard=GuardPolicy(preambleTimeout=2.0))
+        rpc.serve(reactor, "tcp:0", Service(), options=ServerOptions(guard=GuardPolicy(preambleTimeout=2.0)))
         connection, transport = silentPeer(listeningFactory(reactor))
         reactor.advance(2.5)
         self.assertEqual(connection.failure.value.code, "preamble-timeout")

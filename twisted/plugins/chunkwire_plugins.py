@@ -661,12 +661,14 @@ class KeyValueServiceMaker:
         factory = rpc.serverFactory(
             store if portal is None and names is None else None,
             clock=reactor,
-            tracebacks=options["tracebacks"],
-            limits=options.limits(),
-            portal=portal,
-            names=names,
-            interceptors=options.interceptors(),
-            throttle=options.logins().throttle(reactor),
+            options=rpc.ServerOptions(
+                tracebacks=bool(options["tracebacks"]),
+                limits=options.limits(),
+                portal=portal,
+                names=names,
+                interceptors=options.interceptors(),
+                throttle=options.logins().throttle(reactor),
+            ),
         )
         service = _listening(options, factory)
         if published is not None:
@@ -697,6 +699,7 @@ class BulkServiceMaker:
         from protocols.bulk.files import BulkService
         from protocols.bulk.quotas import FileBudget
         from protocols.rpc.endpoints import loginGate
+        from protocols.rpc.options import ServerOptions
 
         _tracing(options)
         # A bulk server process, as examples/bulk_server.py: per-read buffers stay with the process and
@@ -717,7 +720,7 @@ class BulkServiceMaker:
             return _listening(options, bulk.BulkBrokerFactory(service, **settings))
         realm = DirectoryRealm(directory, lambda user: BulkService(user, reactor=reactor, budget=budget))
         portal = options.portal(realm)
-        gate = loginGate(None, portal, None, reactor, throttle=options.logins().throttle(reactor))
+        gate = loginGate(None, ServerOptions(portal=portal, throttle=options.logins().throttle(reactor)), reactor)
         return _listening(options, bulk.BulkBrokerFactory(None, gate=gate, **settings))
 
 

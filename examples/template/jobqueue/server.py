@@ -17,6 +17,7 @@ from protocols import bulk, rpc
 from protocols.auth import IRemoteRoot, portal
 from protocols.auth.users import UserFile
 from protocols.kv import openState
+from protocols.rpc.options import ServerOptions
 from twisted.cred.portal import IRealm
 from twisted.internet.defer import Deferred
 from twisted.internet.task import react
@@ -60,7 +61,7 @@ async def _serveJobs(reactor: Any, description: str, users: Path, inputs: Path, 
     queue = await openJobQueue(inputs, openState(reactor, store))
     # auth.portal checks that the realm and the checkers provide their interfaces.
     logins = portal(JobRealm(queue), [UserFile(users)])
-    return await bulk.serve(reactor, description, portal=logins)
+    return await bulk.serve(reactor, description, options=ServerOptions(portal=logins))
 
 
 async def _serveForever(reactor: Any, options: argparse.Namespace) -> None:

@@ -5,6 +5,7 @@ from pathlib import Path
 from protocols import bulk
 from protocols.auth import LoginRefused
 from protocols.auth.users import addUser
+from protocols.options import ClientOptions
 from twisted.cred.credentials import UsernamePassword
 from twisted.internet import reactor
 from twisted.trial.unittest import TestCase
@@ -30,7 +31,7 @@ class LoginTests(TestCase):
 
     async def logIn(self, address: str, name: bytes, password: bytes) -> IJobQueue:
         """Log in to `address` as `name`; the connection is closed when the test ends."""
-        root = await bulk.connect(reactor, address, credentials=UsernamePassword(name, password))
+        root = await bulk.connect(reactor, address, options=ClientOptions(credentials=UsernamePassword(name, password)))
         self.addCleanup(root.broker.disconnect)
         return root.typed(IJobQueue)
 

@@ -20,6 +20,7 @@ from protocols.auth.authority import CA_CERTIFICATE, CA_KEY, CertificateAuthorit
 from protocols.auth.certificates import CertificateChecker, commonName, requireClientCertificates
 from protocols.auth.identity import InsecureKeyFile
 from protocols.auth.tlsendpoints import loadCADirectory
+from protocols.rpc.options import ServerOptions
 
 from ..helpers import pytestTest, trialTest
 from .test_tls_logins import Realm, expectFailure
@@ -246,7 +247,9 @@ async def loginWithMadeCertificates(reactor: Any) -> None:
             assert status == 0, err
         trusted = ca / "certs"
         listen = requireClientCertificates(f"ssl:0:interface=127.0.0.1:privateKey={ca / 'server.pem'}", trusted)
-        factory = rpc.serverFactory(clock=reactor, portal=Portal(Realm(), [CertificateChecker()]))
+        factory = rpc.serverFactory(
+            clock=reactor, options=ServerOptions(portal=Portal(Realm(), [CertificateChecker()]))
+        )
         port = await serverFromString(reactor, listen).listen(factory)
         try:
 

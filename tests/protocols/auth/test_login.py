@@ -26,7 +26,9 @@ from framing.wire import PREAMBLE
 from protocols import rpc
 from protocols.auth.interfaces import IRemoteRoot
 from protocols.auth.throttle import LoginThrottle
+from protocols.options import ClientOptions
 from protocols.proxyheader import clientAddress
+from protocols.rpc.options import ServerOptions
 
 from ..helpers import capturedLogs, pytestTest, trialTest
 
@@ -63,7 +65,7 @@ def authEvents(events: list[dict[str, Any]]) -> list[str]:
 
 
 async def listen(reactor: Any, portal: Any, **options: Any) -> tuple[Any, Any]:
-    factory = rpc.serverFactory(clock=reactor, portal=portal, **options)
+    factory = rpc.serverFactory(clock=reactor, options=ServerOptions(portal=portal, **options))
     port = await serverFromString(reactor, LISTEN).listen(factory)
     return factory, port
 
@@ -234,7 +236,9 @@ async def reconnectingLogin(reactor: Any) -> None:
     """A reconnecting client logs in again on every connection; calls before a login fail, after it reach the avatar."""
     realm = Realm()
     factory, port = await listen(reactor, Portal(realm, [AllowAnonymousAccess()]))
-    client = rpc.reconnecting(reactor, address(port), credentials=Anonymous(), retryPolicy=lambda attempt: 0.05)
+    client = rpc.reconnecting(
+        reactor, address(port), retryPolicy=lambda attempt: 0.05, options=ClientOptions(credentials=Anonymous())
+    )
     root = await client.whenConnected()
     assert await root.callRemote("whoami") == "()"
     await factory.disconnectAll()
@@ -265,7 +269,7 @@ async def passwordsOverUnixAndTLS(reactor: Any) -> None:
             (certificate.serverEndpoint(0), None),
         ):
             realm = Realm()
-            factory = rpc.serverFactory(clock=reactor, portal=Portal(realm, [UserFile(users)]))
+            factory = rpc.serverFactory(clock=reactor, options=ServerOptions(portal=Portal(realm, [UserFile(users)])))
             port = await serverFromString(reactor, listen).listen(factory)
             address = connect or certificate.clientEndpoint(port.getHost().port)
             root = await rpc.login(reactor, address, UsernamePassword(b"ada", b"pencil"))
@@ -285,7 +289,9 @@ async def reconnectingRefused(reactor: Any) -> None:
     realm = Realm()
     factory, port = await listen(reactor, Portal(realm, []))
     with capturedLogs() as events:
-        client = rpc.reconnecting(reactor, address(port), credentials=Anonymous(), retryPolicy=lambda attempt: 0.05)
+        client = rpc.reconnecting(
+            reactor, address(port), retryPolicy=lambda attempt: 0.05, options=ClientOptions(credentials=Anonymous())
+        )
         await eventually(reactor, lambda: isinstance(client.loginFailure, LoginRefused))
         await eventually(reactor, lambda: authEvents(events).count("refused") >= 3)
         assert not client.isConnected() and realm.requested == []
@@ -325,7 +331,7 @@ test_each_login_its_avatar = pytestTest(eachLoginItsAvatar)
 class ServeArgumentsTests(SynchronousTestCase):
     def test_root_and_portal(self) -> None:
         """A server given both a root and a portal is a ValueError: which one would a client get?"""
-        self.assertRaises(ValueError, rpc.serverFactory, Avatar(1), portal=Portal(Realm(), []))
+        self.assertRaises(ValueError, rpc.serverFactory, Avatar(1), options=ServerOptions(portal=Portal(Realm(), [])))
 
     def test_neither(self) -> None:
         """A server given neither a root nor a login is a ValueError."""

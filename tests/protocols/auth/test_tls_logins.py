@@ -17,6 +17,7 @@ from protocols.auth.identity import ServerIdentity
 from protocols.auth.interfaces import IRemoteRoot
 from protocols.auth.names import NameTable
 from protocols.auth.urls import KeyMismatch, ObjectURL, clientEndpoint
+from protocols.rpc.options import ServerOptions
 from protocols.testing import CertificateAuthority
 
 from ..helpers import pytestTest, trialTest
@@ -72,7 +73,7 @@ async def certificateLogins(reactor: Any, unix: bool) -> None:
     socket = directory / "s.sock"
     listen = f"chunkwire-tls:unix:{socket}" if unix else "ssl:0:interface=127.0.0.1"
     description = requireClientCertificates(f"{listen}:privateKey={serverPEM}", caDirectory)
-    factory = rpc.serverFactory(clock=reactor, portal=Portal(Realm(), [CertificateChecker()]))
+    factory = rpc.serverFactory(clock=reactor, options=ServerOptions(portal=Portal(Realm(), [CertificateChecker()])))
     port = await serverFromString(reactor, description).listen(factory)
 
     ada = ca.issue("ada")
@@ -121,7 +122,7 @@ async def objectURLs(reactor: Any, unix: bool) -> None:
     names = NameTable()
     name = names.register(Counter(10), "a counter")
     listen = f"unix:{directory / 's.sock'}" if unix else "tcp:0:interface=127.0.0.1"
-    factory = rpc.serverFactory(clock=reactor, names=names)
+    factory = rpc.serverFactory(clock=reactor, options=ServerOptions(names=names))
     port = await serverFromString(reactor, identity.serverDescription(listen)).listen(factory)
     hint = f"unix:{directory / 's.sock'}" if unix else f"127.0.0.1:{port.getHost().port}"
     try:
@@ -162,7 +163,7 @@ async def objectURLAfterRestart(reactor: Any) -> None:
 
     async def serve(names: NameTable) -> Any:
         identity = ServerIdentity.loadOrCreate(directory / "server.pem")
-        factory = rpc.serverFactory(clock=reactor, names=names)
+        factory = rpc.serverFactory(clock=reactor, options=ServerOptions(names=names))
         port = await serverFromString(reactor, identity.serverDescription(f"unix:{socket}")).listen(factory)
         return identity, port, factory
 
@@ -210,7 +211,7 @@ async def objectURLThroughProxy(reactor: Any) -> None:
     impostor = ServerIdentity.loadOrCreate(directory / "proxy.pem")
     names = NameTable()
     name = names.register(Counter(0), "a counter")
-    factory = rpc.serverFactory(clock=reactor, names=names)
+    factory = rpc.serverFactory(clock=reactor, options=ServerOptions(names=names))
     realPort = await real.serverEndpoint(reactor, "tcp:0:interface=127.0.0.1").listen(factory)
     realURL = ObjectURL(real.keyHash, (f"127.0.0.1:{realPort.getHost().port}",), name)
     proxies: list[Proxy] = []

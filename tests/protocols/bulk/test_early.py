@@ -170,12 +170,12 @@ async def firstByteAfter(reactor: Any, options: BulkOptions | None = None) -> tu
     after the call, in RTTs.
     """
     service = FirstByte()
-    port = await serve(reactor, "tcp:0:interface=127.0.0.1", service, options=options)
+    port = await serve(reactor, "tcp:0:interface=127.0.0.1", service, bulkOptions=options)
     proxy = DelayProxy(reactor, port.getHost().port, DELAY, record=False)
     proxyPort = await proxy.start()
     root = None
     try:
-        root = await connect(reactor, f"tcp:host=127.0.0.1:port={proxyPort}", options=options)
+        root = await connect(reactor, f"tcp:host=127.0.0.1:port={proxyPort}", bulkOptions=options)
         assert await root.callRemote("ping") == "pong"  # the path is up, the HELLOs are known
         started = time.perf_counter()
         assert await root.callRemote("take", Stream(payload(64 * 1024))) == 64 * 1024

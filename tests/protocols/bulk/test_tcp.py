@@ -44,7 +44,7 @@ class Served:
 
     def connect(self) -> Deferred[Any]:
         description = f"tcp:host=127.0.0.1:port={self.port.getHost().port}"
-        connected = bulk.connect(self.reactor, description, options=self.options)
+        connected = bulk.connect(self.reactor, description, bulkOptions=self.options)
         return connected.addCallback(self._keep)
 
     def _keep(self, root: Any) -> Any:
@@ -141,7 +141,7 @@ async def hashingThreads(reactor: Any) -> None:
     from twisted.internet.endpoints import TCP4ServerEndpoint
 
     port = await TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(factory)
-    root = await bulk.connect(reactor, f"tcp:host=127.0.0.1:port={port.getHost().port}", options=threaded)
+    root = await bulk.connect(reactor, f"tcp:host=127.0.0.1:port={port.getHost().port}", bulkOptions=threaded)
     try:
         assert root.broker.bulk.hashReactor is reactor
         data = payload(4_000_000, seed=6)

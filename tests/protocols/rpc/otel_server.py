@@ -19,7 +19,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from twisted.internet import reactor
 from twisted.internet.defer import ensureDeferred
 
+from protocols.options import ClientOptions
 from protocols.rpc import Referenceable, connect, remote, serve
+from protocols.rpc.options import ServerOptions
 from protocols.rpc.otel import TracingInterceptor
 
 
@@ -53,7 +55,9 @@ class Traced(Referenceable):
     @remote
     async def relay(self, port: int, value: Any) -> Any:
         """Call C{echo(value)} on the traced server at C{port} (on loopback), from inside this method."""
-        downstream = await connect(reactor, f"tcp:host=127.0.0.1:port={port}", interceptors=[self.interceptor])
+        downstream = await connect(
+            reactor, f"tcp:host=127.0.0.1:port={port}", options=ClientOptions(interceptors=[self.interceptor])
+        )
         try:
             return await downstream.callRemote("echo", value)
         finally:
@@ -69,7 +73,12 @@ async def main() -> None:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     interceptor = TracingInterceptor(provider, service="traced")
-    port = await serve(reactor, "tcp:0:interface=127.0.0.1", Traced(exporter, interceptor), interceptors=[interceptor])
+    port = await serve(
+        reactor,
+        "tcp:0:interface=127.0.0.1",
+        Traced(exporter, interceptor),
+        options=ServerOptions(interceptors=[interceptor]),
+    )
     print(f"listening port={port.getHost().port}", flush=True)
 
 

@@ -1,7 +1,8 @@
-"""Every way of connecting takes the same keywords: interface= gives a typed proxy, timeout= bounds a silent server."""
+"""Every way of connecting takes the same ClientOptions: interface= types the root, timeout bounds a silent server."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any, Protocol
 
@@ -21,7 +22,9 @@ from protocols import bulk, echo, rpc
 from protocols.auth.identity import ServerIdentity
 from protocols.auth.interfaces import IRemoteRoot
 from protocols.auth.names import NameTable
+from protocols.options import ClientOptions
 from protocols.rpc.interceptors import CallInfo, CallInterceptor
+from protocols.rpc.options import ServerOptions
 
 from ..auth.tlspeers import removeDirectory, shortDirectory
 from ..helpers import pytestTest, trialTest
@@ -34,12 +37,18 @@ SHORT = 0.5
 class IGreeter(rpc.RemoteInterface, Protocol, name="test.connecting.IGreeter"):
     async def greet(self, name: str) -> str: ...
 
+    async def tenant(self) -> str: ...
+
 
 class Greeter(rpc.Referenceable, IGreeter):
     """The root every server here gives, open or after a login."""
 
     async def greet(self, name: str) -> str:
         return f"hello {name}"
+
+    async def tenant(self) -> str:
+        """The C{tenant} of the call's metadata, as the client's options sent it."""
+        return rpc.currentCall().metadata.get("tenant", "none")
 
 
 @implementer(IRealm)
@@ -69,45 +78,85 @@ def address(port: Any) -> str:
 
 
 async def typedEveryWay(reactor: Any) -> None:
-    """rpc.connect, login, connectURL and bulk.connect, given interface=, timeout=, interceptors=: a typed proxy."""
+    """
+    rpc.connect, login, connectURL, reconnecting and bulk.connect, given
+    interface= and ClientOptions with a timeout, limits, interceptors and
+    metadata: a typed proxy, whose calls the interceptors see and which
+    carry the metadata; the servers' ServerOptions interceptors see them too.
+    """
     directory = shortDirectory()
     identity = ServerIdentity.loadOrCreate(directory / "server.pem")
     names = NameTable()
     name = names.register(Greeter(), "a greeter")
+    served = Counting()
+    serving = ServerOptions(interceptors=(served,))
     ports = [
-        await rpc.serve(reactor, LISTEN, Greeter()),
-        await rpc.serve(reactor, LISTEN, portal=portal()),
-        await bulk.serve(reactor, LISTEN, Greeter()),
-        await bulk.serve(reactor, LISTEN, portal=portal()),
-        await rpc.serve(reactor, identity.serverDescription(LISTEN), names=names),
+        await rpc.serve(reactor, LISTEN, Greeter(), options=serving),
+        await rpc.serve(reactor, LISTEN, options=dataclasses.replace(serving, portal=portal())),
+        await bulk.serve(reactor, LISTEN, Greeter(), options=serving),
+        await bulk.serve(reactor, LISTEN, options=dataclasses.replace(serving, portal=portal())),
+        await rpc.serve(reactor, identity.serverDescription(LISTEN), options=ServerOptions(names=names)),
     ]
     openRPC, loginRPC, openBulk, loginBulk, named = ports
     url = str(names.url(identity, [f"127.0.0.1:{named.getHost().port}"], name))
-    shared: dict[str, Any] = {"interface": IGreeter, "timeout": 10.0, "limits": Limits(), "callLimits": None}
+
+    def options(**extra: Any) -> ClientOptions:
+        return ClientOptions(timeout=10.0, limits=Limits(), callLimits=None, metadata={"tenant": "t1"}, **extra)
+
+    async def reconnected(counting: Counting) -> Any:
+        client = rpc.reconnecting(
+            reactor, address(loginRPC), options=options(credentials=Anonymous(), interceptors=(counting,))
+        )
+        clients.append(client)
+        root = await client.whenConnected()
+        return root.typed(IGreeter)
+
+    clients: list[Any] = []
+
     try:
         ways = {
-            "rpc.connect": lambda counting: rpc.connect(reactor, address(openRPC), interceptors=[counting], **shared),
+            "rpc.connect": lambda counting: rpc.connect(
+                reactor, address(openRPC), interface=IGreeter, options=options(interceptors=(counting,))
+            ),
             "rpc.connect credentials=": lambda counting: rpc.connect(
-                reactor, address(loginRPC), credentials=Anonymous(), interceptors=[counting], **shared
+                reactor,
+                address(loginRPC),
+                interface=IGreeter,
+                options=options(credentials=Anonymous(), interceptors=(counting,)),
             ),
             "rpc.login": lambda counting: rpc.login(
-                reactor, address(loginRPC), Anonymous(), interceptors=[counting], **shared
+                reactor,
+                address(loginRPC),
+                Anonymous(),
+                interface=IGreeter,
+                options=options(interceptors=(counting,)),
             ),
-            "rpc.connectURL": lambda counting: rpc.connectURL(reactor, url, interceptors=[counting], **shared),
+            "rpc.connectURL": lambda counting: rpc.connectURL(
+                reactor, url, interface=IGreeter, options=options(interceptors=(counting,))
+            ),
             "bulk.connect": lambda counting: bulk.connect(
-                reactor, address(openBulk), interceptors=[counting], **shared
+                reactor, address(openBulk), interface=IGreeter, options=options(interceptors=(counting,))
             ),
             "bulk.connect credentials=": lambda counting: bulk.connect(
-                reactor, address(loginBulk), credentials=Anonymous(), interceptors=[counting], **shared
+                reactor,
+                address(loginBulk),
+                interface=IGreeter,
+                options=options(credentials=Anonymous(), interceptors=(counting,)),
             ),
+            "rpc.reconnecting credentials=": reconnected,
         }
         for way, connecting in ways.items():
             counting = Counting()
             greeter = await connecting(counting)
             assert isinstance(greeter, rpc.TypedReference), (way, greeter)
             assert await greeter.greet("ada") == "hello ada", way
-            assert counting.started == ["greet"], (way, counting.started)
+            assert await greeter.tenant() == "t1", way
+            assert counting.started == ["greet", "tenant"], (way, counting.started)
             await rpc.referenceOf(greeter).broker.disconnect()
+        for client in clients:
+            await client.stopService()
+        # (the named server's options have no interceptor)
+        assert served.started == ["greet", "tenant"] * (len(ways) - 1), served.started
     finally:
         for port in ports:
             await port.stopListening()
@@ -134,21 +183,23 @@ async def timeoutEveryWay(reactor: Any) -> None:
     hint = f"127.0.0.1:{port.getHost().port}"
     url = f"chunkwire://{'a' * 52}@{hint}/{'b' * 52}"
     try:
-        root = await rpc.connect(reactor, silent, timeout=SHORT)
+        root = await rpc.connect(reactor, silent, options=ClientOptions(timeout=SHORT))
         await expectTimeout("rpc.connect", root.callRemote("greet", "ada"))
-        await expectTimeout("rpc.login", rpc.login(reactor, silent, Anonymous(), timeout=SHORT))
+        await expectTimeout("rpc.login", rpc.login(reactor, silent, Anonymous(), options=ClientOptions(timeout=SHORT)))
         await expectTimeout(
-            "rpc.connect credentials=", rpc.connect(reactor, silent, credentials=Anonymous(), timeout=SHORT)
+            "rpc.connect credentials=",
+            rpc.connect(reactor, silent, options=ClientOptions(credentials=Anonymous(), timeout=SHORT)),
         )
-        await expectTimeout("rpc.connectURL", rpc.connectURL(reactor, url, timeout=SHORT))
+        await expectTimeout("rpc.connectURL", rpc.connectURL(reactor, url, options=ClientOptions(timeout=SHORT)))
         await expectTimeout(
-            "bulk.connect credentials=", bulk.connect(reactor, silent, credentials=Anonymous(), timeout=SHORT)
+            "bulk.connect credentials=",
+            bulk.connect(reactor, silent, options=ClientOptions(credentials=Anonymous(), timeout=SHORT)),
         )
-        root = await bulk.connect(reactor, silent, timeout=SHORT)
+        root = await bulk.connect(reactor, silent, options=ClientOptions(timeout=SHORT))
         await expectTimeout("bulk.connect", root.callRemote("greet", "ada"))
         client = await echo.connect(reactor, silent, timeout=SHORT)
         await expectTimeout("echo.connect", client.echo("anyone?"))
-        reconnecting = rpc.reconnecting(reactor, silent, credentials=Anonymous(), timeout=SHORT)
+        reconnecting = rpc.reconnecting(reactor, silent, options=ClientOptions(credentials=Anonymous(), timeout=SHORT))
         try:
             deadline = time.monotonic() + 60  # only a hang takes that long
             while reconnecting.loginFailure is None and time.monotonic() < deadline:

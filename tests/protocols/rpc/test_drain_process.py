@@ -14,7 +14,9 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
+from framing.rpc.limits import CallLimits
 from protocols import blocking
+from protocols.options import ClientOptions
 from tests.processes import readUntil, startPython, stop
 
 HANG = 60.0
@@ -27,7 +29,9 @@ class DrainOnSigtermTests(SynchronousTestCase):
         server = startPython("-m", "tests.protocols.rpc.drainserver", kind)
         self.addCleanup(stop, server)
         port = int(readUntil(server, rb"serving on port (\d+)").group(1))
-        connection = blocking.connect(f"127.0.0.1:{port}", timeout=HANG, callTimeout=HANG)
+        connection = blocking.connect(
+            f"127.0.0.1:{port}", options=ClientOptions(timeout=HANG, callLimits=CallLimits(callTimeout=HANG))
+        )
         self.addCleanup(connection.close)
         outcome: dict[str, Any] = {}
 

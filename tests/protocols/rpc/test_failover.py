@@ -13,6 +13,7 @@ from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
 from framing.rpc.addresses import PICK_FIRST, ROUND_ROBIN, AddressState, NoAddressReady
+from protocols.options import ClientOptions
 from protocols.rpc import reconnecting
 from protocols.rpc.context import callContext
 from protocols.rpc.failover import FailoverClient
@@ -37,10 +38,7 @@ def withServers(
         client = reconnecting(
             reactor,
             [server.address for server in servers],
-            policy=policy,
-            timeout=HANG,
-            moveTimeout=HANG,
-            silenceTimeout=silence,
+            options=ClientOptions(policy=policy, timeout=HANG, moveTimeout=HANG, silenceTimeout=silence),
         )
         try:
             await scenario(reactor, servers, client)
@@ -172,7 +170,9 @@ async def nameWithSeveralAddresses(reactor: Any) -> None:
     """A host name counts as all its addresses: 'localhost' gives each of getaddrinfo's, and calls get through."""
     (server,) = await deferToThread(startServers, 1)
     expected = {info[4][:2] for info in socket.getaddrinfo("localhost", server.port, type=socket.SOCK_STREAM)}
-    client = reconnecting(reactor, [f"localhost:{server.port}"], policy=ROUND_ROBIN, timeout=HANG)
+    client = reconnecting(
+        reactor, [f"localhost:{server.port}"], options=ClientOptions(policy=ROUND_ROBIN, timeout=HANG)
+    )
     try:
         assert await client.callRemote("whoami") == "s0"
         targets = {address.target for address in client.book.addresses}

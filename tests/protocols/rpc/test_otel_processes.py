@@ -12,7 +12,9 @@ from typing import Any
 
 from twisted.trial.unittest import SkipTest, TestCase
 
+from protocols.options import ClientOptions
 from protocols.rpc import Referenceable, RemoteError, connect, remote, serve
+from protocols.rpc.options import ServerOptions
 from tests.processes import readUntil, startPython, stop
 
 from ..helpers import pytestTest, trialTest
@@ -51,8 +53,10 @@ async def acrossProcesses(reactor: Any) -> None:
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(exporter))
         tracing = TracingInterceptor(provider, service="traced")
-        root = await connect(reactor, f"tcp:host=127.0.0.1:port={port}", interceptors=[tracing])
-        lastHop = await serve(reactor, "tcp:0:interface=127.0.0.1", Echo(), interceptors=[tracing])
+        root = await connect(reactor, f"tcp:host=127.0.0.1:port={port}", options=ClientOptions(interceptors=[tracing]))
+        lastHop = await serve(
+            reactor, "tcp:0:interface=127.0.0.1", Echo(), options=ServerOptions(interceptors=[tracing])
+        )
         try:
             assert await root.callRemote("echo", "hi") == "hi"
             try:

@@ -36,6 +36,7 @@ from protocols.rpc import (
     serve,
     serverFactory,
 )
+from protocols.rpc.options import ServerOptions
 from protocols.testing import SelfSignedCertificate, messagesPerWrite, recordSends, recordWrites
 
 from ..helpers import pytestTest, trialTest
@@ -73,7 +74,7 @@ class Server:
 
 
 async def listen(reactor: Any, root: Any, **options: Any) -> Server:
-    factory = serverFactory(root, clock=reactor, **options)
+    factory = serverFactory(root, clock=reactor, options=ServerOptions(**options))
     port = await serverFromString(reactor, LISTEN).listen(factory)
     return Server(factory, port)
 
@@ -102,7 +103,7 @@ async def failsWith(d: Deferred[Any], *types: type[BaseException]) -> BaseExcept
 async def serveAndConnect(reactor: Any) -> None:
     """serve() and connect() on endpoint strings: values, keywords, errors, references and callbacks work."""
     service = Service()
-    port = await serve(reactor, LISTEN, service, tracebacks=True)
+    port = await serve(reactor, LISTEN, service, options=ServerOptions(tracebacks=True))
     root = await connect(reactor, f"tcp:host=127.0.0.1:port={port.getHost().port}")
     try:
         assert await root.callRemote("echo", {"k": [1, b"2", "3"]}) == {"k": [1, b"2", "3"]}

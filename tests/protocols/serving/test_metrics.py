@@ -98,7 +98,9 @@ async def metricsPage(reactor: Any) -> None:
     from tests.protocols.serving.workerprocess import PidService
 
     registry = CollectorRegistry()
-    factory = rpc.serverFactory(PidService(reactor), clock=reactor, interceptors=[PrometheusInterceptor(registry)])
+    factory = rpc.serverFactory(
+        PidService(reactor), clock=reactor, options=rpc.ServerOptions(interceptors=[PrometheusInterceptor(registry)])
+    )
     port = await serverFromString(reactor, "tcp:0:interface=127.0.0.1").listen(factory)
     web = await serverFromString(reactor, "tcp:0:interface=127.0.0.1").listen(metricsSite(registry))
     root = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={port.getHost().port}")

@@ -1,8 +1,10 @@
 """How much one RPC connection may make this side hold, and how long it waits.
 
-Contract: a L{CallLimits} is immutable and given to a broker (through
-C{serve}, C{serverFactory}, C{connect}, C{reconnecting} or C{Broker}); the
-broker checks it in O(1) per call and per received reference.  Past a limit
+Contract: a L{CallLimits} is immutable and given to a connection (as the
+C{callLimits} of a L{protocols.rpc.ServerOptions} or
+L{protocols.options.ClientOptions}, or to a C{Broker}); the connection
+checks it in O(1) per call and per received reference.  Sans-IO: the
+clients without Twisted read it as the Twisted broker does.  Past a limit
 nothing is queued: the call fails at once, or the message carrying the
 reference is refused, with a typed error.
 """

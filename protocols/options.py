@@ -1,0 +1,229 @@
+"""How a client connects: one L{ClientOptions} value for every client's C{connect}.
+
+Contract: a L{ClientOptions} is immutable, checked when it is made (a bad
+field raises C{TypeError} or C{ValueError} naming it), and taken by every
+way of connecting, Twisted's and the clients' without it: C{rpc.connect},
+C{rpc.login}, C{rpc.connectURL}, C{rpc.reconnecting}, C{bulk.connect},
+L{protocols.blocking.connect} (and C{connectURL}),
+L{protocols.asyncioclient.connect} (and C{connectURL}) and the bulk
+clients'.  A field a client has no use for is said so in its description.
+This module imports no Twisted, so the clients without it can use it.  The
+server's counterpart is L{protocols.rpc.ServerOptions}.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from framing import Limits, Registry
+from framing.rpc.addresses import PICK_FIRST, POLICIES, Backoff
+from framing.rpc.exports import DEFAULT_MAX_IMPORTS
+from framing.rpc.incoming import DEFAULT_MAX_RUNNING
+from framing.rpc.limits import CallLimits
+from framing.rpc.session import ClientSession, SessionExtension
+from framing.rpc.streamtable import SentStream
+
+DEFAULT_CONNECT_TIMEOUT = 30.0
+"""
+Seconds a client gives a connection to be made and ready
+(L{ClientOptions.timeout}, every client's): far more than a TCP and TLS
+handshake and a login take on any working path, even across the world and
+through a busy server's throttle, and short enough that a user waiting on
+a server that says nothing is told so within half a minute.
+"""
+
+_NO_METADATA: Mapping[str, str] = MappingProxyType({})
+
+
+def checkField(owner: str, name: str, value: object, kinds: type | tuple[type, ...], optional: bool = True) -> None:
+    """
+    @raise TypeError: C{value}, the field C{name} of an C{owner}, is not of C{kinds} (nor C{None}, if C{optional}).
+    """
+    if value is None and optional:
+        return
+    if not isinstance(value, kinds):
+        wanted = kinds.__name__ if isinstance(kinds, type) else " or ".join(kind.__name__ for kind in kinds)
+        raise TypeError(f"{owner}.{name} must be {wanted}{' or None' if optional else ''}, not {type(value).__name__}")
+
+
+def checkSeconds(owner: str, name: str, value: float | None, optional: bool = True) -> None:
+    """@raise TypeError, ValueError: C{value}, seconds, is no number, or not positive (C{None} only if C{optional})."""
+    checkField(owner, name, value, (int, float), optional)
+    if value is not None and (isinstance(value, bool) or not value > 0):
+        raise ValueError(f"{owner}.{name} must be a positive number of seconds, not {value!r}")
+
+
+def checkInterceptors(owner: str, interceptors: object) -> tuple[Any, ...]:
+    """C{interceptors} as a tuple; @raise TypeError: it is not a sequence of interceptors (a lone one, a string)."""
+    if isinstance(interceptors, (str, bytes)) or not isinstance(interceptors, (tuple, list)):
+        raise TypeError(f"{owner}.interceptors must be a tuple of interceptors, not {type(interceptors).__name__}")
+    for interceptor in interceptors:
+        if not (hasattr(interceptor, "callStarted") and hasattr(interceptor, "callEnded")):
+            raise TypeError(f"{owner}.interceptors holds {interceptor!r}, which is no call interceptor")
+    return tuple(interceptors)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientOptions:
+    """
+    How a client connects, and what its connection accepts (see the module
+    docstring); every field has a default, so C{ClientOptions()} is every
+    client's default.  C{dataclasses.replace(options, timeout=5)} makes a
+    changed copy.
+
+    @ivar credentials: log in with these first: C{Password(user, password)}
+        (SCRAM-SHA-256: the password never crosses the wire; Twisted's
+        C{UsernamePassword} too on the Twisted client), C{Token(token)},
+        C{Anonymous()}, C{ClientCertificate()} (over TLS presenting one);
+        C{None}: no login.  A reconnecting client logs in on each
+        connection.  Not taken by C{connectURL}: the URL's name is the login.
+    @ivar timeout: seconds to connect, finish the TLS handshake, hear the
+        server's preamble and log in (each attempt's, for a client that
+        reconnects or has several addresses); past it the attempt fails
+        (C{ConnectTimeout} on Twisted, L{framing.rpc.errors.ConnectTimedOut}
+        or L{framing.rpc.errors.ServerSilent} without).  30 s; C{None}: wait
+        for ever.
+    @ivar limits: the L{Limits} of what the connection receives; C{None}:
+        the defaults.
+    @ivar registry: the L{Registry} of the application types both sides
+        send; C{None}: the built-in types only.
+    @ivar callLimits: the L{CallLimits} of the connection: its
+        C{callTimeout} bounds each call's wait for its answer, C{maxPending}
+        the calls waiting at once, C{maxImports} the server's references
+        held, C{maxRunning} the server's calls running here (every client).
+        C{None}: L{framing.rpc.limits.CLIENT_CALL_LIMITS} (no call timeout;
+        the clients without Twisted keep their session's defaults: no
+        bound on calls waiting, 100 of the server's calls running).
+    @ivar interceptors: L{protocols.rpc.interceptors.ICallInterceptor}s
+        told of each call the connection makes (and of the server's calls
+        back), in order.  The Twisted client's only: the clients without
+        Twisted refuse a non-empty one (C{ValueError}).
+    @ivar metadata: metadata sent with every call the connection makes (a
+        trace id, a tenant), under what a call's own C{callContext} sets
+        (its keys win).  Every client.
+    @ivar silenceTimeout: seconds a server may stay silent while calls wait
+        (it is pinged at half of it; after all of it the connection is
+        dropped and its calls fail).  60 s; C{None}: no bound.  The clients
+        without Twisted, and the Twisted client of several addresses.
+    @ivar tls: the clients without Twisted: an C{ssl.SSLContext}
+        (C{protocols.blocking.tlsContext} makes one), C{True} for the
+        system's CAs, C{False} for plain TCP.  Twisted clients say TLS in
+        the endpoint description (C{"ssl:..."}) instead.
+    @ivar policy: for a list of addresses: L{framing.rpc.addresses.PICK_FIRST}
+        (one connection, to the first that connects) or
+        L{framing.rpc.addresses.ROUND_ROBIN} (one to each, calls taken in turn).
+    @ivar moveTimeout: seconds a call waits for a ready connection after a
+        server drains (GOAWAY), dies or is cut off (a reconnecting client, a
+        list of addresses); 30 s.
+    @ivar backoff: for a list of addresses, each address's
+        L{framing.rpc.addresses.Backoff} after a failed attempt; C{None}: the default.
+    """
+
+    credentials: Any = field(default=None, repr=False)
+    timeout: float | None = DEFAULT_CONNECT_TIMEOUT
+    limits: Limits | None = None
+    registry: Registry | None = None
+    callLimits: CallLimits | None = None
+    interceptors: tuple[Any, ...] = ()
+    metadata: Mapping[str, str] = field(default_factory=lambda: _NO_METADATA)
+    silenceTimeout: float | None = 60.0
+    tls: ssl.SSLContext | bool = False
+    policy: str = PICK_FIRST
+    moveTimeout: float = 30.0
+    backoff: Backoff | None = None
+
+    def __post_init__(self) -> None:
+        owner = "ClientOptions"
+        checkSeconds(owner, "timeout", self.timeout)
+        checkField(owner, "limits", self.limits, Limits)
+        checkField(owner, "registry", self.registry, Registry)
+        checkField(owner, "callLimits", self.callLimits, CallLimits)
+        object.__setattr__(self, "interceptors", checkInterceptors(owner, self.interceptors))
+        checkField(owner, "metadata", self.metadata, Mapping, optional=False)
+        for key, value in self.metadata.items():
+            if type(key) is not str or type(value) is not str:
+                raise TypeError(f"{owner}.metadata maps str to str, not {key!r} to {value!r}")
+        object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
+        checkSeconds(owner, "silenceTimeout", self.silenceTimeout)
+        checkField(owner, "tls", self.tls, (ssl.SSLContext, bool), optional=False)
+        if self.policy not in POLICIES:
+            raise ValueError(f"{owner}.policy must be one of {', '.join(POLICIES)}, not {self.policy!r}")
+        checkSeconds(owner, "moveTimeout", self.moveTimeout, optional=False)
+        checkField(owner, "backoff", self.backoff, Backoff)
+
+    @property
+    def callTimeout(self) -> float | None:
+        """The C{callTimeout} of the C{callLimits}: seconds a call waits for its answer, or C{None}."""
+        return None if self.callLimits is None else self.callLimits.callTimeout
+
+    def session(
+        self,
+        peer: str,
+        owner: Any,
+        extension: SessionExtension | None,
+        hooks: tuple[Callable[..., Any], Callable[[], None], Callable[..., Any], Callable[[SentStream], None] | None],
+    ) -> ClientSession[Any]:
+        """
+        The L{framing.rpc.session.ClientSession} of a client without Twisted
+        with these options: their C{limits}, C{registry} and C{callLimits}
+        (without them the session's own defaults: no bound on the calls
+        waiting, 10,000 references, 100 of the server's calls running).
+
+        @param hooks: the connection's C{makeReference}, C{released} (also
+            C{streamDropped}), C{makeStream} and C{streamSending} (C{None}:
+            it sends no streams).
+        """
+        limits = self.callLimits
+        maxPending, maxImports, maxRunning = (
+            (None, DEFAULT_MAX_IMPORTS, DEFAULT_MAX_RUNNING)
+            if limits is None
+            else (
+                limits.maxPending,
+                limits.maxImports,
+                limits.maxRunning,
+            )
+        )
+        makeReference, released, makeStream, streamSending = hooks
+        return ClientSession(
+            peer,
+            limits=self.limits,
+            registry=self.registry,
+            maxPending=maxPending,
+            maxImports=maxImports,
+            maxRunning=maxRunning,
+            makeReference=makeReference,
+            owner=owner,
+            released=released,
+            extension=extension,
+            makeStream=makeStream,
+            streamDropped=released,
+            streamSending=streamSending,
+        )
+
+    def refuseCredentials(self, way: str) -> None:
+        """@raise ValueError: these options have C{credentials}, which C{way} (a C{connectURL}) does not take."""
+        if self.credentials is not None:
+            raise ValueError(f"{way} takes no ClientOptions.credentials: the URL's name is the login")
+
+    def withoutInterceptors(self, client: str) -> ClientOptions:
+        """
+        These options, for a client that cannot run interceptors.
+
+        @raise ValueError: they have some.
+        """
+        if self.interceptors:
+            raise ValueError(
+                f"ClientOptions.interceptors are the Twisted client's: {client} cannot run them (use metadata, "
+                "or wrap the calls)"
+            )
+        return self
+
+
+CLIENT_DEFAULTS = ClientOptions()
+"""C{ClientOptions()}: the default of every C{connect}."""
+
+__all__ = ["ClientOptions"]
