@@ -233,7 +233,8 @@ class Decoder:
 
     def feed(self, data: bytes) -> list[Any]:
         """
-        Decode C{data}; return the top-level objects (or L{Violation}s) it completed.
+        Decode C{data}; return the top-level objects (or L{Violation}s) it
+        completed, in a new list (the caller's to keep or change).
 
         @raise ProtocolError: the stream is broken; drop the connection.  The
             objects this C{data} completed before the break are on the

@@ -570,6 +570,8 @@ class AsyncConnection:
             self._write(data, False)
         failure = session.failure
         if failure is not None and not self._shut:
+            if session.closing:
+                self._flush()  # (closed after GOAWAY, nothing in flight: what is due goes first)
             self._shut = True
             if self._transport is not None:
                 self._transport.close()
@@ -691,6 +693,10 @@ class AsyncConnection:
             if aclose is not None:
                 with contextlib.suppress(Exception):
                     await aclose()
+        # The last thing in flight after the server's GOAWAY, perhaps: the session then ends, what is due sent.
+        settled = self._session.closeIfDrained()
+        if self._session.closing and not self._shut:
+            self._apply(settled)
 
     def cancelStream(self, stream: AsyncStream) -> None:
         """Stop reading C{stream}: CANCEL sent if it was not over."""
@@ -757,9 +763,9 @@ class AsyncConnection:
 
     def _answer(self, call: IncomingCall, result: Any, error: BaseException | None) -> None:
         """Send the answer of the server's C{call} (nothing once the connection ended)."""
-        self._session.answerCall(call, result, error)
+        settled = self._session.answerCall(call, result, error)
         if not self._shut:
-            self._apply([])
+            self._apply(settled)
 
     # -- connecting and closing ----------------------------------------------
 

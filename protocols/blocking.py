@@ -719,12 +719,18 @@ class BlockingConnection:
             self._queue(data)  # (sent once _lock is released: see _flushOutbox)
         if session.failure is not None and not self._shut:
             self._shut = True
-            self._outbox.clear()  # (nothing is sent after the end)
-            try:
-                self._socket.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            if not (session.closing and self._outbox):
+                self._outbox.clear()  # (nothing is sent after the end...)
+                self._shutdown()
+            # (... but what is due when the session closed after GOAWAY: _flushOutbox shuts the socket after it)
             self._changed.notify_all()
+
+    def _shutdown(self) -> None:
+        """Shut the socket both ways (the connection ended); the file descriptor stays until L{close}."""
+        try:
+            self._socket.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def _end(self, reason: BaseException) -> None:
         """End the connection with C{reason} (C{_lock} held): every waiting call fails with it, once."""
@@ -777,6 +783,9 @@ class BlockingConnection:
                 self._settleUnsent(len(left) - taken)
                 if failed is not None:
                     self._end(failed)
+                elif self._shut and not self._outbox:
+                    # (the session closed after GOAWAY with this due: sent, the socket is shut now)
+                    self._shutdown()
             if left or failed is not None:
                 return
 
@@ -933,10 +942,17 @@ class BlockingConnection:
             for call in calls:
                 result, error = _run(call)
                 with self._lock:
-                    session.answerCall(call, result, error)
+                    settled = session.answerCall(call, result, error)
+                    if self._shut:
+                        continue
                     data = session.dataToSend()
-                if data:
-                    self._sendCancel(data, deadline)
+                    if data:
+                        self._queue(data)
+                self._flushOutbox(deadline)
+                if session.closing:
+                    # (the last thing in flight after the server's GOAWAY: the session ended, its answer sent)
+                    with self._lock:
+                        self._apply(settled)
         finally:
             self._lock.acquire()
 

@@ -109,11 +109,6 @@ class ClientObjectStreams(ObjectStreamTable):
         for cls in announced:
             registry.add_slicer(cls, announcer)
 
-    @property
-    def streamCount(self) -> int:
-        """Streams the server sends that are not over."""
-        return len(self.readers)
-
     # -- the table's hooks ---------------------------------------------------------------
 
     def sendFlow(self, message: FlowMessage) -> None:
@@ -161,13 +156,28 @@ class ClientObjectStreams(ObjectStreamTable):
         self.announcing.append(SentStream(streamId, source))
         return streamId
 
-    def committed(self) -> None:
-        """The message announcing L{announcing} was encoded whole (and will be sent): each stream is live."""
+    def committed(self) -> list[SentStream]:
+        """The message announcing L{announcing} was encoded whole (and will be sent): each stream is live; them."""
         announcing, self.announcing = self.announcing, []
         for producer in announcing:
             self.producerLive(producer)
             if self._sending is not None:
                 self._sending(producer)
+        return announcing
+
+    def probed(self, producers: list[SentStream], settled: list[_Settled]) -> None:
+        """
+        The PONG of the PING that followed the message announcing
+        C{producers} came back, after everything read before it was
+        applied: a stream the server has given no credit was not taken (an
+        old server refused the message), and is closed as if cancelled,
+        nothing sent for it (C{docs/wire-format.md} 14.6); its pull is
+        woken into C{settled}.
+        """
+        for producer in producers:
+            if not producer.credited and not producer.over:
+                self.producerOver(producer)
+                _wake(producer, settled)
 
     def rolledBack(self) -> None:
         """The message announcing L{announcing} failed to encode: the streams are forgotten."""

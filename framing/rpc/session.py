@@ -25,7 +25,8 @@ and wait; the protocol logic is here, written once:
    in the session's output (L{dataToSend}): a PONG for each PING, and the
    RELEASEs of the server's references this side dropped.  GOAWAY moves the session to
    L{SessionState.GOING_AWAY}: the calls in flight are answered, new ones
-   refused with L{framing.rpc.DeadReferenceError}.
+   refused with L{framing.rpc.DeadReferenceError}, and once nothing is in
+   flight (L{drained}) the I/O layer closes the connection.
  - Bad input is a typed error, never an exception out of L{receive}: a
    broken stream (L{framing.ProtocolError}), an answer to no call
    (L{UnexpectedAnswer}), a message refused before its request id, or a
@@ -85,11 +86,12 @@ references travel (L{framing.rpc.references}) and the export table.
 from __future__ import annotations
 
 import enum
+import functools
 import time
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
-from framing import Decoder, Encoder, Limits, Ping, ProtocolError, Registry, Violation, _core
+from framing import Decoder, Encoder, Limits, Ping, Pong, ProtocolError, Registry, Violation, _core
 from framing.encoder import open_token
 from framing.ledger import Ledger
 from framing.refusals import MAX_REFUSALS, REFUSAL_INTERVAL, RefusalRate
@@ -142,10 +144,6 @@ Settled = tuple[Any, Any, "BaseException | None"]
 _CALL_OPENING = open_token(OPEN_TYPE)
 """The OPEN token every RPC message starts with (L{framing.rpc.wire.MessageSlicer}'s C{record_name})."""
 
-_PING_ID = 1
-"""The id of the PINGs a session sends (the PONG echoes it; any PONG counts as hearing from the server)."""
-
-
 UNSENT = "unsent"
 """
 The ledger account (L{ClientSession.ledger}) of the bytes an I/O layer holds
@@ -194,6 +192,35 @@ class SessionExtension(Protocol):
         """The session ended with C{reason}: what that settles."""
 
 
+class _Broken:
+    """The end of what one read decoded when the stream broke: the L{ProtocolError}, dispatched after the rest."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: ProtocolError) -> None:
+        self.error = error
+
+
+class _Probed:
+    """The PONG of a probe came: its streams, judged where it stands among a read's objects."""
+
+    __slots__ = ("producers",)
+
+    def __init__(self, producers: list[SentStream]) -> None:
+        self.producers = producers
+
+
+_DRAIN_CHECK = object()
+"""Dispatched after a read's objects once the server sent GOAWAY: end the session if it drained."""
+
+
+def _drainingFeed(decoder: Decoder, data: bytes) -> list[Any]:
+    """A read's objects after GOAWAY: the decoder's, then L{_DRAIN_CHECK}."""
+    received: list[Any] = decoder.feed(data)
+    received.append(_DRAIN_CHECK)
+    return received
+
+
 class SessionState(enum.Enum):
     """Where a client session stands."""
 
@@ -236,6 +263,9 @@ class ClientSession(Generic[Waiter]):
         of its calls waiting or running here), against
         C{Limits.max_connection_memory}; its I/O layer sets C{on_full} and
         stops reading while it is over; closed when the session ends.
+    @ivar closing: the session ended itself after the server's GOAWAY,
+        nothing being in flight (L{closeIfDrained}): its output is still to
+        be sent, then the connection closed.
     @ivar output: the bytes due to the server, in order, as L{dataToSend}
         joins them.  Once L{receive} returns, everything it made due is
         there: an empty C{output} then means L{dataToSend} has nothing, and
@@ -314,6 +344,9 @@ class ClientSession(Generic[Waiter]):
         if extension is not None:
             extension.install(connectionRegistry, self._encoder)
         self._decoder = Decoder(limits, connectionRegistry)
+        # What a read is fed to: the decoder's feed (and after GOAWAY, _drainingFeed: see _goingAway).
+        self._feed: Callable[[bytes], list[Any]] = self._decoder.feed
+        self.closing = False
         # What this side holds for the server (its I/O layer's outbox, automatic replies, stream items):
         # one budget, whose owner (the I/O layer) sets on_full and stops reading past it.
         self.ledger = Ledger(self._decoder.limits.max_connection_memory)
@@ -330,6 +363,9 @@ class ClientSession(Generic[Waiter]):
         self._maxDepth = self._encoder.limits.max_depth
         # The refusals the server earned (see the module docstring).
         self.refusals = RefusalRate(maxRefusals, REFUSAL_INTERVAL, clock)
+        # This side's PINGs, numbered from 1; those that probe a message's streams, by id (see _probe).
+        self._pingsSent = 0
+        self._probes: dict[int, list[SentStream]] = {}
 
     @staticmethod
     def _addReferences(registry: Registry, references: ClientReferences) -> ClientReferences:
@@ -355,6 +391,55 @@ class ClientSession(Generic[Waiter]):
     def acceptsCalls(self) -> bool:
         """Whether a new call may be made: no GOAWAY from the server, and the session not ended."""
         return self.state is _OPEN or self.state is _WANT_PREAMBLE
+
+    @property
+    def drained(self) -> bool:
+        """
+        The server sent GOAWAY and nothing is in flight either way: no call
+        of this side waits for its answer, none of the server's waits or
+        runs here, no object stream is open in either direction.  The
+        session then ends itself (L{closeIfDrained}), and its I/O layer
+        sends what is due and closes the connection (C{docs/wire-format.md}
+        12.1: the receiver of GOAWAY closes as soon as it is idle, so no CALL
+        is on the wire at the close).  The Twisted broker's drain
+        (L{protocols.rpc.drain}) applies the same rule.
+        """
+        return (
+            self.state is _GOING_AWAY
+            and not self.pending
+            and not self.incomingCalls.runningCount
+            and not self.objectStreams.streamCount
+        )
+
+    def closeIfDrained(self) -> list[Settled]:
+        """
+        If the session L{drained}, end it (L{closing}): what is in the
+        output stays there, for the I/O layer to send before it closes the
+        connection, as it does on any end.  The session asks itself after
+        each read and each answer to the server's calls; an I/O layer asks
+        when a stream it sends ended.
+
+        @return: what the end settled (as L{end}).
+        """
+        if not self.drained:
+            return []
+        output = self.output[:]
+        settled = self.end(ConnectionLost(f"{self.peer} is going away (GOAWAY), nothing was in flight: closed here"))
+        self.closing = True
+        self.output.extend(output)
+        return settled
+
+    def _goingAway(self, received: list[Any]) -> None:
+        """
+        The server sent GOAWAY (in C{received}, being dispatched): no new
+        call, and from now on each read's objects are followed by
+        L{_DRAIN_CHECK}, this one's too (C{received} is the decoder's own
+        new list, or the session's), so that the session ends once nothing
+        is in flight (L{closeIfDrained}) at no cost to a read before GOAWAY.
+        """
+        self.state = _GOING_AWAY
+        self._feed = functools.partial(_drainingFeed, self._decoder)
+        received.append(_DRAIN_CHECK)
 
     def peerClosed(self) -> ConnectionLost:
         """
@@ -439,7 +524,7 @@ class ClientSession(Generic[Waiter]):
                 # encoded whole)
                 data = self._encoder.encode(Message((CALL, requestId, target, name, sent, *args)))
                 if self.objectStreams.announcing:
-                    self.objectStreams.committed()
+                    data += self._probe(self.objectStreams.committed())
         except BaseException:
             table.take(requestId)
             self.objectStreams.rolledBack()
@@ -499,9 +584,13 @@ class ClientSession(Generic[Waiter]):
         return data
 
     def ping(self) -> bytes:
-        """The bytes of a PING (a live server answers it with a PONG even while its method runs)."""
+        """
+        The bytes of a PING (a live server answers it with a PONG even while
+        its method runs), numbered as all of this side's PINGs are, from 1.
+        """
         self.pingSent = True
-        return encode_header(PING, _PING_ID)
+        self._pingsSent += 1
+        return encode_header(PING, self._pingsSent)
 
     def judgeSilence(self, quiet: float, silenceTimeout: float) -> list[Settled]:
         """
@@ -538,8 +627,21 @@ class ClientSession(Generic[Waiter]):
             self.objectStreams.rolledBack()
             raise
         if self.objectStreams.announcing:
-            self.objectStreams.committed()
+            data += self._probe(self.objectStreams.committed())
         return data
+
+    def _probe(self, producers: list[SentStream]) -> bytes:
+        """
+        The PING that follows a message announcing C{producers}
+        (C{docs/wire-format.md} 14.6): when its PONG is back, those the
+        server gave no credit were not taken, and are closed
+        (L{framing.rpc.clientstreams.ClientObjectStreams.probed}).  Its
+        bytes go right after the message's own (before what an extension
+        adds to them).
+        """
+        self._pingsSent += 1
+        self._probes[self._pingsSent] = producers
+        return encode_header(PING, self._pingsSent)
 
     # -- receiving -----------------------------------------------------------
 
@@ -550,106 +652,137 @@ class ClientSession(Generic[Waiter]):
         of references that died, the extension's bytes), wait in L{output}
         for L{dataToSend}.  A broken stream ends the session (L{failure})
         after what came before the break.
+
+        The session's one dispatch, in line: each top-level object, in
+        order, to what handles it, by type and then by tag (an answer, a
+        failure, the server's call, cancel, release or GOAWAY; a stream's
+        flow message; the extension's object; a refusal; anything else ends
+        the session), nothing once the session ended.  The commonest message,
+        an ANSWER to a pending call, is first and costs one type test, one
+        tag test and one dict pop.
         """
-        if self.state is _ENDED:
-            return []
+        if self.state is not _OPEN:
+            if self.state is _ENDED:
+                return []
+            if self._preambleLeft:
+                # The server's preamble, still coming: the session is open once it all came.  (The decoder checks
+                # it in the feed below: a wrong one breaks the stream there, which ends the session.)
+                self._preambleLeft = max(self._preambleLeft - len(data), 0)
+                if not self._preambleLeft:
+                    self.state = _OPEN
         self.pingSent = False
         settled: list[Settled] = []
-        if self._preambleLeft:
-            # The server's preamble, still coming: the session is open once it all came.  (The decoder checks it
-            # in the feed below: a wrong one breaks the stream there, which ends the session.)
-            self._preambleLeft = max(self._preambleLeft - len(data), 0)
-            if not self._preambleLeft:
-                self.state = _OPEN
         try:
-            results = self._decoder.feed(data)
+            # (the decoder's feed; after GOAWAY, its objects followed by _DRAIN_CHECK: see _goingAway)
+            received = self._feed(data)
         except ProtocolError as error:
-            for obj in getattr(error, "results", None) or ():
-                self._received(obj, settled)
-            settled.extend(self.end(error))
-            return settled
-        table = self.pending
-        for obj in results:
-            # The commonest message, an ANSWER to a pending call, in line; anything else in _received.
-            if type(obj) is Message and obj[0] == ANSWER:
-                entry = table.pop(obj[1], None)  # (CallTable.take, in line)
-                if entry is not None:
-                    settled.append((entry[0], obj[2], None))
+            # What came before the break, then the break itself, through the one dispatch below.
+            received = [*(getattr(error, "results", None) or ()), _Broken(error)]
+        if self._decoder.control_events:
+            self._controlEvents(received)
+        pending = self.pending
+        for obj in received:
+            if type(obj) is Message:
+                if obj[0] == ANSWER:
+                    entry = pending.pop(obj[1], None)  # (CallTable.take, in line)
+                    if entry is not None:
+                        settled.append((entry[0], obj[2], None))
+                    elif self.state is not _ENDED:
+                        self._stray(obj[1], "an answer", settled)
                     continue
-            self._received(obj, settled)
+                if self.state is _ENDED:
+                    break
+                tag = obj[0]
+                if tag == FAIL:
+                    _, requestId, typeName, text, remoteTraceback, details = obj
+                    entry = self._answered(requestId, "a failure", settled)
+                    if entry is not None:
+                        settled.append((entry[0], None, rebuild(typeName, text, remoteTraceback, details)))
+                        if self.extension is not None:
+                            self.extension.callFailed(requestId, False)
+                elif tag == CALL:
+                    refused = self.incomingCalls.received(obj)
+                    if refused is not None:
+                        self._refuseCall(obj[1], refused, settled)
+                elif tag == GOAWAY:
+                    if self.state is _OPEN:
+                        self._goingAway(received)
+                elif tag == RELEASE:
+                    if self.references is not None:
+                        self.references.releaseReceived(obj)
+                elif tag == CANCEL:
+                    self.incomingCalls.cancelled(obj[1])
+                continue
+            if self.state is _ENDED:
+                break
+            if type(obj) is FlowMessage:
+                try:
+                    self.objectStreams.received(obj, settled)
+                except ProtocolError as error:
+                    settled.extend(self.end(error))
+            elif type(obj) is _Broken:
+                settled.extend(self.end(obj.error))
+            elif obj is _DRAIN_CHECK:
+                settled.extend(self.closeIfDrained())
+            elif type(obj) is _Probed:
+                self.objectStreams.probed(obj.producers, settled)
+            elif self.extension is not None and self.extension.received(obj):
+                pass
+            elif isinstance(obj, MessageRefused):
+                if obj.tag == CALL:
+                    self._refuseCall(obj.requestId, obj.violation, settled)
+                elif obj.tag in (ANSWER, FAIL):
+                    entry = self._answered(obj.requestId, "a refused answer", settled)
+                    if entry is not None:
+                        violation = obj.violation
+                        violation.message += f"; in the answer to {entry[1]!r} from {self.peer}"
+                        settled.append((entry[0], None, violation))
+            elif isinstance(obj, MessageWithoutId):
+                settled.extend(
+                    self.end(UnreadableRequestId(f"a message refused before its request id: {obj.violation}"))
+                )
+            elif not isinstance(obj, Violation):
+                settled.extend(self.end(NotAnRpcMessage(f"a top-level {type(obj).__name__} from {self.peer}")))
+            else:
+                # Any other Violation: an object of a kind this client does not take (an extension's), refused alone.
+                self._refused(settled)
         extension = self.extension
         if extension is not None:
             settled.extend(extension.takeSettled())
-        events = self._decoder.control_events
-        if events:
-            if self.state is not _ENDED:
-                self.output.extend(encode_header(PONG, event.id) for event in events if isinstance(event, Ping))
-            events.clear()
         if self._died or self._streamsDropped or extension is not None:
             self._gather()
         return settled
 
-    def _received(self, obj: Any, settled: list[Settled]) -> None:
-        """One top-level object from the server: an answer, a failure, or something this client does not take."""
-        if self.state is _ENDED:
-            return
-        if type(obj) is Message:
-            tag = obj[0]
-            if tag == ANSWER:
-                entry = self._answered(obj[1], "an answer", settled)
-                if entry is not None:
-                    settled.append((entry[0], obj[2], None))
-            elif tag == FAIL:
-                _, requestId, typeName, text, remoteTraceback, details = obj
-                entry = self._answered(requestId, "a failure", settled)
-                if entry is not None:
-                    settled.append((entry[0], None, rebuild(typeName, text, remoteTraceback, details)))
-                    if self.extension is not None:
-                        self.extension.callFailed(requestId, False)
-            elif tag == CALL:
-                refused = self.incomingCalls.received(obj)
-                if refused is not None:
-                    self._refuseCall(obj[1], refused, settled)
-            elif tag == GOAWAY:
-                self.state = _GOING_AWAY
-            elif tag == RELEASE:
-                if self.references is not None:
-                    self.references.releaseReceived(obj)
-            elif tag == CANCEL:
-                self.incomingCalls.cancelled(obj[1])
-        elif type(obj) is FlowMessage:
-            try:
-                self.objectStreams.received(obj, settled)
-            except ProtocolError as error:
-                settled.extend(self.end(error))
-        elif self.extension is not None and self.extension.received(obj):
-            pass
-        elif isinstance(obj, MessageRefused):
-            if obj.tag == CALL:
-                self._refuseCall(obj.requestId, obj.violation, settled)
-            elif obj.tag in (ANSWER, FAIL):
-                entry = self._answered(obj.requestId, "a refused answer", settled)
-                if entry is not None:
-                    violation = obj.violation
-                    violation.message += f"; in the answer to {entry[1]!r} from {self.peer}"
-                    settled.append((entry[0], None, violation))
-        elif isinstance(obj, MessageWithoutId):
-            settled.extend(self.end(UnreadableRequestId(f"a message refused before its request id: {obj.violation}")))
-        elif not isinstance(obj, Violation):
-            settled.extend(self.end(NotAnRpcMessage(f"a top-level {type(obj).__name__} from {self.peer}")))
-        else:
-            # Any other Violation: an object of a kind this client does not take (an extension's), refused alone.
-            self._refused(settled)
+    def _controlEvents(self, received: list[Any]) -> None:
+        """
+        The PINGs and PONGs a read brought: a PONG for each PING, into the
+        output before the replies to the read's objects (as the Twisted
+        connection writes them); each PONG of a probe (L{_probe}) judged
+        after those objects, by a L{_Probed} put after them in C{received}
+        (a CREDIT that came before the PONG counts).
+        """
+        events = self._decoder.control_events
+        self.output.extend(encode_header(PONG, event.id) for event in events if type(event) is Ping)
+        if self._probes:
+            for event in events:
+                if type(event) is Pong:
+                    producers = self._probes.pop(event.id, None)
+                    if producers is not None:
+                        received.append(_Probed(producers))
+        events.clear()
 
     def _answered(self, requestId: int, what: str, settled: list[Settled]) -> tuple[Waiter, str] | None:
         """The pending call C{requestId}, now answered; C{None} if none waits (unexpected: the session ends)."""
-        table = self.pending
-        entry = table.take(requestId)
+        entry = self.pending.take(requestId)
         if entry is None:
-            unexpected = table.strayAnswer(requestId, what)
-            if unexpected is not None:
-                settled.extend(self.end(unexpected))
+            self._stray(requestId, what, settled)
         return entry
+
+    def _stray(self, requestId: int, what: str, settled: list[Settled]) -> None:
+        """C{what} came for C{requestId}, which no call waits on: ignored if a late answer was due, else the end."""
+        unexpected = self.pending.strayAnswer(requestId, what)
+        if unexpected is not None:
+            settled.extend(self.end(unexpected))
 
     def _refuseCall(self, requestId: int, error: Exception, settled: list[Settled]) -> None:
         """
@@ -671,16 +804,19 @@ class ClientSession(Generic[Waiter]):
 
     # -- references and the server's calls -----------------------------------
 
-    def answerCall(self, call: IncomingCall, result: Any = None, error: BaseException | None = None) -> None:
+    def answerCall(self, call: IncomingCall, result: Any = None, error: BaseException | None = None) -> list[Settled]:
         """
         The server's C{call} (taken from C{incomingCalls.waiting}) ended with
         C{result}, or C{error}: its ANSWER or FAIL waits in the output (none
         for a call for no answer or one cancelled, or once the session ended).
         A result that cannot be sent is a FAIL saying why.
+
+        @return: what ending the session settled, if this call was the last
+            thing in flight after the server's GOAWAY (L{closeIfDrained}).
         """
         message = self.incomingCalls.settle(call, result, error)
         if message is None or self.state is _ENDED:
-            return
+            return self.closeIfDrained()
         try:
             data = self._encode(message)
         except Exception as encodingError:
@@ -694,6 +830,7 @@ class ClientSession(Generic[Waiter]):
                     Message((FAIL, call.requestId, type(encodingError).__name__, str(encodingError), None, None))
                 )
         self.output.append(data)
+        return self.closeIfDrained()
 
     def release(self, reference: Any) -> bytes:
         """The bytes of C{reference}'s RELEASE, released now by its holder; C{b""} if none is due."""
@@ -740,6 +877,7 @@ class ClientSession(Generic[Waiter]):
         self.state = _ENDED
         self.failure = reason
         self.output.clear()
+        self._probes.clear()
         self.ledger.close()
         self.incomingCalls.end()
         if self.references is not None:

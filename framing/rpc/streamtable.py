@@ -130,6 +130,7 @@ class SentStream:
     @ivar check: the item constraint and the stream's name in C{where}, if the stream is typed.
     @ivar waiter: what a client's pull waits on for credit (opaque), settled when CREDIT or CANCEL comes.
     @ivar handle: the client's own (its pulling task), untouched here.
+    @ivar credited: a CREDIT of the peer's came for it (a stream of a probed message without one was not taken).
     """
 
     def __init__(self, streamId: int, source: Any) -> None:
@@ -141,6 +142,7 @@ class SentStream:
         self.check: tuple[Constraint, str] | None = itemCheckFor(source)
         self.waiter: Any = None
         self.handle: Any = None
+        self.credited = False
 
 
 class ObjectStreamTable:
@@ -175,6 +177,11 @@ class ObjectStreamTable:
         self.failure: BaseException | None = None
         self.lastAnnounced = 0
         self.nextId = 1
+
+    @property
+    def streamCount(self) -> int:
+        """Streams in flight on this connection, both ways (work a drain waits for)."""
+        return len(self.producers) + len(self.readers)
 
     # -- the shell's part ------------------------------------------------------------
 
@@ -234,6 +241,7 @@ class ObjectStreamTable:
             if producer is None:
                 return None
             if tag == CREDIT:
+                producer.credited = True
                 producer.window.granted(message[2], message[3])
             else:
                 self.producerOver(producer)

@@ -12,9 +12,12 @@ an INT tag, the fields of that kind, CLOSE::
     (GOAWAY,  graceMilliseconds)
 
 L{MESSAGES} is the one table of these shapes: a row per kind with its
-fields (name, value check, accepted body kinds) and the broker methods that
-handle it and its refusal; the unslicer and the broker's dispatch are built
-from it, so a new kind is one row plus its handler.
+fields (name, value check, accepted body kinds); the unslicer is built from
+it.  Who handles each kind is code, not data: the broker's table of bound
+methods by tag, built in one function (L{protocols.rpc.broker.Broker}), and
+the client session's dispatch in line in its C{receive}
+(L{framing.rpc.session.ClientSession}), both code mypy and grep follow, so
+a new kind is one row here plus its handler in each.
 
 A CALL carries its arguments as trailing fields and C{None} for no keyword
 arguments, so the commonest call holds no nested container (two fewer
@@ -236,16 +239,11 @@ class Field:
 @dataclass(frozen=True)
 class Kind:
     """
-    One row of L{MESSAGES}: a kind of RPC message and who handles it.
+    One row of L{MESSAGES}: a kind of RPC message.
 
     @ivar tag: the INT that opens it on the wire (its index in L{MESSAGES}).
     @ivar name: its name in logs.
     @ivar fields: its fields after the tag, in wire order.
-    @ivar handler: the broker attribute path (C{"incoming.callReceived"})
-        of the method called with each such message received.
-    @ivar refused: the broker attribute path of the method called with the
-        L{MessageRefused} of such a message refused after its id arrived;
-        C{None}: the refusal is only logged.
     @ivar awaited: its request id ties it to a call someone waits for (a
         CALL, or an answer to one): refused before that id arrived, it is
         reported as a L{MessageWithoutId}, and the broker drops the
@@ -255,8 +253,6 @@ class Kind:
     tag: int
     name: str
     fields: tuple[Field, ...]
-    handler: str
-    refused: str | None = None
     awaited: bool = False
 
 
@@ -276,16 +272,12 @@ MESSAGES: tuple[Kind, ...] = (
             Field("name", _name, _STRING),
             Field("kwargs", _kwargsOrContext, _OPEN),
         ),
-        handler="incoming.callReceived",
-        refused="incoming.callRefused",
         awaited=True,
     ),
     Kind(
         ANSWER,
         "answer",
         (_ID, Field("result")),
-        handler="calls.answerReceived",
-        refused="calls.answerRefused",
         awaited=True,
     ),
     Kind(
@@ -298,16 +290,14 @@ MESSAGES: tuple[Kind, ...] = (
             Field("traceback", _optionalText, _STRING),
             Field("details", _optionalTuple, _OPEN),
         ),
-        handler="calls.failReceived",
-        refused="calls.answerRefused",
         awaited=True,
     ),
-    Kind(CANCEL, "cancel", (_ID,), handler="incoming.cancelReceived"),
-    Kind(RELEASE, "release", (_ID, Field("count", _count, _NO_BODY)), handler="references.releaseReceived"),
-    Kind(GOAWAY, "goaway", (Field("grace", _identifier, _NO_BODY),), handler="drain.goAwayReceived"),
+    Kind(CANCEL, "cancel", (_ID,)),
+    Kind(RELEASE, "release", (_ID, Field("count", _count, _NO_BODY))),
+    Kind(GOAWAY, "goaway", (Field("grace", _identifier, _NO_BODY),)),
 )
 """Every kind of RPC message, one row each, indexed by tag (h11's table
-style): a new kind is one row here plus its handler."""
+style): a new kind is one row here plus its handler in each dispatch."""
 
 assert all(kind.tag == index for index, kind in enumerate(MESSAGES))
 

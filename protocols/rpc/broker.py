@@ -3,9 +3,9 @@
 Contract: both ends are the same class.  A broker is the L{IObjectReceiver}
 of a L{TokenProtocol} it makes itself (C{broker.connection}, AMP's
 C{IBoxReceiver} split): the connection owns framing, the transport and
-pings; the broker dispatches each received message with one index into the
-message table (L{framing.rpc.wire.MESSAGES}) to the object whose job it
-is: L{OutgoingCalls} (the calls this side made, L{protocols.rpc.calls}),
+pings; the broker dispatches each received message with one index into a
+table of bound methods by tag, built in one place (its C{_dispatch}),
+to the object whose job it is: L{OutgoingCalls} (the calls this side made, L{protocols.rpc.calls}),
 L{IncomingCalls} (the calls the peer made, L{protocols.rpc.answering}) and
 L{ReferenceTable} (exports, imports and RELEASE, L{protocols.rpc.tables}).
 Each call is one CALL message in one transport write; each answer one
@@ -33,7 +33,6 @@ write as the preamble.  Nothing waits for the peer's preamble.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from operator import attrgetter
 from typing import Any
 
 from twisted.internet.defer import Deferred, gatherResults
@@ -49,7 +48,7 @@ from framing.outgoing import Outgoing
 from framing.rpc.errors import MessageRefused, MessageWithoutId, NotAnRpcMessage, UnreadableRequestId
 from framing.rpc.limits import CLIENT_CALL_LIMITS, CallLimits
 from framing.rpc.referenceable import Referenceable
-from framing.rpc.wire import CALL, MESSAGES, Message, addMessageTypes
+from framing.rpc.wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, MESSAGES, RELEASE, Message, addMessageTypes
 from framing.slicing.registry import DEFAULT_REGISTRY
 
 from .. import guard as guarding
@@ -76,6 +75,12 @@ from .streams import ObjectStreams
 from .tables import ReferenceTable
 
 __all__ = ["Broker", "BrokerFactory", "currentBroker"]
+
+Handler = Callable[[Message], None]
+"""What a received message of one kind is handed to (the broker's dispatch: L{Broker.objectReceived})."""
+
+RefusalHandler = Callable[[MessageRefused], None]
+"""What the refusal of a message of one kind, after its id arrived, is handed to."""
 
 
 @implementer(IObjectReceiver)
@@ -183,23 +188,51 @@ class Broker:
             extension.install(self, connectionRegistry)
             for controlType in extension.controlTypes:
                 self._controls[controlType] = extension
-        # The message table's handlers, bound once: one index per message.
-        self._handlers = tuple(attrgetter(kind.handler)(self) for kind in MESSAGES)
-        self._refusedHandlers = tuple(
-            None if kind.refused is None else attrgetter(kind.refused)(self) for kind in MESSAGES
-        )
+        self._handlers: tuple[Handler, ...] = ()
+        self._refusedHandlers: tuple[RefusalHandler | None, ...] = ()
+        self._intercepted = False
+        self._dispatch()
 
-    def replaceHandler(self, tag: int, handler: Callable[[Message], None]) -> Callable[[Message], None]:
+    def _dispatch(self, call: Handler | None = None, cancel: Handler | None = None) -> None:
         """
-        Hand the received messages of kind C{tag} to C{handler} from now on
-        (interceptors do: L{protocols.rpc.interceptors}); return the handler
-        it replaces, for C{handler} to call.
+        Bind the dispatch, the one place a received message's handler is
+        chosen: per kind (L{MESSAGES}), by tag, the method it is handed to,
+        and the one its refusal after its id is handed to (C{None}: the
+        refusal is only logged).  L{objectReceived} and L{objectRefused}
+        then cost one index per message.  C{call} and C{cancel}, if given,
+        stand in front of L{IncomingCalls} (L{interceptCalls}).
         """
-        handlers = list(self._handlers)
-        previous: Callable[[Message], None] = handlers[tag]
-        handlers[tag] = handler
-        self._handlers = tuple(handlers)
-        return previous
+        incoming, calls = self.incoming, self.calls
+        handlers: dict[int, Handler] = {
+            CALL: call or incoming.callReceived,
+            ANSWER: calls.answerReceived,
+            FAIL: calls.failReceived,
+            CANCEL: cancel or incoming.cancelReceived,
+            RELEASE: self.references.releaseReceived,
+            GOAWAY: self.drain.goAwayReceived,
+        }
+        refused: dict[int, RefusalHandler] = {
+            CALL: incoming.callRefused,
+            ANSWER: calls.answerRefused,
+            FAIL: calls.answerRefused,
+        }
+        self._handlers = tuple(handlers[kind.tag] for kind in MESSAGES)
+        self._refusedHandlers = tuple(refused.get(kind.tag) for kind in MESSAGES)
+
+    def interceptCalls(self, call: Handler | None, cancel: Handler) -> None:
+        """
+        Hand the peer's CALLs to C{call} (C{None}: straight to
+        L{IncomingCalls}, as before) and its CANCELs to C{cancel}, which pass
+        them on to C{self.incoming} themselves: the seam of
+        L{protocols.rpc.interceptors.Interception}, once per broker, before
+        its connection starts.
+
+        @raise RuntimeError: the broker's calls are intercepted already.
+        """
+        if self._intercepted:
+            raise RuntimeError("a broker's calls are intercepted once (one Interception holds all its interceptors)")
+        self._intercepted = True
+        self._dispatch(call, cancel)
 
     def _addTypes(self, registry: Registry) -> None:
         """Add the RPC messages and the references (sliced against this connection's tables) to C{registry}."""
@@ -342,7 +375,7 @@ class Broker:
     # -- receiving -----------------------------------------------------------------
 
     def objectReceived(self, obj: Any) -> None:
-        """Dispatch one message by its tag (L{MESSAGES}); an extension's control object to that extension."""
+        """Dispatch one message by its tag (L{_dispatch}); an extension's control object to that extension."""
         if type(obj) is Message:
             self._handlers[obj[0]](obj)
             return
@@ -362,7 +395,7 @@ class Broker:
     def objectRefused(self, violation: Violation) -> None:
         """
         A message was refused: hand the refusal to its kind's refusal
-        handler (L{MESSAGES}), which fails or refuses the call by the id the
+        handler (L{_dispatch}), which fails or refuses the call by the id the
         unslicer reported (a L{MessageRefused}; see L{framing.rpc.wire}).
         A CALL, ANSWER or FAIL refused before its id (a L{MessageWithoutId})
         drops the connection with an L{UnreadableRequestId}: nobody could be

@@ -26,9 +26,11 @@ C{enterMethod} pays nothing for the hook.
 This is gRPC's interceptor split in its two halves (no continuation, so no
 Deferred or closure per call), in Twisted's hook style.  A broker without
 interceptors pays nothing: they are installed per connection by its
-factory (L{protocols.rpc.BrokerFactory}'s C{interceptors}), replacing the
-broker's CANCEL handler and its C{callRemote} with intercepting ones, and
-its CALL handler too unless every interceptor only records (L{ICallRecorder}):
+factory (L{protocols.rpc.BrokerFactory}'s C{interceptors}), standing in
+the broker's dispatch in front of its CANCEL handler
+(L{protocols.rpc.broker.Broker.interceptCalls}), replacing its
+C{callRemote} with an intercepting one, and in front of its CALL handler
+too unless every interceptor only records (L{ICallRecorder}):
 then the broker's L{protocols.rpc.answering.IncomingCalls} keeps each
 call's start itself, and a call that succeeds costs a tuple, two clock
 readings and the update of its method's L{CallTally}.  IncomingCalls tells
@@ -53,7 +55,7 @@ from framing import Violation
 from framing.errors import short_repr
 from framing.rpc.context import Scope
 from framing.rpc.errors import NO_SUCH_METHOD, NO_SUCH_OBJECT, VIOLATION, describe
-from framing.rpc.wire import CALL, CANCEL, FAIL, NO_ANSWER, Message
+from framing.rpc.wire import FAIL, NO_ANSWER, Message
 
 from ..logs import escape
 from .answering import UNANSWERED_REFUSAL
@@ -307,12 +309,13 @@ class Interception:
         self._peer: Any = None
         self._avatar: Any = None
         broker.incoming.answered = self._answeredHere
+        # What the broker's dispatch hands the peer's CALLs and CANCELs to, behind this interception's own.
+        self._call = broker.incoming.callReceived
+        self._cancel = broker.incoming.cancelReceived
         if self._lean:
             # The calls answered here are timed by IncomingCalls itself: no CALL handler of ours in their path.
             broker.incoming.starts = self._answering
-        else:
-            self._call = broker.replaceHandler(CALL, self._callReceived)
-        self._cancel = broker.replaceHandler(CANCEL, self._cancelReceived)
+        broker.interceptCalls(None if self._lean else self._callReceived, self._cancelReceived)
         self._callRemote = broker.callRemote
         broker.callRemote = self._intercepted
         broker.extensions = (*broker.extensions, self)

@@ -152,7 +152,6 @@ class _Producer(SentStream):
     def __init__(self, streams: ObjectStreams, streamId: int, source: Any) -> None:
         super().__init__(streamId, source)
         self.streams = streams
-        self.credited = False
         self.state = _WAITING
         self._pending: Deferred[Any] | None = None
         self._batch: list[Any] = []
@@ -172,8 +171,7 @@ class _Producer(SentStream):
             self.isAsync = False
 
     def granted(self) -> None:
-        """The peer's CREDIT was counted (L{ObjectStreamTable.receivedFlow}): send on."""
-        self.credited = True
+        """The peer's CREDIT was counted (L{ObjectStreamTable.receivedFlow}, which marks it C{credited}): send on."""
         self.pump()
 
     def pump(self) -> None:
@@ -803,11 +801,6 @@ class ObjectStreams(ObjectStreamTable):
     def closeFailed(self, failure: Failure) -> None:
         """Closing a producer's source raised: log it (nobody else will see it)."""
         self.log.failure("Closing an object stream's source failed", failure)
-
-    @property
-    def streamCount(self) -> int:
-        """Streams in flight on this connection, both ways."""
-        return len(self.producers) + len(self.readers)
 
     # -- announcing and receiving announcements -------------------------------------------------
 

@@ -27,7 +27,9 @@ from framing.rpc.errors import (
     describe,
     noSuchMethod,
 )
+from framing.rpc.referenceable import Referenceable
 from framing.rpc.session import ClientSession, SessionState
+from framing.rpc.signatures import remote
 from framing.rpc.wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, NO_ANSWER, Message, addMessageTypes, callContext
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PING, PONG, PREAMBLE, encode_header
@@ -37,6 +39,14 @@ from .test_cores import COMPILED, core, differential, values
 REGISTRY = Registry(DEFAULT_REGISTRY)
 addMessageTypes(REGISTRY)
 PEER = "127.0.0.1:8760"
+
+
+class Callback(Referenceable):
+    """An object of the client's the server calls."""
+
+    @remote
+    def add(self, number: int) -> int:
+        return number + 1
 
 
 class Server:
@@ -230,6 +240,52 @@ class CallTests(SynchronousTestCase):
         error = self.assertRaises(DeadReferenceError, session.call, "x", 0, "get", (), {})
         self.assertIn("going away", str(error))
         self.assertEqual(session.receive(server.send(Message((ANSWER, requestId, "last")))), [("w", "last", None)])
+
+    def test_closesOnceDrained(self) -> None:
+        """
+        After GOAWAY the session ends itself once nothing is in flight (the
+        receiver of GOAWAY closes: wire format 12.1), keeping what is due for
+        its I/O layer to send first; not while a call waits.
+        """
+        session, server = opened()
+        requestId, _ = session.call("w", 0, "get", (), {})
+        session.receive(server.send(Message((GOAWAY, 5000))))
+        self.assertFalse(session.drained)
+        self.assertIsNone(session.failure)
+        settled = session.receive(server.send(Message((ANSWER, requestId, "last"))) + encode_header(PING, 9))
+        self.assertEqual(settled, [("w", "last", None)])
+        self.assertEqual(session.state, SessionState.ENDED)
+        self.assertTrue(session.closing)
+        self.assertIsInstance(session.failure, ConnectionLost)
+        self.assertIn("going away", str(session.failure))
+        self.assertEqual(session.dataToSend(), encode_header(PONG, 9))
+
+    def test_goAwayWhenIdle(self) -> None:
+        """A GOAWAY with nothing in flight ends the session in the read that brought it."""
+        session, server = opened()
+        session.receive(server.send(Message((GOAWAY, 0))))
+        self.assertTrue(session.closing)
+        self.assertEqual(session.state, SessionState.ENDED)
+
+    def test_drainWaitsForServersCall(self) -> None:
+        """A server's call running here is in flight too: the session ends once its answer is due."""
+        session: ClientSession[str] = ClientSession(PEER, makeReference=lambda exportId, names: object())
+        server = Server()
+        server.read(session.start())
+        session.receive(PREAMBLE)
+        callback = Callback()
+        self.assertEqual(session.references.exportFor(callback), 1)  # type: ignore[union-attr]
+        session.receive(server.send(Message((CALL, 7, 1, "add", None, 2)), Message((GOAWAY, 0))))
+        self.assertEqual(session.state, SessionState.GOING_AWAY)
+        [call] = session.incomingCalls.take()
+        self.assertEqual(session.answerCall(call, 3), [])
+        self.assertTrue(session.closing)
+        self.assertEqual(server.read(session.dataToSend()), [Message((ANSWER, 7, 3))])
+
+    def test_pingIds(self) -> None:
+        """The session's PINGs are numbered from 1, as the Twisted connection's are."""
+        session, _ = opened()
+        self.assertEqual([session.ping(), session.ping()], [encode_header(PING, 1), encode_header(PING, 2)])
 
 
 class CancelTests(SynchronousTestCase):

@@ -2,31 +2,74 @@
 
 from __future__ import annotations
 
-from operator import attrgetter
+from dataclasses import fields
 
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Limits
 from framing.errors import InvalidValue, TooManyItems
-from framing.rpc.wire import CANCEL, FAIL, MESSAGES, MessageUnslicer
+from framing.rpc.wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, MESSAGES, RELEASE, Kind, Message, MessageUnslicer
 from protocols.rpc import Broker
+from protocols.rpc.interceptors import CallInterceptor, intercept
 
 
 class TableTests(SynchronousTestCase):
-    """Each row names its fields and its handlers; nothing else lists them."""
+    """Each row names its fields; the dispatch of each kind is code, in one function per side."""
 
     def test_tagsAreIndexes(self) -> None:
         """A row's tag is its index in the table, so dispatch is one index per message."""
         self.assertEqual([kind.tag for kind in MESSAGES], list(range(len(MESSAGES))))
 
-    def test_handlersResolve(self) -> None:
-        """Every row's handler and refusal handler is a method a broker has."""
+    def test_everyKindDispatched(self) -> None:
+        """
+        The broker's dispatch, built in one function, hands each kind to
+        its part's method, and the refusal of each kind a call waits on
+        (and only those) to the part that answers or fails that call.
+        """
         broker = Broker(clock=Clock())
-        for kind in MESSAGES:
-            self.assertTrue(callable(attrgetter(kind.handler)(broker)), kind.name)
-            if kind.refused is not None:
-                self.assertTrue(callable(attrgetter(kind.refused)(broker)), kind.name)
+        incoming, calls = broker.incoming, broker.calls
+        expected = {
+            CALL: incoming.callReceived,
+            ANSWER: calls.answerReceived,
+            FAIL: calls.failReceived,
+            CANCEL: incoming.cancelReceived,
+            RELEASE: broker.references.releaseReceived,
+            GOAWAY: broker.drain.goAwayReceived,
+        }
+        self.assertEqual(sorted(expected), [kind.tag for kind in MESSAGES])
+        self.assertEqual(broker._handlers, tuple(expected[kind.tag] for kind in MESSAGES))
+        refused = {CALL: incoming.callRefused, ANSWER: calls.answerRefused, FAIL: calls.answerRefused}
+        self.assertEqual(broker._refusedHandlers, tuple(refused.get(kind.tag) for kind in MESSAGES))
+        self.assertEqual(sorted(refused), [kind.tag for kind in MESSAGES if kind.awaited])
+
+    def test_noHandlerNamedInTheTable(self) -> None:
+        """A row holds its wire shape alone: no attribute path for a dispatch to resolve by name."""
+        self.assertEqual([field.name for field in fields(Kind)], ["tag", "name", "fields", "awaited"])
+
+    def test_interceptedInFront(self) -> None:
+        """
+        An interception stands in front of the CALL and CANCEL handlers
+        only (the rest unchanged), and only once per broker.
+        """
+        broker = Broker(clock=Clock())
+        before = broker._handlers
+        received: list[Message] = []
+        broker.interceptCalls(received.append, received.append)
+        self.assertEqual(broker._handlers[CALL], received.append)
+        self.assertEqual(broker._handlers[CANCEL], received.append)
+        self.assertEqual(
+            [h for tag, h in enumerate(broker._handlers) if tag not in (CALL, CANCEL)],
+            [h for tag, h in enumerate(before) if tag not in (CALL, CANCEL)],
+        )
+        self.assertRaises(RuntimeError, broker.interceptCalls, None, received.append)
+
+    def test_recordersLeaveCallsAlone(self) -> None:
+        """With no interceptor but recorders, the broker's CALL handler stays IncomingCalls' own."""
+        broker = Broker(clock=Clock())
+        intercept(broker, [CallInterceptor()])
+        self.assertEqual(broker._handlers[CALL], broker.incoming.callReceived)
+        self.assertNotEqual(broker._handlers[CANCEL], broker.incoming.cancelReceived)
 
     def test_fieldNamesFromTheTable(self) -> None:
         """The unslicer names each field as its row does, and applies the row's check to it."""
