@@ -113,8 +113,9 @@ async def main(reactor: Any) -> None:
     await port.stopListening()
 
     portal = auth.portal(Realm(), [UserFile("users"), TokenChecker({})])
-    guarded = await bulk.serve(reactor, "tcp:0:interface=127.0.0.1", portal=portal)
-    root = await bulk.connect(reactor, address, credentials=UsernamePassword(b"ada", b"pw"))
+    guarded = await bulk.serve(reactor, "tcp:0:interface=127.0.0.1", options=rpc.ServerOptions(portal=portal))
+    login = rpc.ClientOptions(credentials=UsernamePassword(b"ada", b"pw"))
+    root = await bulk.connect(reactor, address, options=login)
     size: int = await root.typed(IKeyValue).upload("file", bulk.Stream(b"data"))
     copy = bulk.asIncoming(await root.typed(IKeyValue).download("file"))
     await copy.receive("copy")
