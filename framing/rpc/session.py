@@ -1,86 +1,25 @@
 """The client's side of one RPC connection, sans-IO: calls in, bytes out; bytes in, settled calls out.
 
 Contract: a L{ClientSession} is everything a chunkwire RPC client does on
-one connection except waiting.  It owns the connection's L{framing.Decoder}
-and L{framing.Encoder} (with the RPC message types added to the registry it
-is given), the L{framing.rpc.calltable.CallTable} of the calls made, and the
-connection's named state (L{SessionState}).  The clients without Twisted
-(L{protocols.blocking}, threads on a socket, and L{protocols.asyncioclient},
-futures on an asyncio transport) are thin layers over it that read, write
-and wait; the protocol logic is here, written once:
+one connection except waiting (L{protocols.blocking} and
+L{protocols.asyncioclient} wait over it).  L{start} is the preamble;
+L{call}, L{callOnly}, L{cancel} and L{ping} return their one message's
+bytes; L{receive} takes bytes and returns the calls it settled, as
+C{(waiter, result, error)} triples in answer order, leaving what is due back
+in L{dataToSend}.  GOAWAY moves it to L{SessionState.GOING_AWAY}.  Bad input
+never raises out of L{receive}: a broken stream, an answer to no call or a
+message refused before its id ends the session (L{SessionState.ENDED},
+L{failure}) and settles every pending call; more than C{maxRefusals}
+refusals within 10 s end it with L{framing.refusals.TooManyRefusals}.
+L{end} and L{judgeSilence} end it for what the I/O layer saw.  It keeps
+references and the server's object streams too.  No I/O, no threads, no
+timer (the refusal rate alone reads C{clock}).
 
- - L{start} is the preamble to send first; the session is
-   L{SessionState.OPEN} once the server's preamble came (L{ready}).
- - L{call}, L{callOnly}, L{cancel} and L{ping} return the bytes of their one
-   message, for the caller to send whole.  L{call} keeps an opaque waiter
-   (a future, a thread's slot) for the answer, by request id.  A call may
-   carry a deadline and metadata (L{framing.rpc.context}); the session
-   keeps no time: the I/O layer cancels a call whose deadline passed.
- - L{receive} takes whatever bytes came and returns the calls it settled,
-   as C{(waiter, result, error)} triples (C{error} C{None} for a result),
-   in the order their answers came: an ANSWER's result; a FAIL rebuilt as
-   its error (L{framing.rpc.errors.rebuild}); an answer this side refused
-   (its L{framing.Violation}, naming the call and the server); the
-   connection's end.  What the server's messages ask to be sent back waits
-   in the session's output (L{dataToSend}): a PONG for each PING, and the
-   RELEASEs of the server's references this side dropped.  GOAWAY moves the session to
-   L{SessionState.GOING_AWAY}: the calls in flight are answered, new ones
-   refused with L{framing.rpc.DeadReferenceError}, and once nothing is in
-   flight (L{drained}) the I/O layer closes the connection.
- - Bad input is a typed error, never an exception out of L{receive}: a
-   broken stream (L{framing.ProtocolError}), an answer to no call
-   (L{UnexpectedAnswer}), a message refused before its request id, or a
-   top-level object that is no RPC message ends the session
-   (L{SessionState.ENDED}, L{failure}) and settles every pending call with
-   that reason, naming the call (L{callLost}); the I/O layer then closes the
-   connection.  A refused object of another kind is dropped alone.
- - Refusals (a call of the server's refused: to no object, no method, past
-   the running calls' bound, ill-formed; an object this side does not take)
-   count against L{framing.refusals.RefusalRate}, the rule the Twisted
-   connection applies too: past C{maxRefusals} (1,000) within 10 s the
-   session ends with L{framing.refusals.TooManyRefusals}.  A server that
-   floods calls to nothing and reads none of their FAILs is so cut after
-   its first thousand, instead of making this side hold their FAILs up to
-   the ledger's budget.
- - L{end} ends the session for a reason the I/O layer saw (the connection
-   closed, a timeout) and settles every pending call likewise;
-   L{judgeSilence} is the one policy for a quiet server: a PING (in the
-   output) after half the silence bound, L{ServerSilent} after all of it.
-
-References (given C{makeReference}: the clients' sessions are): a
-reference in a result or an argument from the server becomes the client's
-own reference object (C{makeReference(exportId, interfaceNames)}), one per
-id, kept in the session's L{framing.rpc.exports.ClientReferences}; when it
-dies or is released (L{release}), its RELEASE waits in the output.  A
-L{framing.rpc.referenceable.Referenceable} this side sends is exported, and
-the server's calls to it are L{framing.rpc.incoming.IncomingCalls}'s: found
-and checked on arrival (a refusal answered with its FAIL in the output), then
-left in C{incomingCalls.waiting} for the I/O layer to run and settle
-(L{answerCall}); its RELEASEs are counted.  Without C{makeReference}, a
-reference from the server is refused as an unknown type and every call of
-the server's is answered L{NoSuchObject}.
-
-Streams of objects the server sends (in an answer, or in its call to a
-callback) are L{framing.rpc.clientstreams.ClientObjectStreams}'s, a part
-of every session (C{objectStreams}): each decodes as the client's reader
-(C{makeStream}), its CREDITs and CANCELs wait in the output, and a
-consumer waiting for its next item is settled as a call is.  Only a
-stream's own messages reach it: a call without a stream costs nothing more.
-
-No I/O, no threads, no timer: the I/O layer says how long the server has
-been quiet, sends the bytes (the refusal rate alone reads a clock, given as
-C{clock}, when it counts a refusal), and guards the session with a lock if several
-threads use it (one method at a time).  Costs: a call is one table entry
-and one encoding (on the compiled core, a CALL of built-in arguments is
-one C call, C{framing._core.parts_encoder}'s); each received message one
+Cost: a call is one table entry and one encoding; each received message one
 type test, one tag test and one dict pop; nothing grows with the
-connection's age.  What an I/O layer asks on every call and read is a
-plain attribute (C{pending}, C{output}), no method call.
+connection's age.
 
-The Twisted broker (L{protocols.rpc}) keeps its own dispatch: it also serves
-as a server and loads extensions, which this session refuses.  What both
-share is below it: the message table, the errors, the call table, how
-references travel (L{framing.rpc.references}) and the export table.
+Design: docs/design/rpc-session.md
 """
 
 from __future__ import annotations
@@ -251,25 +190,21 @@ class ClientSession(Generic[Waiter]):
     @ivar state: the L{SessionState}.
     @ivar failure: why the session ended, once it has (C{None} before).
     @ivar pingSent: a PING was sent and nothing was heard since.
-    @ivar references: this side's exports and the server's references it
-        holds (L{framing.rpc.exports.ClientReferences}), or C{None} without C{makeReference}.
+    @ivar references: the L{framing.rpc.exports.ClientReferences}, or C{None}
+        without C{makeReference}.
     @ivar incomingCalls: the server's calls to this side's exports; those in
         its C{waiting} are the I/O layer's to run and settle (L{answerCall}).
     @ivar pending: the calls waiting for their answers, by request id (the
-        L{framing.rpc.calltable.CallTable}; to read: its truth and length are
-        C operations, where C{len(session)} is a method call).
+        L{framing.rpc.calltable.CallTable}).
     @ivar ledger: the L{framing.ledger.Ledger} of what this side holds for
-        the server (outbox, automatic replies, stream items, the arguments
-        of its calls waiting or running here), against
-        C{Limits.max_connection_memory}; its I/O layer sets C{on_full} and
-        stops reading while it is over; closed when the session ends.
-    @ivar closing: the session ended itself after the server's GOAWAY,
-        nothing being in flight (L{closeIfDrained}): its output is still to
-        be sent, then the connection closed.
-    @ivar output: the bytes due to the server, in order, as L{dataToSend}
-        joins them.  Once L{receive} returns, everything it made due is
-        there: an empty C{output} then means L{dataToSend} has nothing, and
-        an I/O layer may skip calling it.
+        the server, against C{Limits.max_connection_memory}; its I/O layer
+        sets C{on_full}; closed when the session ends.
+    @ivar closing: the session ended itself after the server's GOAWAY
+        (L{closeIfDrained}): its output is still to be sent.
+    @ivar output: the bytes due to the server, in order; empty once
+        L{receive} returns means L{dataToSend} has nothing.
+
+    Design: docs/design/rpc-session.md
     """
 
     def __init__(
@@ -294,25 +229,20 @@ class ClientSession(Generic[Waiter]):
         """
         @param peer: see L{peer}.
         @param limits: what this side accepts from the server.
-        @param registry: the types the application sends and receives beyond the built-in ones
-            (not changed: the session adds the RPC message to a registry of its own on top of it).
+        @param registry: the application's types beyond the built-in ones (not changed).
         @param maxPending: most calls that may wait at once (L{framing.rpc.errors.TooManyPendingCalls} past it).
         @param makeReference: C{makeReference(exportId, interfaceNames)}, the
             client's reference to an object the server exports; C{None}: no references either way.
         @param owner: the client's connection (its references' C{connection}).
-        @param released: told when a reference died with a RELEASE due
-            (see L{framing.rpc.exports.ClientReferences}); it must neither block nor encode.
+        @param released: told when a reference died with a RELEASE due; it must neither block nor encode.
         @param maxImports: most of the server's references held at once.
         @param maxRunning: most of the server's calls waiting or running here at once.
         @param extension: a layer beside RPC on the connection (bulk streams), or C{None}.
         @param makeStream: the client's reader of a stream of objects the
-            server sends (L{framing.rpc.clientstreams}); C{None}: a bare L{ReceivedStream}.
-        @param streamDropped: told when a reader was dropped unfinished (its
-            CANCEL is due, sent with the output); as C{released}, it must neither block nor encode.
+            server sends; C{None}: a bare L{ReceivedStream}.
+        @param streamDropped: told when a reader was dropped unfinished; as C{released}.
         @param streamSending: told when a stream this side sends in a call's
-            arguments goes live and when it is over
-            (L{framing.rpc.clientstreams.ClientObjectStreams}'s C{sending});
-            C{None}: streams in arguments are refused.
+            arguments goes live and when it is over; C{None}: such streams are refused.
         @param maxRefusals: refusals within 10 s past which the session ends
             (L{framing.refusals.TooManyRefusals}); C{None}: never.
         @param clock: the seconds the refusal rate counts by (C{time.monotonic}).

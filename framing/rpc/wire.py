@@ -11,46 +11,20 @@ an INT tag, the fields of that kind, CLOSE::
     (RELEASE, exportId, count)
     (GOAWAY,  graceMilliseconds)
 
-L{MESSAGES} is the one table of these shapes: a row per kind with its
-fields (name, value check, accepted body kinds); the unslicer is built from
-it.  Who handles each kind is code, not data: the broker's table of bound
-methods by tag, built in one function (L{protocols.rpc.broker.Broker}), and
-the client session's dispatch in line in its C{receive}
-(L{framing.rpc.session.ClientSession}), both code mypy and grep follow, so
-a new kind is one row here plus its handler in each.
+L{MESSAGES} is the one table of these shapes; L{MessageUnslicer} is built
+from it and hands a CALL on as C{(CALL, id, target, name, args_tuple,
+kwargs_dict)}, with C{deadline, metadata} after them when it carried a call
+context.  Request id L{NO_ANSWER} (0) asks for no answer.  The unslicer
+checks each field as it arrives, naming it in C{where}; once it has the tag
+and the id, a refusal of the message is a L{MessageRefused} carrying both,
+so that call fails by id; a CALL, ANSWER or FAIL refused before its id is a
+L{MessageWithoutId}, which drops the connection.  Handlers are code: the
+broker's table by tag (L{protocols.rpc.broker.Broker}) and the client
+session's C{receive}.
 
-A CALL carries its arguments as trailing fields and C{None} for no keyword
-arguments, so the commonest call holds no nested container (two fewer
-containers to build per call); L{MessageUnslicer} hands it on in the regular
-shape C{(CALL, id, target, name, args_tuple, kwargs_dict)}.
+Cost per field: one table lookup and one check.
 
-A CALL with a deadline or metadata (L{protocols.rpc.context}) carries a
-I{call context} in the keyword arguments' place: a 3-tuple of the keyword
-arguments (or C{None}), the time left in milliseconds (or C{None}) and a
-dict of text metadata (or C{None}), bounded by C{Limits.max_call_metadata}
-and C{Limits.max_call_metadata_length}.  A call with neither is sent as
-before, byte for byte; an older receiver refuses a context with a
-C{kind-refused} violation at C{kwargs}, a FAIL the caller gets.  It is handed
-on as C{(CALL, id, target, name, args_tuple, kwargs_dict, deadline, metadata)}.
-
-Request id L{NO_ANSWER} (0) is never given to a call that waits: a CALL
-with it asks for no answer (L{protocols.rpc.RemoteReference.callRemoteOnly}).
-The receiver runs the method and drops its result; a failure or a refusal
-is logged there and nothing is sent back.  A reserved id rather than a kind
-of its own: the message has the CALL's shape, checks and refusal tracing
-unchanged, and the receiver's only extra work is one test of the id.
-
-L{MessageUnslicer} checks each field as it arrives (the kind of a body at its
-header, the value once decoded), so a malformed message is refused without
-building the rest of it, and it is what makes a refusal traceable to its call:
-it names each field in C{where} (C{"args[2]"}, C{"result"}), and once it has
-the tag and the id, the decoder's refusal of the message (anything inside it)
-is reported through its C{report_violation} as a L{MessageRefused} carrying
-both, so the broker fails or refuses that call by id although the decoder
-dropped the whole message.  A CALL, ANSWER or FAIL refused after its tag but
-before its id is reported as a L{MessageWithoutId}: no call can be matched
-to it, so the broker drops the connection (an ERROR and a close rather than
-a caller waiting for ever).  Cost per field: one table lookup and one check.
+Design: docs/design/rpc-core.md
 """
 
 from __future__ import annotations

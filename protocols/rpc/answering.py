@@ -1,45 +1,25 @@
 """The calls the peer makes here: finding the method, running it, answering.
 
-Contract: each CALL is answered once, with one ANSWER or one FAIL, each one
-send transaction on the connection.  A call to an object this side does not
-export, to a method not marked L{remote}, or with arguments its constraints
-refuse is answered with a FAIL without running anything, and counted as a
-refusal (L{protocols.TokenProtocol.logRefusal}: a peer refused too often is
-dropped).  A method's exception is logged at a bounded rate and sent back;
-a method raising a L{framing.Violation} refuses the call.  A method that
-returns a L{Deferred} or a coroutine is answered when it finishes, and
-cancelled if the peer sends CANCEL.  Calls still running here when the
-connection is lost are left to finish (they may have side effects half
-done); their answers are dropped.  While a method runs, L{currentBroker}
-names the broker its call arrived on.  A call that asks for no answer
-(request id L{NO_ANSWER}) is run the same way and never answered: its result
-is dropped, and its failure or refusal is only logged, with the method's
-name and the peer.  After a CANCEL nothing more is sent for the call
-cancelled: its method's Deferred is cancelled and whatever it ends with is
-dropped.  A call whose method returns a Deferred while another call of the
-same request id still runs here drops the connection
-(L{DuplicateRequestId}): found at no cost beyond the dict store such a call
-makes anyway, so the commonest call, answered at once, is not checked.  At
-most C{maxRunning} calls run here at once, counting calls for no answer too
-(L{protocols.rpc.CallLimits.maxRunning}): past it a call is refused before
-it runs.  A call carrying a deadline (L{protocols.rpc.context}) that
-arrives with no time left is answered with L{DeadlineExceeded} without
-running; any other runs with L{protocols.rpc.context.currentCall} giving
-its deadline and metadata, and when its deadline passes before its
-Deferred fires it is answered with L{DeadlineExceeded} and its Deferred is
-cancelled (a call for no answer is cancelled alike, and its end logged as
-L{DeadlineExceeded}).  A call still running once its method returned (and
-a call for no answer alike) holds its arguments and its call context's
-metadata: they are charged to the connection's ledger (account
-L{CALLS_ACCOUNT}, by L{callBytes}, as the clients without Twisted charge
-theirs) until it is answered, fails, is cancelled (by the peer, its
-deadline or a drain) or the connection ends, so a peer's calls that never
-end stop its connection's reading once over the budget.  A call answered
-before its method returns held its arguments only while this side was
-not reading: it is not charged (the commonest call pays nothing for the
-ledger).  Cost per call: one dict lookup for the object, one for the
-method, and the method; a call that runs on, L{callBytes} (O(its arguments))
-and a charge.
+Contract: each CALL is answered once, with one ANSWER or one FAIL.  A call
+to no exported object, to a method not L{remote}, or with refused arguments
+is answered with a FAIL without running, counted as a refusal
+(L{protocols.TokenProtocol.logRefusal}).  A method's exception is logged at
+a bounded rate and sent back; a L{framing.Violation} refuses the call.  A
+Deferred or coroutine is answered when it finishes, and cancelled on the
+peer's CANCEL (nothing more is sent for it then).  A call for no answer
+(L{NO_ANSWER}) runs alike, its failure only logged.  A second running call
+of one request id drops the connection (L{DuplicateRequestId}).  At most
+L{protocols.rpc.CallLimits.maxRunning} calls run at once.  A deadline
+(L{protocols.rpc.context}) passed on arrival, or while the call runs, is
+answered with L{DeadlineExceeded} (the call cancelled).  Calls running when
+the connection is lost finish, unanswered.  A call still running once its
+method returned is charged to the connection's ledger (L{CALLS_ACCOUNT}, by
+L{callBytes}) until it ends.
+
+Cost per call: two dict lookups (object, method) and the method; a call
+that runs on, L{callBytes} (O(its arguments)) and a charge.
+
+Design: docs/design/rpc-broker.md
 """
 
 from __future__ import annotations

@@ -1,33 +1,25 @@
 """The Broker: one end of an RPC connection, calling and being called.
 
 Contract: both ends are the same class.  A broker is the L{IObjectReceiver}
-of a L{TokenProtocol} it makes itself (C{broker.connection}, AMP's
-C{IBoxReceiver} split): the connection owns framing, the transport and
-pings; the broker dispatches each received message with one index into a
-table of bound methods by tag, built in one place (its C{_dispatch}),
-to the object whose job it is: L{OutgoingCalls} (the calls this side made, L{protocols.rpc.calls}),
-L{IncomingCalls} (the calls the peer made, L{protocols.rpc.answering}) and
-L{ReferenceTable} (exports, imports and RELEASE, L{protocols.rpc.tables}).
-Each call is one CALL message in one transport write; each answer one
-ANSWER or FAIL in one write.  How the connection ended, and who waits for
-that, is a L{Disconnection}'s (L{protocols.rpc.disconnection}).
+of a L{TokenProtocol} it makes itself (C{broker.connection}): the
+connection owns framing, the transport and pings; the broker dispatches
+each received message by tag (a table of bound methods built in
+C{_dispatch}) to L{OutgoingCalls} (L{protocols.rpc.calls}),
+L{IncomingCalls} (L{protocols.rpc.answering}) or L{ReferenceTable}
+(L{protocols.rpc.tables}); how the connection ended is a
+L{Disconnection}'s.  Extensions (L{IBrokerExtension}, e.g. bulk streams)
+are loaded instead of subclassing.  Limits are a L{CallLimits}; refusals
+and failures are logged through L{TokenProtocol.logRefusal} and
+L{TokenProtocol.logFailure}.  The preamble is held to the end of the
+reactor turn, so a call made in that turn leaves in the same write.
 
-Extensions (L{IBrokerExtension}, e.g. bulk streams) are loaded instead of
-subclassing: installed when the broker is made, told when the connection
-starts and ends, given the received objects of their C{controlTypes} (one
-dict lookup, only for objects that are not RPC messages), and, if they
-define C{callSent}, each call and its L{framing.outgoing.Outgoing}.
+Cost: each call is one CALL in one transport write, each answer one ANSWER
+or FAIL in one write; dispatch is one index; an extension's objects one
+dict lookup, only for objects that are not RPC messages.  Nothing refers
+back to the broker after the connection is lost, so it is freed without a
+garbage collection.
 
-Limits are a L{CallLimits}.  Refusals and failures are logged through the
-connection's L{TokenProtocol.logRefusal} and L{TokenProtocol.logFailure}:
-at a bounded rate, peer text escaped, and a connection refused too often
-dropped.  Nothing here refers back to the broker after the connection is
-lost, so it is freed without a garbage collection.
-
-The preamble is held back until the end of the reactor turn in which the
-connection is made, so a call made in that turn (from C{connect}'s callback,
-C{ClientService.whenConnected} or C{startReceiving}) leaves in the same
-write as the preamble.  Nothing waits for the peer's preamble.
+Design: docs/design/rpc-broker.md
 """
 
 from __future__ import annotations
@@ -95,30 +87,25 @@ class Broker:
     C{buildProtocol} returns C{broker.connection}; tests join two brokers
     with L{protocols.testing.connectedPair}.
 
-    @ivar connection: the L{TokenProtocol} this broker receives from and
-        sends on (made by the broker, with a registry of its own).
+    @ivar connection: the L{TokenProtocol} this broker receives from and sends on.
     @ivar calls: the L{OutgoingCalls}: calls this side made.
     @ivar incoming: the L{IncomingCalls}: calls the peer made.
     @ivar references: the L{ReferenceTable}: exports and imports.
-    @ivar callRemote: C{callRemote(target, name, args, kwargs)}, the
-        L{OutgoingCalls.callRemote} of C{calls} (bound once, so a call costs
-        no extra step); applications call through
+    @ivar callRemote: C{callRemote(target, name, args, kwargs)}, C{calls}'s
+        L{OutgoingCalls.callRemote}; applications call through
         L{RemoteReference.callRemote}.
-    @ivar callRemoteOnly: C{callRemoteOnly(target, name, args, kwargs)},
-        the L{OutgoingCalls.callRemoteOnly} of C{calls}: a call for no answer.
+    @ivar callRemoteOnly: C{calls}'s L{OutgoingCalls.callRemoteOnly}: a call
+        for no answer.
     @ivar root: the L{Referenceable} the peer reaches with L{rootReference}
         on its side, or C{None}.
-    @ivar clock: the reactor (an C{IReactorTime}) that end-of-turn work is
-        scheduled on: the held preamble, queued RELEASEs, call timeouts.
-    @ivar callLimits: the L{CallLimits}: references the peer may make this
-        side hold, calls waiting on the peer, and how long each may wait.
-    @ivar extensions: the L{IBrokerExtension}s loaded, in order: an
-        L{ObjectStreams} first unless one is given.
-    @ivar drain: the L{ConnectionDrain}: GOAWAY sent and received
-        (L{protocols.rpc.drain}).
-    @ivar disconnection: the L{Disconnection}: why the connection ended,
-        and who waits for it (L{protocols.rpc.disconnection}).
+    @ivar clock: the reactor (an C{IReactorTime}) end-of-turn work is scheduled on.
+    @ivar callLimits: the L{CallLimits}.
+    @ivar extensions: the L{IBrokerExtension}s loaded, in order.
+    @ivar drain: the L{ConnectionDrain} (L{protocols.rpc.drain}).
+    @ivar disconnection: the L{Disconnection} (L{protocols.rpc.disconnection}).
     @ivar factory: the L{BrokerFactory} that built this broker, if any.
+
+    Design: docs/design/rpc-broker.md
     """
 
     factory: Any = None

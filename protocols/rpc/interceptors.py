@@ -2,41 +2,25 @@
 
 Contract: an interceptor (L{ICallInterceptor}; subclass L{CallInterceptor}
 for no-op defaults) is told when each call starts and when it ends, with a
-L{CallInfo}: the method's name, the peer, the avatar (the logged-in root,
-on a server with logins), which side this is, the start and end times
-(C{time.perf_counter}) and the outcome.  C{callStarted} may refuse the call
-by raising: on the answering side the method does not run and the caller
-gets that error (a L{framing.Violation} arrives as a
-L{protocols.rpc.RemoteViolation}, a registered error as itself; a call
-for no answer is only logged, with its method's name); on the
-calling side nothing is sent and the call's Deferred fails with it.  Each
-call that started ends exactly once, with L{OK}, L{ERROR}, L{REFUSED},
-L{CANCELLED}, L{LOST} (the connection ended first) or L{ONE_WAY} (a call
-for no answer, ended when its method returned; seen on the answering side
-only: the calling side's C{callRemoteOnly} keeps nothing to end).
-Interceptors run in the order given at start and in reverse order at end,
-like gRPC's.  On the answering side an interceptor may also set up the
-context the method runs in (C{enterMethod}, undone by C{exitMethod}): what
-it sets in context variables is what the method sees, in its synchronous
-part and anywhere in an C{async def} or C{inlineCallbacks} method (which
-keep the context they started in); the OpenTelemetry interceptor makes the
-server span current so.  A connection none of whose interceptors has an
-C{enterMethod} pays nothing for the hook.
+L{CallInfo} (the method's name, the peer, the avatar, the side, the
+C{time.perf_counter} times, the outcome).  C{callStarted} may refuse the
+call by raising: the method does not run (answering side) or nothing is
+sent (calling side), and the caller gets that error.  Each call that
+started ends exactly once, with L{OK}, L{ERROR}, L{REFUSED}, L{CANCELLED},
+L{LOST} or L{ONE_WAY} (answering side only).  Interceptors run in the order
+given at start and in reverse at end.  On the answering side
+C{enterMethod} (undone by C{exitMethod}) sets the context variables the
+method sees.  An interceptor's own exception in C{callEnded}, C{tallyFor}
+or a connection hook is logged, never raised into the connection.
 
-This is gRPC's interceptor split in its two halves (no continuation, so no
-Deferred or closure per call), in Twisted's hook style.  A broker without
-interceptors pays nothing: they are installed per connection by its
-factory (L{protocols.rpc.BrokerFactory}'s C{interceptors}), standing in
-the broker's dispatch in front of its CANCEL handler
-(L{protocols.rpc.broker.Broker.interceptCalls}), replacing its
-C{callRemote} with an intercepting one, and in front of its CALL handler
-too unless every interceptor only records (L{ICallRecorder}):
-then the broker's L{protocols.rpc.answering.IncomingCalls} keeps each
-call's start itself, and a call that succeeds costs a tuple, two clock
-readings and the update of its method's L{CallTally}.  IncomingCalls tells
-the interception of each answer it sent.  An interceptor's own exception
-in C{callEnded}, C{tallyFor} or a connection hook is logged, never raised
-into the connection.
+Cost: nothing for a broker without interceptors (they are installed per
+connection, L{protocols.rpc.BrokerFactory}'s C{interceptors}, through
+L{protocols.rpc.broker.Broker.interceptCalls}); with recorders only
+(L{ICallRecorder}), a call that succeeds costs a tuple, two clock readings
+and its L{CallTally}'s update; C{enterMethod} costs nothing where no
+interceptor has one.
+
+Design: docs/design/rpc-broker.md
 """
 
 from __future__ import annotations
