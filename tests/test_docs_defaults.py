@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from twisted.trial.unittest import SynchronousTestCase
 
 from protocols.deadline import DEFAULT_CONNECT_TIMEOUT
 from protocols.guard import DEFAULT_GUARD
+from protocols.options import ClientOptions
 from tests.processes import ROOT
 
 DOCS = ROOT / "docs"
@@ -41,11 +43,20 @@ class DefaultsDocumentedTests(SynchronousTestCase):
         self.assertIn("guard=GuardPolicy(", text)
 
     def test_tutorialTimeout(self) -> None:
-        """The same section gives the clients' timeout, its error, and the keywords all ways of connecting share."""
+        """
+        The same section gives the clients' timeout, its error, the one
+        options value all ways of connecting share and its fields, and the
+        arguments that stay their own.
+        """
         text = words(section("tutorial.rst", "Your own server, as a process"))
         self.assertIn(f"gives the server {DEFAULT_CONNECT_TIMEOUT:g} s", text)
         self.assertIn("protocols.rpc.ConnectTimeout", text)
-        for keyword in ("interface", "credentials", "timeout", "root", "limits", "registry", "callLimits"):
+        self.assertIn("protocols.options.ClientOptions` as ``options=``", text)
+        fields = {field.name for field in dataclasses.fields(ClientOptions)}
+        for name in ("credentials", "timeout", "limits", "registry", "callLimits", "interceptors", "metadata"):
+            self.assertIn(name, fields)
+            self.assertIn(f"``{name}``", text)
+        for keyword in ("root", "interface"):
             self.assertIn(f"``{keyword}=``", text)
 
     def test_tlsVerifiesNothing(self) -> None:
