@@ -18,6 +18,11 @@ sends at most L{PACE_BYTES} before the reactor serves everything else,
 and waits while more than the send high-water mark waits for the peer or
 the connection's ledger has no room (L{ObjectStreams.pace}): a peer that
 grants everything and reads nothing holds the server to its back-pressure.
+Each producer is charged to the connection's ledger while it lives
+(L{PRODUCER_BYTES}, what its state holds), and a stream the ledger has
+no room for is not announced (L{ResourceExhausted}: a call's answer
+becomes its FAIL), so a peer that calls for streams and never takes them
+holds its own budget, not the server's memory.
 
 Ending, both ways: the producer's end sends END; its exception sends ERROR
 after the items already sent, and the consumer gets it after them; a
@@ -49,6 +54,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from framing import EncodingError, Registry, Violation
+from framing.errors import ResourceExhausted
 from framing.ledger import Ledger
 from framing.outgoing import Outgoing
 from framing.rpc.streams import (
@@ -152,6 +158,22 @@ BATCH_BYTES = 16 * 1024
 PACE_BYTES = 64 * 1024
 """Encoded bytes a producer sends before the reactor serves everything else (and it looks at the connection again)."""
 
+PRODUCERS_ACCOUNT = "stream-producers"
+"""The ledger account of this side's object-stream producers, while they live (L{PRODUCER_BYTES} each)."""
+
+PRODUCER_BYTES = 3072
+"""
+What one producer's state holds here while it waits for credit (the
+L{_Producer}, its window, its encoder, the source's iterator), charged to
+the connection's ledger from its announcement until it is over (the items
+it sends are charged as they wait to be sent): measured with tracemalloc,
+2.6 kB for the interop service's C{count()} (tests/protocols/rpc/test_streams.py
+C{ProducerChargeTests}, which fails if a producer holds more).  Without it
+a peer that called for streams and never read (nor answered the PING that
+would close an untaken stream) made the interop server hold 4,133 of them,
+uncharged.
+"""
+
 PACE_RETRY = 0.05
 """Seconds between looks at a connection too full for its producers to send more (its send backlog or its ledger)."""
 
@@ -178,6 +200,8 @@ class _Producer(SentStream):
         self._itemSize = 0
         self._unpaced = 0
         self.encoder = streams.encoder()
+        self.ledger: Ledger | None = None
+        """The ledger it is charged to (L{PRODUCER_BYTES}) until it is over, or C{None}."""
         if isinstance(source, ObjectStream):
             source = source.source
         self.closeable = source
@@ -625,6 +649,14 @@ class ObjectStreams(ObjectStreamTable):
     def connectionMade(self) -> None:
         self._up = True
 
+    def producerOver(self, producer: SentStream) -> None:
+        """C{producer} is over: nothing more reaches it, and what it was charged (L{PRODUCER_BYTES}) is released."""
+        super().producerOver(producer)
+        ledger = getattr(producer, "ledger", None)
+        if ledger is not None:
+            producer.ledger = None  # type: ignore[attr-defined]
+            ledger.release(PRODUCERS_ACCOUNT, PRODUCER_BYTES)
+
     def connectionLost(self, reason: Failure) -> None:
         """Every reader fails with C{reason}'s error; every producer is closed."""
         self._up = False
@@ -830,8 +862,25 @@ class ObjectStreams(ObjectStreamTable):
     # -- announcing and receiving announcements -------------------------------------------------
 
     def reserve(self, source: Any, outgoing: Outgoing) -> int:
-        """Give C{source} an id as the message C{outgoing} is encoded: its producer starts if the message is sent."""
+        """
+        Give C{source} an id as the message C{outgoing} is encoded: its
+        producer starts if the message is sent, charged to the connection's
+        ledger (L{PRODUCER_BYTES}) until it is over.
+
+        @raise ResourceExhausted: the ledger has no room for one more
+            producer (the message fails to encode: a call's answer becomes its FAIL).
+        """
+        broker = self._broker()
+        ledger = None if broker is None else getattr(broker.connection, "ledger", None)
+        if ledger is not None and not ledger.room(PRODUCER_BYTES):
+            raise ResourceExhausted(
+                f"no room for another object stream ({PRODUCER_BYTES} bytes; the connection's ledger: "
+                f"{ledger.held} held of {ledger.budget}, spare {ledger.spare()})"
+            )
         producer = _Producer(self, self.reserveId(), source)
+        if ledger is not None:
+            ledger.charge(PRODUCERS_ACCOUNT, PRODUCER_BYTES)
+            producer.ledger = ledger
         self.producerLive(producer)
         outgoing.on_rollback(lambda: self.producerOver(producer))
         # A stream the peer never took (its message refused, before or as it was read) is closed by the probe.
