@@ -45,6 +45,10 @@ class TrimmerTests(SynchronousTestCase):
         trimmer.request()
         self.assertTrue(ran[1].wait(DEADLINE))
         self.assertEqual((waits, trims), ([0.25, 5.0], [1, 2]))
+        thread = trimmer._thread
+        assert thread is not None
+        thread.join(DEADLINE)
+        self.assertFalse(thread.is_alive())  # (no thread is left between trims)
 
     def test_noTrimWithout(self) -> None:
         """Where there is no malloc_trim, a request does nothing (and starts no thread)."""
