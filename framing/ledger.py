@@ -60,29 +60,48 @@ class LedgerPool:
     """
     The ledgers of many connections (a listener's) under one budget of their own.
 
-    A ledger of the pool is C{full} while its own budget is passed, or
-    once it charges more while the pool's is passed (and it holds
-    anything): so once the connections together hold more than the pool
-    allows, every one that adds to it stops reading until the pool is back
-    within its budget, when each is told; a connection that holds nothing,
-    or adds nothing, is not held up.  Without a pool, N connections may
-    hold N budgets.
+    Fair share: each ledger of the pool may hold up to its share,
+    C{budget // members} (L{share}: the pool split evenly between the
+    ledgers open in it), whatever the others hold; past its share, only
+    what the pool has free.  So a ledger of the pool is C{full} while its
+    own budget is passed, or once it charges more while the pool's is
+    passed and it holds more than its share: once the connections together
+    hold more than the pool allows, every one past its share that adds to
+    it stops reading until the pool is back within its budget, when each
+    is told; a connection within its share (one that holds nothing among
+    them) is not held up, and L{Ledger.room} and L{Ledger.spare} count its
+    share as room.  One connection cannot starve the others: a partial
+    object that took the whole pool while it was free leaves each other
+    connection its share, and the hog's object is refused as soon as it
+    grows past its share while the pool is over (L{framing.decoder}).
+    Cost: the pool may be passed by the shares of connections within
+    theirs while others hold more than theirs, at most its budget again
+    (the shares add up to it): two pools' worth in the worst case, for a
+    moment, never more.  Without a pool, N connections may hold N budgets.
 
     @ivar budget: the most the pool's ledgers may hold together; C{None}: no bound.
     @ivar held: what they hold now.
+    @ivar members: the ledgers open in the pool now.
     """
 
-    __slots__ = ("budget", "held", "_pressed")
+    __slots__ = ("budget", "held", "members", "_pressed")
 
     def __init__(self, budget: int | None) -> None:
         if budget is not None and budget < 0:
             raise ValueError("a pool's budget must not be negative")
         self.budget = budget
         self.held = 0
+        self.members = 0
         self._pressed: dict[Ledger, None] = {}
 
     def __repr__(self) -> str:
-        return f"<LedgerPool held={self.held} budget={self.budget} pressed={len(self._pressed)}>"
+        return f"<LedgerPool held={self.held} budget={self.budget} members={self.members} pressed={len(self._pressed)}>"
+
+    def share(self) -> int | None:
+        """What each ledger may hold whatever the others hold: C{budget // members}; C{None} without a budget."""
+        if self.budget is None:
+            return None
+        return self.budget // self.members if self.members > 1 else self.budget
 
     def over(self) -> bool:
         """Whether the ledgers together hold more than the budget."""
@@ -127,6 +146,8 @@ class Ledger:
         self.pool = pool
         self._accounts: dict[str, int] = {}
         self._closed = False
+        if pool is not None:
+            pool.members += 1
 
     def __repr__(self) -> str:
         return f"<Ledger held={self.held} budget={self.budget} full={self.full}>"
@@ -154,7 +175,7 @@ class Ledger:
         pool = self.pool
         if pool is not None:
             pool.held += count
-            if pool.budget is not None and pool.held > pool.budget and held:
+            if pool.budget is not None and pool.held > pool.budget and held > pool.budget // max(pool.members, 1):
                 pool._pressed[self] = None
                 if not self.full:
                     self._set_full(True)
@@ -199,28 +220,39 @@ class Ledger:
             self.release(account, holds - count)
 
     def room(self, count: int = 0) -> bool:
-        """Whether C{count} more bytes fit within the budget and the pool's (always C{True} without either)."""
+        """
+        Whether C{count} more bytes fit within the budget and the pool's, or
+        within this ledger's fair share of the pool (L{LedgerPool.share});
+        always C{True} without either.
+        """
         pool = self.pool
         if pool is not None and pool.budget is not None and pool.held + count > pool.budget:
-            return False
+            if self.held + count > pool.budget // max(pool.members, 1):
+                return False
         return self.budget is None or self.held + count <= self.budget
 
     def spare(self) -> int | None:
         """
-        How many more bytes fit within the budget and the pool's (negative:
-        how far over the fuller one is); C{None} without either.
+        How many more bytes fit within the budget and the pool's, the pool
+        counting what is free in it or what is left of this ledger's fair
+        share, whichever is more (negative: how far over the fuller one
+        is); C{None} without either.
         """
         pool = self.pool
         left = None if self.budget is None else self.budget - self.held
-        if pool is not None and pool.budget is not None and (left is None or pool.budget - pool.held < left):
-            left = pool.budget - pool.held
+        if pool is not None and pool.budget is not None:
+            free = pool.budget - pool.held
+            share = pool.budget // max(pool.members, 1) - self.held
+            pooled = free if free > share else share
+            if left is None or pooled < left:
+                left = pooled
         return left
 
     def _judge(self) -> None:
         """Whether this ledger is still over (its budget, or a pool over its own while it holds bytes), told if not."""
         budget, pool = self.budget, self.pool
         over = budget is not None and self.held > budget
-        if not over and pool is not None and self.held and pool.over():
+        if not over and pool is not None and pool.over() and self.held > pool.budget // max(pool.members, 1):  # type: ignore[operator]
             pool._pressed[self] = None
             over = True
         if self.full and not over:
@@ -248,6 +280,7 @@ class Ledger:
         pool = self.pool
         if pool is not None:
             pool.held -= self.held
+            pool.members -= 1
             pool._pressed.pop(self, None)
         self.held = 0
         self._accounts.clear()

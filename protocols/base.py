@@ -52,6 +52,7 @@ from .logs import LogPolicy, RefusalLog
 from .mismatch import diagnoseLoss
 from .pings import Pings
 from .tracing import startTracing
+from .trimming import connectionReleased
 
 _ABORT = encode_header(ABORT, 0)
 
@@ -401,8 +402,10 @@ class TokenProtocol(Protocol):
         self.receiver.stopReceiving(reason)
         self.receiver = _GONE
         self.inbound.close()
+        peak = self.ledger.peak
         self.ledger.close()
         breakCycles(self)
+        connectionReleased(peak)  # (a connection that held much: the C allocator's free pages go back, soon)
 
     def peerName(self) -> str:
         """The peer's address as text, for logs."""

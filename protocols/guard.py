@@ -157,10 +157,12 @@ class GuardPolicy:
     @ivar maxHeldBytes: most bytes the connections of one listener may
         hold for their peers together (C{--max-held-bytes}), on top of each
         connection's own budget (C{Limits.max_connection_memory}): the
-        budget of their shared L{framing.ledger.LedgerPool}.  Past it every
-        connection that holds anything stops reading (and stream producers
-        and notifiers wait) until the listener is back within it; one that
-        holds nothing reads on.  Without it, N connections may make a
+        budget of their shared L{framing.ledger.LedgerPool}, shared fairly:
+        each connection may hold up to C{maxHeldBytes // connections}
+        whatever the others hold (L{framing.ledger.LedgerPool.share}), past
+        that only what the pool has free.  Past it every connection past its
+        share stops reading (and stream producers and notifiers wait) until
+        the listener is back within it; one within its share reads on.  Without it, N connections may make a
         server hold N budgets (four non-reading connections held 165 MiB of
         stream items and answers).  32 MiB, half of one connection's
         default budget, because the process's memory is more than what it

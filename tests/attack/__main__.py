@@ -2,7 +2,9 @@
 
     PYTHONPATH=. python -m tests.attack --duration 4 --json attack-results.json --report docs/reliability.md
 
-(see tests/attack/__init__.py and tests/attack/extras.py)
+(see tests/attack/__init__.py and tests/attack/extras.py).  C{--sections} runs
+some of the campaign's tables only (and refreshes only their sections of the
+report), e.g. C{--sections attack --no-extras} for the attack table alone.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from . import attacks_bulk, catalogue, peercatalogue, slowreader
 from .attacks import ATTACKS
 from .extras import refreshReport, runExtras, sections
 from .harness import runCampaign, table
+
+SECTIONS = ("attack", "slowreader", "bulk-attack", "hostile-server", "catalogue")
+"""The campaign's tables, each a generated section of the report, in the order they run."""
 
 
 def main(argv: list[str]) -> int:
@@ -36,17 +41,31 @@ def main(argv: list[str]) -> int:
         default="full",
         help="the hostile-server catalogue's sizes: the clients' default limits (256 MiB answers), or the short form's",
     )
+    parser.add_argument(
+        "--sections",
+        default=",".join(SECTIONS),
+        help=f"comma-separated tables to run (and refresh in the report): {', '.join(SECTIONS)}",
+    )
     args = parser.parse_args(argv)
+    chosen = set(args.sections.split(","))
+    unknown = chosen - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
     rows: list[dict] = []  # type: ignore[type-arg]
     generated: dict[str, str] = {}
-    if not args.only_extras:
+    if not args.only_extras and "attack" in chosen:
         with tempfile.TemporaryDirectory() as logs:
             rows = runCampaign(
                 args.servers.split(","), args.attacks.split(","), args.duration, Path(logs), args.together
             )
         print(table(rows))
         passed = sum(1 for row in rows if not row["failures"])
-        generated["attack"] = f"{table(rows)}\n\n{passed}/{len(rows)} cases passed."
+        generated["attack"] = (
+            f"{table(rows)}\n\n{passed}/{len(rows)} cases passed.  "
+            f"Reproduce: `PYTHONPATH=. python -m tests.attack --duration {args.duration:g} --sections attack "
+            "--no-extras --report docs/reliability.md`"
+        )
+    if not args.only_extras and "slowreader" in chosen:
         with tempfile.TemporaryDirectory() as logs:
             slow = slowreader.runCampaign(args.servers.split(","), args.duration, Path(logs))
         print(slowreader.table(slow))
@@ -56,6 +75,7 @@ def main(argv: list[str]) -> int:
             f"Reproduce: `PYTHONPATH=. python -m tests.attack.slowreader --duration {args.duration:g}`"
         )
         rows += [dict(row, attack=f"slow reader, {row['case']}") for row in slow]
+    if not args.only_extras and "bulk-attack" in chosen:
         bulkRows = attacks_bulk.runBulkCampaign()
         print(attacks_bulk.table(bulkRows))
         passed = sum(1 for row in bulkRows if not row["failures"])
@@ -64,6 +84,7 @@ def main(argv: list[str]) -> int:
             "Reproduce: `PYTHONPATH=. python -m tests.attack.attacks_bulk`"
         )
         rows += bulkRows
+    if not args.only_extras and "hostile-server" in chosen:
         hostile = catalogue.runCatalogue(catalogue.BEHAVIOURS, catalogue.CLIENTS, args.hostile_scale)
         print(catalogue.table(hostile))
         passed = sum(1 for row in hostile if not row["failures"])
@@ -73,6 +94,7 @@ def main(argv: list[str]) -> int:
             f"Reproduce: `PYTHONPATH=. python -m tests.attack.catalogue{full}`"
         )
         rows += [dict(row, attack=f"hostile server, {row['behaviour']}, {row['client']}") for row in hostile]
+    if not args.only_extras and "catalogue" in chosen:
         with tempfile.TemporaryDirectory(prefix="chunkwire-catalogue-") as scratch:
             peerRows = []
             for kind in peercatalogue.SERVERS:
@@ -88,7 +110,8 @@ def main(argv: list[str]) -> int:
         passed = sum(1 for row in peerRows if not row["failures"])
         generated["catalogue"] = (
             f"{peercatalogue.table(peerRows)}\n\n{passed}/{len(peerRows)} cases passed.  "
-            "Reproduce: `PYTHONPATH=. python -m tests.attack.peercatalogue --full`"
+            "Reproduce: `PYTHONPATH=. python -m tests.attack.peercatalogue "
+            f"--duration {max(args.duration, 4.0):g} --full`"
         )
         rows += [dict(row, attack=f"hostile peer, {row['behaviour']}") for row in peerRows]
     cases = [] if args.no_extras else runExtras()

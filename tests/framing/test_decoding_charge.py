@@ -26,10 +26,21 @@ def lists(count: int = 40) -> bytes:
     return dumps([[index] * 1000 for index in range(count)])
 
 
+CROWD = 6
+"""Ledgers open in the pool beside the two of L{pooled}, holding nothing: each one's fair share is an eighth."""
+
+
 def pooled(budget: int) -> tuple[Decoder, Ledger, Ledger]:
-    """A decoder charging a ledger of a pool of C{budget}, and another ledger of the same pool."""
+    """
+    A decoder charging a ledger of a pool of C{budget}, and another ledger
+    of the same pool, among L{CROWD} more: a fair share (an eighth of the
+    pool) is less than the objects these tests send need, so that once the
+    other takes the pool they find no room.
+    """
     pool = LedgerPool(budget)
     ledger, other = Ledger(None, pool=pool), Ledger(None, pool=pool)
+    for _ in range(CROWD):
+        Ledger(None, pool=pool)  # (open until closed: counted in the pool's members)
     decoder = Decoder()
     decoder.charge_to(ledger)
     return decoder, ledger, other
@@ -201,3 +212,37 @@ class StreamedBodyTests(SynchronousTestCase):
         results = decoder.feed(data[917_504:])
         self.assertEqual(results[0][1], [7])
         self.assertEqual(ledger.holding(DECODING), 0)
+
+
+class FairShareTests(SynchronousTestCase):
+    """One connection holding the pool with one partial object does not starve another's legal large object."""
+
+    def test_honestObjectBesideAHog(self) -> None:
+        """
+        A hog's partial object takes all the pool lets it (the whole pool,
+        free when it began); an honest connection's object of nearly its
+        fair share (half the pool) is still accepted, read in pieces; the
+        hog's object, growing on past its share, is then refused.
+        """
+        pool = LedgerPool(4 << 20)
+        hog, honest = Ledger(None, pool=pool), Ledger(None, pool=pool)
+        hogDecoder, honestDecoder = Decoder(), Decoder()
+        hogDecoder.charge_to(hog)
+        honestDecoder.charge_to(honest)
+        huge = dumps([[index] * 1000 for index in range(400)])
+        offset = 0
+        while hog.holding(DECODING) < (4 << 20) - (100 << 10):
+            self.assertEqual(hogDecoder.feed(huge[offset : offset + 2000]), [])
+            self.assertEqual(hogDecoder.state, "BUILDING")
+            offset += 2000
+        self.assertGreater(pool.held, pool.share())
+        legal = lists(30)  # (about 1.6 MB held while it arrives: within its share of 2 MiB)
+        results: list[Any] = []
+        for start in range(0, len(legal), 16_384):
+            results += honestDecoder.feed(legal[start : start + 16_384])
+        self.assertEqual([len(result) for result in results], [30])
+        self.assertEqual(honest.holding(DECODING), 0)
+        hogDecoder.feed(huge[offset : offset + 20_000])
+        self.assertEqual(hogDecoder.state, "DISCARDING")
+        self.assertEqual(codes(hogDecoder.feed(huge[offset + 20_000 :] + NEXT)), ["resource-exhausted", "next"])
+        self.assertEqual(hog.holding(DECODING), 0)

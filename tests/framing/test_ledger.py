@@ -76,10 +76,10 @@ class LedgerTests(SynchronousTestCase):
 
 
 class PoolTests(SynchronousTestCase):
-    """Ledgers in a pool share its budget: past it, every one holding bytes is full until the pool is back."""
+    """Ledgers in a pool share its budget: past it, every one past its share is full until the pool is back."""
 
     def test_poolPressesHolders(self) -> None:
-        """Two ledgers within their own budgets but over the pool's are both full; a ledger holding nothing is not."""
+        """Two ledgers past their shares over the pool's are full; one within its share is not."""
         pool = LedgerPool(100)
         told: dict[str, list[bool]] = {"a": [], "b": [], "c": []}
         a = Ledger(80, told["a"].append, pool)
@@ -92,7 +92,8 @@ class PoolTests(SynchronousTestCase):
         self.assertFalse(a.full)  # (it charged before the pool went over)
         self.assertFalse(a.charge("x", 1))  # its next charge finds the pool over
         self.assertFalse(c.full)
-        self.assertFalse(c.room(1))
+        self.assertTrue(c.room(33))  # (its share, 100 // 3, fits whatever the others hold)
+        self.assertFalse(c.room(34))
         b.release("x", 21)  # the pool back within its budget: every ledger it held up is told
         self.assertEqual((told["a"], told["b"], told["c"]), ([True, False], [True, False], []))
 
@@ -102,7 +103,25 @@ class PoolTests(SynchronousTestCase):
         told: list[bool] = []
         a, b = Ledger(None, None, pool), Ledger(None, told.append, pool)
         a.charge("x", 20)
-        b.charge("x", 1)
+        b.charge("x", 6)  # (past its share, 10 // 2)
         self.assertTrue(b.full)
         a.close()
-        self.assertEqual((pool.held, told), (1, [True, False]))
+        self.assertEqual((pool.held, pool.members, told), (6, 1, [True, False]))
+
+    def test_fairShare(self) -> None:
+        """One ledger holding the whole pool leaves each other its share, budget // members: room, spare, not full."""
+        pool = LedgerPool(100)
+        told: list[bool] = []
+        hog, honest = Ledger(None, None, pool), Ledger(None, told.append, pool)
+        self.assertEqual(pool.share(), 50)
+        self.assertTrue(hog.charge("x", 100))  # (the pool was free)
+        self.assertEqual(honest.spare(), 50)
+        self.assertTrue(honest.room(50))
+        self.assertFalse(honest.room(51))
+        self.assertTrue(honest.charge("x", 50))
+        self.assertEqual((honest.full, told, pool.held), (False, [], 150))
+        self.assertFalse(honest.charge("x", 1))  # past its share while the pool is over: held up
+        self.assertFalse(hog.charge("x", 1))
+        self.assertEqual(told, [True])
+        hog.close()  # the hog gone: the pool within its budget, its one member's share all of it
+        self.assertEqual((pool.share(), told), (100, [True, False]))

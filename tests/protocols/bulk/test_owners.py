@@ -7,16 +7,22 @@ import hashlib
 import os
 import threading
 import time
+import tracemalloc
 import weakref
 from typing import Any
 
 from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionDone
 from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.rpc.wire import CANCEL, Message
+from framing import Encoder, Limits, Registry
+from framing.rpc.wire import CALL, CANCEL, Message, MessageSlicer
+from framing.wire import PREAMBLE
 from protocols.bulk import BulkOptions, Stream, StreamIdReused, StreamReset, TooManyStreams
-from protocols.bulk.channel import BulkChannel
+from protocols.bulk.channel import SENDING_ACCOUNT, SENDING_STREAM_BYTES, BulkBroker, BulkChannel
 from protocols.bulk.files import (
     PRIVATE_DIRECTORY,
     Assembly,
@@ -26,6 +32,7 @@ from protocols.bulk.files import (
     UploadBusy,
 )
 from protocols.bulk.integrity import HashPool, OrderedHasher
+from protocols.interop import InteropService
 
 from .support import FIRST_DIGEST, BulkPair, MemoryNetwork, Store, negotiatedHash, payload, writeFile
 from .test_streams import quiet
@@ -377,3 +384,64 @@ class CancelledCallTests(SynchronousTestCase):
         self.failureResultOf(call)
         self.assertIsInstance(stream.failure.value, StreamReset)  # type: ignore[union-attr]
         self.assertEqual(partFiles(os.path.join(directory, "served")), [])
+
+
+class SendingStreamChargeTests(SynchronousTestCase):
+    """
+    Outgoing streams are charged to the connection's ledger while they wait
+    (SENDING_STREAM_BYTES each, at least what one holds), and one without
+    room fails its call with resource-exhausted: a peer that asks for
+    streams and never reads them (never says HELLO) holds its budget, not
+    the server's memory (4,033 such streams in the interop server, uncharged).
+    """
+
+    def connect(self, limits: Limits | None = None) -> tuple[Any, StringTransport, list[bytes]]:
+        server = BulkBroker(InteropService(Clock(), self.mktemp()), clock=Clock(), limits=limits)
+        transport = StringTransport()
+        server.connection.makeConnection(transport)
+        server.connection.dataReceived(PREAMBLE)
+        registry = Registry()
+        registry.add_slicer(Message, MessageSlicer())
+        encoder = Encoder(registry)
+        calls = [encoder.encode(Message((CALL, n + 1, 0, "stream", None, f"k{n}", 1 << 30))) for n in range(400)]
+        return server, transport, calls
+
+    def test_chargedByWhatItHolds(self) -> None:
+        """Each waiting stream is charged SENDING_STREAM_BYTES, no less than it holds (tracemalloc)."""
+        server, transport, calls = self.connect()
+        for call in calls[:20]:  # (first calls: lazily made state is not a stream's)
+            server.connection.dataReceived(call)
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            for call in calls[20:]:
+                server.connection.dataReceived(call)
+                transport.clear()
+            gc.collect()
+            held = (tracemalloc.get_traced_memory()[0] - before) / len(calls[20:])
+        finally:
+            tracemalloc.stop()
+        self.assertEqual(len(server.bulk.streams.sending), len(calls))
+        self.assertLessEqual(held, SENDING_STREAM_BYTES)
+        ledger = server.connection.ledger
+        self.assertEqual(ledger.holding(SENDING_ACCOUNT), len(calls) * SENDING_STREAM_BYTES)
+        server.connection.connectionLost(Failure(ConnectionDone()))
+        self.assertEqual(ledger.held, 0)
+
+    def test_noRoomFailsTheCall(self) -> None:
+        """Past the ledger's room a stream is not announced: its call fails with resource-exhausted; reading goes on."""
+        budget = 10 * SENDING_STREAM_BYTES + 100
+        server, transport, calls = self.connect(Limits(max_connection_memory=budget))
+        for call in calls[:15]:
+            server.connection.dataReceived(call)
+        self.assertEqual(len(server.bulk.streams.sending), 10)
+        self.assertEqual(server.connection.ledger.holding(SENDING_ACCOUNT), 10 * SENDING_STREAM_BYTES)
+        self.assertEqual(transport.value().count(b"resource-exhausted"), 5)
+        self.assertFalse(transport.disconnecting)
+        self.assertIsNone(server.connection.failure)
+        stream = next(iter(server.bulk.streams.sending.values()))
+        stream.abort()  # one over: its charge is released, and another fits
+        server.connection.dataReceived(calls[15])
+        self.assertEqual(len(server.bulk.streams.sending), 10)
+        self.assertEqual(transport.value().count(b"resource-exhausted"), 5)

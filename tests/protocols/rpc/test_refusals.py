@@ -116,6 +116,8 @@ class BrokerRefusalTests(SynchronousTestCase):
         quiet(server)
         big = encoded(Message((CALL, 1, 0, "echo", None, [[index] * 1000 for index in range(40)])))
         connection.dataReceived(PREAMBLE + big[:30_000])
+        for _ in range(6):  # (connections holding nothing: the call's fair share of the pool, an eighth, is too little)
+            Ledger(None, pool=pool)
         Ledger(None, pool=pool).charge("answers", 4 << 20)
         connection.dataReceived(big[30_000:31_000])
         connection.dataReceived(big[31_000:] + encoded(Message((CALL, 2, 0, "echo", None, "small"))))

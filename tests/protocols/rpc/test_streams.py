@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import array
 import gc
+import tracemalloc
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.error import ConnectionDone
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing import Encoder, Registry, Violation
+from framing import Encoder, Limits, Registry, Violation
 from framing.rpc.errors import CallTimedOut, DeadlineExceeded
 from framing.rpc.streams import (
     CREDIT,
@@ -27,10 +31,29 @@ from framing.rpc.streams import (
     addFlowTypes,
     leastItemLength,
 )
+from framing.rpc.wire import CALL, Message, MessageSlicer
 from framing.slicing.registry import DEFAULT_REGISTRY
-from protocols.rpc import CallLimits, NoSuchMethod, Referenceable, RemoteError, RemoteInterface, RemoteViolation, remote
+from framing.wire import PREAMBLE
+from protocols.interop import InteropService
+from protocols.rpc import (
+    Broker,
+    CallLimits,
+    NoSuchMethod,
+    Referenceable,
+    RemoteError,
+    RemoteInterface,
+    RemoteViolation,
+    remote,
+)
 from protocols.rpc.context import callContext
-from protocols.rpc.streams import ObjectStream, ObjectStreams, StreamOptions, StreamReader
+from protocols.rpc.streams import (
+    PRODUCER_BYTES,
+    PRODUCERS_ACCOUNT,
+    ObjectStream,
+    ObjectStreams,
+    StreamOptions,
+    StreamReader,
+)
 from protocols.testing import BrokerPair, brokerPair
 
 WINDOW = StreamOptions().window
@@ -1177,3 +1200,64 @@ class ClientSessionHeldTests(SynchronousTestCase):
                 held = list(stream.buffer)
                 self.assertEqual(len(held), 1, name)
                 self.assertLessEqual(sum(map(bodyBytes, held)), HOSTILE_WINDOW + ITEM_SIZE + 64, name)
+
+
+class ProducerChargeTests(SynchronousTestCase):
+    """
+    Producers are charged to the connection's ledger while they live
+    (PRODUCER_BYTES each, at least what one holds), and a stream without
+    room fails its call with resource-exhausted: a peer that calls for
+    streams and never takes them holds its budget, not the server's memory
+    (4,133 such producers in the interop server, uncharged).
+    """
+
+    def connect(self, limits: Limits | None = None) -> tuple[Any, StringTransport, list[bytes]]:
+        server = Broker(InteropService(Clock(), self.mktemp()), clock=Clock(), limits=limits)
+        transport = StringTransport()
+        server.connection.makeConnection(transport)
+        server.connection.dataReceived(PREAMBLE)
+        registry = Registry()
+        registry.add_slicer(Message, MessageSlicer())
+        encoder = Encoder(registry)
+        calls = [encoder.encode(Message((CALL, n + 1, 0, "count", None, 1_000_000))) for n in range(400)]
+        return server, transport, calls
+
+    def test_chargedByWhatItHolds(self) -> None:
+        """Each producer waiting for credit is charged PRODUCER_BYTES, no less than it holds (tracemalloc)."""
+        server, transport, calls = self.connect()
+        for call in calls[:20]:  # (first calls: lazily made state is not a producer's)
+            server.connection.dataReceived(call)
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            for call in calls[20:]:
+                server.connection.dataReceived(call)
+                transport.clear()
+            gc.collect()
+            held = (tracemalloc.get_traced_memory()[0] - before) / len(calls[20:])
+        finally:
+            tracemalloc.stop()
+        streams = next(e for e in server.extensions if isinstance(e, ObjectStreams))
+        self.assertEqual(len(streams.producers), len(calls))
+        self.assertLessEqual(held, PRODUCER_BYTES)
+        ledger = server.connection.ledger
+        self.assertEqual(ledger.holding(PRODUCERS_ACCOUNT), len(calls) * PRODUCER_BYTES)
+        server.connection.connectionLost(Failure(ConnectionDone()))
+        self.assertEqual(ledger.held, 0)
+
+    def test_noRoomFailsTheCall(self) -> None:
+        """Past the ledger's room a stream is not announced: its call fails with resource-exhausted; reading goes on."""
+        server, transport, calls = self.connect(Limits(max_connection_memory=10 * PRODUCER_BYTES + 100))
+        for call in calls[:15]:
+            server.connection.dataReceived(call)
+        streams = next(e for e in server.extensions if isinstance(e, ObjectStreams))
+        self.assertEqual(len(streams.producers), 10)
+        self.assertEqual(server.connection.ledger.holding(PRODUCERS_ACCOUNT), 10 * PRODUCER_BYTES)
+        self.assertEqual(transport.value().count(b"resource-exhausted"), 5)
+        self.assertFalse(transport.disconnecting)
+        self.assertIsNone(server.connection.failure)
+        next(iter(streams.producers.values())).cancel()  # one over: its charge is released, and another fits
+        server.connection.dataReceived(calls[15])
+        self.assertEqual(len(streams.producers), 10)
+        self.assertEqual(transport.value().count(b"resource-exhausted"), 5)
