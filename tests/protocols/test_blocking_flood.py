@@ -19,6 +19,7 @@ import time
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Limits
+from framing.decoder import DECODING
 from framing.refusals import TooManyRefusals
 from framing.rpc.errors import CallTimedOut, ConnectionOverBudget, DeadReferenceError
 from framing.rpc.limits import CallLimits
@@ -53,12 +54,14 @@ class FloodTests(SynchronousTestCase):
             connection.root.callRemote("echo", 1)
         elapsed = time.monotonic() - started
         self.assertLess(elapsed, 2.0 + MARGIN)
-        # What happened is what the test is about: replies were left unsent, the server reading nothing.  (The
-        # peak, not what is left now: the kernel's buffers take some more between the client's tries, and the
-        # timeout can fall just after one took everything.  The outbox is the only account charged here.)
-        ledger = connection._session.ledger
-        self.assertEqual(set(ledger.accounts()), {UNSENT})
-        self.assertGreater(ledger.peak, 0)
+        # What happened is what the test is about: replies were left unsent, the server reading nothing.  (Charged
+        # at some point, not held now: the kernel's buffers take some more between the client's tries, and the
+        # timeout can fall just after one took everything.  Besides the outbox, only the decoder's part-read
+        # calls of the flood are charged here, when a read ends inside one.)
+        accounts = connection._session.ledger.accounts()
+        self.assertIn(UNSENT, accounts)
+        self.assertLessEqual(set(accounts), {UNSENT, DECODING})
+        self.assertGreater(connection._session.ledger.peak, 0)
         closing = time.monotonic()
         connection.close()
         self.assertLess(time.monotonic() - closing, MARGIN)
