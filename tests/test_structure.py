@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
@@ -131,22 +132,31 @@ ASYNCIO_METHODS = {
 }
 
 
-def privateReaches(package: str) -> list[str]:
-    """C{module:line expression} for each C{x._name} where C{x} is not C{self}, C{cls} or C{super()}."""
+def attributeReaches(package: str, reaches: Callable[[ast.Attribute], bool]) -> list[str]:
+    """C{module:line expression} for each attribute in C{package} (but L{TWISTED_INTERNALS}) that C{reaches}."""
     found = []
     for name, tree in modules(package).items():
         if name in TWISTED_INTERNALS:
             continue
         for node in ast.walk(tree):
-            if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
-                continue
-            owner = node.value
-            if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
-                continue
-            if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super":
-                continue
-            found.append(f"{name}:{node.lineno} {ast.unparse(node)}")
+            if isinstance(node, ast.Attribute) and reaches(node):
+                found.append(f"{name}:{node.lineno} {ast.unparse(node)}")
     return found
+
+
+def _private(node: ast.Attribute) -> bool:
+    """C{x._name} where C{x} is not C{self}, C{cls} or C{super()}."""
+    if not node.attr.startswith("_") or node.attr.startswith("__"):
+        return False
+    owner = node.value
+    if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+        return False
+    return not (isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super")
+
+
+def privateReaches(package: str) -> list[str]:
+    """C{module:line expression} for each C{x._name} where C{x} is not C{self}, C{cls} or C{super()}."""
+    return attributeReaches(package, _private)
 
 
 # The attributes of Twisted's socket connections chunkwire reads or sets (protocols.sockets): public by
@@ -156,15 +166,13 @@ TWISTED_CONNECTION_ATTRIBUTES = {"bufferSize", "SEND_LIMIT", "dataBuffer", "_tem
 
 def connectionReaches(package: str) -> list[str]:
     """C{module:line expression} for each C{x.name}, C{x} not C{self}, of a L{TWISTED_CONNECTION_ATTRIBUTES} name."""
-    found = []
-    for name, tree in modules(package).items():
-        if name in TWISTED_INTERNALS:
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and node.attr in TWISTED_CONNECTION_ATTRIBUTES:
-                if not (isinstance(node.value, ast.Name) and node.value.id == "self"):
-                    found.append(f"{name}:{node.lineno} {ast.unparse(node)}")
-    return found
+    return attributeReaches(
+        package,
+        lambda node: (
+            node.attr in TWISTED_CONNECTION_ATTRIBUTES
+            and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+        ),
+    )
 
 
 # framing's unslicer attributes, set by unslicers in protocols: framing's names too.

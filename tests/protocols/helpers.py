@@ -9,8 +9,10 @@ L{TIMEOUT}.
 
 from __future__ import annotations
 
+import gc
 import math
 import struct
+import tracemalloc
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -211,3 +213,23 @@ def capturedLogs() -> Iterator[list[dict[str, Any]]]:
         yield events
     finally:
         globalLogPublisher.removeObserver(events.append)
+
+
+def tracedBytesPer(feed: Callable[[bytes], object], items: list[bytes], warmUp: int = 20) -> float:
+    """
+    The bytes tracemalloc sees left held per item after C{feed} took each
+    of C{items} past the first C{warmUp} (fed first, untraced: state made
+    lazily is no item's), garbage collected before and after.
+    """
+    for item in items[:warmUp]:
+        feed(item)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for item in items[warmUp:]:
+            feed(item)
+        gc.collect()
+        return (tracemalloc.get_traced_memory()[0] - before) / len(items[warmUp:])
+    finally:
+        tracemalloc.stop()

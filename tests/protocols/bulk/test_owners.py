@@ -7,7 +7,6 @@ import hashlib
 import os
 import threading
 import time
-import tracemalloc
 import weakref
 from typing import Any
 
@@ -33,6 +32,7 @@ from protocols.bulk.files import (
 )
 from protocols.bulk.integrity import HashPool, OrderedHasher
 from protocols.interop import InteropService
+from tests.protocols.helpers import tracedBytesPer
 
 from .support import FIRST_DIGEST, BulkPair, MemoryNetwork, Store, negotiatedHash, payload, writeFile
 from .test_streams import quiet
@@ -409,19 +409,12 @@ class SendingStreamChargeTests(SynchronousTestCase):
     def test_chargedByWhatItHolds(self) -> None:
         """Each waiting stream is charged SENDING_STREAM_BYTES, no less than it holds (tracemalloc)."""
         server, transport, calls = self.connect()
-        for call in calls[:20]:  # (first calls: lazily made state is not a stream's)
+
+        def feed(call: bytes) -> None:
             server.connection.dataReceived(call)
-        gc.collect()
-        tracemalloc.start()
-        try:
-            before = tracemalloc.get_traced_memory()[0]
-            for call in calls[20:]:
-                server.connection.dataReceived(call)
-                transport.clear()
-            gc.collect()
-            held = (tracemalloc.get_traced_memory()[0] - before) / len(calls[20:])
-        finally:
-            tracemalloc.stop()
+            transport.clear()
+
+        held = tracedBytesPer(feed, calls)
         self.assertEqual(len(server.bulk.streams.sending), len(calls))
         self.assertLessEqual(held, SENDING_STREAM_BYTES)
         ledger = server.connection.ledger

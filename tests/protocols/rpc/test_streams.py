@@ -55,6 +55,7 @@ from protocols.rpc.streams import (
     StreamReader,
 )
 from protocols.testing import BrokerPair, brokerPair
+from tests.protocols.helpers import tracedBytesPer
 
 WINDOW = StreamOptions().window
 
@@ -329,7 +330,6 @@ class ServerStreamTests(SynchronousTestCase):
         items of 100 bytes (10 MB if the producer ran free) one item at a
         time, the process's traced allocations grow by less than 2 MiB.
         """
-        import tracemalloc
 
         tracemalloc.start()
         try:
@@ -1225,19 +1225,12 @@ class ProducerChargeTests(SynchronousTestCase):
     def test_chargedByWhatItHolds(self) -> None:
         """Each producer waiting for credit is charged PRODUCER_BYTES, no less than it holds (tracemalloc)."""
         server, transport, calls = self.connect()
-        for call in calls[:20]:  # (first calls: lazily made state is not a producer's)
+
+        def feed(call: bytes) -> None:
             server.connection.dataReceived(call)
-        gc.collect()
-        tracemalloc.start()
-        try:
-            before = tracemalloc.get_traced_memory()[0]
-            for call in calls[20:]:
-                server.connection.dataReceived(call)
-                transport.clear()
-            gc.collect()
-            held = (tracemalloc.get_traced_memory()[0] - before) / len(calls[20:])
-        finally:
-            tracemalloc.stop()
+            transport.clear()
+
+        held = tracedBytesPer(feed, calls)
         streams = next(e for e in server.extensions if isinstance(e, ObjectStreams))
         self.assertEqual(len(streams.producers), len(calls))
         self.assertLessEqual(held, PRODUCER_BYTES)
