@@ -26,6 +26,7 @@ Design: docs/design/kv.md
 from __future__ import annotations
 
 from collections import deque
+from contextvars import Context
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -146,14 +147,21 @@ class ChangeFeed:
         change, with its value now and the count of its changes before.
         Fires once a reading that began after this call has ended (failed
         readings are logged: it never fails); one reading runs at a time,
-        and the calls made meanwhile share the next.
+        and the calls made meanwhile share the next.  The reading is this
+        process's, not the caller's: its storage calls are nobody's turn
+        (L{protocols.kv.threads}), so a caller whose peer reads nothing, or
+        whose connection is gone, holds up no one else's put or watch.
         """
         done: Deferred[None] = Deferred()
         self._waiting.append(done)
         if not self._reading:
             self._reading = True
-            Deferred.fromCoroutine(self._readWhileAsked())
+            Context().run(self._startReading)
         return done
+
+    def _startReading(self) -> None:
+        """(Run in an empty context: no remote call's broker.)"""
+        Deferred.fromCoroutine(self._readWhileAsked())
 
     async def _readWhileAsked(self) -> None:
         try:

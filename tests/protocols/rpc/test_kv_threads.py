@@ -1,14 +1,20 @@
-"""protocols.kv.threads: storage calls run in a bounded pool, each caller's in turn, a cancelled one never."""
+"""protocols.kv.threads: storage calls run in a bounded pool, each caller's in turn, a cancelled or lost one's never."""
 
 from __future__ import annotations
 
+import gc
+from queue import SimpleQueue
 from typing import Any
 
 from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.error import ConnectionLost
 from twisted.internet.task import Clock
+from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from protocols.kv import StoreUnavailable, threads
+from protocols.kv.feed import ChangeFeed
+from protocols.kv.watches import WatchBook
 from protocols.rpc.answering import _calling
 
 
@@ -25,21 +31,33 @@ class FakeReactor(Clock):
         pass
 
 
+class FakeWorkers:
+    """Stands for L{threads.Workers}: each call handed to it is recorded, its end left to the test."""
+
+    started = True
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Deferred[Any]]] = []
+
+    def submit(self, call: Any, args: tuple[Any, ...], report: Any, *also: Any) -> None:
+        running: Deferred[Any] = Deferred()
+        running.addBoth(report, *also)
+        self.calls.append((args[0], running))
+
+    def stop(self) -> None:
+        self.started = False
+
+
 class _CallsCase(SynchronousTestCase):
     """A ThreadedCalls of 2 threads whose pool is faked: each call handed to it is recorded, ended by the test."""
 
     def setUp(self) -> None:
-        self.started: list[tuple[str, Deferred[Any]]] = []
-
-        def handOff(reactor: Any, pool: Any, call: Any, *args: Any) -> Deferred[Any]:
-            running: Deferred[Any] = Deferred()
-            self.started.append((args[0], running))
-            return running
-
-        self.patch(threads, "deferToThreadPool", handOff)
         self.results: list[Deferred[Any]] = []
         self.addCleanup(lambda: [result.addErrback(lambda _: None) for result in self.results])
         self.calls = threads.ThreadedCalls(FakeReactor(), threads=2)
+        self.calls.pool.stop()  # (no thread was started: none is left behind)
+        self.calls.pool = workers = FakeWorkers()  # type: ignore[assignment]
+        self.started = workers.calls
         self.addCleanup(self.calls.stop)
 
     def runAs(self, caller: object, name: str) -> Deferred[Any]:
@@ -142,3 +160,126 @@ class NotReadingTests(_CallsCase):
         self.assertEqual([name for name, _ in self.started], ["list", "get"])
         self.finish(1)
         self.assertEqual(self.successResultOf(held), "get")
+
+
+class _Disconnection:
+    reason: object = None
+
+
+class _LosableBroker(_Broker):
+    """A broker whose connection can be lost (its C{disconnection.reason} set, as L{protocols.rpc.Broker}'s is)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.disconnection = _Disconnection()
+
+
+class LostCallerTests(_CallsCase):
+    """A caller whose connection is gone has its waiting calls failed, never run: nobody waits for them."""
+
+    def test_waitingCallsOfALostCallerFail(self) -> None:
+        """Its calls still waiting fail with ConnectionLost and never reach the pool; another caller's run."""
+        gone, honest = _LosableBroker(), _Broker()
+        gone.connection.transport.sendBacklogged = True  # (a non-reader: its calls waited)
+        held = [self.runAs(gone, f"put{i}") for i in range(3)]
+        self.runAs(honest, "list")
+        gone.disconnection.reason = ConnectionLost()
+        self.calls.reactor.advance(threads.RETRY)
+        for result in held:
+            self.assertIn("lost before this storage call ran", str(self.failureResultOf(result, ConnectionLost).value))
+        self.assertEqual([name for name, _ in self.started], ["list"])
+
+    def test_runningCallEnds(self) -> None:
+        """A call already in the pool when its caller's connection is lost ends and reports, as any other."""
+        gone = _LosableBroker()
+        running = self.runAs(gone, "put")
+        gone.disconnection.reason = ConnectionLost()
+        self.finish(0)
+        self.assertEqual(self.successResultOf(running), "put")
+
+
+class _Changes:
+    """Stands for a ChangeLog with nothing new: records which caller each read ran for."""
+
+    def __init__(self) -> None:
+        self.readFor: list[object] = []
+
+    def lastChange(self) -> int:
+        return 0
+
+    def changesAndValues(self, *args: Any) -> tuple[list[Any], dict[str, str | None]]:
+        return [], {}
+
+
+class FeedReadingTests(_CallsCase):
+    """The change feed's reading is the process's own: no caller's turn, so a non-reader holds up nobody."""
+
+    def test_catchUpFromANonReader(self) -> None:
+        """A catch-up asked in a call of a peer that reads nothing still runs its read, and fires."""
+        behind = _Broker()
+        behind.connection.transport.sendBacklogged = True
+        feed = ChangeFeed(_Changes(), WatchBook(None, lambda key: None), self.calls.reactor, calls=self.calls)  # type: ignore[arg-type]
+        token = _calling.set(behind)
+        try:
+            caughtUp = feed.catchUp()
+        finally:
+            _calling.reset(token)
+        self.assertEqual(len(self.started), 1)
+        self.started[0][1].callback(([], {}))
+        self.assertIsNone(self.successResultOf(caughtUp))
+
+
+class WorkersTests(SynchronousTestCase):
+    """threads.Workers: calls run in threads, outcomes reported on the reactor's thread, nothing left behind."""
+
+    def setUp(self) -> None:
+        self.reported: SimpleQueue[tuple[Any, ...]] = SimpleQueue()
+        reactor = FakeReactor()
+        reactor.callFromThread = lambda f, *args: self.reported.put((f, args))  # type: ignore[method-assign]
+        self.workers = threads.Workers(reactor, 2, "test-workers")
+        self.addCleanup(self.workers.stop)
+        self.outcomes: list[Any] = []
+
+    def runAll(self, calls: list[tuple[Any, tuple[Any, ...]]]) -> list[Any]:
+        """Submit C{calls}, at most 2 at once; each report run here, as the reactor would; their outcomes."""
+        outcomes: list[Any] = []
+        pending = list(calls)
+        inFlight = 0
+        while pending or inFlight:
+            while pending and inFlight < 2:
+                call, args = pending.pop(0)
+                self.workers.submit(call, args, lambda outcome, into: into.append(outcome), outcomes)
+                inFlight += 1
+            f, args = self.reported.get(timeout=60)
+            f(*args)
+            inFlight -= 1
+        return outcomes
+
+    def test_outcomes(self) -> None:
+        """Each call's value, or a Failure of its exception, is reported; at most 2 threads are made."""
+        outcomes = self.runAll([(pow, (2, 10)), (int, ("x",)), (len, (b"abc",))])
+        self.assertIn(1024, outcomes)
+        self.assertIn(3, outcomes)
+        failures = [outcome for outcome in outcomes if isinstance(outcome, Failure)]
+        self.assertEqual(len(failures), 1)
+        self.assertIsInstance(failures[0].value, ValueError)
+        self.assertLessEqual(len(self.workers._threads), 2)
+
+    def test_noCyclePerCall(self) -> None:
+        """
+        A call leaves no reference cycle (Twisted's ThreadPool left one per
+        call, freed only by a full collection: tens of MiB under a flood).
+        """
+        gc.collect()
+        gc.disable()
+        self.addCleanup(gc.enable)
+        self.runAll([(len, (b"x" * 100,)) for _ in range(500)])
+        self.assertLess(gc.collect(), 100)
+
+    def test_stopJoinsThreads(self) -> None:
+        """stop returns once every thread has ended; submitted calls ran first."""
+        self.assertEqual(self.runAll([(len, (b"ab",))]), [2])
+        threadsMade = list(self.workers._threads)
+        self.workers.stop()
+        self.assertFalse(any(thread.is_alive() for thread in threadsMade))
+        self.assertFalse(self.workers.started)
