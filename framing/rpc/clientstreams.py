@@ -141,7 +141,7 @@ class ClientObjectStreams(ObjectStreamTable):
         settled: list[_Settled] = []
         for reader in readers:
             _wake(reader, settled)
-        self.announcing.clear()
+        self.rolledBack()
         for producer in producers:
             if self._sending is not None:
                 self._sending(producer)
@@ -151,10 +151,17 @@ class ClientObjectStreams(ObjectStreamTable):
     # -- the streams this side sends -------------------------------------------------
 
     def announce(self, source: Any) -> int:
-        """C{source} is being announced in a message: its id (live if the message is encoded whole: L{committed})."""
-        streamId = self.reserveId()
-        self.announcing.append(SentStream(streamId, source))
-        return streamId
+        """
+        C{source} is being announced in a message: its id (live if the
+        message is encoded whole: L{committed}), charged to the ledger
+        until it is over.
+
+        @raise framing.errors.ResourceExhausted: the ledger has no room for one more producer.
+        """
+        producer = SentStream(self.reserveId(), source)
+        self.admitProducer(producer)
+        self.announcing.append(producer)
+        return producer.streamId
 
     def committed(self) -> list[SentStream]:
         """The message announcing L{announcing} was encoded whole (and will be sent): each stream is live; them."""
@@ -180,8 +187,10 @@ class ClientObjectStreams(ObjectStreamTable):
                 _wake(producer, settled)
 
     def rolledBack(self) -> None:
-        """The message announcing L{announcing} failed to encode: the streams are forgotten."""
-        self.announcing.clear()
+        """The message announcing L{announcing} failed to encode: the streams are forgotten (their charges released)."""
+        announcing, self.announcing = self.announcing, []
+        for producer in announcing:
+            self.producerOver(producer)
 
     def itemReady(self, producer: SentStream, item: Any) -> None:
         """

@@ -11,8 +11,8 @@ ERROR; a consumer's cancel or drop sends CANCEL and closes the producer;
 a lost connection ends both.
 
 Each producer is charged to the connection's ledger while it lives
-(L{PRODUCER_BYTES}); a stream the ledger has no room for is not announced
-(L{ResourceExhausted}: a call's answer becomes its FAIL).
+(L{framing.rpc.streamtable.PRODUCER_BYTES}); a stream the ledger has no room for is not announced
+(L{framing.errors.ResourceExhausted}: a call's answer becomes its FAIL).
 
 Cost: one message per item and one CREDIT per quarter window; a pull
 that completes without waiting costs no Deferred.
@@ -35,7 +35,6 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from framing import EncodingError, Registry, Violation
-from framing.errors import ResourceExhausted
 from framing.ledger import Ledger
 from framing.outgoing import Outgoing
 from framing.rpc.streams import (
@@ -139,22 +138,6 @@ BATCH_BYTES = 16 * 1024
 PACE_BYTES = 64 * 1024
 """Encoded bytes a producer sends before the reactor serves everything else (and it looks at the connection again)."""
 
-PRODUCERS_ACCOUNT = "stream-producers"
-"""The ledger account of this side's object-stream producers, while they live (L{PRODUCER_BYTES} each)."""
-
-PRODUCER_BYTES = 3072
-"""
-What one producer's state holds here while it waits for credit (the
-L{_Producer}, its window, its encoder, the source's iterator), charged to
-the connection's ledger from its announcement until it is over (the items
-it sends are charged as they wait to be sent): measured with tracemalloc,
-2.6 kB for the interop service's C{count()} (tests/protocols/rpc/test_streams.py
-C{ProducerChargeTests}, which fails if a producer holds more).  Without it
-a peer that called for streams and never read (nor answered the PING that
-would close an untaken stream) made the interop server hold 4,133 of them,
-uncharged.
-"""
-
 PACE_RETRY = 0.05
 """Seconds between looks at a connection too full for its producers to send more (its send backlog or its ledger)."""
 
@@ -180,8 +163,6 @@ class _Producer(SentStream):
         self._itemSize = 0
         self._unpaced = 0
         self.encoder = streams.encoder()
-        self.ledger: Ledger | None = None
-        """The ledger it is charged to (L{PRODUCER_BYTES}) until it is over, or C{None}."""
         if isinstance(source, ObjectStream):
             source = source.source
         self.closeable = source
@@ -628,14 +609,6 @@ class ObjectStreams(ObjectStreamTable):
     def connectionMade(self) -> None:
         self._up = True
 
-    def producerOver(self, producer: SentStream) -> None:
-        """C{producer} is over: nothing more reaches it, and what it was charged (L{PRODUCER_BYTES}) is released."""
-        super().producerOver(producer)
-        ledger = getattr(producer, "ledger", None)
-        if ledger is not None:
-            producer.ledger = None  # type: ignore[attr-defined]
-            ledger.release(PRODUCERS_ACCOUNT, PRODUCER_BYTES)
-
     def connectionLost(self, reason: Failure) -> None:
         """Every reader fails with C{reason}'s error; every producer is closed."""
         self._up = False
@@ -839,22 +812,13 @@ class ObjectStreams(ObjectStreamTable):
         """
         Give C{source} an id as the message C{outgoing} is encoded: its
         producer starts if the message is sent, charged to the connection's
-        ledger (L{PRODUCER_BYTES}) until it is over.
+        ledger (L{framing.rpc.streamtable.PRODUCER_BYTES}) until it is over.
 
         @raise ResourceExhausted: the ledger has no room for one more
             producer (the message fails to encode: a call's answer becomes its FAIL).
         """
-        broker = self._broker()
-        ledger = None if broker is None else getattr(broker.connection, "ledger", None)
-        if ledger is not None and not ledger.room(PRODUCER_BYTES):
-            raise ResourceExhausted(
-                f"no room for another object stream ({PRODUCER_BYTES} bytes; the connection's ledger: "
-                f"{ledger.held} held of {ledger.budget}, spare {ledger.spare()})"
-            )
         producer = _Producer(self, self.reserveId(), source)
-        if ledger is not None:
-            ledger.charge(PRODUCERS_ACCOUNT, PRODUCER_BYTES)
-            producer.ledger = ledger
+        self.admitProducer(producer)
         self.producerLive(producer)
         outgoing.on_rollback(lambda: self.producerOver(producer))
         # A stream the peer never took (its message refused, before or as it was read) is closed by the probe.

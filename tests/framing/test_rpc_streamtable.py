@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import gc
 import inspect
+from collections.abc import AsyncIterator
 
 from twisted.trial.unittest import SynchronousTestCase
 
+from framing.errors import ResourceExhausted
+from framing.ledger import Ledger
+from framing.rpc.clientstreams import ClientObjectStreams
 from framing.rpc.streams import (
     CANCEL,
     CREDIT,
@@ -19,7 +23,7 @@ from framing.rpc.streams import (
     ObjectStreamIdReused,
     TooManyObjectStreams,
 )
-from framing.rpc.streamtable import ObjectStreamTable, ReceivedStream, SentStream
+from framing.rpc.streamtable import PRODUCER_BYTES, PRODUCERS_ACCOUNT, ObjectStreamTable, ReceivedStream, SentStream
 
 
 class RecordingTable(ObjectStreamTable):
@@ -142,6 +146,55 @@ class TableTests(SynchronousTestCase):
         before = list(table.sent)
         table.cancel(reader)
         self.assertEqual(table.sent, before)
+
+
+class ProducerChargeTests(SynchronousTestCase):
+    """Each producer is charged PRODUCER_BYTES to its connection's ledger while it lives, in every shell."""
+
+    def test_chargedUntilOver(self) -> None:
+        """Admitted, a producer holds its charge until it ends (or is cancelled); then it is released."""
+        table = RecordingTable()
+        table.ledger = Ledger(10 * PRODUCER_BYTES)
+        producers = [SentStream(table.reserveId(), iter(())) for _ in range(3)]
+        for producer in producers:
+            table.admitProducer(producer)
+            table.producerLive(producer)
+        self.assertEqual(table.ledger.holding(PRODUCERS_ACCOUNT), 3 * PRODUCER_BYTES)
+        table.endSending(producers[0])
+        table.receivedFlow(FlowMessage((CANCEL, producers[1].streamId)))
+        self.assertEqual(table.ledger.holding(PRODUCERS_ACCOUNT), PRODUCER_BYTES)
+        table.connectionEnded(ConnectionError("gone"))
+        self.assertEqual(table.ledger.holding(PRODUCERS_ACCOUNT), 0)
+
+    def test_refusedWithoutRoom(self) -> None:
+        """A producer the ledger has no room for is refused (ResourceExhausted), nothing charged."""
+        table = RecordingTable()
+        table.ledger = Ledger(PRODUCER_BYTES + 100)
+        table.admitProducer(SentStream(table.reserveId(), iter(())))
+        error = self.assertRaises(ResourceExhausted, table.admitProducer, SentStream(table.reserveId(), iter(())))
+        self.assertIn("no room for another object stream", str(error))
+        self.assertEqual(table.ledger.holding(PRODUCERS_ACCOUNT), PRODUCER_BYTES)
+
+    def test_clientAnnouncementCharged(self) -> None:
+        """
+        The clients without Twisted charge the streams they announce alike:
+        from the announcement, released if its message fails to encode.
+        """
+        streams = ClientObjectStreams([], sending=lambda producer: None)
+        streams.ledger = ledger = Ledger(1 << 20)
+
+        async def source() -> AsyncIterator[int]:
+            yield 1
+
+        streams.announce(source())
+        streams.announce(source())
+        self.assertEqual(ledger.holding(PRODUCERS_ACCOUNT), 2 * PRODUCER_BYTES)
+        streams.rolledBack()
+        self.assertEqual(ledger.holding(PRODUCERS_ACCOUNT), 0)
+        streams.announce(source())
+        [live] = streams.committed()
+        streams.producerOver(live)  # (cancelled by the server)
+        self.assertEqual(ledger.holding(PRODUCERS_ACCOUNT), 0)
 
 
 class ShellTests(SynchronousTestCase):

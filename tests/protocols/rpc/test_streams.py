@@ -31,6 +31,7 @@ from framing.rpc.streams import (
     addFlowTypes,
     leastItemLength,
 )
+from framing.rpc.streamtable import PRODUCER_BYTES, PRODUCERS_ACCOUNT
 from framing.rpc.wire import CALL, Message, MessageSlicer
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
@@ -47,8 +48,6 @@ from protocols.rpc import (
 )
 from protocols.rpc.context import callContext
 from protocols.rpc.streams import (
-    PRODUCER_BYTES,
-    PRODUCERS_ACCOUNT,
     ObjectStream,
     ObjectStreams,
     StreamOptions,
