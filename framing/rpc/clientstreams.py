@@ -190,7 +190,7 @@ class ClientObjectStreams(ObjectStreamTable):
         """The message announcing L{announcing} failed to encode: the streams are forgotten (their charges released)."""
         announcing, self.announcing = self.announcing, []
         for producer in announcing:
-            self.producerOver(producer)
+            self.releaseProducer(producer)
 
     def itemReady(self, producer: SentStream, item: Any) -> None:
         """

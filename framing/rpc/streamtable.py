@@ -397,9 +397,16 @@ class ObjectStreamTable:
         C{producer} ended, failed or was cancelled: nothing more reaches it,
         and what it was charged (L{admitProducer}) is released.
         """
-        producer.over = True
         if self.producers.get(producer.streamId) is producer:
             del self.producers[producer.streamId]
+        self.releaseProducer(producer)
+
+    def releaseProducer(self, producer: SentStream) -> None:
+        """
+        C{producer} is over (L{producerOver}), or was never live (the
+        message announcing it failed to encode): what it was charged is released.
+        """
+        producer.over = True
         ledger = producer.ledger
         if ledger is not None:
             producer.ledger = None
