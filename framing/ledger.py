@@ -56,6 +56,11 @@ TOTALS = LedgerTotals()
 """The process-wide totals every L{Ledger} adds to (read by the metrics page)."""
 
 
+def _split(budget: int, members: int) -> int:
+    """A pool's C{budget} split evenly among its C{members} (all of it for one or none): a ledger's fair share."""
+    return budget // members if members > 1 else budget
+
+
 class LedgerPool:
     """
     The ledgers of many connections (a listener's) under one budget of their own.
@@ -101,7 +106,7 @@ class LedgerPool:
         """What each ledger may hold whatever the others hold: C{budget // members}; C{None} without a budget."""
         if self.budget is None:
             return None
-        return self.budget // self.members if self.members > 1 else self.budget
+        return _split(self.budget, self.members)
 
     def over(self) -> bool:
         """Whether the ledgers together hold more than the budget."""
@@ -175,7 +180,7 @@ class Ledger:
         pool = self.pool
         if pool is not None:
             pool.held += count
-            if pool.budget is not None and pool.held > pool.budget and held > pool.budget // max(pool.members, 1):
+            if pool.budget is not None and pool.held > pool.budget and held > _split(pool.budget, pool.members):
                 pool._pressed[self] = None
                 if not self.full:
                     self._set_full(True)
@@ -227,7 +232,7 @@ class Ledger:
         """
         pool = self.pool
         if pool is not None and pool.budget is not None and pool.held + count > pool.budget:
-            if self.held + count > pool.budget // max(pool.members, 1):
+            if self.held + count > _split(pool.budget, pool.members):
                 return False
         return self.budget is None or self.held + count <= self.budget
 
@@ -242,7 +247,7 @@ class Ledger:
         left = None if self.budget is None else self.budget - self.held
         if pool is not None and pool.budget is not None:
             free = pool.budget - pool.held
-            share = pool.budget // max(pool.members, 1) - self.held
+            share = _split(pool.budget, pool.members) - self.held
             pooled = free if free > share else share
             if left is None or pooled < left:
                 left = pooled
@@ -252,7 +257,14 @@ class Ledger:
         """Whether this ledger is still over (its budget, or a pool over its own while it holds bytes), told if not."""
         budget, pool = self.budget, self.pool
         over = budget is not None and self.held > budget
-        if not over and pool is not None and pool.over() and self.held > pool.budget // max(pool.members, 1):  # type: ignore[operator]
+        pool_budget = None if pool is None else pool.budget
+        if (
+            not over
+            and pool is not None
+            and pool_budget is not None
+            and pool.held > pool_budget
+            and self.held > _split(pool_budget, pool.members)
+        ):
             pool._pressed[self] = None
             over = True
         if self.full and not over:
