@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.bulk.test_early,tests.protocols.bulk.test_tuning,tests.protocols.bulk.test_tcp -*-
+# -*- test-case-name: tests.protocols.rpc.test_options,tests.protocols.bulk.test_allocator -*-
 """BulkOptions: how a connection moves streams, one frozen record.
 
 Contract: every field has a documented default (the reasons, measured:
