@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.test_exports,tests.framing.test_codec,tests.framing.test_slicing -*-
 """chunkwire's sans-IO core: the wire format, buffers, scanner and codec.
 
 Nothing here imports C{twisted.internet}: it is pure bytes in, objects out,

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.framing.test_key_vectors,tests.framing.test_cores,tests.framing.test_cores_nested -*-
 """Which codec core runs: the compiled fast path, or only the pure-Python one.
 
 Contract: the pure-Python core (the decoder, the encoder and the unslicers)

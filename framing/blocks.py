@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.framing.test_blocks,tests.framing.test_outgoing,tests.protocols.test_coalescing -*-
 """BlockBuffer: the send buffer.
 
 Contract: output is kept as a list of blocks.  Small pieces are appended to

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.framing.test_costs,tests.protocols.rpc.test_call_ledger -*-
 """ObjectBudget: what one top-level object being decoded may cost.
 
 Contract: the values in a top-level object, and the memory it will hold

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.framing.test_chain -*-
 """ChunkChain: the receive buffer.
 
 Contract: C{append} keeps a reference to the chunk and copies nothing;

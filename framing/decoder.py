@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.framing.test_call_metadata_header,tests.framing.test_decoding_charge -*-
 """Decoder: tokens to objects, one top-level object at a time.
 
 Contract: C{feed(data)} returns, in order, every top-level object that

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.framing.test_codec,tests.protocols.bulk.test_wire,tests.framing.test_slicing -*-
 """Encoder: objects to tokens, written into a BlockBuffer.
 
 Contract: encoding is one pass over the object; every header is written

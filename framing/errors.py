@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.rpc.test_call_errors,tests.protocols.rpc.test_named_errors -*-
 """The two ways decoding can fail, and the specific reasons under each.
 
 Contract: every failure the framing layer reports for bytes from the wire is

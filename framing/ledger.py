@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.framing.test_ledger,tests.framing.test_decoding_charge,tests.protocols.rpc.test_refusals -*-
 """Ledger: the bytes one connection holds on its peer's behalf, against one budget.
 
 Contract: every layer that keeps bytes because of a peer (decoded objects

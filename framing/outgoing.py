@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.framing.test_outgoing,tests.protocols.rpc.test_sending,tests.protocols.test_receiver -*-
 """Outgoing: what sending one message promised, kept or undone as one.
 
 Contract: an L{Outgoing} is made for each top-level object sent and handed

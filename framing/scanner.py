@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.framing.test_scanner,tests.framing.test_fuzz,tests.framing.test_held_tail -*-
 """TokenScanner: bytes in, tokens out, as a two-state machine.
 
 Contract: in WANT_HEADER the scanner reads headers in place from the chain's

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.framing.test_trace -*-
 """Wire tracing: a chunkwire byte stream as one readable line per token.
 
 Contract: L{TokenTracer} is sans-IO and independent of the L{Decoder}: it

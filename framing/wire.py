@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.bulk.test_wire,tests.protocols.rpc.test_wire_cores,tests.framing.test_scanner -*-
 """The chunkwire wire format: token kinds, the header codec, the preamble.
 
 Contract: a header is 1 to 9 bytes and says everything needed to frame the

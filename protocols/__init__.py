@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.test_exports,tests.protocols.test_hold_and_direct,tests.protocols.test_base -*-
 """chunkwire's Twisted layer: protocols, transports and services on top of L{framing}.
 
 L{TokenProtocol} puts a L{framing.Decoder} and L{framing.Encoder} on a

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_asyncioclient,tests.protocols.test_asyncioclient_streams -*-
 """An asyncio RPC client without Twisted: calls awaited on the standard event loop, many in flight on one connection.
 
     from framing.rpc.limits import CallLimits

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_trimming,tests.protocols.test_blocking -*-
 """TokenProtocol: a framing.Decoder and Encoder on a Twisted connection.
 
 Contract: every received byte goes once through the connection's L{Decoder};

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_blocking,tests.protocols.test_blocking_typed -*-
 """A blocking RPC client without Twisted: one socket, calls that block and return, safe from several threads.
 
     from framing.rpc.limits import CallLimits

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_coalescing_parts,tests.protocols.test_blocking -*-
 """CoalescingTransport: one transport write per message, one per stream chunk.
 
 Contract: C{write} and C{writeSequence} only append to a

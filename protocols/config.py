@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_drop,tests.protocols.test_receiver,tests.attack.test_twisted_drop -*-
 """ConnectionConfig: how one chunkwire connection is set up, in one frozen value.
 
 Contract: every setting a L{protocols.TokenProtocol} reads when its

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_deadline,tests.examples.test_connecting,tests.test_docs_defaults -*-
 """A client connection's deadline: connected, the peer heard from, and logged in, within a time.
 
 Contract: L{DeadlineEndpoint} wraps a client endpoint so that each

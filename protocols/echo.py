@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_echo,tests.protocols.test_tls,tests.protocols.test_trace -*-
 """The echo service and its client.
 
 Contract: L{EchoServer} answers every object it receives with the same object,

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_flusher -*-
 """Flusher: what a coalescing transport does for every message it flushes.
 
 Contract: a L{Flusher} keeps the state every message's send reads (the

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_coalescing_parts -*-
 """Forwarded: a public attribute that one of its owner's parts keeps.
 
 Contract: C{name = Forwarded("_part", "attribute", doc)} in a class body

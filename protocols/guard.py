@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_guard,tests.protocols.test_guard_caps,tests.protocols.test_guarded_serve -*-
 """Guarding a server's connections against slow, silent, dead and too many peers.
 
 Contract: a guarded connection (one watched by a L{ConnectionGuard}, which

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_heldinput -*-
 """HeldInput: what a paused connection keeps for later, in arrival order.
 
 Contract: while a connection's application has paused reading, reads that

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.rpc.test_served_call -*-
 """Inbound: a connection's reads, through its decoder, to its receiver.
 
 Contract: each read goes once through the decoder and each object it

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_receiver,tests.protocols.rpc.test_extensions -*-
 """The seams of the Twisted layer, as zope interfaces.
 
 Contract: a L{protocols.TokenProtocol} owns the connection (framing, the

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_interop,tests.protocols.bulk.test_owners,tests.protocols.rpc.test_streams -*-
 """The interop test service: one fixed RPC root that every implementation's clients and servers check each other with.
 
 An implementation in another language runs the named cases of

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_logs -*-
 """Logging what peers do without letting a peer write the log, or fill it.
 
 Contract: L{escape} turns any text a peer supplied into one printable line:

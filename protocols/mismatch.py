@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_mismatch,tests.examples.test_logins -*-
 """A connection lost before the peer said anything: the TLS and plain mismatches, diagnosed on either side.
 
 Contract: L{diagnoseLoss} runs once, when a connection is lost, and only

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_options,tests.protocols.rpc.test_options -*-
 """How a client connects: one L{ClientOptions} value for every client's C{connect}.
 
 Contract: a L{ClientOptions} is immutable, checked when it is made (a bad

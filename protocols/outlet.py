@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_flusher,tests.protocols.test_coalescing_parts -*-
 """Outlet: where a coalescing transport's flushed blocks reach the connection.
 
 Contract: L{Outlet.write} hands one message's blocks (or one stream unit)

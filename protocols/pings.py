@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_pings -*-
 """Pings: PING out, the matching PONG back, as a Deferred round-trip time.
 
 Contract: PINGs from the peer are answered by PONGs of the same id, all

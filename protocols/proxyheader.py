@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.serving.test_own_workers,tests.protocols.auth.test_login -*-
 """The PROXY protocol header (HAProxy's v1 and v2) in front of a connection, believed only from trusted proxies.
 
 Contract: on a C{haproxy:} listener (L{serverEndpoint}), every connection

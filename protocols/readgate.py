@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_flusher,tests.protocols.test_coalescing_parts -*-
 """ReadGate: when a coalescing transport lets the wrapped transport read.
 
 Contract: reading is stopped while the application has paused it, while

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_coalescing_parts,tests.protocols.test_backpressure -*-
 """What chunkwire knows about Twisted's own socket connections.
 
 Contract: this is the one module that reads the inside of Twisted's

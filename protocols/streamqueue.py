@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_flusher,tests.protocols.test_coalescing_parts -*-
 """StreamQueue: streams written one unit per write, and the messages flushed behind them.
 
 Contract: a L{StreamQueue} keeps streams and whole messages in the order

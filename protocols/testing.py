@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_testing,tests.protocols.test_echo,tests.protocols.test_hold_and_direct -*-
 """Helpers for testing chunkwire protocols under trial and pytest.
 
 Contract: nothing here starts or needs a reactor except L{loopbackTCP}.

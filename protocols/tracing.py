@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_tracing -*-
 """Token tracing: one readable log line per token sent and received.
 
 Contract: L{startTracing} taps a connection's writes (a proxy around the

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_trimming -*-
 """Trimming: give the C allocator's free memory back to the system after a connection that held much ends.
 
 Contract: L{connectionReleased} is told, by the Twisted shell

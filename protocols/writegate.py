@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.test_coalescing_parts,tests.protocols.test_flusher -*-
 """WriteGate: the wrapped transport's word on when to write, passed on to the application's producer.
 
 Contract: a L{WriteGate} is the producer a L{protocols.CoalescingTransport}

@@ -8,6 +8,11 @@ members; and one naming rule per package (snake_case in C{framing},
 camelCase in C{protocols} for functions, arguments, class fields and
 attributes alike; ruff enforces the first, this test the second).
 
+Each module of C{framing/} and C{protocols/} names its tests on its first
+line, Twisted's C{# -*- test-case-name: tests.framing.test_ledger -*-}
+(issue 40): the test modules that exercise it, each a file under C{tests/}
+that imports, read the way C{trial --testmodule framing/ledger.py} reads it.
+
 Class and function length is not a rule but a report (issue 27: a cap
 became a target): C{python3 dev.py sizes} prints the largest ones, measured
 by L{tests.structure}, which this module shares.
@@ -16,14 +21,16 @@ by L{tests.structure}, which this module shares.
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from twisted.scripts.trial import getTestModules
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.structure import ROOT, modules, report, sizes
+from tests.structure import PACKAGES, ROOT, modules, report, sizes, sourcePath
 
 _SNAKE = re.compile(r"^_*[a-z0-9]+(_[a-z0-9]+)+$")
 
@@ -246,6 +253,35 @@ def snakeNames(package: str) -> list[str]:
     return [found for name, tree in modules(package).items() for found in snakeNamesIn(name, tree)]
 
 
+def testCaseNameProblems(packages: tuple[str, ...] = PACKAGES, root: Path = ROOT) -> list[str]:
+    """
+    C{path: problem} for each module of C{packages} (under C{root}) whose
+    C{test-case-name} header, as trial reads it (the first two lines), is
+    missing or names something that is not a test module: a dotted name
+    under C{tests}, a C{test_*.py} file there, in packages with an
+    C{__init__.py} all the way down, so that it imports.
+    """
+    found = []
+    for package in packages:
+        for module in modules(package, root):
+            path = sourcePath(module, root)
+            names = getTestModules(str(root / path))
+            if not names:
+                found.append(f"{path}: no test-case-name header")
+            for name in names:
+                parts = name.split(".")
+                packageDirs = [root.joinpath(*parts[:i]) for i in range(1, len(parts))]
+                file = root.joinpath(*parts).with_suffix(".py")
+                if (
+                    parts[0] != "tests"
+                    or not parts[-1].startswith("test_")
+                    or not file.is_file()
+                    or not all((d / "__init__.py").is_file() for d in packageDirs)
+                ):
+                    found.append(f"{path}: {name!r} is not a test module under tests/")
+    return found
+
+
 class StructureTests(SynchronousTestCase):
     def test_framingImportsNoIO(self) -> None:
         """No module of framing/ imports Twisted (twisted.internet, the reactor), sockets, selectors or asyncio."""
@@ -307,6 +343,45 @@ class Policy:
 """
         found = snakeNamesIn("m", ast.parse(source))
         self.assertEqual(found, ["m:5 max_refusals", "m:7 per_key", "m:11 abort_after", "m:12 _held_bytes"])
+
+
+class TestCaseNameTests(SynchronousTestCase):
+    """Every source module names its tests in a test-case-name header, and each one named exists."""
+
+    def test_everyModuleNamesItsTests(self) -> None:
+        """Each module of framing/ and protocols/ has the header, naming only test modules under tests/."""
+        self.assertEqual(testCaseNameProblems(), [])
+
+    def test_namedTestsImport(self) -> None:
+        """The test modules the headers name import (the check reads files; this imports one module's names)."""
+        for name in getTestModules(str(ROOT / "framing" / "ledger.py")):
+            self.assertIsNotNone(importlib.import_module(name))
+
+    def test_checkerFindsMissingHeaders(self) -> None:
+        """On a made-up tree, a module without the header and names of no test module are each reported."""
+        root = Path(self.mktemp())
+        for name in ["tests/__init__.py", "tests/pkg/__init__.py", "tests/pkg/test_a.py", "tests/nopkg/test_b.py"]:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text("")
+        (root / "tests" / "pkg" / "helper.py").write_text("")
+        (root / "pkg" / "sub").mkdir(parents=True)
+        header = "# -*- test-case-name: {} -*-\n"
+        (root / "pkg" / "__init__.py").write_text(header.format("tests.pkg.test_a") + '"""A package."""\n')
+        (root / "pkg" / "good.py").write_text("#!/usr/bin/env python3\n" + header.format("tests.pkg.test_a"))
+        (root / "pkg" / "bare.py").write_text('"""No header."""\n')
+        (root / "pkg" / "sub" / "__init__.py").write_text(
+            header.format("tests.pkg.test_gone,tests.pkg.helper,tests.nopkg.test_b,pkg.good")
+        )
+        self.assertEqual(
+            testCaseNameProblems(("pkg",), root),
+            [
+                "pkg/bare.py: no test-case-name header",
+                "pkg/sub/__init__.py: 'tests.pkg.test_gone' is not a test module under tests/",
+                "pkg/sub/__init__.py: 'tests.pkg.helper' is not a test module under tests/",
+                "pkg/sub/__init__.py: 'tests.nopkg.test_b' is not a test module under tests/",
+                "pkg/sub/__init__.py: 'pkg.good' is not a test module under tests/",
+            ],
+        )
 
 
 class SizeReportTests(SynchronousTestCase):

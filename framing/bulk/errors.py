@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.framing.test_bulk_connection,tests.framing.test_bulk_streams,tests.protocols.test_base -*-
 """How a bulk transfer fails: which error is raised where, and what each side sees.
 
  - The peer broke the bulk protocol: a L{framing.ProtocolError}

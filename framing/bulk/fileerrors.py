@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.attack.test_round3_bulk,tests.protocols.test_bulkfiles,tests.protocols.bulk.test_files -*-
 """How the file service refuses: each refusal a class, registered to travel on the wire as itself.
 
 Contract: every error the file service (L{protocols.bulk.files.BulkService})

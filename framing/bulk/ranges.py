@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.bulk.test_ranges,tests.protocols.bulk.test_files -*-
 """RangeSet: the byte ranges a receiver holds, as sorted disjoint half-open ranges.
 
 Contract: after any sequence of L{RangeSet.add} calls the set holds exactly

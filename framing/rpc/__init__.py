@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.test_exports -*-
 """The sans-IO core of chunkwire's RPC: what every client and server shares, whatever it waits with.
 
 L{framing.rpc.wire} is the message table; L{framing.rpc.errors} how a call

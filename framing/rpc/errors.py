@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.rpc.test_named_errors,tests.protocols.rpc.test_call_errors -*-
 """How a remote call fails: the error classes, and the exception types that travel as themselves.
 
 Each error says whose fault it is and who sees it: raised here at once,

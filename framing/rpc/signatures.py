@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.framing.test_rpc_interfaces,tests.framing.test_rpc_exports -*-
 """Remote method signatures: type hints to constraints, and the argument checks made before a call.
 
 Contract: L{constraintFor} turns one type hint into the

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.rpc.test_streams,tests.attack.test_streams -*-
 """Object streams in RPC calls, sans-IO: the messages, the credit windows and the C{AsyncIterator[T]} constraint.
 
 Contract: a stream travels in a call's arguments or result as an

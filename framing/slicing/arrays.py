@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.framing.test_arrays -*-
 """Bulk values as ONE body token: bytes-likes, C{array.array}, numpy arrays.
 
 Contract: an array's elements travel as one BYTES body (never a token per

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.framing.test_hooks,tests.framing.test_reconfigure,tests.framing.test_held_tail -*-
 """Unslicers for the built-in containers.
 
 Contract: each container unslicer holds at most C{Limits.max_items} items and

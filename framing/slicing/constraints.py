@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.framing.test_constraints,tests.framing.test_constraints_more,tests.framing.test_recovery -*-
 """Constraints: what a receiver accepts at each position of an object.
 
 Contract: a constraint refuses a token at its header (C{check_header}, before

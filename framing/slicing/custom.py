@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.framing.test_cores_nested -*-
 """User types: objects sent as a registered open-type name and a state.
 
 Contract: a registered type travels as OPEN name, its state (any value the

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.framing.test_slicing,tests.framing.test_late_slicers,tests.framing.test_outgoing -*-
 """The interfaces of the pluggable layer.
 
 Contract: an L{ISlicer} turns one Python object into tokens written through an

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.framing.test_slicing,tests.framing.test_constraints_more,tests.framing.test_hooks -*-
 """The registry: which types may be sent and which open-type names may be built.
 
 Contract: a decoder builds an object only through an unslicer registered

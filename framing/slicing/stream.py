@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.framing.test_stream -*-
 """Streamed bodies: a byte string sent as a sequence of chunks.
 
 Wire shape: OPEN "stream", one BYTES token per chunk, CLOSE.  A sender can

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.attack.test_auth,tests.test_exports,tests.attack.test_round3_auth -*-
 """Who may call what: logins, client certificates and self-authenticating object URLs.
 
 Contract: a server configured with a C{twisted.cred} portal (or a table of

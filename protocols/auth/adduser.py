@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.auth.test_adduser -*-
 """C{chunkwire-adduser}: add or remove users in a user file, or make bearer tokens.
 
 Contract::

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.auth.test_certcommand,tests.protocols.auth.test_tls_options -*-
 """A small certificate authority: a CA of your own for TLS client certificates (C{--client-ca}) and servers.
 
 Contract: L{CertificateAuthority.generate} makes a P-256 key and a

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.auth.test_certcommand -*-
 """C{chunkwire-cert}: a CA of your own, and the client and server certificates it issues.
 
 Contract::

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.auth.test_certificates,tests.protocols.auth.test_certcommand -*-
 """TLS client certificates as logins: the verified certificate names an avatar.
 
 Contract: a server built with L{requireClientCertificates} (or with

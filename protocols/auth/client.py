@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.auth.test_login_vectors -*-
 """The client's side of a login on Twisted: a receiver in front of its broker until the server accepts.
 
 Contract: L{ClientLogin} starts the exchange as soon as the connection is

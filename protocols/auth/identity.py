@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.auth.test_identity,tests.protocols.auth.test_urls -*-
 """A server's persistent TLS key, and the hash that names it.
 
 Contract: L{keyHash} is the lowercase base32 (no padding, 52 characters) of

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.auth.test_tls_logins,tests.protocols.auth.test_realms -*-
 """The interface a realm's avatars are asked for.
 
 Contract: a realm used with C{rpc.ServerOptions(portal=...)} is asked for

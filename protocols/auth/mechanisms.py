@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.auth.test_realms,tests.protocols.auth.test_login_vectors -*-
 """The server's side of each login mechanism, as small functions the gate drives.
 
 Contract: a mechanism is a callable C{(context, payload) -> Deferred}

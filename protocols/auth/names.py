@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.auth.test_names,tests.protocols.auth.test_publishing -*-
 """The table of objects a server publishes under unguessable names.
 
 Contract: L{NameTable.register} gives each object a fresh 256-bit name

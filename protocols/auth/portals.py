@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.auth.test_portals -*-
 """L{portal}: a C{twisted.cred} portal made from a realm and checkers, checked when it is made.
 
 Contract: L{portal} returns an ordinary C{twisted.cred.portal.Portal}, the

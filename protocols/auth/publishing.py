@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.auth.test_publishing -*-
 """A service's root served by an object URL that outlives restarts, as a command line sets it up.
 
 Contract: L{URLPublishing} holds three files and where clients connect:

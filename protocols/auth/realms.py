@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.auth.test_realms,tests.examples.test_logins -*-
 """The realms of chunkwire's services, and the portal and endpoints their command lines configure.
 
 Contract: L{SharedRootRealm} gives every avatar the same root (the kv

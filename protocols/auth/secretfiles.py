@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.auth.test_realms,tests.examples.test_logins -*-
 """Line files of secrets' verifiers (users, tokens): read with line numbers, rewritten atomically and private.
 
 Contract: L{entries} yields each line that is not blank or a C{#}

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.auth.test_login_vectors -*-
 """The server's login gate: a receiver in front of the broker until the peer has logged in.
 
 Contract: an L{Authenticator} is a server's login configuration (a portal,

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.attack.test_round3_auth -*-
 """The login throttle's counts in SQLite, shared by the worker processes of one service.
 
 Contract: L{SQLiteThrottleState} is an L{IThrottleState} in one SQLite

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.auth.test_login,tests.attack.test_round3_auth -*-
 """Login attempts, throttled per peer address and per address and claimed name, in bounded memory.
 
 Contract: leaky buckets (C{burst} deep, draining at C{rate} per second)

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.auth.test_certificates,tests.protocols.auth.test_identity -*-
 """TLS over any stream server endpoint, as an object and as a C{chunkwire-tls:} description.
 
 Contract: L{tlsServerEndpoint} serves TLS (L{twisted.protocols.tls}) over

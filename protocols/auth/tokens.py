@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.auth.test_tokens,tests.protocols.auth.test_portals -*-
 """Bearer tokens (API keys): a second credential type, kept only as digests and compared in constant time.
 
 Contract: a token is 32 random bytes (L{newToken}), shown once when made;

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.auth.test_urls,tests.protocols.auth.test_tls_logins -*-
 """Self-authenticating object URLs on Twisted: the key pinned in pyOpenSSL's handshake.
 
 The URL itself (L{ObjectURL}, its grammar, L{InvalidURL}, L{KeyMismatch})

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.auth.test_users,tests.protocols.auth.test_portals -*-
 """The user file (one salted SCRAM verifier per user), the C{twisted.cred} checker reading it, and the proof it checks.
 
 Contract: the file holds no password and nothing a client could log in

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.test_exports,tests.faults.test_bulk_faults,tests.benchmarks.test_bulk_floor -*-
 """Streamed bulk transfer on chunkwire RPC connections.
 
 A L{Stream} is a byte stream that travels as an argument or the result of a

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.bulk.test_allocator -*-
 """Steady buffers: an opt-in that keeps glibc from giving a transfer's buffers back to the kernel between reads.
 
 Contract: L{steadyAllocator} is for processes that move bulk data.  On

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.bulk.test_owners,tests.protocols.bulk.test_allocator -*-
 """The bulk channel of one connection: an extension an RPC broker loads.
 
 Contract: L{BulkChannel} is an L{IBrokerExtension}: L{BulkBroker} (and

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.bulk.test_files,tests.protocols.bulk.test_owners,tests.protocols.bulk.test_tcp -*-
 """Resumable, striped file transfer: assemblies, the bulk-transfer service and its client side.
 
 Contract: an L{Assembly} is a file put together from byte ranges that arrive

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.bulk.test_integrity,tests.protocols.bulk.test_digests -*-
 """End-to-end integrity: the digest of an object whose bytes arrive in any order.
 
 Contract: an L{OrderedHasher} computes the digest (any of

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.rpc.test_options,tests.protocols.bulk.test_allocator -*-
 """BulkOptions: how a connection moves streams, one frozen record.
 
 Contract: every field has a documented default (the reasons, measured:

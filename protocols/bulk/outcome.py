@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.bulk.test_streams -*-
 """Outcome and TransferResult: what a transfer ends with, for however many wait.
 
 Contract: an L{Outcome} fires once (later calls are ignored); every

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.attack.test_round3_bulk -*-
 """What the file service may hold for its clients: open files per address and in all; unfinished uploads' bytes.
 
 Contract: a L{FileBudget} is shared by every

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.bulk.test_receiving_cost,tests.protocols.bulk.test_states -*-
 """Receiving: an L{IncomingStream}, what a receiver is handed, and the L{Receiver} that takes it in.
 
 Contract: a L{Receiver} hands each piece to its sink as it arrives and

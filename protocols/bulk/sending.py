@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.bulk.test_states,tests.protocols.bulk.test_typed_streams -*-
 """Sending: a L{Stream}, what a sender sends, and its states.
 
 Contract: a L{Stream} sends nothing until the receiver's HELLO is known;

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.bulk.test_copies,tests.protocols.bulk.test_tcp -*-
 """Where an incoming stream's bytes go: files, consumers, callbacks.
 
 Contract: a L{Sink} is handed each piece as it comes off the socket and

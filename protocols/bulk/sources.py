@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.bulk.test_streams,tests.benchmarks.test_bulk_floor -*-
 """Where a stream's bytes come from: one interface, two kinds of source.
 
 Contract: a L{Stream} reads from one L{StreamSource}, whatever it was given,

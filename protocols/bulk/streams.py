@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.bulk.test_typed_streams,tests.faults.test_bulk_faults -*-
 """Streams: what a sender sends (L{Stream}) and what a receiver receives (L{IncomingStream}).
 
 Contract: this module gathers the public stream names in one place (the

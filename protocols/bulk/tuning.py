@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.bulk.test_tuning,tests.protocols.bulk.test_streams -*-
 """Receive windows: each stream's starting window, then autotuning from the base round trip and delivery rate.
 
 Contract: L{receiveWindow} chooses an incoming stream's window and grant

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.test_exports,tests.protocols.test_asyncioclient_kv,tests.protocols.test_blocking_kv -*-
 """The key-value store of the RPC tutorial and of C{twist chunkwire-kv}.
 
 The remote interface L{IKeyValue} (C{get}, C{put}, C{delete}, C{list},

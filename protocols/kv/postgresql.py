@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.serving.test_kv_postgresql,tests.examples.test_template_store -*-
 """The kv store on PostgreSQL: one database shared by every worker on every host.
 
 Contract: L{PostgresStorage} keeps keys and values in the table

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.rpc.test_served_call,tests.protocols.auth.test_login_vectors -*-
 """The Broker: one end of an RPC connection, calling and being called.
 
 Contract: both ends are the same class.  A broker is the L{IObjectReceiver}

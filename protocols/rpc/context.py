@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.rpc.test_failover,tests.protocols.rpc.test_same_bytes -*-
 """Deadlines and metadata that travel with a call: C{callContext} for the caller, C{currentCall} for the method.
 
 Contract: the calls made inside C{with callContext(timeout=...,

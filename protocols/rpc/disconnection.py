@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.rpc.test_disconnection -*-
 """The end of a broker's connection, for those who wait for it.
 
 Contract: L{Disconnection.wait} gives each caller a L{Deferred} of its own

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.rpc.test_stream_lifetime,tests.protocols.test_backpressure -*-
 """Serving and connecting on Twisted endpoint strings, and a reconnecting client.
 
 Contract: L{serve} listens on any server endpoint description

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.rpc.test_failover -*-
 """The Twisted client of one service at several addresses: L{FailoverClient}, what reconnecting() gives for a list.
 
 Contract: the policy, backoff and send-at-most-once rule are

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.rpc.test_interceptors,tests.protocols.rpc.test_call_tallies -*-
 """Interceptors: hooks around each call, on the side that answers it and on the side that makes it.
 
 Contract: an interceptor (L{ICallInterceptor}; subclass L{CallInterceptor}

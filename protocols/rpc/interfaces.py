@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.rpc.test_interfaces,tests.protocols.rpc.test_connecting -*-
 """Remote interfaces on the Twisted side: typed proxies whose calls return Deferreds.
 
 The declaration (L{RemoteInterface}), the registry of interfaces

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.rpc.test_listening -*-
 """L{ListeningPort}: what C{serve} fires with, typed so that mypy checks its callers without a plugin.
 
 Contract: C{rpc.serve} and C{bulk.serve} fire with a L{ServingPort}: the

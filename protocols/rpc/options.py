@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.rpc.test_options,tests.protocols.rpc.test_otel_processes -*-
 """How a server serves: one L{ServerOptions} value for C{serve}, C{serverFactory} and C{bulk.serve}.
 
 Contract: a L{ServerOptions} is immutable and checked when it is made (a

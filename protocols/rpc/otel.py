@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.rpc.test_otel,tests.protocols.rpc.test_otel_processes -*-
 """OpenTelemetry tracing of calls: a client span per call made, a server span per call answered, its child.
 
 Contract: L{TracingInterceptor} is an interceptor

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.rpc.test_streams,tests.protocols.test_asyncioclient_streams -*-
 """Object streams in calls on Twisted: a remote method returns or takes an async iterator.
 
 Contract: every L{Broker} loads an L{ObjectStreams} extension, so an async

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.rpc.test_served_call,tests.protocols.auth.test_login_vectors -*-
 """The export and import tables of one connection, and RELEASE.
 
 Contract: an exported object lives in L{ReferenceTable.exports} (id to

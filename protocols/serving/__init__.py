@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.test_exports,tests.protocols.serving.test_service,tests.protocols.serving.test_workers -*-
 """Running chunkwire services in production: drain on stop, worker processes, metrics.
 
 L{DrainingService} listens and drains on stop (GOAWAY, then the calls in

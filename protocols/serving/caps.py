@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.serving.test_caps -*-
 """A side listener's own connection cap and lifetime (for C{/metrics}), and the descriptors they need.
 
 Contract: a L{CappedFactory} wraps the factory of a listener that speaks

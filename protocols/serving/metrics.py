@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.serving.test_metrics -*-
 """Prometheus metrics for chunkwire services: an interceptor and a /metrics page (the C{chunkwire[metrics]} extra).
 
 Contract: L{PrometheusInterceptor} is an

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.serving.test_service,tests.protocols.serving.test_workers -*-
 """Listening services that drain on stop, and endpoints over inherited listening sockets.
 
 Contract: a L{DrainingService} listens when started and, when stopped (by

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.protocols.serving.test_workers,tests.protocols.serving.test_own_workers -*-
 """One port, several worker processes: a supervisor binds once and hands the socket over.
 
 Contract: a L{Supervisor} binds each listening address once (or once per
