@@ -60,6 +60,7 @@ from framing.rpc.errors import (
     ServerSilent,
 )
 from framing.rpc.incoming import IncomingCall
+from framing.rpc.interception import CallInterception
 from framing.rpc.interfaces import ExportedReference, TypedProxy
 from framing.rpc.session import UNSENT, ClientSession, SessionExtension, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
@@ -235,14 +236,16 @@ class AsyncConnection:
         loop's C{create_connection}.
 
         @param options: the L{ClientOptions} (what this side accepts, its
-            call limits and timeouts, the metadata of its calls; no interceptors).
+            call limits and timeouts, the metadata of its calls, its interceptors).
         @param pin: the hash of the key the server's TLS certificate must
             hold (L{framing.login.urls.certificateKeyHash}), checked once the
             handshake is done and before anything is sent; C{None}: none.
         @param extension: a layer beside RPC on the connection (the bulk streams of L{protocols.asynciobulk}).
-        @raise ValueError: the options have interceptors.
         """
-        options.withoutInterceptors("the asyncio client")
+        if options.interceptors:
+            # Only a connection with interceptors pays for them: its calls go through _interceptedCall.
+            self._interception = CallInterception(options.interceptors)
+            self.call = self._interceptedCall  # type: ignore[method-assign]
         callTimeout, silenceTimeout = options.callTimeout, options.silenceTimeout
         # The scope of each call: the callContext block's, over the connection's metadata (ClientOptions.metadata).
         self._scopeNow = scopeReader(Scope(None, dict(options.metadata)) if options.metadata else None)
@@ -421,6 +424,28 @@ class AsyncConnection:
         finally:
             if timer is not None:
                 timer.cancel()
+
+    async def _interceptedCall(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """
+        L{call} on a connection with interceptors (L{framing.rpc.interception}):
+        started through them before its CALL is encoded (a refusal raises,
+        nothing is sent), made with the metadata they added, and ended once
+        when settled; C{asyncio.CancelledError} is its caller giving up
+        (L{framing.rpc.interception.CANCELLED}).
+        """
+        interception = self._interception
+        entry, sending = interception.startCall(name, self.peer, None, self._scopeNow())
+        token = None if sending is None else calling.set(sending)
+        try:
+            result = await type(self).call(self, target, name, args, kwargs)
+        except BaseException as error:
+            interception.callSettled(entry, error, isinstance(error, asyncio.CancelledError))
+            raise
+        finally:
+            if token is not None:
+                calling.reset(token)
+        interception.callSettled(entry, None, False)
+        return result
 
     async def callOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Call method C{name} of export C{target} for no answer (see L{AsyncReference.callRemoteOnly})."""
@@ -926,13 +951,11 @@ async def connect(
     @raise ssl.SSLError: the TLS handshake failed.
     @raise ConnectionLost: the server ended the connection before the login was over.
     @raise framing.login.LoginFailed: the login failed.
-    @raise ValueError: the options have interceptors.
 
     A list of addresses makes an L{AsyncFailover} instead (no C{interface}).
 
     Design: docs/design/clients-without-twisted.md
     """
-    options.withoutInterceptors("the asyncio client")
     if isinstance(address, list):
         if interface is not None:
             raise TypeError("a client of several addresses takes no interface: type its calls at the call site")
@@ -958,10 +981,9 @@ async def connectURL(
     @raise framing.login.urls.KeyMismatch: the server holds another key (nothing was sent).
     @raise framing.login.LoginRefused: the server knows no such name (or no longer).
     @raise OSError: the last hint's connection error (L{ConnectTimedOut} among them).
-    @raise ValueError: the options have credentials or interceptors.
+    @raise ValueError: the options have credentials.
     """
     options.refuseCredentials("connectURL")
-    options.withoutInterceptors("the asyncio client")
     attempts = HintAttempts(ObjectURL.parse(url))
     named = replace(options, credentials=ObjectName(attempts.url.name))
     for target, hint in attempts:
@@ -1089,9 +1111,7 @@ class AsyncFailover:
         each of C{connectionClass}.
 
         @raise UnsupportedCredentials: no login mechanism takes the options' C{credentials}.
-        @raise ValueError: the options have interceptors.
         """
-        options.withoutInterceptors("the asyncio client")
         self.moveTimeout = options.moveTimeout
         self._tls = tlsOf(options)
         self._options = options

@@ -57,6 +57,7 @@ from framing.rpc.errors import (
     ServerSilent,
 )
 from framing.rpc.incoming import IncomingCall
+from framing.rpc.interception import CallInterception
 from framing.rpc.interfaces import ExportedReference, TypedProxy
 from framing.rpc.session import UNSENT, ClientSession, SessionExtension, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
@@ -224,11 +225,13 @@ class BlockingConnection:
         Use C{sock}, a connected socket whose preamble is not sent yet (L{connect} makes it).
 
         @param options: the L{ClientOptions} (what this side accepts, its
-            call limits and timeouts, the metadata of its calls; no interceptors).
+            call limits and timeouts, the metadata of its calls, its interceptors).
         @param extension: a layer beside RPC on the connection (the bulk streams of L{protocols.blockingbulk}).
-        @raise ValueError: the options have interceptors.
         """
-        options.withoutInterceptors("the blocking client")
+        if options.interceptors:
+            # Only a connection with interceptors pays for them: its calls go through _interceptedCall.
+            self._interception = CallInterception(options.interceptors)
+            self.call = self._interceptedCall  # type: ignore[method-assign]
         callTimeout, silenceTimeout = options.callTimeout, options.silenceTimeout
         self.peer = peer
         self._callTimeout = callTimeout
@@ -348,6 +351,28 @@ class BlockingConnection:
         finally:
             lock.release()
         return self._exchange(data, waiter, requestId, name)
+
+    def _interceptedCall(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """
+        L{call} on a connection with interceptors (L{framing.rpc.interception}):
+        started through them before its CALL is encoded (a refusal raises,
+        nothing is sent), made with the metadata they added, and ended once
+        when settled; an exception that is no C{Exception} (a
+        C{KeyboardInterrupt}) is its caller giving up (L{framing.rpc.interception.CANCELLED}).
+        """
+        interception = self._interception
+        entry, sending = interception.startCall(name, self.peer, None, self._scopeNow())
+        token = None if sending is None else calling.set(sending)
+        try:
+            result = type(self).call(self, target, name, args, kwargs)
+        except BaseException as error:
+            interception.callSettled(entry, error, not isinstance(error, Exception))
+            raise
+        finally:
+            if token is not None:
+                calling.reset(token)
+        interception.callSettled(entry, None, False)
+        return result
 
     def _callInScope(
         self,
@@ -1123,21 +1148,19 @@ def connect(
         (L{framing.rpc.interfaces.RemoteInterface}): C{root} is then its
         L{BlockingTypedReference}.
     @param options: the L{ClientOptions}; C{timeout} bounds connecting, the
-        TLS handshake, the server's preamble and the login, each.  No interceptors.
+        TLS handshake, the server's preamble and the login, each.
     @raise ConnectTimedOut: no TCP connection within the C{timeout}.
     @raise ServerSilent: connected, but no preamble within the C{timeout}.
     @raise OSError: the connection was refused, or the name did not resolve.
     @raise framing.ProtocolError: the server does not speak chunkwire.
     @raise ssl.SSLError: the TLS handshake failed.
     @raise framing.login.LoginFailed: the login failed.
-    @raise ValueError: the options have interceptors.
 
     A list of addresses makes a L{BlockingFailover} instead (the options'
     C{policy}, C{moveTimeout} and C{backoff}; no C{interface}).
 
     Design: docs/design/clients-without-twisted.md
     """
-    options.withoutInterceptors("the blocking client")
     if isinstance(address, list):
         if interface is not None:
             raise TypeError("a client of several addresses takes no interface: type its calls at the call site")
@@ -1265,10 +1288,9 @@ def connectURL(
         (the name was not sent).
     @raise framing.login.LoginRefused: the server knows no such name (or no longer).
     @raise OSError: the last hint's connection error (L{ConnectTimedOut} among them).
-    @raise ValueError: the options have credentials or interceptors.
+    @raise ValueError: the options have credentials.
     """
     options.refuseCredentials("connectURL")
-    options.withoutInterceptors("the blocking client")
     attempts = HintAttempts(ObjectURL.parse(url))
     named = replace(options, credentials=ObjectName(attempts.url.name))
     for target, hint in attempts:
@@ -1357,9 +1379,7 @@ class BlockingFailover:
         C{connectionClass}: the class of the connections made.
 
         @raise UnsupportedCredentials: no login mechanism takes the options' C{credentials}.
-        @raise ValueError: the options have interceptors.
         """
-        options.withoutInterceptors("the blocking client")
         self.moveTimeout = options.moveTimeout
         self._tls = tlsOf(options)
         self._options = options

@@ -78,6 +78,7 @@ __all__ = [
     "intercept",
 ]
 
+
 class ICallRecorder(Interface):  # type: ignore[misc]
     """
     What an interceptor that only counts and times calls implements instead
