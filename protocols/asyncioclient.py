@@ -242,10 +242,7 @@ class AsyncConnection:
             handshake is done and before anything is sent; C{None}: none.
         @param extension: a layer beside RPC on the connection (the bulk streams of L{protocols.asynciobulk}).
         """
-        if options.interceptors:
-            # Only a connection with interceptors pays for them: its calls go through _interceptedCall.
-            self._interception = CallInterception(options.interceptors)
-            self.call = self._interceptedCall  # type: ignore[method-assign]
+        self._interception = CallInterception(options.interceptors) if options.interceptors else None
         callTimeout, silenceTimeout = options.callTimeout, options.silenceTimeout
         # The scope of each call: the callContext block's, over the connection's metadata (ClientOptions.metadata).
         self._scopeNow = scopeReader(Scope(None, dict(options.metadata)) if options.metadata else None)
@@ -387,64 +384,63 @@ class AsyncConnection:
     # -- calling -------------------------------------------------------------
 
     async def call(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Call method C{name} of export C{target} and wait for its answer (see L{AsyncReference.callRemote})."""
-        loop = self._loop
-        callTimeout = self.callTimeout
+        """
+        Call method C{name} of export C{target} and wait for its answer (see
+        L{AsyncReference.callRemote}).  On a connection with interceptors
+        (L{framing.rpc.interception}) these are told first (a refusal raises,
+        nothing is sent), the metadata they add goes with the call, and they
+        are told once of its end (C{asyncio.CancelledError}: its caller gave
+        up, L{framing.rpc.interception.CANCELLED}).
+        """
         scope = self._scopeNow()
-        if self._paused:
-            await self._writable(name, None if callTimeout is None else loop.time() + callTimeout, scope)
-        session = self._session
-        if not session.pending:
-            # The server's silence counts only while calls wait: from now, when none did.
-            self._lastHeard = loop.time()
-        future: _Future[Any] = loop.create_future()
-        left = None
-        if scope is None:
-            requestId, data = session.call(future, target, name, args, kwargs)
-        else:
-            # Inside a callContext: the time left (DeadlineExceeded if none, nothing sent) and the metadata go with it.
-            milliseconds = None
-            if scope.deadline is not None:
-                left, milliseconds = sendingDeadline(name, scope.deadline, time.monotonic())
-            requestId, data = session.call(future, target, name, args, kwargs, milliseconds, scope.metadata)
-        self._write(data, len(session.pending) > 1)
-        if self._silenceTimer is None and self.silenceTimeout is not None:
-            self._watchSilence()
-        timer = None
-        if left is not None and (callTimeout is None or left <= callTimeout):
-            timer = loop.call_later(left, self._deadlinePassed, future, requestId, name)
-        elif callTimeout is not None:
-            timer = loop.call_later(callTimeout, self._timedOut, future, requestId, name, callTimeout)
-        try:
-            return await future
-        except asyncio.CancelledError:
-            # Given up by its caller (cancelled, or its own timeout): the server is told.
-            self._cancel(requestId)
-            raise
-        finally:
-            if timer is not None:
-                timer.cancel()
-
-    async def _interceptedCall(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """
-        L{call} on a connection with interceptors (L{framing.rpc.interception}):
-        started through them before its CALL is encoded (a refusal raises,
-        nothing is sent), made with the metadata they added, and ended once
-        when settled; C{asyncio.CancelledError} is its caller giving up
-        (L{framing.rpc.interception.CANCELLED}).
-        """
         interception = self._interception
-        entry, sending = interception.startCall(name, self.peer, None, self._scopeNow())
-        token = None if sending is None else calling.set(sending)
+        entry = None
+        if interception is not None:
+            entry, sending = interception.startCall(name, self.peer, None, scope)
+            if sending is not None:
+                scope = sending
         try:
-            result = await type(self).call(self, target, name, args, kwargs)
+            loop = self._loop
+            callTimeout = self.callTimeout
+            if self._paused:
+                await self._writable(name, None if callTimeout is None else loop.time() + callTimeout, scope)
+            session = self._session
+            if not session.pending:
+                # The server's silence counts only while calls wait: from now, when none did.
+                self._lastHeard = loop.time()
+            future: _Future[Any] = loop.create_future()
+            left = None
+            if scope is None:
+                requestId, data = session.call(future, target, name, args, kwargs)
+            else:
+                # Inside a callContext: the time left (DeadlineExceeded if none, nothing sent) and the metadata go.
+                milliseconds = None
+                if scope.deadline is not None:
+                    left, milliseconds = sendingDeadline(name, scope.deadline, time.monotonic())
+                requestId, data = session.call(future, target, name, args, kwargs, milliseconds, scope.metadata)
+            self._write(data, len(session.pending) > 1)
+            if self._silenceTimer is None and self.silenceTimeout is not None:
+                self._watchSilence()
+            timer = None
+            if left is not None and (callTimeout is None or left <= callTimeout):
+                timer = loop.call_later(left, self._deadlinePassed, future, requestId, name)
+            elif callTimeout is not None:
+                timer = loop.call_later(callTimeout, self._timedOut, future, requestId, name, callTimeout)
+            try:
+                result = await future
+            except asyncio.CancelledError:
+                # Given up by its caller (cancelled, or its own timeout): the server is told.
+                self._cancel(requestId)
+                raise
+            finally:
+                if timer is not None:
+                    timer.cancel()
         except BaseException as error:
-            interception.callSettled(entry, error, isinstance(error, asyncio.CancelledError))
+            if interception is not None and entry is not None:
+                interception.callSettled(entry, error, isinstance(error, asyncio.CancelledError))
             raise
-        finally:
-            if token is not None:
-                calling.reset(token)
-        interception.callSettled(entry, None, False)
+        if interception is not None and entry is not None:
+            interception.callSettled(entry, None, False)
         return result
 
     async def callOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:

@@ -228,10 +228,8 @@ class BlockingConnection:
             call limits and timeouts, the metadata of its calls, its interceptors).
         @param extension: a layer beside RPC on the connection (the bulk streams of L{protocols.blockingbulk}).
         """
-        if options.interceptors:
-            # Only a connection with interceptors pays for them: its calls go through _interceptedCall.
-            self._interception = CallInterception(options.interceptors)
-            self.call = self._interceptedCall  # type: ignore[method-assign]
+        # With interceptors, every call takes the scoped path (_callInScope), which tells them.
+        self._interception = CallInterception(options.interceptors) if options.interceptors else None
         callTimeout, silenceTimeout = options.callTimeout, options.silenceTimeout
         self.peer = peer
         self._callTimeout = callTimeout
@@ -334,8 +332,8 @@ class BlockingConnection:
     def call(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Call method C{name} of export C{target} and block until its answer (see L{BlockingReference.callRemote})."""
         scope = self._scopeNow()
-        if scope is not None:
-            return self._callInScope(target, name, args, kwargs, scope.deadline, scope.metadata)
+        if scope is not None or self._interception is not None:
+            return self._callInScope(target, name, args, kwargs, scope)
         waiter = _Waiter()
         # The lock, as on the rest of a call's path, is taken and released by hand: a with block costs twice
         # the instructions (two bound methods made, __exit__'s arguments packed).  Held for the session's
@@ -352,41 +350,37 @@ class BlockingConnection:
             lock.release()
         return self._exchange(data, waiter, requestId, name)
 
-    def _interceptedCall(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def _callInScope(
+        self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], scope: Scope | None
+    ) -> Any:
         """
-        L{call} on a connection with interceptors (L{framing.rpc.interception}):
-        started through them before its CALL is encoded (a refusal raises,
-        nothing is sent), made with the metadata they added, and ended once
-        when settled; an exception that is no C{Exception} (a
-        C{KeyboardInterrupt}) is its caller giving up (L{framing.rpc.interception.CANCELLED}).
+        L{call} inside a L{callContext} (C{scope}), or on a connection with
+        interceptors (L{framing.rpc.interception}): these are told first (a
+        refusal raises, nothing is sent), the metadata they add goes with
+        the call, and they are told once of its end; an exception that is no
+        C{Exception} (a C{KeyboardInterrupt}) is its caller giving up
+        (L{framing.rpc.interception.CANCELLED}).
         """
         interception = self._interception
-        entry, sending = interception.startCall(name, self.peer, None, self._scopeNow())
-        token = None if sending is None else calling.set(sending)
+        if interception is None:
+            return self._scopedCall(target, name, args, kwargs, scope)
+        entry, sending = interception.startCall(name, self.peer, None, scope)
         try:
-            result = type(self).call(self, target, name, args, kwargs)
+            result = self._scopedCall(target, name, args, kwargs, scope if sending is None else sending)
         except BaseException as error:
             interception.callSettled(entry, error, not isinstance(error, Exception))
             raise
-        finally:
-            if token is not None:
-                calling.reset(token)
         interception.callSettled(entry, None, False)
         return result
 
-    def _callInScope(
-        self,
-        target: int,
-        name: str,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        deadline: float | None,
-        metadata: dict[str, str] | None,
+    def _scopedCall(
+        self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], scope: Scope | None
     ) -> Any:
         """
-        L{call} inside a L{callContext}: the CALL carries the time left and the
-        metadata, and the wait ends at the deadline with L{DeadlineExceeded}.
+        A call whose CALL carries C{scope}'s time left and metadata, its wait
+        ending at the deadline with L{DeadlineExceeded}.
         """
+        deadline, metadata = (None, None) if scope is None else (scope.deadline, scope.metadata)
         milliseconds = None
         if deadline is not None:
             milliseconds = sendingDeadline(name, deadline, time.monotonic())[1]
