@@ -132,7 +132,6 @@ async def connect(
     as L{protocols.asyncioclient.connect}, with the same arguments, for an
     L{AsyncBulkConnection}.
     """
-    options.withoutInterceptors("the asyncio client")
     (host, port), context = connectTarget(address, options)
     connection = await _open(
         (host, port), f"{host}:{port}", context, None, options, interface=interface, connectionClass=AsyncBulkConnection

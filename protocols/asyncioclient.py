@@ -61,6 +61,7 @@ from framing.rpc.errors import (
     ServerSilent,
 )
 from framing.rpc.incoming import IncomingCall
+from framing.rpc.interception import CallInterception
 from framing.rpc.interfaces import ExportedReference, TypedProxy
 from framing.rpc.session import UNSENT, ClientSession, SessionExtension, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
@@ -236,14 +237,13 @@ class AsyncConnection:
         loop's C{create_connection}.
 
         @param options: the L{ClientOptions} (what this side accepts, its
-            call limits and timeouts, the metadata of its calls; no interceptors).
+            call limits and timeouts, the metadata of its calls, its interceptors).
         @param pin: the hash of the key the server's TLS certificate must
             hold (L{framing.login.urls.certificateKeyHash}), checked once the
             handshake is done and before anything is sent; C{None}: none.
         @param extension: a layer beside RPC on the connection (the bulk streams of L{protocols.asynciobulk}).
-        @raise ValueError: the options have interceptors.
         """
-        options.withoutInterceptors("the asyncio client")
+        self._interception = CallInterception(options.interceptors) if options.interceptors else None
         callTimeout, silenceTimeout = options.callTimeout, options.silenceTimeout
         # The scope of each call: the callContext block's, over the connection's metadata (ClientOptions.metadata).
         self._scopeNow = scopeReader(Scope(None, dict(options.metadata)) if options.metadata else None)
@@ -385,43 +385,64 @@ class AsyncConnection:
     # -- calling -------------------------------------------------------------
 
     async def call(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Call method C{name} of export C{target} and wait for its answer (see L{AsyncReference.callRemote})."""
-        loop = self._loop
-        callTimeout = self.callTimeout
+        """
+        Call method C{name} of export C{target} and wait for its answer (see
+        L{AsyncReference.callRemote}).  On a connection with interceptors
+        (L{framing.rpc.interception}) these are told first (a refusal raises,
+        nothing is sent), the metadata they add goes with the call, and they
+        are told once of its end (C{asyncio.CancelledError}: its caller gave
+        up, L{framing.rpc.interception.CANCELLED}).
+        """
         scope = self._scopeNow()
-        if self._paused:
-            await self._writable(name, None if callTimeout is None else loop.time() + callTimeout, scope)
-        session = self._session
-        if not session.pending:
-            # The server's silence counts only while calls wait: from now, when none did.
-            self._lastHeard = loop.time()
-        future: _Future[Any] = loop.create_future()
-        left = None
-        if scope is None:
-            requestId, data = session.call(future, target, name, args, kwargs)
-        else:
-            # Inside a callContext: the time left (DeadlineExceeded if none, nothing sent) and the metadata go with it.
-            milliseconds = None
-            if scope.deadline is not None:
-                left, milliseconds = sendingDeadline(name, scope.deadline, time.monotonic())
-            requestId, data = session.call(future, target, name, args, kwargs, milliseconds, scope.metadata)
-        self._write(data, len(session.pending) > 1)
-        if self._silenceTimer is None and self.silenceTimeout is not None:
-            self._watchSilence()
-        timer = None
-        if left is not None and (callTimeout is None or left <= callTimeout):
-            timer = loop.call_later(left, self._deadlinePassed, future, requestId, name)
-        elif callTimeout is not None:
-            timer = loop.call_later(callTimeout, self._timedOut, future, requestId, name, callTimeout)
+        interception = self._interception
+        entry = None
+        if interception is not None:
+            entry, sending = interception.startCall(name, self.peer, None, scope)
+            if sending is not None:
+                scope = sending
         try:
-            return await future
-        except asyncio.CancelledError:
-            # Given up by its caller (cancelled, or its own timeout): the server is told.
-            self._cancel(requestId)
+            loop = self._loop
+            callTimeout = self.callTimeout
+            if self._paused:
+                await self._writable(name, None if callTimeout is None else loop.time() + callTimeout, scope)
+            session = self._session
+            if not session.pending:
+                # The server's silence counts only while calls wait: from now, when none did.
+                self._lastHeard = loop.time()
+            future: _Future[Any] = loop.create_future()
+            left = None
+            if scope is None:
+                requestId, data = session.call(future, target, name, args, kwargs)
+            else:
+                # Inside a callContext: the time left (DeadlineExceeded if none, nothing sent) and the metadata go.
+                milliseconds = None
+                if scope.deadline is not None:
+                    left, milliseconds = sendingDeadline(name, scope.deadline, time.monotonic())
+                requestId, data = session.call(future, target, name, args, kwargs, milliseconds, scope.metadata)
+            self._write(data, len(session.pending) > 1)
+            if self._silenceTimer is None and self.silenceTimeout is not None:
+                self._watchSilence()
+            timer = None
+            if left is not None and (callTimeout is None or left <= callTimeout):
+                timer = loop.call_later(left, self._deadlinePassed, future, requestId, name)
+            elif callTimeout is not None:
+                timer = loop.call_later(callTimeout, self._timedOut, future, requestId, name, callTimeout)
+            try:
+                result = await future
+            except asyncio.CancelledError:
+                # Given up by its caller (cancelled, or its own timeout): the server is told.
+                self._cancel(requestId)
+                raise
+            finally:
+                if timer is not None:
+                    timer.cancel()
+        except BaseException as error:
+            if interception is not None and entry is not None:
+                interception.callSettled(entry, error, isinstance(error, asyncio.CancelledError))
             raise
-        finally:
-            if timer is not None:
-                timer.cancel()
+        if interception is not None and entry is not None:
+            interception.callSettled(entry, None, False)
+        return result
 
     async def callOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Call method C{name} of export C{target} for no answer (see L{AsyncReference.callRemoteOnly})."""
@@ -927,13 +948,11 @@ async def connect(
     @raise ssl.SSLError: the TLS handshake failed.
     @raise ConnectionLost: the server ended the connection before the login was over.
     @raise framing.login.LoginFailed: the login failed.
-    @raise ValueError: the options have interceptors.
 
     A list of addresses makes an L{AsyncFailover} instead (no C{interface}).
 
     Design: docs/design/clients-without-twisted.md
     """
-    options.withoutInterceptors("the asyncio client")
     if isinstance(address, list):
         if interface is not None:
             raise TypeError("a client of several addresses takes no interface: type its calls at the call site")
@@ -959,10 +978,9 @@ async def connectURL(
     @raise framing.login.urls.KeyMismatch: the server holds another key (nothing was sent).
     @raise framing.login.LoginRefused: the server knows no such name (or no longer).
     @raise OSError: the last hint's connection error (L{ConnectTimedOut} among them).
-    @raise ValueError: the options have credentials or interceptors.
+    @raise ValueError: the options have credentials.
     """
     options.refuseCredentials("connectURL")
-    options.withoutInterceptors("the asyncio client")
     attempts = HintAttempts(ObjectURL.parse(url))
     named = replace(options, credentials=ObjectName(attempts.url.name))
     for target, hint in attempts:
@@ -1090,9 +1108,7 @@ class AsyncFailover:
         each of C{connectionClass}.
 
         @raise UnsupportedCredentials: no login mechanism takes the options' C{credentials}.
-        @raise ValueError: the options have interceptors.
         """
-        options.withoutInterceptors("the asyncio client")
         self.moveTimeout = options.moveTimeout
         self._tls = tlsOf(options)
         self._options = options

@@ -58,6 +58,7 @@ from framing.rpc.errors import (
     ServerSilent,
 )
 from framing.rpc.incoming import IncomingCall
+from framing.rpc.interception import CallInterception
 from framing.rpc.interfaces import ExportedReference, TypedProxy
 from framing.rpc.session import UNSENT, ClientSession, SessionExtension, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
@@ -225,11 +226,11 @@ class BlockingConnection:
         Use C{sock}, a connected socket whose preamble is not sent yet (L{connect} makes it).
 
         @param options: the L{ClientOptions} (what this side accepts, its
-            call limits and timeouts, the metadata of its calls; no interceptors).
+            call limits and timeouts, the metadata of its calls, its interceptors).
         @param extension: a layer beside RPC on the connection (the bulk streams of L{protocols.blockingbulk}).
-        @raise ValueError: the options have interceptors.
         """
-        options.withoutInterceptors("the blocking client")
+        # With interceptors, every call takes the scoped path (_callInScope), which tells them.
+        self._interception = CallInterception(options.interceptors) if options.interceptors else None
         callTimeout, silenceTimeout = options.callTimeout, options.silenceTimeout
         self.peer = peer
         self._callTimeout = callTimeout
@@ -332,8 +333,8 @@ class BlockingConnection:
     def call(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Call method C{name} of export C{target} and block until its answer (see L{BlockingReference.callRemote})."""
         scope = self._scopeNow()
-        if scope is not None:
-            return self._callInScope(target, name, args, kwargs, scope.deadline, scope.metadata)
+        if scope is not None or self._interception is not None:
+            return self._callInScope(target, name, args, kwargs, scope)
         waiter = _Waiter()
         # The lock, as on the rest of a call's path, is taken and released by hand: a with block costs twice
         # the instructions (two bound methods made, __exit__'s arguments packed).  Held for the session's
@@ -351,18 +352,36 @@ class BlockingConnection:
         return self._exchange(data, waiter, requestId, name)
 
     def _callInScope(
-        self,
-        target: int,
-        name: str,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        deadline: float | None,
-        metadata: dict[str, str] | None,
+        self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], scope: Scope | None
     ) -> Any:
         """
-        L{call} inside a L{callContext}: the CALL carries the time left and the
-        metadata, and the wait ends at the deadline with L{DeadlineExceeded}.
+        L{call} inside a L{callContext} (C{scope}), or on a connection with
+        interceptors (L{framing.rpc.interception}): these are told first (a
+        refusal raises, nothing is sent), the metadata they add goes with
+        the call, and they are told once of its end; an exception that is no
+        C{Exception} (a C{KeyboardInterrupt}) is its caller giving up
+        (L{framing.rpc.interception.CANCELLED}).
         """
+        interception = self._interception
+        if interception is None:
+            return self._scopedCall(target, name, args, kwargs, scope)
+        entry, sending = interception.startCall(name, self.peer, None, scope)
+        try:
+            result = self._scopedCall(target, name, args, kwargs, scope if sending is None else sending)
+        except BaseException as error:
+            interception.callSettled(entry, error, not isinstance(error, Exception))
+            raise
+        interception.callSettled(entry, None, False)
+        return result
+
+    def _scopedCall(
+        self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], scope: Scope | None
+    ) -> Any:
+        """
+        A call whose CALL carries C{scope}'s time left and metadata, its wait
+        ending at the deadline with L{DeadlineExceeded}.
+        """
+        deadline, metadata = (None, None) if scope is None else (scope.deadline, scope.metadata)
         milliseconds = None
         if deadline is not None:
             milliseconds = sendingDeadline(name, deadline, time.monotonic())[1]
@@ -1124,21 +1143,19 @@ def connect(
         (L{framing.rpc.interfaces.RemoteInterface}): C{root} is then its
         L{BlockingTypedReference}.
     @param options: the L{ClientOptions}; C{timeout} bounds connecting, the
-        TLS handshake, the server's preamble and the login, each.  No interceptors.
+        TLS handshake, the server's preamble and the login, each.
     @raise ConnectTimedOut: no TCP connection within the C{timeout}.
     @raise ServerSilent: connected, but no preamble within the C{timeout}.
     @raise OSError: the connection was refused, or the name did not resolve.
     @raise framing.ProtocolError: the server does not speak chunkwire.
     @raise ssl.SSLError: the TLS handshake failed.
     @raise framing.login.LoginFailed: the login failed.
-    @raise ValueError: the options have interceptors.
 
     A list of addresses makes a L{BlockingFailover} instead (the options'
     C{policy}, C{moveTimeout} and C{backoff}; no C{interface}).
 
     Design: docs/design/clients-without-twisted.md
     """
-    options.withoutInterceptors("the blocking client")
     if isinstance(address, list):
         if interface is not None:
             raise TypeError("a client of several addresses takes no interface: type its calls at the call site")
@@ -1266,10 +1283,9 @@ def connectURL(
         (the name was not sent).
     @raise framing.login.LoginRefused: the server knows no such name (or no longer).
     @raise OSError: the last hint's connection error (L{ConnectTimedOut} among them).
-    @raise ValueError: the options have credentials or interceptors.
+    @raise ValueError: the options have credentials.
     """
     options.refuseCredentials("connectURL")
-    options.withoutInterceptors("the blocking client")
     attempts = HintAttempts(ObjectURL.parse(url))
     named = replace(options, credentials=ObjectName(attempts.url.name))
     for target, hint in attempts:
@@ -1358,9 +1374,7 @@ class BlockingFailover:
         C{connectionClass}: the class of the connections made.
 
         @raise UnsupportedCredentials: no login mechanism takes the options' C{credentials}.
-        @raise ValueError: the options have interceptors.
         """
-        options.withoutInterceptors("the blocking client")
         self.moveTimeout = options.moveTimeout
         self._tls = tlsOf(options)
         self._options = options

@@ -154,7 +154,6 @@ def connect(
     L{protocols.blocking.connect}, with the same arguments, for a
     L{BlockingBulkConnection}.
     """
-    options.withoutInterceptors("the blocking client")
     (host, port), context = connectTarget(address, options)
     connection = _open((host, port), f"{host}:{port}", host, context, None, options, interface, BlockingBulkConnection)
     assert isinstance(connection, BlockingBulkConnection)

@@ -81,7 +81,7 @@ class ClientOptions:
     @ivar limits: the L{Limits} of what the connection receives; C{None}: the defaults.
     @ivar registry: the L{Registry} of application types both sides send; C{None}: built-in types only.
     @ivar callLimits: the L{CallLimits}; C{None}: L{framing.rpc.limits.CLIENT_CALL_LIMITS}.
-    @ivar interceptors: L{protocols.rpc.interceptors.ICallInterceptor}s, in order (the Twisted client's only).
+    @ivar interceptors: L{protocols.rpc.interceptors.ICallInterceptor}s, in order, for every client.
     @ivar metadata: sent with every call (a C{callContext}'s own keys win).
     @ivar silenceTimeout: seconds a server may stay silent while calls wait (60; C{None}: no bound).
     @ivar tls: the clients without Twisted: an C{ssl.SSLContext}, C{True} (system CAs) or C{False}.
@@ -175,19 +175,6 @@ class ClientOptions:
         """@raise ValueError: these options have C{credentials}, which C{way} (a C{connectURL}) does not take."""
         if self.credentials is not None:
             raise ValueError(f"{way} takes no ClientOptions.credentials: the URL's name is the login")
-
-    def withoutInterceptors(self, client: str) -> ClientOptions:
-        """
-        These options, for a client that cannot run interceptors.
-
-        @raise ValueError: they have some.
-        """
-        if self.interceptors:
-            raise ValueError(
-                f"ClientOptions.interceptors are the Twisted client's: {client} cannot run them (use metadata, "
-                "or wrap the calls)"
-            )
-        return self
 
 
 CLIENT_DEFAULTS = ClientOptions()

@@ -26,7 +26,6 @@ Design: docs/design/rpc-broker.md
 
 from __future__ import annotations
 
-import time
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
@@ -38,132 +37,47 @@ from zope.interface import Interface, implementer
 
 from framing import Violation
 from framing.errors import short_repr
-from framing.rpc.context import Scope
-from framing.rpc.errors import NO_SUCH_METHOD, NO_SUCH_OBJECT, VIOLATION, describe
+from framing.rpc.errors import describe
+from framing.rpc.interception import (
+    CANCELLED,
+    CLIENT,
+    ERROR,
+    LOST,
+    OK,
+    ONE_WAY,
+    REFUSALS,
+    REFUSED,
+    SERVER,
+    CallHooks,
+    CallInfo,
+    CallInterception,
+    CallTally,
+    now,
+)
 from framing.rpc.wire import FAIL, NO_ANSWER, Message
 
 from ..logs import escape
 from .answering import UNANSWERED_REFUSAL
 from .context import scope
 
-SERVER, CLIENT = "server", "client"
-"""L{CallInfo.side}: this side answers the call, or makes it."""
-
-OK, ERROR, REFUSED, CANCELLED, LOST, ONE_WAY = "ok", "error", "refused", "cancelled", "lost", "one-way"
-"""The outcomes of a call (L{CallInfo.outcome})."""
-
-_REFUSALS = frozenset({VIOLATION, NO_SUCH_METHOD, NO_SUCH_OBJECT})
-
-now = time.perf_counter
-
-_NO_METADATA: Mapping[str, str] = MappingProxyType({})
-
-
-class CallInfo:
-    """
-    One call, as interceptors see it.
-
-    @ivar side: L{SERVER} (this side runs it) or L{CLIENT} (this side made it).
-    @ivar method: the method's name, as the caller sent it.
-    @ivar peer: the peer's address, as text.
-    @ivar avatar: the logged-in root of the connection on a server with
-        logins, else C{None}.
-    @ivar requestId: the call's request id on its connection (0: no answer).
-    @ivar started: C{time.perf_counter()} when it started.
-    @ivar ended: the same when it ended, or C{None}.
-    @ivar outcome: C{None} until it ends, then L{OK}, L{ERROR}, L{REFUSED},
-        L{CANCELLED}, L{LOST} or L{ONE_WAY}.
-    @ivar errorType: the wire type name of its failure (C{"KeyError"},
-        C{"NoSuchMethod"}, ...), or C{None}.
-    @ivar state: free for interceptors (e.g. a tracing span).
-    @ivar metadata: the call's metadata (L{protocols.rpc.context}): on the
-        answering side what the caller sent (read it, do not change it); on
-        the calling side what will be sent, which C{callStarted} may add to
-        (trace context, a request id).
-    @ivar deadline: the call's deadline in the seconds of the broker's clock,
-        or C{None}; on the calling side as C{callStarted} sees it.
-    """
-
-    __slots__ = (
-        "side",
-        "method",
-        "peer",
-        "avatar",
-        "requestId",
-        "started",
-        "ended",
-        "outcome",
-        "errorType",
-        "state",
-        "metadata",
-        "deadline",
-    )
-
-    def __init__(self, side: str, method: str, peer: str, avatar: Any, requestId: int) -> None:
-        self.side = side
-        self.method = method
-        self.peer = peer
-        self.avatar = avatar
-        self.requestId = requestId
-        self.started = now()
-        self.ended: float | None = None
-        self.outcome: str | None = None
-        self.errorType: str | None = None
-        self.state: Any = None
-        self.metadata: Mapping[str, str] = _NO_METADATA
-        self.deadline: float | None = None
-
-    @property
-    def duration(self) -> float | None:
-        """Seconds from start to end, or C{None} before the end."""
-        return None if self.ended is None else self.ended - self.started
-
-    def __repr__(self) -> str:
-        return f"<CallInfo {self.side} {self.method!r} {self.peer} {self.outcome or 'running'}>"
-
-
-class CallTally:
-    """
-    The calls of one method on one side, as plain numbers: those that
-    succeeded, the others by outcome, and a latency histogram.  The
-    interception fills in a recorder's tallies itself (a bound instrument,
-    in OpenTelemetry's words), so a call that succeeds costs no call of the
-    recorder; the recorder reads them when it reports.
-
-    @ivar bounds: the histogram's bucket bounds in seconds, ascending.
-    @ivar first: C{bounds[0]}.
-    @ivar ok: calls that succeeded.
-    @ivar outcomes: the other calls, by outcome.
-    @ivar buckets: calls per bucket: C{buckets[i]} counts those that took at
-        most C{bounds[i]} seconds and more than the bound before; the last
-        counts those over every bound.
-    @ivar total: the seconds of all of them, summed.
-    """
-
-    __slots__ = ("bounds", "first", "ok", "outcomes", "buckets", "total")
-
-    def __init__(self, bounds: tuple[float, ...]) -> None:
-        if not bounds or list(bounds) != sorted(bounds):
-            raise ValueError(f"bucket bounds must be ascending and at least one: {bounds!r}")
-        self.bounds = bounds
-        self.first = bounds[0]
-        self.ok = 0
-        self.outcomes: dict[str, int] = {}
-        self.buckets = [0] * (len(bounds) + 1)
-        self.total = 0.0
-
-    def add(self, outcome: str, seconds: float) -> None:
-        """Count one call that ended with C{outcome} after C{seconds}."""
-        if outcome == OK:
-            self.ok += 1
-        else:
-            self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
-        self.buckets[bisect_left(self.bounds, seconds)] += 1
-        self.total += seconds
-
-    def counts(self) -> list[tuple[str, int]]:
-        """Calls by outcome."""
-        return [(OK, self.ok), *self.outcomes.items()] if self.ok else list(self.outcomes.items())
+__all__ = [
+    "CANCELLED",
+    "CLIENT",
+    "ERROR",
+    "LOST",
+    "OK",
+    "ONE_WAY",
+    "REFUSED",
+    "SERVER",
+    "CallInfo",
+    "CallInterceptor",
+    "CallTally",
+    "ConnectionMetadata",
+    "ICallInterceptor",
+    "ICallRecorder",
+    "Interception",
+    "intercept",
+]
 
 
 class ICallRecorder(Interface):  # type: ignore[misc]
@@ -219,26 +133,18 @@ class ICallInterceptor(Interface):  # type: ignore[misc]
 
 
 @implementer(ICallInterceptor, ICallRecorder)
-class CallInterceptor:
+class CallInterceptor(CallHooks):
     """
     An L{ICallInterceptor} and L{ICallRecorder} that does nothing: subclass
-    it and override what you need.
+    it and override what you need (its call hooks are
+    L{framing.rpc.interception.CallHooks}', which every client runs).
     """
-
-    def callStarted(self, call: CallInfo) -> None:
-        pass
-
-    def callEnded(self, call: CallInfo) -> None:
-        pass
 
     def enterMethod(self, call: CallInfo) -> Any:
         return None
 
     def exitMethod(self, call: CallInfo, entered: Any) -> None:
         pass
-
-    def tallyFor(self, side: str, method: str, outcome: str, errorType: str | None) -> CallTally | None:
-        return None
 
     def connectionMade(self, broker: Any) -> None:
         pass
@@ -265,7 +171,7 @@ class ConnectionMetadata(CallInterceptor):
                 sent.setdefault(key, value)
 
 
-class Interception:
+class Interception(CallInterception):
     """
     The interceptors of one connection: the L{protocols.interfaces.IBrokerExtension}
     that tells them of its start and end, and the wrappers that tell them of each call.
@@ -273,23 +179,19 @@ class Interception:
     A call is kept as a L{CallInfo} when some interceptor has a
     C{callStarted} or C{callEnded} of its own; when all of them only record
     (L{ICallRecorder}), it is kept as C{(method, start time)}, which costs a
-    fraction of a L{CallInfo} (the Prometheus interceptor's case).
+    fraction of a L{CallInfo} (the Prometheus interceptor's case).  Who is
+    told what, and the calling side's rules, are
+    L{framing.rpc.interception.CallInterception}'s; this adds the broker's
+    glue (its dispatch, its Deferreds, its log) and the answering side.
     """
 
     controlTypes: tuple[type, ...] = ()
 
     def __init__(self, broker: Any, interceptors: Sequence[Any]) -> None:
+        super().__init__(interceptors)
         self.broker = broker
-        self.interceptors = tuple(interceptors)
-        self._reversed = tuple(reversed(self.interceptors))
-        # The hooks bound once, leaving out CallInterceptor's no-ops: a call pays only for hooks that do something.
-        self._started = tuple(i.callStarted for i in self.interceptors if _overrides(i, "callStarted"))
-        self._ended = tuple(i.callEnded for i in self._reversed if _overrides(i, "callEnded"))
-        self._recorders = tuple(i.tallyFor for i in self._reversed if _overrides(i, "tallyFor"))
         self._entering = tuple((i.enterMethod, i.exitMethod) for i in self.interceptors if _overrides(i, "enterMethod"))
-        # A lone recorder's tallies for the methods that succeeded here, by method: filled in without asking it.
-        self._okTallies: dict[str, CallTally] = {}
-        self._lean = not (self._started or self._ended or self._entering)
+        self._lean = self.lean and not self._entering
         self._answering: dict[int, CallInfo | tuple[str, float]] = {}
         self._peer: Any = None
         self._avatar: Any = None
@@ -315,16 +217,16 @@ class Interception:
 
     def connectionMade(self) -> None:
         for interceptor in self.interceptors:
-            self._safely(interceptor.connectionMade, self.broker)
+            self.safely(interceptor.connectionMade, self.broker)
 
     def connectionLost(self, reason: Failure) -> None:
         # (emptied in place: in the recorders' case IncomingCalls writes to this same dict)
         entries = list(self._answering.values())
         self._answering.clear()
         for entry in entries:
-            self._finish(entry, LOST, None)
+            self.finish(entry, LOST, None, SERVER)
         for interceptor in self._reversed:
-            self._safely(interceptor.connectionLost, self.broker)
+            self.safely(interceptor.connectionLost, self.broker)
 
     # -- the answering side ------------------------------------------------------------
 
@@ -364,7 +266,7 @@ class Interception:
                 self._callInside(info, message)
             else:
                 self._call(message)
-            self._end(info, ONE_WAY)
+            self.end(info, ONE_WAY)
             return
         self._answering[requestId] = info
         if self._entering:
@@ -403,13 +305,13 @@ class Interception:
             if isinstance(error, Violation):
                 connection.logRefusal(error.code, text)
             connection.sendObject(Message((FAIL, info.requestId, typeName, text, None, details)))
-        self._end(info, REFUSED)
+        self.end(info, REFUSED)
 
     def _cancelReceived(self, message: Message) -> None:
         entry = self._answering.pop(message[1], None)
         self._cancel(message)
         if entry is not None:
-            self._finish(entry, CANCELLED, None)
+            self.finish(entry, CANCELLED, None, SERVER)
 
     def _answeredHere(self, requestId: int, errorType: str | None) -> None:
         entry = self._answering.pop(requestId, None)
@@ -418,7 +320,7 @@ class Interception:
             seconds = now() - entry[1]
             tally = self._okTallies.get(entry[0])
             if tally is None:
-                self._record(SERVER, entry[0], OK, None, seconds)
+                self.record(SERVER, entry[0], OK, None, seconds)
                 return
             tally.ok += 1
             # Most calls fit the first bucket: one comparison instead of a bisection's four or five.
@@ -429,11 +331,11 @@ class Interception:
             tally.total += seconds
         elif entry is not None:
             if requestId == NO_ANSWER:
-                self._finish(entry, ONE_WAY, None)
+                self.finish(entry, ONE_WAY, None, SERVER)
             elif errorType is None:
-                self._finish(entry, OK, None)
+                self.finish(entry, OK, None, SERVER)
             else:
-                self._finish(entry, REFUSED if errorType in _REFUSALS else ERROR, errorType)
+                self.finish(entry, REFUSED if errorType in REFUSALS else ERROR, errorType, SERVER)
 
     # -- the calling side ----------------------------------------------------------------
 
@@ -442,99 +344,39 @@ class Interception:
             started = now()
             call: Deferred[Any] = self._callRemote(target, name, args, kwargs)
             return call.addBoth(self._answered, (name, started))
-        info = self._info(CLIENT, name, 0)
-        context = scope.get()
-        metadata = dict(context.metadata) if context is not None and context.metadata else {}
-        info.metadata = metadata
-        if context is not None:
-            info.deadline = context.deadline
+        if self._peer is None:
+            self._learnPeer()
         try:
-            for started in self._started:
-                started(info)
+            entry, sending = self.startCall(name, self._peer, self._avatar, scope.get())
         except Exception as error:
-            info.errorType = describe(error)[0]
-            self._end(info, REFUSED)
             return fail(error)
-        if metadata and (context is None or metadata != context.metadata):
-            # What the interceptors added goes with the call.
-            token = scope.set(Scope(info.deadline, metadata))
+        if sending is not None:
+            token = scope.set(sending)
             try:
                 call = self._callRemote(target, name, args, kwargs)
             finally:
                 scope.reset(token)
         else:
             call = self._callRemote(target, name, args, kwargs)
-        info.requestId = getattr(call, "requestId", 0)
-        call.addBoth(self._answered, info)
+        if type(entry) is CallInfo:
+            entry.requestId = getattr(call, "requestId", 0)
+        call.addBoth(self._answered, entry)
         return call
 
     def _answered(self, result: Any, entry: CallInfo | tuple[str, float]) -> Any:
         if not isinstance(result, Failure):
-            self._finish(entry, OK, None, CLIENT)
+            self.finish(entry, OK, None, CLIENT)
             return result
         error = result.value
         assert error is not None
-        errorType = describe(error)[0]
-        if isinstance(error, CancelledError):
-            self._finish(entry, CANCELLED, errorType, CLIENT)
-        else:
-            self._finish(entry, REFUSED if errorType in _REFUSALS else ERROR, errorType, CLIENT)
+        self.callSettled(entry, error, isinstance(error, CancelledError))
         return result
 
     # -- both ---------------------------------------------------------------------------
 
-    def _finish(
-        self, entry: CallInfo | tuple[str, float], outcome: str, errorType: str | None, side: str = SERVER
-    ) -> None:
-        """A call ended: tell the interceptors, in whichever form it was kept."""
-        if type(entry) is tuple:
-            method, started = entry
-            self._record(side, method, outcome, errorType, now() - started)
-            return
-        assert isinstance(entry, CallInfo)
-        entry.errorType = errorType
-        self._end(entry, outcome)
-
-    def _end(self, info: CallInfo, outcome: str) -> None:
-        info.ended = now()
-        info.outcome = outcome
-        index = 0
-        try:
-            for ended in self._ended:
-                ended(info)
-                index += 1
-        except Exception:
-            self._endFailed(info, index)
-        if self._recorders:
-            self._record(info.side, info.method, outcome, info.errorType, info.ended - info.started)
-
-    def _endFailed(self, info: CallInfo, failed: int) -> None:
-        """C{callEnded} number C{failed} raised: log it, and tell the interceptors after it (each once)."""
-        self.broker.connection.log.failure("an interceptor's callEnded failed for {call}", call=info)
-        for ended in self._ended[failed + 1 :]:
-            self._safely(ended, info)
-
-    def _record(self, side: str, method: str, outcome: str, errorType: str | None, seconds: float) -> None:
-        """Count a call in each recorder's tally for it."""
-        for tallyFor in self._recorders:
-            try:
-                tally = tallyFor(side, method, outcome, errorType)
-                if tally is None:
-                    continue
-                tally.add(outcome, seconds)
-            except Exception:
-                self.broker.connection.log.failure(
-                    "interceptor {hook} failed for {method}", hook=tallyFor, method=method
-                )
-                continue
-            if outcome is OK and side is SERVER and len(self._recorders) == 1:
-                self._okTallies[method] = tally
-
-    def _safely(self, hook: Any, argument: Any) -> None:
-        try:
-            hook(argument)
-        except Exception:
-            self.broker.connection.log.failure("interceptor {hook} failed", hook=hook)
+    def logFailure(self, template: str, **fields: Any) -> None:
+        """An interceptor's hook raised: the connection's log says so, with the failure."""
+        self.broker.connection.log.failure(template, **fields)
 
 
 def _logUnanswered(connection: Any, method: str, error: Exception, text: str) -> None:

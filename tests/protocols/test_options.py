@@ -21,7 +21,7 @@ from framing.rpc.addresses import Backoff
 from framing.rpc.errors import TooManyPendingCalls
 from framing.rpc.limits import CallLimits
 from framing.rpc.wire import ANSWER, CALL, NO_ANSWER, Message
-from protocols import asynciobulk, asyncioclient, blocking, blockingbulk
+from protocols import asyncioclient, blocking
 from protocols.clientcontext import callContext
 from protocols.options import ClientOptions
 from protocols.rpc.interceptors import CallInterceptor
@@ -102,7 +102,7 @@ def answering(seen: list[Any], calls: int) -> Any:
 
 
 class ClientsWithoutTwistedTests(SynchronousTestCase):
-    """The blocking and asyncio clients honour the options' metadata and call limits, and refuse interceptors."""
+    """The blocking and asyncio clients honour the options' metadata and call limits."""
 
     def test_metadataEveryCall(self) -> None:
         """
@@ -180,19 +180,6 @@ class ClientsWithoutTwistedTests(SynchronousTestCase):
             self.assertEqual(results, ["done"])
         self.assertTrue(server.done.wait(HANG))
         self.assertEqual(seen, [])  # (the refused call was never sent)
-
-    def test_interceptorsRefused(self) -> None:
-        """Interceptors are the Twisted client's: every connect without Twisted refuses them, before connecting."""
-        options = ClientOptions(interceptors=(CallInterceptor(),))
-        address = "127.0.0.1:1"  # (nothing is connected to)
-        for connect in (blocking.connect, blockingbulk.connect):
-            error = self.assertRaises(ValueError, connect, address, options=options)
-            self.assertIn("ClientOptions.interceptors", str(error))
-        self.assertRaises(ValueError, blocking.connect, [address], options=options)
-        self.assertRaises(ValueError, blocking.connectURL, "chunkwire://x@127.0.0.1:1/y", options=options)
-        for connecting in (asyncioclient.connect, asynciobulk.connect):
-            coroutine = connecting(address, options=options)
-            self.assertRaises(ValueError, asyncio.run, coroutine)
 
     def test_connectURLRefusesCredentials(self) -> None:
         """connectURL logs in by the URL's name: options with credentials are a ValueError, before connecting."""
