@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.rpc.test_stream_lifetime,tests.protocols.test_faults,tests.protocols.test_tls -*-
+# -*- test-case-name: tests.protocols.test_lifetime,tests.protocols.rpc.test_stream_lifetime -*-
 """How a connection ends: dropped for a protocol error, and freed without the garbage collector.
 
 L{dropConnection} is the one way a connection is dropped for a

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.bulk.test_files,tests.protocols.bulk.test_owners -*-
+# -*- test-case-name: tests.protocols.test_places,tests.protocols.bulk.test_files,tests.protocols.bulk.test_owners -*-
 """Files in one directory, reached through its descriptor, never through a symbolic link.
 
 Contract: a L{Directory} is opened once; every name it is given is one path

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.bulk.test_digests -*-
+# -*- test-case-name: tests.protocols.test_sidecars,tests.protocols.bulk.test_digests -*-
 """The sidecar of a partial file: which byte ranges it holds, and a check that nobody else wrote it.
 
 Contract: a sidecar (C{NAME.part.json} beside C{NAME.part}) is one JSON

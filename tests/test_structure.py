@@ -11,7 +11,10 @@ attributes alike; ruff enforces the first, this test the second).
 Each module of C{framing/} and C{protocols/} names its tests on its first
 line, Twisted's C{# -*- test-case-name: tests.framing.test_ledger -*-}
 (issue 40): the test modules that exercise it, each a file under C{tests/}
-that imports, read the way C{trial --testmodule framing/ledger.py} reads it.
+that imports, read the way C{trial --testmodule framing/ledger.py} reads it;
+and one of them imports the module itself (L{importedSources}: directly, or
+a name its package re-exports; a helper module's imports do not count), so
+a module is never covered only by tests of the modules that use it.
 
 Class and function length is not a rule but a report (issue 27: a cap
 became a target): C{python3 dev.py sizes} prints the largest ones, measured
@@ -282,6 +285,106 @@ def testCaseNameProblems(packages: tuple[str, ...] = PACKAGES, root: Path = ROOT
     return found
 
 
+def _resolve(module: str, isPackage: bool, node: ast.ImportFrom) -> str:
+    """The absolute name of the module C{node} (in C{module}) imports from."""
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if isPackage else module.split(".")[:-1]
+    anchor = base[: len(base) - node.level + 1]
+    return ".".join([*anchor, *(node.module.split(".") if node.module else [])])
+
+
+def reexports(package: str, known: dict[str, ast.Module], root: Path = ROOT) -> dict[str, str]:
+    """The names C{package}'s C{__init__} imports from its modules, each to the module it comes from."""
+    tree = known.get(package)
+    if tree is None or not (root / Path(*package.split("."))).is_dir():
+        return {}
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = _resolve(package, True, node)
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                found[alias.asname or alias.name] = submodule if submodule in known else base
+    return found
+
+
+def _testFile(name: str, root: Path = ROOT) -> Path:
+    """The file of dotted test module C{name}."""
+    return root.joinpath(*name.split(".")).with_suffix(".py")
+
+
+def importedSources(test: str, known: dict[str, ast.Module], root: Path = ROOT) -> set[str]:
+    """
+    The modules of C{known} that test module C{test} imports itself, anywhere
+    in it: C{import x.y}, C{from x.y import z} (C{x.y.z} if a module), and a
+    name a package re-exports (C{from protocols.bulk import Stream} imports
+    L{protocols.bulk.sending} too), followed through packages that re-export
+    a package's name.  Imports made by the modules it imports do not count.
+    """
+    tree = ast.parse(_testFile(test, root).read_text(encoding="utf-8"))
+    found: set[str] = set()
+    bound: dict[str, str] = {}  # local name to the module it is
+
+    def imported(package: str, name: str) -> None:
+        """C{from package import name}: the module C{name} is, or the modules that define it."""
+        if f"{package}.{name}" in known:
+            found.add(f"{package}.{name}")
+            return
+        source, seen = package, set()
+        while source not in seen:
+            seen.add(source)
+            found.add(source)
+            source = reexports(source, known, root).get(name, source)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                found.add(alias.name)
+                local = alias.asname or alias.name.split(".")[0]
+                bound[local] = alias.name if alias.asname else local
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(test, False, node)
+            found.add(base)
+            for alias in node.names:
+                imported(base, alias.name)
+                bound[alias.asname or alias.name] = f"{base}.{alias.name}"
+    # bulk.BulkOptions, after from protocols import bulk: the name bulk re-exports.
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and bound.get(node.value.id) in known:
+            imported(bound[node.value.id], node.attr)
+    return found & set(known)
+
+
+# Modules the named tests import in a way an ast walk cannot see, and how.
+NOT_IMPORTED: dict[str, str] = {
+    "framing.rpc": "tests.test_exports imports every public package by name (importlib.import_module)",
+}
+
+
+def unimportedModules(packages: tuple[str, ...] = PACKAGES, root: Path = ROOT) -> list[str]:
+    """
+    C{path: names} for each module of C{packages} (but L{NOT_IMPORTED}) that
+    none of the test modules its C{test-case-name} header names imports (see
+    L{importedSources}); names that are no test module are
+    L{testCaseNameProblems}' business.
+    """
+    known = {name: tree for package in packages for name, tree in modules(package, root).items()}
+    imports: dict[str, set[str]] = {}
+    found = []
+    for module in known:
+        if module in NOT_IMPORTED:
+            continue
+        path = sourcePath(module, root)
+        names = [n for n in getTestModules(str(root / path)) if _testFile(n, root).is_file()]
+        for name in names:
+            if name not in imports:
+                imports[name] = importedSources(name, known, root)
+        if names and not any(module in imports[name] for name in names):
+            found.append(f"{path}: not imported by {', '.join(names)}")
+    return found
+
+
 class StructureTests(SynchronousTestCase):
     def test_framingImportsNoIO(self) -> None:
         """No module of framing/ imports Twisted (twisted.internet, the reactor), sockets, selectors or asyncio."""
@@ -382,6 +485,51 @@ class TestCaseNameTests(SynchronousTestCase):
                 "pkg/sub/__init__.py: 'pkg.good' is not a test module under tests/",
             ],
         )
+
+    def test_everyModuleImportedByItsTests(self) -> None:
+        """Each module of framing/ and protocols/ is imported by one of the test modules its header names."""
+        self.assertEqual(unimportedModules(), [])
+        self.assertEqual([m for m in NOT_IMPORTED if m not in modules(m.split(".")[0])], [])
+
+    def test_checkerFindsUnimportedModules(self) -> None:
+        """
+        On a made-up tree, a module whose named tests never import it is
+        reported, even when a helper they import does; imports that count:
+        C{import}, C{from ... import} of the module or a name in it, a
+        relative import, and a name its package re-exports, used from the
+        package or imported from it.
+        """
+        root = Path(self.mktemp())
+        files = {
+            "tests/__init__.py": "",
+            "tests/pkg/__init__.py": "",
+            "tests/pkg/helper.py": "from pkg import lonely\n",
+            "tests/pkg/test_none.py": "from . import helper\nimport pkg.other\n",
+            "tests/pkg/test_plain.py": "import pkg.plain as p\n",
+            "tests/pkg/test_from.py": "from pkg.fromed import thing\n",
+            "tests/pkg/test_exported.py": "from pkg import Exported\n",
+            "tests/pkg/test_attribute.py": "def test():\n    from pkg import sub\n    sub.Deep\n",
+            "pkg/__init__.py": "from .exported import Exported\nfrom . import sub\n",
+            "pkg/sub/__init__.py": "from .deep import Deep\n",
+        }
+        header = "# -*- test-case-name: {} -*-\n"
+        named = {
+            "pkg/lonely.py": "tests.pkg.test_none",
+            "pkg/other.py": "tests.pkg.test_none",
+            "pkg/plain.py": "tests.pkg.test_none,tests.pkg.test_plain",
+            "pkg/fromed.py": "tests.pkg.test_from",
+            "pkg/exported.py": "tests.pkg.test_exported",
+            "pkg/sub/deep.py": "tests.pkg.test_attribute",
+            "pkg/gone.py": "tests.pkg.test_gone",
+        }
+        for name, text in files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text)
+        for name, tests in named.items():
+            (root / name).write_text(header.format(tests))
+        for name in ["pkg/__init__.py", "pkg/sub/__init__.py"]:
+            (root / name).write_text(header.format("tests.pkg.test_attribute") + files[name])
+        self.assertEqual(unimportedModules(("pkg",), root), ["pkg/lonely.py: not imported by tests.pkg.test_none"])
 
 
 class SizeReportTests(SynchronousTestCase):

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.auth.test_login,tests.attack.test_round3_auth -*-
+# -*- test-case-name: tests.protocols.auth.test_drains,tests.protocols.auth.test_login,tests.attack.test_round3_auth -*-
 """The login throttle's counts in this process: bounded tables that forget the entry draining soonest.
 
 Contract: a L{DrainTable} maps keys to the time their bucket drains

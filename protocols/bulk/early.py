@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.bulk.test_owners,tests.protocols.bulk.test_allocator -*-
+# -*- test-case-name: tests.protocols.bulk.test_earlytable,tests.protocols.bulk.test_early -*-
 """Early data: what arrives for an announced stream before the application receives it.
 
 Contract: every stream starts with the receiver's initial window of credit

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.bulk.test_owners,tests.protocols.bulk.test_allocator -*-
+# -*- test-case-name: tests.protocols.bulk.test_incoming,tests.protocols.bulk.test_owners -*-
 """The receiving side of a bulk channel: announced streams, their early data, and routing frames to receivers.
 
 Contract: L{IncomingSide} is the part of L{protocols.bulk.BulkChannel} that

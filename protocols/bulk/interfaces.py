@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.bulk.test_owners,tests.protocols.bulk.test_allocator -*-
+# -*- test-case-name: tests.protocols.bulk.test_interfaces,tests.protocols.bulk.test_owners -*-
 """The seams inside one bulk connection: what streams may ask of their channel, and back.
 
 Contract: a stream (a sending L{protocols.bulk.Stream} or a receiving

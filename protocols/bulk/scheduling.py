@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.bulk.test_owners,tests.protocols.bulk.test_allocator -*-
+# -*- test-case-name: tests.protocols.bulk.test_scheduling,tests.protocols.bulk.test_owners -*-
 """Which outgoing stream sends next, and when the transport can take it.
 
 Contract: a L{FrameScheduler} serves the ready streams of one connection

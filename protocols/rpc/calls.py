@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.rpc.test_served_call,tests.protocols.auth.test_login_vectors -*-
+# -*- test-case-name: tests.protocols.rpc.test_calls,tests.protocols.rpc.test_served_call -*-
 """The calls one side makes, as Deferreds: timeouts and cancelling on the sans-IO call table.
 
 Contract: each call is one CALL message, one send transaction; it gets its

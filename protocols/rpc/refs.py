@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.test_blocking_refs,tests.protocols.test_asyncioclient_refs -*-
+# -*- test-case-name: tests.protocols.rpc.test_ref_vectors,tests.protocols.test_blocking_refs -*-
 """References across one connection: L{RemoteReference}, and how references travel.
 
 Contract: a L{Referenceable} in an argument or a result is sent as OPEN

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.rpc.test_served_call,tests.protocols.auth.test_login_vectors -*-
+# -*- test-case-name: tests.protocols.rpc.test_tables,tests.protocols.rpc.test_served_call -*-
 """The export and import tables of one connection, and RELEASE.
 
 Contract: an exported object lives in L{ReferenceTable.exports} (id to

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.serving.test_workers,tests.protocols.serving.test_own_workers -*-
+# -*- test-case-name: tests.protocols.serving.test_worker,tests.protocols.serving.test_workers -*-
 """A generic worker process for L{protocols.serving.workers.serveWorkers}.
 
     python -m protocols.serving.worker (--factory | --serve) package.module:function

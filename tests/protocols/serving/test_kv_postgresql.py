@@ -21,6 +21,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from protocols import rpc
 from protocols.kv import StoreFull, StoreUnavailable
+from protocols.kv.postgresql import PostgresStorage
 from tests.kv_stores import Scratch
 from tests.processes import ENV, ROOT, figure, readUntil, stop
 
@@ -254,6 +255,19 @@ class UnreachableTests(SynchronousTestCase):
         self.assertIn("cannot be reached", errors[0])
         self.assertNotIn("s3cret", said)
         self.assertNotIn("Connection refused", said)
+
+    def test_unreachableInProcess(self) -> None:
+        """
+        Opening a L{PostgresStorage} on a URL nothing answers fails with
+        L{StoreUnavailable} in the storage's words (no driver message, no
+        password).
+        """
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            raise SkipTest("psycopg is not installed (pip install 'chunkwire[postgresql]')") from None
+        error = self.assertRaises(StoreUnavailable, PostgresStorage, "postgresql://kv:s3cret@127.0.0.1:1/kv", 1.0)
+        self.assertEqual(str(error), "the store's database cannot be reached now (no connection)")
 
 
 class PostgreSQLServiceTests(TestCase):

@@ -1,0 +1,193 @@
+"""How a connection ends (L{protocols.lifetime}): dropped for a protocol error, then freed without the collector."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet.task import Clock
+from twisted.python.failure import Failure
+from twisted.trial.unittest import SynchronousTestCase
+
+from framing.errors import MalformedHeader, PeerError, error_token_text
+from framing.wire import ERROR, encode_header
+from protocols.lifetime import MAX_ERROR_MESSAGE, abortLingering, breakCycles, dropConnection
+
+
+class Transport:
+    """What dropping asks of a connection's transport, recorded in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[Any] = []
+        self.pendingBytes = 123
+        self.readingObserver: Any = object()
+
+    def abandonStreams(self, failure: Failure) -> None:
+        self.calls.append(("abandonStreams", failure))
+
+    def write(self, data: bytes) -> None:
+        self.calls.append(("write", data))
+
+    def loseConnection(self) -> None:
+        self.calls.append("loseConnection")
+
+    def abortConnection(self) -> None:
+        self.calls.append("abortConnection")
+
+    def written(self) -> list[bytes]:
+        """What was written, write by write."""
+        return [call[1] for call in self.calls if isinstance(call, tuple) and call[0] == "write"]
+
+
+class Config:
+    dropGrace = 10.0
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def reactor(self) -> Clock:
+        return self.clock
+
+
+class Inbound:
+    stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+class Log:
+    def __init__(self) -> None:
+        self.warnings: list[dict[str, Any]] = []
+
+    def warn(self, format: str, **fields: Any) -> None:
+        self.warnings.append({"format": format, **fields})
+
+
+class Protocol:
+    """A connection's protocol as L{dropConnection} sees it."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.transport = Transport()
+        self.config = Config(clock)
+        self.inbound = Inbound()
+        self.log = Log()
+        self.failure: Failure | None = None
+        self.lingering: Any = None
+        self.lost: list[Any] = []
+
+    def peerName(self) -> str:
+        return "peer"
+
+    def connectionLost(self, reason: Any) -> None:
+        self.lost.append(reason)
+
+
+class DropTests(SynchronousTestCase):
+    """The peer is told why, the close is polite but bounded, and connectionLost sees the error."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.protocol = Protocol(self.clock)
+
+    def test_peerToldAndClosed(self) -> None:
+        """Delivery stops, queued streams fail, an ERROR token says why, then the connection closes."""
+        error = MalformedHeader("bad header")
+        failure = dropConnection(self.protocol, error)
+        body = error_token_text(error).encode()
+        self.assertIs(failure.value, error)
+        self.assertIs(self.protocol.failure, failure)
+        self.assertTrue(self.protocol.inbound.stopped)
+        self.assertEqual(
+            self.protocol.transport.calls,
+            [("abandonStreams", failure), ("write", encode_header(ERROR, len(body)) + body), "loseConnection"],
+        )
+        self.assertEqual(self.protocol.log.warnings, [])  # not logged unless asked
+        self.assertIsNone(error.__traceback__)
+
+    def test_peerErrorNotEchoed(self) -> None:
+        """An error the peer sent is not sent back to it."""
+        dropConnection(self.protocol, PeerError("you broke"))
+        self.assertEqual(self.protocol.transport.written(), [])
+
+    def test_messageBounded(self) -> None:
+        """The ERROR body is at most L{MAX_ERROR_MESSAGE} bytes, whatever the error's text."""
+        error = MalformedHeader("x" * 10_000)
+        dropConnection(self.protocol, error)
+        [written] = self.protocol.transport.written()
+        self.assertEqual(
+            written, encode_header(ERROR, MAX_ERROR_MESSAGE) + error_token_text(error).encode()[:MAX_ERROR_MESSAGE]
+        )
+
+    def test_connectionLostSeesTheError(self) -> None:
+        """Whatever reason the transport gives, connectionLost sees the error the connection was dropped for."""
+        failure = dropConnection(self.protocol, MalformedHeader("bad"))
+        self.protocol.connectionLost(Failure(ConnectionError("transport's reason")))
+        self.assertEqual(self.protocol.lost, [failure])
+
+    def test_logged(self) -> None:
+        """Asked to, it logs the peer, the error's code and its text."""
+        dropConnection(self.protocol, MalformedHeader("bad"), logged=True)
+        [warning] = self.protocol.log.warnings
+        self.assertEqual((warning["peer"], warning["code"]), ("peer", MalformedHeader.code))
+
+    def test_abortedAfterGrace(self) -> None:
+        """A connection still open C{dropGrace} seconds later is aborted, and that is logged."""
+        dropConnection(self.protocol, MalformedHeader("bad"))
+        self.clock.advance(9.9)
+        self.assertNotIn("abortConnection", self.protocol.transport.calls)
+        self.clock.advance(0.1)
+        self.assertEqual(self.protocol.transport.calls[-1], "abortConnection")
+        self.assertIsNone(self.protocol.lingering)
+        [warning] = self.protocol.log.warnings
+        self.assertEqual((warning["pending"], warning["grace"]), (123, 10.0))
+
+    def test_lingeringIsTheTimer(self) -> None:
+        """C{protocol.lingering} is the abort timer, so connectionLost can cancel it."""
+        dropConnection(self.protocol, MalformedHeader("bad"))
+        self.protocol.lingering.cancel()
+        self.clock.advance(60)
+        self.assertNotIn("abortConnection", self.protocol.transport.calls)
+
+    def test_abortLingering(self) -> None:
+        """Called directly, it aborts and forgets the timer."""
+        self.protocol.lingering = object()
+        abortLingering(self.protocol, 5.0)
+        self.assertEqual((self.protocol.transport.calls, self.protocol.lingering), (["abortConnection"], None))
+
+
+class Spent:
+    """A decoder or encoder whose parts refer to each other."""
+
+    def __init__(self) -> None:
+        self.me = self
+        self.table = {"method": self.__init__}
+
+
+class BreakCyclesTests(SynchronousTestCase):
+    """After breakCycles, nothing of a closed connection refers back to itself."""
+
+    def test_shadowsAndStateDropped(self) -> None:
+        """Instance shadows, config and registry go; the reading observer is cleared; decoder and encoder emptied."""
+        protocol = Protocol(Clock())
+        protocol.connectionLost = lambda reason: protocol.lost.append(reason)  # type: ignore[method-assign]
+        protocol.dataReceived = lambda data: None  # type: ignore[attr-defined]
+        protocol.registry = object()  # type: ignore[attr-defined]
+        decoder, encoder = Spent(), Spent()
+        protocol.decoder, protocol.encoder = decoder, encoder  # type: ignore[attr-defined]
+        breakCycles(protocol)
+        for name in ("connectionLost", "dataReceived", "config", "registry"):
+            self.assertNotIn(name, vars(protocol))
+        self.assertIsNone(protocol.transport.readingObserver)
+        self.assertEqual((vars(decoder), vars(encoder)), ({}, {}))
+        protocol.connectionLost(None)  # the class's own method again
+        self.assertEqual(protocol.lost, [None])
+
+    def test_noTransport(self) -> None:
+        """A protocol never connected (no transport, no decoder) is left as it is."""
+
+        class Bare:
+            pass
+
+        bare = Bare()
+        breakCycles(bare)
+        self.assertEqual(vars(bare), {})
