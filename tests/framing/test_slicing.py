@@ -400,6 +400,7 @@ def _forget(registry: Registry, cls: type, name: str) -> None:
     registry._unslicers.pop(name, None)
     registry._slicers.pop(cls, None)
     registry._slicer_cache.clear()
+    registry.codec_cache.clear()  # (what the cores worked out from it, as register clears it)
 
 
 class NothingUnregisteredIsBuiltTests(SynchronousTestCase):
