@@ -1,36 +1,23 @@
 # -*- test-case-name: tests.protocols.rpc.test_interceptors_clients,tests.protocols.rpc.test_interceptors -*-
 """The bookkeeping of call interceptors, sans-IO: who is told what, in which order, and the calling side's rules.
 
-Contract: a L{CallInterception} holds one connection's interceptors (the
-objects of L{protocols.rpc.interceptors}: C{callStarted}, C{callEnded},
-C{tallyFor}) and tells them of calls, for every client: the Twisted
-broker's L{protocols.rpc.interceptors.Interception} (both sides) and the
-blocking and asyncio clients (the calling side, L{startCall} and
-L{callSettled} around each call).  The rules, written once here:
+Contract: a L{CallInterception} holds one connection's interceptors
+(C{callStarted}, C{callEnded}, C{tallyFor}) and tells them of calls, for
+every client: the Twisted broker's
+L{protocols.rpc.interceptors.Interception} (both sides) and the blocking
+and asyncio clients (L{startCall} and L{callSettled} around each call).
+C{callStarted} is told in order and may refuse a call by raising (nothing
+is sent; it ends L{REFUSED}); on the calling side it sees the metadata to
+be sent and may add to it.  Each call that started ends once:
+C{callEnded} in reverse order, then each recorder's tally, with L{OK},
+L{CANCELLED} (its caller gave up), L{REFUSED} (the peer refused it) or
+L{ERROR} (anything else), and the error's wire type name.  An
+interceptor's own exception in C{callEnded} or C{tallyFor} is logged,
+never raised into the call.  No I/O, no Twisted.
 
- - a call is kept as a L{CallInfo} when some interceptor has a
-   C{callStarted} or C{callEnded} of its own, else (recorders only,
-   L{CallInterception.lean}) as C{(method, start time)};
- - C{callStarted} is told in the interceptors' order and may refuse the
-   call by raising: nothing is sent, the call ends L{REFUSED} (its
-   C{errorType} the error's wire type name) and the caller gets that error;
- - on the calling side C{callStarted} sees the metadata that will be sent
-   (the block's and the connection's) and may add to it: what it added
-   goes with the call (L{startCall}'s scope);
- - each call that started ends exactly once: C{callEnded} in reverse
-   order, then each recorder's tally (L{ICallRecorder}); the outcome of a
-   call made here is L{OK}, L{CANCELLED} (its caller gave up on it), or for
-   an error L{REFUSED} (the peer refused it: a violation, no such method or
-   object) or L{ERROR} (anything else: its method's error, a timeout, a
-   passed deadline, a lost connection), with the error's wire type name;
- - an interceptor's own exception in C{callEnded} or C{tallyFor} is logged
-   (L{CallInterception.logFailure}), never raised into the call.
-
-No I/O, no clock but C{time.perf_counter}, no Twisted.
-
-Cost: none for a connection without interceptors (it has no
-L{CallInterception}); with recorders only, a call costs a tuple, two
-clock readings and its L{CallTally}'s update.
+Cost: none for a connection without interceptors; with recorders only
+(L{CallInterception.lean}), a tuple, two clock readings and a
+L{CallTally} update per call.
 
 Design: docs/design/rpc-broker.md
 """
