@@ -128,6 +128,13 @@ OVERRUN = 16 << 20
 """Bytes past the server's initial window that bulk_flow_control's one frame announces."""
 THROTTLE_ATTEMPTS = 40
 """SCRAM starts login_throttle sends at most before one must be refused at once."""
+RAW_LIMIT = 1 << 20
+"""
+Bytes a raw case keeps of what the server sent (L{RawPeer}): a server
+answering a raw case says a few small messages; one that sends more (a
+flood) fails the case, its connection closed, rather than growing this
+client (a flooding server took it 50 MiB past its bound).
+"""
 
 
 @dataclass
@@ -496,7 +503,8 @@ def tLogin(verb: str, mechanism: str, payload: bytes) -> bytes:
 class RawPeer(Protocol):
     """
     A connection that writes the bytes a case gives it and keeps what the
-    server sends, to check what a server must refuse or say on the wire
+    server sends (the first L{RAW_LIMIT} bytes: past them it closes the
+    connection), to check what a server must refuse or say on the wire
     (which the Python client, keeping the rules, would never send).
 
     @ivar closed: fires (with C{None}) when the connection is closed.
@@ -505,11 +513,20 @@ class RawPeer(Protocol):
     def __init__(self, reactor: Any) -> None:
         self.reactor = reactor
         self.data = bytearray()
+        self.overflowed = False
         self.closed: Deferred[None] = Deferred()
         self._waiting: list[Deferred[None]] = []
 
     def dataReceived(self, data: bytes) -> None:
-        self.data += data
+        if self.overflowed:
+            return
+        if len(self.data) + len(data) > RAW_LIMIT:
+            # More than any answer to a raw case: kept no more, and the connection closed.
+            self.overflowed = True
+            transport: Any = self.transport
+            transport.abortConnection()
+        else:
+            self.data += data
         self._wake()
 
     def connectionLost(self, reason: Failure | None = None) -> None:
@@ -542,6 +559,8 @@ class RawPeer(Protocol):
             seen = check(self.things())
             if seen:
                 return seen
+            if self.overflowed:
+                raise CaseFailed(f"{what}: not seen in the first {RAW_LIMIT} bytes the server sent (it sent more)")
             if self.closed.called:
                 raise CaseFailed(f"{what}: not seen before the server closed the connection (it sent {self.shown()})")
             left = deadline - time.monotonic()
