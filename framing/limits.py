@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.rpc.test_limits,tests.protocols.rpc.test_kv_limits,tests.framing.test_arrays -*-
+# -*- test-case-name: tests.protocols.rpc.test_limits,tests.protocols.kv.test_limits,tests.framing.test_arrays -*-
 """Per-decoder resource limits.
 
 Contract: a L{Limits} value is immutable and is consulted when a header

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.rpc.test_limits,tests.protocols.rpc.test_kv_limits -*-
+# -*- test-case-name: tests.protocols.rpc.test_limits,tests.protocols.kv.test_limits -*-
 """How much one RPC connection may make this side hold, and how long it waits.
 
 Contract: a L{CallLimits} is immutable and given to a connection (as the

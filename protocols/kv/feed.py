@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.rpc.test_kv_sqlite,tests.protocols.rpc.test_kv_threads -*-
+# -*- test-case-name: tests.protocols.kv.test_sqlite,tests.protocols.kv.test_threads -*-
 """Telling one process's watchers of the changes any process made to a shared kv storage.
 
 Contract: a L{ChangeFeed} reads a storage's

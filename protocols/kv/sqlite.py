@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.rpc.test_kv_sqlite,tests.protocols.rpc.test_kv_state -*-
+# -*- test-case-name: tests.protocols.kv.test_sqlite,tests.protocols.kv.test_state -*-
 """The kv store's embedded durable storage: one SQLite file, shared by every worker process.
 
 Contract: L{SQLiteStorage} keeps keys and values in the table C{kv} of a

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.rpc.test_kv_state -*-
+# -*- test-case-name: tests.protocols.kv.test_state -*-
 """The state of a service of your own, kept in one of the kv store's storages: memory, a SQLite file, PostgreSQL.
 
 Contract: a L{StateStore} is a L{protocols.kv.storage.Storage} (string keys

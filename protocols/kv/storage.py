@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.rpc.test_kv_state,tests.protocols.rpc.test_kv_limits -*-
+# -*- test-case-name: tests.protocols.kv.test_state,tests.protocols.kv.test_limits -*-
 """Where the kv store keeps its values: the interface of a storage backend, and the in-memory one.
 
 Contract: a L{Storage} maps string keys to string values, synchronously

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.rpc.test_kv_threads,tests.protocols.rpc.test_kv_sqlite -*-
+# -*- test-case-name: tests.protocols.kv.test_threads,tests.protocols.kv.test_sqlite -*-
 """Where the kv store's storage calls run: never on the reactor thread when they may block.
 
 Contract: a L{StorageCalls} runs one storage call and gives its result as a

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.rpc.test_kv_store,tests.protocols.rpc.test_kv_threads -*-
+# -*- test-case-name: tests.protocols.kv.test_store,tests.protocols.kv.test_threads -*-
 """Who watches which key of the kv store, within one process: the caps, the calls, the forgetting.
 
 Contract: a L{WatchBook} knows each key's watchers and each connection's

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.rpc.test_call_tallies,tests.protocols.rpc.test_kv_threads -*-
+# -*- test-case-name: tests.protocols.rpc.test_call_tallies,tests.protocols.kv.test_threads -*-
 """The calls the peer makes here: finding the method, running it, answering.
 
 Contract: each CALL is answered once, with one ANSWER or one FAIL.  A call

@@ -23,8 +23,8 @@ from protocols.kv.sqlite import prefixEnd
 from protocols.kv.threads import InlineCalls
 from protocols.rpc import SERVER_CALL_LIMITS
 
-from .services import RpcPair
-from .test_kv_store import Watcher
+from ..rpc.services import RpcPair
+from .test_store import Watcher
 
 
 def run(done: Deferred[Any]) -> Any:

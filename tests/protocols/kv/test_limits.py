@@ -10,7 +10,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from protocols.kv import KeyValueStore, ListTooLarge, MemoryStorage, SQLiteStorage, Storage, StoreFull, StoreLimits
 from protocols.rpc import RemoteError
 
-from .services import RpcPair
+from ..rpc.services import RpcPair
 
 LIMITS = StoreLimits(maxKeys=3, maxBytes=100, maxListBytes=5)
 

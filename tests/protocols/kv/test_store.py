@@ -32,7 +32,7 @@ from protocols.rpc import (
 from protocols.rpc.refs import REF_OPEN_TYPE
 
 from ..helpers import pytestTest, trialTest
-from .services import RpcPair
+from ..rpc.services import RpcPair
 
 
 class Watcher(Referenceable):
