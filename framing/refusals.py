@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.test_rpc_session,tests.protocols.test_drop,tests.attack.test_twisted_drop -*-
+# -*- test-case-name: tests.framing.rpc.test_session,tests.protocols.test_drop,tests.attack.test_twisted_drop -*-
 """Refusals: how many a peer may earn before its connection is dropped, the one rule every shell applies.
 
 Contract: an honest peer earns a refusal for a bug (a call to a method or

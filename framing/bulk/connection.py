@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.test_bulk_connection,tests.protocols.bulk.test_states -*-
+# -*- test-case-name: tests.framing.bulk.test_connection,tests.protocols.bulk.test_states -*-
 """The rules of one bulk connection that every shell shares: announcements, dispatch, receiver credit and checks.
 
 Contract: what wire format 5.5 states about a connection's streams, once,

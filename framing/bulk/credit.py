@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.test_bulk_credit -*-
+# -*- test-case-name: tests.framing.bulk.test_credit -*-
 """The sender's side of a stream's flow control: what credit allows it to send, and in what frames.
 
 Contract: a L{SendCredit} never lets its stream send more than the receiver

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.bulk.test_digests,tests.framing.test_bulk_connection -*-
+# -*- test-case-name: tests.protocols.bulk.test_digests,tests.framing.bulk.test_connection -*-
 """Digests of bulk streams and files, sans-IO: which this process computes, which two peers share, and a mismatch.
 
 Contract: L{availableDigests} names what this process computes, best first

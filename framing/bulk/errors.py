@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.test_bulk_connection,tests.framing.test_bulk_streams,tests.protocols.test_base -*-
+# -*- test-case-name: tests.framing.bulk.test_connection,tests.framing.bulk.test_streams,tests.protocols.test_base -*-
 """How a bulk transfer fails: which error is raised where, and what each side sees.
 
  - The peer broke the bulk protocol: a L{framing.ProtocolError}

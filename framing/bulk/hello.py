@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.test_bulk_connection,tests.protocols.bulk.test_states -*-
+# -*- test-case-name: tests.framing.bulk.test_connection,tests.protocols.bulk.test_states -*-
 """The HELLO of a bulk connection: each side's digests and initial window, and the digest a stream gets.
 
 Contract: each side sends one HELLO (L{HELLO}) before its first call, its

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.bulk.test_states,tests.framing.test_bulk_connection -*-
+# -*- test-case-name: tests.protocols.bulk.test_states,tests.framing.bulk.test_connection -*-
 """A bulk stream's states, both ways, and the one table of what moves each between them.
 
 Contract: every shell (the Twisted channel, the clients without Twisted)

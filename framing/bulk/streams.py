@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.test_bulk_streams,tests.protocols.bulk.test_states -*-
+# -*- test-case-name: tests.framing.bulk.test_streams,tests.protocols.bulk.test_states -*-
 """A client's bulk streams on one RPC connection, sans-IO: what the clients without Twisted carry streams with.
 
 Contract: a L{ClientStreams} is the bulk layer of one

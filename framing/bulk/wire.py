@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.bulk.test_wire,tests.framing.test_bulk_streams -*-
+# -*- test-case-name: tests.protocols.bulk.test_wire,tests.framing.bulk.test_streams -*-
 """The bulk layer on the wire: data frames, control messages, stream announcements.
 
 Contract: everything bulk sends is an ordinary top-level chunkwire object, so

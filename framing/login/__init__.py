@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_exports,tests.framing.test_login_urls,tests.protocols.test_blocking_logins -*-
+# -*- test-case-name: tests.test_exports,tests.framing.login.test_urls,tests.protocols.test_blocking_logins -*-
 """The sans-IO core of chunkwire's logins: what every client shares, whatever it waits with.
 
 L{framing.login.wire} is the login message (the open-type C{"login"}:

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.test_login_exchange,tests.examples.test_logins,tests.protocols.auth.test_login -*-
+# -*- test-case-name: tests.framing.login.test_exchange,tests.examples.test_logins,tests.protocols.auth.test_login -*-
 """What goes wrong in a login, as classes.
 
 Contract: the server's connection-level errors are L{framing.ProtocolError}s

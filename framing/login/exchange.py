@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.test_login_exchange,tests.protocols.test_asyncioclient_logins -*-
+# -*- test-case-name: tests.framing.login.test_exchange,tests.protocols.test_asyncioclient_logins -*-
 """The client's side of a login, sans-IO: which messages to send, and what the server's answers mean.
 
 Contract: a L{ClientExchange} runs one login with one L{ClientMechanism}.

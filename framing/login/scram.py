@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.auth.test_scram,tests.framing.test_login_exchange -*-
+# -*- test-case-name: tests.protocols.auth.test_scram,tests.framing.login.test_exchange -*-
 """SCRAM-SHA-256 (RFC 5802, RFC 7677): password logins that put nothing replayable on the wire.
 
 Contract: sans-IO and free of Twisted.  L{ScramClient} and L{ScramServer}

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.test_login_urls,tests.protocols.auth.test_urls -*-
+# -*- test-case-name: tests.framing.login.test_urls,tests.protocols.auth.test_urls -*-
 """Self-authenticating object URLs: where a server is, which key it holds, which object.
 
 Sans-IO, without Twisted: the URL's grammar, and the key hash a client

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.test_login_exchange,tests.protocols.test_blocking_typed,tests.attack.test_auth -*-
+# -*- test-case-name: tests.framing.login.test_exchange,tests.protocols.test_blocking_typed,tests.attack.test_auth -*-
 """The login exchange on the wire: one small open-type, three fields, and the limits before a login.
 
 Contract: every login message is one top-level object, OPEN C{"login"}, then

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.test_rpc_addresses,tests.protocols.rpc.test_failover -*-
+# -*- test-case-name: tests.framing.rpc.test_addresses,tests.protocols.rpc.test_failover -*-
 """Several addresses for one service: which one a call goes to, which to connect to when, sans-IO.
 
 Contract: an L{AddressBook} keeps one L{AddressState} per address and one

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.test_rpc_calltable,tests.protocols.test_blocking_cost -*-
+# -*- test-case-name: tests.framing.rpc.test_calltable,tests.protocols.test_blocking_cost -*-
 """The calls one side made that wait for answers, whatever waits for them: request ids and matching.
 
 Contract: a L{CallTable} numbers calls from 1 (0 is

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.test_rpc_clientstreams,tests.framing.test_rpc_streamtable -*-
+# -*- test-case-name: tests.framing.rpc.test_clientstreams,tests.framing.rpc.test_streamtable -*-
 """Object streams of the clients without Twisted, sans-IO: the stream table with a client session's output.
 
 Contract: a L{ClientObjectStreams} is the

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.test_rpc_context -*-
+# -*- test-case-name: tests.framing.rpc.test_context -*-
 """A call's deadline and metadata, sans-IO: the scope calls are made in, how scopes nest, what a call carries.
 
 Contract: every client (the Twisted broker's L{protocols.rpc.context}, and

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.test_rpc_exports -*-
+# -*- test-case-name: tests.framing.rpc.test_exports -*-
 """The references of one connection, sans-IO: what this side exports, what it holds of the peer's, and RELEASE.
 
 Contract: L{ExportTable} counts how many times each exported object's id

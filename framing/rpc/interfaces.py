@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.test_rpc_interfaces,tests.protocols.rpc.test_interfaces -*-
+# -*- test-case-name: tests.framing.rpc.test_interfaces,tests.protocols.rpc.test_interfaces -*-
 """Remote interfaces: one declaration of a service, checked on both ends, by every client.
 
 A remote interface is a C{typing.Protocol} subclassing L{RemoteInterface};

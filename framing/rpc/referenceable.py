@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.test_rpc_interfaces,tests.framing.test_rpc_session -*-
+# -*- test-case-name: tests.framing.rpc.test_interfaces,tests.framing.rpc.test_session -*-
 """What may be called remotely: L{Referenceable} objects and their L{remote} methods, sans-IO.
 
 Contract (the exposure rule): a peer reaches only instances of

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.test_rpc_session,tests.framing.test_rpc_clientstreams -*-
+# -*- test-case-name: tests.framing.rpc.test_session,tests.framing.rpc.test_clientstreams -*-
 """The client's side of one RPC connection, sans-IO: calls in, bytes out; bytes in, settled calls out.
 
 Contract: a L{ClientSession} is everything a chunkwire RPC client does on

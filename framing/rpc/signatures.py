@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.test_rpc_interfaces,tests.framing.test_rpc_exports -*-
+# -*- test-case-name: tests.framing.rpc.test_interfaces,tests.framing.rpc.test_exports -*-
 """Remote method signatures: type hints to constraints, and the argument checks made before a call.
 
 Contract: L{constraintFor} turns one type hint into the

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.test_rpc_streamtable,tests.framing.test_rpc_clientstreams -*-
+# -*- test-case-name: tests.framing.rpc.test_streamtable,tests.framing.rpc.test_clientstreams -*-
 """One connection's object streams, sans-IO, both ways: the one table of their ids, states and rules.
 
 Contract: an L{ObjectStreamTable} holds every rule of section 14 of

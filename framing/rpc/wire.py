@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.rpc.test_wire_cores,tests.framing.test_rpc_session -*-
+# -*- test-case-name: tests.protocols.rpc.test_wire_cores,tests.framing.rpc.test_session -*-
 """The RPC messages on the wire: six small tagged tuples under one open-type.
 
 Contract: every RPC message is one top-level chunkwire object, OPEN C{"rpc"},

@@ -34,7 +34,7 @@ from framing.rpc.wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, NO_ANSWER, Mess
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PING, PONG, PREAMBLE, encode_header
 
-from .test_cores import COMPILED, core, differential, values
+from ..test_cores import COMPILED, core, differential, values
 
 REGISTRY = Registry(DEFAULT_REGISTRY)
 addMessageTypes(REGISTRY)
