@@ -30,9 +30,11 @@ from typing import Any
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
+from zope.interface import implementer
 
 from framing.ledger import TOTALS, Ledger
 
+from ..interfaces import IConnectionObserver
 from ..rpc.interceptors import CLIENT, REFUSED, SERVER, CallInterceptor, CallTally
 
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -97,14 +99,7 @@ class PrometheusInterceptor(CallInterceptor):
         self._open.inc()
         self._opened.inc()
         self._live[broker] = None
-        connection = broker.connection
-        received = connection.dataReceived
-
-        def counting(data: bytes) -> None:
-            self._received += len(data)
-            received(data)
-
-        connection.dataReceived = counting
+        broker.connection.addObserver(_ReadCounter(self))
 
     def connectionLost(self, broker: Any) -> None:
         self._open.dec()
@@ -114,6 +109,10 @@ class PrometheusInterceptor(CallInterceptor):
     def sentBytes(self) -> int:
         """Bytes sent on every connection so far."""
         return self._sentClosed + sum(_sent(broker) for broker in self._live)
+
+    def countReceived(self, length: int) -> None:
+        """C{length} more bytes were read from a peer (told by each connection's observer)."""
+        self._received += length
 
     def receivedBytes(self) -> int:
         """Bytes received on every connection so far."""
@@ -134,6 +133,35 @@ class PrometheusInterceptor(CallInterceptor):
 
 
 _UNKNOWN_TYPES = frozenset({"NoSuchMethod", "NoSuchObject"})
+
+
+@implementer(IConnectionObserver)
+class _ReadCounter:
+    """
+    Counts a connection's bytes read into its L{PrometheusInterceptor}
+    (an observer: each read once, decoded at once or held first).
+    """
+
+    def __init__(self, interceptor: PrometheusInterceptor) -> None:
+        self.interceptor = interceptor
+
+    def connectionStarted(self, protocol: Any) -> None:
+        pass
+
+    def dataArrived(self, length: int) -> None:
+        self.interceptor.countReceived(length)
+
+    def dataDecoded(self, length: int, completed: int, controlBytes: int) -> None:
+        pass  # (counted when it arrived)
+
+    def dataRead(self, length: int, completed: int, controlBytes: int) -> None:
+        self.interceptor.countReceived(length)
+
+    def sendBacklogChanged(self, backlogged: bool) -> None:
+        pass
+
+    def connectionEnded(self, reason: Any) -> None:
+        pass
 
 
 def _sent(broker: Any) -> int:

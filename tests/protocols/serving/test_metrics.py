@@ -65,6 +65,8 @@ class PrometheusTests(SynchronousTestCase):
         self.assertEqual(self.value("chunkwire_connections"), 1)
         self.assertEqual(self.value("chunkwire_connections_opened_total"), 1)
         self.assertGreater(self.value("chunkwire_received_bytes_total"), 1000)
+        # Every byte the client sent was read once (an observer of the connection counts them).
+        self.assertEqual(self.value("chunkwire_received_bytes_total"), self.pair.client.connection.transport.bytesSent)
         self.assertGreater(self.value("chunkwire_sent_bytes_total"), 1000)
         self.assertEqual(self.value("chunkwire_bulk_streams"), 0)
         self.pair.server.connection.transport.loseConnection()
