@@ -39,21 +39,8 @@ CALLS_ACCOUNT = "calls"
 """
 The ledger account (L{framing.ledger.Ledger}) of the peer's calls held
 here, waiting to run or running: what their arguments and the metadata
-kept with them hold, and the call's own state (L{callBytes}).  The Twisted broker
+kept with them hold (L{callBytes}).  The Twisted broker
 (L{protocols.rpc.answering}) and the clients without Twisted (L{IncomingCalls}) charge it alike.
-"""
-
-
-RUNNING_CALL_BYTES = 3072
-"""
-What a call held here holds besides its arguments: its Deferred, a
-coroutine method's frame and Twisted's inline-callbacks state, the
-table entries that find it, and the storage call or Deferred it awaits.
-Measured with tracemalloc in the Twisted shell: 2.3 kB for a coroutine
-method awaiting a Deferred (tests/protocols/rpc/test_call_ledger.py
-C{RunningCallStateTests}, which fails if a call holds more).  Without it
-a flood of small calls was charged its arguments only, a fraction of
-what each held.
 """
 
 
@@ -64,10 +51,9 @@ def callBytes(
     registry: Registry | None = None,
 ) -> int:
     """
-    The bytes a call held here is charged by (L{CALLS_ACCOUNT}): its own
-    state (L{RUNNING_CALL_BYTES}) and the memory its positional arguments,
-    keyword arguments and C{metadata} hold, by
-    L{framing.budget.held_bytes} (every object's C{getsizeof}; an
+    The bytes a call held here is charged by (L{CALLS_ACCOUNT}): the
+    memory its positional arguments, keyword arguments and C{metadata}
+    hold, by L{framing.budget.held_bytes} (every object's C{getsizeof}; an
     object of a type C{registry} sends by its state, any other by its own
     size: a stream reader or a reference among them is not walked into the
     connection it belongs to).
@@ -78,7 +64,7 @@ def callBytes(
     is charged what it holds.  O(the arguments), which the decoder has just
     paid for building them, and only for the calls held.
     """
-    return RUNNING_CALL_BYTES + held_bytes((args, kwargs, metadata), registry)
+    return held_bytes((args, kwargs, metadata), registry)
 
 
 class IncomingCall:
