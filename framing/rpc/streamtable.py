@@ -451,8 +451,9 @@ class ObjectStreamTable:
         self.dropped.clear()
         self.windows.clear()
         producers = list(self.producers.values())
+        self.producers.clear()
         for producer in producers:
-            self.producerOver(producer)
+            self.releaseProducer(producer)  # (the shell is told of them by its caller, once)
         return failed, producers
 
     def _send(self, message: FlowMessage) -> None:
