@@ -96,7 +96,7 @@ def withoutTLS(description: str) -> bool:
     C{tls} extra, as a plain TCP client needs; an C{ssl:} or C{tls:}
     endpoint, or pyOpenSSL already loaded, leaves everything as it is.
     """
-    kind = _FIELD_SEPARATOR.split(description.strip(), 1)[0]
+    kind = _FIELD_SEPARATOR.split(description.strip(), 1)[0].lower()  # Twisted reads the type in any case
     if kind not in PLAIN_ENDPOINTS or "OpenSSL" in sys.modules:
         return False
     sys.modules["OpenSSL"] = None  # type: ignore[assignment]

@@ -87,7 +87,7 @@ class WithoutTLSTests(SynchronousTestCase):
 
     def test_plain(self) -> None:
         """tcp: and unix: endpoints mark pyOpenSSL absent (None, what an import then refuses)."""
-        for description in ("tcp:host=127.0.0.1:port=8770", " unix:/tmp/s.sock"):
+        for description in ("tcp:host=127.0.0.1:port=8770", " unix:/tmp/s.sock", "TCP:host=h:port=1"):
             self.modules.pop("OpenSSL", None)
             self.assertTrue(connecting().withoutTLS(description), description)
             self.assertIsNone(self.modules["OpenSSL"], description)
