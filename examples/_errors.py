@@ -234,16 +234,16 @@ def pausedCollector() -> Iterator[None]:
     L{resumeCollector} (or the body's end) turns it back on; on the way out
     (the command's exit) freeze every object left.
 
-    The cost it saves: a command imports some 570 modules, whose objects
+    The cost it saves: a command imports some 500 modules, whose objects
     the collector would walk over and over while they load (a tenth of the
     import time) and again when the interpreter tears down at the exit
-    (as much CPU as a quarter of the imports; tests/examples/test_errors.py
-    RunCommandTests).  Freezing keeps the objects, it frees nothing: the
-    teardown still releases every module and runs the finalizers of what
-    reference counting frees; what it skips is collecting reference cycles
-    left at the exit, which hold nothing to flush (a command closes its
-    files and connections before it returns; Python flushes stdout and
-    stderr itself).
+    (a fifth of the imports' CPU more; bulk_client.py's commands: some
+    100 ms of CPU in all, tests/examples/test_errors.py RunCommandTests).
+    Freezing keeps the objects, it frees nothing: the teardown still
+    releases every module and runs the finalizers of what reference
+    counting frees; what it skips is collecting reference cycles left at
+    the exit, which hold nothing to flush (a command closes its files and
+    connections before it returns; Python flushes stdout and stderr itself).
     """
     gc.disable()
     try:

@@ -485,8 +485,8 @@ class ReconnectingClient:
         self.goAways = 0
         # Calls waiting for the connection after a GOAWAY; None: no GOAWAY to follow.
         self._moving: list[Deferred[Broker]] | None = None
-        # Here, not at the module's top: twisted.application (and automat) is a tenth of what a
-        # one-shot client such as bulk_client.py imports, and only a reconnecting client needs it.
+        # Here, not at the module's top: twisted.application and automat (13 modules) are for a
+        # reconnecting client only, not for a one-shot client such as bulk_client.py.
         from twisted.application.internet import ClientService, backoffPolicy
 
         self._retryPolicy = retryPolicy if retryPolicy is not None else backoffPolicy()
