@@ -9,6 +9,7 @@ the server: Twisted verifies an C{ssl:} server's certificate only against
 C{caCertsDir=} (that CA) or, with C{hostname=} alone, the system's CAs;
 with neither, any certificate is accepted, so anyone on the path can pose
 as the server.  The connection is still made: the user asked for it.
+L{withoutTLS} keeps pyOpenSSL out of a client whose endpoint speaks no TLS.
 """
 
 from __future__ import annotations
@@ -73,4 +74,30 @@ def warnIfUnverified(description: str, stream: TextIO | None = None) -> bool:
         file=stream or sys.stderr,
         flush=True,
     )
+    return True
+
+
+PLAIN_ENDPOINTS = ("tcp", "unix")
+"""The client endpoint types that never speak TLS (Twisted's C{ssl:} and C{tls:} do)."""
+
+
+def withoutTLS(description: str) -> bool:
+    """
+    Keep pyOpenSSL (and the cryptography package under it) out of this
+    process if the client endpoint C{description} speaks no TLS
+    (L{PLAIN_ENDPOINTS}); whether it did.  Call it before Twisted's reactor
+    is imported, which is what it changes.
+
+    Twisted's reactor loads its TLS support as it starts whenever pyOpenSSL
+    is installed: a quarter of what a bulk_client.py command imports (some
+    80 modules), which a C{tcp:} or C{unix:} connection never uses.  With
+    the package marked absent in C{sys.modules} (Python's way of saying
+    "not installed" to an import), Twisted loads as it does without the
+    C{tls} extra, as a plain TCP client needs; an C{ssl:} or C{tls:}
+    endpoint, or pyOpenSSL already loaded, leaves everything as it is.
+    """
+    kind = _FIELD_SEPARATOR.split(description.strip(), 1)[0].lower()  # Twisted reads the type in any case
+    if kind not in PLAIN_ENDPOINTS or "OpenSSL" in sys.modules:
+        return False
+    sys.modules["OpenSSL"] = None  # type: ignore[assignment]
     return True

@@ -37,7 +37,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 # The script's directory is on sys.path: the error report and the progress display are shared with the other examples.
-from _connecting import addTimeoutArgument, warnIfUnverified
+from _connecting import addTimeoutArgument, warnIfUnverified, withoutTLS
 from _errors import CommandLineParser, addDebugArgument, runCommand
 from _login import addLoginArguments, credentialsFrom
 
@@ -205,6 +205,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--trace", action="store_true", help="log every token sent and received, readably, to stderr")
     addDebugArgument(parser, send, fetch, listing)
     args = parser.parse_args(argv)
+    withoutTLS(args.connect)  # before anything loads Twisted's reactor: a tcp: or unix: client needs no TLS support
     if args.digest is not None:
         from framing.bulk.digests import availableDigests
 

@@ -21,7 +21,6 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar, overload
 
-from twisted.application.internet import ClientService, backoffPolicy
 from twisted.internet.defer import Deferred, fail, maybeDeferred, succeed
 from twisted.internet.endpoints import clientFromString, serverFromString
 from twisted.internet.error import ConnectionDone, ConnectionLost
@@ -486,6 +485,10 @@ class ReconnectingClient:
         self.goAways = 0
         # Calls waiting for the connection after a GOAWAY; None: no GOAWAY to follow.
         self._moving: list[Deferred[Broker]] | None = None
+        # Here, not at the module's top: twisted.application and automat (13 modules) are for a
+        # reconnecting client only, not for a one-shot client such as bulk_client.py.
+        from twisted.application.internet import ClientService, backoffPolicy
+
         self._retryPolicy = retryPolicy if retryPolicy is not None else backoffPolicy()
         # Preparations failed in a row (see _retryDelay).
         self._preparationFailures = 0

@@ -74,3 +74,33 @@ class TimeoutArgumentTests(SynchronousTestCase):
         parser = self.parser()
         parser.error = lambda message: (_ for _ in ()).throw(ValueError(message))  # type: ignore[method-assign]
         self.assertRaises(ValueError, parser.parse_args, ["--timeout", "-1"])
+
+
+class WithoutTLSTests(SynchronousTestCase):
+    """withoutTLS: pyOpenSSL marked absent for a tcp: or unix: client endpoint only, and only if not loaded yet."""
+
+    def setUp(self) -> None:
+        # A copy of the module table, as the function sees it: the test process's own imports stay as they are.
+        modules = {name: module for name, module in sys.modules.items() if name != "OpenSSL"}
+        self.patch(sys, "modules", modules)
+        self.modules = modules
+
+    def test_plain(self) -> None:
+        """tcp: and unix: endpoints mark pyOpenSSL absent (None, what an import then refuses)."""
+        for description in ("tcp:host=127.0.0.1:port=8770", " unix:/tmp/s.sock", "TCP:host=h:port=1"):
+            self.modules.pop("OpenSSL", None)
+            self.assertTrue(connecting().withoutTLS(description), description)
+            self.assertIsNone(self.modules["OpenSSL"], description)
+
+    def test_tls(self) -> None:
+        """ssl: and tls: endpoints (and any other kind) leave the table alone."""
+        for description in ("ssl:host=127.0.0.1:port=8770", "tls:example.com:8770", "tcp6:host=::1:port=1"):
+            self.assertFalse(connecting().withoutTLS(description), description)
+            self.assertNotIn("OpenSSL", self.modules, description)
+
+    def test_alreadyLoaded(self) -> None:
+        """pyOpenSSL already loaded stays loaded: marking it absent then would break who holds it."""
+        loaded = ModuleType("OpenSSL")
+        self.modules["OpenSSL"] = loaded
+        self.assertFalse(connecting().withoutTLS("tcp:host=127.0.0.1:port=8770"))
+        self.assertIs(self.modules["OpenSSL"], loaded)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.processes import ROOT
+from tests.processes import ROOT, runPython
 
 from .cli import address, clientRun, closedPort, foreignServer
 
@@ -131,3 +132,52 @@ class EndpointHintTests(SynchronousTestCase):
         self.assertEqual(endpointHint("8750", True), "use tcp:8750")
         self.assertEqual(endpointHint("[::1]:8750", True), "use tcp:8750:interface=\\:\\:1")
         self.assertEqual(endpointHint("tpc:host=x:port=1", False), "")
+
+
+_COLLECTOR_PROBE = """
+import atexit, gc, json, sys
+sys.path.insert(0, "examples")
+from _errors import runCommand
+
+seen = {}
+kept = []
+
+async def main(reactor):
+    from twisted.internet.task import deferLater
+
+    seen["loading"] = gc.isenabled()  # main's start: what it imports before its first wait loads here
+    await deferLater(reactor, 0, lambda: None)
+    seen["running"] = gc.isenabled()
+    seen["frozen"] = gc.get_freeze_count()
+    kept.extend([] for _ in range(1000))  # made while the command runs: frozen only at the exit
+    raise SystemExit(3)
+
+def report():
+    # Frozen: tracked, yet in none of the collector's generations (gc.get_objects lists those).
+    collectable = {id(thing) for thing in gc.get_objects()}
+    seen["keptFrozen"] = all(gc.is_tracked(thing) and id(thing) not in collectable for thing in kept)
+    print(json.dumps(seen), flush=True)
+
+atexit.register(report)
+runCommand(main, None, False)
+"""
+
+
+class RunCommandTests(SynchronousTestCase):
+    """L{_errors.runCommand}'s start-up and exit: the cyclic collector paused while modules load, frozen at the exit."""
+
+    def test_collectorPausedWhileLoadingFrozenAtExit(self) -> None:
+        """
+        C{main}'s start (where a command imports Twisted and chunkwire) runs
+        with the collector off; once the reactor runs it is on again with
+        what was loaded frozen out of its reach; at the exit what the
+        command made is frozen too (the interpreter's teardown skips walking
+        it), and the exit status is C{main}'s.
+        """
+        done = runPython("-c", _COLLECTOR_PROBE, timeout=60)
+        self.assertEqual(done.returncode, 3, done.stderr)
+        seen = json.loads(done.stdout.splitlines()[-1])
+        self.assertFalse(seen["loading"])
+        self.assertTrue(seen["running"])
+        self.assertGreater(seen["frozen"], 10000)  # Twisted's modules and their objects
+        self.assertTrue(seen["keptFrozen"])

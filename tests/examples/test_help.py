@@ -11,7 +11,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from tests.processes import ENV, ROOT, readUntil, startPython, stop
 
-from .cli import clientRun
+from .cli import address, bulkServer, clientRun
 
 PROGRAMS = {
     "echo_server.py": ["--listen", "--preamble-timeout", "--debug"],
@@ -102,6 +102,60 @@ class HelpImportTests(SynchronousTestCase):
                 if name.split(".")[0] in {"twisted", "framing", "protocols", "cryptography", "OpenSSL", "zope"}
             }
             self.assertEqual(heavy, set(), arguments)
+
+
+class CommandImportTests(SynchronousTestCase):
+    """
+    bulk_client.py's commands load TLS support only for an endpoint that
+    speaks TLS (_connecting.withoutTLS), and no machinery they do not use.
+    """
+
+    def imported(self, *arguments: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+        """A run of C{bulk_client.py ARGUMENTS} to its end, and the modules it imported (as L{HelpImportTests})."""
+        command = [sys.executable, "-X", "importtime", str(ROOT / "examples" / "bulk_client.py"), *arguments]
+        done = subprocess.run(command, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=60)
+        return done, {
+            line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")
+        }
+
+    def test_plainConnectionLoadsNoTLS(self) -> None:
+        """A send to a tcp: endpoint works with neither pyOpenSSL nor cryptography nor Twisted's TLS layer loaded."""
+        served = Path(self.mktemp()).resolve()
+        served.mkdir(parents=True)
+        port = bulkServer(self, served)
+        source = served.parent / "source.bin"
+        source.write_bytes(bytes(range(256)) * 400)
+        done, imported = self.imported("--connect", address(port), "send", str(source))
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("sent source.bin", done.stdout)
+        self.assertIn("twisted.internet.tcp", imported)  # the lines were read
+        # (Twisted's attempts to import its TLS layer stay in the lines, which name failed imports too.)
+        tls = {name for name in imported if name.split(".")[0] in {"cryptography", "service_identity"}}
+        tls |= {name for name in imported if name.endswith("_sslverify")}
+        self.assertEqual(tls, set())
+        # Nor the reconnecting client's twisted.application (protocols/rpc/endpoints.py imports it when used).
+        self.assertEqual({name for name in imported if name.startswith("twisted.application")}, set())
+        self.assertEqual((served / "source.bin").read_bytes(), source.read_bytes())
+
+    def test_tlsConnection(self) -> None:
+        """An ssl: endpoint still loads TLS support: a listing over TLS from a bulk server on an ssl: port."""
+        from protocols.testing import CertificateAuthority
+
+        work = Path(self.mktemp()).resolve()
+        (work / "served").mkdir(parents=True)
+        authority = CertificateAuthority.generate()
+        caDirectory = authority.writeCADirectory(work / "ca")
+        authority.issue("localhost", server=True).writePEM(work / "server.pem")
+        listen = f"ssl:0:interface=127.0.0.1:privateKey={work / 'server.pem'}"
+        server = startPython("examples/bulk_server.py", "--listen", listen, "--dir", str(work / "served"))
+        self.addCleanup(stop, server)
+        port = int(readUntil(server, rb"bulk server listening on .* port=(\d+)\)").group(1))
+        (work / "served" / "kept.bin").write_bytes(b"x" * 1000)
+        where = f"ssl:host=127.0.0.1:port={port}:caCertsDir={caDirectory}:hostname=localhost"
+        done, imported = self.imported("--connect", where, "list")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("kept.bin", done.stdout)
+        self.assertIn("twisted.protocols.tls", imported)
 
 
 class StartupTests(SynchronousTestCase):
