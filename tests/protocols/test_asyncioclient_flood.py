@@ -81,14 +81,17 @@ class FloodTests(SynchronousTestCase):
             elapsed = time.monotonic() - started
             reading = connection._transport.is_reading()  # type: ignore[union-attr]
             self.assertFalse(reading, "the client went on reading a server that reads nothing")
-            self.assertGreater(connection._session.ledger.holding(UNSENT), 0)
+            ledger = connection._session.ledger
+            self.assertGreater(ledger.holding(UNSENT), 0)
+            # (the ledger went over the budget, which is what stops reading: the write buffer, with what the
+            # read that passed it holds in its other accounts; the buffer alone may stay under the budget)
+            self.assertGreater(ledger.peak, BUDGET, ledger.accounts())
             closing = time.monotonic()
             await connection.close()
             return sizes, elapsed, time.monotonic() - closing, connection
 
         sizes, elapsed, closed, connection = asyncio.run(asyncio.wait_for(main(), HANG))
         self.assertLess(max(sizes), BOUND)
-        self.assertGreater(max(sizes), BUDGET)  # (the buffer did fill past the budget: the server read nothing)
         self.assertLess(elapsed, 5.0 + MARGIN)
         self.assertLess(closed, 1.0 + MARGIN)
         self.assertEqual(connection.bufferedBytes, 0)
