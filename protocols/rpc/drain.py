@@ -25,8 +25,9 @@ from twisted.internet.defer import Deferred, fail, gatherResults, succeed
 from twisted.internet.error import ConnectionDone
 from twisted.internet.task import LoopingCall
 
+from framing.rpc.drain import OPEN, Drain, DrainState
 from framing.rpc.errors import DeadReferenceError, registerError
-from framing.rpc.wire import GOAWAY, Message
+from framing.rpc.wire import Message
 
 from .calls import reactorOf
 from .streams import ObjectStreams
@@ -72,46 +73,39 @@ class DrainDeadlineExceeded(Exception):
 registerError(DrainDeadlineExceeded, "chunkwire.DrainDeadlineExceeded")
 
 
-class _State:
-    """A connection's drain state: a name and whether new calls may start."""
-
-    def __init__(self, name: str, calling: bool) -> None:
-        self.name = name
-        self.calling = calling
-
-    def __repr__(self) -> str:
-        return f"<drain {self.name}>"
-
-
-OPEN = _State("open", True)
-SENT = _State("sent GOAWAY", False)
-RECEIVED = _State("received GOAWAY", False)
-
-
 class ConnectionDrain:
     """
     The drain of one broker's connection (its C{drain} attribute; the
-    handler of GOAWAY messages).
+    handler of GOAWAY messages): the sans-IO L{framing.rpc.drain.Drain}
+    (its states and rules) with the broker's timers, writes and close.
 
-    @ivar state: L{OPEN}, L{SENT} or L{RECEIVED}.
-    @ivar grace: the grace time announced, in seconds (either way), or C{None}.
+    @ivar rule: the L{framing.rpc.drain.Drain}.
     @ivar goneAway: called with the broker when the peer sends GOAWAY
         (L{protocols.rpc.ReconnectingClient} listens here).
     """
 
     def __init__(self, broker: Any) -> None:
         self._broker = broker
-        self.state = OPEN
-        self.grace: float | None = None
+        self.rule = Drain()
         self.goneAway: list[Callable[[Any], object]] = []
         self._poll: LoopingCall | None = None
         self._deadline: Any = None
         self._abort: Any = None
 
     @property
+    def state(self) -> DrainState:
+        """L{framing.rpc.drain.OPEN}, L{framing.rpc.drain.SENT} or L{framing.rpc.drain.RECEIVED}."""
+        return self.rule.state
+
+    @property
+    def grace(self) -> float | None:
+        """The grace time announced, in seconds (either way), or C{None}."""
+        return self.rule.grace
+
+    @property
     def draining(self) -> bool:
         """Whether either end sent GOAWAY on this connection."""
-        return self.state is not OPEN
+        return self.rule.draining
 
     def goAway(self, grace: float = DEFAULT_GRACE) -> Deferred[BaseException]:
         """
@@ -125,18 +119,20 @@ class ConnectionDrain:
         if broker is None:
             return succeed(ConnectionDone("closed before the drain"))
         lost: Deferred[BaseException] = broker.whenDisconnected()
-        if self.state is not OPEN or not broker.isConnected():
+        if self.rule.state is not OPEN or not broker.isConnected():
             return lost
-        self._stopCalling(SENT, grace)
-        broker.sendObject(Message((GOAWAY, max(0, round(grace * 1000)))))
+        message = self.rule.send(grace)
+        assert message is not None
+        self._stopCalling()
+        broker.sendObject(message)
         self._deadline = self._clock().callLater(grace, self._deadlinePassed)
         return lost
 
     def goAwayReceived(self, message: Message) -> None:
-        """The peer sent GOAWAY: start no new call, and close once no call waits on either side."""
-        if self.state is not OPEN:
+        """The peer sent GOAWAY: start no new call, and close once nothing is in flight (L{Drain.closes})."""
+        if not self.rule.received(message):
             return
-        self._stopCalling(RECEIVED, message[1] / 1000)
+        self._stopCalling()
         for listener in self.goneAway:
             listener(self._broker)
         self._closeWhenIdle()
@@ -154,10 +150,9 @@ class ConnectionDrain:
     def _clock(self) -> Any:
         return reactorOf(self._broker.clock)
 
-    def _stopCalling(self, state: _State, grace: float) -> None:
+    def _stopCalling(self) -> None:
         """New calls fail with L{GoingAway}: the broker's bound call methods are replaced (none of them is sent)."""
-        self.state = state
-        self.grace = grace
+        state = self.rule.state
         reason = f"the connection to {self._broker.connection.peerName()} is draining ({state.name})"
 
         def refuse(target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Deferred[Any]:
@@ -170,13 +165,10 @@ class ConnectionDrain:
         self._broker.callRemoteOnly = refuseOnly
 
     def _idle(self) -> bool:
+        """Whether the connection closes now (L{Drain.closes}, asked with the broker's counts)."""
         broker = self._broker
-        if broker.pendingCount or broker.runningCount:
-            return False
-        # A stream of objects outlives the call that answered with it: it is work in flight too.
-        return not any(
-            isinstance(extension, ObjectStreams) and extension.streamCount for extension in broker.extensions
-        )
+        streams = sum(extension.streamCount for extension in broker.extensions if isinstance(extension, ObjectStreams))
+        return self.rule.closes(broker.pendingCount, broker.runningCount, streams)
 
     def _closeWhenIdle(self) -> None:
         if self._idle():
