@@ -52,11 +52,10 @@ from .errors import (
     ServerSilent,
     UnreadableRequestId,
     callLost,
-    describe,
     rebuild,
 )
 from .exports import DEFAULT_MAX_IMPORTS, ClientReferences, ExportTable
-from .incoming import DEFAULT_MAX_RUNNING, IncomingCall, IncomingCalls, failure
+from .incoming import DEFAULT_MAX_RUNNING, IncomingCall, IncomingCalls, failure, withoutDetails
 from .interfaces import ExportedReference
 from .referenceable import Referenceable
 from .references import ReferenceableSlicer, ReferenceUnslicer, RemoteReferenceSlicer, YourReferenceUnslicer
@@ -723,8 +722,7 @@ class ClientSession(Generic[Waiter]):
         """
         if self._refused(settled) or requestId == NO_ANSWER:
             return
-        typeName, text, details = describe(error)
-        self.output.append(self._encode(Message((FAIL, requestId, typeName, text, None, details))))
+        self.output.append(self._encode(failure(requestId, error)))
 
     def _refused(self, settled: list[Settled]) -> bool:
         """Count one refusal; past the rate, end the session (L{framing.refusals.TooManyRefusals}) and say so."""
@@ -754,13 +752,11 @@ class ClientSession(Generic[Waiter]):
         except Exception as encodingError:
             if isinstance(encodingError, Violation):
                 encodingError.where = "result" + encodingError.where
+            failed = failure(call.requestId, encodingError)
             try:
-                data = self._encode(failure(call.requestId, encodingError))
+                data = self._encode(failed)
             except Exception:
-                # A registered exception whose details cannot be sent: its type and text still go.
-                data = self._encode(
-                    Message((FAIL, call.requestId, type(encodingError).__name__, str(encodingError), None, None))
-                )
+                data = self._encode(withoutDetails(failed))
         self.output.append(data)
         return self.closeIfDrained()
 

@@ -200,7 +200,7 @@ class Interception(CallInterception):
         self._call = broker.incoming.callReceived
         self._cancel = broker.incoming.cancelReceived
         if self._lean:
-            # The calls answered here are timed by IncomingCalls itself: no CALL handler of ours in their path.
+            # The calls answered here are timed by CallRunner itself: no CALL handler of ours in their path.
             broker.incoming.starts = self._answering
         broker.interceptCalls(None if self._lean else self._callReceived, self._cancelReceived)
         self._callRemote = broker.callRemote
@@ -220,7 +220,7 @@ class Interception(CallInterception):
             self.safely(interceptor.connectionMade, self.broker)
 
     def connectionLost(self, reason: Failure) -> None:
-        # (emptied in place: in the recorders' case IncomingCalls writes to this same dict)
+        # (emptied in place: in the recorders' case CallRunner writes to this same dict)
         entries = list(self._answering.values())
         self._answering.clear()
         for entry in entries:
