@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.rpc.test_incoming,tests.framing.rpc.test_exports,tests.protocols.rpc.test_call_ledger -*-
+# -*- test-case-name: tests.framing.rpc.test_incoming,tests.protocols.rpc.test_call_ledger -*-
 """The server's calls to a client's exports, sans-IO: found, checked, handed to the I/O layer to run, answered.
 
 Contract: L{IncomingCalls} (the clients without Twisted; the Twisted
