@@ -4,7 +4,9 @@
 Contract: a L{Drain} is one connection's drain state (C{docs/wire-format.md}
 12.1): L{OPEN}, then L{SENT} (this side sent GOAWAY: L{Drain.send} gives
 its message) or L{RECEIVED} (L{Drain.received}); either way no new call
-starts there, and a second GOAWAY changes nothing.  The receiver closes
+starts there (L{GoingAway}), and a second GOAWAY changes nothing; past
+the sender's grace its calls still running fail with
+L{DrainDeadlineExceeded} (registered: every shell rebuilds it).  The receiver closes
 the connection as soon as nothing is in flight either way (no call of
 either side waits or runs, no object stream is open: L{Drain.closes}), so
 no CALL is on the wire at the close.  The Twisted broker
@@ -19,9 +21,36 @@ Design: docs/design/same-bytes.md
 
 from __future__ import annotations
 
+from .errors import DeadReferenceError, registerError
 from .wire import GOAWAY, Message
 
-__all__ = ["OPEN", "RECEIVED", "SENT", "Drain", "DrainState"]
+__all__ = ["OPEN", "RECEIVED", "SENT", "Drain", "DrainDeadlineExceeded", "DrainState", "GoingAway"]
+
+
+class GoingAway(DeadReferenceError):
+    """
+    A call was not sent: the connection is draining (one end sent GOAWAY).
+    Nothing of it reached the peer, so it may be sent on another connection.
+    """
+
+
+class DrainDeadlineExceeded(Exception):
+    """
+    The peer was draining and its grace time passed while this call still
+    ran there: it was cancelled, and it may or may not have taken effect.
+
+    @ivar grace: the grace time, in seconds.
+    """
+
+    def __init__(self, message: str, grace: float = 0.0) -> None:
+        super().__init__(message, grace)
+        self.grace = grace
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+registerError(DrainDeadlineExceeded, "chunkwire.DrainDeadlineExceeded")
 
 
 class DrainState:

@@ -40,7 +40,7 @@ from framing.wire import PING, PONG, PREAMBLE, encode_header
 
 from .calltable import CallTable
 from .clientstreams import ClientObjectStreams
-from .drain import Drain
+from .drain import Drain, GoingAway
 from .errors import (
     ClosedBeforePreamble,
     ConnectionLost,
@@ -430,7 +430,7 @@ class ClientSession(Generic[Waiter]):
         gives up on the call (L{cancel}) when it passes.
 
         @return: its request id, and the bytes of its CALL to send whole.
-        @raise framing.rpc.DeadReferenceError: the session ended, or the server is going away.
+        @raise framing.rpc.DeadReferenceError: the session ended, or the server is going away (L{GoingAway}).
         @raise TypeError: C{name} is no str.
         @raise framing.rpc.errors.TooManyPendingCalls: too many calls wait already.
         @raise framing.EncodingError: an argument cannot be sent (nothing is kept).
@@ -543,8 +543,9 @@ class ClientSession(Generic[Waiter]):
             raise TypeError(f"a method name is a str, not {type(name).__name__}")
         state = self.state
         if state is _ENDED or state is _GOING_AWAY:
-            why = "the server is going away" if self.failure is None else f"the connection ended: {self.failure}"
-            raise DeadReferenceError(f"cannot call {name!r}: {why}")
+            if self.failure is None:
+                raise GoingAway(f"cannot call {name!r}: the server is going away")
+            raise DeadReferenceError(f"cannot call {name!r}: the connection ended: {self.failure}")
 
     def _encode(self, message: Message) -> bytes:
         encoder = self._encoder

@@ -25,8 +25,7 @@ from twisted.internet.defer import Deferred, fail, gatherResults, succeed
 from twisted.internet.error import ConnectionDone
 from twisted.internet.task import LoopingCall
 
-from framing.rpc.drain import OPEN, Drain, DrainState
-from framing.rpc.errors import DeadReferenceError, registerError
+from framing.rpc.drain import OPEN, Drain, DrainDeadlineExceeded, DrainState, GoingAway
 from framing.rpc.wire import Message
 
 from .calls import reactorOf
@@ -45,32 +44,6 @@ short) to leave before the connection is aborted: a reading peer takes them
 in milliseconds; one that does not read would otherwise hold the drain (and
 the process's exit) until some other timeout.
 """
-
-
-class GoingAway(DeadReferenceError):
-    """
-    A call was not sent: the connection is draining (one end sent GOAWAY).
-    Nothing of it reached the peer, so it may be sent on another connection.
-    """
-
-
-class DrainDeadlineExceeded(Exception):
-    """
-    The peer was draining and its grace time passed while this call still
-    ran there: it was cancelled, and it may or may not have taken effect.
-
-    @ivar grace: the grace time, in seconds.
-    """
-
-    def __init__(self, message: str, grace: float = 0.0) -> None:
-        super().__init__(message, grace)
-        self.grace = grace
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-registerError(DrainDeadlineExceeded, "chunkwire.DrainDeadlineExceeded")
 
 
 class ConnectionDrain:
