@@ -47,8 +47,8 @@ from types import TracebackType
 from typing import Any, TypeVar, cast, overload
 
 from framing.login.errors import LoginFailed
-from framing.login.exchange import ByteExchange, ObjectName
-from framing.login.urls import HintAttempts, KeyMismatch, ObjectURL, checkPresentedKey
+from framing.login.exchange import ByteExchange
+from framing.login.urls import KeyMismatch, checkPresentedKey
 from framing.rpc.addresses import AddressBook, Wait, attemptTimeout, retire
 from framing.rpc.clientstreams import ClientObjectStreams
 from framing.rpc.context import Scope
@@ -68,7 +68,7 @@ from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.streams import ReceiveWindow
 from framing.rpc.streamtable import ReceivedStream, SentStream
 from framing.rpc.wire import ROOT_ID
-from protocols.blocking import connectTarget, parseAddress, pinnedContext, tlsOf
+from protocols.blocking import connectTarget, parseAddress, pinnedContext, tlsOf, urlAttempts
 from protocols.blocking import tlsContext as tlsContext  # (re-exported: the contexts for connect's tls)
 from protocols.clientcontext import callContext as callContext  # (re-exported: deadlines and metadata of calls)
 from protocols.clientcontext import calling, itemBound, scopeReader, sentWith
@@ -971,9 +971,7 @@ async def connectURL(
     @raise OSError: the last hint's connection error (L{ConnectTimedOut} among them).
     @raise ValueError: the options have credentials.
     """
-    options.refuseCredentials("connectURL")
-    attempts = HintAttempts(ObjectURL.parse(url))
-    named = replace(options, credentials=ObjectName(attempts.url.name))
+    attempts, named = urlAttempts(url, options)
     for target, hint in attempts:
         try:
             return await _open(target, hint, pinnedContext(), attempts.url.keyHash, named, interface=interface)

@@ -1154,6 +1154,20 @@ def connect(
     return _open((host, port), f"{host}:{port}", host, context, None, options, interface)
 
 
+def urlAttempts(url: str, options: ClientOptions) -> tuple[HintAttempts, ClientOptions]:
+    """
+    What a C{connectURL} (this module's, or L{protocols.asyncioclient}'s)
+    tries: the URL's hints in order, and the options it logs in with there
+    (the URL's name as the credentials).
+
+    @raise framing.login.urls.InvalidURL: C{url} is not a canonical object URL.
+    @raise ValueError: C{options} have credentials.
+    """
+    options.refuseCredentials("connectURL")
+    attempts = HintAttempts(ObjectURL.parse(url))
+    return attempts, replace(options, credentials=ObjectName(attempts.url.name))
+
+
 def connectTarget(
     address: str | tuple[str, int], options: ClientOptions
 ) -> tuple[tuple[str, int], ssl.SSLContext | None]:
@@ -1275,9 +1289,7 @@ def connectURL(
     @raise OSError: the last hint's connection error (L{ConnectTimedOut} among them).
     @raise ValueError: the options have credentials.
     """
-    options.refuseCredentials("connectURL")
-    attempts = HintAttempts(ObjectURL.parse(url))
-    named = replace(options, credentials=ObjectName(attempts.url.name))
+    attempts, named = urlAttempts(url, options)
     for target, hint in attempts:
         try:
             return _open(target, hint, None, pinnedContext(), attempts.url.keyHash, named, interface)

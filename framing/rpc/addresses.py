@@ -37,19 +37,19 @@ C = TypeVar("C")
 
 
 class ClientConnection(Protocol):
-    """What L{retire} reads of a client's connection (the blocking and the asyncio clients' alike)."""
+    """
+    What L{retire} reads of a client's connection (the blocking and the
+    asyncio clients' alike): the server's address as errors name it
+    (C{peer}), whether it is over (C{ended}), whether no call waits on it (C{idle}).
+    """
+
+    peer: str
 
     @property
-    def peer(self) -> str:
-        """The server's address, as errors name it."""
+    def ended(self) -> bool: ...
 
     @property
-    def ended(self) -> bool:
-        """Whether the connection is over."""
-
-    @property
-    def idle(self) -> bool:
-        """Whether no call waits for its answer on it."""
+    def idle(self) -> bool: ...
 
 
 K = TypeVar("K", bound=ClientConnection)

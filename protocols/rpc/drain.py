@@ -25,7 +25,7 @@ from twisted.internet.defer import Deferred, fail, gatherResults, succeed
 from twisted.internet.error import ConnectionDone
 from twisted.internet.task import LoopingCall
 
-from framing.rpc.drain import OPEN, Drain, DrainDeadlineExceeded, DrainState, GoingAway
+from framing.rpc.drain import OPEN, Drain, DrainDeadlineExceeded, GoingAway
 from framing.rpc.wire import Message
 
 from .calls import reactorOf
@@ -52,7 +52,7 @@ class ConnectionDrain:
     handler of GOAWAY messages): the sans-IO L{framing.rpc.drain.Drain}
     (its states and rules) with the broker's timers, writes and close.
 
-    @ivar rule: the L{framing.rpc.drain.Drain}.
+    @ivar rule: the L{framing.rpc.drain.Drain}: its C{state} and C{grace}.
     @ivar goneAway: called with the broker when the peer sends GOAWAY
         (L{protocols.rpc.ReconnectingClient} listens here).
     """
@@ -64,16 +64,6 @@ class ConnectionDrain:
         self._poll: LoopingCall | None = None
         self._deadline: Any = None
         self._abort: Any = None
-
-    @property
-    def state(self) -> DrainState:
-        """L{framing.rpc.drain.OPEN}, L{framing.rpc.drain.SENT} or L{framing.rpc.drain.RECEIVED}."""
-        return self.rule.state
-
-    @property
-    def grace(self) -> float | None:
-        """The grace time announced, in seconds (either way), or C{None}."""
-        return self.rule.grace
 
     @property
     def draining(self) -> bool:
@@ -165,7 +155,7 @@ class ConnectionDrain:
     def _deadlinePassed(self) -> None:
         self._deadline = None
         broker = self._broker
-        grace = self.grace or 0.0
+        grace = self.rule.grace or 0.0
         running = broker.runningCount
         if running:
             broker.connection.log.warn(
