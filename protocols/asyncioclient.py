@@ -47,11 +47,11 @@ from types import TracebackType
 from typing import Any, TypeVar, cast, overload
 
 from framing.login.errors import LoginFailed
-from framing.login.exchange import ByteExchange, ObjectName
-from framing.login.urls import HintAttempts, KeyMismatch, ObjectURL, checkPresentedKey
-from framing.rpc.addresses import AddressBook, AddressState, Wait
+from framing.login.exchange import ByteExchange
+from framing.login.urls import KeyMismatch, checkPresentedKey
+from framing.rpc.addresses import AddressBook, Wait, attemptTimeout, retire
 from framing.rpc.clientstreams import ClientObjectStreams
-from framing.rpc.context import Scope, sendingDeadline
+from framing.rpc.context import Scope
 from framing.rpc.errors import (
     CallTimedOut,
     ConnectionLost,
@@ -66,12 +66,12 @@ from framing.rpc.interfaces import ExportedReference, TypedProxy
 from framing.rpc.session import UNSENT, ClientSession, SessionExtension, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.streams import ReceiveWindow
-from framing.rpc.streamtable import ReceivedStream, SentStream, itemWaitBound
+from framing.rpc.streamtable import ReceivedStream, SentStream
 from framing.rpc.wire import ROOT_ID
-from protocols.blocking import connectTarget, parseAddress, pinnedContext, tlsOf
+from protocols.blocking import connectTarget, parseAddress, pinnedContext, tlsOf, urlAttempts
 from protocols.blocking import tlsContext as tlsContext  # (re-exported: the contexts for connect's tls)
 from protocols.clientcontext import callContext as callContext  # (re-exported: deadlines and metadata of calls)
-from protocols.clientcontext import calling, scopeReader
+from protocols.clientcontext import calling, itemBound, scopeReader, sentWith
 from protocols.options import CLIENT_DEFAULTS, ClientOptions
 
 _Future = asyncio.Future
@@ -415,10 +415,8 @@ class AsyncConnection:
                 requestId, data = session.call(future, target, name, args, kwargs)
             else:
                 # Inside a callContext: the time left (DeadlineExceeded if none, nothing sent) and the metadata go.
-                milliseconds = None
-                if scope.deadline is not None:
-                    left, milliseconds = sendingDeadline(name, scope.deadline, time.monotonic())
-                requestId, data = session.call(future, target, name, args, kwargs, milliseconds, scope.metadata)
+                left, milliseconds, metadata = sentWith(name, scope)
+                requestId, data = session.call(future, target, name, args, kwargs, milliseconds, metadata)
             self._write(data, len(session.pending) > 1)
             if self._silenceTimer is None and self.silenceTimeout is not None:
                 self._watchSilence()
@@ -450,11 +448,7 @@ class AsyncConnection:
         if self._paused:
             callTimeout = self.callTimeout
             await self._writable(name, None if callTimeout is None else self._loop.time() + callTimeout, scope)
-        milliseconds = metadata = None
-        if scope is not None:
-            metadata = scope.metadata
-            if scope.deadline is not None:
-                milliseconds = sendingDeadline(name, scope.deadline, time.monotonic())[1]
+        _, milliseconds, metadata = sentWith(name, scope)
         self._write(self._session.callOnly(target, name, args, kwargs, milliseconds, metadata), bool(self._session))
 
     def _timedOut(self, future: _Future[Any], requestId: int, name: str, seconds: float) -> None:
@@ -630,10 +624,7 @@ class AsyncConnection:
             stream is cancelled, and fails with it from now on.
         """
         streams = self._session.objectStreams
-        scope = calling.get()
-        bound = itemWaitBound(
-            stream.streamId, time.monotonic(), None if scope is None else scope.deadline, self.callTimeout
-        )
+        bound = itemBound(stream.streamId, self.callTimeout)
         while True:
             if stream.buffer:
                 try:
@@ -980,9 +971,7 @@ async def connectURL(
     @raise OSError: the last hint's connection error (L{ConnectTimedOut} among them).
     @raise ValueError: the options have credentials.
     """
-    options.refuseCredentials("connectURL")
-    attempts = HintAttempts(ObjectURL.parse(url))
-    named = replace(options, credentials=ObjectName(attempts.url.name))
+    attempts, named = urlAttempts(url, options)
     for target, hint in attempts:
         try:
             return await _open(target, hint, pinnedContext(), attempts.url.keyHash, named, interface=interface)
@@ -1146,7 +1135,8 @@ class AsyncFailover:
         while True:
             if self._closed:
                 raise DeadReferenceError(f"cannot call {name!r}: the client was closed")
-            self._closeDrained()
+            for connection in retire(self.book):
+                self._spawn(connection.close())
             step = route.step(loop.time())
             if isinstance(step, Wait):
                 await self._connectOrWait(step)
@@ -1160,18 +1150,6 @@ class AsyncFailover:
                 return await connection.call(ROOT_ID, name, args, kwargs)
             except DeadReferenceError as error:  # (raised before anything was written: the session refused it)
                 route.notSent(step.address, error, connection.ended)
-
-    def _closeDrained(self) -> None:
-        """Close the connections that drained (or ended) and have no call left."""
-        for address in self.book.addresses:
-            connection = address.connection
-            if connection is None:
-                continue
-            if address.state is AddressState.DRAINING and (connection.ended or connection.idle):
-                self._spawn(connection.close())
-                self.book.lost(address)
-            elif address.state is AddressState.READY and connection.ended:
-                self.book.lost(address, ConnectionLost(f"the connection to {connection.peer} ended"))
 
     def _spawn(self, work: Any) -> None:
         task = self._loop.create_task(work)
@@ -1198,8 +1176,7 @@ class AsyncFailover:
         host, port = cast("tuple[str, int]", address.target)
         options = self._options
         if until is not None:
-            left = max(until - self._loop.time(), 0.001)
-            options = replace(options, timeout=left if options.timeout is None else min(options.timeout, left))
+            options = replace(options, timeout=attemptTimeout(options.timeout, until, self._loop.time()))
         try:
             hostname = self._hostnames.get((host, port), host)
             connection = await _open(

@@ -46,9 +46,9 @@ from typing import Any, cast, overload
 
 from framing.login.exchange import ByteExchange, ObjectName, clientMechanism
 from framing.login.urls import HintAttempts, ObjectURL, checkPresentedKey
-from framing.rpc.addresses import AddressBook, AddressState, Wait
+from framing.rpc.addresses import AddressBook, Wait, attemptTimeout, retire
 from framing.rpc.clientstreams import ClientObjectStreams
-from framing.rpc.context import Scope, sendingDeadline
+from framing.rpc.context import Scope
 from framing.rpc.errors import (
     CallTimedOut,
     ConnectionLost,
@@ -63,12 +63,12 @@ from framing.rpc.interfaces import ExportedReference, TypedProxy
 from framing.rpc.session import UNSENT, ClientSession, SessionExtension, Settled
 from framing.rpc.signatures import RemoteMethod, registerReference
 from framing.rpc.streams import ReceiveWindow
-from framing.rpc.streamtable import ReceivedStream, itemWaitBound
+from framing.rpc.streamtable import ReceivedStream
 from framing.rpc.wire import (
     ROOT_ID,
 )
 from protocols.clientcontext import callContext as callContext  # (re-exported: deadlines and metadata of calls)
-from protocols.clientcontext import calling, scopeReader
+from protocols.clientcontext import calling, itemBound, scopeReader, sentWith
 from protocols.options import CLIENT_DEFAULTS, ClientOptions
 
 _READ_SIZE = 256 * 1024
@@ -381,10 +381,8 @@ class BlockingConnection:
         A call whose CALL carries C{scope}'s time left and metadata, its wait
         ending at the deadline with L{DeadlineExceeded}.
         """
-        deadline, metadata = (None, None) if scope is None else (scope.deadline, scope.metadata)
-        milliseconds = None
-        if deadline is not None:
-            milliseconds = sendingDeadline(name, deadline, time.monotonic())[1]
+        deadline = None if scope is None else scope.deadline
+        _, milliseconds, metadata = sentWith(name, scope)
         waiter = _Waiter()
         with self._lock:
             session = self._session
@@ -395,12 +393,7 @@ class BlockingConnection:
 
     def callOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Call method C{name} of export C{target} for no answer (see L{BlockingReference.callRemoteOnly})."""
-        milliseconds = metadata = None
-        scope = self._scopeNow()
-        if scope is not None:
-            metadata = scope.metadata
-            if scope.deadline is not None:
-                milliseconds = sendingDeadline(name, scope.deadline, time.monotonic())[1]
+        _, milliseconds, metadata = sentWith(name, self._scopeNow())
         with self._lock:
             data = self._session.callOnly(target, name, args, kwargs, milliseconds, metadata)
         self._sendMessage(data)
@@ -835,10 +828,7 @@ class BlockingConnection:
             stream is cancelled, and fails with it from now on.
         """
         streams = self._session.objectStreams
-        scope = calling.get()
-        bound = itemWaitBound(
-            stream.streamId, time.monotonic(), None if scope is None else scope.deadline, self._callTimeout
-        )
+        bound = itemBound(stream.streamId, self._callTimeout)
         while True:
             waiter = None
             with self._lock:
@@ -1164,6 +1154,20 @@ def connect(
     return _open((host, port), f"{host}:{port}", host, context, None, options, interface)
 
 
+def urlAttempts(url: str, options: ClientOptions) -> tuple[HintAttempts, ClientOptions]:
+    """
+    What a C{connectURL} (this module's, or L{protocols.asyncioclient}'s)
+    tries: the URL's hints in order, and the options it logs in with there
+    (the URL's name as the credentials).
+
+    @raise framing.login.urls.InvalidURL: C{url} is not a canonical object URL.
+    @raise ValueError: C{options} have credentials.
+    """
+    options.refuseCredentials("connectURL")
+    attempts = HintAttempts(ObjectURL.parse(url))
+    return attempts, replace(options, credentials=ObjectName(attempts.url.name))
+
+
 def connectTarget(
     address: str | tuple[str, int], options: ClientOptions
 ) -> tuple[tuple[str, int], ssl.SSLContext | None]:
@@ -1285,9 +1289,7 @@ def connectURL(
     @raise OSError: the last hint's connection error (L{ConnectTimedOut} among them).
     @raise ValueError: the options have credentials.
     """
-    options.refuseCredentials("connectURL")
-    attempts = HintAttempts(ObjectURL.parse(url))
-    named = replace(options, credentials=ObjectName(attempts.url.name))
+    attempts, named = urlAttempts(url, options)
     for target, hint in attempts:
         try:
             return _open(target, hint, None, pinnedContext(), attempts.url.keyHash, named, interface)
@@ -1401,7 +1403,8 @@ class BlockingFailover:
             with self._lock:
                 if self._closed:
                     raise DeadReferenceError(f"cannot call {name!r}: the client was closed")
-                self._closeDrained()
+                for connection in retire(self.book):
+                    connection.close()
                 step = route.step(time.monotonic())
             if isinstance(step, Wait):
                 self._connectOrWait(step)
@@ -1419,17 +1422,6 @@ class BlockingFailover:
                 with self._lock:
                     route.notSent(step.address, error, connection.ended)
 
-    def _closeDrained(self) -> None:
-        """Close the connections that drained (or ended) and have no call left (C{_lock} held)."""
-        for address in self.book.addresses:
-            connection = address.connection
-            if address.state is AddressState.DRAINING and connection is not None:
-                if connection.ended or connection.idle:
-                    connection.close()
-                    self.book.lost(address)
-            elif address.state is AddressState.READY and connection is not None and connection.ended:
-                self.book.lost(address, ConnectionLost(f"the connection to {connection.peer} ended"))
-
     def _connectOrWait(self, step: Wait[BlockingConnection]) -> None:
         """Connect to the addresses C{step} names, in turn, on this thread; else wait, to C{step.until}."""
         if not step.connect:
@@ -1440,11 +1432,9 @@ class BlockingFailover:
             return
         for address in step.connect:
             host, port = cast("tuple[str, int]", address.target)
-            timeout = self._options.timeout
-            if step.until is not None:
-                left = max(step.until - time.monotonic(), 0.001)
-                timeout = left if timeout is None else min(timeout, left)
-            options = replace(self._options, timeout=timeout)
+            options = replace(
+                self._options, timeout=attemptTimeout(self._options.timeout, step.until, time.monotonic())
+            )
             hostname = self._hostnames.get((host, port), host)
             try:
                 connection = _open(

@@ -23,9 +23,9 @@ import enum
 import random
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
-from .errors import DeadReferenceError
+from .errors import ConnectionLost, DeadReferenceError
 
 PICK_FIRST = "pick_first"
 """One connection, to the first address in order that connects."""
@@ -34,6 +34,25 @@ ROUND_ROBIN = "round_robin"
 POLICIES = (PICK_FIRST, ROUND_ROBIN)
 
 C = TypeVar("C")
+
+
+class ClientConnection(Protocol):
+    """
+    What L{retire} reads of a client's connection (the blocking and the
+    asyncio clients' alike): the server's address as errors name it
+    (C{peer}), whether it is over (C{ended}), whether no call waits on it (C{idle}).
+    """
+
+    peer: str
+
+    @property
+    def ended(self) -> bool: ...
+
+    @property
+    def idle(self) -> bool: ...
+
+
+K = TypeVar("K", bound=ClientConnection)
 
 
 class NoAddressReady(DeadReferenceError):
@@ -350,3 +369,36 @@ class CallRoute(Generic[C]):
             self.book.lost(address, error)
         else:
             self.book.drained(address)
+
+
+def retire(book: AddressBook[K]) -> list[K]:
+    """
+    The connections of C{book} that are done, for the shell to close: each
+    of an address draining (its server sent GOAWAY) that ended or has no
+    call left, whose address is lost (idle again, to be connected anew).
+    An address ready whose connection ended is lost too, with
+    L{ConnectionLost} (nothing to close).  O(addresses).
+    """
+    done: list[K] = []
+    for address in book.addresses:
+        connection = address.connection
+        if connection is None:
+            continue
+        if address.state is AddressState.DRAINING and (connection.ended or connection.idle):
+            book.lost(address)
+            done.append(connection)
+        elif address.state is AddressState.READY and connection.ended:
+            book.lost(address, ConnectionLost(f"the connection to {connection.peer} ended"))
+    return done
+
+
+def attemptTimeout(timeout: float | None, until: float | None, now: float) -> float | None:
+    """
+    The seconds one connection attempt may take: the connect C{timeout}
+    (C{None}: none), within what is left at C{now} of a call's wait to
+    C{until} (a L{Wait}'s; at least a millisecond, so an attempt is made).
+    """
+    if until is None:
+        return timeout
+    left = max(until - now, 0.001)
+    return left if timeout is None else min(timeout, left)

@@ -92,8 +92,6 @@ class ClientObjectStreams(ObjectStreamTable):
         self._died = died
         self._encoder: Encoder | None = None
         self._sending = sending
-        # Streams announced in the message being encoded: live once it is encoded whole (the session asks).
-        self.announcing: list[SentStream] = []
 
     def install(self, registry: Registry, encoder: Encoder) -> None:
         """Teach the connection's C{registry} the flow messages and the announcement; refuse streams as arguments."""
@@ -160,38 +158,25 @@ class ClientObjectStreams(ObjectStreamTable):
         @raise framing.errors.ResourceExhausted: the ledger has no room for one more producer.
         """
         producer = SentStream(self.reserveId(), source)
-        self.admitProducer(producer)
-        self.announcing.append(producer)
+        self.announceProducer(producer)
         return producer.streamId
 
     def committed(self) -> list[SentStream]:
-        """The message announcing L{announcing} was encoded whole (and will be sent): each stream is live; them."""
-        announcing, self.announcing = self.announcing, []
-        for producer in announcing:
-            self.producerLive(producer)
-            if self._sending is not None:
+        """The table's L{ObjectStreamTable.committed}; the I/O layer starts pulling each stream."""
+        announcing = super().committed()
+        if self._sending is not None:
+            for producer in announcing:
                 self._sending(producer)
         return announcing
 
-    def probed(self, producers: list[SentStream], settled: list[_Settled]) -> None:
+    def probeAnswered(self, producers: list[SentStream], settled: list[_Settled]) -> None:
         """
-        The PONG of the PING that followed the message announcing
-        C{producers} came back, after everything read before it was
-        applied: a stream the server has given no credit was not taken (an
-        old server refused the message), and is closed as if cancelled,
-        nothing sent for it (C{docs/wire-format.md} 14.6); its pull is
-        woken into C{settled}.
+        The PONG of the probe of C{producers} came, after everything read
+        before it was applied: those not taken are closed
+        (L{ObjectStreamTable.probed}), each pull woken into C{settled}.
         """
-        for producer in producers:
-            if not producer.credited and not producer.over:
-                self.producerOver(producer)
-                _wake(producer, settled)
-
-    def rolledBack(self) -> None:
-        """The message announcing L{announcing} failed to encode: the streams are forgotten (their charges released)."""
-        announcing, self.announcing = self.announcing, []
-        for producer in announcing:
-            self.releaseProducer(producer)
+        for producer in self.probed(producers):
+            _wake(producer, settled)
 
     def itemReady(self, producer: SentStream, item: Any) -> None:
         """

@@ -1,7 +1,10 @@
-# -*- test-case-name: tests.framing.rpc.test_exports,tests.protocols.rpc.test_call_ledger -*-
+# -*- test-case-name: tests.framing.rpc.test_incoming,tests.protocols.rpc.test_call_ledger -*-
 """The server's calls to a client's exports, sans-IO: found, checked, handed to the I/O layer to run, answered.
 
-Contract: L{IncomingCalls} finds the exported object
+Contract: L{IncomingCalls} (the clients without Twisted; the Twisted
+broker runs its calls at once, L{protocols.rpc.answering.CallRunner}, and
+shares the rules of answering below: L{resultRefused}, L{failure},
+L{withoutDetails}) finds the exported object
 (L{framing.rpc.errors.NoSuchObject}) and the L{framing.rpc.signatures.remote}
 method (L{framing.rpc.errors.NoSuchMethod}) and checks the arguments (the
 L{framing.Violation}); a refused call is answered with its FAIL at once.
@@ -26,6 +29,7 @@ from typing import Any
 from framing import Registry, Violation
 from framing.budget import held_bytes
 from framing.ledger import Ledger
+from framing.slicing.constraints import Constraint
 
 from .errors import TooManyRunningCalls, describe, noSuchMethod, noSuchObject
 from .exports import ExportTable
@@ -40,7 +44,7 @@ CALLS_ACCOUNT = "calls"
 The ledger account (L{framing.ledger.Ledger}) of the peer's calls held
 here, waiting to run or running: what their arguments and the metadata
 kept with them hold (L{callBytes}).  The Twisted broker
-(L{protocols.rpc.answering}) and the clients without Twisted (L{IncomingCalls}) charge it alike.
+(L{protocols.rpc.answering.CallRunner}) and the clients without Twisted (L{IncomingCalls}) charge it alike.
 """
 
 
@@ -205,12 +209,8 @@ class IncomingCalls:
             constraint = call.method.result
             if constraint is None:
                 return Message((ANSWER, requestId, result))
-            try:
-                constraint.validate(result)
-            except Violation as violation:
-                violation.where = "result" + violation.where
-                error = violation
-            else:
+            error = resultRefused(constraint, result)
+            if error is None:
                 return Message((ANSWER, requestId, result))
         return failure(requestId, error)
 
@@ -221,7 +221,34 @@ class IncomingCalls:
         self._unanswered = 0
 
 
-def failure(requestId: int, error: BaseException) -> Message:
-    """The FAIL of call C{requestId} for C{error} (described as L{framing.rpc.errors.describe} does; no traceback)."""
+def resultRefused(constraint: Constraint, result: Any) -> Violation | None:
+    """
+    The L{framing.Violation} a method's C{result} breaks its result
+    C{constraint} with, at C{"result..."}, or C{None} if it passes: such a
+    call is answered with that FAIL, not its ANSWER (every shell alike).
+    """
+    try:
+        constraint.validate(result)
+    except Violation as violation:
+        violation.where = "result" + violation.where
+        return violation
+    return None
+
+
+def failure(requestId: int, error: BaseException, remoteTraceback: str | None = None) -> Message:
+    """
+    The FAIL of call C{requestId} for C{error} (described as
+    L{framing.rpc.errors.describe} does), with C{remoteTraceback} if the
+    answering side sends its tracebacks.
+    """
     typeName, text, details = describe(error)
-    return Message((FAIL, requestId, typeName, text, None, details))
+    return Message((FAIL, requestId, typeName, text, remoteTraceback, details))
+
+
+def withoutDetails(message: Message) -> Message:
+    """
+    The FAIL C{message} without its details, for when they cannot be
+    encoded (a registered exception whose arguments cannot be sent): its
+    type and text still go.
+    """
+    return Message((*message[:5], None))

@@ -40,6 +40,7 @@ from framing.wire import PING, PONG, PREAMBLE, encode_header
 
 from .calltable import CallTable
 from .clientstreams import ClientObjectStreams
+from .drain import Drain, GoingAway
 from .errors import (
     ClosedBeforePreamble,
     ConnectionLost,
@@ -51,11 +52,10 @@ from .errors import (
     ServerSilent,
     UnreadableRequestId,
     callLost,
-    describe,
     rebuild,
 )
 from .exports import DEFAULT_MAX_IMPORTS, ClientReferences, ExportTable
-from .incoming import DEFAULT_MAX_RUNNING, IncomingCall, IncomingCalls, failure
+from .incoming import DEFAULT_MAX_RUNNING, IncomingCall, IncomingCalls, failure, withoutDetails
 from .interfaces import ExportedReference
 from .referenceable import Referenceable
 from .references import ReferenceableSlicer, ReferenceUnslicer, RemoteReferenceSlicer, YourReferenceUnslicer
@@ -200,6 +200,7 @@ class ClientSession(Generic[Waiter]):
     @ivar ledger: the L{framing.ledger.Ledger} of what this side holds for
         the server, against C{Limits.max_connection_memory}; its I/O layer
         sets C{on_full}; closed when the session ends.
+    @ivar drain: the L{framing.rpc.drain.Drain}: the server's GOAWAY, and when the session then closes.
     @ivar closing: the session ended itself after the server's GOAWAY
         (L{closeIfDrained}): its output is still to be sent.
     @ivar output: the bytes due to the server, in order; empty once
@@ -278,6 +279,8 @@ class ClientSession(Generic[Waiter]):
         # What a read is fed to: the decoder's feed (and after GOAWAY, _drainingFeed: see _goingAway).
         self._feed: Callable[[bytes], list[Any]] = self._decoder.feed
         self.closing = False
+        # GOAWAY's state and the rule of when the session closes after it (see drained).
+        self.drain = Drain()
         # What this side holds for the server (its I/O layer's outbox, automatic replies, stream items):
         # one budget, whose owner (the I/O layer) sets on_full and stops reading past it.
         self.ledger = Ledger(self._decoder.limits.max_connection_memory)
@@ -294,9 +297,8 @@ class ClientSession(Generic[Waiter]):
         self._maxDepth = self._encoder.limits.max_depth
         # The refusals the server earned (see the module docstring).
         self.refusals = RefusalRate(maxRefusals, REFUSAL_INTERVAL, clock)
-        # This side's PINGs, numbered from 1; those that probe a message's streams, by id (see _probe).
+        # This side's PINGs, numbered from 1 (those that probe a message's streams: the table's probes, see _probe).
         self._pingsSent = 0
-        self._probes: dict[int, list[SentStream]] = {}
 
     @staticmethod
     def _addReferences(registry: Registry, references: ClientReferences) -> ClientReferences:
@@ -332,14 +334,11 @@ class ClientSession(Generic[Waiter]):
         session then ends itself (L{closeIfDrained}), and its I/O layer
         sends what is due and closes the connection (C{docs/wire-format.md}
         12.1: the receiver of GOAWAY closes as soon as it is idle, so no CALL
-        is on the wire at the close).  The Twisted broker's drain
-        (L{protocols.rpc.drain}) applies the same rule.
+        is on the wire at the close): the rule of L{framing.rpc.drain.Drain.closes},
+        which the Twisted broker's drain (L{protocols.rpc.drain}) asks too.
         """
-        return (
-            self.state is _GOING_AWAY
-            and not self.pending
-            and not self.incomingCalls.runningCount
-            and not self.objectStreams.streamCount
+        return self.state is _GOING_AWAY and self.drain.closes(
+            len(self.pending), self.incomingCalls.runningCount, self.objectStreams.streamCount
         )
 
     def closeIfDrained(self) -> list[Settled]:
@@ -431,7 +430,7 @@ class ClientSession(Generic[Waiter]):
         gives up on the call (L{cancel}) when it passes.
 
         @return: its request id, and the bytes of its CALL to send whole.
-        @raise framing.rpc.DeadReferenceError: the session ended, or the server is going away.
+        @raise framing.rpc.DeadReferenceError: the session ended, or the server is going away (L{GoingAway}).
         @raise TypeError: C{name} is no str.
         @raise framing.rpc.errors.TooManyPendingCalls: too many calls wait already.
         @raise framing.EncodingError: an argument cannot be sent (nothing is kept).
@@ -544,8 +543,9 @@ class ClientSession(Generic[Waiter]):
             raise TypeError(f"a method name is a str, not {type(name).__name__}")
         state = self.state
         if state is _ENDED or state is _GOING_AWAY:
-            why = "the server is going away" if self.failure is None else f"the connection ended: {self.failure}"
-            raise DeadReferenceError(f"cannot call {name!r}: {why}")
+            if self.failure is None:
+                raise GoingAway(f"cannot call {name!r}: the server is going away")
+            raise DeadReferenceError(f"cannot call {name!r}: the connection ended: {self.failure}")
 
     def _encode(self, message: Message) -> bytes:
         encoder = self._encoder
@@ -566,12 +566,12 @@ class ClientSession(Generic[Waiter]):
         The PING that follows a message announcing C{producers}
         (C{docs/wire-format.md} 14.6): when its PONG is back, those the
         server gave no credit were not taken, and are closed
-        (L{framing.rpc.clientstreams.ClientObjectStreams.probed}).  Its
+        (L{framing.rpc.streamtable.ObjectStreamTable.probed}).  Its
         bytes go right after the message's own (before what an extension
         adds to them).
         """
         self._pingsSent += 1
-        self._probes[self._pingsSent] = producers
+        self.objectStreams.probeSent(self._pingsSent, producers)
         return encode_header(PING, self._pingsSent)
 
     # -- receiving -----------------------------------------------------------
@@ -636,7 +636,7 @@ class ClientSession(Generic[Waiter]):
                     if refused is not None:
                         self._refuseCall(obj[1], refused, settled)
                 elif tag == GOAWAY:
-                    if self.state is _OPEN:
+                    if self.drain.received(obj):
                         self._goingAway(received)
                 elif tag == RELEASE:
                     if self.references is not None:
@@ -656,7 +656,7 @@ class ClientSession(Generic[Waiter]):
             elif obj is _DRAIN_CHECK:
                 settled.extend(self.closeIfDrained())
             elif type(obj) is _Probed:
-                self.objectStreams.probed(obj.producers, settled)
+                self.objectStreams.probeAnswered(obj.producers, settled)
             elif self.extension is not None and self.extension.received(obj):
                 pass
             elif isinstance(obj, MessageRefused):
@@ -694,10 +694,11 @@ class ClientSession(Generic[Waiter]):
         """
         events = self._decoder.control_events
         self.output.extend(encode_header(PONG, event.id) for event in events if type(event) is Ping)
-        if self._probes:
+        streams = self.objectStreams
+        if streams.probes:
             for event in events:
                 if type(event) is Pong:
-                    producers = self._probes.pop(event.id, None)
+                    producers = streams.pongReceived(event.id)
                     if producers is not None:
                         received.append(_Probed(producers))
         events.clear()
@@ -722,8 +723,7 @@ class ClientSession(Generic[Waiter]):
         """
         if self._refused(settled) or requestId == NO_ANSWER:
             return
-        typeName, text, details = describe(error)
-        self.output.append(self._encode(Message((FAIL, requestId, typeName, text, None, details))))
+        self.output.append(self._encode(failure(requestId, error)))
 
     def _refused(self, settled: list[Settled]) -> bool:
         """Count one refusal; past the rate, end the session (L{framing.refusals.TooManyRefusals}) and say so."""
@@ -753,13 +753,11 @@ class ClientSession(Generic[Waiter]):
         except Exception as encodingError:
             if isinstance(encodingError, Violation):
                 encodingError.where = "result" + encodingError.where
+            failed = failure(call.requestId, encodingError)
             try:
-                data = self._encode(failure(call.requestId, encodingError))
+                data = self._encode(failed)
             except Exception:
-                # A registered exception whose details cannot be sent: its type and text still go.
-                data = self._encode(
-                    Message((FAIL, call.requestId, type(encodingError).__name__, str(encodingError), None, None))
-                )
+                data = self._encode(withoutDetails(failed))
         self.output.append(data)
         return self.closeIfDrained()
 
@@ -808,7 +806,6 @@ class ClientSession(Generic[Waiter]):
         self.state = _ENDED
         self.failure = reason
         self.output.clear()
-        self._probes.clear()
         self.ledger.close()
         self.incomingCalls.end()
         if self.references is not None:

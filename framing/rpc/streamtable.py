@@ -8,7 +8,9 @@ L{framing.rpc.clientstreams.ClientObjectStreams} subclass it): the peer's
 streams (announcement ids, L{ObjectStreamIdReused},
 L{TooManyObjectStreams}, ITEM windows, checks and ledger charge, END,
 ERROR, the consumer's take and cancel), this side's (ids, CREDIT, CANCEL,
-L{ObjectStreamTable.endSending}, L{ObjectStreamTable.failSending}), and
+L{ObjectStreamTable.endSending}, L{ObjectStreamTable.failSending}, the
+announcement kept or undone with its message and the probe that follows
+it: L{ObjectStreamTable.committed}, L{ObjectStreamTable.probed}), and
 the connection's end (L{ObjectStreamTable.connectionEnded}).  A reader is
 C{(ended, error)} and in L{ObjectStreamTable.readers} while open; the shell
 keeps only its waiting, timers and pacing.  No I/O, no clock.
@@ -205,6 +207,10 @@ class ObjectStreamTable:
         self.failure: BaseException | None = None
         self.lastAnnounced = 0
         self.nextId = 1
+        # This side's streams announced in the message being encoded (live once it is encoded whole: committed).
+        self.announcing: list[SentStream] = []
+        # The streams each probe's PING (by its id) asks about, for a shell that numbers its PINGs (probeSent).
+        self.probes: dict[int, list[SentStream]] = {}
 
     @property
     def streamCount(self) -> int:
@@ -389,6 +395,70 @@ class ObjectStreamTable:
         ledger.charge(PRODUCERS_ACCOUNT, PRODUCER_BYTES)
         producer.ledger = ledger
 
+    def announceProducer(self, producer: SentStream) -> bool:
+        """
+        C{producer} is announced in the message being encoded: charged
+        (L{admitProducer}), and live once the message is encoded whole
+        (L{committed}), or forgotten if it is not (L{rolledBack}).
+
+        @return: whether it is the message's first stream (the shell then
+            arranges for L{committed} or L{rolledBack} to be called, once).
+        @raise ResourceExhausted: as L{admitProducer}.
+        """
+        self.admitProducer(producer)
+        announcing = self.announcing
+        announcing.append(producer)
+        return len(announcing) == 1
+
+    def committed(self) -> list[SentStream]:
+        """
+        The message announcing L{announcing} was encoded whole (and will be
+        sent): each stream is live (L{producerLive}).  A PING follows the
+        message, one per message whatever its streams (C{docs/wire-format.md}
+        14.6), and at its PONG the shell asks L{probed} about them.
+
+        @return: the message's streams, which that PING probes.
+        """
+        announcing, self.announcing = self.announcing, []
+        for producer in announcing:
+            self.producerLive(producer)
+        return announcing
+
+    def rolledBack(self) -> None:
+        """The message announcing L{announcing} was not encoded whole: its streams forgotten, their charges released."""
+        announcing, self.announcing = self.announcing, []
+        for producer in announcing:
+            self.releaseProducer(producer)
+
+    def probeSent(self, pingId: int, producers: list[SentStream]) -> None:
+        """The PING C{pingId} probes C{producers} (L{committed}); L{pongReceived} gives them back at its PONG."""
+        self.probes[pingId] = producers
+
+    def pongReceived(self, pingId: int) -> list[SentStream] | None:
+        """The PONG C{pingId} came: the streams its PING probed (for L{probed}), or C{None} if it probed none."""
+        return self.probes.pop(pingId, None)
+
+    def untaken(self, producers: list[SentStream]) -> list[SentStream]:
+        """Those of C{producers} the peer has given no credit that are not over (see L{probed})."""
+        return [producer for producer in producers if not producer.credited and not producer.over]
+
+    def probed(self, producers: list[SentStream]) -> list[SentStream]:
+        """
+        The PONG of the PING that followed the message announcing
+        C{producers} came, and everything read before it was applied: a
+        peer that read the announcement granted credit before it answered,
+        so a stream without credit yet was not taken (an old peer refused
+        the message, or the peer refused it whole before reading the
+        announcement).  Each such stream is over (L{producerOver}), nothing
+        sent for it (C{docs/wire-format.md} 14.6).
+
+        @return: the streams closed, whose pulls the shell stops.
+        """
+        closed = self.untaken(producers)
+        for producer in closed:
+            self.producerOver(producer)
+        return closed
+
     def producerLive(self, producer: SentStream) -> None:
         """C{producer}'s announcement is sent (or being sent): the peer's CREDIT and CANCEL reach it."""
         self.producers[producer.streamId] = producer
@@ -450,6 +520,7 @@ class ObjectStreamTable:
                 failed.append(reader)
         self.dropped.clear()
         self.windows.clear()
+        self.probes.clear()
         producers = list(self.producers.values())
         self.producers.clear()
         for producer in producers:

@@ -32,6 +32,7 @@ Design: docs/design/rpc-twisted.md
 """
 
 from framing.rpc.addresses import PICK_FIRST, ROUND_ROBIN, NoAddressReady
+from framing.rpc.drain import DrainDeadlineExceeded, GoingAway
 from framing.rpc.errors import (
     CallTimedOut,
     DeadlineExceeded,
@@ -54,7 +55,7 @@ from ..deadline import ConnectTimeout
 from ..options import ClientOptions
 from .broker import Broker, BrokerFactory, currentBroker
 from .context import CallContext, callContext, currentCall
-from .drain import DrainDeadlineExceeded, GoingAway, drainBrokers, drainPort
+from .drain import drainBrokers, drainPort
 from .endpoints import ReconnectingClient, connect, connectURL, login, reconnecting, serve, serverFactory
 from .failover import FailoverClient
 from .interfaces import RemoteInterface, TypedReference, deferred, interfaceNamed, referenceOf

@@ -44,14 +44,13 @@ from framing.rpc.errors import (
     DuplicateRequestId,
     MessageRefused,
     clipTraceback,
-    describe,
     noSuchMethod,
     noSuchObject,
 )
 from framing.rpc.errors import TooManyRunningCalls as TooManyRunningCalls  # (sans-IO since the clients without Twisted)
-from framing.rpc.incoming import CALLS_ACCOUNT, callBytes
+from framing.rpc.incoming import CALLS_ACCOUNT, callBytes, failure, resultRefused, withoutDetails
 from framing.rpc.signatures import RemoteMethod
-from framing.rpc.wire import ANSWER, CALL, FAIL, NO_ANSWER, Message
+from framing.rpc.wire import ANSWER, CALL, NO_ANSWER, Message
 
 from ..logs import escape
 from .context import CallContext, scope, serving
@@ -94,9 +93,11 @@ _PLAIN = frozenset({int, float, str, bytes, bool, type(None), list, tuple, dict}
 """Result types that are never a Deferred."""
 
 
-class IncomingCalls:
+class CallRunner:
     """
-    The peer's calls on one connection: dispatch, and the calls still running.
+    The peer's calls on one connection, run on the reactor at once and each
+    answered once: dispatch, and the calls still running (the clients
+    without Twisted queue theirs instead: L{framing.rpc.incoming.IncomingCalls}).
 
     @ivar tracebacks: whether FAIL messages carry the local traceback.
     """
@@ -419,10 +420,8 @@ class IncomingCalls:
         if self._closed or self._connection.failure is not None:
             return
         if method.result is not None:
-            try:
-                method.result.validate(result)
-            except Violation as violation:
-                violation.where = "result" + violation.where
+            violation = resultRefused(method.result, result)
+            if violation is not None:
                 self._refuse(requestId, violation, violation.code, method.name)
                 return
         try:
@@ -455,16 +454,14 @@ class IncomingCalls:
             return
         if self._closed or self._connection.failure is not None:
             return
-        typeName, text, details = describe(error)
-        remoteTraceback = clipTraceback(remoteTraceback) if self.tracebacks else None
+        message = failure(requestId, error, clipTraceback(remoteTraceback) if self.tracebacks else None)
         send = self._connection.sendObject
         try:
-            send(Message((FAIL, requestId, typeName, text, remoteTraceback, details)))
+            send(message)
         except Exception:
-            # A registered exception whose args cannot be sent: send the rest.
-            send(Message((FAIL, requestId, typeName, text, remoteTraceback, None)))
+            send(withoutDetails(message))
         if self.answered is not None:
-            self.answered(requestId, typeName)
+            self.answered(requestId, message[2])
 
     def _tracebackText(self) -> str | None:
         return traceback.format_exc() if self.tracebacks else None

@@ -6,7 +6,7 @@ of a L{TokenProtocol} it makes itself (C{broker.connection}): the
 connection owns framing, the transport and pings; the broker dispatches
 each received message by tag (a table of bound methods built in
 C{_dispatch}) to L{OutgoingCalls} (L{protocols.rpc.calls}),
-L{IncomingCalls} (L{protocols.rpc.answering}) or L{ReferenceTable}
+L{CallRunner} (L{protocols.rpc.answering}) or L{ReferenceTable}
 (L{protocols.rpc.tables}); how the connection ended is a
 L{Disconnection}'s.  Extensions (L{IBrokerExtension}, e.g. bulk streams)
 are loaded instead of subclassing.  Limits are a L{CallLimits}; refusals
@@ -50,7 +50,7 @@ from ..config import ConnectionConfig
 from ..guard import ConnectionCounter, GuardPolicy
 from ..interfaces import IObjectReceiver
 from ..logs import escape
-from .answering import IncomingCalls, currentBroker
+from .answering import CallRunner, currentBroker
 from .calls import OutgoingCalls
 from .disconnection import Disconnection
 from .drain import ConnectionDrain
@@ -90,7 +90,7 @@ class Broker:
 
     @ivar connection: the L{TokenProtocol} this broker receives from and sends on.
     @ivar calls: the L{OutgoingCalls}: calls this side made.
-    @ivar incoming: the L{IncomingCalls}: calls the peer made.
+    @ivar incoming: the L{CallRunner}: calls the peer made, run here.
     @ivar references: the L{ReferenceTable}: exports and imports.
     @ivar callRemote: C{callRemote(target, name, args, kwargs)}, C{calls}'s
         L{OutgoingCalls.callRemote}; applications call through
@@ -162,9 +162,7 @@ class Broker:
         )
         self.connection = connection = TokenProtocol(config=config, receiver=self)
         self.references = ReferenceTable(connection, self, root, callLimits, clock)
-        self.incoming = IncomingCalls(
-            connection, self.references.exports, self, tracebacks, callLimits.maxRunning, clock
-        )
+        self.incoming = CallRunner(connection, self.references.exports, self, tracebacks, callLimits.maxRunning, clock)
         callSent = [extension.callSent for extension in self.extensions if hasattr(extension, "callSent")]
         self.calls = OutgoingCalls(connection, callLimits, clock, callSent)
         self.callRemote = self.calls.callRemote
@@ -188,7 +186,7 @@ class Broker:
         and the one its refusal after its id is handed to (C{None}: the
         refusal is only logged).  L{objectReceived} and L{objectRefused}
         then cost one index per message.  C{call} and C{cancel}, if given,
-        stand in front of L{IncomingCalls} (L{interceptCalls}).
+        stand in front of L{CallRunner} (L{interceptCalls}).
         """
         incoming, calls = self.incoming, self.calls
         handlers: dict[int, Handler] = {
@@ -210,7 +208,7 @@ class Broker:
     def interceptCalls(self, call: Handler | None, cancel: Handler) -> None:
         """
         Hand the peer's CALLs to C{call} (C{None}: straight to
-        L{IncomingCalls}, as before) and its CANCELs to C{cancel}, which pass
+        L{CallRunner}, as before) and its CANCELs to C{cancel}, which pass
         them on to C{self.incoming} themselves: the seam of
         L{protocols.rpc.interceptors.Interception}, once per broker, before
         its connection starts.

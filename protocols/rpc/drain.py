@@ -25,8 +25,8 @@ from twisted.internet.defer import Deferred, fail, gatherResults, succeed
 from twisted.internet.error import ConnectionDone
 from twisted.internet.task import LoopingCall
 
-from framing.rpc.errors import DeadReferenceError, registerError
-from framing.rpc.wire import GOAWAY, Message
+from framing.rpc.drain import OPEN, Drain, DrainDeadlineExceeded, GoingAway
+from framing.rpc.wire import Message
 
 from .calls import reactorOf
 from .streams import ObjectStreams
@@ -46,63 +46,20 @@ the process's exit) until some other timeout.
 """
 
 
-class GoingAway(DeadReferenceError):
-    """
-    A call was not sent: the connection is draining (one end sent GOAWAY).
-    Nothing of it reached the peer, so it may be sent on another connection.
-    """
-
-
-class DrainDeadlineExceeded(Exception):
-    """
-    The peer was draining and its grace time passed while this call still
-    ran there: it was cancelled, and it may or may not have taken effect.
-
-    @ivar grace: the grace time, in seconds.
-    """
-
-    def __init__(self, message: str, grace: float = 0.0) -> None:
-        super().__init__(message, grace)
-        self.grace = grace
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-registerError(DrainDeadlineExceeded, "chunkwire.DrainDeadlineExceeded")
-
-
-class _State:
-    """A connection's drain state: a name and whether new calls may start."""
-
-    def __init__(self, name: str, calling: bool) -> None:
-        self.name = name
-        self.calling = calling
-
-    def __repr__(self) -> str:
-        return f"<drain {self.name}>"
-
-
-OPEN = _State("open", True)
-SENT = _State("sent GOAWAY", False)
-RECEIVED = _State("received GOAWAY", False)
-
-
 class ConnectionDrain:
     """
     The drain of one broker's connection (its C{drain} attribute; the
-    handler of GOAWAY messages).
+    handler of GOAWAY messages): the sans-IO L{framing.rpc.drain.Drain}
+    (its states and rules) with the broker's timers, writes and close.
 
-    @ivar state: L{OPEN}, L{SENT} or L{RECEIVED}.
-    @ivar grace: the grace time announced, in seconds (either way), or C{None}.
+    @ivar rule: the L{framing.rpc.drain.Drain}: its C{state} and C{grace}.
     @ivar goneAway: called with the broker when the peer sends GOAWAY
         (L{protocols.rpc.ReconnectingClient} listens here).
     """
 
     def __init__(self, broker: Any) -> None:
         self._broker = broker
-        self.state = OPEN
-        self.grace: float | None = None
+        self.rule = Drain()
         self.goneAway: list[Callable[[Any], object]] = []
         self._poll: LoopingCall | None = None
         self._deadline: Any = None
@@ -111,7 +68,7 @@ class ConnectionDrain:
     @property
     def draining(self) -> bool:
         """Whether either end sent GOAWAY on this connection."""
-        return self.state is not OPEN
+        return self.rule.draining
 
     def goAway(self, grace: float = DEFAULT_GRACE) -> Deferred[BaseException]:
         """
@@ -125,18 +82,20 @@ class ConnectionDrain:
         if broker is None:
             return succeed(ConnectionDone("closed before the drain"))
         lost: Deferred[BaseException] = broker.whenDisconnected()
-        if self.state is not OPEN or not broker.isConnected():
+        if self.rule.state is not OPEN or not broker.isConnected():
             return lost
-        self._stopCalling(SENT, grace)
-        broker.sendObject(Message((GOAWAY, max(0, round(grace * 1000)))))
+        message = self.rule.send(grace)
+        assert message is not None
+        self._stopCalling()
+        broker.sendObject(message)
         self._deadline = self._clock().callLater(grace, self._deadlinePassed)
         return lost
 
     def goAwayReceived(self, message: Message) -> None:
-        """The peer sent GOAWAY: start no new call, and close once no call waits on either side."""
-        if self.state is not OPEN:
+        """The peer sent GOAWAY: start no new call, and close once nothing is in flight (L{Drain.closes})."""
+        if not self.rule.received(message):
             return
-        self._stopCalling(RECEIVED, message[1] / 1000)
+        self._stopCalling()
         for listener in self.goneAway:
             listener(self._broker)
         self._closeWhenIdle()
@@ -154,10 +113,9 @@ class ConnectionDrain:
     def _clock(self) -> Any:
         return reactorOf(self._broker.clock)
 
-    def _stopCalling(self, state: _State, grace: float) -> None:
+    def _stopCalling(self) -> None:
         """New calls fail with L{GoingAway}: the broker's bound call methods are replaced (none of them is sent)."""
-        self.state = state
-        self.grace = grace
+        state = self.rule.state
         reason = f"the connection to {self._broker.connection.peerName()} is draining ({state.name})"
 
         def refuse(target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Deferred[Any]:
@@ -170,13 +128,10 @@ class ConnectionDrain:
         self._broker.callRemoteOnly = refuseOnly
 
     def _idle(self) -> bool:
+        """Whether the connection closes now (L{Drain.closes}, asked with the broker's counts)."""
         broker = self._broker
-        if broker.pendingCount or broker.runningCount:
-            return False
-        # A stream of objects outlives the call that answered with it: it is work in flight too.
-        return not any(
-            isinstance(extension, ObjectStreams) and extension.streamCount for extension in broker.extensions
-        )
+        streams = sum(extension.streamCount for extension in broker.extensions if isinstance(extension, ObjectStreams))
+        return self.rule.closes(broker.pendingCount, broker.runningCount, streams)
 
     def _closeWhenIdle(self) -> None:
         if self._idle():
@@ -200,7 +155,7 @@ class ConnectionDrain:
     def _deadlinePassed(self) -> None:
         self._deadline = None
         broker = self._broker
-        grace = self.grace or 0.0
+        grace = self.rule.grace or 0.0
         running = broker.runningCount
         if running:
             broker.connection.log.warn(

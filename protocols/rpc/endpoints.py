@@ -29,6 +29,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from framing.login.errors import LoginFailed
+from framing.rpc.drain import DrainDeadlineExceeded, GoingAway
 from framing.rpc.errors import DeadReferenceError
 from framing.rpc.limits import SERVER_CALL_LIMITS, CallLimits
 from framing.rpc.referenceable import Referenceable
@@ -38,7 +39,6 @@ from ..auth.server import Authenticator
 from ..deadline import DeadlineEndpoint
 from ..options import CLIENT_DEFAULTS, ClientOptions
 from .broker import Broker, BrokerFactory
-from .drain import DrainDeadlineExceeded, GoingAway
 from .failover import FailoverClient
 from .listening import ListeningPort, ServingPort
 from .options import SERVER_DEFAULTS, ServerOptions, clientFactory, gateLogins

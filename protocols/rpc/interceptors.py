@@ -37,7 +37,7 @@ from zope.interface import Interface, implementer
 
 from framing import Violation
 from framing.errors import short_repr
-from framing.rpc.errors import describe
+from framing.rpc.incoming import failure
 from framing.rpc.interception import (
     CANCELLED,
     CLIENT,
@@ -54,7 +54,7 @@ from framing.rpc.interception import (
     CallTally,
     now,
 )
-from framing.rpc.wire import FAIL, NO_ANSWER, Message
+from framing.rpc.wire import NO_ANSWER, Message
 
 from ..logs import escape
 from .answering import UNANSWERED_REFUSAL
@@ -200,7 +200,7 @@ class Interception(CallInterception):
         self._call = broker.incoming.callReceived
         self._cancel = broker.incoming.cancelReceived
         if self._lean:
-            # The calls answered here are timed by IncomingCalls itself: no CALL handler of ours in their path.
+            # The calls answered here are timed by CallRunner itself: no CALL handler of ours in their path.
             broker.incoming.starts = self._answering
         broker.interceptCalls(None if self._lean else self._callReceived, self._cancelReceived)
         self._callRemote = broker.callRemote
@@ -220,7 +220,7 @@ class Interception(CallInterception):
             self.safely(interceptor.connectionMade, self.broker)
 
     def connectionLost(self, reason: Failure) -> None:
-        # (emptied in place: in the recorders' case IncomingCalls writes to this same dict)
+        # (emptied in place: in the recorders' case CallRunner writes to this same dict)
         entries = list(self._answering.values())
         self._answering.clear()
         for entry in entries:
@@ -296,15 +296,15 @@ class Interception(CallInterception):
         An interceptor refused the call: answer it with C{error}, without
         running it; a call for no answer is only logged, with its method.
         """
-        typeName, text, details = describe(error)
-        info.errorType = typeName
+        refusal = failure(info.requestId, error)
+        info.errorType = refusal[2]
         connection = self.broker.connection
         if info.requestId == NO_ANSWER:
-            _logUnanswered(connection, info.method, error, text)
+            _logUnanswered(connection, info.method, error, refusal[3])
         else:
             if isinstance(error, Violation):
-                connection.logRefusal(error.code, text)
-            connection.sendObject(Message((FAIL, info.requestId, typeName, text, None, details)))
+                connection.logRefusal(error.code, refusal[3])
+            connection.sendObject(refusal)
         self.end(info, REFUSED)
 
     def _cancelReceived(self, message: Message) -> None:

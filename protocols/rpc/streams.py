@@ -590,7 +590,6 @@ class ObjectStreams(ObjectStreamTable):
         self._gonePending = False
         self._awaited: dict[int, StreamReader[Any]] = {}
         self._toWake: list[StreamReader[Any]] = []
-        self._probing: tuple[Outgoing, list[_Producer]] | None = None
         self._paced: list[_Producer] = []
         self._paceCall: Any = None
         self._up = False
@@ -819,58 +818,41 @@ class ObjectStreams(ObjectStreamTable):
             producer (the message fails to encode: a call's answer becomes its FAIL).
         """
         producer = _Producer(self, self.reserveId(), source)
-        self.admitProducer(producer)
-        self.producerLive(producer)
-        outgoing.on_rollback(lambda: self.producerOver(producer))
-        # A stream the peer never took (its message refused, before or as it was read) is closed by the probe.
-        self._probeAfter(outgoing, producer)
+        if self.announceProducer(producer):
+            # Live once the message is sent, with a PING after it (one per message: see _committed).
+            outgoing.on_commit(self._committed)
+            outgoing.on_rollback(self.rolledBack)
         return producer.streamId
 
-    def _probeAfter(self, outgoing: Outgoing, producer: _Producer) -> None:
+    def _committed(self) -> None:
         """
-        Once the message C{outgoing} is sent, follow it with a PING (one per
-        message, whatever its streams): see L{_probed}.
+        The message announcing streams was sent: they are live
+        (L{ObjectStreamTable.committed}), and a PING follows it, at whose
+        PONG a stream not taken is closed (L{_probed}).
         """
-        probing = self._probing
-        if probing is not None and probing[0] is outgoing:
-            probing[1].append(producer)
-            return
-        producers = [producer]
-        self._probing = (outgoing, producers)
-        outgoing.on_commit(lambda: self._probe(producers))
-        outgoing.on_rollback(self._probeOver)
-
-    def _probeOver(self) -> None:
-        self._probing = None
-
-    def _probe(self, producers: list[_Producer]) -> None:
-        self._probing = None
+        producers = self.committed()
         broker = self._broker()
         if broker is None or self.transport() is None:
             return
         pong = broker.connection.sendPing()
         pong.addCallbacks(lambda roundTrip: self._probed(producers), lambda failure: None)
 
-    def _probed(self, producers: list[_Producer]) -> None:
+    def _probed(self, producers: list[SentStream]) -> None:
         """
-        The PONG of the PING that followed an announcement came back: a peer
-        that read the announcement granted credit before it answered, so a
-        stream of that message with no credit yet was not taken (an old
-        peer refused the message, or the peer refused it whole before
-        reading the announcement): closed, and nothing is sent for it.
-
-        A PONG is handled as soon as its read is decoded, before the objects
-        of that read are delivered: the CREDIT that came before it may not
-        have been yet.  So the streams are judged at the end of the turn,
-        once everything read with the PONG was delivered (later still while
-        the connection holds objects undelivered, its reading paused).
+        The PONG of the PING that followed an announcement came back: the
+        table judges the streams (L{ObjectStreamTable.probed}) once
+        everything read before the PONG was applied.  A PONG is handled as
+        soon as its read is decoded, before the objects of that read are
+        delivered (the CREDIT that came before it may not have been yet),
+        so they are judged at the end of the turn (later still while the
+        connection holds objects undelivered, its reading paused).
         """
         clock = self._clock()
         if clock is not None:
             clock.callLater(0, self._judge, producers)
 
-    def _judge(self, producers: list[_Producer]) -> None:
-        if not any(not producer.credited and producer.state != _DONE for producer in producers):
+    def _judge(self, producers: list[SentStream]) -> None:
+        if not self.untaken(producers):
             return
         broker = self._broker()
         if broker is None or not self._up:
@@ -881,12 +863,12 @@ class ObjectStreams(ObjectStreamTable):
             if clock is not None:
                 clock.callLater(PROBE_RETRY, self._judge, producers)
             return
-        for producer in producers:
-            if not producer.credited and producer.state != _DONE:
-                self.log.info(
-                    "Object stream {streamId} was not taken by the peer (no credit before its PONG): closed",
-                    streamId=producer.streamId,
-                )
+        for producer in self.probed(producers):
+            self.log.info(
+                "Object stream {streamId} was not taken by the peer (no credit before its PONG): closed",
+                streamId=producer.streamId,
+            )
+            if isinstance(producer, _Producer):
                 producer.cancel()
 
     def announced(self, announcement: Announcement) -> ReceivedStream:

@@ -164,7 +164,7 @@ async def scramByHand(reactor: Any, server: Server, password: bytes = PASSWORD, 
     return client, await client.next()
 
 
-SERVER_SIDE = {"TokenProtocol", "Broker", "ServerLogin", "CoalescingTransport", "ReferenceTable", "IncomingCalls"}
+SERVER_SIDE = {"TokenProtocol", "Broker", "ServerLogin", "CoalescingTransport", "ReferenceTable", "CallRunner"}
 """A server connection's parts: none may outlive its connection (the raw clients' decoders are not counted)."""
 
 

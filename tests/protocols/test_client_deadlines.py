@@ -21,12 +21,13 @@ from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 import tests.protocols.test_blocking as scripted
-from framing.rpc.errors import DeadlineExceeded
+from framing.rpc.context import Scope
+from framing.rpc.errors import CallTimedOut, DeadlineExceeded
 from framing.rpc.referenceable import Referenceable
 from framing.rpc.signatures import remote
 from framing.rpc.wire import ANSWER, CALL, CANCEL, NO_ANSWER, Message
 from protocols import asyncioclient, blocking
-from protocols.clientcontext import callContext
+from protocols.clientcontext import callContext, itemBound, sentWith
 from protocols.options import ClientOptions
 from protocols.rpc import RemoteReference, currentCall
 
@@ -375,3 +376,45 @@ class ScriptedTests(SynchronousTestCase):
         with self.assertRaises(TypeError):
             with callContext(metadata={"a": 1}):  # type: ignore[dict-item]
                 pass
+
+
+class SentWithTests(SynchronousTestCase):
+    """The clients' one rule of what a call in a callContext carries (L{protocols.clientcontext.sentWith})."""
+
+    def test_plain(self) -> None:
+        """Outside a callContext: no time left, no milliseconds, no metadata."""
+        self.assertEqual(sentWith("f", None), (None, None, None))
+
+    def test_metadataOnly(self) -> None:
+        """A scope without a deadline: its metadata alone."""
+        self.assertEqual(sentWith("f", Scope(None, {"k": "v"})), (None, None, {"k": "v"}))
+
+    def test_deadline(self) -> None:
+        """With a deadline: the seconds left and the milliseconds, rounded up; passed, DeadlineExceeded."""
+        left, milliseconds, metadata = sentWith("f", Scope(time.monotonic() + 2.0, None))
+        assert left is not None and milliseconds is not None
+        self.assertTrue(1.0 < left <= 2.0, left)
+        self.assertTrue(1000 < milliseconds <= 2000, milliseconds)
+        self.assertIsNone(metadata)
+        self.assertRaises(DeadlineExceeded, sentWith, "f", Scope(time.monotonic() - 1.0, None))
+
+    def test_itemBound(self) -> None:
+        """A stream item's wait ends at the enclosing callContext's deadline, or callTimeout, whichever is first."""
+        self.assertIsNone(itemBound(3, None))
+        bound = itemBound(3, 5.0)
+        assert bound is not None
+        self.assertIsInstance(bound[1], CallTimedOut)
+        with callContext(timeout=1.0):
+            bound = itemBound(3, 5.0)
+        assert bound is not None
+        self.assertIsInstance(bound[1], DeadlineExceeded)
+        self.assertTrue(bound[0] <= time.monotonic() + 1.0)
+
+    def test_clientsAskTheRule(self) -> None:
+        """Neither client computes a CALL's milliseconds or an item's bound itself."""
+        import inspect
+
+        for module in (asyncioclient, blocking):
+            source = inspect.getsource(module)
+            self.assertNotIn("sendingDeadline(", source, module.__name__)
+            self.assertNotIn("itemWaitBound(", source, module.__name__)

@@ -13,6 +13,8 @@ from framing.rpc.addresses import (
     NoAddressReady,
     Send,
     Wait,
+    attemptTimeout,
+    retire,
 )
 from framing.rpc.errors import ConnectionLost, DeadReferenceError
 
@@ -212,3 +214,66 @@ class SuspectTests(SynchronousTestCase):
         addresses.drained(first)
         addresses.lost(first, ConnectionLost("closed after the drain"))
         self.assertFalse(first.suspect)
+
+
+class FakeConnection:
+    """What L{retire} reads of a client's connection."""
+
+    def __init__(self, peer: str, ended: bool = False, idle: bool = False) -> None:
+        self.peer = peer
+        self.ended = ended
+        self.idle = idle
+
+
+class RetireTests(SynchronousTestCase):
+    """
+    The clients' one rule of which connections are done (both clients
+    without Twisted ask L{retire}; they only close what it returns).
+    """
+
+    def test_drainedAndIdleClosed(self) -> None:
+        """A draining address's connection that is idle or ended is returned to close, its address idle again."""
+        addresses: AddressBook[FakeConnection] = AddressBook(("a", "b", "c"), ROUND_ROBIN, NO_JITTER)
+        busy, idle, ended = FakeConnection("a"), FakeConnection("b", idle=True), FakeConnection("c", ended=True)
+        for entry, connection in zip(addresses.connectNow(0.0), (busy, idle, ended), strict=True):
+            addresses.connected(entry, connection)
+        for entry in addresses.addresses:
+            addresses.drained(entry)
+        self.assertEqual(retire(addresses), [idle, ended])
+        states = [entry.state for entry in addresses.addresses]
+        self.assertEqual(states, [AddressState.DRAINING, AddressState.IDLE, AddressState.IDLE])
+        self.assertFalse(any(entry.suspect for entry in addresses.addresses))
+
+    def test_readyEndedLost(self) -> None:
+        """A ready address whose connection ended is lost with ConnectionLost (suspect), nothing to close."""
+        addresses: AddressBook[FakeConnection] = AddressBook(("a", "b"), ROUND_ROBIN, NO_JITTER)
+        live, gone = FakeConnection("a", idle=True), FakeConnection("b:1", ended=True)
+        for entry, connection in zip(addresses.connectNow(0.0), (live, gone), strict=True):
+            addresses.connected(entry, connection)
+        self.assertEqual(retire(addresses), [])
+        first, second = addresses.addresses
+        self.assertIs(first.state, AddressState.READY)
+        self.assertIs(second.state, AddressState.IDLE)
+        self.assertIsInstance(second.error, ConnectionLost)
+        self.assertIn("b:1", str(second.error))
+        self.assertTrue(second.suspect)
+
+    def test_attemptTimeout(self) -> None:
+        """An attempt takes the connect timeout, within what is left of the wait (at least 1 ms)."""
+        self.assertEqual(attemptTimeout(5.0, None, 10.0), 5.0)
+        self.assertIsNone(attemptTimeout(None, None, 10.0))
+        self.assertEqual(attemptTimeout(None, 12.0, 10.0), 2.0)
+        self.assertEqual(attemptTimeout(1.0, 12.0, 10.0), 1.0)
+        self.assertEqual(attemptTimeout(5.0, 9.0, 10.0), 0.001)
+
+    def test_clientsAskTheRule(self) -> None:
+        """Neither client without Twisted judges its addresses' connections itself."""
+        import inspect
+
+        from protocols import asyncioclient, blocking
+
+        for module in (asyncioclient, blocking):
+            source = inspect.getsource(module)
+            self.assertIn("retire(self.book)", source, module.__name__)
+            self.assertNotIn("AddressState.DRAINING", source, module.__name__)
+            self.assertNotIn("0.001", source.replace("max(min(given) / 8, 0.001)", ""), module.__name__)

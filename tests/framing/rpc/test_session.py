@@ -13,6 +13,7 @@ from framing import Decoder, Encoder, EncodingError, Limits, ProtocolError, Regi
 from framing.errors import ResourceExhausted
 from framing.limits import DEFAULT_LIMITS
 from framing.refusals import TooManyRefusals
+from framing.rpc.drain import DrainDeadlineExceeded, GoingAway
 from framing.rpc.errors import (
     NO_SUCH_OBJECT,
     VIOLATION,
@@ -232,13 +233,19 @@ class CallTests(SynchronousTestCase):
         )
 
     def test_goAway(self) -> None:
-        """After GOAWAY the call in flight is still answered and a new call raises DeadReferenceError."""
+        """
+        After GOAWAY the call in flight is still answered and a new call
+        raises GoingAway (a DeadReferenceError), as on the Twisted client.
+        """
         session, server = opened()
         requestId, _ = session.call("w", 0, "get", (), {})
         session.receive(server.send(Message((GOAWAY, 5000))))
         self.assertEqual(session.state, SessionState.GOING_AWAY)
-        error = self.assertRaises(DeadReferenceError, session.call, "x", 0, "get", (), {})
+        self.assertEqual(session.drain.grace, 5.0)
+        error = self.assertRaises(GoingAway, session.call, "x", 0, "get", (), {})
+        self.assertIsInstance(error, DeadReferenceError)
         self.assertIn("going away", str(error))
+        self.assertRaises(GoingAway, session.callOnly, 0, "log", (), {})
         self.assertEqual(session.receive(server.send(Message((ANSWER, requestId, "last")))), [("w", "last", None)])
 
     def test_closesOnceDrained(self) -> None:
@@ -584,3 +591,18 @@ class OutputTests(SynchronousTestCase):
         self.assertEqual(session.output, [encode_header(PONG, 7)])
         self.assertEqual(session.dataToSend(), encode_header(PONG, 7))
         self.assertEqual(session.output, [])
+
+
+class DrainErrorTests(SynchronousTestCase):
+    def test_drainDeadlineRebuilt(self) -> None:
+        """
+        A server's DrainDeadlineExceeded reaches a client without Twisted as
+        itself, with its grace (registered sans-IO, no longer by the Twisted drain alone).
+        """
+        session, server = opened()
+        requestId, _ = session.call("w", 0, "slow", (), {})
+        fail = Message((FAIL, requestId, "chunkwire.DrainDeadlineExceeded", "late", None, ("late", 2.5)))
+        [(waiter, result, error)] = session.receive(server.send(fail))
+        self.assertIsInstance(error, DrainDeadlineExceeded)
+        assert isinstance(error, DrainDeadlineExceeded)
+        self.assertEqual((str(error), error.grace), ("late", 2.5))

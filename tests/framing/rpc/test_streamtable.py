@@ -197,6 +197,85 @@ class ProducerChargeTests(SynchronousTestCase):
         self.assertEqual(ledger.holding(PRODUCERS_ACCOUNT), 0)
 
 
+class ProbeTests(SynchronousTestCase):
+    """
+    The announcement kept or undone with its message, and the probe after
+    it (docs/wire-format.md 14.6): the table's rule, which the Twisted
+    streams and the clients' session both call.
+    """
+
+    def _announced(self, table: RecordingTable, count: int) -> list[SentStream]:
+        producers = [SentStream(table.reserveId(), iter(())) for _ in range(count)]
+        firsts = [table.announceProducer(producer) for producer in producers]
+        self.assertEqual(firsts, [True] + [False] * (count - 1))
+        return producers
+
+    def test_liveOnlyOnceCommitted(self) -> None:
+        """A message's streams are live (CREDIT reaches them) once it is encoded whole; one probe for them all."""
+        table = RecordingTable()
+        first, second = self._announced(table, 2)
+        self.assertEqual(table.producers, {})
+        self.assertIsNone(table.receivedFlow(FlowMessage((CREDIT, first.streamId, 1, 100))))
+        self.assertEqual(table.committed(), [first, second])
+        self.assertEqual(table.announcing, [])
+        self.assertEqual(set(table.producers), {first.streamId, second.streamId})
+        self.assertIs(table.receivedFlow(FlowMessage((CREDIT, first.streamId, 1, 100))), first)
+
+    def test_rolledBackReleased(self) -> None:
+        """A message that failed to encode: its streams are over, never live, their charges released."""
+        table = RecordingTable()
+        table.ledger = ledger = Ledger(1 << 20)
+        producers = self._announced(table, 2)
+        self.assertEqual(ledger.holding(PRODUCERS_ACCOUNT), 2 * PRODUCER_BYTES)
+        table.rolledBack()
+        self.assertEqual(ledger.holding(PRODUCERS_ACCOUNT), 0)
+        self.assertTrue(all(producer.over for producer in producers))
+        self.assertEqual(table.producers, {})
+        self.assertTrue(table.announceProducer(SentStream(table.reserveId(), iter(()))))
+
+    def test_probedClosesWhatWasNotTaken(self) -> None:
+        """
+        At the probe's PONG a stream without credit is closed, nothing sent
+        for it; one credited, or over already, is left alone.
+        """
+        table = RecordingTable()
+        table.ledger = ledger = Ledger(1 << 20)
+        taken, untaken, ended = self._announced(table, 3)
+        probed = table.committed()
+        table.probeSent(7, probed)
+        table.receivedFlow(FlowMessage((CREDIT, taken.streamId, 4, 100)))
+        table.receivedFlow(FlowMessage((CREDIT, ended.streamId, 4, 100)))
+        table.endSending(ended)
+        sentBefore = list(table.sent)
+        self.assertIsNone(table.pongReceived(8))
+        self.assertEqual(table.untaken(probed), [untaken])
+        self.assertEqual(table.probed(table.pongReceived(7) or []), [untaken])
+        self.assertTrue(untaken.over)
+        self.assertFalse(taken.over)
+        self.assertEqual(set(table.producers), {taken.streamId})
+        self.assertEqual(table.sent, sentBefore)
+        self.assertEqual(ledger.holding(PRODUCERS_ACCOUNT), PRODUCER_BYTES)
+        self.assertEqual(table.probes, {})
+
+    def test_probesForgottenAtTheEnd(self) -> None:
+        """The connection's end forgets the probes waiting for their PONGs."""
+        table = RecordingTable()
+        self._announced(table, 1)
+        table.probeSent(1, table.committed())
+        table.connectionEnded(ConnectionError("gone"))
+        self.assertEqual(table.probes, {})
+
+    def test_shellsCallTheRule(self) -> None:
+        """Neither shell judges a probed stream itself: both ask the table (ObjectStreamTable.probed)."""
+        import framing.rpc.clientstreams
+        import protocols.rpc.streams
+
+        for module in (framing.rpc.clientstreams, protocols.rpc.streams):
+            source = inspect.getsource(module)
+            self.assertNotIn("not producer.credited", source, module.__name__)
+            self.assertIn("self.probed(", source, module.__name__)
+
+
 class ShellTests(SynchronousTestCase):
     def test_everyShellIsTheTable(self) -> None:
         """The Twisted streams and the clients' are the one table; every reader and producer its stream classes."""

@@ -92,7 +92,7 @@ class RecorderTests(SynchronousTestCase):
         self.assertGreater(tally.total, 0.0)
 
     def test_noCallInfo(self) -> None:
-        """With only recorders, a call is never given a CallInfo (IncomingCalls keeps its start)."""
+        """With only recorders, a call is never given a CallInfo (CallRunner keeps its start)."""
         made: list[Any] = []
         original = interceptors.CallInfo
 

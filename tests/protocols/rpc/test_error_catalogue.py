@@ -13,8 +13,8 @@ from twisted.trial.unittest import SynchronousTestCase
 
 import framing.bulk.errors
 import framing.bulk.fileerrors
+import framing.rpc.drain
 import protocols.kv
-import protocols.rpc.drain
 from framing import ProtocolError, Violation, errors
 from framing.rpc.errors import ERRORS, NO_SUCH_METHOD, NO_SUCH_OBJECT, VIOLATION, describe, isTypeName
 
@@ -27,7 +27,7 @@ REGISTERING: tuple[ModuleType, ...] = (
     protocols.kv,
     framing.bulk.errors,
     framing.bulk.fileerrors,
-    protocols.rpc.drain,
+    framing.rpc.drain,
 )
 """The modules that register chunkwire's own errors and the kv service's."""
 
@@ -136,7 +136,7 @@ class TypeNameTests(SynchronousTestCase):
     def test_detailsAreTheArguments(self) -> None:
         """A registered error's details are its arguments; a refusal's are its code and where; others have none."""
         self.assertEqual(describe(protocols.kv.KeyNotFound("k")), ("kv.KeyNotFound", "k", ("k",)))
-        drain = protocols.rpc.drain.DrainDeadlineExceeded("late", 2.5)
+        drain = framing.rpc.drain.DrainDeadlineExceeded("late", 2.5)
         self.assertEqual(describe(drain), ("chunkwire.DrainDeadlineExceeded", "late", ("late", 2.5)))
         refused = errors.KindRefused("expected a string", "args[0]")
         self.assertEqual(describe(refused)[::2], (VIOLATION, ("kind-refused", "args[0]")))

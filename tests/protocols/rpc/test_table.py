@@ -65,7 +65,7 @@ class TableTests(SynchronousTestCase):
         self.assertRaises(RuntimeError, broker.interceptCalls, None, received.append)
 
     def test_recordersLeaveCallsAlone(self) -> None:
-        """With no interceptor but recorders, the broker's CALL handler stays IncomingCalls' own."""
+        """With no interceptor but recorders, the broker's CALL handler stays CallRunner's own."""
         broker = Broker(clock=Clock())
         intercept(broker, [CallInterceptor()])
         self.assertEqual(broker._handlers[CALL], broker.incoming.callReceived)

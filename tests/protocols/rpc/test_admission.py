@@ -1,0 +1,82 @@
+# -*- test-case-name: tests.protocols.rpc.test_admission -*-
+"""
+The peer's CALL is admitted alike on the Twisted broker (L{protocols.rpc.answering.CallRunner})
+and on the clients without Twisted (L{framing.rpc.incoming.IncomingCalls}).
+
+The admission (no such object, no such method, the running bound, the
+arguments' check) is still written twice: inline on the server's per-call
+path, and sans-IO for the clients (docs/design/same-bytes.md).  This holds
+the two copies to the same refusals, FAIL for FAIL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from framing.rpc.errors import describe
+from framing.rpc.exports import ExportTable
+from framing.rpc.incoming import IncomingCalls, failure
+from framing.rpc.limits import CallLimits
+from framing.rpc.wire import CALL, FAIL, Message
+
+from .services import RpcPair, Service
+from .test_memory import messagesIn, quiet
+
+CASES: list[tuple[str, Message]] = [
+    ("no such object", Message((CALL, 11, 9, "echo", (1,), None))),
+    ("no such method", Message((CALL, 12, 0, "nope", (1,), None))),
+    ("a private method", Message((CALL, 13, 0, "hidden", (), None))),
+    ("refused arguments", Message((CALL, 14, 0, "add", ("one", 2), None))),
+    ("an unknown keyword", Message((CALL, 15, 0, "keywords", (1,), {"d": 4}))),
+    ("too many running", Message((CALL, 16, 0, "echo", (1,), None))),
+]
+"""The CALLs refused before their method runs; the last one once a call runs and the bound is 1."""
+
+
+class AdmissionAlikeTests(SynchronousTestCase):
+    def twistedFails(self) -> dict[int, tuple[Any, ...]]:
+        """The FAIL (type name, text) the Twisted server sends for each of L{CASES}, by request id."""
+        pair = RpcPair(Service(), serverCallLimits=CallLimits(maxRunning=1))
+        quiet(pair.server, pair.client)
+        pair.flush()
+        runner = pair.server.incoming
+        for _, message in CASES[:-1]:
+            runner.callReceived(message)
+        runner.callReceived(Message((CALL, 10, 0, "later", ("k",), None)))  # (runs on: the bound is reached)
+        runner.callReceived(CASES[-1][1])
+        pair.flush()
+        sent = messagesIn(b"".join(pair.serverWrites))
+        return {
+            message[1]: tuple(message[2:4]) for message in sent if isinstance(message, Message) and message[0] == FAIL
+        }
+
+    def sansIOFails(self) -> dict[int, tuple[Any, ...]]:
+        """The FAIL a client without Twisted sends for each of L{CASES}, by request id."""
+        calls = IncomingCalls(ExportTable(Service()), maxRunning=1)
+        fails = {}
+        for _, message in CASES[:-1]:
+            refused = calls.received(message)
+            assert refused is not None, message
+            fails[message[1]] = tuple(failure(message[1], refused)[2:4])
+        self.assertIsNone(calls.received(Message((CALL, 10, 0, "later", ("k",), None))))
+        refused = calls.received(CASES[-1][1])
+        assert refused is not None
+        fails[CASES[-1][1][1]] = tuple(failure(CASES[-1][1][1], refused)[2:4])
+        return fails
+
+    def test_sameRefusals(self) -> None:
+        """Every CALL refused before it runs gets the same FAIL, type and text, from both."""
+        twisted, sansIO = self.twistedFails(), self.sansIOFails()
+        for what, message in CASES:
+            requestId = message[1]
+            self.assertIn(requestId, twisted, what)
+            self.assertEqual(twisted[requestId], sansIO[requestId], what)
+
+    def test_describedAlike(self) -> None:
+        """(The FAIL's type name is the error's wire name, as describe gives it.)"""
+        calls = IncomingCalls(ExportTable(Service()), maxRunning=None)
+        refused = calls.received(CASES[0][1])
+        assert refused is not None
+        self.assertEqual(failure(11, refused)[2], describe(refused)[0])
