@@ -176,7 +176,6 @@ class TokenProtocol(Protocol):
         )
         self.ledger = Ledger(None)
         self._refusals: RefusalLog | None = None
-        self._traceReceived: Any = None
         self._flushCall: Any = None
         self.lingering: Any = None
         self._ended = False
@@ -203,9 +202,8 @@ class TokenProtocol(Protocol):
             limits = self.decoder.limits
             transport.setSendLimits(limits.send_high_water, limits.send_low_water)
         self.encoder = Encoder(self.registry)
-        self.inbound.connect(self.decoder, transport, self.ledger)
-        if self.trace:
-            self._traceReceived = startTracing(transport, self.log)
+        traceReceived = startTracing(transport, self.log) if self.trace else None
+        self.inbound.connect(self.decoder, transport, self.ledger, traceReceived)
         transport.write(PREAMBLE)
         self.transport = transport
         self.receiver.startReceiving(self)
@@ -349,9 +347,7 @@ class TokenProtocol(Protocol):
     # -- receiving (the work is L{Inbound}'s) ----------------------------------
 
     def dataReceived(self, data: bytes) -> None:
-        """Decode C{data} and deliver what it completes, unless reading is paused (the L{Inbound}'s work)."""
-        if self._traceReceived is not None:
-            self._traceReceived(data)
+        """Decode C{data} and deliver what it completes, unless reading is paused: L{Inbound.dataReceived}."""
         self.inbound.dataReceived(data)
 
     @property

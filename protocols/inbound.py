@@ -79,17 +79,27 @@ class Inbound:
         self._pings = pings
         self._drop = drop
         self._backlogChanged = backlogChanged
+        self._trace: Callable[[bytes], None] | None = None
         self._inRead = False
         self._sendBacklogged = False
 
-    def connect(self, decoder: Decoder, transport: Any, ledger: Ledger) -> None:
-        """The connection is made: read through C{decoder}, hold C{transport} per read, charge C{ledger}."""
+    def connect(
+        self, decoder: Decoder, transport: Any, ledger: Ledger, traceReceived: Callable[[bytes], None] | None = None
+    ) -> None:
+        """
+        The connection is made: read through C{decoder}, hold C{transport}
+        per read, charge C{ledger}; give each read to C{traceReceived} first
+        if tracing (L{protocols.tracing}).
+        """
         self.decoder = decoder
         self.transport = transport
         self.ledger = ledger
+        self._trace = traceReceived
 
     def dataReceived(self, data: bytes) -> None:
         """Decode C{data} and deliver what it completes, unless reading is paused."""
+        if self._trace is not None:
+            self._trace(data)
         if self.paused or self.held.count:
             for observer in self.observers:
                 observer.dataArrived(len(data))
