@@ -157,9 +157,8 @@ class Decoder:
         self.registry = registry or DEFAULT_REGISTRY
         self.constraint = constraint
         self._path = ConstraintPath(constraint) if constraint is not None else None
-        if constraint is not None:
-            # (constrained decoding checks each value; unconstrained keeps the one-call fast path)
-            self._deliver = self._deliver_checked  # type: ignore[method-assign]
+        # Where each value built goes: constrained decoding checks it first; unconstrained keeps the one-call path.
+        self._accept: Callable[[Any], None] = self._deliver if constraint is None else self._deliver_checked
         self.control_events: list[Ping | Pong] = []
         self.objects_completed = 0
         self.charged = 0
@@ -380,7 +379,7 @@ class Decoder:
     def _deliver_checked(self, obj: Any) -> None:
         assert self._path is not None
         if self._guarded(self._path.check_value, obj, self._stack, failing="constraint") is not _REFUSED:
-            Decoder._deliver(self, obj)
+            self._deliver(obj)
 
     def _deliver(self, obj: Any) -> None:
         try:
@@ -389,7 +388,7 @@ class Decoder:
             # The innermost container reached its cap: checkpoint, then
             # deliver again (or refuse, over budget).
             if self._guarded(self._budget.recap) is not _REFUSED:
-                Decoder._deliver(self, obj)
+                self._deliver(obj)
         except Exception as error:
             self._refuse_for(error)
 
@@ -461,7 +460,7 @@ class Decoder:
                 self._refuse(self._unslicers.reported(unslicer, _as_violation(error, "unslicer")))
             return
         if obj is not NOTHING:
-            self._deliver(obj)
+            self._accept(obj)
         elif not stack:
             self.objects_completed += 1
 
@@ -542,8 +541,8 @@ def _as_violation(error: Exception, failing: str) -> Violation:
 def _building_table(decoder: Decoder) -> list[Callable[[Any], None]]:
     """The handler of each token kind while a decoder builds objects."""
     table: list[Callable[[Any], None]] = [_unexpected] * 16
-    _ValueTokens(decoder._deliver, decoder._refuse, decoder.control_events).fill(table)
-    table[INT] = table[BYTES] = decoder._deliver
+    _ValueTokens(decoder._accept, decoder._refuse, decoder.control_events).fill(table)
+    table[INT] = table[BYTES] = decoder._accept
     table[OPEN], table[CLOSE], table[ABORT] = decoder._on_open, decoder._on_close, decoder._on_abort
     return table
 

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.test_asyncioclient_bulk,tests.protocols.test_asyncioclient_logins -*-
+# -*- test-case-name: tests.protocols.test_asynciobulk,tests.protocols.test_asyncioclient_logins -*-
 """Bulk transfers on the asyncio client: upload and download files, resumable and checked, without Twisted.
 
     from protocols.asynciobulk import connect

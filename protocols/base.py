@@ -9,10 +9,12 @@ itself unless one is given (AMP's C{IBoxReceiver} split): subclasses
 override the hooks, composed layers (the RPC broker) are receivers.  A
 L{ProtocolError} drops the connection: the reason is logged, sent to the
 peer in an ERROR token, given at once to what waits on an answer (an RPC
-broker's calls in flight fail with it), and passed to C{connectionLost}
-(and the receiver's C{stopReceiving}) once the connection ends; a dropped connection the
-peer does not let close is aborted C{ConnectionConfig.dropGrace} seconds
-later.  Every
+broker's calls in flight fail with it), and given to the receiver's
+C{stopReceiving} and the observers once the connection ends (as
+L{TokenProtocol.lossReason}: C{connectionLost} itself gets the transport's
+reason); a dropped connection the peer does not let close is aborted
+C{ConnectionConfig.dropGrace} seconds later.  No method is replaced on an
+instance.  Every
 L{TokenProtocol.sendObject} is one send transaction (one encode, then one
 commit or rollback of what its slicers promised) and one write on the
 transport, except that the objects sent while one read is being handled
@@ -45,6 +47,7 @@ from framing.wire import ABORT, PREAMBLE, encode_header
 
 from .coalescing import CoalescingTransport
 from .config import DEFAULT_CONFIG, ConnectionConfig
+from .forwarding import Forwarded
 from .inbound import Inbound
 from .interfaces import IObjectReceiver, IObjectSender
 from .lifetime import breakCycles
@@ -89,7 +92,8 @@ class TokenProtocol(Protocol):
 
     @cvar log: where dropped connections and refusals are reported.
     @ivar config: the L{ConnectionConfig} this connection was made with.
-    @ivar receiver: the L{IObjectReceiver} that gets what is decoded.
+    @ivar receiver: the L{IObjectReceiver} that gets what is decoded; set
+        it to hand the connection to another (a login does).
     @ivar limits: the L{Limits} for received data (the config's, or the class
         attribute); C{None} means the defaults.
     @ivar registry: the L{Registry} used to decode and encode; C{None} means
@@ -129,6 +133,10 @@ class TokenProtocol(Protocol):
     guard: Any = None
     config: ConnectionConfig = DEFAULT_CONFIG
     ledgerPool: LedgerPool | None = None
+    inbound: Inbound
+    receiver: Forwarded[Any] = Forwarded(
+        "inbound", "receiver", "The L{IObjectReceiver} that gets what is decoded (the L{Inbound}'s).", settable=True
+    )
 
     def __init__(
         self,
@@ -147,18 +155,27 @@ class TokenProtocol(Protocol):
         @param config: the L{ConnectionConfig}; the keywords above override it.
         """
         self.config = config = (config or DEFAULT_CONFIG).overriddenBy(limits, registry, trace)
-        for name in ("limits", "registry", "trace", "sendBackPressure"):
-            value = getattr(config, name)
-            if value is not None:
-                setattr(self, name, value)
-        self.receiver = self if receiver is None else receiver
+        # (each None keeps the class's value)
+        if config.limits is not None:
+            self.limits = config.limits
+        if config.registry is not None:
+            self.registry = config.registry
+        if config.trace is not None:
+            self.trace = config.trace
+        if config.sendBackPressure is not None:
+            self.sendBackPressure = config.sendBackPressure
         self.failure: Failure | None = None
         self.pings = Pings(self._writePing, self._clock)
         self.observers: list[Any] = []
-        self.inbound = Inbound(self)
+        self.inbound = Inbound(
+            self if receiver is None else receiver,
+            self.observers,
+            self.pings,
+            self.failConnection,
+            self.sendBacklogChanged,
+        )
         self.ledger = Ledger(None)
         self._refusals: RefusalLog | None = None
-        self._traceReceived: Any = None
         self._flushCall: Any = None
         self.lingering: Any = None
         self._ended = False
@@ -185,16 +202,9 @@ class TokenProtocol(Protocol):
             limits = self.decoder.limits
             transport.setSendLimits(limits.send_high_water, limits.send_low_water)
         self.encoder = Encoder(self.registry)
-        if self.trace:
-            self._traceReceived = startTracing(transport, self.log)
-        elif type(self).dataReceived is TokenProtocol.dataReceived:
-            # Reads go straight to the Inbound, one call fewer per read (a subclass's own dataReceived, or
-            # tracing, which logs each read first, keeps the method; lifetime.breakCycles drops this shadow).
-            self.dataReceived = self.inbound.dataReceived  # type: ignore[method-assign]
+        traceReceived = startTracing(transport, self.log) if self.trace else None
+        self.inbound.connect(self.decoder, transport, self.ledger, traceReceived)
         transport.write(PREAMBLE)
-        # A loss before the peer's first byte is diagnosed (a TLS/plain mismatch: protocols.mismatch).
-        undiagnosed = self.connectionLost
-        self.connectionLost = lambda reason=connectionDone: undiagnosed(diagnoseLoss(self.decoder, reason))  # type: ignore[method-assign]
         self.transport = transport
         self.receiver.startReceiving(self)
         Protocol.makeConnection(self, transport)  # type: ignore[no-untyped-call]
@@ -236,7 +246,7 @@ class TokenProtocol(Protocol):
         """The protocol as its own receiver: nothing to start (C{connectionMade} follows)."""
 
     def stopReceiving(self, reason: Failure) -> None:
-        """The protocol as its own receiver: nothing to stop (C{connectionLost} is the hook)."""
+        """The protocol as its own receiver: told why the connection ended (L{lossReason}); override it to act."""
 
     def objectReceived(self, obj: Any) -> None:
         """Called with each object the peer sent, in order.  Override this."""
@@ -337,15 +347,13 @@ class TokenProtocol(Protocol):
     # -- receiving (the work is L{Inbound}'s) ----------------------------------
 
     def dataReceived(self, data: bytes) -> None:
-        """Decode C{data} and deliver what it completes, unless reading is paused."""
-        if self._traceReceived is not None:
-            self._traceReceived(data)
+        """Decode C{data} and deliver what it completes, unless reading is paused: L{Inbound.dataReceived}."""
         self.inbound.dataReceived(data)
 
     @property
     def bufferedBytes(self) -> int:
         """Received bytes held for this connection: undecoded while paused, plus the decoder's."""
-        return self.inbound.held.heldBytes + self.decoder.buffered
+        return self.inbound.bufferedBytes
 
     @property
     def readingPaused(self) -> bool:
@@ -359,9 +367,9 @@ class TokenProtocol(Protocol):
         Drop the connection for C{error}: the one way for the connection, a
         guard or an application to end a peer that broke the rules.  Log
         C{error} (unless C{logged} is false: the caller did), tell the peer
-        why in an ERROR token, close, and make C{connectionLost} and the
-        receiver see C{error} as the reason (L{failure}); nothing more is
-        delivered.  What waits on an answer fails with C{error} at once,
+        why in an ERROR token, close, and make the receiver and observers see
+        C{error} as the reason the connection ended (L{failure}, which
+        L{lossReason} reads); nothing more is delivered.  What waits on an answer fails with C{error} at once,
         not when the transport closes (which waits for the peer to take
         what is queued): waiting pings, and what the receiver's optional
         C{connectionDropped(reason)} fails (an RPC broker's calls in
@@ -380,12 +388,27 @@ class TokenProtocol(Protocol):
     failConnection = dropConnection
     """L{dropConnection}'s older name, the same method."""
 
+    def lossReason(self, reason: Failure) -> Failure:
+        """
+        Why the connection ended, given the reason its transport gave: the
+        L{failure} that dropped it, if one did; else, when nothing of the
+        peer's stream arrived, the mismatch it probably was (a
+        L{protocols.mismatch.ClosedBeforePreamble} or C{NotTLS}); else C{reason}.
+        """
+        if self.failure is not None:
+            return self.failure
+        return diagnoseLoss(getattr(self, "decoder", None), reason)
+
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         """
-        Fail queued streams and waiting pings with C{reason}, then stop the
-        receiver.  Subclasses that override this should call it; C{reason}
-        wraps the L{ProtocolError} if one dropped the connection.
+        Fail queued streams and waiting pings, tell the observers and stop
+        the receiver, each with L{lossReason}: the L{ProtocolError} that
+        dropped the connection, or C{reason}, the transport's (diagnosed).
+        Subclasses that override this should call it; one that wants the
+        reason the connection ended reads C{self.lossReason(reason)}, or,
+        as its own receiver, overrides L{stopReceiving}.
         """
+        reason = self.lossReason(reason)
         self._ended = True
         transport = self.transport
         if isinstance(transport, CoalescingTransport):
@@ -397,7 +420,8 @@ class TokenProtocol(Protocol):
         if self._refusals is not None:
             self._refusals.close(self.log, self.peerName())
         self.pings.connectionLost(reason)
-        observers, self.observers = self.observers, []
+        observers = list(self.observers)
+        self.observers.clear()  # (the list the Inbound reads too)
         for observer in observers:
             observer.connectionEnded(reason)
         self.receiver.stopReceiving(reason)

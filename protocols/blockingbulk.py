@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.test_blocking_bulk,tests.protocols.test_options -*-
+# -*- test-case-name: tests.protocols.test_blockingbulk,tests.protocols.test_options -*-
 """Bulk transfers on the blocking client: upload and download files, resumable and checked, without Twisted.
 
     from protocols.blockingbulk import connect

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.test_bulkfiles,tests.protocols.test_asyncioclient_bulk -*-
+# -*- test-case-name: tests.protocols.test_bulkfiles,tests.protocols.test_asynciobulk -*-
 """The file service's resumable upload and download as steps, for the clients without Twisted to drive.
 
 Contract: L{uploadSteps} and L{downloadSteps} are the client's side of

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.test_client_deadlines,tests.protocols.test_options -*-
+# -*- test-case-name: tests.protocols.test_clientcontext,tests.protocols.test_options -*-
 """Deadlines and metadata for the calls of the clients without Twisted: C{with callContext(timeout=..., metadata=...):}.
 
     from protocols.blocking import callContext, connect

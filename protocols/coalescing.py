@@ -119,17 +119,16 @@ class CoalescingTransport:
         Hand everything buffered to the wrapped transport in one write, if
         anything is.  It waits behind a queued stream (never between its OPEN
         and CLOSE), and between L{hold} and L{release} for the write
-        L{release} makes.
+        L{release} makes; meanwhile, past the flusher's L{Flusher.room}, the
+        backlog is checked, so that a read whose answers pass the high-water
+        mark stops reading before the rest of it is delivered.
         """
         flusher = self._flusher
         if flusher.holds:
-            reading = flusher.reading
-            high = reading.high
-            if high is not None and not reading.backlogged:
-                buffer = flusher.buffer
-                # (len(buffer) written out: this runs for every message sent while a read is handled)
-                if buffer.sealed + buffer.tell() + flusher.streams.queuedBytes + flusher.outlet.mayHold > high:
-                    flusher.checkBacklog()
+            buffer = flusher.buffer
+            # (len(buffer) written out: this runs for every message sent while a read is handled)
+            if buffer.sealed + buffer.tell() > flusher.room:
+                flusher.checkBacklog()
             return
         flusher.flushNow()
 

@@ -21,7 +21,7 @@ from typing import Any
 from twisted.internet.defer import Deferred, fail
 from twisted.internet.endpoints import clientFromString, serverFromString
 from twisted.internet.interfaces import IListeningPort
-from twisted.internet.protocol import Factory, connectionDone
+from twisted.internet.protocol import Factory
 from twisted.python.failure import Failure
 
 from framing import Limits, Registry, Violation
@@ -134,8 +134,8 @@ class EchoClient(TokenProtocol):
         if self.pending:
             self.pending.popleft().errback(violation)
 
-    def connectionLost(self, reason: Failure = connectionDone) -> None:
-        TokenProtocol.connectionLost(self, reason)
+    def stopReceiving(self, reason: Failure) -> None:
+        # (the reason the connection ended: the ProtocolError that dropped it, if one did)
         pending, self.pending = self.pending, deque()
         for d in pending:
             d.errback(reason)

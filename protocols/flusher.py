@@ -17,6 +17,7 @@ Design: docs/design/coalescing.md
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from framing import BlockBuffer
@@ -28,6 +29,9 @@ from .streamqueue import StreamQueue
 
 SEND_ACCOUNT = "send"
 """The ledger account of the bytes written to a connection that its socket has not taken."""
+
+UNWATCHED = sys.maxsize
+"""L{Flusher.room} while no held flush needs to check the backlog (back-pressure off, or reading stopped for it)."""
 
 
 class Flusher:
@@ -47,6 +51,16 @@ class Flusher:
     @ivar ledger: the connection's L{framing.ledger.Ledger}, charged with
         what waits to be sent (account C{"send"}) each time the backlog is
         checked; or C{None}.
+    @ivar room: the bytes the send buffer may hold before a flush during a
+        hold must check the backlog: the high-water mark less what waits
+        behind the buffer (queued, or held by the wrapped transport at most),
+        or L{UNWATCHED} while back-pressure is off or reading is stopped for
+        it.  The one question a held flush asks, for every message sent.
+        Set again by L{flushNow}, L{writeQueued} and L{checkBacklog}, the
+        only places where what waits behind the buffer grows or the mark or
+        the backlog changes; where it shrinks (a stream unit written, a
+        drain) the room is too small until then, which costs a needless
+        check, never a missed one.
     """
 
     def __init__(
@@ -67,6 +81,7 @@ class Flusher:
         self.outlet = outlet
         self.reading = reading
         self.ledger: Ledger | None = None
+        self.room = UNWATCHED
 
     def __repr__(self) -> str:
         return f"<Flusher {len(self.buffer)} bytes buffered, {self.holds} holds>"
@@ -82,13 +97,33 @@ class Flusher:
             high = self.reading.high
             if high is not None and streams.queuedBytes + self.outlet.mayHold > high:
                 self.checkBacklog()
+            else:
+                self._settleRoom()
         elif self.outlet.write(self.transport, blocks, size):
             self.checkBacklog()
+        elif self.outlet.mayHold:
+            # The wrapped transport may hold some of it: less room (it took all: as much or more, left as it is).
+            # (L{_settleRoom} written out: on a transport that holds what it is given, this runs for every flush.)
+            reading = self.reading
+            high = reading.high
+            self.room = (
+                UNWATCHED if high is None or reading.backlogged else high - streams.queuedBytes - self.outlet.mayHold
+            )
 
     def writeQueued(self, blocks: list[bytes], size: int) -> None:
         """Hand one queued message or stream unit (C{size} bytes) to the connection (the stream queue's write)."""
         if self.outlet.write(self.transport, blocks, size):
             self.checkBacklog()
+        elif self.outlet.mayHold:
+            self._settleRoom()
+
+    def _settleRoom(self) -> None:
+        """Set L{room} from what waits behind the buffer now."""
+        reading = self.reading
+        high = reading.high
+        self.room = (
+            UNWATCHED if high is None or reading.backlogged else high - self.streams.queuedBytes - self.outlet.mayHold
+        )
 
     @property
     def pendingBytes(self) -> int:
@@ -107,4 +142,6 @@ class Flusher:
         ledger = self.ledger
         if ledger is not None:
             ledger.settle(SEND_ACCOUNT, pending)
+        self.room = 0  # (until decided: a message sent meanwhile, by a read the decision resumed, checks again)
         self.reading.checkBacklog(pending, self.transport, self.closed)
+        self._settleRoom()

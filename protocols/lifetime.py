@@ -2,7 +2,7 @@
 """How a connection ends: dropped for a protocol error, and freed without the garbage collector.
 
 L{dropConnection} is the one way a connection is dropped for a
-L{ProtocolError}: the peer is told why, and C{connectionLost} sees the error.
+L{ProtocolError}: the peer is told why, and the protocol's C{failure} is the reason the connection ended.
 The close is polite (what is queued is sent first), but bounded: a
 connection not ended C{config.dropGrace} seconds later (a peer that reads
 nothing never takes the bytes queued for it) is aborted.  Cost: one timer
@@ -37,11 +37,12 @@ def dropConnection(protocol: Any, error: ProtocolError, logged: bool = False) ->
     """
     Drop C{protocol}'s connection for C{error}: log it if C{logged}, stop
     delivering, fail its queued streams, tell the peer why in an ERROR
-    token (unless the peer sent the error), close, abort it if it is not
+    token (unless the peer sent the error), close, and abort it if it is not
     closed C{protocol.config.dropGrace} seconds later (on the protocol's
     clock: C{protocol.lingering} is that timer, which C{connectionLost}
-    cancels), and make C{connectionLost} see C{error} as its reason,
-    whatever reason the transport gives.  Applications call
+    cancels).  C{protocol.failure} is then the reason the connection ended,
+    whatever reason the transport gives (C{TokenProtocol.lossReason} reads
+    it).  Applications call
     L{protocols.TokenProtocol.dropConnection}, which does this once and
     then stops the receiver.
 
@@ -61,11 +62,6 @@ def dropConnection(protocol: Any, error: ProtocolError, logged: bool = False) ->
     failure = Failure(error)  # type: ignore[no-untyped-call]
     protocol.failure = failure
     protocol.inbound.stop()
-    # connectionLost is called by the wrapped transport, with its own
-    # reason; so that any override sees this error instead, shadow it on
-    # this instance (as BufferingTLSTransport shadows its write).
-    original = protocol.connectionLost
-    protocol.connectionLost = lambda reason=failure: original(failure)
     transport = protocol.transport
     transport.abandonStreams(failure)
     if not isinstance(error, PeerError):
@@ -94,23 +90,20 @@ def abortLingering(protocol: Any, grace: float) -> None:
 def breakCycles(protocol: Any) -> None:
     """
     Drop the references that make a closed connection's objects a cycle:
-    the instance-level shadows of C{connectionLost} (set by
-    C{failConnection}) and C{dataReceived}, which are closures over the
-    protocol; its config (whose registry's slicers may refer to the receiver); the transport's reading observer (a bound
-    method of the protocol); and the decoder's and encoder's state, whose parts refer to each other (the
-    scanner's sink is its decoder, and each keeps tables of its own bound
-    methods).
+    its config (whose registry's slicers may refer to the receiver); the
+    transport's reading observer (a bound method of the protocol's
+    L{protocols.inbound.Inbound}); and the decoder's and encoder's state,
+    whose parts refer to each other (the scanner's sink is its decoder, and
+    each keeps tables of its own bound methods).
     """
-    shadows = vars(protocol)
-    shadows.pop("connectionLost", None)
-    shadows.pop("dataReceived", None)
+    state = vars(protocol)
     # The config may hold a registry whose slicers refer back to the connection's receiver.
-    shadows.pop("config", None)
-    shadows.pop("registry", None)
+    state.pop("config", None)
+    state.pop("registry", None)
     transport = getattr(protocol, "transport", None)
     if transport is not None and getattr(transport, "readingObserver", None) is not None:
         transport.readingObserver = None
     for name in ("decoder", "encoder"):
-        spent = shadows.get(name)
+        spent = state.get(name)
         if spent is not None:
             vars(spent).clear()

@@ -668,17 +668,22 @@ def whenLost(protocol: Any) -> Deferred[BaseException]:
     Return a L{Deferred} that fires, right after C{protocol}'s
     C{connectionLost} ran, with the exception that ended the connection
     (C{reason.value}: C{ConnectionDone} for a clean close).  It succeeds
-    whatever the reason, so waiting for it never logs an unhandled error.
-    It works by wrapping C{connectionLost} on the instance.
+    whatever the reason, so waiting for it never logs an unhandled error;
+    for a L{protocols.TokenProtocol}, the reason is its C{lossReason} (the
+    C{ProtocolError} that dropped it, if one did).  A test helper for any
+    Twisted protocol, it works by wrapping C{connectionLost} on the instance
+    (the one such wrapping in C{protocols/}: tests.test_structure allows it here).
     """
     lost: Deferred[BaseException] = Deferred()
     original = protocol.connectionLost
+    lossReason = getattr(protocol, "lossReason", None)
 
     def notifyLost(reason: Failure) -> None:
+        ended = reason if lossReason is None else lossReason(reason)  # (asked first: the loss empties the decoder)
         try:
             original(reason)
         finally:
-            lost.callback(cast(BaseException, reason.value))
+            lost.callback(cast(BaseException, ended.value))
 
     protocol.connectionLost = notifyLost
     return lost

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_exports,tests.protocols.test_blocking_bulk,tests.protocols.test_asyncioclient_bulk -*-
+# -*- test-case-name: tests.test_exports,tests.protocols.test_blockingbulk,tests.protocols.test_asynciobulk -*-
 """The sans-IO core of chunkwire's bulk streams: what the Twisted bulk layer and the clients without Twisted share.
 
 L{framing.bulk.wire} is the layer's three open types; L{framing.bulk.hello}

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_exports,tests.protocols.test_rpc_latency,tests.protocols.rpc.test_interfaces -*-
+# -*- test-case-name: tests.test_exports,tests.protocols.rpc.test_latency,tests.protocols.rpc.test_interfaces -*-
 """Remote calls over chunkwire.
 
 A server exposes a L{Referenceable} whose L{remote} methods clients may

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.rpc.test_drain,tests.protocols.rpc.test_drain_tcp -*-
+# -*- test-case-name: tests.protocols.rpc.test_drain,tests.protocols.rpc.test_drain_reconnecting -*-
 """Graceful drain: GOAWAY, then the calls in flight finish, then the connection closes.
 
 Contract: either end may send GOAWAY (L{framing.rpc.wire}), carrying the

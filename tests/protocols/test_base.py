@@ -54,13 +54,12 @@ class Recorder(TokenProtocol):
     def objectRefused(self, violation: Violation) -> None:
         self.refused.append(violation)
 
-    def connectionLost(self, reason: Failure = connectionDone) -> None:
-        super().connectionLost(reason)
+    def stopReceiving(self, reason: Failure) -> None:
         self.lost.append(reason)
 
 
 class Overrider(TokenProtocol):
-    """Overrides connectionLost without calling up, as user code often does."""
+    """Overrides connectionLost without calling up, as user code often does, and asks why the connection ended."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -68,7 +67,7 @@ class Overrider(TokenProtocol):
         self.lost: list[Failure] = []
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
-        self.lost.append(reason)
+        self.lost.append(self.lossReason(reason))
 
 
 def connected(protocol: TokenProtocol) -> RecordingTransport:
@@ -262,8 +261,8 @@ class ProtocolErrorTests(SynchronousTestCase):
             str(raised.exception), "the peer reported: stream-id-reused: stream id 0 announced after stream id 0"
         )
 
-    def test_reasonReachesConnectionLost(self) -> None:
-        """connectionLost receives the ProtocolError, not the transport's clean-close reason."""
+    def test_reasonReachesStopReceiving(self) -> None:
+        """The receiver's stopReceiving gets the ProtocolError, not the transport's clean-close reason."""
         protocol = Recorder()
         pair = connectedPair(protocol, Recorder())
         protocol.dataReceived(RESERVED)
@@ -273,13 +272,17 @@ class ProtocolErrorTests(SynchronousTestCase):
         self.assertIsInstance(protocol.failure.value, ProtocolError)  # type: ignore[union-attr]
 
     def test_reasonReachesOverridingConnectionLost(self) -> None:
-        """A subclass that overrides connectionLost without calling up also gets the ProtocolError."""
+        """
+        A subclass that overrides connectionLost without calling up gets the
+        ProtocolError from lossReason; no method was replaced on the instance for it.
+        """
         protocol = Overrider()
         pair = connectedPair(protocol, Recorder())
         protocol.dataReceived(RESERVED)
         pair.flush()
         self.assertEqual(len(protocol.lost), 1)
         self.assertIsInstance(protocol.lost[0].value, ProtocolError)
+        self.assertEqual([name for name in ("connectionLost", "dataReceived") if name in vars(protocol)], [])
 
     def test_objectsBeforeBreakDelivered(self) -> None:
         """Objects completed by the same chunk before the break are delivered before the connection drops."""

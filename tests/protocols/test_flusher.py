@@ -9,7 +9,8 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import BlockBuffer
 from framing.ledger import Ledger
-from protocols.flusher import SEND_ACCOUNT, Flusher
+from protocols import CoalescingTransport
+from protocols.flusher import SEND_ACCOUNT, UNWATCHED, Flusher
 from protocols.outlet import Outlet
 from protocols.readgate import ReadGate
 from protocols.streamqueue import StreamQueue
@@ -87,3 +88,40 @@ class FlusherTests(SynchronousTestCase):
         flush.checkBacklog()
         self.assertEqual(transport.reading, ["pause", "resume"])
         self.assertEqual(flush.ledger.accounts().get(SEND_ACCOUNT, 0), 0)
+
+    def test_room(self) -> None:
+        """
+        The room is what the buffer may hold before a held flush checks the backlog: the high-water mark less
+        what waits behind the buffer, unwatched with back-pressure off or once reading stopped for it.
+        """
+        flush, transport, gate = flusher()
+        self.assertEqual(flush.room, UNWATCHED)
+        flush.reading.setLimits(20, 0, 0)
+        flush.checkBacklog()
+        self.assertEqual(flush.room, 20)
+        flush.streams.addStream(iter([[b"unit"]]))
+        flush.buffer.write_piece(b"y" * 5)
+        flush.flushNow()  # (queued behind the stream)
+        self.assertEqual(flush.room, 15)
+        flush.buffer.write_piece(b"z" * 16)
+        flush.flushNow()
+        self.assertEqual((flush.reading.backlogged, flush.room, transport.reading), (True, UNWATCHED, ["pause"]))
+
+
+class HeldFlushTests(SynchronousTestCase):
+    """A coalescing transport's flush during a hold writes nothing, and checks the backlog past the room."""
+
+    def test_pastTheRoom(self) -> None:
+        """A read's answers past the high-water mark stop reading before the read is done; at the mark they do not."""
+        wrapped = Counting()
+        transport = CoalescingTransport(wrapped)
+        transport.setSendLimits(20, 0)
+        transport.hold()
+        transport.write(b"x" * 20)
+        transport.flush()
+        self.assertEqual((wrapped.writes, transport.sendBacklogged), (0, False))
+        transport.write(b"x")
+        transport.flush()
+        self.assertEqual((wrapped.writes, transport.sendBacklogged, wrapped.reading), (0, True, ["pause"]))
+        transport.release()
+        self.assertEqual(wrapped.writes, 1)

@@ -118,11 +118,14 @@ class DropTests(SynchronousTestCase):
             written, encode_header(ERROR, MAX_ERROR_MESSAGE) + error_token_text(error).encode()[:MAX_ERROR_MESSAGE]
         )
 
-    def test_connectionLostSeesTheError(self) -> None:
-        """Whatever reason the transport gives, connectionLost sees the error the connection was dropped for."""
+    def test_noMethodReplaced(self) -> None:
+        """
+        The error is left in the protocol's failure (which its lossReason
+        reads), not in a connectionLost shadowing the class's on the instance.
+        """
         failure = dropConnection(self.protocol, MalformedHeader("bad"))
-        self.protocol.connectionLost(Failure(ConnectionError("transport's reason")))
-        self.assertEqual(self.protocol.lost, [failure])
+        self.assertIs(self.protocol.failure, failure)
+        self.assertNotIn("connectionLost", vars(self.protocol))
 
     def test_logged(self) -> None:
         """Asked to, it logs the peer, the error's code and its text."""
@@ -166,21 +169,17 @@ class Spent:
 class BreakCyclesTests(SynchronousTestCase):
     """After breakCycles, nothing of a closed connection refers back to itself."""
 
-    def test_shadowsAndStateDropped(self) -> None:
-        """Instance shadows, config and registry go; the reading observer is cleared; decoder and encoder emptied."""
+    def test_stateDropped(self) -> None:
+        """Config and registry go; the reading observer is cleared; decoder and encoder emptied."""
         protocol = Protocol(Clock())
-        protocol.connectionLost = lambda reason: protocol.lost.append(reason)  # type: ignore[method-assign]
-        protocol.dataReceived = lambda data: None  # type: ignore[attr-defined]
         protocol.registry = object()  # type: ignore[attr-defined]
         decoder, encoder = Spent(), Spent()
         protocol.decoder, protocol.encoder = decoder, encoder  # type: ignore[attr-defined]
         breakCycles(protocol)
-        for name in ("connectionLost", "dataReceived", "config", "registry"):
+        for name in ("config", "registry"):
             self.assertNotIn(name, vars(protocol))
         self.assertIsNone(protocol.transport.readingObserver)
         self.assertEqual((vars(decoder), vars(encoder)), ({}, {}))
-        protocol.connectionLost(None)  # the class's own method again
-        self.assertEqual(protocol.lost, [None])
 
     def test_noTransport(self) -> None:
         """A protocol never connected (no transport, no decoder) is left as it is."""

@@ -113,7 +113,7 @@ class ServedCallTests(SynchronousTestCase):
         boundary question asked of the decoder.  (Any of those undone adds a function here.)
         """
         expected = [
-            *("dataReceived", "hold", "_decode"),
+            *("dataReceived", "dataReceived", "hold", "_decode"),  # (the protocol's, then its Inbound's)
             *("feed", "feed"),
             *("objectReceived", "callReceived", "check", "_sendAnswer"),
             *("sendObject", "tokens", "write_piece", "flush"),

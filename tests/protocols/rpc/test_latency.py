@@ -27,9 +27,9 @@ from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 from protocols.rpc import Broker, BrokerFactory, connect, serve
 
-from ..delayproxy import DOWN, UP, DelayedPair, DelayProxy
-from .helpers import pytestTest, trialTest
-from .rpc.services import Service
+from ...delayproxy import DOWN, UP, DelayedPair, DelayProxy
+from ..helpers import pytestTest, trialTest
+from .services import Service
 
 DELAY = 0.05
 RTT = 2 * DELAY
