@@ -116,7 +116,9 @@ class ClientOptions:
     @ivar policy: for a list of addresses: L{framing.rpc.addresses.PICK_FIRST} or L{framing.rpc.addresses.ROUND_ROBIN}.
     @ivar moveTimeout: seconds a call waits for a ready connection after a server drains, dies or is cut off (30).
     @ivar backoff: for a list of addresses, each address's L{framing.rpc.addresses.Backoff}; C{None}: the default.
-    @ivar bulk: Twisted's clients: a L{protocols.bulk.BulkOptions}, the connection carries streams; C{None}: calls only.
+    @ivar bulk: Twisted's clients: a L{protocols.bulk.BulkOptions}, the connection carries streams; C{None}: calls
+        only.  The clients without Twisted ignore it (their bulk clients: L{protocols.blockingbulk},
+        L{protocols.asynciobulk}).
     """
 
     credentials: Any = field(default=None, repr=False)
