@@ -126,12 +126,9 @@ async def transfer(
     from protocols.bulk.files import fetchFile, sendFile
 
     def connect() -> Deferred[Any]:
-        return bulk.connect(
-            reactor,
-            args.connect,
-            bulkOptions=options,
-            options=rpc.ClientOptions(credentials=credentials, timeout=args.timeout),
-        )
+        streams = options or bulk.BulkOptions()
+        connecting = rpc.ClientOptions(credentials=credentials, timeout=args.timeout, bulk=streams)
+        return rpc.connect(reactor, args.connect, options=connecting)
 
     if args.command == "list":
         root = await connect()

@@ -52,9 +52,8 @@ from protocols.auth.realms import OPEN, DirectoryRealm, ServiceLogins
 from protocols.bulk.files import BulkService
 from protocols.bulk.quotas import FileBudget, FileLimits
 from protocols.guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
+from protocols.rpc import BrokerFactory, ServerOptions, serverFactory
 from protocols.rpc.drain import DEFAULT_GRACE
-from protocols.rpc.endpoints import loginGate
-from protocols.rpc.options import ServerOptions
 
 
 def brokerFactory(
@@ -64,22 +63,22 @@ def brokerFactory(
     logins: ServiceLogins = OPEN,
     hashing: str = "auto",
     limits: FileLimits | None = None,
-) -> bulk.BulkBrokerFactory:
+) -> BrokerFactory:
     """
-    Bulk brokers serving C{directory} to anyone, or, with logins, each user
-    their own DIRECTORY/USER; uploads hashed as C{hashing} says; every
-    user's service counts its open files in one budget of C{limits}.
+    Brokers carrying bulk with C{options}, serving C{directory} to anyone,
+    or, with logins, each user their own DIRECTORY/USER; uploads hashed as
+    C{hashing} says; every user's service counts its open files in one
+    budget of C{limits}.  Unguarded: L{serve} puts the guard around it.
     """
     budget = FileBudget(limits)
     if not logins.required:
         service = BulkService(directory, reactor=reactor, hashing=hashing, budget=budget)
-        return bulk.BulkBrokerFactory(service, clock=reactor, options=options)
+        return serverFactory(service, options=ServerOptions(bulk=options, guard=None), clock=reactor)
     realm = DirectoryRealm(
         directory, lambda userDirectory: BulkService(userDirectory, reactor=reactor, hashing=hashing, budget=budget)
     )
-    portal = logins.portal(realm)
-    gate = loginGate(None, ServerOptions(portal=portal, throttle=logins.throttle(reactor)), reactor)
-    return bulk.BulkBrokerFactory(None, clock=reactor, options=options, gate=gate)
+    serving = ServerOptions(bulk=options, guard=None, portal=logins.portal(realm), throttle=logins.throttle(reactor))
+    return serverFactory(None, options=serving, clock=reactor)
 
 
 async def serve(
@@ -147,7 +146,7 @@ def bulkOptions(hashing: str) -> bulk.BulkOptions:
 
 def main(argv: list[str]) -> None:
     # Per-read buffers stay with the process instead of being faulted back in, and connections read
-    # 1 MiB per turn (see steadyAllocator; bulk.serve would do it, but this server builds its own factory).
+    # 1 MiB per turn (see steadyAllocator; rpc.serve would do it, but this server builds its own factory).
     bulk.steadyAllocator()
     parser = CommandLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     addListenArgument(parser, "tcp:8770")

@@ -324,7 +324,7 @@ async def bulkTransfer(reactor: Any, address: str, work: Path, size: int, out: T
             counter.attach(root.broker)
             return root
 
-        return bulk.connect(reactor, address).addCallback(counted)
+        return rpc.connect(reactor, address, options=rpc.ClientOptions(bulk=bulk.BulkOptions())).addCallback(counted)
 
     progress = RunProgress()
     display = ProgressDisplay(progress, f"send {source.name}", out, reactor)
@@ -381,7 +381,8 @@ async def demo(reactor: Any, options: argparse.Namespace, work: Path, out: TextI
     """
     ports: list[Any] = []
     kvFactory = rpc.serverFactory(KeyValueStore(), clock=reactor)
-    bulkFactory = bulk.BulkBrokerFactory(BulkService(work / "served", reactor=reactor), clock=reactor)
+    streams = rpc.ServerOptions(bulk=bulk.BulkOptions(), guard=None)
+    bulkFactory = rpc.serverFactory(BulkService(work / "served", reactor=reactor), options=streams, clock=reactor)
     try:
         for factory in (echo.serverFactory(), kvFactory, bulkFactory):
             ports.append(await listen(reactor, factory))

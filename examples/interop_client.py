@@ -115,6 +115,8 @@ case needs (a 4 MiB call's answer, bulk frames of a few MiB) with room to
 spare, so a server that answers with hundreds of MiB is refused at the
 header instead of being held (the case then fails), and one connection
 holds at most 64 MiB for it."""
+STREAMS = bulk.BulkOptions()
+"""Every connection to the server under test carries bulk streams, with the default options."""
 """Bytes of the stream cancelled once its first piece arrived: never all sent."""
 FILE_SIZE = 6 << 20
 """Bytes of the file uploaded and downloaded, each cut halfway."""
@@ -183,10 +185,10 @@ class Run:
     async def connect(self, callLimits: rpc.CallLimits | None = None) -> rpc.RemoteReference:
         """A new connection to --server (carrying bulk streams); its root."""
         self.endpoint = self.server
-        root = await bulk.connect(
+        root = await rpc.connect(
             self.reactor,
             self.server,
-            options=ClientOptions(registry=REGISTRY, callLimits=callLimits, limits=CLIENT_LIMITS),
+            options=ClientOptions(registry=REGISTRY, callLimits=callLimits, limits=CLIENT_LIMITS, bulk=STREAMS),
         )
         self.roots.append(root)
         return root
@@ -194,8 +196,10 @@ class Run:
     async def login(self, credentials: Any) -> rpc.RemoteReference:
         """A new connection to --login-server, logged in with C{credentials}; its root (the avatar)."""
         self.endpoint = self.loginServer
-        root = await bulk.connect(
-            self.reactor, self.loginServer, options=ClientOptions(credentials=credentials, limits=CLIENT_LIMITS)
+        root = await rpc.connect(
+            self.reactor,
+            self.loginServer,
+            options=ClientOptions(credentials=credentials, limits=CLIENT_LIMITS, bulk=STREAMS),
         )
         self.roots.append(root)
         return root
@@ -219,8 +223,10 @@ class Run:
     async def loginTLS(self, withCertificate: bool) -> rpc.RemoteReference:
         """A new TLS connection to --certificate-server, logged in with its certificate; its root."""
         description = self.endpoint = self.tlsEndpoint(withCertificate)
-        root = await bulk.connect(
-            self.reactor, description, options=ClientOptions(credentials=ClientCertificate(), limits=CLIENT_LIMITS)
+        root = await rpc.connect(
+            self.reactor,
+            description,
+            options=ClientOptions(credentials=ClientCertificate(), limits=CLIENT_LIMITS, bulk=STREAMS),
         )
         self.roots.append(root)
         return root

@@ -42,6 +42,7 @@ import os
 import shutil
 import sys
 import tempfile
+from dataclasses import replace
 from typing import Any
 
 from _errors import CommandLineParser, EndpointFailed, addDebugArgument, runCommand
@@ -60,7 +61,6 @@ from protocols.auth.users import addUser
 from protocols.guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
 from protocols.interop import TEST_PASSWORD, TEST_TOKEN, TEST_USER, InteropRealm, InteropService
 from protocols.proxyheader import serverEndpoint
-from protocols.rpc.endpoints import loginGate
 
 LISTEN = "tcp:8790:interface=127.0.0.1"
 LOGIN_LISTEN = "tcp:8791:interface=127.0.0.1"
@@ -125,11 +125,12 @@ def factories(
     streams and guarded; a login connection has C{loginTimeout} seconds to log in.
     """
     service = InteropService(reactor, directory)
-    anyone = bulk.BulkBrokerFactory(service, clock=reactor, callLimits=rpc.SERVER_CALL_LIMITS)
+    # Guarded by the GuardedFactory around each, not by the factory's own guard.
+    streams = rpc.ServerOptions(bulk=bulk.BulkOptions(), callLimits=rpc.SERVER_CALL_LIMITS, guard=None)
+    anyone = rpc.serverFactory(service, options=streams, clock=reactor)
     portal = logins.portal(InteropRealm())
-    logging = rpc.ServerOptions(portal=portal, loginTimeout=loginTimeout, throttle=logins.throttle(reactor))
-    gate = loginGate(None, logging, reactor)
-    login = bulk.BulkBrokerFactory(None, clock=reactor, callLimits=rpc.SERVER_CALL_LIMITS, gate=gate)
+    logging = replace(streams, portal=portal, loginTimeout=loginTimeout, throttle=logins.throttle(reactor))
+    login = rpc.serverFactory(None, options=logging, clock=reactor)
     return GuardedFactory(anyone, policy, reactor), GuardedFactory(login, policy, reactor)
 
 

@@ -197,7 +197,7 @@ class GuardPolicy:
 DEFAULT_GUARD = GuardPolicy()
 """
 The policy a server guards its connections with unless told otherwise
-(C{rpc.serve}, C{rpc.serverFactory}, C{bulk.serve}, the example servers
+(C{rpc.serve} and C{rpc.serverFactory}, bulk or not, the example servers
 and C{twist}): every default of L{GuardPolicy}.
 """
 

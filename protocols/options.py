@@ -4,12 +4,14 @@
 Contract: a L{ClientOptions} is immutable, checked when it is made (a bad
 field raises C{TypeError} or C{ValueError} naming it), and taken by every
 way of connecting, Twisted's and the clients' without it: C{rpc.connect},
-C{rpc.login}, C{rpc.connectURL}, C{rpc.reconnecting}, C{bulk.connect},
+C{rpc.login}, C{rpc.connectURL}, C{rpc.reconnecting},
 L{protocols.blocking.connect} (and C{connectURL}),
 L{protocols.asyncioclient.connect} (and C{connectURL}) and the bulk
 clients'.  A field a client has no use for is said so in its description.
 This module imports no Twisted, so the clients without it can use it.  The
-server's counterpart is L{protocols.rpc.ServerOptions}.
+server's counterpart is L{protocols.rpc.ServerOptions}; both take bulk
+settings (C{bulk}) as a L{ConnectionExtension}, so that the RPC layer
+imports nothing of L{protocols.bulk}.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from framing import Limits, Registry
 from framing.rpc.addresses import PICK_FIRST, POLICIES, Backoff
@@ -49,6 +51,32 @@ def checkField(owner: str, name: str, value: object, kinds: type | tuple[type, .
     if not isinstance(value, kinds):
         wanted = kinds.__name__ if isinstance(kinds, type) else " or ".join(kind.__name__ for kind in kinds)
         raise TypeError(f"{owner}.{name} must be {wanted}{' or None' if optional else ''}, not {type(value).__name__}")
+
+
+@runtime_checkable
+class ConnectionExtension(Protocol):
+    """
+    What a Twisted connection carries beside calls, as C{ClientOptions.bulk}
+    and C{ServerOptions.bulk} hold it: L{protocols.bulk.BulkOptions} is the
+    one there is.  The RPC layer asks it only these, so it imports nothing
+    of the extension (no import cycle).
+    """
+
+    def prepareProcess(self) -> None:
+        """Set up the process, once per C{rpc.serve} or client factory, before it listens or connects."""
+
+    def connectionLimits(self) -> Limits:
+        """The L{Limits} of a connection carrying it whose options give none."""
+        ...
+
+    def brokerExtension(self, clock: Any) -> Any:
+        """A new L{protocols.interfaces.IBrokerExtension} for one connection's broker, on C{clock}."""
+
+
+def checkExtension(owner: str, name: str, value: object) -> None:
+    """@raise TypeError: C{value}, the field C{name} of an C{owner}, is neither C{None} nor a L{ConnectionExtension}."""
+    if value is not None and not isinstance(value, ConnectionExtension):
+        raise TypeError(f"{owner}.{name} must be protocols.bulk.BulkOptions or None, not {type(value).__name__}")
 
 
 def checkSeconds(owner: str, name: str, value: float | None, optional: bool = True) -> None:
@@ -88,6 +116,9 @@ class ClientOptions:
     @ivar policy: for a list of addresses: L{framing.rpc.addresses.PICK_FIRST} or L{framing.rpc.addresses.ROUND_ROBIN}.
     @ivar moveTimeout: seconds a call waits for a ready connection after a server drains, dies or is cut off (30).
     @ivar backoff: for a list of addresses, each address's L{framing.rpc.addresses.Backoff}; C{None}: the default.
+    @ivar bulk: Twisted's clients: a L{protocols.bulk.BulkOptions}, the connection carries streams; C{None}: calls
+        only.  The clients without Twisted ignore it (their bulk clients: L{protocols.blockingbulk},
+        L{protocols.asynciobulk}).
     """
 
     credentials: Any = field(default=None, repr=False)
@@ -102,6 +133,7 @@ class ClientOptions:
     policy: str = PICK_FIRST
     moveTimeout: float = 30.0
     backoff: Backoff | None = None
+    bulk: ConnectionExtension | None = None
 
     def __post_init__(self) -> None:
         owner = "ClientOptions"
@@ -121,6 +153,7 @@ class ClientOptions:
             raise ValueError(f"{owner}.policy must be one of {', '.join(POLICIES)}, not {self.policy!r}")
         checkSeconds(owner, "moveTimeout", self.moveTimeout, optional=False)
         checkField(owner, "backoff", self.backoff, Backoff)
+        checkExtension(owner, "bulk", self.bulk)
 
     @property
     def callTimeout(self) -> float | None:

@@ -7,7 +7,7 @@ keeps every write boundary, and honours pausing and producers the way
 Twisted's TCP transport does, so flow control can be tested without sockets.
 L{brokerPair} does it for an RPC service: a server broker exposing a root
 and a client broker, on one L{Clock}, as C{rpc.serve} and C{rpc.connect}
-(or C{bulk.serve} and C{bulk.connect}) would make them.  Its
+(with bulk options, for streams too) would make them.  Its
 L{BrokerPair.collect} pulls a stream of objects (a generator's items)
 with no reactor, flushing before each item.
 L{RecordingTransport} and L{recordWrites} count writes: the number tests pin
@@ -597,20 +597,23 @@ def brokerPair(
         pair.flush()
         assert self.successResultOf(answer) == "hello ada"
 
-    @param bulk: both ends carry streams (L{protocols.bulk.BulkBroker}, as
-        L{protocols.bulk.serve} and L{protocols.bulk.connect}).
+    @param bulk: both ends carry streams with the default
+        L{protocols.bulk.BulkOptions} (C{Broker(bulk=...)}, as the C{bulk}
+        of C{ServerOptions} and C{ClientOptions} makes them).
     @param clientRoot: what the server may call through the client's root.
     @param registry: the L{Registry} of application types, for both ends.
     @param tracebacks: the server sends tracebacks of failed calls.
     """
     clock = Clock()
-    makeBroker: Any = Broker
+    streams: Any = None
     if bulk:
-        from .bulk.channel import BulkBroker
+        from .bulk.options import BulkOptions
 
-        makeBroker = BulkBroker
-    server = makeBroker(root, clock=clock, tracebacks=tracebacks, registry=registry, callLimits=SERVER_CALL_LIMITS)
-    client = makeBroker(clientRoot, clock=clock, registry=registry)
+        streams = BulkOptions()
+    server = Broker(
+        root, clock=clock, tracebacks=tracebacks, registry=registry, callLimits=SERVER_CALL_LIMITS, bulk=streams
+    )
+    client = Broker(clientRoot, clock=clock, registry=registry, bulk=streams)
     return BrokerPair(server, client, clock)
 
 

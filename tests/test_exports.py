@@ -107,8 +107,6 @@ EXPORTS: dict[str, list[str]] = {
     "protocols.bulk": [
         "ADAPTIVE_READ_SIZE",
         "BLAKE3",
-        "BulkBroker",
-        "BulkBrokerFactory",
         "BulkChannel",
         "BulkOptions",
         "BytesSource",
@@ -149,8 +147,6 @@ EXPORTS: dict[str, list[str]] = {
         "bulkOf",
         "callingBroker",
         "callingChannel",
-        "connect",
-        "serve",
         "steadyAllocator",
     ],
     "protocols.kv": [

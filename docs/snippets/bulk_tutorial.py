@@ -12,6 +12,9 @@ from protocols.bulk.files import BulkService, fetchFile, sendFile
 from protocols.bulk.integrity import newHash
 
 LOCAL = "tcp:0:interface=127.0.0.1"
+STREAMS = bulk.BulkOptions()  # windows, chunk size, digests: the defaults
+SERVING = rpc.ServerOptions(bulk=STREAMS)  # every connection carries streams as well as calls
+CONNECTING = rpc.ClientOptions(bulk=STREAMS)  # both ends must
 
 
 class Store(rpc.Referenceable):
@@ -39,8 +42,8 @@ class Store(rpc.Referenceable):
 async def main(reactor):
     data = bytes(range(256)) * 40_000  # 10 MB
     with tempfile.TemporaryDirectory() as directory:
-        port = await bulk.serve(reactor, LOCAL, Store(directory))
-        root = await bulk.connect(reactor, f"tcp:host=127.0.0.1:port={port.getHost().port}")
+        port = await rpc.serve(reactor, LOCAL, Store(directory), options=SERVING)
+        root = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={port.getHost().port}", options=CONNECTING)
 
         algorithm, digest = await root.callRemote("upload", "data.bin", bulk.Stream(data))
         check = newHash(algorithm)  # the digest both ends chose: the first of each side's list they share
@@ -57,11 +60,11 @@ async def main(reactor):
 
         # The ready-made service: resumable, striped file transfer (what twist chunkwire-bulk runs).
         served, source = Path(directory) / "served", Path(directory) / "data.bin"
-        port = await bulk.serve(reactor, LOCAL, BulkService(served, reactor=reactor))
+        port = await rpc.serve(reactor, LOCAL, BulkService(served, reactor=reactor), options=SERVING)
         address = f"tcp:host=127.0.0.1:port={port.getHost().port}"
 
         def connect():
-            return bulk.connect(reactor, address)
+            return rpc.connect(reactor, address, options=CONNECTING)
 
         sent = await sendFile(connect, source, "copy.bin", streams=2)  # 2 connections at once
         print(f"sendFile: {sent.size} bytes over 2 connections, {sent.algorithm} verified")

@@ -17,14 +17,16 @@ L{IncomingStream} that the receiver hands to a sink::
         def download(self, name):
             return bulk.Stream(f"/srv/{name}")          # a path, file, bytes, iterator, producer
 
-    await bulk.serve(reactor, "tcp:8770", Store())
-    root = await bulk.connect(reactor, "tcp:host=127.0.0.1:port=8770")
+    streams = bulk.BulkOptions()
+    await rpc.serve(reactor, "tcp:8770", Store(), options=rpc.ServerOptions(bulk=streams))
+    root = await rpc.connect(reactor, "tcp:host=127.0.0.1:port=8770", options=rpc.ClientOptions(bulk=streams))
     digest = await root.callRemote("upload", "a.iso", bulk.Stream("a.iso"))
     incoming = await root.callRemote("download", "a.iso")
     await incoming.receive("copy.iso")
 
-Both ends of a connection must be L{BulkBroker}s (made by L{serve},
-L{connect} or L{BulkBrokerFactory}). Every stream is checked end to end by a
+Both ends of a connection must carry bulk: a L{BulkOptions} as the
+C{bulk} of their C{ServerOptions} or C{ClientOptions} (or of a
+C{Broker}), whose brokers then load a L{BulkChannel}.  Every stream is checked end to end by a
 digest unless sent with C{digest=None}; L{protocols.bulk.files} builds
 resumable, striped file transfer on this.
 
@@ -52,7 +54,7 @@ from framing.rpc.signatures import registerHint
 from framing.slicing.constraints import ANY
 
 from .allocator import allocatorSteady, steadyAllocator
-from .channel import BulkBroker, BulkBrokerFactory, BulkChannel, bulkOf, callingBroker, callingChannel, connect, serve
+from .channel import BulkChannel, bulkOf, callingBroker, callingChannel
 from .integrity import OrderedHasher
 from .interfaces import IReceivingStream, ISendingStream, IStreamHost
 from .options import ADAPTIVE_READ_SIZE, PLAIN_READ_SIZE, STEADY_READ_SIZE, BulkOptions
@@ -77,8 +79,6 @@ __all__ = [
     "DigestRefused",
     "DigestUnavailable",
     "availableDigests",
-    "BulkBroker",
-    "BulkBrokerFactory",
     "BulkChannel",
     "BulkOptions",
     "BytesSource",
@@ -110,9 +110,7 @@ __all__ = [
     "bulkOf",
     "callingBroker",
     "callingChannel",
-    "connect",
     "asIncoming",
-    "serve",
     "allocatorSteady",
     "steadyAllocator",
 ]

@@ -7,9 +7,10 @@ C{M_TRIM_THRESHOLD}), so the megabyte buffers a transfer allocates and
 frees for every socket read come from the heap and stay there; anywhere
 else it does nothing and says so.  L{allocatorSteady} tells whether it
 succeeded in this process (a bulk connection then reads
-L{protocols.bulk.STEADY_READ_SIZE} per turn).  L{protocols.bulk.serve} and
-L{protocols.bulk.connect} call it unless given C{steadyAllocator=False}; the
-setting is the whole process's.
+L{protocols.bulk.STEADY_READ_SIZE} per turn).  C{rpc.serve} and the
+Twisted clients with bulk options call it unless their
+C{BulkOptions.steadyAllocator} is C{False}; the setting is the whole
+process's.
 
 Cost: up to C{trimThreshold} bytes of freed memory stay with the process
 (the peak is unchanged), and blocks of C{mmapThreshold} or more are always

@@ -1,10 +1,11 @@
 # -*- test-case-name: tests.protocols.bulk.test_owners,tests.protocols.bulk.test_allocator -*-
 """The bulk channel of one connection: an extension an RPC broker loads.
 
-Contract: L{BulkChannel} is an L{IBrokerExtension}: L{BulkBroker} (and
-L{BulkBrokerFactory}, L{serve}, L{connect}) load one into a plain RPC
-L{Broker}, so a L{Stream} in a call's arguments or result is announced in
-that message and arrives as an L{IncomingStream}.  Outgoing streams are
+Contract: L{BulkChannel} is an L{IBrokerExtension}: a plain RPC L{Broker}
+made with bulk settings (C{Broker(bulk=BulkOptions())}, which
+C{ServerOptions(bulk=...)} and C{ClientOptions(bulk=...)} make every
+connection's) loads one, so a L{Stream} in a call's arguments or result is
+announced in that message and arrives as an L{IncomingStream}.  Outgoing streams are
 served round-robin, one data frame per turn, only while the transport is
 not paused and the stream has credit; an RPC message is written between two
 frames.  Receive windows may grow by autotuning (L{protocols.bulk.tuning}),
@@ -29,7 +30,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorThreads
@@ -37,7 +38,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from framing import EncodingError, Limits, Registry
+from framing import EncodingError, Registry
 from framing.bulk.connection import StreamTable
 from framing.bulk.digests import DigestUnavailable
 from framing.bulk.hello import Hello
@@ -62,26 +63,18 @@ if TYPE_CHECKING:
     from framing.ledger import Ledger
 
 from ..interfaces import IBrokerExtension
-from ..options import CLIENT_DEFAULTS, ClientOptions
-from ..rpc import Broker, BrokerFactory, CallLimits, Referenceable, RemoteReference, currentBroker
-from ..rpc.endpoints import connectWithFactory, listenWith, serverFactoryOf
-from ..rpc.listening import ListeningPort
-from ..rpc.options import SERVER_DEFAULTS, ServerOptions, clientFactory
-from ..rpc.refs import HasRemoteProxy
+from ..rpc import Broker, currentBroker
 from ..sockets import tuneForBulk
-from .allocator import steadyAllocator as makeAllocatorSteady
 from .early import EarlyTable
 from .incoming import IncomingSide
 from .interfaces import IReceivingStream, ISendingStream
-from .options import BulkOptions
+from .options import BulkOptions, carriedBy
 from .scheduling import FrameScheduler
 from .sending import Stream
 from .tuning import RoundTrips
 
 if TYPE_CHECKING:
     from framing import Encoder
-
-T = TypeVar("T")
 
 SENDING_ACCOUNT = "bulk-sending"
 """The ledger account of this side's outgoing streams, while they wait or run (L{SENDING_STREAM_BYTES} each)."""
@@ -118,7 +111,7 @@ class BulkChannel(IncomingSide):
     register a producer of its own on a bulk connection (if one is
     registered, streams are paced by their credit alone).
 
-    @ivar protocol: the L{BulkBroker} it belongs to.
+    @ivar protocol: the L{Broker} it belongs to (its C{bulk}).
     @ivar options: its L{BulkOptions}.
     @ivar clock: its C{IReactorTime}.
     @ivar hashReactor: the reactor hashing threads report to, or C{None}
@@ -404,6 +397,10 @@ class BulkChannel(IncomingSide):
         self.scheduler.wakeSoon(stream)
 
 
+# Brokers made with BulkOptions (Broker(bulk=...), ServerOptions.bulk, ClientOptions.bulk) load a channel.
+carriedBy(BulkChannel)
+
+
 def _weakly(method: Callable[..., Any], gone: Any) -> Callable[..., Any]:
     """
     C{method} (a bound method of a channel), called through a weak
@@ -499,52 +496,6 @@ class _StreamSlicer:
         encoder.write_container(STREAM_OPEN_TYPE, obj, (streamId, obj.size, obj.digestName))
 
 
-def BulkBroker(
-    root: Referenceable | None = None,
-    *,
-    clock: Any = None,
-    tracebacks: bool = False,
-    limits: Limits | None = None,
-    registry: Registry | None = None,
-    options: BulkOptions | None = None,
-    callLimits: CallLimits | None = None,
-    sendBackPressure: bool | None = None,
-) -> Broker:
-    """
-    An RPC L{Broker} whose connection also carries streams (see the module
-    docstring): a plain broker with a L{BulkChannel} loaded as its
-    extension, named by its C{bulk} attribute too (and by L{bulkOf}).  Both
-    ends of a connection must carry bulk.
-
-    Arguments as for L{Broker}, and the connection's L{BulkOptions}.
-    Without C{limits}, the defaults hold up to four of the largest windows
-    of received bytes while the application pauses reading (a stream's
-    window may be in flight when it does).
-    """
-    options = options or BulkOptions()
-    if limits is None:
-        largest = max(options.window, options.maxWindow)
-        limits = Limits(max_buffered_bytes=max(Limits().max_buffered_bytes, 4 * largest))
-    if clock is None:
-        from twisted.internet import reactor
-
-        clock = reactor
-    channel = BulkChannel(options, clock)
-    broker = Broker(
-        root,
-        clock=clock,
-        tracebacks=tracebacks,
-        limits=limits,
-        registry=registry,
-        callLimits=callLimits,
-        extensions=[channel],
-        sendBackPressure=sendBackPressure,
-    )
-    # The name applications and tests have always used for the channel.
-    broker.bulk = channel  # type: ignore[attr-defined]
-    return broker
-
-
 def bulkOf(broker: Any) -> BulkChannel | None:
     """The L{BulkChannel} loaded by C{broker}, or C{None} (a broker without bulk, or C{None})."""
     for extension in getattr(broker, "extensions", ()):
@@ -571,108 +522,3 @@ def _noPing() -> Deferred[float]:
 def _callFailed(failure: Failure, stream: ISendingStream) -> Failure:
     stream.callFailed(failure)
     return failure
-
-
-class BulkBrokerFactory(BrokerFactory):
-    """A L{BrokerFactory} building bulk brokers (L{BulkBroker}) with the same L{BulkOptions}."""
-
-    def __init__(self, root: Referenceable | None = None, *, options: BulkOptions | None = None, **kwargs: Any) -> None:
-        BrokerFactory.__init__(self, root, **kwargs)
-        self.options = options
-
-    def buildBroker(self) -> Broker:
-        """A bulk broker with this factory's settings."""
-        return BulkBroker(
-            self.root,
-            clock=self.clock,
-            tracebacks=self.tracebacks,
-            limits=self.limits,
-            registry=self.registry,
-            options=self.options,
-            callLimits=self.callLimits,
-            sendBackPressure=self.sendBackPressure,
-        )
-
-
-def serve(
-    reactor: Any,
-    description: str | Any,
-    root: Referenceable | None = None,
-    *,
-    options: ServerOptions = SERVER_DEFAULTS,
-    bulkOptions: BulkOptions | None = None,
-    steadyAllocator: bool = True,
-) -> Deferred[ListeningPort]:
-    """
-    As L{protocols.rpc.serve} (a root, or logins; the same L{ServerOptions},
-    the guard on by default), with streams too, each connection's carried
-    with C{bulkOptions}.  The guard does not count a stream paused by flow
-    control as idle.  The options' C{callLimits} are C{CLIENT_CALL_LIMITS}
-    if C{None} (a server's call back to a client, which may carry a long
-    stream, has no timeout).
-
-    @param steadyAllocator: whether to call
-        L{protocols.bulk.steadyAllocator} first (the default): on Linux
-        with glibc it fixes the B{whole process's} malloc thresholds, so
-        that per-read buffers stay with the process and connections read
-        L{protocols.bulk.STEADY_READ_SIZE} per turn.  C{False} leaves the
-        C library alone (reads are then 512 KiB unless C{bulkOptions} say
-        otherwise).
-    """
-    if steadyAllocator:
-        makeAllocatorSteady()
-    factory = serverFactoryOf(partial(BulkBrokerFactory, options=bulkOptions), root, options, reactor, None)
-    return listenWith(reactor, description, factory)
-
-
-@overload
-def connect(
-    reactor: Any,
-    description: str | Any,
-    *,
-    root: Referenceable | None = None,
-    interface: None = None,
-    options: ClientOptions = CLIENT_DEFAULTS,
-    bulkOptions: BulkOptions | None = None,
-    steadyAllocator: bool = True,
-) -> Deferred[RemoteReference]: ...
-
-
-@overload
-def connect(
-    reactor: Any,
-    description: str | Any,
-    *,
-    root: Referenceable | None = None,
-    interface: HasRemoteProxy[T],
-    options: ClientOptions = CLIENT_DEFAULTS,
-    bulkOptions: BulkOptions | None = None,
-    steadyAllocator: bool = True,
-) -> Deferred[T]: ...
-
-
-def connect(
-    reactor: Any,
-    description: str | Any,
-    *,
-    root: Referenceable | None = None,
-    interface: HasRemoteProxy[Any] | None = None,
-    options: ClientOptions = CLIENT_DEFAULTS,
-    bulkOptions: BulkOptions | None = None,
-    steadyAllocator: bool = True,
-) -> Deferred[Any]:
-    """
-    As L{protocols.rpc.connect} (the same L{ClientOptions}: with
-    C{credentials}, log in first as L{protocols.rpc.login} does; C{timeout}
-    for connecting, hearing the server and logging in; C{interface} for a
-    typed proxy), with a connection that carries streams, with
-    C{bulkOptions}; close it with C{ref.broker.disconnect()}.
-
-    @param steadyAllocator: whether to call
-        L{protocols.bulk.steadyAllocator} first (the default), a setting of
-        the B{whole process}, as for L{serve}.
-    """
-    if steadyAllocator:
-        makeAllocatorSteady()
-    factory = clientFactory(reactor, root, options, partial(BulkBrokerFactory, options=bulkOptions))
-    return connectWithFactory(reactor, description, factory, options, interface)

@@ -127,7 +127,7 @@ class IStreamHost(Protocol):
 
     @property
     def protocol(self) -> Any:
-        """The RPC broker of the connection (built by L{protocols.bulk.BulkBroker})."""
+        """The RPC broker of the connection (made with bulk settings: C{Broker(bulk=...)})."""
 
     def sendControl(self, op: int, streamId: Any, *values: Any) -> None:
         """Send one control message, if the connection is up."""

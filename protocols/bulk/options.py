@@ -3,16 +3,23 @@
 
 Contract: every field has a documented default (the reasons, measured:
 docs/design/bulk-options.md); a bad value fails at construction
-(C{ValueError}), never later on the wire.
+(C{ValueError}), never later on the wire.  A L{BulkOptions} is what
+C{ServerOptions.bulk} and C{ClientOptions.bulk} take (it is a
+L{protocols.options.ConnectionExtension}): each connection's broker then
+loads a L{protocols.bulk.BulkChannel} (L{BulkOptions.brokerExtension}).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+from framing import Limits
 from framing.bulk.digests import DigestUnavailable, availableDigests, checkAlgorithm
 
 from .allocator import allocatorSteady
+from .allocator import steadyAllocator as makeAllocatorSteady
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -62,6 +69,9 @@ class BulkOptions:
     @ivar initialWindow: credit every stream has before any grant, stated in the HELLO (1 MiB; 0: none).
     @ivar unreadTimeout: seconds an announced stream may wait for C{receive()} before it is dropped (60).
     @ivar maxStreams: most live incoming streams; one more is L{TooManyStreams} (64).
+    @ivar steadyAllocator: whether C{rpc.serve} and the Twisted clients call
+        L{protocols.bulk.steadyAllocator} first, a setting of the B{whole
+        process} (L{prepareProcess}; C{True}).
 
     Design: docs/design/bulk-options.md
     """
@@ -78,6 +88,7 @@ class BulkOptions:
     digests: tuple[str, ...] = field(default_factory=availableDigests)
     initialWindow: int = 1 * MiB
     unreadTimeout: float = 60.0
+    steadyAllocator: bool = True
 
     @property
     def startWindow(self) -> int:
@@ -95,6 +106,33 @@ class BulkOptions:
             return STEADY_READ_SIZE if allocatorSteady() else PLAIN_READ_SIZE
         return self.readSize
 
+    def prepareProcess(self) -> None:
+        """
+        What serving or connecting with these options does first (C{rpc.serve}
+        and every Twisted client; not C{rpc.serverFactory}): unless
+        C{steadyAllocator} is C{False}, call L{protocols.bulk.steadyAllocator},
+        which on Linux with glibc fixes the B{whole process's} malloc
+        thresholds, so that per-read buffers stay with the process and
+        connections read L{STEADY_READ_SIZE} per turn (otherwise
+        L{PLAIN_READ_SIZE}, unless C{readSize} says).
+        """
+        if self.steadyAllocator:
+            makeAllocatorSteady()
+
+    def connectionLimits(self) -> Limits:
+        """
+        The L{Limits} of a connection carrying streams whose options give
+        none: the defaults, but room to hold four of the largest windows of
+        received bytes while the application pauses reading (a stream's
+        window may be in flight when it does).
+        """
+        largest = max(self.window, self.maxWindow)
+        return Limits(max_buffered_bytes=max(Limits().max_buffered_bytes, 4 * largest))
+
+    def brokerExtension(self, clock: Any) -> Any:
+        """A new L{protocols.bulk.BulkChannel} with these options on C{clock}, for one connection's broker."""
+        return _channel[0](self, clock)
+
     def __post_init__(self) -> None:
         if self.chunkSize <= 0 or self.window <= 0 or self.grantStep <= 0 or self.maxStreams <= 0:
             raise ValueError("chunkSize, window, grantStep and maxStreams must be positive")
@@ -106,8 +144,24 @@ class BulkOptions:
             raise ValueError("readSize must be None, 0 (adaptive) or positive")
         if self.initialWindow < 0 or self.unreadTimeout <= 0:
             raise ValueError("initialWindow must be 0 or more and unreadTimeout positive")
+        if not isinstance(self.steadyAllocator, bool):
+            raise TypeError(f"steadyAllocator must be True or False, not {self.steadyAllocator!r}")
         if not self.digests:
             raise DigestUnavailable("a bulk connection needs at least one digest")
         for name in self.digests:
             checkAlgorithm(name)
         object.__setattr__(self, "digests", tuple(self.digests))
+
+
+_channel: list[Callable[[BulkOptions, Any], Any]] = []
+"""What L{BulkOptions.brokerExtension} builds: L{carriedBy} sets it."""
+
+
+def carriedBy(channel: Callable[[BulkOptions, Any], Any]) -> None:
+    """
+    Make C{channel(options, clock)} what L{BulkOptions.brokerExtension}
+    builds: L{protocols.bulk.channel} names its C{BulkChannel} when imported
+    (which importing this module's package does first).  It imports this
+    module, so this one cannot import it.
+    """
+    _channel[:] = [channel]

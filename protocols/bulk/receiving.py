@@ -82,7 +82,7 @@ class IncomingStream:
 
     @property
     def broker(self) -> Any:
-        """The RPC broker (built by L{protocols.bulk.BulkBroker}) of the connection the stream arrives on."""
+        """The RPC broker (made with bulk settings: C{Broker(bulk=...)}) of the connection the stream arrives on."""
         return self._host.protocol
 
     @property

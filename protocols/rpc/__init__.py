@@ -20,7 +20,8 @@ call::
 Contract: a call gets its answer or fails (L{RemoteError}, a registered
 type, L{DeadReferenceError}, L{CallTimedOut}, L{DeadlineExceeded}, the
 reason the connection was lost).  Serving takes a L{ServerOptions},
-connecting a L{ClientOptions}; per-connection limits are a L{CallLimits};
+connecting a L{ClientOptions} (with C{bulk} options, the connection
+carries L{protocols.bulk} streams too); per-connection limits are a L{CallLimits};
 deadlines and metadata travel in a L{callContext}.  A L{Broker} hands each
 message to L{protocols.rpc.calls}, L{protocols.rpc.answering} or
 L{protocols.rpc.tables}; streams are L{protocols.rpc.streams}.

@@ -8,8 +8,8 @@ each received message by tag (a table of bound methods built in
 C{_dispatch}) to L{OutgoingCalls} (L{protocols.rpc.calls}),
 L{CallRunner} (L{protocols.rpc.answering}) or L{ReferenceTable}
 (L{protocols.rpc.tables}); how the connection ended is a
-L{Disconnection}'s.  Extensions (L{IBrokerExtension}, e.g. bulk streams)
-are loaded instead of subclassing.  Limits are a L{CallLimits}; refusals
+L{Disconnection}'s.  Extensions (L{IBrokerExtension}, e.g. bulk streams:
+C{Broker(bulk=BulkOptions(...))}) are loaded instead of subclassing.  Limits are a L{CallLimits}; refusals
 and failures are logged through L{TokenProtocol.logRefusal} and
 L{TokenProtocol.logFailure}.  The preamble is held to the end of the
 reactor turn, so a call made in that turn leaves in the same write.
@@ -50,6 +50,7 @@ from ..config import ConnectionConfig
 from ..guard import ConnectionCounter, GuardPolicy
 from ..interfaces import IObjectReceiver
 from ..logs import escape
+from ..options import ConnectionExtension
 from .answering import CallRunner, currentBroker
 from .calls import OutgoingCalls
 from .disconnection import Disconnection
@@ -102,6 +103,8 @@ class Broker:
     @ivar clock: the reactor (an C{IReactorTime}) end-of-turn work is scheduled on.
     @ivar callLimits: the L{CallLimits}.
     @ivar extensions: the L{IBrokerExtension}s loaded, in order.
+    @ivar bulk: the bulk channel (L{protocols.bulk.BulkChannel}) of a broker
+        made with C{bulk} settings, the last of its C{extensions}; else C{None}.
     @ivar drain: the L{ConnectionDrain} (L{protocols.rpc.drain}).
     @ivar disconnection: the L{Disconnection} (L{protocols.rpc.disconnection}).
     @ivar factory: the L{BrokerFactory} that built this broker, if any.
@@ -110,6 +113,7 @@ class Broker:
     """
 
     factory: Any = None
+    bulk: Any = None
     callRemote: Callable[[int, str, tuple[Any, ...], dict[str, Any]], Deferred[Any]]
     callRemoteOnly: Callable[[int, str, tuple[Any, ...], dict[str, Any]], None]
 
@@ -124,6 +128,7 @@ class Broker:
         callLimits: CallLimits | None = None,
         extensions: Iterable[Any] = (),
         sendBackPressure: bool | None = None,
+        bulk: ConnectionExtension | None = None,
     ) -> None:
         """
         @param root: what the peer may call through its root reference.
@@ -138,14 +143,25 @@ class Broker:
             L{ObjectStreams} every broker loads (unless one is given here).
         @param sendBackPressure: the connection's
             L{TokenProtocol.sendBackPressure}; C{None} for its default (on).
+        @param bulk: bulk settings (a L{protocols.bulk.BulkOptions}): the
+            connection carries streams, its channel loaded last (L{bulk});
+            C{limits} default to the settings' C{connectionLimits()}, and
+            C{clock} to the global reactor.  Both ends must carry bulk.
         @raise TypeError: C{root} is not a L{Referenceable}.
         """
         if root is not None and not isinstance(root, Referenceable):
             raise TypeError(f"the root must be a Referenceable, not {type(root).__name__}")
+        extensions = tuple(extensions)
+        if bulk is not None:
+            if clock is None:
+                from twisted.internet import reactor as clock
+            if limits is None:
+                limits = bulk.connectionLimits()
+            self.bulk = bulk.brokerExtension(clock)
+            extensions = (*extensions, self.bulk)
         self.root = root
         self.clock = clock
         self.callLimits = callLimits = callLimits or CLIENT_CALL_LIMITS
-        extensions = tuple(extensions)
         if not any(isinstance(extension, ObjectStreams) for extension in extensions):
             # Every connection carries streams of objects (protocols.rpc.streams).
             extensions = (ObjectStreams(), *extensions)
@@ -427,6 +443,8 @@ class BrokerFactory(Factory):
         server's guarded by something else).
     @ivar guardCounter: the L{protocols.guard.ConnectionCounter} its
         guarded connections share (their caps count them there).
+    @ivar bulk: the bulk settings each broker carries streams with (see
+        L{Broker}), or C{None}.
     """
 
     sendBackPressure = True
@@ -443,6 +461,7 @@ class BrokerFactory(Factory):
         gate: Callable[[Broker], Any] | None = None,
         interceptors: Iterable[Any] = (),
         guard: GuardPolicy | None = None,
+        bulk: ConnectionExtension | None = None,
     ) -> None:
         if root is not None and not isinstance(root, Referenceable):
             raise TypeError(f"the root must be a Referenceable, not {type(root).__name__}")
@@ -457,11 +476,13 @@ class BrokerFactory(Factory):
         self.brokers: set[Broker] = set()
         self.guardPolicy = guard
         self.guardCounter = ConnectionCounter()
+        self.bulk = bulk
 
     def buildBroker(self) -> Broker:
         """
-        Make the L{Broker} of one new connection.  Override this to make a
-        subclass, or one with extensions, with this factory's settings.
+        Make the L{Broker} of one new connection, with this factory's
+        settings (its C{bulk} too).  Override this to make a subclass, or
+        one with other extensions.
         """
         return Broker(
             self.root,
@@ -471,6 +492,7 @@ class BrokerFactory(Factory):
             registry=self.registry,
             callLimits=self.callLimits,
             sendBackPressure=self.sendBackPressure,
+            bulk=self.bulk,
         )
 
     def buildProtocol(self, addr: Any) -> TokenProtocol:

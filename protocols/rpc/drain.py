@@ -204,7 +204,7 @@ async def drainPort(port: Any, factory: Any = None, grace: float = DEFAULT_GRACE
     Drain a listening RPC server: stop accepting connections on C{port},
     then drain every connection of C{factory} (a L{protocols.rpc.BrokerFactory},
     or a wrapper forwarding its C{brokers}; C{None}: the one C{port} serves,
-    for the port C{rpc.serve} or C{bulk.serve} gives) as L{drainBrokers}.
+    for the port C{rpc.serve} gives) as L{drainBrokers}.
     """
     if factory is None:
         factory = port.factory

@@ -31,7 +31,7 @@ from twisted.python.failure import Failure
 from framing.login.errors import LoginFailed
 from framing.rpc.drain import DrainDeadlineExceeded, GoingAway
 from framing.rpc.errors import DeadReferenceError
-from framing.rpc.limits import SERVER_CALL_LIMITS, CallLimits
+from framing.rpc.limits import CLIENT_CALL_LIMITS, SERVER_CALL_LIMITS
 from framing.rpc.referenceable import Referenceable
 
 from ..auth.client import ClientLogin, ObjectName, mechanismFor
@@ -55,36 +55,25 @@ def serverFactory(
     listen with any endpoint (C{serverFromString(reactor,
     description).listen(factory)}); its C{disconnectAll()} closes every
     connection, for a clean shutdown.  Arguments as for L{serve}; C{clock}
-    is the reactor (C{None}: the global one).
+    is the reactor (C{None}: the global one).  With the options' C{bulk},
+    each connection carries streams, and its calls back to the client have
+    L{CLIENT_CALL_LIMITS} by default (no timeout: one may carry a long
+    stream); the process is left as it is (L{serve} prepares it).
 
     @raise ValueError: both a root and logins, or neither.
     """
-    return serverFactoryOf(BrokerFactory, root, options, clock, SERVER_CALL_LIMITS)
-
-
-def serverFactoryOf(
-    kind: Callable[..., BrokerFactory],
-    root: Referenceable | None,
-    options: ServerOptions,
-    clock: Any,
-    callLimits: CallLimits | None,
-    **extra: Any,
-) -> BrokerFactory:
-    """
-    A server's factory of class C{kind} with C{options}; C{callLimits} when
-    they give none, and C{extra} keywords for C{kind} (a bulk factory's).
-    """
-    return kind(
+    callLimits = options.callLimits or (SERVER_CALL_LIMITS if options.bulk is None else CLIENT_CALL_LIMITS)
+    return BrokerFactory(
         root,
         clock=clock,
         tracebacks=options.tracebacks,
         limits=options.limits,
         registry=options.registry,
-        callLimits=options.callLimits or callLimits,
+        callLimits=callLimits,
         gate=loginGate(root, options, clock),
         interceptors=options.interceptors,
         guard=options.guard,
-        **extra,
+        bulk=options.bulk,
     )
 
 
@@ -125,11 +114,19 @@ def serve(
         connect can call it: give C{ServerOptions(portal=...)} instead to
         know who calls.
     @param options: the L{ServerOptions}: tracebacks, limits, registry,
-        call limits, interceptors, the guard (on by default) and logins.
+        call limits, interceptors, the guard (on by default), logins, and
+        C{bulk}: with a L{protocols.bulk.BulkOptions} every connection
+        carries streams too (see L{serverFactory}), and the process is
+        prepared for them first (L{protocols.bulk.BulkOptions.prepareProcess}:
+        the steady allocator, unless its C{steadyAllocator} is C{False}).
+        The guard does not count a stream paused by flow control as idle.
     @return: a L{Deferred} firing with the listening port.
     @raise ValueError: both a root and a login, or neither.
     """
-    return listenWith(reactor, description, serverFactory(root, options=options, clock=reactor))
+    factory = serverFactory(root, options=options, clock=reactor)
+    if options.bulk is not None:
+        options.bulk.prepareProcess()
+    return listenWith(reactor, description, factory)
 
 
 def listenWith(reactor: Any, description: str | Any, factory: BrokerFactory) -> Deferred[ListeningPort]:
@@ -394,9 +391,9 @@ def connect(
 ) -> Deferred[Any]:
     """Connect to the server at the client endpoint C{description}.
 
-    Every way of connecting (L{login}, L{protocols.bulk.connect},
-    L{reconnecting} but for C{interface}, L{connectURL} but for the
-    credentials) takes these arguments, meaning the same.
+    Every way of connecting (L{login}, L{reconnecting} but for
+    C{interface}, L{connectURL} but for the credentials) takes these
+    arguments, meaning the same.
     A call made in the same reactor turn shares its write with the preamble.
     Close the connection with C{ref.broker.disconnect()}.
 
@@ -410,6 +407,8 @@ def connect(
         implements: fire with C{root.typed(interface)} instead.
     @param options: the L{ClientOptions}; past its C{timeout} the connection
         is dropped and the wait fails with L{protocols.deadline.ConnectTimeout}.
+        With C{bulk} (a L{protocols.bulk.BulkOptions}) the connection carries
+        streams, and the process is prepared for them first, as by L{serve}.
     @return: a L{Deferred} firing with the L{RemoteReference} to the
         server's root (or its typed proxy); without credentials, once
         connected, before the server's preamble arrives.

@@ -1,7 +1,7 @@
 # -*- test-case-name: tests.protocols.rpc.test_listening -*-
 """L{ListeningPort}: what C{serve} fires with, typed so that mypy checks its callers without a plugin.
 
-Contract: C{rpc.serve} and C{bulk.serve} fire with a L{ServingPort}: the
+Contract: C{rpc.serve} fires with a L{ServingPort} (streams or not): the
 port Twisted's endpoint made, with the factory of brokers it serves, so
 that L{ServingPort.drain} (stop accepting, GOAWAY, the calls in flight
 finish) works however the endpoint wrapped that factory.

@@ -1,17 +1,18 @@
 # -*- test-case-name: tests.protocols.rpc.test_options,tests.protocols.rpc.test_otel_processes -*-
-"""How a server serves: one L{ServerOptions} value for C{serve}, C{serverFactory} and C{bulk.serve}.
+"""How a server serves: one L{ServerOptions} value for C{serve} and C{serverFactory}, streams too.
 
 Contract: a L{ServerOptions} is immutable and checked when it is made (a
 bad field raises C{TypeError} or C{ValueError} naming it); C{serve(reactor,
 description, root, options=ServerOptions(...))} and its siblings read it
 when they build their factory.  The client's counterpart is
 L{protocols.options.ClientOptions}; L{clientFactory} is what every Twisted
-client builds from one.
+client builds from one.  With C{bulk} settings (a
+L{protocols.bulk.BulkOptions}) each connection's broker loads a bulk
+channel, and the connections carry streams as well as calls.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,7 @@ from framing.rpc.referenceable import Referenceable
 from ..auth.client import ClientLogin, mechanismFor
 from ..auth.server import DEFAULT_LOGIN_TIMEOUT
 from ..guard import DEFAULT_GUARD, GuardPolicy
-from ..options import ClientOptions, checkField, checkInterceptors, checkSeconds
+from ..options import ClientOptions, ConnectionExtension, checkExtension, checkField, checkInterceptors, checkSeconds
 from .broker import BrokerFactory
 from .interceptors import ConnectionMetadata
 
@@ -39,13 +40,14 @@ class ServerOptions:
     @ivar limits: the L{Limits} for what each connection receives; C{None}: the defaults.
     @ivar registry: the L{Registry} of application types both sides send.
     @ivar callLimits: the L{CallLimits} of each connection; C{None}: L{framing.rpc.limits.SERVER_CALL_LIMITS}
-        (C{bulk.serve}: L{framing.rpc.limits.CLIENT_CALL_LIMITS}).
+        (with C{bulk}: L{framing.rpc.limits.CLIENT_CALL_LIMITS}).
     @ivar interceptors: L{protocols.rpc.interceptors.ICallInterceptor}s told of each call, in order.
     @ivar guard: the L{protocols.guard.GuardPolicy} (default L{protocols.guard.DEFAULT_GUARD}; C{None}: off).
     @ivar portal: a C{twisted.cred} portal whose realm gives each logged-in client its root.
     @ivar names: a L{protocols.auth.names.NameTable}: a registered name (C{connectURL}) gets that object.
     @ivar loginTimeout: seconds a connection has to log in.
     @ivar throttle: the L{protocols.auth.throttle.LoginThrottle}; C{None}: one in this process.
+    @ivar bulk: a L{protocols.bulk.BulkOptions}: each connection carries streams with them; C{None}: calls only.
     """
 
     tracebacks: bool = False
@@ -58,6 +60,7 @@ class ServerOptions:
     names: Any = None
     loginTimeout: float = DEFAULT_LOGIN_TIMEOUT
     throttle: Any = None
+    bulk: ConnectionExtension | None = None
 
     def __post_init__(self) -> None:
         owner = "ServerOptions"
@@ -68,6 +71,7 @@ class ServerOptions:
         object.__setattr__(self, "interceptors", checkInterceptors(owner, self.interceptors))
         checkField(owner, "guard", self.guard, GuardPolicy)
         checkSeconds(owner, "loginTimeout", self.loginTimeout, optional=False)
+        checkExtension(owner, "bulk", self.bulk)
 
     @property
     def hasLogins(self) -> bool:
@@ -79,26 +83,29 @@ SERVER_DEFAULTS = ServerOptions()
 """C{ServerOptions()}: the default of every C{serve}."""
 
 
-def clientFactory(
-    reactor: Any, root: Referenceable | None, options: ClientOptions, kind: Callable[..., BrokerFactory] = BrokerFactory
-) -> BrokerFactory:
+def clientFactory(reactor: Any, root: Referenceable | None, options: ClientOptions) -> BrokerFactory:
     """
-    A client's factory of brokers of class C{kind} with C{options} (its
-    C{metadata} sent with each call by a L{ConnectionMetadata} interceptor,
-    the first); its brokers keep reading however much waits to be sent (see
+    A client's factory of brokers with C{options} (its C{metadata} sent with
+    each call by a L{ConnectionMetadata} interceptor, the first; with
+    C{bulk}, each broker carries streams, and the process is prepared for
+    them first: L{protocols.bulk.BulkOptions.prepareProcess}); its brokers
+    keep reading however much waits to be sent (see
     L{protocols.TokenProtocol.sendBackPressure}).  C{credentials} are left
     to the caller (L{loginWith}, L{gateLogins}).
     """
     interceptors = options.interceptors
     if options.metadata:
         interceptors = (ConnectionMetadata(options.metadata), *interceptors)
-    factory = kind(
+    if options.bulk is not None:
+        options.bulk.prepareProcess()
+    factory = BrokerFactory(
         root,
         clock=reactor,
         limits=options.limits,
         registry=options.registry,
         callLimits=options.callLimits,
         interceptors=interceptors,
+        bulk=options.bulk,
     )
     factory.sendBackPressure = False
     return factory

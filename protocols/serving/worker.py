@@ -10,9 +10,9 @@ C{function(reactor, *arguments)} once for the factory to serve and listens
 with it on every adopted socket through a
 L{protocols.serving.DrainingService}; with C{--serve}, calls
 C{function(reactor, endpoint, *arguments)} once per adopted socket's
-endpoint, which listens (as C{rpc.serve} or C{bulk.serve} given that
-endpoint do) and gives the L{protocols.rpc.ListeningPort} (or a
-C{Deferred} or coroutine of it), drained on stop.  An adopted TLS socket's
+endpoint, which listens (as C{rpc.serve} given that endpoint does) and
+gives the L{protocols.rpc.ListeningPort} (or a C{Deferred} or coroutine of
+it), drained on stop.  An adopted TLS socket's
 endpoint does the TLS (L{protocols.serving.adoptedEndpoint}).  On SIGTERM,
 or when its supervisor is gone (stdin closed), the worker drains (GOAWAY,
 then C{--grace} seconds for the calls in flight), then exits.

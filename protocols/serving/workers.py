@@ -377,7 +377,7 @@ def serveWorkers(
         clock=reactor, portal=..., interceptors=...)};
       - C{serve=}: C{function(reactor, endpoint, *arguments)} listens on
         C{endpoint} (one per listener) and returns (a C{Deferred} of) the
-        L{protocols.rpc.ListeningPort}, as C{rpc.serve} and C{bulk.serve} do (every option of theirs works as
+        L{protocols.rpc.ListeningPort}, as C{rpc.serve} does (every option works as
         in one process).
 
     Give exactly one.  Each worker drains (GOAWAY, then C{grace} seconds) on

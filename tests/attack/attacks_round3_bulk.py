@@ -239,12 +239,12 @@ def drain(sockets: list[socket.socket], seconds: float) -> bytes:
 
 async def _connect(reactor: Any, port: int, bind: str | None = None) -> Any:
     """A bulk connection to the service on C{port}, from address C{bind} if given."""
-    from protocols import bulk
+    from protocols import bulk, rpc
 
     description = f"tcp:host=127.0.0.1:port={port}"
     if bind is not None:
         description += f":bindAddress={bind}"
-    return await bulk.connect(reactor, description)
+    return await rpc.connect(reactor, description, options=rpc.ClientOptions(bulk=bulk.BulkOptions()))
 
 
 def _error(error: BaseException) -> dict[str, str]:

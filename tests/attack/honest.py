@@ -70,9 +70,10 @@ async def echoClient(reactor: Any, port: int, until: float, index: int, latencie
 
 
 async def bulkClient(reactor: Any, port: int, until: float, index: int, latencies: list[float]) -> None:
-    from protocols import bulk
+    from protocols import bulk, rpc
 
-    ref = await bulk.connect(reactor, f"tcp:host=127.0.0.1:port={port}")
+    streams = rpc.ClientOptions(bulk=bulk.BulkOptions())
+    ref = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={port}", options=streams)
     count = 0
     while count < MIN_CALLS or (time.monotonic() < until and count < 200_000):
         start = time.perf_counter()

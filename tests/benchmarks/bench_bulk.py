@@ -44,7 +44,8 @@ no framing, one thread per end, what the limit's perfect division of the
 work turns into in practice); the SHA-256 case's rate is set against both.
 
   - C{library}: the library alone, no CLI, no file service, no progress
-    display: C{bulk.connect} to a C{bulk.serve}d root whose C{put} receives
+    display: C{rpc.connect} to a root C{rpc.serve}d, both with bulk
+    options (C{ClientOptions.bulk}, C{ServerOptions.bulk}), whose C{put} receives
     a C{Stream(path)} of the tmpfs file into a fresh tmpfs file and whose
     C{get} sends it back into a fresh tmpfs file at the client.
   - C{upload}: the blocking client (L{protocols.blockingbulk}, no
@@ -140,7 +141,7 @@ LABELS = {
     "cli-sha256": "examples/bulk_client.py send, tmpfs to tmpfs, SHA-256 forced",
     "cli-thread": "examples/bulk_client.py send, tmpfs to tmpfs, --hashing thread",
     "cli-inline": "examples/bulk_client.py send, tmpfs to tmpfs, --hashing inline",
-    "library": "bulk.connect to bulk.serve, Stream(path) to receive(path), tmpfs to tmpfs",
+    "library": "rpc.connect to rpc.serve with bulk options, Stream(path) to receive(path), tmpfs to tmpfs",
     "upload": "blocking client upload() / download() to examples/bulk_server.py, tmpfs to tmpfs",
     "floor": "framing-free two-process copy, tmpfs to tmpfs (the bulk criterion's floor)",
 }
@@ -293,7 +294,7 @@ def _serveChunkwire(reactor: Any) -> str:
         def ping(self) -> int:
             return 1
 
-    factory = bulk.BulkBrokerFactory(Root(), clock=reactor)
+    factory = rpc.serverFactory(Root(), options=rpc.ServerOptions(bulk=bulk.BulkOptions(), guard=None), clock=reactor)
     port = reactor.listenTCP(0, factory, interface="127.0.0.1")
     return str(port.getHost().port)
 
@@ -349,11 +350,12 @@ def _serveLibrary(reactor: Any, directory: str) -> str:
         def sent(self) -> list[float]:
             return self.lastSent
 
-    # As a user of the library serves: bulk.serve with its defaults (the steady allocator among them).
+    # As a user of the library serves: rpc.serve with the default bulk options (the steady allocator among them).
     listening: list[Any] = []
-    bulk.serve(reactor, "tcp:0:interface=127.0.0.1", Files()).addCallback(listening.append)
+    serving = rpc.ServerOptions(bulk=bulk.BulkOptions())
+    rpc.serve(reactor, "tcp:0:interface=127.0.0.1", Files(), options=serving).addCallback(listening.append)
     if not listening:
-        raise RuntimeError("bulk.serve did not listen at once on a TCP port")
+        raise RuntimeError("rpc.serve did not listen at once on a TCP port")
     return str(listening[0].getHost().port)
 
 
@@ -473,7 +475,7 @@ async def _twistedClient(reactor: Any, case: str, port: int, size: int) -> dict[
 
 
 async def _chunkwire(reactor: Any, case: str, port: int, size: int, pings: bool) -> dict[str, Any]:
-    from protocols import bulk
+    from protocols import bulk, rpc
 
     class Pattern(bulk.SeekableSource):
         """C{size} bytes made of one random megabyte repeated (as the raw case repeats its buffer)."""
@@ -485,7 +487,9 @@ async def _chunkwire(reactor: Any, case: str, port: int, size: int, pings: bool)
         def read(self, offset: int, length: int) -> bytes:
             return self.block if length == len(self.block) else self.block[:length]
 
-    root = await bulk.connect(reactor, f"tcp:host=127.0.0.1:port={port}")
+    root = await rpc.connect(
+        reactor, f"tcp:host=127.0.0.1:port={port}", options=rpc.ClientOptions(bulk=bulk.BulkOptions())
+    )
     idleRtts = [await _rtt(root) for _ in range(IDLE_PINGS if pings else 50)][200 if pings else 0 :]
     idle, _ = memoryKiB()
     digests = {"chunkwire-nodigest": None, "chunkwire-sha256": "sha256"}
@@ -525,10 +529,12 @@ async def _library(reactor: Any, port: int, size: int) -> dict[str, Any]:
     """
     import tempfile
 
-    from protocols import bulk
+    from protocols import bulk, rpc
 
     source = str(cliSource(size))
-    root = await bulk.connect(reactor, f"tcp:host=127.0.0.1:port={port}")
+    root = await rpc.connect(
+        reactor, f"tcp:host=127.0.0.1:port={port}", options=rpc.ClientOptions(bulk=bulk.BulkOptions())
+    )
     idle, _ = memoryKiB()
     ends: dict[str, Any] = {}
     before, started = cpuSplit(), time.perf_counter()

@@ -152,7 +152,7 @@ class ListeningPortTests(SynchronousTestCase):
 
         out = io.StringIO(
             "logins: not required\n"
-            "2026-11-27T07:13:29+0000 [-] BulkBrokerFactory starting on 37315\n"
+            "2026-11-27T07:13:29+0000 [-] BrokerFactory starting on 37315\n"
             "bulk server listening on tcp:0 (IPv4Address(type='TCP', host='127.0.0.1', port=37316)), serving /x\n"
             "more log\n"
         )

@@ -18,7 +18,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import TCP4ServerEndpoint
 from twisted.trial.unittest import TestCase
 
-from protocols import bulk
+from protocols import bulk, rpc
 from protocols.bulk import files as bulkfiles
 from protocols.bulk.files import Assembly, AssemblySink, BulkService, fetchFile, sendFile
 from protocols.bulk.integrity import availableDigests, newHash
@@ -29,6 +29,10 @@ from ..processes import figure
 from ..protocols.bulk.support import payload, writeFile
 from ..protocols.helpers import pytestTest, trialTest
 from .support import BulkServerProcess, CuttingProxy
+
+STREAMS = bulk.BulkOptions()
+"""Both ends carry bulk streams, with the default options."""
+CONNECTING = rpc.ClientOptions(bulk=STREAMS)
 
 SIZE = 8 * 1024 * 1024
 """Eight default 1 MiB chunks: the fault falls well inside the transfer."""
@@ -86,14 +90,14 @@ async def uploadDiskFull(reactor: Any) -> None:
     with tempfile.TemporaryDirectory() as work:
         served = Path(work, "served")
         service = _FullDiskService(served, reactor=reactor)
-        factory = bulk.BulkBrokerFactory(service, clock=reactor)
+        factory = rpc.serverFactory(service, options=rpc.ServerOptions(bulk=STREAMS, guard=None), clock=reactor)
         port = await TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(factory)
         description = f"tcp:host=127.0.0.1:port={port.getHost().port}"
         data = payload(SIZE, seed=9)
         source = writeFile(Path(work, "source.bin"), data)
 
         def connect() -> Deferred[Any]:
-            return bulk.connect(reactor, description)
+            return rpc.connect(reactor, description, options=CONNECTING)
 
         try:
             error = await _failure(Deferred.fromCoroutine(sendFile(connect, source, "f.bin", clock=reactor)))
@@ -125,7 +129,10 @@ async def downloadDiskFull(reactor: Any) -> None:
         served.mkdir()
         data = payload(SIZE, seed=10)
         writeFile(served / "g.bin", data)
-        port = await bulk.serve(reactor, "tcp:0:interface=127.0.0.1", BulkService(served, reactor=reactor))
+        serving = rpc.ServerOptions(bulk=STREAMS)
+        port = await rpc.serve(
+            reactor, "tcp:0:interface=127.0.0.1", BulkService(served, reactor=reactor), options=serving
+        )
         description = f"tcp:host=127.0.0.1:port={port.getHost().port}"
         target = Path(work, "copy.bin")
         written = [0]
@@ -139,7 +146,7 @@ async def downloadDiskFull(reactor: Any) -> None:
             realWriteAt(fd, piece, offset)
 
         def connect() -> Deferred[Any]:
-            return bulk.connect(reactor, description)
+            return rpc.connect(reactor, description, options=CONNECTING)
 
         try:
             bulkfiles.writeAt = fullDisk
@@ -167,7 +174,7 @@ async def exampleServerFileSizeLimit(reactor: Any) -> None:
         server = BulkServerProcess(served, fileSizeLimit=FAIL_AT)
 
         def connect() -> Deferred[Any]:
-            return bulk.connect(reactor, server.description)
+            return rpc.connect(reactor, server.description, options=CONNECTING)
 
         try:
             error = await _failure(Deferred.fromCoroutine(sendFile(connect, source, "h.bin", clock=reactor)))
@@ -204,14 +211,18 @@ async def exampleServerCuts(reactor: Any) -> None:
         cuts = [SIZE // 5] * 4
         try:
             up = await CuttingProxy(reactor, server.port, cuts, "up").start()
-            sent = await sendFile(lambda: bulk.connect(reactor, up.description), source, "c.bin", clock=reactor)
+            sent = await sendFile(
+                lambda: rpc.connect(reactor, up.description, options=CONNECTING), source, "c.bin", clock=reactor
+            )
             await up.stop()
             assert (sent.cuts, up.cutsMade) == (4, 4), (sent, up.cutsMade)
             assert sent.digest == _digest(data)
             assert (served / "c.bin").read_bytes() == data
             down = await CuttingProxy(reactor, server.port, cuts, "down").start()
             target = Path(work, "back.bin")
-            got = await fetchFile(lambda: bulk.connect(reactor, down.description), "c.bin", target, clock=reactor)
+            got = await fetchFile(
+                lambda: rpc.connect(reactor, down.description, options=CONNECTING), "c.bin", target, clock=reactor
+            )
             await down.stop()
             assert (got.cuts, down.cutsMade) == (4, 4), (got, down.cutsMade)
             assert got.digest == sent.digest and target.read_bytes() == data

@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python -m tests.latency.push [--size-mib 64] [--delay 0.05] [--rate-mib 32] [--window-mib 13]
 
-The receiver (a L{PushTarget} behind a L{bulk.BulkBrokerFactory}) and the
+The receiver (a L{PushTarget} behind a factory of C{rpc.serverFactory} with bulk options) and the
 proxy (C{python -m tests.delayproxy}) each run in their own process, the
 sender in this one, all on loopback.  Timed: from C{callRemote("push",
 Stream(data))} on a connection already warmed by one call, to its answer
@@ -120,7 +120,8 @@ async def measurePush(reactor: Any, size: int, delay: float, rate: float, window
     root = None
     try:
         proxy = proxyProcess(receiver.port, delay, rate)
-        root = await bulk.connect(reactor, f"tcp:host=127.0.0.1:port={proxy.port}")
+        streams = rpc.ClientOptions(bulk=bulk.BulkOptions())
+        root = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={proxy.port}", options=streams)
         assert await root.callRemote("ping") == "pong"  # the whole path is up
         started = time.perf_counter()
         answer = await root.callRemote("push", Stream(data))
@@ -163,7 +164,8 @@ def serve(window: int | None) -> None:
     """The receiver process: print the port as JSON, serve until killed."""
 
     async def body(reactor: Any) -> None:
-        factory = bulk.BulkBrokerFactory(PushTarget(), clock=reactor, options=options(window))
+        serving = rpc.ServerOptions(bulk=options(window), guard=None)
+        factory = rpc.serverFactory(PushTarget(), options=serving, clock=reactor)
         from twisted.internet.endpoints import TCP4ServerEndpoint
 
         port = await TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(factory)

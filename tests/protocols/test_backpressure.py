@@ -18,9 +18,10 @@ from framing import Limits, dumps
 from framing.bulk.wire import dataFramePieces
 from framing.wire import PREAMBLE
 from protocols import CoalescingTransport, TokenProtocol, rpc
-from protocols.bulk import BulkBroker, BulkOptions, FlowControlError
+from protocols.bulk import BulkOptions, FlowControlError
 from protocols.echo import EchoClient, EchoServer
 from protocols.guard import GuardPolicy, guard
+from protocols.rpc import Broker
 from protocols.rpc.endpoints import connectWith
 from protocols.sockets import queuedIn
 from protocols.testing import MemoryTransport, connectedPair, loopbackTCP
@@ -385,8 +386,8 @@ class BulkTests(SynchronousTestCase):
         """A guarded server whose stream waits for the client's credit for minutes is not dropped."""
         clock = Clock()
         options = BulkOptions(chunkSize=4 * KiB, window=8 * KiB, grantStep=2 * KiB, hashing="inline")
-        server: Any = guard(BulkBroker(Store(), clock=clock, options=options), POLICY, None, clock)
-        client = BulkBroker(clock=clock, options=options)
+        server: Any = guard(Broker(Store(), clock=clock, bulk=options), POLICY, None, clock)
+        client = Broker(clock=clock, bulk=options)
         pair = connectedPair(server, client)
         data = payload(64 * KiB)
         incoming = client.rootReference().callRemote("download", data)
@@ -415,7 +416,7 @@ class BulkTests(SynchronousTestCase):
     def test_serverPushingPastCreditDropsClient(self) -> None:
         """A server that sends a client more stream data than its initial window and grants: the client drops it."""
         clock = Clock()
-        server, client = BulkBroker(Store(), clock=clock), BulkBroker(clock=clock)
+        server, client = Broker(Store(), clock=clock, bulk=BulkOptions()), Broker(clock=clock, bulk=BulkOptions())
         client.connection.log = Logger(observer=lambda event: None)
         pair = connectedPair(server, client)
         # HELLO both ways first (the client's, answered by the server's): a stream announced before its

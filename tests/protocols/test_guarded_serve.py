@@ -1,4 +1,4 @@
-"""rpc.serve, rpc.serverFactory and bulk.serve guard their connections by default, as the example servers do."""
+"""rpc.serve and rpc.serverFactory, with bulk or not, guard their connections by default, as the example servers do."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from protocols.rpc.options import ServerOptions
 from tests.processes import ROOT
 
 PEER = IPv4Address("TCP", "192.0.2.7", 40000)
+STREAMS = bulk.BulkOptions(steadyAllocator=False)
+"""The bulk servers' options (the process left alone)."""
 
 
 class Service(rpc.Referenceable):
@@ -71,8 +73,8 @@ class GuardedByDefaultTests(SynchronousTestCase):
         self.dropsSilentPeer(rpc.serve, tutorialGreeter())
 
     def test_bulkServe(self) -> None:
-        """bulk.serve, given no guard, drops a peer that never speaks."""
-        self.dropsSilentPeer(bulk.serve, Service())
+        """rpc.serve with bulk options, given no guard, drops a peer that never speaks."""
+        self.dropsSilentPeer(bulkServe, Service())
 
     def test_serverFactory(self) -> None:
         """rpc.serverFactory, given no guard, drops a peer that never speaks."""
@@ -88,15 +90,15 @@ class GuardedByDefaultTests(SynchronousTestCase):
         self.assertEqual(listeningFactory(reactor).guardPolicy, GuardPolicy())
 
     def test_guardNone(self) -> None:
-        """guard=None turns the guard off: a silent peer of rpc.serve or bulk.serve stays connected an hour on."""
-        for serve in (rpc.serve, bulk.serve):
+        """guard=None turns the guard off: a silent peer of rpc.serve, bulk or not, stays connected an hour on."""
+        for streams in (None, STREAMS):
             reactor = MemoryReactorClock()
-            serve(reactor, "tcp:0", Service(), options=ServerOptions(guard=None))
+            rpc.serve(reactor, "tcp:0", Service(), options=ServerOptions(guard=None, bulk=streams))
             connection, transport = silentPeer(listeningFactory(reactor))
             reactor.advance(3600)
-            self.assertIsNone(connection.failure, serve)
-            self.assertFalse(transport.disconnecting, serve)
-            self.assertIsNone(connection.guard, serve)
+            self.assertIsNone(connection.failure, streams)
+            self.assertFalse(transport.disconnecting, streams)
+            self.assertIsNone(connection.guard, streams)
 
     def test_policyGiven(self) -> None:
         """A policy given to rpc.serve is the one applied: its preamble timeout, not the default's."""
@@ -126,6 +128,11 @@ class GuardedByDefaultTests(SynchronousTestCase):
         assert DEFAULT_GUARD.preambleTimeout is not None
         reactor.advance(DEFAULT_GUARD.preambleTimeout + 1)
         self.assertIsNone(connection.failure)
+
+
+def bulkServe(reactor: Any, description: str, root: rpc.Referenceable) -> Any:
+    """C{rpc.serve} of C{root} with bulk options (L{STREAMS}) and no other."""
+    return rpc.serve(reactor, description, root, options=ServerOptions(bulk=STREAMS))
 
 
 def _listen(reactor: Any, factory: Any) -> Any:

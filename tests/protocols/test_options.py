@@ -60,6 +60,7 @@ class ClientOptionsTests(SynchronousTestCase):
             ({"policy": "random"}, ValueError, "ClientOptions.policy"),
             ({"moveTimeout": None}, TypeError, "ClientOptions.moveTimeout"),
             ({"backoff": 1.0}, TypeError, "ClientOptions.backoff"),
+            ({"bulk": {"window": 1}}, TypeError, "ClientOptions.bulk must be protocols.bulk.BulkOptions or None"),
         ]
         for fields, kind, named in bad:
             error = self.assertRaises(kind, ClientOptions, **fields)

@@ -694,34 +694,34 @@ class BulkServiceMaker:
         if options["workers"] > 1:
             return _supervisor(options, self.tapname)
 
+        from dataclasses import replace
+
         from protocols import bulk
         from protocols.auth.realms import DirectoryRealm
         from protocols.bulk.files import BulkService
         from protocols.bulk.quotas import FileBudget
-        from protocols.rpc.endpoints import loginGate
-        from protocols.rpc.options import ServerOptions
+        from protocols.rpc import ServerOptions, serverFactory
 
         _tracing(options)
         # A bulk server process, as examples/bulk_server.py: per-read buffers stay with the process and
         # connections read 1 MiB per turn (see bulk.steadyAllocator; a setting of this whole process).
         bulk.steadyAllocator()
         directory = options["dir"]
-        hashing = bulk.BulkOptions(hashing=options["hashing"])
-        settings = {
-            "clock": reactor,
-            "limits": options.limits(),
-            "options": hashing,
-            "interceptors": options.interceptors(),
-        }
+        # Guarded by _listening's GuardedFactory, not by the factory's own guard.
+        serving = ServerOptions(
+            bulk=bulk.BulkOptions(hashing=options["hashing"]),
+            limits=options.limits(),
+            interceptors=options.interceptors(),
+            guard=None,
+        )
         # One budget of open files for every user's service of this process.
         budget = FileBudget(options.fileLimits())
         if not options.logins().required:
             service = BulkService(directory, reactor=reactor, budget=budget)
-            return _listening(options, bulk.BulkBrokerFactory(service, **settings))
+            return _listening(options, serverFactory(service, options=serving, clock=reactor))
         realm = DirectoryRealm(directory, lambda user: BulkService(user, reactor=reactor, budget=budget))
-        portal = options.portal(realm)
-        gate = loginGate(None, ServerOptions(portal=portal, throttle=options.logins().throttle(reactor)), reactor)
-        return _listening(options, bulk.BulkBrokerFactory(None, gate=gate, **settings))
+        serving = replace(serving, portal=options.portal(realm), throttle=options.logins().throttle(reactor))
+        return _listening(options, serverFactory(None, options=serving, clock=reactor))
 
 
 echoServiceMaker = EchoServiceMaker()

@@ -50,7 +50,7 @@ def serveJobs(
     `store` (`memory`, a SQLite file's path or a `postgresql://` URL: see
     `protocols.kv.openState`) on the endpoint `description`, to the users
     of the user file `users`; fire with the listening port.  Connections
-    carry streams too (`bulk.serve`), for `JobQueue.attach`.
+    carry streams too (`ServerOptions.bulk`), for `JobQueue.attach`.
     """
     return Deferred.fromCoroutine(_serveJobs(reactor, description, users, inputs, store))
 
@@ -61,7 +61,7 @@ async def _serveJobs(reactor: Any, description: str, users: Path, inputs: Path, 
     queue = await openJobQueue(inputs, openState(reactor, store))
     # auth.portal checks that the realm and the checkers provide their interfaces.
     logins = portal(JobRealm(queue), [UserFile(users)])
-    return await bulk.serve(reactor, description, options=ServerOptions(portal=logins))
+    return await rpc.serve(reactor, description, options=ServerOptions(portal=logins, bulk=bulk.BulkOptions()))
 
 
 async def _serveForever(reactor: Any, options: argparse.Namespace) -> None:

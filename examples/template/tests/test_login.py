@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from protocols import bulk
+from protocols import bulk, rpc
 from protocols.auth import LoginRefused
 from protocols.auth.users import addUser
 from protocols.options import ClientOptions
@@ -31,7 +31,8 @@ class LoginTests(TestCase):
 
     async def logIn(self, address: str, name: bytes, password: bytes) -> IJobQueue:
         """Log in to `address` as `name`; the connection is closed when the test ends."""
-        root = await bulk.connect(reactor, address, options=ClientOptions(credentials=UsernamePassword(name, password)))
+        options = ClientOptions(credentials=UsernamePassword(name, password), bulk=bulk.BulkOptions())
+        root = await rpc.connect(reactor, address, options=options)
         self.addCleanup(root.broker.disconnect)
         return root.typed(IJobQueue)
 

@@ -1,6 +1,6 @@
 """What the bulk tests share: a service to call, in-memory connections, sources and consumers.
 
-Contract: L{BulkPair} joins two L{BulkBroker}s in memory on a L{Clock}
+Contract: L{BulkPair} joins two brokers carrying bulk (C{Broker(bulk=...)}) in memory on a L{Clock}
 (hashing inline, small chunks and windows so that flow control shows in a
 few kilobytes); L{MemoryNetwork} makes such connections on demand for the
 file helpers and can cut them.  Nothing here needs a reactor.
@@ -18,8 +18,9 @@ from twisted.internet.task import Clock
 from zope.interface import implementer
 
 from protocols import rpc
-from protocols.bulk import BulkBroker, BulkOptions, IncomingStream, Stream
+from protocols.bulk import BulkOptions, IncomingStream, Stream
 from protocols.bulk.integrity import availableDigests, newHash
+from protocols.rpc import Broker
 from protocols.testing import MemoryPair, connectedPair
 
 SMALL = BulkOptions(chunkSize=16 * 1024, window=30 * 1024, grantStep=4 * 1024, hashing="inline")
@@ -173,8 +174,8 @@ class BulkPair:
         clock: Clock | None = None,
     ) -> None:
         self.clock = clock or Clock()
-        self.server = BulkBroker(root, clock=self.clock, options=options)
-        self.client = BulkBroker(clock=self.clock, options=options)
+        self.server = Broker(root, clock=self.clock, bulk=options)
+        self.client = Broker(clock=self.clock, bulk=options)
         self.pair: MemoryPair = connectedPair(self.server, self.client, maxChunk=maxChunk)
         self.root = self.client.rootReference()
 
@@ -214,8 +215,8 @@ class MemoryNetwork:
         self.pairs: list[MemoryPair] = []
 
     def connect(self) -> Deferred[rpc.RemoteReference]:
-        server = BulkBroker(self.root, clock=self.clock, options=self.options)
-        client = BulkBroker(clock=self.clock, options=self.options)
+        server = Broker(self.root, clock=self.clock, bulk=self.options)
+        client = Broker(clock=self.clock, bulk=self.options)
         self.pairs.append(connectedPair(server, client, maxChunk=self.maxChunk))
         return succeed(client.rootReference())
 

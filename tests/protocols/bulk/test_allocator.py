@@ -10,7 +10,7 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from protocols import bulk, rpc
-from protocols.bulk import allocator, channel
+from protocols.bulk import allocator, options
 from protocols.bulk.allocator import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, MiB, allocatorSteady, steadyAllocator
 from tests.processes import ROOT
 
@@ -92,6 +92,9 @@ class ReadSizeTests(SynchronousTestCase):
         self.assertRaises(ValueError, bulk.BulkOptions, readSize=-1)
 
 
+LOCAL = "tcp:0:interface=127.0.0.1"
+
+
 class Pong(rpc.Referenceable):
     @rpc.remote
     def ping(self) -> int:
@@ -100,43 +103,49 @@ class Pong(rpc.Referenceable):
 
 async def serveAndConnectMakeItSteady(reactor: Any) -> None:
     """
-    bulk.serve and bulk.connect call steadyAllocator first unless told not
-    to, and a connection made then reads STEADY_READ_SIZE per turn (one
-    made before, or with the opt-out, reads PLAIN_READ_SIZE).
+    rpc.serve and rpc.connect with bulk options call steadyAllocator first
+    unless the options' steadyAllocator is False, and a connection made then
+    reads STEADY_READ_SIZE per turn (one made before, or with the opt-out,
+    reads PLAIN_READ_SIZE); without bulk options neither calls it.
     """
     asked: list[str] = []
-    real, wasSteady = channel.makeAllocatorSteady, allocator._steady
+    real, wasSteady = options.makeAllocatorSteady, allocator._steady
 
     def recording() -> bool:
         asked.append("asked")
         allocator._steady = True
         return True
 
-    channel.makeAllocatorSteady, allocator._steady = recording, False
+    options.makeAllocatorSteady, allocator._steady = recording, False
+    optOut = bulk.BulkOptions(steadyAllocator=False)
     roots: list[Any] = []
     try:
-        port = await bulk.serve(reactor, "tcp:0:interface=127.0.0.1", Pong(), steadyAllocator=False)
+        port = await rpc.serve(reactor, LOCAL, Pong(), options=rpc.ServerOptions(bulk=optOut))
         address = f"tcp:host=127.0.0.1:port={port.getHost().port}"
         assert asked == []
-        roots.append(await bulk.connect(reactor, address, steadyAllocator=False))
+        roots.append(await rpc.connect(reactor, address, options=rpc.ClientOptions(bulk=optOut)))
         assert asked == []
         assert roots[-1].broker.transport.transport.bufferSize == bulk.PLAIN_READ_SIZE
-        roots.append(await bulk.connect(reactor, address))
+        plain = await rpc.serve(reactor, LOCAL, Pong())
+        roots.append(await rpc.connect(reactor, address))
+        assert asked == []
+        await plain.stopListening()
+        roots.append(await rpc.connect(reactor, address, options=rpc.ClientOptions(bulk=bulk.BulkOptions())))
         assert asked == ["asked"]
         assert roots[-1].broker.transport.transport.bufferSize == bulk.STEADY_READ_SIZE
         assert await roots[-1].callRemote("ping") == 1
-        second = await bulk.serve(reactor, "tcp:0:interface=127.0.0.1", Pong())
+        second = await rpc.serve(reactor, LOCAL, Pong(), options=rpc.ServerOptions(bulk=bulk.BulkOptions()))
         assert asked == ["asked", "asked"]
         await second.stopListening()
     finally:
-        channel.makeAllocatorSteady, allocator._steady = real, wasSteady
+        options.makeAllocatorSteady, allocator._steady = real, wasSteady
         for root in roots:
             await root.broker.disconnect()
         await port.stopListening()
 
 
 class ServeAndConnectTests(TestCase):
-    """bulk.serve and bulk.connect opt the process in to the steady allocator by default (trial)."""
+    """rpc.serve and rpc.connect with bulk options opt the process in to the steady allocator by default (trial)."""
 
     test_serve_and_connect_make_it_steady = trialTest(serveAndConnectMakeItSteady)
 
@@ -145,7 +154,7 @@ test_serve_and_connect_make_it_steady = pytestTest(serveAndConnectMakeItSteady)
 
 
 class ExamplesTests(SynchronousTestCase):
-    """The example bulk server opts in at start (it builds its own factory); the client connects with bulk.connect."""
+    """The example bulk server opts in at start (it builds its own factory); the client connects with bulk options."""
 
     def mainAsks(self, name: str) -> bool:
         asked: list[Any] = []

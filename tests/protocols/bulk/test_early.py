@@ -10,7 +10,7 @@ from twisted.logger import Logger
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from protocols import rpc
-from protocols.bulk import BulkOptions, IncomingStream, Stream, StreamReset, connect, serve
+from protocols.bulk import BulkOptions, IncomingStream, Stream, StreamReset
 
 from ...delayproxy import DelayProxy
 from ...processes import figure
@@ -170,12 +170,14 @@ async def firstByteAfter(reactor: Any, options: BulkOptions | None = None) -> tu
     after the call, in RTTs.
     """
     service = FirstByte()
-    port = await serve(reactor, "tcp:0:interface=127.0.0.1", service, bulkOptions=options)
+    streams = options or BulkOptions()
+    port = await rpc.serve(reactor, "tcp:0:interface=127.0.0.1", service, options=rpc.ServerOptions(bulk=streams))
     proxy = DelayProxy(reactor, port.getHost().port, DELAY, record=False)
     proxyPort = await proxy.start()
     root = None
     try:
-        root = await connect(reactor, f"tcp:host=127.0.0.1:port={proxyPort}", bulkOptions=options)
+        address = f"tcp:host=127.0.0.1:port={proxyPort}"
+        root = await rpc.connect(reactor, address, options=rpc.ClientOptions(bulk=streams))
         assert await root.callRemote("ping") == "pong"  # the path is up, the HELLOs are known
         started = time.perf_counter()
         assert await root.callRemote("take", Stream(payload(64 * 1024))) == 64 * 1024

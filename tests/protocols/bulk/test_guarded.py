@@ -5,8 +5,9 @@ from __future__ import annotations
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.bulk import BulkBroker, Stream
+from protocols.bulk import Stream
 from protocols.guard import GuardPolicy, guard
+from protocols.rpc import Broker
 from protocols.testing import connectedPair
 
 from .support import SMALL, SlowConsumer, Store, payload
@@ -30,8 +31,8 @@ class Guarded:
     def __init__(self) -> None:
         self.clock = Clock()
         self.store = Store()
-        self.server = guard(BulkBroker(self.store, clock=self.clock, options=SMALL), POLICY, None, self.clock)
-        self.client = BulkBroker(clock=self.clock, options=SMALL)
+        self.server = guard(Broker(self.store, clock=self.clock, bulk=SMALL), POLICY, None, self.clock)
+        self.client = Broker(clock=self.clock, bulk=SMALL)
         self.pair = connectedPair(self.server, self.client)
         self.root = self.client.rootReference()
 

@@ -21,7 +21,7 @@ from framing import Encoder, Limits, Registry
 from framing.rpc.wire import CALL, CANCEL, Message, MessageSlicer
 from framing.wire import PREAMBLE
 from protocols.bulk import BulkOptions, Stream, StreamIdReused, StreamReset, TooManyStreams
-from protocols.bulk.channel import SENDING_ACCOUNT, SENDING_STREAM_BYTES, BulkBroker, BulkChannel
+from protocols.bulk.channel import SENDING_ACCOUNT, SENDING_STREAM_BYTES, BulkChannel
 from protocols.bulk.files import (
     PRIVATE_DIRECTORY,
     Assembly,
@@ -32,6 +32,7 @@ from protocols.bulk.files import (
 )
 from protocols.bulk.integrity import HashPool, OrderedHasher
 from protocols.interop import InteropService
+from protocols.rpc import Broker
 from tests.protocols.helpers import tracedBytesPer
 
 from .support import FIRST_DIGEST, BulkPair, MemoryNetwork, Store, negotiatedHash, payload, writeFile
@@ -396,7 +397,7 @@ class SendingStreamChargeTests(SynchronousTestCase):
     """
 
     def connect(self, limits: Limits | None = None) -> tuple[Any, StringTransport, list[bytes]]:
-        server = BulkBroker(InteropService(Clock(), self.mktemp()), clock=Clock(), limits=limits)
+        server = Broker(InteropService(Clock(), self.mktemp()), clock=Clock(), limits=limits, bulk=BulkOptions())
         transport = StringTransport()
         server.connection.makeConnection(transport)
         server.connection.dataReceived(PREAMBLE)

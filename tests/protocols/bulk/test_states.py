@@ -24,8 +24,6 @@ from framing.bulk.states import (
 from framing.bulk.streams import IncomingTransfer, SendStream
 from framing.bulk.wire import ABORT, CANCEL, DONE, END, GRANT, Control
 from protocols.bulk import (
-    BulkBroker,
-    BulkBrokerFactory,
     BulkChannel,
     BulkOptions,
     FlowControlError,
@@ -40,7 +38,7 @@ from protocols.bulk import (
 from protocols.bulk.sinks import CallbackSink
 from protocols.bulk.tuning import RoundTrips
 from protocols.interfaces import IBrokerExtension
-from protocols.rpc import Broker, remote
+from protocols.rpc import Broker, BrokerFactory, remote
 from protocols.rpc.streams import ObjectStreams
 
 from .support import SMALL, BulkPair, Store, payload
@@ -384,22 +382,23 @@ class ExtensionTests(SynchronousTestCase):
     """The bulk channel is an extension a plain RPC broker loads."""
 
     def test_plainBroker(self) -> None:
-        """BulkBroker builds a plain Broker (no subclass) that loaded one BulkChannel (after the object streams
-        every broker loads), named by .bulk and bulkOf."""
-        broker = BulkBroker(clock=Clock(), options=SMALL)
+        """Broker(bulk=...) builds a plain Broker (no subclass) that loaded one BulkChannel (after the object
+        streams every broker loads), named by .bulk and bulkOf."""
+        broker = Broker(clock=Clock(), bulk=SMALL)
         self.assertIs(type(broker), Broker)
         channel = bulkOf(broker)
         self.assertIsInstance(channel, BulkChannel)
         self.assertEqual([type(extension) for extension in broker.extensions], [ObjectStreams, BulkChannel])
         self.assertIs(broker.extensions[1], channel)
-        self.assertIs(broker.bulk, channel)  # type: ignore[attr-defined]
+        self.assertIs(broker.bulk, channel)
         self.assertTrue(verifyObject(IBrokerExtension, channel))
         self.assertIsNone(bulkOf(Broker()))
+        self.assertIsNone(Broker().bulk)
 
     def test_factoryBuildsBulkBrokers(self) -> None:
-        """BulkBrokerFactory's connections are those of plain brokers carrying bulk, with the factory's options."""
+        """A BrokerFactory with bulk settings makes the connections of plain brokers carrying bulk with them."""
         options = BulkOptions(window=64 * 1024)
-        factory = BulkBrokerFactory(Store(), clock=Clock(), options=options)
+        factory = BrokerFactory(Store(), clock=Clock(), bulk=options)
         connection = factory.buildProtocol(None)
         channel = bulkOf(connection.receiver)
         assert channel is not None

@@ -21,7 +21,6 @@ from framing.bulk.wire import DATA_OPEN_TYPE, GRANT, Control, DataUnslicer, data
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 from protocols.bulk import (
-    BulkBroker,
     BulkOptions,
     FlowControlError,
     IncomingStream,
@@ -32,7 +31,7 @@ from protocols.bulk import (
     TransferResult,
 )
 from protocols.bulk.tuning import inlineHashingWindow
-from protocols.rpc import NoSuchMethod, RemoteViolation
+from protocols.rpc import Broker, NoSuchMethod, RemoteViolation
 from protocols.testing import connectedPair
 
 from .support import (
@@ -619,8 +618,8 @@ class CancelTests(SynchronousTestCase):
     def test_refusedCallFailsStream(self) -> None:
         """A stream in a call the peer refused before reading it fails with the call, instead of waiting."""
         clock = Clock()
-        server = BulkBroker(Store(), clock=clock, options=SMALL, limits=Limits(max_bytes_length=1000))
-        client = BulkBroker(clock=clock, options=SMALL)
+        server = Broker(Store(), clock=clock, bulk=SMALL, limits=Limits(max_bytes_length=1000))
+        client = Broker(clock=clock, bulk=SMALL)
         pair = connectedPair(server, client)
         stream = Stream(b"abc")
         answer = client.rootReference().callRemote("keep", [b"x" * 5000, stream])

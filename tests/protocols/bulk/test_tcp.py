@@ -12,7 +12,7 @@ from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
-from protocols import bulk
+from protocols import rpc
 from protocols.bulk import BulkOptions, IncomingStream, Stream
 from protocols.bulk.files import Assembly, AssemblySink, BulkService, fetchFile, sendFile
 from protocols.bulk.sinks import Release, Sink
@@ -36,7 +36,9 @@ class Served:
         self.port: Any = None
 
     async def start(self) -> Served:
-        self.factory = bulk.BulkBrokerFactory(self.root, clock=self.reactor, options=self.options)
+        self.factory = rpc.serverFactory(
+            self.root, options=rpc.ServerOptions(bulk=self.options, guard=None), clock=self.reactor
+        )
         from twisted.internet.endpoints import TCP4ServerEndpoint
 
         self.port = await TCP4ServerEndpoint(self.reactor, 0, interface="127.0.0.1").listen(self.factory)
@@ -44,7 +46,7 @@ class Served:
 
     def connect(self) -> Deferred[Any]:
         description = f"tcp:host=127.0.0.1:port={self.port.getHost().port}"
-        connected = bulk.connect(self.reactor, description, bulkOptions=self.options)
+        connected = rpc.connect(self.reactor, description, options=rpc.ClientOptions(bulk=self.options))
         return connected.addCallback(self._keep)
 
     def _keep(self, root: Any) -> Any:
@@ -137,11 +139,12 @@ async def callsDuringPausedTransfer(reactor: Any) -> None:
 async def hashingThreads(reactor: Any) -> None:
     """With hashing in worker threads, both ends still verify every byte, both ways."""
     threaded = BulkOptions(chunkSize=256 * 1024, window=480 * 1024, grantStep=64 * 1024, hashing="thread")
-    factory = bulk.BulkBrokerFactory(Store(), clock=reactor, options=threaded)
+    factory = rpc.serverFactory(Store(), options=rpc.ServerOptions(bulk=threaded, guard=None), clock=reactor)
     from twisted.internet.endpoints import TCP4ServerEndpoint
 
     port = await TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(factory)
-    root = await bulk.connect(reactor, f"tcp:host=127.0.0.1:port={port.getHost().port}", bulkOptions=threaded)
+    address = f"tcp:host=127.0.0.1:port={port.getHost().port}"
+    root = await rpc.connect(reactor, address, options=rpc.ClientOptions(bulk=threaded))
     try:
         assert root.broker.bulk.hashReactor is reactor
         data = payload(4_000_000, seed=6)

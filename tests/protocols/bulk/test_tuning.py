@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -12,10 +11,11 @@ from twisted.internet.error import ConnectionDone
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from protocols import bulk
-from protocols.bulk import BulkBroker, BulkOptions, Receiver, Stream
+from protocols import rpc
+from protocols.bulk import BulkOptions, Receiver, Stream
 from protocols.bulk.tuning import MIN_TUNED_RTT, RoundTrips, WindowTuner
 from protocols.guard import GuardPolicy, guard
+from protocols.rpc import Broker, ClientOptions, ServerOptions, serverFactory
 
 from ...delayproxy import DOWN, UP, DelayedPair
 from ..helpers import pytestTest, trialTest
@@ -68,15 +68,14 @@ class Latent:
         options: BulkOptions = OPTIONS,
         delay: float = DELAY,
         rate: float = RATE,
-        serverClass: Callable[..., Any] = BulkBroker,
         guardPolicy: GuardPolicy | None = None,
     ) -> None:
         self.clock = Clock()
         self.store = Store()
-        self.server = serverClass(self.store, clock=self.clock, options=options)
+        self.server = Broker(self.store, clock=self.clock, bulk=options)
         if guardPolicy is not None:
             self.server = guard(self.server, guardPolicy, None, self.clock)
-        self.client = BulkBroker(clock=self.clock, options=options)
+        self.client = Broker(clock=self.clock, bulk=options)
         self.pair = LatentPair(self.server.connection, self.client.connection, self.clock, delay, rate)
         self.root = self.client.rootReference()
         self.pair.runUntil(lambda: False, 1.0)  # the connection settles
@@ -312,10 +311,11 @@ class ProbeIsolationTests(SynchronousTestCase):
 async def loopbackKeepsWindow(reactor: Any) -> None:
     """Over loopback TCP with the default options, a stream keeps the configured window, even after a busy start."""
     store = Store()
-    factory = bulk.BulkBrokerFactory(store, clock=reactor)
+    factory = serverFactory(store, options=ServerOptions(bulk=BulkOptions(), guard=None), clock=reactor)
     port = await TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(factory)
     try:
-        root = await bulk.connect(reactor, f"tcp:host=127.0.0.1:port={port.getHost().port}")
+        address = f"tcp:host=127.0.0.1:port={port.getHost().port}"
+        root = await rpc.connect(reactor, address, options=ClientOptions(bulk=BulkOptions()))
         try:
             # A busy reactor right after connecting, as a client building its payload would be.
             time.sleep(0.1)

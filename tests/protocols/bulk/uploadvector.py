@@ -28,8 +28,9 @@ from twisted.internet.task import Clock
 
 from framing.bulk.wire import OP_NAMES
 from framing.wire import BODY_KINDS, BYTES, CLOSE, INT, KIND_NAMES, NEG, OPEN, PREAMBLE, SIMPLE, STRING, decode_header
-from protocols.bulk import BulkBroker, BulkOptions, Stream
+from protocols.bulk import BulkOptions, Stream
 from protocols.bulk.files import BulkService
+from protocols.rpc import Broker
 from protocols.testing import MemoryPair
 
 VECTOR_PATH = Path(__file__).resolve().parents[2] / "vectors" / "bulk_upload.json"
@@ -79,8 +80,8 @@ class Recorded:
     def __init__(self, service: BulkService, clock: Clock) -> None:
         self.clock = clock
         self.writes: list[tuple[str, bytes]] = []
-        self.server = BulkBroker(service, clock=clock, options=OPTIONS)
-        self.client = BulkBroker(clock=clock, options=OPTIONS)
+        self.server = Broker(service, clock=clock, bulk=OPTIONS)
+        self.client = Broker(clock=clock, bulk=OPTIONS)
         self.pair = MemoryPair(self.server, self.client)
         self._record(self.pair.serverTransport, "server")
         self._record(self.pair.clientTransport, "client")

@@ -2,7 +2,7 @@
 
 python -m tests.protocols.rpc.drainserver rpc|bulk
 
-Serves L{Slow} with C{rpc.serve} or C{bulk.serve} on port 0 of 127.0.0.1,
+Serves L{Slow} with C{rpc.serve}, without bulk or with, on port 0 of 127.0.0.1,
 drains on shutdown as the tutorial's server does (C{port.drain} as a
 "before shutdown" trigger), and prints its port, each call's start, and
 "drained" once every connection is closed.
@@ -32,8 +32,8 @@ class Slow(rpc.Referenceable):
 
 
 async def main(reactor: Any, kind: str) -> None:
-    serve = {"rpc": rpc.serve, "bulk": bulk.serve}[kind]
-    port = await serve(reactor, "tcp:0:interface=127.0.0.1", Slow(reactor))
+    streams = {"rpc": None, "bulk": bulk.BulkOptions()}[kind]
+    port = await rpc.serve(reactor, "tcp:0:interface=127.0.0.1", Slow(reactor), options=rpc.ServerOptions(bulk=streams))
 
     async def drain() -> None:
         await port.drain(30)

@@ -12,8 +12,8 @@ from twisted.trial.unittest import SynchronousTestCase
 from framing import EncodingError
 from framing.rpc.wire import ANSWER, CALL, FAIL, NO_ANSWER
 from framing.slicing.constraints import Integer
-from protocols.bulk.channel import BulkBroker
-from protocols.rpc import DeadReferenceError, Referenceable, remote
+from protocols.bulk import BulkOptions
+from protocols.rpc import Broker, DeadReferenceError, Referenceable, remote
 from protocols.testing import connectedPair
 
 from .services import RpcPair
@@ -148,7 +148,7 @@ class BulkCallOnlyTests(SynchronousTestCase):
         """The method runs on a bulk server and nothing is answered."""
         clock = Clock()
         sink = Sink()
-        server, client = BulkBroker(sink, clock=clock), BulkBroker(clock=clock)
+        server, client = Broker(sink, clock=clock, bulk=BulkOptions()), Broker(clock=clock, bulk=BulkOptions())
         memory = connectedPair(server, client)
         clock.advance(0)
         memory.flush()

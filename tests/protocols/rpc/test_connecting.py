@@ -32,6 +32,8 @@ from ..helpers import pytestTest, trialTest
 LISTEN = "tcp:0:interface=127.0.0.1"
 SHORT = 0.5
 """The timeout given against a silent server: short, so the test is quick (the outcome, not the time, is checked)."""
+STREAMS = bulk.BulkOptions()
+"""The bulk options of the servers and clients that carry streams (the defaults)."""
 
 
 class IGreeter(rpc.RemoteInterface, Protocol, name="test.connecting.IGreeter"):
@@ -79,7 +81,7 @@ def address(port: Any) -> str:
 
 async def typedEveryWay(reactor: Any) -> None:
     """
-    rpc.connect, login, connectURL, reconnecting and bulk.connect, given
+    rpc.connect, login, connectURL, reconnecting and rpc.connect with bulk, given
     interface= and ClientOptions with a timeout, limits, interceptors and
     metadata: a typed proxy, whose calls the interceptors see and which
     carry the metadata; the servers' ServerOptions interceptors see them too.
@@ -93,8 +95,8 @@ async def typedEveryWay(reactor: Any) -> None:
     ports = [
         await rpc.serve(reactor, LISTEN, Greeter(), options=serving),
         await rpc.serve(reactor, LISTEN, options=dataclasses.replace(serving, portal=portal())),
-        await bulk.serve(reactor, LISTEN, Greeter(), options=serving),
-        await bulk.serve(reactor, LISTEN, options=dataclasses.replace(serving, portal=portal())),
+        await rpc.serve(reactor, LISTEN, Greeter(), options=dataclasses.replace(serving, bulk=STREAMS)),
+        await rpc.serve(reactor, LISTEN, options=dataclasses.replace(serving, portal=portal(), bulk=STREAMS)),
         await rpc.serve(reactor, identity.serverDescription(LISTEN), options=ServerOptions(names=names)),
     ]
     openRPC, loginRPC, openBulk, loginBulk, named = ports
@@ -134,14 +136,14 @@ async def typedEveryWay(reactor: Any) -> None:
             "rpc.connectURL": lambda counting: rpc.connectURL(
                 reactor, url, interface=IGreeter, options=options(interceptors=(counting,))
             ),
-            "bulk.connect": lambda counting: bulk.connect(
-                reactor, address(openBulk), interface=IGreeter, options=options(interceptors=(counting,))
+            "rpc.connect bulk=": lambda counting: rpc.connect(
+                reactor, address(openBulk), interface=IGreeter, options=options(interceptors=(counting,), bulk=STREAMS)
             ),
-            "bulk.connect credentials=": lambda counting: bulk.connect(
+            "rpc.connect bulk= credentials=": lambda counting: rpc.connect(
                 reactor,
                 address(loginBulk),
                 interface=IGreeter,
-                options=options(credentials=Anonymous(), interceptors=(counting,)),
+                options=options(credentials=Anonymous(), interceptors=(counting,), bulk=STREAMS),
             ),
             "rpc.reconnecting credentials=": reconnected,
         }
@@ -192,11 +194,11 @@ async def timeoutEveryWay(reactor: Any) -> None:
         )
         await expectTimeout("rpc.connectURL", rpc.connectURL(reactor, url, options=ClientOptions(timeout=SHORT)))
         await expectTimeout(
-            "bulk.connect credentials=",
-            bulk.connect(reactor, silent, options=ClientOptions(credentials=Anonymous(), timeout=SHORT)),
+            "rpc.connect bulk= credentials=",
+            rpc.connect(reactor, silent, options=ClientOptions(credentials=Anonymous(), timeout=SHORT, bulk=STREAMS)),
         )
-        root = await bulk.connect(reactor, silent, options=ClientOptions(timeout=SHORT))
-        await expectTimeout("bulk.connect", root.callRemote("greet", "ada"))
+        root = await rpc.connect(reactor, silent, options=ClientOptions(timeout=SHORT, bulk=STREAMS))
+        await expectTimeout("rpc.connect bulk=", root.callRemote("greet", "ada"))
         client = await echo.connect(reactor, silent, timeout=SHORT)
         await expectTimeout("echo.connect", client.echo("anyone?"))
         reconnecting = rpc.reconnecting(reactor, silent, options=ClientOptions(credentials=Anonymous(), timeout=SHORT))

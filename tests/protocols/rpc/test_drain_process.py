@@ -1,4 +1,4 @@
-"""A server of rpc.serve or bulk.serve, run as a process, drains on SIGTERM: the call in flight is answered.
+"""A server of rpc.serve, with bulk or without, run as a process, drains on SIGTERM: the call in flight is answered.
 
 The server is L{tests.protocols.rpc.drainserver}; the client is the
 blocking one, its call made on a thread of this test's.  Each step waits
@@ -57,5 +57,5 @@ class DrainOnSigtermTests(SynchronousTestCase):
         self.drainsOnSigterm("rpc")
 
     def test_bulkServe(self) -> None:
-        """bulk.serve's port drains the same way."""
+        """A port of rpc.serve with bulk options drains the same way."""
         self.drainsOnSigterm("bulk")

@@ -54,7 +54,7 @@ async def _everyWorker(reactor: Any, address: str, workers: set[int], timeout: f
 
 async def ownServiceOnWorkers(reactor: Any) -> None:
     """
-    serveWorkers(serve=...) runs one's own bulk.serve, with its argument,
+    serveWorkers(serve=...) runs one's own rpc.serve with bulk options, with its argument,
     on two workers: both answer calls on a plain listener and on an ssl:
     one (each worker does the TLS with the description's key; a client
     trusting the CA connects); stopping the supervisor ends both.

@@ -29,6 +29,11 @@ EXAMPLE_PORT = rb"listening on \S+ \(IPv4Address\(type='TCP', host='127\.0\.0\.1
 TWIST_PORT = rb"starting on (\d+)"
 
 
+def connectBulk(reactor: Any, description: str) -> Any:
+    """C{rpc.connect} with bulk options (the default ones), as the bulk services' clients connect."""
+    return rpc.connect(reactor, description, options=rpc.ClientOptions(bulk=bulk.BulkOptions()))
+
+
 async def _exited(reactor: Any, process: subprocess.Popen[bytes]) -> int:
     """Wait, the reactor running, until C{process} has exited; its status (the test's timeout bounds the wait)."""
     while process.poll() is None:
@@ -68,7 +73,7 @@ async def bulkExample(reactor: Any) -> None:
     directory = tempfile.mkdtemp(prefix="chunkwire-sigterm-")
     try:
         arguments = ["examples/bulk_server.py", "--listen", LOCAL, "--dir", directory, "--grace", "5"]
-        await _goAwayOnSigterm(reactor, arguments, EXAMPLE_PORT, bulk.connect, ("list",))
+        await _goAwayOnSigterm(reactor, arguments, EXAMPLE_PORT, connectBulk, ("list",))
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
@@ -84,7 +89,7 @@ async def bulkTwist(reactor: Any) -> None:
     directory = tempfile.mkdtemp(prefix="chunkwire-sigterm-")
     try:
         arguments = ["-m", "twisted", "chunkwire-bulk", "--listen", LOCAL, "--dir", directory, "--grace", "5"]
-        await _goAwayOnSigterm(reactor, arguments, TWIST_PORT, bulk.connect, ("list",))
+        await _goAwayOnSigterm(reactor, arguments, TWIST_PORT, connectBulk, ("list",))
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 

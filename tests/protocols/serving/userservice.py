@@ -28,8 +28,8 @@ class Greeter(rpc.Referenceable):
 
 
 def serveGreeter(reactor: Any, endpoint: Any, greeting: str) -> Any:
-    """What C{serve=} calls in each worker: streams too (C{bulk.serve}), on the endpoint it is given."""
-    return bulk.serve(reactor, endpoint, Greeter(greeting))
+    """What C{serve=} calls in each worker: streams too (C{ServerOptions.bulk}), on the endpoint it is given."""
+    return rpc.serve(reactor, endpoint, Greeter(greeting), options=rpc.ServerOptions(bulk=bulk.BulkOptions()))
 
 
 def greeterFactory(reactor: Any, greeting: str) -> Any:
