@@ -22,7 +22,7 @@ from zope.interface import implementer
 
 from framing import Decoder, Encoder, ProtocolError, Registry
 from framing.decoder import Ping
-from framing.rpc.wire import ANSWER, CALL, FAIL, OPEN_TYPE, Message, MessageSlicer, MessageUnslicer
+from framing.rpc.wire import ANSWER, CALL, FAIL, OPEN_TYPE, RELEASE, Message, MessageSlicer, MessageUnslicer
 from framing.slicing.interfaces import ISlicer
 from framing.slicing.registry import DEFAULT_REGISTRY
 from framing.wire import CLOSE, ERROR, OPEN, PONG, PREAMBLE, SIMPLE, encode_header
@@ -90,16 +90,23 @@ def _awaitAnswers(sock: socket.socket, decoder: Decoder, count: int, budget: flo
 
 
 def _readMessages(
-    sock: socket.socket, started: float, budget: float, decoder: Decoder | None = None, pong: bool = False
+    sock: socket.socket,
+    started: float,
+    budget: float,
+    decoder: Decoder | None = None,
+    pong: bool = False,
+    until: Callable[[dict[str, Any]], bool] | None = None,
 ) -> dict[str, Any]:
     """
-    Read and decode what the server sends until it closes or the budget
-    ends; count FAILs by code.  C{pong}: answer the server's keepalive PINGs
-    (an attacker silent only to calls is not dropped as a dead peer first).
+    Read and decode what the server sends until it closes, C{until(seen)}
+    holds (the event the attack waits for) or the budget ends; count FAILs
+    by code, the server's CALLs and its RELEASEs.  C{pong}: answer the
+    server's keepalive PINGs (an attacker silent only to calls is not
+    dropped as a dead peer first).
     """
     if decoder is None:
         decoder = Decoder(registry=_registry())
-    seen: dict[str, Any] = {"closed_after": None, "error": "", "fail_codes": {}, "calls_from_server": 0}
+    seen: dict[str, Any] = {"closed_after": None, "error": "", "fail_codes": {}, "calls_from_server": 0, "releases": 0}
     budget += attacks.EXTRA_WAIT  # read at call time: the default run's tests raise it
     lateReads = 0
     while True:
@@ -123,6 +130,8 @@ def _readMessages(
             pings, decoder.control_events[:] = [e for e in decoder.control_events if isinstance(e, Ping)], []
             if pong and pings:
                 sock.sendall(b"".join(encode_header(PONG, ping.id) for ping in pings))
+            if until is not None and until(seen):
+                break
         except ProtocolError as error:  # the server's ERROR token: it is dropping us
             _count(error.results, seen)
             seen["error"] = str(error)[:200]
@@ -141,6 +150,8 @@ def _count(messages: Any, seen: dict[str, Any]) -> None:
             seen["fail_codes"][code] = seen["fail_codes"].get(code, 0) + 1
         elif message[0] == CALL:
             seen["calls_from_server"] += 1
+        elif message[0] == RELEASE:
+            seen["releases"] += 1
 
 
 def _burst(port: int, budget: float, data: bytes) -> dict[str, Any]:
@@ -194,7 +205,9 @@ def silentWatchers(port: int, budget: float) -> dict[str, Any]:
         _awaitAnswers(attacker, decoder, 10, 60.0)  # the watchers are registered (only a hang takes 60 s)
         started = time.monotonic()
         putter.sendall(PREAMBLE + calls(1, 30, "put", lambda n: ("silent-key", f"value {n}")))
-        seen = _readMessages(attacker, started, budget, decoder, pong=True)
+        # The event: the server released the ten references, having dropped their watchers (after the
+        # calls' timeouts); the connection stays up, so the read would otherwise last the whole patience.
+        seen = _readMessages(attacker, started, budget, decoder, pong=True, until=lambda seen: seen["releases"] >= 10)
     seen["kept"] = True  # the server drops its watchers, not its connection
     return seen
 

@@ -16,10 +16,13 @@ ALONE = frozenset({"held-until-collected"})
 DURATION = 4.0
 """Seconds of honest calls in each phase; long enough for every timeout in harness.SERVER_OPTIONS to fire."""
 
-PATIENCE = 10.0
-"""Seconds an attacker waits past its budget for the drop: the configured
-limits are 2 to 4 s; only a server that never drops it misses this.  How
-soon the drop comes is measured by C{dev.py attack} (the timed rules)."""
+PATIENCE = 60.0
+"""Seconds an attacker waits past its budget for the drop (or for the answer
+after a refused object): the configured limits are 2 to 4 s; only a server
+that never drops it misses this.  A passing case waits for its event, not
+for this (10 s failed under load ~14 on two cores: all attacks at once,
+beside other runs).  How soon the drop comes is measured by C{dev.py attack}
+(the timed rules)."""
 
 
 class AttackTests(SynchronousTestCase):
