@@ -6,7 +6,7 @@ C{docs/_generated/api/}:
 
 - C{docs/api/NAME.rst}, the public names: the package's docstring, a summary
   table, then every name of its C{__all__} documented under the path people
-  import it by (C{protocols.rpc.serve}, not C{protocols.rpc.endpoints.serve}),
+  import it by (C{protocols.rpc.serve}, not C{protocols.rpc._endpoints.serve}),
   grouped as functions, classes, interfaces, errors, and constants and types.
 - C{docs/api/NAME-modules.rst}, the rest, by module: every module of the
   package (and of its subpackages that have no page of their own) with what
@@ -19,7 +19,7 @@ C{docs/_generated/api/}:
 Both lists are read from the packages when the site is built, so a name added
 to an C{__all__}, or a new module, is in the reference without an edit here.
 C{docs/conf.py} calls L{write_pages}; L{public_path} makes a link to a
-defining path (C{L{protocols.rpc.endpoints.serve}}) land on the public entry.
+defining path (C{L{protocols.rpc._endpoints.serve}}) land on the public entry.
 
 Sphinx is imported only by what runs while the site is built, so the docs
 tests use L{page_modules} and L{parseable_signature} without it.
@@ -64,11 +64,11 @@ MODULE_PAGES: dict[str, tuple[str, tuple[str, ...]]] = {
             "protocols.asyncioclient",
             "protocols.blocking",
             "protocols.blockingbulk",
-            "protocols.bulkfiles",
-            "protocols.clientcontext",
+            "protocols._bulkfiles",
+            "protocols._clientcontext",
             "protocols.options",
-            "protocols.places",
-            "protocols.sidecars",
+            "protocols._places",
+            "protocols._sidecars",
         ),
     ),
 }
@@ -77,25 +77,25 @@ MODULE_PAGES: dict[str, tuple[str, tuple[str, ...]]] = {
 # what it held: an old anchor of one leads there, and of a class or function
 # in it to that one's entry (those of REMOVED_NAMES are defined elsewhere).
 REMOVED_MODULES: dict[str, str] = {
-    "protocols.auth.errors": "framing.login.errors",
-    "protocols.auth.scram": "framing.login.scram",
-    "protocols.auth.wire": "framing.login.wire",
-    "protocols.bulk.credit": "framing.bulk.credit",
-    "protocols.bulk.errors": "framing.bulk.errors",
-    "protocols.bulk.fileerrors": "framing.bulk.fileerrors",
-    "protocols.bulk.hello": "framing.bulk.hello",
-    "protocols.bulk.ranges": "framing.bulk.ranges",
-    "protocols.bulk.wire": "framing.bulk.wire",
-    "protocols.rpc.errors": "framing.rpc.errors",
-    "protocols.rpc.hints": "framing.rpc.signatures",
-    "protocols.rpc.limits": "framing.rpc.limits",
-    "protocols.rpc.referenceable": "framing.rpc.referenceable",
-    "protocols.rpc.wire": "framing.rpc.wire",
+    "protocols.auth.errors": "framing.login._errors",
+    "protocols.auth.scram": "framing.login._scram",
+    "protocols.auth.wire": "framing.login._wire",
+    "protocols.bulk.credit": "framing.bulk._credit",
+    "protocols.bulk.errors": "framing.bulk._errors",
+    "protocols.bulk.fileerrors": "framing.bulk._fileerrors",
+    "protocols.bulk.hello": "framing.bulk._hello",
+    "protocols.bulk.ranges": "framing.bulk._ranges",
+    "protocols.bulk.wire": "framing.bulk._wire",
+    "protocols.rpc.errors": "framing.rpc._errors",
+    "protocols.rpc.hints": "framing.rpc._signatures",
+    "protocols.rpc.limits": "framing.rpc._limits",
+    "protocols.rpc.referenceable": "framing.rpc._referenceable",
+    "protocols.rpc.wire": "framing.rpc._wire",
 }
 REMOVED_NAMES: dict[str, str] = {
-    "protocols.auth.scram.IScramResponse": "protocols.auth.users.IScramResponse",
+    "protocols.auth.scram.IScramResponse": "protocols.auth._users.IScramResponse",
     **{
-        f"protocols.rpc.referenceable.{name}": f"framing.rpc.signatures.{name}"
+        f"protocols.rpc.referenceable.{name}": f"framing.rpc._signatures.{name}"
         for name in ("RemoteMethod", "remote", "remoteMethod")
     },
 }

@@ -48,12 +48,12 @@ from _serving import (
 )
 
 from protocols import TokenProtocol, bulk
-from protocols.auth.realms import OPEN, DirectoryRealm, ServiceLogins
-from protocols.bulk.files import BulkService
-from protocols.bulk.quotas import FileBudget, FileLimits
-from protocols.guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
+from protocols._guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
+from protocols.auth._realms import OPEN, DirectoryRealm, ServiceLogins
+from protocols.bulk._files import BulkService
+from protocols.bulk._quotas import FileBudget, FileLimits
 from protocols.rpc import BrokerFactory, ServerOptions, serverFactory
-from protocols.rpc.drain import DEFAULT_GRACE
+from protocols.rpc._drain import DEFAULT_GRACE
 
 
 def brokerFactory(

@@ -52,9 +52,9 @@ from twisted.logger import globalLogBeginner, textFileLogObserver
 
 import framing
 from protocols import CoalescingTransport, TokenProtocol, bulk, echo, rpc
-from protocols.bulk.files import BulkService, FileResult, sendFile
-from protocols.bulk.integrity import availableDigests, newHash
-from protocols.guard import connectionOf
+from protocols._guard import connectionOf
+from protocols.bulk._files import BulkService, FileResult, sendFile
+from protocols.bulk._integrity import availableDigests, newHash
 from protocols.kv import KeyValueStore
 
 MiB = 1024 * 1024

@@ -55,8 +55,8 @@ from twisted.internet.task import deferLater
 from twisted.python.failure import Failure
 
 from framing import Limits, Registry
-from framing.errors import PeerError
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing._errors import PeerError
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import (
     ABORT,
     BODY_KINDS,
@@ -75,8 +75,9 @@ from framing.wire import (
     encode_header,
 )
 from protocols import bulk, rpc
+from protocols._mismatch import TLSHandshakeFailed
 from protocols.auth import ClientCertificate, LoginRefused
-from protocols.auth.tokens import BearerToken
+from protocols.auth._tokens import BearerToken
 from protocols.interop import (
     APPLICATION_ERROR,
     CANCELLED,
@@ -87,7 +88,6 @@ from protocols.interop import (
     ApplicationError,
     pattern,
 )
-from protocols.mismatch import TLSHandshakeFailed
 from protocols.options import ClientOptions
 
 DEFAULT_SERVER = "127.0.0.1:8790"

@@ -14,7 +14,7 @@ First byte: the kind in the high nibble, C{code} in the low nibble.  C{code}
 
 from __future__ import annotations
 
-from .errors import BadPreamble, MalformedHeader, UnsupportedVersion
+from ._errors import BadPreamble, MalformedHeader, UnsupportedVersion
 
 # Token kinds (high nibble of the first header byte).
 INT = 0x0  # value: a non-negative integer < 2**64

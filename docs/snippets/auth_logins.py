@@ -11,9 +11,9 @@ from zope.interface import implementer
 
 from protocols import rpc
 from protocols.auth import IRemoteRoot, LoginRefused
-from protocols.auth.tokens import BearerToken, TokenChecker
-from protocols.auth.users import UserFile, addUser
-from protocols.rpc.options import ServerOptions
+from protocols.auth._tokens import BearerToken, TokenChecker
+from protocols.auth._users import UserFile, addUser
+from protocols.rpc._options import ServerOptions
 
 
 class Notes(rpc.Referenceable):

@@ -8,9 +8,9 @@ from twisted.internet.task import react
 
 from protocols import rpc
 from protocols.auth import LoginRefused
-from protocols.auth.identity import ServerIdentity
-from protocols.auth.names import NameTable
-from protocols.rpc.options import ServerOptions
+from protocols.auth._identity import ServerIdentity
+from protocols.auth._names import NameTable
+from protocols.rpc._options import ServerOptions
 
 
 class Counter(rpc.Referenceable):

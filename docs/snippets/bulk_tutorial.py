@@ -6,10 +6,10 @@ from pathlib import Path
 from twisted.internet.defer import Deferred
 from twisted.internet.task import react
 
-from framing.slicing.constraints import Text
+from framing.slicing._constraints import Text
 from protocols import bulk, rpc
-from protocols.bulk.files import BulkService, fetchFile, sendFile
-from protocols.bulk.integrity import newHash
+from protocols.bulk._files import BulkService, fetchFile, sendFile
+from protocols.bulk._integrity import newHash
 
 LOCAL = "tcp:0:interface=127.0.0.1"
 STREAMS = bulk.BulkOptions()  # windows, chunk size, digests: the defaults

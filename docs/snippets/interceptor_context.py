@@ -6,8 +6,8 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater, react
 
 from protocols import rpc
-from protocols.rpc.interceptors import CallInterceptor
-from protocols.rpc.options import ServerOptions
+from protocols.rpc._interceptors import CallInterceptor
+from protocols.rpc._options import ServerOptions
 
 REQUEST_ID: ContextVar[str] = ContextVar("request_id", default="-")
 

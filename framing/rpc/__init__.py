@@ -1,13 +1,13 @@
 # -*- test-case-name: tests.test_exports -*-
 """The sans-IO core of chunkwire's RPC: what every client and server shares, whatever it waits with.
 
-L{framing.rpc.wire} is the message table; L{framing.rpc.errors} how a call
-fails; L{framing.rpc.calltable} numbers calls and matches answers;
-L{framing.rpc.context} carries deadlines and metadata;
-L{framing.rpc.streams} and L{framing.rpc.clientstreams} are the object
-streams; L{framing.rpc.referenceable} says what may be called,
-L{framing.rpc.references} how references travel, L{framing.rpc.exports}
-and L{framing.rpc.incoming} keep a connection's references and serve a
+L{framing.rpc._wire} is the message table; L{framing.rpc._errors} how a call
+fails; L{framing.rpc._calltable} numbers calls and matches answers;
+L{framing.rpc._context} carries deadlines and metadata;
+L{framing.rpc._streams} and L{framing.rpc._clientstreams} are the object
+streams; L{framing.rpc._referenceable} says what may be called,
+L{framing.rpc._references} how references travel, L{framing.rpc._exports}
+and L{framing.rpc._incoming} keep a connection's references and serve a
 client's callbacks.  L{protocols.rpc}, L{protocols.blocking} and
 L{protocols.asyncioclient} wait around these, so the protocol logic is
 written once.
@@ -21,8 +21,8 @@ Design: docs/design/rpc-core.md
 
 from __future__ import annotations
 
-from .calltable import CallTable
-from .errors import (
+from ._calltable import CallTable
+from ._errors import (
     CallTimedOut,
     DeadlineExceeded,
     DeadReferenceError,
@@ -34,10 +34,10 @@ from .errors import (
     UnexpectedAnswer,
     registerError,
 )
-from .referenceable import Referenceable
-from .signatures import remote
-from .streams import StreamOf  # (importing it makes AsyncIterator[T] hints mean StreamOf)
-from .wire import MESSAGES, Message
+from ._referenceable import Referenceable
+from ._signatures import remote
+from ._streams import StreamOf  # (importing it makes AsyncIterator[T] hints mean StreamOf)
+from ._wire import MESSAGES, Message
 
 __all__ = [
     "MESSAGES",

@@ -9,20 +9,20 @@ connection calls the realm's logout.  No secret, and nothing replayable,
 crosses the wire or reaches a log.
 
 The mechanisms are small sans-IO modules, each one job:
-L{framing.login.scram} (SCRAM-SHA-256 password logins),
-L{protocols.auth.users} (the salted-verifier user file, its checker and
+L{framing.login._scram} (SCRAM-SHA-256 password logins),
+L{protocols.auth._users} (the salted-verifier user file, its checker and
 C{IScramResponse}),
-L{protocols.auth.tokens} (bearer tokens), L{protocols.auth.certificates}
-(TLS client certificates to avatar ids), L{protocols.auth.tlsendpoints}
+L{protocols.auth._tokens} (bearer tokens), L{protocols.auth._certificates}
+(TLS client certificates to avatar ids), L{protocols.auth._tlsendpoints}
 (the C{chunkwire-tls:} server endpoint, TLS over TCP or UNIX with client
-certificates), L{protocols.auth.identity} (a
-server's persistent TLS key), L{protocols.auth.urls} and
-L{protocols.auth.names} (self-authenticating object URLs).
+certificates), L{protocols.auth._identity} (a
+server's persistent TLS key), L{protocols.auth._urls} and
+L{protocols.auth._names} (self-authenticating object URLs).
 L{portal} makes the C{twisted.cred} portal a server takes, checked when it
-is made (L{protocols.auth.portals}).
+is made (L{protocols.auth._portals}).
 """
 
-from framing.login.errors import (
+from framing.login._errors import (
     LoginFailed,
     LoginRefused,
     LoginTimedOut,
@@ -30,13 +30,13 @@ from framing.login.errors import (
     ServerNotVerified,
     UnsupportedCredentials,
 )
-from framing.login.wire import PRE_LOGIN_LIMITS
+from framing.login._wire import PRE_LOGIN_LIMITS
 
-from .client import ClientCertificate, ClientLogin, ObjectName
-from .interfaces import IRemoteRoot
-from .portals import portal
-from .server import DEFAULT_LOGIN_TIMEOUT, Authenticator, ServerLogin
-from .throttle import LoginThrottle
+from ._client import ClientCertificate, ClientLogin, ObjectName
+from ._interfaces import IRemoteRoot
+from ._portals import portal
+from ._server import DEFAULT_LOGIN_TIMEOUT, Authenticator, ServerLogin
+from ._throttle import LoginThrottle
 
 __all__ = [
     "DEFAULT_LOGIN_TIMEOUT",

@@ -2,7 +2,7 @@
 """Running chunkwire services in production: drain on stop, worker processes, metrics.
 
 L{DrainingService} listens and drains on stop (GOAWAY, then the calls in
-flight finish; see L{protocols.rpc.drain}); L{protocols.serving.workers}
+flight finish; see L{protocols.rpc._drain}); L{protocols.serving._workers}
 binds a port once and runs several worker processes on it, and
 L{serveWorkers} runs a service of your own there (a function of yours,
 named C{"package.module:function"}, called in each worker), on plain and
@@ -11,7 +11,7 @@ L{protocols.serving.metrics} (the C{chunkwire[metrics]} extra) counts calls
 for Prometheus.
 """
 
-from .service import AdoptedEndpoint, DrainingService, adoptedEndpoint, watchParent
-from .workers import Supervisor, serveWorkers
+from ._service import AdoptedEndpoint, DrainingService, adoptedEndpoint, watchParent
+from ._workers import Supervisor, serveWorkers
 
 __all__ = ["AdoptedEndpoint", "DrainingService", "Supervisor", "adoptedEndpoint", "serveWorkers", "watchParent"]

@@ -175,7 +175,10 @@ class DocsBuildTests(SynchronousTestCase):
         apiPages = loadApiPages()
         moved = apiPages.moved_anchors()
         old = [f"module-{m}" for root in ("framing", "protocols") for m in apiPages.all_modules(root)]
-        old += list(apiPages.public_paths()) + ["protocols.rpc.broker.Broker.sendObject", "protocols.guard.GuardPolicy"]
+        old += list(apiPages.public_paths()) + [
+            "protocols.rpc._broker.Broker.sendObject",
+            "protocols._guard.GuardPolicy",
+        ]
         # The removed modules' own anchors, and every name each held (protocols.rpc.errors.RemoteError).
         old += [f"module-{m}" for m in apiPages.REMOVED_MODULES]
         old += [a for a in moved if a.rpartition(".")[0] in apiPages.REMOVED_MODULES]
@@ -186,7 +189,7 @@ class DocsBuildTests(SynchronousTestCase):
                 broken.append(f"{anchor} -> {page}#{now}")
         self.assertEqual(broken, [])
         self.assertEqual(
-            apiPages.moved_anchor("protocols.rpc.endpoints.serve", moved), "api/rpc.html#protocols.rpc.serve"
+            apiPages.moved_anchor("protocols.rpc._endpoints.serve", moved), "api/rpc.html#protocols.rpc.serve"
         )
         self.assertIn(apiPages.redirect_script(), (html / "api.html").read_text("utf-8"))
 
@@ -198,12 +201,12 @@ class DocsBuildTests(SynchronousTestCase):
         apiPages = loadApiPages()
         script = apiPages.redirect_script().removeprefix("<script>").removesuffix("</script>")
         results = []
-        for anchor in ("protocols.rpc.endpoints.serve", "module-protocols.rpc.calls", "nothing.here", ""):
+        for anchor in ("protocols.rpc._endpoints.serve", "module-protocols.rpc._calls", "nothing.here", ""):
             stub = f"const window = {{location: {{hash: '#{anchor}', replace: (to) => console.log(to)}}}};"
             ran = subprocess.run([node, "-e", stub + script], capture_output=True, text=True, timeout=60)
             results.append(ran.stdout.strip())
         self.assertEqual(
-            results, ["api/rpc.html#protocols.rpc.serve", "api/rpc-modules.html#module-protocols.rpc.calls", "", ""]
+            results, ["api/rpc.html#protocols.rpc.serve", "api/rpc-modules.html#module-protocols.rpc._calls", "", ""]
         )
 
     def test_signatures_readable(self) -> None:

@@ -15,9 +15,9 @@ from typing import Any
 
 from protocols import bulk, rpc
 from protocols.auth import IRemoteRoot, portal
-from protocols.auth.users import UserFile
+from protocols.auth._users import UserFile
 from protocols.kv import openState
-from protocols.rpc.options import ServerOptions
+from protocols.rpc._options import ServerOptions
 from twisted.cred.portal import IRealm
 from twisted.internet.defer import Deferred
 from twisted.internet.task import react

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from protocols import bulk, rpc
 from protocols.auth import LoginRefused
-from protocols.auth.users import addUser
+from protocols.auth._users import addUser
 from protocols.options import ClientOptions
 from twisted.cred.credentials import UsernamePassword
 from twisted.internet import reactor

@@ -13,7 +13,7 @@ from twisted.trial.unittest import SynchronousTestCase
 import framing
 import protocols
 from protocols.bulk import BulkOptions, Stream
-from protocols.bulk.sinks import FileSink
+from protocols.bulk._sinks import FileSink
 
 from .support import BulkPair, negotiatedHash, payload
 from .test_copies import Receiving
