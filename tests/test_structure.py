@@ -419,7 +419,7 @@ def later():
         self.assertEqual(privateReaches("protocols"), [])
 
     def test_twistedConnectionsReadInOnePlace(self) -> None:
-        """Only protocols._sockets reads or sets the attributes of Twisted's socket connections (read sizes, buffers)."""
+        """Only protocols._sockets reads or sets the attributes of Twisted's socket connections (read sizes, buffers)"""
         self.assertEqual(connectionReaches("protocols"), [])
         tree = ast.parse("def tune(t):\n    t.bufferSize = 1\n    self.bufferSize = 2\n")
         self.patch(sys.modules[__name__], "modules", lambda package: {"protocols.other": tree})

@@ -1,4 +1,4 @@
-"""protocols.kv._threads: storage calls run in a bounded pool, each caller's in turn, a cancelled or lost one's never."""
+"""protocols.kv._threads: storage calls run in a bounded pool, each caller's in turn, a cancelled or lost one never."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Remote interfaces (L{protocols.rpc._interfaces}): one declaration, checked on the server and on the client's proxy."""
+"""Remote interfaces (protocols/rpc/_interfaces.py): declared once, checked on the server and on the client's proxy."""
 
 from __future__ import annotations
 

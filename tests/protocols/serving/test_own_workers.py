@@ -1,4 +1,4 @@
-"""A service of one's own on workers (L{protocols.serving._workers.serveWorkers}), and TLS listeners shared with workers.
+"""A service of one's own on workers (L{protocols.serving.serveWorkers}), and TLS listeners shared with workers.
 
 Real processes: the supervisor binds port 0 (it runs in the test process,
 which reads the port bound; C{twist} logs it) and two workers adopt each
