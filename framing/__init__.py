@@ -10,7 +10,7 @@ from ._chain import ChunkChain
 from ._core import implementation
 from ._decoder import Decoder, Ping, Pong, loads
 from ._encoder import Encoder, dumps
-from ._errors import ChunkwireError, EncodingError, ProtocolError, Violation
+from ._errors import ChunkwireError, EncodingError, PeerError, ProtocolError, Violation
 from ._limits import Limits
 from ._scanner import TokenScanner
 from .slicing._interfaces import NOTHING, ISlicer, IUnslicer
@@ -37,4 +37,5 @@ __all__ = [
     "implementation",
     "loads",
     "register",
+    "PeerError",
 ]

@@ -74,6 +74,18 @@ from protocols.blocking import connectTarget, parseAddress, pinnedContext, tlsOf
 from protocols.blocking import tlsContext as tlsContext  # (re-exported: the contexts for connect's tls)
 from protocols.options import CLIENT_DEFAULTS, ClientOptions
 
+__all__ = [
+    "AsyncConnection",
+    "AsyncFailover",
+    "AsyncReference",
+    "AsyncStream",
+    "AsyncTypedReference",
+    "callContext",
+    "connect",
+    "connectURL",
+    "tlsContext",
+]
+
 _Future = asyncio.Future
 _T = TypeVar("_T")
 """What a stream's waiter settles with (L{AsyncConnection.awaitStream})."""

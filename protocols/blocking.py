@@ -71,6 +71,18 @@ from protocols._clientcontext import callContext as callContext  # (re-exported:
 from protocols._clientcontext import calling, itemBound, scopeReader, sentWith
 from protocols.options import CLIENT_DEFAULTS, ClientOptions
 
+__all__ = [
+    "BlockingConnection",
+    "BlockingFailover",
+    "BlockingReference",
+    "BlockingStream",
+    "BlockingTypedReference",
+    "callContext",
+    "connect",
+    "connectURL",
+    "tlsContext",
+]
+
 _READ_SIZE = 256 * 1024
 """Bytes asked of one C{recv}: an answer of up to this size is read in one system call."""
 

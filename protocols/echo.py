@@ -30,6 +30,17 @@ from framing.slicing._registry import DEFAULT_REGISTRY
 from ._base import TokenProtocol
 from ._deadline import DEFAULT_CONNECT_TIMEOUT, DeadlineEndpoint
 
+__all__ = [
+    "ECHO_REGISTRY",
+    "EchoClient",
+    "EchoFactory",
+    "EchoRefused",
+    "EchoServer",
+    "connect",
+    "serve",
+    "serverFactory",
+]
+
 REFUSED_OPEN_TYPE = "echo.refused"
 _MAX_REASON = 1024
 

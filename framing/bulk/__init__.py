@@ -40,4 +40,5 @@ __all__ = [
     "SendStream",
     "StorageError",
     "UploadRefused",
+    "availableDigests",
 ]

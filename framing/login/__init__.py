@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from ._errors import LoginBroken, LoginFailed, LoginRefused, ServerNotVerified, UnsupportedCredentials
 from ._exchange import Anonymous, ClientCertificate, ClientExchange, ObjectName, Password, Token, clientMechanism
+from ._scram import MIN_ITERATIONS
 
 __all__ = [
     "Anonymous",
@@ -34,4 +35,5 @@ __all__ = [
     "Token",
     "UnsupportedCredentials",
     "clientMechanism",
+    "MIN_ITERATIONS",
 ]

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from ._calltable import CallTable
 from ._errors import (
+    ERRORS,
+    CallLost,
     CallTimedOut,
     DeadlineExceeded,
     DeadReferenceError,
@@ -34,8 +36,10 @@ from ._errors import (
     UnexpectedAnswer,
     registerError,
 )
+from ._interfaces import RemoteInterface
+from ._limits import CLIENT_CALL_LIMITS, SERVER_CALL_LIMITS, CallLimits
 from ._referenceable import Referenceable
-from ._signatures import remote
+from ._signatures import MaxLength, MinLength, Pattern, Range, remote
 from ._streams import StreamOf  # (importing it makes AsyncIterator[T] hints mean StreamOf)
 from ._wire import MESSAGES, Message
 
@@ -56,4 +60,14 @@ __all__ = [
     "UnexpectedAnswer",
     "registerError",
     "remote",
+    "CLIENT_CALL_LIMITS",
+    "CallLimits",
+    "CallLost",
+    "ERRORS",
+    "MaxLength",
+    "MinLength",
+    "Pattern",
+    "Range",
+    "RemoteInterface",
+    "SERVER_CALL_LIMITS",
 ]

@@ -32,11 +32,19 @@ from framing.login._errors import (
 )
 from framing.login._wire import PRE_LOGIN_LIMITS
 
+from ._certificates import requireClientCertificates
 from ._client import ClientCertificate, ClientLogin, ObjectName
+from ._identity import ServerIdentity
 from ._interfaces import IRemoteRoot
+from ._names import NameTable
 from ._portals import portal
+from ._realms import OPEN, ClientCertificatesNeedTLS, DirectoryRealm, ServiceLogins, SharedRootRealm
+from ._secretfiles import SecretFileError, replaceEntry
 from ._server import DEFAULT_LOGIN_TIMEOUT, Authenticator, ServerLogin
-from ._throttle import LoginThrottle
+from ._throttle import LoginThrottle, ThrottleStateError
+from ._tlsendpoints import joinDescription, splitDescription
+from ._tokens import BearerToken, TokenChecker, tokenDigest
+from ._users import UserFile, addUser
 
 __all__ = [
     "DEFAULT_LOGIN_TIMEOUT",
@@ -55,4 +63,22 @@ __all__ = [
     "ServerNotVerified",
     "UnsupportedCredentials",
     "portal",
+    "BearerToken",
+    "ClientCertificatesNeedTLS",
+    "DirectoryRealm",
+    "NameTable",
+    "OPEN",
+    "SecretFileError",
+    "ServerIdentity",
+    "ServiceLogins",
+    "SharedRootRealm",
+    "ThrottleStateError",
+    "TokenChecker",
+    "UserFile",
+    "addUser",
+    "joinDescription",
+    "replaceEntry",
+    "requireClientCertificates",
+    "splitDescription",
+    "tokenDigest",
 ]

@@ -55,10 +55,11 @@ from framing.slicing._constraints import ANY
 
 from ._allocator import allocatorSteady, steadyAllocator
 from ._channel import BulkChannel, bulkOf, callingBroker, callingChannel
-from ._integrity import OrderedHasher
+from ._integrity import OrderedHasher, newHash
 from ._interfaces import IReceivingStream, ISendingStream, IStreamHost
 from ._options import ADAPTIVE_READ_SIZE, PLAIN_READ_SIZE, STEADY_READ_SIZE, BulkOptions
 from ._outcome import TransferResult
+from ._quotas import FileBudget, FileLimits
 from ._receiving import IncomingStream, Receiver
 from ._sending import Stream
 from ._sinks import CallbackSink, ConsumerSink, FileSink, OpenFileSink, Sink
@@ -68,6 +69,9 @@ from ._streams import StreamArg, asIncoming
 # A stream travels on the bulk channel, not as a value: its hint checks nothing.
 registerHint(Stream, ANY)
 registerHint(IncomingStream, ANY)
+
+# The file service's methods take and give streams: imported once their hints mean something.
+from ._files import BulkService, FileResult, TransferProgress, fetchFile, sendFile  # noqa: E402
 
 __all__ = [
     "BLAKE3",
@@ -113,4 +117,12 @@ __all__ = [
     "asIncoming",
     "allocatorSteady",
     "steadyAllocator",
+    "BulkService",
+    "FileBudget",
+    "FileLimits",
+    "FileResult",
+    "TransferProgress",
+    "fetchFile",
+    "newHash",
+    "sendFile",
 ]

@@ -53,12 +53,14 @@ from framing.rpc._referenceable import Referenceable
 from framing.rpc._signatures import MaxLength, MinLength, Pattern, Range, RemoteMethod, UnsupportedHint, remote
 
 from .._deadline import ConnectTimeout
+from .._mismatch import NotTLS, TLSHandshakeFailed
 from ..options import ClientOptions
 from ._broker import Broker, BrokerFactory, currentBroker
 from ._context import CallContext, callContext, currentCall
-from ._drain import drainBrokers, drainPort
-from ._endpoints import ReconnectingClient, connect, connectURL, login, reconnecting, serve, serverFactory
+from ._drain import DEFAULT_GRACE, drainBrokers, drainPort
+from ._endpoints import ReconnectingClient, connect, connectURL, login, loginGate, reconnecting, serve, serverFactory
 from ._failover import FailoverClient
+from ._interceptors import CallInterceptor
 from ._interfaces import RemoteInterface, TypedReference, deferred, interfaceNamed, referenceOf
 from ._listening import ListeningPort
 from ._options import ServerOptions
@@ -125,4 +127,9 @@ __all__ = [
     "remote",
     "serve",
     "serverFactory",
+    "CallInterceptor",
+    "DEFAULT_GRACE",
+    "NotTLS",
+    "TLSHandshakeFailed",
+    "loginGate",
 ]

@@ -11,7 +11,23 @@ L{protocols.serving.metrics} (the C{chunkwire[metrics]} extra) counts calls
 for Prometheus.
 """
 
+from .._guard import GuardedFactory, GuardPolicy, addGuardArguments, connectionOf, policyFromArguments
+from .._proxyheader import BadEndpointDescription, serverEndpoint
 from ._service import AdoptedEndpoint, DrainingService, adoptedEndpoint, watchParent
 from ._workers import Supervisor, serveWorkers
 
-__all__ = ["AdoptedEndpoint", "DrainingService", "Supervisor", "adoptedEndpoint", "serveWorkers", "watchParent"]
+__all__ = [
+    "AdoptedEndpoint",
+    "DrainingService",
+    "Supervisor",
+    "adoptedEndpoint",
+    "serveWorkers",
+    "watchParent",
+    "BadEndpointDescription",
+    "GuardPolicy",
+    "GuardedFactory",
+    "addGuardArguments",
+    "connectionOf",
+    "policyFromArguments",
+    "serverEndpoint",
+]

@@ -37,6 +37,12 @@ from framing._ledger import TOTALS, Ledger
 from .._interfaces import IConnectionObserver
 from ..rpc._interceptors import CLIENT, REFUSED, SERVER, CallInterceptor, CallTally
 
+__all__ = [
+    "LATENCY_BUCKETS",
+    "PrometheusInterceptor",
+    "metricsSite",
+]
+
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 """Seconds: RPC calls on a LAN take from tens of microseconds to seconds."""
 
