@@ -22,9 +22,9 @@ from twisted.internet.defer import Deferred, gatherResults, maybeDeferred
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
 from protocols import rpc
-from protocols._proxyheader import serverEndpoint
-from protocols.auth._realms import OPEN, ServiceLogins
-from protocols.rpc._drain import DEFAULT_GRACE
+from protocols.auth import OPEN, ServiceLogins
+from protocols.rpc import DEFAULT_GRACE
+from protocols.serving import serverEndpoint
 
 
 def addLogArguments(parser: argparse.ArgumentParser) -> None:

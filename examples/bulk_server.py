@@ -48,12 +48,10 @@ from _serving import (
 )
 
 from protocols import TokenProtocol, bulk
-from protocols._guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
-from protocols.auth._realms import OPEN, DirectoryRealm, ServiceLogins
-from protocols.bulk._files import BulkService
-from protocols.bulk._quotas import FileBudget, FileLimits
-from protocols.rpc import BrokerFactory, ServerOptions, serverFactory
-from protocols.rpc._drain import DEFAULT_GRACE
+from protocols.auth import OPEN, DirectoryRealm, ServiceLogins
+from protocols.bulk import BulkService, FileBudget, FileLimits
+from protocols.rpc import DEFAULT_GRACE, BrokerFactory, ServerOptions, serverFactory
+from protocols.serving import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
 
 
 def brokerFactory(

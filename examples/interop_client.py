@@ -54,9 +54,8 @@ from twisted.internet.protocol import Protocol
 from twisted.internet.task import deferLater
 from twisted.python.failure import Failure
 
-from framing import Limits, Registry
-from framing._errors import PeerError
-from framing.slicing._registry import DEFAULT_REGISTRY
+from framing import Limits, PeerError, Registry
+from framing.slicing import DEFAULT_REGISTRY
 from framing.wire import (
     ABORT,
     BODY_KINDS,
@@ -75,9 +74,7 @@ from framing.wire import (
     encode_header,
 )
 from protocols import bulk, rpc
-from protocols._mismatch import TLSHandshakeFailed
-from protocols.auth import ClientCertificate, LoginRefused
-from protocols.auth._tokens import BearerToken
+from protocols.auth import BearerToken, ClientCertificate, LoginRefused
 from protocols.interop import (
     APPLICATION_ERROR,
     CANCELLED,
@@ -89,6 +86,7 @@ from protocols.interop import (
     pattern,
 )
 from protocols.options import ClientOptions
+from protocols.rpc import TLSHandshakeFailed
 
 DEFAULT_SERVER = "127.0.0.1:8790"
 EVENTUALLY = 20.0

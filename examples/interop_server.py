@@ -49,18 +49,20 @@ from _errors import CommandLineParser, EndpointFailed, addDebugArgument, runComm
 from _serving import beginLogging
 from twisted.internet.defer import Deferred
 
-from framing.login._scram import MIN_ITERATIONS
+from framing.login import MIN_ITERATIONS
 from protocols import TokenProtocol, bulk, rpc
-from protocols._guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
-from protocols._proxyheader import serverEndpoint
-from protocols.auth._certificates import requireClientCertificates
-from protocols.auth._realms import ServiceLogins
-from protocols.auth._secretfiles import replaceEntry
-from protocols.auth._server import DEFAULT_LOGIN_TIMEOUT
-from protocols.auth._tlsendpoints import joinDescription, splitDescription
-from protocols.auth._tokens import tokenDigest
-from protocols.auth._users import addUser
+from protocols.auth import (
+    DEFAULT_LOGIN_TIMEOUT,
+    ServiceLogins,
+    addUser,
+    joinDescription,
+    replaceEntry,
+    requireClientCertificates,
+    splitDescription,
+    tokenDigest,
+)
 from protocols.interop import TEST_PASSWORD, TEST_TOKEN, TEST_USER, InteropRealm, InteropService
+from protocols.serving import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments, serverEndpoint
 
 LISTEN = "tcp:8790:interface=127.0.0.1"
 LOGIN_LISTEN = "tcp:8791:interface=127.0.0.1"

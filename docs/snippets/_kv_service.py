@@ -47,8 +47,7 @@ def startKeyValueServer(*, logins: bool = False) -> tuple[subprocess.Popen[str],
 # -- the interface ---------------------------------------------------------------------------
 from typing import TYPE_CHECKING, Annotated, Protocol  # noqa: E402
 
-from framing.rpc._interfaces import RemoteInterface  # noqa: E402
-from framing.rpc._signatures import MaxLength  # noqa: E402
+from framing.rpc import MaxLength, RemoteInterface  # noqa: E402
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred  # for mypy only: nothing of Twisted is loaded
