@@ -457,7 +457,7 @@ class TestCaseNameTests(SynchronousTestCase):
 
     def test_namedTestsImport(self) -> None:
         """The test modules the headers name import (the check reads files; this imports one module's names)."""
-        for name in getTestModules(str(ROOT / "framing" / "ledger.py")):
+        for name in getTestModules(str(ROOT / "framing" / "_ledger.py")):
             self.assertIsNotNone(importlib.import_module(name))
 
     def test_checkerFindsMissingHeaders(self) -> None:
