@@ -115,7 +115,7 @@ class ClientOptions:
     @ivar tls: the clients without Twisted: an C{ssl.SSLContext}, C{True} (system CAs) or C{False}.
     @ivar policy: for a list of addresses: L{protocols.rpc.PICK_FIRST} or L{protocols.rpc.ROUND_ROBIN}.
     @ivar moveTimeout: seconds a call waits for a ready connection after a server drains, dies or is cut off (30).
-    @ivar backoff: for a list of addresses, each address's L{framing.rpc._addresses.Backoff}; C{None}: the default.
+    @ivar backoff: for a list of addresses, each address's L{framing.rpc.Backoff}; C{None}: the default.
     @ivar bulk: Twisted's clients: a L{protocols.bulk.BulkOptions}, the connection carries streams; C{None}: calls
         only.  The clients without Twisted ignore it (their bulk clients: L{protocols.blockingbulk},
         L{protocols.asynciobulk}).

@@ -21,11 +21,13 @@ Design: docs/design/rpc-core.md
 
 from __future__ import annotations
 
+from ._addresses import Backoff
 from ._calltable import CallTable
 from ._errors import (
     ERRORS,
     CallLost,
     CallTimedOut,
+    ClosedBeforePreamble,
     DeadlineExceeded,
     DeadReferenceError,
     NoSuchMethod,
@@ -39,8 +41,11 @@ from ._errors import (
 from ._interfaces import RemoteInterface
 from ._limits import CLIENT_CALL_LIMITS, SERVER_CALL_LIMITS, CallLimits
 from ._referenceable import Referenceable
-from ._signatures import MaxLength, MinLength, Pattern, Range, remote
-from ._streams import StreamOf  # (importing it makes AsyncIterator[T] hints mean StreamOf)
+from ._signatures import MaxLength, MinLength, Pattern, Range, registerHint, remote
+from ._streams import (
+    EndCountMismatch,
+    StreamOf,  # (importing it makes AsyncIterator[T] hints mean StreamOf)
+)
 from ._wire import MESSAGES, Message
 
 __all__ = [
@@ -70,4 +75,8 @@ __all__ = [
     "Range",
     "RemoteInterface",
     "SERVER_CALL_LIMITS",
+    "ClosedBeforePreamble",
+    "EndCountMismatch",
+    "registerHint",
+    "Backoff",
 ]

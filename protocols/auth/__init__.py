@@ -32,11 +32,11 @@ from framing.login._errors import (
 )
 from framing.login._wire import PRE_LOGIN_LIMITS
 
-from ._certificates import requireClientCertificates
+from ._certificates import CertificateChecker, requireClientCertificates
 from ._client import ClientCertificate, ClientLogin, ObjectName
 from ._identity import ServerIdentity
 from ._interfaces import IRemoteRoot
-from ._names import NameTable
+from ._names import NameFileError, NameTable
 from ._portals import portal
 from ._realms import OPEN, ClientCertificatesNeedTLS, DirectoryRealm, ServiceLogins, SharedRootRealm
 from ._secretfiles import SecretFileError, replaceEntry
@@ -81,4 +81,6 @@ __all__ = [
     "requireClientCertificates",
     "splitDescription",
     "tokenDigest",
+    "CertificateChecker",
+    "NameFileError",
 ]

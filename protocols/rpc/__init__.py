@@ -32,7 +32,7 @@ the calls in flight and the connection's age.
 Design: docs/design/rpc-twisted.md
 """
 
-from framing.rpc._addresses import PICK_FIRST, ROUND_ROBIN, NoAddressReady
+from framing.rpc._addresses import PICK_FIRST, ROUND_ROBIN, Backoff, NoAddressReady
 from framing.rpc._drain import DrainDeadlineExceeded, GoingAway
 from framing.rpc._errors import (
     CallTimedOut,
@@ -53,14 +53,14 @@ from framing.rpc._referenceable import Referenceable
 from framing.rpc._signatures import MaxLength, MinLength, Pattern, Range, RemoteMethod, UnsupportedHint, remote
 
 from .._deadline import ConnectTimeout
-from .._mismatch import NotTLS, TLSHandshakeFailed
+from .._mismatch import ClosedBeforePreamble, NotTLS, TLSHandshakeFailed
 from ..options import ClientOptions
 from ._broker import Broker, BrokerFactory, currentBroker
 from ._context import CallContext, callContext, currentCall
 from ._drain import DEFAULT_GRACE, drainBrokers, drainPort
 from ._endpoints import ReconnectingClient, connect, connectURL, login, loginGate, reconnecting, serve, serverFactory
 from ._failover import FailoverClient
-from ._interceptors import CallInterceptor
+from ._interceptors import CallInterceptor, CallTally, ICallRecorder
 from ._interfaces import RemoteInterface, TypedReference, deferred, interfaceNamed, referenceOf
 from ._listening import ListeningPort
 from ._options import ServerOptions
@@ -68,6 +68,7 @@ from ._refs import RefOf, RemoteReference
 from ._streams import ObjectStream, ObjectStreams, StreamOptions, StreamReader
 
 __all__ = [
+    "Backoff",
     "CLIENT_CALL_LIMITS",
     "SERVER_CALL_LIMITS",
     "Broker",
@@ -132,4 +133,7 @@ __all__ = [
     "NotTLS",
     "TLSHandshakeFailed",
     "loginGate",
+    "CallTally",
+    "ClosedBeforePreamble",
+    "ICallRecorder",
 ]

@@ -11,7 +11,7 @@ L{protocols.serving.metrics} (the C{chunkwire[metrics]} extra) counts calls
 for Prometheus.
 """
 
-from .._guard import GuardedFactory, GuardPolicy, addGuardArguments, connectionOf, policyFromArguments
+from .._guard import DEFAULT_GUARD, GuardedFactory, GuardPolicy, addGuardArguments, connectionOf, policyFromArguments
 from .._proxyheader import BadEndpointDescription, serverEndpoint
 from ._service import AdoptedEndpoint, DrainingService, adoptedEndpoint, watchParent
 from ._workers import Supervisor, serveWorkers
@@ -30,4 +30,5 @@ __all__ = [
     "connectionOf",
     "policyFromArguments",
     "serverEndpoint",
+    "DEFAULT_GUARD",
 ]
