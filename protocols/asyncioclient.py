@@ -400,7 +400,7 @@ class AsyncConnection:
         """
         Call method C{name} of export C{target} and wait for its answer (see
         L{AsyncReference.callRemote}).  On a connection with interceptors
-        (L{framing.rpc._interception}) these are told first (a refusal raises,
+        (C{framing/rpc/_interception.py}) these are told first (a refusal raises,
         nothing is sent), the metadata they add goes with the call, and they
         are told once of its end (C{asyncio.CancelledError}: its caller gave
         up, L{framing.rpc._interception.CANCELLED}).
@@ -969,7 +969,7 @@ async def connectURL(
 ) -> AsyncConnection:
     """
     Connect to the object a self-authenticating URL names
-    (C{chunkwire://KEYHASH@HINTS/NAME}, see L{framing.login._urls}), as
+    (C{chunkwire://KEYHASH@HINTS/NAME}, see C{framing/login/_urls.py}), as
     L{protocols.blocking.connectURL} does: over TLS, the server's key hash
     compared with the URL's once the handshake is done and before anything
     is sent (no CA, no host name), then logged in by the URL's name; the
@@ -1079,12 +1079,12 @@ class AsyncFailoverReference:
 class AsyncFailover:
     """A client of one service at several addresses (L{connect} given a list),
     on the running loop: the policy, backoff and send-at-most-once rule are
-    L{framing.rpc._addresses}'; this class connects (a task per attempt) and
+    C{framing/rpc/_addresses.py}'; this class connects (a task per attempt) and
     waits.  An async context manager that closes every connection.
 
     Contract: a call goes to a ready connection picked by the policy; with
     none ready it waits, at most to its L{callContext} deadline or
-    C{moveTimeout}, then raises L{framing.rpc._addresses.NoAddressReady},
+    C{moveTimeout}, then raises L{protocols.rpc.NoAddressReady},
     having sent nothing.  A connection that received GOAWAY or ended takes
     no new call; a call once written is never sent again.
 

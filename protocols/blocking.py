@@ -368,7 +368,7 @@ class BlockingConnection:
     ) -> Any:
         """
         L{call} inside a L{callContext} (C{scope}), or on a connection with
-        interceptors (L{framing.rpc._interception}): these are told first (a
+        interceptors (C{framing/rpc/_interception.py}): these are told first (a
         refusal raises, nothing is sent), the metadata they add goes with
         the call, and they are told once of its end; an exception that is no
         C{Exception} (a C{KeyboardInterrupt}) is its caller giving up
@@ -1050,7 +1050,7 @@ def tlsContext(*, caFile: str | None = None, certificate: str | None = None, key
     A client TLS context for L{connect}'s C{tls}: TLS 1.2 or later, the
     server's certificate checked against C{caFile}'s CAs (the system's if
     C{None}) and its name against the host connected to (a server
-    certificate of L{protocols.auth._authority} names C{localhost},
+    certificate of C{protocols/auth/_authority.py} names C{localhost},
     127.0.0.1 and ::1).  Nothing here turns checking off: a server with a
     key of its own and no CA is reached through its object URL
     (L{connectURL}), which pins the key instead.
@@ -1142,7 +1142,7 @@ def connect(
     root object (for this login; seen through C{interface} if given).
 
     @param interface: the root's remote interface
-        (L{framing.rpc._interfaces.RemoteInterface}): C{root} is then its
+        (L{framing.rpc.RemoteInterface}): C{root} is then its
         L{BlockingTypedReference}.
     @param options: the L{ClientOptions}; C{timeout} bounds connecting, the
         TLS handshake, the server's preamble and the login, each.
@@ -1286,7 +1286,7 @@ def connectURL(
 ) -> BlockingConnection:
     """
     Connect to the object a self-authenticating URL names
-    (C{chunkwire://KEYHASH@HINTS/NAME}, see L{framing.login._urls}), as the
+    (C{chunkwire://KEYHASH@HINTS/NAME}, see C{framing/login/_urls.py}), as the
     Twisted client's C{rpc.connectURL} does: over TLS, the server's key
     hash compared with the URL's before anything is sent (no CA, no host
     name), then logged in by the URL's name; the hints are tried in order
@@ -1357,12 +1357,12 @@ class FailoverReference:
 class BlockingFailover:
     """A client of one service at several addresses (L{connect} given a list):
     the policy, backoff and send-at-most-once rule are
-    L{framing.rpc._addresses}'; this class resolves, connects (on the calling
+    C{framing/rpc/_addresses.py}'; this class resolves, connects (on the calling
     thread) and waits.  A context manager that closes every connection.
 
     Contract: a call goes to a ready connection picked by the policy; with
     none ready it connects and waits, at most to its L{callContext} deadline
-    or C{moveTimeout}, then raises L{framing.rpc._addresses.NoAddressReady},
+    or C{moveTimeout}, then raises L{protocols.rpc.NoAddressReady},
     having sent nothing.  A GOAWAY or close seen before the call is written
     (L{BlockingConnection.refresh}) sends it elsewhere; a call once written
     is never sent again (it raises the connection's error).

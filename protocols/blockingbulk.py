@@ -14,7 +14,7 @@ L{BlockingBulkConnection.upload} and L{BlockingBulkConnection.download} move
 a file to or from the file service as the Twisted client's C{sendFile} and
 C{fetchFile} do (resumed, the digest checked, L{framing.bulk.IntegrityError}
 on a mismatch; L{sendFile} and L{fetchFile} also reconnect up to C{retries}
-times).  A L{framing.bulk._streams.SendStream} may be passed to any call, and
+times).  A L{framing.bulk.SendStream} may be passed to any call, and
 L{BlockingBulkConnection.receive} takes a result's stream into a sink.
 
 Cost: no thread per transfer (the thread reading the socket sends the
@@ -129,7 +129,7 @@ class BlockingBulkConnection(BlockingConnection):
         return self.run(downloadSteps(name, path, resume=resume, digests=digests))
 
     def run(self, steps: Steps) -> FileTransfer:
-        """Do C{steps} (L{protocols._bulkfiles}), blocking on each; their outcome."""
+        """Do C{steps} (C{protocols/_bulkfiles.py}), blocking on each; their outcome."""
         runner = StepRunner(steps)
         while (step := runner.next()) is not None:
             try:

@@ -194,7 +194,7 @@ def connect(
 
     @param timeout: seconds to connect and hear the server's preamble, as
         for C{rpc.connect}: then the connection is dropped, and the echoes
-        waiting on it fail with L{protocols._deadline.ConnectTimeout};
+        waiting on it fail with L{protocols.rpc.ConnectTimeout};
         C{None}: no deadline.
     @return: a L{Deferred} firing with the connected L{EchoClient}.
     """

@@ -108,7 +108,7 @@ class ClientOptions:
     @ivar timeout: seconds to connect, finish TLS, hear the preamble and log in, each (30; C{None}: for ever).
     @ivar limits: the L{Limits} of what the connection receives; C{None}: the defaults.
     @ivar registry: the L{Registry} of application types both sides send; C{None}: built-in types only.
-    @ivar callLimits: the L{CallLimits}; C{None}: L{framing.rpc._limits.CLIENT_CALL_LIMITS}.
+    @ivar callLimits: the L{CallLimits}; C{None}: L{framing.rpc.CLIENT_CALL_LIMITS}.
     @ivar interceptors: L{protocols.rpc._interceptors.ICallInterceptor}s, in order, for every client.
     @ivar metadata: sent with every call (a C{callContext}'s own keys win).
     @ivar silenceTimeout: seconds a server may stay silent while calls wait (60; C{None}: no bound).

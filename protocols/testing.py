@@ -164,7 +164,7 @@ def recordSends(transport: Any) -> list[bytes]:
     """
     Record every send system call made on the socket of C{transport}, a
     real TCP or UNIX connection of Twisted's, from now on: Twisted's own
-    sends and the ones L{protocols._coalescing.CoalescingTransport} makes
+    sends and the ones L{protocols.CoalescingTransport} makes
     directly.  Unlike L{recordWrites}, this leaves C{write} alone, so
     direct sends stay on.
 
@@ -529,7 +529,7 @@ class BrokerPair:
 
     def collect(self, stream: Deferred[AsyncIterator[T]] | AsyncIterator[T], count: int | None = None) -> list[T]:
         """
-        Pull a stream of objects (L{protocols.rpc._streams}) under a
+        Pull a stream of objects (C{protocols/rpc/_streams.py}) under a
         C{SynchronousTestCase}: its items, taken one at a time with a
         L{flush} before each, until C{count} of them (the stream then stays
         open: collect more, or C{cancel()} it) or, with no C{count}, its end::

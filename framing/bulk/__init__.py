@@ -1,14 +1,14 @@
 # -*- test-case-name: tests.test_exports,tests.protocols.test_blockingbulk,tests.protocols.test_asynciobulk -*-
 """The sans-IO core of chunkwire's bulk streams: what the Twisted bulk layer and the clients without Twisted share.
 
-L{framing.bulk._wire} is the layer's three open types; L{framing.bulk._hello}
-each side's HELLO; L{framing.bulk._credit} the sender's flow control;
-L{framing.bulk._digests} which digests this process computes and how two
-peers settle one; L{framing.bulk._ranges} the byte ranges a transfer holds;
-L{framing.bulk._errors} and L{framing.bulk._fileerrors} how a transfer and the
-file service fail; L{framing.bulk._states} the streams' one state table and
-L{framing.bulk._connection} the rules both sides apply, which every shell
-follows.  On these, L{framing.bulk._streams} is a client's side of one
+C{framing/bulk/_wire.py} is the layer's three open types; C{framing/bulk/_hello.py}
+each side's HELLO; C{framing/bulk/_credit.py} the sender's flow control;
+C{framing/bulk/_digests.py} which digests this process computes and how two
+peers settle one; C{framing/bulk/_ranges.py} the byte ranges a transfer holds;
+C{framing/bulk/_errors.py} and C{framing/bulk/_fileerrors.py} how a transfer and the
+file service fail; C{framing/bulk/_states.py} the streams' one state table and
+C{framing/bulk/_connection.py} the rules both sides apply, which every shell
+follows.  On these, C{framing/bulk/_streams.py} is a client's side of one
 connection's streams and L{framing.bulk.filesteps} the file service's upload
 and download as steps, driven by L{protocols.blockingbulk} and
 L{protocols.asynciobulk}; the Twisted layer (L{protocols.bulk}) keeps its

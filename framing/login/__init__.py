@@ -1,12 +1,12 @@
 # -*- test-case-name: tests.test_exports,tests.framing.login.test_urls,tests.protocols.test_blocking_logins -*-
 """The sans-IO core of chunkwire's logins: what every client shares, whatever it waits with.
 
-L{framing.login._wire} is the login message (the open-type C{"login"}:
+C{framing/login/_wire.py} is the login message (the open-type C{"login"}:
 verb, mechanism, payload) and the limits before a login;
-L{framing.login._scram} is SCRAM-SHA-256's arithmetic and messages, both
-sides; L{framing.login._exchange} is the client's side of a login as a
+C{framing/login/_scram.py} is SCRAM-SHA-256's arithmetic and messages, both
+sides; C{framing/login/_exchange.py} is the client's side of a login as a
 state machine, with the credentials each mechanism takes;
-L{framing.login._errors} is how a login fails.  The Twisted layer
+C{framing/login/_errors.py} is how a login fails.  The Twisted layer
 (L{protocols.auth}) and the blocking client (L{protocols.blocking}) drive
 the same exchange, so the login is written once; its steps are those of
 docs/wire-format.md, section 13.

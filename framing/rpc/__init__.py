@@ -1,13 +1,13 @@
 # -*- test-case-name: tests.test_exports -*-
 """The sans-IO core of chunkwire's RPC: what every client and server shares, whatever it waits with.
 
-L{framing.rpc._wire} is the message table; L{framing.rpc._errors} how a call
-fails; L{framing.rpc._calltable} numbers calls and matches answers;
-L{framing.rpc._context} carries deadlines and metadata;
-L{framing.rpc._streams} and L{framing.rpc._clientstreams} are the object
-streams; L{framing.rpc._referenceable} says what may be called,
-L{framing.rpc._references} how references travel, L{framing.rpc._exports}
-and L{framing.rpc._incoming} keep a connection's references and serve a
+C{framing/rpc/_wire.py} is the message table; C{framing/rpc/_errors.py} how a call
+fails; C{framing/rpc/_calltable.py} numbers calls and matches answers;
+C{framing/rpc/_context.py} carries deadlines and metadata;
+C{framing/rpc/_streams.py} and C{framing/rpc/_clientstreams.py} are the object
+streams; C{framing/rpc/_referenceable.py} says what may be called,
+C{framing/rpc/_references.py} how references travel, C{framing/rpc/_exports.py}
+and C{framing/rpc/_incoming.py} keep a connection's references and serve a
 client's callbacks.  L{protocols.rpc}, L{protocols.blocking} and
 L{protocols.asyncioclient} wait around these, so the protocol logic is
 written once.

@@ -9,17 +9,17 @@ connection calls the realm's logout.  No secret, and nothing replayable,
 crosses the wire or reaches a log.
 
 The mechanisms are small sans-IO modules, each one job:
-L{framing.login._scram} (SCRAM-SHA-256 password logins),
-L{protocols.auth._users} (the salted-verifier user file, its checker and
+C{framing/login/_scram.py} (SCRAM-SHA-256 password logins),
+C{protocols/auth/_users.py} (the salted-verifier user file, its checker and
 C{IScramResponse}),
-L{protocols.auth._tokens} (bearer tokens), L{protocols.auth._certificates}
-(TLS client certificates to avatar ids), L{protocols.auth._tlsendpoints}
+C{protocols/auth/_tokens.py} (bearer tokens), C{protocols/auth/_certificates.py}
+(TLS client certificates to avatar ids), C{protocols/auth/_tlsendpoints.py}
 (the C{chunkwire-tls:} server endpoint, TLS over TCP or UNIX with client
-certificates), L{protocols.auth._identity} (a
-server's persistent TLS key), L{protocols.auth._urls} and
-L{protocols.auth._names} (self-authenticating object URLs).
+certificates), C{protocols/auth/_identity.py} (a
+server's persistent TLS key), C{protocols/auth/_urls.py} and
+C{protocols/auth/_names.py} (self-authenticating object URLs).
 L{portal} makes the C{twisted.cred} portal a server takes, checked when it
-is made (L{protocols.auth._portals}).
+is made (C{protocols/auth/_portals.py}).
 """
 
 from framing.login._errors import (

@@ -27,7 +27,7 @@ L{IncomingStream} that the receiver hands to a sink::
 Both ends of a connection must carry bulk: a L{BulkOptions} as the
 C{bulk} of their C{ServerOptions} or C{ClientOptions} (or of a
 C{Broker}), whose brokers then load a L{BulkChannel}.  Every stream is checked end to end by a
-digest unless sent with C{digest=None}; L{protocols.bulk._files} builds
+digest unless sent with C{digest=None}; C{protocols/bulk/_files.py} builds
 resumable, striped file transfer on this.
 
 Cost: per frame four headers, two dict lookups and one transport write; per

@@ -153,7 +153,7 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
     @ivar watches: the L{WatchBook} of this process's watchers.
     @ivar feed: the L{ChangeFeed} telling them of other processes' changes,
         if the storage is shared (has a change log), else C{None}.
-    @ivar calls: where the storage's calls run (L{protocols.kv._threads}).
+    @ivar calls: where the storage's calls run (C{protocols/kv/_threads.py}).
     """
 
     def __init__(

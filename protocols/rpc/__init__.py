@@ -23,8 +23,8 @@ reason the connection was lost).  Serving takes a L{ServerOptions},
 connecting a L{ClientOptions} (with C{bulk} options, the connection
 carries L{protocols.bulk} streams too); per-connection limits are a L{CallLimits};
 deadlines and metadata travel in a L{callContext}.  A L{Broker} hands each
-message to L{protocols.rpc._calls}, L{protocols.rpc._answering} or
-L{protocols.rpc._tables}; streams are L{protocols.rpc._streams}.
+message to C{protocols/rpc/_calls.py}, C{protocols/rpc/_answering.py} or
+C{protocols/rpc/_tables.py}; streams are C{protocols/rpc/_streams.py}.
 
 Cost: each call and answer is one message in one transport write, O(1) in
 the calls in flight and the connection's age.

@@ -2,7 +2,7 @@
 """Running chunkwire services in production: drain on stop, worker processes, metrics.
 
 L{DrainingService} listens and drains on stop (GOAWAY, then the calls in
-flight finish; see L{protocols.rpc._drain}); L{protocols.serving._workers}
+flight finish; see C{protocols/rpc/_drain.py}); C{protocols/serving/_workers.py}
 binds a port once and runs several worker processes on it, and
 L{serveWorkers} runs a service of your own there (a function of yours,
 named C{"package.module:function"}, called in each worker), on plain and

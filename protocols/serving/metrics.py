@@ -10,8 +10,8 @@ connections open and opened, the bytes received and sent, the bulk
 streams in flight, and what the open connections' ledgers hold for their
 peers (C{chunkwire_connection_held_bytes} by account, the largest one
 connection holds, its budget, and how often a connection went over it:
-L{framing._ledger}).  It is an L{protocols.rpc._interceptors.ICallRecorder}:
-each call is counted in a L{protocols.rpc._interceptors.CallTally} (plain
+C{framing/_ledger.py}).  It is an L{protocols.rpc.ICallRecorder}:
+each call is counted in a L{protocols.rpc.CallTally} (plain
 numbers, no lock: the reactor thread alone writes them), without a call of
 this class once its method has succeeded on the connection; they, the
 bytes (counted per read) and the streams are handed to Prometheus only
