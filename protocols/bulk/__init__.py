@@ -37,7 +37,7 @@ chunk plus what is in flight on the sending side.
 Design: docs/design/bulk.md
 """
 
-from framing.bulk._digests import BLAKE3, DEFAULT_DIGEST, NEGOTIATED, availableDigests
+from framing.bulk._digests import BLAKE3, DEFAULT_DIGEST, NEGOTIATED, availableDigests, newHash
 from framing.bulk._errors import (
     DigestRefused,
     DigestUnavailable,
@@ -55,7 +55,7 @@ from framing.slicing._constraints import ANY
 
 from ._allocator import allocatorSteady, steadyAllocator
 from ._channel import BulkChannel, bulkOf, callingBroker, callingChannel
-from ._integrity import OrderedHasher, newHash
+from ._integrity import OrderedHasher
 from ._interfaces import IReceivingStream, ISendingStream, IStreamHost
 from ._options import ADAPTIVE_READ_SIZE, PLAIN_READ_SIZE, STEADY_READ_SIZE, BulkOptions
 from ._outcome import TransferResult
