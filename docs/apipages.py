@@ -18,7 +18,8 @@ site is built, so a name added to an C{__all__} is in the reference without
 an edit here.  C{docs/conf.py} calls L{write_pages}; L{public_path} makes a
 link to a defining path (C{L{protocols.rpc._endpoints.serve}}) land on the
 public entry; L{moved_anchors} sends a link to the old one-page reference
-(C{api.html#protocols.rpc.endpoints.serve}) to where that name is now.
+(C{api.html#...}, named by the paths modules had before) to where that name
+is now.
 
 Sphinx is imported only by what runs while the site is built, so the docs
 tests use L{public_paths} and L{parseable_signature} without it.
@@ -195,7 +196,7 @@ def private_modules() -> tuple[str, ...]:
 
 
 def old_name(module: str) -> str:
-    """C{module}'s path before issue 40 made it private: C{protocols.rpc._calls} was C{protocols.rpc.calls}."""
+    """C{module}'s path before issue 40 made it private: the same without the underscore of its last part."""
     parent, _, leaf = module.rpartition(".")
     return module if module in PRIVATE_BEFORE else f"{parent}.{leaf.removeprefix('_')}"
 
