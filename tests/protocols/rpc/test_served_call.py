@@ -157,7 +157,7 @@ class ServedCallTests(SynchronousTestCase):
             def profile(frame: FrameType, event: str, arg: Any, called: list[tuple[str, str]] = called) -> None:
                 where = frame.f_code.co_filename
                 if event == "c_call" and where in receiving:
-                    called.append((where.rsplit("/", 1)[1][: -len(".py")], arg.__name__))
+                    called.append((where.rsplit("/", 1)[1][: -len(".py")].removeprefix("_"), arg.__name__))
 
             sys.setprofile(profile)
             try:
