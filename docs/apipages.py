@@ -1,28 +1,28 @@
-"""The API reference's pages, written from the packages' own C{__all__} and modules.
+"""The API reference's pages, written from the public packages' and modules' own C{__all__}.
 
-The reference has two pages per public package (L{PACKAGES}), each a short
-hand-written file in C{docs/api/} that includes what this module writes into
-C{docs/_generated/api/}:
+The reference documents exported names only (issue 40): one page per public
+package or public module (L{PUBLIC}), each a short hand-written file in
+C{docs/api/} that includes what this module writes into
+C{docs/_generated/api/}: C{docs/api/NAME.rst}, the public names, the
+package's docstring, a summary table, then every name of its C{__all__}
+documented under the path people import it by (C{protocols.rpc.serve}, not
+C{protocols.rpc._endpoints.serve}), grouped as functions, classes,
+interfaces, errors, and constants and types.  A name two of them export is
+documented in full once (L{home}); the other links to it.  The private
+modules (C{_name.py}) have no page: their source is the reference for what
+they hold beyond the public names.
 
-- C{docs/api/NAME.rst}, the public names: the package's docstring, a summary
-  table, then every name of its C{__all__} documented under the path people
-  import it by (C{protocols.rpc.serve}, not C{protocols.rpc.endpoints.serve}),
-  grouped as functions, classes, interfaces, errors, and constants and types.
-- C{docs/api/NAME-modules.rst}, the rest, by module: every module of the
-  package (and of its subpackages that have no page of their own) with what
-  it defines that is not a public name.  A public name is documented once,
-  on its package's page; its defining module only links to it.
-- A modules page that would pass 20,000 words hands some of its modules to
-  a page of their own (L{MODULE_PAGES}: the modules of C{protocols} that
-  import no Twisted have C{docs/api/protocols-without-twisted-modules.rst}).
-
-Both lists are read from the packages when the site is built, so a name added
-to an C{__all__}, or a new module, is in the reference without an edit here.
-C{docs/conf.py} calls L{write_pages}; L{public_path} makes a link to a
-defining path (C{L{protocols.rpc.endpoints.serve}}) land on the public entry.
+L{PUBLIC} is read by the tests against the tree (every public package and
+module has its page, no other), and each page's names from the code when the
+site is built, so a name added to an C{__all__} is in the reference without
+an edit here.  C{docs/conf.py} calls L{write_pages}; L{public_path} makes a
+link to a defining path (C{L{protocols.rpc._endpoints.serve}}) land on the
+public entry; L{moved_anchors} sends a link to the old one-page reference
+(C{api.html#...}, named by the paths modules had before) to where that name
+is now.
 
 Sphinx is imported only by what runs while the site is built, so the docs
-tests use L{page_modules} and L{parseable_signature} without it.
+tests use L{public_paths} and L{parseable_signature} without it.
 """
 
 from __future__ import annotations
@@ -33,72 +33,67 @@ import inspect
 import json
 import pkgutil
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 from zope.interface.interface import InterfaceClass
 
-# Each public package, in the order of the reference's index, and the name of
-# its pages in docs/api/ (NAME.rst, NAME-modules.rst).
-PACKAGES: dict[str, str] = {
+# Each public package and public module, in the order of the reference's
+# index, and the name of its page in docs/api/ (NAME.rst).
+PUBLIC: dict[str, str] = {
     "framing": "framing",
-    "framing.bulk": "framing-bulk",
+    "framing.wire": "framing-wire",
+    "framing.slicing": "framing-slicing",
     "framing.rpc": "framing-rpc",
+    "framing.login": "framing-login",
+    "framing.bulk": "framing-bulk",
     "protocols": "protocols",
     "protocols.rpc": "rpc",
+    "protocols.rpc.otel": "rpc-otel",
     "protocols.bulk": "bulk",
     "protocols.auth": "auth",
     "protocols.serving": "serving",
+    "protocols.serving.metrics": "serving-metrics",
     "protocols.kv": "kv",
-}
-
-# Modules a package's modules page hands to a page of their own, when one
-# page would pass 20,000 words: the page's name in docs/api/ (NAME.rst), the
-# package, and the modules it takes.
-MODULE_PAGES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "protocols-without-twisted-modules": (
-        "protocols",
-        (
-            "protocols.asynciobulk",
-            "protocols.asyncioclient",
-            "protocols.blocking",
-            "protocols.blockingbulk",
-            "protocols.bulkfiles",
-            "protocols.clientcontext",
-            "protocols.options",
-            "protocols.places",
-            "protocols.sidecars",
-        ),
-    ),
+    "protocols.echo": "echo",
+    "protocols.testing": "testing",
+    "protocols.options": "options",
+    "protocols.blocking": "blocking",
+    "protocols.blockingbulk": "blockingbulk",
+    "protocols.asyncioclient": "asyncioclient",
+    "protocols.asynciobulk": "asynciobulk",
+    "protocols.interop": "interop",
 }
 
 # Modules that are gone (CHANGELOG.md), each mapped to the module that defines
 # what it held: an old anchor of one leads there, and of a class or function
 # in it to that one's entry (those of REMOVED_NAMES are defined elsewhere).
 REMOVED_MODULES: dict[str, str] = {
-    "protocols.auth.errors": "framing.login.errors",
-    "protocols.auth.scram": "framing.login.scram",
-    "protocols.auth.wire": "framing.login.wire",
-    "protocols.bulk.credit": "framing.bulk.credit",
-    "protocols.bulk.errors": "framing.bulk.errors",
-    "protocols.bulk.fileerrors": "framing.bulk.fileerrors",
-    "protocols.bulk.hello": "framing.bulk.hello",
-    "protocols.bulk.ranges": "framing.bulk.ranges",
-    "protocols.bulk.wire": "framing.bulk.wire",
-    "protocols.rpc.errors": "framing.rpc.errors",
-    "protocols.rpc.hints": "framing.rpc.signatures",
-    "protocols.rpc.limits": "framing.rpc.limits",
-    "protocols.rpc.referenceable": "framing.rpc.referenceable",
-    "protocols.rpc.wire": "framing.rpc.wire",
+    "protocols.auth.errors": "framing.login._errors",
+    "protocols.auth.scram": "framing.login._scram",
+    "protocols.auth.wire": "framing.login._wire",
+    "protocols.bulk.credit": "framing.bulk._credit",
+    "protocols.bulk.errors": "framing.bulk._errors",
+    "protocols.bulk.fileerrors": "framing.bulk._fileerrors",
+    "protocols.bulk.hello": "framing.bulk._hello",
+    "protocols.bulk.ranges": "framing.bulk._ranges",
+    "protocols.bulk.wire": "framing.bulk._wire",
+    "protocols.rpc.errors": "framing.rpc._errors",
+    "protocols.rpc.hints": "framing.rpc._signatures",
+    "protocols.rpc.limits": "framing.rpc._limits",
+    "protocols.rpc.referenceable": "framing.rpc._referenceable",
+    "protocols.rpc.wire": "framing.rpc._wire",
 }
 REMOVED_NAMES: dict[str, str] = {
-    "protocols.auth.scram.IScramResponse": "protocols.auth.users.IScramResponse",
+    "protocols.auth.scram.IScramResponse": "protocols.auth._users.IScramResponse",
     **{
-        f"protocols.rpc.referenceable.{name}": f"framing.rpc.signatures.{name}"
+        f"protocols.rpc.referenceable.{name}": f"framing.rpc._signatures.{name}"
         for name in ("RemoteMethod", "remote", "remoteMethod")
     },
 }
+
+# Private modules that were private before issue 40 too (old_name leaves them).
+PRIVATE_BEFORE = {"framing._core"}
 
 # Modules walk_packages finds that the reference leaves out, and why.
 SKIPPED_MODULES = {"framing._speedups": "the compiled core: framing._core, which chooses it, documents it"}
@@ -155,9 +150,9 @@ def _defines(obj: object) -> bool:
 
 @functools.cache
 def _exporters() -> dict[int, list[str]]:
-    """Each exported object's C{id}, mapped to the packages that export it, in the order of L{PACKAGES}."""
+    """Each exported object's C{id}, mapped to the public packages and modules that export it, in L{PUBLIC}'s order."""
     found: dict[int, list[str]] = {}
-    for package in PACKAGES:
+    for package in PUBLIC:
         module = importlib.import_module(package)
         for name in public_names(package):
             exporting = found.setdefault(id(getattr(module, name)), [])
@@ -168,9 +163,9 @@ def _exporters() -> dict[int, list[str]]:
 
 def home(obj: object) -> str | None:
     """
-    The public package whose page documents C{obj} in full: of those that
-    export it, the one its defining module is in (the deepest), else the
-    first of L{PACKAGES}; C{None} if no package exports it.
+    The public package or module whose page documents C{obj} in full: of
+    those that export it, the one its defining module is in (the deepest),
+    else the first of L{PUBLIC}; C{None} if none exports it.
     """
     exporting = _exporters().get(id(obj), [])
     if not exporting:
@@ -181,43 +176,46 @@ def home(obj: object) -> str | None:
 
 
 def page_of(module: str) -> str | None:
-    """The public package whose modules page documents C{module} (the deepest that contains it)."""
-    owners = [p for p in PACKAGES if module == p or module.startswith(p + ".")]
+    """The public package or module whose page C{module} belongs to (the deepest that contains it)."""
+    owners = [p for p in PUBLIC if module == p or module.startswith(p + ".")]
     return max(owners, key=len) if owners else None
 
 
 def all_modules(package: str) -> list[str]:
-    """C{package} and every module below it, sorted, without L{SKIPPED_MODULES}."""
+    """C{package} and every module below it (just C{package} if it is a module), sorted, without L{SKIPPED_MODULES}."""
     root = importlib.import_module(package)
-    names = [package] + [m.name for m in pkgutil.walk_packages(root.__path__, package + ".")]
+    below = pkgutil.walk_packages(root.__path__, package + ".") if hasattr(root, "__path__") else []
+    names = [package] + [m.name for m in below]
     return sorted(name for name in names if name not in SKIPPED_MODULES)
 
 
-def page_modules(package: str) -> list[str]:
-    """
-    The modules C{package}'s modules page documents: its own below it, not
-    those of a package with a page, nor those of a page of L{MODULE_PAGES}.
-    """
-    apart = {m for _, modules in MODULE_PAGES.values() for m in modules}
-    return [m for m in all_modules(package) if m != package and page_of(m) == package and m not in apart]
+@functools.cache
+def private_modules() -> tuple[str, ...]:
+    """Every module of C{framing} and C{protocols} that is not in L{PUBLIC} (but L{SKIPPED_MODULES}): no page has it."""
+    return tuple(m for root in ("framing", "protocols") for m in all_modules(root) if m not in PUBLIC)
 
 
-def modules_page_of(module: str) -> str | None:
-    """The name of the modules page that documents C{module} (C{protocols-modules}), or C{None}."""
-    for name, (_, modules) in MODULE_PAGES.items():
-        if module in modules:
-            return name
-    package = page_of(module)
-    if package is None or module not in page_modules(package):
-        return None
-    return f"{PACKAGES[package]}-modules"
+def old_name(module: str) -> str:
+    """C{module}'s path before issue 40 made it private: the same without the underscore of its last part."""
+    parent, _, leaf = module.rpartition(".")
+    return module if module in PRIVATE_BEFORE else f"{parent}.{leaf.removeprefix('_')}"
+
+
+def _old_path(defining: str) -> str:
+    """C{defining} (C{a._b.Name}) under its module's old name (C{a.b.Name})."""
+    parts = defining.split(".")
+    for end in range(len(parts), 0, -1):
+        module = ".".join(parts[:end])
+        if module in private_modules():
+            return ".".join([old_name(module), *parts[end:]])
+    return defining
 
 
 @functools.cache
 def _public_objects() -> dict[int, str]:
     """Every class, function and interface some package exports, by C{id}, mapped to its full public path."""
     found: dict[int, str] = {}
-    for package in PACKAGES:
+    for package in PUBLIC:
         module = importlib.import_module(package)
         for name in public_names(package):
             obj = getattr(module, name)
@@ -229,7 +227,7 @@ def _public_objects() -> dict[int, str]:
 def public_paths() -> dict[str, str]:
     """Each public class, function and interface's defining path (C{a.b.c.Name}) mapped to its public path."""
     paths: dict[str, str] = {}
-    for package in PACKAGES:
+    for package in PUBLIC:
         module = importlib.import_module(package)
         for name in public_names(package):
             obj = getattr(module, name)
@@ -360,81 +358,29 @@ def public_page(package: str, rewrite: Callable[[str], str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _interfaces(module: ModuleType) -> Iterator[str]:
-    """The zope interfaces C{module} defines, in source order (autodoc does not document them)."""
-    for name, obj in vars(module).items():
-        if isinstance(obj, InterfaceClass) and obj.__module__ == module.__name__ and not name.startswith("_"):
-            yield name
-
-
-def modules_page(package: str) -> str:
-    """
-    The body of C{package}'s modules page: one section per module of
-    L{page_modules}, each without the public names (whatever the module's
-    own C{__all__} re-exports), linking to those it defines.
-    """
-    return modules_body(page_modules(package))
-
-
-def modules_body(module_names: list[str]) -> str:
-    """The body of a modules page of C{module_names}, one section each (see L{modules_page})."""
-    public = _public_objects()
-    lines: list[str] = []
-    for module_name in module_names:
-        module = importlib.import_module(module_name)
-        names = vars(module)
-        defined = {name: _public_path_of(module_name, name, obj) for name, obj in names.items()}
-        left_out = [name for name, path in defined.items() if path]
-        lines += _heading(module_name, "-")
-        # Members defined here only: a module's __all__ may re-export what another module documents.
-        lines += [f".. automodule:: {module_name}", "   :ignore-module-all:"]
-        if left_out:
-            lines += [f"   :exclude-members: {', '.join(left_out)}"]
-        lines.append("")
-        if left_out:
-            links = ", ".join(f":py:obj:`{defined[name]}`" for name in left_out)
-            lines += [f"Defined here and documented under their public names: {links}.", ""]
-        for name in _interfaces(module):
-            if id(getattr(module, name)) not in public:
-                lines += [f".. zope-interface:: {module_name}.{name}", ""]
-    return "\n".join(lines) + "\n"
-
-
-def _public_path_of(module_name: str, name: str, obj: object) -> str | None:
-    """The public path of C{obj} (C{name} in C{module_name}) if that module defines it, else C{None}."""
-    if _defines(obj):
-        return _public_objects().get(id(obj)) if getattr(obj, "__module__", None) == module_name else None
-    for package in PACKAGES:
-        if _is_exported(package, name, obj) and (_data_source(package, name) or ("", []))[0] == module_name:
-            return f"{package}.{name}"
-    return None
-
-
-def _is_exported(package: str, name: str, obj: object) -> bool:
-    return name in public_names(package) and getattr(importlib.import_module(package), name) is obj
-
-
 def moved_anchors() -> dict[str, list[str]]:
     """
     Where the anchors of the old one-page reference (C{api.html#a.b.Name})
     went: each old anchor's prefix (a module, C{module-} and a module, or a
-    public name's defining path) mapped to its page and new prefix.  A
-    module of L{REMOVED_MODULES} leads to the module that defines what it
-    held, and each class or function it held to its entry.
+    public name's defining path) mapped to its page and new anchor.  A
+    public package or module leads to its page; a private module (by its
+    name now or before issue 40 made it private) to its package's page, and
+    each public name it defines to that name's entry; a module of
+    L{REMOVED_MODULES} leads where the module that defines what it held does.
+    A new anchor that is a module's (C{module-...}) takes no suffix: a name
+    of a private module that is not public leads to the top of the page.
     """
     moved = {}
-    for package, page in PACKAGES.items():
-        for module, where in [(package, f"api/{page}.html")] + [
-            (m, f"api/{page}-modules.html") for m in page_modules(package)
-        ]:
-            moved[module] = [where, module]
-            moved[f"module-{module}"] = [where, f"module-{module}"]
-    for name, (_, modules) in MODULE_PAGES.items():
-        for module in modules:
-            moved[module] = [f"api/{name}.html", module]
-            moved[f"module-{module}"] = [f"api/{name}.html", f"module-{module}"]
+    for name, page in PUBLIC.items():
+        moved[name] = [f"api/{page}.html", name]
+        moved[f"module-{name}"] = [f"api/{page}.html", f"module-{name}"]
+    for module in private_modules():
+        owner = page_of(module) or module.partition(".")[0]
+        where = [f"api/{PUBLIC[owner]}.html", f"module-{owner}"]
+        for name in {module, old_name(module)}:
+            moved[name] = moved[f"module-{name}"] = where
     for defining, public in public_paths().items():
-        moved[defining] = [f"api/{PACKAGES[public.rpartition('.')[0]]}.html", public]
+        moved[defining] = moved[_old_path(defining)] = [f"api/{PUBLIC[public.rpartition('.')[0]]}.html", public]
     for old, home in REMOVED_MODULES.items():
         moved[old] = moved[home]
         moved[f"module-{old}"] = moved[f"module-{home}"]
@@ -465,7 +411,7 @@ def moved_anchor(anchor: str, moved: dict[str, list[str]]) -> str | None:
         prefix = ".".join(parts[:end])
         if prefix in moved:
             page, new = moved[prefix]
-            return f"{page}#{new}{anchor[len(prefix) :]}"
+            return f"{page}#{new}" if new.startswith("module-") else f"{page}#{new}{anchor[len(prefix) :]}"
     return None
 
 
@@ -479,7 +425,7 @@ _REDIRECT = """<script>
     const prefix = parts.slice(0, end).join(".");
     if (Object.hasOwn(moved, prefix)) {
       const [page, now] = moved[prefix];
-      window.location.replace(page + "#" + now + anchor.slice(prefix.length));
+      window.location.replace(page + "#" + now + (now.startsWith("module-") ? "" : anchor.slice(prefix.length)));
       return;
     }
   }
@@ -494,18 +440,13 @@ def redirect_script() -> str:
 
 def write_pages(out: Path, rewrite: Callable[[str], str]) -> list[Path]:
     """
-    Write each package's two page bodies, and the old anchors' redirect,
+    Write each public package's or module's page body, and the old anchors' redirect,
     into C{out} (only files whose text changed); return their paths.
     """
     out.mkdir(parents=True, exist_ok=True)
     written = []
     pages = [(out / "moved.rst", ".. raw:: html\n\n" + "\n".join(_indent(redirect_script().splitlines())) + "\n")]
-    for package, page in PACKAGES.items():
-        pages += [
-            (out / f"{page}.rst", public_page(package, rewrite)),
-            (out / f"{page}-modules.rst", modules_page(package)),
-        ]
-    pages += [(out / f"{name}.rst", modules_body(list(modules))) for name, (_, modules) in MODULE_PAGES.items()]
+    pages += [(out / f"{page}.rst", public_page(package, rewrite)) for package, page in PUBLIC.items()]
     for path, text in pages:
         if not path.exists() or path.read_text("utf-8") != text:
             path.write_text(text, "utf-8")

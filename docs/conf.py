@@ -129,7 +129,7 @@ def _readable_values(app, doctree):  # type: ignore[no-untyped-def]
 def _public_reference(app, env, node, contnode):  # type: ignore[no-untyped-def]
     """
     Resolve a link Sphinx could not: a public name's defining path
-    (C{L{protocols.rpc.endpoints.serve}}, or C{L{serve}} inside that module)
+    (C{L{protocols.rpc._endpoints.serve}}, or C{L{serve}} inside that module)
     to its entry under its public path, where the reference documents it;
     else a bare name (C{L{SendingState}} in a docstring shown on a public
     page, away from its module) to the one documented object so named, if

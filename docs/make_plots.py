@@ -21,7 +21,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from protocols.bulk.integrity import BLAKE3, DEFAULT_DIGEST, PREFERENCE
+from protocols.bulk._integrity import BLAKE3, DEFAULT_DIGEST, PREFERENCE
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_RESULTS = """\
@@ -235,7 +235,7 @@ def bulk_label(case: str, entry: dict[str, Any]) -> str:
     older results carry, and a case that says it measured the default
     digest names the digest it measured (its C{algorithm}, or the one its
     label names) and calls it the default only if it is: the first of
-    C{protocols.bulk.integrity.PREFERENCE}, not whatever one run used
+    C{protocols.bulk._integrity.PREFERENCE}, not whatever one run used
     (an older run without blake3 labelled SHA-256 "(default)").
     """
     label = str(entry.get("label", case)).replace(" (ceiling)", " (reference)")

@@ -95,10 +95,10 @@ def explain(failure: BaseException, description: str | None, listening: bool = F
     """One line saying what went wrong with C{description} and, where known, what to do."""
     from twisted.internet import error
 
-    from framing.errors import ProtocolError
-    from framing.rpc.errors import CallLost
-    from protocols.deadline import ConnectTimeout
-    from protocols.proxyheader import BadEndpointDescription
+    from framing import ProtocolError
+    from framing.rpc import CallLost
+    from protocols.rpc import ConnectTimeout
+    from protocols.serving import BadEndpointDescription
 
     option = None
     if isinstance(failure, EndpointFailed):
@@ -137,14 +137,14 @@ def explain(failure: BaseException, description: str | None, listening: bool = F
 
 def needsLogin(failure: BaseException) -> bool:
     """Whether C{failure} is a server with logins dropping a client that sent calls without logging in."""
-    from framing.errors import PeerError
+    from framing import PeerError
 
     return isinstance(failure, PeerError) and "before logging in" in str(failure)
 
 
 def _certificateAlert(failure: BaseException) -> str:
     """The TLS alert that refused this client's certificate (or its lack of one), or C{""}."""
-    from protocols.mismatch import NotTLS, TLSHandshakeFailed
+    from protocols.rpc import NotTLS, TLSHandshakeFailed
 
     if not isinstance(failure, (NotTLS, TLSHandshakeFailed)):
         return ""
@@ -153,10 +153,8 @@ def _certificateAlert(failure: BaseException) -> str:
 
 def _explainLogin(failure: BaseException, description: str | None, where: str) -> str:
     """The line for a login's failure (or a server's login configuration), or C{""} for any other failure."""
-    from framing.login.errors import LoginFailed, LoginRefused
-    from protocols.auth.realms import ClientCertificatesNeedTLS
-    from protocols.auth.secretfiles import SecretFileError
-    from protocols.auth.throttle import ThrottleStateError
+    from framing.login import LoginFailed, LoginRefused
+    from protocols.auth import ClientCertificatesNeedTLS, SecretFileError, ThrottleStateError
 
     if isinstance(failure, LoginRefused):
         return (
@@ -181,7 +179,7 @@ def _explainLogin(failure: BaseException, description: str | None, where: str) -
 
 def _isRegistered(failure: BaseException) -> bool:
     """Whether C{failure}'s class is registered with C{rpc.registerError}: a service's own error, written for users."""
-    from framing.rpc.errors import ERRORS
+    from framing.rpc import ERRORS
 
     return ERRORS.nameFor(type(failure)) is not None
 

@@ -80,11 +80,11 @@ def _credentials(args: argparse.Namespace) -> Any:
 
         return UsernamePassword(args.user.encode("utf-8"), password(args))
     if args.tokenFile is not None:
-        from protocols.auth.tokens import BearerToken
+        from protocols.auth import BearerToken
 
         return BearerToken(firstLine(args.tokenFile).strip().encode("utf-8"))
     if args.certificateLogin:
-        from protocols.auth.client import ClientCertificate
+        from protocols.auth import ClientCertificate
 
         return ClientCertificate()
     return None

@@ -28,7 +28,7 @@ from typing import Any, TextIO
 
 from twisted.internet.task import LoopingCall
 
-from protocols.bulk.files import FileResult, TransferProgress
+from protocols.bulk import FileResult, TransferProgress
 
 CLEAR_LINE = "\r\x1b[K"
 """Back to the start of the line, and erase it (ANSI EL): a redraw leaves nothing of a longer line behind."""

@@ -22,9 +22,9 @@ from twisted.internet.defer import Deferred, gatherResults, maybeDeferred
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
 from protocols import rpc
-from protocols.auth.realms import OPEN, ServiceLogins
-from protocols.proxyheader import serverEndpoint
-from protocols.rpc.drain import DEFAULT_GRACE
+from protocols.auth import OPEN, ServiceLogins
+from protocols.rpc import DEFAULT_GRACE
+from protocols.serving import serverEndpoint
 
 
 def addLogArguments(parser: argparse.ArgumentParser) -> None:
@@ -139,7 +139,7 @@ async def serveForever(
     reactor.addSystemEventTrigger("before", "shutdown", lambda: Deferred.fromCoroutine(drain(ports, factory, grace)))
     for description, listen in zip(descriptions, listening, strict=True):
         try:
-            # haproxy: believes PROXY headers from loopback only (protocols.proxyheader).
+            # haproxy: believes PROXY headers from loopback only (protocols._proxyheader).
             port: Any = await serverEndpoint(reactor, listen).listen(factory)
         except Exception as failure:
             raise EndpointFailed(description, failure, listening=True, option="--listen") from failure

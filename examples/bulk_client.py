@@ -123,7 +123,7 @@ async def transfer(
     from twisted.internet.defer import Deferred
 
     from protocols import bulk, rpc
-    from protocols.bulk.files import fetchFile, sendFile
+    from protocols.bulk import fetchFile, sendFile
 
     def connect() -> Deferred[Any]:
         streams = options or bulk.BulkOptions()
@@ -204,7 +204,7 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     withoutTLS(args.connect)  # before anything loads Twisted's reactor: a tcp: or unix: client needs no TLS support
     if args.digest is not None:
-        from framing.bulk.digests import availableDigests
+        from framing.bulk import availableDigests
 
         if args.digest not in availableDigests():
             parser.error(f"--digest: {args.digest!r} is not one this side computes ({', '.join(availableDigests())})")

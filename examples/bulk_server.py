@@ -48,12 +48,10 @@ from _serving import (
 )
 
 from protocols import TokenProtocol, bulk
-from protocols.auth.realms import OPEN, DirectoryRealm, ServiceLogins
-from protocols.bulk.files import BulkService
-from protocols.bulk.quotas import FileBudget, FileLimits
-from protocols.guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
-from protocols.rpc import BrokerFactory, ServerOptions, serverFactory
-from protocols.rpc.drain import DEFAULT_GRACE
+from protocols.auth import OPEN, DirectoryRealm, ServiceLogins
+from protocols.bulk import BulkService, FileBudget, FileLimits
+from protocols.rpc import DEFAULT_GRACE, BrokerFactory, ServerOptions, serverFactory
+from protocols.serving import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
 
 
 def brokerFactory(

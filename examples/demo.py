@@ -52,10 +52,9 @@ from twisted.logger import globalLogBeginner, textFileLogObserver
 
 import framing
 from protocols import CoalescingTransport, TokenProtocol, bulk, echo, rpc
-from protocols.bulk.files import BulkService, FileResult, sendFile
-from protocols.bulk.integrity import availableDigests, newHash
-from protocols.guard import connectionOf
+from protocols.bulk import BulkService, FileResult, availableDigests, newHash, sendFile
 from protocols.kv import KeyValueStore
+from protocols.serving import connectionOf
 
 MiB = 1024 * 1024
 LOCAL = "tcp:0:interface=127.0.0.1"

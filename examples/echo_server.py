@@ -21,7 +21,7 @@ from _serving import addListenArgument, addLogArguments, beginLoggingAsAsked, se
 
 from framing import Limits
 from protocols import TokenProtocol, echo
-from protocols.guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
+from protocols.serving import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
 from protocols.testing import SelfSignedCertificate
 
 

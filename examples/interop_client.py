@@ -54,9 +54,8 @@ from twisted.internet.protocol import Protocol
 from twisted.internet.task import deferLater
 from twisted.python.failure import Failure
 
-from framing import Limits, Registry
-from framing.errors import PeerError
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing import Limits, PeerError, Registry
+from framing.slicing import DEFAULT_REGISTRY
 from framing.wire import (
     ABORT,
     BODY_KINDS,
@@ -75,8 +74,7 @@ from framing.wire import (
     encode_header,
 )
 from protocols import bulk, rpc
-from protocols.auth import ClientCertificate, LoginRefused
-from protocols.auth.tokens import BearerToken
+from protocols.auth import BearerToken, ClientCertificate, LoginRefused
 from protocols.interop import (
     APPLICATION_ERROR,
     CANCELLED,
@@ -87,8 +85,8 @@ from protocols.interop import (
     ApplicationError,
     pattern,
 )
-from protocols.mismatch import TLSHandshakeFailed
 from protocols.options import ClientOptions
+from protocols.rpc import TLSHandshakeFailed
 
 DEFAULT_SERVER = "127.0.0.1:8790"
 EVENTUALLY = 20.0

@@ -49,18 +49,20 @@ from _errors import CommandLineParser, EndpointFailed, addDebugArgument, runComm
 from _serving import beginLogging
 from twisted.internet.defer import Deferred
 
-from framing.login.scram import MIN_ITERATIONS
+from framing.login import MIN_ITERATIONS
 from protocols import TokenProtocol, bulk, rpc
-from protocols.auth.certificates import requireClientCertificates
-from protocols.auth.realms import ServiceLogins
-from protocols.auth.secretfiles import replaceEntry
-from protocols.auth.server import DEFAULT_LOGIN_TIMEOUT
-from protocols.auth.tlsendpoints import joinDescription, splitDescription
-from protocols.auth.tokens import tokenDigest
-from protocols.auth.users import addUser
-from protocols.guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
+from protocols.auth import (
+    DEFAULT_LOGIN_TIMEOUT,
+    ServiceLogins,
+    addUser,
+    joinDescription,
+    replaceEntry,
+    requireClientCertificates,
+    splitDescription,
+    tokenDigest,
+)
 from protocols.interop import TEST_PASSWORD, TEST_TOKEN, TEST_USER, InteropRealm, InteropService
-from protocols.proxyheader import serverEndpoint
+from protocols.serving import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments, serverEndpoint
 
 LISTEN = "tcp:8790:interface=127.0.0.1"
 LOGIN_LISTEN = "tcp:8791:interface=127.0.0.1"

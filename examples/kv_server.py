@@ -23,7 +23,7 @@ key is a KeyNotFound, which both sides register, so it arrives as itself.
 The store lives in memory unless --store FILE names a SQLite file, where
 each put is on disk before it is answered and every value outlives the
 server (several servers may share the file: each one's watchers hear of
-the others' changes within a poll, see protocols/kv/feed.py), or a
+the others' changes within a poll, see protocols/kv/_feed.py), or a
 postgresql:// URL a PostgreSQL database, which servers on several hosts
 share (each one's watchers hear of the others' changes through
 LISTEN/NOTIFY).  This
@@ -56,8 +56,7 @@ from _serving import (
 )
 
 from protocols import TokenProtocol, rpc
-from protocols.auth.realms import OPEN, ServiceLogins, SharedRootRealm
-from protocols.guard import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
+from protocols.auth import OPEN, ServiceLogins, SharedRootRealm
 from protocols.kv import (
     KEY,
     VALUE,
@@ -69,9 +68,8 @@ from protocols.kv import (
     StoreUnavailable,
     openStorage,
 )
-from protocols.kv.storage import DEFAULT_LIMITS
-from protocols.rpc.drain import DEFAULT_GRACE
-from protocols.rpc.options import ServerOptions
+from protocols.rpc import DEFAULT_GRACE, ServerOptions
+from protocols.serving import GuardedFactory, GuardPolicy, addGuardArguments, policyFromArguments
 
 # The store lives in protocols.kv so that `twist chunkwire-kv` serves the same one.
 __all__ = ["KEY", "VALUE", "IKeyValue", "IWatcher", "KeyNotFound", "KeyValueStore"]
@@ -124,14 +122,14 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "--max-keys",
         type=int,
-        default=DEFAULT_LIMITS.maxKeys,
+        default=StoreLimits().maxKeys,
         metavar="N",
         help="most keys the store holds; a put of a new key past it fails with kv.StoreFull (default %(default)s)",
     )
     parser.add_argument(
         "--max-store-bytes",
         type=int,
-        default=DEFAULT_LIMITS.maxBytes,
+        default=StoreLimits().maxBytes,
         metavar="N",
         help="most characters of keys and values held in all; a put past it fails with kv.StoreFull "
         "(default %(default)s)",

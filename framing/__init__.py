@@ -5,16 +5,16 @@ Nothing here imports C{twisted.internet}: it is pure bytes in, objects out,
 and tested with plain bytes.  See C{docs/wire-format.md} for the format.
 """
 
+from ._blocks import BlockBuffer
+from ._chain import ChunkChain
 from ._core import implementation
-from .blocks import BlockBuffer
-from .chain import ChunkChain
-from .decoder import Decoder, Ping, Pong, loads
-from .encoder import Encoder, dumps
-from .errors import ChunkwireError, EncodingError, ProtocolError, Violation
-from .limits import Limits
-from .scanner import TokenScanner
-from .slicing.interfaces import NOTHING, ISlicer, IUnslicer
-from .slicing.registry import Registry, register
+from ._decoder import Decoder, Ping, Pong, loads
+from ._encoder import Encoder, dumps
+from ._errors import ChunkwireError, EncodingError, PeerError, ProtocolError, Violation
+from ._limits import Limits
+from ._scanner import TokenScanner
+from .slicing._interfaces import NOTHING, ISlicer, IUnslicer
+from .slicing._registry import Registry, register
 
 __all__ = [
     "BlockBuffer",
@@ -37,4 +37,5 @@ __all__ = [
     "implementation",
     "loads",
     "register",
+    "PeerError",
 ]

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from .budget import DEFAULT_ITEM_COST, DEFAULT_OPEN_COST
-from .limits import DEFAULT_LIMITS, Limits
-from .slicing.builtin import (
+from ._budget import DEFAULT_ITEM_COST, DEFAULT_OPEN_COST
+from ._limits import DEFAULT_LIMITS, Limits
+from .slicing._builtin import (
     _RANDOMIZED,
     TRACKED_KEY_COST,
     DictUnslicer,
@@ -32,8 +32,8 @@ from .slicing.builtin import (
     SetUnslicer,
     TupleUnslicer,
 )
-from .slicing.interfaces import NOTHING
-from .slicing.registry import DEFAULT_REGISTRY, Registry
+from .slicing._interfaces import NOTHING
+from .slicing._registry import DEFAULT_REGISTRY, Registry
 
 
 def _load() -> ModuleType | None:
@@ -115,7 +115,7 @@ Record = tuple[bytes, Callable[[list[Any]], Any], int, int, int, tuple[type, int
 def records(registry: Registry) -> tuple[Record, ...]:
     """
     The open types of C{registry} whose unslicer declares a C{record_builder}
-    (see L{framing.slicing.interfaces.IUnslicer}), as the compiled reader
+    (see L{framing.slicing._interfaces.IUnslicer}), as the compiled reader
     takes them: name, builder, open cost, item cost, extra items, and its
     C{record_rpc} (or C{None}): the RPC message type and longest method
     name, when the reader builds the commonest RPC messages itself.
@@ -141,7 +141,7 @@ def nested_types(registry: Registry) -> tuple[tuple[bytes, type, int, bool], ...
     where they sit (it builds what is around and inside them), as it takes
     them: name, unslicer class, open cost, whether it checks tokens.  These
     are the unslicer classes declared C{rebuildable} (see
-    L{framing.slicing.interfaces.IUnslicer}) that count their children one
+    L{framing.slicing._interfaces.IUnslicer}) that count their children one
     by one (not budgeted) and take no streamed bodies.  Kept in the
     registry's C{codec_cache} (a decoder is made per connection).
     """
@@ -195,5 +195,5 @@ def parts_encoder() -> Callable[[Any, int, bytes], bytes | None] | None:
 
 
 def whole_body() -> Any:
-    """A compiled L{framing.scanner.WholeBody} (its per-chunk C{take} is one C call), or C{None}."""
+    """A compiled L{framing._scanner.WholeBody} (its per-chunk C{take} is one C call), or C{None}."""
     return None if speedups is None else speedups.WholeBody()

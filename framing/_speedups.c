@@ -2,7 +2,7 @@
  * framing._speedups: the compiled fast path of chunkwire's codec core.
  *
  * Contract: this module only ever does work that the pure-Python core
- * (framing/decoder.py, framing/encoder.py: the reference) would do with the
+ * (framing/_decoder.py, framing/_encoder.py: the reference) would do with the
  * same result, and hands back everything else.  The decoder's Reader builds
  * a whole top-level object made of the built-in kinds (INT, NEG, BIGINT,
  * BIGNEG, BYTES, STRING, FLOAT, SIMPLE, and list, tuple, dict, set and
@@ -41,7 +41,7 @@ enum {
 #define INLINE_LIMIT 12
 #define MAX_RECURSION 512
 /* Bytes bodies at least this long are left to the Python encoder, which
-   keeps them by reference (framing/blocks.py LARGE_PIECE). */
+   keeps them by reference (framing/_blocks.py LARGE_PIECE). */
 #define LARGE_PIECE (32 * 1024)
 
 /* What a parse step reports besides a Python error. */
@@ -106,7 +106,7 @@ typedef struct {
     Py_ssize_t record_count;
     Record records[MAX_RECORDS];             /* the open types built through a Python record builder */
     PyObject *limits;                        /* the Limits object the unslicer factories take, or NULL */
-    PyObject *nothing;                       /* framing.slicing.interfaces.NOTHING */
+    PyObject *nothing;                       /* framing.slicing._interfaces.NOTHING */
     unsigned long long child_cost;           /* bytes charged per child of a nested type (budget.DEFAULT_ITEM_COST) */
     Py_ssize_t nested_count;
     Nested nested[MAX_NESTED];               /* the open types whose Python unslicer is run here */
@@ -489,7 +489,7 @@ parse_set(Parse *ps, unsigned long long depth, int which, PyObject **out)
 }
 
 /* ------------------------------------------------------------------------ */
-/* RPC messages (framing/rpc/wire.py's buildMessage is the reference)        */
+/* RPC messages (framing/rpc/_wire.py's buildMessage is the reference)        */
 
 static int called(PyObject *result);
 
@@ -595,7 +595,7 @@ PyDoc_STRVAR(rpc_message_doc,
 "rpc_message(items, message_type, max_name) -> message, None or NotImplemented\n\n"
 "What the reader builds of an rpc record's children (a list): the message of\n"
 "an ANSWER or of a CALL without keyword arguments, or None where\n"
-"framing.rpc.wire.buildMessage answers None; NotImplemented for any other\n"
+"framing.rpc._wire.buildMessage answers None; NotImplemented for any other\n"
 "shape, which the reader leaves to buildMessage (for tests: the two agree).");
 
 static PyObject *
@@ -1744,7 +1744,7 @@ speedups_encode_parts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* ------------------------------------------------------------------------ */
-/* The scanner's WholeBody (framing/scanner.py's WholeBody is the reference) */
+/* The scanner's WholeBody (framing/_scanner.py's WholeBody is the reference) */
 
 /* A whole body's first buffer, or less if it is shorter (scanner._FIRST_CAPACITY). */
 #define FIRST_CAPACITY (64 * 1024)
@@ -1933,7 +1933,7 @@ static PyTypeObject WholeBodyType = {
     .tp_dealloc = (destructor)wholebody_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "WholeBody(): collects a whole body to hand out as one bytes, copying\n"
-              "each byte once (framing/scanner.py's WholeBody, compiled).",
+              "each byte once (framing/_scanner.py's WholeBody, compiled).",
     .tp_methods = wholebody_methods,
     .tp_members = wholebody_members,
     .tp_new = PyType_GenericNew,

@@ -14,7 +14,36 @@ First byte: the kind in the high nibble, C{code} in the low nibble.  C{code}
 
 from __future__ import annotations
 
-from .errors import BadPreamble, MalformedHeader, UnsupportedVersion
+from ._errors import BadPreamble, MalformedHeader, UnsupportedVersion
+
+__all__ = [
+    "ABORT",
+    "BIGINT",
+    "BIGNEG",
+    "BODY_KINDS",
+    "BYTES",
+    "CLOSE",
+    "ERROR",
+    "FLOAT",
+    "INLINE_LIMIT",
+    "INT",
+    "KIND_NAMES",
+    "MAGIC",
+    "MAX_HEADER_LENGTH",
+    "MAX_HEADER_VALUE",
+    "NEG",
+    "OPEN",
+    "PING",
+    "PONG",
+    "PREAMBLE",
+    "SIMPLE",
+    "STRING",
+    "VALUE_KINDS",
+    "VERSION",
+    "check_preamble",
+    "decode_header",
+    "encode_header",
+]
 
 # Token kinds (high nibble of the first header byte).
 INT = 0x0  # value: a non-negative integer < 2**64

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from framing import Decoder, Limits, ProtocolError, Violation
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import MAX_HEADER_LENGTH
 
 LIMITS = Limits(

@@ -27,8 +27,8 @@ with atheris.instrument_imports():
     from fuzz.common import cuts_and_body, split
 
 from framing import Encoder, _core
-from framing.rpc.wire import Message, MessageSlicer, MessageUnslicer
-from framing.slicing.registry import Registry
+from framing.rpc._wire import Message, MessageSlicer, MessageUnslicer
+from framing.slicing._registry import Registry
 from framing.wire import PREAMBLE
 from tests.framing.test_cores import USER_TYPES, Pair, Point, feed_all
 from tests.framing.test_cores_nested import (

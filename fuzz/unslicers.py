@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import OPEN, PREAMBLE, encode_header
 
 BUILTIN_NAMES = sorted(DEFAULT_REGISTRY._unslicers)
@@ -25,7 +25,7 @@ def registry() -> Any:
     from twisted.internet.task import Clock
 
     from protocols.echo import ECHO_REGISTRY
-    from protocols.rpc.broker import Broker
+    from protocols.rpc._broker import Broker
 
     return Broker(None, clock=Clock(), registry=ECHO_REGISTRY).connection.registry
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .base import TokenProtocol
-    from .coalescing import CoalescingTransport
+    from ._base import TokenProtocol
+    from ._coalescing import CoalescingTransport
 
 __all__ = ["CoalescingTransport", "TokenProtocol"]
 
@@ -24,11 +24,11 @@ __all__ = ["CoalescingTransport", "TokenProtocol"]
 def __getattr__(name: str) -> Any:
     """C{TokenProtocol} and C{CoalescingTransport}, imported (with Twisted) the first time one is asked for."""
     if name == "TokenProtocol":
-        from .base import TokenProtocol
+        from ._base import TokenProtocol
 
         return TokenProtocol
     if name == "CoalescingTransport":
-        from .coalescing import CoalescingTransport
+        from ._coalescing import CoalescingTransport
 
         return CoalescingTransport
     raise AttributeError(f"module 'protocols' has no attribute {name!r}")

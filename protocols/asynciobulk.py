@@ -9,10 +9,10 @@
 
 Contract: as L{protocols.blockingbulk}'s, awaited: L{connect} is
 L{protocols.asyncioclient.connect} for an L{AsyncBulkConnection}.  C{upload}
-and C{download} run the steps of L{protocols.bulkfiles} (resumed, the whole
+and C{download} run the steps of C{protocols/_bulkfiles.py} (resumed, the whole
 file's digest checked at both ends), awaiting each; bytes of a local file
 that do not move are hashed in the loop's default executor, so the loop
-keeps serving.  A L{framing.bulk.streams.SendStream} passed to a call
+keeps serving.  A L{framing.bulk.SendStream} passed to a call
 (L{fileStream} makes one of a file) sends as the server's credit comes; an
 incoming stream is received with L{AsyncBulkConnection.receive}.  Several
 transfers may run at once on one connection.
@@ -29,11 +29,9 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from framing.bulk.streams import ClientStreams, IncomingTransfer, Sink
+from framing.bulk._streams import ClientStreams, IncomingTransfer, Sink
 
-from .asyncioclient import AsyncConnection, _open
-from .blocking import connectTarget
-from .bulkfiles import (
+from ._bulkfiles import (
     Call,
     FileTransfer,
     Hash,
@@ -44,6 +42,8 @@ from .bulkfiles import (
     fileStream,
     uploadSteps,
 )
+from .asyncioclient import AsyncConnection, _open
+from .blocking import connectTarget
 from .options import CLIENT_DEFAULTS, ClientOptions
 
 
@@ -107,7 +107,7 @@ class AsyncBulkConnection(AsyncConnection):
         return await self.run(downloadSteps(name, path, resume=resume, digests=digests))
 
     async def run(self, steps: Steps) -> FileTransfer:
-        """Do C{steps} (L{protocols.bulkfiles}), awaiting each; their outcome."""
+        """Do C{steps} (C{protocols/_bulkfiles.py}), awaiting each; their outcome."""
         runner = StepRunner(steps)
         while (step := runner.next()) is not None:
             try:

@@ -1,7 +1,7 @@
 # -*- test-case-name: tests.protocols.test_asyncioclient,tests.protocols.test_asyncioclient_streams -*-
 """An asyncio RPC client without Twisted: calls awaited on the standard event loop, many in flight on one connection.
 
-    from framing.rpc.limits import CallLimits
+    from framing.rpc._limits import CallLimits
     from protocols.asyncioclient import connect
     from protocols.options import ClientOptions
 
@@ -13,7 +13,7 @@
             assert await connection.root.callRemote("get", "greeting") == "hello"
 
 Importing it loads no Twisted.  The protocol is the sans-IO
-L{framing.rpc.session.ClientSession}; this module is the asyncio transport
+L{framing.rpc._session.ClientSession}; this module is the asyncio transport
 and futures around it.
 
 Contract: a call raises what the Twisted client's Deferred fails with;
@@ -21,7 +21,7 @@ any number are in flight, answered in any order.  Calls made while others
 wait are written together on the loop's next turn (or at
 L{COALESCE_BYTES}), in order.  Cancelling an awaited call sends CANCEL.
 While the write buffer is over its high-water mark new calls wait; reading
-pauses while the ledger (L{framing.rpc.session.UNSENT}) is over budget.
+pauses while the ledger (L{framing.rpc._session.UNSENT}) is over budget.
 Callbacks run on the loop (a coroutine as a task); object streams arrive
 as L{AsyncStream}, and an async iterable argument is sent as one.
 
@@ -46,13 +46,13 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any, TypeVar, cast, overload
 
-from framing.login.errors import LoginFailed
-from framing.login.exchange import ByteExchange
-from framing.login.urls import KeyMismatch, checkPresentedKey
-from framing.rpc.addresses import AddressBook, Wait, attemptTimeout, retire
-from framing.rpc.clientstreams import ClientObjectStreams
-from framing.rpc.context import Scope
-from framing.rpc.errors import (
+from framing.login._errors import LoginFailed
+from framing.login._exchange import ByteExchange
+from framing.login._urls import KeyMismatch, checkPresentedKey
+from framing.rpc._addresses import AddressBook, Wait, attemptTimeout, retire
+from framing.rpc._clientstreams import ClientObjectStreams
+from framing.rpc._context import Scope
+from framing.rpc._errors import (
     CallTimedOut,
     ConnectionLost,
     ConnectTimedOut,
@@ -60,19 +60,31 @@ from framing.rpc.errors import (
     DeadReferenceError,
     ServerSilent,
 )
-from framing.rpc.incoming import IncomingCall
-from framing.rpc.interception import CallInterception
-from framing.rpc.interfaces import ExportedReference, TypedProxy
-from framing.rpc.session import UNSENT, ClientSession, SessionExtension, Settled
-from framing.rpc.signatures import RemoteMethod, registerReference
-from framing.rpc.streams import ReceiveWindow
-from framing.rpc.streamtable import ReceivedStream, SentStream
-from framing.rpc.wire import ROOT_ID
+from framing.rpc._incoming import IncomingCall
+from framing.rpc._interception import CallInterception
+from framing.rpc._interfaces import ExportedReference, TypedProxy
+from framing.rpc._session import UNSENT, ClientSession, SessionExtension, Settled
+from framing.rpc._signatures import RemoteMethod, registerReference
+from framing.rpc._streams import ReceiveWindow
+from framing.rpc._streamtable import ReceivedStream, SentStream
+from framing.rpc._wire import ROOT_ID
+from protocols._clientcontext import callContext as callContext  # (re-exported: deadlines and metadata of calls)
+from protocols._clientcontext import calling, itemBound, scopeReader, sentWith
 from protocols.blocking import connectTarget, parseAddress, pinnedContext, tlsOf, urlAttempts
 from protocols.blocking import tlsContext as tlsContext  # (re-exported: the contexts for connect's tls)
-from protocols.clientcontext import callContext as callContext  # (re-exported: deadlines and metadata of calls)
-from protocols.clientcontext import calling, itemBound, scopeReader, sentWith
 from protocols.options import CLIENT_DEFAULTS, ClientOptions
+
+__all__ = [
+    "AsyncConnection",
+    "AsyncFailover",
+    "AsyncReference",
+    "AsyncStream",
+    "AsyncTypedReference",
+    "callContext",
+    "connect",
+    "connectURL",
+    "tlsContext",
+]
 
 _Future = asyncio.Future
 _T = TypeVar("_T")
@@ -116,7 +128,7 @@ class AsyncTypedReference(TypedProxy):
     C{"result..."}).  A method the interface lacks is an C{AttributeError};
     through C{callRemote}, a L{NoSuchMethod}, raised before anything is
     awaited.  The checks and the lookup are
-    L{framing.rpc.interfaces.TypedProxy}'s, shared with the blocking client;
+    L{framing.rpc._interfaces.TypedProxy}'s, shared with the blocking client;
     this class only awaits.
 
     @ivar remoteReference: the reference called.
@@ -239,7 +251,7 @@ class AsyncConnection:
         @param options: the L{ClientOptions} (what this side accepts, its
             call limits and timeouts, the metadata of its calls, its interceptors).
         @param pin: the hash of the key the server's TLS certificate must
-            hold (L{framing.login.urls.certificateKeyHash}), checked once the
+            hold (L{framing.login._urls.certificateKeyHash}), checked once the
             handshake is done and before anything is sent; C{None}: none.
         @param extension: a layer beside RPC on the connection (the bulk streams of L{protocols.asynciobulk}).
         """
@@ -388,10 +400,10 @@ class AsyncConnection:
         """
         Call method C{name} of export C{target} and wait for its answer (see
         L{AsyncReference.callRemote}).  On a connection with interceptors
-        (L{framing.rpc.interception}) these are told first (a refusal raises,
+        (C{framing/rpc/_interception.py}) these are told first (a refusal raises,
         nothing is sent), the metadata they add goes with the call, and they
         are told once of its end (C{asyncio.CancelledError}: its caller gave
-        up, L{framing.rpc.interception.CANCELLED}).
+        up, L{framing.rpc._interception.CANCELLED}).
         """
         scope = self._scopeNow()
         interception = self._interception
@@ -617,10 +629,10 @@ class AsyncConnection:
         """
         The next item of C{stream} (see L{AsyncStream}): taken if held, else
         awaited, until the deadline of the enclosing C{callContext} or
-        C{callTimeout} seconds (L{framing.rpc.streamtable.itemWaitBound}).
+        C{callTimeout} seconds (L{framing.rpc._streamtable.itemWaitBound}).
 
         @raise StopAsyncIteration: the stream ended (or was closed here).
-        @raise framing.rpc.errors.DeadlineExceeded: (or L{CallTimedOut}) no item in time: the
+        @raise framing.rpc._errors.DeadlineExceeded: (or L{CallTimedOut}) no item in time: the
             stream is cancelled, and fails with it from now on.
         """
         streams = self._session.objectStreams
@@ -742,7 +754,7 @@ class AsyncConnection:
             self._apply([])
 
     def releaseReference(self, reference: AsyncReference) -> None:
-        """Send C{reference}'s RELEASE now (see L{framing.rpc.interfaces.ExportedReference.release})."""
+        """Send C{reference}'s RELEASE now (see L{framing.rpc._interfaces.ExportedReference.release})."""
         data = self._session.release(reference)
         if data:
             self._write(data, False)
@@ -957,7 +969,7 @@ async def connectURL(
 ) -> AsyncConnection:
     """
     Connect to the object a self-authenticating URL names
-    (C{chunkwire://KEYHASH@HINTS/NAME}, see L{framing.login.urls}), as
+    (C{chunkwire://KEYHASH@HINTS/NAME}, see C{framing/login/_urls.py}), as
     L{protocols.blocking.connectURL} does: over TLS, the server's key hash
     compared with the URL's once the handshake is done and before anything
     is sent (no CA, no host name), then logged in by the URL's name; the
@@ -965,8 +977,8 @@ async def connectURL(
     is exactly that object.  Other arguments as for L{connect} (the
     options' C{tls} and C{credentials} are the URL's); C{timeout} is each hint's.
 
-    @raise framing.login.urls.InvalidURL: C{url} is not a canonical object URL.
-    @raise framing.login.urls.KeyMismatch: the server holds another key (nothing was sent).
+    @raise framing.login._urls.InvalidURL: C{url} is not a canonical object URL.
+    @raise framing.login._urls.KeyMismatch: the server holds another key (nothing was sent).
     @raise framing.login.LoginRefused: the server knows no such name (or no longer).
     @raise OSError: the last hint's connection error (L{ConnectTimedOut} among them).
     @raise ValueError: the options have credentials.
@@ -1067,12 +1079,12 @@ class AsyncFailoverReference:
 class AsyncFailover:
     """A client of one service at several addresses (L{connect} given a list),
     on the running loop: the policy, backoff and send-at-most-once rule are
-    L{framing.rpc.addresses}'; this class connects (a task per attempt) and
+    C{framing/rpc/_addresses.py}'; this class connects (a task per attempt) and
     waits.  An async context manager that closes every connection.
 
     Contract: a call goes to a ready connection picked by the policy; with
     none ready it waits, at most to its L{callContext} deadline or
-    C{moveTimeout}, then raises L{framing.rpc.addresses.NoAddressReady},
+    C{moveTimeout}, then raises L{protocols.rpc.NoAddressReady},
     having sent nothing.  A connection that received GOAWAY or ended takes
     no new call; a call once written is never sent again.
 
@@ -1083,7 +1095,7 @@ class AsyncFailover:
     Design: docs/design/clients-without-twisted.md
 
     @ivar root: the service's root object, an L{AsyncFailoverReference}.
-    @ivar book: the L{framing.rpc.addresses.AddressBook}.
+    @ivar book: the L{framing.rpc._addresses.AddressBook}.
     """
 
     def __init__(

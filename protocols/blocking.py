@@ -1,7 +1,7 @@
 # -*- test-case-name: tests.protocols.test_blocking,tests.protocols.test_blocking_typed -*-
 """A blocking RPC client without Twisted: one socket, calls that block and return, safe from several threads.
 
-    from framing.rpc.limits import CallLimits
+    from framing.rpc._limits import CallLimits
     from protocols.blocking import connect
     from protocols.options import ClientOptions
 
@@ -10,7 +10,7 @@
         assert connection.root.callRemote("get", "greeting") == "hello"
 
 Importing it loads no Twisted.  The protocol is the sans-IO
-L{framing.rpc.session.ClientSession}; this module reads, writes and waits.
+L{framing.rpc._session.ClientSession}; this module reads, writes and waits.
 
 Contract: a call returns its result or raises what the Twisted client's
 Deferred fails with (L{RemoteError}, a registered type, L{framing.Violation},
@@ -19,7 +19,7 @@ Threads share the connection and read in turn (no thread of its own), so
 between calls nothing reads: the server's calls, PINGs and GOAWAY wait for
 the next call or L{BlockingConnection.serve}.  Nothing is sent under the
 connection's lock; what waits is charged to the ledger
-(L{framing.rpc.session.UNSENT}).  References, callbacks, typed interfaces,
+(L{framing.rpc._session.UNSENT}).  References, callbacks, typed interfaces,
 logins and TLS behave as on Twisted; object streams arrive as
 L{BlockingStream} (this client sends none); bulk is
 L{protocols.blockingbulk}'s.
@@ -44,12 +44,12 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any, cast, overload
 
-from framing.login.exchange import ByteExchange, ObjectName, clientMechanism
-from framing.login.urls import HintAttempts, ObjectURL, checkPresentedKey
-from framing.rpc.addresses import AddressBook, Wait, attemptTimeout, retire
-from framing.rpc.clientstreams import ClientObjectStreams
-from framing.rpc.context import Scope
-from framing.rpc.errors import (
+from framing.login._exchange import ByteExchange, ObjectName, clientMechanism
+from framing.login._urls import HintAttempts, ObjectURL, checkPresentedKey
+from framing.rpc._addresses import AddressBook, Wait, attemptTimeout, retire
+from framing.rpc._clientstreams import ClientObjectStreams
+from framing.rpc._context import Scope
+from framing.rpc._errors import (
     CallTimedOut,
     ConnectionLost,
     ConnectTimedOut,
@@ -57,19 +57,31 @@ from framing.rpc.errors import (
     DeadReferenceError,
     ServerSilent,
 )
-from framing.rpc.incoming import IncomingCall
-from framing.rpc.interception import CallInterception
-from framing.rpc.interfaces import ExportedReference, TypedProxy
-from framing.rpc.session import UNSENT, ClientSession, SessionExtension, Settled
-from framing.rpc.signatures import RemoteMethod, registerReference
-from framing.rpc.streams import ReceiveWindow
-from framing.rpc.streamtable import ReceivedStream
-from framing.rpc.wire import (
+from framing.rpc._incoming import IncomingCall
+from framing.rpc._interception import CallInterception
+from framing.rpc._interfaces import ExportedReference, TypedProxy
+from framing.rpc._session import UNSENT, ClientSession, SessionExtension, Settled
+from framing.rpc._signatures import RemoteMethod, registerReference
+from framing.rpc._streams import ReceiveWindow
+from framing.rpc._streamtable import ReceivedStream
+from framing.rpc._wire import (
     ROOT_ID,
 )
-from protocols.clientcontext import callContext as callContext  # (re-exported: deadlines and metadata of calls)
-from protocols.clientcontext import calling, itemBound, scopeReader, sentWith
+from protocols._clientcontext import callContext as callContext  # (re-exported: deadlines and metadata of calls)
+from protocols._clientcontext import calling, itemBound, scopeReader, sentWith
 from protocols.options import CLIENT_DEFAULTS, ClientOptions
+
+__all__ = [
+    "BlockingConnection",
+    "BlockingFailover",
+    "BlockingReference",
+    "BlockingStream",
+    "BlockingTypedReference",
+    "callContext",
+    "connect",
+    "connectURL",
+    "tlsContext",
+]
 
 _READ_SIZE = 256 * 1024
 """Bytes asked of one C{recv}: an answer of up to this size is read in one system call."""
@@ -141,7 +153,7 @@ class BlockingTypedReference(TypedProxy):
     result constraint (a refused result raises the L{framing.Violation}, at
     C{"result..."}).  A method the interface lacks is an C{AttributeError};
     through L{callRemote}, a L{NoSuchMethod}.  The checks and the attribute
-    lookup are L{framing.rpc.interfaces.TypedProxy}'s (shared with the
+    lookup are L{framing.rpc._interfaces.TypedProxy}'s (shared with the
     asyncio client); this class only blocks.
 
     @ivar remoteReference: the reference called.
@@ -207,7 +219,7 @@ class BlockingConnection:
     """
     One connection to a chunkwire RPC server, as L{connect} makes it; a
     context manager that closes it.  The protocol is its
-    L{framing.rpc.session.ClientSession}'s; this class reads, writes and
+    L{framing.rpc._session.ClientSession}'s; this class reads, writes and
     waits.
 
     @ivar root: the server's root object, a L{BlockingReference}.
@@ -356,11 +368,11 @@ class BlockingConnection:
     ) -> Any:
         """
         L{call} inside a L{callContext} (C{scope}), or on a connection with
-        interceptors (L{framing.rpc.interception}): these are told first (a
+        interceptors (C{framing/rpc/_interception.py}): these are told first (a
         refusal raises, nothing is sent), the metadata they add goes with
         the call, and they are told once of its end; an exception that is no
         C{Exception} (a C{KeyboardInterrupt}) is its caller giving up
-        (L{framing.rpc.interception.CANCELLED}).
+        (L{framing.rpc._interception.CANCELLED}).
         """
         interception = self._interception
         if interception is None:
@@ -572,7 +584,7 @@ class BlockingConnection:
         """
         Put C{data} at the end of the outbox (C{_lock} held), charged to the
         session's ledger; past its budget the connection ends
-        (L{framing.rpc.errors.ConnectionOverBudget}: see L{_ledgerFull}).
+        (L{framing.rpc._errors.ConnectionOverBudget}: see L{_ledgerFull}).
         """
         self._outbox.append(data)
         self._session.ledger.charge(UNSENT, len(data))
@@ -821,10 +833,10 @@ class BlockingConnection:
         The next item of C{stream} (see L{BlockingStream}): taken if held,
         else read for on this thread, in turn with the other waiting threads,
         until the deadline of the enclosing C{callContext} or C{callTimeout}
-        seconds (L{framing.rpc.streamtable.itemWaitBound}).
+        seconds (L{framing.rpc._streamtable.itemWaitBound}).
 
         @raise StopIteration: the stream ended (or was closed here).
-        @raise framing.rpc.errors.DeadlineExceeded: (or L{CallTimedOut}) no item in time: the
+        @raise framing.rpc._errors.DeadlineExceeded: (or L{CallTimedOut}) no item in time: the
             stream is cancelled, and fails with it from now on.
         """
         streams = self._session.objectStreams
@@ -898,7 +910,7 @@ class BlockingConnection:
             self._flushOutbox(time.monotonic())
 
     def releaseReference(self, reference: BlockingReference) -> None:
-        """Send C{reference}'s RELEASE now (see L{framing.rpc.interfaces.ExportedReference.release})."""
+        """Send C{reference}'s RELEASE now (see L{framing.rpc._interfaces.ExportedReference.release})."""
         with self._lock:
             data = self._session.release(reference)
         if data:
@@ -1038,7 +1050,7 @@ def tlsContext(*, caFile: str | None = None, certificate: str | None = None, key
     A client TLS context for L{connect}'s C{tls}: TLS 1.2 or later, the
     server's certificate checked against C{caFile}'s CAs (the system's if
     C{None}) and its name against the host connected to (a server
-    certificate of L{protocols.auth.authority} names C{localhost},
+    certificate of C{protocols/auth/_authority.py} names C{localhost},
     127.0.0.1 and ::1).  Nothing here turns checking off: a server with a
     key of its own and no CA is reached through its object URL
     (L{connectURL}), which pins the key instead.
@@ -1130,7 +1142,7 @@ def connect(
     root object (for this login; seen through C{interface} if given).
 
     @param interface: the root's remote interface
-        (L{framing.rpc.interfaces.RemoteInterface}): C{root} is then its
+        (L{framing.rpc.RemoteInterface}): C{root} is then its
         L{BlockingTypedReference}.
     @param options: the L{ClientOptions}; C{timeout} bounds connecting, the
         TLS handshake, the server's preamble and the login, each.
@@ -1160,7 +1172,7 @@ def urlAttempts(url: str, options: ClientOptions) -> tuple[HintAttempts, ClientO
     tries: the URL's hints in order, and the options it logs in with there
     (the URL's name as the credentials).
 
-    @raise framing.login.urls.InvalidURL: C{url} is not a canonical object URL.
+    @raise framing.login._urls.InvalidURL: C{url} is not a canonical object URL.
     @raise ValueError: C{options} have credentials.
     """
     options.refuseCredentials("connectURL")
@@ -1274,7 +1286,7 @@ def connectURL(
 ) -> BlockingConnection:
     """
     Connect to the object a self-authenticating URL names
-    (C{chunkwire://KEYHASH@HINTS/NAME}, see L{framing.login.urls}), as the
+    (C{chunkwire://KEYHASH@HINTS/NAME}, see C{framing/login/_urls.py}), as the
     Twisted client's C{rpc.connectURL} does: over TLS, the server's key
     hash compared with the URL's before anything is sent (no CA, no host
     name), then logged in by the URL's name; the hints are tried in order
@@ -1282,8 +1294,8 @@ def connectURL(
     Other arguments as for L{connect} (the options' C{tls} and
     C{credentials} are the URL's); C{timeout} is each hint's.
 
-    @raise framing.login.urls.InvalidURL: C{url} is not a canonical object URL.
-    @raise framing.login.urls.KeyMismatch: the server holds another key
+    @raise framing.login._urls.InvalidURL: C{url} is not a canonical object URL.
+    @raise framing.login._urls.KeyMismatch: the server holds another key
         (the name was not sent).
     @raise framing.login.LoginRefused: the server knows no such name (or no longer).
     @raise OSError: the last hint's connection error (L{ConnectTimedOut} among them).
@@ -1345,12 +1357,12 @@ class FailoverReference:
 class BlockingFailover:
     """A client of one service at several addresses (L{connect} given a list):
     the policy, backoff and send-at-most-once rule are
-    L{framing.rpc.addresses}'; this class resolves, connects (on the calling
+    C{framing/rpc/_addresses.py}'; this class resolves, connects (on the calling
     thread) and waits.  A context manager that closes every connection.
 
     Contract: a call goes to a ready connection picked by the policy; with
     none ready it connects and waits, at most to its L{callContext} deadline
-    or C{moveTimeout}, then raises L{framing.rpc.addresses.NoAddressReady},
+    or C{moveTimeout}, then raises L{protocols.rpc.NoAddressReady},
     having sent nothing.  A GOAWAY or close seen before the call is written
     (L{BlockingConnection.refresh}) sends it elsewhere; a call once written
     is never sent again (it raises the connection's error).
@@ -1361,7 +1373,7 @@ class BlockingFailover:
     Design: docs/design/clients-without-twisted.md
 
     @ivar root: the service's root object, a L{FailoverReference}.
-    @ivar book: the L{framing.rpc.addresses.AddressBook} (its addresses' states, for tests and metrics).
+    @ivar book: the L{framing.rpc._addresses.AddressBook} (its addresses' states, for tests and metrics).
     """
 
     def __init__(

@@ -14,7 +14,7 @@ L{BlockingBulkConnection.upload} and L{BlockingBulkConnection.download} move
 a file to or from the file service as the Twisted client's C{sendFile} and
 C{fetchFile} do (resumed, the digest checked, L{framing.bulk.IntegrityError}
 on a mismatch; L{sendFile} and L{fetchFile} also reconnect up to C{retries}
-times).  A L{framing.bulk.streams.SendStream} may be passed to any call, and
+times).  A L{framing.bulk.SendStream} may be passed to any call, and
 L{BlockingBulkConnection.receive} takes a result's stream into a sink.
 
 Cost: no thread per transfer (the thread reading the socket sends the
@@ -31,12 +31,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from framing.bulk.streams import ClientStreams, IncomingTransfer, Sink
-from framing.rpc.errors import ConnectionLost, DeadReferenceError, ServerSilent
-from framing.rpc.session import Settled
+from framing.bulk._streams import ClientStreams, IncomingTransfer, Sink
+from framing.rpc._errors import ConnectionLost, DeadReferenceError, ServerSilent
+from framing.rpc._session import Settled
 
-from .blocking import BlockingConnection, _open, _Waiter, connectTarget
-from .bulkfiles import (
+from ._bulkfiles import (
     Call,
     FileTransfer,
     Hash,
@@ -48,6 +47,7 @@ from .bulkfiles import (
     fileStream,
     uploadSteps,
 )
+from .blocking import BlockingConnection, _open, _Waiter, connectTarget
 from .options import CLIENT_DEFAULTS, ClientOptions
 
 RETRYABLE = (ConnectionLost, ServerSilent, DeadReferenceError, ConnectionError)
@@ -101,7 +101,7 @@ class BlockingBulkConnection(BlockingConnection):
         """
         Upload the file at C{path} to the file service as C{name} (its base
         name by default): with C{resume}, only what the service does not
-        hold yet (L{protocols.bulkfiles.uploadSteps}); else the whole file
+        hold yet (L{protocols._bulkfiles.uploadSteps}); else the whole file
         as one stream (C{put}).  Blocks until the service verified it.
 
         @param digests: the digests offered, best first (default: all this side computes).
@@ -120,7 +120,7 @@ class BlockingBulkConnection(BlockingConnection):
         """
         Download file C{name} from the file service to C{path} (C{name} here
         by default): with C{resume}, from what C{.NAME.part} beside it holds
-        (L{protocols.bulkfiles.downloadSteps}); else the whole file as one
+        (L{protocols._bulkfiles.downloadSteps}); else the whole file as one
         stream (C{get}).  C{path} appears only once the digest is checked.
 
         @raise framing.bulk.IntegrityError: what arrived does not have the service's digest.
@@ -129,7 +129,7 @@ class BlockingBulkConnection(BlockingConnection):
         return self.run(downloadSteps(name, path, resume=resume, digests=digests))
 
     def run(self, steps: Steps) -> FileTransfer:
-        """Do C{steps} (L{protocols.bulkfiles}), blocking on each; their outcome."""
+        """Do C{steps} (C{protocols/_bulkfiles.py}), blocking on each; their outcome."""
         runner = StepRunner(steps)
         while (step := runner.next()) is not None:
             try:

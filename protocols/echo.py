@@ -25,10 +25,21 @@ from twisted.internet.protocol import Factory
 from twisted.python.failure import Failure
 
 from framing import Limits, Registry, Violation
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.slicing._registry import DEFAULT_REGISTRY
 
-from .base import TokenProtocol
-from .deadline import DEFAULT_CONNECT_TIMEOUT, DeadlineEndpoint
+from ._base import TokenProtocol
+from ._deadline import DEFAULT_CONNECT_TIMEOUT, DeadlineEndpoint
+
+__all__ = [
+    "ECHO_REGISTRY",
+    "EchoClient",
+    "EchoFactory",
+    "EchoRefused",
+    "EchoServer",
+    "connect",
+    "serve",
+    "serverFactory",
+]
 
 REFUSED_OPEN_TYPE = "echo.refused"
 _MAX_REASON = 1024
@@ -183,7 +194,7 @@ def connect(
 
     @param timeout: seconds to connect and hear the server's preamble, as
         for C{rpc.connect}: then the connection is dropped, and the echoes
-        waiting on it fail with L{protocols.deadline.ConnectTimeout};
+        waiting on it fail with L{protocols.rpc.ConnectTimeout};
         C{None}: no deadline.
     @return: a L{Deferred} firing with the connected L{EchoClient}.
     """

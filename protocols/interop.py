@@ -34,11 +34,11 @@ from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from framing.budget import held_bytes
+from framing._budget import held_bytes
 
 from . import bulk, rpc
-from .auth.interfaces import IRemoteRoot
-from .bulk.files import BulkService
+from .auth._interfaces import IRemoteRoot
+from .bulk._files import BulkService
 
 __all__ = [
     "APPLICATION_ERROR",
@@ -158,7 +158,7 @@ class _Table:
     """
     Key to value, remembering the most recently set keys: at most
     L{MAX_KEYS} of them, holding at most L{MAX_TABLE_BYTES} together (by
-    L{framing.budget.held_bytes}, the memory they hold: a list of small ints
+    L{framing._budget.held_bytes}, the memory they hold: a list of small ints
     about 36 bytes an item, where its wire bodies count 1),
     the oldest forgotten first; the newest is always kept (a call's value is
     already bounded by the connection's object limits).

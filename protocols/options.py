@@ -23,12 +23,12 @@ from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from framing import Limits, Registry
-from framing.rpc.addresses import PICK_FIRST, POLICIES, Backoff
-from framing.rpc.exports import DEFAULT_MAX_IMPORTS
-from framing.rpc.incoming import DEFAULT_MAX_RUNNING
-from framing.rpc.limits import CallLimits
-from framing.rpc.session import ClientSession, SessionExtension
-from framing.rpc.streamtable import SentStream
+from framing.rpc._addresses import PICK_FIRST, POLICIES, Backoff
+from framing.rpc._exports import DEFAULT_MAX_IMPORTS
+from framing.rpc._incoming import DEFAULT_MAX_RUNNING
+from framing.rpc._limits import CallLimits
+from framing.rpc._session import ClientSession, SessionExtension
+from framing.rpc._streamtable import SentStream
 
 DEFAULT_CONNECT_TIMEOUT = 30.0
 """
@@ -70,7 +70,7 @@ class ConnectionExtension(Protocol):
         ...
 
     def brokerExtension(self, clock: Any) -> Any:
-        """A new L{protocols.interfaces.IBrokerExtension} for one connection's broker, on C{clock}."""
+        """A new L{protocols._interfaces.IBrokerExtension} for one connection's broker, on C{clock}."""
 
 
 def checkExtension(owner: str, name: str, value: object) -> None:
@@ -108,14 +108,14 @@ class ClientOptions:
     @ivar timeout: seconds to connect, finish TLS, hear the preamble and log in, each (30; C{None}: for ever).
     @ivar limits: the L{Limits} of what the connection receives; C{None}: the defaults.
     @ivar registry: the L{Registry} of application types both sides send; C{None}: built-in types only.
-    @ivar callLimits: the L{CallLimits}; C{None}: L{framing.rpc.limits.CLIENT_CALL_LIMITS}.
-    @ivar interceptors: L{protocols.rpc.interceptors.ICallInterceptor}s, in order, for every client.
+    @ivar callLimits: the L{CallLimits}; C{None}: L{framing.rpc.CLIENT_CALL_LIMITS}.
+    @ivar interceptors: L{protocols.rpc._interceptors.ICallInterceptor}s, in order, for every client.
     @ivar metadata: sent with every call (a C{callContext}'s own keys win).
     @ivar silenceTimeout: seconds a server may stay silent while calls wait (60; C{None}: no bound).
     @ivar tls: the clients without Twisted: an C{ssl.SSLContext}, C{True} (system CAs) or C{False}.
-    @ivar policy: for a list of addresses: L{framing.rpc.addresses.PICK_FIRST} or L{framing.rpc.addresses.ROUND_ROBIN}.
+    @ivar policy: for a list of addresses: L{protocols.rpc.PICK_FIRST} or L{protocols.rpc.ROUND_ROBIN}.
     @ivar moveTimeout: seconds a call waits for a ready connection after a server drains, dies or is cut off (30).
-    @ivar backoff: for a list of addresses, each address's L{framing.rpc.addresses.Backoff}; C{None}: the default.
+    @ivar backoff: for a list of addresses, each address's L{framing.rpc.Backoff}; C{None}: the default.
     @ivar bulk: Twisted's clients: a L{protocols.bulk.BulkOptions}, the connection carries streams; C{None}: calls
         only.  The clients without Twisted ignore it (their bulk clients: L{protocols.blockingbulk},
         L{protocols.asynciobulk}).
@@ -168,7 +168,7 @@ class ClientOptions:
         hooks: tuple[Callable[..., Any], Callable[[], None], Callable[..., Any], Callable[[SentStream], None] | None],
     ) -> ClientSession[Any]:
         """
-        The L{framing.rpc.session.ClientSession} of a client without Twisted
+        The L{framing.rpc._session.ClientSession} of a client without Twisted
         with these options: their C{limits}, C{registry} and C{callLimits}
         (without them the session's own defaults: no bound on the calls
         waiting, 10,000 references, 100 of the server's calls running).

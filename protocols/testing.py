@@ -58,14 +58,14 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from framing import Registry
-from framing.rpc.limits import SERVER_CALL_LIMITS
-from framing.rpc.referenceable import Referenceable
-from framing.trace import TokenTracer
+from framing._trace import TokenTracer
+from framing.rpc._limits import SERVER_CALL_LIMITS
+from framing.rpc._referenceable import Referenceable
 
-from .auth.authority import CertificateAuthority, IssuedCertificate
-from .guard import connectionOf
-from .rpc.broker import Broker
-from .rpc.refs import RemoteReference
+from ._guard import connectionOf
+from .auth._authority import CertificateAuthority, IssuedCertificate
+from .rpc._broker import Broker
+from .rpc._refs import RemoteReference
 
 T = TypeVar("T")
 
@@ -164,7 +164,7 @@ def recordSends(transport: Any) -> list[bytes]:
     """
     Record every send system call made on the socket of C{transport}, a
     real TCP or UNIX connection of Twisted's, from now on: Twisted's own
-    sends and the ones L{protocols.coalescing.CoalescingTransport} makes
+    sends and the ones L{protocols.CoalescingTransport} makes
     directly.  Unlike L{recordWrites}, this leaves C{write} alone, so
     direct sends stay on.
 
@@ -529,7 +529,7 @@ class BrokerPair:
 
     def collect(self, stream: Deferred[AsyncIterator[T]] | AsyncIterator[T], count: int | None = None) -> list[T]:
         """
-        Pull a stream of objects (L{protocols.rpc.streams}) under a
+        Pull a stream of objects (C{protocols/rpc/_streams.py}) under a
         C{SynchronousTestCase}: its items, taken one at a time with a
         L{flush} before each, until C{count} of them (the stream then stays
         open: collect more, or C{cancel()} it) or, with no C{count}, its end::
@@ -607,7 +607,7 @@ def brokerPair(
     clock = Clock()
     streams: Any = None
     if bulk:
-        from .bulk.options import BulkOptions
+        from .bulk._options import BulkOptions
 
         streams = BulkOptions()
     server = Broker(
@@ -841,7 +841,7 @@ class SelfSignedCertificate:
         """TLS options for a server using this certificate (for C{TLSMemoryBIOFactory} or C{listenSSL})."""
         from twisted.internet.ssl import CertificateOptions
 
-        from .auth.tlsendpoints import keyAndCertificate
+        from .auth._tlsendpoints import keyAndCertificate
 
         return CertificateOptions(**keyAndCertificate(self.keyPEM, self.certPEM))
 

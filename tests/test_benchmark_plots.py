@@ -228,7 +228,7 @@ class FigureContentTests(SynchronousTestCase):
         protocols.bulk's preference (BLAKE3): the shipped reference run,
         made without blake3, once said "SHA-256 checked (default)".
         """
-        from protocols.bulk.integrity import PREFERENCE
+        from protocols.bulk._integrity import PREFERENCE
 
         self.assertEqual(PREFERENCE[0], "blake3")
         label = self.makePlots.bulk_label

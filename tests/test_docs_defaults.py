@@ -7,8 +7,8 @@ import re
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.deadline import DEFAULT_CONNECT_TIMEOUT
-from protocols.guard import DEFAULT_GUARD
+from protocols._deadline import DEFAULT_CONNECT_TIMEOUT
+from protocols._guard import DEFAULT_GUARD
 from protocols.options import ClientOptions
 from tests.processes import ROOT
 
@@ -34,7 +34,7 @@ class DefaultsDocumentedTests(SynchronousTestCase):
     def test_tutorialGuard(self) -> None:
         """The tutorial's own-server section says rpc.serve is guarded by default, and how to change or turn it off."""
         text = words(section("tutorial.rst", "Your own server, as a process"))
-        self.assertIn("protocols.guard.DEFAULT_GUARD", text)
+        self.assertIn("protocols.serving.DEFAULT_GUARD", text)
         self.assertIn(f"sends nothing within {DEFAULT_GUARD.preambleTimeout:g} s", text)
         self.assertIn(
             f"{DEFAULT_GUARD.maxConnections:,} connections, {DEFAULT_GUARD.maxPerPeer} from one address", text

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.bulk.integrity import availableDigests
+from protocols.bulk._integrity import availableDigests
 from tests.processes import ENV, ROOT, readUntil, stop
 
 SNIPPETS = ROOT / "docs" / "snippets"

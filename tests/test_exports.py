@@ -1,22 +1,29 @@
-"""The names each public package exports, pinned: changing an C{__all__} means changing this file too.
+"""The names each public package and module exports, pinned: changing an C{__all__} means changing this file too.
 
-As trio's C{test_exports.py} does: for C{framing}, C{protocols} and each of
-their public subpackages that has an C{__all__}, the sorted list of its
-names is written out in L{EXPORTS}; every listed name is importable from its
-package; no package with an C{__all__} is left unpinned; and the modules
-that only re-exported names defined elsewhere (removed in issue 40, listed
-in C{CHANGELOG.md} with where each name is defined) stay removed.
+As trio's C{test_exports.py} does: for C{framing}, C{protocols}, each of
+their public subpackages and each public module (L{PUBLIC_MODULES}), the
+sorted list of its names is written out in L{EXPORTS}; every listed name is
+importable from its package or module; none with an C{__all__} is left
+unpinned.  A module is public only if it is in L{PUBLIC_MODULES}: every
+other module of C{framing/} and C{protocols/} is private by name
+(C{_session.py}, issue 40), and examples/ (the template too) and docs/
+import only public paths.  The modules that only re-exported names defined
+elsewhere (removed in issue 40, listed in C{CHANGELOG.md} with where each
+name is defined) stay removed.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
+import re
+from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.structure import PACKAGES, ROOT
 
-# Each public package and the sorted names of its __all__.
+# Each public package and public module, and the sorted names of its __all__.
 EXPORTS: dict[str, list[str]] = {
     "framing": [
         "BlockBuffer",
@@ -29,6 +36,7 @@ EXPORTS: dict[str, list[str]] = {
         "IUnslicer",
         "Limits",
         "NOTHING",
+        "PeerError",
         "Ping",
         "Pong",
         "ProtocolError",
@@ -49,6 +57,7 @@ EXPORTS: dict[str, list[str]] = {
         "SendStream",
         "StorageError",
         "UploadRefused",
+        "availableDigests",
     ],
     "framing.login": [
         "Anonymous",
@@ -57,6 +66,7 @@ EXPORTS: dict[str, list[str]] = {
         "LoginBroken",
         "LoginFailed",
         "LoginRefused",
+        "MIN_ITERATIONS",
         "ObjectName",
         "Password",
         "ServerNotVerified",
@@ -65,56 +75,180 @@ EXPORTS: dict[str, list[str]] = {
         "clientMechanism",
     ],
     "framing.rpc": [
+        "Backoff",
+        "CLIENT_CALL_LIMITS",
+        "CallLimits",
+        "CallLost",
         "CallTable",
         "CallTimedOut",
+        "ClosedBeforePreamble",
         "DeadReferenceError",
         "DeadlineExceeded",
+        "ERRORS",
+        "EndCountMismatch",
         "MESSAGES",
+        "MaxLength",
         "Message",
+        "MinLength",
         "NoSuchMethod",
         "NoSuchObject",
+        "Pattern",
+        "Range",
         "Referenceable",
         "RemoteError",
+        "RemoteInterface",
         "RemoteViolation",
+        "SERVER_CALL_LIMITS",
         "StreamOf",
         "TooManyPendingCalls",
         "UnexpectedAnswer",
         "registerError",
+        "registerHint",
         "remote",
+    ],
+    "framing.slicing": [
+        "ANY",
+        "Boolean",
+        "BudgetedUnslicer",
+        "ByteString",
+        "ChoiceOf",
+        "Constraint",
+        "DEFAULT_REGISTRY",
+        "DictOf",
+        "Float",
+        "InstanceOf",
+        "Integer",
+        "IsNone",
+        "ListOf",
+        "OneOf",
+        "Optional",
+        "SequenceOf",
+        "SetOf",
+        "Text",
+        "TupleOf",
+        "Unslicer",
+    ],
+    "framing.wire": [
+        "ABORT",
+        "BIGINT",
+        "BIGNEG",
+        "BODY_KINDS",
+        "BYTES",
+        "CLOSE",
+        "ERROR",
+        "FLOAT",
+        "INLINE_LIMIT",
+        "INT",
+        "KIND_NAMES",
+        "MAGIC",
+        "MAX_HEADER_LENGTH",
+        "MAX_HEADER_VALUE",
+        "NEG",
+        "OPEN",
+        "PING",
+        "PONG",
+        "PREAMBLE",
+        "SIMPLE",
+        "STRING",
+        "VALUE_KINDS",
+        "VERSION",
+        "check_preamble",
+        "decode_header",
+        "encode_header",
     ],
     "protocols": [
         "CoalescingTransport",
         "TokenProtocol",
     ],
+    "protocols.asynciobulk": [
+        "AsyncBulkConnection",
+        "FileTransfer",
+        "connect",
+        "fileStream",
+    ],
+    "protocols.asyncioclient": [
+        "AsyncConnection",
+        "AsyncFailover",
+        "AsyncReference",
+        "AsyncStream",
+        "AsyncTypedReference",
+        "callContext",
+        "connect",
+        "connectURL",
+        "tlsContext",
+    ],
     "protocols.auth": [
         "Authenticator",
+        "BearerToken",
+        "CertificateChecker",
         "ClientCertificate",
+        "ClientCertificatesNeedTLS",
         "ClientLogin",
         "DEFAULT_LOGIN_TIMEOUT",
+        "DirectoryRealm",
         "IRemoteRoot",
         "LoginFailed",
         "LoginRefused",
         "LoginThrottle",
         "LoginTimedOut",
+        "NameFileError",
+        "NameTable",
         "NotLoggedIn",
+        "OPEN",
         "ObjectName",
         "PRE_LOGIN_LIMITS",
+        "SecretFileError",
+        "ServerIdentity",
         "ServerLogin",
         "ServerNotVerified",
+        "ServiceLogins",
+        "SharedRootRealm",
+        "ThrottleStateError",
+        "TokenChecker",
         "UnsupportedCredentials",
+        "UserFile",
+        "addUser",
+        "joinDescription",
         "portal",
+        "replaceEntry",
+        "requireClientCertificates",
+        "splitDescription",
+        "tokenDigest",
+    ],
+    "protocols.blocking": [
+        "BlockingConnection",
+        "BlockingFailover",
+        "BlockingReference",
+        "BlockingStream",
+        "BlockingTypedReference",
+        "callContext",
+        "connect",
+        "connectURL",
+        "tlsContext",
+    ],
+    "protocols.blockingbulk": [
+        "BlockingBulkConnection",
+        "FileTransfer",
+        "connect",
+        "fetchFile",
+        "fileStream",
+        "sendFile",
     ],
     "protocols.bulk": [
         "ADAPTIVE_READ_SIZE",
         "BLAKE3",
         "BulkChannel",
         "BulkOptions",
+        "BulkService",
         "BytesSource",
         "CallbackSink",
         "ConsumerSink",
         "DEFAULT_DIGEST",
         "DigestRefused",
         "DigestUnavailable",
+        "FileBudget",
+        "FileLimits",
+        "FileResult",
         "FileSink",
         "FileSource",
         "FlowControlError",
@@ -140,6 +274,7 @@ EXPORTS: dict[str, list[str]] = {
         "StreamReset",
         "StreamSource",
         "TooManyStreams",
+        "TransferProgress",
         "TransferResult",
         "allocatorSteady",
         "asIncoming",
@@ -147,7 +282,32 @@ EXPORTS: dict[str, list[str]] = {
         "bulkOf",
         "callingBroker",
         "callingChannel",
+        "fetchFile",
+        "newHash",
+        "sendFile",
         "steadyAllocator",
+    ],
+    "protocols.echo": [
+        "ECHO_REGISTRY",
+        "EchoClient",
+        "EchoFactory",
+        "EchoRefused",
+        "EchoServer",
+        "connect",
+        "serve",
+        "serverFactory",
+    ],
+    "protocols.interop": [
+        "APPLICATION_ERROR",
+        "ApplicationError",
+        "Avatar",
+        "InteropRealm",
+        "InteropService",
+        "PatternSource",
+        "TEST_PASSWORD",
+        "TEST_TOKEN",
+        "TEST_USER",
+        "pattern",
     ],
     "protocols.kv": [
         "IKeyValue",
@@ -175,26 +335,36 @@ EXPORTS: dict[str, list[str]] = {
         "openState",
         "openStorage",
     ],
+    "protocols.options": [
+        "ClientOptions",
+    ],
     "protocols.rpc": [
+        "Backoff",
         "Broker",
         "BrokerFactory",
         "CLIENT_CALL_LIMITS",
         "CallContext",
+        "CallInterceptor",
         "CallLimits",
+        "CallTally",
         "CallTimedOut",
         "ClientOptions",
+        "ClosedBeforePreamble",
         "ConnectTimeout",
+        "DEFAULT_GRACE",
         "DeadReferenceError",
         "DeadlineExceeded",
         "DrainDeadlineExceeded",
         "FailoverClient",
         "GoingAway",
+        "ICallRecorder",
         "ListeningPort",
         "MaxLength",
         "MinLength",
         "NoAddressReady",
         "NoSuchMethod",
         "NoSuchObject",
+        "NotTLS",
         "ObjectStream",
         "ObjectStreams",
         "PICK_FIRST",
@@ -213,6 +383,7 @@ EXPORTS: dict[str, list[str]] = {
         "ServerOptions",
         "StreamOptions",
         "StreamReader",
+        "TLSHandshakeFailed",
         "TooManyPendingCalls",
         "TooManyReferences",
         "TypedReference",
@@ -228,6 +399,7 @@ EXPORTS: dict[str, list[str]] = {
         "drainPort",
         "interfaceNamed",
         "login",
+        "loginGate",
         "reconnecting",
         "referenceOf",
         "registerError",
@@ -236,13 +408,49 @@ EXPORTS: dict[str, list[str]] = {
         "serve",
         "serverFactory",
     ],
+    "protocols.rpc.otel": [
+        "RPC_SYSTEM",
+        "TracingInterceptor",
+    ],
     "protocols.serving": [
         "AdoptedEndpoint",
+        "BadEndpointDescription",
+        "DEFAULT_GUARD",
         "DrainingService",
+        "GuardPolicy",
+        "GuardedFactory",
         "Supervisor",
+        "addGuardArguments",
         "adoptedEndpoint",
+        "connectionOf",
+        "policyFromArguments",
         "serveWorkers",
+        "serverEndpoint",
         "watchParent",
+    ],
+    "protocols.serving.metrics": [
+        "LATENCY_BUCKETS",
+        "PrometheusInterceptor",
+        "metricsSite",
+    ],
+    "protocols.testing": [
+        "BrokerPair",
+        "CertificateAuthority",
+        "IssuedCertificate",
+        "LoopbackPair",
+        "MemoryPair",
+        "MemoryTransport",
+        "RecordingTransport",
+        "SelfSignedCertificate",
+        "TrackingFactory",
+        "brokerPair",
+        "connectedPair",
+        "loopbackTCP",
+        "messagesPerWrite",
+        "recordSends",
+        "recordWrites",
+        "tlsRecords",
+        "whenLost",
     ],
 }
 
@@ -265,6 +473,68 @@ REMOVED = (
 )
 
 
+# The modules (not packages) a user imports by design; every other module is _private.  CHANGELOG.md says why each.
+PUBLIC_MODULES = (
+    "framing.wire",
+    "protocols.asynciobulk",
+    "protocols.asyncioclient",
+    "protocols.blocking",
+    "protocols.blockingbulk",
+    "protocols.echo",
+    "protocols.interop",
+    "protocols.options",
+    "protocols.rpc.otel",
+    "protocols.serving.metrics",
+    "protocols.testing",
+)
+
+# Where users' code is: each file's imports of framing and protocols must be public paths.
+USER_CODE = ("examples", "docs", "README.md")
+# The site's own tooling in docs/, not code a reader copies.
+DOCS_TOOLING = {"docs/apipages.py", "docs/check_pages.py", "docs/conf.py", "docs/make_plots.py"}
+_IMPORTED = re.compile(
+    r"^\s*(?:from\s+((?:framing|protocols)[\w.]*)\s+import|import\s+((?:framing|protocols)[\w.]*))", re.M
+)
+
+
+def publicModules(root: Path = ROOT) -> list[str]:
+    """Every module (not package) of L{PACKAGES} under C{root} whose path has no C{_name} part."""
+    found = []
+    for package in PACKAGES:
+        for path in (root / package).rglob("*.py"):
+            parts = path.relative_to(root).with_suffix("").parts
+            if path.name != "__init__.py" and not any(part.startswith("_") for part in parts):
+                found.append(".".join(parts))
+    return sorted(found)
+
+
+def privateImports(root: Path = ROOT) -> list[str]:
+    """C{path: module} for each import in users' code (L{USER_CODE}) of a module with a C{_name} part."""
+    found = []
+    for name in USER_CODE:
+        base = root / name
+        for path in sorted([base] if base.is_file() else base.rglob("*")):
+            relative = path.relative_to(root).as_posix()
+            if path.suffix not in (".py", ".rst", ".md") or relative in DOCS_TOOLING or "_generated" in path.parts:
+                continue
+            text = path.read_text("utf-8")
+            if path.suffix == ".py":
+                modules = [
+                    node.module if isinstance(node, ast.ImportFrom) else alias.name
+                    for node in ast.walk(ast.parse(text))
+                    if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0)
+                    for alias in node.names
+                ]
+            else:
+                modules = [a or b for a, b in _IMPORTED.findall(text)]
+            found += [
+                f"{relative}: {module}"
+                for module in dict.fromkeys(m for m in modules if m)
+                if module.split(".")[0] in PACKAGES and any(part.startswith("_") for part in module.split("."))
+            ]
+    return found
+
+
 def publicPackages() -> list[str]:
     """Every package under L{PACKAGES} (a directory with an C{__init__.py}) whose path has no C{_name} part."""
     found = []
@@ -277,19 +547,72 @@ def publicPackages() -> list[str]:
 
 
 class ExportsTests(SynchronousTestCase):
-    """The public packages export exactly the names pinned here, and the removed re-export modules stay removed."""
+    """
+    The public packages and modules export exactly the names pinned here,
+    every other module is private, users' code imports public paths, and
+    the removed re-export modules stay removed.
+    """
 
     def test_exportsPinned(self) -> None:
-        """Each pinned package's C{__all__}, sorted, is its list in L{EXPORTS}, with no name twice."""
+        """Each pinned package's or module's C{__all__}, sorted, is its list in L{EXPORTS}, with no name twice."""
         for package, names in EXPORTS.items():
             exported = list(importlib.import_module(package).__all__)
             self.assertEqual(sorted(exported), names, package)
             self.assertEqual(len(set(exported)), len(exported), package)
 
     def test_everyPackagePinned(self) -> None:
-        """Every public package that has an C{__all__} is in L{EXPORTS}: a new one is pinned when it is made."""
+        """Every public package that has an C{__all__}, and every public module, is in L{EXPORTS}."""
         withAll = [p for p in publicPackages() if "__all__" in vars(importlib.import_module(p))]
-        self.assertEqual(withAll, sorted(EXPORTS))
+        self.assertEqual(sorted(withAll + list(PUBLIC_MODULES)), sorted(EXPORTS))
+
+    def test_publicModulesListed(self) -> None:
+        """
+        The modules public by name (no C{_name} part in their path) are
+        exactly L{PUBLIC_MODULES}: a new module of framing/ or protocols/ is
+        private (C{_name.py}) unless it is added there, and each public one
+        has an C{__all__}.
+        """
+        self.assertEqual(publicModules(), sorted(PUBLIC_MODULES))
+        self.assertEqual([m for m in PUBLIC_MODULES if "__all__" not in vars(importlib.import_module(m))], [])
+
+    def test_publicModulesFound(self) -> None:
+        """On a made-up tree, a module with no C{_name} part is public; a _module, or one in a _package, is not."""
+        root = Path(self.mktemp())
+        for name in ["framing/__init__.py", "framing/wire.py", "framing/_core.py", "framing/rpc/__init__.py"]:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text("")
+        for name in ["framing/rpc/_session.py", "framing/_inner/__init__.py", "framing/_inner/open.py"]:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text("")
+        (root / "protocols").mkdir()
+        (root / "protocols" / "testing.py").write_text("")
+        self.assertEqual(publicModules(root), ["framing.wire", "protocols.testing"])
+
+    def test_usersImportPublicPaths(self) -> None:
+        """examples/ (the template too), docs/ (snippets and pages) and the README import only public paths."""
+        self.assertEqual(privateImports(), [])
+
+    def test_privateImportsFound(self) -> None:
+        """On a made-up tree, an import of a private module in an example or a page's code block is reported."""
+        root = Path(self.mktemp())
+        files = {
+            "examples/a.py": "from framing.rpc import CallLimits\nfrom framing.rpc._limits import CallLimits\n",
+            "examples/b.py": "import protocols._guard as guard\nfrom . import _helper\n",
+            "docs/page.rst": ".. code-block:: python\n\n   from protocols.auth._users import UserFile\n",
+            "docs/conf.py": "from framing._core import implementation\n",
+            "README.md": "```python\nfrom protocols import rpc\n```\n",
+        }
+        for name, text in files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text)
+        self.assertEqual(
+            privateImports(root),
+            [
+                "examples/a.py: framing.rpc._limits",
+                "examples/b.py: protocols._guard",
+                "docs/page.rst: protocols.auth._users",
+            ],
+        )
 
     def test_exportedNamesExist(self) -> None:
         """Every name an C{__all__} lists is an attribute of its package (loaded lazily or not)."""

@@ -11,7 +11,7 @@ attributes alike; ruff enforces the first, this test the second).
 Each module of C{framing/} and C{protocols/} names its tests on its first
 line, Twisted's C{# -*- test-case-name: tests.framing.test_ledger -*-}
 (issue 40): the test modules that exercise it, each a file under C{tests/}
-that imports, read the way C{trial --testmodule framing/ledger.py} reads it;
+that imports, read the way C{trial --testmodule framing/_ledger.py} reads it;
 and one of them imports the module itself (L{importedSources}: directly, or
 a name its package re-exports; a helper module's imports do not count), so
 a module is never covered only by tests of the modules that use it.
@@ -117,7 +117,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 # Twisted's own socket internals, read for direct sends: the one module allowed to.
-TWISTED_INTERNALS = {"protocols.sockets"}
+TWISTED_INTERNALS = {"protocols._sockets"}
 # framing's unslicer and constraint interfaces, implemented in protocols: their names are framing's (snake_case).
 FRAMING_METHODS = {
     "check_token",
@@ -169,7 +169,7 @@ def privateReaches(package: str) -> list[str]:
     return attributeReaches(package, _private)
 
 
-# The attributes of Twisted's socket connections chunkwire reads or sets (protocols.sockets): public by
+# The attributes of Twisted's socket connections chunkwire reads or sets (protocols._sockets): public by
 # name, but Twisted's internals all the same.
 TWISTED_CONNECTION_ATTRIBUTES = {"bufferSize", "SEND_LIMIT", "dataBuffer", "_tempDataLen", "_writeDisconnected"}
 
@@ -319,7 +319,7 @@ def importedSources(test: str, known: dict[str, ast.Module], root: Path = ROOT) 
     The modules of C{known} that test module C{test} imports itself, anywhere
     in it: C{import x.y}, C{from x.y import z} (C{x.y.z} if a module), and a
     name a package re-exports (C{from protocols.bulk import Stream} imports
-    L{protocols.bulk.sending} too), followed through packages that re-export
+    L{protocols.bulk._sending} too), followed through packages that re-export
     a package's name.  Imports made by the modules it imports do not count.
     """
     tree = ast.parse(_testFile(test, root).read_text(encoding="utf-8"))
@@ -419,7 +419,7 @@ def later():
         self.assertEqual(privateReaches("protocols"), [])
 
     def test_twistedConnectionsReadInOnePlace(self) -> None:
-        """Only protocols.sockets reads or sets the attributes of Twisted's socket connections (read sizes, buffers)."""
+        """Only protocols._sockets reads or sets the attributes of Twisted's socket connections (read sizes, buffers)"""
         self.assertEqual(connectionReaches("protocols"), [])
         tree = ast.parse("def tune(t):\n    t.bufferSize = 1\n    self.bufferSize = 2\n")
         self.patch(sys.modules[__name__], "modules", lambda package: {"protocols.other": tree})
@@ -457,7 +457,7 @@ class TestCaseNameTests(SynchronousTestCase):
 
     def test_namedTestsImport(self) -> None:
         """The test modules the headers name import (the check reads files; this imports one module's names)."""
-        for name in getTestModules(str(ROOT / "framing" / "ledger.py")):
+        for name in getTestModules(str(ROOT / "framing" / "_ledger.py")):
             self.assertIsNotNone(importlib.import_module(name))
 
     def test_checkerFindsMissingHeaders(self) -> None:
@@ -538,7 +538,7 @@ class SizeReportTests(SynchronousTestCase):
     def test_knownLargeClass(self) -> None:
         """The report on the real tree lists TokenProtocol, one of the largest classes, with its path and line."""
         text = report(top=50)
-        self.assertIn("protocols.base.TokenProtocol  (protocols/base.py:", text)
+        self.assertIn("protocols._base.TokenProtocol  (protocols/_base.py:", text)
         self.assertIn("Largest functions and methods", text)
 
     def test_largestFirst(self) -> None:

@@ -17,12 +17,12 @@ from twisted.python import usage
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder
-from framing.login.scram import MIN_ITERATIONS
+from framing.login._scram import MIN_ITERATIONS
 from framing.wire import PREAMBLE
-from protocols.auth.tokens import addToken
-from protocols.auth.users import addUser
-from protocols.bulk.integrity import availableDigests, newHash
-from protocols.guard import GuardedFactory, GuardPolicy
+from protocols._guard import GuardedFactory, GuardPolicy
+from protocols.auth._tokens import addToken
+from protocols.auth._users import addUser
+from protocols.bulk._integrity import availableDigests, newHash
 from protocols.testing import CertificateAuthority
 from tests.processes import ENV, ROOT, readUntil, runPython, stop
 from twisted.plugins import chunkwire_plugins
@@ -344,7 +344,7 @@ class LoginOptionsTests(SynchronousTestCase):
 
     def test_clientCertificateEndpoint(self) -> None:
         """With --client-ca the service listens on the TLS endpoint that requires client certificates."""
-        from protocols.auth.certificates import requireClientCertificates
+        from protocols.auth._certificates import requireClientCertificates
 
         listen = f"ssl:0:interface=127.0.0.1:privateKey={self.work / 'server.pem'}"
         options = chunkwire_plugins.KeyValueOptions()

@@ -6,7 +6,7 @@ import signal
 
 from twisted.trial.unittest import SkipTest, SynchronousTestCase
 
-from framing.rpc.limits import CallLimits
+from framing.rpc._limits import CallLimits
 from protocols.blocking import connect
 from protocols.options import ClientOptions
 from tests import zygote

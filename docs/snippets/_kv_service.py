@@ -28,7 +28,7 @@ def startKeyValueServer(*, logins: bool = False) -> tuple[subprocess.Popen[str],
     token = None
     if logins:
         work = Path(tempfile.mkdtemp())
-        adduser = [sys.executable, "-m", "protocols.auth.adduser"]
+        adduser = [sys.executable, "-m", "protocols.auth._adduser"]
         subprocess.run(
             [*adduser, "--iterations", "4096", "--password-stdin", str(work / "users"), "ada"],
             input=PASSWORD + "\n",
@@ -47,8 +47,7 @@ def startKeyValueServer(*, logins: bool = False) -> tuple[subprocess.Popen[str],
 # -- the interface ---------------------------------------------------------------------------
 from typing import TYPE_CHECKING, Annotated, Protocol  # noqa: E402
 
-from framing.rpc.interfaces import RemoteInterface  # noqa: E402
-from framing.rpc.signatures import MaxLength  # noqa: E402
+from framing.rpc import MaxLength, RemoteInterface  # noqa: E402
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred  # for mypy only: nothing of Twisted is loaded

@@ -10,10 +10,8 @@ from twisted.internet.task import react
 from zope.interface import implementer
 
 from protocols import rpc
-from protocols.auth import IRemoteRoot, LoginRefused
-from protocols.auth.tokens import BearerToken, TokenChecker
-from protocols.auth.users import UserFile, addUser
-from protocols.rpc.options import ServerOptions
+from protocols.auth import BearerToken, IRemoteRoot, LoginRefused, TokenChecker, UserFile, addUser
+from protocols.rpc import ServerOptions
 
 
 class Notes(rpc.Referenceable):

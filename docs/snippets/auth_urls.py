@@ -7,10 +7,8 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import react
 
 from protocols import rpc
-from protocols.auth import LoginRefused
-from protocols.auth.identity import ServerIdentity
-from protocols.auth.names import NameTable
-from protocols.rpc.options import ServerOptions
+from protocols.auth import LoginRefused, NameTable, ServerIdentity
+from protocols.rpc import ServerOptions
 
 
 class Counter(rpc.Referenceable):

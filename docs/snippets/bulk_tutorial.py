@@ -6,10 +6,9 @@ from pathlib import Path
 from twisted.internet.defer import Deferred
 from twisted.internet.task import react
 
-from framing.slicing.constraints import Text
+from framing.slicing import Text
 from protocols import bulk, rpc
-from protocols.bulk.files import BulkService, fetchFile, sendFile
-from protocols.bulk.integrity import newHash
+from protocols.bulk import BulkService, fetchFile, newHash, sendFile
 
 LOCAL = "tcp:0:interface=127.0.0.1"
 STREAMS = bulk.BulkOptions()  # windows, chunk size, digests: the defaults

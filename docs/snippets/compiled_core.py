@@ -8,8 +8,7 @@ from zope.interface import implementer
 
 import framing
 from framing import ISlicer, Limits, Registry, Violation, dumps, loads
-from framing.slicing.builtin import BudgetedUnslicer
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.slicing import DEFAULT_REGISTRY, BudgetedUnslicer
 
 # "compiled" when the C extension was built at install time, else "pure";
 # CHUNKWIRE_PURE=1 in the environment forces "pure".

@@ -6,8 +6,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater, react
 
 from protocols import rpc
-from protocols.rpc.interceptors import CallInterceptor
-from protocols.rpc.options import ServerOptions
+from protocols.rpc import CallInterceptor, ServerOptions
 
 REQUEST_ID: ContextVar[str] = ContextVar("request_id", default="-")
 

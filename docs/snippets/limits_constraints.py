@@ -1,7 +1,7 @@
 """How-to: limits bound what a connection holds; constraints say what each position may contain."""
 
 from framing import Decoder, Limits, dumps
-from framing.slicing.constraints import ByteString, DictOf, Integer, ListOf, Text
+from framing.slicing import ByteString, DictOf, Integer, ListOf, Text
 
 # Limits apply to everything a decoder receives; a body too long is refused at its header.
 small = Limits(max_bytes_length=1024, max_depth=8)

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from datetime import date
 
 from framing import Registry, Violation, dumps, loads
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.slicing import DEFAULT_REGISTRY
 
 
 @dataclass

@@ -6,7 +6,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater, react
 
 from framing import Violation
-from framing.slicing.constraints import Integer, ListOf, Text
+from framing.slicing import Integer, ListOf, Text
 from protocols import rpc
 from protocols.rpc import MaxLength, Range
 

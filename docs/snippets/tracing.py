@@ -8,7 +8,7 @@ from twisted.internet.task import react
 
 from protocols import rpc
 from protocols.options import ClientOptions
-from protocols.rpc.options import ServerOptions
+from protocols.rpc import ServerOptions
 from protocols.rpc.otel import TracingInterceptor
 
 

@@ -10,7 +10,7 @@ from twisted.internet.task import react
 
 import framing
 from framing import Violation
-from framing.slicing.constraints import Text
+from framing.slicing import Text
 from protocols import rpc
 from protocols.rpc import MaxLength, MinLength, Pattern, Range
 

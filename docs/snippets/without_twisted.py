@@ -6,7 +6,7 @@ import sys
 # (in real use it already runs somewhere: python examples/kv_server.py --listen tcp:8760).
 from _kv_service import startKeyValueServer
 
-from framing.rpc.limits import CallLimits
+from framing.rpc import CallLimits
 from protocols.options import ClientOptions
 
 server, port, _ = startKeyValueServer()

@@ -5,7 +5,7 @@ import sys
 # The service and the part of its interface these snippets call (docs/snippets/_kv_service.py).
 from _kv_service import IKeyValue, startKeyValueServer
 
-from framing.rpc.limits import CallLimits
+from framing.rpc import CallLimits
 from protocols.options import ClientOptions
 
 server, port, token = startKeyValueServer(logins=True)

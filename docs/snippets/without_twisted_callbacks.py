@@ -5,7 +5,7 @@ import sys
 # The service: the key-value example server, started so that the snippet runs as it is.
 from _kv_service import startKeyValueServer
 
-from framing.rpc.limits import CallLimits
+from framing.rpc import CallLimits
 from protocols.options import ClientOptions
 
 server, port, _ = startKeyValueServer()

@@ -5,7 +5,7 @@ import sys
 # The service: a Twisted server whose methods return generators, started so that the snippet runs as it is.
 from _streams_service import startStreamsServer
 
-from framing.rpc.limits import CallLimits
+from framing.rpc import CallLimits
 from protocols.options import ClientOptions
 
 server, port = startStreamsServer()
@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator  # noqa: E402
 from typing import Protocol  # noqa: E402
 
 from framing import Violation  # noqa: E402
-from framing.rpc.interfaces import RemoteInterface  # noqa: E402
+from framing.rpc import RemoteInterface  # noqa: E402
 from protocols import asyncioclient, blocking  # noqa: E402
 
 

@@ -1,13 +1,13 @@
 # -*- test-case-name: tests.test_exports -*-
 """The sans-IO core of chunkwire's RPC: what every client and server shares, whatever it waits with.
 
-L{framing.rpc.wire} is the message table; L{framing.rpc.errors} how a call
-fails; L{framing.rpc.calltable} numbers calls and matches answers;
-L{framing.rpc.context} carries deadlines and metadata;
-L{framing.rpc.streams} and L{framing.rpc.clientstreams} are the object
-streams; L{framing.rpc.referenceable} says what may be called,
-L{framing.rpc.references} how references travel, L{framing.rpc.exports}
-and L{framing.rpc.incoming} keep a connection's references and serve a
+C{framing/rpc/_wire.py} is the message table; C{framing/rpc/_errors.py} how a call
+fails; C{framing/rpc/_calltable.py} numbers calls and matches answers;
+C{framing/rpc/_context.py} carries deadlines and metadata;
+C{framing/rpc/_streams.py} and C{framing/rpc/_clientstreams.py} are the object
+streams; C{framing/rpc/_referenceable.py} says what may be called,
+C{framing/rpc/_references.py} how references travel, C{framing/rpc/_exports.py}
+and C{framing/rpc/_incoming.py} keep a connection's references and serve a
 client's callbacks.  L{protocols.rpc}, L{protocols.blocking} and
 L{protocols.asyncioclient} wait around these, so the protocol logic is
 written once.
@@ -21,9 +21,13 @@ Design: docs/design/rpc-core.md
 
 from __future__ import annotations
 
-from .calltable import CallTable
-from .errors import (
+from ._addresses import Backoff
+from ._calltable import CallTable
+from ._errors import (
+    ERRORS,
+    CallLost,
     CallTimedOut,
+    ClosedBeforePreamble,
     DeadlineExceeded,
     DeadReferenceError,
     NoSuchMethod,
@@ -34,10 +38,15 @@ from .errors import (
     UnexpectedAnswer,
     registerError,
 )
-from .referenceable import Referenceable
-from .signatures import remote
-from .streams import StreamOf  # (importing it makes AsyncIterator[T] hints mean StreamOf)
-from .wire import MESSAGES, Message
+from ._interfaces import RemoteInterface
+from ._limits import CLIENT_CALL_LIMITS, SERVER_CALL_LIMITS, CallLimits
+from ._referenceable import Referenceable
+from ._signatures import MaxLength, MinLength, Pattern, Range, registerHint, remote
+from ._streams import (
+    EndCountMismatch,
+    StreamOf,  # (importing it makes AsyncIterator[T] hints mean StreamOf)
+)
+from ._wire import MESSAGES, Message
 
 __all__ = [
     "MESSAGES",
@@ -56,4 +65,18 @@ __all__ = [
     "UnexpectedAnswer",
     "registerError",
     "remote",
+    "CLIENT_CALL_LIMITS",
+    "CallLimits",
+    "CallLost",
+    "ERRORS",
+    "MaxLength",
+    "MinLength",
+    "Pattern",
+    "Range",
+    "RemoteInterface",
+    "SERVER_CALL_LIMITS",
+    "ClosedBeforePreamble",
+    "EndCountMismatch",
+    "registerHint",
+    "Backoff",
 ]

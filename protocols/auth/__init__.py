@@ -9,20 +9,20 @@ connection calls the realm's logout.  No secret, and nothing replayable,
 crosses the wire or reaches a log.
 
 The mechanisms are small sans-IO modules, each one job:
-L{framing.login.scram} (SCRAM-SHA-256 password logins),
-L{protocols.auth.users} (the salted-verifier user file, its checker and
+C{framing/login/_scram.py} (SCRAM-SHA-256 password logins),
+C{protocols/auth/_users.py} (the salted-verifier user file, its checker and
 C{IScramResponse}),
-L{protocols.auth.tokens} (bearer tokens), L{protocols.auth.certificates}
-(TLS client certificates to avatar ids), L{protocols.auth.tlsendpoints}
+C{protocols/auth/_tokens.py} (bearer tokens), C{protocols/auth/_certificates.py}
+(TLS client certificates to avatar ids), C{protocols/auth/_tlsendpoints.py}
 (the C{chunkwire-tls:} server endpoint, TLS over TCP or UNIX with client
-certificates), L{protocols.auth.identity} (a
-server's persistent TLS key), L{protocols.auth.urls} and
-L{protocols.auth.names} (self-authenticating object URLs).
+certificates), C{protocols/auth/_identity.py} (a
+server's persistent TLS key), C{protocols/auth/_urls.py} and
+C{protocols/auth/_names.py} (self-authenticating object URLs).
 L{portal} makes the C{twisted.cred} portal a server takes, checked when it
-is made (L{protocols.auth.portals}).
+is made (C{protocols/auth/_portals.py}).
 """
 
-from framing.login.errors import (
+from framing.login._errors import (
     LoginFailed,
     LoginRefused,
     LoginTimedOut,
@@ -30,13 +30,21 @@ from framing.login.errors import (
     ServerNotVerified,
     UnsupportedCredentials,
 )
-from framing.login.wire import PRE_LOGIN_LIMITS
+from framing.login._wire import PRE_LOGIN_LIMITS
 
-from .client import ClientCertificate, ClientLogin, ObjectName
-from .interfaces import IRemoteRoot
-from .portals import portal
-from .server import DEFAULT_LOGIN_TIMEOUT, Authenticator, ServerLogin
-from .throttle import LoginThrottle
+from ._certificates import CertificateChecker, requireClientCertificates
+from ._client import ClientCertificate, ClientLogin, ObjectName
+from ._identity import ServerIdentity
+from ._interfaces import IRemoteRoot
+from ._names import NameFileError, NameTable
+from ._portals import portal
+from ._realms import OPEN, ClientCertificatesNeedTLS, DirectoryRealm, ServiceLogins, SharedRootRealm
+from ._secretfiles import SecretFileError, replaceEntry
+from ._server import DEFAULT_LOGIN_TIMEOUT, Authenticator, ServerLogin
+from ._throttle import LoginThrottle, ThrottleStateError
+from ._tlsendpoints import joinDescription, splitDescription
+from ._tokens import BearerToken, TokenChecker, tokenDigest
+from ._users import UserFile, addUser
 
 __all__ = [
     "DEFAULT_LOGIN_TIMEOUT",
@@ -55,4 +63,24 @@ __all__ = [
     "ServerNotVerified",
     "UnsupportedCredentials",
     "portal",
+    "BearerToken",
+    "ClientCertificatesNeedTLS",
+    "DirectoryRealm",
+    "NameTable",
+    "OPEN",
+    "SecretFileError",
+    "ServerIdentity",
+    "ServiceLogins",
+    "SharedRootRealm",
+    "ThrottleStateError",
+    "TokenChecker",
+    "UserFile",
+    "addUser",
+    "joinDescription",
+    "replaceEntry",
+    "requireClientCertificates",
+    "splitDescription",
+    "tokenDigest",
+    "CertificateChecker",
+    "NameFileError",
 ]

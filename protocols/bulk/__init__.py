@@ -27,7 +27,7 @@ L{IncomingStream} that the receiver hands to a sink::
 Both ends of a connection must carry bulk: a L{BulkOptions} as the
 C{bulk} of their C{ServerOptions} or C{ClientOptions} (or of a
 C{Broker}), whose brokers then load a L{BulkChannel}.  Every stream is checked end to end by a
-digest unless sent with C{digest=None}; L{protocols.bulk.files} builds
+digest unless sent with C{digest=None}; C{protocols/bulk/_files.py} builds
 resumable, striped file transfer on this.
 
 Cost: per frame four headers, two dict lookups and one transport write; per
@@ -37,8 +37,8 @@ chunk plus what is in flight on the sending side.
 Design: docs/design/bulk.md
 """
 
-from framing.bulk.digests import BLAKE3, DEFAULT_DIGEST, NEGOTIATED, availableDigests
-from framing.bulk.errors import (
+from framing.bulk._digests import BLAKE3, DEFAULT_DIGEST, NEGOTIATED, availableDigests, newHash
+from framing.bulk._errors import (
     DigestRefused,
     DigestUnavailable,
     FlowControlError,
@@ -49,25 +49,29 @@ from framing.bulk.errors import (
     StreamReset,
     TooManyStreams,
 )
-from framing.bulk.ranges import RangeSet
-from framing.rpc.signatures import registerHint
-from framing.slicing.constraints import ANY
+from framing.bulk._ranges import RangeSet
+from framing.rpc._signatures import registerHint
+from framing.slicing._constraints import ANY
 
-from .allocator import allocatorSteady, steadyAllocator
-from .channel import BulkChannel, bulkOf, callingBroker, callingChannel
-from .integrity import OrderedHasher
-from .interfaces import IReceivingStream, ISendingStream, IStreamHost
-from .options import ADAPTIVE_READ_SIZE, PLAIN_READ_SIZE, STEADY_READ_SIZE, BulkOptions
-from .outcome import TransferResult
-from .receiving import IncomingStream, Receiver
-from .sending import Stream
-from .sinks import CallbackSink, ConsumerSink, FileSink, OpenFileSink, Sink
-from .sources import BytesSource, FileSource, SeekableSource, StreamSource
-from .streams import StreamArg, asIncoming
+from ._allocator import allocatorSteady, steadyAllocator
+from ._channel import BulkChannel, bulkOf, callingBroker, callingChannel
+from ._integrity import OrderedHasher
+from ._interfaces import IReceivingStream, ISendingStream, IStreamHost
+from ._options import ADAPTIVE_READ_SIZE, PLAIN_READ_SIZE, STEADY_READ_SIZE, BulkOptions
+from ._outcome import TransferResult
+from ._quotas import FileBudget, FileLimits
+from ._receiving import IncomingStream, Receiver
+from ._sending import Stream
+from ._sinks import CallbackSink, ConsumerSink, FileSink, OpenFileSink, Sink
+from ._sources import BytesSource, FileSource, SeekableSource, StreamSource
+from ._streams import StreamArg, asIncoming
 
 # A stream travels on the bulk channel, not as a value: its hint checks nothing.
 registerHint(Stream, ANY)
 registerHint(IncomingStream, ANY)
+
+# The file service's methods take and give streams: imported once their hints mean something.
+from ._files import BulkService, FileResult, TransferProgress, fetchFile, sendFile  # noqa: E402
 
 __all__ = [
     "BLAKE3",
@@ -113,4 +117,12 @@ __all__ = [
     "asIncoming",
     "allocatorSteady",
     "steadyAllocator",
+    "BulkService",
+    "FileBudget",
+    "FileLimits",
+    "FileResult",
+    "TransferProgress",
+    "fetchFile",
+    "newHash",
+    "sendFile",
 ]

@@ -25,14 +25,14 @@ from typing import Annotated, Any, Protocol
 
 from twisted.internet.defer import Deferred
 
-from framing.slicing.constraints import Text
+from framing.slicing._constraints import Text
 
 from .. import rpc
-from .feed import POLL_INTERVAL, ChangeFeed
-from .postgresql import PostgresStorage
-from .sqlite import SQLiteStorage
-from .state import StateStore, openState, openStorage
-from .storage import (
+from ._feed import POLL_INTERVAL, ChangeFeed
+from ._postgresql import PostgresStorage
+from ._sqlite import SQLiteStorage
+from ._state import StateStore, openState, openStorage
+from ._storage import (
     DEFAULT_LIMITS,
     ListTooLarge,
     MemoryStorage,
@@ -42,8 +42,8 @@ from .storage import (
     StoreUnavailable,
     Unstorable,
 )
-from .threads import InlineCalls, StorageCalls, ThreadedCalls
-from .watches import WatchBook, WatchLimits, WatchRefused
+from ._threads import InlineCalls, StorageCalls, ThreadedCalls
+from ._watches import WatchBook, WatchLimits, WatchRefused
 
 __all__ = [
     "KEY",
@@ -153,7 +153,7 @@ class KeyValueStore(rpc.Referenceable, IKeyValue):
     @ivar watches: the L{WatchBook} of this process's watchers.
     @ivar feed: the L{ChangeFeed} telling them of other processes' changes,
         if the storage is shared (has a change log), else C{None}.
-    @ivar calls: where the storage's calls run (L{protocols.kv.threads}).
+    @ivar calls: where the storage's calls run (C{protocols/kv/_threads.py}).
     """
 
     def __init__(

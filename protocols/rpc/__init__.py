@@ -5,7 +5,7 @@ A server exposes a L{Referenceable} whose L{remote} methods clients may
 call::
 
     from protocols import rpc
-    from framing.slicing.constraints import Text
+    from framing.slicing._constraints import Text
 
     class Greeter(rpc.Referenceable):
         @rpc.remote(args={"name": Text(100)})
@@ -23,8 +23,8 @@ reason the connection was lost).  Serving takes a L{ServerOptions},
 connecting a L{ClientOptions} (with C{bulk} options, the connection
 carries L{protocols.bulk} streams too); per-connection limits are a L{CallLimits};
 deadlines and metadata travel in a L{callContext}.  A L{Broker} hands each
-message to L{protocols.rpc.calls}, L{protocols.rpc.answering} or
-L{protocols.rpc.tables}; streams are L{protocols.rpc.streams}.
+message to C{protocols/rpc/_calls.py}, C{protocols/rpc/_answering.py} or
+C{protocols/rpc/_tables.py}; streams are C{protocols/rpc/_streams.py}.
 
 Cost: each call and answer is one message in one transport write, O(1) in
 the calls in flight and the connection's age.
@@ -32,9 +32,9 @@ the calls in flight and the connection's age.
 Design: docs/design/rpc-twisted.md
 """
 
-from framing.rpc.addresses import PICK_FIRST, ROUND_ROBIN, NoAddressReady
-from framing.rpc.drain import DrainDeadlineExceeded, GoingAway
-from framing.rpc.errors import (
+from framing.rpc._addresses import PICK_FIRST, ROUND_ROBIN, Backoff, NoAddressReady
+from framing.rpc._drain import DrainDeadlineExceeded, GoingAway
+from framing.rpc._errors import (
     CallTimedOut,
     DeadlineExceeded,
     DeadReferenceError,
@@ -48,24 +48,27 @@ from framing.rpc.errors import (
     register_error,
     registerError,
 )
-from framing.rpc.limits import CLIENT_CALL_LIMITS, SERVER_CALL_LIMITS, CallLimits
-from framing.rpc.referenceable import Referenceable
-from framing.rpc.signatures import MaxLength, MinLength, Pattern, Range, RemoteMethod, UnsupportedHint, remote
+from framing.rpc._limits import CLIENT_CALL_LIMITS, SERVER_CALL_LIMITS, CallLimits
+from framing.rpc._referenceable import Referenceable
+from framing.rpc._signatures import MaxLength, MinLength, Pattern, Range, RemoteMethod, UnsupportedHint, remote
 
-from ..deadline import ConnectTimeout
+from .._deadline import ConnectTimeout
+from .._mismatch import ClosedBeforePreamble, NotTLS, TLSHandshakeFailed
 from ..options import ClientOptions
-from .broker import Broker, BrokerFactory, currentBroker
-from .context import CallContext, callContext, currentCall
-from .drain import drainBrokers, drainPort
-from .endpoints import ReconnectingClient, connect, connectURL, login, reconnecting, serve, serverFactory
-from .failover import FailoverClient
-from .interfaces import RemoteInterface, TypedReference, deferred, interfaceNamed, referenceOf
-from .listening import ListeningPort
-from .options import ServerOptions
-from .refs import RefOf, RemoteReference
-from .streams import ObjectStream, ObjectStreams, StreamOptions, StreamReader
+from ._broker import Broker, BrokerFactory, currentBroker
+from ._context import CallContext, callContext, currentCall
+from ._drain import DEFAULT_GRACE, drainBrokers, drainPort
+from ._endpoints import ReconnectingClient, connect, connectURL, login, loginGate, reconnecting, serve, serverFactory
+from ._failover import FailoverClient
+from ._interceptors import CallInterceptor, CallTally, ICallRecorder
+from ._interfaces import RemoteInterface, TypedReference, deferred, interfaceNamed, referenceOf
+from ._listening import ListeningPort
+from ._options import ServerOptions
+from ._refs import RefOf, RemoteReference
+from ._streams import ObjectStream, ObjectStreams, StreamOptions, StreamReader
 
 __all__ = [
+    "Backoff",
     "CLIENT_CALL_LIMITS",
     "SERVER_CALL_LIMITS",
     "Broker",
@@ -125,4 +128,12 @@ __all__ = [
     "remote",
     "serve",
     "serverFactory",
+    "CallInterceptor",
+    "DEFAULT_GRACE",
+    "NotTLS",
+    "TLSHandshakeFailed",
+    "loginGate",
+    "CallTally",
+    "ClosedBeforePreamble",
+    "ICallRecorder",
 ]

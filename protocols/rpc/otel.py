@@ -2,7 +2,7 @@
 """OpenTelemetry tracing of calls: a client span per call made, a server span per call answered, its child.
 
 Contract: L{TracingInterceptor} is an interceptor
-(L{protocols.rpc.interceptors}) for both ends' brokers.  Each call made
+(C{protocols/rpc/_interceptors.py}) for both ends' brokers.  Each call made
 gets a CLIENT span (a child of the current span) whose W3C trace context
 travels in the call's metadata; each call answered a SERVER span under
 that context, current while the method runs, so the method's own calls
@@ -32,7 +32,7 @@ except ImportError as error:  # pragma: no cover - the extra's absence is tested
         " (from a clone: pip install './chunkwire[otel]')"
     ) from error
 
-from .interceptors import CLIENT, OK, ONE_WAY, CallInfo, CallInterceptor
+from ._interceptors import CLIENT, OK, ONE_WAY, CallInfo, CallInterceptor
 
 __all__ = ["RPC_SYSTEM", "TracingInterceptor"]
 

@@ -2,7 +2,7 @@
 """Prometheus metrics for chunkwire services: an interceptor and a /metrics page (the C{chunkwire[metrics]} extra).
 
 Contract: L{PrometheusInterceptor} is an
-L{protocols.rpc.interceptors.ICallInterceptor} that records, in a
+L{protocols.rpc._interceptors.ICallInterceptor} that records, in a
 C{prometheus_client} registry, each call that ends (by side, method and
 outcome: C{chunkwire_rpc_calls_total}), its latency
 (C{chunkwire_rpc_call_duration_seconds}, by side and method), the
@@ -10,8 +10,8 @@ connections open and opened, the bytes received and sent, the bulk
 streams in flight, and what the open connections' ledgers hold for their
 peers (C{chunkwire_connection_held_bytes} by account, the largest one
 connection holds, its budget, and how often a connection went over it:
-L{framing.ledger}).  It is an L{protocols.rpc.interceptors.ICallRecorder}:
-each call is counted in a L{protocols.rpc.interceptors.CallTally} (plain
+C{framing/_ledger.py}).  It is an L{protocols.rpc.ICallRecorder}:
+each call is counted in a L{protocols.rpc.CallTally} (plain
 numbers, no lock: the reactor thread alone writes them), without a call of
 this class once its method has succeeded on the connection; they, the
 bytes (counted per read) and the streams are handed to Prometheus only
@@ -32,10 +32,16 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.utils import floatToGoString
 from zope.interface import implementer
 
-from framing.ledger import TOTALS, Ledger
+from framing._ledger import TOTALS, Ledger
 
-from ..interfaces import IConnectionObserver
-from ..rpc.interceptors import CLIENT, REFUSED, SERVER, CallInterceptor, CallTally
+from .._interfaces import IConnectionObserver
+from ..rpc._interceptors import CLIENT, REFUSED, SERVER, CallInterceptor, CallTally
+
+__all__ = [
+    "LATENCY_BUCKETS",
+    "PrometheusInterceptor",
+    "metricsSite",
+]
 
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 """Seconds: RPC calls on a LAN take from tens of microseconds to seconds."""
@@ -119,7 +125,7 @@ class PrometheusInterceptor(CallInterceptor):
         return self._received
 
     def ledgers(self) -> list[Ledger]:
-        """The ledgers of the open connections (L{framing.ledger.Ledger})."""
+        """The ledgers of the open connections (L{framing._ledger.Ledger})."""
         return [broker.connection.ledger for broker in self._live if hasattr(broker.connection, "ledger")]
 
     def streams(self) -> int:

@@ -30,9 +30,9 @@ from typing import Any
 from zope.interface import implementer
 
 from framing import Encoder, Registry
-from framing.bulk.wire import STREAM_OPEN_TYPE
-from framing.rpc.wire import CALL, OPEN_TYPE, ROOT_ID
-from framing.slicing.interfaces import ISlicer
+from framing.bulk._wire import STREAM_OPEN_TYPE
+from framing.rpc._wire import CALL, OPEN_TYPE, ROOT_ID
+from framing.slicing._interfaces import ISlicer
 from framing.wire import PREAMBLE
 
 from . import attacks

@@ -22,8 +22,8 @@ import time
 from typing import Any
 
 from framing import Decoder, Encoder, ProtocolError, Registry
-from framing.login.scram import ScramClient
-from framing.login.wire import CONTINUE, START, LoginMessage, addLoginTypes, loginRegistry
+from framing.login._scram import ScramClient
+from framing.login._wire import CONTINUE, START, LoginMessage, addLoginTypes, loginRegistry
 from framing.wire import PREAMBLE
 
 SCRAM = "SCRAM-SHA-256"

@@ -32,7 +32,7 @@ from .attacks_bulk import call
 from .harness import ENV, ROOT
 
 PRIVATE = ".chunkwire-private"
-"""The service's private directory (L{protocols.bulk.files.PRIVATE_DIRECTORY})."""
+"""The service's private directory (L{protocols.bulk._files.PRIVATE_DIRECTORY})."""
 
 CLIENT_TIMEOUT = 60.0
 """The most a case's client process may run: only a hang reaches it."""
@@ -268,7 +268,7 @@ async def symlinksClient(reactor: Any, port: int, work: str) -> dict[str, Any]:
     As an honest client, next to a local user's links and FIFO: list,
     stat/get/download the links, upload C{up.bin} and C{dest.bin}.
     """
-    from protocols.bulk.files import sendFile
+    from protocols.bulk._files import sendFile
 
     root = await _connect(reactor, port)
     seen: dict[str, Any] = {"list": await root.callRemote("list")}
@@ -375,7 +375,7 @@ async def workersClient(reactor: Any, port: int, pids: list[int], work: str) -> 
 async def freshClient(reactor: Any, port: int, bind: str, work: str) -> dict[str, Any]:
     """A new client from C{bind}: five C{list()} calls, then an upload and a whole-file put, each within 10 s."""
     from protocols.bulk import Stream
-    from protocols.bulk.files import sendFile
+    from protocols.bulk._files import sendFile
 
     def deadline(d: Any) -> Any:
         if not isinstance(d, Deferred):
@@ -432,7 +432,7 @@ async def halfClient(reactor: Any, port: int, work: str, size: int) -> dict[str,
     its second half (so the partial file has the whole size), and leave.
     """
     from protocols.bulk import Stream
-    from protocols.bulk.files import fileVersion
+    from protocols.bulk._files import fileVersion
 
     source = Path(work, "t.bin")
     source.write_bytes(os.urandom(size))
@@ -447,7 +447,7 @@ async def halfClient(reactor: Any, port: int, work: str, size: int) -> dict[str,
 
 async def resumeClient(reactor: Any, port: int, work: str) -> dict[str, Any]:
     """Resume uploading C{t.bin} with L{sendFile}: what it sent and the digest, or the error."""
-    from protocols.bulk.files import sendFile
+    from protocols.bulk._files import sendFile
 
     def connect() -> Any:
         return _connect(reactor, port)
@@ -473,7 +473,7 @@ def main(argv: list[str]) -> None:
     from twisted.internet.defer import Deferred
     from twisted.internet.task import react
 
-    import protocols.bulk.files  # noqa: F401 (the service's errors arrive as themselves)
+    import protocols.bulk._files  # noqa: F401 (the service's errors arrive as themselves)
 
     case, arguments = argv[0], json.loads(argv[1])
 

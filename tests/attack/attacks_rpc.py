@@ -4,7 +4,7 @@ Contract: like L{tests.attack.attacks}, each attack takes the server's port
 and a time budget, runs in the calling thread on plain blocking sockets,
 never runs much longer than its budget, and returns what it saw
 (C{closed_after}, the server's ERROR text, counts).  RPC messages are built
-by hand from the wire shapes of L{framing.rpc.wire}, references with ids
+by hand from the wire shapes of L{framing.rpc._wire}, references with ids
 the attacker invents.  An attack may return C{log_has} and C{log_lacks},
 strings the server's log must and must not contain (the harness checks
 them).  L{RPC_ATTACKS} maps each name to its function, the code the server
@@ -21,12 +21,12 @@ from typing import Any
 from zope.interface import implementer
 
 from framing import Decoder, Encoder, ProtocolError, Registry
-from framing.decoder import Ping
-from framing.rpc.wire import ANSWER, CALL, FAIL, OPEN_TYPE, RELEASE, Message, MessageSlicer, MessageUnslicer
-from framing.slicing.interfaces import ISlicer
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing._decoder import Ping
+from framing.rpc._wire import ANSWER, CALL, FAIL, OPEN_TYPE, RELEASE, Message, MessageSlicer, MessageUnslicer
+from framing.slicing._interfaces import ISlicer
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import CLOSE, ERROR, OPEN, PONG, PREAMBLE, SIMPLE, encode_header
-from protocols.rpc.refs import REF_OPEN_TYPE
+from protocols.rpc._refs import REF_OPEN_TYPE
 
 from . import attacks
 from .attacks import _blast, _connect, _readUntilClosed

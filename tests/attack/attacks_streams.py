@@ -1,8 +1,8 @@
 """Attacks on object streams, against L{tests.attack.streamserver} as a process.
 
 Contract: each attack runs in the calling thread on plain blocking sockets,
-builds its messages by hand from the wire shapes of L{framing.rpc.wire}
-and L{framing.rpc.streams}, and bounds every wait.
+builds its messages by hand from the wire shapes of L{framing.rpc._wire}
+and L{framing.rpc._streams}, and bounds every wait.
 
  - L{nonReader}: calls C{firehose}, grants its stream 2**62 items and
    bytes, and never reads: only the connection's own back-pressure bounds
@@ -30,10 +30,10 @@ from typing import Any
 from zope.interface import implementer
 
 from framing import Encoder, Registry
-from framing.rpc.streams import ANNOUNCE_OPEN_TYPE, CREDIT, FlowMessage, addFlowTypes
-from framing.rpc.wire import CALL, Message, MessageSlicer
-from framing.slicing.interfaces import ISlicer
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.rpc._streams import ANNOUNCE_OPEN_TYPE, CREDIT, FlowMessage, addFlowTypes
+from framing.rpc._wire import CALL, Message, MessageSlicer
+from framing.slicing._interfaces import ISlicer
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 
 from .attacks import _connect

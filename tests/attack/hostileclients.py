@@ -32,7 +32,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from framing.rpc.limits import CallLimits
+from framing.rpc._limits import CallLimits
 from protocols.options import ClientOptions
 
 from .hostileserver import BEHAVIOURS, FULL, SHORT, Scale

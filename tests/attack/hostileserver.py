@@ -47,11 +47,11 @@ from typing import Any
 from zope.interface import implementer
 
 from framing import Decoder, Encoder, Limits, Registry
-from framing.decoder import Ping
-from framing.rpc.streams import CREDIT, ITEM, FlowMessage, addFlowTypes
-from framing.rpc.wire import ANSWER, CALL, OPEN_TYPE, Message, addMessageTypes
-from framing.slicing.interfaces import ISlicer
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing._decoder import Ping
+from framing.rpc._streams import CREDIT, ITEM, FlowMessage, addFlowTypes
+from framing.rpc._wire import ANSWER, CALL, OPEN_TYPE, Message, addMessageTypes
+from framing.slicing._interfaces import ISlicer
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import BYTES, CLOSE, INT, OPEN, PING, PONG, PREAMBLE, STRING, encode_header
 
 MiB = 1 << 20

@@ -8,7 +8,7 @@ loopback port 0, with the attack suite's guard options
 (L{tests.attack.harness.SERVER_OPTIONS}); the process says which port it
 bound.  L{discover} finds the callable methods of each server's root by
 itself, from the served class's C{@remote} methods (their
-L{framing.rpc.signatures.RemoteMethod}, whose C{arguments} and C{result}
+L{framing.rpc._signatures.RemoteMethod}, whose C{arguments} and C{result}
 are the constraints the server holds calls to), so that a method added
 later is visited without anyone writing an attack for it, and derives
 arguments from the constraints: the largest value each allows (the
@@ -69,8 +69,8 @@ from typing import Any
 from zope.interface import implementer
 
 from framing import Decoder, Encoder, Limits, Registry, dumps
-from framing.rpc.limits import CallLimits
-from framing.rpc.streams import (
+from framing.rpc._limits import CallLimits
+from framing.rpc._streams import (
     ANNOUNCE_OPEN_TYPE,
     CREDIT,
     DEFAULT_WINDOW,
@@ -80,8 +80,8 @@ from framing.rpc.streams import (
     StreamOf,
     addFlowTypes,
 )
-from framing.rpc.wire import CALL, NO_ANSWER, Message, MessageSlicer
-from framing.slicing.constraints import (
+from framing.rpc._wire import CALL, NO_ANSWER, Message, MessageSlicer
+from framing.slicing._constraints import (
     ByteString,
     ChoiceOf,
     Constraint,
@@ -96,10 +96,10 @@ from framing.slicing.constraints import (
     Text,
     TupleOf,
 )
-from framing.slicing.interfaces import ISlicer
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.slicing._interfaces import ISlicer
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
-from protocols.kv.threads import THREADS
+from protocols.kv._threads import THREADS
 from protocols.options import ClientOptions
 
 from . import attacks  # noqa: F401 (first: attacks_rpc is loaded by it)
@@ -160,7 +160,7 @@ opens a connection per method, the interop service's 16).
 STORE_FDS = 2 * THREADS + 1
 """
 What a SQLite store may keep open in one process once calls have used
-its pool (L{protocols.kv.threads.THREADS} threads, each with its own
+its pool (L{protocols.kv._threads.THREADS} threads, each with its own
 connection: the database file and its WAL, 2 descriptors, and the
 shared memory file once): opened lazily as calls run side by side, kept
 for the process's life, as a database client keeps its connection pool.
@@ -266,7 +266,7 @@ SERVERS: dict[str, ServerKind] = {
         "bulk",
         lambda d: [PY, "examples/bulk_server.py", *_listen(), "--dir", str(d / "files"), "--grace=1", *SERVER_OPTIONS],
         rb"server listening on .* port=(\d+)\)",
-        "protocols.bulk.files:BulkService",
+        "protocols.bulk._files:BulkService",
         ("list", (), []),
         disk="files",
     ),

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from framing import Decoder, Encoder, Registry
-from framing.rpc.wire import ANSWER, CALL, OPEN_TYPE, Message, MessageSlicer, MessageUnslicer
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.rpc._wire import ANSWER, CALL, OPEN_TYPE, Message, MessageSlicer, MessageUnslicer
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 
 from .harness import P99_FLOOR, SEND_STALL_TIMEOUT, ExampleServer, baseline, honestCalling, honestResult

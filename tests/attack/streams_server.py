@@ -27,7 +27,7 @@ from twisted.internet.task import react
 from twisted.logger import globalLogBeginner, textFileLogObserver
 
 from protocols import rpc
-from protocols.guard import GuardedFactory, addGuardArguments, policyFromArguments
+from protocols._guard import GuardedFactory, addGuardArguments, policyFromArguments
 
 MAX_ITEM = 1 << 20
 """The largest item C{produce} makes, in bytes."""

@@ -7,7 +7,7 @@ prints C{"stream server listening on port=N"}; it then answers, on a line
 each, C{census} (sent on its standard input) with a garbage collection's
 count of the live L{StreamReader}s and L{Broker}s, C{ledger} with what its
 connections' ledgers hold together and how often one went over its budget
-(L{framing.ledger.TOTALS}), and C{quit} by stopping.
+(L{framing._ledger.TOTALS}), and C{quit} by stopping.
 
 Its root's methods: C{firehose()}, a stream of 16 KiB byte strings whose
 generator yields without ever awaiting (a producer bounded by nothing but
@@ -28,11 +28,11 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import react
 from twisted.protocols.basic import LineReceiver
 
-from framing.ledger import TOTALS
+from framing._ledger import TOTALS
 from protocols import rpc
 from protocols.rpc import Referenceable, remote
-from protocols.rpc.broker import Broker
-from protocols.rpc.streams import StreamReader
+from protocols.rpc._broker import Broker
+from protocols.rpc._streams import StreamReader
 
 ITEM_BYTES = 16 * 1024
 

@@ -24,14 +24,14 @@ from twisted.trial.unittest import TestCase
 from zope.interface import implementer
 
 from framing import Decoder, Encoder, ProtocolError, Registry
-from framing.login.scram import ScramClient
-from framing.login.wire import CONTINUE, START, LoginMessage, addLoginTypes, loginRegistry
+from framing.login._scram import ScramClient
+from framing.login._wire import CONTINUE, START, LoginMessage, addLoginTypes, loginRegistry
 from framing.wire import PREAMBLE
 from protocols import rpc
 from protocols.auth import IRemoteRoot, LoginRefused
-from protocols.auth.users import UserFile, addUser
+from protocols.auth._users import UserFile, addUser
 from protocols.rpc import NoSuchObject
-from protocols.rpc.options import ServerOptions
+from protocols.rpc._options import ServerOptions
 
 from ..protocols.helpers import capturedLogs, pytestTest, trialTest
 
@@ -258,9 +258,9 @@ async def passwordGuessing(reactor: Any) -> None:
 
 async def anythingBeforeLogin(reactor: Any) -> None:
     """A call, a reference, a stream announcement and a plain list, each sent before logging in, drop the connection."""
-    from framing.bulk.wire import STREAM_OPEN_TYPE
-    from framing.rpc.wire import CALL, Message
-    from protocols.rpc.refs import YOURREF_OPEN_TYPE
+    from framing.bulk._wire import STREAM_OPEN_TYPE
+    from framing.rpc._wire import CALL, Message
+    from protocols.rpc._refs import YOURREF_OPEN_TYPE
 
     call = Encoder(_brokerRegistry()).encode(Message((CALL, 1, 0, "whoami", None)))
     reference = _rawContainer(YOURREF_OPEN_TYPE, 0)

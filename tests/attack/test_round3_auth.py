@@ -27,11 +27,11 @@ from twisted.cred.credentials import UsernamePassword
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.login import scram
-from framing.login.scram import DEFAULT_ITERATIONS, ScramClient, ScramServer
-from protocols.auth.sharedthrottle import SQLiteThrottleState
-from protocols.auth.throttle import LoginThrottle
-from protocols.auth.users import UserFile, addUser, decoyKeyPath
+from framing.login import _scram as scram
+from framing.login._scram import DEFAULT_ITERATIONS, ScramClient, ScramServer
+from protocols.auth._sharedthrottle import SQLiteThrottleState
+from protocols.auth._throttle import LoginThrottle
+from protocols.auth._users import UserFile, addUser, decoyKeyPath
 
 from ..processes import ENV, ROOT
 from .attacks_round3_auth import guess, halfOpen, probe

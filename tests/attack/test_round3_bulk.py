@@ -18,8 +18,8 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.bulk.fileerrors import QuotaExceeded
-from protocols.bulk.quotas import FileBudget, FileLimits
+from framing.bulk._fileerrors import QuotaExceeded
+from protocols.bulk._quotas import FileBudget, FileLimits
 
 from ..processes import figure
 from .attacks_round3_bulk import PRIVATE, BulkProcess, drain, holdUploads, partialFiles, runClient, settled

@@ -21,7 +21,7 @@ from pathlib import Path
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder
-from framing.rpc.wire import ANSWER, CALL, FAIL, NO_ANSWER
+from framing.rpc._wire import ANSWER, CALL, FAIL, NO_ANSWER
 from framing.wire import PREAMBLE
 
 from .attacks import _connect

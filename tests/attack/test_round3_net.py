@@ -20,7 +20,7 @@ from twisted.internet.task import deferLater
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from protocols import rpc
-from protocols.proxyheader import ProxyHeaderError, TrustedProxies, readHeader
+from protocols._proxyheader import ProxyHeaderError, TrustedProxies, readHeader
 from tests.processes import figure
 
 from ..protocols.helpers import pytestTest, trialTest
@@ -194,7 +194,7 @@ async def trustedProxyAddresses(reactor: Any) -> None:
     from twisted.internet.endpoints import TCP4ClientEndpoint
 
     from protocols.auth import LoginRefused
-    from protocols.auth.users import addUser
+    from protocols.auth._users import addUser
 
     from .attacks_round3_net import HeaderFirstEndpoint, ProxyRelay, proxyV2
 

@@ -4,7 +4,7 @@
   nothing behind: before, 60 cycles of 999 input streams grew the server
   from 49 to 400 MiB and a collection 10 s later found 59,940 readers and
   62 brokers alive (Twisted's one shared C{ConnectionDone} kept every
-  consumer's frames: see L{protocols.rpc.streams}).
+  consumer's frames: see L{protocols.rpc._streams}).
 - Calls that never end, with 4 MiB arguments each, sent as fast as the
   server reads: their arguments are charged to the connection's ledger
   (account C{calls}), so the server stops reading that connection once
@@ -24,8 +24,8 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.limits import DEFAULT_LIMITS
-from framing.rpc.limits import CallLimits
+from framing._limits import DEFAULT_LIMITS
+from framing.rpc._limits import CallLimits
 from protocols import blocking
 from protocols.options import ClientOptions
 

@@ -20,9 +20,9 @@ from typing import Any
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
-from framing.refusals import TooManyRefusals
+from framing._refusals import TooManyRefusals
 from protocols import rpc
-from protocols.config import DROP_GRACE
+from protocols._config import DROP_GRACE
 from protocols.options import ClientOptions
 from protocols.testing import whenLost
 

@@ -109,7 +109,7 @@ server is a bare C{Protocol} on the reactor chunkwire's server runs on (Twisted'
 sends the preamble, then answers each CALL the floor client sends with that call's ANSWER, encoded once at start
 (L{floorMessages}): no decoding, no broker, no method.  It knows the CALLs byte for byte, so a whole CALL in a
 read is found with one dict lookup (L{TwistedFloorServer}), and its ANSWER leaves with one C{send} straight to
-the socket, as chunkwire's L{protocols.outlet.Outlet} does.  What it costs per call is what any Twisted server
+the socket, as chunkwire's L{protocols._outlet.Outlet} does.  What it costs per call is what any Twisted server
 pays (a reactor turn, C{epoll_wait}, C{recv}, C{send}); its round trip against thriftpy2's says whether a client
 of a Twisted server can match thriftpy2 at all (issue 32).  Sequential only; not measured by default:
 C{--peers chunkwire chunkwire-blocking chunkwire-floor twisted-floor thriftpy2}.
@@ -305,9 +305,9 @@ def floorMessages() -> dict[str, tuple[bytes, bytes]]:
     payload in L{PAYLOADS}' order, as L{floorClientMain} makes them) and the ANSWER bytes that echo it.
     """
     from framing import Encoder, Registry
-    from framing.rpc.session import ClientSession
-    from framing.rpc.wire import ANSWER, ROOT_ID, Message, addMessageTypes
-    from framing.slicing.registry import DEFAULT_REGISTRY
+    from framing.rpc._session import ClientSession
+    from framing.rpc._wire import ANSWER, ROOT_ID, Message, addMessageTypes
+    from framing.slicing._registry import DEFAULT_REGISTRY
 
     session: ClientSession[None] = ClientSession("floor")
     registry = Registry(DEFAULT_REGISTRY)
@@ -325,7 +325,7 @@ class StraightSender(Protocol):
 
     def _send(self, data: bytes) -> None:
         """One C{send} straight to the socket when nothing waits in Twisted's buffer, as chunkwire's Outlet does."""
-        from protocols.sockets import sendNow
+        from protocols._sockets import sendNow
 
         rest = sendNow(self.transport, [data], len(data))
         if rest:
@@ -348,7 +348,7 @@ class TwistedFloorServer(StraightSender):
 
     def connectionMade(self) -> None:
         from framing.wire import PREAMBLE
-        from protocols.sockets import setNoDelay
+        from protocols._sockets import setNoDelay
 
         setNoDelay(self.transport)
         self._send(PREAMBLE)
@@ -385,8 +385,8 @@ class CodecFloorServer(StraightSender):
 
     def __init__(self) -> None:
         from framing import Decoder, Encoder, Limits, Registry
-        from framing.rpc.wire import addMessageTypes
-        from framing.slicing.registry import DEFAULT_REGISTRY
+        from framing.rpc._wire import addMessageTypes
+        from framing.slicing._registry import DEFAULT_REGISTRY
 
         registry = Registry(DEFAULT_REGISTRY)
         addMessageTypes(registry)
@@ -395,7 +395,7 @@ class CodecFloorServer(StraightSender):
 
     def connectionMade(self) -> None:
         from framing.wire import PREAMBLE
-        from protocols.sockets import setNoDelay
+        from protocols._sockets import setNoDelay
 
         setNoDelay(self.transport)
         self._send(PREAMBLE)
@@ -404,7 +404,7 @@ class CodecFloorServer(StraightSender):
         return value
 
     def dataReceived(self, data: bytes) -> None:
-        from framing.rpc.wire import ANSWER, CALL, Message
+        from framing.rpc._wire import ANSWER, CALL, Message
 
         encoder, answers = self._encoder, []
         for message in self._decoder.feed(data):
@@ -467,8 +467,8 @@ async def _listenLogin(reactor: Any) -> str:
     from zope.interface import implementer
 
     from protocols import rpc
-    from protocols.auth.interfaces import IRemoteRoot
-    from protocols.auth.users import UserFile, addUser
+    from protocols.auth._interfaces import IRemoteRoot
+    from protocols.auth._users import UserFile, addUser
 
     class EchoRoot(rpc.Referenceable):
         @rpc.remote
@@ -1271,8 +1271,8 @@ def floorClientMain(address: str, serverPid: int) -> None:
     The L{FLOOR} and L{TWISTED_FLOOR} peers' client process: C{measure} and C{count} with the least a call can
     cost (see L{FLOOR}), one call in flight (the answers carry no request id it could match them by).
     """
-    from framing.rpc.session import ClientSession
-    from framing.rpc.wire import ROOT_ID
+    from framing.rpc._session import ClientSession
+    from framing.rpc._wire import ROOT_ID
 
     def connectOne() -> dict[str, tuple[Callable[[bytes], None], Callable[[int], bytes], bytes, bytes]]:
         sock = socket.create_connection(("127.0.0.1", int(address)), timeout=30.0)

@@ -34,9 +34,9 @@ from twisted.internet.task import react
 
 async def measure(reactor: Any, tries: int) -> dict[str, dict[str, Any]]:
     from protocols import rpc
-    from protocols.auth.identity import ServerIdentity
-    from protocols.auth.names import NameTable
-    from protocols.auth.urls import ObjectURL
+    from protocols.auth._identity import ServerIdentity
+    from protocols.auth._names import NameTable
+    from protocols.auth._urls import ObjectURL
 
     class Thing(rpc.Referenceable):
         pass
@@ -105,8 +105,8 @@ async def measure(reactor: Any, tries: int) -> dict[str, dict[str, Any]]:
 
 def scramCosts(logins: int = 15) -> str:
     """The CPU time of one SCRAM login on each side, at DEFAULT_ITERATIONS, as report lines."""
-    from framing.login.scram import DEFAULT_ITERATIONS, ScramClient, ScramServer
-    from protocols.auth.users import IScramResponse, UserFile, addUser
+    from framing.login._scram import DEFAULT_ITERATIONS, ScramClient, ScramServer
+    from protocols.auth._users import IScramResponse, UserFile, addUser
 
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "users"

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from framing import Registry, _core, dumps, loads
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.slicing._registry import DEFAULT_REGISTRY
 
 from ._harness import BenchResult, Criterion, Options, markdown_table, print_result, write_results
 

@@ -14,7 +14,7 @@ ratios compare figures taken seconds apart.  A ratio is the median of the
 per-round ratios.
 
 Part 2, workers: C{serve(..., workers=N)}'s supervisor
-(L{protocols.serving.workers.Supervisor}) with 1 and 2 workers, loaded by 2
+(L{protocols.serving._workers.Supervisor}) with 1 and 2 workers, loaded by 2
 separate client processes with 4 connections each (32 calls in flight
 each).  Reported: calls/s, and CPU seconds per call of the server
 processes (workers) and of the clients, read from C{/proc} over the
@@ -116,7 +116,7 @@ def supervise(count: int) -> None:
     """A supervisor of C{count} workers on one port: prints the port and the workers' pids, runs until killed."""
     from twisted.internet import reactor
 
-    from protocols.serving.workers import Supervisor
+    from protocols.serving._workers import Supervisor
 
     command = [sys.executable, "-m", "tests.benchmarks.bench_serving", "worker"]
     supervisor = Supervisor(reactor, ["tcp:0:interface=127.0.0.1"], lambda adopt: command + adopt, count, grace=1.0)

@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Annotated, Any, Protocol
 
-from framing.slicing.constraints import ByteString, Integer, Text
+from framing.slicing._constraints import ByteString, Integer, Text
 from protocols.rpc import MaxLength, Range, Referenceable, RemoteInterface, remote
 
 from ..protocols.rpc.services import RpcPair

@@ -9,8 +9,8 @@ from twisted.internet.protocol import Factory
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.rpc.session import ClientSession
-from framing.rpc.wire import ROOT_ID
+from framing.rpc._session import ClientSession
+from framing.rpc._wire import ROOT_ID
 from framing.wire import PREAMBLE
 from tests.benchmarks._rpc_peers import PAYLOADS, CodecFloorServer, floorMessages, twistedFloorFactory
 

@@ -34,8 +34,8 @@ import time
 from collections.abc import Awaitable
 from typing import Any
 
-from framing.rpc.referenceable import Referenceable
-from framing.rpc.signatures import remote
+from framing.rpc._referenceable import Referenceable
+from framing.rpc._signatures import remote
 from protocols.asyncioclient import AsyncConnection, callContext, connect
 from protocols.kv import KeyNotFound
 from protocols.options import ClientOptions

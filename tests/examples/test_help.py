@@ -133,7 +133,7 @@ class CommandImportTests(SynchronousTestCase):
         tls = {name for name in imported if name.split(".")[0] in {"cryptography", "service_identity"}}
         tls |= {name for name in imported if name.endswith("_sslverify")}
         self.assertEqual(tls, set())
-        # Nor the reconnecting client's twisted.application (protocols/rpc/endpoints.py imports it when used).
+        # Nor the reconnecting client's twisted.application (protocols/rpc/_endpoints.py imports it when used).
         self.assertEqual({name for name in imported if name.startswith("twisted.application")}, set())
         self.assertEqual((served / "source.bin").read_bytes(), source.read_bytes())
 

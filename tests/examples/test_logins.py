@@ -8,9 +8,9 @@ from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.login.scram import MIN_ITERATIONS
-from protocols.auth.tokens import addToken, newToken
-from protocols.auth.users import addUser
+from framing.login._scram import MIN_ITERATIONS
+from protocols.auth._tokens import addToken, newToken
+from protocols.auth._users import addUser
 from protocols.testing import CertificateAuthority
 from tests.processes import ENV, ROOT, readUntil, startPython, stop
 
@@ -237,21 +237,21 @@ class ExplainLoginTests(SynchronousTestCase):
 
     def test_refused(self) -> None:
         """A refused login names the endpoint and the possible causes, without saying which it was."""
-        from framing.login.errors import LoginRefused
+        from framing.login._errors import LoginRefused
 
         line = self.explain(LoginRefused("the server refused the login"), "tcp:host=h:port=1")
         self.assertTrue(line.startswith("cannot log in to tcp:host=h:port=1: the server refused the login ("), line)
 
     def test_otherLoginFailure(self) -> None:
         """Any other failed login (the server did not prove it knows the password) is given as it is."""
-        from framing.login.errors import ServerNotVerified
+        from framing.login._errors import ServerNotVerified
 
         line = self.explain(ServerNotVerified("the server did not prove it"), "tcp:host=h:port=1")
         self.assertEqual(line, "cannot log in to tcp:host=h:port=1: the server did not prove it")
 
     def test_needsLogin(self) -> None:
         """A server that drops a client for calling before logging in: the line names the login options."""
-        from framing.errors import PeerError
+        from framing._errors import PeerError
 
         error = PeerError("the peer reported: sent something refused before logging in (unknown-type: ...)")
         line = self.explain(error, "tcp:host=h:port=1")
@@ -259,7 +259,7 @@ class ExplainLoginTests(SynchronousTestCase):
 
     def test_certificateAlert(self) -> None:
         """A TLS alert about the client's certificate is not called a TLS mismatch; each alert is named."""
-        from protocols.mismatch import NotTLS
+        from protocols._mismatch import NotTLS
 
         for alert in ("certificate required", "unknown ca", "bad certificate", "certificate unknown"):
             line = self.explain(NotTLS(Exception(f"tlsv13 alert {alert}")), "ssl:host=h:port=1")
@@ -269,8 +269,8 @@ class ExplainLoginTests(SynchronousTestCase):
 
     def test_serverConfiguration(self) -> None:
         """A bad user file, or --client-ca without TLS, stops a server with the error's own words."""
-        from protocols.auth.realms import ClientCertificatesNeedTLS
-        from protocols.auth.secretfiles import SecretFileError
+        from protocols.auth._realms import ClientCertificatesNeedTLS
+        from protocols.auth._secretfiles import SecretFileError
 
         self.assertEqual(
             self.explain(SecretFileError("users", 3, "bad line"), None), "cannot run: users, line 3: bad line"

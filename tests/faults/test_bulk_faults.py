@@ -19,11 +19,11 @@ from twisted.internet.endpoints import TCP4ServerEndpoint
 from twisted.trial.unittest import TestCase
 
 from protocols import bulk, rpc
-from protocols.bulk import files as bulkfiles
-from protocols.bulk.files import Assembly, AssemblySink, BulkService, fetchFile, sendFile
-from protocols.bulk.integrity import availableDigests, newHash
-from protocols.bulk.sinks import Release, Sink
-from protocols.bulk.streams import IncomingStream, Stream
+from protocols.bulk import _files as bulkfiles
+from protocols.bulk._files import Assembly, AssemblySink, BulkService, fetchFile, sendFile
+from protocols.bulk._integrity import availableDigests, newHash
+from protocols.bulk._sinks import Release, Sink
+from protocols.bulk._streams import IncomingStream, Stream
 
 from ..processes import figure
 from ..protocols.bulk.support import payload, writeFile

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Protocol
 
-from framing.rpc.interfaces import RemoteInterface
-from framing.rpc.signatures import MaxLength, Range
+from framing.rpc._interfaces import RemoteInterface
+from framing.rpc._signatures import MaxLength, Range
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, EncodingError, Violation, dumps, loads
-from framing.errors import BodyTooLarge, InvalidValue, KindRefused, UnknownType
-from framing.limits import Limits
-from framing.slicing.arrays import STREAMED_ARRAY
+from framing._errors import BodyTooLarge, InvalidValue, KindRefused, UnknownType
+from framing._limits import Limits
+from framing.slicing._arrays import STREAMED_ARRAY
 from framing.wire import BYTES, INT, PREAMBLE
 
 from .test_slicing import container, encoded, text, token, tokens
@@ -162,7 +162,7 @@ class ForeignWriterTests(SynchronousTestCase):
 
     def test_big_endian_writer_simulated(self) -> None:
         """What the array slicer writes on a big-endian machine reads back correctly here."""
-        from framing.slicing import arrays
+        from framing.slicing import _arrays as arrays
 
         source = array.array("d", [1.5, -2.0, 1e300])
 

@@ -1,4 +1,4 @@
-"""Tests for L{framing.blocks.BlockBuffer}, the send buffer."""
+"""Tests for L{framing._blocks.BlockBuffer}, the send buffer."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import BlockBuffer
-from framing.blocks import FIRST_BLOCK, LARGE_PIECE, MAX_BLOCK
+from framing._blocks import FIRST_BLOCK, LARGE_PIECE, MAX_BLOCK
 
 MiB = 1024 * 1024
 

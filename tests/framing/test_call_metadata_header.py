@@ -7,12 +7,12 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Limits, Registry, Violation, dumps
-from framing.decoder import BUILDING, DISCARDING
-from framing.rpc.wire import CALL, Message, addMessageTypes, callContext
+from framing._decoder import BUILDING, DISCARDING
+from framing.rpc._wire import CALL, Message, addMessageTypes, callContext
 
 
 def registry() -> Registry:
-    from framing.slicing.registry import DEFAULT_REGISTRY
+    from framing.slicing._registry import DEFAULT_REGISTRY
 
     made = Registry(DEFAULT_REGISTRY)
     addMessageTypes(made)

@@ -1,4 +1,4 @@
-"""Tests for L{framing.chain.ChunkChain}, checked against a plain C{bytes} model."""
+"""Tests for L{framing._chain.ChunkChain}, checked against a plain C{bytes} model."""
 
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder, EncodingError, Limits, Ping, Pong, ProtocolError, Violation, dumps, loads
-from framing.encoder import open_token
-from framing.errors import (
+from framing._encoder import open_token
+from framing._errors import (
     Aborted,
     BadPreamble,
     BodyTooLarge,

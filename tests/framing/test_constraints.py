@@ -12,9 +12,9 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Violation, dumps
-from framing.errors import BodyTooLarge, InvalidValue, KindRefused, TooManyItems
-from framing.limits import MiB
-from framing.slicing.constraints import (
+from framing._errors import BodyTooLarge, InvalidValue, KindRefused, TooManyItems
+from framing._limits import MiB
+from framing.slicing._constraints import (
     ANY,
     Boolean,
     ByteString,

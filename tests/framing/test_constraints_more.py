@@ -12,9 +12,9 @@ from typing import Any
 
 import framing
 from framing import Decoder
-from framing.errors import BodyTooLarge, InvalidValue, KindRefused, TooManyItems
-from framing.limits import MiB
-from framing.slicing.constraints import (
+from framing._errors import BodyTooLarge, InvalidValue, KindRefused, TooManyItems
+from framing._limits import MiB
+from framing.slicing._constraints import (
     ByteString,
     ChoiceOf,
     DictOf,
@@ -28,7 +28,7 @@ from framing.slicing.constraints import (
     SetOf,
     Text,
 )
-from framing.slicing.registry import DEFAULT_REGISTRY, Registry
+from framing.slicing._registry import DEFAULT_REGISTRY, Registry
 from framing.wire import BYTES, PREAMBLE, STRING, encode_header
 
 from .test_constraints import ConstraintTestCase

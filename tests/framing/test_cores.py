@@ -43,9 +43,9 @@ from zope.interface import implementer
 
 import framing
 from framing import Decoder, Encoder, ISlicer, Limits, Registry, _core, dumps, loads
-from framing.errors import ChunkwireError
-from framing.slicing import builtin
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing._errors import ChunkwireError
+from framing.slicing import _builtin as builtin
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 
 from . import test_vectors
@@ -440,7 +440,7 @@ class HandBackTests(SynchronousTestCase):
 
     def test_constraint_keeps_python_path(self) -> None:
         """A decoder with a constraint never uses the reader (every value is checked in Python)."""
-        from framing.slicing.constraints import Integer, ListOf
+        from framing.slicing._constraints import Integer, ListOf
 
         decoder = Decoder(constraint=ListOf(Integer()))
         results = decoder.feed(dumps([1, 2]) + dumps([3, "x"])[len(PREAMBLE) :])

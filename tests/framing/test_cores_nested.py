@@ -28,11 +28,11 @@ from twisted.trial.unittest import SynchronousTestCase
 
 import framing
 from framing import Decoder, Encoder, Limits, Registry, _core, dumps, loads
-from framing.errors import InvalidValue
-from framing.slicing import builtin
-from framing.slicing.custom import PartsUnslicer
-from framing.slicing.interfaces import NOTHING
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing._errors import InvalidValue
+from framing.slicing import _builtin as builtin
+from framing.slicing._custom import PartsUnslicer
+from framing.slicing._interfaces import NOTHING
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE, STRING
 
 from .test_cores import (

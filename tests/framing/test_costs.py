@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Limits, _core, dumps, loads
-from framing.errors import HashCollisions, InvalidValue, ObjectTooCostly, TooManyItems
-from framing.slicing.builtin import Unslicer
-from framing.slicing.registry import DEFAULT_REGISTRY, Registry
+from framing._errors import HashCollisions, InvalidValue, ObjectTooCostly, TooManyItems
+from framing.slicing._builtin import Unslicer
+from framing.slicing._registry import DEFAULT_REGISTRY, Registry
 from framing.wire import BIGINT, CLOSE, FLOAT, INT, OPEN, PREAMBLE, STRING, encode_header
 
 from .test_codec import same
@@ -196,8 +196,8 @@ class HeldBytesTests(SynchronousTestCase):
         """
         import array
 
-        from framing.budget import held_bytes
-        from framing.rpc.streams import leastEncodedLength
+        from framing._budget import held_bytes
+        from framing.rpc._streams import leastEncodedLength
 
         ints = list(range(1000, 101_000))
         self.assertGreaterEqual(held_bytes([ints]), 100_000 * 36)
@@ -227,7 +227,7 @@ class HeldBytesTests(SynchronousTestCase):
         or of several (the fast paths a stream ITEM of small items takes),
         or inside a container.
         """
-        from framing.budget import held_bytes
+        from framing._budget import held_bytes
 
         leaves: list[Any] = [0, 7, -3, 2**40, 2**200, True, None, 1.5, 2j, "", "abc", "\u00e9" * 5, "\U0001f600" * 3]
         leaves += [b"", b"xyz" * 100]

@@ -12,9 +12,9 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Limits, dumps
-from framing.decoder import DECODING
-from framing.errors import ObjectTooCostly, ResourceExhausted
-from framing.ledger import Ledger, LedgerPool
+from framing._decoder import DECODING
+from framing._errors import ObjectTooCostly, ResourceExhausted
+from framing._ledger import Ledger, LedgerPool
 from framing.wire import BYTES, CLOSE, OPEN, PREAMBLE, encode_header
 
 NEXT = dumps("next")[len(PREAMBLE) :]

@@ -7,7 +7,6 @@ import functools
 import importlib
 import importlib.util
 import os
-import pkgutil
 import re
 import shutil
 import subprocess
@@ -18,7 +17,7 @@ from unittest import SkipTest
 
 from twisted.trial.unittest import SynchronousTestCase
 
-import framing
+from tests.test_exports import publicModules, publicPackages
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DOCS = ROOT / "docs"
@@ -76,29 +75,28 @@ def requireSphinx() -> None:
 class DocsBuildTests(SynchronousTestCase):
     """The docs build without warnings and document the whole framing and protocols packages."""
 
-    def test_every_module_on_a_reference_page(self) -> None:
-        """Every module of framing/ and protocols/ is its package's page or on the modules page of its package."""
+    def test_a_page_per_public_module(self) -> None:
+        """
+        The reference's pages (apipages.PUBLIC) are exactly the public
+        packages and modules, and no private module has one: every other
+        module of framing/ and protocols/ is private by name.
+        """
         apiPages = loadApiPages()
-        missing = []
-        for root in ("framing", "protocols"):
-            for name in apiPages.all_modules(root):
-                if name not in apiPages.PACKAGES and apiPages.modules_page_of(name) is None:
-                    missing.append(name)
-        self.assertEqual(missing, [])
+        self.assertEqual(sorted(apiPages.PUBLIC), sorted(publicPackages() + publicModules()))
+        private = apiPages.private_modules()
+        self.assertEqual([m for m in private if not any(p.startswith("_") for p in m.split("."))], [])
+        self.assertIn("protocols.rpc._broker", private)
         self.assertEqual(list(apiPages.SKIPPED_MODULES), ["framing._speedups"])
 
     def test_reference_pages_in_the_site(self) -> None:
-        """Each public package has its two pages in docs/api/ (and each MODULE_PAGES page its own), in the index."""
+        """Each public package and module has its page in docs/api/, in the index; docs/api/ has no other page."""
         index = (DOCS / "api.rst").read_text("utf-8")
-        for page in loadApiPages().PACKAGES.values():
-            for name in (page, f"{page}-modules"):
-                text = (DOCS / "api" / f"{name}.rst").read_text("utf-8")
-                self.assertIn(f".. include:: ../_generated/api/{name}.rst\n", text)
-                self.assertIn(f"   api/{name}\n", index)
-        for name in loadApiPages().MODULE_PAGES:
+        pages = loadApiPages().PUBLIC.values()
+        for name in pages:
             text = (DOCS / "api" / f"{name}.rst").read_text("utf-8")
             self.assertIn(f".. include:: ../_generated/api/{name}.rst\n", text)
             self.assertIn(f"   api/{name}\n", index)
+        self.assertEqual(sorted(p.stem for p in (DOCS / "api").glob("*.rst")), sorted(pages))
 
     def test_parseable_signature(self) -> None:
         """Reprs in a signature become Python Sphinx parses: interfaces and functions by name, the rest as ...."""
@@ -146,36 +144,58 @@ class DocsBuildTests(SynchronousTestCase):
         status, output, html = build()
         self.assertEqual(status, 0, output)
         found = loadCheckPages().anchors(html)
-        packages = ["framing", "protocols.rpc", "protocols.bulk", "protocols.auth", "protocols.serving"]
-        self.assertTrue(set(packages) <= set(loadApiPages().PACKAGES))
-        missing = [f"{p}.{name}" for p in packages for name in importlib.import_module(p).__all__]
+        missing = [f"{p}.{name}" for p in loadApiPages().PUBLIC for name in importlib.import_module(p).__all__]
         self.assertEqual([path for path in missing if path not in found], [])
         self.assertIn("protocols.rpc.serve", found)
 
-    def test_every_module_anchored(self) -> None:
-        """Every module of framing/ and protocols/ (but the compiled core's) has its module anchor in the built site."""
+    def test_only_exported_names_documented(self) -> None:
+        """
+        The built site has a module anchor for each public package and
+        module, and every anchor under framing or protocols is a public one:
+        C{module-P} or C{P.name} (a member after it) for P public and name
+        in its C{__all__}; nothing of a private module is documented.
+        """
         requireSphinx()
         status, output, html = build()
         self.assertEqual(status, 0, output)
         found = loadCheckPages().anchors(html)
-        import protocols
-
-        modules = []
-        for package in (framing, protocols):
-            prefix = package.__name__ + "."
-            modules += [package.__name__] + [m.name for m in pkgutil.walk_packages(package.__path__, prefix)]
-        missing = [name for name in modules if f"module-{name}" not in found and name != "framing._speedups"]
-        self.assertEqual(missing, [])
+        public = loadApiPages().PUBLIC
+        self.assertEqual([p for p in public if f"module-{p}" not in found], [])
+        exported = {f"{p}.{name}" for p in public for name in importlib.import_module(p).__all__}
+        unexported = []
+        for anchor in sorted(found):
+            path = anchor.removeprefix("module-")
+            if path.split(".")[0] not in ("framing", "protocols"):
+                continue
+            parts = path.split(".")
+            prefixes = {".".join(parts[:end]) for end in range(1, len(parts) + 1)}
+            if not (path in public if anchor.startswith("module-") else prefixes & exported):
+                unexported.append(anchor)
+        self.assertEqual(unexported, [])
 
     def test_old_anchors_lead_to_their_names(self) -> None:
-        """Each anchor of the old one-page reference (a module, a public name's path, a removed module's) leads on."""
+        """
+        Each anchor of the old one-page reference leads on: a module's (by
+        its name now or before issue 40 made it private), a public name's
+        defining path (either name of its module), a removed module's and
+        every name it held; a private module's name that is not public, to
+        its package's page.
+        """
         requireSphinx()
         status, output, html = build()
         self.assertEqual(status, 0, output)
         apiPages = loadApiPages()
         moved = apiPages.moved_anchors()
-        old = [f"module-{m}" for root in ("framing", "protocols") for m in apiPages.all_modules(root)]
-        old += list(apiPages.public_paths()) + ["protocols.rpc.broker.Broker.sendObject", "protocols.guard.GuardPolicy"]
+        modules = [m for root in ("framing", "protocols") for m in apiPages.all_modules(root)]
+        old = [f"module-{m}" for m in modules] + [f"module-{apiPages.old_name(m)}" for m in apiPages.private_modules()]
+        # Old paths are spelled through old_name, so that privatize.py, run again, leaves them old.
+        was = apiPages.old_name
+        old += list(apiPages.public_paths()) + [
+            was("protocols.rpc._broker") + ".Broker.sendObject",
+            was("protocols._guard") + ".GuardPolicy",
+            was("protocols.rpc._calls") + ".OutgoingCalls",
+            was("framing.rpc._session") + ".ClientSession.receive",
+        ]
         # The removed modules' own anchors, and every name each held (protocols.rpc.errors.RemoteError).
         old += [f"module-{m}" for m in apiPages.REMOVED_MODULES]
         old += [a for a in moved if a.rpartition(".")[0] in apiPages.REMOVED_MODULES]
@@ -185,9 +205,13 @@ class DocsBuildTests(SynchronousTestCase):
             if f'id="{now}"' not in (html / page).read_text("utf-8"):
                 broken.append(f"{anchor} -> {page}#{now}")
         self.assertEqual(broken, [])
-        self.assertEqual(
-            apiPages.moved_anchor("protocols.rpc.endpoints.serve", moved), "api/rpc.html#protocols.rpc.serve"
-        )
+        expected = {
+            was("protocols.rpc._endpoints") + ".serve": "api/rpc.html#protocols.rpc.serve",
+            "protocols.rpc._endpoints.serve": "api/rpc.html#protocols.rpc.serve",
+            was("protocols._guard") + ".GuardPolicy": "api/serving.html#protocols.serving.GuardPolicy",
+            was("protocols.rpc._calls") + ".OutgoingCalls": "api/rpc.html#module-protocols.rpc",
+        }
+        self.assertEqual({anchor: apiPages.moved_anchor(anchor, moved) for anchor in expected}, expected)
         self.assertIn(apiPages.redirect_script(), (html / "api.html").read_text("utf-8"))
 
     def test_old_anchor_redirect_script(self) -> None:
@@ -198,13 +222,15 @@ class DocsBuildTests(SynchronousTestCase):
         apiPages = loadApiPages()
         script = apiPages.redirect_script().removeprefix("<script>").removesuffix("</script>")
         results = []
-        for anchor in ("protocols.rpc.endpoints.serve", "module-protocols.rpc.calls", "nothing.here", ""):
+        calls = apiPages.old_name("protocols.rpc._calls")  # spelled so that privatize.py, run again, leaves it old
+        anchors = (apiPages.old_name("protocols.rpc._endpoints") + ".serve", f"module-{calls}", f"{calls}.X", "no", "")
+        for anchor in anchors:
             stub = f"const window = {{location: {{hash: '#{anchor}', replace: (to) => console.log(to)}}}};"
             ran = subprocess.run([node, "-e", stub + script], capture_output=True, text=True, timeout=60)
             results.append(ran.stdout.strip())
-        self.assertEqual(
-            results, ["api/rpc.html#protocols.rpc.serve", "api/rpc-modules.html#module-protocols.rpc.calls", "", ""]
-        )
+        module = "api/rpc.html#module-protocols.rpc"
+        self.assertEqual(results, ["api/rpc.html#protocols.rpc.serve", module, module, "", ""])
+        self.assertEqual([apiPages.moved_anchor(a, apiPages.moved_anchors()) or "" for a in anchors], results)
 
     def test_signatures_readable(self) -> None:
         """No built page shows an <InterfaceClass ...> repr, and every signature is balanced and was parsed."""
@@ -231,7 +257,7 @@ class DocsBuildTests(SynchronousTestCase):
         status, output, html = build()
         self.assertEqual(status, 0, output)
         counts = loadCheckPages().word_counts(html)
-        self.assertEqual(len(counts), 2 * len(loadApiPages().PACKAGES) + len(loadApiPages().MODULE_PAGES), counts)
+        self.assertEqual(len(counts), len(loadApiPages().PUBLIC), counts)
         self.assertEqual({page: words for page, words in counts.items() if words > 20_000}, {}, counts)
 
     def test_literal_markdown_detected(self) -> None:

@@ -25,8 +25,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder, Limits, ProtocolError, TokenScanner, Violation
-from framing.errors import TruncatedStream
-from framing.scanner import BODY_SKIP, BODY_STREAM, BODY_VIEWS, BODY_WHOLE
+from framing._errors import TruncatedStream
+from framing._scanner import BODY_SKIP, BODY_STREAM, BODY_VIEWS, BODY_WHOLE
 from framing.wire import (
     BIGINT,
     BIGNEG,

@@ -7,9 +7,9 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Limits, dumps
-from framing.errors import ChunkwireError
-from framing.scanner import HELD_TAIL_LIMIT, WANT_HEADER, WANT_REST
-from framing.slicing import builtin
+from framing._errors import ChunkwireError
+from framing._scanner import HELD_TAIL_LIMIT, WANT_HEADER, WANT_REST
+from framing.slicing import _builtin as builtin
 from framing.wire import PREAMBLE
 
 from .test_cores import COMPILED, USER_TYPES, core, feed_all, needs_compiled

@@ -15,7 +15,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 import framing
 from framing import NOTHING, Decoder, Limits, ProtocolError, Violation
-from framing.errors import (
+from framing._errors import (
     Aborted,
     BodyTooLarge,
     InvalidValue,
@@ -25,8 +25,8 @@ from framing.errors import (
     TooManyItems,
     UnknownType,
 )
-from framing.slicing.builtin import ListUnslicer, Unslicer
-from framing.slicing.registry import DEFAULT_REGISTRY, Registry
+from framing.slicing._builtin import ListUnslicer, Unslicer
+from framing.slicing._registry import DEFAULT_REGISTRY, Registry
 from framing.wire import ABORT, BYTES, CLOSE, OPEN, PREAMBLE, STRING
 
 from .test_slicing import container, encoded, feed_all, text, token
@@ -430,7 +430,7 @@ class StreamedBodyTests(SynchronousTestCase):
 
     def test_constrained_decoder_delivers_whole(self) -> None:
         """Under a constraint every body is checked as a value, so it is delivered whole, not streamed."""
-        from framing.slicing.constraints import Constraint
+        from framing.slicing._constraints import Constraint
 
         results = self.decoder(constraint=Constraint()).feed(PREAMBLE + pieces(b"whole"))
         self.assertEqual(results, [(b"whole", [])])
@@ -545,7 +545,7 @@ class LifetimeTests(SynchronousTestCase):
 
     def test_freed_by_reference_counting(self) -> None:
         """Once its attributes are cleared (as a closed connection does), a decoder in any state is freed without gc."""
-        from framing.slicing.constraints import Constraint
+        from framing.slicing._constraints import Constraint
 
         streaming = PREAMBLE + pieces(b"x" * 100)[:-60]
         discarding = PREAMBLE + reporting(encoded(13), token(BYTES, b"x" * 200), container("list"))[:-3]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Limits
-from framing.ledger import TOTALS, Ledger, LedgerPool
+from framing._ledger import TOTALS, Ledger, LedgerPool
 
 
 class LedgerTests(SynchronousTestCase):

@@ -7,7 +7,7 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Limits, dumps, loads
-from framing.errors import TooManyItems
+from framing._errors import TooManyItems
 
 LIMITS = Limits(max_object_items=10)
 

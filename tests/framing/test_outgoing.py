@@ -1,4 +1,4 @@
-"""Tests for framing.outgoing: one message's commit or rollback."""
+"""Tests for framing._outgoing: one message's commit or rollback."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
 from framing import Encoder, Registry
-from framing.blocks import BlockBuffer
-from framing.outgoing import Outgoing, OutgoingClosed
-from framing.slicing.interfaces import ISlicer
+from framing._blocks import BlockBuffer
+from framing._outgoing import Outgoing, OutgoingClosed
+from framing.slicing._interfaces import ISlicer
 
 
 class OutgoingTests(SynchronousTestCase):

@@ -8,8 +8,8 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
 from framing import Decoder, Encoder, Limits, Registry, Violation
-from framing.slicing.builtin import TupleUnslicer
-from framing.slicing.interfaces import ISlicer
+from framing.slicing._builtin import TupleUnslicer
+from framing.slicing._interfaces import ISlicer
 from framing.wire import PREAMBLE
 
 TINY = Limits(max_bytes_length=16, max_string_length=16, max_items=4, max_object_items=4, max_depth=2)

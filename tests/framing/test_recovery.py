@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder, Limits, ProtocolError, Violation
-from framing.errors import (
+from framing._errors import (
     Aborted,
     BodyTooLarge,
     InvalidValue,
@@ -32,8 +32,8 @@ from framing.errors import (
     UnexpectedToken,
     UnknownType,
 )
-from framing.limits import MiB
-from framing.slicing.constraints import ByteString, ListOf
+from framing._limits import MiB
+from framing.slicing._constraints import ByteString, ListOf
 from framing.wire import (
     ABORT,
     BIGINT,

@@ -41,8 +41,8 @@ class SansIOTests(SynchronousTestCase):
     def test_framing_was_imported(self) -> None:
         """The probe really imported the framing package from this checkout."""
         self.assertIn("framing", self.modules)
-        self.assertIn("framing.scanner", self.modules)
-        self.assertIn("framing.rpc.calltable", self.modules)
+        self.assertIn("framing._scanner", self.modules)
+        self.assertIn("framing.rpc._calltable", self.modules)
 
     def test_no_twisted_internet(self) -> None:
         """twisted.internet (the reactor and transports) is never loaded."""

@@ -1,4 +1,4 @@
-"""Tests for L{framing.scanner.TokenScanner}: bytes to tokens, limits, errors, memory."""
+"""Tests for L{framing._scanner.TokenScanner}: bytes to tokens, limits, errors, memory."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Limits, ProtocolError, TokenScanner, Violation
-from framing.errors import (
+from framing._errors import (
     BadPreamble,
     BodyTooLarge,
     BufferLimitExceeded,
@@ -23,7 +23,7 @@ from framing.errors import (
     TruncatedStream,
     UnsupportedVersion,
 )
-from framing.scanner import (
+from framing._scanner import (
     BODY_SKIP,
     BODY_STREAM,
     BODY_VIEWS,

@@ -29,9 +29,9 @@ from zope.interface.verify import verifyClass, verifyObject
 
 import framing
 from framing import Decoder, Encoder, EncodingError, Limits, ProtocolError, Violation, dumps, loads
-from framing.errors import BodyTooLarge, InvalidValue, TooDeep, UnknownType
-from framing.slicing.interfaces import ISlicer, IUnslicer
-from framing.slicing.registry import DEFAULT_REGISTRY, Registry
+from framing._errors import BodyTooLarge, InvalidValue, TooDeep, UnknownType
+from framing.slicing._interfaces import ISlicer, IUnslicer
+from framing.slicing._registry import DEFAULT_REGISTRY, Registry
 from framing.wire import (
     BODY_KINDS,
     BYTES,
@@ -378,8 +378,8 @@ class RegistryTests(SynchronousTestCase):
         self.assertEqual(self.roundtrip(Euro(3, "EUR")), Money(3, "EUR"))
 
     def test_module_level_register(self) -> None:
-        """framing.slicing.registry.register adds to the default registry used by plain dumps/loads."""
-        from framing.slicing import registry as module
+        """framing.slicing._registry.register adds to the default registry used by plain dumps/loads."""
+        from framing.slicing import _registry as module
 
         @dataclasses.dataclass
         class Celsius:
@@ -509,14 +509,14 @@ class NothingUnregisteredIsBuiltTests(SynchronousTestCase):
         code = (
             "import sys, array, dataclasses\n"
             "from framing import dumps, loads\n"
-            "from framing.slicing.registry import Registry\n"
+            "from framing.slicing._registry import Registry\n"
             "@dataclasses.dataclass\n"
             "class P:\n"
             "    x: int\n"
             "r = Registry(); r.register(P, 'p')\n"
             "obj = [None, True, 2**70, -1.5, b'b', 's', (1,), {1: 2}, {3}, frozenset([4]),\n"
             "       bytearray(b'x'), memoryview(b'y'), array.array('d', [1.0]), P(1)]\n"
-            "from framing.slicing.registry import DEFAULT_REGISTRY\n"
+            "from framing.slicing._registry import DEFAULT_REGISTRY\n"
             "r = Registry(parent=DEFAULT_REGISTRY); r.register(P, 'p')\n"
             "assert loads(dumps(obj, registry=r), registry=r)[13] == P(1)\n"
             "print(sorted(m for m in sys.modules if 'pickle' in m))\n"

@@ -1,13 +1,13 @@
-"""Tests for L{framing.slicing.stream}: a byte string sent as a stream of chunks, and its limit."""
+"""Tests for L{framing.slicing._stream}: a byte string sent as a stream of chunks, and its limit."""
 
 from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Violation
-from framing.errors import BodyTooLarge, KindRefused
-from framing.limits import Limits
-from framing.slicing.stream import stream_close, stream_open, stream_tokens
+from framing._errors import BodyTooLarge, KindRefused
+from framing._limits import Limits
+from framing.slicing._stream import stream_close, stream_open, stream_tokens
 from framing.wire import BYTES, CLOSE, OPEN, PREAMBLE
 
 from .test_slicing import text, token, tokens

@@ -1,4 +1,4 @@
-"""framing.trace: a readable line per token, the same however the stream is chunked, with bounded memory."""
+"""framing._trace: a readable line per token, the same however the stream is chunked, with bounded memory."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import array
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import dumps
-from framing.trace import TokenTracer, trace
+from framing._trace import TokenTracer, trace
 from framing.wire import PREAMBLE
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 import framing
-from framing import errors
+from framing import _errors as errors
 from tests.vectorints import integer, longBareIntegers
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors"

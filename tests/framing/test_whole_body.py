@@ -16,9 +16,9 @@ from unittest import skipIf
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, ProtocolError, dumps
-from framing.errors import TruncatedStream
-from framing.limits import MiB
-from framing.scanner import _FIRST_CAPACITY, WholeBody
+from framing._errors import TruncatedStream
+from framing._limits import MiB
+from framing._scanner import _FIRST_CAPACITY, WholeBody
 from framing.wire import PREAMBLE
 
 from .test_cores import COMPILED, core

@@ -33,7 +33,7 @@ from twisted.internet.task import react
 
 from protocols import bulk, rpc
 from protocols.bulk import BulkOptions, IncomingStream, Stream
-from protocols.bulk.integrity import availableDigests, newHash
+from protocols.bulk._integrity import availableDigests, newHash
 from tests.processes import readUntil, stop
 
 from ..faults.support import ENV, ROOT

@@ -46,8 +46,8 @@ from twisted.protocols import amp
 from zope.interface import directlyProvides, providedBy
 
 from framing.wire import BODY_KINDS, PREAMBLE, decode_header
-from protocols.rpc.broker import Broker, BrokerFactory
-from protocols.rpc.endpoints import connectWith
+from protocols.rpc._broker import Broker, BrokerFactory
+from protocols.rpc._endpoints import connectWith
 
 from ..protocols.rpc.services import Service
 

@@ -17,7 +17,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from framing.bulk.digests import availableDigests, newHash
+from framing.bulk._digests import availableDigests, newHash
 from tests.processes import ClassProcessesCase, readUntil, startPython, stop
 
 HANG = 30.0

@@ -14,8 +14,8 @@ from typing import Any
 
 from twisted.internet.task import deferLater
 
-from framing.rpc.referenceable import Referenceable
-from framing.rpc.signatures import remote
+from framing.rpc._referenceable import Referenceable
+from framing.rpc._signatures import remote
 from protocols.rpc import RemoteReference, currentBroker, serve
 
 LISTEN = "tcp:0:interface=127.0.0.1"

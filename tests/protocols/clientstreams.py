@@ -13,12 +13,12 @@ from typing import Any, Protocol
 
 from twisted.internet.defer import Deferred
 
-from framing.rpc.interfaces import RemoteInterface
-from framing.rpc.referenceable import Referenceable
-from framing.rpc.signatures import remote
-from framing.rpc.streams import DEFAULT_WINDOW
+from framing.rpc._interfaces import RemoteInterface
+from framing.rpc._referenceable import Referenceable
+from framing.rpc._signatures import remote
+from framing.rpc._streams import DEFAULT_WINDOW
 from protocols.rpc import currentBroker, serve
-from protocols.rpc.streams import ObjectStream
+from protocols.rpc._streams import ObjectStream
 
 from .clientrefs import LISTEN
 

@@ -21,11 +21,11 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
-from framing.rpc.referenceable import Referenceable
-from framing.rpc.signatures import remote
-from protocols.rpc.drain import drainBrokers
-from protocols.rpc.endpoints import listenWith, serverFactory
-from protocols.rpc.options import ServerOptions
+from framing.rpc._referenceable import Referenceable
+from framing.rpc._signatures import remote
+from protocols.rpc._drain import drainBrokers
+from protocols.rpc._endpoints import listenWith, serverFactory
+from protocols.rpc._options import ServerOptions
 
 
 class Root(Referenceable):

@@ -7,8 +7,8 @@ import threading
 from typing import Any
 
 from framing import Encoder, Registry
-from framing.rpc.wire import CALL, Message, addMessageTypes
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.rpc._wire import CALL, Message, addMessageTypes
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PING, PREAMBLE, encode_header
 
 HANG = 60.0
@@ -26,7 +26,7 @@ class FloodingServer:
     ever read from it.  Each PING earns a PONG: the client holds its
     replies until its ledger's budget.  Each CALL earns a FAIL and is a
     refusal: the client drops the connection past the refusal rate
-    (L{framing.refusals}), within the first thousand.
+    (L{framing._refusals}), within the first thousand.
     """
 
     def __init__(self, test: Any, calls: bool = False) -> None:

@@ -99,14 +99,14 @@ def same(a: Any, b: Any) -> bool:
 def cancelDropTimers() -> None:
     """
     Cancel the global reactor's timers that abort dropped connections
-    (L{protocols.lifetime}, C{ConnectionConfig.dropGrace}): a synchronous
+    (L{protocols._lifetime}, C{ConnectionConfig.dropGrace}): a synchronous
     test that drops a connection whose protocol has no clock of its own, on
     a transport that never ends it, leaves one, which would fire in (and
     dirty) a later test's reactor.  Add it as a cleanup.
     """
     from twisted.internet import reactor
 
-    from protocols.lifetime import abortLingering
+    from protocols._lifetime import abortLingering
 
     for call in reactor.getDelayedCalls():  # type: ignore[attr-defined]
         if call.func is abortLingering and call.active():

@@ -13,12 +13,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from framing.bulk import IntegrityError
-from framing.bulk.errors import StreamReset
-from framing.bulk.states import ReceiveState
-from framing.rpc.errors import ConnectionLost
-from framing.rpc.limits import CallLimits
+from framing.bulk._errors import StreamReset
+from framing.bulk._states import ReceiveState
+from framing.rpc._errors import ConnectionLost
+from framing.rpc._limits import CallLimits
+from protocols._bulkfiles import Progress, uploadSteps
 from protocols.asynciobulk import AsyncBulkConnection, connect, fileStream
-from protocols.bulkfiles import Progress, uploadSteps
 from protocols.options import ClientOptions
 from tests.protocols.bulkclients import CHUNK, HANG, SIZE, BulkServerCase, digestOf
 

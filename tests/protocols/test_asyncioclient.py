@@ -22,9 +22,9 @@ from twisted.trial.unittest import SynchronousTestCase
 
 import tests.protocols.test_blocking as scripted
 from framing import Limits, ProtocolError, Violation
-from framing.rpc.errors import CallTimedOut, DeadReferenceError, NoSuchMethod, UnexpectedAnswer, describe, noSuchMethod
-from framing.rpc.limits import CallLimits
-from framing.rpc.wire import ANSWER, CALL, CANCEL, FAIL, Message
+from framing.rpc._errors import CallTimedOut, DeadReferenceError, NoSuchMethod, UnexpectedAnswer, describe, noSuchMethod
+from framing.rpc._limits import CallLimits
+from framing.rpc._wire import ANSWER, CALL, CANCEL, FAIL, Message
 from protocols.asyncioclient import AsyncConnection, ConnectionLost, ServerSilent, connect
 from protocols.options import ClientOptions
 from tests.processes import ENV, ROOT
@@ -56,7 +56,7 @@ class NoTwistedTests(SynchronousTestCase):
         )
         self.assertEqual(result.returncode, 0, result.stderr)
         modules = json.loads(result.stdout)
-        self.assertIn("framing.rpc.session", modules)
+        self.assertIn("framing.rpc._session", modules)
         self.assertEqual([name for name in modules if name == "twisted" or name.startswith("twisted.")], [])
 
 

@@ -19,10 +19,10 @@ import time
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Limits
-from framing.refusals import TooManyRefusals
-from framing.rpc.errors import CallTimedOut, DeadReferenceError
-from framing.rpc.limits import CallLimits
-from framing.rpc.session import UNSENT
+from framing._refusals import TooManyRefusals
+from framing.rpc._errors import CallTimedOut, DeadReferenceError
+from framing.rpc._limits import CallLimits
+from framing.rpc._session import UNSENT
 from protocols.asyncioclient import AsyncConnection, connect
 from protocols.options import ClientOptions
 from tests.protocols.flooding import HANG, FloodingServer
@@ -100,7 +100,7 @@ class FloodTests(SynchronousTestCase):
         """
         A server that floods calls to nothing (each a refusal, owed a FAIL it
         never reads) is dropped past the refusal rate
-        (L{framing.refusals.TooManyRefusals}), long before the call's own
+        (L{framing._refusals.TooManyRefusals}), long before the call's own
         timeout and before the buffer nears the budget.  (Before: the FAILs
         filled the write buffer up to the 64 MiB budget, the call waited for
         its timeout: the hostile-server catalogue's full flood x asyncio row,

@@ -12,10 +12,10 @@ import subprocess
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from framing.rpc.errors import DeadReferenceError, NoSuchMethod, RemoteViolation
-from framing.rpc.limits import CallLimits
-from framing.rpc.referenceable import Referenceable
-from framing.rpc.signatures import remote
+from framing.rpc._errors import DeadReferenceError, NoSuchMethod, RemoteViolation
+from framing.rpc._limits import CallLimits
+from framing.rpc._referenceable import Referenceable
+from framing.rpc._signatures import remote
 from protocols.asyncioclient import AsyncReference, connect
 from protocols.kv import KeyNotFound
 from protocols.options import ClientOptions

@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from framing import Violation
+from framing._errors import PeerError
 from framing.bulk import NoSuchFile
-from framing.errors import PeerError
 from framing.login import ClientCertificate, LoginRefused, Password, Token
-from framing.login.urls import KeyMismatch, ObjectURL
-from framing.rpc.errors import ClosedBeforePreamble, ConnectionLost, NoSuchMethod
+from framing.login._urls import KeyMismatch, ObjectURL
+from framing.rpc._errors import ClosedBeforePreamble, ConnectionLost, NoSuchMethod
 from protocols import asynciobulk
 from protocols.asyncioclient import AsyncConnection, AsyncTypedReference, connect, connectURL, tlsContext
-from protocols.auth.tokens import newToken
+from protocols.auth._tokens import newToken
 from protocols.kv import IKeyValue
 from protocols.options import ClientOptions
 from tests.protocols import test_blocking_logins as blocking

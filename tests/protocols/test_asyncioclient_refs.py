@@ -16,10 +16,10 @@ from typing import Any
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
-from framing.rpc.errors import DeadReferenceError
-from framing.rpc.limits import CallLimits
-from framing.rpc.referenceable import Referenceable
-from framing.rpc.signatures import remote
+from framing.rpc._errors import DeadReferenceError
+from framing.rpc._limits import CallLimits
+from framing.rpc._referenceable import Referenceable
+from framing.rpc._signatures import remote
 from protocols.asyncioclient import AsyncConnection, AsyncReference, connect
 from protocols.options import ClientOptions
 

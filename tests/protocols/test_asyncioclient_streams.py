@@ -18,9 +18,9 @@ from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
 from framing import Violation
-from framing.rpc.clientstreams import StreamArgumentRefused
-from framing.rpc.errors import CallTimedOut, ConnectionLost, DeadlineExceeded, RemoteError
-from framing.rpc.limits import CallLimits
+from framing.rpc._clientstreams import StreamArgumentRefused
+from framing.rpc._errors import CallTimedOut, ConnectionLost, DeadlineExceeded, RemoteError
+from framing.rpc._limits import CallLimits
 from protocols.asyncioclient import AsyncConnection, AsyncStream, ServerSilent, callContext, connect
 from protocols.options import ClientOptions
 

@@ -15,15 +15,15 @@ from twisted.logger import Logger
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from framing import Limits, dumps
-from framing.bulk.wire import dataFramePieces
+from framing.bulk._wire import dataFramePieces
 from framing.wire import PREAMBLE
 from protocols import CoalescingTransport, TokenProtocol, rpc
+from protocols._guard import GuardPolicy, guard
+from protocols._sockets import queuedIn
 from protocols.bulk import BulkOptions, FlowControlError
 from protocols.echo import EchoClient, EchoServer
-from protocols.guard import GuardPolicy, guard
 from protocols.rpc import Broker
-from protocols.rpc.endpoints import connectWith
-from protocols.sockets import queuedIn
+from protocols.rpc._endpoints import connectWith
 from protocols.testing import MemoryTransport, connectedPair, loopbackTCP
 
 from .bulk.support import SlowConsumer, Store, payload

@@ -1,4 +1,4 @@
-"""Tests for protocols.base.TokenProtocol: delivery, refusal, write counts, failure and flow control."""
+"""Tests for protocols._base.TokenProtocol: delivery, refusal, write counts, failure and flow control."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
 from framing import Decoder, EncodingError, Limits, ProtocolError, Violation, dumps
-from framing.bulk.errors import FlowControlError, StreamIdReused
-from framing.decoder import DECODING
-from framing.errors import Aborted, BodyTooLarge, BufferLimitExceeded, MalformedHeader, PeerError, error_token_text
-from framing.ledger import Ledger, LedgerPool
-from framing.rpc.errors import UnexpectedAnswer
+from framing._decoder import DECODING
+from framing._errors import Aborted, BodyTooLarge, BufferLimitExceeded, MalformedHeader, PeerError, error_token_text
+from framing._ledger import Ledger, LedgerPool
+from framing.bulk._errors import FlowControlError, StreamIdReused
+from framing.rpc._errors import UnexpectedAnswer
 from framing.wire import BYTES, CLOSE, ERROR, OPEN, PING, PONG, PREAMBLE, encode_header
 from protocols import CoalescingTransport, TokenProtocol
 from protocols.testing import MemoryPair, RecordingTransport, connectedPair

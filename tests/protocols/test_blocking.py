@@ -21,7 +21,7 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder, Registry
-from framing.rpc.errors import (
+from framing.rpc._errors import (
     NO_SUCH_OBJECT,
     VIOLATION,
     CallTimedOut,
@@ -31,8 +31,8 @@ from framing.rpc.errors import (
     describe,
     noSuchMethod,
 )
-from framing.rpc.limits import CallLimits
-from framing.rpc.wire import (
+from framing.rpc._limits import CallLimits
+from framing.rpc._wire import (
     ANSWER,
     CALL,
     CANCEL,
@@ -42,7 +42,7 @@ from framing.rpc.wire import (
     Message,
     addMessageTypes,
 )
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PONG, PREAMBLE, encode_header
 from protocols.blocking import ConnectionLost, ServerSilent, connect, parseAddress
 from protocols.options import ClientOptions
@@ -157,15 +157,15 @@ class NoTwistedTests(SynchronousTestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         modules = json.loads(result.stdout)
         self.assertIn("protocols.blocking", modules)
-        self.assertIn("framing.rpc.calltable", modules)
-        self.assertIn("framing.bulk.streams", modules)
+        self.assertIn("framing.rpc._calltable", modules)
+        self.assertIn("framing.bulk._streams", modules)
         self.assertEqual([name for name in modules if name == "twisted" or name.startswith("twisted.")], [])
 
     def test_protocolsNamesStillThere(self) -> None:
         """protocols' public names still resolve, loaded when asked for."""
         import protocols
-        from protocols.base import TokenProtocol
-        from protocols.coalescing import CoalescingTransport
+        from protocols._base import TokenProtocol
+        from protocols._coalescing import CoalescingTransport
 
         self.assertIs(protocols.TokenProtocol, TokenProtocol)
         self.assertIs(protocols.CoalescingTransport, CoalescingTransport)

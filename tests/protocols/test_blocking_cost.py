@@ -11,18 +11,18 @@ from unittest import skipIf
 
 from twisted.trial.unittest import SynchronousTestCase
 
-import framing.rpc.calltable
-import framing.rpc.session
+import framing.rpc._calltable
+import framing.rpc._session
 import protocols.blocking
 from framing import Decoder, Encoder, Registry
-from framing.rpc.wire import ANSWER, CALL, ROOT_ID, Message, addMessageTypes
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.rpc._wire import ANSWER, CALL, ROOT_ID, Message, addMessageTypes
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 from protocols.blocking import BlockingConnection
 
 from ..framing.test_cores import COMPILED, needs_compiled
 
-CLIENT_FILES = tuple(module.__file__ for module in (protocols.blocking, framing.rpc.session, framing.rpc.calltable))
+CLIENT_FILES = tuple(module.__file__ for module in (protocols.blocking, framing.rpc._session, framing.rpc._calltable))
 """The client's own modules: what a call runs in them is the blocking client's cost, the decoder's apart."""
 
 MOST_CALLS = 28

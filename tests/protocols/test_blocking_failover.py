@@ -9,9 +9,9 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.rpc.addresses import PICK_FIRST, ROUND_ROBIN, AddressState, NoAddressReady
-from framing.rpc.errors import ConnectionLost, ServerSilent
-from framing.rpc.limits import CallLimits
+from framing.rpc._addresses import PICK_FIRST, ROUND_ROBIN, AddressState, NoAddressReady
+from framing.rpc._errors import ConnectionLost, ServerSilent
+from framing.rpc._limits import CallLimits
 from protocols.blocking import BlockingFailover, callContext, connect
 from protocols.options import ClientOptions
 from tests.processes import figure

@@ -19,11 +19,11 @@ import time
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Limits
-from framing.decoder import DECODING
-from framing.refusals import TooManyRefusals
-from framing.rpc.errors import CallTimedOut, ConnectionOverBudget, DeadReferenceError
-from framing.rpc.limits import CallLimits
-from framing.rpc.session import UNSENT
+from framing._decoder import DECODING
+from framing._refusals import TooManyRefusals
+from framing.rpc._errors import CallTimedOut, ConnectionOverBudget, DeadReferenceError
+from framing.rpc._limits import CallLimits
+from framing.rpc._session import UNSENT
 from protocols.blocking import BlockingConnection, connect
 from protocols.options import ClientOptions
 from tests.protocols.flooding import FloodingServer
@@ -104,7 +104,7 @@ class FloodTests(SynchronousTestCase):
         """
         A server that floods calls to nothing (each a refusal, owed a FAIL it
         never reads) is dropped past the refusal rate
-        (L{framing.refusals.TooManyRefusals}), long before the call's own
+        (L{framing._refusals.TooManyRefusals}), long before the call's own
         timeout: the call fails with it, nothing is left in the outbox.
         (Before: the call waited for its timeout while the FAILs piled up.)
         """

@@ -11,10 +11,10 @@ import subprocess
 import threading
 from typing import Any
 
-from framing.rpc.errors import DeadReferenceError, NoSuchMethod, RemoteViolation
-from framing.rpc.limits import CallLimits
-from framing.rpc.referenceable import Referenceable
-from framing.rpc.signatures import remote
+from framing.rpc._errors import DeadReferenceError, NoSuchMethod, RemoteViolation
+from framing.rpc._limits import CallLimits
+from framing.rpc._referenceable import Referenceable
+from framing.rpc._signatures import remote
 from protocols.blocking import BlockingConnection, connect
 from protocols.kv import KeyNotFound
 from protocols.options import ClientOptions

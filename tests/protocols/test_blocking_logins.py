@@ -3,7 +3,7 @@
 One server per class (examples/kv_server.py with users and tokens over
 TCP, with client certificates over TLS; C{twist chunkwire-kv --names} for
 an object URL), several cases each.  Listed in dev.py's PROCESS_TESTS (compiled core
-only).  The certificates come from L{protocols.auth.authority}'s
+only).  The certificates come from L{protocols.auth._authority}'s
 CertificateAuthority, as chunkwire-cert makes them.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from framing import Violation
+from framing._errors import PeerError
 from framing.bulk import NoSuchFile
-from framing.errors import PeerError
 from framing.login import (
     ClientCertificate,
     LoginRefused,
@@ -25,14 +25,14 @@ from framing.login import (
     Token,
     UnsupportedCredentials,
 )
-from framing.login.scram import MIN_ITERATIONS
-from framing.login.urls import InvalidURL, KeyMismatch, ObjectURL
-from framing.rpc.errors import ClosedBeforePreamble, DeadReferenceError
-from framing.rpc.limits import CallLimits
+from framing.login._scram import MIN_ITERATIONS
+from framing.login._urls import InvalidURL, KeyMismatch, ObjectURL
+from framing.rpc._errors import ClosedBeforePreamble, DeadReferenceError
+from framing.rpc._limits import CallLimits
 from protocols import blockingbulk
-from protocols.auth.authority import CertificateAuthority
-from protocols.auth.tokens import addToken, newToken
-from protocols.auth.users import addUser
+from protocols.auth._authority import CertificateAuthority
+from protocols.auth._tokens import addToken, newToken
+from protocols.auth._users import addUser
 from protocols.blocking import BlockingConnection, ConnectionLost, connect, connectURL, tlsContext
 from protocols.kv import IKeyValue
 from protocols.options import ClientOptions

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.rpc.errors import ConnectionLost
+from framing.rpc._errors import ConnectionLost
 from protocols.blocking import BlockingConnection
 from protocols.options import ClientOptions
 

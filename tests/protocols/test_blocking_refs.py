@@ -15,8 +15,8 @@ from typing import Any
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
-from framing.rpc.errors import DeadReferenceError, NoSuchMethod
-from framing.rpc.limits import CallLimits
+from framing.rpc._errors import DeadReferenceError, NoSuchMethod
+from framing.rpc._limits import CallLimits
 from protocols.blocking import BlockingReference, connect
 from protocols.options import ClientOptions
 

@@ -3,7 +3,7 @@
 The interface (L{tests.framing.sampleinterface.ICounter}) is declared
 without Twisted; its hints are checked here before anything is sent, and
 its results on arrival, by the same sans-IO checks the Twisted client's
-proxy makes (L{framing.rpc.interfaces}).
+proxy makes (L{framing.rpc._interfaces}).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder, Violation
 from framing.login import LoginBroken, Token
-from framing.login.wire import ACCEPTED, PRE_LOGIN_LIMITS, TOKEN, LoginMessage, loginRegistry
-from framing.rpc.errors import NoSuchMethod
-from framing.rpc.wire import ANSWER, CALL, Message
+from framing.login._wire import ACCEPTED, PRE_LOGIN_LIMITS, TOKEN, LoginMessage, loginRegistry
+from framing.rpc._errors import NoSuchMethod
+from framing.rpc._wire import ANSWER, CALL, Message
 from protocols.blocking import (
     BlockingReference,
     BlockingTypedReference,

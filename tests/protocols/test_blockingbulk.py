@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from framing.bulk import IntegrityError, NoSuchFile
-from framing.rpc.errors import ConnectionLost
-from framing.rpc.limits import CallLimits
+from framing.rpc._errors import ConnectionLost
+from framing.rpc._limits import CallLimits
 from protocols.blockingbulk import BlockingBulkConnection, FileTransfer, connect, fetchFile, fileStream, sendFile
 from protocols.options import ClientOptions
 from tests.examples.cli import address, clientRun

@@ -11,11 +11,10 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.bulk.digests import NEGOTIATED
-from framing.bulk.fileerrors import UploadBusy
-from protocols import bulkfiles
-from protocols.bulk.files import Assembly
-from protocols.bulkfiles import (
+from framing.bulk._digests import NEGOTIATED
+from framing.bulk._fileerrors import UploadBusy
+from protocols import _bulkfiles as bulkfiles
+from protocols._bulkfiles import (
     Call,
     FileHash,
     FileSource,
@@ -29,6 +28,7 @@ from protocols.bulkfiles import (
     fileStream,
     uploadSteps,
 )
+from protocols.bulk._files import Assembly
 
 SIZE = 100_000
 
@@ -206,7 +206,7 @@ class FileSourceTests(SynchronousTestCase):
 
 
 class ReadsCounted(SimpleNamespace):
-    """C{os} as L{protocols.bulkfiles} sees it, each C{pread} and C{preadv} recorded as C{(offset, length)}."""
+    """C{os} as L{protocols._bulkfiles} sees it, each C{pread} and C{preadv} recorded as C{(offset, length)}."""
 
     def __init__(self) -> None:
         super().__init__(**{name: getattr(os, name) for name in dir(os) if not name.startswith("__")})

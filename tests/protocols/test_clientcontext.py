@@ -1,4 +1,4 @@
-"""Deadlines and metadata in the clients without Twisted (L{protocols.clientcontext}), against the real Twisted server.
+"""Deadlines and metadata in the clients without Twisted (L{protocols._clientcontext}), against the real Twisted server.
 
 The server (L{Timed}) runs in the test's reactor on loopback; the blocking
 client runs in a thread of the reactor's pool, the asyncio client on a loop
@@ -21,13 +21,13 @@ from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 import tests.protocols.test_blocking as scripted
-from framing.rpc.context import Scope
-from framing.rpc.errors import CallTimedOut, DeadlineExceeded
-from framing.rpc.referenceable import Referenceable
-from framing.rpc.signatures import remote
-from framing.rpc.wire import ANSWER, CALL, CANCEL, NO_ANSWER, Message
+from framing.rpc._context import Scope
+from framing.rpc._errors import CallTimedOut, DeadlineExceeded
+from framing.rpc._referenceable import Referenceable
+from framing.rpc._signatures import remote
+from framing.rpc._wire import ANSWER, CALL, CANCEL, NO_ANSWER, Message
 from protocols import asyncioclient, blocking
-from protocols.clientcontext import callContext, itemBound, sentWith
+from protocols._clientcontext import callContext, itemBound, sentWith
 from protocols.options import ClientOptions
 from protocols.rpc import RemoteReference, currentCall
 
@@ -379,7 +379,7 @@ class ScriptedTests(SynchronousTestCase):
 
 
 class SentWithTests(SynchronousTestCase):
-    """The clients' one rule of what a call in a callContext carries (L{protocols.clientcontext.sentWith})."""
+    """The clients' one rule of what a call in a callContext carries (L{protocols._clientcontext.sentWith})."""
 
     def test_plain(self) -> None:
         """Outside a callContext: no time left, no milliseconds, no metadata."""

@@ -1,4 +1,4 @@
-"""Tests for protocols.coalescing.CoalescingTransport: what reaches the wrapped transport, and when."""
+"""Tests for protocols._coalescing.CoalescingTransport: what reaches the wrapped transport, and when."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
-from framing.blocks import LARGE_PIECE
+from framing._blocks import LARGE_PIECE
 from protocols import CoalescingTransport
 from protocols.testing import MemoryTransport, RecordingTransport
 

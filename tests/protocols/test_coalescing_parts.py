@@ -15,13 +15,15 @@ from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
 import protocols
-from protocols import CoalescingTransport, coalescing, sockets
-from protocols.forwarding import Forwarded
-from protocols.outlet import Outlet
-from protocols.readgate import ReadGate
-from protocols.streamqueue import StreamQueue
+from protocols import CoalescingTransport
+from protocols import _coalescing as coalescing
+from protocols import _sockets as sockets
+from protocols._forwarding import Forwarded
+from protocols._outlet import Outlet
+from protocols._readgate import ReadGate
+from protocols._streamqueue import StreamQueue
+from protocols._writegate import PULL, WriteGate
 from protocols.testing import RecordingTransport
-from protocols.writegate import PULL, WriteGate
 
 from .test_coalescing import Producer
 
@@ -420,7 +422,7 @@ def socketConnection(limit: int, **state: Any) -> Any:
 
 
 class SocketsTests(SynchronousTestCase):
-    """What chunkwire knows of Twisted's socket connections, as public names of protocols.sockets."""
+    """What chunkwire knows of Twisted's socket connections, as public names of protocols._sockets."""
 
     def test_sendNowReturnsTheRest(self) -> None:
         """What the socket did not take comes back, starting inside the block it stopped in."""
@@ -474,7 +476,7 @@ class SocketsTests(SynchronousTestCase):
         self.assertEqual(sockets.ownBufferSize(object()), 0)
 
     def test_setNoDelayStillImportableFromCoalescing(self) -> None:
-        """protocols.coalescing.setNoDelay is the same function as protocols.sockets.setNoDelay."""
+        """protocols._coalescing.setNoDelay is the same function as protocols._sockets.setNoDelay."""
         self.assertIs(coalescing.setNoDelay, sockets.setNoDelay)
 
 
@@ -527,7 +529,7 @@ class HotPathTests(SynchronousTestCase):
     def test_directSendCalls(self) -> None:
         """
         On a socket connection of Twisted's own with nothing waiting, a held message reaches the socket in one
-        send, and the one call into protocols.sockets both decides that it may and sends.
+        send, and the one call into protocols._sockets both decides that it may and sends.
         """
         connection = socketConnection(1 << 20)
         transport = CoalescingTransport(connection)

@@ -1,4 +1,4 @@
-"""protocols.deadline: a client connection is connected, hears the peer and logs in within its timeout, or fails."""
+"""protocols._deadline: a client connection is connected, hears the peer and logs in within its timeout, or fails."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing.wire import PREAMBLE
 from protocols import rpc
-from protocols.deadline import ConnectTimeout, DeadlineEndpoint
+from protocols._deadline import ConnectTimeout, DeadlineEndpoint
 from protocols.echo import EchoClient, EchoFactory
 
 from .helpers import cancelDropTimers

@@ -9,10 +9,10 @@ from twisted.logger import Logger, formatEvent
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import ProtocolError
-from framing.errors import PeerError
-from framing.refusals import MAX_REFUSALS, TooManyRefusals
+from framing._errors import PeerError
+from framing._refusals import MAX_REFUSALS, TooManyRefusals
 from protocols import TokenProtocol
-from protocols.config import DROP_GRACE
+from protocols._config import DROP_GRACE
 from protocols.testing import BrokerPair, brokerPair, connectedPair
 
 from .rpc.services import Service

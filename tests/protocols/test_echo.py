@@ -23,7 +23,7 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from framing import Decoder, Limits, Violation
-from framing.errors import PeerError
+from framing._errors import PeerError
 from protocols.echo import EchoClient, EchoRefused, EchoServer, connect, serverFactory
 from protocols.testing import (
     SelfSignedCertificate,

@@ -11,7 +11,7 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
-from framing.rpc.errors import DeadReferenceError
+from framing.rpc._errors import DeadReferenceError
 from protocols import rpc
 from tests.processes import reservePort
 

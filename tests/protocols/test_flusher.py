@@ -1,4 +1,4 @@
-"""Tests for L{protocols.flusher}: a flush is one write, waits behind a stream, settles the send account."""
+"""Tests for L{protocols._flusher}: a flush is one write, waits behind a stream, settles the send account."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import BlockBuffer
-from framing.ledger import Ledger
+from framing._ledger import Ledger
 from protocols import CoalescingTransport
-from protocols.flusher import SEND_ACCOUNT, UNWATCHED, Flusher
-from protocols.outlet import Outlet
-from protocols.readgate import ReadGate
-from protocols.streamqueue import StreamQueue
-from protocols.writegate import WriteGate
+from protocols._flusher import SEND_ACCOUNT, UNWATCHED, Flusher
+from protocols._outlet import Outlet
+from protocols._readgate import ReadGate
+from protocols._streamqueue import StreamQueue
+from protocols._writegate import WriteGate
 
 from .test_coalescing_parts import newGate
 

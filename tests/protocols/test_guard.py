@@ -1,4 +1,4 @@
-"""protocols.guard: preamble, stall, keepalive and idle timeouts and the connection cap, on a fake clock."""
+"""protocols._guard: preamble, stall, keepalive and idle timeouts and the connection cap, on a fake clock."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from framing import dumps
 from framing.wire import BYTES, OPEN, PING, PONG, PREAMBLE, encode_header
 from protocols import rpc
+from protocols._guard import ConnectionCounter, GuardedFactory, GuardError, GuardPolicy, guard
 from protocols.echo import EchoServer
-from protocols.guard import ConnectionCounter, GuardedFactory, GuardError, GuardPolicy, guard
 
 from .helpers import cancelDropTimers, pytestTest, tokenBytes, trialTest
 

@@ -10,8 +10,8 @@ from twisted.internet.testing import StringTransport
 from twisted.logger import Logger, formatEvent
 from twisted.trial.unittest import SynchronousTestCase
 
+from protocols._guard import ConnectionCounter, GuardPolicy, addGuardArguments, guard, policyFromArguments
 from protocols.echo import EchoServer
-from protocols.guard import ConnectionCounter, GuardPolicy, addGuardArguments, guard, policyFromArguments
 
 from .helpers import cancelDropTimers
 

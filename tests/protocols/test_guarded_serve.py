@@ -11,8 +11,8 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing.wire import PREAMBLE
 from protocols import bulk, rpc
-from protocols.guard import DEFAULT_GUARD, GuardedFactory, GuardError, GuardPolicy
-from protocols.rpc.options import ServerOptions
+from protocols._guard import DEFAULT_GUARD, GuardedFactory, GuardError, GuardPolicy
+from protocols.rpc._options import ServerOptions
 from tests.processes import ROOT
 
 PEER = IPv4Address("TCP", "192.0.2.7", 40000)

@@ -1,10 +1,10 @@
-"""Tests for L{protocols.heldinput}: what a paused connection keeps comes back in arrival order, counted."""
+"""Tests for L{protocols._heldinput}: what a paused connection keeps comes back in arrival order, counted."""
 
 from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.heldinput import NOTHING_HELD, HeldInput
+from protocols._heldinput import NOTHING_HELD, HeldInput
 
 
 class HeldInputTests(SynchronousTestCase):

@@ -1,4 +1,4 @@
-"""How a connection ends (L{protocols.lifetime}): dropped for a protocol error, then freed without the collector."""
+"""How a connection ends (L{protocols._lifetime}): dropped for a protocol error, then freed without the collector."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.errors import MalformedHeader, PeerError, error_token_text
+from framing._errors import MalformedHeader, PeerError, error_token_text
 from framing.wire import ERROR, encode_header
-from protocols.lifetime import MAX_ERROR_MESSAGE, abortLingering, breakCycles, dropConnection
+from protocols._lifetime import MAX_ERROR_MESSAGE, abortLingering, breakCycles, dropConnection
 
 
 class Transport:

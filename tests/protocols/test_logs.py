@@ -1,4 +1,4 @@
-"""Tests for protocols.logs: peer text escaped in log lines, and refusals logged and counted at a bounded rate."""
+"""Tests for protocols._logs: peer text escaped in log lines, and refusals logged and counted at a bounded rate."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing.wire import ERROR, PREAMBLE, SIMPLE, encode_header
 from protocols import TokenProtocol
-from protocols.logs import LogPolicy, RefusalLog, escape
+from protocols._logs import LogPolicy, RefusalLog, escape
 from protocols.testing import connectedPair
 
 

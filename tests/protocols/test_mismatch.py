@@ -12,7 +12,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from framing import Decoder
 from framing.wire import PREAMBLE
 from protocols import echo
-from protocols.mismatch import ClosedBeforePreamble, NotTLS, TLSHandshakeFailed, diagnoseLoss
+from protocols._mismatch import ClosedBeforePreamble, NotTLS, TLSHandshakeFailed, diagnoseLoss
 from protocols.testing import SelfSignedCertificate
 
 from .helpers import pytestTest, trialTest

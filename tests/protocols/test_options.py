@@ -17,14 +17,14 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Limits
 from framing.login import Password
-from framing.rpc.addresses import Backoff
-from framing.rpc.errors import TooManyPendingCalls
-from framing.rpc.limits import CallLimits
-from framing.rpc.wire import ANSWER, CALL, NO_ANSWER, Message
+from framing.rpc._addresses import Backoff
+from framing.rpc._errors import TooManyPendingCalls
+from framing.rpc._limits import CallLimits
+from framing.rpc._wire import ANSWER, CALL, NO_ANSWER, Message
 from protocols import asyncioclient, blocking
-from protocols.clientcontext import callContext
+from protocols._clientcontext import callContext
 from protocols.options import ClientOptions
-from protocols.rpc.interceptors import CallInterceptor
+from protocols.rpc._interceptors import CallInterceptor
 from tests.protocols.test_blocking import HANG, ScriptedPeer, ScriptedServer
 
 

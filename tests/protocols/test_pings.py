@@ -1,4 +1,4 @@
-"""Tests for L{protocols.pings}: PINGs answered in one write, round trips timed, unanswered pings failed at the end."""
+"""Tests for L{protocols._pings}: PINGs answered in one write, round trips timed, unanswered pings failed at the end."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Ping, Pong
 from framing.wire import PING, PONG, encode_header
-from protocols.pings import Pings
+from protocols._pings import Pings
 
 
 class PingsTests(SynchronousTestCase):

@@ -1,4 +1,4 @@
-"""Files in one directory by descriptor, never through a link (L{protocols.places}), on a real temporary directory."""
+"""Files in one directory by descriptor, never through a link (L{protocols._places}), on a real temporary directory."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from twisted.trial.unittest import SkipTest, SynchronousTestCase
 
-from protocols.places import Directory, NotRegular, UnsafeDirectory, lockFile
+from protocols._places import Directory, NotRegular, UnsafeDirectory, lockFile
 
 
 class DirectoryTests(SynchronousTestCase):

@@ -11,12 +11,12 @@ from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
 from framing import Decoder, EncodingError, Limits, Registry, Violation, dumps
-from framing.outgoing import Outgoing
-from framing.slicing.interfaces import ISlicer
+from framing._outgoing import Outgoing
+from framing.slicing._interfaces import ISlicer
 from framing.wire import PING, PONG, PREAMBLE, encode_header
 from protocols import TokenProtocol
-from protocols.config import ConnectionConfig
-from protocols.interfaces import IConnectionObserver, IObjectReceiver, IObjectSender
+from protocols._config import ConnectionConfig
+from protocols._interfaces import IConnectionObserver, IObjectReceiver, IObjectSender
 from protocols.testing import RecordingTransport, connectedPair
 
 from .helpers import cancelDropTimers, tokenBytes

@@ -1,4 +1,4 @@
-"""The sidecar of a partial file (L{protocols.sidecars}): ranges held, and with a key, nobody else's edits."""
+"""The sidecar of a partial file (L{protocols._sidecars}): ranges held, and with a key, nobody else's edits."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.bulk.ranges import RangeSet
-from protocols.places import Directory
-from protocols.sidecars import (
+from framing.bulk._ranges import RangeSet
+from protocols._places import Directory
+from protocols._sidecars import (
     KEY_BYTES,
     KEYED,
     PLAIN,

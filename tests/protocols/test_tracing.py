@@ -1,4 +1,4 @@
-"""Tests for L{protocols.tracing}: every token sent and received is logged once, whole, with its peer."""
+"""Tests for L{protocols._tracing}: every token sent and received is logged once, whole, with its peer."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import dumps
 from framing.wire import PREAMBLE
-from protocols.tracing import TracingWriter, peerName, startTracing
+from protocols._tracing import TracingWriter, peerName, startTracing
 
 
 class Holder:

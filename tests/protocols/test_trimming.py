@@ -11,9 +11,9 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing.wire import PREAMBLE
-from protocols import trimming
-from protocols.base import TokenProtocol
-from protocols.trimming import TRIM_AFTER_PEAK, Trimmer
+from protocols import _trimming as trimming
+from protocols._base import TokenProtocol
+from protocols._trimming import TRIM_AFTER_PEAK, Trimmer
 
 DEADLINE = 60.0
 """Seconds a trim may take to happen on its thread: only a hang misses it."""

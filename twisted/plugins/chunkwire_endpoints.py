@@ -5,7 +5,7 @@
 
 This file lives in C{twisted/plugins/} so that C{serverFromString} (and so
 C{twist ... --listen}) finds it; it only names the parser, the code is in
-L{protocols.auth.tlsendpoints}, imported on first use so that listing
+L{protocols.auth._tlsendpoints}, imported on first use so that listing
 plugins stays cheap.
 """
 
@@ -25,7 +25,7 @@ class _TLSServerParser:
     prefix = "chunkwire-tls"
 
     def parseStreamServer(self, reactor: Any, *args: str, **kwargs: str) -> Any:
-        from protocols.auth.tlsendpoints import tlsServerFromArguments
+        from protocols.auth._tlsendpoints import tlsServerFromArguments
 
         return tlsServerFromArguments(reactor, args, kwargs)
 

@@ -44,7 +44,7 @@ from zope.interface import implementer
 
 class _ArgumentTable:
     """
-    Takes the C{add_argument} calls of L{protocols.guard.addGuardArguments}
+    Takes the C{add_argument} calls of L{protocols._guard.addGuardArguments}
     (written for argparse) as C{usage.Options} parameter rows, so that the
     plugins and the example servers offer the same guard options.
     """
@@ -62,16 +62,16 @@ class _ArgumentTable:
 
 
 class _GuardOptions(usage.Options):
-    """The guard's timeouts and caps (see protocols.guard.GuardPolicy), as every chunkwire service takes them."""
+    """The guard's timeouts and caps (see protocols._guard.GuardPolicy), as every chunkwire service takes them."""
 
-    # Filled on first use: importing protocols.guard here would slow down every twist command's plugin scan.
+    # Filled on first use: importing protocols._guard here would slow down every twist command's plugin scan.
     optParameters: list[list[Any]] = []
     # Each option's GuardPolicy field (its argparse dest): "preamble-timeout" -> "preambleTimeout".
     _dests: dict[str, str] = {}
 
     def __init__(self) -> None:
         if not _GuardOptions.optParameters:
-            from protocols.guard import addGuardArguments
+            from protocols._guard import addGuardArguments
 
             table = _ArgumentTable()
             addGuardArguments(table)
@@ -80,10 +80,10 @@ class _GuardOptions(usage.Options):
         super().__init__()
 
     def policy(self) -> Any:
-        """The L{protocols.guard.GuardPolicy} these options describe."""
+        """The L{protocols._guard.GuardPolicy} these options describe."""
         from types import SimpleNamespace
 
-        from protocols.guard import policyFromArguments
+        from protocols._guard import policyFromArguments
 
         return policyFromArguments(SimpleNamespace(**{dest: self[name] for name, dest in self._dests.items()}))
 
@@ -173,7 +173,7 @@ class _Options(_GuardOptions):
     def postOptions(self) -> None:
         if not self["listen"]:
             self["listen"] = [self.defaultListen]
-        from protocols.proxyheader import BadEndpointDescription, serverEndpoint
+        from protocols._proxyheader import BadEndpointDescription, serverEndpoint
 
         for description in self["listen"]:
             try:
@@ -187,14 +187,14 @@ class _Options(_GuardOptions):
             raise usage.UsageError(f"--workers is at least 1, not {self['workers']}")
         if self["metrics"] is not None and self["workers"] > 1 and "{worker}" not in self["metrics"]:
             raise usage.UsageError("with --workers, --metrics needs {worker} in it: each worker serves its own")
-        from protocols.proxyheader import TrustedProxies
+        from protocols._proxyheader import TrustedProxies
 
         try:
             self["trusted"] = TrustedProxies.parse(self["trusted-proxy"])
         except ValueError as error:
             raise usage.UsageError(f"--trusted-proxy: {error}") from None
         if self["workers"] > 1:
-            from protocols.serving.workers import _split
+            from protocols.serving._workers import _split
 
             try:
                 for description in self["listen"]:
@@ -247,7 +247,7 @@ class _LoginOptions(_Options):
 
     def postOptions(self) -> None:
         super().postOptions()
-        from protocols.auth.secretfiles import SecretFileError
+        from protocols.auth._secretfiles import SecretFileError
 
         try:
             self.portal(None)
@@ -255,7 +255,7 @@ class _LoginOptions(_Options):
             raise usage.UsageError(str(error)) from None
         if self["client-ca"] is not None and not self["adopt"]:
             # (A worker's TLS listeners come with --adopt, which names the CAs: its --listen is the default.)
-            from protocols.auth.realms import listenDescriptions
+            from protocols.auth._realms import listenDescriptions
 
             try:
                 listenDescriptions(self["listen"], self["client-ca"])
@@ -263,8 +263,8 @@ class _LoginOptions(_Options):
                 raise usage.UsageError(str(error)) from None
 
     def logins(self) -> Any:
-        """The L{protocols.auth.realms.ServiceLogins} these options describe."""
-        from protocols.auth.realms import ServiceLogins
+        """The L{protocols.auth._realms.ServiceLogins} these options describe."""
+        from protocols.auth._realms import ServiceLogins
 
         return ServiceLogins(self["users"], self["client-ca"], self["tokens"], self["throttle-db"])
 
@@ -378,8 +378,8 @@ class KeyValueOptions(_LoginOptions):
             return
         if self["client-ca"] is not None or self["workers"] > 1:
             raise usage.UsageError("--names goes with neither --client-ca nor --workers")
-        from protocols.auth.names import NameTable
-        from protocols.auth.publishing import URLPublishing, hintsFor
+        from protocols.auth._names import NameTable
+        from protocols.auth._publishing import URLPublishing, hintsFor
 
         names = self["names"]
         try:
@@ -398,7 +398,7 @@ class KeyValueOptions(_LoginOptions):
             raise usage.UsageError(f"--names: {error}") from None
 
     def logins(self) -> Any:
-        """The L{protocols.auth.realms.ServiceLogins} these options describe, --names included."""
+        """The L{protocols.auth._realms.ServiceLogins} these options describe, --names included."""
         from dataclasses import replace
 
         return replace(super().logins(), names=self["names"])
@@ -451,7 +451,7 @@ class BulkServiceOptions(_LoginOptions):
         "[--trace] [guard options]"
     )
     longdesc = (
-        "Run chunkwire's bulk-transfer service (protocols.bulk.files.BulkService): clients upload, download "
+        "Run chunkwire's bulk-transfer service (protocols.bulk._files.BulkService): clients upload, download "
         "and list the files of one directory, resumably and striped over several connections if they like "
         "(examples/bulk_client.py is such a client).  Every file is checked end to end (BLAKE3 when both "
         "ends have the blake3 package, else SHA-256), and an "
@@ -474,8 +474,8 @@ class BulkServiceOptions(_LoginOptions):
     ]
 
     def fileLimits(self) -> Any:
-        """The L{protocols.bulk.quotas.FileLimits} these options describe."""
-        from protocols.bulk.quotas import FileLimits
+        """The L{protocols.bulk._quotas.FileLimits} these options describe."""
+        from protocols.bulk._quotas import FileLimits
 
         return FileLimits(maxOpen=self["max-open-files"] or None, maxOpenPerAddress=self["max-open-files-per-address"])
 
@@ -512,9 +512,9 @@ def _listening(options: _Options, factory: Any) -> Any:
     """
     from twisted.internet import reactor
 
-    from protocols.auth.realms import listenDescriptions
-    from protocols.guard import GuardedFactory
-    from protocols.proxyheader import serverEndpoint
+    from protocols._guard import GuardedFactory
+    from protocols._proxyheader import serverEndpoint
+    from protocols.auth._realms import listenDescriptions
     from protocols.serving import DrainingService, adoptedEndpoint, watchParent
 
     factory = GuardedFactory(factory, options.policy(), reactor)
@@ -539,7 +539,7 @@ def _listening(options: _Options, factory: Any) -> Any:
 
 
 def _metricsCaps(options: _Options) -> Any:
-    from protocols.serving.caps import ListenerCaps
+    from protocols.serving._caps import ListenerCaps
 
     return ListenerCaps(options["metrics-max-connections"], options["metrics-lifetime"])
 
@@ -555,7 +555,7 @@ def _metrics(options: _Options) -> Any:
     from twisted.internet import reactor
     from twisted.internet.endpoints import serverFromString
 
-    from protocols.serving.caps import CappedFactory
+    from protocols.serving._caps import CappedFactory
     from protocols.serving.metrics import metricsSite
 
     description = options["metrics"].replace("{worker}", os.environ.get("CHUNKWIRE_WORKER", "0"))
@@ -567,7 +567,7 @@ def _reserveDescriptors(options: _Options) -> None:
     """Make room in the descriptor limit for every listener's cap at once, or say that there is none."""
     from twisted.logger import Logger
 
-    from protocols.serving.caps import DESCRIPTOR_HEADROOM, reserveDescriptors
+    from protocols.serving._caps import DESCRIPTOR_HEADROOM, reserveDescriptors
 
     needed = options.policy().maxConnections or 0
     if options["metrics"] is not None:
@@ -587,7 +587,7 @@ def _supervisor(options: _Options, tapname: str) -> Any:
     """With C{--workers N} (N > 1): a supervisor binding each C{--listen} once for N copies of this command."""
     from twisted.internet import reactor
 
-    from protocols.serving.workers import Supervisor, twistWorkerCommand
+    from protocols.serving._workers import Supervisor, twistWorkerCommand
 
     command = twistWorkerCommand(tapname)
     if isinstance(options, _LoginOptions) and options["throttle-db"] is None:
@@ -601,14 +601,14 @@ def _supervisor(options: _Options, tapname: str) -> Any:
         # --max-held-bytes bounds the server, not each worker: N workers with the whole pool each would hold N pools.
         command = _withOption(command, f"--max-held-bytes={max(1, held // count)}")
     # With --client-ca, each TLS listener's description names the CAs: the workers require client certificates.
-    from protocols.auth.realms import listenDescriptions
+    from protocols.auth._realms import listenDescriptions
 
     listen = listenDescriptions(options["listen"], options.get("client-ca"))
     return Supervisor(reactor, listen, command, count, reusePort=options["reuse-port"], grace=grace)
 
 
 def _withOption(command: Any, option: str) -> Any:
-    """A worker command (see L{protocols.serving.workers.twistWorkerCommand}) with C{option} added."""
+    """A worker command (see L{protocols.serving._workers.twistWorkerCommand}) with C{option} added."""
     return lambda adopt: [*command(adopt), option]
 
 
@@ -652,7 +652,7 @@ class KeyValueServiceMaker:
             return _supervisor(options, self.tapname)
 
         from protocols import rpc
-        from protocols.auth.realms import SharedRootRealm
+        from protocols.auth._realms import SharedRootRealm
 
         _tracing(options)
         store = options.openStore()
@@ -697,9 +697,9 @@ class BulkServiceMaker:
         from dataclasses import replace
 
         from protocols import bulk
-        from protocols.auth.realms import DirectoryRealm
-        from protocols.bulk.files import BulkService
-        from protocols.bulk.quotas import FileBudget
+        from protocols.auth._realms import DirectoryRealm
+        from protocols.bulk._files import BulkService
+        from protocols.bulk._quotas import FileBudget
         from protocols.rpc import ServerOptions, serverFactory
 
         _tracing(options)

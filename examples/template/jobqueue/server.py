@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from protocols import bulk, rpc
-from protocols.auth import IRemoteRoot, portal
-from protocols.auth.users import UserFile
+from protocols.auth import IRemoteRoot, UserFile, portal
 from protocols.kv import openState
-from protocols.rpc.options import ServerOptions
+from protocols.rpc import ServerOptions
 from twisted.cred.portal import IRealm
 from twisted.internet.defer import Deferred
 from twisted.internet.task import react

@@ -3,8 +3,7 @@
 from pathlib import Path
 
 from protocols import bulk, rpc
-from protocols.auth import LoginRefused
-from protocols.auth.users import addUser
+from protocols.auth import LoginRefused, addUser
 from protocols.options import ClientOptions
 from twisted.cred.credentials import UsernamePassword
 from twisted.internet import reactor

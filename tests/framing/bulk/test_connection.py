@@ -1,4 +1,4 @@
-"""Tests for framing.bulk.connection: the bulk rules every shell shares (announcements, dispatch, credit, checks)."""
+"""Tests for framing.bulk._connection: the bulk rules every shell shares (announcements, dispatch, credit, checks)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.bulk.connection import (
+from framing.bulk._connection import (
     Announcements,
     ReceiveCredit,
     ReceiveSide,
@@ -20,13 +20,13 @@ from framing.bulk.connection import (
     resetFrom,
     resetMessage,
 )
-from framing.bulk.digests import NEGOTIATED, DigestUnavailable, IntegrityError
-from framing.bulk.errors import FlowControlError, IllegalTransition, StreamIdReused, StreamReset, TooManyStreams
-from framing.bulk.hello import Hello
-from framing.bulk.states import ReceiveEvent, SendEvent
-from framing.bulk.states import ReceiveState as R
-from framing.bulk.states import SendState as S
-from framing.bulk.wire import ABORT, CANCEL, DONE, END, GRANT, HELLO, Control
+from framing.bulk._digests import NEGOTIATED, DigestUnavailable, IntegrityError
+from framing.bulk._errors import FlowControlError, IllegalTransition, StreamIdReused, StreamReset, TooManyStreams
+from framing.bulk._hello import Hello
+from framing.bulk._states import ReceiveEvent, SendEvent
+from framing.bulk._states import ReceiveState as R
+from framing.bulk._states import SendState as S
+from framing.bulk._wire import ABORT, CANCEL, DONE, END, GRANT, HELLO, Control
 
 
 class Recorder:

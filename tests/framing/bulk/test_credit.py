@@ -1,10 +1,10 @@
-"""Tests for L{framing.bulk.credit}: a stream never sends past its credit, nor frames smaller than a credit step."""
+"""Tests for L{framing.bulk._credit}: a stream never sends past its credit, nor frames smaller than a credit step."""
 
 from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.bulk.credit import SendCredit
+from framing.bulk._credit import SendCredit
 
 
 class Source:

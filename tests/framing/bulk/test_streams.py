@@ -1,4 +1,4 @@
-"""Tests for framing.bulk.streams: a client's bulk streams on a sans-IO session, driven with scripted server bytes."""
+"""Tests for framing.bulk._streams: a client's bulk streams on a sans-IO session, driven with scripted server bytes."""
 
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
 from framing import Decoder, Encoder, Registry
-from framing.bulk.digests import DigestUnavailable, IntegrityError
-from framing.bulk.errors import FlowControlError, HelloMissing, StreamIdReused, StreamReset
-from framing.bulk.states import ReceiveState, SendState
-from framing.bulk.streams import (
+from framing.bulk._digests import DigestUnavailable, IntegrityError
+from framing.bulk._errors import FlowControlError, HelloMissing, StreamIdReused, StreamReset
+from framing.bulk._states import ReceiveState, SendState
+from framing.bulk._streams import (
     GRANT_STEP,
     WINDOW,
     ClientStreams,
     IncomingTransfer,
     SendStream,
 )
-from framing.bulk.wire import (
+from framing.bulk._wire import (
     ABORT,
     CANCEL,
     CONTROL_OPEN_TYPE,
@@ -36,11 +36,11 @@ from framing.bulk.wire import (
     DataUnslicer,
     dataFramePieces,
 )
-from framing.rpc.session import ClientSession
-from framing.rpc.wire import ANSWER, CALL, FAIL, Message, addMessageTypes
-from framing.rpc.wire import CANCEL as RPC_CANCEL
-from framing.slicing.interfaces import ISlicer
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.rpc._session import ClientSession
+from framing.rpc._wire import ANSWER, CALL, FAIL, Message, addMessageTypes
+from framing.rpc._wire import CANCEL as RPC_CANCEL
+from framing.slicing._interfaces import ISlicer
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 
 
@@ -264,7 +264,7 @@ class ReceivingTests(SynchronousTestCase):
 
     def test_sizeMismatch(self) -> None:
         """An END stating another size than was received, for a stream with a digest, sends CANCEL size (5.5.4) and
-        settles the waiter with StreamReset, as the Twisted receiver does (framing.bulk.connection.endSize)."""
+        settles the waiter with StreamReset, as the Twisted receiver does (framing.bulk._connection.endSize)."""
         session, streams, server, incoming = self.announced()
         streams.startReceiving(incoming, Sink(), "receiver")
         session.dataToSend()

@@ -1,6 +1,6 @@
-"""The client's side of a login, sans-IO (L{framing.login.exchange.ClientExchange}): messages out, answers judged.
+"""The client's side of a login, sans-IO (L{framing.login._exchange.ClientExchange}): messages out, answers judged.
 
-The server's side here is L{framing.login.scram.ScramServer} driven by
+The server's side here is L{framing.login._scram.ScramServer} driven by
 hand, so a whole SCRAM login runs without a connection.
 """
 
@@ -13,8 +13,8 @@ import sys
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder, Violation
-from framing.login.errors import LoginBroken, LoginRefused, ServerNotVerified, UnsupportedCredentials
-from framing.login.exchange import (
+from framing.login._errors import LoginBroken, LoginRefused, ServerNotVerified, UnsupportedCredentials
+from framing.login._exchange import (
     FAILED,
     LOGGED_IN,
     WANT_ANSWER,
@@ -27,8 +27,8 @@ from framing.login.exchange import (
     Token,
     clientMechanism,
 )
-from framing.login.scram import MIN_ITERATIONS, ScramServer, ScramVerifier
-from framing.login.wire import (
+from framing.login._scram import MIN_ITERATIONS, ScramServer, ScramVerifier
+from framing.login._wire import (
     ACCEPTED,
     ANONYMOUS,
     CERTIFICATE,
@@ -197,7 +197,7 @@ class NoTwistedTests(SynchronousTestCase):
         probe = (
             "import json, sys\n"
             "from framing.login import ClientExchange, Password, clientMechanism\n"
-            "from framing.login.urls import ObjectURL\n"
+            "from framing.login._urls import ObjectURL\n"
             "from protocols.blocking import connect, connectURL, tlsContext\n"
             "ClientExchange(clientMechanism(Password('ada', 'secret'))).start()\n"
             "tlsContext()\n"
@@ -208,5 +208,5 @@ class NoTwistedTests(SynchronousTestCase):
         )
         self.assertEqual(result.returncode, 0, result.stderr)
         modules = json.loads(result.stdout)
-        self.assertIn("framing.login.scram", modules)
+        self.assertIn("framing.login._scram", modules)
         self.assertEqual([name for name in modules if name == "twisted" or name.startswith("twisted.")], [])

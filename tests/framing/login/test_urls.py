@@ -1,4 +1,4 @@
-"""The key hash a client pins, read from a DER certificate without an X.509 library (L{framing.login.urls})."""
+"""The key hash a client pins, read from a DER certificate without an X.509 library (L{framing.login._urls})."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import ssl
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing.login import LoginRefused
-from framing.login.urls import (
+from framing.login._urls import (
     KEY_HASH_LENGTH,
     HintAttempts,
     KeyMismatch,
@@ -16,12 +16,12 @@ from framing.login.urls import (
     checkPresentedKey,
     hintAddress,
 )
-from protocols.auth.authority import CertificateAuthority
-from protocols.auth.identity import keyHash
+from protocols.auth._authority import CertificateAuthority
+from protocols.auth._identity import keyHash
 
 
 class CertificateKeyHashTests(SynchronousTestCase):
-    """certificateKeyHash gives what protocols.auth.identity.keyHash (cryptography) gives, or a ValueError."""
+    """certificateKeyHash gives what protocols.auth._identity.keyHash (cryptography) gives, or a ValueError."""
 
     def test_sameAsKeyHash(self) -> None:
         """For a CA, a server and a client certificate: the same hash as the cryptography-based keyHash."""

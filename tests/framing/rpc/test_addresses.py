@@ -1,10 +1,10 @@
-"""The address policy of clients that know several addresses (L{framing.rpc.addresses}), on a fake clock."""
+"""The address policy of clients that know several addresses (L{framing.rpc._addresses}), on a fake clock."""
 
 from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.rpc.addresses import (
+from framing.rpc._addresses import (
     PICK_FIRST,
     ROUND_ROBIN,
     AddressBook,
@@ -16,7 +16,7 @@ from framing.rpc.addresses import (
     attemptTimeout,
     retire,
 )
-from framing.rpc.errors import ConnectionLost, DeadReferenceError
+from framing.rpc._errors import ConnectionLost, DeadReferenceError
 
 NO_JITTER = Backoff(jitter=0.0)
 

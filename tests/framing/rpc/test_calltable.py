@@ -1,12 +1,12 @@
-"""The sans-IO call table (L{framing.rpc.calltable.CallTable}): ids, matching answers, stray and late ones."""
+"""The sans-IO call table (L{framing.rpc._calltable.CallTable}): ids, matching answers, stray and late ones."""
 
 from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.rpc.calltable import CallTable
-from framing.rpc.errors import TooManyPendingCalls, UnexpectedAnswer
-from framing.rpc.wire import NO_ANSWER
+from framing.rpc._calltable import CallTable
+from framing.rpc._errors import TooManyPendingCalls, UnexpectedAnswer
+from framing.rpc._wire import NO_ANSWER
 
 
 class CallTableTests(SynchronousTestCase):

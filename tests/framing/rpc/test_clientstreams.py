@@ -1,4 +1,4 @@
-"""The sans-IO reading of object streams by a client session (L{framing.rpc.clientstreams}), with bytes by hand."""
+"""The sans-IO reading of object streams by a client session (L{framing.rpc._clientstreams}), with bytes by hand."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
 from framing import Decoder, Encoder, EncodingError, Registry
-from framing.rpc.clientstreams import StreamArgumentRefused
-from framing.rpc.errors import RemoteError
-from framing.rpc.session import ClientSession, SessionState
-from framing.rpc.streams import (
+from framing.rpc._clientstreams import StreamArgumentRefused
+from framing.rpc._errors import RemoteError
+from framing.rpc._session import ClientSession, SessionState
+from framing.rpc._streams import (
     ANNOUNCE_OPEN_TYPE,
     CANCEL,
     CREDIT,
@@ -27,10 +27,10 @@ from framing.rpc.streams import (
     ObjectStreamIdReused,
     addFlowTypes,
 )
-from framing.rpc.streamtable import ReceivedStream
-from framing.rpc.wire import ANSWER, Message, addMessageTypes
-from framing.slicing.interfaces import ISlicer
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.rpc._streamtable import ReceivedStream
+from framing.rpc._wire import ANSWER, Message, addMessageTypes
+from framing.slicing._interfaces import ISlicer
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 
 PEER = "127.0.0.1:8760"

@@ -1,11 +1,11 @@
-"""framing.rpc.context: how call scopes nest and what a call carries of its deadline, the same for every client."""
+"""framing.rpc._context: how call scopes nest and what a call carries of its deadline, the same for every client."""
 
 from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.rpc.context import Scope, narrowed, sendingDeadline
-from framing.rpc.errors import DeadlineExceeded
+from framing.rpc._context import Scope, narrowed, sendingDeadline
+from framing.rpc._errors import DeadlineExceeded
 
 
 class NarrowedTests(SynchronousTestCase):

@@ -1,5 +1,5 @@
 # -*- test-case-name: tests.framing.rpc.test_drain -*-
-"""Tests for framing.rpc.drain: GOAWAY's states and when its receiver closes, sans-IO."""
+"""Tests for framing.rpc._drain: GOAWAY's states and when its receiver closes, sans-IO."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import inspect
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.rpc.drain import OPEN, RECEIVED, SENT, Drain
-from framing.rpc.wire import GOAWAY, Message
+from framing.rpc._drain import OPEN, RECEIVED, SENT, Drain
+from framing.rpc._wire import GOAWAY, Message
 
 
 class DrainTests(SynchronousTestCase):
@@ -60,10 +60,10 @@ class DrainTests(SynchronousTestCase):
 
     def test_shellsCallTheRule(self) -> None:
         """The Twisted drain and the clients' session ask the one Drain; neither builds GOAWAY nor judges idleness."""
-        import framing.rpc.session
-        import protocols.rpc.drain
+        import framing.rpc._session
+        import protocols.rpc._drain
 
-        for module in (framing.rpc.session, protocols.rpc.drain):
+        for module in (framing.rpc._session, protocols.rpc._drain):
             source = inspect.getsource(module)
             self.assertIn(".closes(", source, module.__name__)
             self.assertNotIn("((GOAWAY,", source, module.__name__)

@@ -1,7 +1,7 @@
-"""References either way in the sans-IO client session: L{framing.rpc.exports}, L{framing.rpc.incoming}.
+"""References either way in the sans-IO client session: L{framing.rpc._exports}, L{framing.rpc._incoming}.
 
 The server's side is written by hand with the same sans-IO tables
-(L{framing.rpc.exports.ClientReferences} serves as any side's tables), so
+(L{framing.rpc._exports.ClientReferences} serves as any side's tables), so
 every byte the session sends or takes is checked here without a socket.
 """
 
@@ -13,16 +13,16 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder, Limits, Registry, Violation
-from framing.rpc.errors import NO_SUCH_OBJECT, VIOLATION, DeadReferenceError, TooManyReferences
-from framing.rpc.exports import ClientReferences
-from framing.rpc.incoming import CALLS_ACCOUNT, callBytes
-from framing.rpc.interfaces import ExportedReference
-from framing.rpc.referenceable import Referenceable
-from framing.rpc.references import ReferenceableSlicer, ReferenceUnslicer, RemoteReferenceSlicer, YourReferenceUnslicer
-from framing.rpc.session import ClientSession
-from framing.rpc.signatures import REF_OPEN_TYPE, YOURREF_OPEN_TYPE, remote
-from framing.rpc.wire import ANSWER, CALL, CANCEL, FAIL, NO_ANSWER, RELEASE, ROOT_ID, Message, addMessageTypes
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.rpc._errors import NO_SUCH_OBJECT, VIOLATION, DeadReferenceError, TooManyReferences
+from framing.rpc._exports import ClientReferences
+from framing.rpc._incoming import CALLS_ACCOUNT, callBytes
+from framing.rpc._interfaces import ExportedReference
+from framing.rpc._referenceable import Referenceable
+from framing.rpc._references import ReferenceableSlicer, ReferenceUnslicer, RemoteReferenceSlicer, YourReferenceUnslicer
+from framing.rpc._session import ClientSession
+from framing.rpc._signatures import REF_OPEN_TYPE, YOURREF_OPEN_TYPE, remote
+from framing.rpc._wire import ANSWER, CALL, CANCEL, FAIL, NO_ANSWER, RELEASE, ROOT_ID, Message, addMessageTypes
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PONG, PREAMBLE, encode_header
 
 PEER = "127.0.0.1:8760"

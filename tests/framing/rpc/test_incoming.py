@@ -1,5 +1,5 @@
 # -*- test-case-name: tests.framing.rpc.test_incoming -*-
-"""Tests for framing.rpc.incoming's rules of answering, which every shell shares."""
+"""Tests for framing.rpc._incoming's rules of answering, which every shell shares."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import inspect
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Violation
-from framing.rpc.errors import NoSuchMethod
-from framing.rpc.incoming import failure, resultRefused, withoutDetails
-from framing.rpc.wire import FAIL, Message
-from framing.slicing.constraints import Integer
+from framing.rpc._errors import NoSuchMethod
+from framing.rpc._incoming import failure, resultRefused, withoutDetails
+from framing.rpc._wire import FAIL, Message
+from framing.slicing._constraints import Integer
 
 
 class AnsweringRulesTests(SynchronousTestCase):
@@ -38,11 +38,11 @@ class AnsweringRulesTests(SynchronousTestCase):
 
     def test_shellsShareTheRules(self) -> None:
         """The Twisted CallRunner and the clients' session build no FAIL and check no result themselves."""
-        import framing.rpc.session
-        import protocols.rpc.answering
+        import framing.rpc._session
+        import protocols.rpc._answering
 
-        for module in (framing.rpc.session, protocols.rpc.answering):
+        for module in (framing.rpc._session, protocols.rpc._answering):
             source = inspect.getsource(module)
             self.assertNotIn("((FAIL,", source, module.__name__)
             self.assertNotIn(".validate(result)", source, module.__name__)
-        self.assertNotIn("class IncomingCalls", inspect.getsource(protocols.rpc.answering))
+        self.assertNotIn("class IncomingCalls", inspect.getsource(protocols.rpc._answering))

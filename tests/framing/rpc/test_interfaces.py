@@ -1,4 +1,4 @@
-"""Remote interfaces and method signatures in the sans-IO core (L{framing.rpc.interfaces}, L{framing.rpc.signatures}).
+"""Remote interfaces and method signatures in the sans-IO core (L{framing.rpc._interfaces}, L{framing.rpc._signatures}).
 
 What every client's typed proxy checks, tested without any client: the
 constraints an interface's hints give, the argument check (a local
@@ -15,10 +15,10 @@ import sys
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Violation
-from framing.rpc.errors import NoSuchMethod, WrongArguments
-from framing.rpc.interfaces import checkArguments, declaredAttribute, declaredMethod, interfaceNamed, resultCheck
-from framing.rpc.signatures import RefOf, registerReference
-from framing.slicing.constraints import Integer, ListOf, Text
+from framing.rpc._errors import NoSuchMethod, WrongArguments
+from framing.rpc._interfaces import checkArguments, declaredAttribute, declaredMethod, interfaceNamed, resultCheck
+from framing.rpc._signatures import RefOf, registerReference
+from framing.slicing._constraints import Integer, ListOf, Text
 from tests.framing.sampleinterface import ICounter
 from tests.processes import ENV, ROOT
 
@@ -46,9 +46,9 @@ class DeclarationTests(SynchronousTestCase):
         the hints' own, with C{remote}'s C{args} over them, on the class
         that implements an interface too.
         """
-        from framing.rpc.referenceable import Referenceable
-        from framing.rpc.signatures import remote
-        from framing.slicing.constraints import ByteString
+        from framing.rpc._referenceable import Referenceable
+        from framing.rpc._signatures import remote
+        from framing.slicing._constraints import ByteString
 
         class Counter(Referenceable, ICounter):
             def add(self, name: str, amount: int = 1) -> int:
@@ -74,7 +74,7 @@ class DeclarationTests(SynchronousTestCase):
         """A fresh interpreter importing the interface (and the checks) has no twisted module."""
         probe = (
             "import json, sys\n"
-            "import tests.framing.sampleinterface, framing.rpc.interfaces\n"
+            "import tests.framing.sampleinterface, framing.rpc._interfaces\n"
             "print(json.dumps(sorted(sys.modules)))\n"
         )
         result = subprocess.run(

@@ -1,4 +1,4 @@
-"""The sans-IO client session (L{framing.rpc.session.ClientSession}): calls to bytes, bytes to settled calls."""
+"""The sans-IO client session (L{framing.rpc._session.ClientSession}): calls to bytes, bytes to settled calls."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder, EncodingError, Limits, ProtocolError, Registry, Violation
-from framing.errors import ResourceExhausted
-from framing.limits import DEFAULT_LIMITS
-from framing.refusals import TooManyRefusals
-from framing.rpc.drain import DrainDeadlineExceeded, GoingAway
-from framing.rpc.errors import (
+from framing._errors import ResourceExhausted
+from framing._limits import DEFAULT_LIMITS
+from framing._refusals import TooManyRefusals
+from framing.rpc._drain import DrainDeadlineExceeded, GoingAway
+from framing.rpc._errors import (
     NO_SUCH_OBJECT,
     VIOLATION,
     CallLost,
@@ -28,11 +28,11 @@ from framing.rpc.errors import (
     describe,
     noSuchMethod,
 )
-from framing.rpc.referenceable import Referenceable
-from framing.rpc.session import ClientSession, SessionState
-from framing.rpc.signatures import remote
-from framing.rpc.wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, NO_ANSWER, Message, addMessageTypes, callContext
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.rpc._referenceable import Referenceable
+from framing.rpc._session import ClientSession, SessionState
+from framing.rpc._signatures import remote
+from framing.rpc._wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, NO_ANSWER, Message, addMessageTypes, callContext
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PING, PONG, PREAMBLE, encode_header
 
 from ..test_cores import COMPILED, core, differential, values

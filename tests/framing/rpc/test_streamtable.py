@@ -1,4 +1,4 @@
-"""Tests for framing.rpc.streamtable: the one object-stream table, driven sans-IO, and the shells built on it."""
+"""Tests for framing.rpc._streamtable: the one object-stream table, driven sans-IO, and the shells built on it."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.errors import ResourceExhausted
-from framing.ledger import Ledger
-from framing.rpc.clientstreams import ClientObjectStreams
-from framing.rpc.streams import (
+from framing._errors import ResourceExhausted
+from framing._ledger import Ledger
+from framing.rpc._clientstreams import ClientObjectStreams
+from framing.rpc._streams import (
     CANCEL,
     CREDIT,
     END,
@@ -23,7 +23,7 @@ from framing.rpc.streams import (
     ObjectStreamIdReused,
     TooManyObjectStreams,
 )
-from framing.rpc.streamtable import PRODUCER_BYTES, PRODUCERS_ACCOUNT, ObjectStreamTable, ReceivedStream, SentStream
+from framing.rpc._streamtable import PRODUCER_BYTES, PRODUCERS_ACCOUNT, ObjectStreamTable, ReceivedStream, SentStream
 
 
 class RecordingTable(ObjectStreamTable):
@@ -73,7 +73,7 @@ class TableTests(SynchronousTestCase):
 
     def test_endCountChecked(self) -> None:
         """An END counting other than the items that arrived fails the stream after its items (section 14.4)."""
-        from framing.rpc.streams import EndCountMismatch
+        from framing.rpc._streams import EndCountMismatch
 
         table = RecordingTable()
         reader = table.announced(Announcement((1,)))
@@ -267,10 +267,10 @@ class ProbeTests(SynchronousTestCase):
 
     def test_shellsCallTheRule(self) -> None:
         """Neither shell judges a probed stream itself: both ask the table (ObjectStreamTable.probed)."""
-        import framing.rpc.clientstreams
-        import protocols.rpc.streams
+        import framing.rpc._clientstreams
+        import protocols.rpc._streams
 
-        for module in (framing.rpc.clientstreams, protocols.rpc.streams):
+        for module in (framing.rpc._clientstreams, protocols.rpc._streams):
             source = inspect.getsource(module)
             self.assertNotIn("not producer.credited", source, module.__name__)
             self.assertIn("self.probed(", source, module.__name__)
@@ -279,10 +279,10 @@ class ProbeTests(SynchronousTestCase):
 class ShellTests(SynchronousTestCase):
     def test_everyShellIsTheTable(self) -> None:
         """The Twisted streams and the clients' are the one table; every reader and producer its stream classes."""
-        from framing.rpc.clientstreams import ClientObjectStreams
+        from framing.rpc._clientstreams import ClientObjectStreams
         from protocols.asyncioclient import AsyncStream
         from protocols.blocking import BlockingStream
-        from protocols.rpc import streams
+        from protocols.rpc import _streams as streams
 
         self.assertTrue(issubclass(streams.ObjectStreams, ObjectStreamTable))
         self.assertTrue(issubclass(ClientObjectStreams, ObjectStreamTable))
@@ -292,10 +292,10 @@ class ShellTests(SynchronousTestCase):
 
     def test_rulesDefinedOnce(self) -> None:
         """No shell builds a CREDIT, CANCEL, END or ERROR, or checks an announcement's id: the table does."""
-        import framing.rpc.clientstreams
-        import protocols.rpc.streams
+        import framing.rpc._clientstreams
+        import protocols.rpc._streams
 
-        for module in (framing.rpc.clientstreams, protocols.rpc.streams):
+        for module in (framing.rpc._clientstreams, protocols.rpc._streams):
             source = inspect.getsource(module)
             for made in ("((CREDIT,", "((CANCEL,", "((END,", "((ERROR,", "ObjectStreamIdReused(", "rebuild("):
                 self.assertNotIn(made, source, module.__name__)

@@ -1,4 +1,4 @@
-"""Tests for protocols.auth.adduser: the chunkwire-adduser command."""
+"""Tests for protocols.auth._adduser: the chunkwire-adduser command."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from twisted.cred.credentials import UsernamePassword
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.login.scram import MIN_ITERATIONS
-from protocols.auth import adduser
-from protocols.auth.tokens import BearerToken, TokenChecker
-from protocols.auth.users import UserFile, addUser
+from framing.login._scram import MIN_ITERATIONS
+from protocols.auth import _adduser as adduser
+from protocols.auth._tokens import BearerToken, TokenChecker
+from protocols.auth._users import UserFile, addUser
 
 FAST = str(MIN_ITERATIONS)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -140,13 +140,13 @@ class AddUserCommandTests(SynchronousTestCase):
 
 
 class ModuleRunTests(SynchronousTestCase):
-    """python -m protocols.auth.adduser runs the command."""
+    """python -m protocols.auth._adduser runs the command."""
 
     def test_runAsModule(self) -> None:
         """The module run as a program adds a user from standard input and exits 0."""
         path = self.mktemp()
         env = dict(os.environ, PYTHONPATH=ROOT)
-        argv = [sys.executable, "-m", "protocols.auth.adduser", "--iterations", FAST, "--password-stdin", path, "x"]
+        argv = [sys.executable, "-m", "protocols.auth._adduser", "--iterations", FAST, "--password-stdin", path, "x"]
         done = subprocess.run(argv, input=b"pw\n", env=env, capture_output=True, timeout=60)
         self.assertEqual((done.returncode, done.stderr), (0, b""))
         self.assertIsNotNone(UserFile(path).verifier("x"))

@@ -1,4 +1,4 @@
-"""chunkwire-cert and protocols.auth.authority: a CA of one's own, whose client certificates log in to servers."""
+"""chunkwire-cert and protocols.auth._authority: a CA of one's own, whose client certificates log in to servers."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from protocols import rpc
 from protocols.auth import ClientCertificate, LoginRefused
-from protocols.auth import certcommand as command
-from protocols.auth.authority import CA_CERTIFICATE, CA_KEY, CertificateAuthority
-from protocols.auth.certificates import CertificateChecker, commonName, requireClientCertificates
-from protocols.auth.identity import InsecureKeyFile
-from protocols.auth.tlsendpoints import loadCADirectory
-from protocols.rpc.options import ServerOptions
+from protocols.auth import _certcommand as command
+from protocols.auth._authority import CA_CERTIFICATE, CA_KEY, CertificateAuthority
+from protocols.auth._certificates import CertificateChecker, commonName, requireClientCertificates
+from protocols.auth._identity import InsecureKeyFile
+from protocols.auth._tlsendpoints import loadCADirectory
+from protocols.rpc._options import ServerOptions
 
 from ..helpers import pytestTest, trialTest
 from .test_tls_logins import Realm, expectFailure
@@ -185,7 +185,7 @@ class CommandTests(SynchronousTestCase):
             "        if name.split('.')[0] in ('OpenSSL', 'cryptography'):\n"
             "            raise ImportError(name)\n"
             "sys.meta_path.insert(0, Block())\n"
-            "from protocols.auth.certcommand import main\n"
+            "from protocols.auth._certcommand import main\n"
             "sys.exit(main(sys.argv[1:]))\n"
         )
         result = subprocess.run(
@@ -286,7 +286,7 @@ class TestingHelperTests(SynchronousTestCase):
     """The tests' CA helper is the library's, so what the tests prove of it holds for chunkwire-cert."""
 
     def test_same(self) -> None:
-        """protocols.testing.CertificateAuthority is protocols.auth.authority.CertificateAuthority."""
+        """protocols.testing.CertificateAuthority is protocols.auth._authority.CertificateAuthority."""
         from protocols import testing
 
         self.assertIs(testing.CertificateAuthority, CertificateAuthority)

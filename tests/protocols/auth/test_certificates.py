@@ -11,7 +11,7 @@ from twisted.internet.ssl import Certificate, PrivateCertificate, optionsForClie
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from protocols.auth.certificates import (
+from protocols.auth._certificates import (
     MECHANISM,
     CertificateChecker,
     IPeerCertificate,
@@ -22,7 +22,7 @@ from protocols.auth.certificates import (
     peerCertificateOf,
     requireClientCertificates,
 )
-from protocols.auth.tlsendpoints import joinDescription, splitDescription, tlsServerEndpoint
+from protocols.auth._tlsendpoints import joinDescription, splitDescription, tlsServerEndpoint
 from protocols.testing import CertificateAuthority, SelfSignedCertificate
 
 from ..helpers import pytestTest, trialTest

@@ -1,12 +1,12 @@
-"""The login throttle's in-process counts (L{protocols.auth.drains}): bounded drain tables, the trusted set."""
+"""The login throttle's in-process counts (L{protocols.auth._drains}): bounded drain tables, the trusted set."""
 
 from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
-from protocols.auth.drains import DrainTable, MemoryThrottleState
-from protocols.auth.interfaces import IThrottleState
+from protocols.auth._drains import DrainTable, MemoryThrottleState
+from protocols.auth._interfaces import IThrottleState
 
 
 class DrainTableTests(SynchronousTestCase):

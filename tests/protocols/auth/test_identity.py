@@ -11,9 +11,9 @@ from typing import Any
 from twisted.internet.endpoints import serverFromString
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from protocols.auth.identity import InsecureKeyFile, ServerIdentity, keyHash, spkiHash
-from protocols.auth.tlsendpoints import tlsServerEndpoint
-from protocols.auth.urls import pinnedClientOptions
+from protocols.auth._identity import InsecureKeyFile, ServerIdentity, keyHash, spkiHash
+from protocols.auth._tlsendpoints import tlsServerEndpoint
+from protocols.auth._urls import pinnedClientOptions
 from protocols.testing import CertificateAuthority, SelfSignedCertificate
 
 from ..helpers import pytestTest, trialTest
@@ -193,7 +193,7 @@ class CreationRaceTests(SynchronousTestCase):
 
     def test_firstCreatorWins(self) -> None:
         """A second creation of an existing file leaves the first one's content and no temporary file behind."""
-        from protocols.auth import identity
+        from protocols.auth import _identity as identity
 
         path = Path(self.mktemp())
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -20,15 +20,15 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from zope.interface import implementer
 
 from framing import Encoder, Registry
-from framing.login.errors import LoginRefused
-from framing.login.wire import LoginMessage, addLoginTypes
+from framing.login._errors import LoginRefused
+from framing.login._wire import LoginMessage, addLoginTypes
 from framing.wire import PREAMBLE
 from protocols import rpc
-from protocols.auth.interfaces import IRemoteRoot
-from protocols.auth.throttle import LoginThrottle
+from protocols._proxyheader import clientAddress
+from protocols.auth._interfaces import IRemoteRoot
+from protocols.auth._throttle import LoginThrottle
 from protocols.options import ClientOptions
-from protocols.proxyheader import clientAddress
-from protocols.rpc.options import ServerOptions
+from protocols.rpc._options import ServerOptions
 
 from ..helpers import capturedLogs, pytestTest, trialTest
 
@@ -181,7 +181,7 @@ async def callInTheLoginsRead(reactor: Any) -> None:
     under the login's rules and refused there: the connection is dropped
     with an ERROR saying so, not left up with the call silently lost.
     """
-    from framing.rpc.wire import CALL, Message, MessageSlicer
+    from framing.rpc._wire import CALL, Message, MessageSlicer
 
     realm = Realm()
     factory, port = await listen(reactor, Portal(realm, [AllowAnonymousAccess()]))
@@ -256,7 +256,7 @@ async def passwordsOverUnixAndTLS(reactor: Any) -> None:
 
     from twisted.cred.credentials import UsernamePassword
 
-    from protocols.auth.users import UserFile, addUser
+    from protocols.auth._users import UserFile, addUser
     from protocols.testing import SelfSignedCertificate
 
     with tempfile.TemporaryDirectory() as directory:
@@ -339,7 +339,7 @@ class ServeArgumentsTests(SynchronousTestCase):
 
     def test_unsupported_credentials(self) -> None:
         """Credentials no mechanism takes fail at once, before connecting."""
-        from framing.login.errors import UnsupportedCredentials
+        from framing.login._errors import UnsupportedCredentials
 
         self.assertRaises(UnsupportedCredentials, rpc.login, Clock(), "tcp:host=127.0.0.1:port=1", object())
 

@@ -35,21 +35,21 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
 from framing import Decoder, Encoder, Registry
-from framing.login.errors import LoginRefused
-from framing.login.scram import ScramClient, ScramServer, ScramVerifier, saltedPassword
-from framing.login.wire import PRE_LOGIN_LIMITS, SCRAM, LoginMessage, addLoginTypes, loginRegistry
-from framing.rpc.wire import OPEN_TYPE as RPC_OPEN_TYPE
-from framing.rpc.wire import Message, MessageSlicer, MessageUnslicer
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.login._errors import LoginRefused
+from framing.login._scram import ScramClient, ScramServer, ScramVerifier, saltedPassword
+from framing.login._wire import PRE_LOGIN_LIMITS, SCRAM, LoginMessage, addLoginTypes, loginRegistry
+from framing.rpc._wire import OPEN_TYPE as RPC_OPEN_TYPE
+from framing.rpc._wire import Message, MessageSlicer, MessageUnslicer
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import BODY_KINDS, CLOSE, KIND_NAMES, OPEN, PREAMBLE, STRING, decode_header
 from protocols import rpc
-from protocols.auth.client import ClientLogin, ClientMechanism, ObjectName, ScramMechanism, mechanismFor
-from protocols.auth.interfaces import IRemoteRoot
-from protocols.auth.mechanisms import scramLogin
-from protocols.auth.server import Authenticator
-from protocols.auth.tokens import BearerToken, TokenChecker
-from protocols.auth.users import UserFile, formatLine
-from protocols.rpc.broker import Broker
+from protocols.auth._client import ClientLogin, ClientMechanism, ObjectName, ScramMechanism, mechanismFor
+from protocols.auth._interfaces import IRemoteRoot
+from protocols.auth._mechanisms import scramLogin
+from protocols.auth._server import Authenticator
+from protocols.auth._tokens import BearerToken, TokenChecker
+from protocols.auth._users import UserFile, formatLine
+from protocols.rpc._broker import Broker
 from protocols.testing import connectedPair
 
 from ...framing.test_vectors import FEEDINGS

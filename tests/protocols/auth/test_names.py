@@ -10,10 +10,10 @@ from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.auth import names
-from protocols.auth.identity import ServerIdentity
-from protocols.auth.names import FILE_FORMAT, NAME_BYTES, NameFileError, NameTable
-from protocols.auth.urls import ObjectURL
+from protocols.auth import _names as names
+from protocols.auth._identity import ServerIdentity
+from protocols.auth._names import FILE_FORMAT, NAME_BYTES, NameFileError, NameTable
+from protocols.auth._urls import ObjectURL
 
 
 class NameTableTests(SynchronousTestCase):
@@ -206,9 +206,9 @@ class Block:
             raise ImportError("blocked " + name)
 
 sys.meta_path.insert(0, Block())
-import protocols.auth.certificates, protocols.auth.identity, protocols.auth.tlsendpoints, protocols.testing
-from protocols.auth.names import NameTable
-from protocols.auth.urls import ObjectURL
+import protocols.auth._certificates, protocols.auth._identity, protocols.auth._tlsendpoints, protocols.testing
+from protocols.auth._names import NameTable
+from protocols.auth._urls import ObjectURL
 table = NameTable()
 name = table.register("thing", "label")
 assert table.lookup(name) == ("thing", "label")

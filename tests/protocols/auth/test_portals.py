@@ -11,8 +11,8 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
 from protocols import auth
-from protocols.auth.tokens import IBearerToken, TokenChecker
-from protocols.auth.users import IScramResponse, UserFile, addUser
+from protocols.auth._tokens import IBearerToken, TokenChecker
+from protocols.auth._users import IScramResponse, UserFile, addUser
 
 
 @implementer(IRealm)

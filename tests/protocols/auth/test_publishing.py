@@ -1,4 +1,4 @@
-"""An object served by a URL kept across restarts: protocols.auth.publishing, and twist chunkwire-kv --names."""
+"""An object served by a URL kept across restarts: protocols.auth._publishing, and twist chunkwire-kv --names."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from twisted.python import usage
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from protocols import rpc
-from protocols.auth import publishing
-from protocols.auth.authority import CertificateAuthority
-from protocols.auth.names import NameTable
-from protocols.auth.publishing import URLPublishing, hintsFor
-from protocols.auth.urls import ObjectURL
+from protocols.auth import _publishing as publishing
+from protocols.auth._authority import CertificateAuthority
+from protocols.auth._names import NameTable
+from protocols.auth._publishing import URLPublishing, hintsFor
+from protocols.auth._urls import ObjectURL
 from twisted.plugins import chunkwire_plugins
 
 from ..helpers import capturedLogs, pytestTest, trialTest

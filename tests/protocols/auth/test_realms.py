@@ -1,4 +1,4 @@
-"""protocols/auth/realms.py: the services' realms, their portal and their listening descriptions."""
+"""protocols/auth/_realms.py: the services' realms, their portal and their listening descriptions."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from zope.interface import Interface
 
 from protocols import rpc
-from protocols.auth.certificates import CertificateChecker, IPeerCertificate, PeerCertificate
-from protocols.auth.interfaces import IRemoteRoot
-from protocols.auth.mechanisms import Refused
-from protocols.auth.realms import (
+from protocols.auth._certificates import CertificateChecker, IPeerCertificate, PeerCertificate
+from protocols.auth._interfaces import IRemoteRoot
+from protocols.auth._mechanisms import Refused
+from protocols.auth._realms import (
     OPEN,
     ClientCertificatesNeedTLS,
     DirectoryRealm,
@@ -28,8 +28,8 @@ from protocols.auth.realms import (
     pathComponent,
     servicePortal,
 )
-from protocols.auth.tokens import IBearerToken, addToken
-from protocols.auth.users import IScramResponse, addUser
+from protocols.auth._tokens import IBearerToken, addToken
+from protocols.auth._users import IScramResponse, addUser
 from protocols.testing import CertificateAuthority
 
 from ..helpers import pytestTest, trialTest
@@ -186,7 +186,7 @@ class ServicePortalTests(SynchronousTestCase):
 
     def test_missingUserFile(self) -> None:
         """A user file that does not exist is an error at start, not an open service."""
-        from protocols.auth.secretfiles import SecretFileError
+        from protocols.auth._secretfiles import SecretFileError
 
         self.assertRaises(SecretFileError, servicePortal, self.realm, self.directory / "nope", None)
 
@@ -244,7 +244,7 @@ async def unsafeIdRefusedAtTheGate(reactor: Any) -> None:
     from twisted.cred.credentials import Anonymous
     from twisted.cred.portal import Portal
 
-    from framing.login.errors import LoginRefused
+    from framing.login._errors import LoginRefused
 
     from ..helpers import capturedLogs
     from .test_login import address, authEvents, eventually, listen, stop

@@ -1,4 +1,4 @@
-"""Tests for framing.login.scram: RFC 7677's vector, round trips, refusals, replays, bad messages; IScramResponse."""
+"""Tests for framing.login._scram: RFC 7677's vector, round trips, refusals, replays, bad messages; IScramResponse."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from twisted.cred.credentials import ICredentials
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.login.scram import (
+from framing.login._scram import (
     DEFAULT_ITERATIONS,
     MIN_ITERATIONS,
     BadServerSignature,
@@ -27,7 +27,7 @@ from framing.login.scram import (
     serverError,
     unescapeName,
 )
-from protocols.auth.users import IScramResponse
+from protocols.auth._users import IScramResponse
 
 # RFC 7677 section 3.
 RFC_SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")

@@ -12,12 +12,12 @@ from zope.interface import implementer
 
 from protocols import rpc
 from protocols.auth import ClientCertificate, LoginRefused
-from protocols.auth.certificates import CertificateChecker, requireClientCertificates
-from protocols.auth.identity import ServerIdentity
-from protocols.auth.interfaces import IRemoteRoot
-from protocols.auth.names import NameTable
-from protocols.auth.urls import KeyMismatch, ObjectURL, clientEndpoint
-from protocols.rpc.options import ServerOptions
+from protocols.auth._certificates import CertificateChecker, requireClientCertificates
+from protocols.auth._identity import ServerIdentity
+from protocols.auth._interfaces import IRemoteRoot
+from protocols.auth._names import NameTable
+from protocols.auth._urls import KeyMismatch, ObjectURL, clientEndpoint
+from protocols.rpc._options import ServerOptions
 from protocols.testing import CertificateAuthority
 
 from ..helpers import pytestTest, trialTest

@@ -20,9 +20,9 @@ from twisted.internet.testing import StringTransport
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.auth.authority import CertificateAuthority
-from protocols.auth.identity import ServerIdentity
-from protocols.auth.tlsendpoints import serverTLSOptions
+from protocols.auth._authority import CertificateAuthority
+from protocols.auth._identity import ServerIdentity
+from protocols.auth._tlsendpoints import serverTLSOptions
 from protocols.testing import SelfSignedCertificate
 
 

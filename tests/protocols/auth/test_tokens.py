@@ -1,4 +1,4 @@
-"""Tests for protocols.auth.tokens: bearer tokens, their checker and the token file."""
+"""Tests for protocols.auth._tokens: bearer tokens, their checker and the token file."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from twisted.cred.error import UnauthorizedLogin
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
-from protocols.auth import tokens
-from protocols.auth.tokens import (
+from protocols.auth import _tokens as tokens
+from protocols.auth._tokens import (
     BearerToken,
     IBearerToken,
     TokenChecker,
@@ -25,7 +25,7 @@ from protocols.auth.tokens import (
     removeToken,
     tokenDigest,
 )
-from protocols.auth.users import REFUSAL, InvalidName
+from protocols.auth._users import REFUSAL, InvalidName
 
 
 class BearerTokenTests(SynchronousTestCase):

@@ -10,8 +10,8 @@ from typing import Any
 from twisted.internet.protocol import Factory
 from twisted.trial.unittest import SkipTest, SynchronousTestCase, TestCase
 
-from protocols.auth.identity import ServerIdentity, keyHash, spkiHash
-from protocols.auth.urls import (
+from protocols.auth._identity import ServerIdentity, keyHash, spkiHash
+from protocols.auth._urls import (
     SCHEME,
     InvalidURL,
     KeyMismatch,

@@ -1,4 +1,4 @@
-"""Tests for protocols.auth.users: the user file, its checker, addUser and removeUser."""
+"""Tests for protocols.auth._users: the user file, its checker, addUser and removeUser."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import Interface, implementer
 from zope.interface.verify import verifyObject
 
-from framing.login.scram import DEFAULT_ITERATIONS, MIN_ITERATIONS, ScramClient, ScramServer, ScramVerifier
-from protocols.auth.tokens import BearerToken
-from protocols.auth.users import REFUSAL, InvalidName, IScramResponse, UserFile, UserFileError, addUser, removeUser
+from framing.login._scram import DEFAULT_ITERATIONS, MIN_ITERATIONS, ScramClient, ScramServer, ScramVerifier
+from protocols.auth._tokens import BearerToken
+from protocols.auth._users import REFUSAL, InvalidName, IScramResponse, UserFile, UserFileError, addUser, removeUser
 
 FAST = MIN_ITERATIONS
 SECRET = b"decoy secret"

@@ -21,8 +21,8 @@ from twisted.internet.endpoints import TCP4ClientEndpoint, UNIXClientEndpoint, w
 from twisted.internet.protocol import Factory, Protocol
 from twisted.python.failure import Failure
 
-from protocols.auth.certificates import PeerCertificate, peerCertificateOf
-from protocols.coalescing import CoalescingTransport
+from protocols._coalescing import CoalescingTransport
+from protocols.auth._certificates import PeerCertificate, peerCertificateOf
 
 GREETING = b"hello, server"
 ANSWER = b"hello, client"

@@ -19,7 +19,7 @@ from zope.interface import implementer
 
 from protocols import rpc
 from protocols.bulk import BulkOptions, IncomingStream, Stream
-from protocols.bulk.integrity import availableDigests, newHash
+from protocols.bulk._integrity import availableDigests, newHash
 from protocols.rpc import Broker
 from protocols.testing import MemoryPair, connectedPair
 
@@ -201,7 +201,7 @@ class BulkPair:
 
 class MemoryNetwork:
     """
-    Connections to one root made on demand (for L{protocols.bulk.files}'s
+    Connections to one root made on demand (for L{protocols.bulk._files}'s
     C{connect} argument), all in memory and moved by L{run}.
 
     @ivar pairs: every connection made, oldest first.

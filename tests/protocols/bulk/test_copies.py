@@ -9,8 +9,8 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from protocols import rpc
 from protocols.bulk import IncomingStream, Stream
-from protocols.bulk.files import AssemblySink
-from protocols.bulk.sinks import FileSink, OpenFileSink, Piece, Release, Sink
+from protocols.bulk._files import AssemblySink
+from protocols.bulk._sinks import FileSink, OpenFileSink, Piece, Release, Sink
 
 from .support import BulkPair, negotiatedHash, payload
 

@@ -11,7 +11,7 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.bulk import digests as digests_module
+from framing.bulk import _digests as digests_module
 from protocols.bulk import (
     BLAKE3,
     BulkOptions,
@@ -20,8 +20,8 @@ from protocols.bulk import (
     Stream,
     availableDigests,
 )
-from protocols.bulk.files import Assembly, BulkService, recordedAlgorithm, sendFile
-from protocols.bulk.integrity import checkAlgorithm, newHash
+from protocols.bulk._files import Assembly, BulkService, recordedAlgorithm, sendFile
+from protocols.bulk._integrity import checkAlgorithm, newHash
 from protocols.rpc import RemoteViolation
 
 from .support import SMALL, BulkPair, MemoryNetwork, Store, payload, writeFile

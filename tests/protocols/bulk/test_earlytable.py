@@ -1,5 +1,5 @@
 """
-Early data held for an announced stream before C{receive()} (L{protocols.bulk.early}), driven directly.
+Early data held for an announced stream before C{receive()} (L{protocols.bulk._early}), driven directly.
 
 L{tests.protocols.bulk.test_early} checks the same contract end to end, over
 a connection; this module checks the table and its pieces on a fake clock.
@@ -10,9 +10,9 @@ from __future__ import annotations
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.bulk.errors import FlowControlError, StreamReset
-from framing.bulk.wire import ABORT, END, Control
-from protocols.bulk.early import EarlyData, EarlyTable
+from framing.bulk._errors import FlowControlError, StreamReset
+from framing.bulk._wire import ABORT, END, Control
+from protocols.bulk._early import EarlyData, EarlyTable
 
 
 class EarlyDataTests(SynchronousTestCase):

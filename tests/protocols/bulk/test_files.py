@@ -1,4 +1,4 @@
-"""Tests for protocols.bulk.files: assemblies, the service, resume after cuts, striping (in memory)."""
+"""Tests for protocols.bulk._files: assemblies, the service, resume after cuts, striping (in memory)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from protocols.bulk import IntegrityError, RangeSet, Stream, StreamReset
-from protocols.bulk import files as bulkfiles
-from protocols.bulk.files import (
+from protocols.bulk import _files as bulkfiles
+from protocols.bulk._files import (
     PRIVATE_DIRECTORY,
     Assembly,
     BadName,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
+from protocols._guard import GuardPolicy, guard
 from protocols.bulk import Stream
-from protocols.guard import GuardPolicy, guard
 from protocols.rpc import Broker
 from protocols.testing import connectedPair
 

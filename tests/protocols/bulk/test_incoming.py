@@ -1,5 +1,5 @@
 """
-The receiving side of a bulk channel (L{protocols.bulk.incoming.IncomingSide}), driven directly.
+The receiving side of a bulk channel (L{protocols.bulk._incoming.IncomingSide}), driven directly.
 
 A channel-shaped subclass gives it what L{protocols.bulk.BulkChannel} gives
 (options, the peer's HELLO, the early table, the stream table) and records
@@ -14,14 +14,14 @@ from twisted.internet.task import Clock
 from twisted.logger import Logger
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.bulk.connection import StreamTable
-from framing.bulk.errors import DigestRefused, FlowControlError, HelloMissing, StreamIdReused, TooManyStreams
-from framing.bulk.hello import Hello
-from framing.bulk.wire import CANCEL, END, HELLO, Control, StreamAnnouncement
-from protocols.bulk.early import EarlyTable
-from protocols.bulk.incoming import IncomingSide
-from protocols.bulk.options import BulkOptions
-from protocols.bulk.receiving import IncomingStream
+from framing.bulk._connection import StreamTable
+from framing.bulk._errors import DigestRefused, FlowControlError, HelloMissing, StreamIdReused, TooManyStreams
+from framing.bulk._hello import Hello
+from framing.bulk._wire import CANCEL, END, HELLO, Control, StreamAnnouncement
+from protocols.bulk._early import EarlyTable
+from protocols.bulk._incoming import IncomingSide
+from protocols.bulk._options import BulkOptions
+from protocols.bulk._receiving import IncomingStream
 
 
 class Channel(IncomingSide):

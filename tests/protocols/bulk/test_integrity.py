@@ -1,4 +1,4 @@
-"""Tests for protocols.bulk.integrity.OrderedHasher, hashing inline (no reactor)."""
+"""Tests for protocols.bulk._integrity.OrderedHasher, hashing inline (no reactor)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.bulk.integrity import HashPool, IntegrityError, OrderedHasher, checkAlgorithm, inlineHashing
+from protocols.bulk._integrity import HashPool, IntegrityError, OrderedHasher, checkAlgorithm, inlineHashing
 
 from .support import payload
 

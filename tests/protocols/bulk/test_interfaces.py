@@ -1,5 +1,5 @@
 """
-The seams inside one bulk connection (L{protocols.bulk.interfaces}): each is provided by the class that claims it.
+The seams inside one bulk connection (L{protocols.bulk._interfaces}): each is provided by the class that claims it.
 
 The interfaces are C{typing.Protocol}s, not zope interfaces, so mypy checks
 them where they are used; this checks, at run time and as
@@ -17,12 +17,12 @@ from typing import Any
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.bulk.channel import BulkChannel
-from protocols.bulk.interfaces import IReceivingStream, ISendingStream, IStreamHost
-from protocols.bulk.options import BulkOptions
-from protocols.bulk.receiving import Receiver
-from protocols.bulk.sending import Stream
-from protocols.bulk.sinks import CallbackSink
+from protocols.bulk._channel import BulkChannel
+from protocols.bulk._interfaces import IReceivingStream, ISendingStream, IStreamHost
+from protocols.bulk._options import BulkOptions
+from protocols.bulk._receiving import Receiver
+from protocols.bulk._sending import Stream
+from protocols.bulk._sinks import CallbackSink
 
 
 def members(interface: type) -> dict[str, Any]:

@@ -18,11 +18,11 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Encoder, Limits, Registry
-from framing.rpc.wire import CALL, CANCEL, Message, MessageSlicer
+from framing.rpc._wire import CALL, CANCEL, Message, MessageSlicer
 from framing.wire import PREAMBLE
 from protocols.bulk import BulkOptions, Stream, StreamIdReused, StreamReset, TooManyStreams
-from protocols.bulk.channel import SENDING_ACCOUNT, SENDING_STREAM_BYTES, BulkChannel
-from protocols.bulk.files import (
+from protocols.bulk._channel import SENDING_ACCOUNT, SENDING_STREAM_BYTES, BulkChannel
+from protocols.bulk._files import (
     PRIVATE_DIRECTORY,
     Assembly,
     BulkService,
@@ -30,7 +30,7 @@ from protocols.bulk.files import (
     TooManyUploads,
     UploadBusy,
 )
-from protocols.bulk.integrity import HashPool, OrderedHasher
+from protocols.bulk._integrity import HashPool, OrderedHasher
 from protocols.interop import InteropService
 from protocols.rpc import Broker
 from tests.protocols.helpers import tracedBytesPer

@@ -1,4 +1,4 @@
-"""Tests for framing.bulk.ranges.RangeSet: the corner cases tcptrace's addseg names, and a model."""
+"""Tests for framing.bulk._ranges.RangeSet: the corner cases tcptrace's addseg names, and a model."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.bulk import ranges
-from framing.bulk.ranges import RangeSet
+from framing.bulk import _ranges as ranges
+from framing.bulk._ranges import RangeSet
 
 
 def build(*pairs: tuple[int, int]) -> RangeSet:

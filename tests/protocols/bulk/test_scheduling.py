@@ -1,4 +1,4 @@
-"""Which outgoing stream sends next (L{protocols.bulk.scheduling.FrameScheduler}), on a fake transport and clock."""
+"""Which outgoing stream sends next (L{protocols.bulk._scheduling.FrameScheduler}), on a fake transport and clock."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
-from protocols.bulk.scheduling import FrameScheduler
+from protocols.bulk._scheduling import FrameScheduler
 
 
 class FakeTransport:

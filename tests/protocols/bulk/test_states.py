@@ -11,9 +11,9 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
 from framing import EncodingError
-from framing.bulk.connection import StreamTable
-from framing.bulk.hello import Hello
-from framing.bulk.states import (
+from framing.bulk._connection import StreamTable
+from framing.bulk._hello import Hello
+from framing.bulk._states import (
     RECEIVING_TRANSITIONS,
     SENDING_TRANSITIONS,
     ReceiveEvent,
@@ -21,8 +21,9 @@ from framing.bulk.states import (
     SendEvent,
     SendState,
 )
-from framing.bulk.streams import IncomingTransfer, SendStream
-from framing.bulk.wire import ABORT, CANCEL, DONE, END, GRANT, Control
+from framing.bulk._streams import IncomingTransfer, SendStream
+from framing.bulk._wire import ABORT, CANCEL, DONE, END, GRANT, Control
+from protocols._interfaces import IBrokerExtension
 from protocols.bulk import (
     BulkChannel,
     BulkOptions,
@@ -35,11 +36,10 @@ from protocols.bulk import (
     bulkOf,
     callingChannel,
 )
-from protocols.bulk.sinks import CallbackSink
-from protocols.bulk.tuning import RoundTrips
-from protocols.interfaces import IBrokerExtension
+from protocols.bulk._sinks import CallbackSink
+from protocols.bulk._tuning import RoundTrips
 from protocols.rpc import Broker, BrokerFactory, remote
-from protocols.rpc.streams import ObjectStreams
+from protocols.rpc._streams import ObjectStreams
 
 from .support import SMALL, BulkPair, Store, payload
 
@@ -124,7 +124,7 @@ class SendingTableTests(SynchronousTestCase):
 
 
 class OneTableTests(SynchronousTestCase):
-    """Every shell's streams are in the states of framing.bulk.states, defined there alone."""
+    """Every shell's streams are in the states of framing.bulk._states, defined there alone."""
 
     def test_sameStates(self) -> None:
         """A Twisted Stream and a client's SendStream start in the same state object; a Receiver and an
@@ -134,14 +134,14 @@ class OneTableTests(SynchronousTestCase):
         self.assertIs(receiver.state, IncomingTransfer(1, 3, None).state)
 
     def test_definedOnce(self) -> None:
-        """No bulk module but framing.bulk.states defines a state or event class or a transition table."""
+        """No bulk module but framing.bulk._states defines a state or event class or a transition table."""
         import inspect
 
-        import framing.bulk.streams
-        import protocols.bulk.receiving
-        import protocols.bulk.sending
+        import framing.bulk._streams
+        import protocols.bulk._receiving
+        import protocols.bulk._sending
 
-        for module in (framing.bulk.streams, protocols.bulk.receiving, protocols.bulk.sending):
+        for module in (framing.bulk._streams, protocols.bulk._receiving, protocols.bulk._sending):
             source = inspect.getsource(module)
             self.assertNotIn("class SendState", source)
             self.assertNotIn("class ReceiveState", source)
@@ -362,7 +362,7 @@ class SendTransactionTests(SynchronousTestCase):
 
     def test_grantBeforeHelloIgnored(self) -> None:
         """A GRANT that comes before the peer's HELLO (a peer breaking 5.5.3) starts nothing: the stream waits,
-        announced, for the HELLO, and then goes as usual (framing.bulk.connection.dispatch)."""
+        announced, for the HELLO, and then goes as usual (framing.bulk._connection.dispatch)."""
         pair = BulkPair(Store())
         data = payload(1000)
         stream = Stream(data)

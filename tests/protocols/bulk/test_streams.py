@@ -17,8 +17,8 @@ from twisted.protocols.basic import FileSender
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, EncodingError, Limits, Registry
-from framing.bulk.wire import DATA_OPEN_TYPE, GRANT, Control, DataUnslicer, dataFramePieces
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.bulk._wire import DATA_OPEN_TYPE, GRANT, Control, DataUnslicer, dataFramePieces
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 from protocols.bulk import (
     BulkOptions,
@@ -30,7 +30,7 @@ from protocols.bulk import (
     StreamReset,
     TransferResult,
 )
-from protocols.bulk.tuning import inlineHashingWindow
+from protocols.bulk._tuning import inlineHashingWindow
 from protocols.rpc import Broker, NoSuchMethod, RemoteViolation
 from protocols.testing import connectedPair
 

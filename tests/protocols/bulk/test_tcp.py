@@ -14,8 +14,8 @@ from twisted.trial.unittest import TestCase
 
 from protocols import rpc
 from protocols.bulk import BulkOptions, IncomingStream, Stream
-from protocols.bulk.files import Assembly, AssemblySink, BulkService, fetchFile, sendFile
-from protocols.bulk.sinks import Release, Sink
+from protocols.bulk._files import Assembly, AssemblySink, BulkService, fetchFile, sendFile
+from protocols.bulk._sinks import Release, Sink
 from protocols.testing import recordWrites
 
 from ..helpers import pytestTest, trialTest

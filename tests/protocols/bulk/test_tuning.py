@@ -12,9 +12,9 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from protocols import rpc
+from protocols._guard import GuardPolicy, guard
 from protocols.bulk import BulkOptions, Receiver, Stream
-from protocols.bulk.tuning import MIN_TUNED_RTT, RoundTrips, WindowTuner
-from protocols.guard import GuardPolicy, guard
+from protocols.bulk._tuning import MIN_TUNED_RTT, RoundTrips, WindowTuner
 from protocols.rpc import Broker, ClientOptions, ServerOptions, serverFactory
 
 from ...delayproxy import DOWN, UP, DelayedPair

@@ -16,8 +16,8 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Registry
-from framing.bulk.wire import CONTROL_OPEN_TYPE, Control, ControlUnslicer
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.bulk._wire import CONTROL_OPEN_TYPE, Control, ControlUnslicer
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 
 from .uploadvector import CONTENT, VECTOR_PATH, render, splitMessages, vectorFile

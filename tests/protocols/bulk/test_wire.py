@@ -1,4 +1,4 @@
-"""Tests for framing.bulk.wire: data frames streamed through the decoder, control messages."""
+"""Tests for framing.bulk._wire: data frames streamed through the decoder, control messages."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import BlockBuffer, Decoder, Encoder, ProtocolError, Registry, Violation
-from framing.bulk.wire import (
+from framing._encoder import open_token
+from framing.bulk._wire import (
     ABORT,
     CANCEL,
     CONTROL_OPEN_TYPE,
@@ -26,9 +27,8 @@ from framing.bulk.wire import (
     dataFramePieces,
     grantMessage,
 )
-from framing.encoder import open_token
-from framing.slicing.constraints import Constraint
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.slicing._constraints import Constraint
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import BYTES, CLOSE, INT, NEG, PREAMBLE, STRING, encode_header
 
 from .support import payload
@@ -305,7 +305,7 @@ class AnnouncementKindTests(SynchronousTestCase):
     def test_simpleIdRefused(self) -> None:
         """OPEN "bulk.stream", SIMPLE True (not the id 1), INT size, none, CLOSE is refused as invalid-value."""
         from framing import Registry
-        from framing.bulk.wire import STREAM_OPEN_TYPE, AnnouncementUnslicer
+        from framing.bulk._wire import STREAM_OPEN_TYPE, AnnouncementUnslicer
         from framing.wire import OPEN, SIMPLE, SIMPLE_NONE, SIMPLE_TRUE
 
         registry_ = Registry()

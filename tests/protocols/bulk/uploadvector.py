@@ -26,10 +26,10 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 
-from framing.bulk.wire import OP_NAMES
+from framing.bulk._wire import OP_NAMES
 from framing.wire import BODY_KINDS, BYTES, CLOSE, INT, KIND_NAMES, NEG, OPEN, PREAMBLE, SIMPLE, STRING, decode_header
 from protocols.bulk import BulkOptions, Stream
-from protocols.bulk.files import BulkService
+from protocols.bulk._files import BulkService
 from protocols.rpc import Broker
 from protocols.testing import MemoryPair
 

@@ -18,9 +18,9 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from protocols.kv import POLL_INTERVAL, KeyNotFound, KeyValueStore, SQLiteStorage, StoreUnavailable
-from protocols.kv.feed import PRUNE_EVERY, RETENTION
-from protocols.kv.sqlite import prefixEnd
-from protocols.kv.threads import InlineCalls
+from protocols.kv._feed import PRUNE_EVERY, RETENTION
+from protocols.kv._sqlite import prefixEnd
+from protocols.kv._threads import InlineCalls
 from protocols.rpc import SERVER_CALL_LIMITS
 
 from ..rpc.services import RpcPair

@@ -1,4 +1,4 @@
-"""Tests for L{protocols.kv.state}: a service's own state store, its Deferreds, its limits and its tidying."""
+"""Tests for L{protocols.kv._state}: a service's own state store, its Deferreds, its limits and its tidying."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from protocols.kv import ListTooLarge, StoreFull
-from protocols.kv.sqlite import SQLiteStorage
-from protocols.kv.state import MEMORY, TIDY_INTERVAL, StateStore, openState
-from protocols.kv.storage import MemoryStorage, StoreLimits
-from protocols.kv.threads import InlineCalls
+from protocols.kv._sqlite import SQLiteStorage
+from protocols.kv._state import MEMORY, TIDY_INTERVAL, StateStore, openState
+from protocols.kv._storage import MemoryStorage, StoreLimits
+from protocols.kv._threads import InlineCalls
 
 
 class MemoryStateTests(SynchronousTestCase):

@@ -15,11 +15,11 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from zope.interface import implementer
 
 from framing import Registry
-from framing.slicing.interfaces import ISlicer
-from framing.slicing.registry import DEFAULT_REGISTRY
-from protocols.guard import GuardedFactory, GuardPolicy
+from framing.slicing._interfaces import ISlicer
+from framing.slicing._registry import DEFAULT_REGISTRY
+from protocols._guard import GuardedFactory, GuardPolicy
 from protocols.kv import KeyValueStore, WatchLimits
-from protocols.kv.watches import LEDGER_ACCOUNT, callSize
+from protocols.kv._watches import LEDGER_ACCOUNT, callSize
 from protocols.rpc import (
     SERVER_CALL_LIMITS,
     Referenceable,
@@ -29,7 +29,7 @@ from protocols.rpc import (
     remote,
     serverFactory,
 )
-from protocols.rpc.refs import REF_OPEN_TYPE
+from protocols.rpc._refs import REF_OPEN_TYPE
 
 from ..helpers import pytestTest, trialTest
 from ..rpc.services import RpcPair

@@ -1,4 +1,4 @@
-"""protocols.kv.threads: storage calls run in a bounded pool, each caller's in turn, a cancelled or lost one's never."""
+"""protocols.kv._threads: storage calls run in a bounded pool, each caller's in turn, a cancelled or lost one never."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.kv import StoreUnavailable, threads
-from protocols.kv.feed import ChangeFeed
-from protocols.kv.watches import WatchBook
-from protocols.rpc.answering import _calling
+from protocols.kv import StoreUnavailable
+from protocols.kv import _threads as threads
+from protocols.kv._feed import ChangeFeed
+from protocols.kv._watches import WatchBook
+from protocols.rpc._answering import _calling
 
 
 class FakeReactor(Clock):

@@ -21,7 +21,7 @@ from twisted.internet.defer import ensureDeferred
 
 from protocols.options import ClientOptions
 from protocols.rpc import Referenceable, connect, remote, serve
-from protocols.rpc.options import ServerOptions
+from protocols.rpc._options import ServerOptions
 from protocols.rpc.otel import TracingInterceptor
 
 

@@ -16,7 +16,7 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import Clock
 
 from framing import Limits, Registry
-from framing.slicing.constraints import Integer, ListOf, Text, TupleOf
+from framing.slicing._constraints import Integer, ListOf, Text, TupleOf
 from protocols.rpc import Broker, CallLimits, Referenceable, RemoteReference, registerError, remote
 from protocols.testing import MemoryPair, connectedPair
 

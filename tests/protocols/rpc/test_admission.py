@@ -1,7 +1,7 @@
 # -*- test-case-name: tests.protocols.rpc.test_admission -*-
 """
-The peer's CALL is admitted alike on the Twisted broker (L{protocols.rpc.answering.CallRunner})
-and on the clients without Twisted (L{framing.rpc.incoming.IncomingCalls}).
+The peer's CALL is admitted alike on the Twisted broker (L{protocols.rpc._answering.CallRunner})
+and on the clients without Twisted (L{framing.rpc._incoming.IncomingCalls}).
 
 The admission (no such object, no such method, the running bound, the
 arguments' check) is still written twice: inline on the server's per-call
@@ -15,11 +15,11 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.rpc.errors import describe
-from framing.rpc.exports import ExportTable
-from framing.rpc.incoming import IncomingCalls, failure
-from framing.rpc.limits import CallLimits
-from framing.rpc.wire import CALL, FAIL, Message
+from framing.rpc._errors import describe
+from framing.rpc._exports import ExportTable
+from framing.rpc._incoming import IncomingCalls, failure
+from framing.rpc._limits import CallLimits
+from framing.rpc._wire import CALL, FAIL, Message
 
 from .services import RpcPair, Service
 from .test_memory import messagesIn, quiet

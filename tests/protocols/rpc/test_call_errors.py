@@ -8,8 +8,8 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, EncodingError, Limits, dumps
-from framing.errors import BodyTooLarge
-from framing.rpc.errors import noSuchMethod
+from framing._errors import BodyTooLarge
+from framing.rpc._errors import noSuchMethod
 from protocols.rpc import NoSuchMethod, Referenceable, RemoteViolation, remote
 
 from .services import RpcPair

@@ -2,7 +2,7 @@
 
 Issue 39: before, a peer's running calls held their arguments uncharged
 (1,000 calls of 4 MiB to a method that never returns: 4 GB held, the ledger
-reading 0).  See L{protocols.rpc.answering} and L{framing.rpc.incoming.callBytes}.
+reading 0).  See L{protocols.rpc._answering} and L{framing.rpc._incoming.callBytes}.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Limits
-from framing.rpc.incoming import CALLS_ACCOUNT, callBytes
+from framing.rpc._incoming import CALLS_ACCOUNT, callBytes
 from protocols.rpc import DeadlineExceeded, DrainDeadlineExceeded, Referenceable, RemoteError, callContext, remote
 
 from .services import RpcPair

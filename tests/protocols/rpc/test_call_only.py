@@ -10,8 +10,8 @@ from twisted.logger import formatEvent
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import EncodingError
-from framing.rpc.wire import ANSWER, CALL, FAIL, NO_ANSWER
-from framing.slicing.constraints import Integer
+from framing.rpc._wire import ANSWER, CALL, FAIL, NO_ANSWER
+from framing.slicing._constraints import Integer
 from protocols.bulk import BulkOptions
 from protocols.rpc import Broker, DeadReferenceError, Referenceable, remote
 from protocols.testing import connectedPair

@@ -18,7 +18,7 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.rpc.wire import MESSAGES
+from framing.rpc._wire import MESSAGES
 from framing.wire import BODY_KINDS, CLOSE, OPEN, PREAMBLE, decode_header
 
 from .services import Child, RpcPair, Service

@@ -6,8 +6,9 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.rpc import answering, interceptors
-from protocols.rpc.interceptors import (
+from protocols.rpc import _answering as answering
+from protocols.rpc import _interceptors as interceptors
+from protocols.rpc._interceptors import (
     CANCELLED,
     CLIENT,
     ERROR,

@@ -1,5 +1,5 @@
 """
-The calls one side makes (L{protocols.rpc.calls.OutgoingCalls}), on a recording connection and a fake clock.
+The calls one side makes (L{protocols.rpc._calls.OutgoingCalls}), on a recording connection and a fake clock.
 
 Each call is one CALL sent; it gets its answer or fails; timeouts, deadlines
 and cancelling send a CANCEL and forget the call; a late answer to such a
@@ -17,19 +17,19 @@ from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.outgoing import Outgoing
-from framing.rpc.errors import (
+from framing._outgoing import Outgoing
+from framing.rpc._errors import (
     CallTimedOut,
     DeadlineExceeded,
     DeadReferenceError,
     RemoteError,
     TooManyPendingCalls,
 )
-from framing.rpc.limits import CallLimits
-from framing.rpc.wire import ANSWER, CALL, CANCEL, FAIL, NO_ANSWER, Message
-from framing.rpc.wire import callContext as sentContext
-from protocols.rpc.calls import OutgoingCalls, reactorOf
-from protocols.rpc.context import callContext
+from framing.rpc._limits import CallLimits
+from framing.rpc._wire import ANSWER, CALL, CANCEL, FAIL, NO_ANSWER, Message
+from framing.rpc._wire import callContext as sentContext
+from protocols.rpc._calls import OutgoingCalls, reactorOf
+from protocols.rpc._context import callContext
 
 
 class Transport:

@@ -19,12 +19,12 @@ from zope.interface import implementer
 
 from framing import Limits
 from protocols import bulk, echo, rpc
-from protocols.auth.identity import ServerIdentity
-from protocols.auth.interfaces import IRemoteRoot
-from protocols.auth.names import NameTable
+from protocols.auth._identity import ServerIdentity
+from protocols.auth._interfaces import IRemoteRoot
+from protocols.auth._names import NameTable
 from protocols.options import ClientOptions
-from protocols.rpc.interceptors import CallInfo, CallInterceptor
-from protocols.rpc.options import ServerOptions
+from protocols.rpc._interceptors import CallInfo, CallInterceptor
+from protocols.rpc._options import ServerOptions
 
 from ..auth.tlspeers import removeDirectory, shortDirectory
 from ..helpers import pytestTest, trialTest

@@ -13,9 +13,9 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Limits, Violation
-from framing.errors import PeerError
-from framing.rpc.errors import DuplicateRequestId, UnexpectedAnswer, UnreadableRequestId
-from framing.rpc.wire import ANSWER, CALL, CANCEL, FAIL, RELEASE, Message
+from framing._errors import PeerError
+from framing.rpc._errors import DuplicateRequestId, UnexpectedAnswer, UnreadableRequestId
+from framing.rpc._wire import ANSWER, CALL, CANCEL, FAIL, RELEASE, Message
 from protocols.rpc import Broker, NoSuchMethod, NoSuchObject, RemoteReference, RemoteViolation
 from protocols.testing import connectedPair
 

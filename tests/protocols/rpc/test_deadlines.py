@@ -1,4 +1,4 @@
-"""Deadlines and metadata that travel with a call (protocols.rpc.context), on a Clock and in real time."""
+"""Deadlines and metadata that travel with a call (protocols.rpc._context), on a Clock and in real time."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from framing import Limits, dumps
-from framing.rpc.wire import CALL, CANCEL, FAIL, Message
+from framing.rpc._wire import CALL, CANCEL, FAIL, Message
 from protocols.rpc import (
     Broker,
     DeadlineExceeded,
@@ -24,7 +24,7 @@ from protocols.rpc import (
     remote,
     serve,
 )
-from protocols.rpc.interceptors import CallInfo, CallInterceptor, intercept
+from protocols.rpc._interceptors import CallInfo, CallInterceptor, intercept
 from protocols.testing import connectedPair
 
 from ..helpers import pytestTest, trialTest

@@ -1,4 +1,4 @@
-"""Tests for L{protocols.rpc.disconnection}: each waiter fires once the connection is lost, never fails, and can go."""
+"""Tests for L{protocols.rpc._disconnection}: each waiter fires once the connection is lost, never fails, and can go."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from twisted.internet.error import ConnectionDone, ConnectionLost
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.rpc.disconnection import Disconnection
+from protocols.rpc._disconnection import Disconnection
 
 
 class DisconnectionTests(SynchronousTestCase):

@@ -5,10 +5,10 @@ from __future__ import annotations
 from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.rpc.drain import DrainDeadlineExceeded, GoingAway
-from framing.rpc.wire import GOAWAY, Message
+from framing.rpc._drain import DrainDeadlineExceeded, GoingAway
+from framing.rpc._wire import GOAWAY, Message
 from protocols.rpc import DeadReferenceError
-from protocols.rpc.drain import drainBrokers
+from protocols.rpc._drain import drainBrokers
 
 from .services import RpcPair, Service
 from .test_memory import messagesIn, quiet

@@ -14,7 +14,7 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.rpc.limits import CallLimits
+from framing.rpc._limits import CallLimits
 from protocols import blocking
 from protocols.options import ClientOptions
 from tests.processes import readUntil, startPython, stop

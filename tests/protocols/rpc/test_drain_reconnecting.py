@@ -14,9 +14,9 @@ from twisted.internet.task import deferLater
 from twisted.logger import formatEvent
 from twisted.trial.unittest import TestCase
 
-from framing.rpc.drain import DrainDeadlineExceeded
+from framing.rpc._drain import DrainDeadlineExceeded
 from protocols.rpc import Referenceable, reconnecting, remote, serverFactory
-from protocols.rpc.drain import drainBrokers, drainPort
+from protocols.rpc._drain import drainBrokers, drainPort
 from tests.processes import reservePort
 
 from ..helpers import capturedLogs, pytestTest, trialTest

@@ -11,12 +11,13 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-import framing.bulk.errors
-import framing.bulk.fileerrors
-import framing.rpc.drain
+import framing.bulk._errors
+import framing.bulk._fileerrors
+import framing.rpc._drain
 import protocols.kv
-from framing import ProtocolError, Violation, errors
-from framing.rpc.errors import ERRORS, NO_SUCH_METHOD, NO_SUCH_OBJECT, VIOLATION, describe, isTypeName
+from framing import ProtocolError, Violation
+from framing import _errors as errors
+from framing.rpc._errors import ERRORS, NO_SUCH_METHOD, NO_SUCH_OBJECT, VIOLATION, describe, isTypeName
 
 ROOT = Path(__file__).resolve().parents[3]
 DOCUMENT = (ROOT / "docs" / "wire-format.md").read_text("utf-8")
@@ -25,9 +26,9 @@ CODE_ROW = re.compile(r"^\| `([a-z-]+)` \| (ProtocolError|Violation) \| `(\w+)` 
 NAME_ROW = re.compile(r"^\| `([\w.]+)` \| ", re.M)
 REGISTERING: tuple[ModuleType, ...] = (
     protocols.kv,
-    framing.bulk.errors,
-    framing.bulk.fileerrors,
-    framing.rpc.drain,
+    framing.bulk._errors,
+    framing.bulk._fileerrors,
+    framing.rpc._drain,
 )
 """The modules that register chunkwire's own errors and the kv service's."""
 
@@ -136,7 +137,7 @@ class TypeNameTests(SynchronousTestCase):
     def test_detailsAreTheArguments(self) -> None:
         """A registered error's details are its arguments; a refusal's are its code and where; others have none."""
         self.assertEqual(describe(protocols.kv.KeyNotFound("k")), ("kv.KeyNotFound", "k", ("k",)))
-        drain = framing.rpc.drain.DrainDeadlineExceeded("late", 2.5)
+        drain = framing.rpc._drain.DrainDeadlineExceeded("late", 2.5)
         self.assertEqual(describe(drain), ("chunkwire.DrainDeadlineExceeded", "late", ("late", 2.5)))
         refused = errors.KindRefused("expected a string", "args[0]")
         self.assertEqual(describe(refused)[::2], (VIOLATION, ("kind-refused", "args[0]")))

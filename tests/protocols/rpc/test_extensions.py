@@ -11,10 +11,10 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
 from framing import EncodingError, Registry
-from framing.outgoing import Outgoing
-from protocols.interfaces import IObjectReceiver
+from framing._outgoing import Outgoing
+from protocols._interfaces import IObjectReceiver
 from protocols.rpc import Broker, Referenceable, currentBroker, remote
-from protocols.rpc.streams import ObjectStreams
+from protocols.rpc._streams import ObjectStreams
 from protocols.testing import connectedPair
 
 
@@ -109,7 +109,7 @@ class ExtensionTests(SynchronousTestCase):
         self.assertEqual(first.events, [("install", broker.connection.registry)])
         self.assertEqual(second.events, [("install", broker.connection.registry)])
         self.assertIs(first.broker, broker)
-        # Every broker loads the object streams' extension first (protocols.rpc.streams).
+        # Every broker loads the object streams' extension first (protocols.rpc._streams).
         self.assertIsInstance(broker.extensions[0], ObjectStreams)
         self.assertEqual(broker.extensions[1:], (first, second))
 

@@ -12,11 +12,11 @@ from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
-from framing.rpc.addresses import PICK_FIRST, ROUND_ROBIN, AddressState, NoAddressReady
+from framing.rpc._addresses import PICK_FIRST, ROUND_ROBIN, AddressState, NoAddressReady
 from protocols.options import ClientOptions
 from protocols.rpc import reconnecting
-from protocols.rpc.context import callContext
-from protocols.rpc.failover import FailoverClient
+from protocols.rpc._context import callContext
+from protocols.rpc._failover import FailoverClient
 from tests.processes import figure
 from tests.protocols.failover import HANG, Server, startServers, stopAll, wasRecorded
 

@@ -1,4 +1,4 @@
-"""Constraints derived from type hints (L{framing.rpc.signatures}), and how L{protocols.rpc.remote} uses them."""
+"""Constraints derived from type hints (L{framing.rpc._signatures}), and how L{protocols.rpc.remote} uses them."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Violation
-from framing.errors import BodyTooLarge, InvalidValue, KindRefused, TooManyItems
-from framing.rpc.errors import WrongArguments
-from framing.rpc.signatures import UNBOUNDED, constraintFor, methodConstraints, registerHint
-from framing.slicing.constraints import ANY, Integer, Text, TupleOf
+from framing._errors import BodyTooLarge, InvalidValue, KindRefused, TooManyItems
+from framing.rpc._errors import WrongArguments
+from framing.rpc._signatures import UNBOUNDED, constraintFor, methodConstraints, registerHint
+from framing.slicing._constraints import ANY, Integer, Text, TupleOf
 from protocols.rpc import (
     MaxLength,
     MinLength,

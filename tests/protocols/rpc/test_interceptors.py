@@ -11,9 +11,9 @@ from twisted.logger import formatEvent
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from framing import Violation
-from framing.rpc.wire import CALL
+from framing.rpc._wire import CALL
 from protocols.rpc import Broker, Referenceable, RemoteViolation, remote
-from protocols.rpc.interceptors import (
+from protocols.rpc._interceptors import (
     CANCELLED,
     CLIENT,
     ERROR,

@@ -24,14 +24,14 @@ from twisted.internet.defer import Deferred
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
-from framing.rpc.interception import CLIENT, ERROR, OK, REFUSED, SERVER, CallInfo, CallTally
+from framing.rpc._interception import CLIENT, ERROR, OK, REFUSED, SERVER, CallInfo, CallTally
 from protocols import asyncioclient, blocking
-from protocols.clientcontext import callContext as clientContext
+from protocols._clientcontext import callContext as clientContext
 from protocols.options import ClientOptions
 from protocols.rpc import Referenceable, connect, remote, serve
-from protocols.rpc.context import callContext as twistedContext
-from protocols.rpc.interceptors import CallInterceptor
-from protocols.rpc.options import ServerOptions
+from protocols.rpc._context import callContext as twistedContext
+from protocols.rpc._interceptors import CallInterceptor
+from protocols.rpc._options import ServerOptions
 
 from ..helpers import pytestTest, trialTest
 

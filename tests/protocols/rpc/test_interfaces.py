@@ -1,4 +1,4 @@
-"""Remote interfaces (L{protocols.rpc.interfaces}): one declaration, checked on the server and on the client's proxy."""
+"""Remote interfaces (protocols/rpc/_interfaces.py): declared once, checked on the server and on the client's proxy."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from framing import Decoder, Violation, dumps
-from framing.errors import BodyTooLarge, InvalidValue, KindRefused, TooManyItems
-from framing.slicing.registry import DEFAULT_REGISTRY, Registry
+from framing._errors import BodyTooLarge, InvalidValue, KindRefused, TooManyItems
+from framing.slicing._registry import DEFAULT_REGISTRY, Registry
 from framing.wire import CLOSE, OPEN, PREAMBLE, STRING, encode_header
 from protocols.rpc import (
     MaxLength,
@@ -30,7 +30,7 @@ from protocols.rpc import (
     referenceOf,
     remote,
 )
-from protocols.rpc.refs import MAX_INTERFACE_NAME, MAX_INTERFACE_NAMES, ReferenceUnslicer
+from protocols.rpc._refs import MAX_INTERFACE_NAME, MAX_INTERFACE_NAMES, ReferenceUnslicer
 
 from ..helpers import pytestTest, trialTest
 from .services import RpcPair
@@ -135,7 +135,7 @@ class DeclarationTests(SynchronousTestCase):
 
     def test_implementation_may_mark_its_own(self) -> None:
         """An implementation's method marked with remote(args=...) keeps its own constraints, not the interface's."""
-        from framing.slicing.constraints import Integer
+        from framing.slicing._constraints import Integer
 
         class Strict(Referenceable, ICounter):
             @remote(args={"by": Integer(0, 1)})
@@ -165,7 +165,7 @@ class DeclarationTests(SynchronousTestCase):
 
     def test_explicit_remote_in_interface(self) -> None:
         """remote(args=..., result=...) on an interface's stub gives its constraints."""
-        from framing.slicing.constraints import Integer
+        from framing.slicing._constraints import Integer
 
         class IExplicit(RemoteInterface, Protocol):
             @remote(args={"n": Integer(0, 1)})

@@ -39,8 +39,8 @@ from twisted.internet.defer import Deferred, succeed
 from zope.interface import implementer
 
 from protocols import auth, bulk, rpc
-from protocols.auth.tokens import TokenChecker
-from protocols.auth.users import UserFile
+from protocols.auth._tokens import TokenChecker
+from protocols.auth._users import UserFile
 
 Key = Annotated[str, rpc.MaxLength(100)]
 

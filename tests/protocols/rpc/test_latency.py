@@ -22,8 +22,8 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from framing import Decoder, Registry
-from framing.rpc.wire import ANSWER, CALL, OPEN_TYPE, MessageUnslicer
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.rpc._wire import ANSWER, CALL, OPEN_TYPE, MessageUnslicer
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 from protocols.rpc import Broker, BrokerFactory, connect, serve
 

@@ -11,7 +11,7 @@ from twisted.logger import Logger
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import EncodingError
-from framing.rpc.wire import CANCEL
+from framing.rpc._wire import CANCEL
 from protocols.rpc import (
     SERVER_CALL_LIMITS,
     CallLimits,

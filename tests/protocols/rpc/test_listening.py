@@ -1,4 +1,4 @@
-"""Tests for L{protocols.rpc.listening}: a ServingPort is Twisted's port plus the factory of brokers it serves."""
+"""Tests for L{protocols.rpc._listening}: a ServingPort is Twisted's port plus the factory of brokers it serves."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.trial.unittest import SynchronousTestCase
 
 from protocols.rpc import BrokerFactory
-from protocols.rpc.listening import ServingPort
+from protocols.rpc._listening import ServingPort
 
 
 class Port:

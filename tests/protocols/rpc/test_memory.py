@@ -13,11 +13,11 @@ from twisted.logger import Logger, formatEvent
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, EncodingError, Limits, ProtocolError, Registry, Violation
-from framing.errors import PeerError
-from framing.rpc.errors import NotAnRpcMessage
-from framing.rpc.wire import ANSWER, CALL, FAIL, OPEN_TYPE, Message, MessageUnslicer
-from framing.slicing.constraints import Integer
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing._errors import PeerError
+from framing.rpc._errors import NotAnRpcMessage
+from framing.rpc._wire import ANSWER, CALL, FAIL, OPEN_TYPE, Message, MessageUnslicer
+from framing.slicing._constraints import Integer
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 from protocols.rpc import (
     Broker,

@@ -11,9 +11,9 @@ from twisted.logger import formatEvent
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Limits, Violation
-from framing.rpc import errors
-from framing.rpc.errors import CallLost, ErrorRegistry, UnexpectedAnswer, callLost
-from framing.rpc.wire import ANSWER, Message
+from framing.rpc import _errors as errors
+from framing.rpc._errors import CallLost, ErrorRegistry, UnexpectedAnswer, callLost
+from framing.rpc._wire import ANSWER, Message
 from protocols import rpc
 from protocols.rpc import RemoteViolation
 

@@ -1,4 +1,4 @@
-"""ServerOptions: checked when made, and what rpc.serve builds from it, bulk or not (L{protocols.rpc.options})."""
+"""ServerOptions: checked when made, and what rpc.serve builds from it, bulk or not (L{protocols.rpc._options})."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from twisted.internet.testing import MemoryReactorClock
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Limits, Registry
-from framing.rpc.limits import CLIENT_CALL_LIMITS, SERVER_CALL_LIMITS, CallLimits
+from framing.rpc._limits import CLIENT_CALL_LIMITS, SERVER_CALL_LIMITS, CallLimits
 from protocols import bulk, rpc
-from protocols.guard import DEFAULT_GUARD, GuardPolicy
+from protocols._guard import DEFAULT_GUARD, GuardPolicy
 from protocols.options import ClientOptions
-from protocols.rpc.interceptors import CallInterceptor, ConnectionMetadata
-from protocols.rpc.options import ServerOptions, clientFactory
+from protocols.rpc._interceptors import CallInterceptor, ConnectionMetadata
+from protocols.rpc._options import ServerOptions, clientFactory
 from protocols.testing import connectedPair
 
 from ..bulk.support import Store

@@ -10,7 +10,7 @@ from twisted.internet.task import deferLater
 from twisted.trial.unittest import SkipTest, SynchronousTestCase
 
 from protocols.rpc import Broker, Referenceable, callContext, currentCall, remote
-from protocols.rpc.interceptors import intercept
+from protocols.rpc._interceptors import intercept
 from protocols.testing import connectedPair
 
 from .services import RpcPair

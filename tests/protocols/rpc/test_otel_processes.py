@@ -14,7 +14,7 @@ from twisted.trial.unittest import SkipTest, TestCase
 
 from protocols.options import ClientOptions
 from protocols.rpc import Referenceable, RemoteError, connect, remote, serve
-from protocols.rpc.options import ServerOptions
+from protocols.rpc._options import ServerOptions
 from tests.processes import readUntil, startPython, stop
 
 from ..helpers import pytestTest, trialTest

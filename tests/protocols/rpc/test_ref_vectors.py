@@ -8,11 +8,11 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-import framing.errors
+import framing._errors
 from framing import Decoder, Encoder
-from framing.slicing.registry import DEFAULT_REGISTRY, Registry
+from framing.slicing._registry import DEFAULT_REGISTRY, Registry
 from framing.wire import PREAMBLE
-from protocols.rpc.refs import (
+from protocols.rpc._refs import (
     REF_OPEN_TYPE,
     YOURREF_OPEN_TYPE,
     ReferenceableSlicer,
@@ -90,7 +90,7 @@ class ReferenceVectorTests(SynchronousTestCase):
         for vector in VECTORS["invalid"]:
             for how in ("whole", "split", "bytewise"):
                 [refused] = decoded(bytes.fromhex(vector["hex"]), how)
-                self.assertIsInstance(refused, getattr(framing.errors, vector["error"]), (vector["name"], how))
+                self.assertIsInstance(refused, getattr(framing._errors, vector["error"]), (vector["name"], how))
                 self.assertEqual(refused.code, vector["code"], vector["name"])
 
     def test_encoded(self) -> None:

@@ -8,11 +8,11 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Limits, Registry, Violation, dumps
-from framing.errors import BodyTooLarge
-from framing.ledger import Ledger, LedgerPool
-from framing.rpc.errors import MessageRefused, MessageWithoutId
-from framing.rpc.wire import ANSWER, CALL, CANCEL, FAIL, OPEN_TYPE, RELEASE, Message, MessageSlicer, MessageUnslicer
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing._errors import BodyTooLarge
+from framing._ledger import Ledger, LedgerPool
+from framing.rpc._errors import MessageRefused, MessageWithoutId
+from framing.rpc._wire import ANSWER, CALL, CANCEL, FAIL, OPEN_TYPE, RELEASE, Message, MessageSlicer, MessageUnslicer
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 from protocols.rpc import Broker
 from protocols.testing import RecordingTransport, connectedPair

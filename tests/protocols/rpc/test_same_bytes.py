@@ -22,7 +22,7 @@ allowances, each legitimately different:
    timeout itself (the message re-encoded, and the original bytes checked to
    be that message's encoding first).
  - B{the blocking client sends no stream}: it has no thread of its own to
-   pull one (L{framing.rpc.clientstreams.StreamArgumentRefused}, raised
+   pull one (L{framing.rpc._clientstreams.StreamArgumentRefused}, raised
    before anything is sent).  Its transcript is the others' without the
    stream's steps; the request id the refused call took is not reused, so
    its later messages are byte for byte the others'.
@@ -45,16 +45,16 @@ from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
 from framing import Decoder, Encoder, Limits, Pong, Registry
-from framing.rpc.clientstreams import StreamArgumentRefused
-from framing.rpc.errors import DeadReferenceError, registerError
-from framing.rpc.streams import CREDIT, END, ITEM, FlowMessage, addFlowTypes
-from framing.rpc.wire import ANSWER, CALL, FAIL, GOAWAY, RELEASE, Message, addMessageTypes
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.rpc._clientstreams import StreamArgumentRefused
+from framing.rpc._errors import DeadReferenceError, registerError
+from framing.rpc._streams import CREDIT, END, ITEM, FlowMessage, addFlowTypes
+from framing.rpc._wire import ANSWER, CALL, FAIL, GOAWAY, RELEASE, Message, addMessageTypes
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PING, PONG, PREAMBLE, encode_header
 from protocols import asyncioclient, blocking
-from protocols.clientcontext import callContext as clientContext
+from protocols._clientcontext import callContext as clientContext
 from protocols.rpc import Referenceable, connect, remote
-from protocols.rpc.context import callContext as twistedContext
+from protocols.rpc._context import callContext as twistedContext
 
 from ..helpers import pytestTest, trialTest
 

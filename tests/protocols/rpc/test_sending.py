@@ -7,8 +7,8 @@ import gc
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import BlockBuffer, EncodingError
-from framing.outgoing import Outgoing
-from framing.rpc.wire import CALL, Message
+from framing._outgoing import Outgoing
+from framing.rpc._wire import CALL, Message
 from protocols.testing import messagesPerWrite
 
 from .services import Child, RpcPair, Service

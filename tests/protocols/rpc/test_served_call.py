@@ -13,19 +13,19 @@ from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
 import framing
-import framing.decoder
-import framing.scanner
+import framing._decoder
+import framing._scanner
 import protocols
-import protocols.guard
-import protocols.inbound
-import protocols.rpc.answering
-import protocols.rpc.broker
-from framing.rpc.session import ClientSession
-from framing.rpc.wire import ROOT_ID
+import protocols._guard
+import protocols._inbound
+import protocols.rpc._answering
+import protocols.rpc._broker
+from framing.rpc._session import ClientSession
+from framing.rpc._wire import ROOT_ID
 from framing.wire import PREAMBLE
 from protocols import rpc
-from protocols.guard import DEFAULT_GUARD
-from protocols.rpc.broker import BrokerFactory
+from protocols._guard import DEFAULT_GUARD
+from protocols.rpc._broker import BrokerFactory
 
 from ...framing.test_cores import needs_compiled
 
@@ -134,12 +134,12 @@ class ServedCallTests(SynchronousTestCase):
         receiving = tuple(
             module.__file__
             for module in (
-                framing.decoder,
-                framing.scanner,
-                protocols.inbound,
-                protocols.guard,
-                protocols.rpc.broker,
-                protocols.rpc.answering,
+                framing._decoder,
+                framing._scanner,
+                protocols._inbound,
+                protocols._guard,
+                protocols.rpc._broker,
+                protocols.rpc._answering,
             )
         )
         expected = [
@@ -157,7 +157,7 @@ class ServedCallTests(SynchronousTestCase):
             def profile(frame: FrameType, event: str, arg: Any, called: list[tuple[str, str]] = called) -> None:
                 where = frame.f_code.co_filename
                 if event == "c_call" and where in receiving:
-                    called.append((where.rsplit("/", 1)[1][: -len(".py")], arg.__name__))
+                    called.append((where.rsplit("/", 1)[1][: -len(".py")].removeprefix("_"), arg.__name__))
 
             sys.setprofile(profile)
             try:
@@ -173,7 +173,7 @@ class ServedCallTests(SynchronousTestCase):
         On either core, a plain call runs nothing of deadlines and metadata, interceptors or object streams
         (every broker loads them; a call that uses none costs nothing there).
         """
-        unused = ("protocols/rpc/context.py", "protocols/rpc/interceptors.py", "protocols/rpc/streams.py")
+        unused = ("protocols/rpc/_context.py", "protocols/rpc/_interceptors.py", "protocols/rpc/_streams.py")
         files: list[str] = []
 
         def profile(frame: FrameType, event: str, arg: Any) -> None:
@@ -187,7 +187,7 @@ class ServedCallTests(SynchronousTestCase):
         finally:
             sys.setprofile(None)
         self.assertEqual(self.session.receive(self.sent.value()), [(1, 42, None)])
-        self.assertIn(protocols.rpc.answering.__file__, files)
+        self.assertIn(protocols.rpc._answering.__file__, files)
         self.assertEqual([name for name in files if name.endswith(unused)], [])
 
 

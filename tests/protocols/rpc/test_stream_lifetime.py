@@ -21,9 +21,9 @@ from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
-from framing.rpc.limits import SERVER_CALL_LIMITS
+from framing.rpc._limits import SERVER_CALL_LIMITS
 from protocols.rpc import Broker, BrokerFactory, Referenceable, connect, remote
-from protocols.rpc.endpoints import listenWith
+from protocols.rpc._endpoints import listenWith
 
 from ..helpers import pytestTest, trialTest
 

@@ -20,7 +20,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
 from framing import Decoder, Encoder, Registry, Violation
-from framing.rpc.streams import (
+from framing.rpc._streams import (
     ANNOUNCE_OPEN_TYPE,
     CANCEL,
     CREDIT,
@@ -37,9 +37,9 @@ from framing.rpc.streams import (
     addFlowTypes,
     leastItemLength,
 )
-from framing.rpc.wire import ANSWER, Message, addMessageTypes
-from framing.slicing.interfaces import ISlicer
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.rpc._wire import ANSWER, Message, addMessageTypes
+from framing.slicing._interfaces import ISlicer
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 
 from ...framing.test_cores import COMPILED, core

@@ -1,4 +1,4 @@
-"""Object streams in calls (L{protocols.rpc.streams}): results, arguments, both; credit, cancelling, typing."""
+"""Object streams in calls (L{protocols.rpc._streams}): results, arguments, both; credit, cancelling, typing."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Encoder, Limits, Registry, Violation
-from framing.rpc.errors import CallTimedOut, DeadlineExceeded
-from framing.rpc.streams import (
+from framing.rpc._errors import CallTimedOut, DeadlineExceeded
+from framing.rpc._streams import (
     CREDIT,
     END,
     HELD_ACCOUNT,
@@ -31,9 +31,9 @@ from framing.rpc.streams import (
     addFlowTypes,
     leastItemLength,
 )
-from framing.rpc.streamtable import PRODUCER_BYTES, PRODUCERS_ACCOUNT
-from framing.rpc.wire import CALL, Message, MessageSlicer
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.rpc._streamtable import PRODUCER_BYTES, PRODUCERS_ACCOUNT
+from framing.rpc._wire import CALL, Message, MessageSlicer
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 from protocols.interop import InteropService
 from protocols.rpc import (
@@ -46,8 +46,8 @@ from protocols.rpc import (
     RemoteViolation,
     remote,
 )
-from protocols.rpc.context import callContext
-from protocols.rpc.streams import (
+from protocols.rpc._context import callContext
+from protocols.rpc._streams import (
     ObjectStream,
     ObjectStreams,
     StreamOptions,
@@ -680,7 +680,7 @@ class ReceiverByteBoundTests(SynchronousTestCase):
         nested, non-ASCII, subclasses of the built-in types), and is exact
         for an ITEM of small ints.
         """
-        from framing.rpc.streams import leastItemLength
+        from framing.rpc._streams import leastItemLength
 
         class Text(str):
             pass
@@ -927,7 +927,7 @@ class FlowControlRuleTests(SynchronousTestCase):
 
 def _freshReader(pair: BrokerPair) -> StreamReader[Any]:
     """A reader on the client for a stream the server never really started (announced by hand)."""
-    from framing.rpc.streams import Announcement
+    from framing.rpc._streams import Announcement
 
     streams = streamsOf(pair.client)
     return streams.announced(Announcement((streams.lastAnnounced + 1,)))
@@ -1161,17 +1161,17 @@ class LedgerTests(SynchronousTestCase):
 class ClientSessionHeldTests(SynchronousTestCase):
     """
     The clients without Twisted (blocking and asyncio: both read streams
-    through L{framing.rpc.session.ClientSession}'s ClientObjectStreams): a
+    through L{framing.rpc._session.ClientSession}'s ClientObjectStreams): a
     server sending ITEMs of 256 KiB items of every kind to a 64 KiB byte
     window is held to the window plus one ITEM, then the session ends.
     Before, a memoryview, array or registered type counted 1 byte: all 20 held.
     """
 
     def test_everyKindHeldWithinByteWindow(self) -> None:
-        from framing.rpc.session import ClientSession
-        from framing.rpc.streams import Announcement
-        from framing.rpc.streamtable import ReceivedStream
-        from framing.rpc.wire import ANSWER, Message
+        from framing.rpc._session import ClientSession
+        from framing.rpc._streams import Announcement
+        from framing.rpc._streamtable import ReceivedStream
+        from framing.rpc._wire import ANSWER, Message
         from framing.wire import PREAMBLE
 
         from . import test_stream_vectors

@@ -1,4 +1,4 @@
-"""The RPC message table (L{framing.rpc.wire.MESSAGES}): one row per kind drives checking and dispatch."""
+"""The RPC message table (L{framing.rpc._wire.MESSAGES}): one row per kind drives checking and dispatch."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Limits
-from framing.errors import InvalidValue, TooManyItems
-from framing.rpc.wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, MESSAGES, RELEASE, Kind, Message, MessageUnslicer
+from framing._errors import InvalidValue, TooManyItems
+from framing.rpc._wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, MESSAGES, RELEASE, Kind, Message, MessageUnslicer
 from protocols.rpc import Broker
-from protocols.rpc.interceptors import CallInterceptor, intercept
+from protocols.rpc._interceptors import CallInterceptor, intercept
 
 
 class TableTests(SynchronousTestCase):

@@ -1,5 +1,5 @@
 """
-One connection's export and import tables, and RELEASE (L{protocols.rpc.tables.ReferenceTable}), driven directly.
+One connection's export and import tables, and RELEASE (L{protocols.rpc._tables.ReferenceTable}), driven directly.
 
 A recording connection and a fake clock: exports count their sendings and
 are forgotten when RELEASEs bring the count to zero; a dead imported
@@ -14,12 +14,12 @@ from typing import Any
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.rpc.errors import TooManyReferences
-from framing.rpc.limits import CallLimits
-from framing.rpc.referenceable import Referenceable
-from framing.rpc.wire import RELEASE, ROOT_ID, Message
-from protocols.rpc.refs import RemoteReference
-from protocols.rpc.tables import ReferenceTable
+from framing.rpc._errors import TooManyReferences
+from framing.rpc._limits import CallLimits
+from framing.rpc._referenceable import Referenceable
+from framing.rpc._wire import RELEASE, ROOT_ID, Message
+from protocols.rpc._refs import RemoteReference
+from protocols.rpc._tables import ReferenceTable
 
 
 class Transport:

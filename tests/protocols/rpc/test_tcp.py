@@ -36,7 +36,7 @@ from protocols.rpc import (
     serve,
     serverFactory,
 )
-from protocols.rpc.options import ServerOptions
+from protocols.rpc._options import ServerOptions
 from protocols.testing import SelfSignedCertificate, messagesPerWrite, recordSends, recordWrites
 
 from ..helpers import pytestTest, trialTest

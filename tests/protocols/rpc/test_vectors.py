@@ -15,8 +15,8 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Registry, dumps
-from framing.rpc.wire import OPEN_TYPE, Message, MessageSlicer, MessageUnslicer
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.rpc._wire import OPEN_TYPE, Message, MessageSlicer, MessageUnslicer
+from framing.slicing._registry import DEFAULT_REGISTRY
 
 from ...framing.test_vectors import FEEDINGS, PREAMBLE, assert_error, assert_same, build
 

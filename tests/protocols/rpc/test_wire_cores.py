@@ -1,6 +1,6 @@
 """
 RPC messages on both codec cores: the compiled reader builds whole messages
-of built-in values through L{framing.rpc.wire.buildMessage}, and hands
+of built-in values through L{framing.rpc._wire.buildMessage}, and hands
 every other one back to L{MessageUnslicer}; both cores give the same
 messages, the same refusals (L{MessageRefused} with the call's id, the same
 C{where}) and the same bytes, for generated messages and for mutated and
@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder, Limits, Registry
-from framing.errors import ChunkwireError
-from framing.rpc.wire import (
+from framing._errors import ChunkwireError
+from framing.rpc._wire import (
     ANSWER,
     CALL,
     CANCEL,
@@ -30,7 +30,7 @@ from framing.rpc.wire import (
     MessageUnslicer,
     buildMessage,
 )
-from framing.slicing.registry import DEFAULT_REGISTRY
+from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 
 from ...framing.test_cores import COMPILED, core, cut, differential, feed_all, limits, mutate, needs_compiled, values

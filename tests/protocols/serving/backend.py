@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from protocols import rpc
-from protocols.proxyheader import serverEndpoint
+from protocols._proxyheader import serverEndpoint
 from protocols.serving import DrainingService
 
 

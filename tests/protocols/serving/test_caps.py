@@ -1,4 +1,4 @@
-"""Tests for L{protocols.serving.caps}: a side listener's own connection cap and lifetime, and the descriptor limit."""
+"""Tests for L{protocols.serving._caps}: a side listener's own connection cap and lifetime, and the descriptor limit."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.serving.caps import DESCRIPTOR_HEADROOM, CappedFactory, ListenerCaps, reserveDescriptors
+from protocols.serving._caps import DESCRIPTOR_HEADROOM, CappedFactory, ListenerCaps, reserveDescriptors
 
 ADDRESS = IPv4Address("TCP", "127.0.0.1", 1234)
 

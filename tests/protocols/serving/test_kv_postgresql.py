@@ -21,7 +21,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from protocols import rpc
 from protocols.kv import StoreFull, StoreUnavailable
-from protocols.kv.postgresql import PostgresStorage
+from protocols.kv._postgresql import PostgresStorage
 from tests.kv_stores import Scratch
 from tests.processes import ENV, ROOT, figure, readUntil, stop
 

@@ -1,4 +1,4 @@
-"""A service of one's own on workers (L{protocols.serving.workers.serveWorkers}), and TLS listeners shared with workers.
+"""A service of one's own on workers (L{protocols.serving.serveWorkers}), and TLS listeners shared with workers.
 
 Real processes: the supervisor binds port 0 (it runs in the test process,
 which reads the port bound; C{twist} logs it) and two workers adopt each
@@ -22,7 +22,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from protocols import rpc
 from protocols.serving import adoptedEndpoint
-from protocols.serving.workers import bind, serveWorkers
+from protocols.serving._workers import bind, serveWorkers
 from protocols.testing import SelfSignedCertificate
 from tests.processes import ENV, ROOT, readUntil, stop
 
@@ -168,8 +168,8 @@ class SharedTLSTests(SynchronousTestCase):
         """A worker's --adopt with a TLS description serves TLS with its key over the adopted socket."""
         from twisted.internet import reactor
 
-        from protocols.auth.tlsendpoints import TLSServerEndpoint
-        from protocols.proxyheader import ProxiedEndpoint
+        from protocols._proxyheader import ProxiedEndpoint
+        from protocols.auth._tlsendpoints import TLSServerEndpoint
 
         certificate = SelfSignedCertificate.generate().writeTo(self.mktemp())
         description = f"chunkwire-tls:tcp:0:privateKey={certificate.serverPEMPath}"

@@ -1,5 +1,5 @@
 """
-The generic worker process's parts (L{protocols.serving.worker}): what can be checked in this process.
+The generic worker process's parts (L{protocols.serving._worker}): what can be checked in this process.
 
 Loading the operator's function, the ports a C{--serve} function listened on
 and their draining, and the command line's errors.  A worker serving on
@@ -16,7 +16,7 @@ from twisted.internet.defer import Deferred, fail, succeed
 from twisted.logger import globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.serving.worker import _Served, loadFactory, loadFunction, main
+from protocols.serving._worker import _Served, loadFactory, loadFunction, main
 
 from ...processes import ROOT
 
@@ -118,9 +118,9 @@ class CommandLineTests(SynchronousTestCase):
         self.assertRefused(["--factory", function, "--adopt", "3:INET", "--grace", "soon"])
 
     def test_asAProcess(self) -> None:
-        """C{python -m protocols.serving.worker} with no socket to adopt exits 2, saying what is missing."""
+        """C{python -m protocols.serving._worker} with no socket to adopt exits 2, saying what is missing."""
         result = subprocess.run(
-            [sys.executable, "-m", "protocols.serving.worker", "--factory", "x:y"],
+            [sys.executable, "-m", "protocols.serving._worker", "--factory", "x:y"],
             cwd=ROOT,
             capture_output=True,
             text=True,

@@ -25,7 +25,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from protocols import rpc
 from protocols.serving import adoptedEndpoint
-from protocols.serving.workers import Supervisor, backoff, bind, twistWorkerCommand
+from protocols.serving._workers import Supervisor, backoff, bind, twistWorkerCommand
 from protocols.testing import SelfSignedCertificate
 from tests.processes import ENV, ROOT, readUntil, stop
 
@@ -131,7 +131,7 @@ class CommandTests(SynchronousTestCase):
 
     def test_tcpAddress(self) -> None:
         """SO_REUSEPORT sockets are bound from the tcp: description's port, interface and backlog; others refused."""
-        from protocols.serving.workers import _tcpAddress
+        from protocols.serving._workers import _tcpAddress
 
         self.assertEqual(_tcpAddress("tcp", "tcp:8760:interface=127.0.0.1")[1:], ("127.0.0.1", 8760, 50))
         self.assertEqual(_tcpAddress("tcp6", r"tcp6:port=0:interface=\:\:1:backlog=9")[1:], ("::1", 0, 9))
@@ -316,7 +316,7 @@ async def servedByWorkers(reactor: Any) -> None:
     serveWorkers runs the named factory maker, with its arguments, in each
     worker; the calls are answered by the workers, which stop.
     """
-    from protocols.serving.workers import serveWorkers
+    from protocols.serving._workers import serveWorkers
 
     factory = "tests.protocols.serving.userservice:greeterFactory"
     listen = ["tcp:0:interface=127.0.0.1"]

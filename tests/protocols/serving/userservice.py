@@ -1,6 +1,6 @@
-"""A service of a user's own, as L{protocols.serving.workers.serveWorkers} runs it: imported by each worker.
+"""A service of a user's own, as L{protocols.serving._workers.serveWorkers} runs it: imported by each worker.
 
-Nothing here is a worker program: the workers are L{protocols.serving.worker},
+Nothing here is a worker program: the workers are L{protocols.serving._worker},
 told to call L{serveGreeter} (C{serve=}) or L{greeterFactory} (C{factory=}).
 """
 

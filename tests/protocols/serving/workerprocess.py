@@ -32,7 +32,7 @@ class PidService(rpc.Referenceable):
 
 
 def makeFactory(reactor: Any) -> Any:
-    """The factory L{protocols.serving.workers.serveWorkers} workers build in the tests."""
+    """The factory L{protocols.serving._workers.serveWorkers} workers build in the tests."""
     return rpc.serverFactory(PidService(reactor), clock=reactor)
 
 

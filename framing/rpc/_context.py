@@ -1,0 +1,80 @@
+# -*- test-case-name: tests.framing.rpc.test_context -*-
+"""A call's deadline and metadata, sans-IO: the scope calls are made in, how scopes nest, what a call carries.
+
+Contract: every client (the Twisted broker's L{protocols.rpc._context}, and
+the clients without Twisted through L{protocols._clientcontext}) keeps the
+deadline and metadata of the calls made in a block of code as a L{Scope}
+in a context variable of its own, and uses these functions, so the rules
+are written once:
+
+ - L{narrowed}: the scope inside a nested block, the earlier deadline
+   winning and the metadata merged (the inner value winning for a key);
+   metadata that is not text keys and values is refused with C{TypeError}
+   before anything is sent.
+ - L{sendingDeadline}: what a call carries of its deadline, the
+   milliseconds left, rounded up (the callee's deadline is never before
+   the caller's), relative because the two ends' clocks differ; a call
+   whose deadline passed fails with L{DeadlineExceeded} before it is sent.
+ - L{framing.rpc._wire.callContext} puts them in the CALL (the 3-tuple in
+   the keyword arguments' place: C{docs/wire-format.md}, section 12.7).
+
+A deadline here is a number of seconds on whichever clock the scope's
+owner reads (the reactor's, C{time.monotonic}); this module reads none:
+C{now} is always given.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from ._errors import DeadlineExceeded
+
+__all__ = ["Scope", "narrowed", "sendingDeadline"]
+
+
+class Scope:
+    """
+    What the calls made in a block carry: a deadline (seconds on the
+    scope's owner's clock, or C{None}) and metadata to send (or C{None}).
+    """
+
+    __slots__ = ("deadline", "metadata")
+
+    def __init__(self, deadline: float | None, metadata: dict[str, str] | None) -> None:
+        self.deadline = deadline
+        self.metadata = metadata
+
+    def __repr__(self) -> str:
+        return f"<Scope deadline={self.deadline!r} metadata={self.metadata!r}>"
+
+
+def narrowed(outer: Scope | None, deadline: float | None, metadata: Mapping[str, str] | None) -> Scope:
+    """
+    The scope of a block nested in C{outer} (C{None}: in none) that asks
+    for C{deadline} (C{None}: the outer one) and adds C{metadata}.
+
+    @raise TypeError: a metadata key or value is not text.
+    """
+    if outer is not None and outer.deadline is not None:
+        deadline = outer.deadline if deadline is None else min(deadline, outer.deadline)
+    merged = dict(outer.metadata) if outer is not None and outer.metadata else None
+    if metadata:
+        for key, value in metadata.items():
+            if type(key) is not str or type(value) is not str:
+                raise TypeError(f"call metadata is text keys and values, not {key!r}: {value!r}")
+        merged = {**(merged or {}), **metadata}
+    return Scope(deadline, merged)
+
+
+def sendingDeadline(name: str, deadline: float, now: float) -> tuple[float, int]:
+    """
+    The seconds a call of C{name} has left at C{now} and the milliseconds
+    it carries (rounded up: the callee's deadline is never before the caller's).
+
+    @raise framing.rpc.DeadlineExceeded: none are left.
+    """
+    left = deadline - now
+    if left <= 0:
+        raise DeadlineExceeded(f"the deadline of {name!r} passed before it was sent", name)
+    return left, math.ceil(left * 1000)

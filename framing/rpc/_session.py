@@ -1,0 +1,820 @@
+# -*- test-case-name: tests.framing.rpc.test_session,tests.framing.rpc.test_clientstreams -*-
+"""The client's side of one RPC connection, sans-IO: calls in, bytes out; bytes in, settled calls out.
+
+Contract: a L{ClientSession} is everything a chunkwire RPC client does on
+one connection except waiting (L{protocols.blocking} and
+L{protocols.asyncioclient} wait over it).  L{start} is the preamble;
+L{call}, L{callOnly}, L{cancel} and L{ping} return their one message's
+bytes; L{receive} takes bytes and returns the calls it settled, as
+C{(waiter, result, error)} triples in answer order, leaving what is due back
+in L{dataToSend}.  GOAWAY moves it to L{SessionState.GOING_AWAY}.  Bad input
+never raises out of L{receive}: a broken stream, an answer to no call or a
+message refused before its id ends the session (L{SessionState.ENDED},
+L{failure}) and settles every pending call; more than C{maxRefusals}
+refusals within 10 s end it with L{framing._refusals.TooManyRefusals}.
+L{end} and L{judgeSilence} end it for what the I/O layer saw.  It keeps
+references and the server's object streams too.  No I/O, no threads, no
+timer (the refusal rate alone reads C{clock}).
+
+Cost: a call is one table entry and one encoding; each received message one
+type test, one tag test and one dict pop; nothing grows with the
+connection's age.
+
+Design: docs/design/rpc-session.md
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import time
+from collections.abc import Callable
+from typing import Any, Generic, Protocol, TypeVar
+
+from framing import Decoder, Encoder, Limits, Ping, Pong, ProtocolError, Registry, Violation, _core
+from framing._encoder import open_token
+from framing._ledger import Ledger
+from framing._refusals import MAX_REFUSALS, REFUSAL_INTERVAL, RefusalRate
+from framing.slicing._registry import DEFAULT_REGISTRY
+from framing.wire import PING, PONG, PREAMBLE, encode_header
+
+from ._calltable import CallTable
+from ._clientstreams import ClientObjectStreams
+from ._drain import Drain, GoingAway
+from ._errors import (
+    ClosedBeforePreamble,
+    ConnectionLost,
+    ConnectionOverBudget,
+    DeadReferenceError,
+    MessageRefused,
+    MessageWithoutId,
+    NotAnRpcMessage,
+    ServerSilent,
+    UnreadableRequestId,
+    callLost,
+    rebuild,
+)
+from ._exports import DEFAULT_MAX_IMPORTS, ClientReferences, ExportTable
+from ._incoming import DEFAULT_MAX_RUNNING, IncomingCall, IncomingCalls, failure, withoutDetails
+from ._interfaces import ExportedReference
+from ._referenceable import Referenceable
+from ._references import ReferenceableSlicer, ReferenceUnslicer, RemoteReferenceSlicer, YourReferenceUnslicer
+from ._signatures import REF_OPEN_TYPE, YOURREF_OPEN_TYPE
+from ._streams import FlowMessage, ReceiveWindow
+from ._streamtable import ReceivedStream, SentStream
+from ._wire import (
+    ANSWER,
+    CALL,
+    CANCEL,
+    FAIL,
+    GOAWAY,
+    NO_ANSWER,
+    OPEN_TYPE,
+    RELEASE,
+    Message,
+    addMessageTypes,
+    callContext,
+)
+
+Waiter = TypeVar("Waiter")
+
+Settled = tuple[Any, Any, "BaseException | None"]
+"""A call settled by the server's bytes or the session's end: C{(waiter, result, error)}."""
+
+_CALL_OPENING = open_token(OPEN_TYPE)
+"""The OPEN token every RPC message starts with (L{framing.rpc._wire.MessageSlicer}'s C{record_name})."""
+
+UNSENT = "unsent"
+"""
+The ledger account (L{ClientSession.ledger}) of the bytes an I/O layer holds
+for the server and has not handed to the kernel yet: the blocking client's
+outbox, the asyncio transport's write buffer.  Mostly the replies the
+server's own messages ask for (PONGs, the FAILs of its calls), so a server
+that sends and reads nothing grows it; the I/O layer stops reading while
+the ledger is over its budget, or, when it cannot wait (the blocking
+client's readers are its callers), ends the session (L{ClientSession.overBudget}).
+"""
+
+
+class SessionExtension(Protocol):
+    """
+    A layer riding on a session's connection beside RPC (the bulk streams
+    of L{framing.bulk._streams}): its types, what it adds to this side's
+    messages, the top-level objects it takes, its own output and its end.
+    """
+
+    def install(self, registry: Registry, encoder: Encoder) -> None:
+        """Add its types to the connection's C{registry}; C{encoder} is the connection's."""
+
+    def messageEncoded(self, data: bytes, requestId: int = NO_ANSWER) -> bytes:
+        """
+        A message of this side was encoded whole as C{data} (the CALL of
+        C{requestId}, if it waits for an answer): the bytes to send for it
+        (with what it adds).
+        """
+
+    def callFailed(self, requestId: int, cancelled: bool) -> None:
+        """Call C{requestId} of this side failed (C{cancelled}: its caller gave up on it)."""
+
+    def messageDropped(self) -> None:
+        """The message being encoded failed: undo what encoding it did."""
+
+    def received(self, obj: Any) -> bool:
+        """A top-level object that is no RPC message: C{True} if the extension took it."""
+
+    def takeSettled(self) -> list[Settled]:
+        """What the extension settled since last asked (waiters of its own, as calls' are); once."""
+
+    def dataToSend(self) -> bytes:
+        """Its bytes waiting to be sent; once."""
+
+    def ended(self, reason: BaseException) -> list[Settled]:
+        """The session ended with C{reason}: what that settles."""
+
+
+class _Broken:
+    """The end of what one read decoded when the stream broke: the L{ProtocolError}, dispatched after the rest."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: ProtocolError) -> None:
+        self.error = error
+
+
+class _Probed:
+    """The PONG of a probe came: its streams, judged where it stands among a read's objects."""
+
+    __slots__ = ("producers",)
+
+    def __init__(self, producers: list[SentStream]) -> None:
+        self.producers = producers
+
+
+_DRAIN_CHECK = object()
+"""Dispatched after a read's objects once the server sent GOAWAY: end the session if it drained."""
+
+
+def _drainingFeed(decoder: Decoder, data: bytes) -> list[Any]:
+    """A read's objects after GOAWAY: the decoder's, then L{_DRAIN_CHECK}."""
+    received: list[Any] = decoder.feed(data)
+    received.append(_DRAIN_CHECK)
+    return received
+
+
+class SessionState(enum.Enum):
+    """Where a client session stands."""
+
+    WANT_PREAMBLE = "want-preamble"
+    """Connected; the server's preamble has not all come yet (calls may be sent already)."""
+    OPEN = "open"
+    """Calls are made and answered."""
+    GOING_AWAY = "going-away"
+    """The server sent GOAWAY: the calls in flight are answered, no new call is sent."""
+    ENDED = "ended"
+    """The connection is over (L{ClientSession.failure} says why): every call failed, none is sent."""
+
+
+# (module names: one global lookup each on the per-call paths, rather than an attribute of the enum class)
+_WANT_PREAMBLE, _OPEN, _GOING_AWAY, _ENDED = (
+    SessionState.WANT_PREAMBLE,
+    SessionState.OPEN,
+    SessionState.GOING_AWAY,
+    SessionState.ENDED,
+)
+
+
+class ClientSession(Generic[Waiter]):
+    """
+    The client's side of one RPC connection (see the module docstring).
+
+    @ivar peer: the server's address as errors name it (C{"host:port"}).
+    @ivar state: the L{SessionState}.
+    @ivar failure: why the session ended, once it has (C{None} before).
+    @ivar pingSent: a PING was sent and nothing was heard since.
+    @ivar references: the L{framing.rpc._exports.ClientReferences}, or C{None}
+        without C{makeReference}.
+    @ivar incomingCalls: the server's calls to this side's exports; those in
+        its C{waiting} are the I/O layer's to run and settle (L{answerCall}).
+    @ivar pending: the calls waiting for their answers, by request id (the
+        L{framing.rpc._calltable.CallTable}).
+    @ivar ledger: the L{framing._ledger.Ledger} of what this side holds for
+        the server, against C{Limits.max_connection_memory}; its I/O layer
+        sets C{on_full}; closed when the session ends.
+    @ivar drain: the L{framing.rpc._drain.Drain}: the server's GOAWAY, and when the session then closes.
+    @ivar closing: the session ended itself after the server's GOAWAY
+        (L{closeIfDrained}): its output is still to be sent.
+    @ivar output: the bytes due to the server, in order; empty once
+        L{receive} returns means L{dataToSend} has nothing.
+
+    Design: docs/design/rpc-session.md
+    """
+
+    def __init__(
+        self,
+        peer: str,
+        *,
+        limits: Limits | None = None,
+        registry: Registry | None = None,
+        maxPending: int | None = None,
+        makeReference: Callable[[int, tuple[str, ...]], Any] | None = None,
+        owner: Any = None,
+        released: Callable[[], None] | None = None,
+        maxImports: int | None = DEFAULT_MAX_IMPORTS,
+        maxRunning: int | None = DEFAULT_MAX_RUNNING,
+        extension: SessionExtension | None = None,
+        makeStream: Callable[[ClientObjectStreams, int, ReceiveWindow], ReceivedStream] | None = None,
+        streamDropped: Callable[[], None] | None = None,
+        streamSending: Callable[[SentStream], None] | None = None,
+        maxRefusals: int | None = MAX_REFUSALS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """
+        @param peer: see L{peer}.
+        @param limits: what this side accepts from the server.
+        @param registry: the application's types beyond the built-in ones (not changed).
+        @param maxPending: most calls that may wait at once (L{framing.rpc._errors.TooManyPendingCalls} past it).
+        @param makeReference: C{makeReference(exportId, interfaceNames)}, the
+            client's reference to an object the server exports; C{None}: no references either way.
+        @param owner: the client's connection (its references' C{connection}).
+        @param released: told when a reference died with a RELEASE due; it must neither block nor encode.
+        @param maxImports: most of the server's references held at once.
+        @param maxRunning: most of the server's calls waiting or running here at once.
+        @param extension: a layer beside RPC on the connection (bulk streams), or C{None}.
+        @param makeStream: the client's reader of a stream of objects the
+            server sends; C{None}: a bare L{ReceivedStream}.
+        @param streamDropped: told when a reader was dropped unfinished; as C{released}.
+        @param streamSending: told when a stream this side sends in a call's
+            arguments goes live and when it is over; C{None}: such streams are refused.
+        @param maxRefusals: refusals within 10 s past which the session ends
+            (L{framing._refusals.TooManyRefusals}); C{None}: never.
+        @param clock: the seconds the refusal rate counts by (C{time.monotonic}).
+        """
+        self.peer = peer
+        self.state = _WANT_PREAMBLE
+        self.failure: BaseException | None = None
+        self.pingSent = False
+        connectionRegistry = Registry(registry if registry is not None else DEFAULT_REGISTRY)
+        addMessageTypes(connectionRegistry)
+        self.references: ClientReferences | None = None
+        exports = ExportTable()
+        self._died: list[Any] = []
+        if makeReference is not None:
+            exports = self.references = self._addReferences(
+                connectionRegistry, ClientReferences(owner, makeReference, maxImports=maxImports, released=released)
+            )
+            self._died = self.references.died
+        self.incomingCalls = IncomingCalls(exports, maxRunning)
+        self._encoder = Encoder(connectionRegistry)
+        # What is due to the server, in order (see the class docstring).
+        self.output: list[bytes] = []
+        # Object streams the server sends: their messages are top-level objects of their own, so a call
+        # without a stream never meets this part (no hook per call); its CREDITs go into the output.
+        self.objectStreams = ClientObjectStreams(self.output, makeStream, died=streamDropped, sending=streamSending)
+        self.objectStreams.install(connectionRegistry, self._encoder)
+        self._streamsDropped = self.objectStreams.dropped
+        self.extension = extension
+        if extension is not None:
+            extension.install(connectionRegistry, self._encoder)
+        self._decoder = Decoder(limits, connectionRegistry)
+        # What a read is fed to: the decoder's feed (and after GOAWAY, _drainingFeed: see _goingAway).
+        self._feed: Callable[[bytes], list[Any]] = self._decoder.feed
+        self.closing = False
+        # GOAWAY's state and the rule of when the session closes after it (see drained).
+        self.drain = Drain()
+        # What this side holds for the server (its I/O layer's outbox, automatic replies, stream items):
+        # one budget, whose owner (the I/O layer) sets on_full and stops reading past it.
+        self.ledger = Ledger(self._decoder.limits.max_connection_memory)
+        self.objectStreams.ledger = self.incomingCalls.ledger = self.ledger
+        # What the decoder holds between reads too: an answer that would not fit is refused, never half held.
+        self._decoder.charge_to(self.ledger)
+        self.incomingCalls.registry = connectionRegistry
+        # Each pending call's waiter with the method's name, for the errors that name the call.
+        self.pending: CallTable[tuple[Waiter, str]] = CallTable(maxPending)
+        self._preambleLeft = len(PREAMBLE)
+        # A whole CALL of built-in arguments in one C call (the compiled core; None: the pure one), as
+        # Encoder.tokens writes a Message, less its lookups: the session's registry writes Messages so.
+        self._encodeParts = _core.parts_encoder()
+        self._maxDepth = self._encoder.limits.max_depth
+        # The refusals the server earned (see the module docstring).
+        self.refusals = RefusalRate(maxRefusals, REFUSAL_INTERVAL, clock)
+        # This side's PINGs, numbered from 1 (those that probe a message's streams: the table's probes, see _probe).
+        self._pingsSent = 0
+
+    @staticmethod
+    def _addReferences(registry: Registry, references: ClientReferences) -> ClientReferences:
+        """Send and receive references on C{registry}, against C{references}'s tables."""
+        registry.add_slicer(Referenceable, ReferenceableSlicer(references))
+        registry.add_slicer(ExportedReference, RemoteReferenceSlicer(references))
+        registry.add_unslicer(REF_OPEN_TYPE, lambda limits: ReferenceUnslicer(limits, references))
+        registry.add_unslicer(YOURREF_OPEN_TYPE, lambda limits: YourReferenceUnslicer(limits, references))
+        return references
+
+    # -- what the I/O layer asks ---------------------------------------------
+
+    def __len__(self) -> int:
+        """How many calls wait for their answer."""
+        return len(self.pending)
+
+    @property
+    def ready(self) -> bool:
+        """The server's preamble came (or the session ended: then L{failure} says why)."""
+        return self.state is not _WANT_PREAMBLE
+
+    @property
+    def acceptsCalls(self) -> bool:
+        """Whether a new call may be made: no GOAWAY from the server, and the session not ended."""
+        return self.state is _OPEN or self.state is _WANT_PREAMBLE
+
+    @property
+    def drained(self) -> bool:
+        """
+        The server sent GOAWAY and nothing is in flight either way: no call
+        of this side waits for its answer, none of the server's waits or
+        runs here, no object stream is open in either direction.  The
+        session then ends itself (L{closeIfDrained}), and its I/O layer
+        sends what is due and closes the connection (C{docs/wire-format.md}
+        12.1: the receiver of GOAWAY closes as soon as it is idle, so no CALL
+        is on the wire at the close): the rule of L{framing.rpc._drain.Drain.closes},
+        which the Twisted broker's drain (L{protocols.rpc._drain}) asks too.
+        """
+        return self.state is _GOING_AWAY and self.drain.closes(
+            len(self.pending), self.incomingCalls.runningCount, self.objectStreams.streamCount
+        )
+
+    def closeIfDrained(self) -> list[Settled]:
+        """
+        If the session L{drained}, end it (L{closing}): what is in the
+        output stays there, for the I/O layer to send before it closes the
+        connection, as it does on any end.  The session asks itself after
+        each read and each answer to the server's calls; an I/O layer asks
+        when a stream it sends ended.
+
+        @return: what the end settled (as L{end}).
+        """
+        if not self.drained:
+            return []
+        output = self.output[:]
+        settled = self.end(ConnectionLost(f"{self.peer} is going away (GOAWAY), nothing was in flight: closed here"))
+        self.closing = True
+        self.output.extend(output)
+        return settled
+
+    def _goingAway(self, received: list[Any]) -> None:
+        """
+        The server sent GOAWAY (in C{received}, being dispatched): no new
+        call, and from now on each read's objects are followed by
+        L{_DRAIN_CHECK}, this one's too (C{received} is the decoder's own
+        new list, or the session's), so that the session ends once nothing
+        is in flight (L{closeIfDrained}) at no cost to a read before GOAWAY.
+        """
+        self.state = _GOING_AWAY
+        self._feed = functools.partial(_drainingFeed, self._decoder)
+        received.append(_DRAIN_CHECK)
+
+    def peerClosed(self) -> ConnectionLost:
+        """
+        Why the session ends when the server closed the connection cleanly
+        (for the I/O layer to L{end} it with): L{ClosedBeforePreamble} if not
+        a byte came from it (a TLS server reached without TLS), else
+        L{ConnectionLost}.
+        """
+        if self.state is _WANT_PREAMBLE and self._preambleLeft == len(PREAMBLE):
+            return ClosedBeforePreamble(self.peer)
+        return ConnectionLost(f"{self.peer} closed the connection")
+
+    def start(self) -> bytes:
+        """The bytes to send first on the connection: the preamble."""
+        return PREAMBLE
+
+    def dataToSend(self) -> bytes:
+        """What is due to the server (PONGs, answers to its calls, RELEASEs, a PING); once."""
+        output = self.output
+        if self._died or self._streamsDropped or self.extension is not None:
+            self._gather()
+        if not output:
+            return b""
+        data = b"".join(output)
+        output.clear()
+        return data
+
+    def _gather(self) -> None:
+        """Into L{output}: the RELEASEs of references that died, CANCELs of streams dropped, the extension's bytes."""
+        if self._died:
+            self._queueReleases()
+        if self._streamsDropped:
+            self.objectStreams.cancelDropped()
+        extension = self.extension
+        if extension is not None and self.state is not _ENDED:
+            extra = extension.dataToSend()
+            if extra:
+                self.output.append(extra)
+
+    # -- calling -------------------------------------------------------------
+
+    def call(
+        self,
+        waiter: Waiter,
+        target: int,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        deadline: int | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> tuple[int, bytes]:
+        """
+        Make a call to method C{name} of export C{target}; C{waiter} is
+        settled with its answer (L{receive}, L{end}).  With a C{deadline}
+        (the milliseconds it has left: L{framing.rpc._context.sendingDeadline})
+        or C{metadata}, the CALL carries them in its call context
+        (L{framing.rpc._wire.callContext}); the I/O layer keeps the time and
+        gives up on the call (L{cancel}) when it passes.
+
+        @return: its request id, and the bytes of its CALL to send whole.
+        @raise framing.rpc.DeadReferenceError: the session ended, or the server is going away (L{GoingAway}).
+        @raise TypeError: C{name} is no str.
+        @raise framing.rpc._errors.TooManyPendingCalls: too many calls wait already.
+        @raise framing.EncodingError: an argument cannot be sent (nothing is kept).
+        """
+        if self.state is not _OPEN or type(name) is not str:
+            self._checkCallable(name)  # (refuses a name that is no str, and calls once the server is going away)
+        table = self.pending
+        if not table:
+            # The server's silence counts only while calls wait: from now, when none did.
+            self.pingSent = False
+        requestId = table.add((waiter, name), name)
+        sent = kwargs or None if deadline is None and metadata is None else callContext(kwargs, deadline, metadata)
+        encodeParts = self._encodeParts
+        try:
+            data = None
+            if encodeParts is not None:
+                # Arguments of built-in types alone: the whole CALL in one C call, the bytes Encoder.encode writes.
+                data = encodeParts((CALL, requestId, target, name, sent, *args), self._maxDepth, _CALL_OPENING)
+            if data is None:
+                # (the pure core, or not built-in types alone: a stream argument among them perhaps, live once
+                # encoded whole)
+                data = self._encoder.encode(Message((CALL, requestId, target, name, sent, *args)))
+                if self.objectStreams.announcing:
+                    data += self._probe(self.objectStreams.committed())
+        except BaseException:
+            table.take(requestId)
+            self.objectStreams.rolledBack()
+            if self.extension is not None:
+                self.extension.messageDropped()
+            raise
+        if self.extension is not None:
+            data = self.extension.messageEncoded(data, requestId)
+        return requestId, data
+
+    def callOnly(
+        self,
+        target: int,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        deadline: int | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> bytes:
+        """
+        The bytes of a CALL to method C{name} of export C{target} for no
+        answer, with its C{deadline} and C{metadata} as for L{call} (raises as L{call}).
+        """
+        self._checkCallable(name)
+        sent = kwargs or None if deadline is None and metadata is None else callContext(kwargs, deadline, metadata)
+        extension = self.extension
+        if extension is None:
+            return self._encode(Message((CALL, NO_ANSWER, target, name, sent, *args)))
+        try:
+            data = self._encode(Message((CALL, NO_ANSWER, target, name, sent, *args)))
+        except BaseException:
+            extension.messageDropped()
+            raise
+        return extension.messageEncoded(data)
+
+    def abandon(self, requestId: int) -> Waiter | None:
+        """Forget call C{requestId}, whose CALL was never sent (sending failed); its waiter, if it was pending."""
+        entry = self.pending.take(requestId)
+        return None if entry is None else entry[0]
+
+    def cancel(self, requestId: int) -> bytes:
+        """
+        Give up on call C{requestId} (its caller stopped waiting: cancelled,
+        timed out): the bytes of the CANCEL to send, its late answer then
+        ignored; C{b""} if it is no longer pending (its answer came meanwhile)
+        or the session ended.
+        """
+        table = self.pending
+        if table.take(requestId) is None or self.state is _ENDED:
+            return b""
+        table.expectLateAnswer()
+        data = self._encode(Message((CANCEL, requestId)))
+        extension = self.extension
+        if extension is not None:
+            extension.callFailed(requestId, True)
+            data += extension.dataToSend()
+        return data
+
+    def ping(self) -> bytes:
+        """
+        The bytes of a PING (a live server answers it with a PONG even while
+        its method runs), numbered as all of this side's PINGs are, from 1.
+        """
+        self.pingSent = True
+        self._pingsSent += 1
+        return encode_header(PING, self._pingsSent)
+
+    def judgeSilence(self, quiet: float, silenceTimeout: float) -> list[Settled]:
+        """
+        The server has said nothing for C{quiet} seconds while calls waited:
+        past half of C{silenceTimeout}, a PING waits in the output (once per
+        silence); past all of it, the session ends with L{ServerSilent}.
+
+        @return: the calls settled (all of them if the session ended).
+        """
+        if self.state is _ENDED:
+            return []
+        if quiet >= silenceTimeout:
+            return self.end(ServerSilent(f"nothing from {self.peer} for {quiet:.1f} s (PING unanswered)"))
+        if quiet >= silenceTimeout / 2 and not self.pingSent:
+            self.output.append(self.ping())
+        return []
+
+    def _checkCallable(self, name: str) -> None:
+        if type(name) is not str:
+            raise TypeError(f"a method name is a str, not {type(name).__name__}")
+        state = self.state
+        if state is _ENDED or state is _GOING_AWAY:
+            if self.failure is None:
+                raise GoingAway(f"cannot call {name!r}: the server is going away")
+            raise DeadReferenceError(f"cannot call {name!r}: the connection ended: {self.failure}")
+
+    def _encode(self, message: Message) -> bytes:
+        encoder = self._encoder
+        data = encoder.tokens(message)
+        if data is not None:
+            return data
+        try:
+            data = encoder.encode(message)
+        except BaseException:
+            self.objectStreams.rolledBack()
+            raise
+        if self.objectStreams.announcing:
+            data += self._probe(self.objectStreams.committed())
+        return data
+
+    def _probe(self, producers: list[SentStream]) -> bytes:
+        """
+        The PING that follows a message announcing C{producers}
+        (C{docs/wire-format.md} 14.6): when its PONG is back, those the
+        server gave no credit were not taken, and are closed
+        (L{framing.rpc._streamtable.ObjectStreamTable.probed}).  Its
+        bytes go right after the message's own (before what an extension
+        adds to them).
+        """
+        self._pingsSent += 1
+        self.objectStreams.probeSent(self._pingsSent, producers)
+        return encode_header(PING, self._pingsSent)
+
+    # -- receiving -----------------------------------------------------------
+
+    def receive(self, data: bytes) -> list[Settled]:
+        """
+        Bytes from the server: the calls they settle, in order (see the
+        module docstring); replies, and what else became due (the RELEASEs
+        of references that died, the extension's bytes), wait in L{output}
+        for L{dataToSend}.  A broken stream ends the session (L{failure})
+        after what came before the break.
+
+        The session's one dispatch, in line: each top-level object, in
+        order, to what handles it, by type and then by tag (an answer, a
+        failure, the server's call, cancel, release or GOAWAY; a stream's
+        flow message; the extension's object; a refusal; anything else ends
+        the session), nothing once the session ended.  The commonest message,
+        an ANSWER to a pending call, is first and costs one type test, one
+        tag test and one dict pop.
+        """
+        if self.state is not _OPEN:
+            if self.state is _ENDED:
+                return []
+            if self._preambleLeft:
+                # The server's preamble, still coming: the session is open once it all came.  (The decoder checks
+                # it in the feed below: a wrong one breaks the stream there, which ends the session.)
+                self._preambleLeft = max(self._preambleLeft - len(data), 0)
+                if not self._preambleLeft:
+                    self.state = _OPEN
+        self.pingSent = False
+        settled: list[Settled] = []
+        try:
+            # (the decoder's feed; after GOAWAY, its objects followed by _DRAIN_CHECK: see _goingAway)
+            received = self._feed(data)
+        except ProtocolError as error:
+            # What came before the break, then the break itself, through the one dispatch below.
+            received = [*(getattr(error, "results", None) or ()), _Broken(error)]
+        if self._decoder.control_events:
+            self._controlEvents(received)
+        pending = self.pending
+        for obj in received:
+            if type(obj) is Message:
+                if obj[0] == ANSWER:
+                    entry = pending.pop(obj[1], None)  # (CallTable.take, in line)
+                    if entry is not None:
+                        settled.append((entry[0], obj[2], None))
+                    elif self.state is not _ENDED:
+                        self._stray(obj[1], "an answer", settled)
+                    continue
+                if self.state is _ENDED:
+                    break
+                tag = obj[0]
+                if tag == FAIL:
+                    _, requestId, typeName, text, remoteTraceback, details = obj
+                    entry = self._answered(requestId, "a failure", settled)
+                    if entry is not None:
+                        settled.append((entry[0], None, rebuild(typeName, text, remoteTraceback, details)))
+                        if self.extension is not None:
+                            self.extension.callFailed(requestId, False)
+                elif tag == CALL:
+                    refused = self.incomingCalls.received(obj)
+                    if refused is not None:
+                        self._refuseCall(obj[1], refused, settled)
+                elif tag == GOAWAY:
+                    if self.drain.received(obj):
+                        self._goingAway(received)
+                elif tag == RELEASE:
+                    if self.references is not None:
+                        self.references.releaseReceived(obj)
+                elif tag == CANCEL:
+                    self.incomingCalls.cancelled(obj[1])
+                continue
+            if self.state is _ENDED:
+                break
+            if type(obj) is FlowMessage:
+                try:
+                    self.objectStreams.received(obj, settled)
+                except ProtocolError as error:
+                    settled.extend(self.end(error))
+            elif type(obj) is _Broken:
+                settled.extend(self.end(obj.error))
+            elif obj is _DRAIN_CHECK:
+                settled.extend(self.closeIfDrained())
+            elif type(obj) is _Probed:
+                self.objectStreams.probeAnswered(obj.producers, settled)
+            elif self.extension is not None and self.extension.received(obj):
+                pass
+            elif isinstance(obj, MessageRefused):
+                if obj.tag == CALL:
+                    self._refuseCall(obj.requestId, obj.violation, settled)
+                elif obj.tag in (ANSWER, FAIL):
+                    entry = self._answered(obj.requestId, "a refused answer", settled)
+                    if entry is not None:
+                        violation = obj.violation
+                        violation.message += f"; in the answer to {entry[1]!r} from {self.peer}"
+                        settled.append((entry[0], None, violation))
+            elif isinstance(obj, MessageWithoutId):
+                settled.extend(
+                    self.end(UnreadableRequestId(f"a message refused before its request id: {obj.violation}"))
+                )
+            elif not isinstance(obj, Violation):
+                settled.extend(self.end(NotAnRpcMessage(f"a top-level {type(obj).__name__} from {self.peer}")))
+            else:
+                # Any other Violation: an object of a kind this client does not take (an extension's), refused alone.
+                self._refused(settled)
+        extension = self.extension
+        if extension is not None:
+            settled.extend(extension.takeSettled())
+        if self._died or self._streamsDropped or extension is not None:
+            self._gather()
+        return settled
+
+    def _controlEvents(self, received: list[Any]) -> None:
+        """
+        The PINGs and PONGs a read brought: a PONG for each PING, into the
+        output before the replies to the read's objects (as the Twisted
+        connection writes them); each PONG of a probe (L{_probe}) judged
+        after those objects, by a L{_Probed} put after them in C{received}
+        (a CREDIT that came before the PONG counts).
+        """
+        events = self._decoder.control_events
+        self.output.extend(encode_header(PONG, event.id) for event in events if type(event) is Ping)
+        streams = self.objectStreams
+        if streams.probes:
+            for event in events:
+                if type(event) is Pong:
+                    producers = streams.pongReceived(event.id)
+                    if producers is not None:
+                        received.append(_Probed(producers))
+        events.clear()
+
+    def _answered(self, requestId: int, what: str, settled: list[Settled]) -> tuple[Waiter, str] | None:
+        """The pending call C{requestId}, now answered; C{None} if none waits (unexpected: the session ends)."""
+        entry = self.pending.take(requestId)
+        if entry is None:
+            self._stray(requestId, what, settled)
+        return entry
+
+    def _stray(self, requestId: int, what: str, settled: list[Settled]) -> None:
+        """C{what} came for C{requestId}, which no call waits on: ignored if a late answer was due, else the end."""
+        unexpected = self.pending.strayAnswer(requestId, what)
+        if unexpected is not None:
+            settled.extend(self.end(unexpected))
+
+    def _refuseCall(self, requestId: int, error: Exception, settled: list[Settled]) -> None:
+        """
+        Answer the server's call C{requestId} with C{error} (in the output),
+        unless it asked for no answer; a refusal either way (L{_refused}).
+        """
+        if self._refused(settled) or requestId == NO_ANSWER:
+            return
+        self.output.append(self._encode(failure(requestId, error)))
+
+    def _refused(self, settled: list[Settled]) -> bool:
+        """Count one refusal; past the rate, end the session (L{framing._refusals.TooManyRefusals}) and say so."""
+        refusals = self.refusals
+        if not refusals.note():
+            return False
+        settled.extend(self.end(refusals.too_many()))
+        return True
+
+    # -- references and the server's calls -----------------------------------
+
+    def answerCall(self, call: IncomingCall, result: Any = None, error: BaseException | None = None) -> list[Settled]:
+        """
+        The server's C{call} (taken from C{incomingCalls.waiting}) ended with
+        C{result}, or C{error}: its ANSWER or FAIL waits in the output (none
+        for a call for no answer or one cancelled, or once the session ended).
+        A result that cannot be sent is a FAIL saying why.
+
+        @return: what ending the session settled, if this call was the last
+            thing in flight after the server's GOAWAY (L{closeIfDrained}).
+        """
+        message = self.incomingCalls.settle(call, result, error)
+        if message is None or self.state is _ENDED:
+            return self.closeIfDrained()
+        try:
+            data = self._encode(message)
+        except Exception as encodingError:
+            if isinstance(encodingError, Violation):
+                encodingError.where = "result" + encodingError.where
+            failed = failure(call.requestId, encodingError)
+            try:
+                data = self._encode(failed)
+            except Exception:
+                data = self._encode(withoutDetails(failed))
+        self.output.append(data)
+        return self.closeIfDrained()
+
+    def release(self, reference: Any) -> bytes:
+        """The bytes of C{reference}'s RELEASE, released now by its holder; C{b""} if none is due."""
+        references = self.references
+        if references is None or self.state is _ENDED:
+            return b""
+        message = references.release(reference)
+        return b"" if message is None else self._encode(message)
+
+    def _queueReleases(self) -> None:
+        """The RELEASEs of the references that died, into the output."""
+        references = self.references
+        if references is not None:
+            messages = references.releases()
+            if self.state is not _ENDED:
+                self.output.extend(self._encode(message) for message in messages)
+
+    # -- ending --------------------------------------------------------------
+
+    def overBudget(self) -> list[Settled]:
+        """
+        The ledger went over its budget and the I/O layer will not wait
+        for it to drain: end the session with L{ConnectionOverBudget},
+        naming what was held by account; the calls settled (as L{end}).
+        """
+        if self.state is _ENDED:
+            return []
+        ledger = self.ledger
+        held = ", ".join(f"{account} {count}" for account, count in sorted(ledger.accounts().items()) if count)
+        return self.end(
+            ConnectionOverBudget(
+                f"this side held {ledger.held} bytes for {self.peer} ({held}), past the connection's budget of "
+                f"{ledger.budget} bytes (Limits.max_connection_memory): the server sends more than it reads"
+            )
+        )
+
+    def end(self, reason: BaseException) -> list[Settled]:
+        """
+        End the session with C{reason} (once; later calls settle nothing):
+        every pending call is settled with C{reason}, naming the call.
+        """
+        if self.state is _ENDED:
+            return []
+        self.state = _ENDED
+        self.failure = reason
+        self.output.clear()
+        self.ledger.close()
+        self.incomingCalls.end()
+        if self.references is not None:
+            self.references.end()
+        peer = self.peer
+        settled: list[Settled] = [
+            (waiter, None, callLost(reason, name, peer)) for waiter, name in self.pending.takeAll()
+        ]
+        settled.extend(self.objectStreams.ended(reason))
+        if self.extension is not None:
+            settled.extend(self.extension.ended(reason))
+        return settled

@@ -1,0 +1,119 @@
+# -*- test-case-name: tests.protocols.test_clientcontext,tests.protocols.test_options -*-
+"""Deadlines and metadata for the calls of the clients without Twisted: C{with callContext(timeout=..., metadata=...):}.
+
+    from protocols.blocking import callContext, connect
+
+    with connect("127.0.0.1:8760") as connection:
+        with callContext(timeout=2.0, metadata={"request-id": "r-17"}):
+            connection.root.callRemote("get", "greeting")
+
+Contract: the blocking and the asyncio clients give the calls made inside a
+C{callContext} block a deadline C{timeout} seconds from the block's start
+(on C{time.monotonic}) and its metadata, under the rules of
+L{framing.rpc._context} that the Twisted client's L{protocols.rpc.callContext}
+follows too: nested blocks keep the earlier deadline and merge metadata; a
+call past its deadline raises L{DeadlineExceeded} (and the server is sent a
+CANCEL if it was sent).  It is a context variable, so each thread or task has
+its own; it is not the Twisted client's.  Importing this module loads no
+Twisted.
+
+Design: docs/design/serving.md
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from framing.rpc._context import Scope, narrowed, sendingDeadline
+from framing.rpc._errors import DeadlineExceeded
+from framing.rpc._streamtable import itemWaitBound
+
+__all__ = ["DeadlineExceeded", "callContext", "calling"]
+
+calling: ContextVar[Scope | None] = ContextVar("chunkwire.clients.scope", default=None)
+"""
+The L{Scope} of the calls made in this context by the clients without
+Twisted (its deadline on C{time.monotonic}), or C{None}: plain calls.
+"""
+
+
+@contextmanager
+def callContext(timeout: float | None = None, metadata: Mapping[str, str] | None = None) -> Iterator[None]:
+    """
+    Give the calls the blocking and asyncio clients make inside the C{with}
+    block a deadline C{timeout} seconds from now and C{metadata}, on top of
+    those of an enclosing block (the earlier deadline wins; metadata is
+    merged, the inner value winning for a key).  The deadline is fixed on
+    entry: calls made one after the other share it.
+
+    @param timeout: seconds from now; C{None} keeps the enclosing deadline.
+    @param metadata: text keys and values (a server refuses more than its
+        C{Limits.max_call_metadata} entries or C{max_call_metadata_length}
+        characters, with a L{framing.rpc._errors.RemoteViolation}).
+    @raise TypeError: a metadata key or value is not text (nothing is sent).
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    token = calling.set(narrowed(calling.get(), deadline, metadata))
+    try:
+        yield
+    finally:
+        calling.reset(token)
+
+
+def scopeReader(connection: Scope | None) -> Callable[[], Scope | None]:
+    """
+    What a connection whose own scope is C{connection} (its
+    L{protocols.options.ClientOptions.metadata}, or C{None}) calls for the
+    scope of each call: C{calling.get} itself when it has none (no cost on
+    a call's path), else L{within} that scope and the block's.
+    """
+    if connection is None:
+        return calling.get
+
+    def read() -> Scope | None:
+        return within(connection, calling.get())
+
+    return read
+
+
+def within(connection: Scope | None, scope: Scope | None) -> Scope | None:
+    """
+    The scope of a call made in C{scope} (C{calling}'s) on a connection
+    whose own is C{connection} (its L{protocols.options.ClientOptions.metadata},
+    or C{None}): the connection's metadata under the block's (a key the
+    block sets keeps its value), the block's deadline.
+    """
+    if connection is None:
+        return scope
+    if scope is None:
+        return connection
+    return Scope(scope.deadline, {**(connection.metadata or {}), **(scope.metadata or {})})
+
+
+def sentWith(name: str, scope: Scope | None) -> tuple[float | None, int | None, dict[str, str] | None]:
+    """
+    What a call of C{name} made in C{scope} carries (the clients' one rule):
+    the seconds it has left on C{time.monotonic} and the milliseconds its
+    CALL says (both C{None} without a deadline), and the metadata.
+
+    @raise framing.rpc.DeadlineExceeded: the deadline passed (nothing is sent).
+    """
+    if scope is None:
+        return None, None, None
+    if scope.deadline is None:
+        return None, None, scope.metadata
+    left, milliseconds = sendingDeadline(name, scope.deadline, time.monotonic())
+    return left, milliseconds, scope.metadata
+
+
+def itemBound(streamId: int, callTimeout: float | None) -> tuple[float, BaseException] | None:
+    """
+    How long a consumer of stream C{streamId} waits for its next item, on
+    C{time.monotonic}: L{framing.rpc._streamtable.itemWaitBound} with the
+    deadline of the enclosing C{callContext} and the client's C{callTimeout}.
+    """
+    scope = calling.get()
+    return itemWaitBound(streamId, time.monotonic(), None if scope is None else scope.deadline, callTimeout)

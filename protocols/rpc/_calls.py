@@ -1,0 +1,316 @@
+# -*- test-case-name: tests.protocols.rpc.test_calls,tests.protocols.rpc.test_served_call -*-
+"""The calls one side makes, as Deferreds: timeouts and cancelling on the sans-IO call table.
+
+Contract: each call is one CALL message, one send transaction; it gets its
+answer or errbacks (every pending call at once with the reason when the
+connection is lost).  Request ids, the pending table and the late or
+stray answer rule are L{framing.rpc._calltable.CallTable}'s; this module
+adds the Deferreds, the timers and the CANCELs.  At most
+C{CallLimits.maxPending} calls wait (L{TooManyPendingCalls}); with
+C{CallLimits.callTimeout}, or a deadline (L{protocols.rpc._context}), each
+call has a timer.  A call for no answer (L{OutgoingCalls.callRemoteOnly})
+is sent and forgotten, counted nowhere.
+
+Cost: sending, answering, failing and cancelling are O(1) whatever is in
+flight and however old the connection.
+
+Design: docs/design/rpc-twisted.md
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from twisted.internet.defer import Deferred, fail
+from twisted.logger import LogLevel
+from twisted.python.failure import Failure
+
+from framing._errors import short_repr
+from framing._outgoing import Outgoing
+from framing.rpc._calltable import CallTable
+from framing.rpc._context import Scope, sendingDeadline
+from framing.rpc._errors import (
+    CallTimedOut,
+    DeadlineExceeded,
+    DeadReferenceError,
+    MessageRefused,
+    RemoteViolation,
+    TooManyPendingCalls,
+    callLost,
+    rebuild,
+)
+from framing.rpc._limits import CallLimits
+from framing.rpc._wire import CALL, CANCEL, NO_ANSWER, Message, callContext
+
+from ._context import scope
+
+CallSent = Callable[[Deferred[Any], Outgoing], object]
+"""An extension's C{callSent(call, outgoing)} (see L{protocols._interfaces.IBrokerExtension})."""
+
+
+def reactorOf(clock: Any) -> Any:
+    """C{clock}, or the global reactor if it is C{None} (imported only then)."""
+    if clock is None:
+        from twisted.internet import reactor
+
+        clock = reactor
+    return clock
+
+
+class _Call(Deferred[Any]):
+    """
+    The caller's L{Deferred} for one call; it knows its request id so that
+    cancelling it is O(1), its method's name for its errors, and its
+    timeout's delayed call, if it has one.
+    """
+
+    __slots__ = ("requestId", "name", "timer")
+
+    requestId: int
+    name: str
+    timer: Any
+
+
+def _callsGone(call: Deferred[Any]) -> None:
+    """The canceller of calls made after the connection was lost: nothing is pending any more."""
+
+
+class OutgoingCalls:
+    """
+    The calls this side made on one connection that wait for answers.
+
+    @ivar callLimits: the L{CallLimits} (pending calls and their timeout).
+    """
+
+    def __init__(
+        self, connection: Any, callLimits: CallLimits, clock: Any = None, callSent: Iterable[CallSent] = ()
+    ) -> None:
+        """
+        @param connection: the L{protocols.TokenProtocol} the calls are sent on.
+        @param clock: the C{IReactorTime} of timeouts; the global reactor if C{None}.
+        @param callSent: called with each call and its L{Outgoing} before
+            its message is encoded (the extensions' C{callSent}).
+        """
+        self._connection = connection
+        self.callLimits = callLimits
+        self._clock = clock
+        self._callSent = tuple(callSent)
+        self._open = False
+        self._table: CallTable[_Call] = CallTable(callLimits.maxPending)
+        self._cancelCall = self._cancel  # bound once: one canceller for every call
+        self._scope = scope.get  # bound once: what every call reads of its context
+
+    @property
+    def open(self) -> bool:
+        """Whether calls may be sent: the connection is up and not lost (it may be closing)."""
+        return self._open
+
+    @property
+    def pendingCount(self) -> int:
+        """How many calls wait for their answer."""
+        return len(self._table)
+
+    def start(self) -> None:
+        """The connection is up: calls may be sent."""
+        self._open = True
+
+    def callRemote(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Deferred[Any]:
+        """
+        Call method C{name} of the peer's export C{target}; see
+        L{protocols.rpc.RemoteReference.callRemote}, which is how applications call.
+        """
+        if not self._open or self._connection.transport.disconnecting:
+            return fail(DeadReferenceError(f"cannot call {name!r}: the connection is not up"))
+        if type(name) is not str:
+            return fail(TypeError(f"a method name is a str, not {type(name).__name__}"))
+        context = self._scope()
+        if context is not None:
+            return self._callWithContext(target, name, args, kwargs, context)
+        call = self._send(target, name, kwargs or None, args)
+        if type(call) is not _Call:
+            return call  # (it failed)
+        timeout = self.callLimits.callTimeout
+        if timeout is not None and call.called is False:
+            call.timer = reactorOf(self._clock).callLater(timeout, self._timedOut, call.requestId, name)
+        return call
+
+    def _send(self, target: int, name: str, sent: Any, args: tuple[Any, ...]) -> Deferred[Any]:
+        """
+        Make a call pending and send its CALL, whose keyword-arguments place
+        holds C{sent} (the keyword arguments, C{None}, or a call context).
+
+        @return: the pending L{_Call}, or a failed Deferred if it could not be made or sent.
+        """
+        # (Deferred's own __init__, then the fields set here: one call less per call than an __init__ of ours)
+        call = _Call(self._cancelCall)
+        # Pending before sending: a synchronous transport may answer at once.
+        try:
+            requestId = self._table.add(call, name)
+        except TooManyPendingCalls:
+            return fail()
+        call.requestId, call.name, call.timer = requestId, name, None
+        # (made here only for the extensions to see: else sendObject makes one if a slicer runs)
+        outgoing = None
+        if self._callSent:
+            outgoing = Outgoing()
+            for callSent in self._callSent:
+                callSent(call, outgoing)
+        try:
+            self._connection.sendObject(Message((CALL, requestId, target, name, sent, *args)), outgoing)
+        except Exception:
+            self._table.take(requestId)
+            return fail()
+        return call
+
+    def _callWithContext(
+        self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], context: Scope
+    ) -> Deferred[Any]:
+        """L{callRemote} for a call with a deadline or metadata (see L{protocols.rpc._context})."""
+        clock = reactorOf(self._clock)
+        left = milliseconds = None
+        if context.deadline is not None:
+            try:
+                left, milliseconds = sendingDeadline(name, context.deadline, clock.seconds())
+            except DeadlineExceeded:
+                return fail()
+        call = self._send(target, name, callContext(kwargs, milliseconds, context.metadata), args)
+        if type(call) is not _Call:
+            return call  # (it failed)
+        requestId = call.requestId
+        if call.called is False:
+            timeout = self.callLimits.callTimeout
+            if left is not None and (timeout is None or left <= timeout):
+                call.timer = clock.callLater(left, self._deadlinePassed, requestId, name)
+            elif timeout is not None:
+                call.timer = clock.callLater(timeout, self._timedOut, requestId, name)
+        return call
+
+    def callRemoteOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """
+        Call method C{name} of the peer's export C{target} for no answer; see
+        L{protocols.rpc.RemoteReference.callRemoteOnly}.
+
+        @raise framing.rpc.DeadReferenceError: the connection is not up.
+        @raise framing.rpc.DeadlineExceeded: it is made in a C{callContext} whose deadline passed (nothing is sent).
+        @raise framing.EncodingError: an argument cannot be sent (nothing is).
+        """
+        if not self._open or self._connection.transport.disconnecting:
+            raise DeadReferenceError(f"cannot call {name!r}: the connection is not up")
+        if type(name) is not str:
+            raise TypeError(f"a method name is a str, not {type(name).__name__}")
+        # Extensions' callSent are not told: there is no call to tie anything to.
+        sent: Any = kwargs or None
+        context = self._scope()
+        if context is not None:
+            milliseconds = None
+            if context.deadline is not None:
+                milliseconds = sendingDeadline(name, context.deadline, reactorOf(self._clock).seconds())[1]
+            sent = callContext(kwargs, milliseconds, context.metadata)
+        self._connection.sendObject(Message((CALL, NO_ANSWER, target, name, sent, *args)))
+
+    def _timedOut(self, requestId: int, name: str) -> None:
+        """A call's timeout passed: forget it, tell the peer, and fail it with L{CallTimedOut}."""
+        self._giveUp(requestId, CallTimedOut(name, self.callLimits.callTimeout or 0.0))
+
+    def _deadlinePassed(self, requestId: int, name: str) -> None:
+        """A call's deadline passed: forget it, tell the peer, and fail it with L{framing.rpc.DeadlineExceeded}."""
+        self._giveUp(requestId, DeadlineExceeded(f"{name!r} did not finish within its deadline", name))
+
+    def _giveUp(self, requestId: int, error: Exception) -> None:
+        """Forget a call whose time ran out, send CANCEL, and fail it with C{error}."""
+        call = self._table.take(requestId)
+        if call is None:
+            return
+        call.timer = None
+        if self._open and self._connection.failure is None:
+            self._table.expectLateAnswer()  # given up on, as if cancelled: its answer may still come, once
+            self._connection.sendObject(Message((CANCEL, requestId)))
+        call.errback(error)
+
+    def _cancel(self, call: Deferred[Any]) -> None:
+        """The canceller of every call: forget it and tell the peer; the Deferred then fails with CancelledError."""
+        assert isinstance(call, _Call)
+        requestId = call.requestId
+        if self._table.take(requestId) is not None and self._open:
+            if call.timer is not None:
+                call.timer.cancel()
+                call.timer = None
+            self._table.expectLateAnswer()
+            self._connection.sendObject(Message((CANCEL, requestId)))
+
+    # -- answers (handlers of the message table) ----------------------------------------
+
+    def answerReceived(self, message: Message) -> None:
+        """An ANSWER: the call's Deferred fires with the result."""
+        _, requestId, result = message
+        # (L{_answered} written out: this runs for every call.)
+        call = self._table.take(requestId)
+        if call is None:
+            self._notPending(requestId, "an answer")
+            return
+        if call.timer is not None:
+            call.timer.cancel()
+            call.timer = None
+        call.callback(result)
+
+    def failReceived(self, message: Message) -> None:
+        """A FAIL: the call's Deferred fails with the error it describes (L{rebuild})."""
+        _, requestId, typeName, text, remoteTraceback, details = message
+        call = self._answered(requestId, "a failure")
+        if call is None:
+            return
+        error = rebuild(typeName, text, remoteTraceback, details)
+        if isinstance(error, RemoteViolation) and error.where.startswith("result"):
+            # The peer refused its own result: say which call, and who.
+            error.message += f"; the result of {short_repr(call.name)} from {self._connection.peerName()}"
+        call.errback(error)
+
+    def answerRefused(self, refused: MessageRefused) -> None:
+        """An ANSWER or FAIL this side refused: the call fails with the violation, which names the call and the peer."""
+        call = self._answered(refused.requestId, "a refused answer")
+        if call is not None:
+            violation = refused.violation
+            violation.message += f"; in the answer to {short_repr(call.name)} from {self._connection.peerName()}"
+            call.errback(violation)
+
+    def _answered(self, requestId: int, what: str) -> _Call | None:
+        """
+        The pending call C{requestId}, now answered (forgotten, its timer
+        stopped); C{None} if it is not pending (see L{_notPending}).
+        """
+        call = self._table.take(requestId)
+        if call is None:
+            self._notPending(requestId, what)
+            return None
+        if call.timer is not None:
+            call.timer.cancel()
+            call.timer = None
+        return call
+
+    def _notPending(self, requestId: int, what: str) -> None:
+        """
+        The peer answered C{requestId}, which is not pending: expected once
+        per cancelled or timed-out call (ignored, logged at debug level within
+        the log rate); otherwise a call never made or answered twice.
+        """
+        unexpected = self._table.strayAnswer(requestId, what)
+        if unexpected is None:
+            template = "{peer}: ignoring {what} to request {id}, which is not pending: it was cancelled or timed out"
+            self._connection.logFailure("not-pending", template, LogLevel.debug, what=what, id=requestId)
+            return
+        self._connection.failConnection(unexpected)
+
+    def connectionLost(self, reason: Failure) -> None:
+        """Fail every pending call with C{reason}, naming its method and the peer; later calls fail at once."""
+        self._open = False
+        self._cancelCall = _callsGone
+        pending = self._table.takeAll()
+        error = reason.value
+        assert error is not None
+        peer = self._connection.peerName() if pending else ""
+        for call in pending:
+            if call.timer is not None:
+                call.timer.cancel()
+                call.timer = None
+            call.errback(callLost(error, call.name, peer))
