@@ -51,16 +51,12 @@ class Flusher:
     @ivar ledger: the connection's L{framing._ledger.Ledger}, charged with
         what waits to be sent (account C{"send"}) each time the backlog is
         checked; or C{None}.
-    @ivar room: the bytes the send buffer may hold before a flush during a
-        hold must check the backlog: the high-water mark less what waits
-        behind the buffer (queued, or held by the wrapped transport at most),
-        or L{UNWATCHED} while back-pressure is off or reading is stopped for
-        it.  The one question a held flush asks, for every message sent.
-        Set again by L{flushNow}, L{writeQueued} and L{checkBacklog}, the
-        only places where what waits behind the buffer grows or the mark or
-        the backlog changes; where it shrinks (a stream unit written, a
-        drain) the room is too small until then, which costs a needless
-        check, never a missed one.
+    @ivar room: the bytes the send buffer may hold before a held flush
+        must check the backlog (the high-water mark less what waits behind
+        the buffer), or L{UNWATCHED} while back-pressure is off or reading is
+        stopped for it.  Set again where what waits grows or the mark
+        changes (L{flushNow}, L{writeQueued}, L{checkBacklog}); between, it
+        can only be too small: a needless check, never a missed one.
     """
 
     def __init__(

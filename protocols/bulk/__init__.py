@@ -24,11 +24,9 @@ L{IncomingStream} that the receiver hands to a sink::
     incoming = await root.callRemote("download", "a.iso")
     await incoming.receive("copy.iso")
 
-Both ends of a connection must carry bulk: a L{BulkOptions} as the
-C{bulk} of their C{ServerOptions} or C{ClientOptions} (or of a
-C{Broker}), whose brokers then load a L{BulkChannel}.  Every stream is checked end to end by a
-digest unless sent with C{digest=None}; C{protocols/bulk/_files.py} builds
-resumable, striped file transfer on this.
+Both ends carry bulk: a L{BulkOptions} as the C{bulk} of their options
+(or of a C{Broker}).  Every stream is checked end to end by a digest unless
+sent with C{digest=None}; L{BulkService} builds resumable file transfer on this.
 
 Cost: per frame four headers, two dict lookups and one transport write; per
 piece received O(1); memory per stream its window on the receiving side, one

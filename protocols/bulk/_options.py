@@ -60,18 +60,17 @@ class BulkOptions:
     @ivar chunkSize: payload bytes per data frame, hence per transport write (1 MiB).
     @ivar window: the most bytes a receiver holds per stream, and the most a sender has in flight (1.875 MiB).
     @ivar maxWindow: how far autotuning may grow a stream's window on a latent path (32 MiB; 0 turns it off).
-    @ivar grantStep: the least credit returned to the sender per grant (or a quarter window, if less).
-    @ivar hashing: C{"inline"} (reactor thread, the default) or C{"thread"} (a worker thread per stream).
+    @ivar grantStep: the least credit per grant (or a quarter window, if less).
+    @ivar hashing: C{"inline"} (the reactor thread, default) or C{"thread"} (a thread per stream).
     @ivar hashBudget: how far hashing may lag behind the data, in bytes, before the stream waits (8 MiB).
-    @ivar readSize: bytes per socket read on TCP; L{ADAPTIVE_READ_SIZE} decides per connection, C{None} leaves it.
-    @ivar sendLimit: most bytes handed to the socket per reactor turn on TCP; C{None} leaves it.
+    @ivar readSize: bytes per TCP read (L{ADAPTIVE_READ_SIZE}: set per connection; C{None}: untouched).
+    @ivar sendLimit: most bytes sent per reactor turn on TCP (C{None}: untouched).
     @ivar digests: digests computed and accepted, by preference (default L{availableDigests}).
     @ivar initialWindow: credit every stream has before any grant, stated in the HELLO (1 MiB; 0: none).
-    @ivar unreadTimeout: seconds an announced stream may wait for C{receive()} before it is dropped (60).
+    @ivar unreadTimeout: seconds an announced stream waits for C{receive()} before it is dropped (60).
     @ivar maxStreams: most live incoming streams; one more is L{TooManyStreams} (64).
     @ivar steadyAllocator: whether C{rpc.serve} and the Twisted clients call
-        L{protocols.bulk.steadyAllocator} first, a setting of the B{whole
-        process} (L{prepareProcess}; C{True}).
+        L{protocols.bulk.steadyAllocator}, a B{whole-process} setting (C{True}).
 
     Design: docs/design/bulk-options.md
     """
