@@ -43,8 +43,19 @@ CALLS_ACCOUNT = "calls"
 """
 The ledger account (L{framing._ledger.Ledger}) of the peer's calls held
 here, waiting to run or running: what their arguments and the metadata
-kept with them hold (L{callBytes}).  The Twisted broker
+kept with them hold, and the call's own state (L{callBytes}).  The Twisted broker
 (L{protocols.rpc._answering.CallRunner}) and the clients without Twisted (L{IncomingCalls}) charge it alike.
+"""
+
+
+RUNNING_CALL_BYTES = 3072
+"""
+What a call held here holds besides its arguments: its Deferred, a
+coroutine method's frame and Twisted's inline-callbacks state, the table
+entries that find it, and the storage call or Deferred it awaits: 2.3 kB
+for a coroutine method awaiting a Deferred, by tracemalloc
+(tests/protocols/rpc/test_call_ledger.py C{RunningCallStateTests}, which
+fails if a call holds more).
 """
 
 
@@ -55,9 +66,10 @@ def callBytes(
     registry: Registry | None = None,
 ) -> int:
     """
-    The bytes a call held here is charged by (L{CALLS_ACCOUNT}): the
-    memory its positional arguments, keyword arguments and C{metadata}
-    hold, by L{framing._budget.held_bytes} (every object's C{getsizeof}; an
+    The bytes a call held here is charged by (L{CALLS_ACCOUNT}): its own
+    state (L{RUNNING_CALL_BYTES}) and the memory its positional arguments,
+    keyword arguments and C{metadata} hold, by
+    L{framing._budget.held_bytes} (every object's C{getsizeof}; an
     object of a type C{registry} sends by its state, any other by its own
     size: a stream reader or a reference among them is not walked into the
     connection it belongs to).
@@ -68,7 +80,7 @@ def callBytes(
     is charged what it holds.  O(the arguments), which the decoder has just
     paid for building them, and only for the calls held.
     """
-    return held_bytes((args, kwargs, metadata), registry)
+    return RUNNING_CALL_BYTES + held_bytes((args, kwargs, metadata), registry)
 
 
 class IncomingCall:

@@ -170,11 +170,13 @@ class CallFlood:
 
     @ivar sent: the bytes sent so far.
     @ivar calls: the CALLs sent whole so far.
+    @ivar done: whether all C{count} were sent (the server read them all).
     """
 
     def __init__(self, port: int, size: int, count: int) -> None:
         self.sent = 0
         self.calls = 0
+        self.done = False
         self._size = size
         self._count = count
         self._sock = _connect(port)
@@ -192,6 +194,7 @@ class CallFlood:
                 self._sock.sendall(data)
                 self.sent += len(data)
                 self.calls += 1
+            self.done = True
         except OSError:
             pass
 

@@ -7,6 +7,8 @@ reading 0).  See L{protocols.rpc._answering} and L{framing.rpc._incoming.callByt
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,7 +16,8 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Limits
-from framing.rpc._incoming import CALLS_ACCOUNT, callBytes
+from framing._budget import held_bytes
+from framing.rpc._incoming import CALLS_ACCOUNT, RUNNING_CALL_BYTES, callBytes
 from protocols.rpc import DeadlineExceeded, DrainDeadlineExceeded, Referenceable, RemoteError, callContext, remote
 
 from .services import RpcPair
@@ -76,6 +79,44 @@ def charged(made: RpcPair) -> int:
     return made.server.connection.ledger.holding(CALLS_ACCOUNT)
 
 
+class RunningCallStateTests(SynchronousTestCase):
+    """A running call is charged its own state too (RUNNING_CALL_BYTES), no less than that state holds."""
+
+    def serverBytesPerCall(self, method: str, calls: int = 1000) -> float:
+        """What the server side holds per call of C{method} left running, by tracemalloc (the client's part apart)."""
+        made, holder = pair()
+        answers = []  # (the client's waiting calls are held here, measured apart: callRemote is outside)
+        for _ in range(20):  # (what is made lazily, once)
+            answers.append(made.root.callRemote(method, b"k"))
+            made.flush()
+        gc.collect()
+        tracemalloc.start()
+        try:
+            server = 0
+            for _ in range(calls):
+                answers.append(made.root.callRemote(method, b"k"))
+                taken = tracemalloc.get_traced_memory()[0]
+                made.flush()
+                server += tracemalloc.get_traced_memory()[0] - taken
+        finally:
+            tracemalloc.stop()
+        self.assertEqual(len(holder.held), calls + 20)
+        return server / calls
+
+    def test_stateCharged(self) -> None:
+        """Each running call is charged RUNNING_CALL_BYTES beside its arguments."""
+        made, holder = pair()
+        made.root.callRemote("holdAsync", b"k")
+        made.flush()
+        self.assertEqual(charged(made), RUNNING_CALL_BYTES + held_bytes(((b"k",), {}, None)))
+
+    def test_noLessThanHeld(self) -> None:
+        """A coroutine method awaiting a Deferred, or a method returning one, holds at most what it is charged."""
+        for method in ("hold", "holdAsync"):
+            held = self.serverBytesPerCall(method)
+            self.assertLessEqual(held, RUNNING_CALL_BYTES, method)
+
+
 class RunningCallTests(SynchronousTestCase):
     """A running call's arguments are charged from its start to its end, whichever way it ends."""
 
@@ -120,8 +161,8 @@ class RunningCallTests(SynchronousTestCase):
         made, holder = pair()
         answer = made.root.callRemote("holdStream", items())
         made.flush()
-        self.assertGreater(charged(made), 0)
-        self.assertLess(charged(made), 2048)
+        self.assertGreater(charged(made), RUNNING_CALL_BYTES)
+        self.assertLess(charged(made), RUNNING_CALL_BYTES + 2048)
         holder.held[0].callback(None)
         made.flush()
         self.assertEqual(self.successResultOf(answer), 0)
