@@ -274,12 +274,16 @@ class ClientStreams:
 
     def dataToSend(self) -> bytes:
         """Control messages and data frames waiting to be sent; once."""
+        return b"".join(self.piecesToSend())
+
+    def piecesToSend(self) -> list[bytes]:
+        """L{dataToSend} as pieces in order, each data frame's body by reference (not copied); once."""
         output = self._output
         if not output:
-            return b""
-        data = b"".join(output)
+            return []
+        pieces = output[:]  # (the list itself is shared with what appends to it)
         output.clear()
-        return data
+        return pieces
 
     def ended(self, reason: BaseException) -> list[Any]:
         """The connection ended: every stream fails with C{reason}; the receivers waited for, settled."""

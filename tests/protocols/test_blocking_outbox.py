@@ -19,6 +19,7 @@ from collections.abc import Callable
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing.rpc._errors import ConnectionLost
+from framing.rpc._session import UNSENT
 from protocols.blocking import BlockingConnection
 from protocols.options import ClientOptions
 
@@ -92,6 +93,29 @@ class OutboxTests(SynchronousTestCase):
         flushing.join(HANG)
         self.assertFalse(flushing.is_alive())
         self.assertEqual(self.connection._outbox, [])
+
+    def test_piecesQueuedAndSentUnjoined(self) -> None:
+        """
+        The session's output goes into the outbox as its pieces (a bulk
+        frame's body by reference, never joined: that copied every body
+        sent) and out with C{sendmsg}, whole and in order, across the
+        partial sends of a peer that reads slowly; the ledger charged for
+        them is released once they went.
+        """
+        head, body, tail = b"head", os.urandom(BIG), b"tail"
+        connection = self.connection
+        with connection._lock:
+            connection._session.output.extend([head, body, tail])
+            connection._apply([])
+            self.assertIs(connection._outbox[1], body)
+            self.assertEqual(connection._session.ledger.holding(UNSENT), BIG + 8)
+        flushing = self.inThread(connection._flushOutbox)
+        self.assertEqual(self.readAll(BIG + 8), head + body + tail)
+        flushing.join(HANG)
+        self.assertFalse(flushing.is_alive())
+        self.assertEqual(connection._outbox, [])
+        with connection._lock:
+            self.assertEqual(connection._session.ledger.holding(UNSENT), 0)
 
     def test_sendFailureEnds(self) -> None:
         """A send of the outbox that fails ends the connection with a clear error, naming the peer."""

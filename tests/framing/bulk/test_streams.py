@@ -170,6 +170,34 @@ class SendingTests(SynchronousTestCase):
         self.assertEqual(tuple(abort[:3]), (ABORT, 1, "digest-unavailable"))
         self.assertEqual((stream.state, type(stream.failure), server.frames), (SendState.FAILED, DigestUnavailable, []))
 
+    def test_piecesCarryBodiesByReference(self) -> None:
+        """
+        C{piecesToSend} gives the session's output as pieces, each data
+        frame's body the very object its source gave (not copied into a
+        joined buffer), the same bytes in the same order as C{dataToSend}.
+        """
+        session, streams, server = opened()
+        data = bytes(range(256)) * 40
+        source = Source(data)
+        taken: list[bytes] = []
+        take = source.take
+
+        def recorded(count: int) -> tuple[int, bytes]:
+            offset, body = take(count)
+            taken.append(body)
+            return offset, body
+
+        source.take = recorded  # type: ignore[method-assign]
+        server.read(session.call("waiter", 0, "put", ("name", SendStream(source, len(data))), {})[1])
+        session.receive(server.send(Control((HELLO, 0, "sha256", 4000)), Control((GRANT, 1, 10000))))
+        pieces = session.piecesToSend()
+        self.assertEqual(len(taken), 2)
+        for body in taken:
+            self.assertTrue(any(piece is body for piece in pieces), "a body was copied into a joined buffer")
+        (end,) = server.read(b"".join(pieces))
+        self.assertEqual(b"".join(body for _, _, body in server.frames), data)
+        self.assertEqual((session.piecesToSend(), session.dataToSend()), ([], b""))
+
 
 class CallFailureTests(SynchronousTestCase):
     """5.5.2: a stream whose CALL fails before any GRANT for it is given up; once granted it goes on, unless the
