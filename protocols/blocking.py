@@ -93,7 +93,7 @@ _GATHER = 64
 """Pieces given to one C{sendmsg} at most (far below C{IOV_MAX}; a bulk frame is three)."""
 
 
-def _size(pieces: Sequence[bytes | memoryview]) -> int:
+def _size(pieces: Sequence[bytes]) -> int:
     """The bytes C{pieces} hold in all."""
     return sum(len(piece) for piece in pieces)
 
@@ -108,6 +108,15 @@ def _after(pieces: list[bytes | memoryview], count: int) -> list[bytes | memoryv
     if count:
         left[0] = memoryview(left[0])[count:]
     return left
+
+
+def _owned(pieces: list[bytes | memoryview]) -> list[bytes]:
+    """
+    C{pieces} to keep in the outbox: a cut one (a view, which holds its
+    whole piece) copied, so that each holds only the bytes it has left,
+    what the ledger is charged.  Cost: a copy of at most one piece.
+    """
+    return [piece if type(piece) is bytes else bytes(piece) for piece in pieces]
 
 
 class _Waiter:
@@ -283,8 +292,9 @@ class BlockingConnection:
         # allowed) waits in _outbox, in order, and the thread that put it there sends it once it released
         # _lock (_flushOutbox), or the next message's sender first.
         self._sendLock = threading.Lock()
-        # Pieces, in order (a bulk frame's body by reference: sent with sendmsg, never joined).
-        self._outbox: list[bytes | memoryview] = []
+        # Pieces, in order (a bulk frame's body by reference: sent with sendmsg, never joined), each holding
+        # only its own bytes (a piece cut by a send is kept as a copy of its rest: _owned), as charged (UNSENT).
+        self._outbox: list[bytes] = []
         self._reading = False
         self._shut = False
         # When the server's silence began, as the first read that timed out since it was last heard
@@ -548,7 +558,7 @@ class BlockingConnection:
             raise waiter.error
         return waiter.result
 
-    def _sendQueued(self, queued: list[bytes | memoryview], data: bytes, deadline: float | None) -> int:
+    def _sendQueued(self, queued: list[bytes], data: bytes, deadline: float | None) -> int:
         """
         Send C{queued} (taken from the outbox, so charged to the ledger),
         then C{data} (C{_sendLock} held), until C{deadline}: what is left
@@ -560,11 +570,12 @@ class BlockingConnection:
             self._outbox[0:0] = left  # (first: the rest of a message cut at the deadline)
         return _size(left) - _size(queued)
 
-    def _sendRest(self, pieces: list[bytes | memoryview], deadline: float | None) -> list[bytes | memoryview]:
+    def _sendRest(self, queued: list[bytes], deadline: float | None) -> list[bytes]:
         """
         Send C{pieces}, in order, which the socket did not take at once
         (C{_sendLock} held), as the server reads, until C{deadline}
-        (C{time.monotonic}); what is left then, C{[]} once all went.  Each
+        (C{time.monotonic}); what is left then (L{_owned}: a piece cut by
+        a send, copied), C{[]} once all went.  Each
         send is one C{sendmsg} of up to L{_GATHER} pieces, none joined (a
         TLS socket, which has no C{sendmsg}: joined, sent as one).  Each
         wait is one C{poll} for room, bounded by the deadline and by the
@@ -575,8 +586,7 @@ class BlockingConnection:
         """
         sock = self._socket
         dontWait = self._dontWait
-        if not dontWait and len(pieces) > 1:
-            pieces = [b"".join(pieces)]
+        pieces: list[bytes | memoryview] = [b"".join(queued)] if not dontWait and len(queued) > 1 else [*queued]
         poller = None
         takenAt = time.monotonic()
         while True:
@@ -591,7 +601,7 @@ class BlockingConnection:
             if count:
                 pieces = _after(pieces, count)
                 if not pieces:
-                    return pieces
+                    return []
                 takenAt = now
             wait = None if deadline is None else deadline - now
             silence = self._silenceTimeout
@@ -601,7 +611,7 @@ class BlockingConnection:
                     raise TimeoutError(f"nothing taken for {silence:g} s")
                 wait = quiet if wait is None else min(wait, quiet)
             if wait is not None and wait <= 0:
-                return pieces
+                return _owned(pieces)
             if poller is None:
                 poller = select.poll()
                 poller.register(sock, select.POLLOUT)
@@ -635,7 +645,7 @@ class BlockingConnection:
         if full:
             self._apply(self._session.overBudget())
 
-    def _takeOutbox(self) -> list[bytes | memoryview]:
+    def _takeOutbox(self) -> list[bytes]:
         """What the reading thread left to send, in order, as pieces (C{_sendLock} held; list pops are atomic)."""
         outbox = self._outbox
         pieces = []
@@ -818,7 +828,7 @@ class BlockingConnection:
         while self._outbox and sendLock.acquire(blocking=False):
             failed = None
             taken = 0
-            left: list[bytes | memoryview] = []
+            left: list[bytes] = []
             try:
                 while self._outbox:
                     pieces = self._takeOutbox()
