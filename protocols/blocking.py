@@ -572,7 +572,7 @@ class BlockingConnection:
 
     def _sendRest(self, queued: list[bytes], deadline: float | None) -> list[bytes]:
         """
-        Send C{pieces}, in order, which the socket did not take at once
+        Send C{queued}, in order, which the socket did not take at once
         (C{_sendLock} held), as the server reads, until C{deadline}
         (C{time.monotonic}); what is left then (L{_owned}: a piece cut by
         a send, copied), C{[]} once all went.  Each
