@@ -261,12 +261,15 @@ class FileHash:
     def readFrom(self, fd: int, end: int | None = None) -> None:
         """
         Read the file open as C{fd} from L{hashed} to C{end} (C{None}: to
-        its end) with C{os.preadv} into one megabyte buffer, and hash it.
+        its end) with C{os.preadv} into one buffer of at most a megabyte,
+        and hash it.  Nothing to read (C{end} reached): nothing allocated
+        (L{HashingRanges} asks before every frame it takes).
 
         @raise OSError: the file ends before C{end}.
         """
-        buffer = bytearray(_READ)
-        view = memoryview(buffer)
+        if end is not None and self.hashed >= end:
+            return
+        view = memoryview(bytearray(_READ if end is None else min(_READ, end - self.hashed)))
         while end is None or self.hashed < end:
             want = _READ if end is None else min(_READ, end - self.hashed)
             count = os.preadv(fd, [view[:want]], self.hashed)

@@ -89,6 +89,35 @@ _READ_SIZE = 256 * 1024
 _TIMEOUTS_CHANGED = object()
 """A connection's C{_tickBound} when its timeouts changed since its read timeout was last kept (no wait's bound)."""
 
+_GATHER = 64
+"""Pieces given to one C{sendmsg} at most (far below C{IOV_MAX}; a bulk frame is three)."""
+
+
+def _size(pieces: Sequence[bytes]) -> int:
+    """The bytes C{pieces} hold in all."""
+    return sum(len(piece) for piece in pieces)
+
+
+def _after(pieces: list[bytes | memoryview], count: int) -> list[bytes | memoryview]:
+    """What is left of C{pieces} once their first C{count} bytes went: whole pieces dropped, a cut one as a view."""
+    index = 0
+    while index < len(pieces) and count >= len(pieces[index]):
+        count -= len(pieces[index])
+        index += 1
+    left = pieces[index:]
+    if count:
+        left[0] = memoryview(left[0])[count:]
+    return left
+
+
+def _owned(pieces: list[bytes | memoryview]) -> list[bytes]:
+    """
+    C{pieces} to keep in the outbox: a cut one (a view, which holds its
+    whole piece) copied, so that each holds only the bytes it has left,
+    what the ledger is charged.  Cost: a copy of at most one piece.
+    """
+    return [piece if type(piece) is bytes else bytes(piece) for piece in pieces]
+
 
 class _Waiter:
     """One call's answer, as the reading thread leaves it for the calling one."""
@@ -263,6 +292,8 @@ class BlockingConnection:
         # allowed) waits in _outbox, in order, and the thread that put it there sends it once it released
         # _lock (_flushOutbox), or the next message's sender first.
         self._sendLock = threading.Lock()
+        # Pieces, in order (a bulk frame's body by reference: sent with sendmsg, never joined), each holding
+        # only its own bytes (a piece cut by a send is kept as a copy of its rest: _owned), as charged (UNSENT).
         self._outbox: list[bytes] = []
         self._reading = False
         self._shut = False
@@ -470,7 +501,7 @@ class BlockingConnection:
                             left = data[self._socket.send(data, self._dontWait) :]
                         except BlockingIOError:
                             left = data
-                        change = self._sendQueued(b"", left, deadline) if left else 0
+                        change = self._sendQueued([], left, deadline) if left else 0
                 except OSError as error:
                     failed = self._sendFailed(error)
                 finally:
@@ -527,44 +558,50 @@ class BlockingConnection:
             raise waiter.error
         return waiter.result
 
-    def _sendQueued(self, queued: bytes, data: bytes, deadline: float | None) -> int:
+    def _sendQueued(self, queued: list[bytes], data: bytes, deadline: float | None) -> int:
         """
         Send C{queued} (taken from the outbox, so charged to the ledger),
         then C{data} (C{_sendLock} held), until C{deadline}: what is left
         then goes back first in the outbox.  The change in the bytes the
         outbox holds, for the ledger (settled once the send lock is released).
         """
-        left = self._sendRest(queued + data, deadline)
+        left = self._sendRest([*queued, data] if data else queued, deadline)
         if left:
-            self._outbox.insert(0, left)  # (first: the rest of a message cut at the deadline)
-        return len(left) - len(queued)
+            self._outbox[0:0] = left  # (first: the rest of a message cut at the deadline)
+        return _size(left) - _size(queued)
 
-    def _sendRest(self, data: bytes, deadline: float | None) -> bytes:
+    def _sendRest(self, queued: list[bytes], deadline: float | None) -> list[bytes]:
         """
-        Send C{data}, which the socket did not take at once (C{_sendLock}
-        held), as the server reads, until C{deadline} (C{time.monotonic});
-        what is left then, C{b""} once all went.  Each wait is one C{poll}
-        for room, bounded by the deadline and by the server's silence: no
-        byte taken for C{silenceTimeout} is a C{TimeoutError} (the
-        connection then ends with L{ServerSilent}).  The socket stays
-        blocking for the reader; each send here is C{MSG_DONTWAIT}.
+        Send C{queued}, in order, which the socket did not take at once
+        (C{_sendLock} held), as the server reads, until C{deadline}
+        (C{time.monotonic}); what is left then (L{_owned}: a piece cut by
+        a send, copied), C{[]} once all went.  Each
+        send is one C{sendmsg} of up to L{_GATHER} pieces, none joined (a
+        TLS socket, which has no C{sendmsg}: joined, sent as one).  Each
+        wait is one C{poll} for room, bounded by the deadline and by the
+        server's silence: no byte taken for C{silenceTimeout} is a
+        C{TimeoutError} (the connection then ends with L{ServerSilent}).
+        The socket stays blocking for the reader; each send here is
+        C{MSG_DONTWAIT}.
         """
         sock = self._socket
         dontWait = self._dontWait
-        view = memoryview(data)
-        size, sent = len(data), 0
+        pieces: list[bytes | memoryview] = [b"".join(queued)] if not dontWait and len(queued) > 1 else [*queued]
         poller = None
         takenAt = time.monotonic()
         while True:
             try:
-                count = sock.send(view[sent:], dontWait)
+                if dontWait:
+                    count = sock.sendmsg(pieces[:_GATHER], (), dontWait)
+                else:
+                    count = sock.send(pieces[0])
             except BlockingIOError:
                 count = 0
             now = time.monotonic()
             if count:
-                sent += count
-                if sent >= size:
-                    return b""
+                pieces = _after(pieces, count)
+                if not pieces:
+                    return []
                 takenAt = now
             wait = None if deadline is None else deadline - now
             silence = self._silenceTimeout
@@ -574,20 +611,20 @@ class BlockingConnection:
                     raise TimeoutError(f"nothing taken for {silence:g} s")
                 wait = quiet if wait is None else min(wait, quiet)
             if wait is not None and wait <= 0:
-                return bytes(view[sent:])
+                return _owned(pieces)
             if poller is None:
                 poller = select.poll()
                 poller.register(sock, select.POLLOUT)
             poller.poll(None if wait is None else max(wait * 1000, 1.0))
 
-    def _queue(self, data: bytes) -> None:
+    def _queue(self, *pieces: bytes) -> None:
         """
-        Put C{data} at the end of the outbox (C{_lock} held), charged to the
+        Put C{pieces} at the end of the outbox (C{_lock} held), charged to the
         session's ledger; past its budget the connection ends
         (L{framing.rpc._errors.ConnectionOverBudget}: see L{_ledgerFull}).
         """
-        self._outbox.append(data)
-        self._session.ledger.charge(UNSENT, len(data))
+        self._outbox.extend(pieces)
+        self._session.ledger.charge(UNSENT, _size(pieces))
 
     def _settleUnsent(self, change: int) -> None:
         """The outbox holds C{change} bytes more (or fewer) than the ledger was told (C{_lock} held)."""
@@ -608,13 +645,13 @@ class BlockingConnection:
         if full:
             self._apply(self._session.overBudget())
 
-    def _takeOutbox(self) -> bytes:
-        """What the reading thread left to send, in order (C{_sendLock} held; list pops are atomic)."""
+    def _takeOutbox(self) -> list[bytes]:
+        """What the reading thread left to send, in order, as pieces (C{_sendLock} held; list pops are atomic)."""
         outbox = self._outbox
         pieces = []
         while outbox:
             pieces.append(outbox.pop(0))
-        return b"".join(pieces)
+        return pieces
 
     def _readTurn(self, bound: float | None) -> None:
         """
@@ -739,9 +776,9 @@ class BlockingConnection:
             waiter.error = error
             waiter.done = True
         session = self._session
-        data = session.dataToSend()
-        if data:
-            self._queue(data)  # (sent once _lock is released: see _flushOutbox)
+        pieces = session.piecesToSend()
+        if pieces:
+            self._queue(*pieces)  # (sent once _lock is released: see _flushOutbox)
         if session.failure is not None and not self._shut:
             self._shut = True
             if not (session.closing and self._outbox):
@@ -791,21 +828,21 @@ class BlockingConnection:
         while self._outbox and sendLock.acquire(blocking=False):
             failed = None
             taken = 0
-            left = b""
+            left: list[bytes] = []
             try:
                 while self._outbox:
-                    data = self._takeOutbox()
-                    taken += len(data)
-                    left = self._sendRest(data, deadline)
+                    pieces = self._takeOutbox()
+                    taken += _size(pieces)
+                    left = self._sendRest(pieces, deadline)
                     if left:
-                        self._outbox.insert(0, left)
+                        self._outbox[0:0] = left
                         break
             except OSError as error:
                 failed = self._sendFailed(error)
             finally:
                 sendLock.release()
             with self._lock:
-                self._settleUnsent(len(left) - taken)
+                self._settleUnsent(_size(left) - taken)
                 if failed is not None:
                     self._end(failed)
                 elif self._shut and not self._outbox:

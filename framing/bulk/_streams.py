@@ -4,10 +4,11 @@
 Contract: a L{ClientStreams} is the bulk layer of one
 L{framing.rpc._session.ClientSession} (its extension): it sends this side's
 HELLO before the first CALL, announces each L{SendStream} passed in a call
-and sends its data frames as credit allows, then END with its digest.  An
-L{IncomingTransfer} stands in a result for each stream the server
-announces; L{ClientStreams.startReceiving} names its sink, and the END is
-checked (size, digest) before DONE is sent.  This side's initial window is
+and sends its data frames as credit allows (the GRANTs of one read make
+one frame: frames are made when the output is asked for), then END with
+its digest.  An L{IncomingTransfer} stands in a result for each stream
+the server announces; L{ClientStreams.startReceiving} names its sink, and
+the END is checked (size, digest) before DONE is sent.  This side's initial window is
 0, so nothing is held for a stream nobody took.  Bad input is typed
 (L{FlowControlError}, L{StreamIdReused}, L{DigestRefused},
 L{IntegrityError}); losing the connection settles every receiver.  No I/O,
@@ -195,6 +196,7 @@ class ClientStreams:
         self.streams: StreamTable[SendStream, IncomingTransfer] = StreamTable()
         self._announcing: list[SendStream] = []
         self._output: list[bytes] = []
+        self._pumpDue = False
         self._settled: list[Any] = []
         self._encoder: Any = None
 
@@ -274,12 +276,19 @@ class ClientStreams:
 
     def dataToSend(self) -> bytes:
         """Control messages and data frames waiting to be sent; once."""
+        return b"".join(self.piecesToSend())
+
+    def piecesToSend(self) -> list[bytes]:
+        """L{dataToSend} as pieces in order, each data frame's body by reference (not copied); once."""
+        if self._pumpDue:
+            self._pumpDue = False
+            self._pump()
         output = self._output
         if not output:
-            return b""
-        data = b"".join(output)
+            return []
+        pieces = output[:]  # (the list itself is shared with what appends to it)
         output.clear()
-        return data
+        return pieces
 
     def ended(self, reason: BaseException) -> list[Any]:
         """The connection ended: every stream fails with C{reason}; the receivers waited for, settled."""
@@ -290,6 +299,7 @@ class ClientStreams:
         for incoming in list(self.streams.receiving.values()):
             self._fail(incoming, reason)
         self._output.clear()
+        self._pumpDue = False
         return self.takeSettled()
 
     # -- sending streams -------------------------------------------------------
@@ -341,8 +351,10 @@ class ClientStreams:
         self.streams.sending.pop(_idOf(stream))
 
     def _granted(self, stream: SendStream, count: int) -> None:
+        # Sent when the output is next asked for (piecesToSend: after the read that brought the GRANT), as the
+        # Twisted sender sends at the end of the reactor turn: grants read together make one frame, not one each.
         if self._credited(stream, count, heard=True):
-            self._pump()
+            self._pumpDue = True
 
     def _pump(self) -> None:
         """Every sending stream's frames that its credit allows, then END for a stream whose source is spent."""

@@ -125,8 +125,8 @@ class SessionExtension(Protocol):
     def takeSettled(self) -> list[Settled]:
         """What the extension settled since last asked (waiters of its own, as calls' are); once."""
 
-    def dataToSend(self) -> bytes:
-        """Its bytes waiting to be sent; once."""
+    def piecesToSend(self) -> list[bytes]:
+        """Its bytes waiting to be sent, in order, as pieces (a data frame's body by reference, not joined); once."""
 
     def ended(self, reason: BaseException) -> list[Settled]:
         """The session ended with C{reason}: what that settles."""
@@ -397,6 +397,21 @@ class ClientSession(Generic[Waiter]):
         output.clear()
         return data
 
+    def piecesToSend(self) -> list[bytes]:
+        """
+        L{dataToSend} as the pieces to write in order, not joined: for a
+        writer with scatter-gather (C{sendmsg}), which spares a copy of
+        each bulk data frame's body; once.
+        """
+        if self._died or self._streamsDropped or self.extension is not None:
+            self._gather()
+        output = self.output
+        if not output:
+            return []
+        pieces = output[:]  # (the list itself is shared with what appends to it)
+        output.clear()
+        return pieces
+
     def _gather(self) -> None:
         """Into L{output}: the RELEASEs of references that died, CANCELs of streams dropped, the extension's bytes."""
         if self._died:
@@ -405,9 +420,7 @@ class ClientSession(Generic[Waiter]):
             self.objectStreams.cancelDropped()
         extension = self.extension
         if extension is not None and self.state is not _ENDED:
-            extra = extension.dataToSend()
-            if extra:
-                self.output.append(extra)
+            self.output.extend(extension.piecesToSend())
 
     # -- calling -------------------------------------------------------------
 
@@ -510,7 +523,7 @@ class ClientSession(Generic[Waiter]):
         extension = self.extension
         if extension is not None:
             extension.callFailed(requestId, True)
-            data += extension.dataToSend()
+            data += b"".join(extension.piecesToSend())
         return data
 
     def ping(self) -> bytes:

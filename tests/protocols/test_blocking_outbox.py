@@ -14,11 +14,13 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing.rpc._errors import ConnectionLost
+from framing.rpc._session import UNSENT
 from protocols.blocking import BlockingConnection
 from protocols.options import ClientOptions
 
@@ -92,6 +94,58 @@ class OutboxTests(SynchronousTestCase):
         flushing.join(HANG)
         self.assertFalse(flushing.is_alive())
         self.assertEqual(self.connection._outbox, [])
+
+    def test_piecesQueuedAndSentUnjoined(self) -> None:
+        """
+        The session's output goes into the outbox as its pieces (a bulk
+        frame's body by reference, never joined: that copied every body
+        sent) and out with C{sendmsg}, whole and in order, across the
+        partial sends of a peer that reads slowly; the ledger charged for
+        them is released once they went.
+        """
+        head, body, tail = b"head", os.urandom(BIG), b"tail"
+        connection = self.connection
+        with connection._lock:
+            connection._session.output.extend([head, body, tail])
+            connection._apply([])
+            self.assertIs(connection._outbox[1], body)
+            self.assertEqual(connection._session.ledger.holding(UNSENT), BIG + 8)
+        flushing = self.inThread(connection._flushOutbox)
+        self.assertEqual(self.readAll(BIG + 8), head + body + tail)
+        flushing.join(HANG)
+        self.assertFalse(flushing.is_alive())
+        self.assertEqual(connection._outbox, [])
+        with connection._lock:
+            self.assertEqual(connection._session.ledger.holding(UNSENT), 0)
+
+    def test_restAtDeadlineChargedAsHeld(self) -> None:
+        """
+        What a send cut at its deadline leaves in the outbox holds only the
+        bytes left to send, which the ledger is charged: the piece the
+        socket took part of is kept as a copy of its rest, not as a view
+        that holds the whole piece (a bulk frame's body, 1 MiB) charged as
+        its rest.  The rest goes later, whole and in order, and its charge
+        is released.
+        """
+        head, body, tail = b"head", os.urandom(BIG), b"tail"
+        connection = self.connection
+        with connection._lock:
+            connection._session.output.extend([head, body, tail])
+            connection._apply([])
+        connection._flushOutbox(time.monotonic())  # (the deadline passed: one send, what the socket takes at once)
+        outbox = connection._outbox
+        left = sum(len(piece) for piece in outbox)
+        self.assertTrue(0 < left < BIG, f"{left} bytes left: the socket took none, or all")
+        held = sum(len(piece.obj) if isinstance(piece, memoryview) else len(piece) for piece in outbox)
+        with connection._lock:
+            self.assertEqual((held, connection._session.ledger.holding(UNSENT)), (left, left))
+        flushing = self.inThread(connection._flushOutbox)
+        self.assertEqual(self.readAll(BIG + 8), head + body + tail)
+        flushing.join(HANG)
+        self.assertFalse(flushing.is_alive())
+        self.assertEqual(connection._outbox, [])
+        with connection._lock:
+            self.assertEqual(connection._session.ledger.holding(UNSENT), 0)
 
     def test_sendFailureEnds(self) -> None:
         """A send of the outbox that fails ends the connection with a clear error, naming the peer."""

@@ -409,3 +409,28 @@ class FileHashTests(SynchronousTestCase):
         running.update(2, b"cd")
         self.assertEqual((running.hashed, running.digest()), (8, hashlib.sha256(b"abcdefgh").digest()))
         self.assertRaises(ValueError, running.update, 9, b"j")
+
+    def test_readFromAllocatesOnlyWhatItReads(self) -> None:
+        """
+        Asked to read to where it already hashed (as L{HashingRanges} asks
+        before each frame of an upload from 0), L{FileHash.readFrom}
+        allocates no buffer; asked for a few bytes, a buffer of those bytes,
+        not a megabyte (it zeroed one per frame sent: 1 GiB of memset per
+        GiB uploaded).
+        """
+        import tracemalloc
+
+        path = Path(self.mktemp())
+        path.write_bytes(b"0123456789")
+        fd = os.open(path, os.O_RDONLY)
+        self.addCleanup(os.close, fd)
+        running = FileHash("sha256")
+        tracemalloc.start()
+        self.addCleanup(tracemalloc.stop)
+        running.readFrom(fd, 0)
+        self.assertLess(tracemalloc.get_traced_memory()[1], 64 * 1024)
+        running.readFrom(fd, 4)
+        running.readFrom(fd, 4)
+        self.assertLess(tracemalloc.get_traced_memory()[1], 64 * 1024)
+        running.readFrom(fd)
+        self.assertEqual((running.hashed, running.digest()), (10, hashlib.sha256(b"0123456789").digest()))

@@ -13,6 +13,7 @@ from framing.bulk._digests import DigestUnavailable, IntegrityError
 from framing.bulk._errors import FlowControlError, HelloMissing, StreamIdReused, StreamReset
 from framing.bulk._states import ReceiveState, SendState
 from framing.bulk._streams import (
+    CHUNK_SIZE,
     GRANT_STEP,
     WINDOW,
     ClientStreams,
@@ -169,6 +170,55 @@ class SendingTests(SynchronousTestCase):
         (abort,) = server.read(session.dataToSend())
         self.assertEqual(tuple(abort[:3]), (ABORT, 1, "digest-unavailable"))
         self.assertEqual((stream.state, type(stream.failure), server.frames), (SendState.FAILED, DigestUnavailable, []))
+
+    def test_grantsReadTogetherMakeOneFrame(self) -> None:
+        """
+        The GRANTs of one read make one frame of the credit they give
+        together (up to a chunk), as the Twisted sender's do in one reactor
+        turn, not one frame each: the frames go when the session's output
+        is next asked for.  A GRANT read alone is sent on at once.
+        """
+        session, streams, server = opened()
+        data = bytes(range(256)) * (12 * 1024)  # 3 MiB
+        stream = SendStream(Source(data), len(data))
+        server.read(session.call("waiter", 0, "put", ("name", stream), {})[1])
+        session.receive(server.send(Control((HELLO, 0, "sha256", CHUNK_SIZE))))
+        server.read(session.dataToSend())
+        half = CHUNK_SIZE // 2
+        session.receive(server.send(Control((GRANT, 1, half)), Control((GRANT, 1, half))))
+        server.read(session.dataToSend())
+        session.receive(server.send(Control((GRANT, 1, half))))
+        server.read(session.dataToSend())
+        self.assertEqual([len(body) for _, _, body in server.frames], [CHUNK_SIZE, CHUNK_SIZE, half])
+        self.assertEqual(b"".join(body for _, _, body in server.frames), data[: len(data) - half])
+
+    def test_piecesCarryBodiesByReference(self) -> None:
+        """
+        C{piecesToSend} gives the session's output as pieces, each data
+        frame's body the very object its source gave (not copied into a
+        joined buffer), the same bytes in the same order as C{dataToSend}.
+        """
+        session, streams, server = opened()
+        data = bytes(range(256)) * 40
+        source = Source(data)
+        taken: list[bytes] = []
+        take = source.take
+
+        def recorded(count: int) -> tuple[int, bytes]:
+            offset, body = take(count)
+            taken.append(body)
+            return offset, body
+
+        source.take = recorded  # type: ignore[method-assign]
+        server.read(session.call("waiter", 0, "put", ("name", SendStream(source, len(data))), {})[1])
+        session.receive(server.send(Control((HELLO, 0, "sha256", 4000)), Control((GRANT, 1, 10000))))
+        pieces = session.piecesToSend()
+        self.assertEqual(len(taken), 2)
+        for body in taken:
+            self.assertTrue(any(piece is body for piece in pieces), "a body was copied into a joined buffer")
+        (end,) = server.read(b"".join(pieces))
+        self.assertEqual(b"".join(body for _, _, body in server.frames), data)
+        self.assertEqual((session.piecesToSend(), session.dataToSend()), ([], b""))
 
 
 class CallFailureTests(SynchronousTestCase):
