@@ -1,6 +1,7 @@
 """One line, not a traceback, for the errors a user of the example programs meets.
 
-Contract: L{runCommand} runs an example's coroutine under Twisted's C{react}; any
+Contract: L{runCommand} runs an example's coroutine under Twisted's C{react}
+(L{runBlocking}: a command on a client without Twisted, as it is); any
 error it ends with is printed to stderr as one line that names the endpoint
 and, for the usual mistakes (a refused connection, an endpoint written as
 C{HOST:PORT}, a port in use, a peer that does not speak chunkwire, a
@@ -55,6 +56,14 @@ class EndpointFailed(Exception):
         self.option = option
 
 
+class NotReady(TimeoutError):
+    """
+    A client without Twisted was not connected and ready (the preamble
+    heard, logged in) within C{--timeout}; the message says which step was
+    missing, in the words of the Twisted clients' C{ConnectTimeout}.
+    """
+
+
 class CommandLineParser(argparse.ArgumentParser):
     """
     An C{ArgumentParser} whose errors are the error and one line pointing
@@ -97,6 +106,7 @@ def explain(failure: BaseException, description: str | None, listening: bool = F
 
     from framing import ProtocolError
     from framing.rpc import CallLost
+    from protocols.blockingbulk import ConnectionLost
     from protocols.rpc import ConnectTimeout
     from protocols.serving import BadEndpointDescription
 
@@ -111,7 +121,7 @@ def explain(failure: BaseException, description: str | None, listening: bool = F
     login = _explainLogin(failure, description, where)
     if login:
         return login
-    if isinstance(failure, error.ConnectionRefusedError):
+    if isinstance(failure, (error.ConnectionRefusedError, ConnectionRefusedError)):
         return f"cannot {where}: connection refused (is the server running, on that address and port?)"
     if isinstance(failure, error.CannotListenError):
         number = getattr(failure.socketError, "errno", None)
@@ -121,13 +131,15 @@ def explain(failure: BaseException, description: str | None, listening: bool = F
         hint = endpointHint(description, listening)
         advice = hint or ("e.g. tcp:8750" if listening else "e.g. tcp:host=127.0.0.1:port=8750")
         return f"cannot {where}: not a Twisted endpoint description ({failure}); {advice}"
+    if isinstance(failure, NotReady):
+        return f"cannot {where}: {failure}; --timeout S waits longer"
     if isinstance(failure, ConnectTimeout):
         # Its message says which step did not happen; the call it ended adds nothing.
         reason = failure.reason if isinstance(failure, CallLost) else failure
         return f"cannot {where}: {reason}; --timeout S waits longer"
     if isinstance(failure, ProtocolError) and getattr(failure, "code", "") == "bad-preamble":
         return f"cannot {where}: {failure} (is it a chunkwire server, and is the port right?)"
-    if isinstance(failure, (error.ConnectionDone, error.ConnectionLost)) and description:
+    if isinstance(failure, (error.ConnectionDone, error.ConnectionLost, ConnectionLost)) and description:
         return f"lost the connection to {description}: {failure} (is it a chunkwire server? TLS on one side only?)"
     if isinstance(failure, (error.DNSLookupError, error.ConnectError, OSError)):
         return f"cannot {where}: {failure}"
@@ -223,6 +235,24 @@ def runCommand(
 
         react(start)
     raise AssertionError("react returns by exiting")
+
+
+def runBlocking(main: Callable[[Callable[[], None]], None], description: str | None, debug: bool) -> NoReturn:
+    """
+    Run C{main(ready)}, a command on a client without Twisted, to its end
+    and exit with status 0; end with status 1 and one line (L{fail}) if it
+    raises, as L{runCommand}.  C{main} calls C{ready()} once it has
+    imported what it needs: the collector is paused until then
+    (L{pausedCollector}), as L{runCommand} pauses it until the reactor runs.
+    """
+    with pausedCollector():
+        try:
+            main(resumeCollector)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as failure:
+            fail(failure, description, debug)
+    raise SystemExit(0)
 
 
 @contextmanager

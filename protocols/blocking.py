@@ -1022,6 +1022,16 @@ class BlockingConnection:
             self._end(ConnectionLost(f"the connection to {self.peer} was closed by this side"))
         self._socket.close()
 
+    def abort(self) -> None:
+        """
+        End the connection from anywhere: another thread, or a signal
+        handler that interrupted this connection's own thread.  It only
+        shuts the socket down (no lock taken, nothing sent): the call or
+        read blocked on it then fails with L{ConnectionLost}, and so does
+        every later one; L{close} still releases the socket.
+        """
+        self._shutdown()
+
     def __enter__(self) -> BlockingConnection:
         return self
 

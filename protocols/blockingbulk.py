@@ -16,6 +16,11 @@ C{fetchFile} do (resumed, the digest checked, L{framing.bulk.IntegrityError}
 on a mismatch; L{sendFile} and L{fetchFile} also reconnect up to C{retries}
 times).  A L{framing.bulk.SendStream} may be passed to any call, and
 L{BlockingBulkConnection.receive} takes a result's stream into a sink.
+L{sendFile} and L{fetchFile} keep a L{TransferProgress} up to date for a
+display, and an L{Interruption} stops them from a signal handler or
+another thread (L{Interrupted}), what was moved kept for a resume.
+What L{connect} raises (L{ConnectTimedOut}, L{ServerSilent},
+L{ConnectionLost}: those of L{protocols.blocking.connect}) is exported here too.
 
 Cost: no thread per transfer (the thread reading the socket sends the
 data, outside the connection's lock); bytes in flight bounded by the
@@ -32,7 +37,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from framing.bulk._streams import ClientStreams, IncomingTransfer, Sink
-from framing.rpc._errors import ConnectionLost, DeadReferenceError, ServerSilent
+from framing.rpc._errors import ConnectionLost, ConnectTimedOut, DeadReferenceError, ServerSilent
 from framing.rpc._session import Settled
 
 from ._bulkfiles import (
@@ -43,6 +48,7 @@ from ._bulkfiles import (
     Receive,
     StepRunner,
     Steps,
+    TransferProgress,
     downloadSteps,
     fileStream,
     uploadSteps,
@@ -160,24 +166,84 @@ def connect(
     return connection
 
 
+class Interrupted(Exception):
+    """The transfer was stopped by its L{Interruption}; what the receiver holds is kept, to be resumed."""
+
+
+class Interruption:
+    """
+    Stops a L{sendFile} or L{fetchFile} on request: L{interrupt}, from a
+    signal handler (as a command's Ctrl-C) or another thread, shuts down
+    the transfer's connection (L{BlockingBulkConnection.abort}), so that
+    whatever it blocks on returns at once; the transfer then saves what
+    it holds as a cut would (a download's partial file and record) and
+    raises L{Interrupted} instead of reconnecting.  A hash of held bytes
+    being read runs to its end first.  Costs nothing while not used.
+
+    @ivar requested: whether L{interrupt} was called.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._connection: BlockingBulkConnection | None = None
+
+    def interrupt(self) -> None:
+        """Stop the transfer (again: nothing more).  Takes no lock: safe in a signal handler."""
+        self.requested = True
+        connection = self._connection
+        if connection is not None:
+            connection.abort()
+
+    def watch(self, connection: BlockingBulkConnection | None) -> None:
+        """The transfer now runs on C{connection} (C{None}: on none); abort it at once if already interrupted."""
+        self._connection = connection
+        if connection is not None and self.requested:
+            connection.abort()
+
+    def check(self, cause: BaseException | None = None) -> None:
+        """
+        @raise Interrupted: L{interrupt} was called (C{cause}, what the transfer
+            failed with then, is its C{__cause__}).
+        """
+        if self.requested:
+            raise Interrupted("the transfer was interrupted") from cause
+
+
 def _again(
-    connect: Callable[[], BlockingBulkConnection], steps: Callable[[Progress], Steps], retries: int, delay: float
+    connect: Callable[[], BlockingBulkConnection],
+    steps: Callable[[Progress], Steps],
+    retries: int,
+    delay: float,
+    shown: TransferProgress | None,
+    interruption: Interruption | None,
 ) -> FileTransfer:
     """
     Run fresh C{steps} on fresh connections until they succeed; after a
-    cut, wait C{delay} and resume.  The outcome's C{moved} counts every attempt's bytes.
+    cut, wait C{delay} and resume.  The outcome's C{moved} counts every
+    attempt's bytes.  An C{interruption} stops it (L{Interrupted}).
     """
     failures = 0
-    progress = Progress()
+    progress = Progress(shown=shown if shown is not None else TransferProgress())
+    interruption = interruption if interruption is not None else Interruption()
     while True:
+        interruption.check()
+        progress.shown.attempts += 1
         try:
             connection = connect()
-            with connection:
-                return connection.run(steps(progress))
-        except RETRYABLE:
+            interruption.watch(connection)
+            try:
+                with connection:
+                    return connection.run(steps(progress))
+            finally:
+                interruption.watch(None)
+        except RETRYABLE as error:
+            interruption.check(error)
             failures += 1
             if failures > retries:
                 raise
+        except Exception as error:
+            interruption.check(error)
+            raise
         time.sleep(delay)
 
 
@@ -189,14 +255,23 @@ def sendFile(
     retries: int = 10,
     retryDelay: float = 0.2,
     digests: Sequence[str] | None = None,
+    progress: TransferProgress | None = None,
+    interruption: Interruption | None = None,
 ) -> FileTransfer:
     """
     Upload the file at C{path} as C{name} over connections C{connect}
     makes, reconnecting and resuming after a cut, C{retries} times at
-    most (as the Twisted client's C{sendFile}, over one connection at a time).
+    most (as the Twisted client's C{sendFile}, over one connection at a
+    time).  C{progress} is kept up to date for a display (its C{attempts}
+    count the connections tried); C{interruption} can stop it (L{Interrupted}).
     """
     return _again(
-        connect, lambda progress: uploadSteps(path, name, digests=digests, progress=progress), retries, retryDelay
+        connect,
+        lambda progress: uploadSteps(path, name, digests=digests, progress=progress),
+        retries,
+        retryDelay,
+        progress,
+        interruption,
     )
 
 
@@ -208,11 +283,31 @@ def fetchFile(
     retries: int = 10,
     retryDelay: float = 0.2,
     digests: Sequence[str] | None = None,
+    progress: TransferProgress | None = None,
+    interruption: Interruption | None = None,
 ) -> FileTransfer:
     """Download file C{name} to C{path} as L{sendFile} uploads: reconnecting and resuming after a cut."""
     return _again(
-        connect, lambda progress: downloadSteps(name, path, digests=digests, progress=progress), retries, retryDelay
+        connect,
+        lambda progress: downloadSteps(name, path, digests=digests, progress=progress),
+        retries,
+        retryDelay,
+        progress,
+        interruption,
     )
 
 
-__all__ = ["BlockingBulkConnection", "FileTransfer", "connect", "fetchFile", "fileStream", "sendFile"]
+__all__ = [
+    "BlockingBulkConnection",
+    "ConnectTimedOut",
+    "ConnectionLost",
+    "FileTransfer",
+    "Interrupted",
+    "Interruption",
+    "ServerSilent",
+    "TransferProgress",
+    "connect",
+    "fetchFile",
+    "fileStream",
+    "sendFile",
+]

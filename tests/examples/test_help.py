@@ -118,14 +118,35 @@ class CommandImportTests(SynchronousTestCase):
             line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")
         }
 
-    def test_plainConnectionLoadsNoTLS(self) -> None:
-        """A send to a tcp: endpoint works with neither pyOpenSSL nor cryptography nor Twisted's TLS layer loaded."""
+    def test_oneStreamLoadsNoTwisted(self) -> None:
+        """
+        A send and a fetch to a tcp: endpoint over one stream run on the
+        blocking client (protocols.blockingbulk): no Twisted module is loaded.
+        """
         served = Path(self.mktemp()).resolve()
         served.mkdir(parents=True)
         port = bulkServer(self, served)
         source = served.parent / "source.bin"
         source.write_bytes(bytes(range(256)) * 400)
-        done, imported = self.imported("--connect", address(port), "send", str(source))
+        fetched = served.parent / "fetched.bin"
+        for command in (["send", str(source)], ["fetch", "source.bin", "--output", str(fetched)]):
+            done, imported = self.imported("--connect", address(port), *command)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertIn("protocols.blockingbulk", imported)  # the lines were read
+            self.assertEqual({name for name in imported if name.split(".")[0] == "twisted"}, set(), command)
+        self.assertEqual(fetched.read_bytes(), source.read_bytes())
+
+    def test_plainConnectionLoadsNoTLS(self) -> None:
+        """
+        A send to a tcp: endpoint on Twisted (striped: --streams 2) works with
+        neither pyOpenSSL nor cryptography nor Twisted's TLS layer loaded.
+        """
+        served = Path(self.mktemp()).resolve()
+        served.mkdir(parents=True)
+        port = bulkServer(self, served)
+        source = served.parent / "source.bin"
+        source.write_bytes(bytes(range(256)) * 400)
+        done, imported = self.imported("--connect", address(port), "--streams", "2", "send", str(source))
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertIn("sent source.bin", done.stdout)
         self.assertIn("twisted.internet.tcp", imported)  # the lines were read
