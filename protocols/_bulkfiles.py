@@ -306,8 +306,13 @@ class FileHash:
         Read the file open as C{fd} from L{hashed} to C{end} (C{None}: to
         its end) with C{os.preadv} into one megabyte buffer, and hash it.
 
+        Nothing to read (C{end} reached already: the commonest call, a
+        piece written or taken right after the last) costs no buffer.
+
         @raise OSError: the file ends before C{end}.
         """
+        if end is not None and self.hashed >= end:
+            return
         buffer = bytearray(_READ)
         view = memoryview(buffer)
         while end is None or self.hashed < end:

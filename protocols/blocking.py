@@ -226,6 +226,9 @@ class BlockingConnection:
     @ivar peer: C{"host:port"} of the server, for errors.
     """
 
+    _readSize = _READ_SIZE
+    """Bytes asked of one C{recv} (a bulk connection asks more: L{protocols.blockingbulk})."""
+
     def __init__(
         self,
         sock: socket.socket,
@@ -640,7 +643,7 @@ class BlockingConnection:
             # Released during the recv (other threads make their calls meanwhile), taken again to apply it.
             lock.release()
             try:
-                chunk = self._socket.recv(_READ_SIZE)
+                chunk = self._socket.recv(self._readSize)
             except OSError as error:
                 chunk, failed = b"", error
             finally:
