@@ -244,12 +244,15 @@ def runBlocking(main: Callable[[Callable[[], None]], None], description: str | N
     raises, as L{runCommand}.  C{main} calls C{ready()} once it has
     imported what it needs: the collector is paused until then
     (L{pausedCollector}), as L{runCommand} pauses it until the reactor runs.
+    A Ctrl-C that C{main} does not take over ends it with status 130, no traceback.
     """
     with pausedCollector():
         try:
             main(resumeCollector)
-        except (SystemExit, KeyboardInterrupt):
+        except SystemExit:
             raise
+        except KeyboardInterrupt:
+            raise SystemExit(130) from None
         except Exception as failure:
             fail(failure, description, debug)
     raise SystemExit(0)
