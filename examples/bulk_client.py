@@ -18,10 +18,10 @@ and what was resumed or skipped.  The exit status is 1 if the transfer
 failed.
 
 A command to a plain tcp:host=H:port=P endpoint with one stream runs on
-the blocking client (protocols.blockingbulk), hashing in its own thread,
-and loads no Twisted; --streams N (N > 1), --hashing thread, --trace and
-every other endpoint (ssl:, unix:, ...) run on Twisted.  Both behave and
-answer alike.
+the blocking client (protocols.blockingbulk), hashing inline in the
+thread that reads and writes, and loads no Twisted; --streams N (N > 1),
+--hashing thread, --trace and every other endpoint (ssl:, unix:, ...) run
+on Twisted.  Both behave and answer alike.
 
 A server started with --users or --client-ca serves only clients that log
 in: --user NAME (the password from --password-file, $CHUNKWIRE_PASSWORD or
@@ -278,7 +278,8 @@ def main(argv: list[str]) -> None:
         "--hashing",
         choices=("auto", "inline", "thread"),
         default="auto",
-        help="hash what moves in order in the reactor thread or a worker thread (auto: a thread if a core stays free)",
+        help="hash what moves in order in the reactor thread or a worker thread (auto: a thread if a core stays free;"
+        " one stream to a tcp:host=H:port=P endpoint runs without a reactor and hashes inline)",
     )
     parser.add_argument(
         "--digest",
