@@ -15,6 +15,7 @@ import os
 import re
 import socket
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,19 @@ from twisted.trial.unittest import SynchronousTestCase
 from framing.bulk import IntegrityError, NoSuchFile
 from framing.rpc._errors import ConnectionLost
 from framing.rpc._limits import CallLimits
-from protocols.blockingbulk import BlockingBulkConnection, FileTransfer, connect, fetchFile, fileStream, sendFile
+from protocols.blockingbulk import (
+    BlockingBulkConnection,
+    FileTransfer,
+    Interrupted,
+    Interruption,
+    TransferProgress,
+    connect,
+    fetchFile,
+    fileStream,
+    sendFile,
+)
 from protocols.options import ClientOptions
-from tests.examples.cli import address, clientRun
+from tests.examples.cli import address, clientRun, slowLink
 from tests.protocols.bulkclients import CHUNK, HANG, SIZE, BulkServerCase, MiB, digestOf
 
 
@@ -172,6 +183,45 @@ class BlockingBulkTests(BulkServerCase):
         self.assertEqual(outcomes["down"].digest, digestOf(downData, algorithm))
         self.assertEqual((self.served / "both-up.bin").read_bytes(), upData)
         self.assertEqual(down.with_name("copy.bin").read_bytes(), downData)
+
+    def test_fetchInterruptedThenResumed(self) -> None:
+        """
+        An Interruption interrupted from another thread mid-download ends
+        fetchFile at once with Interrupted (no reconnection), the partial
+        file and its record kept; the next fetchFile resumes from them, its
+        progress saying what was held and ending at the whole size.
+        """
+        path, data = self.localFile("stopped.bin")
+        self.connect().upload(path)
+        target = path.with_name("copy.bin")
+        slow = slowLink(self, self.port, 2_000_000)  # 8 MiB take 4 s: mid-way when interrupted
+        progress, interruption = TransferProgress(), Interruption()
+
+        def interruptOnceMoving() -> None:
+            deadline = time.monotonic() + 60
+            while progress.done < CHUNK and time.monotonic() < deadline:
+                time.sleep(0.01)
+            interruption.interrupt()
+
+        threading.Thread(target=interruptOnceMoving, daemon=True).start()
+        options = ClientOptions(timeout=HANG)
+        with self.assertRaises(Interrupted):
+            fetchFile(
+                lambda: connect(f"127.0.0.1:{slow}", options=options),
+                "stopped.bin",
+                target,
+                progress=progress,
+                interruption=interruption,
+            )
+        self.assertEqual((progress.total, progress.attempts), (SIZE, 1))
+        self.assertEqual(
+            sorted(p.name for p in path.parent.iterdir()), [".copy.bin.part", ".copy.bin.part.json", path.name]
+        )
+        again = TransferProgress()
+        resumed = fetchFile(lambda: connect(self.address, options=options), "stopped.bin", target, progress=again)
+        self.assertGreaterEqual(resumed.resumedFrom, CHUNK)
+        self.assertEqual((again.held, again.total, again.done), (resumed.resumedFrom, SIZE, SIZE))
+        self.assertEqual(target.read_bytes(), data)
 
     def test_connectMakesReadsSteady(self) -> None:
         """
