@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import errno
 import gc
+import importlib
 import re
 import sys
 import traceback
@@ -102,13 +103,21 @@ def _escaped(host: str) -> str:
 
 def explain(failure: BaseException, description: str | None, listening: bool = False) -> str:
     """One line saying what went wrong with C{description} and, where known, what to do."""
-    from twisted.internet import error
-
     from framing import ProtocolError
     from framing.rpc import CallLost
     from protocols.blockingbulk import ConnectionLost
-    from protocols.rpc import ConnectTimeout
-    from protocols.serving import BadEndpointDescription
+
+    refused, cannotListen, done, lost, lookup, connectError = _types(
+        "twisted.internet.error",
+        "ConnectionRefusedError",
+        "CannotListenError",
+        "ConnectionDone",
+        "ConnectionLost",
+        "DNSLookupError",
+        "ConnectError",
+    )
+    (ConnectTimeout,) = _types("protocols.rpc", "ConnectTimeout")
+    (BadEndpointDescription,) = _types("protocols.serving", "BadEndpointDescription")
 
     option = None
     if isinstance(failure, EndpointFailed):
@@ -121,9 +130,9 @@ def explain(failure: BaseException, description: str | None, listening: bool = F
     login = _explainLogin(failure, description, where)
     if login:
         return login
-    if isinstance(failure, (error.ConnectionRefusedError, ConnectionRefusedError)):
+    if isinstance(failure, (refused, ConnectionRefusedError)):
         return f"cannot {where}: connection refused (is the server running, on that address and port?)"
-    if isinstance(failure, error.CannotListenError):
+    if isinstance(failure, cannotListen):
         number = getattr(failure.socketError, "errno", None)
         reason = getattr(failure.socketError, "strerror", None) or failure.socketError
         return f"cannot {where}: {reason} ({_LISTEN_ADVICE.get(number, 'check the address and the port')})"
@@ -139,12 +148,29 @@ def explain(failure: BaseException, description: str | None, listening: bool = F
         return f"cannot {where}: {reason}; --timeout S waits longer"
     if isinstance(failure, ProtocolError) and getattr(failure, "code", "") == "bad-preamble":
         return f"cannot {where}: {failure} (is it a chunkwire server, and is the port right?)"
-    if isinstance(failure, (error.ConnectionDone, error.ConnectionLost, ConnectionLost)) and description:
+    if isinstance(failure, (done, lost, ConnectionLost)) and description:
         return f"lost the connection to {description}: {failure} (is it a chunkwire server? TLS on one side only?)"
-    if isinstance(failure, (error.DNSLookupError, error.ConnectError, OSError)):
+    if isinstance(failure, (lookup, connectError, OSError)):
         return f"cannot {where}: {failure}"
     text = str(failure)
     return text if _isRegistered(failure) and text else f"{type(failure).__name__}: {text}"
+
+
+class _NeverLoaded(Exception):
+    """Stands for a type of Twisted's (or of chunkwire's Twisted shells) in a process that never loaded Twisted."""
+
+
+def _types(module: str, *names: str) -> tuple[type[Any], ...]:
+    """
+    The classes C{names} of C{module}, a module of Twisted's or one that
+    loads it, to tell failures apart by; in a process that never loaded
+    Twisted (a command on the blocking client), no failure can be one of
+    them: L{_NeverLoaded} stands for each, and an error costs no Twisted import.
+    """
+    if "twisted.internet" not in sys.modules:
+        return (_NeverLoaded,) * len(names)
+    loaded = importlib.import_module(module)
+    return tuple(getattr(loaded, name) for name in names)
 
 
 def needsLogin(failure: BaseException) -> bool:
@@ -156,9 +182,7 @@ def needsLogin(failure: BaseException) -> bool:
 
 def _certificateAlert(failure: BaseException) -> str:
     """The TLS alert that refused this client's certificate (or its lack of one), or C{""}."""
-    from protocols.rpc import NotTLS, TLSHandshakeFailed
-
-    if not isinstance(failure, (NotTLS, TLSHandshakeFailed)):
+    if not isinstance(failure, _types("protocols.rpc", "NotTLS", "TLSHandshakeFailed")):
         return ""
     return next((alert for alert in _CERTIFICATE_ALERTS if alert in str(failure)), "")
 
@@ -166,7 +190,8 @@ def _certificateAlert(failure: BaseException) -> str:
 def _explainLogin(failure: BaseException, description: str | None, where: str) -> str:
     """The line for a login's failure (or a server's login configuration), or C{""} for any other failure."""
     from framing.login import LoginFailed, LoginRefused
-    from protocols.auth import ClientCertificatesNeedTLS, SecretFileError, ThrottleStateError
+
+    configuration = _types("protocols.auth", "SecretFileError", "ClientCertificatesNeedTLS", "ThrottleStateError")
 
     if isinstance(failure, LoginRefused):
         return (
@@ -184,7 +209,7 @@ def _explainLogin(failure: BaseException, description: str | None, where: str) -
             f"cannot {where}: the server wants a TLS client certificate from a CA it trusts"
             f" (TLS alert: {alert}; give certKey= and privateKey= in the ssl: endpoint)"
         )
-    if isinstance(failure, (SecretFileError, ClientCertificatesNeedTLS, ThrottleStateError)):
+    if isinstance(failure, configuration):
         return f"cannot {where}: {failure}"
     return ""
 
