@@ -11,7 +11,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from tests.processes import ENV, ROOT, readUntil, startPython, stop
 
-from .cli import address, bulkServer, clientRun
+from .cli import address, bulkServer, clientRun, closedPort
 
 PROGRAMS = {
     "echo_server.py": ["--listen", "--preamble-timeout", "--debug"],
@@ -135,6 +135,14 @@ class CommandImportTests(SynchronousTestCase):
             self.assertIn("protocols.blockingbulk", imported)  # the lines were read
             self.assertEqual({name for name in imported if name.split(".")[0] == "twisted"}, set(), command)
         self.assertEqual(fetched.read_bytes(), source.read_bytes())
+
+    def test_errorLoadsNoTwisted(self) -> None:
+        """A refused connection on the blocking client is explained in its one line without loading Twisted."""
+        done, imported = self.imported("--connect", address(closedPort(self)), "list")
+        self.assertEqual(done.returncode, 1, done.stderr)
+        self.assertIn("connection refused (is the server running", done.stderr.splitlines()[-1])
+        self.assertIn("_errors", imported)  # the lines were read
+        self.assertEqual({name for name in imported if name.split(".")[0] == "twisted"}, set())
 
     def test_plainConnectionLoadsNoTLS(self) -> None:
         """
