@@ -9,7 +9,9 @@ the server: Twisted verifies an C{ssl:} server's certificate only against
 C{caCertsDir=} (that CA) or, with C{hostname=} alone, the system's CAs;
 with neither, any certificate is accepted, so anyone on the path can pose
 as the server.  The connection is still made: the user asked for it.
-L{withoutTLS} keeps pyOpenSSL out of a client whose endpoint speaks no TLS.
+L{withoutTLS} keeps pyOpenSSL out of a client whose endpoint speaks no TLS;
+L{plainTCP} reads the host and port of a plain C{tcp:} one, for a client
+without Twisted.
 """
 
 from __future__ import annotations
@@ -101,3 +103,20 @@ def withoutTLS(description: str) -> bool:
         return False
     sys.modules["OpenSSL"] = None  # type: ignore[assignment]
     return True
+
+
+def plainTCP(description: str) -> tuple[str, int] | None:
+    """
+    C{(host, port)} of C{description} if it is a C{tcp:} client endpoint
+    with C{host=} and C{port=} and nothing else (what a socket connects to
+    as Twisted would: a client without Twisted can take it); else C{None}
+    (other fields, other types, or a description Twisted alone can judge).
+    """
+    fields = _FIELD_SEPARATOR.split(description.strip())
+    if fields[0].lower() != "tcp" or len(fields) != 3:
+        return None
+    pairs = dict(field.split("=", 1) for field in fields[1:] if "=" in field)
+    if set(pairs) != {"host", "port"} or not pairs["port"].isdigit() or not pairs["host"]:
+        return None
+    port = int(pairs["port"])
+    return (pairs["host"].replace("\\:", ":"), port) if 0 < port < 65536 else None

@@ -1,6 +1,7 @@
 """One line, not a traceback, for the errors a user of the example programs meets.
 
-Contract: L{runCommand} runs an example's coroutine under Twisted's C{react}; any
+Contract: L{runCommand} runs an example's coroutine under Twisted's C{react}
+(L{runBlocking}: a command on a client without Twisted, as it is); any
 error it ends with is printed to stderr as one line that names the endpoint
 and, for the usual mistakes (a refused connection, an endpoint written as
 C{HOST:PORT}, a port in use, a peer that does not speak chunkwire, a
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import errno
 import gc
+import importlib
 import re
 import sys
 import traceback
@@ -53,6 +55,14 @@ class EndpointFailed(Exception):
         self.reason = reason
         self.listening = listening
         self.option = option
+
+
+class NotReady(TimeoutError):
+    """
+    A client without Twisted was not connected and ready (the preamble
+    heard, logged in) within C{--timeout}; the message says which step was
+    missing, in the words of the Twisted clients' C{ConnectTimeout}.
+    """
 
 
 class CommandLineParser(argparse.ArgumentParser):
@@ -93,12 +103,21 @@ def _escaped(host: str) -> str:
 
 def explain(failure: BaseException, description: str | None, listening: bool = False) -> str:
     """One line saying what went wrong with C{description} and, where known, what to do."""
-    from twisted.internet import error
-
     from framing import ProtocolError
     from framing.rpc import CallLost
-    from protocols.rpc import ConnectTimeout
-    from protocols.serving import BadEndpointDescription
+    from protocols.blockingbulk import ConnectionLost
+
+    refused, cannotListen, done, lost, lookup, connectError = _types(
+        "twisted.internet.error",
+        "ConnectionRefusedError",
+        "CannotListenError",
+        "ConnectionDone",
+        "ConnectionLost",
+        "DNSLookupError",
+        "ConnectError",
+    )
+    (ConnectTimeout,) = _types("protocols.rpc", "ConnectTimeout")
+    (BadEndpointDescription,) = _types("protocols.serving", "BadEndpointDescription")
 
     option = None
     if isinstance(failure, EndpointFailed):
@@ -111,9 +130,9 @@ def explain(failure: BaseException, description: str | None, listening: bool = F
     login = _explainLogin(failure, description, where)
     if login:
         return login
-    if isinstance(failure, error.ConnectionRefusedError):
+    if isinstance(failure, (refused, ConnectionRefusedError)):
         return f"cannot {where}: connection refused (is the server running, on that address and port?)"
-    if isinstance(failure, error.CannotListenError):
+    if isinstance(failure, cannotListen):
         number = getattr(failure.socketError, "errno", None)
         reason = getattr(failure.socketError, "strerror", None) or failure.socketError
         return f"cannot {where}: {reason} ({_LISTEN_ADVICE.get(number, 'check the address and the port')})"
@@ -121,18 +140,37 @@ def explain(failure: BaseException, description: str | None, listening: bool = F
         hint = endpointHint(description, listening)
         advice = hint or ("e.g. tcp:8750" if listening else "e.g. tcp:host=127.0.0.1:port=8750")
         return f"cannot {where}: not a Twisted endpoint description ({failure}); {advice}"
+    if isinstance(failure, NotReady):
+        return f"cannot {where}: {failure}; --timeout S waits longer"
     if isinstance(failure, ConnectTimeout):
         # Its message says which step did not happen; the call it ended adds nothing.
         reason = failure.reason if isinstance(failure, CallLost) else failure
         return f"cannot {where}: {reason}; --timeout S waits longer"
     if isinstance(failure, ProtocolError) and getattr(failure, "code", "") == "bad-preamble":
         return f"cannot {where}: {failure} (is it a chunkwire server, and is the port right?)"
-    if isinstance(failure, (error.ConnectionDone, error.ConnectionLost)) and description:
+    if isinstance(failure, (done, lost, ConnectionLost)) and description:
         return f"lost the connection to {description}: {failure} (is it a chunkwire server? TLS on one side only?)"
-    if isinstance(failure, (error.DNSLookupError, error.ConnectError, OSError)):
+    if isinstance(failure, (lookup, connectError, OSError)):
         return f"cannot {where}: {failure}"
     text = str(failure)
     return text if _isRegistered(failure) and text else f"{type(failure).__name__}: {text}"
+
+
+class _NeverLoaded(Exception):
+    """Stands for a type of Twisted's (or of chunkwire's Twisted shells) in a process that never loaded Twisted."""
+
+
+def _types(module: str, *names: str) -> tuple[type[Any], ...]:
+    """
+    The classes C{names} of C{module}, a module of Twisted's or one that
+    loads it, to tell failures apart by; in a process that never loaded
+    Twisted (a command on the blocking client), no failure can be one of
+    them: L{_NeverLoaded} stands for each, and an error costs no Twisted import.
+    """
+    if "twisted.internet" not in sys.modules:
+        return (_NeverLoaded,) * len(names)
+    loaded = importlib.import_module(module)
+    return tuple(getattr(loaded, name) for name in names)
 
 
 def needsLogin(failure: BaseException) -> bool:
@@ -144,9 +182,7 @@ def needsLogin(failure: BaseException) -> bool:
 
 def _certificateAlert(failure: BaseException) -> str:
     """The TLS alert that refused this client's certificate (or its lack of one), or C{""}."""
-    from protocols.rpc import NotTLS, TLSHandshakeFailed
-
-    if not isinstance(failure, (NotTLS, TLSHandshakeFailed)):
+    if not isinstance(failure, _types("protocols.rpc", "NotTLS", "TLSHandshakeFailed")):
         return ""
     return next((alert for alert in _CERTIFICATE_ALERTS if alert in str(failure)), "")
 
@@ -154,7 +190,8 @@ def _certificateAlert(failure: BaseException) -> str:
 def _explainLogin(failure: BaseException, description: str | None, where: str) -> str:
     """The line for a login's failure (or a server's login configuration), or C{""} for any other failure."""
     from framing.login import LoginFailed, LoginRefused
-    from protocols.auth import ClientCertificatesNeedTLS, SecretFileError, ThrottleStateError
+
+    configuration = _types("protocols.auth", "SecretFileError", "ClientCertificatesNeedTLS", "ThrottleStateError")
 
     if isinstance(failure, LoginRefused):
         return (
@@ -172,7 +209,7 @@ def _explainLogin(failure: BaseException, description: str | None, where: str) -
             f"cannot {where}: the server wants a TLS client certificate from a CA it trusts"
             f" (TLS alert: {alert}; give certKey= and privateKey= in the ssl: endpoint)"
         )
-    if isinstance(failure, (SecretFileError, ClientCertificatesNeedTLS, ThrottleStateError)):
+    if isinstance(failure, configuration):
         return f"cannot {where}: {failure}"
     return ""
 
@@ -223,6 +260,27 @@ def runCommand(
 
         react(start)
     raise AssertionError("react returns by exiting")
+
+
+def runBlocking(main: Callable[[Callable[[], None]], None], description: str | None, debug: bool) -> NoReturn:
+    """
+    Run C{main(ready)}, a command on a client without Twisted, to its end
+    and exit with status 0; end with status 1 and one line (L{fail}) if it
+    raises, as L{runCommand}.  C{main} calls C{ready()} once it has
+    imported what it needs: the collector is paused until then
+    (L{pausedCollector}), as L{runCommand} pauses it until the reactor runs.
+    A Ctrl-C that C{main} does not take over ends it with status 130, no traceback.
+    """
+    with pausedCollector():
+        try:
+            main(resumeCollector)
+        except SystemExit:
+            raise
+        except KeyboardInterrupt:
+            raise SystemExit(130) from None
+        except Exception as failure:
+            fail(failure, description, debug)
+    raise SystemExit(0)
 
 
 @contextmanager

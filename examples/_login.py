@@ -61,17 +61,29 @@ def password(args: argparse.Namespace) -> bytes:
     return text.encode("utf-8")
 
 
-def credentialsFrom(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
+def credentialsFrom(parser: argparse.ArgumentParser, args: argparse.Namespace, plain: bool = False) -> Any:
     """
     The credentials the options name, or C{None} to connect without logging
     in; options that do not go together, or a file that cannot be read,
-    stop the program with a one-line usage error.
+    stop the program with a one-line usage error.  With C{plain}, they are
+    those of the clients without Twisted (C{framing.login}'s C{Password},
+    C{Token}, C{ClientCertificate}), whose import loads no Twisted.
     """
     _checkCombinations(parser, args)
     try:
-        return _credentials(args)
+        return _plainCredentials(args) if plain else _credentials(args)
     except (OSError, UnicodeDecodeError) as error:
         parser.error(f"cannot read the password or token file: {error}")
+
+
+def _plainCredentials(args: argparse.Namespace) -> Any:
+    from framing.login import ClientCertificate, Password, Token
+
+    if args.user is not None:
+        return Password(args.user, password(args))
+    if args.tokenFile is not None:
+        return Token(firstLine(args.tokenFile).strip().encode("utf-8"))
+    return ClientCertificate() if args.certificateLogin else None
 
 
 def _credentials(args: argparse.Namespace) -> Any:

@@ -7,13 +7,15 @@ and clears it, so nothing wraps and nothing is left behind); otherwise one
 plain line a second (so a log or a pipe gets a readable record, not a
 stream of carriage returns).  Rates and ETAs count only the bytes that moved
 in this run, never what the receiver held before it (L{RunProgress}).
-Drawing runs on the reactor's clock and costs one line of output per tick,
-whatever the transfer's size.
+Drawing runs on the reactor's clock, or for a client without Twisted on
+a thread of its own that only reads the progress, and costs one line of
+output per tick, whatever the transfer's size.
 
 No progress library (tqdm, rich) is used, not even as an option: the bar is
-forty lines, it must run on the reactor's clock rather than a thread of its
-own, the plain one-line-a-second form for pipes and logs would still be
-needed, and two renderers would be two things to keep honest and test.
+forty lines, it must run on the reactor's clock too, the plain
+one-line-a-second form for pipes and logs would still be needed, and two
+renderers would be two things to keep honest and test.  This module loads
+no Twisted: the commands that run without it use it too.
 
 The examples import this module by name: Python puts a script's own
 directory on C{sys.path}, so C{python examples/bulk_client.py} finds it.
@@ -22,13 +24,13 @@ directory on C{sys.path}, so C{python examples/bulk_client.py} finds it.
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TextIO
 
-from twisted.internet.task import LoopingCall
-
-from protocols.bulk import FileResult, TransferProgress
+from protocols.blockingbulk import TransferProgress
 
 CLEAR_LINE = "\r\x1b[K"
 """Back to the start of the line, and erase it (ANSI EL): a redraw leaves nothing of a longer line behind."""
@@ -68,7 +70,8 @@ def terminalWidth() -> int:
 
 class RunProgress(TransferProgress):
     """
-    A L{TransferProgress} that also knows what the receiver held when this
+    A L{TransferProgress} (as the Twisted and the blocking client's
+    C{sendFile} and C{fetchFile} keep it) that also knows what the receiver held when this
     run began: the first C{held} the transfer reports once it knows the
     size (for a fetch, what an earlier run left in the partial file; for a
     send, what the server kept).
@@ -114,12 +117,34 @@ class ProgressDisplay:
         self.out = out
         self.tty = out.isatty()
         self.width = width
-        self._loop = LoopingCall(self.draw)
-        self._loop.clock = clock
+        self.clock = clock
+        self._loop: Any = None
+        self._ticker: threading.Thread | None = None
+        self._stopped = threading.Event()
+        # A draw and a note never interleave (with no reactor, they run in two threads).
+        self._writing = threading.Lock()
         self._drawn = False
 
     def start(self) -> None:
-        self._loop.start(0.1 if self.tty else 1.0, now=False)
+        """
+        Draw every tick from now on: on C{clock} (a reactor), or with
+        C{clock} C{None} on a daemon thread (for a transfer that blocks the
+        main thread), which only reads the progress.
+        """
+        interval = 0.1 if self.tty else 1.0
+        if self.clock is None:
+            self._ticker = threading.Thread(target=self._tick, args=(interval,), name="progress", daemon=True)
+            self._ticker.start()
+            return
+        from twisted.internet.task import LoopingCall
+
+        self._loop = LoopingCall(self.draw)
+        self._loop.clock = self.clock
+        self._loop.start(interval, now=False)
+
+    def _tick(self, interval: float) -> None:
+        while not self._stopped.wait(interval):
+            self.draw()
 
     def stop(self) -> None:
         """
@@ -127,18 +152,24 @@ class ProgressDisplay:
         line, even when the transfer finished before the first tick (a fast
         transfer still shows where it ended).
         """
-        if self._loop.running:
+        if self._loop is not None and self._loop.running:
             self._loop.stop()
+        if self._ticker is not None:
+            self._stopped.set()
+            self._ticker.join()
+            self._ticker = None
         if self.tty and self.progress.total:
             self.draw()
-            self.out.write("\n")
-            self.out.flush()
-            self._drawn = False
+            with self._writing:
+                self.out.write("\n")
+                self.out.flush()
+                self._drawn = False
 
     def note(self, text: str) -> None:
         """Print one line of its own, above the bar if one is drawn (the next tick redraws it)."""
-        self.out.write((CLEAR_LINE if self.tty and self._drawn else "") + text + "\n")
-        self.out.flush()
+        with self._writing:
+            self.out.write((CLEAR_LINE if self.tty and self._drawn else "") + text + "\n")
+            self.out.flush()
 
     def figures(self) -> str:
         """Percentage, bytes, and the rate and ETA of this run's bytes."""
@@ -176,18 +207,34 @@ class ProgressDisplay:
     def draw(self) -> None:
         if not self.progress.total:
             return
-        self._drawn = True
-        if self.tty:
-            self.out.write(CLEAR_LINE + self.line())
-        else:
-            self.out.write(self.line() + "\n")
-        self.out.flush()
+        line = self.line()
+        with self._writing:
+            self._drawn = True
+            self.out.write(CLEAR_LINE + line if self.tty else line + "\n")
+            self.out.flush()
 
 
-def transferSummary(verb: str, result: FileResult, resumed: int | None = None) -> str:
+@dataclass(frozen=True)
+class Finished:
     """
-    The line that ends a transfer: size, time, the rate of the bytes that
-    moved in this run, and the verified digest; then what was resumed or
+    What L{transferSummary} says of a transfer, as C{protocols.bulk.FileResult}
+    has it (the Twisted client gives one; the blocking client's outcome is made into one).
+    """
+
+    name: str
+    size: int
+    hexdigest: str
+    algorithm: str
+    seconds: float
+    payload: int
+    cuts: int
+
+
+def transferSummary(verb: str, result: Any, resumed: int | None = None) -> str:
+    """
+    The line that ends a transfer (C{result}: a C{FileResult} or a
+    L{Finished}): size, time, the rate of the bytes that moved in this
+    run, and the verified digest; then what was resumed or
     skipped.  C{resumed} is what the receiver held when the run began
     (L{RunProgress.resumed}); by default, what did not move.
     """

@@ -17,6 +17,12 @@ line gives the size, the time, the rate, the digest both sides verified
 and what was resumed or skipped.  The exit status is 1 if the transfer
 failed.
 
+A command to a plain tcp:host=H:port=P endpoint with one stream runs on
+the blocking client (protocols.blockingbulk), hashing inline in the
+thread that reads and writes, and loads no Twisted; --streams N (N > 1),
+--hashing thread, --trace and every other endpoint (ssl:, unix:, ...) run
+on Twisted.  Both behave and answer alike.
+
 A server started with --users or --client-ca serves only clients that log
 in: --user NAME (the password from --password-file, $CHUNKWIRE_PASSWORD or
 the terminal), --token-file FILE, or --certificate-login (as the client
@@ -34,18 +40,22 @@ import argparse
 import os
 import signal
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 # The script's directory is on sys.path: the error report and the progress display are shared with the other examples.
-from _connecting import addTimeoutArgument, warnIfUnverified, withoutTLS
-from _errors import CommandLineParser, addDebugArgument, runCommand
+from _connecting import addTimeoutArgument, plainTCP, warnIfUnverified, withoutTLS
+from _errors import CommandLineParser, addDebugArgument, runBlocking, runCommand
 from _login import addLoginArguments, credentialsFrom
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from _progress import RunProgress
     from twisted.internet.defer import Deferred
 
     from protocols import bulk
+    from protocols.blockingbulk import BlockingBulkConnection
 
 __all__ = ["Interrupted", "main", "transfer"]
 
@@ -59,49 +69,54 @@ class Interrupted(Exception):
 
 class Interrupt:
     """
-    Turns the first Ctrl-C (or SIGTERM) into a cancel of the running
-    transfer, so that it stops cleanly (a fetch saves what it holds) and
-    the client can say where it stopped; a second one ends the process at once.
+    Turns the first Ctrl-C (or SIGTERM) into C{stop()}, which stops the
+    running transfer cleanly (a fetch saves what it holds), so that the
+    client can say where it stopped; a second one ends the process at once.
 
     @ivar received: the signal received, or C{None}.
     """
 
-    def __init__(self, reactor: Any, work: Deferred[Any]) -> None:
-        self.reactor = reactor
-        self.work = work
+    def __init__(self, stop: Callable[[], None]) -> None:
+        self.stop = stop
         self.received: int | None = None
 
     def install(self) -> None:
-        """Take over SIGINT and SIGTERM from Twisted's handlers (which would just stop the reactor)."""
+        """Take over SIGINT and SIGTERM (from Twisted's handlers, which would just stop the reactor)."""
         for number in (signal.SIGINT, signal.SIGTERM):
             signal.signal(number, self._signalled)
 
     def _signalled(self, number: int, frame: Any) -> None:
         if self.received is None:
             self.received = number
-            self.reactor.callFromThread(self.work.cancel)
+            self.stop()
         else:
             # The transfer did not stop in time; what the receiver wrote is already on disk.
             os.write(2, b"interrupted again: stopping at once\n")
             os._exit(INTERRUPTED)
 
 
+def stoppedAt(progress: RunProgress) -> Interrupted:
+    """The L{Interrupted} that says how far the transfer got."""
+    from _progress import humanBytes
+
+    return Interrupted(
+        f"interrupted at {humanBytes(progress.done)} of {humanBytes(progress.total)};"
+        " run the same command again to resume"
+    )
+
+
 async def interruptible(reactor: Any, work: Deferred[Any], progress: RunProgress) -> Any:
     """Wait for C{work}; on Ctrl-C raise L{Interrupted} saying how far it got."""
-    from _progress import humanBytes
     from twisted.internet.defer import CancelledError
 
-    interrupt = Interrupt(reactor, work)
+    interrupt = Interrupt(lambda: reactor.callFromThread(work.cancel))
     reactor.callWhenRunning(interrupt.install)
     try:
         return await work
     except CancelledError:
         if interrupt.received is None:
             raise
-        raise Interrupted(
-            f"interrupted at {humanBytes(progress.done)} of {humanBytes(progress.total)};"
-            " run the same command again to resume"
-        ) from None
+        raise stoppedAt(progress) from None
 
 
 def refuseOverwrite(output: str, force: bool) -> None:
@@ -172,6 +187,89 @@ async def transfer(
     print(transferSummary(verb, result, progress.resumed), flush=True)
 
 
+def blockingTarget(args: argparse.Namespace) -> tuple[str, int] | None:
+    """
+    The C{(host, port)} to connect to when the command runs on the blocking
+    client: a plain C{tcp:host=H:port=P} endpoint, one stream, hashing not
+    asked to run in a thread of its own, no C{--trace}; else C{None} (Twisted).
+    """
+    if args.streams != 1 or args.hashing == "thread" or args.trace:
+        return None
+    return plainTCP(args.connect)
+
+
+def connecting(target: tuple[str, int], options: Any) -> Callable[[], BlockingBulkConnection]:
+    """
+    What makes the blocking client's connections to C{target}: a connection
+    not ready within the options' C{timeout} fails as the Twisted client's
+    does (L{_errors.NotReady}, in its words, not retried).
+    """
+    from _errors import NotReady
+
+    from protocols.blockingbulk import ConnectTimedOut, ServerSilent, connect
+
+    def connectOnce() -> BlockingBulkConnection:
+        try:
+            return connect(target, options=options)
+        except ConnectTimedOut as error:
+            raise NotReady(f"not connected within {options.timeout:g} s") from error
+        except ServerSilent as error:
+            # (the preamble or the login: no other step of connect() can be silent on a tcp: endpoint)
+            step = "the login was not done" if "login" in str(error) else "the server said nothing"
+            hint = "" if "login" in str(error) else " (is it a chunkwire server? a TLS server reached without TLS?)"
+            raise NotReady(f"connected, but {step} within {options.timeout:g} s{hint}") from error
+
+    return connectOnce
+
+
+def transferBlocking(ready: Callable[[], None], target: tuple[str, int], args: argparse.Namespace, login: Any) -> None:
+    """Run the command C{args} names on the blocking client (see L{blockingTarget}), C{target} its server."""
+    from _progress import Finished, ProgressDisplay, RunProgress, humanBytes, transferSummary
+
+    from protocols.blockingbulk import Interrupted as Stopped
+    from protocols.blockingbulk import Interruption, fetchFile, sendFile
+    from protocols.options import ClientOptions
+
+    ready()
+    connect = connecting(target, ClientOptions(credentials=login, timeout=args.timeout))
+    if args.command == "list":
+        with connect() as connection:
+            for name, size in connection.root.callRemote("list"):
+                print(f"{size:>15}  {name}")
+        return
+    if args.command == "send":
+        label, verb = args.name or os.path.basename(args.file), "sent"
+    else:
+        label, verb = args.name, "fetched"
+        output = args.output or args.name
+        refuseOverwrite(output, args.force)
+    display: ProgressDisplay
+
+    def resuming(held: int) -> None:
+        if 0 < held < progress.total:  # all of it held: the last line says it was skipped
+            display.note(f"resuming {label} from {humanBytes(held)} of {humanBytes(progress.total)}")
+
+    progress = RunProgress(onResume=resuming)
+    display = ProgressDisplay(progress, f"{args.command} {label}", sys.stdout, None)
+    digests = [args.digest] if args.digest else None
+    interruption = Interruption()
+    Interrupt(interruption.interrupt).install()
+    keywords: dict[str, Any] = {"digests": digests, "progress": progress, "interruption": interruption}
+    display.start()
+    try:
+        if args.command == "send":
+            done = sendFile(connect, args.file, args.name, **keywords)
+        else:
+            done = fetchFile(connect, args.name, output, **keywords)
+    except Stopped:
+        raise stoppedAt(progress) from None
+    finally:
+        display.stop()
+    seconds = time.monotonic() - progress.started
+    result = Finished(done.name, done.size, done.hexdigest, done.algorithm, seconds, done.moved, progress.attempts - 1)
+    print(transferSummary(verb, result, progress.resumed), flush=True)
+
+
 def main(argv: list[str]) -> None:
     parser = CommandLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--connect", default="tcp:host=127.0.0.1:port=8770", metavar="ENDPOINT")
@@ -180,7 +278,8 @@ def main(argv: list[str]) -> None:
         "--hashing",
         choices=("auto", "inline", "thread"),
         default="auto",
-        help="hash what moves in order in the reactor thread or a worker thread (auto: a thread if a core stays free)",
+        help="hash what moves in order in the reactor thread or a worker thread (auto: a thread if a core stays free;"
+        " one stream to a tcp:host=H:port=P endpoint runs without a reactor and hashes inline)",
     )
     parser.add_argument(
         "--digest",
@@ -217,8 +316,19 @@ def main(argv: list[str]) -> None:
         globalLogBeginner.beginLoggingTo([textFileLogObserver(sys.stderr)], redirectStandardIO=False)
     if args.streams < 1:
         parser.error("--streams must be at least 1")
-    credentials = credentialsFrom(parser, args)
+    target = blockingTarget(args)
+    credentials = credentialsFrom(parser, args, plain=target is not None)
     warnIfUnverified(args.connect)
+    if target is not None:
+
+        def runWithoutTwisted(ready: Callable[[], None]) -> None:
+            try:
+                transferBlocking(ready, target, args, credentials)
+            except Interrupted as stopped:
+                print(stopped, file=sys.stderr, flush=True)
+                raise SystemExit(INTERRUPTED) from None
+
+        runBlocking(runWithoutTwisted, args.connect, args.debug)
 
     async def run(reactor: Any) -> None:
         try:

@@ -28,9 +28,10 @@ Design: docs/design/bulk.md
 from __future__ import annotations
 
 import os
+import time
 import weakref
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +136,35 @@ class StepRunner:
 
 
 @dataclass
+class TransferProgress:
+    """
+    How far a file transfer has got, for a progress display: kept up to
+    date by the C{sendFile} and C{fetchFile} of the Twisted client and of
+    L{protocols.blockingbulk} (L{Progress.shown}).  Reading it costs the
+    transfer nothing.
+
+    @ivar total: the file's size.
+    @ivar held: bytes the receiver held when the current attempt started.
+    @ivar started: when the transfer started (C{time.monotonic()}).
+    @ivar attempts: connections (or sets of striped connections) used so far.
+    @ivar current: the streams of the current attempt (those sending, with
+        their C{sentBytes}, or receiving, with their C{receivedBytes}).
+    """
+
+    total: int = 0
+    held: int = 0
+    started: float = field(default_factory=time.monotonic)
+    attempts: int = 0
+    current: list[Any] = field(default_factory=list, repr=False)
+
+    @property
+    def done(self) -> int:
+        """Bytes the receiver has, or is about to have."""
+        moved = sum(getattr(s, "sentBytes", 0) or getattr(s, "receivedBytes", 0) for s in self.current)
+        return min(self.total, self.held + moved)
+
+
+@dataclass
 class Progress:
     """
     How far a transfer got, over all its attempts (one L{Progress} passed to each attempt's steps).
@@ -142,10 +172,23 @@ class Progress:
     @ivar moved: payload bytes that crossed a connection, repeats after a cut included.
     @ivar hashed: an upload's (or a download's) L{FileHash} of its file, under the file's path and
         version, kept across attempts: what an attempt hashed is not read again to be hashed by the next.
+    @ivar shown: the L{TransferProgress} the steps keep up to date, for a display.
     """
 
     moved: int = 0
     hashed: tuple[tuple[str, str], FileHash] | None = None
+    shown: TransferProgress = field(default_factory=TransferProgress)
+
+    def began(self, total: int, held: int) -> None:
+        """An attempt knows the file's size and what the receiver holds: L{shown} gets them, in that order."""
+        shown = self.shown
+        shown.total = total
+        shown.held = held
+        shown.current = []
+
+    def moving(self, stream: Any) -> None:
+        """The attempt's bytes move as C{stream} (its C{sentBytes} or C{receivedBytes} are shown as they grow)."""
+        self.shown.current = [stream]
 
     def fileHash(self, path: str, version: str, algorithm: str, trusted: int | None = None) -> FileHash:
         """
@@ -262,8 +305,9 @@ class FileHash:
         """
         Read the file open as C{fd} from L{hashed} to C{end} (C{None}: to
         its end) with C{os.preadv} into one buffer of at most a megabyte,
-        and hash it.  Nothing to read (C{end} reached): nothing allocated
-        (L{HashingRanges} asks before every frame it takes).
+        and hash it.  Nothing to read (C{end} reached already: the
+        commonest call, as L{HashingRanges} asks before every frame it
+        takes) costs no buffer.
 
         @raise OSError: the file ends before C{end}.
         """
@@ -552,6 +596,8 @@ def uploadSteps(
         size, version = os.fstat(fd).st_size, fileVersion(path)
         if not resume:
             stream = SendStream(FileRanges(fd, [(0, size)]), size, NEGOTIATED)
+            progress.began(size, 0)
+            progress.moving(stream)
             try:
                 hexdigest = yield Call("put", (name, stream))
             finally:
@@ -564,6 +610,7 @@ def uploadSteps(
         if algorithm not in names:
             raise DigestUnavailable(f"the service chose {algorithm}, which this side did not offer")
         held = RangeSet.fromList(info["held"])
+        progress.began(size, held.total)
         missing = held.missing(0, size)
         running = progress.fileHash(os.fspath(path), version, algorithm)
         if missing:
@@ -572,6 +619,7 @@ def uploadSteps(
             if missing[0][0]:
                 yield Hash(fd, running, missing[0][0])
             stream = SendStream(HashingRanges(fd, missing, running), size, None)
+            progress.moving(stream)
             try:
                 yield Call("upload", (name, stream))
             finally:
@@ -608,6 +656,8 @@ def downloadSteps(
     if not resume:
         incoming = yield Call("get", (name,))
         partial = PartialFile(target, incoming.size or 0, "", incoming.digestName or "")
+        progress.began(incoming.size or 0, 0)
+        progress.moving(incoming)
         try:
             size, digest = yield Receive(incoming, partial)
         except BaseException:
@@ -624,6 +674,7 @@ def downloadSteps(
     partial = PartialFile(target, info["size"], info["version"], algorithm)
     resumedFrom = partial.held.total
     try:
+        progress.began(info["size"], resumedFrom)
         missing = partial.missing()
         # What arrives is hashed as it is written, the held bytes read once to be hashed: each byte read at most
         # once (a held start before the stream, off the loop in the asyncio client; the held end after it).
@@ -633,6 +684,7 @@ def downloadSteps(
             if missing[0][0] > running.hashed:
                 yield Hash(partial.descriptor(), running, missing[0][0])
             incoming = yield Call("download", (name, info["version"], [list(r) for r in missing]))
+            progress.moving(incoming)
             try:
                 yield Receive(incoming, partial)
             finally:
@@ -662,6 +714,7 @@ __all__ = [
     "PartialFile",
     "Progress",
     "Receive",
+    "TransferProgress",
     "downloadSteps",
     "fileStream",
     "hashFile",

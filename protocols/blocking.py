@@ -255,6 +255,9 @@ class BlockingConnection:
     @ivar peer: C{"host:port"} of the server, for errors.
     """
 
+    _readSize = _READ_SIZE
+    """Bytes asked of one C{recv} (a bulk connection asks more: L{protocols.blockingbulk})."""
+
     def __init__(
         self,
         sock: socket.socket,
@@ -677,7 +680,7 @@ class BlockingConnection:
             # Released during the recv (other threads make their calls meanwhile), taken again to apply it.
             lock.release()
             try:
-                chunk = self._socket.recv(_READ_SIZE)
+                chunk = self._socket.recv(self._readSize)
             except OSError as error:
                 chunk, failed = b"", error
             finally:
@@ -1058,6 +1061,16 @@ class BlockingConnection:
         with self._lock:
             self._end(ConnectionLost(f"the connection to {self.peer} was closed by this side"))
         self._socket.close()
+
+    def abort(self) -> None:
+        """
+        End the connection from anywhere: another thread, or a signal
+        handler that interrupted this connection's own thread.  It only
+        shuts the socket down (no lock taken, nothing sent): the call or
+        read blocked on it then fails with L{ConnectionLost}, and so does
+        every later one; L{close} still releases the socket.
+        """
+        self._shutdown()
 
     def __enter__(self) -> BlockingConnection:
         return self

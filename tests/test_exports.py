@@ -228,7 +228,13 @@ EXPORTS: dict[str, list[str]] = {
     ],
     "protocols.blockingbulk": [
         "BlockingBulkConnection",
+        "ConnectTimedOut",
+        "ConnectionLost",
         "FileTransfer",
+        "Interrupted",
+        "Interruption",
+        "ServerSilent",
+        "TransferProgress",
         "connect",
         "fetchFile",
         "fileStream",

@@ -51,7 +51,7 @@ from framing.bulk._ranges import RangeSet
 from framing.rpc._signatures import registerHint
 from framing.slicing._constraints import ANY
 
-from ._allocator import allocatorSteady, steadyAllocator
+from .._allocator import allocatorSteady, steadyAllocator
 from ._channel import BulkChannel, bulkOf, callingBroker, callingChannel
 from ._integrity import OrderedHasher
 from ._interfaces import IReceivingStream, ISendingStream, IStreamHost

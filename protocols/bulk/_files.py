@@ -24,7 +24,7 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
@@ -56,6 +56,7 @@ from framing.bulk._ranges import RangeSet
 from framing.slicing._constraints import ByteString, Integer, ListOf, Optional, Text
 
 from .. import rpc
+from .._bulkfiles import TransferProgress as TransferProgress  # (public as protocols.bulk.TransferProgress)
 from .._logs import escape
 from .._places import Directory, NotRegular, lockFile
 from .._sidecars import Sidecar, algorithmOf, preferring, recordedAlgorithm, recordedHeader, serviceKey
@@ -1271,32 +1272,6 @@ Connect = Callable[[], Deferred[rpc.RemoteReference]]
 
 RETRYABLE = (ConnectionLost, ConnectionDone, ConnectError, rpc.DeadReferenceError)
 """Failures after which a transfer reconnects and resumes."""
-
-
-@dataclass
-class TransferProgress:
-    """
-    How far a file transfer has got, for a progress display.
-
-    @ivar total: the file's size.
-    @ivar held: bytes the receiver held when the current attempt started.
-    @ivar started: when the transfer started (C{time.monotonic()}).
-    @ivar attempts: connections (or sets of striped connections) used so far.
-    @ivar current: the streams of the current attempt (L{Stream}s sending
-        or L{IncomingStream}s receiving).
-    """
-
-    total: int = 0
-    held: int = 0
-    started: float = field(default_factory=time.monotonic)
-    attempts: int = 0
-    current: list[Any] = field(default_factory=list, repr=False)
-
-    @property
-    def done(self) -> int:
-        """Bytes the receiver has, or is about to have."""
-        moved = sum(getattr(s, "sentBytes", 0) or getattr(s, "receivedBytes", 0) for s in self.current)
-        return min(self.total, self.held + moved)
 
 
 @dataclass(frozen=True)

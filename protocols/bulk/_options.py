@@ -18,8 +18,8 @@ from typing import Any
 from framing import Limits
 from framing.bulk._digests import DigestUnavailable, availableDigests, checkAlgorithm
 
-from ._allocator import allocatorSteady
-from ._allocator import steadyAllocator as makeAllocatorSteady
+from .._allocator import allocatorSteady
+from .._allocator import steadyAllocator as makeAllocatorSteady
 
 KiB = 1024
 MiB = 1024 * KiB

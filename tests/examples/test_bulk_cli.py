@@ -27,7 +27,13 @@ def data(size: int) -> bytes:
 
 
 class BulkClientTests(SynchronousTestCase):
-    """The bulk client's behaviour at its edges, against a real bulk server process."""
+    """
+    The bulk client's behaviour at its edges, against a real bulk server
+    process: on the blocking client (a tcp:host=H:port=P endpoint, one stream).
+    """
+
+    options: tuple[str, ...] = ()
+    """Options given before the command."""
 
     def setUp(self) -> None:
         self.work = Path(self.mktemp()).resolve()
@@ -36,13 +42,15 @@ class BulkClientTests(SynchronousTestCase):
         self.port = bulkServer(self, self.served)
 
     def client(self, *arguments: str, port: int | None = None) -> tuple[int, str, str]:
-        done = clientRun("bulk_client.py", "--connect", address(port or self.port), *arguments, cwd=self.local)
+        done = clientRun(
+            "bulk_client.py", "--connect", address(port or self.port), *self.options, *arguments, cwd=self.local
+        )
         return done.returncode, done.stdout, done.stderr
 
     def interrupt(self, *arguments: str) -> tuple[int, str]:
         """Run the client over a slow link, press Ctrl-C once bytes are moving; give its status and stderr."""
         slow = slowLink(self, self.port, RATE)
-        process = clientStart("bulk_client.py", "--connect", address(slow), *arguments, cwd=self.local)
+        process = clientStart("bulk_client.py", "--connect", address(slow), *self.options, *arguments, cwd=self.local)
         self.addCleanup(lambda: process.poll() is None and process.kill())
         readUntil(process, rb"(send|fetch) big\.bin: +\d+%  [1-9]")  # a progress line with bytes moved
         process.send_signal(signal.SIGINT)
@@ -122,6 +130,12 @@ class BulkClientTests(SynchronousTestCase):
         status, out, err = self.client("fetch", "nosuch.bin")
         self.assertEqual((status, out, err), (1, "", "no such file: nosuch.bin\n"))
         self.assertEqual(list(self.local.iterdir()), [])
+
+
+class TwistedBulkClientTests(BulkClientTests):
+    """The same behaviour where the command runs on Twisted (--hashing thread: the blocking client leaves it)."""
+
+    options = ("--hashing", "thread")
 
 
 class BulkServerGuardTests(SynchronousTestCase):

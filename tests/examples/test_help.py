@@ -11,7 +11,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from tests.processes import ENV, ROOT, readUntil, startPython, stop
 
-from .cli import address, bulkServer, clientRun
+from .cli import address, bulkServer, clientRun, closedPort
 
 PROGRAMS = {
     "echo_server.py": ["--listen", "--preamble-timeout", "--debug"],
@@ -118,14 +118,43 @@ class CommandImportTests(SynchronousTestCase):
             line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")
         }
 
-    def test_plainConnectionLoadsNoTLS(self) -> None:
-        """A send to a tcp: endpoint works with neither pyOpenSSL nor cryptography nor Twisted's TLS layer loaded."""
+    def test_oneStreamLoadsNoTwisted(self) -> None:
+        """
+        A send and a fetch to a tcp: endpoint over one stream run on the
+        blocking client (protocols.blockingbulk): no Twisted module is loaded.
+        """
         served = Path(self.mktemp()).resolve()
         served.mkdir(parents=True)
         port = bulkServer(self, served)
         source = served.parent / "source.bin"
         source.write_bytes(bytes(range(256)) * 400)
-        done, imported = self.imported("--connect", address(port), "send", str(source))
+        fetched = served.parent / "fetched.bin"
+        for command in (["send", str(source)], ["fetch", "source.bin", "--output", str(fetched)]):
+            done, imported = self.imported("--connect", address(port), *command)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertIn("protocols.blockingbulk", imported)  # the lines were read
+            self.assertEqual({name for name in imported if name.split(".")[0] == "twisted"}, set(), command)
+        self.assertEqual(fetched.read_bytes(), source.read_bytes())
+
+    def test_errorLoadsNoTwisted(self) -> None:
+        """A refused connection on the blocking client is explained in its one line without loading Twisted."""
+        done, imported = self.imported("--connect", address(closedPort(self)), "list")
+        self.assertEqual(done.returncode, 1, done.stderr)
+        self.assertIn("connection refused (is the server running", done.stderr.splitlines()[-1])
+        self.assertIn("_errors", imported)  # the lines were read
+        self.assertEqual({name for name in imported if name.split(".")[0] == "twisted"}, set())
+
+    def test_plainConnectionLoadsNoTLS(self) -> None:
+        """
+        A send to a tcp: endpoint on Twisted (striped: --streams 2) works with
+        neither pyOpenSSL nor cryptography nor Twisted's TLS layer loaded.
+        """
+        served = Path(self.mktemp()).resolve()
+        served.mkdir(parents=True)
+        port = bulkServer(self, served)
+        source = served.parent / "source.bin"
+        source.write_bytes(bytes(range(256)) * 400)
+        done, imported = self.imported("--connect", address(port), "--streams", "2", "send", str(source))
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertIn("sent source.bin", done.stdout)
         self.assertIn("twisted.internet.tcp", imported)  # the lines were read

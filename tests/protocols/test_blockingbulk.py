@@ -4,7 +4,8 @@ One server (examples/bulk_server.py) serves the whole class under pytest
 (each test its own under trial); each case uses file names of its own.
 Cuts are made by L{tests.protocols.bulkclients.CuttingProxy}; the Twisted
 client, where a partial download passes between it and the blocking
-client, is C{examples/bulk_client.py fetch} run as a process.  Listed in
+client, is C{examples/bulk_client.py --hashing thread fetch} run as a process
+(with C{--hashing thread} it runs on Twisted, not on the blocking client).  Listed in
 dev.py's PROCESS_TESTS (compiled core only).
 """
 
@@ -14,16 +15,29 @@ import os
 import re
 import socket
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from twisted.trial.unittest import SynchronousTestCase
+
 from framing.bulk import IntegrityError, NoSuchFile
 from framing.rpc._errors import ConnectionLost
 from framing.rpc._limits import CallLimits
-from protocols.blockingbulk import BlockingBulkConnection, FileTransfer, connect, fetchFile, fileStream, sendFile
+from protocols.blockingbulk import (
+    BlockingBulkConnection,
+    FileTransfer,
+    Interrupted,
+    Interruption,
+    TransferProgress,
+    connect,
+    fetchFile,
+    fileStream,
+    sendFile,
+)
 from protocols.options import ClientOptions
-from tests.examples.cli import address, clientRun
+from tests.examples.cli import address, clientRun, slowLink
 from tests.protocols.bulkclients import CHUNK, HANG, SIZE, BulkServerCase, MiB, digestOf
 
 
@@ -170,6 +184,63 @@ class BlockingBulkTests(BulkServerCase):
         self.assertEqual((self.served / "both-up.bin").read_bytes(), upData)
         self.assertEqual(down.with_name("copy.bin").read_bytes(), downData)
 
+    def test_fetchInterruptedThenResumed(self) -> None:
+        """
+        An Interruption interrupted from another thread mid-download ends
+        fetchFile at once with Interrupted (no reconnection), the partial
+        file and its record kept; the next fetchFile resumes from them, its
+        progress saying what was held and ending at the whole size.
+        """
+        path, data = self.localFile("stopped.bin")
+        self.connect().upload(path)
+        target = path.with_name("copy.bin")
+        slow = slowLink(self, self.port, 2_000_000)  # 8 MiB take 4 s: mid-way when interrupted
+        progress, interruption = TransferProgress(), Interruption()
+
+        def interruptOnceMoving() -> None:
+            deadline = time.monotonic() + 60
+            while progress.done < CHUNK and time.monotonic() < deadline:
+                time.sleep(0.01)
+            interruption.interrupt()
+
+        threading.Thread(target=interruptOnceMoving, daemon=True).start()
+        options = ClientOptions(timeout=HANG)
+        with self.assertRaises(Interrupted):
+            fetchFile(
+                lambda: connect(f"127.0.0.1:{slow}", options=options),
+                "stopped.bin",
+                target,
+                progress=progress,
+                interruption=interruption,
+            )
+        self.assertEqual((progress.total, progress.attempts), (SIZE, 1))
+        self.assertEqual(
+            sorted(p.name for p in path.parent.iterdir()), [".copy.bin.part", ".copy.bin.part.json", path.name]
+        )
+        again = TransferProgress()
+        resumed = fetchFile(lambda: connect(self.address, options=options), "stopped.bin", target, progress=again)
+        self.assertGreaterEqual(resumed.resumedFrom, CHUNK)
+        self.assertEqual((again.held, again.total, again.done), (resumed.resumedFrom, SIZE, SIZE))
+        self.assertEqual(target.read_bytes(), data)
+
+    def test_connectMakesReadsSteady(self) -> None:
+        """
+        connect() fixes the malloc thresholds (steadyAllocator, on glibc) and
+        the connection then reads STEADY_READ_SIZE per recv; steady=False leaves both.
+        """
+        from protocols import _allocator, blockingbulk
+
+        self.patch(_allocator, "_steady", False)
+        plain = connect(self.address, options=ClientOptions(timeout=HANG), steady=False)
+        self.addCleanup(plain.close)
+        self.assertFalse(_allocator.allocatorSteady())
+        self.assertLess(plain._readSize, blockingbulk.STEADY_READ_SIZE)
+        if not os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc"):
+            return
+        steady = self.connect()
+        self.assertTrue(_allocator.allocatorSteady())
+        self.assertEqual(steady._readSize, blockingbulk.STEADY_READ_SIZE)
+
 
 class SharedPartialFileTests(BulkServerCase):
     """
@@ -185,10 +256,9 @@ class SharedPartialFileTests(BulkServerCase):
         return connection
 
     def twistedFetch(self, name: str, target: Path, port: int) -> tuple[int, str, str]:
-        """C{examples/bulk_client.py fetch NAME --output TARGET} through C{port}: its status, stdout and stderr."""
-        done = clientRun(
-            "bulk_client.py", "--connect", address(port), "fetch", name, "--output", target.name, cwd=target.parent
-        )
+        """C{examples/bulk_client.py fetch NAME --output TARGET} on Twisted through C{port}: status, stdout, stderr."""
+        arguments = ["--connect", address(port), "--hashing", "thread", "fetch", name, "--output", target.name]
+        done = clientRun("bulk_client.py", *arguments, cwd=target.parent)
         return done.returncode, done.stdout, done.stderr
 
     def test_twistedPartialResumedByBlocking(self) -> None:
@@ -231,3 +301,13 @@ class SharedPartialFileTests(BulkServerCase):
         self.assertIn(digestOf(data, self.expectedAlgorithm()).hex(), out)
         self.assertEqual(target.read_bytes(), data)
         self.assertEqual(sorted(p.name for p in path.parent.iterdir()), ["copy.bin", path.name])
+
+
+class ReadSizeTests(SynchronousTestCase):
+    """A bulk connection of the blocking client reads as much at a time as the Twisted one (steady allocator)."""
+
+    def test_steadyReadSizeIsTwisted(self) -> None:
+        """blockingbulk.STEADY_READ_SIZE is protocols.bulk.STEADY_READ_SIZE (kept apart: that package loads Twisted)."""
+        from protocols import blockingbulk, bulk
+
+        self.assertEqual(blockingbulk.STEADY_READ_SIZE, bulk.STEADY_READ_SIZE)

@@ -9,10 +9,10 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
+from protocols import _allocator as allocator
 from protocols import bulk, rpc
-from protocols.bulk import _allocator as allocator
+from protocols._allocator import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, MiB, allocatorSteady, steadyAllocator
 from protocols.bulk import _options as options
-from protocols.bulk._allocator import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, MiB, allocatorSteady, steadyAllocator
 from tests.processes import ROOT
 
 from ..helpers import pytestTest, trialTest

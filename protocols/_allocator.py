@@ -9,8 +9,10 @@ else it does nothing and says so.  L{allocatorSteady} tells whether it
 succeeded in this process (a bulk connection then reads
 L{protocols.bulk.STEADY_READ_SIZE} per turn).  C{rpc.serve} and the
 Twisted clients with bulk options call it unless their
-C{BulkOptions.steadyAllocator} is C{False}; the setting is the whole
-process's.
+C{BulkOptions.steadyAllocator} is C{False}, and so does
+L{protocols.blockingbulk.connect} (its bulk connections then read
+L{protocols.bulk.STEADY_READ_SIZE} too); the setting is the whole
+process's.  Imports no Twisted.
 
 Cost: up to C{trimThreshold} bytes of freed memory stay with the process
 (the peak is unchanged), and blocks of C{mmapThreshold} or more are always
