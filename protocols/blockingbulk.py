@@ -153,7 +153,10 @@ def connect(
     Connect to the chunkwire bulk server at C{address}: as
     L{protocols.blocking.connect}, with the same arguments, for a
     L{BlockingBulkConnection}.
+
+    @raise ValueError: the options have C{bulk} (Twisted's clients' settings; this client has its own).
     """
+    options.refuseBulk("protocols.blockingbulk.connect")
     (host, port), context = connectTarget(address, options)
     connection = _open((host, port), f"{host}:{port}", host, context, None, options, interface, BlockingBulkConnection)
     assert isinstance(connection, BlockingBulkConnection)
