@@ -33,8 +33,6 @@ from twisted.logger import Logger, LogLevel
 
 from framing._refusals import MAX_REFUSALS, REFUSAL_INTERVAL, RefusalRate, TooManyRefusals
 
-__all__ = ["LogPolicy", "RefusalLog", "TooManyRefusals", "escape"]
-
 
 class NamedLogger(Logger):
     """

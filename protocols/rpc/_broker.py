@@ -51,7 +51,7 @@ from .._guard import ConnectionCounter, GuardPolicy
 from .._interfaces import IObjectReceiver
 from .._logs import escape
 from ..options import ConnectionExtension
-from ._answering import CallRunner, currentBroker
+from ._answering import CallRunner
 from ._calls import OutgoingCalls
 from ._disconnection import Disconnection
 from ._drain import ConnectionDrain
@@ -68,8 +68,6 @@ from ._refs import (
 )
 from ._streams import ObjectStreams
 from ._tables import ReferenceTable
-
-__all__ = ["Broker", "BrokerFactory", "currentBroker"]
 
 Handler = Callable[[Message], None]
 """What a received message of one kind is handed to (the broker's dispatch: L{Broker.objectReceived})."""

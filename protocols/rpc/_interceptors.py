@@ -52,7 +52,6 @@ from framing.rpc._interception import (
     CallHooks,
     CallInfo,
     CallInterception,
-    CallTally,
     now,
 )
 from framing.rpc._wire import NO_ANSWER, Message
@@ -61,25 +60,6 @@ from .._logs import escape
 from ._answering import UNANSWERED_REFUSAL
 from ._context import scope
 from ._refs import CallSender
-
-__all__ = [
-    "CANCELLED",
-    "CLIENT",
-    "ERROR",
-    "LOST",
-    "OK",
-    "ONE_WAY",
-    "REFUSED",
-    "SERVER",
-    "CallInfo",
-    "CallInterceptor",
-    "CallTally",
-    "ConnectionMetadata",
-    "ICallInterceptor",
-    "ICallRecorder",
-    "Interception",
-    "intercept",
-]
 
 
 class ICallRecorder(Interface):  # type: ignore[misc]
