@@ -21,7 +21,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from protocols.bulk._integrity import BLAKE3, DEFAULT_DIGEST, PREFERENCE
+from protocols.bulk import BLAKE3, DEFAULT_DIGEST
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_RESULTS = """\
@@ -234,9 +234,10 @@ def bulk_label(case: str, entry: dict[str, Any]) -> str:
     A bulk case's label: the raw producers' without the word "ceiling"
     older results carry, and a case that says it measured the default
     digest names the digest it measured (its C{algorithm}, or the one its
-    label names) and calls it the default only if it is: the first of
-    C{protocols.bulk._integrity.PREFERENCE}, not whatever one run used
-    (an older run without blake3 labelled SHA-256 "(default)").
+    label names) and calls it the default only if it is: BLAKE3, the
+    first preference wherever it is installed (C{chunkwire[fast]}), not
+    whatever one run used (an older run without blake3 labelled SHA-256
+    "(default)").
     """
     label = str(entry.get("label", case)).replace(" (ceiling)", " (reference)")
     claim = _DEFAULT_CLAIM.search(label)
@@ -251,10 +252,9 @@ def bulk_label(case: str, entry: dict[str, Any]) -> str:
         label = label.replace("digest checked", f"{shown} checked")
     elif shown not in label:
         label = f"{label}, {shown} checked"
-    best = PREFERENCE[0]
-    if algorithm == best:
+    if algorithm == BLAKE3:
         return f"{label} (the default)"
-    return f"{label} (not the default: {DIGEST_NAMES.get(best, best)} is, with chunkwire[fast])"
+    return f"{label} (not the default: {DIGEST_NAMES[BLAKE3]} is, with chunkwire[fast])"
 
 
 def median_of(runs: int) -> str:

@@ -23,7 +23,7 @@ from typing import TextIO
 
 DEFAULT_CONNECT_TIMEOUT = 30.0
 """
-L{protocols._deadline.DEFAULT_CONNECT_TIMEOUT}'s value, not imported from
+L{protocols.options.DEFAULT_CONNECT_TIMEOUT}'s value, not imported from
 there: that loads Twisted and the codec core, which C{--help} does not
 need (tests/examples/test_connecting.py pins the two equal).
 """

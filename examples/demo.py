@@ -83,18 +83,17 @@ class WireCounter:
     Counts the messages some client connections send and the writes that
     leave them, to show "one write per message" on real sockets.
 
-    A message is one C{sendObject} call (a call, an answer, a bulk control
-    message) or one bulk data frame (counted by the connection's
-    C{BulkChannel.framesSent}, since frames are written without
-    C{sendObject}).  A write is one hand-over of bytes from the protocol's
+    A message is one object sent (a call, an answer, a bulk control
+    message: the connection's C{TokenProtocol.objectsSent}) or one bulk
+    data frame (the connection's C{BulkChannel.framesSent}, since frames
+    are written without C{sendObject}).  A write is one hand-over of bytes from the protocol's
     L{protocols.CoalescingTransport} to the TCP connection under it (its
     C{writeCount}).
 
-    @ivar objects: C{sendObject} calls so far.
     """
 
     def __init__(self) -> None:
-        self.objects = 0
+        self._connections: list[tuple[TokenProtocol, int]] = []
         self._transports: list[tuple[CoalescingTransport, int, int]] = []
         self._channels: list[tuple[bulk.BulkChannel, int]] = []
 
@@ -103,13 +102,7 @@ class WireCounter:
         connection: TokenProtocol = connectionOf(protocol)
         coalescing = connection.transport
         self._transports.append((coalescing, coalescing.writeCount, coalescing.bytesWritten))
-        sendObject = connection.sendObject
-
-        def countedSendObject(obj: Any, outgoing: Any = None) -> None:
-            self.objects += 1
-            sendObject(obj, outgoing)
-
-        connection.sendObject = countedSendObject  # type: ignore[method-assign]
+        self._connections.append((connection, connection.objectsSent))
         channel = getattr(protocol, "bulk", None)
         if channel is not None:
             self._channels.append((channel, channel.framesSent))
@@ -123,6 +116,11 @@ class WireCounter:
     def written(self) -> int:
         """Bytes in those writes."""
         return sum(transport.bytesWritten - before for transport, _, before in self._transports)
+
+    @property
+    def objects(self) -> int:
+        """Objects the attached connections sent since attached."""
+        return sum(connection.objectsSent - before for connection, before in self._connections)
 
     @property
     def messages(self) -> int:

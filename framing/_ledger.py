@@ -24,8 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["Ledger", "LedgerPool", "LedgerTotals", "TOTALS", "OverBudget"]
-
 
 class OverBudget(Exception):
     """

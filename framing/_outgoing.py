@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["Outgoing", "OutgoingClosed"]
-
 
 class OutgoingClosed(Exception):
     """An L{Outgoing} was used after its commit or rollback: a bug in the sender."""

@@ -19,8 +19,6 @@ from collections.abc import Callable
 
 from framing._errors import ProtocolError
 
-__all__ = ["MAX_REFUSALS", "REFUSAL_INTERVAL", "RefusalRate", "TooManyRefusals"]
-
 MAX_REFUSALS = 1000
 """Refusals in one interval past which a connection is dropped: an honest peer's bug earns a few, a flood
 passes it within its first one or two 64 KiB reads."""

@@ -196,6 +196,3 @@ class TokenTracer:
 def trace(data: bytes, preamble: bool = True) -> list[str]:
     """The readable lines of a whole stream C{data}, e.g. for a test's failure message."""
     return [event.text for event in TokenTracer(preamble).feed(data)]
-
-
-__all__ = ["TokenEvent", "TokenTracer", "format_body_token", "format_value_token", "trace"]

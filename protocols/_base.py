@@ -110,6 +110,9 @@ class TokenProtocol(Protocol):
     @ivar inbound: the L{Inbound} that takes reads to the receiver (and
         counts the control bytes received; the decoder counts the objects).
     @ivar observers: the L{IConnectionObserver}s (see L{addObserver}).
+    @ivar objectsSent: the objects L{sendObject} has sent (encoded whole) so
+        far: with the transport's C{writeCount}, how many writes a message
+        takes (C{examples/demo.py}).  One integer increment per object.
     @ivar pings: the connection's L{Pings} (PINGs in flight).
     @ivar guard: the L{protocols._guard.ConnectionGuard} watching it, if any.
     @ivar lingering: once dropped, the timer that aborts the connection if
@@ -165,6 +168,7 @@ class TokenProtocol(Protocol):
         if config.sendBackPressure is not None:
             self.sendBackPressure = config.sendBackPressure
         self.failure: Failure | None = None
+        self.objectsSent = 0
         self.pings = Pings(self._writePing, self._clock)
         self.observers: list[Any] = []
         self.inbound = Inbound(
@@ -316,6 +320,7 @@ class TokenProtocol(Protocol):
             transport.buffer.write_piece(tokens)
             if outgoing is not None:
                 outgoing.commit()
+        self.objectsSent += 1
         transport.flush()
 
     def sendStream(self, chunks: Iterable[bytes]) -> Deferred[None]:

@@ -700,23 +700,3 @@ def downloadSteps(
         raise IntegrityError(f"{name} arrived with another digest than the service's", expected.hex(), digest.hex())
     partial.commit()
     return FileTransfer(name, info["size"], digest, algorithm, resumedFrom, progress.moved)
-
-
-__all__ = [
-    "Call",
-    "StepRunner",
-    "FileHash",
-    "FileRanges",
-    "FileSource",
-    "FileTransfer",
-    "Hash",
-    "HashingRanges",
-    "PartialFile",
-    "Progress",
-    "Receive",
-    "TransferProgress",
-    "downloadSteps",
-    "fileStream",
-    "hashFile",
-    "uploadSteps",
-]

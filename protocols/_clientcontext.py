@@ -28,10 +28,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from framing.rpc._context import Scope, narrowed, sendingDeadline
-from framing.rpc._errors import DeadlineExceeded
 from framing.rpc._streamtable import itemWaitBound
-
-__all__ = ["DeadlineExceeded", "callContext", "calling"]
 
 calling: ContextVar[Scope | None] = ContextVar("chunkwire.clients.scope", default=None)
 """

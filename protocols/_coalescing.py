@@ -38,8 +38,6 @@ from ._sockets import ownBufferSize, setNoDelay
 from ._streamqueue import StreamQueue
 from ._writegate import WriteGate
 
-__all__ = ["CoalescingTransport", "setNoDelay"]
-
 
 @implementer(ITransport, IConsumer, IPushProducer)
 class CoalescingTransport:

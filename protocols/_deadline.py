@@ -30,9 +30,6 @@ from framing import ProtocolError
 from framing.wire import PREAMBLE
 
 from ._interfaces import IConnectionObserver
-from .options import DEFAULT_CONNECT_TIMEOUT
-
-__all__ = ["DEFAULT_CONNECT_TIMEOUT", "ConnectTimeout", "DeadlineEndpoint"]
 
 
 class ConnectTimeout(ProtocolError):

@@ -17,6 +17,9 @@ closes).  Refusals also count towards L{LogPolicy.maxRefusals}; a connection
 past that many in one interval is to be dropped with a L{TooManyRefusals}
 (an honest client does not send thousands of objects the server refuses).
 Each event costs O(1) and at most one log line.
+
+L{NamedLogger} is the logger a class keeps to log in a namespace of its
+own (C{chunkwire.auth}, C{chunkwire.workers}, C{chunkwire.state}).
 """
 
 from __future__ import annotations
@@ -26,11 +29,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from twisted.logger import LogLevel
+from twisted.logger import Logger, LogLevel
 
 from framing._refusals import MAX_REFUSALS, REFUSAL_INTERVAL, RefusalRate, TooManyRefusals
 
-__all__ = ["LogPolicy", "RefusalLog", "TooManyRefusals", "escape"]
+
+class NamedLogger(Logger):
+    """
+    A C{twisted.logger.Logger} kept as a class attribute that logs in its own
+    C{namespace} (C{chunkwire.auth}, ...): Twisted's, read through a class
+    or an instance, logs in the class's dotted name instead.  Like
+    Twisted's, it gives each read its own L{Logger}, whose C{source} is the
+    instance (or the class).
+    """
+
+    def __get__(self, instance: object, owner: type | None = None) -> Logger:
+        return Logger(self.namespace, owner if instance is None else instance, observer=self.observer)
+
 
 MAX_LOGGED = 300
 """Characters of peer text kept in one log field; the rest is cut, with a mark."""

@@ -27,8 +27,6 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["TRIM_AFTER_PEAK", "TRIM_DELAY", "TRIM_INTERVAL", "Trimmer", "connectionReleased"]
-
 TRIM_AFTER_PEAK = 1 << 20
 """A connection whose ledger held at least this much at once (1 MiB) asks for a trim when it ends."""
 TRIM_INTERVAL = 1.0

@@ -131,7 +131,10 @@ async def connect(
     Connect to the chunkwire bulk server at C{address} on the running loop:
     as L{protocols.asyncioclient.connect}, with the same arguments, for an
     L{AsyncBulkConnection}.
+
+    @raise ValueError: the options have C{bulk} (Twisted's clients' settings; this client has its own).
     """
+    options.refuseBulk("protocols.asynciobulk.connect")
     (host, port), context = connectTarget(address, options)
     connection = await _open(
         (host, port), f"{host}:{port}", context, None, options, interface=interface, connectionClass=AsyncBulkConnection

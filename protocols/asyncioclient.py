@@ -951,11 +951,15 @@ async def connect(
     @raise ssl.SSLError: the TLS handshake failed.
     @raise ConnectionLost: the server ended the connection before the login was over.
     @raise framing.login.LoginFailed: the login failed.
+    @raise ValueError: the options have C{bulk}, which this client would
+        not use (refused before connecting; L{protocols.asynciobulk.connect}
+        carries streams).
 
     A list of addresses makes an L{AsyncFailover} instead (no C{interface}).
 
     Design: docs/design/clients-without-twisted.md
     """
+    options.refuseBulk("protocols.asyncioclient.connect", "protocols.asynciobulk.connect")
     if isinstance(address, list):
         if interface is not None:
             raise TypeError("a client of several addresses takes no interface: type its calls at the call site")
@@ -981,8 +985,9 @@ async def connectURL(
     @raise framing.login._urls.KeyMismatch: the server holds another key (nothing was sent).
     @raise framing.login.LoginRefused: the server knows no such name (or no longer).
     @raise OSError: the last hint's connection error (L{ConnectTimedOut} among them).
-    @raise ValueError: the options have credentials.
+    @raise ValueError: the options have credentials, or C{bulk} (see L{connect}).
     """
+    options.refuseBulk("protocols.asyncioclient.connectURL", "protocols.asynciobulk.connect")
     attempts, named = urlAttempts(url, options)
     for target, hint in attempts:
         try:

@@ -1202,12 +1202,16 @@ def connect(
     @raise framing.ProtocolError: the server does not speak chunkwire.
     @raise ssl.SSLError: the TLS handshake failed.
     @raise framing.login.LoginFailed: the login failed.
+    @raise ValueError: the options have C{bulk}, which this client would
+        not use (refused before connecting; L{protocols.blockingbulk.connect}
+        carries streams).
 
     A list of addresses makes a L{BlockingFailover} instead (the options'
     C{policy}, C{moveTimeout} and C{backoff}; no C{interface}).
 
     Design: docs/design/clients-without-twisted.md
     """
+    options.refuseBulk("protocols.blocking.connect", "protocols.blockingbulk.connect")
     if isinstance(address, list):
         if interface is not None:
             raise TypeError("a client of several addresses takes no interface: type its calls at the call site")
@@ -1349,8 +1353,9 @@ def connectURL(
         (the name was not sent).
     @raise framing.login.LoginRefused: the server knows no such name (or no longer).
     @raise OSError: the last hint's connection error (L{ConnectTimedOut} among them).
-    @raise ValueError: the options have credentials.
+    @raise ValueError: the options have credentials, or C{bulk} (see L{connect}).
     """
+    options.refuseBulk("protocols.blocking.connectURL", "protocols.blockingbulk.connect")
     attempts, named = urlAttempts(url, options)
     for target, hint in attempts:
         try:

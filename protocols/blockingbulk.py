@@ -181,7 +181,10 @@ def connect(
     process's malloc thresholds for bulk data (L{steadyAllocator}, as the
     Twisted clients with bulk options do), so that the connection reads
     L{STEADY_READ_SIZE} at a time.
+
+    @raise ValueError: the options have C{bulk} (Twisted's clients' settings; this client has its own).
     """
+    options.refuseBulk("protocols.blockingbulk.connect")
     if steady:
         steadyAllocator()
     (host, port), context = connectTarget(address, options)

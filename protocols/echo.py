@@ -28,7 +28,8 @@ from framing import Limits, Registry, Violation
 from framing.slicing._registry import DEFAULT_REGISTRY
 
 from ._base import TokenProtocol
-from ._deadline import DEFAULT_CONNECT_TIMEOUT, DeadlineEndpoint
+from ._deadline import DeadlineEndpoint
+from .options import DEFAULT_CONNECT_TIMEOUT
 
 __all__ = [
     "ECHO_REGISTRY",

@@ -117,8 +117,8 @@ class ClientOptions:
     @ivar moveTimeout: seconds a call waits for a ready connection after a server drains, dies or is cut off (30).
     @ivar backoff: for a list of addresses, each address's L{framing.rpc.Backoff}; C{None}: the default.
     @ivar bulk: Twisted's clients: a L{protocols.bulk.BulkOptions}, the connection carries streams; C{None}: calls
-        only.  The clients without Twisted ignore it (their bulk clients: L{protocols.blockingbulk},
-        L{protocols.asynciobulk}).
+        only.  The clients without Twisted refuse it (C{ValueError}, before connecting): theirs carry streams
+        with their own settings (L{protocols.blockingbulk.connect}, L{protocols.asynciobulk.connect}).
     """
 
     credentials: Any = field(default=None, repr=False)
@@ -202,6 +202,24 @@ class ClientOptions:
             makeStream=makeStream,
             streamDropped=released,
             streamSending=streamSending,
+        )
+
+    def refuseBulk(self, way: str, bulkClient: str | None = None) -> None:
+        """
+        @raise ValueError: these options have C{bulk} (Twisted's clients' L{protocols.bulk.BulkOptions}), which
+            C{way}, a client without Twisted, would not use; its error names C{bulkClient}, the connect of that
+            client which carries streams (C{None}: C{way} is it, with its own settings).
+        """
+        if self.bulk is None:
+            return
+        if bulkClient is None:
+            raise ValueError(
+                f"{way} takes no ClientOptions.bulk (BulkOptions are Twisted's clients'): "
+                "it carries streams with its own settings; leave bulk None"
+            )
+        raise ValueError(
+            f"{way} takes no ClientOptions.bulk (BulkOptions are Twisted's clients'): "
+            f"to carry streams without Twisted, use {bulkClient}, with bulk left None"
         )
 
     def refuseCredentials(self, way: str) -> None:

@@ -7,9 +7,8 @@ import re
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols._deadline import DEFAULT_CONNECT_TIMEOUT
 from protocols._guard import DEFAULT_GUARD
-from protocols.options import ClientOptions
+from protocols.options import DEFAULT_CONNECT_TIMEOUT, ClientOptions
 from tests.processes import ROOT
 
 DOCS = ROOT / "docs"

@@ -6,8 +6,8 @@ sorted list of its names is written out in L{EXPORTS}; every listed name is
 importable from its package or module; none with an C{__all__} is left
 unpinned.  A module is public only if it is in L{PUBLIC_MODULES}: every
 other module of C{framing/} and C{protocols/} is private by name
-(C{_session.py}, issue 40), and examples/ (the template too) and docs/
-import only public paths.  The modules that only re-exported names defined
+(C{_session.py}, issue 40) and has no C{__all__}, and examples/ (the
+template too) and docs/ (its own C{*.py} too) import only public paths.  The modules that only re-exported names defined
 elsewhere (removed in issue 40, listed in C{CHANGELOG.md} with where each
 name is defined) stay removed.
 """
@@ -494,10 +494,9 @@ PUBLIC_MODULES = (
     "protocols.testing",
 )
 
-# Where users' code is: each file's imports of framing and protocols must be public paths.
+# Where users' code is: each file's imports of framing and protocols must be public paths (docs/*.py, the
+# site's own tooling, too: it is read as an example of using the packages like any other code there).
 USER_CODE = ("examples", "docs", "README.md")
-# The site's own tooling in docs/, not code a reader copies.
-DOCS_TOOLING = {"docs/apipages.py", "docs/check_pages.py", "docs/conf.py", "docs/make_plots.py"}
 _IMPORTED = re.compile(
     r"^\s*(?:from\s+((?:framing|protocols)[\w.]*)\s+import|import\s+((?:framing|protocols)[\w.]*))", re.M
 )
@@ -521,7 +520,7 @@ def privateImports(root: Path = ROOT) -> list[str]:
         base = root / name
         for path in sorted([base] if base.is_file() else base.rglob("*")):
             relative = path.relative_to(root).as_posix()
-            if path.suffix not in (".py", ".rst", ".md") or relative in DOCS_TOOLING or "_generated" in path.parts:
+            if path.suffix not in (".py", ".rst", ".md") or "_generated" in path.parts:
                 continue
             text = path.read_text("utf-8")
             if path.suffix == ".py":
@@ -538,6 +537,27 @@ def privateImports(root: Path = ROOT) -> list[str]:
                 for module in dict.fromkeys(m for m in modules if m)
                 if module.split(".")[0] in PACKAGES and any(part.startswith("_") for part in module.split("."))
             ]
+    return found
+
+
+def privateAlls(root: Path = ROOT) -> list[str]:
+    """
+    The path of each module of L{PACKAGES} under C{root} with a C{_name}
+    part (a private module, or anything in a private package) that sets
+    C{__all__}: what a user calls is the public name, so a private
+    module's list only misleads.  (No C{from x import *} reads one.)
+    """
+    found = []
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            if not any(part.startswith("_") and part != "__init__" for part in parts):
+                continue
+            for node in ast.parse(path.read_text("utf-8")).body:
+                targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+                if any(isinstance(target, ast.Name) and target.id == "__all__" for target in targets):
+                    found.append(path.relative_to(root).as_posix())
+                    break
     return found
 
 
@@ -595,7 +615,7 @@ class ExportsTests(SynchronousTestCase):
         self.assertEqual(publicModules(root), ["framing.wire", "protocols.testing"])
 
     def test_usersImportPublicPaths(self) -> None:
-        """examples/ (the template too), docs/ (snippets and pages) and the README import only public paths."""
+        """examples/ (the template too), docs/ (snippets, pages, its *.py) and the README import only public paths."""
         self.assertEqual(privateImports(), [])
 
     def test_privateImportsFound(self) -> None:
@@ -616,6 +636,7 @@ class ExportsTests(SynchronousTestCase):
             [
                 "examples/a.py: framing.rpc._limits",
                 "examples/b.py: protocols._guard",
+                "docs/conf.py: framing._core",
                 "docs/page.rst: protocols.auth._users",
             ],
         )
@@ -627,6 +648,28 @@ class ExportsTests(SynchronousTestCase):
             module = importlib.import_module(package)
             missing += [f"{package}.{name}" for name in names if not hasattr(module, name)]
         self.assertEqual(missing, [])
+
+    def test_noPrivateAll(self) -> None:
+        """No private module (a C{_name} part in its path) has an C{__all__} (issue 40 removed 36)."""
+        self.assertEqual(privateAlls(), [])
+
+    def test_privateAllsFound(self) -> None:
+        """On a made-up tree, an C{__all__} set or extended in a private module is reported; a public one's is not."""
+        root = Path(self.mktemp())
+        files = {
+            "framing/__init__.py": "__all__ = ['x']\n",
+            "framing/_core.py": "x = 1\n__all__ = ['x']\n",
+            "framing/rpc/_calls.py": "__all__: list[str] = []\n",
+            "framing/rpc/wire.py": "__all__ = []\n",
+            "protocols/_private/__init__.py": "__all__ += ['y']\n",
+            "protocols/_private/names.py": "names = ['__all__']\n",
+        }
+        for name, text in files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text)
+        self.assertEqual(
+            privateAlls(root), ["framing/_core.py", "framing/rpc/_calls.py", "protocols/_private/__init__.py"]
+        )
 
     def test_reExportModulesRemoved(self) -> None:
         """None of the removed re-export modules imports (their names are imported from where they are defined)."""

@@ -12,6 +12,15 @@ every module of C{framing/} and C{protocols/}:
   - no assignment of a function to C{OBJECT.NAME} where NAME is a method
     of L{protocols.TokenProtocol} or of Twisted's C{Protocol} (a
     connection's hooks, wrapped from outside), but in L{ALLOWED};
+  - no assignment of a function (a lambda, a function of the module, a
+    method of the class assigning: C{self.method}) to C{EXPRESSION.NAME},
+    where EXPRESSION is anything but C{self} (C{self._broker}, C{broker})
+    and NAME is a method, or a method-like attribute, of any class of these
+    packages, but in L{ALLOWED}.  A method-like attribute is one a class
+    body names with a callable type that is not optional
+    (C{callRemote: Callable[..., Deferred]}: set on the instance, it is
+    the method); an optional one (C{observer: Callable[[bool], None] |
+    None}) is a hook, nobody by default, and may be set;
   - no C{setattr(self, ...)}, whose names grep cannot see.
 """
 
@@ -31,6 +40,9 @@ ALLOWED = {
     # Test helpers for any Twisted protocol: they wait on its connectionMade and connectionLost by wrapping them.
     ("protocols.testing", "protocol.connectionLost"),
     ("protocols.testing", "protocol.connectionMade"),
+    # recordWrites: records what any transport (a real TCP or TLS one too) is asked to write, by wrapping it.
+    ("protocols.testing", "transport.write"),
+    ("protocols.testing", "transport.writeSequence"),
 }
 
 _FUNCTION = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -79,6 +91,62 @@ class _Classes:
         return names
 
 
+def _isOptional(annotation: ast.expr) -> bool:
+    """Whether C{annotation} admits C{None} (C{X | None}, C{Optional[X]}, C{None | X}), nested in a wrapper too."""
+    for part in ast.walk(annotation):
+        if isinstance(part, ast.BinOp) and isinstance(part.op, ast.BitOr):
+            if any(isinstance(side, ast.Constant) and side.value is None for side in (part.left, part.right)):
+                return True
+        if isinstance(part, ast.Subscript) and getattr(part.value, "id", getattr(part.value, "attr", "")) == "Optional":
+            return True
+    return False
+
+
+def methodLike(node: ast.ClassDef) -> set[str]:
+    """The attributes C{node}'s body names with a callable type that is not optional (see the module docstring)."""
+    return {
+        child.target.id
+        for child in node.body
+        if isinstance(child, ast.AnnAssign)
+        and isinstance(child.target, ast.Name)
+        and "Callable" in ast.unparse(child.annotation)
+        and not _isOptional(child.annotation)
+    }
+
+
+def _functionLike(value: ast.expr | None, functions: set[str], own: set[str]) -> bool:
+    """Whether C{value} is a function: a lambda, a function of the module (C{functions}), C{self.M} for M in C{own}."""
+    if isinstance(value, ast.Lambda):
+        return True
+    if isinstance(value, ast.Name):
+        return value.id in functions
+    return (
+        isinstance(value, ast.Attribute)
+        and isinstance(value.value, ast.Name)
+        and value.value.id == "self"
+        and value.attr in own
+    )
+
+
+def _outsideShadows(module: str, tree: ast.Module, classes: _Classes, named: set[str]) -> Iterator[str]:
+    """C{module:line EXPRESSION.NAME} for each function assigned to C{EXPRESSION.NAME}, NAME in C{named}."""
+    functions = {node.name for node in ast.walk(tree) if isinstance(node, _FUNCTION)}
+
+    def visit(node: ast.AST, own: set[str]) -> Iterator[str]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                yield from visit(child, classes.methods(child))
+                continue
+            if isinstance(child, (ast.Assign, ast.AnnAssign)) and _functionLike(child.value, functions, own):
+                for target in _storedAttributes(child):
+                    owner = ast.unparse(target.value)
+                    if owner != "self" and target.attr in named and (module, f"{owner}.{target.attr}") not in ALLOWED:
+                        yield f"{module}:{child.lineno} {owner}.{target.attr}"
+            yield from visit(child, own)
+
+    yield from visit(tree, set())
+
+
 def connectionHooks(classes: _Classes) -> set[str]:
     """The method names of TokenProtocol (as defined in protocols/) and of Twisted's Protocol."""
     names = {name for name, value in inspect.getmembers(Protocol) if callable(value) and not name.startswith("__")}
@@ -91,6 +159,10 @@ def methodShadows(trees: dict[str, ast.Module], sources: dict[str, str]) -> list
     """C{module:line what} for each method replaced on an instance in C{trees} (see the module's rules)."""
     classes = _Classes(trees)
     hooks = connectionHooks(classes)
+    named = set(hooks)
+    for nodes in classes.byName.values():
+        for node in nodes:
+            named |= classes.methods(node) | methodLike(node)
     found = []
     for module, source in sources.items():
         found += [
@@ -118,7 +190,8 @@ def methodShadows(trees: dict[str, ast.Module], sources: dict[str, str]) -> list
             elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setattr" and node.args:
                 if getattr(node.args[0], "id", None) == "self":
                     found.append(f"{module}:{node.lineno} setattr(self, ...)")
-    return sorted(found)
+        found += _outsideShadows(module, tree, classes, named)
+    return sorted(set(found))
 
 
 def packageShadows(packages: tuple[str, ...] = PACKAGES) -> list[str]:
@@ -172,4 +245,40 @@ def drop(protocol):
                 "m:19 setattr(self, ...)",
                 "m:23 protocol.connectionLost",
             ],
+        )
+
+    def test_outsideShadowsAreFound(self) -> None:
+        """
+        A function assigned from outside to any class's method or
+        method-like attribute, on any expression but C{self}, is reported
+        (the drain and the interceptors swapped C{broker.callRemote} so); a
+        hook (an optional callable), data, or a function assigned to
+        another name is not.
+        """
+        source = """
+class Broker:
+    send: Callable[[int], None]
+    observer: Callable[[bool], None] | None = None
+
+    def callRemote(self, target): ...
+
+class Drain:
+    def stop(self):
+        def refuse(target): ...
+        self._broker.callRemote = refuse
+        self._broker.send = lambda target: None
+        self._broker.observer = self.seen
+        self._broker.count = refuse
+        self._broker.callRemote = self.reason
+        broker.send = self.stop
+
+    def seen(self, reading): ...
+
+def swap(broker):
+    broker.callRemote = swap
+"""
+        found = methodShadows({"m": ast.parse(source)}, {"m": source})
+        self.assertEqual(
+            found,
+            ["m:11 self._broker.callRemote", "m:12 self._broker.send", "m:16 broker.send", "m:21 broker.callRemote"],
         )

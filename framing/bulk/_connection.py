@@ -45,23 +45,6 @@ from ._wire import ABORT, CANCEL, DONE, END, GRANT, HELLO, Control, controlMessa
 Out = TypeVar("Out", bound="SendingEnd")
 In = TypeVar("In", bound="ReceivingEnd")
 
-__all__ = [
-    "Announcements",
-    "ReceiveCredit",
-    "ReceiveSide",
-    "ReceivingEnd",
-    "SendSide",
-    "SendingEnd",
-    "StreamTable",
-    "cancelCode",
-    "digestProblem",
-    "dispatch",
-    "frameProblem",
-    "resetFrom",
-    "resetMessage",
-    "endSize",
-]
-
 
 class SendingEnd(Protocol):
     """What the control messages about a stream this side sends call, and what the table announces (L{SendSide})."""

@@ -129,15 +129,3 @@ class HelloMissing(Violation):
 registerError(DigestUnavailable, "chunkwire.bulk.DigestUnavailable")
 registerError(IntegrityError, "chunkwire.bulk.IntegrityError")
 registerError(StreamReset, "chunkwire.bulk.StreamReset")
-
-__all__ = [
-    "DigestRefused",
-    "DigestUnavailable",
-    "FlowControlError",
-    "HelloMissing",
-    "IllegalTransition",
-    "IntegrityError",
-    "StreamIdReused",
-    "StreamReset",
-    "TooManyStreams",
-]

@@ -31,19 +31,6 @@ from typing import Generic, TypeVar
 
 from ._errors import IllegalTransition
 
-__all__ = [
-    "LIVE",
-    "ON_WIRE",
-    "RECEIVING_TRANSITIONS",
-    "SENDING_TRANSITIONS",
-    "Named",
-    "ReceiveEvent",
-    "ReceiveState",
-    "SendEvent",
-    "SendState",
-    "Transitions",
-]
-
 S = TypeVar("S", bound=Enum)
 E = TypeVar("E", bound=Enum)
 

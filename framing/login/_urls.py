@@ -27,19 +27,6 @@ from dataclasses import dataclass
 
 from ._errors import LoginFailed
 
-__all__ = [
-    "KEY_HASH_LENGTH",
-    "SCHEME",
-    "HintAttempts",
-    "InvalidURL",
-    "KeyMismatch",
-    "ObjectURL",
-    "certificateKeyHash",
-    "checkPresentedKey",
-    "hintAddress",
-    "spkiHash",
-]
-
 KEY_HASH_LENGTH = 52
 """Characters in a key hash: 256 bits in base32, without the padding."""
 

@@ -42,8 +42,6 @@ from ._streams import (
 )
 from ._streamtable import DEFAULT_MAX_STREAMS, ObjectStreamTable, ReceivedStream, SentStream
 
-__all__ = ["ClientObjectStreams", "StreamArgumentRefused"]
-
 _Settled = tuple[Any, Any, "BaseException | None"]
 
 

@@ -30,8 +30,6 @@ from collections.abc import Mapping
 
 from ._errors import DeadlineExceeded
 
-__all__ = ["Scope", "narrowed", "sendingDeadline"]
-
 
 class Scope:
     """

@@ -24,8 +24,6 @@ from __future__ import annotations
 from ._errors import DeadReferenceError, registerError
 from ._wire import GOAWAY, Message
 
-__all__ = ["OPEN", "RECEIVED", "SENT", "Drain", "DrainDeadlineExceeded", "DrainState", "GoingAway"]
-
 
 class GoingAway(DeadReferenceError):
     """

@@ -34,21 +34,6 @@ from typing import Any
 from ._context import Scope
 from ._errors import NO_SUCH_METHOD, NO_SUCH_OBJECT, VIOLATION, describe
 
-__all__ = [
-    "CANCELLED",
-    "CLIENT",
-    "ERROR",
-    "LOST",
-    "OK",
-    "ONE_WAY",
-    "REFUSED",
-    "SERVER",
-    "CallHooks",
-    "CallInfo",
-    "CallInterception",
-    "CallTally",
-]
-
 SERVER, CLIENT = "server", "client"
 """L{CallInfo.side}: this side answers the call, or makes it."""
 

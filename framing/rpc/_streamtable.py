@@ -51,16 +51,6 @@ from ._streams import (
     itemCheckFor,
 )
 
-__all__ = [
-    "DEFAULT_MAX_STREAMS",
-    "PRODUCERS_ACCOUNT",
-    "PRODUCER_BYTES",
-    "ObjectStreamTable",
-    "ReceivedStream",
-    "SentStream",
-    "itemWaitBound",
-]
-
 PRODUCERS_ACCOUNT = "stream-producers"
 """The ledger account of this side's object-stream producers, while they live (L{PRODUCER_BYTES} each)."""
 

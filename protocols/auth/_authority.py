@@ -34,15 +34,6 @@ from typing import Any
 from ._identity import InsecureKeyFile
 from ._tlsendpoints import quote
 
-__all__ = [
-    "CA_CERTIFICATE",
-    "CA_KEY",
-    "DEFAULT_DAYS",
-    "CertificateAuthority",
-    "IssuedCertificate",
-    "writePrivately",
-]
-
 DEFAULT_DAYS = 365
 """How long certificates are valid unless told: a year, renewed as a routine, not a surprise."""
 

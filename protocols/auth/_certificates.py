@@ -36,22 +36,9 @@ from ._tlsendpoints import (
     PREFIX,
     asTLSDescription,
     joinDescription,
-    loadCADirectory,
     serverTLSOptions,
     splitDescription,
 )
-
-__all__ = [
-    "MECHANISM",
-    "CertificateChecker",
-    "IPeerCertificate",
-    "PeerCertificate",
-    "clientCertificateOptions",
-    "commonName",
-    "loadCADirectory",
-    "peerCertificateOf",
-    "requireClientCertificates",
-]
 
 MECHANISM = "CERTIFICATE"
 """The login mechanism's name: the credentials are the TLS client certificate."""

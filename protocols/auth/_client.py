@@ -34,18 +34,6 @@ from framing.login._wire import ANONYMOUS, TOKEN
 
 from .._interfaces import IObjectReceiver
 
-__all__ = [
-    "FAILED",
-    "LOGGED_IN",
-    "WANT_ANSWER",
-    "ClientCertificate",
-    "ClientLogin",
-    "ClientMechanism",
-    "ObjectName",
-    "ScramMechanism",
-    "mechanismFor",
-]
-
 
 def mechanismFor(credentials: Any) -> ClientMechanism:
     """

@@ -34,9 +34,6 @@ from ._tlsendpoints import (
     tlsServerEndpoint,
 )
 
-__all__ = ["InsecureKeyFile", "ServerIdentity", "keyHash", "spkiHash"]
-
-
 NEVER_EXPIRES = datetime.datetime(9999, 12, 31, 23, 59, 59, tzinfo=datetime.timezone.utc)
 """RFC 5280's "no well-defined expiration": a pinned key is trusted by its hash, not by dates."""
 

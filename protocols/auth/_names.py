@@ -27,11 +27,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from framing.login._urls import ObjectURL
+
 from ._identity import ServerIdentity
 from ._secretfiles import writeAtomically
-from ._urls import ObjectURL
-
-__all__ = ["FILE_FORMAT", "NAME_BYTES", "NameFileError", "NameTable"]
 
 NAME_BYTES = 32
 """Random bytes in a name: 256 bits, twice the 128 an unguessable name needs."""

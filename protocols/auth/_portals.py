@@ -23,8 +23,6 @@ from collections.abc import Iterable
 from twisted.cred.checkers import ICredentialsChecker
 from twisted.cred.portal import IRealm, Portal
 
-__all__ = ["portal"]
-
 
 def portal(realm: object, checkers: Iterable[object] = ()) -> Portal:
     """

@@ -22,13 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from framing.login._urls import InvalidURL, ObjectURL
+
 from ._authority import writePrivately
 from ._identity import ServerIdentity
 from ._names import NameTable
 from ._tlsendpoints import PREFIX, splitDescription
-from ._urls import InvalidURL, ObjectURL
-
-__all__ = ["URLPublishing", "hintsFor"]
 
 _WILDCARDS = frozenset({"", "0.0.0.0", "::"})
 

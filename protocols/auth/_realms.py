@@ -34,18 +34,6 @@ from zope.interface import implementer
 from ._interfaces import IRemoteRoot
 from ._mechanisms import Refused
 
-__all__ = [
-    "ClientCertificatesNeedTLS",
-    "DirectoryRealm",
-    "SharedRootRealm",
-    "UnsafeAvatarId",
-    "listenDescriptions",
-    "OPEN",
-    "ServiceLogins",
-    "pathComponent",
-    "servicePortal",
-]
-
 MAX_COMPONENT_BYTES = 255
 """The longest file name most file systems allow, in bytes."""
 

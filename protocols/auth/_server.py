@@ -25,7 +25,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from twisted.internet.defer import Deferred, maybeDeferred
-from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
@@ -44,7 +43,7 @@ from framing.login._wire import (
 )
 
 from .._interfaces import IObjectReceiver
-from .._logs import LogPolicy, RefusalLog, escape
+from .._logs import LogPolicy, NamedLogger, RefusalLog, escape
 from .._proxyheader import clientAddress
 from ._mechanisms import (
     NAME_MECHANISMS,
@@ -92,7 +91,7 @@ class Authenticator:
         (its C{total} counts them all).
     """
 
-    log = Logger(namespace="chunkwire.auth")
+    log = NamedLogger(namespace="chunkwire.auth")
 
     def __init__(
         self,

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from twisted.logger import Logger
-
+from .._logs import NamedLogger
 from ._drains import MemoryThrottleState
 
 ADDRESS, PAIR = "address", "pair"
@@ -50,7 +49,7 @@ class LoginThrottle:
     @ivar throttled: logins refused by the throttle so far (in this process).
     """
 
-    log = Logger(namespace="chunkwire.auth")
+    log = NamedLogger(namespace="chunkwire.auth")
 
     def __init__(
         self,

@@ -31,20 +31,6 @@ from twisted.internet.endpoints import serverFromString
 from twisted.internet.interfaces import IListeningPort, IStreamServerEndpoint
 from zope.interface import implementer
 
-__all__ = [
-    "PREFIX",
-    "TLSServerEndpoint",
-    "asTLSDescription",
-    "joinDescription",
-    "keyAndCertificate",
-    "loadCADirectory",
-    "plainPart",
-    "serverTLSOptions",
-    "splitDescription",
-    "tlsServerEndpoint",
-    "tlsServerFromArguments",
-]
-
 PREFIX = "chunkwire-tls"
 """The endpoint type of a C{chunkwire-tls:} server description."""
 

@@ -1,10 +1,11 @@
 # -*- test-case-name: tests.protocols.auth.test_urls,tests.protocols.auth.test_tls_logins -*-
 """Self-authenticating object URLs on Twisted: the key pinned in pyOpenSSL's handshake.
 
-The URL itself (L{ObjectURL}, its grammar, L{InvalidURL}, L{KeyMismatch})
-is sans-IO, in L{framing.login._urls}, shared with the blocking client; this
-module re-exports it and adds the Twisted side: L{PinnedKeyOptions} (or
-L{pinnedClientOptions} under any TLS endpoint) and L{clientEndpoint}.  A
+The URL itself (C{ObjectURL}, its grammar, C{InvalidURL}, C{KeyMismatch})
+is sans-IO, in L{framing.login._urls}, shared with the blocking client
+(import them from there); this module adds the Twisted side:
+L{PinnedKeyOptions} (or L{pinnedClientOptions} under any TLS endpoint) and
+L{clientEndpoint}.  A
 client connecting with them needs no CA and checks no host name: its TLS
 handshake succeeds only if the server's certificate holds the key the URL
 names, and fails otherwise before any application byte, the object name
@@ -22,19 +23,9 @@ from twisted.internet.endpoints import HostnameEndpoint, UNIXClientEndpoint, wra
 from twisted.internet.interfaces import IOpenSSLClientConnectionCreator, IStreamClientEndpoint
 from zope.interface import implementer
 
-from framing.login._urls import SCHEME, InvalidURL, KeyMismatch, ObjectURL
+from framing.login._urls import KeyMismatch, ObjectURL
 
 from ._identity import keyHash
-
-__all__ = [
-    "SCHEME",
-    "InvalidURL",
-    "KeyMismatch",
-    "ObjectURL",
-    "PinnedKeyOptions",
-    "clientEndpoint",
-    "pinnedClientOptions",
-]
 
 
 @implementer(IOpenSSLClientConnectionCreator)

@@ -35,14 +35,20 @@ chunk plus what is in flight on the sending side.
 Design: docs/design/bulk.md
 """
 
-from framing.bulk._digests import BLAKE3, DEFAULT_DIGEST, NEGOTIATED, availableDigests, newHash
+from framing.bulk._digests import (
+    BLAKE3,
+    DEFAULT_DIGEST,
+    NEGOTIATED,
+    DigestUnavailable,
+    IntegrityError,
+    availableDigests,
+    newHash,
+)
 from framing.bulk._errors import (
     DigestRefused,
-    DigestUnavailable,
     FlowControlError,
     HelloMissing,
     IllegalTransition,
-    IntegrityError,
     StreamIdReused,
     StreamReset,
     TooManyStreams,

@@ -35,8 +35,14 @@ from twisted.internet.interfaces import IReactorThreads
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
-from framing.bulk._digests import DEFAULT_DIGEST, DigestUnavailable, availableDigests, checkAlgorithm, chooseDigest
-from framing.bulk._errors import IntegrityError
+from framing.bulk._digests import (
+    DEFAULT_DIGEST,
+    DigestUnavailable,
+    IntegrityError,
+    availableDigests,
+    checkAlgorithm,
+    chooseDigest,
+)
 
 # The service's errors are defined with their wire names in fileerrors and
 # keep their names here, where callers have always imported them.

@@ -33,7 +33,8 @@ from framing.bulk._connection import (
     resetFrom,
     resetMessage,
 )
-from framing.bulk._errors import IntegrityError, StreamReset
+from framing.bulk._digests import IntegrityError
+from framing.bulk._errors import StreamReset
 from framing.bulk._states import LIVE, ReceiveEvent, ReceiveState
 from framing.bulk._wire import CANCEL, GRANT, controlMessage
 

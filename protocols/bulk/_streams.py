@@ -22,11 +22,8 @@ from __future__ import annotations
 
 from typing import TypeAlias
 
-from ._outcome import TransferResult
-from ._receiving import IncomingStream, Receiver
+from ._receiving import IncomingStream
 from ._sending import Stream
-
-__all__ = ["IncomingStream", "Receiver", "Stream", "StreamArg", "TransferResult", "asIncoming"]
 
 StreamArg: TypeAlias = Stream | IncomingStream
 """

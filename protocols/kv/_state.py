@@ -24,9 +24,9 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.task import LoopingCall
-from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from .._logs import NamedLogger
 from ._postgresql import PostgresStorage
 from ._sqlite import SQLiteStorage
 from ._storage import DEFAULT_LIMITS, ChangeLog, MemoryStorage, Storage, StoreLimits
@@ -64,7 +64,7 @@ class StateStore:
     @ivar limits: the L{StoreLimits} its puts and listings are held to.
     """
 
-    _log = Logger(namespace="chunkwire.state")
+    _log = NamedLogger(namespace="chunkwire.state")
 
     def __init__(
         self,

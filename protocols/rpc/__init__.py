@@ -48,6 +48,7 @@ from framing.rpc._errors import (
     register_error,
     registerError,
 )
+from framing.rpc._interception import CallTally
 from framing.rpc._limits import CLIENT_CALL_LIMITS, SERVER_CALL_LIMITS, CallLimits
 from framing.rpc._referenceable import Referenceable
 from framing.rpc._signatures import MaxLength, MinLength, Pattern, Range, RemoteMethod, UnsupportedHint, remote
@@ -55,12 +56,13 @@ from framing.rpc._signatures import MaxLength, MinLength, Pattern, Range, Remote
 from .._deadline import ConnectTimeout
 from .._mismatch import ClosedBeforePreamble, NotTLS, TLSHandshakeFailed
 from ..options import ClientOptions
-from ._broker import Broker, BrokerFactory, currentBroker
+from ._answering import currentBroker
+from ._broker import Broker, BrokerFactory
 from ._context import CallContext, callContext, currentCall
 from ._drain import DEFAULT_GRACE, drainBrokers, drainPort
 from ._endpoints import ReconnectingClient, connect, connectURL, login, loginGate, reconnecting, serve, serverFactory
 from ._failover import FailoverClient
-from ._interceptors import CallInterceptor, CallTally, ICallRecorder
+from ._interceptors import CallInterceptor, ICallRecorder
 from ._interfaces import RemoteInterface, TypedReference, deferred, interfaceNamed, referenceOf
 from ._listening import ListeningPort
 from ._options import ServerOptions

@@ -51,7 +51,7 @@ from .._guard import ConnectionCounter, GuardPolicy
 from .._interfaces import IObjectReceiver
 from .._logs import escape
 from ..options import ConnectionExtension
-from ._answering import CallRunner, currentBroker
+from ._answering import CallRunner
 from ._calls import OutgoingCalls
 from ._disconnection import Disconnection
 from ._drain import ConnectionDrain
@@ -59,6 +59,7 @@ from ._interceptors import intercept
 from ._refs import (
     REF_OPEN_TYPE,
     YOURREF_OPEN_TYPE,
+    CallSender,
     ReferenceableSlicer,
     ReferenceUnslicer,
     RemoteReference,
@@ -67,8 +68,6 @@ from ._refs import (
 )
 from ._streams import ObjectStreams
 from ._tables import ReferenceTable
-
-__all__ = ["Broker", "BrokerFactory", "currentBroker"]
 
 Handler = Callable[[Message], None]
 """What a received message of one kind is handed to (the broker's dispatch: L{Broker.objectReceived})."""
@@ -93,11 +92,9 @@ class Broker:
     @ivar calls: the L{OutgoingCalls}: calls this side made.
     @ivar incoming: the L{CallRunner}: calls the peer made, run here.
     @ivar references: the L{ReferenceTable}: exports and imports.
-    @ivar callRemote: C{callRemote(target, name, args, kwargs)}, C{calls}'s
-        L{OutgoingCalls.callRemote}; applications call through
-        L{RemoteReference.callRemote}.
-    @ivar callRemoteOnly: C{calls}'s L{OutgoingCalls.callRemoteOnly}: a call
-        for no answer.
+    @ivar sender: the L{CallSender} this side's calls go through: C{calls},
+        or what stands in front of it (L{sendThrough}); L{RemoteReference}
+        calls through it, as L{callRemote} does.
     @ivar root: the L{Referenceable} the peer reaches with L{rootReference}
         on its side, or C{None}.
     @ivar clock: the reactor (an C{IReactorTime}) end-of-turn work is scheduled on.
@@ -114,8 +111,6 @@ class Broker:
 
     factory: Any = None
     bulk: Any = None
-    callRemote: Callable[[int, str, tuple[Any, ...], dict[str, Any]], Deferred[Any]]
-    callRemoteOnly: Callable[[int, str, tuple[Any, ...], dict[str, Any]], None]
 
     def __init__(
         self,
@@ -181,8 +176,7 @@ class Broker:
         self.incoming = CallRunner(connection, self.references.exports, self, tracebacks, callLimits.maxRunning, clock)
         callSent = [extension.callSent for extension in self.extensions if hasattr(extension, "callSent")]
         self.calls = OutgoingCalls(connection, callLimits, clock, callSent)
-        self.callRemote = self.calls.callRemote
-        self.callRemoteOnly = self.calls.callRemoteOnly
+        self.sender: CallSender = self.calls
         self.drain = ConnectionDrain(self)
         self._addTypes(connectionRegistry)
         self._controls: dict[type, Any] = {}
@@ -235,6 +229,29 @@ class Broker:
             raise RuntimeError("a broker's calls are intercepted once (one Interception holds all its interceptors)")
         self._intercepted = True
         self._dispatch(call, cancel)
+
+    def sendThrough(self, sender: CallSender) -> CallSender:
+        """
+        Send this side's calls through C{sender} from now on: the seam of
+        L{protocols.rpc._interceptors.Interception}, which passes them on,
+        and of the drain, which refuses them (the outgoing twin of
+        L{interceptCalls}).  Costs a call nothing beyond C{sender}'s own.
+
+        @return: the sender before, which C{sender} passes calls on to if it does.
+        """
+        previous, self.sender = self.sender, sender
+        return previous
+
+    def callRemote(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Deferred[Any]:
+        """
+        Call method C{name} of the peer's export C{target} through L{sender}
+        (applications call through L{RemoteReference.callRemote}).
+        """
+        return self.sender.callRemote(target, name, args, kwargs)
+
+    def callRemoteOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Call method C{name} of the peer's export C{target} for no answer, through L{sender}."""
+        self.sender.callRemoteOnly(target, name, args, kwargs)
 
     def _addTypes(self, registry: Registry) -> None:
         """Add the RPC messages and the references (sliced against this connection's tables) to C{registry}."""

@@ -28,9 +28,6 @@ from types import MappingProxyType
 from typing import Any
 
 from framing.rpc._context import Scope, narrowed
-from framing.rpc._errors import DeadlineExceeded
-
-__all__ = ["CallContext", "DeadlineExceeded", "callContext", "currentCall"]
 
 scope: ContextVar[Scope | None] = ContextVar("chunkwire.rpc.scope", default=None)
 """

@@ -14,8 +14,6 @@ from __future__ import annotations
 from twisted.internet.defer import Deferred, succeed
 from twisted.python.failure import Failure
 
-__all__ = ["Disconnection"]
-
 
 class Disconnection:
     """

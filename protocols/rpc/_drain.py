@@ -46,6 +46,26 @@ the process's exit) until some other timeout.
 """
 
 
+class Refusing:
+    """
+    The L{protocols.rpc._refs.CallSender} of a draining broker
+    (L{protocols.rpc.Broker.sendThrough}): every new call fails with
+    L{GoingAway}, and nothing is sent.
+    """
+
+    def __init__(self, reason: str) -> None:
+        """@param reason: why, ending the L{GoingAway}'s message (C{cannot call 'name': REASON})."""
+        self.reason = reason
+
+    def callRemote(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Deferred[Any]:
+        """@return: a Deferred failed with L{GoingAway}."""
+        return fail(GoingAway(f"cannot call {name!r}: {self.reason}"))
+
+    def callRemoteOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """@raise GoingAway: always."""
+        raise GoingAway(f"cannot call {name!r}: {self.reason}")
+
+
 class ConnectionDrain:
     """
     The drain of one broker's connection (its C{drain} attribute; the
@@ -114,18 +134,11 @@ class ConnectionDrain:
         return reactorOf(self._broker.clock)
 
     def _stopCalling(self) -> None:
-        """New calls fail with L{GoingAway}: the broker's bound call methods are replaced (none of them is sent)."""
+        """New calls fail with L{GoingAway}: the broker sends its calls through a L{Refusing} (none of them is sent)."""
         state = self.rule.state
-        reason = f"the connection to {self._broker.connection.peerName()} is draining ({state.name})"
-
-        def refuse(target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Deferred[Any]:
-            return fail(GoingAway(f"cannot call {name!r}: {reason}"))
-
-        def refuseOnly(target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            raise GoingAway(f"cannot call {name!r}: {reason}")
-
-        self._broker.callRemote = refuse
-        self._broker.callRemoteOnly = refuseOnly
+        self._broker.sendThrough(
+            Refusing(f"the connection to {self._broker.connection.peerName()} is draining ({state.name})")
+        )
 
     def _idle(self) -> bool:
         """Whether the connection closes now (L{Drain.closes}, asked with the broker's counts)."""

@@ -322,7 +322,7 @@ def connectURL(
 
     @return: a L{Deferred} firing with the L{RemoteReference} to exactly
         that object (or its typed proxy for C{interface}), or failing with
-        L{protocols.auth._urls.InvalidURL}, L{protocols.auth.LoginRefused}
+        L{framing.login._urls.InvalidURL}, L{protocols.auth.LoginRefused}
         (an unknown or revoked name), L{protocols.auth._urls.KeyMismatch}
         (the server's key is not the URL's: the handshake failed before the
         name was sent), or the last hint's connection error
@@ -340,7 +340,9 @@ def connectURL(
 async def _connectURL(
     reactor: Any, url: str, factory: Callable[[], BrokerFactory], timeout: float | None
 ) -> RemoteReference:
-    from ..auth._urls import ObjectURL, clientEndpoint, pinnedClientOptions
+    from framing.login._urls import ObjectURL
+
+    from ..auth._urls import clientEndpoint, pinnedClientOptions
 
     parsed = ObjectURL.parse(url)
     failure: Exception | None = None

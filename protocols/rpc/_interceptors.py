@@ -16,7 +16,8 @@ or a connection hook is logged, never raised into the connection.
 
 Cost: nothing for a broker without interceptors (they are installed per
 connection, L{protocols.rpc.BrokerFactory}'s C{interceptors}, through
-L{protocols.rpc._broker.Broker.interceptCalls}); with recorders only
+L{protocols.rpc._broker.Broker.interceptCalls} and
+L{protocols.rpc._broker.Broker.sendThrough}); with recorders only
 (L{ICallRecorder}), a call that succeeds costs a tuple, two clock readings
 and its L{CallTally}'s update; C{enterMethod} costs nothing where no
 interceptor has one.
@@ -51,7 +52,6 @@ from framing.rpc._interception import (
     CallHooks,
     CallInfo,
     CallInterception,
-    CallTally,
     now,
 )
 from framing.rpc._wire import NO_ANSWER, Message
@@ -59,25 +59,7 @@ from framing.rpc._wire import NO_ANSWER, Message
 from .._logs import escape
 from ._answering import UNANSWERED_REFUSAL
 from ._context import scope
-
-__all__ = [
-    "CANCELLED",
-    "CLIENT",
-    "ERROR",
-    "LOST",
-    "OK",
-    "ONE_WAY",
-    "REFUSED",
-    "SERVER",
-    "CallInfo",
-    "CallInterceptor",
-    "CallTally",
-    "ConnectionMetadata",
-    "ICallInterceptor",
-    "ICallRecorder",
-    "Interception",
-    "intercept",
-]
+from ._refs import CallSender
 
 
 class ICallRecorder(Interface):  # type: ignore[misc]
@@ -183,6 +165,8 @@ class Interception(CallInterception):
     told what, and the calling side's rules, are
     L{framing.rpc._interception.CallInterception}'s; this adds the broker's
     glue (its dispatch, its Deferreds, its log) and the answering side.
+    It is the broker's L{protocols.rpc._refs.CallSender}
+    (L{protocols.rpc.Broker.sendThrough}), in front of the one before.
     """
 
     controlTypes: tuple[type, ...] = ()
@@ -203,8 +187,7 @@ class Interception(CallInterception):
             # The calls answered here are timed by CallRunner itself: no CALL handler of ours in their path.
             broker.incoming.starts = self._answering
         broker.interceptCalls(None if self._lean else self._callReceived, self._cancelReceived)
-        self._callRemote = broker.callRemote
-        broker.callRemote = self._intercepted
+        self._sender: CallSender = broker.sendThrough(self)
         broker.extensions = (*broker.extensions, self)
 
     # -- IBrokerExtension ---------------------------------------------------------------
@@ -339,10 +322,11 @@ class Interception(CallInterception):
 
     # -- the calling side ----------------------------------------------------------------
 
-    def _intercepted(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Deferred[Any]:
+    def callRemote(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Deferred[Any]:
+        """Send the call through the sender before this, telling the interceptors of its start and end."""
         if self._lean:
             started = now()
-            call: Deferred[Any] = self._callRemote(target, name, args, kwargs)
+            call: Deferred[Any] = self._sender.callRemote(target, name, args, kwargs)
             return call.addBoth(self._answered, (name, started))
         if self._peer is None:
             self._learnPeer()
@@ -353,15 +337,19 @@ class Interception(CallInterception):
         if sending is not None:
             token = scope.set(sending)
             try:
-                call = self._callRemote(target, name, args, kwargs)
+                call = self._sender.callRemote(target, name, args, kwargs)
             finally:
                 scope.reset(token)
         else:
-            call = self._callRemote(target, name, args, kwargs)
+            call = self._sender.callRemote(target, name, args, kwargs)
         if type(entry) is CallInfo:
             entry.requestId = getattr(call, "requestId", 0)
         call.addBoth(self._answered, entry)
         return call
+
+    def callRemoteOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Send a call for no answer through the sender before this (the calling side's interceptors see none)."""
+        self._sender.callRemoteOnly(target, name, args, kwargs)
 
     def _answered(self, result: Any, entry: CallInfo | tuple[str, float]) -> Any:
         if not isinstance(result, Failure):

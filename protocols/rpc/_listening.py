@@ -23,8 +23,6 @@ from ._drain import DEFAULT_GRACE, drainPort
 if TYPE_CHECKING:
     from ._broker import BrokerFactory
 
-__all__ = ["ListeningPort", "ServingPort"]
-
 
 class ListeningPort(Protocol):
     """A listening port, as C{serve} gives it: where it listens, and how to stop."""

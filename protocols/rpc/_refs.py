@@ -40,14 +40,26 @@ from framing.rpc._signatures import YOURREF_OPEN_TYPE as YOURREF_OPEN_TYPE
 from framing.rpc._signatures import RefOf as RefOf  # the reference constraint, sans-IO since the blocking client
 
 
-class Caller(Protocol):
-    """What a L{RemoteReference} needs of its connection (a L{protocols.rpc.Broker} is one)."""
+class CallSender(Protocol):
+    """
+    What a connection's calls are sent through (a broker's C{sender}): its
+    L{protocols.rpc._calls.OutgoingCalls}, or what stands in front of them
+    (L{protocols.rpc.Broker.sendThrough}: interceptors, a drain's refusal).
+    """
 
     def callRemote(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Deferred[Any]:
         """Send a call to the peer's export C{target}."""
 
     def callRemoteOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Send a call for no answer to the peer's export C{target}."""
+
+
+class Caller(Protocol):
+    """What a L{RemoteReference} needs of its connection (a L{protocols.rpc.Broker} is one)."""
+
+    @property
+    def sender(self) -> CallSender:
+        """What the connection's calls are sent through, now (read at each call)."""
 
     def isConnected(self) -> bool:
         """Whether calls can be sent."""
@@ -115,7 +127,7 @@ class RemoteReference:
             L{framing.Violation} if this side refused the answer, the reason
             the connection was lost, or C{CancelledError}.
         """
-        call: Deferred[Any] = self.broker.callRemote(self.exportId, _name, args, kwargs)
+        call: Deferred[Any] = self.broker.sender.callRemote(self.exportId, _name, args, kwargs)
         return call
 
     def callRemoteOnly(self, _name: str, /, *args: Any, **kwargs: Any) -> None:
@@ -138,7 +150,7 @@ class RemoteReference:
         @raise framing.EncodingError: an argument cannot be sent; nothing
             was sent.
         """
-        self.broker.callRemoteOnly(self.exportId, _name, args, kwargs)
+        self.broker.sender.callRemoteOnly(self.exportId, _name, args, kwargs)
 
     def typed(self, interface: HasRemoteProxy[T]) -> T:
         """

@@ -60,8 +60,6 @@ from framing.slicing._interfaces import ISlicer
 from .._interfaces import IBrokerExtension
 from ._context import scope as call_scope
 
-__all__ = ["ObjectStream", "ObjectStreams", "StreamOptions", "StreamReader"]
-
 T = TypeVar("T")
 
 

@@ -32,7 +32,9 @@ except ImportError as error:  # pragma: no cover - the extra's absence is tested
         " (from a clone: pip install './chunkwire[otel]')"
     ) from error
 
-from ._interceptors import CLIENT, OK, ONE_WAY, CallInfo, CallInterceptor
+from framing.rpc._interception import CLIENT, OK, ONE_WAY, CallInfo
+
+from ._interceptors import CallInterceptor
 
 __all__ = ["RPC_SYSTEM", "TracingInterceptor"]
 

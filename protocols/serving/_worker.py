@@ -27,9 +27,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from twisted.internet.defer import Deferred, ensureDeferred, gatherResults
-from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from .._logs import NamedLogger
 from ..rpc._drain import DEFAULT_GRACE
 from ._service import DrainingService, adoptedEndpoint, watchParent
 
@@ -55,7 +55,7 @@ def loadFactory(path: str, reactor: Any, *arguments: str) -> Any:
 class _Served:
     """The ports a C{--serve} function listened on, drained on shutdown."""
 
-    _log = Logger(namespace="chunkwire.workers")
+    _log = NamedLogger(namespace="chunkwire.workers")
 
     def __init__(self, grace: float) -> None:
         self.grace = grace

@@ -29,9 +29,9 @@ from twisted.application.service import Service
 from twisted.internet.defer import Deferred, gatherResults, succeed
 from twisted.internet.endpoints import serverFromString
 from twisted.internet.protocol import ProcessProtocol
-from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from .._logs import NamedLogger
 from ..rpc._drain import DEFAULT_GRACE
 
 STEADY = 5.0
@@ -216,7 +216,7 @@ class Supervisor(Service):
     @ivar restarts: how many workers were started again after exiting.
     """
 
-    _log = Logger(namespace="chunkwire.workers")
+    _log = NamedLogger(namespace="chunkwire.workers")
 
     def __init__(
         self,

@@ -33,9 +33,10 @@ from prometheus_client.utils import floatToGoString
 from zope.interface import implementer
 
 from framing._ledger import TOTALS, Ledger
+from framing.rpc._interception import CLIENT, REFUSED, SERVER, CallTally
 
 from .._interfaces import IConnectionObserver
-from ..rpc._interceptors import CLIENT, REFUSED, SERVER, CallInterceptor, CallTally
+from ..rpc._interceptors import CallInterceptor
 
 __all__ = [
     "LATENCY_BUCKETS",

@@ -9,7 +9,7 @@ from types import ModuleType
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols._deadline import DEFAULT_CONNECT_TIMEOUT
+from protocols.options import DEFAULT_CONNECT_TIMEOUT
 from tests.processes import ROOT
 
 

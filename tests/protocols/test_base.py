@@ -144,6 +144,15 @@ class WriteCountTests(SynchronousTestCase):
         self.protocol.sendObject([3])
         self.assertEqual(self.wrapped.writes, [tokenBytes(dumps([3]))])
 
+    def test_objectsSentCounted(self) -> None:
+        """objectsSent counts each object sendObject sent: not one that failed to encode, nor a stream."""
+        self.assertEqual(self.protocol.objectsSent, 0)
+        self.protocol.sendObject([1, 2])
+        self.protocol.sendObject({"body": b"x" * 100_000})
+        self.assertRaises(EncodingError, self.protocol.sendObject, [1, object()])
+        self.protocol.sendStream([b"not an object sent"])
+        self.assertEqual((self.protocol.objectsSent, len(self.wrapped.writes)), (2, 4))
+
     def test_encodingErrorKeepsPreamble(self) -> None:
         """A failed encode in connectionMade does not lose the preamble waiting to be sent."""
         wrapped = RecordingTransport()

@@ -9,7 +9,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing.wire import ERROR, PREAMBLE, SIMPLE, encode_header
 from protocols import TokenProtocol
-from protocols._logs import LogPolicy, RefusalLog, escape
+from protocols._logs import LogPolicy, NamedLogger, RefusalLog, escape
 from protocols.testing import connectedPair
 
 
@@ -148,3 +148,35 @@ class ProtocolLoggingTests(SynchronousTestCase):
         server, client, _ = self.connect()
         pair = connectedPair(server, client)
         self.assertTrue(pair.serverTransport.writes[0].startswith(PREAMBLE))
+
+
+class NamedLoggerTests(SynchronousTestCase):
+    """A NamedLogger kept on a class logs in its own namespace, with the instance (or the class) as the source."""
+
+    def test_namespaceKept(self) -> None:
+        """Read through an instance or the class, it keeps its namespace; Twisted's Logger would take the class's."""
+        events: list[dict[str, Any]] = []
+
+        class Service:
+            log = NamedLogger(namespace="chunkwire.test", observer=events.append)
+            plain = Logger(namespace="chunkwire.test")
+
+        service = Service()
+        service.log.info("hello")
+        self.assertEqual((events[0]["log_namespace"], events[0]["log_source"]), ("chunkwire.test", service))
+        self.assertEqual((Service.log.namespace, Service.log.source), ("chunkwire.test", Service))
+        self.assertEqual(service.plain.namespace, f"{__name__}.Service")
+
+    def test_chunkwireClasses(self) -> None:
+        """The classes that log in a namespace of their own (docs/howto/auth.rst names chunkwire.auth) log in it."""
+        from protocols.auth._server import Authenticator
+        from protocols.auth._throttle import LoginThrottle
+        from protocols.kv._state import StateStore
+        from protocols.serving._worker import _Served
+        from protocols.serving._workers import Supervisor
+
+        loggers = [Authenticator.log, LoginThrottle.log, StateStore._log, _Served._log, Supervisor._log]
+        self.assertEqual(
+            [logger.namespace for logger in loggers],
+            ["chunkwire.auth"] * 2 + ["chunkwire.state"] + ["chunkwire.workers"] * 2,
+        )

@@ -10,19 +10,23 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import operator
+import socket
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Limits
 from framing.login import Password
+from framing.login._urls import ObjectURL
 from framing.rpc._addresses import Backoff
 from framing.rpc._errors import TooManyPendingCalls
 from framing.rpc._limits import CallLimits
 from framing.rpc._wire import ANSWER, CALL, NO_ANSWER, Message
-from protocols import asyncioclient, blocking
+from protocols import asynciobulk, asyncioclient, blocking, blockingbulk
 from protocols._clientcontext import callContext
+from protocols.bulk import BulkOptions
 from protocols.options import ClientOptions
 from protocols.rpc._interceptors import CallInterceptor
 from tests.protocols.test_blocking import HANG, ScriptedPeer, ScriptedServer
@@ -189,4 +193,52 @@ class ClientsWithoutTwistedTests(SynchronousTestCase):
         self.assertIn("credentials", str(error))
         self.assertRaises(
             ValueError, asyncio.run, asyncioclient.connectURL("chunkwire://x@127.0.0.1:1/y", options=options)
+        )
+
+
+class BulkRefusedTests(SynchronousTestCase):
+    """
+    The clients without Twisted refuse C{ClientOptions.bulk} (Twisted's
+    clients' L{BulkOptions}, which they would not use) with a ValueError
+    naming their bulk client, before they connect.
+    """
+
+    def setUp(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.addCleanup(self.listener.close)
+        self.listener.setblocking(False)
+        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        self.options = ClientOptions(bulk=BulkOptions())
+
+    def refused(self, connecting: Callable[[], object], named: str) -> None:
+        """C{connecting} raises the ValueError naming C{named}, and no connection reached the listener."""
+        error = self.assertRaises(ValueError, connecting)
+        self.assertIn("ClientOptions.bulk", str(error))
+        self.assertIn(named, str(error))
+        self.assertRaises(BlockingIOError, self.listener.accept)
+
+    def test_blocking(self) -> None:
+        """protocols.blocking's connect (one address or a list) and connectURL name blockingbulk.connect."""
+        url = str(ObjectURL("a" * 52, (self.address,), "b" * 52))
+        named = "protocols.blockingbulk.connect"
+        self.refused(lambda: blocking.connect(self.address, options=self.options), named)
+        self.refused(lambda: blocking.connect([self.address, self.address], options=self.options), named)
+        self.refused(lambda: blocking.connectURL(url, options=self.options), named)
+
+    def test_asyncio(self) -> None:
+        """protocols.asyncioclient's connect (one address or a list) and connectURL name asynciobulk.connect."""
+        url = str(ObjectURL("a" * 52, (self.address,), "b" * 52))
+        named = "protocols.asynciobulk.connect"
+        self.refused(lambda: asyncio.run(asyncioclient.connect(self.address, options=self.options)), named)
+        self.refused(
+            lambda: asyncio.run(asyncioclient.connect([self.address, self.address], options=self.options)), named
+        )
+        self.refused(lambda: asyncio.run(asyncioclient.connectURL(url, options=self.options)), named)
+
+    def test_bulkClients(self) -> None:
+        """The bulk clients without Twisted carry streams with their own settings: they refuse it too."""
+        self.refused(lambda: blockingbulk.connect(self.address, options=self.options), "protocols.blockingbulk.connect")
+        self.refused(
+            lambda: asyncio.run(asynciobulk.connect(self.address, options=self.options)),
+            "protocols.asynciobulk.connect",
         )

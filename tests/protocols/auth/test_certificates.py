@@ -18,11 +18,10 @@ from protocols.auth._certificates import (
     PeerCertificate,
     clientCertificateOptions,
     commonName,
-    loadCADirectory,
     peerCertificateOf,
     requireClientCertificates,
 )
-from protocols.auth._tlsendpoints import joinDescription, splitDescription, tlsServerEndpoint
+from protocols.auth._tlsendpoints import joinDescription, loadCADirectory, splitDescription, tlsServerEndpoint
 from protocols.testing import CertificateAuthority, SelfSignedCertificate
 
 from ..helpers import pytestTest, trialTest

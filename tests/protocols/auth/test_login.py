@@ -6,6 +6,8 @@ Each reactor test is one C{async def} body run under trial and pytest-twisted
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from twisted.cred.checkers import AllowAnonymousAccess
@@ -25,8 +27,10 @@ from framing.login._wire import LoginMessage, addLoginTypes
 from framing.wire import PREAMBLE
 from protocols import rpc
 from protocols._proxyheader import clientAddress
+from protocols.auth._drains import MemoryThrottleState
 from protocols.auth._interfaces import IRemoteRoot
-from protocols.auth._throttle import LoginThrottle
+from protocols.auth._server import Authenticator
+from protocols.auth._throttle import LoginThrottle, ThrottleStateError
 from protocols.options import ClientOptions
 from protocols.rpc._options import ServerOptions
 
@@ -368,6 +372,27 @@ class ThrottleTests(SynchronousTestCase):
         self.assertFalse(throttle.admit("a"))
         throttle.succeeded("a")
         self.assertTrue(throttle.admit("a"))
+
+    def test_logsInAuthNamespace(self) -> None:
+        """
+        The throttle logs in C{chunkwire.auth}, as docs/howto/auth.rst says
+        (a Twisted Logger kept on the class logged in the class's dotted
+        name instead), with the throttle as the event's source.
+        """
+
+        class Failing(MemoryThrottleState):
+            @contextmanager
+            def atomically(self) -> Iterator[None]:
+                raise ThrottleStateError("the state's store is gone")
+                yield
+
+        throttle = LoginThrottle(Clock(), state=Failing(100))
+        self.assertEqual(throttle.log.namespace, "chunkwire.auth")
+        with capturedLogs() as events:
+            self.assertFalse(throttle.admit("10.0.0.1"))
+        [event] = [event for event in events if "throttle's state failed" in event.get("log_format", "")]
+        self.assertEqual((event["log_namespace"], event["log_source"]), ("chunkwire.auth", throttle))
+        self.assertEqual(Authenticator.log.namespace, "chunkwire.auth")
 
     def test_memory_bounded(self) -> None:
         """Attempts from many addresses keep at most maxAddresses entries, one per address, none per attempt."""

@@ -10,10 +10,9 @@ from typing import Any
 from twisted.internet.protocol import Factory
 from twisted.trial.unittest import SkipTest, SynchronousTestCase, TestCase
 
+from framing.login._urls import SCHEME, InvalidURL
 from protocols.auth._identity import ServerIdentity, keyHash, spkiHash
 from protocols.auth._urls import (
-    SCHEME,
-    InvalidURL,
     KeyMismatch,
     ObjectURL,
     clientEndpoint,

@@ -6,9 +6,7 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from protocols.rpc import _answering as answering
-from protocols.rpc import _interceptors as interceptors
-from protocols.rpc._interceptors import (
+from framing.rpc._interception import (
     CANCELLED,
     CLIENT,
     ERROR,
@@ -17,9 +15,11 @@ from protocols.rpc._interceptors import (
     ONE_WAY,
     REFUSED,
     SERVER,
-    CallInterceptor,
     CallTally,
 )
+from protocols.rpc import _answering as answering
+from protocols.rpc import _interceptors as interceptors
+from protocols.rpc._interceptors import CallInterceptor
 
 from .services import NotFound
 from .test_interceptors import Pair, Recorder
