@@ -6,8 +6,8 @@ L{framing.rpc._wire.NO_ANSWER}), keeps what waits for each (a Deferred, a
 thread's slot, a future: opaque here, its method's name read by the
 table's C{nameOf}) by request id, and gives each back once when its answer
 or end comes.  It holds the answering rules every shell follows: an
-ANSWER, a FAIL or a refused answer is matched to its call
-(L{CallTable.answered}, L{CallTable.failed}, L{CallTable.refused}); a
+ANSWER, a FAIL or a refused answer is matched to its call (an ANSWER by
+the dict's own C{pop}, L{CallTable.failed}, L{CallTable.refused}); a
 FAIL's error is rebuilt (L{framing.rpc._errors.rebuild}) and a refused
 result or answer names the call and the peer; giving up a call
 (L{CallTable.giveUp}) makes its CANCEL, and its late answer is then
@@ -40,12 +40,13 @@ def _unnamed(waiter: object) -> str:
 class CallTable(dict[int, Waiter]):
     """
     The pending calls of one connection: a dict of each pending call's
-    waiter by request id, which numbers the calls (L{add}), matches answers
-    (L{answered}, L{failed}, L{refused}), gives calls up (L{giveUp}) and
+    waiter by request id, which numbers the calls (L{add}), matches FAILs
+    and refusals (L{failed}, L{refused}), gives calls up (L{giveUp}) and
     judges answers to none (L{strayAnswer}).  Being the dict itself, its
     length (how many calls wait) and a waiter's C{pop(requestId, None)}
-    (L{answered}'s match, written in line on each shell's per-answer path)
-    are single C operations: no method of this class runs for them.  Only
+    (an ANSWER's match, written in line on each shell's per-answer path,
+    L{strayAnswer} asked when it misses) are single C operations: no
+    method of this class runs for them.  Only
     L{add} puts a call in.
 
     @ivar maxPending: most calls that may wait at once (C{None}: no bound);
@@ -85,38 +86,26 @@ class CallTable(dict[int, Waiter]):
     def take(self, requestId: int) -> Waiter | None:
         """
         The waiter of call C{requestId}, no longer pending (it was never
-        sent); C{None} if it is not pending.  (An answer is L{answered}, a
-        call given up L{giveUp}.)
+        sent); C{None} if it is not pending.  (A call given up is L{giveUp}'s.)
         """
         return self.pop(requestId, None)
 
-    def answered(self, requestId: int, what: str) -> Waiter | None:
+    def failed(self, message: Message, peer: Callable[[], str]) -> tuple[Waiter, BaseException] | None:
         """
-        The peer sent C{what} (C{"an answer"}, C{"a failure"}, C{"a refused
-        answer"}) for C{requestId}: the waiter of that call, no longer
-        pending; C{None} if it is not pending but the one late answer
-        expected for a call given up on (ignore it).
+        A FAIL: its call's waiter, no longer pending, and the error to fail
+        it with, rebuilt from the message (L{framing.rpc._errors.rebuild});
+        a peer refusing its own result (a L{RemoteViolation} at
+        C{"result..."}) is told naming the call and C{peer()}.  C{None} if
+        no call waits but the one late answer expected for a call given up
+        on (ignore it).
 
         @raise UnexpectedAnswer: no call waits and none was given up (see
             L{strayAnswer}): drop the connection with it.
         """
+        _, requestId, typeName, text, remoteTraceback, details = message
         waiter = self.pop(requestId, None)
         if waiter is None:
-            unexpected = self.strayAnswer(requestId, what)
-            if unexpected is not None:
-                raise unexpected
-        return waiter
-
-    def failed(self, message: Message, peer: Callable[[], str]) -> tuple[Waiter, BaseException] | None:
-        """
-        A FAIL: its call's waiter and the error to fail it with, rebuilt
-        from the message (L{framing.rpc._errors.rebuild}); a peer refusing
-        its own result (a L{RemoteViolation} at C{"result..."}) is told
-        naming the call and C{peer()}.  C{None} and raises as L{answered}.
-        """
-        _, requestId, typeName, text, remoteTraceback, details = message
-        waiter = self.answered(requestId, "a failure")
-        if waiter is None:
+            self._notPending(requestId, "a failure")
             return None
         error = rebuild(typeName, text, remoteTraceback, details)
         if isinstance(error, RemoteViolation) and error.where.startswith("result"):
@@ -127,10 +116,11 @@ class CallTable(dict[int, Waiter]):
         """
         An ANSWER or FAIL this side refused: its call's waiter and the
         violation to fail it with, which names the call and C{peer()}.
-        C{None} and raises as L{answered}.
+        C{None} and raises as L{failed}.
         """
-        waiter = self.answered(refused.requestId, "a refused answer")
+        waiter = self.pop(refused.requestId, None)
         if waiter is None:
+            self._notPending(refused.requestId, "a refused answer")
             return None
         violation = refused.violation
         violation.message += f"; in the answer to {short_repr(self._nameOf(waiter))} from {peer()}"
@@ -151,6 +141,12 @@ class CallTable(dict[int, Waiter]):
             return waiter, None
         self._lateAnswers += 1
         return waiter, Message((CANCEL, requestId))
+
+    def _notPending(self, requestId: int, what: str) -> None:
+        """L{strayAnswer}'s verdict on C{what} for C{requestId}, raised if it is an L{UnexpectedAnswer}."""
+        unexpected = self.strayAnswer(requestId, what)
+        if unexpected is not None:
+            raise unexpected
 
     def strayAnswer(self, requestId: int, what: str) -> UnexpectedAnswer | None:
         """

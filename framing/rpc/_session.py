@@ -620,7 +620,7 @@ class ClientSession(Generic[Waiter]):
                     if entry is not None:
                         settled.append((entry[0], obj[2], None))
                     elif self.state is not _ENDED:
-                        self._answered(obj[1], "an answer", settled)  # (not pending: ignored once, or the end)
+                        self._stray(obj[1], "an answer", settled)
                     continue
                 if self.state is _ENDED:
                     break
@@ -704,17 +704,11 @@ class ClientSession(Generic[Waiter]):
             if producers is not None:
                 received.append(_Probed(producers))
 
-    def _answered(self, requestId: int, what: str, settled: list[Settled]) -> tuple[Waiter, str] | None:
-        """
-        The pending call C{requestId}, now answered (L{CallTable.answered});
-        C{None} if none waits: ignored if a late answer was due, else the
-        session ends (L{framing.rpc._errors.UnexpectedAnswer}).
-        """
-        try:
-            return self.pending.answered(requestId, what)
-        except UnexpectedAnswer as unexpected:
+    def _stray(self, requestId: int, what: str, settled: list[Settled]) -> None:
+        """C{what} came for C{requestId}, which no call waits on: ignored if a late answer was due, else the end."""
+        unexpected = self.pending.strayAnswer(requestId, what)
+        if unexpected is not None:
             settled.extend(self.end(unexpected))
-            return None
 
     def _peerName(self) -> str:
         """The server's address, as the errors naming a call say it (L{CallTable.failed}, L{CallTable.refused})."""

@@ -247,7 +247,7 @@ class OutgoingCalls:
     def answerReceived(self, message: Message) -> None:
         """An ANSWER: the call's Deferred fires with the result."""
         _, requestId, result = message
-        call = self._table.pop(requestId, None)  # (CallTable.answered's match, in line: this runs for every call)
+        call = self._table.pop(requestId, None)  # (the CallTable is the dict: its match in one C call, for every call)
         if call is None:
             self._notPending(requestId, "an answer")
             return
@@ -267,7 +267,9 @@ class OutgoingCalls:
             self._ignored(message[1], "a failure")
             return
         call, error = failed
-        self._stopTimer(call)
+        if call.timer is not None:
+            call.timer.cancel()
+            call.timer = None
         call.errback(error)
 
     def answerRefused(self, refused: MessageRefused) -> None:
@@ -281,25 +283,19 @@ class OutgoingCalls:
             self._ignored(refused.requestId, "a refused answer")
             return
         call, violation = answer
-        self._stopTimer(call)
-        call.errback(violation)
-
-    @staticmethod
-    def _stopTimer(call: _Call) -> None:
-        """An answered call's timer, stopped."""
         if call.timer is not None:
             call.timer.cancel()
             call.timer = None
+        call.errback(violation)
 
     def _notPending(self, requestId: int, what: str) -> None:
         """
         The peer answered C{requestId}, which is not pending: the rule is
-        L{CallTable.answered}'s (the late answer of a cancelled or
+        L{CallTable.strayAnswer}'s (the late answer of a cancelled or
         timed-out call is ignored, once; anything else drops the connection).
         """
-        try:
-            self._table.answered(requestId, what)
-        except UnexpectedAnswer as unexpected:
+        unexpected = self._table.strayAnswer(requestId, what)
+        if unexpected is not None:
             self._connection.failConnection(unexpected)
             return
         self._ignored(requestId, what)

@@ -90,19 +90,11 @@ class CallTableTests(SynchronousTestCase):
         table: CallTable[str] = CallTable()
         told, untold = table.add("a", "get"), table.add("b", "get")
         self.assertEqual(table.giveUp(untold, tell=False), ("b", None))
-        self.assertRaises(UnexpectedAnswer, table.answered, untold, "an answer")
+        self.assertIsInstance(table.strayAnswer(untold, "an answer"), UnexpectedAnswer)
         self.assertEqual(table.giveUp(told), ("a", Message((CANCEL, told))))
         self.assertIsNone(table.giveUp(told))
-        self.assertIsNone(table.answered(told, "an answer"))
-        self.assertRaises(UnexpectedAnswer, table.answered, told, "an answer")
-
-    def test_answered(self) -> None:
-        """An answer's id gives its waiter once; to no call, UnexpectedAnswer naming what came."""
-        table: CallTable[str] = CallTable()
-        requestId = table.add("a", "get")
-        self.assertEqual(table.answered(requestId, "an answer"), "a")
-        error = self.assertRaises(UnexpectedAnswer, table.answered, requestId, "a failure")
-        self.assertIn("a failure to request 1, which was answered already", str(error))
+        self.assertIsNone(table.strayAnswer(told, "an answer"))
+        self.assertIsInstance(table.strayAnswer(told, "an answer"), UnexpectedAnswer)
 
     def test_failed(self) -> None:
         """
@@ -120,6 +112,10 @@ class CallTableTests(SynchronousTestCase):
         assert failed is not None
         self.assertIsInstance(failed[1], RemoteViolation)
         self.assertIn("; the result of 'wordy' from there", str(failed[1]))
+        self.assertRaises(UnexpectedAnswer, table.failed, failure(plain, KeyError("k")), _unread)
+        given = table.add(("c", "get"), "get")
+        table.giveUp(given)
+        self.assertIsNone(table.failed(failure(given, KeyError("k")), _unread))
         self.assertRaises(UnexpectedAnswer, table.failed, failure(9, KeyError("k")), _unread)
 
     def test_refused(self) -> None:
