@@ -626,11 +626,7 @@ class ClientSession(Generic[Waiter]):
                     break
                 tag = obj[0]
                 if tag == FAIL:
-                    try:
-                        failed = pending.failed(obj, self._peerName)
-                    except UnexpectedAnswer as unexpected:
-                        settled.extend(self.end(unexpected))
-                        continue
+                    failed = self._failed(pending.failed, obj, settled)
                     if failed is not None:
                         settled.append((failed[0][0], None, failed[1]))
                         if self.extension is not None:
@@ -667,11 +663,7 @@ class ClientSession(Generic[Waiter]):
                 if obj.tag == CALL:
                     self._refuseCall(obj.requestId, obj.violation, settled)
                 elif obj.tag in (ANSWER, FAIL):
-                    try:
-                        answer = pending.refused(obj, self._peerName)
-                    except UnexpectedAnswer as unexpected:
-                        settled.extend(self.end(unexpected))
-                        continue
+                    answer = self._failed(pending.refused, obj, settled)
                     if answer is not None:
                         settled.append((answer[0][0], None, answer[1]))
             elif isinstance(obj, MessageWithoutId):
@@ -703,6 +695,24 @@ class ClientSession(Generic[Waiter]):
         for producers in answered:
             if producers is not None:
                 received.append(_Probed(producers))
+
+    def _failed(
+        self,
+        match: Callable[[Any, Callable[[], str]], tuple[tuple[Waiter, str], BaseException] | None],
+        answer: Any,
+        settled: list[Settled],
+    ) -> tuple[tuple[Waiter, str], BaseException] | None:
+        """
+        What C{match} (L{CallTable.failed}, L{CallTable.refused}) says of
+        C{answer}: the failed call's entry and its error; C{None} for the
+        late answer of a call given up on, or one to no call, which ends
+        the session (L{framing.rpc._errors.UnexpectedAnswer}).
+        """
+        try:
+            return match(answer, self._peerName)
+        except UnexpectedAnswer as unexpected:
+            settled.extend(self.end(unexpected))
+            return None
 
     def _stray(self, requestId: int, what: str, settled: list[Settled]) -> None:
         """C{what} came for C{requestId}, which no call waits on: ignored if a late answer was due, else the end."""

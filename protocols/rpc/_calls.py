@@ -258,35 +258,32 @@ class OutgoingCalls:
 
     def failReceived(self, message: Message) -> None:
         """A FAIL: the call's Deferred fails with the error it describes (L{CallTable.failed})."""
+        self._failed(self._table.failed, message, message[1], "a failure")
+
+    def answerRefused(self, refused: MessageRefused) -> None:
+        """An ANSWER or FAIL this side refused: the call fails with the violation, which names the call and the peer."""
+        self._failed(self._table.refused, refused, refused.requestId, "a refused answer")
+
+    def _failed(self, match: Callable[[Any, Callable[[], str]], Any], answer: Any, requestId: int, what: str) -> None:
+        """
+        The call C{answer} (C{what}, for C{requestId}) fails, as C{match}
+        (L{CallTable.failed}, L{CallTable.refused}) says: its Deferred
+        errbacks with the error; the late answer of a call given up on is
+        ignored; any other not pending drops the connection.
+        """
         try:
-            failed = self._table.failed(message, self._connection.peerName)
+            failed = match(answer, self._connection.peerName)
         except UnexpectedAnswer as unexpected:
             self._connection.failConnection(unexpected)
             return
         if failed is None:
-            self._ignored(message[1], "a failure")
+            self._ignored(requestId, what)
             return
         call, error = failed
         if call.timer is not None:
             call.timer.cancel()
             call.timer = None
         call.errback(error)
-
-    def answerRefused(self, refused: MessageRefused) -> None:
-        """An ANSWER or FAIL this side refused: the call fails with the violation, which names the call and the peer."""
-        try:
-            answer = self._table.refused(refused, self._connection.peerName)
-        except UnexpectedAnswer as unexpected:
-            self._connection.failConnection(unexpected)
-            return
-        if answer is None:
-            self._ignored(refused.requestId, "a refused answer")
-            return
-        call, violation = answer
-        if call.timer is not None:
-            call.timer.cancel()
-            call.timer = None
-        call.errback(violation)
 
     def _notPending(self, requestId: int, what: str) -> None:
         """
