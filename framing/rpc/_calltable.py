@@ -23,11 +23,11 @@ Design: docs/design/rpc-core.md
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from framing._errors import Violation, short_repr
 
-from ._errors import MessageRefused, RemoteViolation, TooManyPendingCalls, UnexpectedAnswer, rebuild
+from ._errors import VIOLATION, MessageRefused, TooManyPendingCalls, UnexpectedAnswer, rebuild
 from ._wire import CANCEL, Message
 
 Waiter = TypeVar("Waiter")
@@ -94,10 +94,10 @@ class CallTable(dict[int, Waiter]):
         """
         A FAIL: its call's waiter, no longer pending, and the error to fail
         it with, rebuilt from the message (L{framing.rpc._errors.rebuild});
-        a peer refusing its own result (a L{RemoteViolation} at
-        C{"result..."}) is told naming the call and C{peer()}.  C{None} if
-        no call waits but the one late answer expected for a call given up
-        on (ignore it).
+        a peer refusing its own result (a
+        L{framing.rpc._errors.RemoteViolation} at C{"result..."}) is told
+        naming the call and C{peer()}.  C{None} if no call waits but the
+        one late answer expected for a call given up on (ignore it).
 
         @raise UnexpectedAnswer: no call waits and none was given up (see
             L{strayAnswer}): drop the connection with it.
@@ -108,8 +108,10 @@ class CallTable(dict[int, Waiter]):
             self._notPending(requestId, "a failure")
             return None
         error = rebuild(typeName, text, remoteTraceback, details)
-        if isinstance(error, RemoteViolation) and error.where.startswith("result"):
-            error.message += f"; the result of {short_repr(self._nameOf(waiter))} from {peer()}"
+        if typeName == VIOLATION:  # (a RemoteViolation, then: told so, with no call per FAIL)
+            violation: Any = error
+            if violation.where.startswith("result"):
+                violation.message += f"; the result of {short_repr(self._nameOf(waiter))} from {peer()}"
         return waiter, error
 
     def refused(self, refused: MessageRefused, peer: Callable[[], str]) -> tuple[Waiter, Violation] | None:
