@@ -195,6 +195,8 @@ class ClientSession(Generic[Waiter]):
     @ivar state: the L{SessionState}.
     @ivar failure: why the session ended, once it has (C{None} before).
     @ivar pingSent: a PING was sent and nothing was heard since.
+    @ivar pings: this side's PINGs waiting for their PONGs (the
+        L{framing._pings.PingTable}: a probe's streams, or C{None} for a silence PING).
     @ivar references: the L{framing.rpc._exports.ClientReferences}, or C{None}
         without C{makeReference}.
     @ivar incomingCalls: the server's calls to this side's exports; those in
