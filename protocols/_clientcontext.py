@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from framing.rpc._context import Scope, narrowed, sendingDeadline
+from framing.rpc._context import Scope, narrowed
 from framing.rpc._streamtable import itemWaitBound
 
 calling: ContextVar[Scope | None] = ContextVar("chunkwire.clients.scope", default=None)
@@ -88,22 +88,6 @@ def within(connection: Scope | None, scope: Scope | None) -> Scope | None:
     if scope is None:
         return connection
     return Scope(scope.deadline, {**(connection.metadata or {}), **(scope.metadata or {})})
-
-
-def sentWith(name: str, scope: Scope | None) -> tuple[float | None, int | None, dict[str, str] | None]:
-    """
-    What a call of C{name} made in C{scope} carries (the clients' one rule):
-    the seconds it has left on C{time.monotonic} and the milliseconds its
-    CALL says (both C{None} without a deadline), and the metadata.
-
-    @raise framing.rpc.DeadlineExceeded: the deadline passed (nothing is sent).
-    """
-    if scope is None:
-        return None, None, None
-    if scope.deadline is None:
-        return None, None, scope.metadata
-    left, milliseconds = sendingDeadline(name, scope.deadline, time.monotonic())
-    return left, milliseconds, scope.metadata
 
 
 def itemBound(streamId: int, callTimeout: float | None) -> tuple[float, BaseException] | None:

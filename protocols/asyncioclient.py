@@ -51,7 +51,7 @@ from framing.login._exchange import ByteExchange
 from framing.login._urls import KeyMismatch, checkPresentedKey
 from framing.rpc._addresses import AddressBook, Wait, attemptTimeout, retire
 from framing.rpc._clientstreams import ClientObjectStreams
-from framing.rpc._context import Scope
+from framing.rpc._context import Scope, sentWith
 from framing.rpc._errors import (
     CallTimedOut,
     ConnectionLost,
@@ -69,7 +69,7 @@ from framing.rpc._streams import ReceiveWindow
 from framing.rpc._streamtable import ReceivedStream, SentStream
 from framing.rpc._wire import ROOT_ID
 from protocols._clientcontext import callContext as callContext  # (re-exported: deadlines and metadata of calls)
-from protocols._clientcontext import calling, itemBound, scopeReader, sentWith
+from protocols._clientcontext import calling, itemBound, scopeReader
 from protocols.blocking import connectTarget, parseAddress, pinnedContext, tlsOf, urlAttempts
 from protocols.blocking import tlsContext as tlsContext  # (re-exported: the contexts for connect's tls)
 from protocols.options import CLIENT_DEFAULTS, ClientOptions
@@ -427,8 +427,8 @@ class AsyncConnection:
                 requestId, data = session.call(future, target, name, args, kwargs)
             else:
                 # Inside a callContext: the time left (DeadlineExceeded if none, nothing sent) and the metadata go.
-                left, milliseconds, metadata = sentWith(name, scope)
-                requestId, data = session.call(future, target, name, args, kwargs, milliseconds, metadata)
+                sent, left = sentWith(name, kwargs, scope, time.monotonic)
+                requestId, data = session.call(future, target, name, args, kwargs, sent)
             self._write(data, len(session.pending) > 1)
             if self._silenceTimer is None and self.silenceTimeout is not None:
                 self._watchSilence()
@@ -460,8 +460,8 @@ class AsyncConnection:
         if self._paused:
             callTimeout = self.callTimeout
             await self._writable(name, None if callTimeout is None else self._loop.time() + callTimeout, scope)
-        _, milliseconds, metadata = sentWith(name, scope)
-        self._write(self._session.callOnly(target, name, args, kwargs, milliseconds, metadata), bool(self._session))
+        sent, _ = sentWith(name, kwargs, scope, time.monotonic)
+        self._write(self._session.callOnly(target, name, args, kwargs, sent), bool(self._session))
 
     def _timedOut(self, future: _Future[Any], requestId: int, name: str, seconds: float) -> None:
         """C{callTimeout} passed for call C{requestId}: the server is told, the caller gets L{CallTimedOut}."""

@@ -48,7 +48,7 @@ from framing.login._exchange import ByteExchange, ObjectName, clientMechanism
 from framing.login._urls import HintAttempts, ObjectURL, checkPresentedKey
 from framing.rpc._addresses import AddressBook, Wait, attemptTimeout, retire
 from framing.rpc._clientstreams import ClientObjectStreams
-from framing.rpc._context import Scope
+from framing.rpc._context import Scope, sentWith
 from framing.rpc._errors import (
     CallTimedOut,
     ConnectionLost,
@@ -68,7 +68,7 @@ from framing.rpc._wire import (
     ROOT_ID,
 )
 from protocols._clientcontext import callContext as callContext  # (re-exported: deadlines and metadata of calls)
-from protocols._clientcontext import calling, itemBound, scopeReader, sentWith
+from protocols._clientcontext import calling, itemBound, scopeReader
 from protocols.options import CLIENT_DEFAULTS, ClientOptions
 
 __all__ = [
@@ -428,20 +428,20 @@ class BlockingConnection:
         ending at the deadline with L{DeadlineExceeded}.
         """
         deadline = None if scope is None else scope.deadline
-        _, milliseconds, metadata = sentWith(name, scope)
+        sent, _ = sentWith(name, kwargs, scope, time.monotonic)
         waiter = _Waiter()
         with self._lock:
             session = self._session
             if not session.pending:
                 self._quietSince = None
-            requestId, data = session.call(waiter, target, name, args, kwargs, milliseconds, metadata)
+            requestId, data = session.call(waiter, target, name, args, kwargs, sent)
         return self._exchange(data, waiter, requestId, name, deadline)
 
     def callOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Call method C{name} of export C{target} for no answer (see L{BlockingReference.callRemoteOnly})."""
-        _, milliseconds, metadata = sentWith(name, self._scopeNow())
+        sent, _ = sentWith(name, kwargs, self._scopeNow(), time.monotonic)
         with self._lock:
-            data = self._session.callOnly(target, name, args, kwargs, milliseconds, metadata)
+            data = self._session.callOnly(target, name, args, kwargs, sent)
         self._sendMessage(data)
 
     def _sendMessage(self, data: bytes) -> None:

@@ -17,18 +17,22 @@ are written once:
    whose deadline passed fails with L{DeadlineExceeded} before it is sent.
  - L{framing.rpc._wire.callContext} puts them in the CALL (the 3-tuple in
    the keyword arguments' place: C{docs/wire-format.md}, section 12.7).
+ - L{sentWith}: the two together, what a call made in a scope carries in
+   that place and the seconds it has left, which every shell asks.
 
 A deadline here is a number of seconds on whichever clock the scope's
 owner reads (the reactor's, C{time.monotonic}); this module reads none:
-C{now} is always given.
+C{now} is always given (or a clock to read, L{sentWith}).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ._errors import DeadlineExceeded
+from ._wire import callContext
 
 
 class Scope:
@@ -76,3 +80,26 @@ def sendingDeadline(name: str, deadline: float, now: float) -> tuple[float, int]
     if left <= 0:
         raise DeadlineExceeded(f"the deadline of {name!r} passed before it was sent", name)
     return left, math.ceil(left * 1000)
+
+
+def sentWith(
+    name: str, kwargs: dict[str, Any], scope: Scope | None, clock: Callable[[], float]
+) -> tuple[Any, float | None]:
+    """
+    What a call of C{name} with keyword arguments C{kwargs}, made in
+    C{scope}, carries in its CALL's keyword-arguments place, and the
+    seconds it has left (C{None}: no deadline): C{kwargs or None} in no
+    scope; else the call context (L{framing.rpc._wire.callContext}) of the
+    milliseconds its deadline leaves at C{clock()} (L{sendingDeadline}; the
+    clock is read only for a deadline) and the metadata.  The shells write
+    the first case in line on their per-call paths (no call made for it).
+
+    @raise framing.rpc.DeadlineExceeded: the deadline passed (nothing is to be sent).
+    """
+    if scope is None:
+        return kwargs or None, None
+    deadline = scope.deadline
+    if deadline is None:
+        return callContext(kwargs, None, scope.metadata), None
+    left, milliseconds = sendingDeadline(name, deadline, clock())
+    return callContext(kwargs, milliseconds, scope.metadata), left

@@ -29,14 +29,16 @@ import enum
 import functools
 import time
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Any, Generic, Protocol, TypeVar
 
-from framing import Decoder, Encoder, Limits, Ping, Pong, ProtocolError, Registry, Violation, _core
+from framing import Decoder, Encoder, Limits, ProtocolError, Registry, Violation, _core
 from framing._encoder import open_token
 from framing._ledger import Ledger
+from framing._pings import PingTable
 from framing._refusals import MAX_REFUSALS, REFUSAL_INTERVAL, RefusalRate
 from framing.slicing._registry import DEFAULT_REGISTRY
-from framing.wire import PING, PONG, PREAMBLE, encode_header
+from framing.wire import PREAMBLE
 
 from ._calltable import CallTable
 from ._clientstreams import ClientObjectStreams
@@ -50,9 +52,9 @@ from ._errors import (
     MessageWithoutId,
     NotAnRpcMessage,
     ServerSilent,
+    UnexpectedAnswer,
     UnreadableRequestId,
     callLost,
-    rebuild,
 )
 from ._exports import DEFAULT_MAX_IMPORTS, ClientReferences, ExportTable
 from ._incoming import DEFAULT_MAX_RUNNING, IncomingCall, IncomingCalls, failure, withoutDetails
@@ -73,7 +75,6 @@ from ._wire import (
     RELEASE,
     Message,
     addMessageTypes,
-    callContext,
 )
 
 Waiter = TypeVar("Waiter")
@@ -150,6 +151,9 @@ class _Probed:
         self.producers = producers
 
 
+UNSCOPED: Any = object()
+"""L{ClientSession.call}'s C{sent} for a call made in no scope: its CALL carries C{kwargs or None}."""
+
 _DRAIN_CHECK = object()
 """Dispatched after a read's objects once the server sent GOAWAY: end the session if it drained."""
 
@@ -191,6 +195,8 @@ class ClientSession(Generic[Waiter]):
     @ivar state: the L{SessionState}.
     @ivar failure: why the session ended, once it has (C{None} before).
     @ivar pingSent: a PING was sent and nothing was heard since.
+    @ivar pings: this side's PINGs waiting for their PONGs (the
+        L{framing._pings.PingTable}: a probe's streams, or C{None} for a silence PING).
     @ivar references: the L{framing.rpc._exports.ClientReferences}, or C{None}
         without C{makeReference}.
     @ivar incomingCalls: the server's calls to this side's exports; those in
@@ -289,7 +295,7 @@ class ClientSession(Generic[Waiter]):
         self._decoder.charge_to(self.ledger)
         self.incomingCalls.registry = connectionRegistry
         # Each pending call's waiter with the method's name, for the errors that name the call.
-        self.pending: CallTable[tuple[Waiter, str]] = CallTable(maxPending)
+        self.pending: CallTable[tuple[Waiter, str]] = CallTable(maxPending, itemgetter(1))
         self._preambleLeft = len(PREAMBLE)
         # A whole CALL of built-in arguments in one C call (the compiled core; None: the pure one), as
         # Encoder.tokens writes a Message, less its lookups: the session's registry writes Messages so.
@@ -297,8 +303,9 @@ class ClientSession(Generic[Waiter]):
         self._maxDepth = self._encoder.limits.max_depth
         # The refusals the server earned (see the module docstring).
         self.refusals = RefusalRate(maxRefusals, REFUSAL_INTERVAL, clock)
-        # This side's PINGs, numbered from 1 (those that probe a message's streams: the table's probes, see _probe).
-        self._pingsSent = 0
+        # This side's PINGs in flight, numbered from 1 as the Twisted connection's are: a probe's waits with the
+        # streams it asks about (_probe), a silence PING with None (ping).
+        self.pings: PingTable[list[SentStream] | None] = PingTable()
 
     @staticmethod
     def _addReferences(registry: Registry, references: ClientReferences) -> ClientReferences:
@@ -431,16 +438,15 @@ class ClientSession(Generic[Waiter]):
         name: str,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-        deadline: int | None = None,
-        metadata: dict[str, str] | None = None,
+        sent: Any = UNSCOPED,
     ) -> tuple[int, bytes]:
         """
         Make a call to method C{name} of export C{target}; C{waiter} is
-        settled with its answer (L{receive}, L{end}).  With a C{deadline}
-        (the milliseconds it has left: L{framing.rpc._context.sendingDeadline})
-        or C{metadata}, the CALL carries them in its call context
-        (L{framing.rpc._wire.callContext}); the I/O layer keeps the time and
-        gives up on the call (L{cancel}) when it passes.
+        settled with its answer (L{receive}, L{end}).  Made in a scope (a
+        deadline, metadata), the CALL carries C{sent} in its keyword
+        arguments' place: L{framing.rpc._context.sentWith}'s, which also
+        says the time left, which the I/O layer keeps, giving up on the call
+        (L{cancel}) when it passes; in none (L{UNSCOPED}), C{kwargs or None}.
 
         @return: its request id, and the bytes of its CALL to send whole.
         @raise framing.rpc.DeadReferenceError: the session ended, or the server is going away (L{GoingAway}).
@@ -455,7 +461,8 @@ class ClientSession(Generic[Waiter]):
             # The server's silence counts only while calls wait: from now, when none did.
             self.pingSent = False
         requestId = table.add((waiter, name), name)
-        sent = kwargs or None if deadline is None and metadata is None else callContext(kwargs, deadline, metadata)
+        if sent is UNSCOPED:
+            sent = kwargs or None  # (sentWith's rule for a call in no scope, in line: the per-call path)
         encodeParts = self._encodeParts
         try:
             data = None
@@ -484,15 +491,15 @@ class ClientSession(Generic[Waiter]):
         name: str,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-        deadline: int | None = None,
-        metadata: dict[str, str] | None = None,
+        sent: Any = UNSCOPED,
     ) -> bytes:
         """
         The bytes of a CALL to method C{name} of export C{target} for no
-        answer, with its C{deadline} and C{metadata} as for L{call} (raises as L{call}).
+        answer, carrying C{sent} as for L{call} (raises as L{call}).
         """
         self._checkCallable(name)
-        sent = kwargs or None if deadline is None and metadata is None else callContext(kwargs, deadline, metadata)
+        if sent is UNSCOPED:
+            sent = kwargs or None
         extension = self.extension
         if extension is None:
             return self._encode(Message((CALL, NO_ANSWER, target, name, sent, *args)))
@@ -515,11 +522,10 @@ class ClientSession(Generic[Waiter]):
         ignored; C{b""} if it is no longer pending (its answer came meanwhile)
         or the session ended.
         """
-        table = self.pending
-        if table.take(requestId) is None or self.state is _ENDED:
+        given = self.pending.giveUp(requestId)  # (once the session ended, no call is pending)
+        if given is None or given[1] is None:
             return b""
-        table.expectLateAnswer()
-        data = self._encode(Message((CANCEL, requestId)))
+        data = self._encode(given[1])
         extension = self.extension
         if extension is not None:
             extension.callFailed(requestId, True)
@@ -532,8 +538,7 @@ class ClientSession(Generic[Waiter]):
         its method runs), numbered as all of this side's PINGs are, from 1.
         """
         self.pingSent = True
-        self._pingsSent += 1
-        return encode_header(PING, self._pingsSent)
+        return self.pings.send(None)
 
     def judgeSilence(self, quiet: float, silenceTimeout: float) -> list[Settled]:
         """
@@ -583,9 +588,7 @@ class ClientSession(Generic[Waiter]):
         bytes go right after the message's own (before what an extension
         adds to them).
         """
-        self._pingsSent += 1
-        self.objectStreams.probeSent(self._pingsSent, producers)
-        return encode_header(PING, self._pingsSent)
+        return self.pings.send(producers)
 
     # -- receiving -----------------------------------------------------------
 
@@ -638,12 +641,11 @@ class ClientSession(Generic[Waiter]):
                     break
                 tag = obj[0]
                 if tag == FAIL:
-                    _, requestId, typeName, text, remoteTraceback, details = obj
-                    entry = self._answered(requestId, "a failure", settled)
-                    if entry is not None:
-                        settled.append((entry[0], None, rebuild(typeName, text, remoteTraceback, details)))
+                    failed = self._failed(pending.failed, obj, settled)
+                    if failed is not None:
+                        settled.append((failed[0][0], None, failed[1]))
                         if self.extension is not None:
-                            self.extension.callFailed(requestId, False)
+                            self.extension.callFailed(obj[1], False)
                 elif tag == CALL:
                     refused = self.incomingCalls.received(obj)
                     if refused is not None:
@@ -676,11 +678,9 @@ class ClientSession(Generic[Waiter]):
                 if obj.tag == CALL:
                     self._refuseCall(obj.requestId, obj.violation, settled)
                 elif obj.tag in (ANSWER, FAIL):
-                    entry = self._answered(obj.requestId, "a refused answer", settled)
-                    if entry is not None:
-                        violation = obj.violation
-                        violation.message += f"; in the answer to {entry[1]!r} from {self.peer}"
-                        settled.append((entry[0], None, violation))
+                    answer = self._failed(pending.refused, obj, settled)
+                    if answer is not None:
+                        settled.append((answer[0][0], None, answer[1]))
             elif isinstance(obj, MessageWithoutId):
                 settled.extend(
                     self.end(UnreadableRequestId(f"a message refused before its request id: {obj.violation}"))
@@ -705,29 +705,39 @@ class ClientSession(Generic[Waiter]):
         after those objects, by a L{_Probed} put after them in C{received}
         (a CREDIT that came before the PONG counts).
         """
-        events = self._decoder.control_events
-        self.output.extend(encode_header(PONG, event.id) for event in events if type(event) is Ping)
-        streams = self.objectStreams
-        if streams.probes:
-            for event in events:
-                if type(event) is Pong:
-                    producers = streams.pongReceived(event.id)
-                    if producers is not None:
-                        received.append(_Probed(producers))
-        events.clear()
+        pongs, answered, _ = self.pings.control_events(self._decoder.control_events)
+        self.output.extend(pongs)
+        for producers in answered:
+            if producers is not None:
+                received.append(_Probed(producers))
 
-    def _answered(self, requestId: int, what: str, settled: list[Settled]) -> tuple[Waiter, str] | None:
-        """The pending call C{requestId}, now answered; C{None} if none waits (unexpected: the session ends)."""
-        entry = self.pending.take(requestId)
-        if entry is None:
-            self._stray(requestId, what, settled)
-        return entry
+    def _failed(
+        self,
+        match: Callable[[Any, Callable[[], str]], tuple[tuple[Waiter, str], BaseException] | None],
+        answer: Any,
+        settled: list[Settled],
+    ) -> tuple[tuple[Waiter, str], BaseException] | None:
+        """
+        What C{match} (L{CallTable.failed}, L{CallTable.refused}) says of
+        C{answer}: the failed call's entry and its error; C{None} for the
+        late answer of a call given up on, or one to no call, which ends
+        the session (L{framing.rpc._errors.UnexpectedAnswer}).
+        """
+        try:
+            return match(answer, self._peerName)
+        except UnexpectedAnswer as unexpected:
+            settled.extend(self.end(unexpected))
+            return None
 
     def _stray(self, requestId: int, what: str, settled: list[Settled]) -> None:
         """C{what} came for C{requestId}, which no call waits on: ignored if a late answer was due, else the end."""
         unexpected = self.pending.strayAnswer(requestId, what)
         if unexpected is not None:
             settled.extend(self.end(unexpected))
+
+    def _peerName(self) -> str:
+        """The server's address, as the errors naming a call say it (L{CallTable.failed}, L{CallTable.refused})."""
+        return self.peer
 
     def _refuseCall(self, requestId: int, error: Exception, settled: list[Settled]) -> None:
         """
@@ -827,6 +837,7 @@ class ClientSession(Generic[Waiter]):
         settled: list[Settled] = [
             (waiter, None, callLost(reason, name, peer)) for waiter, name in self.pending.takeAll()
         ]
+        self.pings.clear()  # (a probe's streams end with the table's, below)
         settled.extend(self.objectStreams.ended(reason))
         if self.extension is not None:
             settled.extend(self.extension.ended(reason))

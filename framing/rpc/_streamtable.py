@@ -199,8 +199,6 @@ class ObjectStreamTable:
         self.nextId = 1
         # This side's streams announced in the message being encoded (live once it is encoded whole: committed).
         self.announcing: list[SentStream] = []
-        # The streams each probe's PING (by its id) asks about, for a shell that numbers its PINGs (probeSent).
-        self.probes: dict[int, list[SentStream]] = {}
 
     @property
     def streamCount(self) -> int:
@@ -420,14 +418,6 @@ class ObjectStreamTable:
         for producer in announcing:
             self.releaseProducer(producer)
 
-    def probeSent(self, pingId: int, producers: list[SentStream]) -> None:
-        """The PING C{pingId} probes C{producers} (L{committed}); L{pongReceived} gives them back at its PONG."""
-        self.probes[pingId] = producers
-
-    def pongReceived(self, pingId: int) -> list[SentStream] | None:
-        """The PONG C{pingId} came: the streams its PING probed (for L{probed}), or C{None} if it probed none."""
-        return self.probes.pop(pingId, None)
-
     def untaken(self, producers: list[SentStream]) -> list[SentStream]:
         """Those of C{producers} the peer has given no credit that are not over (see L{probed})."""
         return [producer for producer in producers if not producer.credited and not producer.over]
@@ -510,7 +500,6 @@ class ObjectStreamTable:
                 failed.append(reader)
         self.dropped.clear()
         self.windows.clear()
-        self.probes.clear()
         producers = list(self.producers.values())
         self.producers.clear()
         for producer in producers:

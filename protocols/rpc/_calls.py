@@ -3,9 +3,12 @@
 
 Contract: each call is one CALL message, one send transaction; it gets its
 answer or errbacks (every pending call at once with the reason when the
-connection is lost).  Request ids, the pending table and the late or
-stray answer rule are L{framing.rpc._calltable.CallTable}'s; this module
-adds the Deferreds, the timers and the CANCELs.  At most
+connection is lost).  The rules are sans-IO, shared with the clients'
+session: request ids, matching an answer, a FAIL's error, the text naming
+the call, the CANCEL of a call given up and the late or stray answer rule
+are L{framing.rpc._calltable.CallTable}'s; what a CALL carries in a
+C{callContext}, L{framing.rpc._context.sentWith}'s.  This module adds the
+Deferreds, the timers and the writing.  At most
 C{CallLimits.maxPending} calls wait (L{TooManyPendingCalls}); with
 C{CallLimits.callTimeout}, or a deadline (L{protocols.rpc._context}), each
 call has a timer.  A call for no answer (L{OutgoingCalls.callRemoteOnly})
@@ -26,22 +29,20 @@ from twisted.internet.defer import Deferred, fail
 from twisted.logger import LogLevel
 from twisted.python.failure import Failure
 
-from framing._errors import short_repr
 from framing._outgoing import Outgoing
 from framing.rpc._calltable import CallTable
-from framing.rpc._context import Scope, sendingDeadline
+from framing.rpc._context import Scope, sentWith
 from framing.rpc._errors import (
     CallTimedOut,
     DeadlineExceeded,
     DeadReferenceError,
     MessageRefused,
-    RemoteViolation,
     TooManyPendingCalls,
+    UnexpectedAnswer,
     callLost,
-    rebuild,
 )
 from framing.rpc._limits import CallLimits
-from framing.rpc._wire import CALL, CANCEL, NO_ANSWER, Message, callContext
+from framing.rpc._wire import CALL, NO_ANSWER, Message
 
 from ._context import scope
 
@@ -72,6 +73,11 @@ class _Call(Deferred[Any]):
     timer: Any
 
 
+def _callName(call: _Call) -> str:
+    """A call's method name, as the call table's errors name it."""
+    return call.name
+
+
 def _callsGone(call: Deferred[Any]) -> None:
     """The canceller of calls made after the connection was lost: nothing is pending any more."""
 
@@ -97,7 +103,7 @@ class OutgoingCalls:
         self._clock = clock
         self._callSent = tuple(callSent)
         self._open = False
-        self._table: CallTable[_Call] = CallTable(callLimits.maxPending)
+        self._table: CallTable[_Call] = CallTable(callLimits.maxPending, _callName)
         self._cancelCall = self._cancel  # bound once: one canceller for every call
         self._scope = scope.get  # bound once: what every call reads of its context
 
@@ -168,13 +174,11 @@ class OutgoingCalls:
     ) -> Deferred[Any]:
         """L{callRemote} for a call with a deadline or metadata (see L{protocols.rpc._context})."""
         clock = reactorOf(self._clock)
-        left = milliseconds = None
-        if context.deadline is not None:
-            try:
-                left, milliseconds = sendingDeadline(name, context.deadline, clock.seconds())
-            except DeadlineExceeded:
-                return fail()
-        call = self._send(target, name, callContext(kwargs, milliseconds, context.metadata), args)
+        try:
+            sent, left = sentWith(name, kwargs, context, clock.seconds)
+        except DeadlineExceeded:
+            return fail()
+        call = self._send(target, name, sent, args)
         if type(call) is not _Call:
             return call  # (it failed)
         requestId = call.requestId
@@ -200,13 +204,10 @@ class OutgoingCalls:
         if type(name) is not str:
             raise TypeError(f"a method name is a str, not {type(name).__name__}")
         # Extensions' callSent are not told: there is no call to tie anything to.
-        sent: Any = kwargs or None
+        sent: Any = kwargs or None  # (sentWith's rule for a call in no scope, in line)
         context = self._scope()
         if context is not None:
-            milliseconds = None
-            if context.deadline is not None:
-                milliseconds = sendingDeadline(name, context.deadline, reactorOf(self._clock).seconds())[1]
-            sent = callContext(kwargs, milliseconds, context.metadata)
+            sent = sentWith(name, kwargs, context, reactorOf(self._clock).seconds)[0]
         self._connection.sendObject(Message((CALL, NO_ANSWER, target, name, sent, *args)))
 
     def _timedOut(self, requestId: int, name: str) -> None:
@@ -219,33 +220,34 @@ class OutgoingCalls:
 
     def _giveUp(self, requestId: int, error: Exception) -> None:
         """Forget a call whose time ran out, send CANCEL, and fail it with C{error}."""
-        call = self._table.take(requestId)
-        if call is None:
+        given = self._table.giveUp(requestId, self._open and self._connection.failure is None)
+        if given is None:
             return
+        call, cancel = given
         call.timer = None
-        if self._open and self._connection.failure is None:
-            self._table.expectLateAnswer()  # given up on, as if cancelled: its answer may still come, once
-            self._connection.sendObject(Message((CANCEL, requestId)))
+        if cancel is not None:
+            self._connection.sendObject(cancel)
         call.errback(error)
 
     def _cancel(self, call: Deferred[Any]) -> None:
         """The canceller of every call: forget it and tell the peer; the Deferred then fails with CancelledError."""
         assert isinstance(call, _Call)
-        requestId = call.requestId
-        if self._table.take(requestId) is not None and self._open:
-            if call.timer is not None:
-                call.timer.cancel()
-                call.timer = None
-            self._table.expectLateAnswer()
-            self._connection.sendObject(Message((CANCEL, requestId)))
+        given = self._table.giveUp(call.requestId, self._open)
+        if given is None:
+            return
+        if call.timer is not None:
+            call.timer.cancel()
+            call.timer = None
+        cancel = given[1]
+        if cancel is not None:
+            self._connection.sendObject(cancel)
 
     # -- answers (handlers of the message table) ----------------------------------------
 
     def answerReceived(self, message: Message) -> None:
         """An ANSWER: the call's Deferred fires with the result."""
         _, requestId, result = message
-        # (L{_answered} written out: this runs for every call.)
-        call = self._table.take(requestId)
+        call = self._table.pop(requestId, None)  # (the CallTable is the dict: its match in one C call, for every call)
         if call is None:
             self._notPending(requestId, "an answer")
             return
@@ -255,51 +257,50 @@ class OutgoingCalls:
         call.callback(result)
 
     def failReceived(self, message: Message) -> None:
-        """A FAIL: the call's Deferred fails with the error it describes (L{rebuild})."""
-        _, requestId, typeName, text, remoteTraceback, details = message
-        call = self._answered(requestId, "a failure")
-        if call is None:
-            return
-        error = rebuild(typeName, text, remoteTraceback, details)
-        if isinstance(error, RemoteViolation) and error.where.startswith("result"):
-            # The peer refused its own result: say which call, and who.
-            error.message += f"; the result of {short_repr(call.name)} from {self._connection.peerName()}"
-        call.errback(error)
+        """A FAIL: the call's Deferred fails with the error it describes (L{CallTable.failed})."""
+        self._failed(self._table.failed, message, message[1], "a failure")
 
     def answerRefused(self, refused: MessageRefused) -> None:
         """An ANSWER or FAIL this side refused: the call fails with the violation, which names the call and the peer."""
-        call = self._answered(refused.requestId, "a refused answer")
-        if call is not None:
-            violation = refused.violation
-            violation.message += f"; in the answer to {short_repr(call.name)} from {self._connection.peerName()}"
-            call.errback(violation)
+        self._failed(self._table.refused, refused, refused.requestId, "a refused answer")
 
-    def _answered(self, requestId: int, what: str) -> _Call | None:
+    def _failed(self, match: Callable[[Any, Callable[[], str]], Any], answer: Any, requestId: int, what: str) -> None:
         """
-        The pending call C{requestId}, now answered (forgotten, its timer
-        stopped); C{None} if it is not pending (see L{_notPending}).
+        The call C{answer} (C{what}, for C{requestId}) fails, as C{match}
+        (L{CallTable.failed}, L{CallTable.refused}) says: its Deferred
+        errbacks with the error; the late answer of a call given up on is
+        ignored; any other not pending drops the connection.
         """
-        call = self._table.take(requestId)
-        if call is None:
-            self._notPending(requestId, what)
-            return None
+        try:
+            failed = match(answer, self._connection.peerName)
+        except UnexpectedAnswer as unexpected:
+            self._connection.failConnection(unexpected)
+            return
+        if failed is None:
+            self._ignored(requestId, what)
+            return
+        call, error = failed
         if call.timer is not None:
             call.timer.cancel()
             call.timer = None
-        return call
+        call.errback(error)
 
     def _notPending(self, requestId: int, what: str) -> None:
         """
-        The peer answered C{requestId}, which is not pending: expected once
-        per cancelled or timed-out call (ignored, logged at debug level within
-        the log rate); otherwise a call never made or answered twice.
+        The peer answered C{requestId}, which is not pending: the rule is
+        L{CallTable.strayAnswer}'s (the late answer of a cancelled or
+        timed-out call is ignored, once; anything else drops the connection).
         """
         unexpected = self._table.strayAnswer(requestId, what)
-        if unexpected is None:
-            template = "{peer}: ignoring {what} to request {id}, which is not pending: it was cancelled or timed out"
-            self._connection.logFailure("not-pending", template, LogLevel.debug, what=what, id=requestId)
+        if unexpected is not None:
+            self._connection.failConnection(unexpected)
             return
-        self._connection.failConnection(unexpected)
+        self._ignored(requestId, what)
+
+    def _ignored(self, requestId: int, what: str) -> None:
+        """The late answer C{what} to C{requestId}, given up on, is ignored: logged at debug, within the log rate."""
+        template = "{peer}: ignoring {what} to request {id}, which is not pending: it was cancelled or timed out"
+        self._connection.logFailure("not-pending", template, LogLevel.debug, what=what, id=requestId)
 
     def connectionLost(self, reason: Failure) -> None:
         """Fail every pending call with C{reason}, naming its method and the peer; later calls fail at once."""

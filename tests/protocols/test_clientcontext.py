@@ -21,13 +21,12 @@ from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 import tests.protocols.test_blocking as scripted
-from framing.rpc._context import Scope
 from framing.rpc._errors import CallTimedOut, DeadlineExceeded
 from framing.rpc._referenceable import Referenceable
 from framing.rpc._signatures import remote
 from framing.rpc._wire import ANSWER, CALL, CANCEL, NO_ANSWER, Message
 from protocols import asyncioclient, blocking
-from protocols._clientcontext import callContext, itemBound, sentWith
+from protocols._clientcontext import callContext, itemBound
 from protocols.options import ClientOptions
 from protocols.rpc import RemoteReference, currentCall
 
@@ -378,25 +377,8 @@ class ScriptedTests(SynchronousTestCase):
                 pass
 
 
-class SentWithTests(SynchronousTestCase):
-    """The clients' one rule of what a call in a callContext carries (L{protocols._clientcontext.sentWith})."""
-
-    def test_plain(self) -> None:
-        """Outside a callContext: no time left, no milliseconds, no metadata."""
-        self.assertEqual(sentWith("f", None), (None, None, None))
-
-    def test_metadataOnly(self) -> None:
-        """A scope without a deadline: its metadata alone."""
-        self.assertEqual(sentWith("f", Scope(None, {"k": "v"})), (None, None, {"k": "v"}))
-
-    def test_deadline(self) -> None:
-        """With a deadline: the seconds left and the milliseconds, rounded up; passed, DeadlineExceeded."""
-        left, milliseconds, metadata = sentWith("f", Scope(time.monotonic() + 2.0, None))
-        assert left is not None and milliseconds is not None
-        self.assertTrue(1.0 < left <= 2.0, left)
-        self.assertTrue(1000 < milliseconds <= 2000, milliseconds)
-        self.assertIsNone(metadata)
-        self.assertRaises(DeadlineExceeded, sentWith, "f", Scope(time.monotonic() - 1.0, None))
+class ClientRulesTests(SynchronousTestCase):
+    """The clients ask the rules of a call in a callContext: L{itemBound}, L{framing.rpc._context.sentWith}."""
 
     def test_itemBound(self) -> None:
         """A stream item's wait ends at the enclosing callContext's deadline, or callTimeout, whichever is first."""
@@ -411,10 +393,11 @@ class SentWithTests(SynchronousTestCase):
         self.assertTrue(bound[0] <= time.monotonic() + 1.0)
 
     def test_clientsAskTheRule(self) -> None:
-        """Neither client computes a CALL's milliseconds or an item's bound itself."""
+        """Neither client computes a CALL's milliseconds, its call context or an item's bound itself."""
         import inspect
 
         for module in (asyncioclient, blocking):
             source = inspect.getsource(module)
             self.assertNotIn("sendingDeadline(", source, module.__name__)
             self.assertNotIn("itemWaitBound(", source, module.__name__)
+            self.assertIn("sentWith(", source, module.__name__)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.rpc._context import Scope, narrowed, sendingDeadline
+from framing.rpc._context import Scope, narrowed, sendingDeadline, sentWith
 from framing.rpc._errors import DeadlineExceeded
 
 
@@ -51,3 +51,45 @@ class SendingDeadlineTests(SynchronousTestCase):
             with self.assertRaises(DeadlineExceeded) as raised:
                 sendingDeadline("get", 10.0, now)
             self.assertEqual(raised.exception.name, "get")
+
+
+class SentWithTests(SynchronousTestCase):
+    """What a CALL made in a scope carries in its keyword arguments' place, for every shell (L{sentWith})."""
+
+    def test_noScope(self) -> None:
+        """In no scope: the keyword arguments or None, no time left, and the clock is not read."""
+        self.assertEqual(sentWith("f", {}, None, _unread), (None, None))
+        self.assertEqual(sentWith("f", {"a": 1}, None, _unread), ({"a": 1}, None))
+
+    def test_metadataOnly(self) -> None:
+        """A scope without a deadline: the call context of its metadata, no time left, the clock not read."""
+        self.assertEqual(
+            sentWith("f", {"a": 1}, Scope(None, {"k": "v"}), _unread), (({"a": 1}, None, {"k": "v"}), None)
+        )
+        self.assertEqual(sentWith("f", {"a": 1}, Scope(None, {}), _unread), ({"a": 1}, None))
+
+    def test_deadline(self) -> None:
+        """With a deadline: the milliseconds left on the clock, rounded up, and the seconds; else DeadlineExceeded."""
+        sent, left = sentWith("f", {}, Scope(12.0, {"k": "v"}), lambda: 10.0005)
+        self.assertEqual(sent, (None, 2000, {"k": "v"}))
+        self.assertAlmostEqual(left or 0.0, 1.9995)
+        with self.assertRaises(DeadlineExceeded):
+            sentWith("f", {}, Scope(10.0, None), lambda: 10.0)
+
+    def test_shellsAskTheRule(self) -> None:
+        """No shell builds a call context or reads a deadline's milliseconds itself: each asks sentWith."""
+        import inspect
+
+        import framing.rpc._session
+        import protocols.asyncioclient
+        import protocols.blocking
+        import protocols.rpc._calls
+
+        for module in (framing.rpc._session, protocols.asyncioclient, protocols.blocking, protocols.rpc._calls):
+            source = inspect.getsource(module)
+            self.assertNotIn("callContext(kwargs", source, module.__name__)
+            self.assertNotIn("sendingDeadline(", source, module.__name__)
+
+
+def _unread() -> float:
+    raise AssertionError("the clock was read")

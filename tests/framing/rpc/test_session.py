@@ -13,6 +13,7 @@ from framing import Decoder, Encoder, EncodingError, Limits, ProtocolError, Regi
 from framing._errors import ResourceExhausted
 from framing._limits import DEFAULT_LIMITS
 from framing._refusals import TooManyRefusals
+from framing.rpc._context import Scope, sentWith
 from framing.rpc._drain import DrainDeadlineExceeded, GoingAway
 from framing.rpc._errors import (
     NO_SUCH_OBJECT,
@@ -29,7 +30,7 @@ from framing.rpc._errors import (
     noSuchMethod,
 )
 from framing.rpc._referenceable import Referenceable
-from framing.rpc._session import ClientSession, SessionState
+from framing.rpc._session import UNSCOPED, ClientSession, SessionState
 from framing.rpc._signatures import remote
 from framing.rpc._wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, NO_ANSWER, Message, addMessageTypes, callContext
 from framing.slicing._registry import DEFAULT_REGISTRY
@@ -212,13 +213,15 @@ class CallTests(SynchronousTestCase):
 
     def test_callContext(self) -> None:
         """
-        A call given a deadline (milliseconds) or metadata carries its call
-        context, as the Twisted client's does; without, its bytes are a plain call's.
+        A call made in a scope carries what sentWith says, its call context
+        as the Twisted client's does; in none, its bytes are a plain call's.
         """
         session, server = opened()
-        _, both = session.call("w", 0, "get", ("k",), {"x": 1}, 1500, {"request-id": "r1"})
-        _, deadlineOnly = session.call("w", 0, "get", (), {}, 20)
-        _, plain = session.call("w", 0, "get", (), {}, None, None)
+        clock = lambda: 100.0  # noqa: E731
+        both, _ = sentWith("get", {"x": 1}, Scope(101.5, {"request-id": "r1"}), clock)
+        _, both = session.call("w", 0, "get", ("k",), {"x": 1}, both)
+        _, deadlineOnly = session.call("w", 0, "get", (), {}, sentWith("get", {}, Scope(100.02, None), clock)[0])
+        _, plain = session.call("w", 0, "get", (), {})
         self.assertEqual(
             server.read(both + deadlineOnly + plain),
             [
@@ -228,7 +231,7 @@ class CallTests(SynchronousTestCase):
             ],
         )
         self.assertEqual(
-            server.read(session.callOnly(0, "log", (), {}, None, {"a": "b"})),
+            server.read(session.callOnly(0, "log", (), {}, sentWith("log", {}, Scope(None, {"a": "b"}), clock)[0])),
             [Message((CALL, NO_ANSWER, 0, "log", (), {}, None, {"a": "b"}))],
         )
 
@@ -471,6 +474,17 @@ class EndTests(SynchronousTestCase):
         session.receive(encode_header(PONG, 1))
         self.assertFalse(session.pingSent)
 
+    def test_pingsInTheTable(self) -> None:
+        """A silence PING waits in the session's ping table, numbered from 1, until its PONG; the end forgets it."""
+        session, server = opened()
+        self.assertEqual(session.ping(), encode_header(PING, 1))
+        self.assertEqual(dict(session.pings), {1: None})
+        session.receive(encode_header(PONG, 1))
+        self.assertEqual(len(session.pings), 0)
+        session.ping()
+        session.end(ConnectionLost("gone"))
+        self.assertEqual(len(session.pings), 0)
+
     def test_noPongAfterEnd(self) -> None:
         """A PING in the same chunk as the message that ends the session is not answered: nothing is left to send."""
         session, server = opened()
@@ -489,7 +503,8 @@ def callOutcome(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], dead
     with core(module):
         session: ClientSession[str] = ClientSession(PEER)
     try:
-        _, data = session.call("w", 0, "echo", args, kwargs, deadline, metadata)
+        sent = UNSCOPED if deadline is None and metadata is None else callContext(kwargs, deadline, metadata)
+        _, data = session.call("w", 0, "echo", args, kwargs, sent)
     except Exception as error:
         assert not session.pending, "a call refused at its encoding was kept"
         return ("raised", type(error).__name__, str(error))

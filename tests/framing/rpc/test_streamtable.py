@@ -242,28 +242,17 @@ class ProbeTests(SynchronousTestCase):
         table.ledger = ledger = Ledger(1 << 20)
         taken, untaken, ended = self._announced(table, 3)
         probed = table.committed()
-        table.probeSent(7, probed)
         table.receivedFlow(FlowMessage((CREDIT, taken.streamId, 4, 100)))
         table.receivedFlow(FlowMessage((CREDIT, ended.streamId, 4, 100)))
         table.endSending(ended)
         sentBefore = list(table.sent)
-        self.assertIsNone(table.pongReceived(8))
         self.assertEqual(table.untaken(probed), [untaken])
-        self.assertEqual(table.probed(table.pongReceived(7) or []), [untaken])
+        self.assertEqual(table.probed(probed), [untaken])
         self.assertTrue(untaken.over)
         self.assertFalse(taken.over)
         self.assertEqual(set(table.producers), {taken.streamId})
         self.assertEqual(table.sent, sentBefore)
         self.assertEqual(ledger.holding(PRODUCERS_ACCOUNT), PRODUCER_BYTES)
-        self.assertEqual(table.probes, {})
-
-    def test_probesForgottenAtTheEnd(self) -> None:
-        """The connection's end forgets the probes waiting for their PONGs."""
-        table = RecordingTable()
-        self._announced(table, 1)
-        table.probeSent(1, table.committed())
-        table.connectionEnded(ConnectionError("gone"))
-        self.assertEqual(table.probes, {})
 
     def test_shellsCallTheRule(self) -> None:
         """Neither shell judges a probed stream itself: both ask the table (ObjectStreamTable.probed)."""
