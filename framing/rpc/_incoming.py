@@ -21,9 +21,11 @@ FAIL).  A CANCEL drops the answer.  A call's arguments are charged to the
 ledger (L{CALLS_ACCOUNT}, by L{callBytes}) until it is settled or the
 connection ends.
 
-Cost: L{CallAdmission.admit} is one Python call and the argument check;
-its lookups (the running id, the object, the method) are subscripts, not
-calls.  L{callBytes} is O(the arguments), for the calls held only.
+Cost: L{CallAdmission.admit} is one Python call, and one more for the
+method's constraints if it has any (a call within the method's argument
+counts skips the signature's check); its lookups (the running id, the
+object, the method) are subscripts, not calls.  L{callBytes} is O(the
+arguments), for the calls held only.
 
 Design: docs/design/rpc-core.md
 """

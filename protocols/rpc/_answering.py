@@ -10,16 +10,16 @@ arguments is answered with a FAIL without running, counted as a refusal
 (L{protocols.TokenProtocol.logRefusal}); one whose deadline
 (L{protocols.rpc._context}) passed on arrival with L{DeadlineExceeded};
 one reusing the request id of a call still running here drops the
-connection (L{framing.rpc._errors.DuplicateRequestId}).  A method's exception is logged at
-a bounded rate and sent back; a L{framing.Violation} refuses the call.  A
-Deferred or coroutine is answered when it finishes, and cancelled on the
-peer's CANCEL (nothing more is sent for it then).  A call for no answer
-(L{NO_ANSWER}) runs alike, its failure only logged.  A deadline passed
-while the call runs is answered with L{DeadlineExceeded} (the call
-cancelled).  Calls running when
-the connection is lost finish, unanswered.  A call still running once its
-method returned is charged to the connection's ledger (L{CALLS_ACCOUNT}, by
-L{callBytes}) until it ends.
+connection (L{framing.rpc._errors.DuplicateRequestId}).  A method's
+exception is logged at a bounded rate and sent back; a
+L{framing.Violation} refuses the call.  A Deferred or coroutine is
+answered when it finishes, and cancelled on the peer's CANCEL (nothing
+more is sent for it then).  A call for no answer (L{NO_ANSWER}) runs
+alike, its failure only logged.  A deadline passed while the call runs is
+answered with L{DeadlineExceeded} (the call cancelled).  Calls running
+when the connection is lost finish, unanswered.  A call still running
+once its method returned is charged to the connection's ledger
+(L{CALLS_ACCOUNT}, by L{callBytes}) until it ends.
 
 Cost per call: its admission (one Python call, three subscripts, the
 argument check) and the method; a call that runs on, L{callBytes} (O(its
