@@ -1,22 +1,31 @@
 # -*- test-case-name: tests.framing.rpc.test_incoming,tests.protocols.rpc.test_call_ledger -*-
-"""The server's calls to a client's exports, sans-IO: found, checked, handed to the I/O layer to run, answered.
+"""The peer's calls to this side's exports, sans-IO: admitted or refused; a client's run by its I/O layer, answered.
 
-Contract: L{IncomingCalls} (the clients without Twisted; the Twisted
-broker runs its calls at once, L{protocols.rpc._answering.CallRunner}, and
-shares the rules of answering below: L{resultRefused}, L{failure},
-L{withoutDetails}) finds the exported object
-(L{framing.rpc._errors.NoSuchObject}) and the L{framing.rpc._signatures.remote}
-method (L{framing.rpc._errors.NoSuchMethod}) and checks the arguments (the
-L{framing.Violation}); a refused call is answered with its FAIL at once.
-A call that passes waits in L{IncomingCalls.waiting} for the I/O layer to
-run it where it may block, and to settle it (L{IncomingCalls.settle}: one
-ANSWER, checked, or one FAIL).  A CANCEL drops the answer.  At most
-C{maxRunning} wait or run (L{TooManyRunningCalls}).  A call's arguments are
-charged to the ledger (L{CALLS_ACCOUNT}, by L{callBytes}) until it is
-settled or the connection ends.
+Contract: L{CallAdmission.admit} is the one rule that admits the peer's
+CALL before its method runs, for every shell: the Twisted broker's
+L{protocols.rpc._answering.CallRunner} (which runs its calls at once) and
+L{IncomingCalls} (the clients without Twisted) are both one.  It refuses a
+CALL reusing the request id of a call still running here
+(L{framing.rpc._errors.DuplicateRequestId}: the shell drops the
+connection), one whose call context's deadline had passed
+(L{framing.rpc._errors.DeadlineExceeded}), to no exported object
+(L{framing.rpc._errors.NoSuchObject}), to no L{framing.rpc._signatures.remote}
+method (L{framing.rpc._errors.NoSuchMethod}), past C{maxRunning} calls
+waiting or running (L{TooManyRunningCalls}), or with arguments its check
+refuses (the L{framing.Violation}); each but the first is answered with its
+FAIL (L{failure}), counted as a refusal when L{refusalCode} names one.
+L{IncomingCalls} keeps a call that passes in L{IncomingCalls.waiting} for
+the I/O layer to run where it may block, and to settle
+(L{IncomingCalls.settle}: one ANSWER, checked by L{resultRefused}, or one
+FAIL).  A CANCEL drops the answer.  A call's arguments are charged to the
+ledger (L{CALLS_ACCOUNT}, by L{callBytes}) until it is settled or the
+connection ends.
 
-Cost: one dict lookup for the object, one for the method, the argument
-check, and L{callBytes} (O(the arguments)).
+Cost: L{CallAdmission.admit} is one Python call, and one more for the
+method's constraints if it has any (a call within the method's argument
+counts skips the signature's check); its lookups (the running id, the
+object, the method) are subscripts, not calls.  L{callBytes} is O(the
+arguments), for the calls held only.
 
 Design: docs/design/rpc-core.md
 """
@@ -24,14 +33,23 @@ Design: docs/design/rpc-core.md
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from framing import Registry, Violation
 from framing._budget import held_bytes
 from framing._ledger import Ledger
 from framing.slicing._constraints import Constraint
 
-from ._errors import TooManyRunningCalls, describe, noSuchMethod, noSuchObject
+from ._errors import (
+    DeadlineExceeded,
+    DuplicateRequestId,
+    NoSuchMethod,
+    NoSuchObject,
+    TooManyRunningCalls,
+    describe,
+    noSuchMethod,
+    noSuchObject,
+)
 from ._exports import ExportTable
 from ._signatures import RemoteMethod
 from ._wire import ANSWER, FAIL, NO_ANSWER, Message
@@ -83,6 +101,115 @@ def callBytes(
     return RUNNING_CALL_BYTES + held_bytes((args, kwargs, metadata), registry)
 
 
+_Running = TypeVar("_Running")
+
+
+class CallAdmission(Generic[_Running]):
+    """
+    The rule that admits the peer's CALL, or refuses it, before its method
+    runs (see the module docstring): the base of the Twisted broker's
+    L{protocols.rpc._answering.CallRunner} and of L{IncomingCalls}, which
+    keep the calls it counts.
+
+    @ivar maxRunning: most calls running (or waiting) here at once, with or
+        without an answer (C{None}: no bound).
+    @ivar _running: the calls to be answered that run (or wait) here, by
+        request id; kept by the subclass, read by L{admit}.
+    @ivar _unanswered: how many calls for no answer run (or wait) here;
+        kept by the subclass.
+    """
+
+    def __init__(self, exports: dict[int, list[Any]], maxRunning: int | None) -> None:
+        """
+        @param exports: this side's exports (export id to C{[object, count]},
+            L{framing.rpc._exports.ExportTable.exports}), only read here.
+        @param maxRunning: most calls running here at once (C{None}: no bound).
+        """
+        self._exports = exports
+        self.maxRunning = maxRunning
+        self._running: dict[int, _Running] = {}
+        self._unanswered = 0
+
+    @property
+    def runningCount(self) -> int:
+        """How many of the peer's calls run (or wait) here, for no answer too."""
+        return len(self._running) + self._unanswered
+
+    def admit(
+        self,
+        requestId: int,
+        target: int,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any] | None,
+        milliseconds: int | None = None,
+    ) -> tuple[Any, RemoteMethod]:
+        """
+        The CALL C{requestId} of method C{name} of export C{target} with
+        C{args} and C{kwargs} (and its call context's C{milliseconds} left,
+        if any): the exported object and the L{RemoteMethod} to run; or
+        raises why it is refused, in this order:
+
+          - L{DuplicateRequestId}: C{requestId} names a call still running
+            here (wire format 12.3).  First, because a FAIL of that id
+            would be taken for the running call's answer: the shell drops
+            the connection, nothing is answered;
+          - L{DeadlineExceeded}: its deadline had passed (0 ms left, 12.7);
+          - L{NoSuchObject}, L{NoSuchMethod} (a method not L{remote}, or
+            an object with no remote methods);
+          - L{TooManyRunningCalls}: C{maxRunning} calls run here already;
+          - what the method's argument check raises: a L{framing.Violation}
+            (the arguments refused), or another exception (the check's own
+            bug, which the peer is answered with too).
+
+        The caller catches C{Exception} around it: every refusal is one.
+        Cost: one Python call, and one for the constraints' check if the
+        method has one (a call by position within the method's counts,
+        L{RemoteMethod.fewest}, skips the signature's); the lookups are
+        subscripts (an admitted call raises nothing, so its C{try} costs
+        nothing), the refusals built only when refused.
+        """
+        if requestId in self._running:
+            raise DuplicateRequestId(f"call {requestId} reuses the request id of a call still running here")
+        if milliseconds is not None and milliseconds == 0:
+            raise DeadlineExceeded(f"the deadline of {name!r} passed before it ran", name)
+        try:
+            obj = self._exports[target][0]
+        except KeyError:
+            raise noSuchObject(target) from None
+        try:
+            method: RemoteMethod = obj.remoteMethods[name]
+        except (KeyError, AttributeError):
+            raise noSuchMethod(name, getattr(obj, "remoteMethods", ())) from None
+        maxRunning = self.maxRunning
+        if maxRunning is not None and len(self._running) + self._unanswered >= maxRunning:
+            raise TooManyRunningCalls(maxRunning)
+        check = method.checkValues
+        if kwargs or not method.fewest <= len(args) <= method.most:
+            check = method.checkArguments  # (the signature's check first: it binds the arguments)
+        if check is not None:
+            check(args, kwargs)
+        return obj, method
+
+
+def refusalCode(error: BaseException) -> str | None:
+    """
+    The code a CALL refused with C{error} (by L{CallAdmission.admit}, or
+    while it was decoded) counts as a refusal of the peer's under (logged
+    so, and counted against the connection: a peer refused too often is
+    dropped); C{None} for an error that is not the peer's fault, answered
+    but not counted: L{DeadlineExceeded} (its time ran out on the way), or
+    an argument check's own bug.
+    """
+    if isinstance(error, Violation):
+        return error.code
+    if isinstance(error, NoSuchObject):
+        return "no-such-object"
+    if isinstance(error, NoSuchMethod):
+        return "no-such-method"
+    return None
+
+
 class IncomingCall:
     """
     One call of the server's to an object this side exports, found and its
@@ -117,9 +244,10 @@ class IncomingCall:
         return f"<IncomingCall {self.requestId} of {self.name!r}>"
 
 
-class IncomingCalls:
+class IncomingCalls(CallAdmission[IncomingCall]):
     """
-    The server's calls to this side's exports on one connection (see the module docstring).
+    The server's calls to this side's exports on one connection (see the
+    module docstring), admitted by L{CallAdmission.admit}.
 
     @ivar waiting: the calls received and not yet taken by the I/O layer (L{take}), in order.
     @ivar ledger: where the calls waiting or running are charged (L{CALLS_ACCOUNT}), or C{None}.
@@ -131,47 +259,30 @@ class IncomingCalls:
         @param exports: this side's exports, only read here.
         @param maxRunning: most calls waiting or running at once (C{None}: no bound).
         """
-        self._exports = exports
-        self._maxRunning = maxRunning
+        super().__init__(exports.exports, maxRunning)
         self.waiting: list[IncomingCall] = []
-        self._running: dict[int, IncomingCall] = {}
-        self._unanswered = 0
         self.ledger: Ledger | None = None
         self.registry: Registry | None = None
-
-    @property
-    def runningCount(self) -> int:
-        """How many of the server's calls wait or run here (for no answer too)."""
-        return len(self._running) + self._unanswered
 
     def received(self, message: Message) -> Exception | None:
         """
         A CALL from the server: C{None} if it waits to be run (in
-        L{waiting}); else why it is refused (L{NoSuchObject},
-        L{NoSuchMethod}, a L{framing.Violation}), for the caller to answer
-        with a FAIL.
+        L{waiting}); else why it is refused (L{CallAdmission.admit}), for
+        the caller to answer with a FAIL, or to end the session for
+        (L{framing.rpc._errors.DuplicateRequestId}).
         """
-        # (A call context's deadline and metadata, if any, are read past: a server whose call has a
+        # (A call context's metadata is read past: not kept with the call here.  A server whose call has a
         # deadline CANCELs it when the deadline passes, which drops its answer here.)
-        _, requestId, target, name, args, kwargs = message if len(message) == 6 else message[:6]
-        entry = self._exports.exports.get(target)
-        if entry is None:
-            return noSuchObject(target)
-        obj = entry[0]
-        methods = getattr(obj, "remoteMethods", {})
-        method = methods.get(name)
-        if method is None:
-            return noSuchMethod(name, methods)
-        if self._maxRunning is not None and self.runningCount >= self._maxRunning:
-            return TooManyRunningCalls(self._maxRunning)
-        if requestId != NO_ANSWER and requestId in self._running:
-            return Violation(f"call {requestId} reuses the request id of a call still running here")
-        kwargs = kwargs or {}
+        if len(message) == 6:
+            _, requestId, target, name, args, kwargs = message
+            milliseconds = None
+        else:
+            _, requestId, target, name, args, kwargs, milliseconds, _ = message
         try:
-            if method.checkArguments is not None:
-                method.checkArguments(args, kwargs)
-        except Violation as violation:
-            return violation
+            obj, method = self.admit(requestId, target, name, args, kwargs, milliseconds)
+        except Exception as refused:
+            return refused
+        kwargs = kwargs or {}
         call = IncomingCall(requestId, obj, method, tuple(args), kwargs)
         if requestId == NO_ANSWER:
             self._unanswered += 1

@@ -80,5 +80,12 @@ def _implementation(cls: type, name: str, declared: RemoteMethod) -> RemoteMetho
     if _INTERFACE_METHODS in vars(owner):
         raise TypeError(f"{cls.__qualname__} does not implement {owner.__qualname__}.{name}")
     return RemoteMethod(
-        name, getattr(cls, name), declared.checkArguments, declared.result, declared.proxied, declared.arguments
+        name,
+        getattr(cls, name),
+        declared.checkArguments,
+        declared.result,
+        declared.proxied,
+        declared.arguments,
+        (declared.fewest, declared.most),
+        declared.checkValues,
     )

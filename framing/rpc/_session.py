@@ -51,13 +51,14 @@ from ._errors import (
     MessageRefused,
     MessageWithoutId,
     NotAnRpcMessage,
+    RuleBroken,
     ServerSilent,
     UnexpectedAnswer,
     UnreadableRequestId,
     callLost,
 )
 from ._exports import DEFAULT_MAX_IMPORTS, ClientReferences, ExportTable
-from ._incoming import DEFAULT_MAX_RUNNING, IncomingCall, IncomingCalls, failure, withoutDetails
+from ._incoming import DEFAULT_MAX_RUNNING, IncomingCall, IncomingCalls, failure, refusalCode, withoutDetails
 from ._interfaces import ExportedReference
 from ._referenceable import Referenceable
 from ._references import ReferenceableSlicer, ReferenceUnslicer, RemoteReferenceSlicer, YourReferenceUnslicer
@@ -741,10 +742,17 @@ class ClientSession(Generic[Waiter]):
 
     def _refuseCall(self, requestId: int, error: Exception, settled: list[Settled]) -> None:
         """
-        Answer the server's call C{requestId} with C{error} (in the output),
-        unless it asked for no answer; a refusal either way (L{_refused}).
+        The server's call C{requestId} was refused with C{error}
+        (L{framing.rpc._incoming.CallAdmission.admit}, or its decoding): a
+        broken rule (L{framing.rpc._errors.DuplicateRequestId}) ends the
+        session; else its FAIL goes in the output, unless it asked for no
+        answer, and it counts as a refusal (L{_refused}) when
+        L{framing.rpc._incoming.refusalCode} names one.
         """
-        if self._refused(settled) or requestId == NO_ANSWER:
+        if isinstance(error, RuleBroken):
+            settled.extend(self.end(error))
+            return
+        if (refusalCode(error) is not None and self._refused(settled)) or requestId == NO_ANSWER:
             return
         self.output.append(self._encode(failure(requestId, error)))
 

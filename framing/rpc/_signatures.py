@@ -487,7 +487,8 @@ class _OwnClassHint(Constraint):
 _MARK = "__chunkwire_remote__"
 
 F = TypeVar("F", bound=Callable[..., Any])
-ArgumentCheck = Callable[[tuple[Any, ...], dict[str, Any]], None]
+ArgumentCheck = Callable[[tuple[Any, ...], dict[str, Any] | None], None]
+"""A method's argument check: C{check(args, kwargs)} (C{kwargs} C{None}: none, as in a CALL) raises a refusal."""
 
 
 class RemoteMethod:
@@ -509,9 +510,26 @@ class RemoteMethod:
         (the derived ones with C{remote}'s C{args} over them), one
         constraint for the tuple of positional arguments, or C{None}.
         Kept, not copied: reading it costs nothing.
+    @ivar fewest: with C{most}, the counts of positional arguments
+        C{checkArguments}' signature takes: a call of such a count and no
+        keyword arguments passes it if it passes C{checkValues}, which a
+        callee checks it by alone (L{framing.rpc._incoming.CallAdmission.admit}:
+        one call, not two).  C{1} and C{0} (no count) unless known.
+    @ivar checkValues: the part of C{checkArguments} after the signature's:
+        the constraints' check, or C{None}.
     """
 
-    __slots__ = ("name", "function", "checkArguments", "result", "proxied", "arguments")
+    __slots__ = (
+        "name",
+        "function",
+        "checkArguments",
+        "result",
+        "proxied",
+        "arguments",
+        "fewest",
+        "most",
+        "checkValues",
+    )
 
     def __init__(
         self,
@@ -521,13 +539,22 @@ class RemoteMethod:
         result: Constraint | None,
         proxied: Mapping[int | str, Any] | None = None,
         arguments: Constraint | Mapping[str, Constraint] | None = None,
+        positional: tuple[int, int] = (1, 0),
+        checkValues: ArgumentCheck | None = None,
     ) -> None:
+        """
+        @param positional: L{fewest} and L{most}: the positional argument
+            counts C{checkArguments}' signature takes (no count by default:
+            a call is checked by C{checkArguments} whole).
+        """
         self.name = name
         self.arguments = arguments
         self.proxied = proxied or {}
         self.function = _withProxies(function, self.proxied)
         self.checkArguments = checkArguments
         self.result = result
+        self.fewest, self.most = positional if checkArguments is not None else (0, sys.maxsize)
+        self.checkValues = checkValues
 
     def __repr__(self) -> str:
         return f"<RemoteMethod {self.name}>"
@@ -604,9 +631,10 @@ def remoteMethod(
         args = {**derivedArgs, **(args or {})} or None
     if result is None:
         result = derivedResult
-    check = _signatureCheck(function, _argumentCheck(function, args))
+    values = _argumentCheck(function, args)
+    check, positional = _signatureCheck(function, values)
     proxied = _proxiedParameters(function, args) if isinstance(args, Mapping) else None
-    return RemoteMethod(function.__name__, function, check, result, proxied, args)
+    return RemoteMethod(function.__name__, function, check, result, proxied, args, positional, values)
 
 
 def remoteMethodOf(value: Any) -> RemoteMethod | None:
@@ -661,11 +689,13 @@ def _withProxies(function: Callable[..., Any], proxied: Mapping[int | str, Any])
 # -- argument checks ------------------------------------------------------------
 
 
-def _signatureCheck(function: Callable[..., Any], then: ArgumentCheck | None) -> ArgumentCheck:
+def _signatureCheck(function: Callable[..., Any], then: ArgumentCheck | None) -> tuple[ArgumentCheck, tuple[int, int]]:
     """
-    Refuse arguments C{function}'s signature cannot take (a L{WrongArguments}
-    naming the method), then run C{then}.  The signature is read once, here;
-    a call by position within the parameter count skips C{bind}.
+    The check refusing arguments C{function}'s signature cannot take (a
+    L{WrongArguments} naming the method), then running C{then}; and the
+    counts of positional arguments it takes (L{RemoteMethod.fewest},
+    L{RemoteMethod.most}).  The signature is read once, here; a call by
+    position within those counts skips C{bind}.
     """
     signature = inspect.signature(function)
     parameters = list(signature.parameters.values())[1:]  # without self
@@ -679,16 +709,16 @@ def _signatureCheck(function: Callable[..., Any], then: ArgumentCheck | None) ->
     bare = [p.replace(annotation=p.empty) for p in parameters]
     shown = f"{function.__name__}{signature.replace(parameters=bare, return_annotation=signature.empty)}"
 
-    def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def check(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> None:
         if kwargs or not low <= len(args) <= high:
             try:
-                signature.bind(None, *args, **kwargs)
+                signature.bind(None, *args, **(kwargs or {}))
             except TypeError as error:
                 raise WrongArguments(f"{shown} cannot take these arguments: {error}", "args") from None
         if then is not None:
             then(args, kwargs)
 
-    return check
+    return check, (low, high)
 
 
 def _argumentCheck(
@@ -702,7 +732,7 @@ def _argumentCheck(
 
 
 def _tupleCheck(constraint: Constraint) -> ArgumentCheck:
-    def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def check(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> None:
         if kwargs:
             raise KindRefused("this method takes positional arguments only", "kwargs")
         try:
@@ -733,7 +763,7 @@ def _mappingCheck(function: Callable[..., Any], constraints: Mapping[str, Constr
     }
     count = len(positional)
 
-    def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def check(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> None:
         for index, value in enumerate(args):
             if index == count:
                 break  # extra positional arguments: the call itself will say

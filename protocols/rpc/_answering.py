@@ -1,24 +1,29 @@
 # -*- test-case-name: tests.protocols.rpc.test_call_tallies,tests.protocols.kv.test_threads -*-
 """The calls the peer makes here: finding the method, running it, answering.
 
-Contract: each CALL is answered once, with one ANSWER or one FAIL.  A call
-to no exported object, to a method not L{remote}, or with refused arguments
-is answered with a FAIL without running, counted as a refusal
-(L{protocols.TokenProtocol.logRefusal}).  A method's exception is logged at
-a bounded rate and sent back; a L{framing.Violation} refuses the call.  A
-Deferred or coroutine is answered when it finishes, and cancelled on the
-peer's CANCEL (nothing more is sent for it then).  A call for no answer
-(L{NO_ANSWER}) runs alike, its failure only logged.  A second running call
-of one request id drops the connection (L{DuplicateRequestId}).  At most
-L{protocols.rpc.CallLimits.maxRunning} calls run at once.  A deadline
-(L{protocols.rpc._context}) passed on arrival, or while the call runs, is
-answered with L{DeadlineExceeded} (the call cancelled).  Calls running when
-the connection is lost finish, unanswered.  A call still running once its
-method returned is charged to the connection's ledger (L{CALLS_ACCOUNT}, by
-L{callBytes}) until it ends.
+Contract: each CALL is answered once, with one ANSWER or one FAIL.  It is
+admitted before its method runs by the rule every shell shares,
+L{framing.rpc._incoming.CallAdmission.admit}: a call to no exported
+object, to a method not L{remote}, past
+L{protocols.rpc.CallLimits.maxRunning} calls running, or with refused
+arguments is answered with a FAIL without running, counted as a refusal
+(L{protocols.TokenProtocol.logRefusal}); one whose deadline
+(L{protocols.rpc._context}) passed on arrival with L{DeadlineExceeded};
+one reusing the request id of a call still running here drops the
+connection (L{framing.rpc._errors.DuplicateRequestId}).  A method's
+exception is logged at a bounded rate and sent back; a
+L{framing.Violation} refuses the call.  A Deferred or coroutine is
+answered when it finishes, and cancelled on the peer's CANCEL (nothing
+more is sent for it then).  A call for no answer (L{NO_ANSWER}) runs
+alike, its failure only logged.  A deadline passed while the call runs is
+answered with L{DeadlineExceeded} (the call cancelled).  Calls running
+when the connection is lost finish, unanswered.  A call still running
+once its method returned is charged to the connection's ledger
+(L{CALLS_ACCOUNT}, by L{callBytes}) until it ends.
 
-Cost per call: two dict lookups (object, method) and the method; a call
-that runs on, L{callBytes} (O(its arguments)) and a charge.
+Cost per call: its admission (one Python call, three subscripts, the
+argument check) and the method; a call that runs on, L{callBytes} (O(its
+arguments)) and a charge.
 
 Design: docs/design/rpc-broker.md
 """
@@ -41,16 +46,22 @@ from framing._errors import short_repr
 from framing.rpc._context import Scope
 from framing.rpc._errors import (
     DeadlineExceeded,
-    DuplicateRequestId,
     MessageRefused,
+    RuleBroken,
     clipTraceback,
-    noSuchMethod,
-    noSuchObject,
 )
 from framing.rpc._errors import (
     TooManyRunningCalls as TooManyRunningCalls,  # (sans-IO since the clients without Twisted)
 )
-from framing.rpc._incoming import CALLS_ACCOUNT, callBytes, failure, resultRefused, withoutDetails
+from framing.rpc._incoming import (
+    CALLS_ACCOUNT,
+    CallAdmission,
+    callBytes,
+    failure,
+    refusalCode,
+    resultRefused,
+    withoutDetails,
+)
 from framing.rpc._signatures import RemoteMethod
 from framing.rpc._wire import ANSWER, CALL, NO_ANSWER, Message
 
@@ -58,10 +69,6 @@ from .._logs import escape
 from ._context import CallContext, scope, serving
 
 _calling: ContextVar[Any] = ContextVar("chunkwire.rpc.calling", default=None)
-
-
-def _dropped(failure: Failure) -> None:
-    """The failure of a call nobody is answered for any more: consumed (not logged as unhandled)."""
 
 
 def currentBroker() -> Any:
@@ -95,11 +102,12 @@ _PLAIN = frozenset({int, float, str, bytes, bool, type(None), list, tuple, dict}
 """Result types that are never a Deferred."""
 
 
-class CallRunner:
+class CallRunner(CallAdmission[Deferred[Any]]):
     """
-    The peer's calls on one connection, run on the reactor at once and each
-    answered once: dispatch, and the calls still running (the clients
-    without Twisted queue theirs instead: L{framing.rpc._incoming.IncomingCalls}).
+    The peer's calls on one connection, admitted (L{CallAdmission.admit}),
+    run on the reactor at once and each answered once: dispatch, and the
+    calls still running (the clients without Twisted queue theirs instead:
+    L{framing.rpc._incoming.IncomingCalls}).
 
     @ivar tracebacks: whether FAIL messages carry the local traceback.
     """
@@ -121,19 +129,16 @@ class CallRunner:
         @param maxRunning: most calls running here at once (C{None}: no cap).
         @param clock: the C{IReactorTime} of deadlines; the global reactor if C{None}.
         """
+        super().__init__(exports, maxRunning)
         self._connection = connection
-        self._exports = exports
         self._broker = broker
         self.tracebacks = tracebacks
-        self.maxRunning = maxRunning
         self._clock = clock
         self._closed = False
-        self._running: dict[int, Deferred[Any]] = {}
         # What each running call's arguments are charged to the ledger (CALLS_ACCOUNT), by request id (those charged).
         self._charged: dict[int, int] = {}
-        # Calls for no answer still running: not in _running (nobody can
-        # cancel them), but they hold as much while they run.
-        self._unanswered = 0
+        # (_running: the calls running here by request id; _unanswered: those for no answer, not in _running, as
+        # nobody can cancel them, but they hold as much while they run.  Both counted by admit's bound.)
         # The deadline of the call for no answer being received (see _contextCallReceived), else None.
         self._unansweredDeadline: float | None = None
         # The metadata of the call with a call context being received (see _contextCallReceived), else None.
@@ -153,50 +158,39 @@ class CallRunner:
         it: L{protocols.rpc._interceptors}).
         """
 
-    @property
-    def runningCount(self) -> int:
-        """How many calls are running here (their methods returned a Deferred or a coroutine), for no answer too."""
-        return len(self._running) + self._unanswered
-
     # -- handlers of the message table ---------------------------------------------------
 
-    def callReceived(self, message: Message) -> None:
-        """A CALL: run the method and answer, now or when it finishes."""
+    def callReceived(self, message: Message, milliseconds: int | None = None) -> None:
+        """
+        A CALL: admitted (L{CallAdmission.admit}; C{milliseconds}, the
+        deadline of the call context L{_contextCallReceived} read), run,
+        and answered, now or when it finishes.
+        """
         if len(message) != 6:
             self._contextCallReceived(message)
             return
         _, requestId, target, name, args, kwargs = message
         if self.starts is not None:
             self.starts[requestId] = (name, perf_counter())
-        entry = self._exports.get(target)
-        if entry is None:
-            self._refuse(requestId, noSuchObject(target), "no-such-object", name)
-            return
-        obj = entry[0]
-        method = obj.remoteMethods.get(name)
-        if method is None:
-            self._refuse(requestId, noSuchMethod(name, obj.remoteMethods), "no-such-method", name)
-            return
-        if self.maxRunning is not None and len(self._running) + self._unanswered >= self.maxRunning:
-            self._refuse(requestId, TooManyRunningCalls(self.maxRunning), TooManyRunningCalls.code, name)
+        try:
+            obj, method = self.admit(requestId, target, name, args, kwargs, milliseconds)
+        except Exception as refused:
+            self._notAdmitted(requestId, refused, name)
             return
         # The method (and its coroutine, which copies the context where it
         # is started, below) sees this broker as currentBroker().
         token = _calling.set(self._broker)
         try:
-            check = method.checkArguments
-            if check is not None:
-                check(args, kwargs)
             # (no ** for the commonest call, with no keyword arguments: a cheaper call)
             result = method.function(obj, *args, **kwargs) if kwargs else method.function(obj, *args)
             if type(result) is CoroutineType:
                 result = Deferred.fromCoroutine(result)
         except Violation as violation:
-            # Refused: by the argument constraints, or by the method (a cap it keeps, a value it checks).
+            # Refused by the method (a cap it keeps, a value it checks).
             self._refuse(requestId, violation, violation.code, name)
             return
         except Exception as error:
-            self._methodFailed(method, error)
+            self._methodFailed(method.name, error)
             self._sendFailure(requestId, error, self._tracebackText())
             return
         finally:
@@ -209,9 +203,10 @@ class CallRunner:
 
     def _contextCallReceived(self, message: Message) -> None:
         """
-        A CALL with a call context: refused if its deadline passed, else run
-        as any call, with L{currentCall} giving its context and the calls its
-        method makes carrying its deadline; cancelled when the deadline passes.
+        A CALL with a call context: admitted as any call (refused if its
+        deadline passed: L{CallAdmission.admit}), run with L{currentCall}
+        giving its context and the calls its method makes carrying its
+        deadline; cancelled when the deadline passes.
         """
         _, requestId, target, name, args, kwargs, milliseconds, metadata = message
         clock = self._clock
@@ -219,12 +214,9 @@ class CallRunner:
             from twisted.internet import reactor as clock
         deadline = None
         if milliseconds is not None:
-            if milliseconds == 0:
-                if self.starts is not None:
-                    self.starts[requestId] = (name, perf_counter())
-                self._sendFailure(requestId, DeadlineExceeded(f"the deadline of {name!r} passed before it ran", name))
-                return
             deadline = clock.seconds() + milliseconds / 1000
+        # (a call of this id already running is not this call's: see below)
+        before = self._running.get(requestId)
         served = serving.set(CallContext(deadline, metadata, clock))
         passedOn = scope.set(Scope(deadline, None)) if deadline is not None else None
         if requestId == NO_ANSWER:
@@ -233,7 +225,7 @@ class CallRunner:
         # (read by _answerLater: the metadata is held in the context the running method keeps, charged with it)
         self._metadata = metadata
         try:
-            self.callReceived(Message((CALL, requestId, target, name, args, kwargs)))
+            self.callReceived(Message((CALL, requestId, target, name, args, kwargs)), milliseconds)
         finally:
             if passedOn is not None:
                 scope.reset(passedOn)
@@ -243,7 +235,7 @@ class CallRunner:
         if deadline is None or requestId == NO_ANSWER:
             return
         running = self._running.get(requestId)
-        if running is not None and not running.called:
+        if running is not None and running is not before and not running.called:
             timer = clock.callLater(deadline - clock.seconds(), self._deadlinePassed, requestId, running, name)
             running.addBoth(_stopTimer, timer)
 
@@ -323,11 +315,10 @@ class CallRunner:
                 self.answered(NO_ANSWER, None)
             return
         # Registered before the callbacks are added: an already-fired
-        # Deferred answers (and unregisters) at once.  (setdefault: one dict
-        # operation, as storing it is, that also finds an id reused.)
-        if self._running.setdefault(requestId, running) is not running:
-            self._duplicate(requestId, running)
-            return
+        # Deferred answers (and unregisters) at once.  (Its id names no other
+        # call running here: admit refused that on arrival, and the method's
+        # synchronous part, all that ran since, reads nothing from the peer.)
+        self._running[requestId] = running
         running.addCallbacks(
             self._deferredAnswered,
             self._deferredFailed,
@@ -369,18 +360,6 @@ class CallRunner:
         running.addBoth(_stopTimer, timer)
         running.addErrback(_expired, timer, name)
 
-    def _duplicate(self, requestId: int, running: Deferred[Any]) -> None:
-        """
-        A call reuses the id of a call still running here: its answer could
-        not be told from the other's, and one of the two would never be
-        answered.  Drop the connection (the peer is told why); the new
-        call's outcome is dropped, as a lost connection's calls' are.
-        """
-        running.addErrback(_dropped)
-        self._connection.dropConnection(
-            DuplicateRequestId(f"call {requestId} reuses the request id of a call still running here")
-        )
-
     def _unansweredEnded(self, result: Any, held: int) -> Any:
         """A call for no answer ended: it runs no more, and what it was charged (C{held}) is released."""
         self._unanswered -= 1
@@ -402,7 +381,7 @@ class CallRunner:
         if isinstance(error, Violation):
             self._refuse(requestId, error, error.code, method.name)
             return
-        self._methodFailed(method, error)
+        self._methodFailed(method.name, error)
         self._sendFailure(requestId, error, failure.getTraceback() if self.tracebacks else None)
 
     def _onlyFailed(self, failure: Failure, method: RemoteMethod) -> None:
@@ -412,7 +391,7 @@ class CallRunner:
         if isinstance(error, Violation):
             self._logRefusal(NO_ANSWER, error, error.code, method.name)
         else:
-            self._methodFailed(method, error)
+            self._methodFailed(method.name, error)
 
     def _sendAnswer(self, requestId: int, result: Any, method: RemoteMethod) -> None:
         if requestId == NO_ANSWER:
@@ -435,6 +414,28 @@ class CallRunner:
             return
         if self.answered is not None:
             self.answered(requestId, None)
+
+    def _notAdmitted(self, requestId: int, error: Exception, name: str) -> None:
+        """
+        C{error}, why L{CallAdmission.admit} refused call C{requestId} of
+        C{name} (called where it is caught): a broken rule
+        (L{framing.rpc._errors.DuplicateRequestId}) drops the connection
+        (the peer is told why); a refusal (L{refusalCode}) is answered and
+        counted; anything else is answered alone: a passed deadline, or an
+        argument check's own bug (logged as a method's failure is).
+        """
+        if isinstance(error, RuleBroken):
+            self._connection.dropConnection(error)
+            return
+        code = refusalCode(error)
+        if code is not None:
+            self._refuse(requestId, error, code, name)
+            return
+        if isinstance(error, DeadlineExceeded):
+            self._sendFailure(requestId, error)
+            return
+        self._methodFailed(name, error)
+        self._sendFailure(requestId, error, self._tracebackText())
 
     def _refuse(self, requestId: int, error: Exception, code: str, name: str = "?") -> None:
         """Answer a call this side refuses with a FAIL (none if it asks for no answer), and count it as a refusal."""
@@ -468,11 +469,11 @@ class CallRunner:
     def _tracebackText(self) -> str | None:
         return traceback.format_exc() if self.tracebacks else None
 
-    def _methodFailed(self, method: RemoteMethod, error: BaseException) -> None:
-        """Log a remote method's exception (the caller gets it too), without a traceback, within the log rate."""
+    def _methodFailed(self, name: str, error: BaseException) -> None:
+        """Log remote method C{name}'s exception (the caller gets it too), without a traceback, within the log rate."""
         self._connection.logFailure(
             "method-failed",
             "{peer}: remote method {name} raised {error}",
-            name=method.name,
+            name=name,
             error=escape(f"{type(error).__name__}: {short_repr(error, 200)}"),
         )

@@ -1,12 +1,12 @@
 # -*- test-case-name: tests.protocols.rpc.test_admission -*-
 """
 The peer's CALL is admitted alike on the Twisted broker (L{protocols.rpc._answering.CallRunner})
-and on the clients without Twisted (L{framing.rpc._incoming.IncomingCalls}).
+and on the clients without Twisted (L{framing.rpc._incoming.IncomingCalls}, in their L{ClientSession}).
 
-The admission (no such object, no such method, the running bound, the
-arguments' check) is still written twice: inline on the server's per-call
-path, and sans-IO for the clients (docs/design/same-bytes.md).  This holds
-the two copies to the same refusals, FAIL for FAIL.
+Both are one rule, L{framing.rpc._incoming.CallAdmission.admit} (its own
+tests: tests/framing/rpc/test_incoming.py).  This holds the two shells to
+its outcomes: the same FAIL, type and text, for each refusal, and the end
+of the connection for a CALL reusing a running call's request id.
 """
 
 from __future__ import annotations
@@ -15,11 +15,15 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.rpc._errors import describe
+from framing import Encoder, Registry
+from framing.rpc._errors import DuplicateRequestId, describe
 from framing.rpc._exports import ExportTable
 from framing.rpc._incoming import IncomingCalls, failure
 from framing.rpc._limits import CallLimits
-from framing.rpc._wire import CALL, FAIL, Message
+from framing.rpc._session import ClientSession
+from framing.rpc._wire import CALL, FAIL, Message, addMessageTypes
+from framing.slicing._registry import DEFAULT_REGISTRY
+from framing.wire import PREAMBLE
 
 from .services import RpcPair, Service
 from .test_memory import messagesIn, quiet
@@ -30,9 +34,14 @@ CASES: list[tuple[str, Message]] = [
     ("a private method", Message((CALL, 13, 0, "hidden", (), None))),
     ("refused arguments", Message((CALL, 14, 0, "add", ("one", 2), None))),
     ("an unknown keyword", Message((CALL, 15, 0, "keywords", (1,), {"d": 4}))),
+    ("too few arguments", Message((CALL, 17, 0, "add", (1,), None))),
+    ("its deadline passed", Message((CALL, 18, 0, "echo", (1,), None, 0, None))),
     ("too many running", Message((CALL, 16, 0, "echo", (1,), None))),
 ]
-"""The CALLs refused before their method runs; the last one once a call runs and the bound is 1."""
+"""
+The CALLs refused before their method runs (one with a call context whose
+deadline had passed: 0 ms left); the last one once a call runs and the bound is 1.
+"""
 
 
 class AdmissionAlikeTests(SynchronousTestCase):
@@ -73,6 +82,34 @@ class AdmissionAlikeTests(SynchronousTestCase):
             requestId = message[1]
             self.assertIn(requestId, twisted, what)
             self.assertEqual(twisted[requestId], sansIO[requestId], what)
+
+    def test_reusedRunningIdEndsBoth(self) -> None:
+        """
+        A CALL reusing the request id of a call still running ends the
+        connection on both, with the same L{DuplicateRequestId}, and is not
+        answered (its FAIL would be taken for the running call's answer).
+        """
+        pair = RpcPair(Service())
+        quiet(pair.server, pair.client)
+        pair.flush()
+        pair.server.incoming.callReceived(Message((CALL, 10, 0, "later", ("k",), None)))
+        pair.server.incoming.callReceived(Message((CALL, 10, 0, "echo", (1,), None)))
+        twisted = pair.server.failure.value  # type: ignore[union-attr]
+        self.assertIsInstance(twisted, DuplicateRequestId)
+
+        session: ClientSession[int] = ClientSession("test", makeReference=lambda exportId, names: object())
+        session.start()
+        session.receive(PREAMBLE)
+        self.assertEqual(session.references.exportFor(Service()), 1)  # type: ignore[union-attr]
+        registry = Registry(DEFAULT_REGISTRY)
+        addMessageTypes(registry)
+        encoder = Encoder(registry)
+        session.receive(encoder.encode(Message((CALL, 10, 1, "later", None, "k"))))
+        self.assertEqual(session.dataToSend(), b"")
+        session.receive(encoder.encode(Message((CALL, 10, 1, "echo", None, 1))))
+        self.assertIsInstance(session.failure, DuplicateRequestId)
+        self.assertEqual(str(session.failure), str(twisted))
+        self.assertEqual(session.dataToSend(), b"")
 
     def test_describedAlike(self) -> None:
         """(The FAIL's type name is the error's wire name, as describe gives it.)"""

@@ -66,10 +66,28 @@ class RequestIdTests(SynchronousTestCase):
         self.assertIsInstance(pair.server.failure.value, DuplicateRequestId)  # type: ignore[union-attr]
         told = self.failureResultOf(waiting, PeerError).value
         self.assertIn("the peer reported: duplicate-request-id: call 1 reuses", str(told))
-        # Both methods ran; what they end with is dropped (nothing is logged as unhandled).
-        service.waiting["second"].errback(ValueError("late"))
+        # Refused on arrival (CallAdmission.admit): the second call's method never ran.  The first's end is dropped.
+        self.assertNotIn("second", service.waiting)
         service.waiting["first"].callback("late")
-        self.flushLoggedErrors(ValueError)
+
+    def test_reusedIdOfARunningCallAnsweredAtOnce(self) -> None:
+        """
+        A reused id drops the connection even when the second call's method
+        would answer at once: it is refused on arrival, not when it would run
+        on, so no ANSWER of that id reaches the caller before the first call's.
+        """
+        service = Service()
+        pair = RpcPair(service)
+        quiet(pair.client, pair.server)
+        waiting = pair.root.callRemote("later", "first")
+        pair.flush()
+        pair.client.sendObject(Message((CALL, 1, 0, "echo", None, "second")))
+        pair.flush()
+        self.assertIsInstance(pair.server.failure.value, DuplicateRequestId)  # type: ignore[union-attr]
+        # (Answered at once, "second" would have been taken for the first call's answer.)
+        told = self.failureResultOf(waiting, PeerError).value
+        self.assertIn("the peer reported: duplicate-request-id: call 1 reuses", str(told))
+        service.waiting["first"].callback("late")
 
     def test_reusedIdOfAnAnsweredCall(self) -> None:
         """A request id whose call was answered may come again: the callee keeps no ids but those running."""

@@ -15,6 +15,7 @@ from twisted.trial.unittest import SynchronousTestCase
 import framing
 import framing._decoder
 import framing._scanner
+import framing.rpc._incoming
 import protocols
 import protocols._guard
 import protocols._inbound
@@ -110,12 +111,14 @@ class ServedCallTests(SynchronousTestCase):
         (none was sent), no interceptor or extension (none is installed), no send block made for its one answer,
         the CALL built by the compiled reader (no buildMessage), one call to the guard per read (dataRead), which
         moves nothing in the connection counter for the connection already most recently active, and no
-        boundary question asked of the decoder.  (Any of those undone adds a function here.)
+        boundary question asked of the decoder.  The call is admitted by the rule every shell shares (admit: its
+        lookups are subscripts, and a call within the method's argument counts with no keyword arguments and no
+        constraints calls no argument check).  (Any of those undone adds a function here.)
         """
         expected = [
             *("dataReceived", "dataReceived", "hold", "_decode"),  # (the protocol's, then its Inbound's)
             *("feed", "feed"),
-            *("objectReceived", "callReceived", "check", "_sendAnswer"),
+            *("objectReceived", "callReceived", "admit", "_sendAnswer"),
             *("sendObject", "tokens", "write_piece", "flush"),
             "dataRead",
             *("release", "flushNow", "take_sized", "write", "sendNow"),
@@ -126,10 +129,10 @@ class ServedCallTests(SynchronousTestCase):
     @needs_compiled
     def test_builtinsOfTheReceiveSide(self) -> None:
         """
-        With the compiled core, the receive side (from the read to the method call, and the guard) makes these
-        built-in calls and no others: the whole CALL read in one call of the compiled reader, no whole body asked
-        of between objects, no counter read before and after the read, and no clock read but the guard's
-        (through the reactor's C{seconds}, a Python function of this test's clock, not counted here).
+        With the compiled core, the receive side (from the read to the method call, its admission included, and the
+        guard) makes these built-in calls and no others: the whole CALL read in one call of the compiled reader, no
+        whole body asked of between objects, no counter read before and after the read, and no clock read but the
+        guard's (through the reactor's C{seconds}, a Python function of this test's clock, not counted here).
         """
         receiving = tuple(
             module.__file__
@@ -140,13 +143,15 @@ class ServedCallTests(SynchronousTestCase):
                 protocols._guard,
                 protocols.rpc._broker,
                 protocols.rpc._answering,
+                framing.rpc._incoming,
             )
         )
         expected = [
             *(("scanner", "read"), ("scanner", "len")),
             *(("decoder", "copy"), ("decoder", "clear"), ("decoder", "len")),
             ("inbound", "isinstance"),
-            *(("answering", "len"), ("answering", "get"), ("answering", "get"), ("answering", "len")),
+            ("answering", "len"),
+            *(("incoming", "len"), ("incoming", "len")),  # (the running calls, the arguments: admit's only built-ins)
             *(("answering", "set"), ("answering", "reset")),
             *(("inbound", "len"), ("inbound", "len")),
         ]
