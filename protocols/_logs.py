@@ -2,12 +2,10 @@
 """Logging what peers do without letting a peer write the log, or fill it.
 
 Contract: L{escape} turns any text a peer supplied into one printable line:
-every character that is not printable (C0 and C1 controls, DEL, NEL, the
-line and paragraph separators U+2028 and U+2029, terminal escape codes'
-ESC) and the backslash itself are written as Python escapes (C{\\x1b},
-C{\\u2028}, C{\\\\}), so the log line says exactly what was sent and nothing
-the peer sent can start a line, move a cursor or change a colour.  Its cost
-is one C{str.isprintable} scan for ordinary text.
+every character that is not printable (controls, DEL, NEL, U+2028, U+2029,
+ESC) and the backslash are written as Python escapes (C{\\x1b}), so the
+line says exactly what was sent and nothing in it can start a line or move
+a cursor.  Its cost is one C{str.isprintable} scan for ordinary text.
 
 L{RefusalLog} is one connection's account of what it refused and what failed
 on it: within each L{LogPolicy.interval}, the first L{LogPolicy.full} events

@@ -117,8 +117,8 @@ class ClientOptions:
     @ivar moveTimeout: seconds a call waits for a ready connection after a server drains, dies or is cut off (30).
     @ivar backoff: for a list of addresses, each address's L{framing.rpc.Backoff}; C{None}: the default.
     @ivar bulk: Twisted's clients: a L{protocols.bulk.BulkOptions}, the connection carries streams; C{None}: calls
-        only.  The clients without Twisted refuse it (C{ValueError}, before connecting): theirs carry streams
-        with their own settings (L{protocols.blockingbulk.connect}, L{protocols.asynciobulk.connect}).
+        only.  The clients without Twisted refuse it (C{ValueError}): L{protocols.blockingbulk.connect} and
+        L{protocols.asynciobulk.connect} carry streams.
     """
 
     credentials: Any = field(default=None, repr=False)

@@ -3,26 +3,23 @@
 
 Contract: every client (the Twisted broker's L{protocols.rpc._context}, and
 the clients without Twisted through L{protocols._clientcontext}) keeps the
-deadline and metadata of the calls made in a block of code as a L{Scope}
-in a context variable of its own, and uses these functions, so the rules
-are written once:
+deadline and metadata of the calls made in a block as a L{Scope} in a
+context variable of its own, and uses these functions, so the rules are
+written once:
 
  - L{narrowed}: the scope inside a nested block, the earlier deadline
-   winning and the metadata merged (the inner value winning for a key);
-   metadata that is not text keys and values is refused with C{TypeError}
-   before anything is sent.
- - L{sendingDeadline}: what a call carries of its deadline, the
-   milliseconds left, rounded up (the callee's deadline is never before
-   the caller's), relative because the two ends' clocks differ; a call
-   whose deadline passed fails with L{DeadlineExceeded} before it is sent.
- - L{framing.rpc._wire.callContext} puts them in the CALL (the 3-tuple in
-   the keyword arguments' place: C{docs/wire-format.md}, section 12.7).
- - L{sentWith}: the two together, what a call made in a scope carries in
-   that place and the seconds it has left, which every shell asks.
+   winning and the metadata merged (the inner value winning); metadata
+   that is not text keys and values is refused with C{TypeError}.
+ - L{sendingDeadline}: the milliseconds left, rounded up (the callee's
+   deadline is never before the caller's), relative because the two ends'
+   clocks differ; a call whose deadline passed fails with
+   L{DeadlineExceeded} before it is sent.
+ - L{sentWith}: what a call made in a scope carries in the keyword
+   arguments' place (L{framing.rpc._wire.callContext}, wire format 12.7)
+   and the seconds it has left, which every shell asks.
 
-A deadline here is a number of seconds on whichever clock the scope's
-owner reads (the reactor's, C{time.monotonic}); this module reads none:
-C{now} is always given (or a clock to read, L{sentWith}).
+A deadline is in seconds on the scope owner's clock (the reactor's,
+C{time.monotonic}); this module reads none: C{now} or a clock is given.
 """
 
 from __future__ import annotations
