@@ -84,12 +84,13 @@ class WireCounter:
     leave them, to show "one write per message" on real sockets.
 
     A message is one object sent (a call, an answer, a bulk control
-    message: the connection's C{TokenProtocol.objectsSent}) or one bulk
-    data frame (the connection's C{BulkChannel.framesSent}, since frames
-    are written without C{sendObject}).  A write is one hand-over of bytes from the protocol's
+    message: the connection's C{TokenProtocol.objectsSent}), one PING or
+    PONG (its C{pings.sent} and C{pings.pongsSent}: a PONG answering the
+    server's PING may leave alone) or one bulk data frame (the connection's
+    C{BulkChannel.framesSent}, since frames are written without
+    C{sendObject}).  A write is one hand-over of bytes from the protocol's
     L{protocols.CoalescingTransport} to the TCP connection under it (its
     C{writeCount}).
-
     """
 
     def __init__(self) -> None:
@@ -102,7 +103,7 @@ class WireCounter:
         connection: TokenProtocol = connectionOf(protocol)
         coalescing = connection.transport
         self._transports.append((coalescing, coalescing.writeCount, coalescing.bytesWritten))
-        self._connections.append((connection, connection.objectsSent))
+        self._connections.append((connection, _sent(connection)))
         channel = getattr(protocol, "bulk", None)
         if channel is not None:
             self._channels.append((channel, channel.framesSent))
@@ -119,17 +120,22 @@ class WireCounter:
 
     @property
     def objects(self) -> int:
-        """Objects the attached connections sent since attached."""
-        return sum(connection.objectsSent - before for connection, before in self._connections)
+        """Objects, PINGs and PONGs the attached connections sent since attached."""
+        return sum(_sent(connection) - before for connection, before in self._connections)
 
     @property
     def messages(self) -> int:
-        """Objects sent plus bulk data frames sent."""
+        """Objects, PINGs and PONGs sent, plus bulk data frames sent."""
         return self.objects + sum(channel.framesSent - before for channel, before in self._channels)
 
     def snapshot(self) -> tuple[int, int, int]:
         """C{(messages, writes, bytes written)} so far."""
         return self.messages, self.writes, self.written
+
+
+def _sent(connection: TokenProtocol) -> int:
+    """The objects, PINGs and PONGs C{connection} sent so far."""
+    return connection.objectsSent + connection.pings.sent + connection.pings.pongsSent
 
 
 @dataclass

@@ -32,13 +32,15 @@ class PingTable(dict[int, Waiter]):
     PING id (its length is how many wait).
 
     @ivar last_ping_id: the id given last, which is how many PINGs were sent (0 before the first).
+    @ivar pongs_made: how many PONGs L{control_events} made to answer the peer's PINGs.
     """
 
-    __slots__ = ("last_ping_id",)
+    __slots__ = ("last_ping_id", "pongs_made")
 
     def __init__(self) -> None:
         super().__init__()
         self.last_ping_id = 0
+        self.pongs_made = 0
 
     def send(self, waiter: Waiter) -> bytes:
         """Number a new PING, keep C{waiter} for its PONG: the PING's bytes, to send."""
@@ -58,6 +60,7 @@ class PingTable(dict[int, Waiter]):
             PING's header and its PONG's are of one length).
         """
         pongs = [encode_header(PONG, event.id) for event in events if type(event) is Ping]
+        self.pongs_made += len(pongs)
         control_bytes = sum(map(len, pongs))
         answered: list[Waiter] = []
         for event in events:

@@ -42,6 +42,11 @@ class Pings:
         """How many PINGs were sent."""
         return self._table.last_ping_id
 
+    @property
+    def pongsSent(self) -> int:
+        """How many PONGs answered the peer's PINGs (each written with its read's replies)."""
+        return self._table.pongs_made
+
     def send(self) -> Deferred[float]:
         """Send a PING; the result fires with its round trip in seconds (fails at once if the connection is gone)."""
         if self._lost is not None:

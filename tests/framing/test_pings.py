@@ -45,6 +45,7 @@ class PingTableTests(SynchronousTestCase):
         self.assertEqual(pongs, [encode_header(PONG, 7), encode_header(PONG, 300)])
         self.assertEqual((answered, controlBytes), ([], sum(map(len, pongs))))
         self.assertEqual(decoder.control_events, [])
+        self.assertEqual(table.pongs_made, 2)
 
     def test_takeAll(self) -> None:
         """The end gives every waiting PING's waiter, in sending order, and none waits after; numbering goes on."""

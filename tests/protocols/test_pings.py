@@ -39,6 +39,14 @@ class PingsTests(SynchronousTestCase):
         self.assertEqual(pongs, [encode_header(PONG, 7), encode_header(PONG, 300)])
         self.assertEqual(controlBytes, sum(map(len, pongs)))
         self.assertEqual(events, [])
+        self.assertEqual(self.pings.pongsSent, 2)
+
+    def test_pongsCounted(self) -> None:
+        """pongsSent counts the PONGs made for the peer's PINGs, across reads; this side's PINGs and PONGs are not."""
+        self.pings.send()
+        self.pings.controlEvents([Ping(1), Pong(1)])
+        self.pings.controlEvents([Pong(5), Ping(2), Ping(3)])
+        self.assertEqual((self.pings.pongsSent, self.pings.sent), (3, 1))
 
     def test_connectionLost(self) -> None:
         """The end fails every unanswered ping with its reason, and any ping sent later at once."""
