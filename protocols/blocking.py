@@ -93,9 +93,9 @@ _GATHER = 64
 """Pieces given to one C{sendmsg} at most (far below C{IOV_MAX}; a bulk frame is three)."""
 
 
-def _size(pieces: Sequence[bytes]) -> int:
-    """The bytes C{pieces} hold in all."""
-    return sum(len(piece) for piece in pieces)
+def _size(pieces: Sequence[bytes | memoryview]) -> int:
+    """The bytes C{pieces} hold in all (C{map}: no generator frame resumed per piece)."""
+    return sum(map(len, pieces))
 
 
 def _after(pieces: list[bytes | memoryview], count: int) -> list[bytes | memoryview]:
@@ -590,8 +590,9 @@ class BlockingConnection:
         sock = self._socket
         dontWait = self._dontWait
         pieces: list[bytes | memoryview] = [b"".join(queued)] if not dontWait and len(queued) > 1 else [*queued]
+        unsent = _size(pieces)
         poller = None
-        takenAt = time.monotonic()
+        takenAt = None
         while True:
             try:
                 if dontWait:
@@ -600,12 +601,15 @@ class BlockingConnection:
                     count = sock.send(pieces[0])
             except BlockingIOError:
                 count = 0
+            if count == unsent:
+                return []  # (the commonest send, a read's GRANT or an answer, whole at once: no clock read)
             now = time.monotonic()
             if count:
                 pieces = _after(pieces, count)
-                if not pieces:
-                    return []
+                unsent -= count
                 takenAt = now
+            elif takenAt is None:
+                takenAt = now  # (the silence counts from the first send the socket did not take whole)
             wait = None if deadline is None else deadline - now
             silence = self._silenceTimeout
             if silence is not None:
@@ -845,7 +849,7 @@ class BlockingConnection:
             finally:
                 sendLock.release()
             with self._lock:
-                self._settleUnsent(_size(left) - taken)
+                self._settleUnsent((_size(left) if left else 0) - taken)
                 if failed is not None:
                     self._end(failed)
                 elif self._shut and not self._outbox:

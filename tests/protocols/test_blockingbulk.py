@@ -14,15 +14,19 @@ from __future__ import annotations
 import os
 import re
 import socket
+import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing.bulk import IntegrityError, NoSuchFile
+from framing.bulk._streams import ClientStreams
 from framing.rpc._errors import ConnectionLost
 from framing.rpc._limits import CallLimits
 from protocols.blockingbulk import (
@@ -240,6 +244,50 @@ class BlockingBulkTests(BulkServerCase):
         steady = self.connect()
         self.assertTrue(_allocator.allocatorSteady())
         self.assertEqual(steady._readSize, blockingbulk.STEADY_READ_SIZE)
+
+    def test_downloadPathPerPiece(self) -> None:
+        """
+        A download's receive path runs one Python call per piece where it ran
+        two (the body's target is a partial of ClientStreams._piece, not a
+        lambda around it), PartialFile.write neither looks its descriptor up
+        through a method nor calls readFrom with nothing held before the piece,
+        and a GRANT the socket takes whole is sent without a clock read or
+        _after (nor a generator to size it).  Counted with sys.setprofile.
+        """
+        path, data = self.localFile("counted.bin")
+        connection = self.connect()
+        connection.upload(path)
+        calls: Counter[str] = Counter()
+        # A function made in _dataStarting (the lambda each piece used to go through): its lines.
+        starting = range(
+            ClientStreams._dataStarting.__code__.co_firstlineno, ClientStreams._piece.__code__.co_firstlineno
+        )
+
+        def profile(frame: FrameType, event: str, arg: Any) -> None:
+            if event == "call":
+                code = frame.f_code
+                name = code.co_filename.rsplit("/", 1)[-1] + ":" + code.co_name
+                if name == "_streams.py:<lambda>" and code.co_firstlineno in starting:
+                    name = "_streams.py:_dataStarting's <lambda>"
+                calls[name] += 1
+
+        sys.setprofile(profile)
+        try:
+            fetched = connection.download("counted.bin", path.with_name("counted-back.bin"))
+        finally:
+            sys.setprofile(None)
+        self.assertEqual(fetched.digest, digestOf(data, self.expectedAlgorithm()))
+        pieces, frames = calls["_streams.py:_piece"], calls["_wire.py:begin_body"]
+        self.assertGreaterEqual(frames, SIZE // CHUNK)
+        self.assertEqual(calls["_bulkfiles.py:write"], pieces)
+        self.assertGreater(calls["blocking.py:_sendRest"], 0)
+        for gone in (
+            "_bulkfiles.py:_descriptor",
+            "_bulkfiles.py:readFrom",
+            "blocking.py:_after",
+            "blocking.py:<genexpr>",
+        ):
+            self.assertEqual(calls[gone], 0, gone)
 
 
 class SharedPartialFileTests(BulkServerCase):

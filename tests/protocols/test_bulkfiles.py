@@ -75,6 +75,33 @@ class PartialFileTests(SynchronousTestCase):
         self.assertEqual(self.target.read_bytes(), self.data)
         self.assertEqual(self.names(), ["f.bin"])
 
+    def test_shortWritesContinued(self) -> None:
+        """
+        A write the file takes in parts (pwrite short) is continued to its end,
+        hashed once, and recorded whole; the held bytes before it are read to be
+        hashed first, and a piece in order reads nothing back.
+        """
+        realPwrite = os.pwrite
+        writes: list[tuple[int, int]] = []
+
+        def shortPwrite(fd: int, data: Any, offset: int) -> int:
+            writes.append((offset, len(data)))
+            return realPwrite(fd, memoryview(data)[:7_000], offset)
+
+        self.patch(bulkfiles.os, "pwrite", shortPwrite)
+        partial = PartialFile(self.target, SIZE, "v1", "sha256")
+        partial.write(0, self.data[:20_000])
+        partial.running = running = FileHash("sha256")
+        partial.write(20_000, memoryview(self.data)[20_000:50_000])
+        self.assertEqual(running.hashed, 50_000)
+        partial.write(50_000, self.data[50_000:])
+        self.assertEqual(writes[:3], [(0, 20_000), (7_000, 13_000), (14_000, 6_000)])
+        self.assertEqual(writes[3:5], [(20_000, 30_000), (27_000, 23_000)])
+        self.assertEqual((partial.held.toList(), running.hashed), ([[0, SIZE]], SIZE))
+        self.assertEqual(running.digest(), hashlib.sha256(self.data).digest())
+        partial.commit()
+        self.assertEqual(self.target.read_bytes(), self.data)
+
     def test_otherFileStartsAfresh(self) -> None:
         """A record of another size, version or algorithm is not resumed: the partial file starts empty."""
         for size, version, algorithm in [(SIZE + 1, "v1", "sha256"), (SIZE, "v2", "sha256"), (SIZE, "v1", "blake3")]:
