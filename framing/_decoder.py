@@ -248,8 +248,6 @@ class Decoder:
                 return []
             self._object_bytes += len(data)
             self._judge_held()
-            if not self._results:
-                return []
         else:
             between, completed = self.at_boundary, self.objects_completed
             self._bodies.streamed = 0
@@ -270,10 +268,11 @@ class Decoder:
                 read = len(data) - self._bodies.streamed
                 self._object_bytes = read if fresh else self._object_bytes + read
                 self._judge_held()
-            if not self._results:
-                return []
-        results = self._results.copy()
-        self._results.clear()
+        pending = self._results
+        if not pending:
+            return []
+        results = pending.copy()
+        pending.clear()
         self.objects_completed += len(results)  # counted per feed: a result costs one append
         return results
 

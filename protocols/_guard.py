@@ -67,6 +67,9 @@ from ._interfaces import IConnectionObserver
 from ._logs import LogPolicy, RefusalLog
 from ._proxyheader import clientAddress
 
+_PREAMBLE_LENGTH = len(PREAMBLE)
+"""The preamble's length (read per decoded read, by L{ConnectionGuard.dataRead})."""
+
 
 class GuardError(ProtocolError):
     """A guard dropped the connection; C{code} says which rule."""
@@ -535,7 +538,7 @@ class ConnectionGuard:
             # (a connection already the most recently active, as one busy connection's every read finds, moves nothing)
             if counter is not None and self._host is not None and counter.latest is not self:
                 counter.touched(self)
-        if self._decoder.at_boundary or self._received <= len(PREAMBLE):
+        if self._decoder.at_boundary or self._received <= _PREAMBLE_LENGTH:
             # (A partial preamble is the preamble rule's business.)
             self._objectStart = None
             self._objectBytes = 0

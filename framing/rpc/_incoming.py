@@ -169,7 +169,8 @@ class CallAdmission(Generic[_Running]):
         subscripts (an admitted call raises nothing, so its C{try} costs
         nothing), the refusals built only when refused.
         """
-        if requestId in self._running:
+        running = self._running
+        if requestId in running:
             raise DuplicateRequestId(f"call {requestId} reuses the request id of a call still running here")
         if milliseconds is not None and milliseconds == 0:
             raise DeadlineExceeded(f"the deadline of {name!r} passed before it ran", name)
@@ -182,7 +183,7 @@ class CallAdmission(Generic[_Running]):
         except (KeyError, AttributeError):
             raise noSuchMethod(name, getattr(obj, "remoteMethods", ())) from None
         maxRunning = self.maxRunning
-        if maxRunning is not None and len(self._running) + self._unanswered >= maxRunning:
+        if maxRunning is not None and len(running) + self._unanswered >= maxRunning:
             raise TooManyRunningCalls(maxRunning)
         check = method.checkValues
         if kwargs or not method.fewest <= len(args) <= method.most:

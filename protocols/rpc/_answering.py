@@ -398,7 +398,8 @@ class CallRunner(CallAdmission[Deferred[Any]]):
             if self.answered is not None:
                 self.answered(NO_ANSWER, None)
             return
-        if self._closed or self._connection.failure is not None:
+        connection = self._connection
+        if self._closed or connection.failure is not None:
             return
         if method.result is not None:
             violation = resultRefused(method.result, result)
@@ -406,7 +407,7 @@ class CallRunner(CallAdmission[Deferred[Any]]):
                 self._refuse(requestId, violation, violation.code, method.name)
                 return
         try:
-            self._connection.sendObject(Message((ANSWER, requestId, result)))
+            connection.sendObject(Message((ANSWER, requestId, result)))
         except Exception as error:
             if isinstance(error, Violation):
                 error.where = "result" + error.where
