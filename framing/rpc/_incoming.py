@@ -4,16 +4,10 @@
 Contract: L{CallAdmission.admit} is the one rule that admits the peer's
 CALL before its method runs, for every shell: the Twisted broker's
 L{protocols.rpc._answering.CallRunner} (which runs its calls at once) and
-L{IncomingCalls} (the clients without Twisted) are both one.  It refuses a
-CALL reusing the request id of a call still running here
-(L{framing.rpc._errors.DuplicateRequestId}: the shell drops the
-connection), one whose call context's deadline had passed
-(L{framing.rpc._errors.DeadlineExceeded}), to no exported object
-(L{framing.rpc._errors.NoSuchObject}), to no L{framing.rpc._signatures.remote}
-method (L{framing.rpc._errors.NoSuchMethod}), past C{maxRunning} calls
-waiting or running (L{TooManyRunningCalls}), or with arguments its check
-refuses (the L{framing.Violation}); each but the first is answered with its
-FAIL (L{failure}), counted as a refusal when L{refusalCode} names one.
+L{IncomingCalls} (the clients without Twisted) are both one.  Its
+refusals, in their order, are listed on it; a reused running request id
+drops the connection, each other is answered with its FAIL (L{failure}),
+counted as a refusal when L{refusalCode} names one.
 L{IncomingCalls} keeps a call that passes in L{IncomingCalls.waiting} for
 the I/O layer to run where it may block, and to settle
 (L{IncomingCalls.settle}: one ANSWER, checked by L{resultRefused}, or one
