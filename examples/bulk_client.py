@@ -51,7 +51,7 @@ from _login import addLoginArguments, credentialsFrom
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from _progress import RunProgress
+    from _progress import ProgressDisplay, RunProgress
     from twisted.internet.defer import Deferred
 
     from protocols import bulk
@@ -130,11 +130,35 @@ def refuseOverwrite(output: str, force: bool) -> None:
         raise SystemExit(1)
 
 
+def transferNames(args: argparse.Namespace) -> tuple[str, str, str]:
+    """A send's or fetch's name in its lines, its past tense, and where a fetch writes (refusing to replace a file)."""
+    if args.command == "send":
+        return args.name or os.path.basename(args.file), "sent", ""
+    output = args.output or args.name
+    refuseOverwrite(output, args.force)
+    return args.name, "fetched", output
+
+
+def progressDisplay(command: str, label: str, reactor: Any) -> tuple[RunProgress, ProgressDisplay]:
+    """A transfer's progress and its display (C{reactor} C{None}: the blocking path), which notes a resume."""
+    from _progress import ProgressDisplay, RunProgress, humanBytes
+
+    display: ProgressDisplay
+
+    def resuming(held: int) -> None:
+        if 0 < held < progress.total:  # all of it held: the last line says it was skipped
+            display.note(f"resuming {label} from {humanBytes(held)} of {humanBytes(progress.total)}")
+
+    progress = RunProgress(onResume=resuming)
+    display = ProgressDisplay(progress, f"{command} {label}", sys.stdout, reactor)
+    return progress, display
+
+
 async def transfer(
     reactor: Any, args: argparse.Namespace, credentials: Any = None, options: bulk.BulkOptions | None = None
 ) -> None:
     """Run the command C{args} names, over connections made with C{options} (default: the library's)."""
-    from _progress import ProgressDisplay, RunProgress, humanBytes, transferSummary
+    from _progress import transferSummary
     from twisted.internet.defer import Deferred
 
     from protocols import bulk, rpc
@@ -153,20 +177,8 @@ async def transfer(
         finally:
             await root.broker.disconnect()
         return
-    if args.command == "send":
-        label, verb = args.name or os.path.basename(args.file), "sent"
-    else:
-        label, verb = args.name, "fetched"
-        output = args.output or args.name
-        refuseOverwrite(output, args.force)
-    display: ProgressDisplay
-
-    def resuming(held: int) -> None:
-        if 0 < held < progress.total:  # all of it held: the last line says it was skipped
-            display.note(f"resuming {label} from {humanBytes(held)} of {humanBytes(progress.total)}")
-
-    progress = RunProgress(onResume=resuming)
-    display = ProgressDisplay(progress, f"{args.command} {label}", sys.stdout, reactor)
+    label, verb, output = transferNames(args)
+    progress, display = progressDisplay(args.command, label, reactor)
     digests = [args.digest] if args.digest else None
     transferOptions = {
         "streams": args.streams,
@@ -224,7 +236,7 @@ def connecting(target: tuple[str, int], options: Any) -> Callable[[], BlockingBu
 
 def transferBlocking(ready: Callable[[], None], target: tuple[str, int], args: argparse.Namespace, login: Any) -> None:
     """Run the command C{args} names on the blocking client (see L{blockingTarget}), C{target} its server."""
-    from _progress import Finished, ProgressDisplay, RunProgress, humanBytes, transferSummary
+    from _progress import Finished, transferSummary
 
     from protocols.blockingbulk import Interrupted as Stopped
     from protocols.blockingbulk import Interruption, fetchFile, sendFile
@@ -237,20 +249,8 @@ def transferBlocking(ready: Callable[[], None], target: tuple[str, int], args: a
             for name, size in connection.root.callRemote("list"):
                 print(f"{size:>15}  {name}")
         return
-    if args.command == "send":
-        label, verb = args.name or os.path.basename(args.file), "sent"
-    else:
-        label, verb = args.name, "fetched"
-        output = args.output or args.name
-        refuseOverwrite(output, args.force)
-    display: ProgressDisplay
-
-    def resuming(held: int) -> None:
-        if 0 < held < progress.total:  # all of it held: the last line says it was skipped
-            display.note(f"resuming {label} from {humanBytes(held)} of {humanBytes(progress.total)}")
-
-    progress = RunProgress(onResume=resuming)
-    display = ProgressDisplay(progress, f"{args.command} {label}", sys.stdout, None)
+    label, verb, output = transferNames(args)
+    progress, display = progressDisplay(args.command, label, None)
     digests = [args.digest] if args.digest else None
     interruption = Interruption()
     Interrupt(interruption.interrupt).install()
