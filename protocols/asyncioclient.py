@@ -51,12 +51,10 @@ from framing.login._exchange import ByteExchange
 from framing.login._urls import KeyMismatch, checkPresentedKey
 from framing.rpc._addresses import AddressBook, Wait, attemptTimeout, retire
 from framing.rpc._clientstreams import ClientObjectStreams
-from framing.rpc._context import Scope, sentWith
+from framing.rpc._context import Scope, callBound, sentWith, timeUp
 from framing.rpc._errors import (
-    CallTimedOut,
     ConnectionLost,
     ConnectTimedOut,
-    DeadlineExceeded,
     DeadReferenceError,
     ServerSilent,
 )
@@ -433,10 +431,9 @@ class AsyncConnection:
             if self._silenceTimer is None and self.silenceTimeout is not None:
                 self._watchSilence()
             timer = None
-            if left is not None and (callTimeout is None or left <= callTimeout):
-                timer = loop.call_later(left, self._deadlinePassed, future, requestId, name)
-            elif callTimeout is not None:
-                timer = loop.call_later(callTimeout, self._timedOut, future, requestId, name, callTimeout)
+            seconds, byDeadline = callBound(left, callTimeout)
+            if seconds is not None:
+                timer = loop.call_later(seconds, self._timeUp, future, requestId, name, byDeadline, callTimeout)
             try:
                 result = await future
             except asyncio.CancelledError:
@@ -463,19 +460,17 @@ class AsyncConnection:
         sent, _ = sentWith(name, kwargs, scope, time.monotonic)
         self._write(self._session.callOnly(target, name, args, kwargs, sent), bool(self._session))
 
-    def _timedOut(self, future: _Future[Any], requestId: int, name: str, seconds: float) -> None:
-        """C{callTimeout} passed for call C{requestId}: the server is told, the caller gets L{CallTimedOut}."""
+    def _timeUp(
+        self, future: _Future[Any], requestId: int, name: str, byDeadline: bool, callTimeout: float | None
+    ) -> None:
+        """
+        Call C{requestId}'s time ran out (L{framing.rpc._context.callBound}): the
+        server is told, the caller gets L{framing.rpc._context.timeUp}'s error.
+        """
         if future.done():
             return
         self._cancel(requestId)
-        future.set_exception(CallTimedOut(name, seconds))
-
-    def _deadlinePassed(self, future: _Future[Any], requestId: int, name: str) -> None:
-        """The deadline of call C{requestId} passed: the server is told, the caller gets L{DeadlineExceeded}."""
-        if future.done():
-            return
-        self._cancel(requestId)
-        future.set_exception(DeadlineExceeded(f"{name!r} did not finish within its deadline", name))
+        future.set_exception(timeUp(name, byDeadline, callTimeout))
 
     def _cancel(self, requestId: int) -> None:
         """Send the CANCEL of call C{requestId} if it still waited (its answer may have come meanwhile)."""
@@ -516,16 +511,15 @@ class AsyncConnection:
         """
         Wait until the transport takes more (or the connection ended: the
         call then fails as a call on a dead connection does); past
-        C{deadline} (on the loop's clock), raise L{CallTimedOut}; past the
-        deadline of C{scope} (a L{callContext}'s) if earlier, L{DeadlineExceeded}.
+        C{deadline} (on the loop's clock), raise L{framing.rpc.CallTimedOut}; past the
+        deadline of C{scope} (a L{callContext}'s) if earlier, L{framing.rpc.DeadlineExceeded}.
         """
         loop = self._loop
-        expired: BaseException = CallTimedOut(name, self.callTimeout or 0.0)
-        if scope is not None and scope.deadline is not None:
-            byScope = loop.time() + (scope.deadline - time.monotonic())
-            if deadline is None or byScope <= deadline:
-                deadline = byScope
-                expired = DeadlineExceeded(f"{name!r} could not be sent within its deadline", name)
+        now = loop.time()
+        left = None if scope is None or scope.deadline is None else scope.deadline - time.monotonic()
+        seconds, byDeadline = callBound(left, None if deadline is None else deadline - now)
+        deadline = None if seconds is None else now + seconds
+        expired = timeUp(name, byDeadline, self.callTimeout)
         while self._paused and not self._shut:
             waiter: _Future[None] = loop.create_future()
             self._drainWaiters.append(waiter)
@@ -632,7 +626,7 @@ class AsyncConnection:
         C{callTimeout} seconds (L{framing.rpc._streamtable.itemWaitBound}).
 
         @raise StopAsyncIteration: the stream ended (or was closed here).
-        @raise framing.rpc._errors.DeadlineExceeded: (or L{CallTimedOut}) no item in time: the
+        @raise framing.rpc._errors.DeadlineExceeded: (or L{framing.rpc.CallTimedOut}) no item in time: the
             stream is cancelled, and fails with it from now on.
         """
         streams = self._session.objectStreams

@@ -14,7 +14,7 @@ L{framing.rpc._session.ClientSession}; this module reads, writes and waits.
 
 Contract: a call returns its result or raises what the Twisted client's
 Deferred fails with (L{RemoteError}, a registered type, L{framing.Violation},
-L{CallTimedOut}, L{DeadlineExceeded}, the reason the connection ended).
+L{framing.rpc.CallTimedOut}, L{DeadlineExceeded}, the reason the connection ended).
 Threads share the connection and read in turn (no thread of its own), so
 between calls nothing reads: the server's calls, PINGs and GOAWAY wait for
 the next call or L{BlockingConnection.serve}.  Nothing is sent under the
@@ -48,9 +48,8 @@ from framing.login._exchange import ByteExchange, ObjectName, clientMechanism
 from framing.login._urls import HintAttempts, ObjectURL, checkPresentedKey
 from framing.rpc._addresses import AddressBook, Wait, attemptTimeout, retire
 from framing.rpc._clientstreams import ClientObjectStreams
-from framing.rpc._context import Scope, sentWith
+from framing.rpc._context import Scope, callBound, sentWith, timeUp
 from framing.rpc._errors import (
-    CallTimedOut,
     ConnectionLost,
     ConnectTimedOut,
     DeadlineExceeded,
@@ -478,14 +477,19 @@ class BlockingConnection:
             connection is ended, and the call C{requestId} forgotten.
         """
         lock = self._lock
-        callTimeout = self._callTimeout
-        deadline = None if callTimeout is None or requestId is None else time.monotonic() + callTimeout
-        byDeadline = callDeadline is not None and (deadline is None or callDeadline <= deadline)
-        # A deadline is a bound of the reads too: a tick of an eighth of the time it has left now.
+        callTimeout = self._callTimeout if requestId is not None else None
         bound = None
-        if byDeadline:
-            deadline = callDeadline
-            bound = max(callDeadline - time.monotonic(), 0.0)  # type: ignore[operator]
+        if callDeadline is None:
+            # (callBound's rule without a deadline, in line: the commonest call pays no call for it)
+            byDeadline = False
+            deadline = None if callTimeout is None else time.monotonic() + callTimeout
+        else:
+            now = time.monotonic()
+            seconds, byDeadline = callBound(callDeadline - now, callTimeout)
+            deadline = None if seconds is None else now + seconds
+            if byDeadline:
+                # A deadline is a bound of the reads too: a tick of an eighth of the time it has left now.
+                bound = max(callDeadline - now, 0.0)
         if data is not None:
             # One message at a time on the socket, whole, after what the reading thread left in the outbox.
             # The send lock, not _lock: a send may wait (on a server that stops reading until this side
@@ -554,9 +558,7 @@ class BlockingConnection:
             if cancel:
                 # Queued, and sent only as far as the socket takes it now: the caller's time is up.
                 self._sendCancel(cancel, time.monotonic())
-            if byDeadline:
-                raise DeadlineExceeded(f"{name!r} did not finish within its deadline", name)
-            raise CallTimedOut(name, callTimeout or 0.0)
+            raise timeUp(name, byDeadline, callTimeout)
         if waiter.error is not None:
             raise waiter.error
         return waiter.result
@@ -880,7 +882,7 @@ class BlockingConnection:
         seconds (L{framing.rpc._streamtable.itemWaitBound}).
 
         @raise StopIteration: the stream ended (or was closed here).
-        @raise framing.rpc._errors.DeadlineExceeded: (or L{CallTimedOut}) no item in time: the
+        @raise framing.rpc._errors.DeadlineExceeded: (or L{framing.rpc.CallTimedOut}) no item in time: the
             stream is cancelled, and fails with it from now on.
         """
         streams = self._session.objectStreams

@@ -17,6 +17,9 @@ written once:
  - L{sentWith}: what a call made in a scope carries in the keyword
    arguments' place (L{framing.rpc._wire.callContext}, wire format 12.7)
    and the seconds it has left, which every shell asks.
+ - L{callBound} and L{timeUp}: how long a call waits for its answer (its
+   deadline or C{CallLimits.callTimeout}, the earlier) and what it fails
+   with when that passes, which every shell's timer asks.
 
 A deadline is in seconds on the scope owner's clock (the reactor's,
 C{time.monotonic}); this module reads none: C{now} or a clock is given.
@@ -28,7 +31,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._errors import DeadlineExceeded
+from ._errors import CallTimedOut, DeadlineExceeded
 from ._wire import callContext
 
 
@@ -100,3 +103,25 @@ def sentWith(
         return callContext(kwargs, None, scope.metadata), None
     left, milliseconds = sendingDeadline(name, deadline, clock())
     return callContext(kwargs, milliseconds, scope.metadata), left
+
+
+def callBound(left: float | None, callTimeout: float | None) -> tuple[float | None, bool]:
+    """
+    How long a call waits for its answer: the seconds (C{None}: no bound)
+    and whether they are its deadline's.  The seconds its deadline leaves
+    (C{left}, from L{sentWith}; C{None}: no deadline) bound it unless
+    C{callTimeout} is shorter; a tie goes to the deadline.
+    """
+    if left is not None and (callTimeout is None or left <= callTimeout):
+        return left, True
+    return callTimeout, False
+
+
+def timeUp(name: str, byDeadline: bool, callTimeout: float | None) -> TimeoutError:
+    """
+    What a call of C{name} fails with when its bound (L{callBound}) passed:
+    L{DeadlineExceeded} for its deadline's, else L{CallTimedOut} naming C{callTimeout}.
+    """
+    if byDeadline:
+        return DeadlineExceeded(f"{name!r} did not finish within its deadline", name)
+    return CallTimedOut(name, callTimeout or 0.0)

@@ -31,9 +31,8 @@ from twisted.python.failure import Failure
 
 from framing._outgoing import Outgoing
 from framing.rpc._calltable import CallTable
-from framing.rpc._context import Scope, sentWith
+from framing.rpc._context import Scope, callBound, sentWith, timeUp
 from framing.rpc._errors import (
-    CallTimedOut,
     DeadlineExceeded,
     DeadReferenceError,
     MessageRefused,
@@ -138,7 +137,7 @@ class OutgoingCalls:
             return call  # (it failed)
         timeout = self.callLimits.callTimeout
         if timeout is not None and call.called is False:
-            call.timer = reactorOf(self._clock).callLater(timeout, self._timedOut, call.requestId, name)
+            call.timer = reactorOf(self._clock).callLater(timeout, self._timeUp, call.requestId, name, False)
         return call
 
     def _send(self, target: int, name: str, sent: Any, args: tuple[Any, ...]) -> Deferred[Any]:
@@ -181,13 +180,10 @@ class OutgoingCalls:
         call = self._send(target, name, sent, args)
         if type(call) is not _Call:
             return call  # (it failed)
-        requestId = call.requestId
         if call.called is False:
-            timeout = self.callLimits.callTimeout
-            if left is not None and (timeout is None or left <= timeout):
-                call.timer = clock.callLater(left, self._deadlinePassed, requestId, name)
-            elif timeout is not None:
-                call.timer = clock.callLater(timeout, self._timedOut, requestId, name)
+            seconds, byDeadline = callBound(left, self.callLimits.callTimeout)
+            if seconds is not None:
+                call.timer = clock.callLater(seconds, self._timeUp, call.requestId, name, byDeadline)
         return call
 
     def callRemoteOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -210,13 +206,13 @@ class OutgoingCalls:
             sent = sentWith(name, kwargs, context, reactorOf(self._clock).seconds)[0]
         self._connection.sendObject(Message((CALL, NO_ANSWER, target, name, sent, *args)))
 
-    def _timedOut(self, requestId: int, name: str) -> None:
-        """A call's timeout passed: forget it, tell the peer, and fail it with L{CallTimedOut}."""
-        self._giveUp(requestId, CallTimedOut(name, self.callLimits.callTimeout or 0.0))
-
-    def _deadlinePassed(self, requestId: int, name: str) -> None:
-        """A call's deadline passed: forget it, tell the peer, and fail it with L{framing.rpc.DeadlineExceeded}."""
-        self._giveUp(requestId, DeadlineExceeded(f"{name!r} did not finish within its deadline", name))
+    def _timeUp(self, requestId: int, name: str, byDeadline: bool) -> None:
+        """
+        A call's time ran out (L{framing.rpc._context.callBound}): forget it,
+        tell the peer, and fail it with L{framing.rpc.DeadlineExceeded} or
+        L{CallTimedOut} (L{framing.rpc._context.timeUp}).
+        """
+        self._giveUp(requestId, timeUp(name, byDeadline, self.callLimits.callTimeout))
 
     def _giveUp(self, requestId: int, error: Exception) -> None:
         """Forget a call whose time ran out, send CANCEL, and fail it with C{error}."""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.rpc._context import Scope, narrowed, sendingDeadline, sentWith
-from framing.rpc._errors import DeadlineExceeded
+from framing.rpc._context import Scope, callBound, narrowed, sendingDeadline, sentWith, timeUp
+from framing.rpc._errors import CallTimedOut, DeadlineExceeded
 
 
 class NarrowedTests(SynchronousTestCase):
@@ -89,6 +89,51 @@ class SentWithTests(SynchronousTestCase):
             source = inspect.getsource(module)
             self.assertNotIn("callContext(kwargs", source, module.__name__)
             self.assertNotIn("sendingDeadline(", source, module.__name__)
+
+
+class CallBoundTests(SynchronousTestCase):
+    """callBound and timeUp: how long a call waits, and what it fails with then, for every shell."""
+
+    def test_unbounded(self) -> None:
+        """No deadline and no callTimeout: no bound."""
+        self.assertEqual(callBound(None, None), (None, False))
+
+    def test_timeoutOnly(self) -> None:
+        """No deadline: callTimeout bounds the call."""
+        self.assertEqual(callBound(None, 5.0), (5.0, False))
+
+    def test_deadlineOnly(self) -> None:
+        """No callTimeout: the time the deadline leaves bounds the call."""
+        self.assertEqual(callBound(2.5, None), (2.5, True))
+
+    def test_earlierWins(self) -> None:
+        """The earlier of the two bounds the call; a tie goes to the deadline."""
+        self.assertEqual(callBound(2.0, 5.0), (2.0, True))
+        self.assertEqual(callBound(7.0, 5.0), (5.0, False))
+        self.assertEqual(callBound(5.0, 5.0), (5.0, True))
+
+    def test_timeUp(self) -> None:
+        """The deadline's bound fails with DeadlineExceeded, callTimeout's with CallTimedOut naming it."""
+        error = timeUp("f", True, 5.0)
+        self.assertIsInstance(error, DeadlineExceeded)
+        self.assertEqual(error.name, "f")
+        timedOut = timeUp("f", False, 5.0)
+        self.assertIsInstance(timedOut, CallTimedOut)
+        assert isinstance(timedOut, CallTimedOut)
+        self.assertEqual((timedOut.name, timedOut.seconds), ("f", 5.0))
+
+    def test_shellsAskTheRule(self) -> None:
+        """No shell chooses between a call's deadline and callTimeout itself: each asks callBound."""
+        import inspect
+
+        import protocols.asyncioclient
+        import protocols.blocking
+        import protocols.rpc._calls
+
+        for module in (protocols.asyncioclient, protocols.blocking, protocols.rpc._calls):
+            source = inspect.getsource(module)
+            self.assertIn("callBound(", source, module.__name__)
+            self.assertNotIn("did not finish within its deadline", source, module.__name__)
 
 
 def _unread() -> float:
