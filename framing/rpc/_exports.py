@@ -4,9 +4,9 @@
 Contract: L{ExportTable} counts how many times each exported object's id
 was sent; a RELEASE(id, count) takes that many back and the object is
 forgotten at zero (the root never).  Ids are never reused.  The Twisted
-broker's table is one; L{ClientReferences}, the clients' without Twisted,
-adds the import half: one reference per server id, and a RELEASE due when
-it dies or is released.  A dying reference only appends to a list (any
+broker's table and every client's are one L{References}, which adds the
+import half: one reference per peer id, and a RELEASE due when it dies or
+is released (never of the root).  A dying reference only appends to a list (any
 thread, any moment); the RELEASEs are made by L{releases} when the session
 is asked what to send.  At most C{maxImports} references are held
 (L{TooManyReferences}).
@@ -29,7 +29,7 @@ from ._references import ImportRecord
 from ._wire import RELEASE, ROOT_ID, Message
 
 DEFAULT_MAX_IMPORTS = 10_000
-"""Most of the server's references a client holds at once, as the Twisted side's C{CallLimits.maxImports}."""
+"""Most of the peer's references a connection holds at once (C{CallLimits.maxImports}'s default)."""
 
 
 class ExportTable:
@@ -101,51 +101,77 @@ class ExportTable:
         self._exportIds.clear()
 
 
-class ClientReferences(ExportTable):
+class References(ExportTable):
     """
-    A client's references on one connection: its exports (callbacks it
-    passed), the server's objects it holds, and the RELEASEs due (see the
-    module docstring).
+    One connection's references, both halves, for every shell: its exports
+    (the root, objects passed in calls and results), the peer's objects it
+    holds, and the RELEASEs due (see the module docstring).  The Twisted
+    broker's table (L{protocols.rpc._tables.ReferenceTable}) is one; a
+    client's session holds one.
 
-    @ivar owner: the client's connection; a reference belongs here if its
-        C{connection} is this.
+    @ivar owner: the connection; a reference belongs here if its
+        C{connection} is this (a shell whose references name their
+        connection otherwise overrides L{owns}).
+    @ivar died: the records of references that died since L{releases}
+        (appended by their weakref callbacks, on any thread).
     """
 
     def __init__(
         self,
         owner: Any,
-        makeReference: Callable[[int, tuple[str, ...]], Any],
+        makeReference: Callable[[int, tuple[str, ...]], Any] | None = None,
         *,
+        root: Any = None,
         maxImports: int | None = DEFAULT_MAX_IMPORTS,
         released: Callable[[], None] | None = None,
+        started: bool = True,
     ) -> None:
         """
-        @param makeReference: C{makeReference(exportId, interfaceNames)}: the
-            client's reference to the server's object C{exportId}.
-        @param maxImports: most of the server's references held at once (C{None}: no bound).
+        @param makeReference: C{makeReference(exportId, interfaceNames)}: this
+            side's reference to the peer's object C{exportId} (L{newReference};
+            C{None}: a subclass makes them).
+        @param root: the object exported as id 0, or C{None}.
+        @param maxImports: most of the peer's references held at once (C{None}: no bound).
         @param released: called (on whatever thread the garbage collector
             runs, maybe inside an encode: it must neither block nor encode)
-            each time a reference dies with a RELEASE due: the I/O layer's
-            hint to send L{releases} soon.
+            each time a reference dies with a RELEASE due: the shell's
+            hint to send L{releases} soon (L{releaseDue}).
+        @param started: RELEASEs are due from now on (else from L{start}).
         """
-        super().__init__()
+        super().__init__(root)
         self.owner = owner
         self._makeReference = makeReference
         self._maxImports = maxImports
         self._released = released
         self._imports: dict[int, ImportRecord] = {}
         self.died: list[ImportRecord] = []
-        """The records of references that died since L{releases} (appended by their weakref callbacks)."""
-        self._open = True
+        self._open = started
 
     @property
     def importCount(self) -> int:
-        """How many ids of the server's this side holds a live or not yet released reference for."""
+        """How many ids of the peer's this side holds a live or not yet released reference for."""
         return len(self._imports)
+
+    def start(self) -> None:
+        """The connection is up: references that die from now on are released."""
+        self._open = True
+
+    def rootReference(self) -> Any:
+        """
+        This side's reference to the peer's root (export id 0): one while
+        any is alive, counting no arrival (nobody sent it, and the root is
+        never released).
+        """
+        record = self._imports.get(ROOT_ID)
+        ref = record() if record is not None else None
+        if ref is None:
+            ref = self.newReference(ROOT_ID, ())
+            self._imports[ROOT_ID] = ImportRecord(ref, self._referenceDied, ROOT_ID, 0)
+        return ref
 
     def importReference(self, exportId: int, interfaceNames: tuple[str, ...] = ()) -> Any:
         """
-        The reference for the server's C{exportId}, just received once more,
+        The reference for the peer's C{exportId}, just received once more,
         naming C{interfaceNames} (kept from its first arrival).  Called while decoding.
 
         @raise TooManyReferences: a new one past C{maxImports}.
@@ -158,16 +184,26 @@ class ClientReferences(ExportTable):
                 return ref
         limit = self._maxImports
         if limit is not None and record is None and len(self._imports) >= limit:
-            raise TooManyReferences(f"this side already holds {len(self._imports)} references of the server, the limit")
-        ref = self._makeReference(exportId, interfaceNames)
+            raise TooManyReferences(f"this side already holds {len(self._imports)} references of the peer, the limit")
+        ref = self.newReference(exportId, interfaceNames)
         # A dead record still waiting for its RELEASE is replaced; L{releases} still releases what it counted.
         self._imports[exportId] = ImportRecord(ref, self._referenceDied, exportId, 1)
         return ref
 
     def _referenceDied(self, record: ImportRecord) -> None:
-        """Weakref callback: note the record (atomic), and hint the I/O layer."""
+        """Weakref callback: note the record (atomic), and hint the shell if a RELEASE is due."""
         self.died.append(record)
-        if self._open and record.count and self._released is not None:
+        if self._open and record.count and record.exportId != ROOT_ID:
+            self.releaseDue()
+
+    def newReference(self, exportId: int, interfaceNames: tuple[str, ...]) -> Any:
+        """This side's reference to the peer's C{exportId}: C{makeReference}'s (a shell's subclass may make its own)."""
+        assert self._makeReference is not None, "References without makeReference: its subclass makes them"
+        return self._makeReference(exportId, interfaceNames)
+
+    def releaseDue(self) -> None:
+        """A reference died with a RELEASE due: C{released} is told (a shell's subclass may schedule its own)."""
+        if self._released is not None:
             self._released()
 
     def owns(self, ref: Any) -> bool:
@@ -186,10 +222,13 @@ class ClientReferences(ExportTable):
             return None
         del self._imports[exportId]
         count, record.count = record.count, 0
-        return Message((RELEASE, exportId, count)) if count and self._open else None
+        return Message((RELEASE, exportId, count)) if count and self._open and exportId != ROOT_ID else None
 
     def releases(self) -> list[Message]:
-        """The RELEASEs of the references that died since the last call (none once the connection is over)."""
+        """
+        The RELEASEs of the references that died since the last call: none
+        of the root (wire format 12.5), none before L{start} or after L{end}.
+        """
         died = self.died
         messages: list[Message] = []
         while died:
@@ -197,13 +236,13 @@ class ClientReferences(ExportTable):
             exportId = record.exportId
             if self._imports.get(exportId) is record:
                 del self._imports[exportId]
-            if record.count and self._open:
+            if record.count and self._open and exportId != ROOT_ID:
                 messages.append(Message((RELEASE, exportId, record.count)))
-                record.count = 0
+            record.count = 0
         return messages
 
     def releaseReceived(self, message: Message) -> bool:
-        """A RELEASE from the server: count the sendings released; C{False} if the id is not exported."""
+        """A RELEASE from the peer: count the sendings released; C{False} if the id is not exported (the root is)."""
         _, exportId, count = message
         return exportId == ROOT_ID or self.releaseExport(exportId, count)
 

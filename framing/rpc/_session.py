@@ -57,7 +57,7 @@ from ._errors import (
     UnreadableRequestId,
     callLost,
 )
-from ._exports import DEFAULT_MAX_IMPORTS, ClientReferences, ExportTable
+from ._exports import DEFAULT_MAX_IMPORTS, ExportTable, References
 from ._incoming import DEFAULT_MAX_RUNNING, IncomingCall, IncomingCalls, failure, refusalCode, withoutDetails
 from ._interfaces import ExportedReference
 from ._referenceable import Referenceable
@@ -198,7 +198,7 @@ class ClientSession(Generic[Waiter]):
     @ivar pingSent: a PING was sent and nothing was heard since.
     @ivar pings: this side's PINGs waiting for their PONGs (the
         L{framing._pings.PingTable}: a probe's streams, or C{None} for a silence PING).
-    @ivar references: the L{framing.rpc._exports.ClientReferences}, or C{None}
+    @ivar references: the L{framing.rpc._exports.References}, or C{None}
         without C{makeReference}.
     @ivar incomingCalls: the server's calls to this side's exports; those in
         its C{waiting} are the I/O layer's to run and settle (L{answerCall}).
@@ -262,12 +262,12 @@ class ClientSession(Generic[Waiter]):
         self.pingSent = False
         connectionRegistry = Registry(registry if registry is not None else DEFAULT_REGISTRY)
         addMessageTypes(connectionRegistry)
-        self.references: ClientReferences | None = None
+        self.references: References | None = None
         exports = ExportTable()
         self._died: list[Any] = []
         if makeReference is not None:
             exports = self.references = self._addReferences(
-                connectionRegistry, ClientReferences(owner, makeReference, maxImports=maxImports, released=released)
+                connectionRegistry, References(owner, makeReference, maxImports=maxImports, released=released)
             )
             self._died = self.references.died
         self.incomingCalls = IncomingCalls(exports, maxRunning)
@@ -309,7 +309,7 @@ class ClientSession(Generic[Waiter]):
         self.pings: PingTable[list[SentStream] | None] = PingTable()
 
     @staticmethod
-    def _addReferences(registry: Registry, references: ClientReferences) -> ClientReferences:
+    def _addReferences(registry: Registry, references: References) -> References:
         """Send and receive references on C{registry}, against C{references}'s tables."""
         registry.add_slicer(Referenceable, ReferenceableSlicer(references))
         registry.add_slicer(ExportedReference, RemoteReferenceSlicer(references))

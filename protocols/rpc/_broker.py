@@ -69,7 +69,7 @@ from ._refs import (
 from ._streams import ObjectStreams
 from ._tables import ReferenceTable
 
-Handler = Callable[[Message], None]
+Handler = Callable[[Message], object]
 """What a received message of one kind is handed to (the broker's dispatch: L{Broker.objectReceived})."""
 
 RefusalHandler = Callable[[MessageRefused], None]

@@ -1,7 +1,7 @@
 """References either way in the sans-IO client session: L{framing.rpc._exports}, L{framing.rpc._incoming}.
 
 The server's side is written by hand with the same sans-IO tables
-(L{framing.rpc._exports.ClientReferences} serves as any side's tables), so
+(L{framing.rpc._exports.References} serves as any side's tables), so
 every byte the session sends or takes is checked here without a socket.
 """
 
@@ -14,7 +14,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder, Limits, Registry, Violation
 from framing.rpc._errors import NO_SUCH_OBJECT, VIOLATION, DeadReferenceError, TooManyReferences
-from framing.rpc._exports import ClientReferences
+from framing.rpc._exports import References
 from framing.rpc._incoming import CALLS_ACCOUNT, callBytes
 from framing.rpc._interfaces import ExportedReference
 from framing.rpc._referenceable import Referenceable
@@ -72,8 +72,8 @@ class Owner:
 class Server:
     """The server's side, by hand: its own tables, so that references travel both ways."""
 
-    def __init__(self) -> None:
-        self.tables = ClientReferences(self, lambda exportId, names: Ref(self, exportId, names))
+    def __init__(self, root: Any = None) -> None:
+        self.tables = References(self, lambda exportId, names: Ref(self, exportId, names), root=root)
         registry = Registry(DEFAULT_REGISTRY)
         addMessageTypes(registry)
         registry.add_slicer(Referenceable, ReferenceableSlicer(self.tables))
@@ -143,6 +143,21 @@ class ImportTests(SynchronousTestCase):
         self.assertEqual(tuple(release), (RELEASE, exportId, 2))
         self.assertEqual(session.references.importCount, 0)  # type: ignore[union-attr]
         self.assertEqual(session.dataToSend(), b"")
+
+    def test_rootNeverReleased(self) -> None:
+        """
+        The server's root received as a reference (export 0) and dropped:
+        no hint and no RELEASE, which wire format 12.5 forbids for export 0.
+        """
+        root = Counter(0)
+        session, _, _, hints = opened()
+        server = Server(root)
+        session.call("w", ROOT_ID, "me", (), {})
+        settled = session.receive(server.send(Message((ANSWER, 1, root))))
+        self.assertEqual(settled[0][1].exportId, ROOT_ID)
+        del settled
+        gc.collect()
+        self.assertEqual((hints, session.dataToSend()), ([], b""))
 
     def test_droppedReleaseInOutputAfterRead(self) -> None:
         """

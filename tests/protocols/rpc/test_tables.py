@@ -114,10 +114,11 @@ class ReferenceTableTests(SynchronousTestCase):
         b = self.table.importReference(6)
         del a, b
         gc.collect()
-        self.assertEqual((self.connection.writes, self.table.importCount), ([], 0))
+        self.assertEqual((self.connection.writes, self.table.importCount), ([], 2))  # (dead, not yet released)
         self.assertEqual(len(self.clock.getDelayedCalls()), 1)
         self.clock.advance(0)
         self.assertEqual(self.connection.writes, ["hold", (RELEASE, 5, 2), (RELEASE, 6, 1), "release"])
+        self.assertEqual(self.table.importCount, 0)
 
     def test_rootNeverReleased(self) -> None:
         """The peer's root is not counted, and its reference dying sends nothing."""
