@@ -466,14 +466,17 @@ class ClientSession(Generic[Waiter]):
             sent = kwargs or None  # (sentWith's rule for a call in no scope, in line: the per-call path)
         encodeParts = self._encodeParts
         try:
-            data = None
-            if encodeParts is not None:
-                # Arguments of built-in types alone: the whole CALL in one C call, the bytes Encoder.encode writes.
-                data = encodeParts((CALL, requestId, target, name, sent, *args), self._maxDepth, _CALL_OPENING)
+            # Arguments of built-in types alone: the whole CALL in one C call, the bytes Encoder.encode writes.
+            # (A tuple added to args, not (..., *args): no list built, grown and copied into a tuple per call.)
+            data = (
+                None
+                if encodeParts is None
+                else encodeParts((CALL, requestId, target, name, sent) + args, self._maxDepth, _CALL_OPENING)
+            )
             if data is None:
                 # (the pure core, or not built-in types alone: a stream argument among them perhaps, live once
                 # encoded whole)
-                data = self._encoder.encode(Message((CALL, requestId, target, name, sent, *args)))
+                data = self._encoder.encode(Message((CALL, requestId, target, name, sent) + args))
                 if self.objectStreams.announcing:
                     data += self._probe(self.objectStreams.committed())
         except BaseException:
@@ -503,9 +506,9 @@ class ClientSession(Generic[Waiter]):
             sent = kwargs or None
         extension = self.extension
         if extension is None:
-            return self._encode(Message((CALL, NO_ANSWER, target, name, sent, *args)))
+            return self._encode(Message((CALL, NO_ANSWER, target, name, sent) + args))
         try:
-            data = self._encode(Message((CALL, NO_ANSWER, target, name, sent, *args)))
+            data = self._encode(Message((CALL, NO_ANSWER, target, name, sent) + args))
         except BaseException:
             extension.messageDropped()
             raise
