@@ -158,9 +158,12 @@ class Inbound:
                     observer.dataDecoded(length, done, controlBytes)
 
     def dispatch(self, results: Iterable[Any]) -> None:
-        """Hand C{results} (objects and refusals) to the receiver, in order."""
+        """Hand C{results} (objects and refusals) to the receiver, in order, until the connection is dropped."""
         receiver = self.receiver
         for obj in results:
+            if self.stopped:
+                # (the receiver dropped the connection for an object before: nothing after it is acted on)
+                return
             if isinstance(obj, Violation):
                 receiver.objectRefused(obj)
             else:

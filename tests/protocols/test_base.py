@@ -58,6 +58,15 @@ class Recorder(TokenProtocol):
         self.lost.append(reason)
 
 
+class Dropper(Recorder):
+    """A L{Recorder} that drops the connection when it receives C{"drop"}."""
+
+    def objectReceived(self, obj: Any) -> None:
+        super().objectReceived(obj)
+        if obj == "drop":
+            self.dropConnection(UnexpectedAnswer("dropped"))
+
+
 class Overrider(TokenProtocol):
     """Overrides connectionLost without calling up, as user code often does, and asks why the connection ended."""
 
@@ -300,6 +309,26 @@ class ProtocolErrorTests(SynchronousTestCase):
         protocol.dataReceived(tokenBytes(dumps(1)) + tokenBytes(dumps([2])) + RESERVED + tokenBytes(dumps(3)))
         self.assertEqual(protocol.received, [1, [2]])
         self.assertTrue(wrapped.disconnecting)
+
+    def test_nothingDeliveredAfterDropBeforeBreak(self) -> None:
+        """
+        Of the objects completed before a break, none after one for which
+        the receiver dropped the connection is delivered (as without the
+        break): a dropped connection acts on nothing more.
+        """
+        protocol = Dropper()
+        wrapped = connected(protocol)
+        protocol.dataReceived(tokenBytes(dumps(1)) + tokenBytes(dumps("drop")) + tokenBytes(dumps(3)) + RESERVED)
+        self.assertEqual(protocol.received, [1, "drop"])
+        self.assertEqual(protocol.failure.value.code, "unexpected-answer")  # type: ignore[union-attr]
+        self.assertTrue(wrapped.disconnecting)
+
+    def test_nothingDeliveredAfterDrop(self) -> None:
+        """(The same read without the break: nothing after the object that dropped the connection.)"""
+        protocol = Dropper()
+        connected(protocol)
+        protocol.dataReceived(tokenBytes(dumps(1)) + tokenBytes(dumps("drop")) + tokenBytes(dumps(3)))
+        self.assertEqual(protocol.received, [1, "drop"])
 
     def test_refusalStillSkippedIsNotReported(self) -> None:
         """A ProtocolError while a refused object is still skipped is the one error the receiver sees."""
