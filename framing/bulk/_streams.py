@@ -189,6 +189,9 @@ class ClientStreams:
     @ivar startWindow: the initial window of this side's HELLO: 0 (see the module docstring).
     """
 
+    controlTypes: tuple[type, ...] = (Control,)
+    """The top-level objects the session hands to L{received}: bulk's control messages."""
+
     def __init__(self, digests: Sequence[str] | None = None) -> None:
         """@param digests: what this side offers (default: L{availableDigests}, BLAKE3 first when installed)."""
         self.digests = tuple(digests) if digests is not None else availableDigests()
@@ -241,7 +244,7 @@ class ClientStreams:
         self._announcing.clear()
 
     def received(self, obj: Any) -> bool:
-        """A top-level object the RPC session does not take: C{True} if it was bulk's (a control message)."""
+        """A top-level object of L{controlTypes}, or any other the session does not take: C{True} if it was bulk's."""
         if type(obj) is not Control:
             return False
         # A HELLO was taken as it was decoded (_helloDecoded); a well-formed one is answered with this side's, if it

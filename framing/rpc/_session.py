@@ -16,9 +16,9 @@ L{end} and L{judgeSilence} end it for what the I/O layer saw.  It keeps
 references and the server's object streams too.  No I/O, no threads, no
 timer (the refusal rate alone reads C{clock}).
 
-Cost: a call is one table entry and one encoding; each received message one
-type test, one tag test and one dict pop; nothing grows with the
-connection's age.
+Cost: a call is one table entry and one encoding; each received ANSWER one
+type test, one tag test and one dict pop, any other message one index more
+(L{framing.rpc._dispatch}); nothing grows with the connection's age.
 
 Design: docs/design/rpc-session.md
 """
@@ -26,7 +26,6 @@ Design: docs/design/rpc-session.md
 from __future__ import annotations
 
 import enum
-import functools
 import time
 from collections.abc import Callable
 from operator import itemgetter
@@ -42,6 +41,7 @@ from framing.wire import PREAMBLE
 
 from ._calltable import CallTable
 from ._clientstreams import ClientObjectStreams
+from ._dispatch import Control, Dispatch
 from ._drain import Drain, GoingAway
 from ._errors import (
     ClosedBeforePreamble,
@@ -49,12 +49,9 @@ from ._errors import (
     ConnectionOverBudget,
     DeadReferenceError,
     MessageRefused,
-    MessageWithoutId,
-    NotAnRpcMessage,
     RuleBroken,
     ServerSilent,
     UnexpectedAnswer,
-    UnreadableRequestId,
     callLost,
 )
 from ._exports import DEFAULT_MAX_IMPORTS, ExportTable, References
@@ -65,18 +62,7 @@ from ._references import ReferenceableSlicer, ReferenceUnslicer, RemoteReference
 from ._signatures import REF_OPEN_TYPE, YOURREF_OPEN_TYPE
 from ._streams import FlowMessage, ReceiveWindow
 from ._streamtable import ReceivedStream, SentStream
-from ._wire import (
-    ANSWER,
-    CALL,
-    CANCEL,
-    FAIL,
-    GOAWAY,
-    NO_ANSWER,
-    OPEN_TYPE,
-    RELEASE,
-    Message,
-    addMessageTypes,
-)
+from ._wire import ANSWER, CALL, NO_ANSWER, OPEN_TYPE, Message, addMessageTypes
 
 Waiter = TypeVar("Waiter")
 
@@ -121,8 +107,11 @@ class SessionExtension(Protocol):
     def messageDropped(self) -> None:
         """The message being encoded failed: undo what encoding it did."""
 
-    def received(self, obj: Any) -> bool:
-        """A top-level object that is no RPC message: C{True} if the extension took it."""
+    controlTypes: tuple[type, ...]
+    """The types of the top-level objects it takes (L{received}), none of them an RPC message."""
+
+    def received(self, obj: Any) -> object:
+        """A top-level object of one of its L{controlTypes} (what it returns is dropped)."""
 
     def takeSettled(self) -> list[Settled]:
         """What the extension settled since last asked (waiters of its own, as calls' are); once."""
@@ -135,7 +124,7 @@ class SessionExtension(Protocol):
 
 
 class _Broken:
-    """The end of what one read decoded when the stream broke: the L{ProtocolError}, dispatched after the rest."""
+    """The end of what one read decoded when the stream broke: the L{ProtocolError}, routed after the rest."""
 
     __slots__ = ("error",)
 
@@ -154,16 +143,6 @@ class _Probed:
 
 UNSCOPED: Any = object()
 """L{ClientSession.call}'s C{sent} for a call made in no scope: its CALL carries C{kwargs or None}."""
-
-_DRAIN_CHECK = object()
-"""Dispatched after a read's objects once the server sent GOAWAY: end the session if it drained."""
-
-
-def _drainingFeed(decoder: Decoder, data: bytes) -> list[Any]:
-    """A read's objects after GOAWAY: the decoder's, then L{_DRAIN_CHECK}."""
-    received: list[Any] = decoder.feed(data)
-    received.append(_DRAIN_CHECK)
-    return received
 
 
 class SessionState(enum.Enum):
@@ -283,8 +262,7 @@ class ClientSession(Generic[Waiter]):
         if extension is not None:
             extension.install(connectionRegistry, self._encoder)
         self._decoder = Decoder(limits, connectionRegistry)
-        # What a read is fed to: the decoder's feed (and after GOAWAY, _drainingFeed: see _goingAway).
-        self._feed: Callable[[bytes], list[Any]] = self._decoder.feed
+        self._feed: Callable[[bytes], list[Any]] = self._decoder.feed  # (bound once: one lookup per read)
         self.closing = False
         # GOAWAY's state and the rule of when the session closes after it (see drained).
         self.drain = Drain()
@@ -307,6 +285,21 @@ class ClientSession(Generic[Waiter]):
         # This side's PINGs in flight, numbered from 1 as the Twisted connection's are: a probe's waits with the
         # streams it asks about (_probe), a silence PING with None (ping).
         self.pings: PingTable[list[SentStream] | None] = PingTable()
+        # What the read being routed settles: the handlers add to it; receive returns it and starts a new one.
+        self._settled: list[Settled] = []
+        # Something is due after each read's objects: the extension's, or (the server sent GOAWAY) the drain check.
+        self._readTail = extension is not None
+        # Every RPC endpoint's routing (framing.rpc._dispatch), to this session's handlers (its "handlers" section);
+        # besides the extension's objects, its controls take the object streams' messages and receive's own marks.
+        controls: dict[type, Control] = {
+            FlowMessage: self._flowReceived,
+            _Broken: self._streamBroken,
+            _Probed: self._probed,
+        }
+        if extension is not None:
+            controls.update(dict.fromkeys(extension.controlTypes, extension.received))
+        self._dispatch = Dispatch(self, controls)
+        self._handlers = self._dispatch.messages
 
     @staticmethod
     def _addReferences(registry: Registry, references: References) -> References:
@@ -366,18 +359,6 @@ class ClientSession(Generic[Waiter]):
         self.closing = True
         self.output.extend(output)
         return settled
-
-    def _goingAway(self, received: list[Any]) -> None:
-        """
-        The server sent GOAWAY (in C{received}, being dispatched): no new
-        call, and from now on each read's objects are followed by
-        L{_DRAIN_CHECK}, this one's too (C{received} is the decoder's own
-        new list, or the session's), so that the session ends once nothing
-        is in flight (L{closeIfDrained}) at no cost to a read before GOAWAY.
-        """
-        self.state = _GOING_AWAY
-        self._feed = functools.partial(_drainingFeed, self._decoder)
-        received.append(_DRAIN_CHECK)
 
     def peerClosed(self) -> ConnectionLost:
         """
@@ -604,13 +585,12 @@ class ClientSession(Generic[Waiter]):
         for L{dataToSend}.  A broken stream ends the session (L{failure})
         after what came before the break.
 
-        The session's one dispatch, in line: each top-level object, in
-        order, to what handles it, by type and then by tag (an answer, a
-        failure, the server's call, cancel, release or GOAWAY; a stream's
-        flow message; the extension's object; a refusal; anything else ends
-        the session), nothing once the session ended.  The commonest message,
-        an ANSWER to a pending call, is first and costs one type test, one
-        tag test and one dict pop.
+        Each top-level object, in order, goes where every RPC endpoint's
+        routing sends it (L{framing.rpc._dispatch.Dispatch}, to the
+        handlers below); nothing once the session ended.  The commonest
+        message, an ANSWER to a pending call, is taken in line (what
+        L{answerReceived} does with it): one type test, one tag test and
+        one dict pop; any other message is one index more and its handler.
         """
         if self.state is not _OPEN:
             if self.state is _ENDED:
@@ -622,12 +602,11 @@ class ClientSession(Generic[Waiter]):
                 if not self._preambleLeft:
                     self.state = _OPEN
         self.pingSent = False
-        settled: list[Settled] = []
+        settled = self._settled
         try:
-            # (the decoder's feed; after GOAWAY, its objects followed by _DRAIN_CHECK: see _goingAway)
             received = self._feed(data)
         except ProtocolError as error:
-            # What came before the break, then the break itself, through the one dispatch below.
+            # What came before the break, then the break itself (_streamBroken), routed as the rest.
             received = [*(getattr(error, "results", None) or ()), _Broken(error)]
         if self._decoder.control_events:
             self._controlEvents(received)
@@ -635,69 +614,28 @@ class ClientSession(Generic[Waiter]):
         for obj in received:
             if type(obj) is Message:
                 if obj[0] == ANSWER:
-                    entry = pending.pop(obj[1], None)  # (CallTable.take, in line)
+                    entry = pending.pop(obj[1], None)  # (answerReceived, in line; CallTable.take)
                     if entry is not None:
                         settled.append((entry[0], obj[2], None))
-                    elif self.state is not _ENDED:
-                        self._stray(obj[1], "an answer", settled)
-                    continue
+                        continue
                 if self.state is _ENDED:
                     break
-                tag = obj[0]
-                if tag == FAIL:
-                    failed = self._failed(pending.failed, obj, settled)
-                    if failed is not None:
-                        settled.append((failed[0][0], None, failed[1]))
-                        if self.extension is not None:
-                            self.extension.callFailed(obj[1], False)
-                elif tag == CALL:
-                    refused = self.incomingCalls.received(obj)
-                    if refused is not None:
-                        self._refuseCall(obj[1], refused, settled)
-                elif tag == GOAWAY:
-                    if self.drain.received(obj):
-                        self._goingAway(received)
-                elif tag == RELEASE:
-                    if self.references is not None:
-                        self.references.releaseReceived(obj)
-                elif tag == CANCEL:
-                    self.incomingCalls.cancelled(obj[1])
-                continue
-            if self.state is _ENDED:
+                self._handlers[obj[0]](obj)
+            elif self.state is _ENDED:
                 break
-            if type(obj) is FlowMessage:
-                try:
-                    self.objectStreams.received(obj, settled)
-                except ProtocolError as error:
-                    settled.extend(self.end(error))
-            elif type(obj) is _Broken:
-                settled.extend(self.end(obj.error))
-            elif obj is _DRAIN_CHECK:
-                settled.extend(self.closeIfDrained())
-            elif type(obj) is _Probed:
-                self.objectStreams.probeAnswered(obj.producers, settled)
-            elif self.extension is not None and self.extension.received(obj):
-                pass
-            elif isinstance(obj, MessageRefused):
-                if obj.tag == CALL:
-                    self._refuseCall(obj.requestId, obj.violation, settled)
-                elif obj.tag in (ANSWER, FAIL):
-                    answer = self._failed(pending.refused, obj, settled)
-                    if answer is not None:
-                        settled.append((answer[0][0], None, answer[1]))
-            elif isinstance(obj, MessageWithoutId):
-                settled.extend(
-                    self.end(UnreadableRequestId(f"a message refused before its request id: {obj.violation}"))
-                )
-            elif not isinstance(obj, Violation):
-                settled.extend(self.end(NotAnRpcMessage(f"a top-level {type(obj).__name__} from {self.peer}")))
             else:
-                # Any other Violation: an object of a kind this client does not take (an extension's), refused alone.
-                self._refused(settled)
-        extension = self.extension
-        if extension is not None:
-            settled.extend(extension.takeSettled())
-        if self._died or self._streamsDropped or extension is not None:
+                self._dispatch.received(obj)
+        self._settled = []
+        if self._readTail:
+            # (after the read's objects: once the server sent GOAWAY the session ends when nothing is in flight;
+            # what the extension settled and its bytes)
+            if self.state is _GOING_AWAY:
+                settled.extend(self.closeIfDrained())
+            extension = self.extension
+            if extension is not None:
+                settled.extend(extension.takeSettled())
+            self._gather()
+        elif self._died or self._streamsDropped:
             self._gather()
         return settled
 
@@ -715,11 +653,85 @@ class ClientSession(Generic[Waiter]):
             if producers is not None:
                 received.append(_Probed(producers))
 
+    # -- handlers (framing.rpc._dispatch.RpcEndpoint), of the read being received ----
+
+    def callReceived(self, message: Message) -> None:
+        """The server's CALL: admitted (waiting in C{incomingCalls} for the I/O layer), or refused (L{_refuseCall})."""
+        refused = self.incomingCalls.received(message)
+        if refused is not None:
+            self._refuseCall(message[1], refused)
+
+    def answerReceived(self, message: Message) -> None:
+        """An ANSWER: its call settled with the result; one to no call is L{_stray}."""
+        entry = self.pending.pop(message[1], None)
+        if entry is None:
+            self._stray(message[1], "an answer")
+            return
+        self._settled.append((entry[0], message[2], None))
+
+    def failReceived(self, message: Message) -> None:
+        """A FAIL: its call settled with the error it describes (L{CallTable.failed}); the extension told."""
+        failed = self._failed(self.pending.failed, message)
+        if failed is not None:
+            self._settled.append((failed[0][0], None, failed[1]))
+            if self.extension is not None:
+                self.extension.callFailed(message[1], False)
+
+    def cancelReceived(self, message: Message) -> None:
+        """A CANCEL: the server gave up on its call (L{framing.rpc._incoming.IncomingCalls.cancelled})."""
+        self.incomingCalls.cancelled(message[1])
+
+    def releaseReceived(self, message: Message) -> None:
+        """A RELEASE: counted against this side's exports (none without references)."""
+        if self.references is not None:
+            self.references.releaseReceived(message)
+
+    def goAwayReceived(self, message: Message) -> None:
+        """
+        The server's GOAWAY (a second one ignored): no new call; after
+        this read and each later one the session ends if it L{drained}.
+        """
+        if self.drain.received(message):
+            self.state = _GOING_AWAY
+            self._readTail = True
+
+    def callRefused(self, refused: MessageRefused) -> None:
+        """The server's CALL, refused while decoding it after its id: L{_refuseCall}."""
+        self._refuseCall(refused.requestId, refused.violation)
+
+    def answerRefused(self, refused: MessageRefused) -> None:
+        """An ANSWER or FAIL refused after its id: its call settled with the violation (L{CallTable.refused})."""
+        answer = self._failed(self.pending.refused, refused)
+        if answer is not None:
+            self._settled.append((answer[0][0], None, answer[1]))
+
+    def refused(self, violation: Violation) -> None:
+        """Any other refusal (an object this client does not take, a refused CANCEL, RELEASE or GOAWAY): counted."""
+        self._refused()
+
+    def ruleBroken(self, error: RuleBroken, received: Any) -> None:
+        """The server broke a rule that ends the connection (C{received} is what broke it): the session ends."""
+        self._settled.extend(self.end(error))
+
+    def _flowReceived(self, message: FlowMessage) -> None:
+        """A message of an object stream; one breaking the stream's rules ends the session."""
+        try:
+            self.objectStreams.received(message, self._settled)
+        except ProtocolError as error:
+            self._settled.extend(self.end(error))
+
+    def _streamBroken(self, broken: _Broken) -> None:
+        """The stream broke after what came before in its read: the session ends."""
+        self._settled.extend(self.end(broken.error))
+
+    def _probed(self, probed: _Probed) -> None:
+        """A probe's PONG came: its streams without credit are closed (L{ClientObjectStreams.probeAnswered})."""
+        self.objectStreams.probeAnswered(probed.producers, self._settled)
+
     def _failed(
         self,
         match: Callable[[Any, Callable[[], str]], tuple[tuple[Waiter, str], BaseException] | None],
         answer: Any,
-        settled: list[Settled],
     ) -> tuple[tuple[Waiter, str], BaseException] | None:
         """
         What C{match} (L{CallTable.failed}, L{CallTable.refused}) says of
@@ -730,20 +742,20 @@ class ClientSession(Generic[Waiter]):
         try:
             return match(answer, self._peerName)
         except UnexpectedAnswer as unexpected:
-            settled.extend(self.end(unexpected))
+            self._settled.extend(self.end(unexpected))
             return None
 
-    def _stray(self, requestId: int, what: str, settled: list[Settled]) -> None:
+    def _stray(self, requestId: int, what: str) -> None:
         """C{what} came for C{requestId}, which no call waits on: ignored if a late answer was due, else the end."""
         unexpected = self.pending.strayAnswer(requestId, what)
         if unexpected is not None:
-            settled.extend(self.end(unexpected))
+            self._settled.extend(self.end(unexpected))
 
     def _peerName(self) -> str:
         """The server's address, as the errors naming a call say it (L{CallTable.failed}, L{CallTable.refused})."""
         return self.peer
 
-    def _refuseCall(self, requestId: int, error: Exception, settled: list[Settled]) -> None:
+    def _refuseCall(self, requestId: int, error: Exception) -> None:
         """
         The server's call C{requestId} was refused with C{error}
         (L{framing.rpc._incoming.CallAdmission.admit}, or its decoding): a
@@ -753,18 +765,18 @@ class ClientSession(Generic[Waiter]):
         L{framing.rpc._incoming.refusalCode} names one.
         """
         if isinstance(error, RuleBroken):
-            settled.extend(self.end(error))
+            self._settled.extend(self.end(error))
             return
-        if (refusalCode(error) is not None and self._refused(settled)) or requestId == NO_ANSWER:
+        if (refusalCode(error) is not None and self._refused()) or requestId == NO_ANSWER:
             return
         self.output.append(self._encode(failure(requestId, error)))
 
-    def _refused(self, settled: list[Settled]) -> bool:
+    def _refused(self) -> bool:
         """Count one refusal; past the rate, end the session (L{framing._refusals.TooManyRefusals}) and say so."""
         refusals = self.refusals
         if not refusals.note():
             return False
-        settled.extend(self.end(refusals.too_many()))
+        self._settled.extend(self.end(refusals.too_many()))
         return True
 
     # -- references and the server's calls -----------------------------------
@@ -839,6 +851,9 @@ class ClientSession(Generic[Waiter]):
             return []
         self.state = _ENDED
         self.failure = reason
+        # (its handlers are this session's methods: forgotten, so that nothing refers back to it)
+        self._dispatch.clear()
+        self._handlers = ()
         self.output.clear()
         self.ledger.close()
         self.incomingCalls.end()

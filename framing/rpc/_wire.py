@@ -19,9 +19,8 @@ context.  Request id L{NO_ANSWER} (0) asks for no answer.  The unslicer
 checks each field as it arrives, naming it in C{where}; once it has the tag
 and the id, a refusal of the message is a L{MessageRefused} carrying both,
 so that call fails by id; a CALL, ANSWER or FAIL refused before its id is a
-L{MessageWithoutId}, which drops the connection.  Handlers are code: the
-broker's table by tag (L{protocols.rpc._broker.Broker}) and the client
-session's C{receive}.
+L{MessageWithoutId}, which drops the connection.  Handlers are code, chosen
+by tag in one routing every endpoint builds (L{framing.rpc._dispatch}).
 
 Cost per field: one table lookup and one check.
 
@@ -272,7 +271,8 @@ MESSAGES: tuple[Kind, ...] = (
     Kind(GOAWAY, "goaway", (Field("grace", _identifier, _NO_BODY),)),
 )
 """Every kind of RPC message, one row each, indexed by tag (h11's table
-style): a new kind is one row here plus its handler in each dispatch."""
+style): a new kind is one row here, its route in L{framing.rpc._dispatch},
+and its handler on each endpoint."""
 
 assert all(kind.tag == index for index, kind in enumerate(MESSAGES))
 

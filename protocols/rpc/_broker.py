@@ -3,10 +3,11 @@
 
 Contract: both ends are the same class.  A broker is the L{IObjectReceiver}
 of a L{TokenProtocol} it makes itself (C{broker.connection}): the
-connection owns framing, the transport and pings; the broker dispatches
-each received message by tag (a table of bound methods built in
-C{_dispatch}) to L{OutgoingCalls} (L{protocols.rpc._calls}),
-L{CallRunner} (L{protocols.rpc._answering}) or L{ReferenceTable}
+connection owns framing, the transport and pings; the broker routes
+each received object as every RPC endpoint does
+(L{framing.rpc._dispatch.Dispatch}, built in C{_route}) to
+L{OutgoingCalls} (L{protocols.rpc._calls}), L{CallRunner}
+(L{protocols.rpc._answering}) or L{ReferenceTable}
 (L{protocols.rpc._tables}); how the connection ended is a
 L{Disconnection}'s.  Extensions (L{IBrokerExtension}, e.g. bulk streams:
 C{Broker(bulk=BulkOptions(...))}) are loaded instead of subclassing.  Limits are a L{CallLimits}; refusals
@@ -16,7 +17,8 @@ reactor turn, so a call made in that turn leaves in the same write.
 
 Cost: each call is one CALL in one transport write, each answer one ANSWER
 or FAIL in one write; dispatch is one index; an extension's objects one
-dict lookup, only for objects that are not RPC messages.  Nothing refers
+dict lookup, only for objects that are not RPC messages; a refusal one call
+to the dispatch.  Nothing refers
 back to the broker after the connection is lost, so it is freed without a
 garbage collection.
 
@@ -38,10 +40,11 @@ from framing import Limits, Registry, Violation
 from framing._errors import short_repr
 from framing._outgoing import Outgoing
 from framing.login._wire import addLoginTypes
-from framing.rpc._errors import MessageRefused, MessageWithoutId, NotAnRpcMessage, UnreadableRequestId
+from framing.rpc._dispatch import Dispatch, Handler, Handlers
+from framing.rpc._errors import NotAnRpcMessage, RuleBroken
 from framing.rpc._limits import CLIENT_CALL_LIMITS, CallLimits
 from framing.rpc._referenceable import Referenceable
-from framing.rpc._wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, MESSAGES, RELEASE, Message, addMessageTypes
+from framing.rpc._wire import Message, addMessageTypes
 from framing.slicing._registry import DEFAULT_REGISTRY
 
 from .. import _guard as guarding
@@ -68,12 +71,6 @@ from ._refs import (
 )
 from ._streams import ObjectStreams
 from ._tables import ReferenceTable
-
-Handler = Callable[[Message], object]
-"""What a received message of one kind is handed to (the broker's dispatch: L{Broker.objectReceived})."""
-
-RefusalHandler = Callable[[MessageRefused], None]
-"""What the refusal of a message of one kind, after its id arrived, is handed to."""
 
 
 @implementer(IObjectReceiver)
@@ -179,41 +176,42 @@ class Broker:
         self.sender: CallSender = self.calls
         self.drain = ConnectionDrain(self)
         self._addTypes(connectionRegistry)
-        self._controls: dict[type, Any] = {}
         for extension in self.extensions:
             extension.install(self, connectionRegistry)
-            for controlType in extension.controlTypes:
-                self._controls[controlType] = extension
-        self._handlers: tuple[Handler, ...] = ()
-        self._refusedHandlers: tuple[RefusalHandler | None, ...] = ()
         self._intercepted = False
-        self._dispatch()
+        # (the dispatch's own reactions hold the connection, not the broker: no cycle through the dispatch)
+        self._reactions = _ConnectionReactions(connection)
+        self._route()
 
-    def _dispatch(self, call: Handler | None = None, cancel: Handler | None = None) -> None:
+    def _route(self, call: Handler | None = None, cancel: Handler | None = None) -> None:
         """
-        Bind the dispatch, the one place a received message's handler is
-        chosen: per kind (L{MESSAGES}), by tag, the method it is handed to,
-        and the one its refusal after its id is handed to (C{None}: the
-        refusal is only logged).  L{objectReceived} and L{objectRefused}
-        then cost one index per message.  C{call} and C{cancel}, if given,
-        stand in front of L{CallRunner} (L{interceptCalls}).
+        Build the dispatch (L{framing.rpc._dispatch.Dispatch}: every RPC
+        endpoint's one routing) from this broker's parts and its extensions'
+        C{controlTypes}; L{objectReceived} then costs one index per
+        message.  C{call} and C{cancel}, if given, stand in front of
+        L{CallRunner} (L{interceptCalls}).
         """
         incoming, calls = self.incoming, self.calls
-        handlers: dict[int, Handler] = {
-            CALL: call or incoming.callReceived,
-            ANSWER: calls.answerReceived,
-            FAIL: calls.failReceived,
-            CANCEL: cancel or incoming.cancelReceived,
-            RELEASE: self.references.releaseReceived,
-            GOAWAY: self.drain.goAwayReceived,
+        handlers = Handlers(
+            callReceived=call or incoming.callReceived,
+            answerReceived=calls.answerReceived,
+            failReceived=calls.failReceived,
+            cancelReceived=cancel or incoming.cancelReceived,
+            releaseReceived=self.references.releaseReceived,
+            goAwayReceived=self.drain.goAwayReceived,
+            callRefused=incoming.callRefused,
+            answerRefused=calls.answerRefused,
+            refused=self._reactions.refused,
+            ruleBroken=self._reactions.ruleBroken,
+        )
+        controls = {
+            controlType: extension.controlReceived
+            for extension in self.extensions
+            for controlType in extension.controlTypes
         }
-        refused: dict[int, RefusalHandler] = {
-            CALL: incoming.callRefused,
-            ANSWER: calls.answerRefused,
-            FAIL: calls.answerRefused,
-        }
-        self._handlers = tuple(handlers[kind.tag] for kind in MESSAGES)
-        self._refusedHandlers = tuple(refused.get(kind.tag) for kind in MESSAGES)
+        self._dispatch = dispatch = Dispatch(handlers, controls)
+        self._handlers = dispatch.messages
+        self._controls = dispatch.controls
 
     def interceptCalls(self, call: Handler | None, cancel: Handler) -> None:
         """
@@ -228,7 +226,7 @@ class Broker:
         if self._intercepted:
             raise RuntimeError("a broker's calls are intercepted once (one Interception holds all its interceptors)")
         self._intercepted = True
-        self._dispatch(call, cancel)
+        self._route(call, cancel)
 
     def sendThrough(self, sender: CallSender) -> CallSender:
         """
@@ -394,51 +392,56 @@ class Broker:
     # -- receiving -----------------------------------------------------------------
 
     def objectReceived(self, obj: Any) -> None:
-        """Dispatch one message by its tag (L{_dispatch}); an extension's control object to that extension."""
+        """
+        Route one object (L{framing.rpc._dispatch.Dispatch}): a message by
+        its tag and an extension's object by its type, both in line here;
+        anything else through the dispatch, which ends the connection.
+        """
         if type(obj) is Message:
             self._handlers[obj[0]](obj)
             return
-        extension = self._controls.get(type(obj))
-        if extension is not None:
-            extension.controlReceived(obj)
+        control = self._controls.get(type(obj))
+        if control is not None:
+            control(obj)
             return
-        # Not a peer of this protocol, or a confused one: say why, then close.
-        self.connection.log.warn(
-            "{peer} sent {obj} instead of an rpc message; dropping the connection",
-            peer=self.connection.peerName(),
-            obj=escape(short_repr(obj)),
-        )
-        error = NotAnRpcMessage(f"a top-level {type(obj).__name__} where only rpc messages are taken")
-        self.connection.dropConnection(error, logged=False)
+        self._dispatch.received(obj)
 
     def objectRefused(self, violation: Violation) -> None:
         """
-        A message was refused: hand the refusal to its kind's refusal
-        handler (L{_dispatch}), which fails or refuses the call by the id the
-        unslicer reported (a L{MessageRefused}; see L{framing.rpc._wire}).
-        A CALL, ANSWER or FAIL refused before its id (a L{MessageWithoutId})
-        drops the connection with an L{UnreadableRequestId}: nobody could be
-        answered for it.  Anything else is logged as a refusal, and the
-        connection stays up.
+        Route one refusal (L{framing.rpc._dispatch.Dispatch.refused}): a
+        refused CALL is answered with its FAIL, a refused answer fails its
+        call, a CALL, ANSWER or FAIL refused before its id drops the
+        connection (L{framing.rpc._errors.UnreadableRequestId}); any other
+        is logged as a refusal.
         """
-        if type(violation) is MessageRefused:
-            handler = self._refusedHandlers[violation.tag]
-            if handler is not None:
-                handler(violation)
-                return
-        elif type(violation) is MessageWithoutId:
-            self.connection.dropConnection(unreadableRequestId(violation))
+        self._dispatch.refused(violation)
+
+
+class _ConnectionReactions:
+    """What a broker does for the routes of its dispatch that are not its parts': a refusal counted, the end."""
+
+    __slots__ = ("_connection",)
+
+    def __init__(self, connection: TokenProtocol) -> None:
+        self._connection = connection
+
+    def refused(self, violation: Violation) -> None:
+        """A refusal the dispatch only counts: logged (L{TokenProtocol.logRefusal}); the connection stays up."""
+        self._connection.logRefusal(violation.code, str(violation))
+
+    def ruleBroken(self, error: RuleBroken, received: Any) -> None:
+        """The dispatch ends the connection for C{error}: dropped, an object that is no RPC message logged with it."""
+        connection = self._connection
+        if isinstance(error, NotAnRpcMessage):
+            # Not a peer of this protocol, or a confused one: say why, then close.
+            connection.log.warn(
+                "{peer} sent {obj} instead of an rpc message; dropping the connection",
+                peer=connection.peerName(),
+                obj=escape(short_repr(received)),
+            )
+            connection.dropConnection(error, logged=False)
             return
-        self.connection.logRefusal(violation.code, str(violation))
-
-
-def unreadableRequestId(refused: MessageWithoutId) -> UnreadableRequestId:
-    """The error that drops a connection for C{refused}: what went unanswered, and why it was refused."""
-    if refused.tag == CALL:
-        what = "a call refused before its request id arrived cannot be answered"
-    else:
-        what = "an answer refused before its request id arrived leaves its call waiting"
-    return UnreadableRequestId(f"{what} ({refused.code}: {refused.violation})")
+        connection.dropConnection(error)
 
 
 class BrokerFactory(Factory):

@@ -15,7 +15,7 @@ from protocols.rpc._interceptors import CallInterceptor, intercept
 
 
 class TableTests(SynchronousTestCase):
-    """Each row names its fields; the dispatch of each kind is code, in one function per side."""
+    """Each row names its fields; the dispatch of each kind is code, in one routing every side builds."""
 
     def test_tagsAreIndexes(self) -> None:
         """A row's tag is its index in the table, so dispatch is one index per message."""
@@ -23,9 +23,10 @@ class TableTests(SynchronousTestCase):
 
     def test_everyKindDispatched(self) -> None:
         """
-        The broker's dispatch, built in one function, hands each kind to
-        its part's method, and the refusal of each kind a call waits on
-        (and only those) to the part that answers or fails that call.
+        The broker's dispatch (framing.rpc._dispatch), built in one method,
+        hands each kind to its part's method, and the refusal of each kind a
+        call waits on to the part that answers or fails that call; the
+        refusal of any other kind is only logged.
         """
         broker = Broker(clock=Clock())
         incoming, calls = broker.incoming, broker.calls
@@ -40,7 +41,9 @@ class TableTests(SynchronousTestCase):
         self.assertEqual(sorted(expected), [kind.tag for kind in MESSAGES])
         self.assertEqual(broker._handlers, tuple(expected[kind.tag] for kind in MESSAGES))
         refused = {CALL: incoming.callRefused, ANSWER: calls.answerRefused, FAIL: calls.answerRefused}
-        self.assertEqual(broker._refusedHandlers, tuple(refused.get(kind.tag) for kind in MESSAGES))
+        self.assertEqual(
+            broker._dispatch.refusals, tuple(refused.get(kind.tag, broker._reactions.refused) for kind in MESSAGES)
+        )
         self.assertEqual(sorted(refused), [kind.tag for kind in MESSAGES if kind.awaited])
 
     def test_noHandlerNamedInTheTable(self) -> None:
