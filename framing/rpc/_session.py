@@ -700,10 +700,15 @@ class ClientSession(Generic[Waiter]):
         self._refuseCall(refused.requestId, refused.violation)
 
     def answerRefused(self, refused: MessageRefused) -> None:
-        """An ANSWER or FAIL refused after its id: its call settled with the violation (L{CallTable.refused})."""
+        """
+        An ANSWER or FAIL refused after its id: its call settled with the
+        violation (L{CallTable.refused}); the extension told it failed, as for a FAIL.
+        """
         answer = self._failed(self.pending.refused, refused)
         if answer is not None:
             self._settled.append((answer[0][0], None, answer[1]))
+            if self.extension is not None:
+                self.extension.callFailed(refused.requestId, False)
 
     def refused(self, violation: Violation) -> None:
         """Any other refusal (an object this client does not take, a refused CANCEL, RELEASE or GOAWAY): counted."""

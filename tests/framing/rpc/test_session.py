@@ -171,6 +171,61 @@ class CallTests(SynchronousTestCase):
         self.assertIn(f"in the answer to 'big' from {PEER}", str(settled[0][2]))
         self.assertEqual(session.state, SessionState.OPEN)
 
+    def test_failedCallsToldToExtension(self) -> None:
+        """
+        The extension (bulk streams) is told of each call that failed by the
+        server's answer, a FAIL or an answer refused here alike, so that a
+        stream its CALL carried is given up either way; not of one answered.
+        """
+
+        class Recorder:
+            controlTypes: tuple[type, ...] = ()
+
+            def __init__(self) -> None:
+                self.failed: list[tuple[int, bool]] = []
+
+            def install(self, registry: Registry, encoder: Encoder) -> None:
+                pass
+
+            def messageEncoded(self, data: bytes, requestId: int = NO_ANSWER) -> bytes:
+                return data
+
+            def callFailed(self, requestId: int, cancelled: bool) -> None:
+                self.failed.append((requestId, cancelled))
+
+            def messageDropped(self) -> None:
+                pass
+
+            def received(self, obj: Any) -> object:
+                return None
+
+            def takeSettled(self) -> list[Any]:
+                return []
+
+            def piecesToSend(self) -> list[bytes]:
+                return []
+
+            def ended(self, reason: BaseException) -> list[Any]:
+                return []
+
+        extension = Recorder()
+        session: ClientSession[str] = ClientSession(PEER, limits=Limits(max_string_length=100), extension=extension)
+        server = Server()
+        server.read(session.start())
+        session.receive(PREAMBLE)
+        refused, _ = session.call("big", 0, "big", (), {})
+        failed, _ = session.call("gte", 0, "gte", (), {})
+        answered, _ = session.call("small", 0, "small", (), {})
+        typeName, text, details = describe(noSuchMethod("gte", ["get"]))
+        session.receive(
+            server.send(
+                Message((ANSWER, refused, "x" * 200)),
+                Message((FAIL, failed, typeName, text, None, details)),
+                Message((ANSWER, answered, "ok")),
+            )
+        )
+        self.assertEqual(extension.failed, [(refused, False), (failed, False)])
+
     def test_answerWithoutRoom(self) -> None:
         """
         What the decoder holds of an answer between reads is charged to the
