@@ -604,7 +604,8 @@ class ClientSession(Generic[Waiter]):
         self.pingSent = False
         settled = self._settled
         try:
-            received = self._feed(data)
+            feed = self._feed  # (read, then called: a method-style call on an instance attribute is never specialised)
+            received = feed(data)
         except ProtocolError as error:
             # What came before the break, then the break itself (_streamBroken), routed as the rest.
             received = [*(getattr(error, "results", None) or ()), _Broken(error)]
