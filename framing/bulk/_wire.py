@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.bulk.test_wire,tests.framing.bulk.test_streams -*-
+# -*- test-case-name: tests.protocols.bulk.test_wire,tests.framing.bulk.test_streams,tests.framing.test_cores_frames -*-
 """The bulk layer on the wire: data frames, control messages, stream announcements.
 
 Contract: everything bulk sends is an ordinary top-level chunkwire object, so
@@ -279,6 +279,21 @@ class DataUnslicer(Unslicer):
             self.end_body()
         else:
             raise TooManyItems("a bulk data frame has three values")
+
+    frame_values = 2
+    """A frame: the stream id and the offset, then the body (L{begin_frame})."""
+
+    def begin_frame(self, values: tuple[int, ...], length: int) -> bool:
+        """
+        The stream id and offset and the body's header at once, as
+        C{receive_child} for each, C{check_token} and L{begin_body} would
+        take them (C{values}: two INTs, always non-negative).
+        """
+        streamId, offset = values
+        self._values = [streamId, offset]
+        self._target = self._starting(streamId, offset, length)
+        self._position = offset
+        return True
 
     def begin_body(self, length: int) -> bool:
         """The body's header was accepted: find its stream.  Always streams the body."""
