@@ -25,6 +25,7 @@ Design: docs/design/bulk.md
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -106,6 +107,9 @@ _DATA_OPEN = open_token(DATA_OPEN_TYPE)
 _CLOSE = encode_header(CLOSE, 0)
 _INT_HEADERS = tuple(encode_header(INT, v) for v in range(256))
 _GRANT_OPEN = open_token(CONTROL_OPEN_TYPE) + _INT_HEADERS[GRANT]
+_INT4_HEADER = struct.Struct(">BI").pack
+_INT4 = encode_header(INT, 1 << 16)[0]
+_INT4_LEAST, _INT8_LEAST = 1 << 16, 1 << 32
 
 
 def dataFramePieces(streamId: int, offset: int, body: bytes) -> tuple[bytes, bytes, bytes]:
@@ -128,7 +132,9 @@ def grantMessage(streamId: int, count: int) -> bytes:
     @raise ValueError: a negative id or count, or one past 64 bits.
     """
     stream = _INT_HEADERS[streamId] if 0 <= streamId < 256 else encode_header(INT, streamId)
-    return b"".join((_GRANT_OPEN, stream, encode_header(INT, count), _CLOSE))
+    # (a grant's count is most often 64 KiB to 4 GiB: its header, a 4-byte INT's, written here)
+    counted = _INT4_HEADER(_INT4, count) if _INT4_LEAST <= count < _INT8_LEAST else encode_header(INT, count)
+    return b"".join((_GRANT_OPEN, stream, counted, _CLOSE))
 
 
 def controlMessage(text: str) -> str:
