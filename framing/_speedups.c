@@ -1212,7 +1212,7 @@ reader_frame(Reader *self, PyObject *const *args, Py_ssize_t nargs)
     unsigned long long values[MAX_FRAME_VALUES];
     Header header;
     Parse ps;
-    PyObject *tuple;
+    PyObject *tuple = NULL, *result = NULL;
     Py_ssize_t i;
 
     if (nargs != 2) {
@@ -1248,18 +1248,32 @@ reader_frame(Reader *self, PyObject *const *args, Py_ssize_t nargs)
     bytes_at = ps.pos;
     if (read_header(&ps, &header) != OK || header.kind != K_BYTES || header.value > self->max_bytes)
         Py_RETURN_NONE;
+    /* (name, values, length, bytes_at, body_start), built item by item (Py_BuildValue parses its format) */
+    result = PyTuple_New(5);
     tuple = PyTuple_New(frame->values);
-    if (tuple == NULL)
-        return NULL;
+    if (result == NULL || tuple == NULL)
+        goto fail;
+    PyTuple_SET_ITEM(result, 1, tuple);
     for (i = 0; i < frame->values; i++) {
         PyObject *value = PyLong_FromUnsignedLongLong(values[i]);
-        if (value == NULL) {
-            Py_DECREF(tuple);
-            return NULL;
-        }
+        if (value == NULL)
+            goto fail;
         PyTuple_SET_ITEM(tuple, i, value);
     }
-    return Py_BuildValue("(ONKnn)", frame->name, tuple, header.value, (Py_ssize_t)bytes_at, (Py_ssize_t)ps.pos);
+    PyTuple_SET_ITEM(result, 0, Py_NewRef(frame->name));
+    for (i = 2; i < 5; i++) {
+        PyObject *value = i == 2 ? PyLong_FromUnsignedLongLong(header.value)
+                                 : PyLong_FromSize_t(i == 3 ? bytes_at : ps.pos);
+        if (value == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(result, i, value);
+    }
+    return result;
+fail:
+    if (result == NULL)
+        Py_XDECREF(tuple);
+    Py_XDECREF(result);
+    return NULL;
 }
 
 static int
