@@ -17,7 +17,9 @@ L{Control} carries HELLO, GRANT, END, the verdict and giving up, and
 L{grantMessage} writes a GRANT's bytes directly.
 
 Cost: one transport write per data frame sent; per frame received four
-headers and one lookup by id, holding no more than one socket read of it.
+headers (found in one call once the decoder has learnt the type: see
+L{DataUnslicer.begin_frame}) and one lookup by id, holding no more than
+one socket read of it.
 Wire format: docs/wire-format.md, section 5.5.
 
 Design: docs/design/bulk.md
