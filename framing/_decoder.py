@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.test_call_metadata_header,tests.framing.test_decoding_charge -*-
+# -*- test-case-name: tests.framing.test_decoding_charge,tests.framing.test_cores_frames,tests.framing.test_hooks -*-
 """Decoder: tokens to objects, one top-level object at a time.
 
 Contract: C{feed(data)} returns, in order, every top-level object that
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import _core
-from ._budget import DEFAULT_OPEN_COST, ObjectBudget
+from ._budget import DEFAULT_ITEM_COST, DEFAULT_OPEN_COST, ObjectBudget
 from ._errors import (
     Aborted,
     ChunkwireError,
@@ -102,7 +102,7 @@ DISCARDING = "DISCARDING"
 _SIMPLE_VALUES = (None, False, True)
 _UNPACK_FLOAT = struct.Struct(">d").unpack
 _BIG = 1 << 64
-_KINDS: dict[tuple[int, int], dict[type, tuple[bool, bool, int, int, bool]]] = {}
+_KINDS: dict[tuple[int, int], dict[type, tuple[bool, bool, int, int, bool, int | None]]] = {}
 """L{_Unslicers.kinds}, per C{(max_object_items, max_object_memory)}."""
 _REFUSED: Any = object()
 """What L{Decoder._guarded} returns when the call refused the object."""
@@ -202,6 +202,8 @@ class Decoder:
         self._max_depth = self.limits.max_depth
         self.fast_reader = _core.reader(self.limits, self.registry, self._results, self._stack)
         self.fast_objects = self._fast = None if self.fast_reader is None else self.fast_reader.read
+        # (the scanner forgets them too: see reconfigure)
+        self._frame_types: dict[bytes, tuple[UnslicerFactory, Any, int] | None] = {}
 
     @property
     def buffered(self) -> int:
@@ -229,7 +231,8 @@ class Decoder:
         self._ledger = ledger
 
     def _boundary(self) -> bool:
-        return self._scanner.at_boundary and not self._stack and self.state is BUILDING
+        # (the stack first: while a frame or any object is open, the scanner is not asked)
+        return not self._stack and self.state is BUILDING and self._scanner.at_boundary
 
     def feed(self, data: bytes) -> list[Any]:
         """
@@ -313,13 +316,20 @@ class Decoder:
         """
         ledger = self._ledger
         assert ledger is not None
-        held, charged = self._holding(), self.charged
+        # (L{_holding} written out: this runs after every read that leaves an object open)
+        scanner, stack = self._scanner, self._stack
+        held, charged = scanner.buffered, self.charged
+        if self.state is BUILDING and (stack or scanner.in_whole_body):
+            if held < self._object_bytes:
+                held = self._object_bytes
+            if stack:
+                held += self._budget.settled_cost()
         spare = ledger.spare()
         if spare is not None and self.state is BUILDING:
             room = charged + spare
-            if held > charged and held > room and (self._stack or self._scanner.in_whole_body):
+            if held > charged and held > room and (stack or scanner.in_whole_body):
                 # (the body in progress, an OPEN's, is a container to skip the rest of)
-                opened = self._scanner.drop_body()
+                opened = scanner.drop_body()
                 self._refuse(
                     ResourceExhausted(
                         f"object would hold {held} bytes while it arrives, more than the {max(room, 0)} "
@@ -328,10 +338,13 @@ class Decoder:
                     opened,
                 )
                 held = self._holding()
-            elif self._stack:
+            elif stack:
                 budget = self._budget
                 allowance = room - (held - budget.cost)
-                self._guarded(budget.restrict, allowance if allowance > budget.cost else budget.cost)
+                try:  # (the guard written out: this runs after every read that leaves an object open)
+                    budget.restrict(allowance if allowance > budget.cost else budget.cost)
+                except Exception as error:
+                    self._refuse_for(error)
         if held != charged:
             self.charged = held
             if held > charged:
@@ -365,6 +378,88 @@ class Decoder:
         if kind == BYTES and stack and self._path is None and self._kinds[type(stack[-1])][4]:
             return self._bodies.start(stack[-1], length)
         return BODY_WHOLE
+
+    def open_frame(self, name: bytes, values: tuple[int, ...], length: int) -> int | None:
+        """
+        The scanner found a whole frame's headers (C{framing._scanner.FrameHeaders}):
+        OPEN C{name}, the INT C{values}, a BYTES body of C{length} bytes.
+        At the top level, take them at once as their tokens would be taken
+        (the OPEN as L{_on_open} takes it, the values and the body's header
+        by one C{begin_frame} of its unslicer) and return the body's mode
+        (a refusal on the way skips it); nested, return C{None}, having
+        taken nothing.
+        """
+        learnt = self._frame_types.get(name)
+        if learnt is None or self._stack:
+            return None
+        factory, kind, cost = learnt
+        try:
+            unslicer: Any = factory(self.limits)
+        except Exception as error:
+            self._refuse_for(error, opened=True)
+            return BODY_SKIP
+        if type(unslicer) is not kind:
+            return self._open_unlearnt(unslicer, values, length)
+        # (L{_on_open} at the top level, then L{ObjectBudget.receive_counted} for each value, written out for
+        # the class learnt, not budgeted, which asks about its tokens and whose frame fits the budget:
+        # this runs for every frame)
+        budget = self._budget
+        budget.items, budget.cost, budget.innermost_budgeted, budget.max_memory = len(values), cost, False, budget.limit
+        self.fast_objects = None
+        self._stack.append(unslicer)
+        self._receive = budget.receive_counted
+        self.accepts_all = False
+        try:
+            started = unslicer.begin_frame(values, length)
+        except Exception as error:
+            self._refuse_for(error)
+            return BODY_SKIP
+        if not started:
+            return BODY_WHOLE
+        self._bodies.receiver = unslicer
+        return BODY_VIEWS
+
+    def _open_unlearnt(self, unslicer: Any, values: tuple[int, ...], length: int) -> int:
+        """
+        L{open_frame} for an unslicer its type's factory made of another
+        class than the one learnt: the OPEN as L{_on_open} takes it, then
+        the values and the body's header as their tokens.
+        """
+        budgeted, asks, top_cost, top_cap, _, _ = self._kinds.get(type(unslicer)) or self._unslicers.describe(unslicer)
+        budget = self._budget
+        if budgeted and top_cap < unslicer.cap:
+            unslicer.cap = top_cap
+        budget.items, budget.cost, budget.innermost_budgeted = 0, top_cost, budgeted
+        budget.max_memory = budget.limit
+        self.fast_objects = None
+        self._stack.append(unslicer)
+        self._receive = unslicer.receive_child if budgeted else budget.receive_counted
+        self.accepts_all = not asks
+        if top_cost > budget.max_memory:
+            self._refuse(budget.over_budget())
+            return BODY_SKIP
+        for value in values:
+            self.handlers[INT](value)
+        return self.accept_body(BYTES, length)
+
+    @property
+    def frame_opened(self) -> bool:
+        """After L{open_frame} raised: whether it had taken the frame's OPEN (an object is open)."""
+        return bool(self._stack)
+
+    def _learn_frame(self, name: bytes, factory: UnslicerFactory, unslicer: Any, values: int, cost: int) -> None:
+        """
+        The top-level object C{factory} opened as C{name} is a frame: its
+        unslicer (not budgeted, costing C{cost} at its OPEN) takes
+        C{values} INTs and its body at once.  Have the scanner find the
+        next ones whole (L{open_frame}), if it can and if such a frame
+        fits the object budget (else their tokens word the refusal).
+        """
+        cost += values * DEFAULT_ITEM_COST
+        budget = self._budget
+        fits = values <= budget.max_items and cost <= budget.limit
+        learnt = fits and self._scanner.learn_frame(name, values)
+        self._frame_types[name] = (factory, type(unslicer), cost) if learnt else None
 
     def refused(self, kind: int, length: int, violation: Violation) -> None:
         """The scanner refused a body at its header (over a size limit)."""
@@ -411,7 +506,7 @@ class Decoder:
             self._refuse_for(error, opened=True)
             return
         known = self._kinds.get(type(unslicer)) or self._unslicers.describe(unslicer)
-        budgeted, asks, top_cost, top_cap, _ = known
+        budgeted, asks, top_cost, top_cap, _, frame = known
         budget = self._budget
         if stack:
             over = budget.open_nested(unslicer, budgeted)
@@ -425,6 +520,8 @@ class Decoder:
             budget.max_memory = budget.limit  # (an allowance bounded only the object it was given for)
             self.fast_objects = None  # (until the object is complete: see _end_object)
             over = top_cost > budget.max_memory
+            if frame is not None and body not in self._frame_types:
+                self._learn_frame(body, factory, unslicer, frame, top_cost)
         stack.append(unslicer)
         self._receive = unslicer.receive_child if budgeted else self._budget.receive_counted
         self.accepts_all = self.constraint is None and not asks
@@ -442,7 +539,7 @@ class Decoder:
             self._end_object()
         else:
             parent = stack[-1]
-            budgeted, asks, _, _, _ = self._kinds[type(parent)]
+            budgeted, asks, _, _, _, _ = self._kinds[type(parent)]
             self._receive = parent.receive_child if budgeted else self._budget.receive_counted
             self.accepts_all = self.constraint is None and not asks
             if self._budget.closed_child(unslicer, parent, budgeted):
@@ -556,9 +653,10 @@ class _Unslicers:
 
     @ivar factories: the OPEN's body (the name) to the factory.
     @ivar kinds: unslicer class to C{(budgeted, asks, top-level cost,
-        top-level cap, streams)}, where C{streams} means it has
-        C{begin_body} and C{asks} that the decoder must be asked about its
-        bodies (it checks tokens or streams bodies).
+        top-level cap, streams, frame)}, where C{streams} means it has
+        C{begin_body}, C{asks} that the decoder must be asked about its
+        bodies (it checks tokens or streams bodies), and C{frame} is its
+        C{frame_values} if it takes frames (C{begin_frame}), else C{None}.
     """
 
     __slots__ = ("_budget", "_registry", "_reporters", "factories", "kinds")
@@ -585,16 +683,19 @@ class _Unslicers:
         self.factories[body] = factory
         return factory
 
-    def describe(self, unslicer: Any) -> tuple[bool, bool, int, int, bool]:
+    def describe(self, unslicer: Any) -> tuple[bool, bool, int, int, bool, int | None]:
         """Learn C{unslicer}'s class: its entry in L{kinds}."""
         budgeted = bool(getattr(unslicer, "budgeted", False))
         streams = getattr(unslicer, "begin_body", None) is not None
         asks = bool(getattr(unslicer, "checks_tokens", True)) or streams
-        known: tuple[bool, bool, int, int, bool]
+        frame = getattr(unslicer, "frame_values", None) if streams and not budgeted else None
+        if frame is not None and getattr(unslicer, "begin_frame", None) is None:
+            frame = None
+        known: tuple[bool, bool, int, int, bool, int | None]
         if budgeted:
-            known = (budgeted, asks, *self._budget.top_terms(unslicer), streams)
+            known = (budgeted, asks, *self._budget.top_terms(unslicer), streams, frame)
         else:
-            known = (budgeted, asks, getattr(unslicer, "open_cost", DEFAULT_OPEN_COST), 0, streams)
+            known = (budgeted, asks, getattr(unslicer, "open_cost", DEFAULT_OPEN_COST), 0, streams, frame)
         self.kinds[type(unslicer)] = known
         return known
 

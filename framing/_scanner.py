@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.test_scanner,tests.framing.test_fuzz,tests.framing.test_held_tail -*-
+# -*- test-case-name: tests.framing.test_scanner,tests.framing.test_held_tail,tests.framing.test_cores_frames -*-
 """TokenScanner: bytes in, tokens out, as a two-state machine.
 
 Contract: in WANT_HEADER the scanner reads headers in place from the chain's
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import io
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from . import _core
@@ -29,6 +30,7 @@ from ._errors import (
     BodyTooLarge,
     BufferLimitExceeded,
     InvalidValue,
+    MalformedHeader,
     PeerError,
     ProtocolError,
     TruncatedStream,
@@ -43,12 +45,14 @@ from .wire import (
     ERROR,
     FLOAT,
     INLINE_LIMIT,
+    INT,
     KIND_NAMES,
     OPEN,
     PREAMBLE,
     STRING,
     check_preamble,
     decode_header,
+    encode_header,
 )
 
 WANT_PREAMBLE = "WANT_PREAMBLE"
@@ -115,6 +119,14 @@ class TokenSink(Protocol):
     # decodes whole objects from there, delivers them itself and returns
     # where it stopped; fast_reader is the compiled reader it belongs to, whose
     # cut says whether it stopped only because the chunk ended.
+    #
+    # Optional (frames, for a sink that calls TokenScanner.learn_frame):
+    # open_frame(name, values, length) -> mode or None.  Offered the headers
+    # of a whole frame header (FrameHeaders) while accepts_all, it takes the
+    # OPEN, the values and the BYTES header as their tokens would be taken and
+    # returns the body's mode, or None having taken nothing (the tokens then
+    # go their usual way); frame_opened says, after it raised, whether it had
+    # taken the OPEN and the values.
 
 
 COMPILED = implementation == "compiled"
@@ -281,6 +293,81 @@ def _stream_in_place(sink: TokenSink, kind: int, buf: bytes, start: int, stop: i
         sink.body_chunk(kind, memoryview(buf)[start:stop] if mode == BODY_VIEWS else buf[start:stop])
 
 
+MAX_FRAME_TYPES = 4
+"""The most frame types one scanner recognises (L{TokenScanner.learn_frame})."""
+MAX_FRAME_VALUES = 4
+"""The most INT values before a frame's body (L{TokenScanner.learn_frame})."""
+_NO_FRAMES = (False,) * 256
+
+FrameHeader = tuple[bytes, tuple[int, ...], int, int, int]
+"""What L{FrameHeaders.frame} finds: C{(name, values, length, bytes_at, body_start)}."""
+
+
+class FrameHeaders:
+    """
+    Finds the headers of a frame in one call: an OPEN of a frame type's
+    name, its INT values, and its BYTES body's header, lying whole in one
+    buffer, each header canonical and within the limits (the OPEN's name
+    and the body no longer than theirs).  The compiled reader's C{frame}
+    and C{add_frame} are its twin (C{framing/_speedups.c}), which finds
+    exactly the same.  Anything else (another token, a header cut by the
+    buffer's end or one the token path would refuse) is not a frame: the
+    scanner then reads the tokens one by one.  Cost: one dict lookup and a
+    header decoding per token.
+    """
+
+    __slots__ = ("_max_bytes", "_max_header", "_max_name", "_names")
+
+    def __init__(self, limits: Limits) -> None:
+        self._names: dict[bytes, int] = {}
+        self._max_header = limits.max_header_length
+        self._max_name = limits.max_open_name_length
+        self._max_bytes = limits.max_bytes_length
+
+    def add_frame(self, name: bytes, values: int) -> bool:
+        """
+        Recognise frames of open type C{name} with C{values} INTs before
+        their body from now on; False (and nothing learnt) past
+        L{MAX_FRAME_TYPES} types or L{MAX_FRAME_VALUES} values.
+        """
+        if name in self._names:
+            return self._names[name] == values
+        if len(self._names) >= MAX_FRAME_TYPES or not 0 <= values <= MAX_FRAME_VALUES:
+            return False
+        self._names[name] = values
+        return True
+
+    def frame(self, buf: bytes, pos: int) -> FrameHeader | None:
+        """The frame whose OPEN is at C{buf[pos]}: C{(name, values, length, bytes_at, body_start)}, or C{None}."""
+        end = len(buf)
+        widest = self._max_header
+        try:
+            header = decode_header(buf, pos, end, widest) if pos < end else None
+            if header is None or header[0] != OPEN or header[1] > self._max_name:
+                return None
+            start = pos + header[2]
+            pos = start + header[1]
+            if pos > end:
+                return None
+            name = buf[start:pos]
+            count = self._names.get(name)
+            if count is None:
+                return None
+            values = []
+            for _ in range(count):
+                header = decode_header(buf, pos, end, widest) if pos < end else None
+                if header is None or header[0] != INT:
+                    return None
+                values.append(header[1])
+                pos += header[2]
+            header = decode_header(buf, pos, end, widest) if pos < end else None
+        except MalformedHeader:
+            return None
+        if header is None or header[0] != BYTES or header[1] > self._max_bytes:
+            return None
+        return name, tuple(values), header[1], pos, pos + header[2]
+
+
 class TokenScanner:
     """
     Turns a byte stream into tokens delivered to a L{TokenSink}.
@@ -309,17 +396,51 @@ class TokenScanner:
         self._compiled: Any = sink if COMPILED and hasattr(sink, "fast_objects") else None
         self._body_limits = _body_limits(self.limits)
         self._held_limit = min(HELD_TAIL_LIMIT, self.limits.max_buffered_bytes)
+        self._frame_finder: Any = None  # (a FrameHeaders, or the compiled reader)
+        self.frames: Callable[[bytes, int], FrameHeader | None] | None = None
+        self._frame_firsts: tuple[bool, ...] = _NO_FRAMES
 
     def reconfigure(self, limits: Limits) -> None:
-        """Apply C{limits} from the next header on (a body already begun keeps the limit it was accepted under)."""
+        """
+        Apply C{limits} from the next header on (a body already begun keeps
+        the limit it was accepted under); the frame types learnt are
+        forgotten (the sink learns them again under the new limits).
+        """
         self.limits = limits
         self._body_limits = _body_limits(limits)
         self._held_limit = min(HELD_TAIL_LIMIT, limits.max_buffered_bytes)
+        self._forget_frames()
+
+    def learn_frame(self, name: bytes, values: int) -> bool:
+        """
+        Offer the sink's C{open_frame} every frame of open type C{name}
+        (C{values} INTs before its BYTES body) whose headers lie whole in
+        the chunk being scanned, found in one call (L{FrameHeaders}, or the
+        compiled reader's twin), instead of its tokens one by one.  Return
+        whether it is learnt (at most L{MAX_FRAME_TYPES} types).
+        """
+        finder = self._frame_finder
+        if finder is None:
+            # (the compiled reader's twin where the sink has one: a decoder on the compiled core)
+            reader = self._compiled.fast_reader if self._compiled is not None else None
+            finder = self._frame_finder = reader if reader is not None else FrameHeaders(self.limits)
+        if not finder.add_frame(name, values):
+            return False
+        self.frames = finder.frame
+        firsts = list(self._frame_firsts)
+        firsts[encode_header(OPEN, len(name))[0]] = True
+        self._frame_firsts = tuple(firsts)
+        return True
+
+    def _forget_frames(self) -> None:
+        self._frame_finder = None
+        self.frames = None
+        self._frame_firsts = _NO_FRAMES
 
     @property
     def buffered(self) -> int:
         """Bytes held for tokens not yet delivered: the chain plus a partial whole body."""
-        return len(self._chain) + self._body.held()
+        return self._chain.size + self._body.held()
 
     @property
     def in_whole_body(self) -> bool:
@@ -374,12 +495,35 @@ class TokenScanner:
                 self._chain.clear()
                 self.state = WANT_HEADER
                 self._scan_chunk(held + data, 0, direct=True, rejoined=True)
+            elif self.state == WANT_BODY and data and not self._chain.size and self._body is not self._whole:
+                # A streamed or skipped body goes on in the new chunk: its share is passed on from the chunk
+                # itself, the rest read in place, as the chain would pass them (what is not taken goes there).
+                taken = 0
+                body = self._body
+                try:
+                    # (L{_body_from} written out: this runs for nearly every chunk of a long streamed body)
+                    remaining = body.remaining
+                    if len(data) <= remaining:
+                        body.write(data)
+                        taken = len(data)
+                    else:
+                        body.write(memoryview(data)[:remaining])
+                        taken = remaining
+                    if not body.remaining:
+                        self._finish_body()
+                except BaseException:
+                    self._chain.append(data)
+                    self._chain.skip(taken)
+                    raise
+                if taken < len(data):
+                    self._scan_chunk(data, taken, direct=True)
             else:
                 # Even a chunk that is all body goes through the chain:
                 # appending copies nothing, and it keeps bytes that a raising
                 # sink has not yet taken, so the stream stays in sync.
                 self._chain.append(data)
-            self._scan()
+            if self._chain.size:
+                self._scan()
         except ProtocolError as error:
             self._failed(error)
             raise
@@ -451,8 +595,9 @@ class TokenScanner:
         Deliver every token lying whole in C{buf} from C{pos}; commit what
         was delivered and return where scanning stopped.  C{buf} is the
         chain's head, or (C{direct}) a new chunk of which only the part not
-        delivered is then added to the chain.  C{rejoined}: C{buf} begins
-        with a held tail, which is not held again (one join per object).
+        delivered is then added to the chain (a streamed body's start is
+        passed on from it first).  C{rejoined}: C{buf} begins with a held
+        tail, which is not held again (one join per object).
         """
         start = pos
         end = len(buf)
@@ -472,41 +617,56 @@ class TokenScanner:
                     handlers[first >> 4](first & 0x0F)
                     pos += 1
                     continue
-                if compiled and first >> 4 == OPEN and compiled.fast_objects and sink.accepts_all:
-                    if pos != resumed:
-                        resumed = compiled.fast_objects(buf, pos)
-                        if resumed != pos:
-                            pos = resumed
+                mode = None
+                if self._frame_firsts[first] and sink.accepts_all:
+                    found = self.frames(buf, pos)  # type: ignore[misc]  # (set with the table: not None here)
+                    if found is not None:
+                        # A frame's headers, found whole: taken at once, as their tokens would be.
+                        framer: Any = sink  # (a sink that learns frames takes them: see TokenSink)
+                        try:
+                            mode = framer.open_frame(found[0], found[1], found[2])
+                        except ProtocolError:
+                            if framer.frame_opened:
+                                pos = found[3]  # (the OPEN and values taken, the body's header not: as the tokens)
+                            raise
+                        if mode is not None:
+                            kind, value, pos, body_start = BYTES, found[2], found[3], found[4]
+                if mode is None:
+                    if compiled and first >> 4 == OPEN and compiled.fast_objects and sink.accepts_all:
+                        if pos != resumed:
+                            resumed = compiled.fast_objects(buf, pos)
+                            if resumed != pos:
+                                pos = resumed
+                                continue
+                        # Held only if the reader stopped for the cut alone (asked first: the cheap test that
+                        # fails for every OPEN of an object the pure path reads), if nothing follows it (in a
+                        # new chunk or the chain's last), and once.
+                        if (
+                            compiled.fast_reader.cut
+                            and end - pos <= self._held_limit
+                            and (direct or len(self._chain) == end - start)
+                            and not (rejoined and pos == 0)
+                        ):
+                            self.state = WANT_REST
+                            break
+                    if _SHORT_BODY[first]:
+                        kind, value, size = first >> 4, first & 0x0F, 1
+                    else:
+                        header = decode_header(buf, pos, end, self.limits.max_header_length)
+                        if header is None:
+                            break
+                        kind, value, size = header
+                        if not _IS_BODY_KIND[kind]:
+                            handlers[kind](value)
+                            pos += size
                             continue
-                    # Held only if the reader stopped for the cut alone (asked first: the cheap test that
-                    # fails for every OPEN of an object the pure path reads), if nothing follows it (in a
-                    # new chunk or the chain's last), and once.
-                    if (
-                        compiled.fast_reader.cut
-                        and end - pos <= self._held_limit
-                        and (direct or len(self._chain) == end - start)
-                        and not (rejoined and pos == 0)
-                    ):
-                        self.state = WANT_REST
-                        break
-                if _SHORT_BODY[first]:
-                    kind, value, size = first >> 4, first & 0x0F, 1
-                else:
-                    header = decode_header(buf, pos, end, self.limits.max_header_length)
-                    if header is None:
-                        break
-                    kind, value, size = header
-                    if not _IS_BODY_KIND[kind]:
-                        handlers[kind](value)
-                        pos += size
-                        continue
-                body_start = pos + size
-                if value > limits[kind] or (kind == FLOAT and value != 8):
-                    mode = self._accept(kind, value)
-                elif kind != OPEN and sink.accepts_all:
-                    mode = BODY_WHOLE
-                else:
-                    mode = sink.accept_body(kind, value)
+                    body_start = pos + size
+                    if value > limits[kind] or (kind == FLOAT and value != 8):
+                        mode = self._accept(kind, value)
+                    elif kind != OPEN and sink.accepts_all:
+                        mode = BODY_WHOLE
+                    else:
+                        mode = sink.accept_body(kind, value)
                 if body_start + value <= end:
                     if mode == BODY_WHOLE:
                         handlers[kind](buf[body_start : body_start + value])
@@ -523,6 +683,10 @@ class TokenScanner:
                     continue
                 pos = body_start
                 self._start_body(kind, value, mode)
+                if direct and mode != BODY_WHOLE and pos < end:
+                    # (the chain would pass it on next, from this very chunk: if that raises, it stays unread)
+                    self._body.write(memoryview(buf)[pos:])
+                    pos = end
                 break
         finally:
             if not direct:

@@ -15,7 +15,9 @@
  * that it stopped at the object's first byte, where the Python decoder
  * takes over.  Nothing is committed for an object until it is complete, so
  * a hand-back never changes state (a nested type's unslicer may have run:
- * only those declared rebuildable are).  The
+ * only those declared rebuildable are).  Its frame() only finds a frame's
+ * headers (framing/_scanner.py FrameHeaders, its pure twin), and commits
+ * nothing: the decoder takes them.  The
  * encoder likewise writes a whole object made of exact built-in types, or
  * returns None and the Python encoder writes it.
  *
@@ -85,6 +87,15 @@ typedef struct {
     int checks_tokens; /* its check_token is called at each child's header */
 } Nested;
 
+/* A frame type (framing/_scanner.py FrameHeaders): OPEN name, `values` INTs,
+   then a BYTES body, whose headers Reader.frame finds in one call. */
+#define MAX_FRAMES 4
+#define MAX_FRAME_VALUES 4
+typedef struct {
+    PyObject *name; /* bytes */
+    Py_ssize_t values;
+} Frame;
+
 typedef struct {
     PyObject_HEAD
     PyObject *results; /* the decoder's result list, or NULL */
@@ -111,6 +122,8 @@ typedef struct {
     Py_ssize_t nested_count;
     Nested nested[MAX_NESTED];               /* the open types whose Python unslicer is run here */
     int cut;                                 /* the last read stopped only because its buffer ended */
+    Py_ssize_t frame_count;
+    Frame frames[MAX_FRAMES];                /* the frame types Reader.frame finds (add_frame) */
 } Reader;
 
 typedef struct {
@@ -1148,6 +1161,121 @@ reader_one(Reader *self, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
+PyDoc_STRVAR(reader_add_frame_doc,
+"add_frame(name, values) -> bool\n\n"
+"Have frame() find frames of open type name (bytes) with `values` INTs\n"
+"before their BYTES body; False (nothing learnt) past 4 types or 4 values,\n"
+"or for a name known with another count (framing/_scanner.py FrameHeaders).");
+
+static PyObject *
+reader_add_frame(Reader *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *name;
+    Py_ssize_t values, i;
+
+    if (nargs != 2 || !PyBytes_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "add_frame(name: bytes, values: int)");
+        return NULL;
+    }
+    name = args[0];
+    values = PyLong_AsSsize_t(args[1]);
+    if (values == -1 && PyErr_Occurred())
+        return NULL;
+    for (i = 0; i < self->frame_count; i++) {
+        PyObject *known = self->frames[i].name;
+        if (PyBytes_GET_SIZE(known) == PyBytes_GET_SIZE(name) &&
+            memcmp(PyBytes_AS_STRING(known), PyBytes_AS_STRING(name), (size_t)PyBytes_GET_SIZE(name)) == 0)
+            return PyBool_FromLong(self->frames[i].values == values);
+    }
+    if (self->frame_count >= MAX_FRAMES || values < 0 || values > MAX_FRAME_VALUES)
+        Py_RETURN_FALSE;
+    self->frames[self->frame_count].name = Py_NewRef(name);
+    self->frames[self->frame_count].values = values;
+    self->frame_count++;
+    Py_RETURN_TRUE;
+}
+
+PyDoc_STRVAR(reader_frame_doc,
+"frame(buf, pos) -> (name, values, length, bytes_at, body_start) or None\n\n"
+"The frame (add_frame) whose OPEN is at buf[pos]: its name, its INT values\n"
+"(a tuple), its BYTES body's length, where that body's header and the body\n"
+"begin; None unless all its headers lie whole in buf, each canonical and\n"
+"within the limits, the name's and the body's lengths too (framing/_scanner.py\n"
+"FrameHeaders finds exactly the same).");
+
+static PyObject *
+reader_frame(Reader *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    const unsigned char *data;
+    size_t pos, end, bytes_at;
+    const Frame *frame = NULL;
+    unsigned long long values[MAX_FRAME_VALUES];
+    Header header;
+    Parse ps;
+    PyObject *tuple = NULL, *result = NULL;
+    Py_ssize_t i;
+
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "frame(buf, pos)");
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(args[0]))
+        Py_RETURN_NONE;
+    data = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    end = (size_t)PyBytes_GET_SIZE(args[0]);
+    if (position_arg(args[1], PyBytes_GET_SIZE(args[0]), &pos) < 0)
+        return NULL;
+    ps = (Parse){data, pos, end, self, 0, 0, pos, 0, 0};
+    if (read_header(&ps, &header) != OK || header.kind != K_OPEN || header.value > self->max_open_name ||
+        header.value > (unsigned long long)(end - ps.pos))
+        Py_RETURN_NONE;
+    for (i = 0; i < self->frame_count; i++) {
+        PyObject *name = self->frames[i].name;
+        if ((unsigned long long)PyBytes_GET_SIZE(name) == header.value &&
+            memcmp(PyBytes_AS_STRING(name), data + ps.pos, (size_t)header.value) == 0) {
+            frame = &self->frames[i];
+            break;
+        }
+    }
+    if (frame == NULL)
+        Py_RETURN_NONE;
+    ps.pos += (size_t)header.value;
+    for (i = 0; i < frame->values; i++) {
+        if (read_header(&ps, &header) != OK || header.kind != K_INT)
+            Py_RETURN_NONE;
+        values[i] = header.value;
+    }
+    bytes_at = ps.pos;
+    if (read_header(&ps, &header) != OK || header.kind != K_BYTES || header.value > self->max_bytes)
+        Py_RETURN_NONE;
+    /* (name, values, length, bytes_at, body_start), built item by item (Py_BuildValue parses its format) */
+    result = PyTuple_New(5);
+    tuple = PyTuple_New(frame->values);
+    if (result == NULL || tuple == NULL)
+        goto fail;
+    PyTuple_SET_ITEM(result, 1, tuple);
+    for (i = 0; i < frame->values; i++) {
+        PyObject *value = PyLong_FromUnsignedLongLong(values[i]);
+        if (value == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(tuple, i, value);
+    }
+    PyTuple_SET_ITEM(result, 0, Py_NewRef(frame->name));
+    for (i = 2; i < 5; i++) {
+        PyObject *value = i == 2 ? PyLong_FromUnsignedLongLong(header.value)
+                                 : PyLong_FromSize_t(i == 3 ? bytes_at : ps.pos);
+        if (value == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(result, i, value);
+    }
+    return result;
+fail:
+    if (result == NULL)
+        Py_XDECREF(tuple);
+    Py_XDECREF(result);
+    return NULL;
+}
+
 static int
 limit_arg(PyObject *limits, Py_ssize_t index, unsigned long long *out)
 {
@@ -1374,6 +1502,9 @@ reader_clear(Reader *self)
         Py_CLEAR(self->nested[i].factory);
     }
     self->nested_count = 0;
+    for (i = 0; i < self->frame_count; i++)
+        Py_CLEAR(self->frames[i].name);
+    self->frame_count = 0;
     return 0;
 }
 
@@ -1397,6 +1528,8 @@ static PyMemberDef reader_members[] = {
 static PyMethodDef reader_methods[] = {
     {"read", (PyCFunction)(void (*)(void))reader_read, METH_FASTCALL, reader_read_doc},
     {"one", (PyCFunction)(void (*)(void))reader_one, METH_FASTCALL, reader_one_doc},
+    {"add_frame", (PyCFunction)(void (*)(void))reader_add_frame, METH_FASTCALL, reader_add_frame_doc},
+    {"frame", (PyCFunction)(void (*)(void))reader_frame, METH_FASTCALL, reader_frame_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.protocols.bulk.test_wire,tests.framing.bulk.test_streams -*-
+# -*- test-case-name: tests.protocols.bulk.test_wire,tests.framing.bulk.test_streams,tests.framing.test_cores_frames -*-
 """The bulk layer on the wire: data frames, control messages, stream announcements.
 
 Contract: everything bulk sends is an ordinary top-level chunkwire object, so
@@ -17,7 +17,9 @@ L{Control} carries HELLO, GRANT, END, the verdict and giving up, and
 L{grantMessage} writes a GRANT's bytes directly.
 
 Cost: one transport write per data frame sent; per frame received four
-headers and one lookup by id, holding no more than one socket read of it.
+headers (found in one call once the decoder has learnt the type: see
+L{DataUnslicer.begin_frame}) and one lookup by id, holding no more than
+one socket read of it.
 Wire format: docs/wire-format.md, section 5.5.
 
 Design: docs/design/bulk.md
@@ -25,6 +27,7 @@ Design: docs/design/bulk.md
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -106,6 +109,9 @@ _DATA_OPEN = open_token(DATA_OPEN_TYPE)
 _CLOSE = encode_header(CLOSE, 0)
 _INT_HEADERS = tuple(encode_header(INT, v) for v in range(256))
 _GRANT_OPEN = open_token(CONTROL_OPEN_TYPE) + _INT_HEADERS[GRANT]
+_INT4_HEADER = struct.Struct(">BI").pack
+_INT4 = encode_header(INT, 1 << 16)[0]
+_INT4_LEAST, _INT8_LEAST = 1 << 16, 1 << 32
 
 
 def dataFramePieces(streamId: int, offset: int, body: bytes) -> tuple[bytes, bytes, bytes]:
@@ -128,7 +134,9 @@ def grantMessage(streamId: int, count: int) -> bytes:
     @raise ValueError: a negative id or count, or one past 64 bits.
     """
     stream = _INT_HEADERS[streamId] if 0 <= streamId < 256 else encode_header(INT, streamId)
-    return b"".join((_GRANT_OPEN, stream, encode_header(INT, count), _CLOSE))
+    # (a grant's count is most often 64 KiB to 4 GiB: its header, a 4-byte INT's, written here)
+    counted = _INT4_HEADER(_INT4, count) if _INT4_LEAST <= count < _INT8_LEAST else encode_header(INT, count)
+    return b"".join((_GRANT_OPEN, stream, counted, _CLOSE))
 
 
 def controlMessage(text: str) -> str:
@@ -279,6 +287,21 @@ class DataUnslicer(Unslicer):
             self.end_body()
         else:
             raise TooManyItems("a bulk data frame has three values")
+
+    frame_values = 2
+    """A frame: the stream id and the offset, then the body (L{begin_frame})."""
+
+    def begin_frame(self, values: tuple[int, ...], length: int) -> bool:
+        """
+        The stream id and offset and the body's header at once, as
+        C{receive_child} for each, C{check_token} and L{begin_body} would
+        take them (C{values}: two INTs, always non-negative).
+        """
+        streamId, offset = values
+        self._values = [streamId, offset]
+        self._target = self._starting(streamId, offset, length)
+        self._position = offset
+        return True
 
     def begin_body(self, length: int) -> bool:
         """The body's header was accepted: find its stream.  Always streams the body."""

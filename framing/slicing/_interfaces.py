@@ -40,6 +40,10 @@ class IUnslicer(Interface):  # type: ignore[misc]
        nothing but build, so the compiled core may run it, and run it again.
      - C{child_factory(name, factory)}: the unslicer factory for its next
        nested OPEN; the compiled core leaves such children to the pure decoder.
+     - C{frame_values = N} with C{begin_frame} (L{IStreamsBodies}, not
+       budgeted): its object is a frame, OPEN, N INTs, a BYTES body, CLOSE;
+       the decoder takes the next top-level ones whose headers lie whole in a
+       read in one call.
 
     Optional methods (declared in L{IReportsViolations} and
     L{IStreamsBodies}, so that an unslicer without them still provides this
@@ -107,6 +111,20 @@ class IStreamsBodies(IUnslicer):
 
     def end_body():  # type: ignore[misc, no-untyped-def]
         """The whole body has arrived (called once, also for an empty body)."""
+
+    def begin_frame(values, length):  # type: ignore[no-untyped-def]
+        """
+        Optional, with the class attribute C{frame_values} (N, at most 4):
+        the N INT C{values} and the header of a BYTES body of C{length}
+        bytes of a frame at the top level, at once.  It must do exactly
+        what C{receive_child} for each value, C{check_token(BYTES, length)}
+        and L{begin_body} would, and return what L{begin_body} would (it may
+        raise what they would).  The decoder learns the type at its first
+        frame, read token by token; every later frame whose headers lie
+        whole in one read comes here (C{framing._scanner.FrameHeaders}),
+        the others still token by token.  Its factory must make unslicers
+        of one class (one of another class is read token by token).
+        """
 
 
 class _Nothing:

@@ -366,7 +366,8 @@ class BulkChannel(IncomingSide):
         transport = broker.transport
         if transport.disconnecting:
             return
-        self.sayHello()
+        if not self.hello.sent:
+            self.sayHello()
         if op == GRANT:
             transport.write(grantMessage(streamId, *values))
             transport.flush()

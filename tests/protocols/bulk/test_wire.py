@@ -202,7 +202,7 @@ class ControlTests(SynchronousTestCase):
         """grantMessage writes the bytes the encoder writes for the same GRANT, whatever the sizes of its values."""
         encoder = Encoder(registry(Target()))
         for streamId in (0, 1, 255, 256, 70_000, 1 << 40):
-            for count in (0, 1, 15, 16, 255, 256, 384 << 10, 1 << 20, 1 << 40):
+            for count in (0, 1, 15, 16, 255, 256, 65_535, 65_536, 384 << 10, 1 << 20, (1 << 32) - 1, 1 << 32, 1 << 40):
                 grant = Control((GRANT, streamId, count))
                 self.assertEqual(grantMessage(streamId, count), encoder.encode(grant), (streamId, count))
         self.assertEqual(
