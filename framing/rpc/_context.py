@@ -10,16 +10,12 @@ written once:
  - L{narrowed}: the scope inside a nested block, the earlier deadline
    winning and the metadata merged (the inner value winning); metadata
    that is not text keys and values is refused with C{TypeError}.
- - L{sendingDeadline}: the milliseconds left, rounded up (the callee's
-   deadline is never before the caller's), relative because the two ends'
-   clocks differ; a call whose deadline passed fails with
-   L{DeadlineExceeded} before it is sent.
+ - L{sendingDeadline}: the milliseconds left, rounded up, relative as the
+   two ends' clocks differ; a call past its deadline is never sent.
  - L{sentWith}: what a call made in a scope carries in the keyword
-   arguments' place (L{framing.rpc._wire.callContext}, wire format 12.7)
-   and the seconds it has left, which every shell asks.
- - L{callBound} and L{timeUp}: how long a call waits for its answer (its
-   deadline or C{CallLimits.callTimeout}, the earlier) and what it fails
-   with when that passes, which every shell's timer asks.
+   arguments' place (wire format 12.7), and the seconds it has left.
+ - L{callBound}, L{timeUp}: how long a call waits (its deadline or
+   C{callTimeout}, the earlier) and what it fails with then.
 
 A deadline is in seconds on the scope owner's clock (the reactor's,
 C{time.monotonic}); this module reads none: C{now} or a clock is given.
