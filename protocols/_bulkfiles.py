@@ -27,6 +27,7 @@ Design: docs/design/bulk.md
 
 from __future__ import annotations
 
+import mmap
 import os
 import time
 import weakref
@@ -307,13 +308,16 @@ class FileHash:
         its end) with C{os.preadv} into one buffer of at most a megabyte,
         and hash it.  Nothing to read (C{end} reached already: the
         commonest call, as L{HashingRanges} asks before every frame it
-        takes) costs no buffer.
+        takes) costs no buffer.  The buffer is mapped (page-aligned): a
+        C{bytearray} of a megabyte starts 16 bytes into a page, where the
+        kernel's copy from the page cache took 4.5 times as long on an AMD
+        EPYC (0.85 s of system time per GiB, against 0.17-0.19).
 
         @raise OSError: the file ends before C{end}.
         """
         if end is not None and self.hashed >= end:
             return
-        view = memoryview(bytearray(_READ if end is None else min(_READ, end - self.hashed)))
+        view = _buffer(_READ if end is None else min(_READ, end - self.hashed))
         while end is None or self.hashed < end:
             want = _READ if end is None else min(_READ, end - self.hashed)
             count = os.preadv(fd, [view[:want]], self.hashed)
@@ -327,6 +331,11 @@ class FileHash:
     def digest(self) -> bytes:
         """The digest of the bytes hashed so far (hashing may go on)."""
         return self._digest.digest()  # type: ignore[no-any-return]
+
+
+def _buffer(size: int) -> memoryview:
+    """A writable buffer of C{size} bytes starting on a page (an anonymous mapping: see L{FileHash.readFrom})."""
+    return memoryview(mmap.mmap(-1, size))
 
 
 def fileVersion(path: str | os.PathLike[str]) -> str:
