@@ -6,6 +6,11 @@ Two of these make the framing-free copy the CLI is set against: the sender
 reads C{PATH} in 1 MiB C{readinto}s into one buffer, hashes each piece in
 place and C{sendall}s it over loopback TCP; the receiver C{recv_into}s a
 1 MiB buffer, hashes what came and C{write}s it to C{PATH}, a fresh file.
+Each buffer is page-aligned (L{buffer}): the kernel's copy into a buffer
+that starts 8 to 24 bytes into a page, where C{bytearray(MiB)} starts,
+took 4.5 times as long on the AMD EPYC VM these figures come from (0.85 s
+of system time per GiB read from tmpfs, against 0.17-0.19 at every other
+offset tried), which made the copy slower than chunkwire's own transfers.
 No reactor, no framing, no flow control beyond TCP's: one blocking loop per
 end.  The end that listens prints C{{"port": N}} first; each end then prints
 one JSON line: when it started and ended (C{CLOCK_MONOTONIC}, the same clock
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import mmap
 import resource
 import socket
 import time
@@ -46,9 +52,14 @@ def runQueueSeconds() -> float:
         return 0.0
 
 
+def buffer(size: int = MiB) -> memoryview:
+    """A writable buffer of C{size} bytes that starts on a page (an anonymous mapping; see the module docstring)."""
+    return memoryview(mmap.mmap(-1, size))
+
+
 def send(connection: socket.socket, path: str, digest: Any) -> int:
     """Read C{path} 1 MiB at a time into one buffer, hash each piece in place, send it; the bytes sent."""
-    view = memoryview(bytearray(MiB))
+    view = buffer()
     sent = 0
     with open(path, "rb", buffering=0) as source:
         while count := source.readinto(view):
@@ -62,7 +73,7 @@ def send(connection: socket.socket, path: str, digest: Any) -> int:
 
 def receive(connection: socket.socket, path: str, digest: Any) -> int:
     """Receive into one 1 MiB buffer, hash what came, write it to the fresh file C{path}; the bytes received."""
-    view = memoryview(bytearray(MiB))
+    view = buffer()
     received = 0
     with open(path, "xb", buffering=0) as target:
         while count := connection.recv_into(view):

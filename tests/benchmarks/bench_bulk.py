@@ -170,8 +170,49 @@ Firecracker VMs these figures come from), writing to memory the guest has
 not touched lately costs seconds of system time per GiB (one GiB written
 into tmpfs here: 0.33 s with no other file, 1.42 s beside one other GiB,
 2.92 s beside two), so each transfer holds as many copies of the file as
-the floor's: the source and the one being written.
+the floor's: the source and the one being written, and each starts right
+after L{freshMemory} (the memory it writes into was just touched, whatever
+ran before: without it the floor, which follows cases that write no file,
+wrote 1 GiB into memory the host had taken back and paid 0.5 s more system
+time per GiB than the cases that followed a file freed).
 """
+HOST_REPORTED = Path("/sys/module/page_reporting/parameters/reported_kib")
+"""KiB of free memory this VM has reported to its host so far (Firecracker's page reporting), where it does."""
+
+
+def freshMemory(size: int) -> None:
+    """
+    Write C{size} bytes (and 64 MiB more) to a tmpfs file and free it, so
+    that the transfer started next writes into memory the guest touched
+    just now, as every file case and the floor do alike.  On a VM that
+    reports free memory to its host, memory freed long ago is faulted in
+    again from the host when written (the first GiB written into tmpfs
+    after a pause: 1.08 s of system time, 0.50 s right after a GiB was
+    freed), and the host takes back memory about 2 s after it is freed: so
+    the transfer must start at once.  Costs about 0.5 s per GiB.
+    """
+    import tempfile
+
+    block = bytes(MiB)
+    with tempfile.NamedTemporaryFile(dir=TMPFS, prefix="chunkwire-bench-fresh-", buffering=0) as scratch:
+        for _ in range(-(-size // MiB) + 64):
+            scratch.write(block)
+
+
+def hostReportedMiB() -> float | None:
+    """The MiB of free memory this VM handed back to its host so far (L{HOST_REPORTED}), or C{None} if it does not."""
+    try:
+        return int(HOST_REPORTED.read_text()) / 1024
+    except (OSError, ValueError):
+        return None
+
+
+def reportedSince(before: float | None) -> float | None:
+    """The MiB the VM handed back to its host since C{before} (L{hostReportedMiB}), or C{None}."""
+    now = hostReportedMiB()
+    return None if before is None or now is None else now - before
+
+
 RAW_WRITE = 64 * KiB
 MESSAGE = 1 * MiB
 FOOLSCAP_WINDOW = 4
@@ -537,25 +578,29 @@ async def _library(reactor: Any, port: int, size: int) -> dict[str, Any]:
     )
     idle, _ = memoryKiB()
     ends: dict[str, Any] = {}
-    before, started = cpuSplit(), time.perf_counter()
+    freshMemory(size)
+    reported, before, started = hostReportedMiB(), cpuSplit(), time.perf_counter()
     digest, algorithm, *server = await root.callRemote("put", "library.bin", bulk.Stream(source))
     seconds = time.perf_counter() - started
     ends["send"] = _ends(seconds, server, _since(before), size) | {"digest": digest}
+    ends["send"]["host_reported_mib"] = reportedSince(reported)
     await root.callRemote("drop")
     handle, target = tempfile.mkstemp(dir=TMPFS, prefix="chunkwire-bench-fetched-")
     os.close(handle)
     os.unlink(target)
     try:
-        before, started = cpuSplit(), time.perf_counter()
+        freshMemory(size)
+        reported, before, started = hostReportedMiB(), cpuSplit(), time.perf_counter()
         incoming = await root.callRemote("get", source)
         result = await incoming.receive(target)
         seconds = time.perf_counter() - started
+        handedBack = reportedSince(reported)
         client = _since(before)
         server = await root.callRemote("sent")
     finally:
         if os.path.exists(target):
             os.unlink(target)
-    ends["fetch"] = _ends(seconds, server, client, size) | {"digest": result.hexdigest}
+    ends["fetch"] = _ends(seconds, server, client, size) | {"digest": result.hexdigest, "host_reported_mib": handedBack}
     await root.broker.disconnect()
     if ends["send"]["digest"] != ends["fetch"]["digest"]:
         raise RuntimeError("the library case fetched back another digest than it sent")
@@ -818,11 +863,13 @@ def runCli(case: str, size: int, timeout: float) -> dict[str, Any]:
                 "fetch": [*hashing, *forced, "fetch", source.name, "--output", str(fetched / source.name)],
             }
         for direction, command in commands.items():
-            before = cpuOf(server.pid)
+            freshMemory(size)
+            before, reported = cpuOf(server.pid), hostReportedMiB()
             launched = time.monotonic()
             out, clientCpu, clientPeak = _runClient(client + command, timeout)
             # As a user times a command: from its start to its exit.
             commandSeconds = time.monotonic() - launched
+            handedBack = reportedSince(reported)
             serverCpu = [now - then for now, then in zip(cpuOf(server.pid), before, strict=True)]
             last = out.strip().splitlines()[-1]
             if case == "upload":
@@ -831,6 +878,7 @@ def runCli(case: str, size: int, timeout: float) -> dict[str, Any]:
                 clientIdle = max(clientIdle, own["idle_rss_kib"])
                 directions[direction] = ends | {"algorithm": own["algorithm"], "digest": own["digest"]}
                 directions[direction] |= {"peak": clientPeak, "command_seconds": commandSeconds}
+                directions[direction]["host_reported_mib"] = handedBack
                 continue
             timed = re.search(r" in ([\d.]+) s, .*, (\S+) ([0-9a-f]{64}) verified", last)
             assert timed is not None, last
@@ -838,6 +886,7 @@ def runCli(case: str, size: int, timeout: float) -> dict[str, Any]:
             ends = _ends(commandSeconds, serverCpu, [user, system, 0.0], size)
             directions[direction] = ends | {"algorithm": timed.group(2), "digest": timed.group(3), "peak": clientPeak}
             directions[direction]["transfer_seconds"] = float(timed.group(1))
+            directions[direction]["host_reported_mib"] = handedBack
             if direction == "send":
                 # The served copy is the source byte for byte (verified): the source becomes another name of
                 # it, so that the fetch holds two copies of the file in tmpfs, as the floor does (see TMPFS).
@@ -890,6 +939,8 @@ def runFloor(size: int, digest: str, timeout: float) -> dict[str, Any]:
         roles = {"listen": "receive", "connect": "receive", sender: "send"}
         files = {"send": source, "receive": target}
         listener = [*module, "listen", roles["listen"], "--file", files[roles["listen"]], "--digest", digest]
+        freshMemory(size)
+        reported = hostReportedMiB()
         server = subprocess.Popen(listener, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, text=True)
         try:
             assert server.stdout is not None
@@ -898,6 +949,7 @@ def runFloor(size: int, digest: str, timeout: float) -> dict[str, Any]:
             launched = time.monotonic()  # the same clock as the ends' (CLOCK_MONOTONIC)
             out, _, _ = _runClient([*connecting, "--port", str(port)], timeout)
             serverOut, _ = server.communicate(timeout=timeout)
+            handedBack = reportedSince(reported)
         finally:
             if server.poll() is None:
                 server.kill()
@@ -914,6 +966,7 @@ def runFloor(size: int, digest: str, timeout: float) -> dict[str, Any]:
         # The copy as a CLI command is timed: from the connecting process's launch (its start-up included).
         commandSeconds = max(e["ended"] for e in ends.values()) - launched
         result[direction] |= {"command_seconds": commandSeconds, "command_mb_s": size / commandSeconds / 1e6}
+        result[direction]["host_reported_mib"] = handedBack
     return result
 
 
@@ -925,6 +978,14 @@ def floorDigests(cases: list[str]) -> list[str]:
     if "cli-sha256" in cases and "sha256" not in wanted:
         wanted.append("sha256")
     return wanted
+
+
+def handedBack(result: dict[str, Any]) -> str:
+    """What a run's line says of the memory the VM handed back to its host during each direction, if it does."""
+    amounts = [result[d].get("host_reported_mib") for d in DIRECTIONS if isinstance(result.get(d), dict)]
+    if not any(amount is not None for amount in amounts):
+        return ""
+    return " (memory handed back to the host meanwhile: " + ", ".join(f"{a or 0:.0f}" for a in amounts) + " MiB)"
 
 
 def runAll(args: argparse.Namespace) -> dict[str, Any]:
@@ -942,12 +1003,13 @@ def runAll(args: argparse.Namespace) -> dict[str, Any]:
                 raw[case].append({digest: runFloor(size, digest, timeout) for digest in floorDigests(cases)})
                 for digest, floor in raw[case][-1].items():
                     rates = ", ".join(f"{d} {floor[d]['mb_s']:.0f} MB/s" for d in DIRECTIONS)
-                    print(f"run {run + 1}: floor ({digest}) {rates}", file=sys.stderr, flush=True)
+                    print(f"run {run + 1}: floor ({digest}) {rates}{handedBack(floor)}", file=sys.stderr, flush=True)
                 continue
             raw[case].append(runCase(case, size, False, timeout))
             last = raw[case][-1]
             fetch = f", fetch {last['fetch']['mb_s']:.0f} MB/s" if "fetch" in last else ""
-            print(f"run {run + 1}: {case} {last['mb_s']:.0f} MB/s{fetch}", file=sys.stderr, flush=True)
+            line = f"run {run + 1}: {case} {last['mb_s']:.0f} MB/s{fetch}{handedBack(last)}"
+            print(line, file=sys.stderr, flush=True)
         if "chunkwire-sha256" in cases:
             shaFloors.append(sha256Floor(size))
             print(

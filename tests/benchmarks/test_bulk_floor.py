@@ -164,3 +164,59 @@ class ListeningPortTests(SynchronousTestCase):
 
         error = self.assertRaises(RuntimeError, bench_bulk._listeningPort, io.StringIO("Traceback: boom\n"))
         self.assertIn("boom", str(error))
+
+
+class FreshMemoryTests(SynchronousTestCase):
+    """Every transfer starts in memory the guest has just touched, and says what the VM handed back meanwhile."""
+
+    def test_writesAndFrees(self) -> None:
+        """L{bench_bulk.freshMemory} writes its size (and 64 MiB more) to tmpfs and leaves no file behind."""
+        written: list[int] = []
+        with tempfile.TemporaryDirectory() as directory:
+            self.patch(bench_bulk, "TMPFS", directory)
+            real = tempfile.NamedTemporaryFile
+
+            def recording(**kwargs: object) -> object:
+                scratch = real(**kwargs)  # type: ignore[call-overload]
+                write = scratch.write
+                scratch.write = lambda block: written.append(len(block)) or write(block)
+                return scratch
+
+            self.patch(tempfile, "NamedTemporaryFile", recording)
+            bench_bulk.freshMemory(3 * MiB + 1)
+            self.assertEqual(os.listdir(directory), [])
+        self.assertEqual(sum(written), (4 + 64) * MiB)
+
+    def test_reportedSince(self) -> None:
+        """The MiB the VM handed back between two readings; nothing where it does not say."""
+        with tempfile.NamedTemporaryFile("w") as reported:
+            self.patch(bench_bulk, "HOST_REPORTED", bench_bulk.Path(reported.name))
+            reported.write("2048")
+            reported.flush()
+            before = bench_bulk.hostReportedMiB()
+            with open(reported.name, "w") as again:
+                again.write("4096")
+            self.assertEqual((before, bench_bulk.reportedSince(before)), (2.0, 2.0))
+            self.assertIsNone(bench_bulk.reportedSince(None))
+        self.patch(bench_bulk, "HOST_REPORTED", bench_bulk.Path("/nonexistent/reported_kib"))
+        self.assertIsNone(bench_bulk.hostReportedMiB())
+
+    def test_runLine(self) -> None:
+        """A run's line gives each direction's memory handed back, and nothing on a machine that does not say."""
+        result = {"send": {"host_reported_mib": 12.4}, "fetch": {"host_reported_mib": None}}
+        self.assertEqual(bench_bulk.handedBack(result), " (memory handed back to the host meanwhile: 12, 0 MiB)")
+        self.assertEqual(bench_bulk.handedBack({"send": {"host_reported_mib": None}, "fetch": {}}), "")
+
+
+class BufferTests(SynchronousTestCase):
+    """The copy's buffers start on a page, where the kernel copies into them at full speed."""
+
+    def test_pageAligned(self) -> None:
+        """L{_floorcopy.buffer} is writable, of its size, and starts on a page boundary."""
+        import ctypes
+        import mmap
+
+        view = _floorcopy.buffer(3 * MiB)
+        self.assertEqual((len(view), view.readonly), (3 * MiB, False))
+        address = ctypes.addressof(ctypes.c_char.from_buffer(view))
+        self.assertEqual(address % mmap.PAGESIZE, 0)
