@@ -172,9 +172,10 @@ into tmpfs here: 0.33 s with no other file, 1.42 s beside one other GiB,
 2.92 s beside two), so each transfer holds as many copies of the file as
 the floor's: the source and the one being written, and each starts right
 after L{freshMemory} (the memory it writes into was just touched, whatever
-ran before: without it the floor, which follows cases that write no file,
-wrote 1 GiB into memory the host had taken back and paid 0.5 s more system
-time per GiB than the cases that followed a file freed).
+ran before: without it a transfer after a pause, as the floor's after the
+cases that write no file, may write into memory the host took back, which
+cost 1.08 s of system time per GiB here against 0.50 right after a GiB was
+freed).
 """
 HOST_REPORTED = Path("/sys/module/page_reporting/parameters/reported_kib")
 """KiB of free memory this VM has reported to its host so far (Firecracker's page reporting), where it does."""
