@@ -302,7 +302,7 @@ class CallTests(SynchronousTestCase):
         self.assertEqual(session.drain.grace, 5.0)
         error = self.assertRaises(GoingAway, session.call, "x", 0, "get", (), {})
         self.assertIsInstance(error, DeadReferenceError)
-        self.assertIn("going away", str(error))
+        self.assertIn("is draining (received GOAWAY)", str(error))
         self.assertRaises(GoingAway, session.callOnly, 0, "log", (), {})
         self.assertEqual(session.receive(server.send(Message((ANSWER, requestId, "last")))), [("w", "last", None)])
 
