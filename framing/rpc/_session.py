@@ -10,7 +10,7 @@ C{(waiter, result, error)} triples in answer order, leaving what is due back
 in L{dataToSend}.  GOAWAY moves it to L{SessionState.GOING_AWAY}.  Bad input
 never raises out of L{receive}: a broken stream, an answer to no call or a
 message refused before its id ends the session (L{SessionState.ENDED},
-L{failure}) and settles every pending call; more than C{maxRefusals}
+L{failure}; an ERROR to send, L{farewell}) and settles every pending call; more than C{maxRefusals}
 refusals within 10 s end it with L{framing._refusals.TooManyRefusals}.
 L{end} and L{judgeSilence} end it for what the I/O layer saw.  It keeps
 references and the server's object streams too.  No I/O, no threads, no
@@ -32,7 +32,8 @@ from operator import itemgetter
 from typing import Any, Generic, Protocol, TypeVar
 
 from framing import Decoder, Encoder, Limits, ProtocolError, Registry, Violation, _core
-from framing._encoder import open_token
+from framing._encoder import error_token, open_token
+from framing._errors import PeerError
 from framing._ledger import Ledger
 from framing._pings import PingTable
 from framing._refusals import MAX_REFUSALS, REFUSAL_INTERVAL, RefusalRate
@@ -187,6 +188,10 @@ class ClientSession(Generic[Waiter]):
     @ivar drain: the L{framing.rpc._drain.Drain}: the server's GOAWAY, and when the session then closes.
     @ivar closing: the session ended itself after the server's GOAWAY
         (L{closeIfDrained}): its output is still to be sent.
+    @ivar farewell: once the session ended for a rule the server broke, the
+        ERROR saying why, for the I/O layer to send before it closes if it
+        goes at once (C{docs/wire-format.md} 12.4: a SHOULD, never waited
+        for); C{b""} otherwise.
     @ivar output: the bytes due to the server, in order; empty once
         L{receive} returns means L{dataToSend} has nothing.
 
@@ -262,6 +267,7 @@ class ClientSession(Generic[Waiter]):
         self._decoder = Decoder(limits, connectionRegistry)
         self._feed: Callable[[bytes], list[Any]] = self._decoder.feed  # (bound once: one lookup per read)
         self.closing = False
+        self.farewell = b""
         # GOAWAY's state and the rule of when the session closes after it (see drained).
         self.drain = Drain()
         # What this side holds for the server (its I/O layer's outbox, automatic replies, stream items):
@@ -834,6 +840,10 @@ class ClientSession(Generic[Waiter]):
         """
         End the session with C{reason} (once; later calls settle nothing):
         every pending call is settled with C{reason}, naming the call.
+        Nothing is sent after, not what was due, but for a rule the server
+        broke (a L{ProtocolError} this side found, not the server's own
+        ERROR) the ERROR saying why, L{farewell}: the bytes the Twisted
+        connection sends then (L{framing._encoder.error_token}).
         """
         if self.state is _ENDED:
             return []
@@ -843,6 +853,8 @@ class ClientSession(Generic[Waiter]):
         self._dispatch.clear()
         self._handlers = ()
         self.output.clear()
+        if isinstance(reason, ProtocolError) and not isinstance(reason, PeerError):
+            self.farewell = error_token(reason)
         self.ledger.close()
         self.incomingCalls.end()
         if self.references is not None:

@@ -25,6 +25,7 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Violation
+from framing._encoder import error_token
 from framing._errors import InvalidValue
 from framing.rpc._drain import GoingAway
 from framing.rpc._errors import UnexpectedAnswer
@@ -76,9 +77,9 @@ class Shells:
         return b"".join(self.transport.writes)
 
     def sessionSent(self) -> bytes:
-        """What the session sent so far (its calls' bytes and its output)."""
+        """What the session sent so far (its calls' bytes, its output, the ERROR at its end)."""
         self.sent += self.session.dataToSend()
-        return self.sent
+        return self.sent + self.session.farewell
 
     def twistedFailure(self) -> BaseException | None:
         failed = self.broker.failure
@@ -109,7 +110,8 @@ class GivingUpAlikeTests(SynchronousTestCase):
     def test_lateAnswerIgnoredOnce(self) -> None:
         """
         The late answer of a call given up is ignored by both, once; a
-        second ends both with the same L{UnexpectedAnswer}.
+        second ends both with the same L{UnexpectedAnswer}, and both send
+        the same ERROR before they close.
         """
         shells = Shells()
         answer = shells.call()
@@ -125,6 +127,35 @@ class GivingUpAlikeTests(SynchronousTestCase):
         self.assertIsInstance(twisted, UnexpectedAnswer)
         self.assertIsInstance(shells.session.failure, UnexpectedAnswer)
         self.assertEqual(str(shells.session.failure), str(twisted))
+        assert twisted is not None
+        self.assertTrue(shells.written().endswith(error_token(twisted)))
+        self.assertEqual(shells.written(), shells.sessionSent())
+
+
+class StrayAnswersAlikeTests(SynchronousTestCase):
+    def test_answerToNoCall(self) -> None:
+        """
+        An ANSWER or a FAIL to a call never made or answered already ends
+        both with the same L{UnexpectedAnswer}; the call waiting fails with
+        the same error on both; both send the same ERROR first (wire format
+        12.3: the caller closes after an ERROR C{unexpected-answer}).
+        """
+        for stray in (Message((ANSWER, 9, "x")), failure(9, KeyError("k")), Message((ANSWER, 1, "twice"))):
+            shells = Shells()
+            shells.call()
+            waiting = shells.call("put")
+            shells.feed(Message((ANSWER, 1, "first")))
+            shells.feed(stray)
+            twisted = shells.twistedFailure()
+            self.assertIsInstance(twisted, UnexpectedAnswer, stray)
+            self.assertEqual(str(shells.session.failure), str(twisted), stray)
+            [(waiter, _, error)] = [outcome for outcome in shells.settled if outcome[0] == "put"]
+            self.assertEqual(str(error), str(failureOf(waiting)), stray)
+            self.assertIn("(while calling 'put' on ", str(error))
+            self.assertEqual(shells.written(), shells.sessionSent(), stray)
+            assert twisted is not None
+            self.assertTrue(shells.written().endswith(error_token(twisted)), stray)
+            self.assertTrue(str(twisted).startswith("unexpected-answer: "), stray)
 
 
 class FailuresAlikeTests(SynchronousTestCase):
