@@ -2,27 +2,23 @@
 """The calls one side makes that wait for answers, whatever waits for them: every rule of making a call.
 
 Contract: a L{CallTable} makes each call (L{CallTable.call}: its request
-id, from 1, as 0 is L{framing.rpc._wire.NO_ANSWER}; the CALL's fields;
-L{CallTable.callOnly} for no answer), refusing it once calls stopped
-(L{CallTable.stop}: L{framing.rpc._drain.GoingAway} after GOAWAY either
-way, L{framing.rpc._errors.DeadReferenceError} once the connection ended),
-for a name that is no C{str} and past C{maxPending}.  It keeps what waits
-for each call (a Deferred, a thread's slot, a future: opaque here, its
-method's name read by C{nameOf}) by request id and gives it back once: an
-ANSWER by the dict's own C{pop}, a FAIL with its error rebuilt
-(L{CallTable.failed}), a refused answer naming the call and the peer
-(L{CallTable.refused}), a call given up with its CANCEL
-(L{CallTable.giveUp}), every call with the reason naming it when the
-connection ends (L{CallTable.lost}).  An answer to no call is the peer's
-L{framing.rpc._errors.UnexpectedAnswer} (the connection ends, after an
-ERROR: C{docs/wire-format.md} 12.3), but the one late answer of a call
-given up on (L{CallTable.strayAnswer}).  Its C{callFailed} (the clients'
-session extension's) is told of each call that failed by the peer's word
-or was given up.  Nothing here sends, reads, sleeps or reads a clock: a
-shell keeps its waiters' ways, timers, log and writes.
+id, from 1, and the CALL's fields; L{CallTable.callOnly}, id 0, for no
+answer) or refuses it: once calls stopped (L{CallTable.stop}:
+L{framing.rpc._drain.GoingAway} after GOAWAY, a
+L{framing.rpc._errors.DeadReferenceError} after the end), for a name that
+is no C{str}, past C{maxPending}.  It keeps each call's waiter (opaque
+here) by request id and gives it back once: for its ANSWER (the dict's own
+C{pop}), its FAIL (L{CallTable.failed}), a refused answer
+(L{CallTable.refused}), giving it up with its CANCEL (L{CallTable.giveUp})
+or the end (L{CallTable.lost}), with the error naming the call.  An
+answer to no call is an L{framing.rpc._errors.UnexpectedAnswer} ending the
+connection, but for the one late answer of a call given up
+(L{CallTable.strayAnswer}; C{docs/wire-format.md} 12.3).  Its
+C{callFailed} hears of each call the peer failed or the caller gave up.
+No I/O, no clock: a shell keeps its waiters, timers, log and writes.
 
 Cost: making, matching, failing and giving up a call are O(1) whatever is
-in flight; a call is one method and the dict's store, an ANSWER one C{pop}.
+in flight: a call is one method, an ANSWER one C{pop}.
 
 Design: docs/design/same-bytes.md
 """
@@ -226,13 +222,12 @@ class CallTable(dict[int, Waiter]):
         waiter = self.pop(requestId, None)
         if waiter is None:
             return None
-        cancel = None
-        if tell:
-            self._lateAnswers += 1
-            cancel = Message((CANCEL, requestId))
         if self.callFailed is not None:
             self.callFailed(requestId, True)
-        return waiter, cancel
+        if not tell:
+            return waiter, None
+        self._lateAnswers += 1
+        return waiter, Message((CANCEL, requestId))
 
     def _notPending(self, requestId: int, what: str) -> None:
         """L{strayAnswer}'s verdict on C{what} for C{requestId}, raised if it is an L{UnexpectedAnswer}."""

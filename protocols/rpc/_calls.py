@@ -126,42 +126,42 @@ class OutgoingCalls:
         context = self._scope()
         if context is not None:
             return self._callWithContext(target, name, args, kwargs, context)
-        call = self._send(target, name, kwargs or None, args)
-        if type(call) is not _Call:
-            return call  # (it failed)
+        try:
+            call = self._send(target, name, kwargs or None, args)
+        except Exception:
+            return fail()
         timeout = self.callLimits.callTimeout
         if timeout is not None and call.called is False:
             call.timer = reactorOf(self._clock).callLater(timeout, self._timeUp, call.requestId, name, False)
         return call
 
-    def _send(self, target: int, name: str, sent: Any, args: tuple[Any, ...]) -> Deferred[Any]:
+    def _send(self, target: int, name: str, sent: Any, args: tuple[Any, ...]) -> _Call:
         """
         Make a call pending and send its CALL, whose keyword-arguments place
         holds C{sent} (the keyword arguments, C{None}, or a call context).
+        (Raising, not a failed Deferred: the callers' C{try} costs nothing
+        on the path that does not raise, where a test of what came back did.)
 
-        @return: the pending L{_Call}, or a failed Deferred if it could not be made (L{CallTable.call}:
-            after GOAWAY, a name that is no str, too many waiting) or sent.
+        @return: the pending L{_Call}.
+        @raise Exception: it could not be made (L{CallTable.call}: after
+            GOAWAY, a name that is no str, too many waiting) or sent (nothing is pending).
         """
         # (Deferred's own __init__, then the fields set here: one call less per call than an __init__ of ours)
         call = _Call(self._cancelCall)
         # Pending before sending: a synchronous transport may answer at once.
+        fields = self._table.call(call, target, name, sent, args)
+        call.requestId, call.name, call.timer = fields[1], name, None
         try:
-            fields = self._table.call(call, target, name, sent, args)
-        except Exception:
-            return fail()
-        requestId = call.requestId = fields[1]
-        call.name, call.timer = name, None
-        # (made here only for the extensions to see: else sendObject makes one if a slicer runs)
-        outgoing = None
-        if self._callSent:
-            outgoing = Outgoing()
-            for callSent in self._callSent:
-                callSent(call, outgoing)
-        try:
+            # (made here only for the extensions to see: else sendObject makes one if a slicer runs)
+            outgoing = None
+            if self._callSent:
+                outgoing = Outgoing()
+                for callSent in self._callSent:
+                    callSent(call, outgoing)
             self._connection.sendObject(Message(fields), outgoing)
         except Exception:
-            self._table.take(requestId)
-            return fail()
+            self._table.take(fields[1])
+            raise
         return call
 
     def _callWithContext(
@@ -173,9 +173,10 @@ class OutgoingCalls:
             sent, left = sentWith(name, kwargs, context, clock.seconds)
         except DeadlineExceeded:
             return fail()
-        call = self._send(target, name, sent, args)
-        if type(call) is not _Call:
-            return call  # (it failed)
+        try:
+            call = self._send(target, name, sent, args)
+        except Exception:
+            return fail()
         if call.called is False:
             seconds, byDeadline = callBound(left, self.callLimits.callTimeout)
             if seconds is not None:
