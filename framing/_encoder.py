@@ -18,7 +18,7 @@ from typing import Any
 
 from . import _core
 from ._blocks import BlockBuffer
-from ._errors import EncodingError
+from ._errors import ChunkwireError, EncodingError, error_token_text
 from ._limits import DEFAULT_LIMITS, Limits
 from ._outgoing import Outgoing
 from .slicing._arrays import BytesLikeSlicer, NdarraySlicer, is_ndarray
@@ -28,6 +28,7 @@ from .wire import (
     BIGNEG,
     BYTES,
     CLOSE,
+    ERROR,
     FLOAT,
     INT,
     MAX_HEADER_VALUE,
@@ -52,6 +53,22 @@ def open_token(name: str) -> bytes:
     """Return the OPEN token (header and body) for open-type C{name}."""
     body = name.encode("ascii")
     return encode_header(OPEN, len(body)) + body
+
+
+MAX_ERROR_MESSAGE = 1024
+"""Most bytes of an ERROR token's body (L{error_token}): well under the default C{Limits.max_error_length} (4 KiB)."""
+
+
+def error_token(error: ChunkwireError) -> bytes:
+    """
+    The ERROR token that tells the peer why C{error} ends the connection
+    (C{docs/wire-format.md} 4.8, 6.1, 12.4): the code, a colon and the text
+    (L{framing._errors.error_token_text}), cut to L{MAX_ERROR_MESSAGE}
+    bytes.  Every shell sends it before it closes for a rule the peer broke
+    (not for the peer's own ERROR).  Costs one format and one encoding.
+    """
+    body = error_token_text(error).encode("utf-8")[:MAX_ERROR_MESSAGE]
+    return encode_header(ERROR, len(body)) + body
 
 
 _OPEN_LIST = open_token("list")

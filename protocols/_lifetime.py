@@ -23,21 +23,18 @@ from typing import Any
 from twisted.python.failure import Failure
 
 from framing import ProtocolError
+from framing._encoder import error_token
 from framing._errors import PeerError, error_token_text
-from framing.wire import ERROR, encode_header
 
 from ._logs import escape
-
-# ERROR bodies stay well under the default Limits.max_error_length (4 KiB),
-# so the peer can read why it is being dropped.
-MAX_ERROR_MESSAGE = 1024
 
 
 def dropConnection(protocol: Any, error: ProtocolError, logged: bool = False) -> Failure:
     """
     Drop C{protocol}'s connection for C{error}: log it if C{logged}, stop
     delivering, fail its queued streams, tell the peer why in an ERROR
-    token (unless the peer sent the error), close, and abort it if it is not
+    token (L{framing._encoder.error_token}, the clients' session's too;
+    unless the peer sent the error), close, and abort it if it is not
     closed C{protocol.config.dropGrace} seconds later (on the protocol's
     clock: C{protocol.lingering} is that timer, which C{connectionLost}
     cancels).  C{protocol.failure} is then the reason the connection ended,
@@ -65,8 +62,7 @@ def dropConnection(protocol: Any, error: ProtocolError, logged: bool = False) ->
     transport = protocol.transport
     transport.abandonStreams(failure)
     if not isinstance(error, PeerError):
-        body = error_token_text(error).encode("utf-8")[:MAX_ERROR_MESSAGE]
-        transport.write(encode_header(ERROR, len(body)) + body)
+        transport.write(error_token(error))
     # Set before the close, which may end the connection at once (connectionLost then cancels it).
     grace = protocol.config.dropGrace
     protocol.lingering = protocol.config.reactor().callLater(grace, abortLingering, protocol, grace)

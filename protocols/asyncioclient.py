@@ -596,6 +596,9 @@ class AsyncConnection:
                 self._flush()  # (closed after GOAWAY, nothing in flight: what is due goes first)
             self._shut = True
             if self._transport is not None:
+                if session.farewell:
+                    # (the ERROR telling the server the rule it broke, after the whole messages the transport holds)
+                    self._transport.write(session.farewell)
                 self._transport.close()
                 # What it holds is sent within the grace, or dropped: a server that reads nothing keeps no socket.
                 self._abortTimer = self._loop.call_later(self.closeGrace, self._transport.abort)

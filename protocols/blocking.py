@@ -793,10 +793,32 @@ class BlockingConnection:
         if session.failure is not None and not self._shut:
             self._shut = True
             if not (session.closing and self._outbox):
+                if session.farewell:
+                    self._sayWhy(session.farewell)
                 self._outbox.clear()  # (nothing is sent after the end...)
                 self._shutdown()
             # (... but what is due when the session closed after GOAWAY: _flushOutbox shuts the socket after it)
             self._changed.notify_all()
+
+    def _sayWhy(self, farewell: bytes) -> None:
+        """
+        Send C{farewell}, the ERROR telling the server the rule it broke
+        (C{_lock} held), if it goes at once and whole messages only went
+        before it (the outbox empty, no other thread sending): a courtesy
+        the connection's end never waits for.
+        """
+        sendLock = self._sendLock
+        if self._outbox or not sendLock.acquire(blocking=False):
+            return
+        try:
+            sock = self._socket
+            if not self._dontWait:
+                sock.settimeout(0.0)  # (TLS: no MSG_DONTWAIT; the socket is shut next)
+            sock.send(farewell, self._dontWait)
+        except OSError:
+            pass
+        finally:
+            sendLock.release()
 
     def _shutdown(self) -> None:
         """Shut the socket both ways (the connection ended); the file descriptor stays until L{close}."""

@@ -115,6 +115,10 @@ class Drain:
         self.grace = message[1] / 1000
         return True
 
+    def refusal(self, peer: str) -> str:
+        """Why a call is not made once either end sent GOAWAY: the text its L{GoingAway} ends with."""
+        return f"the connection to {peer} is draining ({self.state.name})"
+
     def closes(self, calls: int, running: int, streams: int) -> bool:
         """
         Whether the receiver of GOAWAY closes now: the peer's GOAWAY came and

@@ -10,7 +10,7 @@ C{(waiter, result, error)} triples in answer order, leaving what is due back
 in L{dataToSend}.  GOAWAY moves it to L{SessionState.GOING_AWAY}.  Bad input
 never raises out of L{receive}: a broken stream, an answer to no call or a
 message refused before its id ends the session (L{SessionState.ENDED},
-L{failure}) and settles every pending call; more than C{maxRefusals}
+L{failure}; an ERROR to send, L{farewell}) and settles every pending call; more than C{maxRefusals}
 refusals within 10 s end it with L{framing._refusals.TooManyRefusals}.
 L{end} and L{judgeSilence} end it for what the I/O layer saw.  It keeps
 references and the server's object streams too.  No I/O, no threads, no
@@ -32,7 +32,8 @@ from operator import itemgetter
 from typing import Any, Generic, Protocol, TypeVar
 
 from framing import Decoder, Encoder, Limits, ProtocolError, Registry, Violation, _core
-from framing._encoder import open_token
+from framing._encoder import error_token, open_token
+from framing._errors import PeerError
 from framing._ledger import Ledger
 from framing._pings import PingTable
 from framing._refusals import MAX_REFUSALS, REFUSAL_INTERVAL, RefusalRate
@@ -47,12 +48,10 @@ from ._errors import (
     ClosedBeforePreamble,
     ConnectionLost,
     ConnectionOverBudget,
-    DeadReferenceError,
     MessageRefused,
     RuleBroken,
     ServerSilent,
     UnexpectedAnswer,
-    callLost,
 )
 from ._exports import DEFAULT_MAX_IMPORTS, ExportTable, References
 from ._incoming import DEFAULT_MAX_RUNNING, IncomingCall, IncomingCalls, failure, refusalCode, withoutDetails
@@ -62,7 +61,7 @@ from ._references import ReferenceableSlicer, ReferenceUnslicer, RemoteReference
 from ._signatures import REF_OPEN_TYPE, YOURREF_OPEN_TYPE
 from ._streams import FlowMessage, ReceiveWindow
 from ._streamtable import ReceivedStream, SentStream
-from ._wire import ANSWER, CALL, NO_ANSWER, OPEN_TYPE, Message, addMessageTypes
+from ._wire import ANSWER, NO_ANSWER, OPEN_TYPE, Message, addMessageTypes
 
 Waiter = TypeVar("Waiter")
 
@@ -189,6 +188,10 @@ class ClientSession(Generic[Waiter]):
     @ivar drain: the L{framing.rpc._drain.Drain}: the server's GOAWAY, and when the session then closes.
     @ivar closing: the session ended itself after the server's GOAWAY
         (L{closeIfDrained}): its output is still to be sent.
+    @ivar farewell: once the session ended for a rule the server broke, the
+        ERROR saying why, for the I/O layer to send before it closes if it
+        goes at once (C{docs/wire-format.md} 12.4: a SHOULD, never waited
+        for); C{b""} otherwise.
     @ivar output: the bytes due to the server, in order; empty once
         L{receive} returns means L{dataToSend} has nothing.
 
@@ -264,6 +267,7 @@ class ClientSession(Generic[Waiter]):
         self._decoder = Decoder(limits, connectionRegistry)
         self._feed: Callable[[bytes], list[Any]] = self._decoder.feed  # (bound once: one lookup per read)
         self.closing = False
+        self.farewell = b""
         # GOAWAY's state and the rule of when the session closes after it (see drained).
         self.drain = Drain()
         # What this side holds for the server (its I/O layer's outbox, automatic replies, stream items):
@@ -274,7 +278,10 @@ class ClientSession(Generic[Waiter]):
         self._decoder.charge_to(self.ledger)
         self.incomingCalls.registry = connectionRegistry
         # Each pending call's waiter with the method's name, for the errors that name the call.
-        self.pending: CallTable[tuple[Waiter, str]] = CallTable(maxPending, itemgetter(1))
+        # (its extension is told of each call failed by the server's word or given up: a stream the CALL carried)
+        self.pending: CallTable[tuple[Waiter, str]] = CallTable(
+            maxPending, itemgetter(1), None if extension is None else extension.callFailed
+        )
         self._preambleLeft = len(PREAMBLE)
         # A whole CALL of built-in arguments in one C call (the compiled core; None: the pure one), as
         # Encoder.tokens writes a Message, less its lookups: the session's registry writes Messages so.
@@ -436,39 +443,33 @@ class ClientSession(Generic[Waiter]):
         @raise framing.rpc._errors.TooManyPendingCalls: too many calls wait already.
         @raise framing.EncodingError: an argument cannot be sent (nothing is kept).
         """
-        if self.state is not _OPEN or type(name) is not str:
-            self._checkCallable(name)  # (refuses a name that is no str, and calls once the server is going away)
         table = self.pending
         if not table:
             # The server's silence counts only while calls wait: from now, when none did.
             self.pingSent = False
-        requestId = table.add((waiter, name), name)
         if sent is UNSCOPED:
             sent = kwargs or None  # (sentWith's rule for a call in no scope, in line: the per-call path)
+        # (refused once GOAWAY came or the session ended; its request id is fields[1], read where needed)
+        fields = table.call((waiter, name), target, name, sent, args)
         encodeParts = self._encodeParts
         try:
             # Arguments of built-in types alone: the whole CALL in one C call, the bytes Encoder.encode writes.
-            # (A tuple added to args, not (..., *args): no list built, grown and copied into a tuple per call.)
-            data = (
-                None
-                if encodeParts is None
-                else encodeParts((CALL, requestId, target, name, sent) + args, self._maxDepth, _CALL_OPENING)
-            )
+            data = None if encodeParts is None else encodeParts(fields, self._maxDepth, _CALL_OPENING)
             if data is None:
                 # (the pure core, or not built-in types alone: a stream argument among them perhaps, live once
                 # encoded whole)
-                data = self._encoder.encode(Message((CALL, requestId, target, name, sent) + args))
+                data = self._encoder.encode(Message(fields))
                 if self.objectStreams.announcing:
                     data += self._probe(self.objectStreams.committed())
         except BaseException:
-            table.take(requestId)
+            table.take(fields[1])
             self.objectStreams.rolledBack()
             if self.extension is not None:
                 self.extension.messageDropped()
             raise
         if self.extension is not None:
-            data = self.extension.messageEncoded(data, requestId)
-        return requestId, data
+            data = self.extension.messageEncoded(data, fields[1])
+        return fields[1], data
 
     def callOnly(
         self,
@@ -482,14 +483,14 @@ class ClientSession(Generic[Waiter]):
         The bytes of a CALL to method C{name} of export C{target} for no
         answer, carrying C{sent} as for L{call} (raises as L{call}).
         """
-        self._checkCallable(name)
         if sent is UNSCOPED:
             sent = kwargs or None
+        message = Message(self.pending.callOnly(target, name, sent, args))
         extension = self.extension
         if extension is None:
-            return self._encode(Message((CALL, NO_ANSWER, target, name, sent) + args))
+            return self._encode(message)
         try:
-            data = self._encode(Message((CALL, NO_ANSWER, target, name, sent) + args))
+            data = self._encode(message)
         except BaseException:
             extension.messageDropped()
             raise
@@ -504,8 +505,8 @@ class ClientSession(Generic[Waiter]):
         """
         Give up on call C{requestId} (its caller stopped waiting: cancelled,
         timed out): the bytes of the CANCEL to send, its late answer then
-        ignored; C{b""} if it is no longer pending (its answer came meanwhile)
-        or the session ended.
+        ignored (the extension told: L{CallTable.giveUp}); C{b""} if it is no
+        longer pending (its answer came meanwhile) or the session ended.
         """
         given = self.pending.giveUp(requestId)  # (once the session ended, no call is pending)
         if given is None or given[1] is None:
@@ -513,7 +514,6 @@ class ClientSession(Generic[Waiter]):
         data = self._encode(given[1])
         extension = self.extension
         if extension is not None:
-            extension.callFailed(requestId, True)
             data += b"".join(extension.piecesToSend())
         return data
 
@@ -540,15 +540,6 @@ class ClientSession(Generic[Waiter]):
         if quiet >= silenceTimeout / 2 and not self.pingSent:
             self.output.append(self.ping())
         return []
-
-    def _checkCallable(self, name: str) -> None:
-        if type(name) is not str:
-            raise TypeError(f"a method name is a str, not {type(name).__name__}")
-        state = self.state
-        if state is _ENDED or state is _GOING_AWAY:
-            if self.failure is None:
-                raise GoingAway(f"cannot call {name!r}: the server is going away")
-            raise DeadReferenceError(f"cannot call {name!r}: the connection ended: {self.failure}")
 
     def _encode(self, message: Message) -> bytes:
         encoder = self._encoder
@@ -671,12 +662,10 @@ class ClientSession(Generic[Waiter]):
         self._settled.append((entry[0], message[2], None))
 
     def failReceived(self, message: Message) -> None:
-        """A FAIL: its call settled with the error it describes (L{CallTable.failed}); the extension told."""
+        """A FAIL: its call settled with the error it describes (L{CallTable.failed}, which tells the extension)."""
         failed = self._failed(self.pending.failed, message)
         if failed is not None:
             self._settled.append((failed[0][0], None, failed[1]))
-            if self.extension is not None:
-                self.extension.callFailed(message[1], False)
 
     def cancelReceived(self, message: Message) -> None:
         """A CANCEL: the server gave up on its call (L{framing.rpc._incoming.IncomingCalls.cancelled})."""
@@ -694,6 +683,7 @@ class ClientSession(Generic[Waiter]):
         """
         if self.drain.received(message):
             self.state = _GOING_AWAY
+            self.pending.stop(self.drain.refusal(self.peer), GoingAway)
             self._readTail = True
 
     def callRefused(self, refused: MessageRefused) -> None:
@@ -703,13 +693,11 @@ class ClientSession(Generic[Waiter]):
     def answerRefused(self, refused: MessageRefused) -> None:
         """
         An ANSWER or FAIL refused after its id: its call settled with the
-        violation (L{CallTable.refused}); the extension told it failed, as for a FAIL.
+        violation (L{CallTable.refused}, which tells the extension, as for a FAIL).
         """
         answer = self._failed(self.pending.refused, refused)
         if answer is not None:
             self._settled.append((answer[0][0], None, answer[1]))
-            if self.extension is not None:
-                self.extension.callFailed(refused.requestId, False)
 
     def refused(self, violation: Violation) -> None:
         """Any other refusal (an object this client does not take, a refused CANCEL, RELEASE or GOAWAY): counted."""
@@ -852,6 +840,10 @@ class ClientSession(Generic[Waiter]):
         """
         End the session with C{reason} (once; later calls settle nothing):
         every pending call is settled with C{reason}, naming the call.
+        Nothing is sent after, not what was due, but for a rule the server
+        broke (a L{ProtocolError} this side found, not the server's own
+        ERROR) the ERROR saying why, L{farewell}: the bytes the Twisted
+        connection sends then (L{framing._encoder.error_token}).
         """
         if self.state is _ENDED:
             return []
@@ -861,14 +853,13 @@ class ClientSession(Generic[Waiter]):
         self._dispatch.clear()
         self._handlers = ()
         self.output.clear()
+        if isinstance(reason, ProtocolError) and not isinstance(reason, PeerError):
+            self.farewell = error_token(reason)
         self.ledger.close()
         self.incomingCalls.end()
         if self.references is not None:
             self.references.end()
-        peer = self.peer
-        settled: list[Settled] = [
-            (waiter, None, callLost(reason, name, peer)) for waiter, name in self.pending.takeAll()
-        ]
+        settled: list[Settled] = [(entry[0], None, error) for entry, error in self.pending.lost(reason, self._peerName)]
         self.pings.clear()  # (a probe's streams end with the table's, below)
         settled.extend(self.objectStreams.ended(reason))
         if self.extension is not None:

@@ -198,6 +198,10 @@ class CallRunner(CallAdmission[Deferred[Any]]):
         # (Deferred's metaclass is ABCMeta, whose isinstance is a Python call: plain values skip it.)
         if type(result) not in _PLAIN and isinstance(result, Deferred):
             self._answerLater(requestId, result, method, args, kwargs)
+        elif requestId == NO_ANSWER:
+            # (tested here, not in _sendAnswer, which a Deferred's answer reaches only for a call with an id)
+            if self.answered is not None:
+                self.answered(NO_ANSWER, None)
         else:
             self._sendAnswer(requestId, result, method)
 
@@ -394,10 +398,7 @@ class CallRunner(CallAdmission[Deferred[Any]]):
             self._methodFailed(method.name, error)
 
     def _sendAnswer(self, requestId: int, result: Any, method: RemoteMethod) -> None:
-        if requestId == NO_ANSWER:
-            if self.answered is not None:
-                self.answered(NO_ANSWER, None)
-            return
+        """Send call C{requestId}'s ANSWER of C{result} (its id is never L{NO_ANSWER}), or the FAIL saying why not."""
         connection = self._connection
         if self._closed or connection.failure is not None:
             return

@@ -231,9 +231,9 @@ class Broker:
     def sendThrough(self, sender: CallSender) -> CallSender:
         """
         Send this side's calls through C{sender} from now on: the seam of
-        L{protocols.rpc._interceptors.Interception}, which passes them on,
-        and of the drain, which refuses them (the outgoing twin of
-        L{interceptCalls}).  Costs a call nothing beyond C{sender}'s own.
+        L{protocols.rpc._interceptors.Interception}, which passes them on
+        (the outgoing twin of L{interceptCalls}; a drain refuses calls in
+        the call table, behind it).  Costs a call nothing beyond C{sender}'s own.
 
         @return: the sender before, which C{sender} passes calls on to if it does.
         """

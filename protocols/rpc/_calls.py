@@ -3,13 +3,15 @@
 
 Contract: each call is one CALL message, one send transaction; it gets its
 answer or errbacks (every pending call at once with the reason when the
-connection is lost).  The rules are sans-IO, shared with the clients'
-session: request ids, matching an answer, a FAIL's error, the text naming
-the call, the CANCEL of a call given up and the late or stray answer rule
-are L{framing.rpc._calltable.CallTable}'s; what a CALL carries in a
-C{callContext}, L{framing.rpc._context.sentWith}'s.  This module adds the
-Deferreds, the timers and the writing.  At most
-C{CallLimits.maxPending} calls wait (L{TooManyPendingCalls}); with
+connection is lost).  Every rule of making a call is sans-IO, shared with
+the clients' session: request ids, the CALL's fields, refusing calls after
+GOAWAY (L{framing.rpc._drain.GoingAway}) or past C{CallLimits.maxPending}
+(L{TooManyPendingCalls}), matching an answer, a FAIL's error, the text
+naming the call, the CANCEL of a call given up, the late or stray answer
+rule and the calls failed by the end are
+L{framing.rpc._calltable.CallTable}'s; what a CALL carries in a
+C{callContext} and how long it waits, L{framing.rpc._context}'s.  This
+module adds the Deferreds, the timers, the log and the writing.  With
 C{CallLimits.callTimeout}, or a deadline (L{protocols.rpc._context}), each
 call has a timer.  A call for no answer (L{OutgoingCalls.callRemoteOnly})
 is sent and forgotten, counted nowhere.
@@ -32,16 +34,10 @@ from twisted.python.failure import Failure
 from framing._outgoing import Outgoing
 from framing.rpc._calltable import CallTable
 from framing.rpc._context import Scope, callBound, sentWith, timeUp
-from framing.rpc._errors import (
-    DeadlineExceeded,
-    DeadReferenceError,
-    MessageRefused,
-    TooManyPendingCalls,
-    UnexpectedAnswer,
-    callLost,
-)
+from framing.rpc._drain import GoingAway
+from framing.rpc._errors import DeadlineExceeded, DeadReferenceError, MessageRefused, UnexpectedAnswer
 from framing.rpc._limits import CallLimits
-from framing.rpc._wire import CALL, NO_ANSWER, Message
+from framing.rpc._wire import Message
 
 from ._context import scope
 
@@ -127,45 +123,45 @@ class OutgoingCalls:
         """
         if not self._open or self._connection.transport.disconnecting:
             return fail(DeadReferenceError(f"cannot call {name!r}: the connection is not up"))
-        if type(name) is not str:
-            return fail(TypeError(f"a method name is a str, not {type(name).__name__}"))
         context = self._scope()
         if context is not None:
             return self._callWithContext(target, name, args, kwargs, context)
-        call = self._send(target, name, kwargs or None, args)
-        if type(call) is not _Call:
-            return call  # (it failed)
+        try:
+            call = self._send(target, name, kwargs or None, args)
+        except Exception:
+            return fail()
         timeout = self.callLimits.callTimeout
         if timeout is not None and call.called is False:
             call.timer = reactorOf(self._clock).callLater(timeout, self._timeUp, call.requestId, name, False)
         return call
 
-    def _send(self, target: int, name: str, sent: Any, args: tuple[Any, ...]) -> Deferred[Any]:
+    def _send(self, target: int, name: str, sent: Any, args: tuple[Any, ...]) -> _Call:
         """
         Make a call pending and send its CALL, whose keyword-arguments place
         holds C{sent} (the keyword arguments, C{None}, or a call context).
+        (Raising, not a failed Deferred: the callers' C{try} costs nothing
+        on the path that does not raise, where a test of what came back did.)
 
-        @return: the pending L{_Call}, or a failed Deferred if it could not be made or sent.
+        @return: the pending L{_Call}.
+        @raise Exception: it could not be made (L{CallTable.call}: after
+            GOAWAY, a name that is no str, too many waiting) or sent (nothing is pending).
         """
         # (Deferred's own __init__, then the fields set here: one call less per call than an __init__ of ours)
         call = _Call(self._cancelCall)
         # Pending before sending: a synchronous transport may answer at once.
+        fields = self._table.call(call, target, name, sent, args)
+        call.requestId, call.name, call.timer = fields[1], name, None
         try:
-            requestId = self._table.add(call, name)
-        except TooManyPendingCalls:
-            return fail()
-        call.requestId, call.name, call.timer = requestId, name, None
-        # (made here only for the extensions to see: else sendObject makes one if a slicer runs)
-        outgoing = None
-        if self._callSent:
-            outgoing = Outgoing()
-            for callSent in self._callSent:
-                callSent(call, outgoing)
-        try:
-            self._connection.sendObject(Message((CALL, requestId, target, name, sent, *args)), outgoing)
+            # (made here only for the extensions to see: else sendObject makes one if a slicer runs)
+            outgoing = None
+            if self._callSent:
+                outgoing = Outgoing()
+                for callSent in self._callSent:
+                    callSent(call, outgoing)
+            self._connection.sendObject(Message(fields), outgoing)
         except Exception:
-            self._table.take(requestId)
-            return fail()
+            self._table.take(fields[1])
+            raise
         return call
 
     def _callWithContext(
@@ -177,9 +173,10 @@ class OutgoingCalls:
             sent, left = sentWith(name, kwargs, context, clock.seconds)
         except DeadlineExceeded:
             return fail()
-        call = self._send(target, name, sent, args)
-        if type(call) is not _Call:
-            return call  # (it failed)
+        try:
+            call = self._send(target, name, sent, args)
+        except Exception:
+            return fail()
         if call.called is False:
             seconds, byDeadline = callBound(left, self.callLimits.callTimeout)
             if seconds is not None:
@@ -191,20 +188,27 @@ class OutgoingCalls:
         Call method C{name} of the peer's export C{target} for no answer; see
         L{protocols.rpc.RemoteReference.callRemoteOnly}.
 
-        @raise framing.rpc.DeadReferenceError: the connection is not up.
+        @raise framing.rpc.DeadReferenceError: the connection is not up (a L{GoingAway} after GOAWAY).
+        @raise TypeError: C{name} is no str.
         @raise framing.rpc.DeadlineExceeded: it is made in a C{callContext} whose deadline passed (nothing is sent).
         @raise framing.EncodingError: an argument cannot be sent (nothing is).
         """
         if not self._open or self._connection.transport.disconnecting:
             raise DeadReferenceError(f"cannot call {name!r}: the connection is not up")
-        if type(name) is not str:
-            raise TypeError(f"a method name is a str, not {type(name).__name__}")
         # Extensions' callSent are not told: there is no call to tie anything to.
         sent: Any = kwargs or None  # (sentWith's rule for a call in no scope, in line)
         context = self._scope()
         if context is not None:
             sent = sentWith(name, kwargs, context, reactorOf(self._clock).seconds)[0]
-        self._connection.sendObject(Message((CALL, NO_ANSWER, target, name, sent, *args)))
+        self._connection.sendObject(Message(self._table.callOnly(target, name, sent, args)))
+
+    def stop(self, why: str) -> None:
+        """
+        Either end sent GOAWAY: every new call fails with L{GoingAway}
+        (C{"cannot call 'NAME': WHY"}) and nothing is sent
+        (L{CallTable.stop}); the calls in flight go on.
+        """
+        self._table.stop(why, GoingAway)
 
     def _timeUp(self, requestId: int, name: str, byDeadline: bool) -> None:
         """
@@ -302,12 +306,10 @@ class OutgoingCalls:
         """Fail every pending call with C{reason}, naming its method and the peer; later calls fail at once."""
         self._open = False
         self._cancelCall = _callsGone
-        pending = self._table.takeAll()
         error = reason.value
         assert error is not None
-        peer = self._connection.peerName() if pending else ""
-        for call in pending:
+        for call, lost in self._table.lost(error, self._connection.peerName):
             if call.timer is not None:
                 call.timer.cancel()
                 call.timer = None
-            call.errback(callLost(error, call.name, peer))
+            call.errback(lost)

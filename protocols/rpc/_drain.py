@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from twisted.internet.defer import Deferred, fail, gatherResults, succeed
+from twisted.internet.defer import Deferred, gatherResults, succeed
 from twisted.internet.error import ConnectionDone
 from twisted.internet.task import LoopingCall
 
-from framing.rpc._drain import OPEN, Drain, DrainDeadlineExceeded, GoingAway
+from framing.rpc._drain import OPEN, Drain, DrainDeadlineExceeded
 from framing.rpc._wire import Message
 
 from ._calls import reactorOf
@@ -44,26 +44,6 @@ short) to leave before the connection is aborted: a reading peer takes them
 in milliseconds; one that does not read would otherwise hold the drain (and
 the process's exit) until some other timeout.
 """
-
-
-class Refusing:
-    """
-    The L{protocols.rpc._refs.CallSender} of a draining broker
-    (L{protocols.rpc.Broker.sendThrough}): every new call fails with
-    L{GoingAway}, and nothing is sent.
-    """
-
-    def __init__(self, reason: str) -> None:
-        """@param reason: why, ending the L{GoingAway}'s message (C{cannot call 'name': REASON})."""
-        self.reason = reason
-
-    def callRemote(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Deferred[Any]:
-        """@return: a Deferred failed with L{GoingAway}."""
-        return fail(GoingAway(f"cannot call {name!r}: {self.reason}"))
-
-    def callRemoteOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        """@raise GoingAway: always."""
-        raise GoingAway(f"cannot call {name!r}: {self.reason}")
 
 
 class ConnectionDrain:
@@ -134,11 +114,9 @@ class ConnectionDrain:
         return reactorOf(self._broker.clock)
 
     def _stopCalling(self) -> None:
-        """New calls fail with L{GoingAway}: the broker sends its calls through a L{Refusing} (none of them is sent)."""
-        state = self.rule.state
-        self._broker.sendThrough(
-            Refusing(f"the connection to {self._broker.connection.peerName()} is draining ({state.name})")
-        )
+        """New calls fail with L{GoingAway}, none of them sent (L{framing.rpc._calltable.CallTable.stop})."""
+        broker = self._broker
+        broker.calls.stop(self.rule.refusal(broker.connection.peerName()))
 
     def _idle(self) -> bool:
         """Whether the connection closes now (L{Drain.closes}, asked with the broker's counts)."""

@@ -44,7 +44,7 @@ class CallSender(Protocol):
     """
     What a connection's calls are sent through (a broker's C{sender}): its
     L{protocols.rpc._calls.OutgoingCalls}, or what stands in front of them
-    (L{protocols.rpc.Broker.sendThrough}: interceptors, a drain's refusal).
+    (L{protocols.rpc.Broker.sendThrough}: interceptors).
     """
 
     def callRemote(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Deferred[Any]:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder, EncodingError, Limits, Ping, Pong, ProtocolError, Violation, dumps, loads
-from framing._encoder import open_token
+from framing._encoder import MAX_ERROR_MESSAGE, error_token, open_token
 from framing._errors import (
     Aborted,
     BadPreamble,
@@ -511,6 +511,20 @@ class ProtocolErrorTests(SynchronousTestCase):
         self.assertIn("disk on fire", str(error))
         stream = PREAMBLE + open_token("list") + tok(INT, 1) + tok(ERROR, b"bye")
         self.assertRaises(PeerError, Decoder().feed, stream)
+
+    def test_error_token(self) -> None:
+        """
+        error_token is the ERROR telling the peer why: the code, a colon and
+        the text (not prefixed twice), cut to MAX_ERROR_MESSAGE bytes; the
+        peer's decoder raises it as a PeerError with that text.
+        """
+        token = error_token(BadPreamble("not chunkwire"))
+        self.assertEqual(token, tok(ERROR, b"bad-preamble: not chunkwire"))
+        error = self.assertRaises(PeerError, Decoder().feed, PREAMBLE + token)
+        self.assertIn("bad-preamble: not chunkwire", str(error))
+        self.assertEqual(error_token(BadPreamble("bad-preamble: said")), tok(ERROR, b"bad-preamble: said"))
+        long = error_token(BadPreamble("x" * 5000))
+        self.assertEqual(long, tok(ERROR, (b"bad-preamble: " + b"x" * 5000)[:MAX_ERROR_MESSAGE]))
 
     def test_close_with_value(self) -> None:
         """A CLOSE carrying a non-zero value is a ProtocolError."""

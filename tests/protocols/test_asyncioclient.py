@@ -306,12 +306,17 @@ class LostTests(SynchronousTestCase):
         self.assertIsInstance(outcomes[2], DeadReferenceError)
 
     def test_unexpectedAnswer(self) -> None:
-        """An answer to a call never made ends the connection: the waiting call fails with UnexpectedAnswer."""
+        """
+        An answer to a call never made ends the connection: the waiting
+        call fails with UnexpectedAnswer, and the server is sent the ERROR
+        saying why (the Twisted connection's bytes), then the connection is closed.
+        """
+        received: list[bytes] = []
 
         def script(peer: scripted.ScriptedPeer) -> None:
             peer.next()
             peer.send(Message((ANSWER, 99, "stray")))
-            peer.next()
+            received.append(peer.rest())
 
         server = scripted.ScriptedServer(self, script)
 
@@ -321,6 +326,8 @@ class LostTests(SynchronousTestCase):
 
         error = self.assertRaises(UnexpectedAnswer, run, main())
         self.assertIn("never made", str(error))
+        self.assertTrue(server.done.wait(HANG))
+        self.assertEqual(received, [scripted.ERROR_UNEXPECTED])
 
 
 class BackPressureTests(SynchronousTestCase):

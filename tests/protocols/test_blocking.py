@@ -21,6 +21,7 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder, Registry
+from framing._encoder import error_token
 from framing.rpc._errors import (
     NO_SUCH_OBJECT,
     VIOLATION,
@@ -76,6 +77,17 @@ class ScriptedPeer:
     def send(self, message: Message) -> None:
         """Send one message."""
         self.connection.sendall(self.encoder.encode(message))
+
+    def rest(self) -> bytes:
+        """Every byte the client sends from now until it closes, undecoded (none read by L{next} yet)."""
+        data = b""
+        while chunk := self.connection.recv(65536):
+            data += chunk
+        return data
+
+
+ERROR_UNEXPECTED = error_token(UnexpectedAnswer("an answer to request 99, which was never made"))
+"""The ERROR a client sends (the bytes the Twisted connection sends) for an ANSWER to request 99, never made."""
 
 
 class ScriptedServer:
@@ -466,17 +478,25 @@ class LostTests(SynchronousTestCase):
             self.assertRaises(DeadReferenceError, connection.root.callRemote, "get", "k")
 
     def test_unexpectedAnswer(self) -> None:
-        """An answer to a call never made ends the connection: the waiting call fails with UnexpectedAnswer."""
+        """
+        An answer to a call never made ends the connection: the waiting
+        call fails with UnexpectedAnswer, and the server is sent the ERROR
+        saying why (wire format 12.3, 12.4: the Twisted connection's
+        bytes), then the connection is closed.
+        """
+        received: list[bytes] = []
 
         def script(peer: ScriptedPeer) -> None:
             peer.next()
             peer.send(Message((ANSWER, 99, "stray")))
-            peer.next()
+            received.append(peer.rest())
 
         server = ScriptedServer(self, script)
         with connect(server.address, options=ClientOptions(timeout=HANG)) as connection:
             error = self.assertRaises(UnexpectedAnswer, connection.root.callRemote, "get")
-        self.assertIn("never made", str(error))
+            self.assertIn("never made", str(error))
+            self.assertTrue(server.done.wait(HANG))
+        self.assertEqual(received, [ERROR_UNEXPECTED])
 
     def test_refusedAnswer(self) -> None:
         """An answer this side refuses (over its limits) fails that call alone with the violation; the next works."""

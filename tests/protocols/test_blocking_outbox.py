@@ -19,7 +19,8 @@ from collections.abc import Callable
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing.rpc._errors import ConnectionLost
+from framing._encoder import error_token
+from framing.rpc._errors import ConnectionLost, UnexpectedAnswer
 from framing.rpc._session import UNSENT
 from protocols.blocking import BlockingConnection
 from protocols.options import ClientOptions
@@ -155,3 +156,32 @@ class OutboxTests(SynchronousTestCase):
         failure = self.connection._session.failure
         self.assertIsInstance(failure, ConnectionLost)
         self.assertIn("sending to test peer failed", str(failure))
+
+    def endForBrokenRule(self) -> None:
+        """What a reading turn does when the server broke a rule (an answer to no call): end, holding the lock."""
+        connection = self.connection
+        with connection._lock:
+            connection._apply(connection._session.end(UnexpectedAnswer("an answer to request 9, which was never made")))
+
+    def test_errorSentAtOnce(self) -> None:
+        """Ended for a rule the server broke, the client sends the ERROR saying why, then shuts the socket."""
+        self.endForBrokenRule()
+        self.peer.settimeout(HANG)
+        self.assertEqual(
+            self.peer.recv(65536), error_token(UnexpectedAnswer("an answer to request 9, which was never made"))
+        )
+        self.assertEqual(self.peer.recv(65536), b"")
+
+    def test_errorNeverWaitedFor(self) -> None:
+        """
+        With what the peer did not read still queued, the end does not wait
+        to send the ERROR: the socket is shut at once, the ERROR (which
+        would follow the backlog) not sent.
+        """
+        self.queueAtOnce(os.urandom(BIG))
+        ending = self.inThread(self.endForBrokenRule)
+        ending.join(HANG)
+        self.assertFalse(ending.is_alive(), "the end waited to send the ERROR")
+        self.assertEqual(self.connection._outbox, [])
+        self.peer.settimeout(HANG)
+        self.assertEqual(self.peer.recv(65536), b"")

@@ -8,9 +8,10 @@ from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
+from framing._encoder import MAX_ERROR_MESSAGE
 from framing._errors import MalformedHeader, PeerError, error_token_text
 from framing.wire import ERROR, encode_header
-from protocols._lifetime import MAX_ERROR_MESSAGE, abortLingering, breakCycles, dropConnection
+from protocols._lifetime import abortLingering, breakCycles, dropConnection
 
 
 class Transport:

@@ -1,4 +1,5 @@
-"""The sans-IO call table (L{framing.rpc._calltable.CallTable}): ids, answers, their errors, giving up, strays."""
+# -*- test-case-name: tests.framing.rpc.test_calltable -*-
+"""The sans-IO call table (L{framing.rpc._calltable.CallTable}): calls made, answers, errors, giving up, strays."""
 
 from __future__ import annotations
 
@@ -8,9 +9,18 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Violation
 from framing.rpc._calltable import CallTable
-from framing.rpc._errors import MessageRefused, RemoteError, RemoteViolation, TooManyPendingCalls, UnexpectedAnswer
+from framing.rpc._drain import GoingAway
+from framing.rpc._errors import (
+    CallLost,
+    DeadReferenceError,
+    MessageRefused,
+    RemoteError,
+    RemoteViolation,
+    TooManyPendingCalls,
+    UnexpectedAnswer,
+)
 from framing.rpc._incoming import failure
-from framing.rpc._wire import ANSWER, CANCEL, FAIL, NO_ANSWER, Message
+from framing.rpc._wire import ANSWER, CALL, CANCEL, FAIL, NO_ANSWER, Message
 
 
 class CallTableTests(SynchronousTestCase):
@@ -131,16 +141,123 @@ class CallTableTests(SynchronousTestCase):
         self.assertRaises(UnexpectedAnswer, table.refused, MessageRefused(Violation("x"), FAIL, 5), _unread)
 
     def test_shellsAskTheTable(self) -> None:
-        """Neither shell rebuilds a FAIL's error, words the call's name into one or makes a CANCEL itself."""
+        """
+        Neither shell numbers a call, builds a CALL's fields, refuses a call
+        after GOAWAY or for its name, rebuilds a FAIL's error, words the
+        call's name into one, makes a CANCEL, fails the calls at the end or
+        tells its extension of a failed call itself.
+        """
         import inspect
 
         import framing.rpc._session
         import protocols.rpc._calls
+        import protocols.rpc._drain
 
-        for module in (framing.rpc._session, protocols.rpc._calls):
+        written = (
+            "rebuild(",
+            "in the answer to",
+            "the result of",
+            "(CANCEL, ",
+            "(CALL, ",
+            "NO_ANSWER, target",
+            "GoingAway(",
+            "a method name is a str",
+            "callLost(",
+            ".callFailed(",
+            "lastRequestId",
+            "takeAll(",
+        )
+        for module in (framing.rpc._session, protocols.rpc._calls, protocols.rpc._drain):
             source = inspect.getsource(module)
-            for written in ("rebuild(", "in the answer to", "the result of", "(CANCEL, ", "expectLateAnswer"):
-                self.assertNotIn(written, source, module.__name__)
+            for text in written:
+                self.assertNotIn(text, source, module.__name__)
+
+
+class MakingCallsTests(SynchronousTestCase):
+    """L{CallTable.call} and L{CallTable.callOnly}: a CALL's fields, and the refusals before one is made."""
+
+    def test_callFields(self) -> None:
+        """A call's fields are the CALL's, in wire order, its request id the one kept."""
+        table: CallTable[str] = CallTable()
+        self.assertEqual(table.call("a", 3, "get", None, (1, "b")), (CALL, 1, 3, "get", None, 1, "b"))
+        self.assertEqual(table.call("b", 0, "put", {"k": 1}, ()), (CALL, 2, 0, "put", {"k": 1}))
+        self.assertEqual(dict(table), {1: "a", 2: "b"})
+        self.assertEqual(table.add("c", "get"), 3)
+
+    def test_callOnlyKeepsNothing(self) -> None:
+        """A call for no answer has request id 0, is kept nowhere and numbers nothing."""
+        table: CallTable[str] = CallTable(maxPending=0)
+        self.assertEqual(table.callOnly(3, "log", None, ("x",)), (CALL, NO_ANSWER, 3, "log", None, "x"))
+        self.assertEqual((len(table), table.lastRequestId), (0, 0))
+
+    def test_nameNotStr(self) -> None:
+        """A method name that is no str is a TypeError; nothing is kept nor numbered."""
+        table: CallTable[str] = CallTable()
+        error = self.assertRaises(TypeError, table.call, "a", 0, b"get", None, ())
+        self.assertEqual(str(error), "a method name is a str, not bytes")
+        self.assertRaises(TypeError, table.callOnly, 0, 7, None, ())
+        self.assertEqual((len(table), table.lastRequestId), (0, 0))
+
+    def test_stop(self) -> None:
+        """
+        Once stopped, every new call is refused with the error and text
+        given (nothing kept nor numbered, a name that is no str still a
+        TypeError); the calls in flight are still answered.
+        """
+        table: CallTable[str] = CallTable()
+        first = table.add("a", "get")
+        self.assertFalse(table.stopped)
+        table.stop("the connection to there is draining (received GOAWAY)", GoingAway)
+        self.assertTrue(table.stopped)
+        error = self.assertRaises(GoingAway, table.call, "b", 0, "get", None, ())
+        self.assertEqual(str(error), "cannot call 'get': the connection to there is draining (received GOAWAY)")
+        self.assertIsInstance(error, DeadReferenceError)
+        self.assertRaises(GoingAway, table.callOnly, 0, "log", None, ())
+        self.assertRaises(TypeError, table.call, "b", 0, None, None, ())
+        self.assertEqual(table.lastRequestId, 1)
+        self.assertEqual(table.pop(first), "a")
+
+    def test_lost(self) -> None:
+        """
+        The end fails every pending call, in call order, with the reason
+        naming the call and the peer (read once, only if a call waits);
+        later calls are refused with a DeadReferenceError saying why.
+        """
+        table: CallTable[tuple[str, str]] = CallTable(None, itemgetter(1))
+        for waiter in ("a", "b"):
+            table.call((waiter, f"m{waiter}"), 0, f"m{waiter}", None, ())
+        reason = ConnectionError("gone")
+        peers = iter(["there"])
+        lost = table.lost(reason, lambda: next(peers))
+        self.assertEqual([entry for entry, _ in lost], [("a", "ma"), ("b", "mb")])
+        for (_, name), error in lost:
+            self.assertIsInstance(error, CallLost)
+            self.assertIsInstance(error, ConnectionError)
+            self.assertEqual(str(error), f"gone (while calling {name!r} on there)")
+        self.assertEqual(len(table), 0)
+        error = self.assertRaises(DeadReferenceError, table.call, ("c", "mc"), 0, "mc", None, ())
+        self.assertEqual(str(error), "cannot call 'mc': the connection ended: gone")
+        self.assertNotIsInstance(error, GoingAway)
+        self.assertEqual(table.lost(reason, _unread), [])
+
+    def test_callFailedTold(self) -> None:
+        """
+        callFailed is told of a call failed by a FAIL or a refused answer
+        (not cancelled) and of one given up (cancelled, CANCEL or not);
+        not of an answer, a late answer ignored, nor the end.
+        """
+        told: list[tuple[int, bool]] = []
+        table: CallTable[str] = CallTable(callFailed=lambda requestId, cancelled: told.append((requestId, cancelled)))
+        answered, failed, refused, given, untold, left = (table.add(w, "get") for w in "abcdef")
+        table.pop(answered)
+        table.failed(failure(failed, KeyError("k")), _unread)
+        table.refused(MessageRefused(Violation("too big", "answer"), ANSWER, refused), lambda: "there")
+        table.giveUp(given)
+        table.giveUp(untold, tell=False)
+        self.assertIsNone(table.failed(failure(given, KeyError("late")), _unread))
+        table.lost(ConnectionError("gone"), lambda: "there")
+        self.assertEqual(told, [(failed, False), (refused, False), (given, True), (untold, True)])
+        self.assertNotIn(left, [requestId for requestId, _ in told])
 
 
 def _unread() -> str:

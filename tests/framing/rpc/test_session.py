@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder, EncodingError, Limits, ProtocolError, Registry, Violation
-from framing._errors import ResourceExhausted
+from framing._encoder import error_token
+from framing._errors import MalformedHeader, PeerError, ResourceExhausted
 from framing._limits import DEFAULT_LIMITS
 from framing._refusals import TooManyRefusals
 from framing.rpc._context import Scope, sentWith
@@ -34,7 +35,7 @@ from framing.rpc._session import UNSCOPED, ClientSession, SessionState
 from framing.rpc._signatures import remote
 from framing.rpc._wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, NO_ANSWER, Message, addMessageTypes, callContext
 from framing.slicing._registry import DEFAULT_REGISTRY
-from framing.wire import PING, PONG, PREAMBLE, encode_header
+from framing.wire import ERROR, PING, PONG, PREAMBLE, encode_header
 
 from ..test_cores import COMPILED, core, differential, values
 
@@ -302,7 +303,7 @@ class CallTests(SynchronousTestCase):
         self.assertEqual(session.drain.grace, 5.0)
         error = self.assertRaises(GoingAway, session.call, "x", 0, "get", (), {})
         self.assertIsInstance(error, DeadReferenceError)
-        self.assertIn("going away", str(error))
+        self.assertIn("is draining (received GOAWAY)", str(error))
         self.assertRaises(GoingAway, session.callOnly, 0, "log", (), {})
         self.assertEqual(session.receive(server.send(Message((ANSWER, requestId, "last")))), [("w", "last", None)])
 
@@ -447,7 +448,8 @@ class RefusalRateTests(SynchronousTestCase):
         """
         A server that sends calls to nothing past the rate ends the session
         with TooManyRefusals: its own pending call settled with it, no more
-        FAILs (nor the PONG after them) held for it, its ledger released.
+        FAILs (nor the PONG after them) held for it, but the ERROR saying
+        why (wire format 12: as the Twisted broker sends), its ledger released.
         """
         session, (_, settled, _) = self.flooded(6, [0.0])
         self.assertEqual(session.state, SessionState.ENDED)
@@ -457,6 +459,7 @@ class RefusalRateTests(SynchronousTestCase):
         self.assertEqual(waiter, "mine")
         self.assertIsInstance(error, CallLost)
         self.assertEqual(session.dataToSend(), b"")
+        self.assertEqual(session.farewell, b"\xbc3too-many-refusals: more than 5 refusals within 10 s")
 
     def test_atTheRateStaysUp(self) -> None:
         """As many refusals as the rate allows: each FAILed, the session stays up."""
@@ -506,6 +509,30 @@ class EndTests(SynchronousTestCase):
         self.assertEqual(session.end(ConnectionLost("again")), [])
         self.assertRaises(DeadReferenceError, session.call, "c", 0, "get", (), {})
 
+    def test_errorForBrokenRule(self) -> None:
+        """
+        A rule the server broke (here a reserved token header) ends the
+        session with the ERROR saying why as its L{farewell}, the bytes the
+        Twisted connection sends (wire format 12.4), nothing else to send.
+        The server's own ERROR, and an end the I/O layer saw, have none.
+        """
+        session, _ = opened()
+        session.call("w", 0, "get", (), {})
+        session.receive(encode_header(PING, 3) + b"\xe0")
+        self.assertIsInstance(session.failure, MalformedHeader)
+        self.assertEqual(session.farewell, error_token(session.failure))
+        self.assertEqual((session.closing, session.dataToSend()), (False, b""))
+        session, _ = opened()
+        session.receive(encode_header(ERROR, 4) + b"oops")
+        self.assertIsInstance(session.failure, PeerError)
+        self.assertEqual(session.farewell, b"")
+        session, _ = opened()
+        session.call("w", 0, "get", (), {})
+        session.judgeSilence(2.5, 4.0)  # (a PING due in the output)
+        self.assertTrue(session.output)
+        session.end(ConnectionLost("gone"))
+        self.assertEqual((session.farewell, session.dataToSend()), (b"", b""))
+
     def test_judgeSilence(self) -> None:
         """Quiet past half the bound: one PING waits to be sent; past all of it: the session ends with ServerSilent."""
         session, _ = opened()
@@ -541,12 +568,16 @@ class EndTests(SynchronousTestCase):
         self.assertEqual(len(session.pings), 0)
 
     def test_noPongAfterEnd(self) -> None:
-        """A PING in the same chunk as the message that ends the session is not answered: nothing is left to send."""
+        """
+        A PING in the same chunk as the message that ends the session is
+        not answered: nothing is left to send but the ERROR saying why.
+        """
         session, server = opened()
         session.call("w", 0, "get", (), {})
         session.receive(server.send(Message((ANSWER, 99, "stray"))) + encode_header(PING, 5))
         self.assertEqual(session.state, SessionState.ENDED)
         self.assertEqual(session.dataToSend(), b"")
+        self.assertEqual(session.farewell, b"\xbc@unexpected-answer: an answer to request 99, which was never made")
 
 
 def callOutcome(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], deadline: Any, metadata: Any) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Encoder, Registry
+from framing._encoder import error_token
 from framing.rpc._errors import DuplicateRequestId, describe
 from framing.rpc._exports import ExportTable
 from framing.rpc._incoming import IncomingCalls, failure
@@ -109,7 +110,9 @@ class AdmissionAlikeTests(SynchronousTestCase):
         session.receive(encoder.encode(Message((CALL, 10, 1, "echo", None, 1))))
         self.assertIsInstance(session.failure, DuplicateRequestId)
         self.assertEqual(str(session.failure), str(twisted))
+        # (no FAIL: only the ERROR saying why, wire format 12.3)
         self.assertEqual(session.dataToSend(), b"")
+        self.assertEqual(session.farewell, error_token(twisted))
 
     def test_describedAlike(self) -> None:
         """(The FAIL's type name is the error's wire name, as describe gives it.)"""

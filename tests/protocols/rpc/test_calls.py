@@ -18,6 +18,7 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing._outgoing import Outgoing
+from framing.rpc._drain import GoingAway
 from framing.rpc._errors import (
     CallTimedOut,
     DeadlineExceeded,
@@ -182,6 +183,27 @@ class OutgoingCallsTests(SynchronousTestCase):
         [(told, outgoing)] = seen
         self.assertIs(told, call)
         self.assertIsInstance(outgoing, Outgoing)
+
+    def test_callSentRaising(self) -> None:
+        """An extension's C{callSent} that raises fails the call with its error; nothing is sent nor left pending."""
+
+        def broken(call: Any, outgoing: Any) -> None:
+            raise RuntimeError("a broken extension")
+
+        calls = self.make(CallLimits(), callSent=[broken])
+        self.failureResultOf(calls.callRemote(0, "m", (), {}), RuntimeError)
+        self.assertEqual((self.connection.sent, calls.pendingCount), ([], 0))
+
+    def test_goingAway(self) -> None:
+        """Stopped (GOAWAY either way), a call fails with GoingAway, nothing sent; the calls in flight are answered."""
+        call = self.calls.callRemote(0, "m", (), {})
+        self.calls.stop("the connection to the peer is draining (sent GOAWAY)")
+        error = self.failureResultOf(self.calls.callRemote(0, "n", (), {}), GoingAway).value
+        self.assertEqual(str(error), "cannot call 'n': the connection to the peer is draining (sent GOAWAY)")
+        self.assertRaises(GoingAway, self.calls.callRemoteOnly, 0, "n", (), {})
+        self.assertEqual(len(self.connection.sent), 1)
+        self.calls.answerReceived(Message((ANSWER, 1, "last")))
+        self.assertEqual(self.successResultOf(call), "last")
 
     def test_connectionLost(self) -> None:
         """Every pending call fails with the reason, naming its method and the peer; later calls fail at once."""
