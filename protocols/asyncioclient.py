@@ -760,7 +760,10 @@ class AsyncConnection:
         """
         Run the server's calls just read, on the loop: a plain method here
         and now, a coroutine method (or one returning an awaitable) as a
-        task; each one's answer is sent when it ends.
+        task; each one's answer is sent when it ends.  A task is cancelled
+        by the server's CANCEL, and when its call context's deadline passes
+        (counted from the read), which is answered with L{DeadlineExceeded}
+        (wire format 12.3, 12.7: L{ClientSession.expireCall}).
         """
         for call in self._session.incomingCalls.take():
             try:
@@ -771,12 +774,24 @@ class AsyncConnection:
             if inspect.isawaitable(result):
                 task = asyncio.ensure_future(result)
                 self._callTasks.add(task)
-                task.add_done_callback(functools.partial(self._callEnded, call))
+                call.stop = task.cancel  # (by the server's CANCEL, or the deadline: IncomingCalls)
+                timer = None
+                if call.milliseconds is not None:
+                    timer = self._loop.call_later(call.milliseconds / 1000, self._expire, call)
+                task.add_done_callback(functools.partial(self._callEnded, call, timer))
             else:
                 self._answer(call, result, None)
 
-    def _callEnded(self, call: IncomingCall, task: asyncio.Future[Any]) -> None:
+    def _expire(self, call: IncomingCall) -> None:
+        """The deadline of the server's C{call} passed while it runs: L{DeadlineExceeded} sent, its task cancelled."""
+        settled = self._session.expireCall(call)
+        if not self._shut:
+            self._apply(settled)
+
+    def _callEnded(self, call: IncomingCall, timer: asyncio.TimerHandle | None, task: asyncio.Future[Any]) -> None:
         self._callTasks.discard(task)
+        if timer is not None:
+            timer.cancel()
         if task.cancelled():
             self._answer(call, None, asyncio.CancelledError(f"{call.name} was cancelled on this side"))
             return

@@ -1026,14 +1026,22 @@ class BlockingConnection:
         released while each runs: a callback may call the server back,
         from this thread or another), and send each one's answer, waiting
         for the socket no later than C{deadline} (the serving thread's own).
+        A call whose call context's deadline passed by the time it returned
+        is answered with L{DeadlineExceeded} instead (wire format 12.7; it
+        cannot be stopped sooner: L{ClientSession.expireCall}).
         """
         session = self._session
         calls = session.incomingCalls.take()
+        read = time.monotonic()  # (a call context's deadline counts from the read)
         self._lock.release()
         try:
             for call in calls:
                 result, error = _run(call)
                 with self._lock:
+                    milliseconds = call.milliseconds
+                    if milliseconds is not None and time.monotonic() >= read + milliseconds / 1000:
+                        # Its deadline passed while it ran (no thread stops it): DeadlineExceeded, not its end.
+                        session.expireCall(call)
                     settled = session.answerCall(call, result, error)
                     if self._shut:
                         continue

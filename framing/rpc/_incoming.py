@@ -11,7 +11,12 @@ counted as a refusal when L{refusalCode} names one.
 L{IncomingCalls} keeps a call that passes in L{IncomingCalls.waiting} for
 the I/O layer to run where it may block, and to settle
 (L{IncomingCalls.settle}: one ANSWER, checked by L{resultRefused}, or one
-FAIL).  A CANCEL drops the answer.  A call's arguments are charged to the
+FAIL).  A CANCEL drops the answer, and a deadline that passes while the
+call runs answers it with L{overDeadline}'s FAIL
+(L{IncomingCalls.expired}, wire format 12.7: what the Twisted
+L{protocols.rpc._answering.CallRunner} sends then too); either stops the
+call's work through what the I/O layer gave it (L{IncomingCall.stop}),
+if it can.  A call's arguments are charged to the
 ledger (L{CALLS_ACCOUNT}, by L{callBytes}) until it is settled or the
 connection ends.
 
@@ -26,7 +31,7 @@ Design: docs/design/rpc-core.md
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from framing import Registry, Violation
@@ -187,6 +192,15 @@ class CallAdmission(Generic[_Running]):
         return obj, method
 
 
+def overDeadline(name: str) -> DeadlineExceeded:
+    """
+    Why a call of method C{name} whose deadline passed while it ran is
+    answered with a FAIL (wire format 12.7): the one text of every shell
+    (L{IncomingCalls.expired}, L{protocols.rpc._answering.CallRunner}).
+    """
+    return DeadlineExceeded(f"{name!r} did not finish within its deadline", name)
+
+
 def refusalCode(error: BaseException) -> str | None:
     """
     The code a CALL refused with C{error} (by L{CallAdmission.admit}, or
@@ -213,14 +227,27 @@ class IncomingCall:
     @ivar requestId: the server's request id (L{NO_ANSWER}: no answer is sent).
     @ivar name: the method's name.
     @ivar method: the L{RemoteMethod} called.
-    @ivar cancelled: the server sent CANCEL for it: its answer will not be sent.
+    @ivar cancelled: the server sent CANCEL for it, or its deadline passed
+        (L{IncomingCalls.expired}): its answer will not be sent.
     @ivar held: the bytes its arguments are charged to the ledger (L{callBytes}) until it is settled; 0 once released.
+    @ivar milliseconds: the milliseconds its call context's deadline left
+        when it was read (the I/O layer's clock then, plus these, is its
+        deadline), or C{None}: no deadline.
+    @ivar stop: what stops its work once it is cancelled or past its
+        deadline (set by the I/O layer that can stop it: an asyncio task's
+        C{cancel}), called once then; C{None}: it runs to its end.
     """
 
-    __slots__ = ("requestId", "name", "method", "_obj", "_args", "_kwargs", "cancelled", "held")
+    __slots__ = ("requestId", "name", "method", "_obj", "_args", "_kwargs", "cancelled", "held", "milliseconds", "stop")
 
     def __init__(
-        self, requestId: int, obj: Any, method: RemoteMethod, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        requestId: int,
+        obj: Any,
+        method: RemoteMethod,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        milliseconds: int | None = None,
     ) -> None:
         self.requestId = requestId
         self.name = method.name
@@ -230,6 +257,8 @@ class IncomingCall:
         self._kwargs = kwargs
         self.cancelled = False
         self.held = 0
+        self.milliseconds = milliseconds
+        self.stop: Callable[[], Any] | None = None
 
     def run(self) -> Any:
         """Call the method: its result (maybe a coroutine, for the I/O layer to await), or its exception raised."""
@@ -278,7 +307,7 @@ class IncomingCalls(CallAdmission[IncomingCall]):
         except Exception as refused:
             return refused
         kwargs = kwargs or {}
-        call = IncomingCall(requestId, obj, method, tuple(args), kwargs)
+        call = IncomingCall(requestId, obj, method, tuple(args), kwargs, milliseconds)
         if requestId == NO_ANSWER:
             self._unanswered += 1
         else:
@@ -298,11 +327,29 @@ class IncomingCalls(CallAdmission[IncomingCall]):
         return waiting
 
     def cancelled(self, requestId: int) -> IncomingCall | None:
-        """A CANCEL from the server: the call it names, if it still runs (its answer will not be sent)."""
+        """
+        A CANCEL from the server: the call it names, if it still runs (its
+        answer will not be sent; its work stopped, L{IncomingCall.stop}).
+        """
         call = self._running.pop(requestId, None)
         if call is not None:
-            call.cancelled = True
+            _stopped(call)
         return call
+
+    def expired(self, call: IncomingCall) -> Message | None:
+        """
+        C{call}'s deadline passed while it ran (the I/O layer's clock says
+        so): the FAIL to send now (L{overDeadline}), its work stopped
+        (L{IncomingCall.stop}) and nothing sent for it afterwards, as after
+        a CANCEL (wire format 12.7); C{None} if it was answered, cancelled
+        or forgotten already.  (L{settle} still releases what it holds.)
+        """
+        requestId = call.requestId
+        if requestId == NO_ANSWER or self._running.get(requestId) is not call:
+            return None
+        del self._running[requestId]
+        _stopped(call)
+        return failure(requestId, overDeadline(call.name))
 
     def settle(self, call: IncomingCall, result: Any, error: BaseException | None) -> Message | None:
         """
@@ -337,6 +384,14 @@ class IncomingCalls(CallAdmission[IncomingCall]):
         self.waiting.clear()
         self._running.clear()
         self._unanswered = 0
+
+
+def _stopped(call: IncomingCall) -> None:
+    """C{call} will not be answered: marked so, and its work stopped if the I/O layer can (once)."""
+    call.cancelled = True
+    stop, call.stop = call.stop, None
+    if stop is not None:
+        stop()
 
 
 def resultRefused(constraint: Constraint, result: Any) -> Violation | None:

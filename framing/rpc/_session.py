@@ -801,6 +801,23 @@ class ClientSession(Generic[Waiter]):
         self.output.append(data)
         return self.closeIfDrained()
 
+    def expireCall(self, call: IncomingCall) -> list[Settled]:
+        """
+        The deadline of the server's C{call} (taken from
+        C{incomingCalls.waiting}) passed while it runs, by the I/O layer's
+        clock: its FAIL C{DeadlineExceeded} waits in the output, its work
+        is stopped if the I/O layer can (L{IncomingCall.stop}), and its own
+        end sends nothing (L{framing.rpc._incoming.IncomingCalls.expired};
+        nothing if it was answered or cancelled, or the session ended).
+
+        @return: what ending the session settled, if this call was the last
+            thing in flight after the server's GOAWAY (L{closeIfDrained}).
+        """
+        message = self.incomingCalls.expired(call)
+        if message is not None and self.state is not _ENDED:
+            self.output.append(self._encode(message))
+        return self.closeIfDrained()
+
     def release(self, reference: Any) -> bytes:
         """The bytes of C{reference}'s RELEASE, released now by its holder; C{b""} if none is due."""
         references = self.references

@@ -58,6 +58,7 @@ from framing.rpc._incoming import (
     CallAdmission,
     callBytes,
     failure,
+    overDeadline,
     refusalCode,
     resultRefused,
     withoutDetails,
@@ -248,7 +249,7 @@ class CallRunner(CallAdmission[Deferred[Any]]):
         if self._running.get(requestId) is not running:
             return
         self._ended(requestId)
-        self._sendFailure(requestId, DeadlineExceeded(f"{name!r} did not finish within its deadline", name))
+        self._sendFailure(requestId, overDeadline(name))
         try:
             running.cancel()
         except Exception:

@@ -18,10 +18,18 @@ from framing.rpc._errors import (
     WrongArguments,
     describe,
 )
-from framing.rpc._incoming import CallAdmission, IncomingCalls, failure, refusalCode, resultRefused, withoutDetails
+from framing.rpc._incoming import (
+    CallAdmission,
+    IncomingCalls,
+    failure,
+    overDeadline,
+    refusalCode,
+    resultRefused,
+    withoutDetails,
+)
 from framing.rpc._referenceable import Referenceable
 from framing.rpc._signatures import remote
-from framing.rpc._wire import FAIL, NO_ANSWER, Message
+from framing.rpc._wire import CALL, FAIL, NO_ANSWER, Message
 from framing.slicing._constraints import Integer
 
 REUSES = "reuses the request id of a call still running here"
@@ -215,3 +223,64 @@ class AnsweringRulesTests(SynchronousTestCase):
             self.assertNotIn("((FAIL,", source, module.__name__)
             self.assertNotIn(".validate(result)", source, module.__name__)
         self.assertNotIn("class IncomingCalls", inspect.getsource(protocols.rpc._answering))
+
+
+class StoppingTests(SynchronousTestCase):
+    """L{IncomingCalls.cancelled} and L{IncomingCalls.expired}: a call the peer gave up on, or past its deadline."""
+
+    def calls(self) -> IncomingCalls:
+        from framing.rpc._exports import ExportTable
+
+        return IncomingCalls(ExportTable(Target()), maxRunning=None)
+
+    def test_milliseconds(self) -> None:
+        """A call keeps its call context's deadline, in milliseconds as read (none without a context)."""
+        calls = self.calls()
+        self.assertIsNone(calls.received(Message((CALL, 1, 0, "add", (1, 2), None))))
+        self.assertIsNone(calls.received(Message((CALL, 2, 0, "add", (1, 2), None, 50, None))))
+        self.assertEqual([call.milliseconds for call in calls.take()], [None, 50])
+
+    def test_expired(self) -> None:
+        """
+        A call whose deadline passed while it runs is answered with the FAIL
+        every shell sends then (the Twisted CallRunner's text), its work
+        stopped once, and its own end sends nothing (wire format 12.7).
+        """
+        calls = self.calls()
+        calls.received(Message((CALL, 3, 0, "add", (1, 2), None, 50, None)))
+        [call] = calls.take()
+        stops: list[None] = []
+        call.stop = lambda: stops.append(None)
+        message = calls.expired(call)
+        self.assertEqual(message, failure(3, overDeadline("add")))
+        self.assertEqual(message[2:4], ("chunkwire.DeadlineExceeded", "'add' did not finish within its deadline"))
+        self.assertEqual(stops, [None])
+        self.assertTrue(call.cancelled)
+        self.assertIsNone(calls.expired(call))
+        self.assertIsNone(calls.settle(call, 3, None))
+        self.assertEqual(stops, [None])
+        self.assertEqual(calls.runningCount, 0)
+
+    def test_expiredAfterAnswer(self) -> None:
+        """A call answered (or cancelled) already is not expired: nothing to send, nothing stopped."""
+        calls = self.calls()
+        calls.received(Message((CALL, 4, 0, "add", (1, 2), None, 50, None)))
+        calls.received(Message((CALL, 5, 0, "add", (1, 2), None, 50, None)))
+        answered, cancelled = calls.take()
+        self.assertIsNotNone(calls.settle(answered, 3, None))
+        self.assertIsNotNone(calls.cancelled(5))
+        cancelled.stop = answered.stop = lambda: self.fail("stopped")
+        self.assertIsNone(calls.expired(answered))
+        self.assertIsNone(calls.expired(cancelled))
+
+    def test_cancelStops(self) -> None:
+        """A CANCEL stops the call's work through what the I/O layer gave it, once (wire format 12.3)."""
+        calls = self.calls()
+        calls.received(Message((CALL, 6, 0, "add", (1, 2), None)))
+        [call] = calls.take()
+        stops: list[None] = []
+        call.stop = lambda: stops.append(None)
+        self.assertIs(calls.cancelled(6), call)
+        self.assertIsNone(calls.cancelled(6))
+        self.assertEqual(stops, [None])
+        self.assertIsNone(calls.settle(call, 3, None))

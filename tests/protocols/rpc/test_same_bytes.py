@@ -36,20 +36,17 @@ peer's sends.
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
-from framing import Decoder, Encoder, Limits, Pong, Registry
+from framing import Encoder, Pong
 from framing.rpc._clientstreams import StreamArgumentRefused
 from framing.rpc._errors import DeadReferenceError, registerError
-from framing.rpc._streams import CREDIT, END, ITEM, FlowMessage, addFlowTypes
-from framing.rpc._wire import ANSWER, CALL, FAIL, GOAWAY, RELEASE, Message, addMessageTypes
-from framing.slicing._registry import DEFAULT_REGISTRY
+from framing.rpc._streams import CREDIT, END, ITEM, FlowMessage
+from framing.rpc._wire import ANSWER, CALL, FAIL, GOAWAY, RELEASE, Message
 from framing.wire import PING, PONG, PREAMBLE, encode_header
 from protocols import asyncioclient, blocking
 from protocols._clientcontext import callContext as clientContext
@@ -57,9 +54,7 @@ from protocols.rpc import Referenceable, connect, remote
 from protocols.rpc._context import callContext as twistedContext
 
 from ..helpers import pytestTest, trialTest
-
-WAIT = 60.0
-"""Seconds the peer waits for a client's bytes, and a client for the peer: only a hang misses it."""
+from .scripted import WAIT, ScriptedSide, peerRegistry
 
 TIMEOUT_MS = 600_000
 """The call context's timeout, in milliseconds: what the deadline's INT is replaced with (see the module docstring)."""
@@ -95,66 +90,17 @@ async def numbers(count: int) -> AsyncIterator[int]:
 # -- the peer -----------------------------------------------------------------------------------------------
 
 
-def peerRegistry() -> Registry:
-    """What the peer decodes: RPC and flow messages (a reference or a stream announcement is refused, as one object)."""
-    registry = Registry(DEFAULT_REGISTRY)
-    addMessageTypes(registry)
-    addFlowTypes(registry)
-    return registry
-
-
-class ScriptedPeer:
+class ScriptedPeer(ScriptedSide):
     """
-    A server on 127.0.0.1 that plays L{script} to the one client that
-    connects, on a thread of its own, recording the client's bytes step by
-    step.
-
-    @ivar steps: per step, the name of the step and the bytes the client
-        sent in it, in order; the last is C{("end", bytes)}, what came
-        before the client closed.
-    @ivar objects: per step, what those bytes decoded to.
-    @ivar ended: set once the client closed the connection (or the script failed).
-    @ivar error: why the script failed, or C{None}.
+    A server on 127.0.0.1 (port 0) that plays L{script} to the one client
+    that connects (L{tests.protocols.rpc.scripted.ScriptedSide}); its last
+    step is C{("end", bytes)}, what came before the client closed.
     """
 
     def __init__(self, streams: bool) -> None:
+        super().__init__()
         self.streams = streams
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port: int = self.listener.getsockname()[1]
-        self.steps: list[tuple[str, bytes]] = []
-        self.objects: list[list[Any]] = []
-        self.ended = threading.Event()
-        self.error: BaseException | None = None
-        registry = peerRegistry()
-        self._decoder = Decoder(Limits(), registry)
-        self._encoder = Encoder(registry)
-        self._held: list[Any] = []
-        self._thread = threading.Thread(target=self._run, name="scripted-peer", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.listener.settimeout(WAIT)
-            connection, _ = self.listener.accept()
-            with connection:
-                connection.settimeout(WAIT)
-                self._sock = connection
-                self.script()
-        except BaseException as error:
-            self.error = error
-        finally:
-            self.listener.close()
-            self.ended.set()
-
-    def join(self) -> None:
-        """Wait for the script's end (a hang fails after L{WAIT})."""
-        self._thread.join(WAIT * 2)
-        if self._thread.is_alive():
-            raise AssertionError("the scripted peer did not finish")
-        if self.error is not None:
-            raise self.error
-
-    # -- the script ---------------------------------------------------------
+        self.listen()
 
     def script(self) -> None:
         """The server's half of the conversation (see the module docstring)."""
@@ -186,55 +132,13 @@ class ScriptedPeer:
         self.send(Message((GOAWAY, 5000)), Message((ANSWER, requestId, 8)))
         self.expectEnd()
 
-    # -- what the script is made of -------------------------------------------------------------------
-
-    def send(self, *messages: Any) -> None:
-        """Send C{messages} (bytes as they are, else encoded) in one write."""
-        data = b"".join(m if type(m) is bytes else self._encoder.encode(m) for m in messages)
-        self._sock.sendall(data)
-
-    def expect(self, name: str, count: int) -> list[Any]:
-        """Read until C{count} more objects (PONGs counted) came: the step C{name}."""
-        return self._read(name, lambda got: len(got) >= count)
-
     def expectItems(self, name: str, count: int) -> list[Any]:
         """Read until flow messages carrying C{count} items came."""
-        return self._read(name, lambda got: sum(len(o) - 2 for o in got if _flow(o, ITEM)) >= count)
+        return self.read(name, lambda got: sum(len(o) - 2 for o in got if _flow(o, ITEM)) >= count)
 
     def expectFlow(self, name: str, tag: int) -> list[Any]:
         """Read until a flow message C{tag} came."""
-        return self._read(name, lambda got: any(_flow(o, tag) for o in got))
-
-    def _read(self, name: str, done: Callable[[list[Any]], bool]) -> list[Any]:
-        decoder = self._decoder
-        got = self._held
-        self._held = []
-        data = b""
-        while not done(got):
-            chunk = self._sock.recv(65536)
-            if not chunk:
-                raise AssertionError(f"step {name!r}: the client closed after {data!r}, having sent {got!r}")
-            data += chunk
-            got.extend(decoder.feed(chunk))
-            got.extend(decoder.control_events)
-            decoder.control_events.clear()
-        self.steps.append((name, data))
-        self.objects.append(got)
-        return got
-
-    def expectEnd(self) -> None:
-        """Read until the client closes the connection (a reset counts as a close): the last step."""
-        data = b""
-        while True:
-            try:
-                chunk = self._sock.recv(65536)
-            except ConnectionResetError:
-                break
-            if not chunk:
-                break
-            data += chunk
-        self.steps.append(("end", data))
-        self.objects.append(self._decoder.feed(data) if data else [])
+        return self.read(name, lambda got: any(_flow(o, tag) for o in got))
 
 
 def _flow(obj: Any, tag: int) -> bool:
