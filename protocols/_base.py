@@ -192,7 +192,8 @@ class TokenProtocol(Protocol):
         encoder, queue the preamble, start the receiver, then call
         C{connectionMade}.  The preamble is flushed right after, in the same
         write as anything sent meanwhile (or, with C{config.holdPreamble},
-        with the first message or at the end of the reactor turn).
+        with the first message, at the end of the reactor turn, or before
+        the ERROR of a drop in that turn: L{protocols._lifetime.dropConnection}).
         """
         if not isinstance(transport, CoalescingTransport):
             transport = CoalescingTransport(transport)

@@ -498,7 +498,6 @@ class ConnectionGuard:
             else:
                 refusal = counter.admit(host, self.policy, self)
             if refusal is not None:
-                protocol.transport.flush()  # a held preamble first, so that the peer can read the ERROR
                 _logDrop(counter, protocol, "refused connections", "too-many-connections", refusal)
                 self._drop("too-many-connections", refusal, logged=False)
                 return

@@ -25,6 +25,7 @@ from twisted.python.failure import Failure
 from framing import ProtocolError
 from framing._encoder import error_token
 from framing._errors import PeerError, error_token_text
+from framing.wire import PREAMBLE
 
 from ._logs import escape
 
@@ -32,14 +33,20 @@ from ._logs import escape
 def dropConnection(protocol: Any, error: ProtocolError, logged: bool = False) -> Failure:
     """
     Drop C{protocol}'s connection for C{error}: log it if C{logged}, stop
-    delivering, fail its queued streams, tell the peer why in an ERROR
-    token (L{framing._encoder.error_token}, the clients' session's too;
-    unless the peer sent the error), close, and abort it if it is not
+    delivering, fail its queued streams and drop the messages not yet
+    written, tell the peer why in an ERROR token
+    (L{framing._encoder.error_token}, the clients' session's too; unless
+    the peer sent the error), close, and abort it if it is not
     closed C{protocol.config.dropGrace} seconds later (on the protocol's
     clock: C{protocol.lingering} is that timer, which C{connectionLost}
     cancels).  C{protocol.failure} is then the reason the connection ended,
     whatever reason the transport gives (C{TokenProtocol.lossReason} reads
-    it).  Applications call
+    it).  A preamble still held (nothing was written yet: C{holdPreamble}
+    keeps it to the end of the turn, and a drop in that turn came first)
+    goes out before the ERROR, in the same write, as wire format 5's
+    grammar has it (C{preamble ... [ERROR]}): else the peer reads the
+    ERROR where the preamble belongs and reports a bad preamble instead of
+    the reason.  Nothing is written after the ERROR by this.  Applications call
     L{protocols.TokenProtocol.dropConnection}, which does this once and
     then stops the receiver.
 
@@ -60,7 +67,10 @@ def dropConnection(protocol: Any, error: ProtocolError, logged: bool = False) ->
     protocol.failure = failure
     protocol.inbound.stop()
     transport = protocol.transport
+    held = transport.bytesWritten == 0  # (the connection's first bytes are its preamble: still held)
     transport.abandonStreams(failure)
+    if held:
+        transport.write(PREAMBLE)
     if not isinstance(error, PeerError):
         transport.write(error_token(error))
     # Set before the close, which may end the connection at once (connectionLost then cancels it).

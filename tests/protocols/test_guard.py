@@ -10,11 +10,14 @@ from twisted.internet.testing import StringTransport
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from framing import dumps
+from framing import Decoder, dumps
+from framing._errors import PeerError
 from framing.wire import BYTES, OPEN, PING, PONG, PREAMBLE, encode_header
-from protocols import rpc
+from protocols import TokenProtocol, rpc
+from protocols._config import ConnectionConfig
 from protocols._guard import ConnectionCounter, GuardedFactory, GuardError, GuardPolicy, guard
 from protocols.echo import EchoServer
+from protocols.testing import RecordingTransport
 
 from .helpers import cancelDropTimers, pytestTest, tokenBytes, trialTest
 
@@ -208,6 +211,23 @@ class GuardTests(SynchronousTestCase):
         third.close()
         self.assertEqual(counter.active, 1)
         self.assertIsNone(_Connection(self.clock, counter=counter).dropped())
+
+    def test_refusedWithItsPreamble(self) -> None:
+        """Refused as it starts, its preamble held (as an RPC server's is): the preamble, then the ERROR, one write."""
+        counter = ConnectionCounter()
+        policy = GuardPolicy(maxConnections=1)
+        _Connection(self.clock, policy, counter)
+        held = guard(
+            TokenProtocol(config=ConnectionConfig(holdPreamble=True, clock=self.clock)), policy, counter, self.clock
+        )
+        transport = RecordingTransport()
+        held.makeConnection(transport)
+        self.clock.advance(0)
+        [written] = transport.writes
+        self.assertTrue(written.startswith(PREAMBLE), written)
+        with self.assertRaises(PeerError) as raised:
+            Decoder().feed(written)
+        self.assertIn("too-many-connections: ", str(raised.exception))
 
     def test_maxPerPeer(self) -> None:
         """Past maxPerPeer connections from one host a new one from it is dropped at once."""

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import socket
+import time
 from typing import Any
 
+from twisted.internet.endpoints import TCP4ServerEndpoint
 from twisted.internet.task import Clock
+from twisted.internet.threads import deferToThread
 from twisted.python.failure import Failure
-from twisted.trial.unittest import SynchronousTestCase
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 
+from framing import Decoder
 from framing._encoder import MAX_ERROR_MESSAGE
 from framing._errors import MalformedHeader, PeerError, error_token_text
-from framing.wire import ERROR, encode_header
+from framing.wire import ERROR, PREAMBLE, encode_header
 from protocols._lifetime import abortLingering, breakCycles, dropConnection
+from protocols._proxyheader import ProxiedEndpoint, TrustedProxies
+
+from .helpers import pytestTest, trialTest
 
 
 class Transport:
@@ -21,6 +29,7 @@ class Transport:
         self.calls: list[Any] = []
         self.pendingBytes = 123
         self.readingObserver: Any = object()
+        self.bytesWritten = len(PREAMBLE)  # (the preamble went out; 0: it is still held)
 
     def abandonStreams(self, failure: Failure) -> None:
         self.calls.append(("abandonStreams", failure))
@@ -104,6 +113,32 @@ class DropTests(SynchronousTestCase):
         )
         self.assertEqual(self.protocol.log.warnings, [])  # not logged unless asked
         self.assertIsNone(error.__traceback__)
+
+    def test_heldPreambleFirst(self) -> None:
+        """
+        Nothing written yet (the preamble still held): the preamble goes
+        before the ERROR, after the rest was dropped, so that the peer reads
+        the ERROR where an ERROR may be.
+        """
+        self.protocol.transport.bytesWritten = 0
+        error = MalformedHeader("bad header")
+        failure = dropConnection(self.protocol, error)
+        body = error_token_text(error).encode()
+        self.assertEqual(
+            self.protocol.transport.calls,
+            [
+                ("abandonStreams", failure),
+                ("write", PREAMBLE),
+                ("write", encode_header(ERROR, len(body)) + body),
+                "loseConnection",
+            ],
+        )
+
+    def test_heldPreambleWithoutError(self) -> None:
+        """For the peer's own ERROR, a held preamble still goes out (alone): the peer's stream was a chunkwire one."""
+        self.protocol.transport.bytesWritten = 0
+        dropConnection(self.protocol, PeerError("you broke"))
+        self.assertEqual(self.protocol.transport.written(), [PREAMBLE])
 
     def test_peerErrorNotEchoed(self) -> None:
         """An error the peer sent is not sent back to it."""
@@ -191,3 +226,68 @@ class BreakCyclesTests(SynchronousTestCase):
         bare = Bare()
         breakCycles(bare)
         self.assertEqual(vars(bare), {})
+
+
+# -- on a real reactor -------------------------------------------------------------
+
+HTTP = b"GET / HTTP/1.1\r\n\r\n"
+DEADLINE = 30.0
+
+
+def _sendAndReadToEnd(port: int, data: bytes) -> tuple[bytes, bool]:
+    """
+    Connect, send C{data} at once, and read what the server sends until it
+    closes or L{DEADLINE} passes (in a thread: it blocks).
+
+    @return: the bytes read, and whether the server closed (EOF) in time.
+    """
+    deadline = time.monotonic() + DEADLINE
+    with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as peer:
+        peer.sendall(data)
+        received = b""
+        while (left := deadline - time.monotonic()) > 0:
+            peer.settimeout(left)
+            try:
+                chunk = peer.recv(65536)
+            except TimeoutError:
+                break
+            if not chunk:
+                return received, True
+            received += chunk
+        return received, False
+
+
+async def proxiedFirstBytesBreakARule(reactor: Any) -> None:
+    """
+    An RPC server behind a trusted PROXY header: the header and bytes that
+    are no preamble come in one read, so the connection is made and dropped
+    in the turn its preamble is held.  The peer reads the preamble, then an
+    ERROR naming the rule, then EOF (it read the ERROR alone: a bad preamble).
+    """
+    from protocols.rpc import Referenceable, serverFactory
+
+    factory = serverFactory(Referenceable(), clock=reactor)
+    endpoint = ProxiedEndpoint(TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1"), TrustedProxies(), reactor)
+    port = await endpoint.listen(factory)
+    try:
+        header = b"PROXY TCP4 192.0.2.7 127.0.0.1 40000 4000\r\n"
+        received, closed = await deferToThread(_sendAndReadToEnd, port.getHost().port, header + HTTP)
+    finally:
+        await port.stopListening()
+    assert closed, received
+    assert received.startswith(PREAMBLE), received
+    try:
+        Decoder().feed(received)
+    except PeerError as error:
+        assert "the peer reported: bad-preamble: " in str(error), error
+    else:
+        raise AssertionError(f"no ERROR in {received!r}")
+
+
+class RealReactorTests(TestCase):
+    """Dropped in the turn its preamble is held, on a real socket, under trial."""
+
+    test_proxied_first_bytes_break_a_rule = trialTest(proxiedFirstBytesBreakARule)
+
+
+test_proxied_first_bytes_break_a_rule = pytestTest(proxiedFirstBytesBreakARule)

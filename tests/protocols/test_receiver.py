@@ -11,12 +11,14 @@ from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
 from framing import Decoder, EncodingError, Limits, Registry, Violation, dumps
+from framing._errors import BadPreamble, PeerError
 from framing._outgoing import Outgoing
 from framing.slicing._interfaces import ISlicer
 from framing.wire import PING, PONG, PREAMBLE, encode_header
 from protocols import TokenProtocol
 from protocols._config import ConnectionConfig
 from protocols._interfaces import IConnectionObserver, IObjectReceiver, IObjectSender
+from protocols.rpc import Referenceable, serverFactory
 from protocols.testing import RecordingTransport, connectedPair
 
 from .helpers import cancelDropTimers, tokenBytes
@@ -149,6 +151,58 @@ class ConfigTests(SynchronousTestCase):
         TokenProtocol(config=ConnectionConfig(holdPreamble=True, clock=clock)).makeConnection(quiet)
         clock.advance(0)
         self.assertEqual(quiet.writes, [PREAMBLE])
+
+
+class HeldPreambleDropTests(SynchronousTestCase):
+    """
+    A connection dropped in the turn its preamble is held sends the
+    preamble, then the ERROR, in one write, and nothing after: the peer
+    reads the reason, not a bad preamble.
+    """
+
+    def assertToldWhy(self, written: bytes, code: str) -> None:
+        """C{written}, read as the peer's decoder reads it, is a preamble then an ERROR naming C{code}."""
+        self.assertTrue(written.startswith(PREAMBLE), written)
+        with self.assertRaises(PeerError) as raised:
+            Decoder().feed(written)
+        self.assertIn(f"the peer reported: {code}: ", str(raised.exception))
+
+    def test_badPreambleInTheFirstTurn(self) -> None:
+        """The peer's first bytes are no preamble, read before the turn ended."""
+        clock = Clock()
+        transport = RecordingTransport()
+        protocol = TokenProtocol(config=ConnectionConfig(holdPreamble=True, clock=clock))
+        protocol.makeConnection(transport)
+        protocol.dataReceived(b"GET / HTTP/1.1\r\n\r\n")
+        clock.advance(0)
+        [written] = transport.writes
+        self.assertToldWhy(written, "bad-preamble")
+        self.assertTrue(transport.disconnecting)
+
+    def test_brokerFirstMessageBreaksARule(self) -> None:
+        """An RPC server whose peer's first object is no RPC message (held preamble: the broker's)."""
+        clock = Clock()
+        transport = RecordingTransport()
+        protocol = serverFactory(Referenceable(), clock=clock).buildProtocol(None)
+        protocol.makeConnection(transport)
+        protocol.dataReceived(dumps([1, 2]))
+        clock.advance(0)
+        [written] = transport.writes
+        self.assertToldWhy(written, "not-an-rpc-message")
+
+    def test_droppedWhileConnecting(self) -> None:
+        """Dropped by the receiver as the connection starts: the preamble still goes first."""
+        clock = Clock()
+        transport = RecordingTransport()
+
+        class Refusing(TokenProtocol):
+            def connectionMade(self) -> None:
+                self.dropConnection(BadPreamble("refused at once"))
+
+        Refusing(config=ConnectionConfig(holdPreamble=True, clock=clock)).makeConnection(transport)
+        clock.advance(0)
+        [written] = transport.writes
+        self.assertToldWhy(written, "bad-preamble")
 
 
 class OlderObserver:
