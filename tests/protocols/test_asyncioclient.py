@@ -254,6 +254,23 @@ class TimeoutTests(SynchronousTestCase):
         server = scripted.ScriptedServer(self, script, preamble=False)
         self.assertRaises(ProtocolError, run, connect(server.address, options=ClientOptions(timeout=HANG)))
 
+    def test_notChunkwireToldWhy(self) -> None:
+        """
+        A server whose first bytes are no preamble reads this side's
+        preamble, then the ERROR naming the rule, then EOF: the preamble is
+        written as the connection is made, before anything can be read.
+        """
+        received: list[bytes] = []
+
+        def script(peer: scripted.ScriptedPeer) -> None:
+            peer.connection.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+            received.append(peer.rest())
+
+        server = scripted.ScriptedServer(self, script, preamble=False)
+        self.assertRaises(ProtocolError, run, connect(server.address, options=ClientOptions(timeout=HANG)))
+        self.assertTrue(server.done.wait(HANG))
+        scripted.assertToldWhy(self, received, "bad-preamble")
+
     def test_silentServer(self) -> None:
         """A server that stops answering (PINGs too) fails the waiting calls with ServerSilent after silenceTimeout."""
         pings: list[Any] = []

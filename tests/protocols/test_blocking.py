@@ -22,6 +22,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder, Registry
 from framing._encoder import error_token
+from framing._errors import PeerError
 from framing.rpc._errors import (
     NO_SUCH_OBJECT,
     VIOLATION,
@@ -88,6 +89,15 @@ class ScriptedPeer:
 
 ERROR_UNEXPECTED = error_token(UnexpectedAnswer("an answer to request 99, which was never made"))
 """The ERROR a client sends (the bytes the Twisted connection sends) for an ANSWER to request 99, never made."""
+
+
+def assertToldWhy(test: SynchronousTestCase, received: list[bytes], code: str) -> None:
+    """C{received} is one peer's bytes up to EOF: a preamble, then an ERROR naming C{code}, as a decoder reads them."""
+    [written] = received
+    test.assertTrue(written.startswith(PREAMBLE), written)
+    with test.assertRaises(PeerError) as raised:
+        Decoder().feed(written)
+    test.assertIn(f"the peer reported: {code}: ", str(raised.exception))
 
 
 class ScriptedServer:
@@ -342,6 +352,25 @@ class TimeoutTests(SynchronousTestCase):
 
         server = ScriptedServer(self, script, preamble=False)
         self.assertRaises(ProtocolError, connect, server.address, options=ClientOptions(timeout=HANG))
+
+    def test_notChunkwireToldWhy(self) -> None:
+        """
+        A server whose first bytes are no preamble reads this side's
+        preamble, then the ERROR naming the rule, then EOF: the preamble is
+        sent before anything is read, so the farewell never goes first.
+        """
+        from framing import ProtocolError
+
+        received: list[bytes] = []
+
+        def script(peer: ScriptedPeer) -> None:
+            peer.connection.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+            received.append(peer.rest())
+
+        server = ScriptedServer(self, script, preamble=False)
+        self.assertRaises(ProtocolError, connect, server.address, options=ClientOptions(timeout=HANG))
+        self.assertTrue(server.done.wait(HANG))
+        assertToldWhy(self, received, "bad-preamble")
 
     def test_callTimedOut(self) -> None:
         """A call unanswered within callTimeout raises CallTimedOut, the server gets a CANCEL, the connection lives."""
