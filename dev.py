@@ -227,19 +227,25 @@ PROCESS_TESTS = {
         "tests/protocols/test_examples.py",
         "tests/protocols/test_example_trace.py",
         "tests/packaging",
+        "tests/test_structure.py",
+        "tests/test_design_links.py",
+        "tests/test_method_shadows.py",
     ),
 }
 """
 The tests whose subject is a whole program run as processes (the example
 servers under attack, the CLIs, twist and its workers, the docs build,
-mypy): the default run gives each to one of its two runs, not both, since
-what they prove does not change with the codec core (the differential and
-in-process tests prove the cores alike).  Half go to each core, so that both
-serve real processes, weighed so that the two runs end at about the same
-time.  Every other test runs in both (a new file too, until it is named
-here), the interop kit's among them: its cases are what another
-implementation is held to, so the Python client and server pass them on
-both cores.  C{dev.py pytest} and C{dev.py trial} still run everything.
+mypy), and the checks that read the source rather than run it (its
+structure, its design links, no method replaced on an instance: 36 CPU-s
+of the default run while both halves ran them): the default run gives each
+to one of its two runs, not both, since what they prove does not change
+with the codec core (the differential and in-process tests prove the cores
+alike).  Some go to each core, so that both serve real processes, weighed
+so that the two runs end at about the same time.  Every other test runs in
+both (a new file too, until it is named here), the interop kit's among
+them: its cases are what another implementation is held to, so the Python
+client and server pass them on both cores.  C{dev.py pytest} and C{dev.py
+trial} still run everything.
 """
 
 
