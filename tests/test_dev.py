@@ -213,6 +213,14 @@ class ToxParityTests(SynchronousTestCase):
         self.assertEqual(self.dev.main(["test"]), 0)
         self.assertEqual(order, ["compileall", "runners"])
 
+    def test_runnersWriteBytecode(self) -> None:
+        """dev.py test's runners are started without PYTHONDONTWRITEBYTECODE, so pytest keeps its rewritten modules."""
+        os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+        seen: list[str | None] = []
+        self.dev.runTogether = lambda given: seen.append(os.environ.get("PYTHONDONTWRITEBYTECODE")) or [0] * len(given)
+        self.assertEqual(self.dev.main(["test"]), 0)
+        self.assertEqual(seen, [None])
+
     def test_compileAhead(self) -> None:
         """compileAhead runs compileall quietly over the project's own module folders, in the project's root."""
         commands: list[tuple[list[str], dict[str, Any]]] = []
