@@ -17,7 +17,9 @@ One command per tox environment, for when tox is not installed:
                                       # then a check of the built pages (and PNGs of them
                                       # at 1280 px in docs/_build/screenshots with headless Chromium)
     python3 dev.py fuzz               # tox -e fuzz: bounded atheris runs (installs atheris), then
-                                      # the fuzz properties at 20,000 examples (600 by default)
+                                      # the fuzz properties at 20,000 examples (600 by default),
+                                      # then every other property at its whole count on both cores
+                                      # (at most 100 examples by default: tests/properties.py)
     python3 dev.py attack [ARGS]      # tox -e attack: refreshes docs/reliability.md
     python3 dev.py soak               # tox -e soak: the long runs
     python3 dev.py haproxy            # tox -e haproxy: HAProxy in front of two servers, a rolling
@@ -77,6 +79,7 @@ TOX_COMMANDS: dict[str, list[list[str]]] = {
             "tests/framing/test_fuzz.py",
             "tests/framing/test_recovery.py",
         ],
+        ["-m", "tests.properties"],
     ],
     "attack": [
         ["-m", "tests.attack", "--duration", "4", "--json", "attack-results.json", "--report", "docs/reliability.md"]

@@ -281,9 +281,10 @@ class ToxParityTests(SynchronousTestCase):
         self.assertEqual(self.calls[1], ("ensure_atheris",))
         self.assertEqual(
             [call[0] for call in self.calls[2:]],
-            ["fuzz/fuzz_decoder.py", "fuzz/fuzz_cores.py", "fuzz/fuzz_unslicers.py", "-m", "-m"],
+            ["fuzz/fuzz_decoder.py", "fuzz/fuzz_cores.py", "fuzz/fuzz_unslicers.py", "-m", "-m", "-m"],
         )
-        self.assertIn("tests/framing/test_fuzz.py", self.calls[-1])
+        self.assertIn("tests/framing/test_fuzz.py", self.calls[-2])
+        self.assertEqual(self.calls[-1], ("-m", "tests.properties"))  # every property at its whole count
         self.assertEqual(os.environ["CHUNKWIRE_FUZZ_EXAMPLES"], "20000")
 
     def test_failureStops(self) -> None:
