@@ -8,9 +8,11 @@ unanswered, or killed the server.  Outcomes only: no timing is judged, every
 wait is a deadline.  The default run takes each behaviour against at least
 one server and each server under at least one behaviour (L{CASES}); the
 whole product, every behaviour against every server, is the campaign's:
-C{python -m tests.attack.peercatalogue --duration 1} runs it as this short
-form would (about 90 s and 116 CPU-s on a quiet machine), and C{dev.py
-attack} runs it longer, three rounds, at the guard's full object size.
+C{python -m tests.attack.peercatalogue --duration 1} runs its 38 cases as
+this short form would (89 s and 116 CPU-s of a quiet machine with the
+servers on the pure core and the attacker on the compiled one, as here;
+152 s and 188 CPU-s with C{CHUNKWIRE_PURE=1} throughout), and C{dev.py
+attack} runs them longer, three rounds, at the guard's full object size.
 """
 
 from __future__ import annotations
@@ -45,8 +47,8 @@ CASES: dict[str, list[str]] = {
 The behaviours each server meets in the default run: every behaviour at
 least once, each where it bites (every kind at its largest where a store
 file or the decoder's kinds are the subject, enormous credit and the
-trickle where streams hold most), and every server once: 11 cases.  All
-seven servers against every behaviour that fits, 41 cases, took 141 s of
+trickle where streams hold most), and every server once: 9 cases.  All
+seven servers against every behaviour that fits, 38 cases, took 141 s of
 one runner of the default run (load 4-5 on two cores) and 116 CPU-s alone
 on a quiet machine; the rest run in the campaign (the module's docstring).
 """
