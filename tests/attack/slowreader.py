@@ -34,7 +34,15 @@ from framing.rpc._wire import ANSWER, CALL, OPEN_TYPE, Message, MessageSlicer, M
 from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 
-from .harness import P99_FLOOR, SEND_STALL_TIMEOUT, ExampleServer, baseline, honestCalling, honestResult
+from .harness import (
+    P99_FLOOR,
+    SEND_STALL_TIMEOUT,
+    UNTIMED_PAUSE,
+    ExampleServer,
+    baseline,
+    honestCalling,
+    honestResult,
+)
 
 MiB = 1024 * 1024
 RSS_BOUND = 16 * MiB
@@ -210,7 +218,7 @@ def runCase(
     """
     offset = server.logSize()
     sampler = RssSampler(server)
-    clients = honestCalling(server.kind, server.port, duration)
+    clients = honestCalling(server.kind, server.port, duration, pause=0.0 if timed else UNTIMED_PAUSE)
     attacker = SlowReader(server.port, server.kind)
     started = time.monotonic()
     sendSeconds = min(2.0, SEND_STALL_TIMEOUT / 2)
