@@ -262,7 +262,11 @@ which): a runner's tests also wait (for a child process, a timeout, a
 peer), and the four keep the two cores busy meanwhile.  Measured at
 c0e4d7f, load 4-5 (another helper's tests beside it): the four runners
 ended at 470, 490, 503 and 505 s, each having spent 162 to 222 CPU-seconds
-(its own and its children's) in its tests, 784 in all with the lint.
+(its own and its children's) in its tests, 784 in all with the lint.  At
+827bf3d on an otherwise quiet machine: 424 and 433 s (pytest), 405 and 439
+s (trial), 446 s in all; the last trial runner's share alone took 272 s
+and 234 CPU-s, so the four need about two cores' worth for the whole run:
+the run is bound by CPU, and what shortens it is CPU saved.
 """
 
 SLOW_TEST_MODULES = {
