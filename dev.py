@@ -17,7 +17,9 @@ One command per tox environment, for when tox is not installed:
                                       # then a check of the built pages (and PNGs of them
                                       # at 1280 px in docs/_build/screenshots with headless Chromium)
     python3 dev.py fuzz               # tox -e fuzz: bounded atheris runs (installs atheris), then
-                                      # the fuzz properties at 20,000 examples (600 by default)
+                                      # the fuzz properties at 20,000 examples (600 by default),
+                                      # then every other property at its whole count on both cores
+                                      # (at most 100 examples by default: tests/properties.py)
     python3 dev.py attack [ARGS]      # tox -e attack: refreshes docs/reliability.md
     python3 dev.py soak               # tox -e soak: the long runs
     python3 dev.py haproxy            # tox -e haproxy: HAProxy in front of two servers, a rolling
@@ -77,6 +79,7 @@ TOX_COMMANDS: dict[str, list[list[str]]] = {
             "tests/framing/test_fuzz.py",
             "tests/framing/test_recovery.py",
         ],
+        ["-m", "tests.properties"],
     ],
     "attack": [
         ["-m", "tests.attack", "--duration", "4", "--json", "attack-results.json", "--report", "docs/reliability.md"]
@@ -210,6 +213,7 @@ PROCESS_TESTS = {
         "tests/framing/test_docs_build.py",
         "tests/attack/test_twisted_drop.py",
         "tests/test_zygote.py",
+        "tests/packaging",
     ),
     "pure": (
         "tests/attack/test_round3_auth.py",
@@ -226,20 +230,26 @@ PROCESS_TESTS = {
         "tests/protocols/bulk/test_examples.py",
         "tests/protocols/test_examples.py",
         "tests/protocols/test_example_trace.py",
-        "tests/packaging",
+        "tests/test_structure.py",
+        "tests/test_design_links.py",
+        "tests/test_method_shadows.py",
     ),
 }
 """
 The tests whose subject is a whole program run as processes (the example
 servers under attack, the CLIs, twist and its workers, the docs build,
-mypy): the default run gives each to one of its two runs, not both, since
-what they prove does not change with the codec core (the differential and
-in-process tests prove the cores alike).  Half go to each core, so that both
-serve real processes, weighed so that the two runs end at about the same
-time.  Every other test runs in both (a new file too, until it is named
-here), the interop kit's among them: its cases are what another
-implementation is held to, so the Python client and server pass them on
-both cores.  C{dev.py pytest} and C{dev.py trial} still run everything.
+mypy), and the checks that read the source rather than run it (its
+structure, its design links, no method replaced on an instance: 36 CPU-s
+of the default run while both halves ran them): the default run gives each
+to one of its two runs, not both, since what they prove does not change
+with the codec core (the differential and in-process tests prove the cores
+alike).  Some go to each core, so that both serve real processes, weighed
+so that the two runs end at about the same time (tests/packaging went to
+the compiled half when the pure half's hostile-peer catalogue shrank).  Every other test runs in
+both (a new file too, until it is named here), the interop kit's among
+them: its cases are what another implementation is held to, so the Python
+client and server pass them on both cores.  C{dev.py pytest} and C{dev.py
+trial} still run everything.
 """
 
 
@@ -248,66 +258,91 @@ RUNNERS = 2
 How many runners each core's half of L{test} is split into, each taking
 whole test modules (so that each module runs in one process, as the
 packaging tests' one build and the docs' one site need; L{deal} says
-which): most of the suite's time is spent waiting (for a child process, a
-timeout, a peer), not computing.  Measured under load: the halves' tests
-spent 251 and 356 CPU-seconds (their own and their children's) in 692 and
-708 s, one runner each.
+which): a runner's tests also wait (for a child process, a timeout, a
+peer), and the four keep the two cores busy meanwhile.  Measured at
+c0e4d7f, load 4-5 (another helper's tests beside it): the four runners
+ended at 470, 490, 503 and 505 s, each having spent 162 to 222 CPU-seconds
+(its own and its children's) in its tests, 784 in all with the lint.  At
+827bf3d on an otherwise quiet machine: 424 and 433 s (pytest), 405 and 439
+s (trial), 446 s in all; the last trial runner's share alone took 272 s
+and 234 CPU-s, so the four need about two cores' worth for the whole run:
+the run is bound by CPU, and what shortens it is CPU saved.
 """
 
 SLOW_TEST_MODULES = {
-    "tests.attack.test_catalogue_peer": 106,
-    "tests.framing.test_docs_build": 79,
-    "tests.examples.test_errors": 78,
-    "tests.examples.test_help": 43,
-    "tests.test_docs_snippets": 40,
-    "tests.attack.test_attack": 36,
-    "tests.examples.test_logins": 35,
-    "tests.attack.test_round3_bulk": 35,
-    "tests.attack.test_slowreader": 34,
-    "tests.protocols.test_interop": 31,
-    "tests.examples.test_bulk_cli": 28,
-    "tests.attack.test_catalogue_server": 27,
-    "tests.test_benchmark_plots": 24,
-    "tests.packaging.test_template": 20,
-    "tests.attack.test_streams": 19,
-    "tests.framing.test_costs": 17,
-    "tests.attack.test_round3_auth": 15,
-    "tests.test_twist_plugins": 13,
-    "tests.framing.test_codec": 12,
-    "tests.attack.test_attacks_bulk": 11,
-    "tests.protocols.rpc.test_interfaces_mypy": 11,
-    "tests.attack.test_twisted_drop": 10,
-    "tests.framing.test_fuzz": 9,
-    "tests.attack.test_round3_kv": 9,
-    "tests.protocols.kv.test_example": 9,
-    "tests.protocols.serving.test_kv_postgresql": 8,
-    "tests.attack.test_round3_net": 8,
-    "tests.protocols.serving.test_kv_workers": 8,
-    "tests.framing.test_cores": 8,
-    "tests.framing.test_recovery": 7,
-    "tests.protocols.serving.test_workers": 7,
+    "tests.framing.test_docs_build": 100,
+    "tests.test_docs_snippets": 92,
+    "tests.packaging.test_template": 70,
+    "tests.attack.test_catalogue_peer": 57,
+    "tests.examples.test_errors": 56,
+    "tests.examples.test_help": 55,
+    "tests.examples.test_bulk_cli": 45,
+    "tests.attack.test_attack": 44,
+    "tests.test_benchmark_plots": 37,
+    "tests.protocols.serving.test_kv_workers": 36,
+    "tests.attack.test_catalogue_server": 34,
+    "tests.attack.test_round3_bulk": 31,
+    "tests.framing.test_recovery": 29,
+    "tests.protocols.kv.test_example": 27,
+    "tests.attack.test_round3_auth": 25,
+    "tests.attack.test_slowreader": 23,
+    "tests.attack.test_streams": 23,
+    "tests.protocols.serving.test_kv_postgresql": 23,
+    "tests.test_structure": 23,
+    "tests.framing.test_cores": 22,
+    "tests.examples.test_logins": 21,
+    "tests.protocols.rpc.test_interfaces_mypy": 19,
+    "tests.framing.test_cores_frames": 17,
+    "tests.protocols.serving.test_workers": 17,
+    "tests.protocols.test_interop": 17,
+    "tests.test_twist_plugins": 17,
+    "tests.framing.test_codec": 16,
+    "tests.protocols.rpc.test_wire_cores": 15,
+    "tests.attack.test_round3_net": 14,
+    "tests.framing.test_costs": 14,
+    "tests.framing.test_slicing": 14,
+    "tests.protocols.rpc.test_tcp": 14,
+    "tests.protocols.test_blockingbulk": 14,
+    "tests.attack.test_auth": 13,
+    "tests.attack.test_round3_kv": 13,
+    "tests.protocols.test_blocking_failover": 13,
+    "tests.attack.test_attacks_bulk": 12,
+    "tests.framing.test_fuzz": 12,
+    "tests.protocols.rpc.test_failover": 12,
+    "tests.protocols.serving.test_haproxy": 11,
+    "tests.framing.test_chain": 10,
+    "tests.protocols.test_asyncioclient_failover": 10,
+    "tests.framing.test_cores_nested": 9,
+    "tests.test_demo": 8,
+    "tests.protocols.kv.test_stores": 7,
+    "tests.protocols.rpc.test_memory": 7,
     "tests.protocols.test_asyncioclient_flood": 7,
-    "tests.protocols.test_blockingbulk": 7,
     "tests.faults.test_bulk_faults": 6,
-    "tests.protocols.test_blocking_failover": 6,
-    "tests.framing.test_chain": 6,
-    "tests.attack.test_auth": 6,
-    "tests.examples.test_progress": 6,
+    "tests.framing.rpc.test_session": 6,
+    "tests.framing.test_vectors": 6,
+    "tests.protocols.rpc.test_latency": 6,
+    "tests.protocols.test_asyncioclient_logins": 6,
     "tests.protocols.test_blocking": 6,
-    "tests.protocols.rpc.test_tcp": 6,
-    "tests.protocols.serving.test_haproxy": 5,
-    "tests.framing.test_slicing": 5,
-    "tests.test_structure": 5,
+    "tests.test_design_links": 6,
+    "tests.test_method_shadows": 6,
+    "tests.examples.test_progress": 5,
+    "tests.protocols.auth.test_scram": 5,
+    "tests.protocols.rpc.test_drain_process": 5,
 }
 """
 The test modules that take longest, with about how many seconds of wall
-each took (the compiled half: pytest --durations in a quiet default run;
-the modules of the pure half alone: a pytest plugin timing each test of
-that core's whole suite in one process): a hint by which L{deal} balances
-the runners, every other module counting 1.  A stale figure only
-unbalances them (dealt every other one, the compiled half's five slowest
-once fell to one runner: 319 s against 270); tests/test_dev.py checks that
-each names a test module.
+each takes in a default run (its runner's share of two busy cores): a hint
+by which L{deal} balances the runners, every other module counting 1.
+Measured per test (a pytest plugin and a trial reporter hook, in the
+runners of two default runs, at c0e4d7f at load 4-5 and at 4a07423 at load
+5-6 with another helper's tests beside it, its walls divided by 1.6, the
+factor by which the modules unchanged in between took longer): the mean of
+the two runs, the second alone for the modules changed in between, and 0.7
+of it for those whose properties are now capped at 100 examples
+(tests/properties.py) and for tests/test_structure.py (its trees parsed
+once).  A stale figure only unbalances them (dealt every other one, the
+compiled half's five slowest once fell to one runner: 319 s against 270);
+tests/test_dev.py checks that each names a test module.
 """
 
 
@@ -391,6 +426,10 @@ def test(rest: list[str]) -> int:
         jobs.append(([*trial, *hands[shard]], True, shown))
     jobs.append((["dev.py", "lint"], False, "dev.py lint (ruff check, ruff format --check, mypy)"))
     compileAhead()
+    # The runners may write bytecode (as compileAhead does): pytest then keeps the test modules it
+    # rewrites for its asserts (__pycache__/*-pytest-*.pyc) for the next run.  Collecting the whole
+    # suite took 8.3 CPU-s with PYTHONDONTWRITEBYTECODE set, 5.1 reusing them (measured, quiet).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     statuses = runTogether(jobs)
     failed = any(status != 0 for status in statuses)
     print("dev.py test:", "FAILED" if failed else "all passed", flush=True)

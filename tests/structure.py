@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,14 +23,27 @@ TOP = 15
 
 
 def modules(package: str, root: Path = ROOT) -> dict[str, ast.Module]:
-    """Each module of C{package} (under C{root}) by dotted name, parsed."""
+    """
+    Each module of C{package} (under C{root}) by dotted name, parsed: a
+    file is parsed once per process while it stays the same (L{_parsed}),
+    so the trees are shared and must not be changed.  The structure tests
+    ask for both packages' trees some ten times: about 1 CPU-s each parsed
+    anew.
+    """
     found = {}
     for path in sorted((root / package).rglob("*.py")):
         parts = list(path.relative_to(root).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
-        found[".".join(parts)] = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        stat = path.stat()
+        found[".".join(parts)] = _parsed(path, stat.st_mtime_ns, stat.st_size)
     return found
+
+
+@functools.cache
+def _parsed(path: Path, mtimeNs: int, size: int) -> ast.Module:
+    """The tree of the file at C{path} as it was at C{mtimeNs} and C{size} (the cache's key: a changed file is new)."""
+    return ast.parse(path.read_text(encoding="utf-8"), str(path))
 
 
 @dataclass(frozen=True)

@@ -213,6 +213,14 @@ class ToxParityTests(SynchronousTestCase):
         self.assertEqual(self.dev.main(["test"]), 0)
         self.assertEqual(order, ["compileall", "runners"])
 
+    def test_runnersWriteBytecode(self) -> None:
+        """dev.py test's runners are started without PYTHONDONTWRITEBYTECODE, so pytest keeps its rewritten modules."""
+        os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+        seen: list[str | None] = []
+        self.dev.runTogether = lambda given: seen.append(os.environ.get("PYTHONDONTWRITEBYTECODE")) or [0] * len(given)
+        self.assertEqual(self.dev.main(["test"]), 0)
+        self.assertEqual(seen, [None])
+
     def test_compileAhead(self) -> None:
         """compileAhead runs compileall quietly over the project's own module folders, in the project's root."""
         commands: list[tuple[list[str], dict[str, Any]]] = []
@@ -273,9 +281,10 @@ class ToxParityTests(SynchronousTestCase):
         self.assertEqual(self.calls[1], ("ensure_atheris",))
         self.assertEqual(
             [call[0] for call in self.calls[2:]],
-            ["fuzz/fuzz_decoder.py", "fuzz/fuzz_cores.py", "fuzz/fuzz_unslicers.py", "-m", "-m"],
+            ["fuzz/fuzz_decoder.py", "fuzz/fuzz_cores.py", "fuzz/fuzz_unslicers.py", "-m", "-m", "-m"],
         )
-        self.assertIn("tests/framing/test_fuzz.py", self.calls[-1])
+        self.assertIn("tests/framing/test_fuzz.py", self.calls[-2])
+        self.assertEqual(self.calls[-1], ("-m", "tests.properties"))  # every property at its whole count
         self.assertEqual(os.environ["CHUNKWIRE_FUZZ_EXAMPLES"], "20000")
 
     def test_failureStops(self) -> None:

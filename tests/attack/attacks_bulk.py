@@ -43,6 +43,7 @@ from .harness import (
     P99_RATIO,
     ROOT,
     UNMEASURED,
+    UNTIMED_PAUSE,
     ExampleServer,
     baseline,
     honestCalling,
@@ -222,7 +223,7 @@ def runBulkCase(
     offset = server.logSize()
     idle = server.figures()
     cpu = server.resources()["cpu"]
-    clients = honestCalling("bulk", server.port, HONEST_SECONDS)
+    clients = honestCalling("bulk", server.port, HONEST_SECONDS, pause=0.0 if timed else UNTIMED_PAUSE)
     seen = attack(server.port, budget)
     during = server.figures()
     result = honestResult(clients)

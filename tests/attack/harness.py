@@ -201,10 +201,24 @@ class ExampleServer:
         self._log.close()
 
 
-def honest(kind: str, port: int, duration: float, clients: int = 2, ready: Path | None = None) -> subprocess.Popen[str]:
+UNTIMED_PAUSE = 0.01
+"""
+Seconds each honest client waits between its calls where only outcomes are
+judged (the default run's untimed cases): about 100 calls a second each,
+all through the attack, where flat out the clients and the server they
+call kept a core busy for the whole phase (the slow reader's default run:
+31 CPU-s in 28 s).  The timed campaign (C{dev.py attack}) calls flat out:
+its p99 under attack is judged against idle, both under full load.
+"""
+
+
+def honest(
+    kind: str, port: int, duration: float, clients: int = 2, ready: Path | None = None, pause: float = 0.0
+) -> subprocess.Popen[str]:
     """
     Start the honest clients (C{ready}: the file they create once each has
-    made a call); L{honestResult} collects their figures.
+    made a call; C{pause}: seconds each waits between its calls, none by
+    default); L{honestResult} collects their figures.
     """
     return subprocess.Popen(
         [
@@ -216,6 +230,7 @@ def honest(kind: str, port: int, duration: float, clients: int = 2, ready: Path 
             f"--duration={duration}",
             f"--clients={clients}",
             *([f"--ready={ready}"] if ready is not None else []),
+            *([f"--pause={pause}"] if pause else []),
         ],
         cwd=ROOT,
         env=ENV,
@@ -225,16 +240,18 @@ def honest(kind: str, port: int, duration: float, clients: int = 2, ready: Path 
     )
 
 
-def honestCalling(kind: str, port: int, duration: float, timeout: float = 60) -> subprocess.Popen[str]:
+def honestCalling(
+    kind: str, port: int, duration: float, timeout: float = 60, pause: float = 0.0
+) -> subprocess.Popen[str]:
     """
-    L{honest}, returned once every client has connected and made its first
-    call (so an attack started next meets clients already calling), or once
-    the process has ended (L{honestResult} says why), or after C{timeout}
-    seconds, which only a hang takes.
+    L{honest} (with C{pause}), returned once every client has connected and
+    made its first call (so an attack started next meets clients already
+    calling), or once the process has ended (L{honestResult} says why), or
+    after C{timeout} seconds, which only a hang takes.
     """
     with tempfile.TemporaryDirectory(prefix="chunkwire-honest-") as directory:
         ready = Path(directory) / "calling"
-        process = honest(kind, port, duration, ready=ready)
+        process = honest(kind, port, duration, ready=ready, pause=pause)
         deadline = time.monotonic() + timeout
         while not ready.exists() and process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -330,7 +347,7 @@ def runCase(
     before = server.memory()
     idle = server.resources()
     sampler = Sampler(server)
-    clients = honestCalling(server.kind, server.port, duration)
+    clients = honestCalling(server.kind, server.port, duration, pause=0.0 if timed else UNTIMED_PAUSE)
     seen: dict[str, dict[str, Any]] = {name: {} for name in names}
     threads = [
         threading.Thread(

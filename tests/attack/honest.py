@@ -7,7 +7,10 @@ list) on its own connection and times each one; every call must succeed.
 Prints C{{"calls": n, "errors": [...], "p50": s, "p99": s, "max": s}}.
 With C{--ready FILE}, creates FILE once every client has connected and
 made its first call (what a test waits for before it attacks, rather than
-a fixed pause).
+a fixed pause).  With C{--pause SECONDS}, each client waits that long
+between its calls (the default run's untimed cases: calls all through the
+attack at a fraction of the CPU; the timed campaign calls flat out, its
+p99 measured under full load).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from twisted.internet.defer import Deferred, gatherResults
-from twisted.internet.task import react
+from twisted.internet.task import deferLater, react
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -37,7 +40,15 @@ the process and connecting can take longer than the whole duration, and a
 client that made no call would prove nothing about the server."""
 
 
-async def kvClient(reactor: Any, port: int, until: float, index: int, latencies: list[float]) -> None:
+async def paused(reactor: Any, pause: float) -> None:
+    """Wait C{pause} seconds on the reactor between two calls (none for 0: flat out)."""
+    if pause > 0:
+        await deferLater(reactor, pause, lambda: None)
+
+
+async def kvClient(
+    reactor: Any, port: int, until: float, index: int, latencies: list[float], pause: float = 0.0
+) -> None:
     from protocols import rpc
 
     ref = await rpc.connect(reactor, f"tcp:host=127.0.0.1:port={port}")
@@ -51,10 +62,13 @@ async def kvClient(reactor: Any, port: int, until: float, index: int, latencies:
         if got != value:
             raise AssertionError(f"get({key!r}) gave {got!r}")
         count += 1
+        await paused(reactor, pause)
     await ref.broker.disconnect()
 
 
-async def echoClient(reactor: Any, port: int, until: float, index: int, latencies: list[float]) -> None:
+async def echoClient(
+    reactor: Any, port: int, until: float, index: int, latencies: list[float], pause: float = 0.0
+) -> None:
     from protocols import echo
 
     client = await echo.connect(reactor, f"tcp:host=127.0.0.1:port={port}")
@@ -66,10 +80,13 @@ async def echoClient(reactor: Any, port: int, until: float, index: int, latencie
         if got != sample:
             raise AssertionError(f"echo gave {got!r}")
         count += 1
+        await paused(reactor, pause)
     client.transport.loseConnection()
 
 
-async def bulkClient(reactor: Any, port: int, until: float, index: int, latencies: list[float]) -> None:
+async def bulkClient(
+    reactor: Any, port: int, until: float, index: int, latencies: list[float], pause: float = 0.0
+) -> None:
     from protocols import bulk, rpc
 
     streams = rpc.ClientOptions(bulk=bulk.BulkOptions())
@@ -82,6 +99,7 @@ async def bulkClient(reactor: Any, port: int, until: float, index: int, latencie
         if not isinstance(listed, list):
             raise AssertionError(f"list() gave {listed!r}")
         count += 1
+        await paused(reactor, pause)
     await ref.broker.disconnect()
 
 
@@ -102,9 +120,18 @@ class Timings(list[float]):
 
 
 async def run(
-    reactor: Any, kind: str, port: int, duration: float, clients: int, ready: Callable[[], None] = lambda: None
+    reactor: Any,
+    kind: str,
+    port: int,
+    duration: float,
+    clients: int,
+    ready: Callable[[], None] = lambda: None,
+    pause: float = 0.0,
 ) -> dict[str, Any]:
-    """Run C{clients} clients of C{kind}; C{ready} is called once each has made its first call."""
+    """
+    Run C{clients} clients of C{kind}, each waiting C{pause} seconds between
+    its calls; C{ready} is called once each has made its first call.
+    """
     client = CLIENTS[kind]
     errors: list[str] = []
     until = time.monotonic() + duration
@@ -119,7 +146,7 @@ async def run(
 
     async def one(index: int) -> None:
         try:
-            await client(reactor, port, until, index, timings[index])
+            await client(reactor, port, until, index, timings[index], pause)
         except Exception as error:
             errors.append(f"client {index}: {type(error).__name__}: {error}")
 
@@ -141,6 +168,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--duration", type=float, default=3.0)
     parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--ready", help="a file to create once every client has made its first call")
+    parser.add_argument("--pause", type=float, default=0.0, help="seconds each client waits between its calls")
     args = parser.parse_args(argv)
 
     def ready() -> None:
@@ -149,7 +177,7 @@ def main(argv: list[str]) -> None:
                 pass
 
     async def body(reactor: Any) -> None:
-        result = await run(reactor, args.kind, args.port, args.duration, args.clients, ready)
+        result = await run(reactor, args.kind, args.port, args.duration, args.clients, ready, args.pause)
         print(json.dumps(result), flush=True)
 
     react(lambda reactor: Deferred.fromCoroutine(body(reactor)))

@@ -23,7 +23,7 @@ from protocols.bulk._quotas import FileBudget, FileLimits
 
 from ..processes import figure
 from .attacks_round3_bulk import PRIVATE, BulkProcess, drain, holdUploads, partialFiles, runClient, settled
-from .harness import honest, honestResult
+from .harness import UNTIMED_PAUSE, honest, honestResult
 
 RSS_BOUND = 64 * 1024 * 1024
 """Most the service's peak RSS may grow over idle during one case."""
@@ -76,7 +76,7 @@ class SymlinkTests(_Case):
         os.symlink(outside / "f", served / ".dest.bin.blake3.json")
         os.mkfifo(served / "fifo.bin")
         idle = server.idle()
-        clients = honest("bulk", server.port, HONEST_SECONDS)
+        clients = honest("bulk", server.port, HONEST_SECONDS, pause=UNTIMED_PAUSE)
         seen = runClient("symlinks", port=server.port, work=str(scratch))
         self.assertHonest(clients)
         for name, content in victims.items():
@@ -133,7 +133,7 @@ class DescriptorTests(_Case):
         scratch = self.scratch()
         server = self.start(scratch, nofile=self.NOFILE)
         idle = server.idle()
-        clients = honest("bulk", server.port, HONEST_SECONDS)
+        clients = honest("bulk", server.port, HONEST_SECONDS, pause=UNTIMED_PAUSE)
         addresses = [f"127.0.0.{n}" for n in range(2, 6)]
         sockets = holdUploads(server.port, addresses, perAddress=20, uploads=16)
         try:
@@ -175,7 +175,7 @@ class QuotaTests(_Case):
         scratch = self.scratch()
         server = self.start(scratch, extra=["--partial-quota-per-user=8000000", "--partial-quota=20000000"])
         idle = server.idle()
-        clients = honest("bulk", server.port, HONEST_SECONDS)
+        clients = honest("bulk", server.port, HONEST_SECONDS, pause=UNTIMED_PAUSE)
         seen = runClient("quota", port=server.port, work=str(scratch), size=6_000_000)
         self.assertHonest(clients)
         self.assertEqual(seen["open first"]["ok"]["held"], [], seen)
@@ -220,7 +220,7 @@ class SidecarTests(_Case):
         fields = lines[1].split(b" ")
         forged = b"0 %d" % size + (b" " + fields[2] if len(fields) == 3 else b"")
         sidecar.write_bytes(lines[0] + b"\n" + forged + b"\n")
-        clients = honest("bulk", server.port, HONEST_SECONDS)
+        clients = honest("bulk", server.port, HONEST_SECONDS, pause=UNTIMED_PAUSE)
         seen = runClient("resume", port=server.port, work=str(scratch))
         self.assertHonest(clients)
         data = (scratch / "t.bin").read_bytes()

@@ -26,7 +26,7 @@ from framing.wire import PREAMBLE
 
 from .attacks import _connect
 from .attacks_rpc import ROOT, ForgedRef, Message, _registry
-from .harness import ExampleServer, honest, honestResult
+from .harness import UNTIMED_PAUSE, ExampleServer, honest, honestResult
 
 MiB = 1024 * 1024
 STORE_BYTES = 16 * MiB
@@ -54,7 +54,7 @@ class StoreFloodTests(SynchronousTestCase):
             server = ExampleServer("kv", Path(logs) / "kv.log", ("--max-store-bytes", str(STORE_BYTES)))
             try:
                 before = server.resources()
-                clients = honest("kv", server.port, 3.0)
+                clients = honest("kv", server.port, 3.0, pause=UNTIMED_PAUSE)
                 floodOfPuts(server.port, PUTS)
                 result = honestResult(clients)
                 after = server.resources()
@@ -182,7 +182,7 @@ class SilentWatcherTests(SynchronousTestCase):
                         PREAMBLE + encoder.encode(Message((CALL, 1, ROOT, "watch", None, "w", ForgedRef(7))))
                     )
                     time.sleep(0.5)  # (not synchronisation: the watch is checked below through the puts' effect)
-                    clients = honest("kv", server.port, 4.0)
+                    clients = honest("kv", server.port, 4.0, pause=UNTIMED_PAUSE)
                     putter.settimeout(60)
                     putter.sendall(PREAMBLE)
                     for _ in range(160):

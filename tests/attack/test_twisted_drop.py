@@ -7,9 +7,9 @@ drops the server, but its polite close never ends (the server takes none of
 the bytes queued for it), so a call in flight without a timeout waited for
 ever.  Here the server runs in this process (its own threads) and the
 client makes a 4 MiB echo with no timeout: the call must fail with the
-drop's typed error, and the connection must end (aborted) within
-L{DROP_GRACE} plus L{MARGIN}.  Outcomes only: the margin is one only a
-hang misses.
+drop's typed error, and the connection must end (aborted) within its
+grace (L{GRACE}, set on its config) plus L{MARGIN}.  Outcomes only: the
+margin is one only a hang misses.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from twisted.trial.unittest import TestCase
 
 from framing._refusals import TooManyRefusals
 from protocols import rpc
-from protocols._config import DROP_GRACE
 from protocols.options import ClientOptions
 from protocols.testing import whenLost
 
@@ -31,19 +30,29 @@ from .catalogue import MARGIN
 from .hostileclients import CONNECT_TIMEOUT
 from .hostileserver import FULL, HostileServer
 
+GRACE = 1.0
+"""
+The client connection's drop grace here (its C{config.dropGrace}): the
+default, L{protocols._config.DROP_GRACE} (10 s), is the same rule waited
+for ten times as long; tests/protocols/test_drop.py pins that the grace
+is the config's.
+"""
+
 
 async def floodDropped(reactor: Any) -> None:
     """
     The Twisted client's 4 MiB echo, without a timeout, to the flood
     server: it fails with L{TooManyRefusals} when the client drops the
-    server, and the connection ends within L{DROP_GRACE} plus a margin.
+    server, and the connection ends within L{GRACE} plus a margin.
     """
     server = HostileServer("flood", FULL)  # (FULL's sizes are the clients' default limits, which it keeps)
     try:
         root = await rpc.connect(
             reactor, f"tcp:host=127.0.0.1:port={server.port}", options=ClientOptions(timeout=CONNECT_TIMEOUT)
         )
-        lost = whenLost(root.broker.connection)
+        connection = root.broker.connection
+        connection.config = connection.config.replace(dropGrace=GRACE)
+        lost = whenLost(connection)
         started = time.monotonic()
         try:
             await root.callRemote("echo", b"x" * (4 << 20))
@@ -52,11 +61,11 @@ async def floodDropped(reactor: Any) -> None:
         else:
             raise AssertionError("the flood server answered an echo")
         failed = time.monotonic() - started
-        assert failed < DROP_GRACE + MARGIN, f"the call failed {failed:.1f} s after it was made"
+        assert failed < GRACE + MARGIN, f"the call failed {failed:.1f} s after it was made"
         reason = await lost
         ended = time.monotonic() - started
         assert isinstance(reason, TooManyRefusals), repr(reason)
-        assert ended < DROP_GRACE + MARGIN, f"the connection ended {ended:.1f} s after the call was made"
+        assert ended < GRACE + MARGIN, f"the connection ended {ended:.1f} s after the call was made"
     finally:
         await deferToThread(server.stop)
     assert server.errors == [], server.errors

@@ -11,6 +11,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import BlockBuffer
 from framing._blocks import FIRST_BLOCK, LARGE_PIECE, MAX_BLOCK
+from tests.properties import examples
 
 MiB = 1024 * 1024
 
@@ -31,7 +32,7 @@ def make_piece(size: int, seed: int) -> bytes:
 class BlockBufferTests(SynchronousTestCase):
     """BlockBuffer hands back exactly what was written, in order."""
 
-    @settings(max_examples=150, deadline=None)
+    @settings(max_examples=examples(150), deadline=None)
     @given(
         sizes=st.lists(piece_sizes, max_size=25),
         methods=st.lists(st.sampled_from(["write", "write_piece", "seal"]), min_size=25, max_size=25),
@@ -53,7 +54,7 @@ class BlockBufferTests(SynchronousTestCase):
         self.assertEqual(buf.take(), b"".join(expected))
         self.assertEqual(len(buf), 0)
 
-    @settings(max_examples=150, deadline=None)
+    @settings(max_examples=examples(150), deadline=None)
     @given(sizes=st.lists(piece_sizes, max_size=25))
     def test_take_blocks_returns_everything_in_order(self, sizes: list[int]) -> None:
         """take_blocks() returns non-empty bytes blocks whose concatenation is what was written."""
@@ -65,7 +66,7 @@ class BlockBufferTests(SynchronousTestCase):
         self.assertTrue(all(type(block) is bytes and block for block in blocks))
         self.assertEqual(b"".join(blocks), b"".join(pieces))
 
-    @settings(max_examples=150, deadline=None)
+    @settings(max_examples=examples(150), deadline=None)
     @given(
         sizes=st.lists(piece_sizes, max_size=25),
         methods=st.lists(st.sampled_from(["write", "write_piece", "seal"]), min_size=25, max_size=25),
@@ -272,7 +273,7 @@ class BlockBufferMemoryTests(SynchronousTestCase):
 class RollbackTests(SynchronousTestCase):
     """mark() and rollback() drop exactly what was written after the mark."""
 
-    @settings(max_examples=150, deadline=None)
+    @settings(max_examples=examples(150), deadline=None)
     @given(
         before=st.lists(piece_sizes, max_size=8),
         after=st.lists(piece_sizes, max_size=8),

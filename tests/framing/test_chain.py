@@ -8,6 +8,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import ChunkChain
+from tests.properties import examples
 
 chunk_lists = st.lists(st.binary(max_size=40), max_size=12)
 
@@ -86,14 +87,14 @@ class ChainStateMachineTests(SynchronousTestCase):
     def test_matches_bytes_model(self) -> None:
         """Every operation sequence leaves the chain holding exactly what the bytes model holds."""
         run_state_machine_as_test(
-            ChainMachine, settings=settings(max_examples=300, stateful_step_count=40, deadline=None)
+            ChainMachine, settings=settings(max_examples=examples(300), stateful_step_count=40, deadline=None)
         )
 
 
 class ChunkChainTests(SynchronousTestCase):
     """Direct tests of each ChunkChain operation."""
 
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=examples(200), deadline=None)
     @given(chunks=chunk_lists, sizes=st.lists(st.integers(0, 30), max_size=20))
     def test_popleft_sequence(self, chunks: list[bytes], sizes: list[int]) -> None:
         """Successive poplefts return consecutive slices of the concatenated chunks."""

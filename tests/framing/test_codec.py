@@ -41,6 +41,7 @@ from framing.wire import (
     STRING,
     encode_header,
 )
+from tests.properties import examples
 
 INT_BOUNDARIES = [
     0,
@@ -174,7 +175,7 @@ class RoundTripTests(SynchronousTestCase):
             self.assertEqual(len(results), 1)
             self.assertTrue(same(results[0], obj), f"{results[0]!r} is not {obj!r}")
 
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=examples(300), deadline=None)
     @given(obj=objects)
     def test_round_trip(self, obj: Any) -> None:
         """Any mix of the built-in types round-trips whole and byte by byte."""

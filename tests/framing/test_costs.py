@@ -25,6 +25,7 @@ from framing._errors import HashCollisions, InvalidValue, ObjectTooCostly, TooMa
 from framing.slicing._builtin import Unslicer
 from framing.slicing._registry import DEFAULT_REGISTRY, Registry
 from framing.wire import BIGINT, CLOSE, FLOAT, INT, OPEN, PREAMBLE, STRING, encode_header
+from tests.properties import examples
 
 from .test_codec import same
 from .test_cores import core
@@ -470,7 +471,7 @@ _values = st.recursive(
 
 
 class BudgetPropertyTests(SynchronousTestCase):
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=examples(200), deadline=None)
     @given(
         value=_values,
         memory=st.integers(min_value=0, max_value=20_000),

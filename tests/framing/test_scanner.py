@@ -51,6 +51,7 @@ from framing.wire import (
     VERSION,
     encode_header,
 )
+from tests.properties import examples
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -292,7 +293,7 @@ class HeaderTests(SynchronousTestCase):
 class TokenDeliveryTests(SynchronousTestCase):
     """Tokens arrive at the sink exactly as encoded, whatever the chunking."""
 
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=examples(200), deadline=None)
     @given(tokens=tokens_strategy, cuts=st.lists(st.integers(0, 10**6), max_size=30))
     def test_any_chunking(self, tokens: list[tuple[int, Any]], cuts: list[int]) -> None:
         """Any split of a token stream delivers the same tokens in order and ends at a boundary."""
@@ -655,7 +656,7 @@ class ExceptionSafetyTests(SynchronousTestCase):
         scanner.feed(b"")
         self.assertEqual(sink.events, [(BYTES, b"hi")])
 
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=examples(300), deadline=None)
     @given(
         tokens=tokens_strategy,
         cuts=st.lists(st.integers(0, 10**6), max_size=20),

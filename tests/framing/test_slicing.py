@@ -44,6 +44,7 @@ from framing.wire import (
     decode_header,
     encode_header,
 )
+from tests.properties import examples
 
 FRAMING_DIR = Path(framing.__file__).resolve().parent
 
@@ -619,7 +620,7 @@ def _buggy_unslicer(method: str) -> type:
 class BuiltinRoundTripTests(SynchronousTestCase):
     """Every built-in type round trips exactly."""
 
-    @settings(deadline=None, max_examples=300)
+    @settings(deadline=None, max_examples=examples(300))
     @given(values)
     def test_roundtrip(self, obj: Any) -> None:
         """Any mix of built-in values decodes to an equal value of the same types."""
@@ -634,7 +635,7 @@ class BuiltinRoundTripTests(SynchronousTestCase):
         results = feed_all(Decoder(), data, step)
         self.assertTrue(same(results, objs))
 
-    @settings(deadline=None, max_examples=200)
+    @settings(deadline=None, max_examples=examples(200))
     @given(st.integers())
     def test_int_any_size(self, value: int) -> None:
         """Any int round trips as an int."""

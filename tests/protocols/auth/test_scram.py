@@ -28,6 +28,7 @@ from framing.login._scram import (
     unescapeName,
 )
 from protocols.auth._users import IScramResponse
+from tests.properties import examples
 
 # RFC 7677 section 3.
 RFC_SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
@@ -274,7 +275,7 @@ class NameEscapingTests(SynchronousTestCase):
         self.assertTrue(response.checkProof(table[name].storedKey))
         self.assertEqual(unescapeName(escapeName(name)), name)
 
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=examples(200), deadline=None)
     @given(name=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=60))
     def test_escapeRoundTrip(self, name: str) -> None:
         """Any name escapes to a saslname without a bare ',' and unescapes to itself."""
@@ -362,7 +363,7 @@ class MalformedMessageTests(SynchronousTestCase):
             client.final(RFC_SERVER_FIRST)
             self.assertRaises(ScramError, client.verify, message)
 
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=examples(300), deadline=None)
     @given(data=st.binary(max_size=300))
     def test_randomClientFirst(self, data: bytes) -> None:
         """Random bytes as a client-first-message raise only ScramError, if anything."""
@@ -371,7 +372,7 @@ class MalformedMessageTests(SynchronousTestCase):
         except ScramError:
             pass
 
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=examples(300), deadline=None)
     @given(data=st.binary(max_size=300))
     def test_randomClientFinal(self, data: bytes) -> None:
         """Random bytes as a client-final-message raise only ScramError, if anything."""
@@ -380,7 +381,7 @@ class MalformedMessageTests(SynchronousTestCase):
         except ScramError:
             pass
 
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=examples(300), deadline=None)
     @given(at=st.integers(0, len(RFC_CLIENT_FINAL)), cut=st.integers(0, 8), insert=st.binary(max_size=8))
     def test_mutatedClientFinal(self, at: int, cut: int, insert: bytes) -> None:
         """A real client-final-message with bytes cut or inserted raises only ScramError, or fails its check."""
@@ -392,7 +393,7 @@ class MalformedMessageTests(SynchronousTestCase):
         verifier = ScramVerifier.fromPassword(b"pencil", RFC_SALT, 4096)
         self.assertEqual(response.checkProof(verifier.storedKey), message == RFC_CLIENT_FINAL)
 
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=examples(200), deadline=None)
     @given(data=st.binary(max_size=200))
     def test_randomServerMessages(self, data: bytes) -> None:
         """Random bytes as a server-first or server-final message raise only ScramError on the client."""

@@ -10,6 +10,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing.bulk import _ranges as ranges
 from framing.bulk._ranges import RangeSet
+from tests.properties import examples
 
 
 def build(*pairs: tuple[int, int]) -> RangeSet:
@@ -194,7 +195,7 @@ def modelRanges(model: set[int]) -> list[tuple[int, int]]:
 class ModelTests(SynchronousTestCase):
     """A RangeSet always agrees with a plain set of offsets."""
 
-    @settings(max_examples=400, deadline=None)
+    @settings(max_examples=examples(400), deadline=None)
     @given(RANGE_LISTS)
     def test_agreesWithModel(self, added: list[tuple[int, int]]) -> None:
         """After any adds the ranges, totals, new-byte counts and gaps match a set of offsets."""
@@ -213,7 +214,7 @@ class ModelTests(SynchronousTestCase):
             self.assertTrue(all(o in model for o in range(offset, end)))
             self.assertNotIn(end, model)
 
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=examples(200), deadline=None)
     @given(RANGE_LISTS, st.integers(0, LIMIT), st.integers(0, 40))
     def test_coversAgreesWithModel(self, added: list[tuple[int, int]], start: int, length: int) -> None:
         """covers() is true exactly when the model holds every offset of the interval."""
