@@ -188,6 +188,11 @@ def forgedWatchers(port: int, budget: float) -> dict[str, Any]:
     return result
 
 
+def _tenReleased(seen: dict[str, Any]) -> bool:
+    """The server released the ten watchers' references (L{silentWatchers}' event)."""
+    return bool(seen["releases"] >= 10)
+
+
 def silentWatchers(port: int, budget: float) -> dict[str, Any]:
     """
     Ten watchers with invented ids (within every cap) whose changed() calls
@@ -197,17 +202,21 @@ def silentWatchers(port: int, budget: float) -> dict[str, Any]:
     connection stays up (nothing it sent was refused).  It answers the
     server's keepalive PINGs: silent to calls only, so that on a loaded
     machine the keepalive (5 s, then 3 s) cannot drop it before the calls
-    time out.
+    time out.  The putter connects only once the watchers are registered:
+    connected before, on a loaded machine it could wait past the server's
+    preamble timeout and be dropped unheard, no put made, no call to time
+    out.
     """
-    with _connect(port) as attacker, _connect(port) as putter:
+    with _connect(port) as attacker:
         attacker.sendall(PREAMBLE + calls(1, 10, "watch", lambda n: ("silent-key", ForgedRef(5_000 + n))))
         decoder = Decoder(registry=_registry())
         _awaitAnswers(attacker, decoder, 10, 60.0)  # the watchers are registered (only a hang takes 60 s)
         started = time.monotonic()
-        putter.sendall(PREAMBLE + calls(1, 30, "put", lambda n: ("silent-key", f"value {n}")))
-        # The event: the server released the ten references, having dropped their watchers (after the
-        # calls' timeouts); the connection stays up, so the read would otherwise last the whole patience.
-        seen = _readMessages(attacker, started, budget, decoder, pong=True, until=lambda seen: seen["releases"] >= 10)
+        with _connect(port) as putter:
+            putter.sendall(PREAMBLE + calls(1, 30, "put", lambda n: ("silent-key", f"value {n}")))
+            # The event: the server released the ten references, having dropped their watchers (after the
+            # calls' timeouts); the connection stays up, so the read would otherwise last the whole patience.
+            seen = _readMessages(attacker, started, budget, decoder, pong=True, until=_tenReleased)
     seen["kept"] = True  # the server drops its watchers, not its connection
     return seen
 

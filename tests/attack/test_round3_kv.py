@@ -176,19 +176,22 @@ class SilentWatcherTests(SynchronousTestCase):
             server = ExampleServer("kv", Path(logs) / "kv.log", ("--call-timeout", "120"))
             try:
                 before = server.resources()
-                with _connect(server.port) as watcher, _connect(server.port) as putter:
+                with _connect(server.port) as watcher:
                     watcher.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
                     watcher.sendall(
                         PREAMBLE + encoder.encode(Message((CALL, 1, ROOT, "watch", None, "w", ForgedRef(7))))
                     )
                     time.sleep(0.5)  # (not synchronisation: the watch is checked below through the puts' effect)
                     clients = honest("kv", server.port, 4.0, pause=UNTIMED_PAUSE)
-                    putter.settimeout(60)
-                    putter.sendall(PREAMBLE)
-                    for _ in range(160):
-                        putter.sendall(encoder.encode(Message((CALL, NO_ANSWER, ROOT, "put", None, "w", value))))
-                    putter.sendall(encoder.encode(Message((CALL, 1, ROOT, "get", None, "w"))))
-                    synced = _answers(putter, 1, time.monotonic() + 60)
+                    # Connected only now, its preamble sent at once: connected earlier, on a loaded machine it
+                    # could wait past the server's preamble timeout and be dropped unheard.
+                    with _connect(server.port) as putter:
+                        putter.settimeout(60)
+                        putter.sendall(PREAMBLE)
+                        for _ in range(160):
+                            putter.sendall(encoder.encode(Message((CALL, NO_ANSWER, ROOT, "put", None, "w", value))))
+                        putter.sendall(encoder.encode(Message((CALL, 1, ROOT, "get", None, "w"))))
+                        synced = _answers(putter, 1, time.monotonic() + 60)
                     result = honestResult(clients)
                     peak = server.memory()["VmHWM"]
                 log = server.logSince(0)
