@@ -85,6 +85,17 @@ TOX_COMMANDS: dict[str, list[list[str]]] = {
         ["-m", "tests.attack", "--duration", "4", "--json", "attack-results.json", "--report", "docs/reliability.md"]
     ],
     "soak": [
+        [
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/protocols/rpc/test_memory.py",
+            "tests/protocols/rpc/test_tcp.py",
+            "-k",
+            "referencesComeAndGo or references_come_and_go",
+        ],
         ["-m", "tests.attack", "--duration", "60", "--together", "--no-extras", "--json", "soak-results.json"],
         ["-m", "tests.attack", "--duration", "20", "--json", "soak-each.json"],
         ["-m", "tests.latency.push", "--size-mib", "256", "--delay", "0.05", "--rate-mib", "32"],
@@ -490,6 +501,8 @@ def toxCommands(name: str, rest: list[str]) -> int:
     if name == "fuzz":
         ensure_atheris()
         os.environ.setdefault("CHUNKWIRE_FUZZ_EXAMPLES", "20000")  # the default run's properties, 200x longer
+    if name == "soak":
+        os.environ.setdefault("CHUNKWIRE_REFERENCE_BATCHES", "100")  # a hundred thousand references, 10x the default
     if name == "haproxy":
         os.environ.setdefault("CHUNKWIRE_ROLLING_CALLS", "100000")
         os.environ["CHUNKWIRE_FIGURES"] = "1"  # the rolling restart's figure line
