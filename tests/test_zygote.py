@@ -65,3 +65,22 @@ class ZygoteTests(SynchronousTestCase):
             readUntil(child, rb"port=\d+")
         self.zygote.close()
         self.assertEqual([child.wait(zygote.HANG) for child in children], [-signal.SIGKILL] * 2)
+
+    def test_scriptChild(self) -> None:
+        """
+        A script runs as C{python SCRIPT.py} would: its folder first on
+        C{sys.path} (echo_server.py imports its helpers from examples/), its
+        path as C{argv[0]} (argparse's program name), its code as its end.
+        """
+        child = self.zygote.start("examples/echo_server.py", "--help")
+        self.addCleanup(stop, child)
+        self.assertEqual(child.wait(zygote.HANG), 0)
+        assert child.stdout is not None
+        self.assertIn(b"usage: echo_server.py", child.stdout.read())
+        bad = self.zygote.start("examples/echo_server.py", "--no-such-option")
+        self.addCleanup(stop, bad)
+        self.assertEqual(bad.wait(zygote.HANG), 2)
+
+    def test_neitherModuleNorScript(self) -> None:
+        """A request that is neither C{-m MODULE} nor a C{.py} script is refused before anything is forked."""
+        self.assertRaises(ValueError, self.zygote.start, "-c", "print(1)")

@@ -8,10 +8,11 @@ new interpreter importing Twisted (about 0.6 s of CPU on a quiet machine, second
 The zygote is C{python -m tests.zygote MODULE...} started from the project's root with
 L{tests.processes.ENV} (so with the runner's codec core): it imports the modules, which must not install
 the reactor (each child installs its own after the fork, so no two share an epoll set), then waits on a
-Unix socket for requests.  A request is the child's C{-m MODULE ARGS} and two descriptors (SCM_RIGHTS):
-the write ends of the child's output pipe (its stdout and stderr, as L{startPython}'s one pipe) and of its
-status pipe.  The zygote forks; the child closes every other descriptor, runs the module as C{__main__}
-(C{runpy}, as C{python -m} would) and exits; the zygote answers with the child's pid and a pidfd
+Unix socket for requests.  A request is the child's C{-m MODULE ARGS} (or C{SCRIPT.py ARGS}) and two
+descriptors (SCM_RIGHTS): the write ends of the child's output pipe (its stdout and stderr, as
+L{startPython}'s one pipe) and of its status pipe.  The zygote forks; the child closes every other
+descriptor, runs the module or script as C{__main__} (C{runpy}, as C{python -m} or C{python SCRIPT.py}
+would) and exits; the zygote answers with the child's pid and a pidfd
 (SCM_RIGHTS), and once it reaps the child writes its wait status to the status pipe.
 
 L{ForkedProcess} is what the test holds: C{Popen}'s methods that servers' tests use (C{poll}, C{wait},
@@ -164,14 +165,21 @@ class Zygote:
             self.process.wait()
 
     def start(self, *arguments: str) -> ForkedProcess:
-        """A child running C{python ARGUMENTS} (which must be C{-m MODULE ...}); its output on one pipe."""
-        if arguments[:1] != ("-m",) or len(arguments) < 2:
-            raise ValueError(f"the zygote runs modules (-m MODULE ...), not {arguments!r}")
+        """
+        A child running C{python ARGUMENTS}: C{-m MODULE ...}, or C{SCRIPT.py ...}
+        (a path from the project's root, its folder first on C{sys.path} as
+        C{python SCRIPT.py} puts it); its output on one pipe.
+        """
+        if arguments[:1] == ("-m",) and len(arguments) >= 2:
+            request = json.dumps({"module": arguments[1], "argv": list(arguments[2:])}).encode()
+        elif arguments[:1] and arguments[0].endswith(".py"):
+            request = json.dumps({"path": arguments[0], "argv": list(arguments[1:])}).encode()
+        else:
+            raise ValueError(f"the zygote runs modules (-m MODULE ...) or scripts (SCRIPT.py ...), not {arguments!r}")
         outputRead, outputWrite = os.pipe()
         statusRead, statusWrite = os.pipe()
         try:
             with self._lock:
-                request = json.dumps({"module": arguments[1], "argv": list(arguments[2:])}).encode()
                 _sendFds(self._socket, request, [outputWrite, statusWrite])
                 answer, (pidfd,) = self._read()
         finally:
@@ -180,8 +188,11 @@ class Zygote:
         return ForkedProcess(answer["pid"], pidfd, outputRead, statusRead, arguments)
 
 
-def _child(control: socket.socket, module: str, argv: list[str], output: int) -> None:
-    """In the forked child: its output on C{output}, every other descriptor closed, C{module} run as C{__main__}."""
+def _child(control: socket.socket, request: dict[str, Any], output: int) -> None:
+    """
+    In the forked child: its output on C{output}, every other descriptor
+    closed, the request's module or script run as C{__main__}.
+    """
     control.detach()
     os.dup2(output, 1)
     os.dup2(output, 2)
@@ -191,8 +202,14 @@ def _child(control: socket.socket, module: str, argv: list[str], output: int) ->
                 os.close(int(name))
             except OSError:
                 pass  # the listing's own descriptor, closed already
-    sys.argv = [module, *argv]
-    runpy.run_module(module, run_name="__main__", alter_sys=True)
+    if "path" in request:
+        path = str(Path(request["path"]).resolve())
+        sys.path.insert(0, str(Path(path).parent))
+        sys.argv = [path, *request["argv"]]
+        runpy.run_path(path, run_name="__main__")
+    else:
+        sys.argv = [request["module"], *request["argv"]]
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
 
 
 def _serve(control: socket.socket) -> None:
@@ -225,7 +242,7 @@ def _serve(control: socket.socket) -> None:
         if pid == 0:
             code: Any = 0
             try:
-                _child(control, request["module"], request["argv"], output)
+                _child(control, request, output)
             except SystemExit as end:
                 code = end.code
             raise SystemExit(code)  # through the interpreter's own exit: atexit handlers, flushed streams

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tests.processes import ENV, ROOT, readUntil, reservePort, startPython, stop
+from tests.processes import ENV, ROOT, readUntil, reservePort, startExample, startPython, stop
 
 
 def clientRun(
@@ -28,7 +28,7 @@ def clientStart(script: str, *arguments: str, cwd: Path) -> subprocess.Popen[byt
 
 def bulkServer(test: Any, directory: Path) -> int:
     """Start examples/bulk_server.py serving C{directory} on 127.0.0.1 for the test's length; give its port."""
-    server = startPython("examples/bulk_server.py", "--listen", "tcp:0:interface=127.0.0.1", "--dir", str(directory))
+    server = startExample("bulk_server.py", "--listen", "tcp:0:interface=127.0.0.1", "--dir", str(directory))
     test.addCleanup(stop, server)
     return int(readUntil(server, rb"bulk server listening on .* port=(\d+)\)").group(1))
 
