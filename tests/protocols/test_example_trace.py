@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.processes import readUntil, runPython, startPython, stop
+from tests.processes import readUntil, runPython, startExample, stop
 
 
 class ExampleTraceTests(SynchronousTestCase):
@@ -12,7 +12,7 @@ class ExampleTraceTests(SynchronousTestCase):
 
     def test_keyValueTrace(self) -> None:
         """kv_server --trace logs the call it receives; kv_client --trace logs it sent and prints the usual answer."""
-        server = startPython("examples/kv_server.py", "--trace", "--listen", "tcp:0:interface=127.0.0.1")
+        server = startExample("kv_server.py", "--trace", "--listen", "tcp:0:interface=127.0.0.1")
         self.addCleanup(stop, server)
         port = int(readUntil(server, rb"kv server listening on .* port=(\d+)\)").group(1))
         address = f"tcp:host=127.0.0.1:port={port}"
@@ -24,7 +24,7 @@ class ExampleTraceTests(SynchronousTestCase):
 
     def test_echoTrace(self) -> None:
         """echo_server --trace logs what it echoes; echo_client --trace logs what it sends."""
-        server = startPython("examples/echo_server.py", "--trace", "--listen", "tcp:0:interface=127.0.0.1")
+        server = startExample("echo_server.py", "--trace", "--listen", "tcp:0:interface=127.0.0.1")
         self.addCleanup(stop, server)
         port = int(readUntil(server, rb"echo server listening on .* port=(\d+)\)").group(1))
         address = f"tcp:host=127.0.0.1:port={port}"
@@ -36,9 +36,7 @@ class ExampleTraceTests(SynchronousTestCase):
     def test_bulkTrace(self) -> None:
         """bulk_server --trace logs what it receives; bulk_client --trace logs to stderr and still lists the files."""
         directory = self.mktemp()
-        server = startPython(
-            "examples/bulk_server.py", "--trace", "--dir", directory, "--listen", "tcp:0:interface=127.0.0.1"
-        )
+        server = startExample("bulk_server.py", "--trace", "--dir", directory, "--listen", "tcp:0:interface=127.0.0.1")
         self.addCleanup(stop, server)
         port = int(readUntil(server, rb"bulk server listening on .* port=(\d+)\)").group(1))
         address = f"tcp:host=127.0.0.1:port={port}"

@@ -15,7 +15,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from framing.wire import PREAMBLE
 from protocols import interop
 from protocols.interop import ApplicationError, InteropService, PatternSource, pattern
-from tests.processes import readUntil, runPython, startPython, stop
+from tests.processes import readUntil, runPython, startExample, stop
 
 
 class ServiceTests(SynchronousTestCase):
@@ -154,8 +154,8 @@ class ProcessTests(SynchronousTestCase):
 
     def test_allCasesPass(self) -> None:
         """The Python client runs every case against the Python server: each prints its line and passes."""
-        server = startPython(
-            "examples/interop_server.py",
+        server = startExample(
+            "interop_server.py",
             "--listen",
             "tcp:0:interface=127.0.0.1",
             "--login-listen",
