@@ -286,13 +286,13 @@ SLOW_TEST_MODULES = {
     "tests.packaging.test_template": 70,
     "tests.attack.test_catalogue_peer": 57,
     "tests.examples.test_errors": 56,
-    "tests.examples.test_help": 55,
-    "tests.examples.test_bulk_cli": 45,
+    "tests.examples.test_help": 45,
     "tests.attack.test_attack": 44,
     "tests.test_benchmark_plots": 37,
     "tests.protocols.serving.test_kv_workers": 36,
     "tests.attack.test_round3_bulk": 31,
     "tests.framing.test_recovery": 29,
+    "tests.examples.test_bulk_cli": 27,
     "tests.protocols.kv.test_example": 27,
     "tests.attack.test_round3_auth": 25,
     "tests.attack.test_slowreader": 23,
@@ -354,7 +354,9 @@ of it for those whose properties are now capped at 100 examples
 once); tests/framing/test_fuzz.py at half (100 examples, not 600: its
 walls alone 7.7 -> 3.9 s pytest, 7.6 -> 3.2 s trial) and
 tests/attack/test_catalogue_server.py at half (9 of its 36 rows: 44 -> 23 s
-alone at load 9-11).  A stale figure only unbalances them (dealt every other one, the
+alone at load 9-11); tests/examples/test_bulk_cli.py and test_help.py at
+0.6 and 0.8 (their servers forked from a zygote: 51 -> 31 s and 80 -> 65 s
+alone at load 10-13).  A stale figure only unbalances them (dealt every other one, the
 compiled half's five slowest once fell to one runner: 319 s against 270);
 tests/test_dev.py checks that each names a test module.
 """
