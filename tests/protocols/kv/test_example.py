@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.processes import ENV, ROOT, readUntil, reservePort, runPython, stop
+from tests.processes import ENV, ROOT, readUntil, reservePort, runPython, startExample, stop
 
 
 class KeyValueExampleTests(SynchronousTestCase):
@@ -19,12 +20,7 @@ class KeyValueExampleTests(SynchronousTestCase):
 
     def test_putGetListWatchDelete(self) -> None:
         """The client CLI puts, gets, lists and deletes keys, and a watcher sees every change."""
-        server = subprocess.Popen(
-            [sys.executable, "examples/kv_server.py", "--listen", "tcp:0:interface=127.0.0.1"],
-            cwd=ROOT,
-            env=ENV,
-            stdout=subprocess.PIPE,
-        )
+        server = startExample("kv_server.py", "--listen", "tcp:0:interface=127.0.0.1")
         self.addCleanup(stop, server)
         port = int(readUntil(server, rb"kv server listening on .* port=(\d+)\)").group(1))
         address = f"tcp:host=127.0.0.1:port={port}"
@@ -55,9 +51,8 @@ class KeyValueExampleTests(SynchronousTestCase):
         """With --store FILE, what a server answered as put is there for the next server on that file."""
         path = os.path.abspath(self.mktemp() + ".sqlite")  # the servers run from the project's root
 
-        def start() -> tuple[subprocess.Popen[bytes], str]:
-            command = [sys.executable, "examples/kv_server.py", "--listen", "tcp:0:interface=127.0.0.1"]
-            server = subprocess.Popen(command + ["--store", path], cwd=ROOT, env=ENV, stdout=subprocess.PIPE)
+        def start() -> tuple[Any, str]:
+            server = startExample("kv_server.py", "--listen", "tcp:0:interface=127.0.0.1", "--store", path)
             self.addCleanup(stop, server)
             port = int(readUntil(server, rb"kv server listening on .* port=(\d+)\)").group(1))
             return server, f"tcp:host=127.0.0.1:port={port}"
@@ -77,9 +72,8 @@ class KeyValueExampleTests(SynchronousTestCase):
         """
         path = os.path.abspath(self.mktemp() + ".sqlite")
 
-        def start(port: int = 0) -> tuple[subprocess.Popen[bytes], int]:
-            command = [sys.executable, "examples/kv_server.py", "--listen", f"tcp:{port}:interface=127.0.0.1"]
-            server = subprocess.Popen(command + ["--store", path], cwd=ROOT, env=ENV, stdout=subprocess.PIPE)
+        def start(port: int = 0) -> tuple[Any, int]:
+            server = startExample("kv_server.py", "--listen", f"tcp:{port}:interface=127.0.0.1", "--store", path)
             self.addCleanup(stop, server)
             return server, int(readUntil(server, rb"kv server listening on .* port=(\d+)\)").group(1))
 
