@@ -62,6 +62,46 @@ def startExample(script: str, *arguments: str) -> Any:
     return startPython(f"examples/{script}", *arguments)
 
 
+def runExample(script: str, *arguments: str, cwd: Path | None = None, timeout: float = 60) -> Any:
+    """
+    Run C{examples/SCRIPT ARGUMENTS} in C{cwd} (the project's root by
+    default) to its end, as C{subprocess.run(..., capture_output=True,
+    text=True)} would: its code, its stdout and its stderr apart, as text;
+    C{subprocess.TimeoutExpired} (the child killed) past C{timeout} s.
+    Forked from the examples' zygote where it can be (L{startExample}).
+    """
+    from tests import zygote
+
+    command = [sys.executable, str(ROOT / "examples" / script), *arguments]
+    if not zygote.available():
+        return subprocess.run(command, cwd=cwd or ROOT, env=ENV, capture_output=True, text=True, timeout=timeout)
+    child = zygote.Zygote.shared(EXAMPLE_PRELOAD).start(
+        f"examples/{script}", *arguments, stderr=True, cwd=None if cwd is None else str(cwd)
+    )
+    deadline = time.monotonic() + timeout
+    read: dict[Any, list[bytes]] = {child.stdout: [], child.stderr: []}
+    try:
+        while read and any(not stream.closed for stream in read):
+            open_ = [stream for stream in read if not stream.closed]
+            ready = select.select(open_, [], [], max(0.0, deadline - time.monotonic()))[0]
+            if not ready:
+                child.kill()
+                child.wait()
+                raise subprocess.TimeoutExpired(command, timeout)
+            for stream in ready:
+                data = stream.read(65536)
+                if data:
+                    read[stream].append(data)
+                else:
+                    stream.close()
+        code = child.wait(max(0.0, deadline - time.monotonic()))
+    finally:
+        for stream in read:
+            stream.close()
+    out, err = (b"".join(read[stream]).decode(errors="replace") for stream in (child.stdout, child.stderr))
+    return subprocess.CompletedProcess(command, code, out, err)
+
+
 def readUntil(process: subprocess.Popen[bytes], pattern: bytes, timeout: float = 60) -> re.Match[bytes]:
     """
     Read a process's output until C{pattern} matches it; fail if it takes

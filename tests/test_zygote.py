@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 
 from twisted.trial.unittest import SkipTest, SynchronousTestCase
 
@@ -10,7 +11,7 @@ from framing.rpc._limits import CallLimits
 from protocols.blocking import connect
 from protocols.options import ClientOptions
 from tests import zygote
-from tests.processes import readUntil, stop
+from tests.processes import readUntil, runExample, stop
 from tests.protocols.failover import PRELOAD
 
 SERVER = ("-m", "tests.protocols.failoverserver")
@@ -84,3 +85,29 @@ class ZygoteTests(SynchronousTestCase):
     def test_neitherModuleNorScript(self) -> None:
         """A request that is neither C{-m MODULE} nor a C{.py} script is refused before anything is forked."""
         self.assertRaises(ValueError, self.zygote.start, "-c", "print(1)")
+
+    def test_stderrApartInItsFolder(self) -> None:
+        """With C{stderr}, the child's stderr has its own pipe; with C{cwd}, it runs there (its script found first)."""
+        folder = Path(self.mktemp()).resolve()
+        folder.mkdir(parents=True)
+        script = folder / "where.py"
+        script.write_text("import os, sys\nprint(os.getcwd())\nprint('to stderr', file=sys.stderr)\nsys.exit(3)\n")
+        child = self.zygote.start(str(script), stderr=True, cwd=str(folder))
+        self.addCleanup(stop, child)
+        self.assertEqual(child.wait(zygote.HANG), 3)
+        assert child.stdout is not None and child.stderr is not None
+        self.assertEqual((child.stdout.read(), child.stderr.read()), (f"{folder}\n".encode(), b"to stderr\n"))
+        child.stderr.close()
+
+
+class RunExampleTests(SynchronousTestCase):
+    """tests.processes.runExample gives what subprocess.run would: the code, stdout and stderr apart."""
+
+    def test_asSubprocessRun(self) -> None:
+        """A mistyped option: status 2, nothing on stdout, argparse's two lines on stderr; --help on stdout."""
+        done = runExample("echo_server.py", "--no-such-option")
+        self.assertEqual((done.returncode, done.stdout), (2, ""))
+        self.assertIn("error: unrecognized arguments: --no-such-option", done.stderr)
+        helped = runExample("echo_server.py", "--help")
+        self.assertEqual((helped.returncode, helped.stderr), (0, ""))
+        self.assertIn("usage: echo_server.py", helped.stdout)

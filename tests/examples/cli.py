@@ -9,15 +9,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tests.processes import ENV, ROOT, readUntil, reservePort, startExample, startPython, stop
+from tests.processes import ENV, ROOT, readUntil, reservePort, runExample, startExample, startPython, stop
 
 
 def clientRun(
     script: str, *arguments: str, cwd: Path | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
     """Run C{examples/SCRIPT ARGUMENTS} in C{cwd} (the project's root by default) to its end, output as text."""
-    command = [sys.executable, str(ROOT / "examples" / script), *arguments]
-    return subprocess.run(command, cwd=cwd or ROOT, env=ENV, capture_output=True, text=True, timeout=timeout)
+    return runExample(script, *arguments, cwd=cwd, timeout=timeout)  # forked from a zygote where it can be
 
 
 def clientStart(script: str, *arguments: str, cwd: Path) -> subprocess.Popen[bytes]:
