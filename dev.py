@@ -285,14 +285,12 @@ SLOW_TEST_MODULES = {
     "tests.test_docs_snippets": 92,
     "tests.packaging.test_template": 70,
     "tests.attack.test_catalogue_peer": 57,
-    "tests.examples.test_errors": 56,
-    "tests.examples.test_help": 45,
     "tests.attack.test_attack": 44,
     "tests.test_benchmark_plots": 37,
     "tests.protocols.serving.test_kv_workers": 36,
     "tests.attack.test_round3_bulk": 31,
+    "tests.examples.test_help": 29,
     "tests.framing.test_recovery": 29,
-    "tests.examples.test_bulk_cli": 27,
     "tests.protocols.kv.test_example": 27,
     "tests.attack.test_round3_auth": 25,
     "tests.attack.test_slowreader": 23,
@@ -301,12 +299,14 @@ SLOW_TEST_MODULES = {
     "tests.test_structure": 23,
     "tests.framing.test_cores": 22,
     "tests.examples.test_logins": 21,
+    "tests.examples.test_errors": 20,
     "tests.protocols.rpc.test_interfaces_mypy": 19,
     "tests.framing.test_cores_frames": 17,
     "tests.attack.test_catalogue_server": 17,
     "tests.protocols.serving.test_workers": 17,
     "tests.protocols.test_interop": 17,
     "tests.test_twist_plugins": 17,
+    "tests.examples.test_bulk_cli": 16,
     "tests.framing.test_codec": 16,
     "tests.protocols.rpc.test_wire_cores": 15,
     "tests.attack.test_round3_net": 14,
@@ -354,9 +354,10 @@ of it for those whose properties are now capped at 100 examples
 once); tests/framing/test_fuzz.py at half (100 examples, not 600: its
 walls alone 7.7 -> 3.9 s pytest, 7.6 -> 3.2 s trial) and
 tests/attack/test_catalogue_server.py at half (9 of its 36 rows: 44 -> 23 s
-alone at load 9-11); tests/examples/test_bulk_cli.py and test_help.py at
-0.6 and 0.8 (their servers forked from a zygote: 51 -> 31 s and 80 -> 65 s
-alone at load 10-13).  A stale figure only unbalances them (dealt every other one, the
+alone at load 9-11); tests/examples/test_bulk_cli.py, test_help.py and
+test_errors.py by their walls alone before and after their servers and CLI
+runs were forked from the examples' zygote (51 -> 19 s, 31 -> 16 s, 29 ->
+10 s at load 10-13).  A stale figure only unbalances them (dealt every other one, the
 compiled half's five slowest once fell to one runner: 319 s against 270);
 tests/test_dev.py checks that each names a test module.
 """
