@@ -9,14 +9,14 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.processes import ENV, ROOT, readUntil, reservePort, runPython, startExample, stop
+from tests.processes import ENV, ROOT, readUntil, reservePort, runExample, startExample, stop
 
 
 class KeyValueExampleTests(SynchronousTestCase):
     """examples/kv_server.py and examples/kv_client.py work together over TCP."""
 
     def client(self, address: str, *arguments: str) -> subprocess.CompletedProcess[str]:
-        return runPython("examples/kv_client.py", "--connect", address, *arguments, timeout=30)
+        return runExample("kv_client.py", "--connect", address, *arguments, timeout=30)
 
     def test_putGetListWatchDelete(self) -> None:
         """The client CLI puts, gets, lists and deletes keys, and a watcher sees every change."""
@@ -98,15 +98,13 @@ class KeyValueExampleTests(SynchronousTestCase):
 
     def test_retryMaxMustBePositive(self) -> None:
         """watch --retry-max 0 is a usage error (status 2), before anything connects."""
-        result = runPython(
-            "examples/kv_client.py", "--connect", "tcp:host=127.0.0.1:port=1", "watch", "k", "--retry-max", "0"
-        )
+        result = runExample("kv_client.py", "--connect", "tcp:host=127.0.0.1:port=1", "watch", "k", "--retry-max", "0")
         self.assertEqual(result.returncode, 2)
         self.assertIn("--retry-max must be more than 0 seconds", result.stderr)
 
     def test_storeUnavailable(self) -> None:
         """A --store file that cannot be opened is one line naming it, and exit status 1."""
-        result = runPython("examples/kv_server.py", "--listen", "tcp:0", "--store", "/nonexistent/kv.sqlite")
+        result = runExample("kv_server.py", "--listen", "tcp:0", "--store", "/nonexistent/kv.sqlite")
         self.assertEqual(result.returncode, 1)
         self.assertEqual(result.stderr.count("\n"), 1, result.stderr)
         self.assertIn("--store /nonexistent/kv.sqlite", result.stderr)
