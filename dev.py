@@ -291,7 +291,6 @@ SLOW_TEST_MODULES = {
     "tests.attack.test_round3_bulk": 31,
     "tests.examples.test_help": 29,
     "tests.framing.test_recovery": 29,
-    "tests.protocols.kv.test_example": 27,
     "tests.attack.test_round3_auth": 25,
     "tests.attack.test_slowreader": 23,
     "tests.attack.test_streams": 23,
@@ -304,11 +303,11 @@ SLOW_TEST_MODULES = {
     "tests.framing.test_cores_frames": 17,
     "tests.attack.test_catalogue_server": 17,
     "tests.protocols.serving.test_workers": 17,
-    "tests.protocols.test_interop": 17,
     "tests.test_twist_plugins": 17,
     "tests.examples.test_bulk_cli": 16,
     "tests.framing.test_codec": 16,
     "tests.protocols.rpc.test_wire_cores": 15,
+    "tests.protocols.test_interop": 14,
     "tests.attack.test_round3_net": 14,
     "tests.framing.test_costs": 14,
     "tests.framing.test_slicing": 14,
@@ -322,6 +321,7 @@ SLOW_TEST_MODULES = {
     "tests.protocols.serving.test_haproxy": 11,
     "tests.framing.test_chain": 10,
     "tests.protocols.test_asyncioclient_failover": 10,
+    "tests.protocols.kv.test_example": 9,
     "tests.framing.test_cores_nested": 9,
     "tests.test_demo": 8,
     "tests.protocols.kv.test_stores": 7,
@@ -357,7 +357,8 @@ tests/attack/test_catalogue_server.py at half (9 of its 36 rows: 44 -> 23 s
 alone at load 9-11); tests/examples/test_bulk_cli.py, test_help.py and
 test_errors.py by their walls alone before and after their servers and CLI
 runs were forked from the examples' zygote (51 -> 19 s, 31 -> 16 s, 29 ->
-10 s at load 10-13).  A stale figure only unbalances them (dealt every other one, the
+10 s at load 10-13), and tests/protocols/kv/test_example.py and
+test_interop.py likewise (22 -> 8 s, 21 -> 17 s).  A stale figure only unbalances them (dealt every other one, the
 compiled half's five slowest once fell to one runner: 319 s against 270);
 tests/test_dev.py checks that each names a test module.
 """
