@@ -297,7 +297,6 @@ SLOW_TEST_MODULES = {
     "tests.protocols.serving.test_kv_postgresql": 23,
     "tests.test_structure": 23,
     "tests.framing.test_cores": 22,
-    "tests.examples.test_logins": 21,
     "tests.examples.test_errors": 20,
     "tests.protocols.rpc.test_interfaces_mypy": 19,
     "tests.framing.test_cores_frames": 17,
@@ -321,6 +320,7 @@ SLOW_TEST_MODULES = {
     "tests.protocols.serving.test_haproxy": 11,
     "tests.framing.test_chain": 10,
     "tests.protocols.test_asyncioclient_failover": 10,
+    "tests.examples.test_logins": 9,
     "tests.protocols.kv.test_example": 9,
     "tests.framing.test_cores_nested": 9,
     "tests.test_demo": 8,
@@ -358,7 +358,8 @@ alone at load 9-11); tests/examples/test_bulk_cli.py, test_help.py and
 test_errors.py by their walls alone before and after their servers and CLI
 runs were forked from the examples' zygote (51 -> 19 s, 31 -> 16 s, 29 ->
 10 s at load 10-13), and tests/protocols/kv/test_example.py and
-test_interop.py likewise (22 -> 8 s, 21 -> 17 s).  A stale figure only unbalances them (dealt every other one, the
+test_interop.py likewise (22 -> 8 s, 21 -> 17 s), and
+tests/examples/test_logins.py (22 -> 10 s).  A stale figure only unbalances them (dealt every other one, the
 compiled half's five slowest once fell to one runner: 319 s against 270);
 tests/test_dev.py checks that each names a test module.
 """

@@ -62,21 +62,32 @@ def startExample(script: str, *arguments: str) -> Any:
     return startPython(f"examples/{script}", *arguments)
 
 
-def runExample(script: str, *arguments: str, cwd: Path | None = None, timeout: float = 60) -> Any:
+def runExample(
+    script: str, *arguments: str, cwd: Path | None = None, timeout: float = 60, env: dict[str, str] | None = None
+) -> Any:
     """
     Run C{examples/SCRIPT ARGUMENTS} in C{cwd} (the project's root by
     default) to its end, as C{subprocess.run(..., capture_output=True,
     text=True)} would: its code, its stdout and its stderr apart, as text;
-    C{subprocess.TimeoutExpired} (the child killed) past C{timeout} s.
-    Forked from the examples' zygote where it can be (L{startExample}).
+    C{subprocess.TimeoutExpired} (the child killed) past C{timeout} s;
+    C{env} its environment (L{ENV} by default), its stdin empty.  Forked
+    from the examples' zygote where it can be (L{startExample}).
     """
     from tests import zygote
 
     command = [sys.executable, str(ROOT / "examples" / script), *arguments]
     if not zygote.available():
-        return subprocess.run(command, cwd=cwd or ROOT, env=ENV, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            command,
+            cwd=cwd or ROOT,
+            env=ENV if env is None else env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     child = zygote.Zygote.shared(EXAMPLE_PRELOAD).start(
-        f"examples/{script}", *arguments, stderr=True, cwd=None if cwd is None else str(cwd)
+        f"examples/{script}", *arguments, stderr=True, cwd=None if cwd is None else str(cwd), env=env
     )
     deadline = time.monotonic() + timeout
     read: dict[Any, list[bytes]] = {child.stdout: [], child.stderr: []}

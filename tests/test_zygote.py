@@ -87,16 +87,21 @@ class ZygoteTests(SynchronousTestCase):
         self.assertRaises(ValueError, self.zygote.start, "-c", "print(1)")
 
     def test_stderrApartInItsFolder(self) -> None:
-        """With C{stderr}, the child's stderr has its own pipe; with C{cwd}, it runs there (its script found first)."""
+        """
+        With C{stderr}, the child's stderr has its own pipe; with C{cwd}, it
+        runs there; with C{env}, that is its whole environment.
+        """
         folder = Path(self.mktemp()).resolve()
         folder.mkdir(parents=True)
         script = folder / "where.py"
-        script.write_text("import os, sys\nprint(os.getcwd())\nprint('to stderr', file=sys.stderr)\nsys.exit(3)\n")
-        child = self.zygote.start(str(script), stderr=True, cwd=str(folder))
+        script.write_text(
+            "import os, sys\nprint(os.getcwd(), sorted(os.environ))\nprint('to stderr', file=sys.stderr)\nsys.exit(3)\n"
+        )
+        child = self.zygote.start(str(script), stderr=True, cwd=str(folder), env={"ONLY": "this"})
         self.addCleanup(stop, child)
         self.assertEqual(child.wait(zygote.HANG), 3)
         assert child.stdout is not None and child.stderr is not None
-        self.assertEqual((child.stdout.read(), child.stderr.read()), (f"{folder}\n".encode(), b"to stderr\n"))
+        self.assertEqual((child.stdout.read(), child.stderr.read()), (f"{folder} ['ONLY']\n".encode(), b"to stderr\n"))
         child.stderr.close()
 
 

@@ -167,12 +167,16 @@ class Zygote:
             self.process.kill()
             self.process.wait()
 
-    def start(self, *arguments: str, stderr: bool = False, cwd: str | None = None) -> ForkedProcess:
+    def start(
+        self, *arguments: str, stderr: bool = False, cwd: str | None = None, env: dict[str, str] | None = None
+    ) -> ForkedProcess:
         """
         A child running C{python ARGUMENTS}: C{-m MODULE ...}, or C{SCRIPT.py ...}
         (a path from the project's root, its folder first on C{sys.path} as
         C{python SCRIPT.py} puts it); its output on one pipe, or its stderr
-        on a second (C{stderr}); in C{cwd} (the project's root by default).
+        on a second (C{stderr}); in C{cwd} (the project's root by default);
+        with C{env} as its whole environment (the zygote's by default: what
+        the child reads after the fork, not what its imports read before it).
         """
         if arguments[:1] == ("-m",) and len(arguments) >= 2:
             request: dict[str, Any] = {"module": arguments[1], "argv": list(arguments[2:])}
@@ -181,6 +185,7 @@ class Zygote:
         else:
             raise ValueError(f"the zygote runs modules (-m MODULE ...) or scripts (SCRIPT.py ...), not {arguments!r}")
         request["cwd"] = cwd
+        request["env"] = env
         outputRead, outputWrite = os.pipe()
         statusRead, statusWrite = os.pipe()
         errorRead, errorWrite = os.pipe() if stderr else (None, None)
@@ -213,6 +218,9 @@ def _child(control: socket.socket, request: dict[str, Any], output: int, error: 
     path = str(Path(request.get("path") or ".").resolve())  # from the project's root, before any chdir
     if request.get("cwd"):
         os.chdir(request["cwd"])
+    if request.get("env") is not None:
+        os.environ.clear()
+        os.environ.update(request["env"])
     if "path" in request:
         sys.path.insert(0, str(Path(path).parent))
         sys.argv = [path, *request["argv"]]
