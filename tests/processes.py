@@ -65,17 +65,26 @@ def startExample(script: str, *arguments: str) -> Any:
 def runExample(
     script: str, *arguments: str, cwd: Path | None = None, timeout: float = 60, env: dict[str, str] | None = None
 ) -> Any:
+    """L{runScript} of C{examples/SCRIPT}."""
+    return runScript(f"examples/{script}", *arguments, cwd=cwd, timeout=timeout, env=env)
+
+
+def runScript(
+    script: str, *arguments: str, cwd: Path | None = None, timeout: float = 60, env: dict[str, str] | None = None
+) -> Any:
     """
-    Run C{examples/SCRIPT ARGUMENTS} in C{cwd} (the project's root by
-    default) to its end, as C{subprocess.run(..., capture_output=True,
-    text=True)} would: its code, its stdout and its stderr apart, as text;
-    C{subprocess.TimeoutExpired} (the child killed) past C{timeout} s;
-    C{env} its environment (L{ENV} by default), its stdin empty.  Forked
-    from the examples' zygote where it can be (L{startExample}).
+    Run C{python SCRIPT ARGUMENTS} (a path from the project's root, or
+    absolute) in C{cwd} (the project's root by default) to its end, as
+    C{subprocess.run(..., capture_output=True, text=True)} would: its code,
+    its stdout and its stderr apart, as text; C{subprocess.TimeoutExpired}
+    (the child killed) past C{timeout} s; C{env} its environment (L{ENV} by
+    default), its stdin empty.  Forked from the examples' zygote where it
+    can be (L{startExample}): the script's own namespace is fresh, as in a
+    new interpreter, but the modules of L{EXAMPLE_PRELOAD} are imported.
     """
     from tests import zygote
 
-    command = [sys.executable, str(ROOT / "examples" / script), *arguments]
+    command = [sys.executable, str(ROOT / script), *arguments]
     if not zygote.available():
         return subprocess.run(
             command,
@@ -87,7 +96,7 @@ def runExample(
             timeout=timeout,
         )
     child = zygote.Zygote.shared(EXAMPLE_PRELOAD).start(
-        f"examples/{script}", *arguments, stderr=True, cwd=None if cwd is None else str(cwd), env=env
+        str(ROOT / script), *arguments, stderr=True, cwd=None if cwd is None else str(cwd), env=env
     )
     deadline = time.monotonic() + timeout
     read: dict[Any, list[bytes]] = {child.stdout: [], child.stderr: []}
