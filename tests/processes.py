@@ -78,7 +78,7 @@ def runScript(
     C{subprocess.run(..., capture_output=True, text=True)} would: its code,
     its stdout and its stderr apart, as text; C{subprocess.TimeoutExpired}
     (the child killed) past C{timeout} s; C{env} its environment (L{ENV} by
-    default), its stdin empty.  Forked from the examples' zygote where it
+    default), its stdin empty; a relative C{cwd} is from this process's own.  Forked from the examples' zygote where it
     can be (L{startExample}): the script's own namespace is fresh, as in a
     new interpreter, but the modules of L{EXAMPLE_PRELOAD} are imported.
     """
@@ -96,7 +96,7 @@ def runScript(
             timeout=timeout,
         )
     child = zygote.Zygote.shared(EXAMPLE_PRELOAD).start(
-        str(ROOT / script), *arguments, stderr=True, cwd=None if cwd is None else str(cwd), env=env
+        str(ROOT / script), *arguments, stderr=True, cwd=None if cwd is None else str(Path(cwd).resolve()), env=env
     )
     deadline = time.monotonic() + timeout
     read: dict[Any, list[bytes]] = {child.stdout: [], child.stderr: []}

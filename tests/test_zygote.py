@@ -11,7 +11,7 @@ from framing.rpc._limits import CallLimits
 from protocols.blocking import connect
 from protocols.options import ClientOptions
 from tests import zygote
-from tests.processes import readUntil, runExample, stop
+from tests.processes import readUntil, runExample, runScript, stop
 from tests.protocols.failover import PRELOAD
 
 SERVER = ("-m", "tests.protocols.failoverserver")
@@ -116,3 +116,11 @@ class RunExampleTests(SynchronousTestCase):
         helped = runExample("echo_server.py", "--help")
         self.assertEqual((helped.returncode, helped.stderr), (0, ""))
         self.assertIn("usage: echo_server.py", helped.stdout)
+
+    def test_relativeFolder(self) -> None:
+        """A relative C{cwd} is from the test process's own folder (trial's temporary one), as Popen's is."""
+        folder = Path(self.mktemp())
+        folder.mkdir(parents=True)
+        (folder / "where.py").write_text("import os\nprint(os.getcwd())\n")
+        done = runScript(str((folder / "where.py").resolve()), cwd=folder)
+        self.assertEqual((done.returncode, done.stdout), (0, f"{folder.resolve()}\n"), done.stderr)
