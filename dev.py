@@ -17,7 +17,7 @@ One command per tox environment, for when tox is not installed:
                                       # then a check of the built pages (and PNGs of them
                                       # at 1280 px in docs/_build/screenshots with headless Chromium)
     python3 dev.py fuzz               # tox -e fuzz: bounded atheris runs (installs atheris), then
-                                      # the fuzz properties at 20,000 examples (600 by default),
+                                      # the fuzz properties at 20,000 examples (100 by default),
                                       # then every other property at its whole count on both cores
                                       # (at most 100 examples by default: tests/properties.py)
     python3 dev.py attack [ARGS]      # tox -e attack: refreshes docs/reliability.md
@@ -85,6 +85,17 @@ TOX_COMMANDS: dict[str, list[list[str]]] = {
         ["-m", "tests.attack", "--duration", "4", "--json", "attack-results.json", "--report", "docs/reliability.md"]
     ],
     "soak": [
+        [
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/protocols/rpc/test_memory.py",
+            "tests/protocols/rpc/test_tcp.py",
+            "-k",
+            "referencesComeAndGo or references_come_and_go",
+        ],
         ["-m", "tests.attack", "--duration", "60", "--together", "--no-extras", "--json", "soak-results.json"],
         ["-m", "tests.attack", "--duration", "20", "--json", "soak-each.json"],
         ["-m", "tests.latency.push", "--size-mib", "256", "--delay", "0.05", "--rate-mib", "32"],
@@ -274,30 +285,28 @@ SLOW_TEST_MODULES = {
     "tests.test_docs_snippets": 92,
     "tests.packaging.test_template": 70,
     "tests.attack.test_catalogue_peer": 57,
-    "tests.examples.test_errors": 56,
-    "tests.examples.test_help": 55,
-    "tests.examples.test_bulk_cli": 45,
     "tests.attack.test_attack": 44,
     "tests.test_benchmark_plots": 37,
     "tests.protocols.serving.test_kv_workers": 36,
-    "tests.attack.test_catalogue_server": 34,
     "tests.attack.test_round3_bulk": 31,
+    "tests.examples.test_help": 29,
     "tests.framing.test_recovery": 29,
-    "tests.protocols.kv.test_example": 27,
     "tests.attack.test_round3_auth": 25,
     "tests.attack.test_slowreader": 23,
     "tests.attack.test_streams": 23,
     "tests.protocols.serving.test_kv_postgresql": 23,
     "tests.test_structure": 23,
     "tests.framing.test_cores": 22,
-    "tests.examples.test_logins": 21,
+    "tests.examples.test_errors": 20,
     "tests.protocols.rpc.test_interfaces_mypy": 19,
     "tests.framing.test_cores_frames": 17,
+    "tests.attack.test_catalogue_server": 17,
     "tests.protocols.serving.test_workers": 17,
-    "tests.protocols.test_interop": 17,
     "tests.test_twist_plugins": 17,
+    "tests.examples.test_bulk_cli": 16,
     "tests.framing.test_codec": 16,
     "tests.protocols.rpc.test_wire_cores": 15,
+    "tests.protocols.test_interop": 14,
     "tests.attack.test_round3_net": 14,
     "tests.framing.test_costs": 14,
     "tests.framing.test_slicing": 14,
@@ -307,16 +316,18 @@ SLOW_TEST_MODULES = {
     "tests.attack.test_round3_kv": 13,
     "tests.protocols.test_blocking_failover": 13,
     "tests.attack.test_attacks_bulk": 12,
-    "tests.framing.test_fuzz": 12,
     "tests.protocols.rpc.test_failover": 12,
     "tests.protocols.serving.test_haproxy": 11,
     "tests.framing.test_chain": 10,
     "tests.protocols.test_asyncioclient_failover": 10,
+    "tests.examples.test_logins": 9,
+    "tests.protocols.kv.test_example": 9,
     "tests.framing.test_cores_nested": 9,
     "tests.test_demo": 8,
     "tests.protocols.kv.test_stores": 7,
     "tests.protocols.rpc.test_memory": 7,
     "tests.protocols.test_asyncioclient_flood": 7,
+    "tests.framing.test_fuzz": 6,
     "tests.faults.test_bulk_faults": 6,
     "tests.framing.rpc.test_session": 6,
     "tests.framing.test_vectors": 6,
@@ -340,7 +351,15 @@ factor by which the modules unchanged in between took longer): the mean of
 the two runs, the second alone for the modules changed in between, and 0.7
 of it for those whose properties are now capped at 100 examples
 (tests/properties.py) and for tests/test_structure.py (its trees parsed
-once).  A stale figure only unbalances them (dealt every other one, the
+once); tests/framing/test_fuzz.py at half (100 examples, not 600: its
+walls alone 7.7 -> 3.9 s pytest, 7.6 -> 3.2 s trial) and
+tests/attack/test_catalogue_server.py at half (9 of its 36 rows: 44 -> 23 s
+alone at load 9-11); tests/examples/test_bulk_cli.py, test_help.py and
+test_errors.py by their walls alone before and after their servers and CLI
+runs were forked from the examples' zygote (51 -> 19 s, 31 -> 16 s, 29 ->
+10 s at load 10-13), and tests/protocols/kv/test_example.py and
+test_interop.py likewise (22 -> 8 s, 21 -> 17 s), and
+tests/examples/test_logins.py (22 -> 10 s).  A stale figure only unbalances them (dealt every other one, the
 compiled half's five slowest once fell to one runner: 319 s against 270);
 tests/test_dev.py checks that each names a test module.
 """
@@ -488,7 +507,9 @@ def toxCommands(name: str, rest: list[str]) -> int:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     if name == "fuzz":
         ensure_atheris()
-        os.environ.setdefault("CHUNKWIRE_FUZZ_EXAMPLES", "20000")  # the default run's properties, 33x longer
+        os.environ.setdefault("CHUNKWIRE_FUZZ_EXAMPLES", "20000")  # the default run's properties, 200x longer
+    if name == "soak":
+        os.environ.setdefault("CHUNKWIRE_REFERENCE_BATCHES", "100")  # a hundred thousand references, 10x the default
     if name == "haproxy":
         os.environ.setdefault("CHUNKWIRE_ROLLING_CALLS", "100000")
         os.environ["CHUNKWIRE_FIGURES"] = "1"  # the rolling restart's figure line

@@ -8,19 +8,22 @@ requests in flight.
         ssl:host=127.0.0.1:port=8751:caCertsDir=/tmp/chunkwire-cert/ca:hostname=localhost
 """
 
+# Only what parsing the command line needs is imported here: --help and a
+# mistyped option load neither Twisted nor chunkwire (tests/examples/test_help.py
+# HelpImportTests); the command imports them once it runs.
+
 from __future__ import annotations
 
 import argparse
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from _connecting import addTimeoutArgument, warnIfUnverified
 from _errors import CommandLineParser, addDebugArgument, runCommand
-from twisted.internet.defer import Deferred, gatherResults
-from twisted.logger import globalLogBeginner, textFileLogObserver
 
-from protocols import TokenProtocol, echo
+if TYPE_CHECKING:
+    from protocols import echo
 
 SAMPLE: list[Any] = [
     None,
@@ -55,6 +58,8 @@ async def check(client: echo.EchoClient) -> None:
 
 async def timeRoundTrips(client: echo.EchoClient, count: int, window: int) -> None:
     """Send C{count} small objects with C{window} in flight; print the rate and mean round trip."""
+    from twisted.internet.defer import Deferred, gatherResults
+
     started = time.perf_counter()
     rtts: list[float] = []
     sent = 0
@@ -76,6 +81,8 @@ async def timeRoundTrips(client: echo.EchoClient, count: int, window: int) -> No
 
 
 async def run(reactor: Any, description: str, count: int, window: int, timeout: float | None = None) -> None:
+    from protocols import echo
+
     client = await echo.connect(reactor, description, timeout=timeout)
     print(f"connected to {client.transport.getPeer()}")
     await check(client)
@@ -99,6 +106,10 @@ def main(argv: list[str]) -> None:
     addDebugArgument(parser)
     args = parser.parse_args(argv)
     if args.trace:  # the tokens go to stderr, so that stdout stays the command's answer
+        from twisted.logger import globalLogBeginner, textFileLogObserver
+
+        from protocols import TokenProtocol
+
         TokenProtocol.trace = True
         globalLogBeginner.beginLoggingTo([textFileLogObserver(sys.stderr)], redirectStandardIO=False)
     warnIfUnverified(args.connect)

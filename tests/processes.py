@@ -42,6 +42,86 @@ def startPython(*arguments: str) -> subprocess.Popen[bytes]:
     )
 
 
+EXAMPLE_PRELOAD = ("protocols.serving", "protocols.bulk", "protocols.rpc", "protocols.auth", "twisted.logger")
+"""What the example servers' zygote imports: what their modules import, none of it installing the reactor."""
+
+
+def startExample(script: str, *arguments: str) -> Any:
+    """
+    Start C{examples/SCRIPT ARGUMENTS} as L{startPython} would: forked from
+    a zygote that has imported L{EXAMPLE_PRELOAD} where it can be
+    (L{tests.zygote}: milliseconds and a little CPU, where a new interpreter
+    imports Twisted, TLS and chunkwire for 0.6-0.8 CPU-s), else a new
+    interpreter.  What it gives has C{Popen}'s C{poll}, C{wait}, signals and
+    one C{stdout} pipe for both streams, for L{readUntil} and L{stop}.
+    """
+    from tests import zygote
+
+    if zygote.available():
+        return zygote.Zygote.shared(EXAMPLE_PRELOAD).start(f"examples/{script}", *arguments)
+    return startPython(f"examples/{script}", *arguments)
+
+
+def runExample(
+    script: str, *arguments: str, cwd: Path | None = None, timeout: float = 60, env: dict[str, str] | None = None
+) -> Any:
+    """L{runScript} of C{examples/SCRIPT}."""
+    return runScript(f"examples/{script}", *arguments, cwd=cwd, timeout=timeout, env=env)
+
+
+def runScript(
+    script: str, *arguments: str, cwd: Path | None = None, timeout: float = 60, env: dict[str, str] | None = None
+) -> Any:
+    """
+    Run C{python SCRIPT ARGUMENTS} (a path from the project's root, or
+    absolute) in C{cwd} (the project's root by default) to its end, as
+    C{subprocess.run(..., capture_output=True, text=True)} would: its code,
+    its stdout and its stderr apart, as text; C{subprocess.TimeoutExpired}
+    (the child killed) past C{timeout} s; C{env} its environment (L{ENV} by
+    default), its stdin empty; a relative C{cwd} is from this process's own.  Forked from the examples' zygote where it
+    can be (L{startExample}): the script's own namespace is fresh, as in a
+    new interpreter, but the modules of L{EXAMPLE_PRELOAD} are imported.
+    """
+    from tests import zygote
+
+    command = [sys.executable, str(ROOT / script), *arguments]
+    if not zygote.available():
+        return subprocess.run(
+            command,
+            cwd=cwd or ROOT,
+            env=ENV if env is None else env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    child = zygote.Zygote.shared(EXAMPLE_PRELOAD).start(
+        str(ROOT / script), *arguments, stderr=True, cwd=None if cwd is None else str(Path(cwd).resolve()), env=env
+    )
+    deadline = time.monotonic() + timeout
+    read: dict[Any, list[bytes]] = {child.stdout: [], child.stderr: []}
+    try:
+        while read and any(not stream.closed for stream in read):
+            open_ = [stream for stream in read if not stream.closed]
+            ready = select.select(open_, [], [], max(0.0, deadline - time.monotonic()))[0]
+            if not ready:
+                child.kill()
+                child.wait()
+                raise subprocess.TimeoutExpired(command, timeout)
+            for stream in ready:
+                data = stream.read(65536)
+                if data:
+                    read[stream].append(data)
+                else:
+                    stream.close()
+        code = child.wait(max(0.0, deadline - time.monotonic()))
+    finally:
+        for stream in read:
+            stream.close()
+    out, err = (b"".join(read[stream]).decode(errors="replace") for stream in (child.stdout, child.stderr))
+    return subprocess.CompletedProcess(command, code, out, err)
+
+
 def readUntil(process: subprocess.Popen[bytes], pattern: bytes, timeout: float = 60) -> re.Match[bytes]:
     """
     Read a process's output until C{pattern} matches it; fail if it takes

@@ -287,6 +287,19 @@ class ToxParityTests(SynchronousTestCase):
         self.assertEqual(self.calls[-1], ("-m", "tests.properties"))  # every property at its whole count
         self.assertEqual(os.environ["CHUNKWIRE_FUZZ_EXAMPLES"], "20000")
 
+    def test_soak(self) -> None:
+        """
+        dev.py soak runs the references-come-and-go tests at a hundred
+        thousand references (the default run sends ten thousand), then the
+        attack campaign's long runs.
+        """
+        self.assertEqual(self.dev.main(["soak"]), 0)
+        self.assertEqual(self.calls[1][:2], ("-m", "pytest"))
+        self.assertIn("tests/protocols/rpc/test_memory.py", self.calls[1])
+        self.assertIn("tests/protocols/rpc/test_tcp.py", self.calls[1])
+        self.assertEqual(os.environ["CHUNKWIRE_REFERENCE_BATCHES"], "100")
+        self.assertEqual([call[:2] for call in self.calls[2:4]], [("-m", "tests.attack")] * 2)
+
     def test_failureStops(self) -> None:
         """A failing command ends the environment's run with its status, as tox does."""
         self.dev.run = lambda *args: self.calls.append(args) or 3

@@ -12,7 +12,7 @@ from pathlib import Path
 from twisted.trial.unittest import SynchronousTestCase
 
 from protocols.bulk._integrity import availableDigests
-from tests.processes import ENV, ROOT, readUntil, stop
+from tests.processes import ENV, ROOT, readUntil, runScript, stop
 
 SNIPPETS = ROOT / "docs" / "snippets"
 
@@ -169,7 +169,14 @@ TEST_MODULES = ["testing_example.py", "testing_streams.py"]
 SERVER, CLIENT = "greeter_server.py", "greeter_client.py"
 
 
+def fresh(snippet: Path) -> bool:
+    """Whether a snippet's subject is what a new interpreter imports (it reads C{sys.modules}): it runs in one."""
+    return "sys.modules" in snippet.read_text("utf-8")
+
+
 def run(*command: str) -> subprocess.CompletedProcess[str]:
+    if command[0].endswith(".py") and not fresh(Path(command[0])):
+        return runScript(*command)  # python SNIPPET.py, forked from the examples' zygote where it can be
     return subprocess.run([sys.executable, *command], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=60)
 
 

@@ -8,10 +8,11 @@ new interpreter importing Twisted (about 0.6 s of CPU on a quiet machine, second
 The zygote is C{python -m tests.zygote MODULE...} started from the project's root with
 L{tests.processes.ENV} (so with the runner's codec core): it imports the modules, which must not install
 the reactor (each child installs its own after the fork, so no two share an epoll set), then waits on a
-Unix socket for requests.  A request is the child's C{-m MODULE ARGS} and two descriptors (SCM_RIGHTS):
-the write ends of the child's output pipe (its stdout and stderr, as L{startPython}'s one pipe) and of its
-status pipe.  The zygote forks; the child closes every other descriptor, runs the module as C{__main__}
-(C{runpy}, as C{python -m} would) and exits; the zygote answers with the child's pid and a pidfd
+Unix socket for requests.  A request is the child's C{-m MODULE ARGS} (or C{SCRIPT.py ARGS}) and two
+descriptors (SCM_RIGHTS): the write ends of the child's output pipe (its stdout and stderr, as
+L{startPython}'s one pipe) and of its status pipe.  The zygote forks; the child closes every other
+descriptor, runs the module or script as C{__main__} (C{runpy}, as C{python -m} or C{python SCRIPT.py}
+would) and exits; the zygote answers with the child's pid and a pidfd
 (SCM_RIGHTS), and once it reaps the child writes its wait status to the status pipe.
 
 L{ForkedProcess} is what the test holds: C{Popen}'s methods that servers' tests use (C{poll}, C{wait},
@@ -65,11 +66,14 @@ def _receiveFds(sock: socket.socket, count: int) -> tuple[bytes, list[int]]:
 class ForkedProcess:
     """A child of the zygote, as the test sees it: the parts of C{subprocess.Popen} the servers' tests use."""
 
-    def __init__(self, pid: int, pidfd: int, stdout: int, status: int, args: tuple[str, ...]) -> None:
+    def __init__(
+        self, pid: int, pidfd: int, stdout: int, status: int, args: tuple[str, ...], stderr: int | None = None
+    ) -> None:
         self.pid = pid
         self.args = args
         self.returncode: int | None = None
         self.stdout = open(stdout, "rb", buffering=0)  # noqa: SIM115 - closed by stop() as Popen's is
+        self.stderr = None if stderr is None else open(stderr, "rb", buffering=0)  # noqa: SIM115 - as stdout
         self._pidfd = pidfd
         self._status = status
 
@@ -163,36 +167,67 @@ class Zygote:
             self.process.kill()
             self.process.wait()
 
-    def start(self, *arguments: str) -> ForkedProcess:
-        """A child running C{python ARGUMENTS} (which must be C{-m MODULE ...}); its output on one pipe."""
-        if arguments[:1] != ("-m",) or len(arguments) < 2:
-            raise ValueError(f"the zygote runs modules (-m MODULE ...), not {arguments!r}")
+    def start(
+        self, *arguments: str, stderr: bool = False, cwd: str | None = None, env: dict[str, str] | None = None
+    ) -> ForkedProcess:
+        """
+        A child running C{python ARGUMENTS}: C{-m MODULE ...}, or C{SCRIPT.py ...}
+        (a path from the project's root, its folder first on C{sys.path} as
+        C{python SCRIPT.py} puts it); its output on one pipe, or its stderr
+        on a second (C{stderr}); in C{cwd} (the project's root by default);
+        with C{env} as its whole environment (the zygote's by default: what
+        the child reads after the fork, not what its imports read before it).
+        """
+        if arguments[:1] == ("-m",) and len(arguments) >= 2:
+            request: dict[str, Any] = {"module": arguments[1], "argv": list(arguments[2:])}
+        elif arguments[:1] and arguments[0].endswith(".py"):
+            request = {"path": arguments[0], "argv": list(arguments[1:])}
+        else:
+            raise ValueError(f"the zygote runs modules (-m MODULE ...) or scripts (SCRIPT.py ...), not {arguments!r}")
+        request["cwd"] = cwd
+        request["env"] = env
         outputRead, outputWrite = os.pipe()
         statusRead, statusWrite = os.pipe()
+        errorRead, errorWrite = os.pipe() if stderr else (None, None)
+        sent = [outputWrite, statusWrite] + ([] if errorWrite is None else [errorWrite])
         try:
             with self._lock:
-                request = json.dumps({"module": arguments[1], "argv": list(arguments[2:])}).encode()
-                _sendFds(self._socket, request, [outputWrite, statusWrite])
+                _sendFds(self._socket, json.dumps(request).encode(), sent)
                 answer, (pidfd,) = self._read()
         finally:
-            os.close(outputWrite)
-            os.close(statusWrite)
-        return ForkedProcess(answer["pid"], pidfd, outputRead, statusRead, arguments)
+            for fd in sent:
+                os.close(fd)
+        return ForkedProcess(answer["pid"], pidfd, outputRead, statusRead, arguments, errorRead)
 
 
-def _child(control: socket.socket, module: str, argv: list[str], output: int) -> None:
-    """In the forked child: its output on C{output}, every other descriptor closed, C{module} run as C{__main__}."""
+def _child(control: socket.socket, request: dict[str, Any], output: int, error: int) -> None:
+    """
+    In the forked child: its stdout on C{output}, its stderr on C{error},
+    every other descriptor closed, in the request's C{cwd} if any, the
+    request's module or script run as C{__main__}.
+    """
     control.detach()
     os.dup2(output, 1)
-    os.dup2(output, 2)
+    os.dup2(error, 2)
     for name in os.listdir("/proc/self/fd"):
         if int(name) > 2:
             try:
                 os.close(int(name))
             except OSError:
                 pass  # the listing's own descriptor, closed already
-    sys.argv = [module, *argv]
-    runpy.run_module(module, run_name="__main__", alter_sys=True)
+    path = str(Path(request.get("path") or ".").resolve())  # from the project's root, before any chdir
+    if request.get("cwd"):
+        os.chdir(request["cwd"])
+    if request.get("env") is not None:
+        os.environ.clear()
+        os.environ.update(request["env"])
+    if "path" in request:
+        sys.path.insert(0, str(Path(path).parent))
+        sys.argv = [path, *request["argv"]]
+        runpy.run_path(path, run_name="__main__")
+    else:
+        sys.argv = [request["module"], *request["argv"]]
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
 
 
 def _serve(control: socket.socket) -> None:
@@ -214,22 +249,25 @@ def _serve(control: socket.socket) -> None:
                 os.close(pidfd)
         if control.fileno() not in ready:
             continue
-        data, fds = _receiveFds(control, 2)
+        data, fds = _receiveFds(control, 3)
         if not data:
             break
         request = json.loads(data)
-        output, statusWrite = fds
+        output, statusWrite, *rest = fds
+        error = rest[0] if rest else output
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
             code: Any = 0
             try:
-                _child(control, request["module"], request["argv"], output)
+                _child(control, request, output, error)
             except SystemExit as end:
                 code = end.code
             raise SystemExit(code)  # through the interpreter's own exit: atexit handlers, flushed streams
         os.close(output)
+        if error != output:
+            os.close(error)
         pidfd = os.pidfd_open(pid)
         children[pidfd] = (pid, statusWrite)
         _sendFds(control, json.dumps({"pid": pid}).encode(), [pidfd])

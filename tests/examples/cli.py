@@ -9,15 +9,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tests.processes import ENV, ROOT, readUntil, reservePort, startPython, stop
+from tests.processes import ENV, ROOT, readUntil, reservePort, runExample, startExample, startPython, stop
 
 
 def clientRun(
     script: str, *arguments: str, cwd: Path | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
     """Run C{examples/SCRIPT ARGUMENTS} in C{cwd} (the project's root by default) to its end, output as text."""
-    command = [sys.executable, str(ROOT / "examples" / script), *arguments]
-    return subprocess.run(command, cwd=cwd or ROOT, env=ENV, capture_output=True, text=True, timeout=timeout)
+    return runExample(script, *arguments, cwd=cwd, timeout=timeout)  # forked from a zygote where it can be
 
 
 def clientStart(script: str, *arguments: str, cwd: Path) -> subprocess.Popen[bytes]:
@@ -28,7 +27,7 @@ def clientStart(script: str, *arguments: str, cwd: Path) -> subprocess.Popen[byt
 
 def bulkServer(test: Any, directory: Path) -> int:
     """Start examples/bulk_server.py serving C{directory} on 127.0.0.1 for the test's length; give its port."""
-    server = startPython("examples/bulk_server.py", "--listen", "tcp:0:interface=127.0.0.1", "--dir", str(directory))
+    server = startExample("bulk_server.py", "--listen", "tcp:0:interface=127.0.0.1", "--dir", str(directory))
     test.addCleanup(stop, server)
     return int(readUntil(server, rb"bulk server listening on .* port=(\d+)\)").group(1))
 

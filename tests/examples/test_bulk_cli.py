@@ -11,7 +11,7 @@ from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.processes import readUntil, startPython, stop
+from tests.processes import readUntil, startExample, stop
 
 from .cli import address, bulkServer, clientRun, clientStart, slowLink
 
@@ -145,7 +145,7 @@ class BulkServerGuardTests(SynchronousTestCase):
         """Started with --preamble-timeout 0.5, the bulk server drops a client that sends nothing, in seconds."""
         directory = str(Path(self.mktemp()).resolve())
         arguments = ["--listen", "tcp:0:interface=127.0.0.1", "--dir", directory, "--preamble-timeout", "0.5"]
-        server = startPython("examples/bulk_server.py", *arguments)
+        server = startExample("bulk_server.py", *arguments)
         self.addCleanup(stop, server)
         port = int(readUntil(server, rb"bulk server listening on .* port=(\d+)\)").group(1))
         with socket.create_connection(("127.0.0.1", port), timeout=20) as connection:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.processes import ENV, ROOT, readUntil, startPython, stop
+from tests.processes import ENV, ROOT, readUntil, startExample, stop
 
 from .cli import address, bulkServer, clientRun, closedPort
 
@@ -82,26 +82,29 @@ NOT_CLIENTS_OR_SERVERS = {"demo.py", "framing_demo.py"}
 
 
 class HelpImportTests(SynchronousTestCase):
-    """bulk_client.py's --help and a mistyped option are quick: they load neither Twisted nor chunkwire."""
+    """bulk_client.py's and echo_client.py's --help and a mistyped option are quick: no Twisted, no chunkwire."""
 
-    def imported(self, *arguments: str) -> set[str]:
-        """The modules a run of C{bulk_client.py ARGUMENTS} imported (its C{-X importtime} lines)."""
-        command = [sys.executable, "-X", "importtime", str(ROOT / "examples" / "bulk_client.py"), *arguments]
+    def imported(self, *arguments: str, program: str = "bulk_client.py") -> set[str]:
+        """The modules a run of C{PROGRAM ARGUMENTS} imported (its C{-X importtime} lines)."""
+        command = [sys.executable, "-X", "importtime", str(ROOT / "examples" / program), *arguments]
         done = subprocess.run(command, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=60)
         self.assertIn(done.returncode, (0, 2), done.stderr)
         return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
 
     def test_helpLoadsNoTwisted(self) -> None:
         """--help (and a subcommand's) imports no Twisted reactor, no codec core, no TLS and no chunkwire module."""
-        for arguments in (["--help"], ["send", "--help"], ["--no-such-option"]):
-            imported = self.imported(*arguments)
+        runs = [("bulk_client.py", ["--help"]), ("bulk_client.py", ["send", "--help"])]
+        runs += [("bulk_client.py", ["--no-such-option"]), ("echo_client.py", ["--help"])]
+        runs += [("echo_client.py", ["--no-such-option"])]
+        for program, arguments in runs:
+            imported = self.imported(*arguments, program=program)
             self.assertIn("argparse", imported)  # the lines were read
             heavy = {
                 name
                 for name in imported
                 if name.split(".")[0] in {"twisted", "framing", "protocols", "cryptography", "OpenSSL", "zope"}
             }
-            self.assertEqual(heavy, set(), arguments)
+            self.assertEqual(heavy, set(), (program, arguments))
 
 
 class CommandImportTests(SynchronousTestCase):
@@ -176,7 +179,7 @@ class CommandImportTests(SynchronousTestCase):
         caDirectory = authority.writeCADirectory(work / "ca")
         authority.issue("localhost", server=True).writePEM(work / "server.pem")
         listen = f"ssl:0:interface=127.0.0.1:privateKey={work / 'server.pem'}"
-        server = startPython("examples/bulk_server.py", "--listen", listen, "--dir", str(work / "served"))
+        server = startExample("bulk_server.py", "--listen", listen, "--dir", str(work / "served"))
         self.addCleanup(stop, server)
         port = int(readUntil(server, rb"bulk server listening on .* port=(\d+)\)").group(1))
         (work / "served" / "kept.bin").write_bytes(b"x" * 1000)
@@ -199,7 +202,7 @@ class StartupTests(SynchronousTestCase):
         directory = str(Path(self.mktemp()).resolve())
         servers = {"echo_server.py": [], "kv_server.py": [], "bulk_server.py": ["--dir", directory]}
         for program, arguments in servers.items():
-            process = startPython(f"examples/{program}", "--listen", "tcp:0:interface=127.0.0.1", *arguments)
+            process = startExample(program, "--listen", "tcp:0:interface=127.0.0.1", *arguments)
             self.addCleanup(stop, process)
             found = readUntil(process, rb"(?s)(.*) server listening on ")
             named = set(re.findall(r"--[a-z][a-z-]*", found.group(1).decode()))

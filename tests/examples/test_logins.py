@@ -12,7 +12,7 @@ from framing.login._scram import MIN_ITERATIONS
 from protocols.auth._tokens import addToken, newToken
 from protocols.auth._users import addUser
 from protocols.testing import CertificateAuthority
-from tests.processes import ENV, ROOT, readUntil, startPython, stop
+from tests.processes import ENV, ROOT, readUntil, runExample, startPython, stop
 
 from .cli import address
 
@@ -30,16 +30,7 @@ def client(
     environment = {name: value for name, value in ENV.items() if name != PASSWORD_VARIABLE}
     if password is not None:
         environment[PASSWORD_VARIABLE] = password
-    command = [sys.executable, str(ROOT / "examples" / script), *arguments]
-    return subprocess.run(
-        command,
-        cwd=cwd or ROOT,
-        env=environment,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return runExample(script, *arguments, cwd=cwd, env=environment)  # forked from the examples' zygote
 
 
 def server(test: SynchronousTestCase, script: str, *arguments: str) -> tuple[int, bytes]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.processes import ENV, ROOT, readUntil, runPython, stop
+from tests.processes import ENV, ROOT, readUntil, runExample, stop
 
 
 class UnixSocketTests(SynchronousTestCase):
@@ -30,7 +30,7 @@ class UnixSocketTests(SynchronousTestCase):
         server = subprocess.Popen([sys.executable, *command], cwd=ROOT, env=ENV, stdout=subprocess.PIPE)
         self.addCleanup(stop, server)
         readUntil(server, rb"echo server listening on unix:" + re.escape(str(path).encode()))
-        client = runPython("examples/echo_client.py", "--connect", f"unix:path={path}", "--count", "50", timeout=30)
+        client = runExample("echo_client.py", "--connect", f"unix:path={path}", "--count", "50", timeout=30)
         self.assertEqual(client.returncode, 0, client.stderr)
         self.assertNotIn("MISMATCH", client.stdout)
         self.assertIn("stream     8 chunks", client.stdout)

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 from framing.bulk._digests import availableDigests, newHash
-from tests.processes import ClassProcessesCase, readUntil, startPython, stop
+from tests.processes import ClassProcessesCase, readUntil, startExample, stop
 
 HANG = 30.0
 """Seconds within which anything that is not a hang finishes, however loaded the machine."""
@@ -98,7 +98,7 @@ class BulkServerCase(ClassProcessesCase):
     @ivar address: C{"127.0.0.1:PORT"}.
     """
 
-    server: subprocess.Popen[bytes]
+    server: Any  # a zygote child or a Popen (tests.processes.startExample)
     served: Path
     address: str
     port: int
@@ -106,9 +106,7 @@ class BulkServerCase(ClassProcessesCase):
     @classmethod
     def startProcesses(cls) -> None:
         cls.served = Path(tempfile.mkdtemp(prefix="chunkwire-bulkclients-"))
-        cls.server = startPython(
-            "examples/bulk_server.py", "--listen", "tcp:0:interface=127.0.0.1", "--dir", str(cls.served)
-        )
+        cls.server = startExample("bulk_server.py", "--listen", "tcp:0:interface=127.0.0.1", "--dir", str(cls.served))
         cls.port = int(readUntil(cls.server, rb"bulk server listening on .* port=(\d+)\)").group(1))
         cls.address = f"127.0.0.1:{cls.port}"
 

@@ -7,7 +7,6 @@ keys of its own.  Listed in dev.py's PROCESS_TESTS (compiled core only).
 
 from __future__ import annotations
 
-import subprocess
 import threading
 from typing import Any
 
@@ -18,7 +17,7 @@ from framing.rpc._signatures import remote
 from protocols.blocking import BlockingConnection, connect
 from protocols.kv import KeyNotFound
 from protocols.options import ClientOptions
-from tests.processes import ClassProcessesCase, readUntil, startPython, stop
+from tests.processes import ClassProcessesCase, readUntil, startExample, stop
 
 HANG = 30.0
 """Seconds within which anything that is not a hang finishes, however loaded the machine."""
@@ -38,12 +37,12 @@ class Watcher(Referenceable):
 class KeyValueTests(ClassProcessesCase):
     """Calls of every outcome against examples/kv_server.py, as the Twisted client makes them."""
 
-    server: subprocess.Popen[bytes]
+    server: Any  # a zygote child or a Popen (tests.processes.startExample)
     address: str
 
     @classmethod
     def startProcesses(cls) -> None:
-        cls.server = startPython("examples/kv_server.py", "--listen", "tcp:0:interface=127.0.0.1")
+        cls.server = startExample("kv_server.py", "--listen", "tcp:0:interface=127.0.0.1")
         port = int(readUntil(cls.server, rb"port=(\d+)").group(1))
         cls.address = f"127.0.0.1:{port}"
 

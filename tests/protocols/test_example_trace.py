@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.processes import readUntil, runPython, startPython, stop
+from tests.processes import readUntil, runExample, startExample, stop
 
 
 class ExampleTraceTests(SynchronousTestCase):
@@ -12,11 +12,11 @@ class ExampleTraceTests(SynchronousTestCase):
 
     def test_keyValueTrace(self) -> None:
         """kv_server --trace logs the call it receives; kv_client --trace logs it sent and prints the usual answer."""
-        server = startPython("examples/kv_server.py", "--trace", "--listen", "tcp:0:interface=127.0.0.1")
+        server = startExample("kv_server.py", "--trace", "--listen", "tcp:0:interface=127.0.0.1")
         self.addCleanup(stop, server)
         port = int(readUntil(server, rb"kv server listening on .* port=(\d+)\)").group(1))
         address = f"tcp:host=127.0.0.1:port={port}"
-        put = runPython("examples/kv_client.py", "--trace", "--connect", address, "put", "colour", "blue")
+        put = runExample("kv_client.py", "--trace", "--connect", address, "put", "colour", "blue")
         self.assertEqual((put.returncode, put.stdout), (0, "put colour\n"), put.stderr)
         self.assertIn("-> STRING 'put'", put.stderr)
         self.assertIn("<- SIMPLE None", put.stderr)
@@ -24,11 +24,11 @@ class ExampleTraceTests(SynchronousTestCase):
 
     def test_echoTrace(self) -> None:
         """echo_server --trace logs what it echoes; echo_client --trace logs what it sends."""
-        server = startPython("examples/echo_server.py", "--trace", "--listen", "tcp:0:interface=127.0.0.1")
+        server = startExample("echo_server.py", "--trace", "--listen", "tcp:0:interface=127.0.0.1")
         self.addCleanup(stop, server)
         port = int(readUntil(server, rb"echo server listening on .* port=(\d+)\)").group(1))
         address = f"tcp:host=127.0.0.1:port={port}"
-        client = runPython("examples/echo_client.py", "--trace", "--connect", address, "--count", "10", "--window", "2")
+        client = runExample("echo_client.py", "--trace", "--connect", address, "--count", "10", "--window", "2")
         self.assertEqual(client.returncode, 0, client.stderr)
         self.assertIn("-> STRING 'text ✓'", client.stderr)
         readUntil(server, "(?s)<- STRING 'text ✓'.*-> STRING 'text ✓'".encode())
@@ -36,13 +36,11 @@ class ExampleTraceTests(SynchronousTestCase):
     def test_bulkTrace(self) -> None:
         """bulk_server --trace logs what it receives; bulk_client --trace logs to stderr and still lists the files."""
         directory = self.mktemp()
-        server = startPython(
-            "examples/bulk_server.py", "--trace", "--dir", directory, "--listen", "tcp:0:interface=127.0.0.1"
-        )
+        server = startExample("bulk_server.py", "--trace", "--dir", directory, "--listen", "tcp:0:interface=127.0.0.1")
         self.addCleanup(stop, server)
         port = int(readUntil(server, rb"bulk server listening on .* port=(\d+)\)").group(1))
         address = f"tcp:host=127.0.0.1:port={port}"
-        listing = runPython("examples/bulk_client.py", "--trace", "--connect", address, "list")
+        listing = runExample("bulk_client.py", "--trace", "--connect", address, "list")
         self.assertEqual((listing.returncode, listing.stdout), (0, ""), listing.stderr)
         self.assertIn("-> STRING 'list'", listing.stderr)
         readUntil(server, rb"<- STRING 'list'")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.processes import ENV, ROOT, runPython
+from tests.processes import ENV, ROOT, runExample
 
 
 def readPorts(server: subprocess.Popen[bytes], count: int, timeout: float = 20) -> list[int]:
@@ -40,9 +40,7 @@ class ExampleTests(SynchronousTestCase):
     """examples/echo_server.py and examples/echo_client.py work together."""
 
     def runClient(self, description: str) -> str:
-        client = runPython(
-            "examples/echo_client.py", "--connect", description, "--count", "200", "--window", "20", timeout=30
-        )
+        client = runExample("echo_client.py", "--connect", description, "--count", "200", "--window", "20", timeout=30)
         self.assertEqual(client.returncode, 0, client.stderr)
         return client.stdout
 

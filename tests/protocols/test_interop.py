@@ -15,7 +15,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from framing.wire import PREAMBLE
 from protocols import interop
 from protocols.interop import ApplicationError, InteropService, PatternSource, pattern
-from tests.processes import readUntil, runPython, startPython, stop
+from tests.processes import readUntil, runExample, startExample, stop
 
 
 class ServiceTests(SynchronousTestCase):
@@ -154,8 +154,8 @@ class ProcessTests(SynchronousTestCase):
 
     def test_allCasesPass(self) -> None:
         """The Python client runs every case against the Python server: each prints its line and passes."""
-        server = startPython(
-            "examples/interop_server.py",
+        server = startExample(
+            "interop_server.py",
             "--listen",
             "tcp:0:interface=127.0.0.1",
             "--login-listen",
@@ -169,11 +169,11 @@ class ProcessTests(SynchronousTestCase):
         caDirectory, clientPEM, port, loginPort, certificatePort = (
             field.decode() for field in readUntil(server, LISTENING, timeout=60).groups()
         )
-        listed = runPython("examples/interop_client.py", "--list", timeout=60)
+        listed = runExample("interop_client.py", "--list", timeout=60)
         self.assertEqual(listed.returncode, 0, listed.stderr)
         names = [line.split(":")[0] for line in listed.stdout.splitlines()]
-        client = runPython(
-            "examples/interop_client.py",
+        client = runExample(
+            "interop_client.py",
             "--server",
             f"127.0.0.1:{port}",
             "--login-server",
@@ -199,7 +199,7 @@ class ProcessTests(SynchronousTestCase):
 
     def test_failureExits1(self) -> None:
         """Against no server, the client prints a FAIL line naming the connection's error, and exits with 1."""
-        client = runPython("examples/interop_client.py", "--server", "127.0.0.1:1", "--case", "empty_call", timeout=60)
+        client = runExample("interop_client.py", "--server", "127.0.0.1:1", "--case", "empty_call", timeout=60)
         self.assertEqual(client.returncode, 1, client.stderr)
         self.assertRegex(client.stdout, r"^case empty_call: FAIL: .*connection refused")
 
@@ -262,7 +262,7 @@ class HostileServerTests(SynchronousTestCase):
         for name in self.CASES:
             arguments += ["--case", name]
         started = time.monotonic()
-        client = runPython("examples/interop_client.py", *arguments, timeout=120)
+        client = runExample("interop_client.py", *arguments, timeout=120)
         # Each case: its 1 s, then at most as long again closing its connections; a generous margin for load.
         self.assertLess(time.monotonic() - started, len(self.CASES) * 2 + 30)
         self.assertEqual(client.returncode, 1, client.stderr)

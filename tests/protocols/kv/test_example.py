@@ -5,26 +5,22 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.processes import ENV, ROOT, readUntil, reservePort, runPython, stop
+from tests.processes import ENV, ROOT, readUntil, reservePort, runExample, startExample, stop
 
 
 class KeyValueExampleTests(SynchronousTestCase):
     """examples/kv_server.py and examples/kv_client.py work together over TCP."""
 
     def client(self, address: str, *arguments: str) -> subprocess.CompletedProcess[str]:
-        return runPython("examples/kv_client.py", "--connect", address, *arguments, timeout=30)
+        return runExample("kv_client.py", "--connect", address, *arguments, timeout=30)
 
     def test_putGetListWatchDelete(self) -> None:
         """The client CLI puts, gets, lists and deletes keys, and a watcher sees every change."""
-        server = subprocess.Popen(
-            [sys.executable, "examples/kv_server.py", "--listen", "tcp:0:interface=127.0.0.1"],
-            cwd=ROOT,
-            env=ENV,
-            stdout=subprocess.PIPE,
-        )
+        server = startExample("kv_server.py", "--listen", "tcp:0:interface=127.0.0.1")
         self.addCleanup(stop, server)
         port = int(readUntil(server, rb"kv server listening on .* port=(\d+)\)").group(1))
         address = f"tcp:host=127.0.0.1:port={port}"
@@ -55,9 +51,8 @@ class KeyValueExampleTests(SynchronousTestCase):
         """With --store FILE, what a server answered as put is there for the next server on that file."""
         path = os.path.abspath(self.mktemp() + ".sqlite")  # the servers run from the project's root
 
-        def start() -> tuple[subprocess.Popen[bytes], str]:
-            command = [sys.executable, "examples/kv_server.py", "--listen", "tcp:0:interface=127.0.0.1"]
-            server = subprocess.Popen(command + ["--store", path], cwd=ROOT, env=ENV, stdout=subprocess.PIPE)
+        def start() -> tuple[Any, str]:
+            server = startExample("kv_server.py", "--listen", "tcp:0:interface=127.0.0.1", "--store", path)
             self.addCleanup(stop, server)
             port = int(readUntil(server, rb"kv server listening on .* port=(\d+)\)").group(1))
             return server, f"tcp:host=127.0.0.1:port={port}"
@@ -77,9 +72,8 @@ class KeyValueExampleTests(SynchronousTestCase):
         """
         path = os.path.abspath(self.mktemp() + ".sqlite")
 
-        def start(port: int = 0) -> tuple[subprocess.Popen[bytes], int]:
-            command = [sys.executable, "examples/kv_server.py", "--listen", f"tcp:{port}:interface=127.0.0.1"]
-            server = subprocess.Popen(command + ["--store", path], cwd=ROOT, env=ENV, stdout=subprocess.PIPE)
+        def start(port: int = 0) -> tuple[Any, int]:
+            server = startExample("kv_server.py", "--listen", f"tcp:{port}:interface=127.0.0.1", "--store", path)
             self.addCleanup(stop, server)
             return server, int(readUntil(server, rb"kv server listening on .* port=(\d+)\)").group(1))
 
@@ -104,15 +98,13 @@ class KeyValueExampleTests(SynchronousTestCase):
 
     def test_retryMaxMustBePositive(self) -> None:
         """watch --retry-max 0 is a usage error (status 2), before anything connects."""
-        result = runPython(
-            "examples/kv_client.py", "--connect", "tcp:host=127.0.0.1:port=1", "watch", "k", "--retry-max", "0"
-        )
+        result = runExample("kv_client.py", "--connect", "tcp:host=127.0.0.1:port=1", "watch", "k", "--retry-max", "0")
         self.assertEqual(result.returncode, 2)
         self.assertIn("--retry-max must be more than 0 seconds", result.stderr)
 
     def test_storeUnavailable(self) -> None:
         """A --store file that cannot be opened is one line naming it, and exit status 1."""
-        result = runPython("examples/kv_server.py", "--listen", "tcp:0", "--store", "/nonexistent/kv.sqlite")
+        result = runExample("kv_server.py", "--listen", "tcp:0", "--store", "/nonexistent/kv.sqlite")
         self.assertEqual(result.returncode, 1)
         self.assertEqual(result.stderr.count("\n"), 1, result.stderr)
         self.assertIn("--store /nonexistent/kv.sqlite", result.stderr)

@@ -39,7 +39,7 @@ from protocols.rpc import (
 from protocols.rpc._options import ServerOptions
 from protocols.testing import SelfSignedCertificate, messagesPerWrite, recordSends, recordWrites
 
-from ..helpers import pytestTest, trialTest
+from ..helpers import REFERENCE_BATCHES, pytestTest, trialTest
 from .services import Child, NotFound, Service
 
 LISTEN = "tcp:0:interface=127.0.0.1"
@@ -292,13 +292,16 @@ async def asyncMethods(reactor: Any) -> None:
 
 
 async def referencesComeAndGo(reactor: Any) -> None:
-    """A hundred thousand references go back and forth over TCP and the export tables shrink back."""
+    """
+    Thousands of references go back and forth over TCP and the export tables
+    shrink back (L{REFERENCE_BATCHES} of 1000: a hundred thousand in C{dev.py soak}).
+    """
     server = await listen(reactor, Service())
     root = await connect(reactor, server.address)
     try:
         (serving,) = server.factory.brokers
         start = serving.exportCount
-        for _ in range(100):
+        for _ in range(REFERENCE_BATCHES):
             refs = await root.callRemote("many", 1000)
             assert len(refs) == 1000 and serving.exportCount == start + 1000
             del refs
