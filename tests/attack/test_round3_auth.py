@@ -249,6 +249,7 @@ class RefusalLogTests(SynchronousTestCase):
                 before = server.text().count("\n")
                 started = time.monotonic()
                 opened, challenged = halfOpen(port, "ada", 300, ATTACKER)
+                halfOpenSeconds = time.monotonic() - started
                 outcomes = [guess(port, "mallory", b"x", ATTACKER) for _ in range(1000)]
                 for raw in opened:
                     raw.close()
@@ -261,7 +262,14 @@ class RefusalLogTests(SynchronousTestCase):
             lines = text.count("\n") - before
             refusedLines = text.count("login refused")
             windows = 1 + math.ceil(elapsed / 10)
-            assert challenged <= 11 and outcomes.count("throttled") >= 900, (challenged, outcomes.count("refused"))
+            # The throttle's burst of 10, plus what drained (0.5 a second) while the half-open logins were made:
+            # on a loaded machine they take seconds.
+            allowed = 10 + math.ceil(halfOpenSeconds * 0.5) + 1
+            assert challenged <= allowed and outcomes.count("throttled") >= 900, (
+                challenged,
+                allowed,
+                outcomes.count("refused"),
+            )
             assert refusedLines <= 10 * windows, refusedLines
             # Besides the full lines: the honest logins and logouts, summaries, start-up.
             assert lines <= 10 * windows + 60, (lines, text[-3000:])

@@ -309,7 +309,11 @@ class ProbeIsolationTests(SynchronousTestCase):
 
 
 async def loopbackKeepsWindow(reactor: Any) -> None:
-    """Over loopback TCP with the default options, a stream keeps the configured window, even after a busy start."""
+    """
+    Over loopback TCP with the default options, a stream keeps the configured
+    window, even after a busy start; on a machine so loaded that loopback's
+    round trip measured 25 ms, the window is tuned by the rule, within its cap.
+    """
     store = Store()
     factory = serverFactory(store, options=ServerOptions(bulk=BulkOptions(), guard=None), clock=reactor)
     port = await TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(factory)
@@ -324,11 +328,17 @@ async def loopbackKeepsWindow(reactor: Any) -> None:
             result = await incoming.receive(lambda piece: None)
             assert result.size == 32 * MiB
             receiving = incoming.receiver
-            # Autotuning was on, and its tuner let go once the path showed itself too short to tune.
             assert incoming.broker.bulk.autotuning and incoming.broker.bulk.roundTrips.samples >= 1
-            assert receiving is not None and receiving.tuner is None
-            assert receiving.window == BulkOptions().window, receiving.window
-            assert (incoming.broker.bulk.roundTrips.base or 0) < MIN_TUNED_RTT, incoming.broker.bulk.roundTrips.base
+            assert receiving is not None
+            base = incoming.broker.bulk.roundTrips.base or 0
+            if base < MIN_TUNED_RTT:
+                # Loopback as it nearly always measures: the tuner was let go once the path showed itself too
+                # short to tune, and the window is the configured one.
+                assert receiving.tuner is None and receiving.window == BulkOptions().window, receiving.window
+            else:
+                # Even loopback's round trip took 25 ms (a clone's run beside four busy loops and two test
+                # runners measured one): the rule tunes such a path, within its cap, and never lowers a window.
+                assert BulkOptions().window <= receiving.window <= BulkOptions().maxWindow, (base, receiving.window)
         finally:
             await root.broker.disconnect()
     finally:
