@@ -5,26 +5,21 @@ Contract: L{CallAdmission.admit} is the one rule that admits the peer's
 CALL before its method runs, for every shell: the Twisted broker's
 L{protocols.rpc._answering.CallRunner} (which runs its calls at once) and
 L{IncomingCalls} (the clients without Twisted) are both one.  Its
-refusals, in their order, are listed on it; a reused running request id
-drops the connection, each other is answered with its FAIL (L{failure}),
-counted as a refusal when L{refusalCode} names one.
-L{IncomingCalls} keeps a call that passes in L{IncomingCalls.waiting} for
-the I/O layer to run where it may block, and to settle
-(L{IncomingCalls.settle}: one ANSWER, checked by L{resultRefused}, or one
-FAIL).  A CANCEL drops the answer, and a deadline that passes while the
-call runs answers it with L{overDeadline}'s FAIL
-(L{IncomingCalls.expired}, wire format 12.7: what the Twisted
-L{protocols.rpc._answering.CallRunner} sends then too); either stops the
-call's work through what the I/O layer gave it (L{IncomingCall.stop}),
-if it can.  A call's arguments are charged to the
-ledger (L{CALLS_ACCOUNT}, by L{callBytes}) until it is settled or the
+refusals are listed on it in order: a reused running request id drops
+the connection, each other gets its FAIL (L{failure}), counted when
+L{refusalCode} names one.  L{IncomingCalls} keeps a call that passes in
+L{IncomingCalls.waiting} for the I/O layer to run where it may block, and
+to settle (L{IncomingCalls.settle}: one ANSWER, checked by
+L{resultRefused}, or one FAIL).  A CANCEL drops the answer; a deadline
+passing while the call runs answers it with L{overDeadline}'s FAIL
+(L{IncomingCalls.expired}, wire format 12.7); either stops the work
+through L{IncomingCall.stop} if it can.  A call's
+arguments are charged to the ledger (L{CALLS_ACCOUNT}, by L{callBytes}) until it is settled or the
 connection ends.
 
-Cost: L{CallAdmission.admit} is one Python call, and one more for the
-method's constraints if it has any (a call within the method's argument
-counts skips the signature's check); its lookups (the running id, the
-object, the method) are subscripts, not calls.  L{callBytes} is O(the
-arguments), for the calls held only.
+Cost: L{CallAdmission.admit} is one Python call, plus one for the
+method's constraints if it has any; its lookups are subscripts.
+L{callBytes} is O(the arguments), for held calls only.
 
 Design: docs/design/rpc-core.md
 """

@@ -174,8 +174,7 @@ class ClientSession(Generic[Waiter]):
     @ivar state: the L{SessionState}.
     @ivar failure: why the session ended, once it has (C{None} before).
     @ivar pingSent: a PING was sent and nothing was heard since.
-    @ivar pings: this side's PINGs waiting for their PONGs (the
-        L{framing._pings.PingTable}: a probe's streams, or C{None} for a silence PING).
+    @ivar pings: this side's PINGs waiting for their PONGs (a L{framing._pings.PingTable}).
     @ivar references: the L{framing.rpc._exports.References}, or C{None}
         without C{makeReference}.
     @ivar incomingCalls: the server's calls to this side's exports; those in
@@ -185,15 +184,13 @@ class ClientSession(Generic[Waiter]):
     @ivar ledger: the L{framing._ledger.Ledger} of what this side holds for
         the server, against C{Limits.max_connection_memory}; its I/O layer
         sets C{on_full}; closed when the session ends.
-    @ivar drain: the L{framing.rpc._drain.Drain}: the server's GOAWAY, and when the session then closes.
+    @ivar drain: the L{framing.rpc._drain.Drain} (the server's GOAWAY).
     @ivar closing: the session ended itself after the server's GOAWAY
         (L{closeIfDrained}): its output is still to be sent.
     @ivar farewell: once the session ended for a rule the server broke, the
-        ERROR saying why, for the I/O layer to send before it closes if it
-        goes at once (C{docs/wire-format.md} 12.4: a SHOULD, never waited
-        for); C{b""} otherwise.
-    @ivar output: the bytes due to the server, in order; empty once
-        L{receive} returns means L{dataToSend} has nothing.
+        ERROR saying why, for the I/O layer to send if it goes at once
+        (wire format 12.4); C{b""} otherwise.
+    @ivar output: the bytes due to the server, in order (L{dataToSend} takes them).
 
     Design: docs/design/rpc-session.md
     """
