@@ -8,11 +8,14 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from twisted.internet.error import ConnectionDone, ConnectionLost
+from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
 from framing.rpc._addresses import PICK_FIRST, ROUND_ROBIN, AddressState, NoAddressReady
+from framing.wire import PREAMBLE
+from protocols._mismatch import ClosedBeforePreamble
 from protocols.options import ClientOptions
 from protocols.rpc import reconnecting
 from protocols.rpc._context import callContext
@@ -166,6 +169,73 @@ async def noneReady(reactor: Any, servers: list[Server], client: FailoverClient)
         raise AssertionError("a call with no server ready returned")
 
 
+class _Mute(Protocol):
+    """A server that is no chunkwire server: it keeps what it receives, says nothing, and may close."""
+
+    def __init__(self, listener: _MuteListener) -> None:
+        self.listener = listener
+
+    def connectionMade(self) -> None:
+        self.listener.connections.append(self)
+
+    def dataReceived(self, data: bytes) -> None:
+        self.listener.received += data
+        if self.listener.closeOnData:
+            self.transport.loseConnection()
+
+    def connectionLost(self, reason: Any = None) -> None:
+        self.listener.closed += 1
+
+
+class _MuteListener(Factory):
+    def __init__(self, closeOnData: bool) -> None:
+        self.closeOnData = closeOnData
+        self.received = b""
+        self.connections: list[_Mute] = []
+        self.closed = 0
+
+    def buildProtocol(self, addr: Any) -> _Mute:
+        return _Mute(self)
+
+
+def unheard(closeOnData: bool) -> Body:
+    async def body(reactor: Any) -> None:
+        listener = _MuteListener(closeOnData)
+        port = reactor.listenTCP(0, listener, interface="127.0.0.1")
+        client = reconnecting(reactor, [("127.0.0.1", port.getHost().port)], options=ClientOptions(policy=ROUND_ROBIN))
+        try:
+            with callContext(timeout=0.5, clock=reactor):
+                waiting = client.callRemote("whoami")
+            try:
+                await waiting
+            except NoAddressReady as error:
+                if closeOnData:
+                    assert any(isinstance(e, ClosedBeforePreamble) for _, e in error.errors), error.errors
+            else:
+                raise AssertionError("a call with no server ready returned")
+            assert listener.connections, "the client never connected"
+            assert listener.received.startswith(PREAMBLE), listener.received
+            # Only the client's preamble (and nothing after it: no CALL) reached the server.
+            assert listener.received == PREAMBLE * (len(listener.received) // len(PREAMBLE)), listener.received
+        finally:
+            await client.stopService()
+            await port.stopListening()
+        end = time.monotonic() + HANG
+        while listener.closed < len(listener.connections):
+            assert time.monotonic() < end, "a connection the client was setting up outlived stopService"
+            await deferLater(reactor, 0.01)
+
+    body.__name__ = "closedBeforePreamble" if closeOnData else "silentServer"
+    body.__doc__ = (
+        "A server that closes before its preamble is not ready: the call waits, fails with NoAddressReady "
+        "naming ClosedBeforePreamble, and was never written."
+        if closeOnData
+        else "A server that accepts and says nothing is not ready: the call fails with NoAddressReady, never "
+        "written, and stopService closes the connection still waiting for the preamble."
+    )
+    return body
+
+
 async def nameWithSeveralAddresses(reactor: Any) -> None:
     """A host name counts as all its addresses: 'localhost' gives each of getaddrinfo's, and calls get through."""
     (server,) = await deferToThread(startServers, 1)
@@ -192,6 +262,8 @@ BODIES = {
     "sentCallNotResent": withServers(3, PICK_FIRST, sentCallNotResent),
     "noneReady": withServers(2, ROUND_ROBIN, noneReady),
     "cutOffServer": withServers(3, PICK_FIRST, cutOffServer, silence=1.0),
+    "closedBeforePreamble": unheard(True),
+    "silentServer": unheard(False),
 }
 
 
@@ -207,6 +279,8 @@ class FailoverTests(TestCase):
     test_noneReady = trialTest(BODIES["noneReady"])
     test_cutOffServer = trialTest(BODIES["cutOffServer"])
     test_nameWithSeveralAddresses = trialTest(BODIES["nameWithSeveralAddresses"])
+    test_closedBeforePreamble = trialTest(BODIES["closedBeforePreamble"])
+    test_silentServer = trialTest(BODIES["silentServer"])
 
 
 test_round_robin_spreads = pytestTest(BODIES["roundRobinSpreads"])
@@ -218,3 +292,5 @@ test_sent_call_not_resent = pytestTest(BODIES["sentCallNotResent"])
 test_none_ready = pytestTest(BODIES["noneReady"])
 test_cut_off_server = pytestTest(BODIES["cutOffServer"])
 test_name_with_several_addresses = pytestTest(BODIES["nameWithSeveralAddresses"])
+test_closed_before_preamble = pytestTest(BODIES["closedBeforePreamble"])
+test_silent_server = pytestTest(BODIES["silentServer"])
