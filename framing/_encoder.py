@@ -63,11 +63,16 @@ def error_token(error: ChunkwireError) -> bytes:
     """
     The ERROR token that tells the peer why C{error} ends the connection
     (C{docs/wire-format.md} 4.8, 6.1, 12.4): the code, a colon and the text
-    (L{framing._errors.error_token_text}), cut to L{MAX_ERROR_MESSAGE}
-    bytes.  Every shell sends it before it closes for a rule the peer broke
-    (not for the peer's own ERROR).  Costs one format and one encoding.
+    (L{framing._errors.error_token_text}), cut to at most
+    L{MAX_ERROR_MESSAGE} bytes on a character's boundary, so the body stays
+    UTF-8 (section 4.8).  Every shell sends it before it closes for a rule
+    the peer broke (not for the peer's own ERROR).  Costs one format and one
+    encoding.
     """
-    body = error_token_text(error).encode("utf-8")[:MAX_ERROR_MESSAGE]
+    body = error_token_text(error).encode("utf-8")
+    if len(body) > MAX_ERROR_MESSAGE:
+        # (a character cut in two at the limit is left out whole)
+        body = body[:MAX_ERROR_MESSAGE].decode("utf-8", "ignore").encode("utf-8")
     return encode_header(ERROR, len(body)) + body
 
 

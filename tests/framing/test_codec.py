@@ -527,6 +527,23 @@ class ProtocolErrorTests(SynchronousTestCase):
         long = error_token(BadPreamble("x" * 5000))
         self.assertEqual(long, tok(ERROR, (b"bad-preamble: " + b"x" * 5000)[:MAX_ERROR_MESSAGE]))
 
+    def test_error_token_cut_between_characters(self) -> None:
+        """
+        A message past MAX_ERROR_MESSAGE bytes is cut on a character's
+        boundary: the body stays UTF-8 (wire format 4.8) and is the longest
+        whole prefix, wherever a character of 2, 3 or 4 bytes meets the limit.
+        """
+        prefix = len("bad-preamble: ")
+        for character in ("é", "€", "𝄞"):
+            width = len(character.encode("utf-8"))
+            for shift in range(1, width):
+                # The limit falls `shift` bytes into a character.
+                text = "x" * (MAX_ERROR_MESSAGE - prefix - shift) + character * 10
+                whole = ("bad-preamble: " + text).encode("utf-8")
+                kept = whole[: MAX_ERROR_MESSAGE - shift]
+                kept.decode("utf-8")  # (whole characters: the expectation itself is UTF-8)
+                self.assertEqual(error_token(BadPreamble(text)), tok(ERROR, kept), (character, shift))
+
     def test_close_with_value(self) -> None:
         """A CLOSE carrying a non-zero value is a ProtocolError."""
         stream = PREAMBLE + open_token("list") + tok(CLOSE, 1)
