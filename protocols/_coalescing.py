@@ -32,7 +32,7 @@ from framing import BlockBuffer
 
 from ._flusher import SEND_ACCOUNT, Flusher
 from ._forwarding import Forwarded
-from ._outlet import Outlet
+from ._outlet import SEALED, Outlet
 from ._readgate import ReadGate
 from ._sockets import ownBufferSize, setNoDelay
 from ._streamqueue import StreamQueue
@@ -293,6 +293,15 @@ class CoalescingTransport:
         self.flushNow()
         if not self._streams.items:
             self._queueDrained()
+
+    def seal(self) -> None:
+        """
+        Flush what is buffered, then write nothing more: what is sent later
+        is dropped.  For a connection whose last token was written (a
+        drop's ERROR); the close it asked for goes on.
+        """
+        self.flushNow()
+        self._flusher.outlet = SEALED
 
     def abortConnection(self) -> None:
         """Drop what is buffered and queued, and abort the connection at once."""

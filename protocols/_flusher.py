@@ -23,7 +23,7 @@ from typing import Any
 from framing import BlockBuffer
 from framing._ledger import Ledger
 
-from ._outlet import Outlet
+from ._outlet import Outlet, SealedOutlet
 from ._readgate import ReadGate
 from ._streamqueue import StreamQueue
 
@@ -46,7 +46,8 @@ class Flusher:
     @ivar closed: whether the connection is gone: nothing more is written.
     @ivar streams: the L{StreamQueue} that streams, and the messages flushed
         behind them, wait in.
-    @ivar outlet: the L{Outlet}, where flushed blocks reach the connection.
+    @ivar outlet: the L{Outlet}, where flushed blocks reach the connection
+        (a L{SealedOutlet} once the connection sent its last token).
     @ivar reading: the L{ReadGate}, which stops reading while too much waits.
     @ivar ledger: the connection's L{framing._ledger.Ledger}, charged with
         what waits to be sent (account C{"send"}) each time the backlog is
@@ -74,7 +75,7 @@ class Flusher:
         self.holds = 0
         self.closed = False
         self.streams = streams
-        self.outlet = outlet
+        self.outlet: Outlet | SealedOutlet = outlet  # (sealed once the last token is written)
         self.reading = reading
         self.ledger: Ledger | None = None
         self.room = UNWATCHED

@@ -46,7 +46,9 @@ def dropConnection(protocol: Any, error: ProtocolError, logged: bool = False) ->
     goes out before the ERROR, in the same write, as wire format 5's
     grammar has it (C{preamble ... [ERROR]}): else the peer reads the
     ERROR where the preamble belongs and reports a bad preamble instead of
-    the reason.  Nothing is written after the ERROR by this.  Applications call
+    the reason.  Nothing is written after the ERROR, by this or anything
+    sent later (the transport is sealed: wire format 4.8 makes the ERROR
+    the last token).  Applications call
     L{protocols.TokenProtocol.dropConnection}, which does this once and
     then stops the receiver.
 
@@ -77,6 +79,7 @@ def dropConnection(protocol: Any, error: ProtocolError, logged: bool = False) ->
     grace = protocol.config.dropGrace
     protocol.lingering = protocol.config.reactor().callLater(grace, abortLingering, protocol, grace)
     transport.loseConnection()
+    transport.seal()
     return failure
 
 

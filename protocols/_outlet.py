@@ -102,3 +102,26 @@ class Outlet:
     def drained(self) -> None:
         """The wrapped transport resumed us: it has sent what it was given before."""
         self.unconfirmed = 0
+
+
+class SealedOutlet:
+    """
+    The outlet of a connection that sent its last token (a drop's ERROR,
+    which wire format 4.8 says is the last): what is flushed later is
+    dropped, not written.  Stateless, so one serves every connection.
+    """
+
+    mayHold = 0
+    """(It holds nothing.)"""
+
+    def write(self, transport: Any, blocks: list[bytes], size: int) -> bool:
+        """Drop C{blocks}; nothing is for back-pressure to decide."""
+        return False
+
+    def held(self, transport: Any) -> int:
+        """Nothing of the connection's is for back-pressure any more: 0."""
+        return 0
+
+
+SEALED = SealedOutlet()
+"""The one L{SealedOutlet}."""

@@ -15,6 +15,7 @@ from zope.interface import implementer
 
 from framing import Decoder, EncodingError, Limits, ProtocolError, Violation, dumps
 from framing._decoder import DECODING
+from framing._encoder import error_token
 from framing._errors import Aborted, BodyTooLarge, BufferLimitExceeded, MalformedHeader, PeerError, error_token_text
 from framing._ledger import Ledger, LedgerPool
 from framing.bulk._errors import FlowControlError, StreamIdReused
@@ -322,6 +323,21 @@ class ProtocolErrorTests(SynchronousTestCase):
         self.assertEqual(protocol.received, [1, "drop"])
         self.assertEqual(protocol.failure.value.code, "unexpected-answer")  # type: ignore[union-attr]
         self.assertTrue(wrapped.disconnecting)
+
+    def test_nothingWrittenAfterTheError(self) -> None:
+        """
+        What is sent after a drop (an answer finishing late, a reply) is
+        dropped, not written: the ERROR stays the last token (wire format 4.8).
+        """
+        protocol = Dropper()
+        wrapped = connected(protocol)
+        protocol.dataReceived(tokenBytes(dumps("drop")))
+        written = b"".join(wrapped.writes)
+        self.assertTrue(written.endswith(error_token(UnexpectedAnswer("dropped"))), written)
+        protocol.sendObject("late")
+        protocol.transport.write(b"raw")
+        protocol.transport.flush()
+        self.assertEqual(b"".join(wrapped.writes), written)
 
     def test_nothingDeliveredAfterDrop(self) -> None:
         """(The same read without the break: nothing after the object that dropped the connection.)"""

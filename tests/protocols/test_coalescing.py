@@ -119,6 +119,21 @@ class WriteTests(SynchronousTestCase):
         transport.flush()
         self.assertEqual(wrapped.writes, [b"ok"])
 
+    def test_seal(self) -> None:
+        """seal() writes what was buffered, and nothing written or flushed after it (held or not) is written."""
+        wrapped = RecordingTransport()
+        transport = CoalescingTransport(wrapped)
+        transport.write(b"last words")
+        transport.seal()
+        self.assertEqual(wrapped.writes, [b"last words"])
+        transport.write(b"late")
+        transport.flush()
+        transport.hold()
+        transport.write(b"later")
+        transport.release()
+        transport.flushNow()
+        self.assertEqual(wrapped.writes, [b"last words"])
+
 
 class WrappingTests(SynchronousTestCase):
     """The wrapper looks like the transport it wraps."""

@@ -40,6 +40,9 @@ class Transport:
     def loseConnection(self) -> None:
         self.calls.append("loseConnection")
 
+    def seal(self) -> None:
+        self.calls.append("seal")
+
     def abortConnection(self) -> None:
         self.calls.append("abortConnection")
 
@@ -100,7 +103,10 @@ class DropTests(SynchronousTestCase):
         self.protocol = Protocol(self.clock)
 
     def test_peerToldAndClosed(self) -> None:
-        """Delivery stops, queued streams fail, an ERROR token says why, then the connection closes."""
+        """
+        Delivery stops, queued streams fail, an ERROR token says why, the
+        connection closes, and the transport is sealed: nothing after the ERROR.
+        """
         error = MalformedHeader("bad header")
         failure = dropConnection(self.protocol, error)
         body = error_token_text(error).encode()
@@ -109,7 +115,7 @@ class DropTests(SynchronousTestCase):
         self.assertTrue(self.protocol.inbound.stopped)
         self.assertEqual(
             self.protocol.transport.calls,
-            [("abandonStreams", failure), ("write", encode_header(ERROR, len(body)) + body), "loseConnection"],
+            [("abandonStreams", failure), ("write", encode_header(ERROR, len(body)) + body), "loseConnection", "seal"],
         )
         self.assertEqual(self.protocol.log.warnings, [])  # not logged unless asked
         self.assertIsNone(error.__traceback__)
@@ -131,6 +137,7 @@ class DropTests(SynchronousTestCase):
                 ("write", PREAMBLE),
                 ("write", encode_header(ERROR, len(body)) + body),
                 "loseConnection",
+                "seal",
             ],
         )
 
