@@ -325,10 +325,16 @@ class IncomingCalls(CallAdmission[IncomingCall]):
         """
         A CANCEL from the server: the call it names, if it still runs (its
         answer will not be sent; its work stopped, L{IncomingCall.stop}).
+        A call still in L{waiting} (its CALL came in the same read) leaves
+        it, and what it held is released: its method never runs.  Costs a
+        scan of L{waiting} (at most C{maxRunning} calls) then.
         """
         call = self._running.pop(requestId, None)
         if call is not None:
             _stopped(call)
+            if call in self.waiting:
+                self.waiting.remove(call)
+                self._release(call)
         return call
 
     def expired(self, call: IncomingCall) -> Message | None:
@@ -354,11 +360,7 @@ class IncomingCalls(CallAdmission[IncomingCall]):
         the L{framing.Violation}, at C{"result..."}.  What its arguments
         were charged is released.
         """
-        held = call.held
-        if held:
-            call.held = 0
-            if self.ledger is not None:
-                self.ledger.release(CALLS_ACCOUNT, held)
+        self._release(call)
         requestId = call.requestId
         if requestId == NO_ANSWER:
             self._unanswered -= 1
@@ -373,6 +375,14 @@ class IncomingCalls(CallAdmission[IncomingCall]):
             if error is None:
                 return Message((ANSWER, requestId, result))
         return failure(requestId, error)
+
+    def _release(self, call: IncomingCall) -> None:
+        """Release what C{call}'s arguments were charged to the ledger (once)."""
+        held = call.held
+        if held:
+            call.held = 0
+            if self.ledger is not None:
+                self.ledger.release(CALLS_ACCOUNT, held)
 
     def end(self) -> None:
         """The connection is over: nothing waits, nothing will be answered (the closed ledger let go of it all)."""

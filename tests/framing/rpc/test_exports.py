@@ -370,12 +370,17 @@ class ServedCallLedgerTests(SynchronousTestCase):
         self.assertEqual(session.ledger.holding(CALLS_ACCOUNT), 0)
 
     def test_cancelledReleasedWhenItEnds(self) -> None:
-        """A cancelled call is charged until its method ends (a CANCEL cannot stop it), then released, unanswered."""
+        """
+        A call cancelled while it runs is charged until its method ends (a
+        CANCEL cannot stop a plain method), then released, unanswered.
+        (One cancelled before it was taken never runs: test_incoming
+        test_cancelBeforeRunning.)
+        """
         session, server, reference = self.exported()
         self.call(session, server, reference, 5)
+        (call,) = session.incomingCalls.take()
         session.receive(server.send(Message((CANCEL, 5))))
         self.assertGreater(session.ledger.holding(CALLS_ACCOUNT), CALL_BYTES)
-        (call,) = session.incomingCalls.take()
         session.answerCall(call, call.run())
         self.assertEqual(session.ledger.holding(CALLS_ACCOUNT), 0)
         self.assertEqual(session.dataToSend(), b"")

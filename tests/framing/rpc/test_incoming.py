@@ -9,6 +9,7 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Violation
+from framing._ledger import Ledger
 from framing.rpc._errors import (
     DeadlineExceeded,
     DuplicateRequestId,
@@ -272,6 +273,26 @@ class StoppingTests(SynchronousTestCase):
         cancelled.stop = answered.stop = lambda: self.fail("stopped")
         self.assertIsNone(calls.expired(answered))
         self.assertIsNone(calls.expired(cancelled))
+
+    def test_cancelBeforeRunning(self) -> None:
+        """
+        A CANCEL read with its CALL (before the I/O layer took the call):
+        the call never runs, nothing is answered for it, and what its
+        arguments were charged is released.
+        """
+        calls = self.calls()
+        calls.ledger = Ledger(1 << 20)
+        calls.received(Message((CALL, 7, 0, "add", (1, 2), None)))
+        calls.received(Message((CALL, 8, 0, "add", (3, 4), None)))
+        self.assertGreater(calls.ledger.held, 0)
+        cancelled = calls.cancelled(7)
+        self.assertIsNotNone(cancelled)
+        [left] = calls.take()
+        self.assertEqual(left.requestId, 8)
+        self.assertEqual(calls.runningCount, 1)
+        self.assertEqual(calls.ledger.held, left.held)
+        self.assertIsNone(calls.settle(cancelled, 3, None))  # (an I/O layer that settles it anyway: nothing)
+        self.assertEqual(calls.ledger.held, left.held)
 
     def test_cancelStops(self) -> None:
         """A CANCEL stops the call's work through what the I/O layer gave it, once (wire format 12.3)."""
