@@ -14,8 +14,10 @@ L{framing.rpc._context} that the Twisted client's L{protocols.rpc.callContext}
 follows too: nested blocks keep the earlier deadline and merge metadata; a
 call past its deadline raises L{DeadlineExceeded} (and the server is sent a
 CANCEL if it was sent).  It is a context variable, so each thread or task has
-its own; it is not the Twisted client's.  Importing this module loads no
-Twisted.
+its own; it is not the Twisted client's.  A method of the client's serving
+the server's call reads that call's deadline and metadata with
+L{currentCall}, and the calls it makes carry its deadline (L{answering}).
+Importing this module loads no Twisted.
 
 Design: docs/design/serving.md
 """
@@ -27,7 +29,8 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from framing.rpc._context import Scope, narrowed
+from framing.rpc._context import NO_CONTEXT, CallContext, Scope, narrowed, served
+from framing.rpc._incoming import IncomingCall
 from framing.rpc._streamtable import itemWaitBound
 
 calling: ContextVar[Scope | None] = ContextVar("chunkwire.clients.scope", default=None)
@@ -35,6 +38,43 @@ calling: ContextVar[Scope | None] = ContextVar("chunkwire.clients.scope", defaul
 The L{Scope} of the calls made in this context by the clients without
 Twisted (its deadline on C{time.monotonic}), or C{None}: plain calls.
 """
+
+
+serving: ContextVar[CallContext] = ContextVar("chunkwire.clients.serving", default=NO_CONTEXT)
+"""The L{CallContext} of the server's call this thread or task answers now (L{answering} sets it)."""
+
+
+def currentCall() -> CallContext:
+    """
+    The deadline (on C{time.monotonic}) and metadata of the server's call
+    whose method (an export of the blocking or asyncio client) runs now:
+    in a plain method, and anywhere in a coroutine method's task;
+    C{NO_CONTEXT} (no deadline, no metadata) for a call that carried
+    neither, and outside a call.  The clients' twin of
+    L{protocols.rpc.currentCall}.
+    """
+    return serving.get()
+
+
+@contextmanager
+def answering(call: IncomingCall, read: float) -> Iterator[None]:
+    """
+    Run the server's C{call} (read at C{read}, on C{time.monotonic}) inside
+    this block: L{currentCall} gives its context, and the calls its method
+    makes carry its deadline (wire format 12.7) and no block's metadata (a
+    method forwards what it means to), as on the Twisted side.  A task
+    started inside keeps both.  Costs two context variable sets.
+    """
+    milliseconds = call.milliseconds
+    deadline = None if milliseconds is None else read + milliseconds / 1000
+    context = served(deadline, call.metadata, time.monotonic)
+    servedToken = serving.set(context)
+    callingToken = calling.set(None if deadline is None else Scope(deadline, None))
+    try:
+        yield
+    finally:
+        calling.reset(callingToken)
+        serving.reset(servedToken)
 
 
 @contextmanager

@@ -66,8 +66,9 @@ from framing.rpc._signatures import RemoteMethod, registerReference
 from framing.rpc._streams import ReceiveWindow
 from framing.rpc._streamtable import ReceivedStream, SentStream
 from framing.rpc._wire import ROOT_ID
+from protocols._clientcontext import answering, calling, itemBound, scopeReader
 from protocols._clientcontext import callContext as callContext  # (re-exported: deadlines and metadata of calls)
-from protocols._clientcontext import calling, itemBound, scopeReader
+from protocols._clientcontext import currentCall as currentCall  # (re-exported: what the server's call carried)
 from protocols.blocking import connectTarget, parseAddress, pinnedContext, tlsOf, urlAttempts
 from protocols.blocking import tlsContext as tlsContext  # (re-exported: the contexts for connect's tls)
 from protocols.options import CLIENT_DEFAULTS, ClientOptions
@@ -81,6 +82,7 @@ __all__ = [
     "callContext",
     "connect",
     "connectURL",
+    "currentCall",
     "tlsContext",
 ]
 
@@ -765,14 +767,17 @@ class AsyncConnection:
         (counted from the read), which is answered with L{DeadlineExceeded}
         (wire format 12.3, 12.7: L{ClientSession.expireCall}).
         """
+        read = time.monotonic()  # (a call context's deadline counts from the read)
         for call in self._session.incomingCalls.take():
-            try:
-                result = call.run()
-            except Exception as error:
-                self._answer(call, None, error)
-                continue
-            if inspect.isawaitable(result):
-                task = asyncio.ensure_future(result)
+            with answering(call, read):
+                try:
+                    result = call.run()
+                except Exception as error:
+                    self._answer(call, None, error)
+                    continue
+                # (a task started here keeps the call's context: currentCall, the deadline its calls carry)
+                task = asyncio.ensure_future(result) if inspect.isawaitable(result) else None
+            if task is not None:
                 self._callTasks.add(task)
                 call.stop = task.cancel  # (by the server's CANCEL, or the deadline: IncomingCalls)
                 timer = None

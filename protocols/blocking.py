@@ -66,8 +66,9 @@ from framing.rpc._streamtable import ReceivedStream
 from framing.rpc._wire import (
     ROOT_ID,
 )
+from protocols._clientcontext import answering, calling, itemBound, scopeReader
 from protocols._clientcontext import callContext as callContext  # (re-exported: deadlines and metadata of calls)
-from protocols._clientcontext import calling, itemBound, scopeReader
+from protocols._clientcontext import currentCall as currentCall  # (re-exported: what the server's call carried)
 from protocols.options import CLIENT_DEFAULTS, ClientOptions
 
 __all__ = [
@@ -79,6 +80,7 @@ __all__ = [
     "callContext",
     "connect",
     "connectURL",
+    "currentCall",
     "tlsContext",
 ]
 
@@ -1036,7 +1038,8 @@ class BlockingConnection:
         self._lock.release()
         try:
             for call in calls:
-                result, error = _run(call)
+                with answering(call, read):
+                    result, error = _run(call)
                 with self._lock:
                     milliseconds = call.milliseconds
                     if milliseconds is not None and time.monotonic() >= read + milliseconds / 1000:

@@ -175,6 +175,7 @@ EXPORTS: dict[str, list[str]] = {
         "callContext",
         "connect",
         "connectURL",
+        "currentCall",
         "tlsContext",
     ],
     "protocols.auth": [
@@ -224,6 +225,7 @@ EXPORTS: dict[str, list[str]] = {
         "callContext",
         "connect",
         "connectURL",
+        "currentCall",
         "tlsContext",
     ],
     "protocols.blockingbulk": [

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from ._errors import CallTimedOut, DeadlineExceeded
@@ -45,6 +46,47 @@ class Scope:
 
     def __repr__(self) -> str:
         return f"<Scope deadline={self.deadline!r} metadata={self.metadata!r}>"
+
+
+class CallContext:
+    """
+    The call a running remote method was called with, as each client's
+    C{currentCall} gives it (the Twisted one's L{protocols.rpc.currentCall},
+    the clients' without Twisted L{protocols.blocking.currentCall}).
+
+    @ivar deadline: when the call's time runs out, in the seconds of the
+        serving side's clock (the reactor's; C{time.monotonic} on the
+        clients without Twisted), or C{None} if it has none.
+    @ivar metadata: the metadata the caller sent (read-only; empty if none).
+    """
+
+    __slots__ = ("deadline", "metadata", "_now")
+
+    def __init__(self, deadline: float | None, metadata: Mapping[str, str], now: Callable[[], float] | None) -> None:
+        """C{now}: the clock C{deadline} is on (read by L{timeRemaining}; C{None} only without a deadline)."""
+        self.deadline = deadline
+        self.metadata = metadata
+        self._now = now
+
+    def timeRemaining(self) -> float | None:
+        """Seconds left before the deadline (0.0 once it passed), or C{None} without a deadline."""
+        if self.deadline is None or self._now is None:
+            return None
+        return max(0.0, self.deadline - self._now())
+
+    def __repr__(self) -> str:
+        return f"<CallContext deadline={self.deadline!r} metadata={dict(self.metadata)!r}>"
+
+
+NO_CONTEXT = CallContext(None, MappingProxyType({}), None)
+"""What C{currentCall} gives outside a call with a deadline or metadata."""
+
+
+def served(deadline: float | None, metadata: Mapping[str, str] | None, now: Callable[[], float]) -> CallContext:
+    """The L{CallContext} of a call read with C{deadline} (on C{now}'s clock) and C{metadata} (C{None}: none)."""
+    if deadline is None and not metadata:
+        return NO_CONTEXT
+    return CallContext(deadline, MappingProxyType(dict(metadata or {})), now)
 
 
 def narrowed(outer: Scope | None, deadline: float | None, metadata: Mapping[str, str] | None) -> Scope:

@@ -228,12 +228,26 @@ class IncomingCall:
     @ivar milliseconds: the milliseconds its call context's deadline left
         when it was read (the I/O layer's clock then, plus these, is its
         deadline), or C{None}: no deadline.
+    @ivar metadata: the metadata its call context carried (its method's
+        C{currentCall} reads it), or C{None}.
     @ivar stop: what stops its work once it is cancelled or past its
         deadline (set by the I/O layer that can stop it: an asyncio task's
         C{cancel}), called once then; C{None}: it runs to its end.
     """
 
-    __slots__ = ("requestId", "name", "method", "_obj", "_args", "_kwargs", "cancelled", "held", "milliseconds", "stop")
+    __slots__ = (
+        "requestId",
+        "name",
+        "method",
+        "_obj",
+        "_args",
+        "_kwargs",
+        "cancelled",
+        "held",
+        "milliseconds",
+        "metadata",
+        "stop",
+    )
 
     def __init__(
         self,
@@ -243,6 +257,7 @@ class IncomingCall:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         milliseconds: int | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> None:
         self.requestId = requestId
         self.name = method.name
@@ -253,6 +268,7 @@ class IncomingCall:
         self.cancelled = False
         self.held = 0
         self.milliseconds = milliseconds
+        self.metadata = metadata
         self.stop: Callable[[], Any] | None = None
 
     def run(self) -> Any:
@@ -290,19 +306,17 @@ class IncomingCalls(CallAdmission[IncomingCall]):
         the caller to answer with a FAIL, or to end the session for
         (L{framing.rpc._errors.DuplicateRequestId}).
         """
-        # (A call context's metadata is read past: not kept with the call here.  A server whose call has a
-        # deadline CANCELs it when the deadline passes, which drops its answer here.)
         if len(message) == 6:
             _, requestId, target, name, args, kwargs = message
-            milliseconds = None
+            milliseconds = metadata = None
         else:
-            _, requestId, target, name, args, kwargs, milliseconds, _ = message
+            _, requestId, target, name, args, kwargs, milliseconds, metadata = message
         try:
             obj, method = self.admit(requestId, target, name, args, kwargs, milliseconds)
         except Exception as refused:
             return refused
         kwargs = kwargs or {}
-        call = IncomingCall(requestId, obj, method, tuple(args), kwargs, milliseconds)
+        call = IncomingCall(requestId, obj, method, tuple(args), kwargs, milliseconds, metadata or None)
         if requestId == NO_ANSWER:
             self._unanswered += 1
         else:
@@ -311,8 +325,8 @@ class IncomingCalls(CallAdmission[IncomingCall]):
         ledger = self.ledger
         if ledger is not None:
             # Charged last: an I/O layer that ends the session past the budget (told here) finds it waiting, and
-            # the end drops it.  (A call context's metadata is not kept with the call here: not charged.)
-            call.held = callBytes(args, kwargs, None, self.registry)
+            # the end drops it.  The metadata kept with it (for its method's currentCall) is charged with it.
+            call.held = callBytes(args, kwargs, call.metadata, self.registry)
             ledger.charge(CALLS_ACCOUNT, call.held)
         return None
 

@@ -222,7 +222,7 @@ class CallRunner(CallAdmission[Deferred[Any]]):
             deadline = clock.seconds() + milliseconds / 1000
         # (a call of this id already running is not this call's: see below)
         before = self._running.get(requestId)
-        served = serving.set(CallContext(deadline, metadata, clock))
+        served = serving.set(CallContext(deadline, metadata, clock.seconds))
         passedOn = scope.set(Scope(deadline, None)) if deadline is not None else None
         if requestId == NO_ANSWER:
             # (read by _answerLater: a call for no answer still running at its deadline is cancelled then)

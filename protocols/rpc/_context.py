@@ -24,9 +24,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from types import MappingProxyType
 from typing import Any
 
+from framing.rpc._context import NO_CONTEXT as NO_CONTEXT
+from framing.rpc._context import CallContext as CallContext
 from framing.rpc._context import Scope, narrowed
 
 scope: ContextVar[Scope | None] = ContextVar("chunkwire.rpc.scope", default=None)
@@ -37,36 +38,6 @@ without Twisted keep theirs apart, on C{time.monotonic}:
 L{protocols._clientcontext}.)
 """
 
-
-class CallContext:
-    """
-    The call the running remote method was called with, as L{currentCall} gives it.
-
-    @ivar deadline: when the call's time runs out, in the seconds of the
-        broker's clock (C{clock.seconds()}), or C{None} if it has none.
-    @ivar metadata: the metadata the caller sent (read-only; empty if none).
-    """
-
-    __slots__ = ("deadline", "metadata", "_clock")
-
-    def __init__(self, deadline: float | None, metadata: Mapping[str, str], clock: Any) -> None:
-        self.deadline = deadline
-        self.metadata = metadata
-        self._clock = clock
-
-    def timeRemaining(self) -> float | None:
-        """Seconds left before the deadline (0.0 once it passed), or C{None} without a deadline."""
-        if self.deadline is None:
-            return None
-        now: float = self._clock.seconds()
-        return max(0.0, self.deadline - now)
-
-    def __repr__(self) -> str:
-        return f"<CallContext deadline={self.deadline!r} metadata={dict(self.metadata)!r}>"
-
-
-NO_CONTEXT = CallContext(None, MappingProxyType({}), None)
-"""What L{currentCall} gives outside a call with a deadline or metadata."""
 
 serving: ContextVar[CallContext] = ContextVar("chunkwire.rpc.serving", default=NO_CONTEXT)
 """The L{CallContext} of the call being answered in this context (set by L{protocols.rpc._answering})."""

@@ -29,6 +29,7 @@ from protocols import asyncioclient, blocking
 from protocols._clientcontext import callContext, itemBound
 from protocols.options import ClientOptions
 from protocols.rpc import RemoteReference, currentCall
+from protocols.rpc import callContext as callContext_twisted
 
 from .clientrefs import HANG, Counter, eventually, stopServing
 from .helpers import pytestTest, trialTest
@@ -69,6 +70,12 @@ class Timed(Referenceable):
             self.cancelled += 1
 
         return Deferred(cancelled)
+
+    @remote
+    async def lookBack(self, callback: RemoteReference) -> Any:
+        """Call the client's C{callback.look()} with metadata of this side's own (its deadline is inherited)."""
+        with callContext_twisted(metadata={"from": "server"}):
+            return await callback.callRemote("look")
 
     @remote
     async def callBack(self, callback: RemoteReference, amount: int) -> list[Any]:
@@ -182,7 +189,83 @@ async def blockingOneWayAndCallback(reactor: Any) -> None:
         await stopServing(port)
 
 
+class BlockingLooker(Referenceable):
+    """A blocking client's export: what its method's currentCall gives, and what a call it makes carries."""
+
+    root: Any = None
+
+    @remote
+    def look(self) -> list[Any]:
+        call = blocking.currentCall()
+        return [call.timeRemaining(), dict(call.metadata), self.root.callRemote("peek")]
+
+
+async def blockingCallbackContext(reactor: Any) -> None:
+    """
+    The client's method serving the server's call sees that call's deadline
+    and metadata (currentCall), and a call it makes carries the deadline
+    (wire format 12.7) but not the metadata of the block its thread is in.
+    """
+    _, port, address = await serving(reactor)
+    connection = await deferToThread(blocking.connect, address, options=ClientOptions(timeout=HANG))
+    looker = BlockingLooker()
+    looker.root = connection.root
+
+    def calls() -> Any:
+        with callContext(timeout=HANG, metadata={"request-id": "r3"}):
+            return connection.root.callRemote("lookBack", looker)
+
+    try:
+        left, metadata, (nestedLeft, nestedMetadata) = await deferToThread(calls)
+        assert left is not None and 0 < left <= HANG, left
+        assert metadata == {"from": "server"}, metadata
+        assert nestedLeft is not None and 0 < nestedLeft <= left + 0.002, (
+            nestedLeft,
+            left,
+        )  # (sent rounded up to 1 ms)
+        assert nestedMetadata == {}, nestedMetadata
+        assert blocking.currentCall().deadline is None  # (outside a served call: no context)
+    finally:
+        connection.close()
+        await stopServing(port)
+
+
 # -- the asyncio client ----------------------------------------------------------------------
+
+
+class AsyncLooker(Referenceable):
+    """The asyncio client's twin of L{BlockingLooker}: a coroutine method, whose task keeps the context."""
+
+    root: Any = None
+
+    @remote
+    async def look(self) -> list[Any]:
+        await asyncio.sleep(0)
+        call = asyncioclient.currentCall()
+        return [call.timeRemaining(), dict(call.metadata), await self.root.callRemote("peek")]
+
+
+async def asyncioCallbackContext(reactor: Any) -> None:
+    """As L{blockingCallbackContext}, for the asyncio client's coroutine method (run as a task)."""
+    _, port, address = await serving(reactor)
+    looker = AsyncLooker()
+
+    async def work(connection: asyncioclient.AsyncConnection) -> Any:
+        looker.root = connection.root
+        with callContext(timeout=HANG, metadata={"request-id": "r3"}):
+            return await connection.root.callRemote("lookBack", looker)
+
+    try:
+        left, metadata, (nestedLeft, nestedMetadata) = await deferToThread(inLoop, address, work)
+        assert left is not None and 0 < left <= HANG, left
+        assert metadata == {"from": "server"}, metadata
+        assert nestedLeft is not None and 0 < nestedLeft <= left + 0.002, (
+            nestedLeft,
+            left,
+        )  # (sent rounded up to 1 ms)
+        assert nestedMetadata == {}, nestedMetadata
+    finally:
+        await stopServing(port)
 
 
 def inLoop(address: str, work: Callable[[asyncioclient.AsyncConnection], Awaitable[Any]]) -> Any:
@@ -270,6 +353,8 @@ class ClientDeadlineTests(TestCase):
     test_blocking_one_way_and_callback = trialTest(blockingOneWayAndCallback, HANG)
     test_asyncio_context_seen = trialTest(asyncioContextSeen, HANG)
     test_asyncio_deadline_passes = trialTest(asyncioDeadlinePasses, HANG)
+    test_blocking_callback_context = trialTest(blockingCallbackContext, HANG)
+    test_asyncio_callback_context = trialTest(asyncioCallbackContext, HANG)
 
 
 test_blocking_context_seen = pytestTest(blockingContextSeen, HANG)
@@ -277,6 +362,8 @@ test_blocking_deadline_passes = pytestTest(blockingDeadlinePasses, HANG)
 test_blocking_one_way_and_callback = pytestTest(blockingOneWayAndCallback, HANG)
 test_asyncio_context_seen = pytestTest(asyncioContextSeen, HANG)
 test_asyncio_deadline_passes = pytestTest(asyncioDeadlinePasses, HANG)
+test_blocking_callback_context = pytestTest(blockingCallbackContext, HANG)
+test_asyncio_callback_context = pytestTest(asyncioCallbackContext, HANG)
 
 
 # -- what goes on the wire, against scripted servers ---------------------------------------------
