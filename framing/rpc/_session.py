@@ -37,13 +37,13 @@ from framing._errors import PeerError
 from framing._ledger import Ledger
 from framing._pings import PingTable
 from framing._refusals import MAX_REFUSALS, REFUSAL_INTERVAL, RefusalRate
-from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 
 from ._calltable import CallTable
 from ._clientstreams import ClientObjectStreams
-from ._dispatch import Control, Dispatch
-from ._drain import Drain, GoingAway
+from ._connection import RpcConnection
+from ._dispatch import Control
+from ._drain import GoingAway
 from ._errors import (
     ClosedBeforePreamble,
     ConnectionLost,
@@ -56,12 +56,9 @@ from ._errors import (
 from ._exports import DEFAULT_MAX_IMPORTS, ExportTable, References
 from ._incoming import DEFAULT_MAX_RUNNING, IncomingCall, IncomingCalls, failure, refusalCode, withoutDetails
 from ._interfaces import ExportedReference
-from ._referenceable import Referenceable
-from ._references import ReferenceableSlicer, ReferenceUnslicer, RemoteReferenceSlicer, YourReferenceUnslicer
-from ._signatures import REF_OPEN_TYPE, YOURREF_OPEN_TYPE
 from ._streams import FlowMessage, ReceiveWindow
 from ._streamtable import ReceivedStream, SentStream
-from ._wire import ANSWER, NO_ANSWER, OPEN_TYPE, Message, addMessageTypes
+from ._wire import ANSWER, NO_ANSWER, OPEN_TYPE, Message
 
 Waiter = TypeVar("Waiter")
 
@@ -239,16 +236,24 @@ class ClientSession(Generic[Waiter]):
         self.state = _WANT_PREAMBLE
         self.failure: BaseException | None = None
         self.pingSent = False
-        connectionRegistry = Registry(registry if registry is not None else DEFAULT_REGISTRY)
-        addMessageTypes(connectionRegistry)
+        # The connection's registry (the RPC messages, the references), its call table, its drain and its dispatch,
+        # built as the Twisted broker's are.  Each pending call's waiter is kept with the method's name, for the
+        # errors that name the call; its extension is told of each call failed by the server's word or given up
+        # (a stream the CALL carried).
+        self.rpc: RpcConnection[tuple[Waiter, str]] = RpcConnection(
+            registry,
+            maxPending=maxPending,
+            nameOf=itemgetter(1),
+            callFailed=None if extension is None else extension.callFailed,
+        )
+        connectionRegistry = self.rpc.registry
         self.references: References | None = None
         exports = ExportTable()
         self._died: list[Any] = []
         if makeReference is not None:
-            exports = self.references = self._addReferences(
-                connectionRegistry, References(owner, makeReference, maxImports=maxImports, released=released)
-            )
-            self._died = self.references.died
+            exports = self.references = References(owner, makeReference, maxImports=maxImports, released=released)
+            self.rpc.carryReferences(exports, ExportedReference)
+            self._died = exports.died
         self.incomingCalls = IncomingCalls(exports, maxRunning)
         self._encoder = Encoder(connectionRegistry)
         # What is due to the server, in order (see the class docstring).
@@ -266,7 +271,7 @@ class ClientSession(Generic[Waiter]):
         self.closing = False
         self.farewell = b""
         # GOAWAY's state and the rule of when the session closes after it (see drained).
-        self.drain = Drain()
+        self.drain = self.rpc.drain
         # What this side holds for the server (its I/O layer's outbox, automatic replies, stream items):
         # one budget, whose owner (the I/O layer) sets on_full and stops reading past it.
         self.ledger = Ledger(self._decoder.limits.max_connection_memory)
@@ -274,11 +279,7 @@ class ClientSession(Generic[Waiter]):
         # What the decoder holds between reads too: an answer that would not fit is refused, never half held.
         self._decoder.charge_to(self.ledger)
         self.incomingCalls.registry = connectionRegistry
-        # Each pending call's waiter with the method's name, for the errors that name the call.
-        # (its extension is told of each call failed by the server's word or given up: a stream the CALL carried)
-        self.pending: CallTable[tuple[Waiter, str]] = CallTable(
-            maxPending, itemgetter(1), None if extension is None else extension.callFailed
-        )
+        self.pending: CallTable[tuple[Waiter, str]] = self.rpc.calls
         self._preambleLeft = len(PREAMBLE)
         # A whole CALL of built-in arguments in one C call (the compiled core; None: the pure one), as
         # Encoder.tokens writes a Message, less its lookups: the session's registry writes Messages so.
@@ -302,17 +303,7 @@ class ClientSession(Generic[Waiter]):
         }
         if extension is not None:
             controls.update(dict.fromkeys(extension.controlTypes, extension.received))
-        self._dispatch = Dispatch(self, controls)
-        self._handlers = self._dispatch.messages
-
-    @staticmethod
-    def _addReferences(registry: Registry, references: References) -> References:
-        """Send and receive references on C{registry}, against C{references}'s tables."""
-        registry.add_slicer(Referenceable, ReferenceableSlicer(references))
-        registry.add_slicer(ExportedReference, RemoteReferenceSlicer(references))
-        registry.add_unslicer(REF_OPEN_TYPE, lambda limits: ReferenceUnslicer(limits, references))
-        registry.add_unslicer(YOURREF_OPEN_TYPE, lambda limits: YourReferenceUnslicer(limits, references))
-        return references
+        self._handlers = self.rpc.route(self, controls).messages
 
     # -- what the I/O layer asks ---------------------------------------------
 
@@ -613,7 +604,7 @@ class ClientSession(Generic[Waiter]):
             elif self.state is _ENDED:
                 break
             else:
-                self._dispatch.received(obj)
+                self.rpc.dispatch.received(obj)
         self._settled = []
         if self._readTail:
             # (after the read's objects: once the server sent GOAWAY the session ends when nothing is in flight;
@@ -864,7 +855,7 @@ class ClientSession(Generic[Waiter]):
         self.state = _ENDED
         self.failure = reason
         # (its handlers are this session's methods: forgotten, so that nothing refers back to it)
-        self._dispatch.clear()
+        self.rpc.end()
         self._handlers = ()
         self.output.clear()
         if isinstance(reason, ProtocolError) and not isinstance(reason, PeerError):

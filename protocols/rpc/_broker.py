@@ -40,12 +40,12 @@ from framing import Limits, Registry, Violation
 from framing._errors import short_repr
 from framing._outgoing import Outgoing
 from framing.login._wire import addLoginTypes
-from framing.rpc._dispatch import Dispatch, Handler, Handlers
+from framing.rpc._connection import RpcConnection
+from framing.rpc._dispatch import Handler, Handlers
 from framing.rpc._errors import NotAnRpcMessage, RuleBroken
 from framing.rpc._limits import CLIENT_CALL_LIMITS, CallLimits
 from framing.rpc._referenceable import Referenceable
-from framing.rpc._wire import Message, addMessageTypes
-from framing.slicing._registry import DEFAULT_REGISTRY
+from framing.rpc._wire import Message
 
 from .. import _guard as guarding
 from .._base import TokenProtocol
@@ -55,20 +55,11 @@ from .._interfaces import IObjectReceiver
 from .._logs import escape
 from ..options import ConnectionExtension
 from ._answering import CallRunner
-from ._calls import OutgoingCalls
+from ._calls import OutgoingCalls, callName
 from ._disconnection import Disconnection
 from ._drain import ConnectionDrain
 from ._interceptors import intercept
-from ._refs import (
-    REF_OPEN_TYPE,
-    YOURREF_OPEN_TYPE,
-    CallSender,
-    ReferenceableSlicer,
-    ReferenceUnslicer,
-    RemoteReference,
-    RemoteReferenceSlicer,
-    YourReferenceUnslicer,
-)
+from ._refs import CallSender, RemoteReference
 from ._streams import ObjectStreams
 from ._tables import ReferenceTable
 
@@ -159,8 +150,10 @@ class Broker:
             extensions = (ObjectStreams(), *extensions)
         self.extensions = extensions
         self.disconnection = Disconnection()
-        # A registry for this connection only: references are sliced against its tables.
-        connectionRegistry = Registry(registry if registry is not None else DEFAULT_REGISTRY)
+        # The connection's registry (the RPC messages; the references, sliced against its tables, below), its call
+        # table, its drain and its dispatch (_route), built as every RPC connection's are (the client session's too).
+        self.rpc: RpcConnection[Any] = RpcConnection(registry, maxPending=callLimits.maxPending, nameOf=callName)
+        connectionRegistry = self.rpc.registry
         config = ConnectionConfig(
             limits=limits,
             registry=connectionRegistry,
@@ -172,10 +165,11 @@ class Broker:
         self.references = ReferenceTable(connection, self, root, callLimits, clock)
         self.incoming = CallRunner(connection, self.references.exports, self, tracebacks, callLimits.maxRunning, clock)
         callSent = [extension.callSent for extension in self.extensions if hasattr(extension, "callSent")]
-        self.calls = OutgoingCalls(connection, callLimits, clock, callSent)
+        self.calls = OutgoingCalls(connection, callLimits, clock, callSent, table=self.rpc.calls)
         self.sender: CallSender = self.calls
-        self.drain = ConnectionDrain(self)
-        self._addTypes(connectionRegistry)
+        self.drain = ConnectionDrain(self, self.rpc.drain)
+        self.rpc.carryReferences(self.references, RemoteReference)
+        addLoginTypes(connectionRegistry)
         for extension in self.extensions:
             extension.install(self, connectionRegistry)
         self._intercepted = False
@@ -209,9 +203,11 @@ class Broker:
             for extension in self.extensions
             for controlType in extension.controlTypes
         }
-        self._dispatch = dispatch = Dispatch(handlers, controls)
-        self._handlers = dispatch.messages
-        self._controls = dispatch.controls
+        rpc = self.rpc
+        rpc.route(handlers, controls)
+        # (read in line by objectReceived: one index per message, as before)
+        self._handlers = rpc.messages
+        self._controls = rpc.controls
 
     def interceptCalls(self, call: Handler | None, cancel: Handler) -> None:
         """
@@ -250,16 +246,6 @@ class Broker:
     def callRemoteOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Call method C{name} of the peer's export C{target} for no answer, through L{sender}."""
         self.sender.callRemoteOnly(target, name, args, kwargs)
-
-    def _addTypes(self, registry: Registry) -> None:
-        """Add the RPC messages and the references (sliced against this connection's tables) to C{registry}."""
-        tables = self.references
-        addMessageTypes(registry)
-        registry.add_slicer(Referenceable, ReferenceableSlicer(tables))
-        registry.add_slicer(RemoteReference, RemoteReferenceSlicer(tables))
-        registry.add_unslicer(REF_OPEN_TYPE, lambda limits: ReferenceUnslicer(limits, tables))
-        registry.add_unslicer(YOURREF_OPEN_TYPE, lambda limits: YourReferenceUnslicer(limits, tables))
-        addLoginTypes(registry)
 
     # -- the connection's state, for applications and tests ---------------------
 
@@ -404,7 +390,7 @@ class Broker:
         if control is not None:
             control(obj)
             return
-        self._dispatch.received(obj)
+        self.rpc.dispatch.received(obj)
 
     def objectRefused(self, violation: Violation) -> None:
         """
@@ -414,7 +400,7 @@ class Broker:
         connection (L{framing.rpc._errors.UnreadableRequestId}); any other
         is logged as a refusal.
         """
-        self._dispatch.refused(violation)
+        self.rpc.dispatch.refused(violation)
 
 
 class _ConnectionReactions:

@@ -68,8 +68,8 @@ class _Call(Deferred[Any]):
     timer: Any
 
 
-def _callName(call: _Call) -> str:
-    """A call's method name, as the call table's errors name it."""
+def callName(call: _Call) -> str:
+    """A call's method name (a call is the caller's L{Deferred}), as the call table's errors name it."""
     return call.name
 
 
@@ -85,10 +85,19 @@ class OutgoingCalls:
     """
 
     def __init__(
-        self, connection: Any, callLimits: CallLimits, clock: Any = None, callSent: Iterable[CallSent] = ()
+        self,
+        connection: Any,
+        callLimits: CallLimits,
+        clock: Any = None,
+        callSent: Iterable[CallSent] = (),
+        *,
+        table: CallTable[Any],
     ) -> None:
         """
         @param connection: the L{protocols.TokenProtocol} the calls are sent on.
+        @param table: the connection's L{CallTable} (its
+            L{framing.rpc._connection.RpcConnection}'s C{calls}, made with
+            L{callName}): each pending call's Deferred by request id.
         @param clock: the C{IReactorTime} of timeouts; the global reactor if C{None}.
         @param callSent: called with each call and its L{Outgoing} before
             its message is encoded (the extensions' C{callSent}).
@@ -98,7 +107,7 @@ class OutgoingCalls:
         self._clock = clock
         self._callSent = tuple(callSent)
         self._open = False
-        self._table: CallTable[_Call] = CallTable(callLimits.maxPending, _callName)
+        self._table: CallTable[_Call] = table
         self._cancelCall = self._cancel  # bound once: one canceller for every call
         self._scope = scope.get  # bound once: what every call reads of its context
 

@@ -57,9 +57,10 @@ class ConnectionDrain:
         (L{protocols.rpc.ReconnectingClient} listens here).
     """
 
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: Any, rule: Drain) -> None:
+        """C{rule} is the connection's L{Drain} (its L{framing.rpc._connection.RpcConnection}'s C{drain})."""
         self._broker = broker
-        self.rule = Drain()
+        self.rule = rule
         self.goneAway: list[Callable[[Any], object]] = []
         self._poll: LoopingCall | None = None
         self._deadline: Any = None

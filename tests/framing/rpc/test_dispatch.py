@@ -271,7 +271,7 @@ class SessionEndpointTests(SynchronousTestCase):
     def test_sessionHandlers(self) -> None:
         """The session routes each kind to its method of that name (the broker's: tests/protocols/rpc/test_table)."""
         session: ClientSession[str] = ClientSession("peer")
-        dispatch = session._dispatch
+        dispatch = session.rpc.dispatch
         self.assertEqual(
             dispatch.messages,
             (

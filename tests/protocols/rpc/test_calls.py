@@ -18,6 +18,7 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing._outgoing import Outgoing
+from framing.rpc._calltable import CallTable
 from framing.rpc._drain import GoingAway
 from framing.rpc._errors import (
     CallTimedOut,
@@ -29,7 +30,7 @@ from framing.rpc._errors import (
 from framing.rpc._limits import CallLimits
 from framing.rpc._wire import ANSWER, CALL, CANCEL, FAIL, NO_ANSWER, Message
 from framing.rpc._wire import callContext as sentContext
-from protocols.rpc._calls import OutgoingCalls, reactorOf
+from protocols.rpc._calls import OutgoingCalls, callName, reactorOf
 from protocols.rpc._context import callContext
 
 
@@ -70,13 +71,13 @@ class OutgoingCallsTests(SynchronousTestCase):
         self.calls = self.make(CallLimits())
 
     def make(self, limits: CallLimits, **kw: Any) -> OutgoingCalls:
-        calls = OutgoingCalls(self.connection, limits, self.clock, **kw)
+        calls = OutgoingCalls(self.connection, limits, self.clock, table=CallTable(limits.maxPending, callName), **kw)
         calls.start()
         return calls
 
     def test_notUpYet(self) -> None:
         """Before the connection is up, a call fails at once and nothing is sent."""
-        calls = OutgoingCalls(self.connection, CallLimits(), self.clock)
+        calls = OutgoingCalls(self.connection, CallLimits(), self.clock, table=CallTable(None, callName))
         self.failureResultOf(calls.callRemote(0, "m", (), {}), DeadReferenceError)
         self.assertRaises(DeadReferenceError, calls.callRemoteOnly, 0, "m", (), {})
         self.assertEqual((self.connection.sent, calls.open), ([], False))

@@ -42,9 +42,25 @@ class TableTests(SynchronousTestCase):
         self.assertEqual(broker._handlers, tuple(expected[kind.tag] for kind in MESSAGES))
         refused = {CALL: incoming.callRefused, ANSWER: calls.answerRefused, FAIL: calls.answerRefused}
         self.assertEqual(
-            broker._dispatch.refusals, tuple(refused.get(kind.tag, broker._reactions.refused) for kind in MESSAGES)
+            broker.rpc.dispatch.refusals, tuple(refused.get(kind.tag, broker._reactions.refused) for kind in MESSAGES)
         )
         self.assertEqual(sorted(refused), [kind.tag for kind in MESSAGES if kind.awaited])
+
+    def test_brokerOnTheConnection(self) -> None:
+        """
+        The broker is built on one L{framing.rpc._connection.RpcConnection},
+        as the client session is (tests/framing/rpc/test_connection): its
+        call table, drain, reference tables, registry and dispatch are the
+        connection's, its handlers the ones it reads in line.
+        """
+        broker = Broker(clock=Clock())
+        rpc = broker.rpc
+        self.assertIs(broker.calls._table, rpc.calls)
+        self.assertIs(broker.drain.rule, rpc.drain)
+        self.assertIs(rpc.references, broker.references)
+        self.assertIs(broker.connection.registry, rpc.registry)
+        self.assertEqual((broker._handlers, broker._controls), (rpc.messages, rpc.controls))
+        self.assertEqual(rpc.dispatch.messages[ANSWER], broker.calls.answerReceived)
 
     def test_noHandlerNamedInTheTable(self) -> None:
         """A row holds its wire shape alone: no attribute path for a dispatch to resolve by name."""
