@@ -41,9 +41,8 @@ from framing.wire import PREAMBLE
 
 from ._calltable import CallTable
 from ._clientstreams import ClientObjectStreams
-from ._connection import RpcConnection
+from ._connection import RpcConnection, Shell
 from ._dispatch import Control
-from ._drain import GoingAway
 from ._errors import (
     ClosedBeforePreamble,
     ConnectionLost,
@@ -51,7 +50,6 @@ from ._errors import (
     MessageRefused,
     RuleBroken,
     ServerSilent,
-    UnexpectedAnswer,
 )
 from ._exports import DEFAULT_MAX_IMPORTS, ExportTable, References
 from ._incoming import DEFAULT_MAX_RUNNING, IncomingCall, IncomingCalls, failure, refusalCode, withoutDetails
@@ -139,6 +137,10 @@ class _Probed:
 
 UNSCOPED: Any = object()
 """L{ClientSession.call}'s C{sent} for a call made in no scope: its CALL carries C{kwargs or None}."""
+
+
+def _ignored(requestId: int, what: str) -> None:
+    """The late answer of a call given up on (L{Shell.ignored}): nothing to settle."""
 
 
 class SessionState(enum.Enum):
@@ -294,8 +296,9 @@ class ClientSession(Generic[Waiter]):
         self._settled: list[Settled] = []
         # Something is due after each read's objects: the extension's, or (the server sent GOAWAY) the drain check.
         self._readTail = extension is not None
-        # Every RPC endpoint's routing (framing.rpc._dispatch), to this session's handlers (its "handlers" section);
-        # besides the extension's objects, its controls take the object streams' messages and receive's own marks.
+        # Every RPC connection's routing (framing.rpc._connection), the server's calls to this session's handlers
+        # and the connection's rules reporting to it (its "handlers" section); besides the extension's objects, its
+        # controls take the object streams' messages and receive's own marks.
         controls: dict[type, Control] = {
             FlowMessage: self._flowReceived,
             _Broken: self._streamBroken,
@@ -303,7 +306,19 @@ class ClientSession(Generic[Waiter]):
         }
         if extension is not None:
             controls.update(dict.fromkeys(extension.controlTypes, extension.received))
-        self._handlers = self.rpc.route(self, controls).messages
+        shell: Shell[tuple[Waiter, str]] = Shell(
+            callReceived=self.callReceived,
+            cancelReceived=self.cancelReceived,
+            callRefused=self.callRefused,
+            answered=self._answered,
+            failed=self._callFailed,
+            ignored=_ignored,
+            goneAway=self._goneAway,
+            refused=self.refused,
+            ruleBroken=self.ruleBroken,
+            peerName=self._peerName,
+        )
+        self._handlers = self.rpc.route(shell, controls).messages
 
     # -- what the I/O layer asks ---------------------------------------------
 
@@ -633,7 +648,7 @@ class ClientSession(Generic[Waiter]):
             if producers is not None:
                 received.append(_Probed(producers))
 
-    # -- handlers (framing.rpc._dispatch.RpcEndpoint), of the read being received ----
+    # -- handlers and reactions (framing.rpc._connection.Shell), of the read being received ----
 
     def callReceived(self, message: Message) -> None:
         """The server's CALL: admitted (waiting in C{incomingCalls} for the I/O layer), or refused (L{_refuseCall})."""
@@ -641,51 +656,30 @@ class ClientSession(Generic[Waiter]):
         if refused is not None:
             self._refuseCall(message[1], refused)
 
-    def answerReceived(self, message: Message) -> None:
-        """An ANSWER: its call settled with the result; one to no call is L{_stray}."""
-        entry = self.pending.pop(message[1], None)
-        if entry is None:
-            self._stray(message[1], "an answer")
-            return
-        self._settled.append((entry[0], message[2], None))
+    def _answered(self, entry: tuple[Waiter, str], result: Any) -> None:
+        """A call answered (L{Shell.answered}: an ANSWER not taken in line by L{receive}): settled with C{result}."""
+        self._settled.append((entry[0], result, None))
 
-    def failReceived(self, message: Message) -> None:
-        """A FAIL: its call settled with the error it describes (L{CallTable.failed}, which tells the extension)."""
-        failed = self._failed(self.pending.failed, message)
-        if failed is not None:
-            self._settled.append((failed[0][0], None, failed[1]))
+    def _callFailed(self, entry: tuple[Waiter, str], error: BaseException) -> None:
+        """A call failed (L{Shell.failed}: a FAIL, a refused answer; the extension told by L{CallTable}): settled."""
+        self._settled.append((entry[0], None, error))
 
     def cancelReceived(self, message: Message) -> None:
         """A CANCEL: the server gave up on its call (L{framing.rpc._incoming.IncomingCalls.cancelled})."""
         self.incomingCalls.cancelled(message[1])
 
-    def releaseReceived(self, message: Message) -> None:
-        """A RELEASE: counted against this side's exports (none without references)."""
-        if self.references is not None:
-            self.references.releaseReceived(message)
-
-    def goAwayReceived(self, message: Message) -> None:
+    def _goneAway(self) -> None:
         """
-        The server's GOAWAY (a second one ignored): no new call; after
-        this read and each later one the session ends if it L{drained}.
+        The server's GOAWAY (L{Shell.goneAway}; its calls stopped by the
+        connection): after this read and each later one the session ends if
+        it L{drained}.
         """
-        if self.drain.received(message):
-            self.state = _GOING_AWAY
-            self.pending.stop(self.drain.refusal(self.peer), GoingAway)
-            self._readTail = True
+        self.state = _GOING_AWAY
+        self._readTail = True
 
     def callRefused(self, refused: MessageRefused) -> None:
         """The server's CALL, refused while decoding it after its id: L{_refuseCall}."""
         self._refuseCall(refused.requestId, refused.violation)
-
-    def answerRefused(self, refused: MessageRefused) -> None:
-        """
-        An ANSWER or FAIL refused after its id: its call settled with the
-        violation (L{CallTable.refused}, which tells the extension, as for a FAIL).
-        """
-        answer = self._failed(self.pending.refused, refused)
-        if answer is not None:
-            self._settled.append((answer[0][0], None, answer[1]))
 
     def refused(self, violation: Violation) -> None:
         """Any other refusal (an object this client does not take, a refused CANCEL, RELEASE or GOAWAY): counted."""
@@ -709,29 +703,6 @@ class ClientSession(Generic[Waiter]):
     def _probed(self, probed: _Probed) -> None:
         """A probe's PONG came: its streams without credit are closed (L{ClientObjectStreams.probeAnswered})."""
         self.objectStreams.probeAnswered(probed.producers, self._settled)
-
-    def _failed(
-        self,
-        match: Callable[[Any, Callable[[], str]], tuple[tuple[Waiter, str], BaseException] | None],
-        answer: Any,
-    ) -> tuple[tuple[Waiter, str], BaseException] | None:
-        """
-        What C{match} (L{CallTable.failed}, L{CallTable.refused}) says of
-        C{answer}: the failed call's entry and its error; C{None} for the
-        late answer of a call given up on, or one to no call, which ends
-        the session (L{framing.rpc._errors.UnexpectedAnswer}).
-        """
-        try:
-            return match(answer, self._peerName)
-        except UnexpectedAnswer as unexpected:
-            self._settled.extend(self.end(unexpected))
-            return None
-
-    def _stray(self, requestId: int, what: str) -> None:
-        """C{what} came for C{requestId}, which no call waits on: ignored if a late answer was due, else the end."""
-        unexpected = self.pending.strayAnswer(requestId, what)
-        if unexpected is not None:
-            self._settled.extend(self.end(unexpected))
 
     def _peerName(self) -> str:
         """The server's address, as the errors naming a call say it (L{CallTable.failed}, L{CallTable.refused})."""

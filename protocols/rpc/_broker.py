@@ -40,8 +40,8 @@ from framing import Limits, Registry, Violation
 from framing._errors import short_repr
 from framing._outgoing import Outgoing
 from framing.login._wire import addLoginTypes
-from framing.rpc._connection import RpcConnection
-from framing.rpc._dispatch import Handler, Handlers
+from framing.rpc._connection import RpcConnection, Shell
+from framing.rpc._dispatch import Handler
 from framing.rpc._errors import NotAnRpcMessage, RuleBroken
 from framing.rpc._limits import CLIENT_CALL_LIMITS, CallLimits
 from framing.rpc._referenceable import Referenceable
@@ -165,7 +165,7 @@ class Broker:
         self.references = ReferenceTable(connection, self, root, callLimits, clock)
         self.incoming = CallRunner(connection, self.references.exports, self, tracebacks, callLimits.maxRunning, clock)
         callSent = [extension.callSent for extension in self.extensions if hasattr(extension, "callSent")]
-        self.calls = OutgoingCalls(connection, callLimits, clock, callSent, table=self.rpc.calls)
+        self.calls = OutgoingCalls(connection, callLimits, clock, callSent, rpc=self.rpc)
         self.sender: CallSender = self.calls
         self.drain = ConnectionDrain(self, self.rpc.drain)
         self.rpc.carryReferences(self.references, RemoteReference)
@@ -179,24 +179,27 @@ class Broker:
 
     def _route(self, call: Handler | None = None, cancel: Handler | None = None) -> None:
         """
-        Build the dispatch (L{framing.rpc._dispatch.Dispatch}: every RPC
-        endpoint's one routing) from this broker's parts and its extensions'
+        Route the connection (L{framing.rpc._connection.RpcConnection.route}:
+        every RPC connection's one dispatch) to this broker's parts, as its
+        L{framing.rpc._connection.Shell} (the peer's calls to L{CallRunner},
+        the outcome of the connection's rules for answers to
+        L{OutgoingCalls}, GOAWAY's to the drain), and its extensions'
         C{controlTypes}; L{objectReceived} then costs one index per
         message.  C{call} and C{cancel}, if given, stand in front of
         L{CallRunner} (L{interceptCalls}).
         """
         incoming, calls = self.incoming, self.calls
-        handlers = Handlers(
+        shell: Shell[Any] = Shell(
             callReceived=call or incoming.callReceived,
-            answerReceived=calls.answerReceived,
-            failReceived=calls.failReceived,
             cancelReceived=cancel or incoming.cancelReceived,
-            releaseReceived=self.references.releaseReceived,
-            goAwayReceived=self.drain.goAwayReceived,
             callRefused=incoming.callRefused,
-            answerRefused=calls.answerRefused,
+            answered=calls.answered,
+            failed=calls.failed,
+            ignored=calls.ignored,
+            goneAway=self.drain.peerWentAway,
             refused=self._reactions.refused,
             ruleBroken=self._reactions.ruleBroken,
+            peerName=self.connection.peerName,
         )
         controls = {
             controlType: extension.controlReceived
@@ -204,7 +207,8 @@ class Broker:
             for controlType in extension.controlTypes
         }
         rpc = self.rpc
-        rpc.route(handlers, controls)
+        # (an ANSWER matched in line by the call table's pop, as the session does: one call per answer, as before)
+        rpc.route(shell, controls, calls.answerReceived)
         # (read in line by objectReceived: one index per message, as before)
         self._handlers = rpc.messages
         self._controls = rpc.controls
@@ -369,6 +373,7 @@ class Broker:
         self.references.connectionLost()
         self.calls.connectionLost(reason)
         self.drain.connectionLost()
+        self.rpc.end()  # (its dispatch holds its own handlers: forgotten, so nothing is left for the GC)
         for extension in self.extensions:
             extension.connectionLost(reason)
         self.disconnection.notify()

@@ -8,20 +8,18 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from framing import Decoder, Encoder, EncodingError, Registry
 from framing._errors import InvalidValue
-from framing.rpc._connection import RpcConnection
-from framing.rpc._drain import Drain
-from framing.rpc._errors import NotAnRpcMessage, TooManyPendingCalls
+from framing.rpc._connection import RpcConnection, Shell
+from framing.rpc._drain import Drain, GoingAway
+from framing.rpc._errors import MessageRefused, NotAnRpcMessage, TooManyPendingCalls, UnexpectedAnswer
 from framing.rpc._exports import References
 from framing.rpc._interfaces import ExportedReference
 from framing.rpc._referenceable import Referenceable
 from framing.rpc._session import ClientSession
 from framing.rpc._signatures import remote
 from framing.rpc._streams import FlowMessage
-from framing.rpc._wire import ANSWER, GOAWAY, OPEN_TYPE, ROOT_ID, Message
+from framing.rpc._wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, OPEN_TYPE, RELEASE, ROOT_ID, Message
 from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
-
-from .test_dispatch import Recording
 
 
 class Ref(ExportedReference):
@@ -105,6 +103,43 @@ class PartsTests(SynchronousTestCase):
         self.assertFalse(connection.drain.draining)
 
 
+class RecordingShell:
+    """A shell that records what its connection tells it, by the L{Shell} field's name."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[Any, ...]] = []
+
+    def record(self, name: str) -> Any:
+        def told(*arguments: Any) -> None:
+            self.seen.append((name, *arguments))
+
+        return told
+
+    def shell(self) -> Shell[str]:
+        record = self.record
+        return Shell(
+            callReceived=record("callReceived"),
+            cancelReceived=record("cancelReceived"),
+            callRefused=record("callRefused"),
+            answered=record("answered"),
+            failed=record("failed"),
+            ignored=record("ignored"),
+            goneAway=record("goneAway"),
+            refused=record("refused"),
+            ruleBroken=record("ruleBroken"),
+            peerName=lambda: "the peer",
+        )
+
+
+def routed(**options: Any) -> tuple[RpcConnection[str], RecordingShell, list[Any]]:
+    """A connection routed to a recording shell, with one control type (L{FlowMessage}) recorded in a list."""
+    connection: RpcConnection[str] = RpcConnection(nameOf=lambda waiter: "add", **options)
+    recording = RecordingShell()
+    flows: list[Any] = []
+    connection.route(recording.shell(), {FlowMessage: flows.append})
+    return connection, recording, flows
+
+
 class RoutingTests(SynchronousTestCase):
     """The one dispatch: built by L{RpcConnection.route}, read by every shell, forgotten at the end."""
 
@@ -112,36 +147,130 @@ class RoutingTests(SynchronousTestCase):
         """Before L{RpcConnection.route}, routing anything raises; nothing is delivered."""
         connection: RpcConnection[str] = RpcConnection()
         self.assertRaises(RuntimeError, connection.objectReceived, ["a", "list"])
+        self.assertRaises(RuntimeError, connection.objectReceived, Message((ANSWER, 1, None)))
         self.assertRaises(RuntimeError, connection.refused, InvalidValue("no"))
 
     def test_routed(self) -> None:
-        """A message goes by its tag, an extension's object by its type, anything else ends the connection."""
-        connection: RpcConnection[str] = RpcConnection()
-        endpoint = Recording()
-        flows: list[Any] = []
-        dispatch = connection.route(endpoint, {FlowMessage: flows.append})
-        self.assertIs(connection.dispatch, dispatch)
-        self.assertEqual((connection.messages, connection.controls), (dispatch.messages, dispatch.controls))
-        goAway, flow, stray = Message((GOAWAY, 0)), FlowMessage((1, 2)), ["a", "list"]
-        for obj in (goAway, flow, stray):
+        """
+        The peer's calls go to the shell's handlers, an extension's object
+        by its type to its control, anything else ends the connection; a
+        refusal of no call's is the shell's to count.
+        """
+        connection, recording, flows = routed()
+        self.assertEqual(
+            (connection.messages, connection.controls), (connection.dispatch.messages, {FlowMessage: flows.append})
+        )
+        call, cancel, flow, stray = (
+            Message((CALL, 1, ROOT_ID, "add", None, ())),
+            Message((CANCEL, 1)),
+            FlowMessage((1, 2)),
+            ["a"],
+        )
+        for obj in (call, cancel, flow, stray):
             connection.objectReceived(obj)
         refusal = InvalidValue("no")
         connection.refused(refusal)
         self.assertEqual(flows, [flow])
-        (first, (broken, error, received), second) = endpoint.seen
-        self.assertEqual(first, ("goAwayReceived", goAway))
+        (first, second, (broken, error, received), third) = recording.seen
+        self.assertEqual((first, second), (("callReceived", call), ("cancelReceived", cancel)))
         self.assertEqual((broken, type(error), received), ("ruleBroken", NotAnRpcMessage, stray))
-        self.assertEqual(second, ("refused", refusal))
+        self.assertEqual(third, ("refused", refusal))
 
     def test_endForgets(self) -> None:
-        """L{RpcConnection.end} forgets the handlers: nothing refers back to the shell; routing after raises."""
-        connection: RpcConnection[str] = RpcConnection()
-        endpoint = Recording()
-        connection.route(endpoint)
+        """L{RpcConnection.end} forgets the shell: nothing refers back to it; routing after raises."""
+        connection, recording, _ = routed()
         connection.end()
         self.assertEqual((connection.messages, connection.controls), ((), {}))
         self.assertRaises(RuntimeError, connection.objectReceived, ["a", "list"])
-        self.assertEqual(endpoint.seen, [])
+        self.assertRaises(RuntimeError, connection.answerReceived, Message((ANSWER, 1, None)))
+        self.assertEqual(recording.seen, [])
+
+
+class AnswerTests(SynchronousTestCase):
+    """The rules of what answers this side's calls, the connection's own; the shell told the outcome."""
+
+    def test_answered(self) -> None:
+        """An ANSWER to a pending call: the shell is told its waiter and result; the call is no longer pending."""
+        connection, recording, _ = routed()
+        connection.calls.call("waiter", ROOT_ID, "add", None, ())
+        connection.objectReceived(Message((ANSWER, 1, 3)))
+        self.assertEqual((recording.seen, len(connection.calls)), ([("answered", "waiter", 3)], 0))
+
+    def test_failed(self) -> None:
+        """A FAIL: the shell is told its waiter and the error rebuilt from it."""
+        connection, recording, _ = routed()
+        connection.calls.call("waiter", ROOT_ID, "add", None, ())
+        connection.objectReceived(Message((FAIL, 1, "some.Error", "it broke", None, None)))
+        ((told, waiter, error),) = recording.seen
+        self.assertEqual((told, waiter), ("failed", "waiter"))
+        self.assertIn("it broke", str(error))
+
+    def test_answerRefused(self) -> None:
+        """An answer refused after its id: the call fails with the violation, naming the call and the peer."""
+        connection, recording, _ = routed()
+        connection.calls.call("waiter", ROOT_ID, "add", None, ())
+        connection.refused(MessageRefused(InvalidValue("too big"), ANSWER, 1))
+        ((told, waiter, error),) = recording.seen
+        self.assertEqual((told, waiter), ("failed", "waiter"))
+        self.assertIn("the peer", str(error))
+
+    def test_strayAnswerBreaksTheRule(self) -> None:
+        """An ANSWER, a FAIL or a refused answer to no call ends the connection (L{UnexpectedAnswer}, 12.3)."""
+        for received in (
+            Message((ANSWER, 9, None)),
+            Message((FAIL, 9, "some.Error", "no", None, None)),
+            MessageRefused(InvalidValue("too big"), ANSWER, 9),
+        ):
+            connection, recording, _ = routed()
+            if type(received) is Message:
+                connection.objectReceived(received)
+            else:
+                connection.refused(received)
+            ((told, error, what),) = recording.seen
+            self.assertEqual((told, type(error), what), ("ruleBroken", UnexpectedAnswer, received))
+
+    def test_lateAnswerIgnored(self) -> None:
+        """The late answer of a call given up on is ignored once (the shell told what it was); a second breaks 12.3."""
+        connection, recording, _ = routed()
+        connection.calls.call("waiter", ROOT_ID, "add", None, ())
+        connection.calls.giveUp(1)
+        connection.objectReceived(Message((ANSWER, 1, "late")))
+        connection.objectReceived(Message((ANSWER, 1, "again")))
+        (ignored, (told, error, _)) = recording.seen
+        self.assertEqual(ignored, ("ignored", 1, "an answer"))
+        self.assertEqual((told, type(error)), ("ruleBroken", UnexpectedAnswer))
+
+
+class ReleaseAndGoAwayTests(SynchronousTestCase):
+    """RELEASE and GOAWAY, the connection's own handlers."""
+
+    def test_release(self) -> None:
+        """A RELEASE counts against the carried tables' exports; without references it is dropped."""
+        connection, recording, _ = routed()
+        connection.objectReceived(Message((RELEASE, 5, 1)))
+        tables = References(None, lambda exportId, names: Ref(None, exportId, names))
+        connection.carryReferences(tables, Ref)
+        served = Served()
+        exportId = tables.exportFor(served)
+        connection.objectReceived(Message((RELEASE, exportId, 1)))
+        self.assertNotIn(exportId, tables.exports)
+        self.assertEqual(recording.seen, [])
+
+    def test_goAway(self) -> None:
+        """
+        The peer's first GOAWAY stops this side's calls (L{GoingAway},
+        naming the peer) and tells the shell; the calls in flight stay; a
+        second is ignored.
+        """
+        connection, recording, _ = routed()
+        connection.calls.call("waiter", ROOT_ID, "add", None, ())
+        connection.objectReceived(Message((GOAWAY, 1000)))
+        connection.objectReceived(Message((GOAWAY, 1000)))
+        self.assertEqual(recording.seen, [("goneAway",)])
+        self.assertTrue(connection.drain.draining)
+        self.assertEqual(list(connection.calls), [1])
+        error = self.assertRaises(GoingAway, connection.calls.call, "next", ROOT_ID, "add", None, ())
+        self.assertIn("the peer", str(error))
 
 
 class SessionOnTheConnectionTests(SynchronousTestCase):
@@ -156,5 +285,6 @@ class SessionOnTheConnectionTests(SynchronousTestCase):
         self.assertIs(session.pending, rpc.calls)
         self.assertIs(session.drain, rpc.drain)
         self.assertIs(session.references, rpc.references)
-        self.assertEqual(rpc.messages[ANSWER], session.answerReceived)
+        self.assertEqual(rpc.messages[ANSWER], rpc.answerReceived)
+        self.assertEqual(rpc.dispatch.refusals[CALL], session.callRefused)
         self.assertIs(session.incomingCalls.registry, rpc.registry)

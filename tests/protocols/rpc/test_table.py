@@ -23,24 +23,26 @@ class TableTests(SynchronousTestCase):
 
     def test_everyKindDispatched(self) -> None:
         """
-        The broker's dispatch (framing.rpc._dispatch), built in one method,
-        hands each kind to its part's method, and the refusal of each kind a
-        call waits on to the part that answers or fails that call; the
-        refusal of any other kind is only logged.
+        The broker's dispatch (its connection's, framing.rpc._connection),
+        built in one method, hands the peer's calls to its CallRunner and
+        the answers, RELEASE and GOAWAY to the connection's own handlers,
+        and the refusal of each kind a call waits on to the part that
+        answers or fails that call; the refusal of any other kind is only
+        logged.
         """
         broker = Broker(clock=Clock())
-        incoming, calls = broker.incoming, broker.calls
+        incoming = broker.incoming
         expected = {
             CALL: incoming.callReceived,
-            ANSWER: calls.answerReceived,
-            FAIL: calls.failReceived,
+            ANSWER: broker.calls.answerReceived,
+            FAIL: broker.rpc.failReceived,
             CANCEL: incoming.cancelReceived,
-            RELEASE: broker.references.releaseReceived,
-            GOAWAY: broker.drain.goAwayReceived,
+            RELEASE: broker.rpc.releaseReceived,
+            GOAWAY: broker.rpc.goAwayReceived,
         }
         self.assertEqual(sorted(expected), [kind.tag for kind in MESSAGES])
         self.assertEqual(broker._handlers, tuple(expected[kind.tag] for kind in MESSAGES))
-        refused = {CALL: incoming.callRefused, ANSWER: calls.answerRefused, FAIL: calls.answerRefused}
+        refused = {CALL: incoming.callRefused, ANSWER: broker.rpc.answerRefused, FAIL: broker.rpc.answerRefused}
         self.assertEqual(
             broker.rpc.dispatch.refusals, tuple(refused.get(kind.tag, broker._reactions.refused) for kind in MESSAGES)
         )
