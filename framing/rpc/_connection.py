@@ -29,7 +29,6 @@ Design: docs/design/same-bytes.md
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from framing import Registry, Violation
@@ -48,34 +47,68 @@ from ._wire import Message, addMessageTypes
 Waiter = TypeVar("Waiter")
 
 
-@dataclass(frozen=True, slots=True)
 class Shell(Generic[Waiter]):
     """
     What a shell gives its L{RpcConnection} (L{RpcConnection.route}): its
     handlers of the peer's calls, and its reactions to what the
-    connection's rules decide.  Each field is called as its name says.
+    connection's rules decide.  Each attribute is called as its name says;
+    none is changed once made.  (A plain class, not a dataclass: a
+    dataclass compiles its methods when its module is imported, in every
+    client process.)
     """
 
-    callReceived: Handler
-    """The peer's CALL: admit, run and answer it (the shell's call runner)."""
-    cancelReceived: Handler
-    """A CANCEL: the peer gave up on its call."""
-    callRefused: RefusalHandler
-    """A CALL refused after its id: answered with its FAIL (none for a call for no answer)."""
-    answered: Callable[[Waiter, Any], object]
-    """C{answered(waiter, result)}: the call of C{waiter} was answered with C{result}."""
-    failed: Callable[[Waiter, BaseException], object]
-    """C{failed(waiter, error)}: the call of C{waiter} failed (the peer's FAIL, or an answer refused here)."""
-    ignored: Callable[[int, str], object]
-    """C{ignored(requestId, what)}: the late answer C{what} of a call given up on, ignored (once)."""
-    goneAway: Callable[[], object]
-    """The peer's first GOAWAY came: this side's calls are stopped already; close once idle."""
-    refused: Callable[[Violation], None]
-    """A refusal to count (a refused CANCEL, RELEASE or GOAWAY; an object of no type taken); the connection stays."""
-    ruleBroken: Callable[[RuleBroken, Any], None]
-    """End the connection for C{error}, which C{received} broke (an answer to no call too: wire format 12.3)."""
-    peerName: Callable[[], str]
-    """The peer's address, as the errors naming a call say it."""
+    __slots__ = (
+        "callReceived",
+        "cancelReceived",
+        "callRefused",
+        "answered",
+        "failed",
+        "ignored",
+        "goneAway",
+        "refused",
+        "ruleBroken",
+        "peerName",
+    )
+
+    def __init__(
+        self,
+        *,
+        callReceived: Handler,
+        cancelReceived: Handler,
+        callRefused: RefusalHandler,
+        answered: Callable[[Waiter, Any], object],
+        failed: Callable[[Waiter, BaseException], object],
+        ignored: Callable[[int, str], object],
+        goneAway: Callable[[], object],
+        refused: Callable[[Violation], None],
+        ruleBroken: Callable[[RuleBroken, Any], None],
+        peerName: Callable[[], str],
+    ) -> None:
+        """
+        @param callReceived: the peer's CALL: admit, run and answer it (the shell's call runner).
+        @param cancelReceived: a CANCEL: the peer gave up on its call.
+        @param callRefused: a CALL refused after its id: answered with its FAIL (none for a call for no answer).
+        @param answered: C{answered(waiter, result)}: the call of C{waiter} was answered with C{result}.
+        @param failed: C{failed(waiter, error)}: the call of C{waiter} failed (the peer's FAIL, or an answer
+            refused here).
+        @param ignored: C{ignored(requestId, what)}: the late answer C{what} of a call given up on, ignored (once).
+        @param goneAway: the peer's first GOAWAY came: this side's calls are stopped already; close once idle.
+        @param refused: a refusal to count (a refused CANCEL, RELEASE or GOAWAY; an object of no type taken);
+            the connection stays.
+        @param ruleBroken: end the connection for C{error}, which C{received} broke (an answer to no call too:
+            wire format 12.3).
+        @param peerName: the peer's address, as the errors naming a call say it.
+        """
+        self.callReceived = callReceived
+        self.cancelReceived = cancelReceived
+        self.callRefused = callRefused
+        self.answered = answered
+        self.failed = failed
+        self.ignored = ignored
+        self.goneAway = goneAway
+        self.refused = refused
+        self.ruleBroken = ruleBroken
+        self.peerName = peerName
 
 
 def _unnamed(waiter: object) -> str:
