@@ -12,9 +12,11 @@ never raises out of L{receive}: a broken stream, an answer to no call or a
 message refused before its id ends the session (L{SessionState.ENDED},
 L{failure}; an ERROR to send, L{farewell}) and settles every pending call; more than C{maxRefusals}
 refusals within 10 s end it with L{framing._refusals.TooManyRefusals}.
-L{end} and L{judgeSilence} end it for what the I/O layer saw.  It keeps
-references and the server's object streams too.  No I/O, no threads, no
-timer (the refusal rate alone reads C{clock}).
+L{end} and L{judgeSilence} end it for what the I/O layer saw.  It is an
+L{framing.rpc._connection.RpcConnection} (C{rpc}: the registry, the call
+table, the drain, the dispatch and their rules, the Twisted broker's
+too) and its codec; it keeps the server's object streams too.  No I/O,
+no threads, no timer (the refusal rate alone reads C{clock}).
 
 Cost: a call is one table entry and one encoding; each received ANSWER one
 type test, one tag test and one dict pop, any other message one index more
@@ -178,12 +180,13 @@ class ClientSession(Generic[Waiter]):
         without C{makeReference}.
     @ivar incomingCalls: the server's calls to this side's exports; those in
         its C{waiting} are the I/O layer's to run and settle (L{answerCall}).
+    @ivar rpc: the L{framing.rpc._connection.RpcConnection} it is built on.
     @ivar pending: the calls waiting for their answers, by request id (the
-        L{framing.rpc._calltable.CallTable}).
+        L{framing.rpc._calltable.CallTable}: C{rpc.calls}).
     @ivar ledger: the L{framing._ledger.Ledger} of what this side holds for
         the server, against C{Limits.max_connection_memory}; its I/O layer
         sets C{on_full}; closed when the session ends.
-    @ivar drain: the L{framing.rpc._drain.Drain} (the server's GOAWAY).
+    @ivar drain: the L{framing.rpc._drain.Drain} (the server's GOAWAY: C{rpc.drain}).
     @ivar closing: the session ended itself after the server's GOAWAY
         (L{closeIfDrained}): its output is still to be sent.
     @ivar farewell: once the session ended for a rule the server broke, the

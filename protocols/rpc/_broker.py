@@ -3,13 +3,13 @@
 
 Contract: both ends are the same class.  A broker is the L{IObjectReceiver}
 of a L{TokenProtocol} it makes itself (C{broker.connection}): the
-connection owns framing, the transport and pings; the broker routes
-each received object as every RPC endpoint does
-(L{framing.rpc._dispatch.Dispatch}, built in C{_route}) to
-L{OutgoingCalls} (L{protocols.rpc._calls}), L{CallRunner}
-(L{protocols.rpc._answering}) or L{ReferenceTable}
-(L{protocols.rpc._tables}); how the connection ended is a
-L{Disconnection}'s.  Extensions (L{IBrokerExtension}, e.g. bulk streams:
+connection owns framing, the transport and pings; the broker is an
+L{framing.rpc._connection.RpcConnection} (C{rpc}, the clients' session's
+too: the registry, the call table, the drain, the one dispatch and the
+rules of answers, RELEASE and GOAWAY) with Twisted's waiting, routed in
+C{_route} to L{OutgoingCalls} (L{protocols.rpc._calls}), L{CallRunner}
+(L{protocols.rpc._answering}) and the drain; how the connection ended is
+a L{Disconnection}'s.  Extensions (L{IBrokerExtension}, e.g. bulk streams:
 C{Broker(bulk=BulkOptions(...))}) are loaded instead of subclassing.  Limits are a L{CallLimits}; refusals
 and failures are logged through L{TokenProtocol.logRefusal} and
 L{TokenProtocol.logFailure}.  The preamble is held to the end of the
@@ -77,6 +77,9 @@ class Broker:
     with L{protocols.testing.connectedPair}.
 
     @ivar connection: the L{TokenProtocol} this broker receives from and sends on.
+    @ivar rpc: the L{framing.rpc._connection.RpcConnection} it is built on
+        (the registry, the call table, the drain, the dispatch and their
+        rules, the clients' session's too).
     @ivar calls: the L{OutgoingCalls}: calls this side made.
     @ivar incoming: the L{CallRunner}: calls the peer made, run here.
     @ivar references: the L{ReferenceTable}: exports and imports.
