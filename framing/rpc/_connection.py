@@ -137,6 +137,20 @@ _UNROUTED: Shell[Any] = Shell(
 )
 """The shell of a connection not routed yet, or ended: each route raises."""
 
+_UNROUTED_HANDLERS = Handlers(
+    callReceived=_unrouted,
+    answerReceived=_unrouted,
+    failReceived=_unrouted,
+    cancelReceived=_unrouted,
+    releaseReceived=_unrouted,
+    goAwayReceived=_unrouted,
+    callRefused=_unrouted,
+    answerRefused=_unrouted,
+    refused=_unrouted,
+    ruleBroken=_unrouted,
+)
+"""The dispatch's handlers before L{RpcConnection.route}: none refers back to the connection."""
+
 
 class RpcConnection(Generic[Waiter]):
     """
@@ -153,6 +167,9 @@ class RpcConnection(Generic[Waiter]):
         dispatch's, L{route}); empty after L{end}.
     @ivar controls: per type, the handler of an object that is no RPC message.
     @ivar dispatch: the L{Dispatch} of L{route} (before it and after L{end}, one whose every route raises).
+        Once routed, the connection and its dispatch refer to each other
+        (some handlers are its methods) until L{end}, which a shell calls
+        when the connection is over: it is then freed without the GC.
     """
 
     def __init__(
@@ -176,7 +193,7 @@ class RpcConnection(Generic[Waiter]):
         self.drain = Drain()
         self.references: References | None = None
         self._shell: Shell[Waiter] = _UNROUTED
-        self.dispatch = Dispatch(self._handlers(_UNROUTED, self.answerReceived))
+        self.dispatch = Dispatch(_UNROUTED_HANDLERS)
         self.messages: tuple[Handler, ...] = self.dispatch.messages
         self.controls: dict[type, Control] = self.dispatch.controls
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
@@ -184,6 +186,29 @@ class RoutingTests(SynchronousTestCase):
         self.assertRaises(RuntimeError, connection.objectReceived, ["a", "list"])
         self.assertRaises(RuntimeError, connection.answerReceived, Message((ANSWER, 1, None)))
         self.assertEqual(recording.seen, [])
+
+
+class FreedTests(SynchronousTestCase):
+    """Nothing keeps a connection for the GC: not before it is routed, not once ended."""
+
+    def setUp(self) -> None:
+        gc.collect()
+        gc.disable()
+        self.addCleanup(gc.enable)
+
+    def test_unroutedFreed(self) -> None:
+        connection: RpcConnection[str] = RpcConnection()
+        freed = weakref.ref(connection)
+        del connection
+        self.assertIsNone(freed())
+
+    def test_endedFreed(self) -> None:
+        """Routed, its dispatch holds its own handlers; L{RpcConnection.end} lets both go."""
+        connection, _, _ = routed()
+        connection.end()
+        freed = weakref.ref(connection)
+        del connection
+        self.assertIsNone(freed())
 
 
 class AnswerTests(SynchronousTestCase):
