@@ -1,8 +1,9 @@
 # -*- test-case-name: tests.framing.rpc.test_dispatch,tests.protocols.rpc.test_dispatch_alike -*-
 """The one routing of what an RPC connection receives, for every shell: which handler takes each top-level object.
 
-Contract: an endpoint (L{RpcEndpoint}: the Twisted L{protocols.rpc.Broker}'s
-parts, a L{framing.rpc._session.ClientSession}) names its handlers;
+Contract: an endpoint (L{RpcEndpoint}: the handlers an
+L{framing.rpc._connection.RpcConnection} gives, its own and its shell's)
+names its handlers;
 L{Dispatch} routes to them (C{docs/wire-format.md} 12.4): a message by its
 tag; a L{MessageRefused} by its tag (a CALL's to C{callRefused}, an ANSWER's
 or FAIL's to C{answerRefused}, any other's to C{refused}, as any other
@@ -77,8 +78,8 @@ class RpcEndpoint(Protocol):
 @dataclass(frozen=True, slots=True)
 class Handlers:
     """
-    An L{RpcEndpoint} whose handlers are other objects' methods (the
-    broker's parts'): each field is the handler of that name.
+    An L{RpcEndpoint} whose handlers are other objects' methods (a
+    connection's and its shell's): each field is the handler of that name.
     """
 
     callReceived: Handler

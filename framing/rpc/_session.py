@@ -12,9 +12,11 @@ never raises out of L{receive}: a broken stream, an answer to no call or a
 message refused before its id ends the session (L{SessionState.ENDED},
 L{failure}; an ERROR to send, L{farewell}) and settles every pending call; more than C{maxRefusals}
 refusals within 10 s end it with L{framing._refusals.TooManyRefusals}.
-L{end} and L{judgeSilence} end it for what the I/O layer saw.  It keeps
-references and the server's object streams too.  No I/O, no threads, no
-timer (the refusal rate alone reads C{clock}).
+L{end} and L{judgeSilence} end it for what the I/O layer saw.  It is an
+L{framing.rpc._connection.RpcConnection} (C{rpc}: the registry, the call
+table, the drain, the dispatch and their rules, the Twisted broker's
+too) and its codec; it keeps the server's object streams too.  No I/O,
+no threads, no timer (the refusal rate alone reads C{clock}).
 
 Cost: a call is one table entry and one encoding; each received ANSWER one
 type test, one tag test and one dict pop, any other message one index more
@@ -37,13 +39,12 @@ from framing._errors import PeerError
 from framing._ledger import Ledger
 from framing._pings import PingTable
 from framing._refusals import MAX_REFUSALS, REFUSAL_INTERVAL, RefusalRate
-from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
 
 from ._calltable import CallTable
 from ._clientstreams import ClientObjectStreams
-from ._dispatch import Control, Dispatch
-from ._drain import Drain, GoingAway
+from ._connection import RpcConnection, Shell
+from ._dispatch import Control
 from ._errors import (
     ClosedBeforePreamble,
     ConnectionLost,
@@ -51,17 +52,13 @@ from ._errors import (
     MessageRefused,
     RuleBroken,
     ServerSilent,
-    UnexpectedAnswer,
 )
 from ._exports import DEFAULT_MAX_IMPORTS, ExportTable, References
 from ._incoming import DEFAULT_MAX_RUNNING, IncomingCall, IncomingCalls, failure, refusalCode, withoutDetails
 from ._interfaces import ExportedReference
-from ._referenceable import Referenceable
-from ._references import ReferenceableSlicer, ReferenceUnslicer, RemoteReferenceSlicer, YourReferenceUnslicer
-from ._signatures import REF_OPEN_TYPE, YOURREF_OPEN_TYPE
 from ._streams import FlowMessage, ReceiveWindow
 from ._streamtable import ReceivedStream, SentStream
-from ._wire import ANSWER, NO_ANSWER, OPEN_TYPE, Message, addMessageTypes
+from ._wire import ANSWER, NO_ANSWER, OPEN_TYPE, Message
 
 Waiter = TypeVar("Waiter")
 
@@ -144,6 +141,10 @@ UNSCOPED: Any = object()
 """L{ClientSession.call}'s C{sent} for a call made in no scope: its CALL carries C{kwargs or None}."""
 
 
+def _ignored(requestId: int, what: str) -> None:
+    """The late answer of a call given up on (L{Shell.ignored}): nothing to settle."""
+
+
 class SessionState(enum.Enum):
     """Where a client session stands."""
 
@@ -179,12 +180,13 @@ class ClientSession(Generic[Waiter]):
         without C{makeReference}.
     @ivar incomingCalls: the server's calls to this side's exports; those in
         its C{waiting} are the I/O layer's to run and settle (L{answerCall}).
+    @ivar rpc: the L{framing.rpc._connection.RpcConnection} it is built on.
     @ivar pending: the calls waiting for their answers, by request id (the
-        L{framing.rpc._calltable.CallTable}).
+        L{framing.rpc._calltable.CallTable}: C{rpc.calls}).
     @ivar ledger: the L{framing._ledger.Ledger} of what this side holds for
         the server, against C{Limits.max_connection_memory}; its I/O layer
         sets C{on_full}; closed when the session ends.
-    @ivar drain: the L{framing.rpc._drain.Drain} (the server's GOAWAY).
+    @ivar drain: the L{framing.rpc._drain.Drain} (the server's GOAWAY: C{rpc.drain}).
     @ivar closing: the session ended itself after the server's GOAWAY
         (L{closeIfDrained}): its output is still to be sent.
     @ivar farewell: once the session ended for a rule the server broke, the
@@ -239,16 +241,24 @@ class ClientSession(Generic[Waiter]):
         self.state = _WANT_PREAMBLE
         self.failure: BaseException | None = None
         self.pingSent = False
-        connectionRegistry = Registry(registry if registry is not None else DEFAULT_REGISTRY)
-        addMessageTypes(connectionRegistry)
+        # The connection's registry (the RPC messages, the references), its call table, its drain and its dispatch,
+        # built as the Twisted broker's are.  Each pending call's waiter is kept with the method's name, for the
+        # errors that name the call; its extension is told of each call failed by the server's word or given up
+        # (a stream the CALL carried).
+        self.rpc: RpcConnection[tuple[Waiter, str]] = RpcConnection(
+            registry,
+            maxPending=maxPending,
+            nameOf=itemgetter(1),
+            callFailed=None if extension is None else extension.callFailed,
+        )
+        connectionRegistry = self.rpc.registry
         self.references: References | None = None
         exports = ExportTable()
         self._died: list[Any] = []
         if makeReference is not None:
-            exports = self.references = self._addReferences(
-                connectionRegistry, References(owner, makeReference, maxImports=maxImports, released=released)
-            )
-            self._died = self.references.died
+            exports = self.references = References(owner, makeReference, maxImports=maxImports, released=released)
+            self.rpc.carryReferences(exports, ExportedReference)
+            self._died = exports.died
         self.incomingCalls = IncomingCalls(exports, maxRunning)
         self._encoder = Encoder(connectionRegistry)
         # What is due to the server, in order (see the class docstring).
@@ -266,7 +276,7 @@ class ClientSession(Generic[Waiter]):
         self.closing = False
         self.farewell = b""
         # GOAWAY's state and the rule of when the session closes after it (see drained).
-        self.drain = Drain()
+        self.drain = self.rpc.drain
         # What this side holds for the server (its I/O layer's outbox, automatic replies, stream items):
         # one budget, whose owner (the I/O layer) sets on_full and stops reading past it.
         self.ledger = Ledger(self._decoder.limits.max_connection_memory)
@@ -274,11 +284,7 @@ class ClientSession(Generic[Waiter]):
         # What the decoder holds between reads too: an answer that would not fit is refused, never half held.
         self._decoder.charge_to(self.ledger)
         self.incomingCalls.registry = connectionRegistry
-        # Each pending call's waiter with the method's name, for the errors that name the call.
-        # (its extension is told of each call failed by the server's word or given up: a stream the CALL carried)
-        self.pending: CallTable[tuple[Waiter, str]] = CallTable(
-            maxPending, itemgetter(1), None if extension is None else extension.callFailed
-        )
+        self.pending: CallTable[tuple[Waiter, str]] = self.rpc.calls
         self._preambleLeft = len(PREAMBLE)
         # A whole CALL of built-in arguments in one C call (the compiled core; None: the pure one), as
         # Encoder.tokens writes a Message, less its lookups: the session's registry writes Messages so.
@@ -293,8 +299,9 @@ class ClientSession(Generic[Waiter]):
         self._settled: list[Settled] = []
         # Something is due after each read's objects: the extension's, or (the server sent GOAWAY) the drain check.
         self._readTail = extension is not None
-        # Every RPC endpoint's routing (framing.rpc._dispatch), to this session's handlers (its "handlers" section);
-        # besides the extension's objects, its controls take the object streams' messages and receive's own marks.
+        # Every RPC connection's routing (framing.rpc._connection), the server's calls to this session's handlers
+        # and the connection's rules reporting to it (its "handlers" section); besides the extension's objects, its
+        # controls take the object streams' messages and receive's own marks.
         controls: dict[type, Control] = {
             FlowMessage: self._flowReceived,
             _Broken: self._streamBroken,
@@ -302,17 +309,19 @@ class ClientSession(Generic[Waiter]):
         }
         if extension is not None:
             controls.update(dict.fromkeys(extension.controlTypes, extension.received))
-        self._dispatch = Dispatch(self, controls)
-        self._handlers = self._dispatch.messages
-
-    @staticmethod
-    def _addReferences(registry: Registry, references: References) -> References:
-        """Send and receive references on C{registry}, against C{references}'s tables."""
-        registry.add_slicer(Referenceable, ReferenceableSlicer(references))
-        registry.add_slicer(ExportedReference, RemoteReferenceSlicer(references))
-        registry.add_unslicer(REF_OPEN_TYPE, lambda limits: ReferenceUnslicer(limits, references))
-        registry.add_unslicer(YOURREF_OPEN_TYPE, lambda limits: YourReferenceUnslicer(limits, references))
-        return references
+        shell: Shell[tuple[Waiter, str]] = Shell(
+            callReceived=self.callReceived,
+            cancelReceived=self.cancelReceived,
+            callRefused=self.callRefused,
+            answered=self._answered,
+            failed=self._callFailed,
+            ignored=_ignored,
+            goneAway=self._goneAway,
+            refused=self.refused,
+            ruleBroken=self.ruleBroken,
+            peerName=self._peerName,
+        )
+        self._handlers = self.rpc.route(shell, controls).messages
 
     # -- what the I/O layer asks ---------------------------------------------
 
@@ -613,7 +622,7 @@ class ClientSession(Generic[Waiter]):
             elif self.state is _ENDED:
                 break
             else:
-                self._dispatch.received(obj)
+                self.rpc.dispatch.received(obj)
         self._settled = []
         if self._readTail:
             # (after the read's objects: once the server sent GOAWAY the session ends when nothing is in flight;
@@ -642,7 +651,7 @@ class ClientSession(Generic[Waiter]):
             if producers is not None:
                 received.append(_Probed(producers))
 
-    # -- handlers (framing.rpc._dispatch.RpcEndpoint), of the read being received ----
+    # -- handlers and reactions (framing.rpc._connection.Shell), of the read being received ----
 
     def callReceived(self, message: Message) -> None:
         """The server's CALL: admitted (waiting in C{incomingCalls} for the I/O layer), or refused (L{_refuseCall})."""
@@ -650,51 +659,30 @@ class ClientSession(Generic[Waiter]):
         if refused is not None:
             self._refuseCall(message[1], refused)
 
-    def answerReceived(self, message: Message) -> None:
-        """An ANSWER: its call settled with the result; one to no call is L{_stray}."""
-        entry = self.pending.pop(message[1], None)
-        if entry is None:
-            self._stray(message[1], "an answer")
-            return
-        self._settled.append((entry[0], message[2], None))
+    def _answered(self, entry: tuple[Waiter, str], result: Any) -> None:
+        """A call answered (L{Shell.answered}: an ANSWER not taken in line by L{receive}): settled with C{result}."""
+        self._settled.append((entry[0], result, None))
 
-    def failReceived(self, message: Message) -> None:
-        """A FAIL: its call settled with the error it describes (L{CallTable.failed}, which tells the extension)."""
-        failed = self._failed(self.pending.failed, message)
-        if failed is not None:
-            self._settled.append((failed[0][0], None, failed[1]))
+    def _callFailed(self, entry: tuple[Waiter, str], error: BaseException) -> None:
+        """A call failed (L{Shell.failed}: a FAIL, a refused answer; the extension told by L{CallTable}): settled."""
+        self._settled.append((entry[0], None, error))
 
     def cancelReceived(self, message: Message) -> None:
         """A CANCEL: the server gave up on its call (L{framing.rpc._incoming.IncomingCalls.cancelled})."""
         self.incomingCalls.cancelled(message[1])
 
-    def releaseReceived(self, message: Message) -> None:
-        """A RELEASE: counted against this side's exports (none without references)."""
-        if self.references is not None:
-            self.references.releaseReceived(message)
-
-    def goAwayReceived(self, message: Message) -> None:
+    def _goneAway(self) -> None:
         """
-        The server's GOAWAY (a second one ignored): no new call; after
-        this read and each later one the session ends if it L{drained}.
+        The server's GOAWAY (L{Shell.goneAway}; its calls stopped by the
+        connection): after this read and each later one the session ends if
+        it L{drained}.
         """
-        if self.drain.received(message):
-            self.state = _GOING_AWAY
-            self.pending.stop(self.drain.refusal(self.peer), GoingAway)
-            self._readTail = True
+        self.state = _GOING_AWAY
+        self._readTail = True
 
     def callRefused(self, refused: MessageRefused) -> None:
         """The server's CALL, refused while decoding it after its id: L{_refuseCall}."""
         self._refuseCall(refused.requestId, refused.violation)
-
-    def answerRefused(self, refused: MessageRefused) -> None:
-        """
-        An ANSWER or FAIL refused after its id: its call settled with the
-        violation (L{CallTable.refused}, which tells the extension, as for a FAIL).
-        """
-        answer = self._failed(self.pending.refused, refused)
-        if answer is not None:
-            self._settled.append((answer[0][0], None, answer[1]))
 
     def refused(self, violation: Violation) -> None:
         """Any other refusal (an object this client does not take, a refused CANCEL, RELEASE or GOAWAY): counted."""
@@ -718,29 +706,6 @@ class ClientSession(Generic[Waiter]):
     def _probed(self, probed: _Probed) -> None:
         """A probe's PONG came: its streams without credit are closed (L{ClientObjectStreams.probeAnswered})."""
         self.objectStreams.probeAnswered(probed.producers, self._settled)
-
-    def _failed(
-        self,
-        match: Callable[[Any, Callable[[], str]], tuple[tuple[Waiter, str], BaseException] | None],
-        answer: Any,
-    ) -> tuple[tuple[Waiter, str], BaseException] | None:
-        """
-        What C{match} (L{CallTable.failed}, L{CallTable.refused}) says of
-        C{answer}: the failed call's entry and its error; C{None} for the
-        late answer of a call given up on, or one to no call, which ends
-        the session (L{framing.rpc._errors.UnexpectedAnswer}).
-        """
-        try:
-            return match(answer, self._peerName)
-        except UnexpectedAnswer as unexpected:
-            self._settled.extend(self.end(unexpected))
-            return None
-
-    def _stray(self, requestId: int, what: str) -> None:
-        """C{what} came for C{requestId}, which no call waits on: ignored if a late answer was due, else the end."""
-        unexpected = self.pending.strayAnswer(requestId, what)
-        if unexpected is not None:
-            self._settled.extend(self.end(unexpected))
 
     def _peerName(self) -> str:
         """The server's address, as the errors naming a call say it (L{CallTable.failed}, L{CallTable.refused})."""
@@ -864,7 +829,7 @@ class ClientSession(Generic[Waiter]):
         self.state = _ENDED
         self.failure = reason
         # (its handlers are this session's methods: forgotten, so that nothing refers back to it)
-        self._dispatch.clear()
+        self.rpc.end()
         self._handlers = ()
         self.output.clear()
         if isinstance(reason, ProtocolError) and not isinstance(reason, PeerError):

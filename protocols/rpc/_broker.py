@@ -3,13 +3,13 @@
 
 Contract: both ends are the same class.  A broker is the L{IObjectReceiver}
 of a L{TokenProtocol} it makes itself (C{broker.connection}): the
-connection owns framing, the transport and pings; the broker routes
-each received object as every RPC endpoint does
-(L{framing.rpc._dispatch.Dispatch}, built in C{_route}) to
-L{OutgoingCalls} (L{protocols.rpc._calls}), L{CallRunner}
-(L{protocols.rpc._answering}) or L{ReferenceTable}
-(L{protocols.rpc._tables}); how the connection ended is a
-L{Disconnection}'s.  Extensions (L{IBrokerExtension}, e.g. bulk streams:
+connection owns framing, the transport and pings; the broker is an
+L{framing.rpc._connection.RpcConnection} (C{rpc}, the clients' session's
+too: the registry, the call table, the drain, the one dispatch and the
+rules of answers, RELEASE and GOAWAY) with Twisted's waiting, routed in
+C{_route} to L{OutgoingCalls} (L{protocols.rpc._calls}), L{CallRunner}
+(L{protocols.rpc._answering}) and the drain; how the connection ended is
+a L{Disconnection}'s.  Extensions (L{IBrokerExtension}, e.g. bulk streams:
 C{Broker(bulk=BulkOptions(...))}) are loaded instead of subclassing.  Limits are a L{CallLimits}; refusals
 and failures are logged through L{TokenProtocol.logRefusal} and
 L{TokenProtocol.logFailure}.  The preamble is held to the end of the
@@ -40,12 +40,12 @@ from framing import Limits, Registry, Violation
 from framing._errors import short_repr
 from framing._outgoing import Outgoing
 from framing.login._wire import addLoginTypes
-from framing.rpc._dispatch import Dispatch, Handler, Handlers
+from framing.rpc._connection import RpcConnection, Shell
+from framing.rpc._dispatch import Handler
 from framing.rpc._errors import NotAnRpcMessage, RuleBroken
 from framing.rpc._limits import CLIENT_CALL_LIMITS, CallLimits
 from framing.rpc._referenceable import Referenceable
-from framing.rpc._wire import Message, addMessageTypes
-from framing.slicing._registry import DEFAULT_REGISTRY
+from framing.rpc._wire import Message
 
 from .. import _guard as guarding
 from .._base import TokenProtocol
@@ -55,20 +55,11 @@ from .._interfaces import IObjectReceiver
 from .._logs import escape
 from ..options import ConnectionExtension
 from ._answering import CallRunner
-from ._calls import OutgoingCalls
+from ._calls import OutgoingCalls, callName
 from ._disconnection import Disconnection
 from ._drain import ConnectionDrain
 from ._interceptors import intercept
-from ._refs import (
-    REF_OPEN_TYPE,
-    YOURREF_OPEN_TYPE,
-    CallSender,
-    ReferenceableSlicer,
-    ReferenceUnslicer,
-    RemoteReference,
-    RemoteReferenceSlicer,
-    YourReferenceUnslicer,
-)
+from ._refs import CallSender, RemoteReference
 from ._streams import ObjectStreams
 from ._tables import ReferenceTable
 
@@ -86,6 +77,9 @@ class Broker:
     with L{protocols.testing.connectedPair}.
 
     @ivar connection: the L{TokenProtocol} this broker receives from and sends on.
+    @ivar rpc: the L{framing.rpc._connection.RpcConnection} it is built on
+        (the registry, the call table, the drain, the dispatch and their
+        rules, the clients' session's too).
     @ivar calls: the L{OutgoingCalls}: calls this side made.
     @ivar incoming: the L{CallRunner}: calls the peer made, run here.
     @ivar references: the L{ReferenceTable}: exports and imports.
@@ -159,8 +153,10 @@ class Broker:
             extensions = (ObjectStreams(), *extensions)
         self.extensions = extensions
         self.disconnection = Disconnection()
-        # A registry for this connection only: references are sliced against its tables.
-        connectionRegistry = Registry(registry if registry is not None else DEFAULT_REGISTRY)
+        # The connection's registry (the RPC messages; the references, sliced against its tables, below), its call
+        # table, its drain and its dispatch (_route), built as every RPC connection's are (the client session's too).
+        self.rpc: RpcConnection[Any] = RpcConnection(registry, maxPending=callLimits.maxPending, nameOf=callName)
+        connectionRegistry = self.rpc.registry
         config = ConnectionConfig(
             limits=limits,
             registry=connectionRegistry,
@@ -172,10 +168,11 @@ class Broker:
         self.references = ReferenceTable(connection, self, root, callLimits, clock)
         self.incoming = CallRunner(connection, self.references.exports, self, tracebacks, callLimits.maxRunning, clock)
         callSent = [extension.callSent for extension in self.extensions if hasattr(extension, "callSent")]
-        self.calls = OutgoingCalls(connection, callLimits, clock, callSent)
+        self.calls = OutgoingCalls(connection, callLimits, clock, callSent, rpc=self.rpc)
         self.sender: CallSender = self.calls
-        self.drain = ConnectionDrain(self)
-        self._addTypes(connectionRegistry)
+        self.drain = ConnectionDrain(self, self.rpc.drain)
+        self.rpc.carryReferences(self.references, RemoteReference)
+        addLoginTypes(connectionRegistry)
         for extension in self.extensions:
             extension.install(self, connectionRegistry)
         self._intercepted = False
@@ -185,33 +182,39 @@ class Broker:
 
     def _route(self, call: Handler | None = None, cancel: Handler | None = None) -> None:
         """
-        Build the dispatch (L{framing.rpc._dispatch.Dispatch}: every RPC
-        endpoint's one routing) from this broker's parts and its extensions'
+        Route the connection (L{framing.rpc._connection.RpcConnection.route}:
+        every RPC connection's one dispatch) to this broker's parts, as its
+        L{framing.rpc._connection.Shell} (the peer's calls to L{CallRunner},
+        the outcome of the connection's rules for answers to
+        L{OutgoingCalls}, GOAWAY's to the drain), and its extensions'
         C{controlTypes}; L{objectReceived} then costs one index per
         message.  C{call} and C{cancel}, if given, stand in front of
         L{CallRunner} (L{interceptCalls}).
         """
         incoming, calls = self.incoming, self.calls
-        handlers = Handlers(
+        shell: Shell[Any] = Shell(
             callReceived=call or incoming.callReceived,
-            answerReceived=calls.answerReceived,
-            failReceived=calls.failReceived,
             cancelReceived=cancel or incoming.cancelReceived,
-            releaseReceived=self.references.releaseReceived,
-            goAwayReceived=self.drain.goAwayReceived,
             callRefused=incoming.callRefused,
-            answerRefused=calls.answerRefused,
+            answered=calls.answered,
+            failed=calls.failed,
+            ignored=calls.ignored,
+            goneAway=self.drain.peerWentAway,
             refused=self._reactions.refused,
             ruleBroken=self._reactions.ruleBroken,
+            peerName=self.connection.peerName,
         )
         controls = {
             controlType: extension.controlReceived
             for extension in self.extensions
             for controlType in extension.controlTypes
         }
-        self._dispatch = dispatch = Dispatch(handlers, controls)
-        self._handlers = dispatch.messages
-        self._controls = dispatch.controls
+        rpc = self.rpc
+        # (an ANSWER matched in line by the call table's pop, as the session does: one call per answer, as before)
+        rpc.route(shell, controls, calls.answerReceived)
+        # (read in line by objectReceived: one index per message, as before)
+        self._handlers = rpc.messages
+        self._controls = rpc.controls
 
     def interceptCalls(self, call: Handler | None, cancel: Handler) -> None:
         """
@@ -250,16 +253,6 @@ class Broker:
     def callRemoteOnly(self, target: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Call method C{name} of the peer's export C{target} for no answer, through L{sender}."""
         self.sender.callRemoteOnly(target, name, args, kwargs)
-
-    def _addTypes(self, registry: Registry) -> None:
-        """Add the RPC messages and the references (sliced against this connection's tables) to C{registry}."""
-        tables = self.references
-        addMessageTypes(registry)
-        registry.add_slicer(Referenceable, ReferenceableSlicer(tables))
-        registry.add_slicer(RemoteReference, RemoteReferenceSlicer(tables))
-        registry.add_unslicer(REF_OPEN_TYPE, lambda limits: ReferenceUnslicer(limits, tables))
-        registry.add_unslicer(YOURREF_OPEN_TYPE, lambda limits: YourReferenceUnslicer(limits, tables))
-        addLoginTypes(registry)
 
     # -- the connection's state, for applications and tests ---------------------
 
@@ -383,6 +376,7 @@ class Broker:
         self.references.connectionLost()
         self.calls.connectionLost(reason)
         self.drain.connectionLost()
+        self.rpc.end()  # (its dispatch holds its own handlers: forgotten, so nothing is left for the GC)
         for extension in self.extensions:
             extension.connectionLost(reason)
         self.disconnection.notify()
@@ -404,7 +398,7 @@ class Broker:
         if control is not None:
             control(obj)
             return
-        self._dispatch.received(obj)
+        self.rpc.dispatch.received(obj)
 
     def objectRefused(self, violation: Violation) -> None:
         """
@@ -414,7 +408,7 @@ class Broker:
         connection (L{framing.rpc._errors.UnreadableRequestId}); any other
         is logged as a refusal.
         """
-        self._dispatch.refused(violation)
+        self.rpc.dispatch.refused(violation)
 
 
 class _ConnectionReactions:

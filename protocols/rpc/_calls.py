@@ -33,9 +33,10 @@ from twisted.python.failure import Failure
 
 from framing._outgoing import Outgoing
 from framing.rpc._calltable import CallTable
+from framing.rpc._connection import RpcConnection
 from framing.rpc._context import Scope, callBound, sentWith, timeUp
 from framing.rpc._drain import GoingAway
-from framing.rpc._errors import DeadlineExceeded, DeadReferenceError, MessageRefused, UnexpectedAnswer
+from framing.rpc._errors import DeadlineExceeded, DeadReferenceError
 from framing.rpc._limits import CallLimits
 from framing.rpc._wire import Message
 
@@ -68,8 +69,8 @@ class _Call(Deferred[Any]):
     timer: Any
 
 
-def _callName(call: _Call) -> str:
-    """A call's method name, as the call table's errors name it."""
+def callName(call: _Call) -> str:
+    """A call's method name (a call is the caller's L{Deferred}), as the call table's errors name it."""
     return call.name
 
 
@@ -85,10 +86,19 @@ class OutgoingCalls:
     """
 
     def __init__(
-        self, connection: Any, callLimits: CallLimits, clock: Any = None, callSent: Iterable[CallSent] = ()
+        self,
+        connection: Any,
+        callLimits: CallLimits,
+        clock: Any = None,
+        callSent: Iterable[CallSent] = (),
+        *,
+        rpc: RpcConnection[Any],
     ) -> None:
         """
         @param connection: the L{protocols.TokenProtocol} the calls are sent on.
+        @param rpc: the connection (L{framing.rpc._connection.RpcConnection},
+            made with L{callName}): its C{calls} are each pending call's
+            Deferred by request id; an ANSWER to no call is its rule.
         @param clock: the C{IReactorTime} of timeouts; the global reactor if C{None}.
         @param callSent: called with each call and its L{Outgoing} before
             its message is encoded (the extensions' C{callSent}).
@@ -98,7 +108,8 @@ class OutgoingCalls:
         self._clock = clock
         self._callSent = tuple(callSent)
         self._open = False
-        self._table: CallTable[_Call] = CallTable(callLimits.maxPending, _callName)
+        self._table: CallTable[_Call] = rpc.calls
+        self._unmatched = rpc.answerReceived
         self._cancelCall = self._cancel  # bound once: one canceller for every call
         self._scope = scope.get  # bound once: what every call reads of its context
 
@@ -242,62 +253,39 @@ class OutgoingCalls:
         if cancel is not None:
             self._connection.sendObject(cancel)
 
-    # -- answers (handlers of the message table) ----------------------------------------
+    # -- answers (reactions of the connection's rules: framing.rpc._connection.Shell) ----------------
 
     def answerReceived(self, message: Message) -> None:
-        """An ANSWER: the call's Deferred fires with the result."""
-        _, requestId, result = message
-        call = self._table.pop(requestId, None)  # (the CallTable is the dict: its match in one C call, for every call)
+        """
+        An ANSWER, matched in line (the broker's route for it: one call, as
+        before the connection's rules): the call's Deferred fires with the
+        result, as L{answered}; one to no call is the connection's rule
+        (L{framing.rpc._connection.RpcConnection.answerReceived}).
+        """
+        call = self._table.pop(message[1], None)  # (the CallTable is the dict: its match in one C call, for every call)
         if call is None:
-            self._notPending(requestId, "an answer")
+            self._unmatched(message)
             return
+        if call.timer is not None:
+            call.timer.cancel()
+            call.timer = None
+        call.callback(message[2])
+
+    def answered(self, call: _Call, result: Any) -> None:
+        """Call C{call} was answered (L{framing.rpc._connection.RpcConnection.answerReceived}): it fires."""
         if call.timer is not None:
             call.timer.cancel()
             call.timer = None
         call.callback(result)
 
-    def failReceived(self, message: Message) -> None:
-        """A FAIL: the call's Deferred fails with the error it describes (L{CallTable.failed})."""
-        self._failed(self._table.failed, message, message[1], "a failure")
-
-    def answerRefused(self, refused: MessageRefused) -> None:
-        """An ANSWER or FAIL this side refused: the call fails with the violation, which names the call and the peer."""
-        self._failed(self._table.refused, refused, refused.requestId, "a refused answer")
-
-    def _failed(self, match: Callable[[Any, Callable[[], str]], Any], answer: Any, requestId: int, what: str) -> None:
-        """
-        The call C{answer} (C{what}, for C{requestId}) fails, as C{match}
-        (L{CallTable.failed}, L{CallTable.refused}) says: its Deferred
-        errbacks with the error; the late answer of a call given up on is
-        ignored; any other not pending drops the connection.
-        """
-        try:
-            failed = match(answer, self._connection.peerName)
-        except UnexpectedAnswer as unexpected:
-            self._connection.failConnection(unexpected)
-            return
-        if failed is None:
-            self._ignored(requestId, what)
-            return
-        call, error = failed
+    def failed(self, call: _Call, error: BaseException) -> None:
+        """Call C{call} failed (a FAIL, or its answer refused here: L{CallTable.failed}, L{CallTable.refused})."""
         if call.timer is not None:
             call.timer.cancel()
             call.timer = None
         call.errback(error)
 
-    def _notPending(self, requestId: int, what: str) -> None:
-        """
-        The peer answered C{requestId}, which is not pending: the rule is
-        L{CallTable.strayAnswer}'s (the late answer of a cancelled or
-        timed-out call is ignored, once; anything else drops the connection).
-        """
-        unexpected = self._table.strayAnswer(requestId, what)
-        if unexpected is not None:
-            self._connection.failConnection(unexpected)
-            return
-        self._ignored(requestId, what)
-
-    def _ignored(self, requestId: int, what: str) -> None:
+    def ignored(self, requestId: int, what: str) -> None:
         """The late answer C{what} to C{requestId}, given up on, is ignored: logged at debug, within the log rate."""
         template = "{peer}: ignoring {what} to request {id}, which is not pending: it was cancelled or timed out"
         self._connection.logFailure("not-pending", template, LogLevel.debug, what=what, id=requestId)

@@ -26,7 +26,6 @@ from twisted.internet.error import ConnectionDone
 from twisted.internet.task import LoopingCall
 
 from framing.rpc._drain import OPEN, Drain, DrainDeadlineExceeded
-from framing.rpc._wire import Message
 
 from ._calls import reactorOf
 from ._streams import ObjectStreams
@@ -57,9 +56,10 @@ class ConnectionDrain:
         (L{protocols.rpc.ReconnectingClient} listens here).
     """
 
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: Any, rule: Drain) -> None:
+        """C{rule} is the connection's L{Drain} (its L{framing.rpc._connection.RpcConnection}'s C{drain})."""
         self._broker = broker
-        self.rule = Drain()
+        self.rule = rule
         self.goneAway: list[Callable[[Any], object]] = []
         self._poll: LoopingCall | None = None
         self._deadline: Any = None
@@ -91,11 +91,12 @@ class ConnectionDrain:
         self._deadline = self._clock().callLater(grace, self._deadlinePassed)
         return lost
 
-    def goAwayReceived(self, message: Message) -> None:
-        """The peer sent GOAWAY: start no new call, and close once nothing is in flight (L{Drain.closes})."""
-        if not self.rule.received(message):
-            return
-        self._stopCalling()
+    def peerWentAway(self) -> None:
+        """
+        The peer's first GOAWAY came (L{framing.rpc._connection.Shell.goneAway}:
+        the connection stopped this side's calls): tell the listeners, and
+        close once nothing is in flight (L{Drain.closes}).
+        """
         for listener in self.goneAway:
             listener(self._broker)
         self._closeWhenIdle()

@@ -266,29 +266,35 @@ class HandlersTests(SynchronousTestCase):
 
 
 class SessionEndpointTests(SynchronousTestCase):
-    """The client session is an L{RpcEndpoint}: its dispatch is built from its own handlers."""
+    """The client session's dispatch: its connection's, built from its handlers and the connection's own."""
 
     def test_sessionHandlers(self) -> None:
-        """The session routes each kind to its method of that name (the broker's: tests/protocols/rpc/test_table)."""
+        """
+        The session's connection routes the server's calls to the session's
+        handlers, what answers its calls, RELEASE and GOAWAY to the
+        connection's own (framing.rpc._connection), the rest of the
+        refusals to the session (the broker's: tests/protocols/rpc/test_table).
+        """
         session: ClientSession[str] = ClientSession("peer")
-        dispatch = session._dispatch
+        rpc = session.rpc
+        dispatch = rpc.dispatch
         self.assertEqual(
             dispatch.messages,
             (
                 session.callReceived,
-                session.answerReceived,
-                session.failReceived,
+                rpc.answerReceived,
+                rpc.failReceived,
                 session.cancelReceived,
-                session.releaseReceived,
-                session.goAwayReceived,
+                rpc.releaseReceived,
+                rpc.goAwayReceived,
             ),
         )
         self.assertEqual(
             dispatch.refusals,
             (
                 session.callRefused,
-                session.answerRefused,
-                session.answerRefused,
+                rpc.answerRefused,
+                rpc.answerRefused,
                 session.refused,
                 session.refused,
                 session.refused,

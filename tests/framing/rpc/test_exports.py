@@ -12,17 +12,16 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing import Decoder, Encoder, Limits, Registry, Violation
+from framing import Decoder, Encoder, Limits, Violation
+from framing.rpc._connection import RpcConnection
 from framing.rpc._errors import NO_SUCH_OBJECT, VIOLATION, DeadReferenceError, TooManyReferences
 from framing.rpc._exports import References
 from framing.rpc._incoming import CALLS_ACCOUNT, callBytes
 from framing.rpc._interfaces import ExportedReference
 from framing.rpc._referenceable import Referenceable
-from framing.rpc._references import ReferenceableSlicer, ReferenceUnslicer, RemoteReferenceSlicer, YourReferenceUnslicer
 from framing.rpc._session import ClientSession
-from framing.rpc._signatures import REF_OPEN_TYPE, YOURREF_OPEN_TYPE, remote
-from framing.rpc._wire import ANSWER, CALL, CANCEL, FAIL, NO_ANSWER, RELEASE, ROOT_ID, Message, addMessageTypes
-from framing.slicing._registry import DEFAULT_REGISTRY
+from framing.rpc._signatures import remote
+from framing.rpc._wire import ANSWER, CALL, CANCEL, FAIL, NO_ANSWER, RELEASE, ROOT_ID, Message
 from framing.wire import PONG, PREAMBLE, encode_header
 
 PEER = "127.0.0.1:8760"
@@ -74,12 +73,9 @@ class Server:
 
     def __init__(self, root: Any = None) -> None:
         self.tables = References(self, lambda exportId, names: Ref(self, exportId, names), root=root)
-        registry = Registry(DEFAULT_REGISTRY)
-        addMessageTypes(registry)
-        registry.add_slicer(Referenceable, ReferenceableSlicer(self.tables))
-        registry.add_slicer(ExportedReference, RemoteReferenceSlicer(self.tables))
-        registry.add_unslicer(REF_OPEN_TYPE, lambda limits: ReferenceUnslicer(limits, self.tables))
-        registry.add_unslicer(YOURREF_OPEN_TYPE, lambda limits: YourReferenceUnslicer(limits, self.tables))
+        connection: RpcConnection[Any] = RpcConnection()
+        connection.carryReferences(self.tables, ExportedReference)
+        registry = connection.registry
         self.decoder = Decoder(registry=registry)
         self.encoder = Encoder(registry)
 

@@ -18,6 +18,7 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from framing._outgoing import Outgoing
+from framing.rpc._connection import RpcConnection, Shell
 from framing.rpc._drain import GoingAway
 from framing.rpc._errors import (
     CallTimedOut,
@@ -29,7 +30,7 @@ from framing.rpc._errors import (
 from framing.rpc._limits import CallLimits
 from framing.rpc._wire import ANSWER, CALL, CANCEL, FAIL, NO_ANSWER, Message
 from framing.rpc._wire import callContext as sentContext
-from protocols.rpc._calls import OutgoingCalls, reactorOf
+from protocols.rpc._calls import OutgoingCalls, callName, reactorOf
 from protocols.rpc._context import callContext
 
 
@@ -70,13 +71,35 @@ class OutgoingCallsTests(SynchronousTestCase):
         self.calls = self.make(CallLimits())
 
     def make(self, limits: CallLimits, **kw: Any) -> OutgoingCalls:
-        calls = OutgoingCalls(self.connection, limits, self.clock, **kw)
+        """
+        Calls on an L{RpcConnection} routed to them as the broker routes
+        it (tests/protocols/rpc/test_table); C{self.received} delivers to it.
+        """
+        rpc: RpcConnection[Any] = RpcConnection(maxPending=limits.maxPending, nameOf=callName)
+        calls = OutgoingCalls(self.connection, limits, self.clock, rpc=rpc, **kw)
+        connection = self.connection
+        rpc.route(
+            Shell(
+                callReceived=self.fail,
+                cancelReceived=self.fail,
+                callRefused=self.fail,
+                answered=calls.answered,
+                failed=calls.failed,
+                ignored=calls.ignored,
+                goneAway=self.fail,
+                refused=self.fail,
+                ruleBroken=lambda error, received: connection.failConnection(error),
+                peerName=connection.peerName,
+            ),
+            answerReceived=calls.answerReceived,
+        )
+        self.received = rpc.objectReceived
         calls.start()
         return calls
 
     def test_notUpYet(self) -> None:
         """Before the connection is up, a call fails at once and nothing is sent."""
-        calls = OutgoingCalls(self.connection, CallLimits(), self.clock)
+        calls = OutgoingCalls(self.connection, CallLimits(), self.clock, rpc=RpcConnection(nameOf=callName))
         self.failureResultOf(calls.callRemote(0, "m", (), {}), DeadReferenceError)
         self.assertRaises(DeadReferenceError, calls.callRemoteOnly, 0, "m", (), {})
         self.assertEqual((self.connection.sent, calls.open), ([], False))
@@ -87,7 +110,7 @@ class OutgoingCallsTests(SynchronousTestCase):
         other = self.calls.callRemote(4, "add", (), {})
         self.assertEqual(self.connection.sent, [(CALL, 1, 4, "add", {"k": 3}, 1, 2), (CALL, 2, 4, "add", None)])
         self.assertEqual(self.calls.pendingCount, 2)
-        self.calls.answerReceived(Message((ANSWER, 1, "three")))
+        self.received(Message((ANSWER, 1, "three")))
         self.assertEqual(self.successResultOf(call), "three")
         self.assertNoResult(other)
         self.assertEqual(self.calls.pendingCount, 1)
@@ -101,7 +124,7 @@ class OutgoingCallsTests(SynchronousTestCase):
     def test_failReceived(self) -> None:
         """A FAIL fails the call with the error it describes."""
         call = self.calls.callRemote(0, "m", (), {})
-        self.calls.failReceived(Message((FAIL, 1, "some.Error", "it broke", None, None)))
+        self.received(Message((FAIL, 1, "some.Error", "it broke", None, None)))
         self.assertIn("it broke", str(self.failureResultOf(call, RemoteError).value))
 
     def test_maxPending(self) -> None:
@@ -126,14 +149,14 @@ class OutgoingCallsTests(SynchronousTestCase):
         self.clock.advance(0.1)
         self.failureResultOf(call, CallTimedOut)
         self.assertEqual(self.connection.sent[1:], [(CANCEL, 1)])
-        calls.answerReceived(Message((ANSWER, 1, "late")))
+        self.received(Message((ANSWER, 1, "late")))
         self.assertEqual((self.connection.logged, self.connection.failed), (["not-pending"], []))
 
     def test_answerStopsTimer(self) -> None:
         """An answered call's timer is cancelled: no CANCEL later."""
         calls = self.make(CallLimits(callTimeout=5.0))
         calls.callRemote(0, "m", (), {})
-        calls.answerReceived(Message((ANSWER, 1, None)))
+        self.received(Message((ANSWER, 1, None)))
         self.assertEqual(self.clock.getDelayedCalls(), [])
 
     def test_cancel(self) -> None:
@@ -142,14 +165,14 @@ class OutgoingCallsTests(SynchronousTestCase):
         call.cancel()
         self.failureResultOf(call, CancelledError)
         self.assertEqual(self.connection.sent[1:], [(CANCEL, 1)])
-        self.calls.answerReceived(Message((ANSWER, 1, "late")))
+        self.received(Message((ANSWER, 1, "late")))
         self.assertEqual(self.connection.failed, [])
-        self.calls.answerReceived(Message((ANSWER, 1, "again")))
+        self.received(Message((ANSWER, 1, "again")))
         self.assertEqual(len(self.connection.failed), 1)
 
     def test_strayAnswerFailsConnection(self) -> None:
         """An answer to a call never made fails the connection."""
-        self.calls.answerReceived(Message((ANSWER, 9, None)))
+        self.received(Message((ANSWER, 9, None)))
         self.assertEqual(len(self.connection.failed), 1)
 
     def test_deadline(self) -> None:
@@ -202,7 +225,7 @@ class OutgoingCallsTests(SynchronousTestCase):
         self.assertEqual(str(error), "cannot call 'n': the connection to the peer is draining (sent GOAWAY)")
         self.assertRaises(GoingAway, self.calls.callRemoteOnly, 0, "n", (), {})
         self.assertEqual(len(self.connection.sent), 1)
-        self.calls.answerReceived(Message((ANSWER, 1, "last")))
+        self.received(Message((ANSWER, 1, "last")))
         self.assertEqual(self.successResultOf(call), "last")
 
     def test_connectionLost(self) -> None:

@@ -23,28 +23,46 @@ class TableTests(SynchronousTestCase):
 
     def test_everyKindDispatched(self) -> None:
         """
-        The broker's dispatch (framing.rpc._dispatch), built in one method,
-        hands each kind to its part's method, and the refusal of each kind a
-        call waits on to the part that answers or fails that call; the
-        refusal of any other kind is only logged.
+        The broker's dispatch (its connection's, framing.rpc._connection),
+        built in one method, hands the peer's calls to its CallRunner and
+        the answers, RELEASE and GOAWAY to the connection's own handlers,
+        and the refusal of each kind a call waits on to the part that
+        answers or fails that call; the refusal of any other kind is only
+        logged.
         """
         broker = Broker(clock=Clock())
-        incoming, calls = broker.incoming, broker.calls
+        incoming = broker.incoming
         expected = {
             CALL: incoming.callReceived,
-            ANSWER: calls.answerReceived,
-            FAIL: calls.failReceived,
+            ANSWER: broker.calls.answerReceived,
+            FAIL: broker.rpc.failReceived,
             CANCEL: incoming.cancelReceived,
-            RELEASE: broker.references.releaseReceived,
-            GOAWAY: broker.drain.goAwayReceived,
+            RELEASE: broker.rpc.releaseReceived,
+            GOAWAY: broker.rpc.goAwayReceived,
         }
         self.assertEqual(sorted(expected), [kind.tag for kind in MESSAGES])
         self.assertEqual(broker._handlers, tuple(expected[kind.tag] for kind in MESSAGES))
-        refused = {CALL: incoming.callRefused, ANSWER: calls.answerRefused, FAIL: calls.answerRefused}
+        refused = {CALL: incoming.callRefused, ANSWER: broker.rpc.answerRefused, FAIL: broker.rpc.answerRefused}
         self.assertEqual(
-            broker._dispatch.refusals, tuple(refused.get(kind.tag, broker._reactions.refused) for kind in MESSAGES)
+            broker.rpc.dispatch.refusals, tuple(refused.get(kind.tag, broker._reactions.refused) for kind in MESSAGES)
         )
         self.assertEqual(sorted(refused), [kind.tag for kind in MESSAGES if kind.awaited])
+
+    def test_brokerOnTheConnection(self) -> None:
+        """
+        The broker is built on one L{framing.rpc._connection.RpcConnection},
+        as the client session is (tests/framing/rpc/test_connection): its
+        call table, drain, reference tables, registry and dispatch are the
+        connection's, its handlers the ones it reads in line.
+        """
+        broker = Broker(clock=Clock())
+        rpc = broker.rpc
+        self.assertIs(broker.calls._table, rpc.calls)
+        self.assertIs(broker.drain.rule, rpc.drain)
+        self.assertIs(rpc.references, broker.references)
+        self.assertIs(broker.connection.registry, rpc.registry)
+        self.assertEqual((broker._handlers, broker._controls), (rpc.messages, rpc.controls))
+        self.assertEqual(rpc.dispatch.messages[ANSWER], broker.calls.answerReceived)
 
     def test_noHandlerNamedInTheTable(self) -> None:
         """A row holds its wire shape alone: no attribute path for a dispatch to resolve by name."""
