@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.framing.rpc.test_exports,tests.protocols.rpc.test_ref_vectors -*-
+# -*- test-case-name: tests.framing.rpc.test_connection,tests.protocols.rpc.test_ref_vectors -*-
 """How references travel, sans-IO: C{rpc.ref} and C{rpc.yourref}, their slicers and unslicers, the import record.
 
 Contract: a L{framing.rpc._referenceable.Referenceable} in an argument or a

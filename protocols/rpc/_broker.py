@@ -196,7 +196,7 @@ class Broker:
             callReceived=call or incoming.callReceived,
             cancelReceived=cancel or incoming.cancelReceived,
             callRefused=incoming.callRefused,
-            answered=calls.answered,
+            answered=calls.callAnswered,
             failed=calls.failed,
             ignored=calls.ignored,
             goneAway=self.drain.peerWentAway,

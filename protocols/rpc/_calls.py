@@ -271,7 +271,7 @@ class OutgoingCalls:
             call.timer = None
         call.callback(message[2])
 
-    def answered(self, call: _Call, result: Any) -> None:
+    def callAnswered(self, call: _Call, result: Any) -> None:
         """Call C{call} was answered (L{framing.rpc._connection.RpcConnection.answerReceived}): it fires."""
         if call.timer is not None:
             call.timer.cancel()

@@ -8,7 +8,7 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from framing import Decoder, Encoder, EncodingError, Registry
+from framing import Decoder, Encoder, EncodingError, Limits, Registry
 from framing._errors import InvalidValue
 from framing.rpc._connection import RpcConnection, Shell
 from framing.rpc._drain import Drain, GoingAway
@@ -16,8 +16,9 @@ from framing.rpc._errors import MessageRefused, NotAnRpcMessage, TooManyPendingC
 from framing.rpc._exports import References
 from framing.rpc._interfaces import ExportedReference
 from framing.rpc._referenceable import Referenceable
+from framing.rpc._references import ReferenceableSlicer, ReferenceUnslicer, RemoteReferenceSlicer, YourReferenceUnslicer
 from framing.rpc._session import ClientSession
-from framing.rpc._signatures import remote
+from framing.rpc._signatures import REF_OPEN_TYPE, YOURREF_OPEN_TYPE, remote
 from framing.rpc._streams import FlowMessage
 from framing.rpc._wire import ANSWER, CALL, CANCEL, FAIL, GOAWAY, OPEN_TYPE, RELEASE, ROOT_ID, Message
 from framing.slicing._registry import DEFAULT_REGISTRY
@@ -66,6 +67,17 @@ class RegistryTests(SynchronousTestCase):
         connection: RpcConnection[str] = RpcConnection()
         self.assertIsNone(connection.references)
         self.assertRaises(EncodingError, Encoder(connection.registry).encode, Served())
+
+    def test_referenceCodecsCarried(self) -> None:
+        """Carried, the registry sends and reads references with framing.rpc._references' slicers and unslicers."""
+        connection, tables = withReferences()
+        registry = connection.registry
+        self.assertIsInstance(registry.slicer_for(Referenceable), ReferenceableSlicer)
+        self.assertIsInstance(registry.slicer_for(Ref), RemoteReferenceSlicer)
+        for name, kind in ((REF_OPEN_TYPE, ReferenceUnslicer), (YOURREF_OPEN_TYPE, YourReferenceUnslicer)):
+            factory = registry.unslicer_for(name)
+            assert factory is not None, name
+            self.assertIsInstance(factory(Limits()), kind)
 
     def test_referencesTravel(self) -> None:
         """

@@ -83,7 +83,7 @@ class OutgoingCallsTests(SynchronousTestCase):
                 callReceived=self.fail,
                 cancelReceived=self.fail,
                 callRefused=self.fail,
-                answered=calls.answered,
+                answered=calls.callAnswered,
                 failed=calls.failed,
                 ignored=calls.ignored,
                 goneAway=self.fail,
