@@ -2,26 +2,20 @@
 """One RPC connection's objects, sans-IO, built once for every shell: its registry, its parts and its dispatch.
 
 Contract: an L{RpcConnection} is what the Twisted L{protocols.rpc.Broker}
-and the L{framing.rpc._session.ClientSession} (the blocking and asyncio
-clients') both are below their codec and their waiting: the connection's
-own registry, a child of the application's, with the RPC messages and,
-once L{carryReferences} is told the reference tables, the references
-sliced against them; the L{framing.rpc._calltable.CallTable} of this
-side's calls; the L{framing.rpc._drain.Drain}; and the one
-L{framing.rpc._dispatch.Dispatch} (L{route}).  It takes decoded objects
-(L{objectReceived}, L{refused}) and is itself the handler of what answers
-this side's calls (ANSWER, FAIL, a refused answer), of RELEASE and of
-GOAWAY: it applies their rules and tells the shell the outcome through
-its L{Shell}, a record of narrow callbacks (a call answered or failed, a
-late answer ignored, the peer going away, a refusal to count, a rule
-broken).  The peer's CALLs and CANCELs are the shell's (run on the
-reactor, or queued for an I/O layer), given in the same record.
+and L{framing.rpc._session.ClientSession} both are below their codec and
+their waiting: the connection's own registry (the RPC messages and, once
+L{carryReferences} is called, the references), the
+L{framing.rpc._calltable.CallTable}, the L{framing.rpc._drain.Drain} and
+the one L{framing.rpc._dispatch.Dispatch} (L{route}).  It handles what
+answers this side's calls (ANSWER, FAIL, a refused answer), RELEASE and
+GOAWAY, applying their rules, and tells the shell the outcome through its
+L{Shell}, a record of narrow callbacks, which also holds the shell's own
+handlers of the peer's CALLs and CANCELs.
 
 Cost: built once per connection.  A shell reads L{messages} and
 L{controls} in line on its per-message path (one index); an answer is one
 dict pop and one callback, a FAIL its rebuild and one callback.  L{end}
-forgets the shell, so nothing here refers back to it once the connection
-is over.
+forgets the shell, so nothing here refers back to it afterwards.
 
 Design: docs/design/same-bytes.md
 """
@@ -258,17 +252,11 @@ class RpcConnection(Generic[Waiter]):
 
     def objectReceived(self, obj: Any) -> None:
         """
-        Route one top-level object: a message by its tag and an
-        extension's object by its type, in line; anything else through
-        L{Dispatch.received} (a refusal, or the end for no RPC message).
+        Route one top-level object through L{Dispatch.received}: a message
+        by its tag, an extension's object by its type, a refusal, or the
+        end for no RPC message.  (The shells write its first two steps in
+        line on their per-message paths.)
         """
-        if type(obj) is Message:
-            self.messages[obj[0]](obj)
-            return
-        control = self.controls.get(type(obj))
-        if control is not None:
-            control(obj)
-            return
         self.dispatch.received(obj)
 
     def refused(self, violation: Violation) -> None:

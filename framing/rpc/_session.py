@@ -3,19 +3,16 @@
 
 Contract: a L{ClientSession} is everything a chunkwire RPC client does on
 one connection except waiting (L{protocols.blocking} and
-L{protocols.asyncioclient} wait over it).  L{start} is the preamble;
-L{call}, L{callOnly}, L{cancel} and L{ping} return their one message's
-bytes; L{receive} takes bytes and returns the calls it settled, as
-C{(waiter, result, error)} triples in answer order, leaving what is due back
-in L{dataToSend}.  GOAWAY moves it to L{SessionState.GOING_AWAY}.  Bad input
-never raises out of L{receive}: a broken stream, an answer to no call or a
-message refused before its id ends the session (L{SessionState.ENDED},
-L{failure}; an ERROR to send, L{farewell}) and settles every pending call; more than C{maxRefusals}
-refusals within 10 s end it with L{framing._refusals.TooManyRefusals}.
-L{end} and L{judgeSilence} end it for what the I/O layer saw.  It is an
-L{framing.rpc._connection.RpcConnection} (C{rpc}: the registry, the call
-table, the drain, the dispatch and their rules, the Twisted broker's
-too) and its codec; it keeps the server's object streams too.  No I/O,
+L{protocols.asyncioclient} wait over it): an
+L{framing.rpc._connection.RpcConnection} (C{rpc}) and its codec.
+L{start} is the preamble; L{call}, L{callOnly}, L{cancel} and L{ping}
+return their message's bytes; L{receive} takes bytes and returns the calls
+it settled, as C{(waiter, result, error)} triples, leaving what is due
+back in L{dataToSend}.  Bad input never raises out of L{receive}: a broken
+stream, an answer to no call or a message refused before its id ends the
+session (L{failure}; an ERROR to send, L{farewell}) and settles every
+pending call, as do more than C{maxRefusals} refusals within 10 s.
+L{end} and L{judgeSilence} end it for what the I/O layer saw.  No I/O,
 no threads, no timer (the refusal rate alone reads C{clock}).
 
 Cost: a call is one table entry and one encoding; each received ANSWER one
@@ -181,12 +178,11 @@ class ClientSession(Generic[Waiter]):
     @ivar incomingCalls: the server's calls to this side's exports; those in
         its C{waiting} are the I/O layer's to run and settle (L{answerCall}).
     @ivar rpc: the L{framing.rpc._connection.RpcConnection} it is built on.
-    @ivar pending: the calls waiting for their answers, by request id (the
-        L{framing.rpc._calltable.CallTable}: C{rpc.calls}).
+    @ivar pending: the calls waiting for their answers (C{rpc.calls}).
     @ivar ledger: the L{framing._ledger.Ledger} of what this side holds for
         the server, against C{Limits.max_connection_memory}; its I/O layer
         sets C{on_full}; closed when the session ends.
-    @ivar drain: the L{framing.rpc._drain.Drain} (the server's GOAWAY: C{rpc.drain}).
+    @ivar drain: the server's GOAWAY (C{rpc.drain}).
     @ivar closing: the session ended itself after the server's GOAWAY
         (L{closeIfDrained}): its output is still to be sent.
     @ivar farewell: once the session ended for a rule the server broke, the

@@ -70,16 +70,13 @@ class Broker:
     One end of an RPC connection: the L{IObjectReceiver} of its own
     L{TokenProtocol}, C{connection}.
 
-    It exposes C{root} (if given) to the peer under export id 0, and every
-    L{Referenceable} sent in an argument or a result under a fresh id; it
-    turns what the peer exports into L{RemoteReference}s.  A factory's
-    C{buildProtocol} returns C{broker.connection}; tests join two brokers
-    with L{protocols.testing.connectedPair}.
+    It exposes C{root} (if given) under export id 0 and every
+    L{Referenceable} sent under a fresh id, and turns the peer's exports
+    into L{RemoteReference}s.  Tests join two brokers with
+    L{protocols.testing.connectedPair}.
 
     @ivar connection: the L{TokenProtocol} this broker receives from and sends on.
-    @ivar rpc: the L{framing.rpc._connection.RpcConnection} it is built on
-        (the registry, the call table, the drain, the dispatch and their
-        rules, the clients' session's too).
+    @ivar rpc: the L{framing.rpc._connection.RpcConnection} it is built on.
     @ivar calls: the L{OutgoingCalls}: calls this side made.
     @ivar incoming: the L{CallRunner}: calls the peer made, run here.
     @ivar references: the L{ReferenceTable}: exports and imports.
