@@ -281,87 +281,86 @@ the run is bound by CPU, and what shortens it is CPU saved.
 """
 
 SLOW_TEST_MODULES = {
-    "tests.framing.test_docs_build": 100,
-    "tests.test_docs_snippets": 92,
-    "tests.packaging.test_template": 70,
-    "tests.attack.test_catalogue_peer": 57,
-    "tests.attack.test_attack": 44,
-    "tests.test_benchmark_plots": 37,
-    "tests.protocols.serving.test_kv_workers": 36,
-    "tests.attack.test_round3_bulk": 31,
-    "tests.examples.test_help": 29,
-    "tests.framing.test_recovery": 29,
-    "tests.attack.test_round3_auth": 25,
-    "tests.attack.test_slowreader": 23,
-    "tests.attack.test_streams": 23,
-    "tests.protocols.serving.test_kv_postgresql": 23,
-    "tests.test_structure": 23,
-    "tests.framing.test_cores": 22,
-    "tests.examples.test_errors": 20,
-    "tests.protocols.rpc.test_interfaces_mypy": 19,
-    "tests.framing.test_cores_frames": 17,
+    "tests.framing.test_docs_build": 34,
+    "tests.attack.test_catalogue_peer": 33,
+    "tests.packaging.test_template": 30,
+    "tests.attack.test_round3_bulk": 29,
+    "tests.attack.test_slowreader": 28,
+    "tests.attack.test_attack": 25,
+    "tests.test_docs_snippets": 24,
+    "tests.test_benchmark_plots": 23,
     "tests.attack.test_catalogue_server": 17,
-    "tests.protocols.serving.test_workers": 17,
-    "tests.test_twist_plugins": 17,
-    "tests.examples.test_bulk_cli": 16,
-    "tests.framing.test_codec": 16,
-    "tests.protocols.rpc.test_wire_cores": 15,
+    "tests.attack.test_round3_auth": 17,
+    "tests.framing.test_costs": 16,
+    "tests.protocols.serving.test_kv_workers": 15,
+    "tests.protocols.serving.test_workers": 15,
+    "tests.attack.test_streams": 14,
+    "tests.examples.test_bulk_cli": 14,
+    "tests.framing.test_cores": 14,
+    "tests.protocols.serving.test_kv_postgresql": 14,
     "tests.protocols.test_interop": 14,
-    "tests.attack.test_round3_net": 14,
-    "tests.framing.test_costs": 14,
-    "tests.framing.test_slicing": 14,
-    "tests.protocols.rpc.test_tcp": 14,
-    "tests.protocols.test_blockingbulk": 14,
-    "tests.attack.test_auth": 13,
-    "tests.attack.test_round3_kv": 13,
-    "tests.protocols.test_blocking_failover": 13,
-    "tests.attack.test_attacks_bulk": 12,
-    "tests.protocols.rpc.test_failover": 12,
-    "tests.protocols.serving.test_haproxy": 11,
-    "tests.framing.test_chain": 10,
-    "tests.protocols.test_asyncioclient_failover": 10,
-    "tests.examples.test_logins": 9,
-    "tests.protocols.kv.test_example": 9,
-    "tests.framing.test_cores_nested": 9,
-    "tests.test_demo": 8,
-    "tests.protocols.kv.test_stores": 7,
-    "tests.protocols.rpc.test_memory": 7,
-    "tests.protocols.test_asyncioclient_flood": 7,
-    "tests.framing.test_fuzz": 6,
-    "tests.faults.test_bulk_faults": 6,
-    "tests.framing.rpc.test_session": 6,
-    "tests.framing.test_vectors": 6,
-    "tests.protocols.rpc.test_latency": 6,
-    "tests.protocols.test_asyncioclient_logins": 6,
+    "tests.attack.test_attacks_bulk": 11,
+    "tests.protocols.rpc.test_interfaces_mypy": 11,
+    "tests.attack.test_round3_kv": 10,
+    "tests.test_twist_plugins": 10,
+    "tests.attack.test_round3_net": 9,
+    "tests.examples.test_help": 9,
+    "tests.attack.test_auth": 8,
+    "tests.protocols.test_blockingbulk": 8,
+    "tests.framing.test_codec": 7,
+    "tests.protocols.rpc.test_failover": 7,
+    "tests.protocols.test_asyncioclient_failover": 7,
+    "tests.protocols.test_blocking_failover": 7,
+    "tests.examples.test_errors": 6,
+    "tests.framing.test_cores_frames": 6,
+    "tests.framing.test_cores_nested": 6,
+    "tests.framing.test_recovery": 6,
+    "tests.protocols.rpc.test_wire_cores": 6,
+    "tests.protocols.serving.test_haproxy": 6,
+    "tests.protocols.test_asyncioclient_flood": 6,
     "tests.protocols.test_blocking": 6,
+    "tests.test_demo": 6,
     "tests.test_design_links": 6,
-    "tests.test_method_shadows": 6,
-    "tests.examples.test_progress": 5,
-    "tests.protocols.auth.test_scram": 5,
-    "tests.protocols.rpc.test_drain_process": 5,
+    "tests.examples.test_logins": 5,
+    "tests.faults.test_bulk_faults": 5,
+    "tests.framing.test_vectors": 5,
+    "tests.protocols.kv.test_example": 5,
+    "tests.test_structure": 5,
+    "tests.protocols.kv.test_stores": 4,
+    "tests.protocols.rpc.test_connecting": 4,
+    "tests.protocols.rpc.test_drain_process": 4,
+    "tests.protocols.test_asyncioclient_streams": 4,
+    "tests.test_method_shadows": 4,
+    "tests.examples.test_progress": 3,
+    "tests.examples.test_template_store": 3,
+    "tests.framing.rpc.test_session": 3,
+    "tests.framing.test_slicing": 3,
+    "tests.protocols.bulk.test_examples": 3,
+    "tests.protocols.rpc.test_latency": 3,
+    "tests.protocols.rpc.test_streams": 3,
+    "tests.protocols.serving.test_own_workers": 3,
+    "tests.protocols.test_asyncioclient": 3,
+    "tests.protocols.test_asyncioclient_logins": 3,
+    "tests.protocols.test_blocking_flood": 3,
+    "tests.protocols.test_blocking_streams": 3,
+    "tests.protocols.test_faults": 3,
+    "tests.test_properties": 3,
+    "tests.test_zygote": 3,
 }
 """
 The test modules that take longest, with about how many seconds of wall
-each takes in a default run (its runner's share of two busy cores): a hint
-by which L{deal} balances the runners, every other module counting 1.
-Measured per test (a pytest plugin and a trial reporter hook, in the
-runners of two default runs, at c0e4d7f at load 4-5 and at 4a07423 at load
-5-6 with another helper's tests beside it, its walls divided by 1.6, the
-factor by which the modules unchanged in between took longer): the mean of
-the two runs, the second alone for the modules changed in between, and 0.7
-of it for those whose properties are now capped at 100 examples
-(tests/properties.py) and for tests/test_structure.py (its trees parsed
-once); tests/framing/test_fuzz.py at half (100 examples, not 600: its
-walls alone 7.7 -> 3.9 s pytest, 7.6 -> 3.2 s trial) and
-tests/attack/test_catalogue_server.py at half (9 of its 36 rows: 44 -> 23 s
-alone at load 9-11); tests/examples/test_bulk_cli.py, test_help.py and
-test_errors.py by their walls alone before and after their servers and CLI
-runs were forked from the examples' zygote (51 -> 19 s, 31 -> 16 s, 29 ->
-10 s at load 10-13), and tests/protocols/kv/test_example.py and
-test_interop.py likewise (22 -> 8 s, 21 -> 17 s), and
-tests/examples/test_logins.py (22 -> 10 s).  A stale figure only unbalances them (dealt every other one, the
-compiled half's five slowest once fell to one runner: 319 s against 270);
-tests/test_dev.py checks that each names a test module.
+each takes: a hint by which L{deal} balances the runners, every other
+module counting 1.  Measured at 901a1c6e (stop 53) by running the whole
+suite in one pytest process, once on each core (C{CHUNKWIRE_PURE=1} the
+second time), with a plugin timing each module from its first test's
+setup to the next module's (load average 1.5-2 from a helper beside it):
+the longer of its two walls, rounded, for the modules of 3 s or more.
+The hints before were walls in a default run under load, scaled by hand;
+with them the first pytest runner ended at 353 s and the second at 294 s
+in a quiet C{dev.py test} at 6b60cff2, the trial runners at 311 and 294
+(by these, the four shares are 225, 218, 211 and 211 s of single-process
+wall).  A stale figure only unbalances them; tests/test_dev.py checks
+that each names a test module.
 """
 
 
