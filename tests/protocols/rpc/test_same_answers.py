@@ -151,17 +151,27 @@ class BlockingAnswering(Answering):
 
     def __init__(self) -> None:
         self.holds: queue.Queue[tuple[float, threading.Event, threading.Event]] = queue.Queue()
+        self.began = threading.Event()
 
     @remote
     def hold(self) -> None:
         self.outcome = "running"
         release, ended = threading.Event(), threading.Event()
         self.holds.put((time.monotonic(), release, ended))
+        self.began.set()
         try:
             release.wait(WAIT)
         finally:
             self.outcome = "returned"
             ended.set()
+
+    def beforeCancel(self) -> None:
+        """
+        The held call runs before its CANCEL is sent: the thread that read
+        it may not have taken it yet, and a call cancelled before it is
+        taken never runs (L{framing.rpc._incoming.IncomingCalls.cancelled}).
+        """
+        assert self.began.wait(WAIT)
 
     def afterCancel(self) -> None:
         """The CANCEL was read: let the held call return (its answer is dropped), and wait for it."""
@@ -244,6 +254,7 @@ class AnsweringPeer(ScriptedSide):
         self.send(Message((CALL, 18, TARGET, "hold", None)), Message((CALL, 19, TARGET, "echo", None, 2)))
         self.expect("too many running", 1)
         # Nothing for the cancelled call: the PONG says the CANCEL was read.
+        self.hook("before cancel")
         self.send(Message((CANCEL, 18)), encode_header(PING, 8))
         self.expect("cancel", 1)
         self.hook("after cancel")
@@ -322,7 +333,11 @@ def blockingClient() -> list[tuple[str, bytes]]:
     answering = BlockingAnswering()
     peer = AnsweringPeer(
         server=False,
-        hooks={"after cancel": answering.afterCancel, "after deadline call": answering.afterDeadlineCall},
+        hooks={
+            "before cancel": answering.beforeCancel,
+            "after cancel": answering.afterCancel,
+            "after deadline call": answering.afterDeadlineCall,
+        },
     )
     peer.listen()
     connection = blocking.connect(("127.0.0.1", peer.port), options=ClientOptions(callLimits=LIMITS))
