@@ -11,6 +11,8 @@ then is dropped with L{ConnectTimeout} as its reason (and aborted at once:
 a peer that said nothing is owed no wait), so whatever waits on it (the
 login, the calls made on it) fails with that error.  Without a deadline a
 server that accepts and says nothing would keep a client waiting for ever.
+L{heard} is the wait for the peer's preamble alone (the failover client's
+test of a connection being ready, and this deadline's).
 
 Cost: one timer per attempt, cancelled as soon as the connection is ready,
 and one addition per read until the peer's preamble is in.
@@ -78,7 +80,6 @@ class DeadlineEndpoint:
         return attempt.start(self.endpoint, factory)
 
 
-@implementer(IConnectionObserver)
 class _Attempt:
     """
     One connection attempt against its deadline: connecting, then waiting
@@ -88,12 +89,12 @@ class _Attempt:
     def __init__(self, clock: Any, timeout: float, ready: Callable[[Any], Deferred[Any] | None] | None) -> None:
         self._timeout = timeout
         self._ready = ready
+        self._clock = clock
         # The steps not done yet: "connect", then "preamble" and "login".
         self._waiting: set[str] = {"connect"}
         self._connecting: Deferred[Any] | None = None
         self._connection: Any = None
         self._expired = False
-        self._received = 0
         self._timer: Any = clock.callLater(timeout, self._expire)
 
     def start(self, endpoint: Any, factory: Any) -> Deferred[Any]:
@@ -112,7 +113,7 @@ class _Attempt:
             return protocol
         self._connection = connection
         self._waiting.add("preamble")
-        connection.addObserver(self)
+        heard(connection, self._clock).addCallbacks(self._heard, self._ended)
         if self._ready is not None:
             ready = self._ready(protocol)
             if ready is not None:
@@ -169,17 +170,59 @@ class _Attempt:
             )
         return f"connected, but the login was not done within {seconds}"
 
-    # -- IConnectionObserver: the peer's first bytes ---------------------------------
+    def _heard(self, _: object) -> None:
+        self._done("preamble")
+
+    def _ended(self, _: Failure) -> None:
+        """The connection is gone before the preamble: nothing is left to wait for (its loss says why)."""
+        self._waiting.clear()
+        self._stop()
+        self._connection = None
+
+
+def heard(connection: Any, clock: Any) -> Deferred[None]:
+    """
+    Fires once C{connection} (a L{protocols.TokenProtocol}) has received
+    the peer's whole preamble (at once if it has), or fails with the reason
+    it ended first (a L{protocols._mismatch.ClosedBeforePreamble} for a
+    server that closed without a word).  Cost: one observer until then,
+    removed by a C{callLater(0)} on C{clock} (not while the connection
+    walks its observers).
+    """
+    return _Heard(connection, clock).done
+
+
+@implementer(IConnectionObserver)
+class _Heard:
+    """Counts a connection's arriving bytes until the peer's preamble is in (see L{heard})."""
+
+    def __init__(self, connection: Any, clock: Any) -> None:
+        self.done: Deferred[None] = Deferred()
+        self._connection = connection
+        self._clock = clock
+        self._received = 0
+        if not connection.decoder.nothing_received:
+            self.done.callback(None)
+        elif connection.failure is not None:
+            self.done.errback(connection.failure)
+        else:
+            connection.addObserver(self)
+
+    def _settle(self, reason: Failure | None) -> None:
+        self._clock.callLater(0, self._connection.removeObserver, self)
+        if reason is None:
+            self.done.callback(None)
+        else:
+            self.done.errback(reason)
 
     def connectionStarted(self, protocol: Any) -> None:
         """(Added once the connection is up: nothing to start.)"""
 
     def dataArrived(self, length: int) -> None:
-        """Count the peer's bytes until its whole preamble is in."""
-        if "preamble" in self._waiting:
-            self._received += length
-            if self._received >= len(PREAMBLE):
-                self._done("preamble")
+        """Count the peer's bytes: the preamble whole, the wait is over."""
+        self._received += length
+        if self._received >= len(PREAMBLE) and not self.done.called:
+            self._settle(None)
 
     def dataDecoded(self, length: int, completed: int, controlBytes: int) -> None:
         """(Only arrival counts here.)"""
@@ -192,7 +235,6 @@ class _Attempt:
         """(Not this observer's business.)"""
 
     def connectionEnded(self, reason: Failure) -> None:
-        """The connection is gone: nothing is left to wait for."""
-        self._waiting.clear()
-        self._stop()
-        self._connection = None
+        """The connection ended before the preamble: the wait fails with why."""
+        if not self.done.called:
+            self._settle(reason)

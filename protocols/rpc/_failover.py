@@ -30,17 +30,14 @@ from twisted.internet.endpoints import TCP4ClientEndpoint, TCP6ClientEndpoint, c
 from twisted.internet.interfaces import IResolutionReceiver
 from twisted.internet.task import LoopingCall, deferLater
 from twisted.logger import Logger
-from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from framing.rpc._addresses import Address, AddressBook, Send
 from framing.rpc._errors import DeadReferenceError
 from framing.rpc._referenceable import Referenceable
-from framing.wire import PREAMBLE
 from protocols.blocking import parseAddress
 
-from .._deadline import DeadlineEndpoint
-from .._interfaces import IConnectionObserver
+from .._deadline import DeadlineEndpoint, heard
 from .._sockets import bytesWaiting
 from ..auth._client import ClientLogin
 from ..options import CLIENT_DEFAULTS, ClientOptions
@@ -420,66 +417,6 @@ class FailoverClient:
                 continue
             route.sent()
             return await answer
-
-
-def heard(connection: Any, clock: Any) -> Deferred[None]:
-    """
-    Fires once C{connection} (a L{protocols.TokenProtocol}) has received
-    the peer's whole preamble (at once if it has), or fails with the reason
-    it ended first (a L{protocols._mismatch.ClosedBeforePreamble} for a
-    server that closed without a word).  Cost: one observer until then,
-    removed by a C{callLater(0)} on C{clock} (not while the connection
-    walks its observers).
-    """
-    return _Heard(connection, clock).done
-
-
-@implementer(IConnectionObserver)
-class _Heard:
-    """Counts a connection's arriving bytes until the peer's preamble is in (see L{heard})."""
-
-    def __init__(self, connection: Any, clock: Any) -> None:
-        self.done: Deferred[None] = Deferred()
-        self._connection = connection
-        self._clock = clock
-        self._received = 0
-        if not connection.decoder.nothing_received:
-            self.done.callback(None)
-        elif connection.failure is not None:
-            self.done.errback(connection.failure)
-        else:
-            connection.addObserver(self)
-
-    def _settle(self, reason: Failure | None) -> None:
-        self._clock.callLater(0, self._connection.removeObserver, self)
-        if reason is None:
-            self.done.callback(None)
-        else:
-            self.done.errback(reason)
-
-    def connectionStarted(self, protocol: Any) -> None:
-        """(Added once the connection is up: nothing to start.)"""
-
-    def dataArrived(self, length: int) -> None:
-        """Count the peer's bytes: the preamble whole, the wait is over."""
-        self._received += length
-        if self._received >= len(PREAMBLE) and not self.done.called:
-            self._settle(None)
-
-    def dataDecoded(self, length: int, completed: int, controlBytes: int) -> None:
-        """(Only arrival counts here.)"""
-
-    def dataRead(self, length: int, completed: int, controlBytes: int) -> None:
-        """A read decoded as it arrived: its arrival counts."""
-        self.dataArrived(length)
-
-    def sendBacklogChanged(self, backlogged: bool) -> None:
-        """(Not this observer's business.)"""
-
-    def connectionEnded(self, reason: Failure) -> None:
-        """The connection ended before the preamble: the wait fails with why."""
-        if not self.done.called:
-            self._settle(reason)
 
 
 def _refusedAtOnce(answer: Deferred[Any]) -> DeadReferenceError | None:
