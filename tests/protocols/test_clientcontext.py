@@ -189,6 +189,19 @@ async def blockingOneWayAndCallback(reactor: Any) -> None:
         await stopServing(port)
 
 
+def assertServedInContext(seen: Any) -> None:
+    """
+    What a client's C{look} saw serving the server's call: its deadline and
+    the server's own metadata; and what the call it made carried: the
+    deadline (sent rounded up to 1 ms), no metadata.
+    """
+    left, metadata, (nestedLeft, nestedMetadata) = seen
+    assert left is not None and 0 < left <= HANG, left
+    assert metadata == {"from": "server"}, metadata
+    assert nestedLeft is not None and 0 < nestedLeft <= left + 0.002, (nestedLeft, left)
+    assert nestedMetadata == {}, nestedMetadata
+
+
 class BlockingLooker(Referenceable):
     """A blocking client's export: what its method's currentCall gives, and what a call it makes carries."""
 
@@ -216,14 +229,7 @@ async def blockingCallbackContext(reactor: Any) -> None:
             return connection.root.callRemote("lookBack", looker)
 
     try:
-        left, metadata, (nestedLeft, nestedMetadata) = await deferToThread(calls)
-        assert left is not None and 0 < left <= HANG, left
-        assert metadata == {"from": "server"}, metadata
-        assert nestedLeft is not None and 0 < nestedLeft <= left + 0.002, (
-            nestedLeft,
-            left,
-        )  # (sent rounded up to 1 ms)
-        assert nestedMetadata == {}, nestedMetadata
+        assertServedInContext(await deferToThread(calls))
         assert blocking.currentCall().deadline is None  # (outside a served call: no context)
     finally:
         connection.close()
@@ -256,14 +262,7 @@ async def asyncioCallbackContext(reactor: Any) -> None:
             return await connection.root.callRemote("lookBack", looker)
 
     try:
-        left, metadata, (nestedLeft, nestedMetadata) = await deferToThread(inLoop, address, work)
-        assert left is not None and 0 < left <= HANG, left
-        assert metadata == {"from": "server"}, metadata
-        assert nestedLeft is not None and 0 < nestedLeft <= left + 0.002, (
-            nestedLeft,
-            left,
-        )  # (sent rounded up to 1 ms)
-        assert nestedMetadata == {}, nestedMetadata
+        assertServedInContext(await deferToThread(inLoop, address, work))
     finally:
         await stopServing(port)
 
