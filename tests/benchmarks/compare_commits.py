@@ -4,8 +4,10 @@
     PYTHONPATH=. python -m tests.benchmarks.compare_commits --base 256bf17 --rounds 3 bulk
     PYTHONPATH=. python -m tests.benchmarks.compare_commits --base 256bf17 --rounds 3 flatness
 
-The base commit is checked out once into a temporary git worktree.  Each
-round runs the benchmark once in each tree (the order alternates from round
+The base commit is checked out once into a temporary git worktree, and
+its compiled core is built there from its own C{framing/_speedups.c} (without
+it the base would run on the pure-Python core; with C{CHUNKWIRE_PURE=1} both
+run on it, and nothing is built).  Each round runs the benchmark once in each tree (the order alternates from round
 to round, so drift in the machine's load falls on both), and a figure's
 ratio is the median of the per-round ratios new / base, printed with the
 medians of both.  A ratio of 1.00 means no change; the machines are shared,
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -51,6 +54,15 @@ def _bulk(tree: Path, out: Path, duration: float) -> dict[str, float]:
     return figures
 
 
+def _streams(tree: Path, out: Path, duration: float) -> dict[str, float]:
+    _run(tree, ["-m", "tests.benchmarks.bench_streams", "--quick"])
+    # (bench_streams writes into its own tree's bench-results/)
+    results = json.loads((tree / "bench-results" / "streams.json").read_text())
+    return {
+        f"streams {where} {how} items/s": rate for where in ("memory", "tcp") for how, rate in results[where].items()
+    }
+
+
 def _flatness(tree: Path, out: Path, duration: float) -> dict[str, float]:
     command = ["-m", "tests.benchmarks.bench_flatness", "--quick", "--runs", "1", "--peers", "chunkwire"]
     _run(tree, [*command, "--out", str(out)])
@@ -65,7 +77,34 @@ BENCHMARKS: dict[str, Callable[[Path, Path, float], dict[str, float]]] = {
     "rpc": _rpc,
     "bulk": _bulk,
     "flatness": _flatness,
+    "streams": _streams,
 }
+
+_BUILD = (
+    "from setuptools import Extension, setup; "
+    "setup(name='base-core', ext_modules=[Extension('framing._speedups', ['framing/_speedups.c'])],"
+    " script_args=['build_ext', '--inplace', '--quiet'])"
+)
+
+
+def buildCore(tree: Path) -> None:
+    """
+    Compile C{tree}'s C{framing/_speedups.c} into its C{framing/}, as the
+    editable install compiled the new tree's.  Built in a scratch folder
+    from the C file alone: an old commit's C{pyproject.toml} may not parse
+    with today's setuptools.
+
+    @raise RuntimeError: it did not compile (the comparison would be of two cores).
+    """
+    source = tree / "framing" / "_speedups.c"
+    with tempfile.TemporaryDirectory() as scratch:
+        (Path(scratch) / "framing").mkdir()
+        shutil.copy(source, Path(scratch) / "framing" / source.name)
+        done = subprocess.run([sys.executable, "-c", _BUILD], cwd=scratch, capture_output=True, text=True, check=False)
+        built = sorted((Path(scratch) / "framing").glob("_speedups*.so"))
+        if done.returncode != 0 or not built:
+            raise RuntimeError(f"the base's compiled core did not build:\n{done.stderr[-3000:]}")
+        shutil.copy(built[0], tree / "framing" / built[0].name)
 
 
 def _run(tree: Path, command: list[str]) -> None:
@@ -85,6 +124,8 @@ def compare(base: str, name: str, rounds: int, duration: float) -> list[dict[str
         add = ["git", "worktree", "add", "--detach", str(old), base]
         subprocess.run(add, cwd=ROOT, check=True, capture_output=True)
         try:
+            if os.environ.get("CHUNKWIRE_PURE", "").strip() in ("", "0"):
+                buildCore(old)
             runs: dict[str, list[dict[str, float]]] = {"base": [], "new": []}
             for index in range(rounds):
                 order = [("base", old), ("new", ROOT)] if index % 2 == 0 else [("new", ROOT), ("base", old)]
