@@ -7,6 +7,8 @@ somewhere: python examples/kv_server.py --listen tcp:8760.)
 
 from __future__ import annotations  # the interface's hints are read by chunkwire, not evaluated here
 
+import atexit
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,6 +30,7 @@ def startKeyValueServer(*, logins: bool = False) -> tuple[subprocess.Popen[str],
     token = None
     if logins:
         work = Path(tempfile.mkdtemp())
+        atexit.register(shutil.rmtree, work, True)  # the files go with the snippet's process
         adduser = [sys.executable, "-m", "protocols.auth._adduser"]
         subprocess.run(
             [*adduser, "--iterations", "4096", "--password-stdin", str(work / "users"), "ada"],

@@ -2,6 +2,7 @@
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -66,3 +67,4 @@ try:
 finally:
     server.terminate()
     server.wait()
+    shutil.rmtree(work)

@@ -40,6 +40,7 @@ tracer counting its socket sends (any fd but 0-2) sees only the RPC traffic.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import ctypes
 import functools
 import gc
@@ -47,6 +48,7 @@ import itertools
 import json
 import os
 import select
+import shutil
 import socket
 import subprocess
 import sys
@@ -480,7 +482,9 @@ async def _listenLogin(reactor: Any) -> str:
         def requestAvatar(self, avatarId: Any, mind: Any, *interfaces: Any) -> Any:
             return IRemoteRoot, EchoRoot(), lambda: None
 
-    users = Path(tempfile.mkdtemp()) / "users"
+    work = tempfile.mkdtemp(prefix="chunkwire-bench-login-")
+    atexit.register(shutil.rmtree, work, True)  # (the server stops by a signal Twisted handles: atexit runs)
+    users = Path(work) / "users"
     addUser(users, LOGIN_USER, LOGIN_PASSWORD, iterations=4096)
     port = await rpc.serve(
         reactor, "tcp:0:interface=127.0.0.1", options=rpc.ServerOptions(portal=Portal(Realm(), [UserFile(users)]))

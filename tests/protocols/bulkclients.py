@@ -11,6 +11,7 @@ lose it, at a byte count the test chooses.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -112,7 +113,10 @@ class BulkServerCase(ClassProcessesCase):
 
     @classmethod
     def stopProcesses(cls) -> None:
-        stop(cls.server)
+        try:
+            stop(cls.server)
+        finally:
+            shutil.rmtree(cls.served, ignore_errors=True)
 
     def localFile(self, name: str, size: int = SIZE) -> tuple[Path, bytes]:
         """A file of C{size} random bytes in a directory of this test's: its path and its bytes."""

@@ -9,6 +9,7 @@ CertificateAuthority, as chunkwire-cert makes them.
 
 from __future__ import annotations
 
+import shutil
 import ssl
 import subprocess
 import tempfile
@@ -67,7 +68,10 @@ class ServerTestCase(ClassProcessesCase):
 
     @classmethod
     def stopProcesses(cls) -> None:
-        stop(cls.server)
+        try:
+            stop(cls.server)
+        finally:
+            shutil.rmtree(cls.work, ignore_errors=True)
 
     def connect(self, **options: Any) -> BlockingConnection:
         connection = connect(
