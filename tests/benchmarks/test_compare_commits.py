@@ -8,7 +8,7 @@ from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.benchmarks.compare_commits import buildCore
+from tests.benchmarks.compare_commits import _transferRate, buildCore
 
 TINY = """
 #include <Python.h>
@@ -50,3 +50,16 @@ class BuildCoreTests(SynchronousTestCase):
             buildCore(root)
         self.assertIn("did not build", str(raised.exception))
         self.assertEqual(list((root / "framing").glob("_speedups*.so")), [])
+
+
+class TransferRateTests(SynchronousTestCase):
+    """A CLI case is compared over its transfer's own time, whichever tree's JSON it comes from."""
+
+    def test_transferSeconds(self) -> None:
+        """A run that kept C{transfer_seconds} (timed from the command's start since issue 42) is rated by it."""
+        self.assertEqual(_transferRate({"size": 10**9, "mb_s": 5.0, "send": {"transfer_seconds": 2.0}}), 500.0)
+
+    def test_baseRate(self) -> None:
+        """A base's run, whose C{mb_s} was the transfer's own rate, keeps it."""
+        self.assertEqual(_transferRate({"size": 10**9, "mb_s": 5.0, "send": {"seconds": 3.0}}), 5.0)
+        self.assertEqual(_transferRate({"size": 10**9, "mb_s": 7.0}), 7.0)
