@@ -22,7 +22,6 @@ import gc
 import importlib
 import re
 import sys
-import traceback
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
@@ -224,6 +223,8 @@ def _isRegistered(failure: BaseException) -> bool:
 def fail(failure: BaseException, description: str | None, debug: bool, listening: bool = False) -> NoReturn:
     """Print L{explain}'s line (and with C{debug} the traceback) to stderr, then exit with status 1."""
     if debug:
+        import traceback  # (only here: a command's start does not load it)
+
         traceback.print_exception(failure, file=sys.stderr)
     print(explain(failure, description, listening), file=sys.stderr, flush=True)
     raise SystemExit(1)

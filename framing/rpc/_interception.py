@@ -24,7 +24,6 @@ Design: docs/design/rpc-broker.md
 
 from __future__ import annotations
 
-import logging
 import time
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
@@ -46,8 +45,6 @@ REFUSALS = frozenset({VIOLATION, NO_SUCH_METHOD, NO_SUCH_OBJECT})
 now = time.perf_counter
 
 NO_METADATA: Mapping[str, str] = MappingProxyType({})
-
-_log = logging.getLogger("chunkwire.interceptors")
 
 
 class CallInfo:
@@ -221,7 +218,9 @@ class CallInterception:
         with its traceback (stdlib C{logging}, logger C{chunkwire.interceptors};
         the Twisted broker's own log there).
         """
-        _log.exception(template.format(**fields))
+        import logging  # (here: a client that never sees an interceptor fail does not load logging)
+
+        logging.getLogger("chunkwire.interceptors").exception(template.format(**fields))
 
     # -- the calling side ---------------------------------------------------------------
 
