@@ -16,10 +16,11 @@ imports nothing of L{protocols.bulk}.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from framing import Limits, Registry
 from framing.rpc._addresses import PICK_FIRST, POLICIES, Backoff
@@ -28,9 +29,6 @@ from framing.rpc._incoming import DEFAULT_MAX_RUNNING
 from framing.rpc._limits import CallLimits
 from framing.rpc._session import ClientSession, SessionExtension
 from framing.rpc._streamtable import SentStream
-
-if TYPE_CHECKING:
-    import ssl  # (loaded where TLS is used: a plain client's start does not pay for it)
 
 DEFAULT_CONNECT_TIMEOUT = 30.0
 """
@@ -150,10 +148,7 @@ class ClientOptions:
                 raise TypeError(f"{owner}.metadata maps str to str, not {key!r} to {value!r}")
         object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
         checkSeconds(owner, "silenceTimeout", self.silenceTimeout)
-        if not isinstance(self.tls, bool):
-            import ssl  # (loaded already if it is a context: whoever made it imported ssl)
-
-            checkField(owner, "tls", self.tls, (ssl.SSLContext, bool), optional=False)
+        checkField(owner, "tls", self.tls, (ssl.SSLContext, bool), optional=False)
         if self.policy not in POLICIES:
             raise ValueError(f"{owner}.policy must be one of {', '.join(POLICIES)}, not {self.policy!r}")
         checkSeconds(owner, "moveTimeout", self.moveTimeout, optional=False)
