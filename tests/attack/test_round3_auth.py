@@ -15,6 +15,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -325,6 +326,7 @@ class SameWorkTests(SynchronousTestCase):
 
     def setUp(self) -> None:
         self.directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.directory, True)
         self.users = UserFile(makeUsers(self.directory))
         self.hmacs = 0
         self.derivations: list[int] = []
