@@ -4,14 +4,15 @@
     PYTHONPATH=. python -m tests.benchmarks.compare_commits --base 256bf17 --rounds 3 bulk
     PYTHONPATH=. python -m tests.benchmarks.compare_commits --base 256bf17 --rounds 3 flatness
 
-The base commit is checked out once into a temporary git worktree, and
-its compiled core is built there from its own C{framing/_speedups.c} (without
-it the base would run on the pure-Python core; with C{CHUNKWIRE_PURE=1} both
-run on it, and nothing is built).  Each round runs the benchmark once in each tree (the order alternates from round
-to round, so drift in the machine's load falls on both), and a figure's
-ratio is the median of the per-round ratios new / base, printed with the
-medians of both.  A ratio of 1.00 means no change; the machines are shared,
-so read the spread before reading a few percent into it.
+The base commit is checked out once into a temporary git worktree, and if
+this tree runs on the compiled core, the base's is built there from its own
+C{framing/_speedups.c} (else the base would run on the pure-Python core;
+with C{CHUNKWIRE_PURE=1} both do).  Each round runs the benchmark once in
+each tree (the order alternates from round to round, so drift in the
+machine's load falls on both), and a figure's ratio is the median of the
+per-round ratios new / base, printed with the medians of both.  A ratio
+of 1.00 means no change; the machines are shared, so read the spread
+before reading a few percent into it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from framing import _core
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -137,7 +140,7 @@ def compare(base: str, name: str, rounds: int, duration: float) -> list[dict[str
         add = ["git", "worktree", "add", "--detach", str(old), base]
         subprocess.run(add, cwd=ROOT, check=True, capture_output=True)
         try:
-            if os.environ.get("CHUNKWIRE_PURE", "").strip() in ("", "0"):
+            if _core.speedups is not None:  # (this tree's core, as CHUNKWIRE_PURE and the build left it)
                 buildCore(old)
             runs: dict[str, list[dict[str, float]]] = {"base": [], "new": []}
             for index in range(rounds):
