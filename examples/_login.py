@@ -77,6 +77,8 @@ def credentialsFrom(parser: argparse.ArgumentParser, args: argparse.Namespace, p
 
 
 def _plainCredentials(args: argparse.Namespace) -> Any:
+    if args.user is None and args.tokenFile is None and not args.certificateLogin:
+        return None  # (before the import: a command that logs in to nothing loads no login machinery)
     from framing.login import ClientCertificate, Password, Token
 
     if args.user is not None:

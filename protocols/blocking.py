@@ -42,10 +42,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import Any, cast, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
-from framing.login._exchange import ByteExchange, ObjectName, clientMechanism
-from framing.login._urls import HintAttempts, ObjectURL, checkPresentedKey
 from framing.rpc._addresses import AddressBook, Wait, attemptTimeout, retire
 from framing.rpc._clientstreams import ClientObjectStreams
 from framing.rpc._context import Scope, callBound, sentWith, timeUp
@@ -70,6 +68,10 @@ from protocols._clientcontext import answering, calling, itemBound, scopeReader
 from protocols._clientcontext import callContext as callContext  # (re-exported: deadlines and metadata of calls)
 from protocols._clientcontext import currentCall as currentCall  # (re-exported: what the server's call carried)
 from protocols.options import CLIENT_DEFAULTS, ClientOptions
+
+if TYPE_CHECKING:
+    # (The login machinery loads when a connection logs in or follows an object URL: a plain one never does.)
+    from framing.login._urls import HintAttempts
 
 __all__ = [
     "BlockingConnection",
@@ -1188,6 +1190,8 @@ def _logIn(sock: socket.socket, credentials: Any, peer: str, timeout: float | No
     @raise ServerSilent: no answer within C{timeout}.
     @raise ConnectionLost: the server closed the connection.
     """
+    from framing.login._exchange import ByteExchange
+
     login = ByteExchange(credentials)
     deadline = None if timeout is None else time.monotonic() + timeout
     sock.sendall(login.start())
@@ -1270,6 +1274,9 @@ def urlAttempts(url: str, options: ClientOptions) -> tuple[HintAttempts, ClientO
     @raise framing.login._urls.InvalidURL: C{url} is not a canonical object URL.
     @raise ValueError: C{options} have credentials.
     """
+    from framing.login._exchange import ObjectName
+    from framing.login._urls import HintAttempts, ObjectURL
+
     options.refuseCredentials("connectURL")
     attempts = HintAttempts(ObjectURL.parse(url))
     return attempts, replace(options, credentials=ObjectName(attempts.url.name))
@@ -1298,6 +1305,8 @@ def tlsOf(options: ClientOptions) -> ssl.SSLContext | None:
     @raise UnsupportedCredentials: no login mechanism takes them (refused before connecting).
     """
     if options.credentials is not None:
+        from framing.login._exchange import clientMechanism
+
         clientMechanism(options.credentials)
     tls = options.tls
     return None if tls is False else tlsContext() if tls is True else tls
@@ -1373,6 +1382,8 @@ def _checkPin(sock: socket.socket, pin: str) -> None:
     @raise KeyMismatch: the server's certificate holds another key than
         the one C{pin} hashes (nothing has been sent to it).
     """
+    from framing.login._urls import checkPresentedKey
+
     checkPresentedKey(sock.getpeercert(binary_form=True) if isinstance(sock, ssl.SSLSocket) else None, pin)
 
 

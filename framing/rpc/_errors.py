@@ -19,7 +19,6 @@ Design: docs/design/rpc-core.md
 
 from __future__ import annotations
 
-import difflib
 import re
 import warnings
 from collections.abc import Iterable
@@ -549,6 +548,8 @@ def noSuchMethod(name: object, methods: Iterable[str] = ()) -> NoSuchMethod:
     method names), or lists them when none is close.
     """
     message = f"{short_repr(name)} is not a remote method of this object"
+    import difflib  # (only when a call names no method: an error path)
+
     names = sorted(methods)
     close = difflib.get_close_matches(name, names, n=1) if isinstance(name, str) else []
     if close:

@@ -127,7 +127,9 @@ class CommandImportTests(SynchronousTestCase):
         blocking client (protocols.blockingbulk): no Twisted module is
         loaded, and none of what such a command does not use, that a user
         would pay for at every start: C{logging} and C{traceback} (nothing
-        failed, no --debug).  (C{ssl} is loaded: L{protocols.options}' hints
+        failed, no --debug), the login machinery (C{framing.login}: no login
+        option given) and C{difflib} (it suggests a method name after a
+        call to a missing one).  (C{ssl} is loaded: L{protocols.options}' hints
         name C{ssl.SSLContext}, and C{typing.get_type_hints} must resolve them.)
         """
         served = Path(self.mktemp()).resolve()
@@ -141,7 +143,8 @@ class CommandImportTests(SynchronousTestCase):
             self.assertEqual(done.returncode, 0, done.stderr)
             self.assertIn("protocols.blockingbulk", imported)  # the lines were read
             self.assertEqual({name for name in imported if name.split(".")[0] == "twisted"}, set(), command)
-            self.assertEqual(imported & {"logging", "traceback"}, set(), command)
+            self.assertEqual(imported & {"logging", "traceback", "difflib"}, set(), command)
+            self.assertEqual({name for name in imported if name.startswith("framing.login")}, set(), command)
         self.assertEqual(fetched.read_bytes(), source.read_bytes())
 
     def test_errorLoadsNoTwisted(self) -> None:
