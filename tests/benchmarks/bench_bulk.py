@@ -67,10 +67,13 @@ work turns into in practice); the SHA-256 case's rate is set against both.
 The file cases (the CLI cases, C{library} and C{upload}) move the file both ways:
 C{send} (the client uploads; the CLI's C{send}) and C{fetch} (it
 downloads; the CLI's C{fetch} of the file it just sent, from the same
-server).  With any of them, each run also measures the C{floor} in both
-directions with each digest they use (the negotiated one; SHA-256 when
-C{cli-sha256} runs), and each file case's rate is set against the floor of
-the same run, direction and digest: the bulk criterion (at least 0.9x for
+server).  Just before each of them, each run measures the C{floor} in both
+directions with the digest that case uses (the negotiated one; SHA-256 for
+C{cli-sha256}), and each file case's rate is set against that floor, of the
+same direction and digest (a pair a few seconds apart, so that what
+drifts during a run on a shared VM, the memory it hands back to its host
+among it, moves both alike; one floor at a run's start came up to 40 s
+before the run's last case): the bulk criterion (at least 0.9x for
 the CLI with BLAKE3, 0.8x with SHA-256 forced, 0.95x for the library
 and for the blocking client's C{upload()}).
 Each end's time during each transfer is split into user, system and
@@ -149,8 +152,12 @@ CLI_CASES = ("cli", "cli-sha256", "cli-thread", "cli-inline")
 FILE_CASES = (*CLI_CASES, "library", "upload")
 """The cases that move a file from tmpfs into a fresh tmpfs file, in both directions, each set against the floor."""
 DIRECTIONS = ("send", "fetch")
-CRITERION_CASES = ("raw", "chunkwire", "floor", "cli", "cli-sha256", "library", "upload")
-"""What C{--criterion} runs: exactly the figures of the bulk criterion (issue 31), the raw producer as a reference."""
+CRITERION_CASES = ("raw", "chunkwire", "cli", "cli-sha256", "library", "upload")
+"""
+What C{--criterion} runs: exactly the figures of the bulk criterion (issue
+31), the raw producer as a reference (each file case brings the floor it is
+set against: measured just before it).
+"""
 FLOOR_TARGETS: dict[str, float | dict[str, float]] = {
     "cli": 0.9,
     "cli-sha256": 0.8,
@@ -993,8 +1000,6 @@ def runAll(args: argparse.Namespace) -> dict[str, Any]:
     size = parseSize(args.size)
     timeout = 60 + size / (50 * MiB)
     cases = list(args.cases)
-    if set(cases) & set(FILE_CASES) and "floor" not in cases:
-        cases.insert(1, "floor")  # a file case is set against the floor of its own run
     raw: dict[str, list[dict[str, Any]]] = {case: [] for case in cases}
     pinged: dict[str, list[dict[str, Any]]] = {case: [] for case in PING_CASES if case in cases}
     shaFloors: list[dict[str, Any]] = []
@@ -1006,8 +1011,15 @@ def runAll(args: argparse.Namespace) -> dict[str, Any]:
                     rates = ", ".join(f"{d} {floor[d]['mb_s']:.0f} MB/s" for d in DIRECTIONS)
                     print(f"run {run + 1}: floor ({digest}) {rates}{handedBack(floor)}", file=sys.stderr, flush=True)
                 continue
+            paired = runFloor(size, caseDigest(case), timeout) if case in FILE_CASES else None
+            if paired is not None:
+                rates = ", ".join(f"{d} {paired[d]['mb_s']:.0f} MB/s" for d in DIRECTIONS)
+                line = f"run {run + 1}: floor ({paired['digest']}) before {case}: {rates}{handedBack(paired)}"
+                print(line, file=sys.stderr, flush=True)
             raw[case].append(runCase(case, size, False, timeout))
             last = raw[case][-1]
+            if paired is not None:
+                last["floor"] = paired
             fetch = f", fetch {last['fetch']['mb_s']:.0f} MB/s" if "fetch" in last else ""
             line = f"run {run + 1}: {case} {last['mb_s']:.0f} MB/s{fetch}{handedBack(last)}"
             print(line, file=sys.stderr, flush=True)
@@ -1050,7 +1062,7 @@ def runAll(args: argparse.Namespace) -> dict[str, Any]:
             ),
             "runs": shaFloors,
         }
-    if floors:
+    if floors or any(run.get("floor") for case in FILE_CASES for run in raw.get(case, [])):
         summary["floor"] = againstFloor(raw, floors, size)
     return summary
 
@@ -1064,24 +1076,39 @@ def _perGiB(transfers: list[dict[str, Any]], size: int) -> dict[str, float]:
     return figures
 
 
+def caseDigest(case: str) -> str:
+    """The digest file case C{case} moves its file with (the one both ends negotiate, or SHA-256 when forced)."""
+    return "sha256" if case == "cli-sha256" else floorDigests([])[0]
+
+
 def againstFloor(raw: dict[str, list[dict[str, Any]]], floors: list[dict[str, Any]], size: int) -> dict[str, Any]:
     """
     The bulk criterion: each file case's rate in each direction against the
-    framing-free copy of the same run with the same digest (each run's
-    ratio, then the median), and where each end's time went, the floor's
-    rows beside them.
+    framing-free copy with the same digest measured just before it (its
+    run's C{"floor"}: see the module docstring), else against the floor of its run (C{floors}: one per run,
+    when C{floor} is a case of its own); each run's ratio, then the median;
+    and where each end's time went, the floors' rows (every floor measured,
+    by digest) beside them.
     """
+    pooled: dict[str, list[dict[str, Any]]] = {}
+    for perRun in floors:
+        for digest, floor in perRun.items():
+            pooled.setdefault(digest, []).append(floor)
+    for case in FILE_CASES:
+        for run in raw.get(case, []):
+            if run.get("floor"):
+                pooled.setdefault(run["floor"]["digest"], []).append(run["floor"])
     rows: list[dict[str, Any]] = []
-    for digest in floors[0]:
+    for digest, measured in pooled.items():
         for direction in DIRECTIONS:
-            row = {"case": "floor", "direction": direction, "digest": digest, "ratio": 1.0}
-            rows.append(row | _perGiB([f[digest][direction] for f in floors], size))
+            row = {"case": "floor", "direction": direction, "digest": digest, "ratio": 1.0, "floors": len(measured)}
+            rows.append(row | _perGiB([f[direction] for f in measured], size))
     for case in FILE_CASES:
         runs = raw.get(case)
         if not runs:
             continue
         digest = runs[-1]["algorithm"]
-        if digest not in floors[0]:
+        if digest not in pooled:
             continue  # negotiated a digest the floor was not measured with
         # A CLI command is timed from its start to its exit, against the floor timed from its connecting
         # process's launch; the library's calls from the call to its end, against the floor's loops.
@@ -1089,8 +1116,8 @@ def againstFloor(raw: dict[str, list[dict[str, Any]]], floors: list[dict[str, An
         for direction in DIRECTIONS:
             transfers = [run[direction] for run in runs]
             ratio = statistics.median(
-                t["mb_s"] / f[digest][direction].get(rate, f[digest][direction]["mb_s"])
-                for t, f in zip(transfers, floors, strict=True)
+                run[direction]["mb_s"] / floor[direction].get(rate, floor[direction]["mb_s"])
+                for floor, run in ((run.get("floor") or floors[index][digest], run) for index, run in enumerate(runs))
             )
             row = {"case": case, "direction": direction, "digest": digest, "ratio": ratio}
             rows.append(row | _perGiB(transfers, size))
@@ -1247,10 +1274,11 @@ def table(summary: dict[str, Any]) -> str:
             "",
             "The bulk criterion: each file case against the framing-free copy (`floor`: two processes, one blocking"
             " loop each; the sender `readinto`s 1 MiB, hashes it in place and `sendall`s it, the receiver"
-            " `recv_into`s 1 MiB, hashes it and `write`s it to a fresh tmpfs file) measured in the same run with"
-            " the same digest; send: the client uploads, fetch: it downloads.  Ratio: median of each run's.  Each"
-            " end's time in seconds per GiB: user / system / waiting (not running: for its peer, the socket, or a"
-            " CPU; of which runnable but without a CPU, where schedstat tells, in brackets).",
+            " `recv_into`s 1 MiB, hashes it and `write`s it to a fresh tmpfs file) measured just before each case"
+            " with the same digest (the floor rows: all of them); send: the client uploads, fetch: it downloads."
+            "  Ratio: median of each run's.  Each end's time in seconds per GiB: user / system / waiting"
+            " (not running: for its peer, the socket, or a CPU; of which runnable but without a CPU, where"
+            " schedstat tells, in brackets).",
             "",
             "| case | direction | digest | MB/s | / floor | server user / sys / waiting"
             " | client user / sys / waiting |",

@@ -82,6 +82,24 @@ class CriterionTests(SynchronousTestCase):
         self.assertAlmostEqual(rows["cli", "fetch"]["ratio"], 0.9)  # 1.0, 0.5, 0.9
         self.assertEqual(rows["floor", "send"]["ratio"], 1.0)
 
+    def test_pairedFloor(self) -> None:
+        """
+        A case's run that carries the floor measured just before it (its
+        C{"floor"}) is set against that floor, not its run's; the floor rows
+        count every floor measured.
+        """
+        paired = {"digest": "blake3", "send": transfer(900), "fetch": transfer(1600)}
+        cli = [{"algorithm": "blake3", "send": transfer(900), "fetch": transfer(800), "floor": paired}]
+        ofTheRun = [{"blake3": {"send": transfer(450), "fetch": transfer(400)}}]
+        for floors in ([], ofTheRun):
+            rows = {
+                (row["case"], row["direction"]): row
+                for row in bench_bulk.againstFloor({"cli": cli}, floors, GiB)["rows"]
+            }
+            self.assertAlmostEqual(rows["cli", "send"]["ratio"], 1.0)
+            self.assertAlmostEqual(rows["cli", "fetch"]["ratio"], 0.5)
+            self.assertEqual(rows["floor", "send"]["floors"], 1 + len(floors))
+
     def test_cpuSplitPerGiB(self) -> None:
         """Each end's user, system and waiting time are given per GiB (waiting: the time it was not running)."""
         row = self.summary()["floor"]["rows"][0]  # type: ignore[index]
