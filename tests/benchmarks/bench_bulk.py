@@ -1016,10 +1016,8 @@ def runAll(args: argparse.Namespace) -> dict[str, Any]:
                 rates = ", ".join(f"{d} {paired[d]['mb_s']:.0f} MB/s" for d in DIRECTIONS)
                 line = f"run {run + 1}: floor ({paired['digest']}) before {case}: {rates}{handedBack(paired)}"
                 print(line, file=sys.stderr, flush=True)
-            raw[case].append(runCase(case, size, False, timeout))
-            last = raw[case][-1]
-            if paired is not None:
-                last["floor"] = paired
+            last = runCase(case, size, False, timeout) | ({"floor": paired} if paired is not None else {})
+            raw[case].append(last)
             fetch = f", fetch {last['fetch']['mb_s']:.0f} MB/s" if "fetch" in last else ""
             line = f"run {run + 1}: {case} {last['mb_s']:.0f} MB/s{fetch}{handedBack(last)}"
             print(line, file=sys.stderr, flush=True)
@@ -1085,10 +1083,10 @@ def againstFloor(raw: dict[str, list[dict[str, Any]]], floors: list[dict[str, An
     """
     The bulk criterion: each file case's rate in each direction against the
     framing-free copy with the same digest measured just before it (its
-    run's C{"floor"}: see the module docstring), else against the floor of its run (C{floors}: one per run,
-    when C{floor} is a case of its own); each run's ratio, then the median;
-    and where each end's time went, the floors' rows (every floor measured,
-    by digest) beside them.
+    run's C{"floor"}: see the module docstring), else against the floor of
+    its run (C{floors}: one per run, when C{floor} is a case of its own);
+    each run's ratio, then the median; and where each end's time went, the
+    floors' rows (every floor measured, by digest) beside them.
     """
     pooled: dict[str, list[dict[str, Any]]] = {}
     for perRun in floors:
@@ -1113,11 +1111,12 @@ def againstFloor(raw: dict[str, list[dict[str, Any]]], floors: list[dict[str, An
         # A CLI command is timed from its start to its exit, against the floor timed from its connecting
         # process's launch; the library's calls from the call to its end, against the floor's loops.
         rate = "command_mb_s" if case in CLI_CASES else "mb_s"
+        against = [run.get("floor") or floors[index][digest] for index, run in enumerate(runs)]
         for direction in DIRECTIONS:
             transfers = [run[direction] for run in runs]
             ratio = statistics.median(
-                run[direction]["mb_s"] / floor[direction].get(rate, floor[direction]["mb_s"])
-                for floor, run in ((run.get("floor") or floors[index][digest], run) for index, run in enumerate(runs))
+                t["mb_s"] / f[direction].get(rate, f[direction]["mb_s"])
+                for t, f in zip(transfers, against, strict=True)
             )
             row = {"case": case, "direction": direction, "digest": digest, "ratio": ratio}
             rows.append(row | _perGiB(transfers, size))
