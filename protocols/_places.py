@@ -20,7 +20,6 @@ Cost: one or two system calls per call; one descriptor while open.
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -229,7 +228,7 @@ class Directory:
     @staticmethod
     def temporaryName(name: str) -> str:
         """A fresh name beside C{name} (C{NAME.RANDOM.tmp})."""
-        return f"{name}.{secrets.token_hex(6)}.tmp"
+        return f"{name}.{os.urandom(6).hex()}.tmp"
 
     def rename(self, name: str, other: Directory, otherName: str) -> None:
         """Move entry C{name} to C{otherName} in C{other} (replacing what is there; links are moved, not followed)."""

@@ -12,7 +12,6 @@ threads) and the clients without Twisted.  No I/O, no threads.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -69,6 +68,8 @@ def newHash(name: str) -> Any:
         if _blake3 is None:
             raise DigestUnavailable("blake3 needs the blake3 package (pip install blake3, or chunkwire's fast extra)")
         return _blake3.blake3()
+    import hashlib
+
     return hashlib.new(checkAlgorithm(name) or DEFAULT_DIGEST)
 
 
@@ -114,6 +115,10 @@ def checkAlgorithm(name: str | None) -> str | None:
         if _blake3 is None:
             raise DigestUnavailable("blake3 needs the blake3 package (pip install blake3, or chunkwire's fast extra)")
         return name
+    if name == DEFAULT_DIGEST:
+        return name  # (guaranteed everywhere: asked without loading hashlib, which a BLAKE3 transfer never needs)
+    import hashlib  # (here, not at the top: loading it loads OpenSSL's hashes, about 4 ms of a command's start)
+
     if name not in hashlib.algorithms_guaranteed or name.startswith("shake_"):
         raise DigestUnavailable(f"{name!r} is not a fixed-length hashlib algorithm available everywhere")
     return name

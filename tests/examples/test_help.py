@@ -129,7 +129,9 @@ class CommandImportTests(SynchronousTestCase):
         would pay for at every start: C{logging} and C{traceback} (nothing
         failed, no --debug), the login machinery (C{framing.login}: no login
         option given) and C{difflib} (it suggests a method name after a
-        call to a missing one).  (C{ssl} is loaded: L{protocols.options}' hints
+        call to a missing one), and C{hashlib}, C{hmac} and OpenSSL's hashes
+        (C{_hashlib}: a BLAKE3 transfer with an unkeyed sidecar hashes
+        nothing with them).  (C{ssl} is loaded: L{protocols.options}' hints
         name C{ssl.SSLContext}, and C{typing.get_type_hints} must resolve them.)
         """
         served = Path(self.mktemp()).resolve()
@@ -144,6 +146,7 @@ class CommandImportTests(SynchronousTestCase):
             self.assertIn("protocols.blockingbulk", imported)  # the lines were read
             self.assertEqual({name for name in imported if name.split(".")[0] == "twisted"}, set(), command)
             self.assertEqual(imported & {"logging", "traceback", "difflib"}, set(), command)
+            self.assertEqual(imported & {"hashlib", "_hashlib", "hmac"}, set(), command)
             self.assertEqual({name for name in imported if name.startswith("framing.login")}, set(), command)
         self.assertEqual(fetched.read_bytes(), source.read_bytes())
 
