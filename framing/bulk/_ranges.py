@@ -89,6 +89,29 @@ class RangeSet:
             return added
         return self._insert(start, end)
 
+    def extendRun(self, start: int, end: int) -> bool:
+        """
+        If the set holds exactly C{[0, start)} (nothing, when C{start} is 0)
+        and C{end > start}, make it C{[0, end)} and return C{True}; else
+        change nothing and return C{False}.  The whole of L{add}, and of
+        L{contiguousEnd} from 0 before and after it, for a transfer that
+        arrives in order with no hole behind it: O(1), one call.
+        """
+        ends = self._ends
+        if end <= start or len(ends) > 1:
+            return False
+        if ends:
+            if ends[0] != start or self._starts[0] != 0:
+                return False
+            ends[0] = end
+        elif start:
+            return False
+        else:
+            self._starts.append(0)
+            ends.append(end)
+        self.total += end - start
+        return True
+
     def _insert(self, start: int, end: int) -> int:
         """Add a range that lands before the last one: binary search, then merge."""
         starts, ends = self._starts, self._ends

@@ -60,6 +60,29 @@ class AssemblyTests(SynchronousTestCase):
             self.assertEqual(file.read(), self.data)
         self.assertEqual(os.listdir(self.directory), ["file.bin"])
 
+    def test_inOrderThenHole(self) -> None:
+        """
+        Pieces in order (each extending the run from 0, recorded in one
+        step), then one past a hole, then repeats and the hole filled:
+        what is held, the counts, the sidecar a resume reads and the
+        digest are those of the ranges written, whichever way each was
+        recorded.
+        """
+        assembly = Assembly(self.path, len(self.data), "v1")
+        for start, end in [(0, 10_000), (10_000, 30_000), (50_000, 70_000), (0, 5_000), (30_000, 50_000)]:
+            assembly.write(start, self.data[start:end])
+            if end == 30_000:
+                self.assertEqual(assembly.held.ranges(), [(0, 30_000)])
+        self.assertEqual(assembly.held.ranges(), [(0, 70_000)])
+        self.assertEqual((assembly.received, assembly.duplicates), (75_000, 5_000))
+        assembly.save()
+        assembly.suspend()
+        again = Assembly(self.path, len(self.data), "v1")
+        self.assertEqual(again.held.ranges(), [(0, 70_000)])
+        again.write(70_000, self.data[70_000:])
+        digest = self.successResultOf(again.verify(hashlib.sha256(self.data).digest()))
+        self.assertEqual(digest, hashlib.sha256(self.data).digest())
+
     def test_resumeFromSidecar(self) -> None:
         """A new assembly of the same file and version picks up the ranges its sidecar records."""
         first = Assembly(self.path, len(self.data), "v1")

@@ -214,6 +214,29 @@ class ModelTests(SynchronousTestCase):
             self.assertTrue(all(o in model for o in range(offset, end)))
             self.assertNotIn(end, model)
 
+    @settings(max_examples=examples(400), deadline=None)
+    @given(RANGE_LISTS, st.integers(0, LIMIT), st.integers(-3, 40))
+    def test_extendRunAgreesWithModel(self, added: list[tuple[int, int]], start: int, length: int) -> None:
+        """
+        extendRun(start, end) extends exactly when the set is the one run
+        [0, start) (or empty with start 0) and end > start, and then leaves
+        what add(start, end) would; else it changes nothing.
+        """
+        held = RangeSet(added)
+        model = {o for s, e in added for o in range(s, e)}
+        end = start + length
+        runFromZero = model == set(range(start))
+        before = held.ranges()
+        extended = held.extendRun(start, end)
+        self.assertEqual(extended, runFromZero and end > start)
+        if extended:
+            model |= set(range(start, end))
+            self.assertEqual(held.ranges(), modelRanges(model))
+            self.assertEqual(held.total, len(model))
+        else:
+            self.assertEqual(held.ranges(), before)
+            self.assertEqual(held.total, len(model))
+
     @settings(max_examples=examples(200), deadline=None)
     @given(RANGE_LISTS, st.integers(0, LIMIT), st.integers(0, 40))
     def test_coversAgreesWithModel(self, added: list[tuple[int, int]], start: int, length: int) -> None:
