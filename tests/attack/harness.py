@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -40,6 +41,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from framing.wire import PREAMBLE
 
 from . import attacks
 from .attacks import ATTACKS
@@ -151,6 +154,7 @@ class ExampleServer:
             stderr=subprocess.STDOUT,
         )
         self.port = self._readPort()
+        self._awaitRunning()
 
     def _readPort(self, timeout: float = 20) -> int:
         deadline = time.monotonic() + timeout
@@ -162,6 +166,43 @@ class ExampleServer:
                 break
             time.sleep(0.05)
         raise RuntimeError(f"the {self.kind} server did not start: {self.logPath.read_text(errors='replace')}")
+
+    def _sockets(self) -> int:
+        """The sockets the server process holds open."""
+        proc = Path(f"/proc/{self.process.pid}/fd")
+        count = 0
+        for name in os.listdir(proc):
+            try:
+                count += os.readlink(proc / name).startswith("socket:")
+            except OSError:
+                pass  # (closed meanwhile)
+        return count
+
+    def _awaitRunning(self, timeout: float = 60) -> None:
+        """
+        Return once the server's reactor runs and what it opens as it
+        starts is open: its preamble answers a connection (only a running
+        reactor sends it), and that connection is gone from its fds again.
+        The listening line comes as the port is bound, which may be before
+        the reactor runs and opens its signal pipes: an idle count taken
+        then (seen under load: 8 fds idle, 10 after an attack, none of them
+        the attack's) would blame those on the first case.
+        """
+        listening = self._sockets()
+        deadline = time.monotonic() + timeout
+        with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as probe:
+            answered = b""
+            while len(answered) < len(PREAMBLE):
+                chunk = probe.recv(len(PREAMBLE) - len(answered))
+                if not chunk:
+                    break
+                answered += chunk
+        if answered != PREAMBLE:
+            raise RuntimeError(f"the {self.kind} server answered {answered!r}, not its preamble")
+        while self._sockets() > listening:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the {self.kind} server still holds the probe's connection after {timeout:g} s")
+            time.sleep(0.02)
 
     def memory(self) -> dict[str, int]:
         """VmRSS and VmHWM (peak), in bytes."""
