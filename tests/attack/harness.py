@@ -39,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,52 @@ P99_FLOOR = 0.002
 on a 2-core machine is larger than anything an attack does."""
 
 
+def socketCount(pids: list[int]) -> int:
+    """The sockets processes C{pids} hold open (from /proc; a process gone meanwhile counts none)."""
+    count = 0
+    for pid in pids:
+        proc = Path(f"/proc/{pid}/fd")
+        try:
+            names = os.listdir(proc)
+        except OSError:
+            continue
+        for name in names:
+            try:
+                count += os.readlink(proc / name).startswith("socket:")
+            except OSError:
+                pass  # (closed meanwhile)
+    return count
+
+
+def awaitRunning(port: int, sockets: Callable[[], int], what: str, timeout: float = 60) -> None:
+    """
+    Return once the server on C{port} runs its reactor and what that opens
+    as it starts is open: its preamble answers a connection (only a
+    running reactor sends it), and that connection is gone again from the
+    sockets it holds (C{sockets()}).  An example server prints its
+    listening line from C{main()}, which C{react()} calls before
+    C{reactor.run()}, and the reactor opens its signal pipes as it starts:
+    an idle count taken in between (seen under load: 8 fds idle, 10 after
+    an attack, none of them the attack's) would blame those on the first
+    case.
+    """
+    listening = sockets()
+    deadline = time.monotonic() + timeout
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as probe:
+        answered = b""
+        while len(answered) < len(PREAMBLE):
+            chunk = probe.recv(len(PREAMBLE) - len(answered))
+            if not chunk:
+                break
+            answered += chunk
+    if answered != PREAMBLE:
+        raise RuntimeError(f"{what} answered {answered!r}, not its preamble")
+    while sockets() > listening:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} still holds the probe's connection after {timeout:g} s")
+        time.sleep(0.02)
+
+
 class ExampleServer:
     """One example server process on a loopback port."""
 
@@ -154,7 +201,7 @@ class ExampleServer:
             stderr=subprocess.STDOUT,
         )
         self.port = self._readPort()
-        self._awaitRunning()
+        awaitRunning(self.port, lambda: socketCount([self.process.pid]), f"the {kind} server")
 
     def _readPort(self, timeout: float = 20) -> int:
         deadline = time.monotonic() + timeout
@@ -166,43 +213,6 @@ class ExampleServer:
                 break
             time.sleep(0.05)
         raise RuntimeError(f"the {self.kind} server did not start: {self.logPath.read_text(errors='replace')}")
-
-    def _sockets(self) -> int:
-        """The sockets the server process holds open."""
-        proc = Path(f"/proc/{self.process.pid}/fd")
-        count = 0
-        for name in os.listdir(proc):
-            try:
-                count += os.readlink(proc / name).startswith("socket:")
-            except OSError:
-                pass  # (closed meanwhile)
-        return count
-
-    def _awaitRunning(self, timeout: float = 60) -> None:
-        """
-        Return once the server's reactor runs and what it opens as it
-        starts is open: its preamble answers a connection (only a running
-        reactor sends it), and that connection is gone from its fds again.
-        The listening line comes as the port is bound, which may be before
-        the reactor runs and opens its signal pipes: an idle count taken
-        then (seen under load: 8 fds idle, 10 after an attack, none of them
-        the attack's) would blame those on the first case.
-        """
-        listening = self._sockets()
-        deadline = time.monotonic() + timeout
-        with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as probe:
-            answered = b""
-            while len(answered) < len(PREAMBLE):
-                chunk = probe.recv(len(PREAMBLE) - len(answered))
-                if not chunk:
-                    break
-                answered += chunk
-        if answered != PREAMBLE:
-            raise RuntimeError(f"the {self.kind} server answered {answered!r}, not its preamble")
-        while self._sockets() > listening:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the {self.kind} server still holds the probe's connection after {timeout:g} s")
-            time.sleep(0.02)
 
     def memory(self) -> dict[str, int]:
         """VmRSS and VmHWM (peak), in bytes."""
