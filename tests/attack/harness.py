@@ -39,7 +39,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -135,38 +134,21 @@ P99_FLOOR = 0.002
 on a 2-core machine is larger than anything an attack does."""
 
 
-def socketCount(pids: list[int]) -> int:
-    """The sockets processes C{pids} hold open (from /proc; a process gone meanwhile counts none)."""
-    count = 0
-    for pid in pids:
-        proc = Path(f"/proc/{pid}/fd")
-        try:
-            names = os.listdir(proc)
-        except OSError:
-            continue
-        for name in names:
-            try:
-                count += os.readlink(proc / name).startswith("socket:")
-            except OSError:
-                pass  # (closed meanwhile)
-    return count
-
-
-def awaitRunning(port: int, sockets: Callable[[], int], what: str, timeout: float = 60) -> None:
+def awaitRunning(port: int, what: str, timeout: float = 60) -> None:
     """
-    Return once the server on C{port} runs its reactor and what that opens
-    as it starts is open: its preamble answers a connection (only a
-    running reactor sends it), and that connection is gone again from the
-    sockets it holds (C{sockets()}).  An example server prints its
-    listening line from C{main()}, which C{react()} calls before
-    C{reactor.run()}, and the reactor opens its signal pipes as it starts:
-    an idle count taken in between (seen under load: 8 fds idle, 10 after
-    an attack, none of them the attack's) would blame those on the first
-    case.
+    Return once the server on 127.0.0.1:C{port} runs its reactor and what
+    that opens as it starts is open: its preamble answers a connection
+    (only a running reactor sends it), and no process holds that
+    connection's server side any more (L{_serverSideHeld}).  An example
+    server prints its listening line from C{main()}, which C{react()} calls
+    before C{reactor.run()}, and the reactor opens its signal pipes as it
+    starts: an idle count taken in between (seen under load: 8 fds idle, 10
+    after an attack, none of them the attack's) would blame those on the
+    first case.
     """
-    listening = sockets()
     deadline = time.monotonic() + timeout
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as probe:
+        peer = probe.getsockname()[1]
         answered = b""
         while len(answered) < len(PREAMBLE):
             chunk = probe.recv(len(PREAMBLE) - len(answered))
@@ -175,10 +157,28 @@ def awaitRunning(port: int, sockets: Callable[[], int], what: str, timeout: floa
             answered += chunk
     if answered != PREAMBLE:
         raise RuntimeError(f"{what} answered {answered!r}, not its preamble")
-    while sockets() > listening:
+    while _serverSideHeld(port, peer):
         if time.monotonic() > deadline:
             raise RuntimeError(f"{what} still holds the probe's connection after {timeout:g} s")
         time.sleep(0.02)
+
+
+def _serverSideHeld(port: int, peer: int) -> bool:
+    """
+    Whether a process still holds the server side (local port C{port}) of
+    the loopback connection from local port C{peer}: its row in Linux's
+    C{/proc/net/tcp} names a socket inode until no process holds it (a row
+    left in TIME_WAIT names none).  Another listener the server opens
+    meanwhile does not count, as a count of its sockets would.
+    """
+    with open("/proc/net/tcp") as table:
+        next(table)
+        for line in table:
+            fields = line.split()
+            local, remote, inode = fields[1], fields[2], fields[9]
+            if int(local.rsplit(":", 1)[1], 16) == port and int(remote.rsplit(":", 1)[1], 16) == peer and inode != "0":
+                return True
+    return False
 
 
 class ExampleServer:
@@ -201,7 +201,7 @@ class ExampleServer:
             stderr=subprocess.STDOUT,
         )
         self.port = self._readPort()
-        awaitRunning(self.port, lambda: socketCount([self.process.pid]), f"the {kind} server")
+        awaitRunning(self.port, f"the {kind} server")
 
     def _readPort(self, timeout: float = 20) -> int:
         deadline = time.monotonic() + timeout

@@ -104,7 +104,7 @@ from protocols.options import ClientOptions
 
 from . import attacks  # noqa: F401 (first: attacks_rpc is loaded by it)
 from .attacks_rpc import ForgedRef, _ForgedRefSlicer
-from .harness import ENV, MAX_CONNECTIONS, MAX_OBJECT_BYTES, ROOT, SERVER_OPTIONS, awaitRunning, socketCount
+from .harness import ENV, MAX_CONNECTIONS, MAX_OBJECT_BYTES, ROOT, SERVER_OPTIONS, awaitRunning
 
 MiB = 1 << 20
 RSS_BOUND = 96 * MiB
@@ -327,7 +327,7 @@ class ServedProcess:
         else:
             self.port = int(match.group(1))
         self.pids = self._pids(kind.workers)
-        awaitRunning(self.port, lambda: socketCount(_tree(self.process.pid)), f"the {kind.name} server")
+        awaitRunning(self.port, f"the {kind.name} server")
 
     def _waitFor(self, pattern: bytes, timeout: float) -> re.Match[bytes]:
         deadline = time.monotonic() + timeout
