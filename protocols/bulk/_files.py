@@ -243,25 +243,20 @@ class Assembly:
         if end > self.size or self._fd is None:
             raise ValueError(f"[{offset}, {end}) is outside the {self.size}-byte file, or the assembly is closed")
         writeAt(self._fd, data, offset)
-        if self.maxFragments != 0 and self.held.extendRun(offset, end):
-            # In order with no hole behind (a transfer's common case): one range, nothing to read back.
-            due = self.sidecar.note(offset, end)
-            self.received += end - offset
-            self.hasher.offer(offset, data, release)
-            if due:
-                self.save()
-            return
-        frontier = self.held.contiguousEnd(0)
-        added = self.held.add(offset, end)
+        held = self.held
+        # In order with no hole behind (a transfer's common case): one step, and nothing held past it to join.
+        inOrder = held.extendRun(offset, end)
+        frontier = end if inOrder else held.contiguousEnd(0)
+        added = end - offset if inOrder else held.add(offset, end)
         due = bool(added) and self.sidecar.note(offset, end)
-        if self.maxFragments is not None and len(self.held) > self.maxFragments:
+        if self.maxFragments is not None and len(held) > self.maxFragments:
             # Recorded (the bytes are written), but no more holes are taken.
             self.save()
             raise TooFragmented(f"{self.path.name} would hold more than {self.maxFragments} disjoint ranges")
         self.received += len(data)
         self.duplicates += len(data) - added
         self.hasher.offer(offset, data, release)
-        reach = self.held.contiguousEnd(0)
+        reach = end if inOrder else held.contiguousEnd(0)
         if reach > frontier and reach > end:
             # This piece joined ranges written earlier out of order: they can
             # now be read back and hashed.
