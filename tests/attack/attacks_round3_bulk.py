@@ -29,7 +29,7 @@ from twisted.internet.defer import Deferred
 from framing.wire import PREAMBLE
 
 from .attacks_bulk import call
-from .harness import ENV, ROOT
+from .harness import ENV, ROOT, serverEndInode
 
 PRIVATE = ".chunkwire-private"
 """The service's private directory (L{protocols.bulk._files.PRIVATE_DIRECTORY})."""
@@ -297,19 +297,7 @@ async def symlinksClient(reactor: Any, port: int, work: str) -> dict[str, Any]:
 
 def workerOf(serverPort: int, clientPort: int, pids: list[int]) -> int | None:
     """The pid of the worker holding the server end of the loopback connection from C{clientPort}."""
-    inode = None
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if (
-                int(fields[1].rsplit(":", 1)[1], 16) == serverPort
-                and int(fields[2].rsplit(":", 1)[1], 16) == clientPort
-            ):
-                inode = fields[9]
+    inode = serverEndInode(serverPort, clientPort)
     if inode is None:
         return None
     for pid in pids:

@@ -139,12 +139,13 @@ def awaitRunning(port: int, what: str, timeout: float = 60) -> None:
     Return once the server on 127.0.0.1:C{port} runs its reactor and what
     that opens as it starts is open: its preamble answers a connection
     (only a running reactor sends it), and no process holds that
-    connection's server side any more (L{_serverSideHeld}).  An example
-    server prints its listening line from C{main()}, which C{react()} calls
-    before C{reactor.run()}, and the reactor opens its signal pipes as it
-    starts: an idle count taken in between (seen under load: 8 fds idle, 10
-    after an attack, none of them the attack's) would blame those on the
-    first case.
+    connection's server end any more (L{serverEndInode}: another listener
+    the server opens meanwhile does not count, as a count of its sockets
+    would).  An example server prints its listening line from C{main()},
+    which C{react()} calls before C{reactor.run()}, and the reactor opens
+    its signal pipes as it starts: an idle count taken in between (seen
+    under load: 8 fds idle, 10 after an attack, none of them the attack's)
+    would blame those on the first case.
     """
     deadline = time.monotonic() + timeout
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as probe:
@@ -157,28 +158,32 @@ def awaitRunning(port: int, what: str, timeout: float = 60) -> None:
             answered += chunk
     if answered != PREAMBLE:
         raise RuntimeError(f"{what} answered {answered!r}, not its preamble")
-    while _serverSideHeld(port, peer):
+    while serverEndInode(port, peer) not in (None, "0"):
         if time.monotonic() > deadline:
             raise RuntimeError(f"{what} still holds the probe's connection after {timeout:g} s")
         time.sleep(0.02)
 
 
-def _serverSideHeld(port: int, peer: int) -> bool:
+def serverEndInode(serverPort: int, clientPort: int) -> str | None:
     """
-    Whether a process still holds the server side (local port C{port}) of
-    the loopback connection from local port C{peer}: its row in Linux's
-    C{/proc/net/tcp} names a socket inode until no process holds it (a row
-    left in TIME_WAIT names none).  Another listener the server opens
-    meanwhile does not count, as a count of its sockets would.
+    The socket inode of the server end of the loopback connection from
+    C{clientPort} to C{serverPort}, from Linux's C{/proc/net/tcp} and
+    C{tcp6}: C{"0"} once no process holds it (a row left in TIME_WAIT),
+    C{None} once its row is gone.
     """
-    with open("/proc/net/tcp") as table:
-        next(table)
-        for line in table:
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
             fields = line.split()
-            local, remote, inode = fields[1], fields[2], fields[9]
-            if int(local.rsplit(":", 1)[1], 16) == port and int(remote.rsplit(":", 1)[1], 16) == peer and inode != "0":
-                return True
-    return False
+            if (
+                int(fields[1].rsplit(":", 1)[1], 16) == serverPort
+                and int(fields[2].rsplit(":", 1)[1], 16) == clientPort
+            ):
+                return fields[9]
+    return None
 
 
 class ExampleServer:
