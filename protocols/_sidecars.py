@@ -12,13 +12,14 @@ too.  Every client (Twisted or not) keeps its downloads' records in this one
 format, so this module imports no Twisted.
 
 Cost: loading is one read and one HMAC per line; a save costs what changed.
+C{json} is imported where a header is read or written: an upload's client
+keeps no sidecar, and a command that sends loads none of it.
 
 Design: docs/design/bulk.md
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -81,6 +82,8 @@ class Sidecar:
         if not data:
             return RangeSet()
         lines = data.split(b"\n")
+        import json
+
         try:
             record = json.loads(lines[0])
             if not isinstance(record, dict):
@@ -178,6 +181,8 @@ class Sidecar:
         """Replace the file, atomically, by C{header} and one line per range of C{held}."""
         self._tag = bytes.fromhex(header["mac"]) if self.key else b""
         lines = [self._encode(start, end) for start, end in held]
+        import json
+
         self.directory.replace(self.name, json.dumps(header).encode() + b"\n" + b"".join(lines))
         self.lines = max(len(lines), 1)
 
@@ -205,6 +210,8 @@ def recordedHeader(directory: Directory, name: str) -> dict[str, Any] | None:
     data = directory.read(name, 4096)
     if not data:
         return None
+    import json
+
     try:
         record = json.loads(data.split(b"\n", 1)[0])
     except ValueError:
@@ -261,6 +268,8 @@ def serviceKey(directory: Directory, name: str = "sidecar.key") -> bytes:
 
 
 def _canonical(record: dict[str, Any]) -> bytes:
+    import json
+
     return json.dumps({key: record[key] for key in sorted(record) if key != "mac"}).encode()
 
 

@@ -131,7 +131,8 @@ class CommandImportTests(SynchronousTestCase):
         option given) and C{difflib} (it suggests a method name after a
         call to a missing one), and C{hashlib}, C{hmac} and OpenSSL's hashes
         (C{_hashlib}: a BLAKE3 transfer with an unkeyed sidecar hashes
-        nothing with them).  (C{ssl} is loaded: L{protocols.options}' hints
+        nothing with them); a send loads no C{json} either (only a
+        download keeps a sidecar).  (C{ssl} is loaded: L{protocols.options}' hints
         name C{ssl.SSLContext}, and C{typing.get_type_hints} must resolve them.)
         """
         served = Path(self.mktemp()).resolve()
@@ -148,6 +149,8 @@ class CommandImportTests(SynchronousTestCase):
             self.assertEqual(imported & {"logging", "traceback", "difflib"}, set(), command)
             self.assertEqual(imported & {"hashlib", "_hashlib", "hmac"}, set(), command)
             self.assertEqual({name for name in imported if name.startswith("framing.login")}, set(), command)
+            if command[0] == "send":
+                self.assertNotIn("json", imported)
         self.assertEqual(fetched.read_bytes(), source.read_bytes())
 
     def test_errorLoadsNoTwisted(self) -> None:
