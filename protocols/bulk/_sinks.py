@@ -93,12 +93,8 @@ class FileSink(Sink):
     def write(self, offset: int, data: Piece, release: Release) -> None:
         fd = self._fd
         assert fd is not None
-        # One pwrite takes the whole piece (always, on tmpfs and local disks): the loop only for a short write.
-        written = os.pwrite(fd, data, offset)
-        length = len(data)
-        if written < length:
-            writeAt(fd, memoryview(data)[written:], offset + written)
-        release(length)
+        writeAt(fd, data, offset)
+        release(len(data))
 
     def complete(self) -> None:
         self._close()
@@ -122,12 +118,16 @@ class FileSink(Sink):
 
 
 def writeAt(fd: int, data: bytes | memoryview, offset: int) -> None:
-    """Write all of C{data} at C{offset} of C{fd} (looping over short writes)."""
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view = view[written:]
+    """
+    Write all of C{data} at C{offset} of C{fd}: one C{pwrite}, which takes a
+    whole piece on tmpfs and local disks, then more only after a short write
+    (a view of the rest: nothing is copied).
+    """
+    written = os.pwrite(fd, data, offset)
+    while written < len(data):
+        data = memoryview(data)[written:]
         offset += written
+        written = os.pwrite(fd, data, offset)
 
 
 class OpenFileSink(Sink):

@@ -8,7 +8,7 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from protocols import rpc
-from protocols.bulk import IncomingStream, Stream
+from protocols.bulk import IncomingStream, Stream, _sinks
 from protocols.bulk._files import AssemblySink
 from protocols.bulk._sinks import FileSink, OpenFileSink, Piece, Release, Sink
 
@@ -84,6 +84,39 @@ class PieceCopyTests(SynchronousTestCase):
         with open(os.devnull, "wb") as file:
             self.assertTrue(OpenFileSink(file).views)
         self.assertFalse(OpenFileSink(_Writes()).views)
+
+    def test_shortWritesGoOn(self) -> None:
+        """
+        A write that the system takes only part of goes on from where it
+        stopped, at the right offset: writeAt (the file service's) and a
+        path sink's pieces land whole, and the sink releases each piece once.
+        """
+        real = os.pwrite
+        calls: list[int] = []
+
+        def short(fd: int, data: Any, offset: int) -> int:
+            calls.append(len(data))
+            return real(fd, memoryview(data)[:7], offset)
+
+        self.patch(os, "pwrite", short)
+        data = payload(100)
+        target = self.mktemp()
+        fd = os.open(target, os.O_RDWR | os.O_CREAT)
+        try:
+            _sinks.writeAt(fd, memoryview(data), 5)
+            self.assertEqual(os.pread(fd, 200, 0), bytes(5) + data)
+        finally:
+            os.close(fd)
+        self.assertEqual(calls, list(range(100, 0, -7)))
+        sink = FileSink(self.mktemp())
+        sink.start(None, lambda reason: None)
+        released: list[int] = []
+        sink.write(0, data[:40], released.append)
+        sink.write(40, memoryview(data)[40:], released.append)
+        sink.complete()
+        self.assertEqual(released, [40, 60])
+        with open(sink.path, "rb") as file:
+            self.assertEqual(file.read(), data)
 
     def test_fileReceivedFromViews(self) -> None:
         """A stream received into a path arrives whole and verified, written from views."""
