@@ -818,14 +818,20 @@ def _listeningPort(out: Any) -> str:
 
 
 def cliSource(size: int) -> Path:
-    """The file the CLI cases send, in tmpfs: made once (one random MiB rotated per MiB, as the demo does)."""
+    """The file the CLI cases send, in tmpfs: made once (L{randomFile})."""
     path = TMPFS / f"chunkwire-bench-{size}.bin"
     if not path.exists() or path.stat().st_size != size:
-        block = os.urandom(MiB)
-        with open(path, "wb") as file:
-            for index in range(-(-size // MiB)):
-                shift = (index * 40503) % MiB
-                file.write((block[shift:] + block[:shift])[: size - index * MiB])
+        randomFile(path, size)
+    return path
+
+
+def randomFile(path: Path, size: int) -> Path:
+    """Write C{size} bytes that do not compress to C{path}: one random MiB, rotated per MiB (as the demo does)."""
+    block = os.urandom(MiB)
+    with open(path, "wb") as file:
+        for index in range(-(-size // MiB)):
+            shift = (index * 40503) % MiB
+            file.write((block[shift:] + block[:shift])[: size - index * MiB])
     return path
 
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from types import CodeType, FrameType
 from typing import Any
 
-from .bench_bulk import ROOT, TMPFS, _env, parseSize
+from .bench_bulk import ROOT, TMPFS, _env, parseSize, randomFile
 
 MiB = 1 << 20
 
@@ -143,16 +143,6 @@ def _send(port: str, path: Path) -> None:
         raise RuntimeError(f"bulk_client.py send {path.name} failed: {done.stderr.strip()[-500:]}")
 
 
-def _file(path: Path, size: int) -> Path:
-    """A file of C{size} random bytes at C{path} (one random MiB, rotated per MiB)."""
-    block = os.urandom(MiB)
-    with open(path, "wb") as file:
-        for index in range(-(-size // MiB)):
-            shift = (index * 40503) % MiB
-            file.write((block[shift:] + block[:shift])[: size - index * MiB])
-    return path
-
-
 def _matches(row: list[Any], which: tuple[str, str]) -> bool:
     return bool(row[2].endswith(which[0]) and row[4] == which[1])
 
@@ -163,7 +153,7 @@ def measure(size: int, top: int = 25) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="chunkwire-bulk-cost-", dir=where) as work:
         served = Path(work) / "served"
         served.mkdir()
-        warm, source = _file(Path(work) / "warm.bin", MiB), _file(Path(work) / "source.bin", size)
+        warm, source = randomFile(Path(work) / "warm.bin", MiB), randomFile(Path(work) / "source.bin", size)
         command = [sys.executable, "-m", "tests.benchmarks.bulk_cost", "--serve", str(served)]
         server = subprocess.Popen(command, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, text=True)
         try:
