@@ -34,10 +34,12 @@ import collections
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from types import CodeType, FrameType
 from typing import Any
@@ -126,19 +128,41 @@ def serve(directory: str) -> None:
 # -- the orchestrator -------------------------------------------------------------------------------------
 
 
-def _line(process: subprocess.Popen[str], wanted: str) -> str:
-    """The first line of the server's output that matches C{wanted}; what it printed before is passed over."""
-    assert process.stdout is not None
-    for line in process.stdout:
-        if re.search(wanted, line):
-            return line
-    raise RuntimeError(f"the server ended (status {process.wait()}) before printing {wanted!r}")
+DEADLINE = 600.0
+"""Seconds the server and each command get to answer (a 256 MiB send counted takes a few): only a hang misses it."""
+
+
+class _Output:
+    """The server's output, read a line at a time under a deadline (select on the pipe)."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stdout is not None
+        self.process, self.fd, self.pending = process, process.stdout.fileno(), b""
+
+    def line(self, wanted: str) -> str:
+        """The next line that matches C{wanted}; the lines before it are passed over."""
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            while b"\n" in self.pending:
+                line, self.pending = self.pending.split(b"\n", 1)
+                if re.search(wanted, text := line.decode()):
+                    return text
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RuntimeError(f"the server printed no line matching {wanted!r} within {DEADLINE:.0f} s")
+            if select.select([self.fd], [], [], remaining)[0]:
+                chunk = os.read(self.fd, 1 << 16)
+                if not chunk:
+                    raise RuntimeError(f"the server ended (status {self.process.wait()}) before printing {wanted!r}")
+                self.pending += chunk
 
 
 def _send(port: str, path: Path) -> None:
     """Send C{path} with the CLI, as a user does; raise if the command fails."""
     command = [sys.executable, "examples/bulk_client.py", "--connect", f"tcp:host=127.0.0.1:port={port}"]
-    done = subprocess.run([*command, "send", str(path)], cwd=ROOT, env=_env(), capture_output=True, text=True)
+    done = subprocess.run(
+        [*command, "send", str(path)], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=DEADLINE
+    )
     if done.returncode:
         raise RuntimeError(f"bulk_client.py send {path.name} failed: {done.stderr.strip()[-500:]}")
 
@@ -155,15 +179,16 @@ def measure(size: int, top: int = 25) -> dict[str, Any]:
         served.mkdir()
         warm, source = randomFile(Path(work) / "warm.bin", MiB), randomFile(Path(work) / "source.bin", size)
         command = [sys.executable, "-m", "tests.benchmarks.bulk_cost", "--serve", str(served)]
-        server = subprocess.Popen(command, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, text=True)
+        server = subprocess.Popen(command, cwd=ROOT, env=_env(), stdout=subprocess.PIPE)
+        output = _Output(server)
         try:
-            port = re.findall(r"port=(\d+)\)", _line(server, r"listening on .*port=\d+\)"))[0]
+            port = re.findall(r"port=(\d+)\)", output.line(r"listening on .*port=\d+\)"))[0]
             _send(port, warm)
             server.send_signal(signal.SIGUSR2)
-            _line(server, "^counting$")
+            output.line("^counting$")
             _send(port, source)
             server.send_signal(signal.SIGUSR1)
-            rows = json.loads(_line(server, r"^\["))
+            rows = json.loads(output.line(r"^\["))
         finally:
             server.terminate()
             server.wait(timeout=60)
