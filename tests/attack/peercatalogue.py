@@ -5,9 +5,10 @@
 Contract.  L{SERVERS} names every server the project ships, each started as
 a user starts it (a script or C{twist}), as a process of its own on
 loopback port 0, with the attack suite's guard options
-(L{tests.attack.harness.SERVER_OPTIONS}); the process says which port it
-bound.  L{discover} finds the callable methods of each server's root by
-itself, from the served class's C{@remote} methods (their
+(L{tests.attack.harness.SERVER_OPTIONS}) but the guard's own preamble
+timeout (L{GUARD_OPTIONS}); the process says which port it bound.
+L{discover} finds the callable methods of each server's root by itself,
+from the served class's C{@remote} methods (their
 L{framing.rpc._signatures.RemoteMethod}, whose C{arguments} and C{result}
 are the constraints the server holds calls to), so that a method added
 later is visited without anyone writing an attack for it, and derives
@@ -99,6 +100,7 @@ from framing.slicing._constraints import (
 from framing.slicing._interfaces import ISlicer
 from framing.slicing._registry import DEFAULT_REGISTRY
 from framing.wire import PREAMBLE
+from protocols._guard import GuardPolicy
 from protocols.kv._threads import THREADS
 from protocols.options import ClientOptions
 
@@ -222,18 +224,31 @@ def _listen() -> list[str]:
 
 
 PY = sys.executable
+GUARD_OPTIONS = [*SERVER_OPTIONS, f"--preamble-timeout={GuardPolicy().preambleTimeout:g}"]
+"""
+The attack suite's guard options, but with the guard's default preamble
+timeout (10 s) in place of the suite's 2 s: no behaviour here withholds a
+preamble (C{attacks.py}'s no-preamble does, against the suite's own
+servers), and the honest client, a thread of this process beside the
+attacker's, must not fail for its own stall.  A fresh clone's run beside
+four busy loops stalled it for more than 2 s between its connect and its
+preamble, and the streams server dropped it ("preamble-timeout: no
+preamble within 2.0 s (0 bytes)"): the row failed for the harness, not for
+the server.
+"""
+
 KV_OPTIONS = ["--log", "--call-timeout=2", "--grace=1"]
 SERVERS: dict[str, ServerKind] = {
     "echo": ServerKind(
         "echo",
-        lambda d: [PY, "examples/echo_server.py", *_listen(), *SERVER_OPTIONS],
+        lambda d: [PY, "examples/echo_server.py", *_listen(), *GUARD_OPTIONS],
         rb"server listening on .* port=(\d+)\)",
         None,
         ("", (["honest", b"x" * 64],), ["honest", b"x" * 64]),
     ),
     "kv": ServerKind(
         "kv",
-        lambda d: [PY, "examples/kv_server.py", *_listen(), *KV_OPTIONS, *SERVER_OPTIONS],
+        lambda d: [PY, "examples/kv_server.py", *_listen(), *KV_OPTIONS, *GUARD_OPTIONS],
         rb"server listening on .* port=(\d+)\)",
         "protocols.kv:KeyValueStore",
         ("list", ("honest/",), []),
@@ -241,7 +256,7 @@ SERVERS: dict[str, ServerKind] = {
     "kv-store": ServerKind(
         "kv-store",
         lambda d: (
-            [PY, "examples/kv_server.py", *_listen(), "--store", str(d / "kv.sqlite"), *KV_OPTIONS] + SERVER_OPTIONS
+            [PY, "examples/kv_server.py", *_listen(), "--store", str(d / "kv.sqlite"), *KV_OPTIONS] + GUARD_OPTIONS
         ),
         rb"server listening on .* port=(\d+)\)",
         "protocols.kv:KeyValueStore",
@@ -253,7 +268,7 @@ SERVERS: dict[str, ServerKind] = {
         "kv-workers",
         lambda d: (
             [PY, "-m", "twisted", "--log-format", "text", "chunkwire-kv", "--listen", "tcp:0:interface=127.0.0.1"]
-            + ["--workers", "2", "--store", str(d / "kv.sqlite"), "--grace", "1", *SERVER_OPTIONS]
+            + ["--workers", "2", "--store", str(d / "kv.sqlite"), "--grace", "1", *GUARD_OPTIONS]
         ),
         rb"worker 0 started: pid (\d+)[\s\S]*worker 1 started: pid (\d+)[\s\S]*starting on (\d+)[\s\S]*starting on",
         "protocols.kv:KeyValueStore",
@@ -264,7 +279,7 @@ SERVERS: dict[str, ServerKind] = {
     ),
     "bulk": ServerKind(
         "bulk",
-        lambda d: [PY, "examples/bulk_server.py", *_listen(), "--dir", str(d / "files"), "--grace=1", *SERVER_OPTIONS],
+        lambda d: [PY, "examples/bulk_server.py", *_listen(), "--dir", str(d / "files"), "--grace=1", *GUARD_OPTIONS],
         rb"server listening on .* port=(\d+)\)",
         "protocols.bulk._files:BulkService",
         ("list", (), []),
@@ -274,7 +289,7 @@ SERVERS: dict[str, ServerKind] = {
         "interop",
         lambda d: (
             [PY, "examples/interop_server.py", *_listen(), "--login-listen", "tcp:0:interface=127.0.0.1"]
-            + ["--certificate-listen", "ssl:0:interface=127.0.0.1", "--dir", str(d / "files"), "--log", *SERVER_OPTIONS]
+            + ["--certificate-listen", "ssl:0:interface=127.0.0.1", "--dir", str(d / "files"), "--log", *GUARD_OPTIONS]
         ),
         rb"interop server listening on .* port=(\d+)\)",
         "protocols.interop:InteropService",
@@ -285,7 +300,7 @@ SERVERS: dict[str, ServerKind] = {
         "streams",
         lambda d: (
             [PY, "-m", "tests.attack.streams_server", "--listen", "tcp:0:interface=127.0.0.1:backlog=1024"]
-            + SERVER_OPTIONS
+            + GUARD_OPTIONS
         ),
         rb"streams server listening on .* port=(\d+)\)",
         "tests.attack.streams_server:Streams",
