@@ -12,8 +12,9 @@ too.  Every client (Twisted or not) keeps its downloads' records in this one
 format, so this module imports no Twisted.
 
 Cost: loading is one read and one HMAC per line; a save costs what changed.
-C{json} is imported where a header is read or written: an upload's client
-keeps no sidecar, and a command that sends loads none of it.
+C{json} is imported where a header is parsed or written (L{_parsedHeader},
+L{_dumped}): an upload's client keeps no sidecar, and a command that sends
+loads none of it.
 
 Design: docs/design/bulk.md
 """
@@ -82,13 +83,8 @@ class Sidecar:
         if not data:
             return RangeSet()
         lines = data.split(b"\n")
-        import json
-
-        try:
-            record = json.loads(lines[0])
-            if not isinstance(record, dict):
-                raise ValueError("not a record")
-        except ValueError:
+        record = _parsedHeader(lines[0])
+        if record is None:
             return self._refused()
         expected = self.header(size, version, algorithm)
         if record.get("v") != expected["v"] or not isinstance(record.get("mac", ""), str):
@@ -181,9 +177,7 @@ class Sidecar:
         """Replace the file, atomically, by C{header} and one line per range of C{held}."""
         self._tag = bytes.fromhex(header["mac"]) if self.key else b""
         lines = [self._encode(start, end) for start, end in held]
-        import json
-
-        self.directory.replace(self.name, json.dumps(header).encode() + b"\n" + b"".join(lines))
+        self.directory.replace(self.name, _dumped(header) + b"\n" + b"".join(lines))
         self.lines = max(len(lines), 1)
 
     def _encode(self, start: int, end: int) -> bytes:
@@ -210,13 +204,7 @@ def recordedHeader(directory: Directory, name: str) -> dict[str, Any] | None:
     data = directory.read(name, 4096)
     if not data:
         return None
-    import json
-
-    try:
-        record = json.loads(data.split(b"\n", 1)[0])
-    except ValueError:
-        return None
-    return record if isinstance(record, dict) else None
+    return _parsedHeader(data.split(b"\n", 1)[0])
 
 
 def recordedAlgorithm(path: str | os.PathLike[str]) -> str | None:
@@ -268,9 +256,25 @@ def serviceKey(directory: Directory, name: str = "sidecar.key") -> bytes:
 
 
 def _canonical(record: dict[str, Any]) -> bytes:
+    return _dumped({key: record[key] for key in sorted(record) if key != "mac"})
+
+
+def _parsedHeader(line: bytes) -> dict[str, Any] | None:
+    """A header line's record, or C{None} if it is not a JSON object."""
     import json
 
-    return json.dumps({key: record[key] for key in sorted(record) if key != "mac"}).encode()
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _dumped(record: dict[str, Any]) -> bytes:
+    """C{record} as a header line's JSON (without the newline)."""
+    import json
+
+    return json.dumps(record).encode()
 
 
 def _range(line: bytes) -> tuple[int, int]:
