@@ -1,6 +1,6 @@
 """One end of bench_bulk's C{floor} case: the CLI's work with no framing, in a process of its own.
 
-    python -m tests.benchmarks._floorcopy listen|connect send|receive --file PATH --digest NAME [--port N]
+    python -m tests.benchmarks._floorcopy listen|connect send|receive --file PATH --digest NAME [--port N] [--twisted]
 
 Two of these make the framing-free copy the CLI is set against: the sender
 reads C{PATH} in 1 MiB C{readinto}s into one buffer, hashes each piece in
@@ -18,6 +18,12 @@ in every process, so the orchestrator takes the copy's time from the first
 start to the last end), its user and system CPU seconds over that time, the
 seconds it was runnable but waited for a CPU (schedstat: other load), the
 bytes moved and the digest.
+
+With C{--twisted} the listening end runs in a Twisted reactor instead, as
+chunkwire's servers do and tuned as they are (L{protocols.bulk.steadyAllocator},
+1 MiB reads and up to 1 MiB handed to the socket per turn), still with no
+framing: the copy on Twisted (L{serveTwisted}).  Against it, what a
+chunkwire server costs beyond the reactor it runs on.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import mmap
 import resource
 import socket
 import time
+from functools import partial
 from typing import Any
 
 MiB = 1 << 20
@@ -114,6 +121,92 @@ def run(role: str, direction: str, path: str, digestName: str, port: int) -> dic
     }
 
 
+def serveTwisted(direction: str, path: str, digestName: str, port: int) -> dict[str, Any]:
+    """
+    Be the listening end in Twisted's default reactor: accept one
+    connection and, with no framing, either receive it (each C{dataReceived}
+    hashed, then written to the fresh file C{path}) or send C{path} (a pull
+    producer that reads 1 MiB, hashes it and writes it to the transport each
+    time the transport has sent all it holds, then closes the connection);
+    what it measured, as L{run}'s.
+
+    The process and the connection are set up as chunkwire's bulk servers
+    set theirs: L{protocols.bulk.steadyAllocator}, then the read size and
+    send limit chunkwire's bulk connections use by default
+    (L{protocols._sockets.tuneForBulk}).  Costs: a reactor turn per read
+    and per send, and one bytes object per read and per piece sent, as a
+    Twisted protocol has.
+    """
+    from twisted.internet import protocol, reactor
+
+    from protocols import bulk
+    from protocols._sockets import tuneForBulk
+    from protocols.bulk._options import STEADY_READ_SIZE
+
+    bulk.steadyAllocator()
+    ends: list[dict[str, Any]] = []
+    digest = newDigest(digestName)
+
+    class OneCopy(protocol.Protocol):
+        def connectionMade(self) -> None:
+            listening.stopListening()
+            tuneForBulk(self.transport, STEADY_READ_SIZE, bulk.BulkOptions().sendLimit)
+            self.moved = 0
+            self.usage, self.queued = resource.getrusage(resource.RUSAGE_SELF), runQueueSeconds()
+            self.started = time.monotonic()
+            if direction == "send":
+                self.source = open(path, "rb", buffering=0)
+                self.transport.registerProducer(self, False)
+            else:
+                self.target = open(path, "xb", buffering=0)
+
+        def resumeProducing(self) -> None:
+            piece = self.source.read(MiB)
+            if not piece:
+                self.transport.unregisterProducer()
+                self.transport.loseConnection()
+                return
+            digest.update(piece)
+            self.transport.write(piece)
+            self.moved += len(piece)
+
+        def stopProducing(self) -> None:
+            pass
+
+        def dataReceived(self, data: bytes) -> None:
+            digest.update(data)
+            piece = memoryview(data)
+            while piece:
+                piece = piece[self.target.write(piece) :]
+            self.moved += len(data)
+
+        def connectionLost(self, reason: object = None) -> None:
+            (self.source if direction == "send" else self.target).close()
+            hexdigest = digest.hexdigest()
+            ended = time.monotonic()
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            ends.append(
+                {
+                    "direction": direction,
+                    "started": self.started,
+                    "ended": ended,
+                    "user_s": after.ru_utime - self.usage.ru_utime,
+                    "system_s": after.ru_stime - self.usage.ru_stime,
+                    "runqueue_s": runQueueSeconds() - self.queued,
+                    "bytes": self.moved,
+                    "digest": hexdigest,
+                    "reactor": "twisted",
+                }
+            )
+            reactor.stop()
+
+    factory = protocol.Factory.forProtocol(OneCopy)
+    listening = reactor.listenTCP(port, factory, interface="127.0.0.1")
+    print(json.dumps({"port": listening.getHost().port}), flush=True)
+    reactor.run()
+    return ends[0]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("role", choices=("listen", "connect"))
@@ -121,8 +214,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--file", required=True, help="the file to send, or the fresh file to receive into")
     parser.add_argument("--digest", default="blake3")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--twisted", action="store_true", help="listen in a Twisted reactor (the copy on Twisted)")
     args = parser.parse_args(argv)
-    print(json.dumps(run(args.role, args.direction, args.file, args.digest, args.port)), flush=True)
+    if args.twisted and args.role != "listen":
+        parser.error("--twisted is for the listening end")
+    measure = serveTwisted if args.twisted else partial(run, args.role)
+    print(json.dumps(measure(args.direction, args.file, args.digest, args.port)), flush=True)
 
 
 if __name__ == "__main__":

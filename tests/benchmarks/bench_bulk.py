@@ -62,7 +62,10 @@ work turns into in practice); the SHA-256 case's rate is set against both.
     one's end; for the CLI cases, from the launch of the process that
     connects (the sender for C{send}, the receiver for C{fetch}: the one
     in the CLI client's place, started as a fresh process too) to the last
-    loop's end.
+    loop's end.  With C{--twisted-floor}, also the same copy with its
+    listening end in Twisted's reactor, set up as chunkwire's bulk servers
+    are, still with no framing (C{floor on Twisted}, L{TWISTED_FLOOR}):
+    what the reactor under every file case's server costs.
 
 The file cases (the CLI cases, C{library} and C{upload}) move the file both ways:
 C{send} (the client uploads; the CLI's C{send}) and C{fetch} (it
@@ -168,6 +171,19 @@ FLOOR_TARGETS: dict[str, float | dict[str, float]] = {
 Each file case's least rate against the framing-free copy of the same run,
 in each direction (or in the directions named: the blocking client's
 C{upload()}; its C{download()} is shown beside it).
+"""
+TWISTED_FLOOR = "floor on Twisted"
+"""
+The floor rows' name for the framing-free copy with its listening end on
+Twisted (C{_floorcopy --twisted}, measured with C{--twisted-floor}): the
+server's end runs in Twisted's reactor, set up as chunkwire's bulk servers
+are (the steady allocator, 1 MiB reads, up to 1 MiB per send), and does
+the floor's work with no framing.  Every file case's server is on
+Twisted: this copy shows what the reactor costs, and so what of a case's
+gap to the floor is chunkwire's own.  On the two-core VM these figures
+come from it ran at 0.94-1.02x the blocking copy (two sets of 5 runs at
+1 GiB, each direction and digest: 8 medians, of which the median is
+1.00), where the cases ran at 0.82-0.91x.
 """
 TMPFS = Path("/dev/shm")
 """
@@ -932,56 +948,67 @@ def runCli(case: str, size: int, timeout: float) -> dict[str, Any]:
     }
 
 
-def runFloor(size: int, digest: str, timeout: float) -> dict[str, Any]:
+def runFloor(size: int, digest: str, timeout: float, twisted: bool = False) -> dict[str, Any]:
     """
     The floor under the file cases, measured beside them: the framing-free
     two-process copy (C{tests/benchmarks/_floorcopy.py}) of the same tmpfs
     file into a fresh tmpfs file, hashed with C{digest} at both ends, in both
     directions: C{send} (the connecting end sends, as the client uploads)
-    and C{fetch} (the listening end sends).
+    and C{fetch} (the listening end sends); then, if C{twisted}, the same
+    copy with its listening end in a Twisted reactor (C{"twisted"}: see
+    L{TWISTED_FLOOR}).
     """
+    result: dict[str, Any] = {"digest": digest}
+    for direction in DIRECTIONS:
+        result[direction] = _floorCopy(size, digest, direction, False, timeout)
+    if twisted:
+        result["twisted"] = {direction: _floorCopy(size, digest, direction, True, timeout) for direction in DIRECTIONS}
+    return result
+
+
+def _floorCopy(size: int, digest: str, direction: str, twisted: bool, timeout: float) -> dict[str, Any]:
+    """One floor copy of the CLI's source file in C{direction}, its listening end on Twisted if C{twisted}."""
     import tempfile
 
     source = str(cliSource(size))
     module = [sys.executable, "-m", "tests.benchmarks._floorcopy"]
-    result: dict[str, Any] = {"digest": digest}
-    for direction in DIRECTIONS:
-        handle, target = tempfile.mkstemp(dir=TMPFS, prefix="chunkwire-floor-")
-        os.close(handle)
-        os.unlink(target)  # the receiver makes it afresh
-        sender = "connect" if direction == "send" else "listen"
-        roles = {"listen": "receive", "connect": "receive", sender: "send"}
-        files = {"send": source, "receive": target}
-        listener = [*module, "listen", roles["listen"], "--file", files[roles["listen"]], "--digest", digest]
-        freshMemory(size)
-        reported = hostReportedMiB()
-        server = subprocess.Popen(listener, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, text=True)
-        try:
-            assert server.stdout is not None
-            port = json.loads(server.stdout.readline())["port"]
-            connecting = [*module, "connect", roles["connect"], "--file", files[roles["connect"]], "--digest", digest]
-            launched = time.monotonic()  # the same clock as the ends' (CLOCK_MONOTONIC)
-            out, _, _ = _runClient([*connecting, "--port", str(port)], timeout)
-            serverOut, _ = server.communicate(timeout=timeout)
-            handedBack = reportedSince(reported)
-        finally:
-            if server.poll() is None:
-                server.kill()
-                server.wait()
-            if os.path.exists(target):
-                os.unlink(target)
-        lines = {"server": serverOut, "client": out}
-        ends = {side: json.loads(text.strip().splitlines()[-1]) for side, text in lines.items()}
-        if {end["digest"] for end in ends.values()} != {ends["server"]["digest"]} or ends["client"]["bytes"] != size:
-            raise RuntimeError(f"the floor's copy ({direction}) lost bytes or changed them: {ends}")
-        seconds = max(e["ended"] for e in ends.values()) - min(e["started"] for e in ends.values())
-        cpu = {side: [e["user_s"], e["system_s"], e["runqueue_s"]] for side, e in ends.items()}
-        result[direction] = _ends(seconds, cpu["server"], cpu["client"], size) | {"digest": ends["client"]["digest"]}
-        # The copy as a CLI command is timed: from the connecting process's launch (its start-up included).
-        commandSeconds = max(e["ended"] for e in ends.values()) - launched
-        result[direction] |= {"command_seconds": commandSeconds, "command_mb_s": size / commandSeconds / 1e6}
-        result[direction]["host_reported_mib"] = handedBack
-    return result
+    handle, target = tempfile.mkstemp(dir=TMPFS, prefix="chunkwire-floor-")
+    os.close(handle)
+    os.unlink(target)  # the receiver makes it afresh
+    sender = "connect" if direction == "send" else "listen"
+    roles = {"listen": "receive", "connect": "receive", sender: "send"}
+    files = {"send": source, "receive": target}
+    listener = [*module, "listen", roles["listen"], "--file", files[roles["listen"]], "--digest", digest]
+    listener += ["--twisted"] if twisted else []
+    freshMemory(size)
+    reported = hostReportedMiB()
+    server = subprocess.Popen(listener, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        port = json.loads(server.stdout.readline())["port"]
+        connecting = [*module, "connect", roles["connect"], "--file", files[roles["connect"]], "--digest", digest]
+        launched = time.monotonic()  # the same clock as the ends' (CLOCK_MONOTONIC)
+        out, _, _ = _runClient([*connecting, "--port", str(port)], timeout)
+        serverOut, _ = server.communicate(timeout=timeout)
+        handedBack = reportedSince(reported)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        if os.path.exists(target):
+            os.unlink(target)
+    lines = {"server": serverOut, "client": out}
+    ends = {side: json.loads(text.strip().splitlines()[-1]) for side, text in lines.items()}
+    if {end["digest"] for end in ends.values()} != {ends["server"]["digest"]} or ends["client"]["bytes"] != size:
+        raise RuntimeError(f"the floor's copy ({direction}) lost bytes or changed them: {ends}")
+    seconds = max(e["ended"] for e in ends.values()) - min(e["started"] for e in ends.values())
+    cpu = {side: [e["user_s"], e["system_s"], e["runqueue_s"]] for side, e in ends.items()}
+    copy = _ends(seconds, cpu["server"], cpu["client"], size) | {"digest": ends["client"]["digest"]}
+    # The copy as a CLI command is timed: from the connecting process's launch (its start-up included).
+    commandSeconds = max(e["ended"] for e in ends.values()) - launched
+    copy |= {"command_seconds": commandSeconds, "command_mb_s": size / commandSeconds / 1e6}
+    copy["host_reported_mib"] = handedBack
+    return copy
 
 
 def floorDigests(cases: list[str]) -> list[str]:
@@ -1012,14 +1039,17 @@ def runAll(args: argparse.Namespace) -> dict[str, Any]:
     for run in range(args.runs):
         for case in cases:
             if case == "floor":
-                raw[case].append({digest: runFloor(size, digest, timeout) for digest in floorDigests(cases)})
+                floor = {digest: runFloor(size, digest, timeout, args.twisted_floor) for digest in floorDigests(cases)}
+                raw[case].append(floor)
                 for digest, floor in raw[case][-1].items():
                     rates = ", ".join(f"{d} {floor[d]['mb_s']:.0f} MB/s" for d in DIRECTIONS)
                     print(f"run {run + 1}: floor ({digest}) {rates}{handedBack(floor)}", file=sys.stderr, flush=True)
                 continue
-            paired = runFloor(size, caseDigest(case), timeout) if case in FILE_CASES else None
+            paired = runFloor(size, caseDigest(case), timeout, args.twisted_floor) if case in FILE_CASES else None
             if paired is not None:
                 rates = ", ".join(f"{d} {paired[d]['mb_s']:.0f} MB/s" for d in DIRECTIONS)
+                if "twisted" in paired:
+                    rates += ", on Twisted " + ", ".join(f"{d} {paired['twisted'][d]['mb_s']:.0f}" for d in DIRECTIONS)
                 line = f"run {run + 1}: floor ({paired['digest']}) before {case}: {rates}{handedBack(paired)}"
                 print(line, file=sys.stderr, flush=True)
             last = runCase(case, size, False, timeout) | ({"floor": paired} if paired is not None else {})
@@ -1091,8 +1121,12 @@ def againstFloor(raw: dict[str, list[dict[str, Any]]], floors: list[dict[str, An
     framing-free copy with the same digest measured just before it (its
     run's C{"floor"}: see the module docstring), else against the floor of
     its run (C{floors}: one per run, when C{floor} is a case of its own);
-    each run's ratio, then the median; and where each end's time went, the
-    floors' rows (every floor measured, by digest) beside them.
+    each run's ratio, then the median (C{"ratio"}); and, where the floors
+    carry the copy on Twisted (L{runFloor}), against that too
+    (C{"ratio_twisted"}).  Where each end's time went, the floors' rows
+    (every floor measured, by digest; the copy on Twisted as
+    L{TWISTED_FLOOR}, its ratio the median of its own to the blocking copy
+    measured with it) beside them.
     """
     pooled: dict[str, list[dict[str, Any]]] = {}
     for perRun in floors:
@@ -1104,9 +1138,15 @@ def againstFloor(raw: dict[str, list[dict[str, Any]]], floors: list[dict[str, An
                 pooled.setdefault(run["floor"]["digest"], []).append(run["floor"])
     rows: list[dict[str, Any]] = []
     for digest, measured in pooled.items():
+        onTwisted = [floor for floor in measured if floor.get("twisted")]
         for direction in DIRECTIONS:
             row = {"case": "floor", "direction": direction, "digest": digest, "ratio": 1.0, "floors": len(measured)}
             rows.append(row | _perGiB([f[direction] for f in measured], size))
+            if onTwisted:
+                copies = [floor["twisted"][direction] for floor in onTwisted]
+                ratio = _medianRatio(copies, [floor[direction] for floor in onTwisted], "mb_s")
+                row = {"case": TWISTED_FLOOR, "direction": direction, "digest": digest, "ratio": ratio}
+                rows.append(row | {"floors": len(onTwisted)} | _perGiB(copies, size))
     for case in FILE_CASES:
         runs = raw.get(case)
         if not runs:
@@ -1120,13 +1160,20 @@ def againstFloor(raw: dict[str, list[dict[str, Any]]], floors: list[dict[str, An
         against = [run.get("floor") or floors[index][digest] for index, run in enumerate(runs)]
         for direction in DIRECTIONS:
             transfers = [run[direction] for run in runs]
-            ratio = statistics.median(
-                t["mb_s"] / f[direction].get(rate, f[direction]["mb_s"])
-                for t, f in zip(transfers, against, strict=True)
-            )
+            ratio = _medianRatio(transfers, [floor[direction] for floor in against], rate)
             row = {"case": case, "direction": direction, "digest": digest, "ratio": ratio}
+            if all(floor.get("twisted") for floor in against):
+                copies = [floor["twisted"][direction] for floor in against]
+                row["ratio_twisted"] = _medianRatio(transfers, copies, rate)
             rows.append(row | _perGiB(transfers, size))
     return {"rows": rows, "runs": floors}
+
+
+def _medianRatio(transfers: list[dict[str, Any]], floors: list[dict[str, Any]], rate: str) -> float:
+    """The median of each transfer's MB/s over its own floor's C{rate} (C{"mb_s"} where a floor has no C{rate})."""
+    return statistics.median(
+        transfer["mb_s"] / floor.get(rate, floor["mb_s"]) for transfer, floor in zip(transfers, floors, strict=True)
+    )
 
 
 def sha256Floor(size: int) -> dict[str, Any]:
@@ -1275,6 +1322,7 @@ def table(summary: dict[str, Any]) -> str:
         )
     floor = summary.get("floor")
     if floor is not None:
+        onTwisted = any(row["case"] == TWISTED_FLOOR for row in floor["rows"])
         lines += [
             "",
             "The bulk criterion: each file case against the framing-free copy (`floor`: two processes, one blocking"
@@ -1283,11 +1331,19 @@ def table(summary: dict[str, Any]) -> str:
             " with the same digest (the floor rows: all of them); send: the client uploads, fetch: it downloads."
             "  Ratio: median of each run's.  Each end's time in seconds per GiB: user / system / waiting"
             " (not running: for its peer, the socket, or a CPU; of which runnable but without a CPU, where"
-            " schedstat tells, in brackets).",
+            " schedstat tells, in brackets)."
+            + (
+                "  `floor on Twisted`: the same copy with its listening end in Twisted's reactor, set up as"
+                " chunkwire's servers are, with no framing (its ratio is to the blocking copy measured with it);"
+                " `/ on Twisted`: each case against it (not a check)."
+                if onTwisted
+                else ""
+            ),
             "",
-            "| case | direction | digest | MB/s | / floor | server user / sys / waiting"
-            " | client user / sys / waiting |",
-            "|---|---|---|---:|---:|---:|---:|",
+            "| case | direction | digest | MB/s | / floor"
+            + (" | / on Twisted" if onTwisted else "")
+            + " | server user / sys / waiting | client user / sys / waiting |",
+            "|---|---|---|---:|---:|" + ("---:|" if onTwisted else "") + "---:|---:|",
         ]
         for row in floor["rows"]:
             sides = [
@@ -1295,9 +1351,12 @@ def table(summary: dict[str, Any]) -> str:
                 + (f" ({row[f'{side}_runqueue_s']:.2f})" if row[f"{side}_runqueue_s"] else "")
                 for side in ("server", "client")
             ]
+            if onTwisted:
+                sides.insert(0, f"{row['ratio_twisted']:.2f}x" if "ratio_twisted" in row else "—")
             lines.append(
-                f"| {row['case']} | {row['direction']} | {row['digest']} | {row['mb_s']:,.0f} | {row['ratio']:.2f}x"
-                f" | {sides[0]} | {sides[1]} |"
+                f"| {row['case']} | {row['direction']} | {row['digest']} | {row['mb_s']:,.0f} | {row['ratio']:.2f}x | "
+                + " | ".join(sides)
+                + " |"
             )
     timed = {case: row["time_s_per_gib"] for case, row in summary["cases"].items() if "time_s_per_gib" in row}
     if timed:
@@ -1381,6 +1440,11 @@ def main(argv: list[str] | None = None) -> None:
         "--criterion",
         action="store_true",
         help=f"run exactly the bulk criterion's cases ({','.join(CRITERION_CASES)}); overrides --cases",
+    )
+    parser.add_argument(
+        "--twisted-floor",
+        action="store_true",
+        help="also measure each floor with its listening end on Twisted, no framing: what the reactor costs",
     )
     parser.add_argument("--pings", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 
@@ -52,6 +55,64 @@ class FloorCopyTests(SynchronousTestCase):
             sending, receiving = socket.socketpair()
             with sending, receiving, self.assertRaises(FileExistsError):
                 _floorcopy.receive(receiving, existing.name, hashlib.sha256())
+
+
+class TwistedFloorTests(SynchronousTestCase):
+    """The copy with its listening end on Twisted (C{_floorcopy --twisted}), against a blocking end."""
+
+    def copy(self, direction: str) -> tuple[bytes, bytes, dict[str, object], dict[str, object]]:
+        """
+        Copy a file of a few MiB with the listening end on Twisted doing
+        C{direction} (C{send} or C{receive}); the bytes sent, the bytes that
+        arrived, and the listening and connecting ends' lines.
+        """
+        data = os.urandom(3 * MiB + 12345)
+        with tempfile.TemporaryDirectory() as directory:
+            source, target = os.path.join(directory, "source"), os.path.join(directory, "target")
+            with open(source, "wb") as file:
+                file.write(data)
+            files = {"send": source, "receive": target}
+            other = "receive" if direction == "send" else "send"
+            command = [sys.executable, "-m", "tests.benchmarks._floorcopy", "listen", direction, "--twisted"]
+            command += ["--file", files[direction], "--digest", "sha256"]
+            listener = subprocess.Popen(
+                command, cwd=bench_bulk.ROOT, env=bench_bulk._env(), stdout=subprocess.PIPE, text=True
+            )
+            try:
+                assert listener.stdout is not None
+                port = json.loads(listener.stdout.readline())["port"]
+                connecting = _floorcopy.run("connect", other, files[other], "sha256", port)
+                out, _ = listener.communicate(timeout=120)  # only a hang takes this long
+            finally:
+                if listener.poll() is None:
+                    listener.kill()
+                    listener.wait()
+            with open(target, "rb") as file:
+                arrived = file.read()
+        self.assertEqual(listener.returncode, 0)
+        return data, arrived, json.loads(out.strip().splitlines()[-1]), connecting
+
+    def test_receives(self) -> None:
+        """On Twisted, the listening end receives every byte into its fresh file and hashes what it received."""
+        data, arrived, listening, connecting = self.copy("receive")
+        self.assertEqual(arrived, data)
+        expected = hashlib.sha256(data).hexdigest()
+        self.assertEqual((listening["digest"], connecting["digest"]), (expected, expected))
+        self.assertEqual((listening["bytes"], listening["reactor"]), (len(data), "twisted"))
+
+    def test_sends(self) -> None:
+        """On Twisted, the listening end sends the whole file, hashed, and closes: the blocking end has it all."""
+        data, arrived, listening, connecting = self.copy("send")
+        self.assertEqual(arrived, data)
+        expected = hashlib.sha256(data).hexdigest()
+        self.assertEqual((listening["digest"], connecting["digest"]), (expected, expected))
+        self.assertEqual((listening["bytes"], connecting["bytes"]), (len(data), len(data)))
+        self.assertLess(listening["started"], listening["ended"])
+
+    def test_onlyListening(self) -> None:
+        """C{--twisted} is refused for the connecting end."""
+        with self.assertRaises(SystemExit):
+            _floorcopy.main(["connect", "send", "--file", "x", "--twisted"])
 
 
 class CriterionTests(SynchronousTestCase):
@@ -159,6 +220,52 @@ class CriterionTests(SynchronousTestCase):
         labels = [label.split(" (blake3)")[0] for label, *_ in bench_bulk.criteria(summary)]
         self.assertEqual(labels.count("bulk: upload send"), 1)
         self.assertNotIn("bulk: upload fetch", labels)
+
+    def test_againstTheCopyOnTwisted(self) -> None:
+        """
+        Where the floors carry the copy on Twisted (C{--twisted-floor}), each
+        case also has its median ratio to it, and the copy on Twisted a row
+        whose ratio is its own to the blocking copy measured with it; both
+        are shown, and the criterion still checks each case against the
+        blocking copy.
+        """
+
+        def floor(blocking: float, twisted: float) -> dict[str, object]:
+            copies = {d: transfer(blocking) | {"command_mb_s": blocking} for d in bench_bulk.DIRECTIONS}
+            onTwisted = {d: transfer(twisted) | {"command_mb_s": twisted} for d in bench_bulk.DIRECTIONS}
+            return {"digest": "blake3", **copies, "twisted": onTwisted}
+
+        runs = [
+            {"algorithm": "blake3", "send": transfer(720), "fetch": transfer(720), "floor": floor(1000, 800)},
+            {"algorithm": "blake3", "send": transfer(450), "fetch": transfer(450), "floor": floor(500, 500)},
+            {"algorithm": "blake3", "send": transfer(900), "fetch": transfer(900), "floor": floor(1000, 900)},
+        ]
+        result = bench_bulk.againstFloor({"cli": runs}, [], GiB)
+        rows = {(row["case"], row["direction"]): row for row in result["rows"]}
+        self.assertAlmostEqual(rows["cli", "send"]["ratio"], 0.9)  # 0.72, 0.9, 0.9
+        self.assertAlmostEqual(rows["cli", "send"]["ratio_twisted"], 0.9)  # 0.9, 0.9, 1.0
+        self.assertAlmostEqual(rows[bench_bulk.TWISTED_FLOOR, "fetch"]["ratio"], 0.9)  # 0.8, 1.0, 0.9
+        self.assertEqual(rows[bench_bulk.TWISTED_FLOOR, "fetch"]["floors"], 3)
+        summary = {"config": {"size": GiB, "criterion": True}, "cases": {}, "calls": {}, "floor": result}
+        checks = {label.split(" (1 GiB)")[0]: value for label, value, *_ in bench_bulk.criteria(summary)}
+        self.assertEqual(
+            checks,
+            {
+                "bulk: cli send (blake3) MB/s / framing-free copy MB/s": rows["cli", "send"]["ratio"],
+                "bulk: cli fetch (blake3) MB/s / framing-free copy MB/s": rows["cli", "fetch"]["ratio"],
+            },
+        )
+        raw = {"label": "raw", "mb_s": 1000.0, "mb_s_min": 900.0, "mb_s_max": 1100.0, "vs_raw": 1.0}
+        raw |= {f"{side}_cpu_s_per_gib": 1.0 for side in ("server", "client")}
+        raw |= {f"{side}_{kind}_mib": 50.0 for side in ("server", "client") for kind in ("peak", "above_idle")}
+        summary["config"] |= {"runs": 3, "cpus": 2, "load_average": (1.0, 1.0, 1.0)}
+        table = bench_bulk.table(summary | {"cases": {"raw": raw}}).splitlines()
+        self.assertIn("| cli | send | blake3 | 720 | 0.90x | 0.90x | 0.10 / 0.20 / 1.19 | 0.10 / 0.20 / 1.19 |", table)
+        self.assertIn(
+            "| floor on Twisted | fetch | blake3 | 800 | 0.90x | — | 0.10 / 0.20 / 1.04 | 0.10 / 0.20 / 1.04 |", table
+        )
+        plain = self.summary() | {"config": summary["config"], "cases": {"raw": raw}}
+        self.assertNotIn("on Twisted", bench_bulk.table(plain))  # (measured only with --twisted-floor)
 
 
 class ListeningPortTests(SynchronousTestCase):
