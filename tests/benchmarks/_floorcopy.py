@@ -103,22 +103,34 @@ def run(role: str, direction: str, path: str, digestName: str, port: int) -> dic
     else:
         connection = socket.create_connection(("127.0.0.1", port))
     digest = newDigest(digestName)
-    usage, queued, started = resource.getrusage(resource.RUSAGE_SELF), runQueueSeconds(), time.monotonic()
+    clock = Stopwatch()
     with connection:
         moved = (send if direction == "send" else receive)(connection, path, digest)
         hexdigest = digest.hexdigest()
-    ended = time.monotonic()
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    return {
-        "direction": direction,
-        "started": started,
-        "ended": ended,
-        "user_s": after.ru_utime - usage.ru_utime,
-        "system_s": after.ru_stime - usage.ru_stime,
-        "runqueue_s": runQueueSeconds() - queued,
-        "bytes": moved,
-        "digest": hexdigest,
-    }
+    return clock.line(direction, moved, hexdigest)
+
+
+class Stopwatch:
+    """An end's clock and CPU counters from its making (the start of its loop) to L{line} (its end)."""
+
+    def __init__(self) -> None:
+        self.usage, self.queued = resource.getrusage(resource.RUSAGE_SELF), runQueueSeconds()
+        self.started = time.monotonic()
+
+    def line(self, direction: str, moved: int, hexdigest: str) -> dict[str, Any]:
+        """What the end prints (see the module docstring): its span, CPU, run-queue wait, bytes and digest."""
+        ended = time.monotonic()
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        return {
+            "direction": direction,
+            "started": self.started,
+            "ended": ended,
+            "user_s": after.ru_utime - self.usage.ru_utime,
+            "system_s": after.ru_stime - self.usage.ru_stime,
+            "runqueue_s": runQueueSeconds() - self.queued,
+            "bytes": moved,
+            "digest": hexdigest,
+        }
 
 
 def serveTwisted(direction: str, path: str, digestName: str, port: int) -> dict[str, Any]:
@@ -152,8 +164,7 @@ def serveTwisted(direction: str, path: str, digestName: str, port: int) -> dict[
             listening.stopListening()
             tuneForBulk(self.transport, STEADY_READ_SIZE, bulk.BulkOptions().sendLimit)
             self.moved = 0
-            self.usage, self.queued = resource.getrusage(resource.RUSAGE_SELF), runQueueSeconds()
-            self.started = time.monotonic()
+            self.clock = Stopwatch()
             if direction == "send":
                 self.source = open(path, "rb", buffering=0)
                 self.transport.registerProducer(self, False)
@@ -182,22 +193,7 @@ def serveTwisted(direction: str, path: str, digestName: str, port: int) -> dict[
 
         def connectionLost(self, reason: object = None) -> None:
             (self.source if direction == "send" else self.target).close()
-            hexdigest = digest.hexdigest()
-            ended = time.monotonic()
-            after = resource.getrusage(resource.RUSAGE_SELF)
-            ends.append(
-                {
-                    "direction": direction,
-                    "started": self.started,
-                    "ended": ended,
-                    "user_s": after.ru_utime - self.usage.ru_utime,
-                    "system_s": after.ru_stime - self.usage.ru_stime,
-                    "runqueue_s": runQueueSeconds() - self.queued,
-                    "bytes": self.moved,
-                    "digest": hexdigest,
-                    "reactor": "twisted",
-                }
-            )
+            ends.append(self.clock.line(direction, self.moved, digest.hexdigest()) | {"reactor": "twisted"})
             reactor.stop()
 
     factory = protocol.Factory.forProtocol(OneCopy)
