@@ -181,9 +181,13 @@ are (the steady allocator, 1 MiB reads, up to 1 MiB per send), and does
 the floor's work with no framing.  Every file case's server is on
 Twisted: this copy shows what the reactor costs, and so what of a case's
 gap to the floor is chunkwire's own.  On the two-core VM these figures
-come from it ran at 0.94-1.02x the blocking copy (two sets of 5 runs at
-1 GiB, each direction and digest: 8 medians, of which the median is
-1.00), where the cases ran at 0.82-0.91x.
+come from (three sets of 5 runs at 1 GiB, each copy on Twisted against
+the blocking copy measured just before it) it ran at 1.01x the blocking
+copy where its end sends (BLAKE3, median of 45 pairs) and at 1.01-1.02x
+with SHA-256 in both directions, but at 0.95x where its end receives
+with BLAKE3 (median of 45 pairs, quartiles 0.90-1.01): a receiver on
+Twisted pays some 5 % there before any framing, the margin the library's
+send and C{upload()} are allowed against the blocking copy.
 """
 TMPFS = Path("/dev/shm")
 """
