@@ -1025,6 +1025,14 @@ def floorDigests(cases: list[str]) -> list[str]:
     return wanted
 
 
+def floorRates(floor: dict[str, Any]) -> str:
+    """A run's line for one floor (L{runFloor}): each direction's MB/s, on Twisted too if measured, what went back."""
+    rates = ", ".join(f"{d} {floor[d]['mb_s']:.0f} MB/s" for d in DIRECTIONS)
+    if "twisted" in floor:
+        rates += ", on Twisted " + ", ".join(f"{d} {floor['twisted'][d]['mb_s']:.0f}" for d in DIRECTIONS)
+    return rates + handedBack(floor)
+
+
 def handedBack(result: dict[str, Any]) -> str:
     """What a run's line says of the memory the VM handed back to its host during each direction, if it does."""
     amounts = [result[d].get("host_reported_mib") for d in DIRECTIONS if isinstance(result.get(d), dict)]
@@ -1043,18 +1051,14 @@ def runAll(args: argparse.Namespace) -> dict[str, Any]:
     for run in range(args.runs):
         for case in cases:
             if case == "floor":
-                floor = {digest: runFloor(size, digest, timeout, args.twisted_floor) for digest in floorDigests(cases)}
-                raw[case].append(floor)
-                for digest, floor in raw[case][-1].items():
-                    rates = ", ".join(f"{d} {floor[d]['mb_s']:.0f} MB/s" for d in DIRECTIONS)
-                    print(f"run {run + 1}: floor ({digest}) {rates}{handedBack(floor)}", file=sys.stderr, flush=True)
+                byDigest = {d: runFloor(size, d, timeout, args.twisted_floor) for d in floorDigests(cases)}
+                raw[case].append(byDigest)
+                for digest, floor in byDigest.items():
+                    print(f"run {run + 1}: floor ({digest}) {floorRates(floor)}", file=sys.stderr, flush=True)
                 continue
             paired = runFloor(size, caseDigest(case), timeout, args.twisted_floor) if case in FILE_CASES else None
             if paired is not None:
-                rates = ", ".join(f"{d} {paired[d]['mb_s']:.0f} MB/s" for d in DIRECTIONS)
-                if "twisted" in paired:
-                    rates += ", on Twisted " + ", ".join(f"{d} {paired['twisted'][d]['mb_s']:.0f}" for d in DIRECTIONS)
-                line = f"run {run + 1}: floor ({paired['digest']}) before {case}: {rates}{handedBack(paired)}"
+                line = f"run {run + 1}: floor ({paired['digest']}) before {case}: {floorRates(paired)}"
                 print(line, file=sys.stderr, flush=True)
             last = runCase(case, size, False, timeout) | ({"floor": paired} if paired is not None else {})
             raw[case].append(last)

@@ -332,6 +332,18 @@ class FreshMemoryTests(SynchronousTestCase):
         self.assertEqual(bench_bulk.handedBack(result), " (memory handed back to the host meanwhile: 12, 0 MiB)")
         self.assertEqual(bench_bulk.handedBack({"send": {"host_reported_mib": None}, "fetch": {}}), "")
 
+    def test_floorLine(self) -> None:
+        """A floor's line gives each direction's rate, on Twisted too when measured, and what went back."""
+        floor = {"send": {"mb_s": 812.4, "host_reported_mib": 3.0}, "fetch": {"mb_s": 770.0, "host_reported_mib": None}}
+        line = "send 812 MB/s, fetch 770 MB/s (memory handed back to the host meanwhile: 3, 0 MiB)"
+        self.assertEqual(bench_bulk.floorRates(floor), line)
+        floor["twisted"] = {"send": {"mb_s": 760.6}, "fetch": {"mb_s": 809.0}}
+        self.assertEqual(
+            bench_bulk.floorRates(floor),
+            "send 812 MB/s, fetch 770 MB/s, on Twisted send 761, fetch 809"
+            " (memory handed back to the host meanwhile: 3, 0 MiB)",
+        )
+
 
 class BufferTests(SynchronousTestCase):
     """The copy's buffers start on a page, where the kernel copies into them at full speed."""
