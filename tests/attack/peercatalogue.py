@@ -224,7 +224,8 @@ def _listen() -> list[str]:
 
 
 PY = sys.executable
-GUARD_OPTIONS = [*SERVER_OPTIONS, f"--preamble-timeout={GuardPolicy().preambleTimeout:g}"]
+GUARD_OPTIONS = [option for option in SERVER_OPTIONS if not option.startswith("--preamble-timeout=")]
+GUARD_OPTIONS.append(f"--preamble-timeout={GuardPolicy().preambleTimeout:g}")
 """
 The attack suite's guard options, but with the guard's default preamble
 timeout (10 s) in place of the suite's 2 s: no behaviour here withholds a
