@@ -1,6 +1,7 @@
 """Bulk transfer over loopback TCP: chunkwire beside a raw Twisted producer, Int32StringReceiver and Foolscap.
 
     python -m tests.benchmarks.bench_bulk [--quick] [--size 1G|4G] [--runs 3] [--cases raw,chunkwire,cli] [--criterion]
+        [--twisted-floor] [--keep-host-memory]
 
 Every case moves C{--size} bytes (1 GiB by default) from a client process to
 a server process on 127.0.0.1, each process fresh, and is timed in the
@@ -86,6 +87,10 @@ C{--criterion} runs exactly the cases behind the criterion::
 
     python -m tests.benchmarks.bench_bulk --criterion --size 1G --runs 3
 
+On a VM that hands free memory back to its host, add C{--keep-host-memory}
+(root): the host's reclaim otherwise halves the rate of the transfers it
+lands in, at random (L{hostMemoryKept}).
+
 Every case also reports the CPU seconds each process spent per GiB moved
 (user + system, all threads; the server's start-up and idle wait excluded,
 and the client's start-up: measured around the transfer in the client,
@@ -101,6 +106,7 @@ just before.  Results go to C{bench-results/bulk.json}.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -108,6 +114,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -225,6 +232,55 @@ def freshMemory(size: int) -> None:
     with tempfile.NamedTemporaryFile(dir=TMPFS, prefix="chunkwire-bench-fresh-", buffering=0) as scratch:
         for _ in range(-(-size // MiB) + 64):
             scratch.write(block)
+
+
+PAGE_REPORTING_ORDER = Path("/sys/module/page_reporting/parameters/page_reporting_order")
+"""The smallest block (as a power of two of pages) this VM reports to its host when it is free, where it reports."""
+BUDDYINFO = Path("/proc/buddyinfo")
+"""The kernel's free blocks per zone, one column per order: how many orders a block can have here."""
+
+
+@contextlib.contextmanager
+def hostMemoryKept(parameter: Path | None = None, buddyinfo: Path | None = None) -> Iterator[tuple[str, str]]:
+    """
+    While in it, this VM reports no free memory to its host (its page
+    reporting order set above the largest order a free block can have),
+    so memory a run frees stays the guest's and the next transfer writes
+    into it at the usual cost; the order it had is put back on the way out,
+    whatever happens.  Yields C{(the order before, the order set)}.
+
+    Why (C{--keep-host-memory}): on a VM with free page reporting, such as
+    the Firecracker VMs of the reference machine, the host takes back
+    memory about 2 s after it is freed, and a transfer writing into it
+    then faults it back in.  L{freshMemory} touches that memory first, but
+    in a set of C{--criterion --size 1G --runs 5} the host still took
+    memory back during 51 of the 80 measured directions, and each such
+    transfer ran at about half the rate (the library's send: 517-650 MB/s
+    in the three runs where it did, 1,270-1,316 in the two where it did
+    not); with reporting held off, in two sets, nothing went back and no
+    BLAKE3 file case ran below 902 MB/s (docs/benchmarks.rst).  It changes
+    a setting of the whole machine for the run, so it is asked for, and
+    needs root.
+
+    @raise SystemExit: the machine has no page reporting, or the setting
+        cannot be changed (not root), said plainly.
+    """
+    parameter = PAGE_REPORTING_ORDER if parameter is None else parameter
+    buddyinfo = BUDDYINFO if buddyinfo is None else buddyinfo
+    try:
+        before = parameter.read_text().strip()
+    except OSError:
+        raise SystemExit(f"--keep-host-memory: this machine reports no free memory to a host ({parameter} is missing)")
+    orders = max(len(line.split()) - 4 for line in buddyinfo.read_text().splitlines() if line.strip())
+    above = str(orders)  # (orders run from 0 to orders - 1: no free block is this large)
+    try:
+        parameter.write_text(above + "\n")
+    except OSError as error:
+        raise SystemExit(f"--keep-host-memory: cannot set {parameter} ({error.strerror}; it needs root)")
+    try:
+        yield before, above
+    finally:
+        parameter.write_text(before + "\n")
 
 
 def hostReportedMiB() -> float | None:
@@ -1304,13 +1360,25 @@ def criteria(summary: dict[str, Any]) -> list[tuple[str, float, str, float]]:
     return checks
 
 
+def keptLine(config: dict[str, Any]) -> str:
+    """What the first line says of the host's memory: held off for the run (C{--keep-host-memory}), or nothing."""
+    kept = config.get("host_memory_kept")
+    if not kept:
+        return ""
+    return (
+        "  This VM's free page reporting was held off for the run (order"
+        f" {kept['order_before']} set to {kept['order_held']}, put back after: `--keep-host-memory`)."
+    )
+
+
 def table(summary: dict[str, Any]) -> str:
     """The results as Markdown tables, with the acceptance verdicts under them."""
     config = summary["config"]
     lines = [
         f"Bulk transfer of {config['size']:,} bytes over loopback TCP, client and server in separate fresh"
         f" processes; {median_of(config['runs'])} (ratio: median of each run's ratio to the raw producer);"
-        f" load average at the end {config['load_average'][0]:.1f} on {config['cpus']} CPUs.  MB = 10^6 bytes.",
+        f" load average at the end {config['load_average'][0]:.1f} on {config['cpus']} CPUs.  MB = 10^6 bytes."
+        + keptLine(config),
         "",
         f"hashlib SHA-256 here: {config.get('sha256_mb_s_one_core', 0):,.0f} MB/s on one core; with the default"
         " check both ends hash every byte, so at the raw producer's rate the two digests alone would need"
@@ -1454,6 +1522,11 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="also measure each floor with its listening end on Twisted, no framing: what the reactor costs",
     )
+    parser.add_argument(
+        "--keep-host-memory",
+        action="store_true",
+        help="hold off this VM's free page reporting for the run (root; put back after): see hostMemoryKept",
+    )
     parser.add_argument("--pings", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
     parser.add_argument("--direction", choices=DIRECTIONS, help=argparse.SUPPRESS)
@@ -1472,7 +1545,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.client:
         client(args.client, args.address, parseSize(args.size), args.pings)
         return
-    summary = runAll(args)
+    if args.keep_host_memory:
+        with hostMemoryKept() as (before, held):
+            print(f"page reporting held off: order {before} -> {held}, put back after", file=sys.stderr, flush=True)
+            summary = runAll(args)
+        summary["config"]["host_memory_kept"] = {"order_before": int(before), "order_held": int(held)}
+    else:
+        summary = runAll(args)
     print(table(summary))
     path = Path(args.json)
     path.parent.mkdir(parents=True, exist_ok=True)

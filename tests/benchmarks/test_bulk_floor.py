@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -357,3 +358,83 @@ class BufferTests(SynchronousTestCase):
         self.assertEqual((len(view), view.readonly), (3 * MiB, False))
         address = ctypes.addressof(ctypes.c_char.from_buffer(view))
         self.assertEqual(address % mmap.PAGESIZE, 0)
+
+
+class HostMemoryKeptTests(SynchronousTestCase):
+    """C{--keep-host-memory}: the VM's page reporting is held off for the run, put back after, and said."""
+
+    BUDDYINFO = (
+        "Node 0, zone      DMA      0      0      0      0      0      0      0      0      1      1      3 \n"
+        "Node 0, zone   Normal   5014    672    481    691    565    280    176    110    127     52    144 \n"
+    )
+
+    def files(self, order: str | None) -> tuple[bench_bulk.Path, bench_bulk.Path]:
+        directory = bench_bulk.Path(tempfile.mkdtemp())
+        self.addCleanup(shutil.rmtree, directory)
+        buddyinfo = directory / "buddyinfo"
+        buddyinfo.write_text(self.BUDDYINFO)
+        parameter = directory / "page_reporting_order"
+        if order is not None:
+            parameter.write_text(order + "\n")
+        return parameter, buddyinfo
+
+    def test_heldAndPutBack(self) -> None:
+        """Inside, the order is one past the largest (11 orders: 11); after, the one before, even after an error."""
+        parameter, buddyinfo = self.files("9")
+        with bench_bulk.hostMemoryKept(parameter, buddyinfo) as (before, held):
+            self.assertEqual((before, held, parameter.read_text()), ("9", "11", "11\n"))
+        self.assertEqual(parameter.read_text(), "9\n")
+        with self.assertRaises(RuntimeError):
+            with bench_bulk.hostMemoryKept(parameter, buddyinfo):
+                raise RuntimeError("a run failed")
+        self.assertEqual(parameter.read_text(), "9\n")
+
+    def test_noReporting(self) -> None:
+        """A machine without page reporting: a plain error naming the missing setting, nothing written."""
+        parameter, buddyinfo = self.files(None)
+        with self.assertRaises(SystemExit) as caught:
+            with bench_bulk.hostMemoryKept(parameter, buddyinfo):
+                self.fail("entered")
+        self.assertIn("reports no free memory to a host", str(caught.exception))
+        self.assertFalse(parameter.exists())
+
+    def test_notWritable(self) -> None:
+        """A setting that cannot be changed (not root): a plain error saying so."""
+        parameter, buddyinfo = self.files("9")
+
+        def refused(path: bench_bulk.Path, text: str) -> None:
+            raise PermissionError(13, "Permission denied")
+
+        self.patch(bench_bulk.Path, "write_text", refused)
+        with self.assertRaises(SystemExit) as caught:
+            with bench_bulk.hostMemoryKept(parameter, buddyinfo):
+                self.fail("entered")
+        self.assertIn("Permission denied; it needs root", str(caught.exception))
+
+    def test_said(self) -> None:
+        """The table's first line says the reporting was held off, and nothing when it was not."""
+        self.assertEqual(bench_bulk.keptLine({}), "")
+        line = bench_bulk.keptLine({"host_memory_kept": {"order_before": 9, "order_held": 11}})
+        self.assertIn("free page reporting was held off for the run (order 9 set to 11, put back after", line)
+
+    def test_option(self) -> None:
+        """C{--keep-host-memory} runs the benchmark inside L{bench_bulk.hostMemoryKept} and records it."""
+        entered: list[bool] = []
+
+        class Kept:
+            def __enter__(self) -> tuple[str, str]:
+                entered.append(True)
+                return "9", "11"
+
+            def __exit__(self, *exc: object) -> None:
+                entered.append(False)
+
+        seen: list[bool] = []
+        self.patch(bench_bulk, "hostMemoryKept", Kept)
+        self.patch(bench_bulk, "runAll", lambda args: seen.append(entered[-1]) or {"config": {}})
+        self.patch(bench_bulk, "table", lambda summary: repr(summary["config"]))
+        with tempfile.TemporaryDirectory() as directory:
+            bench_bulk.main(["--keep-host-memory", "--cases", "raw", "--json", os.path.join(directory, "out.json")])
+            recorded = json.loads(open(os.path.join(directory, "out.json")).read())
+        self.assertEqual((seen, entered), ([True], [True, False]))
+        self.assertEqual(recorded["config"]["host_memory_kept"], {"order_before": 9, "order_held": 11})
