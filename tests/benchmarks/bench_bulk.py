@@ -247,11 +247,12 @@ def hostMemoryKept(parameter: Path | None = None, buddyinfo: Path | None = None)
     reporting order set above the largest order a free block can have),
     so memory a run frees stays the guest's and the next transfer writes
     into it at the usual cost; the order it had is put back on the way out,
-    whatever happens.  Yields C{(the order before, the order set)}.
+    an error or Ctrl-C included (not if the process is killed).  Yields
+    C{(the order before, the order set)}.
 
     Why (C{--keep-host-memory}): on a VM with free page reporting, such as
     the Firecracker VMs of the reference machine, the host takes back
-    memory about 2 s after it is freed, and a transfer writing into it
+    memory soon after it is freed, and a transfer writing into it
     then faults it back in.  L{freshMemory} touches that memory first, but
     in a set of C{--criterion --size 1G --runs 5} the host still took
     memory back during 51 of the 80 measured directions, and each such
