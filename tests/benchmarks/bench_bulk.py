@@ -272,6 +272,7 @@ def hostMemoryKept(parameter: Path | None = None, buddyinfo: Path | None = None)
         before = parameter.read_text().strip()
     except OSError:
         raise SystemExit(f"--keep-host-memory: this machine reports no free memory to a host ({parameter} is missing)")
+    # Each line is "Node N, zone NAME" (four words) and then one count per order.
     orders = max(len(line.split()) - 4 for line in buddyinfo.read_text().splitlines() if line.strip())
     above = str(orders)  # (orders run from 0 to orders - 1: no free block is this large)
     try:
