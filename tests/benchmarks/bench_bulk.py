@@ -1189,10 +1189,14 @@ def againstFloor(raw: dict[str, list[dict[str, Any]]], floors: list[dict[str, An
     its run (C{floors}: one per run, when C{floor} is a case of its own);
     each run's ratio, then the median (C{"ratio"}); and, where the floors
     carry the copy on Twisted (L{runFloor}), against that too
-    (C{"ratio_twisted"}).  Where each end's time went, the floors' rows
-    (every floor measured, by digest; the copy on Twisted as
-    L{TWISTED_FLOOR}, its ratio the median of its own to the blocking copy
-    measured with it) beside them.
+    (C{"ratio_twisted"}).  Beside it, not checked, the median of the
+    case's rates over the median of every floor of the set with its digest
+    (C{"ratio_pooled"}): one floor beside each run moves by 10-20 % from
+    the next, which the median of five such ratios carries, where the
+    median of all of them (fifteen at C{--criterion}) moves less.  Where
+    each end's time went, the floors' rows (every floor measured, by
+    digest; the copy on Twisted as L{TWISTED_FLOOR}, its ratio the median
+    of its own to the blocking copy measured with it) beside them.
     """
     pooled: dict[str, list[dict[str, Any]]] = {}
     for perRun in floors:
@@ -1228,6 +1232,10 @@ def againstFloor(raw: dict[str, list[dict[str, Any]]], floors: list[dict[str, An
             transfers = [run[direction] for run in runs]
             ratio = _medianRatio(transfers, [floor[direction] for floor in against], rate)
             row = {"case": case, "direction": direction, "digest": digest, "ratio": ratio}
+            every = [floor[direction] for floor in pooled[digest]]
+            row["ratio_pooled"] = statistics.median(t["mb_s"] for t in transfers) / statistics.median(
+                floor.get(rate, floor["mb_s"]) for floor in every
+            )
             if all(floor.get("twisted") for floor in against):
                 copies = [floor["twisted"][direction] for floor in against]
                 row["ratio_twisted"] = _medianRatio(transfers, copies, rate)
@@ -1407,7 +1415,9 @@ def table(summary: dict[str, Any]) -> str:
             " loop each; the sender `readinto`s 1 MiB, hashes it in place and `sendall`s it, the receiver"
             " `recv_into`s 1 MiB, hashes it and `write`s it to a fresh tmpfs file) measured just before each case"
             " with the same digest (the floor rows: all of them); send: the client uploads, fetch: it downloads."
-            "  Ratio: median of each run's.  Each end's time in seconds per GiB: user / system / waiting"
+            "  Ratio: median of each run's (the check); `/ all floors`: the case's median MB/s over the median of"
+            " every floor with its digest (not a check: one floor moves more from run to run than the median of"
+            " all).  Each end's time in seconds per GiB: user / system / waiting"
             " (not running: for its peer, the socket, or a CPU; of which runnable but without a CPU, where"
             " schedstat tells, in brackets)."
             + (
@@ -1418,10 +1428,10 @@ def table(summary: dict[str, Any]) -> str:
                 else ""
             ),
             "",
-            "| case | direction | digest | MB/s | / floor"
+            "| case | direction | digest | MB/s | / floor | / all floors"
             + (" | / on Twisted" if onTwisted else "")
             + " | server user / sys / waiting | client user / sys / waiting |",
-            "|---|---|---|---:|---:|" + ("---:|" if onTwisted else "") + "---:|---:|",
+            "|---|---|---|---:|---:|---:|" + ("---:|" if onTwisted else "") + "---:|---:|",
         ]
         for row in floor["rows"]:
             sides = [
@@ -1431,10 +1441,10 @@ def table(summary: dict[str, Any]) -> str:
             ]
             if onTwisted:
                 sides.insert(0, f"{row['ratio_twisted']:.2f}x" if "ratio_twisted" in row else "—")
+            pooledRatio = f"{row['ratio_pooled']:.2f}x" if "ratio_pooled" in row else "—"
             lines.append(
-                f"| {row['case']} | {row['direction']} | {row['digest']} | {row['mb_s']:,.0f} | {row['ratio']:.2f}x | "
-                + " | ".join(sides)
-                + " |"
+                f"| {row['case']} | {row['direction']} | {row['digest']} | {row['mb_s']:,.0f} | {row['ratio']:.2f}x"
+                f" | {pooledRatio} | " + " | ".join(sides) + " |"
             )
     timed = {case: row["time_s_per_gib"] for case, row in summary["cases"].items() if "time_s_per_gib" in row}
     if timed:

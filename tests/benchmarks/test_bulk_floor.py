@@ -144,6 +144,31 @@ class CriterionTests(SynchronousTestCase):
         self.assertAlmostEqual(rows["cli", "fetch"]["ratio"], 0.9)  # 1.0, 0.5, 0.9
         self.assertEqual(rows["floor", "send"]["ratio"], 1.0)
 
+    def test_pooledRatio(self) -> None:
+        """
+        Beside the check, each case has the median of its rates over the
+        median of every floor of the set with its digest and direction (a
+        CLI case's timed as commands), which is not checked.
+        """
+        rows = {(row["case"], row["direction"]): row for row in self.summary()["floor"]["rows"]}  # type: ignore[index]
+        self.assertAlmostEqual(rows["cli", "send"]["ratio_pooled"], 0.9)  # 900 over the median of 1000, 500, 2000
+        self.assertAlmostEqual(rows["cli", "fetch"]["ratio_pooled"], 0.8)  # 800 over 1000
+        self.assertNotIn("ratio_pooled", rows["floor", "send"])
+        floors = [
+            {"blake3": {direction: transfer(loops) | {"command_mb_s": loops * 0.8} for direction in ("send", "fetch")}}
+            for loops in (1000, 500)
+        ]
+        runs = [{"algorithm": "blake3", "send": transfer(720), "fetch": transfer(720)}] * 2
+        pooled = bench_bulk.againstFloor({"cli": runs, "library": runs}, floors, GiB)["rows"]
+        rows = {(row["case"], row["direction"]): row for row in pooled}
+        self.assertAlmostEqual(rows["cli", "send"]["ratio_pooled"], 1.2)  # 720 over the commands' median, 600
+        self.assertAlmostEqual(rows["library", "send"]["ratio_pooled"], 0.96)  # 720 over the loops' median, 750
+        self.assertAlmostEqual(rows["library", "send"]["ratio"], 1.08)  # 0.72 and 1.44, each run against its own
+        summary = {"config": {"size": GiB, "criterion": True}, "cases": {}, "calls": {}, "floor": {"rows": pooled}}
+        checked = [value for _, value, *_ in bench_bulk.criteria(summary)]
+        self.assertEqual(checked, [row["ratio"] for row in pooled if row["case"] in ("cli", "library")])
+        self.assertNotIn(rows["library", "send"]["ratio_pooled"], checked)
+
     def test_pairedFloor(self) -> None:
         """
         A case's run that carries the floor measured just before it (its
@@ -261,9 +286,13 @@ class CriterionTests(SynchronousTestCase):
         raw |= {f"{side}_{kind}_mib": 50.0 for side in ("server", "client") for kind in ("peak", "above_idle")}
         summary["config"] |= {"runs": 3, "cpus": 2, "load_average": (1.0, 1.0, 1.0)}
         table = bench_bulk.table(summary | {"cases": {"raw": raw}}).splitlines()
-        self.assertIn("| cli | send | blake3 | 720 | 0.90x | 0.90x | 0.10 / 0.20 / 1.19 | 0.10 / 0.20 / 1.19 |", table)
+        # (/ all floors: the median 720 over the blocking floors' median, 1000)
         self.assertIn(
-            "| floor on Twisted | fetch | blake3 | 800 | 0.90x | — | 0.10 / 0.20 / 1.04 | 0.10 / 0.20 / 1.04 |", table
+            "| cli | send | blake3 | 720 | 0.90x | 0.72x | 0.90x | 0.10 / 0.20 / 1.19 | 0.10 / 0.20 / 1.19 |", table
+        )
+        self.assertIn(
+            "| floor on Twisted | fetch | blake3 | 800 | 0.90x | — | — | 0.10 / 0.20 / 1.04 | 0.10 / 0.20 / 1.04 |",
+            table,
         )
         plain = self.summary() | {"config": summary["config"], "cases": {"raw": raw}}
         self.assertNotIn("on Twisted", bench_bulk.table(plain))  # (measured only with --twisted-floor)
