@@ -1192,8 +1192,8 @@ def againstFloor(raw: dict[str, list[dict[str, Any]]], floors: list[dict[str, An
     (C{"ratio_twisted"}).  Beside it, not checked, the median of the
     case's rates over the median of every floor of the set with its digest
     (C{"ratio_pooled"}): one floor beside each run moves by 10-20 % from
-    the next, which the median of five such ratios carries, where the
-    median of all of them (fifteen at C{--criterion}) moves less.  Where
+    the next, which the median of five such ratios carries; this reads
+    the same figure against all of them (fifteen at C{--criterion}).  Where
     each end's time went, the floors' rows (every floor measured, by
     digest; the copy on Twisted as L{TWISTED_FLOOR}, its ratio the median
     of its own to the blocking copy measured with it) beside them.
@@ -1416,8 +1416,8 @@ def table(summary: dict[str, Any]) -> str:
             " `recv_into`s 1 MiB, hashes it and `write`s it to a fresh tmpfs file) measured just before each case"
             " with the same digest (the floor rows: all of them); send: the client uploads, fetch: it downloads."
             "  Ratio: median of each run's (the check); `/ all floors`: the case's median MB/s over the median of"
-            " every floor with its digest (not a check: one floor moves more from run to run than the median of"
-            " all).  Each end's time in seconds per GiB: user / system / waiting"
+            " every floor with its digest (not a check: the same figure read against all the floors, where one"
+            " floor moves by 10-20 % from the next).  Each end's time in seconds per GiB: user / system / waiting"
             " (not running: for its peer, the socket, or a CPU; of which runnable but without a CPU, where"
             " schedstat tells, in brackets)."
             + (
