@@ -241,7 +241,7 @@ BUDDYINFO = Path("/proc/buddyinfo")
 
 
 @contextlib.contextmanager
-def hostMemoryKept(parameter: Path | None = None, buddyinfo: Path | None = None) -> Iterator[tuple[str, str]]:
+def hostMemoryKept(parameter: Path = PAGE_REPORTING_ORDER, buddyinfo: Path = BUDDYINFO) -> Iterator[tuple[str, str]]:
     """
     While in it, this VM reports no free memory to its host (its page
     reporting order set above the largest order a free block can have),
@@ -266,8 +266,6 @@ def hostMemoryKept(parameter: Path | None = None, buddyinfo: Path | None = None)
     @raise SystemExit: the machine has no page reporting, or the setting
         cannot be changed (not root), said plainly.
     """
-    parameter = PAGE_REPORTING_ORDER if parameter is None else parameter
-    buddyinfo = BUDDYINFO if buddyinfo is None else buddyinfo
     try:
         before = parameter.read_text().strip()
     except OSError:
