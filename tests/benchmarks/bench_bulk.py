@@ -62,8 +62,8 @@ work turns into in practice); the SHA-256 case's rate is set against both.
     fresh tmpfs file.  Timed from the first loop's start to the last
     one's end; for the CLI cases, from the launch of the process that
     connects (the sender for C{send}, the receiver for C{fetch}: the one
-    in the CLI client's place, started as a fresh process too) to the last
-    loop's end.  With C{--twisted-floor}, also the same copy with its
+    in the CLI client's place, started as a fresh process too) to its
+    exit, or to the other end's last loop if that ends later.  With C{--twisted-floor}, also the same copy with its
     listening end in Twisted's reactor, set up as chunkwire's bulk servers
     are, still with no framing (C{floor on Twisted}, L{TWISTED_FLOOR}):
     what the reactor under every file case's server costs.
@@ -1049,6 +1049,7 @@ def _floorCopy(size: int, digest: str, direction: str, twisted: bool, timeout: f
         connecting = [*module, "connect", roles["connect"], "--file", files[roles["connect"]], "--digest", digest]
         launched = time.monotonic()  # the same clock as the ends' (CLOCK_MONOTONIC)
         out, _, _ = _runClient([*connecting, "--port", str(port)], timeout)
+        exited = time.monotonic()
         serverOut, _ = server.communicate(timeout=timeout)
         handedBack = reportedSince(reported)
     finally:
@@ -1064,8 +1065,9 @@ def _floorCopy(size: int, digest: str, direction: str, twisted: bool, timeout: f
     seconds = max(e["ended"] for e in ends.values()) - min(e["started"] for e in ends.values())
     cpu = {side: [e["user_s"], e["system_s"], e["runqueue_s"]] for side, e in ends.items()}
     copy = _ends(seconds, cpu["server"], cpu["client"], size) | {"digest": ends["client"]["digest"]}
-    # The copy as a CLI command is timed: from the connecting process's launch (its start-up included).
-    commandSeconds = max(e["ended"] for e in ends.values()) - launched
+    # The copy as a CLI command is timed as one is: from the connecting process's launch to its exit (its
+    # start-up and its exit included), or to the listening end's last loop if that ends later.
+    commandSeconds = max(exited, *(e["ended"] for e in ends.values())) - launched
     copy |= {"command_seconds": commandSeconds, "command_mb_s": size / commandSeconds / 1e6}
     copy["host_reported_mib"] = handedBack
     return copy

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -114,6 +115,35 @@ class TwistedFloorTests(SynchronousTestCase):
         """C{--twisted} is refused for the connecting end."""
         with self.assertRaises(SystemExit):
             _floorcopy.main(["connect", "send", "--file", "x", "--twisted"])
+
+
+class FloorCommandTests(SynchronousTestCase):
+    """The floor timed as the CLI is, from the connecting process's launch to its exit."""
+
+    def test_commandReachesTheExit(self) -> None:
+        """
+        A floor copy's command time runs to the connecting process's exit:
+        it is at least as long as the wait for that process from just
+        before its launch to just after its exit (in a fetch the connecting
+        process is the receiver, whose last loop ends before it exits).
+        """
+        size = 3 * MiB + 12345
+        self.addCleanup(lambda: bench_bulk.cliSource(size).unlink(missing_ok=True))
+        waits: list[float] = []
+        run = bench_bulk._runClient
+
+        def timed(command: list[str], timeout: float) -> tuple[str, tuple[float, float], int]:
+            before = time.monotonic()
+            result = run(command, timeout)
+            waits.append(time.monotonic() - before)
+            return result
+
+        self.patch(bench_bulk, "_runClient", timed)
+        for direction in bench_bulk.DIRECTIONS:
+            copy = bench_bulk._floorCopy(size, "sha256", direction, False, 120.0)
+            self.assertGreaterEqual(copy["command_seconds"], waits[-1], direction)
+            self.assertGreater(copy["command_seconds"], copy["seconds"], direction)
+            self.assertAlmostEqual(copy["command_mb_s"], size / copy["command_seconds"] / 1e6)
 
 
 class CriterionTests(SynchronousTestCase):
