@@ -20,7 +20,6 @@ Design: docs/design/rpc-core.md
 from __future__ import annotations
 
 import enum
-import random
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
@@ -84,6 +83,13 @@ class AddressState(enum.Enum):
     """The last attempt failed: not tried again before C{retryAt}."""
 
 
+def _uniform() -> float:
+    """A number in [0, 1) from C{random}, loaded at the first jitter: a client that never backs off never loads it."""
+    from random import random
+
+    return random()
+
+
 @dataclass(frozen=True)
 class Backoff:
     """
@@ -97,7 +103,7 @@ class Backoff:
     maximum: float = 120.0
     jitter: float = 0.2
 
-    def delay(self, failures: int, uniform: Callable[[], float] = random.random) -> float:
+    def delay(self, failures: int, uniform: Callable[[], float] = _uniform) -> float:
         """Seconds to wait after C{failures} failed attempts in a row (C{uniform}: a number in [0, 1))."""
         base = min(self.initial * self.multiplier ** max(failures - 1, 0), self.maximum)
         return max(base * (1 + self.jitter * (2 * uniform() - 1)), 0.0)
@@ -164,7 +170,7 @@ class AddressBook(Generic[C]):
         targets: Iterable[Hashable],
         policy: str = PICK_FIRST,
         backoff: Backoff | None = None,
-        uniform: Callable[[], float] = random.random,
+        uniform: Callable[[], float] = _uniform,
     ) -> None:
         """
         @param targets: the addresses, in order (duplicates kept once).

@@ -131,7 +131,8 @@ class CommandImportTests(SynchronousTestCase):
         option given) and C{difflib} (it suggests a method name after a
         call to a missing one), and C{hashlib}, C{hmac} and OpenSSL's hashes
         (C{_hashlib}: a BLAKE3 transfer with an unkeyed sidecar hashes
-        nothing with them); a send loads no C{json} either (only a
+        nothing with them), C{random} (a connection that never backs off
+        draws no jitter); a send loads no C{json} either (only a
         download keeps a sidecar).  (C{ssl} is loaded: L{protocols.options}' hints
         name C{ssl.SSLContext}, and C{typing.get_type_hints} must resolve them.)
         """
@@ -148,6 +149,7 @@ class CommandImportTests(SynchronousTestCase):
             self.assertEqual({name for name in imported if name.split(".")[0] == "twisted"}, set(), command)
             self.assertEqual(imported & {"logging", "traceback", "difflib"}, set(), command)
             self.assertEqual(imported & {"hashlib", "_hashlib", "hmac"}, set(), command)
+            self.assertNotIn("random", imported, command)  # (only a backoff's jitter draws a number)
             self.assertEqual({name for name in imported if name.startswith("framing.login")}, set(), command)
             if command[0] == "send":
                 self.assertNotIn("json", imported)
