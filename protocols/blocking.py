@@ -35,14 +35,14 @@ from __future__ import annotations
 import inspect
 import select
 import socket
-import ssl
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, cast, overload
+from typing import TYPE_CHECKING, Any, TypeGuard, cast, overload
 
 from framing.rpc._addresses import AddressBook, Wait, attemptTimeout, retire
 from framing.rpc._clientstreams import ClientObjectStreams
@@ -70,6 +70,8 @@ from protocols._clientcontext import currentCall as currentCall  # (re-exported:
 from protocols.options import CLIENT_DEFAULTS, ClientOptions
 
 if TYPE_CHECKING:
+    import ssl  # (loaded where TLS is used: a plain connection's start does not pay for it)
+
     # (The login machinery loads when a connection logs in or follows an object URL: a plain one never does.)
     from framing.login._urls import HintAttempts
 
@@ -325,7 +327,8 @@ class BlockingConnection:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(silenceTimeout))
         # Sends never block but where TLS must (its records go whole): what the socket does not take at once
         # is sent as it drains, within the call's time (_sendRest).
-        self._dontWait = 0 if isinstance(sock, ssl.SSLSocket) else socket.MSG_DONTWAIT
+        self._dontWait = 0 if _isTLS(sock) else socket.MSG_DONTWAIT
+        self._readWaits, self._sendWaits = _waits(sock)
         # Every charge to the ledger is made under _lock (the outbox's, _queue); past its budget the connection ends.
         self._session.ledger.on_full = self._ledgerFull
 
@@ -765,7 +768,7 @@ class BlockingConnection:
         silence (the server's silence is then judged), the server closed
         the connection (C{error} C{None}), or the read failed.
         """
-        if isinstance(error, (TimeoutError, BlockingIOError, ssl.SSLWantReadError)):
+        if isinstance(error, self._readWaits):
             # (SO_RCVTIMEO passed: EAGAIN from a blocking socket; from a TLS one, SSL_ERROR_WANT_READ)
             silence = self._silenceTimeout
             if silence is not None:
@@ -890,7 +893,7 @@ class BlockingConnection:
 
     def _sendFailed(self, error: OSError) -> BaseException:
         """Why the connection ends when a send failed with C{error}: the server read nothing for too long, or else."""
-        if isinstance(error, (BlockingIOError, TimeoutError, ssl.SSLWantWriteError)):
+        if isinstance(error, self._sendWaits):
             return ServerSilent(f"{self.peer} read nothing this side sent for {self._silenceTimeout:g} s")
         return ConnectionLost(f"sending to {self.peer} failed: {error}")
 
@@ -1154,11 +1157,32 @@ def tlsContext(*, caFile: str | None = None, certificate: str | None = None, key
         L{framing.login.ClientCertificate} login presents.
     @param key: the PEM file of the certificate's private key, if apart.
     """
+    import ssl
+
     context = ssl.create_default_context(cafile=caFile)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     if certificate is not None:
         context.load_cert_chain(certificate, key)
     return context
+
+
+def _isTLS(sock: socket.socket) -> TypeGuard[ssl.SSLSocket]:
+    """Whether C{sock} is a TLS socket (none can be while C{ssl} is not loaded: it loads where TLS is used)."""
+    tls = sys.modules.get("ssl")
+    return tls is not None and isinstance(sock, tls.SSLSocket)
+
+
+def _waits(sock: socket.socket) -> tuple[tuple[type[OSError], ...], tuple[type[OSError], ...]]:
+    """
+    What a read and a send on C{sock} raise when its timeout passed or it
+    would block, not failing: on a TLS socket, C{SSL_ERROR_WANT_READ} and
+    C{SSL_ERROR_WANT_WRITE} too.
+    """
+    if not _isTLS(sock):
+        return (TimeoutError, BlockingIOError), (BlockingIOError, TimeoutError)
+    import ssl
+
+    return (TimeoutError, BlockingIOError, ssl.SSLWantReadError), (BlockingIOError, TimeoutError, ssl.SSLWantWriteError)
 
 
 def _secured(
@@ -1193,6 +1217,7 @@ def _logIn(sock: socket.socket, credentials: Any, peer: str, timeout: float | No
     from framing.login._exchange import ByteExchange
 
     login = ByteExchange(credentials)
+    waiting = _waits(sock)[0]
     deadline = None if timeout is None else time.monotonic() + timeout
     sock.sendall(login.start())
     while not login.done:
@@ -1200,7 +1225,7 @@ def _logIn(sock: socket.socket, credentials: Any, peer: str, timeout: float | No
             raise ServerSilent(f"no answer to the login from {peer} within {timeout:g} s")
         try:
             chunk = sock.recv(login.readSize)
-        except (TimeoutError, BlockingIOError, ssl.SSLWantReadError):
+        except waiting:
             continue  # (the socket's receive timeout, a tick: look at the deadline)
         except OSError as error:
             raise ConnectionLost(f"reading from {peer} failed during the login: {error}") from error
@@ -1370,6 +1395,8 @@ def pinnedContext() -> ssl.SSLContext:
     server prove it holds that key: its signature is checked whatever the
     verify mode.)
     """
+    import ssl
+
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.check_hostname = False
@@ -1384,7 +1411,7 @@ def _checkPin(sock: socket.socket, pin: str) -> None:
     """
     from framing.login._urls import checkPresentedKey
 
-    checkPresentedKey(sock.getpeercert(binary_form=True) if isinstance(sock, ssl.SSLSocket) else None, pin)
+    checkPresentedKey(sock.getpeercert(binary_form=True) if _isTLS(sock) else None, pin)
 
 
 def connectURL(

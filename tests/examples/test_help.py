@@ -132,9 +132,9 @@ class CommandImportTests(SynchronousTestCase):
         call to a missing one), and C{hashlib}, C{hmac} and OpenSSL's hashes
         (C{_hashlib}: a BLAKE3 transfer with an unkeyed sidecar hashes
         nothing with them), C{random} (a connection that never backs off
-        draws no jitter); a send loads no C{json} either (only a
-        download keeps a sidecar).  (C{ssl} is loaded: L{protocols.options}' hints
-        name C{ssl.SSLContext}, and C{typing.get_type_hints} must resolve them.)
+        draws no jitter) and C{ssl} (a plain connection: L{protocols.options}'
+        hints still resolve, see C{test_options}); a send loads no C{json}
+        either (only a download keeps a sidecar).
         """
         served = Path(self.mktemp()).resolve()
         served.mkdir(parents=True)
@@ -150,6 +150,7 @@ class CommandImportTests(SynchronousTestCase):
             self.assertEqual(imported & {"logging", "traceback", "difflib"}, set(), command)
             self.assertEqual(imported & {"hashlib", "_hashlib", "hmac"}, set(), command)
             self.assertNotIn("random", imported, command)  # (only a backoff's jitter draws a number)
+            self.assertEqual(imported & {"ssl", "_ssl"}, set(), command)
             self.assertEqual({name for name in imported if name.startswith("framing.login")}, set(), command)
             if command[0] == "send":
                 self.assertNotIn("json", imported)

@@ -12,6 +12,7 @@ import dataclasses
 import operator
 import socket
 import threading
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -88,6 +89,21 @@ class ClientOptionsTests(SynchronousTestCase):
         self.assertEqual(options.callTimeout, 2.0)
         self.assertRaises(TypeError, operator.setitem, options.metadata, "a", "b")
         self.assertRaises(dataclasses.FrozenInstanceError, setattr, options, "timeout", 1.0)
+
+    def test_hintsResolve(self) -> None:
+        """
+        C{typing.get_type_hints} resolves every field's hint, C{tls}'s to
+        C{ssl.SSLContext | bool} (the module loads C{ssl} only when asked:
+        C{tests.examples.test_help}), and a context is taken as C{tls}.
+        """
+        import ssl
+
+        hints = typing.get_type_hints(ClientOptions)
+        self.assertEqual(set(hints), {field.name for field in dataclasses.fields(ClientOptions)})
+        self.assertEqual(hints["tls"], ssl.SSLContext | bool)
+        context = ssl.create_default_context()
+        self.assertIs(ClientOptions(tls=context).tls, context)
+        self.assertIs(ClientOptions(tls=True).tls, True)
 
     def test_credentialsNotShown(self) -> None:
         """The repr of options with a password does not show it."""
