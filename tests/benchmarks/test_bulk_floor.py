@@ -12,6 +12,7 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -128,7 +129,12 @@ class FloorCommandTests(SynchronousTestCase):
         process is the receiver, whose last loop ends before it exits).
         """
         size = 3 * MiB + 12345
-        self.addCleanup(lambda: bench_bulk.cliSource(size).unlink(missing_ok=True))
+        # The files in a directory of the test's own, not in /dev/shm (a container's may hold 64 MiB), and no
+        # freshMemory (it writes the size and 64 MiB more there).
+        directory = Path(self.mktemp()).resolve()  # (absolute: the copy's processes run in the repository)
+        directory.mkdir(parents=True)
+        self.patch(bench_bulk, "TMPFS", directory)
+        self.patch(bench_bulk, "freshMemory", lambda size: None)
         waits: list[float] = []
         run = bench_bulk._runClient
 
