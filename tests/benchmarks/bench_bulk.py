@@ -63,10 +63,11 @@ work turns into in practice); the SHA-256 case's rate is set against both.
     one's end; for the CLI cases, from the launch of the process that
     connects (the sender for C{send}, the receiver for C{fetch}: the one
     in the CLI client's place, started as a fresh process too) to its
-    exit, or to the other end's last loop if that ends later.  With C{--twisted-floor}, also the same copy with its
-    listening end in Twisted's reactor, set up as chunkwire's bulk servers
-    are, still with no framing (C{floor on Twisted}, L{TWISTED_FLOOR}):
-    what the reactor under every file case's server costs.
+    exit, or to the other end's last loop if that ends later.  With
+    C{--twisted-floor}, also the same copy with its listening end in
+    Twisted's reactor, set up as chunkwire's bulk servers are, still with
+    no framing (C{floor on Twisted}, L{TWISTED_FLOOR}): what the reactor
+    under every file case's server costs.
 
 The file cases (the CLI cases, C{library} and C{upload}) move the file both ways:
 C{send} (the client uploads; the CLI's C{send}) and C{fetch} (it
@@ -827,8 +828,9 @@ def _runClient(command: list[str], timeout: float) -> tuple[str, tuple[float, fl
     process = subprocess.Popen(command, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert process.stdout is not None and process.stderr is not None
     deadline = time.monotonic() + timeout
-    out = process.stdout.read()
-    err = process.stderr.read()
+    with process.stdout, process.stderr:
+        out = process.stdout.read()
+        err = process.stderr.read()
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode != 0 or time.monotonic() > deadline:

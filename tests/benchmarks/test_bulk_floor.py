@@ -500,6 +500,6 @@ class HostMemoryKeptTests(SynchronousTestCase):
         self.patch(bench_bulk, "table", lambda summary: repr(summary["config"]))
         with tempfile.TemporaryDirectory() as directory:
             bench_bulk.main(["--keep-host-memory", "--cases", "raw", "--json", os.path.join(directory, "out.json")])
-            recorded = json.loads(bench_bulk.Path(directory, "out.json").read_text())
+            recorded = json.loads(Path(directory, "out.json").read_text())
         self.assertEqual((seen, entered), ([True], [True, False]))
         self.assertEqual(recorded["config"]["host_memory_kept"], {"order_before": 9, "order_held": 11})
