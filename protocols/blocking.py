@@ -1178,11 +1178,12 @@ def _waits(sock: socket.socket) -> tuple[tuple[type[OSError], ...], tuple[type[O
     would block, not failing: on a TLS socket, C{SSL_ERROR_WANT_READ} and
     C{SSL_ERROR_WANT_WRITE} too.
     """
+    plain = (TimeoutError, BlockingIOError)
     if not _isTLS(sock):
-        return (TimeoutError, BlockingIOError), (BlockingIOError, TimeoutError)
+        return plain, plain
     import ssl
 
-    return (TimeoutError, BlockingIOError, ssl.SSLWantReadError), (BlockingIOError, TimeoutError, ssl.SSLWantWriteError)
+    return (*plain, ssl.SSLWantReadError), (*plain, ssl.SSLWantWriteError)
 
 
 def _secured(
